@@ -1,0 +1,193 @@
+"""Lane maps: pure functions from (lane, element/register) to matrix coordinates and back.
+
+Every function takes integers or integer numpy arrays (vectorized, broadcasting) and is the only
+place its formula exists; patterns, the reference semantics, the emulator, the CLI and the docs
+all call these.
+
+MFMA inputs (the generic model, ``sources['lane-model']``)::
+
+    A(lane, e) = (block, row, k) with row = lane % M, block = (lane // M) % blocks,
+                 k = (lane // (M*blocks)) * elems + e
+    B(lane, e) = (block, k, col) with the same formula, col = lane % N
+
+It reproduces the seed's 16x16x32 f16 example (``k = 8*(lane//16) + e``) and the rules "packed
+inputs: blocks = 64 / M" and "scalar inputs: each K position occupies a separate group of M lanes".
+
+Accumulators follow the seed's five layout tables (``ACC_LAYOUTS``); ``reg`` counts accumulator
+*elements* (FP64: register pairs).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .records import WAVE_SIZE, DsReadTrOp, MfmaOp
+
+# --------------------------------------------------------------------------------------------
+# MFMA A / B operands
+
+
+def a_owner(op: MfmaOp, lane, elem):
+    """(lane, element) of the A operand -> (block, row, k)."""
+    lane, elem = np.asarray(lane), np.asarray(elem)
+    return (lane // op.m) % op.blocks, lane % op.m, (lane // (op.m * op.blocks)) * op.a_elems + elem
+
+
+def b_owner(op: MfmaOp, lane, elem):
+    """(lane, element) of the B operand -> (block, k, col)."""
+    lane, elem = np.asarray(lane), np.asarray(elem)
+    return (lane // op.n) % op.blocks, (lane // (op.n * op.blocks)) * op.b_elems + elem, lane % op.n
+
+
+def a_lane(op: MfmaOp, block, row, k):
+    """Inverse of :func:`a_owner`: (block, row, k) -> (lane, element)."""
+    block, row, k = np.asarray(block), np.asarray(row), np.asarray(k)
+    return row + op.m * block + op.m * op.blocks * (k // op.a_elems), k % op.a_elems
+
+
+def b_lane(op: MfmaOp, block, k, col):
+    """Inverse of :func:`b_owner`: (block, k, col) -> (lane, element)."""
+    block, k, col = np.asarray(block), np.asarray(k), np.asarray(col)
+    return col + op.n * block + op.n * op.blocks * (k // op.b_elems), k % op.b_elems
+
+
+# --------------------------------------------------------------------------------------------
+# Accumulators: the seed's layout tables. Each entry: (owner, inverse).
+#   owner(lane, reg, blocks) -> (block, row, col);  inverse(block, row, col, blocks) -> (lane, reg)
+
+
+def _acc32_owner(lane, reg, blocks):
+    # rows in bands of four; band parity picks the lane half, band // 2 the register quad
+    r = reg % 16
+    return reg // 16, 8 * (r // 4) + 4 * (lane // 32) + r % 4, lane % 32
+
+
+def _acc32_lane(block, row, col, blocks):
+    return col + 32 * ((row // 4) % 2), 16 * block + 4 * (row // 8) + row % 4
+
+
+def _acc16_owner(lane, reg, blocks):
+    return reg // 4, 4 * (lane // 16) + reg % 4, lane % 16
+
+
+def _acc16_lane(block, row, col, blocks):
+    return col + 16 * (row // 4), 4 * block + row % 4
+
+
+def _acc4_owner(lane, reg, blocks):
+    return lane // 4, reg, lane % 4
+
+
+def _acc4_lane(block, row, col, blocks):
+    return 4 * block + col, row
+
+
+def _acc16f64_owner(lane, reg, blocks):
+    return 0 * lane, 4 * reg + lane // 16, lane % 16
+
+
+def _acc16f64_lane(block, row, col, blocks):
+    return col + 16 * (row % 4), row // 4
+
+
+def _acc4f64_owner(lane, reg, blocks):
+    return (lane // 4) % 4, lane // 16 + 0 * reg, lane % 4
+
+
+def _acc4f64_lane(block, row, col, blocks):
+    return 16 * row + 4 * block + col, 0 * row
+
+
+ACC_LAYOUTS = {
+    "32x32": (_acc32_owner, _acc32_lane),
+    "16x16": (_acc16_owner, _acc16_lane),
+    "4x4": (_acc4_owner, _acc4_lane),
+    "16x16_f64": (_acc16f64_owner, _acc16f64_lane),
+    "4x4_f64": (_acc4f64_owner, _acc4f64_lane),
+}
+
+
+def acc_owner(op: MfmaOp, lane, reg):
+    """(lane, accumulator element) -> (block, row, col)."""
+    owner, _ = ACC_LAYOUTS[op.acc_layout]
+    return tuple(np.asarray(x) for x in owner(np.asarray(lane), np.asarray(reg), op.blocks))
+
+
+def acc_lane(op: MfmaOp, block, row, col):
+    """(block, row, col) -> (lane, accumulator element)."""
+    _, inverse = ACC_LAYOUTS[op.acc_layout]
+    return tuple(np.asarray(x) for x in inverse(np.asarray(block), np.asarray(row), np.asarray(col), op.blocks))
+
+
+# --------------------------------------------------------------------------------------------
+# MFMA modifiers as lane/block maps
+
+
+def blgp_source_lane(pattern: int, lane):
+    """B lane-group pattern: the lane whose B data lane ``lane`` uses (CDNA3 ISA, BLGP field).
+
+    0 normal; 1 lanes 0-31 broadcast to 32-63; 2 lanes 32-63 broadcast to 0-31; 3 rotate down
+    by 16 (lane L reads lane L+16 mod 64); 4..7 broadcast lanes 16*(pattern-4) .. +15 to all groups.
+    """
+    lane = np.asarray(lane)
+    if pattern == 0:
+        return lane
+    if pattern == 1:
+        return lane % 32
+    if pattern == 2:
+        return lane % 32 + 32
+    if pattern == 3:
+        return (lane + 16) % WAVE_SIZE
+    if 4 <= pattern <= 7:
+        return lane % 16 + 16 * (pattern - 4)
+    raise ValueError(f"blgp lane-group pattern {pattern} is not in [0, 7]")
+
+
+def a_source_block(cbsz: int, abid: int, block):
+    """A broadcast: the block whose A operand output block ``block`` uses."""
+    block = np.asarray(block)
+    group = 1 << cbsz
+    return (block // group) * group + abid
+
+
+# --------------------------------------------------------------------------------------------
+# Scaled MFMA scales
+
+
+def scale_owner(op: MfmaOp, lane):
+    """Scaled MFMA: lane -> (row or column, 32-wide K block) that its E8M0 scale byte covers.
+
+    Each lane holds 32 consecutive K positions of one A row (B column), exactly one OCP MX scale
+    block, so a lane's own scale register scales its own data.
+    """
+    lane = np.asarray(lane)
+    return lane % op.m, (lane // op.m) * op.a_elems // 32
+
+
+# --------------------------------------------------------------------------------------------
+# ds_read_tr provider map
+
+TR_GROUP = 16  # lanes exchange data inside groups of 16
+
+
+def tr_provider(op: DsReadTrOp, lane, elem):
+    """(result lane, element) -> (lane whose address supplies it, element offset in that lane's chunk).
+
+    With l = lane % 16, n = elements per lane, r = log2(n): element i of lane L is element l % n
+    of the chunk read at the address of lane (L - l) + (l >> r) + (16 // n) * i.
+    """
+    lane, elem = np.asarray(lane), np.asarray(elem)
+    n = op.elements
+    r = n.bit_length() - 1
+    l = lane % TR_GROUP
+    return lane - l + (l >> r) + (TR_GROUP // n) * elem, l % n
+
+
+def tr_consumer(op: DsReadTrOp, src_lane, src_elem):
+    """Inverse of :func:`tr_provider`: (supplying lane, chunk element) -> (result lane, element)."""
+    src_lane, src_elem = np.asarray(src_lane), np.asarray(src_elem)
+    n = op.elements
+    r = n.bit_length() - 1
+    per = TR_GROUP // n  # result lanes of one chunk-row share (l >> r)
+    j = src_lane % TR_GROUP
+    return src_lane - j + ((j % per) << r) + src_elem, j // per
