@@ -15,8 +15,10 @@ _SPLIT_B8 = (((0, 7), (16, 23), (32, 39), (48, 55)), ((8, 15), (24, 31), (40, 47
 _SPLIT_B16 = (((0, 3), (8, 11)), ((4, 7), (12, 15)))
 
 _TR6_NOTE = (
-    "LDS alignment 12 B for b96 is the seed's rule; rocRoller pads tr6 rows to 16 B and the ISA "
-    "guide is not explicit. Not confirmed on hardware: the patterns require 12 B (the seed)."
+    "LDS alignment: the seed says 12 B for b96; AMD's rocRoller (hardware-tested) pads 6-bit "
+    "transpose loads to 'the 128b alignment requirement of 6-bit transpose loads'. The catalog "
+    "requires 16 B, the stricter rule: a kernel it accepts is right under both readings. Not "
+    "confirmed on hardware."
 )
 
 
@@ -37,7 +39,7 @@ def _tr(name, bits, load, vec, res_fmt, align, split, mfma, feeds, notes=()):
         k_split_mfma=mfma,
         feeds=feeds,
         notes=tuple(notes),
-        sources=("seed-tr", "llc22", "tr-rule"),
+        sources=("seed-tr", "llc22", "tr-rule") + (("rocroller-tr6",) if bits == 6 else ()),
     )
 
 
@@ -45,7 +47,7 @@ def _tr(name, bits, load, vec, res_fmt, align, split, mfma, feeds, notes=()):
 
 DS_READ_TR_OPS: tuple[DsReadTrOp, ...] = (
     _tr("ds_read_tr4_b64_v2i32", 4, 64, "<2 x i32>", "i32", 8, _SPLIT_B4_B6, "scale_f32_32x32x64_f8f6f4", ("fp4",)),
-    _tr("ds_read_tr6_b96_v3i32", 6, 96, "<3 x i32>", "i32", 12, _SPLIT_B4_B6, "scale_f32_32x32x64_f8f6f4",
+    _tr("ds_read_tr6_b96_v3i32", 6, 96, "<3 x i32>", "i32", 16, _SPLIT_B4_B6, "scale_f32_32x32x64_f8f6f4",
         ("fp6", "bf6"), (_TR6_NOTE,)),
     _tr("ds_read_tr8_b64_v2i32", 8, 64, "<2 x i32>", "i32", 8, _SPLIT_B8, "i32_16x16x64_i8", ("fp8", "bf8", "i8")),
     _tr("ds_read_tr16_b64_v4i16", 16, 64, "<4 x i16>", "i16", 8, _SPLIT_B16, "f32_32x32x16_f16", ("i8",),

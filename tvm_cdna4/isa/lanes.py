@@ -4,7 +4,7 @@ Every function takes integers or integer numpy arrays (vectorized, broadcasting)
 place its formula exists; patterns, the reference semantics, the emulator, the CLI and the docs
 all call these.
 
-MFMA inputs (the generic model, ``sources['lane-model']``)::
+MFMA inputs (AMD's matrix instruction calculator formula, ``sources.SOURCES['calculator']``)::
 
     A(lane, e) = (block, row, k) with row = lane % M, block = (lane // M) % blocks,
                  k = (lane // (M*blocks)) * elems + e
@@ -124,7 +124,7 @@ def acc_lane(op: MfmaOp, block, row, col):
 
 
 def blgp_source_lane(pattern: int, lane):
-    """B lane-group pattern: the lane whose B data lane ``lane`` uses (CDNA3 ISA, BLGP field).
+    """B lane-group pattern: the lane whose B data lane ``lane`` uses (calculator, BLGP field).
 
     0 normal; 1 lanes 0-31 broadcast to 32-63; 2 lanes 32-63 broadcast to 0-31; 3 rotate down
     by 16 (lane L reads lane L+16 mod 64); 4..7 broadcast lanes 16*(pattern-4) .. +15 to all groups.

@@ -69,7 +69,7 @@ def _mfma(row) -> MfmaOp:
     notes = []
     if acc == "f64":
         blgp = Modifier("blgp", 0, 7, _NEG)
-        notes.append("FP64: blgp is reused as negation bits (seed); bit order from the CDNA3 ISA NEG field")
+        notes.append("FP64: blgp is reused as negation bits (seed); bit order from the calculator and LLVM")
     else:
         blgp = Modifier("blgp", 0, blgp_max, _BLGP if blgp_max else "must be 0 (seed)")
     if name in ("f32_16x16x32_f16", "f32_32x32x16_f16", "f32_16x16x32_bf16", "f32_32x32x16_bf16"):
@@ -78,7 +78,7 @@ def _mfma(row) -> MfmaOp:
             "reference calls it a lane-group pattern; we follow the reference (LLVM accepts 0..7)"
         )
     if blocks > 1 or fin in ("f32", "f64"):
-        notes.append("Input lane map of this multi-block/scalar-input shape is not spelled out by the seed: lane-model")
+        notes.append("The seed gives no input lane map for this multi-block/scalar-input shape: calculator formula")
     return MfmaOp(
         name=name,
         builtin=f"__builtin_amdgcn_mfma_{name}",
@@ -107,7 +107,7 @@ def _mfma(row) -> MfmaOp:
         ops=ops,
         cycles=cycles,
         notes=tuple(notes),
-        sources=("seed-mfma", "llc22", "lane-model") + (("cdna3-isa",) if blocks > 1 or blgp.hi else ()),
+        sources=("seed-mfma", "llc22", "calculator") + (("llvm-td",) if acc == "f64" else ()),
     )
 
 
@@ -156,7 +156,7 @@ def _scaled(m: int, k: int, ops: int, cyc_f8: int, cyc_f4: int) -> MfmaOp:
             "byte covers exactly those 32 K positions (one E8M0 per 32 K, OCP MX). Not confirmed on hardware.",
             "op_sel bit0 prints as op_sel[i], bit1 as op_sel_hi[i] (llc 22)",
         ),
-        sources=("seed-mfma", "llc22", "lane-model"),
+        sources=("seed-mfma", "llc22", "llvm-td", "triton-mx"),
     )
 
 

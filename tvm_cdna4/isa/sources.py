@@ -1,15 +1,23 @@
-"""Where each catalog fact comes from. Cited by key from the records (``Record.sources``)."""
+"""Where each catalog fact comes from. Records cite these keys in ``sources``; docs/sources.md quotes them."""
 
 SOURCES: dict[str, str] = {
-    "seed-mfma": "shared/seeds/cdna4-dense-mfma-builtins.txt (AMD HIP docs: CDNA4 dense MFMA builtins)",
-    "seed-tr": "shared/seeds/cdna4-ds-read-tr-builtins.txt (AMD HIP docs: CDNA4 MFMA transpose load builtins)",
-    "llc22": "Debian llc 22.1.8, -mtriple=amdgcn-amd-amdhsa -mcpu=gfx950: every llvm_intrinsic here "
-    "compiles and prints this mnemonic (checked by tests/test_catalog_llvm.py when llc-22 is installed)",
-    "cdna3-isa": "AMD Instinct MI300 (CDNA3) ISA reference, section 7.1 'Dependent/MFMA' "
-    "(CBSZ/ABID broadcast, BLGP lane-group patterns, NEG for DGEMM)",
-    "lane-model": "Generic MFMA input model: lane = row + M*block + M*blocks*kgroup, element = k mod "
-    "elements-per-lane (seed: 'packed inputs ... blocks = 64/M', 'scalar inputs ... each K position "
-    "occupies a separate group of M lanes'; AMD matrix instruction calculator; Triton AMD MFMA layouts)",
-    "tr-rule": "ds_read_b64_tr rule of shared/notes/cdna4-facts.md (matches rocRoller hardware-test "
-    "expectations and the seed's FP16 GEMM load_b)",
+    "seed-mfma": "shared/seeds/cdna4-dense-mfma-builtins.txt (AMD HIP docs: CDNA4 dense MFMA builtins): "
+    "shapes, types, block counts, accumulator layout tables, modifier ranges, throughput table",
+    "seed-tr": "shared/seeds/cdna4-ds-read-tr-builtins.txt (AMD HIP docs: CDNA4 MFMA transpose load builtins): "
+    "types, K-split table, alignment, FP16 GEMM example",
+    "llc22": "Debian llc 22.1.8 -mtriple=amdgcn-amd-amdhsa -mcpu=gfx950: each llvm_intrinsic compiles and "
+    "prints this mnemonic (tests/test_catalog_llvm.py re-checks when llc-22 is installed)",
+    "calculator": "ROCm/amd_matrix_instruction_calculator, matrix_calculator.py: InstCalcGfx9.__get_input_reg_lanes "
+    "('lane = b * M; lane += int(k / elements_in_contiguous_gprs) * M * B; lane += i'), "
+    "_get_cbsz_abid_transformed_block ('base_block + abid'), _get_blgp_transformed_lane; README: "
+    "'CBSZ cannot be greater than log2(blocks), ABID cannot be greater than 2^CBSZ-1', FP64 "
+    "'lowest-order bit of BLGP will negate Src0 ... middle bit ... Src1 ... highest-order bit ... C'",
+    "llvm-td": "llvm/include/llvm/IR/IntrinsicsAMDGPU.td: 'in gfx940 BLGP argument is replaced by NEG bitfield "
+    "in the DGEMM MFMA'; scaled MFMA intrinsics overloaded on the A/B vector types",
+    "triton-mx": "triton-lang/triton AMD backend (LinearLayoutConversions.cpp, gfx950 dot_scaled): 32 consecutive "
+    "K values per lane for every MX format; scale of row/col L % M, K block L // M in lane L",
+    "rocroller-tr6": "ROCm/rocRoller transpose-load utilities: 'extra number of bytes required to fulfill 128b "
+    "alignment requirement of 6-bit transpose loads'",
+    "tr-rule": "ds_read_b64_tr rule of shared/notes/cdna4-facts.md (matches rocRoller hardware-test expectations, "
+    "the seed's FP16 GEMM load_b, and the '16x8 bytes, two interleaved 8x8 byte transposes' description of tr8)",
 }

@@ -1,0 +1,94 @@
+"""Command line: ``python -m tvm_cdna4 <command>``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def _opcodes(args: argparse.Namespace) -> int:
+    from .isa import CATALOG
+    from .isa.export import to_dict
+
+    ops = list(CATALOG.values())
+    if args.kind:
+        ops = [op for op in ops if op.kind == args.kind]
+    if args.json:
+        json.dump([to_dict(op, with_lanes=not args.no_lanes) for op in ops], sys.stdout, indent=None)
+        sys.stdout.write("\n")
+        return 0
+    mfma = [op for op in ops if op.kind != "ds_read_tr"]
+    tr = [op for op in ops if op.kind == "ds_read_tr"]
+    if mfma:
+        head = ("name", "MxNxK", "blk", "A", "B", "acc", "A/lane", "acc regs", "ops", "cycles", "mnemonic")
+        rows = [
+            (
+                op.name,
+                f"{op.m}x{op.n}x{op.k}",
+                str(op.blocks),
+                op.a_format,
+                op.b_format,
+                op.acc_format,
+                op.a_vector,
+                str(op.acc_regs),
+                str(op.ops),
+                _cycles(op),
+                op.mnemonic,
+            )
+            for op in mfma
+        ]
+        _print_table(head, rows)
+    if tr:
+        if mfma:
+            print()
+        head = ("name", "elem bits", "load bits", "elems", "result", "align", "call 1 K", "call 2 K", "mnemonic")
+        rows = [
+            (
+                op.name,
+                str(op.element_bits),
+                str(op.load_bits),
+                str(op.elements),
+                op.result_vector,
+                f"{op.lds_alignment} B",
+                ",".join(f"{lo}-{hi}" for lo, hi in op.k_split[0]),
+                ",".join(f"{lo}-{hi}" for lo, hi in op.k_split[1]),
+                op.mnemonic,
+            )
+            for op in tr
+        ]
+        _print_table(head, rows)
+    return 0
+
+
+def _cycles(op) -> str:
+    if not op.cycles_by_format:
+        return str(op.cycles)
+    by = dict(op.cycles_by_format)
+    return f"{by['fp8']} f8, {by['fp4']} f6/f4"
+
+
+def _print_table(head, rows) -> None:
+    widths = [max(len(str(x)) for x in col) for col in zip(head, *rows)]
+    for row in (head, tuple("-" * w for w in widths), *rows):
+        print("  ".join(str(x).ljust(w) for x, w in zip(row, widths)).rstrip())
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m tvm_cdna4", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("opcodes", help="print the CDNA4 instruction catalog")
+    p.add_argument("--json", action="store_true", help="JSON list, one object per opcode, with lane maps")
+    p.add_argument("--no-lanes", action="store_true", help="with --json: leave out the lane tables")
+    p.add_argument("--kind", choices=("mfma", "mfma_scale", "ds_read_tr"), help="only this kind")
+    p.set_defaults(func=_opcodes)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
