@@ -1,7 +1,8 @@
 """Lane maps: pure functions from (lane, element/register) to matrix coordinates and back.
 
-Every function takes integers or integer numpy arrays (vectorized, broadcasting) and is the only
-place its formula exists; patterns, the reference semantics, the emulator, the CLI and the docs
+Every function takes Python ints, integer numpy arrays (vectorized, broadcasting) or TIR integer
+expressions (the patterns prove ownership over a symbolic lane) and is the only place its formula
+exists; patterns, the reference semantics, the emulator, the CLI and the docs
 all call these.
 
 MFMA inputs (AMD's matrix instruction calculator formula, ``sources.SOURCES['calculator']``)::
@@ -29,25 +30,21 @@ from .records import WAVE_SIZE, DsReadTrOp, MfmaOp
 
 def a_owner(op: MfmaOp, lane, elem):
     """(lane, element) of the A operand -> (block, row, k)."""
-    lane, elem = np.asarray(lane), np.asarray(elem)
     return (lane // op.m) % op.blocks, lane % op.m, (lane // (op.m * op.blocks)) * op.a_elems + elem
 
 
 def b_owner(op: MfmaOp, lane, elem):
     """(lane, element) of the B operand -> (block, k, col)."""
-    lane, elem = np.asarray(lane), np.asarray(elem)
     return (lane // op.n) % op.blocks, (lane // (op.n * op.blocks)) * op.b_elems + elem, lane % op.n
 
 
 def a_lane(op: MfmaOp, block, row, k):
     """Inverse of :func:`a_owner`: (block, row, k) -> (lane, element)."""
-    block, row, k = np.asarray(block), np.asarray(row), np.asarray(k)
     return row + op.m * block + op.m * op.blocks * (k // op.a_elems), k % op.a_elems
 
 
 def b_lane(op: MfmaOp, block, k, col):
     """Inverse of :func:`b_owner`: (block, k, col) -> (lane, element)."""
-    block, k, col = np.asarray(block), np.asarray(k), np.asarray(col)
     return col + op.n * block + op.n * op.blocks * (k // op.b_elems), k % op.b_elems
 
 
@@ -110,13 +107,13 @@ ACC_LAYOUTS = {
 def acc_owner(op: MfmaOp, lane, reg):
     """(lane, accumulator element) -> (block, row, col)."""
     owner, _ = ACC_LAYOUTS[op.acc_layout]
-    return tuple(np.asarray(x) for x in owner(np.asarray(lane), np.asarray(reg), op.blocks))
+    return owner(lane, reg, op.blocks)
 
 
 def acc_lane(op: MfmaOp, block, row, col):
     """(block, row, col) -> (lane, accumulator element)."""
     _, inverse = ACC_LAYOUTS[op.acc_layout]
-    return tuple(np.asarray(x) for x in inverse(np.asarray(block), np.asarray(row), np.asarray(col), op.blocks))
+    return inverse(block, row, col, op.blocks)
 
 
 # --------------------------------------------------------------------------------------------
@@ -129,7 +126,6 @@ def blgp_source_lane(pattern: int, lane):
     0 normal; 1 lanes 0-31 broadcast to 32-63; 2 lanes 32-63 broadcast to 0-31; 3 rotate down
     by 16 (lane L reads lane L+16 mod 64); 4..7 broadcast lanes 16*(pattern-4) .. +15 to all groups.
     """
-    lane = np.asarray(lane)
     if pattern == 0:
         return lane
     if pattern == 1:
@@ -145,7 +141,6 @@ def blgp_source_lane(pattern: int, lane):
 
 def a_source_block(cbsz: int, abid: int, block):
     """A broadcast: the block whose A operand output block ``block`` uses."""
-    block = np.asarray(block)
     group = 1 << cbsz
     return (block // group) * group + abid
 
@@ -160,7 +155,6 @@ def scale_owner(op: MfmaOp, lane):
     Each lane holds 32 consecutive K positions of one A row (B column), exactly one OCP MX scale
     block, so a lane's own scale register scales its own data.
     """
-    lane = np.asarray(lane)
     return lane % op.m, (lane // op.m) * op.a_elems // 32
 
 
@@ -173,21 +167,17 @@ TR_GROUP = 16  # lanes exchange data inside groups of 16
 def tr_provider(op: DsReadTrOp, lane, elem):
     """(result lane, element) -> (lane whose address supplies it, element offset in that lane's chunk).
 
-    With l = lane % 16, n = elements per lane, r = log2(n): element i of lane L is element l % n
-    of the chunk read at the address of lane (L - l) + (l >> r) + (16 // n) * i.
+    With l = lane % 16 and n elements per lane: element i of lane L is element l % n of the chunk
+    read at the address of lane (L - l) + l // n + (16 // n) * i.
     """
-    lane, elem = np.asarray(lane), np.asarray(elem)
     n = op.elements
-    r = n.bit_length() - 1
     l = lane % TR_GROUP
-    return lane - l + (l >> r) + (TR_GROUP // n) * elem, l % n
+    return lane - l + l // n + (TR_GROUP // n) * elem, l % n
 
 
 def tr_consumer(op: DsReadTrOp, src_lane, src_elem):
     """Inverse of :func:`tr_provider`: (supplying lane, chunk element) -> (result lane, element)."""
-    src_lane, src_elem = np.asarray(src_lane), np.asarray(src_elem)
     n = op.elements
-    r = n.bit_length() - 1
-    per = TR_GROUP // n  # result lanes of one chunk-row share (l >> r)
+    per = TR_GROUP // n  # chunks per row of a 16-lane group
     j = src_lane % TR_GROUP
-    return src_lane - j + ((j % per) << r) + src_elem, j // per
+    return src_lane - j + (j % per) * n + src_elem, j // per

@@ -1,0 +1,54 @@
+"""Fails loudly when the pinned TIRx / tvm_ffi internals used by tvm_cdna4.tirx_private change."""
+
+import inspect
+
+import tvm_ffi
+from tvm_ffi.dataclasses import enum as E
+
+from tvm_cdna4 import tirx_private
+
+
+def test_pinned_distribution():
+    from importlib.metadata import version
+
+    assert version("apache-tvm-tirx") == "0.1.0a4", "tvm_cdna4.tirx_private is written against 0.1.0a4"
+
+
+def test_enum_private_helpers_exist_with_their_signatures():
+    for name in tirx_private.ENUM_PRIVATE_NAMES:
+        assert hasattr(E, name), f"tvm_ffi.dataclasses.enum.{name} is gone"
+    assert E.ENUM_STATE_ATTR == "__ffi_enum__"
+    assert list(inspect.signature(E._create).parameters) == ["cls", "int_index", "str_index", "declaration", "cxx_backed"]
+    assert list(inspect.signature(E._register).parameters) == ["entries", "indexes", "instance"]
+    assert list(inspect.signature(E._state).parameters) == ["cls", "create"]
+
+
+def test_attribute_columns_exist():
+    from tvm_tirx.tirx.layout import Axis
+    from tvm_tirx.tirx.thread_scope import ThreadScope
+
+    assert {"backend", "rank"} <= set(E._state(ThreadScope).attrs.keys())
+    assert {"thread", "backend", "scope", "subscope"} <= set(E._state(Axis).attrs.keys())
+
+
+def test_cuda_common_members_we_subclass():
+    for cls, members in ((tirx_private.CudaContext, tirx_private.CUDA_COMMON_MEMBERS["Context"]),
+                         (tirx_private.CudaRegion, tirx_private.CUDA_COMMON_MEMBERS["Region"])):
+        missing = [m for m in members if m not in vars(cls)]
+        assert not missing, f"{cls.__qualname__} lost {missing}"
+    params = list(inspect.signature(tirx_private.CudaRegion.__init__).parameters)
+    assert params == ["self", "ctx", "name", "region", "atom_shape", "scopes", "repeat_axes", "bounds"]
+
+
+def test_registration_is_idempotent_and_visible_to_cpp():
+    from tvm_tirx.tirx.layout import Axis
+    from tvm_tirx.tirx.thread_scope import ThreadScope
+
+    first = tirx_private.register_rocm_scopes()
+    second = tirx_private.register_rocm_scopes()
+    assert all(first[k].same_as(second[k]) for k in first)
+    wave = ThreadScope("rocm.wave")
+    assert (wave.backend, wave.local_name, wave.rank) == ("rocm", "wave", 1)
+    assert tvm_ffi.get_global_func("tirx.ThreadScopeGet")("rocm.wave").same_as(wave)
+    lane, _ = tirx_private.register_rocm_axes()
+    assert lane.is_thread() and Axis.get("wave_lane").get_scope().same_as(wave)

@@ -1,0 +1,115 @@
+"""``T.rocm.tile.apply(T.amdgcn[opcode], *operands, scope=..., **params)`` for the 44 CDNA4 opcodes.
+
+``register()`` (idempotent) is the ``tvm_tirx.backends`` entry point and runs at ``import
+tvm_cdna4``: it adds the ROCm thread scopes and lane axes, the ``tirx.rocm.tile.apply`` op, the
+``T.rocm`` / ``T.amdgcn`` script namespaces and the ROCm build hooks. Family contracts:
+``patterns.mfma`` and ``patterns.ds_read_tr`` (module docstrings), docs/patterns.md.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from ..isa import DsReadTrOp, lookup
+
+_REGISTERED: dict = {}
+
+
+class Opcode(str):
+    """An opcode of ``T.amdgcn[...]``: the catalog name (stored in IR as a string)."""
+
+    @property
+    def record(self):
+        return lookup(str(self))
+
+
+class AmdgcnNamespace:
+    """``T.amdgcn["mfma_f32_16x16x32_f16"]``: accepts the catalog name, the ``__builtin_amdgcn_*``
+    spelling and an unambiguous gfx950 mnemonic; always yields the catalog name."""
+
+    def __getitem__(self, name) -> Opcode:
+        name = getattr(name, "value", name)
+        try:
+            return Opcode(lookup(str(name)).name)
+        except KeyError as err:
+            raise KeyError(f"T.amdgcn[{name!r}]: {err.args[0]}") from None
+
+    def __getattr__(self, name: str) -> Opcode:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        try:
+            return self[name]
+        except KeyError as err:
+            raise AttributeError(str(err)) from None
+
+
+def _lower(view, sctx):
+    from . import ds_read_tr, mfma
+
+    opcode, packed_args, packed_params = view.args
+    args = list(packed_args.fields)
+    params = {p.fields[0].value: p.fields[1] for p in (packed_params.fields if packed_params is not None else ())}
+    record = lookup(opcode.value)
+    family = ds_read_tr if isinstance(record, DsReadTrOp) else mfma
+    return family.lower(record, args, params, sctx)
+
+
+def register() -> dict:
+    """Register everything once; returns ``{"rocm": T.rocm namespace, "amdgcn": T.amdgcn}``."""
+    if _REGISTERED:
+        return _REGISTERED
+    from tvm_tirx.ir import StringImm, Tuple
+    from tvm_tirx.script.ir_builder.base import auto_emit_void_call
+    from tvm_tirx.tirx.script.ir_builder import op as builder_op
+    from tvm_tirx.tirx.tile.instruction import Instruction, Operand
+
+    from .. import tirx_private
+    from ..rocm.build import install_hooks
+    from . import wave
+
+    tirx_private.register_rocm_axes()
+    construct = Instruction(
+        "tirx.rocm.tile.apply",
+        "amdgcn_pattern",
+        (Operand("instruction"), Operand("operands"), Operand("parameters", default=None)),
+        ("thread", "wave", "workgroup"),
+        lower=_lower,
+    ).register()
+    amdgcn = AmdgcnNamespace()
+
+    def apply(instruction, *operands, scope="wave", **parameters):
+        """Repeat the named CDNA4 instruction over its canonical operands (see tvm_cdna4.patterns)."""
+        if isinstance(instruction, StringImm):
+            instruction = instruction.value
+        # the printer spells the registered three-argument call: (opcode, operands, params)
+        if len(operands) == 2 and all(isinstance(x, Tuple | tuple | list) for x in operands):
+            operands, encoded = operands
+            decoded = {}
+            for pair in encoded.fields if isinstance(encoded, Tuple) else encoded:
+                pair = pair.fields if isinstance(pair, Tuple) else pair
+                decoded[pair[0].value if isinstance(pair[0], StringImm) else pair[0]] = pair[1]
+            decoded.update(parameters)
+            parameters = decoded
+            operands = tuple(operands.fields if isinstance(operands, Tuple) else operands)
+        ctor = {k: parameters.pop(k) for k in ("attrs", "ty", "ty_args", "loc") if k in parameters}
+        packed = tuple((k, v) for k, v in sorted(parameters.items()))
+        return construct(amdgcn[instruction], operands, packed, scope=scope, **ctor)
+
+    rocm = SimpleNamespace(
+        tile=SimpleNamespace(apply=auto_emit_void_call(apply)),
+        lane_id=wave.lane_id,
+        wave_id=wave.wave_id,
+        workgroup_barrier=wave.workgroup_barrier,
+        s_barrier=wave.s_barrier,
+        s_waitcnt_lgkmcnt=wave.s_waitcnt_lgkmcnt,
+    )
+    builder_op.register_script_namespace("rocm", rocm)
+    builder_op.register_script_namespace("amdgcn", amdgcn)
+    install_hooks()
+    _REGISTERED.update(rocm=rocm, amdgcn=amdgcn)
+    return _REGISTERED
+
+
+def backend_entry_point():
+    """``tvm_tirx.backends`` entry point (called at ``import tvm_tirx``)."""
+    register()

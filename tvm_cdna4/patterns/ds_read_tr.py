@@ -1,0 +1,181 @@
+"""ds_read_tr: transposing LDS loads (``ds_read_b64_tr_b{4,8,16}``, ``ds_read_b96_tr_b6``).
+
+Each lane supplies one LDS address; the hardware reads the lane's chunk (64 bits; tr6: 96 bits)
+and, inside each 16-lane group, hands lane ``L`` element ``i`` from the chunk of lane
+``lanes.tr_provider(op, L, i)`` (n = elements per lane: 4 for b16, 8 for b8, 16 for b4/b6).
+
+**Tile form** ``T.rocm.tile.apply(T.amdgcn[op], dst, src, scope="wave")``: one instruction per
+repeat. ``dst`` (``local``) and ``src`` (``shared``) are ``(*group, *repeat, 4, n, 16)`` tiles: group
+``g`` of 16 lanes, row ``i``, column ``c``. Lane ``16g + c`` receives column ``c`` (rows ``0..n-1``
+in consecutive registers); lane ``16g + j`` supplies the address of ``src[g, j // (16/n), (j % (16/n))*n]``,
+the start of ``n`` consecutive elements, aligned to ``lds_alignment`` bytes. Sub-byte loads (tr4,
+tr6) use packed units: ``dst (*, 4, 16, w)`` 32-bit words (w = 2 or 3) of lane ``16g + c`` and
+``src (*, 4, 16, bytes)`` one chunk (8 or 12 bytes) per row.
+
+**Operand form** ``T.rocm.tile.apply(T.amdgcn[op], frag, src, scope="wave", mfma=name, operand="B")``
+fills one MFMA operand fragment with ``b_elems / n`` calls. ``frag`` has the MFMA's B atom ``(n, k)``
+(A: ``(m, k)``) and ``src`` is the operand stored M/N-contiguous in LDS: ``(k, n)`` for B, ``(k, m)``
+for A. The pattern checks that the calls cover every K position exactly once (the seed's K split),
+that each provider's chunk is a contiguous, aligned run of ``src`` and that each lane ends with the
+MFMA owner map.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from tvm_tirx.script import tirx as T
+
+from ..isa import CATALOG, DsReadTrOp, MfmaOp, lanes
+from ..rocm.helpers import bf16_tr_helper
+from .common import WaveContext, scalar
+from .mfma import ELEMENT_DTYPES, _b_atom, _drop, tir_type
+
+GROUPS = 4  # 16-lane groups per wave
+ELEMENT_DTYPES_BY_BITS = {
+    16: ("float16", "bfloat16", "int16", "uint16"),
+    8: ("int8", "uint8", "float8_e4m3fn", "float8_e5m2"),
+}
+RESULT_DTYPES = {"f16": ("float16", "int16", "uint16"), "bf16": ("bfloat16", "int16", "uint16"), "i16": ("int16", "uint16")}
+
+
+def _load(op: DsReadTrOp, ctx, src, coords):
+    ptr = T.address_of(src.tensor[src.indices(coords)])
+    if "bfloat" in op.result_vector:
+        return T.call_extern(bf16_tr_helper(op.name), ptr, ty="int16x4")
+    return T.call_llvm_intrin(op.llvm_intrinsic, ptr, ty=tir_type_tr(op))
+
+
+def tir_type_tr(op: DsReadTrOp) -> str:
+    return {"<2 x i32>": "int32x2", "<3 x i32>": "int32x3", "<4 x i16>": "int16x4", "<4 x half>": "float16x4",
+            "<4 x bfloat>": "int16x4"}[op.result_vector]
+
+
+def _store(dst, base, count, value):
+    want = f"{dst.dtype}x{count}"
+    if str(value.ty.dtype) != want:
+        value = T.reinterpret(value, ty=want)
+    return dst.store(base, count, value)
+
+
+def lower(op: DsReadTrOp, args, params, sctx):
+    if len(args) != 2:
+        raise ValueError(f"{op.name}: expects operands dst, src; found {len(args)}")
+    unknown = sorted(set(params) - {"mfma", "operand"})
+    if unknown:
+        raise ValueError(f"{op.name}: unknown parameter(s) {unknown}; legal parameters are ['mfma', 'operand']")
+    if "mfma" in params:
+        return _lower_operand(op, args, params, sctx)
+    if "operand" in params:
+        raise ValueError(f"{op.name}: parameter 'operand' needs 'mfma' (the MFMA whose operand is loaded)")
+    group = int(args[0].region[0].extent) if sctx.scope_kind == "workgroup" else None
+    ctx = WaveContext(sctx, op.name, group)
+    n, sub_byte = op.elements, op.element_bits < 8
+    words, nbytes = op.load_bits // 32, op.load_bits // 8
+    dst_atom = (GROUPS, 16, words) if sub_byte else (GROUPS, n, 16)
+    src_atom = (GROUPS, 16, nbytes) if sub_byte else (GROUPS, n, 16)
+    dst = ctx.region("dst", args[0], dst_atom, ("local",))
+    src = ctx.region("src", args[1], src_atom, ("shared", "shared.dyn"))
+    if sub_byte:
+        dst.check_dtype(("uint32", "int32"), f"{op.element_bits}-bit elements packed in 32-bit words")
+        src.check_dtype(("uint8", "int8"), f"bytes of {op.element_bits}-bit element chunks")
+    else:
+        dst.check_dtype(RESULT_DTYPES.get(op.result_format, ELEMENT_DTYPES_BY_BITS[op.element_bits]),
+                        f"{op.element_bits}-bit elements of {op.result_vector}")
+        src.check_dtype(ELEMENT_DTYPES_BY_BITS[op.element_bits], f"{op.element_bits}-bit elements")
+        if dst.bits != src.bits:
+            dst.fail(f"dtype {dst.dtype} and src dtype {src.dtype} differ in width")
+    dst.nonoverlapping()
+    lane = ctx.proof_lane
+    g, c = lane // 16, lane % 16
+    if sub_byte:
+        base = dst.slots([(g, c, w) for w in range(words)], lane)
+        start = (g, lane % 16, 0)  # provider lane j reads row j of its group
+        src.contiguous([(g, lane % 16, b) for b in range(nbytes)], op.lds_alignment)
+        count = words
+    else:
+        base = dst.slots([(g, i, c) for i in range(n)], lane)
+        consumer, row = lanes.tr_consumer(op, lane, 0)  # the chunk of lane j starts at column consumer % 16
+        start = (g, row, consumer % 16)
+        src.contiguous([(g, row, consumer % 16 + s) for s in range(n)], op.lds_alignment)
+        count = n
+    run = ctx.at_runtime
+    value = _load(op, ctx, src, tuple(run(x) for x in start))
+    return ctx.finish([_store(dst, run(base), count, value)])
+
+
+# ---------------------------------------------------------------------------------------------
+# Operand form
+
+
+def operand_plan(op: DsReadTrOp, mfma: MfmaOp, operand: str):
+    """Per call: (K positions covered, provider start (k, mn) per lane) from the catalog maps.
+    Raises ValueError naming the rule when ``op`` cannot produce ``mfma``'s operand."""
+    owner = lanes.b_owner if operand == "B" else lanes.a_owner
+    elems = mfma.b_elems if operand == "B" else mfma.a_elems
+    n = op.elements
+    if mfma.kind != "mfma" or elems % n:
+        raise ValueError(
+            f"{op.name}: K coverage: {mfma.name} operand {operand} holds {elems} elements per lane, "
+            f"not a whole number of {op.name} calls ({n} elements each)"
+        )
+    lane, s = np.meshgrid(np.arange(64), np.arange(n), indexing="ij")
+    covered, starts = [], []
+    for call in range(elems // n):
+        consumer, i = lanes.tr_consumer(op, lane, s)
+        blk, k, mn = _kmn(operand, owner(mfma, consumer, call * n + i))
+        if (blk != blk[:, :1]).any() or (k != k[:, :1]).any() or (mn - mn[:, :1] != s).any():
+            bad = int(np.nonzero((k != k[:, :1]).any(1) | (mn - mn[:, :1] != s).any(1) | (blk != blk[:, :1]).any(1))[0][0])
+            raise ValueError(
+                f"{op.name}: cannot feed {mfma.name} operand {operand}: the chunk of lane {bad} would need "
+                f"(k, {'n' if operand == 'B' else 'm'}) = {list(zip(k[bad].tolist(), mn[bad].tolist()))}, "
+                "not consecutive elements of one K row"
+            )
+        covered.append(sorted(set(k.ravel().tolist())))
+        starts.append((blk[:, 0], k[:, 0], mn[:, 0]))
+    flat = [x for call in covered for x in call]
+    if sorted(flat) != list(range(mfma.k)):
+        raise ValueError(f"{op.name}: K coverage: calls cover K positions {covered}, not 0..{mfma.k - 1} once each")
+    return covered, starts
+
+
+def _kmn(operand, coords):
+    blk, x, y = coords
+    return (blk, x, y) if operand == "B" else (blk, y, x)  # A owner gives (block, row, k)
+
+
+def _lower_operand(op: DsReadTrOp, args, params, sctx):
+    try:
+        name = params["mfma"].value if hasattr(params["mfma"], "value") else str(params["mfma"])
+        mfma = CATALOG[name]
+    except KeyError:
+        raise ValueError(f"{op.name}: parameter mfma={params['mfma']!r} is not an MFMA opcode") from None
+    operand = params.get("operand", "B")
+    operand = operand.value if hasattr(operand, "value") else str(operand)
+    if operand not in ("A", "B"):
+        raise ValueError(f"{op.name}: parameter operand={operand!r}; expected 'A' or 'B'")
+    if mfma.blocks != 1:
+        raise ValueError(f"{op.name}: operand form supports single-block MFMAs; {mfma.name} has {mfma.blocks} blocks")
+    covered, _ = operand_plan(op, mfma, operand)
+    fmt = mfma.b_format if operand == "B" else mfma.a_format
+    mn = mfma.n if operand == "B" else mfma.m
+    group = int(args[0].region[0].extent) if sctx.scope_kind == "workgroup" else None
+    ctx = WaveContext(sctx, op.name, group)
+    frag = ctx.region("frag", args[0], (mn, mfma.k), ("local",))
+    src = ctx.region("src", args[1], (mfma.k, mn), ("shared", "shared.dyn"))
+    frag.check_dtype(ELEMENT_DTYPES[fmt], f"{fmt} elements of {mfma.name} operand {operand}")
+    src.check_dtype(ELEMENT_DTYPES[fmt], f"{fmt} elements of {mfma.name} operand {operand}")
+    if op.element_bits != frag.bits:
+        frag.fail(f"{frag.bits}-bit elements cannot be loaded by {op.name} ({op.element_bits}-bit transpose)")
+    frag.nonoverlapping()
+    lane, n = ctx.proof_lane, op.elements
+    owner = lanes.b_owner if operand == "B" else lanes.a_owner
+    atom = (lambda c: _b_atom(mfma, c)) if operand == "B" else (lambda c: _drop(mfma, c))
+    run, stmts = ctx.at_runtime, []
+    for call in range(len(covered)):
+        base = frag.slots([atom(owner(mfma, lane, call * n + i)) for i in range(n)], lane)
+        consumer, i = lanes.tr_consumer(op, lane, 0)
+        _, k, col = _kmn(operand, owner(mfma, consumer, call * n + i))
+        src.contiguous([(k, col + s) for s in range(n)], op.lds_alignment)
+        value = _load(op, ctx, src, (run(k), run(col)))
+        stmts.append(_store(frag, run(base), n, value))
+    return ctx.finish(stmts)

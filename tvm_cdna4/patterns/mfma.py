@@ -1,0 +1,211 @@
+"""MFMA: the 36 dense and 2 scaled CDNA4 matrix instructions.
+
+``T.rocm.tile.apply(T.amdgcn[op], D, A, B, C, scope="wave", cbsz=0, abid=0, blgp=0)``
+
+Operands are ``(*group, *repeat, *atom)`` regions of ``local`` register tensors:
+
+====  ==========================  =====================================================
+D     (*batch, M, N, *acc atom)   accumulator out; f32 / i32 / f64 as the opcode says
+A     (*batch, M, K, *A atom)     repeat axes M, K
+B     (*batch, N, K, *B atom)     repeat axes N, K
+C     like D, or a scalar         accumulator in, used by the first K repeat; later K
+                                  repeats accumulate into D
+====  ==========================  =====================================================
+
+Atoms, in the catalog's coordinates (``tvm_cdna4.isa.lanes``):
+
+- single-block: A ``(m, k)``, B ``(n, k)``, D/C ``(m, n)``; multi-block: a leading ``blocks`` axis.
+- A and B elements are the format's own dtype (``float16``, ``bfloat16``, ``float8_e4m3fn``,
+  ``float8_e5m2``, ``int8``, ``float32``, ``float64``); 16-bit floats may also be given as
+  ``int16``/``uint16`` bit views and 8-bit floats as ``uint8`` bit views.
+- Owners: A element ``(b, i, k)`` lives in lane/register ``lanes.a_lane(op, b, i, k)``, B element
+  ``(b, j, k)`` in ``lanes.b_lane(op, b, k, j)``, D/C element ``(b, i, j)`` in
+  ``lanes.acc_lane(op, b, i, j)``; a lane's elements occupy consecutive registers.
+
+Scaled MFMA (``mfma_scale_*``): ``T.rocm.tile.apply(op, D, A, B, C, scale_a, scale_b, cbsz=fa,
+blgp=fb, op_sel_a=0, op_sel_b=0)``. ``cbsz``/``blgp`` are the A/B format codes (0 fp8, 1 bf8,
+2 fp6, 3 bf6, 4 fp4). Sub-byte elements are not addressable in TIR, so A/B atoms are 32-bit words:
+A ``(m, k/32, w_A)``, B ``(n, k/32, w_B)`` with ``w`` = 8/6/4 words for 8/6/4-bit formats; lane
+``row + M*kb`` holds the 32 K positions ``[32 kb, 32 kb + 32)`` of its row packed little-endian.
+Scales: ``(m, k/32)`` / ``(n, k/32)`` 32-bit registers, one per lane; byte ``op_sel`` holds the
+E8M0 scale of that lane's 32 K positions.
+
+Parameters are the builtin's immediates, checked against the catalog's legal ranges.
+"""
+
+from __future__ import annotations
+
+from tvm_tirx.ir import TensorRegion
+from tvm_tirx.script import tirx as T
+
+from ..isa import SCALE_FORMAT_CODES, MfmaOp, lanes, scaled_intrinsic
+from ..isa.mfma_table import SCALE_BLOCK_K, SCALE_VECTOR_WORDS
+from ..rocm.helpers import bf16_mfma_helper
+from .common import WaveContext, scalar
+
+# TIR dtypes accepted for each element format (first entry: the format's own dtype)
+ELEMENT_DTYPES = {
+    "f16": ("float16", "int16", "uint16"),
+    "bf16": ("bfloat16", "int16", "uint16"),
+    "fp8": ("float8_e4m3fn", "uint8"),
+    "bf8": ("float8_e5m2", "uint8"),
+    "i8": ("int8",),
+    "f32": ("float32",),
+    "f64": ("float64",),
+}
+ACC_DTYPES = {"f32": "float32", "i32": "int32", "f64": "float64"}
+WORD_DTYPES = ("int32", "uint32")
+
+# LLVM operand type -> (TIR dtype of the call argument)
+_LLVM_TO_TIR = {
+    "float": "float32",
+    "double": "float64",
+    "i32": "int32",
+    "i64": "int64",
+    "<4 x half>": "float16x4",
+    "<8 x half>": "float16x8",
+    "<4 x i16>": "int16x4",
+    "<8 x bfloat>": "int16x8",  # through the bf16 helper (see rocm/helpers.py)
+    "<4 x i32>": "int32x4",
+}
+
+
+def tir_type(llvm_type: str) -> str:
+    """TIR dtype of an LLVM operand/result type (``<16 x float>`` -> ``float32x16``)."""
+    if llvm_type in _LLVM_TO_TIR:
+        return _LLVM_TO_TIR[llvm_type]
+    count, elem = llvm_type.strip("<>").split(" x ")
+    return _LLVM_TO_TIR[elem] + "x" + count
+
+
+def _atoms(op: MfmaOp, fmt_a: str | None = None, fmt_b: str | None = None):
+    lead = (op.blocks,) if op.blocks > 1 else ()
+    if op.kind == "mfma_scale":
+        kb = op.k // SCALE_BLOCK_K
+        return (op.m, kb, SCALE_VECTOR_WORDS[fmt_a]), (op.n, kb, SCALE_VECTOR_WORDS[fmt_b]), (op.m, op.n)
+    return (*lead, op.m, op.k), (*lead, op.n, op.k), (*lead, op.m, op.n)
+
+
+def _params(op: MfmaOp, params: dict) -> dict[str, int]:
+    legal = [m.name for m in op.modifiers]
+    unknown = sorted(set(params) - set(legal))
+    if unknown:
+        raise ValueError(f"{op.name}: unknown parameter(s) {unknown}; legal parameters are {legal}")
+    values = {}
+    for name in legal:
+        try:
+            values[name] = scalar(params.get(name, 0))
+        except TypeError as err:
+            raise ValueError(f"{op.name}: parameter {name}: {err}") from None
+    op.check_modifiers(**values)
+    return values
+
+
+def _operand_vector(region, base, op: MfmaOp, fmt: str, llvm_type: str):
+    """Load a lane's operand registers and view them as the intrinsic's LLVM operand type."""
+    n = op.a_elems
+    value = region.load(base, n)
+    target = tir_type(llvm_type)
+    if str(value.ty.dtype) != target:
+        value = T.reinterpret(value, ty=target)
+    return value
+
+
+def lower(op: MfmaOp, args, params, sctx):
+    scaled = op.kind == "mfma_scale"
+    names = ("D", "A", "B", "C", "scale_a", "scale_b") if scaled else ("D", "A", "B", "C")
+    if len(args) != len(names):
+        raise ValueError(f"{op.name}: expects operands {', '.join(names)}; found {len(args)}")
+    mods = _params(op, params)
+    fmt_a = SCALE_FORMAT_CODES[mods["cbsz"]] if scaled else op.a_format
+    fmt_b = SCALE_FORMAT_CODES[mods["blgp"]] if scaled else op.b_format
+    a_atom, b_atom, d_atom = _atoms(op, fmt_a, fmt_b)
+
+    group = int(args[0].region[0].extent) if sctx.scope_kind == "workgroup" else None
+    ctx = WaveContext(sctx, op.name, group)
+    ng = len(ctx.group_shape)
+    d_shape = tuple(int(r.extent) for r in args[0].region)[ng:]
+    a_shape = tuple(int(r.extent) for r in args[1].region)[ng:]
+    if len(d_shape) < len(d_atom) + 2 or len(a_shape) < len(a_atom) + 2:
+        raise ValueError(
+            f"{op.name}: operands need explicit repeat axes before the atom: D (*batch, M, N, *{d_atom}), "
+            f"A (*batch, M, K, *{a_atom}); found D {d_shape}, A {a_shape}"
+        )
+    reps_d, reps_a = d_shape[: -len(d_atom)], a_shape[: -len(a_atom)]
+    batch, m_rep, n_rep = reps_d[:-2], reps_d[-2], reps_d[-1]
+    k_rep = reps_a[-1]
+    nb = len(batch)
+    ctx.loops((*batch, m_rep, n_rep, k_rep))
+    mn, mk, nk = (*range(nb), nb, nb + 1), (*range(nb), nb, nb + 2), (*range(nb), nb + 1, nb + 2)
+    d = ctx.region("D", args[0], d_atom, ("local",), repeat_axes=mn)
+    a = ctx.region("A", args[1], a_atom, ("local",), repeat_axes=mk)
+    b = ctx.region("B", args[2], b_atom, ("local",), repeat_axes=nk)
+    c = ctx.region("C", args[3], d_atom, ("local",), repeat_axes=mn) if isinstance(args[3], TensorRegion) else None
+
+    acc_dtype = ACC_DTYPES[op.acc_format]
+    d.check_dtype((acc_dtype,), f"the {op.acc_format} accumulator of {op.name}")
+    if c is not None:
+        c.check_dtype((acc_dtype,), f"the {op.acc_format} accumulator of {op.name}")
+    elif str(args[3].ty.dtype) != acc_dtype:
+        raise ValueError(f"{op.name}: operand C: scalar of dtype {args[3].ty.dtype}; expected {acc_dtype}")
+    if scaled:
+        a.check_dtype(WORD_DTYPES, f"packed {fmt_a} words (cbsz={mods['cbsz']})")
+        b.check_dtype(WORD_DTYPES, f"packed {fmt_b} words (blgp={mods['blgp']})")
+    else:
+        a.check_dtype(ELEMENT_DTYPES[fmt_a], f"{fmt_a} elements")
+        b.check_dtype(ELEMENT_DTYPES[fmt_b], f"{fmt_b} elements")
+    d.nonoverlapping()
+
+    lane = ctx.proof_lane
+    if scaled:
+        row, kb = lanes.scale_owner(op, lane)
+        a_base = a.slots([(row, kb, w) for w in range(a_atom[-1])], lane)
+        b_base = b.slots([(row, kb, w) for w in range(b_atom[-1])], lane)
+        scale_regions = []
+        for name, arg, rep in (("scale_a", args[4], mk), ("scale_b", args[5], nk)):
+            s = ctx.region(name, arg, (op.m, op.k // SCALE_BLOCK_K), ("local",), repeat_axes=rep)
+            s.check_dtype(WORD_DTYPES, "a 32-bit E8M0 scale register")
+            scale_regions.append((s, s.slots([(row, kb)], lane)))
+    else:
+        a_base = a.slots([_drop(op, lanes.a_owner(op, lane, e)) for e in range(op.a_elems)], lane)
+        b_base = b.slots([_b_atom(op, lanes.b_owner(op, lane, e)) for e in range(op.b_elems)], lane)
+    acc = [_drop(op, lanes.acc_owner(op, lane, r)) for r in range(op.acc_elems)]
+    d_base = d.slots(acc, lane)
+    c_base = c.slots(acc, lane) if c is not None else None
+
+    run = ctx.at_runtime
+    dv = d.load(run(d_base), op.acc_elems)
+    cv = c.load(run(c_base), op.acc_elems) if c is not None else (
+        args[3] if op.acc_elems == 1 else T.broadcast(args[3], op.acc_elems))
+    cv = T.if_then_else(ctx.repeat[-1] == 0, cv, dv)
+    acc_ty = tir_type(op.acc_vector)
+    if scaled:
+        av = a.load(run(a_base), a_atom[-1])
+        bv = b.load(run(b_base), b_atom[-1])
+        av, bv = (v if str(v.ty.dtype).startswith("int32") else T.reinterpret(v, ty=f"int32x{n}")
+                  for v, n in ((av, a_atom[-1]), (bv, b_atom[-1])))
+        sa, sb = (s.load(run(base), 1) for s, base in scale_regions)
+        sa, sb = (v if str(v.ty.dtype) == "int32" else T.reinterpret(v, ty="int32") for v in (sa, sb))
+        value = T.call_llvm_pure_intrin(
+            scaled_intrinsic(op, fmt_a, fmt_b), av, bv, cv, T.int32(mods["cbsz"]), T.int32(mods["blgp"]),
+            T.int32(mods["op_sel_a"]), sa, T.int32(mods["op_sel_b"]), sb, ty=acc_ty)
+    else:
+        av = _operand_vector(a, run(a_base), op, fmt_a, op.a_vector)
+        bv = _operand_vector(b, run(b_base), op, fmt_b, op.b_vector)
+        if op.a_vector == "<8 x bfloat>":
+            value = T.call_pure_extern(bf16_mfma_helper(op, mods["blgp"]), av, bv, cv, ty=acc_ty)
+        else:
+            value = T.call_llvm_pure_intrin(op.llvm_intrinsic, av, bv, cv, T.int32(mods["cbsz"]),
+                                            T.int32(mods["abid"]), T.int32(mods["blgp"]), ty=acc_ty)
+    return ctx.finish([d.store(run(d_base), op.acc_elems, value)])
+
+
+def _drop(op: MfmaOp, coords):
+    """Catalog (block, x, y) -> atom coordinates (block axis only for multi-block shapes)."""
+    return tuple(coords) if op.blocks > 1 else tuple(coords)[1:]
+
+
+def _b_atom(op: MfmaOp, coords):
+    """Catalog B (block, k, col) -> B atom (block?, col, k)."""
+    block, k, col = coords
+    return (block, col, k) if op.blocks > 1 else (col, k)

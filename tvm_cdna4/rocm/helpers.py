@@ -1,0 +1,97 @@
+"""LLVM IR helpers linked into every ROCm module (TIRx's rocm build parses each file that
+``tvm_callback_rocm_bitcode_path`` returns, links it, marks it alwaysinline and inlines it).
+
+Why they exist:
+
+- **bf16 vectors.** TIRx's ``BF16ComputeLegalize`` widens bf16 to f32 on non-CUDA targets, so TIR
+  cannot carry the ``<8 x bfloat>`` operands of ``mfma.*.bf16`` or the ``<4 x bfloat>`` result of
+  ``ds.read.tr16.b64.v4bf16``. TIR passes the bit patterns as ``i16`` vectors; the helper bitcasts
+  and calls the exact intrinsic. Immediate operands (blgp) must be constants inside the helper, so
+  there is one helper per legal value.
+- **Workgroup barrier.** ``T.gpu_storage_sync("shared")`` emits a bare ``s_barrier``; the helper is
+  HIP's ``__syncthreads``: release fence, ``s_barrier``, acquire fence (``s_waitcnt lgkmcnt(0)``
+  before the barrier).
+
+Helpers are ``linkonce_odr`` so unused ones vanish from the code object.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import tempfile
+from functools import cache
+from pathlib import Path
+
+from ..isa import CATALOG, MfmaOp
+
+PREFIX = "tvm_cdna4_"
+BARRIER = PREFIX + "workgroup_barrier"
+
+
+def bf16_mfma_helper(op: MfmaOp, blgp: int) -> str:
+    return f"{PREFIX}{op.name}_blgp{blgp}"
+
+
+def bf16_tr_helper(name: str) -> str:
+    return PREFIX + name
+
+
+def _i16(vector: str) -> str:
+    return vector.replace("bfloat", "i16")
+
+
+def _mfma_helpers() -> list[str]:
+    out = []
+    for op in CATALOG.values():
+        if getattr(op, "a_vector", "") != "<8 x bfloat>":
+            continue
+        a, c, intr = op.a_vector, op.acc_vector, op.llvm_intrinsic
+        out.append(f"declare {c} @{intr}({a}, {a}, {c}, i32 immarg, i32 immarg, i32 immarg)")
+        blgp = op.modifier("blgp")
+        for value in range(blgp.lo, blgp.hi + 1):
+            out.append(
+                f"define linkonce_odr {c} @{bf16_mfma_helper(op, value)}({_i16(a)} %a, {_i16(a)} %b, {c} %c) {{\n"
+                f"  %ab = bitcast {_i16(a)} %a to {a}\n  %bb = bitcast {_i16(a)} %b to {a}\n"
+                f"  %r = call {c} @{intr}({a} %ab, {a} %bb, {c} %c, i32 0, i32 0, i32 {value})\n"
+                f"  ret {c} %r\n}}"
+            )
+    return out
+
+
+def _tr_helpers() -> list[str]:
+    out = []
+    for op in CATALOG.values():
+        if op.kind != "ds_read_tr" or "bfloat" not in op.result_vector:
+            continue
+        t, intr = op.result_vector, op.llvm_intrinsic
+        out.append(f"declare {t} @{intr}(ptr addrspace(3))")
+        out.append(
+            f"define linkonce_odr {_i16(t)} @{bf16_tr_helper(op.name)}(ptr addrspace(3) %p) {{\n"
+            f"  %r = call {t} @{intr}(ptr addrspace(3) %p)\n"
+            f"  %i = bitcast {t} %r to {_i16(t)}\n  ret {_i16(t)} %i\n}}"
+        )
+    return out
+
+
+def helpers_ll() -> str:
+    barrier = (
+        f"define linkonce_odr void @{BARRIER}() {{\n"
+        '  fence syncscope("workgroup") release\n  call void @llvm.amdgcn.s.barrier()\n'
+        '  fence syncscope("workgroup") acquire\n  ret void\n}\n'
+        "declare void @llvm.amdgcn.s.barrier()"
+    )
+    body = "\n".join([*_mfma_helpers(), *_tr_helpers(), barrier])
+    return f'target triple = "amdgcn-amd-amdhsa"\n\n{body}\n'
+
+
+@cache
+def helpers_path() -> str:
+    """The helpers as a .ll file (content-addressed, written once per process)."""
+    text = helpers_ll()
+    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+    path = Path(tempfile.gettempdir()) / f"tvm_cdna4_helpers_{digest}.ll"
+    if not path.exists():
+        tmp = path.with_suffix(f".{id(text)}.tmp")
+        tmp.write_text(text)
+        tmp.replace(path)
+    return str(path)

@@ -1,0 +1,63 @@
+"""Every use of TIRx / tvm_ffi internals, in one place (pinned to apache-tvm-tirx 0.1.0a4).
+
+1. ROCm thread scopes. ``ThreadScope`` is a C++-backed ``tvm_ffi`` enum with no public way to add
+   entries; we add ``rocm.kernel/workgroup/wave/thread`` through the private enum helpers of
+   ``tvm_ffi.dataclasses.enum``.
+2. The wave lane / wave id layout axes get their thread classification through the enum attribute
+   columns (``Axis.def_attr``), as TIRx's C++ does for CUDA axes.
+3. The CUDA tile-pattern ``Context``/``Region`` (``tvm_tirx.backend.cuda.tile.patterns.common``)
+   are subclassed by ``tvm_cdna4.patterns.common``; the members we rely on are listed in
+   ``CUDA_COMMON_MEMBERS``.
+
+``tests/test_tirx_private.py`` fails loudly when any of these change.
+"""
+
+from __future__ import annotations
+
+from tvm_ffi.dataclasses import enum as _ffi_enum
+from tvm_tirx.backend.cuda.tile.patterns import common as cuda_common
+from tvm_tirx.tirx.layout import Axis
+from tvm_tirx.tirx.thread_scope import ThreadScope
+
+ENUM_PRIVATE_NAMES = ("_state", "_create", "_register", "_EnumEntry", "ENUM_STATE_ATTR")
+CUDA_COMMON_MEMBERS = {
+    "Context": ("require", "loops", "finish", "add_range", "region"),
+    "Region": ("physical", "indices", "memory", "contiguous", "aligned", "nonoverlapping", "value", "require_bits"),
+}
+
+# rank: smaller is wider (CUDA uses kernel=-1, cta=1, warp=3, thread=4)
+ROCM_SCOPES = {"kernel": -1, "workgroup": 0, "wave": 1, "thread": 2}
+WAVE_LANE_AXIS = "wave_lane"
+WAVE_ID_AXIS = "wave_id"
+
+CudaContext = cuda_common.Context
+CudaRegion = cuda_common.Region
+
+
+def _register_scope(local: str, rank: int) -> ThreadScope:
+    name = f"rocm.{local}"
+    state = _ffi_enum._state(ThreadScope, create=False)
+    if name in state.indexes:
+        return state.indexes[name]
+    inst = _ffi_enum._create(ThreadScope, len(state.entries), name, _ffi_enum._EnumEntry(), True)
+    _ffi_enum._register(state.entries, state.indexes, inst)
+    ThreadScope.def_attr("backend")[inst] = "rocm"
+    ThreadScope.def_attr("rank")[inst] = rank
+    return inst
+
+
+def register_rocm_scopes() -> dict[str, ThreadScope]:
+    """Idempotently add the ROCm thread scopes; returns them by local name."""
+    return {local: _register_scope(local, rank) for local, rank in ROCM_SCOPES.items()}
+
+
+def register_rocm_axes() -> tuple[Axis, Axis]:
+    """The ``wave_lane`` (0..63, scope wave) and ``wave_id`` (scope workgroup) thread axes."""
+    register_rocm_scopes()
+    lane, wave = Axis.get(WAVE_LANE_AXIS), Axis.get(WAVE_ID_AXIS)
+    for axis, scope, sub in ((lane, "rocm.wave", "rocm.thread"), (wave, "rocm.workgroup", "rocm.wave")):
+        Axis.def_attr("thread")[axis] = True
+        Axis.def_attr("backend")[axis] = "rocm"
+        Axis.def_attr("scope")[axis] = ThreadScope(scope)
+        Axis.def_attr("subscope")[axis] = ThreadScope(sub)
+    return lane, wave
