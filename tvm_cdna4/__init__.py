@@ -5,5 +5,10 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 from .isa import CATALOG, lookup  # noqa: E402
+from .patterns import register  # noqa: E402
 
-__all__ = ["CATALOG", "__version__", "lookup"]
+register()  # T.rocm / T.amdgcn, ROCm scopes and build hooks (also run by the tvm_tirx entry point)
+
+from .rocm.build import BuildResult, KernelInfo, build  # noqa: E402
+
+__all__ = ["CATALOG", "BuildResult", "KernelInfo", "__version__", "build", "lookup", "register"]

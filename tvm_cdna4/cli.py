@@ -82,6 +82,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-lanes", action="store_true", help="with --json: leave out the lane tables")
     p.add_argument("--kind", choices=("mfma", "mfma_scale", "ds_read_tr"), help="only this kind")
     p.set_defaults(func=_opcodes)
+    from .cli_gemm import add_gemm_parser; add_gemm_parser(sub)  # noqa: E702
+    p = sub.add_parser("selftest", help="compile one kernel per opcode for gfx950 and check its instruction")
+    p.add_argument("names", nargs="*", help="catalog names (default: all 44)")
+    p.set_defaults(func=lambda args: __import__("tvm_cdna4.selftest", fromlist=["main"]).main(args.names))
     return parser
 
 

@@ -61,9 +61,9 @@ def _merge(digits):
     return list(reversed(out))
 
 
-def _layout(digits, regs: int, repeats: tuple[int, ...]) -> TileLayout:
-    wl = register_rocm_axes()[0]
-    shape, strides = [], []
+def _layout(digits, regs: int, repeats: tuple[int, ...], waves: int = 0) -> TileLayout:
+    wl, wave = register_rocm_axes()
+    shape, strides = ([waves], [1 @ wave]) if waves else ([], [])
     span = regs
     rep_strides = []
     for r in reversed(repeats):
@@ -78,9 +78,11 @@ def _layout(digits, regs: int, repeats: tuple[int, ...]) -> TileLayout:
     return TileLayout(S[tuple(shape) : tuple(strides)])
 
 
-def mfma_fragment(op: MfmaOp, operand: str, repeats: tuple[int, ...] = (), fmt_a: str = "fp8", fmt_b: str = "fp8"):
+def mfma_fragment(op: MfmaOp, operand: str, repeats: tuple[int, ...] = (), fmt_a: str = "fp8", fmt_b: str = "fp8",
+                  waves: int = 0):
     """(TileLayout, registers per lane) of an MFMA operand ``"A"``, ``"B"``, ``"D"`` (= ``"C"``) or,
-    for scaled MFMA, ``"scale_a"``/``"scale_b"``; the tensor shape is ``(*repeats, *atom)``."""
+    for scaled MFMA, ``"scale_a"``/``"scale_b"``; the tensor shape is ``(*repeats, *atom)``, or
+    ``(waves, *repeats, *atom)`` for scope="workgroup" (wave ``w`` owns slice ``w``)."""
     a_atom, b_atom, d_atom = _atoms(op, fmt_a, fmt_b)
     if op.kind == "mfma_scale" and operand in ("A", "B", "scale_a", "scale_b"):
         words = a_atom[-1] if operand == "A" else b_atom[-1]
@@ -100,7 +102,7 @@ def mfma_fragment(op: MfmaOp, operand: str, repeats: tuple[int, ...] = (), fmt_a
     else:
         raise ValueError(f"operand must be A, B, C, D, scale_a or scale_b; found {operand!r}")
     digits, regs = _derive(atom, place)
-    return _layout(digits, regs, tuple(repeats)), regs * prod(repeats)
+    return _layout(digits, regs, tuple(repeats), waves), regs * prod(repeats)
 
 
 def _with_block(op, c):
@@ -118,7 +120,7 @@ def _check_scale_place(op):
     assert (row + op.m * kb == lane).all()
 
 
-def tr_fragment(op: DsReadTrOp, repeats: tuple[int, ...] = ()):
+def tr_fragment(op: DsReadTrOp, repeats: tuple[int, ...] = (), waves: int = 0):
     """(TileLayout, registers per lane) of a ds_read_tr tile-form destination ``(*repeats, 4, n, 16)``
     (sub-byte loads: ``(*repeats, 4, 16, words)``)."""
     if op.element_bits < 8:
@@ -126,7 +128,7 @@ def tr_fragment(op: DsReadTrOp, repeats: tuple[int, ...] = ()):
     else:
         atom, place = (4, op.elements, 16), lambda c: (16 * c[0] + c[2], c[1])
     digits, regs = _derive(atom, place)
-    return _layout(digits, regs, tuple(repeats)), regs * prod(repeats)
+    return _layout(digits, regs, tuple(repeats), waves), regs * prod(repeats)
 
 
 __all__ = ["mfma_fragment", "tr_fragment", "WAVE_LANE_AXIS", "Axis"]

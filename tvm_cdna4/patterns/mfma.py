@@ -121,6 +121,14 @@ def lower(op: MfmaOp, args, params, sctx):
     fmt_b = SCALE_FORMAT_CODES[mods["blgp"]] if scaled else op.b_format
     a_atom, b_atom, d_atom = _atoms(op, fmt_a, fmt_b)
 
+    if scaled:
+        for name, arg, fmt, code in (("A", args[1], fmt_a, "cbsz"), ("B", args[2], fmt_b, "blgp")):
+            words = int(arg.region[-1].extent)
+            if words != SCALE_VECTOR_WORDS[fmt]:
+                raise ValueError(
+                    f"{op.name}: operand {name}: {code}={mods[code]} selects {fmt}, which takes "
+                    f"{SCALE_VECTOR_WORDS[fmt]} 32-bit words per lane; the operand's last axis has {words}"
+                )
     group = int(args[0].region[0].extent) if sctx.scope_kind == "workgroup" else None
     ctx = WaveContext(sctx, op.name, group)
     ng = len(ctx.group_shape)

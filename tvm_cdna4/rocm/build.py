@@ -181,6 +181,29 @@ def check_workgroup_size(func) -> None:
             )
 
 
+def check_wave_uniform_applies(func) -> None:
+    """Refuse a wave-collective pattern under a branch on the thread index: some lanes of the wave
+    would skip it (conservative, on the printed TVMScript: any enclosing ``if`` that reads a
+    ``threadIdx`` variable)."""
+    lines = func.script().splitlines()
+    thread_vars = set(re.findall(r'T\.launch_thread\("threadIdx\.[xyz]",[^)]*\) as (\w+)', "\n".join(lines)))
+    stack: list[tuple[int, str]] = []
+    for number, line in enumerate(lines, 1):
+        indent = len(line) - len(line.lstrip())
+        while stack and stack[-1][0] >= indent:
+            stack.pop()
+        if "T.rocm.tile.apply(" in line:
+            for _, cond in stack:
+                used = thread_vars & set(re.findall(r"\w+", cond))
+                if used:
+                    raise ValueError(
+                        f"wave-collective {line.strip()[:80]}... runs under `{cond.strip()}`, which depends on "
+                        f"the thread index ({', '.join(sorted(used))}): all 64 lanes of a wave must execute it"
+                    )
+        if line.lstrip().startswith(("if ", "elif ", "else")) or line.lstrip().startswith("while "):
+            stack.append((indent, line))
+
+
 def check_lds_address_spaces(llvm_ir: str) -> None:
     """Refuse a TIRx rocm codegen trap: a view of shared memory (``rearrange``/``decl_tensor`` on an
     LDS buffer) is lowered as an address-space cast from LDS to global, i.e. silently wrong loads."""
@@ -209,6 +232,7 @@ def build(func, target: str = "gfx950") -> BuildResult:
     if target not in ("gfx950",):
         raise ValueError(f"target {target!r} is not supported; tvm_cdna4.build targets 'gfx950'")
     check_workgroup_size(func)
+    check_wave_uniform_applies(func)
     _state.code_object = None
     exe = tvm_tirx.tirx.compile(func, target=Target({"kind": "rocm", "mcpu": target}), pipeline="tirx")
     dev = exe.mod.imports[0]
