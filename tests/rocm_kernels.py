@@ -121,3 +121,79 @@ def tr_operand_then_mfma(tr_name="ds_read_tr16_b64_v4f16", mfma_name="f32_32x32x
                 D[tx, r] = rd[r]
 
     return kernel
+
+
+# ---- seeded bugs for the emulator ------------------------------------------------------------
+
+def lds_exchange(barrier=True, offset=0, threads=128, skip_barrier_in_wave1=False):
+    """Each thread writes LDS[tx]; after the barrier it reads LDS[(tx + 64 + offset) % n] (another wave's)."""
+    n = threads
+
+    @T.function
+    def kernel(A: T.Tensor((n,), "float32"), B: T.Tensor((n,), "float32")):
+        with T.device_entry():
+            bx = T.launch_thread("blockIdx.x", 1)
+            tx = T.launch_thread("threadIdx.x", n)
+            S = T.alloc_tensor(ty_args=[T.Tensor((n,), "float32", scope="shared", align=16)])
+            S[tx] = A[tx]
+            if barrier:
+                if skip_barrier_in_wave1:
+                    if tx < 64:
+                        T.rocm.workgroup_barrier()
+                else:
+                    T.rocm.workgroup_barrier()
+            B[tx] = S[(tx + 64 + offset) % (n + offset)]
+
+    return kernel
+
+
+def raw_mfma(transpose_a=False, half_wave=False):
+    """16x16x32 f16 MFMA through the raw intrinsic (no pattern checks). A is read row-major
+    A[lane % 16, 8 * (lane // 16) + e] unless ``transpose_a`` (a wrong lane map)."""
+
+    @T.function
+    def kernel(A: T.Tensor((16, 32), "float16"), B: T.Tensor((32, 16), "float16"), D: T.Tensor((16, 16), "float32")):
+        with T.device_entry():
+            bx = T.launch_thread("blockIdx.x", 1)
+            tx = T.launch_thread("threadIdx.x", 64)
+            ra = T.alloc_tensor(ty_args=[T.Tensor((8,), "float16", scope="local")])
+            rb = T.alloc_tensor(ty_args=[T.Tensor((8,), "float16", scope="local")])
+            rd = T.alloc_tensor(ty_args=[T.Tensor((4,), "float32", scope="local")])
+            for e in T.unroll(8):
+                if transpose_a:
+                    ra[e] = A[(8 * (tx // 16) + e) % 16, tx % 16 + 16 * ((8 * (tx // 16) + e) // 16)]
+                else:
+                    ra[e] = A[tx % 16, 8 * (tx // 16) + e]
+                rb[e] = B[8 * (tx // 16) + e, tx % 16]
+            for r in T.unroll(4):
+                rd[r] = T.float32(0)
+            if half_wave:
+                if tx < 32:
+                    rd[T.ramp(0, 1, 4)] = T.call_llvm_pure_intrin("llvm.amdgcn.mfma.f32.16x16x32.f16", ra[T.ramp(0, 1, 8)], rb[T.ramp(0, 1, 8)], rd[T.ramp(0, 1, 4)], T.int32(0), T.int32(0), T.int32(0), ty="float32x4")
+            else:
+                rd[T.ramp(0, 1, 4)] = T.call_llvm_pure_intrin("llvm.amdgcn.mfma.f32.16x16x32.f16", ra[T.ramp(0, 1, 8)], rb[T.ramp(0, 1, 8)], rd[T.ramp(0, 1, 4)], T.int32(0), T.int32(0), T.int32(0), ty="float32x4")
+            for r in T.unroll(4):
+                D[4 * (tx // 16) + r, tx % 16] = rd[r]
+
+    return kernel
+
+
+def raw_ds_read_tr(byte_offset=0):
+    """ds_read_tr16 of a 4x16 f16 tile per lane group, the address shifted by ``byte_offset`` bytes."""
+
+    @T.function
+    def kernel(A: T.Tensor((256,), "float16"), D: T.Tensor((64, 4), "float16")):
+        with T.device_entry():
+            bx = T.launch_thread("blockIdx.x", 1)
+            tx = T.launch_thread("threadIdx.x", 64)
+            S = T.alloc_tensor(ty_args=[T.Tensor((260,), "float16", scope="shared", align=16)])
+            for q in T.unroll(4):
+                S[q * 64 + tx] = A[q * 64 + tx]
+            S[256 + tx % 4] = T.float16(0)
+            T.rocm.workgroup_barrier()
+            rd = T.alloc_tensor(ty_args=[T.Tensor((4,), "float16", scope="local")])
+            rd[T.ramp(0, 1, 4)] = T.call_llvm_intrin("llvm.amdgcn.ds.read.tr16.b64.v4f16", T.address_of(S[64 * (tx // 16) + 16 * (tx % 16 // 4) + 4 * (tx % 4) + byte_offset // 2]), ty="float16x4")
+            for r in T.unroll(4):
+                D[tx, r] = rd[r]
+
+    return kernel

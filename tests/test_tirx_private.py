@@ -52,3 +52,11 @@ def test_registration_is_idempotent_and_visible_to_cpp():
     assert tvm_ffi.get_global_func("tirx.ThreadScopeGet")("rocm.wave").same_as(wave)
     lane, _ = tirx_private.register_rocm_axes()
     assert lane.is_thread() and Axis.get("wave_lane").get_scope().same_as(wave)
+
+
+def test_codegen_hook_signature():
+    import importlib
+
+    module = importlib.import_module(tirx_private.COMPILE_MODULE)
+    hook = getattr(module, tirx_private.CODEGEN_HOOK)
+    assert list(inspect.signature(hook).parameters) == ["host_mod", "device_mod_dict", "target_host"]

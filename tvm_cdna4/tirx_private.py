@@ -9,10 +9,14 @@
    are subclassed by ``tvm_cdna4.patterns.common``; the members we rely on are listed in
    ``CUDA_COMMON_MEMBERS``.
 
+4. ``lowered_device_modules`` intercepts the private codegen step of ``tvm_tirx.tirx.compile``.
+
 ``tests/test_tirx_private.py`` fails loudly when any of these change.
 """
 
 from __future__ import annotations
+
+import threading
 
 from tvm_ffi.dataclasses import enum as _ffi_enum
 from tvm_tirx.backend.cuda.tile.patterns import common as cuda_common
@@ -61,3 +65,41 @@ def register_rocm_axes() -> tuple[Axis, Axis]:
         Axis.def_attr("scope")[axis] = ThreadScope(scope)
         Axis.def_attr("subscope")[axis] = ThreadScope(sub)
     return lane, wave
+
+
+# 4. The device TIR that reaches codegen. ``tvm_tirx.tirx.compile`` runs the pipeline, splits host
+#    and device modules, finalizes them and hands them to the private ``_codegen_host_and_device``;
+#    we stop there and keep the finalized device modules (the emulator executes them).
+COMPILE_MODULE = "tvm_tirx.tirx._compile"
+_CAPTURE_LOCK = threading.Lock()
+CODEGEN_HOOK = "_codegen_host_and_device"
+
+
+class _Captured(Exception):
+    pass
+
+
+def lowered_device_modules(func, target) -> dict:
+    """{target: device IRModule} exactly as ``tvm_tirx.tirx.compile(func, target, pipeline="tirx")``
+    would pass them to LLVM/CUDA codegen."""
+    import importlib
+
+    import tvm_tirx
+
+    compile_module = importlib.import_module(COMPILE_MODULE)
+    captured: dict = {}
+
+    def capture(host_mod, device_mod_dict, target_host):
+        captured.update(device_mod_dict)
+        raise _Captured
+
+    with _CAPTURE_LOCK:
+        original = getattr(compile_module, CODEGEN_HOOK)
+        setattr(compile_module, CODEGEN_HOOK, capture)
+        try:
+            tvm_tirx.tirx.compile(func, target=target, pipeline="tirx")
+        except _Captured:
+            pass
+        finally:
+            setattr(compile_module, CODEGEN_HOOK, original)
+    return captured

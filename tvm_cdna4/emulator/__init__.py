@@ -1,0 +1,135 @@
+"""A CPU wavefront emulator for compiled TIRx kernels.
+
+``emulate(kernel, *arrays)`` lowers ``kernel`` exactly as ``tvm_tirx.tirx.compile`` does for the
+target, takes the device function that would reach LLVM codegen, and executes it on numpy:
+workgroups x waves x lanes, lanes vectorized, per-workgroup LDS, the caller's arrays as global
+memory (results are written back into them). Checks raise ``EmulationError``: out-of-bounds
+global/LDS access, LDS read of never-written bytes, cross-wave LDS races without a barrier, a
+barrier not reached by all waves, a wave-collective instruction with inactive lanes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .errors import EmulationError
+
+TARGETS = {"gfx950": 64}
+
+
+def _target(target: str):
+    from tvm_tirx.target import Target
+
+    if target == "gfx950":
+        return Target({"kind": "rocm", "mcpu": "gfx950"})
+    raise ValueError(f"emulate: target {target!r} is not supported; expected 'gfx950'")
+
+
+def device_function(kernel, target: str = "gfx950"):
+    """The single device function of ``kernel`` as TIRx hands it to codegen."""
+    from .. import register
+    from ..rocm.build import check_wave_uniform_applies, check_workgroup_size
+    from ..tirx_private import lowered_device_modules
+
+    register()
+    check_workgroup_size(kernel)
+    check_wave_uniform_applies(kernel)
+    modules = lowered_device_modules(kernel, _target(target))
+    funcs = [f for mod in modules.values() for f in mod.functions.values()]
+    if len(funcs) != 1:
+        raise ValueError(f"emulate: expected one device kernel, found {len(funcs)}")
+    return funcs[0]
+
+
+def _launch_extents(func) -> tuple[dict, dict]:
+    grid, block = {}, {}
+
+    def visit(node):
+        if type(node).__name__ == "RegionStmt" and node.op.name == "tirx.launch_thread":
+            kind, dim = node.args[0].value.split(".")
+            (block if kind == "threadIdx" else grid)[dim] = int(node.args[1].value)
+        for child in _children(node):
+            visit(child)
+
+    visit(func.body)
+    return grid, block
+
+
+def _children(node):
+    if hasattr(node, "seq"):
+        return list(node.seq)
+    out = []
+    for name in ("body", "then_case", "else_case"):
+        child = getattr(node, name, None)
+        if child is not None and hasattr(child, "same_as"):
+            out.append(child)
+    return out
+
+
+def emulate(kernel, *arrays, target: str = "gfx950", max_threads_per_batch: int = 8192, **scalars):
+    """Run ``kernel`` on the CPU. ``arrays`` bind the kernel's tensor parameters in order (numpy,
+    C-contiguous; outputs are written in place); ``scalars`` bind scalar parameters by name."""
+    from . import amdgcn
+    from .interp import Compiler, Env, np_dtype
+    from .machine import Machine
+    from .memory import Buffer, Pointer
+
+    func = device_function(kernel, target)
+    names = [p.name for p in kernel.params]
+    if len(arrays) > len(names):
+        raise ValueError(f"emulate: {len(arrays)} arrays for {len(names)} parameters {names}")
+    bound = dict(zip(names, arrays))
+    globals_ = {}
+    for name, arr in bound.items():
+        if not isinstance(arr, np.ndarray) or not arr.flags.c_contiguous:
+            raise ValueError(f"emulate: parameter {name} needs a C-contiguous numpy array")
+        globals_[name] = Buffer(name, "global", arr.reshape(-1).view(np.uint8).reshape(1, -1))
+    grid, block = _launch_extents(func)
+    wave = TARGETS[target]
+    n_groups = int(np.prod([grid.get(d, 1) for d in "xyz"]))
+    per_group = int(np.prod([block.get(d, 1) for d in "xyz"]))
+    batch = max(1, max_threads_per_batch // max(per_group, 1))
+    table = amdgcn.calls()
+    for start in range(0, n_groups, batch):
+        machine = Machine(grid, block, wave, np.arange(start, min(n_groups, start + batch)), globals_)
+        compiler = Compiler(machine, table)
+        params = []
+        for p in func.params:
+            base = p.name[:-4] if p.name.endswith("_ptr") else p.name
+            if base in globals_:
+                params.append((compiler.slot(p), Pointer(globals_[base], 0)))
+            elif base in scalars:
+                dtype, _ = np_dtype(p.ty.dtype)
+                params.append((compiler.slot(p), dtype.type(scalars[base])))
+            else:
+                raise ValueError(f"emulate: no value for kernel parameter {base}")
+        body = compiler.stmt(func.body)
+        env = Env(len(compiler.slots))
+        for slot, value in params:
+            env.values[slot] = value
+        body(env, None)
+    return arrays
+
+
+__all__ = ["EmulationError", "device_function", "emulate"]
+
+
+def compare(name: str, got: np.ndarray, want: np.ndarray, rtol: float = 0.0, atol: float = 0.0) -> str:
+    """Compare an emulated result with numpy; raise AssertionError naming the first wrong element,
+    how many are wrong and the largest error; return a one-line summary when all agree."""
+    got, want = np.asarray(got), np.asarray(want)
+    if got.shape != want.shape:
+        raise AssertionError(f"{name}: shape {got.shape}, expected {want.shape}")
+    g, w = got.astype(np.float64), want.astype(np.float64)
+    err = np.abs(g - w)
+    bad = ~(err <= atol + rtol * np.abs(w)) | (np.isnan(g) != np.isnan(w))
+    worst = float(np.nanmax(err)) if err.size else 0.0
+    if bad.any():
+        idx = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise AssertionError(
+            f"{name}: {int(bad.sum())} of {bad.size} elements wrong; first {name}{list(idx)} = {got[idx]!r}, "
+            f"expected {want[idx]!r}; max |error| {worst:.3g} (rtol {rtol}, atol {atol})")
+    return f"{name}: {bad.size} elements match (max |error| {worst:.3g})"
+
+
+__all__ += ["compare"]

@@ -1,0 +1,96 @@
+"""Thread geometry, buffers and wave-level rules of one emulated launch (a batch of workgroups)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .errors import EmulationError
+from .memory import Buffer
+
+_DIMS = "xyz"
+
+
+class Machine:
+    def __init__(self, grid: dict[str, int], block: dict[str, int], wave_size: int, groups: np.ndarray,
+                 global_buffers: dict[str, Buffer]):
+        self.grid, self.block, self.wave_size = grid, block, wave_size
+        self.groups = np.asarray(groups)  # global workgroup indices in this batch
+        self.block_threads = int(np.prod([block.get(d, 1) for d in _DIMS]))
+        g = len(self.groups)
+        self.nthreads = g * self.block_threads
+        self.wg_of = np.repeat(np.arange(g), self.block_threads)
+        self.tid = np.tile(np.arange(self.block_threads), g)
+        self.wave_of = (self.tid // wave_size).astype(np.int32)
+        self.lane_of = self.tid % wave_size
+        self.waves_per_group = -(-self.block_threads // wave_size)
+        self.epoch = np.zeros(g, np.int64)
+        self.globals = global_buffers
+        self._zero = np.zeros(self.nthreads, np.int64)
+        self._threads = np.arange(self.nthreads)
+
+    # -- memory --------------------------------------------------------------------------------
+    def instance(self, buf: Buffer) -> np.ndarray:
+        if buf.scope == "global":
+            return self._zero
+        if buf.scope.startswith("shared"):
+            return self.wg_of
+        return self._threads
+
+    def allocate(self, name: str, scope: str, nbytes: int) -> Buffer:
+        if scope.startswith("shared"):
+            return Buffer(name, "shared", np.zeros((len(self.groups), nbytes), np.uint8), track=True)
+        if scope == "local":
+            return Buffer(name, "local", np.zeros((self.nthreads, nbytes), np.uint8))
+        raise EmulationError(f"allocation of {name} in scope {scope!r} is not supported", name)
+
+    # -- geometry ------------------------------------------------------------------------------
+    def thread_index(self, tag: str):
+        kind, dim = tag.split(".")
+        if kind == "threadIdx":
+            stride = int(np.prod([self.block.get(d, 1) for d in _DIMS[: _DIMS.index(dim)]]))
+            return ((self.tid // stride) % self.block.get(dim, 1)).astype(np.int32)
+        if kind == "blockIdx":
+            stride = int(np.prod([self.grid.get(d, 1) for d in _DIMS[: _DIMS.index(dim)]]))
+            return ((self.groups[self.wg_of] // stride) % self.grid.get(dim, 1)).astype(np.int32)
+        raise EmulationError(f"unknown launch tag {tag}", tag)
+
+    def coords(self, thread: int):
+        return int(self.groups[self.wg_of[thread]]), int(self.wave_of[thread]), int(self.lane_of[thread])
+
+    def active(self, mask) -> np.ndarray:
+        return np.ones(self.nthreads, bool) if mask is None else np.broadcast_to(np.asarray(mask, bool), (self.nthreads,))
+
+    def wave_counts(self, mask) -> np.ndarray:
+        """Active lanes per (workgroup, wave): shape (groups, waves_per_group)."""
+        counts = np.zeros((len(self.groups), self.waves_per_group), np.int64)
+        np.add.at(counts, (self.wg_of, self.wave_of), self.active(mask))
+        return counts
+
+    # -- wave rules ----------------------------------------------------------------------------
+    def require_full_waves(self, mask, what: str, where: str) -> None:
+        counts = self.wave_counts(mask)
+        partial = (counts > 0) & (counts < self.wave_size)
+        if partial.any():
+            g, w = (int(x) for x in np.argwhere(partial)[0])
+            lanes = np.nonzero(~self.active(mask) & (self.wg_of == g) & (self.wave_of == w))[0]
+            raise EmulationError(
+                f"wave-collective {what} executed with {int(counts[g, w])} of {self.wave_size} lanes active",
+                where, int(self.groups[g]), w, int(self.lane_of[lanes[0]]))
+
+    def barrier(self, mask, where: str) -> None:
+        counts = self.wave_counts(mask)
+        reached = counts > 0
+        bad = reached.any(axis=1) & ~reached.all(axis=1)
+        if bad.any():
+            g = int(np.argmax(bad))
+            w = int(np.argmax(~reached[g]))
+            raise EmulationError(f"barrier not reached by all waves of the workgroup (wave {w} skips it)",
+                                 where, int(self.groups[g]), w, None)
+        self.epoch[reached.any(axis=1)] += 1
+
+    def waves(self, mask):
+        """Yield (thread indices of one fully active wave) for each wave with active lanes."""
+        counts = self.wave_counts(mask)
+        base = np.arange(self.wave_size)
+        for g, w in np.argwhere(counts > 0):
+            yield int(g), int(w), g * self.block_threads + w * self.wave_size + base

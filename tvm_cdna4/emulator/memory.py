@@ -1,0 +1,202 @@
+"""Emulated memories and the checks made on every access.
+
+Every buffer is a byte array with one row per *instance*: global buffers have one instance (the
+caller's array, written in place), LDS/shared buffers one per workgroup, register (local) buffers
+one per thread. Typed accesses use numpy views of the same bytes.
+
+Checks (each raises ``EmulationError`` naming kernel location, workgroup, wave and lane):
+out-of-bounds access; LDS read of bytes never written; an LDS byte written by one wave and read or
+written by another wave of the workgroup with no barrier in between (epochs count barriers).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .errors import EmulationError
+
+
+class Buffer:
+    def __init__(self, name: str, scope: str, data: np.ndarray, track: bool = False):
+        self.name, self.scope = name, scope
+        self.data = data  # uint8 (instances, nbytes)
+        self.nbytes = data.shape[1]
+        self._views: dict = {}
+        self.track = track
+        if track:
+            shape = data.shape
+            self.written = np.zeros(shape, bool)
+            self.w_wave = np.full(shape, -1, np.int32)
+            self.w_epoch = np.full(shape, -1, np.int64)
+            self.r_wave = np.full(shape, -1, np.int32)
+            self.r_epoch = np.full(shape, -1, np.int64)
+
+    def typed(self, dtype: np.dtype) -> np.ndarray:
+        view = self._views.get(dtype)
+        if view is None:
+            usable = self.nbytes - self.nbytes % dtype.itemsize
+            view = self.data[:, :usable].view(dtype)
+            self._views[dtype] = view
+        return view
+
+
+class Pointer:
+    """A byte address into a buffer; ``offset`` is an int or a per-thread array."""
+
+    __slots__ = ("buffer", "offset")
+
+    def __init__(self, buffer: Buffer, offset):
+        self.buffer, self.offset = buffer, offset
+
+
+class TensorView:
+    """A typed, shaped window on a buffer (what a TIR tensor variable denotes)."""
+
+    __slots__ = ("buffer", "offset", "dtype", "lanes_dtype", "shape", "strides")
+
+    def __init__(self, buffer: Buffer, offset, dtype: np.dtype, shape: tuple[int, ...]):
+        self.buffer, self.offset, self.dtype, self.shape = buffer, offset, dtype, shape
+        strides, acc = [], 1
+        for n in reversed(shape):
+            strides.append(acc)
+            acc *= n
+        self.strides = tuple(reversed(strides))
+
+
+class Access:
+    """Carries the context of one memory access for the checks and error messages."""
+
+    def __init__(self, machine, where: str):
+        self.machine, self.where = machine, where
+
+    def fail(self, message: str, thread: int):
+        raise EmulationError(message, self.where, *self.machine.coords(thread))
+
+
+def _addresses(view: TensorView, flat, itemsize: int):
+    return view.offset + np.asarray(flat, dtype=np.int64) * itemsize
+
+
+def load(machine, view: TensorView, flat, mask, where: str):
+    """Typed load of elements ``flat`` (per-thread (T,) or (T, L) or uniform) under ``mask``."""
+    buf, dtype = view.buffer, view.dtype
+    byte = _addresses(view, flat, dtype.itemsize)
+    inst = machine.instance(buf)
+    byte, inst = _broadcast(byte, inst, machine.nthreads)
+    check_bounds(machine, buf, byte, dtype.itemsize, mask, where)
+    if buf.track:
+        check_lds_read(machine, buf, inst, byte, dtype.itemsize, mask, where)
+    safe = byte if mask is None else np.where(_m(mask, byte), byte, 0)
+    if np.all(safe % dtype.itemsize == 0):
+        return buf.typed(dtype)[inst, safe // dtype.itemsize]
+    raw = buf.data[inst[..., None], safe[..., None] + np.arange(dtype.itemsize)]
+    return np.ascontiguousarray(raw).view(dtype)[..., 0]
+
+
+def store(machine, view: TensorView, flat, value, mask, where: str):
+    buf, dtype = view.buffer, view.dtype
+    byte = _addresses(view, flat, dtype.itemsize)
+    inst = machine.instance(buf)
+    byte, inst = _broadcast(byte, inst, machine.nthreads)
+    value = np.broadcast_to(np.asarray(value).astype(dtype, copy=False), byte.shape)
+    check_bounds(machine, buf, byte, dtype.itemsize, mask, where)
+    threads = np.broadcast_to(np.arange(machine.nthreads).reshape((-1,) + (1,) * (byte.ndim - 1)), byte.shape)
+    if mask is not None:
+        m = np.broadcast_to(_m(mask, byte), byte.shape)
+        byte, inst, value, threads = byte[m], inst[m], value[m], threads[m]
+    if buf.track:
+        check_lds_write(machine, buf, inst, byte, dtype.itemsize, where, threads)
+    if np.all(byte % dtype.itemsize == 0):
+        buf.typed(dtype)[inst, byte // dtype.itemsize] = value
+    else:
+        raw = np.ascontiguousarray(value).reshape(-1, 1).view(np.uint8)
+        buf.data[inst.reshape(-1, 1), byte.reshape(-1, 1) + np.arange(dtype.itemsize)] = raw
+
+
+def _broadcast(byte, inst, nthreads):
+    byte = np.asarray(byte, dtype=np.int64)
+    if byte.ndim == 0 or byte.shape[0] != nthreads:
+        byte = np.broadcast_to(byte, (nthreads, *byte.shape))
+    inst = inst.reshape(inst.shape + (1,) * (byte.ndim - 1))
+    return byte, np.broadcast_to(inst, byte.shape)
+
+
+def _m(mask, like):
+    return mask.reshape(mask.shape + (1,) * (like.ndim - 1)) if like.ndim > 1 else mask
+
+
+def _first_bad(bad: np.ndarray) -> int:
+    idx = np.argwhere(bad)[0]
+    return int(idx[0])
+
+
+def check_bounds(machine, buf: Buffer, byte, size: int, mask, where: str):
+    bad = (byte < 0) | (byte + size > buf.nbytes)
+    if mask is not None:
+        bad &= _m(mask, byte)
+    if bad.any():
+        t = _first_bad(bad)
+        addr = int(np.asarray(byte)[bad][0])
+        raise EmulationError(
+            f"out-of-bounds {buf.scope} access to '{buf.name}': bytes [{addr}, {addr + size}) of {buf.nbytes}",
+            where, *machine.coords(t))
+
+
+def check_lds_read(machine, buf: Buffer, inst, byte, size: int, mask, where: str):
+    m = np.ones(byte.shape, bool) if mask is None else np.broadcast_to(_m(mask, byte), byte.shape)
+    threads = np.broadcast_to(np.arange(machine.nthreads).reshape((-1,) + (1,) * (byte.ndim - 1)), byte.shape)[m]
+    inst, byte = inst[m], byte[m]
+    if byte.size == 0:
+        return
+    b = (byte[:, None] + np.arange(size)).ravel()
+    i = np.repeat(inst, size)
+    t = np.repeat(threads, size)
+    unwritten = ~buf.written[i, b]
+    if unwritten.any():
+        k = int(np.argmax(unwritten))
+        raise EmulationError(f"read of LDS '{buf.name}' byte {int(b[k])}, never written", where, *machine.coords(int(t[k])))
+    wave = machine.wave_of[t]
+    epoch = machine.epoch[i]
+    raw = (buf.w_epoch[i, b] == epoch) & (buf.w_wave[i, b] != wave)
+    if raw.any():
+        k = int(np.argmax(raw))
+        raise EmulationError(
+            f"race on LDS '{buf.name}' byte {int(b[k])}: written by wave {int(buf.w_wave[i[k], b[k]])} and read by "
+            f"wave {int(wave[k])} with no barrier in between", where, *machine.coords(int(t[k])))
+    fresh = buf.r_epoch[i, b] != epoch
+    buf.r_wave[i[fresh], b[fresh]] = wave[fresh]
+    other = ~fresh & (buf.r_wave[i, b] != wave)
+    buf.r_wave[i[other], b[other]] = -2  # read by several waves this epoch
+    buf.r_epoch[i, b] = epoch
+
+
+def check_lds_write(machine, buf: Buffer, inst, byte, size: int, where: str, threads):
+    if byte.size == 0:
+        return
+    b = (byte.reshape(-1, 1) + np.arange(size)).ravel()
+    i = np.repeat(inst.ravel(), size)
+    t = np.repeat(threads.ravel(), size)
+    wave = machine.wave_of[t]
+    epoch = machine.epoch[i]
+    waw = (buf.w_epoch[i, b] == epoch) & (buf.w_wave[i, b] != wave)
+    war = (buf.r_epoch[i, b] == epoch) & (buf.r_wave[i, b] != wave) & (buf.r_wave[i, b] != -1)
+    # two waves writing one byte in the same instruction
+    key = i.astype(np.int64) * buf.nbytes + b
+    order = np.argsort(key, kind="stable")
+    same = (key[order][1:] == key[order][:-1]) & (wave[order][1:] != wave[order][:-1])
+    for bad, what in ((waw, "written by wave {a} and written again by wave {b}"),
+                      (war, "read by wave {a} and then written by wave {b}")):
+        if bad.any():
+            k = int(np.argmax(bad))
+            other = buf.w_wave[i[k], b[k]] if what.startswith("written") else buf.r_wave[i[k], b[k]]
+            raise EmulationError(
+                f"race on LDS '{buf.name}' byte {int(b[k])}: "
+                + what.format(a="several" if other == -2 else int(other), b=int(wave[k]))
+                + " with no barrier in between", where, *machine.coords(int(t[k])))
+    if same.any():
+        k = order[1:][int(np.argmax(same))]
+        raise EmulationError(f"race on LDS '{buf.name}' byte {int(b[k])}: written by two waves in one instruction",
+                             where, *machine.coords(int(t[k])))
+    buf.written[i, b] = True
+    buf.w_wave[i, b] = wave
+    buf.w_epoch[i, b] = epoch
