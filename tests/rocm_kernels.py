@@ -197,3 +197,19 @@ def raw_ds_read_tr(byte_offset=0):
                 D[tx, r] = rd[r]
 
     return kernel
+
+
+def uninitialized_lds():
+    """Reads LDS that nothing wrote."""
+
+    @T.function
+    def kernel(B: T.Tensor((64,), "float32")):
+        with T.device_entry():
+            bx = T.launch_thread("blockIdx.x", 1)
+            tx = T.launch_thread("threadIdx.x", 64)
+            S = T.alloc_tensor(ty_args=[T.Tensor((128,), "float32", scope="shared", align=16)])
+            S[tx] = T.float32(1)
+            T.rocm.workgroup_barrier()
+            B[tx] = S[tx + 64]
+
+    return kernel

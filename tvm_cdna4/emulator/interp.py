@@ -408,7 +408,7 @@ class Compiler:
             args = list(node.args[1:])
         else:
             args = list(node.args)
-        builtin = getattr(self, "c_" + name.replace(".", "_"), None)
+        builtin = getattr(self, "c_" + name.replace("prim.", "tirx.", 1).replace(".", "_"), None)
         if builtin is not None:
             return builtin(node, args)
         factory = self.calls.get(name)

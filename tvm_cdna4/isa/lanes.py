@@ -172,7 +172,7 @@ def tr_provider(op: DsReadTrOp, lane, elem):
     """
     n = op.elements
     l = lane % TR_GROUP
-    return lane - l + l // n + (TR_GROUP // n) * elem, l % n
+    return TR_GROUP * (lane // TR_GROUP) + l // n + (TR_GROUP // n) * elem, l % n
 
 
 def tr_consumer(op: DsReadTrOp, src_lane, src_elem):
@@ -180,4 +180,4 @@ def tr_consumer(op: DsReadTrOp, src_lane, src_elem):
     n = op.elements
     per = TR_GROUP // n  # chunks per row of a 16-lane group
     j = src_lane % TR_GROUP
-    return src_lane - j + (j % per) * n + src_elem, j // per
+    return TR_GROUP * (src_lane // TR_GROUP) + (j % per) * n + src_elem, j // per
