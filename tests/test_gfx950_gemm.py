@@ -1,0 +1,94 @@
+"""gfx950 GEMM schedules: every dtype x layout against numpy through the emulator."""
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import tvm_cdna4
+from tvm_cdna4.emulator import compare, emulate
+from tvm_cdna4.isa import formats
+from tvm_cdna4.schedules.gfx950_gemm import DTYPES, LAYOUTS, Gfx950GemmConfig, gfx950_gemm
+from tvm_cdna4.schedules.gfx950_mx_gemm import MX_FORMATS, gfx950_mx_gemm, pack_rows
+
+SHAPES = [(1, 1, 1), (17, 255, 33), (257, 17, 70)]  # 1, 17, 255, 257 and K below one K tile
+OUT_NP = {"f32": np.float32, "f16": np.float16, "bf16": ml_dtypes.bfloat16, "i32": np.int32, "f64": np.float64}
+TOL = {"f32": 1e-5, "f16": 1e-3, "bf16": 8e-3, "i32": 0.0, "f64": 1e-12}
+
+
+def _inputs(rng, dtype, M, N, K):
+    ta, tb = DTYPES[dtype].numpy if isinstance(DTYPES[dtype].numpy, tuple) else (DTYPES[dtype].numpy,) * 2
+    if dtype == "i8":
+        return rng.integers(-128, 128, (M, K)).astype(np.int8), rng.integers(-128, 128, (K, N)).astype(np.int8)
+    return rng.normal(size=(M, K)).astype(ta), rng.normal(size=(K, N)).astype(tb)
+
+
+def run_gemm(rng, dtype, layout, shape, out=None, config=None, batch=0):
+    M, N, K = shape
+    out = out or DTYPES[dtype].outs[0]
+    pairs = [_inputs(rng, dtype, M, N, K) for _ in range(max(batch, 1))]
+    a = np.stack([p[0] for p in pairs]) if batch else pairs[0][0]
+    b = np.stack([p[1] for p in pairs]) if batch else pairs[0][1]
+    A = np.ascontiguousarray(np.swapaxes(a, -1, -2)) if layout[0] == "t" else a
+    B = np.ascontiguousarray(np.swapaxes(b, -1, -2)) if layout[1] == "t" else b
+    C = np.zeros(((batch,) if batch else ()) + (M, N), OUT_NP[out])
+    emulate(gfx950_gemm(M, N, K, dtype, layout, out, config, batch), A, B, C)
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    compare("C", C, want, rtol=TOL[out], atol=TOL[out] * np.sqrt(K))
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("dtype", list(DTYPES))
+def test_gemm_dtype_layout_matches_numpy(dtype, layout, shape, rng):
+    run_gemm(rng, dtype, layout, shape)
+
+
+@pytest.mark.parametrize("dtype, out", [("f16", "f16"), ("f16", "bf16"), ("bf16", "bf16"), ("fp8", "f16"), ("f32", "bf16")])
+def test_gemm_output_dtypes(dtype, out, rng):
+    run_gemm(rng, dtype, "nt", (40, 70, 96), out)
+
+
+def test_gemm_32x32_mfma_and_batch(rng):
+    run_gemm(rng, "bf16", "tn", (65, 70, 100), config=Gfx950GemmConfig(128, 128, 64, "32x32"))
+    run_gemm(rng, "i8", "nn", (33, 20, 130), config=Gfx950GemmConfig(64, 64, 64, "32x32"), batch=2)
+
+
+@pytest.mark.parametrize("shape", [(1, 17, 32), (70, 130, 96), (255, 33, 256)], ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("dtype", list(MX_FORMATS))
+def test_mx_gemm_matches_numpy(dtype, shape, rng):
+    M, N, K = shape
+    fmt = MX_FORMATS[dtype]
+    a = rng.normal(size=(M, K)).astype(formats.fmt(fmt).dtype)
+    b = rng.normal(size=(K, N)).astype(formats.fmt(fmt).dtype)
+    sa = rng.integers(122, 133, (M, K // 32)).astype(np.uint8)
+    sb = rng.integers(122, 133, (N, K // 32)).astype(np.uint8)
+    C = np.full((M, N), np.nan, np.float32)
+    emulate(gfx950_mx_gemm(M, N, K, dtype), pack_rows(a, fmt), pack_rows(np.ascontiguousarray(b.T), fmt), sa, sb, C)
+    scale_a = np.exp2(np.repeat(sa.astype(np.float64) - 127, 32, axis=1))
+    scale_b = np.exp2(np.repeat(sb.astype(np.float64) - 127, 32, axis=1)).T
+    compare("C", C, (a.astype(np.float64) * scale_a) @ (b.astype(np.float64) * scale_b), rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("kwargs, rule", [
+    (dict(dtype="f17"), r"dtype 'f17' is not supported"),
+    (dict(layout="nx"), r"layout 'nx'"),
+    (dict(dtype="i8", out_dtype="f16"), r"output 'f16' for i8"),
+    (dict(config=Gfx950GemmConfig(80, 128, 64)), r"does not tile 2 x 2 waves"),
+])
+def test_gemm_argument_errors(kwargs, rule):
+    with pytest.raises(ValueError, match=rule):
+        gfx950_gemm(64, 64, 64, **kwargs)
+
+
+def test_mx_gemm_rejects_k_not_multiple_of_32_and_other_layouts():
+    with pytest.raises(ValueError, match="multiple of 32"):
+        gfx950_mx_gemm(16, 16, 40)
+    with pytest.raises(ValueError, match="layout 'nn' is not supported"):
+        gfx950_mx_gemm(16, 16, 64, layout="nn")
+
+
+@pytest.mark.parametrize("dtype", ["f16", "fp8", "i8"])
+def test_default_config_resources(dtype):
+    info = tvm_cdna4.build(gfx950_gemm(4096, 4096, 4096, dtype, "nn")).kernel()
+    assert info.scratch_bytes == 0 and info.vgpr_spills == 0
+    assert info.waves_per_simd() >= 2
