@@ -1,4 +1,4 @@
-"""``python -m tvm_cdna4 gemm --target gfx950 ...``: build, emit, and validate through the emulator."""
+"""``python -m tvm_cdna4 gemm --target gfx950 ...``: build, emit, report, and validate through the emulator."""
 
 from __future__ import annotations
 
@@ -8,54 +8,98 @@ import time
 import numpy as np
 
 from .gfx950_gemm import DTYPES, gfx950_gemm
+from .gfx950_mx_gemm import MX_FORMATS, gfx950_mx_gemm, pack_rows
 
-NP_INPUT = {"f16": np.float16}
+GFX950_DTYPES = (*DTYPES, *MX_FORMATS)
+OUT_NP = {"f32": np.float32, "f16": np.float16, "i32": np.int32, "f64": np.float64}
+TOL = {"f32": 1e-5, "f16": 1e-3, "bf16": 8e-3, "i32": 0.0, "f64": 1e-12}
+
+
+def _kernel(args):
+    out = getattr(args, "out_dtype", None)
+    if args.dtype in MX_FORMATS:
+        return gfx950_mx_gemm(args.M, args.N, args.K, args.dtype, args.layout)
+    spec = DTYPES[args.dtype]
+    if out not in spec.outs:
+        out = spec.outs[0]
+    return gfx950_gemm(args.M, args.N, args.K, args.dtype, args.layout, out)
+
+
+def _inputs(args, rng):
+    """(kernel arrays, float64 reference, output array, output dtype name)."""
+    M, N, K = args.M, args.N, args.K
+    if args.dtype in MX_FORMATS:
+        from ..isa import formats
+
+        fmt = MX_FORMATS[args.dtype]
+        a = rng.standard_normal((M, K)).astype(formats.fmt(fmt).dtype)
+        b = rng.standard_normal((K, N)).astype(formats.fmt(fmt).dtype)
+        sa = rng.integers(122, 133, (M, K // 32)).astype(np.uint8)
+        sb = rng.integers(122, 133, (N, K // 32)).astype(np.uint8)
+        c = np.full((M, N), np.nan, np.float32)
+        want = (a.astype(np.float64) * np.exp2(np.repeat(sa - 127.0, 32, axis=1))) @ (
+            b.astype(np.float64) * np.exp2(np.repeat(sb - 127.0, 32, axis=1)).T)
+        return (pack_rows(a, fmt), pack_rows(np.ascontiguousarray(b.T), fmt), sa, sb, c), want, c, "f32"
+    import ml_dtypes
+
+    spec = DTYPES[args.dtype]
+    out = args.out_dtype if args.out_dtype in spec.outs else spec.outs[0]
+    ta, tb = spec.numpy if isinstance(spec.numpy, tuple) else (spec.numpy, spec.numpy)
+    if args.dtype == "i8":
+        a, b = rng.integers(-128, 128, (M, K)).astype(np.int8), rng.integers(-128, 128, (K, N)).astype(np.int8)
+    else:
+        a, b = rng.standard_normal((M, K)).astype(ta), rng.standard_normal((K, N)).astype(tb)
+    A = np.ascontiguousarray(a.T) if args.layout[0] == "t" else a
+    B = np.ascontiguousarray(b.T) if args.layout[1] == "t" else b
+    c = np.zeros((M, N), ml_dtypes.bfloat16 if out == "bf16" else OUT_NP[out])
+    return (A, B, c), a.astype(np.float64) @ b.astype(np.float64), c, out
 
 
 def run(args) -> int:
-    if args.dtype not in DTYPES:
-        print(f"gemm --target gfx950: dtype {args.dtype} is not available yet; available: {sorted(DTYPES)}", file=sys.stderr)
+    if args.dtype not in GFX950_DTYPES:
+        print(f"gemm --target gfx950: dtype {args.dtype!r}; available: {', '.join(GFX950_DTYPES)}", file=sys.stderr)
         return 2
-    if getattr(args, "layout", "nn") not in ("nn", None):
-        print(f"gemm --target gfx950: layout {args.layout} is not available yet; available: nn", file=sys.stderr)
+    try:
+        func = _kernel(args)
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
         return 2
-    func = gfx950_gemm(args.M, args.N, args.K, args.dtype)
-    if args.emit:
-        from .. import build
+    from .. import build
 
+    title = f"gfx950 {args.dtype} {args.layout} {args.M}x{args.N}x{args.K}"
+    if args.emit in ("asm", "llvm") or getattr(args, "report", False):
         result = build(func)
-        print(result.asm if args.emit == "asm" else result.llvm_ir)
-    if not args.validate:
-        if not args.emit:
-            from .. import build
+        if args.emit == "asm":
+            print(result.asm)
+        elif args.emit == "llvm":
+            print(result.llvm_ir)
+        if getattr(args, "report", False):
+            from .report import format_report
 
-            info = build(func).kernel()
-            print(f"gfx950 {args.dtype} {args.M}x{args.N}x{args.K}: VGPRs {info.vgprs}, AGPRs {info.agprs}, "
-                  f"LDS {info.lds_bytes} B, scratch {info.scratch_bytes} B, waves/SIMD {info.waves_per_simd()}")
+            print(format_report(result, title))
+    elif args.emit == "tir":
+        print(func.script())
+    if not args.validate:
         return 0
     from ..emulator import EmulationError, compare, emulate
 
-    rng = np.random.default_rng(args.seed)
-    a = rng.standard_normal((args.M, args.K)).astype(NP_INPUT[args.dtype])
-    b = rng.standard_normal((args.K, args.N)).astype(NP_INPUT[args.dtype])
-    c = np.full((args.M, args.N), np.nan, np.float32)  # poisoned: every element must be written
+    rng = np.random.default_rng(getattr(args, "seed", 0))
+    arrays, want, c, out = _inputs(args, rng)
     start = time.perf_counter()
     try:
-        emulate(func, a, b, c)
+        emulate(func, *arrays)
     except EmulationError as err:
-        print(f"emulation found a kernel bug:\n{err}")
-        print("FAIL")
+        print(f"emulation found a kernel bug:\n{err}\nFAIL")
         return 1
     seconds = time.perf_counter() - start
-    want = a.astype(np.float64) @ b.astype(np.float64)
-    rel = float(np.linalg.norm(np.nan_to_num(c, nan=1e30) - want) / max(np.linalg.norm(want), 1e-30))
-    print(f"emulated gfx950 {args.dtype} GEMM {args.M}x{args.N}x{args.K} in {seconds:.2f} s; "
-          f"relative error {rel:.3e} (||C - A@B|| / ||A@B||, float64 reference)")
+    got = c.astype(np.float64)
+    rel = float(np.linalg.norm(np.nan_to_num(got, nan=1e30) - want) / max(np.linalg.norm(want), 1e-30))
+    print(f"emulated {title} in {seconds:.2f} s (CPU wavefront emulator); relative error {rel:.3e} "
+          f"(||C - A@B|| / ||A@B||, float64 reference)")
     try:
-        print(compare("C", c, want, rtol=1e-3, atol=1e-3 * np.sqrt(args.K)))
+        print(compare("C", c, want, rtol=TOL[out], atol=TOL[out] * np.sqrt(args.K)))
     except AssertionError as err:
-        print(err)
-        print("FAIL")
+        print(f"{err}\nFAIL")
         return 1
     print("PASS")
     return 0
