@@ -1,5 +1,8 @@
 """A CPU wavefront emulator for compiled TIRx kernels.
 
+Targets: ``"gfx950"`` (64-lane waves, ``llvm.amdgcn.*`` semantics in :mod:`.amdgcn`) and ``"sm80"``
+(CUDA, 32-lane warps as the "waves", ``T.ptx`` / ``T.cuda`` semantics in :mod:`.ptx`).
+
 ``emulate(kernel, *arrays)`` lowers ``kernel`` exactly as ``tvm_tirx.tirx.compile`` does for the
 target, takes the device function that would reach LLVM codegen, and executes it on numpy:
 workgroups x waves x lanes, lanes vectorized, per-workgroup LDS, the caller's arrays as global
@@ -14,7 +17,7 @@ import numpy as np
 
 from .errors import EmulationError
 
-TARGETS = {"gfx950": 64}
+TARGETS = {"gfx950": 64, "sm80": 32}  # target -> wave (warp) size
 
 
 def _target(target: str):
@@ -22,7 +25,20 @@ def _target(target: str):
 
     if target == "gfx950":
         return Target({"kind": "rocm", "mcpu": "gfx950"})
-    raise ValueError(f"emulate: target {target!r} is not supported; expected 'gfx950'")
+    if target == "sm80":
+        return Target({"kind": "cuda", "arch": "sm_80"})
+    raise ValueError(f"emulate: target {target!r} is not supported; expected one of {sorted(TARGETS)}")
+
+
+def _calls(target: str) -> dict:
+    """The call table (intrinsic/op name -> handler factory) of a target."""
+    if target == "gfx950":
+        from . import amdgcn
+
+        return amdgcn.calls()
+    from . import ptx
+
+    return ptx.calls()
 
 
 def device_function(kernel, target: str = "gfx950"):
@@ -32,8 +48,9 @@ def device_function(kernel, target: str = "gfx950"):
     from ..tirx_private import lowered_device_modules
 
     register()
-    check_workgroup_size(kernel)
-    check_wave_uniform_applies(kernel)
+    if target == "gfx950":
+        check_workgroup_size(kernel)
+        check_wave_uniform_applies(kernel)
     modules = lowered_device_modules(kernel, _target(target))
     funcs = [f for mod in modules.values() for f in mod.functions.values()]
     if len(funcs) != 1:
@@ -55,6 +72,28 @@ def _launch_extents(func) -> tuple[dict, dict]:
     return grid, block
 
 
+def _entry_launch(kernel) -> tuple[dict, dict]:
+    """Grid and block of a kernel whose ``tirx.device_entry`` carries a CUDA launch configuration:
+    the region's operands, named by its ``cuda.launch_fields`` attribute (``grid.x``, ``block.x``,
+    ...). The lowered device function keeps only the block extents, so they are read here."""
+    grid, block = {}, {}
+
+    def visit(node):
+        if type(node).__name__ == "RegionStmt" and node.op.name == "tirx.device_entry":
+            fields = node.attrs.get("cuda.launch_fields") if node.attrs is not None else None
+            for name, value in zip(fields or (), node.args):
+                kind, _, dim = str(name).partition(".")
+                if kind in ("grid", "block"):
+                    if not hasattr(value, "value"):
+                        raise ValueError(f"emulate: launch field {name} = {value} is not a constant")
+                    (grid if kind == "grid" else block)[dim] = int(value.value)
+        for child in _children(node):
+            visit(child)
+
+    visit(kernel.body)
+    return grid, block
+
+
 def _children(node):
     if hasattr(node, "seq"):
         return list(node.seq)
@@ -66,10 +105,14 @@ def _children(node):
     return out
 
 
-def emulate(kernel, *arrays, target: str = "gfx950", max_threads_per_batch: int = 8192, **scalars):
+def emulate(kernel, *arrays, target: str = "gfx950", max_threads_per_batch: int = 8192,
+            uninitialized: str = "error", **scalars):
     """Run ``kernel`` on the CPU. ``arrays`` bind the kernel's tensor parameters in order (numpy,
-    C-contiguous; outputs are written in place); ``scalars`` bind scalar parameters by name."""
-    from . import amdgcn
+    C-contiguous; outputs are written in place); ``scalars`` bind scalar parameters by name.
+    ``uninitialized="allow"`` lets LDS reads of never-written bytes through (they read zeros; on
+    hardware they read stale values), for kernels that load and then ignore such data."""
+    if uninitialized not in ("error", "allow"):
+        raise ValueError(f"emulate: uninitialized={uninitialized!r}; expected 'error' or 'allow'")
     from .interp import Compiler, Env, np_dtype
     from .machine import Machine
     from .memory import Buffer, Pointer
@@ -85,13 +128,16 @@ def emulate(kernel, *arrays, target: str = "gfx950", max_threads_per_batch: int 
             raise ValueError(f"emulate: parameter {name} needs a C-contiguous numpy array")
         globals_[name] = Buffer(name, "global", arr.reshape(-1).view(np.uint8).reshape(1, -1))
     grid, block = _launch_extents(func)
+    if not block:  # CUDA: no launch_thread regions in the device function
+        grid, block = _entry_launch(kernel)
     wave = TARGETS[target]
     n_groups = int(np.prod([grid.get(d, 1) for d in "xyz"]))
     per_group = int(np.prod([block.get(d, 1) for d in "xyz"]))
     batch = max(1, max_threads_per_batch // max(per_group, 1))
-    table = amdgcn.calls()
+    table = _calls(target)
     for start in range(0, n_groups, batch):
         machine = Machine(grid, block, wave, np.arange(start, min(n_groups, start + batch)), globals_)
+        machine.allow_uninitialized = uninitialized == "allow"
         compiler = Compiler(machine, table)
         params = []
         for p in func.params:

@@ -10,7 +10,7 @@ import numpy as np
 
 from ..isa import CATALOG, SCALE_FORMAT_CODES, DsReadTrOp, MfmaOp, reference
 from ..isa.mfma_table import SCALE_VECTOR_WORDS
-from ..rocm.helpers import BARRIER, PREFIX
+from ..rocm.helpers import _SCHED_PROGRAMS, BARRIER, PREFIX
 from .errors import EmulationError
 from .interp import np_dtype, where_of
 from .memory import Pointer, check_lds_read
@@ -178,10 +178,14 @@ def calls() -> dict:
         "llvm.amdgcn.readfirstlane": _readfirstlane,
         "llvm.amdgcn.s.barrier": _barrier,
         "llvm.amdgcn.s.waitcnt": _noop,
+        "llvm.amdgcn.iglp.opt": _noop,  # scheduling hints: no semantics
+        "llvm.amdgcn.sched.group.barrier": _noop,
+        "llvm.amdgcn.sched.barrier": _noop,
         BARRIER: _barrier,
         **{f"llvm.amdgcn.workitem.id.{d}": _workitem(d) for d in "xyz"},
         **{f"llvm.amdgcn.workgroup.id.{d}": _workgroup(d) for d in "xyz"},
     }
+    table.update({name: _noop for name in _SCHED_PROGRAMS})
     tr_by_base: dict[str, list[DsReadTrOp]] = {}
     for op in CATALOG.values():
         if isinstance(op, DsReadTrOp):

@@ -25,6 +25,8 @@ class Machine:
         self.waves_per_group = -(-self.block_threads // wave_size)
         self.epoch = np.zeros(g, np.int64)
         self.globals = global_buffers
+        self.state: dict = {}  # per-launch state of a target's call table (e.g. in-flight async copies)
+        self.allow_uninitialized = False  # LDS reads of never-written bytes: error (False) or zeros
         self._zero = np.zeros(self.nthreads, np.int64)
         self._threads = np.arange(self.nthreads)
 

@@ -6,7 +6,8 @@ one per thread. Typed accesses use numpy views of the same bytes.
 
 Checks (each raises ``EmulationError`` naming kernel location, workgroup, wave and lane):
 out-of-bounds access; LDS read of bytes never written; an LDS byte written by one wave and read or
-written by another wave of the workgroup with no barrier in between (epochs count barriers).
+written by another wave of the workgroup with no barrier in between (epochs count barriers); an LDS
+byte read or written while an asynchronous copy into it is still in flight (``Buffer.pending``).
 """
 
 from __future__ import annotations
@@ -30,6 +31,14 @@ class Buffer:
             self.w_epoch = np.full(shape, -1, np.int64)
             self.r_wave = np.full(shape, -1, np.int32)
             self.r_epoch = np.full(shape, -1, np.int64)
+        self.pending = None  # in-flight asynchronous writes per byte (created on first use)
+
+    def add_pending(self, inst, byte, size: int, delta: int) -> None:
+        """Count (+1) or retire (-1) an asynchronous write of ``size`` bytes at each (inst, byte)."""
+        if self.pending is None:
+            self.pending = np.zeros(self.data.shape, np.int32)
+        b = (np.asarray(byte, np.int64).reshape(-1, 1) + np.arange(size)).ravel()
+        np.add.at(self.pending, (np.repeat(np.asarray(inst).ravel(), size), b), delta)
 
     def typed(self, dtype: np.dtype) -> np.ndarray:
         view = self._views.get(dtype)
@@ -151,8 +160,9 @@ def check_lds_read(machine, buf: Buffer, inst, byte, size: int, mask, where: str
     b = (byte[:, None] + np.arange(size)).ravel()
     i = np.repeat(inst, size)
     t = np.repeat(threads, size)
+    _check_pending(machine, buf, i, b, t, "read", where)
     unwritten = ~buf.written[i, b]
-    if unwritten.any():
+    if unwritten.any() and not machine.allow_uninitialized:
         k = int(np.argmax(unwritten))
         raise EmulationError(f"read of LDS '{buf.name}' byte {int(b[k])}, never written", where, *machine.coords(int(t[k])))
     wave = machine.wave_of[t]
@@ -170,12 +180,23 @@ def check_lds_read(machine, buf: Buffer, inst, byte, size: int, mask, where: str
     buf.r_epoch[i, b] = epoch
 
 
+def _check_pending(machine, buf: Buffer, i, b, t, what: str, where: str):
+    if buf.pending is None:
+        return
+    busy = buf.pending[i, b] > 0
+    if busy.any():
+        k = int(np.argmax(busy))
+        raise EmulationError(f"{what} of LDS '{buf.name}' byte {int(b[k])} while an asynchronous copy into it is "
+                             "still in flight (missing wait)", where, *machine.coords(int(t[k])))
+
+
 def check_lds_write(machine, buf: Buffer, inst, byte, size: int, where: str, threads):
     if byte.size == 0:
         return
     b = (byte.reshape(-1, 1) + np.arange(size)).ravel()
     i = np.repeat(inst.ravel(), size)
     t = np.repeat(threads.ravel(), size)
+    _check_pending(machine, buf, i, b, t, "write", where)
     wave = machine.wave_of[t]
     epoch = machine.epoch[i]
     waw = (buf.w_epoch[i, b] == epoch) & (buf.w_wave[i, b] != wave)

@@ -1,0 +1,262 @@
+"""The CPU emulator on CUDA kernels (target "sm80": 32-lane warps, T.ptx / T.cuda semantics).
+
+No GPU needed: the emulated kernels are checked against numpy. benchmarks/cuda_crosscheck.py
+compares the same kernels with a real GPU, bit for bit.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+
+import cuda_crosscheck as xc  # noqa: E402
+from cuda_seed_example import matrix_kernel  # noqa: E402
+from tvm_tirx.script import ir as I  # noqa: E402
+from tvm_tirx.script import tirx as T  # noqa: E402
+
+from tvm_cdna4.emulator import EmulationError, emulate  # noqa: E402
+from tvm_cdna4.emulator.ptx import mma_fragments  # noqa: E402
+from tvm_cdna4.schedules import cuda_runner as runner  # noqa: E402
+from tvm_cdna4.schedules.cuda_gemm import GemmConfig, cuda_gemm, operand_shapes  # noqa: E402
+
+SMALL = GemmConfig(block_m=128, block_n=128, block_k=32, warps_m=2, warps_n=2, stages=3)
+
+
+# ------------------------------------------------------------------------------------------------
+# ldmatrix
+# ------------------------------------------------------------------------------------------------
+
+
+def test_seed_ldmatrix_example():
+    x = np.arange(128, dtype="uint32").reshape(16, 4, 2)
+    out = np.zeros((32, 12), dtype="uint32")
+    emulate(matrix_kernel(), x, out, target="sm80")
+    expected = np.full((32, 12), 4294966519, dtype="uint32")
+    for lane in range(32):
+        for k in range(2):
+            for matrix in range(2):
+                expected[lane, 8 * k + 2 * matrix] = x[2 * (lane // 4) + matrix, lane % 4, k]
+    np.testing.assert_array_equal(out, expected)
+
+
+@pytest.mark.parametrize("num,trans", [(1, False), (2, False), (4, False), (1, True), (4, True)])
+def test_ldmatrix_forms(num, trans):
+    a = np.random.default_rng(num + 10 * trans).integers(0, 1 << 16, size=(32, 8)).astype(np.uint16)
+    out = np.zeros((32, 4), np.uint32)
+    emulate(xc.ldmatrix_kernel(num, trans), a, out, target="sm80")
+    np.testing.assert_array_equal(out, xc.ldmatrix_expected(a, num, trans))
+
+
+def test_ldmatrix_needs_the_whole_warp():
+    @T.function
+    def kernel(A: T.Tensor((32, 8), "uint16"), Out: T.Tensor((32,), "uint32")):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+        lane = T.cuda.thread_idx("x")
+        SM = T.alloc_tensor(ty_args=[T.Tensor((32, 8), "uint16", scope="shared", layout="default", align=16)])
+        for j in range(8):
+            SM[lane, j] = A[lane, j]
+        T.cuda.cta_sync()
+        r = T.alloc_tensor(ty_args=[T.Tensor((1,), "uint32", scope="local", layout="default")])
+        r[0] = T.uint32(0)
+        if lane < 16:
+            T.ptx["ldmatrix.sync.aligned.m8n8.x1.shared.b16"](r[0], SM.ptr_to([lane % 8, 0]))
+        Out[lane] = r[0]
+
+    with pytest.raises(EmulationError, match="16 of 32 lanes active"):
+        emulate(kernel, np.zeros((32, 8), np.uint16), np.zeros(32, np.uint32), target="sm80")
+
+
+# ------------------------------------------------------------------------------------------------
+# mma.sync
+# ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("k", [16, 8])
+def test_mma_fragment_maps_cover_each_element_once(k):
+    f = mma_fragments(k)
+    for key, (rows, cols) in (("a", (16, k)), ("b", (k, 8)), ("c", (16, 8))):
+        r, c = f[key]
+        hits = np.zeros((rows, cols), int)
+        np.add.at(hits, (r.ravel(), c.ravel()), 1)
+        assert (hits == 1).all(), key
+
+
+@pytest.mark.parametrize("atype,k", [("f16", 16), ("bf16", 16), ("f16", 8)])
+def test_mma_sync_matches_numpy(atype, k):
+    dt = np.float16 if atype == "f16" else ml_dtypes.bfloat16
+    rng = np.random.default_rng(k)
+    kernel = xc.mma_kernel(atype, k)
+    # small integers: every product and partial sum is exact, so the result is bit-exact
+    a, bt = xc._ints(rng, (16, k), dt, -8, 8), xc._ints(rng, (8, k), dt, -8, 8)
+    c = xc._ints(rng, (16, 8), np.float32, -100, 100)
+    d = np.zeros((16, 8), np.float32)
+    emulate(kernel, a.view(np.uint32), bt.view(np.uint32), c, d, target="sm80")
+    np.testing.assert_array_equal(d, a.astype(np.float64) @ bt.astype(np.float64).T + c)
+    # arbitrary data: one rounding of the exact result
+    a, bt = rng.standard_normal((16, k)).astype(dt), rng.standard_normal((8, k)).astype(dt)
+    c = rng.standard_normal((16, 8)).astype(np.float32)
+    emulate(kernel, a.view(np.uint32), bt.view(np.uint32), c, d, target="sm80")
+    np.testing.assert_allclose(d, a.astype(np.float64) @ bt.astype(np.float64).T + c, rtol=1e-6, atol=1e-6)
+
+
+# ------------------------------------------------------------------------------------------------
+# cp.async, barriers, shuffles
+# ------------------------------------------------------------------------------------------------
+
+
+def copy_kernel(wait=1, sync=True, src_size=16, read_rows=0):
+    """64 threads, each commits two groups: warp 0 copies rows 0-31 in its first group (the second is
+    empty), warp 1 copies rows 32-63 in its second group (the first is empty). Then
+    ``cp.async.wait_group wait`` and warp 0 reads the half ``read_rows`` (0: rows 0-31, its own;
+    1: rows 32-63, warp 1's) in reverse row order."""
+
+    @T.function
+    def kernel(A: T.Tensor((64, 8), "float16"), Out: T.Tensor((32, 8), "float16")):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=64))
+        tid = T.cuda.thread_idx("x")
+        SM = T.alloc_tensor(ty_args=[T.Tensor((64, 8), "float16", scope="shared", layout="default", align=16)])
+        if tid < 32:
+            T.ptx["cp.async.cg.shared.global"](SM.ptr_to([tid, 0]), A.ptr_to([tid, 0]), 16, T.uint32(src_size))
+        T.ptx["cp.async.commit_group"]()
+        if tid >= 32:
+            T.ptx["cp.async.cg.shared.global"](SM.ptr_to([tid, 0]), A.ptr_to([tid, 0]), 16, T.uint32(src_size))
+        T.ptx["cp.async.commit_group"]()
+        T.ptx["cp.async.wait_group"](wait)
+        if I.constexpr(sync):
+            T.cuda.cta_sync()
+        if tid < 32:
+            for j in range(8):
+                Out[tid, j] = SM[32 * read_rows + 31 - tid, j]
+
+    return kernel
+
+
+def _run_copy(**kw):
+    a = np.arange(512).astype(np.float16).reshape(64, 8)
+    out = np.zeros((32, 8), np.float16)
+    emulate(copy_kernel(**kw), a, out, target="sm80")
+    return a, out
+
+
+def test_cp_async_wait_group_completes_older_groups():
+    # wait_group 1 retires each thread's first group: warp 0's rows land, warp 1's stay in flight
+    a, out = _run_copy(wait=1, read_rows=0)
+    np.testing.assert_array_equal(out, a[31::-1])
+    a, out = _run_copy(wait=0, read_rows=1)
+    np.testing.assert_array_equal(out, a[:31:-1])
+
+
+def test_cp_async_zero_fills_past_src_size():
+    a, out = _run_copy(wait=0, src_size=6)
+    want = a[31::-1].copy()
+    want[:, 3:] = 0
+    np.testing.assert_array_equal(out, want)
+
+
+def test_cp_async_group_still_in_flight_is_reported():
+    # threads >= 32 issued their copy in their *second* group; wait_group 1 leaves it in flight
+    with pytest.raises(EmulationError, match="still in flight"):
+        _run_copy(wait=1, read_rows=1)
+    with pytest.raises(EmulationError, match="still in flight"):
+        _run_copy(wait=2)
+
+
+def test_cp_async_without_barrier_is_a_race():
+    with pytest.raises(EmulationError, match="race on LDS 'SM'.*written by wave 1 and read by wave 0"):
+        _run_copy(wait=0, sync=False, read_rows=1)
+
+
+def test_barrier_in_divergent_code_is_reported():
+    @T.function
+    def kernel(Out: T.Tensor((64,), "int32")):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=64))
+        tid = T.cuda.thread_idx("x")
+        if tid < 48:
+            T.cuda.cta_sync()
+        Out[tid] = tid
+
+    with pytest.raises(EmulationError, match="barrier reached by only part of the thread block"):
+        emulate(kernel, np.zeros(64, np.int32), target="sm80")
+
+
+def test_uninitialized_shared_reads_are_errors_unless_allowed():
+    @T.function
+    def kernel(Out: T.Tensor((32,), "int32")):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+        tid = T.cuda.thread_idx("x")
+        SM = T.alloc_tensor(ty_args=[T.Tensor((32,), "int32", scope="shared", layout="default")])
+        Out[tid] = SM[tid]
+
+    out = np.full(32, 7, np.int32)
+    with pytest.raises(EmulationError, match="never written"):
+        emulate(kernel, out, target="sm80")
+    emulate(kernel, out, target="sm80", uninitialized="allow")
+    np.testing.assert_array_equal(out, 0)
+
+
+def test_warp_shuffles():
+    x = np.random.default_rng(3).integers(-(1 << 31), 1 << 31, size=64).astype(np.int32)
+    out = np.zeros((4, 64), np.int32)
+    emulate(xc.shfl_kernel(), x, out, target="sm80")
+    np.testing.assert_array_equal(out, xc.shfl_expected(x))
+
+
+def test_vector_ld_st():
+    a = np.arange(256, dtype=np.float32).reshape(64, 4).view(np.uint32)
+    out = np.zeros((64, 4), np.float32)
+    emulate(xc.ldst_kernel(), a, out, target="sm80")
+    np.testing.assert_array_equal(out, xc.ldst_expected(a))
+
+
+def test_unknown_target():
+    with pytest.raises(ValueError, match="not supported"):
+        emulate(matrix_kernel(), np.zeros((16, 4, 2), np.uint32), np.zeros((32, 12), np.uint32), target="sm90")
+
+
+# ------------------------------------------------------------------------------------------------
+# the CUDA GEMM (cp.async + ldmatrix + mma.sync + st.global)
+# ------------------------------------------------------------------------------------------------
+
+# (layout, M, N, K, dtype, out_dtype, uninitialized). With fewer k-tiles than pipeline stages the
+# schedule's last fragment prefetch reads a shared stage that was never written (and ignores it), so
+# those shapes run with uninitialized="allow".
+GEMMS = [
+    ("nt", 64, 64, 32, "f16", "f32", "allow"),
+    ("tn", 100, 70, 40, "f16", "f32", "allow"),
+    ("nn", 100, 70, 96, "f16", "f32", "error"),
+    ("tt", 130, 136, 96, "f16", "f16", "error"),
+    ("nt", 64, 72, 96, "bf16", "bf16", "error"),
+]
+
+
+@pytest.mark.parametrize("layout,M,N,K,dt,ot,uninit", GEMMS)
+def test_cuda_gemm_exact_on_small_integers(layout, M, N, K, dt, ot, uninit):
+    rng = np.random.default_rng(M * N + K)
+    sa, sb = operand_shapes(M, N, K, layout)
+    a, b = xc._ints(rng, sa, runner.np_dtype(dt)), xc._ints(rng, sb, runner.np_dtype(dt))
+    c = np.full((M, N), np.nan, runner.np_dtype(ot))
+    emulate(cuda_gemm(M, N, K, dt, layout, ot, SMALL), a, b, c, target="sm80", uninitialized=uninit)
+    want = runner.reference(a, b, layout).astype(runner.np_dtype(ot))
+    assert xc.first_difference(c, want) is None, xc.first_difference(c, want)
+
+
+def test_cuda_gemm_random_data_within_tolerance():
+    M, N, K, layout = 100, 70, 96, "nt"
+    rng = np.random.default_rng(0)
+    a, b = runner.random_inputs(M, N, K, "f16", layout, rng)
+    c = np.full((M, N), np.nan, np.float32)
+    emulate(cuda_gemm(M, N, K, "f16", layout, "f32", SMALL), a, b, c, target="sm80")
+    assert runner.rel_error(c, runner.reference(a, b, layout)) < runner.tolerance("f32")
+
+
+def test_crosscheck_script_cpu_only(capsys):
+    assert xc.main(["--cpu-only", "--quick"]) == 0
+    assert "SUMMARY: 7/7 cases emulated == numpy" in capsys.readouterr().out
