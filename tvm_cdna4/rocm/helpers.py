@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import tempfile
-from functools import cache
 from pathlib import Path
 
 from ..isa import CATALOG, MfmaOp
@@ -34,6 +33,29 @@ def bf16_mfma_helper(op: MfmaOp, blgp: int) -> str:
 
 def bf16_tr_helper(name: str) -> str:
     return PREFIX + name
+
+
+_SCHED_PROGRAMS: dict[str, tuple[tuple[int, int], ...]] = {}
+
+# llvm.amdgcn.sched.group.barrier instruction classes
+SCHED_MFMA, SCHED_VALU, SCHED_SALU, SCHED_VMEM_READ, SCHED_DS_READ, SCHED_DS_WRITE = 0x8, 0x2, 0x4, 0x20, 0x100, 0x200
+
+
+def sched_helper(program: tuple[tuple[int, int], ...]) -> str:
+    """Name of a helper holding ``llvm.amdgcn.sched.group.barrier(mask, count, 0)`` for each
+    ``(mask, count)`` of ``program``: called in a loop body, it asks LLVM's scheduler to order that
+    block's instructions in those groups (e.g. one MFMA, then one LDS read, ...). No semantics."""
+    name = f"{PREFIX}sched_{hashlib.sha256(repr(program).encode()).hexdigest()[:12]}"
+    _SCHED_PROGRAMS[name] = tuple(program)
+    return name
+
+
+def _sched_helpers() -> list[str]:
+    out = ["declare void @llvm.amdgcn.sched.group.barrier(i32 immarg, i32 immarg, i32 immarg)"] if _SCHED_PROGRAMS else []
+    for name, program in sorted(_SCHED_PROGRAMS.items()):
+        calls = "".join(f"  call void @llvm.amdgcn.sched.group.barrier(i32 {m}, i32 {c}, i32 0)\n" for m, c in program)
+        out.append(f"define linkonce_odr void @{name}() {{\n{calls}  ret void\n}}")
+    return out
 
 
 def _i16(vector: str) -> str:
@@ -80,13 +102,12 @@ def helpers_ll() -> str:
         '  fence syncscope("workgroup") acquire\n  ret void\n}\n'
         "declare void @llvm.amdgcn.s.barrier()"
     )
-    body = "\n".join([*_mfma_helpers(), *_tr_helpers(), barrier])
+    body = "\n".join([*_mfma_helpers(), *_tr_helpers(), *_sched_helpers(), barrier])
     return f'target triple = "amdgcn-amd-amdhsa"\n\n{body}\n'
 
 
-@cache
 def helpers_path() -> str:
-    """The helpers as a .ll file (content-addressed, written once per process)."""
+    """The helpers as a .ll file (content-addressed: rewritten only when the helpers change)."""
     text = helpers_ll()
     digest = hashlib.sha256(text.encode()).hexdigest()[:16]
     path = Path(tempfile.gettempdir()) / f"tvm_cdna4_helpers_{digest}.ll"

@@ -23,6 +23,21 @@ from tvm_tirx.script import tirx as T
 from ..isa import CATALOG, lanes
 from ..patterns import register
 from ..patterns.layouts import mfma_fragment
+from ..rocm.helpers import SCHED_DS_READ, SCHED_DS_WRITE, SCHED_MFMA, SCHED_VMEM_READ, sched_helper
+
+
+def _interleave_program(mfmas: int, lds_reads: int, chunks: int) -> tuple[tuple[int, int], ...]:
+    """One MFMA, then one each of the pending LDS reads, global loads and LDS writes, repeated:
+    the non-MFMA instructions issue while the MFMA pipe is busy."""
+    left = {SCHED_DS_READ: lds_reads, SCHED_VMEM_READ: chunks, SCHED_DS_WRITE: chunks}
+    program = []
+    for _ in range(mfmas):
+        program.append((SCHED_MFMA, 1))
+        for mask in left:
+            if left[mask]:
+                program.append((mask, 1))
+                left[mask] -= 1
+    return tuple(program)
 
 
 @attrs.frozen
@@ -74,6 +89,11 @@ class Gfx950GemmConfig:
     block_k: int = 64
     mfma: str = "16x16"
     lds_pad: int = 16  # bytes added to every LDS row (keeps 16-byte alignment)
+    # Ask LLVM's scheduler to interleave MFMAs with LDS/global traffic (sched.group.barrier). Off by
+    # default: llvm-mca 22 does not terminate on the interleaved loops, so the static report cannot
+    # rate them; on hardware it is untested.
+    interleave: bool = False
+    transpose_loads: bool = True  # ds_read_tr for the M/N-contiguous operand; False: per-element LDS reads
 
     def check(self, spec: DtypeSpec) -> None:
         op = CATALOG[spec.mfma16 if self.mfma == "16x16" else spec.mfma32]
@@ -152,8 +172,12 @@ def gfx950_gemm(M: int, N: int, K: int, dtype: str = "f16", layout: str = "nn", 
     if a_chunks * 256 * vec != a_rows * a_cols or b_chunks * 256 * vec != b_rows * b_cols or min(a_chunks, b_chunks) < 1:
         raise ValueError(f"tile {BM}x{BN}x{BK} is not a whole number of 16-byte chunks per thread")
     a_cpr, b_cpr = a_cols // vec, b_cols // vec  # chunks per LDS row
-    tr, use_tr_a, use_tr_b = spec.tr, a_t and spec.tr is not None, (not b_t) and spec.tr is not None
+    tr = spec.tr if cfg.transpose_loads else None
+    use_tr_a, use_tr_b = a_t and tr is not None, (not b_t) and tr is not None
     mfma_name = op.name
+    interleave = cfg.interleave
+    sched_name = sched_helper(_interleave_program(
+        RM * RN * RK, RM * RK * (2 if use_tr_a else 1) + RN * RK * (2 if use_tr_b else 1), a_chunks + b_chunks)) if interleave else ""
 
     def a_row(lane):  # owner maps of one MFMA, evaluated on the lane expression
         return lanes.a_owner(op, lane, 0)[1]
@@ -285,6 +309,8 @@ def gfx950_gemm(M: int, N: int, K: int, dtype: str = "f16", layout: str = "nn", 
                         for kk in T.unroll(RK):
                             _frag_b(rb, SB, (ko + 1) % 2, ni, kk, wn, lane)
                     T.rocm.tile.apply(T.amdgcn[mfma_name], Df, Af, Bf, Df, scope="wave")
+                if interleave:
+                    T.evaluate(T.call_extern(sched_name, ty="void"))
                 # 3. the prefetch goes to LDS buffer ko % 2, read in the next step
                 if ko < k_steps:
                     for q in T.unroll(a_chunks):

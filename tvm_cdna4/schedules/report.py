@@ -79,16 +79,24 @@ class LoopReport:
         return self.mca_mfma_cycles / self.mca_cycles
 
 
+MCA_TIMEOUT_S = 60
+
+
 def llvm_mca(body: list[str], iterations: int = 200) -> tuple[float, float] | None:
-    """(cycles per iteration, XDL-pipe cycles per iteration) from llvm-mca, or None without it."""
+    """(cycles per iteration, XDL-pipe cycles per iteration) from llvm-mca, or None without it.
+    Raises RuntimeError when llvm-mca fails or does not finish (seen with llvm-mca 22 on loops
+    scheduled with sched.group.barrier)."""
     mca = llvm_tool("llvm-mca")
     if mca is None or not body:
         return None
     with tempfile.NamedTemporaryFile("w", suffix=".s") as f:
         f.write("\n".join(body) + "\n")
         f.flush()
-        proc = subprocess.run([mca, "-mtriple=amdgcn-amd-amdhsa", "-mcpu=gfx950", f"-iterations={iterations}", f.name],
-                              capture_output=True, text=True)
+        try:
+            proc = subprocess.run([mca, "-mtriple=amdgcn-amd-amdhsa", "-mcpu=gfx950", f"-iterations={iterations}", f.name],
+                                  capture_output=True, text=True, timeout=MCA_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            raise RuntimeError(f"llvm-mca did not finish within {MCA_TIMEOUT_S} s") from None
     if proc.returncode:
         raise RuntimeError(f"llvm-mca failed: {proc.stderr.strip()[:400]}")
     total = float(re.search(r"Total Cycles:\s+(\d+)", proc.stdout).group(1)) / iterations
@@ -112,7 +120,10 @@ def loop_report(asm: str) -> LoopReport:
         kind = classify(mnem)
         mix[kind] = mix.get(kind, 0) + 1
         bound += MNEMONIC_CYCLES.get(mnem, 0)
-    mca = llvm_mca(body)
+    try:
+        mca = llvm_mca(body)
+    except RuntimeError:
+        mca = None
     return LoopReport(len(body), mix, bound, *(mca if mca else (None, None)))
 
 
@@ -129,7 +140,7 @@ def format_report(result: BuildResult, title: str) -> str:
         f"  MFMA-bound cycles per iteration (catalog cycle counts): {loop.mfma_bound_cycles}",
     ]
     if loop.mca_cycles is None:
-        lines.append("  llvm-mca: not installed (Debian llvm-22)")
+        lines.append("  llvm-mca: not available (Debian llvm-22 not installed, or it did not finish)")
     else:
         lines.append(f"  llvm-mca -mcpu=gfx950: {loop.mca_cycles:.1f} cycles per iteration, MFMA pipe busy "
                      f"{loop.mca_mfma_cycles:.1f}: MFMA-pipe share {100 * loop.mfma_share:.1f}%")
