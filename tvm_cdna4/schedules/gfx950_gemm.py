@@ -109,6 +109,8 @@ class Gfx950GemmConfig:
 def default_config(dtype: str) -> Gfx950GemmConfig:
     if dtype in ("f32", "f64"):
         return Gfx950GemmConfig(block_m=64, block_n=64, block_k=16)
+    if dtype == "i8":  # K = 64 per MFMA: two K steps per LDS tile like the 16-bit types
+        return Gfx950GemmConfig(block_k=128)
     return Gfx950GemmConfig()
 
 

@@ -30,8 +30,8 @@ _BITS = {"fp8": 8, "bf8": 8, "fp6": 6, "bf6": 6, "fp4": 4}
 
 @attrs.frozen
 class MxGemmConfig:
-    block_m: int = 64
-    block_n: int = 64
+    block_m: int = 128
+    block_n: int = 128
     block_k: int = 128
 
 
