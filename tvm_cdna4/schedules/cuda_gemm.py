@@ -38,11 +38,15 @@ class GemmConfig:
 
     block_m: int = 128
     block_n: int = 256
-    block_k: int = 32
+    block_k: int = 64
     warps_m: int = 2
     warps_n: int = 4
     stages: int = 4
     group_m: int = 8  # block rasterization: this many block rows share a sweep over N
+    mma_order: str = "serpentine"  # "row": mi-major; "serpentine": reverse ni on odd mi (B reuse)
+    sync_after_mma: bool = True  # barrier after the k-step's mma issue instead of before it
+    split_loads: bool = True  # spread a stage's cp.async over the k-steps (A, then B)
+    precompute: bool = True  # per-thread swizzled addresses hoisted out of the k-loop (see docs)
 
     @property
     def threads(self) -> int:
@@ -66,6 +70,8 @@ class GemmConfig:
             raise ValueError("block_k must be a multiple of 32 (two mma k-steps per stage)")
         if self.stages < 2:
             raise ValueError("stages must be at least 2")
+        if self.mma_order not in ("row", "serpentine"):
+            raise ValueError("mma_order must be 'row' or 'serpentine'")
         if self.smem_bytes() > 227 * 1024:
             raise ValueError(f"{self.smem_bytes()} B of shared memory exceeds 227 KiB")
         for n in (self.block_m, self.block_n, self.block_k):
@@ -89,7 +95,7 @@ def default_config(dtype: str = "f16", M: int | None = None, N: int | None = Non
     if M is not None and N is not None:
         blocks = math.ceil(M / cfg.block_m) * math.ceil(N / cfg.block_n)
         if blocks < 132 * 2:
-            cfg = replace(cfg, block_n=128, warps_n=2)
+            cfg = replace(cfg, block_n=128, block_k=32, warps_n=2)
     return cfg
 
 
@@ -280,8 +286,6 @@ def cuda_gemm(
     GROUP = max(1, min(cfg.group_m, GM))
 
     opa, opb = make_operands(M, N, K, layout, cfg)
-    for op in (opa, opb):
-        _check_warp_offsets_neutral(op, cfg)
     a_shape, b_shape = operand_shapes(M, N, K, layout)
     A_ELEMS, B_ELEMS = opa.elems, opb.elems
     STAGE_ELEMS = A_ELEMS + B_ELEMS
@@ -308,7 +312,7 @@ def cuda_gemm(
     NW = NT // 32
 
     # ldmatrix sources: (KI, reps, matrix, row, word) in b32 words of one warp's slice of a stage.
-    def ldm_layout(op, reps):
+    def ldm_iters(op, reps):
         rw = op.cols // 2
         if op.name == "A" and not op.trans:  # rows m, cols k; matrix j = (k half j//2, m half j%2)
             it = [(KI, 8), (reps, 16 * rw), (2, 4), (2, 8 * rw), (8, rw), (4, 1)]
@@ -318,6 +322,10 @@ def cuda_gemm(
             it = [(KI, 8), (reps, 16 * rw), (2, 8 * rw), (2, 4), (8, rw), (4, 1)]
         else:  # B rows k, cols n; j = (n half j//2, k half j%2)
             it = [(KI, 16 * rw), (reps, 8), (2, 4), (2, 8 * rw), (8, rw), (4, 1)]
+        return it
+
+    def ldm_layout(op, reps):
+        it = ldm_iters(op, reps)
         tile = TileLayout(S[tuple(e for e, _ in it) : tuple(s for _, s in it)])
         return swz_word_layout(op, tile)
 
@@ -334,12 +342,6 @@ def cuda_gemm(
     out_thread = TileLayout(S[(MI, NI, 2, 2) : (16 * N, 8, 8 * N, 1)])
     pack_thread = TileLayout(S[(MI, NI, 2, 1) : (NI * 2, 2, 1, 1)])
 
-    # warp base offsets (elements) inside one operand tile
-    def warp_base(op, wm, wn):
-        w = wm * WTM if op.name == "A" else wn * WTN
-        return w if op.trans else w * op.cols
-
-    a_rows_masked = opa.grows % (opa.rows) != 0 if not opa.trans else True
     # masks are needed whenever a tile can run past the global extent
     def need_row_mask(op):
         return op.grows % op.rows != 0
@@ -352,7 +354,6 @@ def cuda_gemm(
     out_vec = 2 if N % 2 == 0 else 1
     need_out_mask = (M % BM != 0) or (N % BN != 0)
     cvt_op = "cvt.rn.f16x2.f32" if ot == "float16" else "cvt.rn.bf16x2.f32"
-    del a_rows_masked
 
     cp_name = {
         op.name: ("cp.async.cg.shared.global" if op.vec == 8 else "cp.async.ca.shared.global")
@@ -363,6 +364,151 @@ def cuda_gemm(
         op.name: swz_elem_layout(op, TileLayout(S[(op.rows, op.cols)])) for op in (opa, opb)
     }
     out_align = 8 if ot == "float32" else 4
+
+    # ---- precomputed per-thread addresses ------------------------------------------------------
+    # The swizzle XORs three row bits into the 16-byte chunk index. For every ldmatrix issued by a
+    # lane, the address is swz(x_lane + d) with d a compile-time offset (k-step, repeat). When d
+    # splits into bits the XOR never reads (added) and bits of the chunk index the lane part never
+    # sets (XORed), swz(x + d) == (swz(x) ^ dx) + da: the lane computes swz(x) once, outside the
+    # k-loop, and each ldmatrix is one XOR/add (or a register+immediate address). The split is
+    # verified here for every warp and lane; an operand for which it fails keeps the generic path.
+    def swz_w_expr(x, op):
+        sh = swizzle_shift(op.cols)
+        return x ^ (((x >> (2 + sh)) & 7) << 2)
+
+    def swz_e_expr(x, op):
+        sh = swizzle_shift(op.cols)
+        return x ^ (((x >> (3 + sh)) & 7) << 3)
+
+    def swz_w(x, op):
+        return swizzle_elem(2 * x, op.cols) // 2
+
+    def warp_word_base(op):
+        w = WTM if op.name == "A" else WTN
+        return w // 2 if op.trans else w * op.cols // 2
+
+    def ldm_plan(op, reps):
+        (_, skk), (_, srep), (_, sjh), (_, sjl), (_, srow), _ = ldm_iters(op, reps)
+        nw = WM if op.name == "A" else WN
+        wb = warp_word_base(op)
+        lanes = [
+            w * wb + (lane // 16) * sjh + ((lane // 8) % 2) * sjl + (lane % 8) * srow
+            for w in range(nw)
+            for lane in range(32)
+        ]
+        plan = {}
+        for kk in range(KI):
+            parts = []
+            for rep in range(reps):
+                d = kk * skk + rep * srep
+                dx, da = d & 0x1C, d - (d & 0x1C)
+                if any((swz_w(x, op) ^ dx) + da != swz_w(x + d, op) for x in lanes):
+                    return None
+                parts.append((dx, da))
+            dxs = {dx for dx, _ in parts}
+            steps = {parts[i + 1][1] - parts[i][1] for i in range(reps - 1)}
+            if len(dxs) == 1 and len(steps) <= 1:
+                plan[kk] = [(0, reps, parts[0][0], parts[0][1], steps.pop() if steps else 0)]
+            else:
+                plan[kk] = [(rep, 1, dx, da, 0) for rep, (dx, da) in enumerate(parts)]
+        return dict(sjh=sjh, sjl=sjl, srow=srow, wb=wb, kk=plan)
+
+    def copy_plan(op):
+        if op.vec == 1:
+            return None
+        cpr, v = op.chunks_per_row, op.vec
+        if cpr <= NT:
+            reps_f = [(op.reps, NT // cpr, 0)]
+        else:
+            per = cpr // NT
+            reps_f = [(op.reps // per, 1, 0), (per, 0, NT * v)]
+        deltas = []
+        for rep in range(op.reps):
+            r0, c0 = op.chunk_coord(0, 0)
+            r1, c1 = op.chunk_coord(0, rep)
+            deltas.append((r1 - r0, c1 - c0))
+        for tid in range(NT):
+            r0, c0 = op.chunk_coord(tid, 0)
+            base = swizzle_elem(r0 * op.cols + c0, op.cols)
+            for rep, (dr, dc) in enumerate(deltas):
+                r1, c1 = op.chunk_coord(tid, rep)
+                if (r1 - r0, c1 - c0) != (dr, dc):
+                    return None
+                if swizzle_elem(r1 * op.cols + c1, op.cols) != base + dr * op.cols + dc:
+                    return None
+        shape = tuple(e for e, _, _ in reps_f) + (v,)
+        gstr = tuple(dr * op.gcols + dc for _, dr, dc in reps_f) + (1,)
+        sstr = tuple(dr * op.cols + dc for _, dr, dc in reps_f) + (1,)
+        return dict(
+            glayout=TileLayout(S[shape:gstr]),
+            slayout=TileLayout(S[shape:sstr]),
+            drow=[d[0] for d in deltas],
+            dcol=[d[1] for d in deltas],
+        )
+
+    fast_ldm = {
+        "A": ldm_plan(opa, MI) if cfg.precompute else None,
+        "B": ldm_plan(opb, NI // 2) if cfg.precompute else None,
+    }
+    for op in (opa, opb):
+        if fast_ldm[op.name] is None:  # generic path: the warp offset goes into the view's base
+            _check_warp_offsets_neutral(op, cfg)
+    fast_cp = {
+        "A": copy_plan(opa) if cfg.precompute else None,
+        "B": copy_plan(opb) if cfg.precompute else None,
+    }
+    tile_off = {"A": 0, "B": A_ELEMS}
+
+    def warp_coord(op):  # plain Python (not parsed): the warp's index along op's tile dimension
+        return T.cuda.warp_id() % WM if op.name == "A" else T.cuda.warp_id() // WM
+
+    def copy_origin(op, kt, brow, bcol, tid):  # this thread's first chunk in global coordinates
+        r0, c0 = op.chunk_coord(tid, 0)
+        return ((kt * BK if op.trans else brow) + r0, (bcol if op.trans else kt * BK) + c0, r0, c0)
+
+    @T.macro
+    def cp_one(op, sv, gv, r, grow, gcol):
+        ok = T.and_(grow + fast_cp[op.name]["drow"][r] < op.grows, gcol + fast_cp[op.name]["dcol"][r] < op.gcols)
+        T.cuda.tile.apply(
+            T.ptx[cp_name[op.name]], sv[r : r + 1, :], gv[r : r + 1, :], scope="thread",
+            chunk_bytes=2 * op.vec,
+            src_size=T.if_then_else(ok, T.uint32(2 * op.vec), T.uint32(0)),
+        )
+
+    @T.macro
+    def load_operand_fast(op, G, SMH, stage, kt, brow, bcol):
+        # per-thread views: this thread's chunks only (scope="thread"); rep offsets are immediates
+        tid = T.cuda.thread_idx("x")
+        org = copy_origin(op, kt, brow, bcol, tid)
+        grow = org[0]
+        gcol = org[1]
+        r0 = org[2]
+        c0 = org[3]
+        gv = T.decl_tensor(
+            G.ptr_to([grow, gcol]),
+            ty_args=[T.Tensor((op.reps, op.vec), dt, layout=fast_cp[op.name]["glayout"], align=2 * op.vec)],
+        )
+        sv = T.decl_tensor(
+            SMH.ptr_to([stage * STAGE_ELEMS + tile_off[op.name] + swz_e_expr(r0 * op.cols + c0, op)]),
+            ty_args=[T.Tensor((op.reps, op.vec), dt, scope="shared.dyn", layout=fast_cp[op.name]["slayout"], align=2 * op.vec)],
+        )
+        if I.constexpr(need_row_mask(op) or need_col_mask(op)):
+            _ = [cp_one(op, sv, gv, r, grow, gcol) for r in range(op.reps)]
+        else:
+            T.cuda.tile.apply(T.ptx[cp_name[op.name]], sv, gv, scope="thread", chunk_bytes=2 * op.vec)
+
+    @T.macro
+    def ldm_one(op, SMW, dst, stage, e):
+        # e = (first repeat, repeats, xor part, add part, repeat stride) of one ldmatrix group
+        lane = T.cuda.lane_id()
+        w = warp_coord(op)
+        pl = fast_ldm[op.name]
+        lof = swz_w_expr(w * pl["wb"] + (lane // 16) * pl["sjh"] + ((lane // 8) % 2) * pl["sjl"] + (lane % 8) * pl["srow"], op)
+        src = T.decl_tensor(
+            SMW.ptr_to([(stage * STAGE_ELEMS + tile_off[op.name]) // 2 + (lof ^ e[2]) + e[3]]),
+            ty_args=[T.Tensor((1, e[1], 4, 8, 4), "uint32", scope="shared.dyn", layout=TileLayout(S[(e[1], 4, 8, 4) : (e[4], 0, 0, 1)]), align=16)],
+        )
+        T.cuda.tile.apply(T.ptx[ldm_name[op.name]], dst[:, e[0] : e[0] + e[1], :, :, :], src, scope="warp")
 
     @T.macro
     def load_operand(op, G, SMH, stage, kt, row0, col0, gl, sl, soff):
@@ -402,16 +548,30 @@ def cuda_gemm(
                 ok = T.and_(row0 + rr < op.grows, col0 + cc < op.gcols)
                 sv1[rr, cc] = T.if_then_else(ok, G[T.min(row0 + rr, op.grows - 1), T.min(col0 + cc, op.gcols - 1)], T.cast(0, dt))
 
+    split = cfg.split_loads and KI >= 3  # B must still go out before the commit at k-step KI-2
+
     @T.macro
-    def load_stage(A, B, SMH, stage, kt, m0, n0):
-        if I.constexpr(opa.trans):
+    def load_a(A, SMH, stage, kt, m0):
+        if I.constexpr(fast_cp["A"] is not None):
+            load_operand_fast(opa, A, SMH, stage, kt, m0, m0)
+        elif I.constexpr(opa.trans):
             load_operand(opa, A, SMH, stage, kt, kt * BK, m0, a_gl, a_sl, 0)
         else:
             load_operand(opa, A, SMH, stage, kt, m0, kt * BK, a_gl, a_sl, 0)
-        if I.constexpr(opb.trans):
+
+    @T.macro
+    def load_b(B, SMH, stage, kt, n0):
+        if I.constexpr(fast_cp["B"] is not None):
+            load_operand_fast(opb, B, SMH, stage, kt, n0, n0)
+        elif I.constexpr(opb.trans):
             load_operand(opb, B, SMH, stage, kt, kt * BK, n0, b_gl, b_sl, A_ELEMS)
         else:
             load_operand(opb, B, SMH, stage, kt, n0, kt * BK, b_gl, b_sl, A_ELEMS)
+
+    @T.macro
+    def load_stage(A, B, SMH, stage, kt, m0, n0):
+        load_a(A, SMH, stage, kt, m0)
+        load_b(B, SMH, stage, kt, n0)
 
     @T.macro
     def load_frags(SMW, af, bf, buf, stage, kk, a_base, b_base):
@@ -431,15 +591,41 @@ def cuda_gemm(
             bf.ptr_to([buf * NI * 2]),
             ty_args=[T.Tensor((1, NI // 2, 4, 8, 4), "uint32", scope="local", layout=b_frag_ldm)],
         )
-        T.cuda.tile.apply(T.ptx[ldm_name["A"]], adst, asrc[kk : kk + 1, :, :, :, :], scope="warp")
-        T.cuda.tile.apply(T.ptx[ldm_name["B"]], bdst, bsrc[kk : kk + 1, :, :, :, :], scope="warp")
+        if I.constexpr(fast_ldm["A"] is not None):
+            _ = [ldm_one(opa, SMW, adst, stage, e) for e in fast_ldm["A"]["kk"][kk]]
+        else:
+            T.cuda.tile.apply(T.ptx[ldm_name["A"]], adst, asrc[kk : kk + 1, :, :, :, :], scope="warp")
+        if I.constexpr(fast_ldm["B"] is not None):
+            _ = [ldm_one(opb, SMW, bdst, stage, e) for e in fast_ldm["B"]["kk"][kk]]
+        else:
+            T.cuda.tile.apply(T.ptx[ldm_name["B"]], bdst, bsrc[kk : kk + 1, :, :, :, :], scope="warp")
+
+    # mma issue order over the warp tile: serpentine keeps one B fragment live across the turn
+    mma_pairs = [
+        (mi, ni)
+        for mi in range(MI)
+        for ni in (range(NI) if (mi % 2 == 0 or cfg.mma_order == "row") else reversed(range(NI)))
+    ]
 
     @T.macro
     def mma_step(acc, af, bf, buf):
         d = T.decl_tensor(acc.ptr_to([0]), ty_args=[T.Tensor((MI, NI, 16, 8), "float32", scope="local", layout=acc_mma)])
         a = T.decl_tensor(af.ptr_to([buf * MI * 4]), ty_args=[T.Tensor((MI, 1, 16, 8), "uint32", scope="local", layout=a_frag_mma)])
         b = T.decl_tensor(bf.ptr_to([buf * NI * 2]), ty_args=[T.Tensor((NI, 1, 8, 8), "uint32", scope="local", layout=b_frag_mma)])
-        T.cuda.tile.apply(T.ptx[mma_op], d, a, b, d, scope="warp")
+        if I.constexpr(cfg.mma_order == "row"):
+            T.cuda.tile.apply(T.ptx[mma_op], d, a, b, d, scope="warp")
+        else:
+            _ = [
+                T.cuda.tile.apply(
+                    T.ptx[mma_op],
+                    d[pr[0] : pr[0] + 1, pr[1] : pr[1] + 1, :, :],
+                    a[pr[0] : pr[0] + 1, :, :, :],
+                    b[pr[1] : pr[1] + 1, :, :, :],
+                    d[pr[0] : pr[0] + 1, pr[1] : pr[1] + 1, :, :],
+                    scope="warp",
+                )
+                for pr in mma_pairs
+            ]
 
     @T.macro
     def kstep(A, B, SMH, SMW, acc, af, bf, kt, rs, kk, m0, n0, a_base, b_base):
@@ -448,14 +634,28 @@ def cuda_gemm(
             load_frags(SMW, af, bf, (kk + 1) % 2, (kt + 1) % STAGES, 0, a_base, b_base)
         else:
             load_frags(SMW, af, bf, (kk + 1) % 2, rs, kk + 1, a_base, b_base)
+        # cp.async of tile kt+STAGES-1 into the stage every warp finished reading before the
+        # previous barrier; A and B go out in different k-steps when there are enough of them
         if I.constexpr(kk == 0):
             if kt + STAGES - 1 < KT:
-                load_stage(A, B, SMH, (kt + STAGES - 1) % STAGES, kt + STAGES - 1, m0, n0)
-        if I.constexpr(kk == KI - 2):
+                if I.constexpr(split):
+                    load_a(A, SMH, (kt + STAGES - 1) % STAGES, kt + STAGES - 1, m0)
+                else:
+                    load_stage(A, B, SMH, (kt + STAGES - 1) % STAGES, kt + STAGES - 1, m0, n0)
+        if I.constexpr(split and kk == 1):
+            if kt + STAGES - 1 < KT:
+                load_b(B, SMH, (kt + STAGES - 1) % STAGES, kt + STAGES - 1, n0)
+        if I.constexpr(kk == KI - 2 and not cfg.sync_after_mma):
             T.ptx["cp.async.commit_group"]()
             T.ptx["cp.async.wait_group"](STAGES - 2)
             T.cuda.cta_sync()
         mma_step(acc, af, bf, kk % 2)
+        if I.constexpr(kk == KI - 2 and cfg.sync_after_mma):
+            # the barrier only orders shared memory: this k-step's mma (registers only) is issued
+            # first so the tensor pipe has queued work while the warp waits
+            T.ptx["cp.async.commit_group"]()
+            T.ptx["cp.async.wait_group"](STAGES - 2)
+            T.cuda.cta_sync()
 
     @T.function
     def main(A: T.Tensor(a_shape, dt), B: T.Tensor(b_shape, dt), C: T.Tensor((M, N), ot)):
@@ -463,7 +663,6 @@ def cuda_gemm(
             launch=T.cuda.LaunchConfig(grid=GM * GN, block=NT, dynamic_smem_bytes=SMEM_ELEMS * 2)
         )
         pid = T.cuda.block_idx("x")
-        tid = T.cuda.thread_idx("x")
         warp = T.cuda.warp_id()
         lane = T.cuda.lane_id()
         # block rasterization: GROUP block rows sweep N together (L2 reuse of A and B panels)

@@ -136,6 +136,11 @@ def format_report(result: BuildResult, title: str) -> str:
         f"static report (an estimate from the compiled code, not a measurement): {title}",
         f"  resources: VGPRs {info.vgprs} (AGPRs {info.agprs}), SGPRs {info.sgprs}, LDS {info.lds_bytes} B, "
         f"scratch {info.scratch_bytes} B, waves/SIMD {info.waves_per_simd()}",
+    ]
+    if not loop.instructions:
+        lines.append("  main loop: none in the assembly (LLVM unrolled the few K steps); report a larger K")
+        return "\n".join(lines)
+    lines += [
         f"  main loop: {loop.instructions} instructions: {mix}",
         f"  MFMA-bound cycles per iteration (catalog cycle counts): {loop.mfma_bound_cycles}",
     ]

@@ -1,0 +1,624 @@
+"""CUDA GEMM: validate and benchmark the TIRx Ampere-class kernel against Triton (mma.sync) and torch.
+
+One run on one GPU does everything the device budget allows:
+
+    python3 benchmarks/cuda_gemm.py --validate --seed --bench --out $OUT
+
+* ``--validate``: every input dtype x layout (x output dtype on part of the grid) against a float64
+  numpy reference on random data, over a shape grid with non-multiples of the tile; C is poisoned
+  with NaN first, so an unwritten element fails.
+* ``--seed``: the ldmatrix example of the TIRx seed page (two x2 ldmatrix per warp into slots
+  0, 2, 8, 10), compared element by element.
+* ``--bench``: TFLOP/s at 4096^3 and 8192^3 (``--sizes``) of our kernel (each ``--configs``
+  entry), Triton's tutorial matmul with ``DISABLE_MMA_V3=1`` (its mma.sync path; the script sets
+  it before importing Triton) and ``torch.matmul`` (cuBLAS). Median of ``triton.testing.do_bench``
+  (L2 flushed between runs, fresh random inputs).
+
+Kernels are compiled in parallel worker processes (``--jobs``) and run through
+``export_library`` + ``tvm_ffi.load_module``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures as cf
+import datetime
+import importlib
+import importlib.util
+import json
+import multiprocessing as mp
+import os
+import sys
+import time
+import types
+
+os.environ.setdefault("DISABLE_MMA_V3", "1")  # Triton: Ampere mma.sync path, no wgmma
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCHED = os.path.join(ROOT, "tvm_cdna4", "schedules")
+
+
+def _sched():
+    """Import tvm_cdna4/schedules/{cuda_gemm,cuda_runner} without the package __init__ chain."""
+    name = "_tvm_cdna4_cuda_sched"
+    if name not in sys.modules:
+        pkg = types.ModuleType(name)
+        pkg.__path__ = [SCHED]
+        sys.modules[name] = pkg
+    gemm = importlib.import_module(name + ".cuda_gemm")
+    runner = importlib.import_module(name + ".cuda_runner")
+    return gemm, runner
+
+
+VALIDATE_SHAPES = [(1, 1, 1), (17, 33, 40), (255, 257, 100), (128, 128, 32), (1000, 1000, 1000), (384, 512, 264)]
+OUT_SHAPES = [(255, 257, 100), (1000, 1000, 1000)]  # extra f16/bf16-output checks
+
+_BASE = dict(mma_order="row", sync_after_mma=False, split_loads=False, precompute=False)  # v1
+
+
+def _tile(bm, bn, bk, wm, wn, st, **kw):
+    return dict(block_m=bm, block_n=bn, block_k=bk, warps_m=wm, warps_n=wn, stages=st, **kw)
+
+
+CONFIGS = {
+    "128x256x64_w2x4_s4": _tile(128, 256, 64, 2, 4, 4),
+    "128x256x64_w2x4_s3": _tile(128, 256, 64, 2, 4, 3),
+    "256x128x64_w4x2_s3": _tile(256, 128, 64, 4, 2, 3),
+    "256x128x64_w4x2_s4": _tile(256, 128, 64, 4, 2, 4),
+    "128x256x32_w2x4_s4": _tile(128, 256, 32, 2, 4, 4),
+    "128x256x32_w2x4_s3": _tile(128, 256, 32, 2, 4, 3),
+    "256x128x32_w4x2_s4": _tile(256, 128, 32, 4, 2, 4),
+    "128x128x32_w2x2_s4": _tile(128, 128, 32, 2, 2, 4),
+    "128x128x64_w2x2_s3": _tile(128, 128, 64, 2, 2, 3),
+    # ablations against the first measured version (v1 = _BASE), on the 128x256x64 4-stage tile
+    "128x256x64_w2x4_s4_v1": _tile(128, 256, 64, 2, 4, 4, **_BASE),
+    "128x256x64_w2x4_s4_noprecompute": _tile(128, 256, 64, 2, 4, 4, precompute=False),
+    "128x256x64_w2x4_s4_row": _tile(128, 256, 64, 2, 4, 4, mma_order="row"),
+    "128x256x64_w2x4_s4_syncfirst": _tile(128, 256, 64, 2, 4, 4, sync_after_mma=False),
+    "128x256x64_w2x4_s4_nosplit": _tile(128, 256, 64, 2, 4, 4, split_loads=False),
+    "128x256x64_w2x4_s4_g4": _tile(128, 256, 64, 2, 4, 4, group_m=4),
+    "128x256x64_w2x4_s4_g16": _tile(128, 256, 64, 2, 4, 4, group_m=16),
+    "128x256x128_w2x4_s2": _tile(128, 256, 128, 2, 4, 2),
+    "256x128x128_w4x2_s2": _tile(256, 128, 128, 4, 2, 2),
+}
+
+
+# ------------------------------------------------------------------------------------------------
+# compile workers
+# ------------------------------------------------------------------------------------------------
+
+
+def _build_job(job):
+    """Worker: build one kernel and export it. Returns (key, path, seconds, error, ptxas info)."""
+    key, M, N, K, dtype, layout, out, cfg, arch, workdir = job
+    t = time.time()
+    try:
+        gemm, _ = _sched()
+        config = gemm.GemmConfig(**cfg) if cfg else None
+        exe = gemm.build(M, N, K, dtype, layout, out, config, arch=arch)
+        path = os.path.join(workdir, key + ".so")
+        exe.export_library(path)
+        src_path = os.path.join(workdir, key + ".cu")
+        with open(src_path, "w") as f:
+            f.write(gemm.cuda_source(exe))
+        return key, path, time.time() - t, None
+    except Exception as e:  # report, don't crash the run
+        import traceback
+
+        return key, None, time.time() - t, f"{type(e).__name__}: {e}\n{traceback.format_exc()[-1500:]}"
+
+
+def build_all(jobs, njobs, log):
+    results = {}
+    ctx = mp.get_context("spawn")
+    with cf.ProcessPoolExecutor(max_workers=njobs, mp_context=ctx) as pool:
+        for key, path, secs, err in pool.map(_build_job, jobs):
+            results[key] = (path, err)
+            if err:
+                log(f"BUILD FAIL {key}: {err}")
+    return results
+
+
+# ------------------------------------------------------------------------------------------------
+# validation
+# ------------------------------------------------------------------------------------------------
+
+
+def _validate_jobs(arch, workdir):
+    gemm, _ = _sched()
+    jobs, cases = [], []
+    for dtype in ("f16", "bf16"):
+        for layout in gemm.LAYOUTS:
+            for M, N, K in VALIDATE_SHAPES:
+                outs = ["f32"] + ([dtype] if (M, N, K) in OUT_SHAPES else [])
+                if (M, N, K) == (255, 257, 100):
+                    outs = ["f32", "f16", "bf16"]
+                for out in outs:
+                    key = f"v_{dtype}_{layout}_{out}_{M}x{N}x{K}"
+                    jobs.append((key, M, N, K, dtype, layout, out, None, arch, workdir))
+                    cases.append((key, M, N, K, dtype, layout, out))
+    # the other tile configs, with edges, one K-contiguous and one transposed layout
+    for name in ("128x256x64_w2x4_s4", "128x256x32_w2x4_s4", "128x128x32_w2x2_s4", "256x128x64_w4x2_s3", "128x256x64_w2x4_s4_v1"):
+        for layout in gemm.LAYOUTS if name == "128x256x64_w2x4_s4" else ("nt", "tn"):
+            M, N, K = 1000, 1000, 1000
+            key = f"v_cfg{name}_f16_{layout}_f32_{M}x{N}x{K}"
+            jobs.append((key, M, N, K, "f16", layout, "f32", CONFIGS[name], arch, workdir))
+            cases.append((key, M, N, K, "f16", layout, "f32"))
+    return jobs, cases
+
+
+def validate(args, log, workdir, arch):
+    import numpy as np
+
+    gemm, runner = _sched()
+    jobs, cases = _validate_jobs(arch, workdir)
+    t = time.time()
+    built = build_all(jobs, args.jobs, log)
+    log(f"validation: built {len(jobs)} kernels in {time.time() - t:.1f} s")
+    rng = np.random.default_rng(20261129)
+    failures = 0
+    rows = []
+    for key, M, N, K, dtype, layout, out in cases:
+        path, err = built[key]
+        if err:
+            failures += 1
+            rows.append((key, "BUILD-FAIL", float("nan")))
+            continue
+        fn = runner.load_kernel(path)
+        a, b = runner.random_inputs(M, N, K, dtype, layout, rng)
+        ref = runner.reference(a, b, layout)
+        c = runner.run_numpy(fn, a, b, M, N, out)
+        e = runner.rel_error(c, ref)
+        ok = e <= runner.tolerance(out)
+        # run a second time on fresh data: a moving error is a race
+        a2, b2 = runner.random_inputs(M, N, K, dtype, layout, rng)
+        e2 = runner.rel_error(runner.run_numpy(fn, a2, b2, M, N, out), runner.reference(a2, b2, layout))
+        ok = ok and e2 <= runner.tolerance(out)
+        failures += not ok
+        rows.append((key, "ok" if ok else "FAIL", max(e, e2)))
+        log(f"{'ok  ' if ok else 'FAIL'} {key:48s} rel_err={max(e, e2):.2e} (tol {runner.tolerance(out):.0e})")
+    log(f"validation: {len(cases) - failures}/{len(cases)} passed")
+    return failures, rows
+
+
+# ------------------------------------------------------------------------------------------------
+# the seed page's ldmatrix example
+# ------------------------------------------------------------------------------------------------
+
+
+SEED_SRC = '''
+from tvm_tirx.script import tirx as T
+from tvm_tirx.backend.cuda.axis import laneid
+from tvm_tirx.tirx.layout import S, TileLayout
+
+LDMATRIX = "ldmatrix.sync.aligned.m8n8.x2.shared.b16"
+
+def matrix_kernel():
+    shared = TileLayout(S[(16, 4, 2) : (8, 1, 128)])
+    registers = TileLayout(S[(2, 2, 8, 4) : (8, 2, 4 @ laneid, 1 @ laneid)])
+
+    @T.function
+    def kernel(A: T.Tensor((16, 4, 2), "uint32"), Out: T.Tensor((32, 12), "uint32")):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+        lane = T.cuda.lane_id()
+        SM = T.alloc_tensor(
+            ty_args=[T.Tensor((16, 4, 2), "uint32", scope="shared", layout=shared, align=16)]
+        )
+        for q in range(4):
+            n = lane + 32 * q
+            SM[n // 8, (n // 2) % 4, n % 2] = A[n // 8, (n // 2) % 4, n % 2]
+        T.cuda.cta_sync()
+        raw = T.alloc_tensor(ty_args=[T.Tensor((12,), "uint32", scope="local", layout="default")])
+        for i in T.unroll(12):
+            raw[i] = T.uint32(4294966519)  # bit pattern of int32(-777)
+        R = T.decl_tensor(
+            raw.ptr_to([0]),
+            ty_args=[T.Tensor((2, 2, 8, 4), "uint32", scope="local", layout=registers)],
+        )
+        S_std = SM.rearrange("(r m) w k -> k m r w", r=8, m=2)
+        T.cuda.tile.apply(T.ptx[LDMATRIX], R, S_std, scope="warp")
+        for i in T.unroll(12):
+            Out[lane, i] = raw[i]
+
+    return kernel
+'''
+
+
+def seed_example(log, workdir):
+    """The seed page's ldmatrix example, unchanged but for ``tvm`` -> ``tvm_tirx`` names."""
+    import numpy as np
+    import tvm_ffi
+    import tvm_tirx
+
+    path = os.path.join(workdir, "seed_ldmatrix.py")
+    with open(path, "w") as f:
+        f.write(SEED_SRC)
+    spec = importlib.util.spec_from_file_location("seed_ldmatrix", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    compiled = tvm_tirx.tirx.compile(mod.matrix_kernel(), target="cuda", pipeline="tirx")
+    so = os.path.join(workdir, "seed.so")
+    compiled.export_library(so)
+    m = tvm_ffi.load_module(so)
+    try:
+        fn = m["kernel"]
+    except Exception:
+        fn = m["main"]
+    x = np.arange(128, dtype="uint32").reshape(16, 4, 2)
+    dev = tvm_tirx.cuda()
+    out = tvm_tirx.runtime.tensor(np.zeros((32, 12), dtype="uint32"), dev)
+    fn(tvm_tirx.runtime.tensor(x, dev), out)
+    got = out.numpy()
+    expected = np.full((32, 12), 4294966519, dtype="uint32")
+    for lane in range(32):
+        for k in range(2):
+            for matrix in range(2):
+                expected[lane, 8 * k + 2 * matrix] = x[2 * (lane // 4) + matrix, lane % 4, k]
+    ok = np.array_equal(got, expected)
+    log(f"seed ldmatrix example: {'ok' if ok else 'FAIL'}")
+    return ok
+
+
+# ------------------------------------------------------------------------------------------------
+# mma.sync register-only ceiling (same run, same clocks)
+# ------------------------------------------------------------------------------------------------
+
+CEILING_SRC = '''
+from tvm_tirx.script import tirx as T
+from tvm_tirx.backend.cuda.axis import laneid
+from tvm_tirx.tirx.layout import S, TileLayout
+
+def ceiling_kernel(blocks, iters, dtype):
+    ab = "f16" if dtype == "float16" else "bf16"
+    op = f"mma.sync.aligned.m16n8k16.row.col.f32.{ab}.{ab}.f32"
+    acc_l = TileLayout(S[(2, 4, 2, 8, 4, 2) : (16, 4, 2, 4 @ laneid, 1 @ laneid, 1)])
+    a_l = TileLayout(S[(2, 2, 8, 2, 4) : (4, 1, 4 @ laneid, 2, 1 @ laneid)])
+    b_l = TileLayout(S[(4, 8, 2, 4) : (2, 4 @ laneid, 1, 1 @ laneid)])
+
+    @T.function
+    def main(X: T.Tensor((blocks * 256, 8), "int32"), Y: T.Tensor((blocks * 256, 32), "float32")):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=blocks, block=256))
+        tid = T.cuda.thread_idx("x")
+        g = T.cuda.block_idx("x") * 256 + tid
+        acc = T.alloc_tensor(ty_args=[T.Tensor((32,), "float32", scope="local", layout="default")])
+        af = T.alloc_tensor(ty_args=[T.Tensor((8,), "uint32", scope="local", layout="default")])
+        bf = T.alloc_tensor(ty_args=[T.Tensor((8,), "uint32", scope="local", layout="default")])
+        for i in T.unroll(32):
+            acc[i] = T.float32(0)
+        for i in T.unroll(8):
+            af[i] = T.cast(X[g, i], "uint32")
+            bf[i] = T.cast(X[g, 7 - i], "uint32")
+        d = T.decl_tensor(acc.ptr_to([0]), ty_args=[T.Tensor((2, 4, 16, 8), "float32", scope="local", layout=acc_l)])
+        a = T.decl_tensor(af.ptr_to([0]), ty_args=[T.Tensor((2, 1, 16, 8), "uint32", scope="local", layout=a_l)])
+        b = T.decl_tensor(bf.ptr_to([0]), ty_args=[T.Tensor((4, 1, 8, 8), "uint32", scope="local", layout=b_l)])
+        for it in range(iters):
+            for u in T.unroll(4):
+                T.cuda.tile.apply(T.ptx[op], d, a, b, d, scope="warp")
+        for i in T.unroll(32):
+            Y[g, i] = acc[i]
+
+    return main
+'''
+
+
+def mma_ceiling(log, workdir, arch, dtype="f16"):
+    """mma.sync m16n8k16 issue ceiling: 8 independent accumulators per warp, 8 warps per block,
+    registers only (no shared/global traffic in the loop). Timed like the GEMMs."""
+    import torch
+    import tvm_ffi
+    import tvm_tirx
+    from tvm_tirx.target import Target
+
+    path = os.path.join(workdir, "mma_ceiling.py")
+    with open(path, "w") as f:
+        f.write(CEILING_SRC)
+    spec = importlib.util.spec_from_file_location("mma_ceiling", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    _, runner = _sched()
+    blocks, iters = 132 * 4, 4096
+    f = mod.ceiling_kernel(blocks, iters, "float16" if dtype == "f16" else "bfloat16")
+    exe = tvm_tirx.tirx.compile(f, target=Target({"kind": "cuda", "arch": arch}), pipeline="tirx")
+    so = os.path.join(workdir, "mma_ceiling.so")
+    exe.export_library(so)
+    fn = tvm_ffi.load_module(so)["main"]
+    x = torch.randint(0, 2**15, (blocks * 256, 8), dtype=torch.int32, device="cuda")
+    y = torch.empty((blocks * 256, 32), dtype=torch.float32, device="cuda")
+    ax, ay = tvm_ffi.from_dlpack(x), tvm_ffi.from_dlpack(y)
+    call = lambda: fn(ax, ay)  # noqa: E731
+    call()
+    torch.cuda.synchronize()
+    ms = runner.bench_ms(call)
+    flops = blocks * 8 * iters * 4 * 8 * 2 * 16 * 8 * 16
+    tf = flops / (ms * 1e-3) / 1e12
+    log(f"ceiling mma.sync m16n8k16 {dtype} register-only: {ms:.3f} ms {tf:.1f} TFLOP/s")
+    return tf
+
+
+# ------------------------------------------------------------------------------------------------
+# Triton's tutorial matmul (run with DISABLE_MMA_V3=1: its mma.sync path)
+# ------------------------------------------------------------------------------------------------
+
+
+def _triton_matmul():
+    import triton
+    import triton.language as tl
+
+    configs = [
+        triton.Config({"BM": 128, "BN": 256, "BK": 64, "G": 8}, num_stages=3, num_warps=8),
+        triton.Config({"BM": 128, "BN": 256, "BK": 32, "G": 8}, num_stages=4, num_warps=8),
+        triton.Config({"BM": 256, "BN": 128, "BK": 32, "G": 8}, num_stages=4, num_warps=8),
+        triton.Config({"BM": 128, "BN": 128, "BK": 32, "G": 8}, num_stages=4, num_warps=4),
+        triton.Config({"BM": 128, "BN": 128, "BK": 64, "G": 8}, num_stages=4, num_warps=4),
+        triton.Config({"BM": 128, "BN": 128, "BK": 64, "G": 8}, num_stages=3, num_warps=8),
+    ]
+
+    @triton.autotune(configs=configs, key=["M", "N", "K", "sak", "sbn"])
+    @triton.jit
+    def kernel(a_ptr, b_ptr, c_ptr, M, N, K, sam, sak, sbk, sbn, scm, scn,
+               BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, G: tl.constexpr):
+        pid = tl.program_id(0)
+        num_m = tl.cdiv(M, BM)
+        num_n = tl.cdiv(N, BN)
+        width = G * num_n
+        gid = pid // width
+        first = gid * G
+        gsz = min(num_m - first, G)
+        pid_m = first + (pid % width) % gsz
+        pid_n = (pid % width) // gsz
+        rm = (pid_m * BM + tl.arange(0, BM)) % M
+        rn = (pid_n * BN + tl.arange(0, BN)) % N
+        rk = tl.arange(0, BK)
+        a_ptrs = a_ptr + rm[:, None] * sam + rk[None, :] * sak
+        b_ptrs = b_ptr + rk[:, None] * sbk + rn[None, :] * sbn
+        acc = tl.zeros((BM, BN), dtype=tl.float32)
+        for k in range(0, tl.cdiv(K, BK)):
+            a = tl.load(a_ptrs, mask=rk[None, :] < K - k * BK, other=0.0)
+            b = tl.load(b_ptrs, mask=rk[:, None] < K - k * BK, other=0.0)
+            acc = tl.dot(a, b, acc)
+            a_ptrs += BK * sak
+            b_ptrs += BK * sbk
+        cm = pid_m * BM + tl.arange(0, BM)
+        cn = pid_n * BN + tl.arange(0, BN)
+        c_ptrs = c_ptr + cm[:, None] * scm + cn[None, :] * scn
+        tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(cm[:, None] < M) & (cn[None, :] < N))
+
+    def run(a, b, c, M, N, K, a_t, b_t):
+        # a is op(A) = [M, K] view, b is op(B) = [K, N] view (strides carry the layout)
+        grid = lambda meta: (triton.cdiv(M, meta["BM"]) * triton.cdiv(N, meta["BN"]),)  # noqa: E731
+        kernel[grid](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
+                     c.stride(0), c.stride(1))
+
+    return kernel, run
+
+
+def _triton_mma_kind(autotuned) -> str:
+    """Which MMA instructions the compiled Triton kernels use (best effort: wgmma / mma.sync)."""
+    kinds = set()
+    try:
+        caches = autotuned.fn.device_caches
+        for entry in caches.values():
+            cache = entry[0] if isinstance(entry, tuple) else entry
+            for compiled in cache.values():
+                ptx = compiled.asm.get("ptx", "")
+                if "wgmma" in ptx:
+                    kinds.add("wgmma")
+                if "mma.sync" in ptx:
+                    kinds.add("mma.sync")
+    except Exception as e:  # introspection is best-effort
+        return f"? ({type(e).__name__})"
+    return "+".join(sorted(kinds)) or "?"
+
+
+# ------------------------------------------------------------------------------------------------
+# benchmark
+# ------------------------------------------------------------------------------------------------
+
+
+def _bench_jobs(args, arch, workdir):
+    sizes = [int(s) for s in args.sizes.split(",")]
+    cfg_names = args.configs.split(",") if args.configs else list(CONFIGS)
+    jobs = []
+    for S in sizes:
+        for dtype in args.dtypes.split(","):
+            for layout in args.layouts.split(","):
+                names = cfg_names if (layout == "nt" and dtype == "f16") else cfg_names[:1]
+                for name in names:
+                    key = f"b_{S}_{dtype}_{layout}_{name}"
+                    jobs.append((key, S, S, S, dtype, layout, "f32", CONFIGS[name], arch, workdir))
+    return jobs
+
+
+def bench(args, log, workdir, arch):
+    import torch
+    import triton
+
+    gemm, runner = _sched()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    cfg_names = args.configs.split(",") if args.configs else list(CONFIGS)
+    layouts = args.layouts.split(",")
+    dtypes = args.dtypes.split(",")
+    jobs = _bench_jobs(args, arch, workdir)
+    t = time.time()
+    built = build_all(jobs, args.jobs, log)
+    log(f"bench: built {len(jobs)} kernels in {time.time() - t:.1f} s")
+
+    def do_bench(fn):
+        return triton.testing.do_bench(fn, warmup=args.warmup, rep=args.rep, return_mode="median")
+
+    tri_kernel, tri_run = _triton_matmul()
+    results = []
+    for S in sizes:
+        M = N = K = S
+        for dtype in dtypes:
+            tdt = runner.torch_dtype(dtype)
+            for layout in layouts:
+                a_shape, b_shape = gemm.operand_shapes(M, N, K, layout)
+                torch.manual_seed(S)
+                a = torch.empty(a_shape, dtype=tdt, device="cuda").uniform_(-1, 1)
+                b = torch.empty(b_shape, dtype=tdt, device="cuda").uniform_(-1, 1)
+                c = torch.full((M, N), float("nan"), dtype=torch.float32, device="cuda")
+                opa = a.t() if layout[0] == "t" else a
+                opb = b.t() if layout[1] == "t" else b
+                ref = None
+                names = cfg_names if (layout == "nt" and dtype == "f16") else cfg_names[:1]
+                ours = {}
+                for name in names:
+                    key = f"b_{S}_{dtype}_{layout}_{name}"
+                    path, err = built[key]
+                    if err:
+                        continue
+                    fn = runner.load_kernel(path)
+                    launch = runner.Launcher(fn, a, b, c)
+                    c.fill_(float("nan"))
+                    launch()
+                    torch.cuda.synchronize()
+                    if ref is None:
+                        ref = torch.matmul(opa.float(), opb.float())
+                    err_rel = float((c - ref).norm() / ref.norm())
+                    ms = do_bench(launch)
+                    tf = runner.tflops(M, N, K, ms)
+                    ours[name] = tf
+                    log(f"ours   {S}^3 {dtype} {layout} {name:22s} {ms:8.3f} ms {tf:7.1f} TFLOP/s rel_err={err_rel:.1e}")
+                    results.append(dict(who="ours", size=S, dtype=dtype, layout=layout, config=name, ms=ms, tflops=tf, rel_err=err_rel))
+                # Triton mma.sync path (f32 out like ours)
+                tri = None
+                if not args.no_triton and layout in args.triton_layouts.split(","):
+                    ct = torch.empty((M, N), dtype=torch.float32, device="cuda")
+                    fn_t = lambda: tri_run(opa, opb, ct, M, N, K, layout[0] == "t", layout[1] == "t")  # noqa: E731
+                    fn_t()
+                    torch.cuda.synchronize()
+                    ms = do_bench(fn_t)
+                    tri = runner.tflops(M, N, K, ms)
+                    best = tri_kernel.best_config
+                    mma_kind = _triton_mma_kind(tri_kernel)
+                    log(f"triton {S}^3 {dtype} {layout} {str(best):60s} {ms:8.3f} ms {tri:7.1f} TFLOP/s [{mma_kind}]")
+                    results.append(dict(who="triton_mma_sync", size=S, dtype=dtype, layout=layout, config=str(best), ms=ms, tflops=tri, mma=mma_kind))
+                # torch.matmul (cuBLAS, input-dtype output)
+                fn_c = lambda: torch.matmul(opa, opb)  # noqa: E731
+                ms = do_bench(fn_c)
+                tt = runner.tflops(M, N, K, ms)
+                log(f"torch  {S}^3 {dtype} {layout} {'torch.matmul (' + dtype + ' out)':22s} {ms:8.3f} ms {tt:7.1f} TFLOP/s")
+                results.append(dict(who="torch", size=S, dtype=dtype, layout=layout, ms=ms, tflops=tt))
+                if ours:
+                    bname = max(ours, key=ours.get)
+                    line = f"SUMMARY {S}^3 {dtype} {layout}: ours {ours[bname]:.1f} ({bname})"
+                    if tri:
+                        line += f", triton-mma.sync {tri:.1f}, ours/triton {ours[bname] / tri:.2f}"
+                    line += f", torch {tt:.1f}, ours/torch {ours[bname] / tt:.2f}"
+                    log(line)
+                del a, b, c, ref
+                torch.cuda.empty_cache()
+    return results
+
+
+def build_only(args, log):
+    """Compile what --validate and --bench would run (no GPU needed): catches build failures."""
+    workdir = os.path.join("/tmp", "cuda_gemm_build_only")
+    os.makedirs(workdir, exist_ok=True)
+    args.jobs = max(1, args.jobs)
+    fails = 0
+    if args.validate:
+        jobs = _validate_jobs(args.build_only, workdir)[0]
+        built = build_all(jobs, args.jobs, log)
+        fails += sum(1 for _, err in built.values() if err)
+        log(f"build-only validate: {len(jobs) - fails}/{len(jobs)} built")
+    if args.bench:
+        jobs = _bench_jobs(args, args.build_only, workdir)
+        built = build_all(jobs, args.jobs, log)
+        bad = sum(1 for _, err in built.values() if err)
+        fails += bad
+        log(f"build-only bench: {len(jobs) - bad}/{len(jobs)} built")
+    return int(fails > 0)
+
+
+def profile(args, log, workdir, arch):
+    """Launch each --configs kernel a few times (for ncu): nothing else runs on the GPU."""
+    import torch
+
+    gemm, runner = _sched()
+    S = int(args.sizes.split(",")[0])
+    layout = args.layouts.split(",")[0]
+    dtype = args.dtypes.split(",")[0]
+    names = args.configs.split(",")
+    jobs = [(f"p_{S}_{dtype}_{layout}_{n}", S, S, S, dtype, layout, "f32", CONFIGS[n], arch, workdir) for n in names]
+    built = build_all(jobs, args.jobs, log)
+    a_shape, b_shape = gemm.operand_shapes(S, S, S, layout)
+    tdt = runner.torch_dtype(dtype)
+    a = torch.empty(a_shape, dtype=tdt, device="cuda").uniform_(-1, 1)
+    b = torch.empty(b_shape, dtype=tdt, device="cuda").uniform_(-1, 1)
+    c = torch.empty((S, S), dtype=torch.float32, device="cuda")
+    for key, *_ in jobs:
+        path, err = built[key]
+        if err:
+            continue
+        launch = runner.Launcher(runner.load_kernel(path), a, b, c)
+        launch()
+        torch.cuda.synchronize()
+        log(f"profiled {key}")
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--validate", action="store_true")
+    p.add_argument("--seed", action="store_true", help="run the seed page's ldmatrix example")
+    p.add_argument("--bench", action="store_true")
+    p.add_argument("--profile", action="store_true", help="only launch each --configs kernel once (run under ncu)")
+    p.add_argument("--ceiling", action="store_true", help="time a register-only mma.sync loop (same clocks)")
+    p.add_argument("--sizes", default="4096,8192")
+    p.add_argument("--dtypes", default="f16")
+    p.add_argument("--layouts", default="nt")
+    p.add_argument("--configs", default="", help=f"comma list of {list(CONFIGS)}; default all")
+    p.add_argument("--no-triton", action="store_true")
+    p.add_argument("--triton-layouts", default="nt", help="layouts Triton is timed on (autotuning is slow)")
+    p.add_argument("--warmup", type=int, default=25)
+    p.add_argument("--rep", type=int, default=200)
+    p.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) - 1))
+    p.add_argument("--out", default=os.environ.get("OUT", "."))
+    p.add_argument("--build-only", metavar="ARCH", help="no GPU: only compile the validation and bench kernels")
+    args = p.parse_args(argv)
+
+    os.makedirs(args.out, exist_ok=True)
+    logf = open(os.path.join(args.out, "cuda_gemm_log.txt"), "a")
+
+    def log(msg):
+        print(msg, flush=True)
+        logf.write(msg + "\n")
+        logf.flush()
+
+    gemm, runner = _sched()
+    if args.build_only:
+        return build_only(args, log)
+    ok, why = runner.have_cuda_gpu()
+    if not ok:
+        log(f"no CUDA GPU: {why}")
+        return 2
+    import torch
+
+    arch = runner.device_arch()
+    log(f"=== {datetime.datetime.now().isoformat(timespec='seconds')} {torch.cuda.get_device_name(0)} arch={arch} "
+        f"torch={torch.__version__} DISABLE_MMA_V3={os.environ.get('DISABLE_MMA_V3')}")
+    workdir = os.path.join("/tmp", "cuda_gemm_build")
+    os.makedirs(workdir, exist_ok=True)
+    status = 0
+    summary = {}
+    if args.seed:
+        summary["seed"] = seed_example(log, workdir)
+        status |= not summary["seed"]
+    if args.validate:
+        fails, rows = validate(args, log, workdir, arch)
+        summary["validate_failures"] = fails
+        status |= fails > 0
+    if args.ceiling:
+        summary["ceiling_tflops"] = mma_ceiling(log, workdir, arch)
+    if args.profile:
+        profile(args, log, workdir, arch)
+    if args.bench:
+        summary["bench"] = bench(args, log, workdir, arch)
+    with open(os.path.join(args.out, "cuda_gemm_results.json"), "w") as f:
+        json.dump(summary, f, indent=1, default=str)
+    return int(bool(status))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

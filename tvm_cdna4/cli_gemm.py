@@ -1,0 +1,162 @@
+"""``python -m tvm_cdna4 gemm``: build, validate, benchmark or print the GEMM schedule.
+
+    python -m tvm_cdna4 gemm --target sm80 --dtype f16 --layout nt -M 4096 -N 4096 -K 4096 --emit cuda
+    python -m tvm_cdna4 gemm --target sm80 --dtype bf16 --layout tn -M 1000 -N 1000 -K 1000 --validate --bench
+    python -m tvm_cdna4 gemm --target gfx950 --dtype f16 -M 256 -N 256 -K 256 --validate   # CPU emulator
+    python -m tvm_cdna4 gemm --target gfx950 --dtype mxfp4 --layout nt -M 4096 -N 4096 -K 4096 --report
+
+Exit codes: 0 success, 1 validation failed, 2 usage error / unavailable target / no GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+TARGETS = ("sm80", "sm_80", "gfx950")
+CUDA_DTYPES = ("f16", "bf16")
+GFX950_DTYPES = ("f16", "bf16", "fp8", "bf8", "fp8_bf8", "bf8_fp8", "i8", "f32", "f64",
+                 "mxfp8", "mxbf8", "mxfp6", "mxbf6", "mxfp4")
+
+
+def add_gemm_parser(subparsers) -> argparse.ArgumentParser:
+    """Register the ``gemm`` subcommand on an argparse subparsers object."""
+    p = subparsers.add_parser(
+        "gemm",
+        help="tiled GEMM schedule: build, --validate, --bench, --emit cuda",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--target", default="sm80", choices=TARGETS, help="sm80 (CUDA, also runs on sm_90) or gfx950")
+    p.add_argument("--dtype", default="f16", choices=GFX950_DTYPES,
+                   help="input dtype (sm80: f16, bf16; gfx950: all listed)")
+    p.add_argument("--out-dtype", default="f32", choices=("f32", "f16", "bf16", "i32", "f64"),
+                   help="output dtype (gfx950: i8 gives i32, f64 gives f64)")
+    p.add_argument(
+        "--layout",
+        default="nt",
+        choices=("nn", "nt", "tn", "tt"),
+        help="n: A is [M,K] / B is [K,N]; t: A is [K,M] / B is [N,K] (nt = both K-contiguous)",
+    )
+    p.add_argument("-M", type=int, default=4096)
+    p.add_argument("-N", type=int, default=4096)
+    p.add_argument("-K", type=int, default=4096)
+    p.add_argument("--validate", action="store_true",
+                   help="sm80: run on the GPU; gfx950: run in the CPU wavefront emulator; compare with numpy (float64)")
+    p.add_argument("--report", action="store_true", help="gfx950: static performance report (instruction mix, llvm-mca)")
+    p.add_argument("--seed", type=int, default=0, help="random input seed for --validate")
+    p.add_argument("--bench", action="store_true", help="time on the GPU (median, L2 flushed) and print TFLOP/s")
+    p.add_argument("--emit", choices=("cuda", "asm", "llvm", "tir", "config"),
+                   help="print the generated code: cuda (sm80), asm / llvm (gfx950), tir, config (sm80)")
+    p.add_argument("--block", metavar="MxNxK", help="block tile, e.g. 128x256x32 (default per dtype)")
+    p.add_argument("--warps", metavar="WMxWN", help="warp grid, e.g. 2x4")
+    p.add_argument("--stages", type=int, help="cp.async pipeline depth")
+    p.add_argument("--group-m", type=int, help="block rasterization group (block rows per N sweep)")
+    p.set_defaults(func=run_gemm)
+    return p
+
+
+def _config(args):
+    from dataclasses import replace
+
+    from .schedules.cuda_gemm import default_config
+
+    cfg = default_config(args.dtype, args.M, args.N)
+    updates = {}
+    if args.block:
+        bm, bn, bk = (int(x) for x in args.block.lower().split("x"))
+        updates.update(block_m=bm, block_n=bn, block_k=bk)
+    if args.warps:
+        wm, wn = (int(x) for x in args.warps.lower().split("x"))
+        updates.update(warps_m=wm, warps_n=wn)
+    if args.stages:
+        updates["stages"] = args.stages
+    if args.group_m:
+        updates["group_m"] = args.group_m
+    cfg = replace(cfg, **updates)
+    cfg.check()
+    return cfg
+
+
+def run_gemm(args) -> int:
+    if args.target == "gfx950":
+        if args.bench:
+            print("error: --bench needs a gfx950 GPU; use --report for the static estimate or --validate for the "
+                  "emulator", file=sys.stderr)
+            return 2
+        if args.emit in ("cuda", "config"):
+            print(f"error: --emit {args.emit} is for --target sm80; gfx950 emits asm, llvm or tir", file=sys.stderr)
+            return 2
+        from .schedules.gfx950_cli import run
+
+        return run(args)
+    if args.dtype not in CUDA_DTYPES or args.out_dtype not in ("f32", "f16", "bf16") or args.emit in ("asm", "llvm") \
+            or args.report:
+        print(f"error: --target sm80 supports --dtype {'/'.join(CUDA_DTYPES)}, --out-dtype f32/f16/bf16 and "
+              "--emit cuda/tir/config (asm, llvm and --report are gfx950 options)", file=sys.stderr)
+        return 2
+    try:
+        cfg = _config(args)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    M, N, K = args.M, args.N, args.K
+    if min(M, N, K) < 1:
+        print("error: M, N, K must be positive", file=sys.stderr)
+        return 2
+
+    if args.emit == "config":
+        import json
+
+        print(json.dumps(cfg.as_dict()))
+    elif args.emit == "tir":
+        from .schedules.cuda_gemm import cuda_gemm
+
+        print(cuda_gemm(M, N, K, args.dtype, args.layout, args.out_dtype, cfg).script())
+    elif args.emit == "cuda":
+        from .schedules.cuda_gemm import build, cuda_source
+
+        print(cuda_source(build(M, N, K, args.dtype, args.layout, args.out_dtype, cfg, arch="sm_80")))
+
+    if not (args.validate or args.bench):
+        if args.emit is None:  # plain build: compile for sm_80 and report
+            from .schedules.cuda_gemm import build
+
+            build(M, N, K, args.dtype, args.layout, args.out_dtype, cfg, arch="sm_80")
+            print(f"built {args.layout} {args.dtype}->{args.out_dtype} {M}x{N}x{K} for sm_80: {cfg.as_dict()}")
+        return 0
+
+    from .schedules import cuda_runner as runner
+
+    ok, why = runner.have_cuda_gpu()
+    if not ok:
+        what = " and ".join(x for x, on in (("--validate", args.validate), ("--bench", args.bench)) if on)
+        print(f"error: {what} needs an NVIDIA GPU, and none is available here ({why})", file=sys.stderr)
+        return 2
+
+    import numpy as np
+
+    fn = runner.compile_and_load(M, N, K, args.dtype, args.layout, args.out_dtype, cfg)
+    status = 0
+    if args.validate:
+        rng = np.random.default_rng(0)
+        a, b = runner.random_inputs(M, N, K, args.dtype, args.layout, rng)
+        err = runner.rel_error(runner.run_numpy(fn, a, b, M, N, args.out_dtype), runner.reference(a, b, args.layout))
+        tol = runner.tolerance(args.out_dtype)
+        good = err <= tol
+        print(f"validate {args.layout} {args.dtype}->{args.out_dtype} {M}x{N}x{K}: rel_err={err:.2e} tol={tol:.0e} {'OK' if good else 'FAIL'}")
+        status = 0 if good else 1
+    if args.bench:
+        import torch
+
+        from .schedules.cuda_gemm import operand_shapes
+
+        a_shape, b_shape = operand_shapes(M, N, K, args.layout)
+        tdt = runner.torch_dtype(args.dtype)
+        a = torch.empty(a_shape, dtype=tdt, device="cuda").uniform_(-1, 1)
+        b = torch.empty(b_shape, dtype=tdt, device="cuda").uniform_(-1, 1)
+        c = torch.empty((M, N), dtype=runner.torch_dtype(args.out_dtype), device="cuda")
+        launch = runner.Launcher(fn, a, b, c)
+        ms = runner.bench_ms(launch)
+        print(f"bench {args.layout} {args.dtype}->{args.out_dtype} {M}x{N}x{K}: {ms:.3f} ms, {runner.tflops(M, N, K, ms):.1f} TFLOP/s")
+    return status

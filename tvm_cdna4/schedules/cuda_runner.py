@@ -1,0 +1,186 @@
+"""Host-side helpers for the CUDA GEMM: inputs, numpy reference, compile-and-load, launch, timing.
+
+Nothing here needs a GPU to import. Running needs an NVIDIA GPU, PyTorch (for device memory and
+event timing) and the TVM CUDA runtime. Modules are run through ``export_library`` +
+``tvm_ffi.load_module`` so that no ORC JIT is needed.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+import numpy as np
+
+STORAGE = {"f16": np.float16, "f32": np.float32}
+
+
+def np_dtype(name: str):
+    """numpy dtype for f16/bf16/f32 (bf16 through ml_dtypes)."""
+    if name in ("bf16", "bfloat16"):
+        import ml_dtypes
+
+        return ml_dtypes.bfloat16
+    return {"f16": np.float16, "float16": np.float16, "f32": np.float32, "float32": np.float32}[name]
+
+
+def torch_dtype(name: str):
+    import torch
+
+    return {
+        "f16": torch.float16,
+        "float16": torch.float16,
+        "bf16": torch.bfloat16,
+        "bfloat16": torch.bfloat16,
+        "f32": torch.float32,
+        "float32": torch.float32,
+    }[name]
+
+
+def random_inputs(M, N, K, dtype, layout, rng):
+    """Random A, B in their storage layout (numpy arrays of the input dtype)."""
+    from .cuda_gemm import operand_shapes
+
+    a_shape, b_shape = operand_shapes(M, N, K, layout)
+    dt = np_dtype(dtype)
+    a = rng.uniform(-1, 1, size=a_shape).astype(np.float32).astype(dt)
+    b = rng.uniform(-1, 1, size=b_shape).astype(np.float32).astype(dt)
+    return a, b
+
+
+def reference(a, b, layout):
+    """float64 ``op(A) @ op(B)`` of inputs stored per ``layout``."""
+    a64 = np.asarray(a, dtype=np.float64)
+    b64 = np.asarray(b, dtype=np.float64)
+    if layout[0] == "t":
+        a64 = a64.T
+    if layout[1] == "t":
+        b64 = b64.T
+    return a64 @ b64
+
+
+def tolerance(out_dtype: str) -> float:
+    """Relative Frobenius-norm error allowed against the float64 reference."""
+    return {"f32": 1e-4, "float32": 1e-4, "f16": 2e-3, "float16": 2e-3}.get(out_dtype, 1e-2)
+
+
+def rel_error(out, ref) -> float:
+    out = np.asarray(out, dtype=np.float64)
+    if not np.all(np.isfinite(out)):
+        return float("inf")
+    return float(np.linalg.norm(out - ref) / max(np.linalg.norm(ref), 1e-30))
+
+
+def have_cuda_gpu() -> tuple[bool, str]:
+    """(available, reason). Looks for a usable NVIDIA GPU without initializing anything heavy."""
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    if torch is not None:
+        try:
+            if torch.cuda.is_available() and torch.cuda.device_count() > 0:
+                return True, torch.cuda.get_device_name(0)
+            return False, "torch sees no CUDA device"
+        except Exception as e:  # pragma: no cover
+            return False, f"torch.cuda failed: {e}"
+    try:
+        import tvm_tirx
+
+        dev = tvm_tirx.runtime.cuda(0) if hasattr(tvm_tirx, "runtime") else None
+        if dev is not None and dev.exist:
+            return True, "tvm cuda device"
+    except Exception:
+        pass
+    return False, "no CUDA device (and no torch to reach one)"
+
+
+def device_arch() -> str:
+    """``sm_XY`` of GPU 0 (so that an sm_80-class kernel runs natively on an sm_90 device)."""
+    import torch
+
+    major, minor = torch.cuda.get_device_capability(0)
+    return f"sm_{major}{minor}"
+
+
+def export_kernel(exe, path: str) -> str:
+    exe.export_library(path)
+    return path
+
+
+def load_kernel(path: str):
+    """Load an exported library and return its ``main`` function."""
+    import tvm_ffi
+    import tvm_tirx  # noqa: F401  (registers the CUDA module loader)
+
+    return tvm_ffi.load_module(path)["main"]
+
+
+def compile_and_load(M, N, K, dtype, layout, out_dtype, config=None, arch=None, workdir=None):
+    from .cuda_gemm import build
+
+    arch = arch or device_arch()
+    exe = build(M, N, K, dtype, layout, out_dtype, config, arch=arch)
+    workdir = workdir or tempfile.mkdtemp(prefix="cuda_gemm_")
+    path = os.path.join(workdir, f"gemm_{M}_{N}_{K}_{dtype}_{layout}_{out_dtype}.so")
+    export_kernel(exe, path)
+    return load_kernel(path)
+
+
+class Launcher:
+    """Calls a loaded kernel on torch tensors (converted once through DLPack)."""
+
+    def __init__(self, fn, a, b, c):
+        import tvm_ffi
+
+        self.fn = fn
+        self.keep = (a, b, c)
+        self.args = tuple(tvm_ffi.from_dlpack(t) for t in (a, b, c))
+
+    def __call__(self):
+        self.fn(*self.args)
+
+
+def run_numpy(fn, a, b, M, N, out_dtype):
+    """Copy numpy inputs to the GPU, poison C with NaN, launch once, return C as float32 numpy."""
+    import torch
+
+    ta = torch.from_numpy(np.ascontiguousarray(a).view(np.int16)).view(torch_dtype_for(a)).cuda()
+    tb = torch.from_numpy(np.ascontiguousarray(b).view(np.int16)).view(torch_dtype_for(b)).cuda()
+    tc = torch.full((M, N), float("nan"), dtype=torch_dtype(out_dtype), device="cuda")
+    Launcher(fn, ta, tb, tc)()
+    torch.cuda.synchronize()
+    return tc.float().cpu().numpy()
+
+
+def torch_dtype_for(arr):
+    import torch
+
+    return torch.float16 if np.asarray(arr).dtype == np.float16 else torch.bfloat16
+
+
+def bench_ms(fn, warmup_ms: int = 25, rep_ms: int = 200) -> float:
+    """Median time of ``fn()`` in ms: triton.testing.do_bench (L2 flushed between runs) if Triton
+    is installed, else CUDA events around each call after a warm-up."""
+    try:
+        import triton
+
+        return float(triton.testing.do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median"))
+    except ImportError:
+        import torch
+
+        for _ in range(10):
+            fn()
+        times = []
+        for _ in range(50):
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s.record()
+            fn()
+            e.record()
+            e.synchronize()
+            times.append(s.elapsed_time(e))
+        return float(np.median(times))
+
+
+def tflops(M, N, K, ms: float) -> float:
+    return 2.0 * M * N * K / (ms * 1e-3) / 1e12
