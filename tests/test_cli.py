@@ -41,3 +41,25 @@ def test_opcodes_json_schema_and_lane_tables():
 def test_opcodes_kind_filter():
     data = json.loads(_run("opcodes", "--json", "--no-lanes", "--kind", "ds_read_tr"))
     assert len(data) == 6 and all("lanes" not in d for d in data)
+
+
+def _gemm(*args):
+    return subprocess.run([sys.executable, "-m", "tvm_cdna4", "gemm", "--target", "gfx950", *args],
+                          capture_output=True, text=True)
+
+
+def test_gemm_gfx950_validate_prints_error_and_pass():
+    proc = _gemm("--dtype", "f16", "--layout", "nn", "-M", "70", "-N", "33", "-K", "40", "--validate")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.strip().splitlines()
+    assert lines[-1] == "PASS" and "relative error" in lines[0]
+
+
+def test_gemm_gfx950_report_and_refusals():
+    proc = _gemm("--dtype", "fp8_bf8", "--layout", "tn", "-M", "1024", "-N", "1024", "-K", "1024", "--report")
+    assert proc.returncode == 0, proc.stderr
+    assert "static report (an estimate" in proc.stdout and "main loop:" in proc.stdout
+    bench = _gemm("--dtype", "f16", "--bench")
+    assert bench.returncode == 2 and "needs a gfx950 GPU" in bench.stderr
+    mx = _gemm("--dtype", "mxfp4", "--layout", "nn", "-M", "64", "-N", "64", "-K", "64")
+    assert mx.returncode == 2 and "layout 'nn' is not supported" in mx.stderr

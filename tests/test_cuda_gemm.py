@@ -184,9 +184,9 @@ def test_cli_without_gpu_exits_nonzero_with_message():
         assert "needs an NVIDIA GPU" in r.stderr
 
 
-def test_cli_gfx950_not_available():
-    r = _cli("--target", "gfx950", "-M", "64", "-N", "64", "-K", "64")
-    assert r.returncode == 2 and "gfx950 is not available yet" in r.stderr
+def test_cli_sm80_refuses_gfx950_only_options():
+    r = _cli("--target", "sm80", "--dtype", "fp8", "-M", "64", "-N", "64", "-K", "64")
+    assert r.returncode == 2 and "--target sm80 supports --dtype f16/bf16" in r.stderr
 
 
 def test_cli_emit_cuda():
