@@ -40,6 +40,14 @@ def _interleave_program(mfmas: int, lds_reads: int, chunks: int) -> tuple[tuple[
     return tuple(program)
 
 
+def lane_maps(op):
+    """The catalog's owner maps of one MFMA as functions of a lane expression: A row and first K,
+    B column and first K of the lane's elements; accumulator row and column of register ``r``."""
+    return (lambda lane: lanes.a_owner(op, lane, 0)[1], lambda lane: lanes.a_owner(op, lane, 0)[2],
+            lambda lane: lanes.b_owner(op, lane, 0)[2], lambda lane: lanes.b_owner(op, lane, 0)[1],
+            lambda lane, r: lanes.acc_owner(op, lane, r)[1], lambda lane, r: lanes.acc_owner(op, lane, r)[2])
+
+
 @attrs.frozen
 class DtypeSpec:
     storage: str  # TIR dtype of A/B in memory (bf16 travels as int16 bit patterns)
@@ -181,23 +189,7 @@ def gfx950_gemm(M: int, N: int, K: int, dtype: str = "f16", layout: str = "nn", 
     sched_name = sched_helper(_interleave_program(
         RM * RN * RK, RM * RK * (2 if use_tr_a else 1) + RN * RK * (2 if use_tr_b else 1), a_chunks + b_chunks)) if interleave else ""
 
-    def a_row(lane):  # owner maps of one MFMA, evaluated on the lane expression
-        return lanes.a_owner(op, lane, 0)[1]
-
-    def a_k(lane):
-        return lanes.a_owner(op, lane, 0)[2]
-
-    def b_col(lane):
-        return lanes.b_owner(op, lane, 0)[2]
-
-    def b_k(lane):
-        return lanes.b_owner(op, lane, 0)[1]
-
-    def acc_row(lane, r):
-        return lanes.acc_owner(op, lane, r)[1]
-
-    def acc_col(lane, r):
-        return lanes.acc_owner(op, lane, r)[2]
+    a_row, a_k, b_col, b_k, acc_row, acc_col = lane_maps(op)
 
     # global operand access through flat views: storage (rows, cols), leading dimension ld
     a_lim = (K, M) if a_t else (M, K)

@@ -18,10 +18,11 @@ from __future__ import annotations
 import attrs
 from tvm_tirx.script import tirx as T
 
-from ..isa import CATALOG, lanes
+from ..isa import CATALOG
 from ..isa.mfma_table import SCALE_FORMAT_CODES, SCALE_VECTOR_WORDS
 from ..patterns import register
 from ..patterns.layouts import mfma_fragment
+from .gfx950_gemm import lane_maps
 
 MX_FORMATS = {"mxfp8": "fp8", "mxbf8": "bf8", "mxfp6": "fp6", "mxbf6": "bf6", "mxfp4": "fp4"}
 _CODE = {fmt: code for code, fmt in SCALE_FORMAT_CODES.items()}
@@ -71,20 +72,7 @@ def gfx950_mx_gemm(M: int, N: int, K: int, dtype: str = "mxfp8", layout: str = "
     b_words = BN * bkw
     a_per, b_per = -(-a_words // 256), -(-b_words // 256)
 
-    def a_row(lane):
-        return lanes.a_owner(op, lane, 0)[1]
-
-    def a_k(lane):
-        return lanes.a_owner(op, lane, 0)[2]
-
-    def b_col(lane):
-        return lanes.b_owner(op, lane, 0)[2]
-
-    def acc_row(lane, r):
-        return lanes.acc_owner(op, lane, r)[1]
-
-    def acc_col(lane, r):
-        return lanes.acc_owner(op, lane, r)[2]
+    a_row, a_k, b_col, _, acc_row, acc_col = lane_maps(op)
 
     @T.function
     def mx_gemm(A: T.Tensor((M, kw), "uint32"), B: T.Tensor((N, kw), "uint32"), SA: T.Tensor((M, kb_total), "uint8"),
