@@ -7,7 +7,7 @@ import pytest
 
 import rocm_kernels
 from tvm_cdna4.emulator import EmulationError, compare, emulate
-from tvm_cdna4.isa import CATALOG, DS_READ_TR_OPS, MFMA_OPS, SCALE_FORMAT_CODES, formats, reference
+from tvm_cdna4.isa import DS_READ_TR_OPS, MFMA_OPS, SCALE_FORMAT_CODES, formats, reference
 from tvm_cdna4.isa.mfma_table import SCALE_VECTOR_WORDS
 from tvm_cdna4.probes import STORAGE, mfma_probe, tr_probe
 from tvm_cdna4.schedules.gfx950_gemm import gfx950_gemm

@@ -1,12 +1,11 @@
 """Contract checks: each violation is refused at compile time with an error naming operand and rule."""
 
 import pytest
-from tvm_tirx.script import tirx as T
 from tvm_tirx.tirx.layout import S, TileLayout
 
 import tvm_cdna4
 from tvm_cdna4.isa import CATALOG
-from tvm_cdna4.patterns.layouts import mfma_fragment, tr_fragment
+from tvm_cdna4.patterns.layouts import mfma_fragment
 from tvm_cdna4.probes import mfma_probe, tr_probe
 from tvm_cdna4.tirx_private import register_rocm_axes
 

@@ -72,16 +72,6 @@ class TensorView:
         self.strides = tuple(reversed(strides))
 
 
-class Access:
-    """Carries the context of one memory access for the checks and error messages."""
-
-    def __init__(self, machine, where: str):
-        self.machine, self.where = machine, where
-
-    def fail(self, message: str, thread: int):
-        raise EmulationError(message, self.where, *self.machine.coords(thread))
-
-
 def _addresses(view: TensorView, flat, itemsize: int):
     return view.offset + np.asarray(flat, dtype=np.int64) * itemsize
 

@@ -20,7 +20,6 @@ Accumulators follow the seed's five layout tables (``ACC_LAYOUTS``); ``reg`` cou
 
 from __future__ import annotations
 
-import numpy as np
 
 from .records import WAVE_SIZE, DsReadTrOp, MfmaOp
 

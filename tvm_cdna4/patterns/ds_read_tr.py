@@ -27,8 +27,8 @@ from tvm_tirx.script import tirx as T
 
 from ..isa import CATALOG, DsReadTrOp, MfmaOp, lanes
 from ..rocm.helpers import bf16_tr_helper
-from .common import WaveContext, scalar
-from .mfma import ELEMENT_DTYPES, _b_atom, _drop, tir_type
+from .common import WaveContext
+from .mfma import ELEMENT_DTYPES, _b_atom, _drop
 
 GROUPS = 4  # 16-lane groups per wave
 ELEMENT_DTYPES_BY_BITS = {

@@ -12,11 +12,11 @@ from __future__ import annotations
 from math import prod
 
 import numpy as np
-from tvm_tirx.tirx.layout import Axis, S, TileLayout
+from tvm_tirx.tirx.layout import S, TileLayout
 
 from ..isa import DsReadTrOp, MfmaOp, lanes
-from ..tirx_private import WAVE_LANE_AXIS, register_rocm_axes
-from .mfma import _atoms, _b_atom, _drop
+from ..tirx_private import register_rocm_axes
+from .mfma import _atoms
 
 
 def _digits(extent: int) -> list[int]:
@@ -131,4 +131,4 @@ def tr_fragment(op: DsReadTrOp, repeats: tuple[int, ...] = (), waves: int = 0):
     return _layout(digits, regs, tuple(repeats), waves), regs * prod(repeats)
 
 
-__all__ = ["mfma_fragment", "tr_fragment", "WAVE_LANE_AXIS", "Axis"]
+__all__ = ["mfma_fragment", "tr_fragment"]
