@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..isa import CATALOG, SCALE_FORMAT_CODES, DsReadTrOp, MfmaOp, reference
+from ..isa.llvm_types import tir_dtype
 from ..isa.mfma_table import SCALE_VECTOR_WORDS
 from ..rocm.helpers import _SCHED_PROGRAMS, BARRIER, PREFIX
 from .errors import EmulationError
@@ -204,14 +205,11 @@ def calls() -> dict:
     return table
 
 
-_TR_RESULT = {"<2 x i32>": "int32x2", "<3 x i32>": "int32x3", "<4 x i16>": "int16x4", "<4 x half>": "float16x4"}
-
-
 def _tr_by_type(ops: list[DsReadTrOp]):
     def factory(compiler, node, args):
         dtype = str(node.ty.dtype)
         for op in ops:
-            if _TR_RESULT.get(op.result_vector) == dtype:
+            if tir_dtype(op.result_vector) == dtype and "bfloat" not in op.result_vector:
                 return _tr_call(op)(compiler, node, args)
         raise NotImplementedError(f"emulator: {ops[0].llvm_intrinsic} returning {dtype}")
     return factory

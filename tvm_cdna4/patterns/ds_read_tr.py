@@ -26,6 +26,7 @@ import numpy as np
 from tvm_tirx.script import tirx as T
 
 from ..isa import CATALOG, DsReadTrOp, MfmaOp, lanes
+from ..isa.llvm_types import tir_dtype
 from ..rocm.helpers import bf16_tr_helper
 from .common import WaveContext
 from .mfma import ELEMENT_DTYPES, _b_atom, _drop
@@ -41,13 +42,8 @@ RESULT_DTYPES = {"f16": ("float16", "int16", "uint16"), "bf16": ("bfloat16", "in
 def _load(op: DsReadTrOp, ctx, src, coords):
     ptr = T.address_of(src.tensor[src.indices(coords)])
     if "bfloat" in op.result_vector:
-        return T.call_extern(bf16_tr_helper(op.name), ptr, ty="int16x4")
-    return T.call_llvm_intrin(op.llvm_intrinsic, ptr, ty=tir_type_tr(op))
-
-
-def tir_type_tr(op: DsReadTrOp) -> str:
-    return {"<2 x i32>": "int32x2", "<3 x i32>": "int32x3", "<4 x i16>": "int16x4", "<4 x half>": "float16x4",
-            "<4 x bfloat>": "int16x4"}[op.result_vector]
+        return T.call_extern(bf16_tr_helper(op.name), ptr, ty=tir_dtype(op.result_vector))
+    return T.call_llvm_intrin(op.llvm_intrinsic, ptr, ty=tir_dtype(op.result_vector))
 
 
 def _store(dst, base, count, value):

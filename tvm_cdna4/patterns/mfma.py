@@ -39,6 +39,7 @@ from tvm_tirx.ir import TensorRegion
 from tvm_tirx.script import tirx as T
 
 from ..isa import SCALE_FORMAT_CODES, MfmaOp, lanes, scaled_intrinsic
+from ..isa.llvm_types import tir_dtype
 from ..isa.mfma_table import SCALE_BLOCK_K, SCALE_VECTOR_WORDS
 from ..rocm.helpers import bf16_mfma_helper
 from .common import WaveContext, scalar
@@ -55,28 +56,6 @@ ELEMENT_DTYPES = {
 }
 ACC_DTYPES = {"f32": "float32", "i32": "int32", "f64": "float64"}
 WORD_DTYPES = ("int32", "uint32")
-
-# LLVM operand type -> (TIR dtype of the call argument)
-_LLVM_TO_TIR = {
-    "float": "float32",
-    "double": "float64",
-    "i32": "int32",
-    "i64": "int64",
-    "<4 x half>": "float16x4",
-    "<8 x half>": "float16x8",
-    "<4 x i16>": "int16x4",
-    "<8 x bfloat>": "int16x8",  # through the bf16 helper (see rocm/helpers.py)
-    "<4 x i32>": "int32x4",
-}
-
-
-def tir_type(llvm_type: str) -> str:
-    """TIR dtype of an LLVM operand/result type (``<16 x float>`` -> ``float32x16``)."""
-    if llvm_type in _LLVM_TO_TIR:
-        return _LLVM_TO_TIR[llvm_type]
-    count, elem = llvm_type.strip("<>").split(" x ")
-    return _LLVM_TO_TIR[elem] + "x" + count
-
 
 def _atoms(op: MfmaOp, fmt_a: str | None = None, fmt_b: str | None = None):
     lead = (op.blocks,) if op.blocks > 1 else ()
@@ -105,7 +84,7 @@ def _operand_vector(region, base, op: MfmaOp, fmt: str, llvm_type: str):
     """Load a lane's operand registers and view them as the intrinsic's LLVM operand type."""
     n = op.a_elems
     value = region.load(base, n)
-    target = tir_type(llvm_type)
+    target = tir_dtype(llvm_type)
     if str(value.ty.dtype) != target:
         value = T.reinterpret(value, ty=target)
     return value
@@ -186,7 +165,7 @@ def lower(op: MfmaOp, args, params, sctx):
     cv = c.load(run(c_base), op.acc_elems) if c is not None else (
         args[3] if op.acc_elems == 1 else T.broadcast(args[3], op.acc_elems))
     cv = T.if_then_else(ctx.repeat[-1] == 0, cv, dv)
-    acc_ty = tir_type(op.acc_vector)
+    acc_ty = tir_dtype(op.acc_vector)
     if scaled:
         av = a.load(run(a_base), a_atom[-1])
         bv = b.load(run(b_base), b_atom[-1])

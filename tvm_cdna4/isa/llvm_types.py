@@ -1,0 +1,17 @@
+"""TIR dtypes of the LLVM operand types the catalog records (``<8 x half>`` -> ``float16x8``).
+
+bf16 vectors map to ``int16`` lanes: TIR cannot carry bf16 vectors on ROCm (BF16ComputeLegalize),
+so they travel as bit patterns and our LLVM helpers bitcast them (``tvm_cdna4.rocm.helpers``).
+"""
+
+from __future__ import annotations
+
+_SCALAR = {"float": "float32", "double": "float64", "half": "float16", "bfloat": "int16", "i16": "int16",
+           "i32": "int32", "i64": "int64"}
+
+
+def tir_dtype(llvm_type: str) -> str:
+    if " x " not in llvm_type:
+        return _SCALAR[llvm_type]
+    count, elem = llvm_type.strip("<>").split(" x ")
+    return f"{_SCALAR[elem]}x{count}"
