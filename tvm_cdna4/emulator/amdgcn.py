@@ -92,22 +92,14 @@ def _tr_call(op: DsReadTrOp):
             addr = np.broadcast_to(np.asarray(p.offset, np.int64), (T,))
             out = np.zeros((T, op.load_bits // 32), np.uint32)
             for g, w, idx in machine.waves(mask):
-                a = addr[idx]
-                misaligned = np.nonzero(a % op.lds_alignment)[0]
-                if misaligned.size:
-                    lane = int(misaligned[0])
-                    raise EmulationError(f"{op.mnemonic}: LDS address {int(a[lane])} is not {op.lds_alignment}-byte aligned",
-                                         where, int(machine.groups[g]), w, lane)
-                oob = np.nonzero((a < 0) | (a + nbytes > buf.nbytes))[0]
-                if oob.size:
-                    lane = int(oob[0])
-                    raise EmulationError(f"{op.mnemonic}: out-of-bounds LDS read of '{buf.name}' at bytes "
-                                         f"[{int(a[lane])}, {int(a[lane]) + nbytes}) of {buf.nbytes}",
-                                         where, int(machine.groups[g]), w, lane)
+                try:  # the reference enforces the address contract (alignment, range)
+                    out[idx] = reference.ds_read_tr(op, buf.data[g], addr[idx])
+                except reference.LaneAddressError as err:
+                    raise EmulationError(f"{op.mnemonic}: LDS {err.detail} ('{buf.name}')", where,
+                                         int(machine.groups[g]), w, err.lane) from None
                 m = np.zeros(T, bool)
                 m[idx] = True
                 check_lds_read(machine, buf, machine.wg_of, addr.reshape(T), nbytes, m, where)
-                out[idx] = reference.ds_read_tr(op, buf.data[g], a)
             return _from_words(out, dtype, lanes)
         return run
     return factory

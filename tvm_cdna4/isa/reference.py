@@ -145,10 +145,19 @@ def mfma_words(op: MfmaOp, a_words, b_words, c_words, **modifiers) -> np.ndarray
     return to_words(op.acc_format, d)
 
 
+class LaneAddressError(ValueError):
+    """A lane's address breaks the ds_read_tr contract; ``lane`` and ``detail`` say which and how."""
+
+    def __init__(self, op_name: str, lane: int, detail: str):
+        self.lane, self.detail = lane, detail
+        super().__init__(f"{op_name}: lane {lane} {detail}")
+
+
 def ds_read_tr(op: DsReadTrOp, lds: np.ndarray, addresses: np.ndarray) -> np.ndarray:
     """One ds_read_tr: LDS bytes + 64 per-lane byte addresses -> per-lane result words (64, nwords).
 
-    Raises ValueError for a misaligned or out-of-range address (the hardware contract).
+    Raises LaneAddressError (a ValueError) for a misaligned or out-of-range address (the hardware
+    contract).
     """
     lds = np.asarray(lds, dtype=np.uint8)
     addresses = np.asarray(addresses, dtype=np.int64)
@@ -158,13 +167,11 @@ def ds_read_tr(op: DsReadTrOp, lds: np.ndarray, addresses: np.ndarray) -> np.nda
     bad = np.nonzero(addresses % op.lds_alignment)[0]
     if bad.size:
         lane = int(bad[0])
-        raise ValueError(
-            f"{op.name}: lane {lane} address {int(addresses[lane])} is not {op.lds_alignment}-byte aligned"
-        )
+        raise LaneAddressError(op.name, lane, f"address {int(addresses[lane])} is not {op.lds_alignment}-byte aligned")
     oob = np.nonzero((addresses < 0) | (addresses + nbytes > lds.size))[0]
     if oob.size:
         lane = int(oob[0])
-        raise ValueError(f"{op.name}: lane {lane} reads LDS [{int(addresses[lane])}, +{nbytes}) outside {lds.size} B")
+        raise LaneAddressError(op.name, lane, f"reads LDS [{int(addresses[lane])}, +{nbytes}) outside {lds.size} B")
     chunks = lds[addresses[:, None] + np.arange(nbytes)]  # (64, nbytes)
     bits = np.unpackbits(chunks, axis=1, bitorder="little").reshape(WAVE_SIZE, op.elements, op.element_bits)
     lane, elem = np.meshgrid(_LANE, np.arange(op.elements), indexing="ij")
