@@ -213,3 +213,22 @@ def uninitialized_lds():
             B[tx] = S[tx + 64]
 
     return kernel
+
+
+def buffer_load_rows(n: int, valid_rows: int, soffset: int, voffset_step: int = 16):
+    """Lane ``t`` buffer-loads 16 bytes of X (``n`` float32) at ``t * voffset_step + soffset``;
+    lanes ``t >= valid_rows`` pass the out-of-range offset and must read zeros."""
+    from tvm_cdna4.patterns.wave import BUFFER_OOB
+
+    @T.function
+    def kernel(X: T.Tensor((n,), "float32"), D: T.Tensor((64, 4), "float32")):
+        with T.device_entry():
+            bx = T.launch_thread("blockIdx.x", 1)
+            tx = T.launch_thread("threadIdx.x", 64)
+            r = T.alloc_tensor(ty_args=[T.Tensor((4,), "float32", scope="local")])
+            r[T.ramp(0, 1, 4)] = T.rocm.buffer_load(X.data, n * 4, T.if_then_else(tx < valid_rows, tx * voffset_step, BUFFER_OOB),
+                                                    soffset, "float32x4")
+            for e in T.unroll(4):
+                D[tx, e] = r[e]
+
+    return kernel

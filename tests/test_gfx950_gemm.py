@@ -9,6 +9,7 @@ from tvm_cdna4.emulator import compare, emulate
 from tvm_cdna4.isa import formats
 from tvm_cdna4.schedules.gfx950_gemm import DTYPES, LAYOUTS, Gfx950GemmConfig, gfx950_gemm
 from tvm_cdna4.schedules.gfx950_mx_gemm import MX_FORMATS, gfx950_mx_gemm, pack_rows
+from tvm_cdna4.rocm.build import llvm_tool
 
 SHAPES = [(1, 1, 1), (17, 255, 33), (257, 17, 70)]  # 1, 17, 255, 257 and K below one K tile
 OUT_NP = {"f32": np.float32, "f16": np.float16, "bf16": ml_dtypes.bfloat16, "i32": np.int32, "f64": np.float64}
@@ -92,3 +93,26 @@ def test_default_config_resources(dtype):
     info = tvm_cdna4.build(gfx950_gemm(4096, 4096, 4096, dtype, "nn")).kernel()
     assert info.scratch_bytes == 0 and info.vgpr_spills == 0
     assert info.waves_per_simd() >= 2
+
+
+def test_main_loop_buffer_loads_without_address_arithmetic_and_interleaved_mfmas():
+    from tvm_cdna4.schedules.report import classify, main_loop
+
+    body = [line.split()[0] for line in main_loop(tvm_cdna4.build(gfx950_gemm(4096, 4096, 4096, "f16", "nn")).asm)]
+    mix = {kind: sum(classify(m) == kind for m in body) for kind in ("mfma", "global", "valu")}
+    assert mix["mfma"] == 64  # two K tiles of 32 MFMAs per wave
+    assert mix["global"] == 16 and all(m == "buffer_load_dwordx4" for m in body if classify(m) == "global")
+    assert mix["valu"] == 0  # no 64-bit address arithmetic, no stage-offset arithmetic
+    mfma = [classify(m) == "mfma" for m in body]
+    gaps = sum(a and not b for a, b in zip(mfma, mfma[1:]))  # MFMAs followed by other instructions
+    assert gaps >= 24, f"MFMAs clustered: only {gaps} of 64 are followed by a non-MFMA instruction"
+
+
+@pytest.mark.skipif(llvm_tool("llvm-mca") is None, reason="Debian llvm-22 (llvm-mca) not installed")
+@pytest.mark.parametrize("dtype,layout", [("f16", "nn"), ("bf16", "tn")])
+def test_static_report_mfma_pipe_share_of_default_f16_bf16_kernels(dtype, layout):
+    from tvm_cdna4.schedules.report import loop_report
+
+    loop = loop_report(tvm_cdna4.build(gfx950_gemm(4096, 4096, 4096, dtype, layout)).asm)
+    assert loop.mca_mfma_cycles == 256  # 64 MFMAs at 4 cycles each in llvm-mca's gfx950 model
+    assert loop.mfma_share >= 0.85, f"{loop.mca_cycles} cycles per iteration"

@@ -11,10 +11,10 @@ import numpy as np
 from ..isa import CATALOG, SCALE_FORMAT_CODES, DsReadTrOp, MfmaOp, reference
 from ..isa.llvm_types import tir_dtype
 from ..isa.mfma_table import SCALE_VECTOR_WORDS
-from ..rocm.helpers import _SCHED_PROGRAMS, BARRIER, PREFIX
+from ..rocm.helpers import _SCHED_PROGRAMS, BARRIER, BUFFER_LOAD_DTYPES, PREFIX, buffer_load_helper
 from .errors import EmulationError
 from .interp import np_dtype, where_of
-from .memory import Pointer, check_lds_read
+from .memory import Pointer, check_bounds, check_lds_read
 
 WAVE = 64
 
@@ -160,6 +160,40 @@ def _barrier(compiler, node, args):
     return run
 
 
+def _buffer_load(compiler, node, args):
+    """``T.rocm.buffer_load``: 16 bytes at ``voffset + soffset``; lanes with ``voffset >= num_bytes``
+    read zeros (the raw buffer range check). A lane only partly in range, or a range larger than
+    the buffer, is an error: the kernel would depend on details of the hardware check."""
+    machine = compiler.machine
+    ptr, nbytes, voff, soff = (compiler.expr(a) for a in args)
+    dtype, lanes = np_dtype(node.ty.dtype)
+    where = where_of(node)
+
+    def run(env, mask):
+        p, size, T = ptr(env, mask), int(nbytes(env, mask)), machine.nthreads
+        if not isinstance(p, Pointer) or p.buffer.scope != "global":
+            raise EmulationError("buffer_load needs a global buffer pointer", where)
+        v = np.broadcast_to(np.asarray(voff(env, mask), np.int64) & 0xFFFFFFFF, (T,))
+        s = np.broadcast_to(np.asarray(soff(env, mask), np.int64) & 0xFFFFFFFF, (T,))
+        active = machine.active(mask)
+        inside = active & (v < size)
+        addr = v + s
+        for what, bad in (("is only partly inside the buffer range", inside & (addr + 16 > size)),
+                          ("is not 4-byte aligned", inside & (addr % 4 != 0))):
+            if bad.any():
+                t = int(np.argmax(bad))
+                raise EmulationError(f"buffer_load at byte {int(addr[t])} (voffset {int(v[t])}, soffset {int(s[t])}, "
+                                     f"range {size}) {what}", where, *machine.coords(t))
+        byte = np.asarray(p.offset, np.int64) + addr
+        check_bounds(machine, p.buffer, byte, 16, inside, where)
+        out = np.zeros((T, 16), np.uint8)
+        rows = np.flatnonzero(inside)
+        if rows.size:
+            out[rows] = p.buffer.data[0][byte[rows, None] + np.arange(16)]
+        return _from_words(out.view("<u4"), dtype, lanes)
+    return run
+
+
 def _noop(compiler, node, args):
     return lambda env, mask: None
 
@@ -179,6 +213,7 @@ def calls() -> dict:
         **{f"llvm.amdgcn.workgroup.id.{d}": _workgroup(d) for d in "xyz"},
     }
     table.update({name: _noop for name in _SCHED_PROGRAMS})
+    table.update({buffer_load_helper(d): _buffer_load for d in BUFFER_LOAD_DTYPES})
     tr_by_base: dict[str, list[DsReadTrOp]] = {}
     for op in CATALOG.values():
         if isinstance(op, DsReadTrOp):

@@ -15,3 +15,13 @@ def tir_dtype(llvm_type: str) -> str:
         return _SCALAR[llvm_type]
     count, elem = llvm_type.strip("<>").split(" x ")
     return f"{_SCALAR[elem]}x{count}"
+
+
+_LLVM_SCALAR = {"float32": "float", "float64": "double", "float16": "half", "int8": "i8", "uint8": "i8",
+                "int16": "i16", "int32": "i32", "int64": "i64"}
+
+
+def llvm_type(dtype: str) -> str:
+    """The LLVM type of a TIR dtype (``float16x8`` -> ``<8 x half>``; int16 stays ``i16``)."""
+    elem, _, lanes = dtype.partition("x")
+    return f"<{lanes} x {_LLVM_SCALAR[elem]}>" if lanes else _LLVM_SCALAR[elem]

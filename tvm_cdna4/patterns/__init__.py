@@ -102,6 +102,7 @@ def register() -> dict:
         workgroup_barrier=wave.workgroup_barrier,
         s_barrier=wave.s_barrier,
         s_waitcnt_lgkmcnt=wave.s_waitcnt_lgkmcnt,
+        buffer_load=wave.buffer_load,
     )
     builder_op.register_script_namespace("rocm", rocm)
     builder_op.register_script_namespace("amdgcn", amdgcn)

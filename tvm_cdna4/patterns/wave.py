@@ -6,6 +6,11 @@
 - ``T.rocm.workgroup_barrier()``: LDS writes of every wave complete, then ``s_barrier`` (HIP's
   ``__syncthreads``). Prefer it to ``T.gpu_storage_sync("shared")``, which on gfx950 emits a bare
   ``s_barrier`` with no wait for earlier LDS writes.
+- ``T.rocm.buffer_load(ptr, num_bytes, voffset, soffset, dtype)``: 16 bytes from global memory at
+  byte ``voffset + soffset`` of the buffer at ``ptr`` (``buffer_load_dwordx4``; ``soffset`` should
+  be wave-uniform). The buffer holds ``num_bytes`` (< 2**31); a lane whose ``voffset`` is at least
+  ``num_bytes`` reads zeros (use ``BUFFER_OOB``). Contract: every lane is either wholly inside
+  (``voffset + soffset + 16 <= num_bytes``) or masked that way (the emulator checks it).
 - ``T.rocm.s_waitcnt_lgkmcnt(n)``: wait until at most ``n`` LDS/scalar-memory operations are
   outstanding.
 """
@@ -15,7 +20,9 @@ from __future__ import annotations
 from tvm_tirx.script.ir_builder.base import auto_emit_void_call
 from tvm_tirx.tirx import op as _op
 
-from ..rocm.helpers import BARRIER
+from ..rocm.helpers import BARRIER, buffer_load_helper
+
+BUFFER_OOB = 0x7FFFFFFF  # a voffset no buffer of < 2**31 bytes contains: the lane reads zeros
 
 
 def lane_id():
@@ -33,6 +40,12 @@ def waitcnt_lgkmcnt_imm(n: int) -> int:
     if not 0 <= n <= 15:
         raise ValueError(f"s_waitcnt lgkmcnt({n}): the counter is 4 bits on gfx950, expected 0..15")
     return 0xC07F & ~(0xF << 8) | (n << 8)
+
+
+def buffer_load(ptr, num_bytes, voffset, soffset, dtype: str):
+    if not 16 <= int(num_bytes) < 2**31:
+        raise ValueError(f"T.rocm.buffer_load: num_bytes {int(num_bytes)} must be in [16, 2**31)")
+    return _op.call_extern(buffer_load_helper(dtype), ptr, _op.const(int(num_bytes), "int32"), voffset, soffset, ty=dtype)
 
 
 @auto_emit_void_call

@@ -8,6 +8,9 @@ Why they exist:
   ``ds.read.tr16.b64.v4bf16``. TIR passes the bit patterns as ``i16`` vectors; the helper bitcasts
   and calls the exact intrinsic. Immediate operands (blgp) must be constants inside the helper, so
   there is one helper per legal value.
+- **Buffer loads.** ``buffer_load_dwordx4`` through a raw buffer resource built from a global
+  pointer (``T.rocm.buffer_load``): 32-bit offsets instead of 64-bit address arithmetic, and the
+  hardware range check returns zeros for masked lanes.
 - **Workgroup barrier.** ``T.gpu_storage_sync("shared")`` emits a bare ``s_barrier``; the helper is
   HIP's ``__syncthreads``: release fence, ``s_barrier``, acquire fence (``s_waitcnt lgkmcnt(0)``
   before the barrier).
@@ -22,6 +25,7 @@ import tempfile
 from pathlib import Path
 
 from ..isa import CATALOG, MfmaOp
+from ..isa.llvm_types import llvm_type
 
 PREFIX = "tvm_cdna4_"
 BARRIER = PREFIX + "workgroup_barrier"
@@ -95,6 +99,33 @@ def _tr_helpers() -> list[str]:
     return out
 
 
+# TIR dtypes of the 16-byte buffer loads (one helper each; the load itself is always <4 x i32>)
+BUFFER_LOAD_DTYPES = ("float16x8", "int16x8", "int8x16", "uint8x16", "float32x4", "int32x4", "float64x2")
+# Third word of a gfx9 buffer resource: DATA_FORMAT = 32 bit (composable_kernel include/ck/ck.hpp,
+# CK_BUFFER_RESOURCE_3RD_DWORD for __gfx9__)
+BUFFER_RSRC_WORD3 = 0x00020000
+
+
+def buffer_load_helper(dtype: str) -> str:
+    if dtype not in BUFFER_LOAD_DTYPES:
+        raise ValueError(f"T.rocm.buffer_load: dtype {dtype!r} is not a 16-byte vector; expected one of {BUFFER_LOAD_DTYPES}")
+    return f"{PREFIX}buffer_load_{dtype}"
+
+
+def _buffer_helpers() -> list[str]:
+    out = ["declare ptr addrspace(8) @llvm.amdgcn.make.buffer.rsrc.p8.p1(ptr addrspace(1), i16, i64, i32)",
+           "declare <4 x i32> @llvm.amdgcn.raw.ptr.buffer.load.v4i32(ptr addrspace(8), i32, i32, i32 immarg)"]
+    for dtype in BUFFER_LOAD_DTYPES:
+        t = llvm_type(dtype)
+        out.append(
+            f"define linkonce_odr {t} @{buffer_load_helper(dtype)}(ptr addrspace(1) %base, i32 %bytes, i32 %voffset, i32 %soffset) {{\n"
+            f"  %n = zext i32 %bytes to i64\n"
+            f"  %rsrc = call ptr addrspace(8) @llvm.amdgcn.make.buffer.rsrc.p8.p1(ptr addrspace(1) %base, i16 0, i64 %n, i32 {BUFFER_RSRC_WORD3})\n"
+            f"  %w = call <4 x i32> @llvm.amdgcn.raw.ptr.buffer.load.v4i32(ptr addrspace(8) %rsrc, i32 %voffset, i32 %soffset, i32 0)\n"
+            f"  %r = bitcast <4 x i32> %w to {t}\n  ret {t} %r\n}}")
+    return out
+
+
 def helpers_ll() -> str:
     barrier = (
         f"define linkonce_odr void @{BARRIER}() {{\n"
@@ -102,7 +133,7 @@ def helpers_ll() -> str:
         '  fence syncscope("workgroup") acquire\n  ret void\n}\n'
         "declare void @llvm.amdgcn.s.barrier()"
     )
-    body = "\n".join([*_mfma_helpers(), *_tr_helpers(), *_sched_helpers(), barrier])
+    body = "\n".join([*_mfma_helpers(), *_tr_helpers(), *_buffer_helpers(), *_sched_helpers(), barrier])
     return f'target triple = "amdgcn-amd-amdhsa"\n\n{body}\n'
 
 

@@ -69,7 +69,7 @@ class LoopReport:
     mix: dict[str, int]
     mfma_bound_cycles: int  # sum of the catalog's MFMA cycle counts (one wave per SIMD)
     mca_cycles: float | None  # llvm-mca cycles per iteration
-    mca_mfma_cycles: float | None  # llvm-mca MFMA (XDL) pipe busy cycles per iteration
+    mca_mfma_cycles: float | None  # llvm-mca MFMA-pipe busy cycles per iteration
 
     @property
     def mfma_share(self) -> float | None:
@@ -83,9 +83,10 @@ MCA_TIMEOUT_S = 60
 
 
 def llvm_mca(body: list[str], iterations: int = 200) -> tuple[float, float] | None:
-    """(cycles per iteration, XDL-pipe cycles per iteration) from llvm-mca, or None without it.
-    Raises RuntimeError when llvm-mca fails or does not finish (seen with llvm-mca 22 on loops
-    scheduled with sched.group.barrier)."""
+    """(cycles per iteration, MFMA-pipe cycles per iteration) from llvm-mca, or None without it.
+    The MFMA-pipe cycles are the resource cycles llvm-mca charges to the MFMA instructions (its
+    gfx950 model puts most MFMAs on HWXDL and the FP64 ones on HWVALU). Raises RuntimeError when
+    llvm-mca fails or does not finish."""
     mca = llvm_tool("llvm-mca")
     if mca is None or not body:
         return None
@@ -100,15 +101,12 @@ def llvm_mca(body: list[str], iterations: int = 200) -> tuple[float, float] | No
     if proc.returncode:
         raise RuntimeError(f"llvm-mca failed: {proc.stderr.strip()[:400]}")
     total = float(re.search(r"Total Cycles:\s+(\d+)", proc.stdout).group(1)) / iterations
-    pressure = re.search(r"Resource pressure per iteration:\n(.*)\n(.*)\n", proc.stdout)
-    names = re.findall(r"\[(\d+)\]\s+- (\w+)", proc.stdout)
-    xdl = None
-    if pressure:
-        values = pressure.group(2).split()
-        for idx, name in names:
-            if name == "HWXDL" and int(idx) < len(values):
-                xdl = 0.0 if values[int(idx)] == "-" else float(values[int(idx)])
-    return total, xdl
+    table = proc.stdout.split("Resource pressure by instruction:", 1)[1].splitlines()[2:]
+    mfma = 0.0
+    for line in table:
+        if "v_mfma" in line:
+            mfma += sum(float(v) for v in line.split("v_mfma", 1)[0].split() if v != "-")
+    return total, mfma
 
 
 def loop_report(asm: str) -> LoopReport:
