@@ -43,7 +43,7 @@ def test_misaligned_buffer_load_is_an_error():
 def test_num_bytes_out_of_range_is_refused():
     from tvm_cdna4.patterns.wave import buffer_load
 
-    with pytest.raises(ValueError, match=r"num_bytes 8 must be in \[16, 2\*\*31\)"):
-        buffer_load(None, 8, 0, 0, "float32x4")
-    with pytest.raises(ValueError, match="not a 16-byte vector"):
+    with pytest.raises(ValueError, match=r"num_bytes 0 must be in \[1, 2\*\*31\)"):
+        buffer_load(None, 0, 0, 0, "float32x4")
+    with pytest.raises(ValueError, match="not a 16-byte vector or a 32-bit word"):
         buffer_load(None, 64, 0, 0, "float32x2")

@@ -160,9 +160,10 @@ def emulate(kernel, *arrays, target: str = "gfx950", max_threads_per_batch: int 
 __all__ = ["EmulationError", "device_function", "emulate"]
 
 
-def compare(name: str, got: np.ndarray, want: np.ndarray, rtol: float = 0.0, atol: float = 0.0) -> str:
+def compare(name: str, got: np.ndarray, want: np.ndarray, rtol: float = 0.0, atol=0.0) -> str:
     """Compare an emulated result with numpy; raise AssertionError naming the first wrong element,
-    how many are wrong and the largest error; return a one-line summary when all agree."""
+    how many are wrong and the largest error; return a one-line summary when all agree. ``atol``
+    may be an array (a per-element bound, e.g. proportional to ``|A| @ |B|``)."""
     got, want = np.asarray(got), np.asarray(want)
     if got.shape != want.shape:
         raise AssertionError(f"{name}: shape {got.shape}, expected {want.shape}")
@@ -174,7 +175,8 @@ def compare(name: str, got: np.ndarray, want: np.ndarray, rtol: float = 0.0, ato
         idx = tuple(int(i) for i in np.argwhere(bad)[0])
         raise AssertionError(
             f"{name}: {int(bad.sum())} of {bad.size} elements wrong; first {name}{list(idx)} = {got[idx]!r}, "
-            f"expected {want[idx]!r}; max |error| {worst:.3g} (rtol {rtol}, atol {atol})")
+            f"expected {want[idx]!r}; max |error| {worst:.3g} (rtol {rtol}, atol "
+            f"{f'{atol:g}' if np.ndim(atol) == 0 else f'{float(np.asarray(atol)[idx]):.3g} for this element'})")
     return f"{name}: {bad.size} elements match (max |error| {worst:.3g})"
 
 

@@ -161,12 +161,13 @@ def _barrier(compiler, node, args):
 
 
 def _buffer_load(compiler, node, args):
-    """``T.rocm.buffer_load``: 16 bytes at ``voffset + soffset``; lanes with ``voffset >= num_bytes``
+    """``T.rocm.buffer_load``: 16 or 4 bytes at ``voffset + soffset``; lanes with ``voffset >= num_bytes``
     read zeros (the raw buffer range check). A lane only partly in range, or a range larger than
     the buffer, is an error: the kernel would depend on details of the hardware check."""
     machine = compiler.machine
     ptr, nbytes, voff, soff = (compiler.expr(a) for a in args)
     dtype, lanes = np_dtype(node.ty.dtype)
+    width = dtype.itemsize * lanes  # bytes per lane
     where = where_of(node)
 
     def run(env, mask):
@@ -178,18 +179,18 @@ def _buffer_load(compiler, node, args):
         active = machine.active(mask)
         inside = active & (v < size)
         addr = v + s
-        for what, bad in (("is only partly inside the buffer range", inside & (addr + 16 > size)),
+        for what, bad in (("is only partly inside the buffer range", inside & (addr + width > size)),
                           ("is not 4-byte aligned", inside & (addr % 4 != 0))):
             if bad.any():
                 t = int(np.argmax(bad))
                 raise EmulationError(f"buffer_load at byte {int(addr[t])} (voffset {int(v[t])}, soffset {int(s[t])}, "
                                      f"range {size}) {what}", where, *machine.coords(t))
         byte = np.asarray(p.offset, np.int64) + addr
-        check_bounds(machine, p.buffer, byte, 16, inside, where)
-        out = np.zeros((T, 16), np.uint8)
+        check_bounds(machine, p.buffer, byte, width, inside, where)
+        out = np.zeros((T, width), np.uint8)
         rows = np.flatnonzero(inside)
         if rows.size:
-            out[rows] = p.buffer.data[0][byte[rows, None] + np.arange(16)]
+            out[rows] = p.buffer.data[0][byte[rows, None] + np.arange(width)]
         return _from_words(out.view("<u4"), dtype, lanes)
     return run
 

@@ -18,7 +18,7 @@ def tir_dtype(llvm_type: str) -> str:
 
 
 _LLVM_SCALAR = {"float32": "float", "float64": "double", "float16": "half", "int8": "i8", "uint8": "i8",
-                "int16": "i16", "int32": "i32", "int64": "i64"}
+                "int16": "i16", "int32": "i32", "uint32": "i32", "int64": "i64"}
 
 
 def llvm_type(dtype: str) -> str:

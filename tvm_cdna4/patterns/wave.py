@@ -6,11 +6,12 @@
 - ``T.rocm.workgroup_barrier()``: LDS writes of every wave complete, then ``s_barrier`` (HIP's
   ``__syncthreads``). Prefer it to ``T.gpu_storage_sync("shared")``, which on gfx950 emits a bare
   ``s_barrier`` with no wait for earlier LDS writes.
-- ``T.rocm.buffer_load(ptr, num_bytes, voffset, soffset, dtype)``: 16 bytes from global memory at
-  byte ``voffset + soffset`` of the buffer at ``ptr`` (``buffer_load_dwordx4``; ``soffset`` should
-  be wave-uniform). The buffer holds ``num_bytes`` (< 2**31); a lane whose ``voffset`` is at least
-  ``num_bytes`` reads zeros (use ``BUFFER_OOB``). Contract: every lane is either wholly inside
-  (``voffset + soffset + 16 <= num_bytes``) or masked that way (the emulator checks it).
+- ``T.rocm.buffer_load(ptr, num_bytes, voffset, soffset, dtype)``: a 16-byte vector
+  (``buffer_load_dwordx4``) or a 32-bit word (``buffer_load_dword``) from global memory at byte
+  ``voffset + soffset`` of the buffer at ``ptr`` (``soffset`` should be wave-uniform). The buffer
+  holds ``num_bytes`` (< 2**31); a lane whose ``voffset`` is at least ``num_bytes`` reads zeros
+  (use ``BUFFER_OOB``). Contract: every lane is either wholly inside (``voffset + soffset + size
+  <= num_bytes``) or masked that way, and 4-byte aligned (the emulator checks both).
 - ``T.rocm.s_waitcnt_lgkmcnt(n)``: wait until at most ``n`` LDS/scalar-memory operations are
   outstanding.
 """
@@ -43,8 +44,8 @@ def waitcnt_lgkmcnt_imm(n: int) -> int:
 
 
 def buffer_load(ptr, num_bytes, voffset, soffset, dtype: str):
-    if not 16 <= int(num_bytes) < 2**31:
-        raise ValueError(f"T.rocm.buffer_load: num_bytes {int(num_bytes)} must be in [16, 2**31)")
+    if not 0 < int(num_bytes) < 2**31:
+        raise ValueError(f"T.rocm.buffer_load: num_bytes {int(num_bytes)} must be in [1, 2**31)")
     return _op.call_extern(buffer_load_helper(dtype), ptr, _op.const(int(num_bytes), "int32"), voffset, soffset, ty=dtype)
 
 

@@ -99,8 +99,9 @@ def _tr_helpers() -> list[str]:
     return out
 
 
-# TIR dtypes of the 16-byte buffer loads (one helper each; the load itself is always <4 x i32>)
-BUFFER_LOAD_DTYPES = ("float16x8", "int16x8", "int8x16", "uint8x16", "float32x4", "int32x4", "float64x2")
+# TIR dtypes of the buffer loads: 16-byte vectors (buffer_load_dwordx4) and 32-bit words (buffer_load_dword)
+BUFFER_LOAD_DTYPES = ("float16x8", "int16x8", "int8x16", "uint8x16", "float32x4", "int32x4", "uint32x4", "float64x2",
+                      "int32", "uint32")
 # Third word of a gfx9 buffer resource: DATA_FORMAT = 32 bit (composable_kernel include/ck/ck.hpp,
 # CK_BUFFER_RESOURCE_3RD_DWORD for __gfx9__)
 BUFFER_RSRC_WORD3 = 0x00020000
@@ -108,21 +109,25 @@ BUFFER_RSRC_WORD3 = 0x00020000
 
 def buffer_load_helper(dtype: str) -> str:
     if dtype not in BUFFER_LOAD_DTYPES:
-        raise ValueError(f"T.rocm.buffer_load: dtype {dtype!r} is not a 16-byte vector; expected one of {BUFFER_LOAD_DTYPES}")
+        raise ValueError(f"T.rocm.buffer_load: dtype {dtype!r} is not a 16-byte vector or a 32-bit word; "
+                         f"expected one of {BUFFER_LOAD_DTYPES}")
     return f"{PREFIX}buffer_load_{dtype}"
 
 
 def _buffer_helpers() -> list[str]:
-    out = ["declare ptr addrspace(8) @llvm.amdgcn.make.buffer.rsrc.p8.p1(ptr addrspace(1), i16, i64, i32)",
-           "declare <4 x i32> @llvm.amdgcn.raw.ptr.buffer.load.v4i32(ptr addrspace(8), i32, i32, i32 immarg)"]
+    out = ["declare ptr addrspace(8) @llvm.amdgcn.make.buffer.rsrc.p8.p1(ptr addrspace(1), i16, i64, i32)"]
+    for word in ("<4 x i32>", "i32"):
+        out.append(f"declare {word} @llvm.amdgcn.raw.ptr.buffer.load.{'v4i32' if 'x' in word else 'i32'}"
+                   f"(ptr addrspace(8), i32, i32, i32 immarg)")
     for dtype in BUFFER_LOAD_DTYPES:
         t = llvm_type(dtype)
+        w, suffix = ("<4 x i32>", "v4i32") if "x" in dtype else ("i32", "i32")
         out.append(
             f"define linkonce_odr {t} @{buffer_load_helper(dtype)}(ptr addrspace(1) %base, i32 %bytes, i32 %voffset, i32 %soffset) {{\n"
             f"  %n = zext i32 %bytes to i64\n"
             f"  %rsrc = call ptr addrspace(8) @llvm.amdgcn.make.buffer.rsrc.p8.p1(ptr addrspace(1) %base, i16 0, i64 %n, i32 {BUFFER_RSRC_WORD3})\n"
-            f"  %w = call <4 x i32> @llvm.amdgcn.raw.ptr.buffer.load.v4i32(ptr addrspace(8) %rsrc, i32 %voffset, i32 %soffset, i32 0)\n"
-            f"  %r = bitcast <4 x i32> %w to {t}\n  ret {t} %r\n}}")
+            f"  %w = call {w} @llvm.amdgcn.raw.ptr.buffer.load.{suffix}(ptr addrspace(8) %rsrc, i32 %voffset, i32 %soffset, i32 0)\n"
+            + (f"  %r = bitcast {w} %w to {t}\n  ret {t} %r\n}}" if t != w else f"  ret {t} %w\n}}"))
     return out
 
 

@@ -25,27 +25,8 @@ from tvm_tirx.script import tirx as T
 from ..isa import CATALOG, lanes
 from ..patterns import register
 from ..patterns.layouts import mfma_fragment
-from ..patterns.wave import BUFFER_OOB
-from ..rocm.helpers import SCHED_DS_READ, SCHED_DS_WRITE, SCHED_MFMA, SCHED_VMEM_READ, sched_helper
-
-
-def _interleave_program(mfmas: int, first_reads: int, lds_reads: int, chunks: int) -> tuple[tuple[int, int], ...]:
-    """Scheduling groups for one K tile: the first K step's LDS reads, then every MFMA followed by
-    one of the remaining LDS reads and one LDS store (then one global load) of the next tiles, so
-    that they issue while the MFMA pipe is busy."""
-    left = {SCHED_DS_READ: lds_reads - first_reads, SCHED_DS_WRITE: chunks, SCHED_VMEM_READ: chunks}
-    program = [(SCHED_DS_READ, first_reads)]
-    for _ in range(mfmas):
-        program.append((SCHED_MFMA, 1))
-        if left[SCHED_DS_READ]:
-            program.append((SCHED_DS_READ, 1))
-            left[SCHED_DS_READ] -= 1
-        for mask in (SCHED_DS_WRITE, SCHED_VMEM_READ):
-            if left[mask]:
-                program.append((mask, 1))
-                left[mask] -= 1
-                break
-    return tuple(program)
+from ..rocm.helpers import sched_helper
+from .pipeline import chunk_loader, interleave_program, k_pipeline, lds_stage
 
 
 def lane_maps(op):
@@ -194,7 +175,7 @@ def gfx950_gemm(M: int, N: int, K: int, dtype: str = "f16", layout: str = "nn", 
     mfma_name = op.name
     interleave = cfg.interleave
     a_reads, b_reads = RM * RK * (2 if use_tr_a else 1), RN * RK * (2 if use_tr_b else 1)
-    sched_name = sched_helper(_interleave_program(RM * RN * RK, (a_reads + b_reads) // RK, a_reads + b_reads,
+    sched_name = sched_helper(interleave_program(RM * RN * RK, (a_reads + b_reads) // RK, a_reads + b_reads,
                                                   a_chunks + b_chunks)) if interleave else ""
 
     a_row, a_k, b_col, b_k, acc_row, acc_col = lane_maps(op)
@@ -202,36 +183,6 @@ def gfx950_gemm(M: int, N: int, K: int, dtype: str = "f16", layout: str = "nn", 
     # global operand access through flat views: storage (rows, cols), leading dimension ld
     a_lim = (K, M) if a_t else (M, K)
     b_lim = (N, K) if b_t else (K, N)
-
-    def _guarded(X, base, r, c, lim):
-        inside = T.And(r < lim[0], c < lim[1])
-        return T.if_then_else(inside, X[base + T.min(r, lim[0] - 1) * lim[1] + T.min(c, lim[1] - 1)], T.cast(0, elem))
-
-    def _load_a(Ag, bz, r, c, m0, k0):  # LDS tile coordinate (r, c) keeps the storage orientation
-        return _guarded(Ag, bz * (M * K), (k0 if a_t else m0) + r, (m0 if a_t else k0) + c, a_lim)
-
-    def _load_b(Bg, bz, r, c, n0, k0):
-        return _guarded(Bg, bz * (K * N), (n0 if b_t else k0) + r, (k0 if b_t else n0) + c, b_lim)
-
-    # Buffer loads (one buffer_load_dwordx4 per chunk) where every 16-byte chunk is wholly inside or
-    # wholly outside a matrix row: 32-bit offsets, the K step in the wave-uniform soffset, and the
-    # hardware range check zero-filling chunks outside the matrix.
-    def _buffered(lim, nbytes):
-        return lim[1] % vec == 0 and nbytes < 2**31
-
-    a_bytes, b_bytes = max(batch, 1) * M * K * esize, max(batch, 1) * K * N * esize
-    a_buffer, b_buffer = _buffered(a_lim, a_bytes), _buffered(b_lim, b_bytes)
-    chunk_dtype = f"{elem}x{vec}"
-
-    def _chunk_offsets(r, c, tile0, k0, k_rows, lim, bz_elems):
-        """(voffset, soffset) in bytes of the chunk at LDS tile (r, c): the K step goes to soffset."""
-        if k_rows:  # storage rows are K
-            inside = T.And(k0 + r < lim[0], tile0 + c < lim[1])
-            voff, soff = r * lim[1] + tile0 + c, bz_elems + k0 * lim[1]
-        else:
-            inside = T.And(tile0 + r < lim[0], k0 + c < lim[1])
-            voff, soff = (tile0 + r) * lim[1] + c, bz_elems + k0
-        return T.if_then_else(inside, voff * esize, T.int32(BUFFER_OOB)), soff * esize
 
     def _convert(value):
         if out_dtype == "bf16":  # round to nearest even, keep the bit pattern in int16
@@ -285,33 +236,29 @@ def gfx950_gemm(M: int, N: int, K: int, dtype: str = "f16", layout: str = "nn", 
         if row < M and col < N:
             dst[bz * (M * N) + row * N + col] = _convert(value)
 
-    def _chunk_loader(buffered, cpr, k_rows, lim, nbytes, bz_elems, load):
-        """Macro loading chunk ``q`` of a thread's share of one operand tile (chosen here: TVMScript
-        would build both branches of an ``if`` on a Python bool)."""
-        if buffered:
-            @T.macro
-            def chunk(regs, X, Xg, bz_, tile0, t_, q, k0):
-                vo, so = _chunk_offsets((q * 256 + t_) // cpr, (q * 256 + t_) % cpr * vec, tile0, k0, k_rows, lim, bz_ * bz_elems)
-                regs[T.ramp(q * vec, 1, vec)] = T.rocm.buffer_load(X.data, nbytes, vo, so, chunk_dtype)
-        else:
-            @T.macro
-            def chunk(regs, X, Xg, bz_, tile0, t_, q, k0):
-                for e in T.unroll(vec):
-                    regs[q * vec + e] = load(Xg, bz_, (q * 256 + t_) // cpr, (q * 256 + t_) % cpr * vec + e, tile0, k0)
-        return chunk
+    _chunk_a = chunk_loader(elem, vec, a_lim, a_cpr, a_t, M * K, max(batch, 1) * M * K)
+    _chunk_b = chunk_loader(elem, vec, b_lim, b_cpr, not b_t, K * N, max(batch, 1) * K * N)
 
-    _chunk_a = _chunk_loader(a_buffer, a_cpr, a_t, a_lim, a_bytes, M * K, _load_a)
-    _chunk_b = _chunk_loader(b_buffer, b_cpr, not b_t, b_lim, b_bytes, K * N, _load_b)
-
+    # pipeline state: (A, B, ga, gb, ra, rb, Af, Bf, Df, bz, m0, n0, wm, wn, tx); stage: (SA, SB)
     @T.macro
-    def _prefetch(A_, B_, ga_, gb_, bz_, m0_, n0_, t_, k0):
-        """Every thread's share of the K tile at ``k0`` of A and B, global -> registers (zeros outside)."""
+    def _load(state, ko):
+        """Every thread's share of K tile ``ko`` of A and B, global -> registers (zeros outside)."""
+        A_, B_, ga_, gb_, ra_, rb_, Af_, Bf_, Df_, bz_, m0_, n0_, wm_, wn_, t_ = state
         Ag_ = T.decl_tensor(A_.data, ty_args=[T.Tensor((max(batch, 1) * M * K,), elem)])
         Bg_ = T.decl_tensor(B_.data, ty_args=[T.Tensor((max(batch, 1) * K * N,), elem)])
         for q in T.unroll(a_chunks):
-            _chunk_a(ga_, A_, Ag_, bz_, m0_, t_, q, k0)
+            _chunk_a(ga_, A_, Ag_, bz_, m0_, t_, q, ko * BK)
         for q in T.unroll(b_chunks):
-            _chunk_b(gb_, B_, Bg_, bz_, n0_, t_, q, k0)
+            _chunk_b(gb_, B_, Bg_, bz_, n0_, t_, q, ko * BK)
+
+    @T.macro
+    def _store(stage, state):
+        SA_, SB_ = stage
+        A_, B_, ga_, gb_, ra_, rb_, Af_, Bf_, Df_, bz_, m0_, n0_, wm_, wn_, t_ = state
+        for q in T.unroll(a_chunks):
+            SA_[0, (q * 256 + t_) // a_cpr, T.ramp((q * 256 + t_) % a_cpr * vec, 1, vec)] = ga_[T.ramp(q * vec, 1, vec)]
+        for q in T.unroll(b_chunks):
+            SB_[0, (q * 256 + t_) // b_cpr, T.ramp((q * 256 + t_) % b_cpr * vec, 1, vec)] = gb_[T.ramp(q * vec, 1, vec)]
 
     if interleave:
         @T.macro
@@ -323,51 +270,29 @@ def gfx950_gemm(M: int, N: int, K: int, dtype: str = "f16", layout: str = "nn", 
             T.evaluate(0)
 
     @T.macro
-    def _stash(SA_, SB_, ga_, gb_, t_):
-        """Registers -> one LDS stage."""
-        for q in T.unroll(a_chunks):
-            SA_[0, (q * 256 + t_) // a_cpr, T.ramp((q * 256 + t_) % a_cpr * vec, 1, vec)] = ga_[T.ramp(q * vec, 1, vec)]
-        for q in T.unroll(b_chunks):
-            SB_[0, (q * 256 + t_) // b_cpr, T.ramp((q * 256 + t_) % b_cpr * vec, 1, vec)] = gb_[T.ramp(q * vec, 1, vec)]
-
-    @T.macro
-    def _mfmas(SA_, SB_, ra_, rb_, Af_, Bf_, Df_, wm_, wn_, lane_):
-        """The K tile in one LDS stage: per K step, the operand fragments, then its MFMAs."""
+    def _compute(stage, state):
+        """Per K step of the tile: the operand fragments from LDS, then its MFMAs."""
+        SA_, SB_ = stage
+        A_, B_, ga_, gb_, ra_, rb_, Af_, Bf_, Df_, bz_, m0_, n0_, wm_, wn_, t_ = state
         for kk in T.unroll(RK):
             for mi in T.unroll(RM):
-                _frag_a(ra_, SA_, 0, mi, kk, wm_, lane_)
+                _frag_a(ra_, SA_, 0, mi, kk, wm_, t_ % 64)
             for ni in T.unroll(RN):
-                _frag_b(rb_, SB_, 0, ni, kk, wn_, lane_)
+                _frag_b(rb_, SB_, 0, ni, kk, wn_, t_ % 64)
             T.rocm.tile.apply(T.amdgcn[mfma_name], Df_, Af_[:, kk : kk + 1], Bf_[:, kk : kk + 1], Df_, scope="wave")
-
-    @T.macro
-    def _step(ko, cur_a, cur_b, nxt_a, nxt_b, A_, B_, ga_, gb_, ra_, rb_, Af_, Bf_, Df_, bz_, m0_, n0_, wm_, wn_, t_):
-        """K tile ``ko``: store the prefetched tile ko + 1 into the other stage, prefetch ko + 2, MFMAs."""
-        if ko + 1 < k_steps:
-            _stash(nxt_a, nxt_b, ga_, gb_, t_)
-        if ko + 2 < k_steps:
-            _prefetch(A_, B_, ga_, gb_, bz_, m0_, n0_, t_, (ko + 2) * BK)
-        _mfmas(cur_a, cur_b, ra_, rb_, Af_, Bf_, Df_, wm_, wn_, t_ % 64)
         _interleave()
-        T.rocm.workgroup_barrier()
 
-    def _stage(shape):
-        return T.Tensor((1, *shape), elem, scope="shared", align=16,
-                        layout=T.TileLayout(T.S[(1, *shape) : (shape[0] * shape[1], shape[1], 1)]))
-
-    pairs = max(k_steps - 2, 0) // 2  # loop iterations of two K tiles with store and prefetch
-    tail = k_steps - 2 * pairs
+    pipeline = k_pipeline(k_steps, _load, _store, _compute)
 
     @T.function
     def gemm(A: T.Tensor(a_shape, elem), B: T.Tensor(b_shape, elem), C: T.Tensor(c_shape, out)):
         with T.device_entry():
             bid = T.launch_thread("blockIdx.x", groups)
             tx = T.launch_thread("threadIdx.x", 256)
-            # two LDS stages per operand, as separate allocations so LLVM sees they never alias
-            SA0 = T.alloc_tensor(ty_args=[_stage(sa_shape)])
-            SA1 = T.alloc_tensor(ty_args=[_stage(sa_shape)])
-            SB0 = T.alloc_tensor(ty_args=[_stage(sb_shape)])
-            SB1 = T.alloc_tensor(ty_args=[_stage(sb_shape)])
+            SA0 = T.alloc_tensor(ty_args=[lds_stage(sa_shape, elem)])
+            SA1 = T.alloc_tensor(ty_args=[lds_stage(sa_shape, elem)])
+            SB0 = T.alloc_tensor(ty_args=[lds_stage(sb_shape, elem)])
+            SB1 = T.alloc_tensor(ty_args=[lds_stage(sb_shape, elem)])
             ga = T.alloc_tensor(ty_args=[T.Tensor((a_chunks * vec,), elem, scope="local")])
             gb = T.alloc_tensor(ty_args=[T.Tensor((b_chunks * vec,), elem, scope="local")])
             ra = T.alloc_tensor(ty_args=[T.Tensor((na,), elem, scope="local")])
@@ -385,20 +310,7 @@ def gfx950_gemm(M: int, N: int, K: int, dtype: str = "f16", layout: str = "nn", 
             lane = tx % 64
             for r in T.unroll(nd):
                 rd[r] = T.cast(0, acc)
-            # prologue: tile 0 into stage 0, tile 1 into registers
-            _prefetch(A, B, ga, gb, bz, m0, n0, tx, 0)
-            _stash(SA0, SB0, ga, gb, tx)
-            if k_steps > 1:
-                _prefetch(A, B, ga, gb, bz, m0, n0, tx, BK)
-            T.rocm.workgroup_barrier()
-            for kp in T.serial(pairs):
-                _step(2 * kp, SA0, SB0, SA1, SB1, A, B, ga, gb, ra, rb, Af, Bf, Df, bz, m0, n0, wm, wn, tx)
-                _step(2 * kp + 1, SA1, SB1, SA0, SB0, A, B, ga, gb, ra, rb, Af, Bf, Df, bz, m0, n0, wm, wn, tx)
-            for t in T.unroll(tail):
-                if t % 2 == 0:
-                    _step(2 * pairs + t, SA0, SB0, SA1, SB1, A, B, ga, gb, ra, rb, Af, Bf, Df, bz, m0, n0, wm, wn, tx)
-                else:
-                    _step(2 * pairs + t, SA1, SB1, SA0, SB0, A, B, ga, gb, ra, rb, Af, Bf, Df, bz, m0, n0, wm, wn, tx)
+            pipeline((SA0, SB0), (SA1, SB1), (A, B, ga, gb, ra, rb, Af, Bf, Df, bz, m0, n0, wm, wn, tx))
             for mi in T.unroll(RM):
                 for ni in T.unroll(RN):
                     for r in T.unroll(op.acc_elems):

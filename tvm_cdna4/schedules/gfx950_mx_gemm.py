@@ -8,9 +8,12 @@ words holding each row's K elements packed little-endian (element ``k`` at bits
 ``[k*bits, (k+1)*bits)`` of the row); B is ``(N, K*bits/32)`` the same way per column of B;
 scales are ``(M, K/32)`` and ``(N, K/32)`` uint8 E8M0 codes. K must be a multiple of 32.
 
-Structure: 256 threads, 2 x 2 waves, ``16x16x128`` scaled MFMAs; per K step the workgroup stages
-the packed A and B words in LDS; each lane reads its 32 K positions (4/6/8 words) with one wide
-LDS read and its scale byte from global memory; edges are zero-filled, the epilogue masked.
+Structure: the dense kernel's (``gfx950_gemm``): 256 threads in 2 x 2 waves of ``16x16x128``
+scaled MFMAs, the two-stage LDS software pipeline of ``schedules.pipeline`` over 128-wide K tiles
+(packed A/B words by ``buffer_load_dwordx4``; the four E8M0 scales of each tile row as one 32-bit
+word, staged in LDS beside the data), padded LDS rows, and MFMAs interleaved with the memory
+instructions. Each lane reads its 32 K positions (4/6/8 words) with wide LDS reads and extracts
+its scale byte from the row's word. Edges are zero-filled, the epilogue masked.
 """
 
 from __future__ import annotations
@@ -22,7 +25,10 @@ from ..isa import CATALOG
 from ..isa.mfma_table import SCALE_FORMAT_CODES, SCALE_VECTOR_WORDS
 from ..patterns import register
 from ..patterns.layouts import mfma_fragment
+from ..patterns.wave import BUFFER_OOB
+from ..rocm.helpers import sched_helper
 from .gfx950_gemm import lane_maps
+from .pipeline import chunk_loader, interleave_program, k_pipeline, lds_stage
 
 MX_FORMATS = {"mxfp8": "fp8", "mxbf8": "bf8", "mxfp6": "fp6", "mxbf6": "bf6", "mxfp4": "fp4"}
 _CODE = {fmt: code for code, fmt in SCALE_FORMAT_CODES.items()}
@@ -31,9 +37,12 @@ _BITS = {"fp8": 8, "bf8": 8, "fp6": 6, "bf6": 6, "fp4": 4}
 
 @attrs.frozen
 class MxGemmConfig:
+    """Tile configuration; K tiles are 128 wide (one scaled MFMA K step, one scale word per row)."""
+
     block_m: int = 128
     block_n: int = 128
-    block_k: int = 128
+    lds_pad: int = 16  # bytes added to every LDS row
+    interleave: bool = True  # as Gfx950GemmConfig.interleave
 
 
 def words_per_row(K: int, fmt: str) -> int:
@@ -53,13 +62,15 @@ def gfx950_mx_gemm(M: int, N: int, K: int, dtype: str = "mxfp8", layout: str = "
     fmt = MX_FORMATS[dtype]
     cfg = config or MxGemmConfig()
     op = CATALOG["scale_f32_16x16x128_f8f6f4"]
-    BM, BN, BK = cfg.block_m, cfg.block_n, cfg.block_k
+    BM, BN, BK = cfg.block_m, cfg.block_n, op.k
+    W = SCALE_VECTOR_WORDS[fmt]  # words per lane per MFMA (32 K positions)
+    bits, code = _BITS[fmt], _CODE[fmt]
+    kw, bkw = words_per_row(K, fmt), words_per_row(BK, fmt)  # words per matrix row / per tile row
+    if BM % (2 * op.m) or BN % (2 * op.n) or (BM * bkw) % 1024 or (BN * bkw) % 1024 or cfg.lds_pad % 16:
+        raise ValueError(f"MX GEMM: block {BM}x{BN} must tile 2 x 2 waves of {op.m}x{op.n} MFMAs with whole 16-byte "
+                         f"chunks per thread ({bkw} words per tile row), lds_pad a multiple of 16; got {cfg}")
     WM, WN = BM // 2, BN // 2
     RM, RN = WM // op.m, WN // op.n
-    W = SCALE_VECTOR_WORDS[fmt]  # words per lane per MFMA (32 K positions)
-    code = _CODE[fmt]
-    kw = words_per_row(K, fmt)  # words per matrix row
-    bkw = BK * _BITS[fmt] // 32  # words per tile row per K step
     la, na = mfma_fragment(op, "A", (RM, 1), fmt, fmt)
     lb, nb = mfma_fragment(op, "B", (RN, 1), fmt, fmt)
     ls, _ = mfma_fragment(op, "scale_a", (RM, 1))
@@ -67,23 +78,102 @@ def gfx950_mx_gemm(M: int, N: int, K: int, dtype: str = "mxfp8", layout: str = "
     ld, nd = mfma_fragment(op, "D", (RM, RN))
     grid_m, grid_n = -(-M // BM), -(-N // BN)
     k_steps = -(-K // BK)
-    kb_total = K // 32
-    a_words = BM * bkw
-    b_words = BN * bkw
-    a_per, b_per = -(-a_words // 256), -(-b_words // 256)
+    kb = K // 32  # scale bytes per row
+    a_chunks, b_chunks = BM * bkw // 1024, BN * bkw // 1024  # 16-byte chunks per thread
+    s_rows = -(-(BM + BN) // 256)  # scale rows (A rows, then B rows) per thread
+    row_w = bkw + cfg.lds_pad // 4  # LDS row stride in words
+    a_row, a_k, b_col, b_k, acc_row, acc_col = lane_maps(op)
 
-    a_row, a_k, b_col, _, acc_row, acc_col = lane_maps(op)
+    _chunk_a = chunk_loader("uint32", 4, (M, kw), bkw // 4, False, 0, M * kw)
+    _chunk_b = chunk_loader("uint32", 4, (N, kw), bkw // 4, False, 0, N * kw)
+    word_scales = kb % 4 == 0  # each row's four scales of a tile are one aligned 32-bit word
+
+    def _scale_word(SA_, SB_, m0_, n0_, row, ko):
+        """The four scales of tile ``ko`` of scale row ``row`` (A rows first, then B rows), one word."""
+        a_ok = T.And(row < BM, m0_ + row < M)
+        b_ok = T.And(T.And(row >= BM, row < BM + BN), n0_ + row - BM < N)
+        if word_scales:  # two buffer loads; the one for the other operand is out of range (zero)
+            wa = T.rocm.buffer_load(SA_.data, M * kb, T.if_then_else(a_ok, (m0_ + row) * kb, BUFFER_OOB), ko * 4, "uint32")
+            wb = T.rocm.buffer_load(SB_.data, N * kb, T.if_then_else(b_ok, (n0_ + row - BM) * kb, BUFFER_OOB), ko * 4, "uint32")
+            return wa | wb
+        word = T.uint32(0)
+        for e in range(4):
+            c = T.min(ko * 4 + e, kb - 1)
+            byte = T.if_then_else(T.And(a_ok, ko * 4 + e < kb), SA_[T.min(m0_ + row, M - 1), c],
+                                  T.if_then_else(T.And(b_ok, ko * 4 + e < kb), SB_[T.min(n0_ + row - BM, N - 1), c], T.uint8(0)))
+            word = word | (T.cast(byte, "uint32") << T.uint32(8 * e))
+        return word
+
+    # pipeline state: (A, B, SA, SB, ga, gb, gs, ra, rb, rs, Af, Bf, Sa, Sb, Df, m0, n0, wm, wn, tx); stage: (LA, LB, LS)
+    @T.macro
+    def _load(state, ko):
+        A_, B_, SA_, SB_, ga_, gb_, gs_, ra_, rb_, rs_, Af_, Bf_, Sa_, Sb_, Df_, m0_, n0_, wm_, wn_, t_ = state
+        Ag_ = T.decl_tensor(A_.data, ty_args=[T.Tensor((M * kw,), "uint32")])
+        Bg_ = T.decl_tensor(B_.data, ty_args=[T.Tensor((N * kw,), "uint32")])
+        for q in T.unroll(a_chunks):
+            _chunk_a(ga_, A_, Ag_, 0, m0_, t_, q, ko * bkw)
+        for q in T.unroll(b_chunks):
+            _chunk_b(gb_, B_, Bg_, 0, n0_, t_, q, ko * bkw)
+        for q in T.unroll(s_rows):
+            gs_[q] = _scale_word(SA_, SB_, m0_, n0_, q * 256 + t_, ko)
+
+    @T.macro
+    def _store(stage, state):
+        LA_, LB_, LS_ = stage
+        A_, B_, SA_, SB_, ga_, gb_, gs_, ra_, rb_, rs_, Af_, Bf_, Sa_, Sb_, Df_, m0_, n0_, wm_, wn_, t_ = state
+        for q in T.unroll(a_chunks):
+            LA_[0, (q * 256 + t_) // (bkw // 4), T.ramp((q * 256 + t_) % (bkw // 4) * 4, 1, 4)] = ga_[T.ramp(q * 4, 1, 4)]
+        for q in T.unroll(b_chunks):
+            LB_[0, (q * 256 + t_) // (bkw // 4), T.ramp((q * 256 + t_) % (bkw // 4) * 4, 1, 4)] = gb_[T.ramp(q * 4, 1, 4)]
+        for q in T.unroll(s_rows):
+            if q * 256 + t_ < BM + BN:
+                LS_[0, q * 256 + t_] = gs_[q]
+
+    reads = (RM + RN) * (-(-W // 4) + 1)  # wide data reads and one scale read per fragment
+    sched_name = sched_helper(interleave_program(RM * RN, (RN + 1) * (-(-W // 4) + 1), reads,
+                                                  a_chunks + b_chunks + 2 * s_rows)) if cfg.interleave else ""
+
+    if cfg.interleave:
+        @T.macro
+        def _interleave():
+            T.evaluate(T.call_extern(sched_name, ty="void"))
+    else:
+        @T.macro
+        def _interleave():
+            T.evaluate(0)
+
+    @T.macro
+    def _compute(stage, state):
+        """Fragments (W words and the scale byte per lane) from LDS, then the scaled MFMAs."""
+        LA_, LB_, LS_ = stage
+        A_, B_, SA_, SB_, ga_, gb_, gs_, ra_, rb_, rs_, Af_, Bf_, Sa_, Sb_, Df_, m0_, n0_, wm_, wn_, t_ = state
+        for ni in T.unroll(RN):
+            rb_[T.ramp(ni * W, 1, W)] = LB_[0, wn_ + ni * op.n + b_col(t_ % 64), T.ramp(b_k(t_ % 64) * bits // 32, 1, W)]
+            rs_[RM + ni] = LS_[0, BM + wn_ + ni * op.n + b_col(t_ % 64)] >> T.uint32(8) * T.cast(b_k(t_ % 64) // 32, "uint32") & T.uint32(255)
+        for mi in T.unroll(RM):
+            ra_[T.ramp(mi * W, 1, W)] = LA_[0, wm_ + mi * op.m + a_row(t_ % 64), T.ramp(a_k(t_ % 64) * bits // 32, 1, W)]
+            rs_[mi] = LS_[0, wm_ + mi * op.m + a_row(t_ % 64)] >> T.uint32(8) * T.cast(a_k(t_ % 64) // 32, "uint32") & T.uint32(255)
+        T.rocm.tile.apply(T.amdgcn[op.name], Df_, Af_, Bf_, Df_, Sa_, Sb_, scope="wave",
+                          cbsz=code, blgp=code, op_sel_a=0, op_sel_b=0)
+        _interleave()
+
+    pipeline = k_pipeline(k_steps, _load, _store, _compute)
 
     @T.function
-    def mx_gemm(A: T.Tensor((M, kw), "uint32"), B: T.Tensor((N, kw), "uint32"), SA: T.Tensor((M, kb_total), "uint8"),
-                SB: T.Tensor((N, kb_total), "uint8"), C: T.Tensor((M, N), "float32")):
+    def mx_gemm(A: T.Tensor((M, kw), "uint32"), B: T.Tensor((N, kw), "uint32"), SA: T.Tensor((M, kb), "uint8"),
+                SB: T.Tensor((N, kb), "uint8"), C: T.Tensor((M, N), "float32")):
         with T.device_entry():
             bid = T.launch_thread("blockIdx.x", grid_m * grid_n)
             tx = T.launch_thread("threadIdx.x", 256)
-            LA = T.alloc_tensor(ty_args=[T.Tensor((BM, bkw), "uint32", scope="shared", align=16,
-                                                  layout=T.TileLayout(T.S[(BM, bkw) : (bkw, 1)]))])
-            LB = T.alloc_tensor(ty_args=[T.Tensor((BN, bkw), "uint32", scope="shared", align=16,
-                                                  layout=T.TileLayout(T.S[(BN, bkw) : (bkw, 1)]))])
+            LA0 = T.alloc_tensor(ty_args=[lds_stage((BM, row_w), "uint32")])
+            LA1 = T.alloc_tensor(ty_args=[lds_stage((BM, row_w), "uint32")])
+            LB0 = T.alloc_tensor(ty_args=[lds_stage((BN, row_w), "uint32")])
+            LB1 = T.alloc_tensor(ty_args=[lds_stage((BN, row_w), "uint32")])
+            LS0 = T.alloc_tensor(ty_args=[lds_stage((BM + BN,), "uint32")])
+            LS1 = T.alloc_tensor(ty_args=[lds_stage((BM + BN,), "uint32")])
+            ga = T.alloc_tensor(ty_args=[T.Tensor((a_chunks * 4,), "uint32", scope="local")])
+            gb = T.alloc_tensor(ty_args=[T.Tensor((b_chunks * 4,), "uint32", scope="local")])
+            gs = T.alloc_tensor(ty_args=[T.Tensor((s_rows,), "uint32", scope="local")])
             ra = T.alloc_tensor(ty_args=[T.Tensor((na,), "uint32", scope="local")])
             rb = T.alloc_tensor(ty_args=[T.Tensor((nb,), "uint32", scope="local")])
             rs = T.alloc_tensor(ty_args=[T.Tensor((RM + RN,), "uint32", scope="local")])
@@ -100,36 +190,8 @@ def gfx950_mx_gemm(M: int, N: int, K: int, dtype: str = "mxfp8", layout: str = "
             lane = tx % 64
             for r in T.unroll(nd):
                 rd[r] = T.float32(0)
-            for ko in T.serial(k_steps):
-                for q in T.unroll(a_per):
-                    if q * 256 + tx < a_words:
-                        LA[(q * 256 + tx) // bkw, (q * 256 + tx) % bkw] = T.if_then_else(
-                            T.And(m0 + (q * 256 + tx) // bkw < M, ko * bkw + (q * 256 + tx) % bkw < kw),
-                            A[T.min(m0 + (q * 256 + tx) // bkw, M - 1), T.min(ko * bkw + (q * 256 + tx) % bkw, kw - 1)],
-                            T.uint32(0))
-                for q in T.unroll(b_per):
-                    if q * 256 + tx < b_words:
-                        LB[(q * 256 + tx) // bkw, (q * 256 + tx) % bkw] = T.if_then_else(
-                            T.And(n0 + (q * 256 + tx) // bkw < N, ko * bkw + (q * 256 + tx) % bkw < kw),
-                            B[T.min(n0 + (q * 256 + tx) // bkw, N - 1), T.min(ko * bkw + (q * 256 + tx) % bkw, kw - 1)],
-                            T.uint32(0))
-                T.rocm.workgroup_barrier()
-                for kk in T.serial(BK // op.k):
-                    for mi in T.unroll(RM):
-                        ra[T.ramp(mi * W, 1, W)] = LA[wm + mi * op.m + a_row(lane), T.ramp((kk * op.k + a_k(lane)) * W // 32, 1, W)]
-                        rs[mi] = T.cast(T.if_then_else(
-                            T.And(m0 + wm + mi * op.m + a_row(lane) < M, ko * (BK // 32) + (kk * op.k + a_k(lane)) // 32 < kb_total),
-                            SA[T.min(m0 + wm + mi * op.m + a_row(lane), M - 1),
-                               T.min(ko * (BK // 32) + (kk * op.k + a_k(lane)) // 32, kb_total - 1)], T.uint8(127)), "uint32")
-                    for ni in T.unroll(RN):
-                        rb[T.ramp(ni * W, 1, W)] = LB[wn + ni * op.n + b_col(lane), T.ramp((kk * op.k + a_k(lane)) * W // 32, 1, W)]
-                        rs[RM + ni] = T.cast(T.if_then_else(
-                            T.And(n0 + wn + ni * op.n + b_col(lane) < N, ko * (BK // 32) + (kk * op.k + a_k(lane)) // 32 < kb_total),
-                            SB[T.min(n0 + wn + ni * op.n + b_col(lane), N - 1),
-                               T.min(ko * (BK // 32) + (kk * op.k + a_k(lane)) // 32, kb_total - 1)], T.uint8(127)), "uint32")
-                    T.rocm.tile.apply(T.amdgcn["scale_f32_16x16x128_f8f6f4"], Df, Af, Bf, Df, Sa, Sb, scope="wave",
-                                      cbsz=code, blgp=code, op_sel_a=0, op_sel_b=0)
-                T.rocm.workgroup_barrier()
+            pipeline((LA0, LB0, LS0), (LA1, LB1, LS1),
+                     (A, B, SA, SB, ga, gb, gs, ra, rb, rs, Af, Bf, Sa, Sb, Df, m0, n0, wm, wn, tx))
             for mi in T.unroll(RM):
                 for ni in T.unroll(RN):
                     for r in T.unroll(op.acc_elems):

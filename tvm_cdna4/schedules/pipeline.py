@@ -1,0 +1,133 @@
+"""The K-tile software pipeline of the gfx950 GEMMs: two LDS stages, one tile in flight in registers.
+
+Step ``ko`` (of ``k_steps``): store the registers holding tile ``ko + 1`` into the other LDS
+stage, load tile ``ko + 2`` from global memory into those registers, run tile ``ko``'s MFMAs from
+its stage, then one workgroup barrier. Global loads thus have a whole step to land, and the single
+barrier both publishes the stored stage and retires the reads of the computed one. The loop is
+unrolled by two so that each stage is its own static LDS allocation (constant addresses, and LLVM
+sees that the stages never alias, so it may move LDS stores between the other stage's reads).
+"""
+
+from __future__ import annotations
+
+import math
+
+from tvm_tirx.script import tirx as T
+
+from ..rocm.helpers import SCHED_DS_READ, SCHED_DS_WRITE, SCHED_MFMA, SCHED_VMEM_READ
+
+
+def k_pipeline(k_steps: int, load, store, compute):
+    """Macro ``run(stage0, stage1, state)`` running the pipeline over ``k_steps`` K tiles.
+
+    The kernel supplies three macros: ``load(state, ko)`` (tile ``ko``: global -> registers; tiles
+    past the end are never requested), ``store(stage, state)`` (registers -> LDS stage) and
+    ``compute(stage, state)`` (the MFMAs of the tile in ``stage``). ``stage0``/``stage1``/``state``
+    are whatever those macros take (tuples of tensors).
+    """
+    pairs = max(k_steps - 2, 0) // 2  # loop iterations of two steps, all with store and load
+    tail = k_steps - 2 * pairs
+
+    @T.macro
+    def step(ko, cur, nxt, state):
+        if ko + 1 < k_steps:
+            store(nxt, state)
+        if ko + 2 < k_steps:
+            load(state, ko + 2)
+        compute(cur, state)
+        T.rocm.workgroup_barrier()
+
+    @T.macro
+    def run(stage0, stage1, state):
+        load(state, 0)
+        store(stage0, state)
+        if k_steps > 1:
+            load(state, 1)
+        T.rocm.workgroup_barrier()
+        for kp in T.serial(pairs):
+            step(2 * kp, stage0, stage1, state)
+            step(2 * kp + 1, stage1, stage0, state)
+        for t in T.unroll(tail):
+            if t % 2 == 0:
+                step(2 * pairs + t, stage0, stage1, state)
+            else:
+                step(2 * pairs + t, stage1, stage0, state)
+
+    return run
+
+
+def interleave_program(mfmas: int, first_reads: int, lds_reads: int, chunks: int) -> tuple[tuple[int, int], ...]:
+    """Scheduling groups for one K tile: the first K step's LDS reads, then every MFMA followed by
+    one of the remaining LDS reads and one LDS store (then one global load) of the next tiles, so
+    that they issue while the MFMA pipe is busy."""
+    left = {SCHED_DS_READ: lds_reads - first_reads, SCHED_DS_WRITE: chunks, SCHED_VMEM_READ: chunks}
+    program = [(SCHED_DS_READ, first_reads)]
+    for _ in range(mfmas):
+        program.append((SCHED_MFMA, 1))
+        if left[SCHED_DS_READ]:
+            program.append((SCHED_DS_READ, 1))
+            left[SCHED_DS_READ] -= 1
+        for mask in (SCHED_DS_WRITE, SCHED_VMEM_READ):
+            if left[mask]:
+                program.append((mask, 1))
+                left[mask] -= 1
+                break
+    return tuple(program)
+
+
+def lds_stage(shape: tuple[int, ...], dtype: str):
+    """One LDS stage: a 16-byte aligned row-major ``(1, *shape)`` shared tensor type."""
+    strides = tuple(math.prod(shape[i + 1 :]) for i in range(len(shape)))
+    return T.Tensor((1, *shape), dtype, scope="shared", align=16,
+                    layout=T.TileLayout(T.S[(1, *shape) : (math.prod(shape), *strides)]))
+
+
+def guarded_load(X, base, r, c, lim, dtype: str):
+    """``X[base + r * lim[1] + c]`` for (r, c) inside the ``lim`` matrix, zero outside (the address
+    is clamped, so the load itself is always in bounds)."""
+    inside = T.And(r < lim[0], c < lim[1])
+    return T.if_then_else(inside, X[base + T.min(r, lim[0] - 1) * lim[1] + T.min(c, lim[1] - 1)], T.cast(0, dtype))
+
+
+def chunk_loader(dtype: str, vec: int, lim: tuple[int, int], cpr: int, k_rows: bool, batch_elems: int, total_elems: int):
+    """Macro ``chunk(regs, X, Xg, bz, tile0, t, q, k0)``: thread ``t``'s 16-byte chunk ``q`` of an
+    operand tile into ``regs[q * vec : (q + 1) * vec]``.
+
+    The operand is stored row-major as ``lim`` (``lim[0]`` rows of ``lim[1]`` elements; a batch of
+    ``batch_elems`` elements per ``bz``); its rows are K when ``k_rows``. The tile starts at K
+    ``k0`` and at ``tile0`` along M or N; chunk ``q`` of thread ``t`` is the tile's row
+    ``(q * 256 + t) // cpr``, elements ``(q * 256 + t) % cpr * vec`` onward. ``X`` is the operand
+    parameter, ``Xg`` a flat view of it. Where every chunk is wholly inside or outside a matrix row
+    (``lim[1] % vec == 0``) and offsets fit 31 bits, one ``buffer_load_dwordx4`` per chunk: the
+    per-thread offset is loop-invariant, the K step goes into the wave-uniform ``soffset``, and a
+    chunk outside the matrix gets the out-of-range offset (zeros). Otherwise clamped element loads.
+    """
+    from ..patterns.wave import BUFFER_OOB
+
+    esize = 16 // vec
+    nbytes = total_elems * esize
+
+    def coords(t, q, tile0, k0):
+        """(storage row, storage column) of the chunk's first element."""
+        r, c = (q * 256 + t) // cpr, (q * 256 + t) % cpr * vec
+        return (k0 + r, tile0 + c) if k_rows else (tile0 + r, k0 + c)
+
+    def offsets(bz, t, q, tile0, k0):
+        """(voffset, soffset) in bytes: the K step (whole rows when ``k_rows``) goes to soffset."""
+        row, col = coords(t, q, tile0, 0)
+        inside = T.And(row + (k0 if k_rows else 0) < lim[0], col + (0 if k_rows else k0) < lim[1])
+        soff = bz * batch_elems + (k0 * lim[1] if k_rows else k0)
+        return T.if_then_else(inside, (row * lim[1] + col) * esize, T.int32(BUFFER_OOB)), soff * esize
+
+    if lim[1] % vec == 0 and nbytes < 2**31:
+        @T.macro
+        def chunk(regs, X, Xg, bz, tile0, t, q, k0):
+            voff, soff = offsets(bz, t, q, tile0, k0)
+            regs[T.ramp(q * vec, 1, vec)] = T.rocm.buffer_load(X.data, nbytes, voff, soff, f"{dtype}x{vec}")
+    else:
+        @T.macro
+        def chunk(regs, X, Xg, bz, tile0, t, q, k0):
+            for e in T.unroll(vec):
+                regs[q * vec + e] = guarded_load(Xg, bz * batch_elems, coords(t, q, tile0, k0)[0],
+                                                 coords(t, q, tile0, k0)[1] + e, lim, dtype)
+    return chunk
