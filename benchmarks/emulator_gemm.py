@@ -15,7 +15,7 @@ import time
 import numpy as np
 
 from tvm_cdna4.emulator import compare, emulate
-from tvm_cdna4.schedules.gfx950_gemm import gfx950_gemm
+from tvm_cdna4.schedules.gfx950_gemm import default_config, gfx950_gemm
 
 DEFAULT = ["128,128,128", "256,256,256", "512,256,256", "256,512,256", "256,256,512", "512,512,512"]
 
@@ -41,7 +41,8 @@ def main() -> None:
             emulate(func, a, b, c)
             best = min(best, time.perf_counter() - start)
         check = compare("C", c, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-5, atol=1e-4)
-        groups = -(-M // 64) * -(-N // 64)
+        cfg = default_config("f16")
+        groups = -(-M // cfg.block_m) * -(-N // cfg.block_n)
         mfmas = -(-M // 16) * -(-N // 16) * -(-K // 32)
         print(f"{M:>5} {N:>5} {K:>5} {best:>8.2f} {groups:>10} {mfmas:>8}  {check}", flush=True)
 

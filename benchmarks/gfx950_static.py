@@ -13,9 +13,11 @@ from __future__ import annotations
 import argparse
 import time
 
+import attrs
+
 import tvm_cdna4
 from tvm_cdna4.schedules.gfx950_gemm import DTYPES, default_config, gfx950_gemm
-from tvm_cdna4.schedules.gfx950_mx_gemm import MX_FORMATS, gfx950_mx_gemm
+from tvm_cdna4.schedules.gfx950_mx_gemm import MX_FORMATS, MxGemmConfig, gfx950_mx_gemm
 from tvm_cdna4.schedules.report import loop_report
 
 
@@ -45,12 +47,13 @@ def main() -> None:
         print(row(f"{dtype} {cfg.block_m}x{cfg.block_n}x{cfg.block_k} {cfg.mfma}", gfx950_gemm(n, n, n, dtype, "nn", config=cfg)), flush=True)
     for dtype in ("f16", "bf16"):
         cfg = default_config(dtype)
-        scalar = type(cfg)(cfg.block_m, cfg.block_n, cfg.block_k, cfg.mfma, cfg.lds_pad, transpose_loads=False)
-        print(row(f"{dtype} scalar-transpose path (no ds_read_tr)", gfx950_gemm(n, n, n, dtype, "nn", config=scalar)), flush=True)
-        big = type(cfg)(cfg.block_m, cfg.block_n, cfg.block_k, "32x32")
-        print(row(f"{dtype} {cfg.block_m}x{cfg.block_n}x{cfg.block_k} 32x32", gfx950_gemm(n, n, n, dtype, "nn", config=big)), flush=True)
+        for label, variant in (("scalar-transpose path (no ds_read_tr)", attrs.evolve(cfg, transpose_loads=False)),
+                               ("32x32 MFMA", attrs.evolve(cfg, mfma="32x32")),
+                               ("not interleaved (interleave=False)", attrs.evolve(cfg, interleave=False))):
+            print(row(f"{dtype} {label}", gfx950_gemm(n, n, n, dtype, "nn", config=variant)), flush=True)
+    mx = MxGemmConfig()
     for dtype in MX_FORMATS:
-        print(row(f"{dtype} 64x64x128 16x16x128", gfx950_mx_gemm(n, n, n, dtype)), flush=True)
+        print(row(f"{dtype} {mx.block_m}x{mx.block_n}x128 16x16x128", gfx950_mx_gemm(n, n, n, dtype, config=mx)), flush=True)
 
 
 if __name__ == "__main__":

@@ -21,14 +21,15 @@ def test_kernel_argument_layout_from_metadata():
 
 @pytest.mark.gfx950
 @gfx950
+@pytest.mark.parametrize("shape", [(257, 255, 130), (256, 192, 320)], ids=["edges", "buffer-loads"])
 @pytest.mark.parametrize("dtype, layout", [("f16", "nn"), ("bf16", "tn"), ("fp8", "nt"), ("i8", "tt")])
-def test_gemm_on_gfx950(dtype, layout):
+def test_gemm_on_gfx950(dtype, layout, shape):
     from test_gfx950_gemm import DTYPES, _inputs
 
     from tvm_cdna4.rocm.launch import run_on_gfx950
 
     rng = np.random.default_rng(0)
-    M, N, K = 257, 255, 130
+    M, N, K = shape
     a, b = _inputs(rng, dtype, M, N, K)
     A = np.ascontiguousarray(a.T) if layout[0] == "t" else a
     B = np.ascontiguousarray(b.T) if layout[1] == "t" else b
@@ -36,6 +37,26 @@ def test_gemm_on_gfx950(dtype, layout):
     C = np.zeros((M, N), np.int32 if out == "i32" else np.float32)
     run_on_gfx950(gfx950_gemm(M, N, K, dtype, layout), A, B, C)
     compare("C", C, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-3, atol=1e-2)
+
+
+@pytest.mark.gfx950
+@gfx950
+@pytest.mark.parametrize("dtype", ["mxfp8", "mxfp6", "mxfp4"])
+def test_mx_gemm_on_gfx950(dtype):
+    from tvm_cdna4.isa import formats
+    from tvm_cdna4.rocm.launch import run_on_gfx950
+    from tvm_cdna4.schedules.gfx950_mx_gemm import MX_FORMATS, gfx950_mx_gemm, pack_rows
+
+    rng = np.random.default_rng(0)
+    M, N, K, fmt = 200, 136, 384, MX_FORMATS[dtype]
+    a = rng.normal(size=(M, K)).astype(formats.fmt(fmt).dtype)
+    b = rng.normal(size=(K, N)).astype(formats.fmt(fmt).dtype)
+    sa, sb = (rng.integers(122, 133, (n, K // 32)).astype(np.uint8) for n in (M, N))
+    C = np.zeros((M, N), np.float32)
+    run_on_gfx950(gfx950_mx_gemm(M, N, K, dtype), pack_rows(a, fmt), pack_rows(np.ascontiguousarray(b.T), fmt), sa, sb, C)
+    a64 = a.astype(np.float64) * np.exp2(np.repeat(sa - 127.0, 32, axis=1))
+    b64 = b.astype(np.float64) * np.exp2(np.repeat(sb - 127.0, 32, axis=1)).T
+    compare("C", C, a64 @ b64, rtol=1e-5, atol=1e-5 * (np.abs(a64) @ np.abs(b64)))
 
 
 @pytest.mark.gfx950
