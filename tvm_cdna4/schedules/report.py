@@ -145,7 +145,7 @@ def format_report(result: BuildResult, title: str) -> str:
     if loop.mca_cycles is None:
         lines.append("  llvm-mca: not available (Debian llvm-22 not installed, or it did not finish)")
     else:
-        lines.append(f"  llvm-mca -mcpu=gfx950: {loop.mca_cycles:.1f} cycles per iteration, MFMA pipe busy "
+        lines.append(f"  llvm-mca -mcpu=gfx950 (its own cycle model): {loop.mca_cycles:.1f} cycles per iteration, MFMA pipe busy "
                      f"{loop.mca_mfma_cycles:.1f}: MFMA-pipe share {100 * loop.mfma_share:.1f}%")
     lds = loop.mix.get("lds_read", 0) + loop.mix.get("lds_read_tr", 0)
     if loop.mix.get("mfma"):
