@@ -7,9 +7,9 @@ and reaches the MFMA layout through ``ds_read_tr`` (8/16-bit types; 32/64-bit ty
 transposing load and use per-element LDS reads).
 
 Structure: 256-thread workgroups (4 waves in a 2 x 2 grid over the ``block_m x block_n`` tile);
-a software pipeline over ``block_k`` tiles with two LDS stages: step ``ko`` stores the registers
-holding tile ``ko + 1`` into the other stage, buffer-loads tile ``ko + 2`` into those registers and
-runs the MFMAs of tile ``ko`` (one barrier per step; ``sched.group.barrier`` groups interleave the
+a software pipeline over ``block_k`` tiles with two stages (LDS + registers): step ``ko`` stores the
+registers holding tile ``ko + 1`` into their LDS stage, buffer-loads tile ``ko + 2`` into the other
+registers and runs the MFMAs of tile ``ko`` (one barrier per step; ``sched.group.barrier`` groups interleave the
 memory instructions with the MFMAs). LDS rows are padded (``lds_pad`` bytes) so that the 16 lanes
 of a wide or transposing read hit different banks. Edges: global loads outside the matrices read
 zeros (buffer range check, or clamped element loads); the epilogue stores only inside C.
@@ -176,7 +176,7 @@ def gfx950_gemm(M: int, N: int, K: int, dtype: str = "f16", layout: str = "nn", 
     interleave = cfg.interleave
     a_reads, b_reads = RM * RK * (2 if use_tr_a else 1), RN * RK * (2 if use_tr_b else 1)
     sched_name = sched_helper(interleave_program(RM * RN * RK, (a_reads + b_reads) // RK, a_reads + b_reads,
-                                                  a_chunks + b_chunks)) if interleave else ""
+                                                 a_chunks + b_chunks, a_chunks + b_chunks)) if interleave else ""
 
     a_row, a_k, b_col, b_k, acc_row, acc_col = lane_maps(op)
 
@@ -239,11 +239,12 @@ def gfx950_gemm(M: int, N: int, K: int, dtype: str = "f16", layout: str = "nn", 
     _chunk_a = chunk_loader(elem, vec, a_lim, a_cpr, a_t, M * K, max(batch, 1) * M * K)
     _chunk_b = chunk_loader(elem, vec, b_lim, b_cpr, not b_t, K * N, max(batch, 1) * K * N)
 
-    # pipeline state: (A, B, ga, gb, ra, rb, Af, Bf, Df, bz, m0, n0, wm, wn, tx); stage: (SA, SB)
+    # pipeline state: (A, B, ra, rb, Af, Bf, Df, bz, m0, n0, wm, wn, tx); stage: (SA, SB, ga, gb)
     @T.macro
-    def _load(state, ko):
+    def _load(stage, state, ko):
         """Every thread's share of K tile ``ko`` of A and B, global -> registers (zeros outside)."""
-        A_, B_, ga_, gb_, ra_, rb_, Af_, Bf_, Df_, bz_, m0_, n0_, wm_, wn_, t_ = state
+        SA_, SB_, ga_, gb_ = stage
+        A_, B_, ra_, rb_, Af_, Bf_, Df_, bz_, m0_, n0_, wm_, wn_, t_ = state
         Ag_ = T.decl_tensor(A_.data, ty_args=[T.Tensor((max(batch, 1) * M * K,), elem)])
         Bg_ = T.decl_tensor(B_.data, ty_args=[T.Tensor((max(batch, 1) * K * N,), elem)])
         for q in T.unroll(a_chunks):
@@ -253,8 +254,8 @@ def gfx950_gemm(M: int, N: int, K: int, dtype: str = "f16", layout: str = "nn", 
 
     @T.macro
     def _store(stage, state):
-        SA_, SB_ = stage
-        A_, B_, ga_, gb_, ra_, rb_, Af_, Bf_, Df_, bz_, m0_, n0_, wm_, wn_, t_ = state
+        SA_, SB_, ga_, gb_ = stage
+        A_, B_, ra_, rb_, Af_, Bf_, Df_, bz_, m0_, n0_, wm_, wn_, t_ = state
         for q in T.unroll(a_chunks):
             SA_[0, (q * 256 + t_) // a_cpr, T.ramp((q * 256 + t_) % a_cpr * vec, 1, vec)] = ga_[T.ramp(q * vec, 1, vec)]
         for q in T.unroll(b_chunks):
@@ -272,8 +273,8 @@ def gfx950_gemm(M: int, N: int, K: int, dtype: str = "f16", layout: str = "nn", 
     @T.macro
     def _compute(stage, state):
         """Per K step of the tile: the operand fragments from LDS, then its MFMAs."""
-        SA_, SB_ = stage
-        A_, B_, ga_, gb_, ra_, rb_, Af_, Bf_, Df_, bz_, m0_, n0_, wm_, wn_, t_ = state
+        SA_, SB_, ga_, gb_ = stage
+        A_, B_, ra_, rb_, Af_, Bf_, Df_, bz_, m0_, n0_, wm_, wn_, t_ = state
         for kk in T.unroll(RK):
             for mi in T.unroll(RM):
                 _frag_a(ra_, SA_, 0, mi, kk, wm_, t_ % 64)
@@ -293,8 +294,10 @@ def gfx950_gemm(M: int, N: int, K: int, dtype: str = "f16", layout: str = "nn", 
             SA1 = T.alloc_tensor(ty_args=[lds_stage(sa_shape, elem)])
             SB0 = T.alloc_tensor(ty_args=[lds_stage(sb_shape, elem)])
             SB1 = T.alloc_tensor(ty_args=[lds_stage(sb_shape, elem)])
-            ga = T.alloc_tensor(ty_args=[T.Tensor((a_chunks * vec,), elem, scope="local")])
-            gb = T.alloc_tensor(ty_args=[T.Tensor((b_chunks * vec,), elem, scope="local")])
+            ga0 = T.alloc_tensor(ty_args=[T.Tensor((a_chunks * vec,), elem, scope="local")])
+            gb0 = T.alloc_tensor(ty_args=[T.Tensor((b_chunks * vec,), elem, scope="local")])
+            ga1 = T.alloc_tensor(ty_args=[T.Tensor((a_chunks * vec,), elem, scope="local")])
+            gb1 = T.alloc_tensor(ty_args=[T.Tensor((b_chunks * vec,), elem, scope="local")])
             ra = T.alloc_tensor(ty_args=[T.Tensor((na,), elem, scope="local")])
             rb = T.alloc_tensor(ty_args=[T.Tensor((nb,), elem, scope="local")])
             rd = T.alloc_tensor(ty_args=[T.Tensor((nd,), acc, scope="local")])
@@ -310,7 +313,7 @@ def gfx950_gemm(M: int, N: int, K: int, dtype: str = "f16", layout: str = "nn", 
             lane = tx % 64
             for r in T.unroll(nd):
                 rd[r] = T.cast(0, acc)
-            pipeline((SA0, SB0), (SA1, SB1), (A, B, ga, gb, ra, rb, Af, Bf, Df, bz, m0, n0, wm, wn, tx))
+            pipeline((SA0, SB0, ga0, gb0), (SA1, SB1, ga1, gb1), (A, B, ra, rb, Af, Bf, Df, bz, m0, n0, wm, wn, tx))
             for mi in T.unroll(RM):
                 for ni in T.unroll(RN):
                     for r in T.unroll(op.acc_elems):

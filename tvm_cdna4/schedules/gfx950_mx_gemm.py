@@ -88,26 +88,35 @@ def gfx950_mx_gemm(M: int, N: int, K: int, dtype: str = "mxfp8", layout: str = "
     _chunk_b = chunk_loader("uint32", 4, (N, kw), bkw // 4, False, 0, N * kw)
     word_scales = kb % 4 == 0  # each row's four scales of a tile are one aligned 32-bit word
 
-    def _scale_word(SA_, SB_, m0_, n0_, row, ko):
-        """The four scales of tile ``ko`` of scale row ``row`` (A rows first, then B rows), one word."""
+    def _scale_words(SA_, SB_, m0_, n0_, row, ko):
+        """The four scales of tile ``ko`` of scale row ``row`` (A rows first, then B rows) as
+        (word from A, word from B), the other one zero; they are ORed when stored to LDS, a step
+        later, so that no instruction waits for the loads right after issuing them."""
         a_ok = T.And(row < BM, m0_ + row < M)
         b_ok = T.And(T.And(row >= BM, row < BM + BN), n0_ + row - BM < N)
         if word_scales:  # two buffer loads; the one for the other operand is out of range (zero)
-            wa = T.rocm.buffer_load(SA_.data, M * kb, T.if_then_else(a_ok, (m0_ + row) * kb, BUFFER_OOB), ko * 4, "uint32")
-            wb = T.rocm.buffer_load(SB_.data, N * kb, T.if_then_else(b_ok, (n0_ + row - BM) * kb, BUFFER_OOB), ko * 4, "uint32")
-            return wa | wb
+            return (T.rocm.buffer_load(SA_.data, M * kb, T.if_then_else(a_ok, (m0_ + row) * kb, BUFFER_OOB), ko * 4, "uint32"),
+                    T.rocm.buffer_load(SB_.data, N * kb, T.if_then_else(b_ok, (n0_ + row - BM) * kb, BUFFER_OOB), ko * 4, "uint32"))
         word = T.uint32(0)
         for e in range(4):
             c = T.min(ko * 4 + e, kb - 1)
             byte = T.if_then_else(T.And(a_ok, ko * 4 + e < kb), SA_[T.min(m0_ + row, M - 1), c],
                                   T.if_then_else(T.And(b_ok, ko * 4 + e < kb), SB_[T.min(n0_ + row - BM, N - 1), c], T.uint8(0)))
             word = word | (T.cast(byte, "uint32") << T.uint32(8 * e))
-        return word
+        return word, T.uint32(0)
 
-    # pipeline state: (A, B, SA, SB, ga, gb, gs, ra, rb, rs, Af, Bf, Sa, Sb, Df, m0, n0, wm, wn, tx); stage: (LA, LB, LS)
+    def _scale_slot(row):
+        """LDS word of scale row ``row`` (A rows, then B rows): within each wave's half of the tile,
+        row ``16 * i + r`` goes to ``r * R + i``, so a lane's R fragments' scales are adjacent."""
+        a_slot = row // WM * WM + row % 16 * RM + row % WM // 16
+        b = row - BM
+        return T.if_then_else(row < BM, a_slot, BM + b // WN * WN + b % 16 * RN + b % WN // 16)
+
+    # pipeline state: (A, B, SA, SB, ra, rb, rs, Af, Bf, Sa, Sb, Df, m0, n0, wm, wn, tx); stage: (LA, LB, LS, ga, gb, gs)
     @T.macro
-    def _load(state, ko):
-        A_, B_, SA_, SB_, ga_, gb_, gs_, ra_, rb_, rs_, Af_, Bf_, Sa_, Sb_, Df_, m0_, n0_, wm_, wn_, t_ = state
+    def _load(stage, state, ko):
+        LA_, LB_, LS_, ga_, gb_, gs_ = stage
+        A_, B_, SA_, SB_, ra_, rb_, rs_, Af_, Bf_, Sa_, Sb_, Df_, m0_, n0_, wm_, wn_, t_ = state
         Ag_ = T.decl_tensor(A_.data, ty_args=[T.Tensor((M * kw,), "uint32")])
         Bg_ = T.decl_tensor(B_.data, ty_args=[T.Tensor((N * kw,), "uint32")])
         for q in T.unroll(a_chunks):
@@ -115,23 +124,25 @@ def gfx950_mx_gemm(M: int, N: int, K: int, dtype: str = "mxfp8", layout: str = "
         for q in T.unroll(b_chunks):
             _chunk_b(gb_, B_, Bg_, 0, n0_, t_, q, ko * bkw)
         for q in T.unroll(s_rows):
-            gs_[q] = _scale_word(SA_, SB_, m0_, n0_, q * 256 + t_, ko)
+            wa, wb = _scale_words(SA_, SB_, m0_, n0_, q * 256 + t_, ko)
+            gs_[2 * q] = wa
+            gs_[2 * q + 1] = wb
 
     @T.macro
     def _store(stage, state):
-        LA_, LB_, LS_ = stage
-        A_, B_, SA_, SB_, ga_, gb_, gs_, ra_, rb_, rs_, Af_, Bf_, Sa_, Sb_, Df_, m0_, n0_, wm_, wn_, t_ = state
+        LA_, LB_, LS_, ga_, gb_, gs_ = stage
+        A_, B_, SA_, SB_, ra_, rb_, rs_, Af_, Bf_, Sa_, Sb_, Df_, m0_, n0_, wm_, wn_, t_ = state
         for q in T.unroll(a_chunks):
             LA_[0, (q * 256 + t_) // (bkw // 4), T.ramp((q * 256 + t_) % (bkw // 4) * 4, 1, 4)] = ga_[T.ramp(q * 4, 1, 4)]
         for q in T.unroll(b_chunks):
             LB_[0, (q * 256 + t_) // (bkw // 4), T.ramp((q * 256 + t_) % (bkw // 4) * 4, 1, 4)] = gb_[T.ramp(q * 4, 1, 4)]
         for q in T.unroll(s_rows):
             if q * 256 + t_ < BM + BN:
-                LS_[0, q * 256 + t_] = gs_[q]
+                LS_[0, _scale_slot(q * 256 + t_)] = gs_[2 * q] | gs_[2 * q + 1]
 
-    reads = (RM + RN) * (-(-W // 4) + 1)  # wide data reads and one scale read per fragment
-    sched_name = sched_helper(interleave_program(RM * RN, (RN + 1) * (-(-W // 4) + 1), reads,
-                                                  a_chunks + b_chunks + 2 * s_rows)) if cfg.interleave else ""
+    reads = (RM + RN) * -(-W // 4) + 2  # wide data reads per fragment, one scale read per operand
+    sched_name = sched_helper(interleave_program(RM * RN, (RN + 1) * -(-W // 4) + 2, reads, a_chunks + b_chunks + s_rows,
+                                                 a_chunks + b_chunks + 2 * s_rows, loads_first=True)) if cfg.interleave else ""
 
     if cfg.interleave:
         @T.macro
@@ -145,14 +156,17 @@ def gfx950_mx_gemm(M: int, N: int, K: int, dtype: str = "mxfp8", layout: str = "
     @T.macro
     def _compute(stage, state):
         """Fragments (W words and the scale byte per lane) from LDS, then the scaled MFMAs."""
-        LA_, LB_, LS_ = stage
-        A_, B_, SA_, SB_, ga_, gb_, gs_, ra_, rb_, rs_, Af_, Bf_, Sa_, Sb_, Df_, m0_, n0_, wm_, wn_, t_ = state
+        LA_, LB_, LS_, ga_, gb_, gs_ = stage
+        A_, B_, SA_, SB_, ra_, rb_, rs_, Af_, Bf_, Sa_, Sb_, Df_, m0_, n0_, wm_, wn_, t_ = state
+        # one LDS read brings a lane's scale words for all its fragments (see _scale_slot)
+        rs_[T.ramp(0, 1, RM)] = LS_[0, T.ramp(wm_ + a_row(t_ % 64) * RM, 1, RM)]
+        rs_[T.ramp(RM, 1, RN)] = LS_[0, T.ramp(BM + wn_ + b_col(t_ % 64) * RN, 1, RN)]
         for ni in T.unroll(RN):
             rb_[T.ramp(ni * W, 1, W)] = LB_[0, wn_ + ni * op.n + b_col(t_ % 64), T.ramp(b_k(t_ % 64) * bits // 32, 1, W)]
-            rs_[RM + ni] = LS_[0, BM + wn_ + ni * op.n + b_col(t_ % 64)] >> T.uint32(8) * T.cast(b_k(t_ % 64) // 32, "uint32") & T.uint32(255)
+            rs_[RM + ni] = rs_[RM + ni] >> T.uint32(8) * T.cast(b_k(t_ % 64) // 32, "uint32") & T.uint32(255)
         for mi in T.unroll(RM):
             ra_[T.ramp(mi * W, 1, W)] = LA_[0, wm_ + mi * op.m + a_row(t_ % 64), T.ramp(a_k(t_ % 64) * bits // 32, 1, W)]
-            rs_[mi] = LS_[0, wm_ + mi * op.m + a_row(t_ % 64)] >> T.uint32(8) * T.cast(a_k(t_ % 64) // 32, "uint32") & T.uint32(255)
+            rs_[mi] = rs_[mi] >> T.uint32(8) * T.cast(a_k(t_ % 64) // 32, "uint32") & T.uint32(255)
         T.rocm.tile.apply(T.amdgcn[op.name], Df_, Af_, Bf_, Df_, Sa_, Sb_, scope="wave",
                           cbsz=code, blgp=code, op_sel_a=0, op_sel_b=0)
         _interleave()
@@ -171,9 +185,12 @@ def gfx950_mx_gemm(M: int, N: int, K: int, dtype: str = "mxfp8", layout: str = "
             LB1 = T.alloc_tensor(ty_args=[lds_stage((BN, row_w), "uint32")])
             LS0 = T.alloc_tensor(ty_args=[lds_stage((BM + BN,), "uint32")])
             LS1 = T.alloc_tensor(ty_args=[lds_stage((BM + BN,), "uint32")])
-            ga = T.alloc_tensor(ty_args=[T.Tensor((a_chunks * 4,), "uint32", scope="local")])
-            gb = T.alloc_tensor(ty_args=[T.Tensor((b_chunks * 4,), "uint32", scope="local")])
-            gs = T.alloc_tensor(ty_args=[T.Tensor((s_rows,), "uint32", scope="local")])
+            ga0 = T.alloc_tensor(ty_args=[T.Tensor((a_chunks * 4,), "uint32", scope="local")])
+            gb0 = T.alloc_tensor(ty_args=[T.Tensor((b_chunks * 4,), "uint32", scope="local")])
+            gs0 = T.alloc_tensor(ty_args=[T.Tensor((2 * s_rows,), "uint32", scope="local")])
+            ga1 = T.alloc_tensor(ty_args=[T.Tensor((a_chunks * 4,), "uint32", scope="local")])
+            gb1 = T.alloc_tensor(ty_args=[T.Tensor((b_chunks * 4,), "uint32", scope="local")])
+            gs1 = T.alloc_tensor(ty_args=[T.Tensor((2 * s_rows,), "uint32", scope="local")])
             ra = T.alloc_tensor(ty_args=[T.Tensor((na,), "uint32", scope="local")])
             rb = T.alloc_tensor(ty_args=[T.Tensor((nb,), "uint32", scope="local")])
             rs = T.alloc_tensor(ty_args=[T.Tensor((RM + RN,), "uint32", scope="local")])
@@ -190,8 +207,8 @@ def gfx950_mx_gemm(M: int, N: int, K: int, dtype: str = "mxfp8", layout: str = "
             lane = tx % 64
             for r in T.unroll(nd):
                 rd[r] = T.float32(0)
-            pipeline((LA0, LB0, LS0), (LA1, LB1, LS1),
-                     (A, B, SA, SB, ga, gb, gs, ra, rb, rs, Af, Bf, Sa, Sb, Df, m0, n0, wm, wn, tx))
+            pipeline((LA0, LB0, LS0, ga0, gb0, gs0), (LA1, LB1, LS1, ga1, gb1, gs1),
+                     (A, B, SA, SB, ra, rb, rs, Af, Bf, Sa, Sb, Df, m0, n0, wm, wn, tx))
             for mi in T.unroll(RM):
                 for ni in T.unroll(RN):
                     for r in T.unroll(op.acc_elems):

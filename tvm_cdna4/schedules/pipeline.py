@@ -1,11 +1,13 @@
 """The K-tile software pipeline of the gfx950 GEMMs: two LDS stages, one tile in flight in registers.
 
-Step ``ko`` (of ``k_steps``): store the registers holding tile ``ko + 1`` into the other LDS
-stage, load tile ``ko + 2`` from global memory into those registers, run tile ``ko``'s MFMAs from
-its stage, then one workgroup barrier. Global loads thus have a whole step to land, and the single
-barrier both publishes the stored stage and retires the reads of the computed one. The loop is
-unrolled by two so that each stage is its own static LDS allocation (constant addresses, and LLVM
-sees that the stages never alias, so it may move LDS stores between the other stage's reads).
+Each of the two stages is an LDS buffer plus a register set; tile ``j`` lives in stage ``j % 2``.
+Step ``ko`` (of ``k_steps``): store the registers holding tile ``ko + 1`` into their stage's LDS,
+load tile ``ko + 2`` from global memory into the other register set (free since step ``ko - 1``),
+run tile ``ko``'s MFMAs from its LDS, then one workgroup barrier. The global loads of a step do not
+wait for its LDS stores and have more than a whole step to land; the single barrier both publishes
+the stored tile and retires the reads of the computed one. The loop is unrolled by two so that
+every stage is static (constant LDS addresses; LLVM sees the stages never alias and may move LDS
+stores between the other stage's reads).
 """
 
 from __future__ import annotations
@@ -20,10 +22,10 @@ from ..rocm.helpers import SCHED_DS_READ, SCHED_DS_WRITE, SCHED_MFMA, SCHED_VMEM
 def k_pipeline(k_steps: int, load, store, compute):
     """Macro ``run(stage0, stage1, state)`` running the pipeline over ``k_steps`` K tiles.
 
-    The kernel supplies three macros: ``load(state, ko)`` (tile ``ko``: global -> registers; tiles
-    past the end are never requested), ``store(stage, state)`` (registers -> LDS stage) and
-    ``compute(stage, state)`` (the MFMAs of the tile in ``stage``). ``stage0``/``stage1``/``state``
-    are whatever those macros take (tuples of tensors).
+    The kernel supplies three macros: ``load(stage, state, ko)`` (tile ``ko``: global -> the
+    stage's registers; tiles past the end are never requested), ``store(stage, state)`` (the
+    stage's registers -> its LDS) and ``compute(stage, state)`` (the MFMAs of the tile in the
+    stage's LDS). Stages and state are whatever those macros take (tuples of tensors).
     """
     pairs = max(k_steps - 2, 0) // 2  # loop iterations of two steps, all with store and load
     tail = k_steps - 2 * pairs
@@ -33,16 +35,16 @@ def k_pipeline(k_steps: int, load, store, compute):
         if ko + 1 < k_steps:
             store(nxt, state)
         if ko + 2 < k_steps:
-            load(state, ko + 2)
+            load(cur, state, ko + 2)
         compute(cur, state)
         T.rocm.workgroup_barrier()
 
     @T.macro
     def run(stage0, stage1, state):
-        load(state, 0)
+        load(stage0, state, 0)
         store(stage0, state)
         if k_steps > 1:
-            load(state, 1)
+            load(stage1, state, 1)
         T.rocm.workgroup_barrier()
         for kp in T.serial(pairs):
             step(2 * kp, stage0, stage1, state)
@@ -56,22 +58,25 @@ def k_pipeline(k_steps: int, load, store, compute):
     return run
 
 
-def interleave_program(mfmas: int, first_reads: int, lds_reads: int, chunks: int) -> tuple[tuple[int, int], ...]:
-    """Scheduling groups for one K tile: the first K step's LDS reads, then every MFMA followed by
-    one of the remaining LDS reads and one LDS store (then one global load) of the next tiles, so
-    that they issue while the MFMA pipe is busy."""
-    left = {SCHED_DS_READ: lds_reads - first_reads, SCHED_DS_WRITE: chunks, SCHED_VMEM_READ: chunks}
+def interleave_program(mfmas: int, first_reads: int, lds_reads: int, lds_writes: int, global_loads: int,
+                       loads_first: bool = False) -> tuple[tuple[int, int], ...]:
+    """``llvm.amdgcn.sched.group.barrier`` groups for one K tile: the first K step's LDS reads, then
+    every MFMA followed by one of the remaining LDS reads and by the LDS stores, then the global
+    loads (or loads first: for short steps, where the loads need the whole step to land), as many
+    per MFMA as it takes to place them all, so that they issue while the MFMA pipe is busy."""
+    reads = lds_reads - first_reads
+    per_mfma = -(-(lds_writes + global_loads) // mfmas)
+    memory = [SCHED_DS_WRITE] * lds_writes + [SCHED_VMEM_READ] * global_loads
+    if loads_first:
+        memory.reverse()
     program = [(SCHED_DS_READ, first_reads)]
     for _ in range(mfmas):
         program.append((SCHED_MFMA, 1))
-        if left[SCHED_DS_READ]:
+        if reads:
             program.append((SCHED_DS_READ, 1))
-            left[SCHED_DS_READ] -= 1
-        for mask in (SCHED_DS_WRITE, SCHED_VMEM_READ):
-            if left[mask]:
-                program.append((mask, 1))
-                left[mask] -= 1
-                break
+            reads -= 1
+        program += [(mask, 1) for mask in memory[:per_mfma]]
+        del memory[:per_mfma]
     return tuple(program)
 
 
