@@ -122,12 +122,12 @@ def _buffer_helpers() -> list[str]:
     for dtype in BUFFER_LOAD_DTYPES:
         t = llvm_type(dtype)
         w, suffix = ("<4 x i32>", "v4i32") if "x" in dtype else ("i32", "i32")
-        out.append(
-            f"define linkonce_odr {t} @{buffer_load_helper(dtype)}(ptr addrspace(1) %base, i32 %bytes, i32 %voffset, i32 %soffset) {{\n"
-            f"  %n = zext i32 %bytes to i64\n"
-            f"  %rsrc = call ptr addrspace(8) @llvm.amdgcn.make.buffer.rsrc.p8.p1(ptr addrspace(1) %base, i16 0, i64 %n, i32 {BUFFER_RSRC_WORD3})\n"
-            f"  %w = call {w} @llvm.amdgcn.raw.ptr.buffer.load.{suffix}(ptr addrspace(8) %rsrc, i32 %voffset, i32 %soffset, i32 0)\n"
-            + (f"  %r = bitcast {w} %w to {t}\n  ret {t} %r\n}}" if t != w else f"  ret {t} %w\n}}"))
+        rsrc = f"@llvm.amdgcn.make.buffer.rsrc.p8.p1(ptr addrspace(1) %base, i16 0, i64 %n, i32 {BUFFER_RSRC_WORD3})"
+        load = f"@llvm.amdgcn.raw.ptr.buffer.load.{suffix}(ptr addrspace(8) %rsrc, i32 %voffset, i32 %soffset, i32 0)"
+        ret = f"  %r = bitcast {w} %w to {t}\n  ret {t} %r\n" if t != w else f"  ret {t} %w\n"
+        out.append(f"define linkonce_odr {t} @{buffer_load_helper(dtype)}(ptr addrspace(1) %base, i32 %bytes, "
+                   f"i32 %voffset, i32 %soffset) {{\n  %n = zext i32 %bytes to i64\n"
+                   f"  %rsrc = call ptr addrspace(8) {rsrc}\n  %w = call {w} {load}\n{ret}}}")
     return out
 
 

@@ -7,10 +7,10 @@ and reaches the MFMA layout through ``ds_read_tr`` (8/16-bit types; 32/64-bit ty
 transposing load and use per-element LDS reads).
 
 Structure: 256-thread workgroups (4 waves in a 2 x 2 grid over the ``block_m x block_n`` tile);
-a software pipeline over ``block_k`` tiles with two stages (LDS + registers): step ``ko`` stores the
-registers holding tile ``ko + 1`` into their LDS stage, buffer-loads tile ``ko + 2`` into the other
-registers and runs the MFMAs of tile ``ko`` (one barrier per step; ``sched.group.barrier`` groups interleave the
-memory instructions with the MFMAs). LDS rows are padded (``lds_pad`` bytes) so that the 16 lanes
+a software pipeline over ``block_k`` tiles with two stages (LDS + registers): step ``ko`` stores
+the registers holding tile ``ko + 1`` into their LDS stage, buffer-loads tile ``ko + 2`` into the
+other registers and runs the MFMAs of tile ``ko`` (one barrier per step; ``sched.group.barrier``
+groups interleave the memory instructions with the MFMAs). LDS rows are padded (``lds_pad`` bytes) so that the 16 lanes
 of a wide or transposing read hit different banks. Edges: global loads outside the matrices read
 zeros (buffer range check, or clamped element loads); the epilogue stores only inside C.
 docs/gfx950_gemm.md explains the choices.
@@ -25,8 +25,7 @@ from tvm_tirx.script import tirx as T
 from ..isa import CATALOG, lanes
 from ..patterns import register
 from ..patterns.layouts import mfma_fragment
-from ..rocm.helpers import sched_helper
-from .pipeline import chunk_loader, interleave_program, k_pipeline, lds_stage
+from .pipeline import chunk_loader, interleave_program, k_pipeline, lds_stage, schedule_hint
 
 
 def lane_maps(op):
@@ -173,10 +172,9 @@ def gfx950_gemm(M: int, N: int, K: int, dtype: str = "f16", layout: str = "nn", 
     tr = spec.tr if cfg.transpose_loads else None
     use_tr_a, use_tr_b = a_t and tr is not None, (not b_t) and tr is not None
     mfma_name = op.name
-    interleave = cfg.interleave
     a_reads, b_reads = RM * RK * (2 if use_tr_a else 1), RN * RK * (2 if use_tr_b else 1)
-    sched_name = sched_helper(interleave_program(RM * RN * RK, (a_reads + b_reads) // RK, a_reads + b_reads,
-                                                 a_chunks + b_chunks, a_chunks + b_chunks)) if interleave else ""
+    _interleave = schedule_hint(interleave_program(RM * RN * RK, (a_reads + b_reads) // RK, a_reads + b_reads,
+                                                   a_chunks + b_chunks, a_chunks + b_chunks) if cfg.interleave else None)
 
     a_row, a_k, b_col, b_k, acc_row, acc_col = lane_maps(op)
 
@@ -260,15 +258,6 @@ def gfx950_gemm(M: int, N: int, K: int, dtype: str = "f16", layout: str = "nn", 
             SA_[0, (q * 256 + t_) // a_cpr, T.ramp((q * 256 + t_) % a_cpr * vec, 1, vec)] = ga_[T.ramp(q * vec, 1, vec)]
         for q in T.unroll(b_chunks):
             SB_[0, (q * 256 + t_) // b_cpr, T.ramp((q * 256 + t_) % b_cpr * vec, 1, vec)] = gb_[T.ramp(q * vec, 1, vec)]
-
-    if interleave:
-        @T.macro
-        def _interleave():
-            T.evaluate(T.call_extern(sched_name, ty="void"))
-    else:
-        @T.macro
-        def _interleave():
-            T.evaluate(0)
 
     @T.macro
     def _compute(stage, state):

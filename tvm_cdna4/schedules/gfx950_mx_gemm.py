@@ -26,9 +26,8 @@ from ..isa.mfma_table import SCALE_FORMAT_CODES, SCALE_VECTOR_WORDS
 from ..patterns import register
 from ..patterns.layouts import mfma_fragment
 from ..patterns.wave import BUFFER_OOB
-from ..rocm.helpers import sched_helper
 from .gfx950_gemm import lane_maps
-from .pipeline import chunk_loader, interleave_program, k_pipeline, lds_stage
+from .pipeline import chunk_loader, interleave_program, k_pipeline, lds_stage, schedule_hint
 
 MX_FORMATS = {"mxfp8": "fp8", "mxbf8": "bf8", "mxfp6": "fp6", "mxbf6": "bf6", "mxfp4": "fp4"}
 _CODE = {fmt: code for code, fmt in SCALE_FORMAT_CODES.items()}
@@ -141,17 +140,9 @@ def gfx950_mx_gemm(M: int, N: int, K: int, dtype: str = "mxfp8", layout: str = "
                 LS_[0, _scale_slot(q * 256 + t_)] = gs_[2 * q] | gs_[2 * q + 1]
 
     reads = (RM + RN) * -(-W // 4) + 2  # wide data reads per fragment, one scale read per operand
-    sched_name = sched_helper(interleave_program(RM * RN, (RN + 1) * -(-W // 4) + 2, reads, a_chunks + b_chunks + s_rows,
-                                                 a_chunks + b_chunks + 2 * s_rows, loads_first=True)) if cfg.interleave else ""
-
-    if cfg.interleave:
-        @T.macro
-        def _interleave():
-            T.evaluate(T.call_extern(sched_name, ty="void"))
-    else:
-        @T.macro
-        def _interleave():
-            T.evaluate(0)
+    _interleave = schedule_hint(interleave_program(
+        RM * RN, (RN + 1) * -(-W // 4) + 2, reads, a_chunks + b_chunks + s_rows, a_chunks + b_chunks + 2 * s_rows,
+        loads_first=True) if cfg.interleave else None)
 
     @T.macro
     def _compute(stage, state):

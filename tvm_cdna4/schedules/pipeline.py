@@ -16,7 +16,7 @@ import math
 
 from tvm_tirx.script import tirx as T
 
-from ..rocm.helpers import SCHED_DS_READ, SCHED_DS_WRITE, SCHED_MFMA, SCHED_VMEM_READ
+from ..rocm.helpers import SCHED_DS_READ, SCHED_DS_WRITE, SCHED_MFMA, SCHED_VMEM_READ, sched_helper
 
 
 def k_pipeline(k_steps: int, load, store, compute):
@@ -78,6 +78,22 @@ def interleave_program(mfmas: int, first_reads: int, lds_reads: int, lds_writes:
         program += [(mask, 1) for mask in memory[:per_mfma]]
         del memory[:per_mfma]
     return tuple(program)
+
+
+def schedule_hint(program: tuple[tuple[int, int], ...] | None):
+    """Macro that places ``program`` (``interleave_program``) in the current loop body; a no-op
+    for None."""
+    if program is None:
+        @T.macro
+        def hint():
+            T.evaluate(0)
+    else:
+        name = sched_helper(program)
+
+        @T.macro
+        def hint():
+            T.evaluate(T.call_extern(name, ty="void"))
+    return hint
 
 
 def lds_stage(shape: tuple[int, ...], dtype: str):
