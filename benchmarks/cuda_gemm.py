@@ -53,7 +53,7 @@ def _sched():
 VALIDATE_SHAPES = [(1, 1, 1), (17, 33, 40), (255, 257, 100), (128, 128, 32), (1000, 1000, 1000), (384, 512, 264)]
 OUT_SHAPES = [(255, 257, 100), (1000, 1000, 1000)]  # extra f16/bf16-output checks
 
-_BASE = dict(mma_order="row", sync_after_mma=False, split_loads=False, precompute=False)  # v1
+_BASE = dict(mma_order="row", sync_after_mma=False, split_loads=False, precompute=False, unroll_stages=False)  # v1
 
 
 def _tile(bm, bn, bk, wm, wn, st, **kw):
@@ -73,6 +73,7 @@ CONFIGS = {
     # ablations against the first measured version (v1 = _BASE), on the 128x256x64 4-stage tile
     "128x256x64_w2x4_s4_v1": _tile(128, 256, 64, 2, 4, 4, **_BASE),
     "128x256x64_w2x4_s4_noprecompute": _tile(128, 256, 64, 2, 4, 4, precompute=False),
+    "128x256x64_w2x4_s4_nounroll": _tile(128, 256, 64, 2, 4, 4, unroll_stages=False),
     "128x256x64_w2x4_s4_row": _tile(128, 256, 64, 2, 4, 4, mma_order="row"),
     "128x256x64_w2x4_s4_syncfirst": _tile(128, 256, 64, 2, 4, 4, sync_after_mma=False),
     "128x256x64_w2x4_s4_nosplit": _tile(128, 256, 64, 2, 4, 4, split_loads=False),

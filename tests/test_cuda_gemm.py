@@ -163,6 +163,8 @@ def test_default_big_tile_compiles():
     src = cuda_source(build(4096, 4096, 4096, "f16", "nt", "f32", arch="sm_80"))
     assert src.count("mma.sync.aligned.m16n8k16") >= 1
     assert "__launch_bounds__(256)" in src
+    # k-loop unrolled by the 4 stages: 16 iterations, no runtime stage index
+    assert "ko < 16" in src and "kt & 3" not in src
 
 
 def test_primfunc_is_returned():

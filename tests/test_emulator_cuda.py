@@ -248,6 +248,19 @@ def test_cuda_gemm_exact_on_small_integers(layout, M, N, K, dt, ot, uninit):
     assert xc.first_difference(c, want) is None, xc.first_difference(c, want)
 
 
+def test_cuda_gemm_unrolled_k_loop_exact():
+    # K long enough (8 k-tiles >= 2 x 3 stages) for the stage-unrolled k-loop and its static tail;
+    # transposed A and a masked K edge
+    M, N, K, layout = 72, 64, 250, "tn"
+    rng = np.random.default_rng(7)
+    sa, sb = operand_shapes(M, N, K, layout)
+    a, b = xc._ints(rng, sa, np.float16), xc._ints(rng, sb, np.float16)
+    c = np.full((M, N), np.nan, np.float32)
+    emulate(cuda_gemm(M, N, K, "f16", layout, "f32", SMALL), a, b, c, target="sm80")
+    want = runner.reference(a, b, layout).astype(np.float32)
+    assert xc.first_difference(c, want) is None, xc.first_difference(c, want)
+
+
 def test_cuda_gemm_random_data_within_tolerance():
     M, N, K, layout = 100, 70, 96, "nt"
     rng = np.random.default_rng(0)

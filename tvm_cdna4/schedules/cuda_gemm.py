@@ -11,7 +11,8 @@ Every hardware instruction of the main loop is issued through ``T.cuda.tile.appl
 
 * global -> shared: ``cp.async.cg.shared.global`` 16 B chunks (``cp.async.ca`` 8/4 B when the
   leading dimension is not a multiple of 8 elements), zero-filled with ``src_size`` at the edges;
-  a multistage pipeline (``commit_group`` / ``wait_group``) of ``config.stages`` tiles;
+  a multistage pipeline (``commit_group`` / ``wait_group``) of ``config.stages`` tiles, the k-loop
+  unrolled by the stage count so that every shared-memory stage offset is an immediate;
 * shared -> registers: ``ldmatrix.sync.aligned.m8n8.x4[.trans].shared.b16`` from XOR-swizzled
   shared tiles (``ComposeLayout``), so every ldmatrix phase and every cp.async store is
   bank-conflict free; fragments are double-buffered in registers;
@@ -47,6 +48,7 @@ class GemmConfig:
     sync_after_mma: bool = True  # barrier after the k-step's mma issue instead of before it
     split_loads: bool = True  # spread a stage's cp.async over the k-steps (A, then B)
     precompute: bool = True  # per-thread swizzled addresses hoisted out of the k-loop (see docs)
+    unroll_stages: bool = True  # k-loop unrolled by `stages` (constant stage offsets) when K is long
 
     @property
     def threads(self) -> int:
@@ -549,6 +551,10 @@ def cuda_gemm(
                 sv1[rr, cc] = T.if_then_else(ok, G[T.min(row0 + rr, op.grows - 1), T.min(col0 + cc, op.gcols - 1)], T.cast(0, dt))
 
     split = cfg.split_loads and KI >= 3  # B must still go out before the commit at k-step KI-2
+    unrolled = cfg.unroll_stages and KT >= 2 * STAGES  # short K loops gain nothing from it
+
+    def may_load(kt):  # False for the static tail k-tiles, whose loads would all be past K
+        return not isinstance(kt, int) or kt + STAGES - 1 < KT
 
     @T.macro
     def load_a(A, SMH, stage, kt, m0):
@@ -631,20 +637,20 @@ def cuda_gemm(
     def kstep(A, B, SMH, SMW, acc, af, bf, kt, rs, kk, m0, n0, a_base, b_base):
         # fragments of the next k-step (of the next stage after the last k-step)
         if I.constexpr(kk == KI - 1):
-            load_frags(SMW, af, bf, (kk + 1) % 2, (kt + 1) % STAGES, 0, a_base, b_base)
+            load_frags(SMW, af, bf, (kk + 1) % 2, (rs + 1) % STAGES, 0, a_base, b_base)
         else:
             load_frags(SMW, af, bf, (kk + 1) % 2, rs, kk + 1, a_base, b_base)
         # cp.async of tile kt+STAGES-1 into the stage every warp finished reading before the
         # previous barrier; A and B go out in different k-steps when there are enough of them
-        if I.constexpr(kk == 0):
+        if I.constexpr(kk == 0 and may_load(kt)):
             if kt + STAGES - 1 < KT:
                 if I.constexpr(split):
-                    load_a(A, SMH, (kt + STAGES - 1) % STAGES, kt + STAGES - 1, m0)
+                    load_a(A, SMH, (rs + STAGES - 1) % STAGES, kt + STAGES - 1, m0)
                 else:
-                    load_stage(A, B, SMH, (kt + STAGES - 1) % STAGES, kt + STAGES - 1, m0, n0)
-        if I.constexpr(split and kk == 1):
+                    load_stage(A, B, SMH, (rs + STAGES - 1) % STAGES, kt + STAGES - 1, m0, n0)
+        if I.constexpr(split and kk == 1 and may_load(kt)):
             if kt + STAGES - 1 < KT:
-                load_b(B, SMH, (kt + STAGES - 1) % STAGES, kt + STAGES - 1, n0)
+                load_b(B, SMH, (rs + STAGES - 1) % STAGES, kt + STAGES - 1, n0)
         if I.constexpr(kk == KI - 2 and not cfg.sync_after_mma):
             T.ptx["cp.async.commit_group"]()
             T.ptx["cp.async.wait_group"](STAGES - 2)
@@ -695,9 +701,22 @@ def cuda_gemm(
         T.cuda.cta_sync()
         load_frags(SMW, af, bf, 0, 0, 0, a_base, b_base)
 
-        for kt in range(KT):
-            rs = kt % STAGES
-            _ = [kstep(A, B, SMH, SMW, acc, af, bf, kt, rs, kk, m0, n0, a_base, b_base) for kk in range(KI)]
+        if I.constexpr(unrolled):
+            # unrolled by the stage count: every shared-memory stage offset is a constant
+            for ko in range(KT // STAGES):
+                _ = [
+                    kstep(A, B, SMH, SMW, acc, af, bf, ko * STAGES + s, s, kk, m0, n0, a_base, b_base)
+                    for s in range(STAGES)
+                    for kk in range(KI)
+                ]
+            _ = [
+                kstep(A, B, SMH, SMW, acc, af, bf, KT - KT % STAGES + s, s, kk, m0, n0, a_base, b_base)
+                for s in range(KT % STAGES)
+                for kk in range(KI)
+            ]
+        else:
+            for kt in range(KT):
+                _ = [kstep(A, B, SMH, SMW, acc, af, bf, kt, kt % STAGES, kk, m0, n0, a_base, b_base) for kk in range(KI)]
         T.ptx["cp.async.wait_group"](0)
 
         # epilogue
