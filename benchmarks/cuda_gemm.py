@@ -70,6 +70,12 @@ CONFIGS = {
     "256x128x32_w4x2_s4": _tile(256, 128, 32, 4, 2, 4),
     "128x128x32_w2x2_s4": _tile(128, 128, 32, 2, 2, 4),
     "128x128x64_w2x2_s3": _tile(128, 128, 64, 2, 2, 3),
+    # 16 warps of 64x32 (32x64) warp tiles: 4 warps per scheduler at <= 128 registers (8-32 B of
+    # spills); measured 252-283 TFLOP/s against 447 for the default (RESULTS.md, 2026-11-30)
+    "256x128x32_w4x4_s4": _tile(256, 128, 32, 4, 4, 4),
+    "256x128x32_w4x4_s3": _tile(256, 128, 32, 4, 4, 3),
+    "128x256x32_w4x4_s4": _tile(128, 256, 32, 4, 4, 4),
+    "256x128x64_w4x4_s3": _tile(256, 128, 64, 4, 4, 3),
     # ablations against the first measured version (v1 = _BASE), on the 128x256x64 4-stage tile
     "128x256x64_w2x4_s4_v1": _tile(128, 256, 64, 2, 4, 4, **_BASE),
     "128x256x64_w2x4_s4_noprecompute": _tile(128, 256, 64, 2, 4, 4, precompute=False),
