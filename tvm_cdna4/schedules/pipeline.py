@@ -1,4 +1,4 @@
-"""The K-tile software pipeline of the gfx950 GEMMs: two LDS stages, one tile in flight in registers.
+"""The K-tile software pipeline of the gfx950 GEMMs: two stages of LDS plus registers.
 
 Each of the two stages is an LDS buffer plus a register set; tile ``j`` lives in stage ``j % 2``.
 Step ``ko`` (of ``k_steps``): store the registers holding tile ``ko + 1`` into their stage's LDS,
@@ -16,6 +16,7 @@ import math
 
 from tvm_tirx.script import tirx as T
 
+from ..patterns.wave import BUFFER_OOB
 from ..rocm.helpers import SCHED_DS_READ, SCHED_DS_WRITE, SCHED_MFMA, SCHED_VMEM_READ, sched_helper
 
 
@@ -123,8 +124,6 @@ def chunk_loader(dtype: str, vec: int, lim: tuple[int, int], cpr: int, k_rows: b
     per-thread offset is loop-invariant, the K step goes into the wave-uniform ``soffset``, and a
     chunk outside the matrix gets the out-of-range offset (zeros). Otherwise clamped element loads.
     """
-    from ..patterns.wave import BUFFER_OOB
-
     esize = 16 // vec
     nbytes = total_elems * esize
 
