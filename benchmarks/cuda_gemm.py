@@ -236,42 +236,47 @@ from tvm_tirx.script import tirx as T
 from tvm_tirx.backend.cuda.axis import laneid
 from tvm_tirx.tirx.layout import S, TileLayout
 
-def ceiling_kernel(blocks, iters, dtype):
+def ceiling_kernel(blocks, iters, dtype, mt=2, nt=4):
     ab = "f16" if dtype == "float16" else "bf16"
     op = f"mma.sync.aligned.m16n8k16.row.col.f32.{ab}.{ab}.f32"
-    acc_l = TileLayout(S[(2, 4, 2, 8, 4, 2) : (16, 4, 2, 4 @ laneid, 1 @ laneid, 1)])
-    a_l = TileLayout(S[(2, 2, 8, 2, 4) : (4, 1, 4 @ laneid, 2, 1 @ laneid)])
-    b_l = TileLayout(S[(4, 8, 2, 4) : (2, 4 @ laneid, 1, 1 @ laneid)])
+    # mt x nt independent m16n8 accumulators per warp; A: mt 16x16 tiles, B: nt 16x8 tiles
+    acc_l = TileLayout(S[(mt, nt, 2, 8, 4, 2) : (4 * nt, 4, 2, 4 @ laneid, 1 @ laneid, 1)])
+    a_l = TileLayout(S[(mt, 2, 8, 2, 4) : (4, 1, 4 @ laneid, 2, 1 @ laneid)])
+    b_l = TileLayout(S[(nt, 8, 2, 4) : (2, 4 @ laneid, 1, 1 @ laneid)])
+    na, nb, nd = 4 * mt, 2 * nt, 4 * mt * nt
 
     @T.function
-    def main(X: T.Tensor((blocks * 256, 8), "int32"), Y: T.Tensor((blocks * 256, 32), "float32")):
+    def main(X: T.Tensor((blocks * 256, 8), "int32"), Y: T.Tensor((blocks * 256, nd), "float32")):
         T.device_entry(launch=T.cuda.LaunchConfig(grid=blocks, block=256))
         tid = T.cuda.thread_idx("x")
         g = T.cuda.block_idx("x") * 256 + tid
-        acc = T.alloc_tensor(ty_args=[T.Tensor((32,), "float32", scope="local", layout="default")])
-        af = T.alloc_tensor(ty_args=[T.Tensor((8,), "uint32", scope="local", layout="default")])
-        bf = T.alloc_tensor(ty_args=[T.Tensor((8,), "uint32", scope="local", layout="default")])
-        for i in T.unroll(32):
+        acc = T.alloc_tensor(ty_args=[T.Tensor((nd,), "float32", scope="local", layout="default")])
+        af = T.alloc_tensor(ty_args=[T.Tensor((na,), "uint32", scope="local", layout="default")])
+        bf = T.alloc_tensor(ty_args=[T.Tensor((nb,), "uint32", scope="local", layout="default")])
+        for i in T.unroll(nd):
             acc[i] = T.float32(0)
-        for i in T.unroll(8):
-            af[i] = T.cast(X[g, i], "uint32")
-            bf[i] = T.cast(X[g, 7 - i], "uint32")
-        d = T.decl_tensor(acc.ptr_to([0]), ty_args=[T.Tensor((2, 4, 16, 8), "float32", scope="local", layout=acc_l)])
-        a = T.decl_tensor(af.ptr_to([0]), ty_args=[T.Tensor((2, 1, 16, 8), "uint32", scope="local", layout=a_l)])
-        b = T.decl_tensor(bf.ptr_to([0]), ty_args=[T.Tensor((4, 1, 8, 8), "uint32", scope="local", layout=b_l)])
+        for i in T.unroll(na):
+            af[i] = T.cast(X[g, i % 8], "uint32")
+        for i in T.unroll(nb):
+            bf[i] = T.cast(X[g, 7 - i % 8], "uint32")
+        d = T.decl_tensor(acc.ptr_to([0]), ty_args=[T.Tensor((mt, nt, 16, 8), "float32", scope="local", layout=acc_l)])
+        a = T.decl_tensor(af.ptr_to([0]), ty_args=[T.Tensor((mt, 1, 16, 8), "uint32", scope="local", layout=a_l)])
+        b = T.decl_tensor(bf.ptr_to([0]), ty_args=[T.Tensor((nt, 1, 8, 8), "uint32", scope="local", layout=b_l)])
         for it in range(iters):
             for u in T.unroll(4):
                 T.cuda.tile.apply(T.ptx[op], d, a, b, d, scope="warp")
-        for i in T.unroll(32):
+        for i in T.unroll(nd):
             Y[g, i] = acc[i]
 
     return main
 '''
 
 
-def mma_ceiling(log, workdir, arch, dtype="f16"):
-    """mma.sync m16n8k16 issue ceiling: 8 independent accumulators per warp, 8 warps per block,
-    registers only (no shared/global traffic in the loop). Timed like the GEMMs."""
+def mma_ceiling(log, workdir, arch, dtype="f16", blocks_per_sm=4, mt=2, nt=4):
+    """mma.sync m16n8k16 issue ceiling: ``mt * nt`` independent accumulators per warp, 8 warps per
+    block, ``blocks_per_sm`` blocks per SM, registers only (no shared/global traffic in the loop).
+    Timed like the GEMMs. Defaults: 32 warps per SM, 8 accumulators; the GEMM's own occupancy and
+    ILP is ``blocks_per_sm=1, mt=4, nt=8``."""
     import torch
     import tvm_ffi
     import tvm_tirx
@@ -284,22 +289,23 @@ def mma_ceiling(log, workdir, arch, dtype="f16"):
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     _, runner = _sched()
-    blocks, iters = 132 * 4, 4096
-    f = mod.ceiling_kernel(blocks, iters, "float16" if dtype == "f16" else "bfloat16")
+    blocks, iters = 132 * blocks_per_sm, 4096 * 8 // (mt * nt)
+    f = mod.ceiling_kernel(blocks, iters, "float16" if dtype == "f16" else "bfloat16", mt, nt)
     exe = tvm_tirx.tirx.compile(f, target=Target({"kind": "cuda", "arch": arch}), pipeline="tirx")
-    so = os.path.join(workdir, "mma_ceiling.so")
+    so = os.path.join(workdir, f"mma_ceiling_{blocks_per_sm}_{mt}x{nt}.so")
     exe.export_library(so)
     fn = tvm_ffi.load_module(so)["main"]
     x = torch.randint(0, 2**15, (blocks * 256, 8), dtype=torch.int32, device="cuda")
-    y = torch.empty((blocks * 256, 32), dtype=torch.float32, device="cuda")
+    y = torch.empty((blocks * 256, 4 * mt * nt), dtype=torch.float32, device="cuda")
     ax, ay = tvm_ffi.from_dlpack(x), tvm_ffi.from_dlpack(y)
     call = lambda: fn(ax, ay)  # noqa: E731
     call()
     torch.cuda.synchronize()
     ms = runner.bench_ms(call)
-    flops = blocks * 8 * iters * 4 * 8 * 2 * 16 * 8 * 16
+    flops = blocks * 8 * iters * 4 * mt * nt * 2 * 16 * 8 * 16
     tf = flops / (ms * 1e-3) / 1e12
-    log(f"ceiling mma.sync m16n8k16 {dtype} register-only: {ms:.3f} ms {tf:.1f} TFLOP/s")
+    log(f"ceiling mma.sync m16n8k16 {dtype} register-only, {8 * blocks_per_sm} warps/SM, {mt * nt} accumulators/warp: "
+        f"{ms:.3f} ms {tf:.1f} TFLOP/s")
     return tf
 
 
@@ -533,6 +539,8 @@ def main(argv=None):
     p.add_argument("--bench", action="store_true")
     p.add_argument("--profile", action="store_true", help="only launch each --configs kernel once (run under ncu)")
     p.add_argument("--ceiling", action="store_true", help="time a register-only mma.sync loop (same clocks)")
+    p.add_argument("--ceiling-occupancy", action="store_true",
+                   help="also time it at the GEMM's occupancy and ILP (8 warps/SM, 32 accumulators/warp)")
     p.add_argument("--sizes", default="4096,8192")
     p.add_argument("--dtypes", default="f16")
     p.add_argument("--layouts", default="nt")
@@ -579,6 +587,8 @@ def main(argv=None):
         status |= fails > 0
     if args.ceiling:
         summary["ceiling_tflops"] = mma_ceiling(log, workdir, arch)
+    if args.ceiling_occupancy:
+        summary["ceiling_gemm_occupancy_tflops"] = mma_ceiling(log, workdir, arch, blocks_per_sm=1, mt=4, nt=8)
     if args.profile:
         profile(args, log, workdir, arch)
     if args.bench:
