@@ -469,6 +469,24 @@ def cuda_gemm(
         return ((kt * BK if op.trans else brow) + r0, (bcol if op.trans else kt * BK) + c0, r0, c0)
 
     @T.macro
+    def store_tiles(st_op, dst, src, row_t, col_t):
+        """Epilogue store of the (MI, NI, 2 row halves, *) accumulator tiles, each row half
+        predicated on being inside C when the tile can cross its edge."""
+        if I.constexpr(need_out_mask):
+            for mi in T.unroll(MI):
+                for ni in T.unroll(NI):
+                    for rh in T.unroll(2):
+                        T.cuda.tile.apply(
+                            T.ptx[st_op],
+                            dst[mi : mi + 1, ni : ni + 1, rh : rh + 1, :],
+                            src[mi : mi + 1, ni : ni + 1, rh : rh + 1, :],
+                            scope="thread",
+                            pred=T.and_(row_t + mi * 16 + rh * 8 < M, col_t + ni * 8 < N),
+                        )
+        else:
+            T.cuda.tile.apply(T.ptx[st_op], dst, src, scope="thread")
+
+    @T.macro
     def cp_one(op, sv, gv, r, grow, gcol):
         ok = T.and_(grow + fast_cp[op.name]["drow"][r] < op.grows, gcol + fast_cp[op.name]["dcol"][r] < op.gcols)
         T.cuda.tile.apply(
@@ -726,38 +744,14 @@ def cuda_gemm(
         if I.constexpr(out_vec == 2):
             cview = T.decl_tensor(C.ptr_to([row_t, col_t]), ty_args=[T.Tensor((MI, NI, 2, 2), ot, layout=out_thread, align=out_align)])
             if I.constexpr(ot == "float32"):
-                if I.constexpr(need_out_mask):
-                    for mi in T.unroll(MI):
-                        for ni in T.unroll(NI):
-                            for rh in T.unroll(2):
-                                T.cuda.tile.apply(
-                                    T.ptx["st.global.v2.f32"],
-                                    cview[mi : mi + 1, ni : ni + 1, rh : rh + 1, :],
-                                    accv[mi : mi + 1, ni : ni + 1, rh : rh + 1, :],
-                                    scope="thread",
-                                    pred=T.and_(row_t + mi * 16 + rh * 8 < M, col_t + ni * 8 < N),
-                                )
-                else:
-                    T.cuda.tile.apply(T.ptx["st.global.v2.f32"], cview, accv, scope="thread")
+                store_tiles("st.global.v2.f32", cview, accv, row_t, col_t)
             else:
                 packed = T.alloc_tensor(ty_args=[T.Tensor((MI * NI * 2,), "uint32", scope="local", layout="default")])
                 pv = T.decl_tensor(packed.ptr_to([0]), ty_args=[T.Tensor((MI, NI, 2, 1), "uint32", scope="local", layout=pack_thread)])
                 # cvt.rn.{f16,bf16}x2.f32 d, hi, lo: column c2=1 goes to the high half
                 T.cuda.tile.apply(T.ptx[cvt_op], pv, accv[:, :, :, 1:2], accv[:, :, :, 0:1], scope="thread")
                 cw = T.decl_tensor(C.ptr_to([row_t, col_t]), ty_args=[T.Tensor((MI, NI, 2, 1), "uint32", layout=TileLayout(S[(MI, NI, 2, 1) : (8 * N, 4, 4 * N, 1)]), align=4)])
-                if I.constexpr(need_out_mask):
-                    for mi in T.unroll(MI):
-                        for ni in T.unroll(NI):
-                            for rh in T.unroll(2):
-                                T.cuda.tile.apply(
-                                    T.ptx["st.global.b32"],
-                                    cw[mi : mi + 1, ni : ni + 1, rh : rh + 1, :],
-                                    pv[mi : mi + 1, ni : ni + 1, rh : rh + 1, :],
-                                    scope="thread",
-                                    pred=T.and_(row_t + mi * 16 + rh * 8 < M, col_t + ni * 8 < N),
-                                )
-                else:
-                    T.cuda.tile.apply(T.ptx["st.global.b32"], cw, pv, scope="thread")
+                store_tiles("st.global.b32", cw, pv, row_t, col_t)
         else:
             # odd N: rows are not 4/8-byte aligned; scalar stores
             for mi in T.unroll(MI):

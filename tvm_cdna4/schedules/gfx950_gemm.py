@@ -189,45 +189,35 @@ def gfx950_gemm(M: int, N: int, K: int, dtype: str = "f16", layout: str = "nn", 
             return T.reinterpret(T.cast(rounded, "uint16"), ty="int16")
         return T.cast(value, out) if out != acc else value
 
-    if a_t and use_tr_a:
-        @T.macro
-        def _frag_a(regs, lds, buf, mi, kk, wm, lane):
-            Av = T.decl_tensor(regs.ptr_to([(mi * RK + kk) * E]), ty_args=[T.Tensor((1, op.m, op.k), elem, scope="local", layout=la1)])
-            T.rocm.tile.apply(T.amdgcn[tr], Av, lds[buf : buf + 1, kk * op.k : kk * op.k + op.k, wm + mi * op.m : wm + mi * op.m + op.m],
-                              scope="wave", mfma=mfma_name, operand="A")
-    elif a_t:
-        @T.macro
-        def _frag_a(regs, lds, buf, mi, kk, wm, lane):
-            for e in T.unroll(E):
-                regs[(mi * RK + kk) * E + e] = lds[buf, kk * op.k + a_k(lane) + e, wm + mi * op.m + a_row(lane)]
-    elif E == 1:
-        @T.macro
-        def _frag_a(regs, lds, buf, mi, kk, wm, lane):
-            regs[(mi * RK + kk) * E] = lds[buf, wm + mi * op.m + a_row(lane), kk * op.k + a_k(lane)]
-    else:
-        @T.macro
-        def _frag_a(regs, lds, buf, mi, kk, wm, lane):
-            regs[T.ramp((mi * RK + kk) * E, 1, E)] = lds[buf, wm + mi * op.m + a_row(lane), T.ramp(kk * op.k + a_k(lane), 1, E)]
+    def _frag_loader(operand, mn_contiguous, transposing, mn_of, k_of, atom_layout):
+        """Macro ``frag(regs, lds, buf, i, kk, w0, lane)``: MFMA fragment ``i`` of K step ``kk`` of
+        ``operand`` from an LDS stage (the wave's tile starts at ``w0`` along M or N) into
+        ``regs``: ds_read_tr where its M/N is contiguous in LDS and a transposing load exists,
+        per-element reads where not, one wide read where K is contiguous."""
+        ext = op.m if operand == "A" else op.n
+        if transposing:
+            @T.macro
+            def frag(regs, lds, buf, i, kk, w0, lane):
+                V = T.decl_tensor(regs.ptr_to([(i * RK + kk) * E]), ty_args=[T.Tensor((1, ext, op.k), elem, scope="local", layout=atom_layout)])
+                T.rocm.tile.apply(T.amdgcn[tr], V, lds[buf : buf + 1, kk * op.k : kk * op.k + op.k, w0 + i * ext : w0 + i * ext + ext],
+                                  scope="wave", mfma=mfma_name, operand=operand)
+        elif mn_contiguous:
+            @T.macro
+            def frag(regs, lds, buf, i, kk, w0, lane):
+                for e in T.unroll(E):
+                    regs[(i * RK + kk) * E + e] = lds[buf, kk * op.k + k_of(lane) + e, w0 + i * ext + mn_of(lane)]
+        elif E == 1:
+            @T.macro
+            def frag(regs, lds, buf, i, kk, w0, lane):
+                regs[(i * RK + kk) * E] = lds[buf, w0 + i * ext + mn_of(lane), kk * op.k + k_of(lane)]
+        else:
+            @T.macro
+            def frag(regs, lds, buf, i, kk, w0, lane):
+                regs[T.ramp((i * RK + kk) * E, 1, E)] = lds[buf, w0 + i * ext + mn_of(lane), T.ramp(kk * op.k + k_of(lane), 1, E)]
+        return frag
 
-    if not b_t and use_tr_b:
-        @T.macro
-        def _frag_b(regs, lds, buf, ni, kk, wn, lane):
-            Bv = T.decl_tensor(regs.ptr_to([(ni * RK + kk) * E]), ty_args=[T.Tensor((1, op.n, op.k), elem, scope="local", layout=lb1)])
-            T.rocm.tile.apply(T.amdgcn[tr], Bv, lds[buf : buf + 1, kk * op.k : kk * op.k + op.k, wn + ni * op.n : wn + ni * op.n + op.n],
-                              scope="wave", mfma=mfma_name, operand="B")
-    elif not b_t:
-        @T.macro
-        def _frag_b(regs, lds, buf, ni, kk, wn, lane):
-            for e in T.unroll(E):
-                regs[(ni * RK + kk) * E + e] = lds[buf, kk * op.k + b_k(lane) + e, wn + ni * op.n + b_col(lane)]
-    elif E == 1:
-        @T.macro
-        def _frag_b(regs, lds, buf, ni, kk, wn, lane):
-            regs[(ni * RK + kk) * E] = lds[buf, wn + ni * op.n + b_col(lane), kk * op.k + b_k(lane)]
-    else:
-        @T.macro
-        def _frag_b(regs, lds, buf, ni, kk, wn, lane):
-            regs[T.ramp((ni * RK + kk) * E, 1, E)] = lds[buf, wn + ni * op.n + b_col(lane), T.ramp(kk * op.k + b_k(lane), 1, E)]
+    _frag_a = _frag_loader("A", a_t, use_tr_a, a_row, a_k, la1)
+    _frag_b = _frag_loader("B", not b_t, use_tr_b, b_col, b_k, lb1)
 
     @T.macro
     def _store_c(dst, bz, row, col, value):

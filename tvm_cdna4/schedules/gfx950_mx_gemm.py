@@ -27,7 +27,7 @@ from ..patterns import register
 from ..patterns.layouts import mfma_fragment
 from ..patterns.wave import BUFFER_OOB
 from .gfx950_gemm import lane_maps
-from .pipeline import chunk_loader, interleave_program, k_pipeline, lds_stage, schedule_hint
+from .pipeline import chunk_loader, guarded_load, interleave_program, k_pipeline, lds_stage, schedule_hint
 
 MX_FORMATS = {"mxfp8": "fp8", "mxbf8": "bf8", "mxfp6": "fp6", "mxbf6": "bf6", "mxfp4": "fp4"}
 _CODE = {fmt: code for code, fmt in SCALE_FORMAT_CODES.items()}
@@ -90,17 +90,18 @@ def gfx950_mx_gemm(M: int, N: int, K: int, dtype: str = "mxfp8", layout: str = "
     def _scale_words(SA_, SB_, m0_, n0_, row, ko):
         """The four scales of tile ``ko`` of scale row ``row`` (A rows first, then B rows) as
         (word from A, word from B), the other one zero; they are ORed when stored to LDS, a step
-        later, so that no instruction waits for the loads right after issuing them."""
-        a_ok = T.And(row < BM, m0_ + row < M)
-        b_ok = T.And(T.And(row >= BM, row < BM + BN), n0_ + row - BM < N)
+        later, so that no instruction waits for the loads right after issuing them. ``SA_`` and
+        ``SB_`` are flat views of the scale matrices."""
         if word_scales:  # two buffer loads; the one for the other operand is out of range (zero)
+            a_ok = T.And(row < BM, m0_ + row < M)
+            b_ok = T.And(T.And(row >= BM, row < BM + BN), n0_ + row - BM < N)
             return (T.rocm.buffer_load(SA_.data, M * kb, T.if_then_else(a_ok, (m0_ + row) * kb, BUFFER_OOB), ko * 4, "uint32"),
                     T.rocm.buffer_load(SB_.data, N * kb, T.if_then_else(b_ok, (n0_ + row - BM) * kb, BUFFER_OOB), ko * 4, "uint32"))
         word = T.uint32(0)
         for e in range(4):
-            c = T.min(ko * 4 + e, kb - 1)
-            byte = T.if_then_else(T.And(a_ok, ko * 4 + e < kb), SA_[T.min(m0_ + row, M - 1), c],
-                                  T.if_then_else(T.And(b_ok, ko * 4 + e < kb), SB_[T.min(n0_ + row - BM, N - 1), c], T.uint8(0)))
+            a = guarded_load(SA_, 0, m0_ + row, ko * 4 + e, (M, kb), "uint8")
+            b = guarded_load(SB_, 0, n0_ + T.max(row - BM, 0), ko * 4 + e, (N, kb), "uint8")
+            byte = T.if_then_else(row < BM, a, T.if_then_else(row < BM + BN, b, T.uint8(0)))
             word = word | (T.cast(byte, "uint32") << T.uint32(8 * e))
         return word, T.uint32(0)
 
@@ -118,12 +119,14 @@ def gfx950_mx_gemm(M: int, N: int, K: int, dtype: str = "mxfp8", layout: str = "
         A_, B_, SA_, SB_, ra_, rb_, rs_, Af_, Bf_, Sa_, Sb_, Df_, m0_, n0_, wm_, wn_, t_ = state
         Ag_ = T.decl_tensor(A_.data, ty_args=[T.Tensor((M * kw,), "uint32")])
         Bg_ = T.decl_tensor(B_.data, ty_args=[T.Tensor((N * kw,), "uint32")])
+        SAg_ = T.decl_tensor(SA_.data, ty_args=[T.Tensor((M * kb,), "uint8")])
+        SBg_ = T.decl_tensor(SB_.data, ty_args=[T.Tensor((N * kb,), "uint8")])
         for q in T.unroll(a_chunks):
             _chunk_a(ga_, A_, Ag_, 0, m0_, t_, q, ko * bkw)
         for q in T.unroll(b_chunks):
             _chunk_b(gb_, B_, Bg_, 0, n0_, t_, q, ko * bkw)
         for q in T.unroll(s_rows):
-            wa, wb = _scale_words(SA_, SB_, m0_, n0_, q * 256 + t_, ko)
+            wa, wb = _scale_words(SAg_, SBg_, m0_, n0_, q * 256 + t_, ko)
             gs_[2 * q] = wa
             gs_[2 * q + 1] = wb
 

@@ -147,7 +147,7 @@ def chunk_loader(dtype: str, vec: int, lim: tuple[int, int], cpr: int, k_rows: b
     else:
         @T.macro
         def chunk(regs, X, Xg, bz, tile0, t, q, k0):
+            row, col = coords(t, q, tile0, k0)
             for e in T.unroll(vec):
-                regs[q * vec + e] = guarded_load(Xg, bz * batch_elems, coords(t, q, tile0, k0)[0],
-                                                 coords(t, q, tile0, k0)[1] + e, lim, dtype)
+                regs[q * vec + e] = guarded_load(Xg, bz * batch_elems, row, col + e, lim, dtype)
     return chunk
