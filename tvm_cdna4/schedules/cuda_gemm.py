@@ -101,22 +101,22 @@ def default_config(dtype: str = "f16", M: int | None = None, N: int | None = Non
     return cfg
 
 
-def _short_dtype(dtype: str) -> str:
-    inv = {v: k for k, v in DTYPES.items()}
-    if dtype in DTYPES:
+def _short_name(dtype: str, table: dict, what: str) -> str:
+    """``table``'s short name for ``dtype`` given as a short name or a TIR dtype."""
+    if dtype in table:
         return dtype
-    if dtype in inv:
-        return inv[dtype]
-    raise ValueError(f"unsupported input dtype {dtype!r}; use one of {sorted(DTYPES)}")
+    for short, tir in table.items():
+        if tir == dtype:
+            return short
+    raise ValueError(f"unsupported {what} dtype {dtype!r}; use one of {sorted(table)}")
+
+
+def _short_dtype(dtype: str) -> str:
+    return _short_name(dtype, DTYPES, "input")
 
 
 def _short_out(dtype: str) -> str:
-    inv = {v: k for k, v in OUT_DTYPES.items()}
-    if dtype in OUT_DTYPES:
-        return dtype
-    if dtype in inv:
-        return inv[dtype]
-    raise ValueError(f"unsupported output dtype {dtype!r}; use one of {sorted(OUT_DTYPES)}")
+    return _short_name(dtype, OUT_DTYPES, "output")
 
 
 def operand_shapes(M: int, N: int, K: int, layout: str) -> tuple[tuple[int, int], tuple[int, int]]:
