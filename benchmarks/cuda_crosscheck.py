@@ -29,7 +29,7 @@ import os
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -256,6 +256,8 @@ def build_cases(quick: bool = False) -> list[Case]:
         ("tt", 130, 72, 96, "f16", "f16", small),  # f16 output (cvt.rn.f16x2.f32 + st.global.b32)
         ("nt", 256, 256, 128, "f16", "f32", GemmConfig()),  # the large-problem tile 128x256, 8 warps
         ("nt", 128, 128, 64, "bf16", "f32", small),
+        ("tt", 72, 64, 250, "f16", "f32", small),  # k-loop unrolled by the stages, static tail
+        ("tt", 200, 136, 192, "f16", "f32", replace(small, ctas=3)),  # persistent: 4 tiles, 3 CTAs
     ]
     if quick:
         gemms = [("tn", 100, 70, 96, "f16", "f32", small)]

@@ -11,8 +11,12 @@ One run on one GPU does everything the device budget allows:
   0, 2, 8, 10), compared element by element.
 * ``--bench``: TFLOP/s at 4096^3 and 8192^3 (``--sizes``) of our kernel (each ``--configs``
   entry), Triton's tutorial matmul with ``DISABLE_MMA_V3=1`` (its mma.sync path; the script sets
-  it before importing Triton) and ``torch.matmul`` (cuBLAS). Median of ``triton.testing.do_bench``
-  (L2 flushed between runs, fresh random inputs).
+  it before importing Triton) and ``torch.matmul`` (cuBLAS), all timed by each ``--timing``
+  method of ``cuda_runner.bench_ms`` (default ``flush,warm``: median of event-timed calls with the
+  L2 flushed before each, and back-to-back without a flush; the first is the headline figure).
+* ``--ceiling`` / ``--ceiling-occupancy``: a register-only mma.sync loop, same clocks.
+* ``--build-only ARCH --kernels DIR``: compile the kernels here (no GPU); ``--kernels DIR`` on the
+  GPU machine then loads them instead of compiling (the 4096^3 kernel takes ~1 min to build).
 
 Kernels are compiled in parallel worker processes (``--jobs``) and run through
 ``export_library`` + ``tvm_ffi.load_module``.
@@ -77,6 +81,8 @@ CONFIGS = {
     "128x256x32_w4x4_s4": _tile(128, 256, 32, 4, 4, 4),
     "256x128x64_w4x4_s3": _tile(256, 128, 64, 4, 4, 3),
     # ablations against the first measured version (v1 = _BASE), on the 128x256x64 4-stage tile
+    # persistent: one CTA per SM of the H200, the pipeline running on across tiles
+    "128x256x64_w2x4_s4_p132": _tile(128, 256, 64, 2, 4, 4, ctas=132),
     "128x256x64_w2x4_s4_v1": _tile(128, 256, 64, 2, 4, 4, **_BASE),
     "128x256x64_w2x4_s4_noprecompute": _tile(128, 256, 64, 2, 4, 4, precompute=False),
     "128x256x64_w2x4_s4_nounroll": _tile(128, 256, 64, 2, 4, 4, unroll_stages=False),
@@ -115,11 +121,22 @@ def _build_job(job):
         return key, None, time.time() - t, f"{type(e).__name__}: {e}\n{traceback.format_exc()[-1500:]}"
 
 
-def build_all(jobs, njobs, log):
+def build_all(jobs, njobs, log, prebuilt=""):
+    """Build every job in parallel; a job whose ``<key>.so`` is in ``prebuilt`` is taken from there
+    (kernels compiled earlier with ``--build-only`` for the same arch and the same source)."""
     results = {}
+    todo = []
+    for job in jobs:
+        path = os.path.join(prebuilt, job[0] + ".so") if prebuilt else ""
+        if path and os.path.exists(path):
+            results[job[0]] = (path, None)
+        else:
+            todo.append(job)
+    if len(todo) < len(jobs):
+        log(f"prebuilt: {len(jobs) - len(todo)} of {len(jobs)} kernels from {prebuilt}")
     ctx = mp.get_context("spawn")
     with cf.ProcessPoolExecutor(max_workers=njobs, mp_context=ctx) as pool:
-        for key, path, secs, err in pool.map(_build_job, jobs):
+        for key, path, secs, err in pool.map(_build_job, todo):
             results[key] = (path, err)
             if err:
                 log(f"BUILD FAIL {key}: {err}")
@@ -145,7 +162,8 @@ def _validate_jobs(arch, workdir):
                     jobs.append((key, M, N, K, dtype, layout, out, None, arch, workdir))
                     cases.append((key, M, N, K, dtype, layout, out))
     # the other tile configs, with edges, one K-contiguous and one transposed layout
-    for name in ("128x256x64_w2x4_s4", "128x256x32_w2x4_s4", "128x128x32_w2x2_s4", "256x128x64_w4x2_s3", "128x256x64_w2x4_s4_v1"):
+    for name in ("128x256x64_w2x4_s4", "128x256x64_w2x4_s4_p132", "128x256x32_w2x4_s4", "128x128x32_w2x2_s4",
+                 "256x128x64_w4x2_s3", "128x256x64_w2x4_s4_v1"):
         for layout in gemm.LAYOUTS if name == "128x256x64_w2x4_s4" else ("nt", "tn"):
             M, N, K = 1000, 1000, 1000
             key = f"v_cfg{name}_f16_{layout}_f32_{M}x{N}x{K}"
@@ -160,7 +178,7 @@ def validate(args, log, workdir, arch):
     gemm, runner = _sched()
     jobs, cases = _validate_jobs(arch, workdir)
     t = time.time()
-    built = build_all(jobs, args.jobs, log)
+    built = build_all(jobs, args.jobs, log, args.kernels)
     log(f"validation: built {len(jobs)} kernels in {time.time() - t:.1f} s")
     rng = np.random.default_rng(20261129)
     failures = 0
@@ -246,7 +264,7 @@ def ceiling_kernel(blocks, iters, dtype, mt=2, nt=4):
     na, nb, nd = 4 * mt, 2 * nt, 4 * mt * nt
 
     @T.function
-    def main(X: T.Tensor((blocks * 256, 8), "int32"), Y: T.Tensor((blocks * 256, nd), "float32")):
+    def main(X: T.Tensor((blocks * 256, na + nb), "int32"), Y: T.Tensor((blocks * 256, nd), "float32")):
         T.device_entry(launch=T.cuda.LaunchConfig(grid=blocks, block=256))
         tid = T.cuda.thread_idx("x")
         g = T.cuda.block_idx("x") * 256 + tid
@@ -255,10 +273,12 @@ def ceiling_kernel(blocks, iters, dtype, mt=2, nt=4):
         bf = T.alloc_tensor(ty_args=[T.Tensor((nb,), "uint32", scope="local", layout="default")])
         for i in T.unroll(nd):
             acc[i] = T.float32(0)
+        # one input column per fragment register: no value is shared between fragments, so ptxas
+        # needs no register copies to form the mma operand pairs
         for i in T.unroll(na):
-            af[i] = T.cast(X[g, i % 8], "uint32")
+            af[i] = T.cast(X[g, i], "uint32")
         for i in T.unroll(nb):
-            bf[i] = T.cast(X[g, 7 - i % 8], "uint32")
+            bf[i] = T.cast(X[g, na + i], "uint32")
         d = T.decl_tensor(acc.ptr_to([0]), ty_args=[T.Tensor((mt, nt, 16, 8), "float32", scope="local", layout=acc_l)])
         a = T.decl_tensor(af.ptr_to([0]), ty_args=[T.Tensor((mt, 1, 16, 8), "uint32", scope="local", layout=a_l)])
         b = T.decl_tensor(bf.ptr_to([0]), ty_args=[T.Tensor((nt, 1, 8, 8), "uint32", scope="local", layout=b_l)])
@@ -295,7 +315,7 @@ def mma_ceiling(log, workdir, arch, dtype="f16", blocks_per_sm=4, mt=2, nt=4):
     so = os.path.join(workdir, f"mma_ceiling_{blocks_per_sm}_{mt}x{nt}.so")
     exe.export_library(so)
     fn = tvm_ffi.load_module(so)["main"]
-    x = torch.randint(0, 2**15, (blocks * 256, 8), dtype=torch.int32, device="cuda")
+    x = torch.randint(0, 2**15, (blocks * 256, 4 * mt + 2 * nt), dtype=torch.int32, device="cuda")
     y = torch.empty((blocks * 256, 4 * mt * nt), dtype=torch.float32, device="cuda")
     ax, ay = tvm_ffi.from_dlpack(x), tvm_ffi.from_dlpack(y)
     call = lambda: fn(ax, ay)  # noqa: E731
@@ -405,7 +425,6 @@ def _bench_jobs(args, arch, workdir):
 
 def bench(args, log, workdir, arch):
     import torch
-    import triton
 
     gemm, runner = _sched()
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -414,11 +433,16 @@ def bench(args, log, workdir, arch):
     dtypes = args.dtypes.split(",")
     jobs = _bench_jobs(args, arch, workdir)
     t = time.time()
-    built = build_all(jobs, args.jobs, log)
+    built = build_all(jobs, args.jobs, log, args.kernels)
     log(f"bench: built {len(jobs)} kernels in {time.time() - t:.1f} s")
 
-    def do_bench(fn):
-        return triton.testing.do_bench(fn, warmup=args.warmup, rep=args.rep, return_mode="median")
+    methods = args.timing.split(",")
+
+    def do_bench(fn):  # {method: ms}; the first method is the headline figure
+        return {m: runner.bench_ms(fn, args.warmup, args.rep, m) for m in methods}
+
+    def fmt(times):
+        return " ".join(f"{m}={M * N * K * 2 / (t * 1e-3) / 1e12:6.1f}" for m, t in times.items())
 
     tri_kernel, tri_run = _triton_matmul()
     results = []
@@ -450,11 +474,14 @@ def bench(args, log, workdir, arch):
                     if ref is None:
                         ref = torch.matmul(opa.float(), opb.float())
                     err_rel = float((c - ref).norm() / ref.norm())
-                    ms = do_bench(launch)
+                    times = do_bench(launch)
+                    ms = times[methods[0]]
                     tf = runner.tflops(M, N, K, ms)
                     ours[name] = tf
-                    log(f"ours   {S}^3 {dtype} {layout} {name:22s} {ms:8.3f} ms {tf:7.1f} TFLOP/s rel_err={err_rel:.1e}")
-                    results.append(dict(who="ours", size=S, dtype=dtype, layout=layout, config=name, ms=ms, tflops=tf, rel_err=err_rel))
+                    log(f"ours   {S}^3 {dtype} {layout} {name:22s} {ms:8.3f} ms {tf:7.1f} TFLOP/s "
+                        f"rel_err={err_rel:.1e}  [{fmt(times)}]")
+                    results.append(dict(who="ours", size=S, dtype=dtype, layout=layout, config=name, ms=ms, tflops=tf,
+                                        rel_err=err_rel, times=times))
                 # Triton mma.sync path (f32 out like ours)
                 tri = None
                 if not args.no_triton and layout in args.triton_layouts.split(","):
@@ -462,18 +489,20 @@ def bench(args, log, workdir, arch):
                     fn_t = lambda: tri_run(opa, opb, ct, M, N, K, layout[0] == "t", layout[1] == "t")  # noqa: E731
                     fn_t()
                     torch.cuda.synchronize()
-                    ms = do_bench(fn_t)
+                    times = do_bench(fn_t)
+                    ms = times[methods[0]]
                     tri = runner.tflops(M, N, K, ms)
                     best = tri_kernel.best_config
                     mma_kind = _triton_mma_kind(tri_kernel)
-                    log(f"triton {S}^3 {dtype} {layout} {str(best):60s} {ms:8.3f} ms {tri:7.1f} TFLOP/s [{mma_kind}]")
-                    results.append(dict(who="triton_mma_sync", size=S, dtype=dtype, layout=layout, config=str(best), ms=ms, tflops=tri, mma=mma_kind))
+                    log(f"triton {S}^3 {dtype} {layout} {str(best):60s} {ms:8.3f} ms {tri:7.1f} TFLOP/s [{mma_kind}]  [{fmt(times)}]")
+                    results.append(dict(who="triton_mma_sync", size=S, dtype=dtype, layout=layout, config=str(best), ms=ms, tflops=tri, mma=mma_kind, times=times))
                 # torch.matmul (cuBLAS, input-dtype output)
                 fn_c = lambda: torch.matmul(opa, opb)  # noqa: E731
-                ms = do_bench(fn_c)
+                times = do_bench(fn_c)
+                ms = times[methods[0]]
                 tt = runner.tflops(M, N, K, ms)
-                log(f"torch  {S}^3 {dtype} {layout} {'torch.matmul (' + dtype + ' out)':22s} {ms:8.3f} ms {tt:7.1f} TFLOP/s")
-                results.append(dict(who="torch", size=S, dtype=dtype, layout=layout, ms=ms, tflops=tt))
+                log(f"torch  {S}^3 {dtype} {layout} {'torch.matmul (' + dtype + ' out)':22s} {ms:8.3f} ms {tt:7.1f} TFLOP/s  [{fmt(times)}]")
+                results.append(dict(who="torch", size=S, dtype=dtype, layout=layout, ms=ms, tflops=tt, times=times))
                 if ours:
                     bname = max(ours, key=ours.get)
                     line = f"SUMMARY {S}^3 {dtype} {layout}: ours {ours[bname]:.1f} ({bname})"
@@ -488,7 +517,7 @@ def bench(args, log, workdir, arch):
 
 def build_only(args, log):
     """Compile what --validate and --bench would run (no GPU needed): catches build failures."""
-    workdir = os.path.join("/tmp", "cuda_gemm_build_only")
+    workdir = args.kernels or os.path.join("/tmp", "cuda_gemm_build_only")  # --kernels: where to put them
     os.makedirs(workdir, exist_ok=True)
     args.jobs = max(1, args.jobs)
     fails = 0
@@ -499,7 +528,7 @@ def build_only(args, log):
         log(f"build-only validate: {len(jobs) - fails}/{len(jobs)} built")
     if args.bench:
         jobs = _bench_jobs(args, args.build_only, workdir)
-        built = build_all(jobs, args.jobs, log)
+        built = build_all(jobs, args.jobs, log, args.kernels)  # keeps kernels already in --kernels
         bad = sum(1 for _, err in built.values() if err)
         fails += bad
         log(f"build-only bench: {len(jobs) - bad}/{len(jobs)} built")
@@ -515,8 +544,8 @@ def profile(args, log, workdir, arch):
     layout = args.layouts.split(",")[0]
     dtype = args.dtypes.split(",")[0]
     names = args.configs.split(",")
-    jobs = [(f"p_{S}_{dtype}_{layout}_{n}", S, S, S, dtype, layout, "f32", CONFIGS[n], arch, workdir) for n in names]
-    built = build_all(jobs, args.jobs, log)
+    jobs = [(f"b_{S}_{dtype}_{layout}_{n}", S, S, S, dtype, layout, "f32", CONFIGS[n], arch, workdir) for n in names]
+    built = build_all(jobs, args.jobs, log, args.kernels)
     a_shape, b_shape = gemm.operand_shapes(S, S, S, layout)
     tdt = runner.torch_dtype(dtype)
     a = torch.empty(a_shape, dtype=tdt, device="cuda").uniform_(-1, 1)
@@ -547,6 +576,9 @@ def main(argv=None):
     p.add_argument("--configs", default="", help=f"comma list of {list(CONFIGS)}; default all")
     p.add_argument("--no-triton", action="store_true")
     p.add_argument("--triton-layouts", default="nt", help="layouts Triton is timed on (autotuning is slow)")
+    p.add_argument("--timing", default="flush,warm",
+                   help="comma list of cuda_runner.TIMING_METHODS (flush, warm); the first is the headline")
+    p.add_argument("--kernels", default="", help="directory of prebuilt <key>.so kernels to reuse (with --build-only: where to write them)")
     p.add_argument("--warmup", type=int, default=25)
     p.add_argument("--rep", type=int, default=200)
     p.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) - 1))

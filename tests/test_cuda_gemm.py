@@ -9,8 +9,10 @@ from __future__ import annotations
 import itertools
 import os
 import re
+import shutil
 import subprocess
 import sys
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -121,6 +123,30 @@ def test_config_checks():
         GemmConfig(stages=12, block_k=64).check()
     assert default_config("f16", 4096, 4096) == GemmConfig()
     assert default_config("bf16", 64, 64).block_n == 128
+    with pytest.raises(ValueError, match="ctas"):
+        GemmConfig(ctas=-1).check()
+
+
+def test_unroll_and_persistent_rules():
+    # the k-loop is unrolled for >= 2 stage groups of k-tiles and B stored [N, K] (layouts *t);
+    # persistent needs ctas > 0, that unrolled loop and K a whole number of stage groups
+    cfg = GemmConfig()  # block_k 64, 4 stages
+    assert cfg.unrolled_for(4096, "nt") and cfg.unrolled_for(4096, "tt") and cfg.unrolled_for(512)
+    assert not cfg.unrolled_for(4096, "nn") and not cfg.unrolled_for(4096, "tn")  # B [K, N]: rolled
+    assert not cfg.unrolled_for(448)  # 7 k-tiles: shorter than two stage groups
+    p = replace(cfg, ctas=132)
+    assert p.persistent_for(4096) and p.persistent_for(512, "tt")
+    assert not p.persistent_for(4096, "nn")
+    assert not p.persistent_for(4096 + 64)  # 65 k-tiles
+    assert not cfg.persistent_for(4096)
+    assert not replace(p, unroll_stages=False).persistent_for(4096)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_long_k_loop_form_per_layout(layout):
+    # 12 k-tiles, 3 stages: unrolled (constant stage offsets) exactly when B is stored [N, K]
+    tir = cuda_gemm(128, 128, 384, "f16", layout, "f32", SMALL).script()
+    assert ("for ko in range(4)" in tir) == (layout[1] == "t")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -165,6 +191,36 @@ def test_default_big_tile_compiles():
     assert "__launch_bounds__(256)" in src
     # k-loop unrolled by the 4 stages: 16 iterations, no runtime stage index
     assert "ko < 16" in src and "kt & 3" not in src
+
+
+NVCC = shutil.which("nvcc")
+
+
+@pytest.mark.skipif(NVCC is None, reason="needs nvcc")
+@pytest.mark.parametrize(
+    "layout,M,N,K,out,cfg",
+    [
+        ("nt", 200, 136, 72, "f32", SMALL),
+        ("tt", 200, 136, 192, "f16", SMALL),  # stage-unrolled k-loop
+        ("tt", 200, 136, 192, "f32", replace(SMALL, ctas=3)),  # persistent
+        ("nt", 256, 256, 384, "bf16", GemmConfig(block_n=128, warps_n=2, stages=3, ctas=2)),
+    ],
+)
+def test_generated_cuda_compiles_with_nvcc(layout, M, N, K, out, cfg, tmp_path):
+    # TIRx only generates the CUDA C; nvcc compiles it to sm_80 machine code here, no spills
+    cu = tmp_path / "k.cu"
+    cu.write_text(cuda_source(build(M, N, K, "f16", layout, out, cfg, arch="sm_80")))
+    r = subprocess.run([NVCC, "-arch=sm_80", "-cubin", "-Xptxas", "-v", "-o", str(tmp_path / "k.cubin"), str(cu)],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "0 bytes spill stores" in r.stderr, r.stderr[-3000:]
+
+
+def test_persistent_kernel_loops_over_tiles():
+    cfg = replace(SMALL, ctas=3)
+    src = cuda_source(build(256, 384, 192, "f16", "nt", "f32", cfg, arch="sm_80"))  # 6 tiles on 3 CTAs
+    assert "for (int it = 0;" in src and "blockIdx.x" in src
+    assert src.count("st.global.v2.f32") == 1  # one epilogue, inside the tile loop
 
 
 def test_primfunc_is_returned():

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import replace
 
 import ml_dtypes
 import numpy as np
@@ -237,28 +238,36 @@ GEMMS = [
 ]
 
 
-@pytest.mark.parametrize("layout,M,N,K,dt,ot,uninit", GEMMS)
-def test_cuda_gemm_exact_on_small_integers(layout, M, N, K, dt, ot, uninit):
-    rng = np.random.default_rng(M * N + K)
+def _assert_gemm_exact(M, N, K, layout, cfg, seed, dt="f16", ot="f32", uninit="error"):
+    """Emulate the GEMM on small-integer inputs (every product and partial sum exact) and compare
+    it bit for bit with the numpy product."""
+    rng = np.random.default_rng(seed)
     sa, sb = operand_shapes(M, N, K, layout)
     a, b = xc._ints(rng, sa, runner.np_dtype(dt)), xc._ints(rng, sb, runner.np_dtype(dt))
     c = np.full((M, N), np.nan, runner.np_dtype(ot))
-    emulate(cuda_gemm(M, N, K, dt, layout, ot, SMALL), a, b, c, target="sm80", uninitialized=uninit)
+    emulate(cuda_gemm(M, N, K, dt, layout, ot, cfg), a, b, c, target="sm80", uninitialized=uninit)
     want = runner.reference(a, b, layout).astype(runner.np_dtype(ot))
     assert xc.first_difference(c, want) is None, xc.first_difference(c, want)
+
+
+@pytest.mark.parametrize("layout,M,N,K,dt,ot,uninit", GEMMS)
+def test_cuda_gemm_exact_on_small_integers(layout, M, N, K, dt, ot, uninit):
+    _assert_gemm_exact(M, N, K, layout, SMALL, M * N + K, dt, ot, uninit)
 
 
 def test_cuda_gemm_unrolled_k_loop_exact():
     # K long enough (8 k-tiles >= 2 x 3 stages) for the stage-unrolled k-loop and its static tail;
     # transposed A and a masked K edge
-    M, N, K, layout = 72, 64, 250, "tn"
-    rng = np.random.default_rng(7)
-    sa, sb = operand_shapes(M, N, K, layout)
-    a, b = xc._ints(rng, sa, np.float16), xc._ints(rng, sb, np.float16)
-    c = np.full((M, N), np.nan, np.float32)
-    emulate(cuda_gemm(M, N, K, "f16", layout, "f32", SMALL), a, b, c, target="sm80")
-    want = runner.reference(a, b, layout).astype(np.float32)
-    assert xc.first_difference(c, want) is None, xc.first_difference(c, want)
+    assert SMALL.unrolled_for(250, "tt")
+    _assert_gemm_exact(72, 64, 250, "tt", SMALL, 7)
+
+
+def test_cuda_gemm_persistent_exact():
+    # 4 tiles (edges in M and N) on 3 persistent CTAs: CTA 0 takes tiles 0 and 3, and its
+    # pipeline loads tile 3's first k-tiles during tile 0's last ones
+    cfg = replace(SMALL, ctas=3)
+    assert cfg.persistent_for(192, "tt")
+    _assert_gemm_exact(200, 136, 192, "tt", cfg, 11)
 
 
 def test_cuda_gemm_random_data_within_tolerance():

@@ -52,6 +52,8 @@ def add_gemm_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--warps", metavar="WMxWN", help="warp grid, e.g. 2x4")
     p.add_argument("--stages", type=int, help="cp.async pipeline depth")
     p.add_argument("--group-m", type=int, help="block rasterization group (block rows per N sweep)")
+    p.add_argument("--ctas", type=int,
+                   help="sm80: persistent kernel with this many CTAs (the GPU's SM count), 0 = one CTA per tile")
     p.set_defaults(func=run_gemm)
     return p
 
@@ -73,6 +75,8 @@ def _config(args):
         updates["stages"] = args.stages
     if args.group_m:
         updates["group_m"] = args.group_m
+    if args.ctas is not None:
+        updates["ctas"] = args.ctas
     cfg = replace(cfg, **updates)
     cfg.check()
     return cfg

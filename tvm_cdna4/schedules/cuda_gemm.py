@@ -20,7 +20,8 @@ Every hardware instruction of the main loop is issued through ``T.cuda.tile.appl
 * epilogue: ``st.global.v2.f32`` or ``cvt.rn.{f16,bf16}x2.f32`` + ``st.global.b32``.
 
 Blocks are rasterized in groups of ``config.group_m`` block rows so that consecutive blocks share
-their A panel and B panels in L2.
+their A panel and B panels in L2. With ``config.ctas`` > 0 the kernel is persistent: that many CTAs
+loop over the rasterized tiles and the cp.async pipeline runs on from one tile into the next.
 """
 
 from __future__ import annotations
@@ -49,6 +50,11 @@ class GemmConfig:
     split_loads: bool = True  # spread a stage's cp.async over the k-steps (A, then B)
     precompute: bool = True  # per-thread swizzled addresses hoisted out of the k-loop (see docs)
     unroll_stages: bool = True  # k-loop unrolled by `stages` (constant stage offsets) when K is long
+    # persistent kernel: this many CTAs (use the GPU's SM count) each loop over output tiles, and
+    # the cp.async pipeline runs on across tile boundaries, so the next tile's first stages load
+    # while the current tile's epilogue stores; 0 = one CTA per tile. Takes effect when the k-loop
+    # is unrolled and K has a whole number of `stages` k-tiles (see `persistent_for`).
+    ctas: int = 0
 
     @property
     def threads(self) -> int:
@@ -74,6 +80,8 @@ class GemmConfig:
             raise ValueError("stages must be at least 2")
         if self.mma_order not in ("row", "serpentine"):
             raise ValueError("mma_order must be 'row' or 'serpentine'")
+        if self.ctas < 0:
+            raise ValueError("ctas must be 0 (one CTA per tile) or the number of persistent CTAs")
         if self.smem_bytes() > 227 * 1024:
             raise ValueError(f"{self.smem_bytes()} B of shared memory exceeds 227 KiB")
         for n in (self.block_m, self.block_n, self.block_k):
@@ -82,6 +90,18 @@ class GemmConfig:
 
     def as_dict(self) -> dict:
         return asdict(self)
+
+    def unrolled_for(self, K: int, layout: str = "nt") -> bool:
+        """Whether the k-loop is unrolled by the stage count: K has at least two stage groups and
+        B is stored [N, K] (with B [K, N] the unrolled loop measured ~40 % slower on the H200)."""
+        kt = math.ceil(K / self.block_k)
+        return self.unroll_stages and kt >= 2 * self.stages and layout.lower()[1] == "t"
+
+    def persistent_for(self, K: int, layout: str = "nt") -> bool:
+        """Whether the kernel is persistent: ``ctas`` > 0, the unrolled k-loop, and K a whole
+        number of stage groups (every tile starts at stage 0)."""
+        kt = math.ceil(K / self.block_k)
+        return self.ctas > 0 and self.unrolled_for(K, layout) and kt % self.stages == 0
 
 
 # Defaults per input dtype (mma.sync f16 and bf16 run at the same rate, so they match).
@@ -569,7 +589,13 @@ def cuda_gemm(
                 sv1[rr, cc] = T.if_then_else(ok, G[T.min(row0 + rr, op.grows - 1), T.min(col0 + cc, op.gcols - 1)], T.cast(0, dt))
 
     split = cfg.split_loads and KI >= 3  # B must still go out before the commit at k-step KI-2
-    unrolled = cfg.unroll_stages and KT >= 2 * STAGES  # short K loops gain nothing from it
+    # short K loops gain nothing from the unroll; with B stored [K, N] (ldmatrix .trans for B) the
+    # unrolled loop measured 242-268 TFLOP/s against ~430 rolled (ncu: 1.4 M shared-load bank
+    # conflicts and 30x the cp.async wait stalls; cause not found), so those layouts stay rolled
+    unrolled = cfg.unrolled_for(K, layout)
+    persistent = cfg.persistent_for(K, layout)
+    NTILES = GM * GN
+    GRID = min(cfg.ctas, NTILES) if persistent else NTILES
 
     def may_load(kt):  # False for the static tail k-tiles, whose loads would all be past K
         return not isinstance(kt, int) or kt + STAGES - 1 < KT
@@ -652,7 +678,32 @@ def cuda_gemm(
             ]
 
     @T.macro
-    def kstep(A, B, SMH, SMW, acc, af, bf, kt, rs, kk, m0, n0, a_base, b_base):
+    def load_part(A, B, SMH, stage, kt, m0, n0, part):
+        if I.constexpr(part == "A"):
+            load_a(A, SMH, stage, kt, m0)
+        elif I.constexpr(part == "B"):
+            load_b(B, SMH, stage, kt, n0)
+        else:
+            load_stage(A, B, SMH, stage, kt, m0, n0)
+
+    @T.macro
+    def ahead_load(A, B, SMH, rs, kt, m0, n0, nxt, part):
+        # k-tile kt+STAGES-1 of this tile, or (persistent kernel) past the end of the tile the
+        # first k-tiles of the CTA's next tile, nxt = (m0, n0, exists)
+        if I.constexpr(nxt is None):
+            if kt + STAGES - 1 < KT:
+                load_part(A, B, SMH, (rs + STAGES - 1) % STAGES, kt + STAGES - 1, m0, n0, part)
+        else:
+            # one copy of the load code with selected coordinates (two would double the body)
+            if T.or_(kt + STAGES - 1 < KT, nxt[2]):
+                over = kt + STAGES - 1 >= KT
+                lkt = T.Select(over, kt + STAGES - 1 - KT, kt + STAGES - 1)
+                lm0 = T.Select(over, nxt[0], m0)
+                ln0 = T.Select(over, nxt[1], n0)
+                load_part(A, B, SMH, (rs + STAGES - 1) % STAGES, lkt, lm0, ln0, part)
+
+    @T.macro
+    def kstep(A, B, SMH, SMW, acc, af, bf, kt, rs, kk, m0, n0, a_base, b_base, nxt):
         # fragments of the next k-step (of the next stage after the last k-step)
         if I.constexpr(kk == KI - 1):
             load_frags(SMW, af, bf, (kk + 1) % 2, (rs + 1) % STAGES, 0, a_base, b_base)
@@ -661,14 +712,9 @@ def cuda_gemm(
         # cp.async of tile kt+STAGES-1 into the stage every warp finished reading before the
         # previous barrier; A and B go out in different k-steps when there are enough of them
         if I.constexpr(kk == 0 and may_load(kt)):
-            if kt + STAGES - 1 < KT:
-                if I.constexpr(split):
-                    load_a(A, SMH, (rs + STAGES - 1) % STAGES, kt + STAGES - 1, m0)
-                else:
-                    load_stage(A, B, SMH, (rs + STAGES - 1) % STAGES, kt + STAGES - 1, m0, n0)
+            ahead_load(A, B, SMH, rs, kt, m0, n0, nxt, "A" if split else "AB")
         if I.constexpr(split and kk == 1 and may_load(kt)):
-            if kt + STAGES - 1 < KT:
-                load_b(B, SMH, (rs + STAGES - 1) % STAGES, kt + STAGES - 1, n0)
+            ahead_load(A, B, SMH, rs, kt, m0, n0, nxt, "B")
         if I.constexpr(kk == KI - 2 and not cfg.sync_after_mma):
             T.ptx["cp.async.commit_group"]()
             T.ptx["cp.async.wait_group"](STAGES - 2)
@@ -681,36 +727,17 @@ def cuda_gemm(
             T.ptx["cp.async.wait_group"](STAGES - 2)
             T.cuda.cta_sync()
 
-    @T.function
-    def main(A: T.Tensor(a_shape, dt), B: T.Tensor(b_shape, dt), C: T.Tensor((M, N), ot)):
-        T.device_entry(
-            launch=T.cuda.LaunchConfig(grid=GM * GN, block=NT, dynamic_smem_bytes=SMEM_ELEMS * 2)
-        )
-        pid = T.cuda.block_idx("x")
-        warp = T.cuda.warp_id()
-        lane = T.cuda.lane_id()
-        # block rasterization: GROUP block rows sweep N together (L2 reuse of A and B panels)
+    def tile_origin(t):  # plain Python: (m0, n0) of output tile t >= 0 in the rasterized order
+        # GROUP block rows sweep N together (L2 reuse of A and B panels); bind the results to
+        # variables before use (a runtime divisor lowers to a let-expression)
         width = GROUP * GN
-        first_m = (pid // width) * GROUP
+        first_m = T.truncdiv(t, width) * GROUP
         gsz = T.min(GM - first_m, GROUP)
-        pid_m = first_m + (pid % width) % gsz
-        pid_n = (pid % width) // gsz
-        m0 = pid_m * BM
-        n0 = pid_n * BN
-        wm = warp % WM
-        wn = warp // WM
+        return (first_m + T.truncmod(T.truncmod(t, width), gsz)) * BM, T.truncdiv(T.truncmod(t, width), gsz) * BN
 
-        SMH = T.alloc_tensor(ty_args=[T.Tensor((SMEM_ELEMS,), dt, scope="shared.dyn", layout="default", align=1024)])
-        SMW = T.decl_tensor(SMH.ptr_to([0]), ty_args=[T.Tensor((SMEM_ELEMS // 2,), "uint32", scope="shared.dyn", layout="default", align=1024)])
-        acc = T.alloc_tensor(ty_args=[T.Tensor((MI * NI * 4,), "float32", scope="local", layout="default")])
-        af = T.alloc_tensor(ty_args=[T.Tensor((2 * MI * 4,), "uint32", scope="local", layout="default")])
-        bf = T.alloc_tensor(ty_args=[T.Tensor((2 * NI * 2,), "uint32", scope="local", layout="default")])
-        for i in T.unroll(MI * NI * 4):
-            acc[i] = T.float32(0)
-        a_base = wm * a_wstride
-        b_base = wn * b_wstride
-
-        # prologue: STAGES-1 tiles in flight
+    @T.macro
+    def prologue(A, B, SMH, SMW, af, bf, m0, n0, a_base, b_base):
+        # STAGES-1 k-tiles in flight, then the first k-step's fragments
         for s in T.unroll(STAGES - 1):
             if s < KT:
                 load_stage(A, B, SMH, s, s, m0, n0)
@@ -719,25 +746,13 @@ def cuda_gemm(
         T.cuda.cta_sync()
         load_frags(SMW, af, bf, 0, 0, 0, a_base, b_base)
 
-        if I.constexpr(unrolled):
-            # unrolled by the stage count: every shared-memory stage offset is a constant
-            for ko in range(KT // STAGES):
-                _ = [
-                    kstep(A, B, SMH, SMW, acc, af, bf, ko * STAGES + s, s, kk, m0, n0, a_base, b_base)
-                    for s in range(STAGES)
-                    for kk in range(KI)
-                ]
-            _ = [
-                kstep(A, B, SMH, SMW, acc, af, bf, KT - KT % STAGES + s, s, kk, m0, n0, a_base, b_base)
-                for s in range(KT % STAGES)
-                for kk in range(KI)
-            ]
-        else:
-            for kt in range(KT):
-                _ = [kstep(A, B, SMH, SMW, acc, af, bf, kt, kt % STAGES, kk, m0, n0, a_base, b_base) for kk in range(KI)]
-        T.ptx["cp.async.wait_group"](0)
+    @T.macro
+    def zero(acc):
+        for i in T.unroll(MI * NI * 4):
+            acc[i] = T.float32(0)
 
-        # epilogue
+    @T.macro
+    def epilogue(C, acc, m0, n0, wm, wn, lane):
         row_t = m0 + wm * WTM + lane // 4
         col_t = n0 + wn * WTN + (lane % 4) * 2
         accv = T.decl_tensor(acc.ptr_to([0]), ty_args=[T.Tensor((MI, NI, 2, 2), "float32", scope="local", layout=acc_thread)])
@@ -762,6 +777,74 @@ def cuda_gemm(
                             c = col_t + ni * 8 + c2
                             if T.and_(r < M, c < N):
                                 C[r, c] = T.cast(accv[mi, ni, rh, c2], ot)
+
+    @T.function
+    def main(A: T.Tensor(a_shape, dt), B: T.Tensor(b_shape, dt), C: T.Tensor((M, N), ot)):
+        T.device_entry(
+            launch=T.cuda.LaunchConfig(grid=GRID, block=NT, dynamic_smem_bytes=SMEM_ELEMS * 2)
+        )
+        pid = T.cuda.block_idx("x")
+        warp = T.cuda.warp_id()
+        lane = T.cuda.lane_id()
+        wm = warp % WM
+        wn = warp // WM
+
+        SMH = T.alloc_tensor(ty_args=[T.Tensor((SMEM_ELEMS,), dt, scope="shared.dyn", layout="default", align=1024)])
+        SMW = T.decl_tensor(SMH.ptr_to([0]), ty_args=[T.Tensor((SMEM_ELEMS // 2,), "uint32", scope="shared.dyn", layout="default", align=1024)])
+        acc = T.alloc_tensor(ty_args=[T.Tensor((MI * NI * 4,), "float32", scope="local", layout="default")])
+        af = T.alloc_tensor(ty_args=[T.Tensor((2 * MI * 4,), "uint32", scope="local", layout="default")])
+        bf = T.alloc_tensor(ty_args=[T.Tensor((2 * NI * 2,), "uint32", scope="local", layout="default")])
+        zero(acc)
+        a_base = wm * a_wstride
+        b_base = wn * b_wstride
+
+        if I.constexpr(persistent):
+            # tiles pid, pid + GRID, ...; the pipeline runs on from one tile into the next
+            org0 = tile_origin(pid)
+            first_m0 = org0[0]
+            first_n0 = org0[1]
+            prologue(A, B, SMH, SMW, af, bf, first_m0, first_n0, a_base, b_base)
+            for it in range(T.truncdiv(NTILES - 1 - pid, GRID) + 1):
+                t = pid + it * GRID
+                org = tile_origin(t)
+                m0 = org[0]
+                n0 = org[1]
+                nxt = tile_origin(T.min(t + GRID, NTILES - 1))
+                next_m0 = nxt[0]
+                next_n0 = nxt[1]
+                has_next = t + GRID < NTILES
+                for ko in range(KT // STAGES):
+                    _ = [
+                        kstep(A, B, SMH, SMW, acc, af, bf, ko * STAGES + s, s, kk, m0, n0, a_base, b_base, (next_m0, next_n0, has_next))
+                        for s in range(STAGES)
+                        for kk in range(KI)
+                    ]
+                epilogue(C, acc, m0, n0, wm, wn, lane)
+                zero(acc)
+            T.ptx["cp.async.wait_group"](0)
+        else:
+            org = tile_origin(pid)
+            m0 = org[0]
+            n0 = org[1]
+            prologue(A, B, SMH, SMW, af, bf, m0, n0, a_base, b_base)
+            if I.constexpr(unrolled):
+                # unrolled by the stage count: every shared-memory stage offset is a constant
+                for ko in range(KT // STAGES):
+                    _ = [
+                        kstep(A, B, SMH, SMW, acc, af, bf, ko * STAGES + s, s, kk, m0, n0, a_base, b_base, None)
+                        for s in range(STAGES)
+                        for kk in range(KI)
+                    ]
+                _ = [
+                    kstep(A, B, SMH, SMW, acc, af, bf, KT - KT % STAGES + s, s, kk, m0, n0, a_base, b_base, None)
+                    for s in range(KT % STAGES)
+                    for kk in range(KI)
+                ]
+            else:
+                for kt in range(KT):
+                    _ = [kstep(A, B, SMH, SMW, acc, af, bf, kt, kt % STAGES, kk, m0, n0, a_base, b_base, None) for kk in range(KI)]
+            T.ptx["cp.async.wait_group"](0)
+            epilogue(C, acc, m0, n0, wm, wn, lane)
 
     return main
 

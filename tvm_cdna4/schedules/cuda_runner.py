@@ -159,27 +159,55 @@ def torch_dtype_for(arr):
     return torch.float16 if np.asarray(arr).dtype == np.float16 else torch.bfloat16
 
 
-def bench_ms(fn, warmup_ms: int = 25, rep_ms: int = 200) -> float:
-    """Median time of ``fn()`` in ms: triton.testing.do_bench (L2 flushed between runs) if Triton
-    is installed, else CUDA events around each call after a warm-up."""
-    try:
-        import triton
+TIMING_METHODS = ("flush", "warm")
 
-        return float(triton.testing.do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median"))
-    except ImportError:
-        import torch
 
-        for _ in range(10):
-            fn()
-        times = []
-        for _ in range(50):
-            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            s.record()
-            fn()
-            e.record()
-            e.synchronize()
-            times.append(s.elapsed_time(e))
-        return float(np.median(times))
+def bench_ms(fn, warmup_ms: int = 25, rep_ms: int = 200, method: str = "flush") -> float:
+    """Median time of one ``fn()`` call in ms, by one of ``TIMING_METHODS``:
+
+    * ``flush``: CUDA events around each call, the L2 flushed before every call (a 256 MB buffer
+      zeroed; ``triton.testing.do_bench`` when Triton is installed). The flush leaves the L2 full
+      of dirty lines that the timed kernel's first loads evict.
+    * ``warm``: CUDA events around each of many back-to-back calls after a warm-up, no flush (the
+      method of ``shared/notes/h200-baselines.md``): the L2 keeps what the previous call left.
+
+    (CUDA-graph replay is not offered: a TIRx kernel launched through tvm_ffi is not captured on
+    torch's capture stream, so the graph would time nothing.)
+    """
+    if method not in TIMING_METHODS:
+        raise ValueError(f"timing method {method!r}: use one of {TIMING_METHODS}")
+    import torch
+
+    if method == "flush":
+        try:
+            import triton
+
+            return float(triton.testing.do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median"))
+        except ImportError:
+            pass
+    flush = torch.empty(256 << 20, dtype=torch.int8, device="cuda") if method == "flush" else None
+    fn()
+    torch.cuda.synchronize()
+    t0, t1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    t0.record()
+    for _ in range(5):
+        fn()
+    t1.record()
+    torch.cuda.synchronize()
+    est = max(t0.elapsed_time(t1) / 5, 1e-3)
+    for _ in range(max(1, int(warmup_ms / est))):
+        fn()
+    n = max(10, int(rep_ms / est))
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+    for s, e in zip(starts, ends):
+        if flush is not None:
+            flush.zero_()
+        s.record()
+        fn()
+        e.record()
+    torch.cuda.synchronize()
+    return float(np.median([s.elapsed_time(e) for s, e in zip(starts, ends)]))
 
 
 def tflops(M, N, K, ms: float) -> float:
