@@ -75,6 +75,45 @@ def test_ldmatrix_needs_the_whole_warp():
         emulate(kernel, np.zeros((32, 8), np.uint16), np.zeros(32, np.uint32), target="sm80")
 
 
+def test_bank_model():
+    from tvm_cdna4.emulator.banks import lanes_per_phase, phases_and_conflicts
+
+    assert [lanes_per_phase(s) for s in (16, 8, 4, 2)] == [8, 16, 32, 32]
+    assert phases_and_conflicts(np.zeros(8), np.arange(8) * 16, 16) == (1, 0)  # 128 contiguous bytes
+    assert phases_and_conflicts(np.zeros(8), np.arange(8) * 128, 16) == (1, 7)  # one bank group
+    assert phases_and_conflicts(np.zeros(32), np.zeros(32), 4) == (1, 0)  # one word: broadcast
+    assert phases_and_conflicts(np.zeros(32), np.arange(32) * 8, 4) == (1, 1)  # stride 2 words
+    assert phases_and_conflicts(np.repeat([0, 1], 8), np.tile(np.arange(8) * 128, 2), 16) == (2, 14)
+
+
+def _ldmatrix_rows_kernel(row_halves):
+    # one warp, ldmatrix.x4: lane l supplies shared row l, rows `row_halves` halves apart
+    @T.function
+    def kernel(A: T.Tensor((32, row_halves), "uint16"), Out: T.Tensor((32, 4), "uint32")):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+        lane = T.cuda.thread_idx("x")
+        SM = T.alloc_tensor(ty_args=[T.Tensor((32, row_halves), "uint16", scope="shared", layout="default", align=16)])
+        for j in range(row_halves):
+            SM[lane, j] = A[lane, j]
+        T.cuda.cta_sync()
+        r = T.alloc_tensor(ty_args=[T.Tensor((4,), "uint32", scope="local", layout="default")])
+        T.ptx["ldmatrix.sync.aligned.m8n8.x4.shared.b16"](r[0], r[1], r[2], r[3], SM.ptr_to([lane, 0]))
+        for i in T.unroll(4):
+            Out[lane, i] = r[i]
+
+    return kernel
+
+
+@pytest.mark.parametrize("row_halves,conflicts", [(8, 0), (64, 4 * 7)])
+def test_ldmatrix_bank_conflicts_are_counted(row_halves, conflicts):
+    # 16-byte rows side by side: conflict-free; rows 128 bytes apart: each matrix's 8 rows share a
+    # bank group, 8 wavefronts instead of 1
+    stats = {}
+    a = np.zeros((32, row_halves), np.uint16)
+    emulate(_ldmatrix_rows_kernel(row_halves), a, np.zeros((32, 4), np.uint32), target="sm80", stats=stats)
+    assert stats == {"ldmatrix phases": 4, "ldmatrix conflicts": conflicts}
+
+
 # ------------------------------------------------------------------------------------------------
 # mma.sync
 # ------------------------------------------------------------------------------------------------
@@ -268,6 +307,24 @@ def test_cuda_gemm_persistent_exact():
     cfg = replace(SMALL, ctas=3)
     assert cfg.persistent_for(192, "tt")
     _assert_gemm_exact(200, 136, 192, "tt", cfg, 11)
+
+
+@pytest.mark.parametrize("layout", ["nt", "nn", "tn", "tt"])
+@pytest.mark.parametrize("cfg", [SMALL, GemmConfig()], ids=["128x128x32", "128x256x64"])
+def test_cuda_gemm_shared_memory_is_bank_conflict_free(layout, cfg):
+    # the swizzle's promise checked on the kernel's own addresses: every ldmatrix phase and every
+    # cp.async store phase of the whole run uses each bank once
+    M, N, K = cfg.block_m, cfg.block_n, 2 * cfg.block_k
+    rng = np.random.default_rng(3)
+    sa, sb = operand_shapes(M, N, K, layout)
+    a, b = xc._ints(rng, sa, np.float16), xc._ints(rng, sb, np.float16)
+    stats = {}
+    emulate(cuda_gemm(M, N, K, "f16", layout, "f32", cfg), a, b, np.zeros((M, N), np.float32), target="sm80",
+            uninitialized="allow", stats=stats)
+    warps, k16 = cfg.threads // 32, K // 16
+    assert stats["ldmatrix phases"] >= warps * k16 * (cfg.warp_m // 16 + cfg.warp_n // 16) * 4
+    assert stats["cp.async phases"] == (M + N) * K * 2 // 128
+    assert stats["ldmatrix conflicts"] == 0 and stats["cp.async conflicts"] == 0, stats
 
 
 def test_cuda_gemm_random_data_within_tolerance():

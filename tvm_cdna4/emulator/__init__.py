@@ -106,11 +106,14 @@ def _children(node):
 
 
 def emulate(kernel, *arrays, target: str = "gfx950", max_threads_per_batch: int = 8192,
-            uninitialized: str = "error", **scalars):
+            uninitialized: str = "error", stats: dict | None = None, **scalars):
     """Run ``kernel`` on the CPU. ``arrays`` bind the kernel's tensor parameters in order (numpy,
     C-contiguous; outputs are written in place); ``scalars`` bind scalar parameters by name.
     ``uninitialized="allow"`` lets LDS reads of never-written bytes through (they read zeros; on
-    hardware they read stale values), for kernels that load and then ignore such data."""
+    hardware they read stale values), for kernels that load and then ignore such data.
+    ``stats``, a dict, receives access counts: for sm80, ``"ldmatrix phases"`` /
+    ``"ldmatrix conflicts"`` and ``"cp.async phases"`` / ``"cp.async conflicts"`` (shared-memory
+    bank conflicts as excess wavefronts, :mod:`tvm_cdna4.emulator.banks`)."""
     if uninitialized not in ("error", "allow"):
         raise ValueError(f"emulate: uninitialized={uninitialized!r}; expected 'error' or 'allow'")
     from .interp import Compiler, Env, np_dtype
@@ -138,6 +141,7 @@ def emulate(kernel, *arrays, target: str = "gfx950", max_threads_per_batch: int 
     for start in range(0, n_groups, batch):
         machine = Machine(grid, block, wave, np.arange(start, min(n_groups, start + batch)), globals_)
         machine.allow_uninitialized = uninitialized == "allow"
+        machine.stats = stats
         compiler = Compiler(machine, table)
         params = []
         for p in func.params:

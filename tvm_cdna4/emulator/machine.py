@@ -27,6 +27,7 @@ class Machine:
         self.globals = global_buffers
         self.state: dict = {}  # per-launch state of a target's call table (e.g. in-flight async copies)
         self.allow_uninitialized = False  # LDS reads of never-written bytes: error (False) or zeros
+        self.stats: dict | None = None  # access statistics (shared bank conflicts), when asked for
         self._zero = np.zeros(self.nthreads, np.int64)
         self._threads = np.arange(self.nthreads)
 

@@ -28,6 +28,8 @@ import ml_dtypes
 import numpy as np
 from tvm_tirx import ir as I
 
+from . import banks
+
 from .errors import EmulationError
 from .interp import _any, _mand, np_dtype, where_of
 from .memory import Pointer, TensorView, check_lds_read, check_lds_write, load, store
@@ -226,6 +228,9 @@ def _ldmatrix(compiler, call: PtxCall):
         reading[providers.ravel()] = True
         inst = machine.instance(buf)
         check_lds_read(machine, buf, inst, addr, 16, reading, where)
+        if machine.stats is not None:  # one phase per matrix: its 8 row-address lanes
+            phase = np.arange(providers.size) // 8
+            banks.record(machine.stats, "ldmatrix", phase, a, 16)
         rows = buf.data[inst[providers][..., None], a[..., None] + np.arange(16)]  # (W, 8*count, 16)
         M = np.ascontiguousarray(rows).view("<u2").reshape(len(warps), count, 8, 8)  # [w, matrix, row, col]
         lo, hi = (M[:, :, col, row], M[:, :, col + 1, row]) if trans else (M[:, :, row, col], M[:, :, row, col + 1])
@@ -409,6 +414,10 @@ def _cp_async(compiler, call: PtxCall):
         if ignore is not None:
             n = np.where(_per_thread(np.asarray(ignore(env, mask)) != 0, T)[threads], 0, size)
         _check_span(machine, pd.buffer, threads, da, size, size, "cp.async destination", where)
+        if machine.stats is not None:  # the shared-memory store side, per warp and lane phase
+            lpp = banks.lanes_per_phase(size)
+            warp = machine.wg_of[threads] * machine.waves_per_group + machine.wave_of[threads]
+            banks.record(machine.stats, "cp.async", warp * (32 // lpp) + machine.lane_of[threads] // lpp, da, size)
         reads = n > 0
         _check_span(machine, ps.buffer, threads[reads], sa[reads], n[reads], size, "cp.async source", where)
         j = np.arange(size)
