@@ -29,7 +29,6 @@ import numpy as np
 from tvm_tirx import ir as I
 
 from . import banks
-
 from .errors import EmulationError
 from .interp import _any, _mand, np_dtype, where_of
 from .memory import Pointer, TensorView, check_lds_read, check_lds_write, load, store

@@ -727,6 +727,15 @@ def cuda_gemm(
             T.ptx["cp.async.wait_group"](STAGES - 2)
             T.cuda.cta_sync()
 
+    @T.macro
+    def k_tiles(A, B, SMH, SMW, acc, af, bf, kt0, count, m0, n0, a_base, b_base, nxt):
+        # k-tiles kt0 .. kt0+count-1 with static stages 0 .. count-1 (kt0 a multiple of STAGES)
+        _ = [
+            kstep(A, B, SMH, SMW, acc, af, bf, kt0 + s, s, kk, m0, n0, a_base, b_base, nxt)
+            for s in range(count)
+            for kk in range(KI)
+        ]
+
     def tile_origin(t):  # plain Python: (m0, n0) of output tile t >= 0 in the rasterized order
         # GROUP block rows sweep N together (L2 reuse of A and B panels); bind the results to
         # variables before use (a runtime divisor lowers to a let-expression)
@@ -814,11 +823,7 @@ def cuda_gemm(
                 next_n0 = nxt[1]
                 has_next = t + GRID < NTILES
                 for ko in range(KT // STAGES):
-                    _ = [
-                        kstep(A, B, SMH, SMW, acc, af, bf, ko * STAGES + s, s, kk, m0, n0, a_base, b_base, (next_m0, next_n0, has_next))
-                        for s in range(STAGES)
-                        for kk in range(KI)
-                    ]
+                    k_tiles(A, B, SMH, SMW, acc, af, bf, ko * STAGES, STAGES, m0, n0, a_base, b_base, (next_m0, next_n0, has_next))
                 epilogue(C, acc, m0, n0, wm, wn, lane)
                 zero(acc)
             T.ptx["cp.async.wait_group"](0)
@@ -830,16 +835,8 @@ def cuda_gemm(
             if I.constexpr(unrolled):
                 # unrolled by the stage count: every shared-memory stage offset is a constant
                 for ko in range(KT // STAGES):
-                    _ = [
-                        kstep(A, B, SMH, SMW, acc, af, bf, ko * STAGES + s, s, kk, m0, n0, a_base, b_base, None)
-                        for s in range(STAGES)
-                        for kk in range(KI)
-                    ]
-                _ = [
-                    kstep(A, B, SMH, SMW, acc, af, bf, KT - KT % STAGES + s, s, kk, m0, n0, a_base, b_base, None)
-                    for s in range(KT % STAGES)
-                    for kk in range(KI)
-                ]
+                    k_tiles(A, B, SMH, SMW, acc, af, bf, ko * STAGES, STAGES, m0, n0, a_base, b_base, None)
+                k_tiles(A, B, SMH, SMW, acc, af, bf, KT - KT % STAGES, KT % STAGES, m0, n0, a_base, b_base, None)
             else:
                 for kt in range(KT):
                     _ = [kstep(A, B, SMH, SMW, acc, af, bf, kt, kt % STAGES, kk, m0, n0, a_base, b_base, None) for kk in range(KI)]
