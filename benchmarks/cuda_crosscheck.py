@@ -19,7 +19,8 @@ On the GPU machine (Python 3.12, no registry access), from the repository root::
     python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl \
         && export PYTHONPATH=/tmp/site && python3 benchmarks/cuda_crosscheck.py
 
-``--cpu-only`` emulates and checks against numpy without touching a GPU; ``--quick`` runs a subset.
+``--cpu-only`` emulates and checks against numpy without touching a GPU; ``--quick`` runs a subset;
+``--only TEXT`` the cases whose name contains TEXT.
 """
 
 from __future__ import annotations
@@ -353,6 +354,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cpu-only", action="store_true", help="emulate and check against numpy only; no GPU")
     parser.add_argument("--quick", action="store_true", help="a small subset of the cases")
+    parser.add_argument("--only", default="", help="run only the cases whose name contains this text")
     parser.add_argument("--no-tir-check", action="store_true",
                         help="skip checking that the GPU architecture's device TIR is the emulated sm_80 one")
     args = parser.parse_args(argv)
@@ -364,7 +366,10 @@ def main(argv=None) -> int:
         arch = gpu_arch()
         print(f"GPU 0: {arch}; emulating the {EMULATED_ARCH} lowering of the same kernels")
     workdir = tempfile.mkdtemp(prefix="cuda_crosscheck_")
-    cases = build_cases(args.quick)
+    cases = [c for c in build_cases(args.quick) if args.only in c.name]
+    if not cases:
+        print(f"no case name contains {args.only!r}")
+        return 2
     passed, failed = 0, []
     for case in cases:
         t0 = time.time()

@@ -14,6 +14,8 @@ One run on one GPU does everything the device budget allows:
   it before importing Triton) and ``torch.matmul`` (cuBLAS), all timed by each ``--timing``
   method of ``cuda_runner.bench_ms`` (default ``flush,warm``: median of event-timed calls with the
   L2 flushed before each, and back-to-back without a flush; the first is the headline figure).
+  ``sustain`` adds a steady-state figure: back-to-back calls for ``--sustain-s`` seconds while
+  ``nvidia-smi`` samples the SM clock and board power (the H200 runs into its power cap).
 * ``--ceiling`` / ``--ceiling-occupancy``: a register-only mma.sync loop, same clocks.
 * ``--build-only ARCH --kernels DIR``: compile the kernels here (no GPU); ``--kernels DIR`` on the
   GPU machine then loads them instead of compiling (the 4096^3 kernel takes ~1 min to build).
@@ -254,7 +256,9 @@ from tvm_tirx.script import tirx as T
 from tvm_tirx.backend.cuda.axis import laneid
 from tvm_tirx.tirx.layout import S, TileLayout
 
-def ceiling_kernel(blocks, iters, dtype, mt=2, nt=4):
+def ceiling_kernel(blocks, iters, dtype, mt=2, nt=4, toggle=False):
+    # toggle: after every mma each fragment register is XORed with its own mask (X's last na + nb
+    # columns), so the operands change from one mma to the next as a GEMM's do
     ab = "f16" if dtype == "float16" else "bf16"
     op = f"mma.sync.aligned.m16n8k16.row.col.f32.{ab}.{ab}.f32"
     # mt x nt independent m16n8 accumulators per warp; A: mt 16x16 tiles, B: nt 16x8 tiles
@@ -263,8 +267,10 @@ def ceiling_kernel(blocks, iters, dtype, mt=2, nt=4):
     b_l = TileLayout(S[(nt, 8, 2, 4) : (2, 4 @ laneid, 1, 1 @ laneid)])
     na, nb, nd = 4 * mt, 2 * nt, 4 * mt * nt
 
+    nx = 2 * (na + nb) if toggle else na + nb
+
     @T.function
-    def main(X: T.Tensor((blocks * 256, na + nb), "int32"), Y: T.Tensor((blocks * 256, nd), "float32")):
+    def main(X: T.Tensor((blocks * 256, nx), "int32"), Y: T.Tensor((blocks * 256, nd), "float32")):
         T.device_entry(launch=T.cuda.LaunchConfig(grid=blocks, block=256))
         tid = T.cuda.thread_idx("x")
         g = T.cuda.block_idx("x") * 256 + tid
@@ -279,12 +285,21 @@ def ceiling_kernel(blocks, iters, dtype, mt=2, nt=4):
             af[i] = T.cast(X[g, i], "uint32")
         for i in T.unroll(nb):
             bf[i] = T.cast(X[g, na + i], "uint32")
+        mk = T.alloc_tensor(ty_args=[T.Tensor((na + nb,), "uint32", scope="local", layout="default")])
+        if toggle:
+            for i in T.unroll(na + nb):
+                mk[i] = T.cast(X[g, na + nb + i], "uint32")
         d = T.decl_tensor(acc.ptr_to([0]), ty_args=[T.Tensor((mt, nt, 16, 8), "float32", scope="local", layout=acc_l)])
         a = T.decl_tensor(af.ptr_to([0]), ty_args=[T.Tensor((mt, 1, 16, 8), "uint32", scope="local", layout=a_l)])
         b = T.decl_tensor(bf.ptr_to([0]), ty_args=[T.Tensor((nt, 1, 8, 8), "uint32", scope="local", layout=b_l)])
         for it in range(iters):
             for u in T.unroll(4):
                 T.cuda.tile.apply(T.ptx[op], d, a, b, d, scope="warp")
+                if toggle:
+                    for i in T.unroll(na):
+                        af[i] = af[i] ^ mk[i]
+                    for i in T.unroll(nb):
+                        bf[i] = bf[i] ^ mk[na + i]
         for i in T.unroll(nd):
             Y[g, i] = acc[i]
 
@@ -292,11 +307,66 @@ def ceiling_kernel(blocks, iters, dtype, mt=2, nt=4):
 '''
 
 
-def mma_ceiling(log, workdir, arch, dtype="f16", blocks_per_sm=4, mt=2, nt=4):
+def sustained(fn, seconds: float = 2.0) -> dict:
+    """Steady state of back-to-back ``fn()`` calls for ``seconds``: the median ms per call over
+    ~20 ms event-timed chunks, and the median SM clock (MHz) and board power (W) that
+    ``nvidia-smi`` samples every 20 ms meanwhile; the first half of the run is warm-up."""
+    import subprocess
+
+    import numpy as np
+    import torch
+
+    fn()
+    torch.cuda.synchronize()
+    t0, t1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    t0.record()
+    for _ in range(3):
+        fn()
+    t1.record()
+    torch.cuda.synchronize()
+    per_chunk = max(1, int(20.0 / max(t0.elapsed_time(t1) / 3, 1e-3)))
+    cmd = ["nvidia-smi", "--query-gpu=clocks.sm,power.draw", "--format=csv,noheader,nounits", "-lms", "20"]
+    smi = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    chunks = []
+    try:
+        end = time.time() + seconds
+        while time.time() < end:
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s.record()
+            for _ in range(per_chunk):
+                fn()
+            e.record()
+            e.synchronize()
+            chunks.append(s.elapsed_time(e) / per_chunk)
+    finally:
+        smi.terminate()
+        lines = smi.communicate()[0].split("\n")
+    samples = [tuple(float(v) for v in ln.split(",")) for ln in lines if ln.count(",") == 1]
+    steady = samples[len(samples) // 2:] or [(float("nan"), float("nan"))]
+    return dict(ms=float(np.median(chunks[len(chunks) // 2:])), mhz=float(np.median([c for c, _ in steady])),
+                watts=float(np.median([w for _, w in steady])), samples=len(samples))
+
+
+def time_methods(fn, methods, args) -> tuple[dict, dict]:
+    """``{method: ms}`` for each timing method, and the sustained run's clock/power (or {})."""
+    _, runner = _sched()
+    times, sus = {}, {}
+    for m in methods:
+        if m == "sustain":
+            sus = sustained(fn, args.sustain_s)
+            times[m] = sus["ms"]
+        else:
+            times[m] = runner.bench_ms(fn, args.warmup, args.rep, m)
+    return times, sus
+
+
+def mma_ceiling(log, workdir, arch, dtype="f16", blocks_per_sm=4, mt=2, nt=4, args=None, toggle=False):
     """mma.sync m16n8k16 issue ceiling: ``mt * nt`` independent accumulators per warp, 8 warps per
     block, ``blocks_per_sm`` blocks per SM, registers only (no shared/global traffic in the loop).
     Timed like the GEMMs. Defaults: 32 warps per SM, 8 accumulators; the GEMM's own occupancy and
-    ILP is ``blocks_per_sm=1, mt=4, nt=8``."""
+    ILP is ``blocks_per_sm=1, mt=4, nt=8``. ``toggle``: the operands are uniform(-1, 1) values and
+    change after every mma (each register XORed with a random sign-and-mantissa mask), so the
+    tensor cores switch as many bits as on GEMM data; the constant-operand loop draws less power."""
     import torch
     import tvm_ffi
     import tvm_tirx
@@ -310,23 +380,36 @@ def mma_ceiling(log, workdir, arch, dtype="f16", blocks_per_sm=4, mt=2, nt=4):
     spec.loader.exec_module(mod)
     _, runner = _sched()
     blocks, iters = 132 * blocks_per_sm, 4096 * 8 // (mt * nt)
-    f = mod.ceiling_kernel(blocks, iters, "float16" if dtype == "f16" else "bfloat16", mt, nt)
+    f = mod.ceiling_kernel(blocks, iters, "float16" if dtype == "f16" else "bfloat16", mt, nt, toggle)
     exe = tvm_tirx.tirx.compile(f, target=Target({"kind": "cuda", "arch": arch}), pipeline="tirx")
-    so = os.path.join(workdir, f"mma_ceiling_{blocks_per_sm}_{mt}x{nt}.so")
+    so = os.path.join(workdir, f"mma_ceiling_{blocks_per_sm}_{mt}x{nt}{'_toggle' if toggle else ''}.so")
     exe.export_library(so)
     fn = tvm_ffi.load_module(so)["main"]
-    x = torch.randint(0, 2**15, (blocks * 256, 4 * mt + 2 * nt), dtype=torch.int32, device="cuda")
+    nab = 4 * mt + 2 * nt
+    if toggle:
+        vals = torch.empty((blocks * 256, 2 * nab), dtype=runner.torch_dtype(dtype), device="cuda").uniform_(-1, 1)
+        masks = torch.randint(-(2**31), 2**31 - 1, (blocks * 256, nab), dtype=torch.int32, device="cuda")
+        x = torch.cat([vals.view(torch.int32), masks & (0x83FF83FF - 2**32)], dim=1).contiguous()
+    else:
+        x = torch.randint(0, 2**15, (blocks * 256, nab), dtype=torch.int32, device="cuda")
     y = torch.empty((blocks * 256, 4 * mt * nt), dtype=torch.float32, device="cuda")
     ax, ay = tvm_ffi.from_dlpack(x), tvm_ffi.from_dlpack(y)
     call = lambda: fn(ax, ay)  # noqa: E731
     call()
     torch.cuda.synchronize()
-    ms = runner.bench_ms(call)
+    methods = args.timing.split(",") if args else ["flush"]
+    times, sus = time_methods(call, methods, args) if args else ({"flush": runner.bench_ms(call)}, {})
     flops = blocks * 8 * iters * 4 * mt * nt * 2 * 16 * 8 * 16
-    tf = flops / (ms * 1e-3) / 1e12
-    log(f"ceiling mma.sync m16n8k16 {dtype} register-only, {8 * blocks_per_sm} warps/SM, {mt * nt} accumulators/warp: "
-        f"{ms:.3f} ms {tf:.1f} TFLOP/s")
+    tfs = {m: flops / (t * 1e-3) / 1e12 for m, t in times.items()}
+    tf = tfs[methods[0]]
+    log(f"ceiling mma.sync m16n8k16 {dtype} register-only{', toggling operands' if toggle else ''}, "
+        f"{8 * blocks_per_sm} warps/SM, {mt * nt} accumulators/warp: "
+        f"{times[methods[0]]:.3f} ms {tf:.1f} TFLOP/s  [{' '.join(f'{m}={v:6.1f}' for m, v in tfs.items())}]{_fmt_sus(sus)}")
     return tf
+
+
+def _fmt_sus(sus: dict) -> str:
+    return f"  [sustained: {sus['mhz']:.0f} MHz {sus['watts']:.0f} W]" if sus else ""
 
 
 # ------------------------------------------------------------------------------------------------
@@ -423,6 +506,20 @@ def _bench_jobs(args, arch, workdir):
     return jobs
 
 
+def _zeros_bench(runner, fn, a, b, c, do_bench, fmt, methods, M, N, K) -> str:
+    """Time kernel ``fn`` on all-zero inputs of ``a``'s and ``b``'s shapes; the formatted figures."""
+    import torch
+
+    za, zb = torch.zeros_like(a), torch.zeros_like(b)
+    launch = runner.Launcher(fn, za, zb, c)
+    launch()
+    torch.cuda.synchronize()
+    if float(c.abs().max()) != 0.0:
+        raise RuntimeError("kernel on zero inputs gave a nonzero output")
+    times = do_bench(launch)
+    return f"{runner.tflops(M, N, K, times[methods[0]]):7.1f} TFLOP/s  [{fmt(times)}]"
+
+
 def bench(args, log, workdir, arch):
     import torch
 
@@ -438,11 +535,15 @@ def bench(args, log, workdir, arch):
 
     methods = args.timing.split(",")
 
+    sus = {}
+
     def do_bench(fn):  # {method: ms}; the first method is the headline figure
-        return {m: runner.bench_ms(fn, args.warmup, args.rep, m) for m in methods}
+        nonlocal sus
+        times, sus = time_methods(fn, methods, args)
+        return times
 
     def fmt(times):
-        return " ".join(f"{m}={runner.tflops(M, N, K, t):6.1f}" for m, t in times.items())
+        return " ".join(f"{m}={runner.tflops(M, N, K, t):6.1f}" for m, t in times.items()) + _fmt_sus(sus)
 
     tri_kernel, tri_run = _triton_matmul()
     results = []
@@ -481,7 +582,10 @@ def bench(args, log, workdir, arch):
                     log(f"ours   {S}^3 {dtype} {layout} {name:22s} {ms:8.3f} ms {tf:7.1f} TFLOP/s "
                         f"rel_err={err_rel:.1e}  [{fmt(times)}]")
                     results.append(dict(who="ours", size=S, dtype=dtype, layout=layout, config=name, ms=ms, tflops=tf,
-                                        rel_err=err_rel, times=times))
+                                        rel_err=err_rel, times=times, sustained=sus))
+                    if args.zeros:  # same kernel on all-zero inputs: the tensor cores switch no bits
+                        z = _zeros_bench(runner, fn, a, b, c, do_bench, fmt, methods, M, N, K)
+                        log(f"ours   {S}^3 {dtype} {layout} {name + ' zeros':22s} {z}")
                 # Triton mma.sync path (f32 out like ours)
                 tri = None
                 if not args.no_triton and layout in args.triton_layouts.split(","):
@@ -495,14 +599,19 @@ def bench(args, log, workdir, arch):
                     best = tri_kernel.best_config
                     mma_kind = _triton_mma_kind(tri_kernel)
                     log(f"triton {S}^3 {dtype} {layout} {str(best):60s} {ms:8.3f} ms {tri:7.1f} TFLOP/s [{mma_kind}]  [{fmt(times)}]")
-                    results.append(dict(who="triton_mma_sync", size=S, dtype=dtype, layout=layout, config=str(best), ms=ms, tflops=tri, mma=mma_kind, times=times))
+                    results.append(dict(who="triton_mma_sync", size=S, dtype=dtype, layout=layout, config=str(best), ms=ms, tflops=tri, mma=mma_kind, times=times, sustained=sus))
                 # torch.matmul (cuBLAS, input-dtype output)
                 fn_c = lambda: torch.matmul(opa, opb)  # noqa: E731
                 times = do_bench(fn_c)
                 ms = times[methods[0]]
                 tt = runner.tflops(M, N, K, ms)
                 log(f"torch  {S}^3 {dtype} {layout} {'torch.matmul (' + dtype + ' out)':22s} {ms:8.3f} ms {tt:7.1f} TFLOP/s  [{fmt(times)}]")
-                results.append(dict(who="torch", size=S, dtype=dtype, layout=layout, ms=ms, tflops=tt, times=times))
+                results.append(dict(who="torch", size=S, dtype=dtype, layout=layout, ms=ms, tflops=tt, times=times, sustained=sus))
+                if args.zeros:
+                    za, zb = torch.zeros_like(opa), torch.zeros_like(opb)
+                    times = do_bench(lambda: torch.matmul(za, zb))
+                    log(f"torch  {S}^3 {dtype} {layout} {'torch.matmul zeros':22s} "
+                        f"{runner.tflops(M, N, K, times[methods[0]]):7.1f} TFLOP/s  [{fmt(times)}]")
                 if ours:
                     bname = max(ours, key=ours.get)
                     line = f"SUMMARY {S}^3 {dtype} {layout}: ours {ours[bname]:.1f} ({bname})"
@@ -533,6 +642,32 @@ def build_only(args, log):
         fails += bad
         log(f"build-only bench: {len(jobs) - bad}/{len(jobs)} built")
     return int(fails > 0)
+
+
+def ptxas_report(args, log, workdir, arch):
+    """Registers and spills of each --bench kernel as TIRx's own device compiler builds it here
+    (NVRTC on the GPU machine; its ptxas may allocate differently from a local nvcc)."""
+    import re
+
+    sys.path.insert(0, ROOT)
+    from tvm_cdna4.tirx_private import cuda_compile_log
+
+    jobs = _bench_jobs(args, arch, workdir)
+    built = build_all(jobs, args.jobs, log, args.kernels)
+    report = {}
+    for key, *_ in jobs:
+        path, err = built[key]
+        if err:
+            continue
+        with open(path[: -len(".so")] + ".cu") as f:
+            text = cuda_compile_log(f.read(), arch)
+        regs = re.search(r"Used (\d+) registers", text)
+        spill = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", text)
+        report[key] = dict(registers=int(regs.group(1)) if regs else None,
+                           spill_stores=int(spill.group(1)) if spill else None,
+                           spill_loads=int(spill.group(2)) if spill else None)
+        log(f"ptxas  {key}: {report[key]}")
+    return report
 
 
 def profile(args, log, workdir, arch):
@@ -567,9 +702,14 @@ def main(argv=None):
     p.add_argument("--seed", action="store_true", help="run the seed page's ldmatrix example")
     p.add_argument("--bench", action="store_true")
     p.add_argument("--profile", action="store_true", help="only launch each --configs kernel once (run under ncu)")
+    p.add_argument("--ptxas", action="store_true",
+                   help="registers and spills of each --bench kernel from the device compiler TIRx uses (NVRTC)")
     p.add_argument("--ceiling", action="store_true", help="time a register-only mma.sync loop (same clocks)")
     p.add_argument("--ceiling-occupancy", action="store_true",
                    help="also time it at the GEMM's occupancy and ILP (8 warps/SM, 32 accumulators/warp)")
+    p.add_argument("--ceiling-toggle", action="store_true",
+                   help="both ceilings again with operands that change after every mma (GEMM-like power)")
+    p.add_argument("--zeros", action="store_true", help="bench on all-zero inputs too (power depends on the data)")
     p.add_argument("--sizes", default="4096,8192")
     p.add_argument("--dtypes", default="f16")
     p.add_argument("--layouts", default="nt")
@@ -577,7 +717,8 @@ def main(argv=None):
     p.add_argument("--no-triton", action="store_true")
     p.add_argument("--triton-layouts", default="nt", help="layouts Triton is timed on (autotuning is slow)")
     p.add_argument("--timing", default="flush,warm",
-                   help="comma list of cuda_runner.TIMING_METHODS (flush, warm); the first is the headline")
+                   help="comma list of cuda_runner.TIMING_METHODS (flush, warm) and sustain; the first is the headline")
+    p.add_argument("--sustain-s", type=float, default=2.0, help="seconds of back-to-back calls for --timing sustain")
     p.add_argument("--kernels", default="", help="directory of prebuilt <key>.so kernels to reuse (with --build-only: where to write them)")
     p.add_argument("--warmup", type=int, default=25)
     p.add_argument("--rep", type=int, default=200)
@@ -618,11 +759,17 @@ def main(argv=None):
         summary["validate_failures"] = fails
         status |= fails > 0
     if args.ceiling:
-        summary["ceiling_tflops"] = mma_ceiling(log, workdir, arch)
+        summary["ceiling_tflops"] = mma_ceiling(log, workdir, arch, args=args)
     if args.ceiling_occupancy:
-        summary["ceiling_gemm_occupancy_tflops"] = mma_ceiling(log, workdir, arch, blocks_per_sm=1, mt=4, nt=8)
+        summary["ceiling_gemm_occupancy_tflops"] = mma_ceiling(log, workdir, arch, blocks_per_sm=1, mt=4, nt=8, args=args)
+    if args.ceiling_toggle:
+        summary["ceiling_toggle_tflops"] = mma_ceiling(log, workdir, arch, args=args, toggle=True)
+        summary["ceiling_toggle_gemm_occupancy_tflops"] = mma_ceiling(log, workdir, arch, blocks_per_sm=1, mt=4, nt=8,
+                                                                      args=args, toggle=True)
     if args.profile:
         profile(args, log, workdir, arch)
+    if args.ptxas:
+        summary["ptxas"] = ptxas_report(args, log, workdir, arch)
     if args.bench:
         summary["bench"] = bench(args, log, workdir, arch)
     with open(os.path.join(args.out, "cuda_gemm_results.json"), "w") as f:

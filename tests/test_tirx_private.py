@@ -60,3 +60,16 @@ def test_codegen_hook_signature():
     module = importlib.import_module(tirx_private.COMPILE_MODULE)
     hook = getattr(module, tirx_private.CODEGEN_HOOK)
     assert list(inspect.signature(hook).parameters) == ["host_mod", "device_mod_dict", "target_host"]
+
+
+def test_cuda_compiler_drivers_and_config():
+    from tvm_tirx.backend.cuda.backend_config import compiler_options, resolve_backend_config
+    from tvm_tirx.support import nvcc
+    from tvm_tirx.target import Target
+
+    for compiler in ("nvrtc", "nvcc"):
+        driver = getattr(nvcc, tirx_private.CUDA_DRIVER_PREFIX + compiler)
+        assert list(inspect.signature(driver).parameters) == tirx_private.CUDA_DRIVER_PARAMS
+    config = resolve_backend_config(None, Target({"kind": "cuda", "arch": "sm_80"}))
+    assert config["compiler"] in ("nvrtc", "nvcc") and config["arch"] == "sm_80"
+    assert any("-v" in option for option in compiler_options(config))  # ptxas -v: the log has registers

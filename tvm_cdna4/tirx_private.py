@@ -10,6 +10,8 @@
    ``CUDA_COMMON_MEMBERS``.
 
 4. ``lowered_device_modules`` intercepts the private codegen step of ``tvm_tirx.tirx.compile``.
+5. ``cuda_compile_log`` calls the private compiler drivers of ``tvm_tirx.support.nvcc``
+   (``_compile_cuda_nvrtc`` / ``_compile_cuda_nvcc``), whose log the public ``compile_source`` drops.
 
 ``tests/test_tirx_private.py`` fails loudly when any of these change.
 """
@@ -103,3 +105,22 @@ def lowered_device_modules(func, target) -> dict:
         finally:
             setattr(compile_module, CODEGEN_HOOK, original)
     return captured
+
+
+CUDA_DRIVER_PREFIX = "_compile_cuda_"
+CUDA_DRIVER_PARAMS = ["code", "target_format", "arch", "options", "path_target", "use_nvshmem"]
+
+
+def cuda_compile_log(source: str, arch: str) -> str:
+    """The device compiler's log for CUDA ``source`` built as TIRx builds a kernel for ``arch``: its
+    default backend config (NVRTC with ``ptxas -v``, unless the installation configures nvcc), so
+    the log reports the registers and spills of the machine code that actually runs. Needs the
+    compiler (``cuda-bindings`` for NVRTC) on this machine."""
+    from tvm_tirx.backend.cuda.backend_config import compiler_options, resolve_backend_config
+    from tvm_tirx.support import nvcc
+    from tvm_tirx.target import Target
+
+    config = resolve_backend_config(None, Target({"kind": "cuda", "arch": arch}))
+    driver = getattr(nvcc, CUDA_DRIVER_PREFIX + config["compiler"])
+    _, log = driver(source, "cubin", config["arch"], compiler_options(config))
+    return log.decode() if isinstance(log, bytes | bytearray) else str(log or "")
