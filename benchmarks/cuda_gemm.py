@@ -84,6 +84,8 @@ CONFIGS = {
     "256x128x64_w4x4_s3": _tile(256, 128, 64, 4, 4, 3),
     # persistent: one CTA per SM of the H200, the pipeline running on across tiles
     "128x256x64_w2x4_s4_p132": _tile(128, 256, 64, 2, 4, 4, ctas=132),
+    # the same kernel compiled at load by nvcc instead of TIRx's default NVRTC
+    "128x256x64_w2x4_s4_nvcc": _tile(128, 256, 64, 2, 4, 4, compiler="nvcc"),
     # ablations against the first measured version (v1 = _BASE), on the 128x256x64 4-stage tile
     "128x256x64_w2x4_s4_v1": _tile(128, 256, 64, 2, 4, 4, **_BASE),
     "128x256x64_w2x4_s4_noprecompute": _tile(128, 256, 64, 2, 4, 4, precompute=False),
@@ -109,8 +111,10 @@ def _build_job(job):
     t = time.time()
     try:
         gemm, _ = _sched()
+        cfg = dict(cfg or {})
+        compiler = cfg.pop("compiler", None)  # a build option, not part of the tiling
         config = gemm.GemmConfig(**cfg) if cfg else None
-        exe = gemm.build(M, N, K, dtype, layout, out, config, arch=arch)
+        exe = gemm.build(M, N, K, dtype, layout, out, config, arch=arch, compiler=compiler)
         path = os.path.join(workdir, key + ".so")
         exe.export_library(path)
         src_path = os.path.join(workdir, key + ".cu")

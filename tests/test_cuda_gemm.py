@@ -218,6 +218,18 @@ def test_generated_cuda_compiles_with_nvcc(layout, M, N, K, out, cfg, tmp_path):
     assert "0 bytes spill stores" in r.stderr, r.stderr[-3000:]
 
 
+def test_device_compiler_choice(tmp_path):
+    # the CUDA C is the same; the choice is recorded in the exported module for its load-time compile
+    cfg = replace(SMALL, unroll_stages=False)
+    srcs = {c: cuda_source(build(128, 128, 64, "f16", "nt", "f32", cfg, arch="sm_80", compiler=c)) for c in (None, "nvcc")}
+    assert srcs[None] == srcs["nvcc"]
+    exe = build(128, 128, 64, "f16", "nt", "f32", cfg, arch="sm_80", compiler="nvcc")
+    exe.export_library(str(tmp_path / "k.so"))
+    assert b'"compiler":"nvcc"' in (tmp_path / "k.so").read_bytes()
+    with pytest.raises(ValueError, match="compiler must be 'nvcc' or 'nvrtc'"):
+        build(128, 128, 64, "f16", "nt", "f32", cfg, arch="sm_80", compiler="clang")
+
+
 def test_persistent_kernel_loops_over_tiles():
     cfg = replace(SMALL, ctas=3)
     src = cuda_source(build(256, 384, 192, "f16", "nt", "f32", cfg, arch="sm_80"))  # 6 tiles on 3 CTAs

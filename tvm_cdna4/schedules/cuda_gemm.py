@@ -592,8 +592,8 @@ def cuda_gemm(
 
     split = cfg.split_loads and KI >= 3  # B must still go out before the commit at k-step KI-2
     # short K loops gain nothing from the unroll; with B stored [K, N] (ldmatrix .trans for B) the
-    # unrolled loop measured 242-268 TFLOP/s against ~430 rolled (ncu: 1.4 M shared-load bank
-    # conflicts and 30x the cp.async wait stalls; cause not found), so those layouts stay rolled
+    # unrolled loop spills under NVRTC (255 registers + 496 B) and measured 242-268 TFLOP/s against
+    # ~430 rolled, so those layouts stay rolled (see GemmConfig.unrolled_for)
     unrolled = cfg.unrolled_for(K, layout)
     persistent = cfg.persistent_for(K, layout)
     NTILES = GM * GN
@@ -848,13 +848,22 @@ def cuda_gemm(
     return main
 
 
-def build(M, N, K, dtype="f16", layout="nt", out_dtype="f32", config=None, arch="sm_80"):
-    """Compile for CUDA. Returns the TIRx executable (``exe.mod.imports[0]`` is the CUDA module)."""
+def build(M, N, K, dtype="f16", layout="nt", out_dtype="f32", config=None, arch="sm_80", compiler=None):
+    """Compile for CUDA. Returns the TIRx executable (``exe.mod.imports[0]`` is the CUDA module).
+
+    ``compiler``: the device compiler that turns the generated CUDA C into machine code when the
+    module is loaded: None for TIRx's default (NVRTC), or ``"nvcc"`` / ``"nvrtc"`` (TIRx's
+    ``backend_config``; the loading machine must have it)."""
     import tvm_tirx
     from tvm_tirx.target import Target
 
     func = cuda_gemm(M, N, K, dtype, layout, out_dtype, config)
-    return tvm_tirx.tirx.compile(func, target=Target({"kind": "cuda", "arch": arch}), pipeline="tirx")
+    attrs = {"kind": "cuda", "arch": arch}
+    if compiler is not None:
+        if compiler not in ("nvcc", "nvrtc"):
+            raise ValueError(f"compiler must be 'nvcc' or 'nvrtc' (or None for TIRx's default), got {compiler!r}")
+        attrs["backend_config"] = {"cuda": {"compiler": compiler}}
+    return tvm_tirx.tirx.compile(func, target=Target(attrs), pipeline="tirx")
 
 
 def cuda_source(exe) -> str:
