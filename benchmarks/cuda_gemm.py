@@ -320,15 +320,8 @@ def sustained(fn, seconds: float = 2.0) -> dict:
     import numpy as np
     import torch
 
-    fn()
-    torch.cuda.synchronize()
-    t0, t1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    t0.record()
-    for _ in range(3):
-        fn()
-    t1.record()
-    torch.cuda.synchronize()
-    per_chunk = max(1, int(20.0 / max(t0.elapsed_time(t1) / 3, 1e-3)))
+    _, runner = _sched()
+    per_chunk = max(1, int(20.0 / runner.estimate_ms(fn, 3)))
     cmd = ["nvidia-smi", "--query-gpu=clocks.sm,power.draw", "--format=csv,noheader,nounits", "-lms", "20"]
     smi = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     chunks = []

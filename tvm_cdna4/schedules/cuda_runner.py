@@ -162,6 +162,21 @@ def torch_dtype_for(arr):
 TIMING_METHODS = ("flush", "warm")
 
 
+def estimate_ms(fn, calls: int = 5) -> float:
+    """A rough time of one ``fn()`` call in ms (one call first, then ``calls`` event-timed ones)."""
+    import torch
+
+    fn()
+    torch.cuda.synchronize()
+    t0, t1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    t0.record()
+    for _ in range(calls):
+        fn()
+    t1.record()
+    torch.cuda.synchronize()
+    return max(t0.elapsed_time(t1) / calls, 1e-3)
+
+
 def bench_ms(fn, warmup_ms: int = 25, rep_ms: int = 200, method: str = "flush") -> float:
     """Median time of one ``fn()`` call in ms, by one of ``TIMING_METHODS``:
 
@@ -186,15 +201,7 @@ def bench_ms(fn, warmup_ms: int = 25, rep_ms: int = 200, method: str = "flush") 
         except ImportError:
             pass
     flush = torch.empty(256 << 20, dtype=torch.int8, device="cuda") if method == "flush" else None
-    fn()
-    torch.cuda.synchronize()
-    t0, t1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    t0.record()
-    for _ in range(5):
-        fn()
-    t1.record()
-    torch.cuda.synchronize()
-    est = max(t0.elapsed_time(t1) / 5, 1e-3)
+    est = estimate_ms(fn)
     for _ in range(max(1, int(warmup_ms / est))):
         fn()
     n = max(10, int(rep_ms / est))
