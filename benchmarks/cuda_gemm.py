@@ -644,11 +644,10 @@ def build_only(args, log):
 def ptxas_report(args, log, workdir, arch):
     """Registers and spills of each --bench kernel as TIRx's own device compiler builds it here
     (NVRTC on the GPU machine; its ptxas may allocate differently from a local nvcc)."""
-    import re
-
     sys.path.insert(0, ROOT)
     from tvm_cdna4.tirx_private import cuda_compile_log
 
+    _, runner = _sched()
     jobs = _bench_jobs(args, arch, workdir)
     built = build_all(jobs, args.jobs, log, args.kernels)
     report = {}
@@ -658,11 +657,7 @@ def ptxas_report(args, log, workdir, arch):
             continue
         with open(path[: -len(".so")] + ".cu") as f:
             text = cuda_compile_log(f.read(), arch)
-        regs = re.search(r"Used (\d+) registers", text)
-        spill = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", text)
-        report[key] = dict(registers=int(regs.group(1)) if regs else None,
-                           spill_stores=int(spill.group(1)) if spill else None,
-                           spill_loads=int(spill.group(2)) if spill else None)
+        report[key] = runner.ptxas_usage(text)
         log(f"ptxas  {key}: {report[key]}")
     return report
 

@@ -8,6 +8,7 @@ event timing) and the TVM CUDA runtime. Modules are run through ``export_library
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 
 import numpy as np
@@ -215,6 +216,15 @@ def bench_ms(fn, warmup_ms: int = 25, rep_ms: int = 200, method: str = "flush") 
         e.record()
     torch.cuda.synchronize()
     return float(np.median([s.elapsed_time(e) for s, e in zip(starts, ends)]))
+
+
+def ptxas_usage(log: str) -> dict:
+    """Registers and spill bytes from a ``ptxas -v`` log (None where the log does not say)."""
+    regs = re.search(r"Used (\d+) registers", log)
+    spill = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", log)
+    return dict(registers=int(regs.group(1)) if regs else None,
+                spill_stores=int(spill.group(1)) if spill else None,
+                spill_loads=int(spill.group(2)) if spill else None)
 
 
 def tflops(M, N, K, ms: float) -> float:
