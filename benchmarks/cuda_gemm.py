@@ -17,6 +17,8 @@ One run on one GPU does everything the device budget allows:
   ``sustain`` adds a steady-state figure: back-to-back calls for ``--sustain-s`` seconds while
   ``nvidia-smi`` samples the SM clock and board power (the H200 runs into its power cap).
 * ``--ceiling`` / ``--ceiling-occupancy``: a register-only mma.sync loop, same clocks.
+* ``--cutlass SO``: also time CUTLASS 2.x's Ampere GEMMs (sm80 mma.sync, the same instruction set
+  as ours) built from ``benchmarks/cutlass_sm80_peer.cu`` (nt, f16 -> f32; see that file).
 * ``--build-only ARCH --kernels DIR``: compile the kernels here (no GPU); ``--kernels DIR`` on the
   GPU machine then loads them instead of compiling (the 4096^3 kernel takes ~1 min to build).
 
@@ -29,6 +31,7 @@ from __future__ import annotations
 import argparse
 import concurrent.futures as cf
 import datetime
+import functools
 import importlib
 import importlib.util
 import json
@@ -517,6 +520,32 @@ def _zeros_bench(runner, fn, a, b, c, do_bench, fmt, methods, M, N, K) -> str:
     return f"{runner.tflops(M, N, K, times[methods[0]]):7.1f} TFLOP/s  [{fmt(times)}]"
 
 
+def _cutlass_peers(so_path):
+    """``[(name, fn(a, b, c))]``: the kernels ``cutlass_sm80_peer.cu`` exports, from its built .so."""
+    import ctypes
+    import re
+
+    import torch
+
+    with open(os.path.join(ROOT, "benchmarks", "cutlass_sm80_peer.cu")) as f:
+        src = f.read()
+    lib = ctypes.CDLL(os.path.abspath(so_path))
+    peers = []
+    for name in re.findall(r"^PEER\((\w+),", src, re.MULTILINE):
+        f = getattr(lib, name)
+        f.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int] * 3 + [ctypes.c_void_p]
+        f.restype = ctypes.c_int
+
+        def run(a, b, c, f=f, name=name):
+            M, K = a.shape
+            rc = f(a.data_ptr(), b.data_ptr(), c.data_ptr(), M, b.shape[0], K, torch.cuda.current_stream().cuda_stream)
+            if rc:
+                raise RuntimeError(f"{name}: CUTLASS status {rc}")
+
+        peers.append((name, run))
+    return peers
+
+
 def bench(args, log, workdir, arch):
     import torch
 
@@ -583,6 +612,24 @@ def bench(args, log, workdir, arch):
                     if args.zeros:  # same kernel on all-zero inputs: the tensor cores switch no bits
                         z = _zeros_bench(runner, fn, a, b, c, do_bench, fmt, methods, M, N, K)
                         log(f"ours   {S}^3 {dtype} {layout} {name + ' zeros':22s} {z}")
+                cut = {}
+                if args.cutlass and layout == "nt" and dtype == "f16":  # CUTLASS 2.x Ampere kernels
+                    cc = torch.empty((M, N), dtype=torch.float32, device="cuda")
+                    for name, run in _cutlass_peers(args.cutlass):
+                        fn_x = functools.partial(run, a, b, cc)
+                        cc.fill_(float("nan"))
+                        fn_x()
+                        torch.cuda.synchronize()
+                        if ref is None:
+                            ref = torch.matmul(opa.float(), opb.float())
+                        err_rel = float((cc - ref).norm() / ref.norm())
+                        times = do_bench(fn_x)
+                        ms = times[methods[0]]
+                        tf = cut[name] = runner.tflops(M, N, K, ms)
+                        log(f"cutlass {S}^3 {dtype} {layout} {name:30s} {ms:8.3f} ms {tf:7.1f} TFLOP/s "
+                            f"rel_err={err_rel:.1e}  [{fmt(times)}]")
+                        results.append(dict(who="cutlass_sm80", size=S, dtype=dtype, layout=layout, config=name, ms=ms,
+                                            tflops=tf, rel_err=err_rel, times=times, sustained=sus))
                 # Triton mma.sync path (f32 out like ours)
                 tri = None
                 if not args.no_triton and layout in args.triton_layouts.split(","):
@@ -612,6 +659,9 @@ def bench(args, log, workdir, arch):
                 if ours:
                     bname = max(ours, key=ours.get)
                     line = f"SUMMARY {S}^3 {dtype} {layout}: ours {ours[bname]:.1f} ({bname})"
+                    if cut:
+                        cname = max(cut, key=cut.get)
+                        line += f", cutlass-sm80 {cut[cname]:.1f} ({cname}), ours/cutlass {ours[bname] / cut[cname]:.2f}"
                     if tri:
                         line += f", triton-mma.sync {tri:.1f}, ours/triton {ours[bname] / tri:.2f}"
                     line += f", torch {tt:.1f}, ours/torch {ours[bname] / tt:.2f}"
@@ -663,7 +713,7 @@ def ptxas_report(args, log, workdir, arch):
 
 
 def profile(args, log, workdir, arch):
-    """Launch each --configs kernel a few times (for ncu): nothing else runs on the GPU."""
+    """Launch each --configs kernel (and each --cutlass peer) once, for ncu: nothing else runs."""
     import torch
 
     gemm, runner = _sched()
@@ -686,6 +736,11 @@ def profile(args, log, workdir, arch):
         launch()
         torch.cuda.synchronize()
         log(f"profiled {key}")
+    if args.cutlass and layout == "nt" and dtype == "f16":
+        for name, run in _cutlass_peers(args.cutlass):
+            run(a, b, c)
+            torch.cuda.synchronize()
+            log(f"profiled {name}")
 
 
 def main(argv=None):
@@ -707,6 +762,7 @@ def main(argv=None):
     p.add_argument("--layouts", default="nt")
     p.add_argument("--configs", default="", help=f"comma list of {list(CONFIGS)}; default all")
     p.add_argument("--no-triton", action="store_true")
+    p.add_argument("--cutlass", default="", metavar="SO", help="built benchmarks/cutlass_sm80_peer.cu: time its kernels too")
     p.add_argument("--triton-layouts", default="nt", help="layouts Triton is timed on (autotuning is slow)")
     p.add_argument("--timing", default="flush,warm",
                    help="comma list of cuda_runner.TIMING_METHODS (flush, warm) and sustain; the first is the headline")

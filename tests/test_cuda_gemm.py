@@ -387,3 +387,18 @@ def test_generic_address_path_still_compiles(layout):
     cfg = GemmConfig(block_m=128, block_n=128, block_k=64, warps_m=2, warps_n=2, stages=3, precompute=False)
     src = cuda_source(build(256, 256, 128, "f16", layout, "f32", cfg, arch="sm_80"))
     assert "mma.sync.aligned.m16n8k16" in src and "cp.async.cg.shared.global" in src
+
+
+def test_cutlass_peer_names_state_their_tiles():
+    """The benchmark labels each CUTLASS peer by its export name: every PEER in
+    benchmarks/cutlass_sm80_peer.cu must be named after the tile, warp tile and stage count it
+    instantiates, and fit the H200's 227 KiB of shared memory (f16 operands)."""
+    with open(os.path.join(ROOT, "benchmarks", "cutlass_sm80_peer.cu")) as f:
+        src = f.read()
+    peers = re.findall(r"^PEER\((\w+), (\d+), (\d+), (\d+), (\d+), (\d+), (\d+), (\d+)\)$", src, re.MULTILINE)
+    assert len(peers) == len(re.findall(r"^PEER\(", src, re.MULTILINE)) >= 2
+    for name, *dims in peers:
+        bm, bn, bk, wm, wn, wk, stages = map(int, dims)
+        assert name == f"cutlass_{bm}x{bn}x{bk}_w{wm}x{wn}_s{stages}", name
+        assert wk == bk and bm % wm == 0 and bn % wn == 0, name
+        assert stages * (bm + bn) * bk * 2 <= 227 * 1024, name
