@@ -546,6 +546,13 @@ def _cutlass_peers(so_path):
     return peers
 
 
+def _f32_product(opa, opb):
+    """The reference: torch's product of the f32-upcast operands."""
+    import torch
+
+    return torch.matmul(opa.float(), opb.float())
+
+
 def bench(args, log, workdir, arch):
     import torch
 
@@ -573,6 +580,22 @@ def bench(args, log, workdir, arch):
 
     tri_kernel, tri_run = _triton_matmul()
     results = []
+
+    def checked_run(who, name, launch, out, case, ref) -> float:
+        """Poison ``out``, run ``launch`` once and check it against ``ref()`` (the f32 product),
+        then time it by every method; logged and recorded. Returns the headline TFLOP/s."""
+        out.fill_(float("nan"))
+        launch()
+        torch.cuda.synchronize()
+        err_rel = float((out - ref()).norm() / ref().norm())
+        times = do_bench(launch)
+        ms = times[methods[0]]
+        tf = runner.tflops(M, N, K, ms)
+        log(f"{who.split('_')[0]:6s} {case['size']}^3 {case['dtype']} {case['layout']} {name:22s} {ms:8.3f} ms "
+            f"{tf:7.1f} TFLOP/s rel_err={err_rel:.1e}  [{fmt(times)}]")
+        results.append(dict(who=who, **case, config=name, ms=ms, tflops=tf, rel_err=err_rel, times=times, sustained=sus))
+        return tf
+
     for S in sizes:
         M = N = K = S
         for dtype in dtypes:
@@ -585,7 +608,8 @@ def bench(args, log, workdir, arch):
                 c = torch.full((M, N), float("nan"), dtype=torch.float32, device="cuda")
                 opa = a.t() if layout[0] == "t" else a
                 opb = b.t() if layout[1] == "t" else b
-                ref = None
+                case = dict(size=S, dtype=dtype, layout=layout)
+                ref = functools.cache(functools.partial(_f32_product, opa, opb))
                 names = cfg_names if (layout == "nt" and dtype == "f16") else cfg_names[:1]
                 ours = {}
                 for name in names:
@@ -594,21 +618,7 @@ def bench(args, log, workdir, arch):
                     if err:
                         continue
                     fn = runner.load_kernel(path)
-                    launch = runner.Launcher(fn, a, b, c)
-                    c.fill_(float("nan"))
-                    launch()
-                    torch.cuda.synchronize()
-                    if ref is None:
-                        ref = torch.matmul(opa.float(), opb.float())
-                    err_rel = float((c - ref).norm() / ref.norm())
-                    times = do_bench(launch)
-                    ms = times[methods[0]]
-                    tf = runner.tflops(M, N, K, ms)
-                    ours[name] = tf
-                    log(f"ours   {S}^3 {dtype} {layout} {name:22s} {ms:8.3f} ms {tf:7.1f} TFLOP/s "
-                        f"rel_err={err_rel:.1e}  [{fmt(times)}]")
-                    results.append(dict(who="ours", size=S, dtype=dtype, layout=layout, config=name, ms=ms, tflops=tf,
-                                        rel_err=err_rel, times=times, sustained=sus))
+                    ours[name] = checked_run("ours", name, runner.Launcher(fn, a, b, c), c, case, ref)
                     if args.zeros:  # same kernel on all-zero inputs: the tensor cores switch no bits
                         z = _zeros_bench(runner, fn, a, b, c, do_bench, fmt, methods, M, N, K)
                         log(f"ours   {S}^3 {dtype} {layout} {name + ' zeros':22s} {z}")
@@ -616,20 +626,7 @@ def bench(args, log, workdir, arch):
                 if args.cutlass and layout == "nt" and dtype == "f16":  # CUTLASS 2.x Ampere kernels
                     cc = torch.empty((M, N), dtype=torch.float32, device="cuda")
                     for name, run in _cutlass_peers(args.cutlass):
-                        fn_x = functools.partial(run, a, b, cc)
-                        cc.fill_(float("nan"))
-                        fn_x()
-                        torch.cuda.synchronize()
-                        if ref is None:
-                            ref = torch.matmul(opa.float(), opb.float())
-                        err_rel = float((cc - ref).norm() / ref.norm())
-                        times = do_bench(fn_x)
-                        ms = times[methods[0]]
-                        tf = cut[name] = runner.tflops(M, N, K, ms)
-                        log(f"cutlass {S}^3 {dtype} {layout} {name:30s} {ms:8.3f} ms {tf:7.1f} TFLOP/s "
-                            f"rel_err={err_rel:.1e}  [{fmt(times)}]")
-                        results.append(dict(who="cutlass_sm80", size=S, dtype=dtype, layout=layout, config=name, ms=ms,
-                                            tflops=tf, rel_err=err_rel, times=times, sustained=sus))
+                        cut[name] = checked_run("cutlass_sm80", name, functools.partial(run, a, b, cc), cc, case, ref)
                 # Triton mma.sync path (f32 out like ours)
                 tri = None
                 if not args.no_triton and layout in args.triton_layouts.split(","):
