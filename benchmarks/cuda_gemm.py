@@ -548,6 +548,16 @@ def _cutlass_peers(so_path):
     return peers
 
 
+def _random_operand(shape, torch_dtype, inputs):
+    """A random GEMM operand: ``uniform`` draws U(-1, 1), ``normal`` draws N(0, 1) (``torch.randn``,
+    as Triton's tutorial matmul does). The H200 runs mma.sync GEMMs at its power cap, and the power
+    the tensor cores draw depends on the bits they switch, so the distribution moves the figures."""
+    import torch
+
+    t = torch.empty(shape, dtype=torch_dtype, device="cuda")
+    return t.uniform_(-1, 1) if inputs == "uniform" else t.normal_()
+
+
 def _f32_product(opa, opb):
     """The reference: torch's product of the f32-upcast operands."""
     import torch
@@ -606,12 +616,12 @@ def bench(args, log, workdir, arch):
             for layout in layouts:
                 a_shape, b_shape = gemm.operand_shapes(M, N, K, layout)
                 torch.manual_seed(S)
-                a = torch.empty(a_shape, dtype=tdt, device="cuda").uniform_(-1, 1)
-                b = torch.empty(b_shape, dtype=tdt, device="cuda").uniform_(-1, 1)
+                a = _random_operand(a_shape, tdt, args.inputs)
+                b = _random_operand(b_shape, tdt, args.inputs)
                 c = torch.full((M, N), float("nan"), dtype=torch.float32, device="cuda")
                 opa = a.t() if layout[0] == "t" else a
                 opb = b.t() if layout[1] == "t" else b
-                case = dict(size=S, dtype=dtype, layout=layout)
+                case = dict(size=S, dtype=dtype, layout=layout, inputs=args.inputs)
                 ref = functools.cache(functools.partial(_f32_product, opa, opb))
                 names = cfg_names if (layout == "nt" and dtype == "f16") else cfg_names[:1]
                 ours = {}
@@ -725,8 +735,8 @@ def profile(args, log, workdir, arch):
     built = build_all(jobs, args.jobs, log, args.kernels)
     a_shape, b_shape = gemm.operand_shapes(S, S, S, layout)
     tdt = runner.torch_dtype(dtype)
-    a = torch.empty(a_shape, dtype=tdt, device="cuda").uniform_(-1, 1)
-    b = torch.empty(b_shape, dtype=tdt, device="cuda").uniform_(-1, 1)
+    a = _random_operand(a_shape, tdt, args.inputs)
+    b = _random_operand(b_shape, tdt, args.inputs)
     c = torch.empty((S, S), dtype=torch.float32, device="cuda")
     for key, *_ in jobs:
         path, err = built[key]
@@ -757,6 +767,8 @@ def main(argv=None):
     p.add_argument("--ceiling-toggle", action="store_true",
                    help="both ceilings again with operands that change after every mma (GEMM-like power)")
     p.add_argument("--zeros", action="store_true", help="bench on all-zero inputs too (power depends on the data)")
+    p.add_argument("--inputs", choices=("uniform", "normal"), default="uniform",
+                   help="--bench/--profile operands: U(-1, 1) or N(0, 1) (torch.randn); power depends on the data")
     p.add_argument("--sizes", default="4096,8192")
     p.add_argument("--dtypes", default="f16")
     p.add_argument("--layouts", default="nt")
@@ -794,11 +806,11 @@ def main(argv=None):
 
     arch = runner.device_arch()
     log(f"=== {datetime.datetime.now().isoformat(timespec='seconds')} {torch.cuda.get_device_name(0)} arch={arch} "
-        f"torch={torch.__version__} DISABLE_MMA_V3={os.environ.get('DISABLE_MMA_V3')}")
+        f"torch={torch.__version__} DISABLE_MMA_V3={os.environ.get('DISABLE_MMA_V3')} inputs={args.inputs}")
     workdir = os.path.join("/tmp", "cuda_gemm_build")
     os.makedirs(workdir, exist_ok=True)
     status = 0
-    summary = {}
+    summary = {"inputs": args.inputs}
     if args.seed:
         summary["seed"] = seed_example(log, workdir)
         status |= not summary["seed"]
