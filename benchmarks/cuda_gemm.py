@@ -591,22 +591,27 @@ def bench(args, log, workdir, arch):
         return " ".join(f"{m}={runner.tflops(M, N, K, t):6.1f}" for m, t in times.items()) + _fmt_sus(sus)
 
     tri_kernel, tri_run = _triton_matmul()
-    results = []
+    results, wrong = [], []
 
     def checked_run(who, name, launch, out, case, ref) -> float:
         """Poison ``out``, run ``launch`` once and check it against ``ref()`` (the f32 product),
-        then time it by every method; logged and recorded. Returns the headline TFLOP/s."""
+        then time it by every method; logged and recorded. Returns the headline TFLOP/s. A result
+        further from the reference than its output dtype allows is logged WRONG and fails the run."""
         out.fill_(float("nan"))
         launch()
         torch.cuda.synchronize()
         r = ref()
-        err_rel = float((out - r).norm() / r.norm())
+        err_rel = float((out.float() - r).norm() / r.norm())
+        ok = err_rel <= runner.tolerance(str(out.dtype).removeprefix("torch."))  # NaN fails too
+        if not ok:
+            wrong.append(f"{who} {name} {case}: rel_err {err_rel:.1e}")
         times = do_bench(launch)
         ms = times[methods[0]]
         tf = runner.tflops(M, N, K, ms)
+        flag = "" if ok else " WRONG"
         log(f"{who.split('_')[0]:6s} {case['size']}^3 {case['dtype']} {case['layout']} {name:22s} {ms:8.3f} ms "
-            f"{tf:7.1f} TFLOP/s rel_err={err_rel:.1e}  [{fmt(times)}]")
-        results.append(dict(who=who, **case, config=name, ms=ms, tflops=tf, rel_err=err_rel, times=times, sustained=sus))
+            f"{tf:7.1f} TFLOP/s rel_err={err_rel:.1e}{flag}  [{fmt(times)}]")
+        results.append(dict(who=who, **case, config=name, ms=ms, tflops=tf, rel_err=err_rel, ok=ok, times=times, sustained=sus))
         return tf
 
     for S in sizes:
@@ -645,22 +650,13 @@ def bench(args, log, workdir, arch):
                 if not args.no_triton and layout in args.triton_layouts.split(","):
                     ct = torch.empty((M, N), dtype=torch.float32, device="cuda")
                     fn_t = lambda: tri_run(opa, opb, ct, M, N, K, layout[0] == "t", layout[1] == "t")  # noqa: E731
-                    fn_t()
-                    torch.cuda.synchronize()
-                    times = do_bench(fn_t)
-                    ms = times[methods[0]]
-                    tri = runner.tflops(M, N, K, ms)
-                    best = tri_kernel.best_config
-                    mma_kind = _triton_mma_kind(tri_kernel)
-                    log(f"triton {S}^3 {dtype} {layout} {str(best):60s} {ms:8.3f} ms {tri:7.1f} TFLOP/s [{mma_kind}]  [{fmt(times)}]")
-                    results.append(dict(who="triton_mma_sync", size=S, dtype=dtype, layout=layout, config=str(best), ms=ms, tflops=tri, mma=mma_kind, times=times, sustained=sus))
+                    fn_t()  # autotunes; the config it picks names the run
+                    name = f"{tri_kernel.best_config} [{_triton_mma_kind(tri_kernel)}]"
+                    tri = checked_run("triton_mma_sync", name, fn_t, ct, case, ref)
                 # torch.matmul (cuBLAS, input-dtype output)
-                fn_c = lambda: torch.matmul(opa, opb)  # noqa: E731
-                times = do_bench(fn_c)
-                ms = times[methods[0]]
-                tt = runner.tflops(M, N, K, ms)
-                log(f"torch  {S}^3 {dtype} {layout} {'torch.matmul (' + dtype + ' out)':22s} {ms:8.3f} ms {tt:7.1f} TFLOP/s  [{fmt(times)}]")
-                results.append(dict(who="torch", size=S, dtype=dtype, layout=layout, ms=ms, tflops=tt, times=times, sustained=sus))
+                c16 = torch.empty((M, N), dtype=tdt, device="cuda")
+                fn_c = lambda: torch.matmul(opa, opb, out=c16)  # noqa: E731
+                tt = checked_run("torch", f"torch.matmul ({dtype} out)", fn_c, c16, case, ref)
                 if args.zeros:
                     za, zb = torch.zeros_like(opa), torch.zeros_like(opb)
                     times = do_bench(lambda: torch.matmul(za, zb))
@@ -678,7 +674,9 @@ def bench(args, log, workdir, arch):
                     log(line)
                 del a, b, c, ref
                 torch.cuda.empty_cache()
-    return results
+    for w in wrong:
+        log(f"WRONG {w}")
+    return results, wrong
 
 
 def build_only(args, log):
@@ -831,7 +829,8 @@ def main(argv=None):
     if args.ptxas:
         summary["ptxas"] = ptxas_report(args, log, workdir, arch)
     if args.bench:
-        summary["bench"] = bench(args, log, workdir, arch)
+        summary["bench"], wrong = bench(args, log, workdir, arch)
+        status |= bool(wrong)
     with open(os.path.join(args.out, "cuda_gemm_results.json"), "w") as f:
         json.dump(summary, f, indent=1, default=str)
     return int(bool(status))
