@@ -321,8 +321,8 @@ def test_gpu_matches_numpy(dtype, layout, rng, tmp_path):
     for M, N, K in GRID:
         fn = runner.compile_and_load(M, N, K, dtype, layout, "f32", workdir=str(tmp_path))
         a, b = runner.random_inputs(M, N, K, dtype, layout, rng)
-        err = runner.rel_error(runner.run_numpy(fn, a, b, M, N, "f32"), runner.reference(a, b, layout))
-        assert err <= runner.tolerance("f32"), (M, N, K, err)
+        err, ok = runner.check_output(runner.run_numpy(fn, a, b, M, N, "f32"), runner.reference(a, b, layout), "f32")
+        assert ok, (M, N, K, err)
 
 
 @pytest.mark.gpu
@@ -332,8 +332,8 @@ def test_gpu_low_precision_output(out, rng, tmp_path):
     M, N, K = 255, 258, 100
     fn = runner.compile_and_load(M, N, K, "f16", "nn", out, workdir=str(tmp_path))
     a, b = runner.random_inputs(M, N, K, "f16", "nn", rng)
-    err = runner.rel_error(runner.run_numpy(fn, a, b, M, N, out), runner.reference(a, b, "nn"))
-    assert err <= runner.tolerance(out)
+    err, ok = runner.check_output(runner.run_numpy(fn, a, b, M, N, out), runner.reference(a, b, "nn"), out)
+    assert ok, err
 
 
 def _bench_script():
@@ -402,3 +402,22 @@ def test_cutlass_peer_names_state_their_tiles():
         assert name == f"cutlass_{bm}x{bn}x{bk}_w{wm}x{wn}_s{stages}", name
         assert wk == bk and bm % wm == 0 and bn % wn == 0, name
         assert stages * (bm + bn) * bk * 2 <= 227 * 1024, name
+
+
+def test_check_output_fails_wrong_results(rng):
+    """The verdict validation and the benchmark give every output: a correct f32 product passes, an
+    f16-rounded one passes only under the f16 tolerance, and one wrong or unwritten element fails."""
+    check = runner.check_output
+    a, b = rng.standard_normal((64, 48)), rng.standard_normal((48, 80))
+    ref = (a @ b).astype(np.float32)
+    assert check(ref.copy(), ref, "float32") == (0.0, True)
+    rounded = ref.astype(np.float16).astype(np.float32)
+    err, ok = check(rounded, ref, "float16")
+    assert ok and 1e-5 < err < 1e-3
+    assert not check(rounded, ref, "float32")[1]
+    wrong = ref.copy()
+    wrong[3, 7] += 0.05 * np.linalg.norm(ref)  # relative error 0.05: above even bf16's 1e-2
+    assert not check(wrong, ref, "bfloat16")[1]
+    poisoned = ref.copy()
+    poisoned[0, 0] = np.nan
+    assert check(poisoned, ref, "float32") == (float("inf"), False)

@@ -145,9 +145,9 @@ def run_gemm(args) -> int:
     if args.validate:
         rng = np.random.default_rng(0)
         a, b = runner.random_inputs(M, N, K, args.dtype, args.layout, rng)
-        err = runner.rel_error(runner.run_numpy(fn, a, b, M, N, args.out_dtype), runner.reference(a, b, args.layout))
+        out = runner.run_numpy(fn, a, b, M, N, args.out_dtype)
+        err, good = runner.check_output(out, runner.reference(a, b, args.layout), args.out_dtype)
         tol = runner.tolerance(args.out_dtype)
-        good = err <= tol
         print(f"validate {args.layout} {args.dtype}->{args.out_dtype} {M}x{N}x{K}: rel_err={err:.2e} tol={tol:.0e} {'OK' if good else 'FAIL'}")
         status = 0 if good else 1
     if args.bench:

@@ -72,6 +72,13 @@ def rel_error(out, ref) -> float:
     return float(np.linalg.norm(out - ref) / max(np.linalg.norm(ref), 1e-30))
 
 
+def check_output(out, ref, out_dtype: str) -> tuple[float, bool]:
+    """(relative error of ``out`` against ``ref``, whether ``out_dtype``'s tolerance allows it); an
+    output with any non-finite element (say, one left poisoned) has error inf and fails."""
+    err = rel_error(out, ref)
+    return err, err <= tolerance(out_dtype)
+
+
 def have_cuda_gpu() -> tuple[bool, str]:
     """(available, reason). Looks for a usable NVIDIA GPU without initializing anything heavy."""
     try:
