@@ -362,7 +362,7 @@ def time_methods(fn, methods, args) -> tuple[dict, dict]:
     return times, sus
 
 
-def mma_ceiling(log, workdir, arch, dtype="f16", blocks_per_sm=4, mt=2, nt=4, args=None, toggle=False):
+def mma_ceiling(log, workdir, arch, args, dtype="f16", blocks_per_sm=4, mt=2, nt=4, toggle=False):
     """mma.sync m16n8k16 issue ceiling: ``mt * nt`` independent accumulators per warp, 8 warps per
     block, ``blocks_per_sm`` blocks per SM, registers only (no shared/global traffic in the loop).
     Timed like the GEMMs. Defaults: 32 warps per SM, 8 accumulators; the GEMM's own occupancy and
@@ -399,8 +399,8 @@ def mma_ceiling(log, workdir, arch, dtype="f16", blocks_per_sm=4, mt=2, nt=4, ar
     call = lambda: fn(ax, ay)  # noqa: E731
     call()
     torch.cuda.synchronize()
-    methods = args.timing.split(",") if args else ["flush"]
-    times, sus = time_methods(call, methods, args) if args else ({"flush": runner.bench_ms(call)}, {})
+    methods = args.timing.split(",")
+    times, sus = time_methods(call, methods, args)
     flops = blocks * 8 * iters * 4 * mt * nt * 2 * 16 * 8 * 16
     tfs = {m: flops / (t * 1e-3) / 1e12 for m, t in times.items()}
     tf = tfs[methods[0]]
@@ -508,20 +508,6 @@ def _bench_jobs(args, arch, workdir):
     return jobs
 
 
-def _zeros_bench(runner, fn, a, b, c, do_bench, fmt, methods, M, N, K) -> str:
-    """Time kernel ``fn`` on all-zero inputs of ``a``'s and ``b``'s shapes; the formatted figures."""
-    import torch
-
-    za, zb = torch.zeros_like(a), torch.zeros_like(b)
-    launch = runner.Launcher(fn, za, zb, c)
-    launch()
-    torch.cuda.synchronize()
-    if float(c.abs().max()) != 0.0:
-        raise RuntimeError("kernel on zero inputs gave a nonzero output")
-    times = do_bench(launch)
-    return f"{runner.tflops(M, N, K, times[methods[0]]):7.1f} TFLOP/s  [{fmt(times)}]"
-
-
 @functools.cache
 def _cutlass_peers(so_path):
     """``[(name, fn(a, b, c))]``: the kernels ``cutlass_sm80_peer.cu`` exports, from its built .so
@@ -568,6 +554,7 @@ def _f32_product(opa, opb):
 
 
 def bench(args, log, workdir, arch):
+    import numpy as np
     import torch
 
     gemm, runner = _sched()
@@ -624,10 +611,16 @@ def bench(args, log, workdir, arch):
                 a = _random_operand(a_shape, tdt, args.inputs)
                 b = _random_operand(b_shape, tdt, args.inputs)
                 c = torch.full((M, N), float("nan"), dtype=torch.float32, device="cuda")
-                opa = a.t() if layout[0] == "t" else a
-                opb = b.t() if layout[1] == "t" else b
+
+                def operands(x, y):  # the stored operands as the A and B of torch.matmul / Triton
+                    return (x.t() if layout[0] == "t" else x), (y.t() if layout[1] == "t" else y)
+
+                opa, opb = operands(a, b)
                 case = dict(size=S, dtype=dtype, layout=layout, inputs=args.inputs)
                 ref = functools.cache(functools.partial(_f32_product, opa, opb))
+                # --zeros: the same runs on all-zero inputs (the tensor cores switch no bits); exactly 0 out
+                za, zb = (torch.zeros_like(a), torch.zeros_like(b)) if args.zeros else (None, None)
+                zcase, zref = dict(case, inputs="zeros"), lambda: np.zeros((M, N), np.float32)
                 names = cfg_names if (layout == "nt" and dtype == "f16") else cfg_names[:1]
                 ours = {}
                 for name in names:
@@ -637,9 +630,8 @@ def bench(args, log, workdir, arch):
                         continue
                     fn = runner.load_kernel(path)
                     ours[name] = checked_run("ours", name, runner.Launcher(fn, a, b, c), c, case, ref)
-                    if args.zeros:  # same kernel on all-zero inputs: the tensor cores switch no bits
-                        z = _zeros_bench(runner, fn, a, b, c, do_bench, fmt, methods, M, N, K)
-                        log(f"ours   {S}^3 {dtype} {layout} {name + ' zeros':22s} {z}")
+                    if args.zeros:
+                        checked_run("ours", name + " zeros", runner.Launcher(fn, za, zb, c), c, zcase, zref)
                 cut = {}
                 if args.cutlass and layout == "nt" and dtype == "f16":  # CUTLASS 2.x Ampere kernels
                     cc = torch.empty((M, N), dtype=torch.float32, device="cuda")
@@ -658,10 +650,9 @@ def bench(args, log, workdir, arch):
                 fn_c = lambda: torch.matmul(opa, opb, out=c16)  # noqa: E731
                 tt = checked_run("torch", f"torch.matmul ({dtype} out)", fn_c, c16, case, ref)
                 if args.zeros:
-                    za, zb = torch.zeros_like(opa), torch.zeros_like(opb)
-                    times = do_bench(lambda: torch.matmul(za, zb))
-                    log(f"torch  {S}^3 {dtype} {layout} {'torch.matmul zeros':22s} "
-                        f"{runner.tflops(M, N, K, times[methods[0]]):7.1f} TFLOP/s  [{fmt(times)}]")
+                    zopa, zopb = operands(za, zb)
+                    fn_z = lambda: torch.matmul(zopa, zopb, out=c16)  # noqa: E731
+                    checked_run("torch", "torch.matmul zeros", fn_z, c16, zcase, zref)
                 if ours:
                     bname = max(ours, key=ours.get)
                     line = f"SUMMARY {S}^3 {dtype} {layout}: ours {ours[bname]:.1f} ({bname})"
@@ -672,7 +663,7 @@ def bench(args, log, workdir, arch):
                         line += f", triton-mma.sync {tri:.1f}, ours/triton {ours[bname] / tri:.2f}"
                     line += f", torch {tt:.1f}, ours/torch {ours[bname] / tt:.2f}"
                     log(line)
-                del a, b, c, ref
+                del a, b, c, ref, za, zb
                 torch.cuda.empty_cache()
     for w in wrong:
         log(f"WRONG {w}")
@@ -817,13 +808,13 @@ def main(argv=None):
         summary["validate_failures"] = fails
         status |= fails > 0
     if args.ceiling:
-        summary["ceiling_tflops"] = mma_ceiling(log, workdir, arch, args=args)
+        summary["ceiling_tflops"] = mma_ceiling(log, workdir, arch, args)
     if args.ceiling_occupancy:
-        summary["ceiling_gemm_occupancy_tflops"] = mma_ceiling(log, workdir, arch, blocks_per_sm=1, mt=4, nt=8, args=args)
+        summary["ceiling_gemm_occupancy_tflops"] = mma_ceiling(log, workdir, arch, args, blocks_per_sm=1, mt=4, nt=8)
     if args.ceiling_toggle:
-        summary["ceiling_toggle_tflops"] = mma_ceiling(log, workdir, arch, args=args, toggle=True)
-        summary["ceiling_toggle_gemm_occupancy_tflops"] = mma_ceiling(log, workdir, arch, blocks_per_sm=1, mt=4, nt=8,
-                                                                      args=args, toggle=True)
+        summary["ceiling_toggle_tflops"] = mma_ceiling(log, workdir, arch, args, toggle=True)
+        summary["ceiling_toggle_gemm_occupancy_tflops"] = mma_ceiling(log, workdir, arch, args, blocks_per_sm=1, mt=4,
+                                                                      nt=8, toggle=True)
     if args.profile:
         profile(args, log, workdir, arch)
     if args.ptxas:
