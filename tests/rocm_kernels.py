@@ -5,7 +5,7 @@ from tvm_tirx.script import tirx as T
 from tvm_cdna4.isa import CATALOG
 from tvm_cdna4.patterns.layouts import mfma_fragment
 
-OP = CATALOG["f32_16x16x32_f16"]
+OP = CATALOG["mfma_f32_16x16x32_f16"]
 
 
 def divergent_mfma():
@@ -25,7 +25,7 @@ def divergent_mfma():
             Af = T.decl_tensor(ra.ptr_to([0]), ty_args=[T.Tensor((1, 1, 16, 32), "float16", scope="local", layout=la)])
             Df = T.decl_tensor(rd.ptr_to([0]), ty_args=[T.Tensor((1, 1, 16, 16), "float32", scope="local", layout=ld)])
             if tx < 32:
-                T.rocm.tile.apply(T.amdgcn["f32_16x16x32_f16"], Df, Af, Af, T.float32(0), scope="wave")
+                T.rocm.tile.apply(T.amdgcn["mfma_f32_16x16x32_f16"], Df, Af, Af, T.float32(0), scope="wave")
             for r in T.unroll(4):
                 D[tx, r] = rd[r]
 
@@ -45,7 +45,7 @@ def three_operand_mfma():
             rd = T.alloc_tensor(ty_args=[T.Tensor((4,), "float32", scope="local")])
             Af = T.decl_tensor(ra.ptr_to([0]), ty_args=[T.Tensor((1, 1, 16, 32), "float16", scope="local", layout=la)])
             Df = T.decl_tensor(rd.ptr_to([0]), ty_args=[T.Tensor((1, 1, 16, 16), "float32", scope="local", layout=ld)])
-            T.rocm.tile.apply(T.amdgcn["f32_16x16x32_f16"], Df, Af, Af, scope="wave")
+            T.rocm.tile.apply(T.amdgcn["mfma_f32_16x16x32_f16"], Df, Af, Af, scope="wave")
             for r in T.unroll(4):
                 D[tx, r] = rd[r]
 
@@ -86,14 +86,14 @@ def workgroup_mfma(wave_axis_in_registers=False):
                 ra[r] = A[tx, r]
             Af = T.decl_tensor(ra.ptr_to([0]), ty_args=[T.Tensor((4, 1, 1, 16, 32), "float16", scope="local", layout=la)])
             Df = T.decl_tensor(rd.ptr_to([0]), ty_args=[T.Tensor((4, 1, 1, 16, 16), "float32", scope="local", layout=ld)])
-            T.rocm.tile.apply(T.amdgcn["f32_16x16x32_f16"], Df, Af, Af, T.float32(0), scope="workgroup")
+            T.rocm.tile.apply(T.amdgcn["mfma_f32_16x16x32_f16"], Df, Af, Af, T.float32(0), scope="workgroup")
             for r in T.unroll(4):
                 D[tx, r] = rd[r]
 
     return kernel
 
 
-def tr_operand_then_mfma(tr_name="ds_read_tr16_b64_v4f16", mfma_name="f32_32x32x16_f16", dtype="float16"):
+def tr_operand_then_mfma(tr_name="ds_read_tr16_b64_v4f16", mfma_name="mfma_f32_32x32x16_f16", dtype="float16"):
     """B (K x N, row-major in LDS) -> MFMA B fragment by the ds_read_tr operand form, then an MFMA."""
     mfma = CATALOG[mfma_name]
     lb, nb = mfma_fragment(mfma, "B", (1, 1))

@@ -22,19 +22,19 @@ def test_opcodes_json_schema_and_lane_tables():
     data = json.loads(_run("opcodes", "--json"))
     assert len(data) == 44 and {d["kind"] for d in data} == {"mfma", "mfma_scale", "ds_read_tr"}
     by = {d["name"]: d for d in data}
-    mfma = by["f32_32x32x4bf16_1k"]
+    mfma = by["mfma_f32_32x32x4bf16_1k"]
     for key in ("name", "builtin", "llvm_intrinsic", "m", "n", "k", "blocks", "a_dtype", "b_dtype", "acc_dtype", "ops", "cycles"):
         assert key in mfma
     assert mfma["llvm_intrinsic"] == "llvm.amdgcn.mfma.f32.32x32x4bf16.1k" and mfma["blocks"] == 2
     assert len(mfma["lanes"]["a"]) == 64 * 4 and len(mfma["lanes"]["acc"]) == 64 * 32
-    op = CATALOG["f32_32x32x4bf16_1k"]
+    op = CATALOG["mfma_f32_32x32x4bf16_1k"]
     for lane, reg, blk, row, col in mfma["lanes"]["acc"]:
         assert tuple(int(x) for x in lanes.acc_owner(op, lane, reg)) == (blk, row, col)
     tr = by["ds_read_tr8_b64_v2i32"]
     assert tr["k_split"] == [[[0, 7], [16, 23], [32, 39], [48, 55]], [[8, 15], [24, 31], [40, 47], [56, 63]]]
     assert tr["element_bits"] == 8 and tr["load_bits"] == 64 and tr["lds_alignment"] == 8
     assert [1, 0, 0, 1] in tr["lanes"]["provider"]  # lane 1 element 0 comes from lane 0, byte 1
-    scaled = by["scale_f32_16x16x128_f8f6f4"]
+    scaled = by["mfma_scale_f32_16x16x128_f8f6f4"]
     assert scaled["kind"] == "mfma_scale" and len(scaled["lanes"]["a"]) == 64 * 32
 
 

@@ -130,7 +130,7 @@ def test_misaligned_and_out_of_range_addresses_are_rejected(op):
 
 def test_seed_fp16_gemm_example(rng):
     """MfmaCdna4F16TrPolicy: load_a (scalar), load_b (two ds_read_tr16 calls), mma, store_c, literally."""
-    mfma = CATALOG["f32_16x16x32_f16"]
+    mfma = CATALOG["mfma_f32_16x16x32_f16"]
     tr = CATALOG["ds_read_tr16_b64_v4f16"]
     k_tile, block_tile_n, tile_b_col, tile_a_row, ki = 64, 32, 16, 0, 32
     tile_a = rng.normal(size=(16, k_tile)).astype(np.float16)

@@ -65,7 +65,7 @@ def test_probe_on_gfx950():
     from tvm_cdna4.isa import CATALOG, reference
     from tvm_cdna4.rocm.launch import run_on_gfx950
 
-    op = CATALOG["f32_16x16x32_f16"]
+    op = CATALOG["mfma_f32_16x16x32_f16"]
     rng = np.random.default_rng(1)
     a, b = rng.normal(size=(64, 8)).astype(np.float16), rng.normal(size=(64, 8)).astype(np.float16)
     c, d = rng.normal(size=(64, 4)).astype(np.float32), np.zeros((64, 4), np.float32)

@@ -46,7 +46,7 @@ SEED_16X16 = [((0, 3), (0, 15)), ((4, 7), (16, 31)), ((8, 11), (32, 47)), ((12, 
 SEED_16X16_F64 = [((0, 4, 8, 12), (0, 15)), ((1, 5, 9, 13), (16, 31)), ((2, 6, 10, 14), (32, 47)), ((3, 7, 11, 15), (48, 63))]
 
 
-@pytest.mark.parametrize("name", ["f32_32x32x1f32", "f32_32x32x4f16", "f32_32x32x16_f16", "i32_32x32x32_i8"])
+@pytest.mark.parametrize("name", ["mfma_f32_32x32x1f32", "mfma_f32_32x32x4f16", "mfma_f32_32x32x16_f16", "mfma_i32_32x32x32_i8"])
 def test_seed_32x32_table(name):
     op = CATALOG[name]
     table = _acc_lookup(op)
@@ -58,7 +58,7 @@ def test_seed_32x32_table(name):
                     assert l1 - l0 == 31 and g1 - g0 == 3
 
 
-@pytest.mark.parametrize("name", ["f32_16x16x1f32", "f32_16x16x4bf16_1k", "f32_16x16x32_f16", "i32_16x16x64_i8"])
+@pytest.mark.parametrize("name", ["mfma_f32_16x16x1f32", "mfma_f32_16x16x4bf16_1k", "mfma_f32_16x16x32_f16", "mfma_i32_16x16x64_i8"])
 def test_seed_16x16_table(name):
     op = CATALOG[name]
     table = _acc_lookup(op)
@@ -69,7 +69,7 @@ def test_seed_16x16_table(name):
                     assert table[(b, i, j)] == (l0 + j, i % 4 + 4 * b)
 
 
-@pytest.mark.parametrize("name", ["f32_4x4x1f32", "f32_4x4x4f16", "f32_4x4x4bf16_1k", "i32_4x4x4i8"])
+@pytest.mark.parametrize("name", ["mfma_f32_4x4x1f32", "mfma_f32_4x4x4f16", "mfma_f32_4x4x4bf16_1k", "mfma_i32_4x4x4i8"])
 def test_seed_4x4_table(name):
     # "each group of 4 consecutive lanes (4b .. 4b+3) holds block b; accVGPRs 0-3 are the rows"
     table = _acc_lookup(CATALOG[name])
@@ -78,7 +78,7 @@ def test_seed_4x4_table(name):
 
 
 def test_seed_16x16_f64_table():
-    table = _acc_lookup(CATALOG["f64_16x16x4f64"])
+    table = _acc_lookup(CATALOG["mfma_f64_16x16x4f64"])
     for rows, (l0, _) in SEED_16X16_F64:
         for pair, i in enumerate(rows):
             for j in range(16):
@@ -87,14 +87,14 @@ def test_seed_16x16_f64_table():
 
 def test_seed_4x4_f64_table():
     # row 0: blocks 0-3 in lanes 0-3, 4-7, 8-11, 12-15; rows 1-3 repeat at lane offsets 16, 32, 48
-    table = _acc_lookup(CATALOG["f64_4x4x4f64"])
+    table = _acc_lookup(CATALOG["mfma_f64_4x4x4f64"])
     for b, i, j in itertools.product(range(4), range(4), range(4)):
         assert table[(b, i, j)] == (16 * i + 4 * b + j, 0)
 
 
 def test_seed_16x16x32_f16_fragments():
     # Seed example load_a/load_b: row = lane % 16, k = 8*(lane // 16) + e; store_c inverse layout.
-    op = CATALOG["f32_16x16x32_f16"]
+    op = CATALOG["mfma_f32_16x16x32_f16"]
     lane, e = _grid(8)
     assert all((x == y).all() for x, y in zip(lanes.a_owner(op, lane, e), (0 * lane, lane % 16, 8 * (lane // 16) + e)))
     assert all((x == y).all() for x, y in zip(lanes.b_owner(op, lane, e), (0 * lane, 8 * (lane // 16) + e, lane % 16)))
@@ -104,7 +104,7 @@ def test_seed_16x16x32_f16_fragments():
 
 def test_wide_k_32x32_maps():
     # cdna4-facts: 32x32x16 f16: A = A[L%32][8*(L/32)+j]
-    op = CATALOG["f32_32x32x16_f16"]
+    op = CATALOG["mfma_f32_32x32x16_f16"]
     lane, e = _grid(8)
     _, row, k = lanes.a_owner(op, lane, e)
     assert (row == lane % 32).all() and (k == 8 * (lane // 32) + e).all()

@@ -11,7 +11,7 @@ from tvm_cdna4.tirx_private import register_rocm_axes
 
 import rocm_kernels
 
-F16 = CATALOG["f32_16x16x32_f16"]
+F16 = CATALOG["mfma_f32_16x16x32_f16"]
 WL = register_rocm_axes()[0]
 
 
@@ -29,38 +29,38 @@ CASES = {
     # --- opcode and operands
     "unknown opcode": (lambda: mfma_probe(F16, opcode="f32_16x16x32_f17"), r"unknown CDNA4 opcode 'f32_16x16x32_f17'; did you mean"),
     "ambiguous mnemonic": (lambda: mfma_probe(F16, opcode="ds_read_b64_tr_b16"), r"mnemonic 'ds_read_b64_tr_b16' is ambiguous"),
-    "operand count": (rocm_kernels.three_operand_mfma, r"f32_16x16x32_f16: expects operands D, A, B, C; found 3"),
+    "operand count": (rocm_kernels.three_operand_mfma, r"mfma_f32_16x16x32_f16: expects operands D, A, B, C; found 3"),
     "unknown parameter": (lambda: mfma_probe(F16, params={"neg": 1}), r"unknown parameter\(s\) \['neg'\]; legal parameters are \['cbsz', 'abid', 'blgp'\]"),
     # --- modifiers
     "cbsz on a single-block MFMA": (lambda: mfma_probe(F16, cbsz=1), r"modifier cbsz=1 is illegal; expected an integer in \[0, 0\]"),
-    "abid range": (lambda: mfma_probe(CATALOG["f32_4x4x4f16"], cbsz=4, abid=16), r"abid=16 is illegal; expected an integer in \[0, 15\]"),
-    "cbsz range": (lambda: mfma_probe(CATALOG["f32_16x16x4f16"], cbsz=3), r"cbsz=3 is illegal; expected an integer in \[0, 2\]"),
-    "abid outside the broadcast group": (lambda: mfma_probe(CATALOG["f32_4x4x4f16"], cbsz=1, abid=3), r"abid=3 needs cbsz >= 2"),
+    "abid range": (lambda: mfma_probe(CATALOG["mfma_f32_4x4x4f16"], cbsz=4, abid=16), r"abid=16 is illegal; expected an integer in \[0, 15\]"),
+    "cbsz range": (lambda: mfma_probe(CATALOG["mfma_f32_16x16x4f16"], cbsz=3), r"cbsz=3 is illegal; expected an integer in \[0, 2\]"),
+    "abid outside the broadcast group": (lambda: mfma_probe(CATALOG["mfma_f32_4x4x4f16"], cbsz=1, abid=3), r"abid=3 needs cbsz >= 2"),
     "blgp range": (lambda: mfma_probe(F16, blgp=8), r"blgp=8 is illegal; expected an integer in \[0, 7\]"),
-    "blgp must be 0 for fp8": (lambda: mfma_probe(CATALOG["f32_16x16x32_fp8_bf8"], blgp=1), r"blgp=1 is illegal; expected an integer in \[0, 0\] \(must be 0"),
-    "fp64 negation bits range": (lambda: mfma_probe(CATALOG["f64_16x16x4f64"], blgp=9), r"blgp=9 is illegal.*negat"),
-    "scaled op_sel": (lambda: mfma_probe(CATALOG["scale_f32_16x16x128_f8f6f4"], op_sel_a=4), r"op_sel_a=4 is illegal; expected an integer in \[0, 3\]"),
-    "scaled format code": (lambda: mfma_probe(CATALOG["scale_f32_16x16x128_f8f6f4"], cbsz=5), r"cbsz=5 is illegal; expected an integer in \[0, 4\] \(A format code"),
-    "scaled words vs format": (lambda: mfma_probe(CATALOG["scale_f32_16x16x128_f8f6f4"], cbsz=2, atoms={"A": (16, 4, 8)}),
+    "blgp must be 0 for fp8": (lambda: mfma_probe(CATALOG["mfma_f32_16x16x32_fp8_bf8"], blgp=1), r"blgp=1 is illegal; expected an integer in \[0, 0\] \(must be 0"),
+    "fp64 negation bits range": (lambda: mfma_probe(CATALOG["mfma_f64_16x16x4f64"], blgp=9), r"blgp=9 is illegal.*negat"),
+    "scaled op_sel": (lambda: mfma_probe(CATALOG["mfma_scale_f32_16x16x128_f8f6f4"], op_sel_a=4), r"op_sel_a=4 is illegal; expected an integer in \[0, 3\]"),
+    "scaled format code": (lambda: mfma_probe(CATALOG["mfma_scale_f32_16x16x128_f8f6f4"], cbsz=5), r"cbsz=5 is illegal; expected an integer in \[0, 4\] \(A format code"),
+    "scaled words vs format": (lambda: mfma_probe(CATALOG["mfma_scale_f32_16x16x128_f8f6f4"], cbsz=2, atoms={"A": (16, 4, 8)}),
                                r"operand A: cbsz=2 selects fp6, which takes 6 32-bit words per lane; the operand's last axis has 8"),
-    "scaled scale dtype": (lambda: mfma_probe(CATALOG["scale_f32_32x32x64_f8f6f4"], dtypes={"scale": "float32"}), r"operand scale_a: dtype float32 does not fit a 32-bit E8M0 scale"),
+    "scaled scale dtype": (lambda: mfma_probe(CATALOG["mfma_scale_f32_32x32x64_f8f6f4"], dtypes={"scale": "float32"}), r"operand scale_a: dtype float32 does not fit a 32-bit E8M0 scale"),
     # --- types
-    "A element width": (lambda: mfma_probe(F16, dtypes={"A": "float32"}, layouts={"A": frag("f32_16x16x32_f16", "A")}), r"operand A: dtype float32 does not fit f16 elements"),
-    "bf16 MFMA given f16": (lambda: mfma_probe(CATALOG["f32_16x16x32_bf16"], dtypes={"B": "float16"}), r"operand B: dtype float16 does not fit bf16 elements"),
-    "i8 MFMA given uint8": (lambda: mfma_probe(CATALOG["i32_16x16x64_i8"], dtypes={"A": "uint8"}), r"operand A: dtype uint8 does not fit i8 elements"),
+    "A element width": (lambda: mfma_probe(F16, dtypes={"A": "float32"}, layouts={"A": frag("mfma_f32_16x16x32_f16", "A")}), r"operand A: dtype float32 does not fit f16 elements"),
+    "bf16 MFMA given f16": (lambda: mfma_probe(CATALOG["mfma_f32_16x16x32_bf16"], dtypes={"B": "float16"}), r"operand B: dtype float16 does not fit bf16 elements"),
+    "i8 MFMA given uint8": (lambda: mfma_probe(CATALOG["mfma_i32_16x16x64_i8"], dtypes={"A": "uint8"}), r"operand A: dtype uint8 does not fit i8 elements"),
     "accumulator dtype": (lambda: mfma_probe(F16, dtypes={"D": "float16"}), r"operand D: dtype float16 does not fit the f32 accumulator"),
-    "C dtype": (lambda: mfma_probe(CATALOG["i32_16x16x64_i8"], dtypes={"C": "float32"}), r"operand C: dtype float32 does not fit the i32 accumulator"),
+    "C dtype": (lambda: mfma_probe(CATALOG["mfma_i32_16x16x64_i8"], dtypes={"C": "float32"}), r"operand C: dtype float32 does not fit the i32 accumulator"),
     # --- storage scopes and shapes
     "A in shared memory": (lambda: mfma_probe(F16, scopes={"A": "shared"}), r"operand A: expected storage scope \('local',\)"),
     "D in shared memory": (lambda: mfma_probe(F16, scopes={"D": "shared"}), r"operand D: expected storage scope \('local',\)"),
-    "atom shape": (lambda: mfma_probe(F16, atoms={"B": (16, 16)}, layouts={"B": frag("f32_16x16x16f16", "B")}), r"operand B: expected trailing atom shape \(16, 32\)"),
+    "atom shape": (lambda: mfma_probe(F16, atoms={"B": (16, 16)}, layouts={"B": frag("mfma_f32_16x16x16f16", "B")}), r"operand B: expected trailing atom shape \(16, 32\)"),
     "thread scope": (lambda: mfma_probe(F16, scope="thread"), r"scope='thread' is not allowed: the instruction is wave-collective"),
     # --- owner maps
-    "A owner map": (lambda: mfma_probe(F16, layouts={"A": frag("f32_32x32x16_f16", "A")}), r"operand A: owner map violated"),
+    "A owner map": (lambda: mfma_probe(F16, layouts={"A": frag("mfma_f32_32x32x16_f16", "A")}), r"operand A: owner map violated"),
     "B owner map": (lambda: mfma_probe(F16, layouts={"B": layout((1, 1, 16, 4, 8), (0, 0, 4 @ WL, 1 @ WL, 1))}), r"operand B: owner map violated"),
-    "D owner map (transposed)": (lambda: mfma_probe(F16, layouts={"D": frag("f32_16x16x16f16", "B")}), r"operand D: owner map violated"),
-    "C owner map": (lambda: mfma_probe(F16, layouts={"C": frag("f32_16x16x16f16", "B")}), r"operand C: owner map violated"),
-    "multi-block A owner map": (lambda: mfma_probe(CATALOG["f32_4x4x4f16"], layouts={"A": layout((1, 1, 16, 4, 4), (0, 0, 1 @ WL, 16 @ WL, 1))}), r"operand A: owner map violated"),
+    "D owner map (transposed)": (lambda: mfma_probe(F16, layouts={"D": frag("mfma_f32_16x16x16f16", "B")}), r"operand D: owner map violated"),
+    "C owner map": (lambda: mfma_probe(F16, layouts={"C": frag("mfma_f32_16x16x16f16", "B")}), r"operand C: owner map violated"),
+    "multi-block A owner map": (lambda: mfma_probe(CATALOG["mfma_f32_4x4x4f16"], layouts={"A": layout((1, 1, 16, 4, 4), (0, 0, 1 @ WL, 16 @ WL, 1))}), r"operand A: owner map violated"),
     "registers not consecutive": (lambda: mfma_probe(F16, layouts={"A": layout((1, 1, 16, 4, 8), (0, 0, 1 @ WL, 16 @ WL, 2))}), r"operand A: a lane's 8 elements must occupy consecutive registers"),
     "overlapping destination registers": (lambda: mfma_probe(F16, layouts={"D": layout((1, 1, 4, 4, 16), (0, 0, 16 @ WL, 0, 1 @ WL))}), r"D: register layout must have nonoverlapping storage strides"),
     # --- ds_read_tr
@@ -92,7 +92,7 @@ def test_at_least_thirty_distinct_violations():
     assert len(CASES) >= 30
 
 
-@pytest.mark.parametrize("name", ["f32_16x16x32_f16", "f32_4x4x4f16", "f64_4x4x4f64", "scale_f32_16x16x128_f8f6f4"])
+@pytest.mark.parametrize("name", ["mfma_f32_16x16x32_f16", "mfma_f32_4x4x4f16", "mfma_f64_4x4x4f64", "mfma_scale_f32_16x16x128_f8f6f4"])
 def test_the_canonical_probe_is_accepted(name):
     result = tvm_cdna4.build(mfma_probe(CATALOG[name]))
     assert CATALOG[name].mnemonic in result.asm

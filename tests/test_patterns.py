@@ -23,25 +23,25 @@ def test_every_opcode_compiles_to_its_gfx950_instruction(name):
 
 
 def test_selftest_cli_prints_one_line_per_opcode():
-    proc = subprocess.run([sys.executable, "-m", "tvm_cdna4", "selftest", "f32_4x4x4f16", "ds_read_tr8_b64_v2i32"],
+    proc = subprocess.run([sys.executable, "-m", "tvm_cdna4", "selftest", "mfma_f32_4x4x4f16", "ds_read_tr8_b64_v2i32"],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    lines = [l for l in proc.stdout.splitlines() if l.startswith(("f32_", "ds_"))]
+    lines = [l for l in proc.stdout.splitlines() if l.startswith(("mfma_", "ds_"))]
     assert lines[0].split()[1:] == ["v_mfma_f32_4x4x4_16b_f16", "OK"]
     assert lines[1].split()[1:] == ["ds_read_b64_tr_b8", "OK"]
     bad = subprocess.run([sys.executable, "-m", "tvm_cdna4", "selftest", "nope"], capture_output=True, text=True)
     assert bad.returncode == 1 and "FAIL" in bad.stdout
 
 
-@pytest.mark.parametrize("spelling", ["f32_32x32x1f32", "__builtin_amdgcn_mfma_f32_32x32x1f32", "v_mfma_f32_32x32x1_2b_f32"])
+@pytest.mark.parametrize("spelling", ["mfma_f32_32x32x1f32", "__builtin_amdgcn_mfma_f32_32x32x1f32", "v_mfma_f32_32x32x1_2b_f32"])
 def test_amdgcn_namespace_spellings(spelling):
-    assert T.amdgcn[spelling] == "f32_32x32x1f32"
+    assert T.amdgcn[spelling] == "mfma_f32_32x32x1f32"
     assert T.amdgcn.ds_read_tr8_b64_v2i32 == "ds_read_tr8_b64_v2i32"
 
 
-@pytest.mark.parametrize("make", [lambda: mfma_probe(CATALOG["f32_4x4x4f16"], cbsz=2, abid=1, blgp=3),
+@pytest.mark.parametrize("make", [lambda: mfma_probe(CATALOG["mfma_f32_4x4x4f16"], cbsz=2, abid=1, blgp=3),
                                   lambda: tr_probe(CATALOG["ds_read_tr6_b96_v3i32"]),
-                                  lambda: mfma_probe(CATALOG["scale_f32_32x32x64_f8f6f4"], cbsz=2, blgp=4, op_sel_a=1),
+                                  lambda: mfma_probe(CATALOG["mfma_scale_f32_32x32x64_f8f6f4"], cbsz=2, blgp=4, op_sel_a=1),
                                   rocm_kernels.workgroup_mfma])
 def test_printed_script_reparses_to_the_same_ir(make):
     from tvm_tirx.script.parser import parse
@@ -61,18 +61,18 @@ def test_workgroup_scope_checks_the_wave_axis():
 
 
 def test_bf16_mfma_reaches_llvm_as_bfloat_vectors():
-    ir = tvm_cdna4.build(mfma_probe(CATALOG["f32_32x32x16_bf16"], blgp=5)).llvm_ir
+    ir = tvm_cdna4.build(mfma_probe(CATALOG["mfma_f32_32x32x16_bf16"], blgp=5)).llvm_ir
     assert re.search(r"call <16 x float> @llvm\.amdgcn\.mfma\.f32\.32x32x16\.bf16\(<8 x bfloat> [^,]+, <8 x bfloat> [^,]+, <16 x float> [^,]+, i32 0, i32 0, i32 5\)", ir)
 
 
 def test_scaled_mfma_passes_formats_op_sel_and_scales():
-    ir = tvm_cdna4.build(mfma_probe(CATALOG["scale_f32_16x16x128_f8f6f4"], cbsz=4, blgp=2, op_sel_a=3, op_sel_b=1)).llvm_ir
+    ir = tvm_cdna4.build(mfma_probe(CATALOG["mfma_scale_f32_16x16x128_f8f6f4"], cbsz=4, blgp=2, op_sel_a=3, op_sel_b=1)).llvm_ir
     assert re.search(r"@llvm\.amdgcn\.mfma\.scale\.f32\.16x16x128\.f8f6f4\.v4i32\.v6i32\(<4 x i32> [^,]+, <6 x i32> [^,]+, "
                      r"<4 x float> [^,]+, i32 4, i32 2, i32 3, i32 [^,]+, i32 1, i32 [^)]+\)", ir)
 
 
 def test_modifiers_reach_the_instruction():
-    asm = tvm_cdna4.build(mfma_probe(CATALOG["f32_16x16x4f16"], cbsz=2, abid=3, blgp=6)).asm
+    asm = tvm_cdna4.build(mfma_probe(CATALOG["mfma_f32_16x16x4f16"], cbsz=2, abid=3, blgp=6)).asm
     assert re.search(r"v_mfma_f32_16x16x4_4b_f16 .* cbsz:2 abid:3 blgp:6", asm)
 
 
@@ -83,8 +83,8 @@ def test_ds_read_tr_operand_form_feeds_an_mfma():
 
 
 @pytest.mark.parametrize("tr, mfma, rule", [
-    ("ds_read_tr8_b64_v2i32", "f32_16x16x16f16", r"K coverage: f32_16x16x16f16 operand B holds 4 elements per lane, not a whole number"),
-    ("ds_read_tr16_b64_v4f16", "f32_4x4x4f16", r"operand form supports single-block MFMAs"),
+    ("ds_read_tr8_b64_v2i32", "mfma_f32_16x16x16f16", r"K coverage: mfma_f32_16x16x16f16 operand B holds 4 elements per lane, not a whole number"),
+    ("ds_read_tr16_b64_v4f16", "mfma_f32_4x4x4f16", r"operand form supports single-block MFMAs"),
 ])
 def test_ds_read_tr_operand_form_contracts(tr, mfma, rule):
     with pytest.raises((ValueError, RuntimeError), match=rule):
@@ -103,7 +103,7 @@ def test_lds_allocation_keeps_its_alignment():
 
 
 def test_build_reports_resources():
-    result = tvm_cdna4.build(mfma_probe(CATALOG["f32_32x32x4f16"]))
+    result = tvm_cdna4.build(mfma_probe(CATALOG["mfma_f32_32x32x4f16"]))
     info = result.kernel()
     assert info.vgprs >= 32 + 2 + 2 and info.scratch_bytes == 0 and info.lds_bytes == 0
     assert info.max_flat_workgroup_size == 256 and info.waves_per_simd() == 512 // (-(-info.vgprs // 8) * 8) or info.waves_per_simd() == 8
@@ -112,7 +112,7 @@ def test_build_reports_resources():
 @pytest.mark.llvm22
 @pytest.mark.skipif(llvm_tool("ld.lld") is None, reason="ld.lld (Debian lld-22) not installed")
 def test_code_object_is_a_linked_amdgpu_elf():
-    code = tvm_cdna4.build(mfma_probe(CATALOG["f32_16x16x32_f16"])).code_object
+    code = tvm_cdna4.build(mfma_probe(CATALOG["mfma_f32_16x16x32_f16"])).code_object
     assert code[:4] == b"\x7fELF" and code[18] == 224  # e_machine EM_AMDGPU
     readelf = llvm_tool("llvm-readelf")
     if readelf:
@@ -140,4 +140,4 @@ def test_entry_point_registers_at_import_tvm_tirx():
             "print(T.amdgcn['v_mfma_f32_16x16x32_f16'], T.rocm.tile.apply.__name__)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.split()[0] == "f32_16x16x32_f16"
+    assert proc.stdout.split()[0] == "mfma_f32_16x16x32_f16"

@@ -48,7 +48,7 @@ def test_mfma_is_a_times_b_plus_c_per_block(op, rng):
 
 
 def test_int8_accumulator_wraps_like_int32():
-    op = CATALOG["i32_16x16x64_i8"]
+    op = CATALOG["mfma_i32_16x16x64_i8"]
     a = np.full((1, 16, 64), -128, np.int8)
     b = np.full((1, 64, 16), -128, np.int8)
     c = np.full((1, 16, 16), 2**31 - 1, np.int32)
@@ -56,7 +56,7 @@ def test_int8_accumulator_wraps_like_int32():
     assert got[0, 0, 0] == np.int32(np.int64(2**31 - 1 + 64 * 16384) - 2**32)
 
 
-@pytest.mark.parametrize("name", ["f32_4x4x4f16", "f32_16x16x1f32", "i32_32x32x4i8", "f32_16x16x4bf16_1k"])
+@pytest.mark.parametrize("name", ["mfma_f32_4x4x4f16", "mfma_f32_16x16x1f32", "mfma_i32_32x32x4i8", "mfma_f32_16x16x4bf16_1k"])
 def test_cbsz_abid_broadcast_a(name, rng):
     op = CATALOG[name]
     a, b, c = _tiles(rng, op)
@@ -67,7 +67,7 @@ def test_cbsz_abid_broadcast_a(name, rng):
             _assert_close(op, _run(op, a, b, c, cbsz=cbsz, abid=abid), want)
 
 
-@pytest.mark.parametrize("name", ["f32_32x32x8f16", "f32_16x16x32_bf16", "f32_4x4x1f32", "i32_16x16x64_i8"])
+@pytest.mark.parametrize("name", ["mfma_f32_32x32x8f16", "mfma_f32_16x16x32_bf16", "mfma_f32_4x4x1f32", "mfma_i32_16x16x64_i8"])
 @pytest.mark.parametrize("blgp", range(8))
 def test_blgp_permutes_b_lanes(name, blgp, rng):
     op = CATALOG[name]
@@ -82,7 +82,7 @@ def test_blgp_permutes_b_lanes(name, blgp, rng):
     _assert_close(op, _run(op, a, b, c, blgp=blgp), want)
 
 
-@pytest.mark.parametrize("name", ["f64_16x16x4f64", "f64_4x4x4f64"])
+@pytest.mark.parametrize("name", ["mfma_f64_16x16x4f64", "mfma_f64_4x4x4f64"])
 @pytest.mark.parametrize("neg", range(8))
 def test_fp64_blgp_negates(name, neg, rng):
     op = CATALOG[name]
@@ -92,7 +92,7 @@ def test_fp64_blgp_negates(name, neg, rng):
 
 
 def test_operand_shape_errors_name_the_operand():
-    op = CATALOG["f32_16x16x32_f16"]
+    op = CATALOG["mfma_f32_16x16x32_f16"]
     with pytest.raises(ValueError, match=r"operand B must have shape \(64, 8\); found \(64, 4\)"):
         reference.mfma(op, np.zeros((64, 8)), np.zeros((64, 4)), np.zeros((64, 4)))
 
@@ -130,7 +130,7 @@ def test_mfma_scale_all_format_pairs(op, cbsz, blgp, rng):
 
 
 def test_mfma_scale_e8m0_nan_propagates():
-    op = CATALOG["scale_f32_16x16x128_f8f6f4"]
+    op = CATALOG["mfma_scale_f32_16x16x128_f8f6f4"]
     a = np.ones((64, 32), ml_dtypes.float8_e4m3fn)
     d = reference.mfma_scale(op, a, a, np.zeros((64, 4), np.float32), cbsz=0, blgp=0,
                              scale_a=np.full(64, 0xFF, np.uint32), scale_b=np.full(64, 127, np.uint32))
@@ -138,7 +138,7 @@ def test_mfma_scale_e8m0_nan_propagates():
 
 
 def test_words_roundtrip_through_mfma(rng):
-    op = CATALOG["f32_32x32x16_bf16"]
+    op = CATALOG["mfma_f32_32x32x16_bf16"]
     a, b, c = _tiles(rng, op)
     sa, sb, sc = reference.scatter_a(op, a), reference.scatter_b(op, b), reference.scatter_acc(op, c)
     words = reference.mfma_words(op, formats.to_words("bf16", sa), formats.to_words("bf16", sb), formats.to_words("f32", sc))

@@ -39,9 +39,13 @@ def lookup(name: str) -> MfmaOp | DsReadTrOp:
         raise KeyError(f"mnemonic {name!r} is ambiguous; name one of {options}")
     import difflib
 
-    close = difflib.get_close_matches(name, [*CATALOG, *_ALIASES], n=3)
-    hint = f"; did you mean {close}?" if close else ""
-    raise KeyError(f"unknown CDNA4 opcode {name!r}{hint}")
+    if f"mfma_{name}" in CATALOG:  # the pre-0.2 short MFMA names dropped the builtin's ``mfma_``
+        close = [f"mfma_{name}"]
+    else:
+        close = difflib.get_close_matches(name, [*CATALOG, *_ALIASES], n=3)
+    hint = f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
+    raise KeyError(f"unknown CDNA4 opcode {name!r}{hint} (catalog names are the builtin without "
+                   f"'__builtin_amdgcn_')")
 
 
 __all__ = [

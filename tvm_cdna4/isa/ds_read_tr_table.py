@@ -46,13 +46,13 @@ def _tr(name, bits, load, vec, res_fmt, align, split, mfma, feeds, notes=()):
 
 
 DS_READ_TR_OPS: tuple[DsReadTrOp, ...] = (
-    _tr("ds_read_tr4_b64_v2i32", 4, 64, "<2 x i32>", "i32", 8, _SPLIT_B4_B6, "scale_f32_32x32x64_f8f6f4", ("fp4",)),
-    _tr("ds_read_tr6_b96_v3i32", 6, 96, "<3 x i32>", "i32", 16, _SPLIT_B4_B6, "scale_f32_32x32x64_f8f6f4",
+    _tr("ds_read_tr4_b64_v2i32", 4, 64, "<2 x i32>", "i32", 8, _SPLIT_B4_B6, "mfma_scale_f32_32x32x64_f8f6f4", ("fp4",)),
+    _tr("ds_read_tr6_b96_v3i32", 6, 96, "<3 x i32>", "i32", 16, _SPLIT_B4_B6, "mfma_scale_f32_32x32x64_f8f6f4",
         ("fp6", "bf6"), (_TR6_NOTE,)),
-    _tr("ds_read_tr8_b64_v2i32", 8, 64, "<2 x i32>", "i32", 8, _SPLIT_B8, "i32_16x16x64_i8", ("fp8", "bf8", "i8")),
-    _tr("ds_read_tr16_b64_v4i16", 16, 64, "<4 x i16>", "i16", 8, _SPLIT_B16, "f32_32x32x16_f16", ("i8",),
+    _tr("ds_read_tr8_b64_v2i32", 8, 64, "<2 x i32>", "i32", 8, _SPLIT_B8, "mfma_i32_16x16x64_i8", ("fp8", "bf8", "i8")),
+    _tr("ds_read_tr16_b64_v4i16", 16, 64, "<4 x i16>", "i16", 8, _SPLIT_B16, "mfma_f32_32x32x16_f16", ("i8",),
         ("The seed documents v4i16 as 'eight packed INT8 values'; the transpose moves 16-bit units, "
          "so two adjacent INT8 along M/N travel together",)),
-    _tr("ds_read_tr16_b64_v4f16", 16, 64, "<4 x half>", "f16", 8, _SPLIT_B16, "f32_32x32x16_f16", ("f16",)),
-    _tr("ds_read_tr16_b64_v4bf16", 16, 64, "<4 x bfloat>", "bf16", 8, _SPLIT_B16, "f32_32x32x16_bf16", ("bf16",)),
+    _tr("ds_read_tr16_b64_v4f16", 16, 64, "<4 x half>", "f16", 8, _SPLIT_B16, "mfma_f32_32x32x16_f16", ("f16",)),
+    _tr("ds_read_tr16_b64_v4bf16", 16, 64, "<4 x bfloat>", "bf16", 8, _SPLIT_B16, "mfma_f32_32x32x16_bf16", ("bf16",)),
 )

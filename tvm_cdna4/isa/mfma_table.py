@@ -72,7 +72,7 @@ def _mfma(row) -> MfmaOp:
         notes.append("FP64: blgp is reused as negation bits (seed); bit order from the calculator and LLVM")
     else:
         blgp = Modifier("blgp", 0, blgp_max, _BLGP if blgp_max else "must be 0 (seed)")
-    if name in ("f32_16x16x32_f16", "f32_32x32x16_f16", "f32_16x16x32_bf16", "f32_32x32x16_bf16"):
+    if name in ("f32_16x16x32_f16", "f32_32x32x16_f16", "f32_16x16x32_bf16", "f32_32x32x16_bf16"):  # builtin tails
         notes.append(
             "The seed's FP16 example says blgp 'must be 0' for 16x16x32_f16 while the builtin "
             "reference calls it a lane-group pattern; we follow the reference (LLVM accepts 0..7)"
@@ -80,7 +80,7 @@ def _mfma(row) -> MfmaOp:
     if blocks > 1 or fin in ("f32", "f64"):
         notes.append("The seed gives no input lane map for this multi-block/scalar-input shape: calculator formula")
     return MfmaOp(
-        name=name,
+        name=f"mfma_{name}",
         builtin=f"__builtin_amdgcn_mfma_{name}",
         llvm_intrinsic=f"llvm.amdgcn.mfma.{intr}",
         mnemonic=f"v_mfma_{mnem}",
@@ -118,13 +118,13 @@ SCALE_BLOCK_K = 32  # one E8M0 scale per 32 K positions of a row (A) or column (
 
 
 def _scaled(m: int, k: int, ops: int, cyc_f8: int, cyc_f4: int) -> MfmaOp:
-    name = f"scale_f32_{m}x{m}x{k}_f8f6f4"
+    name = f"mfma_scale_f32_{m}x{m}x{k}_f8f6f4"
     fmt_doc = ", ".join(f"{c}={f}" for c, f in SCALE_FORMAT_CODES.items())
     return MfmaOp(
         name=name,
-        builtin=f"__builtin_amdgcn_mfma_{name}",
+        builtin=f"__builtin_amdgcn_{name}",
         llvm_intrinsic=f"llvm.amdgcn.mfma.scale.f32.{m}x{m}x{k}.f8f6f4.v8i32.v8i32",
-        mnemonic=f"v_mfma_{name}",
+        mnemonic=f"v_{name}",
         kind="mfma_scale",
         m=m,
         n=m,

@@ -55,22 +55,22 @@ def _np(name):
 
 
 def _fp8(a, b):
-    return DtypeSpec("uint8", (_np(a), _np(b)), f"f32_16x16x32_{a}_{b}", f"f32_32x32x16_{a}_{b}",
+    return DtypeSpec("uint8", (_np(a), _np(b)), f"mfma_f32_16x16x32_{a}_{b}", f"mfma_f32_32x32x16_{a}_{b}",
                      "ds_read_tr8_b64_v2i32", "float32", ("f32", "f16", "bf16"))
 
 
 DTYPES: dict[str, DtypeSpec] = {
-    "f16": DtypeSpec("float16", _np("f16"), "f32_16x16x32_f16", "f32_32x32x16_f16", "ds_read_tr16_b64_v4f16",
+    "f16": DtypeSpec("float16", _np("f16"), "mfma_f32_16x16x32_f16", "mfma_f32_32x32x16_f16", "ds_read_tr16_b64_v4f16",
                      "float32", ("f32", "f16", "bf16")),
-    "bf16": DtypeSpec("int16", _np("bf16"), "f32_16x16x32_bf16", "f32_32x32x16_bf16", "ds_read_tr16_b64_v4bf16",
+    "bf16": DtypeSpec("int16", _np("bf16"), "mfma_f32_16x16x32_bf16", "mfma_f32_32x32x16_bf16", "ds_read_tr16_b64_v4bf16",
                       "float32", ("f32", "f16", "bf16")),
     "fp8": _fp8("fp8", "fp8"),
     "bf8": _fp8("bf8", "bf8"),
     "fp8_bf8": _fp8("fp8", "bf8"),
     "bf8_fp8": _fp8("bf8", "fp8"),
-    "i8": DtypeSpec("int8", _np("i8"), "i32_16x16x64_i8", "i32_32x32x32_i8", "ds_read_tr8_b64_v2i32", "int32", ("i32",)),
-    "f32": DtypeSpec("float32", _np("f32"), "f32_16x16x4f32", "f32_32x32x2f32", None, "float32", ("f32", "f16", "bf16")),
-    "f64": DtypeSpec("float64", _np("f64"), "f64_16x16x4f64", "f64_16x16x4f64", None, "float64", ("f64",)),
+    "i8": DtypeSpec("int8", _np("i8"), "mfma_i32_16x16x64_i8", "mfma_i32_32x32x32_i8", "ds_read_tr8_b64_v2i32", "int32", ("i32",)),
+    "f32": DtypeSpec("float32", _np("f32"), "mfma_f32_16x16x4f32", "mfma_f32_32x32x2f32", None, "float32", ("f32", "f16", "bf16")),
+    "f64": DtypeSpec("float64", _np("f64"), "mfma_f64_16x16x4f64", "mfma_f64_16x16x4f64", None, "float64", ("f64",)),
 }
 OUT_STORAGE = {"f32": "float32", "f16": "float16", "bf16": "int16", "i32": "int32", "f64": "float64"}
 LAYOUTS = ("nn", "nt", "tn", "tt")

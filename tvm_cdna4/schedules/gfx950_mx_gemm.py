@@ -60,7 +60,7 @@ def gfx950_mx_gemm(M: int, N: int, K: int, dtype: str = "mxfp8", layout: str = "
         raise ValueError(f"MX GEMM: K must be a positive multiple of 32 (one E8M0 scale per 32 K); got M={M}, N={N}, K={K}")
     fmt = MX_FORMATS[dtype]
     cfg = config or MxGemmConfig()
-    op = CATALOG["scale_f32_16x16x128_f8f6f4"]
+    op = CATALOG["mfma_scale_f32_16x16x128_f8f6f4"]
     BM, BN, BK = cfg.block_m, cfg.block_n, op.k
     W = SCALE_VECTOR_WORDS[fmt]  # words per lane per MFMA (32 K positions)
     bits, code = _BITS[fmt], _CODE[fmt]
