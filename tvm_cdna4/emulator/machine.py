@@ -128,8 +128,6 @@ class Machine:
     def unpublished(self, g, wave, seq, epoch) -> np.ndarray:
         """Whether LDS write number ``seq`` of ``wave`` (workgroup ``g``), made before epoch
         ``epoch``, was still in flight when that wave left epoch ``epoch - 1``."""
-        if not self.lds_waits:
-            return np.zeros(np.shape(seq), bool)
         return self.lgkm_at_barrier[g, np.maximum(epoch - 1, 0), np.maximum(wave, 0)] < seq
 
     def waves(self, mask):
