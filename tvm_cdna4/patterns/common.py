@@ -26,6 +26,12 @@ from . import wave
 
 SCOPES = ("wave", "workgroup")
 
+# Element dtypes that TIRx widens on ROCm (BF16/FP8 ComputeLegalize): an allocation of them, register
+# or LDS, becomes one float32 slot per element while a view of it becomes 16/8-bit storage, so no
+# operand of these dtypes holds the packed bits an instruction reads. Their bit patterns travel in
+# integer storage instead (the dtype named here).
+BIT_STORAGE = {"bfloat16": "int16", "float8_e4m3fn": "uint8", "float8_e5m2": "uint8"}
+
 
 def scalar(value):
     """A constant parameter stored as an IR operand, as a Python int."""
@@ -132,6 +138,11 @@ class WaveRegion(CudaRegion):
 
     def check_dtype(self, allowed: tuple[str, ...], what: str):
         found = str(self.dtype)
+        if found in BIT_STORAGE:
+            self.fail(f"dtype {found} is not supported: TIRx stores {found} tensors on ROCm as one float32 "
+                      f"per element, not as the packed bits the instruction reads; declare the tensor and its "
+                      f"allocation as {BIT_STORAGE[found]} holding the {found} bit patterns "
+                      f"(numpy: ml_dtypes.{found} data .view(np.{BIT_STORAGE[found]}))")
         if found not in allowed:
             self.fail(f"dtype {found} does not fit {what}; expected one of {list(allowed)}")
 
