@@ -76,7 +76,7 @@ CASES = {
     "partially active wave (branch)": (rocm_kernels.divergent_mfma, r"runs under `if tx < 32:`.*all 64 lanes of a wave must execute it"),
     "workgroup not whole waves": (lambda: mfma_probe(F16, threads=96), r"workgroup of 96 threads is not a whole number of 64-lane waves"),
     "workgroup above 256 threads": (lambda: mfma_probe(F16, threads=512), r"workgroup of 512 threads: .*amdgpu-flat-work-group-size"),
-    "LDS view lowered to a global pointer": (rocm_kernels.lds_view_read, r"shared-memory \(LDS\) tensor view was lowered to a global-memory pointer"),
+    "LDS view lowered to a global pointer": (rocm_kernels.lds_view_read, r"accesses `v`, a view of shared memory \(LDS\).*lowers such a view to a global-memory pointer"),
 }
 
 

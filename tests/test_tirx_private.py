@@ -73,3 +73,45 @@ def test_cuda_compiler_drivers_and_config():
     config = resolve_backend_config(None, Target({"kind": "cuda", "arch": "sm_80"}))
     assert config["compiler"] in ("nvrtc", "nvcc") and config["arch"] == "sm_80"
     assert any("-v" in option for option in compiler_options(config))  # ptxas -v: the log has registers
+
+
+def test_rocm_codegen_entry_and_callbacks():
+    import tvm_tirx.support.rocm as rocm_support
+
+    for name in (tirx_private.ROCM_BUILD_FUNC, *tirx_private.ROCM_CALLBACKS):
+        assert tvm_ffi.get_global_func(name, allow_missing=True) is not None, f"global function {name} is gone"
+    for function in tirx_private.ROCM_CALLBACKS.values():  # what ours delegate to (rocdl_dir=None / obj_bin)
+        assert callable(getattr(rocm_support, function)), f"tvm_tirx.support.rocm.{function} is gone"
+
+
+def test_rocm_codegen_looks_the_entry_up_at_each_build():
+    """codegen.Build must call whatever target.build.rocm is now (our wrapper), with (mod, target)."""
+    import tvm_tirx
+    from tvm_tirx.script import tirx as T
+
+    seen = []
+    current = tvm_ffi.get_global_func(tirx_private.ROCM_BUILD_FUNC)
+
+    @T.function
+    def kernel(A: T.Tensor((64,), "float32")):
+        with T.device_entry():
+            bx = T.launch_thread("blockIdx.x", 1)
+            tx = T.launch_thread("threadIdx.x", 64)
+            A[tx] = T.float32(0)
+
+    def spy(original):
+        return lambda mod, target: seen.append(str(target.attrs["mcpu"])) or original(mod, target)
+
+    try:
+        tirx_private.wrap_global_func(tirx_private.ROCM_BUILD_FUNC, spy)
+        tvm_tirx.tirx.compile(kernel, target={"kind": "rocm", "mcpu": "gfx950"})
+    finally:
+        tvm_ffi.register_global_func(tirx_private.ROCM_BUILD_FUNC, current, override=True)
+    assert seen == ["gfx950"]
+
+
+def test_default_pipeline_selector_receives_module_and_target():
+    from tvm_tirx.tirx import compilation_pipeline as pipeline
+
+    assert list(inspect.signature(pipeline.register_default_tir_pipeline_selector).parameters) == ["selector"]
+    assert "target_to_bind" in inspect.signature(pipeline.get_default_tir_pipeline).parameters

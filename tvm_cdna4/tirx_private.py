@@ -12,6 +12,10 @@
 4. ``lowered_device_modules`` intercepts the private codegen step of ``tvm_tirx.tirx.compile``.
 5. ``cuda_compile_log`` calls the private compiler drivers of ``tvm_tirx.support.nvcc``
    (``_compile_cuda_nvrtc`` / ``_compile_cuda_nvcc``), whose log the public ``compile_source`` drops.
+6. ``wrap_global_func`` wraps ``target.build.rocm``, the global function TIRx's C++ ``codegen.Build``
+   looks up for every ROCm device module (every route into ROCm codegen passes it), and the two
+   callbacks the ROCm codegen calls, ``tvm_callback_rocm_bitcode_path`` / ``tvm_callback_rocm_link``
+   (TIRx's own: ``tvm_tirx.support.rocm.callback_rocm_bitcode_path`` / ``callback_rocm_link``).
 
 ``tests/test_tirx_private.py`` fails loudly when any of these change.
 """
@@ -124,3 +128,22 @@ def cuda_compile_log(source: str, arch: str) -> str:
     driver = getattr(nvcc, CUDA_DRIVER_PREFIX + config["compiler"])
     _, log = driver(source, "cubin", config["arch"], compiler_options(config))
     return log.decode() if isinstance(log, bytes | bytearray) else str(log or "")
+
+
+# 6. The ROCm codegen entry and its callbacks (global functions looked up at each build).
+ROCM_BUILD_FUNC = "target.build.rocm"
+ROCM_BUILD_PARAMS = ("mod", "target")
+ROCM_CALLBACKS = {"tvm_callback_rocm_bitcode_path": "callback_rocm_bitcode_path",
+                  "tvm_callback_rocm_link": "callback_rocm_link"}  # global name -> tvm_tirx.support.rocm function
+
+
+def wrap_global_func(name: str, make_wrapper) -> bool:
+    """Replace the global function ``name`` by ``make_wrapper(original)``; False when TIRx has no
+    such function (a build without that backend)."""
+    import tvm_ffi
+
+    original = tvm_ffi.get_global_func(name, allow_missing=True)
+    if original is None:
+        return False
+    tvm_ffi.register_global_func(name, make_wrapper(original), override=True)
+    return True

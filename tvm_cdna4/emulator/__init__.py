@@ -47,17 +47,18 @@ def _calls(target: str) -> dict:
 def device_function(kernel, target: str = "gfx950"):
     """The single device function of ``kernel`` as TIRx hands it to codegen."""
     from .. import register
-    from ..rocm.build import check_wave_uniform_applies, check_workgroup_size
+    from ..rocm import analysis
     from ..tirx_private import lowered_device_modules
 
     register()
-    if target == "gfx950":
-        check_workgroup_size(kernel)
-        check_wave_uniform_applies(kernel)
+    if target == "gfx950":  # the rules tvm_cdna4.build and tvm_tirx.tirx.compile run
+        analysis.check_kernel(kernel, _target(target))
     modules = lowered_device_modules(kernel, _target(target))
     funcs = [f for mod in modules.values() for f in mod.functions.values()]
     if len(funcs) != 1:
         raise ValueError(f"emulate: expected one device kernel, found {len(funcs)}")
+    if target == "gfx950":
+        analysis.check_kernel(funcs[0], _target(target))
     return funcs[0]
 
 

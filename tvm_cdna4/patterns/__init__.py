@@ -44,12 +44,14 @@ class AmdgcnNamespace:
 
 
 def _lower(view, sctx):
+    from ..rocm.analysis import check_target
     from . import ds_read_tr, mfma
 
     opcode, packed_args, packed_params = view.args
     args = list(packed_args.fields)
     params = {p.fields[0].value: p.fields[1] for p in (packed_params.fields if packed_params is not None else ())}
     record = lookup(opcode.value)
+    check_target(record.name, sctx.target)
     family = ds_read_tr if isinstance(record, DsReadTrOp) else mfma
     return family.lower(record, args, params, sctx)
 

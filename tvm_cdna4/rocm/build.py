@@ -1,12 +1,22 @@
 """Build TIRx kernels for gfx950: LLVM IR, assembly, code-object metadata, code object.
 
-``install_hooks()`` (run when the patterns register) replaces TIRx's two ROCm build callbacks:
+``install_hooks()`` (run when the patterns register) hooks TIRx's ROCm codegen, scoped to what this
+package owns:
 
-- ``tvm_callback_rocm_bitcode_path``: ROCm's device libraries when a ROCm install exists, plus our
-  helpers (``helpers.py``). Without ROCm the original raises; we return just the helpers.
-- ``tvm_callback_rocm_link``: ``ld.lld`` (TIRx's finder, with Debian's ``/usr/lib/llvm-22/bin`` on
-  the search path). Without a linker the build still succeeds in *codegen-only* mode: the
-  object file stands in for the code object and ``BuildResult.code_object`` is None.
+- the default-pipeline selector of ``tvm_tirx.tirx.compile`` (public; it selects nothing): a
+  module that calls anything of this package gets the whole-kernel rules of ``rocm.analysis``
+  before TileDispatch, while the operand regions of ``T.rocm.tile.apply`` are still in the IR.
+- ``target.build.rocm`` (every route into ROCm codegen, ``tvm_tirx.tirx.compile`` included): a
+  device module that calls anything of this package gets the whole-kernel rules of
+  ``rocm.analysis`` for the target being built, before LLVM sees it (an MFMA for a target other
+  than gfx950 is a ``ContractError``, not an LLVM abort). A gfx950 build is marked for the
+  callbacks below; any other module is built exactly as TIRx builds it.
+- ``tvm_callback_rocm_bitcode_path`` / ``tvm_callback_rocm_link``: during a gfx950 build, ROCm's
+  device libraries when a ROCm install exists plus our helpers (``helpers.py``), and ``ld.lld``
+  (Debian's ``/usr/lib/llvm-22/bin`` on the search path; without a linker the build succeeds in
+  *codegen-only* mode: the object file stands in for the code object and
+  ``BuildResult.code_object`` is None). For every other ROCm target: TIRx's own callbacks
+  (``tvm_tirx.support.rocm``), called unchanged.
 """
 
 from __future__ import annotations
@@ -16,18 +26,19 @@ import re
 import subprocess
 import tempfile
 import threading
+from contextlib import contextmanager
 
 import attrs
 
+from . import analysis
 from .helpers import helpers_path
 
 LLVM_BIN_DIRS = ("/usr/lib/llvm-22/bin", "/usr/lib/llvm-23/bin", "/opt/rocm/llvm/bin")
-MAX_FLAT_WORKGROUP = 256  # what TIRx 0.1.0a4's AMDGPU codegen emits without a ROCm device
 GFX950_VGPRS_PER_SIMD_LANE = 512  # unified ArchVGPR + AccVGPR file
 GFX950_MAX_WAVES_PER_SIMD = 8
 GFX950_LDS_BYTES = 160 * 1024
 
-_state = threading.local()
+_state = threading.local()  # gfx950: inside a gfx950 build on this thread; code_object: its link result
 _installed = False
 
 
@@ -41,41 +52,92 @@ def llvm_tool(name: str) -> str | None:
     return shutil.which(f"{name}-22") or shutil.which(name)
 
 
+def in_gfx950_build() -> bool:
+    """Whether this thread is inside ``target.build.rocm`` for a gfx950 target."""
+    return getattr(_state, "gfx950", False)
+
+
+@contextmanager
+def _gfx950_build(active: bool):
+    previous = in_gfx950_build()
+    _state.gfx950 = active
+    try:
+        yield
+    finally:
+        _state.gfx950 = previous
+
+
+def _build_rocm(original):
+    def build_rocm(mod, target):
+        functions = list(mod.functions.values())
+        if any(analysis.uses_cdna4(f) for f in functions):
+            for func in functions:
+                analysis.check_kernel(func, target)
+        with _gfx950_build(target.attrs.get("mcpu") == analysis.GFX950):
+            return original(mod, target)
+
+    return build_rocm
+
+
+def _check_before_lowering(mod, target, target_to_bind=None):
+    """Default-pipeline selector: the rules, on the module as written; returns None (no choice)."""
+    if target is not None:
+        for func in mod.functions.values():
+            if analysis.uses_cdna4(func):
+                analysis.check_kernel(func, target)
+    return None
+
+
+def _bitcode_path(rocdl_dir=None):
+    import tvm_ffi
+    import tvm_tirx.support.rocm as rocm_support
+
+    if not in_gfx950_build():
+        return rocm_support.callback_rocm_bitcode_path(rocdl_dir)
+    try:
+        files = list(rocm_support.callback_rocm_bitcode_path(rocdl_dir))
+    except RuntimeError:  # no ROCm install: codegen needs no device libraries
+        files = []
+    return tvm_ffi.convert([*files, helpers_path()])
+
+
+def _link(obj_bin):
+    import tvm_tirx.support.rocm as rocm_support
+
+    if not in_gfx950_build():
+        return rocm_support.callback_rocm_link(obj_bin)
+    lld = llvm_tool("ld.lld")
+    if lld is None:
+        _state.code_object = None
+        return obj_bin  # codegen-only: keep the relocatable object
+    with tempfile.TemporaryDirectory() as d:
+        obj, co = os.path.join(d, "kernel.o"), os.path.join(d, "kernel.hsaco")
+        with open(obj, "wb") as f:
+            f.write(bytes(obj_bin))
+        proc = subprocess.run([lld, "--no-undefined", "-shared", obj, "-o", co], capture_output=True, text=True)
+        if proc.returncode:
+            raise RuntimeError(f"ld.lld failed to link the gfx950 code object:\n{proc.stdout}{proc.stderr}")
+        with open(co, "rb") as f:
+            data = f.read()
+    _state.code_object = data
+    return bytearray(data)
+
+
 def install_hooks() -> None:
+    """Wrap ``target.build.rocm`` and the two ROCm callbacks (idempotent; see the module docstring)."""
     global _installed
     if _installed:
         return
     import tvm_ffi
-    import tvm_tirx.support.rocm as rocm_support
+    import tvm_tirx.support.rocm  # noqa: F401  (registers TIRx's callbacks, which ours delegate to)
+    from tvm_tirx.tirx.compilation_pipeline import register_default_tir_pipeline_selector
 
-    original_bitcode = rocm_support.callback_rocm_bitcode_path
+    from ..tirx_private import ROCM_BUILD_FUNC, wrap_global_func
 
-    def bitcode_path(rocdl_dir=None):
-        try:
-            files = list(original_bitcode(rocdl_dir))
-        except Exception:  # no ROCm install: codegen needs no device libraries
-            files = []
-        return tvm_ffi.convert([*files, helpers_path()])
-
-    def link(obj_bin):
-        lld = llvm_tool("ld.lld")
-        if lld is None:
-            _state.code_object = None
-            return obj_bin  # codegen-only: keep the relocatable object
-        with tempfile.TemporaryDirectory() as d:
-            obj, co = os.path.join(d, "kernel.o"), os.path.join(d, "kernel.hsaco")
-            with open(obj, "wb") as f:
-                f.write(bytes(obj_bin))
-            proc = subprocess.run([lld, "--no-undefined", "-shared", obj, "-o", co], capture_output=True, text=True)
-            if proc.returncode:
-                raise RuntimeError(f"ld.lld failed to link the gfx950 code object:\n{proc.stdout}{proc.stderr}")
-            with open(co, "rb") as f:
-                data = f.read()
-        _state.code_object = data
-        return bytearray(data)
-
-    tvm_ffi.register_global_func("tvm_callback_rocm_bitcode_path", bitcode_path, override=True)
-    tvm_ffi.register_global_func("tvm_callback_rocm_link", link, override=True)
+    register_default_tir_pipeline_selector(_check_before_lowering)
+    wrap_global_func(ROCM_BUILD_FUNC, _build_rocm)
+    tvm_ffi.register_global_func("tvm_callback_rocm_bitcode_path", _bitcode_path, override=True)
+    tvm_ffi.register_global_func("tvm_callback_rocm_link", _link, override=True)
     _installed = True
 
 
@@ -156,72 +218,11 @@ class BuildResult:
         return next(k for k in self.kernels if k.name == name)
 
 
-def _workgroup_sizes(func) -> list[int]:
-    """threadIdx.x * .y * .z extents of every device entry in ``func`` (static extents only)."""
-    text = func.script()
-    sizes = {}
-    for axis, extent in re.findall(r'T\.launch_thread\("threadIdx\.([xyz])",\s*(\d+)\)', text):
-        sizes[axis] = int(extent)
-    return [sizes.get("x", 1) * sizes.get("y", 1) * sizes.get("z", 1)] if sizes else []
-
-
-def check_workgroup_size(func) -> None:
-    for size in _workgroup_sizes(func):
-        if size > MAX_FLAT_WORKGROUP:
-            raise ValueError(
-                f"workgroup of {size} threads: TIRx 0.1.0a4's AMDGPU codegen compiles every kernel with "
-                f'"amdgpu-flat-work-group-size"="1,{MAX_FLAT_WORKGROUP}" when no ROCm device is present, so '
-                f"this kernel would be register-allocated for {MAX_FLAT_WORKGROUP} threads and fail at launch; "
-                f"use at most {MAX_FLAT_WORKGROUP} threads (4 waves) per workgroup"
-            )
-        if size % 64:
-            raise ValueError(
-                f"workgroup of {size} threads is not a whole number of 64-lane waves: wave-collective "
-                "instructions (MFMA, ds_read_tr) need all 64 lanes of every wave active"
-            )
-
-
-def check_wave_uniform_applies(func) -> None:
-    """Refuse a wave-collective pattern under a branch on the thread index: some lanes of the wave
-    would skip it (conservative, on the printed TVMScript: any enclosing ``if`` that reads a
-    ``threadIdx`` variable)."""
-    lines = func.script().splitlines()
-    thread_vars = set(re.findall(r'T\.launch_thread\("threadIdx\.[xyz]",[^)]*\) as (\w+)', "\n".join(lines)))
-    stack: list[tuple[int, str]] = []
-    for number, line in enumerate(lines, 1):
-        indent = len(line) - len(line.lstrip())
-        while stack and stack[-1][0] >= indent:
-            stack.pop()
-        if "T.rocm.tile.apply(" in line:
-            for _, cond in stack:
-                used = thread_vars & set(re.findall(r"\w+", cond))
-                if used:
-                    raise ValueError(
-                        f"wave-collective {line.strip()[:80]}... runs under `{cond.strip()}`, which depends on "
-                        f"the thread index ({', '.join(sorted(used))}): all 64 lanes of a wave must execute it"
-                    )
-        if line.lstrip().startswith(("if ", "elif ", "else")) or line.lstrip().startswith("while "):
-            stack.append((indent, line))
-
-
-def check_lds_address_spaces(llvm_ir: str) -> None:
-    """Refuse a TIRx rocm codegen trap: a view of shared memory (``rearrange``/``decl_tensor`` on an
-    LDS buffer) is lowered as an address-space cast from LDS to global, i.e. silently wrong loads."""
-    for line in llvm_ir.splitlines():
-        if "addrspacecast" in line and "addrspace(3)" in line and "to ptr addrspace(1)" in line:
-            raise ValueError(
-                "a shared-memory (LDS) tensor view was lowered to a global-memory pointer "
-                "(addrspacecast from addrspace(3) to addrspace(1)): TIRx 0.1.0a4's rocm codegen "
-                "mis-handles views of shared memory; give the LDS allocation itself the layout you "
-                f"index with instead of a rearrange()/decl_tensor() view. Offending IR: {line.strip()}"
-            )
-
-
 def build(func, target: str = "gfx950") -> BuildResult:
     """Compile a TIRx PrimFunc for gfx950 (``pipeline="tirx"``).
 
-    Refuses kernels TIRx would compile wrongly for ROCm (workgroups above 256 threads or not a
-    multiple of 64, LDS views lowered to global pointers) with an error naming the rule.
+    The whole-kernel rules of ``rocm.analysis`` run on ``func`` first and again on the device
+    function TIRx lowers it to (in ``target.build.rocm``); a violation is a ``ContractError``.
     """
     import tvm_tirx
     from tvm_tirx.target import Target
@@ -229,14 +230,13 @@ def build(func, target: str = "gfx950") -> BuildResult:
     from ..patterns import register
 
     register()
-    if target not in ("gfx950",):
+    if target not in (analysis.GFX950,):
         raise ValueError(f"target {target!r} is not supported; tvm_cdna4.build targets 'gfx950'")
-    check_workgroup_size(func)
-    check_wave_uniform_applies(func)
+    tirx_target = Target({"kind": "rocm", "mcpu": target})
+    analysis.check_kernel(func, tirx_target)
     _state.code_object = None
-    exe = tvm_tirx.tirx.compile(func, target=Target({"kind": "rocm", "mcpu": target}), pipeline="tirx")
+    exe = tvm_tirx.tirx.compile(func, target=tirx_target, pipeline="tirx")
     dev = exe.mod.imports[0]
     llvm_ir, asm = dev.inspect_source("llvm"), dev.inspect_source("asm")
-    check_lds_address_spaces(llvm_ir)
     return BuildResult(llvm_ir=llvm_ir, asm=asm, kernels=parse_metadata(asm),
                        code_object=_state.code_object, executable=exe)

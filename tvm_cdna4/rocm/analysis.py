@@ -1,0 +1,524 @@
+"""Whole-kernel rules for gfx950 kernels, as analyses of the TIR (before or after TIRx lowers it).
+
+``check_kernel(func, target)`` is the one entry point: ``tvm_cdna4.build`` runs it on the kernel it
+is given, the emulator on the kernel and on the device function it executes, and the
+``tvm_tirx.tirx.compile`` route on the module as written (default pipeline) and on every device
+function that reaches ROCm codegen (``rocm.build.install_hooks``). The patterns' lowering also
+runs ``check_target`` (TileDispatch's context knows the target on every pipeline).
+
+Rules, each a ``ContractError`` whose ``rule`` names it:
+
+- ``target``: a wave-collective instruction (MFMA, ds_read_tr) needs ``mcpu`` gfx950.
+- ``workgroup size`` / ``whole waves``: at most 256 threads, a whole number of 64-lane waves.
+- ``wave count``: at ``scope="workgroup"`` wave ``w`` computes slice ``w`` of every operand, so the
+  launch has exactly as many waves as the operands' leading (wave) axis.
+- ``wave-uniform control``: all 64 lanes of a wave execute a wave-collective instruction, so no
+  enclosing branch condition, loop bound or early exit may differ between the lanes of a wave.
+- ``LDS view``: a tensor view of shared memory must not be accessed (TIRx 0.1.0a4's ROCm codegen
+  gives the view its own LDS symbol, reached through a cast to a global pointer).
+
+Lane dependence is a symbolic analysis, not a pattern match. ``threadIdx.x`` (extent a multiple of
+64) is rewritten as ``64 * wave + lane`` with ``lane`` in ``[0, 64)``; a value is lane-varying when
+TIRx's simplifier cannot eliminate ``lane`` (nor an opaque lane-varying value) from it. So
+``tx // 64``, ``(tx >> 7) == 1``, ``T.rocm.wave_id()`` (``readfirstlane``), kernel arguments,
+``blockIdx`` and loops with such bounds are wave-uniform, and ``tx < 32`` is not. Values flow
+through let-bound variables, through buffers (a store of a lane-varying value, at a lane-varying
+index or under lane-varying control makes every later read of that storage lane-varying, views
+included) and through control flow (loop variables of lane-varying loops, code after a ``break``,
+``continue`` or ``return`` that only some lanes take), to a fixed point.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import tvm_ffi
+from tvm_tirx import ir
+from tvm_tirx.codegen.llvm import get_intrinsic_name
+from tvm_tirx.ir import Range, Var, prim
+from tvm_tirx.sym import Analyzer, ConstraintContext, RangeConstraint
+
+from ..errors import ContractError
+from ..isa import WAVE_SIZE
+from .helpers import PREFIX
+
+tvm_ffi.register_error(ContractError)  # raised inside target.build.rocm, it reaches the caller as itself
+
+GFX950 = "gfx950"
+TARGET_SPELLING = '{"kind": "rocm", "mcpu": "gfx950"}'
+MAX_WORKGROUP = 256  # what TIRx 0.1.0a4's AMDGPU codegen emits without a ROCm device
+TILE_APPLY = "tirx.rocm.tile.apply"
+COLLECTIVE_PREFIXES = ("llvm.amdgcn.mfma.", "llvm.amdgcn.ds.read.tr", PREFIX + "mfma", PREFIX + "ds_read_tr")
+UNIFORM_INTRINSICS = ("llvm.amdgcn.readfirstlane",)
+LANE_ID_INTRINSICS = ("llvm.amdgcn.mbcnt.lo", "llvm.amdgcn.mbcnt.hi")
+LLVM_INTRINSIC_OPS = ("tirx.call_llvm_intrin", "tirx.call_llvm_pure_intrin")
+EXTERN_OPS = ("tirx.call_extern", "tirx.call_pure_extern")
+STORAGE_OPS = ("tirx.alloc_tensor", "tirx.decl_tensor")
+SHARED_SCOPES = ("shared", "shared.dyn")
+UNIFORM_ADVICE = "branch on a wave-uniform value instead (T.rocm.wave_id(), threadIdx.x // 64, a kernel argument, blockIdx)"
+
+
+def check_kernel(func, target) -> None:
+    """Run every whole-kernel rule on ``func``: a TIRx function before TileDispatch or a lowered
+    device function. ``target``: a ``Target``, its dict, or a target string."""
+    target = _as_target(target)
+    for call in _owned_calls(func.body):
+        check_target(_owned_name(call), target)
+    for root in _workgroup_roots(func.body):
+        extents = _thread_extents(root)
+        check_workgroup_size(extents)
+        threads = _product(extents)
+        for call in _collectives(root):
+            if _callee(call) == TILE_APPLY and _scope(call) == "workgroup" and threads is not None:
+                check_wave_count(call.args[0].value, call.args[1].fields, threads)
+    check_wave_uniform_control(func)
+    check_lds_views(func)
+
+
+# ---- target -----------------------------------------------------------------------------------
+
+def _as_target(target):
+    from tvm_tirx.target import Target
+
+    return target if isinstance(target, Target) else Target(target)
+
+
+def check_target(what: str, target) -> None:
+    """A CDNA4 instruction (or a ``tvm_cdna4_`` helper) compiles only for ``mcpu`` gfx950."""
+    target = _as_target(target)
+    mcpu = target.attrs.get("mcpu")
+    if target.kind.name == "rocm" and mcpu == GFX950:
+        return
+    found = f"kind {target.kind.name!r}" + (f", mcpu {str(mcpu)!r}" if mcpu else ", no mcpu")
+    kind = "helper" if what.startswith(PREFIX) else "instruction"
+    raise ContractError(
+        f"{what} is a gfx950 (CDNA4) {kind}, but the target has {found} (TIRx compiles a rocm target "
+        f"that names no mcpu for gfx900, where LLVM cannot select it); compile with target={TARGET_SPELLING}",
+        opcode=what, rule="target",
+    )
+
+
+# ---- workgroup size and wave count ------------------------------------------------------------
+
+def check_workgroup_size(extents: dict) -> None:
+    """At most 256 threads, a whole number of 64-lane waves (static extents only)."""
+    size = _product(extents)
+    if size is None:
+        return
+    if size > MAX_WORKGROUP:
+        raise ContractError(
+            f"workgroup of {size} threads: TIRx 0.1.0a4's AMDGPU codegen compiles every kernel with "
+            f'"amdgpu-flat-work-group-size"="1,{MAX_WORKGROUP}" when no ROCm device is present, so '
+            f"this kernel would be register-allocated for {MAX_WORKGROUP} threads and fail at launch; "
+            f"use at most {MAX_WORKGROUP} threads (4 waves) per workgroup",
+            rule="workgroup size",
+        )
+    if size % WAVE_SIZE:
+        raise ContractError(
+            f"workgroup of {size} threads is not a whole number of 64-lane waves: wave-collective "
+            "instructions (MFMA, ds_read_tr) need all 64 lanes of every wave active",
+            rule="whole waves",
+        )
+
+
+def check_wave_count(opcode: str, operands, threads: int) -> None:
+    """At workgroup scope every tensor operand's leading axis is the wave axis: one slice per wave."""
+    for operand in operands:
+        if not isinstance(operand, ir.TensorRegion) or not len(operand.region):
+            continue
+        axis = _const(operand.region[0].extent)
+        if axis is not None and axis * WAVE_SIZE != threads:
+            raise ContractError(
+                f"{opcode}: scope='workgroup' launches {threads} threads ({threads / WAVE_SIZE:g} waves), but operand "
+                f"{operand} has a wave axis of {axis}: wave w computes slice w, so fewer waves leave slices "
+                f"uncomputed and more waves access past the operands; launch {axis * WAVE_SIZE} threads "
+                f"(threadIdx.x extent) or give the operands a leading axis of {threads // WAVE_SIZE}",
+                opcode=opcode, operand=str(operand), rule="wave count",
+            )
+
+
+def _workgroup_roots(body) -> list:
+    """The bodies of the device entries in ``body`` (a lowered device function: ``body`` itself)."""
+    roots = []
+
+    def visit(node):
+        if node.op.name == "tirx.device_entry":
+            roots.append(node.body)
+
+    tvm_ffi.structural_walk(body, [(ir.RegionStmt, visit)])
+    return roots or [body]
+
+
+def _thread_extents(root) -> dict:
+    """``{"x": 256, ...}``: the threadIdx launches under ``root`` (None for a symbolic extent)."""
+    extents = {}
+
+    def visit(node):
+        if node.op.name == "tirx.launch_thread" and node.args[0].value.startswith("threadIdx."):
+            extents[node.args[0].value.split(".")[1]] = _const(node.args[1])
+
+    tvm_ffi.structural_walk(root, [(ir.RegionStmt, visit)])
+    return extents
+
+
+def _const(expr) -> int | None:
+    return int(expr.value) if isinstance(expr, ir.IntImm) else None
+
+
+def _product(extents: dict) -> int | None:
+    if not extents or any(v is None for v in extents.values()):
+        return None
+    size = 1
+    for value in extents.values():
+        size *= value
+    return size
+
+
+# ---- calls ------------------------------------------------------------------------------------
+
+def _callee(call) -> str:
+    """What a call stands for: the LLVM intrinsic, the extern symbol, or the op name."""
+    op = call.op.name if isinstance(call.op, ir.Op) else str(call.op)
+    if op in LLVM_INTRINSIC_OPS:
+        first = call.args[0]
+        return get_intrinsic_name(int(first.value)) if isinstance(first, ir.IntImm) else first.value
+    if op in EXTERN_OPS:
+        return call.args[0].value
+    return op
+
+
+def _collective_name(call) -> str | None:
+    """The instruction a wave-collective call issues (the opcode of a tile.apply), else None."""
+    name = _callee(call)
+    if name == TILE_APPLY:
+        return call.args[0].value
+    return name if name.startswith(COLLECTIVE_PREFIXES) else None
+
+
+def _collectives(node) -> list:
+    found = []
+    tvm_ffi.structural_walk(node, [(ir.Call, lambda c: found.append(c) if _collective_name(c) else None)])
+    return found
+
+
+def _owned_name(call) -> str | None:
+    """What a call of this package is (a wave-collective instruction or a ``tvm_cdna4_`` helper)."""
+    name = _collective_name(call)
+    return name if name is not None or not _callee(call).startswith(PREFIX) else _callee(call)
+
+
+def _owned_calls(node) -> list:
+    found = []
+    tvm_ffi.structural_walk(node, [(ir.Call, lambda c: found.append(c) if _owned_name(c) else None)])
+    return found
+
+
+def uses_cdna4(func) -> bool:
+    """Whether ``func`` calls anything of this package (then the rules apply to it)."""
+    return bool(_owned_calls(func.body))
+
+
+def _scope(call) -> str | None:
+    scope = getattr(call.attrs, "scope", None) if call.attrs is not None else None
+    return scope.local_name if scope is not None else None
+
+
+def _storage_scope(call) -> str | None:
+    """The storage scope of an ``alloc_tensor`` / ``decl_tensor`` call."""
+    return str(call.ty_args[0].scope) if len(call.ty_args) else None
+
+
+# ---- LDS views --------------------------------------------------------------------------------
+
+def check_lds_views(func) -> None:
+    """Refuse an access through a ``decl_tensor`` view of shared memory (``rearrange`` and
+    ``decl_tensor`` on an LDS tensor): TIRx 0.1.0a4's ROCm codegen lowers the view to a global
+    pointer (``addrspacecast`` from addrspace(3) to addrspace(1)), i.e. silently wrong loads."""
+    views = {}
+
+    def bind(node):
+        value = node.value
+        if isinstance(value, ir.Call) and _callee(value) == "tirx.decl_tensor" and _storage_scope(value) in SHARED_SCOPES:
+            views[node.var] = value
+
+    tvm_ffi.structural_walk(func.body, [(ir.Bind, bind)])
+    accesses = []
+    tvm_ffi.structural_walk(func.body, [(ir.TensorLoad, lambda n: accesses.append((n, n.source))),
+                                        (ir.TensorStore, lambda n: accesses.append((n, n.dest)))])
+    for node, tensor in accesses:
+        if isinstance(tensor, Var) and tensor in views:
+            raise ContractError(
+                f"`{node}` accesses `{tensor}`, a view of shared memory (LDS); TIRx 0.1.0a4's rocm codegen "
+                "lowers such a view to a global-memory pointer (addrspacecast from addrspace(3) to "
+                "addrspace(1)), so the access would read the wrong memory: give the LDS allocation itself "
+                "the layout you index with instead of a rearrange()/decl_tensor() view",
+                operand=str(tensor), rule="LDS view",
+            )
+
+
+# ---- wave-uniform control ---------------------------------------------------------------------
+
+def check_wave_uniform_control(func) -> None:
+    """Refuse a wave-collective instruction under lane-varying control (see the module docstring)."""
+    violation = _LaneDependence(func).violation()
+    if violation is not None:
+        name, (where, why) = violation
+        raise ContractError(
+            f"{name}: a wave-collective instruction runs under `{where}`, which is lane-varying ({why}): "
+            f"all 64 lanes of a wave must execute it; {UNIFORM_ADVICE}",
+            opcode=name, rule="wave-uniform control",
+        )
+
+
+_EARLY_EXIT = ("code after a break/continue/return", "only some lanes of the wave take that exit")
+
+
+class _LaneDependence:
+    """Lane dependence of every value of a function, to a fixed point over its storage.
+
+    Persistent across passes: ``tainted`` (storage root -> why its contents are lane-varying) and
+    ``varying_vars`` (variables bound under lane-varying control). Per pass: ``forms`` (variable ->
+    its value over the lane and wave-uniform variables) and ``sources`` (opaque lane-varying
+    placeholder -> what it stands for)."""
+
+    def __init__(self, func):
+        self.func = func
+        self.params = set(func.params)
+        self.tainted: dict = {}
+        self.varying_vars: dict = {}
+        self.names = itertools.count()
+
+    def violation(self):
+        """``(instruction, (control, why))`` of the first wave-collective call under lane-varying
+        control, or None."""
+        while True:
+            before = (len(self.tainted), len(self.varying_vars))
+            self._start_pass()
+            self._stmt(self.func.body, ())
+            if (len(self.tainted), len(self.varying_vars)) == before:
+                return self.found
+
+    def _start_pass(self):
+        self.forms, self.sources, self.roots, self.threads, self.storage = {}, {}, {}, {}, set()
+        self.found = None
+        self.constraints = ConstraintContext()
+        self.analyzer = Analyzer()
+        self.extents = _thread_extents(self.func.body)
+
+    # -- values
+
+    def _fresh(self, like, what: str | None):
+        """A placeholder for an opaque value: lane-varying (``what`` says why) or wave-uniform."""
+        var = Var(f"{'lane_varying' if what else 'uniform'}_{next(self.names)}", like.ty)
+        if what:
+            self.sources[var] = what
+        return var
+
+    def _add_range(self, var, extent: int):
+        self.constraints.append(RangeConstraint(var, Range(0, extent)))
+        self.analyzer.sync_constraint_context(self.constraints)
+
+    def _launch_thread(self, var, axis: str):
+        """threadIdx.x = 64 * wave + lane when its extent is whole waves; threadIdx.y/.z are then
+        wave-uniform. Otherwise waves mix thread indices: opaque lane-varying values."""
+        x = self.extents.get("x")
+        whole_waves = x is not None and x % WAVE_SIZE == 0
+        if axis == "x" and whole_waves:
+            wave, lane = Var(f"{var.name}_wave", "int32"), Var(f"{var.name}_lane", "int32")
+            self._add_range(wave, x // WAVE_SIZE)
+            self._add_range(lane, WAVE_SIZE)
+            self.sources[lane] = f"it depends on threadIdx.x `{var.name}`"
+            form = wave * WAVE_SIZE + lane
+        elif whole_waves:
+            form = var
+        else:
+            form = self._fresh(var, f"it depends on threadIdx.{axis} `{var.name}` and threadIdx.x is not whole waves")
+        self.forms[var] = self.threads[axis] = form
+
+    def _form(self, expr):
+        """``expr`` over the lane, wave-uniform variables and opaque placeholders."""
+        return tvm_ffi.structural_map(expr, self._rewrite, order="pre")
+
+    def _rewrite(self, node):
+        if isinstance(node, Var):
+            return self.forms.get(node, node)
+        if isinstance(node, ir.TensorLoad):
+            return self._load(node)
+        if isinstance(node, ir.Call):
+            return self._call(node)
+        if isinstance(node, prim.Let):
+            return _substitute(node.body, node.var, node.value)
+        shift = _const(node.b) if isinstance(node, prim.RShift | prim.LShift | prim.BitwiseAnd) else None
+        if shift is not None and shift >= 0:  # exact in two's complement: >> floors, & 2^n-1 is floormod
+            if isinstance(node, prim.RShift):
+                return prim.FloorDiv(node.a, ir.IntImm(node.a.ty, 1 << shift))
+            if isinstance(node, prim.LShift):
+                return prim.Mul(node.a, ir.IntImm(node.a.ty, 1 << shift))
+            if shift & (shift + 1) == 0:
+                return prim.FloorMod(node.a, ir.IntImm(node.a.ty, shift + 1))
+        return node
+
+    def _load(self, node):
+        where = self._why(*node.indices)
+        if where:
+            return self._fresh(node, f"it reads `{node.source}` at a lane-varying index ({where})")
+        why = self.tainted.get(self._root(node.source))
+        if why:
+            return self._fresh(node, f"it reads `{node.source}`, which holds lane-varying data ({why})")
+        return node
+
+    def _call(self, node):
+        name = _callee(node)
+        if name in UNIFORM_INTRINSICS:
+            return self._fresh(node, None)
+        if name.startswith("llvm.amdgcn.workitem.id."):
+            axis = name[-1]
+            return self.threads.get(axis) or self._fresh(node, f"it depends on {name}")
+        if name in LANE_ID_INTRINSICS:
+            return self._fresh(node, "it depends on the lane id (llvm.amdgcn.mbcnt)")
+        if _collective_name(node):
+            return self._fresh(node, f"it is the per-lane result of {_collective_name(node)}")
+        if _callee_op(node) == "tirx.call_extern" and not name.startswith(PREFIX):
+            return self._fresh(node, f"it is the result of the extern call {name}")
+        return node
+
+    def _known(self, condition) -> bool | None:
+        """The value of a condition that simplifies to a constant (a dead branch), else None."""
+        value = _const(self.analyzer.simplify(self._form(condition)))
+        return None if value is None else bool(value)
+
+    def _why(self, *exprs) -> str:
+        """Why any of ``exprs`` is lane-varying ('' when all are wave-uniform)."""
+        reasons = []
+        for expr in exprs:
+            form = self._form(expr)
+            if isinstance(form.ty, ir.PrimType) and str(form.ty).startswith(("int", "uint", "bool")):
+                form = self.analyzer.simplify(form)
+            tvm_ffi.structural_walk(form, [(Var, lambda v: reasons.append(self.sources[v]) if v in self.sources else None)])
+        return "; ".join(dict.fromkeys(reasons))
+
+    # -- storage
+
+    def _root(self, var):
+        while var in self.roots:
+            var = self.roots[var]
+        return var
+
+    def _bind_storage(self, var, call):
+        """A view shares the storage of the tensors its pointer comes from (merged when several)."""
+        self.storage.add(var)
+        bases = []
+        tvm_ffi.structural_walk(call.args, [(Var, lambda v: bases.append(self._root(v)) if self._is_storage(v) else None)])
+        bases = list(dict.fromkeys(bases))
+        if not bases:
+            return
+        first = bases[0]
+        for other in bases[1:]:
+            self.roots[other] = first
+            if other in self.tainted:
+                self.tainted.setdefault(first, self.tainted[other])
+        self.roots[var] = first
+
+    def _is_storage(self, var) -> bool:
+        return var in self.params or var in self.roots or var in self.storage
+
+    def _taint(self, tensor, why: str):
+        vars_ = []
+        tvm_ffi.structural_walk(tensor, [(Var, lambda v: vars_.append(v) if self._is_storage(v) else None)])
+        for var in vars_:
+            self.tainted.setdefault(self._root(var), why)
+
+    # -- statements
+
+    def _stmt(self, node, control: tuple) -> str | None:
+        """Walk ``node`` under ``control`` (the lane-varying conditions around it, innermost last).
+        Returns "loop" / "return" when it may leave its loop / the function on some lanes only."""
+        if isinstance(node, ir.SeqStmt):
+            exit_kind = None
+            for child in node.seq:
+                kind = self._stmt(child, control if exit_kind is None else control + (_EARLY_EXIT,))
+                exit_kind = exit_kind or kind
+            return exit_kind
+        if isinstance(node, ir.Bind):
+            self._bind(node, control)
+        elif isinstance(node, ir.TensorStore):
+            self._collectives(node.value, control)
+            why = self._why(node.value, *node.indices) or (control[-1][1] if control else "")
+            if why:
+                self._taint(node.dest, why)
+        elif isinstance(node, ir.Evaluate):
+            self._collectives(node.value, control)
+            if isinstance(node.value, ir.Call) and _callee(node.value) == TILE_APPLY:
+                self._taint(node.value.args[1].fields[0], f"it is the per-lane result of {node.value.args[0].value}")
+        elif isinstance(node, ir.If):
+            known = self._known(node.condition)
+            inner = self._branch(control, f"if {node.condition}:", node.condition)
+            kinds = [self._stmt(node.then_case, inner)] if known is not False else []
+            if node.else_case is not None and known is not True:
+                kinds.append(self._stmt(node.else_case, inner))
+            return _first_exit(kinds)
+        elif isinstance(node, ir.While):
+            return self._loop(node.body, self._branch(control, f"while {node.condition}:", node.condition))
+        elif isinstance(node, ir.For):
+            where = f"for {node.var} in range({node.begin}, {node.end}):"
+            why = self._why(node.begin, node.end, node.step)
+            self.forms[node.var] = self._fresh(node.var, why) if why else node.var
+            return self._loop(node.body, control + ((where, why),) if why else control)
+        elif isinstance(node, ir.Break | ir.Continue):
+            return "loop" if control else None
+        elif isinstance(node, ir.Return):
+            self._collectives(node.value, control)
+            return "return" if control else None
+        elif isinstance(node, ir.RegionStmt):
+            return self._region(node, control)
+        return None
+
+    def _branch(self, control, where: str, condition):
+        self._collectives(condition, control)
+        why = self._why(condition)
+        return control + ((where, why),) if why else control
+
+    def _loop(self, body, control) -> str | None:
+        kind = self._stmt(body, control)
+        if kind == "loop":  # later iterations run on the lanes that did not leave
+            kind = self._stmt(body, control + (_EARLY_EXIT,))
+        return "return" if kind == "return" else None
+
+    def _bind(self, node, control):
+        value, var = node.value, node.var
+        self._collectives(value, control)
+        if isinstance(value, ir.Call) and _callee(value) in STORAGE_OPS:
+            self._bind_storage(var, value)
+            return
+        if control:
+            self.varying_vars.setdefault(var, f"`{var}` is bound under `{control[-1][0]}`")
+        if var in self.varying_vars:
+            self.forms[var] = self._fresh(var, self.varying_vars[var])
+        else:
+            self.forms[var] = self._form(value)
+
+    def _region(self, node, control):
+        op = node.op.name
+        if op == "tirx.device_entry":
+            self.extents = _thread_extents(node.body)
+        elif op == "tirx.launch_thread" and node.args[0].value.startswith("threadIdx."):
+            self._launch_thread(node.body_params[0], node.args[0].value.split(".")[1])
+        return self._stmt(node.body, control)
+
+    def _collectives(self, expr, control):
+        if control and self.found is None:
+            calls = _collectives(expr)
+            if calls:
+                self.found = (_collective_name(calls[0]), control[-1])
+
+
+def _callee_op(call) -> str:
+    return call.op.name if isinstance(call.op, ir.Op) else ""
+
+
+def _first_exit(kinds) -> str | None:
+    return "return" if "return" in kinds else ("loop" if "loop" in kinds else None)
+
+
+def _substitute(expr, var, value):
+    return tvm_ffi.structural_map(expr, (Var, lambda v: value if v.same_as(var) else v), order="post")
