@@ -44,6 +44,7 @@ def _calls(target: str) -> dict:
 def device_function(kernel, target: str = "gfx950"):
     """The single device function of ``kernel`` as TIRx hands it to codegen."""
     from .. import register
+    from ..errors import presented
     from ..rocm.build import check_wave_uniform_applies, check_workgroup_size
     from ..tirx_private import lowered_device_modules
 
@@ -51,7 +52,8 @@ def device_function(kernel, target: str = "gfx950"):
     if target == "gfx950":
         check_workgroup_size(kernel)
         check_wave_uniform_applies(kernel)
-    modules = lowered_device_modules(kernel, _target(target))
+    with presented():
+        modules = lowered_device_modules(kernel, _target(target))
     funcs = [f for mod in modules.values() for f in mod.functions.values()]
     if len(funcs) != 1:
         raise ValueError(f"emulate: expected one device kernel, found {len(funcs)}")

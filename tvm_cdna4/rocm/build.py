@@ -226,6 +226,7 @@ def build(func, target: str = "gfx950") -> BuildResult:
     import tvm_tirx
     from tvm_tirx.target import Target
 
+    from ..errors import presented
     from ..patterns import register
 
     register()
@@ -234,7 +235,8 @@ def build(func, target: str = "gfx950") -> BuildResult:
     check_workgroup_size(func)
     check_wave_uniform_applies(func)
     _state.code_object = None
-    exe = tvm_tirx.tirx.compile(func, target=Target({"kind": "rocm", "mcpu": target}), pipeline="tirx")
+    with presented():
+        exe = tvm_tirx.tirx.compile(func, target=Target({"kind": "rocm", "mcpu": target}), pipeline="tirx")
     dev = exe.mod.imports[0]
     llvm_ir, asm = dev.inspect_source("llvm"), dev.inspect_source("asm")
     check_lds_address_spaces(llvm_ir)
