@@ -47,6 +47,8 @@ class ContractError(ValueError):
     ``location`` (the failing ``T.rocm.tile.apply`` call, set by the pattern dispatcher).
     """
 
+    __module__ = "tvm_cdna4"  # tracebacks name it as it is exported: tvm_cdna4.ContractError
+
     def __init__(self, rule: str, *, opcode: str | None = None, operand: str | None = None, expected=None,
                  found=None, suggestion: str | None = None, proof: str | None = None):
         self.rule, self.opcode, self.operand = rule, opcode, operand
