@@ -232,3 +232,51 @@ def buffer_load_rows(n: int, valid_rows: int, soffset: int, voffset_step: int = 
                 D[tx, e] = r[e]
 
     return kernel
+
+
+def lds_exchange_s_barrier(wait=None, wait_after_barrier=False):
+    """``lds_exchange`` synchronized by a bare ``T.rocm.s_barrier()``, with ``s_waitcnt
+    lgkmcnt(wait)`` before it (after it with ``wait_after_barrier``; none when ``wait`` is None)."""
+    before, after, n = wait is not None and not wait_after_barrier, wait is not None and wait_after_barrier, wait or 0
+
+    @T.function
+    def kernel(A: T.Tensor((128,), "float32"), B: T.Tensor((128,), "float32")):
+        with T.device_entry():
+            bx = T.launch_thread("blockIdx.x", 1)
+            tx = T.launch_thread("threadIdx.x", 128)
+            S = T.alloc_tensor(ty_args=[T.Tensor((128,), "float32", scope="shared", align=16)])
+            S[tx] = A[tx]
+            if before:
+                T.rocm.s_waitcnt_lgkmcnt(n)
+            T.rocm.s_barrier()
+            if after:
+                T.rocm.s_waitcnt_lgkmcnt(n)
+            B[tx] = S[(tx + 64) % 128]
+
+    return kernel
+
+
+def widen_bf16():
+    """B[i] = float32(A[i]) for a bfloat16 parameter A."""
+
+    @T.function
+    def kernel(A: T.Tensor((64,), "bfloat16"), B: T.Tensor((64,), "float32")):
+        with T.device_entry():
+            bx = T.launch_thread("blockIdx.x", 1)
+            tx = T.launch_thread("threadIdx.x", 64)
+            B[tx] = T.Cast("float32", A[tx])
+
+    return kernel
+
+
+def global_off_by_one():
+    """B[tx + 1] = A[tx]: the last thread writes one element past B."""
+
+    @T.function
+    def kernel(A: T.Tensor((64,), "float32"), B: T.Tensor((64,), "float32")):
+        with T.device_entry():
+            bx = T.launch_thread("blockIdx.x", 1)
+            tx = T.launch_thread("threadIdx.x", 64)
+            B[tx + 1] = A[tx]
+
+    return kernel

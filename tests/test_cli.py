@@ -22,6 +22,7 @@ def test_opcodes_json_schema_and_lane_tables():
     data = json.loads(_run("opcodes", "--json"))
     assert len(data) == 44 and {d["kind"] for d in data} == {"mfma", "mfma_scale", "ds_read_tr"}
     by = {d["name"]: d for d in data}
+    assert all(d["name"] == d["builtin"].removeprefix("__builtin_amdgcn_") for d in data)
     mfma = by["mfma_f32_32x32x4bf16_1k"]
     for key in ("name", "builtin", "llvm_intrinsic", "m", "n", "k", "blocks", "a_dtype", "b_dtype", "acc_dtype", "ops", "cycles"):
         assert key in mfma

@@ -150,5 +150,6 @@ def test_read_of_never_written_lds():
 
 
 def test_out_of_bounds_global_access():
-    with pytest.raises(EmulationError, match=r"out-of-bounds global access to 'B'"):
-        emulate(rocm_kernels.lds_exchange(), np.ones(128, np.float32), np.zeros(127, np.float32))
+    with pytest.raises(EmulationError, match=r"out-of-bounds global access to 'B': bytes \[256, 260\) of 256") as err:
+        emulate(rocm_kernels.global_off_by_one(), np.ones(64, np.float32), np.zeros(64, np.float32))
+    assert (err.value.wave, err.value.lane) == (0, 63)

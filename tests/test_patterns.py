@@ -49,6 +49,7 @@ def test_printed_script_reparses_to_the_same_ir(make):
     func = make()
     text = func.script()
     assert "T.rocm.tile.apply(" in text
+    assert re.search(r'T\.rocm\.tile\.apply\("(mfma_(scale_)?[fi](32|64)_|ds_read_tr)', text)  # the canonical name
     again = parse(text, extra_vars={"T": T})
     assert tvm_ffi.structural_equal(func, again)
     assert again.script() == text

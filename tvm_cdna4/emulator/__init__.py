@@ -7,8 +7,10 @@ Targets: ``"gfx950"`` (64-lane waves, ``llvm.amdgcn.*`` semantics in :mod:`.amdg
 target, takes the device function that would reach LLVM codegen, and executes it on numpy:
 workgroups x waves x lanes, lanes vectorized, per-workgroup LDS, the caller's arrays as global
 memory (results are written back into them). Checks raise ``EmulationError``: out-of-bounds
-global/LDS access, LDS read of never-written bytes, cross-wave LDS races without a barrier, a
-barrier not reached by all waves, a wave-collective instruction with inactive lanes.
+global/LDS access, LDS read of never-written bytes, cross-wave LDS races without a barrier or across
+a barrier that the writing wave reached with its LDS write still in flight (gfx950: no ``s_waitcnt
+lgkmcnt``), a barrier not reached by all waves, a wave-collective instruction with inactive lanes.
+Arguments are checked against the kernel's parameters (``check_argument``).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import numpy as np
 from .errors import EmulationError
 
 TARGETS = {"gfx950": 64, "sm80": 32}  # target -> wave (warp) size
+LDS_WAITS = {"gfx950"}  # targets whose LDS writes complete only at a wait (s_waitcnt lgkmcnt)
 
 
 def _target(target: str):
@@ -107,10 +110,35 @@ def _children(node):
     return out
 
 
+def check_argument(name: str, ty, arr) -> None:
+    """``arr`` must be a C-contiguous numpy array of the tensor parameter's shape and dtype. An
+    integer parameter holds bit patterns, so any dtype of its element size fits (e.g.
+    ``ml_dtypes.bfloat16`` data for ``int16`` storage); a float parameter takes its own dtype
+    (``ml_dtypes.bfloat16`` / ``float8_e4m3fn`` / ``float8_e5m2`` for bf16 / fp8 / bf8)."""
+    from .interp import np_dtype
+
+    if not hasattr(ty, "shape"):
+        raise ValueError(f"emulate: parameter {name} is a scalar ({ty}); pass it by keyword, {name}=value")
+    if not isinstance(arr, np.ndarray):
+        raise ValueError(f"emulate: parameter {name} needs a numpy array; found {type(arr).__name__}")
+    want, lanes = np_dtype(ty.dtype)
+    shape = tuple(int(d) if hasattr(d, "value") else None for d in ty.shape) + ((lanes,) if lanes > 1 else ())
+    if arr.ndim != len(shape) or any(w is not None and w != g for w, g in zip(shape, arr.shape)):
+        spelled = "(" + ", ".join("?" if w is None else str(w) for w in shape) + ("," if len(shape) == 1 else "") + ")"
+        raise ValueError(f"emulate: parameter {name}: expected an array of shape {spelled}; found shape {arr.shape}")
+    bits = want.kind in "iub" and arr.dtype.itemsize == want.itemsize
+    if arr.dtype != want and not bits:
+        hint = f" (numpy: ml_dtypes.{ty.dtype})" if want.type.__module__.startswith("ml_dtypes") else ""
+        raise ValueError(f"emulate: parameter {name}: expected dtype {ty.dtype}{hint}; found {arr.dtype}")
+    if not arr.flags.c_contiguous:
+        raise ValueError(f"emulate: parameter {name} needs a C-contiguous array (np.ascontiguousarray)")
+
+
 def emulate(kernel, *arrays, target: str = "gfx950", max_threads_per_batch: int = 8192,
             uninitialized: str = "error", stats: dict | None = None, **scalars):
     """Run ``kernel`` on the CPU. ``arrays`` bind the kernel's tensor parameters in order (numpy,
-    C-contiguous; outputs are written in place); ``scalars`` bind scalar parameters by name.
+    C-contiguous, of the parameter's shape and dtype: ``check_argument``; outputs are written in
+    place); ``scalars`` bind scalar parameters by name.
     ``uninitialized="allow"`` lets LDS reads of never-written bytes through (they read zeros; on
     hardware they read stale values), for kernels that load and then ignore such data.
     ``stats``, a dict, receives access counts: for sm80, ``"ldmatrix phases"`` /
@@ -126,12 +154,10 @@ def emulate(kernel, *arrays, target: str = "gfx950", max_threads_per_batch: int 
     names = [p.name for p in kernel.params]
     if len(arrays) > len(names):
         raise ValueError(f"emulate: {len(arrays)} arrays for {len(names)} parameters {names}")
-    bound = dict(zip(names, arrays))
     globals_ = {}
-    for name, arr in bound.items():
-        if not isinstance(arr, np.ndarray) or not arr.flags.c_contiguous:
-            raise ValueError(f"emulate: parameter {name} needs a C-contiguous numpy array")
-        globals_[name] = Buffer(name, "global", arr.reshape(-1).view(np.uint8).reshape(1, -1))
+    for param, arr in zip(kernel.params, arrays):
+        check_argument(param.name, param.ty, arr)
+        globals_[param.name] = Buffer(param.name, "global", arr.reshape(-1).view(np.uint8).reshape(1, -1))
     grid, block = _launch_extents(func)
     if not block:  # CUDA: no launch_thread regions in the device function
         grid, block = _entry_launch(kernel)
@@ -141,7 +167,8 @@ def emulate(kernel, *arrays, target: str = "gfx950", max_threads_per_batch: int 
     batch = max(1, max_threads_per_batch // max(per_group, 1))
     table = _calls(target)
     for start in range(0, n_groups, batch):
-        machine = Machine(grid, block, wave, np.arange(start, min(n_groups, start + batch)), globals_)
+        machine = Machine(grid, block, wave, np.arange(start, min(n_groups, start + batch)), globals_,
+                          lds_waits=target in LDS_WAITS)
         machine.allow_uninitialized = uninitialized == "allow"
         machine.stats = stats
         compiler = Compiler(machine, table)

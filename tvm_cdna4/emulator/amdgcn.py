@@ -152,11 +152,33 @@ def _readfirstlane(compiler, node, args):
 
 
 def _barrier(compiler, node, args):
+    """``s_barrier``: no wait; LDS writes still in flight stay unordered (``Machine.issue_lds``)."""
     machine = compiler.machine
     where = where_of(node)
 
     def run(env, mask):
         machine.barrier(mask, where)
+    return run
+
+
+def _workgroup_barrier(compiler, node, args):
+    """Our workgroup barrier: release fence (``s_waitcnt lgkmcnt(0)``), ``s_barrier``."""
+    machine = compiler.machine
+    where = where_of(node)
+
+    def run(env, mask):
+        machine.wait_lds(mask, 0)
+        machine.barrier(mask, where)
+    return run
+
+
+def _waitcnt(compiler, node, args):
+    """``s_waitcnt imm``: the LDS part, lgkmcnt (bits 11:8 of the gfx9 immediate)."""
+    machine = compiler.machine
+    lgkmcnt = (_imm(args[0]) >> 8) & 0xF
+
+    def run(env, mask):
+        machine.wait_lds(mask, lgkmcnt)
     return run
 
 
@@ -205,11 +227,11 @@ def calls() -> dict:
         "llvm.amdgcn.mbcnt.hi": _mbcnt(True),
         "llvm.amdgcn.readfirstlane": _readfirstlane,
         "llvm.amdgcn.s.barrier": _barrier,
-        "llvm.amdgcn.s.waitcnt": _noop,
+        "llvm.amdgcn.s.waitcnt": _waitcnt,
         "llvm.amdgcn.iglp.opt": _noop,  # scheduling hints: no semantics
         "llvm.amdgcn.sched.group.barrier": _noop,
         "llvm.amdgcn.sched.barrier": _noop,
-        BARRIER: _barrier,
+        BARRIER: _workgroup_barrier,
         **{f"llvm.amdgcn.workitem.id.{d}": _workitem(d) for d in "xyz"},
         **{f"llvm.amdgcn.workgroup.id.{d}": _workgroup(d) for d in "xyz"},
     }

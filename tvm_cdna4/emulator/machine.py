@@ -12,7 +12,7 @@ _DIMS = "xyz"
 
 class Machine:
     def __init__(self, grid: dict[str, int], block: dict[str, int], wave_size: int, groups: np.ndarray,
-                 global_buffers: dict[str, Buffer]):
+                 global_buffers: dict[str, Buffer], lds_waits: bool = False):
         self.grid, self.block, self.wave_size = grid, block, wave_size
         self.groups = np.asarray(groups)  # global workgroup indices in this batch
         self.block_threads = int(np.prod([block.get(d, 1) for d in _DIMS]))
@@ -28,6 +28,11 @@ class Machine:
         self.state: dict = {}  # per-launch state of a target's call table (e.g. in-flight async copies)
         self.allow_uninitialized = False  # LDS reads of never-written bytes: error (False) or zeros
         self.stats: dict | None = None  # access statistics (shared bank conflicts), when asked for
+        # LDS operations in flight (gfx950: a write completes only at an lgkmcnt wait; see issue_lds)
+        self.lds_waits = lds_waits
+        self.lgkm_issued = np.zeros((g, self.waves_per_group), np.int64)  # LDS operations issued per wave
+        self.lgkm_done = np.zeros_like(self.lgkm_issued)  # operations 1..done of each wave have completed
+        self.lgkm_at_barrier = np.zeros((g, 8, self.waves_per_group), np.int64)  # [g, e]: lgkm_done leaving epoch e
         self._zero = np.zeros(self.nthreads, np.int64)
         self._threads = np.arange(self.nthreads)
 
@@ -89,7 +94,41 @@ class Machine:
             w = int(np.argmax(~reached[g]))
             raise EmulationError(f"barrier not reached by all waves of the workgroup (wave {w} skips it)",
                                  where, int(self.groups[g]), w, None)
+        self._record_lds_completion(reached.any(axis=1))
         self.epoch[reached.any(axis=1)] += 1
+
+    # -- LDS completion (lgkmcnt) --------------------------------------------------------------
+    # On gfx950 an LDS access is one LGKM operation of its wave, counted in issue order; it has
+    # completed once the wave executes ``s_waitcnt lgkmcnt(n)`` with at most ``n`` newer operations
+    # (the emulator counts one operation per TIR access; the compiler may split or merge them). A
+    # write that has not completed when its wave reaches ``s_barrier`` is not ordered before the
+    # other waves' accesses after the barrier.
+    def issue_lds(self, threads: np.ndarray) -> np.ndarray:
+        """Count one LDS operation for each wave among ``threads``; each thread's sequence number."""
+        g, w = self.wg_of[threads], self.wave_of[threads]
+        issued = np.zeros(self.lgkm_issued.shape, bool)
+        issued[g, w] = True
+        self.lgkm_issued += issued
+        return self.lgkm_issued[g, w]
+
+    def wait_lds(self, mask, outstanding: int) -> None:
+        """``s_waitcnt lgkmcnt(outstanding)`` in the waves with active lanes."""
+        waiting = self.wave_counts(mask) > 0
+        self.lgkm_done = np.where(waiting, np.maximum(self.lgkm_done, self.lgkm_issued - outstanding), self.lgkm_done)
+
+    def _record_lds_completion(self, groups: np.ndarray) -> None:
+        cap = self.lgkm_at_barrier.shape[1]
+        if int(self.epoch.max()) >= cap:
+            grown = np.zeros((len(self.groups), 2 * cap, self.waves_per_group), np.int64)
+            grown[:, :cap] = self.lgkm_at_barrier
+            self.lgkm_at_barrier = grown
+        g = np.flatnonzero(groups)
+        self.lgkm_at_barrier[g, self.epoch[g]] = self.lgkm_done[g]
+
+    def unpublished(self, g, wave, seq, epoch) -> np.ndarray:
+        """Whether LDS write number ``seq`` of ``wave`` (workgroup ``g``), made before epoch
+        ``epoch``, was still in flight when that wave left epoch ``epoch - 1``."""
+        return self.lgkm_at_barrier[g, np.maximum(epoch - 1, 0), np.maximum(wave, 0)] < seq
 
     def waves(self, mask):
         """Yield (thread indices of one fully active wave) for each wave with active lanes."""

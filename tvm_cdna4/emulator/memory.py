@@ -6,8 +6,10 @@ one per thread. Typed accesses use numpy views of the same bytes.
 
 Checks (each raises ``EmulationError`` naming kernel location, workgroup, wave and lane):
 out-of-bounds access; LDS read of bytes never written; an LDS byte written by one wave and read or
-written by another wave of the workgroup with no barrier in between (epochs count barriers); an LDS
-byte read or written while an asynchronous copy into it is still in flight (``Buffer.pending``).
+written by another wave of the workgroup with no barrier in between (epochs count barriers), or
+after a barrier that the writing wave reached with the write still in flight (gfx950: no
+``s_waitcnt lgkmcnt`` covering it, ``Machine.issue_lds``); an LDS byte read or written while an
+asynchronous copy into it is still in flight (``Buffer.pending``).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ class Buffer:
             self.w_epoch = np.full(shape, -1, np.int64)
             self.r_wave = np.full(shape, -1, np.int32)
             self.r_epoch = np.full(shape, -1, np.int64)
+            self.w_seq = np.zeros(shape, np.int64)  # the writing wave's LDS operation number (Machine.issue_lds)
         self.pending = None  # in-flight asynchronous writes per byte (created on first use)
 
     def add_pending(self, inst, byte, size: int, delta: int) -> None:
@@ -163,11 +166,30 @@ def check_lds_read(machine, buf: Buffer, inst, byte, size: int, mask, where: str
         raise EmulationError(
             f"race on LDS '{buf.name}' byte {int(b[k])}: written by wave {int(buf.w_wave[i[k], b[k]])} and read by "
             f"wave {int(wave[k])} with no barrier in between", where, *machine.coords(int(t[k])))
+    _check_published(machine, buf, i, b, t, wave, epoch, "read", where)
+    if machine.lds_waits:
+        machine.issue_lds(t)
     fresh = buf.r_epoch[i, b] != epoch
     buf.r_wave[i[fresh], b[fresh]] = wave[fresh]
     other = ~fresh & (buf.r_wave[i, b] != wave)
     buf.r_wave[i[other], b[other]] = -2  # read by several waves this epoch
     buf.r_epoch[i, b] = epoch
+
+
+def _check_published(machine, buf: Buffer, i, b, t, wave, epoch, what: str, where: str):
+    """Another wave's write from an earlier epoch must have completed before its wave's barrier."""
+    writer = buf.w_wave[i, b]
+    across = (buf.w_epoch[i, b] >= 0) & (buf.w_epoch[i, b] < epoch) & (writer != wave)
+    if not machine.lds_waits or not across.any():
+        return
+    bad = across & machine.unpublished(i, writer, buf.w_seq[i, b], epoch)
+    if bad.any():
+        k = int(np.argmax(bad))
+        raise EmulationError(
+            f"LDS '{buf.name}' byte {int(b[k])}: written by wave {int(writer[k])} and {what} by wave {int(wave[k])} "
+            f"after a barrier, but wave {int(writer[k])} reached the barrier with that write still in flight (no "
+            "s_waitcnt lgkmcnt covering it before s_barrier; T.rocm.workgroup_barrier() waits, then barriers)",
+            where, *machine.coords(int(t[k])))
 
 
 def _check_pending(machine, buf: Buffer, i, b, t, what: str, where: str):
@@ -208,6 +230,9 @@ def check_lds_write(machine, buf: Buffer, inst, byte, size: int, where: str, thr
         k = order[1:][int(np.argmax(same))]
         raise EmulationError(f"race on LDS '{buf.name}' byte {int(b[k])}: written by two waves in one instruction",
                              where, *machine.coords(int(t[k])))
+    _check_published(machine, buf, i, b, t, wave, epoch, "written again", where)
     buf.written[i, b] = True
     buf.w_wave[i, b] = wave
     buf.w_epoch[i, b] = epoch
+    if machine.lds_waits:
+        buf.w_seq[i, b] = machine.issue_lds(t)

@@ -34,6 +34,12 @@ SCOPES = ("wave", "workgroup")
 COUNTEREXAMPLE_POINTS = 1 << 14  # most coordinate points searched for a counterexample
 STORAGE_KINDS = {"local": "a register fragment", "shared": "an LDS tile", "shared.dyn": "an LDS tile"}
 
+# Element dtypes that TIRx widens on ROCm (BF16/FP8 ComputeLegalize): an allocation of them, register
+# or LDS, becomes one float32 slot per element while a view of it becomes 16/8-bit storage, so no
+# operand of these dtypes holds the packed bits an instruction reads. Their bit patterns travel in
+# integer storage instead (the dtype named here).
+BIT_STORAGE = {"bfloat16": "int16", "float8_e4m3fn": "uint8", "float8_e5m2": "uint8"}
+
 
 def check_scope(opcode: str, scope) -> None:
     """Refuse any scope but the two wave-collective ones (``scope`` a name or a ``ThreadScope``).
@@ -333,6 +339,11 @@ class WaveRegion(CudaRegion):
 
     def check_dtype(self, allowed: tuple[str, ...], what: str):
         found = str(self.dtype)
+        if found in BIT_STORAGE:
+            self.fail(f"dtype {found} is not supported: TIRx stores {found} tensors on ROCm as one float32 "
+                      f"per element, not as the packed bits the instruction reads",
+                      suggestion=f"declare the tensor and its allocation as {BIT_STORAGE[found]} holding the "
+                                 f"{found} bit patterns (numpy: ml_dtypes.{found} data .view(np.{BIT_STORAGE[found]}))")
         if found not in allowed:
             self.fail(f"dtype {found} does not fit {what}", expected=f"one of {list(allowed)}")
 

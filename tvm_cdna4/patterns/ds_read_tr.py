@@ -12,6 +12,10 @@ the start of ``n`` consecutive elements, aligned to ``lds_alignment`` bytes. Sub
 tr6) use packed units: ``dst (*, 4, 16, w)`` 32-bit words (w = 2 or 3) of lane ``16g + c`` and
 ``src (*, 4, 16, bytes)`` one chunk (8 or 12 bytes) per row.
 
+Elements are 16-bit ``float16``/``int16``/``uint16`` or 8-bit ``int8``/``uint8``: bf16 and fp8/bf8
+tiles are their bit patterns in ``int16``/``uint8`` (``bfloat16``/``float8_*`` tensors are refused:
+TIRx stores them as one float32 per element, and the transpose moves packed bytes).
+
 **Operand form** ``T.rocm.tile.apply(T.amdgcn[op], frag, src, scope="wave", mfma=name, operand="B")``
 fills one MFMA operand fragment with ``b_elems / n`` calls. ``frag`` has the MFMA's B atom ``(n, k)``
 (A: ``(m, k)``) and ``src`` is the operand stored M/N-contiguous in LDS: ``(k, n)`` for B, ``(k, m)``
@@ -33,11 +37,12 @@ from .common import WaveContext, check_operands
 from .mfma import ELEMENT_DTYPES, _b_atom, _drop
 
 GROUPS = 4  # 16-lane groups per wave
+# bf16/fp8 elements only as bit patterns (common.BIT_STORAGE): the transpose moves packed LDS bytes
 ELEMENT_DTYPES_BY_BITS = {
-    16: ("float16", "bfloat16", "int16", "uint16"),
-    8: ("int8", "uint8", "float8_e4m3fn", "float8_e5m2"),
+    16: ("float16", "int16", "uint16"),
+    8: ("int8", "uint8"),
 }
-RESULT_DTYPES = {"f16": ("float16", "int16", "uint16"), "bf16": ("bfloat16", "int16", "uint16"), "i16": ("int16", "uint16")}
+RESULT_DTYPES = {"f16": ("float16", "int16", "uint16"), "bf16": ("int16", "uint16"), "i16": ("int16", "uint16")}
 
 
 def _load(op: DsReadTrOp, ctx, src, coords):

@@ -15,9 +15,10 @@ C     like D, or a scalar         accumulator in, used by the first K repeat; la
 Atoms, in the catalog's coordinates (``tvm_cdna4.isa.lanes``):
 
 - single-block: A ``(m, k)``, B ``(n, k)``, D/C ``(m, n)``; multi-block: a leading ``blocks`` axis.
-- A and B elements are the format's own dtype (``float16``, ``bfloat16``, ``float8_e4m3fn``,
-  ``float8_e5m2``, ``int8``, ``float32``, ``float64``); 16-bit floats may also be given as
-  ``int16``/``uint16`` bit views and 8-bit floats as ``uint8`` bit views.
+- A and B elements: ``float16`` (or its ``int16``/``uint16`` bits), ``int8``, ``float32``,
+  ``float64``; bf16 as ``int16``/``uint16`` and fp8/bf8 as ``uint8`` bit patterns. ``bfloat16``,
+  ``float8_e4m3fn`` and ``float8_e5m2`` tensors are refused: TIRx stores them on ROCm as one
+  float32 per element (``common.BIT_STORAGE``), not as the packed bits the instruction reads.
 - Owners: A element ``(b, i, k)`` lives in lane/register ``lanes.a_lane(op, b, i, k)``, B element
   ``(b, j, k)`` in ``lanes.b_lane(op, b, k, j)``, D/C element ``(b, i, j)`` in
   ``lanes.acc_lane(op, b, i, j)``; a lane's elements occupy consecutive registers.
@@ -45,12 +46,12 @@ from ..isa.mfma_table import SCALE_BLOCK_K, SCALE_VECTOR_WORDS
 from ..rocm.helpers import bf16_mfma_helper
 from .common import WaveContext, check_operands, parameter
 
-# TIR dtypes accepted for each element format (first entry: the format's own dtype)
+# TIR dtypes accepted for each element format (bf16/fp8/bf8 only as bit patterns: common.BIT_STORAGE)
 ELEMENT_DTYPES = {
     "f16": ("float16", "int16", "uint16"),
-    "bf16": ("bfloat16", "int16", "uint16"),
-    "fp8": ("float8_e4m3fn", "uint8"),
-    "bf8": ("float8_e5m2", "uint8"),
+    "bf16": ("int16", "uint16"),
+    "fp8": ("uint8",),
+    "bf8": ("uint8",),
     "i8": ("int8",),
     "f32": ("float32",),
     "f64": ("float64",),
