@@ -57,7 +57,8 @@ def test_printed_script_reparses_to_the_same_ir(make):
 
 def test_workgroup_scope_checks_the_wave_axis():
     assert "v_mfma_f32_16x16x32_f16" in tvm_cdna4.build(rocm_kernels.workgroup_mfma()).asm
-    with pytest.raises(RuntimeError, match=r"operand A: element of wave group_wave is not owned by that wave"):
+    with pytest.raises(tvm_cdna4.ContractError,
+                       match=r"^mfma_f32_16x16x32_f16: operand A: element \(0, 0\) of wave 1 is not owned by that wave; found wave_id 0"):
         tvm_cdna4.build(rocm_kernels.workgroup_mfma(wave_axis_in_registers=True))
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
+from .errors import ContractError  # noqa: E402
 from .isa import CATALOG, lookup  # noqa: E402
 from .patterns import register  # noqa: E402
 
@@ -11,4 +12,4 @@ register()  # T.rocm / T.amdgcn, ROCm scopes and build hooks (also run by the tv
 
 from .rocm.build import BuildResult, KernelInfo, build  # noqa: E402
 
-__all__ = ["CATALOG", "BuildResult", "KernelInfo", "__version__", "build", "lookup", "register"]
+__all__ = ["CATALOG", "BuildResult", "ContractError", "KernelInfo", "__version__", "build", "lookup", "register"]

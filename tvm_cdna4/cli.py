@@ -6,6 +6,8 @@ import argparse
 import json
 import sys
 
+from .errors import TRACEBACK_ENV, ContractError, full_tracebacks, report
+
 
 def _opcodes(args: argparse.Namespace) -> int:
     from .isa import CATALOG
@@ -76,6 +78,8 @@ def _print_table(head, rows) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m tvm_cdna4", description=__doc__)
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help=f"on a contract error, print the full traceback (also: {TRACEBACK_ENV}=1)")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("opcodes", help="print the CDNA4 instruction catalog")
     p.add_argument("--json", action="store_true", help="JSON list, one object per opcode, with lane maps")
@@ -90,8 +94,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run a command; a contract error is printed with its rule as the first line (exit status 2)."""
     args = build_parser().parse_args(argv)
-    return args.func(args)
+    with full_tracebacks(args.verbose):
+        try:
+            return args.func(args)
+        except ContractError as err:
+            return report(err)
 
 
 if __name__ == "__main__":

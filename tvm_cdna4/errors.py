@@ -1,11 +1,152 @@
-"""``ContractError``: a program that breaks a documented contract (minimal; see issue 14)."""
+"""Contract errors, and how a build shows them.
+
+``ContractError`` (a ``ValueError``) is what every pattern contract, modifier range and operand
+check raises: it names the opcode, the operand, the rule, what was expected and found and, where
+one exists, a fix. Its first line is that sentence; what the analyzer could not prove (its
+*residue*, e.g. ``cannot prove atom_lane % 4 == 0``) follows on the next line.
+
+TIRx wraps every exception a tile pattern's ``lower()`` raises in a ``RuntimeError("Tensor
+instruction lowering failed: ...")`` and hands it through C++, which keeps only the text. So each
+``ContractError`` remembers itself as the latest of its thread, and ``presented()``, around a TIRx
+compile call, re-raises that error in place of a wrapper that carries its text, without the
+wrapper and the pattern's own frames. Both stay (the wrapper, with TIRx's C++ frames, as the
+cause) under ``TVM_CDNA4_TRACEBACK=1`` or ``full_tracebacks()`` (the CLI's ``-v``). ``report()``
+prints an error for the command line.
+
+``presented()`` also moves TIRx's two ROCm codegen warnings (no ROCm install on a build machine is
+normal) from the process's stderr to the ``tvm_cdna4`` logger at DEBUG; other stderr output passes
+through unchanged.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import os
+import sys
+import tempfile
+import threading
+import traceback
+
+logger = logging.getLogger("tvm_cdna4")
+
+TRACEBACK_ENV = "TVM_CDNA4_TRACEBACK"
+# printed by TIRx's C++ at every gfx950 build on a machine without ROCm
+CODEGEN_WARNINGS = ("Unable to detect ROCm version", "Cannot get maximum number of threads for AMD codegen")
+
+_latest = threading.local()
+_verbose = threading.local()
+_stderr_lock = threading.RLock()
+
 
 class ContractError(ValueError):
-    """A contract violation; ``opcode``, ``operand`` and ``rule`` name what broke it (or None)."""
+    """A kernel breaks a rule of the CDNA4 patterns or the instruction catalog.
 
-    def __init__(self, message: str, *, opcode: str | None = None, operand: str | None = None, rule: str | None = None):
-        super().__init__(message)
-        self.opcode, self.operand, self.rule = opcode, operand, rule
+    ``str()`` reads ``opcode: operand X: rule; expected E, found F. Suggestion: S`` (parts that do
+    not apply are left out), then, on their own lines, the analyzer's residue ``proof`` and the
+    ``location`` (the failing ``T.rocm.tile.apply`` call, set by the pattern dispatcher).
+    ``check`` names a whole-kernel rule of ``tvm_cdna4.rocm.analysis`` (``"target"``, ``"wave count"``,
+    ...) for errors raised there, None for the patterns' per-operand contracts.
+    """
+
+    __module__ = "tvm_cdna4"  # tracebacks name it as it is exported: tvm_cdna4.ContractError
+
+    def __init__(self, rule: str, *, opcode: str | None = None, operand: str | None = None, expected=None,
+                 found=None, suggestion: str | None = None, proof: str | None = None, check: str | None = None):
+        self.rule, self.opcode, self.operand, self.check = rule, opcode, operand, check
+        self.expected, self.found, self.suggestion, self.proof = expected, found, suggestion, proof
+        self.location: str | None = None
+        super().__init__(rule)
+        _latest.error = self
+
+    @property
+    def sentence(self) -> str:
+        """The first line: what is wrong and what to do."""
+        text = ": ".join(x for x in (self.opcode, self.operand and f"operand {self.operand}", self.rule) if x)
+        if self.expected is not None:
+            text += f"; expected {self.expected}"
+        if self.found is not None:
+            text += f", found {self.found}" if self.expected is not None else f"; found {self.found}"
+        if self.suggestion:
+            text += f". Suggestion: {self.suggestion}"
+        return text
+
+    def __str__(self) -> str:
+        return self.sentence + "".join(f"\n  {label}: {text}" for label, text in
+                                       (("analyzer", self.proof), ("at", self.location)) if text)
+
+
+def traceback_requested() -> bool:
+    return getattr(_verbose, "on", False) or os.environ.get(TRACEBACK_ENV, "") not in ("", "0")
+
+
+@contextlib.contextmanager
+def full_tracebacks(enabled: bool = True):
+    """Within: contract errors keep TIRx's wrapper and their frames, as with ``TVM_CDNA4_TRACEBACK=1``."""
+    previous = getattr(_verbose, "on", False)
+    _verbose.on = enabled or previous
+    try:
+        yield
+    finally:
+        _verbose.on = previous
+
+
+def report(error: ContractError, file=None) -> int:
+    """Print ``error`` for the command line, its sentence as the first line (the full traceback
+    when requested); return the exit status, 2."""
+    file = file or sys.stderr
+    print(f"error: {error}", file=file)
+    if traceback_requested():
+        error.__suppress_context__ = False
+        traceback.print_exception(type(error), error, error.__traceback__, file=file)
+    else:
+        print(f"(the full traceback: python -m tvm_cdna4 -v ..., or {TRACEBACK_ENV}=1)", file=file)
+    return 2
+
+
+@contextlib.contextmanager
+def presented():
+    """Around a TIRx compile call: a ``ContractError`` raised inside comes out as itself, not as
+    TIRx's wrapper; the ROCm codegen warnings go to ``logging`` (see the module docstring)."""
+    _latest.error = None
+    try:
+        with codegen_warnings_to_logging():
+            yield
+    except ContractError:
+        raise
+    except Exception as wrapper:
+        error = getattr(_latest, "error", None)
+        if error is None or error.sentence not in str(wrapper):
+            raise
+        if traceback_requested():
+            raise error from wrapper
+        raise error.with_traceback(None) from None
+    finally:
+        _latest.error = None
+
+
+@contextlib.contextmanager
+def codegen_warnings_to_logging():
+    """Capture file descriptor 2 (C++ writes there directly) and re-emit it line by line: the
+    ``CODEGEN_WARNINGS`` to the ``tvm_cdna4`` logger at DEBUG, everything else to stderr."""
+    with _stderr_lock, tempfile.TemporaryFile() as sink:
+        sys.stderr.flush()
+        try:
+            saved = os.dup(2)
+        except OSError:  # no stderr to capture
+            yield
+            return
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            sink.seek(0)
+            for line in sink.read().decode(errors="replace").splitlines(keepends=True):
+                if any(warning in line for warning in CODEGEN_WARNINGS):
+                    logger.debug("TIRx: %s", line.strip())
+                else:
+                    sys.stderr.write(line)
+            sys.stderr.flush()

@@ -47,18 +47,21 @@ def _calls(target: str) -> dict:
 def device_function(kernel, target: str = "gfx950"):
     """The single device function of ``kernel`` as TIRx hands it to codegen."""
     from .. import register
+    from ..errors import presented
     from ..rocm import analysis
     from ..tirx_private import lowered_device_modules
 
     register()
-    if target == "gfx950":  # the rules tvm_cdna4.build and tvm_tirx.tirx.compile run
-        analysis.check_kernel(kernel, _target(target))
-    modules = lowered_device_modules(kernel, _target(target))
+    with presented():  # the ROCm target's construction prints TIRx's warnings too
+        tirx_target = _target(target)
+        if target == "gfx950":  # the rules tvm_cdna4.build and tvm_tirx.tirx.compile run
+            analysis.check_kernel(kernel, tirx_target)
+        modules = lowered_device_modules(kernel, tirx_target)
     funcs = [f for mod in modules.values() for f in mod.functions.values()]
     if len(funcs) != 1:
         raise ValueError(f"emulate: expected one device kernel, found {len(funcs)}")
     if target == "gfx950":
-        analysis.check_kernel(funcs[0], _target(target))
+        analysis.check_kernel(funcs[0], tirx_target)
     return funcs[0]
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import attrs
 
+from ..errors import ContractError
+
 WAVE_SIZE = 64
 
 
@@ -18,11 +20,12 @@ class Modifier:
     meaning: str
 
     def check(self, value: int, opcode: str) -> None:
+        """Raise a ContractError unless ``value`` is an int (not a bool) in ``[lo, hi]``."""
         if not isinstance(value, int) or isinstance(value, bool) or not self.lo <= value <= self.hi:
-            raise ValueError(
-                f"{opcode}: modifier {self.name}={value!r} is illegal; expected an integer in "
-                f"[{self.lo}, {self.hi}] ({self.meaning})"
-            )
+            raise ContractError(
+                f"modifier {self.name}={value!r} is illegal", opcode=opcode,
+                expected=f"an integer in [{self.lo}, {self.hi}] ({self.meaning})",
+                suggestion=f"write {self.name}={int(value)}, an integer" if isinstance(value, bool) else None)
 
 
 @attrs.frozen
@@ -81,19 +84,20 @@ class MfmaOp:
         raise KeyError(f"{self.name} has no modifier {name!r}; it has {[m.name for m in self.modifiers]}")
 
     def check_modifiers(self, **values: int) -> None:
-        """Raise ValueError naming the modifier for any unknown or out-of-range value."""
+        """Raise a ContractError naming the modifier for any unknown or out-of-range value."""
         names = {m.name for m in self.modifiers}
         for key, value in values.items():
             if key not in names:
-                raise ValueError(f"{self.name}: unknown modifier {key!r}; legal modifiers are {sorted(names)}")
+                raise ContractError(f"unknown modifier {key!r}", opcode=self.name,
+                                    expected=f"modifiers from {sorted(names)}")
             self.modifier(key).check(value, self.name)
         if self.kind == "mfma":
             cbsz, abid = values.get("cbsz", 0), values.get("abid", 0)
             if abid >= (1 << cbsz) and abid != 0:
-                raise ValueError(
-                    f"{self.name}: abid={abid} needs cbsz >= {abid.bit_length()} "
-                    f"(abid selects a block inside a broadcast group of 2**cbsz={1 << cbsz} blocks)"
-                )
+                raise ContractError(
+                    f"abid={abid} needs cbsz >= {abid.bit_length()} "
+                    f"(abid selects a block inside a broadcast group of 2**cbsz={1 << cbsz} blocks)",
+                    opcode=self.name, found=f"cbsz={cbsz}")
 
 
 @attrs.frozen

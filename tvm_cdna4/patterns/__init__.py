@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+from ..errors import ContractError
 from ..isa import DsReadTrOp, lookup
 
 _REGISTERED: dict = {}
@@ -43,17 +44,26 @@ class AmdgcnNamespace:
             raise AttributeError(str(err)) from None
 
 
+def _family(record):
+    """The pattern module of an opcode's family (``lower(record, args, params, sctx)``, ``operand_names``)."""
+    from . import ds_read_tr, mfma
+
+    return ds_read_tr if isinstance(record, DsReadTrOp) else mfma
+
+
 def _lower(view, sctx):
     from ..rocm.analysis import check_target
-    from . import ds_read_tr, mfma
 
     opcode, packed_args, packed_params = view.args
     args = list(packed_args.fields)
     params = {p.fields[0].value: p.fields[1] for p in (packed_params.fields if packed_params is not None else ())}
     record = lookup(opcode.value)
-    check_target(record.name, sctx.target)
-    family = ds_read_tr if isinstance(record, DsReadTrOp) else mfma
-    return family.lower(record, args, params, sctx)
+    try:
+        check_target(record.name, sctx.target)
+        return _family(record).lower(record, args, params, sctx)
+    except ContractError as err:
+        err.location = str(view.call)
+        raise
 
 
 def register() -> dict:
@@ -68,13 +78,14 @@ def register() -> dict:
     from .. import tirx_private
     from ..rocm.build import install_hooks
     from . import wave
+    from .common import SCOPES, check_operands, check_scope
 
     tirx_private.register_rocm_axes()
     construct = Instruction(
         "tirx.rocm.tile.apply",
         "amdgcn_pattern",
         (Operand("instruction"), Operand("operands"), Operand("parameters", default=None)),
-        ("thread", "wave", "workgroup"),
+        SCOPES,
         lower=_lower,
     ).register()
     amdgcn = AmdgcnNamespace()
@@ -93,9 +104,13 @@ def register() -> dict:
             decoded.update(parameters)
             parameters = decoded
             operands = tuple(operands.fields if isinstance(operands, Tuple) else operands)
+        opcode = amdgcn[instruction]
+        check_scope(opcode, scope)
+        if not operands:  # TIRx refuses an empty operand tuple with a TypeError of its own
+            check_operands(opcode, _family(opcode.record).operand_names(opcode.record), operands)
         ctor = {k: parameters.pop(k) for k in ("attrs", "ty", "ty_args", "loc") if k in parameters}
         packed = tuple((k, v) for k, v in sorted(parameters.items()))
-        return construct(amdgcn[instruction], operands, packed, scope=scope, **ctor)
+        return construct(opcode, operands, packed, scope=scope, **ctor)
 
     rocm = SimpleNamespace(
         tile=SimpleNamespace(apply=auto_emit_void_call(apply)),

@@ -15,16 +15,24 @@ that each lane holds exactly the elements the hardware uses, in consecutive regi
 
 from __future__ import annotations
 
+import contextlib
+from itertools import islice, product
+
 import tvm_ffi
-from tvm_tirx.ir import Bind, Range, TensorRegion, TensorStore, Var
+from tvm_tirx.ir import Bind, IntImm, Range, TensorRegion, TensorStore, Var, is_prim_expr
+from tvm_tirx.ir.prim import Let
+from tvm_tirx.runtime import MemoryScope
 from tvm_tirx.script import tirx as T
 from tvm_tirx.sym import Analyzer, ConstraintContext
 
+from ..errors import ContractError
 from ..isa import WAVE_SIZE
 from ..tirx_private import WAVE_ID_AXIS, WAVE_LANE_AXIS, CudaContext, CudaRegion
 from . import wave
 
 SCOPES = ("wave", "workgroup")
+COUNTEREXAMPLE_POINTS = 1 << 14  # most coordinate points searched for a counterexample
+STORAGE_KINDS = {"local": "a register fragment", "shared": "an LDS tile", "shared.dyn": "an LDS tile"}
 
 # Element dtypes that TIRx widens on ROCm (BF16/FP8 ComputeLegalize): an allocation of them, register
 # or LDS, becomes one float32 slot per element while a view of it becomes 16/8-bit storage, so no
@@ -33,12 +41,42 @@ SCOPES = ("wave", "workgroup")
 BIT_STORAGE = {"bfloat16": "int16", "float8_e4m3fn": "uint8", "float8_e5m2": "uint8"}
 
 
-def scalar(value):
-    """A constant parameter stored as an IR operand, as a Python int."""
-    value = value.value if hasattr(value, "value") else value
+def check_scope(opcode: str, scope) -> None:
+    """Refuse any scope but the two wave-collective ones (``scope`` a name or a ``ThreadScope``).
+    ``T.rocm.tile.apply`` calls it; TIRx's own validation (``SCOPES`` are the registered scopes)
+    refuses other scopes in IR built any other way."""
+    name = str(getattr(scope, "local_name", scope)).rsplit(".", 1)[-1]
+    if name not in SCOPES:
+        raise ContractError(
+            f"scope={name!r} is not allowed: the instruction is wave-collective (all 64 lanes execute it together)",
+            opcode=opcode, expected="scope='wave' or scope='workgroup'", found=f"scope={name!r}")
+
+
+def parameter(opcode: str, name: str, value) -> int | bool:
+    """A modifier stored as an IR operand, as a Python int (a Python ``bool`` stays a ``bool``, which
+    the catalog refuses: TIRx stores ``True`` as a 1-bit ``IntImm``)."""
+    if isinstance(value, IntImm):
+        value = bool(value.value) if str(value.ty.dtype) == "bool" else int(value.value)
     if not isinstance(value, int):
-        raise TypeError(f"expected a compile-time integer, found {value!r}")
+        raise ContractError(f"parameter {name} must be a compile-time integer", opcode=opcode, found=repr(value))
     return value
+
+
+def check_operands(opcode: str, names: tuple[str, ...], args, scalars: tuple[str, ...] = ()) -> None:
+    """Arity, and that each operand is a tensor region (those in ``scalars`` may be a scalar instead)."""
+    if len(args) != len(names):
+        raise ContractError(f"expects operands {', '.join(names)}", opcode=opcode, found=len(args))
+    for name, arg in zip(names, args):
+        if isinstance(arg, TensorRegion) or (name in scalars and is_prim_expr(arg)):
+            continue
+        kind = "a tensor region or a scalar" if name in scalars else "a tensor region (a register fragment or LDS tile)"
+        raise ContractError(f"must be {kind}", opcode=opcode, operand=name, found=_describe(arg))
+
+
+def _describe(value) -> str:
+    if is_prim_expr(value):
+        return f"the {value.ty.dtype} scalar {value}"
+    return type(value).__name__
 
 
 def substitute(expr, var, value):
@@ -46,9 +84,12 @@ def substitute(expr, var, value):
 
 
 class WaveContext(CudaContext):
-    """A wave-collective instruction repeated over repeat axes (and over waves at workgroup scope)."""
+    """A wave-collective instruction repeated over repeat axes (and over waves at workgroup scope).
 
-    def __init__(self, sctx, opcode: str, group_extent: int | None = None):
+    Every failed check raises a ``ContractError``; ``require`` names a concrete counterexample (the
+    lane and repeat coordinates where the rule breaks) when the coordinates are static."""
+
+    def __init__(self, sctx, opcode: str, first_operand: TensorRegion):
         self.sctx = sctx
         self.opcode = opcode
         self.analyzer = Analyzer()
@@ -59,22 +100,16 @@ class WaveContext(CudaContext):
             low, ext = (self.analyzer.simplify(x) for x in (bound.begin, bound.extent))
             if hasattr(low, "value") and hasattr(ext, "value"):
                 self.static_ranges[var] = range(int(low), int(low) + int(ext))
-        if sctx.scope_kind not in SCOPES:
-            raise ValueError(
-                f"{opcode}: scope={sctx.scope_kind!r} is not allowed: the instruction is wave-collective "
-                f"(all 64 lanes execute it together); use scope='wave' or scope='workgroup'"
-            )
         self.bindings, self.group, self.group_shape, self.owners = [], [], [], {}
         self.repeat = self.repeat_shape = None
         self.lane = Var("wave_lane", "int32")
         self.bindings.append(Bind(self.lane, wave.lane_id()))
         if sctx.scope_kind == "workgroup":
-            if group_extent is None:
-                raise ValueError(f"{opcode}: scope='workgroup' needs a leading wave axis on every operand")
             var = Var("group_wave", "int32")
-            self.add_range(var, Range(0, group_extent))
+            extent = self.wave_axis(first_operand)
+            self.add_range(var, Range(0, extent))
             self.group.append(var)
-            self.group_shape.append(group_extent)
+            self.group_shape.append(extent)
             self.owners[WAVE_ID_AXIS] = var
             self.bindings.append(Bind(var, wave.wave_id()))
         # the symbolic lane over which ownership is proven
@@ -83,12 +118,80 @@ class WaveContext(CudaContext):
         # lets require() fall back to checking all 64 lanes (e.g. XOR-swizzled LDS layouts)
         self.static_ranges[self.proof_lane] = range(WAVE_SIZE)
 
+    def wave_axis(self, region: TensorRegion) -> int:
+        extents = [self.analyzer.simplify(r.extent) for r in region.region]
+        if not extents or not isinstance(extents[0], IntImm):
+            raise ContractError("scope='workgroup' needs a leading wave axis of static extent on every operand",
+                                opcode=self.opcode, found=f"region extents {[str(x) for x in extents]}")
+        return int(extents[0])
+
+    def error(self, rule, **fields) -> ContractError:
+        return ContractError(rule, opcode=self.opcode, **fields)
+
+    def require(self, condition, rule, *, operand=None, expected=None, found=None, suggestion=None):
+        """Prove ``condition`` over every lane, wave and repeat, or raise a ``ContractError``.
+
+        ``rule``, ``expected`` and ``found`` are text or callables ``describe(at)``, where
+        ``at(expr)`` evaluates ``expr`` at the first counterexample (symbolically when none is
+        enumerable); the analyzer's residue follows the sentence."""
+        try:
+            super().require(condition, "")
+        except ValueError as err:
+            at = self._evaluator(self._counterexample(condition))
+            text = [x(at) if callable(x) else x for x in (rule, expected, found)]
+            raise self.error(text[0], operand=operand, expected=text[1], found=text[2], suggestion=suggestion,
+                             proof=str(err).removeprefix(": ")) from None
+
+    def _domain(self) -> dict:
+        domain = dict(self.static_ranges)
+        domain.update(zip(self.group, (range(n) for n in self.group_shape)))
+        domain.update(zip(self.repeat or (), (range(n) for n in self.repeat_shape or ())))
+        return domain
+
+    def _counterexample(self, condition) -> dict:
+        """The first point of the static coordinate domain where ``condition`` is false ({} if none
+        is found, or the condition reads a variable without a static range)."""
+        used, bound = [], []
+        tvm_ffi.structural_map(condition, (Var, lambda v: used.append(v) or v))
+        tvm_ffi.structural_map(condition, (Let, lambda e: bound.append(e.var) or e))
+        domain = self._domain()
+        if any(not any(u.same_as(v) for v in [*domain, *bound]) for u in used):
+            return {}
+        # the pattern's own coordinates always (the lane fastest), then any enclosing loop it reads
+        names = [*self.group, *(self.repeat or ()), self.proof_lane]
+        names = [v for v in domain if any(v.same_as(u) for u in used) and not any(v.same_as(n) for n in names)] + names
+        for values in islice(product(*(domain[v] for v in names)), COUNTEREXAMPLE_POINTS):
+            point = dict(zip(names, values))
+            value = self._at(condition, point)
+            if isinstance(value, IntImm) and not value.value:
+                return point
+        return {}
+
+    def _at(self, expr, point: dict):
+        def replace(var):
+            for known, value in point.items():
+                if var.same_as(known):
+                    return IntImm(var.ty.dtype, value)
+            return var
+
+        return self.analyzer.simplify(tvm_ffi.structural_map(expr, (Var, replace), order="pre"))
+
+    def _evaluator(self, point: dict):
+        def at(expr):
+            if isinstance(expr, tuple | list):
+                return tuple(at(x) for x in expr)
+            value = self._at(expr, point) if point else self.analyzer.simplify(expr)
+            return int(value.value) if isinstance(value, IntImm) else value
+
+        return at
+
     def index_coordinates(self, expr):  # no CUDA index calls to rewrite
         return expr
 
     def region(self, name, region, atom_shape, scopes, *, repeat_axes=None, bounds=True):
         if not isinstance(region, TensorRegion):
-            raise TypeError(f"{self.opcode}: operand {name} must be a tensor region, found {type(region).__name__}")
+            raise self.error("must be a tensor region (a register fragment or LDS tile)", operand=name,
+                             found=_describe(region))
         return WaveRegion(self, name, region, atom_shape, scopes, repeat_axes, bounds)
 
     def at_runtime(self, expr):
@@ -97,14 +200,73 @@ class WaveContext(CudaContext):
 
 
 class WaveRegion(CudaRegion):
-    def __init__(self, ctx, name, region, atom_shape, scopes, repeat_axes, bounds):
-        try:
-            super().__init__(ctx, name, region, atom_shape, scopes, repeat_axes, bounds)
-        except ValueError as err:
-            raise ValueError(f"{ctx.opcode}: operand {err}") from None
+    """An operand of a wave-collective instruction; every failed check is a ``ContractError``."""
 
-    def fail(self, rule: str):
-        raise ValueError(f"{self.ctx.opcode}: operand {self.name}: {rule}")
+    def __init__(self, ctx, name, region, atom_shape, scopes, repeat_axes, bounds):
+        self.ctx, self.name = ctx, name
+        self._check_storage(region.source.ty, scopes)
+        self._check_shape(region, tuple(atom_shape), repeat_axes)
+        super().__init__(ctx, name, region, atom_shape, scopes, repeat_axes, bounds=False)
+        if bounds:
+            self._check_bounds()
+
+    def _check_storage(self, ty, scopes):
+        kinds = " or ".join(dict.fromkeys(STORAGE_KINDS[s] for s in scopes))
+        if ty.scope not in tuple(MemoryScope(s) for s in scopes):
+            self.fail(f"must be {kinds}", expected=f"storage scope {' or '.join(map(repr, scopes))}",
+                      found=f"a {ty.scope} tensor")
+        if ty.layout is None and str(ty.scope) != "global":
+            self.fail(f"{kinds} needs an explicit layout (which lane and register hold each element)",
+                      found="a tensor declared without layout=",
+                      suggestion="declare it with layout=tvm_cdna4.patterns.layouts.mfma_fragment(...) or "
+                                 "tr_fragment(...), or a T.TileLayout")
+
+    def _check_shape(self, region, atom, repeat_axes):
+        ctx, analyzer = self.ctx, self.ctx.analyzer
+        extents = [analyzer.simplify(r.extent) for r in region.region]
+        if not all(isinstance(x, IntImm) and x.value > 0 for x in extents):
+            self.fail("region extents must be positive compile-time integers", found=[str(x) for x in extents])
+        shape, ng, na = tuple(int(x) for x in extents), len(ctx.group_shape), len(atom)
+        if shape[:ng] != tuple(ctx.group_shape):
+            self.fail("the leading wave axis (scope='workgroup') must have the same extent on every operand",
+                      expected=f"{tuple(ctx.group_shape)} first", found=shape)
+        if len(shape) < ng + na or shape[len(shape) - na:] != atom:
+            self.fail(f"the region must end in the instruction's atom {atom}",
+                      expected=f"(*{'wave, ' if ng else ''}repeats, {', '.join(map(str, atom))})", found=shape)
+        if ctx.repeat is not None:
+            repeats = shape[ng : len(shape) - na]
+            axes = range(len(ctx.repeat)) if repeat_axes is None else repeat_axes
+            want = tuple(ctx.repeat_shape[i] for i in axes)
+            if repeats != want:
+                self.fail("repeat axes must agree with the other operands", expected=want, found=repeats)
+
+    def _check_bounds(self):
+        for axis, (r, size) in enumerate(zip(self.region.region, self.ty.shape)):
+            self.require(r.begin >= 0, f"region axis {axis} starts before the tensor",
+                         found=lambda at, r=r: f"start {at(r.begin)}")
+            self.require(r.begin + r.extent <= size, f"region axis {axis} runs past the tensor's extent {size}",
+                         found=lambda at, r=r: f"end {at(r.begin + r.extent)}")
+
+    def fail(self, rule: str, **fields):
+        raise self.ctx.error(rule, operand=self.name, **fields)
+
+    def require(self, condition, rule, **fields):
+        self.ctx.require(condition, rule, operand=self.name, **fields)
+
+    @contextlib.contextmanager
+    def inherited(self):
+        """Checks of TIRx's CUDA region raise ``ValueError("<operand>: <rule>")``: a ContractError."""
+        try:
+            yield
+        except ContractError:
+            raise
+        except ValueError as err:
+            self.fail(str(err).removeprefix(f"{self.name}: "))
+
+    def physical(self, atom, repeat=None):
+        phys = super().physical(atom, repeat)
+        phys.setdefault("m", T.int32(0))  # a layout of one register per lane may have no storage axis
+        return phys
 
     def owner(self, atom, *, lane):
         phys = self.physical(atom)
@@ -116,11 +278,15 @@ class WaveRegion(CudaRegion):
             self.fail(f"layout uses axes {sorted(set(phys) - allowed)}; a wave register fragment may use only "
                       f"'{WAVE_LANE_AXIS}' (lane), 'm' (register){' and the wave axis' if self.ctx.owners else ''}")
         for axis, owner in self.ctx.owners.items():
-            self.ctx.require(phys.get(axis, 0) == owner, f"{self.ctx.opcode}: operand {self.name}: element of wave "
-                             f"{owner} is not owned by that wave ({axis})")
-        self.ctx.require(phys.get(WAVE_LANE_AXIS, 0) == lane,
-                         f"{self.ctx.opcode}: operand {self.name}: owner map violated: atom element {tuple(atom)} "
-                         f"must live in lane {lane}")
+            self.require(phys.get(axis, 0) == owner,
+                         lambda at, owner=owner: f"element {at(atom)} of wave {at(owner)} is not owned by that wave",
+                         found=lambda at, axis=axis: f"{axis} {at(phys.get(axis, 0))}",
+                         suggestion="put the leading wave axis on the layout's wave_id axis "
+                                    "(layouts.mfma_fragment(..., waves=n))")
+        self.require(phys.get(WAVE_LANE_AXIS, 0) == lane,
+                     lambda at: f"owner map violated: atom element {at(atom)} must live in lane {at(lane)}",
+                     found=lambda at: f"lane {at(phys.get(WAVE_LANE_AXIS, 0))}",
+                     suggestion="build the layout with tvm_cdna4.patterns.layouts (mfma_fragment / tr_fragment)")
         return phys["m"]
 
     def slots(self, coords, lane):
@@ -129,26 +295,62 @@ class WaveRegion(CudaRegion):
         coords = list(coords)
         base = self.owner(coords[0], lane=lane)
         for i, coord in enumerate(coords[1:], 1):
-            self.ctx.require(
-                self.owner(coord, lane=lane) == base + i,
-                f"{self.ctx.opcode}: operand {self.name}: a lane's {len(coords)} elements must occupy "
-                f"consecutive registers (element {i} at atom {tuple(coord)})",
+            reg = self.owner(coord, lane=lane)
+            self.require(
+                reg == base + i,
+                lambda at, i=i, coord=coord: f"a lane's {len(coords)} elements must occupy consecutive registers "
+                                             f"(element {i}, atom {at(coord)}, of lane {at(lane)})",
+                expected=lambda at, i=i: f"register {at(base + i)}", found=lambda at, reg=reg: f"register {at(reg)}",
             )
         return base
+
+    def aligned(self, atom, byte_alignment):
+        base = int(self.ty.data_alignment)
+        if base < byte_alignment or base % byte_alignment:
+            self.fail(f"the tile's base address must be {byte_alignment}-byte aligned for its chunk loads",
+                      found=f"align={base}", suggestion=f"allocate it with align={byte_alignment} (or a multiple)")
+        element = self.memory(atom)
+        self.require(element * self.bits % (8 * byte_alignment) == 0,
+                     lambda at: f"the chunk that lane {at(self.ctx.proof_lane)} reads must start "
+                                f"{byte_alignment}-byte aligned",
+                     found=lambda at: f"byte offset {at(element * self.bits // 8)} (atom element {at(atom)})",
+                     suggestion=f"make the row pitch of the LDS layout a multiple of {byte_alignment} bytes")
+
+    def contiguous(self, coordinates, byte_alignment):
+        coordinates = list(coordinates)
+        self.aligned(coordinates[0], byte_alignment)
+        base = self.memory(coordinates[0])
+        for offset, coord in enumerate(coordinates):
+            here = self.memory(coord)
+            self.require(here == base + offset,
+                         lambda at, offset=offset: f"the {len(coordinates)} elements of the chunk lane "
+                                                   f"{at(self.ctx.proof_lane)} reads must be consecutive in LDS "
+                                                   f"(element {offset})",
+                         expected=lambda at, offset=offset: f"offset {at(base + offset)}",
+                         found=lambda at, here=here: f"offset {at(here)}")
+
+    def memory(self, atom):
+        with self.inherited():
+            return super().memory(atom)
+
+    def nonoverlapping(self):
+        with self.inherited():
+            super().nonoverlapping()
 
     def check_dtype(self, allowed: tuple[str, ...], what: str):
         found = str(self.dtype)
         if found in BIT_STORAGE:
             self.fail(f"dtype {found} is not supported: TIRx stores {found} tensors on ROCm as one float32 "
-                      f"per element, not as the packed bits the instruction reads; declare the tensor and its "
-                      f"allocation as {BIT_STORAGE[found]} holding the {found} bit patterns "
-                      f"(numpy: ml_dtypes.{found} data .view(np.{BIT_STORAGE[found]}))")
+                      f"per element, not as the packed bits the instruction reads",
+                      suggestion=f"declare the tensor and its allocation as {BIT_STORAGE[found]} holding the "
+                                 f"{found} bit patterns (numpy: ml_dtypes.{found} data .view(np.{BIT_STORAGE[found]}))")
         if found not in allowed:
-            self.fail(f"dtype {found} does not fit {what}; expected one of {list(allowed)}")
+            self.fail(f"dtype {found} does not fit {what}", expected=f"one of {list(allowed)}")
 
     def _raw(self):
         if self.raw is None:
-            self.value(tuple(0 for _ in self.atom_shape))
+            with self.inherited():
+                self.value(tuple(0 for _ in self.atom_shape))
         return self.raw
 
     def load(self, base, n: int):

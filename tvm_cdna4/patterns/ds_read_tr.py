@@ -29,10 +29,11 @@ from __future__ import annotations
 import numpy as np
 from tvm_tirx.script import tirx as T
 
+from ..errors import ContractError
 from ..isa import CATALOG, DsReadTrOp, MfmaOp, lanes
 from ..isa.llvm_types import tir_dtype
 from ..rocm.helpers import bf16_tr_helper
-from .common import WaveContext
+from .common import WaveContext, check_operands
 from .mfma import ELEMENT_DTYPES, _b_atom, _drop
 
 GROUPS = 4  # 16-lane groups per wave
@@ -58,18 +59,21 @@ def _store(dst, base, count, value):
     return dst.store(base, count, value)
 
 
+def operand_names(op: DsReadTrOp) -> tuple[str, ...]:
+    return ("dst", "src")
+
+
 def lower(op: DsReadTrOp, args, params, sctx):
-    if len(args) != 2:
-        raise ValueError(f"{op.name}: expects operands dst, src; found {len(args)}")
     unknown = sorted(set(params) - {"mfma", "operand"})
     if unknown:
-        raise ValueError(f"{op.name}: unknown parameter(s) {unknown}; legal parameters are ['mfma', 'operand']")
+        raise ContractError(f"unknown parameter(s) {unknown}", opcode=op.name,
+                            expected="parameters from ['mfma', 'operand']")
     if "mfma" in params:
         return _lower_operand(op, args, params, sctx)
     if "operand" in params:
-        raise ValueError(f"{op.name}: parameter 'operand' needs 'mfma' (the MFMA whose operand is loaded)")
-    group = int(args[0].region[0].extent) if sctx.scope_kind == "workgroup" else None
-    ctx = WaveContext(sctx, op.name, group)
+        raise ContractError("parameter 'operand' needs 'mfma' (the MFMA whose operand is loaded)", opcode=op.name)
+    check_operands(op.name, operand_names(op), args)
+    ctx = WaveContext(sctx, op.name, args[0])
     n, sub_byte = op.elements, op.element_bits < 8
     words, nbytes = op.load_bits // 32, op.load_bits // 8
     dst_atom = (GROUPS, 16, words) if sub_byte else (GROUPS, n, 16)
@@ -84,7 +88,7 @@ def lower(op: DsReadTrOp, args, params, sctx):
                         f"{op.element_bits}-bit elements of {op.result_vector}")
         src.check_dtype(ELEMENT_DTYPES_BY_BITS[op.element_bits], f"{op.element_bits}-bit elements")
         if dst.bits != src.bits:
-            dst.fail(f"dtype {dst.dtype} and src dtype {src.dtype} differ in width")
+            dst.fail(f"dtype {dst.dtype} and src dtype {src.dtype} differ in width", expected=f"{src.bits}-bit elements")
     dst.nonoverlapping()
     lane = ctx.proof_lane
     g, c = lane // 16, lane % 16
@@ -110,15 +114,14 @@ def lower(op: DsReadTrOp, args, params, sctx):
 
 def operand_plan(op: DsReadTrOp, mfma: MfmaOp, operand: str):
     """Per call: (K positions covered, provider start (k, mn) per lane) from the catalog maps.
-    Raises ValueError naming the rule when ``op`` cannot produce ``mfma``'s operand."""
+    Raises a ContractError naming the rule when ``op`` cannot produce ``mfma``'s operand."""
     owner = lanes.b_owner if operand == "B" else lanes.a_owner
     elems = mfma.b_elems if operand == "B" else mfma.a_elems
     n = op.elements
     if mfma.kind != "mfma" or elems % n:
-        raise ValueError(
-            f"{op.name}: K coverage: {mfma.name} operand {operand} holds {elems} elements per lane, "
-            f"not a whole number of {op.name} calls ({n} elements each)"
-        )
+        raise ContractError(
+            f"K coverage: {mfma.name} operand {operand} holds {elems} elements per lane, "
+            f"not a whole number of {op.name} calls ({n} elements each)", opcode=op.name)
     lane, s = np.meshgrid(np.arange(64), np.arange(n), indexing="ij")
     covered, starts = [], []
     for call in range(elems // n):
@@ -126,16 +129,16 @@ def operand_plan(op: DsReadTrOp, mfma: MfmaOp, operand: str):
         blk, k, mn = _kmn(operand, owner(mfma, consumer, call * n + i))
         if (blk != blk[:, :1]).any() or (k != k[:, :1]).any() or (mn - mn[:, :1] != s).any():
             bad = int(np.nonzero((k != k[:, :1]).any(1) | (mn - mn[:, :1] != s).any(1) | (blk != blk[:, :1]).any(1))[0][0])
-            raise ValueError(
-                f"{op.name}: cannot feed {mfma.name} operand {operand}: the chunk of lane {bad} would need "
+            raise ContractError(
+                f"cannot feed {mfma.name} operand {operand}: the chunk of lane {bad} would need "
                 f"(k, {'n' if operand == 'B' else 'm'}) = {list(zip(k[bad].tolist(), mn[bad].tolist()))}, "
-                "not consecutive elements of one K row"
-            )
+                "not consecutive elements of one K row", opcode=op.name)
         covered.append(sorted(set(k.ravel().tolist())))
         starts.append((blk[:, 0], k[:, 0], mn[:, 0]))
     flat = [x for call in covered for x in call]
     if sorted(flat) != list(range(mfma.k)):
-        raise ValueError(f"{op.name}: K coverage: calls cover K positions {covered}, not 0..{mfma.k - 1} once each")
+        raise ContractError(f"K coverage: the calls must cover K positions 0..{mfma.k - 1} once each",
+                            opcode=op.name, found=covered)
     return covered, starts
 
 
@@ -149,24 +152,28 @@ def _lower_operand(op: DsReadTrOp, args, params, sctx):
         name = params["mfma"].value if hasattr(params["mfma"], "value") else str(params["mfma"])
         mfma = CATALOG[name]
     except KeyError:
-        raise ValueError(f"{op.name}: parameter mfma={params['mfma']!r} is not an MFMA opcode") from None
+        raise ContractError(f"parameter mfma={params['mfma']!r} is not an MFMA opcode", opcode=op.name,
+                            expected="a dense MFMA catalog name, e.g. mfma='mfma_f32_32x32x16_f16'") from None
     operand = params.get("operand", "B")
     operand = operand.value if hasattr(operand, "value") else str(operand)
     if operand not in ("A", "B"):
-        raise ValueError(f"{op.name}: parameter operand={operand!r}; expected 'A' or 'B'")
+        raise ContractError("parameter operand names the MFMA operand loaded", opcode=op.name,
+                            expected="'A' or 'B'", found=repr(operand))
     if mfma.blocks != 1:
-        raise ValueError(f"{op.name}: operand form supports single-block MFMAs; {mfma.name} has {mfma.blocks} blocks")
+        raise ContractError(f"operand form supports single-block MFMAs; {mfma.name} has {mfma.blocks} blocks",
+                            opcode=op.name)
     covered, _ = operand_plan(op, mfma, operand)
     fmt = mfma.b_format if operand == "B" else mfma.a_format
     mn = mfma.n if operand == "B" else mfma.m
-    group = int(args[0].region[0].extent) if sctx.scope_kind == "workgroup" else None
-    ctx = WaveContext(sctx, op.name, group)
+    check_operands(op.name, ("frag", "src"), args)
+    ctx = WaveContext(sctx, op.name, args[0])
     frag = ctx.region("frag", args[0], (mn, mfma.k), ("local",))
     src = ctx.region("src", args[1], (mfma.k, mn), ("shared", "shared.dyn"))
     frag.check_dtype(ELEMENT_DTYPES[fmt], f"{fmt} elements of {mfma.name} operand {operand}")
     src.check_dtype(ELEMENT_DTYPES[fmt], f"{fmt} elements of {mfma.name} operand {operand}")
     if op.element_bits != frag.bits:
-        frag.fail(f"{frag.bits}-bit elements cannot be loaded by {op.name} ({op.element_bits}-bit transpose)")
+        frag.fail(f"{frag.bits}-bit elements cannot be loaded by {op.name} ({op.element_bits}-bit transpose)",
+                  suggestion=f"use the ds_read_tr{frag.bits} opcode" if frag.bits in (8, 16) else None)
     frag.nonoverlapping()
     lane, n = ctx.proof_lane, op.elements
     owner = lanes.b_owner if operand == "B" else lanes.a_owner

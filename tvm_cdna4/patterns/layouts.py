@@ -14,6 +14,7 @@ from math import prod
 import numpy as np
 from tvm_tirx.tirx.layout import S, TileLayout
 
+from ..errors import ContractError
 from ..isa import DsReadTrOp, MfmaOp, lanes
 from ..tirx_private import register_rocm_axes
 from .mfma import _atoms
@@ -100,7 +101,8 @@ def mfma_fragment(op: MfmaOp, operand: str, repeats: tuple[int, ...] = (), fmt_a
     elif operand in ("C", "D"):
         atom, place = d_atom, lambda c: lanes.acc_lane(op, *_with_block(op, c))
     else:
-        raise ValueError(f"operand must be A, B, C, D, scale_a or scale_b; found {operand!r}")
+        raise ContractError("mfma_fragment: unknown operand", opcode=op.name, expected="A, B, C, D, scale_a or scale_b",
+                            found=repr(operand))
     digits, regs = _derive(atom, place)
     return _layout(digits, regs, tuple(repeats), waves), regs * prod(repeats)
 

@@ -39,11 +39,12 @@ from __future__ import annotations
 from tvm_tirx.ir import TensorRegion
 from tvm_tirx.script import tirx as T
 
+from ..errors import ContractError
 from ..isa import SCALE_FORMAT_CODES, MfmaOp, lanes, scaled_intrinsic
 from ..isa.llvm_types import tir_dtype
 from ..isa.mfma_table import SCALE_BLOCK_K, SCALE_VECTOR_WORDS
 from ..rocm.helpers import bf16_mfma_helper
-from .common import WaveContext, scalar
+from .common import WaveContext, check_operands, parameter
 
 # TIR dtypes accepted for each element format (bf16/fp8/bf8 only as bit patterns: common.BIT_STORAGE)
 ELEMENT_DTYPES = {
@@ -70,13 +71,8 @@ def _params(op: MfmaOp, params: dict) -> dict[str, int]:
     legal = [m.name for m in op.modifiers]
     unknown = sorted(set(params) - set(legal))
     if unknown:
-        raise ValueError(f"{op.name}: unknown parameter(s) {unknown}; legal parameters are {legal}")
-    values = {}
-    for name in legal:
-        try:
-            values[name] = scalar(params.get(name, 0))
-        except TypeError as err:
-            raise ValueError(f"{op.name}: parameter {name}: {err}") from None
+        raise ContractError(f"unknown parameter(s) {unknown}", opcode=op.name, expected=f"parameters from {legal}")
+    values = {name: parameter(op.name, name, params.get(name, 0)) for name in legal}
     op.check_modifiers(**values)
     return values
 
@@ -91,11 +87,13 @@ def _operand_vector(region, base, op: MfmaOp, fmt: str, llvm_type: str):
     return value
 
 
+def operand_names(op: MfmaOp) -> tuple[str, ...]:
+    return ("D", "A", "B", "C", "scale_a", "scale_b") if op.kind == "mfma_scale" else ("D", "A", "B", "C")
+
+
 def lower(op: MfmaOp, args, params, sctx):
     scaled = op.kind == "mfma_scale"
-    names = ("D", "A", "B", "C", "scale_a", "scale_b") if scaled else ("D", "A", "B", "C")
-    if len(args) != len(names):
-        raise ValueError(f"{op.name}: expects operands {', '.join(names)}; found {len(args)}")
+    check_operands(op.name, operand_names(op), args, scalars=("C",))
     mods = _params(op, params)
     fmt_a = SCALE_FORMAT_CODES[mods["cbsz"]] if scaled else op.a_format
     fmt_b = SCALE_FORMAT_CODES[mods["blgp"]] if scaled else op.b_format
@@ -105,20 +103,17 @@ def lower(op: MfmaOp, args, params, sctx):
         for name, arg, fmt, code in (("A", args[1], fmt_a, "cbsz"), ("B", args[2], fmt_b, "blgp")):
             words = int(arg.region[-1].extent)
             if words != SCALE_VECTOR_WORDS[fmt]:
-                raise ValueError(
-                    f"{op.name}: operand {name}: {code}={mods[code]} selects {fmt}, which takes "
-                    f"{SCALE_VECTOR_WORDS[fmt]} 32-bit words per lane; the operand's last axis has {words}"
-                )
-    group = int(args[0].region[0].extent) if sctx.scope_kind == "workgroup" else None
-    ctx = WaveContext(sctx, op.name, group)
+                raise ContractError(
+                    f"{code}={mods[code]} selects {fmt}, which takes {SCALE_VECTOR_WORDS[fmt]} 32-bit words per lane",
+                    opcode=op.name, operand=name, expected=f"a last axis of {SCALE_VECTOR_WORDS[fmt]}", found=words)
+    ctx = WaveContext(sctx, op.name, args[0])
     ng = len(ctx.group_shape)
     d_shape = tuple(int(r.extent) for r in args[0].region)[ng:]
     a_shape = tuple(int(r.extent) for r in args[1].region)[ng:]
     if len(d_shape) < len(d_atom) + 2 or len(a_shape) < len(a_atom) + 2:
-        raise ValueError(
-            f"{op.name}: operands need explicit repeat axes before the atom: D (*batch, M, N, *{d_atom}), "
-            f"A (*batch, M, K, *{a_atom}); found D {d_shape}, A {a_shape}"
-        )
+        raise ContractError(
+            "operands need explicit repeat axes before the atom", opcode=op.name,
+            expected=f"D (*batch, M, N, *{d_atom}), A (*batch, M, K, *{a_atom})", found=f"D {d_shape}, A {a_shape}")
     reps_d, reps_a = d_shape[: -len(d_atom)], a_shape[: -len(a_atom)]
     batch, m_rep, n_rep = reps_d[:-2], reps_d[-2], reps_d[-1]
     k_rep = reps_a[-1]
@@ -135,7 +130,8 @@ def lower(op: MfmaOp, args, params, sctx):
     if c is not None:
         c.check_dtype((acc_dtype,), f"the {op.acc_format} accumulator of {op.name}")
     elif str(args[3].ty.dtype) != acc_dtype:
-        raise ValueError(f"{op.name}: operand C: scalar of dtype {args[3].ty.dtype}; expected {acc_dtype}")
+        raise ContractError("a scalar C must have the accumulator's dtype", opcode=op.name, operand="C",
+                            expected=acc_dtype, found=args[3].ty.dtype)
     if scaled:
         a.check_dtype(WORD_DTYPES, f"packed {fmt_a} words (cbsz={mods['cbsz']})")
         b.check_dtype(WORD_DTYPES, f"packed {fmt_b} words (blgp={mods['blgp']})")

@@ -21,6 +21,7 @@ from __future__ import annotations
 from tvm_tirx.script.ir_builder.base import auto_emit_void_call
 from tvm_tirx.tirx import op as _op
 
+from ..errors import ContractError
 from ..rocm.helpers import BARRIER, buffer_load_helper
 
 BUFFER_OOB = 0x7FFFFFFF  # a voffset no buffer of < 2**31 bytes contains: the lane reads zeros
@@ -39,13 +40,15 @@ def wave_id():
 def waitcnt_lgkmcnt_imm(n: int) -> int:
     """gfx9 ``s_waitcnt`` immediate waiting only on lgkmcnt (vmcnt=63, expcnt=7 mean "don't care")."""
     if not 0 <= n <= 15:
-        raise ValueError(f"s_waitcnt lgkmcnt({n}): the counter is 4 bits on gfx950, expected 0..15")
+        raise ContractError("the lgkmcnt counter is 4 bits on gfx950", opcode=f"s_waitcnt lgkmcnt({n})",
+                            expected="0..15", found=n)
     return 0xC07F & ~(0xF << 8) | (n << 8)
 
 
 def buffer_load(ptr, num_bytes, voffset, soffset, dtype: str):
     if not 0 < int(num_bytes) < 2**31:
-        raise ValueError(f"T.rocm.buffer_load: num_bytes {int(num_bytes)} must be in [1, 2**31)")
+        raise ContractError(f"num_bytes {int(num_bytes)} must be in [1, 2**31)", opcode="T.rocm.buffer_load",
+                            suggestion="split a buffer of 2 GiB or more into several")
     return _op.call_extern(buffer_load_helper(dtype), ptr, _op.const(int(num_bytes), "int32"), voffset, soffset, ty=dtype)
 
 

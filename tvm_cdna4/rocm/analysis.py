@@ -92,9 +92,11 @@ def check_target(what: str, target) -> None:
     found = f"kind {target.kind.name!r}" + (f", mcpu {str(mcpu)!r}" if mcpu else ", no mcpu")
     kind = "helper" if what.startswith(PREFIX) else "instruction"
     raise ContractError(
-        f"{what} is a gfx950 (CDNA4) {kind}, but the target has {found} (TIRx compiles a rocm target "
-        f"that names no mcpu for gfx900, where LLVM cannot select it); compile with target={TARGET_SPELLING}",
-        opcode=what, rule="target",
+        f"a gfx950 (CDNA4) {kind} compiles only for mcpu gfx950", opcode=what,
+        expected="kind 'rocm', mcpu 'gfx950'", found=found,
+        suggestion=f"compile with target={TARGET_SPELLING} (TIRx compiles a rocm target that names no mcpu "
+                   f"for gfx900, where LLVM cannot select it)",
+        check="target",
     )
 
 
@@ -109,15 +111,16 @@ def check_workgroup_size(extents: dict) -> None:
         raise ContractError(
             f"workgroup of {size} threads: TIRx 0.1.0a4's AMDGPU codegen compiles every kernel with "
             f'"amdgpu-flat-work-group-size"="1,{MAX_WORKGROUP}" when no ROCm device is present, so '
-            f"this kernel would be register-allocated for {MAX_WORKGROUP} threads and fail at launch; "
-            f"use at most {MAX_WORKGROUP} threads (4 waves) per workgroup",
-            rule="workgroup size",
+            f"this kernel would be register-allocated for {MAX_WORKGROUP} threads and fail at launch",
+            expected=f"at most {MAX_WORKGROUP} threads", found=f"{size}",
+            suggestion=f"use at most {MAX_WORKGROUP} threads (4 waves) per workgroup",
+            check="workgroup size",
         )
     if size % WAVE_SIZE:
         raise ContractError(
             f"workgroup of {size} threads is not a whole number of 64-lane waves: wave-collective "
             "instructions (MFMA, ds_read_tr) need all 64 lanes of every wave active",
-            rule="whole waves",
+            expected="a multiple of 64 threads", found=f"{size}", check="whole waves",
         )
 
 
@@ -129,11 +132,13 @@ def check_wave_count(opcode: str, operands, threads: int) -> None:
         axis = _const(operand.region[0].extent)
         if axis is not None and axis * WAVE_SIZE != threads:
             raise ContractError(
-                f"{opcode}: scope='workgroup' launches {threads} threads ({threads / WAVE_SIZE:g} waves), but operand "
-                f"{operand} has a wave axis of {axis}: wave w computes slice w, so fewer waves leave slices "
-                f"uncomputed and more waves access past the operands; launch {axis * WAVE_SIZE} threads "
-                f"(threadIdx.x extent) or give the operands a leading axis of {threads // WAVE_SIZE}",
-                opcode=opcode, operand=str(operand), rule="wave count",
+                f"scope='workgroup' launches {threads} threads ({threads / WAVE_SIZE:g} waves), but the operand "
+                f"has a wave axis of {axis}: wave w computes slice w, so fewer waves leave slices uncomputed "
+                "and more waves access past the operands",
+                opcode=opcode, operand=str(operand), expected=f"{axis * WAVE_SIZE} threads", found=f"{threads}",
+                suggestion=f"launch {axis * WAVE_SIZE} threads (threadIdx.x extent) or give the operands a "
+                           f"leading axis of {threads // WAVE_SIZE}",
+                check="wave count",
             )
 
 
@@ -250,9 +255,11 @@ def check_lds_views(func) -> None:
             raise ContractError(
                 f"`{node}` accesses `{tensor}`, a view of shared memory (LDS); TIRx 0.1.0a4's rocm codegen "
                 "lowers such a view to a global-memory pointer (addrspacecast from addrspace(3) to "
-                "addrspace(1)), so the access would read the wrong memory: give the LDS allocation itself "
-                "the layout you index with instead of a rearrange()/decl_tensor() view",
-                operand=str(tensor), rule="LDS view",
+                "addrspace(1)), so the access would read the wrong memory",
+                operand=str(tensor),
+                suggestion="give the LDS allocation itself the layout you index with instead of a "
+                           "rearrange()/decl_tensor() view",
+                check="LDS view",
             )
 
 
@@ -264,9 +271,9 @@ def check_wave_uniform_control(func) -> None:
     if violation is not None:
         name, (where, why) = violation
         raise ContractError(
-            f"{name}: a wave-collective instruction runs under `{where}`, which is lane-varying ({why}): "
-            f"all 64 lanes of a wave must execute it; {UNIFORM_ADVICE}",
-            opcode=name, rule="wave-uniform control",
+            f"a wave-collective instruction runs under `{where}`, which is lane-varying ({why}): "
+            "all 64 lanes of a wave must execute it",
+            opcode=name, suggestion=UNIFORM_ADVICE, check="wave-uniform control",
         )
 
 

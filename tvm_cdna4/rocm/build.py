@@ -227,15 +227,17 @@ def build(func, target: str = "gfx950") -> BuildResult:
     import tvm_tirx
     from tvm_tirx.target import Target
 
+    from ..errors import presented
     from ..patterns import register
 
     register()
     if target not in (analysis.GFX950,):
         raise ValueError(f"target {target!r} is not supported; tvm_cdna4.build targets 'gfx950'")
-    tirx_target = Target({"kind": "rocm", "mcpu": target})
-    analysis.check_kernel(func, tirx_target)
     _state.code_object = None
-    exe = tvm_tirx.tirx.compile(func, target=tirx_target, pipeline="tirx")
+    with presented():  # the ROCm target's construction prints TIRx's warnings too
+        tirx_target = Target({"kind": "rocm", "mcpu": target})
+        analysis.check_kernel(func, tirx_target)
+        exe = tvm_tirx.tirx.compile(func, target=tirx_target, pipeline="tirx")
     dev = exe.mod.imports[0]
     llvm_ir, asm = dev.inspect_source("llvm"), dev.inspect_source("asm")
     return BuildResult(llvm_ir=llvm_ir, asm=asm, kernels=parse_metadata(asm),

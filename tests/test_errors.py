@@ -1,0 +1,217 @@
+"""Errors are product: ContractError's sentence comes first, malformed operands are contract errors
+(never an internal error), workgroup scope takes one-register operands, bool modifiers are refused,
+the CLI shows the rule first, and TIRx's ROCm codegen warnings go to logging."""
+
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import error_kernels
+import tvm_cdna4
+from tvm_cdna4 import ContractError, errors
+from tvm_cdna4.emulator import emulate
+from tvm_cdna4.isa import CATALOG, MFMA_OPS, formats, reference
+from tvm_cdna4.patterns.layouts import mfma_fragment
+from tvm_cdna4.probes import STORAGE, mfma_probe, tr_probe
+
+F16 = CATALOG["mfma_f32_16x16x32_f16"]
+TESTS = Path(__file__).parent
+
+
+def first_line(make) -> str:
+    with pytest.raises(ContractError) as info:
+        tvm_cdna4.build(make())
+    return str(info.value).splitlines()[0]
+
+
+def test_contract_error_reads_as_one_sentence_then_the_residue():
+    err = ContractError("owner map violated: atom element (3, 5) must live in lane 19", opcode="mfma_f32_16x16x32_f16",
+                        operand="A", found="lane 3", suggestion="use layouts.mfma_fragment",
+                        proof="cannot prove atom_lane % 4 == 0")
+    assert isinstance(err, ValueError) and tvm_cdna4.ContractError is ContractError
+    assert str(err).splitlines() == [
+        "mfma_f32_16x16x32_f16: operand A: owner map violated: atom element (3, 5) must live in lane 19; "
+        "found lane 3. Suggestion: use layouts.mfma_fragment",
+        "  analyzer: cannot prove atom_lane % 4 == 0",
+    ]
+    assert str(ContractError("r", opcode="op", expected="E", found="F")) == "op: r; expected E, found F"
+
+
+def test_build_raises_the_contract_error_not_the_tirx_wrapper(monkeypatch):
+    def bad():  # A laid out for the 32x32x16 MFMA
+        return mfma_probe(F16, layouts={"A": mfma_fragment(CATALOG["mfma_f32_32x32x16_f16"], "A", (1, 1))[0]})
+
+    monkeypatch.delenv(errors.TRACEBACK_ENV, raising=False)
+    with pytest.raises(ContractError) as info:
+        tvm_cdna4.build(bad())
+    lines = str(info.value).splitlines()
+    assert lines[0] == ("mfma_f32_16x16x32_f16: operand A: owner map violated: atom element (1, 0) must live in "
+                        "lane 1; found lane 2. Suggestion: build the layout with tvm_cdna4.patterns.layouts "
+                        "(mfma_fragment / tr_fragment)")
+    assert lines[1].startswith("  analyzer: cannot prove ") and lines[2].startswith('  at: T.rocm.tile.apply("mfma_')
+    assert info.value.__cause__ is None and info.value.__suppress_context__
+    monkeypatch.setenv(errors.TRACEBACK_ENV, "1")  # the full story: TIRx's wrapper is the cause
+    with pytest.raises(ContractError) as info:
+        tvm_cdna4.build(bad())
+    assert str(info.value.__cause__).startswith("Tensor instruction lowering failed: op=tirx.rocm.tile.apply")
+
+
+MALFORMED = {
+    "scalar A": "mfma_f32_16x16x32_f16: operand A: must be a tensor region (a register fragment or LDS tile); "
+                "found the float32 scalar T.float32(1.0)",
+    "scalar D": "mfma_f32_16x16x32_f16: operand D: must be a tensor region (a register fragment or LDS tile); "
+                "found the float32 scalar T.float32(0.0)",
+    "five operands": "mfma_f32_16x16x32_f16: expects operands D, A, B, C; found 5",
+    "no operands": "mfma_f32_16x16x32_f16: expects operands D, A, B, C; found 0",
+    "global D": "mfma_f32_16x16x32_f16: operand D: must be a register fragment; expected storage scope 'local', "
+                "found a global tensor",
+    "repeat mismatch": "mfma_f32_16x16x32_f16: operand B: repeat axes must agree with the other operands; "
+                       "expected (1, 2), found (1, 1)",
+    "no layout": "mfma_f32_16x16x32_f16: operand A: a register fragment needs an explicit layout (which lane and "
+                 "register hold each element); found a tensor declared without layout=. Suggestion: declare it with "
+                 "layout=tvm_cdna4.patterns.layouts.mfma_fragment(...) or tr_fragment(...), or a T.TileLayout",
+    "tr scalar src": "ds_read_tr16_b64_v4f16: operand src: must be a tensor region (a register fragment or LDS tile); "
+                     "found the float16 scalar T.float16(0.0)",
+    "tr global src": "ds_read_tr16_b64_v4f16: operand src: must be an LDS tile; expected storage scope 'shared' or "
+                     "'shared.dyn', found a global tensor",
+    "tr one operand": "ds_read_tr16_b64_v4f16: expects operands dst, src; found 1",
+}
+
+
+@pytest.mark.parametrize("variant", error_kernels.MALFORMED)
+def test_malformed_operands_are_contract_errors(variant):
+    # before: AttributeError ('FloatImm' object has no attribute 'region'), TypeError, garbled prefixes
+    # ('operand Repeat shapes must agree', 'operand An explicit layout is required')
+    assert first_line(lambda: error_kernels.malformed_apply(variant)) == MALFORMED[variant]
+
+
+@pytest.mark.parametrize("scope", ["thread", "warp", "cta"])
+def test_scope_error_names_the_opcode_and_only_the_wave_scopes(scope):
+    line = first_line(lambda: mfma_probe(F16, scope=scope))
+    assert line == (f"mfma_f32_16x16x32_f16: scope='{scope}' is not allowed: the instruction is wave-collective (all "
+                    f"64 lanes execute it together); expected scope='wave' or scope='workgroup', found scope='{scope}'")
+
+
+@pytest.mark.parametrize("name, modifier", [("mfma_f64_16x16x4f64", "blgp"), ("mfma_f32_16x16x32_f16", "blgp"),
+                                            ("mfma_f32_4x4x4f16", "cbsz")])
+def test_bool_modifiers_are_refused(name, modifier):
+    op = CATALOG[name]
+    line = first_line(lambda: mfma_probe(op, **{modifier: True}))
+    assert line.startswith(f"{name}: modifier {modifier}=True is illegal; expected an integer in [0, ")
+    assert line.endswith(f"Suggestion: write {modifier}=1, an integer")
+
+
+def test_non_integer_modifiers_are_refused():
+    assert first_line(lambda: mfma_probe(F16, blgp=1.5)) == (
+        "mfma_f32_16x16x32_f16: parameter blgp must be a compile-time integer; found T.float32(1.5)")
+
+
+def test_ds_read_tr_source_errors_name_the_opcode():
+    line = first_line(lambda: tr_probe(CATALOG["ds_read_tr16_b64_v4f16"], row_pitch=18))
+    assert line == ("ds_read_tr16_b64_v4f16: operand src: the chunk that lane 4 reads must start 8-byte aligned; "
+                    "found byte offset 36 (atom element (0, 1, 0)). Suggestion: make the row pitch of the LDS layout "
+                    "a multiple of 8 bytes")
+
+
+# --- workgroup scope with operands of one register per lane (KeyError: 'm' before) -------------------
+
+SINGLE_REGISTER = [op for op in MFMA_OPS if op.kind == "mfma" and 1 in (op.a_elems, op.acc_elems)]
+
+
+def _values(rng, fmt, shape):
+    return rng.normal(size=shape).astype(formats.fmt(fmt).dtype)
+
+
+def _storage(x, fmt):
+    return np.ascontiguousarray(x).view(np.dtype(STORAGE[fmt]))
+
+
+@pytest.mark.parametrize("op", SINGLE_REGISTER, ids=lambda op: op.name)
+def test_workgroup_scope_takes_single_register_operands(op, rng):
+    waves = 4
+    blgp = op.modifier("blgp").hi
+    a = _values(rng, op.a_format, (64 * waves, op.a_elems))
+    b = _values(rng, op.b_format, (64 * waves, op.b_elems))
+    c = _values(rng, op.acc_format, (64 * waves, op.acc_elems))
+    d = np.zeros_like(_storage(c, op.acc_format))
+    kernel = error_kernels.workgroup_mfma_probe(op, waves, blgp=blgp)
+    assert op.mnemonic in tvm_cdna4.build(kernel).asm
+    emulate(kernel, _storage(a, op.a_format), _storage(b, op.b_format), _storage(c, op.acc_format), d)
+    for w in range(waves):
+        rows = slice(64 * w, 64 * w + 64)
+        np.testing.assert_array_equal(d[rows].view(c.dtype), reference.mfma(op, a[rows], b[rows], c[rows], blgp=blgp))
+
+
+def test_workgroup_scope_takes_one_register_scales(rng):
+    op, waves = CATALOG["mfma_scale_f32_16x16x128_f8f6f4"], 4
+    a, b = _values(rng, "fp8", (64 * waves, 32)), _values(rng, "fp8", (64 * waves, 32))
+    c = rng.normal(size=(64 * waves, op.acc_elems)).astype(np.float32)
+    sa, sb = (rng.integers(118, 136, 64 * waves).astype(np.uint32) for _ in range(2))
+    d = np.zeros_like(c)
+    emulate(error_kernels.workgroup_scaled_probe(op, waves), formats.to_words("fp8", a), formats.to_words("fp8", b),
+            c, sa, sb, d)
+    for w in range(waves):
+        rows = slice(64 * w, 64 * w + 64)
+        want = reference.mfma_scale(op, a[rows], b[rows], c[rows], cbsz=0, blgp=0, scale_a=sa[rows], scale_b=sb[rows])
+        np.testing.assert_array_equal(d[rows], want)
+
+
+# --- the command line ----------------------------------------------------------------------------
+
+CLI_WITH_A_BAD_KERNEL = (
+    f"import sys; sys.path.insert(0, {str(TESTS)!r}); import error_kernels; "
+    "from tvm_cdna4.schedules import gfx950_cli; "
+    "gfx950_cli._kernel = lambda args: error_kernels.malformed_apply('repeat mismatch'); "
+    "from tvm_cdna4.cli import main; sys.exit(main(sys.argv[1:]))"
+)
+
+
+def _cli(*flags, env=None):
+    return subprocess.run([sys.executable, "-c", CLI_WITH_A_BAD_KERNEL, *flags, "gemm", "--target", "gfx950",
+                           "--emit", "asm"], capture_output=True, text=True,
+                          env={k: v for k, v in os.environ.items() if k != errors.TRACEBACK_ENV} | (env or {}))
+
+
+def test_cli_prints_the_contract_error_first():
+    proc = _cli()
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.splitlines()
+    assert lines[0] == f"error: {MALFORMED['repeat mismatch']}"
+    assert "Traceback" not in proc.stderr and "Tensor instruction lowering failed" not in proc.stderr
+    assert "Unable to detect ROCm version" not in proc.stderr
+
+
+@pytest.mark.parametrize("how", [("-v",), ()])
+def test_cli_full_traceback_on_request(how):
+    proc = _cli(*how, env={} if how else {errors.TRACEBACK_ENV: "1"})
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines()[0] == f"error: {MALFORMED['repeat mismatch']}"
+    assert "Traceback (most recent call last)" in proc.stderr
+    assert "Tensor instruction lowering failed: op=tirx.rocm.tile.apply" in proc.stderr
+    assert 'patterns/common.py", line' in proc.stderr  # where the rule was checked
+
+
+# --- TIRx's ROCm codegen warnings ------------------------------------------------------------------
+
+def test_codegen_warnings_go_to_logging_at_debug(capfd, caplog):
+    caplog.set_level(logging.DEBUG, logger="tvm_cdna4")
+    tvm_cdna4.build(mfma_probe(F16))
+    assert capfd.readouterr().err == ""
+    logged = [r.getMessage() for r in caplog.records if r.name == "tvm_cdna4" and r.levelno == logging.DEBUG]
+    assert any("Unable to detect ROCm version" in m for m in logged)
+    assert any("Cannot get maximum number of threads for AMD codegen" in m for m in logged)
+
+
+def test_other_stderr_output_passes_through(capfd, caplog):
+    caplog.set_level(logging.DEBUG, logger="tvm_cdna4")
+    with errors.presented():
+        os.write(2, b"[12:00:00] target_kind.cc:95: Warning: Unable to detect ROCm version, assuming >= 3.5\n")
+        os.write(2, b"something else a user must see\n")
+    assert capfd.readouterr().err == "something else a user must see\n"
+    assert [r.getMessage() for r in caplog.records if r.name == "tvm_cdna4"] == [
+        "TIRx: [12:00:00] target_kind.cc:95: Warning: Unable to detect ROCm version, assuming >= 3.5"]
