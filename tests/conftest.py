@@ -1,8 +1,2 @@
-import numpy as np
-import pytest
-
-
-@pytest.fixture
-def rng(request):
-    # Fresh, reproducible randomness per test: the seed is derived from the test's name.
-    return np.random.default_rng(abs(hash(request.node.nodeid)) % 2**32)
+"""Fixtures and markers for these tests come from the package's pytest plugin,
+``tvm_cdna4.testing`` (``rng``, ``run_gfx950``, ``run_cuda``; ``gfx950``, ``cuda``, ``llvm``)."""

@@ -1,15 +1,15 @@
 """Every catalog intrinsic compiles with Debian's llc-22 for gfx950 and prints the catalog mnemonic."""
 
 import re
-import shutil
 import subprocess
 
 import pytest
 
 from tvm_cdna4.isa import CATALOG, DS_READ_TR_OPS, MFMA_OPS
+from tvm_cdna4.rocm.build import llvm_tool
 
-LLC = shutil.which("llc-22") or shutil.which("/usr/lib/llvm-22/bin/llc")
-pytestmark = [pytest.mark.llvm22, pytest.mark.skipif(LLC is None, reason="llc-22 (Debian llvm-22) not installed")]
+LLC = llvm_tool("llc")
+pytestmark = pytest.mark.llvm("llc")
 
 
 def _kernel(i, op):

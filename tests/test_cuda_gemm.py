@@ -1,7 +1,7 @@
 """CUDA GEMM schedule (tvm_cdna4.schedules.cuda_gemm).
 
 Compile-only tests run everywhere (nvcc/NVRTC compile for sm_80 needs no GPU). Tests marked
-``gpu`` run the kernels and skip cleanly when no CUDA device is reachable.
+``cuda`` (tvm_cdna4.testing) run the kernels and skip cleanly when no CUDA device is reachable.
 """
 
 from __future__ import annotations
@@ -33,8 +33,7 @@ from tvm_cdna4.schedules.cuda_gemm import (
 )
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-HAVE_GPU, GPU_WHY = runner.have_cuda_gpu()
-gpu = pytest.mark.skipif(not HAVE_GPU, reason=f"needs an NVIDIA GPU ({GPU_WHY})")
+HAVE_GPU, _ = runner.have_cuda_gpu()
 
 SMALL = GemmConfig(block_m=128, block_n=128, block_k=32, warps_m=2, warps_n=2, stages=3)
 
@@ -314,8 +313,7 @@ def test_cli_emit_cuda():
 GRID = [(1, 1, 1), (17, 33, 40), (255, 257, 100), (128, 128, 32), (1000, 1000, 1000)]
 
 
-@pytest.mark.gpu
-@gpu
+@pytest.mark.cuda
 @pytest.mark.parametrize("dtype,layout", [(d, l) for d in ("f16", "bf16") for l in LAYOUTS])
 def test_gpu_matches_numpy(dtype, layout, rng, tmp_path):
     for M, N, K in GRID:
@@ -325,8 +323,7 @@ def test_gpu_matches_numpy(dtype, layout, rng, tmp_path):
         assert ok, (M, N, K, err)
 
 
-@pytest.mark.gpu
-@gpu
+@pytest.mark.cuda
 @pytest.mark.parametrize("out", ["f16", "bf16"])
 def test_gpu_low_precision_output(out, rng, tmp_path):
     M, N, K = 255, 258, 100
@@ -345,8 +342,7 @@ def _bench_script():
     return bench_script
 
 
-@pytest.mark.gpu
-@gpu
+@pytest.mark.cuda
 def test_gpu_seed_ldmatrix_example(tmp_path):
     assert _bench_script().seed_example(print, str(tmp_path))
 

@@ -9,7 +9,6 @@ from tvm_cdna4.emulator import compare, emulate
 from tvm_cdna4.isa import formats
 from tvm_cdna4.schedules.gfx950_gemm import DTYPES, LAYOUTS, Gfx950GemmConfig, gfx950_gemm
 from tvm_cdna4.schedules.gfx950_mx_gemm import MX_FORMATS, gfx950_mx_gemm, pack_rows
-from tvm_cdna4.rocm.build import llvm_tool
 
 SHAPES = [(1, 1, 1), (17, 255, 33), (257, 17, 70)]  # 1, 17, 255, 257 and K below one K tile
 OUT_NP = {"f32": np.float32, "f16": np.float16, "bf16": ml_dtypes.bfloat16, "i32": np.int32, "f64": np.float64}
@@ -108,7 +107,7 @@ def test_main_loop_buffer_loads_without_address_arithmetic_and_interleaved_mfmas
     assert gaps >= 24, f"MFMAs clustered: only {gaps} of 64 are followed by a non-MFMA instruction"
 
 
-@pytest.mark.skipif(llvm_tool("llvm-mca") is None, reason="Debian llvm-22 (llvm-mca) not installed")
+@pytest.mark.llvm("llvm-mca")
 @pytest.mark.parametrize("dtype,layout", [("f16", "nn"), ("bf16", "tn")])
 def test_static_report_mfma_pipe_share_of_default_f16_bf16_kernels(dtype, layout):
     from tvm_cdna4.schedules.report import loop_report

@@ -111,8 +111,7 @@ def test_build_reports_resources():
     assert info.max_flat_workgroup_size == 256 and info.waves_per_simd() == 512 // (-(-info.vgprs // 8) * 8) or info.waves_per_simd() == 8
 
 
-@pytest.mark.llvm22
-@pytest.mark.skipif(llvm_tool("ld.lld") is None, reason="ld.lld (Debian lld-22) not installed")
+@pytest.mark.llvm("ld.lld")
 def test_code_object_is_a_linked_amdgpu_elf():
     code = tvm_cdna4.build(mfma_probe(CATALOG["mfma_f32_16x16x32_f16"])).code_object
     assert code[:4] == b"\x7fELF" and code[18] == 224  # e_machine EM_AMDGPU

@@ -14,23 +14,31 @@ import struct
 import numpy as np
 
 
-def gfx950_device() -> int | None:
-    """Index of the first gfx950 GPU visible through hip-python, or None."""
+def find_gfx950() -> tuple[int | None, str]:
+    """(index of the first gfx950 GPU visible through hip-python, or None; what was found)."""
     try:
         from hip import hip
     except ImportError:
-        return None
+        return None, "hip-python not installed"
     try:
         err, count = hip.hipGetDeviceCount()
         if int(err) != 0:
-            return None
+            return None, f"hipGetDeviceCount failed: {err}"
+        archs = []
         for i in range(count):
             err, props = hip.hipGetDeviceProperties(i)
-            if int(err) == 0 and props.gcnArchName.decode(errors="replace").split(":")[0] == "gfx950":
-                return i
-    except Exception:
-        return None
-    return None
+            if int(err) == 0:
+                archs.append(props.gcnArchName.decode(errors="replace").split(":")[0])
+                if archs[-1] == "gfx950":
+                    return i, f"HIP device {i}"
+    except Exception as e:  # a broken HIP install is "no device", said in the reason
+        return None, f"HIP failed: {e}"
+    return None, f"HIP devices: {', '.join(archs)}" if archs else "HIP sees no device"
+
+
+def gfx950_device() -> int | None:
+    """Index of the first gfx950 GPU visible through hip-python, or None."""
+    return find_gfx950()[0]
 
 
 def kernel_args(asm: str) -> list[tuple[str, int, int]]:
@@ -52,11 +60,27 @@ def _check(result):
     return result[1:] if isinstance(result, tuple) and len(result) > 2 else (result[1] if isinstance(result, tuple) else None)
 
 
-def run_on_gfx950(kernel, *arrays) -> None:
-    """Build ``kernel``, run it on the first gfx950 GPU with ``arrays`` (outputs copied back)."""
+def pack_args(layout: list[tuple[str, int, int]], values: dict[str, bytes]) -> bytes:
+    """The kernarg segment: each argument's bytes (``values``, by parameter name; a pointer
+    parameter ``X`` appears in the metadata as ``X_ptr``) at its metadata offset."""
+    buf = bytearray(max((off + size for _, off, size in layout), default=0))
+    for aname, off, size in layout:
+        base = aname[:-4] if aname.endswith("_ptr") else aname
+        if base not in values:
+            raise ValueError(f"run_on_gfx950: no value for kernel parameter {base}")
+        if len(values[base]) != size:
+            raise ValueError(f"run_on_gfx950: parameter {base} is {size} bytes; found {len(values[base])}")
+        buf[off:off + size] = values[base]
+    return bytes(buf)
+
+
+def run_on_gfx950(kernel, *arrays, **scalars) -> None:
+    """Build ``kernel``, run it on the first gfx950 GPU with ``arrays`` (outputs copied back);
+    ``scalars`` bind scalar parameters by name, as in ``emulate``."""
     from hip import hip
 
-    from ..emulator import _launch_extents, device_function
+    from ..emulator import _launch_extents, check_argument, device_function
+    from ..emulator.interp import np_dtype
     from .build import build
 
     device = gfx950_device()
@@ -71,16 +95,18 @@ def run_on_gfx950(kernel, *arrays) -> None:
     name = result.kernel().name
     function = _check(hip.hipModuleGetFunction(module, name.encode()))
     names = [p.name for p in kernel.params]
+    for param, arr in zip(kernel.params, arrays):
+        check_argument(param.name, param.ty, arr)
     pointers = {}
     for pname, arr in zip(names, arrays):
         ptr = _check(hip.hipMalloc(arr.nbytes))
         _check(hip.hipMemcpy(ptr, arr.ctypes.data, arr.nbytes, hip.hipMemcpyKind.hipMemcpyHostToDevice))
         pointers[pname] = ptr
-    layout = kernel_args(result.asm)
-    buf = bytearray(max(off + size for _, off, size in layout))
-    for aname, off, size in layout:
-        base = aname[:-4] if aname.endswith("_ptr") else aname
-        struct.pack_into("<Q", buf, off, int(pointers[base]))
+    values = {name: struct.pack("<Q", int(ptr)) for name, ptr in pointers.items()}
+    for p in kernel.params:
+        if p.name in scalars:
+            values[p.name] = np.asarray(scalars[p.name], np_dtype(p.ty.dtype)[0]).tobytes()
+    buf = pack_args(kernel_args(result.asm), values)
     _check(hip.hipModuleLaunchKernel(function, grid.get("x", 1), grid.get("y", 1), grid.get("z", 1),
                                      block.get("x", 1), block.get("y", 1), block.get("z", 1), 0, None, None,
                                      hip.HipModuleLaunchKernel_extra(bytes(buf)) if hasattr(hip, "HipModuleLaunchKernel_extra") else bytes(buf)))
