@@ -3,6 +3,7 @@
 
 import numpy as np
 import pytest
+from tvm_tirx.script import tirx as T
 
 import tvm_cdna4
 from tvm_cdna4.emulator import compare
@@ -10,11 +11,33 @@ from tvm_cdna4.probes import mfma_probe
 from tvm_cdna4.rocm.launch import kernel_args, pack_args
 from tvm_cdna4.schedules.gfx950_gemm import gfx950_gemm
 
+
 def test_kernel_argument_layout_from_metadata():
     # runs everywhere: the launcher's argument packing reads the same metadata the loader uses
     args = kernel_args(tvm_cdna4.build(gfx950_gemm(64, 64, 64)).asm)
     assert [(size) for _, _, size in args] == [8, 8, 8]
     assert [off for _, off, _ in args] == [0, 8, 16]
+
+
+def scale_kernel():
+    @T.function
+    def kernel(A: T.Tensor((128,), "float32"), B: T.Tensor((128,), "float32"), scale: T.float32):
+        with T.device_entry():
+            bx = T.launch_thread("blockIdx.x", 1)
+            tx = T.launch_thread("threadIdx.x", 128)
+            B[tx] = A[tx] * scale
+
+    return kernel
+
+
+def test_kernel_arguments_pack_pointers_and_scalars():
+    # runs everywhere: run_on_gfx950 (and so run_gfx950) passes scalar parameters by name
+    layout = kernel_args(tvm_cdna4.build(scale_kernel()).asm)
+    assert layout == [("A", 0, 8), ("B", 8, 8), ("scale", 16, 4)]
+    values = {"A": (1).to_bytes(8, "little"), "B": (2).to_bytes(8, "little"), "scale": np.float32(1.5).tobytes()}
+    assert pack_args(layout, values) == values["A"] + values["B"] + values["scale"]
+    with pytest.raises(ValueError, match="no value for kernel parameter scale"):
+        pack_args(layout, {"A": values["A"], "B": values["B"]})
 
 
 @pytest.mark.gfx950

@@ -227,6 +227,7 @@ def calls() -> dict:
         "llvm.amdgcn.mbcnt.hi": _mbcnt(True),
         "llvm.amdgcn.readfirstlane": _readfirstlane,
         "llvm.amdgcn.s.barrier": _barrier,
+        "tirx.gpu_storage_sync": _barrier,  # TIRx's ROCm codegen emits a bare s_barrier for it
         "llvm.amdgcn.s.waitcnt": _waitcnt,
         "llvm.amdgcn.iglp.opt": _noop,  # scheduling hints: no semantics
         "llvm.amdgcn.sched.group.barrier": _noop,
