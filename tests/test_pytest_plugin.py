@@ -107,7 +107,8 @@ def test_shuffle(run_cuda):
     np.testing.assert_array_equal(out, x ^ 1)
     assert run_cuda.backend == ("emulator" if NO_GPU else "hardware")
 '''.replace("NO_GPU", repr(testing.cuda_missing() is not None)))
-    pytester.runpytest().assert_outcomes(passed=1)
+    # a fresh process: an in-process run would drop the emulator modules it imports first
+    pytester.runpytest_subprocess("-p", "no:cacheprovider").assert_outcomes(passed=1)
 
 
 def test_markers_skip_with_what_is_missing(pytester):

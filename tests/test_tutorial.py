@@ -44,23 +44,36 @@ def test_tutorial_has_the_promised_sections():
     assert [name for lang, name, _ in found if name] == ["test_my_kernels.py"]
 
 
-def test_tutorial_runs_and_prints_what_it_shows(pytester, monkeypatch):
+@pytest.fixture(scope="module")
+def tutorial(tmp_path_factory):
+    """Runs the tutorial's module once, as ``my_kernels`` (the name its pytest example imports);
+    returns what each block printed. Module-scoped, so everything it imports is in sys.modules
+    before pytester snapshots them (an in-process pytest run drops modules first imported in it)."""
     source, outputs = module_and_outputs()
-    (pytester.path / "my_kernels.py").write_text(source)
-    monkeypatch.syspath_prepend(str(pytester.path))
-    stdout = io.StringIO()
-    spec = importlib.util.spec_from_file_location("my_kernels", pytester.path / "my_kernels.py")
+    path = tmp_path_factory.mktemp("tutorial") / "my_kernels.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location("my_kernels", path)
     module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, "my_kernels", module)
-    with contextlib.redirect_stdout(stdout):
-        spec.loader.exec_module(module)
-    printed = re.split(r"^# --- tutorial block \d+ ---\n", stdout.getvalue(), flags=re.M)[1:]
+    sys.modules["my_kernels"] = module
+    stdout = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(stdout):
+            spec.loader.exec_module(module)
+        yield re.split(r"^# --- tutorial block \d+ ---\n", stdout.getvalue(), flags=re.M)[1:], outputs
+    finally:
+        del sys.modules["my_kernels"]
+
+
+def test_tutorial_runs_and_prints_what_it_shows(tutorial):
+    printed, outputs = tutorial
     assert len(printed) == len(outputs)
     for i, (got, want) in enumerate(zip(printed, outputs)):
         if want is not None:
             assert got.strip() == want.strip(), f"block {i} of docs/tutorial.md printed something else"
 
-    # the pytest example, against the module just run (already imported: no second execution)
+
+def test_tutorial_pytest_example(tutorial, pytester):
+    """The example test file runs against the tutorial's module (already imported: no second run)."""
     (name, text), = [(name, text) for lang, name, text in blocks() if name]
     (pytester.path / name).write_text(text)
     result = pytester.runpytest("-rs", "-p", "no:cacheprovider", name)
