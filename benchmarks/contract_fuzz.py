@@ -1,6 +1,7 @@
 """Randomized contract check over all 44 opcodes and both scopes: counts by outcome, every bug listed.
 
 Run: python benchmarks/contract_fuzz.py --cases 5000 [--seed 0] [--batch 100] [--jsonl out.jsonl]
+     python benchmarks/contract_fuzz.py --summarize out.jsonl   (the report of an earlier run)
 Cases come from ``tests/contract_fuzz.py`` (hypothesis, one seed per batch of ``--batch`` cases, so
 a run is reproducible). Each batch runs in its own process: a crash (e.g. an LLVM abort) is counted
 as an internal error of the case in flight and the run goes on.
@@ -12,6 +13,7 @@ import argparse
 import collections
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -44,19 +46,54 @@ def batch(n_cases: int, seed: int) -> list[dict]:
     return rows
 
 
+def bug_class(row: dict) -> tuple[str, str, str]:
+    """(outcome, what was mutated, the error or symptom without numbers): one line per distinct bug."""
+    mutation = row["case"].split(" | ", 1)[-1]
+    kind = mutation.removeprefix("mutation: ").split("=")[0].split(":")[0].split(" ")[0]
+    detail = (row["detail"].splitlines() or [""])[0]
+    detail = re.sub(r"-?\d+(\.\d+)?", "N", re.sub(r"\d+ of \d+ D elements wrong.*", "D elements wrong", detail))
+    dtypes = re.search(r"dtypes=(\{[^}]*\})", row["case"])
+    special = sorted({d for d in re.findall(r"'(\w+)'", dtypes.group(1)) if d.startswith(("bfloat", "float8"))}) if dtypes else []
+    if row["outcome"] == "valid_wrong" and special:
+        detail += " (declared dtypes " + ", ".join(special) + ")"
+    return row["outcome"], kind, detail[:160]
+
+
+def report(rows: list[dict], elapsed: float | None = None) -> int:
+    import contract_fuzz
+
+    counts = collections.Counter(r["outcome"] for r in rows)
+    rate = f" in {elapsed:.0f} s ({len(rows) / elapsed:.2f} cases/s)" if elapsed else ""
+    print(f"{len(rows)} cases{rate}, {len({r['opcode'] for r in rows})} opcodes")
+    for outcome, meaning in contract_fuzz.OUTCOMES.items():
+        print(f"{counts[outcome]:7d}  {outcome:26s} {meaning}")
+    bugs = collections.defaultdict(list)
+    for r in rows:
+        if r["outcome"] in contract_fuzz.BUGS or r["outcome"] == "checker_error":
+            bugs[bug_class(r)].append(r)
+    print(f"\n{len(bugs)} distinct bugs (outcome, mutation, symptom): cases, opcodes, first case")
+    for (outcome, kind, symptom), group in sorted(bugs.items(), key=lambda kv: -len(kv[1])):
+        ops = sorted({r["opcode"] for r in group})
+        print(f"- {outcome} [{kind}] {symptom}\n    {len(group)} cases, {len(ops)} opcodes: {', '.join(ops)}\n"
+              f"    e.g. {group[0]['case']}")
+    return 1 if bugs else 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", type=int, default=500)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--batch", type=int, default=100)
     parser.add_argument("--jsonl", help="also write every result here, one JSON object a line")
+    parser.add_argument("--summarize", metavar="JSONL", help="print the report of an earlier --jsonl run")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.summarize:
+        with open(args.summarize) as f:
+            return report([json.loads(line) for line in f if line.strip()])
     if args.worker:
         worker(args.cases, args.seed, args.jsonl)
         return 0
-    import contract_fuzz
-
     start, rows = time.time(), []
     for i, first in enumerate(range(0, args.cases, args.batch)):
         rows += batch(min(args.batch, args.cases - first), args.seed * 100003 + i)
@@ -64,16 +101,7 @@ def main() -> int:
     if args.jsonl:
         with open(args.jsonl, "w") as f:
             f.writelines(json.dumps(r) + "\n" for r in rows)
-    counts = collections.Counter(r["outcome"] for r in rows)
-    elapsed = time.time() - start
-    print(f"{len(rows)} cases in {elapsed:.0f} s ({len(rows) / elapsed:.2f} cases/s), "
-          f"{len({r['opcode'] for r in rows})} opcodes")
-    for outcome, meaning in contract_fuzz.OUTCOMES.items():
-        print(f"{counts[outcome]:7d}  {outcome:26s} {meaning}")
-    bugs = [r for r in rows if r["outcome"] in contract_fuzz.BUGS]
-    for r in bugs:
-        print(f"{r['outcome']}: {r['case']}\n    {r['detail'].splitlines()[0] if r['detail'] else ''}")
-    return 1 if bugs else 0
+    return report(rows, time.time() - start)
 
 
 if __name__ == "__main__":
