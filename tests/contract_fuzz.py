@@ -13,12 +13,13 @@ harmless mutation (e.g. swapped repeat strides) must still compute the right val
 Outcomes (:data:`OUTCOMES`): ``valid_ok``, ``mutant_refused`` and ``mutant_harmless`` are fine;
 ``mutant_accepted_violation`` (accepted and correct although the contract says to refuse) and the
 rest are bugs. Refusal is any ``ValueError`` (``tvm_cdna4.ContractError`` is one); until every error
-path raises it, a ``RuntimeError`` from TIRx's lowering whose rule line starts with the opcode
-name (the pattern's own ``ValueError`` text) also counts as a refusal.
+path raises it, a ``RuntimeError`` from TIRx's lowering whose rule line reads ``name: rule`` (the
+text of the ``ValueError`` a pattern or TIRx's region code raised) also counts as a refusal.
 """
 
 from __future__ import annotations
 
+import re
 import traceback
 from dataclasses import dataclass, field
 from math import prod
@@ -96,7 +97,7 @@ def accepted_dtypes(op, operand: str) -> tuple[str, ...]:
     """The dtypes the pattern contract documents for ``operand`` (first: the probes' storage dtype)."""
     if op.kind == "ds_read_tr":
         if op.element_bits < 8:
-            return ("uint8",)
+            return ("uint8", "int8")  # bytes of packed 4/6-bit chunks
         own = STORAGE.get(op.result_format, "int16") if op.element_bits == 16 else "uint8"
         allowed = RESULT_DTYPES.get(op.result_format, ELEMENT_DTYPES_BY_BITS[op.element_bits])
         return (own, *[d for d in allowed if d != own])
@@ -292,8 +293,9 @@ def _refusal(err: BaseException, opcode: str) -> bool:
 
     if isinstance(err, RuntimeError) and not isinstance(err, EmulationError):
         lines = str(err).splitlines()
+        # "<opcode>: operand X: rule" from the patterns, or "<operand>: rule" from TIRx's region code
         return len(lines) > 1 and lines[0].startswith("Tensor instruction lowering failed") and \
-            lines[1].startswith(f"{opcode}:")
+            re.match(rf"({re.escape(opcode)}|\w+): ", lines[1]) is not None
     return False
 
 
@@ -554,6 +556,9 @@ def check(case: Case) -> Result:
             ops = {name: Operand(tensors[name], args[arg].reshape(rows, -1)) for name, arg in MFMA_ARGS.items()
                    if name in tensors}
             where, want = expected_mfma(case, ops)
+    except IndexError:  # the layouts place operand elements in threads the kernel does not launch
+        return Result("valid_wrong" if valid else "mutant_wrong", case,
+                      "accepted, but operand elements live in waves that are not launched: never computed")
     except Exception as err:  # noqa: BLE001
         if valid:
             raise
