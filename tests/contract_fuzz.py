@@ -35,8 +35,8 @@ from tvm_cdna4.isa import CATALOG, SCALE_FORMAT_CODES, formats, reference
 from tvm_cdna4.isa.mfma_table import SCALE_VECTOR_WORDS
 from tvm_cdna4.patterns.ds_read_tr import ELEMENT_DTYPES_BY_BITS, RESULT_DTYPES
 from tvm_cdna4.patterns.mfma import ACC_DTYPES, ELEMENT_DTYPES
-from tvm_cdna4.probes import STORAGE, _atoms, mfma_probe, tr_probe
 from tvm_cdna4.patterns.layouts import mfma_fragment, tr_fragment
+from tvm_cdna4.probes import STORAGE, mfma_probe, tr_probe
 from tvm_cdna4.tirx_private import register_rocm_axes
 
 OUTCOMES = {
