@@ -12,9 +12,8 @@ harmless mutation (e.g. swapped repeat strides) must still compute the right val
 
 Outcomes (:data:`OUTCOMES`): ``valid_ok``, ``mutant_refused`` and ``mutant_harmless`` are fine;
 ``mutant_accepted_violation`` (accepted and correct although the contract says to refuse) and the
-rest are bugs. Refusal is any ``ValueError`` (``tvm_cdna4.ContractError`` is one); until every error
-path raises it, a ``RuntimeError`` from TIRx's lowering whose rule line reads ``name: rule`` (the
-text of the ``ValueError`` a pattern or TIRx's region code raised) also counts as a refusal.
+rest are bugs. A refusal is a ``tvm_cdna4.ContractError``; any other exception from the build is an
+internal error.
 """
 
 from __future__ import annotations
@@ -30,6 +29,7 @@ from hypothesis import strategies as st
 from tvm_tirx.tirx.layout import S, TileLayout
 
 import tvm_cdna4
+from tvm_cdna4 import ContractError
 from tvm_cdna4.emulator import emulate
 from tvm_cdna4.isa import CATALOG, SCALE_FORMAT_CODES, formats, reference
 from tvm_cdna4.isa.mfma_table import SCALE_VECTOR_WORDS
@@ -47,7 +47,7 @@ OUTCOMES = {
     "valid_wrong": "BUG: valid program accepted, wrong result",
     "mutant_wrong": "BUG: mutant accepted, wrong result (silent miscompile)",
     "mutant_accepted_violation": "BUG: mutant breaks the documented contract but was accepted (result correct)",
-    "internal_error": "BUG: internal error (not a ValueError)",
+    "internal_error": "BUG: internal error (not a ContractError)",
     "checker_error": "the checker itself failed (a bug of tests/contract_fuzz.py)",
 }
 BUGS = [k for k, v in OUTCOMES.items() if v.startswith("BUG")]
@@ -287,16 +287,8 @@ def kernel_of(case: Case):
 
 
 def _refusal(err: BaseException, opcode: str) -> bool:
-    if isinstance(err, ValueError):
-        return True
-    from tvm_cdna4.emulator import EmulationError
-
-    if isinstance(err, RuntimeError) and not isinstance(err, EmulationError):
-        lines = str(err).splitlines()
-        # "<opcode>: operand X: rule" from the patterns, or "<operand>: rule" from TIRx's region code
-        return len(lines) > 1 and lines[0].startswith("Tensor instruction lowering failed") and \
-            re.match(rf"({re.escape(opcode)}|\w+): ", lines[1]) is not None
-    return False
+    """A refusal is a ``tvm_cdna4.ContractError``; any other exception is an internal error."""
+    return isinstance(err, ContractError)
 
 
 # ---------------------------------------------------------------------------------------------
