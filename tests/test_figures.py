@@ -71,8 +71,10 @@ def test_a_changed_lane_map_makes_its_figures_stale(monkeypatch):
     assert set(figures.stale(docs_gen.FIGURES)) == {op.name for op in MFMA_OPS}  # not the acc/tr ones
     monkeypatch.undo()
     owner_16, inverse_16 = lanes.ACC_LAYOUTS["16x16"]
-    monkeypatch.setitem(lanes.ACC_LAYOUTS, "16x16", (lambda lane, r, b: owner_16(lane, (r + 1) % 4 + r // 4 * 4, b), inverse_16))
-    assert set(figures.stale(docs_gen.FIGURES)) == {"acc_16x16"} | {op.name for op in MFMA_OPS if op.acc_layout == "16x16"}
+    rotated = (lambda lane, reg, blocks: owner_16(lane, (reg + 1) % 4 + reg // 4 * 4, blocks), inverse_16)
+    monkeypatch.setitem(lanes.ACC_LAYOUTS, "16x16", rotated)
+    uses_16x16 = {op.name for op in MFMA_OPS if op.acc_layout == "16x16"}
+    assert set(figures.stale(docs_gen.FIGURES)) == {"acc_16x16"} | uses_16x16
 
 
 def _svg(tmp_path, name, file):

@@ -33,7 +33,8 @@ def seed_figures() -> str:
         blocks.append(f"**{layout}** (drawn for `{opcode}`)\n\n![accumulator {layout}](figures/{name}.svg)")
     for name, opcode in figures.SEED_TR_FIGURES.items():
         op = CATALOG[opcode]
-        calls = "; ".join(f"call {i + 1}: K {', '.join(f'{lo}-{hi}' for lo, hi in call)}" for i, call in enumerate(op.k_split))
+        calls = "; ".join(f"call {i + 1}: K {', '.join(f'{lo}-{hi}' for lo, hi in ranges)}"
+                          for i, ranges in enumerate(op.k_split))
         blocks.append(f"The seed's K split of `{op.mnemonic}`: a pair of calls fills the B operand of "
                       f"`{op.k_split_mfma}` ({calls}; cell: `lane:element` of the call's result; the provider "
                       f"map is in [{opcode}.svg](figures/{opcode}.svg)):\n\n![K split](figures/{name}.svg)")

@@ -100,10 +100,11 @@ def tr_panels(op: DsReadTrOp) -> list[Panel]:
     rows = np.asarray(export.tr_lanes(op)["provider"])  # lane, elem, source lane, chunk element
     shaped = np.stack([rows[:, 0] // group, rows[:, 1], rows[:, 0] % group, rows[:, 2], rows[:, 3]], axis=1)
     src, chunk = _scatter((WAVE_SIZE // group, op.elements, group), shaped, (0, 1, 2), (3, 4))
+    starts = tuple(range(0, WAVE_SIZE, group))
     provider = Panel(f"provider map ({op.elements} x {op.element_bits}-bit elements per lane); cell at (result "
                      f"element, result lane): lane whose address supplies it:element of that lane's chunk",
-                     "result element", "result lane", tuple(f"lanes {g}-{g + group - 1}" for g in range(0, WAVE_SIZE, group)),
-                     src, src, chunk, first_col=tuple(range(0, WAVE_SIZE, group)))
+                     "result element", "result lane", tuple(f"lanes {g}-{g + group - 1}" for g in starts),
+                     src, src, chunk, first_col=starts)
     mfma = CATALOG[op.k_split_mfma]
     b = np.asarray(export.mfma_lanes(mfma)["b"])  # lane, B element, block, k, col
     call, elem = b[:, 1] // op.elements, b[:, 1] % op.elements
