@@ -6,7 +6,7 @@ target="sm80")``) and, unless ``--cpu-only``, compiled for the GPU's architectur
 inputs. Each output is compared bit for bit; a case prints ``BIT-IDENTICAL`` or its first differing
 element, and the run ends with a ``SUMMARY`` line (exit status 1 when anything differs or fails).
 
-Cases: the seed's ldmatrix example (shared/seeds/tirx-ldmatrix-stmatrix-patterns.rst), raw
+Cases: the ldmatrix example of TIRx's "ldmatrix / stmatrix" documentation page, raw
 ``ldmatrix`` x1/x2/x4 with and without ``.trans`` (random bits: pure data movement), one
 ``mma.sync.m16n8k16`` per input type, and the CUDA GEMM (tvm_cdna4.schedules.cuda_gemm: cp.async,
 ldmatrix, mma.sync, st.global) on several layouts and shapes, including ones that are not a

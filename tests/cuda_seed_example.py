@@ -1,4 +1,4 @@
-"""The seed's ldmatrix example (shared/seeds/tirx-ldmatrix-stmatrix-patterns.rst) with tvm_tirx names."""
+"""The ldmatrix example of TIRx's documentation page "ldmatrix / stmatrix" (tile patterns) with tvm_tirx names."""
 
 from tvm_tirx.backend.cuda.axis import laneid
 from tvm_tirx.script import tirx as T

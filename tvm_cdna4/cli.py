@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import logging
 import sys
 
 from .errors import TRACEBACK_ENV, ContractError, full_tracebacks, report
@@ -76,10 +78,42 @@ def _print_table(head, rows) -> None:
         print("  ".join(str(x).ljust(w) for x, w in zip(row, widths)).rstrip())
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("tvm-cdna4")
+    except PackageNotFoundError:  # a source tree that is not installed
+        from . import __version__
+
+        return __version__
+
+
+@contextlib.contextmanager
+def logging_to_stderr(verbosity: int):
+    """Within: the ``tvm_cdna4`` logger prints to stderr at INFO (``verbosity`` 0), DEBUG (1, ``-v``)
+    or WARNING (-1, ``-q``); afterwards it is as it was (``main`` may run inside another program)."""
+    logger = logging.getLogger("tvm_cdna4")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(name)s: %(levelname)s: %(message)s"))
+    level = logger.level
+    logger.setLevel({-1: logging.WARNING, 0: logging.INFO}.get(verbosity, logging.DEBUG))
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m tvm_cdna4", description=__doc__)
-    parser.add_argument("-v", "--verbose", action="store_true",
-                        help=f"on a contract error, print the full traceback (also: {TRACEBACK_ENV}=1)")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    talk = parser.add_mutually_exclusive_group()
+    talk.add_argument("-v", "--verbose", action="store_true",
+                      help=f"log at DEBUG (tool paths chosen, ...); on a contract error, print the full traceback "
+                           f"(also: {TRACEBACK_ENV}=1)")
+    talk.add_argument("-q", "--quiet", action="store_true", help="log warnings and errors only (default: INFO too)")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("opcodes", help="print the CDNA4 instruction catalog")
     p.add_argument("--json", action="store_true", help="JSON list, one object per opcode, with lane maps")
@@ -90,13 +124,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("selftest", help="compile one kernel per opcode for gfx950 and check its instruction")
     p.add_argument("names", nargs="*", help="catalog names (default: all 44)")
     p.set_defaults(func=lambda args: __import__("tvm_cdna4.selftest", fromlist=["main"]).main(args.names))
+    from .cli_draw import add_draw_parser; add_draw_parser(sub)  # noqa: E702
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run a command; a contract error is printed with its rule as the first line (exit status 2)."""
     args = build_parser().parse_args(argv)
-    with full_tracebacks(args.verbose):
+    with logging_to_stderr(-1 if args.quiet else int(args.verbose)), full_tracebacks(args.verbose):
         try:
             return args.func(args)
         except ContractError as err:

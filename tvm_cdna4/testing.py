@@ -219,7 +219,7 @@ def pytest_runtest_makereport(item, call):
     report = (yield).get_result()
     seed = item.stash.get(_SEED, None)
     if seed is not None and report.failed:
-        report.sections.append(("rng", f"rng = numpy.random.default_rng({seed})  # zlib.crc32({item.nodeid!r})"))
+        report.sections.append(("rng seed", f"np.random.default_rng({seed})  # zlib.crc32({item.nodeid!r})"))
 
 
 @pytest.fixture
@@ -227,7 +227,7 @@ def rng(request) -> np.random.Generator:
     """A numpy Generator seeded from the test id; the seed is shown when the test fails."""
     seed = stable_seed(request.node.nodeid)
     request.node.stash[_SEED] = seed
-    request.node.user_properties.append(("rng_seed", seed))
+    request.node.user_properties.append(("rng seed", seed))
     return np.random.default_rng(seed)
 
 

@@ -39,7 +39,7 @@ def _tr(name, bits, load, vec, res_fmt, align, split, mfma, feeds, notes=()):
         k_split_mfma=mfma,
         feeds=feeds,
         notes=tuple(notes),
-        sources=("seed-tr", "llc22", "tr-rule") + (("rocroller-tr6",) if bits == 6 else ()),
+        sources=("hip-tr", "llc22", "tr-rule") + (("rocroller-tr6",) if bits == 6 else ()),
     )
 
 

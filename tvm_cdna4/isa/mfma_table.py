@@ -107,7 +107,7 @@ def _mfma(row) -> MfmaOp:
         ops=ops,
         cycles=cycles,
         notes=tuple(notes),
-        sources=("seed-mfma", "llc22", "calculator") + (("llvm-td",) if acc == "f64" else ()),
+        sources=("hip-mfma", "llc22", "calculator") + (("llvm-td",) if acc == "f64" else ()),
     )
 
 
@@ -156,7 +156,7 @@ def _scaled(m: int, k: int, ops: int, cyc_f8: int, cyc_f4: int) -> MfmaOp:
             "byte covers exactly those 32 K positions (one E8M0 per 32 K, OCP MX). Not confirmed on hardware.",
             "op_sel bit0 prints as op_sel[i], bit1 as op_sel_hi[i] (llc 22)",
         ),
-        sources=("seed-mfma", "llc22", "llvm-td", "triton-mx"),
+        sources=("hip-mfma", "llc22", "llvm-td", "triton-mx"),
     )
 
 

@@ -1,10 +1,10 @@
 """Where each catalog fact comes from. Records cite these keys in ``sources``; docs/sources.md quotes them."""
 
 SOURCES: dict[str, str] = {
-    "seed-mfma": "shared/seeds/cdna4-dense-mfma-builtins.txt (AMD HIP docs: CDNA4 dense MFMA builtins): "
-    "shapes, types, block counts, accumulator layout tables, modifier ranges, throughput table",
-    "seed-tr": "shared/seeds/cdna4-ds-read-tr-builtins.txt (AMD HIP docs: CDNA4 MFMA transpose load builtins): "
-    "types, K-split table, alignment, FP16 GEMM example",
+    "hip-mfma": "AMD HIP documentation (rocm.docs.amd.com, HIP reference, MFMA builtins), page 'CDNA4 dense MFMA "
+    "builtins': shapes, types, block counts, accumulator layout tables, modifier ranges, throughput table",
+    "hip-tr": "AMD HIP documentation (rocm.docs.amd.com, HIP reference, MFMA builtins), page 'CDNA4 MFMA transpose "
+    "load builtins': types, K-split table, alignment, FP16 GEMM example",
     "llc22": "Debian llc 22.1.8 -mtriple=amdgcn-amd-amdhsa -mcpu=gfx950: each llvm_intrinsic compiles and "
     "prints this mnemonic (tests/test_catalog_llvm.py re-checks when llc-22 is installed)",
     "calculator": "ROCm/amd_matrix_instruction_calculator, matrix_calculator.py: InstCalcGfx9.__get_input_reg_lanes "
@@ -18,6 +18,8 @@ SOURCES: dict[str, str] = {
     "K values per lane for every MX format; scale of row/col L % M, K block L // M in lane L",
     "rocroller-tr6": "ROCm/rocRoller transpose-load utilities: 'extra number of bytes required to fulfill 128b "
     "alignment requirement of 6-bit transpose loads'",
-    "tr-rule": "ds_read_b64_tr rule of shared/notes/cdna4-facts.md (matches rocRoller hardware-test expectations, "
-    "the seed's FP16 GEMM load_b, and the '16x8 bytes, two interleaved 8x8 byte transposes' description of tr8)",
+    "tr-rule": "per-lane rule of ds_read_b64_tr (lane L, element i reads element (L mod 16) mod n of the chunk of "
+    "lane 16*(L//16) + (L mod 16 >> log2 n) + (16/n)*i): matches ROCm/rocRoller's transpose-load hardware-test "
+    "expectations, the FP16 GEMM load_b and K-split table of hip-tr, and the '16x8 bytes, two interleaved 8x8 byte "
+    "transposes' description of tr8",
 }

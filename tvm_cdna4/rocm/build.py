@@ -21,6 +21,7 @@ package owns:
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import subprocess
@@ -38,6 +39,7 @@ GFX950_VGPRS_PER_SIMD_LANE = 512  # unified ArchVGPR + AccVGPR file
 GFX950_MAX_WAVES_PER_SIMD = 8
 GFX950_LDS_BYTES = 160 * 1024
 
+logger = logging.getLogger(__name__)
 _state = threading.local()  # gfx950: inside a gfx950 build on this thread; code_object: its link result
 _installed = False
 
@@ -46,10 +48,10 @@ def llvm_tool(name: str) -> str | None:
     """Path of an LLVM tool that knows gfx950 (Debian llvm-22 first), or None."""
     import shutil
 
-    for d in LLVM_BIN_DIRS:
-        if os.access(os.path.join(d, name), os.X_OK):
-            return os.path.join(d, name)
-    return shutil.which(f"{name}-22") or shutil.which(name)
+    found = next((os.path.join(d, name) for d in LLVM_BIN_DIRS if os.access(os.path.join(d, name), os.X_OK)), None)
+    found = found or shutil.which(f"{name}-22") or shutil.which(name)
+    logger.debug("LLVM tool %s: %s", name, found or "not found")
+    return found
 
 
 def in_gfx950_build() -> bool:
@@ -108,6 +110,7 @@ def _link(obj_bin):
         return rocm_support.callback_rocm_link(obj_bin)
     lld = llvm_tool("ld.lld")
     if lld is None:
+        logger.info("ld.lld not found: codegen only, the object file stands in for the gfx950 code object")
         _state.code_object = None
         return obj_bin  # codegen-only: keep the relocatable object
     with tempfile.TemporaryDirectory() as d:

@@ -192,7 +192,8 @@ def bench_ms(fn, warmup_ms: int = 25, rep_ms: int = 200, method: str = "flush") 
       zeroed; ``triton.testing.do_bench`` when Triton is installed). The flush leaves the L2 full
       of dirty lines that the timed kernel's first loads evict.
     * ``warm``: CUDA events around each of many back-to-back calls after a warm-up, no flush (the
-      method of ``shared/notes/h200-baselines.md``): the L2 keeps what the previous call left.
+      method of the project's H200 baseline measurements: median of 50 event-timed runs after a
+      warm-up): the L2 keeps what the previous call left.
 
     (CUDA-graph replay is not offered: a TIRx kernel launched through tvm_ffi is not captured on
     torch's capture stream, so the graph would time nothing.)

@@ -1,0 +1,77 @@
+"""Package conventions: ``--version``, ``-v``/``-q`` logging, the ``tvm_cdna4`` logger's messages,
+extras and ``py.typed``."""
+
+import importlib.metadata
+import importlib.resources
+import logging
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from tvm_cdna4.cli import main
+from tvm_cdna4.rocm import build
+
+PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
+
+
+def test_version_prints_the_installed_version(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out == f"python -m tvm_cdna4 {importlib.metadata.version('tvm-cdna4')}\n"
+
+
+def test_tool_path_is_logged_at_debug(tmp_path, monkeypatch, caplog):
+    tool = tmp_path / "ld.lld"
+    tool.write_text("#!/bin/sh\n")
+    tool.chmod(0o755)
+    monkeypatch.setattr(build, "LLVM_BIN_DIRS", (str(tmp_path),))
+    with caplog.at_level(logging.DEBUG, logger="tvm_cdna4"):
+        assert build.llvm_tool("ld.lld") == str(tool)
+    assert [(r.name, r.levelname, r.getMessage()) for r in caplog.records] == [
+        ("tvm_cdna4.rocm.build", "DEBUG", f"LLVM tool ld.lld: {tool}")]
+
+
+@pytest.fixture
+def no_linker(tmp_path, monkeypatch):
+    """No ld.lld anywhere: gfx950 builds fall back to codegen only."""
+    monkeypatch.setattr(build, "LLVM_BIN_DIRS", (str(tmp_path),))
+    monkeypatch.setenv("PATH", str(tmp_path))
+
+
+def test_verbosity_flags_set_what_the_cli_logs(no_linker, capsys):
+    # one selftest build, codegen only, at each verbosity: -q WARNING, default INFO, -v DEBUG
+    logger = logging.getLogger("tvm_cdna4")
+    handlers, level = list(logger.handlers), logger.level
+    codegen_only = "tvm_cdna4.rocm.build: INFO: ld.lld not found: codegen only"
+    tool = "tvm_cdna4.rocm.build: DEBUG: LLVM tool ld.lld: not found"
+    logged = {}
+    for flag in ("-q", None, "-v"):
+        assert main([*([flag] if flag else []), "selftest", "mfma_f64_4x4x4f64"]) == 0
+        logged[flag] = capsys.readouterr().err
+    assert codegen_only not in logged["-q"] and tool not in logged["-q"]
+    assert codegen_only in logged[None] and tool not in logged[None]
+    assert codegen_only in logged["-v"] and tool in logged["-v"]
+    assert logger.handlers == handlers and logger.level == level  # main() leaves logging as it was
+
+
+def test_quiet_and_verbose_exclude_each_other(capsys):
+    with pytest.raises(SystemExit):
+        main(["-q", "-v", "opcodes"])
+    assert "not allowed with argument" in capsys.readouterr().err
+
+
+def test_py_typed_ships_in_the_package():
+    assert importlib.resources.files("tvm_cdna4").joinpath("py.typed").is_file()
+    config = tomllib.loads(PYPROJECT.read_text())
+    assert "py.typed" in config["tool"]["setuptools"]["package-data"]["tvm_cdna4"]
+
+
+def test_extras_and_build_backend():
+    config = tomllib.loads(PYPROJECT.read_text())
+    extras = config["project"]["optional-dependencies"]
+    assert extras["docs"] == ["matplotlib"] and "matplotlib" in extras["test"]
+    assert set(extras["cuda"]) == {"torch", "nvidia-cuda-nvrtc"} and extras["rocm"] == ["hip-python"]
+    assert "triton" in extras["bench"]
+    assert config["build-system"]["requires"] == ["setuptools>=77"] and config["project"]["license"] == "Apache-2.0"
