@@ -1,15 +1,41 @@
-"""tvm_cdna4: AMD CDNA4 (gfx950) tile patterns, GEMM schedules and a wavefront emulator for TVM TIRx."""
+"""tvm_cdna4: AMD CDNA4 (gfx950) tile patterns, GEMM schedules and a wavefront emulator for TVM TIRx.
+
+Importing the package is cheap: TIRx is imported on first use of ``build``/``register`` (or when the
+program imports ``tvm_tirx``, whose ``tvm_tirx.backends`` entry point registers ``T.rocm`` /
+``T.amdgcn``), so the pytest plugin (``tvm_cdna4.testing``) costs other test sessions nothing.
+With TIRx's autoload off (``TVM_TIRX_DEVICE_BACKEND_AUTOLOAD=0``) call ``tvm_cdna4.register()``
+before writing ``T.rocm`` / ``T.amdgcn``.
+"""
 
 from __future__ import annotations
+
+import sys
 
 __version__ = "0.1.0"
 
 from .errors import ContractError  # noqa: E402
 from .isa import CATALOG, lookup  # noqa: E402
-from .patterns import register  # noqa: E402
 
-register()  # T.rocm / T.amdgcn, ROCm scopes and build hooks (also run by the tvm_tirx entry point)
+_BUILD_NAMES = ("BuildResult", "KernelInfo", "build")
 
-from .rocm.build import BuildResult, KernelInfo, build  # noqa: E402
+
+def register():
+    """``T.rocm`` / ``T.amdgcn``, the ROCm scopes and the build hooks (idempotent)."""
+    from .patterns import register as _register
+
+    return _register()
+
+
+def __getattr__(name: str):
+    if name in _BUILD_NAMES:
+        register()
+        from .rocm import build as _build
+
+        return getattr(_build, name)
+    raise AttributeError(f"module 'tvm_cdna4' has no attribute {name!r}")
+
+
+if "tvm_tirx" in sys.modules:  # TIRx already loaded (its entry point may be disabled): register now
+    register()
 
 __all__ = ["CATALOG", "BuildResult", "ContractError", "KernelInfo", "__version__", "build", "lookup", "register"]
