@@ -219,10 +219,10 @@ def triton_row(dtype: str, layout: str, size: int, cfg: TritonConfig) -> Row:
     return Row("Triton", dtype, layout, cfg.label, kernel_report(asm, info, problem_formats(dtype)))
 
 
-def best(rows: list[Row]) -> Row | None:
-    """The launchable row (at least one wave per SIMD: LDS and registers fit) with the highest
-    estimate; None if there is none."""
-    scored = [r for r in rows if r.est is not None and r.report.waves_per_simd > 0]
+def best(rows: list[Row], min_waves: int = 1) -> Row | None:
+    """The row with the highest estimate among those with at least ``min_waves`` waves per SIMD
+    (1: launchable, LDS and registers fit); None if there is none."""
+    scored = [r for r in rows if r.est is not None and r.report.waves_per_simd >= min_waves]
     return max(scored, key=lambda r: r.est) if scored else None
 
 
@@ -315,15 +315,22 @@ def results_section(rows: list[Row], size: int, date: str, info: dict[str, str],
         elif theirs:
             lines.append(table_row(theirs[0]))
         if ours:
+            top2 = best(theirs, min_waves=2)
             summary.append(f"{dtype} {layout}: ours {_pct(ours.est)}, Triton's best {_pct(top.est if top else None)} "
-                           f"of {len(theirs)} configs: {verdict(ours, top)}")
+                           f"of {len(theirs)} configs (with ≥ 2 waves/SIMD: {_pct(top2.est if top2 else None)}"
+                           f"{', ' + top2.config if top2 else ''}): {verdict(ours, top)}")
     lines += ["", "Against the targets (≥ 90 % of the dtype's peak, MX ≥ 85 %, and ≥ Triton's best):", ""]
     lines += [f"- {s}" for s in summary]
-    unfit = [f"{r.dtype} {r.layout} {r.config} ({r.report.info.lds_bytes} B LDS)" for r in rows
-             if r.report and r.report.waves_per_simd == 0]
+    unfit: dict[str, list[Row]] = {}
+    for r in rows:
+        if r.report and r.report.waves_per_simd == 0:
+            unfit.setdefault(r.config, []).append(r)
     if unfit:
         lines += ["", "Triton configurations that compile but cannot launch (0 waves per SIMD: LDS over 160 KiB or "
-                  "registers over 512), left out of the best: " + "; ".join(unfit) + "."]
+                  "registers over 512), left out of the best: " + "; ".join(
+                      f"{config} ({', '.join(sorted({r.dtype for r in group}))}; "
+                      f"{min(r.report.info.lds_bytes for r in group)}-{max(r.report.info.lds_bytes for r in group)} B LDS)"
+                      for config, group in unfit.items()) + "."]
     failures = sorted({(r.dtype, r.error) for r in rows if r.error})
     if failures:
         lines += ["", "Triton configurations that did not compile (the error's last line):", ""]
@@ -332,15 +339,16 @@ def results_section(rows: list[Row], size: int, date: str, info: dict[str, str],
 
 
 def write_results(section: str, path: str) -> None:
-    """Replace the section with the same heading line in ``path``, or append it."""
+    """Replace the section with the same heading line in ``path`` (up to the next heading of any
+    level, so hand-written ``###`` notes after it stay), or append it."""
     text = open(path).read() if os.path.exists(path) else ""
     heading = section.splitlines()[0]
     start = text.find(heading + "\n")
     if start < 0:
         text = text.rstrip("\n") + "\n\n" + section
     else:
-        nxt = text.find("\n## ", start + len(heading))
-        text = text[:start] + section + (text[nxt + 1:] if nxt >= 0 else "")
+        nxt = text.find("\n#", start + len(heading))
+        text = text[:start] + section + (text[nxt:] if nxt >= 0 else "")
     with open(path, "w") as f:
         f.write(text)
 

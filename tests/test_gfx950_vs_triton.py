@@ -165,3 +165,16 @@ def test_triton_tutorial_matmul_through_the_same_analysis():
     assert report.formats == ("f16", "f16") and report.waves_per_simd >= 1
     if llvm_tool("llvm-mca") is not None:
         assert 0 < report.est_fraction <= 1
+
+
+def test_results_section_is_replaced_in_place_and_hand_notes_stay(tmp_path):
+    bench = _bench()
+    path = tmp_path / "RESULTS.md"
+    path.write_text("# Results\n\n## Other\n\nkeep\n")
+    old = f"{bench.RESULTS_HEADING} (2026-12-01)\n\nold table\n"
+    bench.write_results(old, str(path))
+    path.write_text(path.read_text() + "\n### Notes\n\nhand-written\n\n## Later\n")
+    bench.write_results(old.replace("old", "new"), str(path))
+    text = path.read_text()
+    assert "new table" in text and "old table" not in text
+    assert text.index("## Other") < text.index("new table") < text.index("### Notes") < text.index("## Later")
