@@ -353,6 +353,14 @@ def write_results(section: str, path: str) -> None:
         f.write(text)
 
 
+def write_json(path: str, date: str, size: int, info: dict[str, str], rows: list[Row]) -> None:
+    """Every row, one JSON object per line (readable diffs)."""
+    head = json.dumps({"date": date, "size": size, "versions": info})[:-1]
+    body = ",\n".join(json.dumps(r.as_dict()) for r in rows)
+    with open(path, "w") as f:
+        f.write(f'{head}, "rows": [\n{body}\n]}}\n')
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=int, default=4096)
@@ -379,8 +387,7 @@ def main(argv=None) -> int:
     section = results_section(rows, args.size, date, info, command.strip())
     print(section)
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"date": date, "size": args.size, "versions": info, "rows": [r.as_dict() for r in rows]}, f, indent=1)
+        write_json(args.json, date, args.size, info, rows)
     if args.results:
         write_results(section, args.results)
     return 0
