@@ -3,7 +3,30 @@
 From the real assembly: the main loop (the basic block with the most MFMAs that branches back to
 itself), its instruction mix, and ``llvm-mca -mcpu=gfx950`` cycles per iteration next to the
 MFMA-bound cycles from the catalog's cycle counts; plus registers, LDS, scratch and occupancy from
-the code-object metadata.
+the code-object metadata. The analysis reads assembly text only, so any compiler's gfx950 code
+goes through the same path (``kernel_report``; ``benchmarks/gfx950_vs_triton.py`` feeds it
+Triton's).
+
+**Estimate of the dtype's peak** (``KernelReport.est_fraction``), per main-loop iteration of one
+wave on one SIMD::
+
+    est = mfma_ops / (mfma_cycles + idle_cycles) / peak_ops_per_cycle
+
+* ``mfma_ops``: the catalog's ``ops`` (``2 m n k blocks``) summed over the loop's MFMAs;
+* ``mfma_cycles``: the catalog's cycle counts summed over the loop's MFMAs (the scaled
+  ``f8f6f4`` shapes by the formats their ``cbsz``/``blgp`` codes select, the slower operand's
+  figure; the unscaled ``v_mfma_f32_*_f8f6f4`` LLVM emits for unit scales is charged as the
+  scaled instruction);
+* ``idle_cycles``: llvm-mca's cycles per iteration minus the cycles it keeps its MFMA pipe busy,
+  i.e. the part of an iteration in which llvm-mca's model issues no MFMA work. llvm-mca-22's
+  gfx950 model charges 4 cycles to every MFMA whatever its shape, so its MFMA time is replaced by
+  the catalog's and only its idle remainder is kept (assumed to stay idle when the MFMAs take
+  their real time);
+* ``peak_ops_per_cycle``: the best ``ops / cycles`` among the catalog's MFMAs that take the
+  problem's operand formats (fp8: the scaled 16x16x128 f8f6f4 at 2048; f16: 1024).
+
+The model sees one wave in isolation: not the latency hiding of the other waves of a SIMD, LDS
+bank conflicts, memory bandwidth and caches, clocks and power, or issue across SIMDs.
 """
 
 from __future__ import annotations
@@ -14,11 +37,62 @@ import tempfile
 
 import attrs
 
-from ..isa import CATALOG
-from ..rocm.build import BuildResult, llvm_tool
+from ..isa import CATALOG, SCALE_FORMAT_CODES, MfmaOp
+from ..rocm.build import BuildResult, KernelInfo, llvm_tool, parse_metadata
 
-MNEMONIC_CYCLES = {op.mnemonic: op.cycles for op in CATALOG.values() if op.kind == "mfma"}
-MNEMONIC_CYCLES.update({op.mnemonic: op.cycles for op in CATALOG.values() if op.kind == "mfma_scale"})
+MFMA_BY_MNEMONIC: dict[str, MfmaOp] = {op.mnemonic: op for op in CATALOG.values() if op.kind in ("mfma", "mfma_scale")}
+
+
+@attrs.frozen
+class MfmaUse:
+    """One MFMA line of an assembly listing, priced by the catalog."""
+
+    mnemonic: str
+    op: MfmaOp
+    formats: tuple[str, str]  # A and B element formats
+    cycles: int  # the catalog's cycle count for these formats
+
+    @property
+    def label(self) -> str:
+        """Short name: the mnemonic without ``v_mfma_`` and the accumulator type
+        (``16x16x32_f16``, ``scale_16x16x128_f8f6f4(fp4,fp4)``); f8f6f4 shapes add the formats."""
+        name = re.sub(r"^v_mfma_(scale_)?[fi](32|64)_", r"\1", self.mnemonic)
+        return f"{name}({self.formats[0]},{self.formats[1]})" if self.op.kind == "mfma_scale" else name
+
+
+def mfma_use(line: str) -> MfmaUse:
+    """Catalog record, operand formats and cycles of an MFMA instruction line. The scaled
+    ``f8f6f4`` shapes read their formats from the ``cbsz`` (A) and ``blgp`` (B) codes (0 when
+    absent) and cost the slower operand's cycles; the unscaled ``v_mfma_f32_*_f8f6f4`` (LLVM's
+    encoding of the unit-scale case) is priced as the scaled instruction of its shape."""
+    mnemonic = line.split()[0]
+    op = MFMA_BY_MNEMONIC.get(mnemonic)
+    if op is None and mnemonic.endswith("_f8f6f4"):
+        op = MFMA_BY_MNEMONIC.get(mnemonic.replace("v_mfma_", "v_mfma_scale_", 1))
+    if op is None:
+        raise ValueError(f"MFMA {mnemonic!r} is not in the catalog (line: {line.strip()!r})")
+    if op.kind != "mfma_scale":
+        return MfmaUse(mnemonic, op, (op.a_format, op.b_format), op.cycles)
+    codes = tuple(int(m.group(1)) if (m := re.search(rf"\b{key}:(\d+)", line)) else 0 for key in ("cbsz", "blgp"))
+    formats = (SCALE_FORMAT_CODES[codes[0]], SCALE_FORMAT_CODES[codes[1]])
+    by_format = dict(op.cycles_by_format)
+    return MfmaUse(mnemonic, op, formats, max(by_format[f] for f in formats))
+
+
+def peak_ops_per_cycle(a_format: str, b_format: str) -> tuple[float, str]:
+    """The best ops per cycle per SIMD among the catalog's MFMAs that take A in ``a_format`` and B
+    in ``b_format`` (the scaled f8f6f4 shapes at those formats' cycle counts), and that MFMA."""
+    rates = []
+    for op in MFMA_BY_MNEMONIC.values():
+        if op.kind == "mfma_scale":
+            by_format = dict(op.cycles_by_format)
+            if a_format in by_format and b_format in by_format:
+                rates.append((op.ops / max(by_format[a_format], by_format[b_format]), op.name))
+        elif (op.a_format, op.b_format) == (a_format, b_format):
+            rates.append((op.ops / op.cycles, op.name))
+    if not rates:
+        raise ValueError(f"no MFMA in the catalog takes A {a_format!r} and B {b_format!r}")
+    return max(rates, key=lambda rate: (rate[0], -CATALOG[rate[1]].ops))  # ties: the smaller shape
 
 
 def classify(mnemonic: str) -> str:
@@ -32,6 +106,8 @@ def classify(mnemonic: str) -> str:
         return "lds_write"
     if mnemonic.startswith(("global_", "buffer_", "flat_")):
         return "global"
+    if mnemonic.startswith("scratch_"):
+        return "scratch"
     if mnemonic == "s_waitcnt":
         return "waitcnt"
     if mnemonic == "s_barrier":
@@ -63,6 +139,15 @@ def main_loop(asm: str) -> list[str]:
     return best
 
 
+def instruction_kind(line: str) -> str:
+    """``classify`` of the line's mnemonic; a global load straight into LDS (gfx950's
+    ``buffer_load_* ... lds``, address in M0) is ``global_lds``."""
+    kind = classify(line.split()[0])
+    if kind == "global" and re.search(r"\slds\s*(;.*)?$", line):
+        return "global_lds"
+    return kind
+
+
 @attrs.frozen
 class LoopReport:
     instructions: int
@@ -70,6 +155,10 @@ class LoopReport:
     mfma_bound_cycles: int  # sum of the catalog's MFMA cycle counts (one wave per SIMD)
     mca_cycles: float | None  # llvm-mca cycles per iteration
     mca_mfma_cycles: float | None  # llvm-mca MFMA-pipe busy cycles per iteration
+    mfmas: dict[str, int] = attrs.field(factory=dict)  # MfmaUse.label -> count
+    mfma_ops: int = 0  # the catalog's ops summed over the loop's MFMAs
+    formats: tuple[tuple[str, str], ...] = ()  # operand format pairs of the loop's MFMAs
+    mca_error: str | None = None  # why llvm-mca gave no figures (missing, failed, timed out)
 
     @property
     def mfma_share(self) -> float | None:
@@ -77,6 +166,19 @@ class LoopReport:
         if not self.mca_cycles or self.mca_mfma_cycles is None:
             return None
         return self.mca_mfma_cycles / self.mca_cycles
+
+    @property
+    def idle_cycles(self) -> float | None:
+        """llvm-mca cycles per iteration in which its MFMA pipe is not busy."""
+        if self.mca_cycles is None or self.mca_mfma_cycles is None:
+            return None
+        return max(0.0, self.mca_cycles - self.mca_mfma_cycles)
+
+    @property
+    def estimate_cycles(self) -> float | None:
+        """Cycles per iteration of the estimate: catalog MFMA cycles + llvm-mca's idle cycles."""
+        idle = self.idle_cycles
+        return None if idle is None or not self.mfma_bound_cycles else self.mfma_bound_cycles + idle
 
 
 MCA_TIMEOUT_S = 60
@@ -110,25 +212,84 @@ def llvm_mca(body: list[str], iterations: int = 200) -> tuple[float, float] | No
 
 
 def loop_report(asm: str) -> LoopReport:
+    """Instruction mix, catalog MFMA cycles and ops, and llvm-mca cycles of ``asm``'s main loop."""
     body = main_loop(asm)
     mix: dict[str, int] = {}
-    bound = 0
+    mfmas: dict[str, int] = {}
+    formats: list[tuple[str, str]] = []
+    bound = ops = 0
     for line in body:
-        mnem = line.split()[0]
-        kind = classify(mnem)
+        kind = instruction_kind(line)
         mix[kind] = mix.get(kind, 0) + 1
-        bound += MNEMONIC_CYCLES.get(mnem, 0)
+        if kind == "mfma":
+            use = mfma_use(line)
+            mfmas[use.label] = mfmas.get(use.label, 0) + 1
+            bound, ops = bound + use.cycles, ops + use.op.ops
+            if use.formats not in formats:
+                formats.append(use.formats)
+    error = None
     try:
         mca = llvm_mca(body)
-    except RuntimeError:
-        mca = None
-    return LoopReport(len(body), mix, bound, *(mca if mca else (None, None)))
+        if mca is None:
+            error = "llvm-mca not installed" if body else "no main loop"
+    except RuntimeError as err:
+        mca, error = None, str(err)
+    return LoopReport(len(body), mix, bound, *(mca if mca else (None, None)), mfmas=mfmas, mfma_ops=ops,
+                      formats=tuple(formats), mca_error=error)
+
+
+@attrs.frozen
+class KernelReport:
+    """Resources, main loop and the estimate of one kernel against its dtype's peak."""
+
+    info: KernelInfo
+    loop: LoopReport
+    waves_per_simd: int
+    formats: tuple[str, str]  # the problem's A and B element formats
+    peak_ops_per_cycle: float
+    peak_mfma: str  # the catalog MFMA with that rate
+
+    @classmethod
+    def of(cls, info: KernelInfo, loop: LoopReport, formats: tuple[str, str]) -> KernelReport:
+        """Add the dtype's peak and the occupancy (waves per workgroup from the metadata's
+        maximum flat workgroup size) to a kernel's resources and main loop."""
+        peak, peak_mfma = peak_ops_per_cycle(*formats)
+        return cls(info, loop, info.waves_per_simd(max(1, info.max_flat_workgroup_size // 64)), formats, peak, peak_mfma)
+
+    @property
+    def est_fraction(self) -> float | None:
+        """Estimated fraction of the dtype's peak (module docstring); None without llvm-mca."""
+        cycles = self.loop.estimate_cycles
+        return None if cycles is None else self.loop.mfma_ops / cycles / self.peak_ops_per_cycle
+
+
+def kernel_report(asm: str, info: KernelInfo | None = None, formats: tuple[str, str] | None = None) -> KernelReport:
+    """One analysis for any gfx950 assembly listing (ours, Triton's, ...).
+
+    ``info``: the kernel's resources; default the single kernel of ``asm``'s ``.amdgpu_metadata``
+    (pass an evolved copy where the metadata does not tell, e.g. Triton's dynamic LDS size).
+    ``formats``: the problem's A and B element formats (``("fp8", "bf8")``); default the formats
+    of the main loop's MFMAs, which must then be one pair.
+    """
+    if info is None:
+        kernels = parse_metadata(asm)
+        if len(kernels) != 1:
+            raise ValueError(f"assembly has {len(kernels)} kernels; pass the KernelInfo of the one to report")
+        info = kernels[0]
+    loop = loop_report(asm)
+    if formats is None:
+        if len(loop.formats) != 1:
+            raise ValueError(f"main loop MFMAs take operand formats {list(loop.formats)}; pass the problem's formats")
+        formats = loop.formats[0]
+    return KernelReport.of(info, loop, formats)
 
 
 def format_report(result: BuildResult, title: str) -> str:
     info = result.kernel()
     loop = loop_report(result.asm)
-    order = ("mfma", "lds_read", "lds_read_tr", "lds_write", "global", "valu", "salu", "waitcnt", "barrier", "other")
+    report = KernelReport.of(info, loop, loop.formats[0]) if len(loop.formats) == 1 else None
+    order = ("mfma", "lds_read", "lds_read_tr", "lds_write", "global", "global_lds", "valu", "salu", "waitcnt", "barrier",
+             "scratch", "other")
     mix = ", ".join(f"{k} {loop.mix[k]}" for k in order if loop.mix.get(k))
     lines = [
         f"static report (an estimate from the compiled code, not a measurement): {title}",
@@ -151,4 +312,8 @@ def format_report(result: BuildResult, title: str) -> str:
     if loop.mix.get("mfma"):
         lines.append(f"  LDS reads per MFMA: {lds / loop.mix['mfma']:.2f} "
                      f"({loop.mix.get('lds_read_tr', 0)} transposing, {loop.mix.get('lds_read', 0)} plain)")
+    if report and report.est_fraction is not None:
+        lines.append(f"  estimate (single wave, static): {100 * report.est_fraction:.0f}% of the "
+                     f"{report.formats[0]}x{report.formats[1]} peak ({report.peak_ops_per_cycle:.0f} ops/cycle/SIMD, "
+                     f"{report.peak_mfma}): {loop.mfma_ops} MFMA ops in {loop.estimate_cycles:.0f} cycles")
     return "\n".join(lines)

@@ -1,0 +1,397 @@
+"""Our gfx950 GEMMs next to Triton's own gfx950 code: one static analysis for both (no GPU, no ROCm).
+
+Run: python benchmarks/gfx950_vs_triton.py [--size 4096] [--dtypes f16,fp8,mxfp8] [--layouts nt,nn]
+     [--quick] [--json benchmarks/gfx950_vs_triton.json] [--results benchmarks/RESULTS.md]
+
+Triton (the ``bench`` extra: ``pip install 'tvm-cdna4[bench]'``) compiles its tutorial matmul
+(``triton_tutorial_matmul.py``) offline for ``GPUTarget("hip", "gfx950", 64)`` over AMD's
+recommended configuration space (``TRITON_SPACE``), with what its JIT would infer from real
+tensors of the problem: pointers 16-byte aligned and within 2 GiB (``tt.divisibility 16``,
+``tt.pointer_range 32``: buffer loads), sizes and strides divisible by 16, unit strides constexpr.
+MX formats go through ``tl.dot_scaled`` (``mx_matmul_kernel``). Ours is the default config of
+``gfx950_gemm`` / ``gfx950_mx_gemm`` for the same problem. Both assembly listings go through
+``tvm_cdna4.schedules.report.kernel_report`` (main loop, instruction mix, resources, llvm-mca-22,
+estimated fraction of the dtype's peak: see that module's docstring). Layouts: A is ``M x K``
+row-major; B is ``N x K`` (K-contiguous) for ``nt`` and ``K x N`` (N-contiguous) for ``nn``;
+C is ``M x N`` f32 (i32 for i8). Configurations compile one after another.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import importlib.metadata
+import json
+import os
+import re
+import subprocess
+import sys
+import warnings
+
+import attrs
+
+import tvm_cdna4
+from tvm_cdna4.isa import CATALOG
+from tvm_cdna4.rocm.build import llvm_tool, parse_metadata
+from tvm_cdna4.schedules.gfx950_gemm import DTYPES, default_config, gfx950_gemm
+from tvm_cdna4.schedules.gfx950_mx_gemm import MX_FORMATS, MxGemmConfig, gfx950_mx_gemm
+from tvm_cdna4.schedules.report import KernelReport, kernel_report
+
+GEMM_DTYPES = ("f16", "bf16", "fp8", "bf8", "fp8_bf8", "bf8_fp8", "i8")
+LAYOUTS = ("nt", "nn")
+# Triton element types of A, B and C per dtype
+TRITON_TYPES = {"f16": ("fp16", "fp16", "fp32"), "bf16": ("bf16", "bf16", "fp32"),
+                "fp8": ("fp8e4nv", "fp8e4nv", "fp32"), "bf8": ("fp8e5", "fp8e5", "fp32"),
+                "fp8_bf8": ("fp8e4nv", "fp8e5", "fp32"), "bf8_fp8": ("fp8e5", "fp8e4nv", "fp32"),
+                "i8": ("i8", "i8", "i32")}
+TRITON_MX_FORMATS = {"mxfp8": "e4m3", "mxbf8": "e5m2", "mxfp6": "e2m3", "mxbf6": "e3m2", "mxfp4": "e2m1"}
+RESULTS_HEADING = "## gfx950 against Triton: static comparison"
+
+
+@attrs.frozen
+class TritonConfig:
+    block_m: int
+    block_n: int
+    block_k: int
+    num_warps: int
+    nonkdim: int  # matrix_instr_nonkdim: 16 or 32 (MFMA M/N)
+    num_stages: int = 2
+
+    @property
+    def label(self) -> str:
+        return (f"{self.block_m}x{self.block_n}x{self.block_k} w{self.num_warps} s{self.num_stages} "
+                f"mfma{self.nonkdim}")
+
+
+def triton_space(dtype: str, quick: bool = False) -> tuple[TritonConfig, ...]:
+    """AMD's recommended gfx950 GEMM space: 128x128 / 256x256 tiles, 4 / 8 warps, 2 stages,
+    16 / 32 MFMAs, BLOCK_K 64 / 128 (16-bit types also 32; MX 128 / 256: one scaled MFMA K step
+    and two). ``quick``: the first configuration only."""
+    if dtype in MX_FORMATS:
+        ks = (128, 256)
+    else:
+        ks = (32, 64, 128) if dtype in ("f16", "bf16") else (64, 128)
+    space = tuple(TritonConfig(b, b, k, w, nk) for b in (256, 128) for k in ks for w in (8, 4) for nk in (16, 32))
+    return space[:1] if quick else space
+
+
+def problem_formats(dtype: str) -> tuple[str, str]:
+    """A and B element formats of a dtype, from the catalog record ours uses."""
+    if dtype in MX_FORMATS:
+        return (MX_FORMATS[dtype],) * 2
+    op = CATALOG[DTYPES[dtype].mfma16]
+    return op.a_format, op.b_format
+
+
+@attrs.frozen
+class Row:
+    """One kernel of the table: ours or a Triton config, its report, or why there is none."""
+
+    kernel: str  # "ours" or "Triton"
+    dtype: str
+    layout: str
+    config: str
+    report: KernelReport | None
+    error: str | None = None
+
+    @property
+    def est(self) -> float | None:
+        return self.report.est_fraction if self.report else None
+
+    def as_dict(self) -> dict:
+        out = {"kernel": self.kernel, "dtype": self.dtype, "layout": self.layout, "config": self.config,
+               "error": self.error}
+        if self.report:
+            r, loop = self.report, self.report.loop
+            out |= {"vgprs": r.info.vgprs, "agprs": r.info.agprs, "sgprs": r.info.sgprs, "lds_bytes": r.info.lds_bytes,
+                    "scratch_bytes": r.info.scratch_bytes, "waves_per_simd": r.waves_per_simd,
+                    "loop_instructions": loop.instructions, "mix": loop.mix, "mfmas": loop.mfmas,
+                    "mfma_ops": loop.mfma_ops, "mfma_cycles": loop.mfma_bound_cycles, "mca_cycles": loop.mca_cycles,
+                    "mca_mfma_cycles": loop.mca_mfma_cycles, "mca_error": loop.mca_error,
+                    "mfma_pipe_share": loop.mfma_share, "idle_cycles": loop.idle_cycles,
+                    "formats": list(r.formats), "peak_ops_per_cycle": r.peak_ops_per_cycle, "peak_mfma": r.peak_mfma,
+                    "est_fraction_of_peak": r.est_fraction}
+        return out
+
+
+# --------------------------------------------------------------------------------------------- ours
+
+def ours_row(dtype: str, layout: str, size: int) -> Row:
+    """Our default kernel for the problem, built and analysed."""
+    if dtype in MX_FORMATS:
+        cfg = MxGemmConfig()
+        func, label = gfx950_mx_gemm(size, size, size, dtype, layout, config=cfg), f"{cfg.block_m}x{cfg.block_n}x128"
+    else:
+        cfg = default_config(dtype)
+        func = gfx950_gemm(size, size, size, dtype, layout, config=cfg)
+        label = f"{cfg.block_m}x{cfg.block_n}x{cfg.block_k} w4 mfma{cfg.mfma.split('x')[0]}"
+    result = tvm_cdna4.build(func)
+    return Row("ours", dtype, layout, label + " (default)", kernel_report(result.asm, result.kernel(), problem_formats(dtype)))
+
+
+# ------------------------------------------------------------------------------------------- Triton
+
+def import_triton():
+    """``triton`` and the tutorial kernels, or a SystemExit that says how to install Triton."""
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        raise SystemExit("gfx950_vs_triton: Triton is not installed; install the bench extra "
+                         "(pip install 'tvm-cdna4[bench]', or pip install triton)") from None
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    try:
+        import triton_tutorial_matmul
+    finally:
+        sys.path.pop(0)
+    return triton, triton_tutorial_matmul
+
+
+def specialise(fn, pointers: dict[str, str], ints: dict[str, int], constexprs: dict):
+    """(signature, constexprs, attrs) for ``ASTSource`` as Triton's JIT infers them from real
+    arguments: pointers 16-byte aligned within 2 GiB, integers equal to 1 constexpr, integers
+    divisible by 16 marked so."""
+    signature, consts, attrs_ = {}, dict(constexprs), {}
+    for i, name in enumerate(fn.arg_names):
+        if name in pointers:
+            signature[name] = "*" + pointers[name]
+            attrs_[(i,)] = [["tt.divisibility", 16], ["tt.pointer_range", 32]]
+        elif name in ints and ints[name] == 1:
+            signature[name], consts[name] = "constexpr", 1
+        elif name in ints:
+            signature[name] = "i32"
+            if ints[name] % 16 == 0:
+                attrs_[(i,)] = [["tt.divisibility", 16]]
+        else:
+            signature[name] = "constexpr"
+    return signature, consts, attrs_
+
+
+def triton_problem(tl, kernels, dtype: str, layout: str, size: int, cfg: TritonConfig):
+    """(kernel function, signature, constexprs, attrs) of one problem and config."""
+    M = N = K = size
+    if dtype in MX_FORMATS:
+        fmt = TRITON_MX_FORMATS[dtype]
+        per_byte = 2 if fmt == "e2m1" else 1
+        kb = K // per_byte  # bytes per row; B is N x K (nt: the only MX layout ours has)
+        ints = {"M": M, "N": N, "K": K, "stride_am": kb, "stride_ak": 1, "stride_bk": 1, "stride_bn": kb,
+                "stride_asm": K // 32, "stride_bsn": K // 32, "stride_cm": N, "stride_cn": 1}
+        pointers = {"a_ptr": "u8", "b_ptr": "u8", "a_scale_ptr": "u8", "b_scale_ptr": "u8", "c_ptr": "fp32"}
+        consts = {"FORMAT": fmt, "PER_BYTE": per_byte}
+        fn = kernels.mx_matmul_kernel
+    else:
+        ta, tb, tc = TRITON_TYPES[dtype]
+        b_strides = {"stride_bk": 1, "stride_bn": K} if layout == "nt" else {"stride_bk": N, "stride_bn": 1}
+        ints = {"M": M, "N": N, "K": K, "stride_am": K, "stride_ak": 1, **b_strides, "stride_cm": N, "stride_cn": 1}
+        pointers = {"a_ptr": ta, "b_ptr": tb, "c_ptr": tc}
+        consts = {"ACC_TYPE": tl.int32 if tc == "i32" else tl.float32}
+        fn = kernels.matmul_kernel
+    consts |= {"BLOCK_SIZE_M": cfg.block_m, "BLOCK_SIZE_N": cfg.block_n, "BLOCK_SIZE_K": cfg.block_k, "GROUP_SIZE_M": 8}
+    return (fn, *specialise(fn, pointers, ints, consts))
+
+
+def compile_triton(dtype: str, layout: str, size: int, cfg: TritonConfig) -> tuple[str, int]:
+    """Triton's gfx950 assembly for one problem and config, and its (dynamic) LDS bytes."""
+    triton, kernels = import_triton()
+    from triton.backends.compiler import GPUTarget
+
+    fn, signature, consts, attrs_ = triton_problem(triton.language, kernels, dtype, layout, size, cfg)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="TRITON_DEFAULT_FP_FUSION")
+        compiled = triton.compile(triton.compiler.ASTSource(fn, signature, consts, attrs_),
+                                  target=GPUTarget("hip", "gfx950", 64),
+                                  options={"num_warps": cfg.num_warps, "num_stages": cfg.num_stages,
+                                           "matrix_instr_nonkdim": cfg.nonkdim})
+    return compiled.asm["amdgcn"], compiled.metadata.shared
+
+
+def triton_row(dtype: str, layout: str, size: int, cfg: TritonConfig) -> Row:
+    """One Triton config compiled and analysed; a compile failure is a row with its first line."""
+    try:
+        asm, shared = compile_triton(dtype, layout, size, cfg)
+    except SystemExit:
+        raise
+    except Exception as err:  # Triton refuses a config: record why, keep going
+        # Triton's CompilationError quotes the kernel source first and ends with the reason
+        last = next((ln for ln in reversed(str(err).splitlines()) if ln.strip()), "")
+        return Row("Triton", dtype, layout, cfg.label, None, f"{type(err).__name__}: {last.strip()[:200]}")
+    (info,) = parse_metadata(asm)
+    info = attrs.evolve(info, lds_bytes=max(info.lds_bytes, shared))  # Triton's LDS is dynamic
+    return Row("Triton", dtype, layout, cfg.label, kernel_report(asm, info, problem_formats(dtype)))
+
+
+def best(rows: list[Row], min_waves: int = 1) -> Row | None:
+    """The row with the highest estimate among those with at least ``min_waves`` waves per SIMD
+    (1: launchable, LDS and registers fit); None if there is none."""
+    scored = [r for r in rows if r.est is not None and r.report.waves_per_simd >= min_waves]
+    return max(scored, key=lambda r: r.est) if scored else None
+
+
+# ------------------------------------------------------------------------------------------ output
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{100 * x:.0f} %"
+
+
+def table_row(row: Row) -> str:
+    if row.report is None:
+        return f"| {row.kernel} {row.dtype} {row.layout} | {row.config} | {row.error} |" + " |" * 8
+    r, loop = row.report, row.report.loop
+    mfma = loop.mix.get("mfma", 0)
+    which = ", ".join(f"{n} × {name}" for name, n in loop.mfmas.items())
+    waits = loop.mix.get("waitcnt", 0)
+    glob = loop.mix.get("global", 0) + loop.mix.get("global_lds", 0)
+    return (f"| {row.kernel} {row.dtype} {row.layout} | {row.config} | {r.info.vgprs} ({r.info.agprs}) | {r.waves_per_simd} | "
+            f"{which or 0} | {waits} ({waits / mfma:.2f}) | {glob} ({loop.mix.get('global_lds', 0)}) | "
+            f"{r.info.lds_bytes} | {r.info.scratch_bytes} | {_pct(loop.mfma_share)} | **{_pct(r.est_fraction)}** |"
+            if mfma else f"| {row.kernel} {row.dtype} {row.layout} | {row.config} | no main loop |" + " |" * 8)
+
+
+TABLE_HEAD = ("| kernel | config | VGPR (AGPR) | waves/SIMD | MFMA per loop | waitcnt per loop (per MFMA) | "
+              "global loads (→LDS) | LDS B | scratch B | llvm-mca MFMA-pipe share | est. % of dtype peak |\n"
+              "|" + "---|" * 11)
+
+
+def verdict(ours: Row, triton_best: Row | None) -> str:
+    """Which target ours misses: 90 % of the dtype's peak (85 % for MX), Triton's best."""
+    target = 0.85 if ours.dtype in MX_FORMATS else 0.90
+    misses = []
+    if ours.est is None or ours.est < target:
+        misses.append(f"below {100 * target:.0f} %")
+    if triton_best is not None and (ours.est or 0) < triton_best.est:
+        misses.append(f"below Triton's best ({_pct(triton_best.est)})")
+    return "; ".join(misses) or "meets both"
+
+
+def versions() -> dict[str, str]:
+    mca = llvm_tool("llvm-mca")
+    mca_version = subprocess.run([mca, "--version"], capture_output=True, text=True).stdout if mca else ""
+    try:
+        triton_version = importlib.metadata.version("triton")
+    except importlib.metadata.PackageNotFoundError:
+        triton_version = "not installed"
+    return {"triton": triton_version, "apache-tvm-tirx": importlib.metadata.version("apache-tvm-tirx"),
+            "llvm-mca": (re.search(r"LLVM version (\S+)", mca_version) or [None, "not installed"])[1]}
+
+
+def results_section(rows: list[Row], size: int, date: str, info: dict[str, str], command: str) -> str:
+    """The RESULTS.md section: method, versions, metric definitions, the summary table, failures."""
+    groups: dict[tuple[str, str], list[Row]] = {}
+    for row in rows:
+        groups.setdefault((row.dtype, row.layout), []).append(row)
+    lines = [f"{RESULTS_HEADING} ({date[:10]})", "",
+             f"Method: `{command}` on this 2-core CPU machine, {date} (no AMD GPU, no ROCm); Triton "
+             f"{info['triton']}, apache-tvm-tirx {info['apache-tvm-tirx']}, Debian llvm-mca {info['llvm-mca']} "
+             "(`-mtriple=amdgcn-amd-amdhsa -mcpu=gfx950 -iterations=200`). Problem "
+             f"{size}³; A `M x K` row-major, B `N x K` (nt) or `K x N` (nn), C f32 (i8: i32). Triton: its tutorial "
+             "matmul (`benchmarks/triton_tutorial_matmul.py`, MX formats through `tl.dot_scaled`) compiled offline for "
+             "`GPUTarget(\"hip\", \"gfx950\", 64)` with the JIT's specialisations (pointers `tt.divisibility 16` and "
+             "`tt.pointer_range 32`, sizes/strides divisible by 16, unit strides constexpr) over AMD's recommended space "
+             "(128x128 / 256x256 tiles, 4 / 8 warps, 2 stages, `matrix_instr_nonkdim` 16 / 32, BLOCK_K 64 / 128, "
+             "16-bit types also 32, MX 128 / 256); the row shows Triton's best config by the estimate (all configs in "
+             "`benchmarks/gfx950_vs_triton.json`). Ours: the default config. Both listings go through one analysis, "
+             "`tvm_cdna4.schedules.report.kernel_report`.", "",
+             "Metrics, per main-loop iteration (the basic block with the most MFMAs that branches back to itself; ours "
+             "holds two K tiles, Triton's one): VGPR = unified count of the metadata (AGPRs included), waves/SIMD from "
+             "registers and LDS (Triton's LDS is its dynamic `shared` size), MFMA instructions and which, `s_waitcnt` "
+             "count, global loads and how many go straight to LDS (`buffer_load_* ... lds`), llvm-mca's MFMA-pipe share "
+             "(cycles its model keeps the MFMA pipe busy over its cycles per iteration). **est. % of dtype peak** = "
+             "MFMA ops of the loop / (MFMA cycles from the catalog's cycle counts + llvm-mca's cycles in which its MFMA "
+             "pipe is idle) / the dtype's peak ops per cycle per SIMD (the best catalog MFMA for the operand formats: "
+             "f16/bf16 1024, fp8/bf8 2048 with `mfma_scale_f32_16x16x128_f8f6f4`, i8 2048, mxfp6/mxfp4 4096). "
+             "llvm-mca-22's gfx950 model charges 4 cycles to every MFMA, hence the catalog's cycle counts for MFMA time.", "",
+             "**This is a single-wave static model, not a measurement.** It cannot see latency hiding across the waves of "
+             "a SIMD, LDS bank conflicts, memory bandwidth and caches, clocks and power, instruction issue across SIMDs "
+             "and waves, or the prologue/epilogue; it assumes the cycles llvm-mca finds the MFMA pipe idle stay idle when "
+             "the MFMAs take their real time.", "", TABLE_HEAD]
+    summary = []
+    for (dtype, layout), group in groups.items():
+        ours = next((r for r in group if r.kernel == "ours"), None)
+        theirs = [r for r in group if r.kernel == "Triton"]
+        top = best(theirs)
+        if ours:
+            lines.append(table_row(ours))
+        if top:
+            lines.append(table_row(top))
+        elif theirs:
+            lines.append(table_row(theirs[0]))
+        if ours:
+            top2 = best(theirs, min_waves=2)
+            summary.append(f"{dtype} {layout}: ours {_pct(ours.est)}, Triton's best {_pct(top.est if top else None)} "
+                           f"of {len(theirs)} configs (with ≥ 2 waves/SIMD: {_pct(top2.est if top2 else None)}"
+                           f"{', ' + top2.config if top2 else ''}): {verdict(ours, top)}")
+    lines += ["", "Against the targets (≥ 90 % of the dtype's peak, MX ≥ 85 %, and ≥ Triton's best):", ""]
+    lines += [f"- {s}" for s in summary]
+    unfit: dict[str, list[Row]] = {}
+    for r in rows:
+        if r.report and r.report.waves_per_simd == 0:
+            unfit.setdefault(r.config, []).append(r)
+    if unfit:
+        lines += ["", "Triton configurations that compile but cannot launch (0 waves per SIMD: LDS over 160 KiB or "
+                  "registers over 512), left out of the best: " + "; ".join(
+                      f"{config} ({', '.join(sorted({r.dtype for r in group}))}; "
+                      f"{min(r.report.info.lds_bytes for r in group)}-{max(r.report.info.lds_bytes for r in group)} B LDS)"
+                      for config, group in unfit.items()) + "."]
+    failures = sorted({(r.dtype, r.error) for r in rows if r.error})
+    if failures:
+        lines += ["", "Triton configurations that did not compile (the error's last line):", ""]
+        lines += [f"- {dtype}: {error}" for dtype, error in failures]
+    return "\n".join(lines) + "\n"
+
+
+def write_results(section: str, path: str) -> None:
+    """Replace the section with the same heading line in ``path`` (up to the next heading of any
+    level, so hand-written ``###`` notes after it stay), or append it."""
+    text = open(path).read() if os.path.exists(path) else ""
+    heading = section.splitlines()[0]
+    start = text.find(heading + "\n")
+    if start < 0:
+        text = text.rstrip("\n") + "\n\n" + section
+    else:
+        nxt = text.find("\n#", start + len(heading))
+        text = text[:start] + section + (text[nxt:] if nxt >= 0 else "")
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def write_json(path: str, date: str, size: int, info: dict[str, str], rows: list[Row]) -> None:
+    """Every row, one JSON object per line (readable diffs)."""
+    head = json.dumps({"date": date, "size": size, "versions": info})[:-1]
+    body = ",\n".join(json.dumps(r.as_dict()) for r in rows)
+    with open(path, "w") as f:
+        f.write(f'{head}, "rows": [\n{body}\n]}}\n')
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", type=int, default=4096)
+    parser.add_argument("--dtypes", default=",".join((*GEMM_DTYPES, *MX_FORMATS)))
+    parser.add_argument("--layouts", default=",".join(LAYOUTS))
+    parser.add_argument("--quick", action="store_true", help="one Triton config per problem")
+    parser.add_argument("--json", help="write every row here")
+    parser.add_argument("--results", help="write the dated section into this RESULTS.md")
+    args = parser.parse_args(argv)
+    import_triton()
+    rows: list[Row] = []
+    for dtype in args.dtypes.split(","):
+        for layout in args.layouts.split(","):
+            if dtype in MX_FORMATS and layout != "nt":
+                continue  # ours supports MX in layout nt only
+            rows.append(ours_row(dtype, layout, args.size))
+            print(table_row(rows[-1]), flush=True)
+            for cfg in triton_space(dtype, args.quick):
+                rows.append(triton_row(dtype, layout, args.size, cfg))
+                print(table_row(rows[-1]), flush=True)
+    date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    info = versions()
+    command = "python benchmarks/gfx950_vs_triton.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    section = results_section(rows, args.size, date, info, command.strip())
+    print(section)
+    if args.json:
+        write_json(args.json, date, args.size, info, rows)
+    if args.results:
+        write_results(section, args.results)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
