@@ -8,10 +8,12 @@
 #   kcut/cutlass_sm80_peer.so   build command at the head of benchmarks/cutlass_sm80_peer.cu
 #   kbench/  python3 benchmarks/cuda_gemm.py --build-only sm_90 --bench --sizes 4096,8192 --dtypes f16,bf16 \
 #              --layouts nn,nt,tn,tt --configs 128x256x64_w2x4_s4 --kernels kbench && rm -f kbench/*.cu
-#   kval/    python3 benchmarks/cuda_gemm.py --build-only sm_90 --validate --kernels kval && rm -f kval/*.cu
-#            (optional: validation kernels missing there are compiled on the device)
-#   .whl/    ../shared/device/fetch-wheels.sh
-# On the device, with .whl, kcut, kbench (and kval) carried:  bash benchmarks/h200_layouts.sh
+#   kval.tar.xz  python3 benchmarks/cuda_gemm.py --build-only sm_90 --validate --kernels kval && rm -f kval/*.cu \
+#              && tar cJf kval.tar.xz kval   (86 kernels, 11 MB as files, ~1 MB packed: the carry holds 64 MiB,
+#              the wheels 48 of it; optional: validation kernels missing there are compiled on the device)
+#   .whl/    Python 3.12 x86-64 wheels of apache-tvm-tirx==0.1.0a4 and apache-tvm-ffi==0.1.15.post2 (the GPU
+#            machine has torch, triton and numpy, and no registry)
+# On the device, with .whl, kcut, kbench (and kval.tar.xz) carried:  bash benchmarks/h200_layouts.sh
 # Logs and JSON go to $OUT/bench and $OUT/validate. Exit status: the benchmark's (1 on a wrong
 # result or a build failure), or'ed with validation's.
 set -uo pipefail
@@ -23,6 +25,7 @@ cd "$(dirname "$0")/.."
 for need in .whl kcut/cutlass_sm80_peer.so kbench; do
   [ -e "$need" ] || { echo "missing $need: carry it with the work tree (see the head of $0)"; exit 2; }
 done
+[ -f kval.tar.xz ] && tar xJf kval.tar.xz
 python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site .whl/*.whl || exit 2
 export PYTHONPATH=/tmp/site
 nvidia-smi --query-gpu=name,driver_version,power.limit,clocks.max.sm --format=csv,noheader | tee "$OUT/gpu.txt"
