@@ -19,9 +19,13 @@ One run on one GPU does everything the device budget allows:
   Every contender's output is poisoned first and checked against the f32 product of the inputs
   (``cuda_runner.tolerance`` of its output dtype); a wrong one is logged WRONG and fails the run.
   ``--inputs normal`` draws N(0, 1) operands instead of U(-1, 1) (power depends on the data).
+  The run ends with the peer table (``peer_table``): per size x dtype x layout ours, Triton's
+  autotuned pick, CUTLASS's best tile, ours/Triton and ours/CUTLASS, and the rows that trail.
+  ``benchmarks/h200_layouts.sh`` is the one-call run over every layout and dtype.
 * ``--ceiling`` / ``--ceiling-occupancy``: a register-only mma.sync loop, same clocks.
 * ``--cutlass SO``: also time CUTLASS 2.x's Ampere GEMMs (sm80 mma.sync, the same instruction set
-  as ours) built from ``benchmarks/cutlass_sm80_peer.cu`` (nt, f16 -> f32; see that file).
+  as ours) built from ``benchmarks/cutlass_sm80_peer.cu``: the kernels it exports for each
+  ``--dtypes`` x ``--layouts`` case (f16/bf16, every layout, f32 out; see that file).
 * ``--build-only ARCH --kernels DIR``: compile the kernels here (no GPU); ``--kernels DIR`` on the
   GPU machine then loads them instead of compiling (the 4096^3 kernel takes ~1 min to build).
 
@@ -509,30 +513,30 @@ def _bench_jobs(args, arch, workdir):
 
 
 @functools.cache
-def _cutlass_peers(so_path):
-    """``[(name, fn(a, b, c))]``: the kernels ``cutlass_sm80_peer.cu`` exports, from its built .so
-    (loaded once per run)."""
+def _cutlass_peers(so_path) -> dict:
+    """``{(dtype, layout): [(name, run(a, b, c, M, N, K))]}``: the kernels a built
+    ``cutlass_sm80_peer.cu`` exports (``cutlass_<dtype>_<layout>_<tile>``, listed by its
+    ``cutlass_peer_names()``), loaded once per run. ``a`` and ``b`` are stored per the layout
+    (``operand_shapes``), ``c`` is f32 [M, N]."""
     import ctypes
-    import re
 
     import torch
 
-    with open(os.path.join(ROOT, "benchmarks", "cutlass_sm80_peer.cu")) as f:
-        src = f.read()
     lib = ctypes.CDLL(os.path.abspath(so_path))
-    peers = []
-    for name in re.findall(r"^PEER\((\w+),", src, re.MULTILINE):
+    lib.cutlass_peer_names.restype = ctypes.c_char_p
+    peers = {}
+    for name in filter(None, lib.cutlass_peer_names().decode().split(",")):
+        _, dtype, layout, _tile = name.split("_", 3)
         f = getattr(lib, name)
         f.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int] * 3 + [ctypes.c_void_p]
         f.restype = ctypes.c_int
 
-        def run(a, b, c, f=f, name=name):
-            M, K = a.shape
-            rc = f(a.data_ptr(), b.data_ptr(), c.data_ptr(), M, b.shape[0], K, torch.cuda.current_stream().cuda_stream)
+        def run(a, b, c, M, N, K, f=f, name=name):
+            rc = f(a.data_ptr(), b.data_ptr(), c.data_ptr(), M, N, K, torch.cuda.current_stream().cuda_stream)
             if rc:
                 raise RuntimeError(f"{name}: CUTLASS status {rc}")
 
-        peers.append((name, run))
+        peers.setdefault((dtype, layout), []).append((name, run))
     return peers
 
 
@@ -633,17 +637,20 @@ def bench(args, log, workdir, arch):
                     if args.zeros:
                         checked_run("ours", name + " zeros", runner.Launcher(fn, za, zb, c), c, zcase, zref)
                 cut = {}
-                if args.cutlass and layout == "nt" and dtype == "f16":  # CUTLASS 2.x Ampere kernels
+                if args.cutlass:  # CUTLASS 2.x Ampere kernels of this dtype and layout
                     cc = torch.empty((M, N), dtype=torch.float32, device="cuda")
-                    for name, run in _cutlass_peers(args.cutlass):
-                        cut[name] = checked_run("cutlass_sm80", name, functools.partial(run, a, b, cc), cc, case, ref)
+                    for name, run in _cutlass_peers(args.cutlass).get((dtype, layout), []):
+                        launch = functools.partial(run, a, b, cc, M, N, K)
+                        cut[name] = checked_run("cutlass_sm80", name, launch, cc, case, ref)
                 # Triton mma.sync path (f32 out like ours)
                 tri = None
                 if not args.no_triton and layout in args.triton_layouts.split(","):
                     ct = torch.empty((M, N), dtype=torch.float32, device="cuda")
                     fn_t = lambda: tri_run(opa, opb, ct, M, N, K, layout[0] == "t", layout[1] == "t")  # noqa: E731
                     fn_t()  # autotunes; the config it picks names the run
-                    name = f"{tri_kernel.best_config} [{_triton_mma_kind(tri_kernel)}]"
+                    cfg = tri_kernel.best_config
+                    name = (f"{cfg.kwargs['BM']}x{cfg.kwargs['BN']}x{cfg.kwargs['BK']}_w{cfg.num_warps}_s{cfg.num_stages}"
+                            f" [{_triton_mma_kind(tri_kernel)}]")
                     tri = checked_run("triton_mma_sync", name, fn_t, ct, case, ref)
                 # torch.matmul (cuBLAS, input-dtype output)
                 c16 = torch.empty((M, N), dtype=tdt, device="cuda")
@@ -667,7 +674,61 @@ def bench(args, log, workdir, arch):
                 torch.cuda.empty_cache()
     for w in wrong:
         log(f"WRONG {w}")
+    for line in table_lines(peer_table(results)):  # last: the figures the run is for
+        log(line)
     return results, wrong
+
+
+PEER_LEAD = 1.12  # the lead over Triton's mma.sync path that every layout x dtype must show
+
+
+def peer_table(results) -> list[dict]:
+    """One row per (size, dtype, layout) of the benchmark's random-input runs, in run order: each
+    contender's best headline TFLOP/s among its correct runs and the config that gave it (ours:
+    ``--configs``; Triton: the autotuner's pick; CUTLASS: its tiles), and ours over Triton and
+    over CUTLASS (None where a contender did not run)."""
+    rows = {}
+    for r in results:
+        if r["inputs"] == "zeros" or not r["ok"]:
+            continue
+        row = rows.setdefault((r["size"], r["dtype"], r["layout"]), dict(size=r["size"], dtype=r["dtype"], layout=r["layout"]))
+        who = r["who"]
+        if who not in row or r["tflops"] > row[who]:
+            row[who], row[who + "_config"] = r["tflops"], r["config"]
+    for row in rows.values():
+        for peer, key in (("triton_mma_sync", "ours/triton"), ("cutlass_sm80", "ours/cutlass")):
+            row[key] = row["ours"] / row[peer] if "ours" in row and peer in row else None
+    return list(rows.values())
+
+
+def table_lines(rows) -> list[str]:
+    """``peer_table`` as a markdown table, then the rows where ours trails: below ``PEER_LEAD`` x
+    Triton's mma.sync path or below CUTLASS sm80."""
+    def cell(row, who, short=False):
+        if who not in row:
+            return "–"
+        config = row[who + "_config"]
+        if who == "cutlass_sm80":  # cutlass_<dtype>_<layout>_<tile>: the tile says which
+            config = config.split("_", 3)[-1]
+        return f"{row[who]:.1f}" if short else f"{row[who]:.1f} ({config})"
+
+    def ratio(x):
+        return "–" if x is None else f"{x:.2f}"
+
+    lines = ["| size | dtype | layout | ours | Triton mma.sync (autotuned) | CUTLASS sm80 (best tile) | ours/Triton "
+             "| ours/CUTLASS | torch (wgmma) |", "|---|---|---|---|---|---|---|---|---|"]
+    slow_t, slow_c = [], []
+    for row in rows:
+        case = f"{row['size']}^3 {row['dtype']} {row['layout']}"
+        lines.append(f"| {row['size']}^3 | {row['dtype']} | {row['layout']} | {cell(row, 'ours')} "
+                     f"| {cell(row, 'triton_mma_sync')} | {cell(row, 'cutlass_sm80')} | {ratio(row['ours/triton'])} "
+                     f"| {ratio(row['ours/cutlass'])} | {cell(row, 'torch', short=True)} |")
+        if row["ours/triton"] is not None and row["ours/triton"] < PEER_LEAD:
+            slow_t.append(f"{case} ({row['ours/triton']:.2f})")
+        if row["ours/cutlass"] is not None and row["ours/cutlass"] < 1:
+            slow_c.append(f"{case} ({row['ours/cutlass']:.2f})")
+    lines.append(f"below {PEER_LEAD}x Triton: {', '.join(slow_t) or 'none'}; below CUTLASS: {', '.join(slow_c) or 'none'}")
+    return lines
 
 
 def build_only(args, log):
@@ -735,9 +796,9 @@ def profile(args, log, workdir, arch):
         launch()
         torch.cuda.synchronize()
         log(f"profiled {key}")
-    if args.cutlass and layout == "nt" and dtype == "f16":
-        for name, run in _cutlass_peers(args.cutlass):
-            run(a, b, c)
+    if args.cutlass:
+        for name, run in _cutlass_peers(args.cutlass).get((dtype, layout), []):
+            run(a, b, c, S, S, S)
             torch.cuda.synchronize()
             log(f"profiled {name}")
 
@@ -821,6 +882,7 @@ def main(argv=None):
         summary["ptxas"] = ptxas_report(args, log, workdir, arch)
     if args.bench:
         summary["bench"], wrong = bench(args, log, workdir, arch)
+        summary["peer_table"] = peer_table(summary["bench"])
         status |= bool(wrong)
     with open(os.path.join(args.out, "cuda_gemm_results.json"), "w") as f:
         json.dump(summary, f, indent=1, default=str)

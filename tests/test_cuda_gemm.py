@@ -386,18 +386,49 @@ def test_generic_address_path_still_compiles(layout):
 
 
 def test_cutlass_peer_names_state_their_tiles():
-    """The benchmark labels each CUTLASS peer by its export name: every PEER in
+    """The benchmark labels each CUTLASS peer by its export name: every tile in
     benchmarks/cutlass_sm80_peer.cu must be named after the tile, warp tile and stage count it
-    instantiates, and fit the H200's 227 KiB of shared memory (f16 operands)."""
+    instantiates and fit the H200's 227 KiB of shared memory (16-bit operands), and each tile is
+    instantiated for every layout and both input dtypes."""
     with open(os.path.join(ROOT, "benchmarks", "cutlass_sm80_peer.cu")) as f:
         src = f.read()
-    peers = re.findall(r"^PEER\((\w+), (\d+), (\d+), (\d+), (\d+), (\d+), (\d+), (\d+)\)$", src, re.MULTILINE)
-    assert len(peers) == len(re.findall(r"^PEER\(", src, re.MULTILINE)) >= 2
-    for name, *dims in peers:
+    tiles = re.findall(r"^  X\(dt, lay, (\w+), (\d+), (\d+), (\d+), (\d+), (\d+), (\d+), (\d+)\)", src, re.MULTILINE)
+    assert len(tiles) == len(re.findall(r"^  X\(", src, re.MULTILINE)) >= 2
+    for name, *dims in tiles:
         bm, bn, bk, wm, wn, wk, stages = map(int, dims)
-        assert name == f"cutlass_{bm}x{bn}x{bk}_w{wm}x{wn}_s{stages}", name
+        assert name == f"{bm}x{bn}x{bk}_w{wm}x{wn}_s{stages}", name
         assert wk == bk and bm % wm == 0 and bn % wn == 0, name
         assert stages * (bm + bn) * bk * 2 <= 227 * 1024, name
+    layouts = re.search(r"^#define PEER_LAYOUTS\(X, dt\) (.*)$", src, re.MULTILINE).group(1)
+    assert re.findall(r"PEER_TILES\(X, dt, (\w+)\)", layouts) == list(LAYOUTS)
+    dtypes = re.search(r"^#define PEER_ALL\(X\) (.*)$", src, re.MULTILINE).group(1)
+    assert re.findall(r"PEER_LAYOUTS\(X, (\w+)\)", dtypes) == ["f16", "bf16"]
+
+
+def test_peer_table_rows_and_laggards():
+    """The benchmark's closing table: per (size, dtype, layout) the best correct run of each
+    contender; wrong runs and all-zero inputs do not count; ratios where both ran; the rows below
+    1.12x Triton or below CUTLASS are listed after the table."""
+    bench = _bench_script()
+
+    def run(who, layout, config, tflops, ok=True, inputs="uniform"):
+        return dict(who=who, size=4096, dtype="bf16", layout=layout, inputs=inputs, config=config, tflops=tflops, ok=ok)
+
+    results = [run("ours", "nn", "128x256x64_w2x4_s4", 432.0), run("ours", "nn", "zeros", 480.0, inputs="zeros"),
+               run("cutlass_sm80", "nn", "cutlass_bf16_nn_128x256x64_w64x64_s3", 420.0),
+               run("cutlass_sm80", "nn", "cutlass_bf16_nn_256x128x64_w64x64_s3", 440.0, ok=False),
+               run("cutlass_sm80", "nn", "cutlass_bf16_nn_128x256x32_w64x64_s4", 425.0),
+               run("triton_mma_sync", "nn", "128x256x64_w8_s3 [mma.sync]", 400.0),
+               run("ours", "nt", "128x256x64_w2x4_s4", 450.0), run("torch", "nt", "torch.matmul", 700.0)]
+    rows = bench.peer_table(results)
+    assert [(r["layout"], r["ours"], r.get("cutlass_sm80"), r["ours/triton"]) for r in rows] == [
+        ("nn", 432.0, 425.0, 432.0 / 400.0), ("nt", 450.0, None, None)]
+    assert rows[0]["cutlass_sm80_config"] == "cutlass_bf16_nn_128x256x32_w64x64_s4"
+    assert rows[0]["ours/cutlass"] == 432.0 / 425.0 and rows[1]["ours/cutlass"] is None
+    lines = bench.table_lines(rows)
+    assert lines[2] == ("| 4096^3 | bf16 | nn | 432.0 (128x256x64_w2x4_s4) | 400.0 (128x256x64_w8_s3 [mma.sync]) "
+                        "| 425.0 (128x256x32_w64x64_s4) | 1.08 | 1.02 | – |")
+    assert lines[-1] == "below 1.12x Triton: 4096^3 bf16 nn (1.08); below CUTLASS: none"
 
 
 def test_check_output_fails_wrong_results(rng):
