@@ -139,7 +139,7 @@ def test_workgroup_scope_takes_single_register_operands(op, rng):
     b = _values(rng, op.b_format, (64 * waves, op.b_elems))
     c = _values(rng, op.acc_format, (64 * waves, op.acc_elems))
     d = np.zeros_like(_storage(c, op.acc_format))
-    kernel = error_kernels.workgroup_mfma_probe(op, waves, blgp=blgp)
+    kernel = mfma_probe(op, blgp=blgp, scope="workgroup", waves=waves)
     assert op.mnemonic in tvm_cdna4.build(kernel).asm
     emulate(kernel, _storage(a, op.a_format), _storage(b, op.b_format), _storage(c, op.acc_format), d)
     for w in range(waves):
@@ -153,7 +153,7 @@ def test_workgroup_scope_takes_one_register_scales(rng):
     c = rng.normal(size=(64 * waves, op.acc_elems)).astype(np.float32)
     sa, sb = (rng.integers(118, 136, 64 * waves).astype(np.uint32) for _ in range(2))
     d = np.zeros_like(c)
-    emulate(error_kernels.workgroup_scaled_probe(op, waves), formats.to_words("fp8", a), formats.to_words("fp8", b),
+    emulate(mfma_probe(op, scope="workgroup", waves=waves), formats.to_words("fp8", a), formats.to_words("fp8", b),
             c, sa, sb, d)
     for w in range(waves):
         rows = slice(64 * w, 64 * w + 64)
