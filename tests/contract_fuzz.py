@@ -18,7 +18,6 @@ internal error.
 
 from __future__ import annotations
 
-import re
 import traceback
 from dataclasses import dataclass, field
 from math import prod
