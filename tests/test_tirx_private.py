@@ -73,3 +73,24 @@ def test_cuda_compiler_drivers_and_config():
     config = resolve_backend_config(None, Target({"kind": "cuda", "arch": "sm_80"}))
     assert config["compiler"] in ("nvrtc", "nvcc") and config["arch"] == "sm_80"
     assert any("-v" in option for option in compiler_options(config))  # ptxas -v: the log has registers
+
+
+def test_cuda_context_init_is_the_pinned_one():
+    # shared_cuda_pattern_ranges replays what this exact __init__ does (launch axes, then the
+    # enclosing variables in order, then the group axes); any change to it must be re-read
+    assert tirx_private.cuda_context_init_sha256() == tirx_private.CUDA_CONTEXT_INIT_SHA256
+    assert list(inspect.signature(tirx_private.CudaContext.__init__).parameters) == ["self", "sctx", "atom_scope"]
+    from tvm_tirx.sym import Analyzer, ConstraintContext
+
+    assert list(inspect.signature(ConstraintContext.__init__).parameters) == ["self", "parent", "parent_local_prefix"]
+    assert hasattr(Analyzer, "sync_constraint_context")
+
+
+def test_shared_cuda_pattern_ranges_is_scoped():
+    original = tirx_private.CudaContext.__init__
+    with tirx_private.shared_cuda_pattern_ranges():
+        assert tirx_private.CudaContext.__init__ is not original
+        with tirx_private.shared_cuda_pattern_ranges():
+            pass
+        assert tirx_private.CudaContext.__init__ is not original
+    assert tirx_private.CudaContext.__init__ is original

@@ -12,12 +12,15 @@
 4. ``lowered_device_modules`` intercepts the private codegen step of ``tvm_tirx.tirx.compile``.
 5. ``cuda_compile_log`` calls the private compiler drivers of ``tvm_tirx.support.nvcc``
    (``_compile_cuda_nvrtc`` / ``_compile_cuda_nvcc``), whose log the public ``compile_source`` drops.
+6. ``shared_cuda_pattern_ranges`` swaps the CUDA tile-pattern ``Context.__init__`` for the duration
+   of one of our CUDA builds (``CUDA_CONTEXT_INIT_SHA256`` pins the original's source).
 
 ``tests/test_tirx_private.py`` fails loudly when any of these change.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 
 from tvm_ffi.dataclasses import enum as _ffi_enum
@@ -124,3 +127,135 @@ def cuda_compile_log(source: str, arch: str) -> str:
     driver = getattr(nvcc, CUDA_DRIVER_PREFIX + config["compiler"])
     _, log = driver(source, "cubin", config["arch"], compiler_options(config))
     return log.decode() if isinstance(log, bytes | bytearray) else str(log or "")
+
+
+# 6. One analyzer for all CUDA tile-pattern contexts of a build. TIRx's ``Context.__init__`` gives
+#    every ``T.cuda.tile.apply`` a fresh analyzer and adds the range of every variable in scope
+#    (the launch axes, then ``sctx.var_range_map`` in order) with a synchronization after each,
+#    then its group axes: quadratic in the variables in scope, and an unrolled GEMM main loop has
+#    ~1000 of them at each of its ~500 applies. Inside ``shared_cuda_pattern_ranges()`` the
+#    contexts share one analyzer and one growing list of the enclosing variables' premises: a
+#    variable's premise (and static range) is computed once, when it first appears, in the order
+#    TIRx adds it; each context's premises are a child of that list (its own prefix) followed by
+#    its group axes, exactly the premises TIRx's own init gives it, so every query answers as
+#    before (tests/test_cuda_gemm_golden.py: byte-identical CUDA).
+CUDA_CONTEXT_INIT_SHA256 = "b3dd3eacb01095ea4740bab87f6cad11239f3f8e04fdf4521b8f5501dd999986"
+_SHARED = threading.local()
+
+
+def cuda_context_init_sha256() -> str:
+    import hashlib
+    import inspect
+
+    return hashlib.sha256(inspect.getsource(_ORIGINAL_CONTEXT_INIT).encode()).hexdigest()
+
+
+_ORIGINAL_CONTEXT_INIT = CudaContext.__init__
+
+
+class _WithoutRanges:
+    """``sctx`` seen without launch axes and enclosing variables (TIRx's init then adds only the
+    group axes); everything else is read from the real dispatch context."""
+
+    def __init__(self, sctx):
+        self._sctx = sctx
+        self.launch_params = {}
+        self.var_range_map = {}
+
+    def __getattr__(self, name):
+        return getattr(self._sctx, name)
+
+
+class _SharedRanges:
+    """The premises of the launch axes and the enclosing variables seen so far in one build."""
+
+    def __init__(self):
+        from tvm_tirx.sym import Analyzer
+
+        self.analyzer = Analyzer()
+        self.launch_key = None
+        self.keys: list[tuple[int, int]] = []  # (variable, range) handles, in TIRx's order
+        self.entries: list[tuple] = []  # (variable, range, premise, static range or None)
+        self.premises = None
+
+    def _restart(self, sctx, launch_key, keep: int) -> None:
+        from tvm_tirx.ir import Range
+        from tvm_tirx.sym import ConstraintContext, RangeConstraint
+
+        self.premises = ConstraintContext()
+        for var, extent in sctx.launch_params.values():
+            self.premises.append(RangeConstraint(var, Range(0, extent)))
+        self.launch_key, self.keys, self.entries = launch_key, self.keys[:keep], self.entries[:keep]
+        for entry in self.entries:
+            self.premises.append(entry[2])
+
+    def enter(self, ctx, sctx) -> dict:
+        """Bring the premises up to ``sctx``'s variables; returns the context's static ranges."""
+        from tvm_tirx.ir import IntImm, Range
+        from tvm_tirx.sym import RangeConstraint
+
+        launch_key = tuple((k, v.__chandle__(), e.__chandle__()) for k, (v, e) in sctx.launch_params.items())
+        items = list(sctx.var_range_map.items())
+        common = 0
+        if launch_key == self.launch_key:
+            while common < min(len(items), len(self.keys)) and self.keys[common] == (
+                    items[common][0].__chandle__(), items[common][1].__chandle__()):
+                common += 1
+        if launch_key != self.launch_key or common < len(self.keys):
+            self._restart(sctx, launch_key, common)
+        for var, bound in items[common:]:
+            premise = RangeConstraint(var, Range.from_min_extent(ctx.index_coordinates(bound.begin), bound.extent))
+            self.premises.append(premise)
+            self.analyzer.sync_constraint_context(self.premises)
+            low, extent = (self.analyzer.simplify(x) for x in (bound.begin, bound.extent))
+            static = None
+            if isinstance(low, IntImm) and isinstance(extent, IntImm):
+                static = range(int(low), int(low) + int(extent))
+            self.entries.append((var, bound, premise, static))
+            self.keys.append((var.__chandle__(), bound.__chandle__()))
+        return {entry[0]: entry[3] for entry in self.entries[: len(items)] if entry[3] is not None}
+
+
+def _shared_context_init(self, sctx, atom_scope="thread"):
+    shared = getattr(_SHARED, "ranges", None)
+    if shared is None or type(self) is not CudaContext or sctx.scope_kind == "cluster":
+        return _ORIGINAL_CONTEXT_INIT(self, sctx, atom_scope)
+    _ORIGINAL_CONTEXT_INIT(self, _WithoutRanges(sctx), atom_scope)
+    from tvm_tirx.sym import ConstraintContext
+
+    group_premises = list(self.constraints)
+    self.sctx = sctx
+    self.static_ranges = shared.enter(self, sctx)
+    # this context's premises: the shared prefix up to its own variables, then its group axes
+    self.constraints = ConstraintContext(shared.premises, len(sctx.launch_params) + len(sctx.var_range_map))
+    for premise in group_premises:
+        self.constraints.append(premise)
+    self.analyzer = shared.analyzer
+    self.analyzer.sync_constraint_context(self.constraints)
+
+
+@contextlib.contextmanager
+def shared_cuda_pattern_ranges():
+    """Within the block (one thread's CUDA build), CUDA tile-pattern contexts share their premises.
+
+    Builds on other threads keep TIRx's own ``Context.__init__`` (the swap is process-wide, the
+    shared state thread-local, and the swap is undone when the last user leaves)."""
+    global _SHARED_USERS
+    with _SHARED_LOCK:
+        if _SHARED_USERS == 0:
+            CudaContext.__init__ = _shared_context_init
+        _SHARED_USERS += 1
+    outer = getattr(_SHARED, "ranges", None)
+    _SHARED.ranges = _SharedRanges()
+    try:
+        yield
+    finally:
+        _SHARED.ranges = outer
+        with _SHARED_LOCK:
+            _SHARED_USERS -= 1
+            if _SHARED_USERS == 0:
+                CudaContext.__init__ = _ORIGINAL_CONTEXT_INIT
+
+
+_SHARED_LOCK = threading.Lock()
+_SHARED_USERS = 0
