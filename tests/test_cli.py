@@ -4,7 +4,15 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from tvm_cdna4.isa import CATALOG, lanes
+
+
+@pytest.fixture(autouse=True)
+def _throwaway_build_cache(tmp_path, monkeypatch):
+    """Builds here (and in the CLI subprocesses) use a per-test cache, never ~/.cache/tvm_cdna4."""
+    monkeypatch.setenv("TVM_CDNA4_CACHE_DIR", str(tmp_path / "build-cache"))
 
 
 def _run(*args):

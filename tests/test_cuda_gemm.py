@@ -32,6 +32,13 @@ from tvm_cdna4.schedules.cuda_gemm import (
     swizzle_shift,
 )
 
+
+@pytest.fixture(autouse=True)
+def _throwaway_build_cache(tmp_path, monkeypatch):
+    """Builds here (and in the CLI subprocesses) use a per-test cache, never ~/.cache/tvm_cdna4."""
+    monkeypatch.setenv("TVM_CDNA4_CACHE_DIR", str(tmp_path / "build-cache"))
+
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HAVE_GPU, GPU_WHY = runner.have_cuda_gpu()
 gpu = pytest.mark.skipif(not HAVE_GPU, reason=f"needs an NVIDIA GPU ({GPU_WHY})")

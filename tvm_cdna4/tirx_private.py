@@ -12,8 +12,9 @@
 4. ``lowered_device_modules`` intercepts the private codegen step of ``tvm_tirx.tirx.compile``.
 5. ``cuda_compile_log`` calls the private compiler drivers of ``tvm_tirx.support.nvcc``
    (``_compile_cuda_nvrtc`` / ``_compile_cuda_nvcc``), whose log the public ``compile_source`` drops.
-6. ``shared_cuda_pattern_ranges`` swaps the CUDA tile-pattern ``Context.__init__`` for the duration
-   of one of our CUDA builds (``CUDA_CONTEXT_INIT_SHA256`` pins the original's source).
+6. ``shared_cuda_pattern_ranges`` swaps the CUDA tile-pattern ``Context.__init__`` and the mma
+   pattern's ``lower`` for the duration of one of our CUDA builds (``CUDA_CONTEXT_INIT_SHA256`` and
+   ``CUDA_MMA_LOWER_SHA256`` pin the originals' sources).
 
 ``tests/test_tirx_private.py`` fails loudly when any of these change.
 """
@@ -25,6 +26,7 @@ import threading
 
 from tvm_ffi.dataclasses import enum as _ffi_enum
 from tvm_tirx.backend.cuda.tile.patterns import common as cuda_common
+from tvm_tirx.backend.cuda.tile.patterns import mma as cuda_mma
 from tvm_tirx.tirx.layout import Axis
 from tvm_tirx.tirx.thread_scope import ThreadScope
 
@@ -129,7 +131,7 @@ def cuda_compile_log(source: str, arch: str) -> str:
     return log.decode() if isinstance(log, bytes | bytearray) else str(log or "")
 
 
-# 6. One analyzer for all CUDA tile-pattern contexts of a build. TIRx's ``Context.__init__`` gives
+# 6a. One analyzer for all CUDA tile-pattern contexts of a build. TIRx's ``Context.__init__`` gives
 #    every ``T.cuda.tile.apply`` a fresh analyzer and adds the range of every variable in scope
 #    (the launch axes, then ``sctx.var_range_map`` in order) with a synchronization after each,
 #    then its group axes: quadratic in the variables in scope, and an unrolled GEMM main loop has
@@ -234,27 +236,93 @@ def _shared_context_init(self, sctx, atom_scope="thread"):
     self.analyzer.sync_constraint_context(self.constraints)
 
 
+# 6b. One lowering per distinct mma apply. An unrolled k-loop repeats the same ``mma.sync`` apply
+#    (same opcode, scope and operand regions, over fresh register views of the same accumulator
+#    and fragments) once per k-step; TIRx lowers and proves each from scratch. When an apply's
+#    operands mention no variable but their own tensors (so no enclosing range can matter), the
+#    statement lowered for the first structurally equal apply is reused with the tensors renamed
+#    and every variable it defines renewed under the same name (codegen names them as before).
+CUDA_MMA_LOWER_SHA256 = "0f659a272454411096eabe21365d40590a6be9365b62f91e59a0bae4f977f492"
+_ORIGINAL_MMA_LOWER = cuda_mma.lower
+
+
+def cuda_mma_lower_sha256() -> str:
+    import hashlib
+    import inspect
+
+    return hashlib.sha256(inspect.getsource(_ORIGINAL_MMA_LOWER).encode()).hexdigest()
+
+
+def _free_vars(obj) -> list:
+    from tvm_ffi import structural_map
+    from tvm_tirx.ir import Var
+
+    found: dict[int, object] = {}
+    structural_map(obj, (Var, lambda v: found.setdefault(v.__chandle__(), v)))
+    return list(found.values())
+
+
+def _defined_vars(stmt) -> list:
+    from tvm_ffi import structural_map
+    from tvm_tirx.ir import Var
+
+    found: dict[int, object] = {}
+
+    def visit(var, def_region_kind):
+        if def_region_kind:
+            found.setdefault(var.__chandle__(), var)
+        return var
+
+    structural_map(stmt, with_def_region_kind=(Var, visit))
+    return list(found.values())
+
+
+def _memoized_mma_lower(opcode, entry, modifiers, args, params, sctx):
+    import tvm_ffi
+    from tvm_tirx.ir import TensorRegion, Var
+
+    memo = getattr(_SHARED, "mma", None)
+    sources = [arg.source for arg in args if isinstance(arg, TensorRegion)]
+    handles = {s.__chandle__() for s in sources}
+    if memo is None or params or any(v.__chandle__() not in handles for v in _free_vars(list(args))):
+        return _ORIGINAL_MMA_LOWER(opcode, entry, modifiers, args, params, sctx)
+    shape = (list(args), [s.ty for s in sources])
+    key = (opcode, sctx.scope_kind, str(dict(sctx.intra)), tvm_ffi.structural_hash(shape, map_free_vars=True))
+    seen = memo.get(key)
+    if seen is not None and tvm_ffi.structural_equal(seen[0], shape, map_free_vars=True):
+        _, old_sources, stmt, defined = seen
+        rename = {old.__chandle__(): new for old, new in zip(old_sources, sources)}
+        rename.update((var.__chandle__(), Var(var.name, var.ty)) for var in defined)
+        return tvm_ffi.structural_map(stmt, (Var, lambda v: rename.get(v.__chandle__(), v)))
+    stmt = _ORIGINAL_MMA_LOWER(opcode, entry, modifiers, args, params, sctx)
+    memo[key] = (shape, sources, stmt, _defined_vars(stmt))
+    return stmt
+
+
 @contextlib.contextmanager
 def shared_cuda_pattern_ranges():
-    """Within the block (one thread's CUDA build), CUDA tile-pattern contexts share their premises.
+    """Within the block (one thread's CUDA build), CUDA tile-pattern contexts share their premises
+    and structurally equal mma applies share one lowering.
 
-    Builds on other threads keep TIRx's own ``Context.__init__`` (the swap is process-wide, the
-    shared state thread-local, and the swap is undone when the last user leaves)."""
+    Builds on other threads keep TIRx's own functions (the swap is process-wide, the shared state
+    thread-local, and the swap is undone when the last user leaves)."""
     global _SHARED_USERS
     with _SHARED_LOCK:
         if _SHARED_USERS == 0:
             CudaContext.__init__ = _shared_context_init
+            cuda_mma.lower = _memoized_mma_lower
         _SHARED_USERS += 1
-    outer = getattr(_SHARED, "ranges", None)
-    _SHARED.ranges = _SharedRanges()
+    outer = (getattr(_SHARED, "ranges", None), getattr(_SHARED, "mma", None))
+    _SHARED.ranges, _SHARED.mma = _SharedRanges(), {}
     try:
         yield
     finally:
-        _SHARED.ranges = outer
+        _SHARED.ranges, _SHARED.mma = outer
         with _SHARED_LOCK:
             _SHARED_USERS -= 1
             if _SHARED_USERS == 0:
                 CudaContext.__init__ = _ORIGINAL_CONTEXT_INIT
+                cuda_mma.lower = _ORIGINAL_MMA_LOWER
 
 
 _SHARED_LOCK = threading.Lock()
