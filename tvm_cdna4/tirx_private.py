@@ -12,9 +12,9 @@
 4. ``lowered_device_modules`` intercepts the private codegen step of ``tvm_tirx.tirx.compile``.
 5. ``cuda_compile_log`` calls the private compiler drivers of ``tvm_tirx.support.nvcc``
    (``_compile_cuda_nvrtc`` / ``_compile_cuda_nvcc``), whose log the public ``compile_source`` drops.
-6. ``shared_cuda_pattern_ranges`` swaps the CUDA tile-pattern ``Context.__init__`` and the mma
-   pattern's ``lower`` for the duration of one of our CUDA builds (``CUDA_CONTEXT_INIT_SHA256`` and
-   ``CUDA_MMA_LOWER_SHA256`` pin the originals' sources).
+6. ``shared_cuda_lowering`` swaps the CUDA tile-pattern ``Context.__init__`` and the mma and
+   ldmatrix patterns' ``lower`` for the duration of one of our CUDA builds (``CUDA_CONTEXT_INIT_SHA256``
+   and ``CUDA_LOWER_SHA256`` pin the originals' sources).
 
 ``tests/test_tirx_private.py`` fails loudly when any of these change.
 """
@@ -26,6 +26,7 @@ import threading
 
 from tvm_ffi.dataclasses import enum as _ffi_enum
 from tvm_tirx.backend.cuda.tile.patterns import common as cuda_common
+from tvm_tirx.backend.cuda.tile.patterns import ldmatrix as cuda_ldmatrix
 from tvm_tirx.backend.cuda.tile.patterns import mma as cuda_mma
 from tvm_tirx.tirx.layout import Axis
 from tvm_tirx.tirx.thread_scope import ThreadScope
@@ -135,7 +136,7 @@ def cuda_compile_log(source: str, arch: str) -> str:
 #    every ``T.cuda.tile.apply`` a fresh analyzer and adds the range of every variable in scope
 #    (the launch axes, then ``sctx.var_range_map`` in order) with a synchronization after each,
 #    then its group axes: quadratic in the variables in scope, and an unrolled GEMM main loop has
-#    ~1000 of them at each of its ~500 applies. Inside ``shared_cuda_pattern_ranges()`` the
+#    ~1000 of them at each of its ~500 applies. Inside ``shared_cuda_lowering()`` the
 #    contexts share one analyzer and one growing list of the enclosing variables' premises: a
 #    variable's premise (and static range) is computed once, when it first appears, in the order
 #    TIRx adds it; each context's premises are a child of that list (its own prefix) followed by
@@ -236,21 +237,26 @@ def _shared_context_init(self, sctx, atom_scope="thread"):
     self.analyzer.sync_constraint_context(self.constraints)
 
 
-# 6b. One lowering per distinct mma apply. An unrolled k-loop repeats the same ``mma.sync`` apply
-#    (same opcode, scope and operand regions, over fresh register views of the same accumulator
-#    and fragments) once per k-step; TIRx lowers and proves each from scratch. When an apply's
-#    operands mention no variable but their own tensors (so no enclosing range can matter), the
-#    statement lowered for the first structurally equal apply is reused with the tensors renamed
-#    and every variable it defines renewed under the same name (codegen names them as before).
-CUDA_MMA_LOWER_SHA256 = "0f659a272454411096eabe21365d40590a6be9365b62f91e59a0bae4f977f492"
-_ORIGINAL_MMA_LOWER = cuda_mma.lower
+# 6b. One lowering per distinct mma / ldmatrix apply. An unrolled k-loop repeats the same apply
+#    (same opcode, scope and operand regions, over fresh views of the same registers and shared
+#    tiles) once per k-step; TIRx lowers and proves each from scratch. Both lowerings read only the
+#    operand regions and their tensor types (never the enclosing variables' ranges), so when an
+#    apply's operands mention no variable but their own tensors, the statement lowered for the
+#    first structurally equal apply is reused with the tensors renamed and every variable it
+#    defines renewed under the same name (codegen names them as before).
+CUDA_LOWER_SHA256 = {
+    "mma": "0f659a272454411096eabe21365d40590a6be9365b62f91e59a0bae4f977f492",
+    "ldmatrix": "1627b6c138bd957dea3f4bb06e7db92ad7b84bdde472f338a3f73c82f553a951",
+}
+CUDA_MEMOIZED_PATTERNS = {"mma": cuda_mma, "ldmatrix": cuda_ldmatrix}
+_ORIGINAL_LOWER = {name: module.lower for name, module in CUDA_MEMOIZED_PATTERNS.items()}
 
 
-def cuda_mma_lower_sha256() -> str:
+def cuda_lower_sha256(name: str) -> str:
     import hashlib
     import inspect
 
-    return hashlib.sha256(inspect.getsource(_ORIGINAL_MMA_LOWER).encode()).hexdigest()
+    return hashlib.sha256(inspect.getsource(_ORIGINAL_LOWER[name]).encode()).hexdigest()
 
 
 def _free_vars(obj) -> list:
@@ -277,32 +283,42 @@ def _defined_vars(stmt) -> list:
     return list(found.values())
 
 
-def _memoized_mma_lower(opcode, entry, modifiers, args, params, sctx):
-    import tvm_ffi
-    from tvm_tirx.ir import TensorRegion, Var
+def _memoized(name: str):
+    original = _ORIGINAL_LOWER[name]
 
-    memo = getattr(_SHARED, "mma", None)
-    sources = [arg.source for arg in args if isinstance(arg, TensorRegion)]
-    handles = {s.__chandle__() for s in sources}
-    if memo is None or params or any(v.__chandle__() not in handles for v in _free_vars(list(args))):
-        return _ORIGINAL_MMA_LOWER(opcode, entry, modifiers, args, params, sctx)
-    shape = (list(args), [s.ty for s in sources])
-    key = (opcode, sctx.scope_kind, str(dict(sctx.intra)), tvm_ffi.structural_hash(shape, map_free_vars=True))
-    seen = memo.get(key)
-    if seen is not None and tvm_ffi.structural_equal(seen[0], shape, map_free_vars=True):
-        _, old_sources, stmt, defined = seen
-        rename = {old.__chandle__(): new for old, new in zip(old_sources, sources)}
-        rename.update((var.__chandle__(), Var(var.name, var.ty)) for var in defined)
-        return tvm_ffi.structural_map(stmt, (Var, lambda v: rename.get(v.__chandle__(), v)))
-    stmt = _ORIGINAL_MMA_LOWER(opcode, entry, modifiers, args, params, sctx)
-    memo[key] = (shape, sources, stmt, _defined_vars(stmt))
-    return stmt
+    def lower(opcode, entry, modifiers, args, params, sctx):
+        import tvm_ffi
+        from tvm_tirx.ir import TensorRegion, Var
+
+        memo = getattr(_SHARED, "lowered", None)
+        sources = [arg.source for arg in args if isinstance(arg, TensorRegion)]
+        handles = {s.__chandle__() for s in sources}
+        if memo is None or params or any(v.__chandle__() not in handles for v in _free_vars(list(args))):
+            return original(opcode, entry, modifiers, args, params, sctx)
+        shape = (list(args), [s.ty for s in sources])
+        launch = tuple((axis, str(extent)) for axis, (_, extent) in sctx.launch_params.items())
+        key = (name, opcode, sctx.scope_kind, str(dict(sctx.intra)), str(dict(sctx.inter)), launch,
+               tvm_ffi.structural_hash(shape, map_free_vars=True))
+        seen = memo.get(key)
+        if seen is not None and tvm_ffi.structural_equal(seen[0], shape, map_free_vars=True):
+            _, old_sources, stmt, defined = seen
+            rename = {old.__chandle__(): new for old, new in zip(old_sources, sources)}
+            rename.update((var.__chandle__(), Var(var.name, var.ty)) for var in defined)
+            return tvm_ffi.structural_map(stmt, (Var, lambda v: rename.get(v.__chandle__(), v)))
+        stmt = original(opcode, entry, modifiers, args, params, sctx)
+        memo[key] = (shape, sources, stmt, _defined_vars(stmt))
+        return stmt
+
+    return lower
+
+
+_MEMOIZED_LOWER = {name: _memoized(name) for name in CUDA_MEMOIZED_PATTERNS}
 
 
 @contextlib.contextmanager
-def shared_cuda_pattern_ranges():
+def shared_cuda_lowering():
     """Within the block (one thread's CUDA build), CUDA tile-pattern contexts share their premises
-    and structurally equal mma applies share one lowering.
+    and structurally equal mma / ldmatrix applies share one lowering.
 
     Builds on other threads keep TIRx's own functions (the swap is process-wide, the shared state
     thread-local, and the swap is undone when the last user leaves)."""
@@ -310,19 +326,21 @@ def shared_cuda_pattern_ranges():
     with _SHARED_LOCK:
         if _SHARED_USERS == 0:
             CudaContext.__init__ = _shared_context_init
-            cuda_mma.lower = _memoized_mma_lower
+            for name, module in CUDA_MEMOIZED_PATTERNS.items():
+                module.lower = _MEMOIZED_LOWER[name]
         _SHARED_USERS += 1
-    outer = (getattr(_SHARED, "ranges", None), getattr(_SHARED, "mma", None))
-    _SHARED.ranges, _SHARED.mma = _SharedRanges(), {}
+    outer = (getattr(_SHARED, "ranges", None), getattr(_SHARED, "lowered", None))
+    _SHARED.ranges, _SHARED.lowered = _SharedRanges(), {}
     try:
         yield
     finally:
-        _SHARED.ranges, _SHARED.mma = outer
+        _SHARED.ranges, _SHARED.lowered = outer
         with _SHARED_LOCK:
             _SHARED_USERS -= 1
             if _SHARED_USERS == 0:
                 CudaContext.__init__ = _ORIGINAL_CONTEXT_INIT
-                cuda_mma.lower = _ORIGINAL_MMA_LOWER
+                for name, module in CUDA_MEMOIZED_PATTERNS.items():
+                    module.lower = _ORIGINAL_LOWER[name]
 
 
 _SHARED_LOCK = threading.Lock()
