@@ -1,2 +1,24 @@
 """Fixtures and markers for these tests come from the package's pytest plugin,
-``tvm_cdna4.testing`` (``rng``, ``run_gfx950``, ``run_cuda``; ``gfx950``, ``cuda``, ``llvm``)."""
+``tvm_cdna4.testing`` (``rng``, ``run_gfx950``, ``run_cuda``; ``gfx950``, ``cuda``, ``llvm``).
+
+Builds go to one throwaway cache per test session (``TVM_CDNA4_CACHE_DIR``, inherited by the CLI
+subprocesses), never ``~/.cache/tvm_cdna4``: a kernel that several tests build is built once.
+Tests of the cache itself use their own directories; tests that must run TIRx pass ``cache=False``.
+"""
+
+import os
+import shutil
+import tempfile
+
+_SESSION_CACHE = None
+
+
+def pytest_configure(config):
+    global _SESSION_CACHE
+    _SESSION_CACHE = tempfile.mkdtemp(prefix="tvm_cdna4-test-cache-")
+    os.environ["TVM_CDNA4_CACHE_DIR"] = _SESSION_CACHE
+
+
+def pytest_unconfigure(config):
+    if _SESSION_CACHE:
+        shutil.rmtree(_SESSION_CACHE, ignore_errors=True)

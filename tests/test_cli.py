@@ -4,6 +4,7 @@ import json
 import subprocess
 import sys
 
+
 from tvm_cdna4.isa import CATALOG, lanes
 
 

@@ -32,6 +32,7 @@ from tvm_cdna4.schedules.cuda_gemm import (
     swizzle_shift,
 )
 
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HAVE_GPU, _ = runner.have_cuda_gpu()
 

@@ -115,3 +115,39 @@ def test_default_pipeline_selector_receives_module_and_target():
 
     assert list(inspect.signature(pipeline.register_default_tir_pipeline_selector).parameters) == ["selector"]
     assert "target_to_bind" in inspect.signature(pipeline.get_default_tir_pipeline).parameters
+
+
+def test_cuda_context_init_is_the_pinned_one():
+    # shared_cuda_lowering replays what this exact __init__ does (launch axes, then the
+    # enclosing variables in order, then the group axes); any change to it must be re-read
+    assert tirx_private.cuda_context_init_sha256() == tirx_private.CUDA_CONTEXT_INIT_SHA256
+    assert list(inspect.signature(tirx_private.CudaContext.__init__).parameters) == ["self", "sctx", "atom_scope"]
+    from tvm_tirx.sym import Analyzer, ConstraintContext
+
+    assert list(inspect.signature(ConstraintContext.__init__).parameters) == ["self", "parent", "parent_local_prefix"]
+    assert hasattr(Analyzer, "sync_constraint_context")
+
+
+def test_shared_cuda_lowering_is_scoped():
+    original = tirx_private.CudaContext.__init__, tirx_private.cuda_ldmatrix.lower
+    with tirx_private.shared_cuda_lowering():
+        assert (tirx_private.CudaContext.__init__, tirx_private.cuda_ldmatrix.lower) != original
+        ranges = tirx_private._SHARED.ranges
+        with tirx_private.shared_cuda_lowering():
+            assert tirx_private._SHARED.ranges is not ranges
+        assert tirx_private._SHARED.ranges is ranges
+        assert (tirx_private.CudaContext.__init__, tirx_private.cuda_ldmatrix.lower) != original
+    assert (tirx_private.CudaContext.__init__, tirx_private.cuda_ldmatrix.lower) == original
+
+
+def test_memoized_cuda_lowerings_are_the_pinned_ones():
+    # the memo reuses these exact lowerings for structurally equal applies; the dispatcher must look
+    # ``<pattern>.lower`` up at each call for the scoped swap to take effect
+    import tvm_ffi
+    from tvm_tirx.backend.cuda.tile import patterns
+
+    for name, module in tirx_private.CUDA_MEMOIZED_PATTERNS.items():
+        assert tirx_private.cuda_lower_sha256(name) == tirx_private.CUDA_LOWER_SHA256[name], name
+        assert list(inspect.signature(module.lower).parameters) == ["opcode", "entry", "modifiers", "args", "params", "sctx"]
+        assert f"lower = {name}.lower" in inspect.getsource(patterns._lower)
+    assert "with_def_region_kind" in inspect.signature(tvm_ffi.structural_map).parameters

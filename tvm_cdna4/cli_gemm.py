@@ -54,6 +54,8 @@ def add_gemm_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--group-m", type=int, help="block rasterization group (block rows per N sweep)")
     p.add_argument("--ctas", type=int,
                    help="sm80: persistent kernel with this many CTAs (the GPU's SM count), 0 = one CTA per tile")
+    p.add_argument("--no-cache", action="store_true",
+                   help="build with TIRx even when the build cache (~/.cache/tvm_cdna4, TVM_CDNA4_CACHE_DIR) has it")
     p.set_defaults(func=run_gemm)
     return p
 
@@ -120,13 +122,14 @@ def run_gemm(args) -> int:
     elif args.emit == "cuda":
         from .schedules.cuda_gemm import build, cuda_source
 
-        print(cuda_source(build(M, N, K, args.dtype, args.layout, args.out_dtype, cfg, arch="sm_80")))
+        print(cuda_source(build(M, N, K, args.dtype, args.layout, args.out_dtype, cfg, arch="sm_80",
+                                cache=not args.no_cache)))
 
     if not (args.validate or args.bench):
         if args.emit is None:  # plain build: compile for sm_80 and report
             from .schedules.cuda_gemm import build
 
-            build(M, N, K, args.dtype, args.layout, args.out_dtype, cfg, arch="sm_80")
+            build(M, N, K, args.dtype, args.layout, args.out_dtype, cfg, arch="sm_80", cache=not args.no_cache)
             print(f"built {args.layout} {args.dtype}->{args.out_dtype} {M}x{N}x{K} for sm_80: {cfg.as_dict()}")
         return 0
 
@@ -140,7 +143,7 @@ def run_gemm(args) -> int:
 
     import numpy as np
 
-    fn = runner.compile_and_load(M, N, K, args.dtype, args.layout, args.out_dtype, cfg)
+    fn = runner.compile_and_load(M, N, K, args.dtype, args.layout, args.out_dtype, cfg, cache=not args.no_cache)
     status = 0
     if args.validate:
         rng = np.random.default_rng(0)

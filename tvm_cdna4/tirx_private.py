@@ -17,15 +17,22 @@
    callbacks the ROCm codegen calls, ``tvm_callback_rocm_bitcode_path`` / ``tvm_callback_rocm_link``
    (TIRx's own: ``tvm_tirx.support.rocm.callback_rocm_bitcode_path`` / ``callback_rocm_link``).
 
+7. ``shared_cuda_lowering`` swaps the CUDA tile-pattern ``Context.__init__`` and the mma and
+   ldmatrix patterns' ``lower`` for the duration of one of our CUDA builds (``CUDA_CONTEXT_INIT_SHA256``
+   and ``CUDA_LOWER_SHA256`` pin the originals' sources).
+
 ``tests/test_tirx_private.py`` fails loudly when any of these change.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 
 from tvm_ffi.dataclasses import enum as _ffi_enum
 from tvm_tirx.backend.cuda.tile.patterns import common as cuda_common
+from tvm_tirx.backend.cuda.tile.patterns import ldmatrix as cuda_ldmatrix
+from tvm_tirx.backend.cuda.tile.patterns import mma as cuda_mma
 from tvm_tirx.tirx.layout import Axis
 from tvm_tirx.tirx.thread_scope import ThreadScope
 
@@ -147,3 +154,217 @@ def wrap_global_func(name: str, make_wrapper) -> bool:
         return False
     tvm_ffi.register_global_func(name, make_wrapper(original), override=True)
     return True
+
+# 7. One analyzer for all CUDA tile-pattern contexts of a build. TIRx's ``Context.__init__`` gives
+#    every ``T.cuda.tile.apply`` a fresh analyzer and adds the range of every variable in scope
+#    (the launch axes, then ``sctx.var_range_map`` in order) with a synchronization after each,
+#    then its group axes: quadratic in the variables in scope, and an unrolled GEMM main loop has
+#    ~1000 of them at each of its ~500 applies. Inside ``shared_cuda_lowering()`` the
+#    contexts share one analyzer and one growing list of the enclosing variables' premises: a
+#    variable's premise (and static range) is computed once, when it first appears, in the order
+#    TIRx adds it; each context's premises are a child of that list (its own prefix) followed by
+#    its group axes, exactly the premises TIRx's own init gives it, so every query answers as
+#    before (tests/test_cuda_gemm_golden.py: byte-identical CUDA).
+CUDA_CONTEXT_INIT_SHA256 = "b3dd3eacb01095ea4740bab87f6cad11239f3f8e04fdf4521b8f5501dd999986"
+_SHARED = threading.local()
+
+
+def cuda_context_init_sha256() -> str:
+    import hashlib
+    import inspect
+
+    return hashlib.sha256(inspect.getsource(_ORIGINAL_CONTEXT_INIT).encode()).hexdigest()
+
+
+_ORIGINAL_CONTEXT_INIT = CudaContext.__init__
+
+
+class _WithoutRanges:
+    """``sctx`` seen without launch axes and enclosing variables (TIRx's init then adds only the
+    group axes); everything else is read from the real dispatch context."""
+
+    def __init__(self, sctx):
+        self._sctx = sctx
+        self.launch_params = {}
+        self.var_range_map = {}
+
+    def __getattr__(self, name):
+        return getattr(self._sctx, name)
+
+
+class _SharedRanges:
+    """The premises of the launch axes and the enclosing variables seen so far in one build."""
+
+    def __init__(self):
+        from tvm_tirx.sym import Analyzer
+
+        self.analyzer = Analyzer()
+        self.launch_key = None
+        self.keys: list[tuple[int, int]] = []  # (variable, range) handles, in TIRx's order
+        self.entries: list[tuple] = []  # (variable, range, premise, static range or None)
+        self.premises = None
+
+    def _restart(self, sctx, launch_key, keep: int) -> None:
+        from tvm_tirx.ir import Range
+        from tvm_tirx.sym import ConstraintContext, RangeConstraint
+
+        self.premises = ConstraintContext()
+        for var, extent in sctx.launch_params.values():
+            self.premises.append(RangeConstraint(var, Range(0, extent)))
+        self.launch_key, self.keys, self.entries = launch_key, self.keys[:keep], self.entries[:keep]
+        for entry in self.entries:
+            self.premises.append(entry[2])
+
+    def enter(self, ctx, sctx) -> dict:
+        """Bring the premises up to ``sctx``'s variables; returns the context's static ranges."""
+        from tvm_tirx.ir import IntImm, Range
+        from tvm_tirx.sym import RangeConstraint
+
+        launch_key = tuple((k, v.__chandle__(), e.__chandle__()) for k, (v, e) in sctx.launch_params.items())
+        items = list(sctx.var_range_map.items())
+        common = 0
+        if launch_key == self.launch_key:
+            while common < min(len(items), len(self.keys)) and self.keys[common] == (
+                    items[common][0].__chandle__(), items[common][1].__chandle__()):
+                common += 1
+        if launch_key != self.launch_key or common < len(self.keys):
+            self._restart(sctx, launch_key, common)
+        for var, bound in items[common:]:
+            premise = RangeConstraint(var, Range.from_min_extent(ctx.index_coordinates(bound.begin), bound.extent))
+            self.premises.append(premise)
+            self.analyzer.sync_constraint_context(self.premises)
+            low, extent = (self.analyzer.simplify(x) for x in (bound.begin, bound.extent))
+            static = None
+            if isinstance(low, IntImm) and isinstance(extent, IntImm):
+                static = range(int(low), int(low) + int(extent))
+            self.entries.append((var, bound, premise, static))
+            self.keys.append((var.__chandle__(), bound.__chandle__()))
+        return {entry[0]: entry[3] for entry in self.entries[: len(items)] if entry[3] is not None}
+
+
+def _shared_context_init(self, sctx, atom_scope="thread"):
+    shared = getattr(_SHARED, "ranges", None)
+    if shared is None or type(self) is not CudaContext or sctx.scope_kind == "cluster":
+        return _ORIGINAL_CONTEXT_INIT(self, sctx, atom_scope)
+    _ORIGINAL_CONTEXT_INIT(self, _WithoutRanges(sctx), atom_scope)
+    from tvm_tirx.sym import ConstraintContext
+
+    group_premises = list(self.constraints)
+    self.sctx = sctx
+    self.static_ranges = shared.enter(self, sctx)
+    # this context's premises: the shared prefix up to its own variables, then its group axes
+    self.constraints = ConstraintContext(shared.premises, len(sctx.launch_params) + len(sctx.var_range_map))
+    for premise in group_premises:
+        self.constraints.append(premise)
+    self.analyzer = shared.analyzer
+    self.analyzer.sync_constraint_context(self.constraints)
+
+
+# 7b. One lowering per distinct mma / ldmatrix apply. An unrolled k-loop repeats the same apply
+#    (same opcode, scope and operand regions, over fresh views of the same registers and shared
+#    tiles) once per k-step; TIRx lowers and proves each from scratch. Both lowerings read only the
+#    operand regions and their tensor types (never the enclosing variables' ranges), so when an
+#    apply's operands mention no variable but their own tensors, the statement lowered for the
+#    first structurally equal apply is reused with the tensors renamed and every variable it
+#    defines renewed under the same name (codegen names them as before).
+CUDA_LOWER_SHA256 = {
+    "mma": "0f659a272454411096eabe21365d40590a6be9365b62f91e59a0bae4f977f492",
+    "ldmatrix": "1627b6c138bd957dea3f4bb06e7db92ad7b84bdde472f338a3f73c82f553a951",
+}
+CUDA_MEMOIZED_PATTERNS = {"mma": cuda_mma, "ldmatrix": cuda_ldmatrix}
+_ORIGINAL_LOWER = {name: module.lower for name, module in CUDA_MEMOIZED_PATTERNS.items()}
+
+
+def cuda_lower_sha256(name: str) -> str:
+    import hashlib
+    import inspect
+
+    return hashlib.sha256(inspect.getsource(_ORIGINAL_LOWER[name]).encode()).hexdigest()
+
+
+def _free_vars(obj) -> list:
+    from tvm_ffi import structural_map
+    from tvm_tirx.ir import Var
+
+    found: dict[int, object] = {}
+    structural_map(obj, (Var, lambda v: found.setdefault(v.__chandle__(), v)))
+    return list(found.values())
+
+
+def _defined_vars(stmt) -> list:
+    from tvm_ffi import structural_map
+    from tvm_tirx.ir import Var
+
+    found: dict[int, object] = {}
+
+    def visit(var, def_region_kind):
+        if def_region_kind:
+            found.setdefault(var.__chandle__(), var)
+        return var
+
+    structural_map(stmt, with_def_region_kind=(Var, visit))
+    return list(found.values())
+
+
+def _memoized(name: str):
+    original = _ORIGINAL_LOWER[name]
+
+    def lower(opcode, entry, modifiers, args, params, sctx):
+        import tvm_ffi
+        from tvm_tirx.ir import TensorRegion, Var
+
+        memo = getattr(_SHARED, "lowered", None)
+        sources = [arg.source for arg in args if isinstance(arg, TensorRegion)]
+        handles = {s.__chandle__() for s in sources}
+        if memo is None or params or any(v.__chandle__() not in handles for v in _free_vars(list(args))):
+            return original(opcode, entry, modifiers, args, params, sctx)
+        shape = (list(args), [s.ty for s in sources])
+        launch = tuple((axis, str(extent)) for axis, (_, extent) in sctx.launch_params.items())
+        key = (name, opcode, sctx.scope_kind, str(dict(sctx.intra)), str(dict(sctx.inter)), launch,
+               tvm_ffi.structural_hash(shape, map_free_vars=True))
+        seen = memo.get(key)
+        if seen is not None and tvm_ffi.structural_equal(seen[0], shape, map_free_vars=True):
+            _, old_sources, stmt, defined = seen
+            rename = {old.__chandle__(): new for old, new in zip(old_sources, sources)}
+            rename.update((var.__chandle__(), Var(var.name, var.ty)) for var in defined)
+            return tvm_ffi.structural_map(stmt, (Var, lambda v: rename.get(v.__chandle__(), v)))
+        stmt = original(opcode, entry, modifiers, args, params, sctx)
+        memo[key] = (shape, sources, stmt, _defined_vars(stmt))
+        return stmt
+
+    return lower
+
+
+_MEMOIZED_LOWER = {name: _memoized(name) for name in CUDA_MEMOIZED_PATTERNS}
+
+
+@contextlib.contextmanager
+def shared_cuda_lowering():
+    """Within the block (one thread's CUDA build), CUDA tile-pattern contexts share their premises
+    and structurally equal mma / ldmatrix applies share one lowering.
+
+    Builds on other threads keep TIRx's own functions (the swap is process-wide, the shared state
+    thread-local, and the swap is undone when the last user leaves)."""
+    global _SHARED_USERS
+    with _SHARED_LOCK:
+        if _SHARED_USERS == 0:
+            CudaContext.__init__ = _shared_context_init
+            for name, module in CUDA_MEMOIZED_PATTERNS.items():
+                module.lower = _MEMOIZED_LOWER[name]
+        _SHARED_USERS += 1
+    outer = (getattr(_SHARED, "ranges", None), getattr(_SHARED, "lowered", None))
+    _SHARED.ranges, _SHARED.lowered = _SharedRanges(), {}
+    try:
+        yield
+    finally:
+        _SHARED.ranges, _SHARED.lowered = outer
+        with _SHARED_LOCK:
+            _SHARED_USERS -= 1
+            if _SHARED_USERS == 0:
+                CudaContext.__init__ = _ORIGINAL_CONTEXT_INIT
+                for name, module in CUDA_MEMOIZED_PATTERNS.items():
+                    module.lower = _ORIGINAL_LOWER[name]
+
+
+_SHARED_LOCK = threading.Lock()
+_SHARED_USERS = 0

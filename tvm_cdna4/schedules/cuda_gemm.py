@@ -730,10 +730,18 @@ def cuda_gemm(
             T.cuda.cta_sync()
 
     @T.macro
+    def kstep_scoped(A, B, SMH, SMW, acc, af, bf, kt, rs, kk, m0, n0, a_base, b_base, nxt):
+        # a one-trip loop closes the scope of the k-step's variables, so TIRx's layout and flatten
+        # passes do not carry every earlier k-step's bindings (3x faster on the unrolled loop); it
+        # disappears in lowering and the CUDA is unchanged (tests/test_cuda_gemm_golden.py)
+        for _scope in T.unroll(1):
+            kstep(A, B, SMH, SMW, acc, af, bf, kt, rs, kk, m0, n0, a_base, b_base, nxt)
+
+    @T.macro
     def k_tiles(A, B, SMH, SMW, acc, af, bf, kt0, count, m0, n0, a_base, b_base, nxt):
         # k-tiles kt0 .. kt0+count-1 with static stages 0 .. count-1 (kt0 a multiple of STAGES)
         _ = [
-            kstep(A, B, SMH, SMW, acc, af, bf, kt0 + s, s, kk, m0, n0, a_base, b_base, nxt)
+            kstep_scoped(A, B, SMH, SMW, acc, af, bf, kt0 + s, s, kk, m0, n0, a_base, b_base, nxt)
             for s in range(count)
             for kk in range(KI)
         ]
@@ -848,24 +856,65 @@ def cuda_gemm(
     return main
 
 
-def build(M, N, K, dtype="f16", layout="nt", out_dtype="f32", config=None, arch="sm_80", compiler=None):
-    """Compile for CUDA. Returns the TIRx executable (``exe.mod.imports[0]`` is the CUDA module).
+@dataclass(frozen=True)
+class CudaBuild:
+    """A compiled CUDA GEMM: the generated CUDA C and the exported TIRx library (host code plus the
+    CUDA module, which the loading machine compiles with the chosen device compiler)."""
+
+    source: str
+    library: bytes
+
+    def export_library(self, path) -> str:
+        """Write the library for ``tvm_ffi.load_module`` (see ``cuda_runner.load_kernel``)."""
+        with open(path, "wb") as f:
+            f.write(self.library)
+        return str(path)
+
+
+def build(M, N, K, dtype="f16", layout="nt", out_dtype="f32", config=None, arch="sm_80", compiler=None,
+          cache=True) -> CudaBuild:
+    """Compile for CUDA.
 
     ``compiler``: the device compiler that turns the generated CUDA C into machine code when the
     module is loaded: None for TIRx's default (NVRTC), or ``"nvcc"`` / ``"nvrtc"`` (TIRx's
-    ``backend_config``; the loading machine must have it)."""
+    ``backend_config``; the loading machine must have it). ``cache``: read and write the on-disk
+    build cache (``tvm_cdna4.cache``), keyed by every argument here and the resolved config."""
+    from ..cache import cached
+
+    if compiler is not None and compiler not in ("nvcc", "nvrtc"):
+        raise ValueError(f"compiler must be 'nvcc' or 'nvrtc' (or None for TIRx's default), got {compiler!r}")
+    cfg = config or default_config(dtype, M, N)
+    key = dict(M=M, N=N, K=K, dtype=_short_dtype(dtype), layout=layout.lower(), out_dtype=_short_out(out_dtype),
+               config=cfg.as_dict(), arch=arch, compiler=compiler)
+    blobs = cached("cuda-gemm", key, lambda: _compile(M, N, K, dtype, layout, out_dtype, cfg, arch, compiler),
+                   enabled=cache)
+    return CudaBuild(source=blobs["source"].decode(), library=blobs["library"])
+
+
+def _compile(M, N, K, dtype, layout, out_dtype, cfg, arch, compiler) -> dict[str, bytes]:
+    """Run TIRx: the CUDA source and the exported library, as cache blobs."""
+    import os
+    import tempfile
+
     import tvm_tirx
     from tvm_tirx.target import Target
 
-    func = cuda_gemm(M, N, K, dtype, layout, out_dtype, config)
+    from ..tirx_private import shared_cuda_lowering
+
+    func = cuda_gemm(M, N, K, dtype, layout, out_dtype, cfg)
     attrs = {"kind": "cuda", "arch": arch}
     if compiler is not None:
-        if compiler not in ("nvcc", "nvrtc"):
-            raise ValueError(f"compiler must be 'nvcc' or 'nvrtc' (or None for TIRx's default), got {compiler!r}")
         attrs["backend_config"] = {"cuda": {"compiler": compiler}}
-    return tvm_tirx.tirx.compile(func, target=Target(attrs), pipeline="tirx")
+    with shared_cuda_lowering():
+        exe = tvm_tirx.tirx.compile(func, target=Target(attrs), pipeline="tirx")
+    with tempfile.TemporaryDirectory(prefix="tvm_cdna4_cuda_") as tmp:
+        path = os.path.join(tmp, "gemm.so")
+        exe.export_library(path)
+        with open(path, "rb") as f:
+            library = f.read()
+    return {"source": exe.mod.imports[0].inspect_source().encode(), "library": library}
 
 
 def cuda_source(exe) -> str:
-    """The generated CUDA C source of a built executable."""
-    return exe.mod.imports[0].inspect_source()
+    """The generated CUDA C source of a built kernel."""
+    return exe.source

@@ -124,11 +124,11 @@ def load_kernel(path: str):
     return tvm_ffi.load_module(path)["main"]
 
 
-def compile_and_load(M, N, K, dtype, layout, out_dtype, config=None, arch=None, workdir=None):
+def compile_and_load(M, N, K, dtype, layout, out_dtype, config=None, arch=None, workdir=None, cache=True):
     from .cuda_gemm import build
 
     arch = arch or device_arch()
-    exe = build(M, N, K, dtype, layout, out_dtype, config, arch=arch)
+    exe = build(M, N, K, dtype, layout, out_dtype, config, arch=arch, cache=cache)
     workdir = workdir or tempfile.mkdtemp(prefix="cuda_gemm_")
     path = os.path.join(workdir, f"gemm_{M}_{N}_{K}_{dtype}_{layout}_{out_dtype}.so")
     export_kernel(exe, path)

@@ -25,6 +25,44 @@ def _kernel(args):
     return gfx950_gemm(args.M, args.N, args.K, args.dtype, args.layout, out)
 
 
+def _cache_args(args) -> dict:
+    """Every argument that determines the gfx950 kernel (the cache key of ``build_cached``)."""
+    import attrs
+
+    from .gfx950_gemm import default_config
+    from .gfx950_mx_gemm import MxGemmConfig
+
+    if args.dtype in MX_FORMATS:
+        out, config = "f32", MxGemmConfig()
+    else:
+        spec = DTYPES[args.dtype]
+        out = args.out_dtype if getattr(args, "out_dtype", None) in spec.outs else spec.outs[0]
+        config = default_config(args.dtype)
+    return dict(target="gfx950", M=args.M, N=args.N, K=args.K, dtype=args.dtype, layout=args.layout,
+                out_dtype=out, config=attrs.asdict(config))
+
+
+def build_cached(args, cache: bool = True):
+    """``tvm_cdna4.build`` of the CLI's kernel through the build cache: the LLVM IR, assembly and
+    code object are cached; ``executable`` is None on a hit. The emulator route (``--validate``)
+    needs the lowered TIR, which is not cached: it always builds."""
+    from .. import build
+    from ..cache import cached
+    from ..rocm.build import BuildResult, parse_metadata
+
+    def compile_() -> dict[str, bytes]:
+        result = build(_kernel(args))
+        blobs = {"llvm_ir": result.llvm_ir.encode(), "asm": result.asm.encode()}
+        if result.code_object is not None:
+            blobs["code_object"] = result.code_object
+        return blobs
+
+    blobs = cached("gfx950-gemm", _cache_args(args), compile_, enabled=cache)
+    asm = blobs["asm"].decode()
+    return BuildResult(llvm_ir=blobs["llvm_ir"].decode(), asm=asm, kernels=parse_metadata(asm),
+                       code_object=blobs.get("code_object"), executable=None)
+
+
 def _inputs(args, rng):
     """(kernel arrays, float64 reference, |A| @ |B| (the scale of rounding errors), output array,
     output dtype name)."""
@@ -62,16 +100,14 @@ def run(args) -> int:
     if args.dtype not in GFX950_DTYPES:
         print(f"gemm --target gfx950: dtype {args.dtype!r}; available: {', '.join(GFX950_DTYPES)}", file=sys.stderr)
         return 2
-    try:
-        func = _kernel(args)
-    except ValueError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    from .. import build
-
     title = f"gfx950 {args.dtype} {args.layout} {args.M}x{args.N}x{args.K}"
-    if args.emit in ("asm", "llvm") or getattr(args, "report", False):
-        result = build(func)
+    built = args.emit in ("asm", "llvm") or getattr(args, "report", False)
+    if built:
+        try:
+            result = build_cached(args, cache=not getattr(args, "no_cache", False))
+        except ValueError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
         if args.emit == "asm":
             print(result.asm)
         elif args.emit == "llvm":
@@ -80,7 +116,14 @@ def run(args) -> int:
             from .report import format_report
 
             print(format_report(result, title))
-    elif args.emit == "tir":
+    if built and not args.validate:
+        return 0
+    try:  # the emulator and --emit tir need the PrimFunc (a plain call just checks the arguments)
+        func = _kernel(args)
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    if args.emit == "tir":
         print(func.script())
     if not args.validate:
         return 0

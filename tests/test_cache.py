@@ -1,0 +1,187 @@
+"""The on-disk build cache (tvm_cdna4.cache) and its use by the CUDA and gfx950 GEMM builds."""
+
+import logging
+import subprocess
+import sys
+import textwrap
+from dataclasses import replace
+from types import SimpleNamespace
+
+import pytest
+
+from tvm_cdna4 import cache
+from tvm_cdna4.cli import main as cli_main
+import importlib
+
+cuda_gemm = importlib.import_module("tvm_cdna4.schedules.cuda_gemm")  # the module (the package re-exports a function of that name)
+from tvm_cdna4.schedules.cuda_gemm import GemmConfig, build
+
+
+@pytest.fixture(autouse=True)
+def cache_dir(tmp_path, monkeypatch):
+    """Every test gets its own cache directory (the suite never touches ~/.cache)."""
+    path = tmp_path / "cache"
+    monkeypatch.setenv(cache.ENV_DIR, str(path))
+    return path
+
+
+@pytest.fixture
+def fake_compile(monkeypatch):
+    """Replace the TIRx build of the CUDA GEMM by a counter returning blobs named after its args."""
+    calls = []
+
+    def compile_(M, N, K, dtype, layout, out_dtype, cfg, arch, compiler):
+        calls.append((M, N, K, dtype, layout, out_dtype, cfg, arch, compiler))
+        return {"source": f"// {M}x{N}x{K} {dtype} {layout} {out_dtype} {arch} {compiler}".encode(),
+                "library": bytes(range(256)) * 4}
+
+    monkeypatch.setattr(cuda_gemm, "_compile", compile_)
+    return calls
+
+
+def _refuse(*args, **kwargs):
+    raise AssertionError("built although the cache holds the entry")
+
+
+BASE = dict(M=64, N=96, K=128, dtype="f16", layout="nt", out_dtype="f32", config=GemmConfig(), arch="sm_80",
+            compiler=None)
+VARIANTS = [
+    ("M", 65), ("N", 97), ("K", 129), ("dtype", "bf16"), ("layout", "tn"), ("out_dtype", "f16"),
+    ("config", replace(GemmConfig(), stages=3)), ("config", replace(GemmConfig(), ctas=132)),
+    ("config", replace(GemmConfig(), unroll_stages=False)), ("arch", "sm_90"), ("compiler", "nvcc"),
+]
+
+
+def test_every_argument_changes_the_key(fake_compile, cache_dir):
+    build(**BASE)
+    build(**BASE)
+    assert len(fake_compile) == 1
+    for field, value in VARIANTS:
+        before = len(fake_compile)
+        build(**{**BASE, field: value})
+        assert len(fake_compile) == before + 1, f"{field}={value!r} did not change the cache key"
+    assert len(list(cache_dir.glob("cuda-gemm-*.bin"))) == 1 + len(VARIANTS)
+
+
+def test_versions_are_in_the_key(monkeypatch):
+    key = cache.entry_key("cuda-gemm", {"M": 1})
+    monkeypatch.setattr(cache, "versions", lambda: {"tvm_cdna4": "9.9", "apache-tvm-tirx": "0.1.0a4"})
+    assert cache.entry_key("cuda-gemm", {"M": 1}) != key
+
+
+def test_warm_cuda_build_equals_cold_without_building(monkeypatch, cache_dir, tmp_path):
+    cfg = replace(cuda_gemm.default_config("f16", 64, 64), unroll_stages=False)
+    cold = build(64, 64, 64, "f16", "nt", "f32", cfg)
+    assert "mma.sync.aligned.m16n8k16" in cold.source
+    monkeypatch.setattr(cuda_gemm, "_compile", _refuse)
+    warm = build(64, 64, 64, "f16", "nt", "f32", cfg)
+    assert warm == cold
+    path = warm.export_library(tmp_path / "k.so")
+    assert open(path, "rb").read() == cold.library
+    with pytest.raises(AssertionError, match="built although"):
+        build(64, 64, 64, "f16", "nt", "f32", cfg, cache=False)
+
+
+def test_cache_false_neither_reads_nor_writes(fake_compile, cache_dir):
+    build(**BASE, cache=False)
+    assert not cache_dir.exists()
+    build(**BASE)
+    build(**BASE, cache=False)
+    assert len(fake_compile) == 3
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip_payload", "garble_header", "wrong_header", "empty", "trailing"])
+def test_corrupt_entry_is_rebuilt(fake_compile, cache_dir, damage, caplog):
+    good = build(**BASE)
+    (path,) = cache_dir.glob("cuda-gemm-*.bin")
+    data = path.read_bytes()
+    damaged = {
+        "truncate": data[:-10],
+        "flip_payload": data[:-1] + bytes([data[-1] ^ 1]),
+        "garble_header": data[: len(cache.MAGIC)] + b"#" + data[len(cache.MAGIC) + 1 :],
+        "wrong_header": data.replace(b'"size"', b'"sise"', 1),
+        "empty": b"",
+        "trailing": data + b"x",
+    }[damage]
+    path.write_bytes(damaged)
+    with caplog.at_level(logging.WARNING, logger="tvm_cdna4"):
+        again = build(**BASE)
+    assert again == good
+    assert len(fake_compile) == 2
+    assert "corrupt entry" in caplog.text
+    assert cache.decode(path.read_bytes())["source"] == good.source.encode()  # rewritten whole
+
+
+def test_decode_refuses_a_checksum_mismatch():
+    data = cache.encode({"a": b"hello", "b": b"world"})
+    assert cache.decode(data) == {"a": b"hello", "b": b"world"}
+    with pytest.raises(ValueError, match="'b' is truncated or does not match its checksum"):
+        cache.decode(data.replace(b"world", b"worle"))
+
+
+def test_env_var_moves_the_cache(fake_compile, tmp_path, monkeypatch):
+    other = tmp_path / "elsewhere"
+    monkeypatch.setenv(cache.ENV_DIR, str(other))
+    assert cache.cache_dir() == other
+    build(**BASE)
+    assert len(list(other.glob("cuda-gemm-*.bin"))) == 1
+    monkeypatch.delenv(cache.ENV_DIR)
+    assert cache.cache_dir() == cache.Path.home() / ".cache" / "tvm_cdna4"
+
+
+def test_hits_and_misses_are_logged(fake_compile, caplog):
+    with caplog.at_level(logging.DEBUG, logger="tvm_cdna4"):
+        build(**BASE)
+        build(**BASE)
+    assert [r.getMessage().split()[3] for r in caplog.records] == ["miss", "hit"]
+
+
+WRITER = textwrap.dedent("""
+    import sys
+    from tvm_cdna4 import cache
+    tag = sys.argv[1].encode()
+    for i in range(40):
+        cache.cached("race", {"k": 1}, lambda: {"a": tag * 2_000_000, "b": tag * 1000})
+        cache.store(cache.entry_path("race", {"k": 1}), {"a": tag * 2_000_000, "b": tag * 1000})
+""")
+
+
+def test_concurrent_writers_leave_a_valid_entry(cache_dir):
+    procs = [subprocess.Popen([sys.executable, "-c", WRITER, tag]) for tag in ("x", "y")]
+    assert [p.wait(timeout=300) for p in procs] == [0, 0]
+    blobs = cache.load(cache.entry_path("race", {"k": 1}))
+    assert blobs is not None
+    assert blobs["a"] in (b"x" * 2_000_000, b"y" * 2_000_000) and blobs["b"] == blobs["a"][:1000]
+    assert [p.name for p in cache_dir.iterdir()] == [cache.entry_path("race", {"k": 1}).name]  # no temp files
+
+
+def test_cli_no_cache(fake_compile, cache_dir, capsys):
+    argv = ["gemm", "--target", "sm80", "-M", "64", "-N", "96", "-K", "128", "--emit", "cuda"]
+    assert cli_main(argv + ["--no-cache"]) == 0
+    assert not cache_dir.exists()
+    assert cli_main(argv) == 0
+    assert cli_main(argv) == 0
+    assert len(fake_compile) == 2
+    assert cli_main(argv + ["--no-cache"]) == 0
+    assert len(fake_compile) == 3
+    assert capsys.readouterr().out.count("// 64x96x128 f16 nt f32 sm_80 None") == 4
+
+
+def test_gfx950_build_is_cached(monkeypatch, cache_dir):
+    import tvm_cdna4
+    from tvm_cdna4.schedules import gfx950_cli
+
+    args = SimpleNamespace(M=64, N=64, K=64, dtype="f16", layout="nn", out_dtype="f32")
+    cold = gfx950_cli.build_cached(args)
+    assert "v_mfma" in cold.asm and cold.code_object is None or cold.code_object[:4] == b"\x7fELF"
+    monkeypatch.setattr(tvm_cdna4, "build", _refuse)
+    warm = gfx950_cli.build_cached(args)
+    assert (warm.llvm_ir, warm.asm, warm.kernels, warm.code_object) == \
+        (cold.llvm_ir, cold.asm, cold.kernels, cold.code_object)
+    assert warm.executable is None
+    with pytest.raises(AssertionError, match="built although"):
+        gfx950_cli.build_cached(replace_ns(args, K=128))
+
+
+def replace_ns(ns, **changes):
+    return SimpleNamespace(**{**vars(ns), **changes})

@@ -1,0 +1,133 @@
+"""On-disk build cache: a warm build reads its artifacts instead of running TIRx.
+
+An entry is keyed by everything that determines the artifacts: this package's version, the TIRx
+version, a kind (``"cuda-gemm"``, ``"gfx950-gemm"``), the target and every schedule argument
+(the caller passes them as a JSON-serializable dict). It holds named byte blobs (the CUDA source
+and the exported library, or the gfx950 LLVM IR, assembly and code object).
+
+* Location: ``~/.cache/tvm_cdna4``; the environment variable ``TVM_CDNA4_CACHE_DIR`` moves it.
+* Concurrency: an entry is written to a temporary file in the cache directory and renamed over
+  the final name (``os.replace``), so a reader sees a whole entry or none; two processes building
+  the same entry both write whole files and the last rename wins.
+* Integrity: a header names every blob with its length and SHA-256; a truncated, garbled or
+  mismatching entry is reported (WARNING) and rebuilt, never used.
+* Hits and misses are logged at DEBUG on ``logging.getLogger("tvm_cdna4")``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+LOG = logging.getLogger("tvm_cdna4")
+ENV_DIR = "TVM_CDNA4_CACHE_DIR"
+MAGIC = b"tvm_cdna4-cache-1\n"
+
+
+def cache_dir() -> Path:
+    """The cache directory (not created here)."""
+    env = os.environ.get(ENV_DIR)
+    return Path(env) if env else Path.home() / ".cache" / "tvm_cdna4"
+
+
+def versions() -> dict:
+    """The package and TIRx versions every key includes."""
+    from importlib.metadata import version
+
+    from . import __version__
+
+    return {"tvm_cdna4": __version__, "apache-tvm-tirx": version("apache-tvm-tirx")}
+
+
+def entry_key(kind: str, args: dict) -> str:
+    """SHA-256 of the kind, the versions and the build arguments (canonical JSON)."""
+    text = json.dumps({"kind": kind, "versions": versions(), "args": args}, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def entry_path(kind: str, args: dict) -> Path:
+    return cache_dir() / f"{kind}-{entry_key(kind, args)}.bin"
+
+
+def encode(blobs: dict[str, bytes]) -> bytes:
+    """The entry file: magic, one JSON header line (name, length, SHA-256 per blob), the blobs."""
+    header = [{"name": k, "size": len(v), "sha256": hashlib.sha256(v).hexdigest()} for k, v in blobs.items()]
+    return MAGIC + json.dumps(header).encode() + b"\n" + b"".join(blobs.values())
+
+
+def decode(data: bytes) -> dict[str, bytes]:
+    """The blobs of an entry file; ValueError for anything but a whole, unaltered entry."""
+    if not data.startswith(MAGIC):
+        raise ValueError("bad magic")
+    head, sep, body = data[len(MAGIC):].partition(b"\n")
+    if not sep:
+        raise ValueError("no header")
+    try:
+        header = json.loads(head)
+    except json.JSONDecodeError as err:
+        raise ValueError(f"garbled header: {err}") from None
+    blobs, offset = {}, 0
+    try:
+        for item in header:
+            name, size, digest = item["name"], int(item["size"]), item["sha256"]
+            blob = body[offset : offset + size]
+            offset += size
+            if len(blob) != size or hashlib.sha256(blob).hexdigest() != digest:
+                raise ValueError(f"blob {name!r} is truncated or does not match its checksum")
+            blobs[name] = blob
+    except (KeyError, TypeError) as err:
+        raise ValueError(f"malformed header: {err!r}") from None
+    if offset != len(body):
+        raise ValueError("trailing bytes after the last blob")
+    return blobs
+
+
+def load(path: Path) -> dict[str, bytes] | None:
+    """The entry at ``path``, or None when it is missing or corrupt (a corrupt one is logged)."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    try:
+        return decode(data)
+    except ValueError as err:
+        LOG.warning("tvm_cdna4 build cache: ignoring corrupt entry %s (%s); rebuilding", path, err)
+        return None
+
+
+def store(path: Path, blobs: dict[str, bytes]) -> None:
+    """Write the entry atomically: a temporary file in the same directory, then ``os.replace``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(encode(blobs))
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def cached(kind: str, args: dict, build: Callable[[], dict[str, bytes]], enabled: bool = True) -> dict[str, bytes]:
+    """The blobs for ``(kind, args)``: from the cache, or from ``build()`` (then stored).
+
+    ``enabled=False`` neither reads nor writes the cache."""
+    if not enabled:
+        return build()
+    path = entry_path(kind, args)
+    blobs = load(path)
+    if blobs is not None:
+        LOG.debug("tvm_cdna4 build cache: hit %s %s", kind, path.name)
+        return blobs
+    LOG.debug("tvm_cdna4 build cache: miss %s %s", kind, path.name)
+    blobs = build()
+    try:
+        store(path, blobs)
+    except OSError as err:  # a read-only or full disk costs the cache, not the build
+        LOG.warning("tvm_cdna4 build cache: cannot write %s (%s)", path, err)
+    return blobs
