@@ -46,7 +46,6 @@ import multiprocessing as mp
 import os
 import sys
 import time
-import types
 
 os.environ.setdefault("DISABLE_MMA_V3", "1")  # Triton: Ampere mma.sync path, no wgmma
 
@@ -55,14 +54,12 @@ SCHED = os.path.join(ROOT, "tvm_cdna4", "schedules")
 
 
 def _sched():
-    """Import tvm_cdna4/schedules/{cuda_gemm,cuda_runner} without the package __init__ chain."""
-    name = "_tvm_cdna4_cuda_sched"
-    if name not in sys.modules:
-        pkg = types.ModuleType(name)
-        pkg.__path__ = [SCHED]
-        sys.modules[name] = pkg
-    gemm = importlib.import_module(name + ".cuda_gemm")
-    runner = importlib.import_module(name + ".cuda_runner")
+    """tvm_cdna4/schedules/{cuda_gemm,cuda_runner}: the package's import is light (no gfx950 patterns),
+    so this runs on the GPU machine from the work tree with only TIRx installed."""
+    if ROOT not in sys.path:
+        sys.path.insert(0, ROOT)
+    gemm = importlib.import_module("tvm_cdna4.schedules.cuda_gemm")
+    runner = importlib.import_module("tvm_cdna4.schedules.cuda_runner")
     return gemm, runner
 
 
