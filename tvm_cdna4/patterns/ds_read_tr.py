@@ -20,9 +20,9 @@ TIRx stores them as one float32 per element, and the transpose moves packed byte
 fills one MFMA operand fragment with ``b_elems / n`` calls. ``frag`` has the MFMA's B atom ``(n, k)``
 (A: ``(m, k)``) and ``src`` is the operand stored M/N-contiguous in LDS: ``(k, n)`` for B, ``(k, m)``
 for A. ``mfma`` may also name a scaled MFMA: its fp8/bf8 operand as a ``uint8`` element tile
-(``patterns.mfma``), 8-bit transposes only. The pattern checks that the calls cover every K position exactly once (the seed's K split),
-that each provider's chunk is a contiguous, aligned run of ``src`` and that each lane ends with the
-MFMA owner map.
+(``patterns.mfma``), 8-bit transposes only. The pattern checks that the calls cover every K
+position exactly once (the seed's K split), that each provider's chunk is a contiguous, aligned run
+of ``src`` and that each lane ends with the MFMA owner map.
 """
 
 from __future__ import annotations

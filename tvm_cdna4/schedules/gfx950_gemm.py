@@ -169,6 +169,7 @@ def gfx950_gemm(M: int, N: int, K: int, dtype: str = "f16", layout: str = "nn", 
     lb1, _ = mfma_fragment(op, "B", byte_tiles=scaled)
     ld, nd = mfma_fragment(op, "D", (RM, RN))
     if scaled:
+        kb = op.k // 32  # scale registers per lane and MFMA: one per 32 K (unit scales here)
         ls, _ = mfma_fragment(op, "scale_a", (RM, 1))
         lsb, _ = mfma_fragment(op, "scale_b", (RN, 1))
     pad = cfg.lds_pad // esize
@@ -259,12 +260,12 @@ def gfx950_gemm(M: int, N: int, K: int, dtype: str = "f16", layout: str = "nn", 
 
         @T.macro
         def _mfma(Df_, Af_, Bf_):
-            """The scaled MFMAs with unit scales: constant registers (LLVM folds them)."""
+            """The scaled MFMAs with unit scales (a constant LLVM keeps in one VGPR)."""
             rs = T.alloc_tensor(ty_args=[T.Tensor((RM + RN,), "uint32", scope="local")])
             for r in T.unroll(RM + RN):
                 rs[r] = T.uint32(UNIT_SCALES)
-            Sa = T.decl_tensor(rs.ptr_to([0]), ty_args=[T.Tensor((RM, 1, op.m, op.k // 32), "uint32", scope="local", layout=ls)])
-            Sb = T.decl_tensor(rs.ptr_to([RM]), ty_args=[T.Tensor((RN, 1, op.n, op.k // 32), "uint32", scope="local", layout=lsb)])
+            Sa = T.decl_tensor(rs.ptr_to([0]), ty_args=[T.Tensor((RM, 1, op.m, kb), "uint32", scope="local", layout=ls)])
+            Sb = T.decl_tensor(rs.ptr_to([RM]), ty_args=[T.Tensor((RN, 1, op.n, kb), "uint32", scope="local", layout=lsb)])
             T.rocm.tile.apply(T.amdgcn[mfma_name], Df_, Af_, Bf_, Df_, Sa, Sb, scope="wave",
                               cbsz=code_a, blgp=code_b, op_sel_a=0, op_sel_b=0)
     else:
