@@ -31,7 +31,6 @@ import warnings
 import attrs
 
 import tvm_cdna4
-from tvm_cdna4.isa import CATALOG
 from tvm_cdna4.rocm.build import llvm_tool, parse_metadata
 from tvm_cdna4.schedules.gfx950_gemm import DTYPES, default_config, gfx950_gemm
 from tvm_cdna4.schedules.gfx950_mx_gemm import MX_FORMATS, MxGemmConfig, gfx950_mx_gemm
@@ -76,11 +75,10 @@ def triton_space(dtype: str, quick: bool = False) -> tuple[TritonConfig, ...]:
 
 
 def problem_formats(dtype: str) -> tuple[str, str]:
-    """A and B element formats of a dtype, from the catalog record ours uses."""
+    """A and B element formats of a dtype."""
     if dtype in MX_FORMATS:
         return (MX_FORMATS[dtype],) * 2
-    op = CATALOG[DTYPES[dtype].mfma16]
-    return op.a_format, op.b_format
+    return DTYPES[dtype].formats
 
 
 @attrs.frozen

@@ -4,6 +4,7 @@ import json
 import subprocess
 import sys
 
+import pytest
 
 from tvm_cdna4.isa import CATALOG, lanes
 
@@ -65,3 +66,28 @@ def test_gemm_gfx950_report_and_refusals():
     assert bench.returncode == 2 and "needs a gfx950 GPU" in bench.stderr
     mx = _gemm("--dtype", "mxfp4", "--layout", "nn", "-M", "64", "-N", "64", "-K", "64")
     assert mx.returncode == 2 and "layout 'nn' is not supported" in mx.stderr
+
+
+def test_gemm_gfx950_tile_options_build_the_kernel_they_name():
+    config = _gemm("--dtype", "fp8", "--block", "256x128x128", "--mfma", "32x32", "-M", "256", "-N", "256", "-K", "256",
+                   "--emit", "config")
+    assert config.returncode == 0, config.stderr
+    assert json.loads(config.stdout) == {"block_m": 256, "block_n": 128, "block_k": 128, "mfma": "32x32", "lds_pad": 16,
+                                         "interleave": True, "transpose_loads": True}
+    asm = _gemm("--dtype", "f16", "--block", "64x64x32", "--mfma", "32x32", "--warps", "2x2", "--stages", "2",
+                "-M", "256", "-N", "256", "-K", "256", "--emit", "asm")
+    assert asm.returncode == 0, asm.stderr
+    assert "v_mfma_f32_32x32x16_f16" in asm.stdout and "v_mfma_f32_16x16x32_f16" not in asm.stdout
+
+
+@pytest.mark.parametrize("args, first_line", [
+    (("--warps", "2x4"), "error: --warps 2x4: the gfx950 GEMMs run 2x2 waves (256 threads) per workgroup"),
+    (("--stages", "3"), "error: --stages 3: the gfx950 GEMMs run a 2-stage K pipeline"),
+    (("--group-m", "8"), "error: --group-m is an sm80 option"),
+    (("--block", "80x128x64"), "error: block 80x128x64 does not tile 2 x 2 waves of 16x16x32 MFMAs"),
+    (("--dtype", "mxfp8", "--block", "128x128x64"), "error: --block 128x128x64: MX GEMM K tiles are 128 wide"),
+    (("--dtype", "mxfp8", "--mfma", "32x32"), "error: --mfma 32x32: the MX GEMM runs the scaled 16x16x128 MFMA only"),
+])
+def test_gemm_gfx950_refuses_tile_options_it_cannot_apply(args, first_line):
+    proc = _gemm(*args, "-M", "64", "-N", "64", "-K", "128")
+    assert proc.returncode == 2 and proc.stderr.splitlines()[0].startswith(first_line), proc.stderr

@@ -53,6 +53,51 @@ def test_gemm_32x32_mfma_and_batch(rng):
     run_gemm(rng, "i8", "nn", (33, 20, 130), config=Gfx950GemmConfig(64, 64, 64, "32x32"), batch=2)
 
 
+FP8_DTYPES = ("fp8", "bf8", "fp8_bf8", "bf8_fp8")
+
+
+@pytest.mark.parametrize("layout", ["nt", "nn"])
+@pytest.mark.parametrize("dtype", FP8_DTYPES)
+def test_fp8_bf8_on_the_scaled_mfma_over_two_k_tiles(dtype, layout, rng):
+    """The default fp8/bf8 kernels (16x16x128 scaled MFMA, K tiles of 128) on a shape that is no
+    tile multiple and spans two K tiles: cbsz/blgp must pick each operand's format."""
+    run_gemm(rng, dtype, layout, (65, 33, 130))
+
+
+@pytest.mark.parametrize("dtype, layout, shape, config", [
+    ("bf8_fp8", "tn", (65, 70, 200), Gfx950GemmConfig(128, 128, 128, "32x32")),
+    ("fp8_bf8", "tt", (33, 65, 130), Gfx950GemmConfig(64, 64, 128, "32x32")),
+])
+def test_fp8_bf8_on_the_scaled_32x32x64_mfma(dtype, layout, shape, config, rng):
+    run_gemm(rng, dtype, layout, shape, config=config)
+
+
+@pytest.mark.parametrize("dtype, layout", [("fp8", "nt"), ("bf8", "nn"), ("fp8_bf8", "nt"), ("bf8_fp8", "nn")])
+def test_default_fp8_kernels_use_the_scaled_f8f6f4_mfma_with_unit_scales(dtype, layout):
+    """Twice the rate of the dense fp8 MFMAs: 32 ``v_mfma_scale_f32_16x16x128_f8f6f4`` per loop
+    iteration (two K tiles), formats from cbsz/blgp, the unit scale 0x7F7F7F7F in a register."""
+    from tvm_cdna4.schedules.report import loop_report, main_loop
+
+    result = tvm_cdna4.build(gfx950_gemm(4096, 4096, 4096, dtype, layout))
+    info = result.kernel()
+    assert info.scratch_bytes == 0 and info.waves_per_simd() >= 2
+    a, b = DTYPES[dtype].formats
+    assert loop_report(result.asm).mfmas == {f"scale_16x16x128_f8f6f4({a},{b})": 32}
+    assert all(line.split()[0] == "v_mfma_scale_f32_16x16x128_f8f6f4"
+               for line in main_loop(result.asm) if "mfma" in line.split()[0])
+    assert "0x7f7f7f7f" in result.asm.lower()
+
+
+@pytest.mark.llvm("llvm-mca")
+@pytest.mark.parametrize("layout", ["nt", "nn"])
+def test_default_fp8_kernel_estimate_reaches_90_percent_of_the_fp8_peak(layout):
+    from tvm_cdna4.schedules.report import kernel_report
+
+    result = tvm_cdna4.build(gfx950_gemm(4096, 4096, 4096, "fp8", layout))
+    report = kernel_report(result.asm, result.kernel(), DTYPES["fp8"].formats)
+    assert report.peak_ops_per_cycle == 2048 and report.est_fraction >= 0.9, report.est_fraction
+
+
 @pytest.mark.parametrize("shape", [(1, 17, 32), (70, 130, 96), (255, 33, 256)], ids=lambda s: "x".join(map(str, s)))
 @pytest.mark.parametrize("dtype", list(MX_FORMATS))
 def test_mx_gemm_matches_numpy(dtype, shape, rng):

@@ -2,12 +2,16 @@
 
 import re
 
+import ml_dtypes
+import numpy as np
 import pytest
+from tvm_tirx.script import tirx as T
 from tvm_tirx.tirx.layout import S, TileLayout
 
 import tvm_cdna4
 from tvm_cdna4 import ContractError
-from tvm_cdna4.isa import CATALOG
+from tvm_cdna4.emulator import compare, emulate
+from tvm_cdna4.isa import CATALOG, formats, lanes
 from tvm_cdna4.patterns.layouts import mfma_fragment
 from tvm_cdna4.probes import mfma_probe, tr_probe
 from tvm_cdna4.tirx_private import register_rocm_axes
@@ -24,6 +28,45 @@ def frag(name, operand):
 
 def layout(shape, strides):
     return TileLayout(S[shape:strides])
+
+
+SCALED = CATALOG["mfma_scale_f32_16x16x128_f8f6f4"]
+
+
+def scaled_byte_tile_probe(cbsz=0, blgp=1):
+    """One scaled MFMA whose A is a uint8 element tile ``(16, 128)`` (patterns.mfma) and B packed
+    words; ``D[lane]`` gets the lane's accumulators, A and B read from ``X`` (bytes) and ``Y`` (words)."""
+    la, na = mfma_fragment(SCALED, "A", (1, 1), byte_tiles=True)
+    lb, nb = mfma_fragment(SCALED, "B", (1, 1))
+    ld, nd = mfma_fragment(SCALED, "D", (1, 1))
+    ls, _ = mfma_fragment(SCALED, "scale_a", (1, 1))
+
+    @T.function
+    def kernel(X: T.Tensor((64, na), "uint8"), Y: T.Tensor((64, nb), "uint32"), D: T.Tensor((64, nd), "float32")):
+        with T.device_entry():
+            T.launch_thread("blockIdx.x", 1)
+            tx = T.launch_thread("threadIdx.x", 64)
+            ra = T.alloc_tensor(ty_args=[T.Tensor((na,), "uint8", scope="local")])
+            rb = T.alloc_tensor(ty_args=[T.Tensor((nb,), "uint32", scope="local")])
+            rd = T.alloc_tensor(ty_args=[T.Tensor((nd,), "float32", scope="local")])
+            rs = T.alloc_tensor(ty_args=[T.Tensor((2,), "uint32", scope="local")])
+            for r in T.unroll(na):
+                ra[r] = X[tx, r]
+            for r in T.unroll(nb):
+                rb[r] = Y[tx, r]
+            rs[0] = T.uint32(0x7F7F7F7F)
+            rs[1] = T.uint32(0x7F7F7F7F)
+            Af = T.decl_tensor(ra.ptr_to([0]), ty_args=[T.Tensor((1, 1, 16, 128), "uint8", scope="local", layout=la)])
+            Bf = T.decl_tensor(rb.ptr_to([0]), ty_args=[T.Tensor((1, 1, 16, 4, 8), "uint32", scope="local", layout=lb)])
+            Df = T.decl_tensor(rd.ptr_to([0]), ty_args=[T.Tensor((1, 1, 16, 16), "float32", scope="local", layout=ld)])
+            Sa = T.decl_tensor(rs.ptr_to([0]), ty_args=[T.Tensor((1, 1, 16, 4), "uint32", scope="local", layout=ls)])
+            Sb = T.decl_tensor(rs.ptr_to([1]), ty_args=[T.Tensor((1, 1, 16, 4), "uint32", scope="local", layout=ls)])
+            T.rocm.tile.apply(T.amdgcn[SCALED.name], Df, Af, Bf, T.float32(0), Sa, Sb, scope="wave",
+                              cbsz=cbsz, blgp=blgp, op_sel_a=0, op_sel_b=0)
+            for r in T.unroll(nd):
+                D[tx, r] = rd[r]
+
+    return kernel
 
 
 TR16, TR8, TR6 = (CATALOG[n] for n in ("ds_read_tr16_b64_v4f16", "ds_read_tr8_b64_v2i32", "ds_read_tr6_b96_v3i32"))
@@ -46,6 +89,9 @@ CASES = {
     "scaled format code": (lambda: mfma_probe(CATALOG["mfma_scale_f32_16x16x128_f8f6f4"], cbsz=5), r"cbsz=5 is illegal; expected an integer in \[0, 4\] \(A format code"),
     "scaled words vs format": (lambda: mfma_probe(CATALOG["mfma_scale_f32_16x16x128_f8f6f4"], cbsz=2, atoms={"A": (16, 4, 8)}),
                                r"operand A: cbsz=2 selects fp6, which takes 6 32-bit words per lane; expected a last axis of 6, found 8"),
+    "scaled byte tile of a sub-byte format": (lambda: scaled_byte_tile_probe(cbsz=2), r"operand A: cbsz=2 selects fp6, whose elements are not whole bytes: pass packed 32-bit words"),
+    "ds_read_tr16 into a scaled MFMA": (lambda: tr_probe(TR16, params={"mfma": "mfma_scale_f32_16x16x128_f8f6f4", "operand": "B"}),
+                                        r"mfma_scale_f32_16x16x128_f8f6f4 takes element tiles only for its 8-bit formats"),
     "scaled scale dtype": (lambda: mfma_probe(CATALOG["mfma_scale_f32_32x32x64_f8f6f4"], dtypes={"scale": "float32"}), r"operand scale_a: dtype float32 does not fit a 32-bit E8M0 scale"),
     # --- types
     "A element width": (lambda: mfma_probe(F16, dtypes={"A": "float32"}, layouts={"A": frag("mfma_f32_16x16x32_f16", "A")}), r"operand A: dtype float32 does not fit f16 elements"),
@@ -109,3 +155,25 @@ def test_at_least_thirty_distinct_violations():
 def test_the_canonical_probe_is_accepted(name):
     result = tvm_cdna4.build(mfma_probe(CATALOG[name]))
     assert CATALOG[name].mnemonic in result.asm
+
+
+def test_scaled_mfma_takes_an_fp8_element_tile_next_to_packed_words(rng):
+    """A as uint8 elements (lane ``row + 16 kb`` holds K ``32 kb ..`` in byte order), B as bf8 words:
+    the emulated product equals numpy's, and the unit scales (127) stay the scaled instruction."""
+    kernel = scaled_byte_tile_probe(cbsz=0, blgp=1)
+    assert "v_mfma_scale_f32_16x16x128_f8f6f4" in tvm_cdna4.build(kernel).asm
+    a = rng.normal(size=(16, 128)).astype(ml_dtypes.float8_e4m3fn)
+    b = rng.normal(size=(128, 16)).astype(ml_dtypes.float8_e5m2)
+    lane = np.arange(64)
+    X = np.stack([a[l % 16, 32 * (l // 16) : 32 * (l // 16) + 32] for l in lane]).view(np.uint8)
+    words = formats.to_words("bf8", np.ascontiguousarray(b.T))  # (16 columns, 32 words)
+    Y = np.stack([words[l % 16, 8 * (l // 16) : 8 * (l // 16) + 8] for l in lane])
+    D = np.zeros((64, 4), np.float32)
+    emulate(kernel, X, Y, D)
+    got = np.zeros((16, 16))
+    for l in lane:
+        for r in range(4):
+            _, i, j = lanes.acc_owner(SCALED, l, r)
+            got[i, j] = D[l, r]
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    compare("D", got, want, rtol=1e-6, atol=1e-6)

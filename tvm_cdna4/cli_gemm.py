@@ -4,6 +4,7 @@
     python -m tvm_cdna4 gemm --target sm80 --dtype bf16 --layout tn -M 1000 -N 1000 -K 1000 --validate --bench
     python -m tvm_cdna4 gemm --target gfx950 --dtype f16 -M 256 -N 256 -K 256 --validate   # CPU emulator
     python -m tvm_cdna4 gemm --target gfx950 --dtype mxfp4 --layout nt -M 4096 -N 4096 -K 4096 --report
+    python -m tvm_cdna4 gemm --target gfx950 --dtype fp8 --block 128x128x128 --mfma 32x32 --report
 
 Exit codes: 0 success, 1 validation failed, 2 usage error / unavailable target / no GPU.
 """
@@ -47,10 +48,11 @@ def add_gemm_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="random input seed for --validate")
     p.add_argument("--bench", action="store_true", help="time on the GPU (median, L2 flushed) and print TFLOP/s")
     p.add_argument("--emit", choices=("cuda", "asm", "llvm", "tir", "config"),
-                   help="print the generated code: cuda (sm80), asm / llvm (gfx950), tir, config (sm80)")
+                   help="print the generated code: cuda (sm80), asm / llvm (gfx950), tir, config")
     p.add_argument("--block", metavar="MxNxK", help="block tile, e.g. 128x256x32 (default per dtype)")
-    p.add_argument("--warps", metavar="WMxWN", help="warp grid, e.g. 2x4")
-    p.add_argument("--stages", type=int, help="cp.async pipeline depth")
+    p.add_argument("--warps", metavar="WMxWN", help="warp grid, e.g. 2x4 (gfx950: 2x2 waves only)")
+    p.add_argument("--stages", type=int, help="cp.async pipeline depth (gfx950: 2 only)")
+    p.add_argument("--mfma", choices=("16x16", "32x32"), help="gfx950: MFMA shape (default per dtype)")
     p.add_argument("--group-m", type=int, help="block rasterization group (block rows per N sweep)")
     p.add_argument("--ctas", type=int,
                    help="sm80: persistent kernel with this many CTAs (the GPU's SM count), 0 = one CTA per tile")
@@ -90,16 +92,16 @@ def run_gemm(args) -> int:
             print("error: --bench needs a gfx950 GPU; use --report for the static estimate or --validate for the "
                   "emulator", file=sys.stderr)
             return 2
-        if args.emit in ("cuda", "config"):
-            print(f"error: --emit {args.emit} is for --target sm80; gfx950 emits asm, llvm or tir", file=sys.stderr)
+        if args.emit == "cuda":
+            print("error: --emit cuda is for --target sm80; gfx950 emits asm, llvm, tir or config", file=sys.stderr)
             return 2
         from .schedules.gfx950_cli import run
 
         return run(args)
     if args.dtype not in CUDA_DTYPES or args.out_dtype not in ("f32", "f16", "bf16") or args.emit in ("asm", "llvm") \
-            or args.report:
+            or args.report or args.mfma:
         print(f"error: --target sm80 supports --dtype {'/'.join(CUDA_DTYPES)}, --out-dtype f32/f16/bf16 and "
-              "--emit cuda/tir/config (asm, llvm and --report are gfx950 options)", file=sys.stderr)
+              "--emit cuda/tir/config (asm, llvm, --report and --mfma are gfx950 options)", file=sys.stderr)
         return 2
     try:
         cfg = _config(args)

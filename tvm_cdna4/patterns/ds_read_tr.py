@@ -19,9 +19,10 @@ TIRx stores them as one float32 per element, and the transpose moves packed byte
 **Operand form** ``T.rocm.tile.apply(T.amdgcn[op], frag, src, scope="wave", mfma=name, operand="B")``
 fills one MFMA operand fragment with ``b_elems / n`` calls. ``frag`` has the MFMA's B atom ``(n, k)``
 (A: ``(m, k)``) and ``src`` is the operand stored M/N-contiguous in LDS: ``(k, n)`` for B, ``(k, m)``
-for A. The pattern checks that the calls cover every K position exactly once (the seed's K split),
-that each provider's chunk is a contiguous, aligned run of ``src`` and that each lane ends with the
-MFMA owner map.
+for A. ``mfma`` may also name a scaled MFMA: its fp8/bf8 operand as a ``uint8`` element tile
+(``patterns.mfma``), 8-bit transposes only. The pattern checks that the calls cover every K
+position exactly once (the seed's K split), that each provider's chunk is a contiguous, aligned run
+of ``src`` and that each lane ends with the MFMA owner map.
 """
 
 from __future__ import annotations
@@ -118,7 +119,10 @@ def operand_plan(op: DsReadTrOp, mfma: MfmaOp, operand: str):
     owner = lanes.b_owner if operand == "B" else lanes.a_owner
     elems = mfma.b_elems if operand == "B" else mfma.a_elems
     n = op.elements
-    if mfma.kind != "mfma" or elems % n:
+    if mfma.kind == "mfma_scale" and op.element_bits != 8:
+        raise ContractError(f"{mfma.name} takes element tiles only for its 8-bit formats (fp8, bf8); "
+                            f"{op.name} moves {op.element_bits}-bit elements", opcode=op.name)
+    if elems % n:
         raise ContractError(
             f"K coverage: {mfma.name} operand {operand} holds {elems} elements per lane, "
             f"not a whole number of {op.name} calls ({n} elements each)", opcode=op.name)
@@ -153,7 +157,7 @@ def _lower_operand(op: DsReadTrOp, args, params, sctx):
         mfma = CATALOG[name]
     except KeyError:
         raise ContractError(f"parameter mfma={params['mfma']!r} is not an MFMA opcode", opcode=op.name,
-                            expected="a dense MFMA catalog name, e.g. mfma='mfma_f32_32x32x16_f16'") from None
+                            expected="an MFMA catalog name, e.g. mfma='mfma_f32_32x32x16_f16'") from None
     operand = params.get("operand", "B")
     operand = operand.value if hasattr(operand, "value") else str(operand)
     if operand not in ("A", "B"):
@@ -164,6 +168,8 @@ def _lower_operand(op: DsReadTrOp, args, params, sctx):
                             opcode=op.name)
     covered, _ = operand_plan(op, mfma, operand)
     fmt = mfma.b_format if operand == "B" else mfma.a_format
+    if mfma.kind == "mfma_scale":  # element tiles of its byte formats (operand_plan refused the others)
+        fmt = "fp8"
     mn = mfma.n if operand == "B" else mfma.m
     check_operands(op.name, ("frag", "src"), args)
     ctx = WaveContext(sctx, op.name, args[0])

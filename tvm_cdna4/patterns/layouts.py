@@ -80,12 +80,13 @@ def _layout(digits, regs: int, repeats: tuple[int, ...], waves: int = 0) -> Tile
 
 
 def mfma_fragment(op: MfmaOp, operand: str, repeats: tuple[int, ...] = (), fmt_a: str = "fp8", fmt_b: str = "fp8",
-                  waves: int = 0):
+                  waves: int = 0, byte_tiles: bool = False):
     """(TileLayout, registers per lane) of an MFMA operand ``"A"``, ``"B"``, ``"D"`` (= ``"C"``) or,
     for scaled MFMA, ``"scale_a"``/``"scale_b"``; the tensor shape is ``(*repeats, *atom)``, or
-    ``(waves, *repeats, *atom)`` for scope="workgroup" (wave ``w`` owns slice ``w``)."""
-    a_atom, b_atom, d_atom = _atoms(op, fmt_a, fmt_b)
-    if op.kind == "mfma_scale" and operand in ("A", "B", "scale_a", "scale_b"):
+    ``(waves, *repeats, *atom)`` for scope="workgroup" (wave ``w`` owns slice ``w``). Scaled MFMA
+    A/B are packed words, or with ``byte_tiles`` fp8/bf8 element tiles ``(m, k)`` (``patterns.mfma``)."""
+    a_atom, b_atom, d_atom = _atoms(op, fmt_a, fmt_b, byte_tiles)
+    if op.kind == "mfma_scale" and operand in (("scale_a", "scale_b") if byte_tiles else ("A", "B", "scale_a", "scale_b")):
         words = a_atom[-1] if operand == "A" else b_atom[-1]
         if operand.startswith("scale"):
             atom = (op.m, op.k // 32)

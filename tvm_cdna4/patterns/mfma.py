@@ -28,8 +28,12 @@ blgp=fb, op_sel_a=0, op_sel_b=0)``. ``cbsz``/``blgp`` are the A/B format codes (
 2 fp6, 3 bf6, 4 fp4). Sub-byte elements are not addressable in TIR, so A/B atoms are 32-bit words:
 A ``(m, k/32, w_A)``, B ``(n, k/32, w_B)`` with ``w`` = 8/6/4 words for 8/6/4-bit formats; lane
 ``row + M*kb`` holds the 32 K positions ``[32 kb, 32 kb + 32)`` of its row packed little-endian.
+8-bit formats (fp8, bf8) may instead be ``uint8`` element tiles with the dense atoms A ``(m, k)``,
+B ``(n, k)`` and the owner maps above (``a_elems`` = 32 consecutive K positions per lane, 4 per
+register): the pattern packs them into the words; this is how dense fp8/bf8 GEMMs and
+``ds_read_tr8`` fragments feed the scaled MFMA. Each operand takes either form, independently.
 Scales: ``(m, k/32)`` / ``(n, k/32)`` 32-bit registers, one per lane; byte ``op_sel`` holds the
-E8M0 scale of that lane's 32 K positions.
+E8M0 scale of that lane's 32 K positions (127 = 2^0: unit scales for dense fp8/bf8 GEMMs).
 
 Parameters are the builtin's immediates, checked against the catalog's legal ranges.
 """
@@ -58,10 +62,12 @@ ELEMENT_DTYPES = {
 }
 ACC_DTYPES = {"f32": "float32", "i32": "int32", "f64": "float64"}
 WORD_DTYPES = ("int32", "uint32")
+BYTE_FORMATS = ("fp8", "bf8")  # scaled-MFMA formats whose operands may be element tiles (one byte each)
 
-def _atoms(op: MfmaOp, fmt_a: str | None = None, fmt_b: str | None = None):
+def _atoms(op: MfmaOp, fmt_a: str | None = None, fmt_b: str | None = None, byte_tiles: bool = False):
+    """(A, B, D) atoms; scaled MFMAs: packed words, or with ``byte_tiles`` the element tiles."""
     lead = (op.blocks,) if op.blocks > 1 else ()
-    if op.kind == "mfma_scale":
+    if op.kind == "mfma_scale" and not byte_tiles:
         kb = op.k // SCALE_BLOCK_K
         return (op.m, kb, SCALE_VECTOR_WORDS[fmt_a]), (op.n, kb, SCALE_VECTOR_WORDS[fmt_b]), (op.m, op.n)
     return (*lead, op.m, op.k), (*lead, op.n, op.k), (*lead, op.m, op.n)
@@ -87,6 +93,40 @@ def _operand_vector(region, base, op: MfmaOp, fmt: str, llvm_type: str):
     return value
 
 
+def is_byte_tile(region) -> bool:
+    """A scaled-MFMA A/B operand given as 8-bit elements (not packed 32-bit words)."""
+    return isinstance(region, TensorRegion) and str(region.source.ty.dtype) in ("uint8", "int8")
+
+
+def _scaled_operand(ctx, op: MfmaOp, name: str, arg, fmt: str, code: str, mods: dict, repeat_axes, lane):
+    """Region, first register, value count and words of a scaled MFMA's A or B: packed words
+    ``(m, k/32, w)``, or for fp8/bf8 a ``uint8`` element tile ``(m, k)`` (module docstring)."""
+    words = SCALE_VECTOR_WORDS[fmt]
+    selects = f"{code}={mods[code]} selects {fmt}"
+    if is_byte_tile(arg):
+        if fmt not in BYTE_FORMATS:
+            raise ContractError(f"{selects}, whose elements are not whole bytes: pass packed 32-bit words",
+                                opcode=op.name, operand=name, expected=f"an int32/uint32 tile (m, k/32, {words})",
+                                found=f"a {arg.source.ty.dtype} tile")
+        atom = (op.m if name == "A" else op.n, op.k)
+        region = ctx.region(name, arg, atom, ("local",), repeat_axes=repeat_axes)
+        region.check_dtype(ELEMENT_DTYPES[fmt], f"{fmt} elements ({code}={mods[code]})")
+        if name == "A":
+            coords = [_drop(op, lanes.a_owner(op, lane, e)) for e in range(op.a_elems)]
+        else:
+            coords = [_b_atom(op, lanes.b_owner(op, lane, e)) for e in range(op.b_elems)]
+        return region, region.slots(coords, lane), len(coords), words
+    found = int(arg.region[-1].extent)
+    if found != words:
+        raise ContractError(f"{selects}, which takes {words} 32-bit words per lane", opcode=op.name, operand=name,
+                            expected=f"a last axis of {words}", found=found)
+    region = ctx.region(name, arg, (op.m if name == "A" else op.n, op.k // SCALE_BLOCK_K, words), ("local",),
+                        repeat_axes=repeat_axes)
+    region.check_dtype(WORD_DTYPES, f"packed {fmt} words ({code}={mods[code]})")
+    row, kb = lanes.scale_owner(op, lane)
+    return region, region.slots([(row, kb, w) for w in range(words)], lane), words, words
+
+
 def operand_names(op: MfmaOp) -> tuple[str, ...]:
     return ("D", "A", "B", "C", "scale_a", "scale_b") if op.kind == "mfma_scale" else ("D", "A", "B", "C")
 
@@ -97,15 +137,8 @@ def lower(op: MfmaOp, args, params, sctx):
     mods = _params(op, params)
     fmt_a = SCALE_FORMAT_CODES[mods["cbsz"]] if scaled else op.a_format
     fmt_b = SCALE_FORMAT_CODES[mods["blgp"]] if scaled else op.b_format
-    a_atom, b_atom, d_atom = _atoms(op, fmt_a, fmt_b)
-
-    if scaled:
-        for name, arg, fmt, code in (("A", args[1], fmt_a, "cbsz"), ("B", args[2], fmt_b, "blgp")):
-            words = int(arg.region[-1].extent)
-            if words != SCALE_VECTOR_WORDS[fmt]:
-                raise ContractError(
-                    f"{code}={mods[code]} selects {fmt}, which takes {SCALE_VECTOR_WORDS[fmt]} 32-bit words per lane",
-                    opcode=op.name, operand=name, expected=f"a last axis of {SCALE_VECTOR_WORDS[fmt]}", found=words)
+    # the A atom's rank (words or an element tile) separates the repeat axes from the atom
+    a_atom, _, d_atom = _atoms(op, fmt_a, fmt_b, byte_tiles=scaled and is_byte_tile(args[1]))
     ctx = WaveContext(sctx, op.name, args[0])
     ng = len(ctx.group_shape)
     d_shape = tuple(int(r.extent) for r in args[0].region)[ng:]
@@ -121,8 +154,16 @@ def lower(op: MfmaOp, args, params, sctx):
     ctx.loops((*batch, m_rep, n_rep, k_rep))
     mn, mk, nk = (*range(nb), nb, nb + 1), (*range(nb), nb, nb + 2), (*range(nb), nb + 1, nb + 2)
     d = ctx.region("D", args[0], d_atom, ("local",), repeat_axes=mn)
-    a = ctx.region("A", args[1], a_atom, ("local",), repeat_axes=mk)
-    b = ctx.region("B", args[2], b_atom, ("local",), repeat_axes=nk)
+    lane = ctx.proof_lane
+    if scaled:
+        a, a_base, a_count, a_words = _scaled_operand(ctx, op, "A", args[1], fmt_a, "cbsz", mods, mk, lane)
+        b, b_base, b_count, b_words = _scaled_operand(ctx, op, "B", args[2], fmt_b, "blgp", mods, nk, lane)
+    else:
+        _, b_atom, _ = _atoms(op)
+        a = ctx.region("A", args[1], a_atom, ("local",), repeat_axes=mk)
+        b = ctx.region("B", args[2], b_atom, ("local",), repeat_axes=nk)
+        a.check_dtype(ELEMENT_DTYPES[fmt_a], f"{fmt_a} elements")
+        b.check_dtype(ELEMENT_DTYPES[fmt_b], f"{fmt_b} elements")
     c = ctx.region("C", args[3], d_atom, ("local",), repeat_axes=mn) if isinstance(args[3], TensorRegion) else None
 
     acc_dtype = ACC_DTYPES[op.acc_format]
@@ -132,19 +173,10 @@ def lower(op: MfmaOp, args, params, sctx):
     elif str(args[3].ty.dtype) != acc_dtype:
         raise ContractError("a scalar C must have the accumulator's dtype", opcode=op.name, operand="C",
                             expected=acc_dtype, found=args[3].ty.dtype)
-    if scaled:
-        a.check_dtype(WORD_DTYPES, f"packed {fmt_a} words (cbsz={mods['cbsz']})")
-        b.check_dtype(WORD_DTYPES, f"packed {fmt_b} words (blgp={mods['blgp']})")
-    else:
-        a.check_dtype(ELEMENT_DTYPES[fmt_a], f"{fmt_a} elements")
-        b.check_dtype(ELEMENT_DTYPES[fmt_b], f"{fmt_b} elements")
     d.nonoverlapping()
 
-    lane = ctx.proof_lane
     if scaled:
         row, kb = lanes.scale_owner(op, lane)
-        a_base = a.slots([(row, kb, w) for w in range(a_atom[-1])], lane)
-        b_base = b.slots([(row, kb, w) for w in range(b_atom[-1])], lane)
         scale_regions = []
         for name, arg, rep in (("scale_a", args[4], mk), ("scale_b", args[5], nk)):
             s = ctx.region(name, arg, (op.m, op.k // SCALE_BLOCK_K), ("local",), repeat_axes=rep)
@@ -164,10 +196,10 @@ def lower(op: MfmaOp, args, params, sctx):
     cv = T.if_then_else(ctx.repeat[-1] == 0, cv, dv)
     acc_ty = tir_dtype(op.acc_vector)
     if scaled:
-        av = a.load(run(a_base), a_atom[-1])
-        bv = b.load(run(b_base), b_atom[-1])
+        av = a.load(run(a_base), a_count)
+        bv = b.load(run(b_base), b_count)
         av, bv = (v if str(v.ty.dtype).startswith("int32") else T.reinterpret(v, ty=f"int32x{n}")
-                  for v, n in ((av, a_atom[-1]), (bv, b_atom[-1])))
+                  for v, n in ((av, a_words), (bv, b_words)))
         sa, sb = (s.load(run(base), 1) for s, base in scale_regions)
         sa, sb = (v if str(v.ty.dtype) == "int32" else T.reinterpret(v, ty="int32") for v in (sa, sb))
         value = T.call_llvm_pure_intrin(

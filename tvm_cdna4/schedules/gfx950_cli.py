@@ -1,63 +1,101 @@
-"""``python -m tvm_cdna4 gemm --target gfx950 ...``: build, emit, report, and validate through the emulator."""
+"""``python -m tvm_cdna4 gemm --target gfx950 ...``: build, emit, report, and validate through the emulator.
+
+Tile options map onto the schedule configs (``Gfx950GemmConfig``, ``MxGemmConfig``): ``--block MxNxK``
+and ``--mfma`` replace the dtype's defaults; ``--warps`` and ``--stages`` name what the gfx950
+schedules fix (2x2 waves, two pipeline stages) and refuse anything else; the sm80-only
+``--group-m`` and ``--ctas`` are refused. Refusals are usage errors (exit 2, the reason first).
+"""
 
 from __future__ import annotations
 
 import sys
 import time
 
+import attrs
 import numpy as np
 
-from .gfx950_gemm import DTYPES, gfx950_gemm
-from .gfx950_mx_gemm import MX_FORMATS, gfx950_mx_gemm, pack_rows
+from ..errors import ContractError
+
+from .gfx950_gemm import DTYPES, default_config, gfx950_gemm
+from .gfx950_mx_gemm import MX_FORMATS, MxGemmConfig, gfx950_mx_gemm, pack_rows
 
 GFX950_DTYPES = (*DTYPES, *MX_FORMATS)
 OUT_NP = {"f32": np.float32, "f16": np.float16, "i32": np.int32, "f64": np.float64}
 TOL = {"f32": 1e-5, "f16": 1e-3, "bf16": 8e-3, "i32": 0.0, "f64": 1e-12}
 
 
-def _kernel(args):
-    out = getattr(args, "out_dtype", None)
+WAVES, STAGES = "2x2", 2  # what every gfx950 schedule runs: 2 x 2 waves, a two-stage K pipeline
+
+
+def _block(text: str) -> tuple[int, int, int]:
+    try:
+        m, n, k = (int(x) for x in text.lower().split("x"))
+    except ValueError:
+        raise ValueError(f"--block {text!r}: expected MxNxK, e.g. 128x128x64") from None
+    return m, n, k
+
+
+def config(args):
+    """The schedule config the options ask for: the dtype's default with ``--block`` / ``--mfma``
+    applied. Raises ValueError (first the option, then the rule) for an option the gfx950
+    schedules cannot apply; the config itself is checked where the kernel is built."""
+    if getattr(args, "warps", None) and args.warps.lower() != WAVES:
+        raise ValueError(f"--warps {args.warps}: the gfx950 GEMMs run {WAVES} waves (256 threads) per workgroup")
+    if getattr(args, "stages", None) is not None and args.stages != STAGES:
+        raise ValueError(f"--stages {args.stages}: the gfx950 GEMMs run a {STAGES}-stage K pipeline (LDS + registers)")
+    for option, name in (("--group-m", "group_m"), ("--ctas", "ctas")):
+        if getattr(args, name, None) is not None:
+            raise ValueError(f"{option} is an sm80 option: gfx950 launches one workgroup per output tile")
+    block, mfma = getattr(args, "block", None), getattr(args, "mfma", None)
     if args.dtype in MX_FORMATS:
-        return gfx950_mx_gemm(args.M, args.N, args.K, args.dtype, args.layout)
-    spec = DTYPES[args.dtype]
-    if out not in spec.outs:
-        out = spec.outs[0]
-    return gfx950_gemm(args.M, args.N, args.K, args.dtype, args.layout, out)
+        cfg, updates = MxGemmConfig(), {}
+        if block:
+            m, n, k = _block(block)
+            if k != 128:
+                raise ValueError(f"--block {block}: MX GEMM K tiles are 128 wide (one scaled 16x16x128 MFMA)")
+            updates.update(block_m=m, block_n=n)
+        if mfma and mfma != "16x16":
+            raise ValueError(f"--mfma {mfma}: the MX GEMM runs the scaled 16x16x128 MFMA only")
+        return attrs.evolve(cfg, **updates)
+    updates = dict(zip(("block_m", "block_n", "block_k"), _block(block))) if block else {}
+    if mfma:
+        updates["mfma"] = mfma
+    return attrs.evolve(default_config(args.dtype), **updates)
 
 
-def _cache_args(args) -> dict:
-    """Every argument that determines the gfx950 kernel (the cache key of ``build_cached``)."""
-    import attrs
-
-    from .gfx950_gemm import default_config
-    from .gfx950_mx_gemm import MxGemmConfig
-
+def _out_dtype(args) -> str:
     if args.dtype in MX_FORMATS:
-        out, config = "f32", MxGemmConfig()
-    else:
-        spec = DTYPES[args.dtype]
-        out = args.out_dtype if getattr(args, "out_dtype", None) in spec.outs else spec.outs[0]
-        config = default_config(args.dtype)
-    return dict(target="gfx950", M=args.M, N=args.N, K=args.K, dtype=args.dtype, layout=args.layout,
-                out_dtype=out, config=attrs.asdict(config))
+        return "f32"
+    outs = DTYPES[args.dtype].outs
+    return args.out_dtype if getattr(args, "out_dtype", None) in outs else outs[0]
 
 
-def build_cached(args, cache: bool = True):
-    """``tvm_cdna4.build`` of the CLI's kernel through the build cache: the LLVM IR, assembly and
-    code object are cached; ``executable`` is None on a hit. The emulator route (``--validate``)
-    needs the lowered TIR, which is not cached: it always builds."""
+def _kernel(args, cfg):
+    if args.dtype in MX_FORMATS:
+        return gfx950_mx_gemm(args.M, args.N, args.K, args.dtype, args.layout, cfg)
+    return gfx950_gemm(args.M, args.N, args.K, args.dtype, args.layout, _out_dtype(args), cfg)
+
+
+def build_cached(args, cfg=None, cache: bool = True):
+    """``tvm_cdna4.build`` of the CLI's kernel through the build cache, keyed by every argument that
+    determines the kernel: the LLVM IR, assembly and code object are cached; ``executable`` is None
+    on a hit. The emulator route (``--validate``) needs the lowered TIR, which is not cached."""
     from .. import build
     from ..cache import cached
     from ..rocm.build import BuildResult, parse_metadata
 
+    cfg = config(args) if cfg is None else cfg
+
     def compile_() -> dict[str, bytes]:
-        result = build(_kernel(args))
+        result = build(_kernel(args, cfg))
         blobs = {"llvm_ir": result.llvm_ir.encode(), "asm": result.asm.encode()}
         if result.code_object is not None:
             blobs["code_object"] = result.code_object
         return blobs
 
-    blobs = cached("gfx950-gemm", _cache_args(args), compile_, enabled=cache)
+    key = dict(target="gfx950", M=args.M, N=args.N, K=args.K, dtype=args.dtype, layout=args.layout,
+               out_dtype=_out_dtype(args), config=attrs.asdict(cfg))
+    blobs = cached("gfx950-gemm", key, compile_, enabled=cache)
     asm = blobs["asm"].decode()
     return BuildResult(llvm_ir=blobs["llvm_ir"].decode(), asm=asm, kernels=parse_metadata(asm),
                        code_object=blobs.get("code_object"), executable=None)
@@ -101,13 +139,23 @@ def run(args) -> int:
         print(f"gemm --target gfx950: dtype {args.dtype!r}; available: {', '.join(GFX950_DTYPES)}", file=sys.stderr)
         return 2
     title = f"gfx950 {args.dtype} {args.layout} {args.M}x{args.N}x{args.K}"
-    built = args.emit in ("asm", "llvm") or getattr(args, "report", False)
-    if built:
-        try:
-            result = build_cached(args, cache=not getattr(args, "no_cache", False))
-        except ValueError as err:
-            print(f"error: {err}", file=sys.stderr)
-            return 2
+    func = None
+    try:  # a ContractError goes on to the CLI's report; other ValueErrors are the options' usage errors
+        cfg = config(args)
+        if args.emit in ("asm", "llvm") or getattr(args, "report", False):
+            result = build_cached(args, cfg, cache=not getattr(args, "no_cache", False))
+        if args.emit == "tir" or args.validate:
+            func = _kernel(args, cfg)
+    except ContractError:
+        raise
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    if args.emit == "config":
+        import json
+
+        print(json.dumps(attrs.asdict(cfg)))
+    if args.emit in ("asm", "llvm") or getattr(args, "report", False):
         if args.emit == "asm":
             print(result.asm)
         elif args.emit == "llvm":
@@ -116,14 +164,7 @@ def run(args) -> int:
             from .report import format_report
 
             print(format_report(result, title))
-    if built and not args.validate:
-        return 0
-    try:  # the emulator and --emit tir need the PrimFunc (a plain call just checks the arguments)
-        func = _kernel(args)
-    except ValueError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    if args.emit == "tir":
+    elif args.emit == "tir":
         print(func.script())
     if not args.validate:
         return 0

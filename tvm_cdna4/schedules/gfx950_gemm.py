@@ -6,6 +6,12 @@ memory keeps K contiguous in LDS and is read with wide LDS loads; the other keep
 and reaches the MFMA layout through ``ds_read_tr`` (8/16-bit types; 32/64-bit types have no
 transposing load and use per-element LDS reads).
 
+fp8/bf8 (all four A/B combinations) run on the scaled ``f8f6f4`` MFMAs (16x16x128, 32x32x64: twice
+the rate of the dense fp8 MFMAs on gfx950) with unit E8M0 scales (127 = 2^0) in a constant
+register; the format codes ``cbsz`` (A) and ``blgp`` (B) select fp8 (E4M3, 0) or bf8 (E5M2, 1) per
+operand. Their fragments are ``uint8`` element tiles like every other dtype's (``patterns.mfma``):
+32 consecutive K bytes per lane, two 16-byte LDS reads or four ``ds_read_tr8``.
+
 Structure: 256-thread workgroups (4 waves in a 2 x 2 grid over the ``block_m x block_n`` tile);
 a software pipeline over ``block_k`` tiles with two stages (LDS + registers): step ``ko`` stores
 the registers holding tile ``ko + 1`` into their LDS stage, buffer-loads tile ``ko + 2`` into the
@@ -22,7 +28,7 @@ import attrs
 import numpy as np
 from tvm_tirx.script import tirx as T
 
-from ..isa import CATALOG, lanes
+from ..isa import CATALOG, SCALE_FORMAT_CODES, lanes
 from ..patterns import register
 from ..patterns.layouts import mfma_fragment
 from .pipeline import chunk_loader, interleave_program, k_pipeline, lds_stage, schedule_hint
@@ -45,6 +51,16 @@ class DtypeSpec:
     tr: str | None  # ds_read_tr for the M/N-contiguous operand; None: per-element LDS reads
     acc: str  # accumulator TIR dtype
     outs: tuple[str, ...]  # legal output dtypes (first = default)
+    scaled: tuple[str, str] | None = None  # A/B formats of the scaled MFMAs (unit scales); None: dense MFMAs
+
+    @property
+    def formats(self) -> tuple[str, str]:
+        """A and B element formats."""
+        return self.scaled or (CATALOG[self.mfma16].a_format, CATALOG[self.mfma16].b_format)
+
+
+FORMAT_CODES = {fmt: code for code, fmt in SCALE_FORMAT_CODES.items()}  # scaled MFMA cbsz / blgp values
+UNIT_SCALES = 0x7F7F7F7F  # E8M0 127 = 2^0 in every byte (whatever op_sel picks)
 
 
 def _np(name):
@@ -55,8 +71,9 @@ def _np(name):
 
 
 def _fp8(a, b):
-    return DtypeSpec("uint8", (_np(a), _np(b)), f"mfma_f32_16x16x32_{a}_{b}", f"mfma_f32_32x32x16_{a}_{b}",
-                     "ds_read_tr8_b64_v2i32", "float32", ("f32", "f16", "bf16"))
+    """fp8/bf8 on the scaled f8f6f4 MFMAs with unit scales (module docstring)."""
+    return DtypeSpec("uint8", (_np(a), _np(b)), "mfma_scale_f32_16x16x128_f8f6f4", "mfma_scale_f32_32x32x64_f8f6f4",
+                     "ds_read_tr8_b64_v2i32", "float32", ("f32", "f16", "bf16"), (a, b))
 
 
 DTYPES: dict[str, DtypeSpec] = {
@@ -106,6 +123,8 @@ def default_config(dtype: str) -> Gfx950GemmConfig:
         return Gfx950GemmConfig(block_m=64, block_n=64, block_k=16)
     if dtype == "i8":  # K = 64 per MFMA: two K steps per LDS tile like the 16-bit types
         return Gfx950GemmConfig(block_k=128)
+    if DTYPES[dtype].scaled:  # K = 128 per 16x16x128 MFMA: one K step per LDS tile
+        return Gfx950GemmConfig(block_k=128)
     return Gfx950GemmConfig()
 
 
@@ -143,11 +162,16 @@ def gfx950_gemm(M: int, N: int, K: int, dtype: str = "f16", layout: str = "nn", 
     WM, WN = BM // 2, BN // 2
     RM, RN, RK = WM // op.m, WN // op.n, BK // op.k
     E = op.a_elems
-    la, na = mfma_fragment(op, "A", (RM, RK))
-    lb, nb = mfma_fragment(op, "B", (RN, RK))
-    la1, _ = mfma_fragment(op, "A")
-    lb1, _ = mfma_fragment(op, "B")
+    scaled = spec.scaled is not None
+    la, na = mfma_fragment(op, "A", (RM, RK), byte_tiles=scaled)
+    lb, nb = mfma_fragment(op, "B", (RN, RK), byte_tiles=scaled)
+    la1, _ = mfma_fragment(op, "A", byte_tiles=scaled)
+    lb1, _ = mfma_fragment(op, "B", byte_tiles=scaled)
     ld, nd = mfma_fragment(op, "D", (RM, RN))
+    if scaled:
+        kb = op.k // 32  # scale registers per lane and MFMA: one per 32 K (unit scales here)
+        ls, _ = mfma_fragment(op, "scale_a", (RM, 1))
+        lsb, _ = mfma_fragment(op, "scale_b", (RN, 1))
     pad = cfg.lds_pad // esize
     # LDS tiles: K-contiguous operands are (rows, BK); M/N-contiguous ones (BK, cols); + padding
     sa_shape = (BK, BM + pad) if a_t else (BM, BK + pad)
@@ -172,9 +196,13 @@ def gfx950_gemm(M: int, N: int, K: int, dtype: str = "f16", layout: str = "nn", 
     tr = spec.tr if cfg.transpose_loads else None
     use_tr_a, use_tr_b = a_t and tr is not None, (not b_t) and tr is not None
     mfma_name = op.name
-    a_reads, b_reads = RM * RK * (2 if use_tr_a else 1), RN * RK * (2 if use_tr_b else 1)
+    wide_reads = -(-E * esize // 16)  # LDS reads per fragment: 16-byte reads, or one ds_read_tr per n elements
+    a_reads = RM * RK * (E // CATALOG[tr].elements if use_tr_a else wide_reads)
+    b_reads = RN * RK * (E // CATALOG[tr].elements if use_tr_b else wide_reads)
+    # a tile of one K step (the fp8 default) issues its global loads first: no later K step hides them
     _interleave = schedule_hint(interleave_program(RM * RN * RK, (a_reads + b_reads) // RK, a_reads + b_reads,
-                                                   a_chunks + b_chunks, a_chunks + b_chunks) if cfg.interleave else None)
+                                                   a_chunks + b_chunks, a_chunks + b_chunks, loads_first=RK == 1)
+                                if cfg.interleave else None)
 
     a_row, a_k, b_col, b_k, acc_row, acc_col = lane_maps(op)
 
@@ -227,6 +255,24 @@ def gfx950_gemm(M: int, N: int, K: int, dtype: str = "f16", layout: str = "nn", 
     _chunk_a = chunk_loader(elem, vec, a_lim, a_cpr, a_t, M * K, max(batch, 1) * M * K)
     _chunk_b = chunk_loader(elem, vec, b_lim, b_cpr, not b_t, K * N, max(batch, 1) * K * N)
 
+    if scaled:
+        code_a, code_b = (FORMAT_CODES[f] for f in spec.scaled)
+
+        @T.macro
+        def _mfma(Df_, Af_, Bf_):
+            """The scaled MFMAs with unit scales (a constant LLVM keeps in one VGPR)."""
+            rs = T.alloc_tensor(ty_args=[T.Tensor((RM + RN,), "uint32", scope="local")])
+            for r in T.unroll(RM + RN):
+                rs[r] = T.uint32(UNIT_SCALES)
+            Sa = T.decl_tensor(rs.ptr_to([0]), ty_args=[T.Tensor((RM, 1, op.m, kb), "uint32", scope="local", layout=ls)])
+            Sb = T.decl_tensor(rs.ptr_to([RM]), ty_args=[T.Tensor((RN, 1, op.n, kb), "uint32", scope="local", layout=lsb)])
+            T.rocm.tile.apply(T.amdgcn[mfma_name], Df_, Af_, Bf_, Df_, Sa, Sb, scope="wave",
+                              cbsz=code_a, blgp=code_b, op_sel_a=0, op_sel_b=0)
+    else:
+        @T.macro
+        def _mfma(Df_, Af_, Bf_):
+            T.rocm.tile.apply(T.amdgcn[mfma_name], Df_, Af_, Bf_, Df_, scope="wave")
+
     # pipeline state: (A, B, ra, rb, Af, Bf, Df, bz, m0, n0, wm, wn, tx); stage: (SA, SB, ga, gb)
     @T.macro
     def _load(stage, state, ko):
@@ -259,7 +305,7 @@ def gfx950_gemm(M: int, N: int, K: int, dtype: str = "f16", layout: str = "nn", 
                 _frag_a(ra_, SA_, 0, mi, kk, wm_, t_ % 64)
             for ni in T.unroll(RN):
                 _frag_b(rb_, SB_, 0, ni, kk, wn_, t_ % 64)
-            T.rocm.tile.apply(T.amdgcn[mfma_name], Df_, Af_[:, kk : kk + 1], Bf_[:, kk : kk + 1], Df_, scope="wave")
+            _mfma(Df_, Af_[:, kk : kk + 1], Bf_[:, kk : kk + 1])
         _interleave()
 
     pipeline = k_pipeline(k_steps, _load, _store, _compute)
@@ -302,4 +348,4 @@ def gfx950_gemm(M: int, N: int, K: int, dtype: str = "f16", layout: str = "nn", 
     return gemm
 
 
-__all__ = ["DTYPES", "LAYOUTS", "Gfx950GemmConfig", "default_config", "gfx950_gemm"]
+__all__ = ["DTYPES", "FORMAT_CODES", "LAYOUTS", "UNIT_SCALES", "Gfx950GemmConfig", "default_config", "gfx950_gemm"]

@@ -22,15 +22,14 @@ import attrs
 from tvm_tirx.script import tirx as T
 
 from ..isa import CATALOG
-from ..isa.mfma_table import SCALE_FORMAT_CODES, SCALE_VECTOR_WORDS
+from ..isa.mfma_table import SCALE_VECTOR_WORDS
 from ..patterns import register
 from ..patterns.layouts import mfma_fragment
 from ..patterns.wave import BUFFER_OOB
-from .gfx950_gemm import lane_maps
+from .gfx950_gemm import FORMAT_CODES, lane_maps
 from .pipeline import chunk_loader, guarded_load, interleave_program, k_pipeline, lds_stage, schedule_hint
 
 MX_FORMATS = {"mxfp8": "fp8", "mxbf8": "bf8", "mxfp6": "fp6", "mxbf6": "bf6", "mxfp4": "fp4"}
-_CODE = {fmt: code for code, fmt in SCALE_FORMAT_CODES.items()}
 _BITS = {"fp8": 8, "bf8": 8, "fp6": 6, "bf6": 6, "fp4": 4}
 
 
@@ -63,7 +62,7 @@ def gfx950_mx_gemm(M: int, N: int, K: int, dtype: str = "mxfp8", layout: str = "
     op = CATALOG["mfma_scale_f32_16x16x128_f8f6f4"]
     BM, BN, BK = cfg.block_m, cfg.block_n, op.k
     W = SCALE_VECTOR_WORDS[fmt]  # words per lane per MFMA (32 K positions)
-    bits, code = _BITS[fmt], _CODE[fmt]
+    bits, code = _BITS[fmt], FORMAT_CODES[fmt]
     kw, bkw = words_per_row(K, fmt), words_per_row(BK, fmt)  # words per matrix row / per tile row
     if BM % (2 * op.m) or BN % (2 * op.n) or (BM * bkw) % 1024 or (BN * bkw) % 1024 or cfg.lds_pad % 16:
         raise ValueError(f"MX GEMM: block {BM}x{BN} must tile 2 x 2 waves of {op.m}x{op.n} MFMAs with whole 16-byte "
