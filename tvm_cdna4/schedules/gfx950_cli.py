@@ -142,9 +142,10 @@ def run(args) -> int:
     func = None
     try:  # a ContractError goes on to the CLI's report; other ValueErrors are the options' usage errors
         cfg = config(args)
-        if args.emit in ("asm", "llvm") or getattr(args, "report", False):
+        built = args.emit in ("asm", "llvm") or getattr(args, "report", False)
+        if built:
             result = build_cached(args, cfg, cache=not getattr(args, "no_cache", False))
-        if args.emit == "tir" or args.validate:
+        if args.validate or not built:  # the emulator, --emit tir, or a plain call that checks the arguments
             func = _kernel(args, cfg)
     except ContractError:
         raise
@@ -155,7 +156,7 @@ def run(args) -> int:
         import json
 
         print(json.dumps(attrs.asdict(cfg)))
-    if args.emit in ("asm", "llvm") or getattr(args, "report", False):
+    if built:
         if args.emit == "asm":
             print(result.asm)
         elif args.emit == "llvm":
