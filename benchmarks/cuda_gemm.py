@@ -495,6 +495,12 @@ def _triton_mma_kind(autotuned) -> str:
 # ------------------------------------------------------------------------------------------------
 
 
+def _layout_configs(args, cfg_names, dtype, layout):
+    """Configs timed for one (dtype, layout): every one named by --configs; without --configs, the
+    whole list for f16 nt and the first (the default) elsewhere."""
+    return cfg_names if args.configs or (layout == "nt" and dtype == "f16") else cfg_names[:1]
+
+
 def _bench_jobs(args, arch, workdir):
     sizes = [int(s) for s in args.sizes.split(",")]
     cfg_names = args.configs.split(",") if args.configs else list(CONFIGS)
@@ -502,7 +508,7 @@ def _bench_jobs(args, arch, workdir):
     for S in sizes:
         for dtype in args.dtypes.split(","):
             for layout in args.layouts.split(","):
-                names = cfg_names if (layout == "nt" and dtype == "f16") else cfg_names[:1]
+                names = _layout_configs(args, cfg_names, dtype, layout)
                 for name in names:
                     key = f"b_{S}_{dtype}_{layout}_{name}"
                     jobs.append((key, S, S, S, dtype, layout, "f32", CONFIGS[name], arch, workdir))
@@ -622,7 +628,7 @@ def bench(args, log, workdir, arch):
                 # --zeros: the same runs on all-zero inputs (the tensor cores switch no bits); exactly 0 out
                 za, zb = (torch.zeros_like(a), torch.zeros_like(b)) if args.zeros else (None, None)
                 zcase, zref = dict(case, inputs="zeros"), lambda: np.zeros((M, N), np.float32)
-                names = cfg_names if (layout == "nt" and dtype == "f16") else cfg_names[:1]
+                names = _layout_configs(args, cfg_names, dtype, layout)
                 ours = {}
                 for name in names:
                     key = f"b_{S}_{dtype}_{layout}_{name}"
