@@ -2,8 +2,9 @@
 ``tvm_cdna4.testing`` (``rng``, ``run_gfx950``, ``run_cuda``; ``gfx950``, ``cuda``, ``llvm``).
 
 Builds go to one throwaway cache per test session (``TVM_CDNA4_CACHE_DIR``, inherited by the CLI
-subprocesses), never ``~/.cache/tvm_cdna4``: a kernel that several tests build is built once.
-Tests of the cache itself use their own directories; tests that must run TIRx pass ``cache=False``.
+subprocesses and by pytest-xdist's workers), never ``~/.cache/tvm_cdna4``: a kernel that several
+tests build is built once, whichever worker builds it first. Tests of the cache itself use their
+own directories; tests that must run TIRx pass ``cache=False``.
 """
 
 import os
@@ -14,7 +15,10 @@ _SESSION_CACHE = None
 
 
 def pytest_configure(config):
+    """The controller (or a run without xdist) makes the cache; workers inherit its environment."""
     global _SESSION_CACHE
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return
     _SESSION_CACHE = tempfile.mkdtemp(prefix="tvm_cdna4-test-cache-")
     os.environ["TVM_CDNA4_CACHE_DIR"] = _SESSION_CACHE
 

@@ -1,27 +1,45 @@
-"""python -m tvm_cdna4 opcodes: table and JSON."""
+"""python -m tvm_cdna4 opcodes (table and JSON) and gemm --target gfx950.
+
+One test runs the real entry point (``python -m tvm_cdna4`` in a fresh interpreter); the others
+call ``tvm_cdna4.cli.main`` in-process, which is what ``__main__`` runs: same parser, same exit
+status, same stdout and stderr, without paying an interpreter and a TIRx import per call.
+"""
 
 import json
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import pytest
 
+from tvm_cdna4.cli import main
 from tvm_cdna4.isa import CATALOG, lanes
 
 
-def _run(*args):
-    return subprocess.run([sys.executable, "-m", "tvm_cdna4", *args], check=True, capture_output=True, text=True).stdout
+@pytest.fixture
+def cli(capsys):
+    """``cli(*args)``: run ``python -m tvm_cdna4 ARGS`` in-process; returncode, stdout, stderr."""
+
+    def run(*args):
+        capsys.readouterr()
+        code = main(list(args))
+        out, err = capsys.readouterr()
+        return SimpleNamespace(returncode=code, stdout=out, stderr=err)
+
+    return run
 
 
 def test_opcodes_table_lists_every_opcode():
-    out = _run("opcodes")
+    # the entry point itself, in a fresh interpreter
+    out = subprocess.run([sys.executable, "-m", "tvm_cdna4", "opcodes"], check=True, capture_output=True,
+                         text=True).stdout
     for name, op in CATALOG.items():
         line = next(line for line in out.splitlines() if line.startswith(name + " "))
         assert op.mnemonic in line
 
 
-def test_opcodes_json_schema_and_lane_tables():
-    data = json.loads(_run("opcodes", "--json"))
+def test_opcodes_json_schema_and_lane_tables(cli):
+    data = json.loads(cli("opcodes", "--json").stdout)
     assert len(data) == 44 and {d["kind"] for d in data} == {"mfma", "mfma_scale", "ds_read_tr"}
     by = {d["name"]: d for d in data}
     assert all(d["name"] == d["builtin"].removeprefix("__builtin_amdgcn_") for d in data)
@@ -41,40 +59,40 @@ def test_opcodes_json_schema_and_lane_tables():
     assert scaled["kind"] == "mfma_scale" and len(scaled["lanes"]["a"]) == 64 * 32
 
 
-def test_opcodes_kind_filter():
-    data = json.loads(_run("opcodes", "--json", "--no-lanes", "--kind", "ds_read_tr"))
+def test_opcodes_kind_filter(cli):
+    data = json.loads(cli("opcodes", "--json", "--no-lanes", "--kind", "ds_read_tr").stdout)
     assert len(data) == 6 and all("lanes" not in d for d in data)
 
 
-def _gemm(*args):
-    return subprocess.run([sys.executable, "-m", "tvm_cdna4", "gemm", "--target", "gfx950", *args],
-                          capture_output=True, text=True)
+@pytest.fixture
+def gemm(cli):
+    return lambda *args: cli("gemm", "--target", "gfx950", *args)
 
 
-def test_gemm_gfx950_validate_prints_error_and_pass():
-    proc = _gemm("--dtype", "f16", "--layout", "nn", "-M", "70", "-N", "33", "-K", "40", "--validate")
+def test_gemm_gfx950_validate_prints_error_and_pass(gemm):
+    proc = gemm("--dtype", "f16", "--layout", "nn", "-M", "70", "-N", "33", "-K", "40", "--validate")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = proc.stdout.strip().splitlines()
     assert lines[-1] == "PASS" and "relative error" in lines[0]
 
 
-def test_gemm_gfx950_report_and_refusals():
-    proc = _gemm("--dtype", "fp8_bf8", "--layout", "tn", "-M", "1024", "-N", "1024", "-K", "1024", "--report")
+def test_gemm_gfx950_report_and_refusals(gemm):
+    proc = gemm("--dtype", "fp8_bf8", "--layout", "tn", "-M", "1024", "-N", "1024", "-K", "1024", "--report")
     assert proc.returncode == 0, proc.stderr
     assert "static report (an estimate" in proc.stdout and "main loop:" in proc.stdout
-    bench = _gemm("--dtype", "f16", "--bench")
+    bench = gemm("--dtype", "f16", "--bench")
     assert bench.returncode == 2 and "needs a gfx950 GPU" in bench.stderr
-    mx = _gemm("--dtype", "mxfp4", "--layout", "nn", "-M", "64", "-N", "64", "-K", "64")
+    mx = gemm("--dtype", "mxfp4", "--layout", "nn", "-M", "64", "-N", "64", "-K", "64")
     assert mx.returncode == 2 and "layout 'nn' is not supported" in mx.stderr
 
 
-def test_gemm_gfx950_tile_options_build_the_kernel_they_name():
-    config = _gemm("--dtype", "fp8", "--block", "256x128x128", "--mfma", "32x32", "-M", "256", "-N", "256", "-K", "256",
+def test_gemm_gfx950_tile_options_build_the_kernel_they_name(gemm):
+    config = gemm("--dtype", "fp8", "--block", "256x128x128", "--mfma", "32x32", "-M", "256", "-N", "256", "-K", "256",
                    "--emit", "config")
     assert config.returncode == 0, config.stderr
     assert json.loads(config.stdout) == {"block_m": 256, "block_n": 128, "block_k": 128, "mfma": "32x32", "lds_pad": 16,
                                          "interleave": True, "transpose_loads": True}
-    asm = _gemm("--dtype", "f16", "--block", "64x64x32", "--mfma", "32x32", "--warps", "2x2", "--stages", "2",
+    asm = gemm("--dtype", "f16", "--block", "64x64x32", "--mfma", "32x32", "--warps", "2x2", "--stages", "2",
                 "-M", "256", "-N", "256", "-K", "256", "--emit", "asm")
     assert asm.returncode == 0, asm.stderr
     assert "v_mfma_f32_32x32x16_f16" in asm.stdout and "v_mfma_f32_16x16x32_f16" not in asm.stdout
@@ -88,6 +106,6 @@ def test_gemm_gfx950_tile_options_build_the_kernel_they_name():
     (("--dtype", "mxfp8", "--block", "128x128x64"), "error: --block 128x128x64: MX GEMM K tiles are 128 wide"),
     (("--dtype", "mxfp8", "--mfma", "32x32"), "error: --mfma 32x32: the MX GEMM runs the scaled 16x16x128 MFMA only"),
 ])
-def test_gemm_gfx950_refuses_tile_options_it_cannot_apply(args, first_line):
-    proc = _gemm(*args, "-M", "64", "-N", "64", "-K", "128")
+def test_gemm_gfx950_refuses_tile_options_it_cannot_apply(args, first_line, gemm):
+    proc = gemm(*args, "-M", "64", "-N", "64", "-K", "128")
     assert proc.returncode == 2 and proc.stderr.splitlines()[0].startswith(first_line), proc.stderr

@@ -14,6 +14,7 @@ import pytest
 from tvm_cdna4 import testing
 
 pytest_plugins = ["pytester"]
+pytestmark = pytest.mark.xdist_group("tutorial")  # under pytest-xdist: one worker runs the module fixture once
 
 TUTORIAL = Path(__file__).resolve().parents[1] / "docs" / "tutorial.md"
 BLOCK = re.compile(r"^```(\w*)[ \t]*(\S*)\n(.*?)^```$", re.S | re.M)
