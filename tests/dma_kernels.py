@@ -33,3 +33,50 @@ def dma_copy(size: int = 16, waves: int = 1, valid: int = 64, wait: bool = True,
                 D[tx, e] = S[src * words + e]
 
     return kernel
+
+
+def dma_lane_destination():
+    """A direct-to-LDS load whose LDS destination is indexed by the lane (not wave-uniform)."""
+    @T.function
+    def kernel(X: T.Tensor((1024,), "int16"), D: T.Tensor((64,), "int16")):
+        with T.device_entry():
+            bx = T.launch_thread("blockIdx.x", 1)
+            tx = T.launch_thread("threadIdx.x", 64)
+            S = T.alloc_tensor(ty_args=[T.Tensor((520,), "int16", scope="shared", align=16)])
+            T.rocm.buffer_load_lds(X.data, 2048, tx * 16, 0, S[tx * 8], 16)
+            T.rocm.s_waitcnt_vmcnt(0)
+            D[tx] = S[tx]
+
+    return kernel
+
+
+def dma_misaligned_destination():
+    """A direct-to-LDS load to byte 2 + 32k of an int16 tile (never 4-byte aligned)."""
+    @T.function
+    def kernel(X: T.Tensor((1024,), "int16"), D: T.Tensor((64,), "int16")):
+        with T.device_entry():
+            bx = T.launch_thread("blockIdx.x", 1)
+            tx = T.launch_thread("threadIdx.x", 64)
+            S = T.alloc_tensor(ty_args=[T.Tensor((1040,), "int16", scope="shared", align=16)])
+            T.rocm.buffer_load_lds(X.data, 2048, tx * 16, 0, S[tx // 64 * 16 + 1], 16)
+            T.rocm.s_waitcnt_vmcnt(0)
+            D[tx] = S[tx]
+
+    return kernel
+
+
+def dma_bad_call(what: str):
+    """``T.rocm.buffer_load_lds`` refused as it is written: ``"local"`` (a register destination),
+    ``"size"`` (8 bytes per lane)."""
+    local = what == "local"
+
+    @T.function
+    def kernel(X: T.Tensor((1024,), "int16"), D: T.Tensor((64,), "int16")):
+        with T.device_entry():
+            bx = T.launch_thread("blockIdx.x", 1)
+            tx = T.launch_thread("threadIdx.x", 64)
+            R = T.alloc_tensor(ty_args=[T.Tensor((8,), "int16", scope="local")])
+            T.rocm.buffer_load_lds(X.data, 2048, tx * 16, 0, R[0], 16 if local else 8)
+            D[tx] = R[0]
+
+    return kernel
