@@ -110,3 +110,25 @@ def dma_tile(tile, row_stride: int, waves: int = 2):
                 D[tx * per_thread + e] = S[tx * per_thread + e]
 
     return kernel
+
+
+def dma_sizes(valid: int = 64, vmcnt: int = 0, read_from: int = 0, read_bytes: int = 2048):
+    """One wave loads X with one direct-to-LDS load of each size into consecutive LDS blocks (16-byte
+    lanes to bytes [0, 1024), 12-byte lanes to [1024, 1792), 4-byte lanes to [1792, 2048); lanes
+    ``l >= valid`` masked out), waits ``s_waitcnt vmcnt(vmcnt)``, then copies LDS bytes
+    ``[read_from, read_from + read_bytes)`` (repeated) to D: thread ``t`` word ``e`` is LDS word
+    ``read_from / 4 + (8t + e) % (read_bytes / 4)``."""
+    @T.function
+    def kernel(X: T.Tensor((512,), "int32"), D: T.Tensor((64, 8), "int32")):
+        with T.device_entry():
+            bx = T.launch_thread("blockIdx.x", 1)
+            tx = T.launch_thread("threadIdx.x", 64)
+            S = T.alloc_tensor(ty_args=[T.Tensor((512,), "int32", scope="shared", align=16)])
+            T.rocm.buffer_load_lds(X.data, 2048, T.if_then_else(tx < valid, tx * 16, BUFFER_OOB), 0, S[0], 16)
+            T.rocm.buffer_load_lds(X.data, 2048, T.if_then_else(tx < valid, tx * 12, BUFFER_OOB), 1024, S[256], 12)
+            T.rocm.buffer_load_lds(X.data, 2048, T.if_then_else(tx < valid, tx * 4, BUFFER_OOB), 1792, S[448], 4)
+            T.rocm.s_waitcnt_vmcnt(vmcnt)
+            for e in T.unroll(8):
+                D[tx, e] = S[read_from // 4 + (tx * 8 + e) % (read_bytes // 4)]
+
+    return kernel
