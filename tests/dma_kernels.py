@@ -132,3 +132,39 @@ def dma_sizes(valid: int = 64, vmcnt: int = 0, read_from: int = 0, read_bytes: i
                 D[tx, e] = S[read_from // 4 + (tx * 8 + e) % (read_bytes // 4)]
 
     return kernel
+
+
+def dma_pipeline(tiles: int = 4, waves: int = 2, vmcnt: int = 1, barrier_after_reads: bool = True):
+    """A double-buffered loop: while the workgroup sums LDS tile ``k`` (every thread the 16 bytes that
+    a lane of the *next* wave loaded), the direct-to-LDS loads of tile ``k + 1`` fill the other buffer.
+    Wave ``w`` loads block ``w`` of each tile of X (``64 * waves`` lanes x 16 bytes per tile). Tile ``k``
+    is complete at ``s_waitcnt vmcnt(vmcnt)`` (1: all but the newest load, tile ``k + 1``), published by
+    the barrier after it; the barrier after the reads keeps the next loads from overwriting them."""
+    lanes = 64 * waves
+    words = lanes * 4
+
+    @T.function
+    def kernel(X: T.Tensor((tiles * words,), "int32"), D: T.Tensor((lanes, 4), "int32")):
+        with T.device_entry():
+            bx = T.launch_thread("blockIdx.x", 1)
+            tx = T.launch_thread("threadIdx.x", lanes)
+            S = T.alloc_tensor(ty_args=[T.Tensor((2 * words,), "int32", scope="shared", align=16)])
+            acc = T.alloc_tensor(ty_args=[T.Tensor((4,), "int32", scope="local")])
+            for e in T.unroll(4):
+                acc[e] = 0
+            T.rocm.buffer_load_lds(X.data, tiles * words * 4, tx * 16, 0, S[tx // 64 * 256], 16)
+            for k in T.serial(tiles - 1):
+                T.rocm.buffer_load_lds(X.data, tiles * words * 4, tx * 16, (k + 1) * words * 4,
+                                       S[(k + 1) % 2 * words + tx // 64 * 256], 16)
+                T.rocm.s_waitcnt_vmcnt(vmcnt)
+                T.rocm.workgroup_barrier()
+                for e in T.unroll(4):
+                    acc[e] = acc[e] + S[k % 2 * words + (tx + 64) % lanes * 4 + e]
+                if barrier_after_reads:
+                    T.rocm.workgroup_barrier()
+            T.rocm.s_waitcnt_vmcnt(0)
+            T.rocm.workgroup_barrier()
+            for e in T.unroll(4):
+                D[tx, e] = acc[e] + S[(tiles - 1) % 2 * words + (tx + 64) % lanes * 4 + e]
+
+    return kernel

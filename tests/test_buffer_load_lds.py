@@ -152,3 +152,23 @@ def test_tile_layouts_the_loads_cannot_produce_are_refused():
     with pytest.raises(ContractError, match=r"^LdsTile: operand swizzle: .*expected a power of two dividing cols=4, "
                        r"found 3"):
         LdsTile(rows=4, cols=4, swizzle=3)
+
+
+def test_double_buffered_loop_overlaps_the_next_loads_with_the_reads():
+    x = np.arange(4 * 512, dtype=np.int32)
+    d = np.zeros((128, 4), np.int32)
+    emulate(K.dma_pipeline(), x, d)
+    np.testing.assert_array_equal(d, np.roll(x.reshape(4, 128, 4), -64, axis=1).sum(0))
+    # compiled: only the kernel's own waits; no vmcnt(0) before the LDS reads of tile k while tile k + 1 loads
+    lines = _instructions(build(K.dma_pipeline()).asm)
+    assert [ln for ln in lines if "vmcnt" in ln] == ["s_waitcnt vmcnt(1)"] * 3 + ["s_waitcnt vmcnt(0)"]
+    assert sum(instruction_kind(ln) == "global_lds" for ln in lines) == 4
+
+
+@pytest.mark.parametrize("change, message", [
+    (dict(vmcnt=2), r"read of LDS 'S' byte 1024 while an asynchronous copy into it is still in flight"),
+    (dict(barrier_after_reads=False), r"race on LDS 'S' byte 0: read by wave 1 and then written by wave 0 with no barrier"),
+])
+def test_double_buffered_loop_without_its_wait_or_barrier_is_an_error(change, message):
+    with pytest.raises(EmulationError, match=message):
+        emulate(K.dma_pipeline(**change), np.zeros(4 * 512, np.int32), np.zeros((128, 4), np.int32))
