@@ -12,7 +12,7 @@ from tvm_cdna4 import ContractError, build
 from tvm_cdna4.emulator import EmulationError, emulate
 from tvm_cdna4.patterns import register
 from tvm_cdna4.patterns.dma import Chunk, LdsTile, lane_sources
-from tvm_cdna4.patterns.wave import waitcnt_vmcnt_imm
+from tvm_cdna4.patterns.wave import BUFFER_OOB, waitcnt_vmcnt_imm
 from tvm_cdna4.schedules.report import instruction_kind
 
 import dma_kernels as K
@@ -55,17 +55,23 @@ def test_each_wave_writes_its_own_block_and_other_waves_read_it_after_wait_and_b
     np.testing.assert_array_equal(d, np.roll(x.reshape(128, 4), -64, axis=0))
 
 
-def test_padded_swizzled_tile_through_the_inverse_map():
-    tile = LdsTile(rows=16, cols=4, pad=16, swizzle=4)
-    stride = 96  # bytes per row of G; the tile is its first 64 bytes of each row
-    g = np.arange(16 * stride // 4, dtype=np.int32) + 7
+@pytest.mark.parametrize("tile, stride", [
+    (LdsTile(rows=16, cols=4, pad=16, swizzle=4), 96),     # padded rows, XOR swizzle: some lanes load padding
+    (LdsTile(rows=32, cols=8, pad=32, pad_every=8), 160),  # Triton's: one padding per 1024-byte load block
+], ids=["row padding + swizzle", "block padding"])
+def test_padded_swizzled_tile_through_the_inverse_map(tile, stride):
+    g = np.arange(tile.rows * stride // 4, dtype=np.int32) + 7
     d = np.full(tile.dma_bytes // 4, -1, np.int32)
-    emulate(K.dma_tile(tile, stride), g, d)
-    want = np.zeros(tile.dma_bytes, np.uint8)  # padding and the tail past the tile: masked lanes, zeros
-    for r in range(16):
-        for c in range(4):
+    emulate(K.dma_tile(tile, stride), g, d, uninitialized="allow")  # padding between loads is never written
+    want = np.zeros(tile.dma_bytes, np.uint8)  # padding slots that lanes load: masked, zeros
+    for r in range(tile.rows):
+        for c in range(tile.cols):
             want[tile.offset(r, c):][:16] = g.view(np.uint8)[r * stride + c * 16:][:16]
-    np.testing.assert_array_equal(d.view(np.uint8), want)
+    covered = np.zeros(tile.dma_bytes, bool)
+    for i in lane_sources(tile):
+        covered[i.lds_base:i.lds_base + 1024] = True
+    assert covered.sum() == 2048 if tile.pad_every == 1 else covered.sum() == 4096
+    np.testing.assert_array_equal(d.view(np.uint8)[covered], want[covered])
 
 
 def test_lane_sources_cover_every_chunk_once_at_its_layout_offset():
@@ -77,6 +83,15 @@ def test_lane_sources_cover_every_chunk_once_at_its_layout_offset():
     assert all(tile.offset(c.row, c.col) == byte for c, byte in placed.items())
     assert plan[0].sources[:10] == (*(Chunk(0, c) for c in range(8)), None, None)  # row 0, then its padding
     assert plan[0].sources[10] == Chunk(1, 1)  # row 1 starts at position 0 with chunk 0 ^ 1
+    assert tile.global_offset(120, row_stride=200) == 200 + 12 and tile.global_offset(96, row_stride=200) == BUFFER_OOB
+
+
+def test_block_padding_starts_each_load_after_the_padding():
+    tile = LdsTile(rows=32, cols=8, pad=32, pad_every=8)  # 8 rows of 128 bytes = one 1024-byte block, then 32
+    plan = lane_sources(tile)
+    assert [i.lds_base for i in plan] == [0, 1056, 2112, 3168] and tile.dma_bytes == 4192
+    assert all(c is not None for i in plan for c in i.sources)  # no lane wasted on padding
+    assert plan[1].sources[0] == Chunk(8, 0)
 
 
 def test_a_read_before_the_wait_is_an_error():
@@ -146,7 +161,7 @@ def test_vmcnt_immediate_and_range():
 
 
 def test_tile_layouts_the_loads_cannot_produce_are_refused():
-    with pytest.raises(ContractError, match=r"^LdsTile: operand pad: row padding is whole chunks.*expected a multiple "
+    with pytest.raises(ContractError, match=r"^LdsTile: operand pad: padding is whole chunks.*expected a multiple "
                        r"of 16, found 8"):
         LdsTile(rows=4, cols=4, pad=8)
     with pytest.raises(ContractError, match=r"^LdsTile: operand swizzle: .*expected a power of two dividing cols=4, "
