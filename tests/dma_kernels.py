@@ -84,14 +84,10 @@ def dma_bad_call(what: str):
 
 def dma_tile(tile, row_stride: int, waves: int = 2):
     """``waves`` waves load ``tile`` (an ``LdsTile``) of the int32 matrix G (``row_stride`` bytes per row)
-    with direct-to-LDS loads, the ``i``-th of ``lane_sources(tile)`` by wave ``i % waves``, each lane's
+    with direct-to-LDS loads, load ``i`` (at ``tile.load_base(i)``) by wave ``i % waves``, each lane's
     chunk from the tile's inverse map (``global_offset``); then the workgroup copies the LDS bytes
-    (``tile.dma_bytes``) to D. The loads' LDS bases must be evenly spaced."""
-    from tvm_cdna4.patterns.dma import lane_sources
-
-    bases = [i.lds_base for i in lane_sources(tile)]
-    step = bases[1] - bases[0] if len(bases) > 1 else 0
-    assert bases == [i * step for i in range(len(bases))] and len(bases) % waves == 0
+    (``tile.dma_bytes``) to D."""
+    assert tile.loads % waves == 0
     size, words = tile.size, tile.dma_bytes // 4
     threads = 64 * waves
     per_thread = -(-words // threads)
@@ -103,8 +99,8 @@ def dma_tile(tile, row_stride: int, waves: int = 2):
             bx = T.launch_thread("blockIdx.x", 1)
             tx = T.launch_thread("threadIdx.x", 64 * waves)
             S = T.alloc_tensor(ty_args=[T.Tensor((words,), "int32", scope="shared", align=16)])
-            for j in T.unroll(len(bases) // waves):
-                base = (j * waves + tx // 64) * step
+            for j in T.unroll(tile.loads // waves):
+                base = tile.load_base(j * waves + tx // 64)
                 T.rocm.buffer_load_lds(G.data, g_words * 4, tile.global_offset(base + tx % 64 * size, row_stride), 0,
                                        S[base // 4], size)
             T.rocm.s_waitcnt_vmcnt(0)

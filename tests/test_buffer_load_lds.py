@@ -92,6 +92,8 @@ def test_block_padding_starts_each_load_after_the_padding():
     assert [i.lds_base for i in plan] == [0, 1056, 2112, 3168] and tile.dma_bytes == 4192
     assert all(c is not None for i in plan for c in i.sources)  # no lane wasted on padding
     assert plan[1].sources[0] == Chunk(8, 0)
+    row_padded = LdsTile(rows=128, cols=8, pad=16)  # a 128x64 f16 tile, 16 bytes after each row
+    assert row_padded.loads == 18 and [i.lds_base for i in lane_sources(row_padded)] == [1024 * i for i in range(18)]
 
 
 def test_a_read_before_the_wait_is_an_error():

@@ -11,10 +11,10 @@ that the layout puts at ``b``.
 ``pad_every`` rows, optional XOR swizzle). Its ``offset`` (chunk -> LDS byte) and the inverse ``row_at`` / ``col_at`` / ``in_tile``
 (LDS byte -> chunk) are written once with ``//``, ``%``, ``^`` and ``<``, so the same functions give
 Python integers (plans, tests) and TIR expressions (kernels: ``b = base + lane * size``).
-``lane_sources(tile)`` is the plan: one ``DmaInstruction`` per ``64 * size``-byte block, naming the
-chunk of each lane (None: a padding slot, or past the tile; load it masked with ``BUFFER_OOB``, so it
-writes zeros). The LDS allocation must hold ``tile.dma_bytes``; ``tile.global_offset(byte, row_stride)``
-is the masked ``voffset`` of the lane at LDS byte ``byte``.
+``lane_sources(tile)`` is the plan: ``tile.loads`` instructions, load ``i`` at ``tile.load_base(i)``
+(also a TIR expression), naming the chunk of each lane (None: a padding slot, or past the tile; load
+it masked with ``BUFFER_OOB``, so it writes zeros). The LDS allocation must hold ``tile.dma_bytes``;
+``tile.global_offset(byte, row_stride)`` is the masked ``voffset`` of the lane at LDS byte ``byte``.
 """
 
 from __future__ import annotations
@@ -79,10 +79,27 @@ class LdsTile:
         return self.pad_every * self.row_bytes + self.pad
 
     @property
+    def loads(self) -> int:
+        """Number of loads (``lane_sources``) that build the tile."""
+        end = self.offset(self.rows - 1, 0) + self.row_bytes
+        n = 1
+        while self.load_base(n) < end:
+            n += 1
+        return n
+
+    @property
     def dma_bytes(self) -> int:
-        """LDS bytes the loads of ``lane_sources`` write (allocate at least this many)."""
-        last = lane_sources(self)[-1]
-        return last.lds_base + WAVE_SIZE * self.size
+        """LDS bytes the loads write (allocate at least this many)."""
+        return self.load_base(self.loads - 1) + WAVE_SIZE * self.size
+
+    def load_base(self, i):
+        """LDS byte where load ``i`` starts (int or TIR expression): when a padded group of rows is
+        whole load blocks, the group's blocks (no lane loads padding); otherwise ``i`` blocks in
+        (the lanes whose slots are padding load masked)."""
+        block, data = WAVE_SIZE * self.size, self.pad_every * self.row_bytes
+        if data % block:
+            return i * block
+        return i // (data // block) * self.group_bytes + i % (data // block) * block
 
     def offset(self, row, col):
         """LDS byte of chunk (``row``, ``col``)."""
@@ -115,16 +132,11 @@ class LdsTile:
 
 
 def lane_sources(tile: LdsTile) -> tuple[DmaInstruction, ...]:
-    """The loads that build ``tile``, in LDS order: each covers the ``64 * size`` bytes from the first
-    tile byte that no earlier load covers (so a load never starts in padding); lane ``l`` loads the
+    """The loads that build ``tile``: load ``i`` starts at ``tile.load_base(i)``; lane ``l`` loads the
     chunk at ``lds_base + l * size`` (None: padding or past the tile)."""
-    out, base, end = [], 0, tile.offset(tile.rows - 1, 0) + tile.row_bytes
-    block = WAVE_SIZE * tile.size
-    while base < end:
-        slots = (base + lane * tile.size for lane in range(WAVE_SIZE))
-        out.append(DmaInstruction(base, tuple(Chunk(tile.row_at(b), tile.col_at(b)) if tile.in_tile(b) else None
-                                              for b in slots)))
-        base += block
-        while base < end and not tile.in_tile(base):
-            base += tile.size
+    out = []
+    for i in range(tile.loads):
+        slots = (tile.load_base(i) + lane * tile.size for lane in range(WAVE_SIZE))
+        out.append(DmaInstruction(tile.load_base(i), tuple(Chunk(tile.row_at(b), tile.col_at(b)) if tile.in_tile(b)
+                                                          else None for b in slots)))
     return tuple(out)
