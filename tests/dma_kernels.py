@@ -9,8 +9,8 @@ def dma_copy(size: int = 16, waves: int = 1, valid: int = 64, wait: bool = True,
              wait_after_barrier: bool = False):
     """Wave ``w`` loads X words ``[(64w + l) * size/4, ...)`` of lane ``l`` straight into LDS block ``w``
     (lanes ``l >= valid`` are masked out), waits (``s_waitcnt vmcnt(0)`` when ``wait``; after the
-    barrier with ``wait_after_barrier``), barriers, then thread ``t`` copies LDS words ``t*size/4 ...`` (of the next wave's block when
-    ``read_other_wave``) to D."""
+    barrier with ``wait_after_barrier``), barriers, then thread ``t`` copies LDS words ``t*size/4 ...``
+    (of the next wave's block when ``read_other_wave``) to D."""
     words = size // 4
     n = 64 * waves * words
 

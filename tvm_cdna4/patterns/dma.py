@@ -8,8 +8,8 @@ swizzled tile therefore inverts its layout: the lane whose slot is LDS byte ``b`
 that the layout puts at ``b``.
 
 ``LdsTile`` is such a layout (rows of ``cols`` chunks of ``size`` bytes, optional padding after every
-``pad_every`` rows, optional XOR swizzle). Its ``offset`` (chunk -> LDS byte) and the inverse ``row_at`` / ``col_at`` / ``in_tile``
-(LDS byte -> chunk) are written once with ``//``, ``%``, ``^`` and ``<``, so the same functions give
+``pad_every`` rows, optional XOR swizzle). Its ``offset`` (chunk -> LDS byte) and the inverse
+``row_at`` / ``col_at`` / ``in_tile`` (LDS byte -> chunk) are written once with ``//``, ``%``, ``^`` and ``<``, so the same functions give
 Python integers (plans, tests) and TIR expressions (kernels: ``b = base + lane * size``).
 ``lane_sources(tile)`` is the plan: ``tile.loads`` instructions, load ``i`` at ``tile.load_base(i)``
 (also a TIR expression), naming the chunk of each lane (None: a padding slot, or past the tile; load
@@ -56,7 +56,8 @@ class LdsTile:
     def __attrs_post_init__(self):
         rule = None
         if self.size not in BUFFER_LOAD_LDS_MNEMONICS:
-            rule, operand, expected, found = "a chunk is what one lane loads", "size", sorted(BUFFER_LOAD_LDS_MNEMONICS), self.size
+            rule, operand, expected, found = ("a chunk is what one lane loads", "size", sorted(BUFFER_LOAD_LDS_MNEMONICS),
+                                              self.size)
         elif self.pad % self.size or self.pad < 0:
             rule, operand, expected, found = ("padding is whole chunks, so that every row starts at a lane slot", "pad",
                                               f"a multiple of {self.size}", self.pad)
