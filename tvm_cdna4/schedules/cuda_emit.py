@@ -133,6 +133,15 @@ def swz_e_expr(x, op: OperandPlan):
     return x ^ (((x >> (3 + op.swizzle_shift)) & 7) << 3)
 
 
+def view_offset(p: GemmPlan, op: OperandPlan, stage, g):
+    """Words from the lane's ``lof ^ xor`` pointer to ldmatrix group ``g`` of a static ``stage``
+    when the plan applies them as an immediate view offset (``LdmatrixPlan.offset_in_view``);
+    None otherwise (a runtime stage, or the offset folded into the pointer's index)."""
+    if op.ldmatrix.offset_in_view and isinstance(stage, int):
+        return (stage * p.stage_elems + op.smem_offset) // 2 + g.add
+    return None
+
+
 def warp_coord(p: GemmPlan, op: OperandPlan):
     """The warp's index along op's tile dimension."""
     return T.cuda.warp_id() % p.tiling.warps_m if op.name == "A" else T.cuda.warp_id() // p.tiling.warps_m
@@ -285,11 +294,19 @@ def ldm_group(p, op, SMW, dst, stage, g):
     w = warp_coord(p, op)
     la = op.ldmatrix.lane
     lof = swz_w_expr(w * la.warp_stride + (lane // 16) * la.matrix_hi + ((lane // 8) % 2) * la.matrix_lo + (lane % 8) * la.row, op)
-    src = T.decl_tensor(
-        SMW.ptr_to([(stage * p.stage_elems + op.smem_offset) // 2 + (lof ^ g.xor) + g.add]),
-        ty_args=[T.Tensor((1, g.count, 4, 8, 4), "uint32", scope="shared.dyn", layout=TileLayout(S[(g.count, 4, 8, 4) : (g.stride, 0, 0, 1)]), align=16)],
-    )
-    T.cuda.tile.apply(T.ptx[op.ldmatrix.instr], dst[:, g.first : g.first + g.count, :, :, :], src, scope="warp")
+    if I.constexpr(view_offset(p, op, stage, g) is not None):
+        # the lane's pointer holds only (lof ^ xor); the constant goes in as the view's offset
+        src = T.decl_tensor(
+            SMW.ptr_to([lof ^ g.xor]),
+            ty_args=[T.Tensor((2, g.count, 4, 8, 4), "uint32", scope="shared.dyn", layout=TileLayout(S[(2, g.count, 4, 8, 4) : (view_offset(p, op, stage, g), g.stride, 0, 0, 1)]), align=16)],
+        )
+        T.cuda.tile.apply(T.ptx[op.ldmatrix.instr], dst[:, g.first : g.first + g.count, :, :, :], src[1:2, :, :, :, :], scope="warp")
+    else:
+        src = T.decl_tensor(
+            SMW.ptr_to([(stage * p.stage_elems + op.smem_offset) // 2 + (lof ^ g.xor) + g.add]),
+            ty_args=[T.Tensor((1, g.count, 4, 8, 4), "uint32", scope="shared.dyn", layout=TileLayout(S[(g.count, 4, 8, 4) : (g.stride, 0, 0, 1)]), align=16)],
+        )
+        T.cuda.tile.apply(T.ptx[op.ldmatrix.instr], dst[:, g.first : g.first + g.count, :, :, :], src, scope="warp")
 
 
 @T.macro

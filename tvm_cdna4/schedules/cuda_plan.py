@@ -81,12 +81,13 @@ class GemmConfig:
         return asdict(self)
 
     def unrolled_for(self, K: int, layout: str = "nt") -> bool:
-        """Whether the k-loop is unrolled by the stage count: K has at least two stage groups and
-        B is stored [N, K]. With B [K, N] the unrolled loop needs more than 255 registers under
-        NVRTC 13.0, the compiler TIRx builds with (496 B of spills at 4096^3; nvcc 13.0 fits it
-        in 232), and ran ~40 % slower on the H200."""
+        """Whether the k-loop is unrolled by the stage count: K has at least two stage groups.
+        Every layout: with B stored [K, N] the ldmatrix offsets are view offsets
+        (``LdmatrixPlan.offset_in_view``), which keeps the unrolled loop within 255 registers
+        without spills under NVRTC 13.0, the compiler TIRx builds with."""
+        del layout  # every layout unrolls (kept for callers that pass it)
         kt = math.ceil(K / self.block_k)
-        return self.unroll_stages and kt >= 2 * self.stages and layout.lower()[1] == "t"
+        return self.unroll_stages and kt >= 2 * self.stages
 
     def persistent_for(self, K: int, layout: str = "nt") -> bool:
         """Whether the kernel is persistent: ``ctas`` > 0, the unrolled k-loop, and K a whole
@@ -399,6 +400,14 @@ class LdmatrixPlan:
     that does not split into XOR and add parts for this operand)."""
     steps: tuple[tuple[LdmatrixGroup, ...], ...] = ()
     """Per k-step, the applies issued from the precomputed lane address (empty on the generic path)."""
+    offset_in_view: bool = False
+    """With a static stage, each group's constant part (stage, tile and k-step offsets) is the
+    view's offset from a pointer holding only ``lof ^ xor``, so the device compiler sees the
+    pointer plus an immediate; otherwise it is folded into the pointer's int index. B stored
+    [K, N] (layouts ``*n``) takes the first form: its four groups per k-step, each with its own
+    XOR, make 4 x k-steps x stages distinct int sums in the unrolled k-loop, and NVRTC 13.0 keeps
+    them in registers (255 + ~500 B of spills on sm_90) where the pointer-plus-immediate form
+    needs one register per XOR (255, no spills; tests/test_cuda_gemm.py)."""
 
 
 @attrs.frozen
@@ -582,7 +591,8 @@ def plan_ldmatrix(op: OperandTile, cfg: GemmConfig) -> LdmatrixPlan:
         lane = LaneAddress(warp_words, sjh, sjl, srow)
         steps = _ldmatrix_steps(op, view, lane, cfg.warps_m if op.name == "A" else cfg.warps_n)
         if steps is not None:
-            return LdmatrixPlan(instr, op.trans, repeats, view, warp_words, lane, steps)
+            return LdmatrixPlan(instr, op.trans, repeats, view, warp_words, lane, steps,
+                                offset_in_view=op.name == "B" and op.trans)
     _check_warp_offsets_neutral(op, cfg)  # generic path: the warp offset goes into the view's base
     return LdmatrixPlan(instr, op.trans, repeats, view, warp_words, None)
 
