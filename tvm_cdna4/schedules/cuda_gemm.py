@@ -96,10 +96,20 @@ def build(M, N, K, dtype="f16", layout="nt", out_dtype="f32", config=None, arch=
         raise ValueError(f"compiler must be 'nvcc' or 'nvrtc' (or None for TIRx's default), got {compiler!r}")
     cfg = config or default_config(dtype, M, N)
     key = dict(M=M, N=N, K=K, dtype=_short_dtype(dtype), layout=layout.lower(), out_dtype=_short_out(out_dtype),
-               config=cfg.as_dict(), arch=arch, compiler=compiler)
+               config=cfg.as_dict(), arch=arch, compiler=compiler, schedule=schedule_digest())
     blobs = cached("cuda-gemm", key, lambda: _compile(M, N, K, dtype, layout, out_dtype, cfg, arch, compiler),
                    enabled=cache)
     return CudaBuild(source=blobs["source"].decode(), library=blobs["library"])
+
+
+def schedule_digest() -> str:
+    """SHA-256 of the schedule's code (planner and emission): part of the build-cache key, so an
+    edited schedule never gets a kernel cached before the edit under the same version string."""
+    import hashlib
+    from pathlib import Path
+
+    here = Path(__file__).parent
+    return hashlib.sha256(b"".join((here / name).read_bytes() for name in ("cuda_plan.py", "cuda_emit.py"))).hexdigest()
 
 
 def _compile(M, N, K, dtype, layout, out_dtype, cfg, arch, compiler) -> dict[str, bytes]:
