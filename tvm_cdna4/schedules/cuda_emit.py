@@ -147,11 +147,12 @@ def warp_coord(p: GemmPlan, op: OperandPlan):
     return T.cuda.warp_id() % p.tiling.warps_m if op.name == "A" else T.cuda.warp_id() // p.tiling.warps_m
 
 
-def copy_origin(p: GemmPlan, op: OperandPlan, kt, brow, bcol, tid):
-    """This thread's first chunk: (global row, global column, tile row, tile column)."""
+def copy_origin(p: GemmPlan, op: OperandPlan, kt, origin, tid):
+    """This thread's first chunk of k-tile ``kt`` of the tile at ``origin`` along M (A) or N (B):
+    (global row, global column, tile row, tile column)."""
     r0, c0 = op.tile.chunk_coord(tid, 0)
     trans, bk = op.tile.trans, p.tiling.block_k
-    return ((kt * bk if trans else brow) + r0, (bcol if trans else kt * bk) + c0, r0, c0)
+    return ((kt * bk if trans else origin) + r0, (origin if trans else kt * bk) + c0, r0, c0)
 
 
 def tile_origin(p: GemmPlan, t):
@@ -179,10 +180,10 @@ def cp_one(op, sv, gv, r, grow, gcol):
 
 
 @T.macro
-def load_operand_thread(p, op, G, SMH, stage, kt, brow, bcol):
+def load_operand_thread(p, op, G, SMH, stage, kt, origin):
     # per-thread views: this thread's chunks only (scope="thread"); rep offsets are immediates
     tid = T.cuda.thread_idx("x")
-    org = copy_origin(p, op, kt, brow, bcol, tid)
+    org = copy_origin(p, op, kt, origin, tid)
     grow = org[0]
     gcol = org[1]
     r0 = org[2]
@@ -233,7 +234,7 @@ def load_operand_cta(p, op, G, SMH, stage, row0, col0):
             T.cuda.tile.apply(T.ptx[op.copy.instr], sv, gv, scope="cta", chunk_bytes=op.copy.chunk_bytes)
     else:
         # Leading dimension not a multiple of 2 elements: no aligned cp.async exists.
-        # Plain (synchronous) element copies into the same swizzled op.tile.
+        # Plain (synchronous) element copies into the same swizzled tile.
         sv1 = T.decl_tensor(
             SMH.ptr_to([stage * p.stage_elems + op.smem_offset]),
             ty_args=[T.Tensor((op.tile.rows, op.tile.cols), p.dtype, scope="shared.dyn",
@@ -251,7 +252,7 @@ def load_operand_cta(p, op, G, SMH, stage, row0, col0):
 def load_operand(p, op, G, SMH, stage, kt, origin):
     # origin: the tile's offset along M (A) or N (B)
     if I.constexpr(op.copy.kind == "thread"):
-        load_operand_thread(p, op, G, SMH, stage, kt, origin, origin)
+        load_operand_thread(p, op, G, SMH, stage, kt, origin)
     elif I.constexpr(op.tile.trans):
         load_operand_cta(p, op, G, SMH, stage, kt * p.tiling.block_k, origin)
     else:

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .cuda_plan import (  # noqa: F401 - the public names of the CUDA GEMM
+from .cuda_plan import (
     DEFAULT_CONFIGS,
     DTYPES,
     LAYOUTS,
@@ -50,6 +50,12 @@ from .cuda_plan import (  # noqa: F401 - the public names of the CUDA GEMM
     swizzle_elem,
     swizzle_shift,
 )
+
+__all__ = [  # the planner's public names are re-exported here, the CUDA GEMM's entry module
+    "DEFAULT_CONFIGS", "DTYPES", "LAYOUTS", "OUT_DTYPES", "CudaBuild", "GemmConfig", "GemmPlan", "OperandTile",
+    "build", "cuda_gemm", "cuda_source", "default_config", "make_operands", "operand_shapes", "plan",
+    "schedule_digest", "swizzle_elem", "swizzle_shift",
+]
 
 
 def cuda_gemm(
