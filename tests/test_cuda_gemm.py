@@ -130,15 +130,13 @@ def test_config_checks():
 
 
 def test_unroll_and_persistent_rules():
-    # the k-loop is unrolled for >= 2 stage groups of k-tiles and B stored [N, K] (layouts *t);
-    # persistent needs ctas > 0, that unrolled loop and K a whole number of stage groups
+    # the k-loop is unrolled for >= 2 stage groups of k-tiles, in every layout; persistent needs
+    # ctas > 0, that unrolled loop and K a whole number of stage groups
     cfg = GemmConfig()  # block_k 64, 4 stages
-    assert cfg.unrolled_for(4096, "nt") and cfg.unrolled_for(4096, "tt") and cfg.unrolled_for(512)
-    assert not cfg.unrolled_for(4096, "nn") and not cfg.unrolled_for(4096, "tn")  # B [K, N]: rolled
+    assert all(cfg.unrolled_for(4096, layout) for layout in LAYOUTS) and cfg.unrolled_for(512)
     assert not cfg.unrolled_for(448)  # 7 k-tiles: shorter than two stage groups
     p = replace(cfg, ctas=132)
-    assert p.persistent_for(4096) and p.persistent_for(512, "tt")
-    assert not p.persistent_for(4096, "nn")
+    assert p.persistent_for(4096) and p.persistent_for(512, "tt") and p.persistent_for(4096, "nn")
     assert not p.persistent_for(4096 + 64)  # 65 k-tiles
     assert not cfg.persistent_for(4096)
     assert not replace(p, unroll_stages=False).persistent_for(4096)
@@ -146,9 +144,9 @@ def test_unroll_and_persistent_rules():
 
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_long_k_loop_form_per_layout(layout):
-    # 12 k-tiles, 3 stages: unrolled (constant stage offsets) exactly when B is stored [N, K]
-    tir = cuda_gemm(128, 128, 384, "f16", layout, "f32", SMALL).script()
-    assert ("for ko in range(4)" in tir) == (layout[1] == "t")
+    # 12 k-tiles, 3 stages: unrolled (constant stage offsets) in every layout; 5 k-tiles: rolled
+    assert "for ko in range(4)" in cuda_gemm(128, 128, 384, "f16", layout, "f32", SMALL).script()
+    assert "for kt in range(5)" in cuda_gemm(128, 128, 160, "f16", layout, "f32", SMALL).script()
 
 
 # ------------------------------------------------------------------------------------------------
@@ -265,11 +263,12 @@ need_nvrtc = pytest.mark.skipif(not _have_nvrtc(), reason="needs NVRTC (cuda-bin
 @pytest.mark.parametrize("layout", ["nt", "nn", "tn", "tt"])
 def test_large_default_kernel_does_not_spill_under_nvrtc(layout, tmp_path):
     """TIRx compiles the CUDA C with NVRTC when the module is loaded; the 4096^3 default (the
-    stage-unrolled loop for nt/tt, rolled for nn/tn) must fit its registers there. nvcc's
-    allocation is no guide: 230 registers for nt where NVRTC 13.0 needs 255, and the unrolled
-    nn/tn loop, which nvcc fits, spills ~500 B under NVRTC."""
+    stage-unrolled loop in every layout) must fit its registers there. nvcc's allocation is no
+    guide: 230 registers for nt where NVRTC 13.0 needs 255, and the unrolled nn/tn loop with the
+    ldmatrix offsets folded into the pointer index, which nvcc fits in 232, spilled ~500 B under
+    NVRTC (sm_90) until they became view offsets (``LdmatrixPlan.offset_in_view``)."""
     cfg = default_config("f16", 4096, 4096)
-    assert cfg.unrolled_for(4096, layout) == (layout[1] == "t")
+    assert cfg.unrolled_for(4096, layout)
     cu = tmp_path / "k.cu"
     cu.write_text(cuda_source(build(4096, 4096, 4096, "f16", layout, "f32", cfg, arch="sm_90")))
     log = nvrtc_shim.compile_log(str(cu), "sm_90", ROOT)

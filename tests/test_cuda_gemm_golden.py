@@ -1,6 +1,13 @@
 """The generated CUDA C is byte-identical to the source before the build-time work (issue 17): the
-shared pattern premises and the scoped k-steps change how fast TIRx lowers, not what it emits, so
-the measured speed cannot change either. Digests: tests/data/cuda_gemm_golden.json."""
+shared pattern premises, the scoped k-steps and the plan -> emission split (cuda_plan / cuda_emit)
+change how fast TIRx lowers and how the schedule reads, not what it emits, so the measured speed
+cannot change either. Digests: tests/data/cuda_gemm_golden.json.
+
+The four ``*n`` digests (B stored [K, N]: default_4096_nn_bf16, odd_1000x999x1001_tn_f16,
+odd_257x130x520_nn_bf16_bf16out, variants_512_tn_f16) were updated deliberately on 2026-12-01:
+those layouts now run the stage-unrolled k-loop, with B's ldmatrix offsets as view offsets
+(``LdmatrixPlan.offset_in_view``), which fits 255 registers without spills under NVRTC. The
+seven ``*t`` digests are unchanged since commit 7dfb323."""
 
 import hashlib
 import json

@@ -296,9 +296,9 @@ def test_cuda_gemm_exact_on_small_integers(layout, M, N, K, dt, ot, uninit):
 
 def test_cuda_gemm_unrolled_k_loop_exact():
     # K long enough (8 k-tiles >= 2 x 3 stages) for the stage-unrolled k-loop and its static tail;
-    # transposed A and a masked K edge
-    assert SMALL.unrolled_for(250, "tt")
-    _assert_gemm_exact(72, 64, 250, "tt", SMALL, 7)
+    # both operands read with ldmatrix .trans (B's offsets as view offsets) and a masked K edge
+    assert SMALL.unrolled_for(250, "tn")
+    _assert_gemm_exact(72, 64, 250, "tn", SMALL, 7)
 
 
 def test_cuda_gemm_persistent_exact():

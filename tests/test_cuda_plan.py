@@ -1,0 +1,167 @@
+"""The CUDA GEMM's plan (tvm_cdna4.schedules.cuda_plan): pure Python, no TIRx build.
+
+The plan is the schedule's every decision as named records; these tests read it directly: the
+tiling, each operand's copy and ldmatrix plans, the k-loop and the epilogue.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import attrs
+import pytest
+
+from tvm_cdna4.schedules.cuda_plan import (
+    LAYOUTS,
+    LDMATRIX,
+    LDMATRIX_TRANS,
+    GemmConfig,
+    LdmatrixGroup,
+    plan,
+    swizzle_word,
+)
+
+SMALL = GemmConfig(block_m=128, block_n=128, block_k=32, warps_m=2, warps_n=2, stages=3)
+
+
+@pytest.fixture(scope="module")
+def default_plans():
+    return {layout: plan(4096, 4096, 4096, "f16", layout) for layout in LAYOUTS}
+
+
+def test_tiling_of_the_default(default_plans):
+    t = default_plans["nt"].tiling
+    assert (t.block_m, t.block_n, t.block_k, t.warps_m, t.warps_n, t.threads) == (128, 256, 64, 2, 4, 256)
+    assert (t.warp_m, t.warp_n, t.mma_m, t.mma_n, t.k_steps) == (64, 64, 4, 8, 4)
+    assert (t.grid_m, t.grid_n, t.k_tiles, t.group_m) == (32, 16, 64, 8)
+    p = default_plans["nt"]
+    assert p.stage_elems == (128 + 256) * 64 and p.smem_elems == 4 * p.stage_elems
+    assert p.mma_instr == "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
+    assert plan(64, 64, 64, "bf16", "nn").mma_instr.endswith(".f32.bf16.bf16.f32")
+    # a small problem gets the 128x128x32 tile (more CTAs)
+    assert plan(256, 256, 256).tiling.block_n == 128
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_ldmatrix_trans_for_the_operand_whose_k_is_not_contiguous(default_plans, layout):
+    p = default_plans[layout]
+    assert p.a.ldmatrix.trans == (layout[0] == "t") and p.b.ldmatrix.trans == (layout[1] == "n")
+    for op in (p.a, p.b):
+        assert op.ldmatrix.instr == (LDMATRIX_TRANS if op.ldmatrix.trans else LDMATRIX)
+        assert op.tile.trans == op.ldmatrix.trans
+    # K-contiguous: rows of block_k halves (swizzle shift 3); K rows: rows of 128 or 256 halves
+    assert (p.a.tile.rows, p.a.tile.cols, p.a.swizzle_shift) == ((128, 64, 3) if layout[0] == "n" else (64, 128, 4))
+    assert (p.b.tile.rows, p.b.tile.cols, p.b.swizzle_shift) == ((256, 64, 3) if layout[1] == "t" else (64, 256, 5))
+    assert p.b.smem_offset == p.a.tile.elems and p.a.smem_offset == 0
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_copy_plan_per_thread(default_plans, layout):
+    # 16-byte cp.async.cg chunks, hoisted per-thread views: A 4 chunks and B 8 chunks per thread,
+    # each repeat a whole number of rows further (an immediate offset in both memories)
+    p = default_plans[layout]
+    for op, chunks in ((p.a, 4), (p.b, 8)):
+        c = op.copy
+        assert (c.kind, c.instr, c.chunk_bytes, c.masked) == ("thread", "cp.async.cg.shared.global", 16, False)
+        assert op.tile.reps == chunks and c.thread_shape == (chunks, 8)
+        rows_per_rep = 256 // (op.tile.cols // 8)
+        assert c.row_deltas == tuple(r * rows_per_rep for r in range(chunks)) and set(c.col_deltas) == {0}
+        assert c.thread_shared_strides == (rows_per_rep * op.tile.cols, 1)
+        assert c.thread_global_strides == (rows_per_rep * 4096, 1)
+
+
+def test_copy_plan_forms():
+    odd = plan(17, 33, 41, "f16", "tn", "f32", SMALL)  # odd leading dimensions: element copies
+    assert odd.a.copy.kind == odd.b.copy.kind == "element" and odd.a.copy.instr is None
+    edge = plan(200, 136, 100, "f16", "nt", "f32", SMALL)  # K = 100: 8-byte chunks, masked
+    assert edge.a.copy.instr == "cp.async.ca.shared.global" and edge.a.copy.chunk_bytes == 8 and edge.a.copy.masked
+    generic = plan(256, 256, 128, "f16", "nt", "f32", replace(SMALL, precompute=False))
+    assert generic.a.copy.kind == "cta" and generic.a.copy.thread_shape == ()
+    # 128 threads over 4 chunks per 32-half row: 32 rows per pass, 4 passes
+    assert generic.a.copy.shared_iters == ((32, 32), (4, 8), (4, 1024), (8, 1))
+    assert generic.a.ldmatrix.lane is None and generic.a.ldmatrix.steps == ()
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_ldmatrix_groups_address_the_swizzled_view(default_plans, layout):
+    # every group's (swizzled lane address ^ xor) + add + i * stride is the generic view's swizzled
+    # address of the same (k-step, repeat, lane), for every warp and lane
+    p = default_plans[layout]
+    for op in (p.a, p.b):
+        ld, la = op.ldmatrix, op.ldmatrix.lane
+        (_, skk), (_, srep), *_ = ld.view
+        warps = p.tiling.warps_m if op.name == "A" else p.tiling.warps_n
+        for kk, groups in enumerate(ld.steps):
+            assert sorted(r for g in groups for r in range(g.first, g.first + g.count)) == list(range(ld.repeats))
+            for g in groups:
+                for w in range(warps):
+                    for lane in range(32):
+                        x = w * la.warp_stride + (lane // 16) * la.matrix_hi + (lane // 8 % 2) * la.matrix_lo + (lane % 8) * la.row
+                        for i in range(g.count):
+                            want = swizzle_word(x + kk * skk + (g.first + i) * srep, op.tile.cols)
+                            assert (swizzle_word(x, op.tile.cols) ^ g.xor) + g.add + i * g.stride == want
+
+
+def test_ldmatrix_groups_of_the_default_tile(default_plans):
+    # K-contiguous operands: one x4 group of 4 repeats per k-step (XOR selects the k16 chunk);
+    # the .trans operand: 4 single groups per k-step (XOR selects the 8-column block), the k-step
+    # an added row offset
+    a = default_plans["nn"].a.ldmatrix
+    assert a.steps[1] == (LdmatrixGroup(0, 4, 8, 0, 512),) and not a.offset_in_view
+    b = default_plans["nn"].b.ldmatrix
+    assert b.steps[1] == tuple(LdmatrixGroup(r, 1, 8 * r, 2048, 0) for r in range(4))
+    assert b.offset_in_view  # B [K, N]: group offsets as immediate view offsets
+    assert not default_plans["tn"].a.ldmatrix.offset_in_view and default_plans["tn"].b.ldmatrix.offset_in_view
+    assert not default_plans["tt"].a.ldmatrix.offset_in_view and not default_plans["nt"].b.ldmatrix.offset_in_view
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_k_loop_form_per_layout(default_plans, layout):
+    # every layout runs the stage-unrolled k-loop at 4096^3; short K stays rolled; ctas > 0 with
+    # whole stage groups makes it persistent
+    k = default_plans[layout].kloop
+    assert (k.form, k.stages, k.k_tiles, k.groups, k.tail, k.tiles, k.ctas) == ("unrolled", 4, 64, 16, 0, 512, 512)
+    assert plan(4096, 4096, 448, "f16", layout).kloop.form == "rolled"  # 7 k-tiles < 2 stage groups
+    persistent = plan(4096, 4096, 4096, "f16", layout, config=replace(GemmConfig(), ctas=132)).kloop
+    assert (persistent.form, persistent.ctas) == ("persistent", 132)
+    tail = plan(4096, 4096, 4096 + 64, "f16", layout, config=replace(GemmConfig(), ctas=132)).kloop
+    assert (tail.form, tail.groups, tail.tail) == ("unrolled", 16, 1)
+
+
+def test_k_steps_schedule_loads_and_barrier(default_plans):
+    # 4 k-steps: A ahead in k-step 0, B in k-step 1, the barrier after k-step 2's mma, and the last
+    # k-step reads the next stage's first fragments
+    steps = default_plans["nt"].kloop.steps
+    assert [(s.kk, s.load, s.barrier, s.next_stage, s.next_kk) for s in steps] == [
+        (0, "A", None, 0, 1), (1, "B", None, 0, 2), (2, None, "after_mma", 0, 3), (3, None, None, 1, 0)]
+    # two k-steps (block_k 32): A and B together, the barrier in k-step 0
+    two = plan(256, 256, 256, "f16", "nt", "f32", SMALL).kloop.steps
+    assert [(s.load, s.barrier) for s in two] == [("AB", "after_mma"), (None, None)]
+    unsplit = plan(4096, 4096, 4096, config=replace(GemmConfig(), split_loads=False, sync_after_mma=False)).kloop.steps
+    assert [(s.load, s.barrier) for s in unsplit] == [("AB", None), (None, None), (None, "before_mma"), (None, None)]
+    k = default_plans["nt"].kloop
+    assert k.loads_ahead(60) and not k.loads_ahead(61)  # static tail k-tiles load nothing
+
+
+def test_mma_order(default_plans):
+    order = default_plans["nt"].kloop.mma_order
+    assert len(order) == 32 and order[:9] == tuple((0, n) for n in range(8)) + ((1, 7),)
+    assert plan(4096, 4096, 4096, config=replace(GemmConfig(), mma_order="row")).kloop.mma_order is None
+
+
+def test_epilogue_plan():
+    f32 = plan(4096, 4096, 4096).epilogue
+    assert (f32.out_dtype, f32.vector, f32.store_instr, f32.cvt_instr, f32.masked, f32.align) == (
+        "float32", 2, "st.global.v2.f32", None, False, 8)
+    bf16 = plan(200, 136, 72, "bf16", "nn", "bf16").epilogue
+    assert (bf16.store_instr, bf16.cvt_instr, bf16.masked, bf16.align) == ("st.global.b32", "cvt.rn.bf16x2.f32", True, 4)
+    assert plan(17, 33, 41, "f16", "tn", "f32", SMALL).epilogue.vector == 1  # odd N: scalar stores
+
+
+def test_plan_is_frozen_and_rejects_bad_input(default_plans):
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        default_plans["nt"].kloop.form = "rolled"
+    with pytest.raises(ValueError, match="layout"):
+        plan(64, 64, 64, "f16", "xy")
+    with pytest.raises(ValueError, match="positive"):
+        plan(0, 64, 64)

@@ -1,0 +1,540 @@
+"""Emission of the CUDA GEMM: a :class:`~tvm_cdna4.schedules.cuda_plan.GemmPlan` to a TIRx PrimFunc.
+
+Every decision is in the plan (``cuda_plan.plan``); the macros here only spell it in TIRx. Each
+macro takes the plan ``p`` and, for the kernel's runtime values, two small records built in
+``main``: :class:`Thread` (the buffers, register tiles and the warp's shared-memory bases, fixed
+for the whole kernel) and :class:`TileOrigin` / :class:`NextTile` (the output tile being computed
+and, in the persistent kernel, the next one the pipeline runs on into).
+
+Variable names bound in the macros (``tid``, ``grow``, ``lof``, ...) name the CUDA variables;
+``tests/test_cuda_gemm_golden.py`` pins the generated source.
+"""
+
+from __future__ import annotations
+
+import attrs
+from tvm_tirx.backend.cuda.axis import laneid
+from tvm_tirx.script import ir as I
+from tvm_tirx.script import tirx as T
+from tvm_tirx.tirx.layout import S, ComposeLayout, TileLayout
+
+from .cuda_plan import GemmPlan, OperandPlan
+
+
+@attrs.frozen
+class Thread:
+    """A thread's kernel-wide values: global tensors, shared memory, register tiles, warp bases."""
+
+    A: object
+    """Global A."""
+    B: object
+    """Global B."""
+    SMH: object
+    """Dynamic shared memory as halves (the cp.async destination)."""
+    SMW: object
+    """The same memory as b32 words (the ldmatrix source)."""
+    acc: object
+    """f32 accumulators of the warp tile (``mma_m * mma_n * 4`` per thread)."""
+    af: object
+    """A fragments, two k-step buffers."""
+    bf: object
+    """B fragments, two k-step buffers."""
+    a_base: object
+    """Elements from a stage's A tile to this warp's slice."""
+    b_base: object
+    """Elements from a stage's B tile to this warp's slice."""
+
+
+@attrs.frozen
+class TileOrigin:
+    """Origin of the output tile in C."""
+
+    m0: object
+    n0: object
+
+
+@attrs.frozen
+class NextTile:
+    """Persistent kernel: the CTA's next output tile, whose first k-tiles load past the current
+    tile's end."""
+
+    m0: object
+    n0: object
+    exists: object
+    """Whether there is a next tile."""
+
+
+# ---- layouts (plain Python over the plan) -------------------------------------------------------
+
+
+def _tile(iters):
+    return TileLayout(S[tuple(e for e, _ in iters) : tuple(s for _, s in iters)])
+
+
+def swizzled_elems(op: OperandPlan, tile):
+    """The shared tile's element-level XOR swizzle over ``tile``."""
+    return ComposeLayout(3, 3, op.swizzle_shift, tile)
+
+
+def swizzled_words(op: OperandPlan, tile):
+    """The same swizzle seen through b32 words."""
+    return ComposeLayout(2, 3, op.swizzle_shift, tile)
+
+
+def ldmatrix_source(op: OperandPlan):
+    return swizzled_words(op, _tile(op.ldmatrix.view))
+
+
+def fragment_ldmatrix(reps: int):
+    """Register image of ``reps`` x4 ldmatrix results."""
+    return TileLayout(S[(reps, 4, 8, 4) : (4, 1, 4 @ laneid, 1 @ laneid)])
+
+
+def a_fragment_mma(mi: int):
+    return TileLayout(S[(mi, 2, 8, 2, 4) : (4, 1, 4 @ laneid, 2, 1 @ laneid)])
+
+
+def b_fragment_mma(ni: int):
+    return TileLayout(S[(ni, 8, 2, 4) : (2, 4 @ laneid, 1, 1 @ laneid)])
+
+
+def acc_mma(mi: int, ni: int):
+    return TileLayout(S[(mi, ni, 2, 8, 4, 2) : (ni * 4, 4, 2, 4 @ laneid, 1 @ laneid, 1)])
+
+
+def acc_thread(mi: int, ni: int):
+    return TileLayout(S[(mi, ni, 2, 2) : (ni * 4, 4, 2, 1)])
+
+
+def out_thread(p: GemmPlan):
+    mi, ni = p.tiling.mma_m, p.tiling.mma_n
+    return TileLayout(S[(mi, ni, 2, 2) : (16 * p.N, 8, 8 * p.N, 1)])
+
+
+def pack_thread(mi: int, ni: int):
+    return TileLayout(S[(mi, ni, 2, 1) : (ni * 2, 2, 1, 1)])
+
+
+def out_words(p: GemmPlan):
+    mi, ni, N = p.tiling.mma_m, p.tiling.mma_n, p.N
+    return TileLayout(S[(mi, ni, 2, 1) : (8 * N, 4, 4 * N, 1)])
+
+
+# ---- address helpers (plain Python, called while the macros are parsed) --------------------------
+
+
+def swz_w_expr(x, op: OperandPlan):
+    """The swizzle on a b32-word offset expression."""
+    return x ^ (((x >> (2 + op.swizzle_shift)) & 7) << 2)
+
+
+def swz_e_expr(x, op: OperandPlan):
+    """The swizzle on an element offset expression."""
+    return x ^ (((x >> (3 + op.swizzle_shift)) & 7) << 3)
+
+
+def view_offset(p: GemmPlan, op: OperandPlan, stage, g):
+    """Words from the lane's ``lof ^ xor`` pointer to ldmatrix group ``g`` of a static ``stage``
+    when the plan applies them as an immediate view offset (``LdmatrixPlan.offset_in_view``);
+    None otherwise (a runtime stage, or the offset folded into the pointer's index)."""
+    if op.ldmatrix.offset_in_view and isinstance(stage, int):
+        return (stage * p.stage_elems + op.smem_offset) // 2 + g.add
+    return None
+
+
+def warp_coord(p: GemmPlan, op: OperandPlan):
+    """The warp's index along op's tile dimension."""
+    return T.cuda.warp_id() % p.tiling.warps_m if op.name == "A" else T.cuda.warp_id() // p.tiling.warps_m
+
+
+def copy_origin(p: GemmPlan, op: OperandPlan, kt, origin, tid):
+    """This thread's first chunk of k-tile ``kt`` of the tile at ``origin`` along M (A) or N (B):
+    (global row, global column, tile row, tile column)."""
+    r0, c0 = op.tile.chunk_coord(tid, 0)
+    trans, bk = op.tile.trans, p.tiling.block_k
+    return ((kt * bk if trans else origin) + r0, (origin if trans else kt * bk) + c0, r0, c0)
+
+
+def tile_origin(p: GemmPlan, t):
+    """(m0, n0) of output tile t >= 0 in the rasterized order: ``group_m`` block rows sweep N
+    together (L2 reuse of A and B panels); bind the results to variables before use (a runtime
+    divisor lowers to a let-expression)."""
+    group, gm, gn = p.tiling.group_m, p.tiling.grid_m, p.tiling.grid_n
+    width = group * gn
+    first_m = T.truncdiv(t, width) * group
+    gsz = T.min(gm - first_m, group)
+    return (first_m + T.truncmod(T.truncmod(t, width), gsz)) * p.tiling.block_m, T.truncdiv(T.truncmod(t, width), gsz) * p.tiling.block_n
+
+
+# ---- global -> shared ---------------------------------------------------------------------------
+
+
+@T.macro
+def cp_one(op, sv, gv, r, grow, gcol):
+    ok = T.and_(grow + op.copy.row_deltas[r] < op.tile.grows, gcol + op.copy.col_deltas[r] < op.tile.gcols)
+    T.cuda.tile.apply(
+        T.ptx[op.copy.instr], sv[r : r + 1, :], gv[r : r + 1, :], scope="thread",
+        chunk_bytes=op.copy.chunk_bytes,
+        src_size=T.if_then_else(ok, T.uint32(op.copy.chunk_bytes), T.uint32(0)),
+    )
+
+
+@T.macro
+def load_operand_thread(p, op, G, SMH, stage, kt, origin):
+    # per-thread views: this thread's chunks only (scope="thread"); rep offsets are immediates
+    tid = T.cuda.thread_idx("x")
+    org = copy_origin(p, op, kt, origin, tid)
+    grow = org[0]
+    gcol = org[1]
+    r0 = org[2]
+    c0 = org[3]
+    gv = T.decl_tensor(
+        G.ptr_to([grow, gcol]),
+        ty_args=[T.Tensor((op.tile.reps, op.tile.vec), p.dtype,
+                          layout=TileLayout(S[op.copy.thread_shape : op.copy.thread_global_strides]),
+                          align=op.copy.chunk_bytes)],
+    )
+    sv = T.decl_tensor(
+        SMH.ptr_to([stage * p.stage_elems + op.smem_offset + swz_e_expr(r0 * op.tile.cols + c0, op)]),
+        ty_args=[T.Tensor((op.tile.reps, op.tile.vec), p.dtype, scope="shared.dyn",
+                          layout=TileLayout(S[op.copy.thread_shape : op.copy.thread_shared_strides]),
+                          align=op.copy.chunk_bytes)],
+    )
+    if I.constexpr(op.copy.masked):
+        _ = [cp_one(op, sv, gv, r, grow, gcol) for r in range(op.tile.reps)]
+    else:
+        T.cuda.tile.apply(T.ptx[op.copy.instr], sv, gv, scope="thread", chunk_bytes=op.copy.chunk_bytes)
+
+
+@T.macro
+def load_operand_cta(p, op, G, SMH, stage, row0, col0):
+    # Copy one (rows x cols) tile of G into stage `stage` of shared memory.
+    tid = T.cuda.thread_idx("x")
+    if I.constexpr(op.copy.kind == "cta"):
+        gv = T.decl_tensor(
+            G.ptr_to([row0, col0]),
+            ty_args=[T.Tensor((p.tiling.threads // 32, 32, op.tile.reps, op.tile.vec), p.dtype,
+                              layout=_tile(op.copy.global_iters), align=op.copy.chunk_bytes)],
+        )
+        sv = T.decl_tensor(
+            SMH.ptr_to([stage * p.stage_elems + op.smem_offset]),
+            ty_args=[T.Tensor((p.tiling.threads // 32, 32, op.tile.reps, op.tile.vec), p.dtype, scope="shared.dyn",
+                              layout=swizzled_elems(op, _tile(op.copy.shared_iters)), align=128)],
+        )
+        if I.constexpr(op.copy.masked):
+            for r in T.unroll(op.tile.reps):
+                rr, cc = op.tile.chunk_coord(tid, r)
+                ok = T.and_(row0 + rr < op.tile.grows, col0 + cc < op.tile.gcols)
+                T.cuda.tile.apply(
+                    T.ptx[op.copy.instr], sv[:, :, r : r + 1, :], gv[:, :, r : r + 1, :], scope="cta",
+                    chunk_bytes=op.copy.chunk_bytes,
+                    src_size=T.if_then_else(ok, T.uint32(op.copy.chunk_bytes), T.uint32(0)),
+                )
+        else:
+            T.cuda.tile.apply(T.ptx[op.copy.instr], sv, gv, scope="cta", chunk_bytes=op.copy.chunk_bytes)
+    else:
+        # Leading dimension not a multiple of 2 elements: no aligned cp.async exists.
+        # Plain (synchronous) element copies into the same swizzled tile.
+        sv1 = T.decl_tensor(
+            SMH.ptr_to([stage * p.stage_elems + op.smem_offset]),
+            ty_args=[T.Tensor((op.tile.rows, op.tile.cols), p.dtype, scope="shared.dyn",
+                              layout=swizzled_elems(op, TileLayout(S[(op.tile.rows, op.tile.cols)])), align=128)],
+        )
+        for r in T.unroll(op.tile.reps):
+            e = r * p.tiling.threads + tid
+            rr = e // op.tile.cols
+            cc = e % op.tile.cols
+            ok = T.and_(row0 + rr < op.tile.grows, col0 + cc < op.tile.gcols)
+            sv1[rr, cc] = T.if_then_else(ok, G[T.min(row0 + rr, op.tile.grows - 1), T.min(col0 + cc, op.tile.gcols - 1)], T.cast(0, p.dtype))
+
+
+@T.macro
+def load_operand(p, op, G, SMH, stage, kt, origin):
+    # origin: the tile's offset along M (A) or N (B)
+    if I.constexpr(op.copy.kind == "thread"):
+        load_operand_thread(p, op, G, SMH, stage, kt, origin)
+    elif I.constexpr(op.tile.trans):
+        load_operand_cta(p, op, G, SMH, stage, kt * p.tiling.block_k, origin)
+    else:
+        load_operand_cta(p, op, G, SMH, stage, origin, kt * p.tiling.block_k)
+
+
+@T.macro
+def load_part(p, th, stage, kt, m0, n0, part):
+    # part: "A", "B" or "AB"
+    if I.constexpr(part != "B"):
+        load_operand(p, p.a, th.A, th.SMH, stage, kt, m0)
+    if I.constexpr(part != "A"):
+        load_operand(p, p.b, th.B, th.SMH, stage, kt, n0)
+
+
+@T.macro
+def ahead_load(p, th, tile, nxt, rs, kt, part):
+    # k-tile kt+stages-1 of this tile, or (persistent kernel) past the end of the tile the first
+    # k-tiles of the CTA's next tile
+    if I.constexpr(nxt is None):
+        if kt + p.kloop.stages - 1 < p.kloop.k_tiles:
+            load_part(p, th, (rs + p.kloop.stages - 1) % p.kloop.stages, kt + p.kloop.stages - 1, tile.m0, tile.n0, part)
+    else:
+        # one copy of the load code with selected coordinates (two would double the body)
+        if T.or_(kt + p.kloop.stages - 1 < p.kloop.k_tiles, nxt.exists):
+            over = kt + p.kloop.stages - 1 >= p.kloop.k_tiles
+            lkt = T.Select(over, kt + p.kloop.stages - 1 - p.kloop.k_tiles, kt + p.kloop.stages - 1)
+            lm0 = T.Select(over, nxt.m0, tile.m0)
+            ln0 = T.Select(over, nxt.n0, tile.n0)
+            load_part(p, th, (rs + p.kloop.stages - 1) % p.kloop.stages, lkt, lm0, ln0, part)
+
+
+# ---- shared -> registers ------------------------------------------------------------------------
+
+
+@T.macro
+def ldm_group(p, op, SMW, dst, stage, g):
+    # one ldmatrix group from the lane's precomputed swizzled address
+    lane = T.cuda.lane_id()
+    w = warp_coord(p, op)
+    la = op.ldmatrix.lane
+    lof = swz_w_expr(w * la.warp_stride + (lane // 16) * la.matrix_hi + ((lane // 8) % 2) * la.matrix_lo + (lane % 8) * la.row, op)
+    if I.constexpr(view_offset(p, op, stage, g) is not None):
+        # the lane's pointer holds only (lof ^ xor); the constant goes in as the view's offset
+        src = T.decl_tensor(
+            SMW.ptr_to([lof ^ g.xor]),
+            ty_args=[T.Tensor((2, g.count, 4, 8, 4), "uint32", scope="shared.dyn", layout=TileLayout(S[(2, g.count, 4, 8, 4) : (view_offset(p, op, stage, g), g.stride, 0, 0, 1)]), align=16)],
+        )
+        T.cuda.tile.apply(T.ptx[op.ldmatrix.instr], dst[:, g.first : g.first + g.count, :, :, :], src[1:2, :, :, :, :], scope="warp")
+    else:
+        src = T.decl_tensor(
+            SMW.ptr_to([(stage * p.stage_elems + op.smem_offset) // 2 + (lof ^ g.xor) + g.add]),
+            ty_args=[T.Tensor((1, g.count, 4, 8, 4), "uint32", scope="shared.dyn", layout=TileLayout(S[(g.count, 4, 8, 4) : (g.stride, 0, 0, 1)]), align=16)],
+        )
+        T.cuda.tile.apply(T.ptx[op.ldmatrix.instr], dst[:, g.first : g.first + g.count, :, :, :], src, scope="warp")
+
+
+@T.macro
+def load_frags(p, th, buf, stage, kk):
+    asrc = T.decl_tensor(
+        th.SMW.ptr_to([(stage * p.stage_elems + th.a_base) // 2]),
+        ty_args=[T.Tensor((p.tiling.k_steps, p.tiling.mma_m, 4, 8, 4), "uint32", scope="shared.dyn", layout=ldmatrix_source(p.a), align=16)],
+    )
+    bsrc = T.decl_tensor(
+        th.SMW.ptr_to([(stage * p.stage_elems + p.b.smem_offset + th.b_base) // 2]),
+        ty_args=[T.Tensor((p.tiling.k_steps, p.tiling.mma_n // 2, 4, 8, 4), "uint32", scope="shared.dyn", layout=ldmatrix_source(p.b), align=16)],
+    )
+    adst = T.decl_tensor(
+        th.af.ptr_to([buf * p.tiling.mma_m * 4]),
+        ty_args=[T.Tensor((1, p.tiling.mma_m, 4, 8, 4), "uint32", scope="local", layout=fragment_ldmatrix(p.tiling.mma_m))],
+    )
+    bdst = T.decl_tensor(
+        th.bf.ptr_to([buf * p.tiling.mma_n * 2]),
+        ty_args=[T.Tensor((1, p.tiling.mma_n // 2, 4, 8, 4), "uint32", scope="local", layout=fragment_ldmatrix(p.tiling.mma_n // 2))],
+    )
+    if I.constexpr(p.a.ldmatrix.lane is not None):
+        _ = [ldm_group(p, p.a, th.SMW, adst, stage, g) for g in p.a.ldmatrix.steps[kk]]
+    else:
+        T.cuda.tile.apply(T.ptx[p.a.ldmatrix.instr], adst, asrc[kk : kk + 1, :, :, :, :], scope="warp")
+    if I.constexpr(p.b.ldmatrix.lane is not None):
+        _ = [ldm_group(p, p.b, th.SMW, bdst, stage, g) for g in p.b.ldmatrix.steps[kk]]
+    else:
+        T.cuda.tile.apply(T.ptx[p.b.ldmatrix.instr], bdst, bsrc[kk : kk + 1, :, :, :, :], scope="warp")
+
+
+# ---- mma and the k-loop -------------------------------------------------------------------------
+
+
+@T.macro
+def mma_step(p, th, buf):
+    d = T.decl_tensor(th.acc.ptr_to([0]), ty_args=[T.Tensor((p.tiling.mma_m, p.tiling.mma_n, 16, 8), "float32", scope="local", layout=acc_mma(p.tiling.mma_m, p.tiling.mma_n))])
+    a = T.decl_tensor(th.af.ptr_to([buf * p.tiling.mma_m * 4]), ty_args=[T.Tensor((p.tiling.mma_m, 1, 16, 8), "uint32", scope="local", layout=a_fragment_mma(p.tiling.mma_m))])
+    b = T.decl_tensor(th.bf.ptr_to([buf * p.tiling.mma_n * 2]), ty_args=[T.Tensor((p.tiling.mma_n, 1, 8, 8), "uint32", scope="local", layout=b_fragment_mma(p.tiling.mma_n))])
+    if I.constexpr(p.kloop.mma_order is None):
+        T.cuda.tile.apply(T.ptx[p.mma_instr], d, a, b, d, scope="warp")
+    else:
+        _ = [
+            T.cuda.tile.apply(
+                T.ptx[p.mma_instr],
+                d[pr[0] : pr[0] + 1, pr[1] : pr[1] + 1, :, :],
+                a[pr[0] : pr[0] + 1, :, :, :],
+                b[pr[1] : pr[1] + 1, :, :, :],
+                d[pr[0] : pr[0] + 1, pr[1] : pr[1] + 1, :, :],
+                scope="warp",
+            )
+            for pr in p.kloop.mma_order
+        ]
+
+
+@T.macro
+def commit_and_wait(p):
+    T.ptx["cp.async.commit_group"]()
+    T.ptx["cp.async.wait_group"](p.kloop.stages - 2)
+    T.cuda.cta_sync()
+
+
+@T.macro
+def kstep(p, th, tile, nxt, kt, rs, step):
+    # fragments of the next k-step (of the next stage after the last k-step)
+    if I.constexpr(step.next_stage):
+        load_frags(p, th, (step.kk + 1) % 2, (rs + 1) % p.kloop.stages, step.next_kk)
+    else:
+        load_frags(p, th, (step.kk + 1) % 2, rs, step.next_kk)
+    # cp.async of tile kt+stages-1 into the stage every warp finished reading before the previous
+    # barrier
+    if I.constexpr(step.load is not None and p.kloop.loads_ahead(kt)):
+        ahead_load(p, th, tile, nxt, rs, kt, step.load)
+    if I.constexpr(step.barrier == "before_mma"):
+        commit_and_wait(p)
+    mma_step(p, th, step.kk % 2)
+    if I.constexpr(step.barrier == "after_mma"):
+        # the barrier only orders shared memory: this k-step's mma (registers only) is issued first
+        # so the tensor pipe has queued work while the warp waits
+        commit_and_wait(p)
+
+
+@T.macro
+def kstep_scoped(p, th, tile, nxt, kt, rs, step):
+    # a one-trip loop closes the scope of the k-step's variables, so TIRx's layout and flatten
+    # passes do not carry every earlier k-step's bindings (3x faster on the unrolled loop); it
+    # disappears in lowering and the CUDA is unchanged (tests/test_cuda_gemm_golden.py)
+    for _scope in T.unroll(1):
+        kstep(p, th, tile, nxt, kt, rs, step)
+
+
+@T.macro
+def k_tiles(p, th, tile, nxt, kt0, count):
+    # k-tiles kt0 .. kt0+count-1 with static stages 0 .. count-1 (kt0 a multiple of stages)
+    _ = [kstep_scoped(p, th, tile, nxt, kt0 + s, s, step) for s in range(count) for step in p.kloop.steps]
+
+
+@T.macro
+def prologue(p, th, tile):
+    # stages-1 k-tiles in flight, then the first k-step's fragments
+    for s in T.unroll(p.kloop.stages - 1):
+        if s < p.kloop.k_tiles:
+            load_part(p, th, s, s, tile.m0, tile.n0, "AB")
+        T.ptx["cp.async.commit_group"]()
+    T.ptx["cp.async.wait_group"](p.kloop.stages - 2)
+    T.cuda.cta_sync()
+    load_frags(p, th, 0, 0, 0)
+
+
+@T.macro
+def zero(p, acc):
+    for i in T.unroll(p.tiling.mma_m * p.tiling.mma_n * 4):
+        acc[i] = T.float32(0)
+
+
+# ---- epilogue -----------------------------------------------------------------------------------
+
+
+@T.macro
+def store_tiles(p, st_op, dst, src, row_t, col_t):
+    """Epilogue store of the (mma_m, mma_n, 2 row halves, *) accumulator tiles, each row half
+    predicated on being inside C when the tile can cross its edge."""
+    if I.constexpr(p.epilogue.masked):
+        for mi in T.unroll(p.tiling.mma_m):
+            for ni in T.unroll(p.tiling.mma_n):
+                for rh in T.unroll(2):
+                    T.cuda.tile.apply(
+                        T.ptx[st_op],
+                        dst[mi : mi + 1, ni : ni + 1, rh : rh + 1, :],
+                        src[mi : mi + 1, ni : ni + 1, rh : rh + 1, :],
+                        scope="thread",
+                        pred=T.and_(row_t + mi * 16 + rh * 8 < p.M, col_t + ni * 8 < p.N),
+                    )
+    else:
+        T.cuda.tile.apply(T.ptx[st_op], dst, src, scope="thread")
+
+
+@T.macro
+def epilogue(p, C, acc, m0, n0, wm, wn, lane):
+    row_t = m0 + wm * p.tiling.warp_m + lane // 4
+    col_t = n0 + wn * p.tiling.warp_n + (lane % 4) * 2
+    accv = T.decl_tensor(acc.ptr_to([0]), ty_args=[T.Tensor((p.tiling.mma_m, p.tiling.mma_n, 2, 2), "float32", scope="local", layout=acc_thread(p.tiling.mma_m, p.tiling.mma_n))])
+    if I.constexpr(p.epilogue.vector == 2):
+        cview = T.decl_tensor(C.ptr_to([row_t, col_t]), ty_args=[T.Tensor((p.tiling.mma_m, p.tiling.mma_n, 2, 2), p.epilogue.out_dtype, layout=out_thread(p), align=p.epilogue.align)])
+        if I.constexpr(p.epilogue.cvt_instr is None):
+            store_tiles(p, p.epilogue.store_instr, cview, accv, row_t, col_t)
+        else:
+            packed = T.alloc_tensor(ty_args=[T.Tensor((p.tiling.mma_m * p.tiling.mma_n * 2,), "uint32", scope="local", layout="default")])
+            pv = T.decl_tensor(packed.ptr_to([0]), ty_args=[T.Tensor((p.tiling.mma_m, p.tiling.mma_n, 2, 1), "uint32", scope="local", layout=pack_thread(p.tiling.mma_m, p.tiling.mma_n))])
+            # cvt.rn.{f16,bf16}x2.f32 d, hi, lo: column c2=1 goes to the high half
+            T.cuda.tile.apply(T.ptx[p.epilogue.cvt_instr], pv, accv[:, :, :, 1:2], accv[:, :, :, 0:1], scope="thread")
+            cw = T.decl_tensor(C.ptr_to([row_t, col_t]), ty_args=[T.Tensor((p.tiling.mma_m, p.tiling.mma_n, 2, 1), "uint32", layout=out_words(p), align=4)])
+            store_tiles(p, p.epilogue.store_instr, cw, pv, row_t, col_t)
+    else:
+        # odd N: rows are not 4/8-byte aligned; scalar stores
+        for mi in T.unroll(p.tiling.mma_m):
+            for ni in T.unroll(p.tiling.mma_n):
+                for rh in T.unroll(2):
+                    for c2 in T.unroll(2):
+                        r = row_t + mi * 16 + rh * 8
+                        c = col_t + ni * 8 + c2
+                        if T.and_(r < p.M, c < p.N):
+                            C[r, c] = T.cast(accv[mi, ni, rh, c2], p.epilogue.out_dtype)
+
+
+# ---- the kernel ---------------------------------------------------------------------------------
+
+
+def emit(p: GemmPlan):
+    """The TIRx PrimFunc ``main(A, B, C)`` of a plan."""
+    a_shape, b_shape, dt, ot = p.a.shape, p.b.shape, p.dtype, p.epilogue.out_dtype
+    grid, nt, smem_bytes = p.kloop.ctas, p.tiling.threads, p.smem_elems * 2
+
+    @T.function
+    def main(A: T.Tensor(a_shape, dt), B: T.Tensor(b_shape, dt), C: T.Tensor((p.M, p.N), ot)):
+        T.device_entry(
+            launch=T.cuda.LaunchConfig(grid=grid, block=nt, dynamic_smem_bytes=smem_bytes)
+        )
+        pid = T.cuda.block_idx("x")
+        warp = T.cuda.warp_id()
+        lane = T.cuda.lane_id()
+        wm = warp % p.tiling.warps_m
+        wn = warp // p.tiling.warps_m
+
+        SMH = T.alloc_tensor(ty_args=[T.Tensor((p.smem_elems,), dt, scope="shared.dyn", layout="default", align=1024)])
+        SMW = T.decl_tensor(SMH.ptr_to([0]), ty_args=[T.Tensor((p.smem_elems // 2,), "uint32", scope="shared.dyn", layout="default", align=1024)])
+        acc = T.alloc_tensor(ty_args=[T.Tensor((p.tiling.mma_m * p.tiling.mma_n * 4,), "float32", scope="local", layout="default")])
+        af = T.alloc_tensor(ty_args=[T.Tensor((2 * p.tiling.mma_m * 4,), "uint32", scope="local", layout="default")])
+        bf = T.alloc_tensor(ty_args=[T.Tensor((2 * p.tiling.mma_n * 2,), "uint32", scope="local", layout="default")])
+        zero(p, acc)
+        a_base = wm * p.a.warp_offset
+        b_base = wn * p.b.warp_offset
+        th = Thread(A, B, SMH, SMW, acc, af, bf, a_base, b_base)
+
+        if I.constexpr(p.kloop.form == "persistent"):
+            # tiles pid, pid + grid, ...; the pipeline runs on from one tile into the next
+            org0 = tile_origin(p, pid)
+            first_m0 = org0[0]
+            first_n0 = org0[1]
+            prologue(p, th, TileOrigin(first_m0, first_n0))
+            for it in range(T.truncdiv(p.kloop.tiles - 1 - pid, grid) + 1):
+                t = pid + it * grid
+                org = tile_origin(p, t)
+                m0 = org[0]
+                n0 = org[1]
+                nxt = tile_origin(p, T.min(t + grid, p.kloop.tiles - 1))
+                next_m0 = nxt[0]
+                next_n0 = nxt[1]
+                has_next = t + grid < p.kloop.tiles
+                for ko in range(p.kloop.groups):
+                    k_tiles(p, th, TileOrigin(m0, n0), NextTile(next_m0, next_n0, has_next), ko * p.kloop.stages, p.kloop.stages)
+                epilogue(p, C, acc, m0, n0, wm, wn, lane)
+                zero(p, acc)
+            T.ptx["cp.async.wait_group"](0)
+        else:
+            org = tile_origin(p, pid)
+            m0 = org[0]
+            n0 = org[1]
+            prologue(p, th, TileOrigin(m0, n0))
+            if I.constexpr(p.kloop.form == "unrolled"):
+                # unrolled by the stage count: every shared-memory stage offset is a constant
+                for ko in range(p.kloop.groups):
+                    k_tiles(p, th, TileOrigin(m0, n0), None, ko * p.kloop.stages, p.kloop.stages)
+                k_tiles(p, th, TileOrigin(m0, n0), None, p.kloop.k_tiles - p.kloop.tail, p.kloop.tail)
+            else:
+                for kt in range(p.kloop.k_tiles):
+                    _ = [kstep(p, th, TileOrigin(m0, n0), None, kt, kt % p.kloop.stages, step) for step in p.kloop.steps]
+            T.ptx["cp.async.wait_group"](0)
+            epilogue(p, C, acc, m0, n0, wm, wn, lane)
+
+    return main

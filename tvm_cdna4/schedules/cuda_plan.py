@@ -1,0 +1,705 @@
+"""The plan of the CUDA GEMM (``tvm_cdna4.schedules.cuda_gemm``): pure Python, no TIRx.
+
+``plan(M, N, K, dtype, layout, out_dtype, config)`` decides everything about the kernel that does
+not need TIR: the tile and warp grid, how each operand is copied into shared memory and read with
+``ldmatrix``, the k-loop (rolled, unrolled by the stage count, or persistent), which copies go out
+in which k-step, and the epilogue. It returns a frozen :class:`GemmPlan` of named records; the
+emission (``tvm_cdna4.schedules.cuda_emit``) turns that plan into TIRx and decides nothing itself.
+Tests inspect the plan directly (``tests/test_cuda_plan.py``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, replace
+
+import attrs
+
+DTYPES = {"f16": "float16", "bf16": "bfloat16"}
+OUT_DTYPES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}
+LAYOUTS = ("nn", "nt", "tn", "tt")
+
+LDMATRIX = "ldmatrix.sync.aligned.m8n8.x4.shared.b16"
+LDMATRIX_TRANS = "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16"
+
+
+@dataclass(frozen=True)
+class GemmConfig:
+    """Tiling of the CUDA GEMM. Warp tile = (block_m / warps_m) x (block_n / warps_n)."""
+
+    block_m: int = 128
+    block_n: int = 256
+    block_k: int = 64
+    warps_m: int = 2
+    warps_n: int = 4
+    stages: int = 4
+    group_m: int = 8  # block rasterization: this many block rows share a sweep over N
+    mma_order: str = "serpentine"  # "row": mi-major; "serpentine": reverse ni on odd mi (B reuse)
+    sync_after_mma: bool = True  # barrier after the k-step's mma issue instead of before it
+    split_loads: bool = True  # spread a stage's cp.async over the k-steps (A, then B)
+    precompute: bool = True  # per-thread swizzled addresses hoisted out of the k-loop (see docs)
+    unroll_stages: bool = True  # k-loop unrolled by `stages` (constant stage offsets) when K is long
+    # persistent kernel: this many CTAs (use the GPU's SM count) each loop over output tiles, and
+    # the cp.async pipeline runs on across tile boundaries, so the next tile's first stages load
+    # while the current tile's epilogue stores; 0 = one CTA per tile. Takes effect when the k-loop
+    # is unrolled and K has a whole number of `stages` k-tiles (see `persistent_for`).
+    ctas: int = 0
+
+    @property
+    def threads(self) -> int:
+        return 32 * self.warps_m * self.warps_n
+
+    @property
+    def warp_m(self) -> int:
+        return self.block_m // self.warps_m
+
+    @property
+    def warp_n(self) -> int:
+        return self.block_n // self.warps_n
+
+    def smem_bytes(self, elem_bytes: int = 2) -> int:
+        return self.stages * (self.block_m + self.block_n) * self.block_k * elem_bytes
+
+    def check(self) -> None:
+        if self.warp_m % 16 or self.warp_n % 16:
+            raise ValueError(f"warp tile {self.warp_m}x{self.warp_n} must be a multiple of 16x16")
+        if self.block_k % 32:
+            raise ValueError("block_k must be a multiple of 32 (two mma k-steps per stage)")
+        if self.stages < 2:
+            raise ValueError("stages must be at least 2")
+        if self.mma_order not in ("row", "serpentine"):
+            raise ValueError("mma_order must be 'row' or 'serpentine'")
+        if self.ctas < 0:
+            raise ValueError("ctas must be 0 (one CTA per tile) or the number of persistent CTAs")
+        if self.smem_bytes() > 227 * 1024:
+            raise ValueError(f"{self.smem_bytes()} B of shared memory exceeds 227 KiB")
+        for n in (self.block_m, self.block_n, self.block_k):
+            if n & (n - 1):
+                raise ValueError("block sizes must be powers of two")
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+    def unrolled_for(self, K: int, layout: str = "nt") -> bool:
+        """Whether the k-loop is unrolled by the stage count: K has at least two stage groups.
+        Every layout: with B stored [K, N] the ldmatrix offsets are view offsets
+        (``LdmatrixPlan.offset_in_view``), which keeps the unrolled loop within 255 registers
+        without spills under NVRTC 13.0, the compiler TIRx builds with."""
+        del layout  # every layout unrolls (kept for callers that pass it)
+        kt = math.ceil(K / self.block_k)
+        return self.unroll_stages and kt >= 2 * self.stages
+
+    def persistent_for(self, K: int, layout: str = "nt") -> bool:
+        """Whether the kernel is persistent: ``ctas`` > 0, the unrolled k-loop, and K a whole
+        number of stage groups (every tile starts at stage 0)."""
+        kt = math.ceil(K / self.block_k)
+        return self.ctas > 0 and self.unrolled_for(K, layout) and kt % self.stages == 0
+
+
+# Defaults per input dtype (mma.sync f16 and bf16 run at the same rate, so they match).
+DEFAULT_CONFIGS = {
+    "f16": GemmConfig(),
+    "bf16": GemmConfig(),
+}
+
+
+def default_config(dtype: str = "f16", M: int | None = None, N: int | None = None) -> GemmConfig:
+    """The default tiling; small problems get a 128x128 tile so they launch more blocks."""
+    cfg = DEFAULT_CONFIGS[_short_dtype(dtype)]
+    if M is not None and N is not None:
+        blocks = math.ceil(M / cfg.block_m) * math.ceil(N / cfg.block_n)
+        if blocks < 132 * 2:
+            cfg = replace(cfg, block_n=128, block_k=32, warps_n=2)
+    return cfg
+
+
+def _short_name(dtype: str, table: dict, what: str) -> str:
+    """``table``'s short name for ``dtype`` given as a short name or a TIR dtype."""
+    if dtype in table:
+        return dtype
+    for short, tir in table.items():
+        if tir == dtype:
+            return short
+    raise ValueError(f"unsupported {what} dtype {dtype!r}; use one of {sorted(table)}")
+
+
+def _short_dtype(dtype: str) -> str:
+    return _short_name(dtype, DTYPES, "input")
+
+
+def _short_out(dtype: str) -> str:
+    return _short_name(dtype, OUT_DTYPES, "output")
+
+
+def operand_shapes(M: int, N: int, K: int, layout: str) -> tuple[tuple[int, int], tuple[int, int]]:
+    """Storage shapes of A and B for a layout string."""
+    layout = layout.lower()
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {LAYOUTS}")
+    a = (M, K) if layout[0] == "n" else (K, M)
+    b = (K, N) if layout[1] == "n" else (N, K)
+    return a, b
+
+
+# ----------------------------------------------------------------------------------------------
+# Shared-memory swizzle
+# ----------------------------------------------------------------------------------------------
+
+
+def swizzle_shift(row_elems: int) -> int:
+    """CUTLASS ``Swizzle<3, 3, S>`` shift for a shared tile whose rows hold ``row_elems`` halves.
+
+    The XOR takes the 16-byte chunk index (element bits 3..5) and flips it with three row bits.
+    For rows of >= 64 halves those are the three lowest row bits; for 32-half rows two rows share a
+    128-byte line, so the row bits 1..3 are used. Either way the eight 16-byte rows that one ldmatrix
+    phase reads (and the 16-byte chunks that eight consecutive cp.async threads write) land in eight
+    different bank groups.
+    """
+    return max(3, int(math.log2(row_elems)) - 3)
+
+
+def swizzle_elem(offset: int, row_elems: int) -> int:
+    """The swizzled element offset (reference implementation of the shared layout)."""
+    s = swizzle_shift(row_elems)
+    return offset ^ (((offset >> (3 + s)) & 7) << 3)
+
+
+def swizzle_word(word: int, row_elems: int) -> int:
+    """The swizzled offset in b32 words (two halves) of a word offset."""
+    return swizzle_elem(2 * word, row_elems) // 2
+
+
+# ----------------------------------------------------------------------------------------------
+# Operand tiles
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class OperandTile:
+    """One input operand's tile in shared memory and how the CTA's threads split its copy."""
+
+    name: str
+    """``"A"`` or ``"B"``."""
+    rows: int
+    """Tile rows (the dimension that is not contiguous in memory)."""
+    cols: int
+    """Tile columns (contiguous in global and shared memory)."""
+    grows: int
+    """Global extent along the rows."""
+    gcols: int
+    """Global extent along the columns (the leading dimension)."""
+    trans: bool
+    """Read with ``ldmatrix .trans``: K is the row dimension (A in ``t*``, B in ``*n``)."""
+    vec: int
+    """Elements per cp.async chunk (8, 4, 2), or 1 for plain element copies."""
+    threads: int
+    """Threads of the CTA sharing the copy."""
+
+    @property
+    def chunks_per_row(self) -> int:
+        return self.cols // self.vec
+
+    @property
+    def reps(self) -> int:
+        return self.rows * self.chunks_per_row // self.threads
+
+    @property
+    def elems(self) -> int:
+        return self.rows * self.cols
+
+    def chunk_coord(self, tid, rep):
+        """(row, col) in the tile of the chunk copied by thread ``tid`` in repeat ``rep``."""
+        cpr, nt = self.chunks_per_row, self.threads
+        if cpr <= nt:
+            return rep * (nt // cpr) + tid // cpr, (tid % cpr) * self.vec
+        per = cpr // nt
+        return rep // per, ((rep % per) * nt + tid) * self.vec
+
+    def copy_iters(self, row_stride: int):
+        """Shard factors (extent, stride) of the (warp, lane, rep, elem) chunk view."""
+        cpr, nt, v = self.chunks_per_row, self.threads, self.vec
+        if cpr <= nt:
+            return [(nt // cpr, row_stride), (cpr, v), (self.reps, (nt // cpr) * row_stride), (v, 1)]
+        per = cpr // nt
+        return [(nt, v), (self.reps // per, row_stride), (per, nt * v), (v, 1)]
+
+
+def _vec_for(ld: int) -> int:
+    for v in (8, 4, 2):
+        if ld % v == 0:
+            return v
+    return 1
+
+
+def make_operands(M, N, K, layout, cfg: GemmConfig) -> tuple[OperandTile, OperandTile]:
+    """The shared tiles of A and B for a problem, layout and tiling."""
+    layout = layout.lower()
+    nt = cfg.threads
+    if layout[0] == "n":  # A [M, K]
+        a = OperandTile("A", cfg.block_m, cfg.block_k, M, K, False, _vec_for(K), nt)
+    else:  # A [K, M]
+        a = OperandTile("A", cfg.block_k, cfg.block_m, K, M, True, _vec_for(M), nt)
+    if layout[1] == "t":  # B [N, K]
+        b = OperandTile("B", cfg.block_n, cfg.block_k, N, K, False, _vec_for(K), nt)
+    else:  # B [K, N]
+        b = OperandTile("B", cfg.block_k, cfg.block_n, K, N, True, _vec_for(N), nt)
+    for op in (a, b):
+        total = op.rows * op.chunks_per_row
+        if total % nt:
+            raise ValueError(f"{op.name} tile {op.rows}x{op.cols} does not split over {nt} threads")
+        cpr = op.chunks_per_row
+        if not (cpr <= nt and nt % cpr == 0) and not (cpr > nt and cpr % nt == 0):
+            raise ValueError(f"{op.name}: {cpr} chunks per row vs {nt} threads")
+    return a, b
+
+
+def _check_warp_offsets_neutral(op: OperandTile, cfg: GemmConfig) -> None:
+    """The per-warp base offset must commute with the swizzle (it is added to the pointer)."""
+    off = cfg.warp_m if op.name == "A" else cfg.warp_n
+    if op.trans:
+        span = [(r, c) for r in range(op.rows) for c in range(off)]
+        offsets = [w * off for w in range(op.cols // off)]
+    else:
+        span = [(r, c) for r in range(off) for c in range(op.cols)]
+        offsets = [w * off * op.cols for w in range(op.rows // off)]
+    for base in offsets:
+        for r, c in span[:: max(1, len(span) // 4096)]:
+            x = r * op.cols + c
+            if swizzle_elem(base + x, op.cols) != base + swizzle_elem(x, op.cols):
+                raise ValueError(
+                    f"{op.name}: warp tile offset {base} does not commute with the shared swizzle; "
+                    "use a warp tile of at least 64 along the contiguous dimension"
+                )
+
+
+# ----------------------------------------------------------------------------------------------
+# Plan records
+# ----------------------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class Tiling:
+    """The CTA tile, its warp grid and the grid of CTAs (the ``config`` resolved for a problem)."""
+
+    block_m: int
+    """CTA tile rows of C."""
+    block_n: int
+    """CTA tile columns of C."""
+    block_k: int
+    """K extent of one k-tile (one pipeline stage)."""
+    warps_m: int
+    """Warps along M."""
+    warps_n: int
+    """Warps along N; warp ``w`` sits at (``w % warps_m``, ``w // warps_m``)."""
+    threads: int
+    """Threads per CTA (32 per warp)."""
+    warp_m: int
+    """Warp tile rows."""
+    warp_n: int
+    """Warp tile columns."""
+    mma_m: int
+    """m16 mma tiles per warp tile (``warp_m / 16``)."""
+    mma_n: int
+    """n8 mma tiles per warp tile (``warp_n / 8``)."""
+    k_steps: int
+    """k16 mma steps per k-tile (``block_k / 16``)."""
+    grid_m: int
+    """CTA tiles along M."""
+    grid_n: int
+    """CTA tiles along N."""
+    k_tiles: int
+    """k-tiles along K (the last one zero-filled past K)."""
+    group_m: int
+    """Block rows that sweep N together in the rasterized order (L2 reuse)."""
+
+
+@attrs.frozen
+class CopyPlan:
+    """How one operand's tile goes from global to shared memory each k-tile.
+
+    ``kind`` selects the form: ``"thread"``, every thread copies its own chunks through a
+    per-thread view whose repeat offsets are immediates (the swizzle leaves them unchanged, checked
+    for every thread); ``"cta"``, one CTA-wide copy through the swizzled ``ComposeLayout`` view;
+    ``"element"``, plain element copies (leading dimension odd: no aligned cp.async exists)."""
+
+    kind: str
+    """``"thread"``, ``"cta"`` or ``"element"``."""
+    instr: str | None
+    """``cp.async.cg.shared.global`` (16 B chunks) or ``cp.async.ca.shared.global`` (8/4 B);
+    None for element copies."""
+    chunk_bytes: int
+    """Bytes per cp.async chunk."""
+    masked: bool
+    """The tile can run past the global extent: every chunk is zero-filled past it (``src_size``)."""
+    thread_shape: tuple[int, ...] = ()
+    """``"thread"``: the per-thread view's shape, repeat factors then the chunk."""
+    thread_global_strides: tuple[int, ...] = ()
+    """``"thread"``: element strides of that view in global memory."""
+    thread_shared_strides: tuple[int, ...] = ()
+    """``"thread"``: element strides of that view in the shared tile (after the thread's swizzle)."""
+    row_deltas: tuple[int, ...] = ()
+    """``"thread"``: tile rows of each repeat's chunk after the thread's first chunk."""
+    col_deltas: tuple[int, ...] = ()
+    """``"thread"``: tile columns of each repeat's chunk after the thread's first chunk."""
+    global_iters: tuple[tuple[int, int], ...] = ()
+    """``"cta"``: (extent, stride) of the (warp, lane, repeat, element) view of global memory."""
+    shared_iters: tuple[tuple[int, int], ...] = ()
+    """``"cta"``: the same view of the (unswizzled) shared tile."""
+
+
+@attrs.frozen
+class LaneAddress:
+    """A lane's word offset inside its warp's slice of a stage, before the swizzle:
+    ``warp * warp_stride + (lane // 16) * matrix_hi + (lane // 8 % 2) * matrix_lo + (lane % 8) * row``.
+    Lanes 8j..8j+7 give the row addresses of matrix j of an ``.x4`` ldmatrix."""
+
+    warp_stride: int
+    """Words between the slices of consecutive warps along the operand's tile dimension."""
+    matrix_hi: int
+    """Words to matrices 2 and 3 (lanes 16..31)."""
+    matrix_lo: int
+    """Words to matrices 1 and 3 (lanes 8..15, 24..31)."""
+    row: int
+    """Words between the eight rows of one matrix."""
+
+
+@attrs.frozen
+class LdmatrixGroup:
+    """One ``ldmatrix`` apply of a k-step with a precomputed lane address: it reads repeats
+    ``first .. first + count - 1`` at ``(swizzled lane address ^ xor) + add + i * stride`` words."""
+
+    first: int
+    """First repeat (x4 matrix quad) of the group."""
+    count: int
+    """Repeats issued by the apply."""
+    xor: int
+    """Word offset XORed into the lane's swizzled address (chunk-index bits only)."""
+    add: int
+    """Word offset added after the XOR (bits the swizzle never reads)."""
+    stride: int
+    """Words between consecutive repeats of the group (0 for a single repeat)."""
+
+
+@attrs.frozen
+class LdmatrixPlan:
+    """How a warp reads one operand's fragments from shared memory."""
+
+    instr: str
+    """``ldmatrix...x4.shared.b16``, with ``.trans`` for the operand whose K is not contiguous."""
+    trans: bool
+    """Whether ``instr`` transposes (the operand is stored [K][M or N])."""
+    repeats: int
+    """x4 ldmatrix per k-step and warp (``mma_m`` for A, ``mma_n / 2`` for B)."""
+    view: tuple[tuple[int, int], ...]
+    """(extent, stride) in words of the (k-step, repeat, matrix hi, matrix lo, row, word) view of
+    a warp's slice (the generic path's ``ComposeLayout`` source)."""
+    warp_words: int
+    """Words between the slices of consecutive warps (the generic path adds it to the pointer)."""
+    lane: LaneAddress | None
+    """The precomputed lane address; None on the generic path (``precompute=False``, or a swizzle
+    that does not split into XOR and add parts for this operand)."""
+    steps: tuple[tuple[LdmatrixGroup, ...], ...] = ()
+    """Per k-step, the applies issued from the precomputed lane address (empty on the generic path)."""
+    offset_in_view: bool = False
+    """With a static stage, each group's constant part (stage, tile and k-step offsets) is the
+    view's offset from a pointer holding only ``lof ^ xor``, so the device compiler sees the
+    pointer plus an immediate; otherwise it is folded into the pointer's int index. B stored
+    [K, N] (layouts ``*n``) takes the first form: its four groups per k-step, each with its own
+    XOR, make 4 x k-steps x stages distinct int sums in the unrolled k-loop, and NVRTC 13.0 keeps
+    them in registers (255 + ~500 B of spills on sm_90) where the pointer-plus-immediate form
+    needs one register per XOR (255, no spills; tests/test_cuda_gemm.py)."""
+
+
+@attrs.frozen
+class OperandPlan:
+    """Everything about one input operand: storage, shared tile, copy and ldmatrix."""
+
+    name: str
+    """``"A"`` or ``"B"``."""
+    shape: tuple[int, int]
+    """Global storage shape (``operand_shapes``)."""
+    tile: OperandTile
+    """The shared tile and its split over the CTA's threads."""
+    smem_offset: int
+    """Elements from the start of a stage to this tile (A first, then B)."""
+    swizzle_shift: int
+    """``Swizzle<3, 3, swizzle_shift>`` of the shared tile (``swizzle_shift(tile.cols)``)."""
+    warp_offset: int
+    """Elements between the slices of consecutive warps in the shared tile."""
+    copy: CopyPlan
+    """Global -> shared copy."""
+    ldmatrix: LdmatrixPlan
+    """Shared -> registers."""
+
+
+@attrs.frozen
+class KStep:
+    """What one mma k-step (of ``k_steps`` per k-tile) issues besides its mma, in order: the
+    fragments of the next k-step, the cp.async of a k-tile ``stages - 1`` ahead, the barrier."""
+
+    kk: int
+    """Index of the k-step within the k-tile."""
+    next_stage: int
+    """Stage of the next k-step's fragments relative to this one (1 after the last k-step)."""
+    next_kk: int
+    """k-step of the next fragments within their stage."""
+    load: str | None
+    """Operands copied ahead in this k-step: ``"A"``, ``"B"``, ``"AB"`` or None."""
+    barrier: str | None
+    """``"before_mma"`` or ``"after_mma"``: commit, wait for the stage ``stages - 2`` groups back and
+    barrier in this k-step; None otherwise."""
+
+
+@attrs.frozen
+class KLoop:
+    """The k-loop and the pipeline."""
+
+    form: str
+    """``"rolled"`` (runtime stage index), ``"unrolled"`` (by ``stages``: every shared-memory
+    stage offset an immediate, then a static tail) or ``"persistent"`` (unrolled, looping over
+    output tiles with the pipeline running on into the next tile)."""
+    stages: int
+    """cp.async pipeline depth (k-tiles in shared memory)."""
+    k_tiles: int
+    """k-tiles per output tile."""
+    groups: int
+    """Whole stage groups (``k_tiles // stages``), the unrolled loop's trip count."""
+    tail: int
+    """k-tiles after the last whole group (unrolled statically)."""
+    steps: tuple[KStep, ...]
+    """The k-steps of one k-tile."""
+    mma_order: tuple[tuple[int, int], ...] | None
+    """(mi, ni) issue order of a k-step's mma; None: one apply over the warp tile (``row``)."""
+    tiles: int
+    """Output tiles (CTA tiles of C)."""
+    ctas: int
+    """CTAs launched (``tiles`` unless persistent)."""
+
+    def loads_ahead(self, kt) -> bool:
+        """Whether k-tile ``kt`` issues the copies ``stages - 1`` ahead: False for the static tail
+        k-tiles, whose copies would all be past K (a runtime ``kt`` decides at runtime)."""
+        return not isinstance(kt, int) or kt + self.stages - 1 < self.k_tiles
+
+
+@attrs.frozen
+class Epilogue:
+    """How the accumulators reach C."""
+
+    out_dtype: str
+    """TIR dtype of C."""
+    vector: int
+    """Elements per store: 2 (N even) or 1 (odd N: rows not 4/8-byte aligned, scalar stores)."""
+    store_instr: str
+    """``st.global.v2.f32`` (f32 output) or ``st.global.b32`` (a converted 16-bit pair)."""
+    cvt_instr: str | None
+    """``cvt.rn.{f16,bf16}x2.f32`` for 16-bit output, else None."""
+    masked: bool
+    """A tile can cross the edge of C: each row half's store is predicated."""
+    align: int
+    """Byte alignment of a vector store."""
+
+
+@attrs.frozen
+class GemmPlan:
+    """The whole kernel for one static problem: what ``cuda_emit.emit`` turns into TIRx."""
+
+    M: int
+    N: int
+    K: int
+    dtype: str
+    """TIR dtype of A and B."""
+    layout: str
+    """Storage layout (``nn``, ``nt``, ``tn``, ``tt``)."""
+    config: GemmConfig
+    """The tiling asked for."""
+    tiling: Tiling
+    a: OperandPlan
+    b: OperandPlan
+    mma_instr: str
+    """``mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32``."""
+    stage_elems: int
+    """Elements of one pipeline stage (A tile then B tile)."""
+    smem_elems: int
+    """Elements of dynamic shared memory (``stages * stage_elems``)."""
+    kloop: KLoop
+    epilogue: Epilogue
+
+
+# ----------------------------------------------------------------------------------------------
+# The planner
+# ----------------------------------------------------------------------------------------------
+
+
+def ldmatrix_view(op: OperandTile, k_steps: int, repeats: int) -> tuple[tuple[int, int], ...]:
+    """(extent, stride) in b32 words of the (k-step, repeat, matrix hi, matrix lo, row, word)
+    ldmatrix source view of one warp's slice. Matrix j = 2 * hi + lo covers, for A, (k half hi,
+    m half lo); for B, (n half hi, k half lo) -- the mma fragment order."""
+    rw = op.cols // 2
+    if op.name == "A" and not op.trans:  # rows m, cols k
+        it = [(k_steps, 8), (repeats, 16 * rw), (2, 4), (2, 8 * rw), (8, rw), (4, 1)]
+    elif op.name == "A":  # rows k, cols m
+        it = [(k_steps, 16 * rw), (repeats, 8), (2, 8 * rw), (2, 4), (8, rw), (4, 1)]
+    elif not op.trans:  # B rows n, cols k
+        it = [(k_steps, 8), (repeats, 16 * rw), (2, 8 * rw), (2, 4), (8, rw), (4, 1)]
+    else:  # B rows k, cols n
+        it = [(k_steps, 16 * rw), (repeats, 8), (2, 4), (2, 8 * rw), (8, rw), (4, 1)]
+    return tuple(it)
+
+
+def _ldmatrix_steps(op: OperandTile, view, lane: LaneAddress, warps: int):
+    """The precomputed-address applies per k-step, or None when the swizzle does not split.
+
+    For every ldmatrix a lane issues, the address is swz(x_lane + d), d a compile-time offset
+    (k-step, repeat). When d splits into bits the XOR never reads (added) and bits of the chunk
+    index the lane part never sets (XORed), swz(x + d) == (swz(x) ^ dx) + da: the lane computes
+    swz(x) once, outside the k-loop, and each ldmatrix is one XOR/add (or a register+immediate
+    address). The split is verified here for every warp and lane."""
+    (k_steps, skk), (repeats, srep), *_ = view
+    lanes = [
+        w * lane.warp_stride + (ln // 16) * lane.matrix_hi + ((ln // 8) % 2) * lane.matrix_lo + (ln % 8) * lane.row
+        for w in range(warps)
+        for ln in range(32)
+    ]
+    steps = []
+    for kk in range(k_steps):
+        parts = []
+        for rep in range(repeats):
+            d = kk * skk + rep * srep
+            dx, da = d & 0x1C, d - (d & 0x1C)
+            if any((swizzle_word(x, op.cols) ^ dx) + da != swizzle_word(x + d, op.cols) for x in lanes):
+                return None
+            parts.append((dx, da))
+        dxs = {dx for dx, _ in parts}
+        strides = {parts[i + 1][1] - parts[i][1] for i in range(repeats - 1)}
+        if len(dxs) == 1 and len(strides) <= 1:
+            steps.append((LdmatrixGroup(0, repeats, parts[0][0], parts[0][1], strides.pop() if strides else 0),))
+        else:
+            steps.append(tuple(LdmatrixGroup(rep, 1, dx, da, 0) for rep, (dx, da) in enumerate(parts)))
+    return tuple(steps)
+
+
+def plan_ldmatrix(op: OperandTile, cfg: GemmConfig) -> LdmatrixPlan:
+    """The ldmatrix plan of one operand (precomputed lane addresses when ``cfg.precompute``)."""
+    k_steps = cfg.block_k // 16
+    repeats = cfg.warp_m // 16 if op.name == "A" else cfg.warp_n // 16
+    view = ldmatrix_view(op, k_steps, repeats)
+    warp_elems = cfg.warp_m if op.name == "A" else cfg.warp_n
+    warp_words = warp_elems // 2 if op.trans else warp_elems * op.cols // 2
+    instr = LDMATRIX_TRANS if op.trans else LDMATRIX
+    if cfg.precompute:
+        _, _, (_, sjh), (_, sjl), (_, srow), _ = view
+        lane = LaneAddress(warp_words, sjh, sjl, srow)
+        steps = _ldmatrix_steps(op, view, lane, cfg.warps_m if op.name == "A" else cfg.warps_n)
+        if steps is not None:
+            return LdmatrixPlan(instr, op.trans, repeats, view, warp_words, lane, steps,
+                                offset_in_view=op.name == "B" and op.trans)
+    _check_warp_offsets_neutral(op, cfg)  # generic path: the warp offset goes into the view's base
+    return LdmatrixPlan(instr, op.trans, repeats, view, warp_words, None)
+
+
+def _thread_copy(op: OperandTile, masked: bool, instr: str) -> CopyPlan | None:
+    """The per-thread copy view, or None when a repeat's swizzled offset is not the thread's first
+    chunk's swizzled offset plus a constant (then the CTA-wide view is used)."""
+    nt, cpr, v = op.threads, op.chunks_per_row, op.vec
+    if cpr <= nt:
+        reps_f = [(op.reps, nt // cpr, 0)]
+    else:
+        per = cpr // nt
+        reps_f = [(op.reps // per, 1, 0), (per, 0, nt * v)]
+    r0, c0 = op.chunk_coord(0, 0)
+    deltas = [(r1 - r0, c1 - c0) for r1, c1 in (op.chunk_coord(0, rep) for rep in range(op.reps))]
+    for tid in range(nt):
+        r0, c0 = op.chunk_coord(tid, 0)
+        base = swizzle_elem(r0 * op.cols + c0, op.cols)
+        for rep, (dr, dc) in enumerate(deltas):
+            r1, c1 = op.chunk_coord(tid, rep)
+            if (r1 - r0, c1 - c0) != (dr, dc):
+                return None
+            if swizzle_elem(r1 * op.cols + c1, op.cols) != base + dr * op.cols + dc:
+                return None
+    return CopyPlan(
+        "thread", instr, 2 * v, masked,
+        thread_shape=tuple(e for e, _, _ in reps_f) + (v,),
+        thread_global_strides=tuple(dr * op.gcols + dc for _, dr, dc in reps_f) + (1,),
+        thread_shared_strides=tuple(dr * op.cols + dc for _, dr, dc in reps_f) + (1,),
+        row_deltas=tuple(d[0] for d in deltas),
+        col_deltas=tuple(d[1] for d in deltas),
+    )
+
+
+def plan_copy(op: OperandTile, cfg: GemmConfig) -> CopyPlan:
+    """The global -> shared copy plan of one operand."""
+    masked = op.grows % op.rows != 0 or op.gcols % op.cols != 0
+    if op.vec == 1:
+        return CopyPlan("element", None, 2, masked)
+    instr = "cp.async.cg.shared.global" if op.vec == 8 else "cp.async.ca.shared.global"
+    fast = _thread_copy(op, masked, instr) if cfg.precompute else None
+    return fast or CopyPlan("cta", instr, 2 * op.vec, masked,
+                            global_iters=tuple(op.copy_iters(op.gcols)), shared_iters=tuple(op.copy_iters(op.cols)))
+
+
+def plan_k_steps(cfg: GemmConfig, k_steps: int) -> tuple[KStep, ...]:
+    """Per k-step: next fragments, copies ahead (A and B in different k-steps when there are at
+    least three, so B still goes out before the commit at k-step ``k_steps - 2``), barrier."""
+    split = cfg.split_loads and k_steps >= 3
+    barrier = "after_mma" if cfg.sync_after_mma else "before_mma"
+    steps = []
+    for kk in range(k_steps):
+        load = ("A" if split else "AB") if kk == 0 else ("B" if split and kk == 1 else None)
+        last = kk == k_steps - 1
+        steps.append(KStep(kk, 1 if last else 0, 0 if last else kk + 1, load,
+                           barrier if kk == k_steps - 2 else None))
+    return tuple(steps)
+
+
+def mma_order(cfg: GemmConfig, mma_m: int, mma_n: int) -> tuple[tuple[int, int], ...] | None:
+    """Issue order of a k-step's mma: serpentine reverses ni on odd mi, so one B fragment stays
+    live across the turn; None for ``row`` (one apply over the whole warp tile)."""
+    if cfg.mma_order == "row":
+        return None
+    return tuple((mi, ni) for mi in range(mma_m) for ni in (range(mma_n) if mi % 2 == 0 else reversed(range(mma_n))))
+
+
+def plan(M: int, N: int, K: int, dtype: str = "f16", layout: str = "nt", out_dtype: str = "f32",
+         config: GemmConfig | None = None) -> GemmPlan:
+    """The plan of the GEMM ``C[M, N] = op(A) @ op(B)`` for one static problem size."""
+    dt = DTYPES[_short_dtype(dtype)]
+    ot = OUT_DTYPES[_short_out(out_dtype)]
+    layout = layout.lower()
+    cfg = config or default_config(dtype, M, N)
+    cfg.check()
+    if min(M, N, K) < 1:
+        raise ValueError("M, N, K must be positive")
+    opa, opb = make_operands(M, N, K, layout, cfg)
+    a_shape, b_shape = operand_shapes(M, N, K, layout)
+    gm, gn = math.ceil(M / cfg.block_m), math.ceil(N / cfg.block_n)
+    tiling = Tiling(
+        cfg.block_m, cfg.block_n, cfg.block_k, cfg.warps_m, cfg.warps_n, cfg.threads, cfg.warp_m, cfg.warp_n,
+        cfg.warp_m // 16, cfg.warp_n // 8, cfg.block_k // 16, gm, gn, math.ceil(K / cfg.block_k),
+        max(1, min(cfg.group_m, gm)),
+    )
+
+    def operand(op, shape, smem_offset):
+        warp = cfg.warp_m if op.name == "A" else cfg.warp_n
+        return OperandPlan(op.name, shape, op, smem_offset, swizzle_shift(op.cols),
+                           warp if op.trans else warp * op.cols, plan_copy(op, cfg), plan_ldmatrix(op, cfg))
+
+    a = operand(opa, a_shape, 0)
+    b = operand(opb, b_shape, opa.elems)
+    stage_elems = opa.elems + opb.elems
+
+    kt = tiling.k_tiles
+    persistent = cfg.persistent_for(K, layout)
+    form = "persistent" if persistent else ("unrolled" if cfg.unrolled_for(K, layout) else "rolled")
+    tiles = gm * gn
+    kloop = KLoop(form, cfg.stages, kt, kt // cfg.stages, kt % cfg.stages, plan_k_steps(cfg, tiling.k_steps),
+                  mma_order(cfg, tiling.mma_m, tiling.mma_n), tiles, min(cfg.ctas, tiles) if persistent else tiles)
+
+    ab = "f16" if dt == "float16" else "bf16"
+    epilogue = Epilogue(
+        ot, 2 if N % 2 == 0 else 1, "st.global.v2.f32" if ot == "float32" else "st.global.b32",
+        None if ot == "float32" else ("cvt.rn.f16x2.f32" if ot == "float16" else "cvt.rn.bf16x2.f32"),
+        M % cfg.block_m != 0 or N % cfg.block_n != 0, 8 if ot == "float32" else 4,
+    )
+    return GemmPlan(M, N, K, dt, layout, cfg, tiling, a, b, f"mma.sync.aligned.m16n8k16.row.col.f32.{ab}.{ab}.f32",
+                    stage_elems, cfg.stages * stage_elems, kloop, epilogue)
