@@ -7,7 +7,7 @@ import pytest
 import tvm_cdna4
 from tvm_cdna4.emulator import compare, emulate
 from tvm_cdna4.isa import formats
-from tvm_cdna4.schedules.gfx950_gemm import DTYPES, LAYOUTS, Gfx950GemmConfig, gfx950_gemm
+from tvm_cdna4.schedules.gfx950_gemm import DTYPES, LAYOUTS, Gfx950GemmConfig, gfx950_gemm, plan_gfx950_gemm
 from tvm_cdna4.schedules.gfx950_mx_gemm import MX_FORMATS, gfx950_mx_gemm, pack_rows
 
 SHAPES = [(1, 1, 1), (17, 255, 33), (257, 17, 70)]  # 1, 17, 255, 257 and K below one K tile
@@ -112,6 +112,28 @@ def test_mx_gemm_matches_numpy(dtype, shape, rng):
     scale_a = np.exp2(np.repeat(sa.astype(np.float64) - 127, 32, axis=1))
     scale_b = np.exp2(np.repeat(sb.astype(np.float64) - 127, 32, axis=1)).T
     compare("C", C, (a.astype(np.float64) * scale_a) @ (b.astype(np.float64) * scale_b), rtol=1e-5, atol=1e-4)
+
+
+def test_plan_of_the_default_f16_nn_kernel():
+    """The plan is data: tile, MFMA, repeats, LDS stages, chunks and reads without building."""
+    from tvm_cdna4.rocm.helpers import SCHED_MFMA
+
+    plan = plan_gfx950_gemm(4096, 4096, 4096, "f16", "nn")
+    assert (plan.mfma, plan.block, plan.warp_tile, plan.repeats) == ("mfma_f32_16x16x32_f16", (128, 128, 64), (64, 64), (4, 4, 2))
+    assert (plan.grid, plan.groups, plan.k_steps, plan.vec, plan.format_codes) == ((32, 32), 1024, 64, 8, None)
+    # A (M x K) is K-contiguous: 16-byte reads, one per fragment; B (K x N) is N-contiguous: ds_read_tr16, two
+    assert (plan.a.mn_contiguous, plan.a.lds_shape, plan.a.chunks, plan.a.transpose_read, plan.a.reads) == (
+        False, (128, 64 + 8), 4, None, 4 * 2)
+    assert (plan.b.mn_contiguous, plan.b.lds_shape, plan.b.chunks, plan.b.transpose_read, plan.b.reads) == (
+        True, (64, 128 + 8), 4, "ds_read_tr16_b64_v4f16", 4 * 2 * 2)
+    assert sum(n for mask, n in plan.interleave if mask == SCHED_MFMA) == plan.mfmas_per_tile == 32
+
+
+def test_plan_of_fp8_bf8_uses_the_scaled_mfma_format_codes_and_one_k_step():
+    plan = plan_gfx950_gemm(100, 100, 300, "fp8_bf8", "tn", config=Gfx950GemmConfig(64, 64, 128, "32x32"))
+    assert (plan.mfma, plan.repeats, plan.format_codes, plan.k_steps) == ("mfma_scale_f32_32x32x64_f8f6f4", (1, 1, 2), (0, 1), 3)
+    assert plan.a.transpose_read == "ds_read_tr8_b64_v2i32" and plan.b.transpose_read == "ds_read_tr8_b64_v2i32"
+    assert plan_gfx950_gemm(64, 64, 64, "f32", "tn").a.transpose_read is None  # no 32-bit transposing read
 
 
 @pytest.mark.parametrize("kwargs, rule", [

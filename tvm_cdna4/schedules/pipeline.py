@@ -26,7 +26,8 @@ def k_pipeline(k_steps: int, load, store, compute):
     The kernel supplies three macros: ``load(stage, state, ko)`` (tile ``ko``: global -> the
     stage's registers; tiles past the end are never requested), ``store(stage, state)`` (the
     stage's registers -> its LDS) and ``compute(stage, state)`` (the MFMAs of the tile in the
-    stage's LDS). Stages and state are whatever those macros take (tuples of tensors).
+    stage's LDS). Stages and state are whatever those macros take (named records of tensors, e.g.
+    ``gfx950_gemm.Stage`` and ``gfx950_gemm.WaveState``).
     """
     pairs = max(k_steps - 2, 0) // 2  # loop iterations of two steps, all with store and load
     tail = k_steps - 2 * pairs
