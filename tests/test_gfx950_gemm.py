@@ -53,6 +53,16 @@ def test_gemm_32x32_mfma_and_batch(rng):
     run_gemm(rng, "i8", "nn", (33, 20, 130), config=Gfx950GemmConfig(64, 64, 64, "32x32"), batch=2)
 
 
+@pytest.mark.parametrize("dtype, layout, shape, config", [
+    ("f16", "nt", (40, 70, 394), None),  # 7 K tiles: two loop iterations of the pipeline and a tail of four
+    ("bf8_fp8", "nn", (33, 20, 1000), None),  # 8 K tiles of 128
+    ("i8", "tn", (65, 17, 330), Gfx950GemmConfig(64, 64, 64, load_ahead=1)),  # one staging register set
+])
+def test_gemm_over_many_k_tiles(dtype, layout, shape, config, rng):
+    """The fragment pipeline's loop, tails and staging sets (pipeline.fragment_pipeline)."""
+    run_gemm(rng, dtype, layout, shape, config=config)
+
+
 FP8_DTYPES = ("fp8", "bf8", "fp8_bf8", "bf8_fp8")
 
 

@@ -37,7 +37,7 @@ from tvm_tirx.script import tirx as T
 from ..isa import CATALOG, SCALE_FORMAT_CODES, lanes
 from ..patterns import register
 from ..patterns.layouts import mfma_fragment
-from .pipeline import chunk_loader, interleave_program, k_pipeline, lds_stage, schedule_hint
+from .pipeline import chunk_loader, fragment_pipeline, lds_stage, prefetch_program, schedule_hint
 
 
 def lane_maps(op):
@@ -112,6 +112,9 @@ class Gfx950GemmConfig:
     # of each K tile between its MFMAs instead of clustering the MFMAs
     interleave: bool = True
     transpose_loads: bool = True  # ds_read_tr for the M/N-contiguous operand; False: per-element LDS reads
+    # K tiles between a tile's global loads and its LDS store (pipeline.fragment_pipeline): 1 (one
+    # staging register set) or 2 (the loads have two periods to land; a second staging set)
+    load_ahead: int = 2
 
     def check(self, spec: DtypeSpec) -> None:
         op = CATALOG[spec.mfma16 if self.mfma == "16x16" else spec.mfma32]
@@ -122,6 +125,8 @@ class Gfx950GemmConfig:
                              f"{op.m}x{op.n}x{op.k} MFMAs ({op.name})")
         if self.lds_pad % 16:
             raise ValueError(f"lds_pad must be a multiple of 16 bytes; got {self.lds_pad}")
+        if self.load_ahead not in (1, 2):
+            raise ValueError(f"load_ahead must be 1 or 2 K tiles; got {self.load_ahead}")
 
 
 def default_config(dtype: str) -> Gfx950GemmConfig:
@@ -182,7 +187,7 @@ class Gfx950GemmPlan:
     a: OperandPlan
     b: OperandPlan
     format_codes: tuple[int, int] | None  # cbsz (A), blgp (B) of the scaled MFMA; None: dense MFMAs
-    interleave: tuple[tuple[int, int], ...] | None  # sched.group.barrier program per K tile; None: off
+    interleave: tuple[tuple[int, int], ...] | None  # sched.group.barrier program per period; None: off
 
     @property
     def groups(self) -> int:
@@ -240,9 +245,8 @@ def plan_gfx950_gemm(M: int, N: int, K: int, dtype: str = "f16", layout: str = "
     RM, RN, RK = WM // op.m, WN // op.n, BK // op.k
     a = _operand_plan("A", op, spec, cfg, layout[0] == "t", M, N, K, RM, RK)
     b = _operand_plan("B", op, spec, cfg, layout[1] == "t", M, N, K, RN, RK)
-    # a tile of one K step (the fp8 default) issues its global loads first: no later K step hides them
-    program = interleave_program(RM * RN * RK, (a.reads + b.reads) // RK, a.reads + b.reads, a.chunks + b.chunks,
-                                 a.chunks + b.chunks, loads_first=RK == 1) if cfg.interleave else None
+    program = prefetch_program((RM, RN, RK), a.reads // (RM * RK), b.reads // (RN * RK), a.chunks + b.chunks,
+                               a.chunks + b.chunks) if cfg.interleave else None
     codes = tuple(FORMAT_CODES[f] for f in spec.scaled) if spec.scaled else None
     return Gfx950GemmPlan(M, N, K, batch, dtype, layout, out_dtype, cfg, op.name, spec.storage, spec.acc,
                           OUT_STORAGE[out_dtype], (BM, BN, BK), (WM, WN), (RM, RN, RK), (-(-M // BM), -(-N // BN)),
@@ -253,25 +257,36 @@ def plan_gfx950_gemm(M: int, N: int, K: int, dtype: str = "f16", layout: str = "
 
 @attrs.frozen(eq=False)
 class Stage:
-    """One stage of the K-tile pipeline (``pipeline.k_pipeline``): the LDS tiles of A and B and the
-    registers that stage their global loads."""
+    """One LDS stage of the K-tile pipeline (``pipeline.fragment_pipeline``): the tiles of A and B."""
 
     lds_a: object  # shared (1, *plan.a.lds_shape)
     lds_b: object  # shared (1, *plan.b.lds_shape)
-    regs_a: object  # local (a.chunks * vec,)
+
+
+@attrs.frozen(eq=False)
+class Staging:
+    """One register set staging a K tile's global loads on their way to LDS."""
+
+    regs_a: object  # local (a.chunks * vec,): the thread's 16-byte chunks of the A tile
     regs_b: object  # local (b.chunks * vec,)
 
 
 @attrs.frozen(eq=False)
+class Fragments:
+    """One register set of MFMA operand fragments: every K step of one K tile."""
+
+    regs_a: object  # local registers of the A fragments (RM x RK MFMA operands)
+    regs_b: object  # local registers of the B fragments (RN x RK)
+    Af: object  # regs_a as the MFMA pattern's (RM, RK, m, k) tile
+    Bf: object  # regs_b as (RN, RK, n, k)
+
+
+@attrs.frozen(eq=False)
 class WaveState:
-    """What every pipeline step of a thread works on besides its stage."""
+    """What every pipeline period of a thread works on besides its stage and fragment set."""
 
     A: object  # the A parameter
     B: object  # the B parameter
-    frag_a: object  # local registers of the A fragments (RM x RK MFMA operands)
-    frag_b: object  # local registers of the B fragments (RN x RK)
-    Af: object  # frag_a as the MFMA pattern's (RM, RK, m, k) tile
-    Bf: object  # frag_b as (RN, RK, n, k)
     Df: object  # the accumulators as (RM, RN, m, n)
     bz: object  # batch index
     m0: object  # the workgroup's first row of C
@@ -386,35 +401,44 @@ def emit_gfx950_gemm(plan: Gfx950GemmPlan):
             T.rocm.tile.apply(T.amdgcn[plan.mfma], Df_, Af_, Bf_, Df_, scope="wave")
 
     @T.macro
-    def _load(stage, s, ko):
-        """Every thread's share of K tile ``ko`` of A and B, global -> registers (zeros outside)."""
+    def _load(g, s, ko):
+        """Every thread's share of K tile ``ko`` of A and B, global -> staging registers (zeros outside)."""
         Ag_ = T.decl_tensor(s.A.data, ty_args=[T.Tensor((max(batch, 1) * M * K,), elem)])
         Bg_ = T.decl_tensor(s.B.data, ty_args=[T.Tensor((max(batch, 1) * K * N,), elem)])
         for q in T.unroll(pa.chunks):
-            _chunk_a(stage.regs_a, s.A, Ag_, s.bz, s.m0, s.tx, q, ko * BK)
+            _chunk_a(g.regs_a, s.A, Ag_, s.bz, s.m0, s.tx, q, ko * BK)
         for q in T.unroll(pb.chunks):
-            _chunk_b(stage.regs_b, s.B, Bg_, s.bz, s.n0, s.tx, q, ko * BK)
+            _chunk_b(g.regs_b, s.B, Bg_, s.bz, s.n0, s.tx, q, ko * BK)
 
     @T.macro
-    def _store(stage, s):
-        """The stage's registers -> its LDS tiles."""
+    def _store(stage, g, s):
+        """The staging registers -> the stage's LDS tiles."""
         for q in T.unroll(pa.chunks):
-            stage.lds_a[0, (q * 256 + s.tx) // pa.chunks_per_row, T.ramp((q * 256 + s.tx) % pa.chunks_per_row * vec, 1, vec)] = stage.regs_a[T.ramp(q * vec, 1, vec)]
+            stage.lds_a[0, (q * 256 + s.tx) // pa.chunks_per_row, T.ramp((q * 256 + s.tx) % pa.chunks_per_row * vec, 1, vec)] = g.regs_a[T.ramp(q * vec, 1, vec)]
         for q in T.unroll(pb.chunks):
-            stage.lds_b[0, (q * 256 + s.tx) // pb.chunks_per_row, T.ramp((q * 256 + s.tx) % pb.chunks_per_row * vec, 1, vec)] = stage.regs_b[T.ramp(q * vec, 1, vec)]
+            stage.lds_b[0, (q * 256 + s.tx) // pb.chunks_per_row, T.ramp((q * 256 + s.tx) % pb.chunks_per_row * vec, 1, vec)] = g.regs_b[T.ramp(q * vec, 1, vec)]
 
     @T.macro
-    def _compute(stage, s):
-        """Per K step of the tile: the operand fragments from LDS, then its MFMAs."""
+    def _read(stage, f, s):
+        """Every K step's operand fragments of the stage's tile -> the register set."""
         for kk in T.unroll(RK):
             for mi in T.unroll(RM):
-                _frag_a(s.frag_a, stage.lds_a, 0, mi, kk, s.wm, s.tx % 64)
+                _frag_a(f.regs_a, stage.lds_a, 0, mi, kk, s.wm, s.tx % 64)
             for ni in T.unroll(RN):
-                _frag_b(s.frag_b, stage.lds_b, 0, ni, kk, s.wn, s.tx % 64)
-            _mfma(s.Df, s.Af[:, kk : kk + 1], s.Bf[:, kk : kk + 1])
+                _frag_b(f.regs_b, stage.lds_b, 0, ni, kk, s.wn, s.tx % 64)
+
+    @T.macro
+    def _mma(f, s):
+        """The MFMAs of a register set's tile, with the period's memory instructions between them."""
+        for kk in T.unroll(RK):
+            _mfma(s.Df, f.Af[:, kk : kk + 1], f.Bf[:, kk : kk + 1])
         _interleave()
 
-    pipeline = k_pipeline(plan.k_steps, _load, _store, _compute)
+    def _staging_sets(first: Staging, second: Staging) -> tuple[Staging, Staging]:
+        """The staging register sets of even and odd tiles: one set when loads are one tile ahead."""
+        return (first, second) if plan.config.load_ahead == 2 else (first, first)
+
+    pipeline = fragment_pipeline(plan.k_steps, _load, _store, _read, _mma, plan.config.load_ahead, pa.chunks + pb.chunks)
 
     @T.function
     def gemm(A: T.Tensor(a_shape, elem), B: T.Tensor(b_shape, elem), C: T.Tensor(c_shape, out)):
@@ -429,11 +453,15 @@ def emit_gfx950_gemm(plan: Gfx950GemmPlan):
             gb0 = T.alloc_tensor(ty_args=[T.Tensor((pb.chunks * vec,), elem, scope="local")])
             ga1 = T.alloc_tensor(ty_args=[T.Tensor((pa.chunks * vec,), elem, scope="local")])
             gb1 = T.alloc_tensor(ty_args=[T.Tensor((pb.chunks * vec,), elem, scope="local")])
-            ra = T.alloc_tensor(ty_args=[T.Tensor((na,), elem, scope="local")])
-            rb = T.alloc_tensor(ty_args=[T.Tensor((nb,), elem, scope="local")])
+            ra0 = T.alloc_tensor(ty_args=[T.Tensor((na,), elem, scope="local")])
+            rb0 = T.alloc_tensor(ty_args=[T.Tensor((nb,), elem, scope="local")])
+            ra1 = T.alloc_tensor(ty_args=[T.Tensor((na,), elem, scope="local")])
+            rb1 = T.alloc_tensor(ty_args=[T.Tensor((nb,), elem, scope="local")])
             rd = T.alloc_tensor(ty_args=[T.Tensor((nd,), acc, scope="local")])
-            Af = T.decl_tensor(ra.ptr_to([0]), ty_args=[T.Tensor((RM, RK, op.m, op.k), elem, scope="local", layout=la)])
-            Bf = T.decl_tensor(rb.ptr_to([0]), ty_args=[T.Tensor((RN, RK, op.n, op.k), elem, scope="local", layout=lb)])
+            Af0 = T.decl_tensor(ra0.ptr_to([0]), ty_args=[T.Tensor((RM, RK, op.m, op.k), elem, scope="local", layout=la)])
+            Bf0 = T.decl_tensor(rb0.ptr_to([0]), ty_args=[T.Tensor((RN, RK, op.n, op.k), elem, scope="local", layout=lb)])
+            Af1 = T.decl_tensor(ra1.ptr_to([0]), ty_args=[T.Tensor((RM, RK, op.m, op.k), elem, scope="local", layout=la)])
+            Bf1 = T.decl_tensor(rb1.ptr_to([0]), ty_args=[T.Tensor((RN, RK, op.n, op.k), elem, scope="local", layout=lb)])
             Df = T.decl_tensor(rd.ptr_to([0]), ty_args=[T.Tensor((RM, RN, op.m, op.n), acc, scope="local", layout=ld)])
             Cg = T.decl_tensor(C.data, ty_args=[T.Tensor((max(batch, 1) * M * N,), out)])
             bz = bid // (grid_m * grid_n)
@@ -444,8 +472,9 @@ def emit_gfx950_gemm(plan: Gfx950GemmPlan):
             lane = tx % 64
             for r in T.unroll(nd):
                 rd[r] = T.cast(0, acc)
-            pipeline(Stage(SA0, SB0, ga0, gb0), Stage(SA1, SB1, ga1, gb1),
-                     WaveState(A, B, ra, rb, Af, Bf, Df, bz, m0, n0, wm, wn, tx))
+            pipeline((Stage(SA0, SB0), Stage(SA1, SB1)), _staging_sets(Staging(ga0, gb0), Staging(ga1, gb1)),
+                     (Fragments(ra0, rb0, Af0, Bf0), Fragments(ra1, rb1, Af1, Bf1)),
+                     WaveState(A, B, Df, bz, m0, n0, wm, wn, tx))
             for mi in T.unroll(RM):
                 for ni in T.unroll(RN):
                     for r in T.unroll(op.acc_elems):
