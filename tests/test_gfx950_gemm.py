@@ -92,7 +92,9 @@ def test_default_fp8_kernels_use_the_scaled_f8f6f4_mfma_with_unit_scales(dtype, 
     info = result.kernel()
     assert info.scratch_bytes == 0 and info.waves_per_simd() >= 2
     a, b = DTYPES[dtype].formats
-    assert loop_report(result.asm).mfmas == {f"scale_16x16x128_f8f6f4({a},{b})": 32}
+    loop = loop_report(result.asm)
+    assert loop.mfmas == {f"scale_16x16x128_f8f6f4({a},{b})": 32}
+    assert loop.mix["waitcnt"] == 2  # one per K tile (Triton's best fp8: 4 per 64 MFMAs in nt, 6 in nn)
     assert all(line.split()[0] == "v_mfma_scale_f32_16x16x128_f8f6f4"
                for line in main_loop(result.asm) if "mfma" in line.split()[0])
     assert "0x7f7f7f7f" in result.asm.lower()
@@ -175,8 +177,10 @@ def test_main_loop_buffer_loads_without_address_arithmetic_and_interleaved_mfmas
     from tvm_cdna4.schedules.report import classify, main_loop
 
     body = [line.split()[0] for line in main_loop(tvm_cdna4.build(gfx950_gemm(4096, 4096, 4096, "f16", "nn")).asm)]
-    mix = {kind: sum(classify(m) == kind for m in body) for kind in ("mfma", "global", "valu")}
+    mix = {kind: sum(classify(m) == kind for m in body) for kind in ("mfma", "global", "valu", "waitcnt")}
     assert mix["mfma"] == 64  # two K tiles of 32 MFMAs per wave
+    # the fragment pipeline's one wait per K tile and none of LLVM's (Triton's best f16 nn: 7 per 128 MFMAs)
+    assert mix["waitcnt"] == 2
     assert mix["global"] == 16 and all(m == "buffer_load_dwordx4" for m in body if classify(m) == "global")
     assert mix["valu"] == 0  # no 64-bit address arithmetic, no stage-offset arithmetic
     mfma = [classify(m) == "mfma" for m in body]

@@ -13,19 +13,21 @@ operand. Their fragments are ``uint8`` element tiles like every other dtype's (`
 32 consecutive K bytes per lane, two 16-byte LDS reads or four ``ds_read_tr8``.
 
 Structure: 256-thread workgroups (4 waves in a 2 x 2 grid over the ``block_m x block_n`` tile);
-a software pipeline over ``block_k`` tiles with two stages (LDS + registers): step ``ko`` stores
-the registers holding tile ``ko + 1`` into their LDS stage, buffer-loads tile ``ko + 2`` into the
-other registers and runs the MFMAs of tile ``ko`` (one barrier per step; ``sched.group.barrier``
-groups interleave the memory instructions with the MFMAs). LDS rows are padded (``lds_pad`` bytes) so that the 16 lanes
-of a wide or transposing read hit different banks. Edges: global loads outside the matrices read
+a software pipeline over ``block_k`` tiles (``pipeline.fragment_pipeline``) with two LDS stages and
+two MFMA fragment register sets: period ``p`` stores the staged registers of tile ``p + 1`` into
+its LDS stage, buffer-loads tile ``p + 1 + load_ahead``, reads tile ``p``'s fragments into one set
+and runs tile ``p - 1``'s MFMAs from the other, then one ``s_waitcnt`` and one barrier: the only
+waits of the main loop (``sched.group.barrier`` groups interleave the memory instructions with the
+MFMAs). LDS rows are padded (``lds_pad`` bytes) so that the 16 lanes of a wide or transposing read
+hit different banks. Edges: global loads outside the matrices read
 zeros (buffer range check, or clamped element loads); the epilogue stores only inside C.
 docs/gfx950_gemm.md explains the choices.
 
 Plan -> emission: ``plan_gfx950_gemm`` is a pure function of the problem and the config returning a
 frozen ``Gfx950GemmPlan`` (tile, MFMA, repeats, per-operand ``OperandPlan``: storage, LDS stage,
 global chunks, ds_read_tr or not, LDS reads; the interleave program); ``emit_gfx950_gemm`` builds
-the PrimFunc from it, passing the pipeline's stages and per-thread state as named records
-(``Stage``, ``WaveState``).
+the PrimFunc from it, passing the pipeline's LDS stages, staging and fragment register sets and
+per-thread state as named records (``Stage``, ``Staging``, ``Fragments``, ``WaveState``).
 """
 
 from __future__ import annotations

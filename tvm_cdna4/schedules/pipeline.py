@@ -1,4 +1,8 @@
-"""The K-tile software pipeline of the gfx950 GEMMs: two stages of LDS plus registers.
+"""The K-tile software pipelines of the gfx950 GEMMs.
+
+``fragment_pipeline`` (the dense GEMM): two LDS stages and two MFMA fragment register sets, one
+explicit wait per K tile (its docstring). ``k_pipeline`` (the MX GEMM): two stages of LDS plus
+registers, described here.
 
 Each of the two stages is an LDS buffer plus a register set; tile ``j`` lives in stage ``j % 2``.
 Step ``ko`` (of ``k_steps``): store the registers holding tile ``ko + 1`` into their stage's LDS,
@@ -26,8 +30,7 @@ def k_pipeline(k_steps: int, load, store, compute):
     The kernel supplies three macros: ``load(stage, state, ko)`` (tile ``ko``: global -> the
     stage's registers; tiles past the end are never requested), ``store(stage, state)`` (the
     stage's registers -> its LDS) and ``compute(stage, state)`` (the MFMAs of the tile in the
-    stage's LDS). Stages and state are whatever those macros take (named records of tensors, e.g.
-    ``gfx950_gemm.Stage`` and ``gfx950_gemm.WaveState``).
+    stage's LDS). Stages and state are whatever those macros take (tuples of tensors).
     """
     pairs = max(k_steps - 2, 0) // 2  # loop iterations of two steps, all with store and load
     tail = k_steps - 2 * pairs
