@@ -159,8 +159,13 @@ class OperandPlan:
     chunks: int  # 16-byte global chunks per thread and K tile
     chunks_per_row: int  # 16-byte chunks per LDS row (the unpadded columns / vec)
     transpose_read: str | None  # the ds_read_tr instruction reading the fragments; None: plain reads
-    repeats: int  # MFMA fragments per wave along M (A) or N (B)
-    reads: int  # LDS read instructions per wave and K tile
+    fragments: int  # MFMA operand fragments per wave and K tile (RM x RK for A, RN x RK for B)
+    reads_per_fragment: int  # LDS read instructions per fragment (16-byte reads or ds_read_tr)
+
+    @property
+    def reads(self) -> int:
+        """LDS read instructions per wave and K tile."""
+        return self.fragments * self.reads_per_fragment
 
 
 @attrs.frozen
@@ -221,8 +226,8 @@ def _operand_plan(name: str, op, spec: DtypeSpec, cfg: Gfx950GemmConfig, transpo
     elems = op.a_elems
     # LDS reads per fragment: one ds_read_tr per n elements, or 16-byte reads
     per_fragment = elems // CATALOG[tr].elements if tr else -(-elems * esize // 16)
-    return OperandPlan(name, mn_contiguous, storage, (rows, cols + pad), chunks, cols // vec, tr, repeats,
-                       repeats * rk * per_fragment)
+    return OperandPlan(name, mn_contiguous, storage, (rows, cols + pad), chunks, cols // vec, tr, repeats * rk,
+                       per_fragment)
 
 
 def plan_gfx950_gemm(M: int, N: int, K: int, dtype: str = "f16", layout: str = "nn", out_dtype: str | None = None,
@@ -247,7 +252,7 @@ def plan_gfx950_gemm(M: int, N: int, K: int, dtype: str = "f16", layout: str = "
     RM, RN, RK = WM // op.m, WN // op.n, BK // op.k
     a = _operand_plan("A", op, spec, cfg, layout[0] == "t", M, N, K, RM, RK)
     b = _operand_plan("B", op, spec, cfg, layout[1] == "t", M, N, K, RN, RK)
-    program = prefetch_program((RM, RN, RK), a.reads // (RM * RK), b.reads // (RN * RK), a.chunks + b.chunks,
+    program = prefetch_program((RM, RN, RK), a.reads_per_fragment, b.reads_per_fragment, a.chunks + b.chunks,
                                a.chunks + b.chunks) if cfg.interleave else None
     codes = tuple(FORMAT_CODES[f] for f in spec.scaled) if spec.scaled else None
     return Gfx950GemmPlan(M, N, K, batch, dtype, layout, out_dtype, cfg, op.name, spec.storage, spec.acc,
