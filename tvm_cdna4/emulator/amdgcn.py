@@ -257,7 +257,7 @@ class VmemLoads:
 
     def count(self, mask) -> np.ndarray:
         """One load of each wave with active lanes; its number (per wave, shape of ``issued``)."""
-        self.issued += self.machine.wave_counts(mask) > 0
+        self.issued += 1 if mask is None else self.machine.wave_counts(mask) > 0
         return self.issued
 
     def issue_lds(self, mask, buf, inst, addr, data, where: str):

@@ -173,7 +173,8 @@ def helpers_ll() -> str:
         '  fence syncscope("workgroup") acquire\n  ret void\n}\n'
         "declare void @llvm.amdgcn.s.barrier()"
     )
-    body = "\n".join([*_mfma_helpers(), *_tr_helpers(), *_buffer_helpers(), *_buffer_lds_helpers(), *_sched_helpers(), barrier])
+    body = "\n".join([*_mfma_helpers(), *_tr_helpers(), *_buffer_helpers(), *_buffer_lds_helpers(), *_sched_helpers(),
+                      barrier])
     return f'target triple = "amdgcn-amd-amdhsa"\n\n{body}\n'
 
 
