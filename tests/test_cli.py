@@ -91,7 +91,7 @@ def test_gemm_gfx950_tile_options_build_the_kernel_they_name(gemm):
                    "--emit", "config")
     assert config.returncode == 0, config.stderr
     assert json.loads(config.stdout) == {"block_m": 256, "block_n": 128, "block_k": 128, "mfma": "32x32", "lds_pad": 16,
-                                         "interleave": True, "transpose_loads": True}
+                                         "interleave": True, "transpose_loads": True, "load_ahead": 2}
     asm = gemm("--dtype", "f16", "--block", "64x64x32", "--mfma", "32x32", "--warps", "2x2", "--stages", "2",
                 "-M", "256", "-N", "256", "-K", "256", "--emit", "asm")
     assert asm.returncode == 0, asm.stderr

@@ -7,7 +7,7 @@ import pytest
 import tvm_cdna4
 from tvm_cdna4.emulator import compare, emulate
 from tvm_cdna4.isa import formats
-from tvm_cdna4.schedules.gfx950_gemm import DTYPES, LAYOUTS, Gfx950GemmConfig, gfx950_gemm
+from tvm_cdna4.schedules.gfx950_gemm import DTYPES, LAYOUTS, Gfx950GemmConfig, gfx950_gemm, plan_gfx950_gemm
 from tvm_cdna4.schedules.gfx950_mx_gemm import MX_FORMATS, gfx950_mx_gemm, pack_rows
 
 SHAPES = [(1, 1, 1), (17, 255, 33), (257, 17, 70)]  # 1, 17, 255, 257 and K below one K tile
@@ -53,6 +53,16 @@ def test_gemm_32x32_mfma_and_batch(rng):
     run_gemm(rng, "i8", "nn", (33, 20, 130), config=Gfx950GemmConfig(64, 64, 64, "32x32"), batch=2)
 
 
+@pytest.mark.parametrize("dtype, layout, shape, config", [
+    ("f16", "nt", (40, 70, 394), None),  # 7 K tiles: two loop iterations of the pipeline and a tail of four
+    ("bf8_fp8", "nn", (33, 20, 1000), None),  # 8 K tiles of 128
+    ("i8", "tn", (65, 17, 330), Gfx950GemmConfig(64, 64, 64, load_ahead=1)),  # one staging register set
+])
+def test_gemm_over_many_k_tiles(dtype, layout, shape, config, rng):
+    """The fragment pipeline's loop, tails and staging sets (pipeline.fragment_pipeline)."""
+    run_gemm(rng, dtype, layout, shape, config=config)
+
+
 FP8_DTYPES = ("fp8", "bf8", "fp8_bf8", "bf8_fp8")
 
 
@@ -82,7 +92,9 @@ def test_default_fp8_kernels_use_the_scaled_f8f6f4_mfma_with_unit_scales(dtype, 
     info = result.kernel()
     assert info.scratch_bytes == 0 and info.waves_per_simd() >= 2
     a, b = DTYPES[dtype].formats
-    assert loop_report(result.asm).mfmas == {f"scale_16x16x128_f8f6f4({a},{b})": 32}
+    loop = loop_report(result.asm)
+    assert loop.mfmas == {f"scale_16x16x128_f8f6f4({a},{b})": 32}
+    assert loop.mix["waitcnt"] == 2  # one per K tile (Triton's best fp8: 4 per 64 MFMAs in nt, 6 in nn)
     assert all(line.split()[0] == "v_mfma_scale_f32_16x16x128_f8f6f4"
                for line in main_loop(result.asm) if "mfma" in line.split()[0])
     assert "0x7f7f7f7f" in result.asm.lower()
@@ -114,6 +126,28 @@ def test_mx_gemm_matches_numpy(dtype, shape, rng):
     compare("C", C, (a.astype(np.float64) * scale_a) @ (b.astype(np.float64) * scale_b), rtol=1e-5, atol=1e-4)
 
 
+def test_plan_of_the_default_f16_nn_kernel():
+    """The plan is data: tile, MFMA, repeats, LDS stages, chunks and reads without building."""
+    from tvm_cdna4.rocm.helpers import SCHED_MFMA
+
+    plan = plan_gfx950_gemm(4096, 4096, 4096, "f16", "nn")
+    assert (plan.mfma, plan.block, plan.warp_tile, plan.repeats) == ("mfma_f32_16x16x32_f16", (128, 128, 64), (64, 64), (4, 4, 2))
+    assert (plan.grid, plan.groups, plan.k_steps, plan.vec, plan.format_codes) == ((32, 32), 1024, 64, 8, None)
+    # A (M x K) is K-contiguous: 16-byte reads, one per fragment; B (K x N) is N-contiguous: ds_read_tr16, two
+    assert (plan.a.mn_contiguous, plan.a.lds_shape, plan.a.chunks, plan.a.transpose_read, plan.a.reads) == (
+        False, (128, 64 + 8), 4, None, 4 * 2)
+    assert (plan.b.mn_contiguous, plan.b.lds_shape, plan.b.chunks, plan.b.transpose_read, plan.b.reads) == (
+        True, (64, 128 + 8), 4, "ds_read_tr16_b64_v4f16", 4 * 2 * 2)
+    assert sum(n for mask, n in plan.interleave if mask == SCHED_MFMA) == plan.mfmas_per_tile == 32
+
+
+def test_plan_of_fp8_bf8_uses_the_scaled_mfma_format_codes_and_one_k_step():
+    plan = plan_gfx950_gemm(100, 100, 300, "fp8_bf8", "tn", config=Gfx950GemmConfig(64, 64, 128, "32x32"))
+    assert (plan.mfma, plan.repeats, plan.format_codes, plan.k_steps) == ("mfma_scale_f32_32x32x64_f8f6f4", (1, 1, 2), (0, 1), 3)
+    assert plan.a.transpose_read == "ds_read_tr8_b64_v2i32" and plan.b.transpose_read == "ds_read_tr8_b64_v2i32"
+    assert plan_gfx950_gemm(64, 64, 64, "f32", "tn").a.transpose_read is None  # no 32-bit transposing read
+
+
 @pytest.mark.parametrize("kwargs, rule", [
     (dict(dtype="f17"), r"dtype 'f17' is not supported"),
     (dict(layout="nx"), r"layout 'nx'"),
@@ -143,8 +177,10 @@ def test_main_loop_buffer_loads_without_address_arithmetic_and_interleaved_mfmas
     from tvm_cdna4.schedules.report import classify, main_loop
 
     body = [line.split()[0] for line in main_loop(tvm_cdna4.build(gfx950_gemm(4096, 4096, 4096, "f16", "nn")).asm)]
-    mix = {kind: sum(classify(m) == kind for m in body) for kind in ("mfma", "global", "valu")}
+    mix = {kind: sum(classify(m) == kind for m in body) for kind in ("mfma", "global", "valu", "waitcnt")}
     assert mix["mfma"] == 64  # two K tiles of 32 MFMAs per wave
+    # the fragment pipeline's one wait per K tile and none of LLVM's (Triton's best f16 nn: 7 per 128 MFMAs)
+    assert mix["waitcnt"] == 2
     assert mix["global"] == 16 and all(m == "buffer_load_dwordx4" for m in body if classify(m) == "global")
     assert mix["valu"] == 0  # no 64-bit address arithmetic, no stage-offset arithmetic
     mfma = [classify(m) == "mfma" for m in body]

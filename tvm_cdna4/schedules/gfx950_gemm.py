@@ -13,13 +13,21 @@ operand. Their fragments are ``uint8`` element tiles like every other dtype's (`
 32 consecutive K bytes per lane, two 16-byte LDS reads or four ``ds_read_tr8``.
 
 Structure: 256-thread workgroups (4 waves in a 2 x 2 grid over the ``block_m x block_n`` tile);
-a software pipeline over ``block_k`` tiles with two stages (LDS + registers): step ``ko`` stores
-the registers holding tile ``ko + 1`` into their LDS stage, buffer-loads tile ``ko + 2`` into the
-other registers and runs the MFMAs of tile ``ko`` (one barrier per step; ``sched.group.barrier``
-groups interleave the memory instructions with the MFMAs). LDS rows are padded (``lds_pad`` bytes) so that the 16 lanes
-of a wide or transposing read hit different banks. Edges: global loads outside the matrices read
+a software pipeline over ``block_k`` tiles (``pipeline.fragment_pipeline``) with two LDS stages and
+two MFMA fragment register sets: period ``p`` stores the staged registers of tile ``p + 1`` into
+its LDS stage, buffer-loads tile ``p + 1 + load_ahead``, reads tile ``p``'s fragments into one set
+and runs tile ``p - 1``'s MFMAs from the other, then one ``s_waitcnt`` and one barrier: the only
+waits of the main loop (``sched.group.barrier`` groups interleave the memory instructions with the
+MFMAs). LDS rows are padded (``lds_pad`` bytes) so that the 16 lanes of a wide or transposing read
+hit different banks. Edges: global loads outside the matrices read
 zeros (buffer range check, or clamped element loads); the epilogue stores only inside C.
 docs/gfx950_gemm.md explains the choices.
+
+Plan -> emission: ``plan_gfx950_gemm`` is a pure function of the problem and the config returning a
+frozen ``Gfx950GemmPlan`` (tile, MFMA, repeats, per-operand ``OperandPlan``: storage, LDS stage,
+global chunks, ds_read_tr or not, LDS reads; the interleave program); ``emit_gfx950_gemm`` builds
+the PrimFunc from it, passing the pipeline's LDS stages, staging and fragment register sets and
+per-thread state as named records (``Stage``, ``Staging``, ``Fragments``, ``WaveState``).
 """
 
 from __future__ import annotations
@@ -31,7 +39,7 @@ from tvm_tirx.script import tirx as T
 from ..isa import CATALOG, SCALE_FORMAT_CODES, lanes
 from ..patterns import register
 from ..patterns.layouts import mfma_fragment
-from .pipeline import chunk_loader, interleave_program, k_pipeline, lds_stage, schedule_hint
+from .pipeline import chunk_loader, fragment_pipeline, lds_stage, prefetch_program, schedule_hint
 
 
 def lane_maps(op):
@@ -106,6 +114,9 @@ class Gfx950GemmConfig:
     # of each K tile between its MFMAs instead of clustering the MFMAs
     interleave: bool = True
     transpose_loads: bool = True  # ds_read_tr for the M/N-contiguous operand; False: per-element LDS reads
+    # K tiles between a tile's global loads and its LDS store (pipeline.fragment_pipeline): 1 (one
+    # staging register set) or 2 (the loads have two periods to land; a second staging set)
+    load_ahead: int = 2
 
     def check(self, spec: DtypeSpec) -> None:
         op = CATALOG[spec.mfma16 if self.mfma == "16x16" else spec.mfma32]
@@ -116,6 +127,8 @@ class Gfx950GemmConfig:
                              f"{op.m}x{op.n}x{op.k} MFMAs ({op.name})")
         if self.lds_pad % 16:
             raise ValueError(f"lds_pad must be a multiple of 16 bytes; got {self.lds_pad}")
+        if self.load_ahead not in (1, 2):
+            raise ValueError(f"load_ahead must be 1 or 2 K tiles; got {self.load_ahead}")
 
 
 def default_config(dtype: str) -> Gfx950GemmConfig:
@@ -133,15 +146,94 @@ def _elem_bytes(storage: str) -> int:
                      "float32": np.float32, "float64": np.float64}[storage]).itemsize
 
 
-def gfx950_gemm(M: int, N: int, K: int, dtype: str = "f16", layout: str = "nn", out_dtype: str | None = None,
-                config: Gfx950GemmConfig | None = None, batch: int = 0):
-    """PrimFunc ``(A, B, C)`` (with ``batch``: a leading batch axis on each) for gfx950.
+# ------------------------------------------------------------------------------------------ the plan
 
-    A is ``(M, K)`` for layout ``n?`` and ``(K, M)`` for ``t?``; B is ``(K, N)`` for ``?n`` and
-    ``(N, K)`` for ``?t``; C is ``(M, N)`` in ``out_dtype`` (bf16 outputs and inputs are int16 bit
-    patterns in the signature; numpy bfloat16 arrays pass as they are).
-    """
-    register()
+@attrs.frozen
+class OperandPlan:
+    """How one operand (A or B) of a K tile travels: global -> registers -> LDS -> MFMA fragments."""
+
+    name: str  # "A" or "B"
+    mn_contiguous: bool  # M (A) or N (B) is contiguous in memory and LDS: storage rows are K
+    storage: tuple[int, int]  # (rows, columns) of one batch's row-major matrix in memory
+    lds_shape: tuple[int, int]  # one LDS stage: (rows, columns + padding) of the tile as stored
+    chunks: int  # 16-byte global chunks per thread and K tile
+    chunks_per_row: int  # 16-byte chunks per LDS row (the unpadded columns / vec)
+    transpose_read: str | None  # the ds_read_tr instruction reading the fragments; None: plain reads
+    fragments: int  # MFMA operand fragments per wave and K tile (RM x RK for A, RN x RK for B)
+    reads_per_fragment: int  # LDS read instructions per fragment (16-byte reads or ds_read_tr)
+
+    @property
+    def reads(self) -> int:
+        """LDS read instructions per wave and K tile."""
+        return self.fragments * self.reads_per_fragment
+
+
+@attrs.frozen
+class Gfx950GemmPlan:
+    """Everything the emission of one gfx950 GEMM needs, computed by ``plan_gfx950_gemm``: a pure
+    function of the problem and the config that tests inspect without building."""
+
+    M: int
+    N: int
+    K: int
+    batch: int  # 0: no batch axis
+    dtype: str  # DTYPES key
+    layout: str  # LAYOUTS entry
+    out_dtype: str  # OUT_STORAGE key
+    config: Gfx950GemmConfig
+    mfma: str  # catalog name of the MFMA
+    elem: str  # TIR dtype of A and B in memory, LDS and registers
+    acc: str  # TIR dtype of the accumulators
+    out: str  # TIR dtype of C
+    block: tuple[int, int, int]  # (BM, BN, BK): the workgroup's tile
+    warp_tile: tuple[int, int]  # (WM, WN): each wave's part of the tile (2 x 2 waves)
+    repeats: tuple[int, int, int]  # (RM, RN, RK): MFMAs per wave along M, N and K per K tile
+    grid: tuple[int, int]  # workgroups along M and N (per batch)
+    k_steps: int  # K tiles
+    vec: int  # elements per 16-byte chunk
+    a: OperandPlan
+    b: OperandPlan
+    format_codes: tuple[int, int] | None  # cbsz (A), blgp (B) of the scaled MFMA; None: dense MFMAs
+    interleave: tuple[tuple[int, int], ...] | None  # sched.group.barrier program per period; None: off
+
+    @property
+    def groups(self) -> int:
+        """Workgroups of the launch."""
+        return self.grid[0] * self.grid[1] * max(self.batch, 1)
+
+    @property
+    def mfmas_per_tile(self) -> int:
+        """MFMA instructions per wave and K tile."""
+        return self.repeats[0] * self.repeats[1] * self.repeats[2]
+
+
+def _operand_plan(name: str, op, spec: DtypeSpec, cfg: Gfx950GemmConfig, transposed: bool, M: int, N: int, K: int,
+                  repeats: int, rk: int) -> OperandPlan:
+    """A (``name`` "A") or B of the tile: its storage, LDS stage, global chunks and LDS reads."""
+    esize = _elem_bytes(spec.storage)
+    vec = max(1, 16 // esize)
+    BM, BN, BK = cfg.block_m, cfg.block_n, cfg.block_k
+    pad = cfg.lds_pad // esize
+    mn, tile_mn = (M, BM) if name == "A" else (N, BN)
+    mn_contiguous = transposed if name == "A" else not transposed
+    # K-contiguous tiles are stored (rows, BK) in LDS, M/N-contiguous ones (BK, cols); + padding
+    storage = (K, mn) if mn_contiguous else (mn, K)
+    rows, cols = (BK, tile_mn) if mn_contiguous else (tile_mn, BK)
+    chunks = rows * cols // vec // 256
+    if chunks * 256 * vec != rows * cols or chunks < 1:
+        raise ValueError(f"tile {BM}x{BN}x{BK} is not a whole number of 16-byte chunks per thread")
+    tr = spec.tr if cfg.transpose_loads and mn_contiguous else None
+    elems = op.a_elems
+    # LDS reads per fragment: one ds_read_tr per n elements, or 16-byte reads
+    per_fragment = elems // CATALOG[tr].elements if tr else -(-elems * esize // 16)
+    return OperandPlan(name, mn_contiguous, storage, (rows, cols + pad), chunks, cols // vec, tr, repeats * rk,
+                       per_fragment)
+
+
+def plan_gfx950_gemm(M: int, N: int, K: int, dtype: str = "f16", layout: str = "nn", out_dtype: str | None = None,
+                     config: Gfx950GemmConfig | None = None, batch: int = 0) -> Gfx950GemmPlan:
+    """The plan of ``gfx950_gemm`` (same arguments); ValueError for a problem or config it cannot
+    run."""
     if dtype not in DTYPES:
         raise ValueError(f"gfx950 GEMM: dtype {dtype!r} is not supported; expected one of {sorted(DTYPES)}")
     if layout not in LAYOUTS:
@@ -155,81 +247,120 @@ def gfx950_gemm(M: int, N: int, K: int, dtype: str = "f16", layout: str = "nn", 
     cfg = config or default_config(dtype)
     cfg.check(spec)
     op = CATALOG[spec.mfma16 if cfg.mfma == "16x16" else spec.mfma32]
-    a_t, b_t = layout[0] == "t", layout[1] == "t"
-    elem, acc, out = spec.storage, spec.acc, OUT_STORAGE[out_dtype]
-    esize = _elem_bytes(elem)
     BM, BN, BK = cfg.block_m, cfg.block_n, cfg.block_k
     WM, WN = BM // 2, BN // 2
     RM, RN, RK = WM // op.m, WN // op.n, BK // op.k
+    a = _operand_plan("A", op, spec, cfg, layout[0] == "t", M, N, K, RM, RK)
+    b = _operand_plan("B", op, spec, cfg, layout[1] == "t", M, N, K, RN, RK)
+    program = prefetch_program((RM, RN, RK), a.reads_per_fragment, b.reads_per_fragment, a.chunks + b.chunks,
+                               a.chunks + b.chunks) if cfg.interleave else None
+    codes = tuple(FORMAT_CODES[f] for f in spec.scaled) if spec.scaled else None
+    return Gfx950GemmPlan(M, N, K, batch, dtype, layout, out_dtype, cfg, op.name, spec.storage, spec.acc,
+                          OUT_STORAGE[out_dtype], (BM, BN, BK), (WM, WN), (RM, RN, RK), (-(-M // BM), -(-N // BN)),
+                          -(-K // BK), max(1, 16 // _elem_bytes(spec.storage)), a, b, codes, program)
+
+
+# -------------------------------------------------------------------------------------- the emission
+
+@attrs.frozen(eq=False)
+class Stage:
+    """One LDS stage of the K-tile pipeline (``pipeline.fragment_pipeline``): the tiles of A and B."""
+
+    lds_a: object  # shared (1, *plan.a.lds_shape)
+    lds_b: object  # shared (1, *plan.b.lds_shape)
+
+
+@attrs.frozen(eq=False)
+class Staging:
+    """One register set staging a K tile's global loads on their way to LDS."""
+
+    regs_a: object  # local (a.chunks * vec,): the thread's 16-byte chunks of the A tile
+    regs_b: object  # local (b.chunks * vec,)
+
+
+@attrs.frozen(eq=False)
+class Fragments:
+    """One register set of MFMA operand fragments: every K step of one K tile."""
+
+    regs_a: object  # local registers of the A fragments (RM x RK MFMA operands)
+    regs_b: object  # local registers of the B fragments (RN x RK)
+    Af: object  # regs_a as the MFMA pattern's (RM, RK, m, k) tile
+    Bf: object  # regs_b as (RN, RK, n, k)
+
+
+@attrs.frozen(eq=False)
+class WaveState:
+    """What every pipeline period of a thread works on besides its stage and fragment set."""
+
+    A: object  # the A parameter
+    B: object  # the B parameter
+    Df: object  # the accumulators as (RM, RN, m, n)
+    bz: object  # batch index
+    m0: object  # the workgroup's first row of C
+    n0: object  # the workgroup's first column of C
+    wm: object  # the wave's first row within the tile
+    wn: object  # the wave's first column within the tile
+    tx: object  # thread index in the workgroup
+
+
+def gfx950_gemm(M: int, N: int, K: int, dtype: str = "f16", layout: str = "nn", out_dtype: str | None = None,
+                config: Gfx950GemmConfig | None = None, batch: int = 0):
+    """PrimFunc ``(A, B, C)`` (with ``batch``: a leading batch axis on each) for gfx950.
+
+    A is ``(M, K)`` for layout ``n?`` and ``(K, M)`` for ``t?``; B is ``(K, N)`` for ``?n`` and
+    ``(N, K)`` for ``?t``; C is ``(M, N)`` in ``out_dtype`` (bf16 outputs and inputs are int16 bit
+    patterns in the signature; numpy bfloat16 arrays pass as they are).
+    """
+    register()
+    return emit_gfx950_gemm(plan_gfx950_gemm(M, N, K, dtype, layout, out_dtype, config, batch))
+
+
+def emit_gfx950_gemm(plan: Gfx950GemmPlan):
+    """The PrimFunc of a plan (``gfx950_gemm``)."""
+    op = CATALOG[plan.mfma]
+    M, N, K, batch = plan.M, plan.N, plan.K, plan.batch
+    elem, acc, out = plan.elem, plan.acc, plan.out
+    BM, BN, BK = plan.block
+    RM, RN, RK = plan.repeats
+    pa, pb, vec = plan.a, plan.b, plan.vec
     E = op.a_elems
-    scaled = spec.scaled is not None
+    scaled = plan.format_codes is not None
     la, na = mfma_fragment(op, "A", (RM, RK), byte_tiles=scaled)
     lb, nb = mfma_fragment(op, "B", (RN, RK), byte_tiles=scaled)
     la1, _ = mfma_fragment(op, "A", byte_tiles=scaled)
     lb1, _ = mfma_fragment(op, "B", byte_tiles=scaled)
     ld, nd = mfma_fragment(op, "D", (RM, RN))
-    if scaled:
-        kb = op.k // 32  # scale registers per lane and MFMA: one per 32 K (unit scales here)
-        ls, _ = mfma_fragment(op, "scale_a", (RM, 1))
-        lsb, _ = mfma_fragment(op, "scale_b", (RN, 1))
-    pad = cfg.lds_pad // esize
-    # LDS tiles: K-contiguous operands are (rows, BK); M/N-contiguous ones (BK, cols); + padding
-    sa_shape = (BK, BM + pad) if a_t else (BM, BK + pad)
-    sb_shape = (BN, BK + pad) if b_t else (BK, BN + pad)
-    a_shape = (K, M) if a_t else (M, K)
-    b_shape = (N, K) if b_t else (K, N)
+    a_shape = (K, M) if pa.mn_contiguous else (M, K)
+    b_shape = (N, K) if not pb.mn_contiguous else (K, N)
     if batch:
         a_shape, b_shape, c_shape = (batch, *a_shape), (batch, *b_shape), (batch, M, N)
     else:
         c_shape = (M, N)
-    grid_m, grid_n = -(-M // BM), -(-N // BN)
-    groups = grid_m * grid_n * max(batch, 1)
-    k_steps = -(-K // BK)
-    vec = max(1, 16 // esize)  # elements per 16-byte global/LDS chunk
-    a_rows, a_cols = sa_shape[0], BK if not a_t else BM
-    b_rows, b_cols = sb_shape[0], BK if b_t else BN
-    a_chunks = a_rows * a_cols // vec // 256  # 16-byte chunks per thread
-    b_chunks = b_rows * b_cols // vec // 256
-    if a_chunks * 256 * vec != a_rows * a_cols or b_chunks * 256 * vec != b_rows * b_cols or min(a_chunks, b_chunks) < 1:
-        raise ValueError(f"tile {BM}x{BN}x{BK} is not a whole number of 16-byte chunks per thread")
-    a_cpr, b_cpr = a_cols // vec, b_cols // vec  # chunks per LDS row
-    tr = spec.tr if cfg.transpose_loads else None
-    use_tr_a, use_tr_b = a_t and tr is not None, (not b_t) and tr is not None
-    mfma_name = op.name
-    wide_reads = -(-E * esize // 16)  # LDS reads per fragment: 16-byte reads, or one ds_read_tr per n elements
-    a_reads = RM * RK * (E // CATALOG[tr].elements if use_tr_a else wide_reads)
-    b_reads = RN * RK * (E // CATALOG[tr].elements if use_tr_b else wide_reads)
-    # a tile of one K step (the fp8 default) issues its global loads first: no later K step hides them
-    _interleave = schedule_hint(interleave_program(RM * RN * RK, (a_reads + b_reads) // RK, a_reads + b_reads,
-                                                   a_chunks + b_chunks, a_chunks + b_chunks, loads_first=RK == 1)
-                                if cfg.interleave else None)
-
+    grid_m, grid_n = plan.grid
+    _interleave = schedule_hint(plan.interleave)
     a_row, a_k, b_col, b_k, acc_row, acc_col = lane_maps(op)
 
-    # global operand access through flat views: storage (rows, cols), leading dimension ld
-    a_lim = (K, M) if a_t else (M, K)
-    b_lim = (N, K) if b_t else (K, N)
-
     def _convert(value):
-        if out_dtype == "bf16":  # round to nearest even, keep the bit pattern in int16
+        if plan.out_dtype == "bf16":  # round to nearest even, keep the bit pattern in int16
             bits = T.reinterpret(value, ty="uint32")
             rounded = (bits + T.uint32(0x7FFF) + ((bits >> T.uint32(16)) & T.uint32(1))) >> T.uint32(16)
             return T.reinterpret(T.cast(rounded, "uint16"), ty="int16")
         return T.cast(value, out) if out != acc else value
 
-    def _frag_loader(operand, mn_contiguous, transposing, mn_of, k_of, atom_layout):
+    def _frag_loader(operand: OperandPlan, mn_of, k_of, atom_layout):
         """Macro ``frag(regs, lds, buf, i, kk, w0, lane)``: MFMA fragment ``i`` of K step ``kk`` of
         ``operand`` from an LDS stage (the wave's tile starts at ``w0`` along M or N) into
         ``regs``: ds_read_tr where its M/N is contiguous in LDS and a transposing load exists,
         per-element reads where not, one wide read where K is contiguous."""
-        ext = op.m if operand == "A" else op.n
-        if transposing:
+        ext = op.m if operand.name == "A" else op.n
+        tr = operand.transpose_read
+        if tr:
             @T.macro
             def frag(regs, lds, buf, i, kk, w0, lane):
                 V = T.decl_tensor(regs.ptr_to([(i * RK + kk) * E]), ty_args=[T.Tensor((1, ext, op.k), elem, scope="local", layout=atom_layout)])
                 T.rocm.tile.apply(T.amdgcn[tr], V, lds[buf : buf + 1, kk * op.k : kk * op.k + op.k, w0 + i * ext : w0 + i * ext + ext],
-                                  scope="wave", mfma=mfma_name, operand=operand)
-        elif mn_contiguous:
+                                  scope="wave", mfma=plan.mfma, operand=operand.name)
+        elif operand.mn_contiguous:
             @T.macro
             def frag(regs, lds, buf, i, kk, w0, lane):
                 for e in T.unroll(E):
@@ -244,19 +375,22 @@ def gfx950_gemm(M: int, N: int, K: int, dtype: str = "f16", layout: str = "nn", 
                 regs[T.ramp((i * RK + kk) * E, 1, E)] = lds[buf, w0 + i * ext + mn_of(lane), T.ramp(kk * op.k + k_of(lane), 1, E)]
         return frag
 
-    _frag_a = _frag_loader("A", a_t, use_tr_a, a_row, a_k, la1)
-    _frag_b = _frag_loader("B", not b_t, use_tr_b, b_col, b_k, lb1)
+    _frag_a = _frag_loader(pa, a_row, a_k, la1)
+    _frag_b = _frag_loader(pb, b_col, b_k, lb1)
 
     @T.macro
     def _store_c(dst, bz, row, col, value):
         if row < M and col < N:
             dst[bz * (M * N) + row * N + col] = _convert(value)
 
-    _chunk_a = chunk_loader(elem, vec, a_lim, a_cpr, a_t, M * K, max(batch, 1) * M * K)
-    _chunk_b = chunk_loader(elem, vec, b_lim, b_cpr, not b_t, K * N, max(batch, 1) * K * N)
+    _chunk_a = chunk_loader(elem, vec, pa.storage, pa.chunks_per_row, pa.mn_contiguous, M * K, max(batch, 1) * M * K)
+    _chunk_b = chunk_loader(elem, vec, pb.storage, pb.chunks_per_row, pb.mn_contiguous, K * N, max(batch, 1) * K * N)
 
     if scaled:
-        code_a, code_b = (FORMAT_CODES[f] for f in spec.scaled)
+        code_a, code_b = plan.format_codes
+        kb = op.k // 32  # scale registers per lane and MFMA: one per 32 K (unit scales here)
+        ls, _ = mfma_fragment(op, "scale_a", (RM, 1))
+        lsb, _ = mfma_fragment(op, "scale_b", (RN, 1))
 
         @T.macro
         def _mfma(Df_, Af_, Bf_):
@@ -266,79 +400,88 @@ def gfx950_gemm(M: int, N: int, K: int, dtype: str = "f16", layout: str = "nn", 
                 rs[r] = T.uint32(UNIT_SCALES)
             Sa = T.decl_tensor(rs.ptr_to([0]), ty_args=[T.Tensor((RM, 1, op.m, kb), "uint32", scope="local", layout=ls)])
             Sb = T.decl_tensor(rs.ptr_to([RM]), ty_args=[T.Tensor((RN, 1, op.n, kb), "uint32", scope="local", layout=lsb)])
-            T.rocm.tile.apply(T.amdgcn[mfma_name], Df_, Af_, Bf_, Df_, Sa, Sb, scope="wave",
+            T.rocm.tile.apply(T.amdgcn[plan.mfma], Df_, Af_, Bf_, Df_, Sa, Sb, scope="wave",
                               cbsz=code_a, blgp=code_b, op_sel_a=0, op_sel_b=0)
     else:
         @T.macro
         def _mfma(Df_, Af_, Bf_):
-            T.rocm.tile.apply(T.amdgcn[mfma_name], Df_, Af_, Bf_, Df_, scope="wave")
-
-    # pipeline state: (A, B, ra, rb, Af, Bf, Df, bz, m0, n0, wm, wn, tx); stage: (SA, SB, ga, gb)
-    @T.macro
-    def _load(stage, state, ko):
-        """Every thread's share of K tile ``ko`` of A and B, global -> registers (zeros outside)."""
-        SA_, SB_, ga_, gb_ = stage
-        A_, B_, ra_, rb_, Af_, Bf_, Df_, bz_, m0_, n0_, wm_, wn_, t_ = state
-        Ag_ = T.decl_tensor(A_.data, ty_args=[T.Tensor((max(batch, 1) * M * K,), elem)])
-        Bg_ = T.decl_tensor(B_.data, ty_args=[T.Tensor((max(batch, 1) * K * N,), elem)])
-        for q in T.unroll(a_chunks):
-            _chunk_a(ga_, A_, Ag_, bz_, m0_, t_, q, ko * BK)
-        for q in T.unroll(b_chunks):
-            _chunk_b(gb_, B_, Bg_, bz_, n0_, t_, q, ko * BK)
+            T.rocm.tile.apply(T.amdgcn[plan.mfma], Df_, Af_, Bf_, Df_, scope="wave")
 
     @T.macro
-    def _store(stage, state):
-        SA_, SB_, ga_, gb_ = stage
-        A_, B_, ra_, rb_, Af_, Bf_, Df_, bz_, m0_, n0_, wm_, wn_, t_ = state
-        for q in T.unroll(a_chunks):
-            SA_[0, (q * 256 + t_) // a_cpr, T.ramp((q * 256 + t_) % a_cpr * vec, 1, vec)] = ga_[T.ramp(q * vec, 1, vec)]
-        for q in T.unroll(b_chunks):
-            SB_[0, (q * 256 + t_) // b_cpr, T.ramp((q * 256 + t_) % b_cpr * vec, 1, vec)] = gb_[T.ramp(q * vec, 1, vec)]
+    def _load(g, s, ko):
+        """Every thread's share of K tile ``ko`` of A and B, global -> staging registers (zeros outside)."""
+        Ag_ = T.decl_tensor(s.A.data, ty_args=[T.Tensor((max(batch, 1) * M * K,), elem)])
+        Bg_ = T.decl_tensor(s.B.data, ty_args=[T.Tensor((max(batch, 1) * K * N,), elem)])
+        for q in T.unroll(pa.chunks):
+            _chunk_a(g.regs_a, s.A, Ag_, s.bz, s.m0, s.tx, q, ko * BK)
+        for q in T.unroll(pb.chunks):
+            _chunk_b(g.regs_b, s.B, Bg_, s.bz, s.n0, s.tx, q, ko * BK)
 
     @T.macro
-    def _compute(stage, state):
-        """Per K step of the tile: the operand fragments from LDS, then its MFMAs."""
-        SA_, SB_, ga_, gb_ = stage
-        A_, B_, ra_, rb_, Af_, Bf_, Df_, bz_, m0_, n0_, wm_, wn_, t_ = state
+    def _store(stage, g, s):
+        """The staging registers -> the stage's LDS tiles."""
+        for q in T.unroll(pa.chunks):
+            stage.lds_a[0, (q * 256 + s.tx) // pa.chunks_per_row, T.ramp((q * 256 + s.tx) % pa.chunks_per_row * vec, 1, vec)] = g.regs_a[T.ramp(q * vec, 1, vec)]
+        for q in T.unroll(pb.chunks):
+            stage.lds_b[0, (q * 256 + s.tx) // pb.chunks_per_row, T.ramp((q * 256 + s.tx) % pb.chunks_per_row * vec, 1, vec)] = g.regs_b[T.ramp(q * vec, 1, vec)]
+
+    @T.macro
+    def _read(stage, f, s):
+        """Every K step's operand fragments of the stage's tile -> the register set."""
         for kk in T.unroll(RK):
             for mi in T.unroll(RM):
-                _frag_a(ra_, SA_, 0, mi, kk, wm_, t_ % 64)
+                _frag_a(f.regs_a, stage.lds_a, 0, mi, kk, s.wm, s.tx % 64)
             for ni in T.unroll(RN):
-                _frag_b(rb_, SB_, 0, ni, kk, wn_, t_ % 64)
-            _mfma(Df_, Af_[:, kk : kk + 1], Bf_[:, kk : kk + 1])
+                _frag_b(f.regs_b, stage.lds_b, 0, ni, kk, s.wn, s.tx % 64)
+
+    @T.macro
+    def _mma(f, s):
+        """The MFMAs of a register set's tile, with the period's memory instructions between them."""
+        for kk in T.unroll(RK):
+            _mfma(s.Df, f.Af[:, kk : kk + 1], f.Bf[:, kk : kk + 1])
         _interleave()
 
-    pipeline = k_pipeline(k_steps, _load, _store, _compute)
+    def _staging_sets(first: Staging, second: Staging) -> tuple[Staging, Staging]:
+        """The staging register sets of even and odd tiles: one set when loads are one tile ahead."""
+        return (first, second) if plan.config.load_ahead == 2 else (first, first)
+
+    pipeline = fragment_pipeline(plan.k_steps, _load, _store, _read, _mma, plan.config.load_ahead, pa.chunks + pb.chunks)
 
     @T.function
     def gemm(A: T.Tensor(a_shape, elem), B: T.Tensor(b_shape, elem), C: T.Tensor(c_shape, out)):
         with T.device_entry():
-            bid = T.launch_thread("blockIdx.x", groups)
+            bid = T.launch_thread("blockIdx.x", plan.groups)
             tx = T.launch_thread("threadIdx.x", 256)
-            SA0 = T.alloc_tensor(ty_args=[lds_stage(sa_shape, elem)])
-            SA1 = T.alloc_tensor(ty_args=[lds_stage(sa_shape, elem)])
-            SB0 = T.alloc_tensor(ty_args=[lds_stage(sb_shape, elem)])
-            SB1 = T.alloc_tensor(ty_args=[lds_stage(sb_shape, elem)])
-            ga0 = T.alloc_tensor(ty_args=[T.Tensor((a_chunks * vec,), elem, scope="local")])
-            gb0 = T.alloc_tensor(ty_args=[T.Tensor((b_chunks * vec,), elem, scope="local")])
-            ga1 = T.alloc_tensor(ty_args=[T.Tensor((a_chunks * vec,), elem, scope="local")])
-            gb1 = T.alloc_tensor(ty_args=[T.Tensor((b_chunks * vec,), elem, scope="local")])
-            ra = T.alloc_tensor(ty_args=[T.Tensor((na,), elem, scope="local")])
-            rb = T.alloc_tensor(ty_args=[T.Tensor((nb,), elem, scope="local")])
+            SA0 = T.alloc_tensor(ty_args=[lds_stage(pa.lds_shape, elem)])
+            SA1 = T.alloc_tensor(ty_args=[lds_stage(pa.lds_shape, elem)])
+            SB0 = T.alloc_tensor(ty_args=[lds_stage(pb.lds_shape, elem)])
+            SB1 = T.alloc_tensor(ty_args=[lds_stage(pb.lds_shape, elem)])
+            ga0 = T.alloc_tensor(ty_args=[T.Tensor((pa.chunks * vec,), elem, scope="local")])
+            gb0 = T.alloc_tensor(ty_args=[T.Tensor((pb.chunks * vec,), elem, scope="local")])
+            ga1 = T.alloc_tensor(ty_args=[T.Tensor((pa.chunks * vec,), elem, scope="local")])
+            gb1 = T.alloc_tensor(ty_args=[T.Tensor((pb.chunks * vec,), elem, scope="local")])
+            ra0 = T.alloc_tensor(ty_args=[T.Tensor((na,), elem, scope="local")])
+            rb0 = T.alloc_tensor(ty_args=[T.Tensor((nb,), elem, scope="local")])
+            ra1 = T.alloc_tensor(ty_args=[T.Tensor((na,), elem, scope="local")])
+            rb1 = T.alloc_tensor(ty_args=[T.Tensor((nb,), elem, scope="local")])
             rd = T.alloc_tensor(ty_args=[T.Tensor((nd,), acc, scope="local")])
-            Af = T.decl_tensor(ra.ptr_to([0]), ty_args=[T.Tensor((RM, RK, op.m, op.k), elem, scope="local", layout=la)])
-            Bf = T.decl_tensor(rb.ptr_to([0]), ty_args=[T.Tensor((RN, RK, op.n, op.k), elem, scope="local", layout=lb)])
+            Af0 = T.decl_tensor(ra0.ptr_to([0]), ty_args=[T.Tensor((RM, RK, op.m, op.k), elem, scope="local", layout=la)])
+            Bf0 = T.decl_tensor(rb0.ptr_to([0]), ty_args=[T.Tensor((RN, RK, op.n, op.k), elem, scope="local", layout=lb)])
+            Af1 = T.decl_tensor(ra1.ptr_to([0]), ty_args=[T.Tensor((RM, RK, op.m, op.k), elem, scope="local", layout=la)])
+            Bf1 = T.decl_tensor(rb1.ptr_to([0]), ty_args=[T.Tensor((RN, RK, op.n, op.k), elem, scope="local", layout=lb)])
             Df = T.decl_tensor(rd.ptr_to([0]), ty_args=[T.Tensor((RM, RN, op.m, op.n), acc, scope="local", layout=ld)])
             Cg = T.decl_tensor(C.data, ty_args=[T.Tensor((max(batch, 1) * M * N,), out)])
             bz = bid // (grid_m * grid_n)
             m0 = bid % (grid_m * grid_n) // grid_n * BM
             n0 = bid % grid_n * BN
-            wm = tx // 128 % 2 * WM  # "% 2" lets the pattern prove the region is in bounds
-            wn = tx // 64 % 2 * WN
+            wm = tx // 128 % 2 * plan.warp_tile[0]  # "% 2" lets the pattern prove the region is in bounds
+            wn = tx // 64 % 2 * plan.warp_tile[1]
             lane = tx % 64
             for r in T.unroll(nd):
                 rd[r] = T.cast(0, acc)
-            pipeline((SA0, SB0, ga0, gb0), (SA1, SB1, ga1, gb1), (A, B, ra, rb, Af, Bf, Df, bz, m0, n0, wm, wn, tx))
+            pipeline((Stage(SA0, SB0), Stage(SA1, SB1)), _staging_sets(Staging(ga0, gb0), Staging(ga1, gb1)),
+                     (Fragments(ra0, rb0, Af0, Bf0), Fragments(ra1, rb1, Af1, Bf1)),
+                     WaveState(A, B, Df, bz, m0, n0, wm, wn, tx))
             for mi in T.unroll(RM):
                 for ni in T.unroll(RN):
                     for r in T.unroll(op.acc_elems):
@@ -348,4 +491,5 @@ def gfx950_gemm(M: int, N: int, K: int, dtype: str = "f16", layout: str = "nn", 
     return gemm
 
 
-__all__ = ["DTYPES", "FORMAT_CODES", "LAYOUTS", "UNIT_SCALES", "Gfx950GemmConfig", "default_config", "gfx950_gemm"]
+__all__ = ["DTYPES", "FORMAT_CODES", "LAYOUTS", "UNIT_SCALES", "Gfx950GemmConfig", "Gfx950GemmPlan", "OperandPlan",
+           "default_config", "emit_gfx950_gemm", "gfx950_gemm", "plan_gfx950_gemm"]

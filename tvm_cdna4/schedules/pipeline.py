@@ -1,4 +1,8 @@
-"""The K-tile software pipeline of the gfx950 GEMMs: two stages of LDS plus registers.
+"""The K-tile software pipelines of the gfx950 GEMMs.
+
+``fragment_pipeline`` (the dense GEMM): two LDS stages and two MFMA fragment register sets, one
+explicit wait per K tile (its docstring). ``k_pipeline`` (the MX GEMM): two stages of LDS plus
+registers, described here.
 
 Each of the two stages is an LDS buffer plus a register set; tile ``j`` lives in stage ``j % 2``.
 Step ``ko`` (of ``k_steps``): store the registers holding tile ``ko + 1`` into their stage's LDS,
@@ -16,7 +20,7 @@ import math
 
 from tvm_tirx.script import tirx as T
 
-from ..patterns.wave import BUFFER_OOB
+from ..patterns.wave import BUFFER_OOB, waitcnt_lgkmcnt_imm, waitcnt_vmcnt_imm
 from ..rocm.helpers import SCHED_DS_READ, SCHED_DS_WRITE, SCHED_MFMA, SCHED_VMEM_READ, sched_helper
 
 
@@ -57,6 +61,112 @@ def k_pipeline(k_steps: int, load, store, compute):
                 step(2 * pairs + t, stage1, stage0, state)
 
     return run
+
+
+def fragment_pipeline(k_steps: int, load, store, read, mma, ahead: int = 1, loads_per_tile: int = 0):
+    """Macro ``run(stages, staging, frags, state)``: the K-tile pipeline with the operand fragments
+    double-buffered in registers, so that one ``s_waitcnt vmcnt(n) lgkmcnt(0)`` per K tile is the
+    only wait LLVM's waitcnt insertion finds necessary. ``stages``, ``staging`` and ``frags`` are
+    pairs (tile ``j`` uses entry ``j % 2``): LDS stages, global-load staging register sets, MFMA
+    fragment register sets.
+
+    Period ``p`` (between the barriers of consecutive tiles) stores the staging registers holding
+    tile ``p + 1`` into its LDS stage, loads tile ``p + 1 + ahead`` from global memory into staging
+    registers, reads the fragments of tile ``p`` from its stage into its set, and runs tile
+    ``p - 1``'s MFMAs from the other set (read in period ``p - 1``): nothing in a period waits for
+    a memory operation of the same period. Then one wait, for the period's LDS stores and reads and
+    for every global load but those of the next ``ahead - 1`` tiles (``loads_per_tile`` each), and
+    one workgroup barrier (it publishes tile ``p + 1``'s stage and retires the reads of tile
+    ``p``'s). ``ahead`` 1: a global load has one period to land, and one staging register set
+    suffices (pass the same set twice); 2: two periods, two sets. The last tile's MFMAs follow the
+    loop.
+
+    The kernel supplies four macros: ``load(staging, state, ko)`` (tile ``ko``: global -> staging
+    registers), ``store(stage, staging, state)`` (staging registers -> the stage's LDS),
+    ``read(stage, frags, state)`` (the stage's fragments -> the register set) and ``mma(frags,
+    state)`` (the MFMAs of a register set). The loop is unrolled by two so that every entry is
+    static.
+    """
+    if ahead not in (1, 2):
+        raise ValueError(f"fragment_pipeline: ahead must be 1 or 2 periods; got {ahead}")
+    pairs = max(k_steps - 2 - ahead, 0) // 2  # loop iterations (periods 2i+1, 2i+2), all with store and load
+    tail = k_steps - 1 - 2 * pairs  # periods after the loop
+
+    @T.macro
+    def wait(vmcnt):
+        T.evaluate(T.call_llvm_intrin("llvm.amdgcn.s.waitcnt", T.int32(waitcnt_vmcnt_imm(vmcnt) & waitcnt_lgkmcnt_imm(0)),
+                                      ty="void"))
+
+    @T.macro
+    def period(p, j, stages, staging, frags, state):
+        """Period ``p``; ``j = p % 2`` as a Python int."""
+        if p + 1 < k_steps:
+            store(stages[1 - j], staging[1 - j], state)
+        if p + 1 + ahead < k_steps:
+            load(staging[(j + 1 + ahead) % 2], state, p + 1 + ahead)
+        read(stages[j], frags[j], state)
+        if p >= 1:
+            mma(frags[1 - j], state)
+        if p + 1 + ahead < k_steps:
+            wait((ahead - 1) * loads_per_tile)
+        else:
+            wait(0)
+        T.rocm.workgroup_barrier()
+
+    @T.macro
+    def run(stages, staging, frags, state):
+        load(staging[0], state, 0)
+        store(stages[0], staging[0], state)
+        if k_steps > 1:
+            load(staging[1], state, 1)
+        if ahead == 2 and k_steps > 2:
+            load(staging[0], state, 2)
+        if ahead + 1 < k_steps:
+            wait((ahead - 1) * loads_per_tile)
+        else:
+            wait(0)
+        T.rocm.workgroup_barrier()
+        period(0, 0, stages, staging, frags, state)
+        for kp in T.serial(pairs):
+            period(2 * kp + 1, 1, stages, staging, frags, state)
+            period(2 * kp + 2, 0, stages, staging, frags, state)
+        for t in T.unroll(tail):
+            if t % 2 == 0:
+                period(2 * pairs + 1 + t, 1, stages, staging, frags, state)
+            else:
+                period(2 * pairs + 1 + t, 0, stages, staging, frags, state)
+        mma(frags[(k_steps - 1) % 2], state)
+
+    return run
+
+
+def prefetch_program(repeats: tuple[int, int, int], a_reads: int, b_reads: int, lds_writes: int,
+                     global_loads: int) -> tuple[tuple[int, int], ...]:
+    """``llvm.amdgcn.sched.group.barrier`` groups for one period of ``fragment_pipeline``.
+
+    The period's MFMAs (``repeats`` = (RM, RN, RK); K step, then M, then N fragment) carry its
+    memory instructions: over the first half of them, the LDS stores, each followed by a global
+    load (which may reuse its registers); and each fragment of the next tile is read (``a_reads``
+    / ``b_reads`` LDS reads per A / B fragment) right after the last MFMA that uses the same
+    fragment of the current tile, so that the register allocator can give it the same registers:
+    the two fragment sets cost little more than one."""
+    rm, rn, rk = repeats
+    memory = []
+    for i in range(max(lds_writes, global_loads)):
+        memory += [SCHED_DS_WRITE] * (i < lds_writes) + [SCHED_VMEM_READ] * (i < global_loads)
+    per_mfma = -(-len(memory) // max(1, rm * rn * rk // 2))
+    program = []
+    for _ in range(rk):
+        for mi in range(rm):
+            for ni in range(rn):
+                program.append((SCHED_MFMA, 1))
+                program += [(mask, 1) for mask in memory[:per_mfma]]
+                del memory[:per_mfma]
+                if ni == rn - 1:  # A fragment mi of this K step is dead
+                    program.append((SCHED_DS_READ, a_reads))
+                if mi == rm - 1:  # B fragment ni of this K step is dead
+                    program.append((SCHED_DS_READ, b_reads))
+    return tuple(program)
 
 
 def interleave_program(mfmas: int, first_reads: int, lds_reads: int, lds_writes: int, global_loads: int,
