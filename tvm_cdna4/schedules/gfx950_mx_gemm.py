@@ -194,9 +194,10 @@ def gfx950_mx_gemm(M: int, N: int, K: int, dtype: str = "mxfp8", layout: str = "
 
     def _scale_words(SA_, SB_, m0_, n0_, row, ko, kk):
         """The four scales of K step ``kk`` of tile ``ko`` of scale row ``row`` (A rows first, then B
-        rows) as (word from A, word from B), the other one zero; they are ORed when stored to LDS, a
-        step later, so that no instruction waits for the loads right after issuing them. ``SA_`` and
-        ``SB_`` are flat views of the scale matrices."""
+        rows) as (word for an A row, word for a B row); ``_scale_index`` sends the one that is not the
+        row's to a spare LDS word. Two stores instead of one merged word: nothing combines the two
+        loads, so no instruction waits for them before the store a step later. ``SA_`` and ``SB_``
+        are flat views of the scale matrices."""
         k4 = (ko * RK + kk) * 4  # first scale byte
         if word_scales:  # two buffer loads; the one for the other operand is out of range (zero)
             a_ok = T.And(T.And(row < BM, m0_ + row < M), k4 < kb)
@@ -209,15 +210,20 @@ def gfx950_mx_gemm(M: int, N: int, K: int, dtype: str = "mxfp8", layout: str = "
             b = guarded_load(SB_, 0, n0_ + T.max(row - BM, 0), k4 + e, (N, kb), "uint8")
             byte = T.if_then_else(row < BM, a, T.if_then_else(row < BM + BN, b, T.uint8(0)))
             word = word | (T.cast(byte, "uint32") << T.uint32(8 * e))
-        return word, T.uint32(0)
+        return word, word
 
-    def _scale_slot(row):
-        """LDS word of scale row ``row`` (A rows, then B rows), times RK: within each wave's half of
-        the tile, row ``16 * i + r`` goes to ``r * R + i``, so a lane's R fragments' scales (RK words
-        each) are adjacent, in the register order of the scale fragments."""
-        a_slot = row // WM * WM + row % 16 * RM + row % WM // 16
-        b = row - BM
-        return T.if_then_else(row < BM, a_slot, BM + b // WN * WN + b % 16 * RN + b % WN // 16) * RK
+    def _scale_index(row, operand: str):
+        """LDS word (times RK) of scale row ``row`` (A rows, then B rows) for the ``operand`` word of
+        ``_scale_words``: within each wave's half of the tile, row ``16 * i + r`` goes to ``r * R +
+        i``, so a lane's R fragments' scales (RK words each) are adjacent in the register order of the
+        scale fragments; a word that is not the row's goes to the spare word ``BM + BN + row``."""
+        spare = BM + BN + row
+        if operand == "A":
+            slot = T.if_then_else(row < BM, row // WM * WM + row % 16 * RM + row % WM // 16, spare)
+        else:
+            b = row - BM
+            slot = T.if_then_else(T.And(row >= BM, row < BM + BN), BM + b // WN * WN + b % 16 * RN + b % WN // 16, spare)
+        return slot * RK
 
     def _copy(plan: MxOperand):
         """Macros ``load(regs, X, Xg, tile0, t, q, k0)`` (unit ``q`` of thread ``t`` of the tile at
@@ -343,8 +349,8 @@ def gfx950_mx_gemm(M: int, N: int, K: int, dtype: str = "mxfp8", layout: str = "
         for q in T.unroll(pb.units):
             _store_b(LB_, gb_, t_, q)
         for q in T.unroll(s_rows):
-            if q * THREADS + t_ < BM + BN:
-                LS_[0, _span(_scale_slot(q * THREADS + t_), RK)] = gs_[_span(2 * q * RK, RK)] | gs_[_span((2 * q + 1) * RK, RK)]
+            LS_[0, _span(_scale_index(q * THREADS + t_, "A"), RK)] = gs_[_span(2 * q * RK, RK)]
+            LS_[0, _span(_scale_index(q * THREADS + t_, "B"), RK)] = gs_[_span((2 * q + 1) * RK, RK)]
 
     def _lds_writes(plan: MxOperand) -> int:
         if plan.k_contiguous or plan.slot_bytes == plan.chunk_bytes:
@@ -353,7 +359,7 @@ def gfx950_mx_gemm(M: int, N: int, K: int, dtype: str = "mxfp8", layout: str = "
 
     reads = (RM * pa.reads + RN * pb.reads) * RK + 2 * -(-RK * max(RM, RN) // 4)  # + the scale reads
     _interleave = schedule_hint(interleave_program(
-        RM * RN * RK, (RN * pb.reads + pa.reads) + 2, reads, _lds_writes(pa) + _lds_writes(pb) + s_rows,
+        RM * RN * RK, (RN * pb.reads + pa.reads) + 2, reads, _lds_writes(pa) + _lds_writes(pb) + 2 * s_rows,
         pa.units * (pa.unit_words // 4) + pb.units * (pb.unit_words // 4) + 2 * s_rows * RK,
         loads_first=True) if cfg.interleave else None)
 
@@ -363,7 +369,7 @@ def gfx950_mx_gemm(M: int, N: int, K: int, dtype: str = "mxfp8", layout: str = "
         LA_, LB_, LS_, ga_, gb_, gs_ = stage
         A_, B_, SA_, SB_, ra_, rb_, rs_, Af_, Bf_, Sa_, Sb_, Df_, m0_, n0_, wm_, wn_, t_ = state
         lane = t_ % 64
-        # one LDS read brings a lane's scale words for all its fragments (see _scale_slot)
+        # one LDS read brings a lane's scale words for all its fragments (see _scale_index)
         rs_[T.ramp(0, 1, RM * RK)] = LS_[0, T.ramp((wm_ + a_row(lane) * RM) * RK, 1, RM * RK)]
         rs_[T.ramp(RM * RK, 1, RN * RK)] = LS_[0, T.ramp((BM + wn_ + b_col(lane) * RN) * RK, 1, RN * RK)]
         for r in T.unroll(RN * RK):
@@ -396,8 +402,8 @@ def gfx950_mx_gemm(M: int, N: int, K: int, dtype: str = "mxfp8", layout: str = "
             LA1 = T.alloc_tensor(ty_args=[lds_a])
             LB0 = T.alloc_tensor(ty_args=[lds_b])
             LB1 = T.alloc_tensor(ty_args=[lds_b])
-            LS0 = T.alloc_tensor(ty_args=[lds_stage(((BM + BN) * RK,), "uint32")])
-            LS1 = T.alloc_tensor(ty_args=[lds_stage(((BM + BN) * RK,), "uint32")])
+            LS0 = T.alloc_tensor(ty_args=[lds_stage(((BM + BN + s_rows * THREADS) * RK,), "uint32")])
+            LS1 = T.alloc_tensor(ty_args=[lds_stage(((BM + BN + s_rows * THREADS) * RK,), "uint32")])
             ga0 = T.alloc_tensor(ty_args=[T.Tensor((pa.units * pa.unit_words,), "uint32", scope="local")])
             gb0 = T.alloc_tensor(ty_args=[T.Tensor((pb.units * pb.unit_words,), "uint32", scope="local")])
             gs0 = T.alloc_tensor(ty_args=[T.Tensor((2 * s_rows * RK,), "uint32", scope="local")])
