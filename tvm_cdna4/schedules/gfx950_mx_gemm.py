@@ -261,25 +261,24 @@ def gfx950_mx_gemm(M: int, N: int, K: int, dtype: str = "mxfp8", layout: str = "
                 for e in T.unroll(U):
                     regs[q * U + e] = guarded_load(Xg, 0, k0 + row, col + e, (plan.rows, plan.row_words), "uint32")
 
-        chunk_words = plan.chunk_bytes // 4
-        # one store per unit where slots hold no padding, else one per ds_read_tr chunk (tr6: 12 of 16 bytes)
-        pieces, piece_words = (1, U) if plan.slot_bytes == plan.chunk_bytes else (U // chunk_words, chunk_words)
-        stride = piece_words * 4 if pieces == 1 else plan.slot_bytes
-
-        if len(plan.lds_shape) == 2:
+        if len(plan.lds_shape) == 2:  # tr8: 8-byte chunks, no padding: the unit is one 16-byte store
             @T.macro
             def store(L, regs, t, q):
                 row, u = (q * THREADS + t) // per, (q * THREADS + t) % per
-                for s in T.unroll(pieces):
-                    L[0, row, T.ramp((u * pieces + s) * stride, 1, piece_words * 4)] = T.reinterpret(
-                        regs[T.ramp(q * U + s * piece_words, 1, piece_words)], ty=f"uint8x{piece_words * 4}")
-        else:
+                L[0, row, T.ramp(u * U * 4, 1, U * 4)] = T.reinterpret(regs[T.ramp(q * U, 1, U)], ty=f"uint8x{U * 4}")
+        elif plan.slot_bytes == plan.chunk_bytes:  # tr4: 8-byte chunks, no padding
             @T.macro
             def store(L, regs, t, q):
                 row, u = (q * THREADS + t) // per, (q * THREADS + t) % per
-                for s in T.unroll(pieces):
-                    L[0, row // 128, row % 32 // 16, row % 128 // 32, row % 16, T.ramp((u * pieces + s) * stride, 1, piece_words * 4)] = \
-                        T.reinterpret(regs[T.ramp(q * U + s * piece_words, 1, piece_words)], ty=f"uint8x{piece_words * 4}")
+                L[0, row // 128, row % 32 // 16, row % 128 // 32, row % 16, T.ramp(u * U * 4, 1, U * 4)] = \
+                    T.reinterpret(regs[T.ramp(q * U, 1, U)], ty=f"uint8x{U * 4}")
+        else:  # tr6: one 12-byte store per 16-byte slot
+            @T.macro
+            def store(L, regs, t, q):
+                row, u = (q * THREADS + t) // per, (q * THREADS + t) % per
+                for s in T.unroll(U // 3):
+                    L[0, row // 128, row % 32 // 16, row % 128 // 32, row % 16,
+                      T.ramp((u * U // 3 + s) * plan.slot_bytes, 1, 12)] = T.reinterpret(regs[T.ramp(q * U + 3 * s, 1, 3)], ty="uint8x12")
         return load, store
 
     _load_a, _store_a = _copy(pa)
@@ -355,7 +354,7 @@ def gfx950_mx_gemm(M: int, N: int, K: int, dtype: str = "mxfp8", layout: str = "
     def _lds_writes(plan: MxOperand) -> int:
         if plan.k_contiguous or plan.slot_bytes == plan.chunk_bytes:
             return plan.units * (plan.unit_words // 4)
-        return plan.units * plan.unit_words // (plan.chunk_bytes // 4)
+        return plan.units * plan.unit_words // 3  # tr6: one store per chunk
 
     reads = (RM * pa.reads + RN * pb.reads) * RK + 2 * -(-RK * max(RM, RN) // 4)  # + the scale reads
     _interleave = schedule_hint(interleave_program(
