@@ -1,7 +1,12 @@
 """Our gfx950 GEMMs next to Triton's own gfx950 code: one static analysis for both (no GPU, no ROCm).
 
 Run: python benchmarks/gfx950_vs_triton.py [--size 4096] [--dtypes f16,fp8,mxfp8] [--layouts nt,nn]
-     [--quick] [--json benchmarks/gfx950_vs_triton.json] [--results benchmarks/RESULTS.md]
+     [--quick] [--json benchmarks/gfx950_vs_triton.json] [--results benchmarks/RESULTS.md] [--ours-only]
+
+``--ours-only`` rebuilds and analyses only our kernels of ``--dtypes``/``--layouts``; Triton's
+rows, and every row of the other problems, are read back from the ``--json`` file of an earlier
+full run (which must have the same size) and written again with ours replaced. Triton's 336
+configurations take long to compile on a small machine and do not change with our schedules.
 
 Triton (the ``bench`` extra: ``pip install 'tvm-cdna4[bench]'``) compiles its tutorial matmul
 (``triton_tutorial_matmul.py``) offline for ``GPUTarget("hip", "gfx950", 64)`` over AMD's
@@ -31,10 +36,10 @@ import warnings
 import attrs
 
 import tvm_cdna4
-from tvm_cdna4.rocm.build import llvm_tool, parse_metadata
+from tvm_cdna4.rocm.build import KernelInfo, llvm_tool, parse_metadata
 from tvm_cdna4.schedules.gfx950_gemm import DTYPES, default_config, gfx950_gemm
 from tvm_cdna4.schedules.gfx950_mx_gemm import MX_FORMATS, MxGemmConfig, gfx950_mx_gemm
-from tvm_cdna4.schedules.report import KernelReport, kernel_report
+from tvm_cdna4.schedules.report import KernelReport, LoopReport, kernel_report
 
 GEMM_DTYPES = ("f16", "bf16", "fp8", "bf8", "fp8_bf8", "bf8_fp8", "i8")
 LAYOUTS = ("nt", "nn")
@@ -224,6 +229,26 @@ def best(rows: list[Row], min_waves: int = 1) -> Row | None:
     return max(scored, key=lambda r: r.est) if scored else None
 
 
+def row_from_dict(d: dict) -> Row:
+    """A row of the JSON file (``Row.as_dict``) back as a Row with its report."""
+    if d.get("vgprs") is None:
+        return Row(d["kernel"], d["dtype"], d["layout"], d["config"], None, d["error"])
+    info = KernelInfo(d["kernel"], d["vgprs"], d["agprs"], d["sgprs"], d["lds_bytes"], d["scratch_bytes"], 256, 0, 0)
+    formats = tuple(d["formats"])
+    loop = LoopReport(d["loop_instructions"], d["mix"], d["mfma_cycles"], d["mca_cycles"], d["mca_mfma_cycles"],
+                      mfmas=d["mfmas"], mfma_ops=d["mfma_ops"], formats=(formats,), mca_error=d["mca_error"])
+    report = KernelReport(info, loop, d["waves_per_simd"], formats, d["peak_ops_per_cycle"], d["peak_mfma"])
+    return Row(d["kernel"], d["dtype"], d["layout"], d["config"], report, d["error"])
+
+
+def read_json(path: str, size: int) -> tuple[dict, list[Row]]:
+    """(date and versions, rows) of an earlier run's JSON file."""
+    data = json.load(open(path))
+    if data["size"] != size:
+        raise SystemExit(f"gfx950_vs_triton: {path} holds a {data['size']}³ run, not {size}³")
+    return data, [row_from_dict(d) for d in data["rows"]]
+
+
 # ------------------------------------------------------------------------------------------ output
 
 def _pct(x: float | None) -> str:
@@ -271,8 +296,9 @@ def versions() -> dict[str, str]:
             "llvm-mca": (re.search(r"LLVM version (\S+)", mca_version) or [None, "not installed"])[1]}
 
 
-def results_section(rows: list[Row], size: int, date: str, info: dict[str, str], command: str) -> str:
-    """The RESULTS.md section: method, versions, metric definitions, the summary table, failures."""
+def results_section(rows: list[Row], size: int, date: str, info: dict[str, str], command: str, reused: str = "") -> str:
+    """The RESULTS.md section: method, versions, metric definitions, the summary table, failures.
+    ``reused``: a sentence saying which rows come from an earlier run (``--ours-only``)."""
     groups: dict[tuple[str, str], list[Row]] = {}
     for row in rows:
         groups.setdefault((row.dtype, row.layout), []).append(row)
@@ -287,7 +313,7 @@ def results_section(rows: list[Row], size: int, date: str, info: dict[str, str],
              "(128x128 / 256x256 tiles, 4 / 8 warps, 2 stages, `matrix_instr_nonkdim` 16 / 32, BLOCK_K 64 / 128, "
              "16-bit types also 32, MX 128 / 256); the row shows Triton's best config by the estimate (all configs in "
              "`benchmarks/gfx950_vs_triton.json`). Ours: the default config. Both listings go through one analysis, "
-             "`tvm_cdna4.schedules.report.kernel_report`.", "",
+             "`tvm_cdna4.schedules.report.kernel_report`." + (" " + reused if reused else ""), "",
              "Metrics, per main-loop iteration (the basic block with the most MFMAs that branches back to itself; ours "
              "holds two K tiles, Triton's one): VGPR = unified count of the metadata (AGPRs included), waves/SIMD from "
              "registers and LDS (Triton's LDS is its dynamic `shared` size), MFMA instructions and which, `s_waitcnt` "
@@ -351,9 +377,10 @@ def write_results(section: str, path: str) -> None:
         f.write(text)
 
 
-def write_json(path: str, date: str, size: int, info: dict[str, str], rows: list[Row]) -> None:
-    """Every row, one JSON object per line (readable diffs)."""
-    head = json.dumps({"date": date, "size": size, "versions": info})[:-1]
+def write_json(path: str, date: str, size: int, info: dict[str, str], rows: list[Row], triton_date: str) -> None:
+    """Every row, one JSON object per line (readable diffs); ``triton_date``: when Triton's rows were
+    compiled (``--ours-only`` keeps them)."""
+    head = json.dumps({"date": date, "triton_date": triton_date, "size": size, "versions": info})[:-1]
     body = ",\n".join(json.dumps(r.as_dict()) for r in rows)
     with open(path, "w") as f:
         f.write(f'{head}, "rows": [\n{body}\n]}}\n')
@@ -367,25 +394,44 @@ def main(argv=None) -> int:
     parser.add_argument("--quick", action="store_true", help="one Triton config per problem")
     parser.add_argument("--json", help="write every row here")
     parser.add_argument("--results", help="write the dated section into this RESULTS.md")
+    parser.add_argument("--ours-only", action="store_true",
+                        help="build only our kernels; every other row comes from the --json file of an earlier run")
     args = parser.parse_args(argv)
-    import_triton()
+    if args.ours_only and not args.json:
+        parser.error("--ours-only reads Triton's rows from --json")
+    earlier, previous = read_json(args.json, args.size) if args.ours_only else ({}, [])
+    if not args.ours_only:
+        import_triton()
+    wanted = [(d, lay) for d in args.dtypes.split(",") for lay in args.layouts.split(",")
+              if d not in MX_FORMATS or lay == "nt"]  # ours supports MX in layout nt only
+    problems = list(dict.fromkeys([(r.dtype, r.layout) for r in previous] + wanted))
     rows: list[Row] = []
-    for dtype in args.dtypes.split(","):
-        for layout in args.layouts.split(","):
-            if dtype in MX_FORMATS and layout != "nt":
-                continue  # ours supports MX in layout nt only
-            rows.append(ours_row(dtype, layout, args.size))
+    for dtype, layout in problems:
+        if (dtype, layout) not in wanted:
+            rows += [r for r in previous if (r.dtype, r.layout) == (dtype, layout)]
+            continue
+        rows.append(ours_row(dtype, layout, args.size))
+        print(table_row(rows[-1]), flush=True)
+        if args.ours_only:
+            rows += [r for r in previous if (r.dtype, r.layout) == (dtype, layout) and r.kernel == "Triton"]
+            continue
+        for cfg in triton_space(dtype, args.quick):
+            rows.append(triton_row(dtype, layout, args.size, cfg))
             print(table_row(rows[-1]), flush=True)
-            for cfg in triton_space(dtype, args.quick):
-                rows.append(triton_row(dtype, layout, args.size, cfg))
-                print(table_row(rows[-1]), flush=True)
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     info = versions()
+    reused, triton_date = "", earlier.get("triton_date", earlier.get("date", date))
+    if args.ours_only:
+        info["triton"] = earlier["versions"]["triton"]
+        others = sorted({d for d, lay in problems if (d, lay) not in wanted})
+        reused = (f"Ours rebuilt for {', '.join(sorted({d for d, _ in wanted}))} ({', '.join(args.layouts.split(','))}); "
+                  f"Triton's rows{' and every row of ' + ', '.join(others) if others else ''} are those of the full run "
+                  f"of {triton_date} (`--ours-only`: read back from the JSON file, analysed by the same code).")
     command = "python benchmarks/gfx950_vs_triton.py " + " ".join(argv if argv is not None else sys.argv[1:])
-    section = results_section(rows, args.size, date, info, command.strip())
+    section = results_section(rows, args.size, date, info, command.strip(), reused)
     print(section)
     if args.json:
-        write_json(args.json, date, args.size, info, rows)
+        write_json(args.json, date, args.size, info, rows, triton_date)
     if args.results:
         write_results(section, args.results)
     return 0
