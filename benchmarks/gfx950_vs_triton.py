@@ -18,7 +18,8 @@ MX formats go through ``tl.dot_scaled`` (``mx_matmul_kernel``). Ours is the defa
 ``tvm_cdna4.schedules.report.kernel_report`` (main loop, instruction mix, resources, llvm-mca-22,
 estimated fraction of the dtype's peak: see that module's docstring). Layouts: A is ``M x K``
 row-major; B is ``N x K`` (K-contiguous) for ``nt`` and ``K x N`` (N-contiguous) for ``nn``;
-C is ``M x N`` f32 (i32 for i8). Configurations compile one after another.
+C is ``M x N`` f32 (i32 for i8). Ours also runs ``tn``/``tt`` (A ``K x M``); Triton's rows are
+compiled for ``nt`` and ``nn`` (MX: ``nt``) only (``triton_layout``). Configurations compile one after another.
 """
 
 from __future__ import annotations
@@ -123,7 +124,8 @@ def ours_row(dtype: str, layout: str, size: int) -> Row:
     """Our default kernel for the problem, built and analysed."""
     if dtype in MX_FORMATS:
         cfg = MxGemmConfig()
-        func, label = gfx950_mx_gemm(size, size, size, dtype, layout, config=cfg), f"{cfg.block_m}x{cfg.block_n}x128"
+        func = gfx950_mx_gemm(size, size, size, dtype, layout, config=cfg)
+        label = f"{cfg.block_m}x{cfg.block_n}x{cfg.block_k}"
     else:
         cfg = default_config(dtype)
         func = gfx950_gemm(size, size, size, dtype, layout, config=cfg)
@@ -167,6 +169,12 @@ def specialise(fn, pointers: dict[str, str], ints: dict[str, int], constexprs: d
         else:
             signature[name] = "constexpr"
     return signature, consts, attrs_
+
+
+def triton_layout(dtype: str, layout: str) -> bool:
+    """Whether ``triton_problem`` states the layout: A ``M x K``; B ``N x K`` or ``K x N`` (MX: the
+    tutorial's ``mx_matmul_kernel`` takes K-packed operands, i.e. ``nt`` only)."""
+    return layout == "nt" or (layout == "nn" and dtype not in MX_FORMATS)
 
 
 def triton_problem(tl, kernels, dtype: str, layout: str, size: int, cfg: TritonConfig):
@@ -402,8 +410,7 @@ def main(argv=None) -> int:
     earlier, previous = read_json(args.json, args.size) if args.ours_only else ({}, [])
     if not args.ours_only:
         import_triton()
-    wanted = [(d, lay) for d in args.dtypes.split(",") for lay in args.layouts.split(",")
-              if d not in MX_FORMATS or lay == "nt"]  # ours supports MX in layout nt only
+    wanted = [(d, lay) for d in args.dtypes.split(",") for lay in args.layouts.split(",")]
     problems = list(dict.fromkeys([(r.dtype, r.layout) for r in previous] + wanted))
     rows: list[Row] = []
     for dtype, layout in problems:
@@ -415,7 +422,7 @@ def main(argv=None) -> int:
         if args.ours_only:
             rows += [r for r in previous if (r.dtype, r.layout) == (dtype, layout) and r.kernel == "Triton"]
             continue
-        for cfg in triton_space(dtype, args.quick):
+        for cfg in triton_space(dtype, args.quick) if triton_layout(dtype, layout) else ():
             rows.append(triton_row(dtype, layout, args.size, cfg))
             print(table_row(rows[-1]), flush=True)
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
