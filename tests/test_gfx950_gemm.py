@@ -146,7 +146,7 @@ def test_mx_storage_packs_along_the_contiguous_dimension(rng):
 
 
 @pytest.mark.parametrize("fmt, tr, slot, unit", [("fp8", "ds_read_tr8_b64_v2i32", 8, 4),
-                                                 ("fp6", "ds_read_tr6_b96_v3i32", 16, 12),
+                                                 ("fp6", "ds_read_tr6_b96_v3i32", 16, 3),
                                                  ("fp4", "ds_read_tr4_b64_v2i32", 8, 4)])
 def test_mx_operand_plan_of_an_mn_contiguous_operand(fmt, tr, slot, unit):
     """The M/N-contiguous B of a 128 x 128 x 128 tile: K rows in LDS, one ds_read_tr chunk per slot

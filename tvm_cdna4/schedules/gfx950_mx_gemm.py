@@ -22,9 +22,12 @@ instructions. The per-operand plan (``MxOperand``) fixes how a tile travels:
 * K-contiguous: 16-byte ``buffer_load_dwordx4`` chunks, LDS rows of packed K words, and each lane
   reads its 32 K positions (4/6/8 words) with wide LDS reads.
 * M/N-contiguous: the tile is stored in LDS with K rows and M/N contiguous, in slots of one
-  ``ds_read_tr`` chunk (tr6: 12 bytes in a 16-byte slot, its LDS alignment); fp4/fp6 fragments
-  come from the tile form of ``ds_read_tr4/tr6`` (two calls per 32 K, 2/3 words each), fp8/bf8
-  fragments are ``uint8`` element tiles from the operand form of ``ds_read_tr8`` (four calls).
+  ``ds_read_tr`` chunk (tr6: 12 bytes in a 16-byte slot, its LDS alignment, each chunk one
+  ``buffer_load_dwordx3`` and one 12-byte LDS store); fp4/fp6 fragments come from the tile form of
+  ``ds_read_tr4/tr6`` (two calls per 32 K, 2/3 words each), fp8/bf8 fragments are ``uint8``
+  element tiles from the operand form of ``ds_read_tr8`` (four calls). gfx950 register tuples
+  are even-aligned, so the second ``ds_read_b96_tr_b6`` of a 6-register fp6 operand cannot land
+  in place (it would start at an odd register): LLVM copies it (three ``v_mov_b32`` per fragment).
 
 The E8M0 scales of a tile row (four per 128 K) travel as 32-bit words, staged in LDS beside the
 data so that one LDS read brings a lane's scale words for all its fragments; each lane extracts
@@ -33,8 +36,6 @@ M/N positions past the end only reach masked outputs; the epilogue stores only i
 """
 
 from __future__ import annotations
-
-import math
 
 import attrs
 import numpy as np
@@ -76,8 +77,8 @@ class MxOperand:
     """How one operand travels from global memory to MFMA fragments (module docstring).
 
     Storage: ``rows`` rows of ``row_words`` packed words; a tile is ``tile_rows`` rows of
-    ``tile_words`` words. Each thread copies ``units`` units of ``unit_words`` words per tile (16-byte
-    chunks; tr6: three chunks, four 12-byte slots) into an LDS stage of ``lds_shape``
+    ``tile_words`` words. Each thread copies ``units`` units of ``unit_words`` words per tile (one
+    buffer load each: 16 bytes; tr6: one 12-byte chunk, stored in its 16-byte slot) into an LDS stage of ``lds_shape``
     (``lds_dtype``): uint32 K words (K-contiguous), or uint8 rows of K with ``slot_bytes`` per
     ``ds_read_tr`` chunk (M/N-contiguous; ``lds_row`` bytes per K row)."""
 
@@ -116,7 +117,7 @@ def operand_plan(name: str, k_contiguous: bool, extent: int, K: int, tile: int, 
     tr = transpose_load(fmt)
     chunk = tr.load_bits // 8
     slot = -(-chunk // tr.lds_alignment) * tr.lds_alignment
-    unit = math.lcm(4, chunk // 4)
+    unit = 4 if slot == chunk else chunk // 4  # words per global load: 16 bytes, or one padded tr6 chunk
     tile_words = tile * bits // 32
     row = tile // tr.elements * slot + lds_pad
     if bits == 8:  # the operand form's (k, m/n) element tile
@@ -245,15 +246,13 @@ def gfx950_mx_gemm(M: int, N: int, K: int, dtype: str = "mxfp8", layout: str = "
             return load, store
         per, U = plan.tile_words // plan.unit_words, plan.unit_words
         nbytes = plan.rows * plan.row_words * 4
-        if plan.row_words % 4 == 0 and nbytes < 2**31:  # whole 16-byte chunks in every row: buffer loads
+        if plan.row_words % U == 0 and nbytes < 2**31:  # every unit wholly inside or outside a row: one buffer load
             @T.macro
             def load(regs, X, Xg, tile0, t, q, k0):
                 row, col = (q * THREADS + t) // per, tile0 * bits // 32 + (q * THREADS + t) % per * U
-                for c in T.unroll(U // 4):
-                    inside = T.And(k0 + row < plan.rows, col + 4 * c < plan.row_words)
-                    voff = T.if_then_else(inside, (row * plan.row_words + col + 4 * c) * 4, T.int32(BUFFER_OOB))
-                    regs[T.ramp(q * U + 4 * c, 1, 4)] = T.rocm.buffer_load(X.data, nbytes, voff, k0 * plan.row_words * 4,
-                                                                          "uint32x4")
+                inside = T.And(k0 + row < plan.rows, col < plan.row_words)
+                voff = T.if_then_else(inside, (row * plan.row_words + col) * 4, T.int32(BUFFER_OOB))
+                regs[T.ramp(q * U, 1, U)] = T.rocm.buffer_load(X.data, nbytes, voff, k0 * plan.row_words * 4, f"uint32x{U}")
         else:
             @T.macro
             def load(regs, X, Xg, tile0, t, q, k0):
@@ -261,24 +260,18 @@ def gfx950_mx_gemm(M: int, N: int, K: int, dtype: str = "mxfp8", layout: str = "
                 for e in T.unroll(U):
                     regs[q * U + e] = guarded_load(Xg, 0, k0 + row, col + e, (plan.rows, plan.row_words), "uint32")
 
-        if len(plan.lds_shape) == 2:  # tr8: 8-byte chunks, no padding: the unit is one 16-byte store
+        # a unit is 16 bytes of unpadded chunks (tr8, tr4) or one 12-byte tr6 chunk in its 16-byte slot
+        if len(plan.lds_shape) == 2:
             @T.macro
             def store(L, regs, t, q):
                 row, u = (q * THREADS + t) // per, (q * THREADS + t) % per
-                L[0, row, T.ramp(u * U * 4, 1, U * 4)] = T.reinterpret(regs[T.ramp(q * U, 1, U)], ty=f"uint8x{U * 4}")
-        elif plan.slot_bytes == plan.chunk_bytes:  # tr4: 8-byte chunks, no padding
+                L[0, row, T.ramp(u * 16, 1, U * 4)] = T.reinterpret(regs[T.ramp(q * U, 1, U)], ty=f"uint8x{U * 4}")
+        else:
             @T.macro
             def store(L, regs, t, q):
                 row, u = (q * THREADS + t) // per, (q * THREADS + t) % per
-                L[0, row // 128, row % 32 // 16, row % 128 // 32, row % 16, T.ramp(u * U * 4, 1, U * 4)] = \
+                L[0, row // 128, row % 32 // 16, row % 128 // 32, row % 16, T.ramp(u * 16, 1, U * 4)] = \
                     T.reinterpret(regs[T.ramp(q * U, 1, U)], ty=f"uint8x{U * 4}")
-        else:  # tr6: one 12-byte store per 16-byte slot
-            @T.macro
-            def store(L, regs, t, q):
-                row, u = (q * THREADS + t) // per, (q * THREADS + t) % per
-                for s in T.unroll(U // 3):
-                    L[0, row // 128, row % 32 // 16, row % 128 // 32, row % 16,
-                      T.ramp((u * U // 3 + s) * plan.slot_bytes, 1, 12)] = T.reinterpret(regs[T.ramp(q * U + 3 * s, 1, 3)], ty="uint8x12")
         return load, store
 
     _load_a, _store_a = _copy(pa)
@@ -351,15 +344,10 @@ def gfx950_mx_gemm(M: int, N: int, K: int, dtype: str = "mxfp8", layout: str = "
             LS_[0, _span(_scale_index(q * THREADS + t_, "A"), RK)] = gs_[_span(2 * q * RK, RK)]
             LS_[0, _span(_scale_index(q * THREADS + t_, "B"), RK)] = gs_[_span((2 * q + 1) * RK, RK)]
 
-    def _lds_writes(plan: MxOperand) -> int:
-        if plan.k_contiguous or plan.slot_bytes == plan.chunk_bytes:
-            return plan.units * (plan.unit_words // 4)
-        return plan.units * plan.unit_words // 3  # tr6: one store per chunk
-
     reads = (RM * pa.reads + RN * pb.reads) * RK + 2 * -(-RK * max(RM, RN) // 4)  # + the scale reads
     _interleave = schedule_hint(interleave_program(
-        RM * RN * RK, (RN * pb.reads + pa.reads) + 2, reads, _lds_writes(pa) + _lds_writes(pb) + 2 * s_rows,
-        pa.units * (pa.unit_words // 4) + pb.units * (pb.unit_words // 4) + 2 * s_rows * RK,
+        RM * RN * RK, (RN * pb.reads + pa.reads) + 2, reads, pa.units + pb.units + 2 * s_rows,
+        pa.units + pb.units + 2 * s_rows * RK,
         loads_first=True) if cfg.interleave else None)
 
     @T.macro
