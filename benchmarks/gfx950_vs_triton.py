@@ -39,7 +39,7 @@ import attrs
 import tvm_cdna4
 from tvm_cdna4.rocm.build import KernelInfo, llvm_tool, parse_metadata
 from tvm_cdna4.schedules.gfx950_gemm import DTYPES, default_config, gfx950_gemm
-from tvm_cdna4.schedules.gfx950_mx_gemm import MX_FORMATS, MxGemmConfig, gfx950_mx_gemm
+from tvm_cdna4.schedules.gfx950_mx_gemm import MX_FORMATS, default_mx_config, gfx950_mx_gemm
 from tvm_cdna4.schedules.report import KernelReport, LoopReport, kernel_report
 
 GEMM_DTYPES = ("f16", "bf16", "fp8", "bf8", "fp8_bf8", "bf8_fp8", "i8")
@@ -123,7 +123,7 @@ class Row:
 def ours_row(dtype: str, layout: str, size: int) -> Row:
     """Our default kernel for the problem, built and analysed."""
     if dtype in MX_FORMATS:
-        cfg = MxGemmConfig()
+        cfg = default_mx_config(dtype, layout)
         func = gfx950_mx_gemm(size, size, size, dtype, layout, config=cfg)
         label = f"{cfg.block_m}x{cfg.block_n}x{cfg.block_k}"
     else:

@@ -9,7 +9,8 @@ from tvm_cdna4.emulator import compare, emulate
 from tvm_cdna4.isa import formats
 from tvm_cdna4.schedules.gfx950_gemm import DTYPES, LAYOUTS, Gfx950GemmConfig, gfx950_gemm
 from tvm_cdna4.isa import CATALOG
-from tvm_cdna4.schedules.gfx950_mx_gemm import MX_FORMATS, MxGemmConfig, gfx950_mx_gemm, operand_plan, pack_operands
+from tvm_cdna4.schedules.gfx950_mx_gemm import (MX_FORMATS, MxGemmConfig, default_mx_config, gfx950_mx_gemm, lds_bytes,
+                                                 operand_plan, pack_operands)
 
 SHAPES = [(1, 1, 1), (17, 255, 33), (257, 17, 70)]  # 1, 17, 255, 257 and K below one K tile
 OUT_NP = {"f32": np.float32, "f16": np.float16, "bf16": ml_dtypes.bfloat16, "i32": np.int32, "f64": np.float64}
@@ -169,7 +170,8 @@ def test_mx_transposed_operands_use_ds_read_tr(dtype, layout, mnemonic, count):
     from tvm_cdna4.schedules.report import main_loop
 
     result = tvm_cdna4.build(gfx950_mx_gemm(4096, 4096, 4096, dtype, layout))
-    assert result.kernel().scratch_bytes == 0
+    info = result.kernel()
+    assert info.scratch_bytes == 0 and info.lds_bytes == lds_bytes(dtype, layout, default_mx_config(dtype, layout))
     loop = [line.split()[0] for line in main_loop(result.asm)]
     assert loop.count("v_mfma_scale_f32_16x16x128_f8f6f4") == 32 and loop.count(mnemonic) == count
 
@@ -183,6 +185,12 @@ def test_mx_transposed_operands_use_ds_read_tr(dtype, layout, mnemonic, count):
 def test_gemm_argument_errors(kwargs, rule):
     with pytest.raises(ValueError, match=rule):
         gfx950_gemm(64, 64, 64, **kwargs)
+
+
+def test_mxfp4_default_k_tile_is_256_where_two_workgroups_fit_the_lds():
+    assert default_mx_config("mxfp4", "nt").block_k == 256 and lds_bytes("mxfp4", "nt", MxGemmConfig(block_k=256)) == 80 * 1024
+    assert default_mx_config("mxfp4", "nn").block_k == 128  # its padded tr4 rows need more: one workgroup per CU
+    assert default_mx_config("mxfp8", "nt").block_k == 128
 
 
 def test_mx_gemm_argument_errors():

@@ -17,7 +17,7 @@ import numpy as np
 from ..errors import ContractError
 
 from .gfx950_gemm import DTYPES, default_config, gfx950_gemm
-from .gfx950_mx_gemm import MX_FORMATS, MxGemmConfig, gfx950_mx_gemm, pack_operands
+from .gfx950_mx_gemm import MX_FORMATS, default_mx_config, gfx950_mx_gemm, pack_operands
 
 GFX950_DTYPES = (*DTYPES, *MX_FORMATS)
 OUT_NP = {"f32": np.float32, "f16": np.float16, "i32": np.int32, "f64": np.float64}
@@ -48,7 +48,7 @@ def config(args):
             raise ValueError(f"{option} is an sm80 option: gfx950 launches one workgroup per output tile")
     block, mfma = getattr(args, "block", None), getattr(args, "mfma", None)
     if args.dtype in MX_FORMATS:
-        cfg, updates = MxGemmConfig(), {}
+        cfg, updates = default_mx_config(args.dtype, args.layout), {}
         if block:
             updates.update(zip(("block_m", "block_n", "block_k"), _block(block)))
         if mfma and mfma != "16x16":

@@ -37,6 +37,8 @@ M/N positions past the end only reach masked outputs; the epilogue stores only i
 
 from __future__ import annotations
 
+import math
+
 import attrs
 import numpy as np
 from tvm_tirx.script import tirx as T
@@ -48,6 +50,7 @@ from ..isa.mfma_table import SCALE_VECTOR_WORDS
 from ..patterns import register
 from ..patterns.layouts import mfma_fragment, tr_fragment
 from ..patterns.wave import BUFFER_OOB
+from ..rocm.build import GFX950_LDS_BYTES
 from .gfx950_gemm import FORMAT_CODES, LAYOUTS, lane_maps
 from .pipeline import chunk_loader, guarded_load, interleave_program, k_pipeline, lds_stage, schedule_hint
 
@@ -145,6 +148,32 @@ def _lds_tensor(plan: MxOperand):
                     layout=T.TileLayout(T.S[(1, *plan.lds_shape) : strides]))
 
 
+def lds_bytes(dtype: str, layout: str, config: MxGemmConfig) -> int:
+    """LDS bytes of the kernel: two stages of the A and B tiles and of the scale words."""
+    fmt, cfg = MX_FORMATS[dtype], config
+    stage = sum(math.prod(p.lds_shape) * (4 if p.lds_dtype == "uint32" else 1)
+                for p in (operand_plan("A", layout[0] == "n", 1, cfg.block_k, cfg.block_m, cfg.block_k, fmt, cfg.lds_pad),
+                          operand_plan("B", layout[1] == "t", 1, cfg.block_k, cfg.block_n, cfg.block_k, fmt, cfg.lds_pad)))
+    return 2 * (stage + 4 * _scale_words_per_stage(cfg))
+
+
+def _scale_words_per_stage(cfg: MxGemmConfig) -> int:
+    """Scale words of a stage: RK per scale row (A rows, then B rows) and the spare words of the
+    rows of the last thread block (``_scale_index``)."""
+    rows = -(-(cfg.block_m + cfg.block_n) // THREADS) * THREADS
+    return (cfg.block_m + cfg.block_n + rows) * (cfg.block_k // CATALOG[MFMA].k)
+
+
+def default_mx_config(dtype: str, layout: str = "nt") -> MxGemmConfig:
+    """The default tile: 128 x 128 with 128-wide K tiles; mxfp4 (whose MFMAs take half the cycles of
+    the 8-bit ones) K tiles of 256, two MFMA K steps, wherever two workgroups still fit a CU's LDS
+    (layout nt), so that a tile's loads and waits hide behind twice the MFMAs."""
+    wide = MxGemmConfig(block_k=256)
+    if MX_FORMATS[dtype] == "fp4" and 2 * lds_bytes(dtype, layout, wide) <= GFX950_LDS_BYTES:
+        return wide
+    return MxGemmConfig()
+
+
 def _span(base, n: int):
     """Index of ``n`` consecutive elements from ``base`` (a scalar index for one)."""
     return base if n == 1 else T.ramp(base, 1, n)
@@ -164,7 +193,7 @@ def gfx950_mx_gemm(M: int, N: int, K: int, dtype: str = "mxfp8", layout: str = "
     if K % 32 or min(M, N, K) < 1:
         raise ValueError(f"MX GEMM: K must be a positive multiple of 32 (one E8M0 scale per 32 K); got M={M}, N={N}, K={K}")
     fmt = MX_FORMATS[dtype]
-    cfg = config or MxGemmConfig()
+    cfg = config or default_mx_config(dtype, layout)
     op = CATALOG[MFMA]
     BM, BN, BK = cfg.block_m, cfg.block_n, cfg.block_k
     if BM % (2 * op.m) or BN % (2 * op.n) or BK not in (op.k, 2 * op.k) or cfg.lds_pad % 16:
@@ -389,8 +418,8 @@ def gfx950_mx_gemm(M: int, N: int, K: int, dtype: str = "mxfp8", layout: str = "
             LA1 = T.alloc_tensor(ty_args=[lds_a])
             LB0 = T.alloc_tensor(ty_args=[lds_b])
             LB1 = T.alloc_tensor(ty_args=[lds_b])
-            LS0 = T.alloc_tensor(ty_args=[lds_stage(((BM + BN + s_rows * THREADS) * RK,), "uint32")])
-            LS1 = T.alloc_tensor(ty_args=[lds_stage(((BM + BN + s_rows * THREADS) * RK,), "uint32")])
+            LS0 = T.alloc_tensor(ty_args=[lds_stage((_scale_words_per_stage(cfg),), "uint32")])
+            LS1 = T.alloc_tensor(ty_args=[lds_stage((_scale_words_per_stage(cfg),), "uint32")])
             ga0 = T.alloc_tensor(ty_args=[T.Tensor((pa.units * pa.unit_words,), "uint32", scope="local")])
             gb0 = T.alloc_tensor(ty_args=[T.Tensor((pb.units * pb.unit_words,), "uint32", scope="local")])
             gs0 = T.alloc_tensor(ty_args=[T.Tensor((2 * s_rows * RK,), "uint32", scope="local")])
