@@ -179,10 +179,6 @@ def _span(base, n: int):
     return base if n == 1 else T.ramp(base, 1, n)
 
 
-def words_per_row(K: int, fmt: str) -> int:
-    return K * format_of(fmt).bits // 32
-
-
 def gfx950_mx_gemm(M: int, N: int, K: int, dtype: str = "mxfp8", layout: str = "nt", config: MxGemmConfig | None = None):
     """PrimFunc ``(A words, B words, SA, SB, C float32)``; see the module docstring."""
     register()
