@@ -49,14 +49,18 @@ def device_function(kernel, target: str = "gfx950"):
     from .. import register
     from ..errors import presented
     from ..rocm import analysis
-    from ..tirx_private import lowered_device_modules
+    from ..tirx_private import lowered_device_modules, shared_cuda_lowering
 
     register()
     with presented():  # the ROCm target's construction prints TIRx's warnings too
         tirx_target = _target(target)
         if target == "gfx950":  # the rules tvm_cdna4.build and tvm_tirx.tirx.compile run
             analysis.check_kernel(kernel, tirx_target)
-        modules = lowered_device_modules(kernel, tirx_target)
+        if target == "gfx950":
+            modules = lowered_device_modules(kernel, tirx_target)
+        else:  # the CUDA tile patterns' lowering as tvm_cdna4's CUDA builds run it (same output, faster)
+            with shared_cuda_lowering():
+                modules = lowered_device_modules(kernel, tirx_target)
     funcs = [f for mod in modules.values() for f in mod.functions.values()]
     if len(funcs) != 1:
         raise ValueError(f"emulate: expected one device kernel, found {len(funcs)}")

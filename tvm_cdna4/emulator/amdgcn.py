@@ -11,10 +11,18 @@ import numpy as np
 from ..isa import CATALOG, SCALE_FORMAT_CODES, DsReadTrOp, MfmaOp, reference
 from ..isa.llvm_types import tir_dtype
 from ..isa.mfma_table import SCALE_VECTOR_WORDS
-from ..rocm.helpers import _SCHED_PROGRAMS, BARRIER, BUFFER_LOAD_DTYPES, PREFIX, buffer_load_helper
+from ..rocm.helpers import (
+    _SCHED_PROGRAMS,
+    BARRIER,
+    BUFFER_LOAD_DTYPES,
+    BUFFER_LOAD_LDS_MNEMONICS,
+    PREFIX,
+    buffer_load_helper,
+    buffer_load_lds_helper,
+)
 from .errors import EmulationError
 from .interp import np_dtype, where_of
-from .memory import Pointer, check_bounds, check_lds_read
+from .memory import Pointer, check_bounds, check_lds_read, check_lds_write
 
 WAVE = 64
 
@@ -173,19 +181,50 @@ def _workgroup_barrier(compiler, node, args):
 
 
 def _waitcnt(compiler, node, args):
-    """``s_waitcnt imm``: the LDS part, lgkmcnt (bits 11:8 of the gfx9 immediate)."""
+    """``s_waitcnt imm``: lgkmcnt (bits 11:8 of the gfx9 immediate) and vmcnt (bits 3:0 and 15:14;
+    63 waits for nothing)."""
     machine = compiler.machine
-    lgkmcnt = (_imm(args[0]) >> 8) & 0xF
+    imm = _imm(args[0])
+    lgkmcnt, vmcnt = (imm >> 8) & 0xF, (imm & 0xF) | ((imm >> 14) & 0x3) << 4
+    where = where_of(node)
 
     def run(env, mask):
         machine.wait_lds(mask, lgkmcnt)
+        if vmcnt < 63:
+            _vmem(machine).wait(mask, vmcnt, where)
     return run
 
 
+def _buffer_bytes(machine, p, size: int, v, s, width: int, mask, what: str, where: str):
+    """Each active lane's ``width`` bytes at ``voffset + soffset`` of the raw buffer (``size`` bytes at
+    global pointer ``p``): (bytes (T, width), lanes in range). Lanes with ``voffset >= size`` read zeros
+    (the raw buffer range check). A lane only partly in range, or not 4-byte aligned, is an error: the
+    kernel would depend on details of the hardware check."""
+    T = machine.nthreads
+    if not isinstance(p, Pointer) or p.buffer.scope != "global":
+        raise EmulationError(f"{what} needs a global buffer pointer", where)
+    v = np.broadcast_to(np.asarray(v, np.int64) & 0xFFFFFFFF, (T,))
+    s = np.broadcast_to(np.asarray(s, np.int64) & 0xFFFFFFFF, (T,))
+    inside = machine.active(mask) & (v < size)
+    addr = v + s
+    for why, bad in (("is only partly inside the buffer range", inside & (addr + width > size)),
+                     ("is not 4-byte aligned", inside & (addr % 4 != 0))):
+        if bad.any():
+            t = int(np.argmax(bad))
+            raise EmulationError(f"{what} at byte {int(addr[t])} (voffset {int(v[t])}, soffset {int(s[t])}, "
+                                 f"range {size}) {why}", where, *machine.coords(t))
+    byte = np.asarray(p.offset, np.int64) + addr
+    check_bounds(machine, p.buffer, byte, width, inside, where)
+    out = np.zeros((T, width), np.uint8)
+    rows = np.flatnonzero(inside)
+    if rows.size:
+        out[rows] = p.buffer.data[0][byte[rows, None] + np.arange(width)]
+    return out, inside
+
+
 def _buffer_load(compiler, node, args):
-    """``T.rocm.buffer_load``: 16 or 4 bytes at ``voffset + soffset``; lanes with ``voffset >= num_bytes``
-    read zeros (the raw buffer range check). A lane only partly in range, or a range larger than
-    the buffer, is an error: the kernel would depend on details of the hardware check."""
+    """``T.rocm.buffer_load``: 16 or 4 bytes at ``voffset + soffset`` (``_buffer_bytes``), one
+    vector-memory load of each wave (``VmemLoads``)."""
     machine = compiler.machine
     ptr, nbytes, voff, soff = (compiler.expr(a) for a in args)
     dtype, lanes = np_dtype(node.ty.dtype)
@@ -193,28 +232,112 @@ def _buffer_load(compiler, node, args):
     where = where_of(node)
 
     def run(env, mask):
-        p, size, T = ptr(env, mask), int(nbytes(env, mask)), machine.nthreads
-        if not isinstance(p, Pointer) or p.buffer.scope != "global":
-            raise EmulationError("buffer_load needs a global buffer pointer", where)
-        v = np.broadcast_to(np.asarray(voff(env, mask), np.int64) & 0xFFFFFFFF, (T,))
-        s = np.broadcast_to(np.asarray(soff(env, mask), np.int64) & 0xFFFFFFFF, (T,))
-        active = machine.active(mask)
-        inside = active & (v < size)
-        addr = v + s
-        for what, bad in (("is only partly inside the buffer range", inside & (addr + width > size)),
-                          ("is not 4-byte aligned", inside & (addr % 4 != 0))):
-            if bad.any():
-                t = int(np.argmax(bad))
-                raise EmulationError(f"buffer_load at byte {int(addr[t])} (voffset {int(v[t])}, soffset {int(s[t])}, "
-                                     f"range {size}) {what}", where, *machine.coords(t))
-        byte = np.asarray(p.offset, np.int64) + addr
-        check_bounds(machine, p.buffer, byte, width, inside, where)
-        out = np.zeros((T, width), np.uint8)
-        rows = np.flatnonzero(inside)
-        if rows.size:
-            out[rows] = p.buffer.data[0][byte[rows, None] + np.arange(width)]
+        out, _ = _buffer_bytes(machine, ptr(env, mask), int(nbytes(env, mask)), voff(env, mask), soff(env, mask),
+                               width, mask, "buffer_load", where)
+        _vmem(machine).count(mask)
         return _from_words(out.view("<u4"), dtype, lanes)
     return run
+
+
+class VmemLoads:
+    """Per-wave vector-memory load counting (``vmcnt``) and the direct-to-LDS loads in flight.
+
+    Every ``T.rocm.buffer_load`` / ``T.rocm.buffer_load_lds`` is one load of each wave that issues it,
+    numbered in issue order; loads return in order, so ``s_waitcnt vmcnt(n)`` completes every load
+    of the waiting wave but its ``n`` newest. (Global loads written as TIR element accesses are not
+    counted: the emulator then counts fewer newer loads than the hardware, so it may call a load
+    outstanding that has completed, never the reverse.) A direct-to-LDS load's bytes are in flight
+    (``Buffer.pending``) from issue to completion; its cross-wave race checks run at both points,
+    so a barrier that its wave reaches before the wait does not publish it."""
+
+    def __init__(self, machine):
+        self.machine = machine
+        self.issued = np.zeros((len(machine.groups), machine.waves_per_group), np.int64)
+        self.copies: list[dict] = []
+
+    def count(self, mask) -> np.ndarray:
+        """One load of each wave with active lanes; its number (per wave, shape of ``issued``)."""
+        self.issued += 1 if mask is None else self.machine.wave_counts(mask) > 0
+        return self.issued
+
+    def issue_lds(self, mask, buf, inst, addr, data, where: str):
+        machine = self.machine
+        seq = self.count(mask)
+        threads = np.flatnonzero(machine.active(mask))
+        size = data.shape[1]
+        check_lds_write(machine, buf, inst, addr, size, where, threads, lgkm=False)
+        buf.add_pending(inst, addr, size, +1)
+        self.copies.append(dict(thread=threads, seq=seq[machine.wg_of[threads], machine.wave_of[threads]],
+                                buf=buf, inst=inst, addr=addr, data=data, where=where))
+
+    def wait(self, mask, outstanding: int, where: str):
+        """``s_waitcnt vmcnt(outstanding)`` in the waves with active lanes."""
+        machine = self.machine
+        waiting = machine.wave_counts(mask) > 0
+        done_upto = np.where(waiting, self.issued - outstanding, 0)
+        keep = []
+        for c in self.copies:
+            t = c["thread"]
+            done = c["seq"] <= done_upto[machine.wg_of[t], machine.wave_of[t]]
+            if done.any():
+                self._land(c, done, where)
+            if not done.all():
+                keep.append({k: (v[~done] if isinstance(v, np.ndarray) else v) for k, v in c.items()})
+        self.copies = keep
+
+    def _land(self, c, done, where):
+        buf, inst, addr, data = c["buf"], c["inst"][done], c["addr"][done], c["data"][done]
+        size = data.shape[1]
+        buf.add_pending(inst, addr, size, -1)
+        check_lds_write(self.machine, buf, inst, addr, size, f"{where} (completing the direct-to-LDS load at: "
+                        f"{c['where']})", c["thread"][done], lgkm=False)
+        buf.data[inst[:, None], addr[:, None] + np.arange(size)] = data
+
+
+def _vmem(machine) -> VmemLoads:
+    state = machine.state.get("vmem")
+    if state is None:
+        state = machine.state["vmem"] = VmemLoads(machine)
+    return state
+
+
+def _buffer_load_lds(size: int):
+    """``T.rocm.buffer_load_lds``: each active lane's ``size`` bytes (``_buffer_bytes``; masked lanes
+    zeros) go to LDS bytes ``[base + lane*size, base + (lane+1)*size)`` of its wave's LDS base, which
+    must be the same in all active lanes of the wave and 4-byte aligned; asynchronous
+    (``VmemLoads``)."""
+    mnemonic = BUFFER_LOAD_LDS_MNEMONICS[size] + " ... lds"
+
+    def factory(compiler, node, args):
+        machine = compiler.machine
+        ptr, nbytes, voff, soff, dst = (compiler.expr(a) for a in args)
+        where = where_of(node)
+
+        def run(env, mask):
+            data, _ = _buffer_bytes(machine, ptr(env, mask), int(nbytes(env, mask)), voff(env, mask), soff(env, mask),
+                                    size, mask, mnemonic, where)
+            q, T = dst(env, mask), machine.nthreads
+            if not isinstance(q, Pointer) or not q.buffer.scope.startswith("shared"):
+                raise EmulationError(f"{mnemonic} needs an LDS destination", where)
+            base = np.broadcast_to(np.asarray(q.offset, np.int64), (T,))
+            active = machine.active(mask)
+            for g, w, idx in machine.waves(mask):
+                lanes = idx[active[idx]]
+                if (base[lanes] != base[lanes[0]]).any():
+                    k = lanes[int(np.argmax(base[lanes] != base[lanes[0]]))]
+                    raise EmulationError(f"{mnemonic}: the LDS destination is not wave-uniform (lane "
+                                         f"{int(machine.lane_of[lanes[0]])}: byte {int(base[lanes[0]])}, lane "
+                                         f"{int(machine.lane_of[k])}: byte {int(base[k])}); it goes to M0",
+                                         where, *machine.coords(int(k)))
+                if base[lanes[0]] % 4:
+                    raise EmulationError(f"{mnemonic}: the LDS destination byte {int(base[lanes[0]])} is not 4-byte "
+                                         "aligned", where, *machine.coords(int(lanes[0])))
+            threads = np.flatnonzero(active)
+            addr = base[threads] + machine.lane_of[threads] * size
+            check_bounds(machine, q.buffer, addr, size, None, where)
+            _vmem(machine).issue_lds(mask, q.buffer, machine.wg_of[threads], addr, data[threads], where)
+        return run
+    return factory
 
 
 def _noop(compiler, node, args):
@@ -238,6 +361,7 @@ def calls() -> dict:
     }
     table.update({name: _noop for name in _SCHED_PROGRAMS})
     table.update({buffer_load_helper(d): _buffer_load for d in BUFFER_LOAD_DTYPES})
+    table.update({buffer_load_lds_helper(n): _buffer_load_lds(n) for n in BUFFER_LOAD_LDS_MNEMONICS})
     tr_by_base: dict[str, list[DsReadTrOp]] = {}
     for op in CATALOG.values():
         if isinstance(op, DsReadTrOp):

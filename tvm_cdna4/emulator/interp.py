@@ -36,9 +36,23 @@ def np_dtype(dtype) -> tuple[np.dtype, int]:
     return np.dtype(_NP[base]), int(d.lanes)
 
 
-def where_of(node) -> str:
-    text = " ".join(str(node).split())
-    return text if len(text) < 160 else text[:157] + "..."
+class where_of:  # noqa: N801 (used like the function it replaces)
+    """Where in the kernel: ``node`` as one line of TVMScript (at most 160 characters). Printing a
+    node costs more than emulating it, and only an error shows it, so the text is made on first use."""
+
+    __slots__ = ("_node", "_text")
+
+    def __init__(self, node):
+        self._node, self._text = node, None
+
+    def __str__(self) -> str:
+        if self._text is None:
+            text = " ".join(str(self._node).split())
+            self._text = text if len(text) < 160 else text[:157] + "..."
+        return self._text
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self), spec)
 
 
 def _mand(mask, cond):

@@ -199,10 +199,13 @@ def _check_pending(machine, buf: Buffer, i, b, t, what: str, where: str):
     if busy.any():
         k = int(np.argmax(busy))
         raise EmulationError(f"{what} of LDS '{buf.name}' byte {int(b[k])} while an asynchronous copy into it is "
-                             "still in flight (missing wait)", where, *machine.coords(int(t[k])))
+                             "still in flight (missing wait: s_waitcnt vmcnt for a direct-to-LDS load, cp.async.wait_group for "
+                             "cp.async)", where, *machine.coords(int(t[k])))
 
 
-def check_lds_write(machine, buf: Buffer, inst, byte, size: int, where: str, threads):
+def check_lds_write(machine, buf: Buffer, inst, byte, size: int, where: str, threads, lgkm: bool = True):
+    """Race checks of an LDS write and its record; ``lgkm=False`` for a write that is not an LGKM
+    operation of its wave (a direct-to-LDS load, completed by ``vmcnt``, not ``lgkmcnt``)."""
     if byte.size == 0:
         return
     b = (byte.reshape(-1, 1) + np.arange(size)).ravel()
@@ -235,4 +238,4 @@ def check_lds_write(machine, buf: Buffer, inst, byte, size: int, where: str, thr
     buf.w_wave[i, b] = wave
     buf.w_epoch[i, b] = epoch
     if machine.lds_waits:
-        buf.w_seq[i, b] = machine.issue_lds(t)
+        buf.w_seq[i, b] = machine.issue_lds(t) if lgkm else 0

@@ -120,6 +120,8 @@ def register() -> dict:
         s_barrier=wave.s_barrier,
         s_waitcnt_lgkmcnt=wave.s_waitcnt_lgkmcnt,
         buffer_load=wave.buffer_load,
+        buffer_load_lds=wave.buffer_load_lds,
+        s_waitcnt_vmcnt=wave.s_waitcnt_vmcnt,
     )
     builder_op.register_script_namespace("rocm", rocm)
     builder_op.register_script_namespace("amdgcn", amdgcn)

@@ -12,8 +12,32 @@
   holds ``num_bytes`` (< 2**31); a lane whose ``voffset`` is at least ``num_bytes`` reads zeros
   (use ``BUFFER_OOB``). Contract: every lane is either wholly inside (``voffset + soffset + size
   <= num_bytes``) or masked that way, and 4-byte aligned (the emulator checks both).
+- ``T.rocm.buffer_load_lds(ptr, num_bytes, voffset, soffset, lds_dst, size)``: gfx950's
+  direct-to-LDS load, ``buffer_load_dword`` / ``_dwordx3`` / ``_dwordx4 ... lds`` (``size`` 4, 12
+  or 16 bytes per lane), with no VGPR staging. Contract:
+
+  * global side as ``T.rocm.buffer_load``: lane ``l`` reads ``size`` bytes at byte
+    ``voffset + soffset`` of the ``num_bytes``-byte buffer at ``ptr`` (``voffset`` per lane,
+    ``soffset`` wave-uniform), 4-byte aligned, wholly inside or masked out (``voffset >=
+    num_bytes``, e.g. ``BUFFER_OOB``). A masked lane writes ``size`` zero bytes to LDS.
+  * LDS side: ``lds_dst`` (an element of an LDS tensor, ``S[i, j]``, or its ``T.address_of``) is
+    the wave's base, wave-uniform (it goes to ``M0``) and 4-byte aligned. The layout is the
+    hardware's, not the kernel's: lane ``l`` writes bytes ``[base + l*size, base + (l+1)*size)``,
+    one contiguous ``64*size``-byte block per wave and instruction. ``dma.lane_sources`` gives the
+    per-lane global chunk that makes this placement produce a padded or swizzled tile.
+  * completion: asynchronous. The bytes are written when the wave's ``s_waitcnt vmcnt(n)``
+    (``T.rocm.s_waitcnt_vmcnt``) leaves at most ``n`` newer vector-memory loads outstanding; an LDS
+    access before that (by any wave; a barrier does not wait) is a race. LLVM inserts no wait for
+    it (``llvm.amdgcn.raw.ptr.buffer.load.async.lds``); the emulator checks it.
+
+  Violations that are visible before the kernel runs are ``ContractError``: a size other than 4,
+  12, 16; a destination that is not in LDS; a target other than gfx950 (``rocm.analysis``); a
+  lane-varying or provably misaligned destination (``rocm.analysis``, rule ``wave-uniform operand`` /
+  ``LDS alignment``).
 - ``T.rocm.s_waitcnt_lgkmcnt(n)``: wait until at most ``n`` LDS/scalar-memory operations are
   outstanding.
+- ``T.rocm.s_waitcnt_vmcnt(n)``: wait until at most ``n`` vector-memory loads of the wave (buffer
+  loads, direct-to-LDS loads included) are outstanding.
 """
 
 from __future__ import annotations
@@ -22,7 +46,7 @@ from tvm_tirx.script.ir_builder.base import auto_emit_void_call
 from tvm_tirx.tirx import op as _op
 
 from ..errors import ContractError
-from ..rocm.helpers import BARRIER, buffer_load_helper
+from ..rocm.helpers import BARRIER, BUFFER_LOAD_LDS_MNEMONICS, buffer_load_helper, buffer_load_lds_helper
 
 BUFFER_OOB = 0x7FFFFFFF  # a voffset no buffer of < 2**31 bytes contains: the lane reads zeros
 
@@ -45,11 +69,57 @@ def waitcnt_lgkmcnt_imm(n: int) -> int:
     return 0xC07F & ~(0xF << 8) | (n << 8)
 
 
+def waitcnt_vmcnt_imm(n: int) -> int:
+    """gfx9 ``s_waitcnt`` immediate waiting only on vmcnt (6 bits: 3:0 and 15:14; lgkmcnt=15, expcnt=7
+    mean "don't care"; LLVM docs/AMDGPU/gfx9_waitcnt.rst)."""
+    if not 0 <= n <= 63:
+        raise ContractError("the vmcnt counter is 6 bits on gfx950", opcode=f"s_waitcnt vmcnt({n})",
+                            expected="0..63", found=n)
+    return 0x0F70 | (n & 0xF) | (n >> 4) << 14
+
+
 def buffer_load(ptr, num_bytes, voffset, soffset, dtype: str):
     if not 0 < int(num_bytes) < 2**31:
         raise ContractError(f"num_bytes {int(num_bytes)} must be in [1, 2**31)", opcode="T.rocm.buffer_load",
                             suggestion="split a buffer of 2 GiB or more into several")
     return _op.call_extern(buffer_load_helper(dtype), ptr, _op.const(int(num_bytes), "int32"), voffset, soffset, ty=dtype)
+
+
+def _lds_address(lds_dst, opcode: str):
+    """``T.address_of`` of an LDS tensor element (given as the element or its address)."""
+    from tvm_tirx.ir import Call, TensorLoad
+
+    load = lds_dst
+    if isinstance(lds_dst, Call) and getattr(lds_dst.op, "name", "") == "tirx.address_of":
+        load = lds_dst.args[0]
+    scope = str(getattr(getattr(getattr(load, "source", None), "ty", None), "scope", "")) \
+        if isinstance(load, TensorLoad) else ""
+    if not scope.startswith("shared"):
+        raise ContractError("the destination of a direct-to-LDS load is an element of an LDS (shared) tensor",
+                            opcode=opcode, operand="lds_dst", expected="S[i, ...] or T.address_of(S[i, ...]) "
+                            "with S in scope 'shared'", found=f"{lds_dst}" + (f" (scope {scope!r})" if scope else ""),
+                            suggestion="allocate the tile with T.alloc_tensor(..., scope='shared')")
+    return _op.address_of(load)
+
+
+@auto_emit_void_call
+def buffer_load_lds(ptr, num_bytes, voffset, soffset, lds_dst, size: int = 16):
+    size = int(getattr(size, "value", size))
+    if size not in BUFFER_LOAD_LDS_MNEMONICS:
+        raise ContractError("gfx950 loads 4, 12 or 16 bytes per lane directly to LDS (buffer_load_dword, _dwordx3, "
+                            "_dwordx4 ... lds)", opcode="T.rocm.buffer_load_lds", operand="size",
+                            expected=sorted(BUFFER_LOAD_LDS_MNEMONICS), found=size)
+    opcode = f"{BUFFER_LOAD_LDS_MNEMONICS[size]} ... lds"
+    if not 0 < int(num_bytes) < 2**31:
+        raise ContractError(f"num_bytes {int(num_bytes)} must be in [1, 2**31)", opcode=opcode, operand="num_bytes",
+                            suggestion="split a buffer of 2 GiB or more into several")
+    return _op.call_extern(buffer_load_lds_helper(size), ptr, _op.const(int(num_bytes), "int32"), voffset, soffset,
+                           _lds_address(lds_dst, opcode), ty="void")
+
+
+@auto_emit_void_call
+def s_waitcnt_vmcnt(n: int = 0):
+    return _op.call_llvm_intrin("llvm.amdgcn.s.waitcnt", _op.const(waitcnt_vmcnt_imm(n), "int32"), ty="void")
 
 
 @auto_emit_void_call

@@ -14,6 +14,10 @@ Rules, each a ``ContractError`` whose ``rule`` names it:
   launch has exactly as many waves as the operands' leading (wave) axis.
 - ``wave-uniform control``: all 64 lanes of a wave execute a wave-collective instruction, so no
   enclosing branch condition, loop bound or early exit may differ between the lanes of a wave.
+- ``wave-uniform operand``: the LDS destination of a direct-to-LDS load (``T.rocm.buffer_load_lds``)
+  is the wave's base address (``M0``), so its indices must be wave-uniform.
+- ``LDS alignment``: that destination must be 4-byte aligned; refused when its byte offset is
+  provably never a multiple of 4 (modular analysis of the index).
 - ``LDS view``: a tensor view of shared memory must not be accessed (TIRx 0.1.0a4's ROCm codegen
   gives the view its own LDS symbol, reached through a cast to a global pointer).
 
@@ -40,7 +44,7 @@ from tvm_tirx.sym import Analyzer, ConstraintContext, RangeConstraint
 
 from ..errors import ContractError
 from ..isa import WAVE_SIZE
-from .helpers import PREFIX
+from .helpers import BUFFER_LOAD_LDS_MNEMONICS, PREFIX, buffer_load_lds_helper
 
 tvm_ffi.register_error(ContractError)  # raised inside target.build.rocm, it reaches the caller as itself
 
@@ -55,6 +59,8 @@ LLVM_INTRINSIC_OPS = ("tirx.call_llvm_intrin", "tirx.call_llvm_pure_intrin")
 EXTERN_OPS = ("tirx.call_extern", "tirx.call_pure_extern")
 STORAGE_OPS = ("tirx.alloc_tensor", "tirx.decl_tensor")
 SHARED_SCOPES = ("shared", "shared.dyn")
+LDS_DMA_HELPERS = {buffer_load_lds_helper(size): f"{name} ... lds" for size, name in BUFFER_LOAD_LDS_MNEMONICS.items()}
+LDS_DMA_DESTINATION = 5  # call_extern(helper, ptr, num_bytes, voffset, soffset, lds_dst)
 UNIFORM_ADVICE = "branch on a wave-uniform value instead (T.rocm.wave_id(), threadIdx.x // 64, a kernel argument, blockIdx)"
 
 
@@ -266,8 +272,10 @@ def check_lds_views(func) -> None:
 # ---- wave-uniform control ---------------------------------------------------------------------
 
 def check_wave_uniform_control(func) -> None:
-    """Refuse a wave-collective instruction under lane-varying control (see the module docstring)."""
-    violation = _LaneDependence(func).violation()
+    """Refuse a wave-collective instruction under lane-varying control, and a direct-to-LDS load
+    whose LDS destination is lane-varying or misaligned (see the module docstring)."""
+    lanes = _LaneDependence(func)
+    violation = lanes.violation()
     if violation is not None:
         name, (where, why) = violation
         raise ContractError(
@@ -275,6 +283,36 @@ def check_wave_uniform_control(func) -> None:
             "all 64 lanes of a wave must execute it",
             opcode=name, suggestion=UNIFORM_ADVICE, check="wave-uniform control",
         )
+    if lanes.dma_found is not None:
+        raise lanes.dma_found
+
+
+def _lds_destination_error(call, form, why: str, analyzer) -> ContractError | None:
+    """The contract error of a direct-to-LDS load's destination ``address_of(S[i])``, if any:
+    lane-varying index (``why``), or a byte offset never a multiple of 4 (1-D ``S``)."""
+    opcode, dst = LDS_DMA_HELPERS[_callee(call)], call.args[LDS_DMA_DESTINATION]
+    if why:
+        return ContractError(
+            f"the LDS destination `{dst}` is lane-varying ({why}); it is the wave's base address (M0), one value "
+            "for all 64 lanes, and the hardware itself puts lane l's bytes at base + l * size",
+            opcode=opcode, operand="lds_dst", expected="a wave-uniform LDS address", found=str(dst),
+            suggestion="index the destination with wave-uniform values (T.rocm.wave_id(), threadIdx.x // 64, loop "
+                       "variables); choose the lanes' global offsets so that the hardware's placement gives the "
+                       "layout you want (tvm_cdna4.patterns.dma.lane_sources)",
+            check="wave-uniform operand")
+    load = dst.args[0]
+    if form is None or len(load.indices) != 1:
+        return None
+    dtype = tvm_ffi.dtype(str(load.source.ty.dtype))
+    m = analyzer.modular_set(form * (dtype.bits * dtype.lanes // 8))
+    coeff, base = int(m.coeff), int(m.base)
+    if coeff % 4 == 0 and base % 4:
+        return ContractError(
+            "the LDS destination of a direct-to-LDS load must be 4-byte aligned (the DMA writes whole dwords)",
+            opcode=opcode, operand="lds_dst", expected="a byte offset that is a multiple of 4",
+            found=f"`{dst}` at byte offset {base} + {coeff}k" if coeff else f"`{dst}` at byte offset {base}",
+            check="LDS alignment")
+    return None
 
 
 _EARLY_EXIT = ("code after a break/continue/return", "only some lanes of the wave take that exit")
@@ -294,6 +332,7 @@ class _LaneDependence:
         self.tainted: dict = {}
         self.varying_vars: dict = {}
         self.names = itertools.count()
+        self.dma_found: ContractError | None = None  # first bad direct-to-LDS destination (last pass)
 
     def violation(self):
         """``(instruction, (control, why))`` of the first wave-collective call under lane-varying
@@ -307,7 +346,7 @@ class _LaneDependence:
 
     def _start_pass(self):
         self.forms, self.sources, self.roots, self.threads, self.storage = {}, {}, {}, {}, set()
-        self.found = None
+        self.found = self.dma_found = None
         self.constraints = ConstraintContext()
         self.analyzer = Analyzer()
         self.extents = _thread_extents(self.func.body)
@@ -455,6 +494,7 @@ class _LaneDependence:
                 self._taint(node.dest, why)
         elif isinstance(node, ir.Evaluate):
             self._collectives(node.value, control)
+            self._lds_destinations(node.value)
             if isinstance(node.value, ir.Call) and _callee(node.value) == TILE_APPLY:
                 self._taint(node.value.args[1].fields[0], f"it is the per-lane result of {node.value.args[0].value}")
         elif isinstance(node, ir.If):
@@ -511,6 +551,18 @@ class _LaneDependence:
         elif op == "tirx.launch_thread" and node.args[0].value.startswith("threadIdx."):
             self._launch_thread(node.body_params[0], node.args[0].value.split(".")[1])
         return self._stmt(node.body, control)
+
+    def _lds_destinations(self, expr):
+        calls = []
+        tvm_ffi.structural_walk(expr, [(ir.Call, lambda c: calls.append(c) if _callee(c) in LDS_DMA_HELPERS else None)])
+        for call in calls:
+            dst = call.args[LDS_DMA_DESTINATION]
+            if self.dma_found is not None or not isinstance(dst, ir.Call) or _callee(dst) != "tirx.address_of" \
+                    or not isinstance(dst.args[0], ir.TensorLoad):
+                continue
+            indices = dst.args[0].indices
+            form = self._form(indices[0]) if len(indices) == 1 else None
+            self.dma_found = _lds_destination_error(call, form, self._why(*indices), self.analyzer)
 
     def _collectives(self, expr, control):
         if control and self.found is None:

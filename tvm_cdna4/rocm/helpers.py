@@ -11,6 +11,12 @@ Why they exist:
 - **Buffer loads.** ``buffer_load_dwordx4`` through a raw buffer resource built from a global
   pointer (``T.rocm.buffer_load``): 32-bit offsets instead of 64-bit address arithmetic, and the
   hardware range check returns zeros for masked lanes.
+- **Direct-to-LDS loads.** ``buffer_load_dword{,x3,x4} ... lds`` (``T.rocm.buffer_load_lds``):
+  ``llvm.amdgcn.raw.ptr.buffer.load.async.lds`` through the same buffer resource. The *async*
+  variant (LLVM 23, docs/AMDGPUAsyncOperations.rst) makes the kernel responsible for completion
+  (``s_waitcnt vmcnt``): LLVM's ``SIInsertWaitcnts`` then adds no ``vmcnt`` wait before LDS reads,
+  which for the plain variant it does before every LDS read that carries no ``!alias.scope`` (all
+  of TIRx's), see docs/patterns.md.
 - **Workgroup barrier.** ``T.gpu_storage_sync("shared")`` emits a bare ``s_barrier``; the helper is
   HIP's ``__syncthreads``: release fence, ``s_barrier``, acquire fence (``s_waitcnt lgkmcnt(0)``
   before the barrier).
@@ -116,6 +122,36 @@ def buffer_load_helper(dtype: str) -> str:
     return f"{PREFIX}buffer_load_{dtype}"
 
 
+# Direct-to-LDS buffer loads: bytes per lane -> gfx950 mnemonic (1 dword on gfx9; 3 and 4 dwords are
+# gfx950 additions: LLVM llvm/test/CodeGen/AMDGPU/llvm.amdgcn.raw.ptr.buffer.load.lds.gfx950.ll)
+BUFFER_LOAD_LDS_MNEMONICS = {4: "buffer_load_dword", 12: "buffer_load_dwordx3", 16: "buffer_load_dwordx4"}
+BUFFER_LOAD_LDS_INTRINSIC = "llvm.amdgcn.raw.ptr.buffer.load.async.lds"
+
+
+def buffer_load_lds_helper(size: int) -> str:
+    """The helper issuing ``BUFFER_LOAD_LDS_MNEMONICS[size] ... lds`` (size checked by the caller)."""
+    return f"{PREFIX}buffer_load_lds_b{8 * size}"
+
+
+def _rsrc(base: str, nbytes: str) -> str:
+    """A raw buffer resource over ``nbytes`` (i64) bytes at global pointer ``base``."""
+    return (f"call ptr addrspace(8) @llvm.amdgcn.make.buffer.rsrc.p8.p1(ptr addrspace(1) {base}, i16 0, "
+            f"i64 {nbytes}, i32 {BUFFER_RSRC_WORD3})")
+
+
+def _buffer_lds_helpers() -> list[str]:
+    out = [f"declare void @{BUFFER_LOAD_LDS_INTRINSIC}(ptr addrspace(8), ptr addrspace(3), i32 immarg, i32, i32, "
+           "i32 immarg, i32 immarg)"]
+    for size in BUFFER_LOAD_LDS_MNEMONICS:
+        out.append(
+            f"define linkonce_odr void @{buffer_load_lds_helper(size)}(ptr addrspace(1) %base, i32 %bytes, "
+            f"i32 %voffset, i32 %soffset, ptr addrspace(3) %lds) {{\n  %n = zext i32 %bytes to i64\n"
+            f"  %rsrc = {_rsrc('%base', '%n')}\n"
+            f"  call void @{BUFFER_LOAD_LDS_INTRINSIC}(ptr addrspace(8) %rsrc, ptr addrspace(3) %lds, i32 {size}, "
+            f"i32 %voffset, i32 %soffset, i32 0, i32 0)\n  ret void\n}}")
+    return out
+
+
 def _buffer_helpers() -> list[str]:
     out = ["declare ptr addrspace(8) @llvm.amdgcn.make.buffer.rsrc.p8.p1(ptr addrspace(1), i16, i64, i32)"]
     for word, suffix in _BUFFER_LOAD_WORDS.values():
@@ -123,12 +159,11 @@ def _buffer_helpers() -> list[str]:
     for dtype in BUFFER_LOAD_DTYPES:
         t = llvm_type(dtype)
         w, suffix = _BUFFER_LOAD_WORDS[3 if dtype.endswith("x3") else 4 if "x" in dtype else 1]
-        rsrc = f"@llvm.amdgcn.make.buffer.rsrc.p8.p1(ptr addrspace(1) %base, i16 0, i64 %n, i32 {BUFFER_RSRC_WORD3})"
         load = f"@llvm.amdgcn.raw.ptr.buffer.load.{suffix}(ptr addrspace(8) %rsrc, i32 %voffset, i32 %soffset, i32 0)"
         ret = f"  %r = bitcast {w} %w to {t}\n  ret {t} %r\n" if t != w else f"  ret {t} %w\n"
         out.append(f"define linkonce_odr {t} @{buffer_load_helper(dtype)}(ptr addrspace(1) %base, i32 %bytes, "
                    f"i32 %voffset, i32 %soffset) {{\n  %n = zext i32 %bytes to i64\n"
-                   f"  %rsrc = call ptr addrspace(8) {rsrc}\n  %w = call {w} {load}\n{ret}}}")
+                   f"  %rsrc = {_rsrc('%base', '%n')}\n  %w = call {w} {load}\n{ret}}}")
     return out
 
 
@@ -139,7 +174,8 @@ def helpers_ll() -> str:
         '  fence syncscope("workgroup") acquire\n  ret void\n}\n'
         "declare void @llvm.amdgcn.s.barrier()"
     )
-    body = "\n".join([*_mfma_helpers(), *_tr_helpers(), *_buffer_helpers(), *_sched_helpers(), barrier])
+    body = "\n".join([*_mfma_helpers(), *_tr_helpers(), *_buffer_helpers(), *_buffer_lds_helpers(), *_sched_helpers(),
+                      barrier])
     return f'target triple = "amdgcn-amd-amdhsa"\n\n{body}\n'
 
 
