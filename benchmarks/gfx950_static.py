@@ -17,7 +17,7 @@ import attrs
 
 import tvm_cdna4
 from tvm_cdna4.schedules.gfx950_gemm import DTYPES, default_config, gfx950_gemm
-from tvm_cdna4.schedules.gfx950_mx_gemm import MX_FORMATS, MxGemmConfig, gfx950_mx_gemm
+from tvm_cdna4.schedules.gfx950_mx_gemm import MX_FORMATS, default_mx_config, gfx950_mx_gemm
 from tvm_cdna4.schedules.report import loop_report
 
 
@@ -51,9 +51,10 @@ def main() -> None:
                                ("32x32 MFMA", attrs.evolve(cfg, mfma="32x32")),
                                ("not interleaved (interleave=False)", attrs.evolve(cfg, interleave=False))):
             print(row(f"{dtype} {label}", gfx950_gemm(n, n, n, dtype, "nn", config=variant)), flush=True)
-    mx = MxGemmConfig()
     for dtype in MX_FORMATS:
-        print(row(f"{dtype} {mx.block_m}x{mx.block_n}x128 16x16x128", gfx950_mx_gemm(n, n, n, dtype, config=mx)), flush=True)
+        mx = default_mx_config(dtype)
+        print(row(f"{dtype} {mx.block_m}x{mx.block_n}x{mx.block_k} 16x16x128", gfx950_mx_gemm(n, n, n, dtype, config=mx)),
+              flush=True)
 
 
 if __name__ == "__main__":

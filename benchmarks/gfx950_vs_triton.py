@@ -18,7 +18,8 @@ MX formats go through ``tl.dot_scaled`` (``mx_matmul_kernel``). Ours is the defa
 ``tvm_cdna4.schedules.report.kernel_report`` (main loop, instruction mix, resources, llvm-mca-22,
 estimated fraction of the dtype's peak: see that module's docstring). Layouts: A is ``M x K``
 row-major; B is ``N x K`` (K-contiguous) for ``nt`` and ``K x N`` (N-contiguous) for ``nn``;
-C is ``M x N`` f32 (i32 for i8). Configurations compile one after another.
+C is ``M x N`` f32 (i32 for i8). Ours also runs ``tn``/``tt`` (A ``K x M``); Triton's rows are
+compiled for ``nt`` and ``nn`` (MX: ``nt``) only (``triton_layout``). Configurations compile one after another.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ import attrs
 import tvm_cdna4
 from tvm_cdna4.rocm.build import KernelInfo, llvm_tool, parse_metadata
 from tvm_cdna4.schedules.gfx950_gemm import DTYPES, default_config, gfx950_gemm
-from tvm_cdna4.schedules.gfx950_mx_gemm import MX_FORMATS, MxGemmConfig, gfx950_mx_gemm
+from tvm_cdna4.schedules.gfx950_mx_gemm import MX_FORMATS, default_mx_config, gfx950_mx_gemm
 from tvm_cdna4.schedules.report import KernelReport, LoopReport, kernel_report
 
 GEMM_DTYPES = ("f16", "bf16", "fp8", "bf8", "fp8_bf8", "bf8_fp8", "i8")
@@ -122,8 +123,9 @@ class Row:
 def ours_row(dtype: str, layout: str, size: int) -> Row:
     """Our default kernel for the problem, built and analysed."""
     if dtype in MX_FORMATS:
-        cfg = MxGemmConfig()
-        func, label = gfx950_mx_gemm(size, size, size, dtype, layout, config=cfg), f"{cfg.block_m}x{cfg.block_n}x128"
+        cfg = default_mx_config(dtype, layout)
+        func = gfx950_mx_gemm(size, size, size, dtype, layout, config=cfg)
+        label = f"{cfg.block_m}x{cfg.block_n}x{cfg.block_k}"
     else:
         cfg = default_config(dtype)
         func = gfx950_gemm(size, size, size, dtype, layout, config=cfg)
@@ -167,6 +169,12 @@ def specialise(fn, pointers: dict[str, str], ints: dict[str, int], constexprs: d
         else:
             signature[name] = "constexpr"
     return signature, consts, attrs_
+
+
+def triton_layout(dtype: str, layout: str) -> bool:
+    """Whether ``triton_problem`` states the layout: A ``M x K``; B ``N x K`` or ``K x N`` (MX: the
+    tutorial's ``mx_matmul_kernel`` takes K-packed operands, i.e. ``nt`` only)."""
+    return layout == "nt" or (layout == "nn" and dtype not in MX_FORMATS)
 
 
 def triton_problem(tl, kernels, dtype: str, layout: str, size: int, cfg: TritonConfig):
@@ -306,7 +314,8 @@ def results_section(rows: list[Row], size: int, date: str, info: dict[str, str],
              f"Method: `{command}` on this 2-core CPU machine, {date} (no AMD GPU, no ROCm); Triton "
              f"{info['triton']}, apache-tvm-tirx {info['apache-tvm-tirx']}, Debian llvm-mca {info['llvm-mca']} "
              "(`-mtriple=amdgcn-amd-amdhsa -mcpu=gfx950 -iterations=200`). Problem "
-             f"{size}³; A `M x K` row-major, B `N x K` (nt) or `K x N` (nn), C f32 (i8: i32). Triton: its tutorial "
+             f"{size}³; row-major A `M x K` (`n?`) or `K x M` (`t?`), B `K x N` (`?n`) or `N x K` (`?t`), C f32 (i8: i32); "
+             "Triton's rows: `nt` and `nn` (MX: `nt`, what its `mx_matmul_kernel` takes). Triton: its tutorial "
              "matmul (`benchmarks/triton_tutorial_matmul.py`, MX formats through `tl.dot_scaled`) compiled offline for "
              "`GPUTarget(\"hip\", \"gfx950\", 64)` with the JIT's specialisations (pointers `tt.divisibility 16` and "
              "`tt.pointer_range 32`, sizes/strides divisible by 16, unit strides constexpr) over AMD's recommended space "
@@ -402,8 +411,7 @@ def main(argv=None) -> int:
     earlier, previous = read_json(args.json, args.size) if args.ours_only else ({}, [])
     if not args.ours_only:
         import_triton()
-    wanted = [(d, lay) for d in args.dtypes.split(",") for lay in args.layouts.split(",")
-              if d not in MX_FORMATS or lay == "nt"]  # ours supports MX in layout nt only
+    wanted = [(d, lay) for d in args.dtypes.split(",") for lay in args.layouts.split(",")]
     problems = list(dict.fromkeys([(r.dtype, r.layout) for r in previous] + wanted))
     rows: list[Row] = []
     for dtype, layout in problems:
@@ -415,7 +423,7 @@ def main(argv=None) -> int:
         if args.ours_only:
             rows += [r for r in previous if (r.dtype, r.layout) == (dtype, layout) and r.kernel == "Triton"]
             continue
-        for cfg in triton_space(dtype, args.quick):
+        for cfg in triton_space(dtype, args.quick) if triton_layout(dtype, layout) else ():
             rows.append(triton_row(dtype, layout, args.size, cfg))
             print(table_row(rows[-1]), flush=True)
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")

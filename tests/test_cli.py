@@ -82,8 +82,13 @@ def test_gemm_gfx950_report_and_refusals(gemm):
     assert "static report (an estimate" in proc.stdout and "main loop:" in proc.stdout
     bench = gemm("--dtype", "f16", "--bench")
     assert bench.returncode == 2 and "needs a gfx950 GPU" in bench.stderr
-    mx = gemm("--dtype", "mxfp4", "--layout", "nn", "-M", "64", "-N", "64", "-K", "64")
-    assert mx.returncode == 2 and "layout 'nn' is not supported" in mx.stderr
+
+
+def test_gemm_gfx950_mx_layout_tn_validates(gemm):
+    """MX operands stored M/N-contiguous (layout tn) pack along M/N and reach the MFMA through ds_read_tr4."""
+    proc = gemm("--dtype", "mxfp4", "--layout", "tn", "-M", "40", "-N", "33", "-K", "96", "--validate")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "PASS"
 
 
 def test_gemm_gfx950_tile_options_build_the_kernel_they_name(gemm):
@@ -103,7 +108,7 @@ def test_gemm_gfx950_tile_options_build_the_kernel_they_name(gemm):
     (("--stages", "3"), "error: --stages 3: the gfx950 GEMMs run a 2-stage K pipeline"),
     (("--group-m", "8"), "error: --group-m is an sm80 option"),
     (("--block", "80x128x64"), "error: block 80x128x64 does not tile 2 x 2 waves of 16x16x32 MFMAs"),
-    (("--dtype", "mxfp8", "--block", "128x128x64"), "error: --block 128x128x64: MX GEMM K tiles are 128 wide"),
+    (("--dtype", "mxfp8", "--block", "128x128x64"), "error: MX GEMM: block 128x128x64 must tile 2 x 2 waves of 16x16x128 MFMAs, block_k 128 or 256"),
     (("--dtype", "mxfp8", "--mfma", "32x32"), "error: --mfma 32x32: the MX GEMM runs the scaled 16x16x128 MFMA only"),
 ])
 def test_gemm_gfx950_refuses_tile_options_it_cannot_apply(args, first_line, gemm):

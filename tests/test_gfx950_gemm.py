@@ -7,8 +7,10 @@ import pytest
 import tvm_cdna4
 from tvm_cdna4.emulator import compare, emulate
 from tvm_cdna4.isa import formats
+from tvm_cdna4.isa import CATALOG
 from tvm_cdna4.schedules.gfx950_gemm import DTYPES, LAYOUTS, Gfx950GemmConfig, gfx950_gemm, plan_gfx950_gemm
-from tvm_cdna4.schedules.gfx950_mx_gemm import MX_FORMATS, gfx950_mx_gemm, pack_rows
+from tvm_cdna4.schedules.gfx950_mx_gemm import (MX_FORMATS, MxGemmConfig, default_mx_config, gfx950_mx_gemm, lds_bytes,
+                                                 operand_plan, pack_operands)
 
 SHAPES = [(1, 1, 1), (17, 255, 33), (257, 17, 70)]  # 1, 17, 255, 257 and K below one K tile
 OUT_NP = {"f32": np.float32, "f16": np.float16, "bf16": ml_dtypes.bfloat16, "i32": np.int32, "f64": np.float64}
@@ -110,9 +112,26 @@ def test_default_fp8_kernel_estimate_reaches_90_percent_of_the_fp8_peak(layout):
     assert report.peak_ops_per_cycle == 2048 and report.est_fraction >= 0.9, report.est_fraction
 
 
-@pytest.mark.parametrize("shape", [(1, 17, 32), (70, 130, 96), (255, 33, 256)], ids=lambda s: "x".join(map(str, s)))
-@pytest.mark.parametrize("dtype", list(MX_FORMATS))
-def test_mx_gemm_matches_numpy(dtype, shape, rng):
+# Every MX format x layout once, on shapes that are no tile multiples (M/N below, between and above
+# one 128 tile; K from one 32-block to three 128-wide K tiles, block_k 256 on some); where M or N is
+# the contiguous dimension, some rows are whole 16-byte chunks (buffer loads) and some are not.
+MX_CASES = [
+    ("mxfp8", "nt", (1, 17, 32), 128), ("mxfp8", "nn", (70, 96, 96), 128),
+    ("mxfp8", "tn", (65, 33, 288), 256), ("mxfp8", "tt", (33, 70, 160), 128),
+    ("mxbf8", "nt", (70, 130, 96), 128), ("mxbf8", "nn", (33, 17, 64), 128),
+    ("mxbf8", "tn", (96, 70, 160), 128), ("mxbf8", "tt", (65, 96, 256), 128),
+    ("mxfp6", "nt", (130, 33, 256), 128), ("mxfp6", "nn", (33, 70, 96), 128),
+    ("mxfp6", "tn", (64, 33, 288), 128), ("mxfp6", "tt", (70, 65, 160), 256),
+    ("mxbf6", "nt", (33, 70, 160), 256), ("mxbf6", "nn", (65, 64, 128), 128),
+    ("mxbf6", "tn", (70, 33, 96), 128), ("mxbf6", "tt", (1, 17, 32), 128),
+    ("mxfp4", "nt", (255, 33, 256), 128), ("mxfp4", "nn", (70, 96, 160), 128),
+    ("mxfp4", "tn", (33, 70, 96), 128), ("mxfp4", "tt", (130, 65, 288), 256),
+]
+
+
+@pytest.mark.parametrize("dtype, layout, shape, block_k", MX_CASES,
+                         ids=[f"{d}-{lay}-{'x'.join(map(str, s))}-bk{k}" for d, lay, s, k in MX_CASES])
+def test_mx_gemm_matches_numpy(dtype, layout, shape, block_k, rng):
     M, N, K = shape
     fmt = MX_FORMATS[dtype]
     a = rng.normal(size=(M, K)).astype(formats.fmt(fmt).dtype)
@@ -120,7 +139,7 @@ def test_mx_gemm_matches_numpy(dtype, shape, rng):
     sa = rng.integers(122, 133, (M, K // 32)).astype(np.uint8)
     sb = rng.integers(122, 133, (N, K // 32)).astype(np.uint8)
     C = np.full((M, N), np.nan, np.float32)
-    emulate(gfx950_mx_gemm(M, N, K, dtype), pack_rows(a, fmt), pack_rows(np.ascontiguousarray(b.T), fmt), sa, sb, C)
+    emulate(gfx950_mx_gemm(M, N, K, dtype, layout, MxGemmConfig(block_k=block_k)), *pack_operands(a, b, fmt, layout), sa, sb, C)
     scale_a = np.exp2(np.repeat(sa.astype(np.float64) - 127, 32, axis=1))
     scale_b = np.exp2(np.repeat(sb.astype(np.float64) - 127, 32, axis=1)).T
     compare("C", C, (a.astype(np.float64) * scale_a) @ (b.astype(np.float64) * scale_b), rtol=1e-5, atol=1e-4)
@@ -146,6 +165,47 @@ def test_plan_of_fp8_bf8_uses_the_scaled_mfma_format_codes_and_one_k_step():
     assert (plan.mfma, plan.repeats, plan.format_codes, plan.k_steps) == ("mfma_scale_f32_32x32x64_f8f6f4", (1, 1, 2), (0, 1), 3)
     assert plan.a.transpose_read == "ds_read_tr8_b64_v2i32" and plan.b.transpose_read == "ds_read_tr8_b64_v2i32"
     assert plan_gfx950_gemm(64, 64, 64, "f32", "tn").a.transpose_read is None  # no 32-bit transposing read
+def test_mx_storage_packs_along_the_contiguous_dimension(rng):
+    """An M/N-contiguous operand packs along M/N (fp4: two N values per byte, N even in the low
+    nibble), the packing ds_read_tr4 reads; a K-contiguous one packs along K."""
+    b = rng.normal(size=(64, 8)).astype(formats.fmt("fp4").dtype)  # K x N
+    a = rng.normal(size=(8, 64)).astype(formats.fmt("fp4").dtype)  # M x K
+    A_nt, B_nn = pack_operands(a, b, "fp4", "nn")
+    codes = formats._codes(formats.fmt("fp4"), b)
+    assert B_nn.shape == (64, 1) and (B_nn[:, 0] == (codes << (4 * np.arange(8, dtype=np.uint64))).sum(1)).all()
+    _, B_nt = pack_operands(a, b, "fp4", "nt")
+    assert B_nt.shape == (8, 8) and (formats.from_words("fp4", B_nt, 64) == b.T).all()
+    assert (formats.from_words("fp4", A_nt, 64) == a).all()
+
+
+@pytest.mark.parametrize("fmt, tr, slot, unit", [("fp8", "ds_read_tr8_b64_v2i32", 8, 4),
+                                                 ("fp6", "ds_read_tr6_b96_v3i32", 16, 3),
+                                                 ("fp4", "ds_read_tr4_b64_v2i32", 8, 4)])
+def test_mx_operand_plan_of_an_mn_contiguous_operand(fmt, tr, slot, unit):
+    """The M/N-contiguous B of a 128 x 128 x 128 tile: K rows in LDS, one ds_read_tr chunk per slot
+    (tr6: 12 bytes in 16, its LDS alignment), whole units per thread."""
+    plan = operand_plan("B", False, 4096, 4096, 128, 128, fmt, 16)
+    bits = formats.fmt(fmt).bits
+    assert (plan.tr, plan.slot_bytes, plan.unit_words, plan.lds_dtype) == (tr, slot, unit, "uint8")
+    assert (plan.rows, plan.row_words, plan.tile_words) == (4096, 4096 * bits // 32, 128 * bits // 32)
+    assert plan.units * 256 * plan.unit_words == 128 * plan.tile_words
+    assert plan.lds_row == 128 // CATALOG[tr].elements * slot + 16
+    assert plan.reads == 32 // CATALOG[tr].elements  # ds_read_tr calls per 32 K positions of a lane
+
+
+@pytest.mark.parametrize("dtype, layout, mnemonic, count", [("mxfp8", "tt", "ds_read_b64_tr_b8", 32),
+                                                            ("mxfp6", "nn", "ds_read_b96_tr_b6", 16),
+                                                            ("mxfp4", "tn", "ds_read_b64_tr_b4", 32)])
+def test_mx_transposed_operands_use_ds_read_tr(dtype, layout, mnemonic, count):
+    """Per loop iteration (two K tiles) and wave: 4 fragments of each M/N-contiguous operand per
+    tile, 4 tr8 or 2 tr6/tr4 calls per fragment; the 32 scaled MFMAs; no scratch."""
+    from tvm_cdna4.schedules.report import main_loop
+
+    result = tvm_cdna4.build(gfx950_mx_gemm(4096, 4096, 4096, dtype, layout))
+    info = result.kernel()
+    assert info.scratch_bytes == 0 and info.lds_bytes == lds_bytes(dtype, layout, default_mx_config(dtype, layout))
+    loop = [line.split()[0] for line in main_loop(result.asm)]
+    assert loop.count("v_mfma_scale_f32_16x16x128_f8f6f4") == 32 and loop.count(mnemonic) == count
 
 
 @pytest.mark.parametrize("kwargs, rule", [
@@ -159,11 +219,19 @@ def test_gemm_argument_errors(kwargs, rule):
         gfx950_gemm(64, 64, 64, **kwargs)
 
 
-def test_mx_gemm_rejects_k_not_multiple_of_32_and_other_layouts():
+def test_mxfp4_default_k_tile_is_256_where_two_workgroups_fit_the_lds():
+    assert default_mx_config("mxfp4", "nt").block_k == 256 and lds_bytes("mxfp4", "nt", MxGemmConfig(block_k=256)) == 80 * 1024
+    assert default_mx_config("mxfp4", "nn").block_k == 128  # its padded tr4 rows need more: one workgroup per CU
+    assert default_mx_config("mxfp8", "nt").block_k == 128
+
+
+def test_mx_gemm_argument_errors():
     with pytest.raises(ValueError, match="multiple of 32"):
         gfx950_mx_gemm(16, 16, 40)
-    with pytest.raises(ValueError, match="layout 'nn' is not supported"):
-        gfx950_mx_gemm(16, 16, 64, layout="nn")
+    with pytest.raises(ValueError, match="layout 'nx'"):
+        gfx950_mx_gemm(16, 16, 64, layout="nx")
+    with pytest.raises(ValueError, match="block_k 128 or 256"):
+        gfx950_mx_gemm(16, 16, 64, config=MxGemmConfig(block_k=64))
 
 
 @pytest.mark.parametrize("dtype", ["f16", "fp8", "i8"])

@@ -60,11 +60,13 @@ def test_gemm_on_gfx950(dtype, layout, shape):
 
 
 @pytest.mark.gfx950
-@pytest.mark.parametrize("dtype", ["mxfp8", "mxfp6", "mxfp4"])
-def test_mx_gemm_on_gfx950(dtype):
+@pytest.mark.parametrize("layout", ["nt", "nn", "tn", "tt"])
+@pytest.mark.parametrize("dtype", ["mxfp8", "mxbf8", "mxfp6", "mxbf6", "mxfp4"])
+def test_mx_gemm_on_gfx950(dtype, layout):
+    """Every layout: the M/N-contiguous operands through ds_read_tr8/tr6/tr4 on the hardware."""
     from tvm_cdna4.isa import formats
     from tvm_cdna4.rocm.launch import run_on_gfx950
-    from tvm_cdna4.schedules.gfx950_mx_gemm import MX_FORMATS, gfx950_mx_gemm, pack_rows
+    from tvm_cdna4.schedules.gfx950_mx_gemm import MX_FORMATS, gfx950_mx_gemm, pack_operands
 
     rng = np.random.default_rng(0)
     M, N, K, fmt = 200, 136, 384, MX_FORMATS[dtype]
@@ -72,7 +74,7 @@ def test_mx_gemm_on_gfx950(dtype):
     b = rng.normal(size=(K, N)).astype(formats.fmt(fmt).dtype)
     sa, sb = (rng.integers(122, 133, (n, K // 32)).astype(np.uint8) for n in (M, N))
     C = np.zeros((M, N), np.float32)
-    run_on_gfx950(gfx950_mx_gemm(M, N, K, dtype), pack_rows(a, fmt), pack_rows(np.ascontiguousarray(b.T), fmt), sa, sb, C)
+    run_on_gfx950(gfx950_mx_gemm(M, N, K, dtype, layout), *pack_operands(a, b, fmt, layout), sa, sb, C)
     a64 = a.astype(np.float64) * np.exp2(np.repeat(sa - 127.0, 32, axis=1))
     b64 = b.astype(np.float64) * np.exp2(np.repeat(sb - 127.0, 32, axis=1)).T
     compare("C", C, a64 @ b64, rtol=1e-5, atol=1e-5 * (np.abs(a64) @ np.abs(b64)))

@@ -105,9 +105,11 @@ def _tr_helpers() -> list[str]:
     return out
 
 
-# TIR dtypes of the buffer loads: 16-byte vectors (buffer_load_dwordx4) and 32-bit words (buffer_load_dword)
+# TIR dtypes of the buffer loads: 16-byte vectors (buffer_load_dwordx4), three words (buffer_load_dwordx3)
+# and 32-bit words (buffer_load_dword)
 BUFFER_LOAD_DTYPES = ("float16x8", "int16x8", "int8x16", "uint8x16", "float32x4", "int32x4", "uint32x4", "float64x2",
-                      "int32", "uint32")
+                      "uint32x3", "int32", "uint32")
+_BUFFER_LOAD_WORDS = {4: ("<4 x i32>", "v4i32"), 3: ("<3 x i32>", "v3i32"), 1: ("i32", "i32")}
 # Third word of a gfx9 buffer resource: DATA_FORMAT = 32 bit (composable_kernel include/ck/ck.hpp,
 # CK_BUFFER_RESOURCE_3RD_DWORD for __gfx9__)
 BUFFER_RSRC_WORD3 = 0x00020000
@@ -115,7 +117,7 @@ BUFFER_RSRC_WORD3 = 0x00020000
 
 def buffer_load_helper(dtype: str) -> str:
     if dtype not in BUFFER_LOAD_DTYPES:
-        raise ValueError(f"T.rocm.buffer_load: dtype {dtype!r} is not a 16-byte vector or a 32-bit word; "
+        raise ValueError(f"T.rocm.buffer_load: dtype {dtype!r} is not a 16-byte vector or a 32-bit word (or uint32x3); "
                          f"expected one of {BUFFER_LOAD_DTYPES}")
     return f"{PREFIX}buffer_load_{dtype}"
 
@@ -152,12 +154,11 @@ def _buffer_lds_helpers() -> list[str]:
 
 def _buffer_helpers() -> list[str]:
     out = ["declare ptr addrspace(8) @llvm.amdgcn.make.buffer.rsrc.p8.p1(ptr addrspace(1), i16, i64, i32)"]
-    for word in ("<4 x i32>", "i32"):
-        out.append(f"declare {word} @llvm.amdgcn.raw.ptr.buffer.load.{'v4i32' if 'x' in word else 'i32'}"
-                   f"(ptr addrspace(8), i32, i32, i32 immarg)")
+    for word, suffix in _BUFFER_LOAD_WORDS.values():
+        out.append(f"declare {word} @llvm.amdgcn.raw.ptr.buffer.load.{suffix}(ptr addrspace(8), i32, i32, i32 immarg)")
     for dtype in BUFFER_LOAD_DTYPES:
         t = llvm_type(dtype)
-        w, suffix = ("<4 x i32>", "v4i32") if "x" in dtype else ("i32", "i32")
+        w, suffix = _BUFFER_LOAD_WORDS[3 if dtype.endswith("x3") else 4 if "x" in dtype else 1]
         load = f"@llvm.amdgcn.raw.ptr.buffer.load.{suffix}(ptr addrspace(8) %rsrc, i32 %voffset, i32 %soffset, i32 0)"
         ret = f"  %r = bitcast {w} %w to {t}\n  ret {t} %r\n" if t != w else f"  ret {t} %w\n"
         out.append(f"define linkonce_odr {t} @{buffer_load_helper(dtype)}(ptr addrspace(1) %base, i32 %bytes, "

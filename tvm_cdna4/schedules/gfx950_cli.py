@@ -17,7 +17,7 @@ import numpy as np
 from ..errors import ContractError
 
 from .gfx950_gemm import DTYPES, default_config, gfx950_gemm
-from .gfx950_mx_gemm import MX_FORMATS, MxGemmConfig, gfx950_mx_gemm, pack_rows
+from .gfx950_mx_gemm import MX_FORMATS, default_mx_config, gfx950_mx_gemm, pack_operands
 
 GFX950_DTYPES = (*DTYPES, *MX_FORMATS)
 OUT_NP = {"f32": np.float32, "f16": np.float16, "i32": np.int32, "f64": np.float64}
@@ -48,12 +48,9 @@ def config(args):
             raise ValueError(f"{option} is an sm80 option: gfx950 launches one workgroup per output tile")
     block, mfma = getattr(args, "block", None), getattr(args, "mfma", None)
     if args.dtype in MX_FORMATS:
-        cfg, updates = MxGemmConfig(), {}
+        cfg, updates = default_mx_config(args.dtype, args.layout), {}
         if block:
-            m, n, k = _block(block)
-            if k != 128:
-                raise ValueError(f"--block {block}: MX GEMM K tiles are 128 wide (one scaled 16x16x128 MFMA)")
-            updates.update(block_m=m, block_n=n)
+            updates.update(zip(("block_m", "block_n", "block_k"), _block(block)))
         if mfma and mfma != "16x16":
             raise ValueError(f"--mfma {mfma}: the MX GEMM runs the scaled 16x16x128 MFMA only")
         return attrs.evolve(cfg, **updates)
@@ -116,8 +113,7 @@ def _inputs(args, rng):
         c = np.full((M, N), np.nan, np.float32)
         sa64 = a.astype(np.float64) * np.exp2(np.repeat(sa - 127.0, 32, axis=1))
         sb64 = b.astype(np.float64) * np.exp2(np.repeat(sb - 127.0, 32, axis=1)).T
-        return (pack_rows(a, fmt), pack_rows(np.ascontiguousarray(b.T), fmt), sa, sb, c), sa64 @ sb64, \
-            np.abs(sa64) @ np.abs(sb64), c, "f32"
+        return (*pack_operands(a, b, fmt, args.layout), sa, sb, c), sa64 @ sb64, np.abs(sa64) @ np.abs(sb64), c, "f32"
     import ml_dtypes
 
     spec = DTYPES[args.dtype]

@@ -3,48 +3,180 @@
 Formats (OCP MX): ``mxfp8`` (E4M3), ``mxbf8`` (E5M2), ``mxfp6`` (E2M3), ``mxbf6`` (E3M2),
 ``mxfp4`` (E2M1), one E8M0 scale per 32 consecutive K elements of a row of A / column of B.
 
-Storage (K contiguous for both operands, i.e. layout ``nt``): A is ``(M, K*bits/32)`` uint32
-words holding each row's K elements packed little-endian (element ``k`` at bits
-``[k*bits, (k+1)*bits)`` of the row); B is ``(N, K*bits/32)`` the same way per column of B;
-scales are ``(M, K/32)`` and ``(N, K/32)`` uint8 E8M0 codes. K must be a multiple of 32.
+Storage, every layout: each operand is the matrix its layout names (``n``: A ``M x K``, B
+``K x N``; ``t``: A ``K x M``, B ``N x K``), row-major, each row packed little-endian into
+``uint32`` words along its contiguous dimension (element ``j`` of a row at bits
+``[j*bits, (j+1)*bits)``, the row padded with zero bits to whole words): ``pack_operands`` /
+``pack_rows``, i.e. ``isa.formats.to_words`` per row. So a K-contiguous operand (A of ``n?``, B of
+``?t``) is K-packed (fp4: two K values per byte), and an M/N-contiguous one (A of ``t?``, B of
+``?n``) is M/N-packed (fp4: two M/N values per byte): that is what ``ds_read_tr4/tr6/tr8`` read,
+16 (tr8: 8) consecutive M/N elements of one K row per lane chunk, and hand each lane one M/N
+position's consecutive K values, K-packed as the scaled MFMA takes them. Scales, every layout:
+``(M, K/32)`` and ``(N, K/32)`` uint8 E8M0 codes. K must be a multiple of 32.
 
 Structure: the dense kernel's (``gfx950_gemm``): 256 threads in 2 x 2 waves of ``16x16x128``
-scaled MFMAs, the two-stage LDS software pipeline of ``schedules.pipeline`` over 128-wide K tiles
-(packed A/B words by ``buffer_load_dwordx4``; the four E8M0 scales of each tile row as one 32-bit
-word, staged in LDS beside the data), padded LDS rows, and MFMAs interleaved with the memory
-instructions. Each lane reads its 32 K positions (4/6/8 words) with wide LDS reads and extracts
-its scale byte from the row's word. Edges are zero-filled, the epilogue masked.
+scaled MFMAs, the two-stage LDS software pipeline of ``schedules.pipeline`` over ``block_k``-wide
+K tiles (one or two MFMA K steps), padded LDS rows, and MFMAs interleaved with the memory
+instructions. The per-operand plan (``MxOperand``) fixes how a tile travels:
+
+* K-contiguous: 16-byte ``buffer_load_dwordx4`` chunks, LDS rows of packed K words, and each lane
+  reads its 32 K positions (4/6/8 words) with wide LDS reads.
+* M/N-contiguous: the tile is stored in LDS with K rows and M/N contiguous, in slots of one
+  ``ds_read_tr`` chunk (tr6: 12 bytes in a 16-byte slot, its LDS alignment, each chunk one
+  ``buffer_load_dwordx3`` and one 12-byte LDS store); fp4/fp6 fragments come from the tile form of
+  ``ds_read_tr4/tr6`` (two calls per 32 K, 2/3 words each), fp8/bf8 fragments are ``uint8``
+  element tiles from the operand form of ``ds_read_tr8`` (four calls). gfx950 register tuples
+  are even-aligned, so the second ``ds_read_b96_tr_b6`` of a 6-register fp6 operand cannot land
+  in place (it would start at an odd register): LLVM copies it (three ``v_mov_b32`` per fragment).
+
+The E8M0 scales of a tile row (four per 128 K) travel as 32-bit words, staged in LDS beside the
+data so that one LDS read brings a lane's scale words for all its fragments; each lane extracts
+its byte. Edges: global loads outside the matrices read zeros (K rows and K words past the end),
+M/N positions past the end only reach masked outputs; the epilogue stores only inside C.
 """
 
 from __future__ import annotations
 
+import math
+
 import attrs
+import numpy as np
 from tvm_tirx.script import tirx as T
 
-from ..isa import CATALOG
+from ..isa import CATALOG, DS_READ_TR_OPS, DsReadTrOp
+from ..isa.formats import fmt as format_of
+from ..isa.formats import to_words
 from ..isa.mfma_table import SCALE_VECTOR_WORDS
 from ..patterns import register
-from ..patterns.layouts import mfma_fragment
+from ..patterns.layouts import mfma_fragment, tr_fragment
 from ..patterns.wave import BUFFER_OOB
-from .gfx950_gemm import FORMAT_CODES, lane_maps
+from ..rocm.build import GFX950_LDS_BYTES
+from .gfx950_gemm import FORMAT_CODES, LAYOUTS, lane_maps
 from .pipeline import chunk_loader, guarded_load, interleave_program, k_pipeline, lds_stage, schedule_hint
 
 MX_FORMATS = {"mxfp8": "fp8", "mxbf8": "bf8", "mxfp6": "fp6", "mxbf6": "bf6", "mxfp4": "fp4"}
-_BITS = {"fp8": 8, "bf8": 8, "fp6": 6, "bf6": 6, "fp4": 4}
+MFMA = "mfma_scale_f32_16x16x128_f8f6f4"
+THREADS = 256
 
 
 @attrs.frozen
 class MxGemmConfig:
-    """Tile configuration; K tiles are 128 wide (one scaled MFMA K step, one scale word per row)."""
+    """Tile configuration. ``block_k``: K tile, 128 or 256 (one or two scaled MFMA K steps)."""
 
     block_m: int = 128
     block_n: int = 128
+    block_k: int = 128
     lds_pad: int = 16  # bytes added to every LDS row
     interleave: bool = True  # as Gfx950GemmConfig.interleave
 
 
-def words_per_row(K: int, fmt: str) -> int:
-    return K * _BITS[fmt] // 32
+def transpose_load(fmt: str) -> DsReadTrOp:
+    """The catalog's ``ds_read_tr`` that feeds ``fmt`` (tr8 for fp8/bf8, tr6 for fp6/bf6, tr4 for fp4)."""
+    return next(op for op in DS_READ_TR_OPS if fmt in op.feeds and op.element_bits == format_of(fmt).bits)
+
+
+@attrs.frozen
+class MxOperand:
+    """How one operand travels from global memory to MFMA fragments (module docstring).
+
+    Storage: ``rows`` rows of ``row_words`` packed words; a tile is ``tile_rows`` rows of
+    ``tile_words`` words. Each thread copies ``units`` units of ``unit_words`` words per tile (one
+    buffer load each: 16 bytes; tr6: one 12-byte chunk, stored in its 16-byte slot) into an LDS stage of ``lds_shape``
+    (``lds_dtype``): uint32 K words (K-contiguous), or uint8 rows of K with ``slot_bytes`` per
+    ``ds_read_tr`` chunk (M/N-contiguous; ``lds_row`` bytes per K row)."""
+
+    name: str  # "A" or "B"
+    k_contiguous: bool
+    rows: int
+    row_words: int
+    tile_rows: int
+    tile_words: int
+    unit_words: int
+    units: int
+    lds_shape: tuple[int, ...]
+    lds_dtype: str
+    lds_row: int  # LDS row pitch in lds_dtype elements
+    tr: str | None = None  # the transposing LDS load (M/N-contiguous)
+    slot_bytes: int = 0  # LDS bytes per ds_read_tr chunk (M/N-contiguous)
+    reads: int = 0  # LDS read instructions per MFMA fragment
+
+    @property
+    def chunk_bytes(self) -> int:
+        """Data bytes of one ``ds_read_tr`` chunk."""
+        return CATALOG[self.tr].load_bits // 8 if self.tr else 0
+
+
+def operand_plan(name: str, k_contiguous: bool, extent: int, K: int, tile: int, block_k: int, fmt: str,
+                 lds_pad: int) -> MxOperand:
+    """The plan of operand ``name`` (``extent`` = M or N, ``tile`` = block_m or block_n)."""
+    op, bits = CATALOG[MFMA], format_of(fmt).bits
+    words = SCALE_VECTOR_WORDS[fmt]  # per lane and fragment: 32 K positions
+    rk = block_k // op.k
+    if k_contiguous:
+        tile_words = block_k * bits // 32
+        shape = (tile, tile_words + lds_pad // 4)
+        return MxOperand(name, True, extent, K * bits // 32, tile, tile_words, 4,
+                         tile * tile_words // 4 // THREADS, shape, "uint32", shape[1], reads=-(-words // 4))
+    tr = transpose_load(fmt)
+    chunk = tr.load_bits // 8
+    slot = -(-chunk // tr.lds_alignment) * tr.lds_alignment
+    unit = 4 if slot == chunk else chunk // 4  # words per global load: 16 bytes, or one padded tr6 chunk
+    tile_words = tile * bits // 32
+    row = tile // tr.elements * slot + lds_pad
+    if bits == 8:  # the operand form's (k, m/n) element tile
+        shape = (block_k, row)
+    else:  # the tile form's (K step, call, 16-lane group, provider row, bytes): K row 128 kk + 32 g + 16 j + p
+        shape = (rk, 2, 4, 16, row)
+    return MxOperand(name, False, K, -(-extent * bits // 32), block_k, tile_words, unit,
+                     block_k * tile_words // unit // THREADS, shape, "uint8", row, tr.name, slot,
+                     op.a_elems // tr.elements)
+
+
+def _check(plan: MxOperand, cfg: MxGemmConfig) -> None:
+    if plan.units < 1 or plan.units * THREADS * plan.unit_words != plan.tile_rows * plan.tile_words:
+        raise ValueError(f"MX GEMM: the {plan.name} tile ({plan.tile_rows} rows of {plan.tile_words} words) is not a "
+                         f"whole number of {plan.unit_words}-word units per thread; got {cfg}")
+
+
+def _lds_tensor(plan: MxOperand):
+    """The operand's LDS stage: row-major K words, or bytes; the tile form's 5-D view of K rows."""
+    if len(plan.lds_shape) == 2:
+        return lds_stage(plan.lds_shape, plan.lds_dtype)
+    rk, calls, groups, rows, pitch = plan.lds_shape
+    strides = (rk * 128 * pitch, 128 * pitch, 16 * pitch, 32 * pitch, pitch, 1)
+    return T.Tensor((1, *plan.lds_shape), plan.lds_dtype, scope="shared", align=16,
+                    layout=T.TileLayout(T.S[(1, *plan.lds_shape) : strides]))
+
+
+def lds_bytes(dtype: str, layout: str, config: MxGemmConfig) -> int:
+    """LDS bytes of the kernel: two stages of the A and B tiles and of the scale words."""
+    fmt, cfg = MX_FORMATS[dtype], config
+    stage = sum(math.prod(p.lds_shape) * (4 if p.lds_dtype == "uint32" else 1)
+                for p in (operand_plan("A", layout[0] == "n", 1, cfg.block_k, cfg.block_m, cfg.block_k, fmt, cfg.lds_pad),
+                          operand_plan("B", layout[1] == "t", 1, cfg.block_k, cfg.block_n, cfg.block_k, fmt, cfg.lds_pad)))
+    return 2 * (stage + 4 * _scale_words_per_stage(cfg))
+
+
+def _scale_words_per_stage(cfg: MxGemmConfig) -> int:
+    """Scale words of a stage: RK per scale row (A rows, then B rows) and the spare words of the
+    rows of the last thread block (``_scale_index``)."""
+    rows = -(-(cfg.block_m + cfg.block_n) // THREADS) * THREADS
+    return (cfg.block_m + cfg.block_n + rows) * (cfg.block_k // CATALOG[MFMA].k)
+
+
+def default_mx_config(dtype: str, layout: str = "nt") -> MxGemmConfig:
+    """The default tile: 128 x 128 with 128-wide K tiles; mxfp4 (whose MFMAs take half the cycles of
+    the 8-bit ones) K tiles of 256, two MFMA K steps, wherever two workgroups still fit a CU's LDS
+    (layout nt), so that a tile's loads and waits hide behind twice the MFMAs."""
+    wide = MxGemmConfig(block_k=256)
+    if MX_FORMATS[dtype] == "fp4" and 2 * lds_bytes(dtype, layout, wide) <= GFX950_LDS_BYTES:
+        return wide
+    return MxGemmConfig()
+
+
+def _span(base, n: int):
+    """Index of ``n`` consecutive elements from ``base`` (a scalar index for one)."""
+    return base if n == 1 else T.ramp(base, 1, n)
 
 
 def gfx950_mx_gemm(M: int, N: int, K: int, dtype: str = "mxfp8", layout: str = "nt", config: MxGemmConfig | None = None):
@@ -52,146 +184,252 @@ def gfx950_mx_gemm(M: int, N: int, K: int, dtype: str = "mxfp8", layout: str = "
     register()
     if dtype not in MX_FORMATS:
         raise ValueError(f"MX GEMM: dtype {dtype!r}; expected one of {sorted(MX_FORMATS)}")
-    if layout != "nt":
-        raise ValueError(f"MX GEMM: layout {layout!r} is not supported: sub-byte elements are packed along K, "
-                         "so A and B must both be K-contiguous (layout 'nt')")
+    if layout not in LAYOUTS:
+        raise ValueError(f"MX GEMM: layout {layout!r}; expected one of {LAYOUTS}")
     if K % 32 or min(M, N, K) < 1:
         raise ValueError(f"MX GEMM: K must be a positive multiple of 32 (one E8M0 scale per 32 K); got M={M}, N={N}, K={K}")
     fmt = MX_FORMATS[dtype]
-    cfg = config or MxGemmConfig()
-    op = CATALOG["mfma_scale_f32_16x16x128_f8f6f4"]
-    BM, BN, BK = cfg.block_m, cfg.block_n, op.k
+    cfg = config or default_mx_config(dtype, layout)
+    op = CATALOG[MFMA]
+    BM, BN, BK = cfg.block_m, cfg.block_n, cfg.block_k
+    if BM % (2 * op.m) or BN % (2 * op.n) or BK not in (op.k, 2 * op.k) or cfg.lds_pad % 16:
+        raise ValueError(f"MX GEMM: block {BM}x{BN}x{BK} must tile 2 x 2 waves of {op.m}x{op.n}x{op.k} MFMAs, "
+                         f"block_k {op.k} or {2 * op.k}, lds_pad a multiple of 16; got {cfg}")
+    pa = operand_plan("A", layout[0] == "n", M, K, BM, BK, fmt, cfg.lds_pad)
+    pb = operand_plan("B", layout[1] == "t", N, K, BN, BK, fmt, cfg.lds_pad)
+    _check(pa, cfg)
+    _check(pb, cfg)
     W = SCALE_VECTOR_WORDS[fmt]  # words per lane per MFMA (32 K positions)
-    bits, code = _BITS[fmt], FORMAT_CODES[fmt]
-    kw, bkw = words_per_row(K, fmt), words_per_row(BK, fmt)  # words per matrix row / per tile row
-    if BM % (2 * op.m) or BN % (2 * op.n) or (BM * bkw) % 1024 or (BN * bkw) % 1024 or cfg.lds_pad % 16:
-        raise ValueError(f"MX GEMM: block {BM}x{BN} must tile 2 x 2 waves of {op.m}x{op.n} MFMAs with whole 16-byte "
-                         f"chunks per thread ({bkw} words per tile row), lds_pad a multiple of 16; got {cfg}")
+    bits, code = format_of(fmt).bits, FORMAT_CODES[fmt]
     WM, WN = BM // 2, BN // 2
-    RM, RN = WM // op.m, WN // op.n
-    la, na = mfma_fragment(op, "A", (RM, 1), fmt, fmt)
-    lb, nb = mfma_fragment(op, "B", (RN, 1), fmt, fmt)
-    ls, _ = mfma_fragment(op, "scale_a", (RM, 1))
-    lsb, _ = mfma_fragment(op, "scale_b", (RN, 1))
+    RM, RN, RK = WM // op.m, WN // op.n, BK // op.k
+    byte_a, byte_b = bits == 8 and not pa.k_contiguous, bits == 8 and not pb.k_contiguous
+    la, na = mfma_fragment(op, "A", (RM, RK), fmt, fmt, byte_tiles=byte_a)
+    lb, nb = mfma_fragment(op, "B", (RN, RK), fmt, fmt, byte_tiles=byte_b)
+    ls, _ = mfma_fragment(op, "scale_a", (RM, RK))
+    lsb, _ = mfma_fragment(op, "scale_b", (RN, RK))
     ld, nd = mfma_fragment(op, "D", (RM, RN))
+    a_shape = (M, pa.row_words) if pa.k_contiguous else (K, pa.row_words)
+    b_shape = (N, pb.row_words) if pb.k_contiguous else (K, pb.row_words)
     grid_m, grid_n = -(-M // BM), -(-N // BN)
     k_steps = -(-K // BK)
     kb = K // 32  # scale bytes per row
-    a_chunks, b_chunks = BM * bkw // 1024, BN * bkw // 1024  # 16-byte chunks per thread
-    s_rows = -(-(BM + BN) // 256)  # scale rows (A rows, then B rows) per thread
-    row_w = bkw + cfg.lds_pad // 4  # LDS row stride in words
+    s_rows = -(-(BM + BN) // THREADS)  # scale rows (A rows, then B rows) per thread
     a_row, a_k, b_col, b_k, acc_row, acc_col = lane_maps(op)
+    word_scales = kb % 4 == 0  # each row's four scales of an MFMA K step are one aligned 32-bit word
 
-    _chunk_a = chunk_loader("uint32", 4, (M, kw), bkw // 4, False, 0, M * kw)
-    _chunk_b = chunk_loader("uint32", 4, (N, kw), bkw // 4, False, 0, N * kw)
-    word_scales = kb % 4 == 0  # each row's four scales of a tile are one aligned 32-bit word
-
-    def _scale_words(SA_, SB_, m0_, n0_, row, ko):
-        """The four scales of tile ``ko`` of scale row ``row`` (A rows first, then B rows) as
-        (word from A, word from B), the other one zero; they are ORed when stored to LDS, a step
-        later, so that no instruction waits for the loads right after issuing them. ``SA_`` and
-        ``SB_`` are flat views of the scale matrices."""
+    def _scale_words(SA_, SB_, m0_, n0_, row, ko, kk):
+        """The four scales of K step ``kk`` of tile ``ko`` of scale row ``row`` (A rows first, then B
+        rows) as (word for an A row, word for a B row); ``_scale_index`` sends the one that is not the
+        row's to a spare LDS word. Two stores instead of one merged word: nothing combines the two
+        loads, so no instruction waits for them before the store a step later. ``SA_`` and ``SB_``
+        are flat views of the scale matrices."""
+        k4 = (ko * RK + kk) * 4  # first scale byte
         if word_scales:  # two buffer loads; the one for the other operand is out of range (zero)
-            a_ok = T.And(row < BM, m0_ + row < M)
-            b_ok = T.And(T.And(row >= BM, row < BM + BN), n0_ + row - BM < N)
-            return (T.rocm.buffer_load(SA_.data, M * kb, T.if_then_else(a_ok, (m0_ + row) * kb, BUFFER_OOB), ko * 4, "uint32"),
-                    T.rocm.buffer_load(SB_.data, N * kb, T.if_then_else(b_ok, (n0_ + row - BM) * kb, BUFFER_OOB), ko * 4, "uint32"))
+            a_ok = T.And(T.And(row < BM, m0_ + row < M), k4 < kb)
+            b_ok = T.And(T.And(T.And(row >= BM, row < BM + BN), n0_ + row - BM < N), k4 < kb)
+            return (T.rocm.buffer_load(SA_.data, M * kb, T.if_then_else(a_ok, (m0_ + row) * kb, BUFFER_OOB), k4, "uint32"),
+                    T.rocm.buffer_load(SB_.data, N * kb, T.if_then_else(b_ok, (n0_ + row - BM) * kb, BUFFER_OOB), k4, "uint32"))
         word = T.uint32(0)
         for e in range(4):
-            a = guarded_load(SA_, 0, m0_ + row, ko * 4 + e, (M, kb), "uint8")
-            b = guarded_load(SB_, 0, n0_ + T.max(row - BM, 0), ko * 4 + e, (N, kb), "uint8")
+            a = guarded_load(SA_, 0, m0_ + row, k4 + e, (M, kb), "uint8")
+            b = guarded_load(SB_, 0, n0_ + T.max(row - BM, 0), k4 + e, (N, kb), "uint8")
             byte = T.if_then_else(row < BM, a, T.if_then_else(row < BM + BN, b, T.uint8(0)))
             word = word | (T.cast(byte, "uint32") << T.uint32(8 * e))
-        return word, T.uint32(0)
+        return word, word
 
-    def _scale_slot(row):
-        """LDS word of scale row ``row`` (A rows, then B rows): within each wave's half of the tile,
-        row ``16 * i + r`` goes to ``r * R + i``, so a lane's R fragments' scales are adjacent."""
-        a_slot = row // WM * WM + row % 16 * RM + row % WM // 16
-        b = row - BM
-        return T.if_then_else(row < BM, a_slot, BM + b // WN * WN + b % 16 * RN + b % WN // 16)
+    def _scale_index(row, operand: str):
+        """LDS word (times RK) of scale row ``row`` (A rows, then B rows) for the ``operand`` word of
+        ``_scale_words``: within each wave's half of the tile, row ``16 * i + r`` goes to ``r * R +
+        i``, so a lane's R fragments' scales (RK words each) are adjacent in the register order of the
+        scale fragments; a word that is not the row's goes to the spare word ``BM + BN + row``."""
+        spare = BM + BN + row
+        if operand == "A":
+            slot = T.if_then_else(row < BM, row // WM * WM + row % 16 * RM + row % WM // 16, spare)
+        else:
+            b = row - BM
+            slot = T.if_then_else(T.And(row >= BM, row < BM + BN), BM + b // WN * WN + b % 16 * RN + b % WN // 16, spare)
+        return slot * RK
+
+    def _copy(plan: MxOperand):
+        """Macros ``load(regs, X, Xg, tile0, t, q, k0)`` (unit ``q`` of thread ``t`` of the tile at
+        M/N ``tile0`` (elements), K ``k0``: global -> registers, zeros outside) and ``store(L, regs, t,
+        q)`` (registers -> the LDS stage ``L``)."""
+        if plan.k_contiguous:
+            chunk = chunk_loader("uint32", 4, (plan.rows, plan.row_words), plan.tile_words // 4, False, 0,
+                                 plan.rows * plan.row_words)
+            cpr = plan.tile_words // 4
+
+            @T.macro
+            def load(regs, X, Xg, tile0, t, q, k0):
+                chunk(regs, X, Xg, 0, tile0, t, q, k0 * bits // 32)
+
+            @T.macro
+            def store(L, regs, t, q):
+                L[0, (q * THREADS + t) // cpr, T.ramp((q * THREADS + t) % cpr * 4, 1, 4)] = regs[T.ramp(q * 4, 1, 4)]
+
+            return load, store
+        per, U = plan.tile_words // plan.unit_words, plan.unit_words
+        nbytes = plan.rows * plan.row_words * 4
+        if plan.row_words % U == 0 and nbytes < 2**31:  # every unit wholly inside or outside a row: one buffer load
+            @T.macro
+            def load(regs, X, Xg, tile0, t, q, k0):
+                row, col = (q * THREADS + t) // per, tile0 * bits // 32 + (q * THREADS + t) % per * U
+                inside = T.And(k0 + row < plan.rows, col < plan.row_words)
+                voff = T.if_then_else(inside, (row * plan.row_words + col) * 4, T.int32(BUFFER_OOB))
+                regs[T.ramp(q * U, 1, U)] = T.rocm.buffer_load(X.data, nbytes, voff, k0 * plan.row_words * 4, f"uint32x{U}")
+        else:
+            @T.macro
+            def load(regs, X, Xg, tile0, t, q, k0):
+                row, col = (q * THREADS + t) // per, tile0 * bits // 32 + (q * THREADS + t) % per * U
+                for e in T.unroll(U):
+                    regs[q * U + e] = guarded_load(Xg, 0, k0 + row, col + e, (plan.rows, plan.row_words), "uint32")
+
+        # a unit is 16 bytes of unpadded chunks (tr8, tr4) or one 12-byte tr6 chunk in its 16-byte slot
+        if len(plan.lds_shape) == 2:
+            @T.macro
+            def store(L, regs, t, q):
+                row, u = (q * THREADS + t) // per, (q * THREADS + t) % per
+                L[0, row, T.ramp(u * 16, 1, U * 4)] = T.reinterpret(regs[T.ramp(q * U, 1, U)], ty=f"uint8x{U * 4}")
+        else:
+            @T.macro
+            def store(L, regs, t, q):
+                row, u = (q * THREADS + t) // per, (q * THREADS + t) % per
+                L[0, row // 128, row % 32 // 16, row % 128 // 32, row % 16, T.ramp(u * 16, 1, U * 4)] = \
+                    T.reinterpret(regs[T.ramp(q * U, 1, U)], ty=f"uint8x{U * 4}")
+        return load, store
+
+    _load_a, _store_a = _copy(pa)
+    _load_b, _store_b = _copy(pb)
+
+    def _frag_loader(plan: MxOperand, lane_mn, lane_k, R: int):
+        """Macro ``frag(regs, L, i, kk, w0, lane)``: MFMA fragment ``i`` (the wave's tile starts at
+        ``w0`` along M/N) of K step ``kk`` from the LDS stage ``L`` into ``regs`` (module docstring)."""
+        ext = op.m
+        if plan.k_contiguous:
+            @T.macro
+            def frag(regs, L, i, kk, w0, lane):
+                regs[T.ramp((i * RK + kk) * W, 1, W)] = L[0, w0 + i * ext + lane_mn(lane),
+                                                          T.ramp((kk * op.k + lane_k(lane)) * bits // 32, 1, W)]
+            return frag
+        tr = CATALOG[plan.tr]
+        if bits == 8:
+            atom, _ = mfma_fragment(op, plan.name, byte_tiles=True)
+
+            @T.macro
+            def frag(regs, L, i, kk, w0, lane):
+                V = T.decl_tensor(regs.ptr_to([(i * RK + kk) * op.a_elems]),
+                                  ty_args=[T.Tensor((1, ext, op.k), "uint8", scope="local", layout=atom)])
+                T.rocm.tile.apply(T.amdgcn[tr.name], V, L[0:1, kk * op.k : kk * op.k + op.k, w0 + i * ext : w0 + i * ext + ext],
+                                  scope="wave", mfma=MFMA, operand=plan.name)
+            return frag
+        words, nbytes = tr.load_bits // 32, tr.load_bits // 8
+        lt, _ = tr_fragment(tr, (R, RK, 2))
+
+        @T.macro
+        def frag(regs, L, i, kk, w0, lane):
+            D = T.decl_tensor(regs.ptr_to([0]), ty_args=[T.Tensor((R, RK, 2, 4, 16, words), "uint32", scope="local", layout=lt)])
+            for j in T.unroll(2):
+                cb = (w0 // tr.elements + i) * plan.slot_bytes
+                T.rocm.tile.apply(T.amdgcn[tr.name], D[i : i + 1, kk : kk + 1, j : j + 1],
+                                  L[0:1, kk : kk + 1, j : j + 1, 0:4, 0:16, cb : cb + nbytes], scope="wave")
+        return frag
+
+    _frag_a = _frag_loader(pa, a_row, a_k, RM)
+    _frag_b = _frag_loader(pb, b_col, b_k, RN)
 
     # pipeline state: (A, B, SA, SB, ra, rb, rs, Af, Bf, Sa, Sb, Df, m0, n0, wm, wn, tx); stage: (LA, LB, LS, ga, gb, gs)
     @T.macro
     def _load(stage, state, ko):
         LA_, LB_, LS_, ga_, gb_, gs_ = stage
         A_, B_, SA_, SB_, ra_, rb_, rs_, Af_, Bf_, Sa_, Sb_, Df_, m0_, n0_, wm_, wn_, t_ = state
-        Ag_ = T.decl_tensor(A_.data, ty_args=[T.Tensor((M * kw,), "uint32")])
-        Bg_ = T.decl_tensor(B_.data, ty_args=[T.Tensor((N * kw,), "uint32")])
+        Ag_ = T.decl_tensor(A_.data, ty_args=[T.Tensor((a_shape[0] * a_shape[1],), "uint32")])
+        Bg_ = T.decl_tensor(B_.data, ty_args=[T.Tensor((b_shape[0] * b_shape[1],), "uint32")])
         SAg_ = T.decl_tensor(SA_.data, ty_args=[T.Tensor((M * kb,), "uint8")])
         SBg_ = T.decl_tensor(SB_.data, ty_args=[T.Tensor((N * kb,), "uint8")])
-        for q in T.unroll(a_chunks):
-            _chunk_a(ga_, A_, Ag_, 0, m0_, t_, q, ko * bkw)
-        for q in T.unroll(b_chunks):
-            _chunk_b(gb_, B_, Bg_, 0, n0_, t_, q, ko * bkw)
+        for q in T.unroll(pa.units):
+            _load_a(ga_, A_, Ag_, m0_, t_, q, ko * BK)
+        for q in T.unroll(pb.units):
+            _load_b(gb_, B_, Bg_, n0_, t_, q, ko * BK)
         for q in T.unroll(s_rows):
-            wa, wb = _scale_words(SAg_, SBg_, m0_, n0_, q * 256 + t_, ko)
-            gs_[2 * q] = wa
-            gs_[2 * q + 1] = wb
+            for kk in T.unroll(RK):
+                wa, wb = _scale_words(SAg_, SBg_, m0_, n0_, q * THREADS + t_, ko, kk)
+                gs_[(2 * q) * RK + kk] = wa
+                gs_[(2 * q + 1) * RK + kk] = wb
 
     @T.macro
     def _store(stage, state):
         LA_, LB_, LS_, ga_, gb_, gs_ = stage
         A_, B_, SA_, SB_, ra_, rb_, rs_, Af_, Bf_, Sa_, Sb_, Df_, m0_, n0_, wm_, wn_, t_ = state
-        for q in T.unroll(a_chunks):
-            LA_[0, (q * 256 + t_) // (bkw // 4), T.ramp((q * 256 + t_) % (bkw // 4) * 4, 1, 4)] = ga_[T.ramp(q * 4, 1, 4)]
-        for q in T.unroll(b_chunks):
-            LB_[0, (q * 256 + t_) // (bkw // 4), T.ramp((q * 256 + t_) % (bkw // 4) * 4, 1, 4)] = gb_[T.ramp(q * 4, 1, 4)]
+        for q in T.unroll(pa.units):
+            _store_a(LA_, ga_, t_, q)
+        for q in T.unroll(pb.units):
+            _store_b(LB_, gb_, t_, q)
         for q in T.unroll(s_rows):
-            if q * 256 + t_ < BM + BN:
-                LS_[0, _scale_slot(q * 256 + t_)] = gs_[2 * q] | gs_[2 * q + 1]
+            LS_[0, _span(_scale_index(q * THREADS + t_, "A"), RK)] = gs_[_span(2 * q * RK, RK)]
+            LS_[0, _span(_scale_index(q * THREADS + t_, "B"), RK)] = gs_[_span((2 * q + 1) * RK, RK)]
 
-    reads = (RM + RN) * -(-W // 4) + 2  # wide data reads per fragment, one scale read per operand
+    reads = (RM * pa.reads + RN * pb.reads) * RK + 2 * -(-RK * max(RM, RN) // 4)  # + the scale reads
     _interleave = schedule_hint(interleave_program(
-        RM * RN, (RN + 1) * -(-W // 4) + 2, reads, a_chunks + b_chunks + s_rows, a_chunks + b_chunks + 2 * s_rows,
+        RM * RN * RK, (RN * pb.reads + pa.reads) + 2, reads, pa.units + pb.units + 2 * s_rows,
+        pa.units + pb.units + 2 * s_rows * RK,
         loads_first=True) if cfg.interleave else None)
 
     @T.macro
     def _compute(stage, state):
-        """Fragments (W words and the scale byte per lane) from LDS, then the scaled MFMAs."""
+        """Fragments (W words, or 32 bytes, and the scale byte per lane) from LDS, then the scaled MFMAs."""
         LA_, LB_, LS_, ga_, gb_, gs_ = stage
         A_, B_, SA_, SB_, ra_, rb_, rs_, Af_, Bf_, Sa_, Sb_, Df_, m0_, n0_, wm_, wn_, t_ = state
-        # one LDS read brings a lane's scale words for all its fragments (see _scale_slot)
-        rs_[T.ramp(0, 1, RM)] = LS_[0, T.ramp(wm_ + a_row(t_ % 64) * RM, 1, RM)]
-        rs_[T.ramp(RM, 1, RN)] = LS_[0, T.ramp(BM + wn_ + b_col(t_ % 64) * RN, 1, RN)]
-        for ni in T.unroll(RN):
-            rb_[T.ramp(ni * W, 1, W)] = LB_[0, wn_ + ni * op.n + b_col(t_ % 64), T.ramp(b_k(t_ % 64) * bits // 32, 1, W)]
-            rs_[RM + ni] = rs_[RM + ni] >> T.uint32(8) * T.cast(b_k(t_ % 64) // 32, "uint32") & T.uint32(255)
-        for mi in T.unroll(RM):
-            ra_[T.ramp(mi * W, 1, W)] = LA_[0, wm_ + mi * op.m + a_row(t_ % 64), T.ramp(a_k(t_ % 64) * bits // 32, 1, W)]
-            rs_[mi] = rs_[mi] >> T.uint32(8) * T.cast(a_k(t_ % 64) // 32, "uint32") & T.uint32(255)
-        T.rocm.tile.apply(T.amdgcn[op.name], Df_, Af_, Bf_, Df_, Sa_, Sb_, scope="wave",
-                          cbsz=code, blgp=code, op_sel_a=0, op_sel_b=0)
+        lane = t_ % 64
+        # one LDS read brings a lane's scale words for all its fragments (see _scale_index)
+        rs_[T.ramp(0, 1, RM * RK)] = LS_[0, T.ramp((wm_ + a_row(lane) * RM) * RK, 1, RM * RK)]
+        rs_[T.ramp(RM * RK, 1, RN * RK)] = LS_[0, T.ramp((BM + wn_ + b_col(lane) * RN) * RK, 1, RN * RK)]
+        for r in T.unroll(RN * RK):
+            rs_[RM * RK + r] = rs_[RM * RK + r] >> T.uint32(8) * T.cast(b_k(lane) // 32, "uint32") & T.uint32(255)
+        for r in T.unroll(RM * RK):
+            rs_[r] = rs_[r] >> T.uint32(8) * T.cast(a_k(lane) // 32, "uint32") & T.uint32(255)
+        for kk in T.unroll(RK):
+            for ni in T.unroll(RN):
+                _frag_b(rb_, LB_, ni, kk, wn_, lane)
+            for mi in T.unroll(RM):
+                _frag_a(ra_, LA_, mi, kk, wm_, lane)
+            T.rocm.tile.apply(T.amdgcn[op.name], Df_, Af_[:, kk : kk + 1], Bf_[:, kk : kk + 1], Df_,
+                              Sa_[:, kk : kk + 1], Sb_[:, kk : kk + 1], scope="wave",
+                              cbsz=code, blgp=code, op_sel_a=0, op_sel_b=0)
         _interleave()
 
     pipeline = k_pipeline(k_steps, _load, _store, _compute)
+    a_dt, b_dt = ("uint8" if byte_a else "uint32"), ("uint8" if byte_b else "uint32")
+    a_atom = (op.m, op.k) if byte_a else (op.m, 4, W)
+    b_atom = (op.n, op.k) if byte_b else (op.n, 4, W)
+    lds_a, lds_b = _lds_tensor(pa), _lds_tensor(pb)
 
     @T.function
-    def mx_gemm(A: T.Tensor((M, kw), "uint32"), B: T.Tensor((N, kw), "uint32"), SA: T.Tensor((M, kb), "uint8"),
+    def mx_gemm(A: T.Tensor(a_shape, "uint32"), B: T.Tensor(b_shape, "uint32"), SA: T.Tensor((M, kb), "uint8"),
                 SB: T.Tensor((N, kb), "uint8"), C: T.Tensor((M, N), "float32")):
         with T.device_entry():
             bid = T.launch_thread("blockIdx.x", grid_m * grid_n)
-            tx = T.launch_thread("threadIdx.x", 256)
-            LA0 = T.alloc_tensor(ty_args=[lds_stage((BM, row_w), "uint32")])
-            LA1 = T.alloc_tensor(ty_args=[lds_stage((BM, row_w), "uint32")])
-            LB0 = T.alloc_tensor(ty_args=[lds_stage((BN, row_w), "uint32")])
-            LB1 = T.alloc_tensor(ty_args=[lds_stage((BN, row_w), "uint32")])
-            LS0 = T.alloc_tensor(ty_args=[lds_stage((BM + BN,), "uint32")])
-            LS1 = T.alloc_tensor(ty_args=[lds_stage((BM + BN,), "uint32")])
-            ga0 = T.alloc_tensor(ty_args=[T.Tensor((a_chunks * 4,), "uint32", scope="local")])
-            gb0 = T.alloc_tensor(ty_args=[T.Tensor((b_chunks * 4,), "uint32", scope="local")])
-            gs0 = T.alloc_tensor(ty_args=[T.Tensor((2 * s_rows,), "uint32", scope="local")])
-            ga1 = T.alloc_tensor(ty_args=[T.Tensor((a_chunks * 4,), "uint32", scope="local")])
-            gb1 = T.alloc_tensor(ty_args=[T.Tensor((b_chunks * 4,), "uint32", scope="local")])
-            gs1 = T.alloc_tensor(ty_args=[T.Tensor((2 * s_rows,), "uint32", scope="local")])
-            ra = T.alloc_tensor(ty_args=[T.Tensor((na,), "uint32", scope="local")])
-            rb = T.alloc_tensor(ty_args=[T.Tensor((nb,), "uint32", scope="local")])
-            rs = T.alloc_tensor(ty_args=[T.Tensor((RM + RN,), "uint32", scope="local")])
+            tx = T.launch_thread("threadIdx.x", THREADS)
+            LA0 = T.alloc_tensor(ty_args=[lds_a])
+            LA1 = T.alloc_tensor(ty_args=[lds_a])
+            LB0 = T.alloc_tensor(ty_args=[lds_b])
+            LB1 = T.alloc_tensor(ty_args=[lds_b])
+            LS0 = T.alloc_tensor(ty_args=[lds_stage((_scale_words_per_stage(cfg),), "uint32")])
+            LS1 = T.alloc_tensor(ty_args=[lds_stage((_scale_words_per_stage(cfg),), "uint32")])
+            ga0 = T.alloc_tensor(ty_args=[T.Tensor((pa.units * pa.unit_words,), "uint32", scope="local")])
+            gb0 = T.alloc_tensor(ty_args=[T.Tensor((pb.units * pb.unit_words,), "uint32", scope="local")])
+            gs0 = T.alloc_tensor(ty_args=[T.Tensor((2 * s_rows * RK,), "uint32", scope="local")])
+            ga1 = T.alloc_tensor(ty_args=[T.Tensor((pa.units * pa.unit_words,), "uint32", scope="local")])
+            gb1 = T.alloc_tensor(ty_args=[T.Tensor((pb.units * pb.unit_words,), "uint32", scope="local")])
+            gs1 = T.alloc_tensor(ty_args=[T.Tensor((2 * s_rows * RK,), "uint32", scope="local")])
+            ra = T.alloc_tensor(ty_args=[T.Tensor((na,), a_dt, scope="local")])
+            rb = T.alloc_tensor(ty_args=[T.Tensor((nb,), b_dt, scope="local")])
+            rs = T.alloc_tensor(ty_args=[T.Tensor(((RM + RN) * RK,), "uint32", scope="local")])
             rd = T.alloc_tensor(ty_args=[T.Tensor((nd,), "float32", scope="local")])
-            Af = T.decl_tensor(ra.ptr_to([0]), ty_args=[T.Tensor((RM, 1, op.m, 4, W), "uint32", scope="local", layout=la)])
-            Bf = T.decl_tensor(rb.ptr_to([0]), ty_args=[T.Tensor((RN, 1, op.n, 4, W), "uint32", scope="local", layout=lb)])
-            Sa = T.decl_tensor(rs.ptr_to([0]), ty_args=[T.Tensor((RM, 1, op.m, 4), "uint32", scope="local", layout=ls)])
-            Sb = T.decl_tensor(rs.ptr_to([RM]), ty_args=[T.Tensor((RN, 1, op.n, 4), "uint32", scope="local", layout=lsb)])
+            Af = T.decl_tensor(ra.ptr_to([0]), ty_args=[T.Tensor((RM, RK, *a_atom), a_dt, scope="local", layout=la)])
+            Bf = T.decl_tensor(rb.ptr_to([0]), ty_args=[T.Tensor((RN, RK, *b_atom), b_dt, scope="local", layout=lb)])
+            Sa = T.decl_tensor(rs.ptr_to([0]), ty_args=[T.Tensor((RM, RK, op.m, 4), "uint32", scope="local", layout=ls)])
+            Sb = T.decl_tensor(rs.ptr_to([RM * RK]), ty_args=[T.Tensor((RN, RK, op.n, 4), "uint32", scope="local", layout=lsb)])
             Df = T.decl_tensor(rd.ptr_to([0]), ty_args=[T.Tensor((RM, RN, op.m, op.n), "float32", scope="local", layout=ld)])
             m0 = bid // grid_n * BM
             n0 = bid % grid_n * BN
@@ -212,7 +450,14 @@ def gfx950_mx_gemm(M: int, N: int, K: int, dtype: str = "mxfp8", layout: str = "
 
 
 def pack_rows(values, fmt: str):
-    """(rows, K) values in the format's dtype -> (rows, K*bits/32) uint32 words (the storage above)."""
-    from ..isa.formats import to_words
+    """(rows, cols) values in the format's dtype -> (rows, ceil(cols*bits/32)) uint32 words: each row
+    packed little-endian along its columns (the storage above; ``isa.formats.to_words``)."""
+    return to_words(fmt, np.asarray(values))
 
-    return to_words(fmt, values)
+
+def pack_operands(a, b, fmt: str, layout: str):
+    """The kernel's A and B words for ``a`` (M x K) and ``b`` (K x N) in the format's dtype, stored as
+    ``layout`` names (module docstring)."""
+    A = a.T if layout[0] == "t" else a
+    B = b.T if layout[1] == "t" else b
+    return pack_rows(np.ascontiguousarray(A), fmt), pack_rows(np.ascontiguousarray(B), fmt)
