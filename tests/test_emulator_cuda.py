@@ -309,9 +309,16 @@ def test_cuda_gemm_persistent_exact():
     _assert_gemm_exact(200, 136, 192, "tt", cfg, 11)
 
 
-@pytest.mark.parametrize("layout", ["nt", "nn", "tn", "tt"])
-@pytest.mark.parametrize("cfg", [SMALL, GemmConfig()], ids=["128x128x32", "128x256x64"])
-def test_cuda_gemm_shared_memory_is_bank_conflict_free(layout, cfg):
+# Which swizzle an operand's shared tile gets depends on its form (K-contiguous, or read with
+# ldmatrix.trans) and its row length. These four kernels hold every (operand, form, row length) of
+# both configs: default nn (A K-rows of 64, B N-rows of 256), default tt (A M-rows of 128, B K-rows
+# of 64), SMALL nt (K-rows of 32 for both), SMALL tn (A M-rows of 128, B N-rows of 128).
+BANK_CASES = [(GemmConfig(), "nn"), (GemmConfig(), "tt"), (SMALL, "nt"), (SMALL, "tn")]
+
+
+@pytest.mark.parametrize("cfg,layout", BANK_CASES,
+                         ids=[f"{c.block_m}x{c.block_n}x{c.block_k}-{lay}" for c, lay in BANK_CASES])
+def test_cuda_gemm_shared_memory_is_bank_conflict_free(cfg, layout):
     # the swizzle's promise checked on the kernel's own addresses: every ldmatrix phase and every
     # cp.async store phase of the whole run uses each bank once
     M, N, K = cfg.block_m, cfg.block_n, 2 * cfg.block_k
