@@ -110,6 +110,9 @@ def test_gemm_gfx950_tile_options_build_the_kernel_they_name(gemm):
     (("--block", "80x128x64"), "error: block 80x128x64 does not tile 2 x 2 waves of 16x16x32 MFMAs"),
     (("--dtype", "mxfp8", "--block", "128x128x64"), "error: MX GEMM: block 128x128x64 must tile 2 x 2 waves of 16x16x128 MFMAs, block_k 128 or 256"),
     (("--dtype", "mxfp8", "--mfma", "32x32"), "error: --mfma 32x32: the MX GEMM runs the scaled 16x16x128 MFMA only"),
+    (("--dtype", "i8", "--out-dtype", "f16"), "error: --out-dtype f16 is not an output of --dtype i8 on gfx950; expected i32"),
+    (("--dtype", "mxfp4", "--out-dtype", "bf16"), "error: --out-dtype bf16 is not an output of --dtype mxfp4 on gfx950; expected f32"),
+    (("--dtype", "f64", "--out-dtype", "f32"), "error: --out-dtype f32 is not an output of --dtype f64 on gfx950; expected f64"),
 ])
 def test_gemm_gfx950_refuses_tile_options_it_cannot_apply(args, first_line, gemm):
     proc = gemm(*args, "-M", "64", "-N", "64", "-K", "128")

@@ -31,8 +31,9 @@ def add_gemm_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--target", default="sm80", choices=TARGETS, help="sm80 (CUDA, also runs on sm_90) or gfx950")
     p.add_argument("--dtype", default="f16", choices=GFX950_DTYPES,
                    help="input dtype (sm80: f16, bf16; gfx950: all listed)")
-    p.add_argument("--out-dtype", default="f32", choices=("f32", "f16", "bf16", "i32", "f64"),
-                   help="output dtype (gfx950: i8 gives i32, f64 gives f64)")
+    p.add_argument("--out-dtype", default=None, choices=("f32", "f16", "bf16", "i32", "f64"),
+                   help="output dtype; default: the input dtype's first output (f32; gfx950 i8: i32, f64: f64). "
+                        "One the dtype does not produce is refused")
     p.add_argument(
         "--layout",
         default="nt",
@@ -98,6 +99,7 @@ def run_gemm(args) -> int:
         from .schedules.gfx950_cli import run
 
         return run(args)
+    args.out_dtype = args.out_dtype or "f32"
     if args.dtype not in CUDA_DTYPES or args.out_dtype not in ("f32", "f16", "bf16") or args.emit in ("asm", "llvm") \
             or args.report or args.mfma:
         print(f"error: --target sm80 supports --dtype {'/'.join(CUDA_DTYPES)}, --out-dtype f32/f16/bf16 and "

@@ -61,10 +61,16 @@ def config(args):
 
 
 def _out_dtype(args) -> str:
-    if args.dtype in MX_FORMATS:
-        return "f32"
-    outs = DTYPES[args.dtype].outs
-    return args.out_dtype if getattr(args, "out_dtype", None) in outs else outs[0]
+    """The output dtype: ``--out-dtype`` if given and the dtype has it, else the dtype's default (the
+    first of its outputs); one it does not have is refused, never replaced."""
+    outs = ("f32",) if args.dtype in MX_FORMATS else DTYPES[args.dtype].outs
+    wanted = getattr(args, "out_dtype", None)
+    if wanted is None:
+        return outs[0]
+    if wanted not in outs:
+        raise ValueError(f"--out-dtype {wanted} is not an output of --dtype {args.dtype} on gfx950; "
+                         f"expected {' or '.join(outs)}")
+    return wanted
 
 
 def _kernel(args, cfg):
@@ -117,7 +123,7 @@ def _inputs(args, rng):
     import ml_dtypes
 
     spec = DTYPES[args.dtype]
-    out = args.out_dtype if args.out_dtype in spec.outs else spec.outs[0]
+    out = _out_dtype(args)
     ta, tb = spec.numpy if isinstance(spec.numpy, tuple) else (spec.numpy, spec.numpy)
     if args.dtype == "i8":
         a, b = rng.integers(-128, 128, (M, K)).astype(np.int8), rng.integers(-128, 128, (K, N)).astype(np.int8)
@@ -138,6 +144,7 @@ def run(args) -> int:
     func = None
     try:  # a ContractError goes on to the CLI's report; other ValueErrors are the options' usage errors
         cfg = config(args)
+        _out_dtype(args)
         built = args.emit in ("asm", "llvm") or getattr(args, "report", False)
         if built:
             result = build_cached(args, cfg, cache=not getattr(args, "no_cache", False))
