@@ -107,7 +107,7 @@ def tr_panels(op: DsReadTrOp) -> list[Panel]:
                      src, src, chunk, first_col=starts)
     mfma = CATALOG[op.k_split_mfma]
     b = np.asarray(export.mfma_lanes(mfma)["b"])  # lane, B element, block, k, col
-    call, elem = b[:, 1] // op.elements, b[:, 1] % op.elements
+    call, elem = lanes.tr_call_of(op, b[:, 1])
     split = np.stack([b[:, 2], b[:, 3], b[:, 4], call, b[:, 0], elem], axis=1)
     calls, lane, res = _scatter((mfma.blocks, mfma.k, mfma.n), split, (0, 1, 2), (3, 4, 5))
     k_split = Panel(f"K split: the B operand of {mfma.name} ({mfma.k} x {mfma.n}) from a pair of calls; "

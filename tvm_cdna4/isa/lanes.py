@@ -174,6 +174,17 @@ def tr_provider(op: DsReadTrOp, lane, elem):
     return TR_GROUP * (lane // TR_GROUP) + l // n + (TR_GROUP // n) * elem, l % n
 
 
+def tr_operand_element(op: DsReadTrOp, call, elem):
+    """The K split: consecutive calls fill an MFMA operand's per-lane elements in order, so element
+    ``elem`` of call ``call`` is operand element ``call * n + elem`` (n elements per call)."""
+    return call * op.elements + elem
+
+
+def tr_call_of(op: DsReadTrOp, operand_elem):
+    """Inverse of :func:`tr_operand_element`: operand element -> (call, element of that call)."""
+    return operand_elem // op.elements, operand_elem % op.elements
+
+
 def tr_consumer(op: DsReadTrOp, src_lane, src_elem):
     """Inverse of :func:`tr_provider`: (supplying lane, chunk element) -> (result lane, element)."""
     n = op.elements

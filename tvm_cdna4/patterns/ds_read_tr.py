@@ -130,7 +130,7 @@ def operand_plan(op: DsReadTrOp, mfma: MfmaOp, operand: str):
     covered, starts = [], []
     for call in range(elems // n):
         consumer, i = lanes.tr_consumer(op, lane, s)
-        blk, k, mn = _kmn(operand, owner(mfma, consumer, call * n + i))
+        blk, k, mn = _kmn(operand, owner(mfma, consumer, lanes.tr_operand_element(op, call, i)))
         if (blk != blk[:, :1]).any() or (k != k[:, :1]).any() or (mn - mn[:, :1] != s).any():
             bad = int(np.nonzero((k != k[:, :1]).any(1) | (mn - mn[:, :1] != s).any(1) | (blk != blk[:, :1]).any(1))[0][0])
             raise ContractError(
