@@ -185,3 +185,23 @@ def test_gfx950_build_is_cached(monkeypatch, cache_dir):
 
 def replace_ns(ns, **changes):
     return SimpleNamespace(**{**vars(ns), **changes})
+
+
+@pytest.mark.parametrize("name", ["apache-tvm-tirx", "tvm-cdna4", "apache_tvm_ffi", "numpy"])
+def test_dist_version_agrees_with_importlib_metadata(name):
+    """The cache key's versions come from the ``.dist-info`` names (no importlib.metadata import)."""
+    import importlib.metadata
+
+    assert cache.dist_version(name) == importlib.metadata.version(name)
+
+
+def test_warm_cli_path_imports_neither_numpy_nor_tirx(tmp_path):
+    """A cache hit needs no catalog (numpy, ml_dtypes), no TIRx and no importlib.metadata: importing
+    the package and building the CLI parser must not pull them in."""
+    import subprocess
+    import sys
+
+    code = ("import sys, tvm_cdna4, tvm_cdna4.cli as c, tvm_cdna4.cache as k; c.build_parser(); k.versions(); "
+            "print(sorted(m for m in ('numpy', 'ml_dtypes', 'tvm_tirx', 'importlib.metadata') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

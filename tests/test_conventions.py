@@ -75,3 +75,15 @@ def test_extras_and_build_backend():
     assert set(extras["cuda"]) == {"torch", "nvidia-cuda-nvrtc"} and extras["rocm"] == ["hip-python"]
     assert "triton" in extras["bench"]
     assert config["build-system"]["requires"] == ["setuptools>=77"] and config["project"]["license"] == "Apache-2.0"
+
+
+@pytest.mark.parametrize("first", ["tvm_cdna4.rocm.build", "tvm_cdna4.rocm.analysis", "tvm_cdna4.patterns", "tvm_cdna4"])
+def test_any_first_import_registers_without_warnings(first):
+    """Whichever module a program imports first, TIRx's backend autoload registers the package
+    without a warning (a half-initialized ``rocm.build`` once made it fail with an ImportError)."""
+    import subprocess
+    import sys
+
+    code = f"import {first}, tvm_tirx, tvm_cdna4; tvm_cdna4.register(); print('T.rocm' if tvm_cdna4.patterns._REGISTERED else '')"
+    proc = subprocess.run([sys.executable, "-W", "error", "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0 and proc.stdout.strip() == "T.rocm" and "Failed to autoload" not in proc.stderr, proc.stderr

@@ -1,6 +1,6 @@
 """tvm_cdna4: AMD CDNA4 (gfx950) tile patterns, GEMM schedules and a wavefront emulator for TVM TIRx.
 
-Importing the package is cheap: TIRx is imported on first use of ``build``/``register`` (or when the
+Importing the package is cheap: the catalog (numpy, ml_dtypes) and TIRx are imported on first use of ``build``/``register`` (or when the
 program imports ``tvm_tirx``, whose ``tvm_tirx.backends`` entry point registers ``T.rocm`` /
 ``T.amdgcn``), so the pytest plugin (``tvm_cdna4.testing``) costs other test sessions nothing.
 With TIRx's autoload off (``TVM_TIRX_DEVICE_BACKEND_AUTOLOAD=0``) call ``tvm_cdna4.register()``
@@ -14,9 +14,9 @@ import sys
 __version__ = "0.1.0"
 
 from .errors import ContractError  # noqa: E402
-from .isa import CATALOG, lookup  # noqa: E402
 
 _BUILD_NAMES = ("BuildResult", "KernelInfo", "build")
+_CATALOG_NAMES = ("CATALOG", "lookup")  # the catalog imports numpy and ml_dtypes: on first use too
 
 
 def register():
@@ -27,6 +27,10 @@ def register():
 
 
 def __getattr__(name: str):
+    if name in _CATALOG_NAMES:
+        from . import isa
+
+        return getattr(isa, name)
     if name in _BUILD_NAMES:
         register()
         from .rocm import build as _build

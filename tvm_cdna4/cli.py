@@ -79,14 +79,27 @@ def _print_table(head, rows) -> None:
 
 
 def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
+    from importlib.metadata import PackageNotFoundError
+
+    from .cache import dist_version
 
     try:
-        return version("tvm-cdna4")
+        return dist_version("tvm-cdna4")
     except PackageNotFoundError:  # a source tree that is not installed
         from . import __version__
 
         return __version__
+
+
+class _VersionAction(argparse.Action):
+    """``--version``: the installed version, looked up only when asked for."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"{parser.prog} {_version()}")
+        parser.exit()
 
 
 @contextlib.contextmanager
@@ -108,7 +121,7 @@ def logging_to_stderr(verbosity: int):
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m tvm_cdna4", description=__doc__)
-    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    parser.add_argument("--version", action=_VersionAction, help="print the installed version and exit")
     talk = parser.add_mutually_exclusive_group()
     talk.add_argument("-v", "--verbose", action="store_true",
                       help=f"log at DEBUG (tool paths chosen, ...); on a contract error, print the full traceback "

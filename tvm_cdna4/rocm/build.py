@@ -31,8 +31,11 @@ from contextlib import contextmanager
 
 import attrs
 
-from . import analysis
 from .helpers import helpers_path
+
+# ``analysis`` imports TIRx, whose backend autoload registers this package and with it
+# ``install_hooks`` from this module: it is imported where it is used, so that importing this
+# module first (``from tvm_cdna4.rocm import build``) does not run that registration half-way.
 
 LLVM_BIN_DIRS = ("/usr/lib/llvm-22/bin", "/usr/lib/llvm-23/bin", "/opt/rocm/llvm/bin")
 GFX950_VGPRS_PER_SIMD_LANE = 512  # unified ArchVGPR + AccVGPR file
@@ -71,6 +74,8 @@ def _gfx950_build(active: bool):
 
 def _build_rocm(original):
     def build_rocm(mod, target):
+        from . import analysis
+
         functions = list(mod.functions.values())
         if any(analysis.uses_cdna4(f) for f in functions):
             for func in functions:
@@ -83,6 +88,8 @@ def _build_rocm(original):
 
 def _check_before_lowering(mod, target, target_to_bind=None):
     """Default-pipeline selector: the rules, on the module as written; returns None (no choice)."""
+    from . import analysis
+
     if target is not None:
         for func in mod.functions.values():
             if analysis.uses_cdna4(func):
@@ -232,6 +239,7 @@ def build(func, target: str = "gfx950") -> BuildResult:
 
     from ..errors import presented
     from ..patterns import register
+    from . import analysis
 
     register()
     if target not in (analysis.GFX950,):
