@@ -133,13 +133,15 @@ def swz_e_expr(x, op: OperandPlan):
     return x ^ (((x >> (3 + op.swizzle_shift)) & 7) << 3)
 
 
-def view_offset(p: GemmPlan, op: OperandPlan, stage, g):
+def static(stage) -> bool:
+    """Whether a stage index is known when the kernel is built (unrolled k-loop, prologue)."""
+    return isinstance(stage, int)
+
+
+def view_offset(p: GemmPlan, op: OperandPlan, stage: int, g) -> int:
     """Words from the lane's ``lof ^ xor`` pointer to ldmatrix group ``g`` of a static ``stage``
-    when the plan applies them as an immediate view offset (``LdmatrixPlan.offset_in_view``);
-    None otherwise (a runtime stage, or the offset folded into the pointer's index)."""
-    if op.ldmatrix.offset_in_view and isinstance(stage, int):
-        return (stage * p.stage_elems + op.smem_offset) // 2 + g.add
-    return None
+    (``LdmatrixPlan.offset_in_view``): stage, tile and k-step offsets."""
+    return (stage * p.stage_elems + op.smem_offset) // 2 + g.add
 
 
 def warp_coord(p: GemmPlan, op: OperandPlan):
@@ -295,19 +297,34 @@ def ldm_group(p, op, SMW, dst, stage, g):
     w = warp_coord(p, op)
     la = op.ldmatrix.lane
     lof = swz_w_expr(w * la.warp_stride + (lane // 16) * la.matrix_hi + ((lane // 8) % 2) * la.matrix_lo + (lane % 8) * la.row, op)
-    if I.constexpr(view_offset(p, op, stage, g) is not None):
-        # the lane's pointer holds only (lof ^ xor); the constant goes in as the view's offset
-        src = T.decl_tensor(
-            SMW.ptr_to([lof ^ g.xor]),
-            ty_args=[T.Tensor((2, g.count, 4, 8, 4), "uint32", scope="shared.dyn", layout=TileLayout(S[(2, g.count, 4, 8, 4) : (view_offset(p, op, stage, g), g.stride, 0, 0, 1)]), align=16)],
-        )
-        T.cuda.tile.apply(T.ptx[op.ldmatrix.instr], dst[:, g.first : g.first + g.count, :, :, :], src[1:2, :, :, :, :], scope="warp")
+    src = T.decl_tensor(
+        SMW.ptr_to([(stage * p.stage_elems + op.smem_offset) // 2 + (lof ^ g.xor) + g.add]),
+        ty_args=[T.Tensor((1, g.count, 4, 8, 4), "uint32", scope="shared.dyn", layout=TileLayout(S[(g.count, 4, 8, 4) : (g.stride, 0, 0, 1)]), align=16)],
+    )
+    T.cuda.tile.apply(T.ptx[op.ldmatrix.instr], dst[:, g.first : g.first + g.count, :, :, :], src, scope="warp")
+
+
+@T.macro
+def ldm_group_at(p, op, SMW, dst, stage, g, lof):
+    # the lane's pointer holds only (lof ^ xor); the group's constant is the view's offset
+    src = T.decl_tensor(
+        SMW.ptr_to([lof ^ g.xor]),
+        ty_args=[T.Tensor((2, g.count, 4, 8, 4), "uint32", scope="shared.dyn", layout=TileLayout(S[(2, g.count, 4, 8, 4) : (view_offset(p, op, stage, g), g.stride, 0, 0, 1)]), align=16)],
+    )
+    T.cuda.tile.apply(T.ptx[op.ldmatrix.instr], dst[:, g.first : g.first + g.count, :, :, :], src[1:2, :, :, :, :], scope="warp")
+
+
+@T.macro
+def ldm_step(p, op, SMW, dst, stage, kk):
+    # the k-step's ldmatrix groups of one operand
+    if I.constexpr(op.ldmatrix.offset_in_view and static(stage)):
+        lane = T.cuda.lane_id()
+        w = warp_coord(p, op)
+        la = op.ldmatrix.lane
+        lof = swz_w_expr(w * la.warp_stride + (lane // 16) * la.matrix_hi + ((lane // 8) % 2) * la.matrix_lo + (lane % 8) * la.row, op)
+        _ = [ldm_group_at(p, op, SMW, dst, stage, g, lof) for g in op.ldmatrix.steps[kk]]
     else:
-        src = T.decl_tensor(
-            SMW.ptr_to([(stage * p.stage_elems + op.smem_offset) // 2 + (lof ^ g.xor) + g.add]),
-            ty_args=[T.Tensor((1, g.count, 4, 8, 4), "uint32", scope="shared.dyn", layout=TileLayout(S[(g.count, 4, 8, 4) : (g.stride, 0, 0, 1)]), align=16)],
-        )
-        T.cuda.tile.apply(T.ptx[op.ldmatrix.instr], dst[:, g.first : g.first + g.count, :, :, :], src, scope="warp")
+        _ = [ldm_group(p, op, SMW, dst, stage, g) for g in op.ldmatrix.steps[kk]]
 
 
 @T.macro
@@ -329,11 +346,11 @@ def load_frags(p, th, buf, stage, kk):
         ty_args=[T.Tensor((1, p.tiling.mma_n // 2, 4, 8, 4), "uint32", scope="local", layout=fragment_ldmatrix(p.tiling.mma_n // 2))],
     )
     if I.constexpr(p.a.ldmatrix.lane is not None):
-        _ = [ldm_group(p, p.a, th.SMW, adst, stage, g) for g in p.a.ldmatrix.steps[kk]]
+        ldm_step(p, p.a, th.SMW, adst, stage, kk)
     else:
         T.cuda.tile.apply(T.ptx[p.a.ldmatrix.instr], adst, asrc[kk : kk + 1, :, :, :, :], scope="warp")
     if I.constexpr(p.b.ldmatrix.lane is not None):
-        _ = [ldm_group(p, p.b, th.SMW, bdst, stage, g) for g in p.b.ldmatrix.steps[kk]]
+        ldm_step(p, p.b, th.SMW, bdst, stage, kk)
     else:
         T.cuda.tile.apply(T.ptx[p.b.ldmatrix.instr], bdst, bsrc[kk : kk + 1, :, :, :, :], scope="warp")
 
