@@ -52,7 +52,7 @@ from ..patterns.layouts import mfma_fragment, tr_fragment
 from ..patterns.wave import BUFFER_OOB
 from ..rocm.build import GFX950_LDS_BYTES
 from .gfx950_gemm import FORMAT_CODES, LAYOUTS, lane_maps
-from .pipeline import chunk_loader, guarded_load, interleave_program, k_pipeline, lds_stage, schedule_hint
+from .pipeline import chunk_loader, fragment_pipeline, guarded_load, lds_stage, prefetch_program, schedule_hint
 
 MX_FORMATS = {"mxfp8": "fp8", "mxbf8": "bf8", "mxfp6": "fp6", "mxbf6": "bf6", "mxfp4": "fp4"}
 MFMA = "mfma_scale_f32_16x16x128_f8f6f4"
@@ -68,6 +68,52 @@ class MxGemmConfig:
     block_k: int = 128
     lds_pad: int = 16  # bytes added to every LDS row
     interleave: bool = True  # as Gfx950GemmConfig.interleave
+    load_ahead: int = 2  # as Gfx950GemmConfig.load_ahead
+
+
+@attrs.frozen(eq=False)
+class MxStage:
+    """One LDS stage of the K-tile pipeline (``pipeline.fragment_pipeline``)."""
+
+    lds_a: object  # the A tile (``MxOperand.lds_shape``)
+    lds_b: object  # the B tile
+    lds_s: object  # the scale words of A and B (``_scale_index``)
+
+
+@attrs.frozen(eq=False)
+class MxStaging:
+    """One register set staging a K tile's global loads on their way to LDS."""
+
+    regs_a: object  # the thread's A units (``MxOperand.units`` x ``unit_words``)
+    regs_b: object  # its B units
+    regs_s: object  # its scale words (per scale row and K step: an A word and a B word)
+
+
+@attrs.frozen(eq=False)
+class MxFragments:
+    """One register set of MFMA operands: every K step of one K tile."""
+
+    regs_a: object  # the A fragments (RM x RK MFMA operands)
+    regs_b: object  # the B fragments (RN x RK)
+    regs_s: object  # the lane's scale words: RM x RK of A, then RN x RK of B (four scales each)
+    Af: object  # regs_a as the MFMA pattern's (RM, RK, ...) tile
+    Bf: object  # regs_b as (RN, RK, ...)
+
+
+@attrs.frozen(eq=False)
+class MxWaveState:
+    """What every pipeline period of a thread works on besides its stage and register sets."""
+
+    A: object  # the A words
+    B: object  # the B words
+    SA: object  # the A scales
+    SB: object  # the B scales
+    Df: object  # the accumulators as (RM, RN, m, n)
+    m0: object  # the workgroup's first row of C
+    n0: object  # the workgroup's first column of C
+    wm: object  # the wave's first row within the tile
+    wn: object  # the wave's first column within the tile
+    tx: object  # thread index in the workgroup
 
 
 def transpose_load(fmt: str) -> DsReadTrOp:
@@ -192,9 +238,9 @@ def gfx950_mx_gemm(M: int, N: int, K: int, dtype: str = "mxfp8", layout: str = "
     cfg = config or default_mx_config(dtype, layout)
     op = CATALOG[MFMA]
     BM, BN, BK = cfg.block_m, cfg.block_n, cfg.block_k
-    if BM % (2 * op.m) or BN % (2 * op.n) or BK not in (op.k, 2 * op.k) or cfg.lds_pad % 16:
+    if BM % (2 * op.m) or BN % (2 * op.n) or BK not in (op.k, 2 * op.k) or cfg.lds_pad % 16 or cfg.load_ahead not in (1, 2):
         raise ValueError(f"MX GEMM: block {BM}x{BN}x{BK} must tile 2 x 2 waves of {op.m}x{op.n}x{op.k} MFMAs, "
-                         f"block_k {op.k} or {2 * op.k}, lds_pad a multiple of 16; got {cfg}")
+                         f"block_k {op.k} or {2 * op.k}, lds_pad a multiple of 16, load_ahead 1 or 2; got {cfg}")
     pa = operand_plan("A", layout[0] == "n", M, K, BM, BK, fmt, cfg.lds_pad)
     pb = operand_plan("B", layout[1] == "t", N, K, BN, BK, fmt, cfg.lds_pad)
     _check(pa, cfg)
@@ -338,71 +384,77 @@ def gfx950_mx_gemm(M: int, N: int, K: int, dtype: str = "mxfp8", layout: str = "
     _frag_a = _frag_loader(pa, a_row, a_k, RM)
     _frag_b = _frag_loader(pb, b_col, b_k, RN)
 
-    # pipeline state: (A, B, SA, SB, ra, rb, rs, Af, Bf, Sa, Sb, Df, m0, n0, wm, wn, tx); stage: (LA, LB, LS, ga, gb, gs)
     @T.macro
-    def _load(stage, state, ko):
-        LA_, LB_, LS_, ga_, gb_, gs_ = stage
-        A_, B_, SA_, SB_, ra_, rb_, rs_, Af_, Bf_, Sa_, Sb_, Df_, m0_, n0_, wm_, wn_, t_ = state
-        Ag_ = T.decl_tensor(A_.data, ty_args=[T.Tensor((a_shape[0] * a_shape[1],), "uint32")])
-        Bg_ = T.decl_tensor(B_.data, ty_args=[T.Tensor((b_shape[0] * b_shape[1],), "uint32")])
-        SAg_ = T.decl_tensor(SA_.data, ty_args=[T.Tensor((M * kb,), "uint8")])
-        SBg_ = T.decl_tensor(SB_.data, ty_args=[T.Tensor((N * kb,), "uint8")])
+    def _load(g, s, ko):
+        """Every thread's share of K tile ``ko`` (A and B units, scale words): global -> staging registers."""
+        Ag_ = T.decl_tensor(s.A.data, ty_args=[T.Tensor((a_shape[0] * a_shape[1],), "uint32")])
+        Bg_ = T.decl_tensor(s.B.data, ty_args=[T.Tensor((b_shape[0] * b_shape[1],), "uint32")])
+        SAg_ = T.decl_tensor(s.SA.data, ty_args=[T.Tensor((M * kb,), "uint8")])
+        SBg_ = T.decl_tensor(s.SB.data, ty_args=[T.Tensor((N * kb,), "uint8")])
         for q in T.unroll(pa.units):
-            _load_a(ga_, A_, Ag_, m0_, t_, q, ko * BK)
+            _load_a(g.regs_a, s.A, Ag_, s.m0, s.tx, q, ko * BK)
         for q in T.unroll(pb.units):
-            _load_b(gb_, B_, Bg_, n0_, t_, q, ko * BK)
+            _load_b(g.regs_b, s.B, Bg_, s.n0, s.tx, q, ko * BK)
         for q in T.unroll(s_rows):
             for kk in T.unroll(RK):
-                wa, wb = _scale_words(SAg_, SBg_, m0_, n0_, q * THREADS + t_, ko, kk)
-                gs_[(2 * q) * RK + kk] = wa
-                gs_[(2 * q + 1) * RK + kk] = wb
+                wa, wb = _scale_words(SAg_, SBg_, s.m0, s.n0, q * THREADS + s.tx, ko, kk)
+                g.regs_s[(2 * q) * RK + kk] = wa
+                g.regs_s[(2 * q + 1) * RK + kk] = wb
 
     @T.macro
-    def _store(stage, state):
-        LA_, LB_, LS_, ga_, gb_, gs_ = stage
-        A_, B_, SA_, SB_, ra_, rb_, rs_, Af_, Bf_, Sa_, Sb_, Df_, m0_, n0_, wm_, wn_, t_ = state
+    def _store(stage, g, s):
+        """The staging registers -> the stage's LDS (A, B and the scale words)."""
         for q in T.unroll(pa.units):
-            _store_a(LA_, ga_, t_, q)
+            _store_a(stage.lds_a, g.regs_a, s.tx, q)
         for q in T.unroll(pb.units):
-            _store_b(LB_, gb_, t_, q)
+            _store_b(stage.lds_b, g.regs_b, s.tx, q)
         for q in T.unroll(s_rows):
-            LS_[0, _span(_scale_index(q * THREADS + t_, "A"), RK)] = gs_[_span(2 * q * RK, RK)]
-            LS_[0, _span(_scale_index(q * THREADS + t_, "B"), RK)] = gs_[_span((2 * q + 1) * RK, RK)]
-
-    reads = (RM * pa.reads + RN * pb.reads) * RK + 2 * -(-RK * max(RM, RN) // 4)  # + the scale reads
-    _interleave = schedule_hint(interleave_program(
-        RM * RN * RK, (RN * pb.reads + pa.reads) + 2, reads, pa.units + pb.units + 2 * s_rows,
-        pa.units + pb.units + 2 * s_rows * RK,
-        loads_first=True) if cfg.interleave else None)
+            stage.lds_s[0, _span(_scale_index(q * THREADS + s.tx, "A"), RK)] = g.regs_s[_span(2 * q * RK, RK)]
+            stage.lds_s[0, _span(_scale_index(q * THREADS + s.tx, "B"), RK)] = g.regs_s[_span((2 * q + 1) * RK, RK)]
 
     @T.macro
-    def _compute(stage, state):
-        """Fragments (W words, or 32 bytes, and the scale byte per lane) from LDS, then the scaled MFMAs."""
-        LA_, LB_, LS_, ga_, gb_, gs_ = stage
-        A_, B_, SA_, SB_, ra_, rb_, rs_, Af_, Bf_, Sa_, Sb_, Df_, m0_, n0_, wm_, wn_, t_ = state
-        lane = t_ % 64
-        # one LDS read brings a lane's scale words for all its fragments (see _scale_index)
-        rs_[T.ramp(0, 1, RM * RK)] = LS_[0, T.ramp((wm_ + a_row(lane) * RM) * RK, 1, RM * RK)]
-        rs_[T.ramp(RM * RK, 1, RN * RK)] = LS_[0, T.ramp((BM + wn_ + b_col(lane) * RN) * RK, 1, RN * RK)]
-        for r in T.unroll(RN * RK):
-            rs_[RM * RK + r] = rs_[RM * RK + r] >> T.uint32(8) * T.cast(b_k(lane) // 32, "uint32") & T.uint32(255)
-        for r in T.unroll(RM * RK):
-            rs_[r] = rs_[r] >> T.uint32(8) * T.cast(a_k(lane) // 32, "uint32") & T.uint32(255)
+    def _read(stage, f, s):
+        """The stage's fragments (W words, or 32 bytes, per lane and MFMA operand) and the lane's scale
+        words (one LDS read for all its fragments: ``_scale_index``) -> the register set."""
+        lane = s.tx % 64
         for kk in T.unroll(RK):
-            for ni in T.unroll(RN):
-                _frag_b(rb_, LB_, ni, kk, wn_, lane)
             for mi in T.unroll(RM):
-                _frag_a(ra_, LA_, mi, kk, wm_, lane)
-            T.rocm.tile.apply(T.amdgcn[op.name], Df_, Af_[:, kk : kk + 1], Bf_[:, kk : kk + 1], Df_,
-                              Sa_[:, kk : kk + 1], Sb_[:, kk : kk + 1], scope="wave",
+                _frag_a(f.regs_a, stage.lds_a, mi, kk, s.wm, lane)
+            for ni in T.unroll(RN):
+                _frag_b(f.regs_b, stage.lds_b, ni, kk, s.wn, lane)
+        f.regs_s[T.ramp(0, 1, RM * RK)] = stage.lds_s[0, T.ramp((s.wm + a_row(lane) * RM) * RK, 1, RM * RK)]
+        f.regs_s[T.ramp(RM * RK, 1, RN * RK)] = stage.lds_s[0, T.ramp((BM + s.wn + b_col(lane) * RN) * RK, 1, RN * RK)]
+
+    @T.macro
+    def _mma(f, s):
+        """Each lane's scale bytes out of the set's scale words, then the scaled MFMAs, with the
+        period's memory instructions between them."""
+        lane = s.tx % 64
+        rs = T.alloc_tensor(ty_args=[T.Tensor(((RM + RN) * RK,), "uint32", scope="local")])
+        for r in T.unroll(RM * RK):
+            rs[r] = f.regs_s[r] >> T.uint32(8) * T.cast(a_k(lane) // 32, "uint32") & T.uint32(255)
+        for r in T.unroll(RN * RK):
+            rs[RM * RK + r] = f.regs_s[RM * RK + r] >> T.uint32(8) * T.cast(b_k(lane) // 32, "uint32") & T.uint32(255)
+        Sa = T.decl_tensor(rs.ptr_to([0]), ty_args=[T.Tensor((RM, RK, op.m, 4), "uint32", scope="local", layout=ls)])
+        Sb = T.decl_tensor(rs.ptr_to([RM * RK]), ty_args=[T.Tensor((RN, RK, op.n, 4), "uint32", scope="local", layout=lsb)])
+        for kk in T.unroll(RK):
+            T.rocm.tile.apply(T.amdgcn[op.name], s.Df, f.Af[:, kk : kk + 1], f.Bf[:, kk : kk + 1], s.Df,
+                              Sa[:, kk : kk + 1], Sb[:, kk : kk + 1], scope="wave",
                               cbsz=code, blgp=code, op_sel_a=0, op_sel_b=0)
         _interleave()
 
-    pipeline = k_pipeline(k_steps, _load, _store, _compute)
+    s_stores, s_loads = 2 * s_rows, 2 * s_rows * RK  # scale-word LDS stores and global loads per thread and tile
+    _interleave = schedule_hint(prefetch_program((RM, RN, RK), pa.reads, pb.reads, pa.units + pb.units + s_stores,
+                                                 pa.units + pb.units + s_loads) if cfg.interleave else None)
+    pipeline = fragment_pipeline(k_steps, _load, _store, _read, _mma, cfg.load_ahead, pa.units + pb.units + s_loads)
     a_dt, b_dt = ("uint8" if byte_a else "uint32"), ("uint8" if byte_b else "uint32")
     a_atom = (op.m, op.k) if byte_a else (op.m, 4, W)
     b_atom = (op.n, op.k) if byte_b else (op.n, 4, W)
-    lds_a, lds_b = _lds_tensor(pa), _lds_tensor(pb)
+    lds_a, lds_b, lds_s = _lds_tensor(pa), _lds_tensor(pb), lds_stage((_scale_words_per_stage(cfg),), "uint32")
+
+    def _staging_sets(first: MxStaging, second: MxStaging) -> tuple[MxStaging, MxStaging]:
+        """The staging register sets of even and odd tiles: one set when loads are one tile ahead."""
+        return (first, second) if cfg.load_ahead == 2 else (first, first)
 
     @T.function
     def mx_gemm(A: T.Tensor(a_shape, "uint32"), B: T.Tensor(b_shape, "uint32"), SA: T.Tensor((M, kb), "uint8"),
@@ -414,22 +466,25 @@ def gfx950_mx_gemm(M: int, N: int, K: int, dtype: str = "mxfp8", layout: str = "
             LA1 = T.alloc_tensor(ty_args=[lds_a])
             LB0 = T.alloc_tensor(ty_args=[lds_b])
             LB1 = T.alloc_tensor(ty_args=[lds_b])
-            LS0 = T.alloc_tensor(ty_args=[lds_stage((_scale_words_per_stage(cfg),), "uint32")])
-            LS1 = T.alloc_tensor(ty_args=[lds_stage((_scale_words_per_stage(cfg),), "uint32")])
+            LS0 = T.alloc_tensor(ty_args=[lds_s])
+            LS1 = T.alloc_tensor(ty_args=[lds_s])
             ga0 = T.alloc_tensor(ty_args=[T.Tensor((pa.units * pa.unit_words,), "uint32", scope="local")])
             gb0 = T.alloc_tensor(ty_args=[T.Tensor((pb.units * pb.unit_words,), "uint32", scope="local")])
-            gs0 = T.alloc_tensor(ty_args=[T.Tensor((2 * s_rows * RK,), "uint32", scope="local")])
+            gs0 = T.alloc_tensor(ty_args=[T.Tensor((s_loads,), "uint32", scope="local")])
             ga1 = T.alloc_tensor(ty_args=[T.Tensor((pa.units * pa.unit_words,), "uint32", scope="local")])
             gb1 = T.alloc_tensor(ty_args=[T.Tensor((pb.units * pb.unit_words,), "uint32", scope="local")])
-            gs1 = T.alloc_tensor(ty_args=[T.Tensor((2 * s_rows * RK,), "uint32", scope="local")])
-            ra = T.alloc_tensor(ty_args=[T.Tensor((na,), a_dt, scope="local")])
-            rb = T.alloc_tensor(ty_args=[T.Tensor((nb,), b_dt, scope="local")])
-            rs = T.alloc_tensor(ty_args=[T.Tensor(((RM + RN) * RK,), "uint32", scope="local")])
+            gs1 = T.alloc_tensor(ty_args=[T.Tensor((s_loads,), "uint32", scope="local")])
+            ra0 = T.alloc_tensor(ty_args=[T.Tensor((na,), a_dt, scope="local")])
+            rb0 = T.alloc_tensor(ty_args=[T.Tensor((nb,), b_dt, scope="local")])
+            rs0 = T.alloc_tensor(ty_args=[T.Tensor(((RM + RN) * RK,), "uint32", scope="local")])
+            ra1 = T.alloc_tensor(ty_args=[T.Tensor((na,), a_dt, scope="local")])
+            rb1 = T.alloc_tensor(ty_args=[T.Tensor((nb,), b_dt, scope="local")])
+            rs1 = T.alloc_tensor(ty_args=[T.Tensor(((RM + RN) * RK,), "uint32", scope="local")])
             rd = T.alloc_tensor(ty_args=[T.Tensor((nd,), "float32", scope="local")])
-            Af = T.decl_tensor(ra.ptr_to([0]), ty_args=[T.Tensor((RM, RK, *a_atom), a_dt, scope="local", layout=la)])
-            Bf = T.decl_tensor(rb.ptr_to([0]), ty_args=[T.Tensor((RN, RK, *b_atom), b_dt, scope="local", layout=lb)])
-            Sa = T.decl_tensor(rs.ptr_to([0]), ty_args=[T.Tensor((RM, RK, op.m, 4), "uint32", scope="local", layout=ls)])
-            Sb = T.decl_tensor(rs.ptr_to([RM * RK]), ty_args=[T.Tensor((RN, RK, op.n, 4), "uint32", scope="local", layout=lsb)])
+            Af0 = T.decl_tensor(ra0.ptr_to([0]), ty_args=[T.Tensor((RM, RK, *a_atom), a_dt, scope="local", layout=la)])
+            Bf0 = T.decl_tensor(rb0.ptr_to([0]), ty_args=[T.Tensor((RN, RK, *b_atom), b_dt, scope="local", layout=lb)])
+            Af1 = T.decl_tensor(ra1.ptr_to([0]), ty_args=[T.Tensor((RM, RK, *a_atom), a_dt, scope="local", layout=la)])
+            Bf1 = T.decl_tensor(rb1.ptr_to([0]), ty_args=[T.Tensor((RN, RK, *b_atom), b_dt, scope="local", layout=lb)])
             Df = T.decl_tensor(rd.ptr_to([0]), ty_args=[T.Tensor((RM, RN, op.m, op.n), "float32", scope="local", layout=ld)])
             m0 = bid // grid_n * BM
             n0 = bid % grid_n * BN
@@ -438,8 +493,10 @@ def gfx950_mx_gemm(M: int, N: int, K: int, dtype: str = "mxfp8", layout: str = "
             lane = tx % 64
             for r in T.unroll(nd):
                 rd[r] = T.float32(0)
-            pipeline((LA0, LB0, LS0, ga0, gb0, gs0), (LA1, LB1, LS1, ga1, gb1, gs1),
-                     (A, B, SA, SB, ra, rb, rs, Af, Bf, Sa, Sb, Df, m0, n0, wm, wn, tx))
+            pipeline((MxStage(LA0, LB0, LS0), MxStage(LA1, LB1, LS1)),
+                     _staging_sets(MxStaging(ga0, gb0, gs0), MxStaging(ga1, gb1, gs1)),
+                     (MxFragments(ra0, rb0, rs0, Af0, Bf0), MxFragments(ra1, rb1, rs1, Af1, Bf1)),
+                     MxWaveState(A, B, SA, SB, Df, m0, n0, wm, wn, tx))
             for mi in T.unroll(RM):
                 for ni in T.unroll(RN):
                     for r in T.unroll(op.acc_elems):
