@@ -52,7 +52,8 @@ from ..patterns.layouts import mfma_fragment, tr_fragment
 from ..patterns.wave import BUFFER_OOB
 from ..rocm.build import GFX950_LDS_BYTES
 from .gfx950_gemm import FORMAT_CODES, LAYOUTS, lane_maps
-from .pipeline import chunk_loader, fragment_pipeline, guarded_load, lds_stage, prefetch_program, schedule_hint
+from .pipeline import (chunk_loader, fragment_pipeline, guarded_load, lds_stage, prefetch_program, prefetch_reads,
+                       schedule_hint)
 
 MX_FORMATS = {"mxfp8": "fp8", "mxbf8": "bf8", "mxfp6": "fp6", "mxbf6": "bf6", "mxfp4": "fp4"}
 MFMA = "mfma_scale_f32_16x16x128_f8f6f4"
@@ -204,10 +205,12 @@ def lds_bytes(dtype: str, layout: str, config: MxGemmConfig) -> int:
 
 
 def _scale_words_per_stage(cfg: MxGemmConfig) -> int:
-    """Scale words of a stage: RK per scale row (A rows, then B rows) and the spare words of the
-    rows of the last thread block (``_scale_index``)."""
-    rows = -(-(cfg.block_m + cfg.block_n) // THREADS) * THREADS
-    return (cfg.block_m + cfg.block_n + rows) * (cfg.block_k // CATALOG[MFMA].k)
+    """Scale words of a stage (``_scale_byte``): per wave half, lane row, K group and K step, one
+    word per four fragments of A and of B; and the spare words of the rows past the tile."""
+    op = CATALOG[MFMA]
+    rk = cfg.block_k // op.k
+    words = -(-cfg.block_m // 2 // op.m // 4) + -(-cfg.block_n // 2 // op.n // 4)
+    return 2 * op.m * 4 * rk * words + 4 * rk
 
 
 def default_mx_config(dtype: str, layout: str = "nt") -> MxGemmConfig:
@@ -252,8 +255,8 @@ def gfx950_mx_gemm(M: int, N: int, K: int, dtype: str = "mxfp8", layout: str = "
     byte_a, byte_b = bits == 8 and not pa.k_contiguous, bits == 8 and not pb.k_contiguous
     la, na = mfma_fragment(op, "A", (RM, RK), fmt, fmt, byte_tiles=byte_a)
     lb, nb = mfma_fragment(op, "B", (RN, RK), fmt, fmt, byte_tiles=byte_b)
-    ls, _ = mfma_fragment(op, "scale_a", (RM, RK))
-    lsb, _ = mfma_fragment(op, "scale_b", (RN, RK))
+    ls, _ = mfma_fragment(op, "scale_a", (1, 1))
+    lsb, _ = mfma_fragment(op, "scale_b", (1, 1))
     ld, nd = mfma_fragment(op, "D", (RM, RN))
     a_shape = (M, pa.row_words) if pa.k_contiguous else (K, pa.row_words)
     b_shape = (N, pb.row_words) if pb.k_contiguous else (K, pb.row_words)
@@ -264,12 +267,10 @@ def gfx950_mx_gemm(M: int, N: int, K: int, dtype: str = "mxfp8", layout: str = "
     a_row, a_k, b_col, b_k, acc_row, acc_col = lane_maps(op)
     word_scales = kb % 4 == 0  # each row's four scales of an MFMA K step are one aligned 32-bit word
 
-    def _scale_words(SA_, SB_, m0_, n0_, row, ko, kk):
-        """The four scales of K step ``kk`` of tile ``ko`` of scale row ``row`` (A rows first, then B
-        rows) as (word for an A row, word for a B row); ``_scale_index`` sends the one that is not the
-        row's to a spare LDS word. Two stores instead of one merged word: nothing combines the two
-        loads, so no instruction waits for them before the store a step later. ``SA_`` and ``SB_``
-        are flat views of the scale matrices."""
+    def _scale_words_of(SA_, SB_, m0_, n0_, row, ko, kk):
+        """The four scales (K groups) of K step ``kk`` of tile ``ko`` of scale row ``row`` (A rows
+        first, then B rows) as two words whose OR is the row's (the other is zero, as are rows past
+        the matrices), ORed by the store. ``SA_`` and ``SB_`` are flat views of the scale matrices."""
         k4 = (ko * RK + kk) * 4  # first scale byte
         if word_scales:  # two buffer loads; the one for the other operand is out of range (zero)
             a_ok = T.And(T.And(row < BM, m0_ + row < M), k4 < kb)
@@ -282,20 +283,30 @@ def gfx950_mx_gemm(M: int, N: int, K: int, dtype: str = "mxfp8", layout: str = "
             b = guarded_load(SB_, 0, n0_ + T.max(row - BM, 0), k4 + e, (N, kb), "uint8")
             byte = T.if_then_else(row < BM, a, T.if_then_else(row < BM + BN, b, T.uint8(0)))
             word = word | (T.cast(byte, "uint32") << T.uint32(8 * e))
-        return word, word
+        return word, T.uint32(0)
 
-    def _scale_index(row, operand: str):
-        """LDS word (times RK) of scale row ``row`` (A rows, then B rows) for the ``operand`` word of
-        ``_scale_words``: within each wave's half of the tile, row ``16 * i + r`` goes to ``r * R +
-        i``, so a lane's R fragments' scales (RK words each) are adjacent in the register order of the
-        scale fragments; a word that is not the row's goes to the spare word ``BM + BN + row``."""
-        spare = BM + BN + row
-        if operand == "A":
-            slot = T.if_then_else(row < BM, row // WM * WM + row % 16 * RM + row % WM // 16, spare)
-        else:
-            b = row - BM
-            slot = T.if_then_else(T.And(row >= BM, row < BM + BN), BM + b // WN * WN + b % 16 * RN + b % WN // 16, spare)
-        return slot * RK
+    RWa, RWb = -(-RM // 4), -(-RN // 4)  # scale words per lane and K step: one per four fragments
+
+    def _scale_slot(h, r, g, RW: int, base: int):
+        """First LDS scale word of wave half ``h``, lane row ``r`` and K group ``g`` of an operand
+        (``RW`` words per K step; A from word 0, B from ``base``): the ``RK * RW`` words a lane reads."""
+        return base + ((h * op.m + r) * 4 + g) * RK * RW
+
+    def _scale_words(L, word, n: int):
+        """``n`` words of the LDS scale bytes ``L`` from word ``word``."""
+        return T.reinterpret(L[0, T.ramp(4 * word, 1, 4 * n)], ty="uint32" if n == 1 else f"uint32x{n}")
+
+    def _scale_byte(row, g, kk):
+        """LDS byte of the scale of row ``row`` (A rows, then B rows), K group ``g`` and K step ``kk``:
+        fragment ``i`` (row ``16 i + r`` of its wave half) is byte ``i % 4`` of word ``i // 4``, so that
+        one word holds a lane's scales of four MFMAs, selected by ``op_sel``; rows past the tile go to
+        the spare words."""
+        b, b_base = row - BM, 2 * op.m * 4 * RK * RWa
+        a_word = _scale_slot(row // WM, row % op.m, g, RWa, 0) + kk * RWa + row % WM // op.m // 4
+        b_word = _scale_slot(b // WN, b % op.n, g, RWb, b_base) + kk * RWb + b % WN // op.n // 4
+        spare = 4 * (b_base + 2 * op.n * 4 * RK * RWb + g * RK + kk)
+        return T.if_then_else(row < BM, 4 * a_word + row % WM // op.m % 4,
+                              T.if_then_else(row < BM + BN, 4 * b_word + b % WN // op.n % 4, spare))
 
     def _copy(plan: MxOperand):
         """Macros ``load(regs, X, Xg, tile0, t, q, k0)`` (unit ``q`` of thread ``t`` of the tile at
@@ -397,9 +408,9 @@ def gfx950_mx_gemm(M: int, N: int, K: int, dtype: str = "mxfp8", layout: str = "
             _load_b(g.regs_b, s.B, Bg_, s.n0, s.tx, q, ko * BK)
         for q in T.unroll(s_rows):
             for kk in T.unroll(RK):
-                wa, wb = _scale_words(SAg_, SBg_, s.m0, s.n0, q * THREADS + s.tx, ko, kk)
-                g.regs_s[(2 * q) * RK + kk] = wa
-                g.regs_s[(2 * q + 1) * RK + kk] = wb
+                wa, wb = _scale_words_of(SAg_, SBg_, s.m0, s.n0, q * THREADS + s.tx, ko, kk)
+                g.regs_s[2 * (q * RK + kk)] = wa
+                g.regs_s[2 * (q * RK + kk) + 1] = wb
 
     @T.macro
     def _store(stage, g, s):
@@ -409,48 +420,82 @@ def gfx950_mx_gemm(M: int, N: int, K: int, dtype: str = "mxfp8", layout: str = "
         for q in T.unroll(pb.units):
             _store_b(stage.lds_b, g.regs_b, s.tx, q)
         for q in T.unroll(s_rows):
-            stage.lds_s[0, _span(_scale_index(q * THREADS + s.tx, "A"), RK)] = g.regs_s[_span(2 * q * RK, RK)]
-            stage.lds_s[0, _span(_scale_index(q * THREADS + s.tx, "B"), RK)] = g.regs_s[_span((2 * q + 1) * RK, RK)]
+            for kk in T.unroll(RK):
+                for gi in T.unroll(4):
+                    stage.lds_s[0, _scale_byte(q * THREADS + s.tx, gi, kk)] = T.cast(
+                        (g.regs_s[2 * (q * RK + kk)] | g.regs_s[2 * (q * RK + kk) + 1]) >> T.uint32(8) * T.cast(gi, "uint32"), "uint8")
+
+    def _in_order(macros):
+        """Macro ``run(x, s)``: the ``macros`` (each of two arguments) one after the other; a tree of
+        macros, for sequences whose members differ in Python values (immediates, static indices)."""
+        if len(macros) == 1:
+            return macros[0]
+        first, rest = _in_order(macros[: len(macros) // 2]), _in_order(macros[len(macros) // 2 :])
+
+        @T.macro
+        def both(x, s):
+            first(x, s)
+            rest(x, s)
+        return both
+
+    def _frag_read(operand: str, kk: int, i: int):
+        """Macro ``read((stage, f), s)``: fragment ``i`` of K step ``kk`` of ``operand``."""
+        if operand == "A":
+            @T.macro
+            def read(sf, s):
+                _frag_a(sf[1].regs_a, sf[0].lds_a, i, kk, s.wm, s.tx % 64)
+        else:
+            @T.macro
+            def read(sf, s):
+                _frag_b(sf[1].regs_b, sf[0].lds_b, i, kk, s.wn, s.tx % 64)
+        return read
+
+    # the order prefetch_program places them in (each read group then takes its own fragment's reads)
+    _frag_reads = _in_order([_frag_read(*frag) for frag in prefetch_reads((RM, RN, RK))])
 
     @T.macro
     def _read(stage, f, s):
         """The stage's fragments (W words, or 32 bytes, per lane and MFMA operand) and the lane's scale
-        words (one LDS read for all its fragments: ``_scale_index``) -> the register set."""
+        words (one LDS read per operand for all its fragments: ``_scale_byte``) -> the register set."""
         lane = s.tx % 64
-        for kk in T.unroll(RK):
-            for mi in T.unroll(RM):
-                _frag_a(f.regs_a, stage.lds_a, mi, kk, s.wm, lane)
-            for ni in T.unroll(RN):
-                _frag_b(f.regs_b, stage.lds_b, ni, kk, s.wn, lane)
-        f.regs_s[T.ramp(0, 1, RM * RK)] = stage.lds_s[0, T.ramp((s.wm + a_row(lane) * RM) * RK, 1, RM * RK)]
-        f.regs_s[T.ramp(RM * RK, 1, RN * RK)] = stage.lds_s[0, T.ramp((BM + s.wn + b_col(lane) * RN) * RK, 1, RN * RK)]
+        _frag_reads((stage, f), s)
+        f.regs_s[_span(0, RK * RWa)] = _scale_words(stage.lds_s, _scale_slot(s.wm // WM, a_row(lane), a_k(lane) // 32, RWa, 0),
+                                                    RK * RWa)
+        f.regs_s[_span(RK * RWa, RK * RWb)] = _scale_words(
+            stage.lds_s, _scale_slot(s.wn // WN, b_col(lane), b_k(lane) // 32, RWb, 2 * op.m * 4 * RK * RWa), RK * RWb)
+
+    def _scaled_mfma(kk: int, mi: int, ni: int):
+        """Macro ``mfma(f, s)``: the scaled MFMA of K step ``kk``, fragments ``mi`` and ``ni``, with the
+        ``op_sel`` bytes of its scales (``_scale_byte``)."""
+        @T.macro
+        def one(f, s):
+            Sa = T.decl_tensor(f.regs_s.ptr_to([kk * RWa + mi // 4]),
+                               ty_args=[T.Tensor((1, 1, op.m, 4), "uint32", scope="local", layout=ls)])
+            Sb = T.decl_tensor(f.regs_s.ptr_to([RK * RWa + kk * RWb + ni // 4]),
+                               ty_args=[T.Tensor((1, 1, op.n, 4), "uint32", scope="local", layout=lsb)])
+            T.rocm.tile.apply(T.amdgcn[op.name], s.Df[mi : mi + 1, ni : ni + 1], f.Af[mi : mi + 1, kk : kk + 1],
+                              f.Bf[ni : ni + 1, kk : kk + 1], s.Df[mi : mi + 1, ni : ni + 1], Sa, Sb, scope="wave",
+                              cbsz=code, blgp=code, op_sel_a=mi % 4, op_sel_b=ni % 4)
+        return one
+
+    _mfmas = _in_order([_scaled_mfma(kk, mi, ni) for kk in range(RK) for mi in range(RM) for ni in range(RN)])
 
     @T.macro
     def _mma(f, s):
-        """Each lane's scale bytes out of the set's scale words, then the scaled MFMAs, with the
-        period's memory instructions between them."""
-        lane = s.tx % 64
-        rs = T.alloc_tensor(ty_args=[T.Tensor(((RM + RN) * RK,), "uint32", scope="local")])
-        for r in T.unroll(RM * RK):
-            rs[r] = f.regs_s[r] >> T.uint32(8) * T.cast(a_k(lane) // 32, "uint32") & T.uint32(255)
-        for r in T.unroll(RN * RK):
-            rs[RM * RK + r] = f.regs_s[RM * RK + r] >> T.uint32(8) * T.cast(b_k(lane) // 32, "uint32") & T.uint32(255)
-        Sa = T.decl_tensor(rs.ptr_to([0]), ty_args=[T.Tensor((RM, RK, op.m, 4), "uint32", scope="local", layout=ls)])
-        Sb = T.decl_tensor(rs.ptr_to([RM * RK]), ty_args=[T.Tensor((RN, RK, op.n, 4), "uint32", scope="local", layout=lsb)])
-        for kk in T.unroll(RK):
-            T.rocm.tile.apply(T.amdgcn[op.name], s.Df, f.Af[:, kk : kk + 1], f.Bf[:, kk : kk + 1], s.Df,
-                              Sa[:, kk : kk + 1], Sb[:, kk : kk + 1], scope="wave",
-                              cbsz=code, blgp=code, op_sel_a=0, op_sel_b=0)
+        """The scaled MFMAs of a register set, with the period's memory instructions between them."""
+        _mfmas(f, s)
         _interleave()
 
-    s_stores, s_loads = 2 * s_rows, 2 * s_rows * RK  # scale-word LDS stores and global loads per thread and tile
+    s_stores, s_loads = 4 * s_rows * RK, 2 * s_rows * RK  # scale-byte LDS stores and global loads per thread and tile
+    scale_words = _scale_words_per_stage(cfg)
     _interleave = schedule_hint(prefetch_program((RM, RN, RK), pa.reads, pb.reads, pa.units + pb.units + s_stores,
                                                  pa.units + pb.units + s_loads) if cfg.interleave else None)
-    pipeline = fragment_pipeline(k_steps, _load, _store, _read, _mma, cfg.load_ahead, pa.units + pb.units + s_loads)
+    pipeline = fragment_pipeline(k_steps, _load, _store, _read, _mma, cfg.load_ahead, pa.units + pb.units + s_loads,
+                                  fence=True)
     a_dt, b_dt = ("uint8" if byte_a else "uint32"), ("uint8" if byte_b else "uint32")
     a_atom = (op.m, op.k) if byte_a else (op.m, 4, W)
     b_atom = (op.n, op.k) if byte_b else (op.n, 4, W)
-    lds_a, lds_b, lds_s = _lds_tensor(pa), _lds_tensor(pb), lds_stage((_scale_words_per_stage(cfg),), "uint32")
+    lds_a, lds_b, lds_s = _lds_tensor(pa), _lds_tensor(pb), lds_stage((4 * scale_words,), "uint8")
 
     def _staging_sets(first: MxStaging, second: MxStaging) -> tuple[MxStaging, MxStaging]:
         """The staging register sets of even and odd tiles: one set when loads are one tile ahead."""
@@ -476,10 +521,10 @@ def gfx950_mx_gemm(M: int, N: int, K: int, dtype: str = "mxfp8", layout: str = "
             gs1 = T.alloc_tensor(ty_args=[T.Tensor((s_loads,), "uint32", scope="local")])
             ra0 = T.alloc_tensor(ty_args=[T.Tensor((na,), a_dt, scope="local")])
             rb0 = T.alloc_tensor(ty_args=[T.Tensor((nb,), b_dt, scope="local")])
-            rs0 = T.alloc_tensor(ty_args=[T.Tensor(((RM + RN) * RK,), "uint32", scope="local")])
+            rs0 = T.alloc_tensor(ty_args=[T.Tensor(((RWa + RWb) * RK,), "uint32", scope="local")])
             ra1 = T.alloc_tensor(ty_args=[T.Tensor((na,), a_dt, scope="local")])
             rb1 = T.alloc_tensor(ty_args=[T.Tensor((nb,), b_dt, scope="local")])
-            rs1 = T.alloc_tensor(ty_args=[T.Tensor(((RM + RN) * RK,), "uint32", scope="local")])
+            rs1 = T.alloc_tensor(ty_args=[T.Tensor(((RWa + RWb) * RK,), "uint32", scope="local")])
             rd = T.alloc_tensor(ty_args=[T.Tensor((nd,), "float32", scope="local")])
             Af0 = T.decl_tensor(ra0.ptr_to([0]), ty_args=[T.Tensor((RM, RK, *a_atom), a_dt, scope="local", layout=la)])
             Bf0 = T.decl_tensor(rb0.ptr_to([0]), ty_args=[T.Tensor((RN, RK, *b_atom), b_dt, scope="local", layout=lb)])

@@ -63,7 +63,8 @@ def k_pipeline(k_steps: int, load, store, compute):
     return run
 
 
-def fragment_pipeline(k_steps: int, load, store, read, mma, ahead: int = 1, loads_per_tile: int = 0):
+def fragment_pipeline(k_steps: int, load, store, read, mma, ahead: int = 1, loads_per_tile: int = 0,
+                      fence: bool = False):
     """Macro ``run(stages, staging, frags, state)``: the K-tile pipeline with the operand fragments
     double-buffered in registers, so that one ``s_waitcnt vmcnt(n) lgkmcnt(0)`` per K tile is the
     only wait LLVM's waitcnt insertion finds necessary. ``stages``, ``staging`` and ``frags`` are
@@ -85,7 +86,9 @@ def fragment_pipeline(k_steps: int, load, store, read, mma, ahead: int = 1, load
     registers), ``store(stage, staging, state)`` (staging registers -> the stage's LDS),
     ``read(stage, frags, state)`` (the stage's fragments -> the register set) and ``mma(frags,
     state)`` (the MFMAs of a register set). The loop is unrolled by two so that every entry is
-    static.
+    static. ``fence``: a ``sched.barrier`` after each period's barrier, so that LLVM's scheduler
+    moves no instruction (MFMAs, ALU work on loaded registers) into another period, where it would
+    need a wait of its own.
     """
     if ahead not in (1, 2):
         raise ValueError(f"fragment_pipeline: ahead must be 1 or 2 periods; got {ahead}")
@@ -112,6 +115,8 @@ def fragment_pipeline(k_steps: int, load, store, read, mma, ahead: int = 1, load
         else:
             wait(0)
         T.rocm.workgroup_barrier()
+        if fence:
+            T.evaluate(T.call_llvm_intrin("llvm.amdgcn.sched.barrier", T.int32(0), ty="void"))
 
     @T.macro
     def run(stages, staging, frags, state):
@@ -167,6 +172,22 @@ def prefetch_program(repeats: tuple[int, int, int], a_reads: int, b_reads: int, 
                 if mi == rm - 1:  # B fragment ni of this K step is dead
                     program.append((SCHED_DS_READ, b_reads))
     return tuple(program)
+
+
+def prefetch_reads(repeats: tuple[int, int, int]) -> tuple[tuple[str, int, int], ...]:
+    """The fragments of one tile, ("A", K step, M fragment) or ("B", K step, N fragment), in the
+    order in which ``prefetch_program`` places their LDS reads: emitting the reads in this order
+    lets each group take the reads of its own fragment."""
+    rm, rn, rk = repeats
+    order = []
+    for kk in range(rk):
+        for mi in range(rm):
+            for ni in range(rn):
+                if ni == rn - 1:
+                    order.append(("A", kk, mi))
+                if mi == rm - 1:
+                    order.append(("B", kk, ni))
+    return tuple(order)
 
 
 def interleave_program(mfmas: int, first_reads: int, lds_reads: int, lds_writes: int, global_loads: int,
