@@ -55,6 +55,7 @@ from .gfx950_gemm import FORMAT_CODES, LAYOUTS, lane_maps
 from .pipeline import (chunk_loader, fragment_pipeline, guarded_load, lds_stage, prefetch_program, prefetch_reads,
                        schedule_hint)
 
+DS_READ2_B64_REACH = 255 * 8  # bytes between the two addresses of one ds_read2_b64 (8-bit offsets of 8 bytes)
 MX_FORMATS = {"mxfp8": "fp8", "mxbf8": "bf8", "mxfp6": "fp6", "mxbf6": "bf6", "mxfp4": "fp4"}
 MFMA = "mfma_scale_f32_16x16x128_f8f6f4"
 THREADS = 256
@@ -96,9 +97,7 @@ class MxFragments:
 
     regs_a: object  # the A fragments (RM x RK MFMA operands)
     regs_b: object  # the B fragments (RN x RK)
-    regs_s: object  # the lane's scale words: RM x RK of A, then RN x RK of B (four scales each)
-    Af: object  # regs_a as the MFMA pattern's (RM, RK, ...) tile
-    Bf: object  # regs_b as (RN, RK, ...)
+    regs_s: object  # the lane's scale words: per K step, one per four fragments of A, then of B (``op_sel``)
 
 
 @attrs.frozen(eq=False)
@@ -161,7 +160,12 @@ def operand_plan(name: str, k_contiguous: bool, extent: int, K: int, tile: int, 
     rk = block_k // op.k
     if k_contiguous:
         tile_words = block_k * bits // 32
-        shape = (tile, tile_words + lds_pad // 4)
+        pad = lds_pad // 4
+        if words % 4 and 16 * 4 * (tile_words + pad) <= DS_READ2_B64_REACH:
+            # a fragment's 6 words are a 16-byte and an 8-byte read; LLVM pairs the 8-byte reads of two
+            # fragments into one ds_read2_b64 (and copies the halves) unless 16 rows lie beyond its reach
+            pad += 8
+        shape = (tile, tile_words + pad)
         return MxOperand(name, True, extent, K * bits // 32, tile, tile_words, 4,
                          tile * tile_words // 4 // THREADS, shape, "uint32", shape[1], reads=-(-words // 4))
     tr = transpose_load(fmt)
@@ -253,8 +257,13 @@ def gfx950_mx_gemm(M: int, N: int, K: int, dtype: str = "mxfp8", layout: str = "
     WM, WN = BM // 2, BN // 2
     RM, RN, RK = WM // op.m, WN // op.n, BK // op.k
     byte_a, byte_b = bits == 8 and not pa.k_contiguous, bits == 8 and not pb.k_contiguous
-    la, na = mfma_fragment(op, "A", (RM, RK), fmt, fmt, byte_tiles=byte_a)
-    lb, nb = mfma_fragment(op, "B", (RN, RK), fmt, fmt, byte_tiles=byte_b)
+    la, _ = mfma_fragment(op, "A", (1, 1), fmt, fmt, byte_tiles=byte_a)  # one MFMA operand
+    lb, _ = mfma_fragment(op, "B", (1, 1), fmt, fmt, byte_tiles=byte_b)
+    # registers per fragment: 32 bytes, or W words; 6-word fragments from two ds_read_b96_tr_b6 take 8, so
+    # that each half lands on an even register (gfx950 register tuples are even-aligned)
+    slot_a, slot_b = (op.a_elems // 4 if byte else 8 if W == 6 and plan.tr else W
+                      for byte, plan in ((byte_a, pa), (byte_b, pb)))
+    na, nb = RM * RK * slot_a * (4 if byte_a else 1), RN * RK * slot_b * (4 if byte_b else 1)  # fragment set: registers or bytes
     ls, _ = mfma_fragment(op, "scale_a", (1, 1))
     lsb, _ = mfma_fragment(op, "scale_b", (1, 1))
     ld, nd = mfma_fragment(op, "D", (RM, RN))
@@ -359,14 +368,15 @@ def gfx950_mx_gemm(M: int, N: int, K: int, dtype: str = "mxfp8", layout: str = "
     _load_a, _store_a = _copy(pa)
     _load_b, _store_b = _copy(pb)
 
-    def _frag_loader(plan: MxOperand, lane_mn, lane_k, R: int):
+    def _frag_loader(plan: MxOperand, lane_mn, lane_k, P: int):
         """Macro ``frag(regs, L, i, kk, w0, lane)``: MFMA fragment ``i`` (the wave's tile starts at
-        ``w0`` along M/N) of K step ``kk`` from the LDS stage ``L`` into ``regs`` (module docstring)."""
+        ``w0`` along M/N) of K step ``kk`` from the LDS stage ``L`` into its slot of ``P`` registers
+        of ``regs`` (module docstring)."""
         ext = op.m
         if plan.k_contiguous:
             @T.macro
             def frag(regs, L, i, kk, w0, lane):
-                regs[T.ramp((i * RK + kk) * W, 1, W)] = L[0, w0 + i * ext + lane_mn(lane),
+                regs[T.ramp((i * RK + kk) * P, 1, W)] = L[0, w0 + i * ext + lane_mn(lane),
                                                           T.ramp((kk * op.k + lane_k(lane)) * bits // 32, 1, W)]
             return frag
         tr = CATALOG[plan.tr]
@@ -375,25 +385,48 @@ def gfx950_mx_gemm(M: int, N: int, K: int, dtype: str = "mxfp8", layout: str = "
 
             @T.macro
             def frag(regs, L, i, kk, w0, lane):
-                V = T.decl_tensor(regs.ptr_to([(i * RK + kk) * op.a_elems]),
+                V = T.decl_tensor(regs.ptr_to([(i * RK + kk) * P * 4]),
                                   ty_args=[T.Tensor((1, ext, op.k), "uint8", scope="local", layout=atom)])
                 T.rocm.tile.apply(T.amdgcn[tr.name], V, L[0:1, kk * op.k : kk * op.k + op.k, w0 + i * ext : w0 + i * ext + ext],
                                   scope="wave", mfma=MFMA, operand=plan.name)
             return frag
         words, nbytes = tr.load_bits // 32, tr.load_bits // 8
-        lt, _ = tr_fragment(tr, (R, RK, 2))
+        lt, _ = tr_fragment(tr, (1, 1, 1))
 
         @T.macro
         def frag(regs, L, i, kk, w0, lane):
-            D = T.decl_tensor(regs.ptr_to([0]), ty_args=[T.Tensor((R, RK, 2, 4, 16, words), "uint32", scope="local", layout=lt)])
-            for j in T.unroll(2):
+            for j in T.unroll(2):  # call j: the lane's K positions 16 j .. 16 j + 15, at the half j of the slot
+                D = T.decl_tensor(regs.ptr_to([(i * RK + kk) * P + j * (P // 2)]),
+                                  ty_args=[T.Tensor((1, 1, 1, 4, 16, words), "uint32", scope="local", layout=lt)])
                 cb = (w0 // tr.elements + i) * plan.slot_bytes
-                T.rocm.tile.apply(T.amdgcn[tr.name], D[i : i + 1, kk : kk + 1, j : j + 1],
-                                  L[0:1, kk : kk + 1, j : j + 1, 0:4, 0:16, cb : cb + nbytes], scope="wave")
+                T.rocm.tile.apply(T.amdgcn[tr.name], D, L[0:1, kk : kk + 1, j : j + 1, 0:4, 0:16, cb : cb + nbytes], scope="wave")
         return frag
 
-    _frag_a = _frag_loader(pa, a_row, a_k, RM)
-    _frag_b = _frag_loader(pb, b_col, b_k, RN)
+    _frag_a = _frag_loader(pa, a_row, a_k, slot_a)
+    _frag_b = _frag_loader(pb, b_col, b_k, slot_b)
+
+    def _gather(plan: MxOperand, slot: int, elems: int):
+        """Macro ``gather(dst, regs, i, kk)``: the ``elems`` registers (or bytes) of the MFMA operand of
+        fragment ``i`` of K step ``kk`` from its slot in ``regs`` into ``dst``: a copy LLVM coalesces
+        away, except for a split 6-word slot (two ds_read_tr6 halves, 4 registers apart), whose three
+        moves then run in the period of the MFMAs, after its wait."""
+        if plan.tr is not None and slot != elems and bits == 6:
+            @T.macro
+            def gather(dst, regs, i, kk):
+                dst[T.ramp(0, 1, elems // 2)] = regs[T.ramp((i * RK + kk) * slot, 1, elems // 2)]
+                dst[T.ramp(elems // 2, 1, elems // 2)] = regs[T.ramp((i * RK + kk) * slot + slot // 2, 1, elems // 2)]
+        else:
+            @T.macro
+            def gather(dst, regs, i, kk):
+                dst[T.ramp(0, 1, elems)] = regs[T.ramp((i * RK + kk) * slot, 1, elems)]
+        return gather
+
+    ea, eb = (op.a_elems if byte else W for byte in (byte_a, byte_b))  # operand registers (bytes for byte tiles)
+    a_dt, b_dt = ("uint8" if byte_a else "uint32"), ("uint8" if byte_b else "uint32")
+    a_atom = (op.m, op.k) if byte_a else (op.m, 4, W)
+    b_atom = (op.n, op.k) if byte_b else (op.n, 4, W)
+    _gather_a = _gather(pa, slot_a * (4 if byte_a else 1), ea)
+    _gather_b = _gather(pb, slot_b * (4 if byte_b else 1), eb)
 
     @T.macro
     def _load(g, s, ko):
@@ -469,12 +502,17 @@ def gfx950_mx_gemm(M: int, N: int, K: int, dtype: str = "mxfp8", layout: str = "
         ``op_sel`` bytes of its scales (``_scale_byte``)."""
         @T.macro
         def one(f, s):
+            ca = T.alloc_tensor(ty_args=[T.Tensor((ea,), a_dt, scope="local")])
+            cb = T.alloc_tensor(ty_args=[T.Tensor((eb,), b_dt, scope="local")])
+            _gather_a(ca, f.regs_a, mi, kk)
+            _gather_b(cb, f.regs_b, ni, kk)
+            Av = T.decl_tensor(ca.ptr_to([0]), ty_args=[T.Tensor((1, 1, *a_atom), a_dt, scope="local", layout=la)])
+            Bv = T.decl_tensor(cb.ptr_to([0]), ty_args=[T.Tensor((1, 1, *b_atom), b_dt, scope="local", layout=lb)])
             Sa = T.decl_tensor(f.regs_s.ptr_to([kk * RWa + mi // 4]),
                                ty_args=[T.Tensor((1, 1, op.m, 4), "uint32", scope="local", layout=ls)])
             Sb = T.decl_tensor(f.regs_s.ptr_to([RK * RWa + kk * RWb + ni // 4]),
                                ty_args=[T.Tensor((1, 1, op.n, 4), "uint32", scope="local", layout=lsb)])
-            T.rocm.tile.apply(T.amdgcn[op.name], s.Df[mi : mi + 1, ni : ni + 1], f.Af[mi : mi + 1, kk : kk + 1],
-                              f.Bf[ni : ni + 1, kk : kk + 1], s.Df[mi : mi + 1, ni : ni + 1], Sa, Sb, scope="wave",
+            T.rocm.tile.apply(T.amdgcn[op.name], s.Df[mi : mi + 1, ni : ni + 1], Av, Bv, s.Df[mi : mi + 1, ni : ni + 1], Sa, Sb, scope="wave",
                               cbsz=code, blgp=code, op_sel_a=mi % 4, op_sel_b=ni % 4)
         return one
 
@@ -492,9 +530,6 @@ def gfx950_mx_gemm(M: int, N: int, K: int, dtype: str = "mxfp8", layout: str = "
                                                  pa.units + pb.units + s_loads) if cfg.interleave else None)
     pipeline = fragment_pipeline(k_steps, _load, _store, _read, _mma, cfg.load_ahead, pa.units + pb.units + s_loads,
                                   fence=True)
-    a_dt, b_dt = ("uint8" if byte_a else "uint32"), ("uint8" if byte_b else "uint32")
-    a_atom = (op.m, op.k) if byte_a else (op.m, 4, W)
-    b_atom = (op.n, op.k) if byte_b else (op.n, 4, W)
     lds_a, lds_b, lds_s = _lds_tensor(pa), _lds_tensor(pb), lds_stage((4 * scale_words,), "uint8")
 
     def _staging_sets(first: MxStaging, second: MxStaging) -> tuple[MxStaging, MxStaging]:
@@ -526,10 +561,6 @@ def gfx950_mx_gemm(M: int, N: int, K: int, dtype: str = "mxfp8", layout: str = "
             rb1 = T.alloc_tensor(ty_args=[T.Tensor((nb,), b_dt, scope="local")])
             rs1 = T.alloc_tensor(ty_args=[T.Tensor(((RWa + RWb) * RK,), "uint32", scope="local")])
             rd = T.alloc_tensor(ty_args=[T.Tensor((nd,), "float32", scope="local")])
-            Af0 = T.decl_tensor(ra0.ptr_to([0]), ty_args=[T.Tensor((RM, RK, *a_atom), a_dt, scope="local", layout=la)])
-            Bf0 = T.decl_tensor(rb0.ptr_to([0]), ty_args=[T.Tensor((RN, RK, *b_atom), b_dt, scope="local", layout=lb)])
-            Af1 = T.decl_tensor(ra1.ptr_to([0]), ty_args=[T.Tensor((RM, RK, *a_atom), a_dt, scope="local", layout=la)])
-            Bf1 = T.decl_tensor(rb1.ptr_to([0]), ty_args=[T.Tensor((RN, RK, *b_atom), b_dt, scope="local", layout=lb)])
             Df = T.decl_tensor(rd.ptr_to([0]), ty_args=[T.Tensor((RM, RN, op.m, op.n), "float32", scope="local", layout=ld)])
             m0 = bid // grid_n * BM
             n0 = bid % grid_n * BN
@@ -540,7 +571,7 @@ def gfx950_mx_gemm(M: int, N: int, K: int, dtype: str = "mxfp8", layout: str = "
                 rd[r] = T.float32(0)
             pipeline((MxStage(LA0, LB0, LS0), MxStage(LA1, LB1, LS1)),
                      _staging_sets(MxStaging(ga0, gb0, gs0), MxStaging(ga1, gb1, gs1)),
-                     (MxFragments(ra0, rb0, rs0, Af0, Bf0), MxFragments(ra1, rb1, rs1, Af1, Bf1)),
+                     (MxFragments(ra0, rb0, rs0), MxFragments(ra1, rb1, rs1)),
                      MxWaveState(A, B, SA, SB, Df, m0, n0, wm, wn, tx))
             for mi in T.unroll(RM):
                 for ni in T.unroll(RN):
