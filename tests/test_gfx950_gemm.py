@@ -198,14 +198,19 @@ def test_mx_operand_plan_of_an_mn_contiguous_operand(fmt, tr, slot, unit):
                                                             ("mxfp4", "tn", "ds_read_b64_tr_b4", 32)])
 def test_mx_transposed_operands_use_ds_read_tr(dtype, layout, mnemonic, count):
     """Per loop iteration (two K tiles) and wave: 4 fragments of each M/N-contiguous operand per
-    tile, 4 tr8 or 2 tr6/tr4 calls per fragment; the 32 scaled MFMAs; no scratch."""
+    tile, 4 tr8 or 2 tr6/tr4 calls per fragment; the 32 scaled MFMAs; the pipeline's one wait per
+    tile and nothing else; register copies only for the odd half of each tr6 fragment (3 moves);
+    no scratch, two waves per SIMD."""
     from tvm_cdna4.schedules.report import main_loop
 
     result = tvm_cdna4.build(gfx950_mx_gemm(4096, 4096, 4096, dtype, layout))
     info = result.kernel()
     assert info.scratch_bytes == 0 and info.lds_bytes == lds_bytes(dtype, layout, default_mx_config(dtype, layout))
+    assert info.waves_per_simd(4) >= 2, info.vgprs
     loop = [line.split()[0] for line in main_loop(result.asm)]
     assert loop.count("v_mfma_scale_f32_16x16x128_f8f6f4") == 32 and loop.count(mnemonic) == count
+    assert loop.count("s_waitcnt") == 2
+    assert sum(m.startswith("v_mov_b32") for m in loop) == (count // 2 * 3 if mnemonic == "ds_read_b96_tr_b6" else 0)
 
 
 @pytest.mark.parametrize("kwargs, rule", [

@@ -220,10 +220,14 @@ def _scale_words_per_stage(cfg: MxGemmConfig) -> int:
 def default_mx_config(dtype: str, layout: str = "nt") -> MxGemmConfig:
     """The default tile: 128 x 128 with 128-wide K tiles; mxfp4 (whose MFMAs take half the cycles of
     the 8-bit ones) K tiles of 256, two MFMA K steps, wherever two workgroups still fit a CU's LDS
-    (layout nt), so that a tile's loads and waits hide behind twice the MFMAs."""
+    (layout nt), so that a tile's loads and waits hide behind twice the MFMAs. Global loads run two
+    K tiles ahead, except for 8-bit A tiles read through ``ds_read_tr8`` (layouts tn, tt): there the
+    second staging register set would take the kernel past 256 VGPRs (one wave per SIMD)."""
     wide = MxGemmConfig(block_k=256)
     if MX_FORMATS[dtype] == "fp4" and 2 * lds_bytes(dtype, layout, wide) <= GFX950_LDS_BYTES:
         return wide
+    if format_of(MX_FORMATS[dtype]).bits == 8 and layout[0] == "t":
+        return MxGemmConfig(load_ahead=1)
     return MxGemmConfig()
 
 
