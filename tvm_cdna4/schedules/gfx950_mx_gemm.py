@@ -15,23 +15,35 @@ position's consecutive K values, K-packed as the scaled MFMA takes them. Scales,
 ``(M, K/32)`` and ``(N, K/32)`` uint8 E8M0 codes. K must be a multiple of 32.
 
 Structure: the dense kernel's (``gfx950_gemm``): 256 threads in 2 x 2 waves of ``16x16x128``
-scaled MFMAs, the two-stage LDS software pipeline of ``schedules.pipeline`` over ``block_k``-wide
-K tiles (one or two MFMA K steps), padded LDS rows, and MFMAs interleaved with the memory
-instructions. The per-operand plan (``MxOperand``) fixes how a tile travels:
+scaled MFMAs over ``block_k``-wide K tiles (one or two MFMA K steps), padded LDS rows, and
+``pipeline.fragment_pipeline``: two LDS stages and two fragment register sets, so that a period
+stores one tile, loads another, reads a third's fragments and runs the MFMAs of a fourth, then ends
+with the only wait of the loop; ``prefetch_program`` places the memory instructions between the
+MFMAs and the fragment reads are emitted in its order (``prefetch_reads``), and a scheduling fence
+per period keeps LLVM from moving ALU work on loaded registers (scale bytes, tr6 copies) or MFMAs
+into the period before, where they would need waits of their own. The pipeline's records:
+``MxStage``, ``MxStaging``, ``MxFragments``, ``MxWaveState``. The per-operand plan (``MxOperand``)
+fixes how a tile travels:
 
 * K-contiguous: 16-byte ``buffer_load_dwordx4`` chunks, LDS rows of packed K words, and each lane
-  reads its 32 K positions (4/6/8 words) with wide LDS reads.
+  reads its 32 K positions (4/6/8 words) with wide LDS reads (fp6: a 16- and an 8-byte read, the
+  rows padded so that 16 rows lie beyond one ``ds_read2_b64``, which would otherwise pair the
+  8-byte reads of two fragments and leave copies).
 * M/N-contiguous: the tile is stored in LDS with K rows and M/N contiguous, in slots of one
   ``ds_read_tr`` chunk (tr6: 12 bytes in a 16-byte slot, its LDS alignment, each chunk one
   ``buffer_load_dwordx3`` and one 12-byte LDS store); fp4/fp6 fragments come from the tile form of
   ``ds_read_tr4/tr6`` (two calls per 32 K, 2/3 words each), fp8/bf8 fragments are ``uint8``
   element tiles from the operand form of ``ds_read_tr8`` (four calls). gfx950 register tuples
   are even-aligned, so the second ``ds_read_b96_tr_b6`` of a 6-register fp6 operand cannot land
-  in place (it would start at an odd register): LLVM copies it (three ``v_mov_b32`` per fragment).
+  in place (it would start at an odd register): a tr6 fragment takes an 8-register slot, one half
+  at each even quarter, and the MFMA's period copies the second half next to the first (three
+  ``v_mov_b32`` per fragment, after the period's wait).
 
-The E8M0 scales of a tile row (four per 128 K) travel as 32-bit words, staged in LDS beside the
-data so that one LDS read brings a lane's scale words for all its fragments; each lane extracts
-its byte. Edges: global loads outside the matrices read zeros (K rows and K words past the end),
+The E8M0 scales of a tile row (four per 128 K) travel as a 32-bit word (an A and a B word per
+thread, one of them out of range, ORed at the store) and are stored to LDS byte by byte, so that
+the word a lane reads holds its scales for four fragments (K group of its lane, byte = fragment
+mod 4) and each MFMA picks its byte with ``op_sel``: one scale register per four MFMA operands and
+no byte extraction. Edges: global loads outside the matrices read zeros (K rows and K words past the end),
 M/N positions past the end only reach masked outputs; the epilogue stores only inside C.
 """
 
