@@ -113,25 +113,28 @@ def test_default_fp8_kernel_estimate_reaches_90_percent_of_the_fp8_peak(layout):
 
 
 # Every MX format x layout once, on shapes that are no tile multiples (M/N below, between and above
-# one 128 tile; K from one 32-block to three 128-wide K tiles, block_k 256 on some); where M or N is
-# the contiguous dimension, some rows are whole 16-byte chunks (buffer loads) and some are not.
+# one 128 tile; K from one 32-block to three 128-wide K tiles, block_k 256 on some, global loads one
+# K tile ahead on one); where M or N is the contiguous dimension, some rows are whole 16-byte chunks
+# (buffer loads) and some are not.
+_K128, _K256, _AHEAD1 = MxGemmConfig(), MxGemmConfig(block_k=256), MxGemmConfig(load_ahead=1)
 MX_CASES = [
-    ("mxfp8", "nt", (1, 17, 32), 128), ("mxfp8", "nn", (70, 96, 96), 128),
-    ("mxfp8", "tn", (65, 33, 288), 256), ("mxfp8", "tt", (33, 70, 160), 128),
-    ("mxbf8", "nt", (70, 130, 96), 128), ("mxbf8", "nn", (33, 17, 64), 128),
-    ("mxbf8", "tn", (96, 70, 160), 128), ("mxbf8", "tt", (65, 96, 256), 128),
-    ("mxfp6", "nt", (130, 33, 256), 128), ("mxfp6", "nn", (33, 70, 96), 128),
-    ("mxfp6", "tn", (64, 33, 288), 128), ("mxfp6", "tt", (70, 65, 160), 256),
-    ("mxbf6", "nt", (33, 70, 160), 256), ("mxbf6", "nn", (65, 64, 128), 128),
-    ("mxbf6", "tn", (70, 33, 96), 128), ("mxbf6", "tt", (1, 17, 32), 128),
-    ("mxfp4", "nt", (255, 33, 256), 128), ("mxfp4", "nn", (70, 96, 160), 128),
-    ("mxfp4", "tn", (33, 70, 96), 128), ("mxfp4", "tt", (130, 65, 288), 256),
+    ("mxfp8", "nt", (1, 17, 32), _K128), ("mxfp8", "nn", (70, 96, 96), _K128),
+    ("mxfp8", "tn", (65, 33, 288), _K256), ("mxfp8", "tt", (33, 70, 160), _K128),
+    ("mxbf8", "nt", (70, 130, 96), _K128), ("mxbf8", "nn", (33, 17, 64), _K128),
+    ("mxbf8", "tn", (96, 70, 160), _K128), ("mxbf8", "tt", (65, 96, 256), _AHEAD1),
+    ("mxfp6", "nt", (130, 33, 256), _K128), ("mxfp6", "nn", (33, 70, 96), _K128),
+    ("mxfp6", "tn", (64, 33, 288), _K128), ("mxfp6", "tt", (70, 65, 160), _K256),
+    ("mxbf6", "nt", (33, 70, 160), _K256), ("mxbf6", "nn", (65, 64, 128), _K128),
+    ("mxbf6", "tn", (70, 33, 96), _K128), ("mxbf6", "tt", (1, 17, 32), _K128),
+    ("mxfp4", "nt", (255, 33, 256), _K128), ("mxfp4", "nn", (70, 96, 160), _K128),
+    ("mxfp4", "tn", (33, 70, 96), _K128), ("mxfp4", "tt", (130, 65, 288), _K256),
 ]
 
 
-@pytest.mark.parametrize("dtype, layout, shape, block_k", MX_CASES,
-                         ids=[f"{d}-{lay}-{'x'.join(map(str, s))}-bk{k}" for d, lay, s, k in MX_CASES])
-def test_mx_gemm_matches_numpy(dtype, layout, shape, block_k, rng):
+@pytest.mark.parametrize("dtype, layout, shape, config", MX_CASES,
+                         ids=[f"{d}-{lay}-{'x'.join(map(str, s))}-bk{c.block_k}" + "-ahead1" * (c.load_ahead == 1)
+                              for d, lay, s, c in MX_CASES])
+def test_mx_gemm_matches_numpy(dtype, layout, shape, config, rng):
     M, N, K = shape
     fmt = MX_FORMATS[dtype]
     a = rng.normal(size=(M, K)).astype(formats.fmt(fmt).dtype)
@@ -139,7 +142,7 @@ def test_mx_gemm_matches_numpy(dtype, layout, shape, block_k, rng):
     sa = rng.integers(122, 133, (M, K // 32)).astype(np.uint8)
     sb = rng.integers(122, 133, (N, K // 32)).astype(np.uint8)
     C = np.full((M, N), np.nan, np.float32)
-    emulate(gfx950_mx_gemm(M, N, K, dtype, layout, MxGemmConfig(block_k=block_k)), *pack_operands(a, b, fmt, layout), sa, sb, C)
+    emulate(gfx950_mx_gemm(M, N, K, dtype, layout, config), *pack_operands(a, b, fmt, layout), sa, sb, C)
     scale_a = np.exp2(np.repeat(sa.astype(np.float64) - 127, 32, axis=1))
     scale_b = np.exp2(np.repeat(sb.astype(np.float64) - 127, 32, axis=1)).T
     compare("C", C, (a.astype(np.float64) * scale_a) @ (b.astype(np.float64) * scale_b), rtol=1e-5, atol=1e-4)
@@ -198,14 +201,19 @@ def test_mx_operand_plan_of_an_mn_contiguous_operand(fmt, tr, slot, unit):
                                                             ("mxfp4", "tn", "ds_read_b64_tr_b4", 32)])
 def test_mx_transposed_operands_use_ds_read_tr(dtype, layout, mnemonic, count):
     """Per loop iteration (two K tiles) and wave: 4 fragments of each M/N-contiguous operand per
-    tile, 4 tr8 or 2 tr6/tr4 calls per fragment; the 32 scaled MFMAs; no scratch."""
+    tile, 4 tr8 or 2 tr6/tr4 calls per fragment; the 32 scaled MFMAs; the pipeline's one wait per
+    tile and nothing else; register copies only for the odd half of each tr6 fragment (3 moves);
+    no scratch, two waves per SIMD."""
     from tvm_cdna4.schedules.report import main_loop
 
     result = tvm_cdna4.build(gfx950_mx_gemm(4096, 4096, 4096, dtype, layout))
     info = result.kernel()
     assert info.scratch_bytes == 0 and info.lds_bytes == lds_bytes(dtype, layout, default_mx_config(dtype, layout))
+    assert info.waves_per_simd(4) >= 2, info.vgprs
     loop = [line.split()[0] for line in main_loop(result.asm)]
     assert loop.count("v_mfma_scale_f32_16x16x128_f8f6f4") == 32 and loop.count(mnemonic) == count
+    assert loop.count("s_waitcnt") == 2
+    assert sum(m.startswith("v_mov_b32") for m in loop) == (count // 2 * 3 if mnemonic == "ds_read_b96_tr_b6" else 0)
 
 
 @pytest.mark.parametrize("kwargs, rule", [
@@ -220,9 +228,11 @@ def test_gemm_argument_errors(kwargs, rule):
 
 
 def test_mxfp4_default_k_tile_is_256_where_two_workgroups_fit_the_lds():
-    assert default_mx_config("mxfp4", "nt").block_k == 256 and lds_bytes("mxfp4", "nt", MxGemmConfig(block_k=256)) == 80 * 1024
+    assert default_mx_config("mxfp4", "nt").block_k == 256 and lds_bytes("mxfp4", "nt", MxGemmConfig(block_k=256)) == 77888
     assert default_mx_config("mxfp4", "nn").block_k == 128  # its padded tr4 rows need more: one workgroup per CU
     assert default_mx_config("mxfp8", "nt").block_k == 128
+    # 8-bit A through ds_read_tr8: loads one tile ahead (one staging register set) to stay within 256 VGPRs
+    assert [default_mx_config("mxbf8", layout).load_ahead for layout in ("nt", "nn", "tn", "tt")] == [2, 2, 1, 1]
 
 
 def test_mx_gemm_argument_errors():

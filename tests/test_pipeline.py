@@ -1,10 +1,7 @@
-"""The shared gfx950 K-tile pipeline: scheduling-group programs and the register/LDS stage rotation."""
-
-import numpy as np
-import pytest
+"""The shared gfx950 K-tile pipeline: the scheduling-group programs of a period."""
 
 from tvm_cdna4.rocm.helpers import SCHED_DS_READ, SCHED_DS_WRITE, SCHED_MFMA, SCHED_VMEM_READ
-from tvm_cdna4.schedules.pipeline import interleave_program, prefetch_program
+from tvm_cdna4.schedules.pipeline import prefetch_program, prefetch_reads
 
 
 def _counts(program):
@@ -12,29 +9,6 @@ def _counts(program):
     for mask, n in program:
         out[mask] = out.get(mask, 0) + n
     return out
-
-
-@pytest.mark.parametrize("loads_first", [False, True])
-def test_interleave_program_places_every_instruction_once(loads_first):
-    program = interleave_program(16, 7, 10, 9, 10, loads_first=loads_first)
-    assert _counts(program) == {SCHED_DS_READ: 10, SCHED_MFMA: 16, SCHED_DS_WRITE: 9, SCHED_VMEM_READ: 10}
-    assert program[0] == (SCHED_DS_READ, 7)  # the first K step's operands before any MFMA
-    # 19 stores and loads over 16 MFMAs: at most two after each MFMA
-    runs, run = [], 0
-    for mask, _ in program[1:]:
-        run = 0 if mask == SCHED_MFMA else run + (mask != SCHED_DS_READ)
-        runs.append(run)
-    assert max(runs) == 2
-    memory = [mask for mask, _ in program if mask in (SCHED_DS_WRITE, SCHED_VMEM_READ)]
-    assert memory[0] == (SCHED_VMEM_READ if loads_first else SCHED_DS_WRITE)
-
-
-def test_interleave_program_one_memory_instruction_per_mfma():
-    program = interleave_program(32, 8, 16, 8, 8)
-    mfma_at = [i for i, (mask, _) in enumerate(program) if mask == SCHED_MFMA]
-    between = np.diff(mfma_at + [len(program)]) - 1
-    assert len(mfma_at) == 32 and between.max() == 2  # one LDS read and one store or load
-    assert between[16:].sum() == 0  # everything placed within the first half of the tile
 
 
 def test_prefetch_program_reads_each_fragment_after_its_last_use():
@@ -55,3 +29,14 @@ def test_prefetch_program_reads_each_fragment_after_its_last_use():
         mi, ni = i // 4 % 4, i % 4
         reads = [n for mask, n in group if mask == SCHED_DS_READ]
         assert reads == [1] * (ni == 3) + [2] * (mi == 3)  # A fragment mi dead after ni = 3, B fragment ni after mi = 3
+
+
+def test_prefetch_reads_follow_the_read_groups_of_prefetch_program():
+    """The order the MX GEMM emits its fragment reads in: the read group after each MFMA takes its
+    own fragment's reads (A fragment mi after (mi, RN - 1), B fragment ni after (RM - 1, ni))."""
+    program = prefetch_program((2, 3, 2), 1, 10, 0, 0)
+    groups = [("A" if n == 1 else "B") for mask, n in program if mask == SCHED_DS_READ]
+    order = prefetch_reads((2, 3, 2))
+    assert [operand for operand, _, _ in order] == groups
+    assert order[:5] == (("A", 0, 0), ("B", 0, 0), ("B", 0, 1), ("A", 0, 1), ("B", 0, 2))
+    assert sorted(order) == sorted([("A", kk, i) for kk in range(2) for i in range(2)] + [("B", kk, i) for kk in range(2) for i in range(3)])

@@ -15,23 +15,35 @@ position's consecutive K values, K-packed as the scaled MFMA takes them. Scales,
 ``(M, K/32)`` and ``(N, K/32)`` uint8 E8M0 codes. K must be a multiple of 32.
 
 Structure: the dense kernel's (``gfx950_gemm``): 256 threads in 2 x 2 waves of ``16x16x128``
-scaled MFMAs, the two-stage LDS software pipeline of ``schedules.pipeline`` over ``block_k``-wide
-K tiles (one or two MFMA K steps), padded LDS rows, and MFMAs interleaved with the memory
-instructions. The per-operand plan (``MxOperand``) fixes how a tile travels:
+scaled MFMAs over ``block_k``-wide K tiles (one or two MFMA K steps), padded LDS rows, and
+``pipeline.fragment_pipeline``: two LDS stages and two fragment register sets, so that a period
+stores one tile, loads another, reads a third's fragments and runs the MFMAs of a fourth, then ends
+with the only wait of the loop; ``prefetch_program`` places the memory instructions between the
+MFMAs and the fragment reads are emitted in its order (``prefetch_reads``), and a scheduling fence
+per period keeps LLVM from moving ALU work on loaded registers (scale bytes, tr6 copies) or MFMAs
+into the period before, where they would need waits of their own. The pipeline's records:
+``MxStage``, ``MxStaging``, ``MxFragments``, ``MxWaveState``. The per-operand plan (``MxOperand``)
+fixes how a tile travels:
 
 * K-contiguous: 16-byte ``buffer_load_dwordx4`` chunks, LDS rows of packed K words, and each lane
-  reads its 32 K positions (4/6/8 words) with wide LDS reads.
+  reads its 32 K positions (4/6/8 words) with wide LDS reads (fp6: a 16- and an 8-byte read, the
+  rows padded so that 16 rows lie beyond one ``ds_read2_b64``, which would otherwise pair the
+  8-byte reads of two fragments and leave copies).
 * M/N-contiguous: the tile is stored in LDS with K rows and M/N contiguous, in slots of one
   ``ds_read_tr`` chunk (tr6: 12 bytes in a 16-byte slot, its LDS alignment, each chunk one
   ``buffer_load_dwordx3`` and one 12-byte LDS store); fp4/fp6 fragments come from the tile form of
   ``ds_read_tr4/tr6`` (two calls per 32 K, 2/3 words each), fp8/bf8 fragments are ``uint8``
   element tiles from the operand form of ``ds_read_tr8`` (four calls). gfx950 register tuples
   are even-aligned, so the second ``ds_read_b96_tr_b6`` of a 6-register fp6 operand cannot land
-  in place (it would start at an odd register): LLVM copies it (three ``v_mov_b32`` per fragment).
+  in place (it would start at an odd register): a tr6 fragment takes an 8-register slot, one half
+  at each even quarter, and the MFMA's period copies the second half next to the first (three
+  ``v_mov_b32`` per fragment, after the period's wait).
 
-The E8M0 scales of a tile row (four per 128 K) travel as 32-bit words, staged in LDS beside the
-data so that one LDS read brings a lane's scale words for all its fragments; each lane extracts
-its byte. Edges: global loads outside the matrices read zeros (K rows and K words past the end),
+The E8M0 scales of a tile row (four per 128 K) travel as a 32-bit word (an A and a B word per
+thread, one of them out of range, ORed at the store) and are stored to LDS byte by byte, so that
+the word a lane reads holds its scales for four fragments (K group of its lane, byte = fragment
+mod 4) and each MFMA picks its byte with ``op_sel``: one scale register per four MFMA operands and
+no byte extraction. Edges: global loads outside the matrices read zeros (K rows and K words past the end),
 M/N positions past the end only reach masked outputs; the epilogue stores only inside C.
 """
 
@@ -52,8 +64,10 @@ from ..patterns.layouts import mfma_fragment, tr_fragment
 from ..patterns.wave import BUFFER_OOB
 from ..rocm.build import GFX950_LDS_BYTES
 from .gfx950_gemm import FORMAT_CODES, LAYOUTS, lane_maps
-from .pipeline import chunk_loader, guarded_load, interleave_program, k_pipeline, lds_stage, schedule_hint
+from .pipeline import (chunk_loader, fragment_pipeline, guarded_load, lds_stage, prefetch_program, prefetch_reads,
+                       schedule_hint)
 
+DS_READ2_B64_REACH = 255 * 8  # bytes between the two addresses of one ds_read2_b64 (8-bit offsets of 8 bytes)
 MX_FORMATS = {"mxfp8": "fp8", "mxbf8": "bf8", "mxfp6": "fp6", "mxbf6": "bf6", "mxfp4": "fp4"}
 MFMA = "mfma_scale_f32_16x16x128_f8f6f4"
 THREADS = 256
@@ -68,6 +82,50 @@ class MxGemmConfig:
     block_k: int = 128
     lds_pad: int = 16  # bytes added to every LDS row
     interleave: bool = True  # as Gfx950GemmConfig.interleave
+    load_ahead: int = 2  # as Gfx950GemmConfig.load_ahead
+
+
+@attrs.frozen(eq=False)
+class MxStage:
+    """One LDS stage of the K-tile pipeline (``pipeline.fragment_pipeline``)."""
+
+    lds_a: object  # the A tile (``MxOperand.lds_shape``)
+    lds_b: object  # the B tile
+    lds_s: object  # the scale words of A and B (``_scale_index``)
+
+
+@attrs.frozen(eq=False)
+class MxStaging:
+    """One register set staging a K tile's global loads on their way to LDS."""
+
+    regs_a: object  # the thread's A units (``MxOperand.units`` x ``unit_words``)
+    regs_b: object  # its B units
+    regs_s: object  # its scale words (per scale row and K step: an A word and a B word)
+
+
+@attrs.frozen(eq=False)
+class MxFragments:
+    """One register set of MFMA operands: every K step of one K tile."""
+
+    regs_a: object  # the A fragments (RM x RK MFMA operands)
+    regs_b: object  # the B fragments (RN x RK)
+    regs_s: object  # the lane's scale words: per K step, one per four fragments of A, then of B (``op_sel``)
+
+
+@attrs.frozen(eq=False)
+class MxWaveState:
+    """What every pipeline period of a thread works on besides its stage and register sets."""
+
+    A: object  # the A words
+    B: object  # the B words
+    SA: object  # the A scales
+    SB: object  # the B scales
+    Df: object  # the accumulators as (RM, RN, m, n)
+    m0: object  # the workgroup's first row of C
+    n0: object  # the workgroup's first column of C
+    wm: object  # the wave's first row within the tile
+    wn: object  # the wave's first column within the tile
+    tx: object  # thread index in the workgroup
 
 
 def transpose_load(fmt: str) -> DsReadTrOp:
@@ -114,7 +172,12 @@ def operand_plan(name: str, k_contiguous: bool, extent: int, K: int, tile: int, 
     rk = block_k // op.k
     if k_contiguous:
         tile_words = block_k * bits // 32
-        shape = (tile, tile_words + lds_pad // 4)
+        pad = lds_pad // 4
+        if words % 4 and 16 * 4 * (tile_words + pad) <= DS_READ2_B64_REACH:
+            # a fragment's 6 words are a 16-byte and an 8-byte read; LLVM pairs the 8-byte reads of two
+            # fragments into one ds_read2_b64 (and copies the halves) unless 16 rows lie beyond its reach
+            pad += 8
+        shape = (tile, tile_words + pad)
         return MxOperand(name, True, extent, K * bits // 32, tile, tile_words, 4,
                          tile * tile_words // 4 // THREADS, shape, "uint32", shape[1], reads=-(-words // 4))
     tr = transpose_load(fmt)
@@ -158,19 +221,25 @@ def lds_bytes(dtype: str, layout: str, config: MxGemmConfig) -> int:
 
 
 def _scale_words_per_stage(cfg: MxGemmConfig) -> int:
-    """Scale words of a stage: RK per scale row (A rows, then B rows) and the spare words of the
-    rows of the last thread block (``_scale_index``)."""
-    rows = -(-(cfg.block_m + cfg.block_n) // THREADS) * THREADS
-    return (cfg.block_m + cfg.block_n + rows) * (cfg.block_k // CATALOG[MFMA].k)
+    """Scale words of a stage (``_scale_byte``): per wave half, lane row, K group and K step, one
+    word per four fragments of A and of B; and the spare words of the rows past the tile."""
+    op = CATALOG[MFMA]
+    rk = cfg.block_k // op.k
+    words = -(-cfg.block_m // 2 // op.m // 4) + -(-cfg.block_n // 2 // op.n // 4)
+    return 2 * op.m * 4 * rk * words + 4 * rk
 
 
 def default_mx_config(dtype: str, layout: str = "nt") -> MxGemmConfig:
     """The default tile: 128 x 128 with 128-wide K tiles; mxfp4 (whose MFMAs take half the cycles of
     the 8-bit ones) K tiles of 256, two MFMA K steps, wherever two workgroups still fit a CU's LDS
-    (layout nt), so that a tile's loads and waits hide behind twice the MFMAs."""
+    (layout nt), so that a tile's loads and waits hide behind twice the MFMAs. Global loads run two
+    K tiles ahead, except for 8-bit A tiles read through ``ds_read_tr8`` (layouts tn, tt): there the
+    second staging register set would take the kernel past 256 VGPRs (one wave per SIMD)."""
     wide = MxGemmConfig(block_k=256)
     if MX_FORMATS[dtype] == "fp4" and 2 * lds_bytes(dtype, layout, wide) <= GFX950_LDS_BYTES:
         return wide
+    if format_of(MX_FORMATS[dtype]).bits == 8 and layout[0] == "t":
+        return MxGemmConfig(load_ahead=1)
     return MxGemmConfig()
 
 
@@ -192,9 +261,9 @@ def gfx950_mx_gemm(M: int, N: int, K: int, dtype: str = "mxfp8", layout: str = "
     cfg = config or default_mx_config(dtype, layout)
     op = CATALOG[MFMA]
     BM, BN, BK = cfg.block_m, cfg.block_n, cfg.block_k
-    if BM % (2 * op.m) or BN % (2 * op.n) or BK not in (op.k, 2 * op.k) or cfg.lds_pad % 16:
+    if BM % (2 * op.m) or BN % (2 * op.n) or BK not in (op.k, 2 * op.k) or cfg.lds_pad % 16 or cfg.load_ahead not in (1, 2):
         raise ValueError(f"MX GEMM: block {BM}x{BN}x{BK} must tile 2 x 2 waves of {op.m}x{op.n}x{op.k} MFMAs, "
-                         f"block_k {op.k} or {2 * op.k}, lds_pad a multiple of 16; got {cfg}")
+                         f"block_k {op.k} or {2 * op.k}, lds_pad a multiple of 16, load_ahead 1 or 2; got {cfg}")
     pa = operand_plan("A", layout[0] == "n", M, K, BM, BK, fmt, cfg.lds_pad)
     pb = operand_plan("B", layout[1] == "t", N, K, BN, BK, fmt, cfg.lds_pad)
     _check(pa, cfg)
@@ -204,10 +273,15 @@ def gfx950_mx_gemm(M: int, N: int, K: int, dtype: str = "mxfp8", layout: str = "
     WM, WN = BM // 2, BN // 2
     RM, RN, RK = WM // op.m, WN // op.n, BK // op.k
     byte_a, byte_b = bits == 8 and not pa.k_contiguous, bits == 8 and not pb.k_contiguous
-    la, na = mfma_fragment(op, "A", (RM, RK), fmt, fmt, byte_tiles=byte_a)
-    lb, nb = mfma_fragment(op, "B", (RN, RK), fmt, fmt, byte_tiles=byte_b)
-    ls, _ = mfma_fragment(op, "scale_a", (RM, RK))
-    lsb, _ = mfma_fragment(op, "scale_b", (RN, RK))
+    la, _ = mfma_fragment(op, "A", (1, 1), fmt, fmt, byte_tiles=byte_a)  # one MFMA operand
+    lb, _ = mfma_fragment(op, "B", (1, 1), fmt, fmt, byte_tiles=byte_b)
+    # registers per fragment: 32 bytes, or W words; 6-word fragments from two ds_read_b96_tr_b6 take 8, so
+    # that each half lands on an even register (gfx950 register tuples are even-aligned)
+    slot_a, slot_b = (op.a_elems // 4 if byte else 8 if W == 6 and plan.tr else W
+                      for byte, plan in ((byte_a, pa), (byte_b, pb)))
+    na, nb = RM * RK * slot_a * (4 if byte_a else 1), RN * RK * slot_b * (4 if byte_b else 1)  # fragment set: registers or bytes
+    ls, _ = mfma_fragment(op, "scale_a", (1, 1))
+    lsb, _ = mfma_fragment(op, "scale_b", (1, 1))
     ld, nd = mfma_fragment(op, "D", (RM, RN))
     a_shape = (M, pa.row_words) if pa.k_contiguous else (K, pa.row_words)
     b_shape = (N, pb.row_words) if pb.k_contiguous else (K, pb.row_words)
@@ -218,12 +292,10 @@ def gfx950_mx_gemm(M: int, N: int, K: int, dtype: str = "mxfp8", layout: str = "
     a_row, a_k, b_col, b_k, acc_row, acc_col = lane_maps(op)
     word_scales = kb % 4 == 0  # each row's four scales of an MFMA K step are one aligned 32-bit word
 
-    def _scale_words(SA_, SB_, m0_, n0_, row, ko, kk):
-        """The four scales of K step ``kk`` of tile ``ko`` of scale row ``row`` (A rows first, then B
-        rows) as (word for an A row, word for a B row); ``_scale_index`` sends the one that is not the
-        row's to a spare LDS word. Two stores instead of one merged word: nothing combines the two
-        loads, so no instruction waits for them before the store a step later. ``SA_`` and ``SB_``
-        are flat views of the scale matrices."""
+    def _scale_words_of(SA_, SB_, m0_, n0_, row, ko, kk):
+        """The four scales (K groups) of K step ``kk`` of tile ``ko`` of scale row ``row`` (A rows
+        first, then B rows) as two words whose OR is the row's (the other is zero, as are rows past
+        the matrices), ORed by the store. ``SA_`` and ``SB_`` are flat views of the scale matrices."""
         k4 = (ko * RK + kk) * 4  # first scale byte
         if word_scales:  # two buffer loads; the one for the other operand is out of range (zero)
             a_ok = T.And(T.And(row < BM, m0_ + row < M), k4 < kb)
@@ -236,20 +308,30 @@ def gfx950_mx_gemm(M: int, N: int, K: int, dtype: str = "mxfp8", layout: str = "
             b = guarded_load(SB_, 0, n0_ + T.max(row - BM, 0), k4 + e, (N, kb), "uint8")
             byte = T.if_then_else(row < BM, a, T.if_then_else(row < BM + BN, b, T.uint8(0)))
             word = word | (T.cast(byte, "uint32") << T.uint32(8 * e))
-        return word, word
+        return word, T.uint32(0)
 
-    def _scale_index(row, operand: str):
-        """LDS word (times RK) of scale row ``row`` (A rows, then B rows) for the ``operand`` word of
-        ``_scale_words``: within each wave's half of the tile, row ``16 * i + r`` goes to ``r * R +
-        i``, so a lane's R fragments' scales (RK words each) are adjacent in the register order of the
-        scale fragments; a word that is not the row's goes to the spare word ``BM + BN + row``."""
-        spare = BM + BN + row
-        if operand == "A":
-            slot = T.if_then_else(row < BM, row // WM * WM + row % 16 * RM + row % WM // 16, spare)
-        else:
-            b = row - BM
-            slot = T.if_then_else(T.And(row >= BM, row < BM + BN), BM + b // WN * WN + b % 16 * RN + b % WN // 16, spare)
-        return slot * RK
+    RWa, RWb = -(-RM // 4), -(-RN // 4)  # scale words per lane and K step: one per four fragments
+
+    def _scale_slot(h, r, g, RW: int, base: int):
+        """First LDS scale word of wave half ``h``, lane row ``r`` and K group ``g`` of an operand
+        (``RW`` words per K step; A from word 0, B from ``base``): the ``RK * RW`` words a lane reads."""
+        return base + ((h * op.m + r) * 4 + g) * RK * RW
+
+    def _scale_words(L, word, n: int):
+        """``n`` words of the LDS scale bytes ``L`` from word ``word``."""
+        return T.reinterpret(L[0, T.ramp(4 * word, 1, 4 * n)], ty="uint32" if n == 1 else f"uint32x{n}")
+
+    def _scale_byte(row, g, kk):
+        """LDS byte of the scale of row ``row`` (A rows, then B rows), K group ``g`` and K step ``kk``:
+        fragment ``i`` (row ``16 i + r`` of its wave half) is byte ``i % 4`` of word ``i // 4``, so that
+        one word holds a lane's scales of four MFMAs, selected by ``op_sel``; rows past the tile go to
+        the spare words."""
+        b, b_base = row - BM, 2 * op.m * 4 * RK * RWa
+        a_word = _scale_slot(row // WM, row % op.m, g, RWa, 0) + kk * RWa + row % WM // op.m // 4
+        b_word = _scale_slot(b // WN, b % op.n, g, RWb, b_base) + kk * RWb + b % WN // op.n // 4
+        spare = 4 * (b_base + 2 * op.n * 4 * RK * RWb + g * RK + kk)
+        return T.if_then_else(row < BM, 4 * a_word + row % WM // op.m % 4,
+                              T.if_then_else(row < BM + BN, 4 * b_word + b % WN // op.n % 4, spare))
 
     def _copy(plan: MxOperand):
         """Macros ``load(regs, X, Xg, tile0, t, q, k0)`` (unit ``q`` of thread ``t`` of the tile at
@@ -302,14 +384,15 @@ def gfx950_mx_gemm(M: int, N: int, K: int, dtype: str = "mxfp8", layout: str = "
     _load_a, _store_a = _copy(pa)
     _load_b, _store_b = _copy(pb)
 
-    def _frag_loader(plan: MxOperand, lane_mn, lane_k, R: int):
+    def _frag_loader(plan: MxOperand, lane_mn, lane_k, P: int):
         """Macro ``frag(regs, L, i, kk, w0, lane)``: MFMA fragment ``i`` (the wave's tile starts at
-        ``w0`` along M/N) of K step ``kk`` from the LDS stage ``L`` into ``regs`` (module docstring)."""
+        ``w0`` along M/N) of K step ``kk`` from the LDS stage ``L`` into its slot of ``P`` registers
+        of ``regs`` (module docstring)."""
         ext = op.m
         if plan.k_contiguous:
             @T.macro
             def frag(regs, L, i, kk, w0, lane):
-                regs[T.ramp((i * RK + kk) * W, 1, W)] = L[0, w0 + i * ext + lane_mn(lane),
+                regs[T.ramp((i * RK + kk) * P, 1, W)] = L[0, w0 + i * ext + lane_mn(lane),
                                                           T.ramp((kk * op.k + lane_k(lane)) * bits // 32, 1, W)]
             return frag
         tr = CATALOG[plan.tr]
@@ -318,91 +401,156 @@ def gfx950_mx_gemm(M: int, N: int, K: int, dtype: str = "mxfp8", layout: str = "
 
             @T.macro
             def frag(regs, L, i, kk, w0, lane):
-                V = T.decl_tensor(regs.ptr_to([(i * RK + kk) * op.a_elems]),
+                V = T.decl_tensor(regs.ptr_to([(i * RK + kk) * P * 4]),
                                   ty_args=[T.Tensor((1, ext, op.k), "uint8", scope="local", layout=atom)])
                 T.rocm.tile.apply(T.amdgcn[tr.name], V, L[0:1, kk * op.k : kk * op.k + op.k, w0 + i * ext : w0 + i * ext + ext],
                                   scope="wave", mfma=MFMA, operand=plan.name)
             return frag
         words, nbytes = tr.load_bits // 32, tr.load_bits // 8
-        lt, _ = tr_fragment(tr, (R, RK, 2))
+        lt, _ = tr_fragment(tr, (1, 1, 1))
 
         @T.macro
         def frag(regs, L, i, kk, w0, lane):
-            D = T.decl_tensor(regs.ptr_to([0]), ty_args=[T.Tensor((R, RK, 2, 4, 16, words), "uint32", scope="local", layout=lt)])
-            for j in T.unroll(2):
+            for j in T.unroll(2):  # call j: the lane's K positions 16 j .. 16 j + 15, at the half j of the slot
+                D = T.decl_tensor(regs.ptr_to([(i * RK + kk) * P + j * (P // 2)]),
+                                  ty_args=[T.Tensor((1, 1, 1, 4, 16, words), "uint32", scope="local", layout=lt)])
                 cb = (w0 // tr.elements + i) * plan.slot_bytes
-                T.rocm.tile.apply(T.amdgcn[tr.name], D[i : i + 1, kk : kk + 1, j : j + 1],
-                                  L[0:1, kk : kk + 1, j : j + 1, 0:4, 0:16, cb : cb + nbytes], scope="wave")
+                T.rocm.tile.apply(T.amdgcn[tr.name], D, L[0:1, kk : kk + 1, j : j + 1, 0:4, 0:16, cb : cb + nbytes], scope="wave")
         return frag
 
-    _frag_a = _frag_loader(pa, a_row, a_k, RM)
-    _frag_b = _frag_loader(pb, b_col, b_k, RN)
+    _frag_a = _frag_loader(pa, a_row, a_k, slot_a)
+    _frag_b = _frag_loader(pb, b_col, b_k, slot_b)
 
-    # pipeline state: (A, B, SA, SB, ra, rb, rs, Af, Bf, Sa, Sb, Df, m0, n0, wm, wn, tx); stage: (LA, LB, LS, ga, gb, gs)
-    @T.macro
-    def _load(stage, state, ko):
-        LA_, LB_, LS_, ga_, gb_, gs_ = stage
-        A_, B_, SA_, SB_, ra_, rb_, rs_, Af_, Bf_, Sa_, Sb_, Df_, m0_, n0_, wm_, wn_, t_ = state
-        Ag_ = T.decl_tensor(A_.data, ty_args=[T.Tensor((a_shape[0] * a_shape[1],), "uint32")])
-        Bg_ = T.decl_tensor(B_.data, ty_args=[T.Tensor((b_shape[0] * b_shape[1],), "uint32")])
-        SAg_ = T.decl_tensor(SA_.data, ty_args=[T.Tensor((M * kb,), "uint8")])
-        SBg_ = T.decl_tensor(SB_.data, ty_args=[T.Tensor((N * kb,), "uint8")])
-        for q in T.unroll(pa.units):
-            _load_a(ga_, A_, Ag_, m0_, t_, q, ko * BK)
-        for q in T.unroll(pb.units):
-            _load_b(gb_, B_, Bg_, n0_, t_, q, ko * BK)
-        for q in T.unroll(s_rows):
-            for kk in T.unroll(RK):
-                wa, wb = _scale_words(SAg_, SBg_, m0_, n0_, q * THREADS + t_, ko, kk)
-                gs_[(2 * q) * RK + kk] = wa
-                gs_[(2 * q + 1) * RK + kk] = wb
+    def _gather(plan: MxOperand, slot: int, elems: int):
+        """Macro ``gather(dst, regs, i, kk)``: the ``elems`` registers (or bytes) of the MFMA operand of
+        fragment ``i`` of K step ``kk`` from its slot in ``regs`` into ``dst``: a copy LLVM coalesces
+        away, except for a split 6-word slot (two ds_read_tr6 halves, 4 registers apart), whose three
+        moves then run in the period of the MFMAs, after its wait."""
+        if plan.tr is not None and slot != elems and bits == 6:
+            @T.macro
+            def gather(dst, regs, i, kk):
+                dst[T.ramp(0, 1, elems // 2)] = regs[T.ramp((i * RK + kk) * slot, 1, elems // 2)]
+                dst[T.ramp(elems // 2, 1, elems // 2)] = regs[T.ramp((i * RK + kk) * slot + slot // 2, 1, elems // 2)]
+        else:
+            @T.macro
+            def gather(dst, regs, i, kk):
+                dst[T.ramp(0, 1, elems)] = regs[T.ramp((i * RK + kk) * slot, 1, elems)]
+        return gather
 
-    @T.macro
-    def _store(stage, state):
-        LA_, LB_, LS_, ga_, gb_, gs_ = stage
-        A_, B_, SA_, SB_, ra_, rb_, rs_, Af_, Bf_, Sa_, Sb_, Df_, m0_, n0_, wm_, wn_, t_ = state
-        for q in T.unroll(pa.units):
-            _store_a(LA_, ga_, t_, q)
-        for q in T.unroll(pb.units):
-            _store_b(LB_, gb_, t_, q)
-        for q in T.unroll(s_rows):
-            LS_[0, _span(_scale_index(q * THREADS + t_, "A"), RK)] = gs_[_span(2 * q * RK, RK)]
-            LS_[0, _span(_scale_index(q * THREADS + t_, "B"), RK)] = gs_[_span((2 * q + 1) * RK, RK)]
-
-    reads = (RM * pa.reads + RN * pb.reads) * RK + 2 * -(-RK * max(RM, RN) // 4)  # + the scale reads
-    _interleave = schedule_hint(interleave_program(
-        RM * RN * RK, (RN * pb.reads + pa.reads) + 2, reads, pa.units + pb.units + 2 * s_rows,
-        pa.units + pb.units + 2 * s_rows * RK,
-        loads_first=True) if cfg.interleave else None)
-
-    @T.macro
-    def _compute(stage, state):
-        """Fragments (W words, or 32 bytes, and the scale byte per lane) from LDS, then the scaled MFMAs."""
-        LA_, LB_, LS_, ga_, gb_, gs_ = stage
-        A_, B_, SA_, SB_, ra_, rb_, rs_, Af_, Bf_, Sa_, Sb_, Df_, m0_, n0_, wm_, wn_, t_ = state
-        lane = t_ % 64
-        # one LDS read brings a lane's scale words for all its fragments (see _scale_index)
-        rs_[T.ramp(0, 1, RM * RK)] = LS_[0, T.ramp((wm_ + a_row(lane) * RM) * RK, 1, RM * RK)]
-        rs_[T.ramp(RM * RK, 1, RN * RK)] = LS_[0, T.ramp((BM + wn_ + b_col(lane) * RN) * RK, 1, RN * RK)]
-        for r in T.unroll(RN * RK):
-            rs_[RM * RK + r] = rs_[RM * RK + r] >> T.uint32(8) * T.cast(b_k(lane) // 32, "uint32") & T.uint32(255)
-        for r in T.unroll(RM * RK):
-            rs_[r] = rs_[r] >> T.uint32(8) * T.cast(a_k(lane) // 32, "uint32") & T.uint32(255)
-        for kk in T.unroll(RK):
-            for ni in T.unroll(RN):
-                _frag_b(rb_, LB_, ni, kk, wn_, lane)
-            for mi in T.unroll(RM):
-                _frag_a(ra_, LA_, mi, kk, wm_, lane)
-            T.rocm.tile.apply(T.amdgcn[op.name], Df_, Af_[:, kk : kk + 1], Bf_[:, kk : kk + 1], Df_,
-                              Sa_[:, kk : kk + 1], Sb_[:, kk : kk + 1], scope="wave",
-                              cbsz=code, blgp=code, op_sel_a=0, op_sel_b=0)
-        _interleave()
-
-    pipeline = k_pipeline(k_steps, _load, _store, _compute)
+    ea, eb = (op.a_elems if byte else W for byte in (byte_a, byte_b))  # operand registers (bytes for byte tiles)
     a_dt, b_dt = ("uint8" if byte_a else "uint32"), ("uint8" if byte_b else "uint32")
     a_atom = (op.m, op.k) if byte_a else (op.m, 4, W)
     b_atom = (op.n, op.k) if byte_b else (op.n, 4, W)
-    lds_a, lds_b = _lds_tensor(pa), _lds_tensor(pb)
+    _gather_a = _gather(pa, slot_a * (4 if byte_a else 1), ea)
+    _gather_b = _gather(pb, slot_b * (4 if byte_b else 1), eb)
+
+    @T.macro
+    def _load(g, s, ko):
+        """Every thread's share of K tile ``ko`` (A and B units, scale words): global -> staging registers."""
+        Ag_ = T.decl_tensor(s.A.data, ty_args=[T.Tensor((a_shape[0] * a_shape[1],), "uint32")])
+        Bg_ = T.decl_tensor(s.B.data, ty_args=[T.Tensor((b_shape[0] * b_shape[1],), "uint32")])
+        SAg_ = T.decl_tensor(s.SA.data, ty_args=[T.Tensor((M * kb,), "uint8")])
+        SBg_ = T.decl_tensor(s.SB.data, ty_args=[T.Tensor((N * kb,), "uint8")])
+        for q in T.unroll(pa.units):
+            _load_a(g.regs_a, s.A, Ag_, s.m0, s.tx, q, ko * BK)
+        for q in T.unroll(pb.units):
+            _load_b(g.regs_b, s.B, Bg_, s.n0, s.tx, q, ko * BK)
+        for q in T.unroll(s_rows):
+            for kk in T.unroll(RK):
+                wa, wb = _scale_words_of(SAg_, SBg_, s.m0, s.n0, q * THREADS + s.tx, ko, kk)
+                g.regs_s[2 * (q * RK + kk)] = wa
+                g.regs_s[2 * (q * RK + kk) + 1] = wb
+
+    @T.macro
+    def _store(stage, g, s):
+        """The staging registers -> the stage's LDS (A, B and the scale words)."""
+        for q in T.unroll(pa.units):
+            _store_a(stage.lds_a, g.regs_a, s.tx, q)
+        for q in T.unroll(pb.units):
+            _store_b(stage.lds_b, g.regs_b, s.tx, q)
+        for q in T.unroll(s_rows):
+            for kk in T.unroll(RK):
+                for gi in T.unroll(4):
+                    stage.lds_s[0, _scale_byte(q * THREADS + s.tx, gi, kk)] = T.cast(
+                        (g.regs_s[2 * (q * RK + kk)] | g.regs_s[2 * (q * RK + kk) + 1]) >> T.uint32(8) * T.cast(gi, "uint32"), "uint8")
+
+    def _in_order(macros):
+        """Macro ``run(x, s)``: the ``macros`` (each of two arguments) one after the other; a tree of
+        macros, for sequences whose members differ in Python values (immediates, static indices)."""
+        if len(macros) == 1:
+            return macros[0]
+        first, rest = _in_order(macros[: len(macros) // 2]), _in_order(macros[len(macros) // 2 :])
+
+        @T.macro
+        def both(x, s):
+            first(x, s)
+            rest(x, s)
+        return both
+
+    def _frag_read(operand: str, kk: int, i: int):
+        """Macro ``read((stage, f), s)``: fragment ``i`` of K step ``kk`` of ``operand``."""
+        if operand == "A":
+            @T.macro
+            def read(sf, s):
+                _frag_a(sf[1].regs_a, sf[0].lds_a, i, kk, s.wm, s.tx % 64)
+        else:
+            @T.macro
+            def read(sf, s):
+                _frag_b(sf[1].regs_b, sf[0].lds_b, i, kk, s.wn, s.tx % 64)
+        return read
+
+    # the order prefetch_program places them in (each read group then takes its own fragment's reads)
+    _frag_reads = _in_order([_frag_read(*frag) for frag in prefetch_reads((RM, RN, RK))])
+
+    @T.macro
+    def _read(stage, f, s):
+        """The stage's fragments (W words, or 32 bytes, per lane and MFMA operand) and the lane's scale
+        words (one LDS read per operand for all its fragments: ``_scale_byte``) -> the register set."""
+        lane = s.tx % 64
+        _frag_reads((stage, f), s)
+        f.regs_s[_span(0, RK * RWa)] = _scale_words(stage.lds_s, _scale_slot(s.wm // WM, a_row(lane), a_k(lane) // 32, RWa, 0),
+                                                    RK * RWa)
+        f.regs_s[_span(RK * RWa, RK * RWb)] = _scale_words(
+            stage.lds_s, _scale_slot(s.wn // WN, b_col(lane), b_k(lane) // 32, RWb, 2 * op.m * 4 * RK * RWa), RK * RWb)
+
+    def _scaled_mfma(kk: int, mi: int, ni: int):
+        """Macro ``mfma(f, s)``: the scaled MFMA of K step ``kk``, fragments ``mi`` and ``ni``, with the
+        ``op_sel`` bytes of its scales (``_scale_byte``)."""
+        @T.macro
+        def one(f, s):
+            ca = T.alloc_tensor(ty_args=[T.Tensor((ea,), a_dt, scope="local")])
+            cb = T.alloc_tensor(ty_args=[T.Tensor((eb,), b_dt, scope="local")])
+            _gather_a(ca, f.regs_a, mi, kk)
+            _gather_b(cb, f.regs_b, ni, kk)
+            Av = T.decl_tensor(ca.ptr_to([0]), ty_args=[T.Tensor((1, 1, *a_atom), a_dt, scope="local", layout=la)])
+            Bv = T.decl_tensor(cb.ptr_to([0]), ty_args=[T.Tensor((1, 1, *b_atom), b_dt, scope="local", layout=lb)])
+            Sa = T.decl_tensor(f.regs_s.ptr_to([kk * RWa + mi // 4]),
+                               ty_args=[T.Tensor((1, 1, op.m, 4), "uint32", scope="local", layout=ls)])
+            Sb = T.decl_tensor(f.regs_s.ptr_to([RK * RWa + kk * RWb + ni // 4]),
+                               ty_args=[T.Tensor((1, 1, op.n, 4), "uint32", scope="local", layout=lsb)])
+            T.rocm.tile.apply(T.amdgcn[op.name], s.Df[mi : mi + 1, ni : ni + 1], Av, Bv, s.Df[mi : mi + 1, ni : ni + 1], Sa, Sb, scope="wave",
+                              cbsz=code, blgp=code, op_sel_a=mi % 4, op_sel_b=ni % 4)
+        return one
+
+    _mfmas = _in_order([_scaled_mfma(kk, mi, ni) for kk in range(RK) for mi in range(RM) for ni in range(RN)])
+
+    @T.macro
+    def _mma(f, s):
+        """The scaled MFMAs of a register set, with the period's memory instructions between them."""
+        _mfmas(f, s)
+        _interleave()
+
+    s_stores, s_loads = 4 * s_rows * RK, 2 * s_rows * RK  # scale-byte LDS stores and global loads per thread and tile
+    scale_words = _scale_words_per_stage(cfg)
+    _interleave = schedule_hint(prefetch_program((RM, RN, RK), pa.reads, pb.reads, pa.units + pb.units + s_stores,
+                                                 pa.units + pb.units + s_loads) if cfg.interleave else None)
+    pipeline = fragment_pipeline(k_steps, _load, _store, _read, _mma, cfg.load_ahead, pa.units + pb.units + s_loads,
+                                  fence=True)
+    lds_a, lds_b, lds_s = _lds_tensor(pa), _lds_tensor(pb), lds_stage((4 * scale_words,), "uint8")
+
+    def _staging_sets(first: MxStaging, second: MxStaging) -> tuple[MxStaging, MxStaging]:
+        """The staging register sets of even and odd tiles: one set when loads are one tile ahead."""
+        return (first, second) if cfg.load_ahead == 2 else (first, first)
 
     @T.function
     def mx_gemm(A: T.Tensor(a_shape, "uint32"), B: T.Tensor(b_shape, "uint32"), SA: T.Tensor((M, kb), "uint8"),
@@ -414,22 +562,21 @@ def gfx950_mx_gemm(M: int, N: int, K: int, dtype: str = "mxfp8", layout: str = "
             LA1 = T.alloc_tensor(ty_args=[lds_a])
             LB0 = T.alloc_tensor(ty_args=[lds_b])
             LB1 = T.alloc_tensor(ty_args=[lds_b])
-            LS0 = T.alloc_tensor(ty_args=[lds_stage((_scale_words_per_stage(cfg),), "uint32")])
-            LS1 = T.alloc_tensor(ty_args=[lds_stage((_scale_words_per_stage(cfg),), "uint32")])
+            LS0 = T.alloc_tensor(ty_args=[lds_s])
+            LS1 = T.alloc_tensor(ty_args=[lds_s])
             ga0 = T.alloc_tensor(ty_args=[T.Tensor((pa.units * pa.unit_words,), "uint32", scope="local")])
             gb0 = T.alloc_tensor(ty_args=[T.Tensor((pb.units * pb.unit_words,), "uint32", scope="local")])
-            gs0 = T.alloc_tensor(ty_args=[T.Tensor((2 * s_rows * RK,), "uint32", scope="local")])
+            gs0 = T.alloc_tensor(ty_args=[T.Tensor((s_loads,), "uint32", scope="local")])
             ga1 = T.alloc_tensor(ty_args=[T.Tensor((pa.units * pa.unit_words,), "uint32", scope="local")])
             gb1 = T.alloc_tensor(ty_args=[T.Tensor((pb.units * pb.unit_words,), "uint32", scope="local")])
-            gs1 = T.alloc_tensor(ty_args=[T.Tensor((2 * s_rows * RK,), "uint32", scope="local")])
-            ra = T.alloc_tensor(ty_args=[T.Tensor((na,), a_dt, scope="local")])
-            rb = T.alloc_tensor(ty_args=[T.Tensor((nb,), b_dt, scope="local")])
-            rs = T.alloc_tensor(ty_args=[T.Tensor(((RM + RN) * RK,), "uint32", scope="local")])
+            gs1 = T.alloc_tensor(ty_args=[T.Tensor((s_loads,), "uint32", scope="local")])
+            ra0 = T.alloc_tensor(ty_args=[T.Tensor((na,), a_dt, scope="local")])
+            rb0 = T.alloc_tensor(ty_args=[T.Tensor((nb,), b_dt, scope="local")])
+            rs0 = T.alloc_tensor(ty_args=[T.Tensor(((RWa + RWb) * RK,), "uint32", scope="local")])
+            ra1 = T.alloc_tensor(ty_args=[T.Tensor((na,), a_dt, scope="local")])
+            rb1 = T.alloc_tensor(ty_args=[T.Tensor((nb,), b_dt, scope="local")])
+            rs1 = T.alloc_tensor(ty_args=[T.Tensor(((RWa + RWb) * RK,), "uint32", scope="local")])
             rd = T.alloc_tensor(ty_args=[T.Tensor((nd,), "float32", scope="local")])
-            Af = T.decl_tensor(ra.ptr_to([0]), ty_args=[T.Tensor((RM, RK, *a_atom), a_dt, scope="local", layout=la)])
-            Bf = T.decl_tensor(rb.ptr_to([0]), ty_args=[T.Tensor((RN, RK, *b_atom), b_dt, scope="local", layout=lb)])
-            Sa = T.decl_tensor(rs.ptr_to([0]), ty_args=[T.Tensor((RM, RK, op.m, 4), "uint32", scope="local", layout=ls)])
-            Sb = T.decl_tensor(rs.ptr_to([RM * RK]), ty_args=[T.Tensor((RN, RK, op.n, 4), "uint32", scope="local", layout=lsb)])
             Df = T.decl_tensor(rd.ptr_to([0]), ty_args=[T.Tensor((RM, RN, op.m, op.n), "float32", scope="local", layout=ld)])
             m0 = bid // grid_n * BM
             n0 = bid % grid_n * BN
@@ -438,8 +585,10 @@ def gfx950_mx_gemm(M: int, N: int, K: int, dtype: str = "mxfp8", layout: str = "
             lane = tx % 64
             for r in T.unroll(nd):
                 rd[r] = T.float32(0)
-            pipeline((LA0, LB0, LS0, ga0, gb0, gs0), (LA1, LB1, LS1, ga1, gb1, gs1),
-                     (A, B, SA, SB, ra, rb, rs, Af, Bf, Sa, Sb, Df, m0, n0, wm, wn, tx))
+            pipeline((MxStage(LA0, LB0, LS0), MxStage(LA1, LB1, LS1)),
+                     _staging_sets(MxStaging(ga0, gb0, gs0), MxStaging(ga1, gb1, gs1)),
+                     (MxFragments(ra0, rb0, rs0), MxFragments(ra1, rb1, rs1)),
+                     MxWaveState(A, B, SA, SB, Df, m0, n0, wm, wn, tx))
             for mi in T.unroll(RM):
                 for ni in T.unroll(RN):
                     for r in T.unroll(op.acc_elems):

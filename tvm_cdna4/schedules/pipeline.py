@@ -1,17 +1,8 @@
-"""The K-tile software pipelines of the gfx950 GEMMs.
+"""The K-tile software pipeline of the gfx950 GEMMs (dense and MX).
 
-``fragment_pipeline`` (the dense GEMM): two LDS stages and two MFMA fragment register sets, one
-explicit wait per K tile (its docstring). ``k_pipeline`` (the MX GEMM): two stages of LDS plus
-registers, described here.
-
-Each of the two stages is an LDS buffer plus a register set; tile ``j`` lives in stage ``j % 2``.
-Step ``ko`` (of ``k_steps``): store the registers holding tile ``ko + 1`` into their stage's LDS,
-load tile ``ko + 2`` from global memory into the other register set (free since step ``ko - 1``),
-run tile ``ko``'s MFMAs from its LDS, then one workgroup barrier. The global loads of a step do not
-wait for its LDS stores and have more than a whole step to land; the single barrier both publishes
-the stored tile and retires the reads of the computed one. The loop is unrolled by two so that
-every stage is static (constant LDS addresses; LLVM sees the stages never alias and may move LDS
-stores between the other stage's reads).
+``fragment_pipeline``: two LDS stages and two MFMA fragment register sets, one explicit wait per K
+tile (its docstring); ``prefetch_program`` / ``prefetch_reads``: where each period's memory
+instructions go between its MFMAs; ``chunk_loader`` and friends: the global -> register copies.
 """
 
 from __future__ import annotations
@@ -24,46 +15,8 @@ from ..patterns.wave import BUFFER_OOB, waitcnt_lgkmcnt_imm, waitcnt_vmcnt_imm
 from ..rocm.helpers import SCHED_DS_READ, SCHED_DS_WRITE, SCHED_MFMA, SCHED_VMEM_READ, sched_helper
 
 
-def k_pipeline(k_steps: int, load, store, compute):
-    """Macro ``run(stage0, stage1, state)`` running the pipeline over ``k_steps`` K tiles.
-
-    The kernel supplies three macros: ``load(stage, state, ko)`` (tile ``ko``: global -> the
-    stage's registers; tiles past the end are never requested), ``store(stage, state)`` (the
-    stage's registers -> its LDS) and ``compute(stage, state)`` (the MFMAs of the tile in the
-    stage's LDS). Stages and state are whatever those macros take (tuples of tensors).
-    """
-    pairs = max(k_steps - 2, 0) // 2  # loop iterations of two steps, all with store and load
-    tail = k_steps - 2 * pairs
-
-    @T.macro
-    def step(ko, cur, nxt, state):
-        if ko + 1 < k_steps:
-            store(nxt, state)
-        if ko + 2 < k_steps:
-            load(cur, state, ko + 2)
-        compute(cur, state)
-        T.rocm.workgroup_barrier()
-
-    @T.macro
-    def run(stage0, stage1, state):
-        load(stage0, state, 0)
-        store(stage0, state)
-        if k_steps > 1:
-            load(stage1, state, 1)
-        T.rocm.workgroup_barrier()
-        for kp in T.serial(pairs):
-            step(2 * kp, stage0, stage1, state)
-            step(2 * kp + 1, stage1, stage0, state)
-        for t in T.unroll(tail):
-            if t % 2 == 0:
-                step(2 * pairs + t, stage0, stage1, state)
-            else:
-                step(2 * pairs + t, stage1, stage0, state)
-
-    return run
-
-
-def fragment_pipeline(k_steps: int, load, store, read, mma, ahead: int = 1, loads_per_tile: int = 0):
+def fragment_pipeline(k_steps: int, load, store, read, mma, ahead: int = 1, loads_per_tile: int = 0,
+                      fence: bool = False):
     """Macro ``run(stages, staging, frags, state)``: the K-tile pipeline with the operand fragments
     double-buffered in registers, so that one ``s_waitcnt vmcnt(n) lgkmcnt(0)`` per K tile is the
     only wait LLVM's waitcnt insertion finds necessary. ``stages``, ``staging`` and ``frags`` are
@@ -85,7 +38,9 @@ def fragment_pipeline(k_steps: int, load, store, read, mma, ahead: int = 1, load
     registers), ``store(stage, staging, state)`` (staging registers -> the stage's LDS),
     ``read(stage, frags, state)`` (the stage's fragments -> the register set) and ``mma(frags,
     state)`` (the MFMAs of a register set). The loop is unrolled by two so that every entry is
-    static.
+    static. ``fence``: a ``sched.barrier`` after each period's barrier, so that LLVM's scheduler
+    moves no instruction (MFMAs, ALU work on loaded registers) into another period, where it would
+    need a wait of its own.
     """
     if ahead not in (1, 2):
         raise ValueError(f"fragment_pipeline: ahead must be 1 or 2 periods; got {ahead}")
@@ -112,6 +67,8 @@ def fragment_pipeline(k_steps: int, load, store, read, mma, ahead: int = 1, load
         else:
             wait(0)
         T.rocm.workgroup_barrier()
+        if fence:
+            T.evaluate(T.call_llvm_intrin("llvm.amdgcn.sched.barrier", T.int32(0), ty="void"))
 
     @T.macro
     def run(stages, staging, frags, state):
@@ -169,30 +126,24 @@ def prefetch_program(repeats: tuple[int, int, int], a_reads: int, b_reads: int, 
     return tuple(program)
 
 
-def interleave_program(mfmas: int, first_reads: int, lds_reads: int, lds_writes: int, global_loads: int,
-                       loads_first: bool = False) -> tuple[tuple[int, int], ...]:
-    """``llvm.amdgcn.sched.group.barrier`` groups for one K tile: the first K step's LDS reads, then
-    every MFMA followed by one of the remaining LDS reads and by the LDS stores, then the global
-    loads (or loads first: for short steps, where the loads need the whole step to land), as many
-    per MFMA as it takes to place them all, so that they issue while the MFMA pipe is busy."""
-    reads = lds_reads - first_reads
-    per_mfma = -(-(lds_writes + global_loads) // mfmas)
-    memory = [SCHED_DS_WRITE] * lds_writes + [SCHED_VMEM_READ] * global_loads
-    if loads_first:
-        memory.reverse()
-    program = [(SCHED_DS_READ, first_reads)]
-    for _ in range(mfmas):
-        program.append((SCHED_MFMA, 1))
-        if reads:
-            program.append((SCHED_DS_READ, 1))
-            reads -= 1
-        program += [(mask, 1) for mask in memory[:per_mfma]]
-        del memory[:per_mfma]
-    return tuple(program)
+def prefetch_reads(repeats: tuple[int, int, int]) -> tuple[tuple[str, int, int], ...]:
+    """The fragments of one tile, ("A", K step, M fragment) or ("B", K step, N fragment), in the
+    order in which ``prefetch_program`` places their LDS reads: emitting the reads in this order
+    lets each group take the reads of its own fragment."""
+    rm, rn, rk = repeats
+    order = []
+    for kk in range(rk):
+        for mi in range(rm):
+            for ni in range(rn):
+                if ni == rn - 1:
+                    order.append(("A", kk, mi))
+                if mi == rm - 1:
+                    order.append(("B", kk, ni))
+    return tuple(order)
 
 
 def schedule_hint(program: tuple[tuple[int, int], ...] | None):
-    """Macro that places ``program`` (``interleave_program``) in the current loop body; a no-op
+    """Macro that places ``program`` (``prefetch_program``) in the current loop body; a no-op
     for None."""
     if program is None:
         @T.macro
