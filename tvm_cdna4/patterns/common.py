@@ -23,7 +23,7 @@ from tvm_tirx.ir import Bind, IntImm, Range, TensorRegion, TensorStore, Var, is_
 from tvm_tirx.ir.prim import Let
 from tvm_tirx.runtime import MemoryScope
 from tvm_tirx.script import tirx as T
-from tvm_tirx.sym import Analyzer, ConstraintContext
+from tvm_tirx.sym import Analyzer, ConstraintContext, RangeConstraint
 
 from ..errors import ContractError
 from ..isa import WAVE_SIZE
@@ -83,6 +83,11 @@ def substitute(expr, var, value):
     return tvm_ffi.structural_map(expr, (Var, lambda v: value if v.same_as(var) else v), order="post")
 
 
+# Static ranges of enclosing variables already simplified: object hash -> ((var, begin, extent), range);
+# the objects are kept, so a hash is never reused while its entry lives (cleared when large).
+_STATIC_RANGES: dict = {}
+
+
 class WaveContext(CudaContext):
     """A wave-collective instruction repeated over repeat axes (and over waves at workgroup scope).
 
@@ -95,11 +100,15 @@ class WaveContext(CudaContext):
         self.analyzer = Analyzer()
         self.constraints = ConstraintContext()
         self.static_ranges = {}
+        # every enclosing variable's range, synchronized once (add_range synchronizes the whole list
+        # each time: quadratic in the variables in scope, which an unrolled kernel has hundreds of)
         for var, bound in sctx.var_range_map.items():
-            self.add_range(var, Range.from_min_extent(bound.begin, bound.extent))
-            low, ext = (self.analyzer.simplify(x) for x in (bound.begin, bound.extent))
-            if hasattr(low, "value") and hasattr(ext, "value"):
-                self.static_ranges[var] = range(int(low), int(low) + int(ext))
+            self.constraints.append(RangeConstraint(var, Range.from_min_extent(bound.begin, bound.extent)))
+        self.analyzer.sync_constraint_context(self.constraints)
+        for var, bound in sctx.var_range_map.items():
+            static = self._static_range(var, bound)
+            if static is not None:
+                self.static_ranges[var] = static
         self.bindings, self.group, self.group_shape, self.owners = [], [], [], {}
         self.repeat = self.repeat_shape = None
         self.lane = Var("wave_lane", "int32")
@@ -117,6 +126,21 @@ class WaveContext(CudaContext):
         self.add_range(self.proof_lane, Range(0, WAVE_SIZE))
         # lets require() fall back to checking all 64 lanes (e.g. XOR-swizzled LDS layouts)
         self.static_ranges[self.proof_lane] = range(WAVE_SIZE)
+
+    def _static_range(self, var, bound) -> range | None:
+        """``var``'s range when its bounds simplify to constants. A variable's bounds depend only on
+        the variables around it, the same in every context it appears in, so the answer is kept
+        (keyed by the variable and its bound objects) for the next pattern of the kernel."""
+        key = (var, bound.begin, bound.extent)
+        hit = _STATIC_RANGES.get(var.__hash__())
+        if hit is not None and all(a.same_as(b) for a, b in zip(hit[0], key)):
+            return hit[1]
+        low, ext = (x if isinstance(x, IntImm) else self.analyzer.simplify(x) for x in (bound.begin, bound.extent))
+        static = range(int(low), int(low) + int(ext)) if hasattr(low, "value") and hasattr(ext, "value") else None
+        if len(_STATIC_RANGES) > 65536:
+            _STATIC_RANGES.clear()
+        _STATIC_RANGES[var.__hash__()] = (key, static)
+        return static
 
     def wave_axis(self, region: TensorRegion) -> int:
         extents = [self.analyzer.simplify(r.extent) for r in region.region]
