@@ -22,7 +22,7 @@ from ..rocm.helpers import (
 )
 from .errors import EmulationError
 from .interp import np_dtype, where_of
-from .memory import Pointer, check_bounds, check_lds_read, check_lds_write
+from .memory import InFlightLdsWrites, Pointer, check_bounds, check_lds_read
 
 WAVE = 64
 
@@ -239,7 +239,7 @@ def _buffer_load(compiler, node, args):
     return run
 
 
-class VmemLoads:
+class VmemLoads(InFlightLdsWrites):
     """Per-wave vector-memory load counting (``vmcnt``) and the direct-to-LDS loads in flight.
 
     Every ``T.rocm.buffer_load`` / ``T.rocm.buffer_load_lds`` is one load of each wave that issues it,
@@ -250,10 +250,12 @@ class VmemLoads:
     (``Buffer.pending``) from issue to completion; its cross-wave race checks run at both points,
     so a barrier that its wave reaches before the wait does not publish it."""
 
+    what = "the direct-to-LDS load"
+    lgkm = False  # completed by vmcnt, not lgkmcnt
+
     def __init__(self, machine):
-        self.machine = machine
+        super().__init__(machine)
         self.issued = np.zeros((len(machine.groups), machine.waves_per_group), np.int64)
-        self.copies: list[dict] = []
 
     def count(self, mask) -> np.ndarray:
         """One load of each wave with active lanes; its number (per wave, shape of ``issued``)."""
@@ -264,34 +266,14 @@ class VmemLoads:
         machine = self.machine
         seq = self.count(mask)
         threads = np.flatnonzero(machine.active(mask))
-        size = data.shape[1]
-        check_lds_write(machine, buf, inst, addr, size, where, threads, lgkm=False)
-        buf.add_pending(inst, addr, size, +1)
-        self.copies.append(dict(thread=threads, seq=seq[machine.wg_of[threads], machine.wave_of[threads]],
-                                buf=buf, inst=inst, addr=addr, data=data, where=where))
+        self.start(threads, buf, inst, addr, data, where, seq=seq[machine.wg_of[threads], machine.wave_of[threads]])
 
     def wait(self, mask, outstanding: int, where: str):
         """``s_waitcnt vmcnt(outstanding)`` in the waves with active lanes."""
         machine = self.machine
         waiting = machine.wave_counts(mask) > 0
         done_upto = np.where(waiting, self.issued - outstanding, 0)
-        keep = []
-        for c in self.copies:
-            t = c["thread"]
-            done = c["seq"] <= done_upto[machine.wg_of[t], machine.wave_of[t]]
-            if done.any():
-                self._land(c, done, where)
-            if not done.all():
-                keep.append({k: (v[~done] if isinstance(v, np.ndarray) else v) for k, v in c.items()})
-        self.copies = keep
-
-    def _land(self, c, done, where):
-        buf, inst, addr, data = c["buf"], c["inst"][done], c["addr"][done], c["data"][done]
-        size = data.shape[1]
-        buf.add_pending(inst, addr, size, -1)
-        check_lds_write(self.machine, buf, inst, addr, size, f"{where} (completing the direct-to-LDS load at: "
-                        f"{c['where']})", c["thread"][done], lgkm=False)
-        buf.data[inst[:, None], addr[:, None] + np.arange(size)] = data
+        self.retire(lambda c: c["seq"] <= done_upto[machine.wg_of[c["thread"]], machine.wave_of[c["thread"]]], where)
 
 
 def _vmem(machine) -> VmemLoads:

@@ -239,3 +239,48 @@ def check_lds_write(machine, buf: Buffer, inst, byte, size: int, where: str, thr
     buf.w_epoch[i, b] = epoch
     if machine.lds_waits:
         buf.w_seq[i, b] = machine.issue_lds(t) if lgkm else 0
+
+
+class InFlightLdsWrites:
+    """Asynchronous writes into LDS / shared memory (CUDA ``cp.async``, gfx950 direct-to-LDS loads):
+    a write's bytes count as written by its thread's wave both when it is issued (it may land at
+    once) and when it completes (it may land as late as that), so the cross-wave race checks run at
+    both points, and in between its destination bytes are in flight (``Buffer.pending``). Subclasses
+    say which writes a wait completes (``retire``)."""
+
+    what = "asynchronous write"  # named in the completion's race messages
+    lgkm = True  # False: the write is not an LGKM operation of its wave (see check_lds_write)
+
+    def __init__(self, machine):
+        self.machine = machine
+        self.copies: list[dict] = []
+
+    def start(self, threads, buf: Buffer, inst, addr, data, where: str, **tags):
+        """Issue: ``data[i]`` (one row of bytes per active thread ``threads[i]``) will land at
+        ``addr[i]`` of instance ``inst[i]`` of ``buf``; ``tags`` are per-thread arrays kept with it."""
+        size = data.shape[1]
+        if buf.track:
+            check_lds_write(self.machine, buf, inst, addr, size, where, threads, lgkm=self.lgkm)
+        buf.add_pending(inst, addr, size, +1)
+        self.copies.append(dict(thread=threads, buf=buf, inst=inst, addr=addr, data=data, where=where, **tags))
+
+    def retire(self, completes, where: str):
+        """Land every write for which ``completes(copy)`` (a per-thread boolean array) holds."""
+        keep = []
+        for c in self.copies:
+            done = completes(c)
+            if done.any():
+                self._land(c, done, where)
+            if not done.all():
+                keep.append({k: (v[~done] if isinstance(v, np.ndarray) else v) for k, v in c.items()})
+        self.copies = keep
+
+    def _land(self, c, done, where: str):
+        buf, inst, addr, data = c["buf"], c["inst"][done], c["addr"][done], c["data"][done]
+        size = data.shape[1]
+        buf.add_pending(inst, addr, size, -1)
+        if buf.track:
+            check_lds_write(self.machine, buf, inst, addr, size, f"{where} (completing {self.what} at: {c['where']})",
+                            c["thread"][done], lgkm=self.lgkm)
+        buf.data[inst[:, None], addr[:, None] + np.arange(size)] = data
+

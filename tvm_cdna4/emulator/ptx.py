@@ -31,7 +31,7 @@ from tvm_tirx import ir as I
 from . import banks
 from .errors import EmulationError
 from .interp import _any, _mand, np_dtype, where_of
-from .memory import Pointer, TensorView, check_lds_read, check_lds_write, load, store
+from .memory import InFlightLdsWrites, Pointer, TensorView, check_lds_read, load, store
 
 WARP = 32
 _LANE = np.arange(WARP)
@@ -317,26 +317,19 @@ def _mma(compiler, call: PtxCall):
 # ----------------------------------------------------------------------------------------------
 
 
-class AsyncCopies:
+class AsyncCopies(InFlightLdsWrites):
     """Per-thread ``cp.async`` bookkeeping of one launch (PTX ISA 9.7.10.28.3): copies issued and not
     yet committed, the number of groups each thread has committed, and completion at wait_group.
+    A copy is in flight from issue to its group's retirement (``InFlightLdsWrites``)."""
 
-    A copy's bytes count as written by the issuing thread's warp both when it is issued (it may land
-    at once) and when its group retires (it may land as late as that): the cross-warp race checks
-    run at both points, and in between its destination bytes are in flight (``Buffer.pending``)."""
+    what = "cp.async"
 
     def __init__(self, machine):
-        self.machine = machine
+        super().__init__(machine)
         self.committed = np.zeros(machine.nthreads, np.int64)
-        self.copies: list[dict] = []
 
     def issue(self, threads, buf, inst, addr, data, where: str):
-        size = data.shape[1]
-        if buf.track:
-            check_lds_write(self.machine, buf, inst, addr, size, where, threads)
-        buf.add_pending(inst, addr, size, +1)
-        self.copies.append(dict(thread=threads, group=np.full(len(threads), -1, np.int64), buf=buf, inst=inst,
-                                addr=addr, data=data, where=where))
+        self.start(threads, buf, inst, addr, data, where, group=np.full(len(threads), -1, np.int64))
 
     def commit(self, mask):
         """``cp.async.commit_group`` (9.7.10.28.3.2): the thread's uncommitted copies form its next group."""
@@ -350,26 +343,8 @@ class AsyncCopies:
         """``cp.async.wait_group n`` (9.7.10.28.3.3): all but the ``n`` most recent committed groups of
         each executing thread complete; uncommitted copies are not waited for."""
         active = self.machine.active(mask)
-        keep = []
-        for c in self.copies:
-            t = c["thread"]
-            done = active[t] & (c["group"] >= 0) & (c["group"] < self.committed[t] - n)
-            if done.any():
-                self._land(c, done, where)
-                if not done.all():
-                    keep.append({k: (v[~done] if isinstance(v, np.ndarray) else v) for k, v in c.items()})
-            else:
-                keep.append(c)
-        self.copies = keep
-
-    def _land(self, c, done, where):
-        buf, inst, addr, data, threads = c["buf"], c["inst"][done], c["addr"][done], c["data"][done], c["thread"][done]
-        size = data.shape[1]
-        buf.add_pending(inst, addr, size, -1)
-        if buf.track:
-            check_lds_write(self.machine, buf, inst, addr, size, f"{where} (completing cp.async at: {c['where']})",
-                            threads)
-        buf.data[inst[:, None], addr[:, None] + np.arange(size)] = data
+        self.retire(lambda c: active[c["thread"]] & (c["group"] >= 0) & (c["group"] < self.committed[c["thread"]] - n),
+                    where)
 
 
 def _async_copies(machine) -> AsyncCopies:
