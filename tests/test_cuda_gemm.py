@@ -12,11 +12,11 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from dataclasses import replace
 
 import numpy as np
 import nvrtc_shim
+from benchmark_modules import benchmark_module
 import pytest
 
 from tvm_cdna4.schedules import cuda_runner as runner
@@ -355,12 +355,7 @@ def test_gpu_low_precision_output(out, rng, tmp_path):
 
 
 def _bench_script():
-    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
-    try:
-        import cuda_gemm as bench_script
-    finally:
-        sys.path.pop(0)
-    return bench_script
+    return benchmark_module("cuda_gemm")
 
 
 @pytest.mark.cuda

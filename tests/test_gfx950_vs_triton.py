@@ -3,9 +3,9 @@ and benchmarks/gfx950_vs_triton.py: main-loop detection, MFMA pricing from the c
 dtype's peak, the estimate formula; the Triton path only where Triton is installed."""
 
 import os
-import sys
 
 import pytest
+from benchmark_modules import benchmark_module
 
 import tvm_cdna4
 from tvm_cdna4.rocm.build import llvm_tool
@@ -132,12 +132,7 @@ def test_our_f16_default_kernel_through_the_shared_analysis():
 
 
 def _bench():
-    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
-    try:
-        import gfx950_vs_triton
-    finally:
-        sys.path.pop(0)
-    return gfx950_vs_triton
+    return benchmark_module("gfx950_vs_triton")
 
 
 def test_triton_specialisation_matches_the_jit():

@@ -16,6 +16,7 @@ and the exported library, or the gfx950 LLVM IR, assembly and code object).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -35,6 +36,7 @@ def cache_dir() -> Path:
     return Path(env) if env else Path.home() / ".cache" / "tvm_cdna4"
 
 
+@functools.cache
 def dist_version(name: str) -> str:
     """The installed version of distribution ``name``, read from the name of its ``.dist-info``
     directory on ``sys.path`` (the installers' standard, PEP 427/491: ``{name}-{version}.dist-info``

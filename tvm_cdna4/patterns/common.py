@@ -83,8 +83,8 @@ def substitute(expr, var, value):
     return tvm_ffi.structural_map(expr, (Var, lambda v: value if v.same_as(var) else v), order="post")
 
 
-# Static ranges of enclosing variables already simplified: object hash -> ((var, begin, extent), range);
-# the objects are kept, so a hash is never reused while its entry lives (cleared when large).
+# Static ranges of enclosing variables already simplified: var -> (begin, extent, range or None),
+# keyed like TIRx's own var_range_map (object identity); cleared when large.
 _STATIC_RANGES: dict = {}
 
 
@@ -131,15 +131,14 @@ class WaveContext(CudaContext):
         """``var``'s range when its bounds simplify to constants. A variable's bounds depend only on
         the variables around it, the same in every context it appears in, so the answer is kept
         (keyed by the variable and its bound objects) for the next pattern of the kernel."""
-        key = (var, bound.begin, bound.extent)
-        hit = _STATIC_RANGES.get(var.__hash__())
-        if hit is not None and all(a.same_as(b) for a, b in zip(hit[0], key)):
-            return hit[1]
+        hit = _STATIC_RANGES.get(var)
+        if hit is not None and hit[0].same_as(bound.begin) and hit[1].same_as(bound.extent):
+            return hit[2]
         low, ext = (x if isinstance(x, IntImm) else self.analyzer.simplify(x) for x in (bound.begin, bound.extent))
         static = range(int(low), int(low) + int(ext)) if hasattr(low, "value") and hasattr(ext, "value") else None
         if len(_STATIC_RANGES) > 65536:
             _STATIC_RANGES.clear()
-        _STATIC_RANGES[var.__hash__()] = (key, static)
+        _STATIC_RANGES[var] = (bound.begin, bound.extent, static)
         return static
 
     def wave_axis(self, region: TensorRegion) -> int:
