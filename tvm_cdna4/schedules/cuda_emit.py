@@ -133,11 +133,6 @@ def swz_e_expr(x, op: OperandPlan):
     return x ^ (((x >> (3 + op.swizzle_shift)) & 7) << 3)
 
 
-def static(stage) -> bool:
-    """Whether a stage index is known when the kernel is built (unrolled k-loop, prologue)."""
-    return isinstance(stage, int)
-
-
 def view_offset(p: GemmPlan, op: OperandPlan, stage: int, g) -> int:
     """Words from the lane's ``lof ^ xor`` pointer to ldmatrix group ``g`` of a static ``stage``
     (``LdmatrixPlan.offset_in_view``): stage, tile and k-step offsets."""
@@ -317,7 +312,7 @@ def ldm_group_at(p, op, SMW, dst, stage, g, lof):
 @T.macro
 def ldm_step(p, op, SMW, dst, stage, kk):
     # the k-step's ldmatrix groups of one operand
-    if I.constexpr(op.ldmatrix.offset_in_view and static(stage)):
+    if I.constexpr(op.ldmatrix.offset_in_view):
         lane = T.cuda.lane_id()
         w = warp_coord(p, op)
         la = op.ldmatrix.lane
@@ -366,17 +361,29 @@ def mma_step(p, th, buf):
     if I.constexpr(p.kloop.mma_order is None):
         T.cuda.tile.apply(T.ptx[p.mma_instr], d, a, b, d, scope="warp")
     else:
-        _ = [
+        mma_serpentine(p, d, a, b)
+
+
+def serpentine(p: GemmPlan, mi, j):
+    """The j-th ni of warp-tile row mi: forwards on even rows, backwards on odd ones, so the B
+    fragment of a row's last mma is the next row's first (an expression of the loop variables, not
+    a bound variable, so nothing of it is left once the loops unroll)."""
+    return T.Select(mi % 2 == 0, j, p.tiling.mma_n - 1 - j)
+
+
+@T.macro
+def mma_serpentine(p, d, a, b):
+    # one apply inside loops over the warp tile: TIRx lowers it once, the loops unroll after lowering
+    for mi in T.unroll(p.tiling.mma_m):
+        for j in T.unroll(p.tiling.mma_n):
             T.cuda.tile.apply(
                 T.ptx[p.mma_instr],
-                d[pr[0] : pr[0] + 1, pr[1] : pr[1] + 1, :, :],
-                a[pr[0] : pr[0] + 1, :, :, :],
-                b[pr[1] : pr[1] + 1, :, :, :],
-                d[pr[0] : pr[0] + 1, pr[1] : pr[1] + 1, :, :],
+                d[mi : mi + 1, serpentine(p, mi, j) : serpentine(p, mi, j) + 1, :, :],
+                a[mi : mi + 1, :, :, :],
+                b[serpentine(p, mi, j) : serpentine(p, mi, j) + 1, :, :, :],
+                d[mi : mi + 1, serpentine(p, mi, j) : serpentine(p, mi, j) + 1, :, :],
                 scope="warp",
             )
-            for pr in p.kloop.mma_order
-        ]
 
 
 @T.macro
@@ -418,7 +425,8 @@ def kstep_scoped(p, th, tile, nxt, kt, rs, step):
 @T.macro
 def k_tiles(p, th, tile, nxt, kt0, count):
     # k-tiles kt0 .. kt0+count-1 with static stages 0 .. count-1 (kt0 a multiple of stages)
-    _ = [kstep_scoped(p, th, tile, nxt, kt0 + s, s, step) for s in range(count) for step in p.kloop.steps]
+    for s in T.unroll(count):
+        _ = [kstep_scoped(p, th, tile, nxt, kt0 + s, s, step) for step in p.kloop.steps]
 
 
 @T.macro
