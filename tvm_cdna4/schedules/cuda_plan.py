@@ -401,13 +401,25 @@ class LdmatrixPlan:
     steps: tuple[tuple[LdmatrixGroup, ...], ...] = ()
     """Per k-step, the applies issued from the precomputed lane address (empty on the generic path)."""
     offset_in_view: bool = False
-    """With a static stage, each group's constant part (stage, tile and k-step offsets) is the
+    """Each group's constant part (stage, tile and k-step offsets; the stage a constant or a
+    loop variable that unrolls after lowering) is the
     view's offset from a pointer holding only ``lof ^ xor``, so the device compiler sees the
     pointer plus an immediate; otherwise it is folded into the pointer's int index. B stored
     [K, N] (layouts ``*n``) takes the first form: its four groups per k-step, each with its own
     XOR, make 4 x k-steps x stages distinct int sums in the unrolled k-loop, and NVRTC 13.0 keeps
     them in registers (255 + ~500 B of spills on sm_90) where the pointer-plus-immediate form
     needs one register per XOR (255, no spills; tests/test_cuda_gemm.py)."""
+
+    def per_repeat(self, kk: int) -> bool:
+        """Whether k-step ``kk`` issues one apply per repeat (``repeat_group``), not one group."""
+        return len(self.steps[kk]) > 1
+
+    def repeat_group(self, kk: int, rep) -> LdmatrixGroup:
+        """The apply of repeat ``rep`` in a per-repeat k-step ``kk``; ``rep`` may be a loop
+        variable, the fields then TIR expressions that fold once the loop unrolls."""
+        (_, skk), (_, srep), *_ = self.view
+        xor, add = split_offset(kk * skk + rep * srep)
+        return LdmatrixGroup(rep, 1, xor, add, 0)
 
 
 @attrs.frozen
@@ -546,6 +558,14 @@ def ldmatrix_view(op: OperandTile, k_steps: int, repeats: int) -> tuple[tuple[in
     return tuple(it)
 
 
+def split_offset(d):
+    """A word offset from the lane's swizzled address as (XOR part, add part): the chunk-index
+    bits the swizzle reads (0x1C) and the rest. ``d`` is an int (the planner) or a TIR expression
+    of loop variables (the emission of a per-repeat k-step as one loop)."""
+    dx = d & 0x1C
+    return dx, d - dx
+
+
 def _ldmatrix_steps(op: OperandTile, view, lane: LaneAddress, warps: int):
     """The precomputed-address applies per k-step, or None when the swizzle does not split.
 
@@ -565,7 +585,7 @@ def _ldmatrix_steps(op: OperandTile, view, lane: LaneAddress, warps: int):
         parts = []
         for rep in range(repeats):
             d = kk * skk + rep * srep
-            dx, da = d & 0x1C, d - (d & 0x1C)
+            dx, da = split_offset(d)
             if any((swizzle_word(x, op.cols) ^ dx) + da != swizzle_word(x + d, op.cols) for x in lanes):
                 return None
             parts.append((dx, da))
