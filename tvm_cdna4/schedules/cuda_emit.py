@@ -563,7 +563,8 @@ def emit(p: GemmPlan):
                 # unrolled by the stage count: every shared-memory stage offset is a constant
                 for ko in range(p.kloop.groups):
                     k_tiles(p, th, TileOrigin(m0, n0), None, ko * p.kloop.stages, p.kloop.stages)
-                k_tiles(p, th, TileOrigin(m0, n0), None, p.kloop.k_tiles - p.kloop.tail, p.kloop.tail)
+                if I.constexpr(p.kloop.tail > 0):
+                    k_tiles(p, th, TileOrigin(m0, n0), None, p.kloop.k_tiles - p.kloop.tail, p.kloop.tail)
             else:
                 for kt in range(p.kloop.k_tiles):
                     _ = [kstep(p, th, TileOrigin(m0, n0), None, kt, kt % p.kloop.stages, step) for step in p.kloop.steps]
