@@ -149,6 +149,22 @@ def test_mma_order(default_plans):
     assert plan(4096, 4096, 4096, config=replace(GemmConfig(), mma_order="row")).kloop.mma_order is None
 
 
+def test_emission_loops_follow_the_plan(default_plans):
+    """The emission writes a k-step's mma and per-repeat ldmatrix applies as loops that unroll after
+    lowering; their index expressions evaluate to the plan's records."""
+    from tvm_tirx.sym import Analyzer
+
+    from tvm_cdna4.schedules.cuda_emit import serpentine
+
+    p, simplify = default_plans["nt"], Analyzer().simplify
+    order = tuple((mi, int(simplify(serpentine(p, mi, j)))) for mi in range(p.tiling.mma_m) for j in range(p.tiling.mma_n))
+    assert order == p.kloop.mma_order
+    b = default_plans["nn"].b.ldmatrix  # B stored [K, N]: one ldmatrix.trans apply per repeat
+    assert all(b.per_repeat(kk) for kk in range(len(b.steps)))
+    assert tuple(tuple(b.repeat_group(kk, rep) for rep in range(b.repeats)) for kk in range(len(b.steps))) == b.steps
+    assert not default_plans["nt"].b.ldmatrix.per_repeat(0)  # K-contiguous B: one group per k-step
+
+
 def test_epilogue_plan():
     f32 = plan(4096, 4096, 4096).epilogue
     assert (f32.out_dtype, f32.vector, f32.store_instr, f32.cvt_instr, f32.masked, f32.align) == (
