@@ -115,8 +115,7 @@ def dma_pipeline(k_steps: int, load, read, mma, loads_per_tile: int):
     -> the stage's LDS), ``read`` and ``mma`` (as ``fragment_pipeline``). The loop is unrolled by
     six (three stages x two fragment sets) so that every entry is static."""
     pairs = max(k_steps - 3, 0) // 6  # loop iterations (periods 6i+1 .. 6i+6), all with a load
-    base = 6 * pairs + 1  # first period after the loop
-    tail = k_steps - base
+    # the loop body and the static periods below give every stage / fragment set a static index
 
     @T.macro
     def wait(vmcnt):
@@ -137,6 +136,24 @@ def dma_pipeline(k_steps: int, load, read, mma, loads_per_tile: int):
             wait(0)
         T.rocm.workgroup_barrier()
 
+    def static_periods(first: int, last: int):
+        """Macro ``(stages, frags, state)`` running periods ``first`` to ``last - 1``, each with its
+        own Python-int ``p`` (no run-time branches outside the loop)."""
+        if first >= last:
+            @T.macro
+            def none(stages, frags, state):
+                T.evaluate(0)
+            return none
+        rest = static_periods(first + 1, last)
+
+        @T.macro
+        def chain(stages, frags, state):
+            period(first, first % 3, first % 2, stages, frags, state)
+            rest(stages, frags, state)
+        return chain
+
+    head, tail = static_periods(0, 1), static_periods(6 * pairs + 1, k_steps)
+
     @T.macro
     def run(stages, frags, state):
         load(stages[0], state, 0)
@@ -146,27 +163,16 @@ def dma_pipeline(k_steps: int, load, read, mma, loads_per_tile: int):
         else:
             wait(0)
         T.rocm.workgroup_barrier()
-        period(0, 0, 0, stages, frags, state)
-        for it in T.serial(pairs):
-            period(6 * it + 1, 1, 1, stages, frags, state)
-            period(6 * it + 2, 2, 0, stages, frags, state)
-            period(6 * it + 3, 0, 1, stages, frags, state)
-            period(6 * it + 4, 1, 0, stages, frags, state)
-            period(6 * it + 5, 2, 1, stages, frags, state)
-            period(6 * it + 6, 0, 0, stages, frags, state)
-        for t in T.unroll(tail):  # base % 6 == 1: period base + t has s = (1 + t) % 3, f = (1 + t) % 2
-            if t % 6 == 0:
-                period(base + t, 1, 1, stages, frags, state)
-            elif t % 6 == 1:
-                period(base + t, 2, 0, stages, frags, state)
-            elif t % 6 == 2:
-                period(base + t, 0, 1, stages, frags, state)
-            elif t % 6 == 3:
-                period(base + t, 1, 0, stages, frags, state)
-            elif t % 6 == 4:
-                period(base + t, 2, 1, stages, frags, state)
-            else:
-                period(base + t, 0, 0, stages, frags, state)
+        head(stages, frags, state)
+        if pairs > 0:  # no zero-trip loop to lower
+            for it in T.serial(pairs):
+                period(6 * it + 1, 1, 1, stages, frags, state)
+                period(6 * it + 2, 2, 0, stages, frags, state)
+                period(6 * it + 3, 0, 1, stages, frags, state)
+                period(6 * it + 4, 1, 0, stages, frags, state)
+                period(6 * it + 5, 2, 1, stages, frags, state)
+                period(6 * it + 6, 0, 0, stages, frags, state)
+        tail(stages, frags, state)
         mma(frags[(k_steps - 1) % 2], state)
 
     return run
