@@ -202,7 +202,16 @@ class OperandPlan:
 @attrs.frozen
 class Gfx950GemmPlan:
     """Everything the emission of one gfx950 GEMM needs, computed by ``plan_gfx950_gemm``: a pure
-    function of the problem and the config that tests inspect without building."""
+    function of the problem and the config that tests inspect without building.
+
+    Staging (``config.lds_dma``): global loads through VGPR staging sets and ``ds_write`` into two
+    LDS stages (default), or direct-to-LDS loads (``OperandPlan.dma``) into three: a direct-to-LDS
+    load of tile ``p + 2`` may only overwrite the stage of tile ``p - 1``, and it gets two periods
+    to land, as the staged loads do with ``load_ahead`` 2. Three stages of two workgroups must fit
+    a CU's 160 KiB, hence ``dma_config``'s K tiles of 64 bytes (72-73 KiB per workgroup). Measured
+    at 4096³ (benchmarks/RESULTS.md, "Direct-to-LDS loads in the GEMM: measured"): 128-170 VGPRs
+    instead of 218-248, still 2 waves/SIMD (LDS), 1-5 points below the default's estimate; an
+    option, the default for no dtype or layout."""
 
     M: int
     N: int
