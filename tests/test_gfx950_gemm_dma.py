@@ -1,6 +1,7 @@
 """The direct-to-LDS variant of the gfx950 GEMM (``Gfx950GemmConfig.lds_dma``, ``dma_config``): its
-plan (three LDS stages in two workgroups' share of a CU, the tile the fragment reads expect), and
-f16 / fp8 / i8 in nt and nn through the emulator on shapes that are no tile multiples."""
+plan (three LDS stages in two workgroups' share of a CU, the tile the fragment reads expect), its
+compiled main loop, and f16 nt / fp8 nn / i8 nt through the emulator on shapes that are no tile
+multiples (the loader is the same for every dtype: 16-byte chunks into padded rows)."""
 
 import math
 
@@ -9,7 +10,7 @@ import pytest
 from test_gfx950_gemm import run_gemm
 
 from tvm_cdna4.rocm.helpers import SCHED_DS_WRITE, SCHED_VMEM_READ
-from tvm_cdna4.schedules.gfx950_gemm import LAYOUTS, dma_config, plan_gfx950_gemm
+from tvm_cdna4.schedules.gfx950_gemm import LAYOUTS, dma_config, gfx950_gemm, plan_gfx950_gemm
 
 ESIZE = {"f16": 2, "bf16": 2, "fp8": 1, "i8": 1}
 
@@ -49,9 +50,24 @@ def test_dma_refuses_rows_that_are_not_whole_chunks_and_one_tile_ahead():
 
 @pytest.mark.parametrize("dtype, layout, shape, batch", [
     ("f16", "nt", (40, 70, 264), 0),   # 9 K tiles: one loop iteration of six periods and a tail of two
-    ("f16", "nn", (65, 40, 72), 0),    # B's K rows (N contiguous) through ds_read_tr16
-    ("fp8", "nn", (65, 48, 112), 0),   # the 32x32x64 scaled MFMA; ds_read_tr8
+    ("fp8", "nn", (65, 48, 112), 0),   # the 32x32x64 scaled MFMA; B's K rows (N contiguous), ds_read_tr8
     ("i8", "nt", (33, 20, 80), 2),     # the batch offset in soffset
 ], ids=lambda v: "x".join(map(str, v)) if isinstance(v, tuple) else str(v))
 def test_dma_gemm_matches_numpy(dtype, layout, shape, batch, rng):
     run_gemm(rng, dtype, layout, shape, config=dma_config(dtype), batch=batch)
+
+
+def test_dma_main_loop_has_no_staging_and_one_wait_per_k_tile():
+    """The compiled loop (15 K tiles: two iterations of six, one per stage and fragment set): every global load goes
+    straight to LDS, no LDS store, one ``s_waitcnt`` and one barrier per K tile, and the staging
+    registers are gone (the register-staged kernel of the same tile needs over 200 VGPRs)."""
+    import tvm_cdna4
+    from tvm_cdna4.schedules.report import loop_report
+
+    result = tvm_cdna4.build(gfx950_gemm(128, 128, 480, "f16", "nt", config=dma_config("f16")))
+    loop = loop_report(result.asm)
+    assert loop.mix["mfma"] == 6 * 16 and loop.mix["global_lds"] == 6 * 6
+    assert "global" not in loop.mix and "lds_write" not in loop.mix
+    assert loop.mix["waitcnt"] == loop.mix["barrier"] == 6
+    info = result.kernel()
+    assert info.scratch_bytes == 0 and info.vgprs <= 160 and info.lds_bytes <= 80 * 1024
