@@ -500,11 +500,41 @@ def emit_gfx950_gemm(plan: Gfx950GemmPlan):
         """The staging register sets of even and odd tiles: one set when loads are one tile ahead."""
         return (first, second) if plan.config.load_ahead == 2 else (first, first)
 
-    pipeline = fragment_pipeline(plan.k_steps, _load, _store, _read, _mma, plan.config.load_ahead, pa.chunks + pb.chunks)
+    if plan.config.lds_dma:
+        _load_lds = _dma_tile_loads(plan)
+        _dma_run = dma_pipeline(plan.k_steps, _load_lds, _read, _mma, pa.dma_loads + pb.dma_loads)
+
+        @T.macro
+        def _run(stages, staging, frags, s):
+            _dma_run(stages, frags, s)
+    else:
+        _run = fragment_pipeline(plan.k_steps, _load, _store, _read, _mma, plan.config.load_ahead, pa.chunks + pb.chunks)
 
     @T.macro
-    def _epilogue(Cg, rd, bz, m0, n0, wm, wn, lane):
-        """The accumulators -> C (inside C only)."""
+    def _tile(A, B, C, bid, tx, stages, staging):
+        """The thread's fragment sets, accumulators and tile coordinates; the K pipeline over the LDS
+        ``stages`` (and ``staging`` register sets); the accumulators -> C (inside C only)."""
+        ra0 = T.alloc_tensor(ty_args=[T.Tensor((na,), elem, scope="local")])
+        rb0 = T.alloc_tensor(ty_args=[T.Tensor((nb,), elem, scope="local")])
+        ra1 = T.alloc_tensor(ty_args=[T.Tensor((na,), elem, scope="local")])
+        rb1 = T.alloc_tensor(ty_args=[T.Tensor((nb,), elem, scope="local")])
+        rd = T.alloc_tensor(ty_args=[T.Tensor((nd,), acc, scope="local")])
+        Af0 = T.decl_tensor(ra0.ptr_to([0]), ty_args=[T.Tensor((RM, RK, op.m, op.k), elem, scope="local", layout=la)])
+        Bf0 = T.decl_tensor(rb0.ptr_to([0]), ty_args=[T.Tensor((RN, RK, op.n, op.k), elem, scope="local", layout=lb)])
+        Af1 = T.decl_tensor(ra1.ptr_to([0]), ty_args=[T.Tensor((RM, RK, op.m, op.k), elem, scope="local", layout=la)])
+        Bf1 = T.decl_tensor(rb1.ptr_to([0]), ty_args=[T.Tensor((RN, RK, op.n, op.k), elem, scope="local", layout=lb)])
+        Df = T.decl_tensor(rd.ptr_to([0]), ty_args=[T.Tensor((RM, RN, op.m, op.n), acc, scope="local", layout=ld)])
+        Cg = T.decl_tensor(C.data, ty_args=[T.Tensor((max(batch, 1) * M * N,), out)])
+        bz = bid // (grid_m * grid_n)
+        m0 = bid % (grid_m * grid_n) // grid_n * BM
+        n0 = bid % grid_n * BN
+        wm = tx // 128 % 2 * plan.warp_tile[0]  # "% 2" lets the pattern prove the region is in bounds
+        wn = tx // 64 % 2 * plan.warp_tile[1]
+        lane = tx % 64
+        for r in T.unroll(nd):
+            rd[r] = T.cast(0, acc)
+        _run(stages, staging, (Fragments(ra0, rb0, Af0, Bf0), Fragments(ra1, rb1, Af1, Bf1)),
+             WaveState(A, B, Df, bz, m0, n0, wm, wn, tx))
         for mi in T.unroll(RM):
             for ni in T.unroll(RN):
                 for r in T.unroll(op.acc_elems):
@@ -512,108 +542,53 @@ def emit_gfx950_gemm(plan: Gfx950GemmPlan):
                              rd[(mi * RN + ni) * op.acc_elems + r])
 
     if plan.config.lds_dma:
-        return _dma_gemm(plan, op, (a_shape, b_shape, c_shape), (na, nb, nd), (la, lb, ld), _read, _mma, _epilogue)
-
-    @T.function
-    def gemm(A: T.Tensor(a_shape, elem), B: T.Tensor(b_shape, elem), C: T.Tensor(c_shape, out)):
-        with T.device_entry():
-            bid = T.launch_thread("blockIdx.x", plan.groups)
-            tx = T.launch_thread("threadIdx.x", 256)
-            SA0 = T.alloc_tensor(ty_args=[lds_stage(pa.lds_shape, elem)])
-            SA1 = T.alloc_tensor(ty_args=[lds_stage(pa.lds_shape, elem)])
-            SB0 = T.alloc_tensor(ty_args=[lds_stage(pb.lds_shape, elem)])
-            SB1 = T.alloc_tensor(ty_args=[lds_stage(pb.lds_shape, elem)])
-            ga0 = T.alloc_tensor(ty_args=[T.Tensor((pa.chunks * vec,), elem, scope="local")])
-            gb0 = T.alloc_tensor(ty_args=[T.Tensor((pb.chunks * vec,), elem, scope="local")])
-            ga1 = T.alloc_tensor(ty_args=[T.Tensor((pa.chunks * vec,), elem, scope="local")])
-            gb1 = T.alloc_tensor(ty_args=[T.Tensor((pb.chunks * vec,), elem, scope="local")])
-            ra0 = T.alloc_tensor(ty_args=[T.Tensor((na,), elem, scope="local")])
-            rb0 = T.alloc_tensor(ty_args=[T.Tensor((nb,), elem, scope="local")])
-            ra1 = T.alloc_tensor(ty_args=[T.Tensor((na,), elem, scope="local")])
-            rb1 = T.alloc_tensor(ty_args=[T.Tensor((nb,), elem, scope="local")])
-            rd = T.alloc_tensor(ty_args=[T.Tensor((nd,), acc, scope="local")])
-            Af0 = T.decl_tensor(ra0.ptr_to([0]), ty_args=[T.Tensor((RM, RK, op.m, op.k), elem, scope="local", layout=la)])
-            Bf0 = T.decl_tensor(rb0.ptr_to([0]), ty_args=[T.Tensor((RN, RK, op.n, op.k), elem, scope="local", layout=lb)])
-            Af1 = T.decl_tensor(ra1.ptr_to([0]), ty_args=[T.Tensor((RM, RK, op.m, op.k), elem, scope="local", layout=la)])
-            Bf1 = T.decl_tensor(rb1.ptr_to([0]), ty_args=[T.Tensor((RN, RK, op.n, op.k), elem, scope="local", layout=lb)])
-            Df = T.decl_tensor(rd.ptr_to([0]), ty_args=[T.Tensor((RM, RN, op.m, op.n), acc, scope="local", layout=ld)])
-            Cg = T.decl_tensor(C.data, ty_args=[T.Tensor((max(batch, 1) * M * N,), out)])
-            bz = bid // (grid_m * grid_n)
-            m0 = bid % (grid_m * grid_n) // grid_n * BM
-            n0 = bid % grid_n * BN
-            wm = tx // 128 % 2 * plan.warp_tile[0]  # "% 2" lets the pattern prove the region is in bounds
-            wn = tx // 64 % 2 * plan.warp_tile[1]
-            lane = tx % 64
-            for r in T.unroll(nd):
-                rd[r] = T.cast(0, acc)
-            pipeline((Stage(SA0, SB0), Stage(SA1, SB1)), _staging_sets(Staging(ga0, gb0), Staging(ga1, gb1)),
-                     (Fragments(ra0, rb0, Af0, Bf0), Fragments(ra1, rb1, Af1, Bf1)),
-                     WaveState(A, B, Df, bz, m0, n0, wm, wn, tx))
-            _epilogue(Cg, rd, bz, m0, n0, wm, wn, lane)
+        @T.function
+        def gemm(A: T.Tensor(a_shape, elem), B: T.Tensor(b_shape, elem), C: T.Tensor(c_shape, out)):
+            with T.device_entry():
+                bid = T.launch_thread("blockIdx.x", plan.groups)
+                tx = T.launch_thread("threadIdx.x", 256)
+                SA0 = T.alloc_tensor(ty_args=[lds_stage(pa.lds_shape, elem)])
+                SA1 = T.alloc_tensor(ty_args=[lds_stage(pa.lds_shape, elem)])
+                SA2 = T.alloc_tensor(ty_args=[lds_stage(pa.lds_shape, elem)])
+                SB0 = T.alloc_tensor(ty_args=[lds_stage(pb.lds_shape, elem)])
+                SB1 = T.alloc_tensor(ty_args=[lds_stage(pb.lds_shape, elem)])
+                SB2 = T.alloc_tensor(ty_args=[lds_stage(pb.lds_shape, elem)])
+                _tile(A, B, C, bid, tx, (Stage(SA0, SB0), Stage(SA1, SB1), Stage(SA2, SB2)), None)
+    else:
+        @T.function
+        def gemm(A: T.Tensor(a_shape, elem), B: T.Tensor(b_shape, elem), C: T.Tensor(c_shape, out)):
+            with T.device_entry():
+                bid = T.launch_thread("blockIdx.x", plan.groups)
+                tx = T.launch_thread("threadIdx.x", 256)
+                SA0 = T.alloc_tensor(ty_args=[lds_stage(pa.lds_shape, elem)])
+                SA1 = T.alloc_tensor(ty_args=[lds_stage(pa.lds_shape, elem)])
+                SB0 = T.alloc_tensor(ty_args=[lds_stage(pb.lds_shape, elem)])
+                SB1 = T.alloc_tensor(ty_args=[lds_stage(pb.lds_shape, elem)])
+                ga0 = T.alloc_tensor(ty_args=[T.Tensor((pa.chunks * vec,), elem, scope="local")])
+                gb0 = T.alloc_tensor(ty_args=[T.Tensor((pb.chunks * vec,), elem, scope="local")])
+                ga1 = T.alloc_tensor(ty_args=[T.Tensor((pa.chunks * vec,), elem, scope="local")])
+                gb1 = T.alloc_tensor(ty_args=[T.Tensor((pb.chunks * vec,), elem, scope="local")])
+                _tile(A, B, C, bid, tx, (Stage(SA0, SB0), Stage(SA1, SB1)),
+                      _staging_sets(Staging(ga0, gb0), Staging(ga1, gb1)))
 
     return gemm
 
 
-def _dma_gemm(plan: Gfx950GemmPlan, op, shapes, counts, layouts, read, mma, epilogue):
-    """``emit_gfx950_gemm`` with direct-to-LDS loads (``config.lds_dma``): three LDS stages filled by
-    ``pipeline.dma_loader`` through ``pipeline.dma_pipeline``; ``read``, ``mma`` and ``epilogue``
-    are the register-staged kernel's macros."""
+def _dma_tile_loads(plan: Gfx950GemmPlan):
+    """Macro ``load(stage, state, ko)`` of ``pipeline.dma_pipeline``: the wave's direct-to-LDS loads
+    of K tile ``ko`` of A and B (``pipeline.dma_loader``; the wave issues loads ``4 j + wave``)."""
     M, N, K, batch = plan.M, plan.N, plan.K, plan.batch
-    elem, acc, out = plan.elem, plan.acc, plan.out
-    BM, BN, BK = plan.block
-    RM, RN, RK = plan.repeats
-    pa, pb = plan.a, plan.b
-    (a_shape, b_shape, c_shape), (na, nb, nd), (la, lb, ld) = shapes, counts, layouts
-    grid_m, grid_n = plan.grid
+    pa, pb, BK = plan.a, plan.b, plan.block[2]
     _dma_a = dma_loader(pa.dma, plan.vec, pa.storage, pa.mn_contiguous, M * K, max(batch, 1) * M * K)
     _dma_b = dma_loader(pb.dma, plan.vec, pb.storage, pb.mn_contiguous, K * N, max(batch, 1) * K * N)
 
     @T.macro
-    def _load(stage, s, ko):
-        """The wave's direct-to-LDS loads of K tile ``ko`` of A and B (load ``4 j + wave``)."""
+    def load(stage, s, ko):
         for j in T.unroll(pa.dma_loads):
             _dma_a(stage.lds_a, s.A, s.bz, s.m0, j * 4 + s.tx // 64, s.tx % 64, ko * BK)
         for j in T.unroll(pb.dma_loads):
             _dma_b(stage.lds_b, s.B, s.bz, s.n0, j * 4 + s.tx // 64, s.tx % 64, ko * BK)
-
-    pipeline = dma_pipeline(plan.k_steps, _load, read, mma, pa.dma_loads + pb.dma_loads)
-
-    @T.function
-    def gemm(A: T.Tensor(a_shape, elem), B: T.Tensor(b_shape, elem), C: T.Tensor(c_shape, out)):
-        with T.device_entry():
-            bid = T.launch_thread("blockIdx.x", plan.groups)
-            tx = T.launch_thread("threadIdx.x", 256)
-            SA0 = T.alloc_tensor(ty_args=[lds_stage(pa.lds_shape, elem)])
-            SA1 = T.alloc_tensor(ty_args=[lds_stage(pa.lds_shape, elem)])
-            SA2 = T.alloc_tensor(ty_args=[lds_stage(pa.lds_shape, elem)])
-            SB0 = T.alloc_tensor(ty_args=[lds_stage(pb.lds_shape, elem)])
-            SB1 = T.alloc_tensor(ty_args=[lds_stage(pb.lds_shape, elem)])
-            SB2 = T.alloc_tensor(ty_args=[lds_stage(pb.lds_shape, elem)])
-            ra0 = T.alloc_tensor(ty_args=[T.Tensor((na,), elem, scope="local")])
-            rb0 = T.alloc_tensor(ty_args=[T.Tensor((nb,), elem, scope="local")])
-            ra1 = T.alloc_tensor(ty_args=[T.Tensor((na,), elem, scope="local")])
-            rb1 = T.alloc_tensor(ty_args=[T.Tensor((nb,), elem, scope="local")])
-            rd = T.alloc_tensor(ty_args=[T.Tensor((nd,), acc, scope="local")])
-            Af0 = T.decl_tensor(ra0.ptr_to([0]), ty_args=[T.Tensor((RM, RK, op.m, op.k), elem, scope="local", layout=la)])
-            Bf0 = T.decl_tensor(rb0.ptr_to([0]), ty_args=[T.Tensor((RN, RK, op.n, op.k), elem, scope="local", layout=lb)])
-            Af1 = T.decl_tensor(ra1.ptr_to([0]), ty_args=[T.Tensor((RM, RK, op.m, op.k), elem, scope="local", layout=la)])
-            Bf1 = T.decl_tensor(rb1.ptr_to([0]), ty_args=[T.Tensor((RN, RK, op.n, op.k), elem, scope="local", layout=lb)])
-            Df = T.decl_tensor(rd.ptr_to([0]), ty_args=[T.Tensor((RM, RN, op.m, op.n), acc, scope="local", layout=ld)])
-            Cg = T.decl_tensor(C.data, ty_args=[T.Tensor((max(batch, 1) * M * N,), out)])
-            bz = bid // (grid_m * grid_n)
-            m0 = bid % (grid_m * grid_n) // grid_n * BM
-            n0 = bid % grid_n * BN
-            wm = tx // 128 % 2 * plan.warp_tile[0]
-            wn = tx // 64 % 2 * plan.warp_tile[1]
-            lane = tx % 64
-            for r in T.unroll(nd):
-                rd[r] = T.cast(0, acc)
-            pipeline((Stage(SA0, SB0), Stage(SA1, SB1), Stage(SA2, SB2)),
-                     (Fragments(ra0, rb0, Af0, Bf0), Fragments(ra1, rb1, Af1, Bf1)),
-                     WaveState(A, B, Df, bz, m0, n0, wm, wn, tx))
-            epilogue(Cg, rd, bz, m0, n0, wm, wn, lane)
-
-    return gemm
+    return load
 
 
 __all__ = ["DTYPES", "FORMAT_CODES", "LAYOUTS", "UNIT_SCALES", "Gfx950GemmConfig", "Gfx950GemmPlan", "OperandPlan",
