@@ -19,7 +19,8 @@ ESIZE = {"f16": 2, "bf16": 2, "fp8": 1, "i8": 1}
 def test_dma_plan_fits_three_stages_in_80_kib_and_lands_the_register_staged_layout(dtype):
     for layout in LAYOUTS:
         plan = plan_gfx950_gemm(4096, 4096, 4096, dtype, layout, config=dma_config(dtype))
-        staged = plan_gfx950_gemm(4096, 4096, 4096, dtype, layout, config=attrs.evolve(dma_config(dtype), lds_dma=False))
+        staged = plan_gfx950_gemm(4096, 4096, 4096, dtype, layout,
+                                  config=attrs.evolve(dma_config(dtype), lds_dma=False))
         stage_bytes = (math.prod(plan.a.lds_shape) + math.prod(plan.b.lds_shape)) * ESIZE[dtype]
         assert plan.lds_stages == 3 and plan.block[2] * ESIZE[dtype] == 64 and 3 * stage_bytes <= 80 * 1024
         for dma, reg in ((plan.a, staged.a), (plan.b, staged.b)):

@@ -36,11 +36,12 @@ import attrs
 import numpy as np
 from tvm_tirx.script import tirx as T
 
-from ..isa import CATALOG, SCALE_FORMAT_CODES, lanes
+from ..isa import CATALOG, SCALE_FORMAT_CODES, WAVE_SIZE, lanes
 from ..patterns import register
 from ..patterns.layouts import mfma_fragment
 from ..patterns.dma import LdsTile
-from .pipeline import chunk_loader, dma_loader, dma_pipeline, fragment_pipeline, lds_stage, prefetch_program, schedule_hint
+from .pipeline import (chunk_loader, dma_loader, dma_pipeline, fragment_pipeline, lds_stage, prefetch_program,
+                       schedule_hint)
 
 
 def lane_maps(op):
@@ -274,11 +275,11 @@ def _operand_plan(name: str, op, spec: DtypeSpec, cfg: Gfx950GemmConfig, transpo
     lds_shape, dma = (rows, cols + pad), None
     if cfg.lds_dma:
         if storage[1] % vec:
-            raise ValueError(f"lds_dma: {name} rows of {storage[1]} elements are not whole 16-byte chunks (direct-to-LDS "
-                             f"loads move whole chunks); use the register staging (lds_dma=False)")
+            raise ValueError(f"lds_dma: {name} rows of {storage[1]} elements are not whole 16-byte chunks "
+                             f"(direct-to-LDS loads move whole chunks); use the register staging (lds_dma=False)")
         dma = LdsTile(rows, cols // vec, 16, pad=cfg.lds_pad)
         blocks = -(-dma.loads // 4) * 4  # every wave issues the same loads: vmcnt counts are per wave
-        lds_shape = (-(-blocks * 1024 // (cols * esize + cfg.lds_pad)), cols + pad)
+        lds_shape = (-(-blocks * WAVE_SIZE * dma.size // dma.group_bytes), cols + pad)
     return OperandPlan(name, mn_contiguous, storage, lds_shape, chunks, cols // vec, tr, repeats * rk,
                        per_fragment, dma)
 
@@ -508,7 +509,8 @@ def emit_gfx950_gemm(plan: Gfx950GemmPlan):
         def _run(stages, staging, frags, s):
             _dma_run(stages, frags, s)
     else:
-        _run = fragment_pipeline(plan.k_steps, _load, _store, _read, _mma, plan.config.load_ahead, pa.chunks + pb.chunks)
+        _run = fragment_pipeline(plan.k_steps, _load, _store, _read, _mma, plan.config.load_ahead,
+                                 pa.chunks + pb.chunks)
 
     @T.macro
     def _tile(A, B, C, bid, tx, stages, staging):

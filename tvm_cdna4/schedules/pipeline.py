@@ -18,6 +18,13 @@ from ..patterns.wave import BUFFER_OOB, waitcnt_lgkmcnt_imm, waitcnt_vmcnt_imm
 from ..rocm.helpers import SCHED_DS_READ, SCHED_DS_WRITE, SCHED_MFMA, SCHED_VMEM_READ, sched_helper
 
 
+@T.macro
+def period_wait(vmcnt):
+    """``s_waitcnt vmcnt(vmcnt) lgkmcnt(0)``: the one wait at the end of a pipeline period."""
+    T.evaluate(T.call_llvm_intrin("llvm.amdgcn.s.waitcnt", T.int32(waitcnt_vmcnt_imm(vmcnt) & waitcnt_lgkmcnt_imm(0)),
+                                  ty="void"))
+
+
 def fragment_pipeline(k_steps: int, load, store, read, mma, ahead: int = 1, loads_per_tile: int = 0,
                       fence: bool = False):
     """Macro ``run(stages, staging, frags, state)``: the K-tile pipeline with the operand fragments
@@ -51,11 +58,6 @@ def fragment_pipeline(k_steps: int, load, store, read, mma, ahead: int = 1, load
     tail = k_steps - 1 - 2 * pairs  # periods after the loop
 
     @T.macro
-    def wait(vmcnt):
-        T.evaluate(T.call_llvm_intrin("llvm.amdgcn.s.waitcnt", T.int32(waitcnt_vmcnt_imm(vmcnt) & waitcnt_lgkmcnt_imm(0)),
-                                      ty="void"))
-
-    @T.macro
     def period(p, j, stages, staging, frags, state):
         """Period ``p``; ``j = p % 2`` as a Python int."""
         if p + 1 < k_steps:
@@ -66,9 +68,9 @@ def fragment_pipeline(k_steps: int, load, store, read, mma, ahead: int = 1, load
         if p >= 1:
             mma(frags[1 - j], state)
         if p + 1 + ahead < k_steps:
-            wait((ahead - 1) * loads_per_tile)
+            period_wait((ahead - 1) * loads_per_tile)
         else:
-            wait(0)
+            period_wait(0)
         T.rocm.workgroup_barrier()
         if fence:
             T.evaluate(T.call_llvm_intrin("llvm.amdgcn.sched.barrier", T.int32(0), ty="void"))
@@ -82,9 +84,9 @@ def fragment_pipeline(k_steps: int, load, store, read, mma, ahead: int = 1, load
         if ahead == 2 and k_steps > 2:
             load(staging[0], state, 2)
         if ahead + 1 < k_steps:
-            wait((ahead - 1) * loads_per_tile)
+            period_wait((ahead - 1) * loads_per_tile)
         else:
-            wait(0)
+            period_wait(0)
         T.rocm.workgroup_barrier()
         period(0, 0, stages, staging, frags, state)
         for kp in T.serial(pairs):
@@ -118,11 +120,6 @@ def dma_pipeline(k_steps: int, load, read, mma, loads_per_tile: int):
     # the loop body and the static periods below give every stage / fragment set a static index
 
     @T.macro
-    def wait(vmcnt):
-        T.evaluate(T.call_llvm_intrin("llvm.amdgcn.s.waitcnt", T.int32(waitcnt_vmcnt_imm(vmcnt) & waitcnt_lgkmcnt_imm(0)),
-                                      ty="void"))
-
-    @T.macro
     def period(p, s, f, stages, frags, state):
         """Period ``p``; ``s = p % 3`` and ``f = p % 2`` as Python ints."""
         if p + 2 < k_steps:
@@ -131,9 +128,9 @@ def dma_pipeline(k_steps: int, load, read, mma, loads_per_tile: int):
         if p >= 1:
             mma(frags[1 - f], state)
         if p + 2 < k_steps:
-            wait(loads_per_tile)
+            period_wait(loads_per_tile)
         else:
-            wait(0)
+            period_wait(0)
         T.rocm.workgroup_barrier()
 
     def static_periods(first: int, last: int):
@@ -159,9 +156,9 @@ def dma_pipeline(k_steps: int, load, read, mma, loads_per_tile: int):
         load(stages[0], state, 0)
         if k_steps > 1:
             load(stages[1], state, 1)
-            wait(loads_per_tile)
+            period_wait(loads_per_tile)
         else:
-            wait(0)
+            period_wait(0)
         T.rocm.workgroup_barrier()
         head(stages, frags, state)
         if pairs > 0:  # no zero-trip loop to lower
