@@ -35,7 +35,7 @@ def test_dma_plan_fits_three_stages_in_80_kib_and_lands_the_register_staged_layo
 
 def test_dma_plan_of_the_f16_nt_tile():
     plan = plan_gfx950_gemm(4096, 4096, 4096, "f16", "nt", config=dma_config("f16"))
-    assert plan.block == (128, 128, 32) and plan.repeats == (4, 4, 1)
+    assert plan.block == (128, 128, 32) and plan.mfma == "mfma_f32_32x32x16_f16" and plan.repeats == (2, 2, 2)
     # 128 rows of 64 + 16 bytes = 10 blocks of 1024 bytes, 3 per wave: 12 blocks = 154 rows of 80 bytes
     assert (plan.a.dma.loads, plan.a.dma_loads, plan.a.lds_shape) == (10, 3, (154, 40))
     fp8 = plan_gfx950_gemm(4096, 4096, 4096, "fp8", "nn", config=dma_config("fp8"))
@@ -51,7 +51,7 @@ def test_dma_refuses_rows_that_are_not_whole_chunks_and_one_tile_ahead():
 
 @pytest.mark.parametrize("dtype, layout, shape, batch", [
     ("f16", "nt", (40, 70, 264), 0),   # 9 K tiles: one loop iteration of six periods and a tail of two
-    ("fp8", "nn", (65, 48, 112), 0),   # the 32x32x64 scaled MFMA; B's K rows (N contiguous), ds_read_tr8
+    ("fp8", "nn", (65, 48, 112), 0),   # the scaled 32x32x64 MFMA; B's K rows (N contiguous), ds_read_tr8
     ("i8", "nt", (33, 20, 80), 2),     # the batch offset in soffset
 ], ids=lambda v: "x".join(map(str, v)) if isinstance(v, tuple) else str(v))
 def test_dma_gemm_matches_numpy(dtype, layout, shape, batch, rng):
@@ -67,7 +67,7 @@ def test_dma_main_loop_has_no_staging_and_one_wait_per_k_tile():
 
     result = tvm_cdna4.build(gfx950_gemm(128, 128, 480, "f16", "nt", config=dma_config("f16")))
     loop = loop_report(result.asm)
-    assert loop.mix["mfma"] == 6 * 16 and loop.mix["global_lds"] == 6 * 6
+    assert loop.mix["mfma"] == 6 * 8 and loop.mix["global_lds"] == 6 * 6
     assert "global" not in loop.mix and "lds_write" not in loop.mix
     assert loop.mix["waitcnt"] == loop.mix["barrier"] == 6
     info = result.kernel()
