@@ -116,8 +116,7 @@ def dma_pipeline(k_steps: int, load, read, mma, loads_per_tile: int):
     pipeline's with ``ahead`` 2. The kernel supplies ``load(stage, state, ko)`` (tile ``ko``: global
     -> the stage's LDS), ``read`` and ``mma`` (as ``fragment_pipeline``). The loop is unrolled by
     six (three stages x two fragment sets) so that every entry is static."""
-    pairs = max(k_steps - 3, 0) // 6  # loop iterations (periods 6i+1 .. 6i+6), all with a load
-    # the loop body and the static periods below give every stage / fragment set a static index
+    groups = max(k_steps - 3, 0) // 6  # loop iterations (periods 6i+1 .. 6i+6), all with a load
 
     @T.macro
     def period(p, s, f, stages, frags, state):
@@ -149,7 +148,7 @@ def dma_pipeline(k_steps: int, load, read, mma, loads_per_tile: int):
             rest(stages, frags, state)
         return chain
 
-    head, tail = static_periods(0, 1), static_periods(6 * pairs + 1, k_steps)
+    head, tail = static_periods(0, 1), static_periods(6 * groups + 1, k_steps)
 
     @T.macro
     def run(stages, frags, state):
@@ -161,8 +160,8 @@ def dma_pipeline(k_steps: int, load, read, mma, loads_per_tile: int):
             period_wait(0)
         T.rocm.workgroup_barrier()
         head(stages, frags, state)
-        if pairs > 0:  # no zero-trip loop to lower
-            for it in T.serial(pairs):
+        if groups > 0:  # no zero-trip loop to lower
+            for it in T.serial(groups):
                 period(6 * it + 1, 1, 1, stages, frags, state)
                 period(6 * it + 2, 2, 0, stages, frags, state)
                 period(6 * it + 3, 0, 1, stages, frags, state)
