@@ -2,11 +2,15 @@
 
 Run: python benchmarks/gfx950_vs_triton.py [--size 4096] [--dtypes f16,fp8,mxfp8] [--layouts nt,nn]
      [--quick] [--json benchmarks/gfx950_vs_triton.json] [--results benchmarks/RESULTS.md] [--ours-only]
+     [--lds-dma]
 
 ``--ours-only`` rebuilds and analyses only our kernels of ``--dtypes``/``--layouts``; Triton's
 rows, and every row of the other problems, are read back from the ``--json`` file of an earlier
 full run (which must have the same size) and written again with ours replaced. Triton's 336
 configurations take long to compile on a small machine and do not change with our schedules.
+``--lds-dma`` adds, after our default row of each dense problem, the direct-to-LDS variant
+(``dma_config``) as a second "ours" row (printed and in the JSON; the results section keeps the
+default's).
 
 Triton (the ``bench`` extra: ``pip install 'tvm-cdna4[bench]'``) compiles its tutorial matmul
 (``triton_tutorial_matmul.py``) offline for ``GPUTarget("hip", "gfx950", 64)`` over AMD's
@@ -38,7 +42,7 @@ import attrs
 
 import tvm_cdna4
 from tvm_cdna4.rocm.build import KernelInfo, llvm_tool, parse_metadata
-from tvm_cdna4.schedules.gfx950_gemm import DTYPES, default_config, gfx950_gemm
+from tvm_cdna4.schedules.gfx950_gemm import DTYPES, default_config, dma_config, gfx950_gemm
 from tvm_cdna4.schedules.gfx950_mx_gemm import MX_FORMATS, default_mx_config, gfx950_mx_gemm
 from tvm_cdna4.schedules.report import KernelReport, LoopReport, kernel_report
 
@@ -120,18 +124,22 @@ class Row:
 
 # --------------------------------------------------------------------------------------------- ours
 
-def ours_row(dtype: str, layout: str, size: int) -> Row:
-    """Our default kernel for the problem, built and analysed."""
-    if dtype in MX_FORMATS:
+def ours_row(dtype: str, layout: str, size: int, lds_dma: bool = False) -> Row:
+    """Our default kernel for the problem (``lds_dma``: the direct-to-LDS variant), built and analysed."""
+    if lds_dma:
+        cfg = dma_config(dtype)
+        func = gfx950_gemm(size, size, size, dtype, layout, config=cfg)
+        label = f"{cfg.block_m}x{cfg.block_n}x{cfg.block_k} w4 mfma{cfg.mfma.split('x')[0]} (lds_dma option)"
+    elif dtype in MX_FORMATS:
         cfg = default_mx_config(dtype, layout)
         func = gfx950_mx_gemm(size, size, size, dtype, layout, config=cfg)
-        label = f"{cfg.block_m}x{cfg.block_n}x{cfg.block_k}"
+        label = f"{cfg.block_m}x{cfg.block_n}x{cfg.block_k} (default)"
     else:
         cfg = default_config(dtype)
         func = gfx950_gemm(size, size, size, dtype, layout, config=cfg)
-        label = f"{cfg.block_m}x{cfg.block_n}x{cfg.block_k} w4 mfma{cfg.mfma.split('x')[0]}"
+        label = f"{cfg.block_m}x{cfg.block_n}x{cfg.block_k} w4 mfma{cfg.mfma.split('x')[0]} (default)"
     result = tvm_cdna4.build(func)
-    return Row("ours", dtype, layout, label + " (default)", kernel_report(result.asm, result.kernel(), problem_formats(dtype)))
+    return Row("ours", dtype, layout, label, kernel_report(result.asm, result.kernel(), problem_formats(dtype)))
 
 
 # ------------------------------------------------------------------------------------------- Triton
@@ -405,6 +413,8 @@ def main(argv=None) -> int:
     parser.add_argument("--results", help="write the dated section into this RESULTS.md")
     parser.add_argument("--ours-only", action="store_true",
                         help="build only our kernels; every other row comes from the --json file of an earlier run")
+    parser.add_argument("--lds-dma", action="store_true",
+                        help="also build the direct-to-LDS variant of each dense problem (one more 'ours' row)")
     args = parser.parse_args(argv)
     if args.ours_only and not args.json:
         parser.error("--ours-only reads Triton's rows from --json")
@@ -420,6 +430,9 @@ def main(argv=None) -> int:
             continue
         rows.append(ours_row(dtype, layout, args.size))
         print(table_row(rows[-1]), flush=True)
+        if args.lds_dma and dtype in DTYPES:
+            rows.append(ours_row(dtype, layout, args.size, lds_dma=True))
+            print(table_row(rows[-1]), flush=True)
         if args.ours_only:
             rows += [r for r in previous if (r.dtype, r.layout) == (dtype, layout) and r.kernel == "Triton"]
             continue

@@ -96,7 +96,12 @@ def test_gemm_gfx950_tile_options_build_the_kernel_they_name(gemm):
                    "--emit", "config")
     assert config.returncode == 0, config.stderr
     assert json.loads(config.stdout) == {"block_m": 256, "block_n": 128, "block_k": 128, "mfma": "32x32", "lds_pad": 16,
-                                         "interleave": True, "transpose_loads": True, "load_ahead": 2}
+                                         "interleave": True, "transpose_loads": True, "load_ahead": 2,
+                                         "lds_dma": False}
+    dma = gemm("--dtype", "i8", "--lds-dma", "--stages", "3", "-M", "64", "-N", "64", "-K", "64", "--emit", "config")
+    assert dma.returncode == 0, dma.stderr
+    used = json.loads(dma.stdout)
+    assert (used["block_k"], used["lds_dma"]) == (64, True)
     asm = gemm("--dtype", "f16", "--block", "64x64x32", "--mfma", "32x32", "--warps", "2x2", "--stages", "2",
                 "-M", "256", "-N", "256", "-K", "256", "--emit", "asm")
     assert asm.returncode == 0, asm.stderr
@@ -106,6 +111,9 @@ def test_gemm_gfx950_tile_options_build_the_kernel_they_name(gemm):
 @pytest.mark.parametrize("args, first_line", [
     (("--warps", "2x4"), "error: --warps 2x4: the gfx950 GEMMs run 2x2 waves (256 threads) per workgroup"),
     (("--stages", "3"), "error: --stages 3: the gfx950 GEMMs run a 2-stage K pipeline"),
+    (("--lds-dma", "--stages", "2"),
+     "error: --stages 2: the gfx950 GEMMs run a 3-stage K pipeline (direct-to-LDS loads)"),
+    (("--dtype", "mxfp8", "--lds-dma"), "error: --lds-dma: the MX GEMM stages its loads in registers"),
     (("--group-m", "8"), "error: --group-m is an sm80 option"),
     (("--block", "80x128x64"), "error: block 80x128x64 does not tile 2 x 2 waves of 16x16x32 MFMAs"),
     (("--dtype", "mxfp8", "--block", "128x128x64"), "error: MX GEMM: block 128x128x64 must tile 2 x 2 waves of 16x16x128 MFMAs, block_k 128 or 256"),

@@ -52,8 +52,10 @@ def add_gemm_parser(subparsers) -> argparse.ArgumentParser:
                    help="print the generated code: cuda (sm80), asm / llvm (gfx950), tir, config")
     p.add_argument("--block", metavar="MxNxK", help="block tile, e.g. 128x256x32 (default per dtype)")
     p.add_argument("--warps", metavar="WMxWN", help="warp grid, e.g. 2x4 (gfx950: 2x2 waves only)")
-    p.add_argument("--stages", type=int, help="cp.async pipeline depth (gfx950: 2 only)")
+    p.add_argument("--stages", type=int, help="cp.async pipeline depth (gfx950: 2 only; 3 with --lds-dma)")
     p.add_argument("--mfma", choices=("16x16", "32x32"), help="gfx950: MFMA shape (default per dtype)")
+    p.add_argument("--lds-dma", action="store_true",
+                   help="gfx950 dense GEMMs: direct-to-LDS global loads, three LDS stages (its own default tile)")
     p.add_argument("--group-m", type=int, help="block rasterization group (block rows per N sweep)")
     p.add_argument("--ctas", type=int,
                    help="sm80: persistent kernel with this many CTAs (the GPU's SM count), 0 = one CTA per tile")
@@ -101,9 +103,9 @@ def run_gemm(args) -> int:
         return run(args)
     args.out_dtype = args.out_dtype or "f32"
     if args.dtype not in CUDA_DTYPES or args.out_dtype not in ("f32", "f16", "bf16") or args.emit in ("asm", "llvm") \
-            or args.report or args.mfma:
+            or args.report or args.mfma or args.lds_dma:
         print(f"error: --target sm80 supports --dtype {'/'.join(CUDA_DTYPES)}, --out-dtype f32/f16/bf16 and "
-              "--emit cuda/tir/config (asm, llvm, --report and --mfma are gfx950 options)", file=sys.stderr)
+              "--emit cuda/tir/config (asm, llvm, --report, --mfma and --lds-dma are gfx950 options)", file=sys.stderr)
         return 2
     try:
         cfg = _config(args)

@@ -1,8 +1,9 @@
 """``python -m tvm_cdna4 gemm --target gfx950 ...``: build, emit, report, and validate through the emulator.
 
 Tile options map onto the schedule configs (``Gfx950GemmConfig``, ``MxGemmConfig``): ``--block MxNxK``
-and ``--mfma`` replace the dtype's defaults; ``--warps`` and ``--stages`` name what the gfx950
-schedules fix (2x2 waves, two pipeline stages) and refuse anything else; the sm80-only
+and ``--mfma`` replace the dtype's defaults; ``--lds-dma`` starts from the direct-to-LDS variant
+(``dma_config``; dense dtypes only); ``--warps`` and ``--stages`` name what the gfx950 schedules fix
+(2x2 waves, two pipeline stages, three with ``--lds-dma``) and refuse anything else; the sm80-only
 ``--group-m`` and ``--ctas`` are refused. Refusals are usage errors (exit 2, the reason first).
 """
 
@@ -16,7 +17,7 @@ import numpy as np
 
 from ..errors import ContractError
 
-from .gfx950_gemm import DTYPES, default_config, gfx950_gemm
+from .gfx950_gemm import DTYPES, default_config, dma_config, gfx950_gemm
 from .gfx950_mx_gemm import MX_FORMATS, default_mx_config, gfx950_mx_gemm, pack_operands
 
 GFX950_DTYPES = (*DTYPES, *MX_FORMATS)
@@ -24,7 +25,8 @@ OUT_NP = {"f32": np.float32, "f16": np.float16, "i32": np.int32, "f64": np.float
 TOL = {"f32": 1e-5, "f16": 1e-3, "bf16": 8e-3, "i32": 0.0, "f64": 1e-12}
 
 
-WAVES, STAGES = "2x2", 2  # what every gfx950 schedule runs: 2 x 2 waves, a two-stage K pipeline
+WAVES, STAGES, DMA_STAGES = "2x2", 2, 3  # what the gfx950 schedules run: 2 x 2 waves, a two-stage K pipeline
+# (three stages with direct-to-LDS loads)
 
 
 def _block(text: str) -> tuple[int, int, int]:
@@ -41,8 +43,14 @@ def config(args):
     schedules cannot apply; the config itself is checked where the kernel is built."""
     if getattr(args, "warps", None) and args.warps.lower() != WAVES:
         raise ValueError(f"--warps {args.warps}: the gfx950 GEMMs run {WAVES} waves (256 threads) per workgroup")
-    if getattr(args, "stages", None) is not None and args.stages != STAGES:
-        raise ValueError(f"--stages {args.stages}: the gfx950 GEMMs run a {STAGES}-stage K pipeline (LDS + registers)")
+    dma = getattr(args, "lds_dma", False)
+    if dma and args.dtype in MX_FORMATS:
+        raise ValueError(f"--lds-dma: the MX GEMM stages its loads in registers; direct-to-LDS loads are for the dense "
+                         f"dtypes ({', '.join(DTYPES)})")
+    stages = DMA_STAGES if dma else STAGES
+    if getattr(args, "stages", None) is not None and args.stages != stages:
+        raise ValueError(f"--stages {args.stages}: the gfx950 GEMMs run a {stages}-stage K pipeline "
+                         + ("(direct-to-LDS loads)" if dma else "(LDS + registers)"))
     for option, name in (("--group-m", "group_m"), ("--ctas", "ctas")):
         if getattr(args, name, None) is not None:
             raise ValueError(f"{option} is an sm80 option: gfx950 launches one workgroup per output tile")
@@ -57,7 +65,7 @@ def config(args):
     updates = dict(zip(("block_m", "block_n", "block_k"), _block(block))) if block else {}
     if mfma:
         updates["mfma"] = mfma
-    return attrs.evolve(default_config(args.dtype), **updates)
+    return attrs.evolve(dma_config(args.dtype) if dma else default_config(args.dtype), **updates)
 
 
 def _out_dtype(args) -> str:

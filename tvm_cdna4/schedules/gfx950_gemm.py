@@ -36,10 +36,12 @@ import attrs
 import numpy as np
 from tvm_tirx.script import tirx as T
 
-from ..isa import CATALOG, SCALE_FORMAT_CODES, lanes
+from ..isa import CATALOG, SCALE_FORMAT_CODES, WAVE_SIZE, lanes
 from ..patterns import register
 from ..patterns.layouts import mfma_fragment
-from .pipeline import chunk_loader, fragment_pipeline, lds_stage, prefetch_program, schedule_hint
+from ..patterns.dma import LdsTile
+from .pipeline import (chunk_loader, dma_loader, dma_pipeline, fragment_pipeline, lds_stage, prefetch_program,
+                       schedule_hint)
 
 
 def lane_maps(op):
@@ -117,6 +119,10 @@ class Gfx950GemmConfig:
     # K tiles between a tile's global loads and its LDS store (pipeline.fragment_pipeline): 1 (one
     # staging register set) or 2 (the loads have two periods to land; a second staging set)
     load_ahead: int = 2
+    # Direct-to-LDS global loads (T.rocm.buffer_load_lds, pipeline.dma_pipeline): no staging
+    # registers, no ds_write; three LDS stages, loads two K tiles ahead (load_ahead must be 2).
+    # ``dma_config`` gives the tile that fits three stages into 80 KiB (two workgroups per CU)
+    lds_dma: bool = False
 
     def check(self, spec: DtypeSpec) -> None:
         op = CATALOG[spec.mfma16 if self.mfma == "16x16" else spec.mfma32]
@@ -129,6 +135,8 @@ class Gfx950GemmConfig:
             raise ValueError(f"lds_pad must be a multiple of 16 bytes; got {self.lds_pad}")
         if self.load_ahead not in (1, 2):
             raise ValueError(f"load_ahead must be 1 or 2 K tiles; got {self.load_ahead}")
+        if self.lds_dma and self.load_ahead != 2:
+            raise ValueError(f"lds_dma loads two K tiles ahead into three LDS stages; got load_ahead={self.load_ahead}")
 
 
 def default_config(dtype: str) -> Gfx950GemmConfig:
@@ -139,6 +147,21 @@ def default_config(dtype: str) -> Gfx950GemmConfig:
     if DTYPES[dtype].scaled:  # K = 128 per 16x16x128 MFMA: one K step per LDS tile
         return Gfx950GemmConfig(block_k=128)
     return Gfx950GemmConfig()
+
+
+def dma_config(dtype: str) -> Gfx950GemmConfig:
+    """The direct-to-LDS variant's tile: three LDS stages must fit 80 KiB so that two workgroups
+    (2 waves per SIMD) share a CU's 160 KiB. The default 128x128 tiles with 128-byte K rows take
+    36 KiB per stage (108 KiB for three); 64-byte K rows take 24 KiB with the row padding and the
+    masked slots of the direct-to-LDS blocks (``OperandPlan.dma``), 72 KiB for three. So K tiles of
+    64 bytes: f16/bf16 ``block_k`` 32, i8 64, fp8/bf8 64. On the 32x32 MFMAs (fp8/bf8: the scaled
+    16x16x128 one needs K tiles of 128 bytes; f16/bf16/i8: half the MFMAs and LDS reads of the 16x16
+    ones per tile, 98.2-99.1 % est. at 4096³ against 96.5-97.6 %). f32/f64 keep their 64x64x16 tiles
+    (three stages: 15 KiB)."""
+    cfg = default_config(dtype)
+    if dtype in ("f32", "f64"):
+        return attrs.evolve(cfg, lds_dma=True)
+    return attrs.evolve(cfg, block_k=64 // _elem_bytes(DTYPES[dtype].storage), mfma="32x32", lds_dma=True)
 
 
 def _elem_bytes(storage: str) -> int:
@@ -161,6 +184,15 @@ class OperandPlan:
     transpose_read: str | None  # the ds_read_tr instruction reading the fragments; None: plain reads
     fragments: int  # MFMA operand fragments per wave and K tile (RM x RK for A, RN x RK for B)
     reads_per_fragment: int  # LDS read instructions per fragment (16-byte reads or ds_read_tr)
+    # lds_dma: the stage as direct-to-LDS loads fill it (patterns.dma: the padded rows, 16-byte
+    # chunks); lds_shape then has rows for every wave's ``dma_loads`` whole blocks (the last ones
+    # masked: they write zeros past the tile). None: register staging
+    dma: LdsTile | None = None
+
+    @property
+    def dma_loads(self) -> int:
+        """Direct-to-LDS loads per wave and K tile (the tile's loads over 4 waves, rounded up)."""
+        return -(-self.dma.loads // 4) if self.dma else 0
 
     @property
     def reads(self) -> int:
@@ -171,7 +203,16 @@ class OperandPlan:
 @attrs.frozen
 class Gfx950GemmPlan:
     """Everything the emission of one gfx950 GEMM needs, computed by ``plan_gfx950_gemm``: a pure
-    function of the problem and the config that tests inspect without building."""
+    function of the problem and the config that tests inspect without building.
+
+    Staging (``config.lds_dma``): global loads through VGPR staging sets and ``ds_write`` into two
+    LDS stages (default), or direct-to-LDS loads (``OperandPlan.dma``) into three: a direct-to-LDS
+    load of tile ``p + 2`` may only overwrite the stage of tile ``p - 1``, and it gets two periods
+    to land, as the staged loads do with ``load_ahead`` 2. Three stages of two workgroups must fit
+    a CU's 160 KiB, hence ``dma_config``'s K tiles of 64 bytes (72-73 KiB per workgroup). Measured
+    at 4096³ (benchmarks/RESULTS.md, "Direct-to-LDS loads in the GEMM: measured"): 128-144 VGPRs
+    instead of 218-248, still 2 waves/SIMD (LDS), and below register staging on the same MFMA
+    in every dtype and layout; an option, the default for no dtype or layout."""
 
     M: int
     N: int
@@ -195,6 +236,11 @@ class Gfx950GemmPlan:
     b: OperandPlan
     format_codes: tuple[int, int] | None  # cbsz (A), blgp (B) of the scaled MFMA; None: dense MFMAs
     interleave: tuple[tuple[int, int], ...] | None  # sched.group.barrier program per period; None: off
+
+    @property
+    def lds_stages(self) -> int:
+        """LDS stages of the pipeline: 3 with direct-to-LDS loads (``dma_config``), else 2."""
+        return 3 if self.config.lds_dma else 2
 
     @property
     def groups(self) -> int:
@@ -226,8 +272,16 @@ def _operand_plan(name: str, op, spec: DtypeSpec, cfg: Gfx950GemmConfig, transpo
     elems = op.a_elems
     # LDS reads per fragment: one ds_read_tr per n elements, or 16-byte reads
     per_fragment = elems // CATALOG[tr].elements if tr else -(-elems * esize // 16)
-    return OperandPlan(name, mn_contiguous, storage, (rows, cols + pad), chunks, cols // vec, tr, repeats * rk,
-                       per_fragment)
+    lds_shape, dma = (rows, cols + pad), None
+    if cfg.lds_dma:
+        if storage[1] % vec:
+            raise ValueError(f"lds_dma: {name} rows of {storage[1]} elements are not whole 16-byte chunks "
+                             f"(direct-to-LDS loads move whole chunks); use the register staging (lds_dma=False)")
+        dma = LdsTile(rows, cols // vec, 16, pad=cfg.lds_pad)
+        blocks = -(-dma.loads // 4) * 4  # every wave issues the same loads: vmcnt counts are per wave
+        lds_shape = (-(-blocks * WAVE_SIZE * dma.size // dma.group_bytes), cols + pad)
+    return OperandPlan(name, mn_contiguous, storage, lds_shape, chunks, cols // vec, tr, repeats * rk,
+                       per_fragment, dma)
 
 
 def plan_gfx950_gemm(M: int, N: int, K: int, dtype: str = "f16", layout: str = "nn", out_dtype: str | None = None,
@@ -252,8 +306,10 @@ def plan_gfx950_gemm(M: int, N: int, K: int, dtype: str = "f16", layout: str = "
     RM, RN, RK = WM // op.m, WN // op.n, BK // op.k
     a = _operand_plan("A", op, spec, cfg, layout[0] == "t", M, N, K, RM, RK)
     b = _operand_plan("B", op, spec, cfg, layout[1] == "t", M, N, K, RN, RK)
-    program = prefetch_program((RM, RN, RK), a.reads_per_fragment, b.reads_per_fragment, a.chunks + b.chunks,
-                               a.chunks + b.chunks) if cfg.interleave else None
+    writes = 0 if cfg.lds_dma else a.chunks + b.chunks  # LDS stores: none with direct-to-LDS loads
+    loads = a.dma_loads + b.dma_loads if cfg.lds_dma else a.chunks + b.chunks
+    program = prefetch_program((RM, RN, RK), a.reads_per_fragment, b.reads_per_fragment, writes,
+                               loads) if cfg.interleave else None
     codes = tuple(FORMAT_CODES[f] for f in spec.scaled) if spec.scaled else None
     return Gfx950GemmPlan(M, N, K, batch, dtype, layout, out_dtype, cfg, op.name, spec.storage, spec.acc,
                           OUT_STORAGE[out_dtype], (BM, BN, BK), (WM, WN), (RM, RN, RK), (-(-M // BM), -(-N // BN)),
@@ -445,51 +501,97 @@ def emit_gfx950_gemm(plan: Gfx950GemmPlan):
         """The staging register sets of even and odd tiles: one set when loads are one tile ahead."""
         return (first, second) if plan.config.load_ahead == 2 else (first, first)
 
-    pipeline = fragment_pipeline(plan.k_steps, _load, _store, _read, _mma, plan.config.load_ahead, pa.chunks + pb.chunks)
+    if plan.config.lds_dma:
+        _load_lds = _dma_tile_loads(plan)
+        _dma_run = dma_pipeline(plan.k_steps, _load_lds, _read, _mma, pa.dma_loads + pb.dma_loads)
 
-    @T.function
-    def gemm(A: T.Tensor(a_shape, elem), B: T.Tensor(b_shape, elem), C: T.Tensor(c_shape, out)):
-        with T.device_entry():
-            bid = T.launch_thread("blockIdx.x", plan.groups)
-            tx = T.launch_thread("threadIdx.x", 256)
-            SA0 = T.alloc_tensor(ty_args=[lds_stage(pa.lds_shape, elem)])
-            SA1 = T.alloc_tensor(ty_args=[lds_stage(pa.lds_shape, elem)])
-            SB0 = T.alloc_tensor(ty_args=[lds_stage(pb.lds_shape, elem)])
-            SB1 = T.alloc_tensor(ty_args=[lds_stage(pb.lds_shape, elem)])
-            ga0 = T.alloc_tensor(ty_args=[T.Tensor((pa.chunks * vec,), elem, scope="local")])
-            gb0 = T.alloc_tensor(ty_args=[T.Tensor((pb.chunks * vec,), elem, scope="local")])
-            ga1 = T.alloc_tensor(ty_args=[T.Tensor((pa.chunks * vec,), elem, scope="local")])
-            gb1 = T.alloc_tensor(ty_args=[T.Tensor((pb.chunks * vec,), elem, scope="local")])
-            ra0 = T.alloc_tensor(ty_args=[T.Tensor((na,), elem, scope="local")])
-            rb0 = T.alloc_tensor(ty_args=[T.Tensor((nb,), elem, scope="local")])
-            ra1 = T.alloc_tensor(ty_args=[T.Tensor((na,), elem, scope="local")])
-            rb1 = T.alloc_tensor(ty_args=[T.Tensor((nb,), elem, scope="local")])
-            rd = T.alloc_tensor(ty_args=[T.Tensor((nd,), acc, scope="local")])
-            Af0 = T.decl_tensor(ra0.ptr_to([0]), ty_args=[T.Tensor((RM, RK, op.m, op.k), elem, scope="local", layout=la)])
-            Bf0 = T.decl_tensor(rb0.ptr_to([0]), ty_args=[T.Tensor((RN, RK, op.n, op.k), elem, scope="local", layout=lb)])
-            Af1 = T.decl_tensor(ra1.ptr_to([0]), ty_args=[T.Tensor((RM, RK, op.m, op.k), elem, scope="local", layout=la)])
-            Bf1 = T.decl_tensor(rb1.ptr_to([0]), ty_args=[T.Tensor((RN, RK, op.n, op.k), elem, scope="local", layout=lb)])
-            Df = T.decl_tensor(rd.ptr_to([0]), ty_args=[T.Tensor((RM, RN, op.m, op.n), acc, scope="local", layout=ld)])
-            Cg = T.decl_tensor(C.data, ty_args=[T.Tensor((max(batch, 1) * M * N,), out)])
-            bz = bid // (grid_m * grid_n)
-            m0 = bid % (grid_m * grid_n) // grid_n * BM
-            n0 = bid % grid_n * BN
-            wm = tx // 128 % 2 * plan.warp_tile[0]  # "% 2" lets the pattern prove the region is in bounds
-            wn = tx // 64 % 2 * plan.warp_tile[1]
-            lane = tx % 64
-            for r in T.unroll(nd):
-                rd[r] = T.cast(0, acc)
-            pipeline((Stage(SA0, SB0), Stage(SA1, SB1)), _staging_sets(Staging(ga0, gb0), Staging(ga1, gb1)),
-                     (Fragments(ra0, rb0, Af0, Bf0), Fragments(ra1, rb1, Af1, Bf1)),
-                     WaveState(A, B, Df, bz, m0, n0, wm, wn, tx))
-            for mi in T.unroll(RM):
-                for ni in T.unroll(RN):
-                    for r in T.unroll(op.acc_elems):
-                        _store_c(Cg, bz, m0 + wm + mi * op.m + acc_row(lane, r), n0 + wn + ni * op.n + acc_col(lane, r),
-                                 rd[(mi * RN + ni) * op.acc_elems + r])
+        @T.macro
+        def _run(stages, staging, frags, s):
+            _dma_run(stages, frags, s)
+    else:
+        _run = fragment_pipeline(plan.k_steps, _load, _store, _read, _mma, plan.config.load_ahead,
+                                 pa.chunks + pb.chunks)
+
+    @T.macro
+    def _tile(A, B, C, bid, tx, stages, staging):
+        """The thread's fragment sets, accumulators and tile coordinates; the K pipeline over the LDS
+        ``stages`` (and ``staging`` register sets); the accumulators -> C (inside C only)."""
+        ra0 = T.alloc_tensor(ty_args=[T.Tensor((na,), elem, scope="local")])
+        rb0 = T.alloc_tensor(ty_args=[T.Tensor((nb,), elem, scope="local")])
+        ra1 = T.alloc_tensor(ty_args=[T.Tensor((na,), elem, scope="local")])
+        rb1 = T.alloc_tensor(ty_args=[T.Tensor((nb,), elem, scope="local")])
+        rd = T.alloc_tensor(ty_args=[T.Tensor((nd,), acc, scope="local")])
+        Af0 = T.decl_tensor(ra0.ptr_to([0]), ty_args=[T.Tensor((RM, RK, op.m, op.k), elem, scope="local", layout=la)])
+        Bf0 = T.decl_tensor(rb0.ptr_to([0]), ty_args=[T.Tensor((RN, RK, op.n, op.k), elem, scope="local", layout=lb)])
+        Af1 = T.decl_tensor(ra1.ptr_to([0]), ty_args=[T.Tensor((RM, RK, op.m, op.k), elem, scope="local", layout=la)])
+        Bf1 = T.decl_tensor(rb1.ptr_to([0]), ty_args=[T.Tensor((RN, RK, op.n, op.k), elem, scope="local", layout=lb)])
+        Df = T.decl_tensor(rd.ptr_to([0]), ty_args=[T.Tensor((RM, RN, op.m, op.n), acc, scope="local", layout=ld)])
+        Cg = T.decl_tensor(C.data, ty_args=[T.Tensor((max(batch, 1) * M * N,), out)])
+        bz = bid // (grid_m * grid_n)
+        m0 = bid % (grid_m * grid_n) // grid_n * BM
+        n0 = bid % grid_n * BN
+        wm = tx // 128 % 2 * plan.warp_tile[0]  # "% 2" lets the pattern prove the region is in bounds
+        wn = tx // 64 % 2 * plan.warp_tile[1]
+        lane = tx % 64
+        for r in T.unroll(nd):
+            rd[r] = T.cast(0, acc)
+        _run(stages, staging, (Fragments(ra0, rb0, Af0, Bf0), Fragments(ra1, rb1, Af1, Bf1)),
+             WaveState(A, B, Df, bz, m0, n0, wm, wn, tx))
+        for mi in T.unroll(RM):
+            for ni in T.unroll(RN):
+                for r in T.unroll(op.acc_elems):
+                    _store_c(Cg, bz, m0 + wm + mi * op.m + acc_row(lane, r), n0 + wn + ni * op.n + acc_col(lane, r),
+                             rd[(mi * RN + ni) * op.acc_elems + r])
+
+    if plan.config.lds_dma:
+        @T.function
+        def gemm(A: T.Tensor(a_shape, elem), B: T.Tensor(b_shape, elem), C: T.Tensor(c_shape, out)):
+            with T.device_entry():
+                bid = T.launch_thread("blockIdx.x", plan.groups)
+                tx = T.launch_thread("threadIdx.x", 256)
+                SA0 = T.alloc_tensor(ty_args=[lds_stage(pa.lds_shape, elem)])
+                SA1 = T.alloc_tensor(ty_args=[lds_stage(pa.lds_shape, elem)])
+                SA2 = T.alloc_tensor(ty_args=[lds_stage(pa.lds_shape, elem)])
+                SB0 = T.alloc_tensor(ty_args=[lds_stage(pb.lds_shape, elem)])
+                SB1 = T.alloc_tensor(ty_args=[lds_stage(pb.lds_shape, elem)])
+                SB2 = T.alloc_tensor(ty_args=[lds_stage(pb.lds_shape, elem)])
+                _tile(A, B, C, bid, tx, (Stage(SA0, SB0), Stage(SA1, SB1), Stage(SA2, SB2)), None)
+    else:
+        @T.function
+        def gemm(A: T.Tensor(a_shape, elem), B: T.Tensor(b_shape, elem), C: T.Tensor(c_shape, out)):
+            with T.device_entry():
+                bid = T.launch_thread("blockIdx.x", plan.groups)
+                tx = T.launch_thread("threadIdx.x", 256)
+                SA0 = T.alloc_tensor(ty_args=[lds_stage(pa.lds_shape, elem)])
+                SA1 = T.alloc_tensor(ty_args=[lds_stage(pa.lds_shape, elem)])
+                SB0 = T.alloc_tensor(ty_args=[lds_stage(pb.lds_shape, elem)])
+                SB1 = T.alloc_tensor(ty_args=[lds_stage(pb.lds_shape, elem)])
+                ga0 = T.alloc_tensor(ty_args=[T.Tensor((pa.chunks * vec,), elem, scope="local")])
+                gb0 = T.alloc_tensor(ty_args=[T.Tensor((pb.chunks * vec,), elem, scope="local")])
+                ga1 = T.alloc_tensor(ty_args=[T.Tensor((pa.chunks * vec,), elem, scope="local")])
+                gb1 = T.alloc_tensor(ty_args=[T.Tensor((pb.chunks * vec,), elem, scope="local")])
+                _tile(A, B, C, bid, tx, (Stage(SA0, SB0), Stage(SA1, SB1)),
+                      _staging_sets(Staging(ga0, gb0), Staging(ga1, gb1)))
 
     return gemm
 
 
+def _dma_tile_loads(plan: Gfx950GemmPlan):
+    """Macro ``load(stage, state, ko)`` of ``pipeline.dma_pipeline``: the wave's direct-to-LDS loads
+    of K tile ``ko`` of A and B (``pipeline.dma_loader``; the wave issues loads ``4 j + wave``)."""
+    M, N, K, batch = plan.M, plan.N, plan.K, plan.batch
+    pa, pb, BK = plan.a, plan.b, plan.block[2]
+    _dma_a = dma_loader(pa.dma, plan.vec, pa.storage, pa.mn_contiguous, M * K, max(batch, 1) * M * K)
+    _dma_b = dma_loader(pb.dma, plan.vec, pb.storage, pb.mn_contiguous, K * N, max(batch, 1) * K * N)
+
+    @T.macro
+    def load(stage, s, ko):
+        for j in T.unroll(pa.dma_loads):
+            _dma_a(stage.lds_a, s.A, s.bz, s.m0, j * 4 + s.tx // 64, s.tx % 64, ko * BK)
+        for j in T.unroll(pb.dma_loads):
+            _dma_b(stage.lds_b, s.B, s.bz, s.n0, j * 4 + s.tx // 64, s.tx % 64, ko * BK)
+    return load
+
+
 __all__ = ["DTYPES", "FORMAT_CODES", "LAYOUTS", "UNIT_SCALES", "Gfx950GemmConfig", "Gfx950GemmPlan", "OperandPlan",
-           "default_config", "emit_gfx950_gemm", "gfx950_gemm", "plan_gfx950_gemm"]
+           "default_config", "dma_config", "emit_gfx950_gemm", "gfx950_gemm", "plan_gfx950_gemm"]

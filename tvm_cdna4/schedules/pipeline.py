@@ -1,8 +1,10 @@
 """The K-tile software pipeline of the gfx950 GEMMs (dense and MX).
 
 ``fragment_pipeline``: two LDS stages and two MFMA fragment register sets, one explicit wait per K
-tile (its docstring); ``prefetch_program`` / ``prefetch_reads``: where each period's memory
-instructions go between its MFMAs; ``chunk_loader`` and friends: the global -> register copies.
+tile (its docstring); ``dma_pipeline``: the same with direct-to-LDS global loads (three LDS stages,
+no staging registers); ``prefetch_program`` / ``prefetch_reads``: where each period's memory
+instructions go between its MFMAs; ``chunk_loader`` and friends: the global -> register copies;
+``dma_loader``: the global -> LDS copies.
 """
 
 from __future__ import annotations
@@ -11,8 +13,16 @@ import math
 
 from tvm_tirx.script import tirx as T
 
+from ..patterns.dma import LdsTile
 from ..patterns.wave import BUFFER_OOB, waitcnt_lgkmcnt_imm, waitcnt_vmcnt_imm
 from ..rocm.helpers import SCHED_DS_READ, SCHED_DS_WRITE, SCHED_MFMA, SCHED_VMEM_READ, sched_helper
+
+
+@T.macro
+def period_wait(vmcnt):
+    """``s_waitcnt vmcnt(vmcnt) lgkmcnt(0)``: the one wait at the end of a pipeline period."""
+    T.evaluate(T.call_llvm_intrin("llvm.amdgcn.s.waitcnt", T.int32(waitcnt_vmcnt_imm(vmcnt) & waitcnt_lgkmcnt_imm(0)),
+                                  ty="void"))
 
 
 def fragment_pipeline(k_steps: int, load, store, read, mma, ahead: int = 1, loads_per_tile: int = 0,
@@ -48,11 +58,6 @@ def fragment_pipeline(k_steps: int, load, store, read, mma, ahead: int = 1, load
     tail = k_steps - 1 - 2 * pairs  # periods after the loop
 
     @T.macro
-    def wait(vmcnt):
-        T.evaluate(T.call_llvm_intrin("llvm.amdgcn.s.waitcnt", T.int32(waitcnt_vmcnt_imm(vmcnt) & waitcnt_lgkmcnt_imm(0)),
-                                      ty="void"))
-
-    @T.macro
     def period(p, j, stages, staging, frags, state):
         """Period ``p``; ``j = p % 2`` as a Python int."""
         if p + 1 < k_steps:
@@ -63,9 +68,9 @@ def fragment_pipeline(k_steps: int, load, store, read, mma, ahead: int = 1, load
         if p >= 1:
             mma(frags[1 - j], state)
         if p + 1 + ahead < k_steps:
-            wait((ahead - 1) * loads_per_tile)
+            period_wait((ahead - 1) * loads_per_tile)
         else:
-            wait(0)
+            period_wait(0)
         T.rocm.workgroup_barrier()
         if fence:
             T.evaluate(T.call_llvm_intrin("llvm.amdgcn.sched.barrier", T.int32(0), ty="void"))
@@ -79,9 +84,9 @@ def fragment_pipeline(k_steps: int, load, store, read, mma, ahead: int = 1, load
         if ahead == 2 and k_steps > 2:
             load(staging[0], state, 2)
         if ahead + 1 < k_steps:
-            wait((ahead - 1) * loads_per_tile)
+            period_wait((ahead - 1) * loads_per_tile)
         else:
-            wait(0)
+            period_wait(0)
         T.rocm.workgroup_barrier()
         period(0, 0, stages, staging, frags, state)
         for kp in T.serial(pairs):
@@ -92,6 +97,78 @@ def fragment_pipeline(k_steps: int, load, store, read, mma, ahead: int = 1, load
                 period(2 * pairs + 1 + t, 1, stages, staging, frags, state)
             else:
                 period(2 * pairs + 1 + t, 0, stages, staging, frags, state)
+        mma(frags[(k_steps - 1) % 2], state)
+
+    return run
+
+
+def dma_pipeline(k_steps: int, load, read, mma, loads_per_tile: int):
+    """Macro ``run(stages, frags, state)``: ``fragment_pipeline`` with direct-to-LDS global loads
+    (``T.rocm.buffer_load_lds``): no staging registers and no LDS stores, three LDS stages
+    (``stages``, tile ``j`` in entry ``j % 3``) and two fragment register sets (``frags``, ``j % 2``).
+
+    Period ``p`` loads tile ``p + 2`` from global memory straight into its stage (the stage of tile
+    ``p - 1``, whose reads the previous period's barrier retired), reads the fragments of tile ``p``
+    into its set and runs tile ``p - 1``'s MFMAs from the other. Then one ``s_waitcnt vmcnt(n)
+    lgkmcnt(0)``: ``n = loads_per_tile`` (this wave's loads per tile) leaves tile ``p + 2``'s loads
+    in flight and completes tile ``p + 1``'s, whose bytes land in LDS at that wait; the barrier
+    publishes them to the other waves. So a load has two periods to land, as the register-staged
+    pipeline's with ``ahead`` 2. The kernel supplies ``load(stage, state, ko)`` (tile ``ko``: global
+    -> the stage's LDS), ``read`` and ``mma`` (as ``fragment_pipeline``). The loop is unrolled by
+    six (three stages x two fragment sets) so that every entry is static."""
+    groups = max(k_steps - 3, 0) // 6  # loop iterations (periods 6i+1 .. 6i+6), all with a load
+
+    @T.macro
+    def period(p, s, f, stages, frags, state):
+        """Period ``p``; ``s = p % 3`` and ``f = p % 2`` as Python ints."""
+        if p + 2 < k_steps:
+            load(stages[(s + 2) % 3], state, p + 2)
+        read(stages[s], frags[f], state)
+        if p >= 1:
+            mma(frags[1 - f], state)
+        if p + 2 < k_steps:
+            period_wait(loads_per_tile)
+        else:
+            period_wait(0)
+        T.rocm.workgroup_barrier()
+
+    def static_periods(first: int, last: int):
+        """Macro ``(stages, frags, state)`` running periods ``first`` to ``last - 1``, each with its
+        own Python-int ``p`` (no run-time branches outside the loop)."""
+        if first >= last:
+            @T.macro
+            def none(stages, frags, state):
+                T.evaluate(0)
+            return none
+        rest = static_periods(first + 1, last)
+
+        @T.macro
+        def chain(stages, frags, state):
+            period(first, first % 3, first % 2, stages, frags, state)
+            rest(stages, frags, state)
+        return chain
+
+    head, tail = static_periods(0, 1), static_periods(6 * groups + 1, k_steps)
+
+    @T.macro
+    def run(stages, frags, state):
+        load(stages[0], state, 0)
+        if k_steps > 1:
+            load(stages[1], state, 1)
+            period_wait(loads_per_tile)
+        else:
+            period_wait(0)
+        T.rocm.workgroup_barrier()
+        head(stages, frags, state)
+        if groups > 0:  # no zero-trip loop to lower
+            for it in T.serial(groups):
+                period(6 * it + 1, 1, 1, stages, frags, state)
+                period(6 * it + 2, 2, 0, stages, frags, state)
+                period(6 * it + 3, 0, 1, stages, frags, state)
+                period(6 * it + 4, 1, 0, stages, frags, state)
+                period(6 * it + 5, 2, 1, stages, frags, state)
+                period(6 * it + 6, 0, 0, stages, frags, state)
+        tail(stages, frags, state)
         mma(frags[(k_steps - 1) % 2], state)
 
     return run
@@ -193,17 +270,10 @@ def chunk_loader(dtype: str, vec: int, lim: tuple[int, int], cpr: int, k_rows: b
         r, c = (q * 256 + t) // cpr, (q * 256 + t) % cpr * vec
         return (k0 + r, tile0 + c) if k_rows else (tile0 + r, k0 + c)
 
-    def offsets(bz, t, q, tile0, k0):
-        """(voffset, soffset) in bytes: the K step (whole rows when ``k_rows``) goes to soffset."""
-        row, col = coords(t, q, tile0, 0)
-        inside = T.And(row + (k0 if k_rows else 0) < lim[0], col + (0 if k_rows else k0) < lim[1])
-        soff = bz * batch_elems + (k0 * lim[1] if k_rows else k0)
-        return T.if_then_else(inside, (row * lim[1] + col) * esize, T.int32(BUFFER_OOB)), soff * esize
-
     if lim[1] % vec == 0 and nbytes < 2**31:
         @T.macro
         def chunk(regs, X, Xg, bz, tile0, t, q, k0):
-            voff, soff = offsets(bz, t, q, tile0, k0)
+            voff, soff = buffer_offsets(*coords(t, q, tile0, 0), k0, lim, k_rows, bz * batch_elems, esize)
             regs[T.ramp(q * vec, 1, vec)] = T.rocm.buffer_load(X.data, nbytes, voff, soff, f"{dtype}x{vec}")
     else:
         @T.macro
@@ -212,3 +282,40 @@ def chunk_loader(dtype: str, vec: int, lim: tuple[int, int], cpr: int, k_rows: b
             for e in T.unroll(vec):
                 regs[q * vec + e] = guarded_load(Xg, bz * batch_elems, row, col + e, lim, dtype)
     return chunk
+
+
+def buffer_offsets(row, col, k0, lim: tuple[int, int], k_rows: bool, batch0, esize: int):
+    """(voffset, soffset) in bytes of the operand element at storage (``row``, ``col``) of K tile 0
+    moved to K ``k0`` (``chunk_loader``'s storage), in the batch starting at element ``batch0``: the
+    K step (whole rows when ``k_rows``) and the batch go to the wave-uniform soffset; an element
+    outside the ``lim`` matrix gets ``BUFFER_OOB`` (the load reads zeros)."""
+    inside = T.And(row + (k0 if k_rows else 0) < lim[0], col + (0 if k_rows else k0) < lim[1])
+    soff = batch0 + (k0 * lim[1] if k_rows else k0)
+    return T.if_then_else(inside, (row * lim[1] + col) * esize, T.int32(BUFFER_OOB)), soff * esize
+
+
+def dma_loader(tile: LdsTile, vec: int, lim: tuple[int, int], k_rows: bool, batch_elems: int, total_elems: int):
+    """Macro ``dma(lds, X, bz, tile0, i, lane, k0)``: direct-to-LDS load ``i`` of an operand tile
+    (``patterns.dma.lane_sources``: the wave's ``64 x 16``-byte block at ``tile.load_base(i)`` of
+    the ``lds`` stage, ``(1, rows, pitch)``; lane ``lane`` loads the chunk that ``tile`` puts at its
+    slot). The operand, tile origin and K tile are those of ``chunk_loader``; ``tile`` rows are its
+    tile rows (K when ``k_rows``), its chunks ``vec`` elements. A lane whose slot is padding, past
+    the tile or outside the matrix is masked (writes zeros). Needs ``lim[1] % vec == 0`` (every chunk
+    wholly inside or outside a matrix row) and one padding per row (``tile.pad_every`` 1: the
+    stage's row-major padded layout)."""
+    if tile.pad_every != 1 or tile.swizzle != 1:
+        raise ValueError(f"dma_loader: the stage layout pads every row and does not swizzle; got {tile}")
+    esize = 16 // vec
+    nbytes = total_elems * esize
+    pitch = tile.group_bytes // esize  # elements per padded LDS row
+
+    @T.macro
+    def dma(lds, X, bz, tile0, i, lane, k0):
+        start = tile.load_base(i)
+        slot = start + lane * tile.size
+        r, c = tile.row_at(slot), tile.col_at(slot) * vec
+        voff, soff = buffer_offsets(*((r, tile0 + c) if k_rows else (tile0 + r, c)), k0, lim, k_rows, bz * batch_elems,
+                                    esize)
+        T.rocm.buffer_load_lds(X.data, nbytes, T.if_then_else(tile.in_tile(slot), voff, T.int32(BUFFER_OOB)), soff,
+                               lds[0, start // esize // pitch, start // esize % pitch], tile.size)
+    return dma
