@@ -494,15 +494,36 @@ def epilogue(p, C, acc, m0, n0, wm, wn, lane):
             cw = T.decl_tensor(C.ptr_to([row_t, col_t]), ty_args=[T.Tensor((p.tiling.mma_m, p.tiling.mma_n, 2, 1), "uint32", layout=out_words(p), align=4)])
             store_tiles(p, p.epilogue.store_instr, cw, pv, row_t, col_t)
     else:
-        # odd N: rows are not 4/8-byte aligned; scalar stores
-        for mi in T.unroll(p.tiling.mma_m):
-            for ni in T.unroll(p.tiling.mma_n):
-                for rh in T.unroll(2):
-                    for c2 in T.unroll(2):
-                        r = row_t + mi * 16 + rh * 8
-                        c = col_t + ni * 8 + c2
-                        if T.and_(r < p.M, c < p.N):
-                            C[r, c] = T.cast(accv[mi, ni, rh, c2], p.epilogue.out_dtype)
+        # odd N: rows are not 4/8-byte aligned; one predicated scalar store per element
+        if I.constexpr(p.epilogue.cvt_instr is None):
+            cview = T.decl_tensor(C.ptr_to([row_t, col_t]), ty_args=[T.Tensor((p.tiling.mma_m, p.tiling.mma_n, 2, 2), "float32", layout=out_thread(p), align=p.epilogue.align)])
+            store_elements(p, cview, accv, accv, row_t, col_t)
+        else:
+            # cvt.rn.{f16,bf16}.f32 into 16-bit registers, stored with st.global.b16
+            bits = T.alloc_tensor(ty_args=[T.Tensor((p.tiling.mma_m * p.tiling.mma_n * 4,), "uint16", scope="local", layout="default")])
+            bv = T.decl_tensor(bits.ptr_to([0]), ty_args=[T.Tensor((p.tiling.mma_m, p.tiling.mma_n, 2, 2), "uint16", scope="local", layout=acc_thread(p.tiling.mma_m, p.tiling.mma_n))])
+            ch = T.decl_tensor(C.ptr_to([row_t, col_t]), ty_args=[T.Tensor((p.tiling.mma_m, p.tiling.mma_n, 2, 2), "uint16", layout=out_thread(p), align=p.epilogue.align)])
+            store_elements(p, ch, bv, accv, row_t, col_t)
+
+
+@T.macro
+def store_elements(p, dst, src, acc, row_t, col_t):
+    # one apply (a cvt first for 16-bit C) in loops over the thread's accumulator elements, each
+    # store predicated on its element being inside C; the loops unroll after lowering
+    for mi in T.unroll(p.tiling.mma_m):
+        for ni in T.unroll(p.tiling.mma_n):
+            for rh in T.unroll(2):
+                for c2 in T.unroll(2):
+                    if I.constexpr(p.epilogue.cvt_instr is not None):
+                        T.cuda.tile.apply(T.ptx[p.epilogue.cvt_instr], src[mi : mi + 1, ni : ni + 1, rh : rh + 1, c2 : c2 + 1],
+                                          acc[mi : mi + 1, ni : ni + 1, rh : rh + 1, c2 : c2 + 1], scope="thread")
+                    T.cuda.tile.apply(
+                        T.ptx[p.epilogue.store_instr],
+                        dst[mi : mi + 1, ni : ni + 1, rh : rh + 1, c2 : c2 + 1],
+                        src[mi : mi + 1, ni : ni + 1, rh : rh + 1, c2 : c2 + 1],
+                        scope="thread",
+                        pred=T.and_(row_t + mi * 16 + rh * 8 < p.M, col_t + ni * 8 + c2 < p.N),
+                    )
 
 
 # ---- the kernel ---------------------------------------------------------------------------------

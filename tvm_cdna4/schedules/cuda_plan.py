@@ -511,6 +511,20 @@ class Epilogue:
     """Byte alignment of a vector store."""
 
 
+def plan_epilogue(M: int, N: int, ot: str, cfg: GemmConfig) -> Epilogue:
+    """Pairs of columns (N even: ``st.global.v2.f32``, or ``cvt.rn.*x2.f32`` + ``st.global.b32``),
+    else one element per store (``st.global.f32``, or ``cvt.rn.*.f32`` + ``st.global.b16``)."""
+    masked = M % cfg.block_m != 0 or N % cfg.block_n != 0
+    short = {"float32": "f32", "float16": "f16", "bfloat16": "bf16"}[ot]
+    if N % 2 == 0:
+        if ot == "float32":
+            return Epilogue(ot, 2, "st.global.v2.f32", None, masked, 8)
+        return Epilogue(ot, 2, "st.global.b32", f"cvt.rn.{short}x2.f32", masked, 4)
+    if ot == "float32":
+        return Epilogue(ot, 1, "st.global.f32", None, True, 4)
+    return Epilogue(ot, 1, "st.global.b16", f"cvt.rn.{short}.f32", True, 2)
+
+
 @attrs.frozen
 class GemmPlan:
     """The whole kernel for one static problem: what ``cuda_emit.emit`` turns into TIRx."""
@@ -716,10 +730,6 @@ def plan(M: int, N: int, K: int, dtype: str = "f16", layout: str = "nt", out_dty
                   mma_order(cfg, tiling.mma_m, tiling.mma_n), tiles, min(cfg.ctas, tiles) if persistent else tiles)
 
     ab = "f16" if dt == "float16" else "bf16"
-    epilogue = Epilogue(
-        ot, 2 if N % 2 == 0 else 1, "st.global.v2.f32" if ot == "float32" else "st.global.b32",
-        None if ot == "float32" else ("cvt.rn.f16x2.f32" if ot == "float16" else "cvt.rn.bf16x2.f32"),
-        M % cfg.block_m != 0 or N % cfg.block_n != 0, 8 if ot == "float32" else 4,
-    )
+    epilogue = plan_epilogue(M, N, ot, cfg)
     return GemmPlan(M, N, K, dt, layout, cfg, tiling, a, b, f"mma.sync.aligned.m16n8k16.row.col.f32.{ab}.{ab}.f32",
                     stage_elems, cfg.stages * stage_elems, kloop, epilogue)
