@@ -274,6 +274,7 @@ GEMMS = [
     ("nn", 100, 70, 96, "f16", "f32", "error"),
     ("tt", 130, 136, 96, "f16", "f16", "error"),
     ("nt", 64, 72, 96, "bf16", "bf16", "error"),
+    ("nn", 64, 64, 256, "f16", "f32", "error"),  # the stage-unrolled k-loop (8 k-tiles, 3 stages)
 ]
 
 

@@ -19,6 +19,25 @@ from tvm_tirx.ir import prim as P
 from .errors import EmulationError
 from .memory import Buffer, Pointer, TensorView, load, store
 
+_SIMPLIFY = None
+
+
+def static_extent(x, name: str) -> int:
+    """A tensor extent as an int. A pattern applied inside a loop that unrolls after lowering
+    (the CUDA GEMM's mma and ldmatrix loops) declares regions like ``(j + 1) - j``: constant once
+    simplified."""
+    global _SIMPLIFY
+    if isinstance(x, int) or hasattr(x, "value"):
+        return int(x)
+    if _SIMPLIFY is None:
+        from tvm_tirx.sym import Analyzer
+
+        _SIMPLIFY = Analyzer().simplify
+    folded = _SIMPLIFY(x)
+    if not hasattr(folded, "value"):
+        raise NotImplementedError(f"emulator: tensor {name} has a runtime extent {x}")
+    return int(folded.value)
+
 _NP = {
     "bool": np.bool_, "int8": np.int8, "int16": np.int16, "int32": np.int32, "int64": np.int64,
     "uint8": np.uint8, "uint16": np.uint16, "uint32": np.uint32, "uint64": np.uint64,
@@ -160,7 +179,7 @@ class Compiler:
     def tensor_binding(self, var, call):
         ty = var.ty
         dtype, lanes = np_dtype(ty.dtype.dtype)
-        shape = tuple(int(x) for x in ty.shape)
+        shape = tuple(static_extent(x, var.name) for x in ty.shape)
         scope = str(ty.scope) if ty.scope is not None else "global"
         name = var.name
         if call.op.name == "tirx.alloc_tensor":

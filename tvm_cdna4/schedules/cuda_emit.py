@@ -133,6 +133,13 @@ def swz_e_expr(x, op: OperandPlan):
     return x ^ (((x >> (3 + op.swizzle_shift)) & 7) << 3)
 
 
+def known_stage(p: GemmPlan, stage) -> bool:
+    """Whether a stage index is a constant once the k-loop unrolls: an int (the prologue), or, in the
+    unrolled and persistent k-loops, an expression of the stage loop's variable (TIRx unrolls that
+    loop after lowering). The rolled k-loop's ``kt % stages`` is a runtime value."""
+    return isinstance(stage, int) or p.kloop.form != "rolled"
+
+
 def view_offset(p: GemmPlan, op: OperandPlan, stage: int, g) -> int:
     """Words from the lane's ``lof ^ xor`` pointer to ldmatrix group ``g`` of a static ``stage``
     (``LdmatrixPlan.offset_in_view``): stage, tile and k-step offsets."""
@@ -312,7 +319,7 @@ def ldm_group_at(p, op, SMW, dst, stage, g, lof):
 @T.macro
 def ldm_step(p, op, SMW, dst, stage, kk):
     # the k-step's ldmatrix groups of one operand
-    if I.constexpr(op.ldmatrix.offset_in_view):
+    if I.constexpr(op.ldmatrix.offset_in_view and known_stage(p, stage)):
         lane = T.cuda.lane_id()
         w = warp_coord(p, op)
         la = op.ldmatrix.lane
