@@ -191,6 +191,7 @@ def test_odd_leading_dimensions_compile():
     # K, M, N odd: no aligned cp.async exists, the element-copy path is used
     src = cuda_source(build(17, 33, 41, "f16", "tn", "f32", SMALL, arch="sm_80"))
     assert "mma.sync.aligned.m16n8k16" in src and "ldmatrix" in src
+    assert "st.global.f32" in src and "st.global.v2" not in src  # odd N: one predicated store per element
 
 
 @pytest.mark.xdist_group("cuda-4096")  # with the golden test's build

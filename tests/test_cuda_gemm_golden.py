@@ -7,7 +7,10 @@ The four ``*n`` digests (B stored [K, N]: default_4096_nn_bf16, odd_1000x999x100
 odd_257x130x520_nn_bf16_bf16out, variants_512_tn_f16) were updated deliberately on 2026-12-01:
 those layouts now run the stage-unrolled k-loop, with B's ldmatrix offsets as view offsets
 (``LdmatrixPlan.offset_in_view``), which fits 255 registers without spills under NVRTC. The
-seven ``*t`` digests are unchanged since commit 7dfb323."""
+seven ``*t`` digests are unchanged since commit 7dfb323, except the two odd-N ones
+(odd_1000x999x1001_tn_f16, odd_3x5x4099_nt_f16), updated deliberately the same day: odd N now
+stores each element with a predicated ``st.global.f32`` / ``st.global.b16`` (a cvt first for 16-bit
+C) instead of an if-guarded scalar store, which TIRx's simplifier took seconds to prove."""
 
 import hashlib
 import json

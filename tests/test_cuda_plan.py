@@ -171,7 +171,10 @@ def test_epilogue_plan():
         "float32", 2, "st.global.v2.f32", None, False, 8)
     bf16 = plan(200, 136, 72, "bf16", "nn", "bf16").epilogue
     assert (bf16.store_instr, bf16.cvt_instr, bf16.masked, bf16.align) == ("st.global.b32", "cvt.rn.bf16x2.f32", True, 4)
-    assert plan(17, 33, 41, "f16", "tn", "f32", SMALL).epilogue.vector == 1  # odd N: scalar stores
+    odd = plan(17, 33, 41, "f16", "tn", "f32", SMALL).epilogue  # odd N: one predicated store per element
+    assert (odd.vector, odd.store_instr, odd.cvt_instr, odd.masked, odd.align) == (1, "st.global.f32", None, True, 4)
+    odd16 = plan(1024, 1023, 64, "f16", "nt", "f16").epilogue
+    assert (odd16.vector, odd16.store_instr, odd16.cvt_instr, odd16.align) == (1, "st.global.b16", "cvt.rn.f16.f32", 2)
 
 
 def test_plan_is_frozen_and_rejects_bad_input(default_plans):

@@ -500,15 +500,18 @@ class Epilogue:
     out_dtype: str
     """TIR dtype of C."""
     vector: int
-    """Elements per store: 2 (N even) or 1 (odd N: rows not 4/8-byte aligned, scalar stores)."""
+    """Elements per store: 2 (N even) or 1 (odd N: rows not 4/8-byte aligned)."""
     store_instr: str
-    """``st.global.v2.f32`` (f32 output) or ``st.global.b32`` (a converted 16-bit pair)."""
+    """``st.global.v2.f32`` / ``st.global.b32`` (an f32 pair / a converted 16-bit pair), or for odd N
+    ``st.global.f32`` / ``st.global.b16`` (one element)."""
     cvt_instr: str | None
-    """``cvt.rn.{f16,bf16}x2.f32`` for 16-bit output, else None."""
+    """``cvt.rn.{f16,bf16}x2.f32`` (pairs) or ``cvt.rn.{f16,bf16}.f32`` (odd N) for 16-bit output,
+    else None."""
     masked: bool
-    """A tile can cross the edge of C: each row half's store is predicated."""
+    """A tile can cross the edge of C: each store is predicated (per row half for pairs, per element
+    for odd N, where it is always set)."""
     align: int
-    """Byte alignment of a vector store."""
+    """Byte alignment of a store."""
 
 
 def plan_epilogue(M: int, N: int, ot: str, cfg: GemmConfig) -> Epilogue:
