@@ -173,9 +173,20 @@ def tile_origin(p: GemmPlan, t):
 # ---- global -> shared ---------------------------------------------------------------------------
 
 
+def pick(values: tuple[int, ...], r):
+    """``values[r]`` for an int ``r``; for a loop variable, a ``Select`` chain that folds to the
+    same constant once the loop unrolls."""
+    if isinstance(r, int):
+        return values[r]
+    out = values[-1]
+    for i in range(len(values) - 2, -1, -1):
+        out = T.Select(r == i, values[i], out)
+    return out
+
+
 @T.macro
 def cp_one(op, sv, gv, r, grow, gcol):
-    ok = T.and_(grow + op.copy.row_deltas[r] < op.tile.grows, gcol + op.copy.col_deltas[r] < op.tile.gcols)
+    ok = T.and_(grow + pick(op.copy.row_deltas, r) < op.tile.grows, gcol + pick(op.copy.col_deltas, r) < op.tile.gcols)
     T.cuda.tile.apply(
         T.ptx[op.copy.instr], sv[r : r + 1, :], gv[r : r + 1, :], scope="thread",
         chunk_bytes=op.copy.chunk_bytes,
@@ -205,7 +216,8 @@ def load_operand_thread(p, op, G, SMH, stage, kt, origin):
                           align=op.copy.chunk_bytes)],
     )
     if I.constexpr(op.copy.masked):
-        _ = [cp_one(op, sv, gv, r, grow, gcol) for r in range(op.tile.reps)]
+        for r in T.unroll(op.tile.reps):
+            cp_one(op, sv, gv, r, grow, gcol)
     else:
         T.cuda.tile.apply(T.ptx[op.copy.instr], sv, gv, scope="thread", chunk_bytes=op.copy.chunk_bytes)
 
