@@ -273,15 +273,13 @@ def gfx950_mx_gemm(M: int, N: int, K: int, dtype: str = "mxfp8", layout: str = "
     WM, WN = BM // 2, BN // 2
     RM, RN, RK = WM // op.m, WN // op.n, BK // op.k
     byte_a, byte_b = bits == 8 and not pa.k_contiguous, bits == 8 and not pb.k_contiguous
-    la, _ = mfma_fragment(op, "A", (1, 1), fmt, fmt, byte_tiles=byte_a)  # one MFMA operand
-    lb, _ = mfma_fragment(op, "B", (1, 1), fmt, fmt, byte_tiles=byte_b)
     # registers per fragment: 32 bytes, or W words; 6-word fragments from two ds_read_b96_tr_b6 take 8, so
     # that each half lands on an even register (gfx950 register tuples are even-aligned)
     slot_a, slot_b = (op.a_elems // 4 if byte else 8 if W == 6 and plan.tr else W
                       for byte, plan in ((byte_a, pa), (byte_b, pb)))
     na, nb = RM * RK * slot_a * (4 if byte_a else 1), RN * RK * slot_b * (4 if byte_b else 1)  # fragment set: registers or bytes
-    ls, _ = mfma_fragment(op, "scale_a", (1, 1))
-    lsb, _ = mfma_fragment(op, "scale_b", (1, 1))
+    ls, _ = mfma_fragment(op, "scale_a", (RM, 1))  # uint8: fragment i's scale in byte i % 4 of word i // 4
+    lsb, _ = mfma_fragment(op, "scale_b", (RN, 1))
     ld, nd = mfma_fragment(op, "D", (RM, RN))
     a_shape = (M, pa.row_words) if pa.k_contiguous else (K, pa.row_words)
     b_shape = (N, pb.row_words) if pb.k_contiguous else (K, pb.row_words)
@@ -421,28 +419,27 @@ def gfx950_mx_gemm(M: int, N: int, K: int, dtype: str = "mxfp8", layout: str = "
     _frag_a = _frag_loader(pa, a_row, a_k, slot_a)
     _frag_b = _frag_loader(pb, b_col, b_k, slot_b)
 
-    def _gather(plan: MxOperand, slot: int, elems: int):
-        """Macro ``gather(dst, regs, i, kk)``: the ``elems`` registers (or bytes) of the MFMA operand of
-        fragment ``i`` of K step ``kk`` from its slot in ``regs`` into ``dst``: a copy LLVM coalesces
-        away, except for a split 6-word slot (two ds_read_tr6 halves, 4 registers apart), whose three
-        moves then run in the period of the MFMAs, after its wait."""
-        if plan.tr is not None and slot != elems and bits == 6:
-            @T.macro
-            def gather(dst, regs, i, kk):
-                dst[T.ramp(0, 1, elems // 2)] = regs[T.ramp((i * RK + kk) * slot, 1, elems // 2)]
-                dst[T.ramp(elems // 2, 1, elems // 2)] = regs[T.ramp((i * RK + kk) * slot + slot // 2, 1, elems // 2)]
-        else:
-            @T.macro
-            def gather(dst, regs, i, kk):
-                dst[T.ramp(0, 1, elems)] = regs[T.ramp((i * RK + kk) * slot, 1, elems)]
-        return gather
-
-    ea, eb = (op.a_elems if byte else W for byte in (byte_a, byte_b))  # operand registers (bytes for byte tiles)
     a_dt, b_dt = ("uint8" if byte_a else "uint32"), ("uint8" if byte_b else "uint32")
     a_atom = (op.m, op.k) if byte_a else (op.m, 4, W)
     b_atom = (op.n, op.k) if byte_b else (op.n, 4, W)
-    _gather_a = _gather(pa, slot_a * (4 if byte_a else 1), ea)
-    _gather_b = _gather(pb, slot_b * (4 if byte_b else 1), eb)
+    # the register sets as MFMA operands (RM or RN, RK, *atom): fragment i of K step kk in slot i * RK + kk
+    la, _ = mfma_fragment(op, "A", (RM, RK), fmt, fmt, byte_tiles=byte_a, slot=slot_a * (4 if byte_a else 1))
+    lb, _ = mfma_fragment(op, "B", (RN, RK), fmt, fmt, byte_tiles=byte_b, slot=slot_b * (4 if byte_b else 1))
+
+    def _compact(plan: MxOperand, slot: int, R: int):
+        """Macro ``compact(regs, kk)`` for a split 6-word slot (two ds_read_tr6 halves, 4 registers
+        apart): each fragment's second half of K step ``kk`` moved next to its first, three moves per
+        fragment that run in the period of the MFMAs, after its wait; ``None`` for other slots."""
+        if plan.tr is None or bits != 6:
+            return None
+
+        @T.macro
+        def compact(regs, kk):
+            for i in T.unroll(R):
+                regs[T.ramp((i * RK + kk) * slot + W // 2, 1, W // 2)] = regs[T.ramp((i * RK + kk) * slot + slot // 2, 1, W // 2)]
+        return compact
+
+    _compact_a, _compact_b = _compact(pa, slot_a, RM), _compact(pb, slot_b, RN)
 
     @T.macro
     def _load(g, s, ko):
@@ -513,26 +510,30 @@ def gfx950_mx_gemm(M: int, N: int, K: int, dtype: str = "mxfp8", layout: str = "
         f.regs_s[_span(RK * RWa, RK * RWb)] = _scale_words(
             stage.lds_s, _scale_slot(s.wn // WN, b_col(lane), b_k(lane) // 32, RWb, 2 * op.m * 4 * RK * RWa), RK * RWb)
 
-    def _scaled_mfma(kk: int, mi: int, ni: int):
-        """Macro ``mfma(f, s)``: the scaled MFMA of K step ``kk``, fragments ``mi`` and ``ni``, with the
-        ``op_sel`` bytes of its scales (``_scale_byte``)."""
+    def _scaled_mfmas(kk: int):
+        """Macro ``mfmas(f, s)``: the scaled MFMAs of K step ``kk`` (fragments ``mi`` outer, ``ni``
+        inner), after compacting split slots; the scales as bytes, so that each MFMA's ``op_sel`` picks
+        its byte (``_scale_byte``)."""
         @T.macro
-        def one(f, s):
-            ca = T.alloc_tensor(ty_args=[T.Tensor((ea,), a_dt, scope="local")])
-            cb = T.alloc_tensor(ty_args=[T.Tensor((eb,), b_dt, scope="local")])
-            _gather_a(ca, f.regs_a, mi, kk)
-            _gather_b(cb, f.regs_b, ni, kk)
-            Av = T.decl_tensor(ca.ptr_to([0]), ty_args=[T.Tensor((1, 1, *a_atom), a_dt, scope="local", layout=la)])
-            Bv = T.decl_tensor(cb.ptr_to([0]), ty_args=[T.Tensor((1, 1, *b_atom), b_dt, scope="local", layout=lb)])
-            Sa = T.decl_tensor(f.regs_s.ptr_to([kk * RWa + mi // 4]),
-                               ty_args=[T.Tensor((1, 1, op.m, 4), "uint32", scope="local", layout=ls)])
-            Sb = T.decl_tensor(f.regs_s.ptr_to([RK * RWa + kk * RWb + ni // 4]),
-                               ty_args=[T.Tensor((1, 1, op.n, 4), "uint32", scope="local", layout=lsb)])
-            T.rocm.tile.apply(T.amdgcn[op.name], s.Df[mi : mi + 1, ni : ni + 1], Av, Bv, s.Df[mi : mi + 1, ni : ni + 1], Sa, Sb, scope="wave",
-                              cbsz=code, blgp=code, op_sel_a=mi % 4, op_sel_b=ni % 4)
-        return one
+        def compact_a(f, s):
+            _compact_a(f.regs_a, kk)
 
-    _mfmas = _in_order([_scaled_mfma(kk, mi, ni) for kk in range(RK) for mi in range(RM) for ni in range(RN)])
+        @T.macro
+        def compact_b(f, s):
+            _compact_b(f.regs_b, kk)
+
+        @T.macro
+        def mfmas(f, s):
+            Av = T.decl_tensor(f.regs_a.ptr_to([0]), ty_args=[T.Tensor((RM, RK, *a_atom), a_dt, scope="local", layout=la)])
+            Bv = T.decl_tensor(f.regs_b.ptr_to([0]), ty_args=[T.Tensor((RN, RK, *b_atom), b_dt, scope="local", layout=lb)])
+            Sa = T.decl_tensor(f.regs_s.ptr_to([kk * RWa]), ty_args=[T.Tensor((RM, 1, op.m, 4), "uint8", scope="local", layout=ls)])
+            Sb = T.decl_tensor(f.regs_s.ptr_to([RK * RWa + kk * RWb]),
+                               ty_args=[T.Tensor((RN, 1, op.n, 4), "uint8", scope="local", layout=lsb)])
+            T.rocm.tile.apply(T.amdgcn[op.name], s.Df, Av[:, kk : kk + 1], Bv[:, kk : kk + 1], s.Df, Sa, Sb, scope="wave",
+                              cbsz=code, blgp=code)
+        return _in_order([m for m, used in ((compact_a, _compact_a), (compact_b, _compact_b), (mfmas, True)) if used])
+
+    _mfmas = _in_order([_scaled_mfmas(kk) for kk in range(RK)])
 
     @T.macro
     def _mma(f, s):
