@@ -170,9 +170,10 @@ class _Scale:
             return (value if str(value.ty.dtype) == "int32" else T.reinterpret(value, ty="int32")), op_sel
         byte = run(self.base)
         if not isinstance(byte, IntImm):
-            raise ContractError("the scale byte of a repeat must be the same for every lane and known at compile "
-                                "time (op_sel is an immediate)", opcode=self.op.name, operand=self.name,
-                                expected="a static byte offset", found=f"byte {byte}")
+            raise ContractError("the scale byte of each repeat must be known at compile time and the same for every "
+                                "lane (op_sel is an immediate)", opcode=self.op.name, operand=self.name,
+                                expected="a constant byte offset", found=f"byte {byte}",
+                                suggestion="slice the scale tile with constant bounds (repeats, not a loop around the MFMA)")
         return T.reinterpret(self._words()[byte.value // 4], ty="int32"), byte.value % 4
 
     def _words(self):

@@ -419,27 +419,43 @@ def gfx950_mx_gemm(M: int, N: int, K: int, dtype: str = "mxfp8", layout: str = "
     _frag_a = _frag_loader(pa, a_row, a_k, slot_a)
     _frag_b = _frag_loader(pb, b_col, b_k, slot_b)
 
-    a_dt, b_dt = ("uint8" if byte_a else "uint32"), ("uint8" if byte_b else "uint32")
-    a_atom = (op.m, op.k) if byte_a else (op.m, 4, W)
-    b_atom = (op.n, op.k) if byte_b else (op.n, 4, W)
-    # the register sets as MFMA operands (RM or RN, RK, *atom): fragment i of K step kk in slot i * RK + kk
-    la, _ = mfma_fragment(op, "A", (RM, RK), fmt, fmt, byte_tiles=byte_a, slot=slot_a * (4 if byte_a else 1))
-    lb, _ = mfma_fragment(op, "B", (RN, RK), fmt, fmt, byte_tiles=byte_b, slot=slot_b * (4 if byte_b else 1))
+    def _operand(plan: MxOperand, name: str, slot: int, total: int, R: int, byte: bool):
+        """Macro ``operand(regs, kk, i0, use, x)``: runs ``use(V, x)`` with ``V`` the ``(R, 1, *atom)``
+        MFMA operands of fragments ``i0 ..`` of K step ``kk`` of the register set ``regs`` (``total``
+        fragments; fragment ``i`` in its slot of ``slot`` registers, or bytes for byte tiles, at
+        ``i * RK + kk``): a view of the set itself, or for a split 6-word slot (two ds_read_tr6 halves, 4
+        registers apart) a copy, whose three moves per fragment run in the period of the MFMAs, after
+        its wait."""
+        elems, dt = (op.a_elems, "uint8") if byte else (W, "uint32")
+        atom = (op.m, op.k) if byte else (op.m, 4, W)
+        if slot == elems:
+            whole, _ = mfma_fragment(op, name, (total, RK), fmt, fmt, byte_tiles=byte)
 
-    def _compact(plan: MxOperand, slot: int, R: int):
-        """Macro ``compact(regs, kk)`` for a split 6-word slot (two ds_read_tr6 halves, 4 registers
-        apart): each fragment's second half of K step ``kk`` moved next to its first, three moves per
-        fragment that run in the period of the MFMAs, after its wait; ``None`` for other slots."""
-        if plan.tr is None or bits != 6:
-            return None
+            @T.macro
+            def operand(regs, kk, i0, use, x):
+                V = T.decl_tensor(regs.ptr_to([0]), ty_args=[T.Tensor((total, RK, *atom), dt, scope="local", layout=whole)])
+                use(V[i0 : i0 + R, kk : kk + 1], x)
+            return operand
+        frags, _ = mfma_fragment(op, name, (R, 1), fmt, fmt, byte_tiles=byte)
+        half = elems // 2
 
         @T.macro
-        def compact(regs, kk):
+        def operand(regs, kk, i0, use, x):
+            c = T.alloc_tensor(ty_args=[T.Tensor((R * elems,), dt, scope="local")])
             for i in T.unroll(R):
-                regs[T.ramp((i * RK + kk) * slot + W // 2, 1, W // 2)] = regs[T.ramp((i * RK + kk) * slot + slot // 2, 1, W // 2)]
-        return compact
+                c[T.ramp(i * elems, 1, half)] = regs[T.ramp(((i0 + i) * RK + kk) * slot, 1, half)]
+                c[T.ramp(i * elems + half, 1, half)] = regs[T.ramp(((i0 + i) * RK + kk) * slot + slot // 2, 1, half)]
+            V = T.decl_tensor(c.ptr_to([0]), ty_args=[T.Tensor((R, 1, *atom), dt, scope="local", layout=frags)])
+            use(V, x)
+        return operand
 
-    _compact_a, _compact_b = _compact(pa, slot_a, RM), _compact(pb, slot_b, RN)
+    # a split A slot is copied fragment by fragment, each right before its MFMAs (one tile.apply per
+    # fragment of A); every other operand feeds all the MFMAs of a K step (one tile.apply)
+    split_a = pa.tr is not None and bits == 6
+    a_rows = [(mi, 1) for mi in range(RM)] if split_a else [(0, RM)]
+    a_dt, b_dt = ("uint8" if byte_a else "uint32"), ("uint8" if byte_b else "uint32")  # fragment sets
+    _operand_a = _operand(pa, "A", slot_a * (4 if byte_a else 1), RM, a_rows[0][1], byte_a)
+    _operand_b = _operand(pb, "B", slot_b * (4 if byte_b else 1), RN, RN, byte_b)
 
     @T.macro
     def _load(g, s, ko):
@@ -510,30 +526,29 @@ def gfx950_mx_gemm(M: int, N: int, K: int, dtype: str = "mxfp8", layout: str = "
         f.regs_s[_span(RK * RWa, RK * RWb)] = _scale_words(
             stage.lds_s, _scale_slot(s.wn // WN, b_col(lane), b_k(lane) // 32, RWb, 2 * op.m * 4 * RK * RWa), RK * RWb)
 
-    def _scaled_mfmas(kk: int):
-        """Macro ``mfmas(f, s)``: the scaled MFMAs of K step ``kk`` (fragments ``mi`` outer, ``ni``
-        inner), after compacting split slots; the scales as bytes, so that each MFMA's ``op_sel`` picks
-        its byte (``_scale_byte``)."""
+    def _scaled_mfmas(kk: int, i0: int, R: int):
+        """Macro ``mfmas(f, s)``: the scaled MFMAs of K step ``kk`` and A fragments ``i0 .. i0 + R``
+        (``mi`` outer, ``ni`` inner; ``_operand``); the scales as bytes, so that each MFMA's ``op_sel``
+        picks its byte (``_scale_byte``)."""
         @T.macro
-        def compact_a(f, s):
-            _compact_a(f.regs_a, kk)
-
-        @T.macro
-        def compact_b(f, s):
-            _compact_b(f.regs_b, kk)
-
-        @T.macro
-        def mfmas(f, s):
-            Av = T.decl_tensor(f.regs_a.ptr_to([0]), ty_args=[T.Tensor((RM, RK, *a_atom), a_dt, scope="local", layout=la)])
-            Bv = T.decl_tensor(f.regs_b.ptr_to([0]), ty_args=[T.Tensor((RN, RK, *b_atom), b_dt, scope="local", layout=lb)])
+        def with_b(Bv, x):
+            Av, f, s = x
             Sa = T.decl_tensor(f.regs_s.ptr_to([kk * RWa]), ty_args=[T.Tensor((RM, 1, op.m, 4), "uint8", scope="local", layout=ls)])
             Sb = T.decl_tensor(f.regs_s.ptr_to([RK * RWa + kk * RWb]),
                                ty_args=[T.Tensor((RN, 1, op.n, 4), "uint8", scope="local", layout=lsb)])
-            T.rocm.tile.apply(T.amdgcn[op.name], s.Df, Av[:, kk : kk + 1], Bv[:, kk : kk + 1], s.Df, Sa, Sb, scope="wave",
+            T.rocm.tile.apply(T.amdgcn[op.name], s.Df[i0 : i0 + R], Av, Bv, s.Df[i0 : i0 + R], Sa[i0 : i0 + R], Sb, scope="wave",
                               cbsz=code, blgp=code)
-        return _in_order([m for m, used in ((compact_a, _compact_a), (compact_b, _compact_b), (mfmas, True)) if used])
 
-    _mfmas = _in_order([_scaled_mfmas(kk) for kk in range(RK)])
+        @T.macro
+        def with_a(Av, x):
+            _operand_b(x[0].regs_b, kk, 0, with_b, (Av, x[0], x[1]))
+
+        @T.macro
+        def mfmas(f, s):
+            _operand_a(f.regs_a, kk, i0, with_a, (f, s))
+        return mfmas
+
+    _mfmas = _in_order([_scaled_mfmas(kk, i0, R) for kk in range(RK) for i0, R in a_rows])
 
     @T.macro
     def _mma(f, s):
