@@ -43,7 +43,10 @@ The E8M0 scales of a tile row (four per 128 K) travel as a 32-bit word (an A and
 thread, one of them out of range, ORed at the store) and are stored to LDS byte by byte, so that
 the word a lane reads holds its scales for four fragments (K group of its lane, byte = fragment
 mod 4) and each MFMA picks its byte with ``op_sel``: one scale register per four MFMA operands and
-no byte extraction. Edges: global loads outside the matrices read zeros (K rows and K words past the end),
+no byte extraction. The MFMAs see those registers as ``uint8`` scale tiles (``patterns.mfma``), from
+whose byte positions the pattern takes each MFMA's register and ``op_sel``, so that one
+``tile.apply`` issues every MFMA of a K step (``_scaled_mfmas``; per A fragment where A's slots are
+split, so that each fragment's copy precedes its own MFMAs). Edges: global loads outside the matrices read zeros (K rows and K words past the end),
 M/N positions past the end only reach masked outputs; the epilogue stores only inside C.
 """
 
