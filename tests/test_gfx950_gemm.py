@@ -51,11 +51,24 @@ def run_gemm(rng, dtype, layout, shape, out=None, config=None, batch=0):
     compare("C", C, want, rtol=TOL[out], atol=TOL[out] * np.sqrt(K))
 
 
-@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
-@pytest.mark.parametrize("layout", LAYOUTS)
-@pytest.mark.parametrize("dtype", list(DTYPES))
+# Every dtype x layout once, on one of SHAPES in rotation ((dtype index + layout index) mod 3, a Latin
+# square), so that each dtype (element size) and each layout (contiguous dimensions) meets every
+# shape; each (dtype, layout, shape) is a kernel of its own, parsed, lowered and emulated.
+DTYPE_LAYOUT_CASES = [(dtype, layout, SHAPES[(i + j) % len(SHAPES)])
+                      for i, dtype in enumerate(DTYPES) for j, layout in enumerate(LAYOUTS)]
+
+
+@pytest.mark.parametrize("dtype, layout, shape", DTYPE_LAYOUT_CASES,
+                         ids=[f"{d}-{lay}-{'x'.join(map(str, s))}" for d, lay, s in DTYPE_LAYOUT_CASES])
 def test_gemm_dtype_layout_matches_numpy(dtype, layout, shape, rng):
     run_gemm(rng, dtype, layout, shape)
+
+
+def test_dtype_layout_cases_meet_every_shape():
+    """The rotation covers every dtype x layout, every (dtype, shape) and every (layout, shape)."""
+    assert {(d, lay) for d, lay, _ in DTYPE_LAYOUT_CASES} == {(d, lay) for d in DTYPES for lay in LAYOUTS}
+    assert {(d, s) for d, _, s in DTYPE_LAYOUT_CASES} == {(d, s) for d in DTYPES for s in SHAPES}
+    assert {(lay, s) for _, lay, s in DTYPE_LAYOUT_CASES} == {(lay, s) for lay in LAYOUTS for s in SHAPES}
 
 
 @pytest.mark.parametrize("dtype, out", [("f16", "f16"), ("f16", "bf16"), ("bf16", "bf16"), ("fp8", "f16"), ("f32", "bf16")])
