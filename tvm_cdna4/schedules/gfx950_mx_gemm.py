@@ -491,17 +491,39 @@ def gfx950_mx_gemm(M: int, N: int, K: int, dtype: str = "mxfp8", layout: str = "
                         (g.regs_s[2 * (q * RK + kk)] | g.regs_s[2 * (q * RK + kk) + 1]) >> T.uint32(8) * T.cast(gi, "uint32"), "uint8")
 
     def _in_order(macros):
-        """Macro ``run(x, s)``: the ``macros`` (each of two arguments) one after the other; a tree of
-        macros, for sequences whose members differ in Python values (immediates, static indices)."""
-        if len(macros) == 1:
-            return macros[0]
-        first, rest = _in_order(macros[: len(macros) // 2]), _in_order(macros[len(macros) // 2 :])
+        """Macro ``run(x, s)``: the ``macros`` (each of two arguments) one after the other, for
+        sequences whose members differ in Python values (immediates, static indices): a tree of
+        macros with up to four children a node (TIRx parses a macro at each call: fewer nodes, less
+        time)."""
+        while len(macros) > 1:
+            macros = [_sequence(*macros[i : i + 4]) for i in range(0, len(macros), 4)]
+        return macros[0]
+
+    def _sequence(first, second=None, third=None, fourth=None):
+        """Macro ``run(x, s)``: the given macros one after the other."""
+        if second is None:
+            return first
+        if third is None:
+            @T.macro
+            def two(x, s):
+                first(x, s)
+                second(x, s)
+            return two
+        if fourth is None:
+            @T.macro
+            def three(x, s):
+                first(x, s)
+                second(x, s)
+                third(x, s)
+            return three
 
         @T.macro
-        def both(x, s):
+        def four(x, s):
             first(x, s)
-            rest(x, s)
-        return both
+            second(x, s)
+            third(x, s)
+            fourth(x, s)
+        return four
 
     def _frag_read(operand: str, kk: int, i: int):
         """Macro ``read((stage, f), s)``: fragment ``i`` of K step ``kk`` of ``operand``."""
