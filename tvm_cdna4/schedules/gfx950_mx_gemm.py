@@ -45,9 +45,11 @@ the word a lane reads holds its scales for four fragments (K group of its lane, 
 mod 4) and each MFMA picks its byte with ``op_sel``: one scale register per four MFMA operands and
 no byte extraction. The MFMAs see those registers as ``uint8`` scale tiles (``patterns.mfma``), from
 whose byte positions the pattern takes each MFMA's register and ``op_sel``, so that one
-``tile.apply`` issues every MFMA of a K step (``_scaled_mfmas``; per A fragment where A's slots are
-split, so that each fragment's copy precedes its own MFMAs). Edges: global loads outside the matrices read zeros (K rows and K words past the end),
-M/N positions past the end only reach masked outputs; the epilogue stores only inside C.
+``tile.apply`` issues every MFMA of a K step (``_scaled_mfmas``; one per A fragment where A's slots
+are split, so that each fragment's copy precedes its own MFMAs).
+
+Edges: global loads outside the matrices read zeros (K rows and K words past the end), M/N
+positions past the end only reach masked outputs; the epilogue stores only inside C.
 """
 
 from __future__ import annotations
@@ -430,7 +432,8 @@ def gfx950_mx_gemm(M: int, N: int, K: int, dtype: str = "mxfp8", layout: str = "
         registers apart) a copy, whose three moves per fragment run in the period of the MFMAs, after
         its wait."""
         elems, dt = (op.a_elems, "uint8") if byte else (W, "uint32")
-        atom = (op.m, op.k) if byte else (op.m, 4, W)
+        mn = op.m if name == "A" else op.n
+        atom = (mn, op.k) if byte else (mn, 4, W)
         if slot == elems:
             whole, _ = mfma_fragment(op, name, (total, RK), fmt, fmt, byte_tiles=byte)
 
@@ -440,7 +443,7 @@ def gfx950_mx_gemm(M: int, N: int, K: int, dtype: str = "mxfp8", layout: str = "
                 use(V[i0 : i0 + R, kk : kk + 1], x)
             return operand
         frags, _ = mfma_fragment(op, name, (R, 1), fmt, fmt, byte_tiles=byte)
-        half = elems // 2
+        half = elems // 2  # the split slot: halves at registers 0 and slot // 2
 
         @T.macro
         def operand(regs, kk, i0, use, x):
@@ -558,11 +561,12 @@ def gfx950_mx_gemm(M: int, N: int, K: int, dtype: str = "mxfp8", layout: str = "
         @T.macro
         def with_b(Bv, x):
             Av, f, s = x
-            Sa = T.decl_tensor(f.regs_s.ptr_to([kk * RWa]), ty_args=[T.Tensor((RM, 1, op.m, 4), "uint8", scope="local", layout=ls)])
+            Sa = T.decl_tensor(f.regs_s.ptr_to([kk * RWa]),
+                               ty_args=[T.Tensor((RM, 1, op.m, 4), "uint8", scope="local", layout=ls)])
             Sb = T.decl_tensor(f.regs_s.ptr_to([RK * RWa + kk * RWb]),
                                ty_args=[T.Tensor((RN, 1, op.n, 4), "uint8", scope="local", layout=lsb)])
-            T.rocm.tile.apply(T.amdgcn[op.name], s.Df[i0 : i0 + R], Av, Bv, s.Df[i0 : i0 + R], Sa[i0 : i0 + R], Sb, scope="wave",
-                              cbsz=code, blgp=code)
+            T.rocm.tile.apply(T.amdgcn[op.name], s.Df[i0 : i0 + R], Av, Bv, s.Df[i0 : i0 + R], Sa[i0 : i0 + R], Sb,
+                              scope="wave", cbsz=code, blgp=code)
 
         @T.macro
         def with_a(Av, x):
