@@ -80,12 +80,11 @@ def _layout(digits, regs: int, repeats: tuple[int, ...], waves: int = 0) -> Tile
 
 
 def mfma_fragment(op: MfmaOp, operand: str, repeats: tuple[int, ...] = (), fmt_a: str = "fp8", fmt_b: str = "fp8",
-                  waves: int = 0, byte_tiles: bool = False, slot: int = 0):
+                  waves: int = 0, byte_tiles: bool = False):
     """(TileLayout, registers per lane) of an MFMA operand ``"A"``, ``"B"``, ``"D"`` (= ``"C"``) or,
     for scaled MFMA, ``"scale_a"``/``"scale_b"``; the tensor shape is ``(*repeats, *atom)``, or
     ``(waves, *repeats, *atom)`` for scope="workgroup" (wave ``w`` owns slice ``w``). Scaled MFMA
-    A/B are packed words, or with ``byte_tiles`` fp8/bf8 element tiles ``(m, k)`` (``patterns.mfma``).
-    ``slot``: registers per repeat (default: the atom's), for repeats in padded register slots."""
+    A/B are packed words, or with ``byte_tiles`` fp8/bf8 element tiles ``(m, k)`` (``patterns.mfma``)."""
     a_atom, b_atom, d_atom = _atoms(op, fmt_a, fmt_b, byte_tiles)
     if op.kind == "mfma_scale" and operand in (("scale_a", "scale_b") if byte_tiles else ("A", "B", "scale_a", "scale_b")):
         words = a_atom[-1] if operand == "A" else b_atom[-1]
@@ -106,9 +105,7 @@ def mfma_fragment(op: MfmaOp, operand: str, repeats: tuple[int, ...] = (), fmt_a
         raise ContractError("mfma_fragment: unknown operand", opcode=op.name, expected="A, B, C, D, scale_a or scale_b",
                             found=repr(operand))
     digits, regs = _derive(atom, place)
-    if slot and slot < regs:
-        raise ValueError(f"mfma_fragment: slot {slot} is smaller than the {regs} registers of one {operand} atom")
-    return _layout(digits, slot or regs, tuple(repeats), waves), (slot or regs) * prod(repeats)
+    return _layout(digits, regs, tuple(repeats), waves), regs * prod(repeats)
 
 
 def _with_block(op, c):
