@@ -1,10 +1,11 @@
 """gfx950 GEMM schedules: every dtype x layout against numpy through the emulator."""
 
+from types import SimpleNamespace
+
 import ml_dtypes
 import numpy as np
 import pytest
 
-import tvm_cdna4
 from tvm_cdna4.emulator import compare, emulate
 from tvm_cdna4.isa import formats
 from tvm_cdna4.isa import CATALOG
@@ -24,6 +25,18 @@ def _inputs(rng, dtype, M, N, K):
     return rng.normal(size=(M, K)).astype(ta), rng.normal(size=(K, N)).astype(tb)
 
 
+DEFAULT_BUILDS = pytest.mark.xdist_group("gfx950-4096")  # tests reading default_build's kernels: one worker
+
+
+def default_build(dtype, layout):
+    """``tvm_cdna4.build`` of the 4096^3 default kernel (dense or MX) through the session's build cache
+    (tests/conftest.py): tests that read the same kernel's assembly share one build, whichever
+    pytest-xdist worker makes it first."""
+    from tvm_cdna4.schedules.gfx950_cli import build_cached
+
+    return build_cached(SimpleNamespace(M=4096, N=4096, K=4096, dtype=dtype, layout=layout, out_dtype=None))
+
+
 def run_gemm(rng, dtype, layout, shape, out=None, config=None, batch=0):
     M, N, K = shape
     out = out or DTYPES[dtype].outs[0]
@@ -38,11 +51,24 @@ def run_gemm(rng, dtype, layout, shape, out=None, config=None, batch=0):
     compare("C", C, want, rtol=TOL[out], atol=TOL[out] * np.sqrt(K))
 
 
-@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
-@pytest.mark.parametrize("layout", LAYOUTS)
-@pytest.mark.parametrize("dtype", list(DTYPES))
+# Every dtype x layout once, on one of SHAPES in rotation ((dtype index + layout index) mod 3, a Latin
+# square), so that each dtype (element size) and each layout (contiguous dimensions) meets every
+# shape; each (dtype, layout, shape) is a kernel of its own, parsed, lowered and emulated.
+DTYPE_LAYOUT_CASES = [(dtype, layout, SHAPES[(i + j) % len(SHAPES)])
+                      for i, dtype in enumerate(DTYPES) for j, layout in enumerate(LAYOUTS)]
+
+
+@pytest.mark.parametrize("dtype, layout, shape", DTYPE_LAYOUT_CASES,
+                         ids=[f"{d}-{lay}-{'x'.join(map(str, s))}" for d, lay, s in DTYPE_LAYOUT_CASES])
 def test_gemm_dtype_layout_matches_numpy(dtype, layout, shape, rng):
     run_gemm(rng, dtype, layout, shape)
+
+
+def test_dtype_layout_cases_meet_every_shape():
+    """The rotation covers every dtype x layout, every (dtype, shape) and every (layout, shape)."""
+    assert {(d, lay) for d, lay, _ in DTYPE_LAYOUT_CASES} == {(d, lay) for d in DTYPES for lay in LAYOUTS}
+    assert {(d, s) for d, _, s in DTYPE_LAYOUT_CASES} == {(d, s) for d in DTYPES for s in SHAPES}
+    assert {(lay, s) for _, lay, s in DTYPE_LAYOUT_CASES} == {(lay, s) for lay in LAYOUTS for s in SHAPES}
 
 
 @pytest.mark.parametrize("dtype, out", [("f16", "f16"), ("f16", "bf16"), ("bf16", "bf16"), ("fp8", "f16"), ("f32", "bf16")])
@@ -84,13 +110,14 @@ def test_fp8_bf8_on_the_scaled_32x32x64_mfma(dtype, layout, shape, config, rng):
     run_gemm(rng, dtype, layout, shape, config=config)
 
 
+@DEFAULT_BUILDS
 @pytest.mark.parametrize("dtype, layout", [("fp8", "nt"), ("bf8", "nn"), ("fp8_bf8", "nt"), ("bf8_fp8", "nn")])
 def test_default_fp8_kernels_use_the_scaled_f8f6f4_mfma_with_unit_scales(dtype, layout):
     """Twice the rate of the dense fp8 MFMAs: 32 ``v_mfma_scale_f32_16x16x128_f8f6f4`` per loop
     iteration (two K tiles), formats from cbsz/blgp, the unit scale 0x7F7F7F7F in a register."""
     from tvm_cdna4.schedules.report import loop_report, main_loop
 
-    result = tvm_cdna4.build(gfx950_gemm(4096, 4096, 4096, dtype, layout))
+    result = default_build(dtype, layout)
     info = result.kernel()
     assert info.scratch_bytes == 0 and info.waves_per_simd() >= 2
     a, b = DTYPES[dtype].formats
@@ -102,12 +129,13 @@ def test_default_fp8_kernels_use_the_scaled_f8f6f4_mfma_with_unit_scales(dtype, 
     assert "0x7f7f7f7f" in result.asm.lower()
 
 
+@DEFAULT_BUILDS
 @pytest.mark.llvm("llvm-mca")
 @pytest.mark.parametrize("layout", ["nt", "nn"])
 def test_default_fp8_kernel_estimate_reaches_90_percent_of_the_fp8_peak(layout):
     from tvm_cdna4.schedules.report import kernel_report
 
-    result = tvm_cdna4.build(gfx950_gemm(4096, 4096, 4096, "fp8", layout))
+    result = default_build("fp8", layout)
     report = kernel_report(result.asm, result.kernel(), DTYPES["fp8"].formats)
     assert report.peak_ops_per_cycle == 2048 and report.est_fraction >= 0.9, report.est_fraction
 
@@ -196,6 +224,7 @@ def test_mx_operand_plan_of_an_mn_contiguous_operand(fmt, tr, slot, unit):
     assert plan.reads == 32 // CATALOG[tr].elements  # ds_read_tr calls per 32 K positions of a lane
 
 
+@DEFAULT_BUILDS
 @pytest.mark.parametrize("dtype, layout, mnemonic, count", [("mxfp8", "tt", "ds_read_b64_tr_b8", 32),
                                                             ("mxfp6", "nn", "ds_read_b96_tr_b6", 16),
                                                             ("mxfp4", "tn", "ds_read_b64_tr_b4", 32)])
@@ -206,7 +235,7 @@ def test_mx_transposed_operands_use_ds_read_tr(dtype, layout, mnemonic, count):
     no scratch, two waves per SIMD."""
     from tvm_cdna4.schedules.report import main_loop
 
-    result = tvm_cdna4.build(gfx950_mx_gemm(4096, 4096, 4096, dtype, layout))
+    result = default_build(dtype, layout)
     info = result.kernel()
     assert info.scratch_bytes == 0 and info.lds_bytes == lds_bytes(dtype, layout, default_mx_config(dtype, layout))
     assert info.waves_per_simd(4) >= 2, info.vgprs
@@ -244,17 +273,19 @@ def test_mx_gemm_argument_errors():
         gfx950_mx_gemm(16, 16, 64, config=MxGemmConfig(block_k=64))
 
 
+@DEFAULT_BUILDS
 @pytest.mark.parametrize("dtype", ["f16", "fp8", "i8"])
 def test_default_config_resources(dtype):
-    info = tvm_cdna4.build(gfx950_gemm(4096, 4096, 4096, dtype, "nn")).kernel()
+    info = default_build(dtype, "nn").kernel()
     assert info.scratch_bytes == 0 and info.vgpr_spills == 0
     assert info.waves_per_simd() >= 2
 
 
+@DEFAULT_BUILDS
 def test_main_loop_buffer_loads_without_address_arithmetic_and_interleaved_mfmas():
     from tvm_cdna4.schedules.report import classify, main_loop
 
-    body = [line.split()[0] for line in main_loop(tvm_cdna4.build(gfx950_gemm(4096, 4096, 4096, "f16", "nn")).asm)]
+    body = [line.split()[0] for line in main_loop(default_build("f16", "nn").asm)]
     mix = {kind: sum(classify(m) == kind for m in body) for kind in ("mfma", "global", "valu", "waitcnt")}
     assert mix["mfma"] == 64  # two K tiles of 32 MFMAs per wave
     # the fragment pipeline's one wait per K tile and none of LLVM's (Triton's best f16 nn: 7 per 128 MFMAs)
@@ -266,11 +297,12 @@ def test_main_loop_buffer_loads_without_address_arithmetic_and_interleaved_mfmas
     assert gaps >= 24, f"MFMAs clustered: only {gaps} of 64 are followed by a non-MFMA instruction"
 
 
+@DEFAULT_BUILDS
 @pytest.mark.llvm("llvm-mca")
 @pytest.mark.parametrize("dtype,layout", [("f16", "nn"), ("bf16", "tn")])
 def test_static_report_mfma_pipe_share_of_default_f16_bf16_kernels(dtype, layout):
     from tvm_cdna4.schedules.report import loop_report
 
-    loop = loop_report(tvm_cdna4.build(gfx950_gemm(4096, 4096, 4096, dtype, layout)).asm)
+    loop = loop_report(default_build(dtype, layout).asm)
     assert loop.mca_mfma_cycles == 256  # 64 MFMAs at 4 cycles each in llvm-mca's gfx950 model
     assert loop.mfma_share >= 0.85, f"{loop.mca_cycles} cycles per iteration"

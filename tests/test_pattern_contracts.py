@@ -5,6 +5,8 @@ import re
 import ml_dtypes
 import numpy as np
 import pytest
+import tvm_ffi
+from tvm_tirx.ir import Call
 from tvm_tirx.script import tirx as T
 from tvm_tirx.tirx.layout import S, TileLayout
 
@@ -69,6 +71,55 @@ def scaled_byte_tile_probe(cbsz=0, blgp=1):
     return kernel
 
 
+def scaled_scale_bytes_probe(rm=5, rn=2, dtype="uint8", align=64, in_loop=False, **params):
+    """Scaled fp8 MFMAs over ``rm x rn`` repeats whose scales are uint8 byte tiles (patterns.mfma):
+    repeat ``i``'s scale of a lane in byte ``i`` of its registers (op_sel ``i % 4`` of register
+    ``i // 4``). ``D[lane]`` gets the accumulators; A, B words from ``X``, ``Y``, scale bytes from
+    ``SX``, ``SY`` (one row per lane). ``in_loop``: the MFMAs inside a loop over two repeat ranges
+    of A's scales, so that the scale byte is not known at compile time."""
+    la, na = mfma_fragment(SCALED, "A", (rm, 1))
+    lb, nb = mfma_fragment(SCALED, "B", (rn, 1))
+    ld, nd = mfma_fragment(SCALED, "D", (rm, rn))
+    ls, _ = mfma_fragment(SCALED, "scale_a", (2 * rm if in_loop else rm, 1))
+    lsb, _ = mfma_fragment(SCALED, "scale_b", (rn, 1))
+    wa, wb = -(-rm // 4), -(-rn // 4)  # scale registers of A and B
+
+    @T.function
+    def kernel(X: T.Tensor((64, na), "uint32"), Y: T.Tensor((64, nb), "uint32"), SX: T.Tensor((64, rm), "uint8"),
+               SY: T.Tensor((64, rn), "uint8"), D: T.Tensor((64, nd), "float32")):
+        with T.device_entry():
+            T.launch_thread("blockIdx.x", 1)
+            tx = T.launch_thread("threadIdx.x", 64)
+            ra = T.alloc_tensor(ty_args=[T.Tensor((na,), "uint32", scope="local")])
+            rb = T.alloc_tensor(ty_args=[T.Tensor((nb,), "uint32", scope="local")])
+            rd = T.alloc_tensor(ty_args=[T.Tensor((nd,), "float32", scope="local")])
+            rs = T.alloc_tensor(ty_args=[T.Tensor((wa + wb,), "uint32", scope="local")])
+            bs = T.decl_tensor(rs.ptr_to([0]), ty_args=[T.Tensor((4 * (wa + wb),), "uint8", scope="local")])
+            for r in T.unroll(na):
+                ra[r] = X[tx, r]
+            for r in T.unroll(nb):
+                rb[r] = Y[tx, r]
+            for i in T.unroll(4 * (wa + wb)):
+                bs[i] = T.uint8(127)
+            for i in T.unroll(rm):
+                bs[i] = SX[tx, i]
+            for i in T.unroll(rn):
+                bs[4 * wa + i] = SY[tx, i]
+            Af = T.decl_tensor(ra.ptr_to([0]), ty_args=[T.Tensor((rm, 1, 16, 4, 8), "uint32", scope="local", layout=la)])
+            Bf = T.decl_tensor(rb.ptr_to([0]), ty_args=[T.Tensor((rn, 1, 16, 4, 8), "uint32", scope="local", layout=lb)])
+            Df = T.decl_tensor(rd.ptr_to([0]), ty_args=[T.Tensor((rm, rn, 16, 16), "float32", scope="local", layout=ld)])
+            Sa = T.decl_tensor(rs.ptr_to([0]), ty_args=[T.Tensor((rm * (1 + in_loop), 1, 16, 4), dtype, scope="local", layout=ls,
+                                                                  align=align)])
+            Sb = T.decl_tensor(rs.ptr_to([wa]), ty_args=[T.Tensor((rn, 1, 16, 4), "uint8", scope="local", layout=lsb)])
+            for h in T.unroll(1 + in_loop):
+                T.rocm.tile.apply(T.amdgcn[SCALED.name], Df, Af, Bf, T.float32(0), Sa[h * rm : h * rm + rm], Sb, scope="wave",
+                                  cbsz=0, blgp=0, **params)
+            for r in T.unroll(nd):
+                D[tx, r] = rd[r]
+
+    return kernel
+
+
 TR16, TR8, TR6 = (CATALOG[n] for n in ("ds_read_tr16_b64_v4f16", "ds_read_tr8_b64_v2i32", "ds_read_tr6_b96_v3i32"))
 
 CASES = {
@@ -92,6 +143,11 @@ CASES = {
     "scaled byte tile of a sub-byte format": (lambda: scaled_byte_tile_probe(cbsz=2), r"operand A: cbsz=2 selects fp6, whose elements are not whole bytes: pass packed 32-bit words"),
     "ds_read_tr16 into a scaled MFMA": (lambda: tr_probe(TR16, params={"mfma": "mfma_scale_f32_16x16x128_f8f6f4", "operand": "B"}),
                                         r"mfma_scale_f32_16x16x128_f8f6f4 takes element tiles only for its 8-bit formats"),
+    "scaled op_sel with scale bytes": (lambda: scaled_scale_bytes_probe(op_sel_a=1), r"operand scale_a: op_sel_a comes from the byte position of the uint8 scale tile"),
+    "scaled scale bytes as int8": (lambda: scaled_scale_bytes_probe(dtype="int8"), r"operand scale_a: dtype int8 does not fit E8M0 scale bytes"),
+    "scaled scale bytes not register aligned": (lambda: scaled_scale_bytes_probe(align=2), r"operand scale_a: a uint8 scale tile must start a 32-bit register .*found align=2"),
+    "scaled scale byte not static": (lambda: scaled_scale_bytes_probe(1, 1, in_loop=True),
+                                     r"operand scale_a: the scale byte of each repeat must be known at compile time"),
     "scaled scale dtype": (lambda: mfma_probe(CATALOG["mfma_scale_f32_32x32x64_f8f6f4"], dtypes={"scale": "float32"}), r"operand scale_a: dtype float32 does not fit a 32-bit E8M0 scale"),
     # --- types
     "A element width": (lambda: mfma_probe(F16, dtypes={"A": "float32"}, layouts={"A": frag("mfma_f32_16x16x32_f16", "A")}), r"operand A: dtype float32 does not fit f16 elements"),
@@ -155,6 +211,46 @@ def test_at_least_thirty_distinct_violations():
 def test_the_canonical_probe_is_accepted(name):
     result = tvm_cdna4.build(mfma_probe(CATALOG[name]))
     assert CATALOG[name].mnemonic in result.asm
+
+
+def test_scaled_mfma_takes_scale_bytes_one_op_sel_per_repeat(rng):
+    """5 x 2 repeats, the scales uint8 byte tiles: repeat i's scale in byte i % 4 of register i // 4
+    (A's fifth scale in a second register). The emulated product equals numpy's with each repeat's
+    own scales, so every MFMA took its register and op_sel (an immediate per emitted MFMA)."""
+    from tvm_cdna4.emulator import device_function
+
+    rm, rn = 5, 2
+    kernel = scaled_scale_bytes_probe(rm, rn)
+    calls = []
+    tvm_ffi.structural_walk(device_function(kernel).body, (Call, calls.append))
+    mfma = [c for c in calls if c.op.name == "tirx.call_llvm_pure_intrin" and len(c.args) == 10]  # the scaled MFMAs
+    assert sorted((int(c.args[6].value), int(c.args[8].value)) for c in mfma) == sorted(
+        (mi % 4, ni % 4) for mi in range(rm) for ni in range(rn))
+    a = rng.normal(size=(rm, 16, 128)).astype(ml_dtypes.float8_e4m3fn)
+    b = rng.normal(size=(rn, 128, 16)).astype(ml_dtypes.float8_e4m3fn)
+    sa = rng.integers(120, 135, (rm, 16, 4)).astype(np.uint8)  # (repeat, row, K block)
+    sb = rng.integers(120, 135, (rn, 16, 4)).astype(np.uint8)
+    lane = np.arange(64)
+    row, kb = lane % 16, lane // 16
+    words = lambda x, i: formats.to_words("fp8", np.ascontiguousarray(x[i]))  # noqa: E731 - (16, 32) words of rows
+    X = np.concatenate([np.stack([words(a, i)[r, 8 * k : 8 * k + 8] for r, k in zip(row, kb)]) for i in range(rm)], 1)
+    Y = np.concatenate([np.stack([words(b.transpose(0, 2, 1), i)[r, 8 * k : 8 * k + 8] for r, k in zip(row, kb)])
+                        for i in range(rn)], 1)
+    SX, SY = sa[:, row, kb].T.copy(), sb[:, row, kb].T.copy()
+    D = np.zeros((64, rm * rn * 4), np.float32)
+    emulate(kernel, X, Y, SX, SY, D)
+    ld, _ = mfma_fragment(SCALED, "D", (rm, rn))
+    for mi in range(rm):
+        for ni in range(rn):
+            scale_a = np.exp2(np.repeat(sa[mi].astype(np.float64) - 127, 32, axis=1))
+            scale_b = np.exp2(np.repeat(sb[ni].astype(np.float64) - 127, 32, axis=1)).T
+            want = (a[mi].astype(np.float64) * scale_a) @ (b[ni].astype(np.float64) * scale_b)
+            got = np.zeros((16, 16))
+            for l in lane:
+                for r in range(4):
+                    _, i, j = lanes.acc_owner(SCALED, l, r)
+                    got[i, j] = D[l, (mi * rn + ni) * 4 + r]
+            compare(f"D[{mi}, {ni}]", got, want, rtol=1e-5, atol=1e-5)
 
 
 def test_scaled_mfma_takes_an_fp8_element_tile_next_to_packed_words(rng):

@@ -123,8 +123,8 @@ def _mbcnt(hi: bool):
             below = np.clip(lane - (32 if hi else 0), 0, 32).astype(np.uint64)
             bits = (np.asarray(m(env, mask)).astype(np.int64) & 0xFFFFFFFF).astype(np.uint64)
             sel = bits & ((np.uint64(1) << below) - np.uint64(1))
-            count = np.array([bin(int(v)).count("1") for v in np.broadcast_to(sel, lane.shape)], np.int32) \
-                if np.ndim(sel) else np.full(lane.shape, bin(int(sel)).count("1"), np.int32)
+            sel = np.ascontiguousarray(np.broadcast_to(sel, lane.shape), np.uint64)
+            count = np.unpackbits(sel.view(np.uint8)).reshape(*lane.shape, 64).sum(-1, dtype=np.int32)  # popcount
             return (np.asarray(x(env, mask)) + count).astype(np.int32)
         return run
     return factory

@@ -33,14 +33,22 @@ B ``(n, k)`` and the owner maps above (``a_elems`` = 32 consecutive K positions 
 register): the pattern packs them into the words; this is how dense fp8/bf8 GEMMs and
 ``ds_read_tr8`` fragments feed the scaled MFMA. Each operand takes either form, independently.
 Scales: ``(m, k/32)`` / ``(n, k/32)`` 32-bit registers, one per lane; byte ``op_sel`` holds the
-E8M0 scale of that lane's 32 K positions (127 = 2^0: unit scales for dense fp8/bf8 GEMMs).
+E8M0 scale of that lane's 32 K positions (127 = 2^0: unit scales for dense fp8/bf8 GEMMs). Or, per
+operand, ``uint8`` byte tiles of the same atom: the layout puts each scale in a byte of the lane's
+registers, and each repeat takes the register (byte ``// 4``) holding its scale with ``op_sel`` = byte
+``% 4``, so that four repeats share one register (``op_sel_a``/``op_sel_b`` are then not given). The
+byte must be the same for every lane and known at compile time (``op_sel`` is an immediate): the
+repeats are then emitted one by one, not as loops. The tile's storage starts a register (its data
+4-byte aligned); the bytes beyond its last one in that register are read with it and unused.
 
 Parameters are the builtin's immediates, checked against the catalog's legal ranges.
 """
 
 from __future__ import annotations
 
-from tvm_tirx.ir import TensorRegion
+from itertools import product
+
+from tvm_tirx.ir import Bind, IntImm, SeqStmt, TensorRegion, Var
 from tvm_tirx.script import tirx as T
 
 from ..errors import ContractError
@@ -48,7 +56,7 @@ from ..isa import SCALE_FORMAT_CODES, MfmaOp, lanes, scaled_intrinsic
 from ..isa.llvm_types import tir_dtype
 from ..isa.mfma_table import SCALE_BLOCK_K, SCALE_VECTOR_WORDS
 from ..rocm.helpers import bf16_mfma_helper
-from .common import WaveContext, check_operands, parameter
+from .common import WaveContext, check_operands, parameter, substitute
 
 # TIR dtypes accepted for each element format (bf16/fp8/bf8 only as bit patterns: common.BIT_STORAGE)
 ELEMENT_DTYPES = {
@@ -127,6 +135,65 @@ def _scaled_operand(ctx, op: MfmaOp, name: str, arg, fmt: str, code: str, mods: 
     return region, region.slots([(row, kb, w) for w in range(words)], lane), words, words
 
 
+class _Scale:
+    """A scaled MFMA's ``scale_a``/``scale_b``: 32-bit registers, or ``uint8`` byte tiles whose byte
+    position gives each repeat its register and ``op_sel`` (module docstring)."""
+
+    def __init__(self, ctx, op: MfmaOp, name: str, arg, repeat_axes, params: dict, lane):
+        self.ctx, self.op, self.name = ctx, op, name
+        self.byte_tile = is_byte_tile(arg)
+        self.region = ctx.region(name, arg, (op.m, op.k // SCALE_BLOCK_K), ("local",), repeat_axes=repeat_axes)
+        self.words = None
+        if self.byte_tile:
+            self._check_byte_tile(params)
+        else:
+            self.region.check_dtype(WORD_DTYPES, "a 32-bit E8M0 scale register (or uint8 scale bytes)")
+        row, kb = lanes.scale_owner(op, lane)
+        self.base = self.region.slots([(row, kb)], lane)
+
+    def _check_byte_tile(self, params: dict):
+        op, name = self.op, self.name
+        self.region.check_dtype(("uint8",), "E8M0 scale bytes")
+        sel = "op_sel_a" if name == "scale_a" else "op_sel_b"
+        if sel in params:
+            raise ContractError(f"{sel} comes from the byte position of the uint8 scale tile; it is not given",
+                                opcode=op.name, operand=name, expected=f"no {sel}", found=f"{sel}={params[sel]}")
+        alignment = int(self.region.ty.data_alignment)
+        if alignment % 4:
+            raise ContractError("a uint8 scale tile must start a 32-bit register (op_sel picks a byte of one)",
+                                opcode=op.name, operand=name, expected="data 4-byte aligned", found=f"align={alignment}")
+
+    def register(self, run, op_sel: int):
+        """(The int32 register, its ``op_sel``) at the repeat point ``run`` maps to."""
+        if not self.byte_tile:
+            value = self.region.load(run(self.base), 1)
+            return (value if str(value.ty.dtype) == "int32" else T.reinterpret(value, ty="int32")), op_sel
+        byte = run(self.base)
+        if not isinstance(byte, IntImm):
+            raise ContractError("the scale byte of each repeat must be known at compile time and the same for every "
+                                "lane (op_sel is an immediate)", opcode=self.op.name, operand=self.name,
+                                expected="a constant byte offset", found=f"byte {byte}",
+                                suggestion="slice the scale tile with constant bounds (repeats, not a loop around the MFMA)")
+        return T.reinterpret(self._words()[byte.value // 4], ty="int32"), byte.value % 4
+
+    def _words(self):
+        """The tile's storage as 32-bit registers (bound once, before the MFMAs)."""
+        if self.words is None:
+            span = int(self.region.layout.span("m"))
+            self.words = Var(f"tile_{self.name}_words", T.Tensor((-(-span // 4),), "uint32", scope="local", layout="default"))
+            self.ctx.bindings.append(Bind(self.words, T.decl_tensor(self.region.tensor.data, ty_args=[self.words.ty])))
+        return self.words
+
+
+def _repeat_point(ctx, point: tuple[int, ...]):
+    """Index map: an expression at the repeat coordinates ``point``, simplified."""
+    def at(expr):
+        for var, value in zip(ctx.repeat, point):
+            expr = substitute(expr, var, IntImm("int32", value))
+        return ctx.analyzer.simplify(expr)
+    return at
+
+
 def operand_names(op: MfmaOp) -> tuple[str, ...]:
     return ("D", "A", "B", "C", "scale_a", "scale_b") if op.kind == "mfma_scale" else ("D", "A", "B", "C")
 
@@ -176,12 +243,8 @@ def lower(op: MfmaOp, args, params, sctx):
     d.nonoverlapping()
 
     if scaled:
-        row, kb = lanes.scale_owner(op, lane)
-        scale_regions = []
-        for name, arg, rep in (("scale_a", args[4], mk), ("scale_b", args[5], nk)):
-            s = ctx.region(name, arg, (op.m, op.k // SCALE_BLOCK_K), ("local",), repeat_axes=rep)
-            s.check_dtype(WORD_DTYPES, "a 32-bit E8M0 scale register")
-            scale_regions.append((s, s.slots([(row, kb)], lane)))
+        scales = [_Scale(ctx, op, name, arg, rep, params, lane)
+                  for name, arg, rep in (("scale_a", args[4], mk), ("scale_b", args[5], nk))]
     else:
         a_base = a.slots([_drop(op, lanes.a_owner(op, lane, e)) for e in range(op.a_elems)], lane)
         b_base = b.slots([_b_atom(op, lanes.b_owner(op, lane, e)) for e in range(op.b_elems)], lane)
@@ -189,32 +252,41 @@ def lower(op: MfmaOp, args, params, sctx):
     d_base = d.slots(acc, lane)
     c_base = c.slots(acc, lane) if c is not None else None
 
-    run = ctx.at_runtime
-    dv = d.load(run(d_base), op.acc_elems)
-    cv = c.load(run(c_base), op.acc_elems) if c is not None else (
-        args[3] if op.acc_elems == 1 else T.broadcast(args[3], op.acc_elems))
-    cv = T.if_then_else(ctx.repeat[-1] == 0, cv, dv)
     acc_ty = tir_dtype(op.acc_vector)
-    if scaled:
+
+    def accumulate(at, value_of):
+        """The store of D = ``value_of(run, c)`` at the repeat point that ``at`` substitutes (the
+        identity inside the repeat loops); ``run`` maps a lane expression to that point at run time,
+        ``c`` is the accumulator in: C for the first K repeat, D after it."""
+        run = lambda expr: at(ctx.at_runtime(expr))  # noqa: E731
+        dv = d.load(run(d_base), op.acc_elems)
+        cv = c.load(run(c_base), op.acc_elems) if c is not None else (
+            args[3] if op.acc_elems == 1 else T.broadcast(args[3], op.acc_elems))
+        cv = T.if_then_else(at(ctx.repeat[-1]) == 0, cv, dv)
+        return d.store(run(d_base), op.acc_elems, value_of(run, cv))
+
+    def scaled_mfma(run, cv):
         av = a.load(run(a_base), a_count)
         bv = b.load(run(b_base), b_count)
         av, bv = (v if str(v.ty.dtype).startswith("int32") else T.reinterpret(v, ty=f"int32x{n}")
                   for v, n in ((av, a_words), (bv, b_words)))
-        sa, sb = (s.load(run(base), 1) for s, base in scale_regions)
-        sa, sb = (v if str(v.ty.dtype) == "int32" else T.reinterpret(v, ty="int32") for v in (sa, sb))
-        value = T.call_llvm_pure_intrin(
+        (sa, sel_a), (sb, sel_b) = (scale.register(run, mods[sel]) for scale, sel in zip(scales, ("op_sel_a", "op_sel_b")))
+        return T.call_llvm_pure_intrin(
             scaled_intrinsic(op, fmt_a, fmt_b), av, bv, cv, T.int32(mods["cbsz"]), T.int32(mods["blgp"]),
-            T.int32(mods["op_sel_a"]), sa, T.int32(mods["op_sel_b"]), sb, ty=acc_ty)
-    else:
+            T.int32(sel_a), sa, T.int32(sel_b), sb, ty=acc_ty)
+
+    def dense_mfma(run, cv):
         av = _operand_vector(a, run(a_base), op, fmt_a, op.a_vector)
         bv = _operand_vector(b, run(b_base), op, fmt_b, op.b_vector)
         if op.a_vector == "<8 x bfloat>":
-            value = T.call_pure_extern(bf16_mfma_helper(op, mods["blgp"]), av, bv, cv, ty=acc_ty)
-        else:
-            value = T.call_llvm_pure_intrin(op.llvm_intrinsic, av, bv, cv, T.int32(mods["cbsz"]),
-                                            T.int32(mods["abid"]), T.int32(mods["blgp"]), ty=acc_ty)
-    return ctx.finish([d.store(run(d_base), op.acc_elems, value)])
+            return T.call_pure_extern(bf16_mfma_helper(op, mods["blgp"]), av, bv, cv, ty=acc_ty)
+        return T.call_llvm_pure_intrin(op.llvm_intrinsic, av, bv, cv, T.int32(mods["cbsz"]),
+                                       T.int32(mods["abid"]), T.int32(mods["blgp"]), ty=acc_ty)
 
+    if scaled and any(scale.byte_tile for scale in scales):  # op_sel differs per repeat: each repeat on its own
+        stores = [accumulate(_repeat_point(ctx, point), scaled_mfma) for point in product(*map(range, ctx.repeat_shape))]
+        return SeqStmt([*ctx.bindings, *stores])
+    return ctx.finish([accumulate(lambda expr: expr, scaled_mfma if scaled else dense_mfma)])
 
 def _drop(op: MfmaOp, coords):
     """Catalog (block, x, y) -> atom coordinates (block axis only for multi-block shapes)."""

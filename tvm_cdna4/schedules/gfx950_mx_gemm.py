@@ -43,8 +43,13 @@ The E8M0 scales of a tile row (four per 128 K) travel as a 32-bit word (an A and
 thread, one of them out of range, ORed at the store) and are stored to LDS byte by byte, so that
 the word a lane reads holds its scales for four fragments (K group of its lane, byte = fragment
 mod 4) and each MFMA picks its byte with ``op_sel``: one scale register per four MFMA operands and
-no byte extraction. Edges: global loads outside the matrices read zeros (K rows and K words past the end),
-M/N positions past the end only reach masked outputs; the epilogue stores only inside C.
+no byte extraction. The MFMAs see those registers as ``uint8`` scale tiles (``patterns.mfma``), from
+whose byte positions the pattern takes each MFMA's register and ``op_sel``, so that one
+``tile.apply`` issues every MFMA of a K step (``_scaled_mfmas``; one per A fragment where A's slots
+are split, so that each fragment's copy precedes its own MFMAs).
+
+Edges: global loads outside the matrices read zeros (K rows and K words past the end), M/N
+positions past the end only reach masked outputs; the epilogue stores only inside C.
 """
 
 from __future__ import annotations
@@ -273,15 +278,13 @@ def gfx950_mx_gemm(M: int, N: int, K: int, dtype: str = "mxfp8", layout: str = "
     WM, WN = BM // 2, BN // 2
     RM, RN, RK = WM // op.m, WN // op.n, BK // op.k
     byte_a, byte_b = bits == 8 and not pa.k_contiguous, bits == 8 and not pb.k_contiguous
-    la, _ = mfma_fragment(op, "A", (1, 1), fmt, fmt, byte_tiles=byte_a)  # one MFMA operand
-    lb, _ = mfma_fragment(op, "B", (1, 1), fmt, fmt, byte_tiles=byte_b)
     # registers per fragment: 32 bytes, or W words; 6-word fragments from two ds_read_b96_tr_b6 take 8, so
     # that each half lands on an even register (gfx950 register tuples are even-aligned)
     slot_a, slot_b = (op.a_elems // 4 if byte else 8 if W == 6 and plan.tr else W
                       for byte, plan in ((byte_a, pa), (byte_b, pb)))
     na, nb = RM * RK * slot_a * (4 if byte_a else 1), RN * RK * slot_b * (4 if byte_b else 1)  # fragment set: registers or bytes
-    ls, _ = mfma_fragment(op, "scale_a", (1, 1))
-    lsb, _ = mfma_fragment(op, "scale_b", (1, 1))
+    ls, _ = mfma_fragment(op, "scale_a", (RM, 1))  # uint8: fragment i's scale in byte i % 4 of word i // 4
+    lsb, _ = mfma_fragment(op, "scale_b", (RN, 1))
     ld, nd = mfma_fragment(op, "D", (RM, RN))
     a_shape = (M, pa.row_words) if pa.k_contiguous else (K, pa.row_words)
     b_shape = (N, pb.row_words) if pb.k_contiguous else (K, pb.row_words)
@@ -421,28 +424,44 @@ def gfx950_mx_gemm(M: int, N: int, K: int, dtype: str = "mxfp8", layout: str = "
     _frag_a = _frag_loader(pa, a_row, a_k, slot_a)
     _frag_b = _frag_loader(pb, b_col, b_k, slot_b)
 
-    def _gather(plan: MxOperand, slot: int, elems: int):
-        """Macro ``gather(dst, regs, i, kk)``: the ``elems`` registers (or bytes) of the MFMA operand of
-        fragment ``i`` of K step ``kk`` from its slot in ``regs`` into ``dst``: a copy LLVM coalesces
-        away, except for a split 6-word slot (two ds_read_tr6 halves, 4 registers apart), whose three
-        moves then run in the period of the MFMAs, after its wait."""
-        if plan.tr is not None and slot != elems and bits == 6:
-            @T.macro
-            def gather(dst, regs, i, kk):
-                dst[T.ramp(0, 1, elems // 2)] = regs[T.ramp((i * RK + kk) * slot, 1, elems // 2)]
-                dst[T.ramp(elems // 2, 1, elems // 2)] = regs[T.ramp((i * RK + kk) * slot + slot // 2, 1, elems // 2)]
-        else:
-            @T.macro
-            def gather(dst, regs, i, kk):
-                dst[T.ramp(0, 1, elems)] = regs[T.ramp((i * RK + kk) * slot, 1, elems)]
-        return gather
+    def _operand(plan: MxOperand, name: str, slot: int, total: int, R: int, byte: bool):
+        """Macro ``operand(regs, kk, i0, use, x)``: runs ``use(V, x)`` with ``V`` the ``(R, 1, *atom)``
+        MFMA operands of fragments ``i0 ..`` of K step ``kk`` of the register set ``regs`` (``total``
+        fragments; fragment ``i`` in its slot of ``slot`` registers, or bytes for byte tiles, at
+        ``i * RK + kk``): a view of the set itself, or for a split 6-word slot (two ds_read_tr6 halves, 4
+        registers apart) a copy, whose three moves per fragment run in the period of the MFMAs, after
+        its wait."""
+        elems, dt = (op.a_elems, "uint8") if byte else (W, "uint32")
+        mn = op.m if name == "A" else op.n
+        atom = (mn, op.k) if byte else (mn, 4, W)
+        if slot == elems:
+            whole, _ = mfma_fragment(op, name, (total, RK), fmt, fmt, byte_tiles=byte)
 
-    ea, eb = (op.a_elems if byte else W for byte in (byte_a, byte_b))  # operand registers (bytes for byte tiles)
-    a_dt, b_dt = ("uint8" if byte_a else "uint32"), ("uint8" if byte_b else "uint32")
-    a_atom = (op.m, op.k) if byte_a else (op.m, 4, W)
-    b_atom = (op.n, op.k) if byte_b else (op.n, 4, W)
-    _gather_a = _gather(pa, slot_a * (4 if byte_a else 1), ea)
-    _gather_b = _gather(pb, slot_b * (4 if byte_b else 1), eb)
+            @T.macro
+            def operand(regs, kk, i0, use, x):
+                V = T.decl_tensor(regs.ptr_to([0]), ty_args=[T.Tensor((total, RK, *atom), dt, scope="local", layout=whole)])
+                use(V[i0 : i0 + R, kk : kk + 1], x)
+            return operand
+        frags, _ = mfma_fragment(op, name, (R, 1), fmt, fmt, byte_tiles=byte)
+        half = elems // 2  # the split slot: halves at registers 0 and slot // 2
+
+        @T.macro
+        def operand(regs, kk, i0, use, x):
+            c = T.alloc_tensor(ty_args=[T.Tensor((R * elems,), dt, scope="local")])
+            for i in T.unroll(R):
+                c[T.ramp(i * elems, 1, half)] = regs[T.ramp(((i0 + i) * RK + kk) * slot, 1, half)]
+                c[T.ramp(i * elems + half, 1, half)] = regs[T.ramp(((i0 + i) * RK + kk) * slot + slot // 2, 1, half)]
+            V = T.decl_tensor(c.ptr_to([0]), ty_args=[T.Tensor((R, 1, *atom), dt, scope="local", layout=frags)])
+            use(V, x)
+        return operand
+
+    # a split A slot is copied fragment by fragment, each right before its MFMAs (one tile.apply per
+    # fragment of A); every other operand feeds all the MFMAs of a K step (one tile.apply)
+    split_a = pa.tr is not None and bits == 6
+    a_rows = [(mi, 1) for mi in range(RM)] if split_a else [(0, RM)]
+    a_dt, b_dt = ("uint8" if byte_a else "uint32"), ("uint8" if byte_b else "uint32")  # fragment sets
+    _operand_a = _operand(pa, "A", slot_a * (4 if byte_a else 1), RM, a_rows[0][1], byte_a)
+    _operand_b = _operand(pb, "B", slot_b * (4 if byte_b else 1), RN, RN, byte_b)
 
     @T.macro
     def _load(g, s, ko):
@@ -475,17 +494,39 @@ def gfx950_mx_gemm(M: int, N: int, K: int, dtype: str = "mxfp8", layout: str = "
                         (g.regs_s[2 * (q * RK + kk)] | g.regs_s[2 * (q * RK + kk) + 1]) >> T.uint32(8) * T.cast(gi, "uint32"), "uint8")
 
     def _in_order(macros):
-        """Macro ``run(x, s)``: the ``macros`` (each of two arguments) one after the other; a tree of
-        macros, for sequences whose members differ in Python values (immediates, static indices)."""
-        if len(macros) == 1:
-            return macros[0]
-        first, rest = _in_order(macros[: len(macros) // 2]), _in_order(macros[len(macros) // 2 :])
+        """Macro ``run(x, s)``: the ``macros`` (each of two arguments) one after the other, for
+        sequences whose members differ in Python values (immediates, static indices): a tree of
+        macros with up to four children a node (TIRx parses a macro at each call: fewer nodes, less
+        time)."""
+        while len(macros) > 1:
+            macros = [_sequence(*macros[i : i + 4]) for i in range(0, len(macros), 4)]
+        return macros[0]
+
+    def _sequence(first, second=None, third=None, fourth=None):
+        """Macro ``run(x, s)``: the given macros one after the other."""
+        if second is None:
+            return first
+        if third is None:
+            @T.macro
+            def two(x, s):
+                first(x, s)
+                second(x, s)
+            return two
+        if fourth is None:
+            @T.macro
+            def three(x, s):
+                first(x, s)
+                second(x, s)
+                third(x, s)
+            return three
 
         @T.macro
-        def both(x, s):
+        def four(x, s):
             first(x, s)
-            rest(x, s)
-        return both
+            second(x, s)
+            third(x, s)
+            fourth(x, s)
+        return four
 
     def _frag_read(operand: str, kk: int, i: int):
         """Macro ``read((stage, f), s)``: fragment ``i`` of K step ``kk`` of ``operand``."""
@@ -513,26 +554,30 @@ def gfx950_mx_gemm(M: int, N: int, K: int, dtype: str = "mxfp8", layout: str = "
         f.regs_s[_span(RK * RWa, RK * RWb)] = _scale_words(
             stage.lds_s, _scale_slot(s.wn // WN, b_col(lane), b_k(lane) // 32, RWb, 2 * op.m * 4 * RK * RWa), RK * RWb)
 
-    def _scaled_mfma(kk: int, mi: int, ni: int):
-        """Macro ``mfma(f, s)``: the scaled MFMA of K step ``kk``, fragments ``mi`` and ``ni``, with the
-        ``op_sel`` bytes of its scales (``_scale_byte``)."""
+    def _scaled_mfmas(kk: int, i0: int, R: int):
+        """Macro ``mfmas(f, s)``: the scaled MFMAs of K step ``kk`` and A fragments ``i0 .. i0 + R``
+        (``mi`` outer, ``ni`` inner; ``_operand``); the scales as bytes, so that each MFMA's ``op_sel``
+        picks its byte (``_scale_byte``)."""
         @T.macro
-        def one(f, s):
-            ca = T.alloc_tensor(ty_args=[T.Tensor((ea,), a_dt, scope="local")])
-            cb = T.alloc_tensor(ty_args=[T.Tensor((eb,), b_dt, scope="local")])
-            _gather_a(ca, f.regs_a, mi, kk)
-            _gather_b(cb, f.regs_b, ni, kk)
-            Av = T.decl_tensor(ca.ptr_to([0]), ty_args=[T.Tensor((1, 1, *a_atom), a_dt, scope="local", layout=la)])
-            Bv = T.decl_tensor(cb.ptr_to([0]), ty_args=[T.Tensor((1, 1, *b_atom), b_dt, scope="local", layout=lb)])
-            Sa = T.decl_tensor(f.regs_s.ptr_to([kk * RWa + mi // 4]),
-                               ty_args=[T.Tensor((1, 1, op.m, 4), "uint32", scope="local", layout=ls)])
-            Sb = T.decl_tensor(f.regs_s.ptr_to([RK * RWa + kk * RWb + ni // 4]),
-                               ty_args=[T.Tensor((1, 1, op.n, 4), "uint32", scope="local", layout=lsb)])
-            T.rocm.tile.apply(T.amdgcn[op.name], s.Df[mi : mi + 1, ni : ni + 1], Av, Bv, s.Df[mi : mi + 1, ni : ni + 1], Sa, Sb, scope="wave",
-                              cbsz=code, blgp=code, op_sel_a=mi % 4, op_sel_b=ni % 4)
-        return one
+        def with_b(Bv, x):
+            Av, f, s = x
+            Sa = T.decl_tensor(f.regs_s.ptr_to([kk * RWa]),
+                               ty_args=[T.Tensor((RM, 1, op.m, 4), "uint8", scope="local", layout=ls)])
+            Sb = T.decl_tensor(f.regs_s.ptr_to([RK * RWa + kk * RWb]),
+                               ty_args=[T.Tensor((RN, 1, op.n, 4), "uint8", scope="local", layout=lsb)])
+            T.rocm.tile.apply(T.amdgcn[op.name], s.Df[i0 : i0 + R], Av, Bv, s.Df[i0 : i0 + R], Sa[i0 : i0 + R], Sb,
+                              scope="wave", cbsz=code, blgp=code)
 
-    _mfmas = _in_order([_scaled_mfma(kk, mi, ni) for kk in range(RK) for mi in range(RM) for ni in range(RN)])
+        @T.macro
+        def with_a(Av, x):
+            _operand_b(x[0].regs_b, kk, 0, with_b, (Av, x[0], x[1]))
+
+        @T.macro
+        def mfmas(f, s):
+            _operand_a(f.regs_a, kk, i0, with_a, (f, s))
+        return mfmas
+
+    _mfmas = _in_order([_scaled_mfmas(kk, i0, R) for kk in range(RK) for i0, R in a_rows])
 
     @T.macro
     def _mma(f, s):
