@@ -181,6 +181,18 @@ def test_gfx950_build_is_cached(monkeypatch, cache_dir):
     assert warm.executable is None
     with pytest.raises(AssertionError, match="built although"):
         gfx950_cli.build_cached(replace_ns(args, K=128))
+    monkeypatch.setattr(gfx950_cli, "schedule_digest", lambda: "an edited schedule")
+    with pytest.raises(AssertionError, match="built although"):  # an edit under the same version rebuilds
+        gfx950_cli.build_cached(args)
+
+
+def test_source_digest_covers_the_files_it_names():
+    from tvm_cdna4.schedules import cuda_gemm, gfx950_cli
+
+    plan, emit = cache.source_digest("schedules/cuda_plan.py"), cache.source_digest("schedules/cuda_emit.py")
+    assert len({plan, emit, cuda_gemm.schedule_digest(), gfx950_cli.schedule_digest()}) == 4
+    assert cache.source_digest("schedules/cuda_plan.py") == plan  # stable (memoized per process)
+    assert cache.source_digest("no/such/*.py") == cache.hashlib.sha256().hexdigest()
 
 
 def replace_ns(ns, **changes):

@@ -59,6 +59,25 @@ def dist_version(name: str) -> str:
     return version(name)
 
 
+_DIGESTS: dict[tuple[str, ...], str] = {}
+
+
+def source_digest(*patterns: str) -> str:
+    """SHA-256 of the package's source files matching ``patterns`` (globs relative to the package,
+    e.g. ``"schedules/cuda_*.py"``), once per process: part of a build's key, so that an edited
+    schedule or pattern under the same version string (an editable install) never reads a kernel
+    cached before the edit."""
+    digest = _DIGESTS.get(patterns)
+    if digest is None:
+        root = Path(__file__).parent
+        files = sorted({f for pattern in patterns for f in root.glob(pattern)})
+        h = hashlib.sha256()
+        for f in files:
+            h.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes())
+        digest = _DIGESTS[patterns] = h.hexdigest()
+    return digest
+
+
 def versions() -> dict:
     """The package and TIRx versions every key includes."""
     from . import __version__

@@ -109,13 +109,12 @@ def build(M, N, K, dtype="f16", layout="nt", out_dtype="f32", config=None, arch=
 
 
 def schedule_digest() -> str:
-    """SHA-256 of the schedule's code (planner and emission): part of the build-cache key, so an
-    edited schedule never gets a kernel cached before the edit under the same version string."""
-    import hashlib
-    from pathlib import Path
+    """SHA-256 of the schedule's code (planner and emission) and of the TIRx internals its builds
+    use (``tirx_private``): part of the build-cache key, so an edited schedule never gets a kernel
+    cached before the edit under the same version string."""
+    from ..cache import source_digest
 
-    here = Path(__file__).parent
-    return hashlib.sha256(b"".join((here / name).read_bytes() for name in ("cuda_plan.py", "cuda_emit.py"))).hexdigest()
+    return source_digest("schedules/cuda_plan.py", "schedules/cuda_emit.py", "tirx_private.py")
 
 
 def _compile(M, N, K, dtype, layout, out_dtype, cfg, arch, compiler) -> dict[str, bytes]:

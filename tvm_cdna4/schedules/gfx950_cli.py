@@ -87,6 +87,15 @@ def _kernel(args, cfg):
     return gfx950_gemm(args.M, args.N, args.K, args.dtype, args.layout, _out_dtype(args), cfg)
 
 
+def schedule_digest() -> str:
+    """SHA-256 of everything a gfx950 GEMM's code comes from: the schedules, the tile patterns, the
+    LLVM IR helpers, the kernel rules and the build (``cache.source_digest``)."""
+    from ..cache import source_digest
+
+    return source_digest("schedules/gfx950_*.py", "schedules/pipeline.py", "patterns/*.py", "rocm/*.py", "isa/*.py",
+                         "tirx_private.py")
+
+
 def build_cached(args, cfg=None, cache: bool = True):
     """``tvm_cdna4.build`` of the CLI's kernel through the build cache, keyed by every argument that
     determines the kernel: the LLVM IR, assembly and code object are cached; ``executable`` is None
@@ -105,7 +114,7 @@ def build_cached(args, cfg=None, cache: bool = True):
         return blobs
 
     key = dict(target="gfx950", M=args.M, N=args.N, K=args.K, dtype=args.dtype, layout=args.layout,
-               out_dtype=_out_dtype(args), config=attrs.asdict(cfg))
+               out_dtype=_out_dtype(args), config=attrs.asdict(cfg), schedule=schedule_digest())
     blobs = cached("gfx950-gemm", key, compile_, enabled=cache)
     asm = blobs["asm"].decode()
     return BuildResult(llvm_ir=blobs["llvm_ir"].decode(), asm=asm, kernels=parse_metadata(asm),
