@@ -17,8 +17,8 @@ import numpy as np
 
 from ..errors import ContractError
 
-from .gfx950_gemm import DTYPES, default_config, dma_config, gfx950_gemm
-from .gfx950_mx_gemm import MX_FORMATS, default_mx_config, gfx950_mx_gemm, pack_operands
+# the plans only: resolving options and reading the build cache import no TIRx (warm builds)
+from .gfx950_plan import DTYPES, MX_FORMATS, default_config, default_mx_config, dma_config
 
 GFX950_DTYPES = (*DTYPES, *MX_FORMATS)
 OUT_NP = {"f32": np.float32, "f16": np.float16, "i32": np.int32, "f64": np.float64}
@@ -82,6 +82,9 @@ def _out_dtype(args) -> str:
 
 
 def _kernel(args, cfg):
+    from .gfx950_gemm import gfx950_gemm
+    from .gfx950_mx_gemm import gfx950_mx_gemm
+
     if args.dtype in MX_FORMATS:
         return gfx950_mx_gemm(args.M, args.N, args.K, args.dtype, args.layout, cfg)
     return gfx950_gemm(args.M, args.N, args.K, args.dtype, args.layout, _out_dtype(args), cfg)
@@ -100,13 +103,14 @@ def build_cached(args, cfg=None, cache: bool = True):
     """``tvm_cdna4.build`` of the CLI's kernel through the build cache, keyed by every argument that
     determines the kernel: the LLVM IR, assembly and code object are cached; ``executable`` is None
     on a hit. The emulator route (``--validate``) needs the lowered TIR, which is not cached."""
-    from .. import build
     from ..cache import cached
     from ..rocm.build import BuildResult, parse_metadata
 
     cfg = config(args) if cfg is None else cfg
 
     def compile_() -> dict[str, bytes]:
+        from .. import build  # TIRx: on a miss only
+
         result = build(_kernel(args, cfg))
         blobs = {"llvm_ir": result.llvm_ir.encode(), "asm": result.asm.encode()}
         if result.code_object is not None:
@@ -136,6 +140,8 @@ def _inputs(args, rng):
         c = np.full((M, N), np.nan, np.float32)
         sa64 = a.astype(np.float64) * np.exp2(np.repeat(sa - 127.0, 32, axis=1))
         sb64 = b.astype(np.float64) * np.exp2(np.repeat(sb - 127.0, 32, axis=1)).T
+        from .gfx950_mx_gemm import pack_operands
+
         return (*pack_operands(a, b, fmt, args.layout), sa, sb, c), sa64 @ sb64, np.abs(sa64) @ np.abs(sb64), c, "f32"
     import ml_dtypes
 

@@ -54,40 +54,21 @@ positions past the end only reach masked outputs; the epilogue stores only insid
 
 from __future__ import annotations
 
-import math
-
 import attrs
 import numpy as np
 from tvm_tirx.script import tirx as T
 
-from ..isa import CATALOG, DS_READ_TR_OPS, DsReadTrOp
+from ..isa import CATALOG
 from ..isa.formats import fmt as format_of
 from ..isa.formats import to_words
 from ..isa.mfma_table import SCALE_VECTOR_WORDS
 from ..patterns import register
 from ..patterns.layouts import mfma_fragment, tr_fragment
 from ..patterns.wave import BUFFER_OOB
-from ..rocm.build import GFX950_LDS_BYTES
-from .gfx950_gemm import FORMAT_CODES, LAYOUTS, lane_maps
+from .gfx950_plan import (FORMAT_CODES, LAYOUTS, MFMA, MX_FORMATS, THREADS, MxGemmConfig, MxOperand, _check,
+                          _scale_words_per_stage, default_mx_config, lane_maps, lds_bytes, operand_plan)
 from .pipeline import (chunk_loader, fragment_pipeline, guarded_load, lds_stage, prefetch_program, prefetch_reads,
                        schedule_hint)
-
-DS_READ2_B64_REACH = 255 * 8  # bytes between the two addresses of one ds_read2_b64 (8-bit offsets of 8 bytes)
-MX_FORMATS = {"mxfp8": "fp8", "mxbf8": "bf8", "mxfp6": "fp6", "mxbf6": "bf6", "mxfp4": "fp4"}
-MFMA = "mfma_scale_f32_16x16x128_f8f6f4"
-THREADS = 256
-
-
-@attrs.frozen
-class MxGemmConfig:
-    """Tile configuration. ``block_k``: K tile, 128 or 256 (one or two scaled MFMA K steps)."""
-
-    block_m: int = 128
-    block_n: int = 128
-    block_k: int = 128
-    lds_pad: int = 16  # bytes added to every LDS row
-    interleave: bool = True  # as Gfx950GemmConfig.interleave
-    load_ahead: int = 2  # as Gfx950GemmConfig.load_ahead
 
 
 @attrs.frozen(eq=False)
@@ -133,79 +114,6 @@ class MxWaveState:
     tx: object  # thread index in the workgroup
 
 
-def transpose_load(fmt: str) -> DsReadTrOp:
-    """The catalog's ``ds_read_tr`` that feeds ``fmt`` (tr8 for fp8/bf8, tr6 for fp6/bf6, tr4 for fp4)."""
-    return next(op for op in DS_READ_TR_OPS if fmt in op.feeds and op.element_bits == format_of(fmt).bits)
-
-
-@attrs.frozen
-class MxOperand:
-    """How one operand travels from global memory to MFMA fragments (module docstring).
-
-    Storage: ``rows`` rows of ``row_words`` packed words; a tile is ``tile_rows`` rows of
-    ``tile_words`` words. Each thread copies ``units`` units of ``unit_words`` words per tile (one
-    buffer load each: 16 bytes; tr6: one 12-byte chunk, stored in its 16-byte slot) into an LDS stage of ``lds_shape``
-    (``lds_dtype``): uint32 K words (K-contiguous), or uint8 rows of K with ``slot_bytes`` per
-    ``ds_read_tr`` chunk (M/N-contiguous; ``lds_row`` bytes per K row)."""
-
-    name: str  # "A" or "B"
-    k_contiguous: bool
-    rows: int
-    row_words: int
-    tile_rows: int
-    tile_words: int
-    unit_words: int
-    units: int
-    lds_shape: tuple[int, ...]
-    lds_dtype: str
-    lds_row: int  # LDS row pitch in lds_dtype elements
-    tr: str | None = None  # the transposing LDS load (M/N-contiguous)
-    slot_bytes: int = 0  # LDS bytes per ds_read_tr chunk (M/N-contiguous)
-    reads: int = 0  # LDS read instructions per MFMA fragment
-
-    @property
-    def chunk_bytes(self) -> int:
-        """Data bytes of one ``ds_read_tr`` chunk."""
-        return CATALOG[self.tr].load_bits // 8 if self.tr else 0
-
-
-def operand_plan(name: str, k_contiguous: bool, extent: int, K: int, tile: int, block_k: int, fmt: str,
-                 lds_pad: int) -> MxOperand:
-    """The plan of operand ``name`` (``extent`` = M or N, ``tile`` = block_m or block_n)."""
-    op, bits = CATALOG[MFMA], format_of(fmt).bits
-    words = SCALE_VECTOR_WORDS[fmt]  # per lane and fragment: 32 K positions
-    rk = block_k // op.k
-    if k_contiguous:
-        tile_words = block_k * bits // 32
-        pad = lds_pad // 4
-        if words % 4 and 16 * 4 * (tile_words + pad) <= DS_READ2_B64_REACH:
-            # a fragment's 6 words are a 16-byte and an 8-byte read; LLVM pairs the 8-byte reads of two
-            # fragments into one ds_read2_b64 (and copies the halves) unless 16 rows lie beyond its reach
-            pad += 8
-        shape = (tile, tile_words + pad)
-        return MxOperand(name, True, extent, K * bits // 32, tile, tile_words, 4,
-                         tile * tile_words // 4 // THREADS, shape, "uint32", shape[1], reads=-(-words // 4))
-    tr = transpose_load(fmt)
-    chunk = tr.load_bits // 8
-    slot = -(-chunk // tr.lds_alignment) * tr.lds_alignment
-    unit = 4 if slot == chunk else chunk // 4  # words per global load: 16 bytes, or one padded tr6 chunk
-    tile_words = tile * bits // 32
-    row = tile // tr.elements * slot + lds_pad
-    if bits == 8:  # the operand form's (k, m/n) element tile
-        shape = (block_k, row)
-    else:  # the tile form's (K step, call, 16-lane group, provider row, bytes): K row 128 kk + 32 g + 16 j + p
-        shape = (rk, 2, 4, 16, row)
-    return MxOperand(name, False, K, -(-extent * bits // 32), block_k, tile_words, unit,
-                     block_k * tile_words // unit // THREADS, shape, "uint8", row, tr.name, slot,
-                     op.a_elems // tr.elements)
-
-
-def _check(plan: MxOperand, cfg: MxGemmConfig) -> None:
-    if plan.units < 1 or plan.units * THREADS * plan.unit_words != plan.tile_rows * plan.tile_words:
-        raise ValueError(f"MX GEMM: the {plan.name} tile ({plan.tile_rows} rows of {plan.tile_words} words) is not a "
-                         f"whole number of {plan.unit_words}-word units per thread; got {cfg}")
-
-
 def _lds_tensor(plan: MxOperand):
     """The operand's LDS stage: row-major K words, or bytes; the tile form's 5-D view of K rows."""
     if len(plan.lds_shape) == 2:
@@ -214,38 +122,6 @@ def _lds_tensor(plan: MxOperand):
     strides = (rk * 128 * pitch, 128 * pitch, 16 * pitch, 32 * pitch, pitch, 1)
     return T.Tensor((1, *plan.lds_shape), plan.lds_dtype, scope="shared", align=16,
                     layout=T.TileLayout(T.S[(1, *plan.lds_shape) : strides]))
-
-
-def lds_bytes(dtype: str, layout: str, config: MxGemmConfig) -> int:
-    """LDS bytes of the kernel: two stages of the A and B tiles and of the scale words."""
-    fmt, cfg = MX_FORMATS[dtype], config
-    stage = sum(math.prod(p.lds_shape) * (4 if p.lds_dtype == "uint32" else 1)
-                for p in (operand_plan("A", layout[0] == "n", 1, cfg.block_k, cfg.block_m, cfg.block_k, fmt, cfg.lds_pad),
-                          operand_plan("B", layout[1] == "t", 1, cfg.block_k, cfg.block_n, cfg.block_k, fmt, cfg.lds_pad)))
-    return 2 * (stage + 4 * _scale_words_per_stage(cfg))
-
-
-def _scale_words_per_stage(cfg: MxGemmConfig) -> int:
-    """Scale words of a stage (``_scale_byte``): per wave half, lane row, K group and K step, one
-    word per four fragments of A and of B; and the spare words of the rows past the tile."""
-    op = CATALOG[MFMA]
-    rk = cfg.block_k // op.k
-    words = -(-cfg.block_m // 2 // op.m // 4) + -(-cfg.block_n // 2 // op.n // 4)
-    return 2 * op.m * 4 * rk * words + 4 * rk
-
-
-def default_mx_config(dtype: str, layout: str = "nt") -> MxGemmConfig:
-    """The default tile: 128 x 128 with 128-wide K tiles; mxfp4 (whose MFMAs take half the cycles of
-    the 8-bit ones) K tiles of 256, two MFMA K steps, wherever two workgroups still fit a CU's LDS
-    (layout nt), so that a tile's loads and waits hide behind twice the MFMAs. Global loads run two
-    K tiles ahead, except for 8-bit A tiles read through ``ds_read_tr8`` (layouts tn, tt): there the
-    second staging register set would take the kernel past 256 VGPRs (one wave per SIMD)."""
-    wide = MxGemmConfig(block_k=256)
-    if MX_FORMATS[dtype] == "fp4" and 2 * lds_bytes(dtype, layout, wide) <= GFX950_LDS_BYTES:
-        return wide
-    if format_of(MX_FORMATS[dtype]).bits == 8 and layout[0] == "t":
-        return MxGemmConfig(load_ahead=1)
-    return MxGemmConfig()
 
 
 def _span(base, n: int):
@@ -655,3 +531,7 @@ def pack_operands(a, b, fmt: str, layout: str):
     A = a.T if layout[0] == "t" else a
     B = b.T if layout[1] == "t" else b
     return pack_rows(np.ascontiguousarray(A), fmt), pack_rows(np.ascontiguousarray(B), fmt)
+
+
+__all__ = ["MX_FORMATS", "MxGemmConfig", "MxOperand", "default_mx_config", "gfx950_mx_gemm", "lds_bytes", "operand_plan",
+           "pack_operands", "pack_rows"]
