@@ -151,3 +151,55 @@ def test_memoized_cuda_lowerings_are_the_pinned_ones():
         assert list(inspect.signature(module.lower).parameters) == ["opcode", "entry", "modifiers", "args", "params", "sctx"]
         assert f"lower = {name}.lower" in inspect.getsource(patterns._lower)
     assert "with_def_region_kind" in inspect.signature(tvm_ffi.structural_map).parameters
+
+
+def test_macro_transpile_memo_is_pinned_and_scoped():
+    """Section 8: TIRx's ``_run_statements`` is the pinned one; inside ``macro_transpile_memo()`` a
+    macro called again with same-typed arguments is transpiled once and builds the same IR (its
+    environment read when the builder runs), each block starts afresh, and the swap is undone on
+    leaving."""
+    from tvm_tirx.script import tirx as T
+    from tvm_tirx.script.parser import entry
+
+    assert tirx_private.run_statements_sha256() == tirx_private.RUN_STATEMENTS_SHA256
+    original = entry._run_statements
+    compiled = []
+    real = tirx_private._compiled_macro
+
+    def counting(*args):
+        compiled.append(args[0].__name__)
+        return real(*args)
+
+    scale = {"k": 2}
+
+    @T.macro
+    def fill(buf, i):
+        buf[i] = T.float32(i * scale["k"])
+
+    def kernel():
+        @T.function
+        def main(A: T.Tensor((4,), "float32")):
+            for i in T.unroll(2):
+                fill(A, i)
+            fill(A, 2)
+            fill(A, 3)
+
+        return main
+
+    plain = kernel()
+    try:
+        tirx_private._compiled_macro = counting
+        with tirx_private.macro_transpile_memo():
+            assert entry._run_statements is not original
+            memo = kernel()
+        assert compiled == ["fill", "fill"]  # a T.unroll variable, then an int: two argument types
+        assert tvm_ffi.structural_equal(plain, memo, map_free_vars=True)
+        with tirx_private.macro_transpile_memo():
+            kernel()
+            scale["k"] = 3  # the same dict: the builder reads it when it runs, no new transpile
+            changed = kernel()
+        assert compiled == ["fill"] * 4
+        assert not tvm_ffi.structural_equal(plain, changed, map_free_vars=True)
+    finally:
+        tirx_private._compiled_macro = real
+    assert entry._run_statements is original

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import types
 
 from tvm_ffi.dataclasses import enum as _ffi_enum
 from tvm_tirx.backend.cuda.tile.patterns import common as cuda_common
@@ -368,3 +369,125 @@ def shared_cuda_lowering():
 
 _SHARED_LOCK = threading.Lock()
 _SHARED_USERS = 0
+
+
+# 8. One transpilation per TVMScript macro. TIRx re-reads, re-transpiles and re-compiles a macro's
+#    source at every call (``parser.entry._run_statements``): the emission of one GEMM calls its
+#    macros hundreds of times, and that is a third of a build. Within ``macro_transpile_memo()``
+#    (our schedules' emission only), the compiled builder of a macro is reused for a later call of
+#    the same function object with the same builder, the same argument names and types and an
+#    environment (globals, captured bindings) whose every value is the same object; the arguments
+#    themselves are the builder's parameters, passed afresh at each call. Anything else goes
+#    through TIRx's own function. The generated code is unchanged (tests/test_cuda_gemm_golden.py,
+#    tests/test_gfx950_gemm_golden.py).
+RUN_STATEMENTS = "_run_statements"
+RUN_STATEMENTS_SHA256 = "077d3751f3f2bc2882e5ba3e6a036a13a452d18c1b0a205bf417b3f86784ebf9"
+_MACROS = threading.local()
+_MACRO_LOCK = threading.Lock()
+_MACRO_USERS = 0
+
+
+def _parser_entry():
+    from tvm_tirx.script.parser import entry  # not at import: TIRx's backend autoload imports this package
+
+    return entry
+
+
+def _original_run_statements():
+    entry = _parser_entry()
+    return getattr(entry, "_tvm_cdna4_original_run_statements", getattr(entry, RUN_STATEMENTS))
+
+
+def run_statements_sha256() -> str:
+    import hashlib
+    import inspect
+
+    return hashlib.sha256(inspect.getsource(_original_run_statements()).encode()).hexdigest()
+
+
+def _compiled_macro(source, builder, environment, bound_names, preserve_return, definition_scope):
+    """TIRx's ``_run_statements`` up to the call: the compiled builder and its parameter names."""
+    import ast
+
+    E = _parser_entry()
+    tree, filename, flags = E.acquire_source(source)
+    definition_scope = {} if definition_scope is None else definition_scope
+    transformer, namespace = E._prepare_transpiler(tree, source, environment, definition_scope, filename,
+                                                   preserve_return=preserve_return, current_scope=tree.body[-1])
+    namespace[transformer.function.dialect_prefix] = builder
+    node = tree.body[-1]
+    captures = transformer.module.make_fresh_name("_definition")
+    transformer.function.definition_captures = captures
+    body = transformer.transform_statements(node.body)
+    statements = transformer._create_definition_bindings(node, transformer.function.capture_names, captures=captures)
+    names = sorted(name for name in bound_names if name in namespace)
+    helper_name = transformer.module.make_fresh_name("_macro")
+    helper = ast.copy_location(
+        ast.FunctionDef(helper_name, ast.arguments(posonlyargs=[], args=[ast.arg(name) for name in names],
+                                                   kwonlyargs=[], kw_defaults=[], defaults=[]),
+                        body or [ast.Pass()], [], None), node)
+    if "type_params" in ast.FunctionDef._fields:
+        helper.type_params = []
+    transformer.module.generated_builders.append(
+        E.GeneratedBuilder(helper, node.name, set(names) | transformer.module.prescan_ctx.namespaces.keys()))
+    runnable = E._recompose_builder(
+        ast.Module([*statements, helper], []), source_fn=source, definition_scope=transformer.module.definition_scope,
+        generated_builders=transformer.module.generated_builders, filename=filename, flags=flags,
+        name=transformer.module.make_fresh_name("_builder"), make_fresh_name=transformer.module.make_fresh_name,
+        environment=namespace, result=helper_name)()
+    return runnable, names
+
+
+def _memoized_run_statements(source, builder, environment, bound_names, *, preserve_return=False,
+                             definition_scope=None):
+    table = getattr(_MACROS, "table", None)
+    if table is None or not isinstance(source, types.FunctionType):
+        return _original_run_statements()(source, builder, environment, bound_names, preserve_return=preserve_return,
+                                        definition_scope=definition_scope)
+    names = tuple(sorted(bound_names))
+    key = (source, id(builder), names, tuple(type(environment[n]) for n in names), preserve_return,
+           id(definition_scope))
+    seen = table.get(key)
+    if seen is None or not all(environment.get(k, seen) is v for k, v in seen[0].items()):
+        runnable, params = _compiled_macro(source, builder, environment, set(bound_names), preserve_return,
+                                           definition_scope)
+        fixed = {k: v for k, v in environment.items() if k not in bound_names}
+        seen = table[key] = (fixed, builder, runnable, params)
+    _, _, runnable, params = seen
+    return runnable(*(environment[name] for name in params))
+
+
+@contextlib.contextmanager
+def macro_transpile_memo():
+    """Within the block (one thread's schedule emission), macros are transpiled once per function,
+    argument names and types and environment (section 8). Other threads keep TIRx's function."""
+    global _MACRO_USERS
+    entry = _parser_entry()
+    with _MACRO_LOCK:
+        if _MACRO_USERS == 0:
+            entry._tvm_cdna4_original_run_statements = getattr(entry, RUN_STATEMENTS)
+            setattr(entry, RUN_STATEMENTS, _memoized_run_statements)
+        _MACRO_USERS += 1
+    outer = getattr(_MACROS, "table", None)
+    _MACROS.table = {} if outer is None else outer
+    try:
+        yield
+    finally:
+        _MACROS.table = outer
+        with _MACRO_LOCK:
+            _MACRO_USERS -= 1
+            if _MACRO_USERS == 0:
+                setattr(entry, RUN_STATEMENTS, entry._tvm_cdna4_original_run_statements)
+                del entry._tvm_cdna4_original_run_statements
+
+
+def transpile_once(emit):
+    """Decorator: the schedule emission ``emit`` runs inside ``macro_transpile_memo()``."""
+    import functools
+
+    @functools.wraps(emit)
+    def run(*args, **kwargs):
+        with macro_transpile_memo():
+            return emit(*args, **kwargs)
+
+    return run

@@ -18,6 +18,7 @@ from tvm_tirx.script import ir as I
 from tvm_tirx.script import tirx as T
 from tvm_tirx.tirx.layout import S, ComposeLayout, TileLayout
 
+from ..tirx_private import transpile_once
 from .cuda_plan import GemmPlan, OperandPlan
 
 
@@ -548,6 +549,7 @@ def store_elements(p, dst, src, acc, row_t, col_t):
 # ---- the kernel ---------------------------------------------------------------------------------
 
 
+@transpile_once
 def emit(p: GemmPlan):
     """The TIRx PrimFunc ``main(A, B, C)`` of a plan."""
     a_shape, b_shape, dt, ot = p.a.shape, p.b.shape, p.dtype, p.epilogue.out_dtype

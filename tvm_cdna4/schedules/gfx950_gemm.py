@@ -38,6 +38,7 @@ from tvm_tirx.script import tirx as T
 from ..isa import CATALOG
 from ..patterns import register
 from ..patterns.layouts import mfma_fragment
+from ..tirx_private import transpile_once
 from .gfx950_plan import (DTYPES, FORMAT_CODES, LAYOUTS, UNIT_SCALES, Gfx950GemmConfig, Gfx950GemmPlan, OperandPlan,
                           default_config, dma_config, lane_maps, plan_gfx950_gemm)
 from .pipeline import chunk_loader, dma_loader, dma_pipeline, fragment_pipeline, lds_stage, schedule_hint
@@ -96,6 +97,7 @@ def gfx950_gemm(M: int, N: int, K: int, dtype: str = "f16", layout: str = "nn", 
     return emit_gfx950_gemm(plan_gfx950_gemm(M, N, K, dtype, layout, out_dtype, config, batch))
 
 
+@transpile_once
 def emit_gfx950_gemm(plan: Gfx950GemmPlan):
     """The PrimFunc of a plan (``gfx950_gemm``)."""
     op = CATALOG[plan.mfma]

@@ -65,6 +65,7 @@ from ..isa.mfma_table import SCALE_VECTOR_WORDS
 from ..patterns import register
 from ..patterns.layouts import mfma_fragment, tr_fragment
 from ..patterns.wave import BUFFER_OOB
+from ..tirx_private import transpile_once
 from .gfx950_plan import (FORMAT_CODES, LAYOUTS, MFMA, MX_FORMATS, THREADS, MxGemmConfig, MxOperand, _check,
                           _scale_words_per_stage, default_mx_config, lane_maps, lds_bytes, operand_plan)
 from .pipeline import (chunk_loader, fragment_pipeline, guarded_load, lds_stage, prefetch_program, prefetch_reads,
@@ -129,6 +130,7 @@ def _span(base, n: int):
     return base if n == 1 else T.ramp(base, 1, n)
 
 
+@transpile_once
 def gfx950_mx_gemm(M: int, N: int, K: int, dtype: str = "mxfp8", layout: str = "nt", config: MxGemmConfig | None = None):
     """PrimFunc ``(A words, B words, SA, SB, C float32)``; see the module docstring."""
     register()
