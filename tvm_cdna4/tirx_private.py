@@ -339,36 +339,57 @@ def _memoized(name: str):
 _MEMOIZED_LOWER = {name: _memoized(name) for name in CUDA_MEMOIZED_PATTERNS}
 
 
+class _ProcessSwap:
+    """A process-wide swap of TIRx functions, made while any thread needs it: installed when the
+    first user enters, undone when the last one leaves. Users keep their own state thread-local,
+    so builds on other threads that reach a swapped function get TIRx's behaviour from it."""
+
+    def __init__(self, install, uninstall):
+        self.install, self.uninstall = install, uninstall
+        self.lock = threading.Lock()
+        self.users = 0
+
+    @contextlib.contextmanager
+    def held(self):
+        with self.lock:
+            if self.users == 0:
+                self.install()
+            self.users += 1
+        try:
+            yield
+        finally:
+            with self.lock:
+                self.users -= 1
+                if self.users == 0:
+                    self.uninstall()
+
+
+def _install_shared_cuda():
+    CudaContext.__init__ = _shared_context_init
+    for name, module in CUDA_MEMOIZED_PATTERNS.items():
+        module.lower = _MEMOIZED_LOWER[name]
+
+
+def _uninstall_shared_cuda():
+    CudaContext.__init__ = _ORIGINAL_CONTEXT_INIT
+    for name, module in CUDA_MEMOIZED_PATTERNS.items():
+        module.lower = _ORIGINAL_LOWER[name]
+
+
+_SHARED_SWAP = _ProcessSwap(_install_shared_cuda, _uninstall_shared_cuda)
+
+
 @contextlib.contextmanager
 def shared_cuda_lowering():
     """Within the block (one thread's CUDA build), CUDA tile-pattern contexts share their premises
-    and structurally equal mma / ldmatrix applies share one lowering.
-
-    Builds on other threads keep TIRx's own functions (the swap is process-wide, the shared state
-    thread-local, and the swap is undone when the last user leaves)."""
-    global _SHARED_USERS
-    with _SHARED_LOCK:
-        if _SHARED_USERS == 0:
-            CudaContext.__init__ = _shared_context_init
-            for name, module in CUDA_MEMOIZED_PATTERNS.items():
-                module.lower = _MEMOIZED_LOWER[name]
-        _SHARED_USERS += 1
-    outer = (getattr(_SHARED, "ranges", None), getattr(_SHARED, "lowered", None))
-    _SHARED.ranges, _SHARED.lowered = _SharedRanges(), {}
-    try:
-        yield
-    finally:
-        _SHARED.ranges, _SHARED.lowered = outer
-        with _SHARED_LOCK:
-            _SHARED_USERS -= 1
-            if _SHARED_USERS == 0:
-                CudaContext.__init__ = _ORIGINAL_CONTEXT_INIT
-                for name, module in CUDA_MEMOIZED_PATTERNS.items():
-                    module.lower = _ORIGINAL_LOWER[name]
-
-
-_SHARED_LOCK = threading.Lock()
-_SHARED_USERS = 0
+    and structurally equal mma / ldmatrix applies share one lowering (``_ProcessSwap``)."""
+    with _SHARED_SWAP.held():
+        outer = (getattr(_SHARED, "ranges", None), getattr(_SHARED, "lowered", None))
+        _SHARED.ranges, _SHARED.lowered = _SharedRanges(), {}
+        try:
+            yield
+        finally:
+            _SHARED.ranges, _SHARED.lowered = outer
 
 
 # 8. One transpilation per TVMScript macro. TIRx re-reads, re-transpiles and re-compiles a macro's
@@ -383,8 +404,6 @@ _SHARED_USERS = 0
 RUN_STATEMENTS = "_run_statements"
 RUN_STATEMENTS_SHA256 = "077d3751f3f2bc2882e5ba3e6a036a13a452d18c1b0a205bf417b3f86784ebf9"
 _MACROS = threading.local()
-_MACRO_LOCK = threading.Lock()
-_MACRO_USERS = 0
 
 
 def _parser_entry():
@@ -445,40 +464,44 @@ def _memoized_run_statements(source, builder, environment, bound_names, *, prese
         return _original_run_statements()(source, builder, environment, bound_names, preserve_return=preserve_return,
                                         definition_scope=definition_scope)
     names = tuple(sorted(bound_names))
-    key = (source, id(builder), names, tuple(type(environment[n]) for n in names), preserve_return,
+    key = (source, builder, names, tuple(type(environment[n]) for n in names), preserve_return,
            id(definition_scope))
     seen = table.get(key)
     if seen is None or not all(environment.get(k, seen) is v for k, v in seen[0].items()):
         runnable, params = _compiled_macro(source, builder, environment, set(bound_names), preserve_return,
                                            definition_scope)
         fixed = {k: v for k, v in environment.items() if k not in bound_names}
-        seen = table[key] = (fixed, builder, runnable, params)
-    _, _, runnable, params = seen
+        seen = table[key] = (fixed, runnable, params)
+    _, runnable, params = seen
     return runnable(*(environment[name] for name in params))
+
+
+def _install_macro_memo():
+    entry = _parser_entry()
+    entry._tvm_cdna4_original_run_statements = getattr(entry, RUN_STATEMENTS)
+    setattr(entry, RUN_STATEMENTS, _memoized_run_statements)
+
+
+def _uninstall_macro_memo():
+    entry = _parser_entry()
+    setattr(entry, RUN_STATEMENTS, entry._tvm_cdna4_original_run_statements)
+    del entry._tvm_cdna4_original_run_statements
+
+
+_MACRO_SWAP = _ProcessSwap(_install_macro_memo, _uninstall_macro_memo)
 
 
 @contextlib.contextmanager
 def macro_transpile_memo():
     """Within the block (one thread's schedule emission), macros are transpiled once per function,
-    argument names and types and environment (section 8). Other threads keep TIRx's function."""
-    global _MACRO_USERS
-    entry = _parser_entry()
-    with _MACRO_LOCK:
-        if _MACRO_USERS == 0:
-            entry._tvm_cdna4_original_run_statements = getattr(entry, RUN_STATEMENTS)
-            setattr(entry, RUN_STATEMENTS, _memoized_run_statements)
-        _MACRO_USERS += 1
-    outer = getattr(_MACROS, "table", None)
-    _MACROS.table = {} if outer is None else outer
-    try:
-        yield
-    finally:
-        _MACROS.table = outer
-        with _MACRO_LOCK:
-            _MACRO_USERS -= 1
-            if _MACRO_USERS == 0:
-                setattr(entry, RUN_STATEMENTS, entry._tvm_cdna4_original_run_statements)
-                del entry._tvm_cdna4_original_run_statements
+    argument names and types and environment (section 8; ``_ProcessSwap``)."""
+    with _MACRO_SWAP.held():
+        outer = getattr(_MACROS, "table", None)
+        _MACROS.table = {} if outer is None else outer
+        try:
+            yield
+        finally:
+            _MACROS.table = outer
 
 
 def transpile_once(emit):

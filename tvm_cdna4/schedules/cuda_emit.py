@@ -337,17 +337,12 @@ def ldm_step(p, op, SMW, dst, stage, kk):
         w = warp_coord(p, op)
         la = op.ldmatrix.lane
         lof = swz_w_expr(w * la.warp_stride + (lane // 16) * la.matrix_hi + ((lane // 8) % 2) * la.matrix_lo + (lane % 8) * la.row, op)
-        if I.constexpr(op.ldmatrix.per_repeat(kk)):
-            # one apply in a loop over the repeats, lowered once; the loop unrolls after lowering
-            for rep in T.unroll(op.ldmatrix.repeats):
-                ldm_group_at(p, op, SMW, dst, stage, op.ldmatrix.repeat_group(kk, rep), lof)
-        else:
-            _ = [ldm_group_at(p, op, SMW, dst, stage, g, lof) for g in op.ldmatrix.steps[kk]]
-    elif I.constexpr(op.ldmatrix.per_repeat(kk)):
-        for rep in T.unroll(op.ldmatrix.repeats):
-            ldm_group(p, op, SMW, dst, stage, op.ldmatrix.repeat_group(kk, rep))
+        # one apply in a loop over the step's groups, lowered once; the loop unrolls after lowering
+        for i in T.unroll(len(op.ldmatrix.steps[kk])):
+            ldm_group_at(p, op, SMW, dst, stage, op.ldmatrix.group(kk, i), lof)
     else:
-        _ = [ldm_group(p, op, SMW, dst, stage, g) for g in op.ldmatrix.steps[kk]]
+        for i in T.unroll(len(op.ldmatrix.steps[kk])):
+            ldm_group(p, op, SMW, dst, stage, op.ldmatrix.group(kk, i))
 
 
 @T.macro

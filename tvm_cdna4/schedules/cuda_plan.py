@@ -421,6 +421,11 @@ class LdmatrixPlan:
         xor, add = split_offset(kk * skk + rep * srep)
         return LdmatrixGroup(rep, 1, xor, add, 0)
 
+    def group(self, kk: int, i) -> LdmatrixGroup:
+        """Apply ``i`` of k-step ``kk`` (``i`` a loop variable over ``len(steps[kk])``): the step's one
+        group, or its per-repeat group ``i``."""
+        return self.repeat_group(kk, i) if self.per_repeat(kk) else self.steps[kk][0]
+
 
 @attrs.frozen
 class OperandPlan:
@@ -518,7 +523,7 @@ def plan_epilogue(M: int, N: int, ot: str, cfg: GemmConfig) -> Epilogue:
     """Pairs of columns (N even: ``st.global.v2.f32``, or ``cvt.rn.*x2.f32`` + ``st.global.b32``),
     else one element per store (``st.global.f32``, or ``cvt.rn.*.f32`` + ``st.global.b16``)."""
     masked = M % cfg.block_m != 0 or N % cfg.block_n != 0
-    short = {"float32": "f32", "float16": "f16", "bfloat16": "bf16"}[ot]
+    short = _short_out(ot)
     if N % 2 == 0:
         if ot == "float32":
             return Epilogue(ot, 2, "st.global.v2.f32", None, masked, 8)
