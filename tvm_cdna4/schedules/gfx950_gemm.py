@@ -33,6 +33,7 @@ per-thread state as named records (``Stage``, ``Staging``, ``Fragments``, ``Wave
 from __future__ import annotations
 
 import attrs
+from tvm_tirx.script import ir as I
 from tvm_tirx.script import tirx as T
 
 from ..isa import CATALOG
@@ -270,29 +271,23 @@ def emit_gfx950_gemm(plan: Gfx950GemmPlan):
                     _store_c(Cg, bz, m0 + wm + mi * op.m + acc_row(lane, r), n0 + wn + ni * op.n + acc_col(lane, r),
                              rd[(mi * RN + ni) * op.acc_elems + r])
 
-    if plan.config.lds_dma:
-        @T.function
-        def gemm(A: T.Tensor(a_shape, elem), B: T.Tensor(b_shape, elem), C: T.Tensor(c_shape, out)):
-            with T.device_entry():
-                bid = T.launch_thread("blockIdx.x", plan.groups)
-                tx = T.launch_thread("threadIdx.x", 256)
-                SA0 = T.alloc_tensor(ty_args=[lds_stage(pa.lds_shape, elem)])
-                SA1 = T.alloc_tensor(ty_args=[lds_stage(pa.lds_shape, elem)])
+    dma = plan.config.lds_dma
+
+    @T.function
+    def gemm(A: T.Tensor(a_shape, elem), B: T.Tensor(b_shape, elem), C: T.Tensor(c_shape, out)):
+        with T.device_entry():
+            bid = T.launch_thread("blockIdx.x", plan.groups)
+            tx = T.launch_thread("threadIdx.x", 256)
+            SA0 = T.alloc_tensor(ty_args=[lds_stage(pa.lds_shape, elem)])
+            SA1 = T.alloc_tensor(ty_args=[lds_stage(pa.lds_shape, elem)])
+            if I.constexpr(dma):  # a third LDS stage, no staging registers
                 SA2 = T.alloc_tensor(ty_args=[lds_stage(pa.lds_shape, elem)])
-                SB0 = T.alloc_tensor(ty_args=[lds_stage(pb.lds_shape, elem)])
-                SB1 = T.alloc_tensor(ty_args=[lds_stage(pb.lds_shape, elem)])
+            SB0 = T.alloc_tensor(ty_args=[lds_stage(pb.lds_shape, elem)])
+            SB1 = T.alloc_tensor(ty_args=[lds_stage(pb.lds_shape, elem)])
+            if I.constexpr(dma):
                 SB2 = T.alloc_tensor(ty_args=[lds_stage(pb.lds_shape, elem)])
                 _tile(A, B, C, bid, tx, (Stage(SA0, SB0), Stage(SA1, SB1), Stage(SA2, SB2)), None)
-    else:
-        @T.function
-        def gemm(A: T.Tensor(a_shape, elem), B: T.Tensor(b_shape, elem), C: T.Tensor(c_shape, out)):
-            with T.device_entry():
-                bid = T.launch_thread("blockIdx.x", plan.groups)
-                tx = T.launch_thread("threadIdx.x", 256)
-                SA0 = T.alloc_tensor(ty_args=[lds_stage(pa.lds_shape, elem)])
-                SA1 = T.alloc_tensor(ty_args=[lds_stage(pa.lds_shape, elem)])
-                SB0 = T.alloc_tensor(ty_args=[lds_stage(pb.lds_shape, elem)])
-                SB1 = T.alloc_tensor(ty_args=[lds_stage(pb.lds_shape, elem)])
+            else:
                 ga0 = T.alloc_tensor(ty_args=[T.Tensor((pa.chunks * vec,), elem, scope="local")])
                 gb0 = T.alloc_tensor(ty_args=[T.Tensor((pb.chunks * vec,), elem, scope="local")])
                 ga1 = T.alloc_tensor(ty_args=[T.Tensor((pa.chunks * vec,), elem, scope="local")])
