@@ -373,38 +373,11 @@ def gfx950_mx_gemm(M: int, N: int, K: int, dtype: str = "mxfp8", layout: str = "
 
     def _in_order(macros):
         """Macro ``run(x, s)``: the ``macros`` (each of two arguments) one after the other, for
-        sequences whose members differ in Python values (immediates, static indices): a tree of
-        macros with up to four children a node (TIRx parses a macro at each call: fewer nodes, less
-        time)."""
-        while len(macros) > 1:
-            macros = [_sequence(*macros[i : i + 4]) for i in range(0, len(macros), 4)]
-        return macros[0]
-
-    def _sequence(first, second=None, third=None, fourth=None):
-        """Macro ``run(x, s)``: the given macros one after the other."""
-        if second is None:
-            return first
-        if third is None:
-            @T.macro
-            def two(x, s):
-                first(x, s)
-                second(x, s)
-            return two
-        if fourth is None:
-            @T.macro
-            def three(x, s):
-                first(x, s)
-                second(x, s)
-                third(x, s)
-            return three
-
+        sequences whose members differ in Python values (immediates, static indices)."""
         @T.macro
-        def four(x, s):
-            first(x, s)
-            second(x, s)
-            third(x, s)
-            fourth(x, s)
-        return four
+        def run(x, s):
+            _ = [macro(x, s) for macro in macros]
+        return run
 
     def _frag_read(operand: str, kk: int, i: int):
         """Macro ``read((stage, f), s)``: fragment ``i`` of K step ``kk`` of ``operand``."""
