@@ -213,7 +213,7 @@ def build_cases(quick: bool = False) -> list[Case]:
     import ml_dtypes
 
     from cuda_seed_example import matrix_kernel
-    from tvm_cdna4.schedules import cuda_runner as runner
+    from tvm_cdna4.runtime import cuda as runner
     from tvm_cdna4.schedules.cuda_gemm import GemmConfig, cuda_gemm, default_config, operand_shapes
 
     rng = np.random.default_rng(2026)

@@ -12,12 +12,12 @@ One run on one GPU does everything the device budget allows:
 * ``--bench``: TFLOP/s at 4096^3 and 8192^3 (``--sizes``) of our kernel (each ``--configs``
   entry), Triton's tutorial matmul with ``DISABLE_MMA_V3=1`` (its mma.sync path; the script sets
   it before importing Triton) and ``torch.matmul`` (cuBLAS), all timed by each ``--timing``
-  method of ``cuda_runner.bench_ms`` (default ``flush,warm``: median of event-timed calls with the
+  method of ``runtime.cuda.bench_ms`` (default ``flush,warm``: median of event-timed calls with the
   L2 flushed before each, and back-to-back without a flush; the first is the headline figure).
   ``sustain`` adds a steady-state figure: back-to-back calls for ``--sustain-s`` seconds while
   ``nvidia-smi`` samples the SM clock and board power (the H200 runs into its power cap).
   Every contender's output is poisoned first and checked against the f32 product of the inputs
-  (``cuda_runner.tolerance`` of its output dtype); a wrong one is logged WRONG and fails the run.
+  (``runtime.cuda.tolerance`` of its output dtype); a wrong one is logged WRONG and fails the run.
   ``--inputs normal`` draws N(0, 1) operands instead of U(-1, 1) (power depends on the data).
   The run ends with the peer table (``peer_table``): per size x dtype x layout ours, Triton's
   autotuned pick, CUTLASS's best tile, ours/Triton and ours/CUTLASS, and the rows that trail.
@@ -54,12 +54,12 @@ SCHED = os.path.join(ROOT, "tvm_cdna4", "schedules")
 
 
 def _sched():
-    """tvm_cdna4/schedules/{cuda_gemm,cuda_runner}: the package's import is light (no gfx950 patterns),
+    """tvm_cdna4/schedules/cuda_gemm and tvm_cdna4/runtime/cuda: the package's import is light (no gfx950 patterns),
     so this runs on the GPU machine from the work tree with only TIRx installed."""
     if ROOT not in sys.path:
         sys.path.insert(0, ROOT)
     gemm = importlib.import_module("tvm_cdna4.schedules.cuda_gemm")
-    runner = importlib.import_module("tvm_cdna4.schedules.cuda_runner")
+    runner = importlib.import_module("tvm_cdna4.runtime.cuda")
     return gemm, runner
 
 
@@ -830,7 +830,7 @@ def main(argv=None):
     p.add_argument("--cutlass", default="", metavar="SO", help="built benchmarks/cutlass_sm80_peer.cu: time its kernels too")
     p.add_argument("--triton-layouts", default="nt", help="layouts Triton is timed on (autotuning is slow)")
     p.add_argument("--timing", default="flush,warm",
-                   help="comma list of cuda_runner.TIMING_METHODS (flush, warm) and sustain; the first is the headline")
+                   help="comma list of runtime.cuda.TIMING_METHODS (flush, warm) and sustain; the first is the headline")
     p.add_argument("--sustain-s", type=float, default=2.0, help="seconds of back-to-back calls for --timing sustain")
     p.add_argument("--kernels", default="", help="directory of prebuilt <key>.so kernels to reuse (with --build-only: where to write them)")
     p.add_argument("--warmup", type=int, default=25)

@@ -18,7 +18,7 @@ import attrs
 import tvm_cdna4
 from tvm_cdna4.schedules.gfx950_gemm import DTYPES, default_config, gfx950_gemm
 from tvm_cdna4.schedules.gfx950_mx_gemm import MX_FORMATS, default_mx_config, gfx950_mx_gemm
-from tvm_cdna4.schedules.report import loop_report
+from tvm_cdna4.report import loop_report
 
 
 def row(name, func):

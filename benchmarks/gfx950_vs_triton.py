@@ -19,7 +19,7 @@ tensors of the problem: pointers 16-byte aligned and within 2 GiB (``tt.divisibi
 ``tt.pointer_range 32``: buffer loads), sizes and strides divisible by 16, unit strides constexpr.
 MX formats go through ``tl.dot_scaled`` (``mx_matmul_kernel``). Ours is the default config of
 ``gfx950_gemm`` / ``gfx950_mx_gemm`` for the same problem. Both assembly listings go through
-``tvm_cdna4.schedules.report.kernel_report`` (main loop, instruction mix, resources, llvm-mca-22,
+``tvm_cdna4.report.kernel_report`` (main loop, instruction mix, resources, llvm-mca-22,
 estimated fraction of the dtype's peak: see that module's docstring). Layouts: A is ``M x K``
 row-major; B is ``N x K`` (K-contiguous) for ``nt`` and ``K x N`` (N-contiguous) for ``nn``;
 C is ``M x N`` f32 (i32 for i8). Ours also runs ``tn``/``tt`` (A ``K x M``); Triton's rows are
@@ -44,7 +44,7 @@ import tvm_cdna4
 from tvm_cdna4.rocm.build import KernelInfo, llvm_tool, parse_metadata
 from tvm_cdna4.schedules.gfx950_gemm import DTYPES, default_config, dma_config, gfx950_gemm
 from tvm_cdna4.schedules.gfx950_mx_gemm import MX_FORMATS, default_mx_config, gfx950_mx_gemm
-from tvm_cdna4.schedules.report import KernelReport, LoopReport, kernel_report
+from tvm_cdna4.report import KernelReport, LoopReport, kernel_report
 
 GEMM_DTYPES = ("f16", "bf16", "fp8", "bf8", "fp8_bf8", "bf8_fp8", "i8")
 LAYOUTS = ("nt", "nn")
@@ -330,7 +330,7 @@ def results_section(rows: list[Row], size: int, date: str, info: dict[str, str],
              "(128x128 / 256x256 tiles, 4 / 8 warps, 2 stages, `matrix_instr_nonkdim` 16 / 32, BLOCK_K 64 / 128, "
              "16-bit types also 32, MX 128 / 256); the row shows Triton's best config by the estimate (all configs in "
              "`benchmarks/gfx950_vs_triton.json`). Ours: the default config. Both listings go through one analysis, "
-             "`tvm_cdna4.schedules.report.kernel_report`." + (" " + reused if reused else ""), "",
+             "`tvm_cdna4.report.kernel_report`." + (" " + reused if reused else ""), "",
              "Metrics, per main-loop iteration (the basic block with the most MFMAs that branches back to itself; ours "
              "holds two K tiles, Triton's one): VGPR = unified count of the metadata (AGPRs included), waves/SIMD from "
              "registers and LDS (Triton's LDS is its dynamic `shared` size), MFMA instructions and which, `s_waitcnt` "

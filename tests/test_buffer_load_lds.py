@@ -13,7 +13,7 @@ from tvm_cdna4.emulator import EmulationError, emulate
 from tvm_cdna4.patterns import register
 from tvm_cdna4.patterns.dma import Chunk, LdsTile, lane_sources
 from tvm_cdna4.patterns.wave import BUFFER_OOB, waitcnt_vmcnt_imm
-from tvm_cdna4.schedules.report import instruction_kind
+from tvm_cdna4.report import instruction_kind
 
 import dma_kernels as K
 

@@ -19,7 +19,7 @@ import nvrtc_shim
 from benchmark_modules import benchmark_module
 import pytest
 
-from tvm_cdna4.schedules import cuda_runner as runner
+from tvm_cdna4.runtime import cuda as runner
 from tvm_cdna4.schedules.cuda_gemm import (
     LAYOUTS,
     GemmConfig,

@@ -84,7 +84,7 @@ def test_emulated_gfx950_gemm_matches_numpy(shape, rng):
 
 
 def test_gemm_cli_validate_passes(capsys):
-    from tvm_cdna4.schedules import gfx950_cli
+    from tvm_cdna4 import cli_gfx950 as gfx950_cli
 
     args = argparse.Namespace(dtype="f16", layout="nn", out_dtype="f32", M=33, N=40, K=70, emit=None, report=False,
                               validate=True, seed=0)

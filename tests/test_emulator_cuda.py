@@ -25,7 +25,7 @@ from tvm_tirx.script import tirx as T  # noqa: E402
 
 from tvm_cdna4.emulator import EmulationError, emulate  # noqa: E402
 from tvm_cdna4.emulator.ptx import mma_fragments  # noqa: E402
-from tvm_cdna4.schedules import cuda_runner as runner  # noqa: E402
+from tvm_cdna4.runtime import cuda as runner  # noqa: E402
 from tvm_cdna4.schedules.cuda_gemm import GemmConfig, cuda_gemm, operand_shapes  # noqa: E402
 
 SMALL = GemmConfig(block_m=128, block_n=128, block_k=32, warps_m=2, warps_n=2, stages=3)

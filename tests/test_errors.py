@@ -165,7 +165,7 @@ def test_workgroup_scope_takes_one_register_scales(rng):
 
 CLI_WITH_A_BAD_KERNEL = (
     f"import sys; sys.path.insert(0, {str(TESTS)!r}); import error_kernels; "
-    "from tvm_cdna4.schedules import gfx950_cli; "
+    "from tvm_cdna4 import cli_gfx950 as gfx950_cli; "
     "gfx950_cli._kernel = lambda args, cfg: error_kernels.malformed_apply('repeat mismatch'); "
     "from tvm_cdna4.cli import main; sys.exit(main(sys.argv[1:]))"
 )

@@ -32,7 +32,7 @@ def default_build(dtype, layout):
     """``tvm_cdna4.build`` of the 4096^3 default kernel (dense or MX) through the session's build cache
     (tests/conftest.py): tests that read the same kernel's assembly share one build, whichever
     pytest-xdist worker makes it first."""
-    from tvm_cdna4.schedules.gfx950_cli import build_cached
+    from tvm_cdna4.cli_gfx950 import build_cached
 
     return build_cached(SimpleNamespace(M=4096, N=4096, K=4096, dtype=dtype, layout=layout, out_dtype=None))
 
@@ -115,7 +115,7 @@ def test_fp8_bf8_on_the_scaled_32x32x64_mfma(dtype, layout, shape, config, rng):
 def test_default_fp8_kernels_use_the_scaled_f8f6f4_mfma_with_unit_scales(dtype, layout):
     """Twice the rate of the dense fp8 MFMAs: 32 ``v_mfma_scale_f32_16x16x128_f8f6f4`` per loop
     iteration (two K tiles), formats from cbsz/blgp, the unit scale 0x7F7F7F7F in a register."""
-    from tvm_cdna4.schedules.report import loop_report, main_loop
+    from tvm_cdna4.report import loop_report, main_loop
 
     result = default_build(dtype, layout)
     info = result.kernel()
@@ -133,7 +133,7 @@ def test_default_fp8_kernels_use_the_scaled_f8f6f4_mfma_with_unit_scales(dtype, 
 @pytest.mark.llvm("llvm-mca")
 @pytest.mark.parametrize("layout", ["nt", "nn"])
 def test_default_fp8_kernel_estimate_reaches_90_percent_of_the_fp8_peak(layout):
-    from tvm_cdna4.schedules.report import kernel_report
+    from tvm_cdna4.report import kernel_report
 
     result = default_build("fp8", layout)
     report = kernel_report(result.asm, result.kernel(), DTYPES["fp8"].formats)
@@ -233,7 +233,7 @@ def test_mx_transposed_operands_use_ds_read_tr(dtype, layout, mnemonic, count):
     tile, 4 tr8 or 2 tr6/tr4 calls per fragment; the 32 scaled MFMAs; the pipeline's one wait per
     tile and nothing else; register copies only for the odd half of each tr6 fragment (3 moves);
     no scratch, two waves per SIMD."""
-    from tvm_cdna4.schedules.report import main_loop
+    from tvm_cdna4.report import main_loop
 
     result = default_build(dtype, layout)
     info = result.kernel()
@@ -283,7 +283,7 @@ def test_default_config_resources(dtype):
 
 @DEFAULT_BUILDS
 def test_main_loop_buffer_loads_without_address_arithmetic_and_interleaved_mfmas():
-    from tvm_cdna4.schedules.report import classify, main_loop
+    from tvm_cdna4.report import classify, main_loop
 
     body = [line.split()[0] for line in main_loop(default_build("f16", "nn").asm)]
     mix = {kind: sum(classify(m) == kind for m in body) for kind in ("mfma", "global", "valu", "waitcnt")}
@@ -301,7 +301,7 @@ def test_main_loop_buffer_loads_without_address_arithmetic_and_interleaved_mfmas
 @pytest.mark.llvm("llvm-mca")
 @pytest.mark.parametrize("dtype,layout", [("f16", "nn"), ("bf16", "tn")])
 def test_static_report_mfma_pipe_share_of_default_f16_bf16_kernels(dtype, layout):
-    from tvm_cdna4.schedules.report import loop_report
+    from tvm_cdna4.report import loop_report
 
     loop = loop_report(default_build(dtype, layout).asm)
     assert loop.mca_mfma_cycles == 256  # 64 MFMAs at 4 cycles each in llvm-mca's gfx950 model

@@ -63,7 +63,7 @@ def test_dma_main_loop_has_no_staging_and_one_wait_per_k_tile():
     straight to LDS, no LDS store, one ``s_waitcnt`` and one barrier per K tile, and the staging
     registers are gone (the register-staged kernel of the same tile needs over 200 VGPRs)."""
     import tvm_cdna4
-    from tvm_cdna4.schedules.report import loop_report
+    from tvm_cdna4.report import loop_report
 
     result = tvm_cdna4.build(gfx950_gemm(128, 128, 480, "f16", "nt", config=dma_config("f16")))
     loop = loop_report(result.asm)

@@ -11,7 +11,7 @@ import attrs
 import pytest
 
 import tvm_cdna4
-from tvm_cdna4.schedules.gfx950_cli import build_cached
+from tvm_cdna4.cli_gfx950 import build_cached
 from tvm_cdna4.schedules.gfx950_gemm import default_config, gfx950_gemm
 
 CASES = json.loads((Path(__file__).parent / "data" / "gfx950_gemm_golden.json").read_text())["cases"]

@@ -1,4 +1,4 @@
-"""The static analysis shared by our kernels and Triton's (tvm_cdna4.schedules.report.kernel_report)
+"""The static analysis shared by our kernels and Triton's (tvm_cdna4.report.kernel_report)
 and benchmarks/gfx950_vs_triton.py: main-loop detection, MFMA pricing from the catalog, the
 dtype's peak, the estimate formula; the Triton path only where Triton is installed."""
 
@@ -10,7 +10,7 @@ from benchmark_modules import benchmark_module
 import tvm_cdna4
 from tvm_cdna4.rocm.build import llvm_tool
 from tvm_cdna4.schedules.gfx950_gemm import gfx950_gemm
-from tvm_cdna4.schedules.report import (KernelReport, LoopReport, format_report, kernel_report, main_loop,
+from tvm_cdna4.report import (KernelReport, LoopReport, format_report, kernel_report, main_loop,
                                         mfma_use, peak_ops_per_cycle)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

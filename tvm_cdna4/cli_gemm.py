@@ -98,7 +98,7 @@ def run_gemm(args) -> int:
         if args.emit == "cuda":
             print("error: --emit cuda is for --target sm80; gfx950 emits asm, llvm, tir or config", file=sys.stderr)
             return 2
-        from .schedules.gfx950_cli import run
+        from .cli_gfx950 import run
 
         return run(args)
     args.out_dtype = args.out_dtype or "f32"
@@ -139,7 +139,7 @@ def run_gemm(args) -> int:
             print(f"built {args.layout} {args.dtype}->{args.out_dtype} {M}x{N}x{K} for sm_80: {cfg.as_dict()}")
         return 0
 
-    from .schedules import cuda_runner as runner
+    from .runtime import cuda as runner
 
     ok, why = runner.have_cuda_gpu()
     if not ok:

@@ -82,7 +82,7 @@ class CudaBuild:
     library: bytes
 
     def export_library(self, path) -> str:
-        """Write the library for ``tvm_ffi.load_module`` (see ``cuda_runner.load_kernel``)."""
+        """Write the library for ``tvm_ffi.load_module`` (see ``runtime.cuda.load_kernel``)."""
         with open(path, "wb") as f:
             f.write(self.library)
         return str(path)

@@ -37,8 +37,8 @@ import tempfile
 
 import attrs
 
-from ..isa import CATALOG, SCALE_FORMAT_CODES, MfmaOp
-from ..rocm.build import BuildResult, KernelInfo, llvm_tool, parse_metadata
+from .isa import CATALOG, SCALE_FORMAT_CODES, MfmaOp
+from .rocm.build import BuildResult, KernelInfo, llvm_tool, parse_metadata
 
 MFMA_BY_MNEMONIC: dict[str, MfmaOp] = {op.mnemonic: op for op in CATALOG.values() if op.kind in ("mfma", "mfma_scale")}
 

@@ -15,10 +15,10 @@ import time
 import attrs
 import numpy as np
 
-from ..errors import ContractError
+from .errors import ContractError
 
 # the plans only: resolving options and reading the build cache import no TIRx (warm builds)
-from .gfx950_plan import DTYPES, MX_FORMATS, default_config, default_mx_config, dma_config
+from .schedules.gfx950_plan import DTYPES, MX_FORMATS, default_config, default_mx_config, dma_config
 
 GFX950_DTYPES = (*DTYPES, *MX_FORMATS)
 OUT_NP = {"f32": np.float32, "f16": np.float16, "i32": np.int32, "f64": np.float64}
@@ -82,8 +82,8 @@ def _out_dtype(args) -> str:
 
 
 def _kernel(args, cfg):
-    from .gfx950_gemm import gfx950_gemm
-    from .gfx950_mx_gemm import gfx950_mx_gemm
+    from .schedules.gfx950_gemm import gfx950_gemm
+    from .schedules.gfx950_mx_gemm import gfx950_mx_gemm
 
     if args.dtype in MX_FORMATS:
         return gfx950_mx_gemm(args.M, args.N, args.K, args.dtype, args.layout, cfg)
@@ -93,7 +93,7 @@ def _kernel(args, cfg):
 def schedule_digest() -> str:
     """SHA-256 of everything a gfx950 GEMM's code comes from: the schedules, the tile patterns, the
     LLVM IR helpers, the kernel rules and the build (``cache.source_digest``)."""
-    from ..cache import source_digest
+    from .cache import source_digest
 
     return source_digest("schedules/gfx950_*.py", "schedules/pipeline.py", "patterns/*.py", "rocm/*.py", "isa/*.py",
                          "tirx_private.py")
@@ -103,13 +103,13 @@ def build_cached(args, cfg=None, cache: bool = True):
     """``tvm_cdna4.build`` of the CLI's kernel through the build cache, keyed by every argument that
     determines the kernel: the LLVM IR, assembly and code object are cached; ``executable`` is None
     on a hit. The emulator route (``--validate``) needs the lowered TIR, which is not cached."""
-    from ..cache import cached
-    from ..rocm.build import BuildResult, parse_metadata
+    from .cache import cached
+    from .rocm.build import BuildResult, parse_metadata
 
     cfg = config(args) if cfg is None else cfg
 
     def compile_() -> dict[str, bytes]:
-        from .. import build  # TIRx: on a miss only
+        from . import build  # TIRx: on a miss only
 
         result = build(_kernel(args, cfg))
         blobs = {"llvm_ir": result.llvm_ir.encode(), "asm": result.asm.encode()}
@@ -130,7 +130,7 @@ def _inputs(args, rng):
     output dtype name)."""
     M, N, K = args.M, args.N, args.K
     if args.dtype in MX_FORMATS:
-        from ..isa import formats
+        from .isa import formats
 
         fmt = MX_FORMATS[args.dtype]
         a = rng.standard_normal((M, K)).astype(formats.fmt(fmt).dtype)
@@ -140,7 +140,7 @@ def _inputs(args, rng):
         c = np.full((M, N), np.nan, np.float32)
         sa64 = a.astype(np.float64) * np.exp2(np.repeat(sa - 127.0, 32, axis=1))
         sb64 = b.astype(np.float64) * np.exp2(np.repeat(sb - 127.0, 32, axis=1)).T
-        from .gfx950_mx_gemm import pack_operands
+        from .schedules.gfx950_mx_gemm import pack_operands
 
         return (*pack_operands(a, b, fmt, args.layout), sa, sb, c), sa64 @ sb64, np.abs(sa64) @ np.abs(sb64), c, "f32"
     import ml_dtypes
@@ -195,7 +195,7 @@ def run(args) -> int:
         print(func.script())
     if not args.validate:
         return 0
-    from ..emulator import EmulationError, compare, emulate
+    from .emulator import EmulationError, compare, emulate
 
     rng = np.random.default_rng(getattr(args, "seed", 0))
     arrays, want, magnitude, c, out = _inputs(args, rng)

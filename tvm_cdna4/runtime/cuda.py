@@ -40,7 +40,7 @@ def torch_dtype(name: str):
 
 def random_inputs(M, N, K, dtype, layout, rng):
     """Random A, B in their storage layout (numpy arrays of the input dtype)."""
-    from .cuda_gemm import operand_shapes
+    from ..schedules.cuda_gemm import operand_shapes
 
     a_shape, b_shape = operand_shapes(M, N, K, layout)
     dt = np_dtype(dtype)
@@ -125,7 +125,7 @@ def load_kernel(path: str):
 
 
 def compile_and_load(M, N, K, dtype, layout, out_dtype, config=None, arch=None, workdir=None, cache=True):
-    from .cuda_gemm import build
+    from ..schedules.cuda_gemm import build
 
     arch = arch or device_arch()
     exe = build(M, N, K, dtype, layout, out_dtype, config, arch=arch, cache=cache)

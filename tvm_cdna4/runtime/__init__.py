@@ -1,0 +1,7 @@
+"""Running the package's kernels: host-side inputs, references, loading, launching and timing.
+
+- :mod:`tvm_cdna4.runtime.cuda`: the CUDA GEMM on an NVIDIA GPU through PyTorch and the TVM CUDA
+  runtime (importing it needs neither).
+
+This layer sits above the schedules (it builds their kernels) and below the CLI.
+"""
