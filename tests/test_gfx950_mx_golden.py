@@ -1,0 +1,49 @@
+"""The gfx950 assembly of every MX format x layout at 4096^3 (the default configs) is byte-identical
+to the digests in tests/data/gfx950_mx_golden.json (see its ``about``): the plan -> one-emitter
+refactor of the gfx950 GEMMs must not change the generated code. Re-record only with a change meant
+to change the code: ``python tests/test_gfx950_mx_golden.py --record``."""
+
+import hashlib
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+DATA = Path(__file__).parent / "data" / "gfx950_mx_golden.json"
+FORMATS = ("mxfp8", "mxbf8", "mxfp6", "mxbf6", "mxfp4")
+LAYOUTS = ("nn", "nt", "tn", "tt")
+SIZE = 4096
+
+
+def assembly_digest(fmt: str, layout: str) -> str:
+    import tvm_cdna4
+    from tvm_cdna4.schedules.gfx950_mx_gemm import gfx950_mx_gemm
+
+    asm = tvm_cdna4.build(gfx950_mx_gemm(SIZE, SIZE, SIZE, fmt, layout)).asm
+    return hashlib.sha256(asm.encode()).hexdigest()
+
+
+def _cases():
+    return json.loads(DATA.read_text())["cases"] if DATA.exists() else {}
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_mx_assembly_is_byte_identical(fmt, layout):
+    assert assembly_digest(fmt, layout) == _cases()[f"{fmt}_{layout}"]
+
+
+def test_every_format_and_layout_is_pinned():
+    assert sorted(_cases()) == sorted(f"{f}_{lay}" for f in FORMATS for lay in LAYOUTS)
+
+
+if __name__ == "__main__" and "--record" in sys.argv:
+    import subprocess
+
+    rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    cases = {f"{f}_{lay}": assembly_digest(f, lay) for f in FORMATS for lay in LAYOUTS}
+    DATA.write_text(json.dumps({"about": f"SHA-256 of the gfx950 assembly of tvm_cdna4.build(gfx950_mx_gemm({SIZE}, "
+                                         f"{SIZE}, {SIZE}, fmt, layout)) with the default config, recorded at {rev} "
+                                         "before the one-emitter refactor (issue 22).", "cases": cases}, indent=1) + "\n")
+    print(f"recorded {len(cases)} digests at {rev}")
