@@ -45,7 +45,7 @@ def test_provider_map_is_a_bijection_within_16_lane_groups(op):
 def _b_needed(op, mfma, call):
     """B coordinates (k, col) each result lane/element of ``call`` must hold for ``mfma``."""
     lane, elem = _grid(op.elements)
-    _, k, col = lanes.b_owner(mfma, lane, call * op.elements + elem)
+    _, col, k = lanes.b_owner(mfma, lane, call * op.elements + elem)
     return k, col
 
 
@@ -155,7 +155,7 @@ def test_seed_fp16_gemm_example(rng):
     want = tile_a[:, ki : ki + 32].astype(np.float64) @ tile_b[ki : ki + 32, tile_b_col : tile_b_col + 16].astype(np.float64)
     np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-5)
     # the fragments equal what the catalog's B owner map asks for
-    _, k, col = lanes.b_owner(mfma, *_grid(8))
+    _, col, k = lanes.b_owner(mfma, *_grid(8))
     np.testing.assert_array_equal(b_frag, tile_b[ki + k, tile_b_col + col])
     # call 2 covers ki+4..7, 12..15, 20..23, 28..31 (the seed's prose says "ki + 24 to ki + 31": a typo)
     k2 = sorted(set((ki + k[:, 4:]).ravel().tolist()))

@@ -20,7 +20,8 @@ def _cells(panel):
 @pytest.mark.parametrize("op", MFMA_OPS, ids=lambda op: op.name)
 def test_mfma_panels_are_the_inverse_lane_maps(op):
     # every cell is filled, and by the lane and element the inverse maps name for its coordinates
-    for panel, inverse in zip(figures.mfma_panels(op), (lanes.a_lane, lanes.b_lane, lanes.acc_lane)):
+    b_lane = lambda op, block, k, col: lanes.b_lane(op, block, col, k)  # noqa: E731 - the B panel is B[k, col]
+    for panel, inverse in zip(figures.mfma_panels(op), (lanes.a_lane, b_lane, lanes.acc_lane)):
         block, row, col, colour, lane, elem = _cells(panel)
         assert (colour == lane).all() and (lane != figures.EMPTY).all(), panel.title
         want_lane, want_elem = inverse(op, block, row, col)

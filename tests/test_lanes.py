@@ -18,7 +18,7 @@ def _grid(cols):
 def test_owner_maps_are_bijections_with_inverses(op):
     for cols, owner, inverse, extent in (
         (op.a_elems, lanes.a_owner, lanes.a_lane, (op.blocks, op.m, op.k)),
-        (op.b_elems, lanes.b_owner, lanes.b_lane, (op.blocks, op.k, op.n)),
+        (op.b_elems, lanes.b_owner, lanes.b_lane, (op.blocks, op.n, op.k)),
         (op.acc_elems, lanes.acc_owner, lanes.acc_lane, (op.blocks, op.m, op.n)),
     ):
         lane, e = _grid(cols)
@@ -97,7 +97,7 @@ def test_seed_16x16x32_f16_fragments():
     op = CATALOG["mfma_f32_16x16x32_f16"]
     lane, e = _grid(8)
     assert all((x == y).all() for x, y in zip(lanes.a_owner(op, lane, e), (0 * lane, lane % 16, 8 * (lane // 16) + e)))
-    assert all((x == y).all() for x, y in zip(lanes.b_owner(op, lane, e), (0 * lane, 8 * (lane // 16) + e, lane % 16)))
+    assert all((x == y).all() for x, y in zip(lanes.b_owner(op, lane, e), (0 * lane, lane % 16, 8 * (lane // 16) + e)))
     lane, g = _grid(4)
     assert all((x == y).all() for x, y in zip(lanes.acc_owner(op, lane, g), (0 * lane, 4 * (lane // 16) + g % 4, lane % 16)))
 

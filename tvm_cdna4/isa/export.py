@@ -21,9 +21,10 @@ def mfma_lanes(op: MfmaOp) -> dict[str, list[list[int]]]:
     la, ea = _grid(op.a_elems)
     lb, eb = _grid(op.b_elems)
     lc, rc = _grid(op.acc_elems)
+    b = lanes.b_owner(op, lb, eb)
     return {
         "a": _table(la, ea, *lanes.a_owner(op, la, ea)),
-        "b": _table(lb, eb, *lanes.b_owner(op, lb, eb)),
+        "b": _table(lb, eb, b.block, b.k, b.col),  # the math's B[k, col]
         "acc": _table(lc, rc, *lanes.acc_owner(op, lc, rc)),
     }
 

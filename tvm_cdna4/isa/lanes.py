@@ -9,7 +9,7 @@ MFMA inputs (AMD's matrix instruction calculator formula, ``sources.SOURCES['cal
 
     A(lane, e) = (block, row, k) with row = lane % M, block = (lane // M) % blocks,
                  k = (lane // (M*blocks)) * elems + e
-    B(lane, e) = (block, k, col) with the same formula, col = lane % N
+    B(lane, e) = (block, col, k) with the same formula, col = lane % N
 
 It reproduces the seed's 16x16x32 f16 example (``k = 8*(lane//16) + e``) and the rules "packed
 inputs: blocks = 64 / M" and "scalar inputs: each K position occupies a separate group of M lanes".
@@ -21,20 +21,75 @@ Accumulators follow the seed's five layout tables (``ACC_LAYOUTS``); ``reg`` cou
 from __future__ import annotations
 
 
+from typing import NamedTuple
+
 from .records import WAVE_SIZE, DsReadTrOp, MfmaOp
+
+# --------------------------------------------------------------------------------------------
+# Coordinates: named, in atom order. A pattern's atom of an operand is the register tile its lanes
+# own: A ``(row, k)``, B ``(col, k)`` (B's N x K view: each lane holds consecutive K of one
+# column), C/D ``(row, col)``; multi-block MFMAs put the block first. ``atom(op)`` gives those
+# coordinates; the fields name them, so no caller depends on a positional order.
+
+
+class AElem(NamedTuple):
+    """An A operand element: ``block``, ``row`` (M), ``k``."""
+
+    block: object
+    row: object
+    k: object
+
+    @property
+    def mn(self):
+        """The M coordinate (``row``): the operand's non-K axis."""
+        return self.row
+
+    def atom(self, op: MfmaOp) -> tuple:
+        """Atom coordinates ``(block?, row, k)`` (the block only for multi-block shapes)."""
+        return tuple(self) if op.blocks > 1 else (self.row, self.k)
+
+
+class BElem(NamedTuple):
+    """A B operand element: ``block``, ``col`` (N), ``k``; in the math ``B[k, col]``."""
+
+    block: object
+    col: object
+    k: object
+
+    @property
+    def mn(self):
+        """The N coordinate (``col``): the operand's non-K axis."""
+        return self.col
+
+    def atom(self, op: MfmaOp) -> tuple:
+        """Atom coordinates ``(block?, col, k)``."""
+        return tuple(self) if op.blocks > 1 else (self.col, self.k)
+
+
+class AccElem(NamedTuple):
+    """An accumulator (C/D) element: ``block``, ``row``, ``col``."""
+
+    block: object
+    row: object
+    col: object
+
+    def atom(self, op: MfmaOp) -> tuple:
+        """Atom coordinates ``(block?, row, col)``."""
+        return tuple(self) if op.blocks > 1 else (self.row, self.col)
+
 
 # --------------------------------------------------------------------------------------------
 # MFMA A / B operands
 
 
-def a_owner(op: MfmaOp, lane, elem):
-    """(lane, element) of the A operand -> (block, row, k)."""
-    return (lane // op.m) % op.blocks, lane % op.m, (lane // (op.m * op.blocks)) * op.a_elems + elem
+def a_owner(op: MfmaOp, lane, elem) -> AElem:
+    """(lane, element) of the A operand -> ``AElem(block, row, k)``."""
+    return AElem((lane // op.m) % op.blocks, lane % op.m, (lane // (op.m * op.blocks)) * op.a_elems + elem)
 
 
-def b_owner(op: MfmaOp, lane, elem):
-    """(lane, element) of the B operand -> (block, k, col)."""
-    return (lane // op.n) % op.blocks, (lane // (op.n * op.blocks)) * op.b_elems + elem, lane % op.n
+def b_owner(op: MfmaOp, lane, elem) -> BElem:
+    """(lane, element) of the B operand -> ``BElem(block, col, k)``."""
+    return BElem((lane // op.n) % op.blocks, lane % op.n, (lane // (op.n * op.blocks)) * op.b_elems + elem)
 
 
 def a_lane(op: MfmaOp, block, row, k):
@@ -42,8 +97,8 @@ def a_lane(op: MfmaOp, block, row, k):
     return row + op.m * block + op.m * op.blocks * (k // op.a_elems), k % op.a_elems
 
 
-def b_lane(op: MfmaOp, block, k, col):
-    """Inverse of :func:`b_owner`: (block, k, col) -> (lane, element)."""
+def b_lane(op: MfmaOp, block, col, k):
+    """Inverse of :func:`b_owner`: (block, col, k) -> (lane, element)."""
     return col + op.n * block + op.n * op.blocks * (k // op.b_elems), k % op.b_elems
 
 
@@ -103,10 +158,10 @@ ACC_LAYOUTS = {
 }
 
 
-def acc_owner(op: MfmaOp, lane, reg):
-    """(lane, accumulator element) -> (block, row, col)."""
+def acc_owner(op: MfmaOp, lane, reg) -> AccElem:
+    """(lane, accumulator element) -> ``AccElem(block, row, col)``."""
     owner, _ = ACC_LAYOUTS[op.acc_layout]
-    return owner(lane, reg, op.blocks)
+    return AccElem(*owner(lane, reg, op.blocks))
 
 
 def acc_lane(op: MfmaOp, block, row, col):

@@ -36,7 +36,7 @@ def gather_a(op: MfmaOp, a64: np.ndarray) -> np.ndarray:
 def gather_b(op: MfmaOp, b64: np.ndarray) -> np.ndarray:
     """Per-lane B values (64, b_elems) -> tiles (blocks, K, N) through the B owner map."""
     lane, elem = np.meshgrid(_LANE, np.arange(op.b_elems), indexing="ij")
-    blk, k, col = lanes.b_owner(op, lane, elem)
+    blk, col, k = lanes.b_owner(op, lane, elem)
     tiles = np.zeros((op.blocks, op.k, op.n), dtype=b64.dtype)
     tiles[blk, k, col] = b64
     return tiles
@@ -66,7 +66,7 @@ def scatter_a(op: MfmaOp, tiles: np.ndarray) -> np.ndarray:
 
 def scatter_b(op: MfmaOp, tiles: np.ndarray) -> np.ndarray:
     lane, elem = np.meshgrid(_LANE, np.arange(op.b_elems), indexing="ij")
-    blk, k, col = lanes.b_owner(op, lane, elem)
+    blk, col, k = lanes.b_owner(op, lane, elem)
     return tiles[blk, k, col]
 
 

@@ -35,7 +35,7 @@ from ..isa import CATALOG, DsReadTrOp, MfmaOp, lanes
 from ..isa.llvm_types import tir_dtype
 from ..rocm.helpers import bf16_tr_helper
 from .common import WaveContext, check_operands
-from .mfma import ELEMENT_DTYPES, _b_atom, _drop
+from .mfma import ELEMENT_DTYPES
 
 GROUPS = 4  # 16-lane groups per wave
 # bf16/fp8 elements only as bit patterns (common.BIT_STORAGE): the transpose moves packed LDS bytes
@@ -130,7 +130,8 @@ def operand_plan(op: DsReadTrOp, mfma: MfmaOp, operand: str):
     covered, starts = [], []
     for call in range(elems // n):
         consumer, i = lanes.tr_consumer(op, lane, s)
-        blk, k, mn = _kmn(operand, owner(mfma, consumer, lanes.tr_operand_element(op, call, i)))
+        c = owner(mfma, consumer, lanes.tr_operand_element(op, call, i))
+        blk, k, mn = c.block, c.k, c.mn
         if (blk != blk[:, :1]).any() or (k != k[:, :1]).any() or (mn - mn[:, :1] != s).any():
             bad = int(np.nonzero((k != k[:, :1]).any(1) | (mn - mn[:, :1] != s).any(1) | (blk != blk[:, :1]).any(1))[0][0])
             raise ContractError(
@@ -144,11 +145,6 @@ def operand_plan(op: DsReadTrOp, mfma: MfmaOp, operand: str):
         raise ContractError(f"K coverage: the calls must cover K positions 0..{mfma.k - 1} once each",
                             opcode=op.name, found=covered)
     return covered, starts
-
-
-def _kmn(operand, coords):
-    blk, x, y = coords
-    return (blk, x, y) if operand == "B" else (blk, y, x)  # A owner gives (block, row, k)
 
 
 def _lower_operand(op: DsReadTrOp, args, params, sctx):
@@ -183,12 +179,12 @@ def _lower_operand(op: DsReadTrOp, args, params, sctx):
     frag.nonoverlapping()
     lane, n = ctx.proof_lane, op.elements
     owner = lanes.b_owner if operand == "B" else lanes.a_owner
-    atom = (lambda c: _b_atom(mfma, c)) if operand == "B" else (lambda c: _drop(mfma, c))
     run, stmts = ctx.at_runtime, []
     for call in range(len(covered)):
-        base = frag.slots([atom(owner(mfma, lane, call * n + i)) for i in range(n)], lane)
+        base = frag.slots([owner(mfma, lane, call * n + i).atom(mfma) for i in range(n)], lane)
         consumer, i = lanes.tr_consumer(op, lane, 0)
-        _, k, col = _kmn(operand, owner(mfma, consumer, call * n + i))
+        first = owner(mfma, consumer, call * n + i)
+        k, col = first.k, first.mn
         src.contiguous([(k, col + s) for s in range(n)], op.lds_alignment)
         value = _load(op, ctx, src, (run(k), run(col)))
         stmts.append(_store(frag, run(base), n, value))

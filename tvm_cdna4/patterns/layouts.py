@@ -98,7 +98,7 @@ def mfma_fragment(op: MfmaOp, operand: str, repeats: tuple[int, ...] = (), fmt_a
     elif operand == "A":
         atom, place = a_atom, lambda c: lanes.a_lane(op, *_with_block(op, c))
     elif operand == "B":
-        atom, place = b_atom, lambda c: _b_place(op, c)
+        atom, place = b_atom, lambda c: lanes.b_lane(op, *_with_block(op, c))
     elif operand in ("C", "D"):
         atom, place = d_atom, lambda c: lanes.acc_lane(op, *_with_block(op, c))
     else:
@@ -110,11 +110,6 @@ def mfma_fragment(op: MfmaOp, operand: str, repeats: tuple[int, ...] = (), fmt_a
 
 def _with_block(op, c):
     return c if op.blocks > 1 else (0 * c[0], *c)
-
-
-def _b_place(op, c):
-    blk, col, k = c if op.blocks > 1 else (0 * c[0], *c)
-    return lanes.b_lane(op, blk, k, col)
 
 
 def _check_scale_place(op):

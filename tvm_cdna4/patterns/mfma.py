@@ -20,7 +20,7 @@ Atoms, in the catalog's coordinates (``tvm_cdna4.isa.lanes``):
   ``float8_e4m3fn`` and ``float8_e5m2`` tensors are refused: TIRx stores them on ROCm as one
   float32 per element (``common.BIT_STORAGE``), not as the packed bits the instruction reads.
 - Owners: A element ``(b, i, k)`` lives in lane/register ``lanes.a_lane(op, b, i, k)``, B element
-  ``(b, j, k)`` in ``lanes.b_lane(op, b, k, j)``, D/C element ``(b, i, j)`` in
+  ``(b, j, k)`` in ``lanes.b_lane(op, b, j, k)``, D/C element ``(b, i, j)`` in
   ``lanes.acc_lane(op, b, i, j)``; a lane's elements occupy consecutive registers.
 
 Scaled MFMA (``mfma_scale_*``): ``T.rocm.tile.apply(op, D, A, B, C, scale_a, scale_b, cbsz=fa,
@@ -120,9 +120,9 @@ def _scaled_operand(ctx, op: MfmaOp, name: str, arg, fmt: str, code: str, mods: 
         region = ctx.region(name, arg, atom, ("local",), repeat_axes=repeat_axes)
         region.check_dtype(ELEMENT_DTYPES[fmt], f"{fmt} elements ({code}={mods[code]})")
         if name == "A":
-            coords = [_drop(op, lanes.a_owner(op, lane, e)) for e in range(op.a_elems)]
+            coords = [lanes.a_owner(op, lane, e).atom(op) for e in range(op.a_elems)]
         else:
-            coords = [_b_atom(op, lanes.b_owner(op, lane, e)) for e in range(op.b_elems)]
+            coords = [lanes.b_owner(op, lane, e).atom(op) for e in range(op.b_elems)]
         return region, region.slots(coords, lane), len(coords), words
     found = int(arg.region[-1].extent)
     if found != words:
@@ -246,9 +246,9 @@ def lower(op: MfmaOp, args, params, sctx):
         scales = [_Scale(ctx, op, name, arg, rep, params, lane)
                   for name, arg, rep in (("scale_a", args[4], mk), ("scale_b", args[5], nk))]
     else:
-        a_base = a.slots([_drop(op, lanes.a_owner(op, lane, e)) for e in range(op.a_elems)], lane)
-        b_base = b.slots([_b_atom(op, lanes.b_owner(op, lane, e)) for e in range(op.b_elems)], lane)
-    acc = [_drop(op, lanes.acc_owner(op, lane, r)) for r in range(op.acc_elems)]
+        a_base = a.slots([lanes.a_owner(op, lane, e).atom(op) for e in range(op.a_elems)], lane)
+        b_base = b.slots([lanes.b_owner(op, lane, e).atom(op) for e in range(op.b_elems)], lane)
+    acc = [lanes.acc_owner(op, lane, r).atom(op) for r in range(op.acc_elems)]
     d_base = d.slots(acc, lane)
     c_base = c.slots(acc, lane) if c is not None else None
 
@@ -288,12 +288,3 @@ def lower(op: MfmaOp, args, params, sctx):
         return SeqStmt([*ctx.bindings, *stores])
     return ctx.finish([accumulate(lambda expr: expr, scaled_mfma if scaled else dense_mfma)])
 
-def _drop(op: MfmaOp, coords):
-    """Catalog (block, x, y) -> atom coordinates (block axis only for multi-block shapes)."""
-    return tuple(coords) if op.blocks > 1 else tuple(coords)[1:]
-
-
-def _b_atom(op: MfmaOp, coords):
-    """Catalog B (block, k, col) -> B atom (block?, col, k)."""
-    block, k, col = coords
-    return (block, col, k) if op.blocks > 1 else (col, k)

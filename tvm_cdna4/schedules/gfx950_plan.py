@@ -22,9 +22,9 @@ from ..rocm.build import GFX950_LDS_BYTES
 def lane_maps(op):
     """The catalog's owner maps of one MFMA as functions of a lane expression: A row and first K,
     B column and first K of the lane's elements; accumulator row and column of register ``r``."""
-    return (lambda lane: lanes.a_owner(op, lane, 0)[1], lambda lane: lanes.a_owner(op, lane, 0)[2],
-            lambda lane: lanes.b_owner(op, lane, 0)[2], lambda lane: lanes.b_owner(op, lane, 0)[1],
-            lambda lane, r: lanes.acc_owner(op, lane, r)[1], lambda lane, r: lanes.acc_owner(op, lane, r)[2])
+    return (lambda lane: lanes.a_owner(op, lane, 0).row, lambda lane: lanes.a_owner(op, lane, 0).k,
+            lambda lane: lanes.b_owner(op, lane, 0).col, lambda lane: lanes.b_owner(op, lane, 0).k,
+            lambda lane, r: lanes.acc_owner(op, lane, r).row, lambda lane, r: lanes.acc_owner(op, lane, r).col)
 
 
 @attrs.frozen
