@@ -181,7 +181,9 @@ def test_gfx950_build_is_cached(monkeypatch, cache_dir):
     assert warm.executable is None
     with pytest.raises(AssertionError, match="built although"):
         gfx950_cli.build_cached(replace_ns(args, K=128))
-    monkeypatch.setattr(gfx950_cli, "schedule_digest", lambda: "an edited schedule")
+    from tvm_cdna4.schedules import gfx950_gemm  # the key's digest: gfx950_gemm.build, which the CLI calls
+
+    monkeypatch.setattr(gfx950_gemm, "schedule_digest", lambda: "an edited schedule")
     with pytest.raises(AssertionError, match="built although"):  # an edit under the same version rebuilds
         gfx950_cli.build_cached(args)
 

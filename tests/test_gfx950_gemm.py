@@ -182,7 +182,7 @@ def test_plan_of_the_default_f16_nn_kernel():
 
     plan = plan_gfx950_gemm(4096, 4096, 4096, "f16", "nn")
     assert (plan.mfma, plan.block, plan.warp_tile, plan.repeats) == ("mfma_f32_16x16x32_f16", (128, 128, 64), (64, 64), (4, 4, 2))
-    assert (plan.grid, plan.groups, plan.k_steps, plan.vec, plan.format_codes) == ((32, 32), 1024, 64, 8, None)
+    assert (plan.grid.tiles, plan.groups, plan.k_steps, plan.vec, plan.format_codes) == ((32, 32), 1024, 64, 8, None)
     # A (M x K) is K-contiguous: 16-byte reads, one per fragment; B (K x N) is N-contiguous: ds_read_tr16, two
     assert (plan.a.mn_contiguous, plan.a.lds_shape, plan.a.chunks, plan.a.transpose_read, plan.a.reads) == (
         False, (128, 64 + 8), 4, None, 4 * 2)

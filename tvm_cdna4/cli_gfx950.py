@@ -18,6 +18,7 @@ import numpy as np
 from .errors import ContractError
 
 # the plans only: resolving options and reading the build cache import no TIRx (warm builds)
+from .schedules.gfx950_gemm import schedule_digest  # noqa: F401 (the key's source digest)
 from .schedules.gfx950_plan import DTYPES, MX_FORMATS, default_config, default_mx_config, dma_config
 
 GFX950_DTYPES = (*DTYPES, *MX_FORMATS)
@@ -90,39 +91,15 @@ def _kernel(args, cfg):
     return gfx950_gemm(args.M, args.N, args.K, args.dtype, args.layout, _out_dtype(args), cfg)
 
 
-def schedule_digest() -> str:
-    """SHA-256 of everything a gfx950 GEMM's code comes from: the schedules, the tile patterns, the
-    LLVM IR helpers, the kernel rules and the build (``cache.source_digest``)."""
-    from .cache import source_digest
-
-    return source_digest("schedules/gfx950_*.py", "schedules/pipeline.py", "patterns/*.py", "rocm/*.py", "isa/*.py",
-                         "tirx_private.py")
-
-
 def build_cached(args, cfg=None, cache: bool = True):
-    """``tvm_cdna4.build`` of the CLI's kernel through the build cache, keyed by every argument that
-    determines the kernel: the LLVM IR, assembly and code object are cached; ``executable`` is None
-    on a hit. The emulator route (``--validate``) needs the lowered TIR, which is not cached."""
-    from .cache import cached
-    from .rocm.build import BuildResult, parse_metadata
+    """``tvm_cdna4.build`` of the CLI's kernel through the build cache (``gfx950_gemm.build``: keyed
+    by the kernel's plan record, so a warm build runs the planner only and imports no TIRx): the LLVM
+    IR, assembly and code object are cached; ``executable`` is None on a hit. The emulator route
+    (``--validate``) needs the lowered TIR, which is not cached."""
+    from .schedules.gfx950_gemm import build
 
     cfg = config(args) if cfg is None else cfg
-
-    def compile_() -> dict[str, bytes]:
-        from . import build  # TIRx: on a miss only
-
-        result = build(_kernel(args, cfg))
-        blobs = {"llvm_ir": result.llvm_ir.encode(), "asm": result.asm.encode()}
-        if result.code_object is not None:
-            blobs["code_object"] = result.code_object
-        return blobs
-
-    key = dict(target="gfx950", M=args.M, N=args.N, K=args.K, dtype=args.dtype, layout=args.layout,
-               out_dtype=_out_dtype(args), config=attrs.asdict(cfg), schedule=schedule_digest())
-    blobs = cached("gfx950-gemm", key, compile_, enabled=cache)
-    asm = blobs["asm"].decode()
-    return BuildResult(llvm_ir=blobs["llvm_ir"].decode(), asm=asm, kernels=parse_metadata(asm),
-                       code_object=blobs.get("code_object"), executable=None)
+    return build(args.M, args.N, args.K, args.dtype, args.layout, _out_dtype(args), cfg, cache=cache)
 
 
 def _inputs(args, rng):

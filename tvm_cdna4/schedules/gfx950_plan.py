@@ -1,36 +1,115 @@
 """The gfx950 GEMMs' configs and plans, without TIRx: what ``plan_gfx950_gemm`` decides for the dense
-GEMM (``Gfx950GemmConfig`` -> ``Gfx950GemmPlan``, per-dtype ``DTYPES``) and the MX GEMM's config and
-operand plans (``MxGemmConfig``, ``default_mx_config``, ``operand_plan``). ``gfx950_gemm`` and
-``gfx950_mx_gemm`` emit the kernels from them; the CLI resolves options and reads the build cache
-with this module alone, so a warm build does not import TIRx (like ``cuda_plan`` for sm80)."""
+GEMM (``Gfx950GemmConfig`` -> ``Gfx950GemmPlan``, per-dtype ``DTYPES``) and ``plan_mx_gemm`` for the
+MX GEMM (``MxGemmConfig`` -> ``MxGemmPlan``, per-operand ``MxOperand``), with the stages both share:
+the launch grid (``Grid``, decoded once per kernel), the epilogue (``Epilogue``: what happens to the
+accumulator tile before the store) and the kernel's parameters (``Param``). ``gfx950_emit`` holds the
+emitter pieces; ``gfx950_gemm_emit`` and ``gfx950_mx_gemm`` emit the kernels from the plans. The CLI
+resolves options and keys the build cache (``gfx950_gemm.build``) with this module alone, so a warm
+build does not import TIRx (like ``cuda_plan`` for sm80).
+
+Extents that depend on the problem (``M`` and what is derived from it: the grid's tile rows, C's
+shape) are typed ``Extent``: Python ints today, room for a symbolic ``M`` (a TIR variable) later, so
+the emission never calls ``int()`` on them; the validation compares them only where they are ints."""
 
 from __future__ import annotations
 
 import math
 
 import attrs
-import numpy as np
 
-from ..isa import CATALOG, DS_READ_TR_OPS, SCALE_FORMAT_CODES, WAVE_SIZE, DsReadTrOp, lanes
+from typing import Union
+
+from ..isa import CATALOG, DS_READ_TR_OPS, SCALE_FORMAT_CODES, WAVE_SIZE, DsReadTrOp
 from ..isa.formats import fmt as format_of
 from ..isa.mfma_table import SCALE_VECTOR_WORDS
 from ..patterns.dma import LdsTile
+from ..rocm.helpers import SCHED_DS_READ, SCHED_DS_WRITE, SCHED_MFMA, SCHED_VMEM_READ
 from ..rocm.build import GFX950_LDS_BYTES
 
-# ---------------------------------------------------------------------------------- the dense GEMM
+Extent = Union[int, "PrimExpr"]  # noqa: F821 (a TIR expression: the symbolic M to come)
 
-def lane_maps(op):
-    """The catalog's owner maps of one MFMA as functions of a lane expression: A row and first K,
-    B column and first K of the lane's elements; accumulator row and column of register ``r``."""
-    return (lambda lane: lanes.a_owner(op, lane, 0).row, lambda lane: lanes.a_owner(op, lane, 0).k,
-            lambda lane: lanes.b_owner(op, lane, 0).col, lambda lane: lanes.b_owner(op, lane, 0).k,
-            lambda lane, r: lanes.acc_owner(op, lane, r).row, lambda lane, r: lanes.acc_owner(op, lane, r).col)
+# ------------------------------------------------------------------- the stages both GEMMs share
+
+
+@attrs.frozen
+class Param:
+    """One kernel parameter: ``name`` (the PrimFunc's), ``shape`` and TIR ``dtype``."""
+
+    name: str
+    shape: tuple[Extent, ...]
+    dtype: str
+
+
+@attrs.frozen
+class Grid:
+    """The launch grid, one workgroup per output tile: ``tiles`` = (tile rows, tile columns) per
+    batch, ``batch`` workgroups along a batch axis (None: the kernel has no batch axis), ``k_splits``
+    workgroups along K per tile (room for a split-K GEMM: 1 today). ``decode`` turns ``blockIdx.x``
+    into the tile's indices once per kernel (tile column fastest, then row, then K split, then batch)."""
+
+    tiles: tuple[Extent, int]
+    batch: int | None = None
+    k_splits: int = 1
+
+    @property
+    def groups(self) -> Extent:
+        """Workgroups of the launch."""
+        return self.tiles[0] * self.tiles[1] * (self.batch or 1) * self.k_splits
+
+    def decode(self, bid) -> GridIndex:
+        """The tile indices of workgroup ``bid`` (an int or a TIR expression)."""
+        per = self.tiles[0] * self.tiles[1]
+        if self.batch is None and self.k_splits == 1:
+            return GridIndex(0, 0, bid // self.tiles[1], bid % self.tiles[1])
+        split = 0 if self.k_splits == 1 else bid // per % self.k_splits
+        return GridIndex(bid // (per * self.k_splits), split, bid % per // self.tiles[1], bid % self.tiles[1])
+
+
+@attrs.frozen
+class GridIndex:
+    """A workgroup's indices (``Grid.decode``): batch, K split, tile row, tile column."""
+
+    batch: object
+    k_split: object
+    row: object
+    col: object
+
+
+EPILOGUE_OPS = ("cast", "bf16_rne")  # what an epilogue may apply, in order
+
+
+@attrs.frozen
+class Epilogue:
+    """The operations applied to the accumulator tile before the store to C, in order: ``cast`` (to
+    ``out``), ``bf16_rne`` (round to nearest even, the bf16 bit pattern as int16); none: the
+    accumulators are stored as they are. The stage the next kernels extend (bias, activations,
+    row/column scales, a split-K reduction), each bringing its parameters (``params``)."""
+
+    acc: str  # TIR dtype of the accumulators
+    out_dtype: str  # OUT_STORAGE key of C
+    out: str  # TIR dtype of C
+    ops: tuple[str, ...] = ()
+    params: tuple[Param, ...] = ()  # the epilogue's inputs besides C (none yet)
+
+    def __attrs_post_init__(self):
+        unknown = [op for op in self.ops if op not in EPILOGUE_OPS]
+        if unknown:
+            raise ValueError(f"epilogue: unknown operations {unknown}; expected some of {EPILOGUE_OPS}")
+
+
+def convert_epilogue(acc: str, out_dtype: str) -> Epilogue:
+    """The epilogue that only converts the accumulators to ``out_dtype``."""
+    out = OUT_STORAGE[out_dtype]
+    ops = ("bf16_rne",) if out_dtype == "bf16" else ("cast",) if out != acc else ()
+    return Epilogue(acc, out_dtype, out, ops)
+
+
+# ---------------------------------------------------------------------------------- the dense GEMM
 
 
 @attrs.frozen
 class DtypeSpec:
     storage: str  # TIR dtype of A/B in memory (bf16 travels as int16 bit patterns)
-    numpy: object  # numpy dtype users pass
     mfma16: str  # 16x16 MFMA
     mfma32: str  # 32x32 MFMA
     tr: str | None  # ds_read_tr for the M/N-contiguous operand; None: per-element LDS reads
@@ -43,36 +122,40 @@ class DtypeSpec:
         """A and B element formats."""
         return self.scaled or (CATALOG[self.mfma16].a_format, CATALOG[self.mfma16].b_format)
 
+    @property
+    def numpy(self):
+        """The numpy dtype users pass (``isa.formats``), or (A's, B's) where they differ or are scaled."""
+        a, b = self.formats
+        return (format_of(a).dtype, format_of(b).dtype) if self.scaled else format_of(a).dtype
+
+    @property
+    def elem_bytes(self) -> int:
+        """Bytes of one A/B element (``isa.formats``)."""
+        return format_of(self.formats[0]).bits // 8
+
 
 FORMAT_CODES = {fmt: code for code, fmt in SCALE_FORMAT_CODES.items()}  # scaled MFMA cbsz / blgp values
 UNIT_SCALES = 0x7F7F7F7F  # E8M0 127 = 2^0 in every byte (whatever op_sel picks)
 
 
-def _np(name):
-    import ml_dtypes
-
-    return {"f16": np.float16, "bf16": ml_dtypes.bfloat16, "fp8": ml_dtypes.float8_e4m3fn,
-            "bf8": ml_dtypes.float8_e5m2, "i8": np.int8, "f32": np.float32, "f64": np.float64}[name]
-
-
 def _fp8(a, b):
-    """fp8/bf8 on the scaled f8f6f4 MFMAs with unit scales (module docstring)."""
-    return DtypeSpec("uint8", (_np(a), _np(b)), "mfma_scale_f32_16x16x128_f8f6f4", "mfma_scale_f32_32x32x64_f8f6f4",
+    """fp8/bf8 on the scaled f8f6f4 MFMAs with unit scales (``gfx950_gemm``'s docstring)."""
+    return DtypeSpec("uint8", "mfma_scale_f32_16x16x128_f8f6f4", "mfma_scale_f32_32x32x64_f8f6f4",
                      "ds_read_tr8_b64_v2i32", "float32", ("f32", "f16", "bf16"), (a, b))
 
 
 DTYPES: dict[str, DtypeSpec] = {
-    "f16": DtypeSpec("float16", _np("f16"), "mfma_f32_16x16x32_f16", "mfma_f32_32x32x16_f16", "ds_read_tr16_b64_v4f16",
+    "f16": DtypeSpec("float16", "mfma_f32_16x16x32_f16", "mfma_f32_32x32x16_f16", "ds_read_tr16_b64_v4f16",
                      "float32", ("f32", "f16", "bf16")),
-    "bf16": DtypeSpec("int16", _np("bf16"), "mfma_f32_16x16x32_bf16", "mfma_f32_32x32x16_bf16", "ds_read_tr16_b64_v4bf16",
+    "bf16": DtypeSpec("int16", "mfma_f32_16x16x32_bf16", "mfma_f32_32x32x16_bf16", "ds_read_tr16_b64_v4bf16",
                       "float32", ("f32", "f16", "bf16")),
     "fp8": _fp8("fp8", "fp8"),
     "bf8": _fp8("bf8", "bf8"),
     "fp8_bf8": _fp8("fp8", "bf8"),
     "bf8_fp8": _fp8("bf8", "fp8"),
-    "i8": DtypeSpec("int8", _np("i8"), "mfma_i32_16x16x64_i8", "mfma_i32_32x32x32_i8", "ds_read_tr8_b64_v2i32", "int32", ("i32",)),
-    "f32": DtypeSpec("float32", _np("f32"), "mfma_f32_16x16x4f32", "mfma_f32_32x32x2f32", None, "float32", ("f32", "f16", "bf16")),
-    "f64": DtypeSpec("float64", _np("f64"), "mfma_f64_16x16x4f64", "mfma_f64_16x16x4f64", None, "float64", ("f64",)),
+    "i8": DtypeSpec("int8", "mfma_i32_16x16x64_i8", "mfma_i32_32x32x32_i8", "ds_read_tr8_b64_v2i32", "int32", ("i32",)),
+    "f32": DtypeSpec("float32", "mfma_f32_16x16x4f32", "mfma_f32_32x32x2f32", None, "float32", ("f32", "f16", "bf16")),
+    "f64": DtypeSpec("float64", "mfma_f64_16x16x4f64", "mfma_f64_16x16x4f64", None, "float64", ("f64",)),
 }
 OUT_STORAGE = {"f32": "float32", "f16": "float16", "bf16": "int16", "i32": "int32", "f64": "float64"}
 LAYOUTS = ("nn", "nt", "tn", "tt")
@@ -136,12 +219,7 @@ def dma_config(dtype: str) -> Gfx950GemmConfig:
     cfg = default_config(dtype)
     if dtype in ("f32", "f64"):
         return attrs.evolve(cfg, lds_dma=True)
-    return attrs.evolve(cfg, block_k=64 // _elem_bytes(DTYPES[dtype].storage), mfma="32x32", lds_dma=True)
-
-
-def _elem_bytes(storage: str) -> int:
-    return np.dtype({"float16": np.float16, "int16": np.int16, "uint8": np.uint8, "int8": np.int8,
-                     "float32": np.float32, "float64": np.float64}[storage]).itemsize
+    return attrs.evolve(cfg, block_k=64 // DTYPES[dtype].elem_bytes, mfma="32x32", lds_dma=True)
 
 
 # ------------------------------------------------------------------------------------------ the plan
@@ -189,28 +267,27 @@ class Gfx950GemmPlan:
     instead of 218-248, still 2 waves/SIMD (LDS), and below register staging on the same MFMA
     in every dtype and layout; an option, the default for no dtype or layout."""
 
-    M: int
+    M: Extent
     N: int
     K: int
     batch: int  # 0: no batch axis
     dtype: str  # DTYPES key
     layout: str  # LAYOUTS entry
-    out_dtype: str  # OUT_STORAGE key
     config: Gfx950GemmConfig
     mfma: str  # catalog name of the MFMA
     elem: str  # TIR dtype of A and B in memory, LDS and registers
-    acc: str  # TIR dtype of the accumulators
-    out: str  # TIR dtype of C
     block: tuple[int, int, int]  # (BM, BN, BK): the workgroup's tile
     warp_tile: tuple[int, int]  # (WM, WN): each wave's part of the tile (2 x 2 waves)
     repeats: tuple[int, int, int]  # (RM, RN, RK): MFMAs per wave along M, N and K per K tile
-    grid: tuple[int, int]  # workgroups along M and N (per batch)
+    # workgroups per (M, N) tile; the batch axis is always decoded (one batch without ``batch``)
+    grid: Grid
     k_steps: int  # K tiles
     vec: int  # elements per 16-byte chunk
     a: OperandPlan
     b: OperandPlan
     format_codes: tuple[int, int] | None  # cbsz (A), blgp (B) of the scaled MFMA; None: dense MFMAs
     interleave: tuple[tuple[int, int], ...] | None  # sched.group.barrier program per period; None: off
+    epilogue: Epilogue  # accumulators (``acc``) -> C (``out``, ``out_dtype``)
 
     @property
     def lds_stages(self) -> int:
@@ -218,20 +295,28 @@ class Gfx950GemmPlan:
         return 3 if self.config.lds_dma else 2
 
     @property
-    def groups(self) -> int:
-        """Workgroups of the launch."""
-        return self.grid[0] * self.grid[1] * max(self.batch, 1)
+    def groups(self) -> Extent:
+        """Workgroups of the launch (``grid.groups``)."""
+        return self.grid.groups
 
     @property
     def mfmas_per_tile(self) -> int:
         """MFMA instructions per wave and K tile."""
         return self.repeats[0] * self.repeats[1] * self.repeats[2]
 
+    @property
+    def params(self) -> tuple[Param, ...]:
+        """The kernel's parameters: A and B as stored (``OperandPlan.storage``; with ``batch`` a
+        leading batch axis), C ``(M, N)``, then the epilogue's."""
+        lead = (self.batch,) if self.batch else ()
+        return (Param("A", (*lead, *self.a.storage), self.elem), Param("B", (*lead, *self.b.storage), self.elem),
+                Param("C", (*lead, self.M, self.N), self.epilogue.out), *self.epilogue.params)
 
-def _operand_plan(name: str, op, spec: DtypeSpec, cfg: Gfx950GemmConfig, transposed: bool, M: int, N: int, K: int,
+
+def _operand_plan(name: str, op, spec: DtypeSpec, cfg: Gfx950GemmConfig, transposed: bool, M: Extent, N: int, K: int,
                   repeats: int, rk: int) -> OperandPlan:
     """A (``name`` "A") or B of the tile: its storage, LDS stage, global chunks and LDS reads."""
-    esize = _elem_bytes(spec.storage)
+    esize = spec.elem_bytes
     vec = max(1, 16 // esize)
     BM, BN, BK = cfg.block_m, cfg.block_n, cfg.block_k
     pad = cfg.lds_pad // esize
@@ -259,7 +344,7 @@ def _operand_plan(name: str, op, spec: DtypeSpec, cfg: Gfx950GemmConfig, transpo
                        per_fragment, dma)
 
 
-def plan_gfx950_gemm(M: int, N: int, K: int, dtype: str = "f16", layout: str = "nn", out_dtype: str | None = None,
+def plan_gfx950_gemm(M: Extent, N: int, K: int, dtype: str = "f16", layout: str = "nn", out_dtype: str | None = None,
                      config: Gfx950GemmConfig | None = None, batch: int = 0) -> Gfx950GemmPlan:
     """The plan of ``gfx950_gemm`` (same arguments); ValueError for a problem or config it cannot
     run."""
@@ -271,7 +356,7 @@ def plan_gfx950_gemm(M: int, N: int, K: int, dtype: str = "f16", layout: str = "
     out_dtype = out_dtype or spec.outs[0]
     if out_dtype not in spec.outs:
         raise ValueError(f"gfx950 GEMM: output {out_dtype!r} for {dtype}; expected one of {list(spec.outs)}")
-    if min(M, N, K) < 1:
+    if any(isinstance(x, int) and x < 1 for x in (M, N, K)):
         raise ValueError(f"gfx950 GEMM: M, N, K must be positive; got {M}, {N}, {K}")
     cfg = config or default_config(dtype)
     cfg.check(spec)
@@ -283,17 +368,60 @@ def plan_gfx950_gemm(M: int, N: int, K: int, dtype: str = "f16", layout: str = "
     b = _operand_plan("B", op, spec, cfg, layout[1] == "t", M, N, K, RN, RK)
     writes = 0 if cfg.lds_dma else a.chunks + b.chunks  # LDS stores: none with direct-to-LDS loads
     loads = a.dma_loads + b.dma_loads if cfg.lds_dma else a.chunks + b.chunks
-    from .pipeline import prefetch_program  # a pure function beside the pipeline's TIRx macros
-
     program = prefetch_program((RM, RN, RK), a.reads_per_fragment, b.reads_per_fragment, writes,
                                loads) if cfg.interleave else None
     codes = tuple(FORMAT_CODES[f] for f in spec.scaled) if spec.scaled else None
-    return Gfx950GemmPlan(M, N, K, batch, dtype, layout, out_dtype, cfg, op.name, spec.storage, spec.acc,
-                          OUT_STORAGE[out_dtype], (BM, BN, BK), (WM, WN), (RM, RN, RK), (-(-M // BM), -(-N // BN)),
-                          -(-K // BK), max(1, 16 // _elem_bytes(spec.storage)), a, b, codes, program)
+    return Gfx950GemmPlan(M, N, K, batch, dtype, layout, cfg, op.name, spec.storage, (BM, BN, BK), (WM, WN),
+                          (RM, RN, RK), Grid((-(-M // BM), -(-N // BN)), max(batch, 1)), -(-K // BK),
+                          max(1, 16 // spec.elem_bytes), a, b, codes, program, convert_epilogue(spec.acc, out_dtype))
 
 
-# -------------------------------------------------------------------------------------- the emission
+# ------------------------------------------------------------------------- the interleave program
+
+def prefetch_program(repeats: tuple[int, int, int], a_reads: int, b_reads: int, lds_writes: int,
+                     global_loads: int) -> tuple[tuple[int, int], ...]:
+    """``llvm.amdgcn.sched.group.barrier`` groups for one period of ``fragment_pipeline``.
+
+    The period's MFMAs (``repeats`` = (RM, RN, RK); K step, then M, then N fragment) carry its
+    memory instructions: over the first half of them, the LDS stores, each followed by a global
+    load (which may reuse its registers); and each fragment of the next tile is read (``a_reads``
+    / ``b_reads`` LDS reads per A / B fragment) right after the last MFMA that uses the same
+    fragment of the current tile, so that the register allocator can give it the same registers:
+    the two fragment sets cost little more than one."""
+    rm, rn, rk = repeats
+    memory = []
+    for i in range(max(lds_writes, global_loads)):
+        memory += [SCHED_DS_WRITE] * (i < lds_writes) + [SCHED_VMEM_READ] * (i < global_loads)
+    per_mfma = -(-len(memory) // max(1, rm * rn * rk // 2))
+    program = []
+    for _ in range(rk):
+        for mi in range(rm):
+            for ni in range(rn):
+                program.append((SCHED_MFMA, 1))
+                program += [(mask, 1) for mask in memory[:per_mfma]]
+                del memory[:per_mfma]
+                if ni == rn - 1:  # A fragment mi of this K step is dead
+                    program.append((SCHED_DS_READ, a_reads))
+                if mi == rm - 1:  # B fragment ni of this K step is dead
+                    program.append((SCHED_DS_READ, b_reads))
+    return tuple(program)
+
+
+def prefetch_reads(repeats: tuple[int, int, int]) -> tuple[tuple[str, int, int], ...]:
+    """The fragments of one tile, ("A", K step, M fragment) or ("B", K step, N fragment), in the
+    order in which ``prefetch_program`` places their LDS reads: emitting the reads in this order
+    lets each group take the reads of its own fragment."""
+    rm, rn, rk = repeats
+    order = []
+    for kk in range(rk):
+        for mi in range(rm):
+            for ni in range(rn):
+                if ni == rn - 1:
+                    order.append(("A", kk, mi))
+                if mi == rm - 1:
+                    order.append(("B", kk, ni))
+    return tuple(order)
+
 
 
 # ------------------------------------------------------------------------------------- the MX GEMM
@@ -323,7 +451,7 @@ def transpose_load(fmt: str) -> DsReadTrOp:
 
 @attrs.frozen
 class MxOperand:
-    """How one operand travels from global memory to MFMA fragments (module docstring).
+    """How one operand travels from global memory to MFMA fragments (``gfx950_mx_gemm``'s docstring).
 
     Storage: ``rows`` rows of ``row_words`` packed words; a tile is ``tile_rows`` rows of
     ``tile_words`` words. Each thread copies ``units`` units of ``unit_words`` words per tile (one
@@ -333,8 +461,8 @@ class MxOperand:
 
     name: str  # "A" or "B"
     k_contiguous: bool
-    rows: int
-    row_words: int
+    rows: Extent  # M or N (K-contiguous), K
+    row_words: Extent
     tile_rows: int
     tile_words: int
     unit_words: int
@@ -352,7 +480,7 @@ class MxOperand:
         return CATALOG[self.tr].load_bits // 8 if self.tr else 0
 
 
-def operand_plan(name: str, k_contiguous: bool, extent: int, K: int, tile: int, block_k: int, fmt: str,
+def operand_plan(name: str, k_contiguous: bool, extent: Extent, K: int, tile: int, block_k: int, fmt: str,
                  lds_pad: int) -> MxOperand:
     """The plan of operand ``name`` (``extent`` = M or N, ``tile`` = block_m or block_n)."""
     op, bits = CATALOG[MFMA], format_of(fmt).bits
@@ -399,7 +527,7 @@ def lds_bytes(dtype: str, layout: str, config: MxGemmConfig) -> int:
 
 
 def _scale_words_per_stage(cfg: MxGemmConfig) -> int:
-    """Scale words of a stage (``_scale_byte``): per wave half, lane row, K group and K step, one
+    """Scale words of a stage (``gfx950_mx_gemm._Scales.byte``): per wave half, lane row, K group and K step, one
     word per four fragments of A and of B; and the spare words of the rows past the tile."""
     op = CATALOG[MFMA]
     rk = cfg.block_k // op.k
@@ -419,3 +547,115 @@ def default_mx_config(dtype: str, layout: str = "nt") -> MxGemmConfig:
     if format_of(MX_FORMATS[dtype]).bits == 8 and layout[0] == "t":
         return MxGemmConfig(load_ahead=1)
     return MxGemmConfig()
+
+
+def _check_mx_config(cfg: MxGemmConfig) -> None:
+    op = CATALOG[MFMA]
+    BM, BN, BK = cfg.block_m, cfg.block_n, cfg.block_k
+    if BM % (2 * op.m) or BN % (2 * op.n) or BK not in (op.k, 2 * op.k) or cfg.lds_pad % 16 or cfg.load_ahead not in (1, 2):
+        raise ValueError(f"MX GEMM: block {BM}x{BN}x{BK} must tile 2 x 2 waves of {op.m}x{op.n}x{op.k} MFMAs, "
+                         f"block_k {op.k} or {2 * op.k}, lds_pad a multiple of 16, load_ahead 1 or 2; got {cfg}")
+
+
+@attrs.frozen
+class MxGemmPlan:
+    """Everything the emission of one MX GEMM needs (``gfx950_mx_gemm``'s docstring), computed by
+    ``plan_mx_gemm``: a pure function of the problem and the config that tests inspect without
+    building. The scale words of a stage are laid out so that the word a lane reads holds its scales
+    of four fragments (``scale_words``: per lane and K step, A's then B's)."""
+
+    M: Extent
+    N: int
+    K: int
+    dtype: str  # MX_FORMATS key
+    layout: str  # LAYOUTS entry
+    config: MxGemmConfig
+    fmt: str  # element format of A and B (isa.formats)
+    mfma: str  # catalog name of the scaled MFMA
+    block: tuple[int, int, int]  # (BM, BN, BK)
+    warp_tile: tuple[int, int]  # (WM, WN): each wave's part of the tile (2 x 2 waves)
+    repeats: tuple[int, int, int]  # (RM, RN, RK): MFMAs per wave along M, N and K per K tile
+    grid: Grid  # no batch axis
+    k_steps: int  # K tiles
+    a: MxOperand
+    b: MxOperand
+    words: int  # packed words per lane and MFMA operand (32 K positions)
+    format_code: int  # cbsz = blgp of the format
+    byte_tiles: tuple[bool, bool]  # A, B fragments as uint8 element tiles (8-bit formats through ds_read_tr8)
+    # registers per fragment slot of A, B: 32 bytes, or ``words``; a tr6 fragment (two ds_read_b96_tr_b6)
+    # takes 8, so that each half lands on an even register (gfx950 register tuples are even-aligned)
+    slots: tuple[int, int]
+    scale_row_bytes: int  # E8M0 scales per row of A / column of B: K / 32
+    scale_rows: int  # scale rows (A rows, then B rows) per thread and K tile
+    scale_words: tuple[int, int]  # scale words per lane and K step of A, of B: one per four fragments
+    word_scales: bool  # a row's four scales of a K step are one aligned 32-bit word (two buffer loads)
+    interleave: tuple[tuple[int, int], ...] | None  # sched.group.barrier program per period; None: off
+    epilogue: Epilogue  # f32 accumulators stored as they are
+
+    @property
+    def fragment_elems(self) -> tuple[int, int]:
+        """Elements of one fragment set of A and of B: registers, or bytes for byte tiles."""
+        (RM, RN, RK), (sa, sb) = self.repeats, self.slots
+        return RM * RK * sa * (4 if self.byte_tiles[0] else 1), RN * RK * sb * (4 if self.byte_tiles[1] else 1)
+
+    @property
+    def split_a(self) -> bool:
+        """A's fragments are split tr6 slots, copied (and issued) fragment by fragment."""
+        return self.a.tr is not None and format_of(self.fmt).bits == 6
+
+    @property
+    def scale_loads(self) -> int:
+        """Scale-word global loads per thread and K tile (an A and a B word per scale row and K step)."""
+        return 2 * self.scale_rows * self.repeats[2]
+
+    @property
+    def scale_stores(self) -> int:
+        """Scale-byte LDS stores per thread and K tile."""
+        return 4 * self.scale_rows * self.repeats[2]
+
+    @property
+    def loads_per_tile(self) -> int:
+        """Global loads per thread and K tile (A and B units, scale words)."""
+        return self.a.units + self.b.units + self.scale_loads
+
+    @property
+    def lds_scale_words(self) -> int:
+        """Scale words of an LDS stage (``_scale_words_per_stage``)."""
+        return _scale_words_per_stage(self.config)
+
+    @property
+    def params(self) -> tuple[Param, ...]:
+        """The kernel's parameters: the A and B words as stored (``MxOperand.rows`` x ``row_words``),
+        the scales ``(M, K/32)`` and ``(N, K/32)``, C ``(M, N)``, then the epilogue's."""
+        return (Param("A", (self.a.rows, self.a.row_words), "uint32"), Param("B", (self.b.rows, self.b.row_words), "uint32"),
+                Param("SA", (self.M, self.scale_row_bytes), "uint8"), Param("SB", (self.N, self.scale_row_bytes), "uint8"),
+                Param("C", (self.M, self.N), self.epilogue.out), *self.epilogue.params)
+
+
+def plan_mx_gemm(M: Extent, N: int, K: int, dtype: str = "mxfp8", layout: str = "nt",
+                 config: MxGemmConfig | None = None) -> MxGemmPlan:
+    """The plan of ``gfx950_mx_gemm`` (same arguments); ValueError for a problem or config it cannot run."""
+    if dtype not in MX_FORMATS:
+        raise ValueError(f"MX GEMM: dtype {dtype!r}; expected one of {sorted(MX_FORMATS)}")
+    if layout not in LAYOUTS:
+        raise ValueError(f"MX GEMM: layout {layout!r}; expected one of {LAYOUTS}")
+    if K % 32 or any(isinstance(x, int) and x < 1 for x in (M, N, K)):
+        raise ValueError(f"MX GEMM: K must be a positive multiple of 32 (one E8M0 scale per 32 K); got M={M}, N={N}, K={K}")
+    fmt, cfg, op = MX_FORMATS[dtype], config or default_mx_config(dtype, layout), CATALOG[MFMA]
+    _check_mx_config(cfg)
+    BM, BN, BK = cfg.block_m, cfg.block_n, cfg.block_k
+    a = operand_plan("A", layout[0] == "n", M, K, BM, BK, fmt, cfg.lds_pad)
+    b = operand_plan("B", layout[1] == "t", N, K, BN, BK, fmt, cfg.lds_pad)
+    _check(a, cfg)
+    _check(b, cfg)
+    W, bits = SCALE_VECTOR_WORDS[fmt], format_of(fmt).bits
+    RM, RN, RK = BM // 2 // op.m, BN // 2 // op.n, BK // op.k
+    byte = (bits == 8 and not a.k_contiguous, bits == 8 and not b.k_contiguous)
+    slots = tuple(op.a_elems // 4 if t else 8 if W == 6 and p.tr else W for t, p in zip(byte, (a, b)))
+    s_rows = -(-(BM + BN) // THREADS)
+    s_loads, s_stores = 2 * s_rows * RK, 4 * s_rows * RK
+    program = prefetch_program((RM, RN, RK), a.reads, b.reads, a.units + b.units + s_stores,
+                               a.units + b.units + s_loads) if cfg.interleave else None
+    return MxGemmPlan(M, N, K, dtype, layout, cfg, fmt, MFMA, (BM, BN, BK), (BM // 2, BN // 2), (RM, RN, RK),
+                      Grid((-(-M // BM), -(-N // BN))), -(-K // BK), a, b, W, FORMAT_CODES[fmt], byte, slots, K // 32,
+                      s_rows, (-(-RM // 4), -(-RN // 4)), K // 32 % 4 == 0, program, convert_epilogue("float32", "f32"))

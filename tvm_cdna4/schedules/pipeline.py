@@ -2,8 +2,9 @@
 
 ``fragment_pipeline``: two LDS stages and two MFMA fragment register sets, one explicit wait per K
 tile (its docstring); ``dma_pipeline``: the same with direct-to-LDS global loads (three LDS stages,
-no staging registers); ``prefetch_program`` / ``prefetch_reads``: where each period's memory
-instructions go between its MFMAs; ``chunk_loader`` and friends: the global -> register copies;
+no staging registers); ``schedule_hint``: a period's ``prefetch_program`` (``gfx950_plan``, pure,
+re-exported here with ``prefetch_reads``: where each period's memory instructions go between its
+MFMAs) in the loop body; ``chunk_loader`` and friends: the global -> register copies;
 ``dma_loader``: the global -> LDS copies.
 """
 
@@ -15,7 +16,8 @@ from tvm_tirx.script import tirx as T
 
 from ..patterns.dma import LdsTile
 from ..patterns.wave import BUFFER_OOB, waitcnt_lgkmcnt_imm, waitcnt_vmcnt_imm
-from ..rocm.helpers import SCHED_DS_READ, SCHED_DS_WRITE, SCHED_MFMA, SCHED_VMEM_READ, sched_helper
+from ..rocm.helpers import sched_helper
+from .gfx950_plan import prefetch_program, prefetch_reads  # noqa: F401 (pure: the plans call them)
 
 
 @T.macro
@@ -172,51 +174,6 @@ def dma_pipeline(k_steps: int, load, read, mma, loads_per_tile: int):
         mma(frags[(k_steps - 1) % 2], state)
 
     return run
-
-
-def prefetch_program(repeats: tuple[int, int, int], a_reads: int, b_reads: int, lds_writes: int,
-                     global_loads: int) -> tuple[tuple[int, int], ...]:
-    """``llvm.amdgcn.sched.group.barrier`` groups for one period of ``fragment_pipeline``.
-
-    The period's MFMAs (``repeats`` = (RM, RN, RK); K step, then M, then N fragment) carry its
-    memory instructions: over the first half of them, the LDS stores, each followed by a global
-    load (which may reuse its registers); and each fragment of the next tile is read (``a_reads``
-    / ``b_reads`` LDS reads per A / B fragment) right after the last MFMA that uses the same
-    fragment of the current tile, so that the register allocator can give it the same registers:
-    the two fragment sets cost little more than one."""
-    rm, rn, rk = repeats
-    memory = []
-    for i in range(max(lds_writes, global_loads)):
-        memory += [SCHED_DS_WRITE] * (i < lds_writes) + [SCHED_VMEM_READ] * (i < global_loads)
-    per_mfma = -(-len(memory) // max(1, rm * rn * rk // 2))
-    program = []
-    for _ in range(rk):
-        for mi in range(rm):
-            for ni in range(rn):
-                program.append((SCHED_MFMA, 1))
-                program += [(mask, 1) for mask in memory[:per_mfma]]
-                del memory[:per_mfma]
-                if ni == rn - 1:  # A fragment mi of this K step is dead
-                    program.append((SCHED_DS_READ, a_reads))
-                if mi == rm - 1:  # B fragment ni of this K step is dead
-                    program.append((SCHED_DS_READ, b_reads))
-    return tuple(program)
-
-
-def prefetch_reads(repeats: tuple[int, int, int]) -> tuple[tuple[str, int, int], ...]:
-    """The fragments of one tile, ("A", K step, M fragment) or ("B", K step, N fragment), in the
-    order in which ``prefetch_program`` places their LDS reads: emitting the reads in this order
-    lets each group take the reads of its own fragment."""
-    rm, rn, rk = repeats
-    order = []
-    for kk in range(rk):
-        for mi in range(rm):
-            for ni in range(rn):
-                if ni == rn - 1:
-                    order.append(("A", kk, mi))
-                if mi == rm - 1:
-                    order.append(("B", kk, ni))
-    return tuple(order)
 
 
 def schedule_hint(program: tuple[tuple[int, int], ...] | None):

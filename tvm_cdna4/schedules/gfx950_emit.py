@@ -1,0 +1,244 @@
+"""The gfx950 GEMM emitter: the TIRx pieces the dense GEMM (``gfx950_gemm_emit``) and the MX GEMM
+(``gfx950_mx_gemm``) are built from, each a function of plan data (``gfx950_plan``) returning a
+macro or a value, so that another gfx950 kernel (attention) imports them as they are.
+
+* ``kernel_function``: the PrimFunc whose parameter list is the plan's (``Param`` records; the
+  epilogue's inputs follow C) around the kernel's body macro.
+* ``tile_origin``: the workgroup's first row and column of C and its batch index, from the plan's
+  ``Grid`` decoded once per kernel.
+* The pipeline's records: ``Stage`` (one LDS stage), ``Staging`` (one register set of global loads),
+  ``Fragments`` (one register set of MFMA operands), ``WaveState`` (what every period works on),
+  and ``staging_sets`` (two register sets, or one when the loads run one tile ahead).
+* ``fragment_reader``: one MFMA operand fragment from an LDS stage into its register slot (wide
+  reads along K, per-element reads, or ``ds_read_tr`` in its operand or tile form).
+* ``mfma_step``: one ``tile.apply`` of an MFMA (the scaled ones with their scale tiles).
+* ``epilogue_value`` / ``epilogue_store``: the plan's ``Epilogue`` applied to an accumulator and
+  the wave's accumulator tile stored inside C.
+"""
+
+from __future__ import annotations
+
+from collections import namedtuple
+
+import attrs
+from tvm_tirx.script import tirx as T
+from tvm_tirx.script.parser import parse
+
+from ..isa import CATALOG, lanes
+from ..patterns.layouts import mfma_fragment, tr_fragment
+from .gfx950_plan import Epilogue, Grid, Param
+
+THREADS = 256  # 2 x 2 waves per workgroup
+
+
+# ---------------------------------------------------------------------------------------- the kernel
+
+def kernel_function(name: str, params: tuple[Param, ...], body):
+    """PrimFunc ``name(*params)``: ``with T.device_entry(): body(args)``, where ``args`` names the
+    parameters (``args.A``, ``args.C``, ...), so that a kernel's signature is its plan's."""
+    names = tuple(p.name for p in params)
+    args = namedtuple(f"{name}_params", names)
+    signature = ", ".join(f"{n}: _param_{i}" for i, n in enumerate(names))
+    source = f"@T.function\ndef {name}({signature}):\n    with T.device_entry():\n        _body(_args({', '.join(names)}))\n"
+    types = {f"_param_{i}": T.Tensor(p.shape, p.dtype) for i, p in enumerate(params)}
+    return parse(source, {"T": T, "_body": body, "_args": args, **types}, filename=f"<gfx950 {name}>")
+
+
+@attrs.frozen
+class TileOrigin:
+    """A workgroup's place in C (``tile_origin``): batch index, first row, first column."""
+
+    bz: object
+    m0: object
+    n0: object
+
+
+def tile_origin(grid: Grid, block: tuple[int, ...], bid) -> TileOrigin:
+    """The origin of workgroup ``bid``'s tile (``Grid.decode``; ``block`` = (BM, BN, ...)); a
+    K-split index has no emission yet."""
+    if grid.k_splits != 1:
+        raise ValueError(f"gfx950 GEMM: a K split ({grid.k_splits}) is not emitted yet")
+    idx = grid.decode(bid)
+    return TileOrigin(idx.batch, idx.row * block[0], idx.col * block[1])
+
+
+# ------------------------------------------------------------------------------ the pipeline records
+
+@attrs.frozen(eq=False)
+class Stage:
+    """One LDS stage of the K-tile pipeline (``pipeline.fragment_pipeline``): the A and B tiles (and
+    the MX GEMM's scale words)."""
+
+    lds_a: object
+    lds_b: object
+    lds_s: object = None
+
+
+@attrs.frozen(eq=False)
+class Staging:
+    """One register set staging a K tile's global loads on their way to LDS: the thread's A and B
+    chunks (and scale words)."""
+
+    regs_a: object
+    regs_b: object
+    regs_s: object = None
+
+
+@attrs.frozen(eq=False)
+class Fragments:
+    """One register set of MFMA operands, every K step of one K tile: A (RM x RK fragments) and B
+    (RN x RK), the lane's scale words (MX), the sets as MFMA operand tiles (dense: (R, RK, mn, k))."""
+
+    regs_a: object
+    regs_b: object
+    regs_s: object = None
+    Af: object = None
+    Bf: object = None
+
+
+@attrs.frozen(eq=False)
+class WaveState:
+    """What every pipeline period of a thread works on besides its stage and register sets."""
+
+    args: object  # the kernel's parameters by name (``kernel_function``)
+    Df: object  # the accumulators as (RM, RN, m, n)
+    origin: TileOrigin  # the workgroup's tile
+    wm: object  # the wave's first row within the tile
+    wn: object  # the wave's first column within the tile
+    tx: object  # thread index in the workgroup
+
+
+def staging_sets(load_ahead: int, first: Staging, second: Staging) -> tuple[Staging, Staging]:
+    """The staging register sets of even and odd tiles: one set when loads are one tile ahead."""
+    return (first, second) if load_ahead == 2 else (first, first)
+
+
+# --------------------------------------------------------------------------------- fragments, MFMAs
+
+def span(base, n: int):
+    """Index of ``n`` consecutive elements from ``base`` (a scalar index for one)."""
+    return base if n == 1 else T.ramp(base, 1, n)
+
+
+def operand_coords(op, operand: str, lane):
+    """The catalog's coordinates of a lane's first element of MFMA operand ``operand``
+    (``lanes.AElem`` / ``BElem``: ``.mn``, ``.k``)."""
+    return (lanes.a_owner if operand == "A" else lanes.b_owner)(op, lane, 0)
+
+
+def fragment_reader(op, operand: str, how: str, dtype: str, slot: int, rk: int, n: int = 0, tr: str | None = None,
+                    k_bits: int = 0, byte_tiles: bool = False, slot_bytes: int = 0):
+    """Macro ``frag(regs, lds, i, kk, w0, lane)``: fragment ``i`` of K step ``kk`` of ``operand`` of
+    MFMA ``op`` from an LDS stage ``lds`` (the wave's tile starts at ``w0`` along M or N) into its
+    slot of ``slot`` elements of ``regs`` at ``i * rk + kk``. ``how``:
+
+    * ``"wide"``: K contiguous in LDS, one read of the lane's ``n`` elements (``k_bits``: LDS holds
+      packed 32-bit words of ``k_bits``-bit elements);
+    * ``"elements"``: M/N contiguous, one read per element (no transposing load);
+    * ``"tr"``: the ``ds_read_tr`` operand form (``tr``; ``byte_tiles``: uint8 element tiles);
+    * ``"tr_tile"``: the tile form of ``ds_read_tr4/tr6``, two calls per 32 K (``slot_bytes`` LDS
+      bytes per chunk; the halves at registers 0 and ``slot // 2``)."""
+    ext = op.m if operand == "A" else op.n
+    if how == "tr":
+        atom, _ = mfma_fragment(op, operand, byte_tiles=byte_tiles)
+
+        @T.macro
+        def frag(regs, lds, i, kk, w0, lane):
+            V = T.decl_tensor(regs.ptr_to([(i * rk + kk) * slot]), ty_args=[T.Tensor((1, ext, op.k), dtype, scope="local", layout=atom)])
+            T.rocm.tile.apply(T.amdgcn[tr], V, lds[0:1, kk * op.k : kk * op.k + op.k, w0 + i * ext : w0 + i * ext + ext],
+                              scope="wave", mfma=op.name, operand=operand)
+    elif how == "tr_tile":
+        frag = _tr_tile_reader(CATALOG[tr], slot, rk, slot_bytes)
+    elif how == "elements":
+        @T.macro
+        def frag(regs, lds, i, kk, w0, lane):
+            for e in T.unroll(slot):
+                regs[(i * rk + kk) * slot + e] = lds[0, kk * op.k + operand_coords(op, operand, lane).k + e,
+                                                     w0 + i * ext + operand_coords(op, operand, lane).mn]
+    else:
+        col = (lambda k: k * k_bits // 32) if k_bits else (lambda k: k)
+
+        @T.macro
+        def frag(regs, lds, i, kk, w0, lane):
+            regs[span((i * rk + kk) * slot, n)] = lds[0, w0 + i * ext + operand_coords(op, operand, lane).mn,
+                                                      span(col(kk * op.k + operand_coords(op, operand, lane).k), n)]
+    return frag
+
+
+def _tr_tile_reader(tr, slot: int, rk: int, slot_bytes: int):
+    """``fragment_reader``'s ``"tr_tile"``: call ``j`` reads the lane's K positions ``16 j ..
+    16 j + 15`` into half ``j`` of the slot."""
+    words, nbytes = tr.load_bits // 32, tr.load_bits // 8
+    lt, _ = tr_fragment(tr, (1, 1, 1))
+
+    @T.macro
+    def frag(regs, lds, i, kk, w0, lane):
+        for j in T.unroll(2):
+            D = T.decl_tensor(regs.ptr_to([(i * rk + kk) * slot + j * (slot // 2)]),
+                              ty_args=[T.Tensor((1, 1, 1, 4, 16, words), "uint32", scope="local", layout=lt)])
+            cb = (w0 // tr.elements + i) * slot_bytes
+            T.rocm.tile.apply(T.amdgcn[tr.name], D, lds[0:1, kk : kk + 1, j : j + 1, 0:4, 0:16, cb : cb + nbytes], scope="wave")
+    return frag
+
+
+def mfma_step(mfma: str, scaled: bool = False, **modifiers):
+    """Macro ``step(D, A, B)`` (``scaled``: ``step(D, A, B, Sa, Sb)``): ``D += A @ B`` over the MFMA
+    operand tiles, one ``tile.apply`` of ``mfma`` for all of them, with the scaled MFMAs' scale
+    tiles and ``modifiers`` (``cbsz``, ``blgp``, ``op_sel_a`` ...)."""
+    if scaled:
+        @T.macro
+        def step(D, A, B, Sa, Sb):
+            T.rocm.tile.apply(T.amdgcn[mfma], D, A, B, D, Sa, Sb, scope="wave", **modifiers)
+    else:
+        @T.macro
+        def step(D, A, B):
+            T.rocm.tile.apply(T.amdgcn[mfma], D, A, B, D, scope="wave", **modifiers)
+    return step
+
+
+# ------------------------------------------------------------------------------------- the epilogue
+
+def epilogue_value(epilogue: Epilogue, value):
+    """``epilogue.ops`` applied to one accumulator ``value``, in order."""
+    for name in epilogue.ops:
+        if name == "bf16_rne":  # round to nearest even, keep the bit pattern in int16
+            bits = T.reinterpret(value, ty="uint32")
+            rounded = (bits + T.uint32(0x7FFF) + ((bits >> T.uint32(16)) & T.uint32(1))) >> T.uint32(16)
+            value = T.reinterpret(T.cast(rounded, "uint16"), ty="int16")
+        else:
+            value = T.cast(value, epilogue.out)
+    return value
+
+
+def epilogue_store(op, epilogue: Epilogue, extent: tuple, repeats: tuple[int, int], flat: bool):
+    """Macro ``store(C, rd, s, lane)``: the wave's accumulator registers ``rd`` (RM x RN MFMA tiles,
+    ``repeats``) through the epilogue into C, the elements inside the ``extent`` = (M, N) matrix
+    only. ``flat``: C is a flat view with a leading batch axis (``s.origin.bz``), else ``C[row, col]``."""
+    M, N = extent
+    RM, RN = repeats
+    if flat:
+        @T.macro
+        def put(C, bz, row, col, value):
+            C[bz * (M * N) + row * N + col] = value
+    else:
+        @T.macro
+        def put(C, bz, row, col, value):
+            C[row, col] = value
+
+    @T.macro
+    def inside(C, bz, row, col, value):
+        if T.And(row < M, col < N):
+            put(C, bz, row, col, epilogue_value(epilogue, value))
+
+    @T.macro
+    def store(C, rd, s, lane):
+        for mi in T.unroll(RM):
+            for ni in T.unroll(RN):
+                for r in T.unroll(op.acc_elems):
+                    inside(C, s.origin.bz, s.origin.m0 + s.wm + mi * op.m + lanes.acc_owner(op, lane, r).row,
+                           s.origin.n0 + s.wn + ni * op.n + lanes.acc_owner(op, lane, r).col, rd[(mi * RN + ni) * op.acc_elems + r])
+    return store
+
+
+__all__ = ["THREADS", "Fragments", "Stage", "Staging", "TileOrigin", "WaveState", "epilogue_store", "epilogue_value",
+           "fragment_reader", "kernel_function", "mfma_step", "operand_coords", "span", "staging_sets", "tile_origin"]
