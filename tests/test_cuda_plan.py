@@ -6,6 +6,7 @@ tiling, each operand's copy and ldmatrix plans, the k-loop and the epilogue.
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import attrs
@@ -15,9 +16,13 @@ from tvm_cdna4.schedules.cuda_plan import (
     LAYOUTS,
     LDMATRIX,
     LDMATRIX_TRANS,
+    EpilogueOp,
     GemmConfig,
     LdmatrixGroup,
+    Param,
+    Swizzle,
     plan,
+    swizzle_shift,
     swizzle_word,
 )
 
@@ -32,9 +37,11 @@ def default_plans():
 def test_tiling_of_the_default(default_plans):
     t = default_plans["nt"].tiling
     assert (t.block_m, t.block_n, t.block_k, t.warps_m, t.warps_n, t.threads) == (128, 256, 64, 2, 4, 256)
-    assert (t.warp_m, t.warp_n, t.mma_m, t.mma_n, t.k_steps) == (64, 64, 4, 8, 4)
-    assert (t.grid_m, t.grid_n, t.k_tiles, t.group_m) == (32, 16, 64, 8)
+    assert (t.warp_m, t.warp_n, t.mma_m, t.mma_n, t.k_steps, t.k_tiles) == (64, 64, 4, 8, 4, 64)
     p = default_plans["nt"]
+    g = p.grid
+    assert (g.grid_m, g.grid_n, g.group_m, g.k_splits, g.batches, g.tiles, g.ctas, g.persistent) == (
+        32, 16, 8, 1, 1, 512, 512, False)
     assert p.stage_elems == (128 + 256) * 64 and p.smem_elems == 4 * p.stage_elems
     assert p.mma_instr == "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
     assert plan(64, 64, 64, "bf16", "nn").mma_instr.endswith(".f32.bf16.bf16.f32")
@@ -50,8 +57,8 @@ def test_ldmatrix_trans_for_the_operand_whose_k_is_not_contiguous(default_plans,
         assert op.ldmatrix.instr == (LDMATRIX_TRANS if op.ldmatrix.trans else LDMATRIX)
         assert op.tile.trans == op.ldmatrix.trans
     # K-contiguous: rows of block_k halves (swizzle shift 3); K rows: rows of 128 or 256 halves
-    assert (p.a.tile.rows, p.a.tile.cols, p.a.swizzle_shift) == ((128, 64, 3) if layout[0] == "n" else (64, 128, 4))
-    assert (p.b.tile.rows, p.b.tile.cols, p.b.swizzle_shift) == ((256, 64, 3) if layout[1] == "t" else (64, 256, 5))
+    assert (p.a.tile.rows, p.a.tile.cols, p.a.swizzle) == ((128, 64, Swizzle(3, 3, 3)) if layout[0] == "n" else (64, 128, Swizzle(3, 3, 4)))
+    assert (p.b.tile.rows, p.b.tile.cols, p.b.swizzle) == ((256, 64, Swizzle(3, 3, 3)) if layout[1] == "t" else (64, 256, Swizzle(3, 3, 5)))
     assert p.b.smem_offset == p.a.tile.elems and p.a.smem_offset == 0
 
 
@@ -96,7 +103,7 @@ def test_ldmatrix_groups_address_the_swizzled_view(default_plans, layout):
             for g in groups:
                 for w in range(warps):
                     for lane in range(32):
-                        x = w * la.warp_stride + (lane // 16) * la.matrix_hi + (lane // 8 % 2) * la.matrix_lo + (lane % 8) * la.row
+                        x = la.offset(w, lane)
                         for i in range(g.count):
                             want = swizzle_word(x + kk * skk + (g.first + i) * srep, op.tile.cols)
                             assert (swizzle_word(x, op.tile.cols) ^ g.xor) + g.add + i * g.stride == want
@@ -120,10 +127,10 @@ def test_k_loop_form_per_layout(default_plans, layout):
     # every layout runs the stage-unrolled k-loop at 4096^3; short K stays rolled; ctas > 0 with
     # whole stage groups makes it persistent
     k = default_plans[layout].kloop
-    assert (k.form, k.stages, k.k_tiles, k.groups, k.tail, k.tiles, k.ctas) == ("unrolled", 4, 64, 16, 0, 512, 512)
+    assert (k.form, k.stages, k.k_tiles, k.groups, k.tail) == ("unrolled", 4, 64, 16, 0)
     assert plan(4096, 4096, 448, "f16", layout).kloop.form == "rolled"  # 7 k-tiles < 2 stage groups
-    persistent = plan(4096, 4096, 4096, "f16", layout, config=replace(GemmConfig(), ctas=132)).kloop
-    assert (persistent.form, persistent.ctas) == ("persistent", 132)
+    persistent = plan(4096, 4096, 4096, "f16", layout, config=replace(GemmConfig(), ctas=132))
+    assert (persistent.kloop.form, persistent.grid.persistent, persistent.grid.ctas) == ("persistent", True, 132)
     tail = plan(4096, 4096, 4096 + 64, "f16", layout, config=replace(GemmConfig(), ctas=132)).kloop
     assert (tail.form, tail.groups, tail.tail) == ("unrolled", 16, 1)
 
@@ -167,14 +174,91 @@ def test_emission_loops_follow_the_plan(default_plans):
 
 def test_epilogue_plan():
     f32 = plan(4096, 4096, 4096).epilogue
-    assert (f32.out_dtype, f32.vector, f32.store_instr, f32.cvt_instr, f32.masked, f32.align) == (
-        "float32", 2, "st.global.v2.f32", None, False, 8)
+    assert (f32.out_dtype, f32.ops, f32.vector, f32.store_instr, f32.masked, f32.align) == (
+        "float32", (), 2, "st.global.v2.f32", False, 8)
+    assert f32.convert is None
     bf16 = plan(200, 136, 72, "bf16", "nn", "bf16").epilogue
-    assert (bf16.store_instr, bf16.cvt_instr, bf16.masked, bf16.align) == ("st.global.b32", "cvt.rn.bf16x2.f32", True, 4)
+    assert bf16.ops == (EpilogueOp("convert", "cvt.rn.bf16x2.f32", "uint32"),) and bf16.convert is bf16.ops[0]
+    assert (bf16.store_instr, bf16.masked, bf16.align) == ("st.global.b32", True, 4)
     odd = plan(17, 33, 41, "f16", "tn", "f32", SMALL).epilogue  # odd N: one predicated store per element
-    assert (odd.vector, odd.store_instr, odd.cvt_instr, odd.masked, odd.align) == (1, "st.global.f32", None, True, 4)
+    assert (odd.vector, odd.store_instr, odd.ops, odd.masked, odd.align) == (1, "st.global.f32", (), True, 4)
     odd16 = plan(1024, 1023, 64, "f16", "nt", "f16").epilogue
-    assert (odd16.vector, odd16.store_instr, odd16.cvt_instr, odd16.align) == (1, "st.global.b16", "cvt.rn.f16.f32", 2)
+    assert (odd16.vector, odd16.store_instr, odd16.align) == (1, "st.global.b16", 2)
+    assert odd16.ops == (EpilogueOp("convert", "cvt.rn.f16.f32", "uint16"),)
+
+
+def test_kernel_parameters_come_from_the_plan():
+    p = plan(200, 136, 72, "bf16", "tn", "f16", SMALL)
+    assert p.params == (Param("A", (72, 200), "bfloat16"), Param("B", (72, 136), "bfloat16"), Param("C", (200, 136), "float16"))
+    from tvm_cdna4.schedules.cuda_emit import emit, signature_source
+
+    assert signature_source(p).splitlines()[1] == "def main(A: types[0], B: types[1], C: types[2]):"
+    # one more parameter in the plan is one more in the PrimFunc's signature (same shape and dtype)
+    extra = attrs.evolve(p, params=p.params + (Param("bias", (136,), "float32"),))
+    assert [str(v.name) for v in emit(extra).params] == ["A", "B", "C", "bias"]
+    # an epilogue operation the emission does not spell is refused, not dropped
+    fused = attrs.evolve(p, epilogue=attrs.evolve(p.epilogue, ops=(EpilogueOp("silu", "ex2.approx.f32", "float32"),)))
+    with pytest.raises(ValueError, match=r"epilogue operations \['silu'\] are planned but not emitted"):
+        emit(fused)
+
+
+def test_grid_decodes_every_tile_once():
+    # the rasterized order: group_m block rows sweep N together, the last group short when grid_m is
+    # not a multiple of group_m; a K split and a batch index take the outer digits of the index
+    g = plan(1000, 700, 64, "f16", "nt", "f32", replace(SMALL, group_m=3)).grid
+    assert (g.grid_m, g.grid_n, g.group_m, g.tiles) == (8, 6, 3, 48)
+    order = [g.decode(t) for t in range(g.tiles)]
+    assert sorted((x.m, x.n) for x in order) == [(m, n) for m in range(8) for n in range(6)]
+    assert [(x.m, x.n) for x in order[:7]] == [(0, 0), (1, 0), (2, 0), (0, 1), (1, 1), (2, 1), (0, 2)]
+    assert {(x.k_split, x.batch) for x in order} == {(0, 0)}
+    split = attrs.evolve(g, k_splits=2, batches=3, tiles=6 * g.tiles)
+    seen = sorted((x.batch, x.k_split, x.m, x.n) for x in map(split.decode, range(split.tiles)))
+    assert seen == [(b, k, m, n) for b in range(3) for k in range(2) for m in range(8) for n in range(6)]
+
+
+def test_grid_decode_is_the_emitted_one():
+    # the emission passes TIR's truncdiv / truncmod / min to the same decode
+    from tvm_tirx.sym import Analyzer
+    from tvm_tirx.ir import IntImm
+
+    from tvm_cdna4.schedules.cuda_emit import tile_origin
+
+    p = plan(1000, 700, 64, "f16", "nt", "f32", replace(SMALL, group_m=3))
+    simplify = Analyzer().simplify
+    for t in range(p.grid.tiles):
+        m0, n0 = tile_origin(p, IntImm("int32", t))
+        x = p.grid.decode(t)
+        assert (int(simplify(m0)), int(simplify(n0))) == (x.m * 128, x.n * 128)
+
+
+def test_swizzle_on_ints_and_tir_expressions():
+    from tvm_tirx.sym import Analyzer
+    from tvm_tirx.ir import IntImm
+
+    simplify = Analyzer().simplify
+    for row in (32, 64, 128, 256):
+        swz = Swizzle.for_row(row)
+        assert swz.shift == swizzle_shift(row) and swz.words() == Swizzle(2, 3, swz.shift)
+        for x in range(0, 64 * row, 7):
+            assert swz(x) == int(simplify(swz(IntImm("int32", x))))
+            assert swizzle_word(x // 2, row) == swz.words()(x // 2) == swz(2 * (x // 2)) // 2
+
+
+def test_build_key_is_the_plan():
+    from tvm_cdna4.schedules.cuda_gemm import build_key
+
+    p = plan(200, 136, 72, "f16", "nt", "f32", SMALL)
+    assert build_key(p) == build_key(plan(200, 136, 72, "float16", "NT", "float32", SMALL))
+    assert build_key(p) != build_key(p, arch="sm_90") and build_key(p) != build_key(p, compiler="nvcc")
+    keys = {json.dumps(build_key(q), sort_keys=True) for q in (
+        p,
+        attrs.evolve(p, epilogue=attrs.evolve(p.epilogue, masked=False)),  # one field of one record
+        attrs.evolve(p, grid=attrs.evolve(p.grid, group_m=1)),
+        attrs.evolve(p, kloop=attrs.evolve(p.kloop, mma_order=None)),
+        attrs.evolve(p, params=p.params + (Param("bias", (136,), "float32"),)),
+        attrs.evolve(p, config=replace(p.config, sync_after_mma=False)),
+    )}
+    assert len(keys) == 6
 
 
 def test_plan_is_frozen_and_rejects_bad_input(default_plans):

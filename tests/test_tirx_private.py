@@ -203,3 +203,43 @@ def test_macro_transpile_memo_is_pinned_and_scoped():
     finally:
         tirx_private._compiled_macro = real
     assert entry._run_statements is original
+
+
+def test_ptx_call_encoding_is_the_pinned_one():
+    """Section 9: the PTX engine's encoder is the pinned one, the table helpers keep their signatures,
+    and a predicated cp.async (an immediate and an optional operand) and a vector store decode back
+    into their modifiers, operands and guard."""
+    from tvm_ffi import structural_map
+    from tvm_tirx.backend.cuda.ptx import table
+    from tvm_tirx.ir import Call
+    from tvm_tirx.script import tirx as T
+
+    assert tirx_private.ptx_emit_sha256() == tirx_private.PTX_EMIT_SHA256
+    assert all(hasattr(table, name) for name in tirx_private.PTX_TABLE_NAMES)
+    assert list(inspect.signature(table.mods).parameters) == ["entry", "tokens"]
+    assert list(inspect.signature(table.operand_layout).parameters) == ["entry", "mod_map"]
+
+    @T.function
+    def kernel(A: T.Tensor((32, 8), "float16"), Out: T.Tensor((32, 4), "uint32")):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+        tid = T.cuda.thread_idx("x")
+        SM = T.alloc_tensor(ty_args=[T.Tensor((32, 8), "float16", scope="shared", layout="default", align=16)])
+        T.ptx["cp.async.cg.shared.global"](SM.ptr_to([tid, 0]), A.ptr_to([tid, 0]), 16, T.uint32(6), pred=tid < 7)
+        r = T.alloc_tensor(ty_args=[T.Tensor((4,), "uint32", scope="local", layout="default")])
+        T.ptx["st.global.v4.b32"](Out.ptr_to([tid, 0]), r[0], r[1], r[2], r[3])
+
+    calls = []
+    structural_map(kernel, (Call, lambda c: calls.append(c) or c))
+    decoded = {}
+    for call in calls:
+        for name in ("cp_async_cg_src_size", "st_vec"):
+            entry = tirx_private.ptx_entry(name)
+            if str(call.op.name) == entry.op_name:
+                decoded[name] = tirx_private.decode_ptx_call(entry, call.args)
+    cp, st = decoded["cp_async_cg_src_size"], decoded["st_vec"]
+    assert sorted(k for k, v in cp.operands.items() if v) == ["cp_size", "dst_mem", "src_mem", "src_size"]
+    assert cp.flags == ("pred",) and cp.mods["cop"] == "cg"
+    assert int(cp.operands["cp_size"][0].value) == 16 and int(cp.operands["src_size"][0].value) == 6
+    assert "tid" in str(cp.pred) and "7" in str(cp.pred) and not cp.sunk
+    assert st.pred is None and st.flags == () and len(st.operands["value"]) == 4
+    assert (st.mods["vec"], st.mods["type"]) == ("v4", "b32")

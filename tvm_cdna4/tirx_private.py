@@ -21,6 +21,10 @@
    ldmatrix patterns' ``lower`` for the duration of one of our CUDA builds (``CUDA_CONTEXT_INIT_SHA256``
    and ``CUDA_LOWER_SHA256`` pin the originals' sources).
 
+9. ``decode_ptx_call`` splits a ``T.ptx`` call's arguments by TIRx's private encoding (the PTX
+   engine's ``_emit``, ``PTX_EMIT_SHA256``) with the instruction table's ``mods`` / ``operand_layout``;
+   the emulator (``tvm_cdna4.emulator.ptx``) reads calls only through it.
+
 ``tests/test_tirx_private.py`` fails loudly when any of these change.
 """
 
@@ -29,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import types
+import typing
 
 from tvm_ffi.dataclasses import enum as _ffi_enum
 from tvm_tirx.backend.cuda.tile.patterns import common as cuda_common
@@ -514,3 +519,65 @@ def transpile_once(emit):
             return emit(*args, **kwargs)
 
     return run
+
+
+# 9. The encoding of a ``T.ptx`` call. ``tvm_tirx.backend.cuda.ptx.engine._emit`` writes
+#    ``tirx.ptx.<entry>(operands..., [pred], one token per modifier slot ("" = omitted), marker)``,
+#    the marker a comma-joined flag set ("pred" when a predicate operand is present, "keep",
+#    "p<i>" for .pred-class operands, "s<i>" for sunk lanes); the instruction table
+#    (``tvm_tirx.backend.cuda.ptx.table``: ``TABLE``, ``mods``, ``operand_layout``) turns the tokens
+#    into modifiers and the modifiers into operand groups. The emulator decodes calls with
+#    ``decode_ptx_call`` (``PTX_EMIT_SHA256`` pins the encoder's source).
+PTX_TABLE_MODULE = "tvm_tirx.backend.cuda.ptx.table"
+PTX_TABLE_NAMES = ("TABLE", "mods", "operand_layout")
+PTX_EMIT_SHA256 = "7cd659b396a5920f1834b7e567d716bb2efb7118ebfa654ef9209ff272bb0e18"
+
+
+def ptx_emit_sha256() -> str:
+    import hashlib
+    import inspect
+
+    from tvm_tirx.backend.cuda.ptx import engine
+
+    return hashlib.sha256(inspect.getsource(engine._emit).encode()).hexdigest()
+
+
+def ptx_entry(name: str):
+    """The instruction-table entry of ``T.ptx`` entry ``name`` (``entry.op_name``: the call's op)."""
+    from tvm_tirx.backend.cuda.ptx.table import TABLE
+
+    return TABLE[name]
+
+
+class PtxCallArgs(typing.NamedTuple):
+    """The parts of one ``tirx.ptx.<entry>`` call's argument list."""
+
+    mods: dict
+    """Modifier slot name -> token (``""`` = omitted)."""
+    operands: dict
+    """Operand slot name -> its argument nodes (a register group: several)."""
+    pred: object
+    """The ``@p`` guard, or None."""
+    flags: tuple
+    """The marker's flags."""
+
+    @property
+    def sunk(self) -> bool:
+        """Whether some destination lanes were sunk (``T.ptx.SINK``: no argument left for them)."""
+        return any(f[0] == "s" and f[1:].isdigit() for f in self.flags)
+
+
+def decode_ptx_call(entry, args) -> PtxCallArgs:
+    """Split a ``tirx.ptx.<entry>`` call's arguments (``args``: the call's ``args``) by the encoding
+    above. With sunk lanes the operand positions do not line up: check ``sunk`` first."""
+    from tvm_tirx.backend.cuda.ptx.table import mods, operand_layout
+
+    args = list(args)
+    n = len(entry.slots)
+    flags = tuple(f for f in str(args[-1].value).split(",") if f)
+    tokens = [str(a.value) for a in args[len(args) - 1 - n : -1]]
+    rest = args[: len(args) - 1 - n]
+    pred = rest.pop() if "pred" in flags else None
+    mod_map = mods(entry, tokens)
+    operands = {slot.name: rest[i : i + lanes] for slot, i, lanes in operand_layout(entry, mod_map)}
+    return PtxCallArgs(mod_map, operands, pred, flags)

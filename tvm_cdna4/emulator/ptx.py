@@ -6,8 +6,8 @@ Section numbers are those of the PTX ISA 9.4, the edition ``tvm_tirx.backend.cud
 9.7.13/9.7.14 in 8.x editions; the data-movement chapter, 9.7.10 here, is 9.7.8/9.7.9 there).
 
 A ``T.ptx`` call is ``tirx.ptx.<entry>(operands..., [pred], slot tokens..., marker)``; it is decoded
-with the instruction table itself (:class:`PtxCall`), so operand groups are found by their PTX
-names (``d``, ``a``, ``addr``...). Destination operands are register references (``tile_dst[0]``):
+with the instruction table itself (:class:`PtxCall`, through ``tirx_private.decode_ptx_call``), so
+operand groups are found by their PTX names (``d``, ``a``, ``addr``...). Destination operands are register references (``tile_dst[0]``):
 the instruction writes into them.
 
 Numerics. ``mma`` multiplies f16/bf16 fragments exactly in float64, sums in float64 and rounds the
@@ -28,6 +28,7 @@ import ml_dtypes
 import numpy as np
 from tvm_tirx import ir as I
 
+from ..tirx_private import decode_ptx_call, ptx_entry
 from . import banks
 from .errors import EmulationError
 from .interp import _any, _mand, np_dtype, where_of
@@ -43,26 +44,17 @@ _LANE = np.arange(WARP)
 
 
 class PtxCall:
-    """One decoded ``tirx.ptx.<entry>`` call: its modifiers, operand nodes by slot name, predicate.
-
-    Argument layout (``tvm_tirx.backend.cuda.ptx.engine``): ``[operands..., pred?] [one token per
-    modifier slot ("" = omitted)] [marker]``; the marker is a comma-joined flag set ("pred" when a
-    predicate operand is present, "keep", "p<i>" for .pred-class operands, "s<i>" for sunk lanes)."""
+    """One decoded ``tirx.ptx.<entry>`` call: its modifiers, operand nodes by slot name, predicate
+    (TIRx's argument encoding is read by ``tvm_cdna4.tirx_private.decode_ptx_call``)."""
 
     def __init__(self, entry, node):
-        from tvm_tirx.backend.cuda.ptx.table import mods, operand_layout
-
-        args = list(node.args)
-        n = len(entry.slots)
-        flags = [f for f in str(args[-1].value).split(",") if f]
-        if any(f[0] == "s" and f[1:].isdigit() for f in flags):
+        call = decode_ptx_call(entry, node.args)
+        if call.sunk:
             raise NotImplementedError(f"emulator: sunk destination lanes (T.ptx.SINK): {where_of(node)}")
-        tokens = [str(a.value) for a in args[len(args) - 1 - n : -1]]
-        rest = args[: len(args) - 1 - n]
         self.entry = entry
-        self.pred = rest.pop() if "pred" in flags else None
-        self.mods = mods(entry, tokens)
-        self.operands = {slot.name: rest[i : i + lanes] for slot, i, lanes in operand_layout(entry, self.mods)}
+        self.pred = call.pred
+        self.mods = call.mods
+        self.operands = call.operands
         self.where = where_of(node)
 
     def imm(self, name: str) -> int:
@@ -705,9 +697,7 @@ def _extent(attr: str):
 
 def _ptx(name: str, semantics):
     """Factory for ``tirx.ptx.<name>``: decode the call, then build its (predicated) closure."""
-    from tvm_tirx.backend.cuda.ptx.table import TABLE
-
-    entry = TABLE[name]
+    entry = ptx_entry(name)
 
     def factory(compiler, node, args):
         call = PtxCall(entry, node)

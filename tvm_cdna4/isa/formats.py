@@ -26,6 +26,11 @@ class Format:
     def is_float(self) -> bool:
         return self.name not in ("i8", "i32")
 
+    @property
+    def tir(self) -> str:
+        """The TIR dtype (the numpy dtype's name: ``float16``, ``bfloat16``, ``float8_e4m3fn`` ...)."""
+        return self.dtype.name
+
 
 FORMATS: dict[str, Format] = {
     f.name: f
@@ -51,6 +56,14 @@ def fmt(name: str) -> Format:
         return FORMATS[name]
     except KeyError:
         raise ValueError(f"unknown element format {name!r}; expected one of {sorted(FORMATS)}") from None
+
+
+def by_tir(name: str) -> Format:
+    """The format of a TIR dtype name (``Format.tir``: ``float16``, ``bfloat16`` ...) or of a format name."""
+    found = FORMATS.get(name) or next((f for f in FORMATS.values() if f.tir == name), None)
+    if found is None:
+        raise ValueError(f"unknown element format {name!r}; expected one of {sorted(FORMATS)} or their TIR dtypes")
+    return found
 
 
 def _codes(f: Format, values: np.ndarray) -> np.ndarray:

@@ -13,29 +13,24 @@ import tempfile
 
 import numpy as np
 
-STORAGE = {"f16": np.float16, "f32": np.float32}
+def _format(name: str):
+    """The element format (``tvm_cdna4.isa.formats``) of ``f16``/``bf16``/``f32`` or a TIR dtype name;
+    imported on first use (the benchmark loads this module before it needs a dtype)."""
+    from ..isa.formats import by_tir
+
+    return by_tir(name)
 
 
 def np_dtype(name: str):
-    """numpy dtype for f16/bf16/f32 (bf16 through ml_dtypes)."""
-    if name in ("bf16", "bfloat16"):
-        import ml_dtypes
-
-        return ml_dtypes.bfloat16
-    return {"f16": np.float16, "float16": np.float16, "f32": np.float32, "float32": np.float32}[name]
+    """numpy dtype for f16/bf16/f32 or their TIR names (bf16 through ml_dtypes): ``Format.dtype``."""
+    return _format(name).dtype
 
 
 def torch_dtype(name: str):
+    """The torch dtype of the same name as the format's TIR dtype (``torch.float16`` ...)."""
     import torch
 
-    return {
-        "f16": torch.float16,
-        "float16": torch.float16,
-        "bf16": torch.bfloat16,
-        "bfloat16": torch.bfloat16,
-        "f32": torch.float32,
-        "float32": torch.float32,
-    }[name]
+    return getattr(torch, _format(name).tir)
 
 
 def random_inputs(M, N, K, dtype, layout, rng):
@@ -62,7 +57,7 @@ def reference(a, b, layout):
 
 def tolerance(out_dtype: str) -> float:
     """Relative Frobenius-norm error allowed against the float64 reference."""
-    return {"f32": 1e-4, "float32": 1e-4, "f16": 2e-3, "float16": 2e-3}.get(out_dtype, 1e-2)
+    return {"f32": 1e-4, "f16": 2e-3}.get(_format(out_dtype).name, 1e-2)
 
 
 def rel_error(out, ref) -> float:
@@ -162,9 +157,8 @@ def run_numpy(fn, a, b, M, N, out_dtype):
 
 
 def torch_dtype_for(arr):
-    import torch
-
-    return torch.float16 if np.asarray(arr).dtype == np.float16 else torch.bfloat16
+    """The torch dtype of a numpy array's elements."""
+    return torch_dtype(np.asarray(arr).dtype.name)
 
 
 TIMING_METHODS = ("flush", "warm")

@@ -16,7 +16,8 @@ import attrs
 from tvm_tirx.backend.cuda.axis import laneid
 from tvm_tirx.script import ir as I
 from tvm_tirx.script import tirx as T
-from tvm_tirx.tirx.layout import S, ComposeLayout, TileLayout
+from tvm_tirx.script.parser import parse
+from tvm_tirx.tirx.layout import S, TileLayout
 
 from ..tirx_private import transpile_once
 from .cuda_plan import GemmPlan, OperandPlan
@@ -72,18 +73,9 @@ def _tile(iters):
     return TileLayout(S[tuple(e for e, _ in iters) : tuple(s for _, s in iters)])
 
 
-def swizzled_elems(op: OperandPlan, tile):
-    """The shared tile's element-level XOR swizzle over ``tile``."""
-    return ComposeLayout(3, 3, op.swizzle_shift, tile)
-
-
-def swizzled_words(op: OperandPlan, tile):
-    """The same swizzle seen through b32 words."""
-    return ComposeLayout(2, 3, op.swizzle_shift, tile)
-
-
 def ldmatrix_source(op: OperandPlan):
-    return swizzled_words(op, _tile(op.ldmatrix.view))
+    """The generic ldmatrix source: the warp slice's view through the swizzle on b32 words."""
+    return op.swizzle.words().layout(_tile(op.ldmatrix.view))
 
 
 def fragment_ldmatrix(reps: int):
@@ -124,16 +116,6 @@ def out_words(p: GemmPlan):
 # ---- address helpers (plain Python, called while the macros are parsed) --------------------------
 
 
-def swz_w_expr(x, op: OperandPlan):
-    """The swizzle on a b32-word offset expression."""
-    return x ^ (((x >> (2 + op.swizzle_shift)) & 7) << 2)
-
-
-def swz_e_expr(x, op: OperandPlan):
-    """The swizzle on an element offset expression."""
-    return x ^ (((x >> (3 + op.swizzle_shift)) & 7) << 3)
-
-
 def known_stage(p: GemmPlan, stage) -> bool:
     """Whether a stage index is a constant once the k-loop unrolls: an int (the prologue), or, in the
     unrolled and persistent k-loops, an expression of the stage loop's variable (TIRx unrolls that
@@ -161,14 +143,11 @@ def copy_origin(p: GemmPlan, op: OperandPlan, kt, origin, tid):
 
 
 def tile_origin(p: GemmPlan, t):
-    """(m0, n0) of output tile t >= 0 in the rasterized order: ``group_m`` block rows sweep N
-    together (L2 reuse of A and B panels); bind the results to variables before use (a runtime
-    divisor lowers to a let-expression)."""
-    group, gm, gn = p.tiling.group_m, p.tiling.grid_m, p.tiling.grid_n
-    width = group * gn
-    first_m = T.truncdiv(t, width) * group
-    gsz = T.min(gm - first_m, group)
-    return (first_m + T.truncmod(T.truncmod(t, width), gsz)) * p.tiling.block_m, T.truncdiv(T.truncmod(t, width), gsz) * p.tiling.block_n
+    """(m0, n0) of output tile t >= 0, decoded by the plan's grid (``GridPlan.decode``: ``group_m``
+    block rows sweep N together, L2 reuse of A and B panels); bind the results to variables before
+    use (a runtime divisor lowers to a let-expression)."""
+    tile = p.grid.decode(t, T.truncdiv, T.truncmod, T.min)
+    return tile.m * p.tiling.block_m, tile.n * p.tiling.block_n
 
 
 # ---- global -> shared ---------------------------------------------------------------------------
@@ -211,7 +190,7 @@ def load_operand_thread(p, op, G, SMH, stage, kt, origin):
                           align=op.copy.chunk_bytes)],
     )
     sv = T.decl_tensor(
-        SMH.ptr_to([stage * p.stage_elems + op.smem_offset + swz_e_expr(r0 * op.tile.cols + c0, op)]),
+        SMH.ptr_to([stage * p.stage_elems + op.smem_offset + op.swizzle(r0 * op.tile.cols + c0)]),
         ty_args=[T.Tensor((op.tile.reps, op.tile.vec), p.dtype, scope="shared.dyn",
                           layout=TileLayout(S[op.copy.thread_shape : op.copy.thread_shared_strides]),
                           align=op.copy.chunk_bytes)],
@@ -236,7 +215,7 @@ def load_operand_cta(p, op, G, SMH, stage, row0, col0):
         sv = T.decl_tensor(
             SMH.ptr_to([stage * p.stage_elems + op.smem_offset]),
             ty_args=[T.Tensor((p.tiling.threads // 32, 32, op.tile.reps, op.tile.vec), p.dtype, scope="shared.dyn",
-                              layout=swizzled_elems(op, _tile(op.copy.shared_iters)), align=128)],
+                              layout=op.swizzle.layout(_tile(op.copy.shared_iters)), align=128)],
         )
         if I.constexpr(op.copy.masked):
             for r in T.unroll(op.tile.reps):
@@ -255,7 +234,7 @@ def load_operand_cta(p, op, G, SMH, stage, row0, col0):
         sv1 = T.decl_tensor(
             SMH.ptr_to([stage * p.stage_elems + op.smem_offset]),
             ty_args=[T.Tensor((op.tile.rows, op.tile.cols), p.dtype, scope="shared.dyn",
-                              layout=swizzled_elems(op, TileLayout(S[(op.tile.rows, op.tile.cols)])), align=128)],
+                              layout=op.swizzle.layout(TileLayout(S[(op.tile.rows, op.tile.cols)])), align=128)],
         )
         for r in T.unroll(op.tile.reps):
             e = r * p.tiling.threads + tid
@@ -311,7 +290,7 @@ def ldm_group(p, op, SMW, dst, stage, g):
     lane = T.cuda.lane_id()
     w = warp_coord(p, op)
     la = op.ldmatrix.lane
-    lof = swz_w_expr(w * la.warp_stride + (lane // 16) * la.matrix_hi + ((lane // 8) % 2) * la.matrix_lo + (lane % 8) * la.row, op)
+    lof = op.swizzle.words()(la.offset(w, lane))
     src = T.decl_tensor(
         SMW.ptr_to([(stage * p.stage_elems + op.smem_offset) // 2 + (lof ^ g.xor) + g.add]),
         ty_args=[T.Tensor((1, g.count, 4, 8, 4), "uint32", scope="shared.dyn", layout=TileLayout(S[(g.count, 4, 8, 4) : (g.stride, 0, 0, 1)]), align=16)],
@@ -336,7 +315,7 @@ def ldm_step(p, op, SMW, dst, stage, kk):
         lane = T.cuda.lane_id()
         w = warp_coord(p, op)
         la = op.ldmatrix.lane
-        lof = swz_w_expr(w * la.warp_stride + (lane // 16) * la.matrix_hi + ((lane // 8) % 2) * la.matrix_lo + (lane % 8) * la.row, op)
+        lof = op.swizzle.words()(la.offset(w, lane))
         # one apply in a loop over the step's groups, lowered once; the loop unrolls after lowering
         for i in T.unroll(len(op.ldmatrix.steps[kk])):
             ldm_group_at(p, op, SMW, dst, stage, op.ldmatrix.group(kk, i), lof)
@@ -473,64 +452,81 @@ def zero(p, acc):
 # ---- epilogue -----------------------------------------------------------------------------------
 
 
+def c_tile(p: GemmPlan, converted: bool):
+    """The thread's view of C: (mma_m, mma_n, row half, 2 columns) of the output dtype, or as the
+    converted registers are stored (``converted``: ``uint32`` pairs, one word per row half;
+    ``uint16`` elements)."""
+    mi, ni, ep = p.tiling.mma_m, p.tiling.mma_n, p.epilogue
+    if converted and ep.vector == 2:
+        return T.Tensor((mi, ni, 2, 1), ep.convert.dtype, layout=out_words(p), align=ep.align)
+    return T.Tensor((mi, ni, 2, 2), ep.convert.dtype if converted else ep.out_dtype, layout=out_thread(p), align=ep.align)
+
+
 @T.macro
-def store_tiles(p, st_op, dst, src, row_t, col_t):
-    """Epilogue store of the (mma_m, mma_n, 2 row halves, *) accumulator tiles, each row half
-    predicated on being inside C when the tile can cross its edge."""
+def epilogue(p, C, acc, tile, wm, wn, lane):
+    # the epilogue stage: the plan's operations on the thread's accumulator tile, then one store
+    row_t = tile.m0 + wm * p.tiling.warp_m + lane // 4
+    col_t = tile.n0 + wn * p.tiling.warp_n + (lane % 4) * 2
+    accv = T.decl_tensor(acc.ptr_to([0]), ty_args=[T.Tensor((p.tiling.mma_m, p.tiling.mma_n, 2, 2), "float32", scope="local", layout=acc_thread(p.tiling.mma_m, p.tiling.mma_n))])
+    if I.constexpr(p.epilogue.convert is None or p.epilogue.vector == 2):
+        # C in its dtype; pairs declare it even when converted (stored through ``cw`` then): the
+        # generated CUDA keeps that pointer (tests/test_cuda_gemm_golden.py)
+        cview = T.decl_tensor(C.ptr_to([row_t, col_t]), ty_args=[c_tile(p, False)])
+    if I.constexpr(p.epilogue.convert is None):
+        store(p, cview, accv, accv, row_t, col_t)
+    elif I.constexpr(p.epilogue.vector == 2):
+        packed = T.alloc_tensor(ty_args=[T.Tensor((p.tiling.mma_m * p.tiling.mma_n * 2,), "uint32", scope="local", layout="default")])
+        pv = T.decl_tensor(packed.ptr_to([0]), ty_args=[T.Tensor((p.tiling.mma_m, p.tiling.mma_n, 2, 1), "uint32", scope="local", layout=pack_thread(p.tiling.mma_m, p.tiling.mma_n))])
+        # cvt.rn.{f16,bf16}x2.f32 d, hi, lo: column c2=1 goes to the high half
+        T.cuda.tile.apply(T.ptx[p.epilogue.convert.instr], pv, accv[:, :, :, 1:2], accv[:, :, :, 0:1], scope="thread")
+        cw = T.decl_tensor(C.ptr_to([row_t, col_t]), ty_args=[c_tile(p, True)])
+        store(p, cw, pv, accv, row_t, col_t)
+    else:
+        # odd N: cvt.rn.{f16,bf16}.f32 into 16-bit registers, each just before its st.global.b16
+        bits = T.alloc_tensor(ty_args=[T.Tensor((p.tiling.mma_m * p.tiling.mma_n * 4,), "uint16", scope="local", layout="default")])
+        bv = T.decl_tensor(bits.ptr_to([0]), ty_args=[T.Tensor((p.tiling.mma_m, p.tiling.mma_n, 2, 2), "uint16", scope="local", layout=acc_thread(p.tiling.mma_m, p.tiling.mma_n))])
+        ch = T.decl_tensor(C.ptr_to([row_t, col_t]), ty_args=[c_tile(p, True)])
+        store(p, ch, bv, accv, row_t, col_t)
+
+
+@T.macro
+def store(p, dst, src, acc, row_t, col_t):
+    # the store of the epilogue: pairs per row half, or (odd N) one element at a time
+    if I.constexpr(p.epilogue.vector == 2):
+        store_tiles(p, dst, src, row_t, col_t)
+    else:
+        store_elements(p, dst, src, acc, row_t, col_t)
+
+
+@T.macro
+def store_tiles(p, dst, src, row_t, col_t):
+    # the (mma_m, mma_n, 2 row halves, *) register tiles, each row half predicated on being inside C
+    # when the tile can cross its edge
     if I.constexpr(p.epilogue.masked):
         for mi in T.unroll(p.tiling.mma_m):
             for ni in T.unroll(p.tiling.mma_n):
                 for rh in T.unroll(2):
                     T.cuda.tile.apply(
-                        T.ptx[st_op],
+                        T.ptx[p.epilogue.store_instr],
                         dst[mi : mi + 1, ni : ni + 1, rh : rh + 1, :],
                         src[mi : mi + 1, ni : ni + 1, rh : rh + 1, :],
                         scope="thread",
                         pred=T.and_(row_t + mi * 16 + rh * 8 < p.M, col_t + ni * 8 < p.N),
                     )
     else:
-        T.cuda.tile.apply(T.ptx[st_op], dst, src, scope="thread")
-
-
-@T.macro
-def epilogue(p, C, acc, m0, n0, wm, wn, lane):
-    row_t = m0 + wm * p.tiling.warp_m + lane // 4
-    col_t = n0 + wn * p.tiling.warp_n + (lane % 4) * 2
-    accv = T.decl_tensor(acc.ptr_to([0]), ty_args=[T.Tensor((p.tiling.mma_m, p.tiling.mma_n, 2, 2), "float32", scope="local", layout=acc_thread(p.tiling.mma_m, p.tiling.mma_n))])
-    if I.constexpr(p.epilogue.vector == 2):
-        cview = T.decl_tensor(C.ptr_to([row_t, col_t]), ty_args=[T.Tensor((p.tiling.mma_m, p.tiling.mma_n, 2, 2), p.epilogue.out_dtype, layout=out_thread(p), align=p.epilogue.align)])
-        if I.constexpr(p.epilogue.cvt_instr is None):
-            store_tiles(p, p.epilogue.store_instr, cview, accv, row_t, col_t)
-        else:
-            packed = T.alloc_tensor(ty_args=[T.Tensor((p.tiling.mma_m * p.tiling.mma_n * 2,), "uint32", scope="local", layout="default")])
-            pv = T.decl_tensor(packed.ptr_to([0]), ty_args=[T.Tensor((p.tiling.mma_m, p.tiling.mma_n, 2, 1), "uint32", scope="local", layout=pack_thread(p.tiling.mma_m, p.tiling.mma_n))])
-            # cvt.rn.{f16,bf16}x2.f32 d, hi, lo: column c2=1 goes to the high half
-            T.cuda.tile.apply(T.ptx[p.epilogue.cvt_instr], pv, accv[:, :, :, 1:2], accv[:, :, :, 0:1], scope="thread")
-            cw = T.decl_tensor(C.ptr_to([row_t, col_t]), ty_args=[T.Tensor((p.tiling.mma_m, p.tiling.mma_n, 2, 1), "uint32", layout=out_words(p), align=4)])
-            store_tiles(p, p.epilogue.store_instr, cw, pv, row_t, col_t)
-    else:
-        # odd N: rows are not 4/8-byte aligned; one predicated scalar store per element
-        if I.constexpr(p.epilogue.cvt_instr is None):
-            cview = T.decl_tensor(C.ptr_to([row_t, col_t]), ty_args=[T.Tensor((p.tiling.mma_m, p.tiling.mma_n, 2, 2), "float32", layout=out_thread(p), align=p.epilogue.align)])
-            store_elements(p, cview, accv, accv, row_t, col_t)
-        else:
-            # cvt.rn.{f16,bf16}.f32 into 16-bit registers, stored with st.global.b16
-            bits = T.alloc_tensor(ty_args=[T.Tensor((p.tiling.mma_m * p.tiling.mma_n * 4,), "uint16", scope="local", layout="default")])
-            bv = T.decl_tensor(bits.ptr_to([0]), ty_args=[T.Tensor((p.tiling.mma_m, p.tiling.mma_n, 2, 2), "uint16", scope="local", layout=acc_thread(p.tiling.mma_m, p.tiling.mma_n))])
-            ch = T.decl_tensor(C.ptr_to([row_t, col_t]), ty_args=[T.Tensor((p.tiling.mma_m, p.tiling.mma_n, 2, 2), "uint16", layout=out_thread(p), align=p.epilogue.align)])
-            store_elements(p, ch, bv, accv, row_t, col_t)
+        T.cuda.tile.apply(T.ptx[p.epilogue.store_instr], dst, src, scope="thread")
 
 
 @T.macro
 def store_elements(p, dst, src, acc, row_t, col_t):
-    # one apply (a cvt first for 16-bit C) in loops over the thread's accumulator elements, each
-    # store predicated on its element being inside C; the loops unroll after lowering
+    # one apply (the conversion first for 16-bit C) in loops over the thread's accumulator elements,
+    # each store predicated on its element being inside C; the loops unroll after lowering
     for mi in T.unroll(p.tiling.mma_m):
         for ni in T.unroll(p.tiling.mma_n):
             for rh in T.unroll(2):
                 for c2 in T.unroll(2):
-                    if I.constexpr(p.epilogue.cvt_instr is not None):
-                        T.cuda.tile.apply(T.ptx[p.epilogue.cvt_instr], src[mi : mi + 1, ni : ni + 1, rh : rh + 1, c2 : c2 + 1],
+                    if I.constexpr(p.epilogue.convert is not None):
+                        T.cuda.tile.apply(T.ptx[p.epilogue.convert.instr], src[mi : mi + 1, ni : ni + 1, rh : rh + 1, c2 : c2 + 1],
                                           acc[mi : mi + 1, ni : ni + 1, rh : rh + 1, c2 : c2 + 1], scope="thread")
                     T.cuda.tile.apply(
                         T.ptx[p.epilogue.store_instr],
@@ -543,69 +539,88 @@ def store_elements(p, dst, src, acc, row_t, col_t):
 
 # ---- the kernel ---------------------------------------------------------------------------------
 
+EPILOGUE_OPS = ("convert",)
+"""The ``EpilogueOp`` kinds this emission spells."""
+
+
+@T.macro
+def kernel(p, args):
+    # the kernel body; args: the plan's parameters by name (``p.params``)
+    T.device_entry(
+        launch=T.cuda.LaunchConfig(grid=p.grid.ctas, block=p.tiling.threads, dynamic_smem_bytes=p.smem_elems * 2)
+    )
+    pid = T.cuda.block_idx("x")
+    warp = T.cuda.warp_id()
+    lane = T.cuda.lane_id()
+    wm = warp % p.tiling.warps_m
+    wn = warp // p.tiling.warps_m
+
+    SMH = T.alloc_tensor(ty_args=[T.Tensor((p.smem_elems,), p.dtype, scope="shared.dyn", layout="default", align=1024)])
+    SMW = T.decl_tensor(SMH.ptr_to([0]), ty_args=[T.Tensor((p.smem_elems // 2,), "uint32", scope="shared.dyn", layout="default", align=1024)])
+    acc = T.alloc_tensor(ty_args=[T.Tensor((p.tiling.mma_m * p.tiling.mma_n * 4,), "float32", scope="local", layout="default")])
+    af = T.alloc_tensor(ty_args=[T.Tensor((2 * p.tiling.mma_m * 4,), "uint32", scope="local", layout="default")])
+    bf = T.alloc_tensor(ty_args=[T.Tensor((2 * p.tiling.mma_n * 2,), "uint32", scope="local", layout="default")])
+    zero(p, acc)
+    a_base = wm * p.a.warp_offset
+    b_base = wn * p.b.warp_offset
+    th = Thread(args["A"], args["B"], SMH, SMW, acc, af, bf, a_base, b_base)
+
+    if I.constexpr(p.grid.persistent):
+        persistent_tiles(p, th, args, pid, wm, wn, lane)
+    else:
+        org = tile_origin(p, pid)
+        m0 = org[0]
+        n0 = org[1]
+        prologue(p, th, TileOrigin(m0, n0))
+        if I.constexpr(p.kloop.form == "unrolled"):
+            # unrolled by the stage count: every shared-memory stage offset is a constant
+            for ko in range(p.kloop.groups):
+                k_tiles(p, th, TileOrigin(m0, n0), None, ko * p.kloop.stages, p.kloop.stages)
+            if I.constexpr(p.kloop.tail > 0):
+                k_tiles(p, th, TileOrigin(m0, n0), None, p.kloop.k_tiles - p.kloop.tail, p.kloop.tail)
+        else:
+            for kt in range(p.kloop.k_tiles):
+                _ = [kstep(p, th, TileOrigin(m0, n0), None, kt, kt % p.kloop.stages, step) for step in p.kloop.steps]
+        T.ptx["cp.async.wait_group"](0)
+        epilogue(p, args["C"], acc, TileOrigin(m0, n0), wm, wn, lane)
+
+
+@T.macro
+def persistent_tiles(p, th, args, pid, wm, wn, lane):
+    # tiles pid, pid + ctas, ...; the pipeline runs on from one tile into the next
+    org0 = tile_origin(p, pid)
+    first_m0 = org0[0]
+    first_n0 = org0[1]
+    prologue(p, th, TileOrigin(first_m0, first_n0))
+    for it in range(T.truncdiv(p.grid.tiles - 1 - pid, p.grid.ctas) + 1):
+        t = pid + it * p.grid.ctas
+        org = tile_origin(p, t)
+        m0 = org[0]
+        n0 = org[1]
+        nxt = tile_origin(p, T.min(t + p.grid.ctas, p.grid.tiles - 1))
+        next_m0 = nxt[0]
+        next_n0 = nxt[1]
+        has_next = t + p.grid.ctas < p.grid.tiles
+        for ko in range(p.kloop.groups):
+            k_tiles(p, th, TileOrigin(m0, n0), NextTile(next_m0, next_n0, has_next), ko * p.kloop.stages, p.kloop.stages)
+        epilogue(p, args["C"], th.acc, TileOrigin(m0, n0), wm, wn, lane)
+        zero(p, th.acc)
+    T.ptx["cp.async.wait_group"](0)
+
+
+def signature_source(p: GemmPlan) -> str:
+    """The TVMScript of ``main``: one parameter per ``p.params``, the body the ``kernel`` macro."""
+    names = [q.name for q in p.params]
+    params = ", ".join(f"{name}: types[{i}]" for i, name in enumerate(names))
+    args = ", ".join(f"{name!r}: {name}" for name in names)
+    return f"@T.function\ndef main({params}):\n    kernel(p, {{{args}}})\n"
+
 
 @transpile_once
 def emit(p: GemmPlan):
-    """The TIRx PrimFunc ``main(A, B, C)`` of a plan."""
-    a_shape, b_shape, dt, ot = p.a.shape, p.b.shape, p.dtype, p.epilogue.out_dtype
-    grid, nt, smem_bytes = p.kloop.ctas, p.tiling.threads, p.smem_elems * 2
-
-    @T.function
-    def main(A: T.Tensor(a_shape, dt), B: T.Tensor(b_shape, dt), C: T.Tensor((p.M, p.N), ot)):
-        T.device_entry(
-            launch=T.cuda.LaunchConfig(grid=grid, block=nt, dynamic_smem_bytes=smem_bytes)
-        )
-        pid = T.cuda.block_idx("x")
-        warp = T.cuda.warp_id()
-        lane = T.cuda.lane_id()
-        wm = warp % p.tiling.warps_m
-        wn = warp // p.tiling.warps_m
-
-        SMH = T.alloc_tensor(ty_args=[T.Tensor((p.smem_elems,), dt, scope="shared.dyn", layout="default", align=1024)])
-        SMW = T.decl_tensor(SMH.ptr_to([0]), ty_args=[T.Tensor((p.smem_elems // 2,), "uint32", scope="shared.dyn", layout="default", align=1024)])
-        acc = T.alloc_tensor(ty_args=[T.Tensor((p.tiling.mma_m * p.tiling.mma_n * 4,), "float32", scope="local", layout="default")])
-        af = T.alloc_tensor(ty_args=[T.Tensor((2 * p.tiling.mma_m * 4,), "uint32", scope="local", layout="default")])
-        bf = T.alloc_tensor(ty_args=[T.Tensor((2 * p.tiling.mma_n * 2,), "uint32", scope="local", layout="default")])
-        zero(p, acc)
-        a_base = wm * p.a.warp_offset
-        b_base = wn * p.b.warp_offset
-        th = Thread(A, B, SMH, SMW, acc, af, bf, a_base, b_base)
-
-        if I.constexpr(p.kloop.form == "persistent"):
-            # tiles pid, pid + grid, ...; the pipeline runs on from one tile into the next
-            org0 = tile_origin(p, pid)
-            first_m0 = org0[0]
-            first_n0 = org0[1]
-            prologue(p, th, TileOrigin(first_m0, first_n0))
-            for it in range(T.truncdiv(p.kloop.tiles - 1 - pid, grid) + 1):
-                t = pid + it * grid
-                org = tile_origin(p, t)
-                m0 = org[0]
-                n0 = org[1]
-                nxt = tile_origin(p, T.min(t + grid, p.kloop.tiles - 1))
-                next_m0 = nxt[0]
-                next_n0 = nxt[1]
-                has_next = t + grid < p.kloop.tiles
-                for ko in range(p.kloop.groups):
-                    k_tiles(p, th, TileOrigin(m0, n0), NextTile(next_m0, next_n0, has_next), ko * p.kloop.stages, p.kloop.stages)
-                epilogue(p, C, acc, m0, n0, wm, wn, lane)
-                zero(p, acc)
-            T.ptx["cp.async.wait_group"](0)
-        else:
-            org = tile_origin(p, pid)
-            m0 = org[0]
-            n0 = org[1]
-            prologue(p, th, TileOrigin(m0, n0))
-            if I.constexpr(p.kloop.form == "unrolled"):
-                # unrolled by the stage count: every shared-memory stage offset is a constant
-                for ko in range(p.kloop.groups):
-                    k_tiles(p, th, TileOrigin(m0, n0), None, ko * p.kloop.stages, p.kloop.stages)
-                if I.constexpr(p.kloop.tail > 0):
-                    k_tiles(p, th, TileOrigin(m0, n0), None, p.kloop.k_tiles - p.kloop.tail, p.kloop.tail)
-            else:
-                for kt in range(p.kloop.k_tiles):
-                    _ = [kstep(p, th, TileOrigin(m0, n0), None, kt, kt % p.kloop.stages, step) for step in p.kloop.steps]
-            T.ptx["cp.async.wait_group"](0)
-            epilogue(p, C, acc, m0, n0, wm, wn, lane)
-
-    return main
+    """The TIRx PrimFunc ``main(A, B, C)`` of a plan (its parameters: ``p.params``)."""
+    unknown = [op.kind for op in p.epilogue.ops if op.kind not in EPILOGUE_OPS]
+    if unknown:
+        raise ValueError(f"epilogue operations {unknown} are planned but not emitted (emitted: {EPILOGUE_OPS})")
+    types = [T.Tensor(q.shape, q.dtype) for q in p.params]
+    return parse(signature_source(p), {"T": T, "kernel": kernel, "p": p, "types": types})

@@ -24,9 +24,10 @@ their A panel and B panels in L2. With ``config.ctas`` > 0 the kernel is persist
 loop over the rasterized tiles and the cp.async pipeline runs on from one tile into the next.
 
 The schedule is plan -> emission: ``cuda_plan.plan`` decides the kernel as a frozen ``GemmPlan``
-of named records (tiles, warp grid, per-operand copy and ldmatrix plans, the k-loop, the
-epilogue), and ``cuda_emit.emit`` spells that plan in TIRx. This module is the public entry:
-``cuda_gemm`` (the PrimFunc), ``build`` (compiled and cached) and the planner's names.
+of named records (tiles, warp grid, the launch grid, per-operand copy and ldmatrix plans, the
+k-loop, the epilogue, the kernel's parameters), and ``cuda_emit.emit`` spells that plan in TIRx.
+This module is the public entry: ``cuda_gemm`` (the PrimFunc), ``build`` (compiled and cached,
+keyed by the plan: ``build_key``) and the planner's names.
 """
 
 from __future__ import annotations
@@ -41,20 +42,20 @@ from .cuda_plan import (
     GemmConfig,
     GemmPlan,
     OperandTile,
-    _short_dtype,
-    _short_out,
+    Swizzle,
     default_config,
     make_operands,
     operand_shapes,
     plan,
+    plan_record,
     swizzle_elem,
     swizzle_shift,
 )
 
 __all__ = [  # the planner's public names are re-exported here, the CUDA GEMM's entry module
     "DEFAULT_CONFIGS", "DTYPES", "LAYOUTS", "OUT_DTYPES", "CudaBuild", "GemmConfig", "GemmPlan", "OperandTile",
-    "build", "cuda_gemm", "cuda_source", "default_config", "make_operands", "operand_shapes", "plan",
-    "schedule_digest", "swizzle_elem", "swizzle_shift",
+    "Swizzle", "build", "build_key", "cuda_gemm", "cuda_source", "default_config", "make_operands", "operand_shapes",
+    "plan", "plan_record", "schedule_digest", "swizzle_elem", "swizzle_shift",
 ]
 
 
@@ -95,17 +96,21 @@ def build(M, N, K, dtype="f16", layout="nt", out_dtype="f32", config=None, arch=
     ``compiler``: the device compiler that turns the generated CUDA C into machine code when the
     module is loaded: None for TIRx's default (NVRTC), or ``"nvcc"`` / ``"nvrtc"`` (TIRx's
     ``backend_config``; the loading machine must have it). ``cache``: read and write the on-disk
-    build cache (``tvm_cdna4.cache``), keyed by every argument here and the resolved config."""
+    build cache (``tvm_cdna4.cache``), keyed by the plan (``build_key``)."""
     from ..cache import cached
 
     if compiler is not None and compiler not in ("nvcc", "nvrtc"):
         raise ValueError(f"compiler must be 'nvcc' or 'nvrtc' (or None for TIRx's default), got {compiler!r}")
-    cfg = config or default_config(dtype, M, N)
-    key = dict(M=M, N=N, K=K, dtype=_short_dtype(dtype), layout=layout.lower(), out_dtype=_short_out(out_dtype),
-               config=cfg.as_dict(), arch=arch, compiler=compiler, schedule=schedule_digest())
-    blobs = cached("cuda-gemm", key, lambda: _compile(M, N, K, dtype, layout, out_dtype, cfg, arch, compiler),
-                   enabled=cache)
+    p = plan(M, N, K, dtype, layout, out_dtype, config)
+    blobs = cached("cuda-gemm", build_key(p, arch, compiler), lambda: _compile(p, arch, compiler), enabled=cache)
     return CudaBuild(source=blobs["source"].decode(), library=blobs["library"])
+
+
+def build_key(p: GemmPlan, arch: str = "sm_80", compiler: str | None = None) -> dict:
+    """The build-cache key of a plan: its every field (``plan_record``), the target arch, the device
+    compiler and the schedule's source digest. A plan that differs in any field, a field added
+    included, gets its own key."""
+    return dict(plan=plan_record(p), arch=arch, compiler=compiler, schedule=schedule_digest())
 
 
 def schedule_digest() -> str:
@@ -117,7 +122,7 @@ def schedule_digest() -> str:
     return source_digest("schedules/cuda_plan.py", "schedules/cuda_emit.py", "tirx_private.py")
 
 
-def _compile(M, N, K, dtype, layout, out_dtype, cfg, arch, compiler) -> dict[str, bytes]:
+def _compile(p: GemmPlan, arch, compiler) -> dict[str, bytes]:
     """Run TIRx: the CUDA source and the exported library, as cache blobs."""
     import os
     import tempfile
@@ -126,8 +131,9 @@ def _compile(M, N, K, dtype, layout, out_dtype, cfg, arch, compiler) -> dict[str
     from tvm_tirx.target import Target
 
     from ..tirx_private import shared_cuda_lowering
+    from .cuda_emit import emit
 
-    func = cuda_gemm(M, N, K, dtype, layout, out_dtype, cfg)
+    func = emit(p)
     attrs = {"kind": "cuda", "arch": arch}
     if compiler is not None:
         attrs["backend_config"] = {"cuda": {"compiler": compiler}}

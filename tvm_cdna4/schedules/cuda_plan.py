@@ -11,7 +11,8 @@ Tests inspect the plan directly (``tests/test_cuda_plan.py``).
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, replace
+import operator
+from dataclasses import asdict, dataclass, is_dataclass, replace
 
 import attrs
 
@@ -158,15 +159,48 @@ def swizzle_shift(row_elems: int) -> int:
     return max(3, int(math.log2(row_elems)) - 3)
 
 
+@attrs.frozen
+class Swizzle:
+    """CUTLASS ``Swizzle<bits, base, shift>``: offset bits ``[base + shift, base + shift + bits)`` XORed
+    into bits ``[base, base + bits)``. The one swizzle of the shared tiles, for every use: ``swz(x)``
+    on a Python int (the planner's checks) or on a TIR expression (the emission's per-lane and
+    per-thread addresses), and ``layout(tile)``, the same map as TIRx's ``ComposeLayout`` (the
+    shared views; ``tests/test_cuda_gemm.py`` checks they agree)."""
+
+    base: int
+    """Offset bits left alone below the XORed field (3 on element offsets: a 16-byte chunk)."""
+    bits: int
+    """Width of the XORed field (3: eight 16-byte chunks)."""
+    shift: int
+    """Distance from the XORed field up to the bits XORed into it (``swizzle_shift``)."""
+
+    @classmethod
+    def for_row(cls, row_elems: int) -> Swizzle:
+        """The element-offset swizzle of a shared tile whose rows hold ``row_elems`` halves."""
+        return cls(3, 3, swizzle_shift(row_elems))
+
+    def words(self) -> Swizzle:
+        """The same swizzle on b32-word offsets (two halves a word)."""
+        return Swizzle(self.base - 1, self.bits, self.shift)
+
+    def __call__(self, x):
+        return x ^ (((x >> (self.base + self.shift)) & ((1 << self.bits) - 1)) << self.base)
+
+    def layout(self, tile):
+        """TIRx's ``ComposeLayout`` of this swizzle over ``tile`` (a ``TileLayout``)."""
+        from tvm_tirx.tirx.layout import ComposeLayout
+
+        return ComposeLayout(self.base, self.bits, self.shift, tile)
+
+
 def swizzle_elem(offset: int, row_elems: int) -> int:
-    """The swizzled element offset (reference implementation of the shared layout)."""
-    s = swizzle_shift(row_elems)
-    return offset ^ (((offset >> (3 + s)) & 7) << 3)
+    """The swizzled element offset (``Swizzle.for_row(row_elems)``)."""
+    return Swizzle.for_row(row_elems)(offset)
 
 
 def swizzle_word(word: int, row_elems: int) -> int:
     """The swizzled offset in b32 words (two halves) of a word offset."""
-    return swizzle_elem(2 * word, row_elems) // 2
+    return Swizzle.for_row(row_elems).words()(word)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -262,10 +296,11 @@ def _check_warp_offsets_neutral(op: OperandTile, cfg: GemmConfig) -> None:
     else:
         span = [(r, c) for r in range(off) for c in range(op.cols)]
         offsets = [w * off * op.cols for w in range(op.rows // off)]
+    swz = Swizzle.for_row(op.cols)
     for base in offsets:
         for r, c in span[:: max(1, len(span) // 4096)]:
             x = r * op.cols + c
-            if swizzle_elem(base + x, op.cols) != base + swizzle_elem(x, op.cols):
+            if swz(base + x) != base + swz(x):
                 raise ValueError(
                     f"{op.name}: warp tile offset {base} does not commute with the shared swizzle; "
                     "use a warp tile of at least 64 along the contiguous dimension"
@@ -279,7 +314,7 @@ def _check_warp_offsets_neutral(op: OperandTile, cfg: GemmConfig) -> None:
 
 @attrs.frozen
 class Tiling:
-    """The CTA tile, its warp grid and the grid of CTAs (the ``config`` resolved for a problem)."""
+    """The CTA tile and its warp grid (the ``config`` resolved for a problem)."""
 
     block_m: int
     """CTA tile rows of C."""
@@ -303,14 +338,8 @@ class Tiling:
     """n8 mma tiles per warp tile (``warp_n / 8``)."""
     k_steps: int
     """k16 mma steps per k-tile (``block_k / 16``)."""
-    grid_m: int
-    """CTA tiles along M."""
-    grid_n: int
-    """CTA tiles along N."""
     k_tiles: int
     """k-tiles along K (the last one zero-filled past K)."""
-    group_m: int
-    """Block rows that sweep N together in the rasterized order (L2 reuse)."""
 
 
 @attrs.frozen
@@ -361,6 +390,11 @@ class LaneAddress:
     """Words to matrices 1 and 3 (lanes 8..15, 24..31)."""
     row: int
     """Words between the eight rows of one matrix."""
+
+    def offset(self, warp, lane):
+        """The word offset of ``lane`` in warp ``warp``: Python ints (the planner's checks) or TIR
+        expressions (the emission's ``lof``)."""
+        return warp * self.warp_stride + (lane // 16) * self.matrix_hi + ((lane // 8) % 2) * self.matrix_lo + (lane % 8) * self.row
 
 
 @attrs.frozen
@@ -439,8 +473,8 @@ class OperandPlan:
     """The shared tile and its split over the CTA's threads."""
     smem_offset: int
     """Elements from the start of a stage to this tile (A first, then B)."""
-    swizzle_shift: int
-    """``Swizzle<3, 3, swizzle_shift>`` of the shared tile (``swizzle_shift(tile.cols)``)."""
+    swizzle: Swizzle
+    """The shared tile's element-offset swizzle (``Swizzle.for_row(tile.cols)``)."""
     warp_offset: int
     """Elements between the slices of consecutive warps in the shared tile."""
     copy: CopyPlan
@@ -487,10 +521,6 @@ class KLoop:
     """The k-steps of one k-tile."""
     mma_order: tuple[tuple[int, int], ...] | None
     """(mi, ni) issue order of a k-step's mma; None: one apply over the warp tile (``row``)."""
-    tiles: int
-    """Output tiles (CTA tiles of C)."""
-    ctas: int
-    """CTAs launched (``tiles`` unless persistent)."""
 
     def loads_ahead(self, kt) -> bool:
         """Whether k-tile ``kt`` issues the copies ``stages - 1`` ahead: False for the static tail
@@ -498,46 +528,140 @@ class KLoop:
         return not isinstance(kt, int) or kt + self.stages - 1 < self.k_tiles
 
 
+Extent = int
+"""An extent that depends on M: an int today; the fields typed ``Extent`` are the ones a symbolic M
+turns into TIR expressions, so the emission uses them as values and never calls ``int`` on them."""
+
+
+def ceil_div(x, d: int):
+    """``ceil(x / d)`` for a non-negative int or TIR expression ``x``."""
+    return -(-x // d)
+
+
+@attrs.frozen
+class TileIndex:
+    """The output tile of one tile index (``GridPlan.decode``)."""
+
+    m: object
+    """Tile row (CTA tiles along M)."""
+    n: object
+    """Tile column."""
+    k_split: object
+    """Slice of K (0 without a K split)."""
+    batch: object
+    """Batch / group (0 for one problem)."""
+
+
+@attrs.frozen
+class GridPlan:
+    """The launch grid and how a CTA's linear tile index decodes to its output tile (``decode``, one
+    formula for Python ints and TIR expressions)."""
+
+    grid_m: Extent
+    """CTA tiles along M."""
+    grid_n: int
+    """CTA tiles along N."""
+    group_m: int
+    """Block rows that sweep N together in the rasterized order (L2 reuse)."""
+    k_splits: int
+    """Slices of K, each its own tile index (1: no split; room for a split-K reduction)."""
+    batches: int
+    """Batch / group extent (1: one problem; room for a batched or grouped GEMM)."""
+    tiles: Extent
+    """Tile indices, ``batches * k_splits * grid_m * grid_n``."""
+    ctas: Extent
+    """CTAs launched along ``blockIdx.x``: ``tiles``, or the persistent CTAs, CTA ``c`` taking the
+    tiles ``c, c + ctas, ...``."""
+    persistent: bool
+    """Whether CTAs loop over tiles (``KLoop.form == "persistent"``)."""
+
+    def decode(self, t, div=operator.floordiv, mod=operator.mod, minimum=min) -> TileIndex:
+        """The tile of index ``0 <= t < tiles``: batch, then K slice, then ``group_m`` block rows
+        sweeping N together. ``div``, ``mod``, ``minimum``: Python's for ints; the emission passes
+        ``T.truncdiv``, ``T.truncmod``, ``T.min`` (a batch or K slice adds terms only when there is
+        more than one)."""
+        batch = k_split = 0
+        per_split = self.grid_m * self.grid_n
+        if self.batches > 1:
+            batch, t = div(t, self.k_splits * per_split), mod(t, self.k_splits * per_split)
+        if self.k_splits > 1:
+            k_split, t = div(t, per_split), mod(t, per_split)
+        width = self.group_m * self.grid_n
+        first_m = div(t, width) * self.group_m
+        size = minimum(self.grid_m - first_m, self.group_m)
+        return TileIndex(first_m + mod(mod(t, width), size), div(mod(t, width), size), k_split, batch)
+
+
+@attrs.frozen
+class EpilogueOp:
+    """One operation on the thread's f32 accumulator tile before the store."""
+
+    kind: str
+    """``"convert"``: rounding to the output dtype, today's only operation (bias, activations,
+    row / column scales, a residual and the split-K reduction come next)."""
+    instr: str
+    """Its PTX: ``cvt.rn.{f16,bf16}x2.f32`` (a pair into one b32) or ``cvt.rn.{f16,bf16}.f32``
+    (one element, odd N)."""
+    dtype: str
+    """TIR dtype of the registers it produces (``uint32`` pairs, ``uint16`` elements)."""
+
+
 @attrs.frozen
 class Epilogue:
-    """How the accumulators reach C."""
+    """How the accumulators reach C: ``ops`` in order on the accumulator tile, then one store."""
 
     out_dtype: str
     """TIR dtype of C."""
+    ops: tuple[EpilogueOp, ...]
+    """Applied in order to the f32 accumulators (for odd N per element, just before its store)."""
     vector: int
     """Elements per store: 2 (N even) or 1 (odd N: rows not 4/8-byte aligned)."""
     store_instr: str
     """``st.global.v2.f32`` / ``st.global.b32`` (an f32 pair / a converted 16-bit pair), or for odd N
     ``st.global.f32`` / ``st.global.b16`` (one element)."""
-    cvt_instr: str | None
-    """``cvt.rn.{f16,bf16}x2.f32`` (pairs) or ``cvt.rn.{f16,bf16}.f32`` (odd N) for 16-bit output,
-    else None."""
     masked: bool
     """A tile can cross the edge of C: each store is predicated (per row half for pairs, per element
     for odd N, where it is always set)."""
     align: int
     """Byte alignment of a store."""
 
+    @property
+    def convert(self) -> EpilogueOp | None:
+        """The conversion to ``out_dtype`` (None for f32 C)."""
+        return next((op for op in self.ops if op.kind == "convert"), None)
 
-def plan_epilogue(M: int, N: int, ot: str, cfg: GemmConfig) -> Epilogue:
+
+def plan_epilogue(M: Extent, N: int, ot: str, cfg: GemmConfig) -> Epilogue:
     """Pairs of columns (N even: ``st.global.v2.f32``, or ``cvt.rn.*x2.f32`` + ``st.global.b32``),
     else one element per store (``st.global.f32``, or ``cvt.rn.*.f32`` + ``st.global.b16``)."""
     masked = M % cfg.block_m != 0 or N % cfg.block_n != 0
     short = _short_out(ot)
     if N % 2 == 0:
         if ot == "float32":
-            return Epilogue(ot, 2, "st.global.v2.f32", None, masked, 8)
-        return Epilogue(ot, 2, "st.global.b32", f"cvt.rn.{short}x2.f32", masked, 4)
+            return Epilogue(ot, (), 2, "st.global.v2.f32", masked, 8)
+        return Epilogue(ot, (EpilogueOp("convert", f"cvt.rn.{short}x2.f32", "uint32"),), 2, "st.global.b32", masked, 4)
     if ot == "float32":
-        return Epilogue(ot, 1, "st.global.f32", None, True, 4)
-    return Epilogue(ot, 1, "st.global.b16", f"cvt.rn.{short}.f32", True, 2)
+        return Epilogue(ot, (), 1, "st.global.f32", True, 4)
+    return Epilogue(ot, (EpilogueOp("convert", f"cvt.rn.{short}.f32", "uint16"),), 1, "st.global.b16", True, 2)
+
+
+@attrs.frozen
+class Param:
+    """One tensor parameter of the kernel."""
+
+    name: str
+    """Its name in ``main``'s signature (and in the generated CUDA)."""
+    shape: tuple
+    """Its shape (``Extent`` entries)."""
+    dtype: str
+    """TIR dtype."""
 
 
 @attrs.frozen
 class GemmPlan:
     """The whole kernel for one static problem: what ``cuda_emit.emit`` turns into TIRx."""
 
-    M: int
+    M: Extent
     N: int
     K: int
     dtype: str
@@ -547,6 +671,7 @@ class GemmPlan:
     config: GemmConfig
     """The tiling asked for."""
     tiling: Tiling
+    grid: GridPlan
     a: OperandPlan
     b: OperandPlan
     mma_instr: str
@@ -557,6 +682,21 @@ class GemmPlan:
     """Elements of dynamic shared memory (``stages * stage_elems``)."""
     kloop: KLoop
     epilogue: Epilogue
+    params: tuple[Param, ...]
+    """The kernel's parameters in signature order: A, B, then C (an epilogue input such as a bias
+    goes here, beside the ``EpilogueOp`` that reads it)."""
+
+
+def plan_record(p) -> dict:
+    """A plan as plain JSON data: every record a dict of its fields, tuples as lists. Two plans give
+    the same record exactly when every field is equal (the build-cache key, ``cuda_gemm.build``)."""
+    if attrs.has(type(p)):
+        return {f.name: plan_record(getattr(p, f.name)) for f in attrs.fields(type(p))}
+    if is_dataclass(p):
+        return {k: plan_record(v) for k, v in asdict(p).items()}
+    if isinstance(p, tuple | list):
+        return [plan_record(v) for v in p]
+    return p
 
 
 # ----------------------------------------------------------------------------------------------
@@ -597,18 +737,15 @@ def _ldmatrix_steps(op: OperandTile, view, lane: LaneAddress, warps: int):
     swz(x) once, outside the k-loop, and each ldmatrix is one XOR/add (or a register+immediate
     address). The split is verified here for every warp and lane."""
     (k_steps, skk), (repeats, srep), *_ = view
-    lanes = [
-        w * lane.warp_stride + (ln // 16) * lane.matrix_hi + ((ln // 8) % 2) * lane.matrix_lo + (ln % 8) * lane.row
-        for w in range(warps)
-        for ln in range(32)
-    ]
+    lanes = [lane.offset(w, ln) for w in range(warps) for ln in range(32)]
+    swz = Swizzle.for_row(op.cols).words()
     steps = []
     for kk in range(k_steps):
         parts = []
         for rep in range(repeats):
             d = kk * skk + rep * srep
             dx, da = split_offset(d)
-            if any((swizzle_word(x, op.cols) ^ dx) + da != swizzle_word(x + d, op.cols) for x in lanes):
+            if any((swz(x) ^ dx) + da != swz(x + d) for x in lanes):
                 return None
             parts.append((dx, da))
         dxs = {dx for dx, _ in parts}
@@ -650,14 +787,15 @@ def _thread_copy(op: OperandTile, masked: bool, instr: str) -> CopyPlan | None:
         reps_f = [(op.reps // per, 1, 0), (per, 0, nt * v)]
     r0, c0 = op.chunk_coord(0, 0)
     deltas = [(r1 - r0, c1 - c0) for r1, c1 in (op.chunk_coord(0, rep) for rep in range(op.reps))]
+    swz = Swizzle.for_row(op.cols)
     for tid in range(nt):
         r0, c0 = op.chunk_coord(tid, 0)
-        base = swizzle_elem(r0 * op.cols + c0, op.cols)
+        base = swz(r0 * op.cols + c0)
         for rep, (dr, dc) in enumerate(deltas):
             r1, c1 = op.chunk_coord(tid, rep)
             if (r1 - r0, c1 - c0) != (dr, dc):
                 return None
-            if swizzle_elem(r1 * op.cols + c1, op.cols) != base + dr * op.cols + dc:
+            if swz(r1 * op.cols + c1) != base + dr * op.cols + dc:
                 return None
     return CopyPlan(
         "thread", instr, 2 * v, masked,
@@ -714,16 +852,12 @@ def plan(M: int, N: int, K: int, dtype: str = "f16", layout: str = "nt", out_dty
         raise ValueError("M, N, K must be positive")
     opa, opb = make_operands(M, N, K, layout, cfg)
     a_shape, b_shape = operand_shapes(M, N, K, layout)
-    gm, gn = math.ceil(M / cfg.block_m), math.ceil(N / cfg.block_n)
-    tiling = Tiling(
-        cfg.block_m, cfg.block_n, cfg.block_k, cfg.warps_m, cfg.warps_n, cfg.threads, cfg.warp_m, cfg.warp_n,
-        cfg.warp_m // 16, cfg.warp_n // 8, cfg.block_k // 16, gm, gn, math.ceil(K / cfg.block_k),
-        max(1, min(cfg.group_m, gm)),
-    )
+    tiling = Tiling(cfg.block_m, cfg.block_n, cfg.block_k, cfg.warps_m, cfg.warps_n, cfg.threads, cfg.warp_m,
+                    cfg.warp_n, cfg.warp_m // 16, cfg.warp_n // 8, cfg.block_k // 16, ceil_div(K, cfg.block_k))
 
     def operand(op, shape, smem_offset):
         warp = cfg.warp_m if op.name == "A" else cfg.warp_n
-        return OperandPlan(op.name, shape, op, smem_offset, swizzle_shift(op.cols),
+        return OperandPlan(op.name, shape, op, smem_offset, Swizzle.for_row(op.cols),
                            warp if op.trans else warp * op.cols, plan_copy(op, cfg), plan_ldmatrix(op, cfg))
 
     a = operand(opa, a_shape, 0)
@@ -733,11 +867,15 @@ def plan(M: int, N: int, K: int, dtype: str = "f16", layout: str = "nt", out_dty
     kt = tiling.k_tiles
     persistent = cfg.persistent_for(K, layout)
     form = "persistent" if persistent else ("unrolled" if cfg.unrolled_for(K, layout) else "rolled")
-    tiles = gm * gn
     kloop = KLoop(form, cfg.stages, kt, kt // cfg.stages, kt % cfg.stages, plan_k_steps(cfg, tiling.k_steps),
-                  mma_order(cfg, tiling.mma_m, tiling.mma_n), tiles, min(cfg.ctas, tiles) if persistent else tiles)
+                  mma_order(cfg, tiling.mma_m, tiling.mma_n))
+    gm, gn = ceil_div(M, cfg.block_m), ceil_div(N, cfg.block_n)
+    tiles = gm * gn
+    grid = GridPlan(gm, gn, max(1, min(cfg.group_m, gm)), 1, 1, tiles, min(cfg.ctas, tiles) if persistent else tiles,
+                    persistent)
 
     ab = "f16" if dt == "float16" else "bf16"
     epilogue = plan_epilogue(M, N, ot, cfg)
-    return GemmPlan(M, N, K, dt, layout, cfg, tiling, a, b, f"mma.sync.aligned.m16n8k16.row.col.f32.{ab}.{ab}.f32",
-                    stage_elems, cfg.stages * stage_elems, kloop, epilogue)
+    params = (Param("A", a_shape, dt), Param("B", b_shape, dt), Param("C", (M, N), ot))
+    return GemmPlan(M, N, K, dt, layout, cfg, tiling, grid, a, b, f"mma.sync.aligned.m16n8k16.row.col.f32.{ab}.{ab}.f32",
+                    stage_elems, cfg.stages * stage_elems, kloop, epilogue, params)
