@@ -1,10 +1,13 @@
 """Emission of the CUDA GEMM: a :class:`~tvm_cdna4.schedules.cuda_plan.GemmPlan` to a TIRx PrimFunc.
 
-Every decision is in the plan (``cuda_plan.plan``); the macros here only spell it in TIRx. Each
-macro takes the plan ``p`` and, for the kernel's runtime values, two small records built in
-``main``: :class:`Thread` (the buffers, register tiles and the warp's shared-memory bases, fixed
-for the whole kernel) and :class:`TileOrigin` / :class:`NextTile` (the output tile being computed
-and, in the persistent kernel, the next one the pipeline runs on into).
+Every decision is in the plan (``cuda_plan.plan``); the macros here only spell it in TIRx. ``emit``
+writes ``main``'s signature from ``p.params`` (``signature_source``) around the body macro
+``kernel``. Each macro takes the plan ``p`` and, for the kernel's runtime values, small records
+built in ``kernel``: :class:`Thread` (the buffers, register tiles and the warp's shared-memory
+bases, fixed for the whole kernel) and :class:`TileOrigin` / :class:`NextTile` (the output tile
+being computed, decoded by ``GridPlan.decode``, and, in the persistent kernel, the next one the
+pipeline runs on into). ``epilogue`` is the one epilogue stage: the plan's ``Epilogue.ops`` on the
+accumulator tile, then ``store``.
 
 Variable names bound in the macros (``tid``, ``grow``, ``lof``, ...) name the CUDA variables;
 ``tests/test_cuda_gemm_golden.py`` pins the generated source.
