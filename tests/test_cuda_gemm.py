@@ -502,3 +502,27 @@ def test_check_output_fails_wrong_results(rng):
     stray = zeros.copy()
     stray[5, 5] = 1e-6
     assert not check(stray, zeros, "float32")[1]
+
+
+def test_runtime_dtypes_come_from_the_formats():
+    """runtime.cuda's numpy / torch dtypes and tolerances are read from tvm_cdna4.isa.formats, by the
+    short name or the TIR name (the format's ``tir``: its numpy dtype's name, torch's spelling too)."""
+    import ml_dtypes
+
+    from tvm_cdna4.isa.formats import FORMATS, by_tir
+
+    assert [runner.np_dtype(n) for n in ("f16", "float16", "bf16", "bfloat16", "f32", "float32")] == [
+        np.dtype(np.float16)] * 2 + [np.dtype(ml_dtypes.bfloat16)] * 2 + [np.dtype(np.float32)] * 2
+    assert all(by_tir(f.tir) is f and by_tir(f.name) is f for f in FORMATS.values())
+    assert (FORMATS["bf16"].tir, FORMATS["fp8"].tir) == ("bfloat16", "float8_e4m3fn")
+    assert [runner.tolerance(n) for n in ("float32", "f16", "bfloat16")] == [1e-4, 2e-3, 1e-2]
+    with pytest.raises(ValueError, match="unknown element format 'half'"):
+        runner.np_dtype("half")
+
+
+def test_runtime_torch_dtypes_come_from_the_formats():
+    import ml_dtypes
+
+    torch = pytest.importorskip("torch")
+    assert [runner.torch_dtype(n) for n in ("f16", "bfloat16", "f32")] == [torch.float16, torch.bfloat16, torch.float32]
+    assert runner.torch_dtype_for(np.zeros(2, ml_dtypes.bfloat16)) == torch.bfloat16
