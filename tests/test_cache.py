@@ -30,9 +30,12 @@ def fake_compile(monkeypatch):
     """Replace the TIRx build of the CUDA GEMM by a counter returning blobs named after its args."""
     calls = []
 
-    def compile_(M, N, K, dtype, layout, out_dtype, cfg, arch, compiler):
-        calls.append((M, N, K, dtype, layout, out_dtype, cfg, arch, compiler))
-        return {"source": f"// {M}x{N}x{K} {dtype} {layout} {out_dtype} {arch} {compiler}".encode(),
+    short = {tir: name for name, tir in cuda_gemm.OUT_DTYPES.items()}
+
+    def compile_(p, arch, compiler):  # cuda_gemm._compile(plan, arch, compiler)
+        calls.append((p, arch, compiler))
+        dtype, out_dtype = short[p.dtype], short[p.epilogue.out_dtype]
+        return {"source": f"// {p.M}x{p.N}x{p.K} {dtype} {p.layout} {out_dtype} {arch} {compiler}".encode(),
                 "library": bytes(range(256)) * 4}
 
     monkeypatch.setattr(cuda_gemm, "_compile", compile_)

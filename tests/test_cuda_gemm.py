@@ -23,13 +23,13 @@ from tvm_cdna4.runtime import cuda as runner
 from tvm_cdna4.schedules.cuda_gemm import (
     LAYOUTS,
     GemmConfig,
+    Swizzle,
     build,
     cuda_gemm,
     cuda_source,
     default_config,
     make_operands,
     swizzle_elem,
-    swizzle_shift,
 )
 
 
@@ -76,12 +76,16 @@ def test_cp_async_store_phase_is_bank_conflict_free(row_elems):
 
 
 def test_compose_layout_matches_reference_swizzle():
-    from tvm_tirx.tirx.layout import S, ComposeLayout, TileLayout
+    # the one Swizzle: its ComposeLayout (the shared views) is its int map, on elements and on words
+    from tvm_tirx.tirx.layout import S, TileLayout
 
     for row_elems in (32, 128, 256):
-        lay = ComposeLayout(3, 3, swizzle_shift(row_elems), TileLayout(S[(16, row_elems)]))
+        swz = Swizzle.for_row(row_elems)
+        lay = swz.layout(TileLayout(S[(16, row_elems)]))
+        words = swz.words().layout(TileLayout(S[(16, row_elems // 2)]))
         for r, c in itertools.product(range(16), range(0, row_elems, 4)):
-            assert int(lay.apply(r, c)["m"]) == swizzle_elem(r * row_elems + c, row_elems)
+            assert int(lay.apply(r, c)["m"]) == swizzle_elem(r * row_elems + c, row_elems) == swz(r * row_elems + c)
+            assert int(words.apply(r, c // 2)["m"]) == swz.words()(r * row_elems // 2 + c // 2)
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
@@ -279,6 +283,33 @@ def test_large_default_kernel_does_not_spill_under_nvrtc(layout, dtype, tmp_path
     assert usage["spill_stores"] == 0 and usage["spill_loads"] == 0, log[-2000:]
 
 
+def test_symbolic_m_flows_through_emission_and_lowering():
+    """The plan fields typed ``Extent`` (M, the grid, the shapes) may be TIR expressions: a masked
+    plan with M replaced by a variable emits and lowers with TIRx into a kernel taking ``int m``
+    (the planner itself still takes an int M; this is the room the emission leaves)."""
+    import attrs
+    import tvm_tirx
+    from tvm_tirx import ir
+    from tvm_tirx.target import Target
+
+    from tvm_cdna4.schedules.cuda_emit import emit
+    from tvm_cdna4.schedules.cuda_plan import Param, ceil_div, plan
+    from tvm_cdna4.tirx_private import shared_cuda_lowering
+
+    p = plan(200, 136, 72, "f16", "nt", "f32", SMALL)
+    m = ir.Var("m", "int32")
+    tiles = ceil_div(m, SMALL.block_m) * p.grid.grid_n
+    q = attrs.evolve(
+        p, M=m, a=attrs.evolve(p.a, shape=(m, 72), tile=replace(p.a.tile, grows=m)),
+        grid=attrs.evolve(p.grid, grid_m=ceil_div(m, SMALL.block_m), tiles=tiles, ctas=tiles),
+        params=(Param("A", (m, 72), p.dtype), p.params[1], Param("C", (m, 136), "float32")))
+    with shared_cuda_lowering():
+        exe = tvm_tirx.tirx.compile(emit(q), target=Target({"kind": "cuda", "arch": "sm_80"}), pipeline="tirx")
+    src = exe.mod.imports[0].inspect_source()
+    assert "main_kernel(half* __restrict__ A_ptr, half* __restrict__ B_ptr, float* __restrict__ C_ptr, int m)" in src
+    assert "mma.sync.aligned.m16n8k16" in src and "st.global.v2.f32" in src
+
+
 def test_persistent_kernel_loops_over_tiles():
     cfg = replace(SMALL, ctas=3)
     src = cuda_source(build(256, 384, 192, "f16", "nt", "f32", cfg, arch="sm_80"))  # 6 tiles on 3 CTAs
@@ -471,3 +502,27 @@ def test_check_output_fails_wrong_results(rng):
     stray = zeros.copy()
     stray[5, 5] = 1e-6
     assert not check(stray, zeros, "float32")[1]
+
+
+def test_runtime_dtypes_come_from_the_formats():
+    """runtime.cuda's numpy / torch dtypes and tolerances are read from tvm_cdna4.isa.formats, by the
+    short name or the TIR name (the format's ``tir``: its numpy dtype's name, torch's spelling too)."""
+    import ml_dtypes
+
+    from tvm_cdna4.isa.formats import FORMATS, by_tir
+
+    assert [runner.np_dtype(n) for n in ("f16", "float16", "bf16", "bfloat16", "f32", "float32")] == [
+        np.dtype(np.float16)] * 2 + [np.dtype(ml_dtypes.bfloat16)] * 2 + [np.dtype(np.float32)] * 2
+    assert all(by_tir(f.tir) is f and by_tir(f.name) is f for f in FORMATS.values())
+    assert (FORMATS["bf16"].tir, FORMATS["fp8"].tir) == ("bfloat16", "float8_e4m3fn")
+    assert [runner.tolerance(n) for n in ("float32", "f16", "bfloat16")] == [1e-4, 2e-3, 1e-2]
+    with pytest.raises(ValueError, match="unknown element format 'half'"):
+        runner.np_dtype("half")
+
+
+def test_runtime_torch_dtypes_come_from_the_formats():
+    import ml_dtypes
+
+    torch = pytest.importorskip("torch")
+    assert [runner.torch_dtype(n) for n in ("f16", "bfloat16", "f32")] == [torch.float16, torch.bfloat16, torch.float32]
+    assert runner.torch_dtype_for(np.zeros(2, ml_dtypes.bfloat16)) == torch.bfloat16

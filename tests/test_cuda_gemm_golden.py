@@ -10,7 +10,9 @@ those layouts now run the stage-unrolled k-loop, with B's ldmatrix offsets as vi
 seven ``*t`` digests are unchanged since commit 7dfb323, except the two odd-N ones
 (odd_1000x999x1001_tn_f16, odd_3x5x4099_nt_f16), updated deliberately the same day: odd N now
 stores each element with a predicated ``st.global.f32`` / ``st.global.b16`` (a cvt first for 16-bit
-C) instead of an if-guarded scalar store, which TIRx's simplifier took seconds to prove."""
+C) instead of an if-guarded scalar store, which TIRx's simplifier took seconds to prove. The plan
+stages of issue 22 (the epilogue, grid and parameter records, one ``Swizzle``, one
+``LaneAddress.offset``, ``main``'s signature from the plan) left all twelve unchanged."""
 
 import hashlib
 import json

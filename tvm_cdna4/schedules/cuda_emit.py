@@ -1,10 +1,13 @@
 """Emission of the CUDA GEMM: a :class:`~tvm_cdna4.schedules.cuda_plan.GemmPlan` to a TIRx PrimFunc.
 
-Every decision is in the plan (``cuda_plan.plan``); the macros here only spell it in TIRx. Each
-macro takes the plan ``p`` and, for the kernel's runtime values, two small records built in
-``main``: :class:`Thread` (the buffers, register tiles and the warp's shared-memory bases, fixed
-for the whole kernel) and :class:`TileOrigin` / :class:`NextTile` (the output tile being computed
-and, in the persistent kernel, the next one the pipeline runs on into).
+Every decision is in the plan (``cuda_plan.plan``); the macros here only spell it in TIRx. ``emit``
+writes ``main``'s signature from ``p.params`` (``signature_source``) around the body macro
+``kernel``. Each macro takes the plan ``p`` and, for the kernel's runtime values, small records
+built in ``kernel``: :class:`Thread` (the buffers, register tiles and the warp's shared-memory
+bases, fixed for the whole kernel) and :class:`TileOrigin` / :class:`NextTile` (the output tile
+being computed, decoded by ``GridPlan.decode``, and, in the persistent kernel, the next one the
+pipeline runs on into). ``epilogue`` is the one epilogue stage: the plan's ``Epilogue.ops`` on the
+accumulator tile, then ``store``.
 
 Variable names bound in the macros (``tid``, ``grow``, ``lof``, ...) name the CUDA variables;
 ``tests/test_cuda_gemm_golden.py`` pins the generated source.
@@ -475,16 +478,16 @@ def epilogue(p, C, acc, tile, wm, wn, lane):
     if I.constexpr(p.epilogue.convert is None):
         store(p, cview, accv, accv, row_t, col_t)
     elif I.constexpr(p.epilogue.vector == 2):
-        packed = T.alloc_tensor(ty_args=[T.Tensor((p.tiling.mma_m * p.tiling.mma_n * 2,), "uint32", scope="local", layout="default")])
-        pv = T.decl_tensor(packed.ptr_to([0]), ty_args=[T.Tensor((p.tiling.mma_m, p.tiling.mma_n, 2, 1), "uint32", scope="local", layout=pack_thread(p.tiling.mma_m, p.tiling.mma_n))])
+        packed = T.alloc_tensor(ty_args=[T.Tensor((p.tiling.mma_m * p.tiling.mma_n * 2,), p.epilogue.convert.dtype, scope="local", layout="default")])
+        pv = T.decl_tensor(packed.ptr_to([0]), ty_args=[T.Tensor((p.tiling.mma_m, p.tiling.mma_n, 2, 1), p.epilogue.convert.dtype, scope="local", layout=pack_thread(p.tiling.mma_m, p.tiling.mma_n))])
         # cvt.rn.{f16,bf16}x2.f32 d, hi, lo: column c2=1 goes to the high half
         T.cuda.tile.apply(T.ptx[p.epilogue.convert.instr], pv, accv[:, :, :, 1:2], accv[:, :, :, 0:1], scope="thread")
         cw = T.decl_tensor(C.ptr_to([row_t, col_t]), ty_args=[c_tile(p, True)])
         store(p, cw, pv, accv, row_t, col_t)
     else:
         # odd N: cvt.rn.{f16,bf16}.f32 into 16-bit registers, each just before its st.global.b16
-        bits = T.alloc_tensor(ty_args=[T.Tensor((p.tiling.mma_m * p.tiling.mma_n * 4,), "uint16", scope="local", layout="default")])
-        bv = T.decl_tensor(bits.ptr_to([0]), ty_args=[T.Tensor((p.tiling.mma_m, p.tiling.mma_n, 2, 2), "uint16", scope="local", layout=acc_thread(p.tiling.mma_m, p.tiling.mma_n))])
+        bits = T.alloc_tensor(ty_args=[T.Tensor((p.tiling.mma_m * p.tiling.mma_n * 4,), p.epilogue.convert.dtype, scope="local", layout="default")])
+        bv = T.decl_tensor(bits.ptr_to([0]), ty_args=[T.Tensor((p.tiling.mma_m, p.tiling.mma_n, 2, 2), p.epilogue.convert.dtype, scope="local", layout=acc_thread(p.tiling.mma_m, p.tiling.mma_n))])
         ch = T.decl_tensor(C.ptr_to([row_t, col_t]), ty_args=[c_tile(p, True)])
         store(p, ch, bv, accv, row_t, col_t)
 

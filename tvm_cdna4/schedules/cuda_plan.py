@@ -2,10 +2,13 @@
 
 ``plan(M, N, K, dtype, layout, out_dtype, config)`` decides everything about the kernel that does
 not need TIR: the tile and warp grid, how each operand is copied into shared memory and read with
-``ldmatrix``, the k-loop (rolled, unrolled by the stage count, or persistent), which copies go out
-in which k-step, and the epilogue. It returns a frozen :class:`GemmPlan` of named records; the
-emission (``tvm_cdna4.schedules.cuda_emit``) turns that plan into TIRx and decides nothing itself.
-Tests inspect the plan directly (``tests/test_cuda_plan.py``).
+``ldmatrix`` (one :class:`Swizzle`, one :meth:`LaneAddress.offset`), the k-loop (rolled, unrolled by
+the stage count, or persistent), which copies go out in which k-step, the launch grid and its tile
+decoding (:class:`GridPlan`), the epilogue (:class:`Epilogue`: operations on the accumulator tile,
+then the store) and the kernel's parameters (:class:`Param`). It returns a frozen :class:`GemmPlan`
+of named records; the emission (``tvm_cdna4.schedules.cuda_emit``) turns that plan into TIRx and
+decides nothing itself. Tests inspect the plan directly (``tests/test_cuda_plan.py``);
+:func:`plan_record` is the plan as JSON data (the build-cache key).
 """
 
 from __future__ import annotations
