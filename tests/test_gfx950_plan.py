@@ -162,3 +162,19 @@ def test_warm_build_reads_the_cache_through_the_plan_without_tirx(tmp_path):
     env = {"TVM_CDNA4_CACHE_DIR": str(tmp_path), "PATH": ""}
     out = subprocess.run([sys.executable, "-c", WARM], capture_output=True, text=True, check=True, env=env, cwd=".")
     assert out.stdout.split() == [";", "ir", "gemm_kernel", "False"]
+
+
+def test_the_planners_take_a_symbolic_m():
+    """M may be a TIR variable (the dynamic-M GEMM to come): the planners keep it an expression in
+    the grid's tile rows and the parameter shapes, and validate only the int extents."""
+    from tvm_tirx import tirx
+
+    M = tirx.Var("M", "int32")
+    dense = plan_gfx950_gemm(M, 256, 512, "f16", "tn")
+    assert not isinstance(dense.grid.tiles[0], int) and dense.grid.tiles[1] == 2 and dense.k_steps == 8
+    assert dense.params[0].shape[1].same_as(M) and dense.params[2].shape[0].same_as(M)
+    mx = plan_mx_gemm(M, 256, 512, "mxfp4", "nt")
+    assert mx.params[0].shape[0].same_as(M) and mx.params[2].shape[0].same_as(M) and mx.params[2].shape[1] == 16
+    assert mx.grid.batch is None
+    with pytest.raises(ValueError, match="must be positive"):
+        plan_gfx950_gemm(M, 0, 512, "f16", "tn")

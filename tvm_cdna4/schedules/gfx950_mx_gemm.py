@@ -47,7 +47,7 @@ the word a lane reads holds its scales for four fragments (K group of its lane, 
 mod 4) and each MFMA picks its byte with ``op_sel``: one scale register per four MFMA operands and
 no byte extraction. The MFMAs see those registers as ``uint8`` scale tiles (``patterns.mfma``), from
 whose byte positions the pattern takes each MFMA's register and ``op_sel``, so that one
-``tile.apply`` issues every MFMA of a K step (``_scaled_mfmas``; one per A fragment where A's slots
+``tile.apply`` issues every MFMA of a K step (``_mfmas``; one per A fragment where A's slots
 are split, so that each fragment's copy precedes its own MFMAs).
 
 Edges: global loads outside the matrices read zeros (K rows and K words past the end), M/N

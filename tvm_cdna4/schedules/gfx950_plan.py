@@ -230,7 +230,7 @@ class OperandPlan:
 
     name: str  # "A" or "B"
     mn_contiguous: bool  # M (A) or N (B) is contiguous in memory and LDS: storage rows are K
-    storage: tuple[int, int]  # (rows, columns) of one batch's row-major matrix in memory
+    storage: tuple[Extent, Extent]  # (rows, columns) of one batch's row-major matrix in memory
     lds_shape: tuple[int, int]  # one LDS stage: (rows, columns + padding) of the tile as stored
     chunks: int  # 16-byte global chunks per thread and K tile
     chunks_per_row: int  # 16-byte chunks per LDS row (the unpadded columns / vec)
