@@ -37,7 +37,7 @@ from tvm_tirx.script import ir as I
 from tvm_tirx.script import tirx as T
 
 from ..isa import CATALOG
-from ..patterns import register
+from ..rocm.build import register
 from ..patterns.layouts import mfma_fragment
 from ..tirx_private import transpile_once
 from .gfx950_plan import (DTYPES, FORMAT_CODES, LAYOUTS, UNIT_SCALES, Gfx950GemmConfig, Gfx950GemmPlan, OperandPlan,

@@ -62,7 +62,7 @@ from ..isa import CATALOG
 from ..isa.formats import fmt as format_of
 from ..isa.formats import to_words
 from ..isa.mfma_table import SCALE_VECTOR_WORDS
-from ..patterns import register
+from ..rocm.build import register
 from ..patterns.layouts import mfma_fragment, tr_fragment
 from ..patterns.wave import BUFFER_OOB
 from ..tirx_private import transpile_once

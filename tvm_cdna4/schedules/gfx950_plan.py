@@ -15,7 +15,7 @@ from ..isa import CATALOG, DS_READ_TR_OPS, SCALE_FORMAT_CODES, WAVE_SIZE, DsRead
 from ..isa.formats import fmt as format_of
 from ..isa.mfma_table import SCALE_VECTOR_WORDS
 from ..patterns.dma import LdsTile
-from ..rocm.build import GFX950_LDS_BYTES
+from ..isa.hardware import GFX950_LDS_BYTES
 
 # ---------------------------------------------------------------------------------- the dense GEMM
 
