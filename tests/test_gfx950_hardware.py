@@ -30,6 +30,20 @@ def scale_kernel():
     return kernel
 
 
+def test_launch_extents_of_the_kernel_and_of_its_device_function():
+    # runs everywhere: the grid and workgroup run_on_gfx950 launches (rocm.launch, the one walk the
+    # emulator and the whole-kernel rules read too)
+    from tvm_cdna4.emulator import device_function
+    from tvm_cdna4.rocm.launch import LaunchExtents, launch_extents
+
+    kernel = gfx950_gemm(300, 200, 64)
+    want = LaunchExtents(grid={"x": 6}, block={"x": 256})  # ceil(300 / 128) * ceil(200 / 128) tiles
+    assert launch_extents(kernel.body) == want == launch_extents(device_function(kernel).body)
+    assert want.constant("run_on_gfx950") == ({"x": 6}, {"x": 256})
+    with pytest.raises(ValueError, match=r"^emulate: the launch extent of blockIdx.x is not a constant$"):
+        LaunchExtents(grid={"x": None}, block={"x": 64}).constant("emulate")
+
+
 def test_kernel_arguments_pack_pointers_and_scalars():
     # runs everywhere: run_on_gfx950 (and so run_gfx950) passes scalar parameters by name
     layout = kernel_args(tvm_cdna4.build(scale_kernel()).asm)

@@ -87,20 +87,13 @@ def test_rocm_codegen_entry_and_callbacks():
 def test_rocm_codegen_looks_the_entry_up_at_each_build():
     """codegen.Build must call whatever target.build.rocm is now (our wrapper), with (mod, target)."""
     import tvm_tirx
-    from tvm_tirx.script import tirx as T
 
     import tvm_cdna4
 
     tvm_cdna4.register()  # our callbacks: a gfx950 build needs no ROCm install (this file alone imports none)
     seen = []
     current = tvm_ffi.get_global_func(tirx_private.ROCM_BUILD_FUNC)
-
-    @T.function
-    def kernel(A: T.Tensor((64,), "float32")):
-        with T.device_entry():
-            bx = T.launch_thread("blockIdx.x", 1)
-            tx = T.launch_thread("threadIdx.x", 64)
-            A[tx] = T.float32(0)
+    kernel = _gfx950_store_kernel()
 
     def spy(original):
         return lambda mod, target: seen.append(str(target.attrs["mcpu"])) or original(mod, target)
