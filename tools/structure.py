@@ -68,7 +68,7 @@ def _resolve(module: str, is_package: bool, node: ast.ImportFrom) -> str:
     return ".".join(base + ([node.module] if node.module else []))
 
 
-def imports(root: Path = ROOT) -> dict[str, set[str]]:
+def imports(root: Path = ROOT, transitional=TRANSITIONAL) -> dict[str, set[str]]:
     """``{module: the package's modules it imports}``, function-level imports included, the
     ``TRANSITIONAL`` ones and the facade's constants left out. ``from X import name`` counts as
     importing ``X.name`` when that is a module, else ``X``."""
@@ -90,7 +90,7 @@ def imports(root: Path = ROOT) -> dict[str, set[str]]:
             for target in targets:
                 while target and target not in mods:  # ``import tvm_cdna4.isa.lanes`` of a module, or a name
                     target = target.rpartition(".")[0]
-                if target.startswith(PACKAGE) and target != module and (module, target) not in TRANSITIONAL:
+                if target.startswith(PACKAGE) and target != module and (module, target) not in transitional:
                     found.add(target)
         graph[module] = found
     return graph
@@ -138,8 +138,9 @@ def upward(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
 
 
 def functions(root: Path = ROOT) -> list[tuple[int, str]]:
-    """``(lines, "path:line qualified.name")`` of every function of the package, ``def`` line (first
-    decorator excluded) to last line, docstring included; longest first."""
+    """``(lines, "path:line qualified.name")`` of every function of the package (nested ones too),
+    counted from the ``def`` line (decorators not counted) to the last line, docstring included;
+    longest first."""
     out = []
     for module, path in modules(root).items():
         tree = ast.parse(path.read_text(), str(path))
