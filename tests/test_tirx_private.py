@@ -90,7 +90,7 @@ def test_rocm_codegen_looks_the_entry_up_at_each_build():
 
     import tvm_cdna4
 
-    tvm_cdna4.register()  # our callbacks: a gfx950 build needs no ROCm install (this file alone imports none)
+    tvm_cdna4.register()  # our callbacks (a gfx950 build needs no ROCm install), whatever ran before
     seen = []
     current = tvm_ffi.get_global_func(tirx_private.ROCM_BUILD_FUNC)
     kernel = _gfx950_store_kernel()

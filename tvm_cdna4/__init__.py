@@ -40,7 +40,6 @@ def __getattr__(name: str):
         from .rocm import build as _build
 
         _build.register()
-
         return getattr(_build, name)
     raise AttributeError(f"module 'tvm_cdna4' has no attribute {name!r}")
 

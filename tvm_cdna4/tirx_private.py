@@ -31,12 +31,18 @@ import contextlib
 import threading
 import types
 
-from tvm_ffi.dataclasses import enum as _ffi_enum
-from tvm_tirx.backend.cuda.tile.patterns import common as cuda_common
-from tvm_tirx.backend.cuda.tile.patterns import ldmatrix as cuda_ldmatrix
-from tvm_tirx.backend.cuda.tile.patterns import mma as cuda_mma
-from tvm_tirx.tirx.layout import Axis
-from tvm_tirx.tirx.thread_scope import ThreadScope
+# 0. While this module's first import runs, it may be what imports TIRx first: TIRx's backend
+#    autoload then registers this package, which needs sections 1-6 of this module. On the importing
+#    thread ``rocm.build.register`` queues itself in ``WHEN_WHOLE`` instead; the queue runs after
+#    section 6 and is then None.
+WHEN_WHOLE: tuple[int, list] | None = (threading.get_ident(), [])
+
+from tvm_ffi.dataclasses import enum as _ffi_enum  # noqa: E402
+from tvm_tirx.backend.cuda.tile.patterns import common as cuda_common  # noqa: E402
+from tvm_tirx.backend.cuda.tile.patterns import ldmatrix as cuda_ldmatrix  # noqa: E402
+from tvm_tirx.backend.cuda.tile.patterns import mma as cuda_mma  # noqa: E402
+from tvm_tirx.tirx.layout import Axis  # noqa: E402
+from tvm_tirx.tirx.thread_scope import ThreadScope  # noqa: E402
 
 ENUM_PRIVATE_NAMES = ("_state", "_create", "_register", "_EnumEntry", "ENUM_STATE_ATTR")
 CUDA_COMMON_MEMBERS = {
@@ -203,6 +209,16 @@ def wrap_global_func(name: str, make_wrapper) -> bool:
         return False
     tvm_ffi.register_global_func(name, make_wrapper(original), override=True)
     return True
+
+
+def _run_when_whole() -> None:
+    global WHEN_WHOLE
+    queued, WHEN_WHOLE = WHEN_WHOLE[1], None
+    for run in queued:
+        run()
+
+
+_run_when_whole()  # section 0: sections 1-6 exist
 
 # 7. One analyzer for all CUDA tile-pattern contexts of a build. TIRx's ``Context.__init__`` gives
 #    every ``T.cuda.tile.apply`` a fresh analyzer and adds the range of every variable in scope
