@@ -6,7 +6,7 @@ import pytest
 
 from tvm_cdna4 import build
 from tvm_cdna4.emulator import EmulationError, emulate
-from tvm_cdna4.patterns import register
+from tvm_cdna4 import register
 
 from rocm_kernels import buffer_load_rows
 

@@ -10,7 +10,7 @@ import tvm_tirx
 
 from tvm_cdna4 import ContractError, build
 from tvm_cdna4.emulator import EmulationError, emulate
-from tvm_cdna4.patterns import register
+from tvm_cdna4 import register
 from tvm_cdna4.patterns.dma import Chunk, LdsTile, lane_sources
 from tvm_cdna4.patterns.wave import BUFFER_OOB, waitcnt_vmcnt_imm
 from tvm_cdna4.report import instruction_kind

@@ -6,6 +6,7 @@ status, same stdout and stderr, without paying an interpreter and a TIRx import 
 """
 
 import json
+import re
 import subprocess
 import sys
 from types import SimpleNamespace
@@ -80,8 +81,30 @@ def test_gemm_gfx950_report_and_refusals(gemm):
     proc = gemm("--dtype", "fp8_bf8", "--layout", "tn", "-M", "1024", "-N", "1024", "-K", "1024", "--report")
     assert proc.returncode == 0, proc.stderr
     assert "static report (an estimate" in proc.stdout and "main loop:" in proc.stdout
+    bound = next(line for line in proc.stdout.splitlines() if "MFMA-bound cycles per iteration" in line)
+    assert bound.endswith("(the catalog's cycle counts of the loop's MFMAs, summed: the least one wave's iteration "
+                          "can take)"), bound
+    mca = [line for line in proc.stdout.splitlines() if line.startswith("  llvm-mca")]
+    assert len(mca) == 1, proc.stdout
+    assert "llvm-mca: not available" in mca[0] or re.search(
+        r"cycles per iteration \(every instruction of the loop\), MFMA pipe busy [0-9.]+ \(the cycles its model charges "
+        r"the MFMAs; llvm-mca-22: 4 each, whatever the shape\): MFMA-pipe share", mca[0]), mca[0]
     bench = gemm("--dtype", "f16", "--bench")
     assert bench.returncode == 2 and "needs a gfx950 GPU" in bench.stderr
+
+
+def test_gemm_gfx950_without_an_action_is_a_usage_error(gemm):
+    proc = gemm("--dtype", "f16", "-M", "64", "-N", "64", "-K", "64")
+    assert (proc.returncode, proc.stdout) == (2, "")
+    assert proc.stderr == ("error: gemm --target gfx950 needs an action: --validate (CPU emulator), --report (static "
+                           "performance report), --emit asm/llvm/tir/config\n")
+
+
+def test_selftest_unknown_name_is_a_usage_error_with_a_did_you_mean(cli):
+    proc = cli("selftest", "ds_read_tr16_b64_v4f61")
+    assert (proc.returncode, proc.stdout) == (2, "")
+    assert proc.stderr.startswith("error: unknown CDNA4 opcode 'ds_read_tr16_b64_v4f61'; did you mean "
+                                  "'ds_read_tr16_b64_v4f16'"), proc.stderr
 
 
 def test_gemm_gfx950_mx_layout_tn_validates(gemm):
@@ -123,5 +146,5 @@ def test_gemm_gfx950_tile_options_build_the_kernel_they_name(gemm):
     (("--dtype", "f64", "--out-dtype", "f32"), "error: --out-dtype f32 is not an output of --dtype f64 on gfx950; expected f64"),
 ])
 def test_gemm_gfx950_refuses_tile_options_it_cannot_apply(args, first_line, gemm):
-    proc = gemm(*args, "-M", "64", "-N", "64", "-K", "128")
+    proc = gemm(*args, "-M", "64", "-N", "64", "-K", "128", "--emit", "config")
     assert proc.returncode == 2 and proc.stderr.splitlines()[0].startswith(first_line), proc.stderr

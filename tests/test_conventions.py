@@ -77,13 +77,34 @@ def test_extras_and_build_backend():
     assert config["build-system"]["requires"] == ["setuptools>=77"] and config["project"]["license"] == "Apache-2.0"
 
 
-@pytest.mark.parametrize("first", ["tvm_cdna4.rocm.build", "tvm_cdna4.rocm.analysis", "tvm_cdna4.patterns", "tvm_cdna4"])
+@pytest.mark.parametrize("first", ["tvm_cdna4.rocm.build", "tvm_cdna4.rocm.analysis", "tvm_cdna4.patterns", "tvm_cdna4",
+                                   "tvm_cdna4.tirx_private", "tvm_cdna4.patterns.layouts", "tvm_cdna4.probes"])
 def test_any_first_import_registers_without_warnings(first):
     """Whichever module a program imports first, TIRx's backend autoload registers the package
-    without a warning (a half-initialized ``rocm.build`` once made it fail with an ImportError)."""
+    without a warning (a half-initialized ``rocm.build`` once made it fail with an ImportError; a
+    half-initialized ``tirx_private``, the first to import TIRx, with "cannot import name")."""
     import subprocess
     import sys
 
-    code = f"import {first}, tvm_tirx, tvm_cdna4; tvm_cdna4.register(); print('T.rocm' if tvm_cdna4.patterns._REGISTERED else '')"
+    code = (f"import {first}, tvm_tirx, tvm_cdna4; "
+            "print(bool(tvm_cdna4.patterns._REGISTERED), tvm_cdna4.rocm.build._installed)")
     proc = subprocess.run([sys.executable, "-W", "error", "-c", code], capture_output=True, text=True)
-    assert proc.returncode == 0 and proc.stdout.strip() == "T.rocm" and "Failed to autoload" not in proc.stderr, proc.stderr
+    assert proc.returncode == 0 and proc.stdout.split() == ["True", "True"], proc.stderr
+    assert "Failed to autoload" not in proc.stderr, proc.stderr
+
+
+def test_backend_entry_point_registers_the_patterns_and_the_build_hooks():
+    """``[project.entry-points."tvm_tirx.backends"]`` names a callable that registers ``T.rocm`` and
+    installs the ROCm build hooks (``rocm.build.register``), in a fresh interpreter."""
+    import os
+    import subprocess
+    import sys
+
+    config = tomllib.loads(PYPROJECT.read_text())
+    module, _, attr = config["project"]["entry-points"]["tvm_tirx.backends"]["cdna4"].partition(":")
+    assert (module, attr) == ("tvm_cdna4", "backend_entry_point")
+    code = (f"import importlib; importlib.import_module({module!r}).{attr}(); import tvm_cdna4; "
+            "print(bool(tvm_cdna4.patterns._REGISTERED), tvm_cdna4.rocm.build._installed)")
+    env = dict(os.environ, TVM_TIRX_DEVICE_BACKEND_AUTOLOAD="0")  # only the entry point registers
+    proc = subprocess.run([sys.executable, "-W", "error", "-c", code], capture_output=True, text=True, env=env)
+    assert proc.returncode == 0 and proc.stdout.split() == ["True", "True"], proc.stderr

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import rocm_kernels
+from tvm_cdna4 import ContractError
 from tvm_cdna4.emulator import emulate
 from tvm_cdna4.isa import CATALOG, MFMA_OPS, reference
 from tvm_cdna4.probes import STORAGE, mfma_probe, tr_probe
@@ -24,16 +25,24 @@ def _np(name: str) -> np.dtype:
     return np.dtype(getattr(ml_dtypes, name))
 
 
+# Today every such kernel is refused (a ContractError naming the integer storage). When bf16 / fp8
+# storage computes exactly on every route (issue 23), set this True: the same tests then assert
+# bit-exact results instead. Either way each test asserts the one outcome that is right.
+NATURAL_SPELLING_COMPUTES = False
+
+
 def _refused_or_exact(run, dtype: str):
-    """``run()`` emulates the kernel and returns (got, want); a refusal must name the storage."""
-    try:
+    """``run()`` emulates the kernel and returns (got, want): refused with a ``ContractError`` that
+    names the storage while ``NATURAL_SPELLING_COMPUTES`` is False, bit-exact once it is True."""
+    if NATURAL_SPELLING_COMPUTES:
         got, want = run()
-    except (ValueError, RuntimeError) as err:
-        text = str(err)
-        assert f"dtype {dtype} is not supported" in text, text
-        assert f"as {STORAGE_RULE[dtype]} holding the {dtype} bit patterns" in text, text
+        np.testing.assert_array_equal(got, want)
         return
-    np.testing.assert_array_equal(got, want)
+    with pytest.raises(ContractError) as info:
+        run()
+    first = str(info.value).splitlines()[0]
+    assert f"dtype {dtype} is not supported" in first, first
+    assert f"as {STORAGE_RULE[dtype]} holding the {dtype} bit patterns" in str(info.value), str(info.value)
 
 
 def test_every_narrow_float_mfma_is_covered():

@@ -2,9 +2,9 @@
 
 from types import SimpleNamespace
 
-import ml_dtypes
 import numpy as np
 import pytest
+from gfx950_gemm_kernels import run_gemm
 
 from tvm_cdna4.emulator import compare, emulate
 from tvm_cdna4.isa import formats
@@ -14,17 +14,6 @@ from tvm_cdna4.schedules.gfx950_mx_gemm import (MX_FORMATS, MxGemmConfig, defaul
                                                  operand_plan, pack_operands)
 
 SHAPES = [(1, 1, 1), (17, 255, 33), (257, 17, 70)]  # 1, 17, 255, 257 and K below one K tile
-OUT_NP = {"f32": np.float32, "f16": np.float16, "bf16": ml_dtypes.bfloat16, "i32": np.int32, "f64": np.float64}
-TOL = {"f32": 1e-5, "f16": 1e-3, "bf16": 8e-3, "i32": 0.0, "f64": 1e-12}
-
-
-def _inputs(rng, dtype, M, N, K):
-    ta, tb = DTYPES[dtype].numpy if isinstance(DTYPES[dtype].numpy, tuple) else (DTYPES[dtype].numpy,) * 2
-    if dtype == "i8":
-        return rng.integers(-128, 128, (M, K)).astype(np.int8), rng.integers(-128, 128, (K, N)).astype(np.int8)
-    return rng.normal(size=(M, K)).astype(ta), rng.normal(size=(K, N)).astype(tb)
-
-
 DEFAULT_BUILDS = pytest.mark.xdist_group("gfx950-4096")  # tests reading default_build's kernels: one worker
 
 
@@ -35,20 +24,6 @@ def default_build(dtype, layout):
     from tvm_cdna4.cli_gfx950 import build_cached
 
     return build_cached(SimpleNamespace(M=4096, N=4096, K=4096, dtype=dtype, layout=layout, out_dtype=None))
-
-
-def run_gemm(rng, dtype, layout, shape, out=None, config=None, batch=0):
-    M, N, K = shape
-    out = out or DTYPES[dtype].outs[0]
-    pairs = [_inputs(rng, dtype, M, N, K) for _ in range(max(batch, 1))]
-    a = np.stack([p[0] for p in pairs]) if batch else pairs[0][0]
-    b = np.stack([p[1] for p in pairs]) if batch else pairs[0][1]
-    A = np.ascontiguousarray(np.swapaxes(a, -1, -2)) if layout[0] == "t" else a
-    B = np.ascontiguousarray(np.swapaxes(b, -1, -2)) if layout[1] == "t" else b
-    C = np.zeros(((batch,) if batch else ()) + (M, N), OUT_NP[out])
-    emulate(gfx950_gemm(M, N, K, dtype, layout, out, config, batch), A, B, C)
-    want = a.astype(np.float64) @ b.astype(np.float64)
-    compare("C", C, want, rtol=TOL[out], atol=TOL[out] * np.sqrt(K))
 
 
 # Every dtype x layout once, on one of SHAPES in rotation ((dtype index + layout index) mod 3, a Latin
@@ -178,7 +153,7 @@ def test_mx_gemm_matches_numpy(dtype, layout, shape, config, rng):
 
 def test_plan_of_the_default_f16_nn_kernel():
     """The plan is data: tile, MFMA, repeats, LDS stages, chunks and reads without building."""
-    from tvm_cdna4.rocm.helpers import SCHED_MFMA
+    from tvm_cdna4.isa.llvm_helpers import SCHED_MFMA
 
     plan = plan_gfx950_gemm(4096, 4096, 4096, "f16", "nn")
     assert (plan.mfma, plan.block, plan.warp_tile, plan.repeats) == ("mfma_f32_16x16x32_f16", (128, 128, 64), (64, 64), (4, 4, 2))

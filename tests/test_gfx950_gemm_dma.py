@@ -7,9 +7,9 @@ import math
 
 import attrs
 import pytest
-from test_gfx950_gemm import run_gemm
+from gfx950_gemm_kernels import run_gemm
 
-from tvm_cdna4.rocm.helpers import SCHED_DS_WRITE, SCHED_VMEM_READ
+from tvm_cdna4.isa.llvm_helpers import SCHED_DS_WRITE, SCHED_VMEM_READ
 from tvm_cdna4.schedules.gfx950_gemm import LAYOUTS, dma_config, gfx950_gemm, plan_gfx950_gemm
 
 ESIZE = {"f16": 2, "bf16": 2, "fp8": 1, "i8": 1}

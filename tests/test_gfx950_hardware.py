@@ -8,7 +8,7 @@ from tvm_tirx.script import tirx as T
 import tvm_cdna4
 from tvm_cdna4.emulator import compare
 from tvm_cdna4.probes import mfma_probe
-from tvm_cdna4.rocm.launch import kernel_args, pack_args
+from tvm_cdna4.runtime.hip import kernel_args, pack_args
 from tvm_cdna4.schedules.gfx950_gemm import gfx950_gemm
 
 
@@ -30,6 +30,20 @@ def scale_kernel():
     return kernel
 
 
+def test_launch_extents_of_the_kernel_and_of_its_device_function():
+    # runs everywhere: the grid and workgroup run_on_gfx950 launches (rocm.launch, the one walk the
+    # emulator and the whole-kernel rules read too)
+    from tvm_cdna4.emulator import device_function
+    from tvm_cdna4.rocm.launch import LaunchExtents, launch_extents
+
+    kernel = gfx950_gemm(300, 200, 64)
+    want = LaunchExtents(grid={"x": 6}, block={"x": 256})  # ceil(300 / 128) * ceil(200 / 128) tiles
+    assert launch_extents(kernel.body) == want == launch_extents(device_function(kernel).body)
+    assert want.constant("run_on_gfx950") == ({"x": 6}, {"x": 256})
+    with pytest.raises(ValueError, match=r"^emulate: the launch extent of blockIdx.x is not a constant$"):
+        LaunchExtents(grid={"x": None}, block={"x": 64}).constant("emulate")
+
+
 def test_kernel_arguments_pack_pointers_and_scalars():
     # runs everywhere: run_on_gfx950 (and so run_gfx950) passes scalar parameters by name
     layout = kernel_args(tvm_cdna4.build(scale_kernel()).asm)
@@ -44,13 +58,14 @@ def test_kernel_arguments_pack_pointers_and_scalars():
 @pytest.mark.parametrize("shape", [(257, 255, 130), (256, 192, 320)], ids=["edges", "buffer-loads"])
 @pytest.mark.parametrize("dtype, layout", [("f16", "nn"), ("bf16", "tn"), ("fp8", "nt"), ("i8", "tt")])
 def test_gemm_on_gfx950(dtype, layout, shape):
-    from test_gfx950_gemm import DTYPES, _inputs
+    from gfx950_gemm_kernels import gemm_inputs
 
-    from tvm_cdna4.rocm.launch import run_on_gfx950
+    from tvm_cdna4.runtime.hip import run_on_gfx950
+    from tvm_cdna4.schedules.gfx950_gemm import DTYPES
 
     rng = np.random.default_rng(0)
     M, N, K = shape
-    a, b = _inputs(rng, dtype, M, N, K)
+    a, b = gemm_inputs(rng, dtype, M, N, K)
     A = np.ascontiguousarray(a.T) if layout[0] == "t" else a
     B = np.ascontiguousarray(b.T) if layout[1] == "t" else b
     out = DTYPES[dtype].outs[0]
@@ -65,7 +80,7 @@ def test_gemm_on_gfx950(dtype, layout, shape):
 def test_mx_gemm_on_gfx950(dtype, layout):
     """Every layout: the M/N-contiguous operands through ds_read_tr8/tr6/tr4 on the hardware."""
     from tvm_cdna4.isa import formats
-    from tvm_cdna4.rocm.launch import run_on_gfx950
+    from tvm_cdna4.runtime.hip import run_on_gfx950
     from tvm_cdna4.schedules.gfx950_mx_gemm import MX_FORMATS, gfx950_mx_gemm, pack_operands
 
     rng = np.random.default_rng(0)
@@ -83,7 +98,7 @@ def test_mx_gemm_on_gfx950(dtype, layout):
 @pytest.mark.gfx950
 def test_probe_on_gfx950():
     from tvm_cdna4.isa import CATALOG, reference
-    from tvm_cdna4.rocm.launch import run_on_gfx950
+    from tvm_cdna4.runtime.hip import run_on_gfx950
 
     op = CATALOG["mfma_f32_16x16x32_f16"]
     rng = np.random.default_rng(1)

@@ -1,6 +1,6 @@
 """The shared gfx950 K-tile pipeline: the scheduling-group programs of a period."""
 
-from tvm_cdna4.rocm.helpers import SCHED_DS_READ, SCHED_DS_WRITE, SCHED_MFMA, SCHED_VMEM_READ
+from tvm_cdna4.isa.llvm_helpers import SCHED_DS_READ, SCHED_DS_WRITE, SCHED_MFMA, SCHED_VMEM_READ
 from tvm_cdna4.schedules.pipeline import prefetch_program, prefetch_reads
 
 

@@ -87,17 +87,13 @@ def test_rocm_codegen_entry_and_callbacks():
 def test_rocm_codegen_looks_the_entry_up_at_each_build():
     """codegen.Build must call whatever target.build.rocm is now (our wrapper), with (mod, target)."""
     import tvm_tirx
-    from tvm_tirx.script import tirx as T
 
+    import tvm_cdna4
+
+    tvm_cdna4.register()  # our callbacks (a gfx950 build needs no ROCm install), whatever ran before
     seen = []
     current = tvm_ffi.get_global_func(tirx_private.ROCM_BUILD_FUNC)
-
-    @T.function
-    def kernel(A: T.Tensor((64,), "float32")):
-        with T.device_entry():
-            bx = T.launch_thread("blockIdx.x", 1)
-            tx = T.launch_thread("threadIdx.x", 64)
-            A[tx] = T.float32(0)
+    kernel = _gfx950_store_kernel()
 
     def spy(original):
         return lambda mod, target: seen.append(str(target.attrs["mcpu"])) or original(mod, target)
@@ -243,3 +239,94 @@ def test_ptx_call_encoding_is_the_pinned_one():
     assert "tid" in str(cp.pred) and "7" in str(cp.pred) and not cp.sunk
     assert st.pred is None and st.flags == () and len(st.operands["value"]) == 4
     assert (st.mods["vec"], st.mods["type"]) == ("v4", "b32")
+
+
+def _gfx950_store_kernel():
+    from tvm_tirx.script import tirx as T
+
+    @T.function
+    def kernel(A: T.Tensor((64,), "float32")):
+        with T.device_entry():
+            bx = T.launch_thread("blockIdx.x", 1)
+            tx = T.launch_thread("threadIdx.x", 64)
+            A[tx] = T.float32(1)
+
+    return kernel
+
+
+def test_capture_returns_the_device_module_and_restores_the_codegen():
+    import importlib
+
+    from tvm_tirx.target import Target
+
+    module = importlib.import_module(tirx_private.COMPILE_MODULE)
+    original = getattr(module, tirx_private.CODEGEN_HOOK)
+    modules = tirx_private.lowered_device_modules(_gfx950_store_kernel(), Target({"kind": "rocm", "mcpu": "gfx950"}))
+    [((target, _), mod)] = modules.items()  # keyed (target, TIRx's module tag)
+    assert target.attrs["mcpu"] == "gfx950" and [gv.name_hint for gv in mod.functions] == ["kernel_kernel"]
+    assert getattr(module, tirx_private.CODEGEN_HOOK) is original
+
+
+def test_capture_leaves_another_threads_compile_untouched():
+    """Thread 1 captures a gfx950 kernel and, inside that capture (paused in the lowering of its
+    ``T.rocm.tile.apply``), thread 2 runs a plain ``tvm_tirx.tirx.compile`` of a CUDA kernel: it
+    must get its CUDA source, not our capture's private exception."""
+    import threading
+
+    import cuda_seed_example
+    import tvm_tirx
+    from tvm_tirx.target import Target
+
+    import tvm_cdna4
+    from tvm_cdna4 import patterns
+
+    tvm_cdna4.register()
+    inside, other_done = threading.Event(), threading.Event()
+    family = patterns._family
+    results = {}
+
+    def paused_family(record):  # runs on thread 1 inside its compile (TileDispatch), i.e. inside the capture
+        if threading.current_thread().name == "capturing":
+            inside.set()
+            assert other_done.wait(120), "the other thread's compile did not finish"
+        return family(record)
+
+    def capture():
+        try:
+            results["captured"] = tirx_private.lowered_device_modules(
+                rocm_mfma_kernel(), Target({"kind": "rocm", "mcpu": "gfx950"}))
+        except BaseException as err:  # reported by the main thread
+            results["capture error"] = err
+
+    def compile_cuda():
+        try:
+            assert inside.wait(120), "the capturing thread never reached its compile"
+            exe = tvm_tirx.tirx.compile(cuda_seed_example.matrix_kernel(), target=Target({"kind": "cuda", "arch": "sm_80"}),
+                                        pipeline="tirx")
+            results["cuda"] = exe.mod.imports[0].inspect_source("cuda")
+        except BaseException as err:
+            results["cuda error"] = err
+        finally:
+            other_done.set()
+
+    patterns._family = paused_family
+    try:
+        threads = [threading.Thread(target=capture, name="capturing"), threading.Thread(target=compile_cuda)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(600)
+    finally:
+        patterns._family = family
+    assert "cuda error" not in results, repr(results["cuda error"])
+    assert "capture error" not in results, repr(results["capture error"])
+    assert cuda_seed_example.LDMATRIX in results["cuda"]
+    assert len(results["captured"]) == 1
+
+
+def rocm_mfma_kernel():
+    """A kernel that applies a pattern (lowered by ``patterns._lower`` inside the compile)."""
+    from tvm_cdna4.isa import CATALOG
+    from tvm_cdna4.probes import mfma_probe
+
+    return mfma_probe(CATALOG["mfma_f32_16x16x32_f16"])

@@ -20,10 +20,15 @@ _CATALOG_NAMES = ("CATALOG", "lookup")  # the catalog imports numpy and ml_dtype
 
 
 def register():
-    """``T.rocm`` / ``T.amdgcn``, the ROCm scopes and the build hooks (idempotent)."""
-    from .patterns import register as _register
+    """``T.rocm`` / ``T.amdgcn``, the ROCm scopes and the build hooks (idempotent; ``rocm.build.register``)."""
+    from .rocm.build import register as _register
 
     return _register()
+
+
+def backend_entry_point():
+    """``tvm_tirx.backends`` entry point (called at ``import tvm_tirx``)."""
+    register()
 
 
 def __getattr__(name: str):
@@ -32,9 +37,9 @@ def __getattr__(name: str):
 
         return getattr(isa, name)
     if name in _BUILD_NAMES:
-        register()
         from .rocm import build as _build
 
+        _build.register()
         return getattr(_build, name)
     raise AttributeError(f"module 'tvm_cdna4' has no attribute {name!r}")
 
@@ -42,4 +47,5 @@ def __getattr__(name: str):
 if "tvm_tirx" in sys.modules:  # TIRx already loaded (its entry point may be disabled): register now
     register()
 
-__all__ = ["CATALOG", "BuildResult", "ContractError", "KernelInfo", "__version__", "build", "lookup", "register"]
+__all__ = ["CATALOG", "BuildResult", "ContractError", "KernelInfo", "__version__", "backend_entry_point", "build", "lookup",
+           "register"]

@@ -6,6 +6,8 @@
     python -m tvm_cdna4 gemm --target gfx950 --dtype mxfp4 --layout nt -M 4096 -N 4096 -K 4096 --report
     python -m tvm_cdna4 gemm --target gfx950 --dtype fp8 --block 128x128x128 --mfma 32x32 --report
 
+Actions: --validate, --bench, --report, --emit. Without one, --target sm80 builds for sm_80 and says
+so; --target gfx950 is a usage error naming its actions (--validate, --report, --emit).
 Exit codes: 0 success, 1 validation failed, 2 usage error / unavailable target / no GPU.
 """
 
@@ -89,66 +91,79 @@ def _config(args):
     return cfg
 
 
-def run_gemm(args) -> int:
-    if args.target == "gfx950":
-        if args.bench:
-            print("error: --bench needs a gfx950 GPU; use --report for the static estimate or --validate for the "
-                  "emulator", file=sys.stderr)
-            return 2
-        if args.emit == "cuda":
-            print("error: --emit cuda is for --target sm80; gfx950 emits asm, llvm, tir or config", file=sys.stderr)
-            return 2
-        from .cli_gfx950 import run
+GFX950_ACTIONS = "--validate (CPU emulator), --report (static performance report), --emit asm/llvm/tir/config"
 
-        return run(args)
+
+def _usage(message: str) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return 2
+
+
+def run_gemm(args) -> int:
+    """The ``gemm`` subcommand: exit status 0, 1 (validation failed) or 2 (usage, no target/GPU)."""
+    if args.target == "gfx950":
+        return _run_gfx950(args)
     args.out_dtype = args.out_dtype or "f32"
     if args.dtype not in CUDA_DTYPES or args.out_dtype not in ("f32", "f16", "bf16") or args.emit in ("asm", "llvm") \
             or args.report or args.mfma or args.lds_dma:
-        print(f"error: --target sm80 supports --dtype {'/'.join(CUDA_DTYPES)}, --out-dtype f32/f16/bf16 and "
-              "--emit cuda/tir/config (asm, llvm, --report, --mfma and --lds-dma are gfx950 options)", file=sys.stderr)
-        return 2
+        return _usage(f"--target sm80 supports --dtype {'/'.join(CUDA_DTYPES)}, --out-dtype f32/f16/bf16 and "
+                      "--emit cuda/tir/config (asm, llvm, --report, --mfma and --lds-dma are gfx950 options)")
     try:
         cfg = _config(args)
     except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    M, N, K = args.M, args.N, args.K
-    if min(M, N, K) < 1:
-        print("error: M, N, K must be positive", file=sys.stderr)
-        return 2
+        return _usage(str(e))
+    if min(args.M, args.N, args.K) < 1:
+        return _usage("M, N, K must be positive")
+    _emit_sm80(args, cfg)
+    if not (args.validate or args.bench):
+        return 0
+    return _run_sm80(args, cfg)
 
+
+def _run_gfx950(args) -> int:
+    if args.bench:
+        return _usage("--bench needs a gfx950 GPU; use --report for the static estimate or --validate for the emulator")
+    if args.emit == "cuda":
+        return _usage("--emit cuda is for --target sm80; gfx950 emits asm, llvm, tir or config")
+    if not (args.validate or args.report or args.emit):
+        return _usage(f"gemm --target gfx950 needs an action: {GFX950_ACTIONS}")
+    from .cli_gfx950 import run
+
+    return run(args)
+
+
+def _emit_sm80(args, cfg) -> None:
+    """``--emit config/tir/cuda``; without ``--emit``, ``--validate`` or ``--bench``: build for sm_80
+    (the default action) and say so."""
+    from .schedules.cuda_gemm import build, cuda_gemm, cuda_source
+
+    shape = (args.M, args.N, args.K, args.dtype, args.layout, args.out_dtype, cfg)
     if args.emit == "config":
         import json
 
         print(json.dumps(cfg.as_dict()))
     elif args.emit == "tir":
-        from .schedules.cuda_gemm import cuda_gemm
-
-        print(cuda_gemm(M, N, K, args.dtype, args.layout, args.out_dtype, cfg).script())
+        print(cuda_gemm(*shape).script())
     elif args.emit == "cuda":
-        from .schedules.cuda_gemm import build, cuda_source
+        print(cuda_source(build(*shape, arch="sm_80", cache=not args.no_cache)))
+    elif not (args.validate or args.bench):
+        build(*shape, arch="sm_80", cache=not args.no_cache)
+        print(f"built {args.layout} {args.dtype}->{args.out_dtype} {args.M}x{args.N}x{args.K} for sm_80: "
+              f"{cfg.as_dict()}")
 
-        print(cuda_source(build(M, N, K, args.dtype, args.layout, args.out_dtype, cfg, arch="sm_80",
-                                cache=not args.no_cache)))
 
-    if not (args.validate or args.bench):
-        if args.emit is None:  # plain build: compile for sm_80 and report
-            from .schedules.cuda_gemm import build
-
-            build(M, N, K, args.dtype, args.layout, args.out_dtype, cfg, arch="sm_80", cache=not args.no_cache)
-            print(f"built {args.layout} {args.dtype}->{args.out_dtype} {M}x{N}x{K} for sm_80: {cfg.as_dict()}")
-        return 0
-
+def _run_sm80(args, cfg) -> int:
+    """``--validate`` / ``--bench`` on the NVIDIA GPU."""
     from .runtime import cuda as runner
 
     ok, why = runner.have_cuda_gpu()
     if not ok:
         what = " and ".join(x for x, on in (("--validate", args.validate), ("--bench", args.bench)) if on)
-        print(f"error: {what} needs an NVIDIA GPU, and none is available here ({why})", file=sys.stderr)
-        return 2
-
+        return _usage(f"{what} needs an NVIDIA GPU, and none is available here ({why})")
     import numpy as np
 
+    M, N, K = args.M, args.N, args.K
+    title = f"{args.layout} {args.dtype}->{args.out_dtype} {M}x{N}x{K}"
     fn = runner.compile_and_load(M, N, K, args.dtype, args.layout, args.out_dtype, cfg, cache=not args.no_cache)
     status = 0
     if args.validate:
@@ -157,19 +172,22 @@ def run_gemm(args) -> int:
         out = runner.run_numpy(fn, a, b, M, N, args.out_dtype)
         err, good = runner.check_output(out, runner.reference(a, b, args.layout), args.out_dtype)
         tol = runner.tolerance(args.out_dtype)
-        print(f"validate {args.layout} {args.dtype}->{args.out_dtype} {M}x{N}x{K}: rel_err={err:.2e} tol={tol:.0e} {'OK' if good else 'FAIL'}")
+        print(f"validate {title}: rel_err={err:.2e} tol={tol:.0e} {'OK' if good else 'FAIL'}")
         status = 0 if good else 1
     if args.bench:
-        import torch
-
-        from .schedules.cuda_gemm import operand_shapes
-
-        a_shape, b_shape = operand_shapes(M, N, K, args.layout)
-        tdt = runner.torch_dtype(args.dtype)
-        a = torch.empty(a_shape, dtype=tdt, device="cuda").uniform_(-1, 1)
-        b = torch.empty(b_shape, dtype=tdt, device="cuda").uniform_(-1, 1)
-        c = torch.empty((M, N), dtype=runner.torch_dtype(args.out_dtype), device="cuda")
-        launch = runner.Launcher(fn, a, b, c)
-        ms = runner.bench_ms(launch)
-        print(f"bench {args.layout} {args.dtype}->{args.out_dtype} {M}x{N}x{K}: {ms:.3f} ms, {runner.tflops(M, N, K, ms):.1f} TFLOP/s")
+        ms = runner.bench_ms(_launcher(args, fn, runner))
+        print(f"bench {title}: {ms:.3f} ms, {runner.tflops(M, N, K, ms):.1f} TFLOP/s")
     return status
+
+
+def _launcher(args, fn, runner):
+    import torch
+
+    from .schedules.cuda_gemm import operand_shapes
+
+    a_shape, b_shape = operand_shapes(args.M, args.N, args.K, args.layout)
+    tdt = runner.torch_dtype(args.dtype)
+    a = torch.empty(a_shape, dtype=tdt, device="cuda").uniform_(-1, 1)
+    b = torch.empty(b_shape, dtype=tdt, device="cuda").uniform_(-1, 1)
+    c = torch.empty((args.M, args.N), dtype=runner.torch_dtype(args.out_dtype), device="cuda")
+    return runner.Launcher(fn, a, b, c)

@@ -20,11 +20,11 @@ from math import prod
 from tvm_tirx.script import tirx as T
 
 from .isa import SCALE_FORMAT_CODES, DsReadTrOp, MfmaOp
-from .patterns import register
+from .rocm.build import register
 from .patterns.layouts import mfma_fragment, tr_fragment
 from .patterns.mfma import _atoms
 
-# storage dtype per element format (bf16 travels as int16 bit patterns: see rocm/helpers.py)
+# storage dtype per element format (bf16 travels as int16 bit patterns: see isa/llvm_helpers.py)
 STORAGE = {"f16": "float16", "bf16": "int16", "fp8": "uint8", "bf8": "uint8", "i8": "int8", "f32": "float32",
            "f64": "float64", "i32": "int32"}
 

@@ -301,13 +301,15 @@ def format_report(result: BuildResult, title: str) -> str:
         return "\n".join(lines)
     lines += [
         f"  main loop: {loop.instructions} instructions: {mix}",
-        f"  MFMA-bound cycles per iteration (catalog cycle counts): {loop.mfma_bound_cycles}",
+        f"  MFMA-bound cycles per iteration: {loop.mfma_bound_cycles} (the catalog's cycle counts of the loop's "
+        "MFMAs, summed: the least one wave's iteration can take)",
     ]
     if loop.mca_cycles is None:
         lines.append("  llvm-mca: not available (Debian llvm-22 not installed, or it did not finish)")
     else:
-        lines.append(f"  llvm-mca -mcpu=gfx950 (its own cycle model): {loop.mca_cycles:.1f} cycles per iteration, MFMA pipe busy "
-                     f"{loop.mca_mfma_cycles:.1f}: MFMA-pipe share {100 * loop.mfma_share:.1f}%")
+        lines.append(f"  llvm-mca -mcpu=gfx950 (its own cycle model): {loop.mca_cycles:.1f} cycles per iteration (every "
+                     f"instruction of the loop), MFMA pipe busy {loop.mca_mfma_cycles:.1f} (the cycles its model "
+                     f"charges the MFMAs; llvm-mca-22: 4 each, whatever the shape): MFMA-pipe share {100 * loop.mfma_share:.1f}%")
     lds = loop.mix.get("lds_read", 0) + loop.mix.get("lds_read_tr", 0)
     if loop.mix.get("mfma"):
         lines.append(f"  LDS reads per MFMA: {lds / loop.mix['mfma']:.2f} "

@@ -1,11 +1,16 @@
 """``python -m tvm_cdna4 selftest``: compile one probe kernel per opcode for gfx950 through the
-patterns and check that the expected instruction appears in the assembly."""
+patterns and check that the expected instruction appears in the assembly.
+
+Names are looked up as ``T.amdgcn[...]`` and ``draw`` look them up (``isa.lookup``: catalog name,
+builtin or unambiguous mnemonic); an unknown one is a usage error with a did-you-mean (exit status 2).
+"""
 
 from __future__ import annotations
 
 import re
+import sys
 
-from .isa import CATALOG
+from .isa import CATALOG, lookup
 
 
 def check(name: str) -> tuple[bool, str, str]:
@@ -25,14 +30,15 @@ def check(name: str) -> tuple[bool, str, str]:
 
 
 def main(names: list[str] | None = None) -> int:
-    names = names or list(CATALOG)
+    """Check ``names`` (default: all 44); exit status 0 all OK, 1 some FAIL, 2 an unknown name."""
+    try:
+        names = [lookup(name).name for name in names] if names else list(CATALOG)
+    except KeyError as err:
+        print(f"error: {err.args[0]}", file=sys.stderr)
+        return 2
     failed = 0
     width = max(len(n) for n in names)
     for name in names:
-        if name not in CATALOG:
-            print(f"{name.ljust(width)}  -  FAIL unknown opcode")
-            failed += 1
-            continue
         ok, found, detail = check(name)
         failed += not ok
         print(f"{name.ljust(width)}  {found.ljust(34)}  {'OK' if ok else 'FAIL'}{'  ' + detail if detail else ''}", flush=True)

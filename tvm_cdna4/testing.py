@@ -55,7 +55,7 @@ def gfx950_missing() -> str | None:
     """None when a gfx950 GPU is visible through hip-python; otherwise why not."""
     if importlib.util.find_spec("hip") is None:
         return "hip-python not installed"
-    from .rocm.launch import find_gfx950
+    from .runtime.hip import find_gfx950
 
     device, found = find_gfx950()
     return None if device is not None else found
@@ -128,7 +128,7 @@ class KernelRunner:
 
             return emulate(kernel, *arrays, target="gfx950" if self.target == "gfx950" else "sm80", **scalars)
         if self.target == "gfx950":
-            from .rocm.launch import run_on_gfx950
+            from .runtime.hip import run_on_gfx950
 
             run_on_gfx950(kernel, *arrays, **scalars)
         else:

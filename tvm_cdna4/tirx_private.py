@@ -9,7 +9,8 @@
    are subclassed by ``tvm_cdna4.patterns.common``; the members we rely on are listed in
    ``CUDA_COMMON_MEMBERS``.
 
-4. ``lowered_device_modules`` intercepts the private codegen step of ``tvm_tirx.tirx.compile``.
+4. ``lowered_device_modules`` intercepts the private codegen step of ``tvm_tirx.tirx.compile`` on
+   the capturing thread only.
 5. ``cuda_compile_log`` calls the private compiler drivers of ``tvm_tirx.support.nvcc``
    (``_compile_cuda_nvrtc`` / ``_compile_cuda_nvcc``), whose log the public ``compile_source`` drops.
 6. ``wrap_global_func`` wraps ``target.build.rocm``, the global function TIRx's C++ ``codegen.Build``
@@ -35,12 +36,18 @@ import threading
 import types
 import typing
 
-from tvm_ffi.dataclasses import enum as _ffi_enum
-from tvm_tirx.backend.cuda.tile.patterns import common as cuda_common
-from tvm_tirx.backend.cuda.tile.patterns import ldmatrix as cuda_ldmatrix
-from tvm_tirx.backend.cuda.tile.patterns import mma as cuda_mma
-from tvm_tirx.tirx.layout import Axis
-from tvm_tirx.tirx.thread_scope import ThreadScope
+# 0. While this module's first import runs, it may be what imports TIRx first: TIRx's backend
+#    autoload then registers this package, which needs sections 1-6 of this module. On the importing
+#    thread ``rocm.build.register`` queues itself in ``WHEN_WHOLE`` instead; the queue runs after
+#    section 6 and is then None.
+WHEN_WHOLE: tuple[int, list] | None = (threading.get_ident(), [])
+
+from tvm_ffi.dataclasses import enum as _ffi_enum  # noqa: E402
+from tvm_tirx.backend.cuda.tile.patterns import common as cuda_common  # noqa: E402
+from tvm_tirx.backend.cuda.tile.patterns import ldmatrix as cuda_ldmatrix  # noqa: E402
+from tvm_tirx.backend.cuda.tile.patterns import mma as cuda_mma  # noqa: E402
+from tvm_tirx.tirx.layout import Axis  # noqa: E402
+from tvm_tirx.tirx.thread_scope import ThreadScope  # noqa: E402
 
 ENUM_PRIVATE_NAMES = ("_state", "_create", "_register", "_EnumEntry", "ENUM_STATE_ATTR")
 CUDA_COMMON_MEMBERS = {
@@ -86,41 +93,88 @@ def register_rocm_axes() -> tuple[Axis, Axis]:
     return lane, wave
 
 
+class _ProcessSwap:
+    """A process-wide swap of TIRx functions, made while any thread needs it: installed when the
+    first user enters, undone when the last one leaves. Users keep their own state thread-local,
+    so builds on other threads that reach a swapped function get TIRx's behaviour from it
+    (sections 4, 7 and 8)."""
+
+    def __init__(self, install, uninstall):
+        self.install, self.uninstall = install, uninstall
+        self.lock = threading.Lock()
+        self.users = 0
+
+    @contextlib.contextmanager
+    def held(self):
+        with self.lock:
+            if self.users == 0:
+                self.install()
+            self.users += 1
+        try:
+            yield
+        finally:
+            with self.lock:
+                self.users -= 1
+                if self.users == 0:
+                    self.uninstall()
+
+
 # 4. The device TIR that reaches codegen. ``tvm_tirx.tirx.compile`` runs the pipeline, splits host
 #    and device modules, finalizes them and hands them to the private ``_codegen_host_and_device``;
-#    we stop there and keep the finalized device modules (the emulator executes them).
+#    we stop there and keep the finalized device modules (the emulator executes them). While any
+#    thread captures, that function is replaced by ``_capture_or_codegen``, which stops only the
+#    compiles of the capturing threads (a thread-local) and hands every other thread's to TIRx's.
 COMPILE_MODULE = "tvm_tirx.tirx._compile"
-_CAPTURE_LOCK = threading.Lock()
 CODEGEN_HOOK = "_codegen_host_and_device"
+_CAPTURING = threading.local()  # .modules: the dict this thread's compile fills; None when not capturing
+_CODEGEN: dict = {}  # "original": TIRx's function while the swap is installed
 
 
 class _Captured(Exception):
     pass
 
 
-def lowered_device_modules(func, target) -> dict:
-    """{target: device IRModule} exactly as ``tvm_tirx.tirx.compile(func, target, pipeline="tirx")``
-    would pass them to LLVM/CUDA codegen."""
+def _capture_or_codegen(host_mod, device_mod_dict, target_host):
+    captured = getattr(_CAPTURING, "modules", None)
+    if captured is None:  # another thread's compile: TIRx's codegen, unchanged
+        return _CODEGEN["original"](host_mod, device_mod_dict, target_host)
+    captured.update(device_mod_dict)
+    raise _Captured
+
+
+def _compile_module():
     import importlib
 
+    return importlib.import_module(COMPILE_MODULE)
+
+
+def _install_capture():
+    _CODEGEN["original"] = getattr(_compile_module(), CODEGEN_HOOK)
+    setattr(_compile_module(), CODEGEN_HOOK, _capture_or_codegen)
+
+
+def _uninstall_capture():
+    setattr(_compile_module(), CODEGEN_HOOK, _CODEGEN.pop("original"))
+
+
+_CAPTURE_SWAP = _ProcessSwap(_install_capture, _uninstall_capture)
+
+
+def lowered_device_modules(func, target) -> dict:
+    """{target: device IRModule} exactly as ``tvm_tirx.tirx.compile(func, target, pipeline="tirx")``
+    would pass them to LLVM/CUDA codegen. Only this thread's compile is stopped there."""
     import tvm_tirx
 
-    compile_module = importlib.import_module(COMPILE_MODULE)
     captured: dict = {}
-
-    def capture(host_mod, device_mod_dict, target_host):
-        captured.update(device_mod_dict)
-        raise _Captured
-
-    with _CAPTURE_LOCK:
-        original = getattr(compile_module, CODEGEN_HOOK)
-        setattr(compile_module, CODEGEN_HOOK, capture)
+    with _CAPTURE_SWAP.held():
+        outer = getattr(_CAPTURING, "modules", None)
+        _CAPTURING.modules = captured
         try:
             tvm_tirx.tirx.compile(func, target=target, pipeline="tirx")
         except _Captured:
             pass
         finally:
-            setattr(compile_module, CODEGEN_HOOK, original)
+            _CAPTURING.modules = outer
     return captured
 
 
@@ -160,6 +214,16 @@ def wrap_global_func(name: str, make_wrapper) -> bool:
         return False
     tvm_ffi.register_global_func(name, make_wrapper(original), override=True)
     return True
+
+
+def _run_when_whole() -> None:
+    global WHEN_WHOLE
+    queued, WHEN_WHOLE = WHEN_WHOLE[1], None
+    for run in queued:
+        run()
+
+
+_run_when_whole()  # section 0: sections 1-6 exist
 
 # 7. One analyzer for all CUDA tile-pattern contexts of a build. TIRx's ``Context.__init__`` gives
 #    every ``T.cuda.tile.apply`` a fresh analyzer and adds the range of every variable in scope
@@ -342,31 +406,6 @@ def _memoized(name: str):
 
 
 _MEMOIZED_LOWER = {name: _memoized(name) for name in CUDA_MEMOIZED_PATTERNS}
-
-
-class _ProcessSwap:
-    """A process-wide swap of TIRx functions, made while any thread needs it: installed when the
-    first user enters, undone when the last one leaves. Users keep their own state thread-local,
-    so builds on other threads that reach a swapped function get TIRx's behaviour from it."""
-
-    def __init__(self, install, uninstall):
-        self.install, self.uninstall = install, uninstall
-        self.lock = threading.Lock()
-        self.users = 0
-
-    @contextlib.contextmanager
-    def held(self):
-        with self.lock:
-            if self.users == 0:
-                self.install()
-            self.users += 1
-        try:
-            yield
-        finally:
-            with self.lock:
-                self.users -= 1
-                if self.users == 0:
-                    self.uninstall()
 
 
 def _install_shared_cuda():

@@ -46,9 +46,9 @@ def _calls(target: str) -> dict:
 
 def device_function(kernel, target: str = "gfx950"):
     """The single device function of ``kernel`` as TIRx hands it to codegen."""
-    from .. import register
     from ..errors import presented
     from ..rocm import analysis
+    from ..rocm.build import register
     from ..tirx_private import lowered_device_modules, shared_cuda_lowering
 
     register()
@@ -67,20 +67,6 @@ def device_function(kernel, target: str = "gfx950"):
     if target == "gfx950":
         analysis.check_kernel(funcs[0], tirx_target)
     return funcs[0]
-
-
-def _launch_extents(func) -> tuple[dict, dict]:
-    grid, block = {}, {}
-
-    def visit(node):
-        if type(node).__name__ == "RegionStmt" and node.op.name == "tirx.launch_thread":
-            kind, dim = node.args[0].value.split(".")
-            (block if kind == "threadIdx" else grid)[dim] = int(node.args[1].value)
-        for child in _children(node):
-            visit(child)
-
-    visit(func.body)
-    return grid, block
 
 
 def _entry_launch(kernel) -> tuple[dict, dict]:
@@ -152,6 +138,7 @@ def emulate(kernel, *arrays, target: str = "gfx950", max_threads_per_batch: int 
     bank conflicts as excess wavefronts, :mod:`tvm_cdna4.emulator.banks`)."""
     if uninitialized not in ("error", "allow"):
         raise ValueError(f"emulate: uninitialized={uninitialized!r}; expected 'error' or 'allow'")
+    from ..rocm.launch import launch_extents
     from .interp import Compiler, Env, np_dtype
     from .machine import Machine
     from .memory import Buffer, Pointer
@@ -164,7 +151,7 @@ def emulate(kernel, *arrays, target: str = "gfx950", max_threads_per_batch: int 
     for param, arr in zip(kernel.params, arrays):
         check_argument(param.name, param.ty, arr)
         globals_[param.name] = Buffer(param.name, "global", arr.reshape(-1).view(np.uint8).reshape(1, -1))
-    grid, block = _launch_extents(func)
+    grid, block = launch_extents(func.body).constant("emulate")
     if not block:  # CUDA: no launch_thread regions in the device function
         grid, block = _entry_launch(kernel)
     wave = TARGETS[target]

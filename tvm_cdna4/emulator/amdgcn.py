@@ -11,7 +11,7 @@ import numpy as np
 from ..isa import CATALOG, SCALE_FORMAT_CODES, DsReadTrOp, MfmaOp, reference
 from ..isa.llvm_types import tir_dtype
 from ..isa.mfma_table import SCALE_VECTOR_WORDS
-from ..rocm.helpers import (
+from ..isa.llvm_helpers import (
     _SCHED_PROGRAMS,
     BARRIER,
     BUFFER_LOAD_DTYPES,

@@ -1,7 +1,7 @@
 """TIR dtypes of the LLVM operand types the catalog records (``<8 x half>`` -> ``float16x8``).
 
 bf16 vectors map to ``int16`` lanes: TIR cannot carry bf16 vectors on ROCm (BF16ComputeLegalize),
-so they travel as bit patterns and our LLVM helpers bitcast them (``tvm_cdna4.rocm.helpers``).
+so they travel as bit patterns and our LLVM helpers bitcast them (``tvm_cdna4.isa.llvm_helpers``).
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
 """``T.rocm.tile.apply(T.amdgcn[opcode], *operands, scope=..., **params)`` for the 44 CDNA4 opcodes.
 
-``register()`` (idempotent) is the ``tvm_tirx.backends`` entry point and runs at ``import
-tvm_cdna4``: it adds the ROCm thread scopes and lane axes, the ``tirx.rocm.tile.apply`` op, the
-``T.rocm`` / ``T.amdgcn`` script namespaces and the ROCm build hooks. Family contracts:
-``patterns.mfma`` and ``patterns.ds_read_tr`` (module docstrings), docs/patterns.md.
+``register_patterns()`` (idempotent) adds the ROCm thread scopes and lane axes, the
+``tirx.rocm.tile.apply`` op and the ``T.rocm`` / ``T.amdgcn`` script namespaces. ``tvm_cdna4.register()``
+(``rocm.build.register``) runs it and then installs the ROCm build hooks; the patterns know nothing
+of the build. ``check_target`` is the target rule the lowering and ``rocm.analysis`` share. Family
+contracts: ``patterns.mfma`` and ``patterns.ds_read_tr`` (module docstrings), docs/patterns.md.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from types import SimpleNamespace
 
 from ..errors import ContractError
 from ..isa import DsReadTrOp, lookup
+from ..isa.hardware import GFX950, TARGET_SPELLING
+from ..isa.llvm_helpers import PREFIX
 
 _REGISTERED: dict = {}
 
@@ -51,9 +54,31 @@ def _family(record):
     return ds_read_tr if isinstance(record, DsReadTrOp) else mfma
 
 
-def _lower(view, sctx):
-    from ..rocm.analysis import check_target
+def as_target(target):
+    """``target`` as a TIRx ``Target`` (a ``Target``, its dict, or a target string)."""
+    from tvm_tirx.target import Target
 
+    return target if isinstance(target, Target) else Target(target)
+
+
+def check_target(what: str, target) -> None:
+    """A CDNA4 instruction (or a ``tvm_cdna4_`` helper) compiles only for ``mcpu`` gfx950."""
+    target = as_target(target)
+    mcpu = target.attrs.get("mcpu")
+    if target.kind.name == "rocm" and mcpu == GFX950:
+        return
+    found = f"kind {target.kind.name!r}" + (f", mcpu {str(mcpu)!r}" if mcpu else ", no mcpu")
+    kind = "helper" if what.startswith(PREFIX) else "instruction"
+    raise ContractError(
+        f"a gfx950 (CDNA4) {kind} compiles only for mcpu gfx950", opcode=what,
+        expected="kind 'rocm', mcpu 'gfx950'", found=found,
+        suggestion=f"compile with target={TARGET_SPELLING} (TIRx compiles a rocm target that names no mcpu "
+                   f"for gfx900, where LLVM cannot select it)",
+        check="target",
+    )
+
+
+def _lower(view, sctx):
     opcode, packed_args, packed_params = view.args
     args = list(packed_args.fields)
     params = {p.fields[0].value: p.fields[1] for p in (packed_params.fields if packed_params is not None else ())}
@@ -66,8 +91,8 @@ def _lower(view, sctx):
         raise
 
 
-def register() -> dict:
-    """Register everything once; returns ``{"rocm": T.rocm namespace, "amdgcn": T.amdgcn}``."""
+def register_patterns() -> dict:
+    """Register the patterns once; returns ``{"rocm": T.rocm namespace, "amdgcn": T.amdgcn}``."""
     if _REGISTERED:
         return _REGISTERED
     from tvm_tirx.ir import StringImm, Tuple
@@ -76,7 +101,6 @@ def register() -> dict:
     from tvm_tirx.tirx.tile.instruction import Instruction, Operand
 
     from .. import tirx_private
-    from ..rocm.build import install_hooks
     from . import wave
     from .common import SCOPES, check_operands, check_scope
 
@@ -125,11 +149,13 @@ def register() -> dict:
     )
     builder_op.register_script_namespace("rocm", rocm)
     builder_op.register_script_namespace("amdgcn", amdgcn)
-    install_hooks()
     _REGISTERED.update(rocm=rocm, amdgcn=amdgcn)
     return _REGISTERED
 
 
 def backend_entry_point():
-    """``tvm_tirx.backends`` entry point (called at ``import tvm_tirx``)."""
+    """Transitional: the ``tvm_tirx.backends`` entry point of an installation whose metadata predates
+    its move to ``tvm_cdna4:backend_entry_point`` (``pip install -e .`` refreshes it); delete then."""
+    from ..rocm.build import register  # the one upward import: tools/structure.py TRANSITIONAL
+
     register()

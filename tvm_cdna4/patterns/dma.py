@@ -23,7 +23,7 @@ import attrs
 
 from ..errors import ContractError
 from ..isa import WAVE_SIZE
-from ..rocm.helpers import BUFFER_LOAD_LDS_MNEMONICS
+from ..isa.llvm_helpers import BUFFER_LOAD_LDS_MNEMONICS
 
 
 @attrs.frozen

@@ -33,7 +33,7 @@ from tvm_tirx.script import tirx as T
 from ..errors import ContractError
 from ..isa import CATALOG, DsReadTrOp, MfmaOp, lanes
 from ..isa.llvm_types import tir_dtype
-from ..rocm.helpers import bf16_tr_helper
+from ..isa.llvm_helpers import bf16_tr_helper
 from .common import WaveContext, check_operands
 from .mfma import ELEMENT_DTYPES
 

@@ -55,7 +55,7 @@ from ..errors import ContractError
 from ..isa import SCALE_FORMAT_CODES, MfmaOp, lanes, scaled_intrinsic
 from ..isa.llvm_types import tir_dtype
 from ..isa.mfma_table import SCALE_BLOCK_K, SCALE_VECTOR_WORDS
-from ..rocm.helpers import bf16_mfma_helper
+from ..isa.llvm_helpers import bf16_mfma_helper
 from .common import WaveContext, check_operands, parameter, substitute
 
 # TIR dtypes accepted for each element format (bf16/fp8/bf8 only as bit patterns: common.BIT_STORAGE)

@@ -46,7 +46,7 @@ from tvm_tirx.script.ir_builder.base import auto_emit_void_call
 from tvm_tirx.tirx import op as _op
 
 from ..errors import ContractError
-from ..rocm.helpers import BARRIER, BUFFER_LOAD_LDS_MNEMONICS, buffer_load_helper, buffer_load_lds_helper
+from ..isa.llvm_helpers import BARRIER, BUFFER_LOAD_LDS_MNEMONICS, buffer_load_helper, buffer_load_lds_helper
 
 BUFFER_OOB = 0x7FFFFFFF  # a voffset no buffer of < 2**31 bytes contains: the lane reads zeros
 

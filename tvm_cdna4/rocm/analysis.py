@@ -44,12 +44,13 @@ from tvm_tirx.sym import Analyzer, ConstraintContext, RangeConstraint
 
 from ..errors import ContractError
 from ..isa import WAVE_SIZE
-from .helpers import BUFFER_LOAD_LDS_MNEMONICS, PREFIX, buffer_load_lds_helper
+from ..isa.hardware import GFX950, TARGET_SPELLING  # noqa: F401  (moved to isa.hardware; still read here)
+from ..isa.llvm_helpers import BUFFER_LOAD_LDS_MNEMONICS, PREFIX, buffer_load_lds_helper
+from ..patterns import as_target as _as_target, check_target
+from .launch import launch_extents
 
 tvm_ffi.register_error(ContractError)  # raised inside target.build.rocm, it reaches the caller as itself
 
-GFX950 = "gfx950"
-TARGET_SPELLING = '{"kind": "rocm", "mcpu": "gfx950"}'
 MAX_WORKGROUP = 256  # what TIRx 0.1.0a4's AMDGPU codegen emits without a ROCm device
 TILE_APPLY = "tirx.rocm.tile.apply"
 COLLECTIVE_PREFIXES = ("llvm.amdgcn.mfma.", "llvm.amdgcn.ds.read.tr", PREFIX + "mfma", PREFIX + "ds_read_tr")
@@ -79,31 +80,6 @@ def check_kernel(func, target) -> None:
                 check_wave_count(call.args[0].value, call.args[1].fields, threads)
     check_wave_uniform_control(func)
     check_lds_views(func)
-
-
-# ---- target -----------------------------------------------------------------------------------
-
-def _as_target(target):
-    from tvm_tirx.target import Target
-
-    return target if isinstance(target, Target) else Target(target)
-
-
-def check_target(what: str, target) -> None:
-    """A CDNA4 instruction (or a ``tvm_cdna4_`` helper) compiles only for ``mcpu`` gfx950."""
-    target = _as_target(target)
-    mcpu = target.attrs.get("mcpu")
-    if target.kind.name == "rocm" and mcpu == GFX950:
-        return
-    found = f"kind {target.kind.name!r}" + (f", mcpu {str(mcpu)!r}" if mcpu else ", no mcpu")
-    kind = "helper" if what.startswith(PREFIX) else "instruction"
-    raise ContractError(
-        f"a gfx950 (CDNA4) {kind} compiles only for mcpu gfx950", opcode=what,
-        expected="kind 'rocm', mcpu 'gfx950'", found=found,
-        suggestion=f"compile with target={TARGET_SPELLING} (TIRx compiles a rocm target that names no mcpu "
-                   f"for gfx900, where LLVM cannot select it)",
-        check="target",
-    )
 
 
 # ---- workgroup size and wave count ------------------------------------------------------------
@@ -162,14 +138,7 @@ def _workgroup_roots(body) -> list:
 
 def _thread_extents(root) -> dict:
     """``{"x": 256, ...}``: the threadIdx launches under ``root`` (None for a symbolic extent)."""
-    extents = {}
-
-    def visit(node):
-        if node.op.name == "tirx.launch_thread" and node.args[0].value.startswith("threadIdx."):
-            extents[node.args[0].value.split(".")[1]] = _const(node.args[1])
-
-    tvm_ffi.structural_walk(root, [(ir.RegionStmt, visit)])
-    return extents
+    return launch_extents(root).block
 
 
 def _const(expr) -> int | None:

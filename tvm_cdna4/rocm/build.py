@@ -1,7 +1,8 @@
 """Build TIRx kernels for gfx950: LLVM IR, assembly, code-object metadata, code object.
 
-``install_hooks()`` (run when the patterns register) hooks TIRx's ROCm codegen, scoped to what this
-package owns:
+``register()`` (idempotent; ``tvm_cdna4.register()`` and the ``tvm_tirx.backends`` entry point call
+it) registers the patterns (``T.rocm`` / ``T.amdgcn``, ``patterns.register_patterns``), then
+``install_hooks()``, which hooks TIRx's ROCm codegen, scoped to what this package owns:
 
 - the default-pipeline selector of ``tvm_tirx.tirx.compile`` (public; it selects nothing): a
   module that calls anything of this package gets the whole-kernel rules of ``rocm.analysis``
@@ -12,7 +13,7 @@ package owns:
   than gfx950 is a ``ContractError``, not an LLVM abort). A gfx950 build is marked for the
   callbacks below; any other module is built exactly as TIRx builds it.
 - ``tvm_callback_rocm_bitcode_path`` / ``tvm_callback_rocm_link``: during a gfx950 build, ROCm's
-  device libraries when a ROCm install exists plus our helpers (``helpers.py``), and ``ld.lld``
+  device libraries when a ROCm install exists plus our helpers (``isa.llvm_helpers``), and ``ld.lld``
   (Debian's ``/usr/lib/llvm-22/bin`` on the search path; without a linker the build succeeds in
   *codegen-only* mode: the object file stands in for the code object and
   ``BuildResult.code_object`` is None). For every other ROCm target: TIRx's own callbacks
@@ -25,22 +26,21 @@ import logging
 import os
 import re
 import subprocess
+import sys
 import tempfile
 import threading
 from contextlib import contextmanager
 
 import attrs
 
-from .helpers import helpers_path
+from ..isa.hardware import GFX950, GFX950_LDS_BYTES, GFX950_MAX_WAVES_PER_SIMD, GFX950_VGPRS_PER_SIMD_LANE
+from ..isa.llvm_helpers import helpers_path
 
 # ``analysis`` imports TIRx, whose backend autoload registers this package and with it
 # ``install_hooks`` from this module: it is imported where it is used, so that importing this
 # module first (``from tvm_cdna4.rocm import build``) does not run that registration half-way.
 
 LLVM_BIN_DIRS = ("/usr/lib/llvm-22/bin", "/usr/lib/llvm-23/bin", "/opt/rocm/llvm/bin")
-GFX950_VGPRS_PER_SIMD_LANE = 512  # unified ArchVGPR + AccVGPR file
-GFX950_MAX_WAVES_PER_SIMD = 8
-GFX950_LDS_BYTES = 160 * 1024
 
 logger = logging.getLogger(__name__)
 _state = threading.local()  # gfx950: inside a gfx950 build on this thread; code_object: its link result
@@ -80,7 +80,7 @@ def _build_rocm(original):
         if any(analysis.uses_cdna4(f) for f in functions):
             for func in functions:
                 analysis.check_kernel(func, target)
-        with _gfx950_build(target.attrs.get("mcpu") == analysis.GFX950):
+        with _gfx950_build(target.attrs.get("mcpu") == GFX950):
             return original(mod, target)
 
     return build_rocm
@@ -149,6 +149,20 @@ def install_hooks() -> None:
     tvm_ffi.register_global_func("tvm_callback_rocm_bitcode_path", _bitcode_path, override=True)
     tvm_ffi.register_global_func("tvm_callback_rocm_link", _link, override=True)
     _installed = True
+
+
+def register() -> dict:
+    """The patterns (``T.rocm`` / ``T.amdgcn``, the ROCm scopes) and the build hooks, once; returns
+    ``{"rocm": T.rocm namespace, "amdgcn": T.amdgcn}``."""
+    pending = getattr(sys.modules.get("tvm_cdna4.tirx_private"), "WHEN_WHOLE", None)
+    if pending is not None and pending[0] == threading.get_ident():  # TIRx's autoload, inside its import
+        pending[1].append(register)  # tirx_private section 0: runs when the sections we need exist
+        return {}
+    from ..patterns import register_patterns
+
+    namespaces = register_patterns()
+    install_hooks()
+    return namespaces
 
 
 @attrs.frozen
@@ -238,11 +252,10 @@ def build(func, target: str = "gfx950") -> BuildResult:
     from tvm_tirx.target import Target
 
     from ..errors import presented
-    from ..patterns import register
     from . import analysis
 
     register()
-    if target not in (analysis.GFX950,):
+    if target not in (GFX950,):
         raise ValueError(f"target {target!r} is not supported; tvm_cdna4.build targets 'gfx950'")
     _state.code_object = None
     with presented():  # the ROCm target's construction prints TIRx's warnings too

@@ -53,7 +53,7 @@ def gfx950_gemm(M: int, N: int, K: int, dtype: str = "f16", layout: str = "nn", 
     ``(N, K)`` for ``?t``; C is ``(M, N)`` in ``out_dtype`` (bf16 outputs and inputs are int16 bit
     patterns in the signature; numpy bfloat16 arrays pass as they are).
     """
-    from ..patterns import register
+    from ..rocm.build import register
 
     register()
     return emit_gfx950_gemm(plan_gfx950_gemm(M, N, K, dtype, layout, out_dtype, config, batch))
@@ -79,7 +79,7 @@ def plan(M, N, K, dtype: str = "f16", layout: str = "nn", out_dtype: str | None 
 
 def emit(plan: Gfx950GemmPlan | MxGemmPlan):
     """The PrimFunc of either plan."""
-    from ..patterns import register
+    from ..rocm.build import register
 
     register()
     if isinstance(plan, MxGemmPlan):
@@ -117,7 +117,7 @@ def build(M, N, K, dtype: str = "f16", layout: str = "nn", out_dtype: str | None
     p = plan(M, N, K, dtype, layout, out_dtype, config, batch)
 
     def compile_() -> dict[str, bytes]:
-        from .. import build as rocm_build  # TIRx: on a miss only
+        from ..rocm.build import build as rocm_build  # TIRx: on a miss only
 
         result = rocm_build(emit(p))
         blobs = {"llvm_ir": result.llvm_ir.encode(), "asm": result.asm.encode()}

@@ -84,7 +84,7 @@ def _lds_tensor(plan: MxOperand):
 
 def gfx950_mx_gemm(M: int, N: int, K: int, dtype: str = "mxfp8", layout: str = "nt", config: MxGemmConfig | None = None):
     """PrimFunc ``(A words, B words, SA, SB, C float32)``; see the module docstring."""
-    from ..patterns import register
+    from ..rocm.build import register
 
     register()
     return emit_mx_gemm(plan_mx_gemm(M, N, K, dtype, layout, config))

@@ -23,8 +23,8 @@ from ..isa import CATALOG, DS_READ_TR_OPS, SCALE_FORMAT_CODES, WAVE_SIZE, DsRead
 from ..isa.formats import fmt as format_of
 from ..isa.mfma_table import SCALE_VECTOR_WORDS
 from ..patterns.dma import LdsTile
-from ..rocm.helpers import SCHED_DS_READ, SCHED_DS_WRITE, SCHED_MFMA, SCHED_VMEM_READ
-from ..rocm.build import GFX950_LDS_BYTES
+from ..isa.hardware import GFX950_LDS_BYTES
+from ..isa.llvm_helpers import SCHED_DS_READ, SCHED_DS_WRITE, SCHED_MFMA, SCHED_VMEM_READ
 
 Extent = Union[int, "PrimExpr"]  # noqa: F821 (a TIR expression: the symbolic M to come)
 

@@ -1,5 +1,8 @@
-"""LLVM IR helpers linked into every ROCm module (TIRx's rocm build parses each file that
+"""LLVM IR helpers linked into every gfx950 module (TIRx's rocm build parses each file that
 ``tvm_callback_rocm_bitcode_path`` returns, links it, marks it alwaysinline and inlines it).
+
+The helpers are part of the instruction set as this package sees it: the patterns call them by
+name, ``rocm.build`` links them (``helpers_path``), the emulator gives them their semantics.
 
 Why they exist:
 
@@ -30,8 +33,8 @@ import hashlib
 import tempfile
 from pathlib import Path
 
-from ..isa import CATALOG, MfmaOp
-from ..isa.llvm_types import llvm_type
+from . import CATALOG, MfmaOp
+from .llvm_types import llvm_type
 
 PREFIX = "tvm_cdna4_"
 BARRIER = PREFIX + "workgroup_barrier"
