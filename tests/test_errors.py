@@ -218,3 +218,42 @@ def test_other_stderr_output_passes_through(capfd, caplog):
     assert capfd.readouterr().err == "something else a user must see\n"
     assert [r.getMessage() for r in caplog.records if r.name == "tvm_cdna4"] == [
         "TIRx: [12:00:00] target_kind.cc:95: Warning: Unable to detect ROCm version, assuming >= 3.5"]
+
+
+# --- one error type on every route; TIRx's foreseeable failures caught first -----------------------
+
+def test_the_emulator_route_raises_the_pattern_error_itself():
+    from tvm_cdna4.patterns.layouts import mfma_fragment
+
+    bad = mfma_probe(F16, layouts={"A": mfma_fragment(CATALOG["mfma_f32_32x32x16_f16"], "A", (1, 1))[0]})
+    arrays = [np.zeros((64, 8), np.float16)] * 2 + [np.zeros((64, 4), np.float32)] * 2
+    with pytest.raises(ContractError) as info:
+        emulate(bad, *arrays)
+    assert str(info.value).splitlines()[0].startswith("mfma_f32_16x16x32_f16: operand A: owner map violated")
+    assert info.value.context is None and info.value.original is info.value
+
+
+def _cuda_kernel():
+    sys.path.insert(0, str(TESTS))
+    import cuda_seed_example
+
+    return cuda_seed_example.matrix_kernel()
+
+
+BACKEND = {
+    # before: Check failed: (scope->backend() == target_->kind->name) is false
+    "gfx950 kernel emulated for sm80": (lambda: emulate(mfma_probe(F16), target="sm80"), "rocm", "cuda", "tirx.rocm.tile.apply"),
+    # before: Check failed: (target_->kind->name == "cuda") is false: CUDA LaunchConfig requires a CUDA target
+    "CUDA kernel given to tvm_cdna4.build": (lambda: tvm_cdna4.build(_cuda_kernel()), "cuda", "rocm", "tirx.cuda."),
+    "CUDA kernel emulated for gfx950": (lambda: emulate(_cuda_kernel()), "cuda", "rocm", "tirx.cuda."),
+}
+
+
+@pytest.mark.parametrize("case", list(BACKEND))
+def test_a_kernel_for_another_backend_is_a_contract_error(case):
+    run, written, target, evidence = BACKEND[case]
+    with pytest.raises(ContractError, match=rf"^the kernel is written for the {written} backend \(it calls {evidence}.*\), "
+                       rf"but the target is {target}; expected a {target} kernel, found a {written} kernel\. "
+                       rf"Suggestion: compile it for ") as info:
+        run()
+    assert info.value.check == "backend"

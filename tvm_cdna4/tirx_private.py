@@ -21,6 +21,10 @@
    ldmatrix patterns' ``lower`` for the duration of one of our CUDA builds (``CUDA_CONTEXT_INIT_SHA256``
    and ``CUDA_LOWER_SHA256`` pin the originals' sources).
 
+9. ``wrap_tile_dispatch`` replaces the ``FTileOpDispatch`` attribute of one tile op (TIRx's
+   ``Instruction.register`` sets it to ``tvm_tirx.tirx.tile.dispatch.run_dispatch``, which wraps
+   every error of ``lower()`` in a ``RuntimeError``; ``RUN_DISPATCH_SHA256`` pins its source).
+
 ``tests/test_tirx_private.py`` fails loudly when any of these change.
 """
 
@@ -514,3 +518,28 @@ def transpile_once(emit):
             return emit(*args, **kwargs)
 
     return run
+
+
+# 9. The dispatch of one tile op. TileDispatch calls the op attribute ``FTileOpDispatch``;
+#    ``Instruction.register`` sets it to ``run_dispatch`` for every tile op. Replacing it for our
+#    op alone leaves every other op's lowering (and its errors) as TIRx has them.
+TILE_DISPATCH_ATTR = "FTileOpDispatch"
+RUN_DISPATCH_SHA256 = "92e15d7f25672ad8ca38ba3673dd25dc5df57fa31967cba56052b91d28d330c2"
+
+
+def run_dispatch_sha256() -> str:
+    import hashlib
+    import inspect
+
+    from tvm_tirx.tirx.tile.dispatch import run_dispatch
+
+    return hashlib.sha256(inspect.getsource(run_dispatch).encode()).hexdigest()
+
+
+def wrap_tile_dispatch(op_name: str, make_wrapper) -> None:
+    """Make the dispatch of the registered tile op ``op_name`` ``make_wrapper(run_dispatch)``
+    (idempotent: the wrapper is built over TIRx's ``run_dispatch``, never over itself)."""
+    from tvm_tirx.ir.op import register_op_attr
+    from tvm_tirx.tirx.tile.dispatch import run_dispatch
+
+    register_op_attr(op_name, TILE_DISPATCH_ATTR, make_wrapper(run_dispatch), override=True)

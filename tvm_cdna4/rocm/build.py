@@ -6,6 +6,8 @@ package owns:
 - the default-pipeline selector of ``tvm_tirx.tirx.compile`` (public; it selects nothing): a
   module that calls anything of this package gets the whole-kernel rules of ``rocm.analysis``
   before TileDispatch, while the operand regions of ``T.rocm.tile.apply`` are still in the IR.
+- the dispatch of ``tirx.rocm.tile.apply`` (our op only): a pattern's ``ContractError`` leaves
+  TileDispatch as itself, not inside TIRx's ``RuntimeError`` (``errors.unwrapped_dispatch``).
 - ``target.build.rocm`` (every route into ROCm codegen, ``tvm_tirx.tirx.compile`` included): a
   device module that calls anything of this package gets the whole-kernel rules of
   ``rocm.analysis`` for the target being built, before LLVM sees it (an MFMA for a target other
@@ -142,8 +144,11 @@ def install_hooks() -> None:
     import tvm_tirx.support.rocm  # noqa: F401  (registers TIRx's callbacks, which ours delegate to)
     from tvm_tirx.tirx.compilation_pipeline import register_default_tir_pipeline_selector
 
-    from ..tirx_private import ROCM_BUILD_FUNC, wrap_global_func
+    from ..errors import unwrapped_dispatch
+    from ..tirx_private import ROCM_BUILD_FUNC, wrap_global_func, wrap_tile_dispatch
+    from .analysis import TILE_APPLY
 
+    wrap_tile_dispatch(TILE_APPLY, unwrapped_dispatch)  # a pattern's ContractError reaches the caller as itself
     register_default_tir_pipeline_selector(_check_before_lowering)
     wrap_global_func(ROCM_BUILD_FUNC, _build_rocm)
     tvm_ffi.register_global_func("tvm_callback_rocm_bitcode_path", _bitcode_path, override=True)
