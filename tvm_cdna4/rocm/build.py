@@ -11,7 +11,8 @@ package owns:
 - ``target.build.rocm`` (every route into ROCm codegen, ``tvm_tirx.tirx.compile`` included): a
   device module that calls anything of this package gets the whole-kernel rules of
   ``rocm.analysis`` for the target being built, before LLVM sees it (an MFMA for a target other
-  than gfx950 is a ``ContractError``, not an LLVM abort). A gfx950 build is marked for the
+  than gfx950 is a ``ContractError``, not an LLVM abort); such a module, and every gfx950 module,
+  gets the LDS synchronization check of ``rocm.lds_sync`` on its lowered device functions. A gfx950 build is marked for the
   callbacks below; any other module is built exactly as TIRx builds it.
 - ``tvm_callback_rocm_bitcode_path`` / ``tvm_callback_rocm_link``: during a gfx950 build, ROCm's
   device libraries when a ROCm install exists plus our helpers (``helpers.py``), and ``ld.lld``
@@ -76,13 +77,18 @@ def _gfx950_build(active: bool):
 
 def _build_rocm(original):
     def build_rocm(mod, target):
-        from . import analysis
+        from . import analysis, lds_sync
 
         functions = list(mod.functions.values())
-        if any(analysis.uses_cdna4(f) for f in functions):
+        gfx950 = target.attrs.get("mcpu") == analysis.GFX950
+        ours = any(analysis.uses_cdna4(f) for f in functions)
+        if ours:
             for func in functions:
                 analysis.check_kernel(func, target)
-        with _gfx950_build(target.attrs.get("mcpu") == analysis.GFX950):
+        if ours or gfx950:
+            for func in functions:
+                lds_sync.check_lds_sync(func)
+        with _gfx950_build(gfx950):
             return original(mod, target)
 
     return build_rocm
