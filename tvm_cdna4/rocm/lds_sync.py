@@ -117,7 +117,8 @@ class _Sync:
         self.tx = None
         self.waves = 0
         self.lds: dict = {}  # var -> (_Lds, byte offset (int), element bytes)
-        self.events: list[str] = []
+        self.events: list = []  # (statement, loop iterations) per access
+        self.loads: dict = {}  # hash(expr) -> (expr, its reads): _loads
         self.epoch = 0
         self.pending_lds: list = []  # (_Lds, event) of plain stores not yet complete
         self.vmem: list = []  # per issue, oldest first: (_Lds, event) of a direct-to-LDS load, or None
@@ -306,12 +307,22 @@ class _Sync:
             np.arange(width), e.shape[1])
 
     def _reads(self, expr, node, iteration, mask):
-        loads, addressed = [], set()
+        for load, width in self._loads(expr):
+            if load.source in self.lds:
+                self._access(load.source, self._elements(load.source, load.indices), node, iteration, mask, "read", width)
+
+    def _loads(self, expr) -> list:
+        """The memory reads of ``expr``: (load, None) per TensorLoad, (address, bytes) per ds_read_tr
+        (an ``address_of`` is no read); cached per expression (loop bodies run many times)."""
+        key = hash(expr)
+        if key in self.loads:
+            return self.loads[key][1]
+        loads, addressed = [], []
 
         def call(c):
             name = _callee(c)
             if name == "tirx.address_of" and isinstance(c.args[0], ir.TensorLoad):
-                addressed.add(c.args[0])
+                addressed.append(c.args[0])
             if name.startswith("llvm.amdgcn.ds.read.tr"):
                 address = next((a for a in c.args if isinstance(a, ir.Call) and _callee(a) == "tirx.address_of"), None)
                 if address is None or not isinstance(address.args[0], ir.TensorLoad):
@@ -320,11 +331,9 @@ class _Sync:
                 loads.append((address.args[0], dtype.bits * dtype.lanes // 8))
 
         tvm_ffi.structural_walk(expr, [(ir.Call, call), (ir.TensorLoad, lambda n: loads.append((n, None)))])
-        for load, width in loads:
-            if load.source not in self.lds or (width is None and any(load.same_as(a) for a in addressed)):
-                continue
-            elements = self._elements(load.source, load.indices)
-            self._access(load.source, elements, node, iteration, mask, "read", width)
+        loads = [(x, w) for x, w in loads if w is not None or not any(x.same_as(a) for a in addressed)]
+        self.loads[key] = (expr, loads)  # the expression kept alive: its hash is its address
+        return loads
 
     def _dma(self, call, size, node, iteration, mask):
         dst = call.args[5]
@@ -340,8 +349,12 @@ class _Sync:
         self.vmem.append((lds, event))
 
     def _record(self, node, iteration) -> int:
-        self.events.append(f"`{_short(node)}`" + (f" ({iteration})" if iteration else ""))
+        self.events.append((node, iteration))  # printed only for an error
         return len(self.events) - 1
+
+    def _event(self, index: int) -> str:
+        node, iteration = self.events[index]
+        return f"`{_short(node)}`" + (f" ({iteration})" if iteration else "")
 
     def _access(self, var, elements, node, iteration, mask, kind, width=None):
         lds, addresses = self._bytes(var, elements, width)
@@ -355,9 +368,9 @@ class _Sync:
     def _per_wave(self, addresses, mask):
         for w in range(self.waves):
             rows = slice(w * WAVE_SIZE, (w + 1) * WAVE_SIZE)
-            b = addresses[rows] if mask is None else addresses[rows][mask[rows]]
+            b = (addresses[rows] if mask is None else addresses[rows][mask[rows]]).ravel()
             if b.size:
-                yield w, np.unique(b)
+                yield w, b
 
     def _bounds(self, lds, b):
         if b.min() < 0 or b.max() >= len(lds.w_wave):
@@ -375,8 +388,8 @@ class _Sync:
             if own.any():
                 k = int(np.argmax(own))
                 raise ContractError(
-                    f"wave {w} reads byte {int(b[k])} in {self.events[event]} while its own "
-                    f"direct-to-LDS load {self.events[int(lds.w_event[b[k]])]} into it is still in flight",
+                    f"wave {w} reads byte {int(b[k])} in {self._event(event)} while its own "
+                    f"direct-to-LDS load {self._event(int(lds.w_event[b[k]]))} into it is still in flight",
                     operand=lds.name, suggestion="wait for the load first: T.rocm.s_waitcnt_vmcnt(n) with at most n "
                     "newer vector-memory loads outstanding (then T.rocm.workgroup_barrier() for other waves)",
                     check=CHECK)
@@ -384,14 +397,15 @@ class _Sync:
             lds.r_event[w, b] = event
 
     def _check_write(self, lds, addresses, event, mask, dma: bool):
-        seen = {}
+        owner = {}  # byte -> the wave of this statement that writes it
         for w, b in self._per_wave(addresses, mask):
             self._bounds(lds, b)
-            for other, ob in seen.items():
-                common = np.intersect1d(b, ob)
-                if common.size:
-                    self._race(lds, common[0], other, "writes", event, w, "writes", event)
-            seen[w] = b
+            if owner:
+                first = self._owners(lds, owner)[b]
+                if (first >= 0).any():
+                    k = int(np.argmax(first >= 0))
+                    self._race(lds, b[k], int(first[k]), "writes", event, w, "writes", event)
+            owner[w] = b
             writer = lds.w_wave[b]
             hit = (writer >= 0) & (writer != w) & (lds.w_visible[b] > self.epoch)
             if hit.any():
@@ -403,6 +417,13 @@ class _Sync:
                     k = int(np.argmax(hit))
                     self._race(lds, b[k], other, "read", int(lds.r_event[other, b[k]]), w, "writes", event)
             lds.w_wave[b], lds.w_event[b], lds.w_visible[b], lds.w_dma_pending[b] = w, event, NEVER, dma
+
+    @staticmethod
+    def _owners(lds, owner: dict) -> np.ndarray:
+        table = np.full(len(lds.w_wave), -1, np.int16)
+        for w, b in owner.items():
+            table[b] = w
+        return table
 
     def _complete(self, lds, event):
         done = lds.w_event == event
@@ -422,6 +443,6 @@ class _Sync:
 
     def _race(self, lds, byte, w1, verb1, e1, w2, verb2, e2):
         raise ContractError(
-            f"LDS race on byte {int(byte)}: wave {w1} {verb1} it in {self.events[e1]} and wave {w2} {verb2} it in "
-            f"{self.events[e2]}, with no barrier ordering the two",
+            f"LDS race on byte {int(byte)}: wave {w1} {verb1} it in {self._event(e1)} and wave {w2} {verb2} it in "
+            f"{self._event(e2)}, with no barrier ordering the two",
             operand=lds.name, suggestion=FIX, check=CHECK)
