@@ -4,7 +4,8 @@
 is given, the emulator on the kernel and on the device function it executes, and the
 ``tvm_tirx.tirx.compile`` route on the module as written (default pipeline) and on every device
 function that reaches ROCm codegen (``rocm.build.install_hooks``). The patterns' lowering also
-runs ``check_target`` (TileDispatch's context knows the target on every pipeline).
+runs ``check_target`` (TileDispatch's context knows the target on every pipeline). The LDS
+synchronization check is ``rocm.lds_sync`` (on the lowered device function, in ``target.build.rocm``).
 
 Rules, each a ``ContractError`` whose ``check`` names it:
 
