@@ -1,10 +1,13 @@
 """Randomized contract check over all 44 opcodes and both scopes: counts by outcome, every bug listed.
 
-Run: python benchmarks/contract_fuzz.py --cases 5000 [--seed 0] [--batch 100] [--jsonl out.jsonl]
+Run: python benchmarks/contract_fuzz.py --cases 5000 [--seed 0] [--batch 100] [--jobs 2] [--storage-rate 0.3]
+                                        [--jsonl out.jsonl]
      python benchmarks/contract_fuzz.py --summarize out.jsonl   (the report of an earlier run)
 Cases come from ``tests/contract_fuzz.py`` (hypothesis, one seed per batch of ``--batch`` cases, so
-a run is reproducible). Each batch runs in its own process: a crash (e.g. an LLVM abort) is counted
-as an internal error of the case in flight and the run goes on.
+a run is reproducible); ``--storage-rate`` of them are storage cases (bf16 / fp8 storage anywhere,
+mixed storage and view dtypes: ``contract_fuzz.storage_cases``). Each batch runs in its own process
+(``--jobs`` at a time): a crash (e.g. an LLVM abort) is counted as an internal error of the case in
+flight and the run goes on.
 """
 
 from __future__ import annotations
@@ -20,10 +23,10 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "tests"))
+sys.path[:0] = [ROOT, os.path.join(ROOT, "tests")]  # this checkout's tvm_cdna4 and test kernels
 
 
-def worker(n_cases: int, seed: int, out: str) -> None:
+def worker(n_cases: int, seed: int, out: str, storage_rate: float) -> None:
     import contract_fuzz
 
     with open(out, "a") as f:
@@ -32,13 +35,13 @@ def worker(n_cases: int, seed: int, out: str) -> None:
                                 "opcode": result.case.opcode, "detail": result.detail}) + "\n")
             f.flush()
 
-        contract_fuzz.run(n_cases, seed, record)
+        contract_fuzz.run(n_cases, seed, record, storage_rate=storage_rate)
 
 
-def batch(n_cases: int, seed: int) -> list[dict]:
+def batch(n_cases: int, seed: int, storage_rate: float = 0.0) -> list[dict]:
     with tempfile.NamedTemporaryFile("r", suffix=".jsonl") as f:
         proc = subprocess.run([sys.executable, __file__, "--worker", "--cases", str(n_cases), "--seed", str(seed),
-                               "--jsonl", f.name], capture_output=True, text=True)
+                               "--storage-rate", str(storage_rate), "--jsonl", f.name], capture_output=True, text=True)
         rows = [json.loads(line) for line in f.read().splitlines() if line.strip()]
     if proc.returncode != 0:
         rows.append({"outcome": "internal_error", "case": f"batch seed {seed}, case {len(rows)}", "opcode": "?",
@@ -84,6 +87,8 @@ def main() -> int:
     parser.add_argument("--cases", type=int, default=500)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--batch", type=int, default=100)
+    parser.add_argument("--jobs", type=int, default=1, help="batches run at once")
+    parser.add_argument("--storage-rate", type=float, default=0.3, help="share of storage cases")
     parser.add_argument("--jsonl", help="also write every result here, one JSON object a line")
     parser.add_argument("--summarize", metavar="JSONL", help="print the report of an earlier --jsonl run")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
@@ -92,12 +97,17 @@ def main() -> int:
         with open(args.summarize) as f:
             return report([json.loads(line) for line in f if line.strip()])
     if args.worker:
-        worker(args.cases, args.seed, args.jsonl)
+        worker(args.cases, args.seed, args.jsonl, args.storage_rate)
         return 0
+    from concurrent.futures import ThreadPoolExecutor
+
     start, rows = time.time(), []
-    for i, first in enumerate(range(0, args.cases, args.batch)):
-        rows += batch(min(args.batch, args.cases - first), args.seed * 100003 + i)
-        print(f"# {len(rows)} cases, {time.time() - start:.0f} s", file=sys.stderr, flush=True)
+    sizes = [(min(args.batch, args.cases - first), args.seed * 100003 + i)
+             for i, first in enumerate(range(0, args.cases, args.batch))]
+    with ThreadPoolExecutor(max(1, args.jobs)) as pool:
+        for done in pool.map(lambda b: batch(*b, args.storage_rate), sizes):
+            rows += done
+            print(f"# {len(rows)} cases, {time.time() - start:.0f} s", file=sys.stderr, flush=True)
     if args.jsonl:
         with open(args.jsonl, "w") as f:
             f.writelines(json.dumps(r) + "\n" for r in rows)

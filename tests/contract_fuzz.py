@@ -10,6 +10,16 @@ emulator and compares every register the destination layout covers with :mod:`tv
 applied to the *logical* operands (the register images read through the kernel's own layouts), so a
 harmless mutation (e.g. swapped repeat strides) must still compute the right values.
 
+*Storage cases* (``Case.storage``, :func:`storage_cases`, drawn with probability ``storage_rate``)
+put bf16 / fp8 storage anywhere: each operand of a dense MFMA (f16, bf16, fp8, bf8, i8) or of a
+16/8-bit ds_read_tr travels global -> (LDS) -> register buffer -> operand view
+(``tests/storage_kernels.py``), each dtype drawn from the operand format's *storage dtypes*
+(:data:`STORAGE_DTYPES`: the natural ``bfloat16`` / ``float8_*`` dtype and the integer bit-storage
+spellings of the same width; one float dtype per chain, so every copy is a bit move). Their expected
+outcome follows issue 23: valid (exact against the reference) when the view dtype is one of
+:func:`view_dtypes` (the pattern contract's dtypes plus the natural one), a ``ContractError``
+otherwise (``must_refuse``).
+
 Outcomes (:data:`OUTCOMES`): ``valid_ok``, ``mutant_refused`` and ``mutant_harmless`` are fine;
 ``mutant_accepted_violation`` (accepted and correct although the contract says to refuse) and the
 rest are bugs. A refusal is a ``tvm_cdna4.ContractError``; any other exception from the build is an
@@ -57,6 +67,13 @@ DTYPES = ("float16", "bfloat16", "int16", "uint16", "int8", "uint8", "float8_e4m
 NP_DTYPES = {"bfloat16": ml_dtypes.bfloat16, "float8_e4m3fn": ml_dtypes.float8_e4m3fn,
              "float8_e5m2": ml_dtypes.float8_e5m2}
 WAVE = 64
+# issue 23: the natural dtype of each element format, and (with the contract's integer spellings) the
+# dtypes a buffer holding its bits may have (a copy between them is a bit move)
+NATURAL = {"f16": "float16", "bf16": "bfloat16", "fp8": "float8_e4m3fn", "bf8": "float8_e5m2", "i8": "int8"}
+STORAGE_DTYPES = {"f16": ("float16",), "bf16": ("bfloat16", "int16", "uint16"), "fp8": ("float8_e4m3fn", "uint8"),
+                  "bf8": ("float8_e5m2", "uint8"), "i8": ("int8",), "i16": ("int16", "uint16"),
+                  "tr8": ("uint8", "int8")}
+TR8_FLOATS = ("float8_e4m3fn", "float8_e5m2")
 
 
 def np_dtype(name: str) -> np.dtype:
@@ -77,6 +94,7 @@ class Case:
     mutation: str | None = None
     must_refuse: bool = False  # the documented contract refuses this mutant
     overrides: dict = field(default_factory=dict)  # probe keywords set by the mutation
+    storage: dict = field(default_factory=dict)  # storage case: operand -> {"glob", "lds", "regs", "view"} dtypes
 
     @property
     def op(self):
@@ -84,7 +102,7 @@ class Case:
 
     def describe(self) -> str:
         design = (f"{self.opcode} scope={self.scope} waves={self.waves} repeats={self.repeats} mods={self.mods} "
-                  f"dtypes={self.dtypes}")
+                  f"dtypes={self.dtypes}") + (f" storage={self.storage}" if self.storage else "")
         return design + (f" | mutation: {self.mutation}" if self.mutation else " | valid")
 
 
@@ -239,8 +257,12 @@ def _mutate_alignment(draw, case: Case) -> None:
 
 
 @st.composite
-def cases(draw, opcodes=tuple(CATALOG), mutant_rate: float = 0.5):
-    """A valid case or (with probability ``mutant_rate``) one single mutation of one."""
+def cases(draw, opcodes=tuple(CATALOG), mutant_rate: float = 0.5, storage_rate: float = 0.0):
+    """A valid case or (with probability ``mutant_rate``) one single mutation of one; with
+    probability ``storage_rate`` a storage case (:func:`storage_cases`) instead."""
+    storage_ops = tuple(o for o in opcodes if storage_format(CATALOG[o]) is not None)
+    if storage_ops and storage_rate and draw(st.floats(0, 1)) < storage_rate:
+        return draw(storage_cases(storage_ops))
     case = draw(valid_cases(opcodes))
     if draw(st.floats(0, 1)) >= mutant_rate:
         return case
@@ -269,10 +291,73 @@ def cases(draw, opcodes=tuple(CATALOG), mutant_rate: float = 0.5):
 
 
 # ---------------------------------------------------------------------------------------------
+# Storage cases (issue 23: bf16 / fp8 storage anywhere, mixed storage and view dtypes)
+
+
+def storage_format(op) -> str | None:
+    """The element format whose storage a case of ``op`` varies (None: no storage cases for it)."""
+    if op.kind == "mfma" and op.a_format in NATURAL and op.b_format in NATURAL:
+        return op.a_format
+    if op.kind == "ds_read_tr" and op.element_bits in (8, 16):
+        return "tr8" if op.element_bits == 8 else op.result_format
+    return None
+
+
+def _operand_format(op, operand: str) -> str:
+    if op.kind == "ds_read_tr":
+        return storage_format(op)
+    return op.a_format if operand == "A" else op.b_format
+
+
+def view_dtypes(op, operand: str, fp8: str | None = None) -> tuple[str, ...]:
+    """The view dtypes issue 23 makes valid: the pattern contract's, plus the natural dtype."""
+    fmt = _operand_format(op, operand)
+    natural = (fp8,) if fmt == "tr8" else ((NATURAL[fmt],) if fmt in NATURAL else ())
+    return tuple(dict.fromkeys(accepted_dtypes(op, operand) + natural))
+
+
+def _chain_dtypes(op, operand: str, fp8: str | None) -> tuple[str, ...]:
+    fmt = _operand_format(op, operand)
+    return STORAGE_DTYPES[fmt] + ((fp8,) if fmt == "tr8" else ())
+
+
+@st.composite
+def storage_cases(draw, opcodes):
+    """One storage case: valid, or (a quarter of them) with a view dtype the contract refuses."""
+    op = CATALOG[draw(st.sampled_from(opcodes))]
+    fp8 = draw(st.sampled_from(TR8_FLOATS)) if storage_format(op) == "tr8" else None
+    operands = ("src",) if op.kind == "ds_read_tr" else ("A", "B")
+    storage, mutation, refuse = {}, None, False
+    for name in operands:
+        pick = lambda: draw(st.sampled_from(_chain_dtypes(op, name, fp8)))  # noqa: E731
+        lds = pick() if op.kind == "ds_read_tr" or draw(st.booleans()) else None
+        storage[name] = {"glob": pick(), "lds": lds, "regs": pick(), "view": draw(st.sampled_from(view_dtypes(op, name, fp8)))}
+    if draw(st.integers(0, 3)) == 0:
+        name = draw(st.sampled_from(operands))
+        wrong = [d for d in DTYPES if d not in view_dtypes(op, name, fp8)]
+        storage[name]["view"] = draw(st.sampled_from(wrong))
+        mutation, refuse = f"storage view {name}={storage[name]['view']}", True
+    mods = {} if op.kind == "ds_read_tr" else {m.name: 0 for m in op.modifiers}
+    dtypes = {k: v["view"] for k, v in storage.items()}
+    return Case(op.name, "wave", 1, (1,) if op.kind == "ds_read_tr" else (1, 1, 1), mods, dtypes,
+                seed=draw(st.integers(0, 2**31 - 1)), mutation=mutation, must_refuse=refuse, storage=storage)
+
+
+def storage_kernel(case: Case):
+    import storage_kernels
+
+    if case.op.kind == "ds_read_tr":
+        return storage_kernels.tr_storage_kernel(case.op, case.storage["src"])
+    return storage_kernels.mfma_storage_kernel(case.op, case.storage, case.mods, ACC_DTYPES[case.op.acc_format])
+
+
+# ---------------------------------------------------------------------------------------------
 # Building
 
 
 def kernel_of(case: Case):
+    if case.storage:
+        return storage_kernel(case)
     op, o = case.op, dict(case.overrides)
     workgroup = case.scope == "workgroup"
     common = dict(scope=o.pop("scope", case.scope), waves=case.waves if workgroup else 0,
@@ -598,9 +683,9 @@ def _same(got: np.ndarray, want: np.ndarray) -> np.ndarray:
 # Running
 
 
-def run(n_cases: int, seed: int, on_result=None, opcodes=tuple(CATALOG)) -> list[Result]:
-    """Check ``n_cases`` cases drawn by hypothesis from ``seed`` (deterministic: same seed, same cases);
-    ``on_result(result)`` sees each as it is classified."""
+def run(n_cases: int, seed: int, on_result=None, opcodes=tuple(CATALOG), storage_rate: float = 0.0) -> list[Result]:
+    """Check ``n_cases`` cases drawn by hypothesis from ``seed`` (deterministic: same seed, same cases),
+    storage cases with probability ``storage_rate``; ``on_result(result)`` sees each as it is classified."""
     from hypothesis import HealthCheck, Phase, given, settings
     from hypothesis import seed as hseed
 
@@ -609,7 +694,7 @@ def run(n_cases: int, seed: int, on_result=None, opcodes=tuple(CATALOG)) -> list
     @hseed(seed)
     @settings(max_examples=n_cases, database=None, deadline=None, phases=[Phase.generate],
               suppress_health_check=list(HealthCheck))
-    @given(case=cases(opcodes))
+    @given(case=cases(opcodes, storage_rate=storage_rate))
     def one(case):
         try:
             result = check(case)

@@ -171,13 +171,13 @@ def test_cli_no_cache(fake_compile, cache_dir, capsys):
 
 
 def test_gfx950_build_is_cached(monkeypatch, cache_dir):
-    import tvm_cdna4
     from tvm_cdna4 import cli_gfx950 as gfx950_cli
+    from tvm_cdna4.rocm import build as rocm_build
 
     args = SimpleNamespace(M=64, N=64, K=64, dtype="f16", layout="nn", out_dtype="f32")
     cold = gfx950_cli.build_cached(args)
     assert "v_mfma" in cold.asm and cold.code_object is None or cold.code_object[:4] == b"\x7fELF"
-    monkeypatch.setattr(tvm_cdna4, "build", _refuse)
+    monkeypatch.setattr(rocm_build, "build", _refuse)  # the build the cache runs on a miss
     warm = gfx950_cli.build_cached(args)
     assert (warm.llvm_ir, warm.asm, warm.kernels, warm.code_object) == \
         (cold.llvm_ir, cold.asm, cold.kernels, cold.code_object)

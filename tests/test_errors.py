@@ -166,15 +166,15 @@ def test_workgroup_scope_takes_one_register_scales(rng):
 
 CLI_WITH_A_BAD_KERNEL = (
     f"import sys; sys.path.insert(0, {str(TESTS)!r}); import error_kernels; "
-    "from tvm_cdna4 import cli_gfx950 as gfx950_cli; "
-    "gfx950_cli._kernel = lambda args, cfg: error_kernels.malformed_apply('repeat mismatch'); "
+    "from tvm_cdna4.schedules import gfx950_gemm; "  # the emission gfx950_gemm.build runs (--no-cache: always)
+    "gfx950_gemm.emit = lambda plan: error_kernels.malformed_apply('repeat mismatch'); "
     "from tvm_cdna4.cli import main; sys.exit(main(sys.argv[1:]))"
 )
 
 
 def _cli(*flags, env=None):
     return subprocess.run([sys.executable, "-c", CLI_WITH_A_BAD_KERNEL, *flags, "gemm", "--target", "gfx950",
-                           "--emit", "asm"], capture_output=True, text=True,
+                           "--emit", "asm", "--no-cache"], capture_output=True, text=True,
                           env={k: v for k, v in os.environ.items() if k != errors.TRACEBACK_ENV} | (env or {}))
 
 
@@ -219,3 +219,42 @@ def test_other_stderr_output_passes_through(capfd, caplog):
     assert capfd.readouterr().err == "something else a user must see\n"
     assert [r.getMessage() for r in caplog.records if r.name == "tvm_cdna4"] == [
         "TIRx: [12:00:00] target_kind.cc:95: Warning: Unable to detect ROCm version, assuming >= 3.5"]
+
+
+# --- one error type on every route; TIRx's foreseeable failures caught first -----------------------
+
+def test_the_emulator_route_raises_the_pattern_error_itself():
+    from tvm_cdna4.patterns.layouts import mfma_fragment
+
+    bad = mfma_probe(F16, layouts={"A": mfma_fragment(CATALOG["mfma_f32_32x32x16_f16"], "A", (1, 1))[0]})
+    arrays = [np.zeros((64, 8), np.float16)] * 2 + [np.zeros((64, 4), np.float32)] * 2
+    with pytest.raises(ContractError) as info:
+        emulate(bad, *arrays)
+    assert str(info.value).splitlines()[0].startswith("mfma_f32_16x16x32_f16: operand A: owner map violated")
+    assert info.value.context is None and info.value.original is info.value
+
+
+def _cuda_kernel():
+    sys.path.insert(0, str(TESTS))
+    import cuda_seed_example
+
+    return cuda_seed_example.matrix_kernel()
+
+
+BACKEND = {
+    # before: Check failed: (scope->backend() == target_->kind->name) is false
+    "gfx950 kernel emulated for sm80": (lambda: emulate(mfma_probe(F16), target="sm80"), "rocm", "cuda", "tirx.rocm.tile.apply"),
+    # before: Check failed: (target_->kind->name == "cuda") is false: CUDA LaunchConfig requires a CUDA target
+    "CUDA kernel given to tvm_cdna4.build": (lambda: tvm_cdna4.build(_cuda_kernel()), "cuda", "rocm", "tirx.cuda."),
+    "CUDA kernel emulated for gfx950": (lambda: emulate(_cuda_kernel()), "cuda", "rocm", "tirx.cuda."),
+}
+
+
+@pytest.mark.parametrize("case", list(BACKEND))
+def test_a_kernel_for_another_backend_is_a_contract_error(case):
+    run, written, target, evidence = BACKEND[case]
+    with pytest.raises(ContractError, match=rf"^the kernel is written for the {written} backend \(it calls {evidence}.*\), "
+                       rf"but the target is {target}; expected a {target} kernel, found a {written} kernel\. "
+                       rf"Suggestion: compile it for ") as info:
+        run()
+    assert info.value.check == "backend"

@@ -330,3 +330,15 @@ def rocm_mfma_kernel():
     from tvm_cdna4.probes import mfma_probe
 
     return mfma_probe(CATALOG["mfma_f32_16x16x32_f16"])
+
+
+def test_tile_dispatch_attribute_is_the_pinned_run_dispatch():
+    # unwrapped_dispatch relies on run_dispatch wrapping lower()'s error as `RuntimeError(...) from error`
+    from tvm_tirx.tirx.tile import instruction
+
+    assert tirx_private.run_dispatch_sha256() == tirx_private.RUN_DISPATCH_SHA256
+    assert f'register_op_attr(self.name, "{tirx_private.TILE_DISPATCH_ATTR}", run_dispatch)' in inspect.getsource(
+        instruction.Instruction.register)
+    from tvm_tirx.ir.op import register_op_attr
+
+    assert "override" in inspect.signature(register_op_attr).parameters

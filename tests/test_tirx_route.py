@@ -96,3 +96,52 @@ def test_gfx950_builds_get_this_package_callbacks(tirx_callbacks):
     exe = tvm_tirx.tirx.compile(K.plain_copy(), target=GFX950)
     assert tirx_callbacks == ["bitcode"]  # asked for ROCm's device libraries only; linked by ld.lld or kept as an object
     assert "gfx950" in exe.mod.imports[0].inspect_source("asm")
+
+
+def owner_map_violation():  # A laid out for the 32x32x16 MFMA
+    from tvm_cdna4.patterns.layouts import mfma_fragment
+
+    return mfma_probe(F16, layouts={"A": mfma_fragment(CATALOG["mfma_f32_32x32x16_f16"], "A", (1, 1))[0]})
+
+
+@pytest.mark.parametrize("pipeline", ["default", "tirx"])
+def test_a_pattern_contract_error_reaches_the_route_as_itself(pipeline):
+    # before: RuntimeError("Tensor instruction lowering failed: op=tirx.rocm.tile.apply ..."), the sentence on line 2
+    with pytest.raises(ContractError) as info:
+        tvm_tirx.tirx.compile(owner_map_violation(), target=GFX950, pipeline=pipeline)
+    error = info.value
+    lines = str(error).splitlines()
+    assert lines[0] == ("mfma_f32_16x16x32_f16: operand A: owner map violated: atom element (1, 0) must live in lane 1; "
+                        "found lane 2. Suggestion: build the layout with tvm_cdna4.patterns.layouts (mfma_fragment / "
+                        "tr_fragment)")
+    assert (error.opcode, error.operand, error.check) == ("mfma_f32_16x16x32_f16", "A", None)
+    assert lines[1].startswith("  analyzer: cannot prove") and lines[2].startswith('  at: T.rocm.tile.apply("mfma_')
+    assert error.context.startswith("Error in pass: ") and "Tensor instruction lowering failed" not in str(error)
+    assert error.original is not error and str(error).startswith(str(error.original) + "\n")
+
+
+@pytest.mark.parametrize("pipeline, opcode", [("default", "mfma_f32_16x16x32_f16"),  # checked as written
+                                              ("tirx", "llvm.amdgcn.mfma.f32.16x16x32.f16")])  # in target.build.rocm
+def test_a_whole_kernel_rule_keeps_its_fields_on_the_route(pipeline, opcode):
+    # the tirx pipeline's error crosses C++ (target.build.rocm): rebuilt from its text, fields kept
+    with pytest.raises(ContractError) as info:
+        tvm_tirx.tirx.compile(K.let_bound_condition(), target=GFX950, pipeline=pipeline)
+    assert (info.value.check, info.value.opcode) == ("wave-uniform control", opcode)
+
+
+def _dispatch_frames(op_name) -> str:
+    import traceback
+
+    from tvm_tirx.ir import Op
+
+    try:
+        Op.get(op_name).get_attr("FTileOpDispatch")(None, None)
+    except Exception as error:  # noqa: BLE001  (what matters is who ran)
+        return "".join(traceback.format_exception(error))
+    raise AssertionError("a dispatch of no call succeeded")
+
+
+def test_only_our_op_gets_the_unwrapping_dispatch():
+    assert "tvm_cdna4/errors.py" in _dispatch_frames("tirx.rocm.tile.apply")
+    cuda = _dispatch_frames("tirx.cuda.tile.apply")
+    assert "tvm_tirx/tirx/tile/dispatch.py" in cuda and "tvm_cdna4" not in cuda

@@ -6,12 +6,20 @@ one exists, a fix. Its first line is that sentence; what the analyzer could not 
 *residue*, e.g. ``cannot prove atom_lane % 4 == 0``) follows on the next line.
 
 TIRx wraps every exception a tile pattern's ``lower()`` raises in a ``RuntimeError("Tensor
-instruction lowering failed: ...")`` and hands it through C++, which keeps only the text. So each
-``ContractError`` remembers itself as the latest of its thread, and ``presented()``, around a TIRx
-compile call, re-raises that error in place of a wrapper that carries its text, without the
-wrapper and the pattern's own frames. Both stay (the wrapper, with TIRx's C++ frames, as the
-cause) under ``TVM_CDNA4_TRACEBACK=1`` or ``full_tracebacks()`` (the CLI's ``-v``). ``report()``
-prints an error for the command line.
+instruction lowering failed: ...")`` and hands it through C++, which keeps only the text. Two
+things undo that, on every route (``tvm_tirx.tirx.compile`` included):
+
+- ``unwrapped_dispatch(run_dispatch)`` is the dispatch of ``tirx.rocm.tile.apply`` (our op only;
+  ``tirx_private.wrap_tile_dispatch``): a ``ContractError`` under TIRx's wrapper is raised as
+  itself. ``tvm_ffi`` knows the type (``register_error``), so it crosses C++ as a
+  ``ContractError``, rebuilt from its text with TIRx's context (``Error in pass``, the TVMScript
+  location) appended; the rebuilt error takes the fields of its original (the latest
+  ``ContractError`` of the thread) and keeps that context in ``context``, after the sentence.
+- ``presented()``, around our own TIRx compile calls, re-raises the original itself, without
+  TIRx's context, the wrapper and the pattern's own frames. Both stay (the wrapper, with TIRx's C++
+  frames, as the cause) under ``TVM_CDNA4_TRACEBACK=1`` or ``full_tracebacks()`` (the CLI's ``-v``).
+
+``report()`` prints an error for the command line.
 
 ``presented()`` also moves TIRx's two ROCm codegen warnings (no ROCm install on a build machine is
 normal) from the process's stderr to the ``tvm_cdna4`` logger at DEBUG; other stderr output passes
@@ -37,6 +45,7 @@ CODEGEN_WARNINGS = ("Unable to detect ROCm version", "Cannot get maximum number 
 _latest = threading.local()
 _verbose = threading.local()
 _stderr_lock = threading.RLock()
+FIELDS = ("rule", "opcode", "operand", "check", "expected", "found", "suggestion", "proof", "location")
 
 
 class ContractError(ValueError):
@@ -46,17 +55,29 @@ class ContractError(ValueError):
     not apply are left out), then, on their own lines, the analyzer's residue ``proof`` and the
     ``location`` (the failing ``T.rocm.tile.apply`` call, set by the pattern dispatcher).
     ``check`` names a whole-kernel rule of ``tvm_cdna4.rocm.analysis`` (``"target"``, ``"wave count"``,
-    ...) for errors raised there, None for the patterns' per-operand contracts.
+    ...) for errors raised there, None for the patterns' per-operand contracts. ``context``: what
+    TIRx's C++ appended when the error crossed it (the failing pass and TVMScript location), else None.
     """
 
     __module__ = "tvm_cdna4"  # tracebacks name it as it is exported: tvm_cdna4.ContractError
 
     def __init__(self, rule: str, *, opcode: str | None = None, operand: str | None = None, expected=None,
                  found=None, suggestion: str | None = None, proof: str | None = None, check: str | None = None):
+        super().__init__(rule)
+        self.context: str | None = None
+        self._original: ContractError | None = None
+        latest = getattr(_latest, "error", None)
+        if latest is not None and not any((opcode, operand, expected, found, suggestion, proof, check)) \
+                and (rule == str(latest) or rule.startswith(str(latest) + "\n")):
+            # tvm_ffi rebuilds a ContractError from its text, after C++ may have appended its context
+            for name in FIELDS:
+                setattr(self, name, getattr(latest, name))
+            self.context = rule[len(str(latest)):].strip("\n") or None
+            self._original = latest
+            return
         self.rule, self.opcode, self.operand, self.check = rule, opcode, operand, check
         self.expected, self.found, self.suggestion, self.proof = expected, found, suggestion, proof
         self.location: str | None = None
-        super().__init__(rule)
         _latest.error = self
 
     @property
@@ -73,7 +94,13 @@ class ContractError(ValueError):
 
     def __str__(self) -> str:
         return self.sentence + "".join(f"\n  {label}: {text}" for label, text in
-                                       (("analyzer", self.proof), ("at", self.location)) if text)
+                                       (("analyzer", self.proof), ("at", self.location)) if text) \
+            + (f"\n{self.context}" if self.context else "")
+
+    @property
+    def original(self) -> ContractError:
+        """The error as its rule raised it: itself, or the error that ``tvm_ffi`` rebuilt this one from."""
+        return self._original or self
 
 
 def traceback_requested() -> bool:
@@ -112,8 +139,13 @@ def presented():
     try:
         with codegen_warnings_to_logging():
             yield
-    except ContractError:
-        raise
+    except ContractError as error:
+        original = error.original
+        if original is error:
+            raise
+        if traceback_requested():
+            raise original from (original.__cause__ or error)
+        raise original.with_traceback(None) from None
     except Exception as wrapper:
         error = getattr(_latest, "error", None)
         if error is None or error.sentence not in str(wrapper):
@@ -123,6 +155,23 @@ def presented():
         raise error.with_traceback(None) from None
     finally:
         _latest.error = None
+
+
+def unwrapped_dispatch(run_dispatch):
+    """TIRx's tile dispatch, a ``ContractError`` raised under its ``RuntimeError`` wrapper raised as
+    itself (the wrapper its cause when tracebacks are requested); any other error unchanged."""
+    def dispatch(call, sctx):
+        try:
+            return run_dispatch(call, sctx)
+        except RuntimeError as wrapper:
+            error = wrapper.__cause__
+            if not isinstance(error, ContractError):
+                raise
+            if traceback_requested():
+                raise error from wrapper
+            raise error.with_traceback(None) from None
+
+    return dispatch
 
 
 @contextlib.contextmanager

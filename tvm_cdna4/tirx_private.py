@@ -25,6 +25,9 @@
 9. ``decode_ptx_call`` splits a ``T.ptx`` call's arguments by TIRx's private encoding (the PTX
    engine's ``_emit``, ``PTX_EMIT_SHA256``) with the instruction table's ``mods`` / ``operand_layout``;
    the emulator (``tvm_cdna4.emulator.ptx``) reads calls only through it.
+10. ``wrap_tile_dispatch`` replaces the ``FTileOpDispatch`` attribute of one tile op (TIRx's
+    ``Instruction.register`` sets it to ``tvm_tirx.tirx.tile.dispatch.run_dispatch``, which wraps
+    every error of ``lower()`` in a ``RuntimeError``; ``RUN_DISPATCH_SHA256`` pins its source).
 
 ``tests/test_tirx_private.py`` fails loudly when any of these change.
 """
@@ -38,8 +41,8 @@ import typing
 
 # 0. While this module's first import runs, it may be what imports TIRx first: TIRx's backend
 #    autoload then registers this package, which needs sections 1-6 of this module. On the importing
-#    thread ``rocm.build.register`` queues itself in ``WHEN_WHOLE`` instead; the queue runs after
-#    section 6 and is then None.
+#    thread ``rocm.build.register`` queues itself in ``WHEN_WHOLE`` instead; the queue runs at the
+#    end of the module (every section exists) and is then None.
 WHEN_WHOLE: tuple[int, list] | None = (threading.get_ident(), [])
 
 from tvm_ffi.dataclasses import enum as _ffi_enum  # noqa: E402
@@ -223,7 +226,6 @@ def _run_when_whole() -> None:
         run()
 
 
-_run_when_whole()  # section 0: sections 1-6 exist
 
 # 7. One analyzer for all CUDA tile-pattern contexts of a build. TIRx's ``Context.__init__`` gives
 #    every ``T.cuda.tile.apply`` a fresh analyzer and adds the range of every variable in scope
@@ -620,3 +622,31 @@ def decode_ptx_call(entry, args) -> PtxCallArgs:
     mod_map = mods(entry, tokens)
     operands = {slot.name: rest[i : i + lanes] for slot, i, lanes in operand_layout(entry, mod_map)}
     return PtxCallArgs(mod_map, operands, pred, flags)
+
+
+# 10. The dispatch of one tile op. TileDispatch calls the op attribute ``FTileOpDispatch``;
+#    ``Instruction.register`` sets it to ``run_dispatch`` for every tile op. Replacing it for our
+#    op alone leaves every other op's lowering (and its errors) as TIRx has them.
+TILE_DISPATCH_ATTR = "FTileOpDispatch"
+RUN_DISPATCH_SHA256 = "92e15d7f25672ad8ca38ba3673dd25dc5df57fa31967cba56052b91d28d330c2"
+
+
+def run_dispatch_sha256() -> str:
+    import hashlib
+    import inspect
+
+    from tvm_tirx.tirx.tile.dispatch import run_dispatch
+
+    return hashlib.sha256(inspect.getsource(run_dispatch).encode()).hexdigest()
+
+
+def wrap_tile_dispatch(op_name: str, make_wrapper) -> None:
+    """Make the dispatch of the registered tile op ``op_name`` ``make_wrapper(run_dispatch)``
+    (idempotent: the wrapper is built over TIRx's ``run_dispatch``, never over itself)."""
+    from tvm_tirx.ir.op import register_op_attr
+    from tvm_tirx.tirx.tile.dispatch import run_dispatch
+
+    register_op_attr(op_name, TILE_DISPATCH_ATTR, make_wrapper(run_dispatch), override=True)
+
+
+_run_when_whole()  # section 0: every section exists (keep this the module's last line)

@@ -54,6 +54,7 @@ def device_function(kernel, target: str = "gfx950"):
     register()
     with presented():  # the ROCm target's construction prints TIRx's warnings too
         tirx_target = _target(target)
+        analysis.check_backend(kernel, tirx_target)  # a gfx950 kernel for sm80 (or back): not TIRx's Check failed
         if target == "gfx950":  # the rules tvm_cdna4.build and tvm_tirx.tirx.compile run
             analysis.check_kernel(kernel, tirx_target)
         if target == "gfx950":

@@ -4,10 +4,15 @@
 is given, the emulator on the kernel and on the device function it executes, and the
 ``tvm_tirx.tirx.compile`` route on the module as written (default pipeline) and on every device
 function that reaches ROCm codegen (``rocm.build.install_hooks``). The patterns' lowering also
-runs ``check_target`` (TileDispatch's context knows the target on every pipeline).
+runs ``check_target`` (TileDispatch's context knows the target on every pipeline). The LDS
+synchronization check is ``rocm.lds_sync`` (on the lowered device function, in ``target.build.rocm``).
 
-Rules, each a ``ContractError`` whose ``rule`` names it:
+Rules, each a ``ContractError`` whose ``check`` names it:
 
+- ``backend``: a kernel written for one backend (CUDA: ``T.cuda`` ops, a ``T.cuda.LaunchConfig``;
+  ROCm: ``T.rocm`` ops, ``llvm.amdgcn`` intrinsics, ``tvm_cdna4_`` helpers) is refused for a target
+  of another kind (TIRx would stop on a C++ ``Check failed``); ``check_backend``, also run by
+  ``emulate(..., target="sm80")``.
 - ``target``: a wave-collective instruction (MFMA, ds_read_tr) needs ``mcpu`` gfx950.
 - ``workgroup size`` / ``whole waves``: at most 256 threads, a whole number of 64-lane waves.
 - ``wave count``: at ``scope="workgroup"`` wave ``w`` computes slice ``w`` of every operand, so the
@@ -69,6 +74,7 @@ def check_kernel(func, target) -> None:
     """Run every whole-kernel rule on ``func``: a TIRx function before TileDispatch or a lowered
     device function. ``target``: a ``Target``, its dict, or a target string."""
     target = _as_target(target)
+    check_backend(func, target)
     for call in _owned_calls(func.body):
         check_target(_owned_name(call), target)
     for root in _workgroup_roots(func.body):
@@ -80,6 +86,49 @@ def check_kernel(func, target) -> None:
                 check_wave_count(call.args[0].value, call.args[1].fields, threads)
     check_wave_uniform_control(func)
     check_lds_views(func)
+
+
+# ---- backend ----------------------------------------------------------------------------------
+
+BACKEND_TARGETS = {"rocm": '{"kind": "rocm", "mcpu": "gfx950"} (emulate: target="gfx950")',
+                   "cuda": '{"kind": "cuda", "arch": "sm_80"} (emulate: target="sm80")'}
+
+
+CUDA_LAUNCH = "cuda.launch_fields"  # the device_entry attribute of a T.cuda.LaunchConfig
+
+
+def kernel_backends(func) -> dict:
+    """``{backend: what shows it}`` for the backends ``func`` is written for (``"cuda"``, ``"rocm"``)."""
+    found = {}
+
+    def call(node):
+        name = _callee(node)
+        backend = name.split(".")[1] if name.startswith(("tirx.cuda.", "tirx.rocm.")) else None
+        if backend is None and _owned_name(node):
+            backend, name = "rocm", _owned_name(node)
+        if backend is not None:
+            found.setdefault(backend, f"it calls {name}")
+
+    def region(node):
+        if node.op.name == "tirx.device_entry" and node.attrs is not None and node.attrs.get(CUDA_LAUNCH) is not None:
+            found.setdefault("cuda", "its T.device_entry has a CUDA launch configuration (T.cuda.LaunchConfig)")
+
+    tvm_ffi.structural_walk(func.body, [(ir.Call, call), (ir.RegionStmt, region)])
+    return found
+
+
+def check_backend(func, target) -> None:
+    """Refuse ``func`` for a ``target`` of another kind than the backend it is written for."""
+    target = _as_target(target)
+    kind = target.kind.name
+    for backend, evidence in kernel_backends(func).items():
+        if backend != kind and kind in BACKEND_TARGETS:
+            raise ContractError(
+                f"the kernel is written for the {backend} backend ({evidence}), but the target is {kind}",
+                expected=f"a {kind} kernel", found=f"a {backend} kernel",
+                suggestion=f"compile it for {BACKEND_TARGETS[backend]}, or write it for {kind}",
+                check="backend",
+            )
 
 
 # ---- workgroup size and wave count ------------------------------------------------------------

@@ -7,10 +7,13 @@ it) registers the patterns (``T.rocm`` / ``T.amdgcn``, ``patterns.register_patte
 - the default-pipeline selector of ``tvm_tirx.tirx.compile`` (public; it selects nothing): a
   module that calls anything of this package gets the whole-kernel rules of ``rocm.analysis``
   before TileDispatch, while the operand regions of ``T.rocm.tile.apply`` are still in the IR.
+- the dispatch of ``tirx.rocm.tile.apply`` (our op only): a pattern's ``ContractError`` leaves
+  TileDispatch as itself, not inside TIRx's ``RuntimeError`` (``errors.unwrapped_dispatch``).
 - ``target.build.rocm`` (every route into ROCm codegen, ``tvm_tirx.tirx.compile`` included): a
   device module that calls anything of this package gets the whole-kernel rules of
   ``rocm.analysis`` for the target being built, before LLVM sees it (an MFMA for a target other
-  than gfx950 is a ``ContractError``, not an LLVM abort). A gfx950 build is marked for the
+  than gfx950 is a ``ContractError``, not an LLVM abort); such a module, and every gfx950 module,
+  gets the LDS synchronization check of ``rocm.lds_sync`` on its lowered device functions. A gfx950 build is marked for the
   callbacks below; any other module is built exactly as TIRx builds it.
 - ``tvm_callback_rocm_bitcode_path`` / ``tvm_callback_rocm_link``: during a gfx950 build, ROCm's
   device libraries when a ROCm install exists plus our helpers (``isa.llvm_helpers``), and ``ld.lld``
@@ -74,13 +77,18 @@ def _gfx950_build(active: bool):
 
 def _build_rocm(original):
     def build_rocm(mod, target):
-        from . import analysis
+        from . import analysis, lds_sync
 
         functions = list(mod.functions.values())
-        if any(analysis.uses_cdna4(f) for f in functions):
+        gfx950 = target.attrs.get("mcpu") == analysis.GFX950
+        ours = any(analysis.uses_cdna4(f) for f in functions)
+        if ours:
             for func in functions:
                 analysis.check_kernel(func, target)
-        with _gfx950_build(target.attrs.get("mcpu") == GFX950):
+        if ours or gfx950:
+            for func in functions:
+                lds_sync.check_lds_sync(func)
+        with _gfx950_build(gfx950):
             return original(mod, target)
 
     return build_rocm
@@ -142,8 +150,11 @@ def install_hooks() -> None:
     import tvm_tirx.support.rocm  # noqa: F401  (registers TIRx's callbacks, which ours delegate to)
     from tvm_tirx.tirx.compilation_pipeline import register_default_tir_pipeline_selector
 
-    from ..tirx_private import ROCM_BUILD_FUNC, wrap_global_func
+    from ..errors import unwrapped_dispatch
+    from ..tirx_private import ROCM_BUILD_FUNC, wrap_global_func, wrap_tile_dispatch
 
+    # analysis.TILE_APPLY (not imported here: see above); a pattern's ContractError reaches the caller as itself
+    wrap_tile_dispatch("tirx.rocm.tile.apply", unwrapped_dispatch)
     register_default_tir_pipeline_selector(_check_before_lowering)
     wrap_global_func(ROCM_BUILD_FUNC, _build_rocm)
     tvm_ffi.register_global_func("tvm_callback_rocm_bitcode_path", _bitcode_path, override=True)
