@@ -32,19 +32,21 @@ from tvm_tirx.script import tirx as T
 
 from ..errors import ContractError
 from ..isa import CATALOG, DsReadTrOp, MfmaOp, lanes
+from ..isa.formats import FORMATS, tir_dtypes
 from ..isa.llvm_types import tir_dtype
 from ..rocm.helpers import bf16_tr_helper
 from .common import WaveContext, check_operands
-from .mfma import ELEMENT_DTYPES
+from .mfma import BYTE_FORMATS, ELEMENT_DTYPES
 
 GROUPS = 4  # 16-lane groups per wave
-# bf16/fp8 elements only as bit patterns (common.BIT_STORAGE): the transpose moves packed LDS bytes
+# element dtypes by width: every format's own and bit-pattern spellings (isa.formats); the
+# transpose moves packed LDS bytes, whatever the elements mean
 ELEMENT_DTYPES_BY_BITS = {
-    16: ("float16", "int16", "uint16"),
-    8: ("int8", "uint8"),
+    bits: tuple(dict.fromkeys(d for f in FORMATS.values() if f.bits == bits for d in tir_dtypes(f.name)))
+    for bits in (16, 8)
 }
-RESULT_DTYPES = {"f16": ("float16", "int16", "uint16"), "bf16": ("int16", "uint16"), "i16": ("int16", "uint16")}
-
+BYTE_TILE_DTYPES = tuple(dict.fromkeys(d for f in BYTE_FORMATS for d in ELEMENT_DTYPES[f]))  # scaled MFMA
+RESULT_DTYPES = {"f16": tir_dtypes("f16"), "bf16": tir_dtypes("bf16"), "i16": ("int16", "uint16")}
 
 def _load(op: DsReadTrOp, ctx, src, coords):
     ptr = T.address_of(src.tensor[src.indices(coords)])
@@ -164,15 +166,16 @@ def _lower_operand(op: DsReadTrOp, args, params, sctx):
                             opcode=op.name)
     covered, _ = operand_plan(op, mfma, operand)
     fmt = mfma.b_format if operand == "B" else mfma.a_format
+    allowed = ELEMENT_DTYPES[fmt] if mfma.kind != "mfma_scale" else BYTE_TILE_DTYPES
     if mfma.kind == "mfma_scale":  # element tiles of its byte formats (operand_plan refused the others)
-        fmt = "fp8"
+        fmt = "fp8/bf8"
     mn = mfma.n if operand == "B" else mfma.m
     check_operands(op.name, ("frag", "src"), args)
     ctx = WaveContext(sctx, op.name, args[0])
     frag = ctx.region("frag", args[0], (mn, mfma.k), ("local",))
     src = ctx.region("src", args[1], (mfma.k, mn), ("shared", "shared.dyn"))
-    frag.check_dtype(ELEMENT_DTYPES[fmt], f"{fmt} elements of {mfma.name} operand {operand}")
-    src.check_dtype(ELEMENT_DTYPES[fmt], f"{fmt} elements of {mfma.name} operand {operand}")
+    frag.check_dtype(allowed, f"{fmt} elements of {mfma.name} operand {operand}")
+    src.check_dtype(allowed, f"{fmt} elements of {mfma.name} operand {operand}")
     if op.element_bits != frag.bits:
         frag.fail(f"{frag.bits}-bit elements cannot be loaded by {op.name} ({op.element_bits}-bit transpose)",
                   suggestion=f"use the ds_read_tr{frag.bits} opcode" if frag.bits in (8, 16) else None)

@@ -53,24 +53,19 @@ from tvm_tirx.script import tirx as T
 
 from ..errors import ContractError
 from ..isa import SCALE_FORMAT_CODES, MfmaOp, lanes, scaled_intrinsic
+from ..isa.formats import fmt, tir_dtypes
 from ..isa.llvm_types import tir_dtype
 from ..isa.mfma_table import SCALE_BLOCK_K, SCALE_VECTOR_WORDS
 from ..rocm.helpers import bf16_mfma_helper
 from .common import WaveContext, check_operands, parameter, substitute
 
-# TIR dtypes accepted for each element format (bf16/fp8/bf8 only as bit patterns: common.BIT_STORAGE)
-ELEMENT_DTYPES = {
-    "f16": ("float16", "int16", "uint16"),
-    "bf16": ("int16", "uint16"),
-    "fp8": ("uint8",),
-    "bf8": ("uint8",),
-    "i8": ("int8",),
-    "f32": ("float32",),
-    "f64": ("float64",),
-}
-ACC_DTYPES = {"f32": "float32", "i32": "int32", "f64": "float64"}
+# TIR dtypes accepted for each element format: its own (bfloat16, float8_*: kept as bit storage by
+# rocm.storage) and the integer bit-pattern spellings (isa.formats)
+ELEMENT_DTYPES = {name: tir_dtypes(name) for name in ("f16", "bf16", "fp8", "bf8", "i8", "f32", "f64")}
+ACC_DTYPES = {name: fmt(name).tir_dtype for name in ("f32", "i32", "f64")}
 WORD_DTYPES = ("int32", "uint32")
 BYTE_FORMATS = ("fp8", "bf8")  # scaled-MFMA formats whose operands may be element tiles (one byte each)
+BYTE_DTYPES = tuple(dict.fromkeys(("int8", *(d for f in BYTE_FORMATS for d in tir_dtypes(f)))))
 
 def _atoms(op: MfmaOp, fmt_a: str | None = None, fmt_b: str | None = None, byte_tiles: bool = False):
     """(A, B, D) atoms; scaled MFMAs: packed words, or with ``byte_tiles`` the element tiles."""
@@ -103,7 +98,7 @@ def _operand_vector(region, base, op: MfmaOp, fmt: str, llvm_type: str):
 
 def is_byte_tile(region) -> bool:
     """A scaled-MFMA A/B operand given as 8-bit elements (not packed 32-bit words)."""
-    return isinstance(region, TensorRegion) and str(region.source.ty.dtype) in ("uint8", "int8")
+    return isinstance(region, TensorRegion) and str(region.source.ty.dtype) in BYTE_DTYPES
 
 
 def _scaled_operand(ctx, op: MfmaOp, name: str, arg, fmt: str, code: str, mods: dict, repeat_axes, lane):

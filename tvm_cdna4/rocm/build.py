@@ -143,7 +143,9 @@ def install_hooks() -> None:
     from tvm_tirx.tirx.compilation_pipeline import register_default_tir_pipeline_selector
 
     from ..tirx_private import ROCM_BUILD_FUNC, wrap_global_func
+    from . import storage
 
+    storage.install()
     register_default_tir_pipeline_selector(_check_before_lowering)
     wrap_global_func(ROCM_BUILD_FUNC, _build_rocm)
     tvm_ffi.register_global_func("tvm_callback_rocm_bitcode_path", _bitcode_path, override=True)
