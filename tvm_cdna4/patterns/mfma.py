@@ -48,6 +48,8 @@ from __future__ import annotations
 
 from itertools import product
 
+import attrs
+
 from tvm_tirx.ir import Bind, IntImm, SeqStmt, TensorRegion, Var
 from tvm_tirx.script import tirx as T
 
@@ -193,14 +195,24 @@ def operand_names(op: MfmaOp) -> tuple[str, ...]:
     return ("D", "A", "B", "C", "scale_a", "scale_b") if op.kind == "mfma_scale" else ("D", "A", "B", "C")
 
 
-def lower(op: MfmaOp, args, params, sctx):
-    scaled = op.kind == "mfma_scale"
-    check_operands(op.name, operand_names(op), args, scalars=("C",))
-    mods = _params(op, params)
-    fmt_a = SCALE_FORMAT_CODES[mods["cbsz"]] if scaled else op.a_format
-    fmt_b = SCALE_FORMAT_CODES[mods["blgp"]] if scaled else op.b_format
-    # the A atom's rank (words or an element tile) separates the repeat axes from the atom
-    a_atom, _, d_atom = _atoms(op, fmt_a, fmt_b, byte_tiles=scaled and is_byte_tile(args[1]))
+@attrs.frozen
+class _Frame:
+    """The wave context of one MFMA application and its accumulator: D (and C, or a scalar C)
+    regions with the registers of the proof lane's accumulators; ``mn``/``mk``/``nk`` the operand
+    repeat axes among ``(*batch, M, N, K)``."""
+
+    ctx: WaveContext
+    mn: tuple[int, ...]
+    mk: tuple[int, ...]
+    nk: tuple[int, ...]
+    d: object = None
+    c: object = None
+    d_base: object = None
+    c_base: object = None
+
+
+def _frame(op: MfmaOp, args, sctx, a_atom, d_atom) -> _Frame:
+    """The context and repeat loops: ``(*batch, M, N, *atom)`` of D and ``(*batch, M, K, *atom)`` of A."""
     ctx = WaveContext(sctx, op.name, args[0])
     ng = len(ctx.group_shape)
     d_shape = tuple(int(r.extent) for r in args[0].region)[ng:]
@@ -211,24 +223,19 @@ def lower(op: MfmaOp, args, params, sctx):
             expected=f"D (*batch, M, N, *{d_atom}), A (*batch, M, K, *{a_atom})", found=f"D {d_shape}, A {a_shape}")
     reps_d, reps_a = d_shape[: -len(d_atom)], a_shape[: -len(a_atom)]
     batch, m_rep, n_rep = reps_d[:-2], reps_d[-2], reps_d[-1]
-    k_rep = reps_a[-1]
     nb = len(batch)
-    ctx.loops((*batch, m_rep, n_rep, k_rep))
-    mn, mk, nk = (*range(nb), nb, nb + 1), (*range(nb), nb, nb + 2), (*range(nb), nb + 1, nb + 2)
-    d = ctx.region("D", args[0], d_atom, ("local",), repeat_axes=mn)
-    lane = ctx.proof_lane
-    if scaled:
-        a, a_base, a_count, a_words = _scaled_operand(ctx, op, "A", args[1], fmt_a, "cbsz", mods, mk, lane)
-        b, b_base, b_count, b_words = _scaled_operand(ctx, op, "B", args[2], fmt_b, "blgp", mods, nk, lane)
-    else:
-        _, b_atom, _ = _atoms(op)
-        a = ctx.region("A", args[1], a_atom, ("local",), repeat_axes=mk)
-        b = ctx.region("B", args[2], b_atom, ("local",), repeat_axes=nk)
-        a.check_dtype(ELEMENT_DTYPES[fmt_a], f"{fmt_a} elements")
-        b.check_dtype(ELEMENT_DTYPES[fmt_b], f"{fmt_b} elements")
-    c = ctx.region("C", args[3], d_atom, ("local",), repeat_axes=mn) if isinstance(args[3], TensorRegion) else None
+    ctx.loops((*batch, m_rep, n_rep, reps_a[-1]))
+    return _Frame(ctx, (*range(nb), nb, nb + 1), (*range(nb), nb, nb + 2), (*range(nb), nb + 1, nb + 2))
 
-    acc_dtype = ACC_DTYPES[op.acc_format]
+
+def _d_region(frame: _Frame, args, d_atom) -> _Frame:
+    return attrs.evolve(frame, d=frame.ctx.region("D", args[0], d_atom, ("local",), repeat_axes=frame.mn))
+
+
+def _c_region(frame: _Frame, op: MfmaOp, args, d_atom) -> _Frame:
+    """C's region (None for a scalar C) and the accumulator dtype checks of D and C."""
+    ctx, d, acc_dtype = frame.ctx, frame.d, ACC_DTYPES[op.acc_format]
+    c = ctx.region("C", args[3], d_atom, ("local",), repeat_axes=frame.mn) if isinstance(args[3], TensorRegion) else None
     d.check_dtype((acc_dtype,), f"the {op.acc_format} accumulator of {op.name}")
     if c is not None:
         c.check_dtype((acc_dtype,), f"the {op.acc_format} accumulator of {op.name}")
@@ -236,31 +243,80 @@ def lower(op: MfmaOp, args, params, sctx):
         raise ContractError("a scalar C must have the accumulator's dtype", opcode=op.name, operand="C",
                             expected=acc_dtype, found=args[3].ty.dtype)
     d.nonoverlapping()
+    return attrs.evolve(frame, c=c)
 
-    if scaled:
-        scales = [_Scale(ctx, op, name, arg, rep, params, lane)
-                  for name, arg, rep in (("scale_a", args[4], mk), ("scale_b", args[5], nk))]
-    else:
-        a_base = a.slots([lanes.a_owner(op, lane, e).atom(op) for e in range(op.a_elems)], lane)
-        b_base = b.slots([lanes.b_owner(op, lane, e).atom(op) for e in range(op.b_elems)], lane)
+
+def _acc_bases(frame: _Frame, op: MfmaOp) -> _Frame:
+    lane = frame.ctx.proof_lane
     acc = [lanes.acc_owner(op, lane, r).atom(op) for r in range(op.acc_elems)]
-    d_base = d.slots(acc, lane)
-    c_base = c.slots(acc, lane) if c is not None else None
+    return attrs.evolve(frame, d_base=frame.d.slots(acc, lane),
+                        c_base=frame.c.slots(acc, lane) if frame.c is not None else None)
 
+
+def _accumulate(frame: _Frame, op: MfmaOp, scalar_c, at, value_of):
+    """The store of D = ``value_of(run, c)`` at the repeat point that ``at`` substitutes (the
+    identity inside the repeat loops); ``run`` maps a lane expression to that point at run time,
+    ``c`` is the accumulator in: C for the first K repeat, D after it."""
+    ctx, d, c = frame.ctx, frame.d, frame.c
+    run = lambda expr: at(ctx.at_runtime(expr))  # noqa: E731
+    dv = d.load(run(frame.d_base), op.acc_elems)
+    cv = c.load(run(frame.c_base), op.acc_elems) if c is not None else (
+        scalar_c if op.acc_elems == 1 else T.broadcast(scalar_c, op.acc_elems))
+    cv = T.if_then_else(at(ctx.repeat[-1]) == 0, cv, dv)
+    return d.store(run(frame.d_base), op.acc_elems, value_of(run, cv))
+
+
+def lower(op: MfmaOp, args, params, sctx):
+    check_operands(op.name, operand_names(op), args, scalars=("C",))
+    mods = _params(op, params)
+    if op.kind == "mfma_scale":
+        return _lower_scaled(op, args, params, mods, sctx)
+    return _lower_dense(op, args, mods, sctx)
+
+
+def _lower_dense(op: MfmaOp, args, mods: dict, sctx):
+    """A dense MFMA: element tiles of the opcode's formats, its LLVM intrinsic (bf16: our helper)."""
+    a_atom, b_atom, d_atom = _atoms(op)
+    frame = _d_region(_frame(op, args, sctx, a_atom, d_atom), args, d_atom)
+    ctx, lane = frame.ctx, frame.ctx.proof_lane
+    a = ctx.region("A", args[1], a_atom, ("local",), repeat_axes=frame.mk)
+    b = ctx.region("B", args[2], b_atom, ("local",), repeat_axes=frame.nk)
+    a.check_dtype(ELEMENT_DTYPES[op.a_format], f"{op.a_format} elements")
+    b.check_dtype(ELEMENT_DTYPES[op.b_format], f"{op.b_format} elements")
+    frame = _c_region(frame, op, args, d_atom)
+    a_base = a.slots([lanes.a_owner(op, lane, e).atom(op) for e in range(op.a_elems)], lane)
+    b_base = b.slots([lanes.b_owner(op, lane, e).atom(op) for e in range(op.b_elems)], lane)
+    frame = _acc_bases(frame, op)
     acc_ty = tir_dtype(op.acc_vector)
 
-    def accumulate(at, value_of):
-        """The store of D = ``value_of(run, c)`` at the repeat point that ``at`` substitutes (the
-        identity inside the repeat loops); ``run`` maps a lane expression to that point at run time,
-        ``c`` is the accumulator in: C for the first K repeat, D after it."""
-        run = lambda expr: at(ctx.at_runtime(expr))  # noqa: E731
-        dv = d.load(run(d_base), op.acc_elems)
-        cv = c.load(run(c_base), op.acc_elems) if c is not None else (
-            args[3] if op.acc_elems == 1 else T.broadcast(args[3], op.acc_elems))
-        cv = T.if_then_else(at(ctx.repeat[-1]) == 0, cv, dv)
-        return d.store(run(d_base), op.acc_elems, value_of(run, cv))
+    def mfma(run, cv):
+        av = _operand_vector(a, run(a_base), op, op.a_format, op.a_vector)
+        bv = _operand_vector(b, run(b_base), op, op.b_format, op.b_vector)
+        if op.a_vector == "<8 x bfloat>":
+            return T.call_pure_extern(bf16_mfma_helper(op, mods["blgp"]), av, bv, cv, ty=acc_ty)
+        return T.call_llvm_pure_intrin(op.llvm_intrinsic, av, bv, cv, T.int32(mods["cbsz"]),
+                                       T.int32(mods["abid"]), T.int32(mods["blgp"]), ty=acc_ty)
 
-    def scaled_mfma(run, cv):
+    return ctx.finish([_accumulate(frame, op, args[3], lambda expr: expr, mfma)])
+
+
+def _lower_scaled(op: MfmaOp, args, params, mods: dict, sctx):
+    """A scaled MFMA: A/B formats from ``cbsz``/``blgp`` (packed words or fp8/bf8 element tiles),
+    E8M0 scales as registers or byte tiles (then each repeat on its own: ``op_sel`` differs)."""
+    fmt_a, fmt_b = SCALE_FORMAT_CODES[mods["cbsz"]], SCALE_FORMAT_CODES[mods["blgp"]]
+    # the A atom's rank (words or an element tile) separates the repeat axes from the atom
+    a_atom, _, d_atom = _atoms(op, fmt_a, fmt_b, byte_tiles=is_byte_tile(args[1]))
+    frame = _d_region(_frame(op, args, sctx, a_atom, d_atom), args, d_atom)
+    ctx, lane = frame.ctx, frame.ctx.proof_lane
+    a, a_base, a_count, a_words = _scaled_operand(ctx, op, "A", args[1], fmt_a, "cbsz", mods, frame.mk, lane)
+    b, b_base, b_count, b_words = _scaled_operand(ctx, op, "B", args[2], fmt_b, "blgp", mods, frame.nk, lane)
+    frame = _c_region(frame, op, args, d_atom)
+    scales = [_Scale(ctx, op, name, arg, rep, params, lane)
+              for name, arg, rep in (("scale_a", args[4], frame.mk), ("scale_b", args[5], frame.nk))]
+    frame = _acc_bases(frame, op)
+    acc_ty = tir_dtype(op.acc_vector)
+
+    def mfma(run, cv):
         av = a.load(run(a_base), a_count)
         bv = b.load(run(b_base), b_count)
         av, bv = (v if str(v.ty.dtype).startswith("int32") else T.reinterpret(v, ty=f"int32x{n}")
@@ -270,16 +326,8 @@ def lower(op: MfmaOp, args, params, sctx):
             scaled_intrinsic(op, fmt_a, fmt_b), av, bv, cv, T.int32(mods["cbsz"]), T.int32(mods["blgp"]),
             T.int32(sel_a), sa, T.int32(sel_b), sb, ty=acc_ty)
 
-    def dense_mfma(run, cv):
-        av = _operand_vector(a, run(a_base), op, fmt_a, op.a_vector)
-        bv = _operand_vector(b, run(b_base), op, fmt_b, op.b_vector)
-        if op.a_vector == "<8 x bfloat>":
-            return T.call_pure_extern(bf16_mfma_helper(op, mods["blgp"]), av, bv, cv, ty=acc_ty)
-        return T.call_llvm_pure_intrin(op.llvm_intrinsic, av, bv, cv, T.int32(mods["cbsz"]),
-                                       T.int32(mods["abid"]), T.int32(mods["blgp"]), ty=acc_ty)
-
-    if scaled and any(scale.byte_tile for scale in scales):  # op_sel differs per repeat: each repeat on its own
-        stores = [accumulate(_repeat_point(ctx, point), scaled_mfma) for point in product(*map(range, ctx.repeat_shape))]
+    if any(scale.byte_tile for scale in scales):  # op_sel differs per repeat: each repeat on its own
+        stores = [_accumulate(frame, op, args[3], _repeat_point(ctx, point), mfma)
+                  for point in product(*map(range, ctx.repeat_shape))]
         return SeqStmt([*ctx.bindings, *stores])
-    return ctx.finish([accumulate(lambda expr: expr, scaled_mfma if scaled else dense_mfma)])
-
+    return ctx.finish([_accumulate(frame, op, args[3], lambda expr: expr, mfma)])
