@@ -166,6 +166,29 @@ def _copy_kernel():
     return kernel
 
 
+def test_bf16_values_computed_into_bf16_tiles_round_like_numpy(rng):
+    """float32 -> a bfloat16 LDS tile (rounded to nearest even) -> float32 and to a bfloat16 global."""
+
+    @T.function
+    def kernel(A: T.Tensor((64,), "float32"), B: T.Tensor((64,), "bfloat16"), C: T.Tensor((64,), "float32")):
+        with T.device_entry():
+            T.launch_thread("blockIdx.x", 1)
+            tx = T.launch_thread("threadIdx.x", 64)
+            S = T.alloc_tensor(ty_args=[T.Tensor((64,), "bfloat16", scope="shared", align=16)])
+            S[tx] = T.Cast("bfloat16", A[tx] * T.float32(3))
+            T.rocm.workgroup_barrier()
+            B[tx] = S[63 - tx]
+            C[tx] = T.Cast("float32", S[tx]) * T.float32(2)
+
+    a = rng.normal(size=64).astype(np.float32)
+    a[:4] = [np.inf, -0.0, 1.00390625, 1.01171875]  # the last two: ties to even, down and up
+    b, c = np.zeros(64, ml_dtypes.bfloat16), np.zeros(64, np.float32)
+    emulate(kernel, a, b, c)
+    want = (a * 3).astype(ml_dtypes.bfloat16)
+    np.testing.assert_array_equal(b.view(np.int16), want[::-1].view(np.int16))
+    np.testing.assert_array_equal(c, want.astype(np.float32) * 2)
+
+
 def test_a_float8_conversion_is_refused_naming_the_tensor_and_statement():
     @T.function
     def kernel(A: T.Tensor((64,), "float8_e4m3fn"), C: T.Tensor((64,), "float32")):

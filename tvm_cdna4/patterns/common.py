@@ -344,11 +344,18 @@ class WaveRegion(CudaRegion):
             self.fail(f"the tile's base address must be {byte_alignment}-byte aligned for its chunk loads",
                       found=f"align={base}", suggestion=f"allocate it with align={byte_alignment} (or a multiple)")
         element = self.memory(atom)
+        # the region's own start (a column offset into the tile), when it is known and misaligned
+        origin = self.ctx.analyzer.simplify(self.memory(tuple(0 for _ in self.atom_shape)) * self.bits // 8)
+        shifted = isinstance(origin, IntImm) and origin.value % byte_alignment != 0
         self.require(element * self.bits % (8 * byte_alignment) == 0,
                      lambda at: f"the chunk that lane {at(self.ctx.proof_lane)} reads must start "
                                 f"{byte_alignment}-byte aligned",
-                     found=lambda at: f"byte offset {at(element * self.bits // 8)} (atom element {at(atom)})",
-                     suggestion=f"make the row pitch of the LDS layout a multiple of {byte_alignment} bytes")
+                     expected=f"the region to start at a multiple of {byte_alignment} bytes" if shifted else None,
+                     found=lambda at: f"byte offset {at(element * self.bits // 8)} (atom element {at(atom)})"
+                                      + (f": the region starts at byte {origin.value} of the tile" if shifted else ""),
+                     suggestion=(f"start the region at an element offset (column) that is a multiple of "
+                                 f"{max(1, 8 * byte_alignment // self.bits)} elements" if shifted else
+                                 f"make the row pitch of the LDS layout a multiple of {byte_alignment} bytes"))
 
     def contiguous(self, coordinates, byte_alignment):
         coordinates = list(coordinates)

@@ -15,10 +15,10 @@ C     like D, or a scalar         accumulator in, used by the first K repeat; la
 Atoms, in the catalog's coordinates (``tvm_cdna4.isa.lanes``):
 
 - single-block: A ``(m, k)``, B ``(n, k)``, D/C ``(m, n)``; multi-block: a leading ``blocks`` axis.
-- A and B elements: ``float16`` (or its ``int16``/``uint16`` bits), ``int8``, ``float32``,
-  ``float64``; bf16 as ``int16``/``uint16`` and fp8/bf8 as ``uint8`` bit patterns. ``bfloat16``,
-  ``float8_e4m3fn`` and ``float8_e5m2`` tensors are refused: TIRx stores them on ROCm as one
-  float32 per element (``common.BIT_STORAGE``), not as the packed bits the instruction reads.
+- A and B elements (``ELEMENT_DTYPES``, from ``isa.formats``): the format's own dtype (``float16``,
+  ``bfloat16``, ``float8_e4m3fn``, ``float8_e5m2``, ``int8``, ``float32``, ``float64``) or, for
+  16/8-bit floats, the integer bits (``int16``/``uint16``, ``uint8``). ``bfloat16``/``float8_*``
+  tensors are kept as bit storage by ``rocm.storage`` (docs/patterns.md states the rule).
 - Owners: A element ``(b, i, k)`` lives in lane/register ``lanes.a_lane(op, b, i, k)``, B element
   ``(b, j, k)`` in ``lanes.b_lane(op, b, j, k)``, D/C element ``(b, i, j)`` in
   ``lanes.acc_lane(op, b, i, j)``; a lane's elements occupy consecutive registers.
@@ -28,7 +28,7 @@ blgp=fb, op_sel_a=0, op_sel_b=0)``. ``cbsz``/``blgp`` are the A/B format codes (
 2 fp6, 3 bf6, 4 fp4). Sub-byte elements are not addressable in TIR, so A/B atoms are 32-bit words:
 A ``(m, k/32, w_A)``, B ``(n, k/32, w_B)`` with ``w`` = 8/6/4 words for 8/6/4-bit formats; lane
 ``row + M*kb`` holds the 32 K positions ``[32 kb, 32 kb + 32)`` of its row packed little-endian.
-8-bit formats (fp8, bf8) may instead be ``uint8`` element tiles with the dense atoms A ``(m, k)``,
+8-bit formats (fp8, bf8) may instead be 8-bit element tiles (``BYTE_DTYPES``) with the dense atoms A ``(m, k)``,
 B ``(n, k)`` and the owner maps above (``a_elems`` = 32 consecutive K positions per lane, 4 per
 register): the pattern packs them into the words; this is how dense fp8/bf8 GEMMs and
 ``ds_read_tr8`` fragments feed the scaled MFMA. Each operand takes either form, independently.
@@ -105,7 +105,7 @@ def is_byte_tile(region) -> bool:
 
 def _scaled_operand(ctx, op: MfmaOp, name: str, arg, fmt: str, code: str, mods: dict, repeat_axes, lane):
     """Region, first register, value count and words of a scaled MFMA's A or B: packed words
-    ``(m, k/32, w)``, or for fp8/bf8 a ``uint8`` element tile ``(m, k)`` (module docstring)."""
+    ``(m, k/32, w)``, or for fp8/bf8 an 8-bit element tile ``(m, k)`` (module docstring)."""
     words = SCALE_VECTOR_WORDS[fmt]
     selects = f"{code}={mods[code]} selects {fmt}"
     if is_byte_tile(arg):

@@ -9,7 +9,9 @@ after TIRx's preparation (TileDispatch ... LowerThreadAllreduce) and before that
 - every ``local``/``shared`` tensor of those dtypes (allocation or view) becomes a tensor of its
   integer bit storage (``isa.formats.BIT_STORAGE``: int16, uint8), same shape, layout and alignment;
 - a load from it yields the integer bits, re-read as the original dtype (``T.reinterpret``) where a
-  value is computed from it; a store into it stores the bits of the value;
+  value is computed from it; a store into it stores the bits of the value (a computed bf16 value
+  rounded to nearest even, as TIRx rounds a store into a bfloat16 tensor);
+- a float8 value converted to or from another dtype is refused (``_check_fp8_values``);
 - a store whose value is an element loaded from another tensor (TIRx's implicit store conversion
   included) copies the bits when the two element dtypes have the same width and one of them is
   bf16/fp8 (a ``bfloat16`` global into an ``int16`` LDS tile, an ``int16`` tile into a ``bfloat16``
@@ -67,6 +69,18 @@ def _retyped(var) -> Var:
     bits = TensorType(ty.shape, BIT_STORAGE[str(ty.dtype)], ty.scope, data_alignment=int(ty.data_alignment),
                       layout=ty.layout)
     return Var(var.name, bits)
+
+
+def _bf16_bits(value, bits: str):
+    """The bf16 bit pattern (as ``bits``) of a computed bf16 ``value``: its float32 value rounded to
+    nearest even, the rounding TIRx's BF16 legalization applies to a store into a bfloat16 tensor."""
+    dtype = _dtype(value)
+    wide = value.value if isinstance(value, Cast) and _elem(value.value.ty.dtype) == "float32" else (
+        T.Cast(_with_elem(dtype, "float32"), value))
+    const = (lambda x: T.uint32(x)) if dtype.lanes == 1 else (lambda x: T.broadcast(T.uint32(x), dtype.lanes))
+    u = T.reinterpret(wide, ty=_with_elem(dtype, "uint32"))
+    rounded = (u + ((u >> const(16)) & const(1)) + const(0x7FFF)) >> const(16)
+    return T.Cast(_with_elem(dtype, bits), rounded)
 
 
 def _reinterpret(value, elem: str, dtype: str | None = None):
@@ -132,12 +146,21 @@ class _Rewrite:
         dest, value = self.new.get(node.dest, node.dest), node.value
         copied = self._copied(value)
         if dest in self.dtype_of:  # bit storage: the bits of the value (or of the copied element)
-            value = _reinterpret(copied if copied is not None else value, _elem(BIT_STORAGE[self.dtype_of[dest]]))
+            bits = _elem(BIT_STORAGE[self.dtype_of[dest]])
+            if copied is None and self._computed(value):
+                value = _bf16_bits(value, bits)
+            value = _reinterpret(copied if copied is not None else value, bits)
         elif copied is not None:
             value = _reinterpret(copied, _elem(dest.ty.dtype))
         else:
             return node
         return TensorStore(dest, list(node.indices), value)
+
+    def _computed(self, value) -> bool:
+        """A bf16 value computed in the kernel (not bits re-read from storage): TIRx's BF16 legalization
+        rounds it only where it is stored into a bfloat16 tensor, not under a reinterpret."""
+        return _elem(value.ty.dtype) == "bfloat16" and not (
+            isinstance(value, Call) and _op(value) == "tirx.reinterpret") and not isinstance(value, TensorLoad)
 
     def _copied(self, value):
         """The element a store copies (bit move) when ``value`` converts a loaded element to a dtype
