@@ -12,14 +12,14 @@ the start of ``n`` consecutive elements, aligned to ``lds_alignment`` bytes. Sub
 tr6) use packed units: ``dst (*, 4, 16, w)`` 32-bit words (w = 2 or 3) of lane ``16g + c`` and
 ``src (*, 4, 16, bytes)`` one chunk (8 or 12 bytes) per row.
 
-Elements are 16-bit ``float16``/``int16``/``uint16`` or 8-bit ``int8``/``uint8``: bf16 and fp8/bf8
-tiles are their bit patterns in ``int16``/``uint8`` (``bfloat16``/``float8_*`` tensors are refused:
-TIRx stores them as one float32 per element, and the transpose moves packed bytes).
+Elements are 16-bit (``float16``, ``bfloat16``, ``int16``, ``uint16``) or 8-bit (``float8_e4m3fn``,
+``float8_e5m2``, ``int8``, ``uint8``): ``ELEMENT_DTYPES_BY_BITS``, from ``isa.formats``; the
+transpose moves packed bytes, and ``rocm.storage`` keeps ``bfloat16``/``float8_*`` tiles packed.
 
 **Operand form** ``T.rocm.tile.apply(T.amdgcn[op], frag, src, scope="wave", mfma=name, operand="B")``
 fills one MFMA operand fragment with ``b_elems / n`` calls. ``frag`` has the MFMA's B atom ``(n, k)``
 (A: ``(m, k)``) and ``src`` is the operand stored M/N-contiguous in LDS: ``(k, n)`` for B, ``(k, m)``
-for A. ``mfma`` may also name a scaled MFMA: its fp8/bf8 operand as a ``uint8`` element tile
+for A. ``mfma`` may also name a scaled MFMA: its fp8/bf8 operand as an 8-bit element tile
 (``patterns.mfma``), 8-bit transposes only. The pattern checks that the calls cover every K
 position exactly once (the seed's K split), that each provider's chunk is a contiguous, aligned run
 of ``src`` and that each lane ends with the MFMA owner map.

@@ -11,7 +11,7 @@ after TIRx's preparation (TileDispatch ... LowerThreadAllreduce) and before that
 - a load from it yields the integer bits, re-read as the original dtype (``T.reinterpret``) where a
   value is computed from it; a store into it stores the bits of the value (a computed bf16 value
   rounded to nearest even, as TIRx rounds a store into a bfloat16 tensor);
-- a float8 value converted to or from another dtype is refused (``_check_fp8_values``);
+- computing with float8 values (a conversion or arithmetic) is refused (``_check_fp8_values``);
 - a store whose value is an element loaded from another tensor (TIRx's implicit store conversion
   included) copies the bits when the two element dtypes have the same width and one of them is
   bf16/fp8 (a ``bfloat16`` global into an ``int16`` LDS tile, an ``int16`` tile into a ``bfloat16``
@@ -28,6 +28,7 @@ from __future__ import annotations
 import tvm_ffi
 from tvm_tirx import ir
 from tvm_tirx.ir import Bind, Call, TensorLoad, TensorStore, Var
+from tvm_tirx.ir import prim as P
 from tvm_tirx.ir.prim import Cast
 from tvm_tirx.script import tirx as T
 from tvm_tirx.tirx.tensor import TensorType
@@ -38,6 +39,8 @@ from ..patterns.common import keep_bit_storage
 
 STORAGE_OPS = ("tirx.alloc_tensor", "tirx.decl_tensor")
 PIPELINES = ("tirx", "default")
+ARITHMETIC = (P.Add, P.Sub, P.Mul, P.Div, P.Mod, P.FloorDiv, P.FloorMod, P.Min, P.Max, P.EQ, P.NE, P.LT, P.LE,
+              P.GT, P.GE)
 _installed = False
 
 
@@ -118,7 +121,7 @@ class _Rewrite:
         if var is None:
             return node
         value = node.value
-        return Bind(var, Call(value.op, [self._call(a) for a in value.args], value.attrs, ty_args=[var.ty]))
+        return Bind(var, Call(value.op, list(value.args), value.attrs, ty_args=[var.ty]))
 
     def _load(self, node):
         source = self.new.get(node.source)
@@ -180,35 +183,46 @@ def _line(stmt) -> str:
     return str(stmt).strip().splitlines()[-1].strip()
 
 
+def _fp8_use(node) -> tuple[str, str] | None:
+    """(the float8 dtype, what ``node`` does with it) when ``node`` computes with float8 values."""
+    if isinstance(node, Cast):
+        dtypes = (_elem(node.value.ty.dtype), _elem(node.ty.dtype))
+        fp8 = [d for d in dtypes if d.startswith("float8")]
+        return (fp8[0], f"a conversion {dtypes[0]} -> {dtypes[1]}") if fp8 else None
+    dtype = _elem(node.a.ty.dtype)
+    return (dtype, f"{type(node).__name__} of {dtype} values") if dtype.startswith("float8") else None
+
+
 def _check_fp8_values(body, rewrite: _Rewrite) -> None:
-    """Refuse a float8 value converted to or from another dtype (anything but a bit move): TIRx's FP8
-    legalization on ROCm decodes every code as a normal number (0 reads as 2**-6, NaN as 960)."""
+    """Refuse a float8 value converted to or from another dtype, or computed with (anything but a
+    bit move): TIRx's FP8 legalization on ROCm decodes every code as a normal number (0 reads as
+    2**-6, NaN as 960)."""
     statements = []
     tvm_ffi.structural_walk(body, [(TensorStore, statements.append), (Bind, statements.append)])
     for stmt in statements:
         value = stmt.value
         if isinstance(stmt, TensorStore) and rewrite._copied(value) is not None:
             value = value.value  # the bit move itself
-        casts = []
-        tvm_ffi.structural_walk(value, [(Cast, casts.append)])
-        for cast in casts:
-            dtypes = (_elem(cast.value.ty.dtype), _elem(cast.ty.dtype))
-            fp8 = [d for d in dtypes if d.startswith("float8")]
-            if fp8:
-                loads = []
-                tvm_ffi.structural_walk(cast.value, [(TensorLoad, loads.append)])
-                raise ContractError(
-                    f"`{_line(stmt)}` converts {fp8[0]} values ({dtypes[0]} -> {dtypes[1]}); TIRx's FP8 legalization on "
-                    "ROCm decodes every code as a normal number (0 reads as 2**-6), so only bit moves of float8 "
-                    "elements are supported", operand=str(loads[0].source) if loads else None,
-                    expected="float8 elements only copied (stores of loaded elements) and read by the instructions",
-                    found=f"a conversion {dtypes[0]} -> {dtypes[1]}", check="bf16/fp8 storage",
-                    suggestion="convert on the host, or compute from the MFMA's float32 accumulators")
+        nodes = []
+        tvm_ffi.structural_walk(value, [((Cast, *ARITHMETIC), nodes.append)])
+        for node in nodes:
+            use = _fp8_use(node)
+            if use is None:
+                continue
+            loads = []
+            tvm_ffi.structural_walk(node, [(TensorLoad, loads.append)])
+            raise ContractError(
+                f"`{_line(stmt)}` computes with {use[0]} values ({use[1]}); TIRx's FP8 legalization on ROCm "
+                "decodes every code as a normal number (0 reads as 2**-6), so only bit moves of float8 "
+                "elements are supported", operand=str(loads[0].source) if loads else None,
+                expected="float8 elements only copied (stores of loaded elements) and read by the instructions",
+                found=use[1], check="bf16/fp8 storage",
+                suggestion="convert on the host, or compute from the MFMA's float32 accumulators")
 
 
 def keep_bits(func):
     """``func`` with its local/shared bf16/fp8 tensors as bit storage and its copies as bit moves;
-    a ``ContractError`` for a float8 conversion (``_check_fp8_values``)."""
+    a ``ContractError`` for computing with float8 values (``_check_fp8_values``)."""
     rewrite = _Rewrite(func.body)
     _check_fp8_values(func.body, rewrite)
     stores = []
