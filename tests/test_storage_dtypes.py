@@ -221,3 +221,10 @@ def test_modules_that_do_not_use_the_package_are_lowered_by_the_original_pipelin
     monkeypatch.setitem(PIPELINE_MAP, "default", default_tir_pipeline)
     assert ours == [llvm_ir("tirx"), llvm_ir("default")]
     assert "float" in ours[0]  # TIRx's own widening of the bf16 LDS tile, untouched
+
+
+def test_a_float8_dtype_that_names_another_format_is_refused():
+    """cbsz=0 selects fp8 (E4M3): float8_e5m2 element tiles do not fit; uint8 bits of either do."""
+    tr, mfma, _, _ = FP8
+    with pytest.raises(ContractError, match=r"operand A: dtype float8_e5m2 does not fit fp8 elements \(cbsz=0\)"):
+        tvm_cdna4.build(tr_gemm(tr, mfma, "float8_e5m2", "float8_e5m2", "float8_e5m2", "float8_e5m2"))
