@@ -119,8 +119,6 @@ def test_a_storage_view_of_another_format_is_refused():
     assert result.outcome == "mutant_refused" and "operand A" in result.detail
 
 
-@pytest.mark.xfail(strict=True, reason="bf16/fp8 storage anywhere (issue 23 deliverable 1) is another branch's work: "
-                   "today such programs are refused or wrong; remove this mark when that work is merged")
 @settings(max_examples=10, derandomize=True, database=None, deadline=None, suppress_health_check=list(HealthCheck),
           phases=[Phase.generate])  # no shrinking: the first wrong case is the report
 @given(case=cf.storage_cases(tuple(o for o in CATALOG if cf.storage_format(CATALOG[o]))))

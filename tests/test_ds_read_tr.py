@@ -160,3 +160,60 @@ def test_seed_fp16_gemm_example(rng):
     # call 2 covers ki+4..7, 12..15, 20..23, 28..31 (the seed's prose says "ki + 24 to ki + 31": a typo)
     k2 = sorted(set((ki + k[:, 4:]).ravel().tolist()))
     assert _ranges([x - ki for x in k2]) == "4-7,12-15,20-23,28-31"
+
+
+def _shifted_source(column: int, pitch: int):
+    """The operand form of ds_read_tr16 on an LDS tile ``(16, pitch)`` of float16 (pitch 2*pitch B),
+    read from the region that starts at ``column``."""
+    from tvm_tirx.script import tirx as T
+
+    from tvm_cdna4.patterns.layouts import mfma_fragment
+
+    mfma = CATALOG["mfma_f32_32x32x16_f16"]
+    lb, nb = mfma_fragment(mfma, "B")
+    K, N = mfma.k, mfma.n
+
+    @T.function
+    def kernel(B: T.Tensor((K, N), "float16"), D: T.Tensor((64, nb), "float16")):
+        with T.device_entry():
+            T.launch_thread("blockIdx.x", 1)
+            tx = T.launch_thread("threadIdx.x", 64)
+            SB = T.alloc_tensor(ty_args=[T.Tensor((K, pitch), "float16", scope="shared", align=16,
+                                                  layout=T.TileLayout(T.S[(K, pitch) : (pitch, 1)]))])
+            rb = T.alloc_tensor(ty_args=[T.Tensor((nb,), "float16", scope="local")])
+            Bf = T.decl_tensor(rb.ptr_to([0]), ty_args=[T.Tensor((N, K), "float16", scope="local", layout=lb)])
+            T.rocm.tile.apply(T.amdgcn["ds_read_tr16_b64_v4f16"], Bf, SB[0:K, column : column + N], scope="wave",
+                              mfma=mfma.name, operand="B")
+            for r in T.unroll(nb):
+                D[tx, r] = rb[r]
+
+    return kernel
+
+
+def test_a_source_shifted_by_a_column_names_the_column_offset_not_the_pitch():
+    import tvm_cdna4
+    from tvm_cdna4 import ContractError
+
+    with pytest.raises(ContractError) as err:
+        tvm_cdna4.build(_shifted_source(column=1, pitch=40))  # pitch 80 B: a multiple of 8
+    text = str(err.value).splitlines()[0]
+    assert text.startswith("ds_read_tr16_b64_v4f16: operand src: the chunk that lane 0 reads must start 8-byte aligned; "
+                           "expected the region to start at a multiple of 8 bytes, found byte offset 2"), text
+    assert ": the region starts at byte 2 of the tile" in text
+    assert "Suggestion: start the region at an element offset (column) that is a multiple of 4 elements" in text
+    assert "row pitch" not in text
+    with pytest.raises(ContractError, match="Suggestion: make the row pitch of the LDS layout a multiple of 8 bytes"):
+        tvm_cdna4.build(_shifted_source(column=0, pitch=38))  # 76 B rows, region at byte 0
+    tvm_cdna4.build(_shifted_source(column=4, pitch=40))  # byte 8: aligned
+
+
+def test_fragment_registers_count_the_whole_repeated_tile():
+    from tvm_cdna4.patterns.layouts import Fragment, mfma_fragment, tr_fragment
+
+    tr, mfma = CATALOG["ds_read_tr16_b64_v4f16"], CATALOG["mfma_f32_16x16x32_f16"]
+    assert tr_fragment(tr).tile_registers == tr.elements
+    assert tr_fragment(tr, (3,)).tile_registers == 3 * tr.elements
+    one, tile = mfma_fragment(mfma, "A"), mfma_fragment(mfma, "A", (2, 4))
+    assert isinstance(tile, Fragment) and (one.tile_registers, tile.tile_registers) == (mfma.a_elems, 8 * mfma.a_elems)
+    layout, registers = tile  # callers unpack it as before
+    assert registers == tile.tile_registers and layout is tile.layout

@@ -11,10 +11,6 @@ sys.path.insert(0, str(ROOT / "tools"))
 import structure  # noqa: E402
 
 MAX_LINES = 80
-# Being shortened by other engineers now (issue 22); the coordinator empties this set at merge.
-STILL_LONG = {
-    "tvm_cdna4.patterns.mfma.lower",
-}
 
 
 def test_every_module_has_a_layer():
@@ -29,10 +25,8 @@ def test_no_upward_import():
     assert structure.upward(structure.imports()) == []
 
 
-def test_no_function_over_80_lines_but_the_listed_ones():
-    long = structure.long_functions(MAX_LINES)
-    assert set(long) - STILL_LONG == set(), long
-    assert STILL_LONG - set(long) == set(), "shortened: drop them from STILL_LONG"
+def test_no_function_over_80_lines():
+    assert structure.long_functions(MAX_LINES) == {}
 
 
 def test_every_transitional_import_still_exists():
@@ -61,8 +55,8 @@ def test_the_commands_print_the_graph_and_the_list():
     assert imports.returncode == 0, imports.stdout + imports.stderr
     assert "rocm       tvm_cdna4.rocm.build: " in imports.stdout and "cycles: 0" in imports.stdout
     functions = subprocess.run([*run, "functions", "--over", str(MAX_LINES)], capture_output=True, text=True, cwd=ROOT)
-    assert functions.returncode == (1 if STILL_LONG else 0)
-    assert f"{len(STILL_LONG)} function(s) over {MAX_LINES} lines" in functions.stdout
+    assert functions.returncode == 0, functions.stdout
+    assert f"0 function(s) over {MAX_LINES} lines" in functions.stdout
 
 
 def test_no_test_module_imports_another():

@@ -20,13 +20,15 @@ from math import prod
 from tvm_tirx.script import tirx as T
 
 from .isa import SCALE_FORMAT_CODES, DsReadTrOp, MfmaOp
+from .isa.formats import FORMATS
 from .rocm.build import register
 from .patterns.layouts import mfma_fragment, tr_fragment
 from .patterns.mfma import _atoms
 
-# storage dtype per element format (bf16 travels as int16 bit patterns: see isa/llvm_helpers.py)
-STORAGE = {"f16": "float16", "bf16": "int16", "fp8": "uint8", "bf8": "uint8", "i8": "int8", "f32": "float32",
-           "f64": "float64", "i32": "int32"}
+# the probes' dtype per element format (isa.formats): the format's own TIR dtype, or for the dtypes TIRx
+# widens (bf16, fp8, bf8) their integer bit storage (int16, uint8), the spelling every route accepts
+STORAGE = {name: f.bit_dtypes[0] if f.widened else f.tir_dtype
+           for name, f in FORMATS.items() if name in ("f16", "bf16", "fp8", "bf8", "i8", "f32", "f64", "i32")}
 
 
 def mfma_probe(op: MfmaOp, cbsz: int = 0, abid: int = 0, blgp: int = 0, op_sel_a: int = 0, op_sel_b: int = 0,
@@ -165,7 +167,7 @@ def tr_probe(op: DsReadTrOp, *, row_pitch: int | None = None, align: int = 16, s
     sub_byte = op.element_bits < 8
     src_atom = (4, 16, op.load_bits // 8) if sub_byte else (4, op.elements, 16)
     dst_atom = (4, 16, op.load_bits // 32) if sub_byte else (4, op.elements, 16)
-    src_dt = "uint8" if sub_byte else {16: "int16" if op.result_format != "f16" else "float16", 8: "uint8"}[op.element_bits]
+    src_dt = "uint8" if sub_byte or op.element_bits == 8 else STORAGE.get(op.result_format, "int16")
     src_dt = dtype or src_dt
     dst_dt = "uint32" if sub_byte else src_dt
     g = (waves,) * bool(waves)

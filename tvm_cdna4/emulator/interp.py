@@ -10,12 +10,12 @@ for its threads (so guarded out-of-bounds loads stay unchecked, as on hardware).
 
 from __future__ import annotations
 
-import ml_dtypes
 import numpy as np
 import tvm_ffi
 from tvm_tirx import ir as I
 from tvm_tirx.ir import prim as P
 
+from ..isa.formats import FORMATS
 from .errors import EmulationError
 from .memory import Buffer, Pointer, TensorView, load, store
 
@@ -38,11 +38,12 @@ def static_extent(x, name: str) -> int:
         raise NotImplementedError(f"emulator: tensor {name} has a runtime extent {x}")
     return int(folded.value)
 
+# TIR dtype -> numpy: the integers, and every matrix element format's own dtype (isa.formats:
+# float16/32/64, bfloat16 and float8_* as ml_dtypes)
 _NP = {
     "bool": np.bool_, "int8": np.int8, "int16": np.int16, "int32": np.int32, "int64": np.int64,
     "uint8": np.uint8, "uint16": np.uint16, "uint32": np.uint32, "uint64": np.uint64,
-    "float16": np.float16, "float32": np.float32, "float64": np.float64, "bfloat16": ml_dtypes.bfloat16,
-    "float8_e4m3fn": ml_dtypes.float8_e4m3fn, "float8_e5m2": ml_dtypes.float8_e5m2,
+    **{f.tir_dtype: f.dtype for f in FORMATS.values() if f.tir_dtype},
 }
 
 

@@ -5,6 +5,11 @@ modelled two ways: *elements* (a numpy array of the format's dtype, shape ``(64,
 (``uint32`` array, shape ``(64, nwords)``). Element ``e`` of a lane occupies bits
 ``[e*bits, (e+1)*bits)`` of the little-endian bit string formed by the lane's words; this is how
 LLVM packs ``<8 x half>``, ``i64`` (eight fp8) and ``<6 x i32>`` (thirty-two fp6) alike.
+
+In TIR a format's elements are tensors of ``tir_dtype``, or of an integer dtype of ``bit_dtypes``
+holding the same bit patterns (the two spellings the patterns accept). ``widened`` marks the dtypes
+that TIRx's BF16/FP8 legalization widens to float32 on ROCm: ``tvm_cdna4.rocm.storage`` keeps their
+tensors as 16/8-bit storage (``bit_dtypes[0]``) instead.
 """
 
 from __future__ import annotations
@@ -21,6 +26,9 @@ class Format:
     dtype: np.dtype = attrs.field(converter=np.dtype)
     llvm_scalar: str  # LLVM element type when the operand is a vector of this format
     description: str
+    tir_dtype: str | None = None  # TIR dtype of one element; None: sub-byte, only packed in 32-bit words
+    bit_dtypes: tuple[str, ...] = ()  # integer TIR dtypes that may carry the bit patterns instead
+    widened: bool = False  # TIRx's BF16/FP8 legalization widens tensors of tir_dtype on ROCm
 
     @property
     def is_float(self) -> bool:
@@ -35,20 +43,31 @@ class Format:
 FORMATS: dict[str, Format] = {
     f.name: f
     for f in (
-        Format("f64", 64, np.float64, "double", "IEEE binary64"),
-        Format("f32", 32, np.float32, "float", "IEEE binary32"),
-        Format("f16", 16, np.float16, "half", "IEEE binary16"),
-        Format("bf16", 16, ml_dtypes.bfloat16, "bfloat", "bfloat16 (1-8-7)"),
-        Format("fp8", 8, ml_dtypes.float8_e4m3fn, "i8", "OCP FP8 E4M3 (e4m3fn; CDNA4 uses OCP, not FNUZ)"),
-        Format("bf8", 8, ml_dtypes.float8_e5m2, "i8", "OCP FP8 E5M2"),
+        Format("f64", 64, np.float64, "double", "IEEE binary64", "float64"),
+        Format("f32", 32, np.float32, "float", "IEEE binary32", "float32"),
+        Format("f16", 16, np.float16, "half", "IEEE binary16", "float16", ("int16", "uint16")),
+        Format("bf16", 16, ml_dtypes.bfloat16, "bfloat", "bfloat16 (1-8-7)", "bfloat16", ("int16", "uint16"), True),
+        Format("fp8", 8, ml_dtypes.float8_e4m3fn, "i8", "OCP FP8 E4M3 (e4m3fn; CDNA4 uses OCP, not FNUZ)",
+               "float8_e4m3fn", ("uint8",), True),
+        Format("bf8", 8, ml_dtypes.float8_e5m2, "i8", "OCP FP8 E5M2", "float8_e5m2", ("uint8",), True),
         Format("fp6", 6, ml_dtypes.float6_e2m3fn, "i32", "OCP MX FP6 E2M3"),
         Format("bf6", 6, ml_dtypes.float6_e3m2fn, "i32", "OCP MX FP6 E3M2"),
         Format("fp4", 4, ml_dtypes.float4_e2m1fn, "i32", "OCP MX FP4 E2M1"),
-        Format("i8", 8, np.int8, "i8", "signed 8-bit integer"),
-        Format("i32", 32, np.int32, "i32", "signed 32-bit integer"),
-        Format("e8m0", 8, ml_dtypes.float8_e8m0fnu, "i8", "OCP MX E8M0 scale (2**(x-127))"),
+        Format("i8", 8, np.int8, "i8", "signed 8-bit integer", "int8"),
+        Format("i32", 32, np.int32, "i32", "signed 32-bit integer", "int32"),
+        Format("e8m0", 8, ml_dtypes.float8_e8m0fnu, "i8", "OCP MX E8M0 scale (2**(x-127))", None, ("uint8",)),
     )
 }
+
+
+# TIRx-widened dtype -> the integer dtype that stores its bits (bfloat16 -> int16, float8_* -> uint8)
+BIT_STORAGE: dict[str, str] = {f.tir_dtype: f.bit_dtypes[0] for f in FORMATS.values() if f.widened}
+
+
+def tir_dtypes(name: str) -> tuple[str, ...]:
+    """The TIR element dtypes of format ``name``: its own dtype first, then its bit-pattern spellings."""
+    f = fmt(name)
+    return (*((f.tir_dtype,) if f.tir_dtype else ()), *f.bit_dtypes)
 
 
 def fmt(name: str) -> Format:

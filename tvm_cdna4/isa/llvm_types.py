@@ -6,8 +6,12 @@ so they travel as bit patterns and our LLVM helpers bitcast them (``tvm_cdna4.is
 
 from __future__ import annotations
 
-_SCALAR = {"float": "float32", "double": "float64", "half": "float16", "bfloat": "int16", "i16": "int16",
-           "i32": "int32", "i64": "int64"}
+from .formats import FORMATS
+
+# LLVM float element -> TIR dtype from the formats (bfloat: its bit storage), and the integers
+_SCALAR = {f.llvm_scalar: f.bit_dtypes[0] if f.widened else f.tir_dtype
+           for f in FORMATS.values() if f.llvm_scalar in ("double", "float", "half", "bfloat")}
+_SCALAR |= {"i16": "int16", "i32": "int32", "i64": "int64"}
 
 
 def tir_dtype(llvm_type: str) -> str:

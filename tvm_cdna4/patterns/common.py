@@ -16,6 +16,7 @@ that each lane holds exactly the elements the hardware uses, in consecutive regi
 from __future__ import annotations
 
 import contextlib
+import threading
 from itertools import islice, product
 
 import tvm_ffi
@@ -27,6 +28,7 @@ from tvm_tirx.sym import Analyzer, ConstraintContext, RangeConstraint
 
 from ..errors import ContractError
 from ..isa import WAVE_SIZE
+from ..isa.formats import BIT_STORAGE
 from ..tirx_private import WAVE_ID_AXIS, WAVE_LANE_AXIS, CudaContext, CudaRegion
 from . import wave
 
@@ -34,12 +36,21 @@ SCOPES = ("wave", "workgroup")
 COUNTEREXAMPLE_POINTS = 1 << 14  # most coordinate points searched for a counterexample
 STORAGE_KINDS = {"local": "a register fragment", "shared": "an LDS tile", "shared.dyn": "an LDS tile"}
 
-# Element dtypes that TIRx widens on ROCm (BF16/FP8 ComputeLegalize): an allocation of them, register
-# or LDS, becomes one float32 slot per element while a view of it becomes 16/8-bit storage, so no
-# operand of these dtypes holds the packed bits an instruction reads. Their bit patterns travel in
-# integer storage instead (the dtype named here).
-BIT_STORAGE = {"bfloat16": "int16", "float8_e4m3fn": "uint8", "float8_e5m2": "uint8"}
+# bfloat16 / float8_* tensors (TIRx widens their allocations on ROCm to one float32 per element) are
+# accepted while lowering under ``keep_bit_storage()``: the pass that installs it (rocm.storage) turns
+# them into 16/8-bit storage after the patterns lower, before TIRx's legalization.
+_lowering = threading.local()
 
+
+@contextlib.contextmanager
+def keep_bit_storage():
+    """Patterns lowered inside keep the dtypes of ``BIT_STORAGE`` (the caller keeps their bits)."""
+    previous = getattr(_lowering, "bits_kept", False)
+    _lowering.bits_kept = True
+    try:
+        yield
+    finally:
+        _lowering.bits_kept = previous
 
 def check_scope(opcode: str, scope) -> None:
     """Refuse any scope but the two wave-collective ones (``scope`` a name or a ``ThreadScope``).
@@ -333,11 +344,18 @@ class WaveRegion(CudaRegion):
             self.fail(f"the tile's base address must be {byte_alignment}-byte aligned for its chunk loads",
                       found=f"align={base}", suggestion=f"allocate it with align={byte_alignment} (or a multiple)")
         element = self.memory(atom)
+        # the region's own start (a column offset into the tile), when it is known and misaligned
+        origin = self.ctx.analyzer.simplify(self.memory(tuple(0 for _ in self.atom_shape)) * self.bits // 8)
+        shifted = isinstance(origin, IntImm) and origin.value % byte_alignment != 0
         self.require(element * self.bits % (8 * byte_alignment) == 0,
                      lambda at: f"the chunk that lane {at(self.ctx.proof_lane)} reads must start "
                                 f"{byte_alignment}-byte aligned",
-                     found=lambda at: f"byte offset {at(element * self.bits // 8)} (atom element {at(atom)})",
-                     suggestion=f"make the row pitch of the LDS layout a multiple of {byte_alignment} bytes")
+                     expected=f"the region to start at a multiple of {byte_alignment} bytes" if shifted else None,
+                     found=lambda at: f"byte offset {at(element * self.bits // 8)} (atom element {at(atom)})"
+                                      + (f": the region starts at byte {origin.value} of the tile" if shifted else ""),
+                     suggestion=(f"start the region at an element offset (column) that is a multiple of "
+                                 f"{max(1, 8 * byte_alignment // self.bits)} elements" if shifted else
+                                 f"make the row pitch of the LDS layout a multiple of {byte_alignment} bytes"))
 
     def contiguous(self, coordinates, byte_alignment):
         coordinates = list(coordinates)
@@ -362,9 +380,10 @@ class WaveRegion(CudaRegion):
 
     def check_dtype(self, allowed: tuple[str, ...], what: str):
         found = str(self.dtype)
-        if found in BIT_STORAGE:
-            self.fail(f"dtype {found} is not supported: TIRx stores {found} tensors on ROCm as one float32 "
-                      f"per element, not as the packed bits the instruction reads",
+        if found in BIT_STORAGE and not getattr(_lowering, "bits_kept", False):
+            self.fail(f"dtype {found} is supported only through the 'tirx' and 'default' pipelines of "
+                      f"tvm_tirx.tirx.compile (tvm_cdna4.build, emulate), whose pass keeps {found} tensors as "
+                      f"{BIT_STORAGE[found]} storage; elsewhere TIRx stores them on ROCm as one float32 per element",
                       suggestion=f"declare the tensor and its allocation as {BIT_STORAGE[found]} holding the "
                                  f"{found} bit patterns (numpy: ml_dtypes.{found} data .view(np.{BIT_STORAGE[found]}))")
         if found not in allowed:

@@ -12,14 +12,14 @@ the start of ``n`` consecutive elements, aligned to ``lds_alignment`` bytes. Sub
 tr6) use packed units: ``dst (*, 4, 16, w)`` 32-bit words (w = 2 or 3) of lane ``16g + c`` and
 ``src (*, 4, 16, bytes)`` one chunk (8 or 12 bytes) per row.
 
-Elements are 16-bit ``float16``/``int16``/``uint16`` or 8-bit ``int8``/``uint8``: bf16 and fp8/bf8
-tiles are their bit patterns in ``int16``/``uint8`` (``bfloat16``/``float8_*`` tensors are refused:
-TIRx stores them as one float32 per element, and the transpose moves packed bytes).
+Elements are 16-bit (``float16``, ``bfloat16``, ``int16``, ``uint16``) or 8-bit (``float8_e4m3fn``,
+``float8_e5m2``, ``int8``, ``uint8``): ``ELEMENT_DTYPES_BY_BITS``, from ``isa.formats``; the
+transpose moves packed bytes, and ``rocm.storage`` keeps ``bfloat16``/``float8_*`` tiles packed.
 
 **Operand form** ``T.rocm.tile.apply(T.amdgcn[op], frag, src, scope="wave", mfma=name, operand="B")``
 fills one MFMA operand fragment with ``b_elems / n`` calls. ``frag`` has the MFMA's B atom ``(n, k)``
 (A: ``(m, k)``) and ``src`` is the operand stored M/N-contiguous in LDS: ``(k, n)`` for B, ``(k, m)``
-for A. ``mfma`` may also name a scaled MFMA: its fp8/bf8 operand as a ``uint8`` element tile
+for A. ``mfma`` may also name a scaled MFMA: its fp8/bf8 operand as an 8-bit element tile
 (``patterns.mfma``), 8-bit transposes only. The pattern checks that the calls cover every K
 position exactly once (the seed's K split), that each provider's chunk is a contiguous, aligned run
 of ``src`` and that each lane ends with the MFMA owner map.
@@ -32,19 +32,21 @@ from tvm_tirx.script import tirx as T
 
 from ..errors import ContractError
 from ..isa import CATALOG, DsReadTrOp, MfmaOp, lanes
+from ..isa.formats import FORMATS, tir_dtypes
 from ..isa.llvm_types import tir_dtype
 from ..isa.llvm_helpers import bf16_tr_helper
 from .common import WaveContext, check_operands
-from .mfma import ELEMENT_DTYPES
+from .mfma import BYTE_FORMATS, ELEMENT_DTYPES
 
 GROUPS = 4  # 16-lane groups per wave
-# bf16/fp8 elements only as bit patterns (common.BIT_STORAGE): the transpose moves packed LDS bytes
+# element dtypes by width: every format's own and bit-pattern spellings (isa.formats); the
+# transpose moves packed LDS bytes, whatever the elements mean
 ELEMENT_DTYPES_BY_BITS = {
-    16: ("float16", "int16", "uint16"),
-    8: ("int8", "uint8"),
+    bits: tuple(dict.fromkeys(d for f in FORMATS.values() if f.bits == bits for d in tir_dtypes(f.name)))
+    for bits in (16, 8)
 }
-RESULT_DTYPES = {"f16": ("float16", "int16", "uint16"), "bf16": ("int16", "uint16"), "i16": ("int16", "uint16")}
-
+BYTE_TILE_DTYPES = tuple(dict.fromkeys(d for f in BYTE_FORMATS for d in ELEMENT_DTYPES[f]))  # scaled MFMA
+RESULT_DTYPES = {"f16": tir_dtypes("f16"), "bf16": tir_dtypes("bf16"), "i16": ("int16", "uint16")}
 
 def _load(op: DsReadTrOp, ctx, src, coords):
     ptr = T.address_of(src.tensor[src.indices(coords)])
@@ -164,15 +166,16 @@ def _lower_operand(op: DsReadTrOp, args, params, sctx):
                             opcode=op.name)
     covered, _ = operand_plan(op, mfma, operand)
     fmt = mfma.b_format if operand == "B" else mfma.a_format
+    allowed = ELEMENT_DTYPES[fmt] if mfma.kind != "mfma_scale" else BYTE_TILE_DTYPES
     if mfma.kind == "mfma_scale":  # element tiles of its byte formats (operand_plan refused the others)
-        fmt = "fp8"
+        fmt = "fp8/bf8"
     mn = mfma.n if operand == "B" else mfma.m
     check_operands(op.name, ("frag", "src"), args)
     ctx = WaveContext(sctx, op.name, args[0])
     frag = ctx.region("frag", args[0], (mn, mfma.k), ("local",))
     src = ctx.region("src", args[1], (mfma.k, mn), ("shared", "shared.dyn"))
-    frag.check_dtype(ELEMENT_DTYPES[fmt], f"{fmt} elements of {mfma.name} operand {operand}")
-    src.check_dtype(ELEMENT_DTYPES[fmt], f"{fmt} elements of {mfma.name} operand {operand}")
+    frag.check_dtype(allowed, f"{fmt} elements of {mfma.name} operand {operand}")
+    src.check_dtype(allowed, f"{fmt} elements of {mfma.name} operand {operand}")
     if op.element_bits != frag.bits:
         frag.fail(f"{frag.bits}-bit elements cannot be loaded by {op.name} ({op.element_bits}-bit transpose)",
                   suggestion=f"use the ds_read_tr{frag.bits} opcode" if frag.bits in (8, 16) else None)

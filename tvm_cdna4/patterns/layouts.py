@@ -1,7 +1,8 @@
 """Register-fragment layouts that satisfy the pattern contracts, derived from the catalog maps.
 
-``mfma_fragment(op, "A", repeats=(2, 4))`` returns the ``TileLayout`` of a ``local`` tensor of shape
-``(*repeats, *atom)`` whose every element lives in the lane and register the hardware uses. The
+``mfma_fragment(op, "A", repeats=(2, 4))`` returns a ``Fragment``: the ``TileLayout`` of a ``local``
+tensor of shape ``(*repeats, *atom)`` whose every element lives in the lane and register the hardware
+uses, and the registers per lane of that whole tile (all 8 repeats, not one atom). The
 layout is read off the catalog's lane maps bit by bit (each atom axis is split into binary digits,
 the map is evaluated at each digit's unit vector) and then checked against the full map, so it
 restates no formula. Repeats take consecutive register blocks, innermost repeat fastest.
@@ -10,6 +11,7 @@ restates no formula. Repeats take consecutive register blocks, innermost repeat 
 from __future__ import annotations
 
 from math import prod
+from typing import NamedTuple
 
 import numpy as np
 from tvm_tirx.tirx.layout import S, TileLayout
@@ -79,12 +81,22 @@ def _layout(digits, regs: int, repeats: tuple[int, ...], waves: int = 0) -> Tile
     return TileLayout(S[tuple(shape) : tuple(strides)])
 
 
+class Fragment(NamedTuple):
+    """A register fragment's layout and its size. ``tile_registers`` counts the elements each lane
+    holds for the WHOLE ``(*repeats, *atom)`` tile, every repeat included (one atom's share times the
+    number of repeats): the length of the ``local`` buffer to allocate under the layout."""
+
+    layout: TileLayout
+    tile_registers: int
+
+
 def mfma_fragment(op: MfmaOp, operand: str, repeats: tuple[int, ...] = (), fmt_a: str = "fp8", fmt_b: str = "fp8",
-                  waves: int = 0, byte_tiles: bool = False):
-    """(TileLayout, registers per lane) of an MFMA operand ``"A"``, ``"B"``, ``"D"`` (= ``"C"``) or,
-    for scaled MFMA, ``"scale_a"``/``"scale_b"``; the tensor shape is ``(*repeats, *atom)``, or
-    ``(waves, *repeats, *atom)`` for scope="workgroup" (wave ``w`` owns slice ``w``). Scaled MFMA
-    A/B are packed words, or with ``byte_tiles`` fp8/bf8 element tiles ``(m, k)`` (``patterns.mfma``)."""
+                  waves: int = 0, byte_tiles: bool = False) -> Fragment:
+    """``Fragment(layout, tile_registers)`` of an MFMA operand ``"A"``, ``"B"``, ``"D"`` (= ``"C"``)
+    or, for scaled MFMA, ``"scale_a"``/``"scale_b"``; the tensor shape is ``(*repeats, *atom)``, or
+    ``(waves, *repeats, *atom)`` for scope="workgroup" (wave ``w`` owns slice ``w``).
+    ``tile_registers`` is per lane for the whole repeated tile, not one atom (``Fragment``). Scaled
+    MFMA A/B are packed words, or with ``byte_tiles`` fp8/bf8 element tiles ``(m, k)`` (``patterns.mfma``)."""
     a_atom, b_atom, d_atom = _atoms(op, fmt_a, fmt_b, byte_tiles)
     if op.kind == "mfma_scale" and operand in (("scale_a", "scale_b") if byte_tiles else ("A", "B", "scale_a", "scale_b")):
         words = a_atom[-1] if operand == "A" else b_atom[-1]
@@ -105,7 +117,7 @@ def mfma_fragment(op: MfmaOp, operand: str, repeats: tuple[int, ...] = (), fmt_a
         raise ContractError("mfma_fragment: unknown operand", opcode=op.name, expected="A, B, C, D, scale_a or scale_b",
                             found=repr(operand))
     digits, regs = _derive(atom, place)
-    return _layout(digits, regs, tuple(repeats), waves), regs * prod(repeats)
+    return Fragment(_layout(digits, regs, tuple(repeats), waves), regs * prod(repeats))
 
 
 def _with_block(op, c):
@@ -118,15 +130,15 @@ def _check_scale_place(op):
     assert (row + op.m * kb == lane).all()
 
 
-def tr_fragment(op: DsReadTrOp, repeats: tuple[int, ...] = (), waves: int = 0):
-    """(TileLayout, registers per lane) of a ds_read_tr tile-form destination ``(*repeats, 4, n, 16)``
-    (sub-byte loads: ``(*repeats, 4, 16, words)``)."""
+def tr_fragment(op: DsReadTrOp, repeats: tuple[int, ...] = (), waves: int = 0) -> Fragment:
+    """``Fragment(layout, tile_registers)`` of a ds_read_tr tile-form destination ``(*repeats, 4, n, 16)``
+    (sub-byte loads: ``(*repeats, 4, 16, words)``); ``tile_registers`` covers every repeat."""
     if op.element_bits < 8:
         atom, place = (4, 16, op.load_bits // 32), lambda c: (16 * c[0] + c[1], c[2])
     else:
         atom, place = (4, op.elements, 16), lambda c: (16 * c[0] + c[2], c[1])
     digits, regs = _derive(atom, place)
-    return _layout(digits, regs, tuple(repeats), waves), regs * prod(repeats)
+    return Fragment(_layout(digits, regs, tuple(repeats), waves), regs * prod(repeats))
 
 
-__all__ = ["mfma_fragment", "tr_fragment"]
+__all__ = ["Fragment", "mfma_fragment", "tr_fragment"]

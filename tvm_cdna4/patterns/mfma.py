@@ -15,10 +15,10 @@ C     like D, or a scalar         accumulator in, used by the first K repeat; la
 Atoms, in the catalog's coordinates (``tvm_cdna4.isa.lanes``):
 
 - single-block: A ``(m, k)``, B ``(n, k)``, D/C ``(m, n)``; multi-block: a leading ``blocks`` axis.
-- A and B elements: ``float16`` (or its ``int16``/``uint16`` bits), ``int8``, ``float32``,
-  ``float64``; bf16 as ``int16``/``uint16`` and fp8/bf8 as ``uint8`` bit patterns. ``bfloat16``,
-  ``float8_e4m3fn`` and ``float8_e5m2`` tensors are refused: TIRx stores them on ROCm as one
-  float32 per element (``common.BIT_STORAGE``), not as the packed bits the instruction reads.
+- A and B elements (``ELEMENT_DTYPES``, from ``isa.formats``): the format's own dtype (``float16``,
+  ``bfloat16``, ``float8_e4m3fn``, ``float8_e5m2``, ``int8``, ``float32``, ``float64``) or, for
+  16/8-bit floats, the integer bits (``int16``/``uint16``, ``uint8``). ``bfloat16``/``float8_*``
+  tensors are kept as bit storage by ``rocm.storage`` (docs/patterns.md states the rule).
 - Owners: A element ``(b, i, k)`` lives in lane/register ``lanes.a_lane(op, b, i, k)``, B element
   ``(b, j, k)`` in ``lanes.b_lane(op, b, j, k)``, D/C element ``(b, i, j)`` in
   ``lanes.acc_lane(op, b, i, j)``; a lane's elements occupy consecutive registers.
@@ -28,7 +28,7 @@ blgp=fb, op_sel_a=0, op_sel_b=0)``. ``cbsz``/``blgp`` are the A/B format codes (
 2 fp6, 3 bf6, 4 fp4). Sub-byte elements are not addressable in TIR, so A/B atoms are 32-bit words:
 A ``(m, k/32, w_A)``, B ``(n, k/32, w_B)`` with ``w`` = 8/6/4 words for 8/6/4-bit formats; lane
 ``row + M*kb`` holds the 32 K positions ``[32 kb, 32 kb + 32)`` of its row packed little-endian.
-8-bit formats (fp8, bf8) may instead be ``uint8`` element tiles with the dense atoms A ``(m, k)``,
+8-bit formats (fp8, bf8) may instead be 8-bit element tiles (``BYTE_DTYPES``) with the dense atoms A ``(m, k)``,
 B ``(n, k)`` and the owner maps above (``a_elems`` = 32 consecutive K positions per lane, 4 per
 register): the pattern packs them into the words; this is how dense fp8/bf8 GEMMs and
 ``ds_read_tr8`` fragments feed the scaled MFMA. Each operand takes either form, independently.
@@ -48,29 +48,26 @@ from __future__ import annotations
 
 from itertools import product
 
+import attrs
+
 from tvm_tirx.ir import Bind, IntImm, SeqStmt, TensorRegion, Var
 from tvm_tirx.script import tirx as T
 
 from ..errors import ContractError
 from ..isa import SCALE_FORMAT_CODES, MfmaOp, lanes, scaled_intrinsic
+from ..isa.formats import fmt, tir_dtypes
 from ..isa.llvm_types import tir_dtype
 from ..isa.mfma_table import SCALE_BLOCK_K, SCALE_VECTOR_WORDS
 from ..isa.llvm_helpers import bf16_mfma_helper
 from .common import WaveContext, check_operands, parameter, substitute
 
-# TIR dtypes accepted for each element format (bf16/fp8/bf8 only as bit patterns: common.BIT_STORAGE)
-ELEMENT_DTYPES = {
-    "f16": ("float16", "int16", "uint16"),
-    "bf16": ("int16", "uint16"),
-    "fp8": ("uint8",),
-    "bf8": ("uint8",),
-    "i8": ("int8",),
-    "f32": ("float32",),
-    "f64": ("float64",),
-}
-ACC_DTYPES = {"f32": "float32", "i32": "int32", "f64": "float64"}
+# TIR dtypes accepted for each element format: its own (bfloat16, float8_*: kept as bit storage by
+# rocm.storage) and the integer bit-pattern spellings (isa.formats)
+ELEMENT_DTYPES = {name: tir_dtypes(name) for name in ("f16", "bf16", "fp8", "bf8", "i8", "f32", "f64")}
+ACC_DTYPES = {name: fmt(name).tir_dtype for name in ("f32", "i32", "f64")}
 WORD_DTYPES = ("int32", "uint32")
 BYTE_FORMATS = ("fp8", "bf8")  # scaled-MFMA formats whose operands may be element tiles (one byte each)
+BYTE_DTYPES = tuple(dict.fromkeys(("int8", *(d for f in BYTE_FORMATS for d in tir_dtypes(f)))))
 
 def _atoms(op: MfmaOp, fmt_a: str | None = None, fmt_b: str | None = None, byte_tiles: bool = False):
     """(A, B, D) atoms; scaled MFMAs: packed words, or with ``byte_tiles`` the element tiles."""
@@ -103,12 +100,12 @@ def _operand_vector(region, base, op: MfmaOp, fmt: str, llvm_type: str):
 
 def is_byte_tile(region) -> bool:
     """A scaled-MFMA A/B operand given as 8-bit elements (not packed 32-bit words)."""
-    return isinstance(region, TensorRegion) and str(region.source.ty.dtype) in ("uint8", "int8")
+    return isinstance(region, TensorRegion) and str(region.source.ty.dtype) in BYTE_DTYPES
 
 
 def _scaled_operand(ctx, op: MfmaOp, name: str, arg, fmt: str, code: str, mods: dict, repeat_axes, lane):
     """Region, first register, value count and words of a scaled MFMA's A or B: packed words
-    ``(m, k/32, w)``, or for fp8/bf8 a ``uint8`` element tile ``(m, k)`` (module docstring)."""
+    ``(m, k/32, w)``, or for fp8/bf8 an 8-bit element tile ``(m, k)`` (module docstring)."""
     words = SCALE_VECTOR_WORDS[fmt]
     selects = f"{code}={mods[code]} selects {fmt}"
     if is_byte_tile(arg):
@@ -198,14 +195,24 @@ def operand_names(op: MfmaOp) -> tuple[str, ...]:
     return ("D", "A", "B", "C", "scale_a", "scale_b") if op.kind == "mfma_scale" else ("D", "A", "B", "C")
 
 
-def lower(op: MfmaOp, args, params, sctx):
-    scaled = op.kind == "mfma_scale"
-    check_operands(op.name, operand_names(op), args, scalars=("C",))
-    mods = _params(op, params)
-    fmt_a = SCALE_FORMAT_CODES[mods["cbsz"]] if scaled else op.a_format
-    fmt_b = SCALE_FORMAT_CODES[mods["blgp"]] if scaled else op.b_format
-    # the A atom's rank (words or an element tile) separates the repeat axes from the atom
-    a_atom, _, d_atom = _atoms(op, fmt_a, fmt_b, byte_tiles=scaled and is_byte_tile(args[1]))
+@attrs.frozen
+class _Frame:
+    """The wave context of one MFMA application and its accumulator: D (and C, or a scalar C)
+    regions with the registers of the proof lane's accumulators; ``mn``/``mk``/``nk`` the operand
+    repeat axes among ``(*batch, M, N, K)``."""
+
+    ctx: WaveContext
+    mn: tuple[int, ...]
+    mk: tuple[int, ...]
+    nk: tuple[int, ...]
+    d: object = None
+    c: object = None
+    d_base: object = None
+    c_base: object = None
+
+
+def _frame(op: MfmaOp, args, sctx, a_atom, d_atom) -> _Frame:
+    """The context and repeat loops: ``(*batch, M, N, *atom)`` of D and ``(*batch, M, K, *atom)`` of A."""
     ctx = WaveContext(sctx, op.name, args[0])
     ng = len(ctx.group_shape)
     d_shape = tuple(int(r.extent) for r in args[0].region)[ng:]
@@ -216,24 +223,19 @@ def lower(op: MfmaOp, args, params, sctx):
             expected=f"D (*batch, M, N, *{d_atom}), A (*batch, M, K, *{a_atom})", found=f"D {d_shape}, A {a_shape}")
     reps_d, reps_a = d_shape[: -len(d_atom)], a_shape[: -len(a_atom)]
     batch, m_rep, n_rep = reps_d[:-2], reps_d[-2], reps_d[-1]
-    k_rep = reps_a[-1]
     nb = len(batch)
-    ctx.loops((*batch, m_rep, n_rep, k_rep))
-    mn, mk, nk = (*range(nb), nb, nb + 1), (*range(nb), nb, nb + 2), (*range(nb), nb + 1, nb + 2)
-    d = ctx.region("D", args[0], d_atom, ("local",), repeat_axes=mn)
-    lane = ctx.proof_lane
-    if scaled:
-        a, a_base, a_count, a_words = _scaled_operand(ctx, op, "A", args[1], fmt_a, "cbsz", mods, mk, lane)
-        b, b_base, b_count, b_words = _scaled_operand(ctx, op, "B", args[2], fmt_b, "blgp", mods, nk, lane)
-    else:
-        _, b_atom, _ = _atoms(op)
-        a = ctx.region("A", args[1], a_atom, ("local",), repeat_axes=mk)
-        b = ctx.region("B", args[2], b_atom, ("local",), repeat_axes=nk)
-        a.check_dtype(ELEMENT_DTYPES[fmt_a], f"{fmt_a} elements")
-        b.check_dtype(ELEMENT_DTYPES[fmt_b], f"{fmt_b} elements")
-    c = ctx.region("C", args[3], d_atom, ("local",), repeat_axes=mn) if isinstance(args[3], TensorRegion) else None
+    ctx.loops((*batch, m_rep, n_rep, reps_a[-1]))
+    return _Frame(ctx, (*range(nb), nb, nb + 1), (*range(nb), nb, nb + 2), (*range(nb), nb + 1, nb + 2))
 
-    acc_dtype = ACC_DTYPES[op.acc_format]
+
+def _d_region(frame: _Frame, args, d_atom) -> _Frame:
+    return attrs.evolve(frame, d=frame.ctx.region("D", args[0], d_atom, ("local",), repeat_axes=frame.mn))
+
+
+def _c_region(frame: _Frame, op: MfmaOp, args, d_atom) -> _Frame:
+    """C's region (None for a scalar C) and the accumulator dtype checks of D and C."""
+    ctx, d, acc_dtype = frame.ctx, frame.d, ACC_DTYPES[op.acc_format]
+    c = ctx.region("C", args[3], d_atom, ("local",), repeat_axes=frame.mn) if isinstance(args[3], TensorRegion) else None
     d.check_dtype((acc_dtype,), f"the {op.acc_format} accumulator of {op.name}")
     if c is not None:
         c.check_dtype((acc_dtype,), f"the {op.acc_format} accumulator of {op.name}")
@@ -241,31 +243,80 @@ def lower(op: MfmaOp, args, params, sctx):
         raise ContractError("a scalar C must have the accumulator's dtype", opcode=op.name, operand="C",
                             expected=acc_dtype, found=args[3].ty.dtype)
     d.nonoverlapping()
+    return attrs.evolve(frame, c=c)
 
-    if scaled:
-        scales = [_Scale(ctx, op, name, arg, rep, params, lane)
-                  for name, arg, rep in (("scale_a", args[4], mk), ("scale_b", args[5], nk))]
-    else:
-        a_base = a.slots([lanes.a_owner(op, lane, e).atom(op) for e in range(op.a_elems)], lane)
-        b_base = b.slots([lanes.b_owner(op, lane, e).atom(op) for e in range(op.b_elems)], lane)
+
+def _acc_bases(frame: _Frame, op: MfmaOp) -> _Frame:
+    lane = frame.ctx.proof_lane
     acc = [lanes.acc_owner(op, lane, r).atom(op) for r in range(op.acc_elems)]
-    d_base = d.slots(acc, lane)
-    c_base = c.slots(acc, lane) if c is not None else None
+    return attrs.evolve(frame, d_base=frame.d.slots(acc, lane),
+                        c_base=frame.c.slots(acc, lane) if frame.c is not None else None)
 
+
+def _accumulate(frame: _Frame, op: MfmaOp, scalar_c, at, value_of):
+    """The store of D = ``value_of(run, c)`` at the repeat point that ``at`` substitutes (the
+    identity inside the repeat loops); ``run`` maps a lane expression to that point at run time,
+    ``c`` is the accumulator in: C for the first K repeat, D after it."""
+    ctx, d, c = frame.ctx, frame.d, frame.c
+    run = lambda expr: at(ctx.at_runtime(expr))  # noqa: E731
+    dv = d.load(run(frame.d_base), op.acc_elems)
+    cv = c.load(run(frame.c_base), op.acc_elems) if c is not None else (
+        scalar_c if op.acc_elems == 1 else T.broadcast(scalar_c, op.acc_elems))
+    cv = T.if_then_else(at(ctx.repeat[-1]) == 0, cv, dv)
+    return d.store(run(frame.d_base), op.acc_elems, value_of(run, cv))
+
+
+def lower(op: MfmaOp, args, params, sctx):
+    check_operands(op.name, operand_names(op), args, scalars=("C",))
+    mods = _params(op, params)
+    if op.kind == "mfma_scale":
+        return _lower_scaled(op, args, params, mods, sctx)
+    return _lower_dense(op, args, mods, sctx)
+
+
+def _lower_dense(op: MfmaOp, args, mods: dict, sctx):
+    """A dense MFMA: element tiles of the opcode's formats, its LLVM intrinsic (bf16: our helper)."""
+    a_atom, b_atom, d_atom = _atoms(op)
+    frame = _d_region(_frame(op, args, sctx, a_atom, d_atom), args, d_atom)
+    ctx, lane = frame.ctx, frame.ctx.proof_lane
+    a = ctx.region("A", args[1], a_atom, ("local",), repeat_axes=frame.mk)
+    b = ctx.region("B", args[2], b_atom, ("local",), repeat_axes=frame.nk)
+    a.check_dtype(ELEMENT_DTYPES[op.a_format], f"{op.a_format} elements")
+    b.check_dtype(ELEMENT_DTYPES[op.b_format], f"{op.b_format} elements")
+    frame = _c_region(frame, op, args, d_atom)
+    a_base = a.slots([lanes.a_owner(op, lane, e).atom(op) for e in range(op.a_elems)], lane)
+    b_base = b.slots([lanes.b_owner(op, lane, e).atom(op) for e in range(op.b_elems)], lane)
+    frame = _acc_bases(frame, op)
     acc_ty = tir_dtype(op.acc_vector)
 
-    def accumulate(at, value_of):
-        """The store of D = ``value_of(run, c)`` at the repeat point that ``at`` substitutes (the
-        identity inside the repeat loops); ``run`` maps a lane expression to that point at run time,
-        ``c`` is the accumulator in: C for the first K repeat, D after it."""
-        run = lambda expr: at(ctx.at_runtime(expr))  # noqa: E731
-        dv = d.load(run(d_base), op.acc_elems)
-        cv = c.load(run(c_base), op.acc_elems) if c is not None else (
-            args[3] if op.acc_elems == 1 else T.broadcast(args[3], op.acc_elems))
-        cv = T.if_then_else(at(ctx.repeat[-1]) == 0, cv, dv)
-        return d.store(run(d_base), op.acc_elems, value_of(run, cv))
+    def mfma(run, cv):
+        av = _operand_vector(a, run(a_base), op, op.a_format, op.a_vector)
+        bv = _operand_vector(b, run(b_base), op, op.b_format, op.b_vector)
+        if op.a_vector == "<8 x bfloat>":
+            return T.call_pure_extern(bf16_mfma_helper(op, mods["blgp"]), av, bv, cv, ty=acc_ty)
+        return T.call_llvm_pure_intrin(op.llvm_intrinsic, av, bv, cv, T.int32(mods["cbsz"]),
+                                       T.int32(mods["abid"]), T.int32(mods["blgp"]), ty=acc_ty)
 
-    def scaled_mfma(run, cv):
+    return ctx.finish([_accumulate(frame, op, args[3], lambda expr: expr, mfma)])
+
+
+def _lower_scaled(op: MfmaOp, args, params, mods: dict, sctx):
+    """A scaled MFMA: A/B formats from ``cbsz``/``blgp`` (packed words or fp8/bf8 element tiles),
+    E8M0 scales as registers or byte tiles (then each repeat on its own: ``op_sel`` differs)."""
+    fmt_a, fmt_b = SCALE_FORMAT_CODES[mods["cbsz"]], SCALE_FORMAT_CODES[mods["blgp"]]
+    # the A atom's rank (words or an element tile) separates the repeat axes from the atom
+    a_atom, _, d_atom = _atoms(op, fmt_a, fmt_b, byte_tiles=is_byte_tile(args[1]))
+    frame = _d_region(_frame(op, args, sctx, a_atom, d_atom), args, d_atom)
+    ctx, lane = frame.ctx, frame.ctx.proof_lane
+    a, a_base, a_count, a_words = _scaled_operand(ctx, op, "A", args[1], fmt_a, "cbsz", mods, frame.mk, lane)
+    b, b_base, b_count, b_words = _scaled_operand(ctx, op, "B", args[2], fmt_b, "blgp", mods, frame.nk, lane)
+    frame = _c_region(frame, op, args, d_atom)
+    scales = [_Scale(ctx, op, name, arg, rep, params, lane)
+              for name, arg, rep in (("scale_a", args[4], frame.mk), ("scale_b", args[5], frame.nk))]
+    frame = _acc_bases(frame, op)
+    acc_ty = tir_dtype(op.acc_vector)
+
+    def mfma(run, cv):
         av = a.load(run(a_base), a_count)
         bv = b.load(run(b_base), b_count)
         av, bv = (v if str(v.ty.dtype).startswith("int32") else T.reinterpret(v, ty=f"int32x{n}")
@@ -275,16 +326,8 @@ def lower(op: MfmaOp, args, params, sctx):
             scaled_intrinsic(op, fmt_a, fmt_b), av, bv, cv, T.int32(mods["cbsz"]), T.int32(mods["blgp"]),
             T.int32(sel_a), sa, T.int32(sel_b), sb, ty=acc_ty)
 
-    def dense_mfma(run, cv):
-        av = _operand_vector(a, run(a_base), op, fmt_a, op.a_vector)
-        bv = _operand_vector(b, run(b_base), op, fmt_b, op.b_vector)
-        if op.a_vector == "<8 x bfloat>":
-            return T.call_pure_extern(bf16_mfma_helper(op, mods["blgp"]), av, bv, cv, ty=acc_ty)
-        return T.call_llvm_pure_intrin(op.llvm_intrinsic, av, bv, cv, T.int32(mods["cbsz"]),
-                                       T.int32(mods["abid"]), T.int32(mods["blgp"]), ty=acc_ty)
-
-    if scaled and any(scale.byte_tile for scale in scales):  # op_sel differs per repeat: each repeat on its own
-        stores = [accumulate(_repeat_point(ctx, point), scaled_mfma) for point in product(*map(range, ctx.repeat_shape))]
+    if any(scale.byte_tile for scale in scales):  # op_sel differs per repeat: each repeat on its own
+        stores = [_accumulate(frame, op, args[3], _repeat_point(ctx, point), mfma)
+                  for point in product(*map(range, ctx.repeat_shape))]
         return SeqStmt([*ctx.bindings, *stores])
-    return ctx.finish([accumulate(lambda expr: expr, scaled_mfma if scaled else dense_mfma)])
-
+    return ctx.finish([_accumulate(frame, op, args[3], lambda expr: expr, mfma)])

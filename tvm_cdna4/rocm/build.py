@@ -152,9 +152,11 @@ def install_hooks() -> None:
 
     from ..errors import unwrapped_dispatch
     from ..tirx_private import ROCM_BUILD_FUNC, wrap_global_func, wrap_tile_dispatch
+    from . import storage
 
     # analysis.TILE_APPLY (not imported here: see above); a pattern's ContractError reaches the caller as itself
     wrap_tile_dispatch("tirx.rocm.tile.apply", unwrapped_dispatch)
+    storage.install()
     register_default_tir_pipeline_selector(_check_before_lowering)
     wrap_global_func(ROCM_BUILD_FUNC, _build_rocm)
     tvm_ffi.register_global_func("tvm_callback_rocm_bitcode_path", _bitcode_path, override=True)
