@@ -59,6 +59,8 @@ def add_gemm_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--group-m", type=int, help="block rasterization group (block rows per N sweep)")
     p.add_argument("--ctas", type=int,
                    help="sm80: persistent kernel with this many CTAs (the GPU's SM count), 0 = one CTA per tile")
+    p.add_argument("--tune", action="store_true",
+                   help="sm80: time the planner's candidate tilings on the GPU and cache the winner (cuda_gemm.build)")
     p.add_argument("--no-cache", action="store_true",
                    help="build with TIRx even when the build cache (~/.cache/tvm_cdna4, TVM_CDNA4_CACHE_DIR) has it")
     p.set_defaults(func=run_gemm)
@@ -68,9 +70,9 @@ def add_gemm_parser(subparsers) -> argparse.ArgumentParser:
 def _config(args):
     from dataclasses import replace
 
-    from .schedules.cuda_gemm import default_config
+    from .schedules.cuda_gemm import choose_config
 
-    cfg = default_config(args.dtype, args.M, args.N)
+    cfg = choose_config(args.M, args.N, args.K, args.dtype, args.layout, args.out_dtype)
     updates = {}
     if args.block:
         bm, bn, bk = (int(x) for x in args.block.lower().split("x"))
@@ -118,9 +120,9 @@ def run_gemm(args) -> int:
         return 2
 
     if args.emit == "config":
-        import json
+        from .schedules.cuda_gemm import config_json
 
-        print(json.dumps(cfg.as_dict()))
+        print(config_json(M, N, K, args.dtype, args.layout, args.out_dtype, cfg))
     elif args.emit == "tir":
         from .schedules.cuda_gemm import cuda_gemm
 
@@ -131,7 +133,7 @@ def run_gemm(args) -> int:
         print(cuda_source(build(M, N, K, args.dtype, args.layout, args.out_dtype, cfg, arch="sm_80",
                                 cache=not args.no_cache)))
 
-    if not (args.validate or args.bench):
+    if not (args.validate or args.bench or args.tune):
         if args.emit is None:  # plain build: compile for sm_80 and report
             from .schedules.cuda_gemm import build
 
@@ -149,7 +151,7 @@ def run_gemm(args) -> int:
 
     import numpy as np
 
-    fn = runner.compile_and_load(M, N, K, args.dtype, args.layout, args.out_dtype, cfg, cache=not args.no_cache)
+    fn = runner.compile_and_load(M, N, K, args.dtype, args.layout, args.out_dtype, cfg, cache=not args.no_cache, tune=args.tune)
     status = 0
     if args.validate:
         rng = np.random.default_rng(0)
