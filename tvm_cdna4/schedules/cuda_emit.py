@@ -7,7 +7,8 @@ built in ``kernel``: :class:`Thread` (the buffers, register tiles and the warp's
 bases, fixed for the whole kernel) and :class:`TileOrigin` / :class:`NextTile` (the output tile
 being computed, decoded by ``GridPlan.decode``, and, in the persistent kernel, the next one the
 pipeline runs on into). ``epilogue`` is the one epilogue stage: the plan's ``Epilogue.ops`` on the
-accumulator tile, then ``store``.
+accumulator tile, then ``store``; with a K split, ``split_epilogue`` first reduces the slices' partial
+tiles through the workspace and a ticket (the ``"reduce"`` op), and the tile's last CTA runs it.
 
 Variable names bound in the macros (``tid``, ``grow``, ``lof``, ...) name the CUDA variables;
 ``tests/test_cuda_gemm_golden.py`` pins the generated source.

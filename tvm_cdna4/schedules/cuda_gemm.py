@@ -27,7 +27,14 @@ The schedule is plan -> emission: ``cuda_plan.plan`` decides the kernel as a fro
 of named records (tiles, warp grid, the launch grid, per-operand copy and ldmatrix plans, the
 k-loop, the epilogue, the kernel's parameters), and ``cuda_emit.emit`` spells that plan in TIRx.
 This module is the public entry: ``cuda_gemm`` (the PrimFunc), ``build`` (compiled and cached,
-keyed by the plan: ``build_key``) and the planner's names.
+keyed by the plan: ``build_key``), the planner's names, and tuning: ``tune_config`` times the cost
+model's first candidates and stores the winner under ``tune_key`` (arch, dtypes, layout, N, K, M
+bucket), where ``build`` without a ``config`` reads it (``tuned_config``).
+
+Without a ``config`` the tiling is the cost model's choice for the problem and the GPU's SM count
+(``choose_config``): small-M tiles (16/32/64 rows) and split-K below M = 256, where a split-K kernel
+takes two more parameters, the f32 workspace ``W`` and the ticket counters ``S``, zeroed once and
+left zero by every launch (``runtime.cuda.Kernel`` passes them).
 """
 
 from __future__ import annotations

@@ -9,6 +9,14 @@ then the store) and the kernel's parameters (:class:`Param`). It returns a froze
 of named records; the emission (``tvm_cdna4.schedules.cuda_emit``) turns that plan into TIRx and
 decides nothing itself. Tests inspect the plan directly (``tests/test_cuda_plan.py``);
 :func:`plan_record` is the plan as JSON data (the build-cache key).
+
+Without a ``config`` the tiling is the planner's choice for every M (:func:`choose_config`): the
+candidate tilings (:func:`candidates`: the default, and below ``SMALL_M`` 16/32/64/128-row tiles with
+K split over 1..16 CTAs) ranked by the cost model (:func:`estimate` on a :class:`Device`, by default
+the H200's 132 SMs): tiles x waves over SMs, padded MMA rows, roofline max(FLOPs / peak, bytes /
+bandwidth) with the bandwidth the resident CTAs can draw, and the split-K workspace traffic
+(docs/cuda_gemm.md, "Plans for every M"). :func:`plan_summary` is the chosen plan with its estimate
+(``--emit config``).
 """
 
 from __future__ import annotations
