@@ -268,3 +268,108 @@ def test_plan_is_frozen_and_rejects_bad_input(default_plans):
         plan(64, 64, 64, "f16", "xy")
     with pytest.raises(ValueError, match="positive"):
         plan(0, 64, 64)
+
+
+# ---- plans for every M: the cost model, split-K, tuning (issue 24) ---------------------------------
+
+from tvm_cdna4.schedules import cuda_gemm as _cg  # noqa: E402
+from tvm_cdna4.schedules.cuda_plan import (  # noqa: E402
+    Device,
+    candidates,
+    choose_config,
+    default_config,
+    estimate,
+    plan_summary,
+)
+
+
+def test_big_m_keeps_the_default_tiling():
+    # from SMALL_M on the model never revisits default_config (the golden kernels at M >= 256)
+    for M, N, K, dt in ((4096, 4096, 4096, "f16"), (256, 256, 16384, "f16"), (1000, 999, 1001, "f16"),
+                        (257, 130, 520, "bf16"), (2048, 2048, 2048, "bf16"), (1024, 1024, 1024, "f16")):
+        assert choose_config(M, N, K, dt) == default_config(dt, M, N)
+        assert candidates(M, N, K, dt) == [default_config(dt, M, N)]
+
+
+def test_decode_shapes_get_small_tiles_and_fill_the_gpu():
+    # 16 x 4096 x 14336: the default 128x128 tile launches 32 CTAs on 132 SMs, 7/8 of its rows padding
+    cfg = choose_config(16, 4096, 14336, "bf16", "nt", "bf16")
+    assert cfg.block_m == 16 and cfg.warps_m == 1
+    est = estimate(16, 4096, 14336, cfg)
+    base = estimate(16, 4096, 14336, default_config("bf16", 16, 4096))
+    assert est.ctas >= 132 and est.tile_efficiency > 0.99 and base.tile_efficiency == 0.125
+    assert est.time_s < 0.5 * base.time_s and est.roofline_fraction > 0.8
+
+
+def test_split_k_follows_the_sm_count():
+    # the same shape on a GPU of 4x the SMs splits K further (more CTAs to fill it), on one of 16 less
+    splits = [choose_config(16, 4096, 14336, "bf16", "nt", "bf16", sms).split_k for sms in (16, 132, 528)]
+    assert splits[0] < splits[1] < splits[2]
+
+
+def test_cost_model_arithmetic():
+    dev = Device()
+    cfg = GemmConfig(block_m=16, block_n=64, block_k=64, warps_m=1, warps_n=4, stages=4, split_k=2)
+    est = estimate(1, 100, 1000, cfg, 2, dev)
+    assert est.ctas == 2 * 2 and est.waves == 1
+    assert est.tile_efficiency == pytest.approx(2 * 1 * 100 * 1000 / (2 * 16 * 128 * 16 * 64))
+    assert est.bytes == 2 * (1000 + 100 * 1000) + 2 * 100 + 4 * 100 * 3
+    assert est.roofline_s == pytest.approx((2 * (1000 + 100 * 1000) + 200) / 4.8e12)
+    assert 0 < est.roofline_fraction < 1
+
+
+def test_split_k_plan():
+    cfg = GemmConfig(block_m=16, block_n=64, block_k=64, warps_m=1, warps_n=4, stages=3, split_k=3)
+    p = plan(7, 70, 200, "f16", "nt", "bf16", cfg)
+    assert (p.grid.k_splits, p.grid.tiles, p.grid.ctas, p.kloop.k_tiles) == (3, 6, 6, 2)
+    assert p.a.copy.masked and p.b.copy.masked  # 3 slices x 2 k-tiles x 64 > 200
+    assert [op.kind for op in p.epilogue.ops] == ["reduce", "convert"]
+    assert p.epilogue.reduce.instr == "red.global.add.f32"
+    assert [(q.name, q.shape, q.dtype) for q in p.params[3:]] == [("W", (1, 7, 70), "float32"), ("S", (2,), "uint32")]
+    q = plan(7, 70, 200, "f16", "nt", "bf16", replace(cfg, reduction="ordered"))
+    assert q.epilogue.reduce.instr == "st.global.f32" and q.params[3].shape == (3, 7, 70)
+    assert p.grid.decode(5) == q.grid.decode(5) and p.grid.decode(5).k_split == 2
+    with pytest.raises(ValueError, match="split_k and persistent"):
+        replace(cfg, ctas=4).check()
+    with pytest.raises(ValueError, match="reduction"):
+        replace(cfg, reduction="tree").check()
+
+
+def test_emit_config_json_names_the_plan():
+    import json
+
+    d = json.loads(_cg.config_json(16, 4096, 14336, "bf16", "nt", "bf16"))
+    cfg = choose_config(16, 4096, 14336, "bf16", "nt", "bf16")
+    assert d["block_m"] == cfg.block_m and d["split_k"] == cfg.split_k > 1
+    assert d["launched_ctas"] == cfg.split_k * 4096 // cfg.block_n and d["ctas"] == 0
+    assert d == json.loads(_cg.config_json(16, 4096, 14336, "bf16", "nt", "bf16", cfg))
+    assert plan_summary(plan(16, 4096, 14336, "bf16", "nt", "bf16"))["roofline_fraction"] == d["roofline_fraction"]
+
+
+def test_m_bucket():
+    assert [_cg.m_bucket(m) for m in (1, 2, 3, 16, 17, 100, 128, 129)] == [1, 2, 4, 16, 32, 128, 128, 256]
+
+
+def test_tuning_stores_the_fastest_and_builds_read_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("TVM_CDNA4_CACHE_DIR", str(tmp_path))
+    M, N, K = 16, 4096, 4096
+    assert _cg.tuned_config(M, N, K, "bf16", "nt", "bf16") is None
+    timed = []
+
+    def timer(cfg):  # a fake GPU: the model's third choice is the fastest
+        timed.append(cfg)
+        return 1e-6 if len(timed) == 3 else 5e-6
+
+    best = _cg.tune_config(M, N, K, "bf16", "nt", "bf16", timer=timer, top=6)
+    assert len(timed) == 6 and len(set(timed)) == 6 and best == timed[2]
+    assert timed[0] == choose_config(M, N, K, "bf16", "nt", "bf16")  # the model's first choice is timed first
+    # the same key (M bucket 16, N, K, dtypes, layout, arch) reads it back; another bucket or N does not
+    assert _cg.tuned_config(9, N, K, "bf16", "nt", "bf16") == best
+    assert _cg.tuned_config(17, N, K, "bf16", "nt", "bf16") is None
+    assert _cg.tuned_config(M, 2048, K, "bf16", "nt", "bf16") is None
+    assert _cg.tuned_config(M, N, K, "bf16", "nt", "bf16", arch="sm_90") is None
+    # a build without a config uses it (build_key of the tuned plan), no timing again
+    built = []
+    monkeypatch.setattr(_cg, "_compile", lambda p, arch, compiler: built.append(p) or {"source": b"x", "library": b"y"})
+    exe = _cg.build(M, N, K, "bf16", "nt", "bf16")
+    assert exe.config == best and built[0].config == best and len(timed) == 6

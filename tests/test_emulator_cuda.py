@@ -349,3 +349,107 @@ def test_cuda_gemm_random_data_within_tolerance():
 def test_crosscheck_script_cpu_only(capsys):
     assert xc.main(["--cpu-only", "--quick"]) == 0
     assert "SUMMARY: 7/7 cases emulated == numpy" in capsys.readouterr().out
+
+
+# ------------------------------------------------------------------------------------------------
+# small-M tiles and split-K (issue 24)
+# ------------------------------------------------------------------------------------------------
+
+
+def _small_m(bm, wm, split=1, reduction="atomic", bn=64):
+    return GemmConfig(block_m=bm, block_n=bn, block_k=64, warps_m=wm, warps_n=4, stages=3, split_k=split,
+                      reduction=reduction)
+
+
+def _emulate_split(M, N, K, layout, cfg, dt, ot, seed, data="ints"):
+    """Emulate a plan with its workspace and tickets (zero before, checked zero after); C from NaN."""
+    from tvm_cdna4.schedules.cuda_plan import plan
+
+    p = plan(M, N, K, dt, layout, ot, cfg)
+    rng = np.random.default_rng(seed)
+    sa, sb = operand_shapes(M, N, K, layout)
+    if data == "ints":
+        a, b = xc._ints(rng, sa, runner.np_dtype(dt)), xc._ints(rng, sb, runner.np_dtype(dt))
+    else:
+        a, b = runner.random_inputs(M, N, K, dt, layout, rng)
+    c = np.full((M, N), np.nan, runner.np_dtype(ot))
+    extra = [np.zeros(q.shape, runner.np_dtype(q.dtype) if q.dtype != "uint32" else np.uint32) for q in p.params[3:]]
+    emulate(cuda_gemm(M, N, K, dt, layout, ot, cfg), a, b, c, *extra, target="sm80", uninitialized="allow")
+    if cfg.split_k > 1:
+        assert not extra[1].any(), "every tile's ticket is reset by its last CTA"
+        if cfg.reduction == "atomic":
+            assert not extra[0].any(), "the atomic workspace is cleared by each tile's last CTA"
+    return a, b, c
+
+
+# (layout, M, N, K, dtype, out dtype, block_m, warps_m, split_k, reduction): M = 1, 7, 33; N and K not
+# multiples of the tile; the last K slice partly or wholly past K
+SMALL_M_GEMMS = [
+    ("nt", 1, 70, 200, "bf16", "bf16", 16, 1, 1, "atomic"),
+    ("nt", 7, 70, 200, "f16", "f32", 16, 1, 3, "atomic"),
+    ("nt", 1, 37, 300, "bf16", "bf16", 16, 1, 4, "ordered"),
+    ("tn", 33, 70, 250, "f16", "f16", 32, 1, 2, "atomic"),
+    ("nn", 33, 45, 130, "bf16", "f32", 64, 2, 3, "ordered"),
+    ("tt", 7, 72, 136, "f16", "bf16", 32, 2, 2, "atomic"),
+]
+
+
+@pytest.mark.parametrize("layout,M,N,K,dt,ot,bm,wm,split,red", SMALL_M_GEMMS)
+def test_small_m_and_split_k_exact_on_small_integers(layout, M, N, K, dt, ot, bm, wm, split, red):
+    # small-integer data: every partial sum is exact, so the reduction order cannot matter and the
+    # result is bit-exact in both reduction modes
+    a, b, c = _emulate_split(M, N, K, layout, _small_m(bm, wm, split, red), dt, ot, M + N + K)
+    want = runner.reference(a, b, layout).astype(runner.np_dtype(ot))
+    assert xc.first_difference(c, want) is None, xc.first_difference(c, want)
+
+
+def test_split_k_random_data_within_reassociation_tolerance():
+    # arbitrary data: each K slice rounds its partial sum to f32 and the slices are added in f32, a
+    # reassociation of the unsplit sum: |error| <= (k_splits + 1) * 2^-24 * sum |a_ik b_kj| per element
+    M, N, K = 7, 40, 320
+    a, b, c = _emulate_split(M, N, K, "nt", _small_m(16, 1, 4, "ordered"), "f16", "f32", 5, data="random")
+    exact = runner.reference(a, b, "nt")
+    bound = 5 * 2.0**-24 * (np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64)).T)
+    assert (np.abs(c - exact) <= bound + 1e-30).all()
+    _, _, c2 = _emulate_split(M, N, K, "nt", _small_m(16, 1, 4, "ordered"), "f16", "f32", 5, data="random")
+    np.testing.assert_array_equal(c, c2)  # the ordered reduction is deterministic
+
+
+def _global_store_kernel(kind):
+    # two CTAs of 32 threads write word `tid` of Out: plain stores (a race), or red.add (ordered)
+    @T.function
+    def kernel(Out: T.Tensor((32,), "float32")):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=2, block=32))
+        tid = T.cuda.thread_idx("x")
+        if I.constexpr(kind == "red"):
+            T.ptx["red.global.add.f32"](Out.ptr_to([tid]), T.float32(1.5))
+        else:
+            T.ptx["st.global.f32"](Out.ptr_to([tid]), T.float32(1.5))
+
+    return kernel
+
+
+def test_global_atomics_are_ordered_and_plain_stores_race():
+    out = np.ones(32, np.float32)
+    emulate(_global_store_kernel("red"), out, target="sm80")
+    np.testing.assert_array_equal(out, 4.0)
+    with pytest.raises(EmulationError, match="race on global 'Out' byte 0: stored by CTA 0 and by CTA 1"):
+        emulate(_global_store_kernel("st"), np.zeros(32, np.float32), target="sm80")
+    # one CTA per batch: the second CTA's stores meet the first's record of the launch
+    with pytest.raises(EmulationError, match="byte 0: stored by CTA 0 and stored by CTA 1 in one launch"):
+        emulate(_global_store_kernel("st"), np.zeros(32, np.float32), target="sm80", max_threads_per_batch=32)
+
+
+def test_atom_returns_the_old_value_in_thread_order():
+    @T.function
+    def kernel(S: T.Tensor((1,), "uint32"), Out: T.Tensor((64,), "uint32")):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=2, block=32))
+        tid = T.cuda.thread_idx("x")
+        r = T.alloc_tensor(ty_args=[T.Tensor((1,), "uint32", scope="local", layout="default")])
+        T.ptx["atom.global.add.u32"](r[0], S.ptr_to([0]), T.uint32(2))
+        Out[T.cuda.block_idx("x") * 32 + tid] = r[0]
+
+    s, out = np.full(1, 10, np.uint32), np.zeros(64, np.uint32)
+    emulate(kernel, s, out, target="sm80")
+    assert s[0] == 10 + 2 * 64
+    np.testing.assert_array_equal(out, 10 + 2 * np.arange(64))

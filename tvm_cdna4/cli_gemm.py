@@ -61,6 +61,8 @@ def add_gemm_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--group-m", type=int, help="block rasterization group (block rows per N sweep)")
     p.add_argument("--ctas", type=int,
                    help="sm80: persistent kernel with this many CTAs (the GPU's SM count), 0 = one CTA per tile")
+    p.add_argument("--tune", action="store_true",
+                   help="sm80: time the planner's candidate tilings on the GPU and cache the winner (cuda_gemm.build)")
     p.add_argument("--no-cache", action="store_true",
                    help="build with TIRx even when the build cache (~/.cache/tvm_cdna4, TVM_CDNA4_CACHE_DIR) has it")
     p.set_defaults(func=run_gemm)
@@ -70,9 +72,9 @@ def add_gemm_parser(subparsers) -> argparse.ArgumentParser:
 def _config(args):
     from dataclasses import replace
 
-    from .schedules.cuda_gemm import default_config
+    from .schedules.cuda_gemm import choose_config
 
-    cfg = default_config(args.dtype, args.M, args.N)
+    cfg = choose_config(args.M, args.N, args.K, args.dtype, args.layout, args.out_dtype)
     updates = {}
     if args.block:
         bm, bn, bk = (int(x) for x in args.block.lower().split("x"))
@@ -115,7 +117,7 @@ def run_gemm(args) -> int:
     if min(args.M, args.N, args.K) < 1:
         return _usage("M, N, K must be positive")
     _emit_sm80(args, cfg)
-    if not (args.validate or args.bench):
+    if not (args.validate or args.bench or args.tune):
         return 0
     return _run_sm80(args, cfg)
 
@@ -139,14 +141,14 @@ def _emit_sm80(args, cfg) -> None:
 
     shape = (args.M, args.N, args.K, args.dtype, args.layout, args.out_dtype, cfg)
     if args.emit == "config":
-        import json
+        from .schedules.cuda_gemm import config_json
 
-        print(json.dumps(cfg.as_dict()))
+        print(config_json(*shape))
     elif args.emit == "tir":
         print(cuda_gemm(*shape).script())
     elif args.emit == "cuda":
         print(cuda_source(build(*shape, arch="sm_80", cache=not args.no_cache)))
-    elif not (args.validate or args.bench):
+    elif not (args.validate or args.bench or args.tune):
         build(*shape, arch="sm_80", cache=not args.no_cache)
         print(f"built {args.layout} {args.dtype}->{args.out_dtype} {args.M}x{args.N}x{args.K} for sm_80: "
               f"{cfg.as_dict()}")
@@ -158,13 +160,14 @@ def _run_sm80(args, cfg) -> int:
 
     ok, why = runner.have_cuda_gpu()
     if not ok:
-        what = " and ".join(x for x, on in (("--validate", args.validate), ("--bench", args.bench)) if on)
+        what = " and ".join(x for x, on in (("--validate", args.validate), ("--bench", args.bench), ("--tune", args.tune)) if on)
         return _usage(f"{what} needs an NVIDIA GPU, and none is available here ({why})")
     import numpy as np
 
     M, N, K = args.M, args.N, args.K
     title = f"{args.layout} {args.dtype}->{args.out_dtype} {M}x{N}x{K}"
-    fn = runner.compile_and_load(M, N, K, args.dtype, args.layout, args.out_dtype, cfg, cache=not args.no_cache)
+    fn = runner.compile_and_load(M, N, K, args.dtype, args.layout, args.out_dtype, cfg, cache=not args.no_cache,
+                                 tune=args.tune)
     status = 0
     if args.validate:
         rng = np.random.default_rng(0)

@@ -119,15 +119,60 @@ def load_kernel(path: str):
     return tvm_ffi.load_module(path)["main"]
 
 
-def compile_and_load(M, N, K, dtype, layout, out_dtype, config=None, arch=None, workdir=None, cache=True):
-    from ..schedules.cuda_gemm import build
+def compile_and_load(M, N, K, dtype, layout, out_dtype, config=None, arch=None, workdir=None, cache=True,
+                     tune=False):
+    """Build (``cuda_gemm.build``: the planner's choice without a ``config``, ``tune`` as there),
+    export and load the kernel: a :class:`Kernel`, called with A, B, C like ``main``."""
+    from ..schedules.cuda_gemm import build, plan
 
     arch = arch or device_arch()
-    exe = build(M, N, K, dtype, layout, out_dtype, config, arch=arch, cache=cache)
+    timer = gpu_timer(M, N, K, dtype, layout, out_dtype, arch) if tune else None
+    exe = build(M, N, K, dtype, layout, out_dtype, config, arch=arch, cache=cache, tune=tune, timer=timer)
     workdir = workdir or tempfile.mkdtemp(prefix="cuda_gemm_")
     path = os.path.join(workdir, f"gemm_{M}_{N}_{K}_{dtype}_{layout}_{out_dtype}.so")
     export_kernel(exe, path)
-    return load_kernel(path)
+    return Kernel(load_kernel(path), plan(M, N, K, dtype, layout, out_dtype, exe.config))
+
+
+def gpu_timer(M, N, K, dtype, layout, out_dtype, arch=None, rep_ms: int = 40):
+    """``timer(config)`` for ``cuda_gemm.tune_config``: seconds of one launch of the kernel built with
+    ``config`` on this machine's GPU (``bench_ms``, L2 flushed; random inputs made once)."""
+    import torch
+
+    from ..schedules.cuda_gemm import operand_shapes
+
+    a_shape, b_shape = operand_shapes(M, N, K, layout)
+    a = torch.empty(a_shape, dtype=torch_dtype(dtype), device="cuda").uniform_(-1, 1)
+    b = torch.empty(b_shape, dtype=torch_dtype(dtype), device="cuda").uniform_(-1, 1)
+    c = torch.empty((M, N), dtype=torch_dtype(out_dtype), device="cuda")
+
+    def timer(config) -> float:
+        fn = compile_and_load(M, N, K, dtype, layout, out_dtype, config, arch)
+        return bench_ms(Launcher(fn, a, b, c), warmup_ms=10, rep_ms=rep_ms) * 1e-3
+    return timer
+
+
+class Kernel:
+    """A loaded GEMM called with A, B, C (DLPack / tvm_ffi tensors); a split-K plan's workspace
+    ``W`` and ticket counters ``S`` (``GemmPlan.params``) are allocated zeroed on the GPU once and
+    passed after them (every launch leaves them zero again)."""
+
+    def __init__(self, fn, p):
+        self.fn, self.plan = fn, p
+        self._extra = None
+
+    def extra(self) -> tuple:
+        if self._extra is None:
+            import torch
+            import tvm_ffi
+
+            dt = {"float32": torch.float32, "uint32": torch.int32}
+            bufs = [torch.zeros(q.shape, dtype=dt[q.dtype], device="cuda") for q in self.plan.params[3:]]
+            self._extra = (bufs, tuple(tvm_ffi.from_dlpack(t) for t in bufs))
+        return self._extra[1]
+
+    def __call__(self, *args):
+        self.fn(*args, *(self.extra() if len(args) == 3 else ()))
 
 
 class Launcher:

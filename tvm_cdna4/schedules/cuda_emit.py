@@ -7,7 +7,8 @@ built in ``kernel``: :class:`Thread` (the buffers, register tiles and the warp's
 bases, fixed for the whole kernel) and :class:`TileOrigin` / :class:`NextTile` (the output tile
 being computed, decoded by ``GridPlan.decode``, and, in the persistent kernel, the next one the
 pipeline runs on into). ``epilogue`` is the one epilogue stage: the plan's ``Epilogue.ops`` on the
-accumulator tile, then ``store``.
+accumulator tile, then ``store``; with a K split, ``split_epilogue`` first reduces the slices' partial
+tiles through the workspace and a ticket (the ``"reduce"`` op), and the tile's last CTA runs it.
 
 Variable names bound in the macros (``tid``, ``grow``, ``lof``, ...) name the CUDA variables;
 ``tests/test_cuda_gemm_golden.py`` pins the generated source.
@@ -48,6 +49,8 @@ class Thread:
     """Elements from a stage's A tile to this warp's slice."""
     b_base: object
     """Elements from a stage's B tile to this warp's slice."""
+    k0: object = None
+    """Split-K: the first k-tile of this CTA's K slice (None without a split)."""
 
 
 @attrs.frozen
@@ -258,13 +261,18 @@ def load_operand(p, op, G, SMH, stage, kt, origin):
         load_operand_cta(p, op, G, SMH, stage, origin, kt * p.tiling.block_k)
 
 
+def slice_k_tile(th: Thread, kt):
+    """The k-tile of K that the slice's k-tile ``kt`` copies (``kt`` itself without a split)."""
+    return kt if th.k0 is None else th.k0 + kt
+
+
 @T.macro
 def load_part(p, th, stage, kt, m0, n0, part):
     # part: "A", "B" or "AB"
     if I.constexpr(part != "B"):
-        load_operand(p, p.a, th.A, th.SMH, stage, kt, m0)
+        load_operand(p, p.a, th.A, th.SMH, stage, slice_k_tile(th, kt), m0)
     if I.constexpr(part != "A"):
-        load_operand(p, p.b, th.B, th.SMH, stage, kt, n0)
+        load_operand(p, p.b, th.B, th.SMH, stage, slice_k_tile(th, kt), n0)
 
 
 @T.macro
@@ -540,9 +548,78 @@ def store_elements(p, dst, src, acc, row_t, col_t):
                     )
 
 
+# ---- the split-K reduction (EpilogueOp "reduce") -------------------------------------------------
+
+
+def acc_element(p: GemmPlan, mi, ni, rh, c2):
+    """Index of element (mi, ni, row half, column) in the thread's accumulators (``acc_thread``)."""
+    return mi * p.tiling.mma_n * 4 + ni * 4 + rh * 2 + c2
+
+
+def workspace_slice(p: GemmPlan, k_slice):
+    """The workspace slice a K slice writes: its own (ordered) or the one shared slice (atomic)."""
+    return k_slice if p.config.reduction == "ordered" else 0
+
+
+def is_atomic(p: GemmPlan) -> bool:
+    return p.config.reduction == "atomic"
+
+
+@T.macro
+def split_epilogue(p, args, acc, tile, wm, wn, lane, pid):
+    # the slice's partial tile into the workspace W, a fence, then the tile's ticket S; the last of
+    # the tile's k_splits CTAs to draw one gathers the sum into its accumulators and runs the epilogue
+    tid = T.cuda.thread_idx("x")
+    row_t = tile.m0 + wm * p.tiling.warp_m + lane // 4
+    col_t = tile.n0 + wn * p.tiling.warp_n + (lane % 4) * 2
+    per_split = p.grid.grid_m * p.grid.grid_n
+    k_slice = T.truncdiv(pid, per_split)
+    for mi in T.unroll(p.tiling.mma_m):
+        for ni in T.unroll(p.tiling.mma_n):
+            for rh in T.unroll(2):
+                for c2 in T.unroll(2):
+                    if T.and_(row_t + mi * 16 + rh * 8 < p.M, col_t + ni * 8 + c2 < p.N):
+                        T.ptx[p.epilogue.reduce.instr](
+                            args["W"].ptr_to([workspace_slice(p, k_slice), row_t + mi * 16 + rh * 8, col_t + ni * 8 + c2]),
+                            acc[acc_element(p, mi, ni, rh, c2)])
+    T.ptx["fence.acq_rel.gpu"]()
+    T.cuda.cta_sync()
+    ticket = T.alloc_tensor(ty_args=[T.Tensor((1,), "uint32", scope="shared", layout="default")])
+    drawn = T.alloc_tensor(ty_args=[T.Tensor((1,), "uint32", scope="local", layout="default")])
+    if tid == 0:
+        T.ptx["atom.global.add.u32"](drawn[0], args["S"].ptr_to([T.truncmod(pid, per_split)]), T.uint32(1))
+        ticket[0] = drawn[0]
+    T.cuda.cta_sync()
+    if ticket[0] == T.uint32(p.grid.k_splits - 1):
+        T.ptx["fence.acq_rel.gpu"]()
+        gather(p, args["W"], acc, row_t, col_t)
+        if tid == 0:
+            args["S"][T.truncmod(pid, per_split)] = T.uint32(0)
+        epilogue(p, args["C"], acc, tile, wm, wn, lane)
+
+
+@T.macro
+def gather(p, W, acc, row_t, col_t):
+    # the tile's sum into the accumulators: atomic, W's one slice (then cleared for the next launch);
+    # ordered, the slices added in index order (deterministic)
+    part = T.alloc_tensor(ty_args=[T.Tensor((1,), "float32", scope="local", layout="default")])
+    for mi in T.unroll(p.tiling.mma_m):
+        for ni in T.unroll(p.tiling.mma_n):
+            for rh in T.unroll(2):
+                for c2 in T.unroll(2):
+                    if T.and_(row_t + mi * 16 + rh * 8 < p.M, col_t + ni * 8 + c2 < p.N):
+                        T.ptx["ld.global.cg.f32"](acc[acc_element(p, mi, ni, rh, c2)], W.ptr_to([0, row_t + mi * 16 + rh * 8, col_t + ni * 8 + c2]))
+                        if I.constexpr(is_atomic(p)):
+                            T.ptx["st.global.f32"](W.ptr_to([0, row_t + mi * 16 + rh * 8, col_t + ni * 8 + c2]), T.float32(0))
+                        else:
+                            for s in T.unroll(1, p.grid.k_splits):
+                                T.ptx["ld.global.cg.f32"](part[0], W.ptr_to([s, row_t + mi * 16 + rh * 8, col_t + ni * 8 + c2]))
+                                acc[acc_element(p, mi, ni, rh, c2)] = acc[acc_element(p, mi, ni, rh, c2)] + part[0]
+
+
 # ---- the kernel ---------------------------------------------------------------------------------
 
-EPILOGUE_OPS = ("convert",)
+EPILOGUE_OPS = ("reduce", "convert")
 """The ``EpilogueOp`` kinds this emission spells."""
 
 
@@ -566,7 +643,11 @@ def kernel(p, args):
     zero(p, acc)
     a_base = wm * p.a.warp_offset
     b_base = wn * p.b.warp_offset
-    th = Thread(args["A"], args["B"], SMH, SMW, acc, af, bf, a_base, b_base)
+    if I.constexpr(p.grid.k_splits > 1):
+        k_slice = T.truncdiv(pid, p.grid.grid_m * p.grid.grid_n)
+        th = Thread(args["A"], args["B"], SMH, SMW, acc, af, bf, a_base, b_base, k_slice * p.kloop.k_tiles)
+    else:
+        th = Thread(args["A"], args["B"], SMH, SMW, acc, af, bf, a_base, b_base)
 
     if I.constexpr(p.grid.persistent):
         persistent_tiles(p, th, args, pid, wm, wn, lane)
@@ -585,7 +666,10 @@ def kernel(p, args):
             for kt in range(p.kloop.k_tiles):
                 _ = [kstep(p, th, TileOrigin(m0, n0), None, kt, kt % p.kloop.stages, step) for step in p.kloop.steps]
         T.ptx["cp.async.wait_group"](0)
-        epilogue(p, args["C"], acc, TileOrigin(m0, n0), wm, wn, lane)
+        if I.constexpr(p.epilogue.reduce is not None):
+            split_epilogue(p, args, acc, TileOrigin(m0, n0), wm, wn, lane, pid)
+        else:
+            epilogue(p, args["C"], acc, TileOrigin(m0, n0), wm, wn, lane)
 
 
 @T.macro

@@ -27,35 +27,53 @@ The schedule is plan -> emission: ``cuda_plan.plan`` decides the kernel as a fro
 of named records (tiles, warp grid, the launch grid, per-operand copy and ldmatrix plans, the
 k-loop, the epilogue, the kernel's parameters), and ``cuda_emit.emit`` spells that plan in TIRx.
 This module is the public entry: ``cuda_gemm`` (the PrimFunc), ``build`` (compiled and cached,
-keyed by the plan: ``build_key``) and the planner's names.
+keyed by the plan: ``build_key``), the planner's names, and tuning: ``tune_config`` times the cost
+model's first candidates and stores the winner under ``tune_key`` (arch, dtypes, layout, N, K, M
+bucket), where ``build`` without a ``config`` reads it (``tuned_config``).
+
+Without a ``config`` the tiling is the cost model's choice for the problem and the GPU's SM count
+(``choose_config``): small-M tiles (16/32/64 rows) and split-K below M = 256, where a split-K kernel
+takes two more parameters, the f32 workspace ``W`` and the ticket counters ``S``, zeroed once and
+left zero by every launch (``runtime.cuda.Kernel`` passes them).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import json
+from collections.abc import Callable
+
 from .cuda_plan import (
     DEFAULT_CONFIGS,
     DTYPES,
+    H200_SMS,
     LAYOUTS,
     OUT_DTYPES,
+    Device,
     GemmConfig,
     GemmPlan,
     OperandTile,
     Swizzle,
+    candidates,
+    choose_config,
     default_config,
+    estimate,
     make_operands,
     operand_shapes,
     plan,
     plan_record,
+    plan_summary,
     swizzle_elem,
     swizzle_shift,
 )
 
 __all__ = [  # the planner's public names are re-exported here, the CUDA GEMM's entry module
-    "DEFAULT_CONFIGS", "DTYPES", "LAYOUTS", "OUT_DTYPES", "CudaBuild", "GemmConfig", "GemmPlan", "OperandTile",
-    "Swizzle", "build", "build_key", "cuda_gemm", "cuda_source", "default_config", "make_operands", "operand_shapes",
-    "plan", "plan_record", "schedule_digest", "swizzle_elem", "swizzle_shift",
+    "DEFAULT_CONFIGS", "DTYPES", "H200_SMS", "LAYOUTS", "OUT_DTYPES", "CudaBuild", "Device", "GemmConfig", "GemmPlan",
+    "OperandTile", "Swizzle", "build", "build_key", "candidates", "choose_config", "config_json", "cuda_gemm",
+    "cuda_source", "default_config", "estimate", "m_bucket", "make_operands", "operand_shapes", "plan",
+    "plan_record", "plan_summary", "schedule_digest", "swizzle_elem", "swizzle_shift", "tune_config", "tune_key",
+    "tuned_config",
 ]
 
 
@@ -81,6 +99,8 @@ class CudaBuild:
 
     source: str
     library: bytes
+    config: GemmConfig | None = None
+    """The tiling built (the planner's or the tuned choice when ``build`` got no ``config``)."""
 
     def export_library(self, path) -> str:
         """Write the library for ``tvm_ffi.load_module`` (see ``runtime.cuda.load_kernel``)."""
@@ -90,20 +110,89 @@ class CudaBuild:
 
 
 def build(M, N, K, dtype="f16", layout="nt", out_dtype="f32", config=None, arch="sm_80", compiler=None,
-          cache=True) -> CudaBuild:
+          cache=True, tune=False, sms=H200_SMS, timer=None) -> CudaBuild:
     """Compile for CUDA.
 
-    ``compiler``: the device compiler that turns the generated CUDA C into machine code when the
-    module is loaded: None for TIRx's default (NVRTC), or ``"nvcc"`` / ``"nvrtc"`` (TIRx's
-    ``backend_config``; the loading machine must have it). ``cache``: read and write the on-disk
-    build cache (``tvm_cdna4.cache``), keyed by the plan (``build_key``)."""
+    Without a ``config``: the tuned tiling stored for this problem's key (``tuned_config``), else
+    the planner's choice (``choose_config`` for ``sms`` SMs); ``tune=True`` first times the
+    candidates (``tune``, with ``timer``) and stores the winner. ``compiler``: the device compiler
+    that turns the generated CUDA C into machine code when the module is loaded: None for TIRx's
+    default (NVRTC), or ``"nvcc"`` / ``"nvrtc"`` (TIRx's ``backend_config``; the loading machine
+    must have it). ``cache``: read and write the on-disk build cache (``tvm_cdna4.cache``), keyed
+    by the plan (``build_key``)."""
     from ..cache import cached
 
     if compiler is not None and compiler not in ("nvcc", "nvrtc"):
         raise ValueError(f"compiler must be 'nvcc' or 'nvrtc' (or None for TIRx's default), got {compiler!r}")
-    p = plan(M, N, K, dtype, layout, out_dtype, config)
+    if tune:
+        config = tune_config(M, N, K, dtype, layout, out_dtype, arch, sms, timer)
+    elif config is None and cache:
+        config = tuned_config(M, N, K, dtype, layout, out_dtype, arch, sms)
+    p = plan(M, N, K, dtype, layout, out_dtype, config, sms)
     blobs = cached("cuda-gemm", build_key(p, arch, compiler), lambda: _compile(p, arch, compiler), enabled=cache)
-    return CudaBuild(source=blobs["source"].decode(), library=blobs["library"])
+    return CudaBuild(source=blobs["source"].decode(), library=blobs["library"], config=p.config)
+
+
+def m_bucket(M: int) -> int:
+    """The M bucket of the tuning cache: M rounded up to a power of two (1, 2, 4, ..., 16, 32, ...)."""
+    return 1 << max(0, M - 1).bit_length()
+
+
+def tune_key(M, N, K, dtype, layout, out_dtype, arch="sm_80", sms=H200_SMS) -> dict:
+    """The tuning-cache key: arch, dtypes, layout, N, K, the M bucket (``m_bucket``) and the SM count."""
+    return dict(arch=arch, dtype=dtype, out_dtype=out_dtype, layout=layout.lower(), N=N, K=K, m_bucket=m_bucket(M),
+                sms=sms)
+
+
+def tuned_config(M, N, K, dtype="f16", layout="nt", out_dtype="f32", arch="sm_80", sms=H200_SMS) -> GemmConfig | None:
+    """The tiling ``tune_config`` stored for this problem's key, or None (none stored, or it does not plan
+    for this M: a bucket holds several)."""
+    from ..cache import entry_path, load
+
+    blobs = load(entry_path("cuda-tune", tune_key(M, N, K, dtype, layout, out_dtype, arch, sms)))
+    if blobs is None:
+        return None
+    cfg = GemmConfig(**json.loads(blobs["config"]))
+    try:
+        plan(M, N, K, dtype, layout, out_dtype, cfg, sms)
+    except ValueError:
+        return None
+    return cfg
+
+
+def tune_config(M, N, K, dtype="f16", layout="nt", out_dtype="f32", arch="sm_80", sms=H200_SMS,
+         timer: Callable[[GemmConfig], float] | None = None, top: int = 6) -> GemmConfig:
+    """Time the ``top`` candidates the cost model ranks first (``candidates``, ``estimate``) and
+    store the fastest in the build cache under ``tune_key``, where later builds read it.
+    ``timer(config)``: seconds of one launch of the kernel built with ``config`` (on a GPU:
+    ``runtime.cuda.gpu_timer``, which ``runtime.cuda.compile_and_load(tune=True)`` passes)."""
+    from ..cache import entry_path, store
+
+    if timer is None:  # the GPU timer lives in the runtime layer, above this one
+        raise ValueError("tune_config needs a timer(config) -> seconds: on a GPU, runtime.cuda.gpu_timer(M, N, K, "
+                         "...), which runtime.cuda.compile_and_load(..., tune=True) passes")
+    dev, ob = Device(sms=sms), 4 if out_dtype in ("f32", "float32") else 2
+    ranked = []
+    for cfg in sorted(candidates(M, N, K, dtype), key=lambda c: estimate(M, N, K, c, ob, dev).time_s):
+        try:
+            plan(M, N, K, dtype, layout, out_dtype, cfg, sms)
+        except ValueError:
+            continue
+        ranked.append(cfg)
+        if len(ranked) == top:
+            break
+    best = min(ranked, key=timer)
+    store(entry_path("cuda-tune", tune_key(M, N, K, dtype, layout, out_dtype, arch, sms)),
+          {"config": json.dumps(best.as_dict()).encode()})
+    return best
+
+
+def config_json(M, N, K, dtype="f16", layout="nt", out_dtype="f32", config=None, sms=H200_SMS) -> str:
+    """``--emit config``: the plan of ``config`` (None: the planner's choice) as one JSON object,
+    the tiling's every field and the plan's summary (``plan_summary``: ``split_k``, ``block_m``,
+    CTAs, the cost model's estimate)."""
+    p = plan(M, N, K, dtype, layout, out_dtype, config, sms)
+    return json.dumps({**p.config.as_dict(), **plan_summary(p, sms)})
 
 
 def build_key(p: GemmPlan, arch: str = "sm_80", compiler: str | None = None) -> dict:

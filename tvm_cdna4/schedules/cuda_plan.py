@@ -9,6 +9,14 @@ then the store) and the kernel's parameters (:class:`Param`). It returns a froze
 of named records; the emission (``tvm_cdna4.schedules.cuda_emit``) turns that plan into TIRx and
 decides nothing itself. Tests inspect the plan directly (``tests/test_cuda_plan.py``);
 :func:`plan_record` is the plan as JSON data (the build-cache key).
+
+Without a ``config`` the tiling is the planner's choice for every M (:func:`choose_config`): the
+candidate tilings (:func:`candidates`: the default, and below ``SMALL_M`` 16/32/64/128-row tiles with
+K split over 1..16 CTAs) ranked by the cost model (:func:`estimate` on a :class:`Device`, by default
+the H200's 132 SMs): tiles x waves over SMs, padded MMA rows, roofline max(FLOPs / peak, bytes /
+bandwidth) with the bandwidth the resident CTAs can draw, and the split-K workspace traffic
+(docs/cuda_gemm.md, "Plans for every M"). :func:`plan_summary` is the chosen plan with its estimate
+(``--emit config``).
 """
 
 from __future__ import annotations
@@ -48,6 +56,12 @@ class GemmConfig:
     # while the current tile's epilogue stores; 0 = one CTA per tile. Takes effect when the k-loop
     # is unrolled and K has a whole number of `stages` k-tiles (see `persistent_for`).
     ctas: int = 0
+    # split-K: this many CTAs share one output tile, each taking a contiguous range of its k-tiles;
+    # the epilogue reduces their f32 partials (``reduction``) and the tile's last CTA stores C
+    split_k: int = 1
+    # "atomic": red.global.add.f32 into an f32 workspace; "ordered": each slice stores its partial
+    # tile and the last CTA sums the slices in index order (deterministic, bit-reproducible)
+    reduction: str = "atomic"
 
     @property
     def threads(self) -> int:
@@ -75,6 +89,12 @@ class GemmConfig:
             raise ValueError("mma_order must be 'row' or 'serpentine'")
         if self.ctas < 0:
             raise ValueError("ctas must be 0 (one CTA per tile) or the number of persistent CTAs")
+        if self.split_k < 1:
+            raise ValueError("split_k must be at least 1")
+        if self.split_k > 1 and self.ctas:
+            raise ValueError("split_k and persistent CTAs (ctas > 0) do not combine")
+        if self.reduction not in ("atomic", "ordered"):
+            raise ValueError("reduction must be 'atomic' or 'ordered'")
         if self.smem_bytes() > 227 * 1024:
             raise ValueError(f"{self.smem_bytes()} B of shared memory exceeds 227 KiB")
         for n in (self.block_m, self.block_n, self.block_k):
@@ -90,8 +110,13 @@ class GemmConfig:
         (``LdmatrixPlan.offset_in_view``), which keeps the unrolled loop within 255 registers
         without spills under NVRTC 13.0, the compiler TIRx builds with."""
         del layout  # every layout unrolls (kept for callers that pass it)
-        kt = math.ceil(K / self.block_k)
+        kt = self.slice_k_tiles(K)
         return self.unroll_stages and kt >= 2 * self.stages
+
+    def slice_k_tiles(self, K: int) -> int:
+        """k-tiles per K slice: the k-tiles of K shared out over ``split_k`` slices (the last slice's
+        k-tiles past K are zero-filled)."""
+        return math.ceil(math.ceil(K / self.block_k) / self.split_k)
 
     def persistent_for(self, K: int, layout: str = "nt") -> bool:
         """Whether the kernel is persistent: ``ctas`` > 0, the unrolled k-loop, and K a whole
@@ -600,11 +625,14 @@ class EpilogueOp:
     """One operation on the thread's f32 accumulator tile before the store."""
 
     kind: str
-    """``"convert"``: rounding to the output dtype, today's only operation (bias, activations,
-    row / column scales, a residual and the split-K reduction come next)."""
+    """``"reduce"``: the split-K reduction (first: the slice's partial tile goes to the f32
+    workspace ``W``; the tile's last CTA, by the ticket counter ``S``, gathers the sum into its
+    accumulators and clears ``W`` and ``S`` for the next launch); ``"convert"``: rounding to the
+    output dtype (bias, activations, row / column scales and a residual come next)."""
     instr: str
-    """Its PTX: ``cvt.rn.{f16,bf16}x2.f32`` (a pair into one b32) or ``cvt.rn.{f16,bf16}.f32``
-    (one element, odd N)."""
+    """Its PTX: ``red.global.add.f32`` (atomic reduction) or ``st.global.f32`` (ordered: one
+    workspace slice per K slice) for ``reduce``; ``cvt.rn.{f16,bf16}x2.f32`` (a pair into one
+    b32) or ``cvt.rn.{f16,bf16}.f32`` (one element, odd N) for ``convert``."""
     dtype: str
     """TIR dtype of the registers it produces (``uint32`` pairs, ``uint16`` elements)."""
 
@@ -633,10 +661,24 @@ class Epilogue:
         """The conversion to ``out_dtype`` (None for f32 C)."""
         return next((op for op in self.ops if op.kind == "convert"), None)
 
+    @property
+    def reduce(self) -> EpilogueOp | None:
+        """The split-K reduction (None without a K split)."""
+        return next((op for op in self.ops if op.kind == "reduce"), None)
+
 
 def plan_epilogue(M: Extent, N: int, ot: str, cfg: GemmConfig) -> Epilogue:
     """Pairs of columns (N even: ``st.global.v2.f32``, or ``cvt.rn.*x2.f32`` + ``st.global.b32``),
-    else one element per store (``st.global.f32``, or ``cvt.rn.*.f32`` + ``st.global.b16``)."""
+    else one element per store (``st.global.f32``, or ``cvt.rn.*.f32`` + ``st.global.b16``); with
+    ``split_k`` > 1 the reduction comes first."""
+    ep = _store_epilogue(M, N, ot, cfg)
+    if cfg.split_k == 1:
+        return ep
+    instr = "red.global.add.f32" if cfg.reduction == "atomic" else "st.global.f32"
+    return attrs.evolve(ep, ops=(EpilogueOp("reduce", instr, "float32"), *ep.ops))
+
+
+def _store_epilogue(M: Extent, N: int, ot: str, cfg: GemmConfig) -> Epilogue:
     masked = M % cfg.block_m != 0 or N % cfg.block_n != 0
     short = _short_out(ot)
     if N % 2 == 0:
@@ -686,8 +728,10 @@ class GemmPlan:
     kloop: KLoop
     epilogue: Epilogue
     params: tuple[Param, ...]
-    """The kernel's parameters in signature order: A, B, then C (an epilogue input such as a bias
-    goes here, beside the ``EpilogueOp`` that reads it)."""
+    """The kernel's parameters in signature order: A, B, C, then with a K split the f32 workspace
+    ``W`` (``[split_k, M, N]`` ordered, ``[1, M, N]`` atomic) and the ticket counters ``S`` (one
+    ``uint32`` per output tile), both zero before the first launch and left zero by every launch
+    (an epilogue input such as a bias goes here too, beside the ``EpilogueOp`` that reads it)."""
 
 
 def plan_record(p) -> dict:
@@ -700,6 +744,151 @@ def plan_record(p) -> dict:
     if isinstance(p, tuple | list):
         return [plan_record(v) for v in p]
     return p
+
+
+# ----------------------------------------------------------------------------------------------
+# The cost model (docs/cuda_gemm.md, "Plans for every M")
+# ----------------------------------------------------------------------------------------------
+
+H200_SMS = 132
+
+
+@attrs.frozen
+class Device:
+    """What the cost model knows of a GPU (defaults: the H200, mma.sync dense 16-bit)."""
+
+    sms: int = H200_SMS
+    peak_flops: float = 660e12
+    """mma.sync f16/bf16 FLOP/s of the whole GPU."""
+    hbm_bytes_s: float = 4.8e12
+    l2_bytes_s: float = 12e12
+    """L2 -> SM bandwidth: every CTA's tile loads (A and B panels, re-reads included) pass it."""
+    latency_s: float = 1.0e-6
+    """Loaded memory latency: a CTA keeps ``stages - 1`` stages in flight, so it streams at most
+    ``(stages - 1) * stage bytes / latency_s`` (Little's law); too few resident CTAs cannot
+    saturate HBM."""
+    wave_s: float = 2.0e-6
+    """Fixed cost of one wave of CTAs (launch, pipeline fill, epilogue)."""
+    split_s: float = 1.5e-6
+    """Extra fixed cost of the split-K epilogue (fence, ticket, the last CTA's gather)."""
+    overlap: float = 0.1
+    """Fraction of the shorter of compute and memory time that does not hide under the longer."""
+    regs: int = 65536
+    smem: int = 227 * 1024
+
+
+@attrs.frozen
+class Estimate:
+    """The cost model's figures for one tiling of one problem."""
+
+    ctas: int
+    """CTAs launched (output tiles times ``split_k``)."""
+    per_sm: int
+    """CTAs resident per SM (shared memory, registers, threads)."""
+    waves: int
+    """``ceil(ctas / (sms * per_sm))``."""
+    tile_efficiency: float
+    """Useful fraction of the issued MMA work (padded rows and columns, padded k-tiles)."""
+    bytes: int
+    """HBM traffic: A, B and C once, plus the split-K workspace traffic."""
+    time_s: float
+    """``max(compute, memory) + overlap * min(compute, memory) + waves * wave_s (+ split_s)``."""
+    roofline_s: float
+    """``max(flops / peak, (A + B + C) / bandwidth)``: the problem's roofline time."""
+
+    @property
+    def roofline_fraction(self) -> float:
+        return self.roofline_s / self.time_s
+
+
+def estimate(M: int, N: int, K: int, cfg: GemmConfig, out_bytes: int = 2, dev: Device = Device()) -> Estimate:
+    """The cost model: tiles x waves over SMs, padded MMA rows, roofline max(FLOPs / peak, bytes /
+    bandwidth) with bandwidth limited by the busy SMs, and split-K reduction traffic."""
+    gm, gn = ceil_div(M, cfg.block_m), ceil_div(N, cfg.block_n)
+    ctas = gm * gn * cfg.split_k
+    acc_regs = cfg.warp_m * cfg.warp_n // 32
+    regs = min(255, 64 + acc_regs + (cfg.warp_m + cfg.warp_n) // 8)
+    per_sm = max(1, min(dev.smem // cfg.smem_bytes(), dev.regs // (regs * cfg.threads), 2048 // cfg.threads, 32))
+    slots = dev.sms * per_sm
+    waves = ceil_div(ctas, slots)
+    k_issued = cfg.slice_k_tiles(K) * cfg.block_k * cfg.split_k
+    issued = 2 * gm * cfg.block_m * gn * cfg.block_n * k_issued
+    flops = 2 * M * N * K
+    # compute: the busiest SM issues per_sm CTAs per wave at its share of the peak
+    busy_sms = min(dev.sms, ctas)
+    compute = issued / (busy_sms * dev.peak_flops / dev.sms) if ctas >= dev.sms else waves * issued / ctas / (dev.peak_flops / dev.sms)
+    base_bytes = 2 * (M * K + N * K) + out_bytes * M * N
+    # re-reads of A and B panels by other tiles are served by L2 (rasterized groups); the workspace
+    # is written by every slice and read once by the last CTA
+    work = 4 * M * N * (cfg.split_k + 1) if cfg.split_k > 1 else 0
+    stage_bytes = (cfg.block_m + cfg.block_n) * cfg.block_k * 2
+    resident = min(ctas, slots)
+    bw = min(dev.hbm_bytes_s, resident * (cfg.stages - 1) * stage_bytes / dev.latency_s)
+    loads = ctas * cfg.slice_k_tiles(K) * stage_bytes
+    memory = max((base_bytes + work) / bw, loads / min(dev.l2_bytes_s, dev.l2_bytes_s * busy_sms / dev.sms))
+    time = max(compute, memory) + dev.overlap * min(compute, memory) + waves * dev.wave_s + (dev.split_s if cfg.split_k > 1 else 0.0)
+    roof = max(flops / dev.peak_flops, base_bytes / dev.hbm_bytes_s)
+    return Estimate(ctas, per_sm, waves, flops / issued, base_bytes + work, time, roof)
+
+
+SMALL_M = 256
+"""Below this M (fewer than two 128-row tiles) the planner weighs the small-M tilings and split-K;
+from it on it keeps ``default_config`` (the tuned big-M kernels, pinned by the golden digests)."""
+
+
+def candidates(M: int, N: int, K: int, dtype: str = "f16") -> list[GemmConfig]:
+    """The tilings the planner weighs: ``default_config`` and, below ``SMALL_M``, 16/32/64/128-row
+    tiles (one 16-row mma per warp at 16 rows) over 64/128/256 columns, each with K split in 1..16
+    slices of at least two k-tiles."""
+    base = default_config(dtype, M, N)
+    if M >= SMALL_M:
+        return [base]
+    out = [base]
+    for bm, wm in ((16, 1), (32, 1), (64, 2), (128, 2)):
+        if bm > 2 * max(16, M):
+            continue
+        for bn in (64, 128, 256):
+            cfg = replace(base, block_m=bm, block_n=bn, block_k=64, warps_m=wm, warps_n=4, stages=4)
+            kt = math.ceil(K / cfg.block_k)
+            for split in (1, 2, 3, 4, 6, 8, 12, 16):
+                if split > 1 and kt < 2 * split:
+                    break
+                out.append(replace(cfg, split_k=split))
+    return out
+
+
+def choose_config(M: int, N: int, K: int, dtype: str = "f16", layout: str = "nt", out_dtype: str = "f32",
+                  sms: int = H200_SMS) -> GemmConfig:
+    """The planner's choice: the candidate (``candidates``) of least estimated time
+    (``estimate`` on a GPU of ``sms`` SMs) that plans for this problem; ties keep the earlier
+    candidate (the default first)."""
+    dev = Device(sms=sms)
+    ob = 4 if _short_out(out_dtype) == "f32" else 2
+    scored = sorted(enumerate(candidates(M, N, K, dtype)),
+                    key=lambda ic: (estimate(M, N, K, ic[1], ob, dev).time_s, ic[0]))
+    for _, cfg in scored:
+        try:
+            cfg.check()
+            make_operands(M, N, K, layout, cfg)
+        except ValueError:
+            continue
+        return cfg
+    return default_config(dtype, M, N)
+
+
+def plan_summary(p: GemmPlan, sms: int = H200_SMS) -> dict:
+    """The chosen plan as one JSON object (``--emit config``): the tiling, ``split_k``, the grid and
+    the cost model's estimate."""
+    cfg = p.config
+    ob = 4 if p.epilogue.out_dtype == "float32" else 2
+    est = estimate(p.M, p.N, p.K, cfg, ob, Device(sms=sms))
+    return dict(M=p.M, N=p.N, K=p.K, dtype=p.dtype, layout=p.layout, out_dtype=p.epilogue.out_dtype,
+                block_m=cfg.block_m, block_n=cfg.block_n, block_k=cfg.block_k, warps_m=cfg.warps_m,
+                warps_n=cfg.warps_n, stages=cfg.stages, split_k=cfg.split_k, reduction=cfg.reduction,
+                launched_ctas=p.grid.ctas, k_tiles_per_slice=p.kloop.k_tiles, kloop=p.kloop.form, sms=sms,
+                waves=est.waves, tile_efficiency=round(est.tile_efficiency, 4),
+                estimated_us=round(est.time_s * 1e6, 3), roofline_us=round(est.roofline_s * 1e6, 3),
+                roofline_fraction=round(est.roofline_fraction, 4))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -844,41 +1033,49 @@ def mma_order(cfg: GemmConfig, mma_m: int, mma_n: int) -> tuple[tuple[int, int],
 
 
 def plan(M: int, N: int, K: int, dtype: str = "f16", layout: str = "nt", out_dtype: str = "f32",
-         config: GemmConfig | None = None) -> GemmPlan:
-    """The plan of the GEMM ``C[M, N] = op(A) @ op(B)`` for one static problem size."""
+         config: GemmConfig | None = None, sms: int = H200_SMS) -> GemmPlan:
+    """The plan of the GEMM ``C[M, N] = op(A) @ op(B)`` for one static problem size; without a
+    ``config``, the cost model's choice for a GPU of ``sms`` SMs (``choose_config``)."""
     dt = DTYPES[_short_dtype(dtype)]
     ot = OUT_DTYPES[_short_out(out_dtype)]
     layout = layout.lower()
-    cfg = config or default_config(dtype, M, N)
-    cfg.check()
     if min(M, N, K) < 1:
         raise ValueError("M, N, K must be positive")
+    cfg = config or choose_config(M, N, K, dtype, layout, out_dtype, sms)
+    cfg.check()
     opa, opb = make_operands(M, N, K, layout, cfg)
     a_shape, b_shape = operand_shapes(M, N, K, layout)
+    kt = cfg.slice_k_tiles(K)
     tiling = Tiling(cfg.block_m, cfg.block_n, cfg.block_k, cfg.warps_m, cfg.warps_n, cfg.threads, cfg.warp_m,
-                    cfg.warp_n, cfg.warp_m // 16, cfg.warp_n // 8, cfg.block_k // 16, ceil_div(K, cfg.block_k))
+                    cfg.warp_n, cfg.warp_m // 16, cfg.warp_n // 8, cfg.block_k // 16, kt)
+    k_padded = kt * cfg.split_k * cfg.block_k > ceil_div(K, cfg.block_k) * cfg.block_k  # slices past K
 
     def operand(op, shape, smem_offset):
         warp = cfg.warp_m if op.name == "A" else cfg.warp_n
+        copy = plan_copy(op, cfg)
+        if k_padded and not copy.masked:
+            copy = attrs.evolve(copy, masked=True)
         return OperandPlan(op.name, shape, op, smem_offset, Swizzle.for_row(op.cols),
-                           warp if op.trans else warp * op.cols, plan_copy(op, cfg), plan_ldmatrix(op, cfg))
+                           warp if op.trans else warp * op.cols, copy, plan_ldmatrix(op, cfg))
 
     a = operand(opa, a_shape, 0)
     b = operand(opb, b_shape, opa.elems)
     stage_elems = opa.elems + opb.elems
 
-    kt = tiling.k_tiles
     persistent = cfg.persistent_for(K, layout)
     form = "persistent" if persistent else ("unrolled" if cfg.unrolled_for(K, layout) else "rolled")
     kloop = KLoop(form, cfg.stages, kt, kt // cfg.stages, kt % cfg.stages, plan_k_steps(cfg, tiling.k_steps),
                   mma_order(cfg, tiling.mma_m, tiling.mma_n))
     gm, gn = ceil_div(M, cfg.block_m), ceil_div(N, cfg.block_n)
-    tiles = gm * gn
-    grid = GridPlan(gm, gn, max(1, min(cfg.group_m, gm)), 1, 1, tiles, min(cfg.ctas, tiles) if persistent else tiles,
-                    persistent)
+    tiles = gm * gn * cfg.split_k
+    grid = GridPlan(gm, gn, max(1, min(cfg.group_m, gm)), cfg.split_k, 1, tiles,
+                    min(cfg.ctas, tiles) if persistent else tiles, persistent)
 
     ab = "f16" if dt == "float16" else "bf16"
     epilogue = plan_epilogue(M, N, ot, cfg)
     params = (Param("A", a_shape, dt), Param("B", b_shape, dt), Param("C", (M, N), ot))
+    if cfg.split_k > 1:
+        slices = cfg.split_k if cfg.reduction == "ordered" else 1
+        params += (Param("W", (slices, M, N), "float32"), Param("S", (gm * gn,), "uint32"))
     return GemmPlan(M, N, K, dt, layout, cfg, tiling, grid, a, b, f"mma.sync.aligned.m16n8k16.row.col.f32.{ab}.{ab}.f32",
                     stage_elems, cfg.stages * stage_elems, kloop, epilogue, params)
