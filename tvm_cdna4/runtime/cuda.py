@@ -129,7 +129,9 @@ def compile_and_load(M, N, K, dtype, layout, out_dtype, config=None, arch=None, 
     timer = gpu_timer(M, N, K, dtype, layout, out_dtype, arch) if tune else None
     exe = build(M, N, K, dtype, layout, out_dtype, config, arch=arch, cache=cache, tune=tune, timer=timer)
     workdir = workdir or tempfile.mkdtemp(prefix="cuda_gemm_")
-    path = os.path.join(workdir, f"gemm_{M}_{N}_{K}_{dtype}_{layout}_{out_dtype}.so")
+    # a fresh file per build: overwriting a library that is already loaded crashes the process
+    fd, path = tempfile.mkstemp(prefix=f"gemm_{M}_{N}_{K}_{dtype}_{layout}_{out_dtype}_", suffix=".so", dir=workdir)
+    os.close(fd)
     export_kernel(exe, path)
     return Kernel(load_kernel(path), plan(M, N, K, dtype, layout, out_dtype, exe.config))
 
@@ -166,8 +168,10 @@ class Kernel:
             import torch
             import tvm_ffi
 
-            dt = {"float32": torch.float32, "uint32": torch.int32}
-            bufs = [torch.zeros(q.shape, dtype=dt[q.dtype], device="cuda") for q in self.plan.params[3:]]
+            # uint32 counters: zeroed as int32, then viewed as uint32 (DLPack then says uint32, as main expects)
+            bufs = [torch.zeros(q.shape, dtype=torch.float32, device="cuda") if q.dtype == "float32" else
+                    torch.zeros(q.shape, dtype=torch.int32, device="cuda").view(torch.uint32)
+                    for q in self.plan.params[3:]]
             self._extra = (bufs, tuple(tvm_ffi.from_dlpack(t) for t in bufs))
         return self._extra[1]
 
