@@ -77,7 +77,7 @@ def register() -> dict:
 
     from .. import tirx_private
     from ..rocm.build import install_hooks
-    from . import wave
+    from . import atomic, wave
     from .common import SCOPES, check_operands, check_scope
 
     tirx_private.register_rocm_axes()
@@ -122,6 +122,7 @@ def register() -> dict:
         buffer_load=wave.buffer_load,
         buffer_load_lds=wave.buffer_load_lds,
         s_waitcnt_vmcnt=wave.s_waitcnt_vmcnt,
+        global_atomic_add_f32=atomic.global_atomic_add_f32,
     )
     builder_op.register_script_namespace("rocm", rocm)
     builder_op.register_script_namespace("amdgcn", amdgcn)
