@@ -28,7 +28,9 @@ import attrs
 MI355X_CUS = 256
 CLOCK_HZ = 2.4e9  # MI355X peak engine clock (the published peaks: 256 CUs x 4 SIMDs x 2.4 GHz x rate)
 HBM_BYTES_PER_S = 8.0e12  # MI355X HBM3E
-HBM_LATENCY_S = 0.8e-6  # a loaded HBM round trip (assumed; MI300X measurements put it at 0.7-1 us)
+# a loaded HBM round trip: calibrated so that an unsplit 128x128 bf16 plan at M = 1, 8448x7168 (66
+# workgroups, Little's-law bound) takes hipBLASLt's measured 33.1 us on MI355X (docs/gfx950_gemm.md)
+HBM_LATENCY_S = 0.6e-6
 SIMDS_PER_CU = 4
 # idle cycles per K tile of one wave besides its MFMAs (s_waitcnt, barrier, address arithmetic) in a
 # plan not yet built; llvm-mca's idle cycles of the compiled 128x128x64 loops: f16 nt 4096^3 about 20,
@@ -83,9 +85,9 @@ class GemmWork:
 
     @property
     def tile_bytes(self) -> float:
-        """Bytes of A and B one workgroup loads per K tile."""
+        """Bytes of A and B one workgroup loads per K tile (rows past M or N are masked: no traffic)."""
         BM, BN, BK = self.block
-        return BK * (BM * self.a_bytes + BN * self.b_bytes)
+        return min(BK, self.K) * (min(BM, self.M) * self.a_bytes + min(BN, self.N) * self.b_bytes)
 
 
 @attrs.frozen
