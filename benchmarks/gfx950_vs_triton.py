@@ -403,6 +403,100 @@ def write_json(path: str, date: str, size: int, info: dict[str, str], rows: list
         f.write(f'{head}, "rows": [\n{body}\n]}}\n')
 
 
+# ---------------------------------------------------------- LLM linear layers: the whole-GPU estimate
+
+LLM_SHAPES = {"8b.qkv": (6144, 4096), "8b.o": (4096, 4096), "8b.gate_up": (28672, 4096), "8b.down": (4096, 14336),
+              "70b.qkv": (10240, 8192), "70b.o": (8192, 8192), "70b.gate_up": (57344, 8192),
+              "70b.down": (8192, 28672)}
+LLM_MS = (1, 16, 64, 128, 1024, 4096)
+# Triton's candidates for the skinny shapes (its tutorial kernel has no K split): 16- to 128-row tiles
+TRITON_LLM_SPACE = tuple(TritonConfig(bm, bn, bk, 4, 16) for bm in (16, 32, 64, 128) for bn in (64, 128)
+                         for bk in (64, 128))
+REP_K = 4096  # the representative K at which each config is compiled once (its main loop is K's)
+
+
+def _ours_loop(p, cache: dict):
+    """The KernelReport of our kernel for plan ``p``'s config and epilogue, compiled once at a
+    representative size (the main loop does not depend on N or K)."""
+    from tvm_cdna4.schedules.gfx950_gemm import plan_gfx950_gemm, emit
+
+    key = (p.config, p.grid.k_splits > 1, p.epilogue.out_dtype)
+    if key not in cache:
+        ks = 2 if p.grid.k_splits > 1 else 1
+        rep = plan_gfx950_gemm(min(p.M, p.block[0]), 2 * p.block[1], REP_K, p.dtype, p.layout, p.epilogue.out_dtype,
+                               p.config, k_splits=ks)
+        result = tvm_cdna4.build(emit(rep))
+        cache[key] = kernel_report(result.asm, result.kernel(), problem_formats(p.dtype))
+    return cache[key]
+
+
+def _triton_loop(cfg: TritonConfig, cache: dict):
+    if cfg not in cache:
+        try:
+            asm, shared = compile_triton("bf16", "nt", REP_K, cfg)
+        except Exception:  # Triton refuses a config: left out
+            cache[cfg] = None
+        else:
+            (info,) = parse_metadata(asm)
+            cache[cfg] = kernel_report(asm, attrs.evolve(info, lds_bytes=max(info.lds_bytes, shared)),
+                                       problem_formats("bf16"))
+    return cache[cfg]
+
+
+def llm_rows(out_dtype: str = "bf16", with_triton: bool = True) -> list[dict]:
+    """The whole-GPU estimate (``report.gpu_report``) of ours (``plan_for``) and of Triton's best
+    config (by the same estimate) for every LLM shape and M: bf16 in, layout nt, C ``out_dtype``
+    (Triton's kernel stores f32; its C is counted at ``out_dtype``'s bytes)."""
+    from tvm_cdna4.report import gpu_report
+    from tvm_cdna4.schedules.gfx950_cost import GemmWork, work_of
+    from tvm_cdna4.schedules.gfx950_plan import plan_for
+
+    ours_cache, triton_cache, rows = {}, {}, []
+    for name, (N, K) in LLM_SHAPES.items():
+        for M in LLM_MS:
+            p = plan_for(M, N, K, "bf16", "nt", out_dtype)
+            split = p.grid.k_splits > 1
+            est = gpu_report(_ours_loop(p, ours_cache), work_of(p, 4 * M * N if split else 0, 2 if split else 1))
+            row = {"shape": name, "M": M, "N": N, "K": K, "ours_plan": f"{p.block[0]}x{p.block[1]}x{p.block[2]} "
+                   f"split {p.grid.k_splits}", "ours": est.as_dict()}
+            if with_triton:
+                best = None
+                for cfg in TRITON_LLM_SPACE:
+                    rep = _triton_loop(cfg, triton_cache)
+                    if rep is None or rep.est_fraction is None:
+                        continue
+                    t = gpu_report(rep, GemmWork(M, N, K, (cfg.block_m, cfg.block_n, cfg.block_k), 2, 2,
+                                                 4 if out_dtype == "f32" else 2))
+                    if best is None or t.time_s < best[1].time_s:
+                        best = (cfg, t)
+                if best:
+                    row.update(triton_plan=best[0].label, triton=best[1].as_dict())
+            rows.append(row)
+    return rows
+
+
+def llm_section(rows: list[dict], date: str, info: dict[str, str], command: str) -> str:
+    """The RESULTS.md section of ``llm_rows``."""
+    lines = [LLM_HEADING, "", f"Date: {date}. Versions: {', '.join(f'{k} {v}' for k, v in info.items())}. Command: `{command}`.",
+             "", "A static estimate, not a measurement (no AMD GPU is reachable): `tvm_cdna4.report.gpu_report`, the "
+             "whole-GPU model of `schedules/gfx950_cost.py` (docs/gfx950_gemm.md) over 256 CUs at 2.4 GHz and 8 TB/s, "
+             "applied to the compiled main loop of each config (compiled once at K = 4096). bf16 in, layout nt. "
+             "Ours: `plan_for` (the planner's choice). Triton: its tutorial kernel, the best of "
+             f"{len(TRITON_LLM_SPACE)} configs (16-128-row tiles, no K split) by the same model. "
+             "% = roofline time (max(flops / 2.5 PF, A+B+C bytes / 8 TB/s)) over the estimated time.", "",
+             "| shape | M | ours plan | ours µs | ours % roofline | bound | Triton config | Triton µs | Triton % |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        o, t = r["ours"], r.get("triton")
+        tri = (f"{r['triton_plan']} | {1e6 * t['time_s']:.1f} | {100 * t['roofline_fraction']:.0f}%" if t else "- | - | -")
+        lines.append(f"| {r['shape']} | {r['M']} | {r['ours_plan']} | {1e6 * o['time_s']:.1f} | "
+                     f"{100 * o['roofline_fraction']:.0f}% | {o['bound']} | {tri} |")
+    return "\n".join(lines) + "\n"
+
+
+LLM_HEADING = "## LLM linear layers on gfx950: whole-GPU estimate"
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=int, default=4096)
@@ -415,7 +509,18 @@ def main(argv=None) -> int:
                         help="build only our kernels; every other row comes from the --json file of an earlier run")
     parser.add_argument("--lds-dma", action="store_true",
                         help="also build the direct-to-LDS variant of each dense problem (one more 'ours' row)")
+    parser.add_argument("--llm", choices=("f32", "bf16"),
+                        help="the LLM-layer whole-GPU estimate table (C in this dtype) instead; with --results, "
+                             "appended to that file")
     args = parser.parse_args(argv)
+    if args.llm:
+        section = llm_section(llm_rows(args.llm), datetime.date.today().isoformat(), versions(),
+                              "python benchmarks/gfx950_vs_triton.py " + " ".join(argv if argv is not None else sys.argv[1:]))
+        print(section)
+        if args.results:
+            with open(args.results, "a") as f:
+                f.write("\n" + section)
+        return 0
     if args.ours_only and not args.json:
         parser.error("--ours-only reads Triton's rows from --json")
     earlier, previous = read_json(args.json, args.size) if args.ours_only else ({}, [])

@@ -48,6 +48,8 @@ def add_gemm_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--validate", action="store_true",
                    help="sm80: run on the GPU; gfx950: run in the CPU wavefront emulator; compare with numpy (float64)")
     p.add_argument("--report", action="store_true", help="gfx950: static performance report (instruction mix, llvm-mca)")
+    p.add_argument("--json", action="store_true", help="gfx950 with --report: one JSON object (per-wave figures and "
+                   "the whole-GPU estimate)")
     p.add_argument("--seed", type=int, default=0, help="random input seed for --validate")
     p.add_argument("--bench", action="store_true", help="time on the GPU (median, L2 flushed) and print TFLOP/s")
     p.add_argument("--emit", choices=("cuda", "asm", "llvm", "tir", "config"),

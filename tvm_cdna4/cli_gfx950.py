@@ -4,7 +4,8 @@ Tile options map onto the schedule configs (``Gfx950GemmConfig``, ``MxGemmConfig
 and ``--mfma`` replace the dtype's defaults; ``--lds-dma`` starts from the direct-to-LDS variant
 (``dma_config``; dense dtypes only); ``--warps`` and ``--stages`` name what the gfx950 schedules fix
 (2x2 waves, two pipeline stages, three with ``--lds-dma``) and refuse anything else; the sm80-only
-``--group-m`` and ``--ctas`` are refused. Refusals are usage errors (exit 2, the reason first).
+``--group-m`` and ``--ctas`` are refused. ``--report`` adds the whole-GPU estimate
+(``schedules.gfx950_cost``); ``--report --json`` prints the report as one JSON object. Refusals are usage errors (exit 2, the reason first).
 """
 
 from __future__ import annotations
@@ -136,6 +137,27 @@ def _inputs(args, rng):
     return (A, B, c), a64 @ b64, np.abs(a64) @ np.abs(b64), c, out
 
 
+def work(args, cfg):
+    """The ``GemmWork`` of the CLI's kernel (``schedules.gfx950_cost``: the whole-GPU estimate)."""
+    from .schedules.gfx950_cost import work_of
+    from .schedules.gfx950_gemm import plan
+
+    return work_of(plan(args.M, args.N, args.K, args.dtype, args.layout, _out_dtype(args), cfg))
+
+
+def _print_report(args, cfg, result, title: str) -> None:
+    """``--report``: the static report and the whole-GPU estimate; ``--json``: both as one JSON object."""
+    from .report import format_gpu_estimate, format_report, gpu_report, kernel_report, report_json
+
+    if getattr(args, "json", False):
+        import json
+
+        print(json.dumps(report_json(result, title, work(args, cfg))))
+        return
+    print(format_report(result, title))
+    print(format_gpu_estimate(gpu_report(kernel_report(result.asm, result.kernel()), work(args, cfg))))
+
+
 def run(args) -> int:
     if args.dtype not in GFX950_DTYPES:
         print(f"gemm --target gfx950: dtype {args.dtype!r}; available: {', '.join(GFX950_DTYPES)}", file=sys.stderr)
@@ -165,9 +187,7 @@ def run(args) -> int:
         elif args.emit == "llvm":
             print(result.llvm_ir)
         if getattr(args, "report", False):
-            from .report import format_report
-
-            print(format_report(result, title))
+            _print_report(args, cfg, result, title)
     elif args.emit == "tir":
         print(func.script())
     if not args.validate:

@@ -319,3 +319,43 @@ def format_report(result: BuildResult, title: str) -> str:
                      f"{report.formats[0]}x{report.formats[1]} peak ({report.peak_ops_per_cycle:.0f} ops/cycle/SIMD, "
                      f"{report.peak_mfma}): {loop.mfma_ops} MFMA ops in {loop.estimate_cycles:.0f} cycles")
     return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------- the whole-GPU estimate
+
+def gpu_report(report: KernelReport, work, cus: int | None = None):
+    """The whole-GPU estimate (``schedules.gfx950_cost.gpu_estimate``) of a compiled kernel doing
+    ``work`` (a ``GemmWork``): its occupancy and waves per workgroup from the metadata, its main
+    loop's single-wave estimate; None without llvm-mca's figures."""
+    from .schedules.gfx950_cost import MI355X_CUS, gpu_estimate
+
+    if report.est_fraction is None:
+        return None
+    waves = max(1, report.info.max_flat_workgroup_size // 64)
+    return gpu_estimate(work, max(1, report.waves_per_simd), waves, min(1.0, report.est_fraction),
+                        report.peak_ops_per_cycle, cus or MI355X_CUS)
+
+
+def format_gpu_estimate(est) -> str:
+    """The report lines of a ``GpuEstimate``."""
+    if est is None:
+        return "  whole-GPU estimate: needs llvm-mca's main-loop figures"
+    return "\n".join([
+        f"  whole-GPU estimate (MI355X, static): {est.workgroups} workgroups on {est.cus_used} CUs, "
+        f"{est.workgroups_per_cu} per CU, {est.waves} dispatch wave(s); tile efficiency {100 * est.tile_efficiency:.1f}%",
+        f"  HBM {est.hbm_bytes / 1e6:.1f} MB at {est.hbm_bytes_per_s / 1e12:.2f} TB/s: {1e6 * est.memory_s:.2f} us; "
+        f"MFMA work {1e6 * est.compute_s:.2f} us; estimate {1e6 * est.time_s:.2f} us ({est.bound} bound), "
+        f"{100 * est.roofline_fraction:.0f}% of the roofline ({1e6 * est.roofline_s:.2f} us)"])
+
+
+def report_json(result: BuildResult, title: str, work, cus: int | None = None) -> dict:
+    """``--report --json``: one object with the per-wave figures and the whole-GPU estimate."""
+    info = result.kernel()
+    loop = loop_report(result.asm)
+    report = KernelReport.of(info, loop, loop.formats[0]) if len(loop.formats) == 1 else None
+    est = gpu_report(report, work, cus) if report else None
+    return {"title": title, "resources": attrs.asdict(info), "waves_per_simd": info.waves_per_simd(),
+            "main_loop": {"instructions": loop.instructions, "mix": loop.mix, "mfma_bound_cycles": loop.mfma_bound_cycles,
+                          "mca_cycles": loop.mca_cycles, "mca_mfma_cycles": loop.mca_mfma_cycles,
+                          "estimate_cycles": loop.estimate_cycles, "mca_error": loop.mca_error},
+            "est_fraction": report.est_fraction if report else None, "gpu": est.as_dict() if est else None}

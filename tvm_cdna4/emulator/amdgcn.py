@@ -16,13 +16,15 @@ from ..isa.llvm_helpers import (
     BARRIER,
     BUFFER_LOAD_DTYPES,
     BUFFER_LOAD_LDS_MNEMONICS,
+    GLOBAL_ATOMIC_ADD_F32,
+    GLOBAL_ATOMIC_ADD_F32_MNEMONIC,
     PREFIX,
     buffer_load_helper,
     buffer_load_lds_helper,
 )
 from .errors import EmulationError
 from .interp import np_dtype, where_of
-from .memory import InFlightLdsWrites, Pointer, check_bounds, check_lds_read
+from .memory import GlobalAtomics, InFlightLdsWrites, Pointer, check_bounds, check_lds_read
 
 WAVE = 64
 
@@ -322,6 +324,32 @@ def _buffer_load_lds(size: int):
     return factory
 
 
+def _global_atomic_add_f32(compiler, node, args):
+    """``T.rocm.global_atomic_add_f32``: each active lane adds its f32 value to element ``index`` of
+    the global buffer, one lane at a time in thread order (atomics to one address are ordered; a
+    plain store to the same bytes in the launch is a race: ``GlobalAtomics``)."""
+    machine = compiler.machine
+    machine.state.setdefault("atomics", GlobalAtomics())
+    ptr, index, value = (compiler.expr(a) for a in args)
+    where = where_of(node)
+
+    def run(env, mask):
+        p, T = ptr(env, mask), machine.nthreads
+        if not isinstance(p, Pointer) or p.buffer.scope != "global":
+            raise EmulationError(f"{GLOBAL_ATOMIC_ADD_F32_MNEMONIC} needs a global buffer pointer", where)
+        threads = np.flatnonzero(machine.active(mask))
+        byte = (np.asarray(p.offset, np.int64) + np.broadcast_to(np.asarray(index(env, mask), np.int64), (T,)) * 4)[threads]
+        bad = byte % 4 != 0
+        if bad.any():
+            raise EmulationError(f"{GLOBAL_ATOMIC_ADD_F32_MNEMONIC} at byte {int(byte[bad][0])} is not 4-byte aligned",
+                                 where, *machine.coords(int(threads[bad][0])))
+        check_bounds(machine, p.buffer, byte, 4, None, where)
+        machine.state["atomics"].record(machine, p.buffer, byte, 4, threads, True, where)
+        v = np.broadcast_to(np.asarray(value(env, mask), np.float32), (T,))[threads]
+        np.add.at(p.buffer.typed(np.dtype(np.float32))[0], byte // 4, v)  # in thread order, f32 each step
+    return run
+
+
 def _noop(compiler, node, args):
     return lambda env, mask: None
 
@@ -344,6 +372,7 @@ def calls() -> dict:
     table.update({name: _noop for name in _SCHED_PROGRAMS})
     table.update({buffer_load_helper(d): _buffer_load for d in BUFFER_LOAD_DTYPES})
     table.update({buffer_load_lds_helper(n): _buffer_load_lds(n) for n in BUFFER_LOAD_LDS_MNEMONICS})
+    table[GLOBAL_ATOMIC_ADD_F32] = _global_atomic_add_f32
     tr_by_base: dict[str, list[DsReadTrOp]] = {}
     for op in CATALOG.values():
         if isinstance(op, DsReadTrOp):

@@ -9,7 +9,8 @@ out-of-bounds access; LDS read of bytes never written; an LDS byte written by on
 written by another wave of the workgroup with no barrier in between (epochs count barriers), or
 after a barrier that the writing wave reached with the write still in flight (gfx950: no
 ``s_waitcnt lgkmcnt`` covering it, ``Machine.issue_lds``); an LDS byte read or written while an
-asynchronous copy into it is still in flight (``Buffer.pending``).
+asynchronous copy into it is still in flight (``Buffer.pending``); a global byte written both by an
+atomic and by a plain store in one launch (``GlobalAtomics``).
 """
 
 from __future__ import annotations
@@ -108,11 +109,44 @@ def store(machine, view: TensorView, flat, value, mask, where: str):
         byte, inst, value, threads = byte[m], inst[m], value[m], threads[m]
     if buf.track:
         check_lds_write(machine, buf, inst, byte, dtype.itemsize, where, threads)
+    elif buf.scope == "global" and "atomics" in machine.state:
+        machine.state["atomics"].record(machine, buf, byte, dtype.itemsize, threads, False, where)
     if np.all(byte % dtype.itemsize == 0):
         buf.typed(dtype)[inst, byte // dtype.itemsize] = value
     else:
         raw = np.ascontiguousarray(value).reshape(-1, 1).view(np.uint8)
         buf.data[inst.reshape(-1, 1), byte.reshape(-1, 1) + np.arange(dtype.itemsize)] = raw
+
+
+class GlobalAtomics:
+    """Race checks between global atomics and plain stores in one launch (``machine.state["atomics"]``,
+    created when a kernel with a global atomic is compiled): per global buffer, the bytes an atomic
+    updated and the bytes a plain store wrote. Atomics to one address are ordered among themselves;
+    a plain store to a byte an atomic of the launch updates (before or after it) is a race."""
+
+    def __init__(self):
+        self.atomic: dict[int, np.ndarray] = {}
+        self.plain: dict[int, np.ndarray] = {}
+
+    def _marks(self, table: dict, buf: Buffer) -> np.ndarray:
+        if id(buf) not in table:
+            table[id(buf)] = np.zeros(buf.nbytes, bool)
+        return table[id(buf)]
+
+    def record(self, machine, buf: Buffer, byte, size: int, threads, atomic: bool, where: str) -> None:
+        """Mark ``size`` bytes at each ``byte`` (of threads ``threads``) as written by an atomic or a plain store."""
+        b = (np.asarray(byte, np.int64).reshape(-1, 1) + np.arange(size)).ravel()
+        if not b.size:
+            return
+        other = self._marks(self.plain if atomic else self.atomic, buf)
+        hit = other[b]
+        if hit.any():
+            k = int(np.argmax(hit))
+            t = int(np.repeat(np.asarray(threads).ravel(), size)[k])
+            first, then = ("a plain store", "an atomic") if atomic else ("an atomic", "a plain store")
+            raise EmulationError(f"race on global '{buf.name}' byte {int(b[k])}: written by {first} and by {then} in one "
+                                 "launch (atomics order only among themselves)", where, *machine.coords(t))
+        self._marks(self.atomic if atomic else self.plain, buf)[b] = True
 
 
 def _broadcast(byte, inst, nthreads):

@@ -170,6 +170,21 @@ def _buffer_helpers() -> list[str]:
     return out
 
 
+# Global f32 atomic add (``T.rocm.global_atomic_add_f32``): ``atomicrmw fadd`` at agent scope, relaxed
+# (monotonic) ordering; ``!amdgpu.no.fine.grained.memory`` and ``!amdgpu.ignore.denormal.mode`` let
+# gfx950 select ``global_atomic_add_f32`` instead of a compare-and-swap loop (LLVM AMDGPUUsage,
+# "Memory Model GFX942": fine-grained memory and denormals are what the native instruction does not handle)
+GLOBAL_ATOMIC_ADD_F32 = PREFIX + "global_atomic_add_f32"
+GLOBAL_ATOMIC_ADD_F32_MNEMONIC = "global_atomic_add_f32"
+
+
+def _atomic_helpers() -> list[str]:
+    return [f"define linkonce_odr void @{GLOBAL_ATOMIC_ADD_F32}(ptr addrspace(1) %base, i32 %index, float %v) {{\n"
+            f"  %p = getelementptr inbounds float, ptr addrspace(1) %base, i32 %index\n"
+            f'  %r = atomicrmw fadd ptr addrspace(1) %p, float %v syncscope("agent") monotonic, align 4, '
+            f"!amdgpu.no.fine.grained.memory !0, !amdgpu.ignore.denormal.mode !0\n  ret void\n}}", "!0 = !{}"]
+
+
 def helpers_ll() -> str:
     barrier = (
         f"define linkonce_odr void @{BARRIER}() {{\n"
@@ -178,7 +193,7 @@ def helpers_ll() -> str:
         "declare void @llvm.amdgcn.s.barrier()"
     )
     body = "\n".join([*_mfma_helpers(), *_tr_helpers(), *_buffer_helpers(), *_buffer_lds_helpers(), *_sched_helpers(),
-                      barrier])
+                      barrier, *_atomic_helpers()])
     return f'target triple = "amdgcn-amd-amdhsa"\n\n{body}\n'
 
 

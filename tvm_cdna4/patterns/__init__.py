@@ -101,7 +101,7 @@ def register_patterns() -> dict:
     from tvm_tirx.tirx.tile.instruction import Instruction, Operand
 
     from .. import tirx_private
-    from . import wave
+    from . import atomic, wave
     from .common import SCOPES, check_operands, check_scope
 
     tirx_private.register_rocm_axes()
@@ -146,6 +146,7 @@ def register_patterns() -> dict:
         buffer_load=wave.buffer_load,
         buffer_load_lds=wave.buffer_load_lds,
         s_waitcnt_vmcnt=wave.s_waitcnt_vmcnt,
+        global_atomic_add_f32=atomic.global_atomic_add_f32,
     )
     builder_op.register_script_namespace("rocm", rocm)
     builder_op.register_script_namespace("amdgcn", amdgcn)

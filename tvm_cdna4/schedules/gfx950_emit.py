@@ -4,8 +4,8 @@ macro or a value, so that another gfx950 kernel (attention) imports them as they
 
 * ``kernel_function``: the PrimFunc whose parameter list is the plan's (``Param`` records; the
   epilogue's inputs follow C) around the kernel's body macro.
-* ``tile_origin``: the workgroup's first row and column of C and its batch index, from the plan's
-  ``Grid`` decoded once per kernel.
+* ``tile_origin``: the workgroup's first row and column of C, its batch index and (split-K) its
+  first K tile, from the plan's ``Grid`` decoded once per kernel; ``k_offset``: a pipeline tile's K.
 * The pipeline's records: ``Stage`` (one LDS stage), ``Staging`` (one register set of global loads),
   ``Fragments`` (one register set of MFMA operands), ``WaveState`` (what every period works on),
   and ``staging_sets`` (two register sets, or one when the loads run one tile ahead).
@@ -51,15 +51,24 @@ class TileOrigin:
     bz: object
     m0: object
     n0: object
+    kt: object = 0  # the first K tile of the workgroup's K range (split-K; 0 without)
 
 
-def tile_origin(grid: Grid, block: tuple[int, ...], bid) -> TileOrigin:
-    """The origin of workgroup ``bid``'s tile (``Grid.decode``; ``block`` = (BM, BN, ...)); a
-    K-split index has no emission yet."""
-    if grid.k_splits != 1:
-        raise ValueError(f"gfx950 GEMM: a K split ({grid.k_splits}) is not emitted yet")
+def tile_origin(grid: Grid, block: tuple[int, ...], bid, k_steps: int = 0) -> TileOrigin:
+    """The origin of workgroup ``bid``'s tile (``Grid.decode``; ``block`` = (BM, BN, ...)); with a
+    K split, its K range starts at K tile ``k_split * k_steps`` (``k_steps`` K tiles per range)."""
     idx = grid.decode(bid)
-    return TileOrigin(idx.batch, idx.row * block[0], idx.col * block[1])
+    if grid.k_splits == 1:
+        return TileOrigin(idx.batch, idx.row * block[0], idx.col * block[1])
+    return TileOrigin(idx.batch, idx.row * block[0], idx.col * block[1], idx.k_split * k_steps)
+
+
+def k_offset(split: bool, BK: int):
+    """``k0(s, ko)``: the first K of pipeline tile ``ko`` of the wave's state ``s`` (``ko * BK``, or
+    from the workgroup's K range with a split)."""
+    if split:
+        return lambda s, ko: (s.origin.kt + ko) * BK
+    return lambda s, ko: ko * BK
 
 
 # ------------------------------------------------------------------------------ the pipeline records
@@ -199,8 +208,10 @@ def mfma_step(mfma: str, scaled: bool = False, **modifiers):
 # ------------------------------------------------------------------------------------- the epilogue
 
 def epilogue_value(epilogue: Epilogue, value):
-    """``epilogue.ops`` applied to one accumulator ``value``, in order."""
+    """``epilogue.ops`` applied to one accumulator ``value``, in order (``atomic_add`` is the store's)."""
     for name in epilogue.ops:
+        if name == "atomic_add":
+            continue
         if name == "bf16_rne":  # round to nearest even, keep the bit pattern in int16
             bits = T.reinterpret(value, ty="uint32")
             rounded = (bits + T.uint32(0x7FFF) + ((bits >> T.uint32(16)) & T.uint32(1))) >> T.uint32(16)
@@ -225,6 +236,11 @@ def epilogue_store(op, epilogue: Epilogue, extent: tuple, repeats: tuple[int, in
         def put(C, bz, row, col, value):
             C[row, col] = value
 
+    if "atomic_add" in epilogue.ops:  # split-K: the partial products are added into C
+        @T.macro
+        def put(C, bz, row, col, value):
+            T.rocm.global_atomic_add_f32(C, bz * (M * N) + row * N + col, value)
+
     @T.macro
     def inside(C, bz, row, col, value):
         if T.And(row < M, col < N):
@@ -241,4 +257,4 @@ def epilogue_store(op, epilogue: Epilogue, extent: tuple, repeats: tuple[int, in
 
 
 __all__ = ["THREADS", "Fragments", "Stage", "Staging", "TileOrigin", "WaveState", "epilogue_store", "epilogue_value",
-           "fragment_reader", "kernel_function", "mfma_step", "operand_coords", "span", "staging_sets", "tile_origin"]
+           "fragment_reader", "k_offset", "kernel_function", "mfma_step", "operand_coords", "span", "staging_sets", "tile_origin"]

@@ -46,17 +46,18 @@ from .gfx950_plan import (DTYPES, FORMAT_CODES, LAYOUTS, MX_FORMATS, UNIT_SCALES
 
 
 def gfx950_gemm(M: int, N: int, K: int, dtype: str = "f16", layout: str = "nn", out_dtype: str | None = None,
-                config: Gfx950GemmConfig | None = None, batch: int = 0):
+                config: Gfx950GemmConfig | None = None, batch: int = 0, k_splits: int = 1):
     """PrimFunc ``(A, B, C)`` (with ``batch``: a leading batch axis on each) for gfx950.
 
     A is ``(M, K)`` for layout ``n?`` and ``(K, M)`` for ``t?``; B is ``(K, N)`` for ``?n`` and
     ``(N, K)`` for ``?t``; C is ``(M, N)`` in ``out_dtype`` (bf16 outputs and inputs are int16 bit
-    patterns in the signature; numpy bfloat16 arrays pass as they are).
+    patterns in the signature; numpy bfloat16 arrays pass as they are). ``k_splits`` > 1: split-K,
+    the partial products added into C with f32 atomics (f32 output; C must hold zeros on entry).
     """
     from ..rocm.build import register
 
     register()
-    return emit_gfx950_gemm(plan_gfx950_gemm(M, N, K, dtype, layout, out_dtype, config, batch))
+    return emit_gfx950_gemm(plan_gfx950_gemm(M, N, K, dtype, layout, out_dtype, config, batch, k_splits))
 
 
 def emit_gfx950_gemm(plan: Gfx950GemmPlan):
@@ -67,13 +68,14 @@ def emit_gfx950_gemm(plan: Gfx950GemmPlan):
 
 
 def plan(M, N, K, dtype: str = "f16", layout: str = "nn", out_dtype: str | None = None, config=None,
-         batch: int = 0) -> Gfx950GemmPlan | MxGemmPlan:
+         batch: int = 0, k_splits: int = 1) -> Gfx950GemmPlan | MxGemmPlan:
     """The plan of either gfx950 GEMM: ``plan_mx_gemm`` for the MX dtypes (``out_dtype`` None or
-    f32, no batch), else ``plan_gfx950_gemm``."""
+    f32, no batch, no K split), else ``plan_gfx950_gemm``."""
     if dtype not in MX_FORMATS:
-        return plan_gfx950_gemm(M, N, K, dtype, layout, out_dtype, config, batch)
-    if out_dtype not in (None, "f32") or batch:
-        raise ValueError(f"MX GEMM: f32 output without a batch axis only; got out_dtype={out_dtype!r}, batch={batch}")
+        return plan_gfx950_gemm(M, N, K, dtype, layout, out_dtype, config, batch, k_splits)
+    if out_dtype not in (None, "f32") or batch or k_splits != 1:
+        raise ValueError(f"MX GEMM: f32 output without a batch axis or K split only; got out_dtype={out_dtype!r}, "
+                         f"batch={batch}, k_splits={k_splits}")
     return plan_mx_gemm(M, N, K, dtype, layout, config)
 
 
@@ -105,7 +107,7 @@ def cache_key(plan: Gfx950GemmPlan | MxGemmPlan) -> dict:
 
 
 def build(M, N, K, dtype: str = "f16", layout: str = "nn", out_dtype: str | None = None, config=None, batch: int = 0,
-          cache: bool = True):
+          cache: bool = True, k_splits: int = 1):
     """``tvm_cdna4.build`` of the gfx950 GEMM (dense or MX ``dtype``; ``config`` a
     ``Gfx950GemmConfig`` or ``MxGemmConfig``, None for the default) through the on-disk build cache
     (``tvm_cdna4.cache``, keyed by ``cache_key(plan)``): the LLVM IR, assembly and code object are
@@ -114,7 +116,7 @@ def build(M, N, K, dtype: str = "f16", layout: str = "nn", out_dtype: str | None
     from ..cache import cached
     from ..rocm.build import BuildResult, parse_metadata
 
-    p = plan(M, N, K, dtype, layout, out_dtype, config, batch)
+    p = plan(M, N, K, dtype, layout, out_dtype, config, batch, k_splits)
 
     def compile_() -> dict[str, bytes]:
         from ..rocm.build import build as rocm_build  # TIRx: on a miss only

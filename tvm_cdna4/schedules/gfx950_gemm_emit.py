@@ -11,7 +11,7 @@ from ..isa import CATALOG
 from ..patterns.layouts import mfma_fragment
 from ..tirx_private import transpile_once
 from .gfx950_emit import (THREADS, Fragments, Stage, Staging, TileOrigin, WaveState, epilogue_store, fragment_reader,
-                          kernel_function, mfma_step, staging_sets, tile_origin)
+                          k_offset, kernel_function, mfma_step, staging_sets, tile_origin)
 from .gfx950_plan import UNIT_SCALES, Gfx950GemmPlan, OperandPlan
 from .pipeline import chunk_loader, dma_loader, dma_pipeline, fragment_pipeline, lds_stage, schedule_hint
 
@@ -61,6 +61,7 @@ def _periods(plan: Gfx950GemmPlan):
     chunk_a = chunk_loader(elem, vec, pa.storage, pa.chunks_per_row, pa.mn_contiguous, M * K, max(batch, 1) * M * K)
     chunk_b = chunk_loader(elem, vec, pb.storage, pb.chunks_per_row, pb.mn_contiguous, K * N, max(batch, 1) * K * N)
     frag_a, frag_b, mfma, interleave = _reader(plan, pa), _reader(plan, pb), _mfma(plan), schedule_hint(plan.interleave)
+    k0 = k_offset(plan.grid.k_splits > 1, BK)
 
     @T.macro
     def load(g, s, ko):
@@ -68,9 +69,9 @@ def _periods(plan: Gfx950GemmPlan):
         Ag_ = T.decl_tensor(s.args.A.data, ty_args=[T.Tensor((max(batch, 1) * M * K,), elem)])
         Bg_ = T.decl_tensor(s.args.B.data, ty_args=[T.Tensor((max(batch, 1) * K * N,), elem)])
         for q in T.unroll(pa.chunks):
-            chunk_a(g.regs_a, s.args.A, Ag_, s.origin.bz, s.origin.m0, s.tx, q, ko * BK)
+            chunk_a(g.regs_a, s.args.A, Ag_, s.origin.bz, s.origin.m0, s.tx, q, k0(s, ko))
         for q in T.unroll(pb.chunks):
-            chunk_b(g.regs_b, s.args.B, Bg_, s.origin.bz, s.origin.n0, s.tx, q, ko * BK)
+            chunk_b(g.regs_b, s.args.B, Bg_, s.origin.bz, s.origin.n0, s.tx, q, k0(s, ko))
 
     @T.macro
     def store(stage, g, s):
@@ -111,15 +112,16 @@ def _dma_tile_loads(plan: Gfx950GemmPlan):
     of K tile ``ko`` of A and B (``pipeline.dma_loader``; the wave issues loads ``4 j + wave``)."""
     M, N, K, batch = plan.M, plan.N, plan.K, plan.batch
     pa, pb, BK = plan.a, plan.b, plan.block[2]
+    k0 = k_offset(plan.grid.k_splits > 1, BK)
     _dma_a = dma_loader(pa.dma, plan.vec, pa.storage, pa.mn_contiguous, M * K, max(batch, 1) * M * K)
     _dma_b = dma_loader(pb.dma, plan.vec, pb.storage, pb.mn_contiguous, K * N, max(batch, 1) * K * N)
 
     @T.macro
     def load(stage, s, ko):
         for j in T.unroll(pa.dma_loads):
-            _dma_a(stage.lds_a, s.args.A, s.origin.bz, s.origin.m0, j * 4 + s.tx // 64, s.tx % 64, ko * BK)
+            _dma_a(stage.lds_a, s.args.A, s.origin.bz, s.origin.m0, j * 4 + s.tx // 64, s.tx % 64, k0(s, ko))
         for j in T.unroll(pb.dma_loads):
-            _dma_b(stage.lds_b, s.args.B, s.origin.bz, s.origin.n0, j * 4 + s.tx // 64, s.tx % 64, ko * BK)
+            _dma_b(stage.lds_b, s.args.B, s.origin.bz, s.origin.n0, j * 4 + s.tx // 64, s.tx % 64, k0(s, ko))
     return load
 
 
@@ -150,7 +152,7 @@ def _tile(plan: Gfx950GemmPlan):
         Bf1 = T.decl_tensor(rb1.ptr_to([0]), ty_args=[T.Tensor((RN, RK, op.n, op.k), elem, scope="local", layout=lb)])
         Df = T.decl_tensor(rd.ptr_to([0]), ty_args=[T.Tensor((RM, RN, op.m, op.n), acc, scope="local", layout=ld)])
         Cg = T.decl_tensor(args.C.data, ty_args=[T.Tensor((max(batch, 1) * M * N,), out)])
-        origin = tile_origin(plan.grid, plan.block, bid)
+        origin = tile_origin(plan.grid, plan.block, bid, plan.k_steps)
         bz = origin.bz
         m0 = origin.m0
         n0 = origin.n0
@@ -159,7 +161,7 @@ def _tile(plan: Gfx950GemmPlan):
         lane = tx % 64
         for r in T.unroll(nd):
             rd[r] = T.cast(0, acc)
-        s = WaveState(args, Df, TileOrigin(bz, m0, n0), wm, wn, tx)
+        s = WaveState(args, Df, TileOrigin(bz, m0, n0, origin.kt), wm, wn, tx)
         run(stages, staging, (Fragments(ra0, rb0, Af=Af0, Bf=Bf0), Fragments(ra1, rb1, Af=Af1, Bf=Bf1)), s)
         store_c(Cg, rd, s, lane)
     return tile

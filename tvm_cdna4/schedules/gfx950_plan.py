@@ -25,6 +25,7 @@ from ..isa.mfma_table import SCALE_VECTOR_WORDS
 from ..patterns.dma import LdsTile
 from ..isa.hardware import GFX950_LDS_BYTES
 from ..isa.llvm_helpers import SCHED_DS_READ, SCHED_DS_WRITE, SCHED_MFMA, SCHED_VMEM_READ
+from .gfx950_cost import MI355X_CUS, gpu_estimate, planned_loop_fraction, work_of
 
 Extent = Union[int, "PrimExpr"]  # noqa: F821 (a TIR expression: the symbolic M to come)
 
@@ -44,7 +45,7 @@ class Param:
 class Grid:
     """The launch grid, one workgroup per output tile: ``tiles`` = (tile rows, tile columns) per
     batch, ``batch`` workgroups along a batch axis (None: the kernel has no batch axis), ``k_splits``
-    workgroups along K per tile (room for a split-K GEMM: 1 today). ``decode`` turns ``blockIdx.x``
+    workgroups along K per tile (split-K: each a range of K tiles, ``tile_origin``). ``decode`` turns ``blockIdx.x``
     into the tile's indices once per kernel (tile column fastest, then row, then K split, then batch)."""
 
     tiles: tuple[Extent, int]
@@ -75,14 +76,15 @@ class GridIndex:
     col: object
 
 
-EPILOGUE_OPS = ("cast", "bf16_rne")  # what an epilogue may apply, in order
+EPILOGUE_OPS = ("cast", "bf16_rne", "atomic_add")  # what an epilogue may apply, in order
 
 
 @attrs.frozen
 class Epilogue:
     """The operations applied to the accumulator tile before the store to C, in order: ``cast`` (to
-    ``out``), ``bf16_rne`` (round to nearest even, the bf16 bit pattern as int16); none: the
-    accumulators are stored as they are. The stage the next kernels extend (bias, activations,
+    ``out``), ``bf16_rne`` (round to nearest even, the bf16 bit pattern as int16), ``atomic_add``
+    (the split-K reduction: the f32 values are added to C with ``T.rocm.global_atomic_add_f32``
+    instead of stored, so C must hold zeros on entry); none: the accumulators are stored as they are. The stage the next kernels extend (bias, activations,
     row/column scales, a split-K reduction), each bringing its parameters (``params``)."""
 
     acc: str  # TIR dtype of the accumulators
@@ -95,6 +97,17 @@ class Epilogue:
         unknown = [op for op in self.ops if op not in EPILOGUE_OPS]
         if unknown:
             raise ValueError(f"epilogue: unknown operations {unknown}; expected some of {EPILOGUE_OPS}")
+
+
+def split_epilogue(acc: str, out_dtype: str, k_splits: int) -> Epilogue:
+    """The epilogue of a GEMM split ``k_splits`` ways along K: the conversion, or (split) the f32
+    atomic add of the partial products into C (f32 outputs of f32 accumulators only)."""
+    if k_splits == 1:
+        return convert_epilogue(acc, out_dtype)
+    if (acc, out_dtype) != ("float32", "f32"):
+        raise ValueError(f"split-K (k_splits={k_splits}) adds f32 partial products into C with atomics: it needs f32 "
+                         f"accumulators and an f32 output; got {acc} -> {out_dtype}")
+    return Epilogue(acc, out_dtype, OUT_STORAGE[out_dtype], ("atomic_add",))
 
 
 def convert_epilogue(acc: str, out_dtype: str) -> Epilogue:
@@ -281,7 +294,7 @@ class Gfx950GemmPlan:
     repeats: tuple[int, int, int]  # (RM, RN, RK): MFMAs per wave along M, N and K per K tile
     # workgroups per (M, N) tile; the batch axis is always decoded (one batch without ``batch``)
     grid: Grid
-    k_steps: int  # K tiles
+    k_steps: int  # K tiles of one workgroup (of its K range when ``grid.k_splits`` > 1)
     vec: int  # elements per 16-byte chunk
     a: OperandPlan
     b: OperandPlan
@@ -345,9 +358,10 @@ def _operand_plan(name: str, op, spec: DtypeSpec, cfg: Gfx950GemmConfig, transpo
 
 
 def plan_gfx950_gemm(M: Extent, N: int, K: int, dtype: str = "f16", layout: str = "nn", out_dtype: str | None = None,
-                     config: Gfx950GemmConfig | None = None, batch: int = 0) -> Gfx950GemmPlan:
+                     config: Gfx950GemmConfig | None = None, batch: int = 0, k_splits: int = 1) -> Gfx950GemmPlan:
     """The plan of ``gfx950_gemm`` (same arguments); ValueError for a problem or config it cannot
-    run."""
+    run. ``k_splits`` > 1: split-K, each workgroup one of ``k_splits`` consecutive ranges of
+    ``k_steps`` K tiles, its partial product added into C (``split_epilogue``: f32 out, C zeroed)."""
     if dtype not in DTYPES:
         raise ValueError(f"gfx950 GEMM: dtype {dtype!r} is not supported; expected one of {sorted(DTYPES)}")
     if layout not in LAYOUTS:
@@ -360,6 +374,10 @@ def plan_gfx950_gemm(M: Extent, N: int, K: int, dtype: str = "f16", layout: str 
         raise ValueError(f"gfx950 GEMM: M, N, K must be positive; got {M}, {N}, {K}")
     cfg = config or default_config(dtype)
     cfg.check(spec)
+    tiles_k = -(-K // cfg.block_k)
+    if not 1 <= k_splits <= tiles_k:
+        raise ValueError(f"gfx950 GEMM: k_splits {k_splits} must be in [1, {tiles_k}] (the K tiles)")
+    epilogue = split_epilogue(spec.acc, out_dtype, k_splits)
     op = CATALOG[spec.mfma16 if cfg.mfma == "16x16" else spec.mfma32]
     BM, BN, BK = cfg.block_m, cfg.block_n, cfg.block_k
     WM, WN = BM // 2, BN // 2
@@ -372,8 +390,70 @@ def plan_gfx950_gemm(M: Extent, N: int, K: int, dtype: str = "f16", layout: str 
                                loads) if cfg.interleave else None
     codes = tuple(FORMAT_CODES[f] for f in spec.scaled) if spec.scaled else None
     return Gfx950GemmPlan(M, N, K, batch, dtype, layout, cfg, op.name, spec.storage, (BM, BN, BK), (WM, WN),
-                          (RM, RN, RK), Grid((-(-M // BM), -(-N // BN)), max(batch, 1)), -(-K // BK),
-                          max(1, 16 // spec.elem_bytes), a, b, codes, program, convert_epilogue(spec.acc, out_dtype))
+                          (RM, RN, RK), Grid((-(-M // BM), -(-N // BN)), max(batch, 1), k_splits), -(-tiles_k // k_splits),
+                          max(1, 16 // spec.elem_bytes), a, b, codes, program, epilogue)
+
+
+# ------------------------------------------------------------------------- the planner for every M
+
+SMALL_M_BLOCKS = (32, 64, 128)  # block_m candidates (2 x 2 waves of 16-row MFMAs: 32 rows at least)
+BLOCK_N_CANDIDATES = (64, 128)
+K_SPLITS = (1, 2, 4, 8, 16, 32)
+PLAN_MARGIN = 0.02  # a candidate must beat the dtype's default plan by 2 % to replace it
+MIN_SPLIT_K_TILES = 2  # K tiles per workgroup at least (the pipeline overlaps two)
+
+
+def planned_waves_per_simd(plan: Gfx950GemmPlan) -> int:
+    """The occupancy the planner assumes before the build: the workgroups whose LDS stages fit a CU
+    (one wave per SIMD each), at most 2 (the VGPRs are not known before the build; the 128x128
+    kernels take 118-248)."""
+    elem = DTYPES[plan.dtype].elem_bytes
+    lds = plan.lds_stages * elem * (math.prod(plan.a.lds_shape) + math.prod(plan.b.lds_shape))
+    return max(1, min(2, GFX950_LDS_BYTES // lds))
+
+
+def planned_estimate(plan: Gfx950GemmPlan, cus: int = MI355X_CUS):
+    """``gfx950_cost.gpu_estimate`` of a plan before its build: the occupancy of
+    ``planned_waves_per_simd``, the loop fraction of ``planned_loop_fraction`` (the plan's MFMA
+    cycles per K tile), the rate of the plan's MFMA as the peak; split-K adds the zeroing of C (a
+    second launch writing M x N f32)."""
+    op = CATALOG[plan.mfma]
+    cycles = max(dict(op.cycles_by_format).get(f, op.cycles) for f in DTYPES[plan.dtype].formats) \
+        if op.cycles_by_format else op.cycles
+    split = plan.grid.k_splits > 1
+    work = work_of(plan, extra_bytes=4 * plan.M * plan.N * max(plan.batch, 1) if split else 0, kernels=2 if split else 1)
+    return gpu_estimate(work, planned_waves_per_simd(plan), 4, planned_loop_fraction(plan.mfmas_per_tile * cycles),
+                        op.ops / cycles, cus)
+
+
+def plan_for(M: int, N: int, K: int, dtype: str = "bf16", layout: str = "nt", out_dtype: str | None = None,
+             batch: int = 0, cus: int = MI355X_CUS) -> Gfx950GemmPlan:
+    """The plan for any M: the candidate with the least ``planned_estimate`` time over ``cus`` CUs
+    among the dtype's default tile with ``block_m`` in ``SMALL_M_BLOCKS``, ``block_n`` in
+    ``BLOCK_N_CANDIDATES`` and, where the output is f32 (the split-K atomics), ``k_splits`` in
+    ``K_SPLITS`` with at least ``MIN_SPLIT_K_TILES`` K tiles per workgroup. The default plan stays
+    unless a candidate beats it by ``PLAN_MARGIN`` (the big shapes keep their plans)."""
+    base = plan_gfx950_gemm(M, N, K, dtype, layout, out_dtype, None, batch)
+    best, best_time = base, planned_estimate(base, cus).time_s * (1 - PLAN_MARGIN)
+    splits = K_SPLITS if (base.epilogue.acc, base.epilogue.out_dtype) == ("float32", "f32") else (1,)
+    for bm in SMALL_M_BLOCKS:
+        for bn in BLOCK_N_CANDIDATES:
+            cfg = attrs.evolve(base.config, block_m=bm, block_n=bn)
+            try:
+                cfg.check(DTYPES[dtype])
+            except ValueError:
+                continue
+            for ks in splits:
+                if ks > 1 and -(-K // cfg.block_k) < ks * MIN_SPLIT_K_TILES:
+                    break
+                try:
+                    cand = plan_gfx950_gemm(M, N, K, dtype, layout, out_dtype, cfg, batch, ks)
+                except ValueError:
+                    continue
+                t = planned_estimate(cand, cus).time_s
+                if t < best_time:
+                    best, best_time = cand, t
+    return best
 
 
 # ------------------------------------------------------------------------- the interleave program

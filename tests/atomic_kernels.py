@@ -1,0 +1,56 @@
+"""gfx950 kernels for the global atomic tests (TVMScript must live in a .py file)."""
+
+from tvm_tirx.script import tirx as T
+
+
+def atomic_sum(groups: int = 2, bins: int = 8, store_after: bool = False):
+    """Every thread of ``groups`` workgroups of 128 adds X[t] to C[t % bins] atomically
+    (``store_after``: then thread 0 of each workgroup stores C[0] plainly: a race)."""
+    n = groups * 128
+
+    @T.function
+    def kernel(X: T.Tensor((n,), "float32"), C: T.Tensor((bins,), "float32")):
+        with T.device_entry():
+            bx = T.launch_thread("blockIdx.x", groups)
+            tx = T.launch_thread("threadIdx.x", 128)
+            T.rocm.global_atomic_add_f32(C, (bx * 128 + tx) % bins, X[bx * 128 + tx])
+            if store_after and tx == 0:
+                C[0] = T.float32(1)
+
+    return kernel
+
+
+def store_then_atomic():
+    """Workgroup 0 stores C[3]; every workgroup adds to C[3]: a race whichever comes first."""
+    @T.function
+    def kernel(C: T.Tensor((8,), "float32")):
+        with T.device_entry():
+            bx = T.launch_thread("blockIdx.x", 2)
+            tx = T.launch_thread("threadIdx.x", 64)
+            if bx == 0 and tx == 0:
+                C[3] = T.float32(5)
+            T.rocm.global_atomic_add_f32(C, 3, T.float32(1))
+
+    return kernel
+
+
+def atomic_on(dtype: str = "float16", scope: str = "global", value_dtype: str = "float32"):
+    """An atomic add into a ``dtype`` tensor (in LDS when ``scope`` is shared), of a ``value_dtype`` value."""
+    if scope == "shared":
+        @T.function
+        def lds(C: T.Tensor((64,), dtype)):
+            with T.device_entry():
+                bx = T.launch_thread("blockIdx.x", 1)
+                tx = T.launch_thread("threadIdx.x", 64)
+                S = T.alloc_tensor(ty_args=[T.Tensor((64,), dtype, scope="shared")])
+                T.rocm.global_atomic_add_f32(S, tx, T.cast(1, value_dtype))
+        return lds
+
+    @T.function
+    def kernel(C: T.Tensor((64,), dtype)):
+        with T.device_entry():
+            bx = T.launch_thread("blockIdx.x", 1)
+            tx = T.launch_thread("threadIdx.x", 64)
+            T.rocm.global_atomic_add_f32(C, tx, T.cast(1, value_dtype))
+
+    return kernel

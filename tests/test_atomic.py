@@ -1,0 +1,58 @@
+"""T.rocm.global_atomic_add_f32 (what split-K reduces with): the compiled instruction, the emulator's
+sums and race checks, and the contract errors."""
+
+import numpy as np
+import pytest
+
+from tvm_cdna4 import ContractError, build
+from tvm_cdna4.emulator import EmulationError, emulate
+from tvm_cdna4.patterns import register
+
+import atomic_kernels as K
+
+register()
+
+
+def test_compiles_to_one_native_global_atomic_add_f32_without_a_cas_loop():
+    asm = build(K.atomic_sum()).asm
+    body = asm.split("s_endpgm")[0]
+    assert [ln.split()[0] for ln in body.splitlines() if "atomic" in ln and ln.startswith("\t")] == ["global_atomic_add_f32"]
+    assert "cmpswap" not in body and "_rtn" not in body  # no return value, no compare-and-swap expansion
+
+
+def test_sums_every_lane_of_every_workgroup_into_its_bin():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(256).astype(np.float32)
+    c = np.full(8, 0.5, np.float32)
+    emulate(K.atomic_sum(), x, c)
+    want = 0.5 + x.astype(np.float64).reshape(-1, 8).sum(0)
+    np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-5)
+
+
+def test_a_plain_store_after_an_atomic_of_the_launch_is_a_race():
+    with pytest.raises(EmulationError, match="written by an atomic and by a plain store in one launch"):
+        emulate(K.atomic_sum(store_after=True), np.ones(256, np.float32), np.zeros(8, np.float32))
+
+
+def test_a_plain_store_before_an_atomic_of_the_launch_is_a_race():
+    with pytest.raises(EmulationError, match="written by a plain store and by an atomic in one launch"):
+        emulate(K.store_then_atomic(), np.zeros(8, np.float32))
+
+
+@pytest.mark.parametrize("kwargs, operand, found", [
+    (dict(dtype="float16"), "dst", "float16"),
+    (dict(dtype="float32", scope="shared"), "dst", "shared"),
+    (dict(dtype="float32", value_dtype="float16"), "value", "float16"),
+], ids=["f16 destination", "LDS destination", "f16 value"])
+def test_contract(kwargs, operand, found):
+    with pytest.raises(ContractError) as err:
+        K.atomic_on(**kwargs)
+    assert err.value.operand == operand and found in str(err.value.found)
+
+
+def test_needs_gfx950():
+    from tvm_cdna4.rocm.analysis import check_kernel
+
+    with pytest.raises(ContractError, match="compiles only for mcpu gfx950") as err:
+        check_kernel(K.atomic_sum(), {"kind": "rocm", "mcpu": "gfx942"})
+    assert err.value.opcode == "tvm_cdna4_global_atomic_add_f32"

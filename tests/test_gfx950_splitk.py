@@ -1,0 +1,92 @@
+"""gfx950 plans for every M: small-M tiles, split-K across workgroups (f32 atomics into C), and the
+planner that picks them by the whole-GPU cost model. Emulated on odd shapes (seconds each).
+
+Tolerance: a split-K result differs from the unsplit one by the f32 reassociation of the
+``k_splits`` partial sums (atomics land in any order): |C - A@B| <= 1e-5 * (|A| @ |B|), the CLI's f32
+tolerance, against a float64 reference."""
+
+import numpy as np
+import pytest
+
+from tvm_cdna4 import build
+from tvm_cdna4.emulator import emulate
+from tvm_cdna4.schedules.gfx950_emit import tile_origin
+from tvm_cdna4.schedules.gfx950_gemm import Gfx950GemmConfig, gfx950_gemm, plan_gfx950_gemm
+from tvm_cdna4.schedules.gfx950_plan import plan_for, planned_estimate
+
+import ml_dtypes
+
+SMALL = Gfx950GemmConfig(32, 64, 64)
+
+
+def _run(M, N, K, dtype, layout, out, cfg, k_splits, seed=0):
+    rng = np.random.default_rng(seed)
+    np_t = ml_dtypes.bfloat16 if dtype == "bf16" else np.float16
+    a, b = rng.standard_normal((M, K)).astype(np_t), rng.standard_normal((K, N)).astype(np_t)
+    A = np.ascontiguousarray(a.T) if layout[0] == "t" else a
+    B = np.ascontiguousarray(b.T) if layout[1] == "t" else b
+    c = np.zeros((M, N), ml_dtypes.bfloat16 if out == "bf16" else np.float32)
+    emulate(gfx950_gemm(M, N, K, dtype, layout, out, cfg, k_splits=k_splits), A, B, c)
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    return c.astype(np.float64), a64 @ b64, np.abs(a64) @ np.abs(b64)
+
+
+@pytest.mark.parametrize("M, N, K, dtype, layout, k_splits", [
+    (1, 70, 300, "bf16", "nt", 3),    # M = 1, N and K not multiples of the tile, a short last range
+    (7, 40, 200, "f16", "nn", 2),
+    (33, 65, 330, "bf16", "tn", 4),   # two tile rows; the last K range past K reads zeros
+])
+def test_split_k_atomics_match_within_f32_reassociation(M, N, K, dtype, layout, k_splits):
+    got, want, mag = _run(M, N, K, dtype, layout, "f32", SMALL, k_splits)
+    assert np.all(np.abs(got - want) <= 1e-5 * mag + 1e-6)
+
+
+def test_small_m_tile_without_split_is_exact_to_bf16_rounding():
+    got, want, mag = _run(7, 70, 130, "bf16", "nt", "bf16", SMALL, 1)
+    assert np.all(np.abs(got - want) <= 8e-3 * mag)
+
+
+def test_split_workgroups_decode_to_k_ranges():
+    p = plan_gfx950_gemm(33, 130, 640, "bf16", "nt", "f32", SMALL, k_splits=4)
+    assert (p.grid.tiles, p.grid.k_splits, p.k_steps, p.groups) == ((2, 3), 4, 3, 24)
+    assert p.epilogue.ops == ("atomic_add",)
+    origins = [tile_origin(p.grid, p.block, bid, p.k_steps) for bid in range(p.groups)]
+    assert sorted({(o.m0, o.n0, o.kt) for o in origins}) == sorted(
+        (m, n, k) for m in (0, 32) for n in (0, 64, 128) for k in (0, 3, 6, 9))
+
+
+def test_split_k_refusals():
+    with pytest.raises(ValueError, match="f32 output"):
+        plan_gfx950_gemm(1, 64, 256, "bf16", "nt", "bf16", SMALL, k_splits=2)
+    with pytest.raises(ValueError, match="k_splits 5 must be in"):
+        plan_gfx950_gemm(1, 64, 256, "bf16", "nt", "f32", SMALL, k_splits=5)
+    with pytest.raises(ValueError, match="f32 accumulators"):
+        plan_gfx950_gemm(1, 64, 256, "i8", "nt", "i32", Gfx950GemmConfig(32, 64, 128), k_splits=2)
+
+
+def test_split_k_kernel_adds_with_the_native_atomic():
+    asm = build(gfx950_gemm(16, 64, 512, "bf16", "nt", "f32", SMALL, k_splits=4)).asm
+    mnemonics = [ln.split()[0] for ln in asm.split("s_endpgm")[0].splitlines() if ln.startswith("\t") and ln.strip()]
+    assert mnemonics.count("global_atomic_add_f32") == 8  # 1 x 2 MFMA tiles of 4 accumulators per lane
+    assert not any(m.startswith(("global_store", "buffer_store")) for m in mnemonics)
+
+
+def test_planner_keeps_the_big_shape_plans():
+    for dtype, layout in (("f16", "nn"), ("bf16", "nt"), ("fp8", "nt")):
+        assert plan_for(4096, 4096, 4096, dtype, layout) == plan_gfx950_gemm(4096, 4096, 4096, dtype, layout)
+
+
+def test_planner_splits_k_and_shrinks_tiles_for_decode_shapes():
+    p = plan_for(1, 4096, 14336, "bf16", "nt", "f32")
+    assert p.block[0] == 32 and p.grid.k_splits > 1 and p.groups >= 256
+    assert planned_estimate(p).roofline_fraction > 2 * planned_estimate(plan_gfx950_gemm(1, 4096, 14336, "bf16", "nt",
+                                                                                           "f32")).roofline_fraction
+    # 16-bit outputs cannot split (no second pass yet): small tiles only
+    q = plan_for(64, 4096, 4096, "bf16", "nt", "bf16")
+    assert q.block[0] == 32 and q.grid.k_splits == 1
+
+
+def test_planner_takes_the_cu_count():
+    few = plan_for(1, 4096, 14336, "bf16", "nt", "f32", cus=32)
+    many = plan_for(1, 4096, 14336, "bf16", "nt", "f32")
+    assert few.groups < many.groups

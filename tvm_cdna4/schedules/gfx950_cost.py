@@ -1,0 +1,169 @@
+"""The whole-GPU cost model of a gfx950 GEMM on an MI355X: a *static estimate*, not a measurement.
+
+One pure function (``gpu_estimate``) of the kernel's work (``GemmWork``: problem, workgroup tile, K
+split, bytes), its occupancy (waves per SIMD, from the VGPR/LDS use) and its per-wave main-loop
+estimate (the fraction of the dtype's MFMA peak one SIMD reaches in the loop: ``report``'s
+``est_fraction`` for a compiled kernel, ``planned_loop_fraction`` for a plan not yet built). The
+planner (``gfx950_plan.plan_for``) ranks its candidates with the same function, and
+``report.gpu_report`` applies it to a compiled kernel (ours or Triton's). docs/gfx950_gemm.md
+lists the assumptions and their anchors; in short:
+
+* **Compute.** A workgroup's issued MFMA work counts its padded rows, columns and K
+  (``tile_efficiency`` = useful / issued); its 4 SIMDs run at ``loop_fraction`` of the peak. The
+  CUs take the workgroups in turn (``ceil(workgroups / CUs)`` per CU, co-resident ones sharing the
+  SIMDs): ``compute_s = ceil(workgroups / CUs) * issued ops per workgroup / (4 * peak * fraction * clock)``.
+* **Memory.** HBM moves A, B and C once (re-reads of A and B tiles hit the L2 / Infinity Cache)
+  plus ``extra_bytes`` (a split-K workspace, its zeroing); at most 8 TB/s, and at most what the
+  loads in flight sustain (Little's law: resident workgroups x ``load_ahead`` K tiles of A and B
+  over ``HBM_LATENCY_S``).
+* **Time** = ``max(compute_s, memory_s)`` + one HBM latency per kernel (the first loads, the last
+  stores); ``bound`` names the larger term. **Roofline** = ``max(useful flops / peak, A + B + C
+  bytes / 8 TB/s)``; ``roofline_fraction`` = roofline / time.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+MI355X_CUS = 256
+CLOCK_HZ = 2.4e9  # MI355X peak engine clock (the published peaks: 256 CUs x 4 SIMDs x 2.4 GHz x rate)
+HBM_BYTES_PER_S = 8.0e12  # MI355X HBM3E
+# a loaded HBM round trip: calibrated so that an unsplit 128x128 bf16 plan at M = 1, 8448x7168 (66
+# workgroups, Little's-law bound) takes hipBLASLt's measured 33.1 us on MI355X (docs/gfx950_gemm.md)
+HBM_LATENCY_S = 0.6e-6
+SIMDS_PER_CU = 4
+# idle cycles per K tile of one wave besides its MFMAs (s_waitcnt, barrier, address arithmetic) in a
+# plan not yet built; llvm-mca's idle cycles of the compiled 128x128x64 loops: f16 nt 4096^3 about 20,
+# bf16 nt at M = 16 about 134 (docs/gfx950_gemm.md)
+PLANNED_IDLE_CYCLES = 96
+
+
+@attrs.frozen
+class GemmWork:
+    """What the estimate needs of a GEMM kernel: the problem (``M``, ``N``, ``K``, ``batch``), the
+    workgroup tile ``block`` = (BM, BN, BK) and ``k_splits`` workgroups along K per tile, the bytes
+    per element of A, B and C, ``load_ahead`` K tiles of loads in flight per workgroup,
+    ``extra_bytes`` of HBM traffic besides A, B and C once, ``kernels`` launches in all."""
+
+    M: int
+    N: int
+    K: int
+    block: tuple[int, int, int]
+    a_bytes: float
+    b_bytes: float
+    c_bytes: float
+    k_splits: int = 1
+    batch: int = 1
+    load_ahead: int = 2
+    extra_bytes: int = 0
+    kernels: int = 1
+
+    @property
+    def workgroups(self) -> int:
+        BM, BN, _ = self.block
+        return -(-self.M // BM) * -(-self.N // BN) * self.k_splits * self.batch
+
+    @property
+    def k_tiles(self) -> int:
+        """K tiles of one workgroup (its K range: ``ceil(K tiles / k_splits)``)."""
+        return -(-(-(-self.K // self.block[2])) // self.k_splits)
+
+    @property
+    def useful_flops(self) -> float:
+        return 2.0 * self.M * self.N * self.K * self.batch
+
+    @property
+    def issued_flops(self) -> float:
+        """MFMA work issued: every workgroup's whole tile over its whole K range."""
+        BM, BN, BK = self.block
+        return 2.0 * BM * BN * BK * self.k_tiles * self.workgroups
+
+    @property
+    def operand_bytes(self) -> float:
+        """A + B + C once (the roofline's bytes)."""
+        return self.batch * (self.M * self.K * self.a_bytes + self.N * self.K * self.b_bytes + self.M * self.N * self.c_bytes)
+
+    @property
+    def tile_bytes(self) -> float:
+        """Bytes of A and B one workgroup loads per K tile (rows past M or N are masked: no traffic)."""
+        BM, BN, BK = self.block
+        return min(BK, self.K) * (min(BM, self.M) * self.a_bytes + min(BN, self.N) * self.b_bytes)
+
+
+@attrs.frozen
+class GpuEstimate:
+    """The kernel-level estimate (module docstring); times in seconds."""
+
+    workgroups: int
+    workgroups_per_cu: int  # co-resident workgroups a CU can hold (occupancy)
+    waves: int  # dispatch waves: ceil(workgroups / (CUs x workgroups_per_cu))
+    cus_used: int
+    tile_efficiency: float  # useful / issued MFMA work
+    hbm_bytes: float
+    hbm_bytes_per_s: float  # the bandwidth the estimate allows (8 TB/s or the in-flight cap)
+    compute_s: float
+    memory_s: float
+    time_s: float
+    roofline_s: float
+    bound: str  # "memory" or "compute"
+
+    @property
+    def roofline_fraction(self) -> float:
+        return self.roofline_s / self.time_s
+
+    def as_dict(self) -> dict:
+        return {**attrs.asdict(self), "roofline_fraction": self.roofline_fraction}
+
+
+def work_of(plan, extra_bytes: int = 0, kernels: int = 1) -> GemmWork:
+    """The ``GemmWork`` of a ``Gfx950GemmPlan`` or ``MxGemmPlan`` (duck-typed: this module sits below
+    the planner). MX: packed element bytes, the E8M0 scales in ``extra_bytes``."""
+    import numpy as np
+
+    fmt = getattr(plan, "fmt", None)
+    c_bytes = np.dtype(plan.epilogue.out).itemsize
+    if fmt is not None:
+        from ..isa.formats import fmt as format_of
+
+        elem = format_of(fmt).bits / 8
+        extra_bytes += (plan.M + plan.N) * plan.K // 32
+        a_bytes = b_bytes = elem
+    else:
+        a_bytes = b_bytes = np.dtype("int8" if plan.elem == "uint8" else plan.elem).itemsize
+    return GemmWork(plan.M, plan.N, plan.K, plan.block, a_bytes, b_bytes, c_bytes, plan.grid.k_splits,
+                    max(getattr(plan, "batch", 0), 1), plan.config.load_ahead, extra_bytes, kernels)
+
+
+def planned_loop_fraction(mfma_cycles_per_k_tile: float) -> float:
+    """The per-wave loop fraction of a plan not yet built: its MFMA cycles per K tile over those
+    plus ``PLANNED_IDLE_CYCLES``."""
+    return mfma_cycles_per_k_tile / (mfma_cycles_per_k_tile + PLANNED_IDLE_CYCLES)
+
+
+def gpu_estimate(work: GemmWork, waves_per_simd: int, waves_per_workgroup: int, loop_fraction: float,
+                 peak_ops_per_cycle: float, cus: int = MI355X_CUS) -> GpuEstimate:
+    """The whole-GPU estimate of ``work`` (module docstring): ``waves_per_simd`` the kernel's
+    occupancy, ``loop_fraction`` of the per-SIMD MFMA peak ``peak_ops_per_cycle`` in its main loop."""
+    if not 0 < loop_fraction <= 1 or waves_per_simd < 1:
+        raise ValueError(f"gpu_estimate: loop_fraction in (0, 1] and waves_per_simd >= 1; got {loop_fraction}, "
+                         f"{waves_per_simd}")
+    groups = work.workgroups
+    per_cu = max(1, waves_per_simd * SIMDS_PER_CU // waves_per_workgroup)
+    turns = -(-groups // cus)
+    group_cycles = work.issued_flops / groups / (SIMDS_PER_CU * peak_ops_per_cycle * loop_fraction)
+    compute_s = turns * group_cycles / CLOCK_HZ
+    resident = min(groups, cus * per_cu)
+    in_flight = resident * work.load_ahead * work.tile_bytes
+    bandwidth = min(HBM_BYTES_PER_S, in_flight / HBM_LATENCY_S)
+    hbm = work.operand_bytes + work.extra_bytes
+    memory_s = hbm / bandwidth
+    time_s = max(compute_s, memory_s) + work.kernels * HBM_LATENCY_S
+    peak = peak_ops_per_cycle * SIMDS_PER_CU * cus * CLOCK_HZ
+    roofline = max(work.useful_flops / peak, work.operand_bytes / HBM_BYTES_PER_S)
+    return GpuEstimate(groups, per_cu, -(-groups // (cus * per_cu)), min(groups, cus),
+                       work.useful_flops / work.issued_flops, hbm, bandwidth, compute_s, memory_s, time_s, roofline,
+                       "memory" if memory_s >= compute_s else "compute")
+
+
+__all__ = ["CLOCK_HZ", "HBM_BYTES_PER_S", "HBM_LATENCY_S", "MI355X_CUS", "PLANNED_IDLE_CYCLES", "GemmWork",
+           "GpuEstimate", "gpu_estimate", "planned_loop_fraction", "work_of"]
