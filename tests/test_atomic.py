@@ -6,7 +6,7 @@ import pytest
 
 from tvm_cdna4 import ContractError, build
 from tvm_cdna4.emulator import EmulationError, emulate
-from tvm_cdna4.patterns import register
+from tvm_cdna4.rocm.build import register
 
 import atomic_kernels as K
 

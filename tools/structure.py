@@ -37,11 +37,7 @@ LAYER_ORDER = {name: rank for rank, (name, _) in enumerate(LAYERS)}
 # submodule's import runs the facade first, so reading it depends on nothing above
 FACADE_CONSTANTS = {"__version__"}
 # imports the layer order allows for now, each with its reason and when it goes
-TRANSITIONAL = {
-    ("tvm_cdna4.patterns", "tvm_cdna4.rocm.build"):
-        "patterns.backend_entry_point, the entry point that installed metadata made before it moved to "
-        "tvm_cdna4:backend_entry_point still names; delete both after `pip install -e .`",
-}
+TRANSITIONAL: dict[tuple[str, str], str] = {}
 
 
 def modules(root: Path = ROOT) -> dict[str, Path]:

@@ -152,11 +152,3 @@ def register_patterns() -> dict:
     builder_op.register_script_namespace("amdgcn", amdgcn)
     _REGISTERED.update(rocm=rocm, amdgcn=amdgcn)
     return _REGISTERED
-
-
-def backend_entry_point():
-    """Transitional: the ``tvm_tirx.backends`` entry point of an installation whose metadata predates
-    its move to ``tvm_cdna4:backend_entry_point`` (``pip install -e .`` refreshes it); delete then."""
-    from ..rocm.build import register  # the one upward import: tools/structure.py TRANSITIONAL
-
-    register()
