@@ -49,7 +49,6 @@ from tvm_tirx.sym import Analyzer, ConstraintContext, RangeConstraint
 
 from ..errors import ContractError
 from ..isa import WAVE_SIZE
-from ..isa.hardware import GFX950, TARGET_SPELLING  # noqa: F401  (moved to isa.hardware; still read here)
 from ..isa.llvm_helpers import BUFFER_LOAD_LDS_MNEMONICS, PREFIX, buffer_load_lds_helper
 from ..patterns import as_target as _as_target, check_target
 from .launch import launch_extents

@@ -80,7 +80,7 @@ def _build_rocm(original):
         from . import analysis, lds_sync
 
         functions = list(mod.functions.values())
-        gfx950 = target.attrs.get("mcpu") == analysis.GFX950
+        gfx950 = target.attrs.get("mcpu") == GFX950
         ours = any(analysis.uses_cdna4(f) for f in functions)
         if ours:
             for func in functions:
