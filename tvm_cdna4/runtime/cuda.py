@@ -210,7 +210,7 @@ def torch_dtype_for(arr):
     return torch_dtype(np.asarray(arr).dtype.name)
 
 
-TIMING_METHODS = ("flush", "warm")
+TIMING_METHODS = ("flush", "clean", "warm")
 
 
 def estimate_ms(fn, calls: int = 5) -> float:
@@ -234,6 +234,11 @@ def bench_ms(fn, warmup_ms: int = 25, rep_ms: int = 200, method: str = "flush") 
     * ``flush``: CUDA events around each call, the L2 flushed before every call (a 256 MB buffer
       zeroed; ``triton.testing.do_bench`` when Triton is installed). The flush leaves the L2 full
       of dirty lines that the timed kernel's first loads evict.
+    * ``clean``: CUDA events around each call; before every call the L2 is filled with *clean*
+      lines by reading a 256 MB buffer (a sum over it), so the timed call finds none of its inputs
+      in the L2 and, unlike ``flush``, no dirty lines to write back while it streams. This is what
+      a decode step sees (the previous layer's weights were read, not written); ``flush`` charges a
+      memory-bound kernel for up to an L2 (60 MB on the H200) of write-backs.
     * ``warm``: CUDA events around each of many back-to-back calls after a warm-up, no flush (the
       method of the project's H200 baseline measurements: median of 50 event-timed runs after a
       warm-up): the L2 keeps what the previous call left.
@@ -253,6 +258,9 @@ def bench_ms(fn, warmup_ms: int = 25, rep_ms: int = 200, method: str = "flush") 
         except ImportError:
             pass
     flush = torch.empty(256 << 20, dtype=torch.int8, device="cuda") if method == "flush" else None
+    if method == "clean":
+        src = torch.ones(64 << 20, dtype=torch.float32, device="cuda")  # 256 MB, read, never written
+        dst = torch.empty((), dtype=torch.float32, device="cuda")
     est = estimate_ms(fn)
     for _ in range(max(1, int(warmup_ms / est))):
         fn()
@@ -262,6 +270,8 @@ def bench_ms(fn, warmup_ms: int = 25, rep_ms: int = 200, method: str = "flush") 
     for s, e in zip(starts, ends):
         if flush is not None:
             flush.zero_()
+        elif method == "clean":
+            torch.sum(src, dim=0, out=dst)
         s.record()
         fn()
         e.record()
