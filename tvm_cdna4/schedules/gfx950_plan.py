@@ -439,63 +439,84 @@ def plan_gfx950_gemm(M: Extent, N: int, K: int, dtype: str = "f16", layout: str 
 
 # ------------------------------------------------------------------------- the planner for every M
 
-SMALL_M_BLOCKS = (32, 64, 128)  # block_m candidates (2 x 2 waves of 16-row MFMAs: 32 rows at least)
+SMALL_M_BLOCKS = (32, 64, 128)  # block_m candidates of 2 x 2 waves (one 16-row MFMA per wave at least)
 BLOCK_N_CANDIDATES = (64, 128)
+# 16-row tiles: 1 x 4 waves along N (one 16-row MFMA block), block_n 64-256, and K tiles of the
+# dtype's default or twice it (a 16-row A tile of 64 bf16 K is half a 16-byte chunk per thread)
+DECODE_BLOCK_M = 16
+DECODE_BLOCK_N = (64, 128, 256)
 K_SPLITS = (1, 2, 4, 8, 16, 32)
 PLAN_MARGIN = 0.02  # a candidate must beat the dtype's default plan by 2 % to replace it
 MIN_SPLIT_K_TILES = 2  # K tiles per workgroup at least (the pipeline overlaps two)
+# MFMAs per wave and K tile at most: two fragment sets of RM x RK + RN x RK fragments (4 VGPRs each)
+# beside the accumulators and the staging sets; the default 128x128x64 tile has 32
+MAX_PLANNED_MFMAS = 32
 
 
 def planned_waves_per_simd(plan: Gfx950GemmPlan) -> int:
     """The occupancy the planner assumes before the build: the workgroups whose LDS stages fit a CU
     (one wave per SIMD each), at most 2 (the VGPRs are not known before the build; the 128x128
     kernels take 118-248)."""
-    elem = DTYPES[plan.dtype].elem_bytes
-    lds = plan.lds_stages * elem * (math.prod(plan.a.lds_shape) + math.prod(plan.b.lds_shape))
-    return max(1, min(2, GFX950_LDS_BYTES // lds))
+    return max(1, min(2, GFX950_LDS_BYTES // planned_lds_bytes(plan)))
 
 
 def planned_estimate(plan: Gfx950GemmPlan, cus: int = MI355X_CUS):
     """``gfx950_cost.gpu_estimate`` of a plan before its build: the occupancy of
     ``planned_waves_per_simd``, the loop fraction of ``planned_loop_fraction`` (the plan's MFMA
-    cycles per K tile), the rate of the plan's MFMA as the peak; split-K adds the zeroing of C (a
-    second launch writing M x N f32)."""
+    cycles per K tile), the rate of the plan's MFMA as the peak; split-K adds its traffic and
+    latencies (``gfx950_cost.split_traffic``)."""
     op = CATALOG[plan.mfma]
     cycles = max(dict(op.cycles_by_format).get(f, op.cycles) for f in DTYPES[plan.dtype].formats) \
         if op.cycles_by_format else op.cycles
-    split = plan.grid.k_splits > 1
-    work = work_of(plan, extra_bytes=4 * plan.M * plan.N * max(plan.batch, 1) if split else 0, kernels=2 if split else 1)
-    return gpu_estimate(work, planned_waves_per_simd(plan), 4, planned_loop_fraction(plan.mfmas_per_tile * cycles),
-                        op.ops / cycles, cus)
+    return gpu_estimate(work_of(plan), planned_waves_per_simd(plan), 4,
+                        planned_loop_fraction(plan.mfmas_per_tile * cycles), op.ops / cycles, cus)
+
+
+def plan_candidates(base: Gfx950GemmConfig) -> tuple[Gfx950GemmConfig, ...]:
+    """The tiles ``plan_for`` weighs: the default's with ``block_m`` in ``SMALL_M_BLOCKS`` and
+    ``block_n`` in ``BLOCK_N_CANDIDATES`` (2 x 2 waves), and 16-row tiles (1 x 4 waves) with
+    ``block_n`` in ``DECODE_BLOCK_N`` and K tiles of the default's ``block_k`` or twice it."""
+    out = [attrs.evolve(base, block_m=bm, block_n=bn) for bm in SMALL_M_BLOCKS for bn in BLOCK_N_CANDIDATES]
+    out += [attrs.evolve(base, block_m=DECODE_BLOCK_M, block_n=bn, block_k=bk, waves_m=1)
+            for bn in DECODE_BLOCK_N for bk in (base.block_k, 2 * base.block_k, 4 * base.block_k)]
+    return tuple(out)
+
+
+def planned_lds_bytes(plan: Gfx950GemmPlan) -> int:
+    """LDS bytes of a plan's stages (what one workgroup allocates)."""
+    elem = DTYPES[plan.dtype].elem_bytes
+    return plan.lds_stages * elem * (math.prod(plan.a.lds_shape) + math.prod(plan.b.lds_shape))
 
 
 def plan_for(M: int, N: int, K: int, dtype: str = "bf16", layout: str = "nt", out_dtype: str | None = None,
-             batch: int = 0, cus: int = MI355X_CUS) -> Gfx950GemmPlan:
+             batch: int = 0, cus: int = MI355X_CUS, reduction: str = "atomic") -> Gfx950GemmPlan:
     """The plan for any M: the candidate with the least ``planned_estimate`` time over ``cus`` CUs
-    among the dtype's default tile with ``block_m`` in ``SMALL_M_BLOCKS``, ``block_n`` in
-    ``BLOCK_N_CANDIDATES`` and, where the output is f32 (the split-K atomics), ``k_splits`` in
-    ``K_SPLITS`` with at least ``MIN_SPLIT_K_TILES`` K tiles per workgroup. The default plan stays
-    unless a candidate beats it by ``PLAN_MARGIN`` (the big shapes keep their plans)."""
-    base = plan_gfx950_gemm(M, N, K, dtype, layout, out_dtype, None, batch)
+    among ``plan_candidates`` and, where the accumulators are f32 (the split-K reduction of any
+    output: f32 atomics into C for an f32 output, else the workspace and a ticket; ``reduction``
+    "ordered": the deterministic workspace), ``k_splits`` in ``K_SPLITS`` with at least
+    ``MIN_SPLIT_K_TILES`` K tiles per workgroup. The default plan stays unless a candidate beats it
+    by ``PLAN_MARGIN`` (the big shapes keep their plans)."""
+    base = plan_gfx950_gemm(M, N, K, dtype, layout, out_dtype, attrs.evolve(default_config(dtype), reduction=reduction),
+                            batch)
     best, best_time = base, planned_estimate(base, cus).time_s * (1 - PLAN_MARGIN)
-    splits = K_SPLITS if (base.epilogue.acc, base.epilogue.out_dtype) == ("float32", "f32") else (1,)
-    for bm in SMALL_M_BLOCKS:
-        for bn in BLOCK_N_CANDIDATES:
-            cfg = attrs.evolve(base.config, block_m=bm, block_n=bn)
+    splits = K_SPLITS if base.epilogue.acc == "float32" else (1,)
+    for cfg in plan_candidates(base.config):
+        try:
+            cfg.check(DTYPES[dtype])
+        except ValueError:
+            continue
+        for ks in splits:
+            if ks > 1 and -(-K // cfg.block_k) < ks * MIN_SPLIT_K_TILES:
+                break
             try:
-                cfg.check(DTYPES[dtype])
+                cand = plan_gfx950_gemm(M, N, K, dtype, layout, out_dtype, cfg, batch, ks)
             except ValueError:
                 continue
-            for ks in splits:
-                if ks > 1 and -(-K // cfg.block_k) < ks * MIN_SPLIT_K_TILES:
-                    break
-                try:
-                    cand = plan_gfx950_gemm(M, N, K, dtype, layout, out_dtype, cfg, batch, ks)
-                except ValueError:
-                    continue
-                t = planned_estimate(cand, cus).time_s
-                if t < best_time:
-                    best, best_time = cand, t
+            if planned_lds_bytes(cand) > GFX950_LDS_BYTES or cand.mfmas_per_tile > MAX_PLANNED_MFMAS:
+                break  # the stages do not fit a CU, or the fragment sets would not fit the registers
+            t = planned_estimate(cand, cus).time_s
+            if t < best_time:
+                best, best_time = cand, t
     return best
 
 
