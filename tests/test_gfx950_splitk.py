@@ -126,7 +126,7 @@ def test_planner_keeps_the_big_shape_plans():
 
 def test_planner_splits_k_and_shrinks_tiles_for_decode_shapes():
     p = plan_for(1, 4096, 14336, "bf16", "nt", "f32")
-    assert p.block[0] in (16, 32) and p.grid.k_splits > 1 and p.groups >= 256
+    assert p.block[0] in (16, 32) and p.grid.k_splits > 1 and p.groups >= 128  # enough loads in flight for 8 TB/s
     assert planned_estimate(p).roofline_fraction > 2 * planned_estimate(plan_gfx950_gemm(1, 4096, 14336, "bf16", "nt",
                                                                                            "f32")).roofline_fraction
     # 16-bit outputs split through the workspace; M <= 16 takes 16-row tiles on 1 x 4 waves
