@@ -86,11 +86,26 @@ def test_as_dict_is_json_with_the_fraction():
 def test_cli_report_json_is_one_object_with_the_estimate(capsys):
     from tvm_cdna4.cli import main
 
+    tile = ["--block", "128x128x64"]  # the default tile as given (no planner)
     assert main(["gemm", "--target", "gfx950", "--dtype", "bf16", "-M", "16", "-N", "256", "-K", "1024",
-                 "--report", "--json"]) == 0
+                 "--report", "--json", *tile]) == 0
     out = json.loads(capsys.readouterr().out)
     gpu = out["gpu"]
     assert gpu["workgroups"] == 2 and gpu["tile_efficiency"] == 0.125 and gpu["bound"] in ("memory", "compute")
     assert 0 < gpu["roofline_fraction"] < 1 and out["est_fraction"] > 0.3
-    assert main(["gemm", "--target", "gfx950", "--dtype", "bf16", "-M", "16", "-N", "256", "-K", "1024", "--report"]) == 0
+    assert main(["gemm", "--target", "gfx950", "--dtype", "bf16", "-M", "16", "-N", "256", "-K", "1024", "--report",
+                 *tile]) == 0
     assert "whole-GPU estimate (MI355X, static): 2 workgroups on 2 CUs" in capsys.readouterr().out
+
+
+def test_cli_without_a_tile_runs_the_planners_choice(capsys):
+    from tvm_cdna4.cli import main
+    from tvm_cdna4.schedules.gfx950_plan import plan_for
+
+    args = ["gemm", "--target", "gfx950", "--dtype", "bf16", "--layout", "nt", "--out-dtype", "bf16", "-M", "1",
+            "-N", "4096", "-K", "14336"]
+    assert main([*args, "--emit", "config"]) == 0
+    got, want = json.loads(capsys.readouterr().out), plan_for(1, 4096, 14336, "bf16", "nt", "bf16")
+    assert (got["block_m"], got["split_k"], got["waves_m"]) == (want.block[0], want.grid.k_splits, 1)
+    assert got["split_k"] > 1 and got["epilogue"] == ["reduce", "bf16_rne"] and got["workgroups"] == want.groups
+    assert got["planned_estimate"]["roofline_fraction"] > 0.85
