@@ -445,6 +445,9 @@ BLOCK_N_CANDIDATES = (64, 128)
 # dtype's default or twice it (a 16-row A tile of 64 bf16 K is half a 16-byte chunk per thread)
 DECODE_BLOCK_M = 16
 DECODE_BLOCK_N = (64, 128, 256)
+# K tiles of 16-row plans, in multiples of the default's block_k: longer K tiles put more bytes in
+# flight per workgroup (Little's law) where few tiles cover N (16x64x384 bf16: 254 VGPRs, no scratch)
+DECODE_K_MULTIPLES = (1, 2, 4, 6)
 K_SPLITS = (1, 2, 4, 8, 16, 32)
 PLAN_MARGIN = 0.02  # a candidate must beat the dtype's default plan by 2 % to replace it
 MIN_SPLIT_K_TILES = 2  # K tiles per workgroup at least (the pipeline overlaps two)
@@ -475,10 +478,10 @@ def planned_estimate(plan: Gfx950GemmPlan, cus: int = MI355X_CUS):
 def plan_candidates(base: Gfx950GemmConfig) -> tuple[Gfx950GemmConfig, ...]:
     """The tiles ``plan_for`` weighs: the default's with ``block_m`` in ``SMALL_M_BLOCKS`` and
     ``block_n`` in ``BLOCK_N_CANDIDATES`` (2 x 2 waves), and 16-row tiles (1 x 4 waves) with
-    ``block_n`` in ``DECODE_BLOCK_N`` and K tiles of the default's ``block_k`` or twice it."""
+    ``block_n`` in ``DECODE_BLOCK_N`` and K tiles of ``DECODE_K_MULTIPLES`` times the default's."""
     out = [attrs.evolve(base, block_m=bm, block_n=bn) for bm in SMALL_M_BLOCKS for bn in BLOCK_N_CANDIDATES]
-    out += [attrs.evolve(base, block_m=DECODE_BLOCK_M, block_n=bn, block_k=bk, waves_m=1)
-            for bn in DECODE_BLOCK_N for bk in (base.block_k, 2 * base.block_k, 4 * base.block_k)]
+    out += [attrs.evolve(base, block_m=DECODE_BLOCK_M, block_n=bn, block_k=k * base.block_k, waves_m=1)
+            for bn in DECODE_BLOCK_N for k in DECODE_K_MULTIPLES]
     return tuple(out)
 
 
