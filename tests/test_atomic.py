@@ -95,3 +95,13 @@ def test_u32_atomic_contract():
     with pytest.raises(ContractError) as err:
         K.ticket_on("float32")
     assert err.value.operand == "dst" and "float32" in str(err.value.found)
+
+
+def test_slices_stored_by_other_workgroups_need_the_fences_too():
+    x = np.random.default_rng(1).standard_normal(3 * 64).astype(np.float32)
+    y = np.zeros(64, np.float32)
+    emulate(K.slice_reduce(), x, np.zeros(3 * 64, np.float32), np.zeros(1, np.uint32), y)
+    assert np.array_equal(y, (x[:64] + x[64:128]) + x[128:])  # the slices in index order, in f32
+    for kw, why in ((dict(release=False), "was not released"), (dict(acquire=False), "did not acquire")):
+        with pytest.raises(EmulationError, match=f"stored by another workgroup and read by a plain load.*{why}"):
+            emulate(K.slice_reduce(**kw), x, np.zeros(3 * 64, np.float32), np.zeros(1, np.uint32), y)

@@ -70,8 +70,8 @@ def test_split_workgroups_decode_to_k_ranges():
 
 @pytest.mark.parametrize("M, N, K, layout, cfg, k_splits", [
     (1, 70, 300, "nt", DECODE, 3),    # 16-row tile on 1 x 4 waves, M = 1, a short last K range
-    (7, 70, 800, "nt", Gfx950GemmConfig(16, 64, 384, waves_m=1), 2),  # the long K tile: a partial and an empty one
-    (33, 65, 200, "tn", SMALL, 3),    # 2 x 2 waves, two tile rows, the last K range wholly past K
+    (7, 40, 800, "nt", Gfx950GemmConfig(16, 64, 384, waves_m=1), 2),  # the long K tile: a partial and an empty one
+    (33, 40, 200, "tn", SMALL, 3),    # 2 x 2 waves, two tile rows, the last K range wholly past K
 ], ids=["M1 16-row", "M7 K384", "M33 tn"])
 def test_split_k_bf16_output_through_the_workspace_and_ticket(M, N, K, layout, cfg, k_splits):
     left = []
@@ -84,10 +84,10 @@ def test_split_k_bf16_output_through_the_workspace_and_ticket(M, N, K, layout, c
 def test_ordered_split_k_is_the_exact_sum_rounded_once():
     cfg = attrs.evolve(DECODE, reduction="ordered")
     left = []
-    got, want, _ = _run(7, 65, 330, "bf16", "nt", "bf16", cfg, 3, ints=True, workspace=left)
+    got, want, _ = _run(33, 65, 330, "bf16", "nt", "bf16", cfg, 3, ints=True, workspace=left)  # 3 x 2 tiles
     assert np.array_equal(got, want.astype(ml_dtypes.bfloat16).astype(np.float64))  # bit-exact
     W, S = left
-    assert W.shape == (3 * 7 * 65,) and W.any() and not S.any()  # one slice per K split; tickets reset
+    assert W.shape == (3 * 33 * 65,) and W.any() and not S.any()  # one slice per K split; tickets reset
 
 
 def test_split_plan_records_the_workspace():
