@@ -109,3 +109,22 @@ def test_cli_without_a_tile_runs_the_planners_choice(capsys):
     assert (got["block_m"], got["split_k"], got["waves_m"]) == (want.block[0], want.grid.k_splits, 1)
     assert got["split_k"] > 1 and got["epilogue"] == ["reduce", "bf16_rne"] and got["workgroups"] == want.groups
     assert got["split_reduction"] == "atomic" and got["planned_estimate"]["bound"] == "memory"
+
+
+def test_split_traffic_counts_every_partial_and_the_ticket_tail():
+    from tvm_cdna4.schedules.gfx950_cost import split_traffic
+    from tvm_cdna4.schedules.gfx950_plan import Gfx950GemmConfig
+
+    cfg = Gfx950GemmConfig(16, 64, 128, waves_m=1)
+    out = 4 * 7 * 130  # f32 bytes of C
+    assert split_traffic(plan_gfx950_gemm(7, 130, 1024, "bf16", "nt", "bf16", cfg)) == (0, 1, 0)
+    # f32 atomics into C: the 4 partials (C once is in the roofline bytes) and the zeroing, a second launch
+    assert split_traffic(plan_gfx950_gemm(7, 130, 1024, "bf16", "nt", "f32", cfg, k_splits=4)) == (4 * out, 2, 0)
+    # the workspace: 4 atomic partials, the read-back, the zeros; one launch and the ticket's tail
+    assert split_traffic(plan_gfx950_gemm(7, 130, 1024, "bf16", "nt", "bf16", cfg, k_splits=4)) == (6 * out, 1, 1)
+    ordered = attrs.evolve(cfg, reduction="ordered")
+    assert split_traffic(plan_gfx950_gemm(7, 130, 1024, "bf16", "nt", "bf16", ordered, k_splits=4)) == (8 * out, 1, 1)
+    w = work_of(plan_gfx950_gemm(7, 130, 1024, "bf16", "nt", "bf16", cfg, k_splits=4))
+    est = gpu_estimate(w, 1, 4, 0.5, 1024)
+    assert (w.extra_bytes, w.kernels, w.tails) == (6 * out, 1, 1)
+    assert est.time_s == pytest.approx(max(est.compute_s, est.memory_s) + 2 * HBM_LATENCY_S)
