@@ -145,3 +145,16 @@ def test_planner_takes_the_cu_count():
     few = plan_for(1, 1024, 14336, "bf16", "nt", "f32", cus=16)
     many = plan_for(1, 1024, 14336, "bf16", "nt", "f32")
     assert few.groups < many.groups
+
+
+def test_workspace_split_compiles_to_atomics_ticket_and_agent_fences():
+    result = build(gfx950_gemm(16, 64, 512, "bf16", "nt", "bf16", DECODE, k_splits=2))  # the LDS sync check passes
+    lines = [ln.strip() for ln in result.asm.split("s_endpgm")[0].splitlines() if ln.startswith("\t")]
+    first = lambda pred: next(i for i, ln in enumerate(lines) if pred(ln))  # noqa: E731
+    partial = first(lambda ln: ln.startswith("global_atomic_add_f32"))
+    release = first(lambda ln: ln == "buffer_wbl2 sc1")
+    ticket = first(lambda ln: ln.startswith("global_atomic_add ") and ln.endswith("sc0"))
+    acquire = first(lambda ln: ln == "buffer_inv sc1")
+    assert partial < release < ticket < acquire
+    assert sum(ln.startswith("global_atomic_add_f32") for ln in lines) == 4  # 1 x 1 MFMA tile of 4 per lane
+    assert result.kernel().scratch_bytes == 0
