@@ -39,6 +39,7 @@ class Buffer:
             self.r_epoch = np.full(shape, -1, np.int64)
             self.w_seq = np.zeros(shape, np.int64)  # the writing wave's LDS operation number (Machine.issue_lds)
         self.pending = None  # in-flight asynchronous writes per byte (created on first use)
+        self.atomic_marks = None  # global buffers: GlobalAtomics' per-byte records of the launch (first use)
 
     def add_pending(self, inst, byte, size: int, delta: int) -> None:
         """Count (+1) or retire (-1) an asynchronous write of ``size`` bytes at each (inst, byte)."""
@@ -92,7 +93,7 @@ def load(machine, view: TensorView, flat, mask, where: str):
     check_bounds(machine, buf, byte, dtype.itemsize, mask, where)
     if buf.track:
         check_lds_read(machine, buf, inst, byte, dtype.itemsize, mask, where)
-    elif buf.scope == "global" and "atomics" in machine.state:
+    elif buf.atomic_marks is not None and "atomics" in machine.state:
         active = np.broadcast_to(_m(machine.active(mask), byte), byte.shape)
         threads = np.broadcast_to(np.arange(machine.nthreads).reshape((-1,) + (1,) * (byte.ndim - 1)), byte.shape)
         machine.state["atomics"].check_load(machine, buf, byte[active], dtype.itemsize, threads[active], where)
@@ -152,7 +153,7 @@ class GlobalAtomics:
 
     @staticmethod
     def _marks(buf: Buffer) -> dict:
-        if getattr(buf, "atomic_marks", None) is None:
+        if buf.atomic_marks is None:
             n = buf.nbytes
             buf.atomic_marks = {"atomic": np.zeros(n, bool), "plain": np.zeros(n, bool),
                                 "unpublished": np.zeros(n, np.int32), "published_at": np.zeros(n, np.int64),

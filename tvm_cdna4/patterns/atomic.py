@@ -78,7 +78,7 @@ def global_atomic_add_u32(dst, index, value):
                             found=f"{getattr(dst, 'name', dst)} ({elem or 'not a tensor'})")
     _global_scope(dst, opcode)
     if isinstance(value, int):
-        value = _op.const(value, "uint32") if hasattr(_op, "const") else value
+        value = _op.const(value, "uint32")
     if _dtype(value) not in ("uint32", "int32"):
         raise ContractError("global_atomic_add_u32 adds a 32-bit integer value", opcode=opcode, operand="value",
                             expected="uint32 or int32", found=_dtype(value) or repr(value))
