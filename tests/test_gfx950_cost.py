@@ -128,3 +128,12 @@ def test_split_traffic_counts_every_partial_and_the_ticket_tail():
     est = gpu_estimate(w, 1, 4, 0.5, 1024)
     assert (w.extra_bytes, w.kernels, w.tails) == (6 * out, 1, 1)
     assert est.time_s == pytest.approx(max(est.compute_s, est.memory_s) + 2 * HBM_LATENCY_S)
+
+
+def test_cli_reduction_ordered_plans_the_deterministic_split(capsys):
+    from tvm_cdna4.cli import main
+
+    assert main(["gemm", "--target", "gfx950", "--dtype", "bf16", "--layout", "nt", "--out-dtype", "bf16", "-M", "1",
+                 "-N", "1024", "-K", "14336", "--reduction", "ordered", "--emit", "config"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["split_k"] > 1 and (got["reduction"], got["split_reduction"]) == ("ordered", "ordered")

@@ -71,6 +71,8 @@ def config(args):
     updates = dict(zip(("block_m", "block_n", "block_k"), _block(block))) if block else {}
     if mfma:
         updates["mfma"] = mfma
+    if getattr(args, "reduction", None):
+        updates["reduction"] = args.reduction
     return attrs.evolve(dma_config(args.dtype) if dma else default_config(args.dtype), **updates)
 
 
@@ -101,7 +103,8 @@ def choose(args, cfg=None):
     if cfg is None and not _tile_options(args) and args.dtype not in MX_FORMATS:
         from .schedules.gfx950_plan import plan_for
 
-        return plan_for(args.M, args.N, args.K, args.dtype, args.layout, _out_dtype(args))
+        return plan_for(args.M, args.N, args.K, args.dtype, args.layout, _out_dtype(args),
+                        reduction=getattr(args, "reduction", None) or "atomic")
     cfg = config(args) if cfg is None else cfg
     return plan(args.M, args.N, args.K, args.dtype, args.layout, _out_dtype(args), cfg)
 
