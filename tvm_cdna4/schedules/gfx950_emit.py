@@ -257,6 +257,33 @@ def epilogue_store(op, epilogue: Epilogue, extent: tuple, repeats: tuple[int, in
     return store
 
 
+def _workspace_macros(reduction: str, k_steps: int, outputs, slices: int):
+    """``split_store``'s macros ``partial(W, s, at, value)`` (a partial value into the workspace) and
+    ``gather(W, rd, e, at)`` (the tile's sum of element ``at`` into accumulator ``e``): atomic: add
+    into the one slice, read it back and zero it; ordered: store into the K split's slice, add the
+    slices in index order."""
+    if reduction == "atomic":
+        @T.macro
+        def partial(W, s, at, value):
+            T.rocm.global_atomic_add_f32(W, at, value)
+
+        @T.macro
+        def gather(W, rd, e, at):
+            rd[e] = W[at]
+            W[at] = T.float32(0)
+    else:
+        @T.macro
+        def partial(W, s, at, value):
+            W[s.origin.kt // k_steps * outputs + at] = value
+
+        @T.macro
+        def gather(W, rd, e, at):
+            rd[e] = W[at]
+            for sl in T.unroll(1, slices):
+                rd[e] = rd[e] + W[sl * outputs + at]
+    return partial, gather
+
+
 def split_store(op, epilogue: Epilogue, grid: Grid, block: tuple[int, ...], k_steps: int, extent: tuple,
                 repeats: tuple[int, int]):
     """Macro ``store(C, rd, s, lane)`` of a split-K epilogue (``Epilogue.ops`` starts with
@@ -290,25 +317,7 @@ def split_store(op, epilogue: Epilogue, grid: Grid, block: tuple[int, ...], k_st
     def inside(s, lane, mi, ni, r):
         return T.And(coords(s, lane, mi, ni, r)[0] < M, coords(s, lane, mi, ni, r)[1] < N)
 
-    if epilogue.reduction == "atomic":
-        @T.macro
-        def partial(W, s, at, value):
-            T.rocm.global_atomic_add_f32(W, at, value)
-
-        @T.macro
-        def gather(W, rd, e, at):
-            rd[e] = W[at]
-            W[at] = T.float32(0)
-    else:
-        @T.macro
-        def partial(W, s, at, value):
-            W[s.origin.kt // k_steps * outputs + at] = value
-
-        @T.macro
-        def gather(W, rd, e, at):
-            rd[e] = W[at]
-            for sl in T.unroll(1, slices):
-                rd[e] = rd[e] + W[sl * outputs + at]
+    partial, gather = _workspace_macros(epilogue.reduction, k_steps, outputs, slices)
 
     @T.macro
     def store(C, rd, s, lane):
