@@ -455,8 +455,7 @@ def llm_rows(out_dtype: str = "bf16", with_triton: bool = True) -> list[dict]:
     for name, (N, K) in LLM_SHAPES.items():
         for M in LLM_MS:
             p = plan_for(M, N, K, "bf16", "nt", out_dtype)
-            split = p.grid.k_splits > 1
-            est = gpu_report(_ours_loop(p, ours_cache), work_of(p, 4 * M * N if split else 0, 2 if split else 1))
+            est = gpu_report(_ours_loop(p, ours_cache), work_of(p))
             row = {"shape": name, "M": M, "N": N, "K": K, "ours_plan": f"{p.block[0]}x{p.block[1]}x{p.block[2]} "
                    f"split {p.grid.k_splits}", "ours": est.as_dict()}
             if with_triton:

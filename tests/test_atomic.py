@@ -56,3 +56,52 @@ def test_needs_gfx950():
     with pytest.raises(ContractError, match="compiles only for mcpu gfx950") as err:
         check_kernel(K.atomic_sum(), {"kind": "rocm", "mcpu": "gfx942"})
     assert err.value.opcode == "tvm_cdna4_global_atomic_add_f32"
+
+
+# ---- the split-K ticket: T.rocm.global_atomic_add_u32, fence_release / fence_acquire ----------
+
+def _ticket(groups=3, **kw):
+    x = np.arange(groups * 64, dtype=np.float32) - 50
+    w, s, y = np.zeros(64, np.float32), np.zeros(1, np.uint32), np.full(64, np.nan, np.float32)
+    emulate(K.ticket_reduce(groups, **kw), x, w, s, y)
+    return x, w, s, y
+
+
+def test_ticket_last_workgroup_reads_the_sum_and_leaves_zeros():
+    x, w, s, y = _ticket()
+    assert np.array_equal(y, x.reshape(3, 64).sum(0))  # small integers: exact in any order
+    assert not w.any() and s[0] == 0  # ready for the next launch
+
+
+def test_ticket_compiles_to_the_returning_atomic_and_the_agent_fences():
+    body = build(K.ticket_reduce()).asm.split("s_endpgm")[0]
+    lines = [ln.strip() for ln in body.splitlines() if ln.startswith("\t")]
+    ticket = next(i for i, ln in enumerate(lines) if ln.startswith("global_atomic_add ") and ln.endswith("sc0"))
+    wbl2 = lines.index("buffer_wbl2 sc1")
+    inv = lines.index("buffer_inv sc1")
+    # release (write back L2, wait for the f32 atomics) before the ticket; acquire after it
+    assert lines.index(next(ln for ln in lines if ln.startswith("global_atomic_add_f32"))) < wbl2 < ticket < inv
+    assert any(ln.startswith("s_waitcnt vmcnt(0)") for ln in lines[wbl2:ticket])
+
+
+@pytest.mark.parametrize("kw, why", [(dict(release=False), "was not released"),
+                                     (dict(acquire=False), "did not acquire after its release")])
+def test_ticket_without_its_fences_is_a_race(kw, why):
+    with pytest.raises(EmulationError, match=f"updated by an atomic and read by a plain load.*{why}"):
+        _ticket(**kw)
+
+
+def test_u32_atomic_contract():
+    with pytest.raises(ContractError) as err:
+        K.ticket_on("float32")
+    assert err.value.operand == "dst" and "float32" in str(err.value.found)
+
+
+def test_slices_stored_by_other_workgroups_need_the_fences_too():
+    x = np.random.default_rng(1).standard_normal(3 * 64).astype(np.float32)
+    y = np.zeros(64, np.float32)
+    emulate(K.slice_reduce(), x, np.zeros(3 * 64, np.float32), np.zeros(1, np.uint32), y)
+    assert np.array_equal(y, (x[:64] + x[64:128]) + x[128:])  # the slices in index order, in f32
+    for kw, why in ((dict(release=False), "was not released"), (dict(acquire=False), "did not acquire")):
+        with pytest.raises(EmulationError, match=f"stored by another workgroup and read by a plain load.*{why}"):
+            emulate(K.slice_reduce(**kw), x, np.zeros(3 * 64, np.float32), np.zeros(1, np.uint32), y)

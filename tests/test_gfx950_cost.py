@@ -86,11 +86,54 @@ def test_as_dict_is_json_with_the_fraction():
 def test_cli_report_json_is_one_object_with_the_estimate(capsys):
     from tvm_cdna4.cli import main
 
+    tile = ["--block", "128x128x64"]  # the default tile as given (no planner)
     assert main(["gemm", "--target", "gfx950", "--dtype", "bf16", "-M", "16", "-N", "256", "-K", "1024",
-                 "--report", "--json"]) == 0
+                 "--report", "--json", *tile]) == 0
     out = json.loads(capsys.readouterr().out)
     gpu = out["gpu"]
     assert gpu["workgroups"] == 2 and gpu["tile_efficiency"] == 0.125 and gpu["bound"] in ("memory", "compute")
     assert 0 < gpu["roofline_fraction"] < 1 and out["est_fraction"] > 0.3
-    assert main(["gemm", "--target", "gfx950", "--dtype", "bf16", "-M", "16", "-N", "256", "-K", "1024", "--report"]) == 0
+    assert main(["gemm", "--target", "gfx950", "--dtype", "bf16", "-M", "16", "-N", "256", "-K", "1024", "--report",
+                 *tile]) == 0
     assert "whole-GPU estimate (MI355X, static): 2 workgroups on 2 CUs" in capsys.readouterr().out
+
+
+def test_cli_without_a_tile_runs_the_planners_choice(capsys):
+    from tvm_cdna4.cli import main
+    from tvm_cdna4.schedules.gfx950_plan import plan_for
+
+    args = ["gemm", "--target", "gfx950", "--dtype", "bf16", "--layout", "nt", "--out-dtype", "bf16", "-M", "1",
+            "-N", "1024", "-K", "14336"]
+    assert main([*args, "--emit", "config"]) == 0
+    got, want = json.loads(capsys.readouterr().out), plan_for(1, 1024, 14336, "bf16", "nt", "bf16")
+    assert (got["block_m"], got["split_k"], got["waves_m"]) == (want.block[0], want.grid.k_splits, 1)
+    assert got["split_k"] > 1 and got["epilogue"] == ["reduce", "bf16_rne"] and got["workgroups"] == want.groups
+    assert got["split_reduction"] == "atomic" and got["planned_estimate"]["bound"] == "memory"
+
+
+def test_split_traffic_counts_every_partial_and_the_ticket_tail():
+    from tvm_cdna4.schedules.gfx950_cost import split_traffic
+    from tvm_cdna4.schedules.gfx950_plan import Gfx950GemmConfig
+
+    cfg = Gfx950GemmConfig(16, 64, 128, waves_m=1)
+    out = 4 * 7 * 130  # f32 bytes of C
+    assert split_traffic(plan_gfx950_gemm(7, 130, 1024, "bf16", "nt", "bf16", cfg)) == (0, 1, 0)
+    # f32 atomics into C: the 4 partials (C once is in the roofline bytes) and the zeroing, a second launch
+    assert split_traffic(plan_gfx950_gemm(7, 130, 1024, "bf16", "nt", "f32", cfg, k_splits=4)) == (4 * out, 2, 0)
+    # the workspace: 4 atomic partials, the read-back, the zeros; one launch and the ticket's tail
+    assert split_traffic(plan_gfx950_gemm(7, 130, 1024, "bf16", "nt", "bf16", cfg, k_splits=4)) == (6 * out, 1, 1)
+    ordered = attrs.evolve(cfg, reduction="ordered")
+    assert split_traffic(plan_gfx950_gemm(7, 130, 1024, "bf16", "nt", "bf16", ordered, k_splits=4)) == (8 * out, 1, 1)
+    w = work_of(plan_gfx950_gemm(7, 130, 1024, "bf16", "nt", "bf16", cfg, k_splits=4))
+    est = gpu_estimate(w, 1, 4, 0.5, 1024)
+    assert (w.extra_bytes, w.kernels, w.tails) == (6 * out, 1, 1)
+    assert est.time_s == pytest.approx(max(est.compute_s, est.memory_s) + 2 * HBM_LATENCY_S)
+
+
+def test_cli_reduction_ordered_plans_the_deterministic_split(capsys):
+    from tvm_cdna4.cli import main
+
+    assert main(["gemm", "--target", "gfx950", "--dtype", "bf16", "--layout", "nt", "--out-dtype", "bf16", "-M", "1",
+                 "-N", "1024", "-K", "14336", "--reduction", "ordered", "--emit", "config"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["split_k"] > 1 and (got["reduction"], got["split_reduction"]) == ("ordered", "ordered")

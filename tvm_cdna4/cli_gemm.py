@@ -60,6 +60,9 @@ def add_gemm_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--mfma", choices=("16x16", "32x32"), help="gfx950: MFMA shape (default per dtype)")
     p.add_argument("--lds-dma", action="store_true",
                    help="gfx950 dense GEMMs: direct-to-LDS global loads, three LDS stages (its own default tile)")
+    p.add_argument("--reduction", choices=("atomic", "ordered"),
+                   help="split-K reduction: f32 atomics (default) or per-split slices added in index order "
+                        "(deterministic)")
     p.add_argument("--group-m", type=int, help="block rasterization group (block rows per N sweep)")
     p.add_argument("--ctas", type=int,
                    help="sm80: persistent kernel with this many CTAs (the GPU's SM count), 0 = one CTA per tile")
@@ -90,6 +93,8 @@ def _config(args):
         updates["group_m"] = args.group_m
     if args.ctas is not None:
         updates["ctas"] = args.ctas
+    if getattr(args, "reduction", None):
+        updates["reduction"] = args.reduction
     cfg = replace(cfg, **updates)
     cfg.check()
     return cfg

@@ -5,7 +5,11 @@ and ``--mfma`` replace the dtype's defaults; ``--lds-dma`` starts from the direc
 (``dma_config``; dense dtypes only); ``--warps`` and ``--stages`` name what the gfx950 schedules fix
 (2x2 waves, two pipeline stages, three with ``--lds-dma``) and refuse anything else; the sm80-only
 ``--group-m`` and ``--ctas`` are refused. ``--report`` adds the whole-GPU estimate
-(``schedules.gfx950_cost``); ``--report --json`` prints the report as one JSON object. Refusals are usage errors (exit 2, the reason first).
+(``schedules.gfx950_cost``); ``--report --json`` prints the report as one JSON object. Without a tile option (``--block``,
+``--mfma``, ``--lds-dma``) a dense GEMM runs the planner's choice (``gfx950_plan.plan_for``: tile,
+waves and K split by the cost model; C zeroed / the split-K workspace allocated zeroed for
+``--validate``); ``--emit config`` prints the plan as one JSON object (``plan_json``: the config's
+fields, ``split_k``, the reduction, the launch, the planner's estimate). Refusals are usage errors (exit 2, the reason first).
 """
 
 from __future__ import annotations
@@ -67,6 +71,8 @@ def config(args):
     updates = dict(zip(("block_m", "block_n", "block_k"), _block(block))) if block else {}
     if mfma:
         updates["mfma"] = mfma
+    if getattr(args, "reduction", None):
+        updates["reduction"] = args.reduction
     return attrs.evolve(dma_config(args.dtype) if dma else default_config(args.dtype), **updates)
 
 
@@ -83,24 +89,57 @@ def _out_dtype(args) -> str:
     return wanted
 
 
-def _kernel(args, cfg):
-    from .schedules.gfx950_gemm import gfx950_gemm
-    from .schedules.gfx950_mx_gemm import gfx950_mx_gemm
-
-    if args.dtype in MX_FORMATS:
-        return gfx950_mx_gemm(args.M, args.N, args.K, args.dtype, args.layout, cfg)
-    return gfx950_gemm(args.M, args.N, args.K, args.dtype, args.layout, _out_dtype(args), cfg)
+def _tile_options(args) -> bool:
+    """Whether the options name a tile (``--block``, ``--mfma``, ``--lds-dma``): then that config runs as given."""
+    return bool(getattr(args, "block", None) or getattr(args, "mfma", None) or getattr(args, "lds_dma", False))
 
 
-def build_cached(args, cfg=None, cache: bool = True):
-    """``tvm_cdna4.build`` of the CLI's kernel through the build cache (``gfx950_gemm.build``: keyed
-    by the kernel's plan record, so a warm build runs the planner only and imports no TIRx): the LLVM
-    IR, assembly and code object are cached; ``executable`` is None on a hit. The emulator route
-    (``--validate``) needs the lowered TIR, which is not cached."""
+def choose(args, cfg=None):
+    """The plan the CLI runs: ``cfg`` or the tile options' config (no K split) as given; without
+    either, for the dense dtypes, the planner's choice (``gfx950_plan.plan_for``: tile, wave layout
+    and K split by the whole-GPU cost model); MX dtypes their default config."""
+    from .schedules.gfx950_gemm import plan
+
+    if cfg is None and not _tile_options(args) and args.dtype not in MX_FORMATS:
+        from .schedules.gfx950_plan import plan_for
+
+        return plan_for(args.M, args.N, args.K, args.dtype, args.layout, _out_dtype(args),
+                        reduction=getattr(args, "reduction", None) or "atomic")
+    cfg = config(args) if cfg is None else cfg
+    return plan(args.M, args.N, args.K, args.dtype, args.layout, _out_dtype(args), cfg)
+
+
+def _kernel(p):
+    from .schedules.gfx950_gemm import emit
+
+    return emit(p)
+
+
+def build_cached(args, cfg=None, cache: bool = True, chosen=None):
+    """``tvm_cdna4.build`` of the CLI's kernel (``chosen``, else ``choose(args, cfg)``) through the
+    build cache (``gfx950_gemm.build``: keyed by the kernel's plan record, so a warm build runs the
+    planner only and imports no TIRx): the LLVM IR, assembly and code object are cached;
+    ``executable`` is None on a hit. The emulator route (``--validate``) needs the lowered TIR,
+    which is not cached."""
     from .schedules.gfx950_gemm import build
 
-    cfg = config(args) if cfg is None else cfg
-    return build(args.M, args.N, args.K, args.dtype, args.layout, _out_dtype(args), cfg, cache=cache)
+    p = chosen or choose(args, cfg)
+    return build(args.M, args.N, args.K, args.dtype, args.layout, _out_dtype(args), p.config, cache=cache,
+                 k_splits=p.grid.k_splits)
+
+
+def plan_json(p) -> dict:
+    """``--emit config``: the plan as one JSON object: its config's fields, ``split_k``, the split
+    reduction, the launch and (dense plans) the planner's estimate (``planned_estimate``)."""
+    out = {**attrs.asdict(p.config), "split_k": p.grid.k_splits, "split_reduction": p.epilogue.reduction,
+           "epilogue": list(p.epilogue.ops), "workgroups": p.grid.groups, "tiles": list(p.grid.tiles)}
+    if hasattr(p, "lds_stages"):
+        from .schedules.gfx950_plan import planned_estimate
+
+        est = planned_estimate(p)
+        out["planned_estimate"] = {"time_us": 1e6 * est.time_s, "roofline_fraction": est.roofline_fraction,
+                                   "tile_efficiency": est.tile_efficiency, "bound": est.bound}
+    return out
 
 
 def _inputs(args, rng):
@@ -137,25 +176,24 @@ def _inputs(args, rng):
     return (A, B, c), a64 @ b64, np.abs(a64) @ np.abs(b64), c, out
 
 
-def work(args, cfg):
-    """The ``GemmWork`` of the CLI's kernel (``schedules.gfx950_cost``: the whole-GPU estimate)."""
+def work(p):
+    """The ``GemmWork`` of the CLI's plan (``schedules.gfx950_cost``: the whole-GPU estimate)."""
     from .schedules.gfx950_cost import work_of
-    from .schedules.gfx950_gemm import plan
 
-    return work_of(plan(args.M, args.N, args.K, args.dtype, args.layout, _out_dtype(args), cfg))
+    return work_of(p)
 
 
-def _print_report(args, cfg, result, title: str) -> None:
+def _print_report(args, p, result, title: str) -> None:
     """``--report``: the static report and the whole-GPU estimate; ``--json``: both as one JSON object."""
     from .report import format_gpu_estimate, format_report, gpu_report, kernel_report, report_json
 
     if getattr(args, "json", False):
         import json
 
-        print(json.dumps(report_json(result, title, work(args, cfg))))
+        print(json.dumps(report_json(result, title, work(p))))
         return
     print(format_report(result, title))
-    print(format_gpu_estimate(gpu_report(kernel_report(result.asm, result.kernel()), work(args, cfg))))
+    print(format_gpu_estimate(gpu_report(kernel_report(result.asm, result.kernel()), work(p))))
 
 
 def run(args) -> int:
@@ -165,13 +203,14 @@ def run(args) -> int:
     title = f"gfx950 {args.dtype} {args.layout} {args.M}x{args.N}x{args.K}"
     func = None
     try:  # a ContractError goes on to the CLI's report; other ValueErrors are the options' usage errors
-        cfg = config(args)
+        config(args)  # the options' refusals first
         _out_dtype(args)
+        chosen = choose(args)
         built = args.emit in ("asm", "llvm") or getattr(args, "report", False)
         if built:
-            result = build_cached(args, cfg, cache=not getattr(args, "no_cache", False))
-        if args.validate or not built:  # the emulator, --emit tir, or a plain call that checks the arguments
-            func = _kernel(args, cfg)
+            result = build_cached(args, cache=not getattr(args, "no_cache", False), chosen=chosen)
+        if args.validate or (not built and args.emit != "config"):  # the emulator, --emit tir
+            func = _kernel(chosen)
     except ContractError:
         raise
     except ValueError as err:
@@ -180,14 +219,14 @@ def run(args) -> int:
     if args.emit == "config":
         import json
 
-        print(json.dumps(attrs.asdict(cfg)))
+        print(json.dumps(plan_json(chosen)))
     if built:
         if args.emit == "asm":
             print(result.asm)
         elif args.emit == "llvm":
             print(result.llvm_ir)
         if getattr(args, "report", False):
-            _print_report(args, cfg, result, title)
+            _print_report(args, chosen, result, title)
     elif args.emit == "tir":
         print(func.script())
     if not args.validate:
@@ -196,9 +235,10 @@ def run(args) -> int:
 
     rng = np.random.default_rng(getattr(args, "seed", 0))
     arrays, want, magnitude, c, out = _inputs(args, rng)
+    workspace = [np.zeros(p.shape, p.dtype) for p in chosen.epilogue.params]  # split-K: W and S, zeroed once
     start = time.perf_counter()
     try:
-        emulate(func, *arrays)
+        emulate(func, *arrays, *workspace)
     except EmulationError as err:
         print(f"emulation found a kernel bug:\n{err}\nFAIL")
         return 1

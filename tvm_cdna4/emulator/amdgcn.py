@@ -16,8 +16,12 @@ from ..isa.llvm_helpers import (
     BARRIER,
     BUFFER_LOAD_DTYPES,
     BUFFER_LOAD_LDS_MNEMONICS,
+    FENCE_ACQUIRE_AGENT,
+    FENCE_RELEASE_AGENT,
     GLOBAL_ATOMIC_ADD_F32,
     GLOBAL_ATOMIC_ADD_F32_MNEMONIC,
+    GLOBAL_ATOMIC_ADD_U32,
+    GLOBAL_ATOMIC_ADD_U32_MNEMONIC,
     PREFIX,
     buffer_load_helper,
     buffer_load_lds_helper,
@@ -350,6 +354,53 @@ def _global_atomic_add_f32(compiler, node, args):
     return run
 
 
+def _global_atomic_add_u32(compiler, node, args):
+    """``T.rocm.global_atomic_add_u32``: each active lane adds its value to element ``index`` and
+    gets the element's old value, one lane at a time in thread order (so of the lanes and
+    workgroups that add to one counter, exactly one sees each old value)."""
+    machine = compiler.machine
+    machine.state.setdefault("atomics", GlobalAtomics())
+    ptr, index, value = (compiler.expr(a) for a in args)
+    where = where_of(node)
+    name = GLOBAL_ATOMIC_ADD_U32_MNEMONIC
+
+    def run(env, mask):
+        p, T = ptr(env, mask), machine.nthreads
+        if not isinstance(p, Pointer) or p.buffer.scope != "global":
+            raise EmulationError(f"{name} needs a global buffer pointer", where)
+        threads = np.flatnonzero(machine.active(mask))
+        byte = (np.asarray(p.offset, np.int64) + np.broadcast_to(np.asarray(index(env, mask), np.int64), (T,)) * 4)[threads]
+        if (byte % 4).any():
+            bad = byte % 4 != 0
+            raise EmulationError(f"{name} at byte {int(byte[bad][0])} is not 4-byte aligned", where,
+                                 *machine.coords(int(threads[bad][0])))
+        check_bounds(machine, p.buffer, byte, 4, None, where)
+        machine.state["atomics"].record(machine, p.buffer, byte, 4, threads, True, where, returns=True)
+        v = np.broadcast_to(np.asarray(value(env, mask)).astype(np.uint32), (T,))[threads]
+        mem = p.buffer.typed(np.dtype(np.uint32))[0]
+        old = np.zeros(T, np.uint32)
+        for t, e, x in zip(threads, byte // 4, v):  # in thread order: each lane sees the ones before it
+            old[t] = mem[e]
+            mem[e] = np.uint32((int(mem[e]) + int(x)) & 0xFFFFFFFF)
+        return old
+    return run
+
+
+def _fence(release: bool):
+    """``T.rocm.fence_release`` / ``fence_acquire`` (agent scope): every emulated memory access has
+    completed when the next instruction runs, so a fence orders by itself; what the emulator keeps
+    is which atomic updates were released and which threads acquired after (``GlobalAtomics``)."""
+    def factory(compiler, node, args):
+        machine = compiler.machine
+        machine.state.setdefault("atomics", GlobalAtomics())
+
+        def run(env, mask):
+            atomics = machine.state["atomics"]
+            (atomics.release if release else atomics.acquire)(machine, mask)
+        return run
+    return factory
+
+
 def _noop(compiler, node, args):
     return lambda env, mask: None
 
@@ -373,6 +424,9 @@ def calls() -> dict:
     table.update({buffer_load_helper(d): _buffer_load for d in BUFFER_LOAD_DTYPES})
     table.update({buffer_load_lds_helper(n): _buffer_load_lds(n) for n in BUFFER_LOAD_LDS_MNEMONICS})
     table[GLOBAL_ATOMIC_ADD_F32] = _global_atomic_add_f32
+    table[GLOBAL_ATOMIC_ADD_U32] = _global_atomic_add_u32
+    table[FENCE_RELEASE_AGENT] = _fence(True)
+    table[FENCE_ACQUIRE_AGENT] = _fence(False)
     tr_by_base: dict[str, list[DsReadTrOp]] = {}
     for op in CATALOG.values():
         if isinstance(op, DsReadTrOp):

@@ -178,11 +178,33 @@ GLOBAL_ATOMIC_ADD_F32 = PREFIX + "global_atomic_add_f32"
 GLOBAL_ATOMIC_ADD_F32_MNEMONIC = "global_atomic_add_f32"
 
 
+# Global u32 atomic add returning the old value (``T.rocm.global_atomic_add_u32``: a split-K tile's
+# ticket): ``atomicrmw add`` at agent scope, relaxed; gfx950 selects ``global_atomic_add ... sc0`` (sc0:
+# return the pre-op value)
+GLOBAL_ATOMIC_ADD_U32 = PREFIX + "global_atomic_add_u32"
+GLOBAL_ATOMIC_ADD_U32_MNEMONIC = "global_atomic_add"
+# Agent-scope fences (``T.rocm.fence_release`` / ``T.rocm.fence_acquire``): what LLVM's memory model
+# emits for them on gfx950 (AMDGPUUsage "Memory Model GFX942", which gfx950 follows; llc-22 output):
+# release = ``buffer_wbl2 sc1`` (write the L2 back for other XCDs' L2s) then ``s_waitcnt vmcnt(0)
+# lgkmcnt(0)`` (every earlier load, store and atomic of the thread complete); acquire = ``s_waitcnt
+# vmcnt(0)`` then ``buffer_inv sc1`` (drop stale vector L1 / L2 lines before later loads)
+FENCE_RELEASE_AGENT = PREFIX + "fence_release_agent"
+FENCE_ACQUIRE_AGENT = PREFIX + "fence_acquire_agent"
+FENCE_MNEMONICS = {FENCE_RELEASE_AGENT: ("buffer_wbl2 sc1", "s_waitcnt vmcnt(0) lgkmcnt(0)"),
+                   FENCE_ACQUIRE_AGENT: ("s_waitcnt vmcnt(0)", "buffer_inv sc1")}
+
+
 def _atomic_helpers() -> list[str]:
     return [f"define linkonce_odr void @{GLOBAL_ATOMIC_ADD_F32}(ptr addrspace(1) %base, i32 %index, float %v) {{\n"
             f"  %p = getelementptr inbounds float, ptr addrspace(1) %base, i32 %index\n"
             f'  %r = atomicrmw fadd ptr addrspace(1) %p, float %v syncscope("agent") monotonic, align 4, '
-            f"!amdgpu.no.fine.grained.memory !0, !amdgpu.ignore.denormal.mode !0\n  ret void\n}}", "!0 = !{}"]
+            f"!amdgpu.no.fine.grained.memory !0, !amdgpu.ignore.denormal.mode !0\n  ret void\n}}", "!0 = !{}",
+            f"define linkonce_odr i32 @{GLOBAL_ATOMIC_ADD_U32}(ptr addrspace(1) %base, i32 %index, i32 %v) {{\n"
+            f"  %p = getelementptr inbounds i32, ptr addrspace(1) %base, i32 %index\n"
+            f'  %r = atomicrmw add ptr addrspace(1) %p, i32 %v syncscope("agent") monotonic, align 4, '
+            f"!amdgpu.no.fine.grained.memory !0\n  ret i32 %r\n}}",
+            f'define linkonce_odr void @{FENCE_RELEASE_AGENT}() {{\n  fence syncscope("agent") release\n  ret void\n}}',
+            f'define linkonce_odr void @{FENCE_ACQUIRE_AGENT}() {{\n  fence syncscope("agent") acquire\n  ret void\n}}']
 
 
 def helpers_ll() -> str:

@@ -147,6 +147,9 @@ def register_patterns() -> dict:
         buffer_load_lds=wave.buffer_load_lds,
         s_waitcnt_vmcnt=wave.s_waitcnt_vmcnt,
         global_atomic_add_f32=atomic.global_atomic_add_f32,
+        global_atomic_add_u32=atomic.global_atomic_add_u32,
+        fence_release=atomic.fence_release,
+        fence_acquire=atomic.fence_acquire,
     )
     builder_op.register_script_namespace("rocm", rocm)
     builder_op.register_script_namespace("amdgcn", amdgcn)

@@ -10,7 +10,22 @@
   ``rocm.analysis``). Additions to one address from many lanes and workgroups happen one at a
   time in some order, so a sum is exact up to f32 reassociation; a plain store to an address that
   an atomic of the same launch updates is a race (the emulator raises ``EmulationError`` for it,
-  whichever comes first), and so is reading such an address in the same launch.
+  whichever comes first), and so is reading such an address in the same launch, unless the
+  release/acquire pair below orders them.
+- ``T.rocm.global_atomic_add_u32(dst, index, value)`` -> uint32: ``old = dst[index]; dst[index] +=
+  value`` as one ``global_atomic_add ... sc0`` (the returning form), agent scope, relaxed: a
+  split-K tile's *ticket* (the workgroup that draws ``k_splits - 1`` is the last of its tile).
+  Contract: ``dst`` a uint32 (or int32) global tensor, ``value`` a 32-bit integer.
+- ``T.rocm.fence_release()`` / ``T.rocm.fence_acquire()``: agent-scope fences (LLVM ``fence
+  syncscope("agent") release|acquire``; on gfx950 ``buffer_wbl2 sc1; s_waitcnt vmcnt(0)
+  lgkmcnt(0)`` and ``s_waitcnt vmcnt(0); buffer_inv sc1``, ``isa.llvm_helpers.FENCE_MNEMONICS``).
+  The publication pattern of a split-K reduction: every thread's atomics (or stores) into the
+  workspace, ``fence_release``, a workgroup barrier, one thread's ticket; the workgroup that draws
+  the last ticket runs ``fence_acquire`` before it reads the workspace. The emulator checks both
+  halves: a global load (or plain store) of a byte that another thread updated atomically in the
+  launch is a race unless that thread released its update and the reader acquired after it
+  (``emulator.memory.GlobalAtomics``); a plain store after the thread's own atomic is the last
+  update of that byte (the ticket's reset) is ordered by coherence.
 """
 
 from __future__ import annotations
@@ -19,7 +34,8 @@ from tvm_tirx.script.ir_builder.base import auto_emit_void_call
 from tvm_tirx.tirx import op as _op
 
 from ..errors import ContractError
-from ..isa.llvm_helpers import GLOBAL_ATOMIC_ADD_F32, GLOBAL_ATOMIC_ADD_F32_MNEMONIC
+from ..isa.llvm_helpers import (FENCE_ACQUIRE_AGENT, FENCE_RELEASE_AGENT, GLOBAL_ATOMIC_ADD_F32,
+                                GLOBAL_ATOMIC_ADD_F32_MNEMONIC, GLOBAL_ATOMIC_ADD_U32, GLOBAL_ATOMIC_ADD_U32_MNEMONIC)
 
 
 def _dtype(x) -> str:
@@ -43,3 +59,40 @@ def global_atomic_add_f32(dst, index, value):
         raise ContractError("global_atomic_add_f32 adds a float32 value", opcode=opcode, operand="value",
                             expected="float32", found=_dtype(value) or repr(value))
     return _op.call_extern(GLOBAL_ATOMIC_ADD_F32, dst.data, index, value, ty="void")
+
+
+def _global_scope(dst, opcode: str) -> None:
+    scope = str(getattr(getattr(dst, "ty", None), "scope", "global") or "global")
+    if scope != "global":
+        raise ContractError(f"{opcode} needs a global-memory destination", opcode=opcode, operand="dst",
+                            expected="scope 'global'", found=f"scope {scope!r}")
+
+
+def global_atomic_add_u32(dst, index, value):
+    """``old = dst[index]; dst[index] += value`` (agent scope, relaxed); returns ``old`` (uint32)."""
+    opcode = GLOBAL_ATOMIC_ADD_U32_MNEMONIC
+    elem = str(getattr(dst, "dtype", ""))
+    if elem not in ("uint32", "int32"):
+        raise ContractError("global_atomic_add_u32 adds to 32-bit integer elements", opcode=opcode, operand="dst",
+                            expected="a uint32 or int32 tensor in global memory",
+                            found=f"{getattr(dst, 'name', dst)} ({elem or 'not a tensor'})")
+    _global_scope(dst, opcode)
+    if isinstance(value, int):
+        value = _op.const(value, "uint32")
+    if _dtype(value) not in ("uint32", "int32"):
+        raise ContractError("global_atomic_add_u32 adds a 32-bit integer value", opcode=opcode, operand="value",
+                            expected="uint32 or int32", found=_dtype(value) or repr(value))
+    return _op.call_extern(GLOBAL_ATOMIC_ADD_U32, dst.data, index, value, ty="uint32")
+
+
+@auto_emit_void_call
+def fence_release():
+    """Agent-scope release fence: this thread's earlier global writes and atomics become visible to
+    a thread of any workgroup that acquires after observing a later write of this thread."""
+    return _op.call_extern(FENCE_RELEASE_AGENT, ty="void")
+
+
+@auto_emit_void_call
+def fence_acquire():
+    """Agent-scope acquire fence: this thread's later loads see what the releases it synchronised with published."""
+    return _op.call_extern(FENCE_ACQUIRE_AGENT, ty="void")

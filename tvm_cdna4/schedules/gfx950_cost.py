@@ -16,8 +16,13 @@ lists the assumptions and their anchors; in short:
   plus ``extra_bytes`` (a split-K workspace, its zeroing); at most 8 TB/s, and at most what the
   loads in flight sustain (Little's law: resident workgroups x ``load_ahead`` K tiles of A and B
   over ``HBM_LATENCY_S``).
+* **Split-K** (``split_traffic``): every f32 partial value a workgroup adds or stores into C or the
+  workspace counts 4 bytes of that traffic, and so does every value the reduction reads back or
+  zeroes; the f32 atomics into C add a second launch (C's zeroing), the workspace reduction one
+  more latency at the end (``tails``: the last workgroup of a tile waits for its partials, its
+  ticket and the read-back, one after another).
 * **Time** = ``max(compute_s, memory_s)`` + one HBM latency per kernel (the first loads, the last
-  stores); ``bound`` names the larger term. **Roofline** = ``max(useful flops / peak, A + B + C
+  stores) and per tail; ``bound`` names the larger term. **Roofline** = ``max(useful flops / peak, A + B + C
   bytes / 8 TB/s)``; ``roofline_fraction`` = roofline / time.
 """
 
@@ -43,7 +48,8 @@ class GemmWork:
     """What the estimate needs of a GEMM kernel: the problem (``M``, ``N``, ``K``, ``batch``), the
     workgroup tile ``block`` = (BM, BN, BK) and ``k_splits`` workgroups along K per tile, the bytes
     per element of A, B and C, ``load_ahead`` K tiles of loads in flight per workgroup,
-    ``extra_bytes`` of HBM traffic besides A, B and C once, ``kernels`` launches in all."""
+    ``extra_bytes`` of HBM traffic besides A, B and C once, ``kernels`` launches in all, ``tails``
+    latencies after the main work."""
 
     M: int
     N: int
@@ -57,6 +63,7 @@ class GemmWork:
     load_ahead: int = 2
     extra_bytes: int = 0
     kernels: int = 1
+    tails: int = 0  # dependent round trips after the main work (the split-K ticket), one HBM latency each
 
     @property
     def workgroups(self) -> int:
@@ -115,11 +122,30 @@ class GpuEstimate:
         return {**attrs.asdict(self), "roofline_fraction": self.roofline_fraction}
 
 
-def work_of(plan, extra_bytes: int = 0, kernels: int = 1) -> GemmWork:
+def split_traffic(plan) -> tuple[int, int, int]:
+    """(extra bytes, kernels, tails) of a plan's K split (module docstring; ``Epilogue.ops``):
+
+    * none: (0, 1, 0);
+    * ``atomic_add`` (f32 atomics into C, zeroed by a second launch): the S partials of every
+      element minus C once, plus the zeroing: ``S x 4 M N``; 2 kernels;
+    * ``reduce`` atomic: S atomic partials, the read-back and the zeroing: ``(S + 2) x 4 M N``; one tail;
+    * ``reduce`` ordered: S slices stored and read back: ``2 S x 4 M N``; one tail."""
+    ops, splits = plan.epilogue.ops, plan.grid.k_splits
+    outputs = 4 * plan.M * plan.N * max(getattr(plan, "batch", 0), 1)
+    if "atomic_add" in ops:
+        return splits * outputs, 2, 0
+    if "reduce" in ops:
+        return (splits + 2 if plan.epilogue.reduction == "atomic" else 2 * splits) * outputs, 1, 1
+    return 0, 1, 0
+
+
+def work_of(plan) -> GemmWork:
     """The ``GemmWork`` of a ``Gfx950GemmPlan`` or ``MxGemmPlan`` (duck-typed: this module sits below
-    the planner). MX: packed element bytes, the E8M0 scales in ``extra_bytes``."""
+    the planner), its K split's traffic and latencies included (``split_traffic``). MX: packed
+    element bytes, the E8M0 scales in ``extra_bytes``."""
     import numpy as np
 
+    extra_bytes, kernels, tails = split_traffic(plan)
     fmt = getattr(plan, "fmt", None)
     c_bytes = np.dtype(plan.epilogue.out).itemsize
     if fmt is not None:
@@ -131,7 +157,7 @@ def work_of(plan, extra_bytes: int = 0, kernels: int = 1) -> GemmWork:
     else:
         a_bytes = b_bytes = np.dtype("int8" if plan.elem == "uint8" else plan.elem).itemsize
     return GemmWork(plan.M, plan.N, plan.K, plan.block, a_bytes, b_bytes, c_bytes, plan.grid.k_splits,
-                    max(getattr(plan, "batch", 0), 1), plan.config.load_ahead, extra_bytes, kernels)
+                    max(getattr(plan, "batch", 0), 1), plan.config.load_ahead, extra_bytes, kernels, tails)
 
 
 def planned_loop_fraction(mfma_cycles_per_k_tile: float) -> float:
@@ -157,7 +183,7 @@ def gpu_estimate(work: GemmWork, waves_per_simd: int, waves_per_workgroup: int, 
     bandwidth = min(HBM_BYTES_PER_S, in_flight / HBM_LATENCY_S)
     hbm = work.operand_bytes + work.extra_bytes
     memory_s = hbm / bandwidth
-    time_s = max(compute_s, memory_s) + work.kernels * HBM_LATENCY_S
+    time_s = max(compute_s, memory_s) + (work.kernels + work.tails) * HBM_LATENCY_S
     peak = peak_ops_per_cycle * SIMDS_PER_CU * cus * CLOCK_HZ
     roofline = max(work.useful_flops / peak, work.operand_bytes / HBM_BYTES_PER_S)
     return GpuEstimate(groups, per_cu, -(-groups // (cus * per_cu)), min(groups, cus),
@@ -166,4 +192,4 @@ def gpu_estimate(work: GemmWork, waves_per_simd: int, waves_per_workgroup: int, 
 
 
 __all__ = ["CLOCK_HZ", "HBM_BYTES_PER_S", "HBM_LATENCY_S", "MI355X_CUS", "PLANNED_IDLE_CYCLES", "GemmWork",
-           "GpuEstimate", "gpu_estimate", "planned_loop_fraction", "work_of"]
+           "GpuEstimate", "gpu_estimate", "planned_loop_fraction", "split_traffic", "work_of"]

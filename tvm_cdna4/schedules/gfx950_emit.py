@@ -13,7 +13,8 @@ macro or a value, so that another gfx950 kernel (attention) imports them as they
   reads along K, per-element reads, or ``ds_read_tr`` in its operand or tile form).
 * ``mfma_step``: one ``tile.apply`` of an MFMA (the scaled ones with their scale tiles).
 * ``epilogue_value`` / ``epilogue_store``: the plan's ``Epilogue`` applied to an accumulator and
-  the wave's accumulator tile stored inside C.
+  the wave's accumulator tile stored inside C; ``split_store``: a split-K tile reduced through the
+  workspace and its ticket, then stored the same way.
 """
 
 from __future__ import annotations
@@ -256,5 +257,94 @@ def epilogue_store(op, epilogue: Epilogue, extent: tuple, repeats: tuple[int, in
     return store
 
 
+def _workspace_macros(reduction: str, k_steps: int, outputs, slices: int):
+    """``split_store``'s macros ``partial(W, s, at, value)`` (a partial value into the workspace) and
+    ``gather(W, rd, e, at)`` (the tile's sum of element ``at`` into accumulator ``e``): atomic: add
+    into the one slice, read it back and zero it; ordered: store into the K split's slice, add the
+    slices in index order."""
+    if reduction == "atomic":
+        @T.macro
+        def partial(W, s, at, value):
+            T.rocm.global_atomic_add_f32(W, at, value)
+
+        @T.macro
+        def gather(W, rd, e, at):
+            rd[e] = W[at]
+            W[at] = T.float32(0)
+    else:
+        @T.macro
+        def partial(W, s, at, value):
+            W[s.origin.kt // k_steps * outputs + at] = value
+
+        @T.macro
+        def gather(W, rd, e, at):
+            rd[e] = W[at]
+            for sl in T.unroll(1, slices):
+                rd[e] = rd[e] + W[sl * outputs + at]
+    return partial, gather
+
+
+def split_store(op, epilogue: Epilogue, grid: Grid, block: tuple[int, ...], k_steps: int, extent: tuple,
+                repeats: tuple[int, int]):
+    """Macro ``store(C, rd, s, lane)`` of a split-K epilogue (``Epilogue.ops`` starts with
+    ``reduce``; ``epilogue_store``'s signature, C flat with a batch axis). In order:
+
+    1. the wave's partial tile (inside C) into the workspace ``W``: ``reduction`` "atomic": f32
+       atomic adds into its one slice; "ordered": plain stores into the slice of the K split;
+    2. ``T.rocm.fence_release`` (every thread: its writes complete and reach the agent-coherent
+       level), the workgroup barrier, thread 0 draws the tile's ticket
+       (``T.rocm.global_atomic_add_u32`` on ``S[tile]``) into LDS, the barrier;
+    3. the workgroup that drew ``k_splits - 1`` (the last of its tile): ``T.rocm.fence_acquire``,
+       the tile's sum into the accumulators (atomic: ``W``'s slice, then zeros back; ordered: the
+       slices added in index order, the same bits every run), thread 0 resets ``S[tile]``, then the
+       rest of the epilogue (the conversion) and the store to C, as ``epilogue_store``.
+
+    So ``W`` and ``S`` are zero after every launch (allocate them zeroed once)."""
+    M, N = extent
+    RM, RN = repeats
+    splits, slices = grid.k_splits, epilogue.slices
+    outputs = (grid.batch or 1) * M * N
+    convert = attrs.evolve(epilogue, ops=epilogue.ops[1:], params=(), reduction=None, slices=0)
+    store_c = epilogue_store(op, convert, extent, repeats, flat=True)
+
+    def coords(s, lane, mi, ni, r):
+        return (s.origin.m0 + s.wm + mi * op.m + lanes.acc_owner(op, lane, r).row,
+                s.origin.n0 + s.wn + ni * op.n + lanes.acc_owner(op, lane, r).col)
+
+    def flat(s, lane, mi, ni, r):
+        return s.origin.bz * (M * N) + coords(s, lane, mi, ni, r)[0] * N + coords(s, lane, mi, ni, r)[1]
+
+    def inside(s, lane, mi, ni, r):
+        return T.And(coords(s, lane, mi, ni, r)[0] < M, coords(s, lane, mi, ni, r)[1] < N)
+
+    partial, gather = _workspace_macros(epilogue.reduction, k_steps, outputs, slices)
+
+    @T.macro
+    def store(C, rd, s, lane):
+        tile = s.origin.bz * (grid.tiles[0] * grid.tiles[1]) + s.origin.m0 // block[0] * grid.tiles[1] + s.origin.n0 // block[1]
+        ticket = T.alloc_tensor(ty_args=[T.Tensor((1,), "uint32", scope="shared")])
+        for mi in T.unroll(RM):
+            for ni in T.unroll(RN):
+                for r in T.unroll(op.acc_elems):
+                    if inside(s, lane, mi, ni, r):
+                        partial(s.args.W, s, flat(s, lane, mi, ni, r), rd[(mi * RN + ni) * op.acc_elems + r])
+        T.rocm.fence_release()
+        T.rocm.workgroup_barrier()
+        if s.tx == 0:
+            ticket[0] = T.rocm.global_atomic_add_u32(s.args.S, tile, T.uint32(1))
+        T.rocm.workgroup_barrier()
+        if ticket[0] == T.uint32(splits - 1):
+            T.rocm.fence_acquire()
+            for mi in T.unroll(RM):
+                for ni in T.unroll(RN):
+                    for r in T.unroll(op.acc_elems):
+                        if inside(s, lane, mi, ni, r):
+                            gather(s.args.W, rd, (mi * RN + ni) * op.acc_elems + r, flat(s, lane, mi, ni, r))
+            if s.tx == 0:
+                s.args.S[tile] = T.uint32(0)
+            store_c(C, rd, s, lane)
+    return store
+
+
 __all__ = ["THREADS", "Fragments", "Stage", "Staging", "TileOrigin", "WaveState", "epilogue_store", "epilogue_value",
-           "fragment_reader", "k_offset", "kernel_function", "mfma_step", "operand_coords", "span", "staging_sets", "tile_origin"]
+           "fragment_reader", "k_offset", "kernel_function", "mfma_step", "operand_coords", "span", "split_store", "staging_sets", "tile_origin"]

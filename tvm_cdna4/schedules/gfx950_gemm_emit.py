@@ -11,7 +11,7 @@ from ..isa import CATALOG
 from ..patterns.layouts import mfma_fragment
 from ..tirx_private import transpile_once
 from .gfx950_emit import (THREADS, Fragments, Stage, Staging, TileOrigin, WaveState, epilogue_store, fragment_reader,
-                          k_offset, kernel_function, mfma_step, staging_sets, tile_origin)
+                          k_offset, kernel_function, mfma_step, split_store, staging_sets, tile_origin)
 from .gfx950_plan import UNIT_SCALES, Gfx950GemmPlan, OperandPlan
 from .pipeline import chunk_loader, dma_loader, dma_pipeline, fragment_pipeline, lds_stage, schedule_hint
 
@@ -137,7 +137,11 @@ def _tile(plan: Gfx950GemmPlan):
     la, na = mfma_fragment(op, "A", (RM, RK), byte_tiles=scaled)
     lb, nb = mfma_fragment(op, "B", (RN, RK), byte_tiles=scaled)
     ld, nd = mfma_fragment(op, "D", (RM, RN))
-    run, store_c = _periods(plan), epilogue_store(op, plan.epilogue, (M, N), (RM, RN), flat=True)
+    run = _periods(plan)
+    if "reduce" in plan.epilogue.ops:
+        store_c = split_store(op, plan.epilogue, plan.grid, plan.block, plan.k_steps, (M, N), (RM, RN))
+    else:
+        store_c = epilogue_store(op, plan.epilogue, (M, N), (RM, RN), flat=True)
 
     @T.macro
     def tile(args, bid, tx, stages, staging):
@@ -156,8 +160,7 @@ def _tile(plan: Gfx950GemmPlan):
         bz = origin.bz
         m0 = origin.m0
         n0 = origin.n0
-        wm = tx // 128 % 2 * plan.warp_tile[0]  # "% 2" lets the pattern prove the region is in bounds
-        wn = tx // 64 % 2 * plan.warp_tile[1]
+        wm, wn = _wave_origin(plan, tx)
         lane = tx % 64
         for r in T.unroll(nd):
             rd[r] = T.cast(0, acc)
@@ -165,6 +168,15 @@ def _tile(plan: Gfx950GemmPlan):
         run(stages, staging, (Fragments(ra0, rb0, Af=Af0, Bf=Bf0), Fragments(ra1, rb1, Af=Af1, Bf=Bf1)), s)
         store_c(Cg, rd, s, lane)
     return tile
+
+
+def _wave_origin(plan: Gfx950GemmPlan, tx):
+    """The wave's first row and column within the tile: 2 x 2 waves (wave ``w``: row ``w // 2``,
+    column ``w % 2``) or 1 x 4 (column ``w``); the ``% n`` lets the patterns prove the regions are
+    in bounds."""
+    if plan.config.waves_m == 2:
+        return tx // 128 % 2 * plan.warp_tile[0], tx // 64 % 2 * plan.warp_tile[1]
+    return 0, tx // 64 % 4 * plan.warp_tile[1]
 
 
 @transpile_once

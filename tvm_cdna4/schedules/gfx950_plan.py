@@ -76,38 +76,62 @@ class GridIndex:
     col: object
 
 
-EPILOGUE_OPS = ("cast", "bf16_rne", "atomic_add")  # what an epilogue may apply, in order
+EPILOGUE_OPS = ("reduce", "cast", "bf16_rne", "atomic_add")  # what an epilogue may apply, in order
+REDUCTIONS = ("atomic", "ordered")  # how split-K partial tiles are reduced through the workspace
 
 
 @attrs.frozen
 class Epilogue:
     """The operations applied to the accumulator tile before the store to C, in order: ``cast`` (to
     ``out``), ``bf16_rne`` (round to nearest even, the bf16 bit pattern as int16), ``atomic_add``
-    (the split-K reduction: the f32 values are added to C with ``T.rocm.global_atomic_add_f32``
-    instead of stored, so C must hold zeros on entry); none: the accumulators are stored as they are. The stage the next kernels extend (bias, activations,
-    row/column scales, a split-K reduction), each bringing its parameters (``params``)."""
+    (the split-K reduction into an f32 C: the f32 values are added to C with
+    ``T.rocm.global_atomic_add_f32`` instead of stored, so C must hold zeros on entry); none: the
+    accumulators are stored as they are. ``reduce`` (first; split-K into any output): the
+    workgroup's partial tile goes to the f32 workspace ``W`` (``reduction`` "atomic": added with
+    f32 atomics into one slice; "ordered": stored into the workgroup's K slice), then a ticket from
+    the tile's counter in ``S``; the workgroup that draws the last ticket reads the tile's sum
+    (atomic: and zeroes ``W``; ordered: the slices added in index order, bit-reproducible), resets
+    the counter and applies the other operations to it (``gfx950_emit.split_store``). The stage the
+    next kernels extend (bias, activations, row/column scales), each bringing its parameters
+    (``params``)."""
 
     acc: str  # TIR dtype of the accumulators
     out_dtype: str  # OUT_STORAGE key of C
     out: str  # TIR dtype of C
     ops: tuple[str, ...] = ()
-    params: tuple[Param, ...] = ()  # the epilogue's inputs besides C (none yet)
+    params: tuple[Param, ...] = ()  # the epilogue's inputs besides C (split-K: the workspace W, the tickets S)
+    reduction: str | None = None  # REDUCTIONS entry with ``reduce``; None without
+    slices: int = 0  # f32 workspace slices of M x N: k_splits (ordered), 1 (atomic), 0 without ``reduce``
 
     def __attrs_post_init__(self):
         unknown = [op for op in self.ops if op not in EPILOGUE_OPS]
         if unknown:
             raise ValueError(f"epilogue: unknown operations {unknown}; expected some of {EPILOGUE_OPS}")
+        if ("reduce" in self.ops) != (self.reduction in REDUCTIONS):
+            raise ValueError(f"epilogue: 'reduce' needs a reduction in {REDUCTIONS} and only it has one; got ops "
+                             f"{self.ops}, reduction {self.reduction!r}")
 
 
-def split_epilogue(acc: str, out_dtype: str, k_splits: int) -> Epilogue:
-    """The epilogue of a GEMM split ``k_splits`` ways along K: the conversion, or (split) the f32
-    atomic add of the partial products into C (f32 outputs of f32 accumulators only)."""
+def split_epilogue(acc: str, out_dtype: str, k_splits: int, reduction: str = "atomic", outputs: Extent = 0,
+                   tiles: Extent = 0) -> Epilogue:
+    """The epilogue of a GEMM split ``k_splits`` ways along K (f32 accumulators only): the
+    conversion (no split); an f32 output with ``reduction`` "atomic": the f32 atomic add of the
+    partial products into C (zeroed on entry); otherwise ``reduce`` through the workspace ``W``
+    (``slices`` x ``outputs`` f32, ``outputs`` = batch x M x N) and the tickets ``S`` (one uint32
+    per output tile, ``tiles``), then the conversion (``Epilogue``)."""
     if k_splits == 1:
         return convert_epilogue(acc, out_dtype)
-    if (acc, out_dtype) != ("float32", "f32"):
-        raise ValueError(f"split-K (k_splits={k_splits}) adds f32 partial products into C with atomics: it needs f32 "
-                         f"accumulators and an f32 output; got {acc} -> {out_dtype}")
-    return Epilogue(acc, out_dtype, OUT_STORAGE[out_dtype], ("atomic_add",))
+    if acc != "float32":
+        raise ValueError(f"split-K (k_splits={k_splits}) reduces f32 partial products: it needs f32 accumulators; got "
+                         f"{acc} -> {out_dtype}")
+    if reduction not in REDUCTIONS:
+        raise ValueError(f"split-K reduction {reduction!r}; expected one of {REDUCTIONS}")
+    if (out_dtype, reduction) == ("f32", "atomic"):
+        return Epilogue(acc, out_dtype, OUT_STORAGE[out_dtype], ("atomic_add",))
+    slices = k_splits if reduction == "ordered" else 1
+    convert = convert_epilogue(acc, out_dtype)
+    return Epilogue(acc, out_dtype, convert.out, ("reduce", *convert.ops),
+                    (Param("W", (slices * outputs,), "float32"), Param("S", (tiles,), "uint32")), reduction, slices)
 
 
 def convert_epilogue(acc: str, out_dtype: str) -> Epilogue:
@@ -194,13 +218,28 @@ class Gfx950GemmConfig:
     # registers, no ds_write; three LDS stages, loads two K tiles ahead (load_ahead must be 2).
     # ``dma_config`` gives the tile that fits three stages into 80 KiB (two workgroups per CU)
     lds_dma: bool = False
+    # waves along M (2: a 2 x 2 wave grid; 1: 1 x 4, the 16-row tiles of decode shapes)
+    waves_m: int = 2
+    # split-K (k_splits > 1) through the workspace: "atomic" (f32 atomics into one slice; an f32
+    # output adds into C directly) or "ordered" (a slice per K split, added in index order)
+    reduction: str = "atomic"
+
+    @property
+    def waves(self) -> tuple[int, int]:
+        """(waves along M, waves along N) of the 4 waves of a workgroup."""
+        return self.waves_m, 4 // max(self.waves_m, 1)
 
     def check(self, spec: DtypeSpec) -> None:
         op = CATALOG[spec.mfma16 if self.mfma == "16x16" else spec.mfma32]
         if self.mfma not in ("16x16", "32x32"):
             raise ValueError(f"config.mfma must be '16x16' or '32x32'; got {self.mfma!r}")
-        if self.block_m % (2 * op.m) or self.block_n % (2 * op.n) or self.block_k % op.k:
-            raise ValueError(f"block {self.block_m}x{self.block_n}x{self.block_k} does not tile 2 x 2 waves of "
+        if self.waves_m not in (1, 2):
+            raise ValueError(f"config.waves_m must be 1 (1 x 4 waves) or 2 (2 x 2 waves); got {self.waves_m}")
+        if self.reduction not in REDUCTIONS:
+            raise ValueError(f"config.reduction must be one of {REDUCTIONS}; got {self.reduction!r}")
+        wm, wn = self.waves
+        if self.block_m % (wm * op.m) or self.block_n % (wn * op.n) or self.block_k % op.k:
+            raise ValueError(f"block {self.block_m}x{self.block_n}x{self.block_k} does not tile {wm} x {wn} waves of "
                              f"{op.m}x{op.n}x{op.k} MFMAs ({op.name})")
         if self.lds_pad % 16:
             raise ValueError(f"lds_pad must be a multiple of 16 bytes; got {self.lds_pad}")
@@ -290,7 +329,7 @@ class Gfx950GemmPlan:
     mfma: str  # catalog name of the MFMA
     elem: str  # TIR dtype of A and B in memory, LDS and registers
     block: tuple[int, int, int]  # (BM, BN, BK): the workgroup's tile
-    warp_tile: tuple[int, int]  # (WM, WN): each wave's part of the tile (2 x 2 waves)
+    warp_tile: tuple[int, int]  # (WM, WN): each wave's part of the tile (``config.waves``: 2 x 2 or 1 x 4 waves)
     repeats: tuple[int, int, int]  # (RM, RN, RK): MFMAs per wave along M, N and K per K tile
     # workgroups per (M, N) tile; the batch axis is always decoded (one batch without ``batch``)
     grid: Grid
@@ -361,7 +400,9 @@ def plan_gfx950_gemm(M: Extent, N: int, K: int, dtype: str = "f16", layout: str 
                      config: Gfx950GemmConfig | None = None, batch: int = 0, k_splits: int = 1) -> Gfx950GemmPlan:
     """The plan of ``gfx950_gemm`` (same arguments); ValueError for a problem or config it cannot
     run. ``k_splits`` > 1: split-K, each workgroup one of ``k_splits`` consecutive ranges of
-    ``k_steps`` K tiles, its partial product added into C (``split_epilogue``: f32 out, C zeroed)."""
+    ``k_steps`` K tiles, its partial product added into an f32 C (zeroed on entry), or reduced
+    through the workspace and the tile's ticket (``split_epilogue``: 16-bit outputs, or
+    ``config.reduction`` "ordered")."""
     if dtype not in DTYPES:
         raise ValueError(f"gfx950 GEMM: dtype {dtype!r} is not supported; expected one of {sorted(DTYPES)}")
     if layout not in LAYOUTS:
@@ -377,10 +418,12 @@ def plan_gfx950_gemm(M: Extent, N: int, K: int, dtype: str = "f16", layout: str 
     tiles_k = -(-K // cfg.block_k)
     if not 1 <= k_splits <= tiles_k:
         raise ValueError(f"gfx950 GEMM: k_splits {k_splits} must be in [1, {tiles_k}] (the K tiles)")
-    epilogue = split_epilogue(spec.acc, out_dtype, k_splits)
     op = CATALOG[spec.mfma16 if cfg.mfma == "16x16" else spec.mfma32]
     BM, BN, BK = cfg.block_m, cfg.block_n, cfg.block_k
-    WM, WN = BM // 2, BN // 2
+    grid = Grid((-(-M // BM), -(-N // BN)), max(batch, 1), k_splits)
+    epilogue = split_epilogue(spec.acc, out_dtype, k_splits, cfg.reduction, max(batch, 1) * M * N,
+                              max(batch, 1) * grid.tiles[0] * grid.tiles[1])
+    WM, WN = BM // cfg.waves[0], BN // cfg.waves[1]
     RM, RN, RK = WM // op.m, WN // op.n, BK // op.k
     a = _operand_plan("A", op, spec, cfg, layout[0] == "t", M, N, K, RM, RK)
     b = _operand_plan("B", op, spec, cfg, layout[1] == "t", M, N, K, RN, RK)
@@ -390,69 +433,93 @@ def plan_gfx950_gemm(M: Extent, N: int, K: int, dtype: str = "f16", layout: str 
                                loads) if cfg.interleave else None
     codes = tuple(FORMAT_CODES[f] for f in spec.scaled) if spec.scaled else None
     return Gfx950GemmPlan(M, N, K, batch, dtype, layout, cfg, op.name, spec.storage, (BM, BN, BK), (WM, WN),
-                          (RM, RN, RK), Grid((-(-M // BM), -(-N // BN)), max(batch, 1), k_splits), -(-tiles_k // k_splits),
+                          (RM, RN, RK), grid, -(-tiles_k // k_splits),
                           max(1, 16 // spec.elem_bytes), a, b, codes, program, epilogue)
 
 
 # ------------------------------------------------------------------------- the planner for every M
 
-SMALL_M_BLOCKS = (32, 64, 128)  # block_m candidates (2 x 2 waves of 16-row MFMAs: 32 rows at least)
+SMALL_M_BLOCKS = (32, 64, 128)  # block_m candidates of 2 x 2 waves (one 16-row MFMA per wave at least)
 BLOCK_N_CANDIDATES = (64, 128)
+# 16-row tiles: 1 x 4 waves along N (one 16-row MFMA block), block_n 64-256, and K tiles of the
+# dtype's default or twice it (a 16-row A tile of 64 bf16 K is half a 16-byte chunk per thread)
+DECODE_BLOCK_M = 16
+DECODE_BLOCK_N = (64, 128, 256)
+# K tiles of 16-row plans, in multiples of the default's block_k: longer K tiles put more bytes in
+# flight per workgroup (Little's law) where few tiles cover N (16x64x384 bf16: 254 VGPRs, no scratch)
+DECODE_K_MULTIPLES = (1, 2, 4, 6)
 K_SPLITS = (1, 2, 4, 8, 16, 32)
 PLAN_MARGIN = 0.02  # a candidate must beat the dtype's default plan by 2 % to replace it
 MIN_SPLIT_K_TILES = 2  # K tiles per workgroup at least (the pipeline overlaps two)
+# MFMAs per wave and K tile at most: two fragment sets of RM x RK + RN x RK fragments (4 VGPRs each)
+# beside the accumulators and the staging sets; the default 128x128x64 tile has 32
+MAX_PLANNED_MFMAS = 32
 
 
 def planned_waves_per_simd(plan: Gfx950GemmPlan) -> int:
     """The occupancy the planner assumes before the build: the workgroups whose LDS stages fit a CU
     (one wave per SIMD each), at most 2 (the VGPRs are not known before the build; the 128x128
     kernels take 118-248)."""
-    elem = DTYPES[plan.dtype].elem_bytes
-    lds = plan.lds_stages * elem * (math.prod(plan.a.lds_shape) + math.prod(plan.b.lds_shape))
-    return max(1, min(2, GFX950_LDS_BYTES // lds))
+    return max(1, min(2, GFX950_LDS_BYTES // planned_lds_bytes(plan)))
 
 
 def planned_estimate(plan: Gfx950GemmPlan, cus: int = MI355X_CUS):
     """``gfx950_cost.gpu_estimate`` of a plan before its build: the occupancy of
     ``planned_waves_per_simd``, the loop fraction of ``planned_loop_fraction`` (the plan's MFMA
-    cycles per K tile), the rate of the plan's MFMA as the peak; split-K adds the zeroing of C (a
-    second launch writing M x N f32)."""
+    cycles per K tile), the rate of the plan's MFMA as the peak; split-K adds its traffic and
+    latencies (``gfx950_cost.split_traffic``)."""
     op = CATALOG[plan.mfma]
     cycles = max(dict(op.cycles_by_format).get(f, op.cycles) for f in DTYPES[plan.dtype].formats) \
         if op.cycles_by_format else op.cycles
-    split = plan.grid.k_splits > 1
-    work = work_of(plan, extra_bytes=4 * plan.M * plan.N * max(plan.batch, 1) if split else 0, kernels=2 if split else 1)
-    return gpu_estimate(work, planned_waves_per_simd(plan), 4, planned_loop_fraction(plan.mfmas_per_tile * cycles),
-                        op.ops / cycles, cus)
+    return gpu_estimate(work_of(plan), planned_waves_per_simd(plan), 4,
+                        planned_loop_fraction(plan.mfmas_per_tile * cycles), op.ops / cycles, cus)
+
+
+def plan_candidates(base: Gfx950GemmConfig) -> tuple[Gfx950GemmConfig, ...]:
+    """The tiles ``plan_for`` weighs: the default's with ``block_m`` in ``SMALL_M_BLOCKS`` and
+    ``block_n`` in ``BLOCK_N_CANDIDATES`` (2 x 2 waves), and 16-row tiles (1 x 4 waves) with
+    ``block_n`` in ``DECODE_BLOCK_N`` and K tiles of ``DECODE_K_MULTIPLES`` times the default's."""
+    out = [attrs.evolve(base, block_m=bm, block_n=bn) for bm in SMALL_M_BLOCKS for bn in BLOCK_N_CANDIDATES]
+    out += [attrs.evolve(base, block_m=DECODE_BLOCK_M, block_n=bn, block_k=k * base.block_k, waves_m=1)
+            for bn in DECODE_BLOCK_N for k in DECODE_K_MULTIPLES]
+    return tuple(out)
+
+
+def planned_lds_bytes(plan: Gfx950GemmPlan) -> int:
+    """LDS bytes of a plan's stages (what one workgroup allocates)."""
+    elem = DTYPES[plan.dtype].elem_bytes
+    return plan.lds_stages * elem * (math.prod(plan.a.lds_shape) + math.prod(plan.b.lds_shape))
 
 
 def plan_for(M: int, N: int, K: int, dtype: str = "bf16", layout: str = "nt", out_dtype: str | None = None,
-             batch: int = 0, cus: int = MI355X_CUS) -> Gfx950GemmPlan:
+             batch: int = 0, cus: int = MI355X_CUS, reduction: str = "atomic") -> Gfx950GemmPlan:
     """The plan for any M: the candidate with the least ``planned_estimate`` time over ``cus`` CUs
-    among the dtype's default tile with ``block_m`` in ``SMALL_M_BLOCKS``, ``block_n`` in
-    ``BLOCK_N_CANDIDATES`` and, where the output is f32 (the split-K atomics), ``k_splits`` in
-    ``K_SPLITS`` with at least ``MIN_SPLIT_K_TILES`` K tiles per workgroup. The default plan stays
-    unless a candidate beats it by ``PLAN_MARGIN`` (the big shapes keep their plans)."""
-    base = plan_gfx950_gemm(M, N, K, dtype, layout, out_dtype, None, batch)
+    among ``plan_candidates`` and, where the accumulators are f32 (the split-K reduction of any
+    output: f32 atomics into C for an f32 output, else the workspace and a ticket; ``reduction``
+    "ordered": the deterministic workspace), ``k_splits`` in ``K_SPLITS`` with at least
+    ``MIN_SPLIT_K_TILES`` K tiles per workgroup. The default plan stays unless a candidate beats it
+    by ``PLAN_MARGIN`` (the big shapes keep their plans)."""
+    base = plan_gfx950_gemm(M, N, K, dtype, layout, out_dtype, attrs.evolve(default_config(dtype), reduction=reduction),
+                            batch)
     best, best_time = base, planned_estimate(base, cus).time_s * (1 - PLAN_MARGIN)
-    splits = K_SPLITS if (base.epilogue.acc, base.epilogue.out_dtype) == ("float32", "f32") else (1,)
-    for bm in SMALL_M_BLOCKS:
-        for bn in BLOCK_N_CANDIDATES:
-            cfg = attrs.evolve(base.config, block_m=bm, block_n=bn)
+    splits = K_SPLITS if base.epilogue.acc == "float32" else (1,)
+    for cfg in plan_candidates(base.config):
+        try:
+            cfg.check(DTYPES[dtype])
+        except ValueError:
+            continue
+        for ks in splits:
+            if ks > 1 and -(-K // cfg.block_k) < ks * MIN_SPLIT_K_TILES:
+                break
             try:
-                cfg.check(DTYPES[dtype])
+                cand = plan_gfx950_gemm(M, N, K, dtype, layout, out_dtype, cfg, batch, ks)
             except ValueError:
                 continue
-            for ks in splits:
-                if ks > 1 and -(-K // cfg.block_k) < ks * MIN_SPLIT_K_TILES:
-                    break
-                try:
-                    cand = plan_gfx950_gemm(M, N, K, dtype, layout, out_dtype, cfg, batch, ks)
-                except ValueError:
-                    continue
-                t = planned_estimate(cand, cus).time_s
-                if t < best_time:
-                    best, best_time = cand, t
+            if planned_lds_bytes(cand) > GFX950_LDS_BYTES or cand.mfmas_per_tile > MAX_PLANNED_MFMAS:
+                break  # the stages do not fit a CU, or the fragment sets would not fit the registers
+            t = planned_estimate(cand, cus).time_s
+            if t < best_time:
+                best, best_time = cand, t
     return best
 
 
