@@ -1,0 +1,132 @@
+"""How well the CUDA cost model (``cuda_plan.estimate``) ranks measured tilings, and the fit of its
+``Device`` constants to a sweep (``benchmarks/cuda_small_m_sweep.py``).
+
+    python benchmarks/cost_model_fit.py benchmarks/cuda_small_m_sweep_h200_2026-12-01.json [--fit]
+
+Per (projection, M): Spearman's rank correlation between estimated and measured times over the
+tilings that ran, and whether the model's pick (least estimate) measured within 5 % of the best.
+``--fit`` searches ``FIT_GRID`` (a coarse grid over the Device constants) for the setting that puts
+the most picks within 5 %, then the highest mean rank correlation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+
+def load_rows(path: str) -> list[dict]:
+    """The sweep's rows that measured (``us`` set)."""
+    with open(path) as f:
+        return [r for r in json.load(f)["rows"] if r.get("us")]
+
+
+def _ranks(xs: list[float]) -> list[float]:
+    order = sorted(range(len(xs)), key=xs.__getitem__)
+    ranks = [0.0] * len(xs)
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and xs[order[j + 1]] == xs[order[i]]:
+            j += 1
+        for k in range(i, j + 1):
+            ranks[order[k]] = (i + j) / 2
+        i = j + 1
+    return ranks
+
+
+def spearman(xs: list[float], ys: list[float]) -> float:
+    """Spearman's rank correlation (Pearson's of the ranks, ties averaged)."""
+    rx, ry = _ranks(xs), _ranks(ys)
+    n = len(xs)
+    mx, my = sum(rx) / n, sum(ry) / n
+    cov = sum((a - mx) * (b - my) for a, b in zip(rx, ry))
+    vx = sum((a - mx) ** 2 for a in rx) ** 0.5
+    vy = sum((b - my) ** 2 for b in ry) ** 0.5
+    return cov / (vx * vy) if vx and vy else 0.0
+
+
+def _config(gemm, cfg: dict):
+    return gemm.GemmConfig(**{**gemm.default_config("bf16").as_dict(), **cfg})
+
+
+def evaluate(rows: list[dict], dev=None) -> list[dict]:
+    """Per shape: ``rho`` (estimate vs measured ranks), ``pick_us`` (the measured time of the model's
+    pick), ``best_us``, ``pick_ratio`` = pick / best, ``est_pick_us`` (its estimate)."""
+    from tvm_cdna4.schedules import cuda_gemm as gemm
+
+    dev = dev or gemm.Device()
+    shapes: dict = {}
+    for r in rows:
+        shapes.setdefault((r["name"], r["M"], r["N"], r["K"]), []).append(r)
+    out = []
+    for (name, M, N, K), rs in shapes.items():
+        est = [gemm.estimate(M, N, K, _config(gemm, r["config"]), 2, dev).time_s * 1e6 for r in rs]
+        us = [r["us"] for r in rs]
+        pick = min(range(len(rs)), key=lambda i: (est[i], i))
+        best = min(us)
+        out.append(dict(name=name, M=M, N=N, K=K, n=len(rs), rho=spearman(est, us), pick_us=us[pick], best_us=best,
+                        pick_ratio=us[pick] / best, est_pick_us=est[pick], pick=rs[pick]["config"],
+                        best=rs[us.index(best)]["config"]))
+    return out
+
+
+def summary(per_shape: list[dict]) -> dict:
+    """Shapes, picks within 5 % of the best, mean rank correlation, worst pick ratio."""
+    return dict(shapes=len(per_shape), within_5pct=sum(s["pick_ratio"] <= 1.05 for s in per_shape),
+                mean_rho=sum(s["rho"] for s in per_shape) / max(1, len(per_shape)),
+                worst_ratio=max((s["pick_ratio"] for s in per_shape), default=0.0))
+
+
+FIT_GRID = {  # Device fields searched by --fit
+    "wave_s": (1e-6, 2e-6, 4e-6),
+    "split_s": (0.5e-6, 1.5e-6, 3e-6),
+    "latency_s": (1e-6, 2e-6, 3e-6),
+    "l2_bytes_s": (6e12, 9e12, 12e12),
+    "peak_flops": (450e12, 590e12),
+}
+
+
+def fit(rows: list[dict]) -> tuple[dict, dict]:
+    """The ``FIT_GRID`` point with the most picks within 5 %, then the highest mean rho."""
+    from tvm_cdna4.schedules import cuda_gemm as gemm
+
+    best = None
+    keys = list(FIT_GRID)
+    for values in itertools.product(*(FIT_GRID[k] for k in keys)):
+        point = dict(zip(keys, values))
+        s = summary(evaluate(rows, gemm.Device(**point)))
+        score = (s["within_5pct"], s["mean_rho"])
+        if best is None or score > best[0]:
+            best = (score, point, s)
+    return best[1], best[2]
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("sweep")
+    ap.add_argument("--fit", action="store_true")
+    args = ap.parse_args(argv)
+    rows = load_rows(args.sweep)
+    per = evaluate(rows)
+    print("| shape | M | tilings | rho | model's pick µs | best µs | pick / best | estimate µs |")
+    print("|---|---|---|---|---|---|---|---|")
+    for s in per:
+        print(f"| {s['name']} | {s['M']} | {s['n']} | {s['rho']:.2f} | {s['pick_us']:.1f} | {s['best_us']:.1f} | "
+              f"{s['pick_ratio']:.2f} | {s['est_pick_us']:.1f} |")
+    print(summary(per))
+    if args.fit:
+        point, s = fit(rows)
+        print("fit:", point, s)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
