@@ -12,7 +12,6 @@ the most picks within 5 %, then the highest mean rank correlation.
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import os
 import sys
@@ -81,32 +80,45 @@ def evaluate(rows: list[dict], dev=None) -> list[dict]:
 def summary(per_shape: list[dict]) -> dict:
     """Shapes, picks within 5 % of the best, mean rank correlation, worst pick ratio."""
     return dict(shapes=len(per_shape), within_5pct=sum(s["pick_ratio"] <= 1.05 for s in per_shape),
+                mean_pick_ratio=sum(s["pick_ratio"] for s in per_shape) / max(1, len(per_shape)),
                 mean_rho=sum(s["rho"] for s in per_shape) / max(1, len(per_shape)),
                 worst_ratio=max((s["pick_ratio"] for s in per_shape), default=0.0))
 
 
-FIT_GRID = {  # Device fields searched by --fit
-    "wave_s": (1e-6, 2e-6, 4e-6),
-    "split_s": (0.5e-6, 1.5e-6, 3e-6),
-    "latency_s": (1e-6, 2e-6, 3e-6),
-    "l2_bytes_s": (6e12, 9e12, 12e12),
-    "peak_flops": (450e12, 590e12),
+FIT_GRID = {  # Device fields searched by --fit, one at a time (coordinate descent)
+    "sm_bytes_s": (40e9, 60e9, 80e9, 100e9, 120e9, 150e9, 200e9),
+    "latency_s": (0.5e-6, 0.75e-6, 1e-6, 1.25e-6, 1.5e-6, 2e-6, 2.5e-6),
+    "smem_bytes_clk": (64.0, 96.0, 128.0, 192.0),
+    "wave_s": (0.5e-6, 1e-6, 2e-6, 3e-6, 4e-6),
+    "atomic_s": (3e10, 5e10, 7e10, 1e11, 1.5e11, 2e11),
+    "split_s": (0.5e-6, 1.5e-6, 3e-6, 5e-6, 8e-6, 12e-6),
+    "l2_bytes_s": (6e12, 8e12, 10e12, 12e12),
+    "hbm_bytes_s": (3e12, 3.5e12, 4e12, 4.8e12),
+    "overlap": (0.0, 0.1, 0.3, 0.5),
+    "issue_warps": (1, 4, 8, 12, 16),
 }
 
 
-def fit(rows: list[dict]) -> tuple[dict, dict]:
-    """The ``FIT_GRID`` point with the most picks within 5 %, then the highest mean rho."""
+def score(s: dict) -> float:
+    """Picks within 5 % of the best first, then the mean rank correlation."""
+    return s["within_5pct"] + s["mean_rho"]
+
+
+def fit(rows: list[dict], passes: int = 3) -> tuple[dict, dict]:
+    """Coordinate descent over ``FIT_GRID`` from the current defaults: each field in turn takes the
+    grid value of the best ``score``; ``passes`` rounds."""
     from tvm_cdna4.schedules import cuda_gemm as gemm
 
-    best = None
-    keys = list(FIT_GRID)
-    for values in itertools.product(*(FIT_GRID[k] for k in keys)):
-        point = dict(zip(keys, values))
-        s = summary(evaluate(rows, gemm.Device(**point)))
-        score = (s["within_5pct"], s["mean_rho"])
-        if best is None or score > best[0]:
-            best = (score, point, s)
-    return best[1], best[2]
+    point = {k: getattr(gemm.Device(), k) for k in FIT_GRID}
+    best = summary(evaluate(rows, gemm.Device(**point)))
+    for _ in range(passes):
+        for key, values in FIT_GRID.items():
+            for v in values:
+                trial = {**point, key: v}
+                s = summary(evaluate(rows, gemm.Device(**trial)))
+                if score(s) > score(best) + 1e-9:
+                    point, best = trial, s
+    return point, best
 
 
 def main(argv=None) -> int:
