@@ -62,6 +62,10 @@ class GemmConfig:
     # "atomic": red.global.add.f32 into an f32 workspace; "ordered": each slice stores its partial
     # tile and the last CTA sums the slices in index order (deterministic, bit-reproducible)
     reduction: str = "atomic"
+    # elements per workspace store and load of the split-K reduction: 1, or 2 (``reduction =
+    # "ordered"``: ``st.global.v2.f32`` partials and ``ld.global.cg.v2.f32`` gathers of column pairs,
+    # where N is even; half the instructions of the element-wise ones)
+    reduce_vector: int = 1
 
     @property
     def threads(self) -> int:
@@ -95,6 +99,8 @@ class GemmConfig:
             raise ValueError("split_k and persistent CTAs (ctas > 0) do not combine")
         if self.reduction not in ("atomic", "ordered"):
             raise ValueError("reduction must be 'atomic' or 'ordered'")
+        if self.reduce_vector not in (1, 2) or (self.reduce_vector == 2 and self.reduction != "ordered"):
+            raise ValueError("reduce_vector must be 1, or 2 with reduction='ordered' (sm_80 has no vector f32 red)")
         if self.smem_bytes() > 227 * 1024:
             raise ValueError(f"{self.smem_bytes()} B of shared memory exceeds 227 KiB")
         for n in (self.block_m, self.block_n, self.block_k):
@@ -635,6 +641,10 @@ class EpilogueOp:
     b32) or ``cvt.rn.{f16,bf16}.f32`` (one element, odd N) for ``convert``."""
     dtype: str
     """TIR dtype of the registers it produces (``uint32`` pairs, ``uint16`` elements)."""
+    vector: int = 1
+    """Elements per instruction of ``reduce``: 1, or 2 (``st.global.v2.f32`` column pairs)."""
+    gather: str = ""
+    """``reduce``: the last CTA's workspace load (``ld.global.cg.f32``, ``ld.global.cg.v2.f32``)."""
 
 
 @attrs.frozen
@@ -674,8 +684,14 @@ def plan_epilogue(M: Extent, N: int, ot: str, cfg: GemmConfig) -> Epilogue:
     ep = _store_epilogue(M, N, ot, cfg)
     if cfg.split_k == 1:
         return ep
-    instr = "red.global.add.f32" if cfg.reduction == "atomic" else "st.global.f32"
-    return attrs.evolve(ep, ops=(EpilogueOp("reduce", instr, "float32"), *ep.ops))
+    vector = cfg.reduce_vector if N % 2 == 0 else 1  # pairs need even rows of W (8-byte aligned)
+    if cfg.reduction == "atomic":
+        op = EpilogueOp("reduce", "red.global.add.f32", "float32", 1, "ld.global.cg.f32")
+    elif vector == 2:
+        op = EpilogueOp("reduce", "st.global.v2.f32", "float32", 2, "ld.global.cg.v2.f32")
+    else:
+        op = EpilogueOp("reduce", "st.global.f32", "float32", 1, "ld.global.cg.f32")
+    return attrs.evolve(ep, ops=(op, *ep.ops))
 
 
 def _store_epilogue(M: Extent, N: int, ot: str, cfg: GemmConfig) -> Epilogue:
