@@ -31,9 +31,9 @@ import cuda_gemm as cg  # noqa: E402  (the work tree on sys.path)
 import llm_linear as ll  # noqa: E402
 
 
-def _cfg(bm, bn, split, wm=None, wn=4, bk=64, stages=4):
+def _cfg(bm, bn, split, wm=None, wn=4, bk=64, stages=4, **kw):
     wm = wm if wm is not None else (1 if bm <= 32 else 2)
-    return dict(block_m=bm, block_n=bn, block_k=bk, warps_m=wm, warps_n=wn, stages=stages, split_k=split)
+    return dict(block_m=bm, block_n=bn, block_k=bk, warps_m=wm, warps_n=wn, stages=stages, split_k=split, **kw)
 
 
 GRID = {  # M: (block_m, block_n, split_k values)
@@ -57,6 +57,18 @@ def sweep_configs(M: int, K: int) -> list[dict]:
     out = [_cfg(bm, bn, s) for bm, bn, splits in GRID[key] for s in splits] + VARIANTS[key]
     kt = -(-K // 64)
     return [c for c in out if kt // c["split_k"] >= 4]
+
+
+REDUCTIONS = (dict(reduction="atomic"), dict(reduction="ordered"), dict(reduction="ordered", reduce_vector=2))
+REDUCTION_TILES = [(64, 128, 2), (128, 64, 2), (128, 128, 4)]
+
+
+def reduction_configs(M: int, K: int) -> list[dict]:
+    """``--set reductions``: split-K tilings (``REDUCTION_TILES``) in each of the ``REDUCTIONS``."""
+    return [_cfg(bm, bn, split, **red) for bm, bn, split in REDUCTION_TILES for red in REDUCTIONS if bm <= max(32, M)]
+
+
+SETS = {"grid": sweep_configs, "reductions": reduction_configs}
 
 
 def _build(job):
@@ -113,6 +125,7 @@ def measure(name, M, N, K, cfgs, paths, log, rep_ms) -> list[dict]:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--ms", default="64,128")
+    ap.add_argument("--set", default="grid", choices=sorted(SETS), help="grid: the tilings; reductions: split-K modes")
     ap.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) - 1))
     ap.add_argument("--rep-ms", type=int, default=15)
     ap.add_argument("--budget-s", type=float, default=1e9, help="stop timing after this many seconds")
@@ -130,7 +143,7 @@ def main(argv=None) -> int:
     workdir = tempfile.mkdtemp(prefix="sweep_")
     jobs, per = [], {}
     for name, M, N, K in todo:
-        per[(name, M)] = sweep_configs(M, K)
+        per[(name, M)] = SETS[args.set](M, K)
         jobs += [(f"{name}_{M}_{i}", M, N, K, cfg, arch, workdir) for i, cfg in enumerate(per[(name, M)])]
     log(f"building {len(jobs)} kernels on {args.jobs} workers")
     paths, build_s = {}, []
@@ -141,7 +154,7 @@ def main(argv=None) -> int:
             if err:
                 log(f"BUILD FAIL {key}: {err}")
     log(f"built ({sum(build_s):.0f} worker-s)")
-    rows, out = [], os.path.join(args.out, "cuda_small_m_sweep.json")
+    rows, out = [], os.path.join(args.out, f"cuda_small_m_{'sweep' if args.set == 'grid' else args.set}.json")
     for name, M, N, K in todo:
         if time.time() - t0 > args.budget_s:
             log("budget spent: stopping")

@@ -225,7 +225,8 @@ def _build_candidate(job):
 def tune_problems(problems, arch=None, top=None, jobs=None, sms=None, rep_ms: int = 10) -> dict:
     """Tune several problems at once: ``cuda_gemm.tune_candidates`` of each ``(M, N, K, dtype,
     layout, out_dtype)``, built and their device code compiled in ``jobs`` worker processes, then
-    each loaded and timed here (``bench_ms``, L2 flushed), and the fastest stored per problem
+    each loaded, checked against the f32 product and timed here (``bench_ms``, L2 flushed), and the
+    fastest stored per problem
     through ``cuda_gemm.tune_config`` (the tuning cache that ``build`` reads). Returns
     ``{problem: {"config": GemmConfig, "seconds": {config: s}}}``."""
     import concurrent.futures as cf
@@ -256,12 +257,19 @@ def tune_problems(problems, arch=None, top=None, jobs=None, sms=None, rep_ms: in
         a = torch.empty(a_shape, dtype=torch_dtype(dtype), device="cuda").uniform_(-1, 1)
         b = torch.empty(b_shape, dtype=torch_dtype(dtype), device="cuda").uniform_(-1, 1)
         c = torch.empty((M, N), dtype=torch_dtype(out_dtype), device="cuda")
+        ref = (a.float() if layout[0] == "n" else a.float().T) @ (b.float() if layout[1] == "n" else b.float().T)
         seconds = {}
         for index, (owner_prob, cfg) in enumerate(owner):
             if owner_prob != prob or paths.get(index) is None:
                 continue
             fn = Kernel(load_kernel(paths[index]), cg.plan(M, N, K, dtype, layout, out_dtype, cfg, sms))
-            seconds[cfg] = bench_ms(Launcher(fn, a, b, c), warmup_ms=3, rep_ms=rep_ms) * 1e-3
+            launch = Launcher(fn, a, b, c)
+            c.fill_(float("nan"))
+            launch()  # a candidate is timed only once its C matches the f32 product
+            err = float(torch.linalg.norm(c.float() - ref) / torch.linalg.norm(ref).clamp_min(1e-30))
+            if not err <= tolerance(out_dtype):
+                continue
+            seconds[cfg] = bench_ms(launch, warmup_ms=3, rep_ms=rep_ms) * 1e-3
         best = cg.tune_config(*prob, arch=arch, sms=sms, top=top, timer=lambda cfg: seconds.get(cfg, float("inf")))
         result[prob] = {"config": best, "seconds": seconds}
     return result

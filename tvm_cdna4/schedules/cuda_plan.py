@@ -814,6 +814,10 @@ class Device:
     roof_bytes_s: float = 4.8e12
     """The roofline's rates (issue 24's definition, ``benchmarks/llm_linear.py``): ``roofline_s`` =
     max(FLOPs / roof_flops, A + B + C bytes / roof_bytes_s)."""
+    pairs_s: float = 4e11
+    """Workspace elements per second of the ordered reduction by column pairs
+    (``reduce_vector = 2``: plain ``st.global.v2.f32`` / ``ld.global.cg.v2.f32``, no read-modify-write
+    in L2). Not fitted yet: a conservative guess (1.6 TB/s of f32), the sweep had no such kernel."""
     overlap: float = 0.3
     """Fraction of the shorter of an SM's load and mma-issue time that does not hide under the
     longer."""
@@ -892,7 +896,8 @@ def estimate(M: int, N: int, K: int, cfg: GemmConfig, out_bytes: int = 2, dev: D
     memory = max((base_bytes + work) / dev.hbm_bytes_s, loads / dev.l2_bytes_s)
     split = 0.0
     if cfg.split_k > 1:  # every slice adds its tile, the last CTA reads and clears it
-        split = dev.split_s + (cfg.split_k + 2) * gm * cfg.block_m * gn * cfg.block_n / dev.atomic_s
+        rate = dev.pairs_s if cfg.reduce_vector == 2 and cfg.reduction == "ordered" else dev.atomic_s
+        split = dev.split_s + (cfg.split_k + 2) * gm * cfg.block_m * gn * cfg.block_n / rate
     time = max(sm, memory) + split + dev.launch_s
     roof = max(flops / dev.roof_flops, base_bytes / dev.roof_bytes_s)
     return Estimate(ctas, per_sm, waves, flops / issued, base_bytes + work, time, roof)
@@ -930,6 +935,8 @@ def candidates(M: int, N: int, K: int, dtype: str = "f16") -> list[GemmConfig]:
                     if split > 1 and kt < 2 * split:
                         break
                     out.append(replace(cfg, split_k=split))
+                    if split > 1 and N % 2 == 0:  # the ordered reduction by column pairs
+                        out.append(replace(cfg, split_k=split, reduction="ordered", reduce_vector=2))
     return out
 
 
