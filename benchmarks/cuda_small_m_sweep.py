@@ -60,7 +60,7 @@ def sweep_configs(M: int, K: int) -> list[dict]:
 
 
 REDUCTIONS = (dict(reduction="atomic"), dict(reduction="ordered"), dict(reduction="ordered", reduce_vector=2))
-REDUCTION_TILES = [(64, 128, 2), (128, 64, 2), (128, 128, 4)]
+REDUCTION_TILES = [(64, 128, 2), (128, 128, 4)]
 
 
 def reduction_configs(M: int, K: int) -> list[dict]:

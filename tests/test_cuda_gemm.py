@@ -399,8 +399,9 @@ def test_gpu_decode_plans_match_numpy(M, N, K, out, rng, tmp_path):
     a, b = runner.random_inputs(M, N, K, "bf16", "nt", rng)
     want = runner.reference(a, b, "nt")
     outs = []
-    for reduction in ("atomic", "ordered"):
-        fn = runner.compile_and_load(M, N, K, "bf16", "nt", out, replace(cfg, reduction=reduction), workdir=str(tmp_path))
+    for reduction, vector in (("atomic", 1), ("ordered", cfg.reduce_vector)):
+        fn = runner.compile_and_load(M, N, K, "bf16", "nt", out, replace(cfg, reduction=reduction, reduce_vector=vector),
+                                     workdir=str(tmp_path))
         outs.append([runner.run_numpy(fn, a, b, M, N, out) for _ in range(2)])
         err, ok = runner.check_output(outs[-1][0], want, out)
         assert ok, (cfg, reduction, err)
