@@ -1,7 +1,7 @@
 """How well the CUDA cost model (``cuda_plan.estimate``) ranks measured tilings, and the fit of its
 ``Device`` constants to a sweep (``benchmarks/cuda_small_m_sweep.py``).
 
-    python benchmarks/cost_model_fit.py benchmarks/cuda_small_m_sweep_h200_2026-12-01.json [--fit]
+    python benchmarks/cost_model_fit.py benchmarks/cuda_small_m_sweep_h200_2026-12-01.json [MORE.json ...] [--fit]
 
 Per (projection, M): Spearman's rank correlation between estimated and measured times over the
 tilings that ran, and whether the model's pick (least estimate) measured within 5 % of the best.
@@ -21,10 +21,19 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 
-def load_rows(path: str) -> list[dict]:
-    """The sweep's rows that measured (``us`` set)."""
-    with open(path) as f:
-        return [r for r in json.load(f)["rows"] if r.get("us")]
+def load_rows(*paths: str) -> list[dict]:
+    """The measured rows (``us`` set) of sweeps (``cuda_small_m_sweep.py``) and of ``llm_linear.py``
+    runs (each shape's ``tuned_candidates``), as (name, M, N, K, config, us) rows."""
+    rows = []
+    for path in paths:
+        with open(path) as f:
+            for r in json.load(f)["rows"]:
+                if "tuned_candidates" in r:
+                    rows += [dict(name=r["name"], M=r["M"], N=r["N"], K=r["K"], config=c["config"], us=c["us"])
+                             for c in r["tuned_candidates"] if c.get("us")]
+                elif r.get("us"):
+                    rows.append(r)
+    return rows
 
 
 def _ranks(xs: list[float]) -> list[float]:
@@ -96,6 +105,7 @@ FIT_GRID = {  # Device fields searched by --fit, one at a time (coordinate desce
     "hbm_bytes_s": (3e12, 3.5e12, 4e12, 4.8e12),
     "overlap": (0.0, 0.1, 0.3, 0.5),
     "issue_warps": (1, 4, 8, 12, 16),
+    "pairs_s": (1e11, 1.5e11, 2e11, 3e11, 4e11, 6e11, 1e12),
 }
 
 
@@ -123,10 +133,10 @@ def fit(rows: list[dict], passes: int = 3) -> tuple[dict, dict]:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("sweep")
+    ap.add_argument("sweep", nargs="+", help="sweep / llm_linear JSON files (their rows pooled)")
     ap.add_argument("--fit", action="store_true")
     args = ap.parse_args(argv)
-    rows = load_rows(args.sweep)
+    rows = load_rows(*args.sweep)
     per = evaluate(rows)
     print("| shape | M | tilings | rho | model's pick µs | best µs | pick / best | estimate µs |")
     print("|---|---|---|---|---|---|---|---|")

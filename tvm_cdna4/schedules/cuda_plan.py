@@ -814,7 +814,7 @@ class Device:
     roof_bytes_s: float = 4.8e12
     """The roofline's rates (issue 24's definition, ``benchmarks/llm_linear.py``): ``roofline_s`` =
     max(FLOPs / roof_flops, A + B + C bytes / roof_bytes_s)."""
-    pairs_s: float = 4e11
+    pairs_s: float = 1.5e11
     """Workspace elements per second of the ordered reduction by column pairs
     (``reduce_vector = 2``: plain ``st.global.v2.f32`` / ``ld.global.cg.v2.f32``, no read-modify-write
     in L2). Not fitted yet: a conservative guess (1.6 TB/s of f32), the sweep had no such kernel."""
