@@ -968,6 +968,7 @@ def plan_summary(p: GemmPlan, sms: int = H200_SMS) -> dict:
     return dict(M=p.M, N=p.N, K=p.K, dtype=p.dtype, layout=p.layout, out_dtype=p.epilogue.out_dtype,
                 block_m=cfg.block_m, block_n=cfg.block_n, block_k=cfg.block_k, warps_m=cfg.warps_m,
                 warps_n=cfg.warps_n, stages=cfg.stages, split_k=cfg.split_k, reduction=cfg.reduction,
+                reduce_vector=cfg.reduce_vector,
                 launched_ctas=p.grid.ctas, k_tiles_per_slice=p.kloop.k_tiles, kloop=p.kloop.form, sms=sms,
                 waves=est.waves, tile_efficiency=round(est.tile_efficiency, 4),
                 estimated_us=round(est.time_s * 1e6, 3), roofline_us=round(est.roofline_s * 1e6, 3),
