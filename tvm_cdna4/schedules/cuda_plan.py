@@ -772,9 +772,9 @@ H200_SMS = 132
 @attrs.frozen
 class Device:
     """What the cost model knows of a GPU (defaults: the H200, mma.sync dense 16-bit). The rates
-    below ``sms`` were fitted to the H200 sweep of 400 tilings at M = 64 and 128
-    (``benchmarks/cost_model_fit.py``, docs/cuda_gemm.md "Plans for every M"); ``sms`` scales
-    everything that is per GPU."""
+    below ``sms`` were fitted to H200 measurements at M = 64 and 128: the sweep of 400 tilings, then
+    ``pairs_s`` on the second run (``benchmarks/cost_model_fit.py``, docs/cuda_gemm.md "Plans for
+    every M"); ``sms`` scales everything that is per SM."""
 
     sms: int = H200_SMS
     peak_flops: float = 590e12
@@ -807,9 +807,9 @@ class Device:
     split_s: float = 8.0e-6
     """Extra fixed cost of the split-K epilogue (fence, ticket, the last CTA's gather)."""
     atomic_s: float = 7e10
-    """f32 reductions per second into the split-K workspace (``red.global.add.f32`` or the
-    ordered stores, and the last CTA's gather): each slice adds its whole tile, one element a
-    thread-instruction."""
+    """Workspace elements per second of the element-wise reductions (``red.global.add.f32``, or
+    the ordered ``st.global.f32``, and the last CTA's gather): each slice adds its whole tile, one
+    element a thread-instruction."""
     roof_flops: float = 660e12
     roof_bytes_s: float = 4.8e12
     """The roofline's rates (issue 24's definition, ``benchmarks/llm_linear.py``): ``roofline_s`` =
@@ -817,7 +817,7 @@ class Device:
     pairs_s: float = 1.5e11
     """Workspace elements per second of the ordered reduction by column pairs
     (``reduce_vector = 2``: plain ``st.global.v2.f32`` / ``ld.global.cg.v2.f32``, no read-modify-write
-    in L2). Not fitted yet: a conservative guess (1.6 TB/s of f32), the sweep had no such kernel."""
+    in L2), fitted on the second H200 run (its split-K reductions set and tuned candidates)."""
     overlap: float = 0.3
     """Fraction of the shorter of an SM's load and mma-issue time that does not hide under the
     longer."""
@@ -872,14 +872,15 @@ def _sm_time(cfg: GemmConfig, K: int, n_max: int, per_sm: int, dev: Device) -> f
     # every warp reads its warp_m rows of A and warp_n columns of B per k: the CTA's ldmatrix bytes
     ldmatrix = 2 * kt * cfg.block_k * (cfg.block_m * cfg.warps_n + cfg.block_n * cfg.warps_m)
     smem = c * (ldmatrix + kt * stage_bytes) / (dev.smem_bytes_clk * dev.clock_hz)
-    issue = max(flops / (dev.peak_flops / dev.sms), smem) * max(1.0, dev.issue_warps / (c * cfg.warps_m * cfg.warps_n))
+    warps = c * cfg.warps_m * cfg.warps_n
+    issue = max(flops / (dev.peak_flops / dev.sms), smem) * max(1.0, dev.issue_warps / warps)
     return waves * (max(load, issue) + dev.overlap * min(load, issue) + dev.wave_s)
 
 
 def estimate(M: int, N: int, K: int, cfg: GemmConfig, out_bytes: int = 2, dev: Device = Device()) -> Estimate:
     """The cost model (docs/cuda_gemm.md, "Plans for every M"): the busiest SM's CTAs (``_sm_time``),
     bounded below by HBM traffic (A, B, C once) and the L2 -> SM traffic of every CTA's panels,
-    plus the split-K reduction (the workspace additions at ``atomic_s``) and fixed costs."""
+    plus the split-K reduction (the workspace traffic at ``atomic_s`` or ``pairs_s``) and fixed costs."""
     gm, gn = ceil_div(M, cfg.block_m), ceil_div(N, cfg.block_n)
     ctas = gm * gn * cfg.split_k
     per_sm = _resident(cfg, dev)
@@ -909,9 +910,9 @@ from it on it keeps ``default_config`` (the tuned big-M kernels, pinned by the g
 
 
 PIPELINES = ((64, 4), (128, 3))
-"""(block_k, stages) of the small-M candidates: the default 4 x 64, a deeper k-tile (twice the
-bytes per stage and half the barriers: Triton's 32x64x128 / 3 stages), a deeper pipeline (two more
-stages in flight); those whose shared memory does not fit are dropped."""
+"""(block_k, stages) of the small-M candidates: the default 4 x 64 and a deeper k-tile of 3 stages
+(twice the bytes per stage and half the barriers: Triton's 32x64x128 / 3 stages, the fastest tiling
+of the H200 sweep on 6 of its 16 shapes); those whose shared memory does not fit are dropped."""
 
 
 def candidates(M: int, N: int, K: int, dtype: str = "f16") -> list[GemmConfig]:
