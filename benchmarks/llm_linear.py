@@ -10,9 +10,10 @@ The projections of Llama-3-8B and -70B (``PROJECTIONS``, N x K) at M = 1, 16, 64
 
 * ours, default: the planner's choice (``cuda_gemm.choose_config``, the cost model of
   docs/cuda_gemm.md "Plans for every M");
-* ours, tuned: the fastest of the cost model's first ``--tune-top`` candidates (M <= 128; from 1024
-  on there is one candidate), measured here and stored in the tuning cache through
-  ``cuda_gemm.tune_config`` (a timer that returns this run's measurements);
+* ours, tuned: ``runtime.cuda.tune_problems`` over every shape with M <= 128 first (the cost
+  model's first ``--tune-top`` candidates, default ``cuda_gemm.TUNE_TOP``, built in parallel and
+  timed; the winner stored in the tuning cache, which ``cuda_gemm.tuned_config`` reads back); its
+  wall time is the "tuning a model's worth of shapes" figure (``tune_seconds`` in the JSON);
 * ``torch.matmul`` (cuBLAS);
 * Triton's mma.sync path (``DISABLE_MMA_V3=1``, set by benchmarks/cuda_gemm.py before Triton is
   imported): the best of ``TRITON_CONFIGS`` (16- to 128-row tiles), and a split-K variant
@@ -104,6 +105,8 @@ def _build(job):
         exe = gemm.build(M, N, K, "bf16", "nt", "bf16", gemm.GemmConfig(**cfg), arch=arch)
         path = os.path.join(workdir, key + ".so")
         exe.export_library(path)
+        runner = cg._sched()[1]
+        runner.precompile(exe)  # the device compile here, in parallel: the timing process only loads
         return key, path, None
     except Exception as e:  # report, don't crash the run
         return key, None, f"{type(e).__name__}: {e}"
@@ -169,7 +172,21 @@ def _checked_time(run, c, ref, runner) -> float | None:
     return runner.bench_ms(run, warmup_ms=10, rep_ms=60) * 1e-3 if ok else None
 
 
-def measure(name, M, N, K, built, args, log) -> dict:
+def tune_all(todo, args, log) -> tuple[dict, float]:
+    """``runtime.cuda.tune_problems`` over every shape with M <= TUNE_MAX_M (the tuning a model's
+    worth of shapes runs: candidates built in parallel, timed, winners stored); (results, seconds)."""
+    _, runner = cg._sched()
+    problems = [(M, N, K, "bf16", "nt", "bf16") for _, M, N, K in todo if M <= TUNE_MAX_M]
+    if not problems or args.tune_top < 1:
+        return {}, 0.0
+    t0 = time.time()
+    res = runner.tune_problems(problems, args.arch, top=args.tune_top, jobs=args.jobs)
+    sec = time.time() - t0
+    log(f"tuned {len(problems)} shapes x {args.tune_top} candidates in {sec:.1f} s")
+    return res, sec
+
+
+def measure(name, M, N, K, built, args, log, tuned=None) -> dict:
     """Every contender on one shape; seconds per contender (None: failed validation or build)."""
     import torch
 
@@ -189,13 +206,16 @@ def measure(name, M, N, K, built, args, log) -> dict:
             log(f"WRONG ours {name} M={M} config {cfg}")
     row["ours"] = ours.get(0)
     row["ours_config"] = built[0][0]
-    good = {i: t for i, t in ours.items() if t is not None}
-    if good:
-        best = min(good, key=good.get)
-        row["tuned"], row["tuned_config"] = good[best], built[best][0]
-        gemm.tune_config(M, N, K, "bf16", "nt", "bf16", arch=args.arch, top=len(built),
-                         timer=lambda cfg: next((good[i] for i, (d, _) in enumerate(built)
-                                                 if d == cfg.as_dict() and i in good), float("inf")))
+    dev = gemm.Device()
+    row["ours_est_us"] = gemm.estimate(M, N, K, gemm.GemmConfig(**built[0][0]), 2, dev).time_s * 1e6
+    if tuned:  # tune_problems' measurements; the stored winner is what a build without a config reads
+        best = tuned["config"]
+        row["tuned"], row["tuned_config"] = tuned["seconds"][best], best.as_dict()
+        row["tuned_est_us"] = gemm.estimate(M, N, K, best, 2, dev).time_s * 1e6
+        row["tuned_candidates"] = [dict(config=c.as_dict(), us=t * 1e6,
+                                        est_us=gemm.estimate(M, N, K, c, 2, dev).time_s * 1e6)
+                                   for c, t in tuned["seconds"].items()]
+        row["tuned_read_back"] = gemm.tuned_config(M, N, K, "bf16", "nt", "bf16", args.arch) == best
     row["torch"] = _checked_time(lambda: torch.matmul(a, w.T, out=c), c, ref, runner)
     launcher = _triton_kernels()
     tri = {cfg: _checked_time(launcher(a, w, c, cfg), c, ref, runner) for cfg in TRITON_CONFIGS if cfg[0] <= max(16, 2 * M)}
@@ -234,7 +254,9 @@ def table(rows) -> list[str]:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="a handful of shapes (QUICK)")
-    ap.add_argument("--tune-top", type=int, default=3, help="candidates timed per shape for 'tuned' (M <= 128)")
+    ap.add_argument("--tune-top", type=int, default=None, help="candidates timed per shape for 'tuned' (M <= 128; "
+                    "default cuda_gemm.TUNE_TOP; 0: no tuning)")
+    ap.add_argument("--ms", default=None, help="comma-separated M values (default: MS)")
     ap.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) - 1))
     ap.add_argument("--arch", default=None, help="default: the GPU's (sm_90 on the H200)")
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
@@ -247,11 +269,16 @@ def main(argv=None) -> int:
     def log(msg):
         print(f"[{time.time() - t0:6.1f}s] {msg}", flush=True)
 
+    gemm, _ = cg._sched()
+    args.tune_top = gemm.TUNE_TOP if args.tune_top is None else args.tune_top
     todo = shapes(args.quick)
+    if args.ms:
+        todo = [t for t in todo if t[1] in {int(m) for m in args.ms.split(",")}]
+    tuned, tune_s = tune_all(todo, args, log)
     workdir = tempfile.mkdtemp(prefix="llm_linear_")
     jobs, per_shape = [], {}
     for name, M, N, K in todo:
-        cfgs = our_configs(M, N, K, args.tune_top)
+        cfgs = our_configs(M, N, K, 1)
         per_shape[(name, M)] = cfgs
         jobs += [(f"{name}_{M}_{i}", M, N, K, cfg, args.arch, workdir) for i, cfg in enumerate(cfgs)]
     log(f"building {len(jobs)} kernels for {len(todo)} shapes on {args.jobs} workers")
@@ -265,14 +292,15 @@ def main(argv=None) -> int:
     rows = []
     for name, M, N, K in todo:
         built = [(cfg, paths.get(f"{name}_{M}_{i}")) for i, cfg in enumerate(per_shape[(name, M)])]
-        rows.append(measure(name, M, N, K, built, args, log))
+        rows.append(measure(name, M, N, K, built, args, log, tuned.get((M, N, K, "bf16", "nt", "bf16"))))
         log(f"{name} M={M}: ours {rows[-1].get('ours')} torch {rows[-1].get('torch')} triton {rows[-1].get('triton')}")
     lines = table(rows)
     print("\n".join(lines))
     with open(os.path.join(args.out, "llm_linear.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     with open(os.path.join(args.out, "llm_linear.json"), "w") as f:
-        json.dump(dict(arch=args.arch, seconds=time.time() - t0, rows=rows), f, indent=1)
+        json.dump(dict(arch=args.arch, seconds=time.time() - t0, tune_seconds=tune_s, tune_top=args.tune_top,
+                       tuned_shapes=len(tuned), rows=rows), f, indent=1)
     wrong = [r["name"] for r in rows if r.get("ours") is None]
     return 1 if wrong else 0
 

@@ -399,12 +399,49 @@ def test_gpu_decode_plans_match_numpy(M, N, K, out, rng, tmp_path):
     a, b = runner.random_inputs(M, N, K, "bf16", "nt", rng)
     want = runner.reference(a, b, "nt")
     outs = []
-    for reduction in ("atomic", "ordered"):
-        fn = runner.compile_and_load(M, N, K, "bf16", "nt", out, replace(cfg, reduction=reduction), workdir=str(tmp_path))
+    for reduction, vector in (("atomic", 1), ("ordered", cfg.reduce_vector)):
+        fn = runner.compile_and_load(M, N, K, "bf16", "nt", out, replace(cfg, reduction=reduction, reduce_vector=vector),
+                                     workdir=str(tmp_path))
         outs.append([runner.run_numpy(fn, a, b, M, N, out) for _ in range(2)])
         err, ok = runner.check_output(outs[-1][0], want, out)
         assert ok, (cfg, reduction, err)
     np.testing.assert_array_equal(outs[1][0], outs[1][1])  # the ordered reduction: the same bits every launch
+
+
+# the ordered split-K reduction by column pairs (reduce_vector=2), N even but not a multiple of the tile,
+# K odd or not a multiple of the k-tile
+PAIRS = [(5, 1000, 4099, GemmConfig(block_m=16, block_n=64, block_k=64, warps_m=1, warps_n=4, stages=4, split_k=3)),
+         (33, 4094, 2056, GemmConfig(block_m=64, block_n=128, block_k=128, warps_m=2, warps_n=4, stages=3, split_k=2))]
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("M,N,K,cfg", PAIRS, ids=[f"{m}x{n}x{k}" for m, n, k, _ in PAIRS])
+def test_gpu_split_k_ordered_pairs_match_numpy(M, N, K, cfg, rng, tmp_path):
+    cfg = replace(cfg, reduction="ordered", reduce_vector=2)
+    a, b = runner.random_inputs(M, N, K, "bf16", "nt", rng)
+    fn = runner.compile_and_load(M, N, K, "bf16", "nt", "bf16", cfg, workdir=str(tmp_path))
+    assert fn.plan.epilogue.reduce.instr == "st.global.v2.f32"
+    outs = [runner.run_numpy(fn, a, b, M, N, "bf16") for _ in range(2)]
+    err, ok = runner.check_output(outs[0], runner.reference(a, b, "nt"), "bf16")
+    assert ok, (cfg, err)
+    np.testing.assert_array_equal(outs[0], outs[1])  # deterministic: the same bits every launch
+
+
+@pytest.mark.cuda
+def test_gpu_tune_stores_the_fastest_and_build_reads_it(rng, tmp_path, monkeypatch):
+    from tvm_cdna4.schedules.cuda_gemm import tune_candidates, tuned_config
+
+    monkeypatch.setenv("TVM_CDNA4_CACHE_DIR", str(tmp_path / "cache"))
+    prob = (64, 1024, 2048, "bf16", "nt", "bf16")
+    res = runner.tune_problems([prob], top=3, jobs=3)[prob]
+    assert len(res["seconds"]) == 3 and set(res["seconds"]) == set(tune_candidates(*prob, top=3))
+    assert res["config"] == min(res["seconds"], key=res["seconds"].get)
+    assert tuned_config(*prob, arch=runner.device_arch()) == res["config"]
+    fn = runner.compile_and_load(*prob, workdir=str(tmp_path))  # no config: the tuned one
+    assert fn.plan.config == res["config"]
+    a, b = runner.random_inputs(64, 1024, 2048, "bf16", "nt", rng)
+    err, ok = runner.check_output(runner.run_numpy(fn, a, b, 64, 1024, "bf16"), runner.reference(a, b, "nt"), "bf16")
+    assert ok, err
 
 
 def _bench_script():

@@ -298,13 +298,16 @@ def test_decode_shapes_get_small_tiles_and_fill_the_gpu():
     est = estimate(16, 4096, 14336, cfg)
     base = estimate(16, 4096, 14336, default_config("bf16", 16, 4096))
     assert est.ctas >= 132 and est.tile_efficiency > 0.99 and base.tile_efficiency == 0.125
-    assert est.time_s < 0.5 * base.time_s and est.roofline_fraction > 0.8
+    # the H200 measured this plan family at 53 % of the roofline (46.3 us, benchmarks/RESULTS.md): the
+    # model, fitted at M = 64 / 128, predicts 40-80 % here (it said 86 % before the fit)
+    assert est.time_s < 0.5 * base.time_s and 0.4 < est.roofline_fraction < 0.8
 
 
 def test_split_k_follows_the_sm_count():
-    # the same shape on a GPU of 4x the SMs splits K further (more CTAs to fill it), on one of 16 less
-    splits = [choose_config(16, 4096, 14336, "bf16", "nt", "bf16", sms).split_k for sms in (16, 132, 528)]
-    assert splits[0] < splits[1] < splits[2]
+    # the same shape on a GPU of fewer SMs splits K less (fewer CTAs fill it); from 132 SMs on HBM
+    # bounds it, and more SMs (same HBM) split no further
+    splits = [choose_config(16, 4096, 14336, "bf16", "nt", "bf16", sms).split_k for sms in (16, 33, 132, 528)]
+    assert splits[0] < splits[1] < splits[2] == splits[3]
 
 
 def test_cost_model_arithmetic():

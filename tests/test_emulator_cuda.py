@@ -403,6 +403,23 @@ def test_small_m_and_split_k_exact_on_small_integers(layout, M, N, K, dt, ot, bm
     assert xc.first_difference(c, want) is None, xc.first_difference(c, want)
 
 
+# the ordered reduction by column pairs (reduce_vector=2):
+# N even (pairs) but not a multiple of the tile, K with the last slice partly past it; and odd N,
+# where the plan falls back to one element per instruction
+@pytest.mark.parametrize("M,N,K,bm,bk,vector", [(5, 70, 300, 16, 64, 2), (7, 37, 200, 32, 64, 1),
+                                                 (17, 70, 200, 32, 64, 2)])
+def test_split_k_ordered_pairs_exact_on_small_integers(M, N, K, bm, bk, vector):
+    from tvm_cdna4.schedules.cuda_plan import plan
+
+    cfg = replace(_small_m(bm, 1, 3, "ordered"), block_k=bk, reduce_vector=2)
+    p = plan(M, N, K, "bf16", "nt", "bf16", cfg)
+    assert (p.epilogue.reduce.vector, p.epilogue.reduce.instr) == (
+        (2, "st.global.v2.f32") if vector == 2 else (1, "st.global.f32"))
+    a, b, c = _emulate_split(M, N, K, "nt", cfg, "bf16", "bf16", M + N + K)
+    want = runner.reference(a, b, "nt").astype(runner.np_dtype("bf16"))
+    assert xc.first_difference(c, want) is None, xc.first_difference(c, want)
+
+
 def test_split_k_random_data_within_reassociation_tolerance():
     # arbitrary data: each K slice rounds its partial sum to f32 and the slices are added in f32, a
     # reassociation of the unsplit sum: |error| <= (k_splits + 1) * 2^-24 * sum |a_ik b_kj| per element

@@ -342,3 +342,24 @@ def test_tile_dispatch_attribute_is_the_pinned_run_dispatch():
     from tvm_tirx.ir.op import register_op_attr
 
     assert "override" in inspect.signature(register_op_attr).parameters
+
+
+def test_cuda_compile_callback_is_the_pinned_one_and_the_cache_wraps_it():
+    # section 11: TIRx's loader calls tvm_callback_cuda_compile(code, config_json) -> [binary, format]
+    from tvm_tirx.support import nvcc
+
+    assert "def tvm_callback_cuda_compile(code, config_json):" in inspect.getsource(nvcc)
+    assert "return [bytearray(result.binary), result.target_format]" in inspect.getsource(nvcc)
+    assert tvm_ffi.get_global_func(tirx_private.CUDA_COMPILE_CALLBACK) is not None
+    # the cache over a stand-in callback: the original runs once per (code, config), a hit after
+    name, calls, store = "tvm_cdna4.test.fake_cuda_compile", [], {}
+    tvm_ffi.register_global_func(name, lambda code, cfg: calls.append(code) or [bytearray(b"BIN" + code.encode()), "cubin"],
+                                 override=True)
+    compile_cached = tirx_private.cache_cuda_device_code(
+        lambda code, cfg: store.get((code, cfg)), lambda code, cfg, b, f: store.__setitem__((code, cfg), (b, f)), name)
+    wrapped = tvm_ffi.get_global_func(name)
+    first = wrapped("k1", "{}")
+    assert bytes(first[0]) == b"BINk1" and first[1] == "cubin" and calls == ["k1"]
+    assert bytes(wrapped("k1", "{}")[0]) == b"BINk1" and calls == ["k1"]  # cached
+    assert compile_cached("k2", "{}") == (b"BINk2", "cubin") and calls == ["k1", "k2"]
+    assert store[("k1", "{}")] == (b"BINk1", "cubin")

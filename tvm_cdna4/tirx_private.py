@@ -28,6 +28,11 @@
 10. ``wrap_tile_dispatch`` replaces the ``FTileOpDispatch`` attribute of one tile op (TIRx's
     ``Instruction.register`` sets it to ``tvm_tirx.tirx.tile.dispatch.run_dispatch``, which wraps
     every error of ``lower()`` in a ``RuntimeError``; ``RUN_DISPATCH_SHA256`` pins its source).
+11. ``cache_cuda_device_code`` wraps ``tvm_callback_cuda_compile`` (``CUDA_COMPILE_CALLBACK``), the
+    global function TIRx's CUDA module loader calls with a device group's source and its backend
+    config when a library holding CUDA C is loaded; ``cuda_device_group`` reads the same two strings
+    from a built module (``inspect_source()`` / ``inspect_source("backend_config")``), so worker
+    processes can compile what the timing process will load.
 
 ``tests/test_tirx_private.py`` fails loudly when any of these change.
 """
@@ -647,6 +652,52 @@ def wrap_tile_dispatch(op_name: str, make_wrapper) -> None:
     from tvm_tirx.tirx.tile.dispatch import run_dispatch
 
     register_op_attr(op_name, TILE_DISPATCH_ATTR, make_wrapper(run_dispatch), override=True)
+
+
+# 11. The device-code compile at load. A library that holds CUDA C (TIRx's exported modules do)
+#    is compiled when it is loaded: the C++ loader calls the global function
+#    ``tvm_callback_cuda_compile(code, config_json) -> [binary, format]``. Wrapping it with a cache
+#    lets the compile run once per source, in whichever process gets there first.
+CUDA_COMPILE_CALLBACK = "tvm_callback_cuda_compile"
+_DEVICE_CODE_ORIGINAL: dict = {}
+
+
+def cuda_device_group(module) -> tuple[str, str]:
+    """(code, backend config JSON) of a built TIRx CUDA executable's device module: the two
+    arguments its loader passes to ``CUDA_COMPILE_CALLBACK``."""
+    dev = module.mod.imports[0] if hasattr(module, "mod") else module.imports[0]
+    return str(dev.inspect_source()), str(dev.inspect_source("backend_config") or "{}")
+
+
+def cache_cuda_device_code(load, store, name: str = CUDA_COMPILE_CALLBACK) -> typing.Callable:
+    """Wrap the global compile callback ``name`` so that ``load(code, config) -> (binary, fmt) | None``
+    is asked first and ``store(code, config, binary, fmt)`` keeps what the original compiled.
+    Idempotent per name (the wrapper always sits over TIRx's own function). Returns
+    ``compile(code, config) -> (binary, fmt)``, the cached compile (for callers that compile ahead)."""
+    import tvm_ffi
+
+    if name not in _DEVICE_CODE_ORIGINAL:
+        if name == CUDA_COMPILE_CALLBACK:
+            import tvm_tirx.support.nvcc  # noqa: F401  (registers TIRx's callback)
+        _DEVICE_CODE_ORIGINAL[name] = tvm_ffi.get_global_func(name)
+    original = _DEVICE_CODE_ORIGINAL[name]
+
+    def compile_cached(code, config):
+        code, config = str(code), str(config)
+        hit = load(code, config)
+        if hit is not None:
+            return hit
+        binary, fmt = original(code, config)
+        binary, fmt = bytes(binary), str(fmt)
+        store(code, config, binary, fmt)
+        return binary, fmt
+
+    def callback(code, config):
+        binary, fmt = compile_cached(code, config)
+        return [bytearray(binary), fmt]
+
+    tvm_ffi.register_global_func(name, callback, override=True)
+    return compile_cached
 
 
 _run_when_whole()  # section 0: every section exists (keep this the module's last line)

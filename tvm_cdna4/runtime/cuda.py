@@ -112,11 +112,61 @@ def export_kernel(exe, path: str) -> str:
 
 
 def load_kernel(path: str):
-    """Load an exported library and return its ``main`` function."""
+    """Load an exported library and return its ``main`` function (the device code through
+    ``device_code_cache``)."""
     import tvm_ffi
     import tvm_tirx  # noqa: F401  (registers the CUDA module loader)
 
+    device_code_cache()
     return tvm_ffi.load_module(path)["main"]
+
+
+def _device_compiler_version() -> str:
+    """NVRTC's version where ``cuda-bindings`` has it (part of the device-code cache key)."""
+    try:
+        from cuda.bindings import nvrtc
+
+        _, major, minor = nvrtc.nvrtcVersion()
+        return f"nvrtc-{major}.{minor}"
+    except Exception:  # no bindings: the key still holds the source, the config and the versions
+        return "unknown"
+
+
+def device_code_cache():
+    """Cache the device compile that loading a CUDA library runs (NVRTC, ~1-3 s a GEMM) on disk,
+    keyed by the source's SHA-256, the backend config and the compiler version
+    (``tirx_private.cache_cuda_device_code`` over TIRx's callback). Returns the cached
+    ``compile(code, config) -> (binary, format)``. Idempotent."""
+    import hashlib
+
+    from ..cache import entry_path, load, store
+    from ..tirx_private import cache_cuda_device_code
+
+    version = _device_compiler_version()
+
+    def path(code, config):
+        return entry_path("cuda-device-code", dict(source=hashlib.sha256(code.encode()).hexdigest(), config=config,
+                                                     compiler=version))
+
+    def read(code, config):
+        blobs = load(path(code, config))
+        return None if blobs is None else (blobs["binary"], blobs["format"].decode())
+
+    def write(code, config, binary, fmt):
+        try:
+            store(path(code, config), {"binary": binary, "format": fmt.encode()})
+        except OSError:  # a read-only cache costs the next load a compile, not this one
+            pass
+
+    return cache_cuda_device_code(read, write)
+
+
+def precompile(exe) -> None:
+    """Compile a build's device code into the device-code cache, so that a later ``load_kernel`` of
+    it (in this or another process) skips the compile: worker processes call it after building,
+    and the timing process then only loads (``gpu_timer``, ``benchmarks/llm_linear.py``)."""
+    if exe.device_config:
+        device_code_cache()(exe.source, exe.device_config)
 
 
 def compile_and_load(M, N, K, dtype, layout, out_dtype, config=None, arch=None, workdir=None, cache=True,
@@ -126,8 +176,10 @@ def compile_and_load(M, N, K, dtype, layout, out_dtype, config=None, arch=None, 
     from ..schedules.cuda_gemm import build, plan
 
     arch = arch or device_arch()
-    timer = gpu_timer(M, N, K, dtype, layout, out_dtype, arch) if tune else None
-    exe = build(M, N, K, dtype, layout, out_dtype, config, arch=arch, cache=cache, tune=tune, timer=timer)
+    if tune:  # the candidates built in parallel, timed here, the winner stored (as build(tune=True))
+        problem = (M, N, K, dtype, layout, out_dtype)
+        config = tune_problems([problem], arch)[problem]["config"]
+    exe = build(M, N, K, dtype, layout, out_dtype, config, arch=arch, cache=cache)
     workdir = workdir or tempfile.mkdtemp(prefix="cuda_gemm_")
     # a fresh file per build: overwriting a library that is already loaded crashes the process
     fd, path = tempfile.mkstemp(prefix=f"gemm_{M}_{N}_{K}_{dtype}_{layout}_{out_dtype}_", suffix=".so", dir=workdir)
@@ -152,6 +204,75 @@ def gpu_timer(M, N, K, dtype, layout, out_dtype, arch=None, rep_ms: int = 40):
         fn = compile_and_load(M, N, K, dtype, layout, out_dtype, config, arch)
         return bench_ms(Launcher(fn, a, b, c), warmup_ms=10, rep_ms=rep_ms) * 1e-3
     return timer
+
+
+def _build_candidate(job):
+    """Worker process of ``tune_problems``: build, export and precompile one candidate;
+    (index, path or None, error or None)."""
+    index, (M, N, K, dtype, layout, out_dtype), config, arch, workdir = job
+    from ..schedules.cuda_gemm import GemmConfig, build
+
+    try:
+        exe = build(M, N, K, dtype, layout, out_dtype, GemmConfig(**config), arch=arch)
+        path = os.path.join(workdir, f"cand_{index}.so")
+        exe.export_library(path)
+        precompile(exe)
+        return index, path, None
+    except Exception as e:  # a candidate that fails to build is not timed
+        return index, None, f"{type(e).__name__}: {e}"
+
+
+def tune_problems(problems, arch=None, top=None, jobs=None, sms=None, rep_ms: int = 10) -> dict:
+    """Tune several problems at once: ``cuda_gemm.tune_candidates`` of each ``(M, N, K, dtype,
+    layout, out_dtype)``, built and their device code compiled in ``jobs`` worker processes, then
+    each loaded, checked against the f32 product and timed here (``bench_ms``, L2 flushed), and the
+    fastest stored per problem
+    through ``cuda_gemm.tune_config`` (the tuning cache that ``build`` reads). Returns
+    ``{problem: {"config": GemmConfig, "seconds": {config: s}}}``."""
+    import concurrent.futures as cf
+    import multiprocessing as mp
+
+    import torch
+
+    from ..schedules import cuda_gemm as cg
+
+    arch = arch or device_arch()
+    top, sms = top or cg.TUNE_TOP, sms or cg.H200_SMS
+    problems = [tuple(p) for p in problems]
+    jobs_list, owner = [], []
+    workdir = tempfile.mkdtemp(prefix="cuda_tune_")
+    for prob in problems:
+        for cfg in cg.tune_candidates(*prob, sms=sms, top=top):
+            jobs_list.append((len(jobs_list), prob, cfg.as_dict(), arch, workdir))
+            owner.append((prob, cfg))
+    paths = {}
+    workers = jobs or max(1, (os.cpu_count() or 2) - 1)
+    with cf.ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn")) as pool:
+        for index, path, _err in pool.map(_build_candidate, jobs_list):
+            paths[index] = path
+    result = {}
+    for prob in problems:
+        M, N, K, dtype, layout, out_dtype = prob
+        a_shape, b_shape = cg.operand_shapes(M, N, K, layout)
+        a = torch.empty(a_shape, dtype=torch_dtype(dtype), device="cuda").uniform_(-1, 1)
+        b = torch.empty(b_shape, dtype=torch_dtype(dtype), device="cuda").uniform_(-1, 1)
+        c = torch.empty((M, N), dtype=torch_dtype(out_dtype), device="cuda")
+        ref = (a.float() if layout[0] == "n" else a.float().T) @ (b.float() if layout[1] == "n" else b.float().T)
+        seconds = {}
+        for index, (owner_prob, cfg) in enumerate(owner):
+            if owner_prob != prob or paths.get(index) is None:
+                continue
+            fn = Kernel(load_kernel(paths[index]), cg.plan(M, N, K, dtype, layout, out_dtype, cfg, sms))
+            launch = Launcher(fn, a, b, c)
+            c.fill_(float("nan"))
+            launch()  # a candidate is timed only once its C matches the f32 product
+            err = float(torch.linalg.norm(c.float() - ref) / torch.linalg.norm(ref).clamp_min(1e-30))
+            if not err <= tolerance(out_dtype):
+                continue
+            seconds[cfg] = bench_ms(launch, warmup_ms=3, rep_ms=rep_ms) * 1e-3
+        best = cg.tune_config(*prob, arch=arch, sms=sms, top=top, timer=lambda cfg: seconds.get(cfg, float("inf")))
+        result[prob] = {"config": best, "seconds": seconds}
+    return result
 
 
 class Kernel:

@@ -574,14 +574,17 @@ def split_epilogue(p, args, acc, tile, wm, wn, lane, pid):
     col_t = tile.n0 + wn * p.tiling.warp_n + (lane % 4) * 2
     per_split = p.grid.grid_m * p.grid.grid_n
     k_slice = T.truncdiv(pid, per_split)
-    for mi in T.unroll(p.tiling.mma_m):
-        for ni in T.unroll(p.tiling.mma_n):
-            for rh in T.unroll(2):
-                for c2 in T.unroll(2):
-                    if T.and_(row_t + mi * 16 + rh * 8 < p.M, col_t + ni * 8 + c2 < p.N):
-                        T.ptx[p.epilogue.reduce.instr](
-                            args["W"].ptr_to([workspace_slice(p, k_slice), row_t + mi * 16 + rh * 8, col_t + ni * 8 + c2]),
-                            acc[acc_element(p, mi, ni, rh, c2)])
+    if I.constexpr(p.epilogue.reduce.vector == 2):
+        partials_pairs(p, args["W"], acc, row_t, col_t, workspace_slice(p, k_slice))
+    else:
+        for mi in T.unroll(p.tiling.mma_m):
+            for ni in T.unroll(p.tiling.mma_n):
+                for rh in T.unroll(2):
+                    for c2 in T.unroll(2):
+                        if T.and_(row_t + mi * 16 + rh * 8 < p.M, col_t + ni * 8 + c2 < p.N):
+                            T.ptx[p.epilogue.reduce.instr](
+                                args["W"].ptr_to([workspace_slice(p, k_slice), row_t + mi * 16 + rh * 8, col_t + ni * 8 + c2]),
+                                acc[acc_element(p, mi, ni, rh, c2)])
     T.ptx["fence.acq_rel.gpu"]()
     T.cuda.cta_sync()
     ticket = T.alloc_tensor(ty_args=[T.Tensor((1,), "uint32", scope="shared", layout="default")])
@@ -592,7 +595,10 @@ def split_epilogue(p, args, acc, tile, wm, wn, lane, pid):
     T.cuda.cta_sync()
     if ticket[0] == T.uint32(p.grid.k_splits - 1):
         T.ptx["fence.acq_rel.gpu"]()
-        gather(p, args["W"], acc, row_t, col_t)
+        if I.constexpr(p.epilogue.reduce.vector == 2):
+            gather_pairs(p, args["W"], acc, row_t, col_t)
+        else:
+            gather(p, args["W"], acc, row_t, col_t)
         if tid == 0:
             args["S"][T.truncmod(pid, per_split)] = T.uint32(0)
         epilogue(p, args["C"], acc, tile, wm, wn, lane)
@@ -615,6 +621,37 @@ def gather(p, W, acc, row_t, col_t):
                             for s in T.unroll(1, p.grid.k_splits):
                                 T.ptx["ld.global.cg.f32"](part[0], W.ptr_to([s, row_t + mi * 16 + rh * 8, col_t + ni * 8 + c2]))
                                 acc[acc_element(p, mi, ni, rh, c2)] = acc[acc_element(p, mi, ni, rh, c2)] + part[0]
+
+
+@T.macro
+def partials_pairs(p, W, acc, row_t, col_t, k_slice):
+    # the ordered reduction by column pairs: the slice's partial tile into its own workspace slice,
+    # one st.global.v2.f32 per pair (N even: a pair is inside C or outside it whole)
+    for mi in T.unroll(p.tiling.mma_m):
+        for ni in T.unroll(p.tiling.mma_n):
+            for rh in T.unroll(2):
+                if T.and_(row_t + mi * 16 + rh * 8 < p.M, col_t + ni * 8 < p.N):
+                    T.ptx[p.epilogue.reduce.instr](
+                        W.ptr_to([k_slice, row_t + mi * 16 + rh * 8, col_t + ni * 8]),
+                        acc[acc_element(p, mi, ni, rh, 0)], acc[acc_element(p, mi, ni, rh, 1)])
+
+
+@T.macro
+def gather_pairs(p, W, acc, row_t, col_t):
+    # the ordered gather by column pairs: slices 0, 1, ... added in index order (deterministic)
+    part = T.alloc_tensor(ty_args=[T.Tensor((2,), "float32", scope="local", layout="default")])
+    for mi in T.unroll(p.tiling.mma_m):
+        for ni in T.unroll(p.tiling.mma_n):
+            for rh in T.unroll(2):
+                if T.and_(row_t + mi * 16 + rh * 8 < p.M, col_t + ni * 8 < p.N):
+                    T.ptx[p.epilogue.reduce.gather](
+                        acc[acc_element(p, mi, ni, rh, 0)], acc[acc_element(p, mi, ni, rh, 1)],
+                        W.ptr_to([0, row_t + mi * 16 + rh * 8, col_t + ni * 8]))
+                    for s in T.unroll(1, p.grid.k_splits):
+                        T.ptx[p.epilogue.reduce.gather](part[0], part[1],
+                                                        W.ptr_to([s, row_t + mi * 16 + rh * 8, col_t + ni * 8]))
+                        acc[acc_element(p, mi, ni, rh, 0)] = acc[acc_element(p, mi, ni, rh, 0)] + part[0]
+                        acc[acc_element(p, mi, ni, rh, 1)] = acc[acc_element(p, mi, ni, rh, 1)] + part[1]
 
 
 # ---- the kernel ---------------------------------------------------------------------------------

@@ -72,7 +72,8 @@ __all__ = [  # the planner's public names are re-exported here, the CUDA GEMM's 
     "DEFAULT_CONFIGS", "DTYPES", "H200_SMS", "LAYOUTS", "OUT_DTYPES", "CudaBuild", "Device", "GemmConfig", "GemmPlan",
     "OperandTile", "Swizzle", "build", "build_key", "candidates", "choose_config", "config_json", "cuda_gemm",
     "cuda_source", "default_config", "estimate", "m_bucket", "make_operands", "operand_shapes", "plan",
-    "plan_record", "plan_summary", "schedule_digest", "swizzle_elem", "swizzle_shift", "tune_config", "tune_key",
+    "plan_record", "plan_summary", "schedule_digest", "swizzle_elem", "swizzle_shift", "TUNE_TOP", "tune_candidates",
+    "tune_config", "tune_key",
     "tuned_config",
 ]
 
@@ -101,6 +102,9 @@ class CudaBuild:
     library: bytes
     config: GemmConfig | None = None
     """The tiling built (the planner's or the tuned choice when ``build`` got no ``config``)."""
+    device_config: str = ""
+    """The device module's backend config (JSON), which its loader passes to the device compiler
+    with ``source`` (``runtime.cuda.precompile`` compiles the pair ahead of the load)."""
 
     def export_library(self, path) -> str:
         """Write the library for ``tvm_ffi.load_module`` (see ``runtime.cuda.load_kernel``)."""
@@ -130,7 +134,8 @@ def build(M, N, K, dtype="f16", layout="nt", out_dtype="f32", config=None, arch=
         config = tuned_config(M, N, K, dtype, layout, out_dtype, arch, sms)
     p = plan(M, N, K, dtype, layout, out_dtype, config, sms)
     blobs = cached("cuda-gemm", build_key(p, arch, compiler), lambda: _compile(p, arch, compiler), enabled=cache)
-    return CudaBuild(source=blobs["source"].decode(), library=blobs["library"], config=p.config)
+    return CudaBuild(source=blobs["source"].decode(), library=blobs["library"], config=p.config,
+                     device_config=blobs.get("device_config", b"").decode())
 
 
 def m_bucket(M: int) -> int:
@@ -160,17 +165,14 @@ def tuned_config(M, N, K, dtype="f16", layout="nt", out_dtype="f32", arch="sm_80
     return cfg
 
 
-def tune_config(M, N, K, dtype="f16", layout="nt", out_dtype="f32", arch="sm_80", sms=H200_SMS,
-         timer: Callable[[GemmConfig], float] | None = None, top: int = 6) -> GemmConfig:
-    """Time the ``top`` candidates the cost model ranks first (``candidates``, ``estimate``) and
-    store the fastest in the build cache under ``tune_key``, where later builds read it.
-    ``timer(config)``: seconds of one launch of the kernel built with ``config`` (on a GPU:
-    ``runtime.cuda.gpu_timer``, which ``runtime.cuda.compile_and_load(tune=True)`` passes)."""
-    from ..cache import entry_path, store
+TUNE_TOP = 10
+"""How many of the cost model's first candidates ``tune_config`` times (``tune_candidates``)."""
 
-    if timer is None:  # the GPU timer lives in the runtime layer, above this one
-        raise ValueError("tune_config needs a timer(config) -> seconds: on a GPU, runtime.cuda.gpu_timer(M, N, K, "
-                         "...), which runtime.cuda.compile_and_load(..., tune=True) passes")
+
+def tune_candidates(M, N, K, dtype="f16", layout="nt", out_dtype="f32", sms=H200_SMS,
+                    top: int = TUNE_TOP) -> list[GemmConfig]:
+    """The ``top`` candidates (``candidates``) the cost model ranks first (``estimate`` on ``sms`` SMs)
+    that plan for the problem, fastest estimate first: what tuning times."""
     dev, ob = Device(sms=sms), 4 if out_dtype in ("f32", "float32") else 2
     ranked = []
     for cfg in sorted(candidates(M, N, K, dtype), key=lambda c: estimate(M, N, K, c, ob, dev).time_s):
@@ -178,10 +180,26 @@ def tune_config(M, N, K, dtype="f16", layout="nt", out_dtype="f32", arch="sm_80"
             plan(M, N, K, dtype, layout, out_dtype, cfg, sms)
         except ValueError:
             continue
-        ranked.append(cfg)
+        if cfg not in ranked:
+            ranked.append(cfg)
         if len(ranked) == top:
             break
-    best = min(ranked, key=timer)
+    return ranked
+
+
+def tune_config(M, N, K, dtype="f16", layout="nt", out_dtype="f32", arch="sm_80", sms=H200_SMS,
+         timer: Callable[[GemmConfig], float] | None = None, top: int = TUNE_TOP) -> GemmConfig:
+    """Time the ``top`` candidates the cost model ranks first (``tune_candidates``) and store the
+    fastest in the build cache under ``tune_key``, where later builds read it.
+    ``timer(config)``: seconds of one launch of the kernel built with ``config`` (on a GPU:
+    ``runtime.cuda.gpu_timer``, which ``runtime.cuda.compile_and_load(tune=True)`` passes, or the
+    measurements of ``runtime.cuda.tune_problems``, which builds the candidates in parallel)."""
+    from ..cache import entry_path, store
+
+    if timer is None:  # the GPU timer lives in the runtime layer, above this one
+        raise ValueError("tune_config needs a timer(config) -> seconds: on a GPU, runtime.cuda.gpu_timer(M, N, K, "
+                         "...), which runtime.cuda.compile_and_load(..., tune=True) passes")
+    best = min(tune_candidates(M, N, K, dtype, layout, out_dtype, sms, top), key=timer)
     store(entry_path("cuda-tune", tune_key(M, N, K, dtype, layout, out_dtype, arch, sms)),
           {"config": json.dumps(best.as_dict()).encode()})
     return best
@@ -219,7 +237,7 @@ def _compile(p: GemmPlan, arch, compiler) -> dict[str, bytes]:
     import tvm_tirx
     from tvm_tirx.target import Target
 
-    from ..tirx_private import shared_cuda_lowering
+    from ..tirx_private import cuda_device_group, shared_cuda_lowering
     from .cuda_emit import emit
 
     func = emit(p)
@@ -233,7 +251,8 @@ def _compile(p: GemmPlan, arch, compiler) -> dict[str, bytes]:
         exe.export_library(path)
         with open(path, "rb") as f:
             library = f.read()
-    return {"source": exe.mod.imports[0].inspect_source().encode(), "library": library}
+    source, device_config = cuda_device_group(exe)
+    return {"source": source.encode(), "library": library, "device_config": device_config.encode()}
 
 
 def cuda_source(exe) -> str:

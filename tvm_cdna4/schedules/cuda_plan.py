@@ -62,6 +62,10 @@ class GemmConfig:
     # "atomic": red.global.add.f32 into an f32 workspace; "ordered": each slice stores its partial
     # tile and the last CTA sums the slices in index order (deterministic, bit-reproducible)
     reduction: str = "atomic"
+    # elements per workspace store and load of the split-K reduction: 1, or 2 (``reduction =
+    # "ordered"``: ``st.global.v2.f32`` partials and ``ld.global.cg.v2.f32`` gathers of column pairs,
+    # where N is even; half the instructions of the element-wise ones)
+    reduce_vector: int = 1
 
     @property
     def threads(self) -> int:
@@ -95,6 +99,8 @@ class GemmConfig:
             raise ValueError("split_k and persistent CTAs (ctas > 0) do not combine")
         if self.reduction not in ("atomic", "ordered"):
             raise ValueError("reduction must be 'atomic' or 'ordered'")
+        if self.reduce_vector not in (1, 2) or (self.reduce_vector == 2 and self.reduction != "ordered"):
+            raise ValueError("reduce_vector must be 1, or 2 with reduction='ordered' (sm_80 has no vector f32 red)")
         if self.smem_bytes() > 227 * 1024:
             raise ValueError(f"{self.smem_bytes()} B of shared memory exceeds 227 KiB")
         for n in (self.block_m, self.block_n, self.block_k):
@@ -635,6 +641,10 @@ class EpilogueOp:
     b32) or ``cvt.rn.{f16,bf16}.f32`` (one element, odd N) for ``convert``."""
     dtype: str
     """TIR dtype of the registers it produces (``uint32`` pairs, ``uint16`` elements)."""
+    vector: int = 1
+    """Elements per instruction of ``reduce``: 1, or 2 (``st.global.v2.f32`` column pairs)."""
+    gather: str = ""
+    """``reduce``: the last CTA's workspace load (``ld.global.cg.f32``, ``ld.global.cg.v2.f32``)."""
 
 
 @attrs.frozen
@@ -674,8 +684,14 @@ def plan_epilogue(M: Extent, N: int, ot: str, cfg: GemmConfig) -> Epilogue:
     ep = _store_epilogue(M, N, ot, cfg)
     if cfg.split_k == 1:
         return ep
-    instr = "red.global.add.f32" if cfg.reduction == "atomic" else "st.global.f32"
-    return attrs.evolve(ep, ops=(EpilogueOp("reduce", instr, "float32"), *ep.ops))
+    vector = cfg.reduce_vector if N % 2 == 0 else 1  # pairs need even rows of W (8-byte aligned)
+    if cfg.reduction == "atomic":
+        op = EpilogueOp("reduce", "red.global.add.f32", "float32", 1, "ld.global.cg.f32")
+    elif vector == 2:
+        op = EpilogueOp("reduce", "st.global.v2.f32", "float32", 2, "ld.global.cg.v2.f32")
+    else:
+        op = EpilogueOp("reduce", "st.global.f32", "float32", 1, "ld.global.cg.f32")
+    return attrs.evolve(ep, ops=(op, *ep.ops))
 
 
 def _store_epilogue(M: Extent, N: int, ot: str, cfg: GemmConfig) -> Epilogue:
@@ -755,24 +771,56 @@ H200_SMS = 132
 
 @attrs.frozen
 class Device:
-    """What the cost model knows of a GPU (defaults: the H200, mma.sync dense 16-bit)."""
+    """What the cost model knows of a GPU (defaults: the H200, mma.sync dense 16-bit). The rates
+    below ``sms`` were fitted to H200 measurements at M = 64 and 128: the sweep of 400 tilings, then
+    ``pairs_s`` on the second run (``benchmarks/cost_model_fit.py``, docs/cuda_gemm.md "Plans for
+    every M"); ``sms`` scales everything that is per SM."""
 
     sms: int = H200_SMS
-    peak_flops: float = 660e12
-    """mma.sync f16/bf16 FLOP/s of the whole GPU."""
-    hbm_bytes_s: float = 4.8e12
+    peak_flops: float = 590e12
+    """mma.sync f16/bf16 FLOP/s of the whole GPU under the board's power cap (the register-only
+    loop with changing operands: 589 TFLOP/s)."""
+    hbm_bytes_s: float = 4.0e12
+    """HBM bandwidth a GEMM gets right after the L2 flush of the timing method (the flush leaves
+    the L2 full of dirty lines to write back): 4.0 TB/s fitted, of 4.8 on the datasheet."""
     l2_bytes_s: float = 12e12
-    """L2 -> SM bandwidth: every CTA's tile loads (A and B panels, re-reads included) pass it."""
-    latency_s: float = 1.0e-6
-    """Loaded memory latency: a CTA keeps ``stages - 1`` stages in flight, so it streams at most
-    ``(stages - 1) * stage bytes / latency_s`` (Little's law); too few resident CTAs cannot
-    saturate HBM."""
+    """L2 -> SM bandwidth of the whole GPU: every CTA's tile loads (A and B panels, re-reads
+    included) pass it."""
+    sm_bytes_s: float = 150e9
+    """What one SM's loads can stream from L2 at most (bytes/s), however many are in flight."""
+    latency_s: float = 1.5e-6
+    """Loaded memory latency: an SM with ``c`` resident CTAs keeps ``c * (stages - 1)`` stages in
+    flight, so it streams at most that many bytes per ``latency_s`` (Little's law): few, shallow
+    CTAs cannot use the SM's share of the bandwidth."""
+    smem_bytes_clk: float = 128.0
+    """Shared-memory bytes per SM per clock: ldmatrix reads of the warp tiles and cp.async writes
+    of the stages share it with the mma issue (narrow warp tiles read more per FLOP)."""
+    issue_warps: int = 8
+    """Warps an SM needs resident to issue its mma and ldmatrix at full rate (each warp's chain
+    waits on its own results); with fewer the SM's issue time grows by ``issue_warps / warps``."""
+    clock_hz: float = 1.7e9
+    """SM clock under load (the power cap holds it at 1650-1695 MHz)."""
     wave_s: float = 2.0e-6
-    """Fixed cost of one wave of CTAs (launch, pipeline fill, epilogue)."""
-    split_s: float = 1.5e-6
+    """Fixed cost of one wave of CTAs on an SM (pipeline fill, epilogue)."""
+    launch_s: float = 3.0e-6
+    """Fixed cost of a launch (the kernel's start and drain)."""
+    split_s: float = 8.0e-6
     """Extra fixed cost of the split-K epilogue (fence, ticket, the last CTA's gather)."""
-    overlap: float = 0.1
-    """Fraction of the shorter of compute and memory time that does not hide under the longer."""
+    atomic_s: float = 7e10
+    """Workspace elements per second of the element-wise reductions (``red.global.add.f32``, or
+    the ordered ``st.global.f32``, and the last CTA's gather): each slice adds its whole tile, one
+    element a thread-instruction."""
+    roof_flops: float = 660e12
+    roof_bytes_s: float = 4.8e12
+    """The roofline's rates (issue 24's definition, ``benchmarks/llm_linear.py``): ``roofline_s`` =
+    max(FLOPs / roof_flops, A + B + C bytes / roof_bytes_s)."""
+    pairs_s: float = 1.5e11
+    """Workspace elements per second of the ordered reduction by column pairs
+    (``reduce_vector = 2``: plain ``st.global.v2.f32`` / ``ld.global.cg.v2.f32``, no read-modify-write
+    in L2), fitted on the second H200 run (its split-K reductions set and tuned candidates)."""
+    overlap: float = 0.3
+    """Fraction of the shorter of an SM's load and mma-issue time that does not hide under the
+    longer."""
     regs: int = 65536
     smem: int = 227 * 1024
 
@@ -801,33 +849,58 @@ class Estimate:
         return self.roofline_s / self.time_s
 
 
-def estimate(M: int, N: int, K: int, cfg: GemmConfig, out_bytes: int = 2, dev: Device = Device()) -> Estimate:
-    """The cost model: tiles x waves over SMs, padded MMA rows, roofline max(FLOPs / peak, bytes /
-    bandwidth) with bandwidth limited by the busy SMs, and split-K reduction traffic."""
-    gm, gn = ceil_div(M, cfg.block_m), ceil_div(N, cfg.block_n)
-    ctas = gm * gn * cfg.split_k
+def _resident(cfg: GemmConfig, dev: Device) -> int:
+    """CTAs resident per SM: shared memory, registers (64 + accumulators + fragments per thread, at
+    most 255) and 2048 threads."""
     acc_regs = cfg.warp_m * cfg.warp_n // 32
     regs = min(255, 64 + acc_regs + (cfg.warp_m + cfg.warp_n) // 8)
-    per_sm = max(1, min(dev.smem // cfg.smem_bytes(), dev.regs // (regs * cfg.threads), 2048 // cfg.threads, 32))
-    slots = dev.sms * per_sm
-    waves = ceil_div(ctas, slots)
+    return max(1, min(dev.smem // cfg.smem_bytes(), dev.regs // (regs * cfg.threads), 2048 // cfg.threads, 32))
+
+
+def _sm_time(cfg: GemmConfig, K: int, n_max: int, per_sm: int, dev: Device) -> float:
+    """The busiest SM's time: its ``n_max`` CTAs in waves of ``per_sm``; per wave the larger of its
+    loads (the SM's bandwidth, or what its stages in flight allow, Little's law) and its mma issue
+    (the SM's share of the peak, or its shared-memory traffic: ldmatrix reads plus cp.async writes),
+    plus the fixed cost of a wave."""
+    c = min(per_sm, n_max)
+    waves = ceil_div(n_max, per_sm)
+    kt = cfg.slice_k_tiles(K)
+    stage_bytes = (cfg.block_m + cfg.block_n) * cfg.block_k * 2
+    bw = min(dev.sm_bytes_s, c * (cfg.stages - 1) * stage_bytes / dev.latency_s)
+    load = c * kt * stage_bytes / bw
+    flops = c * 2 * cfg.block_m * cfg.block_n * kt * cfg.block_k
+    # every warp reads its warp_m rows of A and warp_n columns of B per k: the CTA's ldmatrix bytes
+    ldmatrix = 2 * kt * cfg.block_k * (cfg.block_m * cfg.warps_n + cfg.block_n * cfg.warps_m)
+    smem = c * (ldmatrix + kt * stage_bytes) / (dev.smem_bytes_clk * dev.clock_hz)
+    warps = c * cfg.warps_m * cfg.warps_n
+    issue = max(flops / (dev.peak_flops / dev.sms), smem) * max(1.0, dev.issue_warps / warps)
+    return waves * (max(load, issue) + dev.overlap * min(load, issue) + dev.wave_s)
+
+
+def estimate(M: int, N: int, K: int, cfg: GemmConfig, out_bytes: int = 2, dev: Device = Device()) -> Estimate:
+    """The cost model (docs/cuda_gemm.md, "Plans for every M"): the busiest SM's CTAs (``_sm_time``),
+    bounded below by HBM traffic (A, B, C once) and the L2 -> SM traffic of every CTA's panels,
+    plus the split-K reduction (the workspace traffic at ``atomic_s`` or ``pairs_s``) and fixed costs."""
+    gm, gn = ceil_div(M, cfg.block_m), ceil_div(N, cfg.block_n)
+    ctas = gm * gn * cfg.split_k
+    per_sm = _resident(cfg, dev)
+    waves = ceil_div(ctas, dev.sms * per_sm)
     k_issued = cfg.slice_k_tiles(K) * cfg.block_k * cfg.split_k
     issued = 2 * gm * cfg.block_m * gn * cfg.block_n * k_issued
     flops = 2 * M * N * K
-    # compute: the busiest SM issues per_sm CTAs per wave at its share of the peak
-    busy_sms = min(dev.sms, ctas)
-    compute = issued / (busy_sms * dev.peak_flops / dev.sms) if ctas >= dev.sms else waves * issued / ctas / (dev.peak_flops / dev.sms)
     base_bytes = 2 * (M * K + N * K) + out_bytes * M * N
-    # re-reads of A and B panels by other tiles are served by L2 (rasterized groups); the workspace
-    # is written by every slice and read once by the last CTA
+    # the workspace is written by every slice and read once by the last CTA
     work = 4 * M * N * (cfg.split_k + 1) if cfg.split_k > 1 else 0
     stage_bytes = (cfg.block_m + cfg.block_n) * cfg.block_k * 2
-    resident = min(ctas, slots)
-    bw = min(dev.hbm_bytes_s, resident * (cfg.stages - 1) * stage_bytes / dev.latency_s)
     loads = ctas * cfg.slice_k_tiles(K) * stage_bytes
-    memory = max((base_bytes + work) / bw, loads / min(dev.l2_bytes_s, dev.l2_bytes_s * busy_sms / dev.sms))
-    time = max(compute, memory) + dev.overlap * min(compute, memory) + waves * dev.wave_s + (dev.split_s if cfg.split_k > 1 else 0.0)
-    roof = max(flops / dev.peak_flops, base_bytes / dev.hbm_bytes_s)
+    sm = _sm_time(cfg, K, ceil_div(ctas, dev.sms), per_sm, dev)
+    memory = max((base_bytes + work) / dev.hbm_bytes_s, loads / dev.l2_bytes_s)
+    split = 0.0
+    if cfg.split_k > 1:  # every slice adds its tile, the last CTA reads and clears it
+        rate = dev.pairs_s if cfg.reduce_vector == 2 and cfg.reduction == "ordered" else dev.atomic_s
+        split = dev.split_s + (cfg.split_k + 2) * gm * cfg.block_m * gn * cfg.block_n / rate
+    time = max(sm, memory) + split + dev.launch_s
+    roof = max(flops / dev.roof_flops, base_bytes / dev.roof_bytes_s)
     return Estimate(ctas, per_sm, waves, flops / issued, base_bytes + work, time, roof)
 
 
@@ -836,10 +909,16 @@ SMALL_M = 256
 from it on it keeps ``default_config`` (the tuned big-M kernels, pinned by the golden digests)."""
 
 
+PIPELINES = ((64, 4), (128, 3))
+"""(block_k, stages) of the small-M candidates: the default 4 x 64 and a deeper k-tile of 3 stages
+(twice the bytes per stage and half the barriers: Triton's 32x64x128 / 3 stages, the fastest tiling
+of the H200 sweep on 6 of its 16 shapes); those whose shared memory does not fit are dropped."""
+
+
 def candidates(M: int, N: int, K: int, dtype: str = "f16") -> list[GemmConfig]:
     """The tilings the planner weighs: ``default_config`` and, below ``SMALL_M``, 16/32/64/128-row
-    tiles (one 16-row mma per warp at 16 rows) over 64/128/256 columns, each with K split in 1..16
-    slices of at least two k-tiles."""
+    tiles (one 16-row mma per warp at 16 rows) over 64/128/256 columns and the ``PIPELINES``, each
+    with K split in 1..16 slices of at least two k-tiles."""
     base = default_config(dtype, M, N)
     if M >= SMALL_M:
         return [base]
@@ -848,12 +927,17 @@ def candidates(M: int, N: int, K: int, dtype: str = "f16") -> list[GemmConfig]:
         if bm > 2 * max(16, M):
             continue
         for bn in (64, 128, 256):
-            cfg = replace(base, block_m=bm, block_n=bn, block_k=64, warps_m=wm, warps_n=4, stages=4)
-            kt = math.ceil(K / cfg.block_k)
-            for split in (1, 2, 3, 4, 6, 8, 12, 16):
-                if split > 1 and kt < 2 * split:
-                    break
-                out.append(replace(cfg, split_k=split))
+            for bk, stages in PIPELINES:
+                cfg = replace(base, block_m=bm, block_n=bn, block_k=bk, warps_m=wm, warps_n=4, stages=stages)
+                if cfg.smem_bytes() > 227 * 1024:
+                    continue
+                kt = math.ceil(K / cfg.block_k)
+                for split in (1, 2, 3, 4, 6, 8, 12, 16):
+                    if split > 1 and kt < 2 * split:
+                        break
+                    out.append(replace(cfg, split_k=split))
+                    if split > 1 and N % 2 == 0:  # the ordered reduction by column pairs
+                        out.append(replace(cfg, split_k=split, reduction="ordered", reduce_vector=2))
     return out
 
 
@@ -885,6 +969,7 @@ def plan_summary(p: GemmPlan, sms: int = H200_SMS) -> dict:
     return dict(M=p.M, N=p.N, K=p.K, dtype=p.dtype, layout=p.layout, out_dtype=p.epilogue.out_dtype,
                 block_m=cfg.block_m, block_n=cfg.block_n, block_k=cfg.block_k, warps_m=cfg.warps_m,
                 warps_n=cfg.warps_n, stages=cfg.stages, split_k=cfg.split_k, reduction=cfg.reduction,
+                reduce_vector=cfg.reduce_vector,
                 launched_ctas=p.grid.ctas, k_tiles_per_slice=p.kloop.k_tiles, kloop=p.kloop.form, sms=sms,
                 waves=est.waves, tile_efficiency=round(est.tile_efficiency, 4),
                 estimated_us=round(est.time_s * 1e6, 3), roofline_us=round(est.roofline_s * 1e6, 3),

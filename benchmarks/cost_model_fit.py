@@ -1,0 +1,154 @@
+"""How well the CUDA cost model (``cuda_plan.estimate``) ranks measured tilings, and the fit of its
+``Device`` constants to a sweep (``benchmarks/cuda_small_m_sweep.py``).
+
+    python benchmarks/cost_model_fit.py benchmarks/cuda_small_m_sweep_h200_2026-12-01.json [MORE.json ...] [--fit]
+
+Per (projection, M): Spearman's rank correlation between estimated and measured times over the
+tilings that ran, and whether the model's pick (least estimate) measured within 5 % of the best.
+``--fit`` searches ``FIT_GRID`` (a coarse grid over the Device constants) for the setting that puts
+the most picks within 5 %, then the highest mean rank correlation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+
+def load_rows(*paths: str) -> list[dict]:
+    """The measured rows (``us`` set) of sweeps (``cuda_small_m_sweep.py``) and of ``llm_linear.py``
+    runs (each shape's ``tuned_candidates``), as (name, M, N, K, config, us) rows."""
+    rows = []
+    for path in paths:
+        with open(path) as f:
+            for r in json.load(f)["rows"]:
+                if "tuned_candidates" in r:
+                    rows += [dict(name=r["name"], M=r["M"], N=r["N"], K=r["K"], config=c["config"], us=c["us"])
+                             for c in r["tuned_candidates"] if c.get("us")]
+                elif r.get("us"):
+                    rows.append(r)
+    return rows
+
+
+def _ranks(xs: list[float]) -> list[float]:
+    order = sorted(range(len(xs)), key=xs.__getitem__)
+    ranks = [0.0] * len(xs)
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and xs[order[j + 1]] == xs[order[i]]:
+            j += 1
+        for k in range(i, j + 1):
+            ranks[order[k]] = (i + j) / 2
+        i = j + 1
+    return ranks
+
+
+def spearman(xs: list[float], ys: list[float]) -> float:
+    """Spearman's rank correlation (Pearson's of the ranks, ties averaged)."""
+    rx, ry = _ranks(xs), _ranks(ys)
+    n = len(xs)
+    mx, my = sum(rx) / n, sum(ry) / n
+    cov = sum((a - mx) * (b - my) for a, b in zip(rx, ry))
+    vx = sum((a - mx) ** 2 for a in rx) ** 0.5
+    vy = sum((b - my) ** 2 for b in ry) ** 0.5
+    return cov / (vx * vy) if vx and vy else 0.0
+
+
+def _config(gemm, cfg: dict):
+    return gemm.GemmConfig(**{**gemm.default_config("bf16").as_dict(), **cfg})
+
+
+def evaluate(rows: list[dict], dev=None) -> list[dict]:
+    """Per shape: ``rho`` (estimate vs measured ranks), ``pick_us`` (the measured time of the model's
+    pick), ``best_us``, ``pick_ratio`` = pick / best, ``est_pick_us`` (its estimate)."""
+    from tvm_cdna4.schedules import cuda_gemm as gemm
+
+    dev = dev or gemm.Device()
+    shapes: dict = {}
+    for r in rows:
+        shapes.setdefault((r["name"], r["M"], r["N"], r["K"]), []).append(r)
+    out = []
+    for (name, M, N, K), rs in shapes.items():
+        est = [gemm.estimate(M, N, K, _config(gemm, r["config"]), 2, dev).time_s * 1e6 for r in rs]
+        us = [r["us"] for r in rs]
+        pick = min(range(len(rs)), key=lambda i: (est[i], i))
+        best = min(us)
+        out.append(dict(name=name, M=M, N=N, K=K, n=len(rs), rho=spearman(est, us), pick_us=us[pick], best_us=best,
+                        pick_ratio=us[pick] / best, est_pick_us=est[pick], pick=rs[pick]["config"],
+                        best=rs[us.index(best)]["config"]))
+    return out
+
+
+def summary(per_shape: list[dict]) -> dict:
+    """Shapes, picks within 5 % of the best, mean rank correlation, worst pick ratio."""
+    return dict(shapes=len(per_shape), within_5pct=sum(s["pick_ratio"] <= 1.05 for s in per_shape),
+                mean_pick_ratio=sum(s["pick_ratio"] for s in per_shape) / max(1, len(per_shape)),
+                mean_rho=sum(s["rho"] for s in per_shape) / max(1, len(per_shape)),
+                worst_ratio=max((s["pick_ratio"] for s in per_shape), default=0.0))
+
+
+FIT_GRID = {  # Device fields searched by --fit, one at a time (coordinate descent)
+    "sm_bytes_s": (40e9, 60e9, 80e9, 100e9, 120e9, 150e9, 200e9),
+    "latency_s": (0.5e-6, 0.75e-6, 1e-6, 1.25e-6, 1.5e-6, 2e-6, 2.5e-6),
+    "smem_bytes_clk": (64.0, 96.0, 128.0, 192.0),
+    "wave_s": (0.5e-6, 1e-6, 2e-6, 3e-6, 4e-6),
+    "atomic_s": (3e10, 5e10, 7e10, 1e11, 1.5e11, 2e11),
+    "split_s": (0.5e-6, 1.5e-6, 3e-6, 5e-6, 8e-6, 12e-6),
+    "l2_bytes_s": (6e12, 8e12, 10e12, 12e12),
+    "hbm_bytes_s": (3e12, 3.5e12, 4e12, 4.8e12),
+    "overlap": (0.0, 0.1, 0.3, 0.5),
+    "issue_warps": (1, 4, 8, 12, 16),
+    "pairs_s": (1e11, 1.5e11, 2e11, 3e11, 4e11, 6e11, 1e12),
+}
+
+
+def score(s: dict) -> float:
+    """Picks within 5 % of the best first, then the mean rank correlation."""
+    return s["within_5pct"] + s["mean_rho"]
+
+
+def fit(rows: list[dict], passes: int = 3) -> tuple[dict, dict]:
+    """Coordinate descent over ``FIT_GRID`` from the current defaults: each field in turn takes the
+    grid value of the best ``score``; ``passes`` rounds."""
+    from tvm_cdna4.schedules import cuda_gemm as gemm
+
+    point = {k: getattr(gemm.Device(), k) for k in FIT_GRID}
+    best = summary(evaluate(rows, gemm.Device(**point)))
+    for _ in range(passes):
+        for key, values in FIT_GRID.items():
+            for v in values:
+                trial = {**point, key: v}
+                s = summary(evaluate(rows, gemm.Device(**trial)))
+                if score(s) > score(best) + 1e-9:
+                    point, best = trial, s
+    return point, best
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("sweep", nargs="+", help="sweep / llm_linear JSON files (their rows pooled)")
+    ap.add_argument("--fit", action="store_true")
+    args = ap.parse_args(argv)
+    rows = load_rows(*args.sweep)
+    per = evaluate(rows)
+    print("| shape | M | tilings | rho | model's pick µs | best µs | pick / best | estimate µs |")
+    print("|---|---|---|---|---|---|---|---|")
+    for s in per:
+        print(f"| {s['name']} | {s['M']} | {s['n']} | {s['rho']:.2f} | {s['pick_us']:.1f} | {s['best_us']:.1f} | "
+              f"{s['pick_ratio']:.2f} | {s['est_pick_us']:.1f} |")
+    print(summary(per))
+    if args.fit:
+        point, s = fit(rows)
+        print("fit:", point, s)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

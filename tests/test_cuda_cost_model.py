@@ -1,0 +1,52 @@
+"""The CUDA cost model against the H200 measurements it was fitted to (benchmarks/cost_model_fit.py
+over benchmarks/cuda_small_m_sweep_h200_2026-12-01.json: 400 tilings at M = 64 / 128 on the Llama-3
+projections, each validated and timed on the GPU; and the second run's reductions set and tuned
+candidates)."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+
+import cost_model_fit as fit  # noqa: E402
+
+SWEEP = os.path.join(ROOT, "benchmarks", "cuda_small_m_sweep_h200_2026-12-01.json")
+REDUCTIONS = os.path.join(ROOT, "benchmarks", "cuda_small_m_reductions_h200_2026-12-01.json")
+LLM = os.path.join(ROOT, "benchmarks", "llm_linear_m64_128_h200_2026-12-01.json")
+
+
+def test_the_model_ranks_the_measured_tilings_as_the_gpu_does():
+    rows = fit.load_rows(SWEEP)
+    assert len(rows) == 400 and {r["M"] for r in rows} == {64, 128}
+    s = fit.summary(fit.evaluate(rows))
+    assert s["shapes"] == 16
+    # the model's pick measured within 5 % of the best tiling on (nearly) every shape
+    assert s["within_5pct"] >= 15 and s["worst_ratio"] < 1.1 and s["mean_rho"] > 0.8
+
+
+def test_the_model_ranks_every_measured_tiling_of_both_runs():
+    # pooled: the sweep, the split-K reductions set and the tuned candidates of the llm_linear run
+    # (the pair reduction's rate, pairs_s, fitted here): the pick within 5 % on 13 of 16 shapes
+    rows = fit.load_rows(SWEEP, REDUCTIONS, LLM)
+    assert len(rows) == 608
+    s = fit.summary(fit.evaluate(rows))
+    assert s["within_5pct"] >= 13 and s["mean_pick_ratio"] < 1.03 and s["worst_ratio"] < 1.2
+
+
+def test_the_model_before_the_fit_ranked_them_worse():
+    # the sweep recorded the old model's estimate of every tiling (est_us): its picks were far off
+    rows = fit.load_rows(SWEEP)
+    shapes = {}
+    for r in rows:
+        shapes.setdefault((r["name"], r["M"]), []).append(r)
+    ratios = [min(rs, key=lambda r: r["est_us"])["us"] / min(r["us"] for r in rs) for rs in shapes.values()]
+    assert sum(x <= 1.05 for x in ratios) <= 4 and max(ratios) > 1.5
+
+
+def test_fit_helpers():
+    assert abs(fit.spearman([1, 2, 3, 4], [10, 20, 30, 40]) - 1.0) < 1e-12
+    assert abs(fit.spearman([1, 2, 3, 4], [4, 3, 2, 1]) + 1.0) < 1e-12
+    assert fit._ranks([5.0, 1.0, 5.0]) == [1.5, 0.0, 1.5]
