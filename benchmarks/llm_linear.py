@@ -77,14 +77,15 @@ def roofline_pct(M: int, N: int, K: int, seconds: float) -> float:
     return 100.0 * roofline_s(M, N, K) / seconds
 
 
-def our_configs(M, N, K, top: int) -> list[dict]:
-    """The default (planner's) tiling first, then the cost model's next candidates up to ``top``."""
+def our_configs(M, N, K, top: int, sweep: bool = False) -> list[dict]:
+    """The default (planner's) choice first (tile GEMM or decode kernel), then the cost model's next
+    candidates of both kinds (``cuda_gemm.ranked_configs``) up to ``top``; with ``sweep`` and a
+    decode-sized problem, also the ``SWEEP`` grid of decode configs (the cost model's calibration)."""
     gemm, _ = cg._sched()
     default = gemm.choose_config(M, N, K, "bf16", "nt", "bf16")
     out = [default]
     if M <= TUNE_MAX_M:
-        dev = gemm.Device()
-        for cfg in sorted(gemm.candidates(M, N, K, "bf16"), key=lambda c: gemm.estimate(M, N, K, c, 2, dev).time_s):
+        for cfg in gemm.ranked_configs(M, N, K, "bf16", "nt", "bf16"):
             if len(out) >= top:
                 break
             try:
@@ -93,7 +94,21 @@ def our_configs(M, N, K, top: int) -> list[dict]:
                 continue
             if cfg not in out:
                 out.append(cfg)
+    if sweep and M <= 16:
+        iters = K // 128
+        out += [c for c in (gemm.DecodeConfig(w, rt, u, s) for w, rt, u, s in SWEEP) if c not in out and iters >= c.split_k * c.warps]
     return [c.as_dict() for c in out]
+
+
+SWEEP = [(w, rt, u, s) for w, rt, u in ((8, 1, 4), (8, 2, 2), (8, 2, 4), (8, 4, 2), (4, 2, 4), (4, 4, 4))
+         for s in (1, 2, 4)]
+"""(warps, row_tiles, unroll, split_k) of the decode sweep (``--sweep``)."""
+
+
+def config_of(d: dict):
+    """A config (either kind) from its ``as_dict``."""
+    gemm, _ = cg._sched()
+    return gemm.config_from_dict(d)
 
 
 def _build(job):
@@ -101,7 +116,7 @@ def _build(job):
     key, M, N, K, cfg, arch, workdir = job
     try:
         gemm, _ = cg._sched()
-        exe = gemm.build(M, N, K, "bf16", "nt", "bf16", gemm.GemmConfig(**cfg), arch=arch)
+        exe = gemm.build(M, N, K, "bf16", "nt", "bf16", config_of(cfg), arch=arch)
         path = os.path.join(workdir, key + ".so")
         exe.export_library(path)
         return key, path, None
@@ -183,19 +198,22 @@ def measure(name, M, N, K, built, args, log) -> dict:
     for i, (cfg, path) in enumerate(built):
         if path is None:
             continue
-        p = gemm.plan(M, N, K, "bf16", "nt", "bf16", gemm.GemmConfig(**cfg))
+        p = gemm.plan(M, N, K, "bf16", "nt", "bf16", config_of(cfg))
         ours[i] = _checked_time(runner.Launcher(runner.Kernel(runner.load_kernel(path), p), a, w, c), c, ref, runner)
         if ours[i] is None:
             log(f"WRONG ours {name} M={M} config {cfg}")
     row["ours"] = ours.get(0)
     row["ours_config"] = built[0][0]
+    row["all"] = [dict(config=cfg, seconds=ours.get(i)) for i, (cfg, _) in enumerate(built)]
     good = {i: t for i, t in ours.items() if t is not None}
     if good:
         best = min(good, key=good.get)
         row["tuned"], row["tuned_config"] = good[best], built[best][0]
-        gemm.tune_config(M, N, K, "bf16", "nt", "bf16", arch=args.arch, top=len(built),
+        gemm.tune_config(M, N, K, "bf16", "nt", "bf16", arch=args.arch, top=len(built) if not args.sweep else args.tune_top,
                          timer=lambda cfg: next((good[i] for i, (d, _) in enumerate(built)
                                                  if d == cfg.as_dict() and i in good), float("inf")))
+    if args.no_peers:
+        return row
     row["torch"] = _checked_time(lambda: torch.matmul(a, w.T, out=c), c, ref, runner)
     launcher = _triton_kernels()
     tri = {cfg: _checked_time(launcher(a, w, c, cfg), c, ref, runner) for cfg in TRITON_CONFIGS if cfg[0] <= max(16, 2 * M)}
@@ -207,6 +225,13 @@ def measure(name, M, N, K, built, args, log) -> dict:
         sk = {k: v for k, v in sk.items() if v is not None}
         row["triton_splitk"] = min(sk.values()) if sk else None
     return row
+
+
+def plan_cell(cfg: dict) -> str:
+    """The plan column: ``bm x bn / split`` of a tile, ``decode bm / split`` of the decode kernel."""
+    if cfg.get("kind") == "decode":
+        return f"decode {16 * cfg.get('row_tiles', 0)}r x{cfg.get('warps')}w u{cfg.get('unroll')} / {cfg.get('split_k')}"
+    return f"{cfg.get('block_m')}x{cfg.get('block_n')} / {cfg.get('split_k')}"
 
 
 def table(rows) -> list[str]:
@@ -226,7 +251,7 @@ def table(rows) -> list[str]:
         cfg = r.get("ours_config") or {}
         out.append(f"| {r['name']} | {r['M']}x{r['N']}x{r['K']} | {cell(r, 'ours')} | {cell(r, 'tuned')} | "
                    f"{cell(r, 'torch')} | {cell(r, 'triton')} | {cell(r, 'triton_splitk')} | "
-                   f"{cfg.get('block_m')}x{cfg.get('block_n')} / {cfg.get('split_k')} | {ratio(r, 'torch')} | "
+                   f"{plan_cell(cfg)} | {ratio(r, 'torch')} | "
                    f"{ratio(r, 'triton')} |")
     return out
 
@@ -234,6 +259,9 @@ def table(rows) -> list[str]:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="a handful of shapes (QUICK)")
+    ap.add_argument("--ms", default=None, help="only these M, comma-separated (e.g. 1,16)")
+    ap.add_argument("--sweep", action="store_true", help="M <= 16: also time the SWEEP grid of decode configs")
+    ap.add_argument("--no-peers", action="store_true", help="skip torch and Triton")
     ap.add_argument("--tune-top", type=int, default=3, help="candidates timed per shape for 'tuned' (M <= 128)")
     ap.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) - 1))
     ap.add_argument("--arch", default=None, help="default: the GPU's (sm_90 on the H200)")
@@ -248,10 +276,13 @@ def main(argv=None) -> int:
         print(f"[{time.time() - t0:6.1f}s] {msg}", flush=True)
 
     todo = shapes(args.quick)
+    if args.ms:
+        keep = {int(m) for m in args.ms.split(",")}
+        todo = [t for t in todo if t[1] in keep]
     workdir = tempfile.mkdtemp(prefix="llm_linear_")
     jobs, per_shape = [], {}
     for name, M, N, K in todo:
-        cfgs = our_configs(M, N, K, args.tune_top)
+        cfgs = our_configs(M, N, K, args.tune_top, args.sweep)
         per_shape[(name, M)] = cfgs
         jobs += [(f"{name}_{M}_{i}", M, N, K, cfg, args.arch, workdir) for i, cfg in enumerate(cfgs)]
     log(f"building {len(jobs)} kernels for {len(todo)} shapes on {args.jobs} workers")
@@ -266,6 +297,8 @@ def main(argv=None) -> int:
     for name, M, N, K in todo:
         built = [(cfg, paths.get(f"{name}_{M}_{i}")) for i, cfg in enumerate(per_shape[(name, M)])]
         rows.append(measure(name, M, N, K, built, args, log))
+        with open(os.path.join(args.out, "llm_linear.json"), "w") as f:  # so far (a run cut short keeps it)
+            json.dump(dict(arch=args.arch, seconds=time.time() - t0, rows=rows), f, indent=1)
         log(f"{name} M={M}: ours {rows[-1].get('ours')} torch {rows[-1].get('torch')} triton {rows[-1].get('triton')}")
     lines = table(rows)
     print("\n".join(lines))

@@ -44,6 +44,7 @@ from .cuda_plan import (
     _short_dtype,
     _short_out,
     ceil_div,
+    candidates,
     choose_config,
     estimate,
     plan,
@@ -249,6 +250,8 @@ def decode_estimate(M: int, N: int, K: int, cfg: DecodeConfig, out_bytes: int = 
     # W bytes in flight per CTA: each warp's loads of one iteration (half of them on average while it
     # computes, which the other warps cover)
     inflight = cfg.warps * 512 * cfg.unroll * 2 * cfg.row_tiles
+    if K % 8:
+        inflight //= 8  # element loads (rows not 16-byte aligned): 2 bytes per load instead of 16
     cta_bytes = cfg.block_rows * 2 * min(K, ceil_div(iters, splits) * 32 * cfg.unroll)
     time = 0.0
     for w in range(waves):
@@ -298,6 +301,18 @@ def choose_kernel(M: int, N: int, K: int, dtype: str = "f16", layout: str = "nt"
     return cfg if est.time_s < estimate(M, N, K, tile, ob, Device(sms=sms)).time_s else tile
 
 
+def ranked_configs(M: int, N: int, K: int, dtype: str = "f16", layout: str = "nt", out_dtype: str = "f32",
+                   sms: int = H200_SMS) -> list[GemmConfig | DecodeConfig]:
+    """Every candidate of both kernels (``cuda_plan.candidates``, and ``decode_candidates`` where the
+    decode kernel fits), fastest estimate first: what ``cuda_gemm.tune_config`` times."""
+    dev = Device(sms=sms)
+    ob = 4 if _short_out(out_dtype) == "f32" else 2
+    scored = [(estimate(M, N, K, c, ob, dev).time_s, c) for c in candidates(M, N, K, dtype)]
+    if decode_fits(M, layout):
+        scored += [(decode_estimate(M, N, K, c, ob, dev).time_s, c) for c in decode_candidates(M, N, K)]
+    return [c for _, c in sorted(scored, key=lambda s: s[0])]
+
+
 def plan_any(M: int, N: int, K: int, dtype: str = "f16", layout: str = "nt", out_dtype: str = "f32",
              config: GemmConfig | DecodeConfig | None = None, sms: int = H200_SMS):
     """The plan of either kernel: a ``DecodePlan`` for a ``DecodeConfig``, a ``GemmPlan`` for a
@@ -325,4 +340,4 @@ def decode_summary(p: DecodePlan, sms: int = H200_SMS) -> dict:
 
 __all__ = ["DECODE_MAX_M", "DecodeConfig", "DecodeEstimate", "DecodeLoop", "DecodePlan", "choose_decode",
            "choose_kernel", "config_from_dict", "decode_candidates", "decode_estimate", "decode_fits",
-           "decode_summary", "plan_any", "plan_decode"]
+           "decode_summary", "plan_any", "plan_decode", "ranked_configs"]

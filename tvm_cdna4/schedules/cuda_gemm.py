@@ -56,20 +56,36 @@ from .cuda_plan import (
     OperandTile,
     Swizzle,
     candidates,
-    choose_config,
     default_config,
     estimate,
     make_operands,
     operand_shapes,
-    plan,
     plan_record,
     plan_summary,
     swizzle_elem,
     swizzle_shift,
 )
+from .cuda_decode_plan import (
+    DecodeConfig,
+    DecodePlan,
+    choose_kernel,
+    config_from_dict,
+    decode_summary,
+    plan_any,
+    ranked_configs,
+)
+
+plan = plan_any
+"""The plan of either kernel (``cuda_decode_plan.plan_any``): a ``GemmConfig`` plans the tile GEMM
+(``cuda_plan.plan``), a ``DecodeConfig`` the decode kernel; None: the planner's choice."""
+
+choose_config = choose_kernel
+"""The planner's choice over both kernels (``cuda_decode_plan.choose_kernel``; the tile GEMM's own
+choice is ``cuda_plan.choose_config``)."""
 
 __all__ = [  # the planner's public names are re-exported here, the CUDA GEMM's entry module
-    "DEFAULT_CONFIGS", "DTYPES", "H200_SMS", "LAYOUTS", "OUT_DTYPES", "CudaBuild", "Device", "GemmConfig", "GemmPlan",
+    "DEFAULT_CONFIGS", "DTYPES", "H200_SMS", "LAYOUTS", "OUT_DTYPES", "CudaBuild", "DecodeConfig", "DecodePlan", "Device",
+    "GemmConfig", "GemmPlan",
     "OperandTile", "Swizzle", "build", "build_key", "candidates", "choose_config", "config_json", "cuda_gemm",
     "cuda_source", "default_config", "estimate", "m_bucket", "make_operands", "operand_shapes", "plan",
     "plan_record", "plan_summary", "schedule_digest", "swizzle_elem", "swizzle_shift", "tune_config", "tune_key",
@@ -84,12 +100,21 @@ def cuda_gemm(
     dtype: str = "f16",
     layout: str = "nt",
     out_dtype: str = "f32",
-    config: GemmConfig | None = None,
+    config: GemmConfig | DecodeConfig | None = None,
 ):
     """Build the TIRx PrimFunc ``main(A, B, C)`` for one static problem size."""
+    return emit_any(plan(M, N, K, dtype, layout, out_dtype, config))
+
+
+def emit_any(p):
+    """The PrimFunc of a plan of either kernel (``cuda_emit.emit`` / ``cuda_decode_emit.emit_decode``)."""
+    if isinstance(p, DecodePlan):
+        from .cuda_decode_emit import emit_decode
+
+        return emit_decode(p)
     from .cuda_emit import emit
 
-    return emit(plan(M, N, K, dtype, layout, out_dtype, config))
+    return emit(p)
 
 
 @dataclass(frozen=True)
@@ -99,7 +124,7 @@ class CudaBuild:
 
     source: str
     library: bytes
-    config: GemmConfig | None = None
+    config: GemmConfig | DecodeConfig | None = None
     """The tiling built (the planner's or the tuned choice when ``build`` got no ``config``)."""
 
     def export_library(self, path) -> str:
@@ -152,7 +177,7 @@ def tuned_config(M, N, K, dtype="f16", layout="nt", out_dtype="f32", arch="sm_80
     blobs = load(entry_path("cuda-tune", tune_key(M, N, K, dtype, layout, out_dtype, arch, sms)))
     if blobs is None:
         return None
-    cfg = GemmConfig(**json.loads(blobs["config"]))
+    cfg = config_from_dict(json.loads(blobs["config"]))
     try:
         plan(M, N, K, dtype, layout, out_dtype, cfg, sms)
     except ValueError:
@@ -171,9 +196,8 @@ def tune_config(M, N, K, dtype="f16", layout="nt", out_dtype="f32", arch="sm_80"
     if timer is None:  # the GPU timer lives in the runtime layer, above this one
         raise ValueError("tune_config needs a timer(config) -> seconds: on a GPU, runtime.cuda.gpu_timer(M, N, K, "
                          "...), which runtime.cuda.compile_and_load(..., tune=True) passes")
-    dev, ob = Device(sms=sms), 4 if out_dtype in ("f32", "float32") else 2
     ranked = []
-    for cfg in sorted(candidates(M, N, K, dtype), key=lambda c: estimate(M, N, K, c, ob, dev).time_s):
+    for cfg in ranked_configs(M, N, K, dtype, layout, out_dtype, sms):
         try:
             plan(M, N, K, dtype, layout, out_dtype, cfg, sms)
         except ValueError:
@@ -192,10 +216,12 @@ def config_json(M, N, K, dtype="f16", layout="nt", out_dtype="f32", config=None,
     the tiling's every field and the plan's summary (``plan_summary``: ``split_k``, ``block_m``,
     CTAs, the cost model's estimate)."""
     p = plan(M, N, K, dtype, layout, out_dtype, config, sms)
-    return json.dumps({**p.config.as_dict(), **plan_summary(p, sms)})
+    if isinstance(p, DecodePlan):
+        return json.dumps({**p.config.as_dict(), **decode_summary(p, sms)})
+    return json.dumps({"kind": "tile", **p.config.as_dict(), **plan_summary(p, sms)})
 
 
-def build_key(p: GemmPlan, arch: str = "sm_80", compiler: str | None = None) -> dict:
+def build_key(p: GemmPlan | DecodePlan, arch: str = "sm_80", compiler: str | None = None) -> dict:
     """The build-cache key of a plan: its every field (``plan_record``), the target arch, the device
     compiler and the schedule's source digest. A plan that differs in any field, a field added
     included, gets its own key."""
@@ -208,7 +234,8 @@ def schedule_digest() -> str:
     cached before the edit under the same version string."""
     from ..cache import source_digest
 
-    return source_digest("schedules/cuda_plan.py", "schedules/cuda_emit.py", "tirx_private.py")
+    return source_digest("schedules/cuda_plan.py", "schedules/cuda_emit.py", "schedules/cuda_decode_plan.py",
+                         "schedules/cuda_decode_emit.py", "tirx_private.py")
 
 
 def _compile(p: GemmPlan, arch, compiler) -> dict[str, bytes]:
@@ -220,9 +247,8 @@ def _compile(p: GemmPlan, arch, compiler) -> dict[str, bytes]:
     from tvm_tirx.target import Target
 
     from ..tirx_private import shared_cuda_lowering
-    from .cuda_emit import emit
 
-    func = emit(p)
+    func = emit_any(p)
     attrs = {"kind": "cuda", "arch": arch}
     if compiler is not None:
         attrs["backend_config"] = {"cuda": {"compiler": compiler}}
