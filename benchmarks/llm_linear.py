@@ -96,13 +96,15 @@ def our_configs(M, N, K, top: int, sweep: bool = False) -> list[dict]:
                 out.append(cfg)
     if sweep and M <= 16:
         iters = K // 128
-        out += [c for c in (gemm.DecodeConfig(w, rt, u, s) for w, rt, u, s in SWEEP) if c not in out and iters >= c.split_k * c.warps]
+        out += [c for c in (gemm.DecodeConfig(w, rt, u, s, stages=st) for w, rt, u, st, s in SWEEP)
+                if c not in out and iters >= c.split_k * c.warps]
     return [c.as_dict() for c in out]
 
 
-SWEEP = [(w, rt, u, s) for w, rt, u in ((8, 1, 4), (8, 2, 2), (8, 2, 4), (8, 4, 2), (4, 2, 4), (4, 4, 4))
+SWEEP = [(w, rt, u, st, s) for w, rt, u, st in ((4, 2, 2, 4), (8, 2, 1, 4), (4, 1, 2, 4), (8, 1, 2, 4),
+                                                (4, 2, 1, 4), (4, 4, 1, 4), (8, 2, 2, 3), (4, 2, 2, 3))
          for s in (1, 2, 4)]
-"""(warps, row_tiles, unroll, split_k) of the decode sweep (``--sweep``)."""
+"""(warps, row_tiles, unroll, stages, split_k) of the decode sweep (``--sweep``)."""
 
 
 def config_of(d: dict):

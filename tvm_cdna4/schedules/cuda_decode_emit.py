@@ -107,8 +107,87 @@ def mma_iteration(p, th):
                         th.acc[acc_word(p, r, nt, 2)], th.acc[acc_word(p, r, nt, 3)])
 
 
+# ---- the cp.async pipeline (K a multiple of 8) ------------------------------------------------------
+
+
+def chunk_offset(p: DecodePlan, stage, u, slot):
+    """Halves from the warp's pipeline base to the lane's chunk (stage, unroll u, slot): slots are the
+    W row halves (``2 * row_tiles``) then the token tiles; 32 lanes' chunks side by side."""
+    slots = 2 * p.config.row_tiles + p.token_tiles
+    return ((stage * p.config.unroll + u) * slots + slot) * 32 * 8
+
+
+@T.macro
+def copy_chunk(p, instr, G, dst, row, k, ok):
+    T.ptx[instr](dst, G.ptr_to([row, T.min(k, p.K - 8)]), 16, T.if_then_else(T.and_(ok, k < p.K), T.uint32(16), T.uint32(0)))
+
+
+@T.macro
+def copy_iteration(p, th, SMH, base, stage, li, k_slice):
+    # the lane's chunks of the warp's iteration li into its stage; an iteration past the slice copies
+    # zeros and reads nothing (src-size 0)
+    gi = k_slice * p.loop.slice_iters + li
+    ok = li < p.loop.slice_iters
+    slots = 2 * p.config.row_tiles
+    for u in T.unroll(p.config.unroll):
+        for r in T.unroll(p.config.row_tiles):
+            for h in T.unroll(2):
+                copy_chunk(p, p.copy_w, th.B, SMH.ptr_to([base + chunk_offset(p, stage, u, 2 * r + h)]),
+                           T.min(th.n0 + 16 * r + 8 * h + th.g, p.N - 1), gi * p.loop.span + 32 * u + 8 * th.t, ok)
+        for nt in T.unroll(p.token_tiles):
+            copy_chunk(p, p.copy_x, th.A, SMH.ptr_to([base + chunk_offset(p, stage, u, slots + nt)]),
+                       T.min(8 * nt + th.g, p.M - 1), gi * p.loop.span + 32 * u + 8 * th.t, ok)
+
+
+@T.macro
+def read_stage(p, th, SMH, base, stage):
+    # the lane's own chunks of a landed stage into the iteration's registers
+    slots = 2 * p.config.row_tiles
+    for u in T.unroll(p.config.unroll):
+        for r in T.unroll(p.config.row_tiles):
+            for h in T.unroll(2):
+                i = w_word(p, u, r, h, 0)
+                T.ptx["ld.shared.v4.b32"](th.wr[i], th.wr[i + 1], th.wr[i + 2], th.wr[i + 3],
+                                          SMH.ptr_to([base + chunk_offset(p, stage, u, 2 * r + h)]))
+        for nt in T.unroll(p.token_tiles):
+            i = x_word(p, u, nt, 0)
+            T.ptx["ld.shared.v4.b32"](th.xr[i], th.xr[i + 1], th.xr[i + 2], th.xr[i + 3],
+                                      SMH.ptr_to([base + chunk_offset(p, stage, u, slots + nt)]))
+
+
+@T.macro
+def pipelined_loop(p, th, k_slice):
+    # each warp its own cp.async pipeline over its iterations w, w + warps, ... (lane-private chunks:
+    # the lane that copies a chunk is the one that reads it, so no barrier)
+    warp = T.cuda.warp_id()
+    lane = T.cuda.lane_id()
+    S = p.config.stages
+    SMH = T.alloc_tensor(ty_args=[T.Tensor((p.smem_bytes // 2,), p.dtype, scope="shared.dyn", layout="default", align=16)])
+    base = warp * (p.smem_bytes // 2 // p.config.warps) + lane * 8
+    for s in T.unroll(S - 1):
+        if s < p.loop.per_warp:
+            copy_iteration(p, th, SMH, base, s, warp + s * p.config.warps, k_slice)
+        T.ptx["cp.async.commit_group"]()
+    for j in range(p.loop.per_warp):
+        if j + S - 1 < p.loop.per_warp:
+            copy_iteration(p, th, SMH, base, (j + S - 1) % S, warp + (j + S - 1) * p.config.warps, k_slice)
+        T.ptx["cp.async.commit_group"]()
+        T.ptx["cp.async.wait_group"](S - 1)
+        read_stage(p, th, SMH, base, j % S)
+        mma_iteration(p, th)
+    T.ptx["cp.async.wait_group"](0)
+
+
 @T.macro
 def k_loop(p, th, k_slice):
+    if I.constexpr(p.pipelined):
+        pipelined_loop(p, th, k_slice)
+    else:
+        register_loop(p, th, k_slice)
+
+
+@T.macro
+def register_loop(p, th, k_slice):
     # warp w takes the slice's iterations w, w + warps, ...; the one partial iteration (K not a
     # multiple of the span) is masked
     warp = T.cuda.warp_id()
@@ -218,7 +297,7 @@ def split_tail(p, args, vals, n0):
 
 @T.macro
 def decode_kernel(p, args):
-    T.device_entry(launch=T.cuda.LaunchConfig(grid=p.ctas, block=p.threads))
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=p.ctas, block=p.threads, dynamic_smem_bytes=p.smem_bytes))
     pid = T.cuda.block_idx("x")
     lane = T.cuda.lane_id()
     n0 = T.truncmod(pid, p.row_blocks) * p.config.block_rows

@@ -57,6 +57,8 @@ LOAD_W = "ld.global.nc.L1::no_allocate.v4.b32"
 """W: read once, so it bypasses L1."""
 LOAD_X = "ld.global.nc.v4.b32"
 """x: read by every CTA, so L1-cached."""
+COPY_W = "cp.async.cg.shared.global"
+COPY_X = "cp.async.ca.shared.global"
 
 
 @dataclass(frozen=True)
@@ -67,12 +69,15 @@ class DecodeConfig:
     """Warps per CTA; they split the CTA's K range round robin and add their partials in shared memory."""
     row_tiles: int = 2
     """m16 tiles of W rows per CTA (``block_m``-like: the CTA computes 16 * row_tiles outputs per token)."""
-    unroll: int = 4
+    unroll: int = 2
     """16-byte chunks per lane per row in one K iteration: an iteration covers ``32 * unroll`` k."""
     split_k: int = 1
     """CTAs per row block, each a contiguous range of the K iterations."""
     reduction: str = "atomic"
     """Split-K reduction, as in ``GemmConfig``: ``"atomic"`` or ``"ordered"`` (bit-reproducible)."""
+    stages: int = 4
+    """cp.async stages of each warp's own pipeline (K a multiple of 8): ``stages - 1`` iterations of
+    W and x are in flight while the warp computes one."""
 
     kind = "decode"
 
@@ -84,6 +89,14 @@ class DecodeConfig:
     def block_rows(self) -> int:
         return 16 * self.row_tiles
 
+    def stage_chunks(self, token_tiles: int) -> int:
+        """16-byte chunks per lane in one stage: ``unroll x (2 row halves x row_tiles + token_tiles)``."""
+        return self.unroll * (2 * self.row_tiles + token_tiles)
+
+    def smem_bytes(self, token_tiles: int) -> int:
+        """Dynamic shared memory: every warp's ``stages`` stages of ``32 x stage_chunks`` 16-byte chunks."""
+        return self.warps * self.stages * 32 * 16 * self.stage_chunks(token_tiles)
+
     def check(self) -> None:
         if self.warps not in (1, 2, 4, 8, 16):
             raise ValueError("decode warps must be 1, 2, 4, 8 or 16")
@@ -91,6 +104,10 @@ class DecodeConfig:
             raise ValueError("decode row_tiles must be 1, 2 or 4")
         if self.unroll not in (1, 2, 4, 8):
             raise ValueError("decode unroll must be 1, 2, 4 or 8")
+        if self.stages < 2:
+            raise ValueError("decode stages must be at least 2")
+        if self.smem_bytes(2) > 227 * 1024:
+            raise ValueError(f"decode config needs {self.smem_bytes(2)} B of shared memory (> 227 KiB)")
         if self.split_k < 1:
             raise ValueError("split_k must be at least 1")
         if self.reduction not in ("atomic", "ordered"):
@@ -154,6 +171,14 @@ class DecodePlan:
     ctas: int
     """``row_blocks * k_splits``; CTA ``pid`` takes row block ``pid % row_blocks``, slice ``pid // row_blocks``."""
     threads: int
+    pipelined: bool
+    """W and x through each warp's cp.async pipeline (``stages``; K a multiple of 8), else straight to
+    registers (element loads)."""
+    copy_w: str
+    copy_x: str
+    """``cp.async.cg`` (W: L2 only) and ``cp.async.ca`` (x: L1 too, every CTA reads it)."""
+    smem_bytes: int
+    """Dynamic shared memory of the pipeline (0 without it)."""
     smem_floats: int
     """Shared f32 words of the warps' partials (``warps x row_tiles x token_tiles x 4 x 32``)."""
     out_per_thread: int
@@ -200,7 +225,8 @@ def plan_decode(M: int, N: int, K: int, dtype: str = "bf16", layout: str = "nt",
     outs = ceil_div(min(M, 8 * tt) * cfg.block_rows, cfg.threads)
     return DecodePlan(M, N, K, dt, ot, "nt", replace(cfg, split_k=splits), tt, 8 if K % 8 == 0 else 1, LOAD_W, LOAD_X,
                       f"mma.sync.aligned.m16n8k16.row.col.f32.{ab}.{ab}.f32", loop, rows, splits, rows * splits,
-                      cfg.threads, cfg.warps * cfg.row_tiles * tt * 4 * 32, outs, reduce_instr, params)
+                      cfg.threads, K % 8 == 0, COPY_W, COPY_X, cfg.smem_bytes(tt) if K % 8 == 0 else 0,
+                      cfg.warps * cfg.row_tiles * tt * 4 * 32, outs, reduce_instr, params)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -229,8 +255,10 @@ class DecodeEstimate:
 
 
 def decode_registers(cfg: DecodeConfig, token_tiles: int) -> int:
-    """Registers per thread the model assumes: 48 + the W and x chunks of an iteration + accumulators."""
-    return min(255, 48 + 4 * cfg.unroll * (2 * cfg.row_tiles + token_tiles) + 4 * cfg.row_tiles * token_tiles)
+    """Registers per thread the model assumes: 24 (addresses, loop) + half the W and x words of an iteration
+    (ptxas interleaves the shared loads with the MMAs) + the accumulators; ptxas -v gave 42-60 for the
+    configs of benchmarks/RESULTS.md."""
+    return min(255, 24 + 2 * cfg.unroll * (2 * cfg.row_tiles + token_tiles) + 4 * cfg.row_tiles * token_tiles)
 
 
 def decode_estimate(M: int, N: int, K: int, cfg: DecodeConfig, out_bytes: int = 2, dev: Device = Device()) -> DecodeEstimate:
@@ -242,16 +270,15 @@ def decode_estimate(M: int, N: int, K: int, cfg: DecodeConfig, out_bytes: int = 
     iters = ceil_div(K, 32 * cfg.unroll)
     splits = ceil_div(iters, ceil_div(iters, min(cfg.split_k, iters)))
     ctas = rows * splits
-    smem = cfg.warps * cfg.row_tiles * tt * 4 * 32 * 4
+    smem = cfg.warps * cfg.row_tiles * tt * 4 * 32 * 4 + (cfg.smem_bytes(tt) if K % 8 == 0 else 0)
     per_sm = max(1, min(2048 // cfg.threads, dev.regs // (decode_registers(cfg, tt) * cfg.threads),
                         dev.smem // max(smem, 1), 32))
     slots = dev.sms * per_sm
     waves = ceil_div(ctas, slots)
-    # W bytes in flight per CTA: each warp's loads of one iteration (half of them on average while it
-    # computes, which the other warps cover)
-    inflight = cfg.warps * 512 * cfg.unroll * 2 * cfg.row_tiles
-    if K % 8:
-        inflight //= 8  # element loads (rows not 16-byte aligned): 2 bytes per load instead of 16
+    # W bytes in flight per CTA: each warp keeps ``stages - 1`` iterations of its pipeline in flight
+    inflight = cfg.warps * 512 * cfg.unroll * 2 * cfg.row_tiles * (cfg.stages - 1)
+    if K % 8:  # element loads straight to registers (rows not 16-byte aligned): 2 bytes a load, no pipeline
+        inflight = cfg.warps * 64 * cfg.unroll * 2 * cfg.row_tiles
     cta_bytes = cfg.block_rows * 2 * min(K, ceil_div(iters, splits) * 32 * cfg.unroll)
     time = 0.0
     for w in range(waves):
@@ -270,12 +297,14 @@ def decode_candidates(M: int, N: int, K: int) -> list[DecodeConfig]:
     out = []
     for warps in (8, 4):
         for rt in (2, 1, 4):
-            for unroll in (4, 2):
+            for unroll in (2, 1, 4):
                 iters = ceil_div(K, 32 * unroll)
                 for split in (1, 2, 3, 4, 6, 8, 12, 16):
                     if split > 1 and iters < split * warps:
                         break
-                    out.append(DecodeConfig(warps, rt, unroll, split))
+                    cfg = DecodeConfig(warps, rt, unroll, split)
+                    if cfg.smem_bytes(2) <= 227 * 1024:
+                        out.append(cfg)
     return out
 
 
