@@ -20,7 +20,10 @@ The projections of Llama-3-8B and -70B (``PROJECTIONS``, N x K) at M = 1, 16, 64
   the three launches) for M <= 128.
 
 % of roofline = max(2MNK / 660e12, (A + B + C bytes) / 4.8e12) / time (``roofline_s``). Output: a
-markdown table on stdout and in ``$OUT/llm_linear.md``, every figure in ``$OUT/llm_linear.json``.
+markdown table on stdout and in ``$OUT/llm_linear_<method>.md``, every figure in
+``$OUT/llm_linear_<method>.json`` (``--method``: ``runtime.cuda.bench_ms``'s ``flush``, the L2 zeroed
+before each call, or ``clean``, the L2 read). ``--ms 1,16`` keeps those M; ``--sweep`` adds the
+``SWEEP`` grid of decode configs at M <= 16; ``--no-peers`` skips torch and Triton.
 Kernels build in parallel worker processes (``--jobs``), from the work tree with only TIRx, torch and
 Triton installed (``cuda_gemm._sched``).
 """
@@ -175,6 +178,10 @@ def _triton_kernels():
     return launcher
 
 
+METHOD = ["flush"]
+"""``runtime.cuda.bench_ms``'s timing method of this run (``--method``)."""
+
+
 def _checked_time(run, c, ref, runner) -> float | None:
     """Poison C, run once, validate against ``ref``; then the median time in seconds (None if wrong)."""
     import torch
@@ -183,7 +190,7 @@ def _checked_time(run, c, ref, runner) -> float | None:
     run()
     torch.cuda.synchronize()
     _, ok = runner.check_output(c.float().cpu().numpy(), ref, "bf16")
-    return runner.bench_ms(run, warmup_ms=10, rep_ms=60) * 1e-3 if ok else None
+    return runner.bench_ms(run, warmup_ms=10, rep_ms=60, method=METHOD[0]) * 1e-3 if ok else None
 
 
 def measure(name, M, N, K, built, args, log) -> dict:
@@ -264,11 +271,14 @@ def main(argv=None) -> int:
     ap.add_argument("--ms", default=None, help="only these M, comma-separated (e.g. 1,16)")
     ap.add_argument("--sweep", action="store_true", help="M <= 16: also time the SWEEP grid of decode configs")
     ap.add_argument("--no-peers", action="store_true", help="skip torch and Triton")
+    ap.add_argument("--method", default="flush", choices=("flush", "clean", "warm"),
+                    help="runtime.cuda.bench_ms timing method (flush: L2 zeroed, dirty; clean: L2 read)")
     ap.add_argument("--tune-top", type=int, default=3, help="candidates timed per shape for 'tuned' (M <= 128)")
     ap.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) - 1))
     ap.add_argument("--arch", default=None, help="default: the GPU's (sm_90 on the H200)")
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     args = ap.parse_args(argv)
+    METHOD[0] = args.method
     _, runner = cg._sched()
     args.arch = args.arch or runner.device_arch()
     os.makedirs(args.out, exist_ok=True)
@@ -299,15 +309,15 @@ def main(argv=None) -> int:
     for name, M, N, K in todo:
         built = [(cfg, paths.get(f"{name}_{M}_{i}")) for i, cfg in enumerate(per_shape[(name, M)])]
         rows.append(measure(name, M, N, K, built, args, log))
-        with open(os.path.join(args.out, "llm_linear.json"), "w") as f:  # so far (a run cut short keeps it)
-            json.dump(dict(arch=args.arch, seconds=time.time() - t0, rows=rows), f, indent=1)
+        with open(os.path.join(args.out, f"llm_linear_{args.method}.json"), "w") as f:  # so far (a run cut short keeps it)
+            json.dump(dict(arch=args.arch, method=args.method, seconds=time.time() - t0, rows=rows), f, indent=1)
         log(f"{name} M={M}: ours {rows[-1].get('ours')} torch {rows[-1].get('torch')} triton {rows[-1].get('triton')}")
     lines = table(rows)
     print("\n".join(lines))
-    with open(os.path.join(args.out, "llm_linear.md"), "w") as f:
+    with open(os.path.join(args.out, f"llm_linear_{args.method}.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
-    with open(os.path.join(args.out, "llm_linear.json"), "w") as f:
-        json.dump(dict(arch=args.arch, seconds=time.time() - t0, rows=rows), f, indent=1)
+    with open(os.path.join(args.out, f"llm_linear_{args.method}.json"), "w") as f:
+        json.dump(dict(arch=args.arch, method=args.method, seconds=time.time() - t0, rows=rows), f, indent=1)
     wrong = [r["name"] for r in rows if r.get("ours") is None]
     return 1 if wrong else 0
 

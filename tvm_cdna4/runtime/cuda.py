@@ -210,7 +210,7 @@ def torch_dtype_for(arr):
     return torch_dtype(np.asarray(arr).dtype.name)
 
 
-TIMING_METHODS = ("flush", "warm")
+TIMING_METHODS = ("flush", "clean", "warm")
 
 
 def estimate_ms(fn, calls: int = 5) -> float:
@@ -234,6 +234,10 @@ def bench_ms(fn, warmup_ms: int = 25, rep_ms: int = 200, method: str = "flush") 
     * ``flush``: CUDA events around each call, the L2 flushed before every call (a 256 MB buffer
       zeroed; ``triton.testing.do_bench`` when Triton is installed). The flush leaves the L2 full
       of dirty lines that the timed kernel's first loads evict.
+    * ``clean``: like ``flush``, but the 256 MB buffer is *read* (summed) before every call, so the
+      L2 holds clean lines that the timed kernel evicts for free: a cold L2 without the write-back
+      of the zeroing, which costs a memory-bound kernel up to the L2's size (60 MB) in extra HBM
+      traffic (benchmarks/RESULTS.md, "The decode kernel").
     * ``warm``: CUDA events around each of many back-to-back calls after a warm-up, no flush (the
       method of the project's H200 baseline measurements: median of 50 event-timed runs after a
       warm-up): the L2 keeps what the previous call left.
@@ -245,14 +249,14 @@ def bench_ms(fn, warmup_ms: int = 25, rep_ms: int = 200, method: str = "flush") 
         raise ValueError(f"timing method {method!r}: use one of {TIMING_METHODS}")
     import torch
 
-    if method == "flush":
+    if method == "flush":  # do_bench zeroes its flush buffer: the dirty-L2 variant
         try:
             import triton
 
             return float(triton.testing.do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median"))
         except ImportError:
             pass
-    flush = torch.empty(256 << 20, dtype=torch.int8, device="cuda") if method == "flush" else None
+    flush = torch.zeros(256 << 20, dtype=torch.int8, device="cuda") if method != "warm" else None
     est = estimate_ms(fn)
     for _ in range(max(1, int(warmup_ms / est))):
         fn()
@@ -261,7 +265,7 @@ def bench_ms(fn, warmup_ms: int = 25, rep_ms: int = 200, method: str = "flush") 
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
     for s, e in zip(starts, ends):
         if flush is not None:
-            flush.zero_()
+            flush.zero_() if method == "flush" else flush.sum(dtype=torch.int32)
         s.record()
         fn()
         e.record()

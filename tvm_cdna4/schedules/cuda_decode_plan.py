@@ -75,7 +75,7 @@ class DecodeConfig:
     """CTAs per row block, each a contiguous range of the K iterations."""
     reduction: str = "atomic"
     """Split-K reduction, as in ``GemmConfig``: ``"atomic"`` or ``"ordered"`` (bit-reproducible)."""
-    stages: int = 4
+    stages: int = 3
     """cp.async stages of each warp's own pipeline (K a multiple of 8): ``stages - 1`` iterations of
     W and x are in flight while the warp computes one."""
 
@@ -263,8 +263,9 @@ def decode_registers(cfg: DecodeConfig, token_tiles: int) -> int:
 
 def decode_estimate(M: int, N: int, K: int, cfg: DecodeConfig, out_bytes: int = 2, dev: Device = Device()) -> DecodeEstimate:
     """Waves of CTAs over the SMs; each wave streams its CTAs' W bytes at the bandwidth its resident
-    CTAs can draw (``min(HBM, CTAs x bytes in flight / latency)``, Little's law), plus a launch
-    cost per kernel and the split-K epilogue."""
+    CTAs can draw (``min(HBM, CTAs x bytes in flight / latency)``, Little's law) and pays the fixed
+    cost of a wave (``wave_s``: launch, pipeline fill and drain, epilogue), the tile GEMM's term; with
+    a K split, once the workspace epilogue (``split_s``); and x, C and the workspace traffic at HBM speed."""
     tt = 1 if M <= 8 else 2
     rows = ceil_div(N, cfg.block_rows)
     iters = ceil_div(K, 32 * cfg.unroll)
@@ -280,31 +281,34 @@ def decode_estimate(M: int, N: int, K: int, cfg: DecodeConfig, out_bytes: int = 
     if K % 8:  # element loads straight to registers (rows not 16-byte aligned): 2 bytes a load, no pipeline
         inflight = cfg.warps * 64 * cfg.unroll * 2 * cfg.row_tiles
     cta_bytes = cfg.block_rows * 2 * min(K, ceil_div(iters, splits) * 32 * cfg.unroll)
-    time = 0.0
+    time = dev.split_s if splits > 1 else 0.0
     for w in range(waves):
         c = min(slots, ctas - w * slots)
-        time += c * cta_bytes / min(dev.hbm_bytes_s, c * inflight / dev.latency_s)
+        time += c * cta_bytes / min(dev.hbm_bytes_s, c * inflight / dev.latency_s) + dev.wave_s
     work = 4 * M * N * (splits + 1) if splits > 1 else 0
     x_bytes, base = 2 * M * K, 2 * (M * K + N * K) + out_bytes * M * N
-    time += (x_bytes + out_bytes * M * N + work) / dev.hbm_bytes_s + dev.wave_s + (dev.split_s if splits > 1 else 0.0)
+    time += (x_bytes + out_bytes * M * N + work) / dev.hbm_bytes_s
     roof = max(2 * M * N * K / dev.peak_flops, base / dev.hbm_bytes_s)
     return DecodeEstimate(ctas, per_sm, waves, inflight, base + work, time, roof)
 
 
 def decode_candidates(M: int, N: int, K: int) -> list[DecodeConfig]:
-    """The decode configs the planner weighs: 4 or 8 warps, 1/2/4 row tiles, unroll 2 or 4, K split
-    in 1..16 slices of at least one iteration per warp."""
+    """The decode configs the planner weighs: 8 or 4 warps, 2/4/1 row tiles, 3 or 4 stages, K split in
+    1..16 slices of at least one iteration per warp, within 227 KiB of shared memory; unroll 2 (a
+    warp's iteration reads whole 128-byte lines of each row: unroll 1 measured 5-6 % slower at the same
+    bytes in flight, benchmarks/RESULTS.md). Ties keep the earlier candidate."""
     out = []
-    for warps in (8, 4):
-        for rt in (2, 1, 4):
-            for unroll in (2, 1, 4):
-                iters = ceil_div(K, 32 * unroll)
-                for split in (1, 2, 3, 4, 6, 8, 12, 16):
-                    if split > 1 and iters < split * warps:
-                        break
-                    cfg = DecodeConfig(warps, rt, unroll, split)
-                    if cfg.smem_bytes(2) <= 227 * 1024:
-                        out.append(cfg)
+    for stages in (3, 4):
+        for warps in (8, 4):
+            for rt in (2, 4, 1):
+                for unroll in (2,):
+                    iters = ceil_div(K, 32 * unroll)
+                    for split in (1, 2, 3, 4, 6, 8, 12, 16):
+                        if split > 1 and iters < split * warps:
+                            break
+                        cfg = DecodeConfig(warps, rt, unroll, split, stages=stages)
+                        if cfg.smem_bytes(2) <= 227 * 1024:
+                            out.append(cfg)
     return out
 
 
