@@ -99,15 +99,15 @@ def our_configs(M, N, K, top: int, sweep: bool = False) -> list[dict]:
                 out.append(cfg)
     if sweep and M <= 16:
         iters = K // 128
-        out += [c for c in (gemm.DecodeConfig(w, rt, u, s, stages=st) for w, rt, u, st, s in SWEEP)
+        out += [c for c in (gemm.DecodeConfig(w, rt, u, s, stages=st, line_copy=lc) for w, rt, u, st, s, lc in SWEEP)
                 if c not in out and iters >= c.split_k * c.warps]
     return [c.as_dict() for c in out]
 
 
-SWEEP = [(w, rt, u, st, s) for w, rt, u, st in ((4, 2, 2, 4), (8, 2, 1, 4), (4, 1, 2, 4), (8, 1, 2, 4),
-                                                (4, 2, 1, 4), (4, 4, 1, 4), (8, 2, 2, 3), (4, 2, 2, 3))
-         for s in (1, 2, 4)]
-"""(warps, row_tiles, unroll, stages, split_k) of the decode sweep (``--sweep``)."""
+SWEEP = [(w, rt, 2, st, 1, lc) for w, rt, st in ((4, 2, 3), (8, 2, 3), (4, 4, 3), (4, 2, 4), (8, 2, 4), (4, 4, 4))
+         for lc in (False, True)]
+"""(warps, row_tiles, unroll, stages, split_k, line_copy) of the decode sweep (``--sweep``; the
+earlier sweeps of benchmarks/RESULTS.md, "The decode kernel", ran other grids)."""
 
 
 def config_of(d: dict):

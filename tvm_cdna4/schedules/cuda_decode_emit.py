@@ -117,6 +117,71 @@ def chunk_offset(p: DecodePlan, stage, u, slot):
     return ((stage * p.config.unroll + u) * slots + slot) * 32 * 8
 
 
+def line_offset(p: DecodePlan, stage, slot, row, col):
+    """Halves from the warp's pipeline base to chunk (row, col) of a slot in the line-copy layout: a
+    slot is 8 rows x ``4 * unroll`` chunks, column XOR-swizzled by the row (so the 8 rows a fragment
+    read takes at one column fall in different bank groups)."""
+    cols = 4 * p.config.unroll
+    slots = 2 * p.config.row_tiles + p.token_tiles
+    return ((stage * slots + slot) * 8 * cols + row * cols + (col ^ (row % cols))) * 8
+
+
+@T.macro
+def copy_lines(p, instr, G, SMH, wbase, stage, slot, row0, rmax, k0, ok):
+    # the slot's 8 rows x 4*unroll chunks, chunk lane + 32 i by lane: whole lines per instruction
+    lane = T.cuda.lane_id()
+    cols = 4 * p.config.unroll
+    for i in T.unroll(p.config.unroll):
+        c = lane + 32 * i
+        copy_chunk(p, instr, G, SMH.ptr_to([wbase + line_offset(p, stage, slot, c // cols, c % cols)]),
+                   T.min(row0 + c // cols, rmax), k0 + 8 * (c % cols), ok)
+
+
+@T.macro
+def copy_iteration_lines(p, th, SMH, wbase, stage, li, k_slice):
+    gi = k_slice * p.loop.slice_iters + li
+    ok = li < p.loop.slice_iters
+    slots = 2 * p.config.row_tiles
+    for r in T.unroll(p.config.row_tiles):
+        for h in T.unroll(2):
+            copy_lines(p, p.copy_w, th.B, SMH, wbase, stage, 2 * r + h, th.n0 + 16 * r + 8 * h, p.N - 1, gi * p.loop.span, ok)
+    for nt in T.unroll(p.token_tiles):
+        copy_lines(p, p.copy_x, th.A, SMH, wbase, stage, slots + nt, 8 * nt, p.M - 1, gi * p.loop.span, ok)
+
+
+@T.macro
+def read_stage_lines(p, th, SMH, wbase, stage):
+    # lane (g, t) reads chunk (g, t + 4u) of each slot: its fragment words, as in read_stage
+    slots = 2 * p.config.row_tiles
+    for u in T.unroll(p.config.unroll):
+        for r in T.unroll(p.config.row_tiles):
+            for h in T.unroll(2):
+                i = w_word(p, u, r, h, 0)
+                T.ptx["ld.shared.v4.b32"](th.wr[i], th.wr[i + 1], th.wr[i + 2], th.wr[i + 3],
+                                          SMH.ptr_to([wbase + line_offset(p, stage, 2 * r + h, th.g, th.t + 4 * u)]))
+        for nt in T.unroll(p.token_tiles):
+            i = x_word(p, u, nt, 0)
+            T.ptx["ld.shared.v4.b32"](th.xr[i], th.xr[i + 1], th.xr[i + 2], th.xr[i + 3],
+                                      SMH.ptr_to([wbase + line_offset(p, stage, slots + nt, th.g, th.t + 4 * u)]))
+
+
+@T.macro
+def copy_stage(p, th, SMH, wbase, base, stage, li, k_slice):
+    if I.constexpr(p.line_copy):
+        copy_iteration_lines(p, th, SMH, wbase, stage, li, k_slice)
+    else:
+        copy_iteration(p, th, SMH, base, stage, li, k_slice)
+
+
+@T.macro
+def read_any(p, th, SMH, wbase, base, stage):
+    if I.constexpr(p.line_copy):
+        T.cuda.warp_sync()  # every lane's copies of the stage have landed (each waited for its own)
+        read_stage_lines(p, th, SMH, wbase, stage)
+    else:
+        read_stage(p, th, SMH, base, stage)
+
+
 @T.macro
 def copy_chunk(p, instr, G, dst, row, k, ok):
     T.ptx[instr](dst, G.ptr_to([row, T.min(k, p.K - 8)]), 16, T.if_then_else(T.and_(ok, k < p.K), T.uint32(16), T.uint32(0)))
@@ -163,17 +228,20 @@ def pipelined_loop(p, th, k_slice):
     lane = T.cuda.lane_id()
     S = p.config.stages
     SMH = T.alloc_tensor(ty_args=[T.Tensor((p.smem_bytes // 2,), p.dtype, scope="shared.dyn", layout="default", align=16)])
-    base = warp * (p.smem_bytes // 2 // p.config.warps) + lane * 8
+    wbase = warp * (p.smem_bytes // 2 // p.config.warps)
+    base = wbase + lane * 8
     for s in T.unroll(S - 1):
         if s < p.loop.per_warp:
-            copy_iteration(p, th, SMH, base, s, warp + s * p.config.warps, k_slice)
+            copy_stage(p, th, SMH, wbase, base, s, warp + s * p.config.warps, k_slice)
         T.ptx["cp.async.commit_group"]()
     for j in range(p.loop.per_warp):
+        if I.constexpr(p.line_copy):
+            T.cuda.warp_sync()  # every lane has read the stage this trip's copies overwrite
         if j + S - 1 < p.loop.per_warp:
-            copy_iteration(p, th, SMH, base, (j + S - 1) % S, warp + (j + S - 1) * p.config.warps, k_slice)
+            copy_stage(p, th, SMH, wbase, base, (j + S - 1) % S, warp + (j + S - 1) * p.config.warps, k_slice)
         T.ptx["cp.async.commit_group"]()
         T.ptx["cp.async.wait_group"](S - 1)
-        read_stage(p, th, SMH, base, j % S)
+        read_any(p, th, SMH, wbase, base, j % S)
         mma_iteration(p, th)
     T.ptx["cp.async.wait_group"](0)
 

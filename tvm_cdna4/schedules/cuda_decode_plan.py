@@ -78,6 +78,11 @@ class DecodeConfig:
     stages: int = 3
     """cp.async stages of each warp's own pipeline (K a multiple of 8): ``stages - 1`` iterations of
     W and x are in flight while the warp computes one."""
+    line_copy: bool = False
+    """How the lanes copy a stage: False, each lane its own fragment chunks (a warp instruction reads
+    8 rows x 64 bytes, and no lane reads another's chunk: no barrier); True, whole lines (lane l copies
+    chunk l of each slot's 8 rows x ``64 * unroll`` bytes: 128-byte lines per row at unroll 2), stored
+    XOR-swizzled so the fragment reads stay conflict-free, with ``__syncwarp`` around the reads."""
 
     kind = "decode"
 
@@ -177,6 +182,8 @@ class DecodePlan:
     copy_w: str
     copy_x: str
     """``cp.async.cg`` (W: L2 only) and ``cp.async.ca`` (x: L1 too, every CTA reads it)."""
+    line_copy: bool
+    """``DecodeConfig.line_copy`` (pipelined plans only)."""
     smem_bytes: int
     """Dynamic shared memory of the pipeline (0 without it)."""
     smem_floats: int
@@ -225,7 +232,8 @@ def plan_decode(M: int, N: int, K: int, dtype: str = "bf16", layout: str = "nt",
     outs = ceil_div(min(M, 8 * tt) * cfg.block_rows, cfg.threads)
     return DecodePlan(M, N, K, dt, ot, "nt", replace(cfg, split_k=splits), tt, 8 if K % 8 == 0 else 1, LOAD_W, LOAD_X,
                       f"mma.sync.aligned.m16n8k16.row.col.f32.{ab}.{ab}.f32", loop, rows, splits, rows * splits,
-                      cfg.threads, K % 8 == 0, COPY_W, COPY_X, cfg.smem_bytes(tt) if K % 8 == 0 else 0,
+                      cfg.threads, K % 8 == 0, COPY_W, COPY_X, cfg.line_copy and K % 8 == 0,
+                      cfg.smem_bytes(tt) if K % 8 == 0 else 0,
                       cfg.warps * cfg.row_tiles * tt * 4 * 32, outs, reduce_instr, params)
 
 
