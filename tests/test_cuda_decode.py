@@ -59,6 +59,9 @@ DECODE_CASES = [
     (16, 40, 520, "bf16", "f16", DecodeConfig(warps=2, row_tiles=1, unroll=2, split_k=2, reduction="ordered")),
     (16, 33, 101, "bf16", "bf16", DecodeConfig(warps=2, row_tiles=2, unroll=1)),
     (9, 17, 77, "f16", "f16", DecodeConfig(warps=2, row_tiles=1, unroll=1, split_k=2, reduction="ordered")),
+    # line_copy: whole-line copies into XOR-swizzled slots, __syncwarp around the reads
+    (5, 37, 200, "bf16", "f32", DecodeConfig(warps=2, row_tiles=2, unroll=2, line_copy=True)),
+    (16, 40, 1000, "f16", "bf16", DecodeConfig(warps=2, row_tiles=2, unroll=1, split_k=2, line_copy=True)),
 ]
 
 
@@ -67,7 +70,7 @@ def test_decode_exact_on_small_integers(M, N, K, dt, ot, cfg):
     # small-integer data: every product and partial sum is exact, so the K permutation, the warps'
     # shared-memory sum and the split-K reduction must all give the numpy product bit for bit
     p, a, b, c = _emulate(M, N, K, cfg, dt, ot, seed=M + N + K)
-    assert p.pipelined == (K % 8 == 0) and p.vector == (8 if K % 8 == 0 else 1)
+    assert p.pipelined == (K % 8 == 0) and p.vector == (8 if K % 8 == 0 else 1) and p.line_copy == cfg.line_copy
     want = runner.reference(a, b, "nt").astype(runner.np_dtype(ot))
     assert xc.first_difference(c, want) is None, xc.first_difference(c, want)
 

@@ -88,7 +88,8 @@ __all__ = [  # the planner's public names are re-exported here, the CUDA GEMM's 
     "GemmConfig", "GemmPlan",
     "OperandTile", "Swizzle", "build", "build_key", "candidates", "choose_config", "config_json", "cuda_gemm",
     "cuda_source", "default_config", "estimate", "m_bucket", "make_operands", "operand_shapes", "plan",
-    "plan_record", "plan_summary", "schedule_digest", "swizzle_elem", "swizzle_shift", "tune_config", "tune_key",
+    "plan_record", "plan_summary", "ranked_configs", "schedule_digest", "swizzle_elem", "swizzle_shift", "tune_config", "tune_key",
+    "choose_kernel", "config_from_dict", "decode_summary", "emit_any", "plan_any",
     "tuned_config",
 ]
 
