@@ -166,3 +166,16 @@ def test_gpu_decode_matches_numpy(M, N, K, rng, tmp_path):
         assert ok, (c, err)
         if c.reduction == "ordered":
             np.testing.assert_array_equal(outs[0], outs[1])
+
+
+def test_cli_emit_config_names_the_kernel_kind(capsys):
+    # the planner's decode choice; a tile option (--block) asks for the tile GEMM; --stages reaches both
+    from tvm_cdna4.cli import main
+
+    base = ["gemm", "--target", "sm80", "--dtype", "bf16", "--layout", "nt", "-M", "16", "-N", "4096", "-K", "14336",
+            "--out-dtype", "bf16", "--emit", "config"]
+    for extra, kind, stages in (([], "decode", 3), (["--block", "16x64x64"], "tile", 4), (["--stages", "4"], "decode", 4)):
+        capsys.readouterr()
+        assert main([*base, *extra]) == 0
+        d = json.loads(capsys.readouterr().out)
+        assert d["kind"] == kind and d["stages"] == stages and d["split_k"] >= 1 and "block_m" in d
