@@ -179,3 +179,28 @@ def test_cli_emit_config_names_the_kernel_kind(capsys):
         assert main([*base, *extra]) == 0
         d = json.loads(capsys.readouterr().out)
         assert d["kind"] == kind and d["stages"] == stages and d["split_k"] >= 1 and "block_m" in d
+
+
+@pytest.mark.parametrize("line_copy", [False, True])
+def test_stage_reads_and_line_copies_are_bank_conflict_free(line_copy):
+    # every ld.shared.v4 of a stage (lane (g, t) reads its chunk of slot s, unroll u) and, with
+    # line_copy, every cp.async store phase (lane l writes chunk l + 32 i) uses each bank once per phase
+    from tvm_cdna4.emulator.banks import lanes_per_phase, phases_and_conflicts
+    from tvm_cdna4.schedules.cuda_decode_emit import chunk_offset, line_offset
+
+    p = plan_decode(16, 64, 1024, "bf16", "nt", "bf16", DecodeConfig(warps=2, row_tiles=2, unroll=2, line_copy=line_copy))
+    lane = np.arange(32)
+    g, t = lane // 4, lane % 4
+    phase = lane // lanes_per_phase(16)
+    slots = 2 * p.config.row_tiles + p.token_tiles
+    for stage in range(p.config.stages):
+        for s in range(slots):
+            for u in range(p.config.unroll):
+                if line_copy:
+                    reads = np.array([line_offset(p, stage, s, int(gi), int(ti) + 4 * u) for gi, ti in zip(g, t)])
+                    c = lane + 32 * u
+                    writes = np.array([line_offset(p, stage, s, int(ci) // 8, int(ci) % 8) for ci in c])
+                    assert phases_and_conflicts(phase, 2 * writes, 16) == (4, 0)
+                else:
+                    reads = chunk_offset(p, stage, u, s) + 8 * lane
+                assert phases_and_conflicts(phase, 2 * reads, 16) == (4, 0), (stage, s, u)

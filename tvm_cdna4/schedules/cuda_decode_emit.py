@@ -119,11 +119,12 @@ def chunk_offset(p: DecodePlan, stage, u, slot):
 
 def line_offset(p: DecodePlan, stage, slot, row, col):
     """Halves from the warp's pipeline base to chunk (row, col) of a slot in the line-copy layout: a
-    slot is 8 rows x ``4 * unroll`` chunks, column XOR-swizzled by the row (so the 8 rows a fragment
-    read takes at one column fall in different bank groups)."""
+    slot is 8 rows x ``4 * unroll`` chunks, the column XORed with 4 on odd rows (when a row has 8 or
+    more chunks), so a fragment read's 8-lane phase (rows 2p and 2p + 1, 4 columns) and a copy's (8
+    chunks of one row) each touch 8 different bank groups (tests/test_cuda_decode.py)."""
     cols = 4 * p.config.unroll
     slots = 2 * p.config.row_tiles + p.token_tiles
-    return ((stage * slots + slot) * 8 * cols + row * cols + (col ^ (row % cols))) * 8
+    return ((stage * slots + slot) * 8 * cols + row * cols + (col ^ ((row % 2) * 4 % cols))) * 8
 
 
 @T.macro
