@@ -61,7 +61,7 @@ DECODE_CASES = [
     (9, 17, 77, "f16", "f16", DecodeConfig(warps=2, row_tiles=1, unroll=1, split_k=2, reduction="ordered")),
     # line_copy: whole-line copies into XOR-swizzled slots, __syncwarp around the reads
     (5, 37, 200, "bf16", "f32", DecodeConfig(warps=2, row_tiles=2, unroll=2, line_copy=True)),
-    (16, 40, 1000, "f16", "bf16", DecodeConfig(warps=2, row_tiles=2, unroll=1, split_k=2, line_copy=True)),
+    (16, 24, 520, "f16", "bf16", DecodeConfig(warps=2, row_tiles=2, unroll=1, split_k=2, line_copy=True)),
 ]
 
 
