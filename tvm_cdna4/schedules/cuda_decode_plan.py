@@ -4,23 +4,24 @@
 W is used M times, so the kernel has to read W at the memory roofline, and nothing else matters.
 The decode kernel (``cuda_decode_emit.emit_decode``) computes ``C^T = W x^T`` with
 ``mma.sync.m16n8k16``: W's rows are the MMA's M dimension (16 output columns per m16 tile), the
-tokens its N dimension (one n8 MMA for M <= 8, two for M <= 16). W goes straight from global memory
-to registers with 16-byte ``ld.global.nc.L1::no_allocate.v4.b32`` loads, no shared memory:
+tokens its N dimension (one n8 MMA for M <= 8, two for M <= 16). W and x reach the fragments in
+16-byte chunks through each warp's own ``cp.async`` pipeline (``stages``; ``ld.shared.v4.b32`` into the
+fragment words), or, where K is not a multiple of 8, by element loads straight into registers:
 
 * **K permutation.** The m16n8k16 A fragment gives lane (g = lane / 4, t = lane % 4) the rows g and
   g + 8 at the k-slots {2t, 2t+1, 2t+8, 2t+9}. A permutation of K applied to both operands leaves
   the sum unchanged, so a 16-byte load of ``W[row, k0 + 8t .. k0 + 8t + 7]`` feeds two consecutive
   k16 MMA steps (words 0, 1 -> step 0, words 2, 3 -> step 1): the 4 lanes of a group cover 32
   consecutive k. The B fragment (x) then needs ``x[token g, k0 + 8t .. k0 + 8t + 7]``: one 16-byte
-  load as well (``ld.global.nc``, L1-cached: every CTA reads x).
+  chunk as well (``cp.async.ca``, L1-allocating: every CTA reads x; W ``cp.async.cg``).
 * **Warps split K.** The ``warps`` warps of a CTA share its ``16 * row_tiles`` rows and take the
   K iterations (``32 * unroll`` k each) round robin; their f32 partials are added in shared memory.
 * **Split-K across CTAs** (``split_k``) when the row blocks do not fill the GPU: the same workspace
   and ticket epilogue as the tile kernel (``"atomic"``: ``red.global.add.f32``; ``"ordered"``:
   one slice each, summed in index order by the last CTA).
 * **Edges.** Rows past N and tokens past M load clamped addresses (their outputs are never stored);
-  a partial last K iteration is masked (zeros); K not a multiple of 8 (rows not 16-byte aligned)
-  reads W and x element by element (``DecodePlan.vector`` 1), correct and slow.
+  chunks past K and iterations past a slice copy zeros (``src-size`` 0); K not a multiple of 8 (rows
+  not 16-byte aligned) reads W and x element by element (``DecodePlan.vector`` 1), correct and slow.
 
 :func:`plan_decode` returns a frozen :class:`DecodePlan`; :func:`decode_estimate` is its cost model
 (docs/cuda_gemm.md, "The decode kernel"); :func:`choose_kernel` picks, for any problem, the decode
