@@ -21,7 +21,10 @@ The projections of Llama-3-8B and -70B (``PROJECTIONS``, N x K) at M = 1, 16, 64
   the three launches) for M <= 128.
 
 % of roofline = max(2MNK / 660e12, (A + B + C bytes) / 4.8e12) / time (``roofline_s``). Output: a
-markdown table on stdout and in ``$OUT/llm_linear.md``, every figure in ``$OUT/llm_linear.json``.
+markdown table on stdout and in ``$OUT/llm_linear_<method>.md``, every figure in
+``$OUT/llm_linear_<method>.json`` (``--method``: ``runtime.cuda.bench_ms``'s ``flush``, the L2 zeroed
+before each call, or ``clean``, the L2 read). ``--ms 1,16`` keeps those M; ``--sweep`` adds the
+``SWEEP`` grid of decode configs at M <= 16; ``--no-peers`` skips torch and Triton.
 Kernels build in parallel worker processes (``--jobs``), from the work tree with only TIRx, torch and
 Triton installed (``cuda_gemm._sched``).
 """
@@ -78,14 +81,15 @@ def roofline_pct(M: int, N: int, K: int, seconds: float) -> float:
     return 100.0 * roofline_s(M, N, K) / seconds
 
 
-def our_configs(M, N, K, top: int) -> list[dict]:
-    """The default (planner's) tiling first, then the cost model's next candidates up to ``top``."""
+def our_configs(M, N, K, top: int, sweep: bool = False) -> list[dict]:
+    """The default (planner's) choice first (tile GEMM or decode kernel), then the cost model's next
+    candidates of both kinds (``cuda_gemm.ranked_configs``) up to ``top``; with ``sweep`` and a
+    decode-sized problem, also the ``SWEEP`` grid of decode configs (the cost model's calibration)."""
     gemm, _ = cg._sched()
     default = gemm.choose_config(M, N, K, "bf16", "nt", "bf16")
     out = [default]
     if M <= TUNE_MAX_M:
-        dev = gemm.Device()
-        for cfg in sorted(gemm.candidates(M, N, K, "bf16"), key=lambda c: gemm.estimate(M, N, K, c, 2, dev).time_s):
+        for cfg in gemm.ranked_configs(M, N, K, "bf16", "nt", "bf16"):
             if len(out) >= top:
                 break
             try:
@@ -94,7 +98,34 @@ def our_configs(M, N, K, top: int) -> list[dict]:
                 continue
             if cfg not in out:
                 out.append(cfg)
+    if sweep and M <= 16:
+        iters = K // 128
+        out += [c for c in (gemm.DecodeConfig(w, rt, u, s, stages=st, line_copy=lc) for w, rt, u, st, s, lc in SWEEP)
+                if c not in out and iters >= c.split_k * c.warps]
     return [c.as_dict() for c in out]
+
+
+SWEEP = [(w, rt, 2, st, 1, lc) for w, rt, st in ((4, 2, 3), (8, 2, 3), (4, 4, 3), (4, 2, 4), (8, 2, 4), (4, 4, 4))
+         for lc in (False, True)]
+"""(warps, row_tiles, unroll, stages, split_k, line_copy) of the decode sweep (``--sweep``; the
+earlier sweeps of benchmarks/RESULTS.md, "The decode kernel", ran other grids)."""
+
+
+def _est_us(M, N, K, cfg) -> float:
+    """The cost model's time of ``cfg`` (either kind) in µs, bf16 out, on the H200's SM count."""
+    gemm, _ = cg._sched()
+    dev = gemm.Device()
+    if isinstance(cfg, gemm.DecodeConfig):
+        from tvm_cdna4.schedules.cuda_decode_plan import decode_estimate
+
+        return decode_estimate(M, N, K, cfg, 2, dev).time_s * 1e6
+    return gemm.estimate(M, N, K, cfg, 2, dev).time_s * 1e6
+
+
+def config_of(d: dict):
+    """A config (either kind) from its ``as_dict``."""
+    gemm, _ = cg._sched()
+    return gemm.config_from_dict(d)
 
 
 def _build(job):
@@ -102,7 +133,7 @@ def _build(job):
     key, M, N, K, cfg, arch, workdir = job
     try:
         gemm, _ = cg._sched()
-        exe = gemm.build(M, N, K, "bf16", "nt", "bf16", gemm.GemmConfig(**cfg), arch=arch)
+        exe = gemm.build(M, N, K, "bf16", "nt", "bf16", config_of(cfg), arch=arch)
         path = os.path.join(workdir, key + ".so")
         exe.export_library(path)
         runner = cg._sched()[1]
@@ -161,6 +192,10 @@ def _triton_kernels():
     return launcher
 
 
+METHOD = ["flush"]
+"""``runtime.cuda.bench_ms``'s timing method of this run (``--method``)."""
+
+
 def _checked_time(run, c, ref, runner) -> float | None:
     """Poison C, run once, validate against ``ref``; then the median time in seconds (None if wrong)."""
     import torch
@@ -169,7 +204,7 @@ def _checked_time(run, c, ref, runner) -> float | None:
     run()
     torch.cuda.synchronize()
     _, ok = runner.check_output(c.float().cpu().numpy(), ref, "bf16")
-    return runner.bench_ms(run, warmup_ms=10, rep_ms=60) * 1e-3 if ok else None
+    return runner.bench_ms(run, warmup_ms=10, rep_ms=60, method=METHOD[0]) * 1e-3 if ok else None
 
 
 def tune_all(todo, args, log) -> tuple[dict, float]:
@@ -200,22 +235,24 @@ def measure(name, M, N, K, built, args, log, tuned=None) -> dict:
     for i, (cfg, path) in enumerate(built):
         if path is None:
             continue
-        p = gemm.plan(M, N, K, "bf16", "nt", "bf16", gemm.GemmConfig(**cfg))
+        p = gemm.plan(M, N, K, "bf16", "nt", "bf16", config_of(cfg))
         ours[i] = _checked_time(runner.Launcher(runner.Kernel(runner.load_kernel(path), p), a, w, c), c, ref, runner)
         if ours[i] is None:
             log(f"WRONG ours {name} M={M} config {cfg}")
     row["ours"] = ours.get(0)
     row["ours_config"] = built[0][0]
-    dev = gemm.Device()
-    row["ours_est_us"] = gemm.estimate(M, N, K, gemm.GemmConfig(**built[0][0]), 2, dev).time_s * 1e6
+    row["ours_est_us"] = _est_us(M, N, K, config_of(built[0][0]))
     if tuned:  # tune_problems' measurements; the stored winner is what a build without a config reads
         best = tuned["config"]
         row["tuned"], row["tuned_config"] = tuned["seconds"][best], best.as_dict()
-        row["tuned_est_us"] = gemm.estimate(M, N, K, best, 2, dev).time_s * 1e6
-        row["tuned_candidates"] = [dict(config=c.as_dict(), us=t * 1e6,
-                                        est_us=gemm.estimate(M, N, K, c, 2, dev).time_s * 1e6)
+        row["tuned_est_us"] = _est_us(M, N, K, best)
+        row["tuned_candidates"] = [dict(config=c.as_dict(), us=t * 1e6, est_us=_est_us(M, N, K, c))
                                    for c, t in tuned["seconds"].items()]
         row["tuned_read_back"] = gemm.tuned_config(M, N, K, "bf16", "nt", "bf16", args.arch) == best
+    if len(built) > 1:  # --sweep: every config built for this shape
+        row["all"] = [dict(config=cfg, seconds=ours.get(i)) for i, (cfg, _) in enumerate(built)]
+    if args.no_peers:
+        return row
     row["torch"] = _checked_time(lambda: torch.matmul(a, w.T, out=c), c, ref, runner)
     launcher = _triton_kernels()
     tri = {cfg: _checked_time(launcher(a, w, c, cfg), c, ref, runner) for cfg in TRITON_CONFIGS if cfg[0] <= max(16, 2 * M)}
@@ -227,6 +264,13 @@ def measure(name, M, N, K, built, args, log, tuned=None) -> dict:
         sk = {k: v for k, v in sk.items() if v is not None}
         row["triton_splitk"] = min(sk.values()) if sk else None
     return row
+
+
+def plan_cell(cfg: dict) -> str:
+    """The plan column: ``bm x bn / split`` of a tile, ``decode bm / split`` of the decode kernel."""
+    if cfg.get("kind") == "decode":
+        return f"decode {16 * cfg.get('row_tiles', 0)}r x{cfg.get('warps')}w u{cfg.get('unroll')} / {cfg.get('split_k')}"
+    return f"{cfg.get('block_m')}x{cfg.get('block_n')} / {cfg.get('split_k')}"
 
 
 def table(rows) -> list[str]:
@@ -246,7 +290,7 @@ def table(rows) -> list[str]:
         cfg = r.get("ours_config") or {}
         out.append(f"| {r['name']} | {r['M']}x{r['N']}x{r['K']} | {cell(r, 'ours')} | {cell(r, 'tuned')} | "
                    f"{cell(r, 'torch')} | {cell(r, 'triton')} | {cell(r, 'triton_splitk')} | "
-                   f"{cfg.get('block_m')}x{cfg.get('block_n')} / {cfg.get('split_k')} | {ratio(r, 'torch')} | "
+                   f"{plan_cell(cfg)} | {ratio(r, 'torch')} | "
                    f"{ratio(r, 'triton')} |")
     return out
 
@@ -257,10 +301,15 @@ def main(argv=None) -> int:
     ap.add_argument("--tune-top", type=int, default=None, help="candidates timed per shape for 'tuned' (M <= 128; "
                     "default cuda_gemm.TUNE_TOP; 0: no tuning)")
     ap.add_argument("--ms", default=None, help="comma-separated M values (default: MS)")
+    ap.add_argument("--sweep", action="store_true", help="M <= 16: also time the SWEEP grid of decode configs")
+    ap.add_argument("--no-peers", action="store_true", help="skip torch and Triton")
+    ap.add_argument("--method", default="flush", choices=("flush", "clean", "warm"),
+                    help="runtime.cuda.bench_ms timing method (flush: L2 zeroed, dirty; clean: L2 read)")
     ap.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) - 1))
     ap.add_argument("--arch", default=None, help="default: the GPU's (sm_90 on the H200)")
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     args = ap.parse_args(argv)
+    METHOD[0] = args.method
     _, runner = cg._sched()
     args.arch = args.arch or runner.device_arch()
     os.makedirs(args.out, exist_ok=True)
@@ -278,7 +327,7 @@ def main(argv=None) -> int:
     workdir = tempfile.mkdtemp(prefix="llm_linear_")
     jobs, per_shape = [], {}
     for name, M, N, K in todo:
-        cfgs = our_configs(M, N, K, 1)
+        cfgs = our_configs(M, N, K, 1, args.sweep)
         per_shape[(name, M)] = cfgs
         jobs += [(f"{name}_{M}_{i}", M, N, K, cfg, args.arch, workdir) for i, cfg in enumerate(cfgs)]
     log(f"building {len(jobs)} kernels for {len(todo)} shapes on {args.jobs} workers")
@@ -293,14 +342,16 @@ def main(argv=None) -> int:
     for name, M, N, K in todo:
         built = [(cfg, paths.get(f"{name}_{M}_{i}")) for i, cfg in enumerate(per_shape[(name, M)])]
         rows.append(measure(name, M, N, K, built, args, log, tuned.get((M, N, K, "bf16", "nt", "bf16"))))
+        with open(os.path.join(args.out, f"llm_linear_{args.method}.json"), "w") as f:  # so far (a run cut short keeps it)
+            json.dump(dict(arch=args.arch, method=args.method, seconds=time.time() - t0, rows=rows), f, indent=1)
         log(f"{name} M={M}: ours {rows[-1].get('ours')} torch {rows[-1].get('torch')} triton {rows[-1].get('triton')}")
     lines = table(rows)
     print("\n".join(lines))
-    with open(os.path.join(args.out, "llm_linear.md"), "w") as f:
+    with open(os.path.join(args.out, f"llm_linear_{args.method}.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
-    with open(os.path.join(args.out, "llm_linear.json"), "w") as f:
-        json.dump(dict(arch=args.arch, seconds=time.time() - t0, tune_seconds=tune_s, tune_top=args.tune_top,
-                       tuned_shapes=len(tuned), rows=rows), f, indent=1)
+    with open(os.path.join(args.out, f"llm_linear_{args.method}.json"), "w") as f:
+        json.dump(dict(arch=args.arch, method=args.method, seconds=time.time() - t0, tune_seconds=tune_s,
+                       tune_top=args.tune_top, tuned_shapes=len(tuned), rows=rows), f, indent=1)
     wrong = [r["name"] for r in rows if r.get("ours") is None]
     return 1 if wrong else 0
 

@@ -78,8 +78,12 @@ def _config(args):
     from dataclasses import replace
 
     from .schedules.cuda_gemm import choose_config
+    from .schedules.cuda_plan import choose_config as choose_tile
 
-    cfg = choose_config(args.M, args.N, args.K, args.dtype, args.layout, args.out_dtype)
+    # tile options (--block, --warps, --group-m, --ctas) ask for the tile GEMM; otherwise the planner
+    # may pick the decode kernel (M <= 16, nt), whose --stages is its pipeline depth
+    tile = args.block or args.warps or args.group_m or args.ctas is not None
+    cfg = (choose_tile if tile else choose_config)(args.M, args.N, args.K, args.dtype, args.layout, args.out_dtype)
     updates = {}
     if args.block:
         bm, bn, bk = (int(x) for x in args.block.lower().split("x"))

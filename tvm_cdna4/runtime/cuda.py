@@ -210,10 +210,10 @@ def _build_candidate(job):
     """Worker process of ``tune_problems``: build, export and precompile one candidate;
     (index, path or None, error or None)."""
     index, (M, N, K, dtype, layout, out_dtype), config, arch, workdir = job
-    from ..schedules.cuda_gemm import GemmConfig, build
+    from ..schedules.cuda_gemm import build, config_from_dict
 
     try:
-        exe = build(M, N, K, dtype, layout, out_dtype, GemmConfig(**config), arch=arch)
+        exe = build(M, N, K, dtype, layout, out_dtype, config_from_dict(config), arch=arch)
         path = os.path.join(workdir, f"cand_{index}.so")
         exe.export_library(path)
         precompile(exe)
@@ -228,7 +228,7 @@ def tune_problems(problems, arch=None, top=None, jobs=None, sms=None, rep_ms: in
     each loaded, checked against the f32 product and timed here (``bench_ms``, L2 flushed), and the
     fastest stored per problem
     through ``cuda_gemm.tune_config`` (the tuning cache that ``build`` reads). Returns
-    ``{problem: {"config": GemmConfig, "seconds": {config: s}}}``."""
+    ``{problem: {"config": GemmConfig | DecodeConfig, "seconds": {config: s}}}``."""
     import concurrent.futures as cf
     import multiprocessing as mp
 
@@ -371,7 +371,7 @@ def bench_ms(fn, warmup_ms: int = 25, rep_ms: int = 200, method: str = "flush") 
         raise ValueError(f"timing method {method!r}: use one of {TIMING_METHODS}")
     import torch
 
-    if method == "flush":
+    if method == "flush":  # do_bench zeroes its flush buffer: the dirty-L2 variant
         try:
             import triton
 

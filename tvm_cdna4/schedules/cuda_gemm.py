@@ -34,7 +34,10 @@ bucket), where ``build`` without a ``config`` reads it (``tuned_config``).
 Without a ``config`` the tiling is the cost model's choice for the problem and the GPU's SM count
 (``choose_config``): small-M tiles (16/32/64 rows) and split-K below M = 256, where a split-K kernel
 takes two more parameters, the f32 workspace ``W`` and the ticket counters ``S``, zeroed once and
-left zero by every launch (``runtime.cuda.Kernel`` passes them).
+left zero by every launch (``runtime.cuda.Kernel`` passes them). For M <= 16 and layout ``nt`` the
+planner also weighs the weight-streaming decode kernel (``cuda_decode_plan``: ``DecodeConfig`` ->
+``DecodePlan``, emitted by ``cuda_decode_emit``): ``plan``, ``choose_config``, ``build``, ``config_json``
+and ``tune_config`` here take either kind (``plan_any``, ``choose_kernel``, ``ranked_configs``).
 """
 
 from __future__ import annotations
@@ -56,24 +59,41 @@ from .cuda_plan import (
     OperandTile,
     Swizzle,
     candidates,
-    choose_config,
     default_config,
     estimate,
     make_operands,
     operand_shapes,
-    plan,
     plan_record,
     plan_summary,
     swizzle_elem,
     swizzle_shift,
 )
+from .cuda_decode_plan import (
+    DecodeConfig,
+    DecodePlan,
+    choose_kernel,
+    config_from_dict,
+    decode_summary,
+    plan_any,
+    ranked_configs,
+)
+
+plan = plan_any
+"""The plan of either kernel (``cuda_decode_plan.plan_any``): a ``GemmConfig`` plans the tile GEMM
+(``cuda_plan.plan``), a ``DecodeConfig`` the decode kernel; None: the planner's choice."""
+
+choose_config = choose_kernel
+"""The planner's choice over both kernels (``cuda_decode_plan.choose_kernel``; the tile GEMM's own
+choice is ``cuda_plan.choose_config``)."""
 
 __all__ = [  # the planner's public names are re-exported here, the CUDA GEMM's entry module
-    "DEFAULT_CONFIGS", "DTYPES", "H200_SMS", "LAYOUTS", "OUT_DTYPES", "CudaBuild", "Device", "GemmConfig", "GemmPlan",
+    "DEFAULT_CONFIGS", "DTYPES", "H200_SMS", "LAYOUTS", "OUT_DTYPES", "CudaBuild", "DecodeConfig", "DecodePlan", "Device",
+    "GemmConfig", "GemmPlan",
     "OperandTile", "Swizzle", "build", "build_key", "candidates", "choose_config", "config_json", "cuda_gemm",
     "cuda_source", "default_config", "estimate", "m_bucket", "make_operands", "operand_shapes", "plan",
-    "plan_record", "plan_summary", "schedule_digest", "swizzle_elem", "swizzle_shift", "TUNE_TOP", "tune_candidates",
-    "tune_config", "tune_key",
+    "plan_record", "plan_summary", "ranked_configs", "schedule_digest", "swizzle_elem", "swizzle_shift", "TUNE_TOP",
+    "tune_candidates", "tune_config", "tune_key", "choose_kernel", "config_from_dict", "decode_summary", "emit_any",
+    "plan_any",
     "tuned_config",
 ]
 
@@ -85,12 +105,21 @@ def cuda_gemm(
     dtype: str = "f16",
     layout: str = "nt",
     out_dtype: str = "f32",
-    config: GemmConfig | None = None,
+    config: GemmConfig | DecodeConfig | None = None,
 ):
     """Build the TIRx PrimFunc ``main(A, B, C)`` for one static problem size."""
+    return emit_any(plan(M, N, K, dtype, layout, out_dtype, config))
+
+
+def emit_any(p):
+    """The PrimFunc of a plan of either kernel (``cuda_emit.emit`` / ``cuda_decode_emit.emit_decode``)."""
+    if isinstance(p, DecodePlan):
+        from .cuda_decode_emit import emit_decode
+
+        return emit_decode(p)
     from .cuda_emit import emit
 
-    return emit(plan(M, N, K, dtype, layout, out_dtype, config))
+    return emit(p)
 
 
 @dataclass(frozen=True)
@@ -100,7 +129,7 @@ class CudaBuild:
 
     source: str
     library: bytes
-    config: GemmConfig | None = None
+    config: GemmConfig | DecodeConfig | None = None
     """The tiling built (the planner's or the tuned choice when ``build`` got no ``config``)."""
     device_config: str = ""
     """The device module's backend config (JSON), which its loader passes to the device compiler
@@ -157,7 +186,7 @@ def tuned_config(M, N, K, dtype="f16", layout="nt", out_dtype="f32", arch="sm_80
     blobs = load(entry_path("cuda-tune", tune_key(M, N, K, dtype, layout, out_dtype, arch, sms)))
     if blobs is None:
         return None
-    cfg = GemmConfig(**json.loads(blobs["config"]))
+    cfg = config_from_dict(json.loads(blobs["config"]))
     try:
         plan(M, N, K, dtype, layout, out_dtype, cfg, sms)
     except ValueError:
@@ -170,12 +199,12 @@ TUNE_TOP = 10
 
 
 def tune_candidates(M, N, K, dtype="f16", layout="nt", out_dtype="f32", sms=H200_SMS,
-                    top: int = TUNE_TOP) -> list[GemmConfig]:
-    """The ``top`` candidates (``candidates``) the cost model ranks first (``estimate`` on ``sms`` SMs)
-    that plan for the problem, fastest estimate first: what tuning times."""
-    dev, ob = Device(sms=sms), 4 if out_dtype in ("f32", "float32") else 2
+                    top: int = TUNE_TOP) -> list[GemmConfig | DecodeConfig]:
+    """The ``top`` candidates of both kernels (``ranked_configs``: the tile GEMM's ``candidates`` and,
+    where it fits, the decode kernel's) that the cost models rank first on ``sms`` SMs and that plan
+    for the problem, fastest estimate first: what tuning times."""
     ranked = []
-    for cfg in sorted(candidates(M, N, K, dtype), key=lambda c: estimate(M, N, K, c, ob, dev).time_s):
+    for cfg in ranked_configs(M, N, K, dtype, layout, out_dtype, sms):
         try:
             plan(M, N, K, dtype, layout, out_dtype, cfg, sms)
         except ValueError:
@@ -188,7 +217,8 @@ def tune_candidates(M, N, K, dtype="f16", layout="nt", out_dtype="f32", sms=H200
 
 
 def tune_config(M, N, K, dtype="f16", layout="nt", out_dtype="f32", arch="sm_80", sms=H200_SMS,
-         timer: Callable[[GemmConfig], float] | None = None, top: int = TUNE_TOP) -> GemmConfig:
+         timer: Callable[[GemmConfig | DecodeConfig], float] | None = None,
+         top: int = TUNE_TOP) -> GemmConfig | DecodeConfig:
     """Time the ``top`` candidates the cost model ranks first (``tune_candidates``) and store the
     fastest in the build cache under ``tune_key``, where later builds read it.
     ``timer(config)``: seconds of one launch of the kernel built with ``config`` (on a GPU:
@@ -210,10 +240,12 @@ def config_json(M, N, K, dtype="f16", layout="nt", out_dtype="f32", config=None,
     the tiling's every field and the plan's summary (``plan_summary``: ``split_k``, ``block_m``,
     CTAs, the cost model's estimate)."""
     p = plan(M, N, K, dtype, layout, out_dtype, config, sms)
-    return json.dumps({**p.config.as_dict(), **plan_summary(p, sms)})
+    if isinstance(p, DecodePlan):
+        return json.dumps({**p.config.as_dict(), **decode_summary(p, sms)})
+    return json.dumps({"kind": "tile", **p.config.as_dict(), **plan_summary(p, sms)})
 
 
-def build_key(p: GemmPlan, arch: str = "sm_80", compiler: str | None = None) -> dict:
+def build_key(p: GemmPlan | DecodePlan, arch: str = "sm_80", compiler: str | None = None) -> dict:
     """The build-cache key of a plan: its every field (``plan_record``), the target arch, the device
     compiler and the schedule's source digest. A plan that differs in any field, a field added
     included, gets its own key."""
@@ -226,7 +258,8 @@ def schedule_digest() -> str:
     cached before the edit under the same version string."""
     from ..cache import source_digest
 
-    return source_digest("schedules/cuda_plan.py", "schedules/cuda_emit.py", "tirx_private.py")
+    return source_digest("schedules/cuda_plan.py", "schedules/cuda_emit.py", "schedules/cuda_decode_plan.py",
+                         "schedules/cuda_decode_emit.py", "tirx_private.py")
 
 
 def _compile(p: GemmPlan, arch, compiler) -> dict[str, bytes]:
@@ -238,9 +271,8 @@ def _compile(p: GemmPlan, arch, compiler) -> dict[str, bytes]:
     from tvm_tirx.target import Target
 
     from ..tirx_private import cuda_device_group, shared_cuda_lowering
-    from .cuda_emit import emit
 
-    func = emit(p)
+    func = emit_any(p)
     attrs = {"kind": "cuda", "arch": arch}
     if compiler is not None:
         attrs["backend_config"] = {"cuda": {"compiler": compiler}}
