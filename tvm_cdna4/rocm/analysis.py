@@ -341,7 +341,12 @@ class _LaneDependence:
     Persistent across passes: ``tainted`` (storage root -> why its contents are lane-varying) and
     ``varying_vars`` (variables bound under lane-varying control). Per pass: ``forms`` (variable ->
     its value over the lane and wave-uniform variables) and ``sources`` (opaque lane-varying
-    placeholder -> what it stands for)."""
+    placeholder -> what it stands for).
+
+    A pass reads the persistent state at its loads (``tainted``) and bindings (``varying_vars``);
+    another pass is needed only when a key that the pass found absent is added later in the same
+    pass (``stale``): otherwise every read of the next pass would give the same answer, and the next
+    pass would repeat this one exactly."""
 
     def __init__(self, func):
         self.func = func
@@ -355,15 +360,15 @@ class _LaneDependence:
         """``(instruction, (control, why))`` of the first wave-collective call under lane-varying
         control, or None."""
         while True:
-            before = (len(self.tainted), len(self.varying_vars))
             self._start_pass()
             self._stmt(self.func.body, ())
-            if (len(self.tainted), len(self.varying_vars)) == before:
+            if not self.stale:
                 return self.found
 
     def _start_pass(self):
         self.forms, self.sources, self.roots, self.threads, self.storage = {}, {}, {}, {}, set()
         self.found = self.dma_found = None
+        self.absent, self.stale = set(), False  # keys of tainted / varying_vars read while absent
         self.constraints = ConstraintContext()
         self.analyzer = Analyzer()
         self.extents = _thread_extents(self.func.body)
@@ -425,7 +430,7 @@ class _LaneDependence:
         where = self._why(*node.indices)
         if where:
             return self._fresh(node, f"it reads `{node.source}` at a lane-varying index ({where})")
-        why = self.tainted.get(self._root(node.source))
+        why = self._tainted(self._root(node.source))
         if why:
             return self._fresh(node, f"it reads `{node.source}`, which holds lane-varying data ({why})")
         return node
@@ -478,9 +483,25 @@ class _LaneDependence:
         first = bases[0]
         for other in bases[1:]:
             self.roots[other] = first
-            if other in self.tainted:
-                self.tainted.setdefault(first, self.tainted[other])
+            if self._tainted(other):
+                self._add(self.tainted, first, self.tainted[other])
         self.roots[var] = first
+
+    def _read(self, table: dict, key):
+        """``table[key]`` or None, remembering an absent key (see ``stale``)."""
+        if key not in table:
+            self.absent.add((id(table), key))
+            return None
+        return table[key]
+
+    def _tainted(self, root):
+        return self._read(self.tainted, root)
+
+    def _add(self, table: dict, key, why: str):
+        """``table.setdefault(key, why)``; a key read absent earlier in this pass makes it stale."""
+        if key not in table:
+            table[key] = why
+            self.stale = self.stale or (id(table), key) in self.absent
 
     def _is_storage(self, var) -> bool:
         return var in self.params or var in self.roots or var in self.storage
@@ -489,7 +510,7 @@ class _LaneDependence:
         vars_ = []
         tvm_ffi.structural_walk(tensor, [(Var, lambda v: vars_.append(v) if self._is_storage(v) else None)])
         for var in vars_:
-            self.tainted.setdefault(self._root(var), why)
+            self._add(self.tainted, self._root(var), why)
 
     # -- statements
 
@@ -555,8 +576,8 @@ class _LaneDependence:
             self._bind_storage(var, value)
             return
         if control:
-            self.varying_vars.setdefault(var, f"`{var}` is bound under `{control[-1][0]}`")
-        if var in self.varying_vars:
+            self._add(self.varying_vars, var, f"`{var}` is bound under `{control[-1][0]}`")
+        if self._read(self.varying_vars, var) is not None:
             self.forms[var] = self._fresh(var, self.varying_vars[var])
         else:
             self.forms[var] = self._form(value)
