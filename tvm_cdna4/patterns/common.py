@@ -278,7 +278,8 @@ class WaveRegion(CudaRegion):
         for axis, (r, size) in enumerate(zip(self.region.region, self.ty.shape)):
             self.require(r.begin >= 0, f"region axis {axis} starts before the tensor",
                          found=lambda at, r=r: f"start {at(r.begin)}")
-            self.require(r.begin + r.extent <= size, f"region axis {axis} runs past the tensor's extent {size}",
+            self.require(r.begin + r.extent <= size,
+                         lambda at, axis=axis, size=size: f"region axis {axis} runs past the tensor's extent {size}",
                          found=lambda at, r=r: f"end {at(r.begin + r.extent)}")
 
     def fail(self, rule: str, **fields):

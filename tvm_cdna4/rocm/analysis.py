@@ -354,6 +354,7 @@ class _LaneDependence:
         self.tainted: dict = {}
         self.varying_vars: dict = {}
         self.names = itertools.count()
+        self.printed: dict = {}
         self.dma_found: ContractError | None = None  # first bad direct-to-LDS destination (last pass)
 
     def violation(self):
@@ -429,10 +430,10 @@ class _LaneDependence:
     def _load(self, node):
         where = self._why(*node.indices)
         if where:
-            return self._fresh(node, f"it reads `{node.source}` at a lane-varying index ({where})")
+            return self._fresh(node, f"it reads `{self._printed(node.source)}` at a lane-varying index ({where})")
         why = self._tainted(self._root(node.source))
         if why:
-            return self._fresh(node, f"it reads `{node.source}`, which holds lane-varying data ({why})")
+            return self._fresh(node, f"it reads `{self._printed(node.source)}`, which holds lane-varying data ({why})")
         return node
 
     def _call(self, node):
@@ -487,6 +488,13 @@ class _LaneDependence:
                 self._add(self.tainted, first, self.tainted[other])
         self.roots[var] = first
 
+    def _printed(self, var) -> str:
+        """``str(var)`` (TVMScript), once per variable."""
+        text = self.printed.get(var)
+        if text is None:
+            text = self.printed[var] = str(var)
+        return text
+
     def _read(self, table: dict, key):
         """``table[key]`` or None, remembering an absent key (see ``stale``)."""
         if key not in table:
@@ -537,17 +545,17 @@ class _LaneDependence:
                 self._taint(node.value.args[1].fields[0], f"it is the per-lane result of {node.value.args[0].value}")
         elif isinstance(node, ir.If):
             known = self._known(node.condition)
-            inner = self._branch(control, f"if {node.condition}:", node.condition)
+            inner = self._branch(control, lambda: f"if {node.condition}:", node.condition)
             kinds = [self._stmt(node.then_case, inner)] if known is not False else []
             if node.else_case is not None and known is not True:
                 kinds.append(self._stmt(node.else_case, inner))
             return _first_exit(kinds)
         elif isinstance(node, ir.While):
-            return self._loop(node.body, self._branch(control, f"while {node.condition}:", node.condition))
+            return self._loop(node.body, self._branch(control, lambda: f"while {node.condition}:", node.condition))
         elif isinstance(node, ir.For):
-            where = f"for {node.var} in range({node.begin}, {node.end}):"
             why = self._why(node.begin, node.end, node.step)
             self.forms[node.var] = self._fresh(node.var, why) if why else node.var
+            where = f"for {node.var} in range({node.begin}, {node.end}):" if why else ""
             return self._loop(node.body, control + ((where, why),) if why else control)
         elif isinstance(node, ir.Break | ir.Continue):
             return "loop" if control else None
@@ -558,10 +566,11 @@ class _LaneDependence:
             return self._region(node, control)
         return None
 
-    def _branch(self, control, where: str, condition):
+    def _branch(self, control, where, condition):
+        """``control`` and, when ``condition`` is lane-varying, ``(where(), why)`` (printed only then)."""
         self._collectives(condition, control)
         why = self._why(condition)
-        return control + ((where, why),) if why else control
+        return control + ((where(), why),) if why else control
 
     def _loop(self, body, control) -> str | None:
         kind = self._stmt(body, control)
