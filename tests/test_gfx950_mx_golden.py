@@ -17,10 +17,12 @@ SIZE = 4096
 
 
 def assembly_digest(fmt: str, layout: str) -> str:
-    import tvm_cdna4
-    from tvm_cdna4.schedules.gfx950_mx_gemm import gfx950_mx_gemm
+    """Of ``tvm_cdna4.build(gfx950_mx_gemm(SIZE, SIZE, SIZE, fmt, layout))`` through the session's
+    build cache (``gfx950_gemm.build``, the same assembly): the kernels test_gfx950_gemm.py's
+    ``default_build`` reads too are built once."""
+    from tvm_cdna4.schedules import gfx950_gemm
 
-    asm = tvm_cdna4.build(gfx950_mx_gemm(SIZE, SIZE, SIZE, fmt, layout)).asm
+    asm = gfx950_gemm.build(SIZE, SIZE, SIZE, fmt, layout).asm
     return hashlib.sha256(asm.encode()).hexdigest()
 
 
