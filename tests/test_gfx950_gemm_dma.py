@@ -10,7 +10,7 @@ import pytest
 from gfx950_gemm_kernels import run_gemm
 
 from tvm_cdna4.isa.llvm_helpers import SCHED_DS_WRITE, SCHED_VMEM_READ
-from tvm_cdna4.schedules.gfx950_gemm import LAYOUTS, dma_config, gfx950_gemm, plan_gfx950_gemm
+from tvm_cdna4.schedules.gfx950_gemm import LAYOUTS, dma_config, plan_gfx950_gemm
 
 ESIZE = {"f16": 2, "bf16": 2, "fp8": 1, "i8": 1}
 
@@ -58,14 +58,16 @@ def test_dma_gemm_matches_numpy(dtype, layout, shape, batch, rng):
     run_gemm(rng, dtype, layout, shape, config=dma_config(dtype), batch=batch)
 
 
+@pytest.mark.xdist_group("gfx950-dma")  # the golden test's f16_nt_dma kernel: one build, through the session cache
 def test_dma_main_loop_has_no_staging_and_one_wait_per_k_tile():
-    """The compiled loop (15 K tiles: two iterations of six, one per stage and fragment set): every global load goes
-    straight to LDS, no LDS store, one ``s_waitcnt`` and one barrier per K tile, and the staging
-    registers are gone (the register-staged kernel of the same tile needs over 200 VGPRs)."""
-    import tvm_cdna4
+    """The compiled loop (16 K tiles: two iterations of six, one per stage and fragment set, and a
+    tail of four): every global load goes straight to LDS, no LDS store, one ``s_waitcnt`` and one
+    barrier per K tile, and the staging registers are gone (the register-staged kernel of the same
+    tile needs over 200 VGPRs)."""
     from tvm_cdna4.report import loop_report
+    from tvm_cdna4.schedules import gfx950_gemm as gemm
 
-    result = tvm_cdna4.build(gfx950_gemm(128, 128, 480, "f16", "nt", config=dma_config("f16")))
+    result = gemm.build(256, 192, 512, "f16", "nt", config=dma_config("f16"))
     loop = loop_report(result.asm)
     assert loop.mix["mfma"] == 6 * 8 and loop.mix["global_lds"] == 6 * 6
     assert "global" not in loop.mix and "lds_write" not in loop.mix

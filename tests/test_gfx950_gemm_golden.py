@@ -18,9 +18,11 @@ CASES = json.loads((Path(__file__).parent / "data" / "gfx950_gemm_golden.json").
 
 
 def _param(case):
-    # the 4096^3 defaults are test_gfx950_gemm.py's default_build kernels: same worker, one build
+    # the 4096^3 defaults are test_gfx950_gemm.py's default_build kernels: same worker, one build; the
+    # direct-to-LDS cases go with test_gfx950_gemm_dma.py's main-loop test, which reads f16_nt_dma
     big = case["M"] == 4096 and not case["config"]
-    return pytest.param(case, id=case["name"], marks=[pytest.mark.xdist_group("gfx950-4096")] if big else [])
+    group = "gfx950-4096" if big else "gfx950-dma" if case["config"].get("lds_dma") else None
+    return pytest.param(case, id=case["name"], marks=[pytest.mark.xdist_group(group)] if group else [])
 
 
 @pytest.mark.parametrize("case", [_param(c) for c in CASES])

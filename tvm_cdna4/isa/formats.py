@@ -104,6 +104,14 @@ def _from_codes(f: Format, codes: np.ndarray) -> np.ndarray:
 def to_words(format_name: str, elements: np.ndarray) -> np.ndarray:
     """Pack per-lane elements ``(lanes, n)`` into ``uint32`` words ``(lanes, ceil(n*bits/32))``."""
     f = fmt(format_name)
+    if f.bits % 8 == 0:  # whole bytes: the bit string is the elements' little-endian bytes, zero-padded
+        arr = np.asarray(elements).astype(f.dtype).astype(f.dtype.newbyteorder("<"))
+        lanes, n = arr.shape
+        data = np.ascontiguousarray(arr).view(np.uint8).reshape(lanes, -1)
+        nwords = -(-n * f.bits // 32)
+        if data.shape[1] < nwords * 4:
+            data = np.pad(data, ((0, 0), (0, nwords * 4 - data.shape[1])))
+        return np.ascontiguousarray(data).view("<u4").reshape(lanes, nwords)
     codes = _codes(f, elements)
     lanes, n = codes.shape
     bits = np.zeros((lanes, n * f.bits), dtype=np.uint8)
@@ -119,6 +127,11 @@ def from_words(format_name: str, words: np.ndarray, n: int) -> np.ndarray:
     f = fmt(format_name)
     words = np.ascontiguousarray(words, dtype="<u4")
     lanes = words.shape[0]
+    if f.bits % 8 == 0:  # whole bytes: the first n * bits / 8 little-endian bytes are the elements
+        data = words.view(np.uint8).reshape(lanes, -1)
+        if data.shape[1] < n * f.bits // 8:
+            raise ValueError(f"{words.shape[1]} words hold fewer than {n} {format_name} elements")
+        return np.ascontiguousarray(data[:, : n * f.bits // 8]).view(f.dtype.newbyteorder("<")).astype(f.dtype)
     bits = np.unpackbits(words.view(np.uint8).reshape(lanes, -1), axis=-1, bitorder="little")
     if bits.shape[1] < n * f.bits:
         raise ValueError(f"{words.shape[1]} words hold fewer than {n} {format_name} elements")

@@ -9,6 +9,8 @@ these by the accumulator's rounding (floats) and must equal them exactly (intege
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from . import lanes
@@ -24,50 +26,59 @@ def _check_shape(op_name: str, operand: str, arr: np.ndarray, cols: int) -> None
         raise ValueError(f"{op_name}: operand {operand} must have shape (64, {cols}); found {arr.shape}")
 
 
+@functools.cache
+def _owner_map(op: MfmaOp, operand: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The owner map of an operand over (lane, element) as index arrays, once per opcode: A (block,
+    row, k), B (block, k, col), the accumulator (block, row, col); read-only."""
+    if operand == "A":
+        lane, elem = np.meshgrid(_LANE, np.arange(op.a_elems), indexing="ij")
+        blk, row, k = lanes.a_owner(op, lane, elem)
+        out = (blk, row, k)
+    elif operand == "B":
+        lane, elem = np.meshgrid(_LANE, np.arange(op.b_elems), indexing="ij")
+        blk, col, k = lanes.b_owner(op, lane, elem)
+        out = (blk, k, col)
+    else:
+        lane, reg = np.meshgrid(_LANE, np.arange(op.acc_elems), indexing="ij")
+        out = tuple(lanes.acc_owner(op, lane, reg))
+    out = tuple(np.asarray(x) for x in out)
+    for x in out:
+        x.flags.writeable = False
+    return out
+
+
 def gather_a(op: MfmaOp, a64: np.ndarray) -> np.ndarray:
     """Per-lane A values (64, a_elems) -> tiles (blocks, M, K) through the A owner map."""
-    lane, elem = np.meshgrid(_LANE, np.arange(op.a_elems), indexing="ij")
-    blk, row, k = lanes.a_owner(op, lane, elem)
     tiles = np.zeros((op.blocks, op.m, op.k), dtype=a64.dtype)
-    tiles[blk, row, k] = a64
+    tiles[_owner_map(op, "A")] = a64
     return tiles
 
 
 def gather_b(op: MfmaOp, b64: np.ndarray) -> np.ndarray:
     """Per-lane B values (64, b_elems) -> tiles (blocks, K, N) through the B owner map."""
-    lane, elem = np.meshgrid(_LANE, np.arange(op.b_elems), indexing="ij")
-    blk, col, k = lanes.b_owner(op, lane, elem)
     tiles = np.zeros((op.blocks, op.k, op.n), dtype=b64.dtype)
-    tiles[blk, k, col] = b64
+    tiles[_owner_map(op, "B")] = b64
     return tiles
 
 
 def gather_acc(op: MfmaOp, c: np.ndarray) -> np.ndarray:
     """Per-lane accumulator (64, acc_elems) -> tiles (blocks, M, N)."""
-    lane, reg = np.meshgrid(_LANE, np.arange(op.acc_elems), indexing="ij")
-    blk, row, col = lanes.acc_owner(op, lane, reg)
     tiles = np.zeros((op.blocks, op.m, op.n), dtype=c.dtype)
-    tiles[blk, row, col] = c
+    tiles[_owner_map(op, "acc")] = c
     return tiles
 
 
 def scatter_acc(op: MfmaOp, tiles: np.ndarray) -> np.ndarray:
     """Tiles (blocks, M, N) -> per-lane accumulator (64, acc_elems)."""
-    lane, reg = np.meshgrid(_LANE, np.arange(op.acc_elems), indexing="ij")
-    blk, row, col = lanes.acc_owner(op, lane, reg)
-    return tiles[blk, row, col]
+    return tiles[_owner_map(op, "acc")]
 
 
 def scatter_a(op: MfmaOp, tiles: np.ndarray) -> np.ndarray:
-    lane, elem = np.meshgrid(_LANE, np.arange(op.a_elems), indexing="ij")
-    blk, row, k = lanes.a_owner(op, lane, elem)
-    return tiles[blk, row, k]
+    return tiles[_owner_map(op, "A")]
 
 
 def scatter_b(op: MfmaOp, tiles: np.ndarray) -> np.ndarray:
-    lane, elem = np.meshgrid(_LANE, np.arange(op.b_elems), indexing="ij")
-    blk, col, k = lanes.b_owner(op, lane, elem)
-    return tiles[blk, k, col]
+    return tiles[_owner_map(op, "B")]
 
 
 def _round_acc(op: MfmaOp, exact: np.ndarray) -> np.ndarray:

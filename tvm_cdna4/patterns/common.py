@@ -110,16 +110,12 @@ class WaveContext(CudaContext):
         self.opcode = opcode
         self.analyzer = Analyzer()
         self.constraints = ConstraintContext()
-        self.static_ranges = {}
+        self._static_ranges = None  # see static_ranges
         # every enclosing variable's range, synchronized once (add_range synchronizes the whole list
         # each time: quadratic in the variables in scope, which an unrolled kernel has hundreds of)
         for var, bound in sctx.var_range_map.items():
             self.constraints.append(RangeConstraint(var, Range.from_min_extent(bound.begin, bound.extent)))
         self.analyzer.sync_constraint_context(self.constraints)
-        for var, bound in sctx.var_range_map.items():
-            static = self._static_range(var, bound)
-            if static is not None:
-                self.static_ranges[var] = static
         self.bindings, self.group, self.group_shape, self.owners = [], [], [], {}
         self.repeat = self.repeat_shape = None
         self.lane = Var("wave_lane", "int32")
@@ -136,7 +132,21 @@ class WaveContext(CudaContext):
         self.proof_lane = Var("atom_lane", "int32")
         self.add_range(self.proof_lane, Range(0, WAVE_SIZE))
         # lets require() fall back to checking all 64 lanes (e.g. XOR-swizzled LDS layouts)
-        self.static_ranges[self.proof_lane] = range(WAVE_SIZE)
+        self._proof_lane_range = {self.proof_lane: range(WAVE_SIZE)}
+
+    @property
+    def static_ranges(self) -> dict:
+        """The static ranges of the enclosing variables (those whose bounds simplify to constants),
+        then the proof lane's: read only where a proof failed (``require``'s fallback enumeration and
+        its counterexample), so made at the first read."""
+        if self._static_ranges is None:
+            ranges = {}
+            for var, bound in self.sctx.var_range_map.items():
+                static = self._static_range(var, bound)
+                if static is not None:
+                    ranges[var] = static
+            self._static_ranges = ranges | self._proof_lane_range
+        return self._static_ranges
 
     def _static_range(self, var, bound) -> range | None:
         """``var``'s range when its bounds simplify to constants. A variable's bounds depend only on
@@ -278,7 +288,8 @@ class WaveRegion(CudaRegion):
         for axis, (r, size) in enumerate(zip(self.region.region, self.ty.shape)):
             self.require(r.begin >= 0, f"region axis {axis} starts before the tensor",
                          found=lambda at, r=r: f"start {at(r.begin)}")
-            self.require(r.begin + r.extent <= size, f"region axis {axis} runs past the tensor's extent {size}",
+            self.require(r.begin + r.extent <= size,
+                         lambda at, axis=axis, size=size: f"region axis {axis} runs past the tensor's extent {size}",
                          found=lambda at, r=r: f"end {at(r.begin + r.extent)}")
 
     def fail(self, rule: str, **fields):

@@ -341,7 +341,12 @@ class _LaneDependence:
     Persistent across passes: ``tainted`` (storage root -> why its contents are lane-varying) and
     ``varying_vars`` (variables bound under lane-varying control). Per pass: ``forms`` (variable ->
     its value over the lane and wave-uniform variables) and ``sources`` (opaque lane-varying
-    placeholder -> what it stands for)."""
+    placeholder -> what it stands for).
+
+    A pass reads the persistent state at its loads (``tainted``) and bindings (``varying_vars``);
+    another pass is needed only when a key that the pass found absent is added later in the same
+    pass (``stale``): otherwise every read of the next pass would give the same answer, and the next
+    pass would repeat this one exactly."""
 
     def __init__(self, func):
         self.func = func
@@ -349,21 +354,22 @@ class _LaneDependence:
         self.tainted: dict = {}
         self.varying_vars: dict = {}
         self.names = itertools.count()
+        self.printed: dict = {}
         self.dma_found: ContractError | None = None  # first bad direct-to-LDS destination (last pass)
 
     def violation(self):
         """``(instruction, (control, why))`` of the first wave-collective call under lane-varying
         control, or None."""
         while True:
-            before = (len(self.tainted), len(self.varying_vars))
             self._start_pass()
             self._stmt(self.func.body, ())
-            if (len(self.tainted), len(self.varying_vars)) == before:
+            if not self.stale:
                 return self.found
 
     def _start_pass(self):
         self.forms, self.sources, self.roots, self.threads, self.storage = {}, {}, {}, {}, set()
         self.found = self.dma_found = None
+        self.absent, self.stale = set(), False  # keys of tainted / varying_vars read while absent
         self.constraints = ConstraintContext()
         self.analyzer = Analyzer()
         self.extents = _thread_extents(self.func.body)
@@ -424,10 +430,10 @@ class _LaneDependence:
     def _load(self, node):
         where = self._why(*node.indices)
         if where:
-            return self._fresh(node, f"it reads `{node.source}` at a lane-varying index ({where})")
-        why = self.tainted.get(self._root(node.source))
+            return self._fresh(node, f"it reads `{self._printed(node.source)}` at a lane-varying index ({where})")
+        why = self._tainted(self._root(node.source))
         if why:
-            return self._fresh(node, f"it reads `{node.source}`, which holds lane-varying data ({why})")
+            return self._fresh(node, f"it reads `{self._printed(node.source)}`, which holds lane-varying data ({why})")
         return node
 
     def _call(self, node):
@@ -478,9 +484,32 @@ class _LaneDependence:
         first = bases[0]
         for other in bases[1:]:
             self.roots[other] = first
-            if other in self.tainted:
-                self.tainted.setdefault(first, self.tainted[other])
+            if self._tainted(other):
+                self._add(self.tainted, first, self.tainted[other])
         self.roots[var] = first
+
+    def _printed(self, var) -> str:
+        """``str(var)`` (TVMScript), once per variable."""
+        text = self.printed.get(var)
+        if text is None:
+            text = self.printed[var] = str(var)
+        return text
+
+    def _read(self, table: dict, key):
+        """``table[key]`` or None, remembering an absent key (see ``stale``)."""
+        if key not in table:
+            self.absent.add((id(table), key))
+            return None
+        return table[key]
+
+    def _tainted(self, root):
+        return self._read(self.tainted, root)
+
+    def _add(self, table: dict, key, why: str):
+        """``table.setdefault(key, why)``; a key read absent earlier in this pass makes it stale."""
+        if key not in table:
+            table[key] = why
+            self.stale = self.stale or (id(table), key) in self.absent
 
     def _is_storage(self, var) -> bool:
         return var in self.params or var in self.roots or var in self.storage
@@ -489,7 +518,7 @@ class _LaneDependence:
         vars_ = []
         tvm_ffi.structural_walk(tensor, [(Var, lambda v: vars_.append(v) if self._is_storage(v) else None)])
         for var in vars_:
-            self.tainted.setdefault(self._root(var), why)
+            self._add(self.tainted, self._root(var), why)
 
     # -- statements
 
@@ -516,17 +545,17 @@ class _LaneDependence:
                 self._taint(node.value.args[1].fields[0], f"it is the per-lane result of {node.value.args[0].value}")
         elif isinstance(node, ir.If):
             known = self._known(node.condition)
-            inner = self._branch(control, f"if {node.condition}:", node.condition)
+            inner = self._branch(control, lambda: f"if {node.condition}:", node.condition)
             kinds = [self._stmt(node.then_case, inner)] if known is not False else []
             if node.else_case is not None and known is not True:
                 kinds.append(self._stmt(node.else_case, inner))
             return _first_exit(kinds)
         elif isinstance(node, ir.While):
-            return self._loop(node.body, self._branch(control, f"while {node.condition}:", node.condition))
+            return self._loop(node.body, self._branch(control, lambda: f"while {node.condition}:", node.condition))
         elif isinstance(node, ir.For):
-            where = f"for {node.var} in range({node.begin}, {node.end}):"
             why = self._why(node.begin, node.end, node.step)
             self.forms[node.var] = self._fresh(node.var, why) if why else node.var
+            where = f"for {node.var} in range({node.begin}, {node.end}):" if why else ""
             return self._loop(node.body, control + ((where, why),) if why else control)
         elif isinstance(node, ir.Break | ir.Continue):
             return "loop" if control else None
@@ -537,10 +566,11 @@ class _LaneDependence:
             return self._region(node, control)
         return None
 
-    def _branch(self, control, where: str, condition):
+    def _branch(self, control, where, condition):
+        """``control`` and, when ``condition`` is lane-varying, ``(where(), why)`` (printed only then)."""
         self._collectives(condition, control)
         why = self._why(condition)
-        return control + ((where, why),) if why else control
+        return control + ((where(), why),) if why else control
 
     def _loop(self, body, control) -> str | None:
         kind = self._stmt(body, control)
@@ -555,8 +585,8 @@ class _LaneDependence:
             self._bind_storage(var, value)
             return
         if control:
-            self.varying_vars.setdefault(var, f"`{var}` is bound under `{control[-1][0]}`")
-        if var in self.varying_vars:
+            self._add(self.varying_vars, var, f"`{var}` is bound under `{control[-1][0]}`")
+        if self._read(self.varying_vars, var) is not None:
             self.forms[var] = self._fresh(var, self.varying_vars[var])
         else:
             self.forms[var] = self._form(value)

@@ -63,7 +63,16 @@ CALLS = {"tirx.shift_right": np.right_shift, "tirx.shift_left": np.left_shift, "
 
 
 class Undecided(Exception):
-    """What the check cannot evaluate; the case is left to the emulator."""
+    """What the check cannot evaluate; the case is left to the emulator. ``Undecided(text, node)``:
+    ``text`` with ``{}`` replaced by the statement or expression ``node`` as TVMScript (``_short``),
+    printed only when the message is read (a value that cannot be evaluated is often never needed)."""
+
+    def __init__(self, text: str, node=None):
+        super().__init__(text)
+        self.text, self.node = text, node
+
+    def __str__(self) -> str:
+        return self.text if self.node is None else self.text.format(_short(self.node))
 
 
 def check_lds_sync(func) -> None:
@@ -152,7 +161,7 @@ class _Sync:
             return self.value(expr.body)
         if isinstance(expr, ir.Call):
             return self._call_value(expr)
-        raise Undecided(f"cannot evaluate `{_short(expr)}`")
+        raise Undecided("cannot evaluate `{}`", expr)
 
     def _call_value(self, call):
         name = _callee(call)
@@ -165,7 +174,7 @@ class _Sync:
             return np.where(*(self.value(a) for a in call.args))
         if name in CALLS:
             return CALLS[name](self.value(call.args[0]), self.value(call.args[1]))
-        raise Undecided(f"cannot evaluate the call `{_short(call)}`")
+        raise Undecided("cannot evaluate the call `{}`", call)
 
     # -- statements
 
@@ -326,7 +335,7 @@ class _Sync:
             if name.startswith("llvm.amdgcn.ds.read.tr"):
                 address = next((a for a in c.args if isinstance(a, ir.Call) and _callee(a) == "tirx.address_of"), None)
                 if address is None or not isinstance(address.args[0], ir.TensorLoad):
-                    raise Undecided(f"the LDS address of `{_short(c)}`")
+                    raise Undecided("the LDS address of `{}`", c)
                 dtype = tvm_ffi.dtype(str(c.ty.dtype))
                 loads.append((address.args[0], dtype.bits * dtype.lanes // 8))
 
@@ -338,7 +347,7 @@ class _Sync:
     def _dma(self, call, size, node, iteration, mask):
         dst = call.args[5]
         if not (isinstance(dst, ir.Call) and _callee(dst) == "tirx.address_of" and dst.args[0].source in self.lds):
-            raise Undecided(f"the direct-to-LDS destination `{_short(dst)}`")
+            raise Undecided("the direct-to-LDS destination `{}`", dst)
         load = dst.args[0]
         base = np.broadcast_to(self._elements(load.source, load.indices), self.tx.shape)
         lds, offset, elem = self.lds[load.source]
@@ -397,33 +406,29 @@ class _Sync:
             lds.r_event[w, b] = event
 
     def _check_write(self, lds, addresses, event, mask, dma: bool):
-        owner = {}  # byte -> the wave of this statement that writes it
+        owner = None  # byte -> the wave of this statement that writes it (the last one), -1: none yet
         for w, b in self._per_wave(addresses, mask):
             self._bounds(lds, b)
-            if owner:
-                first = self._owners(lds, owner)[b]
+            if owner is not None:
+                first = owner[b]
                 if (first >= 0).any():
                     k = int(np.argmax(first >= 0))
                     self._race(lds, b[k], int(first[k]), "writes", event, w, "writes", event)
-            owner[w] = b
+            else:
+                owner = np.full(len(lds.w_wave), -1, np.int16)
+            owner[b] = w
             writer = lds.w_wave[b]
             hit = (writer >= 0) & (writer != w) & (lds.w_visible[b] > self.epoch)
             if hit.any():
                 k = int(np.argmax(hit))
                 self._race(lds, b[k], int(writer[k]), "wrote", int(lds.w_event[b[k]]), w, "writes", event)
-            for other in range(self.waves):
-                hit = (lds.r_epoch[other, b] == self.epoch) if other != w else np.zeros(len(b), bool)
-                if hit.any():
-                    k = int(np.argmax(hit))
-                    self._race(lds, b[k], other, "read", int(lds.r_event[other, b[k]]), w, "writes", event)
+            read = lds.r_epoch[:, b] == self.epoch  # (waves, bytes): read by each wave in this epoch
+            read[w] = False
+            if read.any():
+                other = int(np.argmax(read.any(1)))
+                k = int(np.argmax(read[other]))
+                self._race(lds, b[k], other, "read", int(lds.r_event[other, b[k]]), w, "writes", event)
             lds.w_wave[b], lds.w_event[b], lds.w_visible[b], lds.w_dma_pending[b] = w, event, NEVER, dma
-
-    @staticmethod
-    def _owners(lds, owner: dict) -> np.ndarray:
-        table = np.full(len(lds.w_wave), -1, np.int16)
-        for w, b in owner.items():
-            table[b] = w
-        return table
 
     def _complete(self, lds, event):
         done = lds.w_event == event
