@@ -17,6 +17,7 @@ from tvm_tirx.script.parser import parse
 
 from ..tirx_private import transpile_once
 from .cuda_decode_plan import DecodePlan
+from .cuda_emit import signature_source
 
 
 @attrs.frozen
@@ -383,16 +384,8 @@ def decode_kernel(p, args):
     epilogue(p, args, red, n0, k_slice)
 
 
-def signature_source(p: DecodePlan) -> str:
-    """The TVMScript of ``main``: one parameter per ``p.params``, the body the ``decode_kernel`` macro."""
-    names = [q.name for q in p.params]
-    params = ", ".join(f"{name}: types[{i}]" for i, name in enumerate(names))
-    args = ", ".join(f"{name!r}: {name}" for name in names)
-    return f"@T.function\ndef main({params}):\n    decode_kernel(p, {{{args}}})\n"
-
-
 @transpile_once
 def emit_decode(p: DecodePlan):
     """The TIRx PrimFunc ``main(A, B, C[, W, S])`` of a decode plan."""
     types = [T.Tensor(q.shape, q.dtype) for q in p.params]
-    return parse(signature_source(p), {"T": T, "decode_kernel": decode_kernel, "p": p, "types": types})
+    return parse(signature_source(p, "decode_kernel"), {"T": T, "decode_kernel": decode_kernel, "p": p, "types": types})

@@ -732,12 +732,13 @@ def persistent_tiles(p, th, args, pid, wm, wn, lane):
     T.ptx["cp.async.wait_group"](0)
 
 
-def signature_source(p: GemmPlan) -> str:
-    """The TVMScript of ``main``: one parameter per ``p.params``, the body the ``kernel`` macro."""
+def signature_source(p, body: str = "kernel") -> str:
+    """The TVMScript of ``main``: one parameter per ``p.params`` (any plan with ``params``), the body
+    the macro named ``body`` called as ``body(p, {name: parameter})``."""
     names = [q.name for q in p.params]
     params = ", ".join(f"{name}: types[{i}]" for i, name in enumerate(names))
     args = ", ".join(f"{name!r}: {name}" for name in names)
-    return f"@T.function\ndef main({params}):\n    kernel(p, {{{args}}})\n"
+    return f"@T.function\ndef main({params}):\n    {body}(p, {{{args}}})\n"
 
 
 @transpile_once
