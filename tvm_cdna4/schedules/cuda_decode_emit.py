@@ -152,22 +152,6 @@ def copy_iteration_lines(p, th, SMH, wbase, stage, li, k_slice):
 
 
 @T.macro
-def read_stage_lines(p, th, SMH, wbase, stage):
-    # lane (g, t) reads chunk (g, t + 4u) of each slot: its fragment words, as in read_stage
-    slots = 2 * p.config.row_tiles
-    for u in T.unroll(p.config.unroll):
-        for r in T.unroll(p.config.row_tiles):
-            for h in T.unroll(2):
-                i = w_word(p, u, r, h, 0)
-                T.ptx["ld.shared.v4.b32"](th.wr[i], th.wr[i + 1], th.wr[i + 2], th.wr[i + 3],
-                                          SMH.ptr_to([wbase + line_offset(p, stage, 2 * r + h, th.g, th.t + 4 * u)]))
-        for nt in T.unroll(p.token_tiles):
-            i = x_word(p, u, nt, 0)
-            T.ptx["ld.shared.v4.b32"](th.xr[i], th.xr[i + 1], th.xr[i + 2], th.xr[i + 3],
-                                      SMH.ptr_to([wbase + line_offset(p, stage, slots + nt, th.g, th.t + 4 * u)]))
-
-
-@T.macro
 def copy_stage(p, th, SMH, wbase, base, stage, li, k_slice):
     if I.constexpr(p.line_copy):
         copy_iteration_lines(p, th, SMH, wbase, stage, li, k_slice)
@@ -179,9 +163,7 @@ def copy_stage(p, th, SMH, wbase, base, stage, li, k_slice):
 def read_any(p, th, SMH, wbase, base, stage):
     if I.constexpr(p.line_copy):
         T.cuda.warp_sync()  # every lane's copies of the stage have landed (each waited for its own)
-        read_stage_lines(p, th, SMH, wbase, stage)
-    else:
-        read_stage(p, th, SMH, base, stage)
+    read_stage(p, th, SMH, wbase, base, stage)
 
 
 @T.macro
@@ -206,20 +188,29 @@ def copy_iteration(p, th, SMH, base, stage, li, k_slice):
                        T.min(8 * nt + th.g, p.M - 1), gi * p.loop.span + 32 * u + 8 * th.t, ok)
 
 
+def read_offset(p: DecodePlan, th, wbase, base, stage, u, slot):
+    """Halves from shared memory's start to the chunk lane (g, t) reads for unroll ``u`` of ``slot``:
+    its own chunk (``chunk_offset`` from the lane's ``base``), or with ``line_copy`` chunk (g, t + 4u)
+    of the slot's lines (``line_offset`` from the warp's ``wbase``)."""
+    if p.line_copy:
+        return wbase + line_offset(p, stage, slot, th.g, th.t + 4 * u)
+    return base + chunk_offset(p, stage, u, slot)
+
+
 @T.macro
-def read_stage(p, th, SMH, base, stage):
-    # the lane's own chunks of a landed stage into the iteration's registers
+def read_stage(p, th, SMH, wbase, base, stage):
+    # a landed stage's fragment words into the iteration's registers (``read_offset``)
     slots = 2 * p.config.row_tiles
     for u in T.unroll(p.config.unroll):
         for r in T.unroll(p.config.row_tiles):
             for h in T.unroll(2):
                 i = w_word(p, u, r, h, 0)
                 T.ptx["ld.shared.v4.b32"](th.wr[i], th.wr[i + 1], th.wr[i + 2], th.wr[i + 3],
-                                          SMH.ptr_to([base + chunk_offset(p, stage, u, 2 * r + h)]))
+                                          SMH.ptr_to([read_offset(p, th, wbase, base, stage, u, 2 * r + h)]))
         for nt in T.unroll(p.token_tiles):
             i = x_word(p, u, nt, 0)
             T.ptx["ld.shared.v4.b32"](th.xr[i], th.xr[i + 1], th.xr[i + 2], th.xr[i + 3],
-                                      SMH.ptr_to([base + chunk_offset(p, stage, u, slots + nt)]))
+                                      SMH.ptr_to([read_offset(p, th, wbase, base, stage, u, slots + nt)]))
 
 
 @T.macro
