@@ -328,6 +328,22 @@ def _buffer_load_lds(size: int):
     return factory
 
 
+def _atomic_dwords(machine, name, p, index, mask, where):
+    """The active threads of a 32-bit global atomic and the byte each one updates (element ``index``
+    of the pointer ``p``), checked: a global buffer, 4-byte aligned, in bounds."""
+    if not isinstance(p, Pointer) or p.buffer.scope != "global":
+        raise EmulationError(f"{name} needs a global buffer pointer", where)
+    threads = np.flatnonzero(machine.active(mask))
+    T = machine.nthreads
+    byte = (np.asarray(p.offset, np.int64) + np.broadcast_to(np.asarray(index, np.int64), (T,)) * 4)[threads]
+    bad = byte % 4 != 0
+    if bad.any():
+        raise EmulationError(f"{name} at byte {int(byte[bad][0])} is not 4-byte aligned", where,
+                             *machine.coords(int(threads[bad][0])))
+    check_bounds(machine, p.buffer, byte, 4, None, where)
+    return threads, byte
+
+
 def _global_atomic_add_f32(compiler, node, args):
     """``T.rocm.global_atomic_add_f32``: each active lane adds its f32 value to element ``index`` of
     the global buffer, one lane at a time in thread order (atomics to one address are ordered; a
@@ -339,15 +355,7 @@ def _global_atomic_add_f32(compiler, node, args):
 
     def run(env, mask):
         p, T = ptr(env, mask), machine.nthreads
-        if not isinstance(p, Pointer) or p.buffer.scope != "global":
-            raise EmulationError(f"{GLOBAL_ATOMIC_ADD_F32_MNEMONIC} needs a global buffer pointer", where)
-        threads = np.flatnonzero(machine.active(mask))
-        byte = (np.asarray(p.offset, np.int64) + np.broadcast_to(np.asarray(index(env, mask), np.int64), (T,)) * 4)[threads]
-        bad = byte % 4 != 0
-        if bad.any():
-            raise EmulationError(f"{GLOBAL_ATOMIC_ADD_F32_MNEMONIC} at byte {int(byte[bad][0])} is not 4-byte aligned",
-                                 where, *machine.coords(int(threads[bad][0])))
-        check_bounds(machine, p.buffer, byte, 4, None, where)
+        threads, byte = _atomic_dwords(machine, GLOBAL_ATOMIC_ADD_F32_MNEMONIC, p, index(env, mask), mask, where)
         machine.state["atomics"].record(machine, p.buffer, byte, 4, threads, True, where)
         v = np.broadcast_to(np.asarray(value(env, mask), np.float32), (T,))[threads]
         np.add.at(p.buffer.typed(np.dtype(np.float32))[0], byte // 4, v)  # in thread order, f32 each step
@@ -366,15 +374,7 @@ def _global_atomic_add_u32(compiler, node, args):
 
     def run(env, mask):
         p, T = ptr(env, mask), machine.nthreads
-        if not isinstance(p, Pointer) or p.buffer.scope != "global":
-            raise EmulationError(f"{name} needs a global buffer pointer", where)
-        threads = np.flatnonzero(machine.active(mask))
-        byte = (np.asarray(p.offset, np.int64) + np.broadcast_to(np.asarray(index(env, mask), np.int64), (T,)) * 4)[threads]
-        if (byte % 4).any():
-            bad = byte % 4 != 0
-            raise EmulationError(f"{name} at byte {int(byte[bad][0])} is not 4-byte aligned", where,
-                                 *machine.coords(int(threads[bad][0])))
-        check_bounds(machine, p.buffer, byte, 4, None, where)
+        threads, byte = _atomic_dwords(machine, name, p, index(env, mask), mask, where)
         machine.state["atomics"].record(machine, p.buffer, byte, 4, threads, True, where, returns=True)
         v = np.broadcast_to(np.asarray(value(env, mask)).astype(np.uint32), (T,))[threads]
         mem = p.buffer.typed(np.dtype(np.uint32))[0]
