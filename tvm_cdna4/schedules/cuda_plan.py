@@ -27,6 +27,8 @@ from dataclasses import asdict, dataclass, is_dataclass, replace
 
 import attrs
 
+from .epilogue import Param
+
 DTYPES = {"f16": "float16", "bf16": "bfloat16"}
 OUT_DTYPES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}
 LAYOUTS = ("nn", "nt", "tn", "tt")
@@ -704,18 +706,6 @@ def _store_epilogue(M: Extent, N: int, ot: str, cfg: GemmConfig) -> Epilogue:
     if ot == "float32":
         return Epilogue(ot, (), 1, "st.global.f32", True, 4)
     return Epilogue(ot, (EpilogueOp("convert", f"cvt.rn.{short}.f32", "uint16"),), 1, "st.global.b16", True, 2)
-
-
-@attrs.frozen
-class Param:
-    """One tensor parameter of the kernel."""
-
-    name: str
-    """Its name in ``main``'s signature (and in the generated CUDA)."""
-    shape: tuple
-    """Its shape (``Extent`` entries)."""
-    dtype: str
-    """TIR dtype."""
 
 
 @attrs.frozen

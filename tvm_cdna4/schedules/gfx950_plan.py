@@ -25,20 +25,12 @@ from ..isa.mfma_table import SCALE_VECTOR_WORDS
 from ..patterns.dma import LdsTile
 from ..isa.hardware import GFX950_LDS_BYTES
 from ..isa.llvm_helpers import SCHED_DS_READ, SCHED_DS_WRITE, SCHED_MFMA, SCHED_VMEM_READ
+from .epilogue import Param
 from .gfx950_cost import MI355X_CUS, gpu_estimate, planned_loop_fraction, work_of
 
 Extent = Union[int, "PrimExpr"]  # noqa: F821 (a TIR expression: the symbolic M to come)
 
 # ------------------------------------------------------------------- the stages both GEMMs share
-
-
-@attrs.frozen
-class Param:
-    """One kernel parameter: ``name`` (the PrimFunc's), ``shape`` and TIR ``dtype``."""
-
-    name: str
-    shape: tuple[Extent, ...]
-    dtype: str
 
 
 @attrs.frozen
