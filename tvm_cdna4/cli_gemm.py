@@ -16,6 +16,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from .schedules.epilogue import ACTIVATIONS, Fusion
+
 TARGETS = ("sm80", "sm_80", "gfx950")
 CUDA_DTYPES = ("f16", "bf16")
 GFX950_DTYPES = ("f16", "bf16", "fp8", "bf8", "fp8_bf8", "bf8_fp8", "i8", "f32", "f64",
@@ -68,6 +70,13 @@ def add_gemm_parser(subparsers) -> argparse.ArgumentParser:
                    help="sm80: persistent kernel with this many CTAs (the GPU's SM count), 0 = one CTA per tile")
     p.add_argument("--tune", action="store_true",
                    help="sm80: time the planner's candidate tilings on the GPU and cache the winner (cuda_gemm.build)")
+    fused = p.add_argument_group("fused epilogue", "applied to the f32 accumulator before the output cast, in this "
+                                 "order: row and column scales, bias, activation, residual (docs: schedules.epilogue)")
+    fused.add_argument("--bias", action="store_true", help="add a per-column f32 bias [N]")
+    fused.add_argument("--activation", choices=ACTIVATIONS, help="relu, silu or gelu (tanh form)")
+    fused.add_argument("--residual", action="store_true", help="add a residual input of C's shape and dtype")
+    fused.add_argument("--row-scale", action="store_true", help="multiply row m by an f32 scale [M] (per token)")
+    fused.add_argument("--col-scale", action="store_true", help="multiply column n by an f32 scale [N] (per channel)")
     p.add_argument("--no-cache", action="store_true",
                    help="build with TIRx even when the build cache (~/.cache/tvm_cdna4, TVM_CDNA4_CACHE_DIR) has it")
     p.set_defaults(func=run_gemm)
@@ -112,8 +121,15 @@ def _usage(message: str) -> int:
     return 2
 
 
+def fusion(args) -> Fusion:
+    """The fused epilogue the flags ask for (``Fusion()`` without any)."""
+    return Fusion(bias=args.bias, activation=args.activation, residual=args.residual, row_scale=args.row_scale,
+                  col_scale=args.col_scale)
+
+
 def run_gemm(args) -> int:
     """The ``gemm`` subcommand: exit status 0, 1 (validation failed) or 2 (usage, no target/GPU)."""
+    args.fusion = fusion(args)
     if args.target == "gfx950":
         return _run_gfx950(args)
     args.out_dtype = args.out_dtype or "f32"
