@@ -44,7 +44,7 @@ def add_gemm_parser(subparsers) -> argparse.ArgumentParser:
         choices=("nn", "nt", "tn", "tt"),
         help="n: A is [M,K] / B is [K,N]; t: A is [K,M] / B is [N,K] (nt = both K-contiguous)",
     )
-    p.add_argument("-M", type=int, default=4096)
+    p.add_argument("-M", type=int, default=4096, help="rows of A and C (with --dynamic-m: the run-time M)")
     p.add_argument("-N", type=int, default=4096)
     p.add_argument("-K", type=int, default=4096)
     p.add_argument("--validate", action="store_true",
@@ -77,6 +77,9 @@ def add_gemm_parser(subparsers) -> argparse.ArgumentParser:
     fused.add_argument("--residual", action="store_true", help="add a residual input of C's shape and dtype")
     fused.add_argument("--row-scale", action="store_true", help="multiply row m by an f32 scale [M] (per token)")
     fused.add_argument("--col-scale", action="store_true", help="multiply column n by an f32 scale [N] (per channel)")
+    p.add_argument("--dynamic-m", action="store_true",
+                   help="compile for a symbolic M (N, K static; layouts nn, nt): the kernel of -M's bucket, the "
+                        "planner's choice there; -M gives the run-time M (docs: schedules.dynamic_m)")
     p.add_argument("--no-cache", action="store_true",
                    help="build with TIRx even when the build cache (~/.cache/tvm_cdna4, TVM_CDNA4_CACHE_DIR) has it")
     p.set_defaults(func=run_gemm)
@@ -130,6 +133,12 @@ def fusion(args) -> Fusion:
 def run_gemm(args) -> int:
     """The ``gemm`` subcommand: exit status 0, 1 (validation failed) or 2 (usage, no target/GPU)."""
     args.fusion = fusion(args)
+    if getattr(args, "dynamic_m", False):
+        from .cli_dynamic import refusal
+
+        why = refusal(args)
+        if why:
+            return _usage(why)
     if args.target == "gfx950":
         return _run_gfx950(args)
     args.out_dtype = args.out_dtype or "f32"
@@ -137,6 +146,10 @@ def run_gemm(args) -> int:
             or args.report or args.mfma or args.lds_dma:
         return _usage(f"--target sm80 supports --dtype {'/'.join(CUDA_DTYPES)}, --out-dtype f32/f16/bf16 and "
                       "--emit cuda/tir/config (asm, llvm, --report, --mfma and --lds-dma are gfx950 options)")
+    if getattr(args, "dynamic_m", False):
+        from .cli_dynamic import run_sm80
+
+        return run_sm80(args)
     try:
         cfg = _config(args)
     except ValueError as e:

@@ -180,12 +180,41 @@ def compile_and_load(M, N, K, dtype, layout, out_dtype, config=None, arch=None, 
         problem = (M, N, K, dtype, layout, out_dtype)
         config = tune_problems([problem], arch)[problem]["config"]
     exe = build(M, N, K, dtype, layout, out_dtype, config, arch=arch, cache=cache)
+    return Kernel(load_build(exe, f"gemm_{M}_{N}_{K}_{dtype}_{layout}_{out_dtype}_", workdir),
+                  plan(M, N, K, dtype, layout, out_dtype, exe.config))
+
+
+def load_build(exe, prefix: str = "gemm_", workdir=None):
+    """Export a ``CudaBuild`` to a fresh file (overwriting a library that is already loaded crashes
+    the process) and load its ``main`` (``load_kernel``)."""
     workdir = workdir or tempfile.mkdtemp(prefix="cuda_gemm_")
-    # a fresh file per build: overwriting a library that is already loaded crashes the process
-    fd, path = tempfile.mkstemp(prefix=f"gemm_{M}_{N}_{K}_{dtype}_{layout}_{out_dtype}_", suffix=".so", dir=workdir)
+    fd, path = tempfile.mkstemp(prefix=prefix, suffix=".so", dir=workdir)
     os.close(fd)
     export_kernel(exe, path)
-    return Kernel(load_kernel(path), plan(M, N, K, dtype, layout, out_dtype, exe.config))
+    return load_kernel(path)
+
+
+class DynamicKernel:
+    """A dynamic-M GEMM (``cuda_gemm.build_dynamic``, a ``DynamicGemm``) on the GPU: each M bucket's
+    kernel is built (through the build cache), exported and loaded on its first launch, then reused
+    for every M of the bucket. ``launch(a, b, c, *inputs)`` takes torch tensors (A, B, C, then the
+    fused epilogue's inputs) and launches on torch's current CUDA stream (``Kernel.launch``)."""
+
+    def __init__(self, dynamic, workdir=None):
+        self.dynamic, self.workdir = dynamic, workdir
+        self._loaded: dict = {}
+
+    def kernel(self, M: int) -> Kernel:
+        """The loaded kernel of ``M``'s bucket (built and loaded on first use)."""
+        bucket = self.dynamic.bucket(M)
+        if bucket not in self._loaded:
+            fn = load_build(self.dynamic.kernel_for(M), f"gemm_dynamic_{bucket.lo}_{bucket.hi}_", self.workdir)
+            self._loaded[bucket] = Kernel(fn, self.dynamic.plan(M))
+        return self._loaded[bucket]
+
+    def launch(self, a, b, c, *inputs) -> None:
+        """C = A @ B (+ the fused epilogue) for M = C's rows, on torch's current stream."""
+        self.kernel(int(c.shape[0])).launch(a, b, c, *inputs)
 
 
 def gpu_timer(M, N, K, dtype, layout, out_dtype, arch=None, rep_ms: int = 40):
@@ -275,16 +304,22 @@ def tune_problems(problems, arch=None, top=None, jobs=None, sms=None, rep_ms: in
     return result
 
 
+WORKSPACE = ("W", "S")
+"""The split-K parameters the runner allocates (``GemmPlan.params``): the f32 workspace and the tickets."""
+
+
 class Kernel:
     """A loaded GEMM called with A, B, C (DLPack / tvm_ffi tensors); a split-K plan's workspace
     ``W`` and ticket counters ``S`` (``GemmPlan.params``) are allocated zeroed on the GPU once and
-    passed after them (every launch leaves them zero again)."""
+    passed after them (every launch leaves them zero again; launches that may overlap, on two
+    streams, would share them)."""
 
     def __init__(self, fn, p):
         self.fn, self.plan = fn, p
         self._extra = None
 
-    def extra(self) -> tuple:
+    def workspace(self) -> tuple:
+        """The zeroed ``W`` and ``S`` torch tensors of a split-K plan (empty without a split)."""
         if self._extra is None:
             import torch
             import tvm_ffi
@@ -292,12 +327,24 @@ class Kernel:
             # uint32 counters: zeroed as int32, then viewed as uint32 (DLPack then says uint32, as main expects)
             bufs = [torch.zeros(q.shape, dtype=torch.float32, device="cuda") if q.dtype == "float32" else
                     torch.zeros(q.shape, dtype=torch.int32, device="cuda").view(torch.uint32)
-                    for q in self.plan.params[3:]]
-            self._extra = (bufs, tuple(tvm_ffi.from_dlpack(t) for t in bufs))
+                    for q in self.plan.params if q.name in WORKSPACE]
+            self._extra = (tuple(bufs), tuple(tvm_ffi.from_dlpack(t) for t in bufs))
+        return self._extra[0]
+
+    def extra(self) -> tuple:
+        """``workspace`` as tvm_ffi tensors."""
+        self.workspace()
         return self._extra[1]
 
     def __call__(self, *args):
         self.fn(*args, *(self.extra() if len(args) == 3 else ()))
+
+    def launch(self, *tensors) -> None:
+        """Launch on torch tensors (A, B, C and the epilogue's inputs; the workspace follows) on torch's
+        current CUDA stream: tvm_ffi reads the stream of the first CUDA tensor argument from torch and
+        sets it as the environment stream (``TVMFFIEnvSetStream``) for the call, which TIRx's launch
+        uses, so a CUDA-graph capture records the launch. No host synchronization."""
+        self.fn(*tensors, *self.workspace())
 
 
 class Launcher:
