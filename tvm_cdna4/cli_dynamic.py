@@ -83,8 +83,6 @@ def _run_on_gpu(args, dyn) -> int:
         print(f"validate {title}: rel_err={err:.2e} tol={runner.tolerance(args.out_dtype):.0e} {'OK' if good else 'FAIL'}")
         status = 0 if good else 1
     if args.bench:
-        from .cli_gemm import _launcher
-
-        ms = runner.bench_ms(_launcher(args, fn, runner))
+        ms = runner.bench_ms(runner.random_launcher(fn, M, N, K, args.dtype, args.layout, args.out_dtype))
         print(f"bench {title}: {ms:.3f} ms, {runner.tflops(M, N, K, ms):.1f} TFLOP/s")
     return status

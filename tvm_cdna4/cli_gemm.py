@@ -3,6 +3,7 @@
     python -m tvm_cdna4 gemm --target sm80 --dtype f16 --layout nt -M 4096 -N 4096 -K 4096 --emit cuda
     python -m tvm_cdna4 gemm --target sm80 --dtype bf16 --layout tn -M 1000 -N 1000 -K 1000 --validate --bench
     python -m tvm_cdna4 gemm --target gfx950 --dtype f16 -M 256 -N 256 -K 256 --validate   # CPU emulator
+    python -m tvm_cdna4 gemm --target sm80 --dynamic-m -M 100 -N 4096 -K 4096 --emit config   # M symbolic (-M: its value)
     python -m tvm_cdna4 gemm --target gfx950 --dtype mxfp4 --layout nt -M 4096 -N 4096 -K 4096 --report
     python -m tvm_cdna4 gemm --target gfx950 --dtype fp8 --block 128x128x128 --mfma 32x32 --report
 
@@ -218,19 +219,6 @@ def _run_sm80(args, cfg) -> int:
         print(f"validate {title}: rel_err={err:.2e} tol={tol:.0e} {'OK' if good else 'FAIL'}")
         status = 0 if good else 1
     if args.bench:
-        ms = runner.bench_ms(_launcher(args, fn, runner))
+        ms = runner.bench_ms(runner.random_launcher(fn, M, N, K, args.dtype, args.layout, args.out_dtype))
         print(f"bench {title}: {ms:.3f} ms, {runner.tflops(M, N, K, ms):.1f} TFLOP/s")
     return status
-
-
-def _launcher(args, fn, runner):
-    import torch
-
-    from .schedules.cuda_gemm import operand_shapes
-
-    a_shape, b_shape = operand_shapes(args.M, args.N, args.K, args.layout)
-    tdt = runner.torch_dtype(args.dtype)
-    a = torch.empty(a_shape, dtype=tdt, device="cuda").uniform_(-1, 1)
-    b = torch.empty(b_shape, dtype=tdt, device="cuda").uniform_(-1, 1)
-    c = torch.empty((args.M, args.N), dtype=runner.torch_dtype(args.out_dtype), device="cuda")
-    return runner.Launcher(fn, a, b, c)

@@ -217,7 +217,6 @@ def emulate(kernel, *arrays, target: str = "gfx950", max_threads_per_batch: int 
     from .machine import Machine
     from .memory import Buffer, Pointer
 
-    func, host = lowered_kernel(kernel, target)
     names = [p.name for p in kernel.params]
     if len(arrays) > len(names):
         raise ValueError(f"emulate: {len(arrays)} arrays for {len(names)} parameters {names}")
@@ -226,6 +225,7 @@ def emulate(kernel, *arrays, target: str = "gfx950", max_threads_per_batch: int 
         check_argument(param.name, param.ty, arr)
         globals_[param.name] = Buffer(param.name, "global", arr.reshape(-1).view(np.uint8).reshape(1, -1))
     shapes = bind_shapes(kernel.params, arrays)  # a dynamic-M kernel's M, from A's and C's shapes
+    func, host = lowered_kernel(kernel, target)
     scalars = {**host_scalars(host, shapes), **scalars}
     grid, block = _launch(func, kernel, shapes)
     wave = TARGETS[target]

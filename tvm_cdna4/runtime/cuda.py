@@ -361,6 +361,18 @@ class Launcher:
         self.fn(*self.args)
 
 
+def random_launcher(fn, M, N, K, dtype, layout, out_dtype) -> Launcher:
+    """A ``Launcher`` of ``fn`` on random GPU inputs in U(-1, 1) and an output of the problem's shape."""
+    import torch
+
+    from ..schedules.cuda_gemm import operand_shapes
+
+    a_shape, b_shape = operand_shapes(M, N, K, layout)
+    a = torch.empty(a_shape, dtype=torch_dtype(dtype), device="cuda").uniform_(-1, 1)
+    b = torch.empty(b_shape, dtype=torch_dtype(dtype), device="cuda").uniform_(-1, 1)
+    return Launcher(fn, a, b, torch.empty((M, N), dtype=torch_dtype(out_dtype), device="cuda"))
+
+
 def run_numpy(fn, a, b, M, N, out_dtype):
     """Copy numpy inputs to the GPU, poison C with NaN, launch once, return C as float32 numpy."""
     import torch
