@@ -101,54 +101,40 @@ def test_dynamic_m_refusals(build, args, match):
 
 
 @pytest.fixture(scope="module")
-def cuda_dynamic():
-    return cuda_gemm.build_dynamic(*CUDA_NK, "f16", "nt", "f16")
-
-
-@pytest.fixture(scope="module")
-def gfx950_dynamic():
-    return gfx950_gemm.build_dynamic(*GFX_NK, "bf16", "nt", "f32")
-
-
-@pytest.mark.parametrize("M", ODD_M)
-def test_cuda_dynamic_m_in_the_emulator(cuda_dynamic, M):
-    from tvm_cdna4.emulator import compare, emulate
-
-    N, K = CUDA_NK
-    rng = np.random.default_rng(M)
-    a = rng.uniform(-1, 1, (M, K)).astype(np.float16)
-    b = rng.uniform(-1, 1, (N, K)).astype(np.float16)
-    c = np.full((M, N), np.nan, np.float16)
-    work = [np.zeros(q.shape, q.dtype) for q in cuda_dynamic.plan(M).params[3:]]
-    emulate(cuda_dynamic.primfunc(M), a, b, c, *work, target="sm80")
-    want = a.astype(np.float64) @ b.astype(np.float64).T
-    compare("C", c, want, rtol=2**-10, atol=2**-10 * (np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64)).T))
-
-
-@pytest.mark.parametrize("M", ODD_M)
-def test_gfx950_dynamic_m_in_the_emulator(gfx950_dynamic, M):
+def dynamic():
+    """The two dynamic-M GEMMs the emulator runs, built per bucket on first use and shared by the tests:
+    ``{target: (DynamicGemm, (N, K), input dtype, output dtype, relative tolerance)}``."""
     import ml_dtypes
 
+    return {"sm80": (cuda_gemm.build_dynamic(*CUDA_NK, "f16", "nt", "f16"), CUDA_NK, np.float16, np.float16, 2**-10),
+            "gfx950": (gfx950_gemm.build_dynamic(*GFX_NK, "bf16", "nt", "f32"), GFX_NK, ml_dtypes.bfloat16,
+                       np.float32, 1e-5)}
+
+
+@pytest.mark.parametrize("target", ["sm80", "gfx950"])
+@pytest.mark.parametrize("M", ODD_M)
+def test_dynamic_m_in_the_emulator(dynamic, target, M):
     from tvm_cdna4.emulator import compare, emulate
 
-    N, K = GFX_NK
+    dyn, (N, K), dtype, out_dtype, tol = dynamic[target]
     rng = np.random.default_rng(M)
-    a = rng.uniform(-1, 1, (M, K)).astype(ml_dtypes.bfloat16)
-    b = rng.uniform(-1, 1, (N, K)).astype(ml_dtypes.bfloat16)
-    c = np.zeros((M, N), np.float32)  # zeros: a split-K plan adds into C
-    p = gfx950_dynamic.plan(M)
-    emulate(gfx950_dynamic.primfunc(M), a, b, c, *[np.zeros(q.shape, q.dtype) for q in p.epilogue.params])
+    a, b = rng.uniform(-1, 1, (M, K)).astype(dtype), rng.uniform(-1, 1, (N, K)).astype(dtype)
+    p = dyn.plan(M)
+    adds = "atomic_add" in getattr(getattr(p, "epilogue", None), "ops", ())  # a gfx950 split-K plan adds into a zeroed f32 C
+    c = np.zeros((M, N), out_dtype) if adds else np.full((M, N), np.nan, out_dtype)
+    work = [np.zeros(q.shape, q.dtype) for q in (p.params[3:] if target == "sm80" else p.epilogue.params)]
+    emulate(dyn.primfunc(M), a, b, c, *work, target=target)
     a64, b64 = a.astype(np.float64), b.astype(np.float64)
-    compare("C", c, a64 @ b64.T, rtol=1e-5, atol=1e-5 * (np.abs(a64) @ np.abs(b64).T))
+    compare("C", c, a64 @ b64.T, rtol=tol, atol=tol * (np.abs(a64) @ np.abs(b64).T))
 
 
-def test_the_emulator_binds_m_from_the_shapes(gfx950_dynamic):
+def test_the_emulator_binds_m_from_the_shapes(dynamic):
     from tvm_cdna4.emulator import emulate
 
-    N, K = GFX_NK
+    dyn, (N, K), *_ = dynamic["gfx950"]
     a, b = np.zeros((5, K), np.int16), np.zeros((N, K), np.int16)
     with pytest.raises(ValueError, match=r"parameter C: dimension 0 is M = 5 \(from A\); found 6"):
-        emulate(gfx950_dynamic.primfunc(5), a, b, np.zeros((6, N), np.float32))
+        emulate(dyn.primfunc(5), a, b, np.zeros((6, N), np.float32))
 
 
 @pytest.mark.parametrize("target,extra", [("sm80", []), ("gfx950", ["--dtype", "bf16"])])
@@ -162,22 +148,6 @@ def test_cli_dynamic_m_config_and_refusals(gemm_cli, target, extra):
     assert run.returncode == 2 and "A stored [M, K]" in run.stderr
     run = gemm_cli("--target", target, "--dynamic-m", "--block", "64x64x64", "--emit", "config")
     assert run.returncode == 2 and "--block cannot be given" in run.stderr
-
-
-@pytest.fixture
-def gemm_cli(capsys):
-    """``gemm_cli(*args)``: ``python -m tvm_cdna4 gemm ARGS`` in-process: returncode, stdout, stderr."""
-    from types import SimpleNamespace
-
-    from tvm_cdna4.cli import main
-
-    def run(*args):
-        capsys.readouterr()
-        code = main(["gemm", *args])
-        out, err = capsys.readouterr()
-        return SimpleNamespace(returncode=code, stdout=out, stderr=err)
-
-    return run
 
 
 # ---------------------------------------------------------------------------------------- on the GPU

@@ -150,7 +150,7 @@ def run_gemm(args) -> int:
     if getattr(args, "dynamic_m", False):
         from .cli_dynamic import run_sm80
 
-        return run_sm80(args)
+        return run_sm80(args, _run_sm80)
     try:
         cfg = _config(args)
     except ValueError as e:
@@ -195,8 +195,8 @@ def _emit_sm80(args, cfg) -> None:
               f"{cfg.as_dict()}")
 
 
-def _run_sm80(args, cfg) -> int:
-    """``--validate`` / ``--bench`` on the NVIDIA GPU."""
+def _run_sm80(args, cfg, load=None, title=None) -> int:
+    """``--validate`` / ``--bench`` on the NVIDIA GPU: the kernel of ``cfg``, or ``load()``'s (``--dynamic-m``)."""
     from .runtime import cuda as runner
 
     ok, why = runner.have_cuda_gpu()
@@ -206,12 +206,12 @@ def _run_sm80(args, cfg) -> int:
     import numpy as np
 
     M, N, K = args.M, args.N, args.K
-    title = f"{args.layout} {args.dtype}->{args.out_dtype} {M}x{N}x{K}"
-    fn = runner.compile_and_load(M, N, K, args.dtype, args.layout, args.out_dtype, cfg, cache=not args.no_cache,
-                                 tune=args.tune)
+    title = title or f"{args.layout} {args.dtype}->{args.out_dtype} {M}x{N}x{K}"
+    fn = load() if load else runner.compile_and_load(M, N, K, args.dtype, args.layout, args.out_dtype, cfg,
+                                                     cache=not args.no_cache, tune=args.tune)
     status = 0
     if args.validate:
-        rng = np.random.default_rng(0)
+        rng = np.random.default_rng(args.seed)
         a, b = runner.random_inputs(M, N, K, args.dtype, args.layout, rng)
         out = runner.run_numpy(fn, a, b, M, N, args.out_dtype)
         err, good = runner.check_output(out, runner.reference(a, b, args.layout), args.out_dtype)
