@@ -768,9 +768,9 @@ def _addr(compiler, node, args):
 
 
 def _exp2f(compiler, node, args):
-    """``exp2f(x)`` on f32, what TIRx writes for ``T.exp2`` (NVRTC compiles it to ``ex2.approx.f32``,
-    PTX ISA 9.7.3.21, relative error about 2^-22): numpy's ``exp2`` rounded to f32 (overflow to inf, as
-    the hardware), within that error of the GPU's value."""
+    """``exp2f(x)`` on f32, what TIRx writes for ``T.exp2`` (NVRTC, with TIRx's ``--use_fast_math``,
+    compiles it to ``ex2.approx.ftz.f32``, PTX ISA 9.7.3.21, relative error about 2^-22): numpy's
+    ``exp2`` rounded to f32 (overflow to inf, as the hardware), within that error of the GPU's value."""
     (x,) = (compiler.expr(a) for a in args)
 
     def run(env, mask):

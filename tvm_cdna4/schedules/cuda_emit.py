@@ -478,8 +478,9 @@ def c_tile(p: GemmPlan, converted: bool):
 
 TIR_OPS = SimpleNamespace(max=T.max, exp2=T.exp2, const=T.float32, f32=lambda x: T.Cast("float32", x))
 """The operations ``schedules.epilogue.activation`` / ``apply`` take, on TIR expressions. TIRx lowers
-``T.exp2`` on f32 to CUDA's ``exp2f``, which NVRTC compiles (no fast-math flags needed) to one
-``ex2.approx.f32`` (PTX ISA 9.7.3.21: the hardware's approximate ``2^x``)."""
+``T.exp2`` on f32 to CUDA's ``exp2f``, which NVRTC compiles (TIRx passes ``--use_fast_math``) to one
+``ex2.approx.ftz.f32`` (PTX ISA 9.7.3.21: the hardware's approximate ``2^x``), and the formula's
+divisions to ``div.approx.ftz.f32``."""
 
 
 def fused_value(fusion, args, v, row, col):

@@ -641,7 +641,7 @@ class EpilogueOp:
     instr: str
     """Its PTX: ``red.global.add.f32`` (atomic reduction) or ``st.global.f32`` (ordered: one
     workspace slice per K slice) for ``reduce``; for ``fuse`` its activation's instruction
-    (``ex2.approx.f32`` for silu and gelu, ``max.f32`` for relu) or, without one, ``fma.rn.f32``
+    (``ex2.approx.ftz.f32`` for silu and gelu, ``max.f32`` for relu) or, without one, ``fma.rn.f32``
     (scales, bias and residual); ``cvt.rn.{f16,bf16}x2.f32`` (a pair into one b32) or
     ``cvt.rn.{f16,bf16}.f32`` (one element, odd N) for ``convert``."""
     dtype: str
@@ -691,7 +691,8 @@ def fuse_op(fusion: Fusion) -> EpilogueOp | None:
     """The ``"fuse"`` op of a fusion (None for ``Fusion()``): f32 in, f32 out."""
     if fusion.empty:
         return None
-    instr = {"silu": "ex2.approx.f32", "gelu": "ex2.approx.f32", "relu": "max.f32"}.get(fusion.activation, "fma.rn.f32")
+    instrs = {"silu": "ex2.approx.ftz.f32", "gelu": "ex2.approx.ftz.f32", "relu": "max.f32"}
+    instr = instrs.get(fusion.activation, "fma.rn.f32")
     return EpilogueOp("fuse", instr, "float32")
 
 

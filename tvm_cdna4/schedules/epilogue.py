@@ -223,7 +223,8 @@ def error_bound(acc, fusion: Fusion, inputs: dict, out_dtype: str, acc_error=0.0
     inputs)``: ``tolerance``'s ``rel * |reference| + abs``; plus, for the f32 evaluation of terms that
     cancel (a bias or a residual against the product), 2^-21 (four roundings of 2^-24; 2^-18 with an
     activation) of the terms' magnitude ``|acc * row_scale * col_scale| + |bias| + |residual|``, which
-    bounds every intermediate value; plus half the smallest f16 subnormal (2^-25) for f16 outputs; plus
+    bounds every intermediate value; plus half the smallest f16 subnormal (2^-25) for f16 outputs, the
+    smallest normal f32 (2^-126: fast-math code flushes subnormal results to zero) for the others; plus
     ``acc_error`` (a bound of the accumulator's own error, per element or one number; 0 where the
     product is exact) times the scales and the activation's slope (``SLOPES``)."""
     import numpy as np
@@ -241,7 +242,7 @@ def error_bound(acc, fusion: Fusion, inputs: dict, out_dtype: str, acc_error=0.0
         magnitude = magnitude + np.abs(np.asarray(inputs["residual"]).astype(np.float64))
     rel, absolute = tolerance(fusion, out_dtype)
     evaluation = 2.0 ** (-18 if fusion.activation else -21)
-    floor = 2.0 ** -25 if out_dtype in ("f16", "float16") else 0.0
+    floor = 2.0 ** -25 if out_dtype in ("f16", "float16") else 2.0 ** -126
     return (rel * np.abs(reference(acc, fusion, inputs)) + absolute + floor + evaluation * magnitude
             + SLOPES[fusion.activation] * scale * acc_error)
 
@@ -255,7 +256,9 @@ def check(out, acc, fusion: Fusion, inputs: dict, out_dtype: str, acc_error=0.0)
     out = np.asarray(out).astype(np.float64)
     if not np.isfinite(out).all():
         return float("inf"), False
-    ratio = np.abs(out - reference(acc, fusion, inputs)) / error_bound(acc, fusion, inputs, out_dtype, acc_error)
+    err = np.abs(out - reference(acc, fusion, inputs))
+    bound = error_bound(acc, fusion, inputs, out_dtype, acc_error)
+    ratio = np.divide(err, bound, out=np.where(err > 0, np.inf, 0.0), where=bound > 0)
     worst = float(ratio.max()) if ratio.size else 0.0
     return worst, worst <= 1.0
 
