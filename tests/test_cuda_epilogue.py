@@ -90,10 +90,14 @@ def test_bad_epilogue_inputs_are_refused():
     fused = plan(33, 40, 72, "f16", "nt", "f32", TINY, fusion=Fusion(bias=True, residual=True))
     with pytest.raises(ValueError, match=r"reads \['bias', 'residual'\]: missing \['residual'\], not read \['row_scale'\]"):
         runner.epilogue_args(fused.fusion, {"bias": 0, "row_scale": 0})
-    kernel = runner.Kernel(lambda *a: None, fused)
+    calls = []
+    kernel = runner.Kernel(lambda *a: calls.append(a), fused)
     assert kernel.inputs == ("A", "B", "C", "bias", "residual")
     with pytest.raises(TypeError, match=r"takes 5 tensors \(A, B, C, bias, residual\), got 3"):
         kernel(1, 2, 3)
+    arrays = [np.full(2, float(i), np.float32) for i in range(5)]  # A, B, C, bias, residual (DLPack from numpy)
+    runner.Launcher(kernel, *arrays[:3], {"residual": arrays[4], "bias": arrays[3]})()
+    assert [float(np.from_dlpack(t)[0]) for t in calls[0]] == [0, 1, 2, 3, 4]  # PARAM_ORDER, whatever the dict order
 
 
 def test_cli_emits_the_fused_plan_and_needs_a_gpu_to_run_it(capsys):
@@ -171,3 +175,13 @@ def test_gpu_validated_table():
     rows = bench.validate_table(runner.device_arch(), max(1, (os.cpu_count() or 2) - 1), print)
     assert len(rows) == len(bench.table_cases())
     assert all(r["ok"] for r in rows), [r for r in rows if not r["ok"]]
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("shape", [("-M", "77", "-N", "130", "-K", "264"), ("-M", "16", "-N", "4095", "-K", "2056")])
+def test_gpu_cli_validates_a_fused_kernel(shape, capsys):
+    # runtime.cuda.compile_and_load / run_numpy / check_fused through the CLI: the tile GEMM and the decode kernel
+    args = ["gemm", "--target", "sm80", "--dtype", "bf16", "--out-dtype", "bf16", *shape, "--bias", "--activation",
+            "silu", "--residual", "--row-scale", "--col-scale", "--validate"]
+    assert cli.main(args) == 0, capsys.readouterr()
+    assert "OK" in capsys.readouterr().out

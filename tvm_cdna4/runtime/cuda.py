@@ -329,6 +329,9 @@ class Kernel:
         return tuple(q.name for q in self.plan.params if q.name not in WORKSPACE)
 
     def extra(self) -> tuple:
+        """The workspace tensors passed after the caller's (none without a K split)."""
+        if self._extra is None and not any(q.name in WORKSPACE for q in self.plan.params):
+            self._extra = ((), ())
         if self._extra is None:
             import torch
             import tvm_ffi
