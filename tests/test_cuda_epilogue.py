@@ -73,6 +73,19 @@ def test_plans_carry_the_fusion_and_its_inputs():
     assert d.params[4].dtype == "float16" and d.fusion.residual
 
 
+def test_check_bounds_cancellation_and_rejects_a_wrong_epilogue():
+    from tvm_cdna4.schedules.epilogue import check
+
+    f = Fusion(bias=True, residual=True, row_scale=True)
+    acc = np.array([[1.2345678, -3.0], [0.5, 2.0]])
+    inputs = dict(row_scale=np.float32([1.5, 0.75]), bias=np.float32([-1.8518517, 2.9]),
+                  residual=np.float32([[0.0, 0.125], [-0.375, 1.0]]))
+    f32 = np.float32(acc) * inputs["row_scale"][:, None] + inputs["bias"] + inputs["residual"]  # f32, cancelling
+    assert check(f32, acc, f, inputs, "f32")[1]
+    assert not check(f32 + inputs["bias"], acc, f, inputs, "f32")[1]  # the bias twice (per K slice, say)
+    assert check(np.where(f32 > 0, np.nan, f32), acc, f, inputs, "f32") == (float("inf"), False)
+
+
 def test_config_json_lists_the_fusion():
     for M in (5, 33):  # the decode kernel and the tile GEMM
         d = json.loads(config_json(M, 100, 136, "bf16", "nt", "bf16", fusion=Fusion(bias=True, activation="silu")))
