@@ -17,7 +17,10 @@ Every hardware instruction of the main loop is issued through ``T.cuda.tile.appl
   shared tiles (``ComposeLayout``), so every ldmatrix phase and every cp.async store is
   bank-conflict free; fragments are double-buffered in registers;
 * ``mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}`` on the register tiles;
-* epilogue: ``st.global.v2.f32`` or ``cvt.rn.{f16,bf16}x2.f32`` + ``st.global.b32``.
+* epilogue: the fused epilogue when asked for (``schedules.epilogue``: row / column scales, bias,
+  relu / silu / gelu, residual, applied to the f32 accumulators; the keywords ``bias``,
+  ``activation``, ``residual``, ``row_scale``, ``col_scale`` of ``build`` and ``cuda_gemm``), then
+  ``st.global.v2.f32`` or ``cvt.rn.{f16,bf16}x2.f32`` + ``st.global.b32``.
 
 Blocks are rasterized in groups of ``config.group_m`` block rows so that consecutive blocks share
 their A panel and B panels in L2. With ``config.ctas`` > 0 the kernel is persistent: that many CTAs
@@ -77,6 +80,7 @@ from .cuda_decode_plan import (
     plan_any,
     ranked_configs,
 )
+from .epilogue import Fusion, fusion_of
 
 plan = plan_any
 """The plan of either kernel (``cuda_decode_plan.plan_any``): a ``GemmConfig`` plans the tile GEMM
@@ -88,7 +92,7 @@ choice is ``cuda_plan.choose_config``)."""
 
 __all__ = [  # the planner's public names are re-exported here, the CUDA GEMM's entry module
     "DEFAULT_CONFIGS", "DTYPES", "H200_SMS", "LAYOUTS", "OUT_DTYPES", "CudaBuild", "DecodeConfig", "DecodePlan", "Device",
-    "GemmConfig", "GemmPlan",
+    "Fusion", "GemmConfig", "GemmPlan",
     "OperandTile", "Swizzle", "build", "build_key", "candidates", "choose_config", "config_json", "cuda_gemm",
     "cuda_source", "default_config", "estimate", "m_bucket", "make_operands", "operand_shapes", "plan",
     "plan_record", "plan_summary", "ranked_configs", "schedule_digest", "swizzle_elem", "swizzle_shift", "TUNE_TOP",
@@ -106,9 +110,18 @@ def cuda_gemm(
     layout: str = "nt",
     out_dtype: str = "f32",
     config: GemmConfig | DecodeConfig | None = None,
+    *,
+    bias: bool = False,
+    activation: str | None = None,
+    residual: bool = False,
+    row_scale: bool = False,
+    col_scale: bool = False,
+    fusion: Fusion | None = None,
 ):
-    """Build the TIRx PrimFunc ``main(A, B, C)`` for one static problem size."""
-    return emit_any(plan(M, N, K, dtype, layout, out_dtype, config))
+    """Build the TIRx PrimFunc ``main(A, B, C[, row_scale, col_scale, bias, residual][, W, S])`` for one
+    static problem size; the keywords (or ``fusion``) ask for the fused epilogue (``schedules.epilogue``)."""
+    fusion = fusion_of(bias, activation, residual, row_scale, col_scale, fusion)
+    return emit_any(plan(M, N, K, dtype, layout, out_dtype, config, fusion=fusion))
 
 
 def emit_any(p):
@@ -143,8 +156,14 @@ class CudaBuild:
 
 
 def build(M, N, K, dtype="f16", layout="nt", out_dtype="f32", config=None, arch="sm_80", compiler=None,
-          cache=True, tune=False, sms=H200_SMS, timer=None) -> CudaBuild:
+          cache=True, tune=False, sms=H200_SMS, timer=None, *, bias=False, activation=None, residual=False,
+          row_scale=False, col_scale=False, fusion=None) -> CudaBuild:
     """Compile for CUDA.
+
+    ``bias``, ``activation`` (``relu``, ``silu``, ``gelu``), ``residual``, ``row_scale``, ``col_scale`` (or
+    ``fusion``, a ``schedules.epilogue.Fusion``) ask for the fused epilogue: the kernel then takes
+    those inputs after C (``schedules.epilogue.PARAM_ORDER``). The planner's choice of tiling does
+    not weigh them; the plan, and so the cache key, carries them.
 
     Without a ``config``: the tuned tiling stored for this problem's key (``tuned_config``), else
     the planner's choice (``choose_config`` for ``sms`` SMs); ``tune=True`` first times the
@@ -161,7 +180,8 @@ def build(M, N, K, dtype="f16", layout="nt", out_dtype="f32", config=None, arch=
         config = tune_config(M, N, K, dtype, layout, out_dtype, arch, sms, timer)
     elif config is None and cache:
         config = tuned_config(M, N, K, dtype, layout, out_dtype, arch, sms)
-    p = plan(M, N, K, dtype, layout, out_dtype, config, sms)
+    p = plan(M, N, K, dtype, layout, out_dtype, config, sms, fusion=fusion_of(bias, activation, residual, row_scale,
+                                                                           col_scale, fusion))
     blobs = cached("cuda-gemm", build_key(p, arch, compiler), lambda: _compile(p, arch, compiler), enabled=cache)
     return CudaBuild(source=blobs["source"].decode(), library=blobs["library"], config=p.config,
                      device_config=blobs.get("device_config", b"").decode())
@@ -235,11 +255,12 @@ def tune_config(M, N, K, dtype="f16", layout="nt", out_dtype="f32", arch="sm_80"
     return best
 
 
-def config_json(M, N, K, dtype="f16", layout="nt", out_dtype="f32", config=None, sms=H200_SMS) -> str:
+def config_json(M, N, K, dtype="f16", layout="nt", out_dtype="f32", config=None, sms=H200_SMS,
+                fusion: Fusion | None = None) -> str:
     """``--emit config``: the plan of ``config`` (None: the planner's choice) as one JSON object,
     the tiling's every field and the plan's summary (``plan_summary``: ``split_k``, ``block_m``,
-    CTAs, the cost model's estimate)."""
-    p = plan(M, N, K, dtype, layout, out_dtype, config, sms)
+    CTAs, the fused epilogue, the cost model's estimate)."""
+    p = plan(M, N, K, dtype, layout, out_dtype, config, sms, fusion=fusion or Fusion())
     if isinstance(p, DecodePlan):
         return json.dumps({**p.config.as_dict(), **decode_summary(p, sms)})
     return json.dumps({"kind": "tile", **p.config.as_dict(), **plan_summary(p, sms)})
@@ -253,13 +274,13 @@ def build_key(p: GemmPlan | DecodePlan, arch: str = "sm_80", compiler: str | Non
 
 
 def schedule_digest() -> str:
-    """SHA-256 of the schedule's code (planner and emission) and of the TIRx internals its builds
-    use (``tirx_private``): part of the build-cache key, so an edited schedule never gets a kernel
-    cached before the edit under the same version string."""
+    """SHA-256 of the schedule's code (planner, emission, the fused epilogue's formulas) and of the
+    TIRx internals its builds use (``tirx_private``): part of the build-cache key, so an edited
+    schedule never gets a kernel cached before the edit under the same version string."""
     from ..cache import source_digest
 
     return source_digest("schedules/cuda_plan.py", "schedules/cuda_emit.py", "schedules/cuda_decode_plan.py",
-                         "schedules/cuda_decode_emit.py", "tirx_private.py")
+                         "schedules/cuda_decode_emit.py", "schedules/epilogue.py", "tirx_private.py")
 
 
 def _compile(p: GemmPlan, arch, compiler) -> dict[str, bytes]:
