@@ -181,3 +181,22 @@ def test_every_odd_m_up_to_8192_on_the_gpu(shape, layout, dtype, out_dtype):
     bad = np.flatnonzero(~(errors <= runner.tolerance(out_dtype)))
     assert bad.size == 0, f"odd M {[2 * i + 1 for i in bad[:10]]} wrong (relative errors {errors[bad[:10]]})"
     assert dyn.dynamic.built() == dyn.dynamic.buckets  # one build per bucket, whatever the M
+
+
+def test_cuda_dynamic_m_with_the_fused_epilogue_in_the_emulator():
+    """The epilogue's per-row inputs (``row_scale`` [M], ``residual`` [M, N]) take the symbolic M too."""
+    from tvm_cdna4.emulator import compare, emulate
+    from tvm_cdna4.schedules import epilogue
+
+    N, K = CUDA_NK
+    M, fusion = 37, epilogue.Fusion(bias=True, activation="silu", residual=True, row_scale=True)
+    dyn = cuda_gemm.build_dynamic(N, K, "f16", "nt", "f32", fusion=fusion)
+    p = dyn.plan(M)
+    assert [q.name for q in p.params] == ["A", "B", "C", "row_scale", "bias", "residual"]
+    assert p.params[3].shape[0].same_as(p.M) and p.params[5].shape[0].same_as(p.M)
+    rng = np.random.default_rng(M)
+    a, b = rng.uniform(-1, 1, (M, K)).astype(np.float16), rng.uniform(-1, 1, (N, K)).astype(np.float16)
+    c, inputs = np.full((M, N), np.nan, np.float32), epilogue.random_inputs(fusion, M, N, rng, np.float32)
+    emulate(dyn.primfunc(M), a, b, c, *(inputs[n] for n in fusion.inputs()), target="sm80")
+    acc = a.astype(np.float64) @ b.astype(np.float64).T
+    compare("C", c, epilogue.reference(acc, fusion, inputs), rtol=1e-4, atol=1e-4)

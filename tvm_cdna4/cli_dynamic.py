@@ -23,8 +23,8 @@ def refusal(args) -> str | None:
     given = [f"--{name.replace('_', '-')}" for name in TILE_OPTIONS if getattr(args, name, None) not in (None, False)]
     if given:
         return f"--dynamic-m plans every M bucket with the cost model: {', '.join(given)} cannot be given"
-    if not args.fusion.empty:
-        return f"--dynamic-m with a fused epilogue ({args.fusion.describe()}) is not in this build yet"
+    if args.target == "gfx950" and not args.fusion.empty:
+        return f"--target gfx950 --dynamic-m with a fused epilogue ({args.fusion.describe()}) is not in this build yet"
     if args.target == "gfx950" and getattr(args, "report", False):
         return "--report estimates a static problem; drop --dynamic-m (or use --emit config: the bucket's plan)"
     return None
@@ -41,7 +41,8 @@ def run_sm80(args, run_on_gpu) -> int:
     from .schedules.cuda_gemm import build_dynamic, cuda_source, plan_json
 
     def dynamic(arch):
-        return build_dynamic(args.N, args.K, args.dtype, args.layout, args.out_dtype, arch, cache=not args.no_cache)
+        return build_dynamic(args.N, args.K, args.dtype, args.layout, args.out_dtype, arch, cache=not args.no_cache,
+                             fusion=args.fusion)
 
     try:
         dyn = dynamic("sm_80")

@@ -44,6 +44,35 @@ def random_inputs(M, N, K, dtype, layout, rng):
     return a, b
 
 
+def grid_inputs(M, N, K, dtype, layout, rng):
+    """Random A, B (storage layout, input dtype) on the grid of 1/8 in [-1/2, 1/2]: every product is a
+    multiple of 2^-6 and every partial sum of K < 2^18 of them is exact in f32, so any summation order
+    (the tensor cores', a K split's) gives the exact product: the fused epilogue is then checked
+    against its reference with nothing of the GEMM's own rounding in between (``check_fused``)."""
+    from ..schedules.cuda_gemm import operand_shapes
+
+    dt = np_dtype(dtype)
+    return tuple((rng.integers(-4, 5, size=shape) / 8).astype(np.float32).astype(dt)
+                 for shape in operand_shapes(M, N, K, layout))
+
+
+def fused_inputs(fusion, M, N, out_dtype, rng) -> dict:
+    """The fused epilogue's inputs (``schedules.epilogue.random_inputs``: f32 scales and bias, the
+    residual in C's dtype), by name."""
+    from ..schedules.epilogue import random_inputs as epilogue_inputs
+
+    return epilogue_inputs(fusion, M, N, rng, np_dtype(out_dtype))
+
+
+def check_fused(out, a, b, layout, fusion, inputs, out_dtype, acc_error=0.0) -> tuple[float, bool]:
+    """(largest error ratio, whether every element is within ``schedules.epilogue.error_bound``) of a
+    fused kernel's C against ``schedules.epilogue.reference`` of the float64 product of A and B
+    (``acc_error``: a bound of the product's own error, 0 for ``grid_inputs``)."""
+    from ..schedules.epilogue import check
+
+    return check(out, reference(a, b, layout), fusion, inputs, out_dtype, acc_error)
+
+
 def reference(a, b, layout):
     """float64 ``op(A) @ op(B)`` of inputs stored per ``layout``."""
     a64 = np.asarray(a, dtype=np.float64)
@@ -170,18 +199,23 @@ def precompile(exe) -> None:
 
 
 def compile_and_load(M, N, K, dtype, layout, out_dtype, config=None, arch=None, workdir=None, cache=True,
-                     tune=False):
-    """Build (``cuda_gemm.build``: the planner's choice without a ``config``, ``tune`` as there),
-    export and load the kernel: a :class:`Kernel`, called with A, B, C like ``main``."""
+                     tune=False, bias=False, activation=None, residual=False, row_scale=False, col_scale=False,
+                     fusion=None):
+    """Build (``cuda_gemm.build``: the planner's choice without a ``config``, ``tune`` as there; the
+    fused epilogue by keywords or ``fusion``, as there), export and load the kernel: a :class:`Kernel`,
+    called with A, B, C and the epilogue's inputs like ``main``."""
     from ..schedules.cuda_gemm import build, plan
+    from ..schedules.epilogue import fusion_of
+
+    fusion = fusion_of(bias, activation, residual, row_scale, col_scale, fusion)
 
     arch = arch or device_arch()
     if tune:  # the candidates built in parallel, timed here, the winner stored (as build(tune=True))
         problem = (M, N, K, dtype, layout, out_dtype)
         config = tune_problems([problem], arch)[problem]["config"]
-    exe = build(M, N, K, dtype, layout, out_dtype, config, arch=arch, cache=cache)
+    exe = build(M, N, K, dtype, layout, out_dtype, config, arch=arch, cache=cache, fusion=fusion)
     return Kernel(load_build(exe, f"gemm_{M}_{N}_{K}_{dtype}_{layout}_{out_dtype}_", workdir),
-                  plan(M, N, K, dtype, layout, out_dtype, exe.config))
+                  plan(M, N, K, dtype, layout, out_dtype, exe.config, fusion=fusion))
 
 
 def load_build(exe, prefix: str = "gemm_", workdir=None):
@@ -198,7 +232,8 @@ class DynamicKernel:
     """A dynamic-M GEMM (``cuda_gemm.build_dynamic``, a ``DynamicGemm``) on the GPU: each M bucket's
     kernel is built (through the build cache), exported and loaded on its first launch, then reused
     for every M of the bucket. ``launch(a, b, c, *inputs)`` takes torch tensors (A, B, C, then the
-    fused epilogue's inputs) and launches on torch's current CUDA stream (``Kernel.launch``)."""
+    fused epilogue's inputs in ``PARAM_ORDER``) and launches on torch's current CUDA stream
+    (``Kernel.launch``)."""
 
     def __init__(self, dynamic, workdir=None):
         self.dynamic, self.workdir = dynamic, workdir
@@ -305,21 +340,34 @@ def tune_problems(problems, arch=None, top=None, jobs=None, sms=None, rep_ms: in
 
 
 WORKSPACE = ("W", "S")
-"""The split-K parameters the runner allocates (``GemmPlan.params``): the f32 workspace and the tickets."""
+"""The split-K parameters (workspace, tickets) that :class:`Kernel` owns: they follow the caller's."""
 
 
 class Kernel:
-    """A loaded GEMM called with A, B, C (DLPack / tvm_ffi tensors); a split-K plan's workspace
-    ``W`` and ticket counters ``S`` (``GemmPlan.params``) are allocated zeroed on the GPU once and
-    passed after them (every launch leaves them zero again; launches that may overlap, on two
-    streams, would share them)."""
+    """A loaded GEMM called with A, B, C and the fused epilogue's inputs (``GemmPlan.params`` up to the
+    workspace: ``schedules.epilogue.PARAM_ORDER``; DLPack / tvm_ffi tensors); a split-K plan's
+    workspace ``W`` and ticket counters ``S`` are allocated zeroed on the GPU once and passed after
+    them (every launch leaves them zero again; launches that may overlap, on two streams, would
+    share them)."""
 
     def __init__(self, fn, p):
         self.fn, self.plan = fn, p
         self._extra = None
 
+    @property
+    def inputs(self) -> tuple[str, ...]:
+        """The parameters the caller passes, in order: ``A, B, C`` and the epilogue's inputs."""
+        return tuple(q.name for q in self.plan.params if q.name not in WORKSPACE)
+
     def workspace(self) -> tuple:
-        """The zeroed ``W`` and ``S`` torch tensors of a split-K plan (empty without a split)."""
+        """The workspace as torch tensors (none without a K split)."""
+        self.extra()
+        return tuple(self._extra[0])
+
+    def extra(self) -> tuple:
+        """The workspace tensors passed after the caller's (none without a K split), as tvm_ffi tensors."""
+        if self._extra is None and not any(q.name in WORKSPACE for q in self.plan.params):
+            self._extra = ((), ())
         if self._extra is None:
             import torch
             import tvm_ffi
@@ -328,59 +376,79 @@ class Kernel:
             bufs = [torch.zeros(q.shape, dtype=torch.float32, device="cuda") if q.dtype == "float32" else
                     torch.zeros(q.shape, dtype=torch.int32, device="cuda").view(torch.uint32)
                     for q in self.plan.params if q.name in WORKSPACE]
-            self._extra = (tuple(bufs), tuple(tvm_ffi.from_dlpack(t) for t in bufs))
-        return self._extra[0]
-
-    def extra(self) -> tuple:
-        """``workspace`` as tvm_ffi tensors."""
-        self.workspace()
+            self._extra = (bufs, tuple(tvm_ffi.from_dlpack(t) for t in bufs))
         return self._extra[1]
 
     def __call__(self, *args):
-        self.fn(*args, *(self.extra() if len(args) == 3 else ()))
+        if len(args) != len(self.inputs):
+            raise TypeError(f"the kernel takes {len(self.inputs)} tensors ({', '.join(self.inputs)}), got {len(args)}")
+        self.fn(*args, *self.extra())
 
     def launch(self, *tensors) -> None:
-        """Launch on torch tensors (A, B, C and the epilogue's inputs; the workspace follows) on torch's
+        """Launch on torch tensors (``inputs``: A, B, C, the epilogue's; the workspace follows) on torch's
         current CUDA stream: tvm_ffi reads the stream of the first CUDA tensor argument from torch and
         sets it as the environment stream (``TVMFFIEnvSetStream``) for the call, which TIRx's launch
         uses, so a CUDA-graph capture records the launch. No host synchronization."""
+        if len(tensors) != len(self.inputs):
+            raise TypeError(f"the kernel takes {len(self.inputs)} tensors ({', '.join(self.inputs)}), got {len(tensors)}")
         self.fn(*tensors, *self.workspace())
 
 
-class Launcher:
-    """Calls a loaded kernel on torch tensors (converted once through DLPack)."""
+def epilogue_args(fusion, inputs: dict) -> tuple:
+    """The epilogue's inputs of ``fusion`` from ``inputs`` (by name), in ``PARAM_ORDER``; a missing one,
+    or one the fusion does not read, is a ValueError naming it."""
+    wanted = fusion.inputs() if fusion is not None else ()
+    missing = [n for n in wanted if n not in inputs]
+    extra = [n for n in inputs if n not in wanted]
+    if missing or extra:
+        raise ValueError(f"fused epilogue {fusion.describe() if fusion else 'none'!r} reads {list(wanted)}: "
+                         f"missing {missing}, not read {extra}")
+    return tuple(inputs[n] for n in wanted)
 
-    def __init__(self, fn, a, b, c):
+
+class Launcher:
+    """Calls a loaded kernel on torch tensors (converted once through DLPack): A, B, C, then the
+    fused epilogue's inputs in ``schedules.epilogue.PARAM_ORDER`` (``inputs``: by name)."""
+
+    def __init__(self, fn, a, b, c, inputs: dict | None = None):
         import tvm_ffi
 
+        plan = getattr(fn, "plan", None)
+        fusion = getattr(plan, "fusion", None)
+        tensors = (a, b, c, *epilogue_args(fusion, inputs or {}))
         self.fn = fn
-        self.keep = (a, b, c)
-        self.args = tuple(tvm_ffi.from_dlpack(t) for t in (a, b, c))
+        self.keep = tensors
+        self.args = tuple(tvm_ffi.from_dlpack(t) for t in tensors)
 
     def __call__(self):
         self.fn(*self.args)
 
 
-def random_launcher(fn, M, N, K, dtype, layout, out_dtype) -> Launcher:
-    """A ``Launcher`` of ``fn`` on random GPU inputs in U(-1, 1) and an output of the problem's shape."""
+def to_torch(arr):
+    """A numpy array (f16, bf16, f32) as a CUDA tensor of the same dtype and shape."""
     import torch
 
-    from ..schedules.cuda_gemm import operand_shapes
-
-    a_shape, b_shape = operand_shapes(M, N, K, layout)
-    a = torch.empty(a_shape, dtype=torch_dtype(dtype), device="cuda").uniform_(-1, 1)
-    b = torch.empty(b_shape, dtype=torch_dtype(dtype), device="cuda").uniform_(-1, 1)
-    return Launcher(fn, a, b, torch.empty((M, N), dtype=torch_dtype(out_dtype), device="cuda"))
+    arr = np.ascontiguousarray(arr)
+    if arr.dtype.itemsize == 2:
+        return torch.from_numpy(arr.view(np.int16)).view(torch_dtype_for(arr)).cuda()
+    return torch.from_numpy(arr).cuda()
 
 
-def run_numpy(fn, a, b, M, N, out_dtype):
-    """Copy numpy inputs to the GPU, poison C with NaN, launch once, return C as float32 numpy."""
+def torch_inputs(fusion, M, N, out_dtype, seed: int = 0) -> dict:
+    """The fused epilogue's inputs (``fused_inputs``) as CUDA tensors, by name: what a timed launch of a
+    fused kernel passes (``{}`` for no fusion)."""
+    if fusion is None or fusion.empty:
+        return {}
+    return {k: to_torch(v) for k, v in fused_inputs(fusion, M, N, out_dtype, np.random.default_rng(seed)).items()}
+
+
+def run_numpy(fn, a, b, M, N, out_dtype, inputs: dict | None = None):
+    """Copy numpy inputs (A, B and the fused epilogue's ``inputs`` by name) to the GPU, poison C with
+    NaN, launch once, return C as float32 numpy."""
     import torch
 
-    ta = torch.from_numpy(np.ascontiguousarray(a).view(np.int16)).view(torch_dtype_for(a)).cuda()
-    tb = torch.from_numpy(np.ascontiguousarray(b).view(np.int16)).view(torch_dtype_for(b)).cuda()
     tc = torch.full((M, N), float("nan"), dtype=torch_dtype(out_dtype), device="cuda")
-    Launcher(fn, ta, tb, tc)()
+    Launcher(fn, to_torch(a), to_torch(b), tc, {k: to_torch(v) for k, v in (inputs or {}).items()})()
     torch.cuda.synchronize()
     return tc.float().cpu().numpy()
 

@@ -48,12 +48,14 @@ from .cuda_plan import (
     ceil_div,
     candidates,
     check_dynamic,
+    check_fusion,
     choose_config,
     estimate,
     plan,
     planned_m,
 )
 from .dynamic_m import MBucket, extent_record, resolve_m
+from .epilogue import Fusion
 
 DECODE_MAX_M = 16
 """Largest M the decode kernel takes (two n8 MMA tiles of tokens)."""
@@ -200,7 +202,11 @@ class DecodePlan:
     reduce_instr: str | None
     """Split-K: ``red.global.add.f32`` (atomic) or ``st.global.f32`` (ordered); None without a split."""
     params: tuple[Param, ...]
-    """A (x), B (W), C, and with a split the workspace ``W`` and tickets ``S`` (as ``GemmPlan.params``)."""
+    """A (x), B (W), C, the fused epilogue's inputs (``Fusion.params``), and with a split the workspace
+    ``W`` and tickets ``S`` (as ``GemmPlan.params``)."""
+    fusion: Fusion = Fusion()
+    """The fused epilogue (``schedules.epilogue``), applied to each output's f32 sum (after the split-K
+    reduction: by the last CTA) just before its conversion and store; ``Fusion()`` fuses nothing."""
     dynamic_m: MBucket | None = None
     """Dynamic M (``GemmPlan.dynamic_m``): the bucket of token counts served (the token tiles and the
     workspace are sized for its largest); None: M is static."""
@@ -216,9 +222,9 @@ def decode_fits(M: int, layout: str) -> bool:
 
 
 def plan_decode(M: int | MBucket, N: int, K: int, dtype: str = "bf16", layout: str = "nt", out_dtype: str = "bf16",
-                config: DecodeConfig | None = None) -> DecodePlan:
-    """The decode plan of ``C[M, N] = x @ W^T`` (``config`` None: ``DecodeConfig()``; ``M`` an
-    ``MBucket``: dynamic M, for every token count of the bucket)."""
+                config: DecodeConfig | None = None, fusion: Fusion = Fusion()) -> DecodePlan:
+    """The decode plan of ``C[M, N] = epilogue(x @ W^T)`` (``config`` None: ``DecodeConfig()``; ``fusion``:
+    the fused epilogue; ``M`` an ``MBucket``: dynamic M, for every token count of the bucket)."""
     cfg = config or DecodeConfig()
     cfg.check()
     M, bucket, m_max = resolve_m(M, "plan_decode")
@@ -235,7 +241,8 @@ def plan_decode(M: int | MBucket, N: int, K: int, dtype: str = "bf16", layout: s
     tt = 1 if m_max <= 8 else 2
     rows = ceil_div(N, cfg.block_rows)
     ab = "f16" if dt == "float16" else "bf16"
-    params = (Param("A", (M, K), dt), Param("B", (N, K), dt), Param("C", (M, N), ot))
+    params = (Param("A", (M, K), dt), Param("B", (N, K), dt), Param("C", (M, N), ot),
+              *check_fusion(fusion).params(M, N, ot))
     reduce_instr = None
     if splits > 1:
         ordered = cfg.reduction == "ordered"
@@ -246,7 +253,7 @@ def plan_decode(M: int | MBucket, N: int, K: int, dtype: str = "bf16", layout: s
                       f"mma.sync.aligned.m16n8k16.row.col.f32.{ab}.{ab}.f32", loop, rows, splits, rows * splits,
                       cfg.threads, K % 8 == 0, COPY_W, COPY_X, cfg.line_copy and K % 8 == 0,
                       cfg.smem_bytes(tt) if K % 8 == 0 else 0,
-                      cfg.warps * cfg.row_tiles * tt * 4 * 32, outs, reduce_instr, params, bucket)
+                      cfg.warps * cfg.row_tiles * tt * 4 * 32, outs, reduce_instr, params, fusion, bucket)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -367,29 +374,31 @@ def ranked_configs(M: int, N: int, K: int, dtype: str = "f16", layout: str = "nt
 
 
 def plan_any(M: int | MBucket, N: int, K: int, dtype: str = "f16", layout: str = "nt", out_dtype: str = "f32",
-             config: GemmConfig | DecodeConfig | None = None, sms: int = H200_SMS):
+             config: GemmConfig | DecodeConfig | None = None, sms: int = H200_SMS, fusion: Fusion = Fusion()):
     """The plan of either kernel: a ``DecodePlan`` for a ``DecodeConfig``, a ``GemmPlan`` for a
-    ``GemmConfig``; without a config, the planner's choice (``choose_kernel``; for an ``MBucket`` of
-    dynamic M, at its representative M)."""
+    ``GemmConfig``; without a config, the planner's choice (``choose_kernel``, fusion-blind; for an
+    ``MBucket`` of dynamic M, at its representative M); ``fusion``: the fused epilogue either kernel applies."""
     if min(planned_m(M), N, K) < 1:
         raise ValueError("M, N, K must be positive")
     if isinstance(M, MBucket):
         check_dynamic(M, layout.lower(), config)
     cfg = config or choose_kernel(planned_m(M), N, K, dtype, layout, out_dtype, sms)
     if isinstance(cfg, DecodeConfig):
-        return plan_decode(M, N, K, dtype, layout, out_dtype, cfg)
-    return plan(M, N, K, dtype, layout, out_dtype, cfg, sms)
+        return plan_decode(M, N, K, dtype, layout, out_dtype, cfg, fusion)
+    return plan(M, N, K, dtype, layout, out_dtype, cfg, sms, fusion)
 
 
 def decode_summary(p: DecodePlan, sms: int = H200_SMS) -> dict:
     """A decode plan as one JSON object (``--emit config``): ``kind``, ``block_m`` (W rows per CTA: the
-    MMA's M dimension), ``split_k``, the grid and the cost model's estimate."""
+    MMA's M dimension), ``split_k``, the grid, the fused epilogue (as ``plan_summary``) and the cost
+    model's estimate."""
     ob = 4 if p.out_dtype == "float32" else 2
     est = decode_estimate(planned_m(p.dynamic_m or p.M), p.N, p.K, p.config, ob, Device(sms=sms))
     return dict(kind="decode", M=extent_record(p.M), **bucket_summary(p.dynamic_m), N=p.N, K=p.K, dtype=p.dtype, layout=p.layout, out_dtype=p.out_dtype,
                 block_m=p.config.block_rows, block_n=8 * p.token_tiles, block_k=p.loop.span, warps=p.config.warps,
                 row_tiles=p.config.row_tiles, unroll=p.config.unroll, split_k=p.k_splits,
-                reduction=p.config.reduction, vector=p.vector, launched_ctas=p.ctas, sms=sms, waves=est.waves,
+                reduction=p.config.reduction, vector=p.vector, fusion=p.fusion.as_dict(),
+                epilogue=p.fusion.describe(), launched_ctas=p.ctas, sms=sms, waves=est.waves,
                 per_sm=est.per_sm, estimated_us=round(est.time_s * 1e6, 3), roofline_us=round(est.roofline_s * 1e6, 3),
                 roofline_fraction=round(est.roofline_fraction, 4))
 

@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, is_dataclass, replace
 import attrs
 
 from .dynamic_m import MBucket, check_layout, divides, extent_record, is_static, resolve_m
-from .epilogue import Param
+from .epilogue import Fusion, Param
 
 DTYPES = {"f16": "float16", "bf16": "bfloat16"}
 OUT_DTYPES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}
@@ -637,12 +637,15 @@ class EpilogueOp:
     kind: str
     """``"reduce"``: the split-K reduction (first: the slice's partial tile goes to the f32
     workspace ``W``; the tile's last CTA, by the ticket counter ``S``, gathers the sum into its
-    accumulators and clears ``W`` and ``S`` for the next launch); ``"convert"``: rounding to the
-    output dtype (bias, activations, row / column scales and a residual come next)."""
+    accumulators and clears ``W`` and ``S`` for the next launch); ``"fuse"``: the fused epilogue
+    (``GemmPlan.fusion``, ``schedules.epilogue.apply`` on every accumulator element, its inputs read
+    at the element's row and column); ``"convert"``: rounding to the output dtype."""
     instr: str
     """Its PTX: ``red.global.add.f32`` (atomic reduction) or ``st.global.f32`` (ordered: one
-    workspace slice per K slice) for ``reduce``; ``cvt.rn.{f16,bf16}x2.f32`` (a pair into one
-    b32) or ``cvt.rn.{f16,bf16}.f32`` (one element, odd N) for ``convert``."""
+    workspace slice per K slice) for ``reduce``; for ``fuse`` its activation's instruction
+    (``ex2.approx.ftz.f32`` for silu and gelu, ``max.f32`` for relu) or, without one, ``fma.rn.f32``
+    (scales, bias and residual); ``cvt.rn.{f16,bf16}x2.f32`` (a pair into one b32) or
+    ``cvt.rn.{f16,bf16}.f32`` (one element, odd N) for ``convert``."""
     dtype: str
     """TIR dtype of the registers it produces (``uint32`` pairs, ``uint16`` elements)."""
     vector: int = 1
@@ -680,12 +683,30 @@ class Epilogue:
         """The split-K reduction (None without a K split)."""
         return next((op for op in self.ops if op.kind == "reduce"), None)
 
+    @property
+    def fuse(self) -> EpilogueOp | None:
+        """The fused epilogue (None when the plan fuses nothing)."""
+        return next((op for op in self.ops if op.kind == "fuse"), None)
 
-def plan_epilogue(M: Extent, N: int, ot: str, cfg: GemmConfig) -> Epilogue:
+
+def fuse_op(fusion: Fusion) -> EpilogueOp | None:
+    """The ``"fuse"`` op of a fusion (None for ``Fusion()``): f32 in, f32 out."""
+    if fusion.empty:
+        return None
+    instrs = {"silu": "ex2.approx.ftz.f32", "gelu": "ex2.approx.ftz.f32", "relu": "max.f32"}
+    instr = instrs.get(fusion.activation, "fma.rn.f32")
+    return EpilogueOp("fuse", instr, "float32")
+
+
+def plan_epilogue(M: Extent, N: int, ot: str, cfg: GemmConfig, fusion: Fusion = Fusion()) -> Epilogue:
     """Pairs of columns (N even: ``st.global.v2.f32``, or ``cvt.rn.*x2.f32`` + ``st.global.b32``),
     else one element per store (``st.global.f32``, or ``cvt.rn.*.f32`` + ``st.global.b16``); with
-    ``split_k`` > 1 the reduction comes first."""
+    ``split_k`` > 1 the reduction comes first, then the fused epilogue (``fuse_op``), then the
+    conversion."""
     ep = _store_epilogue(M, N, ot, cfg)
+    fuse = fuse_op(fusion)
+    if fuse is not None:
+        ep = attrs.evolve(ep, ops=(fuse, *ep.ops))
     if cfg.split_k == 1:
         return ep
     vector = cfg.reduce_vector if N % 2 == 0 else 1  # pairs need even rows of W (8-byte aligned)
@@ -739,11 +760,15 @@ class GemmPlan:
     """The kernel's parameters in signature order: A, B, C, then with a K split the f32 workspace
     ``W`` (``[split_k, M, N]`` ordered, ``[1, M, N]`` atomic) and the ticket counters ``S`` (one
     ``uint32`` per output tile), both zero before the first launch and left zero by every launch
-    (an epilogue input such as a bias goes here too, beside the ``EpilogueOp`` that reads it). A
-    dynamic-M plan sizes ``W`` and ``S`` for its bucket's largest M."""
+    (the fused epilogue's inputs come after C, before ``W``: ``Fusion.params``, in
+    ``schedules.epilogue.PARAM_ORDER``)."""
+    fusion: Fusion = Fusion()
+    """What the epilogue fuses after the GEMM (``schedules.epilogue``: scales, bias, activation,
+    residual; ``Epilogue.fuse`` applies it); ``Fusion()`` fuses nothing."""
     dynamic_m: MBucket | None = None
     """Dynamic M: the bucket of M values the kernel serves (``M`` is then the TIR variable ``M``, bound at
-    launch from A's and C's shapes, and every load and store along M is masked); None: M is static."""
+    launch from A's and C's shapes, every load and store along M is masked, and ``W`` and ``S`` are
+    sized for the bucket's largest M); None: M is static."""
 
 
 def plan_record(p) -> dict:
@@ -957,15 +982,16 @@ def choose_config(M: int, N: int, K: int, dtype: str = "f16", layout: str = "nt"
 
 
 def plan_summary(p: GemmPlan, sms: int = H200_SMS) -> dict:
-    """The chosen plan as one JSON object (``--emit config``): the tiling, ``split_k``, the grid and
-    the cost model's estimate."""
+    """The chosen plan as one JSON object (``--emit config``): the tiling, ``split_k``, the grid, the
+    fused epilogue (``fusion``: the ``Fusion`` fields; ``epilogue``: its one-line description) and the
+    cost model's estimate."""
     cfg = p.config
     ob = 4 if p.epilogue.out_dtype == "float32" else 2
     est = estimate(planned_m(p.dynamic_m or p.M), p.N, p.K, cfg, ob, Device(sms=sms))
     return dict(M=extent_record(p.M), **bucket_summary(p.dynamic_m), N=p.N, K=p.K, dtype=p.dtype, layout=p.layout, out_dtype=p.epilogue.out_dtype,
                 block_m=cfg.block_m, block_n=cfg.block_n, block_k=cfg.block_k, warps_m=cfg.warps_m,
                 warps_n=cfg.warps_n, stages=cfg.stages, split_k=cfg.split_k, reduction=cfg.reduction,
-                reduce_vector=cfg.reduce_vector,
+                reduce_vector=cfg.reduce_vector, fusion=p.fusion.as_dict(), epilogue=p.fusion.describe(),
                 launched_ctas=p.grid.ctas, k_tiles_per_slice=p.kloop.k_tiles, kloop=p.kloop.form, sms=sms,
                 waves=est.waves, tile_efficiency=round(est.tile_efficiency, 4),
                 estimated_us=round(est.time_s * 1e6, 3), roofline_us=round(est.roofline_s * 1e6, 3),
@@ -1114,10 +1140,11 @@ def mma_order(cfg: GemmConfig, mma_m: int, mma_n: int) -> tuple[tuple[int, int],
 
 
 def plan(M: int | MBucket, N: int, K: int, dtype: str = "f16", layout: str = "nt", out_dtype: str = "f32",
-         config: GemmConfig | None = None, sms: int = H200_SMS) -> GemmPlan:
-    """The plan of the GEMM ``C[M, N] = op(A) @ op(B)`` for one static problem size, or for a bucket
-    of M (``M`` an ``MBucket``: dynamic M, ``check_dynamic``); without a ``config``, the cost model's
-    choice for a GPU of ``sms`` SMs (``choose_config``; a bucket's at its representative M)."""
+         config: GemmConfig | None = None, sms: int = H200_SMS, fusion: Fusion = Fusion()) -> GemmPlan:
+    """The plan of the GEMM ``C[M, N] = epilogue(op(A) @ op(B))`` for one static problem size, or for a
+    bucket of M (``M`` an ``MBucket``: dynamic M, ``check_dynamic``; ``fusion``: the fused epilogue,
+    ``schedules.epilogue``); without a ``config``, the cost model's choice for a GPU of ``sms`` SMs
+    (``choose_config``, which does not weigh the fusion; a bucket's at its representative M)."""
     dt = DTYPES[_short_dtype(dtype)]
     ot = OUT_DTYPES[_short_out(out_dtype)]
     layout = layout.lower()
@@ -1156,13 +1183,13 @@ def plan(M: int | MBucket, N: int, K: int, dtype: str = "f16", layout: str = "nt
                     min(cfg.ctas, tiles) if persistent else tiles, persistent)
 
     ab = "f16" if dt == "float16" else "bf16"
-    epilogue = plan_epilogue(M, N, ot, cfg)
-    params = (Param("A", a_shape, dt), Param("B", b_shape, dt), Param("C", (M, N), ot))
+    epilogue = plan_epilogue(M, N, ot, cfg, check_fusion(fusion))
+    params = (Param("A", a_shape, dt), Param("B", b_shape, dt), Param("C", (M, N), ot), *fusion.params(M, N, ot))
     if cfg.split_k > 1:
         slices = cfg.split_k if cfg.reduction == "ordered" else 1
         params += (Param("W", (slices, m_max, N), "float32"), Param("S", (ceil_div(m_max, cfg.block_m) * gn,), "uint32"))
     return GemmPlan(M, N, K, dt, layout, cfg, tiling, grid, a, b, f"mma.sync.aligned.m16n8k16.row.col.f32.{ab}.{ab}.f32",
-                    stage_elems, cfg.stages * stage_elems, kloop, epilogue, params, dynamic_m=bucket)
+                    stage_elems, cfg.stages * stage_elems, kloop, epilogue, params, fusion, bucket)
 
 
 def planned_m(M: int | MBucket) -> int:
@@ -1171,7 +1198,8 @@ def planned_m(M: int | MBucket) -> int:
 
 
 def bucket_summary(bucket: MBucket | None) -> dict:
-    """``{"m_bucket": [lo, hi]}`` for a dynamic-M plan's summary (``--emit config``), ``{}`` for a static one."""
+    """``{"m_bucket": [lo, hi], "planned_at_m": ...}`` for a dynamic-M plan's summary (``--emit config``),
+    ``{}`` for a static one."""
     return {} if bucket is None else {"m_bucket": [bucket.lo, bucket.hi], "planned_at_m": bucket.representative}
 
 
@@ -1183,3 +1211,11 @@ def check_dynamic(bucket: MBucket | None, layout: str, cfg) -> None:
     check_layout(layout, "CUDA GEMM")
     if getattr(cfg, "ctas", 0):
         raise ValueError(f"dynamic M: persistent CTAs (ctas={cfg.ctas}) loop over a static tile count; use ctas=0")
+
+
+def check_fusion(fusion) -> Fusion:
+    """``fusion`` itself when it is a ``schedules.epilogue.Fusion``; a clear error otherwise."""
+    if not isinstance(fusion, Fusion):
+        raise TypeError(f"fusion must be a schedules.epilogue.Fusion (or use the build keywords bias=, activation=, "
+                        f"residual=, row_scale=, col_scale=), not {type(fusion).__name__}")
+    return fusion

@@ -213,5 +213,55 @@ def tolerance(fusion: Fusion, out_dtype: str) -> tuple[float, float]:
     return rounding + 2.0 ** -18, 2.0 ** -20
 
 
-__all__ = ["ACTIVATIONS", "GELU_CUBIC", "LOG2E", "PARAM_ORDER", "SQRT_2_OVER_PI", "Fusion", "Param", "activation",
-           "apply", "fusion_of", "random_inputs", "reference", "tolerance"]
+SLOPES = {None: 1.0, "relu": 1.0, "silu": 1.1, "gelu": 1.13}
+"""An upper bound of each activation's slope |act'(x)| (silu's largest is 1.0998 at x = 2.40, gelu's
+1.1289 at x = 1.52): how far an error of the accumulator moves the fused result."""
+
+
+def error_bound(acc, fusion: Fusion, inputs: dict, out_dtype: str, acc_error=0.0):
+    """The error allowed per element between a fused kernel's output and ``reference(acc, fusion,
+    inputs)``: ``tolerance``'s ``rel * |reference| + abs``; plus, for the f32 evaluation of terms that
+    cancel (a bias or a residual against the product), 2^-21 (four roundings of 2^-24; 2^-18 with an
+    activation) of the terms' magnitude ``|acc * row_scale * col_scale| + |bias| + |residual|``, which
+    bounds every intermediate value; plus half the smallest f16 subnormal (2^-25) for f16 outputs, the
+    smallest normal f32 (2^-126: fast-math code flushes subnormal results to zero) for the others; plus
+    ``acc_error`` (a bound of the accumulator's own error, per element or one number; 0 where the
+    product is exact) times the scales and the activation's slope (``SLOPES``)."""
+    import numpy as np
+
+    acc = np.asarray(acc, dtype=np.float64)
+    scale = np.ones((1, 1))
+    if fusion.row_scale:
+        scale = scale * np.abs(np.asarray(inputs["row_scale"], np.float64))[:, None]
+    if fusion.col_scale:
+        scale = scale * np.abs(np.asarray(inputs["col_scale"], np.float64))[None, :]
+    magnitude = np.abs(acc) * scale
+    if fusion.bias:
+        magnitude = magnitude + np.abs(np.asarray(inputs["bias"], np.float64))[None, :]
+    if fusion.residual:
+        magnitude = magnitude + np.abs(np.asarray(inputs["residual"]).astype(np.float64))
+    rel, absolute = tolerance(fusion, out_dtype)
+    evaluation = 2.0 ** (-18 if fusion.activation else -21)
+    floor = 2.0 ** -25 if out_dtype in ("f16", "float16") else 2.0 ** -126
+    return (rel * np.abs(reference(acc, fusion, inputs)) + absolute + floor + evaluation * magnitude
+            + SLOPES[fusion.activation] * scale * acc_error)
+
+
+def check(out, acc, fusion: Fusion, inputs: dict, out_dtype: str, acc_error=0.0) -> tuple[float, bool]:
+    """(the largest ratio of ``|out - reference|`` to ``error_bound``, whether it is at most 1): how a
+    fused kernel's output ``out`` is validated against the accumulator ``acc`` it fused (inf when ``out``
+    holds a non-finite element)."""
+    import numpy as np
+
+    out = np.asarray(out).astype(np.float64)
+    if not np.isfinite(out).all():
+        return float("inf"), False
+    err = np.abs(out - reference(acc, fusion, inputs))
+    bound = error_bound(acc, fusion, inputs, out_dtype, acc_error)
+    ratio = np.divide(err, bound, out=np.where(err > 0, np.inf, 0.0), where=bound > 0)
+    worst = float(ratio.max()) if ratio.size else 0.0
+    return worst, worst <= 1.0
+
+
+__all__ = ["ACTIVATIONS", "GELU_CUBIC", "LOG2E", "PARAM_ORDER", "SLOPES", "SQRT_2_OVER_PI", "Fusion", "Param",
+           "activation", "apply", "check", "error_bound", "fusion_of", "random_inputs", "reference", "tolerance"]
