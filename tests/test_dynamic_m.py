@@ -128,6 +128,30 @@ def test_dynamic_m_in_the_emulator(dynamic, target, M):
     compare("C", c, a64 @ b64.T, rtol=tol, atol=tol * (np.abs(a64) @ np.abs(b64).T))
 
 
+def test_dynamic_cuda_source_compiles(dynamic, tmp_path):
+    """The kernel takes ``int M`` and divides by it only through ``truncdiv`` (``dynamic_m.ceil_div``): a
+    floor division of unknown sign lowers to let-bound remainders, which CUDA codegen printed inside
+    address expressions (``&( int rmod_3 = ...``), C that NVRTC rejects. With NVRTC here (the
+    ``nvidia-cuda-nvrtc`` wheel and a CUDA toolkit's headers), it compiles."""
+    import os
+    import sys
+
+    from tvm_cdna4.runtime import cuda as runner
+
+    dyn = dynamic["sm80"][0]
+    source = cuda_gemm.cuda_source(dyn.kernel_for(33))
+    assert "int M)" in source and "rmod" not in source and "rdiv" not in source
+    sys.path.insert(0, os.path.dirname(__file__))
+    import nvrtc_shim
+
+    if nvrtc_shim.find_libnvrtc() is None or nvrtc_shim.find_cuda_root() is None:
+        pytest.skip("NVRTC (pip install nvidia-cuda-nvrtc==13.0.88) and a CUDA toolkit's headers are not here")
+    cu = tmp_path / "k.cu"
+    cu.write_text(source)
+    usage = runner.ptxas_usage(nvrtc_shim.compile_log(str(cu), "sm_90", os.path.dirname(os.path.dirname(__file__))))
+    assert usage["registers"] and usage["spill_stores"] == 0
+
+
 def test_the_emulator_binds_m_from_the_shapes(dynamic):
     from tvm_cdna4.emulator import emulate
 

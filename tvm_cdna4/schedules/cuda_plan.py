@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, is_dataclass, replace
 
 import attrs
 
-from .dynamic_m import MBucket, check_layout, divides, extent_record, is_static, resolve_m
+from .dynamic_m import MBucket, ceil_div, check_layout, divides, extent_record, is_static, resolve_m
 from .epilogue import Fusion, Param
 
 DTYPES = {"f16": "float16", "bf16": "bfloat16"}
@@ -569,11 +569,6 @@ Extent = int
 """An extent that depends on M: an int, or a TIR expression of the symbolic M of a dynamic-M plan
 (``GemmPlan.dynamic_m``); the emission uses the fields typed ``Extent`` as values and never calls
 ``int`` on them."""
-
-
-def ceil_div(x, d: int):
-    """``ceil(x / d)`` for a non-negative int or TIR expression ``x``."""
-    return -(-x // d)
 
 
 @attrs.frozen

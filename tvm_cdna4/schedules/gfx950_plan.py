@@ -25,7 +25,7 @@ from ..isa.mfma_table import SCALE_VECTOR_WORDS
 from ..patterns.dma import LdsTile
 from ..isa.hardware import GFX950_LDS_BYTES
 from ..isa.llvm_helpers import SCHED_DS_READ, SCHED_DS_WRITE, SCHED_MFMA, SCHED_VMEM_READ
-from .dynamic_m import MBucket, check_layout, resolve_m
+from .dynamic_m import MBucket, ceil_div, check_layout, resolve_m
 from .epilogue import Param
 from .gfx950_cost import MI355X_CUS, gpu_estimate, planned_loop_fraction, work_of
 
@@ -426,7 +426,7 @@ def plan_gfx950_gemm(M: Extent | MBucket, N: int, K: int, dtype: str = "f16", la
         raise ValueError(f"gfx950 GEMM: k_splits {k_splits} must be in [1, {tiles_k}] (the K tiles)")
     op = CATALOG[spec.mfma16 if cfg.mfma == "16x16" else spec.mfma32]
     BM, BN, BK = cfg.block_m, cfg.block_n, cfg.block_k
-    grid = Grid((-(-M // BM), -(-N // BN)), max(batch, 1), k_splits)
+    grid = Grid((ceil_div(M, BM), -(-N // BN)), max(batch, 1), k_splits)
     m_max = M if bucket is None else bucket.hi  # the workspace serves the bucket's largest M
     epilogue = split_epilogue(spec.acc, out_dtype, k_splits, cfg.reduction, max(batch, 1) * m_max * N,
                               max(batch, 1) * -(-m_max // BM) * grid.tiles[1])
