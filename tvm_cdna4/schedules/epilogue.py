@@ -213,5 +213,39 @@ def tolerance(fusion: Fusion, out_dtype: str) -> tuple[float, float]:
     return rounding + 2.0 ** -18, 2.0 ** -20
 
 
-__all__ = ["ACTIVATIONS", "GELU_CUBIC", "LOG2E", "PARAM_ORDER", "SQRT_2_OVER_PI", "Fusion", "Param", "activation",
-           "apply", "fusion_of", "random_inputs", "reference", "tolerance"]
+ACTIVATION_SLOPE = 1.13
+"""The steepest slope of the activations, ``max |act'(x)|``: gelu (tanh form) 1.129 near x = 1.42, silu
+1.0998 near x = 2.4, relu 1: how far an error in the activation's input carries to its output."""
+
+
+def error_bound(fusion: Fusion, out_dtype: str, acc, inputs: dict, magnitude=0.0, gemm_rtol: float = 0.0):
+    """The per-element bound on ``|C - reference(acc, fusion, inputs)|`` of a fused kernel whose f32
+    accumulator holds ``acc`` (float64 [M, N]) up to ``gemm_rtol * magnitude`` (``magnitude``:
+    ``|A| @ |B|``; 0 for an exact product): ``tolerance``'s relative part times the result (the
+    output's rounding) plus its absolute part, and the f32 evaluation's error relative to the terms
+    it adds rather than to their sum (a bias that cancels ``acc * scales`` leaves their rounding):
+    ``f32 rtol * (|acc * scales| + |bias|)`` and the accumulator's own error scaled the same way,
+    both through the activation's slope (``ACTIVATION_SLOPE``), plus ``f32 rtol * |residual|``."""
+    import numpy as np
+
+    rtol, atol = tolerance(fusion, out_dtype)
+    f32 = tolerance(fusion, "f32")[0]
+    with np.errstate(over="ignore"):  # 2^x overflows to inf where an activation saturates
+        want = reference(acc, fusion, inputs)
+    scale = np.ones((1, 1))
+    if fusion.row_scale:
+        scale = scale * np.abs(np.asarray(inputs["row_scale"], np.float64))[:, None]
+    if fusion.col_scale:
+        scale = scale * np.abs(np.asarray(inputs["col_scale"], np.float64))[None, :]
+    terms = np.abs(np.asarray(acc, np.float64)) * scale
+    if fusion.bias:
+        terms = terms + np.abs(np.asarray(inputs["bias"], np.float64))[None, :]
+    slope = ACTIVATION_SLOPE if fusion.activation else 1.0
+    bound = rtol * np.abs(want) + atol + slope * (f32 * terms + gemm_rtol * np.asarray(magnitude, np.float64) * scale)
+    if fusion.residual:
+        bound = bound + f32 * np.abs(np.asarray(inputs["residual"]).astype(np.float64))
+    return bound
+
+
+__all__ = ["ACTIVATIONS", "ACTIVATION_SLOPE", "GELU_CUBIC", "LOG2E", "PARAM_ORDER", "SQRT_2_OVER_PI", "Fusion", "Param", "activation",
+           "apply", "error_bound", "fusion_of", "random_inputs", "reference", "tolerance"]
