@@ -12,9 +12,11 @@ macro or a value, so that another gfx950 kernel (attention) imports them as they
 * ``fragment_reader``: one MFMA operand fragment from an LDS stage into its register slot (wide
   reads along K, per-element reads, or ``ds_read_tr`` in its operand or tile form).
 * ``mfma_step``: one ``tile.apply`` of an MFMA (the scaled ones with their scale tiles).
-* ``epilogue_value`` / ``epilogue_store``: the plan's ``Epilogue`` applied to an accumulator and
-  the wave's accumulator tile stored inside C; ``split_store``: a split-K tile reduced through the
-  workspace and its ticket, then stored the same way.
+* ``epilogue_value`` / ``epilogue_store``: the plan's ``Epilogue`` applied to an accumulator (the
+  fused steps: ``schedules.epilogue.apply`` over ``fused_ops``, the inputs ``fused_inputs`` loaded
+  inside C) and the wave's accumulator tile stored inside C; ``split_store``: a split-K tile
+  reduced through the workspace and its ticket, then stored the same way (fused once, after the
+  reduction).
 """
 
 from __future__ import annotations
