@@ -31,6 +31,10 @@ it with the emitter shared with the MX GEMM (``gfx950_emit``: fragment readers, 
 origin, epilogue store, the pipeline's records ``Stage``, ``Staging``, ``Fragments``,
 ``WaveState``).
 
+The fused epilogue (``schedules.epilogue``: row and column scales, bias, activation, residual) is
+part of the plan (``Epilogue.fusion``), asked for with the keywords of ``gfx950_gemm`` and ``build``
+(``bias=True, activation="gelu", ...``) or ``fusion=Fusion(...)``; docs/gfx950_gemm.md, "Fused epilogue".
+
 This module is the public entry of both gfx950 GEMMs and imports no TIRx: ``gfx950_gemm`` (the
 PrimFunc), ``build`` (compiled and cached, dense and MX dtypes, keyed by the plan) and the
 planner's names.
