@@ -135,7 +135,8 @@ def run_case(dtype: str, layout: str, out: str, fusion: Fusion, shape: tuple[int
         want = reference(acc, fusion, inputs)
     err = np.abs(c.astype(np.float64) - want)
     bound = error_bound(fusion, out, acc, inputs)  # exact operands: the accumulator is the product
-    return Case(dtype, layout, out, fusion, float(np.max(err / bound)), float(np.max(err)), seconds)
+    ratio = np.where(err == 0, 0.0, err / np.where(bound > 0, bound, 1e-300))  # an exact zero: 0 of a zero bound
+    return Case(dtype, layout, out, fusion, float(np.max(ratio)), float(np.max(err)), seconds)
 
 
 def table(cases: list[Case], sets: list[str]) -> str:
