@@ -606,6 +606,8 @@ def prefetch_reads(repeats: tuple[int, int, int]) -> tuple[tuple[str, int, int],
 DS_READ2_B64_REACH = 255 * 8  # bytes between the two addresses of one ds_read2_b64 (8-bit offsets of 8 bytes)
 MX_FORMATS = {"mxfp8": "fp8", "mxbf8": "bf8", "mxfp6": "fp6", "mxbf6": "bf6", "mxfp4": "fp4"}
 MFMA = "mfma_scale_f32_16x16x128_f8f6f4"
+SCALE_WORD_FRAGMENTS = 4
+"""MFMA fragments of one wave half whose four E8M0 scales share one LDS word (``gfx950_mx_gemm._Scales``)."""
 THREADS = 256
 
 
@@ -732,6 +734,11 @@ def _check_mx_config(cfg: MxGemmConfig) -> None:
     if BM % (2 * op.m) or BN % (2 * op.n) or BK not in (op.k, 2 * op.k) or cfg.lds_pad % 16 or cfg.load_ahead not in (1, 2):
         raise ValueError(f"MX GEMM: block {BM}x{BN}x{BK} must tile 2 x 2 waves of {op.m}x{op.n}x{op.k} MFMAs, "
                          f"block_k {op.k} or {2 * op.k}, lds_pad a multiple of 16, load_ahead 1 or 2; got {cfg}")
+    if (BM, BN) != (SCALE_WORD_FRAGMENTS * 2 * op.m, SCALE_WORD_FRAGMENTS * 2 * op.n):
+        raise ValueError(f"MX GEMM: block {BM}x{BN}: the scale staging packs the E8M0 scales of "
+                         f"{SCALE_WORD_FRAGMENTS} fragments of each wave half into one LDS word, so the block must be "
+                         f"{SCALE_WORD_FRAGMENTS * 2 * op.m}x{SCALE_WORD_FRAGMENTS * 2 * op.n} (other tiles leave scale "
+                         f"bytes unwritten or written by two waves); got {cfg}")
 
 
 @attrs.frozen
