@@ -5,7 +5,7 @@
 #
 #   bash benchmarks/h200_issue24.sh probe   # the tuning time (M <= 128, 5 candidates), the decode and tile
 #                                           # sweeps under flush and clean with torch beside them, Triton's
-#                                           # wgmma against its mma.sync path at M = 64 / 128, the GPU tests
+#                                           # wgmma against its mma.sync path at M = 64 / 128
 #   bash benchmarks/h200_issue24.sh table   # the issue's table: every M, ours default and tuned (the tuning
 #                                           # timed), torch, Triton, under flush and clean; the GPU tests
 set -o pipefail
@@ -20,10 +20,9 @@ gpu_tests() {  # the quick GPU tests: decode plans, split-K pairs, tuning, 16-bi
 }
 case "$1" in
 probe)
-  timeout 330 python3 benchmarks/llm_linear.py --ms 1,16,64,128 --tune-top 5 --sweep --peers torch \
+  timeout 270 python3 benchmarks/llm_linear.py --ms 1,16,64,128 --tune-top 5 --sweep --peers torch \
     --method flush,clean --rep-ms 15 --out "$OUT" 2>&1 | tee "$OUT/probe.log"
-  timeout 150 python3 benchmarks/triton_wgmma_evidence.py --ms 64,128 --out "$OUT" 2>&1 | tee -a "$OUT/probe.log"
-  gpu_tests 90 "$OUT/pytest.log"
+  timeout 120 python3 benchmarks/triton_wgmma_evidence.py --ms 64,128 --out "$OUT" 2>&1 | tee -a "$OUT/probe.log"
   ;;
 table)
   timeout 480 python3 benchmarks/llm_linear.py --method flush,clean --out "$OUT" 2>&1 | tee "$OUT/table.log"
