@@ -47,8 +47,10 @@ def instruction(ptx: str) -> str:
     return "mma.sync" if "mma.sync" in ptx else "none"
 
 
-def child(mode: str, ms: list[int], method: str, rep_ms: int) -> dict:
-    """One run (this process's ``DISABLE_MMA_V3``): every shape, torch and every Triton config."""
+def child(mode: str, ms: list[int], method: str, rep_ms: int, path: str) -> None:
+    """One run (this process's ``DISABLE_MMA_V3``): every shape, torch and every Triton config (in the
+    Hopper run those of 64 rows or more: a warp group's MMA is 64 rows); written to ``path`` after
+    every shape."""
     import torch
 
     import cuda_gemm as cg
@@ -66,7 +68,7 @@ def child(mode: str, ms: list[int], method: str, rep_ms: int) -> dict:
             row = dict(name=name, M=M, N=N, K=K, mode=mode, configs=[])
             if ll._validated(lambda: torch.matmul(a, w.T, out=c), c, ref, runner):
                 row["torch"] = runner.bench_ms(lambda: torch.matmul(a, w.T, out=c), rep_ms=rep_ms, method=method) * 1e-3
-            for cfg in (x for x in CONFIGS if x[0] <= max(16, 2 * M)):
+            for cfg in (x for x in CONFIGS if x[0] <= max(16, 2 * M) and (mode == "mma.sync" or x[0] >= 64)):
                 run = launcher(a, w, c, cfg)
                 entry = dict(config=list(cfg), seconds=None)
                 try:
@@ -81,7 +83,10 @@ def child(mode: str, ms: list[int], method: str, rep_ms: int) -> dict:
             rows.append(row)
             print(f"{mode} {name} M={M}: torch {row.get('torch')} best "
                   f"{min((e['seconds'] for e in row['configs'] if e['seconds']), default=None)}", flush=True)
-    return dict(mode=mode, rows=rows, cublas_kernels=cublas_kernels(ms))
+            with open(path, "w") as f:
+                json.dump(dict(mode=mode, rows=rows), f)
+    with open(path, "w") as f:
+        json.dump(dict(mode=mode, rows=rows, cublas_kernels=cublas_kernels(ms)), f)
 
 
 def cublas_kernels(ms: list[int]) -> dict:
@@ -136,15 +141,14 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--ms", default="64,128")
     ap.add_argument("--method", default="flush")
-    ap.add_argument("--rep-ms", type=int, default=30)
+    ap.add_argument("--rep-ms", type=int, default=20)
     ap.add_argument("--mode", choices=sorted(MODES), help="(internal) run one mode in this process")
     ap.add_argument("--json", help="(internal) where the child writes its run")
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     args = ap.parse_args(argv)
     ms = [int(m) for m in args.ms.split(",")]
     if args.mode:  # the child: DISABLE_MMA_V3 was set by the parent before Triton was imported
-        with open(args.json, "w") as f:
-            json.dump(child(args.mode, ms, args.method, args.rep_ms), f)
+        child(args.mode, ms, args.method, args.rep_ms, args.json)
         return 0
     runs, tmp = {}, tempfile.mkdtemp(prefix="triton_wgmma_")
     for mode, flag in MODES.items():
@@ -152,7 +156,9 @@ def main(argv=None) -> int:
         env = dict(os.environ, DISABLE_MMA_V3=flag, TRITON_CACHE_DIR=os.path.join(tmp, "cache_" + mode))
         r = subprocess.run([sys.executable, os.path.abspath(__file__), "--mode", mode, "--json", path, "--ms", args.ms,
                             "--method", args.method, "--rep-ms", str(args.rep_ms)], env=env)
-        runs[mode] = json.load(open(path)) if r.returncode == 0 and os.path.exists(path) else None
+        runs[mode] = json.load(open(path)) if os.path.exists(path) else None  # a run cut short keeps its shapes
+        if r.returncode:
+            print(f"{mode} run exited {r.returncode}", flush=True)
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "triton_wgmma.json"), "w") as f:
         json.dump(dict(method=args.method, runs=runs), f, indent=1)
