@@ -25,8 +25,8 @@ probe)
   timeout 120 python3 benchmarks/triton_wgmma_evidence.py --ms 64,128 --out "$OUT" 2>&1 | tee -a "$OUT/probe.log"
   ;;
 table)
-  timeout 480 python3 benchmarks/llm_linear.py --method flush,clean --out "$OUT" 2>&1 | tee "$OUT/table.log"
-  gpu_tests 100 "$OUT/pytest.log"
+  timeout 400 python3 benchmarks/llm_linear.py --method flush,clean --out "$OUT" 2>&1 | tee "$OUT/table.log"
+  gpu_tests 80 "$OUT/pytest.log"
   ;;
 *)
   echo "usage: $0 probe|table" >&2

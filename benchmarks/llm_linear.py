@@ -218,13 +218,14 @@ def _triton_kernels():
 
 
 def _validated(run, c, ref, runner) -> bool:
-    """Poison C, run once, check against ``ref`` (``runtime.cuda.check_output``)."""
+    """Poison C with NaN, run once, check against ``ref`` (the f32 product, on the GPU) within
+    ``runtime.cuda.tolerance("bf16")`` (a C left NaN anywhere fails)."""
     import torch
 
     c.fill_(float("nan"))
     run()
-    torch.cuda.synchronize()
-    return runner.check_output(c.float().cpu().numpy(), ref, "bf16")[1]
+    err = float(torch.linalg.norm(c.float() - ref) / torch.linalg.norm(ref).clamp_min(1e-30))
+    return err <= runner.tolerance("bf16")
 
 
 def tune_all(todo, args, log) -> tuple[dict, dict]:
@@ -277,7 +278,7 @@ def measure(name, M, N, K, built, args, log, tuned=None) -> dict:
     a = torch.empty((M, K), dtype=torch.bfloat16, device="cuda").uniform_(-1, 1)
     w = torch.empty((N, K), dtype=torch.bfloat16, device="cuda").uniform_(-1, 1)
     c = torch.empty((M, N), dtype=torch.bfloat16, device="cuda")
-    ref = (a.float() @ w.float().T).cpu().numpy()
+    ref = a.float() @ w.float().T
     runs = {}
     for key, _cfg, make in contenders(M, N, K, built, args):
         run = make(a, w, c)
