@@ -15,7 +15,7 @@ export PYTHONUNBUFFERED=1
   python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
   nproc; } > "$OUT/env.txt" 2>&1
 gpu_tests() {  # the quick GPU tests: decode plans, split-K pairs, tuning, 16-bit outputs
-  timeout "$1" python3 -m pytest -q -p no:cacheprovider -m cuda -n 8 tests/test_cuda_gemm.py tests/test_cuda_decode.py \
+  timeout "$1" python3 -m pytest -q -p no:cacheprovider -p tvm_cdna4.testing -m cuda -n 8 tests/test_cuda_gemm.py tests/test_cuda_decode.py \
     -k "decode or pairs or tune or low_precision" 2>&1 | tee "$2"
 }
 case "$1" in

@@ -763,8 +763,10 @@ H200_SMS = 132
 class Device:
     """What the cost model knows of a GPU (defaults: the H200, mma.sync dense 16-bit). The rates
     below ``sms`` were fitted to H200 measurements at M = 64 and 128: the sweep of 400 tilings, then
-    ``pairs_s`` on the second run (``benchmarks/cost_model_fit.py``, docs/cuda_gemm.md "Plans for
-    every M"); ``sms`` scales everything that is per SM."""
+    ``pairs_s`` on the second run, then refitted pooled with the sweep of 2026-12-02; the ``decode_*``
+    fields to that sweep's decode configs at M = 1 and 16 (``benchmarks/cost_model_fit.py``,
+    docs/cuda_gemm.md "Plans for every M" and "The decode kernel"); ``sms`` scales everything that is
+    per SM."""
 
     sms: int = H200_SMS
     peak_flops: float = 590e12
@@ -787,7 +789,8 @@ class Device:
     of the stages share it with the mma issue (narrow warp tiles read more per FLOP)."""
     issue_warps: int = 1
     """Warps an SM needs resident to issue its mma and ldmatrix at full rate (each warp's chain
-    waits on its own results); with fewer the SM's issue time grows by ``issue_warps / warps``."""
+    waits on its own results); with fewer the SM's issue time grows by ``issue_warps / warps``
+    (refitted to 1 on 2026-12-02: the pooled measurements rank best with no such stretch)."""
     clock_hz: float = 1.7e9
     """SM clock under load (the power cap holds it at 1650-1695 MHz)."""
     wave_s: float = 1.0e-6
@@ -917,9 +920,11 @@ from it on it keeps ``default_config`` (the tuned big-M kernels, pinned by the g
 
 
 PIPELINES = ((64, 4), (128, 3), (128, 4))
-"""(block_k, stages) of the small-M candidates: the default 4 x 64 and a deeper k-tile of 3 stages
+"""(block_k, stages) of the small-M candidates: the default 4 x 64, a deeper k-tile of 3 stages
 (twice the bytes per stage and half the barriers: Triton's 32x64x128 / 3 stages, the fastest tiling
-of the H200 sweep on 6 of its 16 shapes); those whose shared memory does not fit are dropped."""
+of the first H200 sweep on 6 of its 16 shapes) and of 4 stages (16x64x128, 32x128x128 and 64x128x128
+with 4 stages led the 2026-12-02 sweep at M = 16-128); those whose shared memory does not fit are
+dropped."""
 
 
 def candidates(M: int, N: int, K: int, dtype: str = "f16") -> list[GemmConfig]:
