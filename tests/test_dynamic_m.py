@@ -14,7 +14,7 @@ from tvm_cdna4.schedules import cuda_gemm, gfx950_gemm
 from tvm_cdna4.schedules.dynamic_m import BUCKET_EDGES, DynamicGemm, MBucket, buckets, m_limit
 
 ODD_M = (1, 7, 17, 33, 100, 129, 300)  # six buckets; 1 and 7 share the first
-CUDA_NK = (40, 264)  # K: a tail, and at least a k-tile per stage of the tiles the planner picks (16x64x128 / 3)
+CUDA_NK = (40, 392)  # K: a tail, and a k-tile per stage of the tiles the planner picks (16x64x128, 4 stages)
 GFX_NK = (40, 128)
 
 
@@ -207,20 +207,28 @@ def test_every_odd_m_up_to_8192_on_the_gpu(shape, layout, dtype, out_dtype):
     assert dyn.dynamic.built() == dyn.dynamic.buckets  # one build per bucket, whatever the M
 
 
-def test_cuda_dynamic_m_with_the_fused_epilogue_in_the_emulator():
+@pytest.mark.parametrize("target", ["sm80", "gfx950"])
+def test_dynamic_m_with_the_fused_epilogue_in_the_emulator(target):
     """The epilogue's per-row inputs (``row_scale`` [M], ``residual`` [M, N]) take the symbolic M too."""
+    import ml_dtypes
+
     from tvm_cdna4.emulator import compare, emulate
     from tvm_cdna4.schedules import epilogue
 
-    N, K = CUDA_NK
     M, fusion = 37, epilogue.Fusion(bias=True, activation="silu", residual=True, row_scale=True)
-    dyn = cuda_gemm.build_dynamic(N, K, "f16", "nt", "f32", fusion=fusion)
+    if target == "sm80":
+        (N, K), dtype = CUDA_NK, np.float16
+        dyn = cuda_gemm.build_dynamic(N, K, "f16", "nt", "f32", fusion=fusion)
+    else:
+        (N, K), dtype = GFX_NK, ml_dtypes.bfloat16
+        dyn = gfx950_gemm.build_dynamic(N, K, "bf16", "nt", "f32", fusion=fusion)
     p = dyn.plan(M)
-    assert [q.name for q in p.params] == ["A", "B", "C", "row_scale", "bias", "residual"]
+    assert [q.name for q in p.params][:6] == ["A", "B", "C", "row_scale", "bias", "residual"]
     assert p.params[3].shape[0].same_as(p.M) and p.params[5].shape[0].same_as(p.M)
     rng = np.random.default_rng(M)
-    a, b = rng.uniform(-1, 1, (M, K)).astype(np.float16), rng.uniform(-1, 1, (N, K)).astype(np.float16)
-    c, inputs = np.full((M, N), np.nan, np.float32), epilogue.random_inputs(fusion, M, N, rng, np.float32)
-    emulate(dyn.primfunc(M), a, b, c, *(inputs[n] for n in fusion.inputs()), target="sm80")
+    a, b = rng.uniform(-1, 1, (M, K)).astype(dtype), rng.uniform(-1, 1, (N, K)).astype(dtype)
+    c, inputs = np.zeros((M, N), np.float32), epilogue.random_inputs(fusion, M, N, rng, np.float32)
+    work = [np.zeros(q.shape, q.dtype) for q in p.params if q.name in ("W", "S")]
+    emulate(dyn.primfunc(M), a, b, c, *(inputs[n] for n in fusion.inputs()), *work, target=target)
     acc = a.astype(np.float64) @ b.astype(np.float64).T
     compare("C", c, epilogue.reference(acc, fusion, inputs), rtol=1e-4, atol=1e-4)

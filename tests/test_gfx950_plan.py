@@ -54,6 +54,8 @@ def _prod(shape):
     (dict(config=MxGemmConfig(block_k=64)), "block_k 128 or 256"),
     (dict(config=MxGemmConfig(block_m=48)), "must tile 2 x 2 waves"),
     (dict(config=MxGemmConfig(load_ahead=3)), "load_ahead 1 or 2"),
+    (dict(config=MxGemmConfig(block_m=64)), "block must be 128x128"),
+    (dict(config=MxGemmConfig(block_n=256)), "block must be 128x128"),
 ])
 def test_mx_planner_refuses_what_it_cannot_run(args, rule):
     kwargs = {**dict(M=16, N=16, K=64), **args}

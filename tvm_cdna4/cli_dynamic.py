@@ -23,8 +23,6 @@ def refusal(args) -> str | None:
     given = [f"--{name.replace('_', '-')}" for name in TILE_OPTIONS if getattr(args, name, None) not in (None, False)]
     if given:
         return f"--dynamic-m plans every M bucket with the cost model: {', '.join(given)} cannot be given"
-    if args.target == "gfx950" and not args.fusion.empty:
-        return f"--target gfx950 --dynamic-m with a fused epilogue ({args.fusion.describe()}) is not in this build yet"
     if args.target == "gfx950" and getattr(args, "report", False):
         return "--report estimates a static problem; drop --dynamic-m (or use --emit config: the bucket's plan)"
     return None

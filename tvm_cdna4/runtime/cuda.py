@@ -254,88 +254,128 @@ class DynamicKernel:
 
 def gpu_timer(M, N, K, dtype, layout, out_dtype, arch=None, rep_ms: int = 40):
     """``timer(config)`` for ``cuda_gemm.tune_config``: seconds of one launch of the kernel built with
-    ``config`` on this machine's GPU (``bench_ms``, L2 flushed; random inputs made once)."""
-    import torch
-
-    from ..schedules.cuda_gemm import operand_shapes
-
-    a_shape, b_shape = operand_shapes(M, N, K, layout)
-    a = torch.empty(a_shape, dtype=torch_dtype(dtype), device="cuda").uniform_(-1, 1)
-    b = torch.empty(b_shape, dtype=torch_dtype(dtype), device="cuda").uniform_(-1, 1)
-    c = torch.empty((M, N), dtype=torch_dtype(out_dtype), device="cuda")
+    ``config`` on this machine's GPU (``bench_ms``, L2 flushed; random inputs made once), inf where
+    its C does not match the f32 product."""
+    data = _ProblemData((M, N, K, dtype, layout, out_dtype))
 
     def timer(config) -> float:
         fn = compile_and_load(M, N, K, dtype, layout, out_dtype, config, arch)
-        return bench_ms(Launcher(fn, a, b, c), warmup_ms=10, rep_ms=rep_ms) * 1e-3
+        s = data.time(fn, out_dtype, rep_ms)
+        return float("inf") if s is None else s
     return timer
 
 
 def _build_candidate(job):
     """Worker process of ``tune_problems``: build, export and precompile one candidate;
-    (index, path or None, error or None)."""
+    (index, path or None, error or None, worker seconds)."""
+    import time
+
     index, (M, N, K, dtype, layout, out_dtype), config, arch, workdir = job
     from ..schedules.cuda_gemm import build, config_from_dict
 
+    t0 = time.perf_counter()
     try:
         exe = build(M, N, K, dtype, layout, out_dtype, config_from_dict(config), arch=arch)
         path = os.path.join(workdir, f"cand_{index}.so")
         exe.export_library(path)
         precompile(exe)
-        return index, path, None
+        return index, path, None, time.perf_counter() - t0
     except Exception as e:  # a candidate that fails to build is not timed
-        return index, None, f"{type(e).__name__}: {e}"
+        return index, None, f"{type(e).__name__}: {e}", time.perf_counter() - t0
 
 
-def tune_problems(problems, arch=None, top=None, jobs=None, sms=None, rep_ms: int = 10) -> dict:
+class _ProblemData:
+    """One tuning problem's GPU inputs, C and f32 reference, made when its first candidate is built."""
+
+    def __init__(self, prob):
+        import torch
+
+        from ..schedules import cuda_gemm as cg
+
+        M, N, K, dtype, layout, out_dtype = prob
+        a_shape, b_shape = cg.operand_shapes(M, N, K, layout)
+        self.a = torch.empty(a_shape, dtype=torch_dtype(dtype), device="cuda").uniform_(-1, 1)
+        self.b = torch.empty(b_shape, dtype=torch_dtype(dtype), device="cuda").uniform_(-1, 1)
+        self.c = torch.empty((M, N), dtype=torch_dtype(out_dtype), device="cuda")
+        a32 = self.a.float() if layout[0] == "n" else self.a.float().T
+        self.ref = a32 @ (self.b.float() if layout[1] == "n" else self.b.float().T)
+
+    def time(self, fn, out_dtype, rep_ms) -> float | None:
+        """Seconds of one launch of ``fn`` (``bench_ms``, L2 flushed), or None when its C (poisoned
+        with NaN first) does not match the f32 product."""
+        import torch
+
+        launch = Launcher(fn, self.a, self.b, self.c)
+        self.c.fill_(float("nan"))
+        launch()
+        err = float(torch.linalg.norm(self.c.float() - self.ref) / torch.linalg.norm(self.ref).clamp_min(1e-30))
+        if not err <= tolerance(out_dtype):
+            return None
+        return bench_ms(launch, warmup_ms=max(2, rep_ms // 4), rep_ms=rep_ms) * 1e-3
+
+
+def build_cost(config) -> float:
+    """A relative build time of a candidate, to start the slowest builds first (``tune_problems``):
+    the tile GEMM's unrolled k-loop grows with its warp tile and stages; a decode kernel is small."""
+    if getattr(config, "kind", "tile") == "decode":
+        return 1.0
+    return 2.0 + config.warp_m * config.warp_n * config.stages / 1024
+
+
+def tune_problems(problems, arch=None, top=None, jobs=None, sms=None, rep_ms: int = 10, stats=None) -> dict:
     """Tune several problems at once: ``cuda_gemm.tune_candidates`` of each ``(M, N, K, dtype,
-    layout, out_dtype)``, built and their device code compiled in ``jobs`` worker processes, then
-    each loaded, checked against the f32 product and timed here (``bench_ms``, L2 flushed), and the
-    fastest stored per problem
-    through ``cuda_gemm.tune_config`` (the tuning cache that ``build`` reads). Returns
-    ``{problem: {"config": GemmConfig | DecodeConfig, "seconds": {config: s}}}``."""
+    layout, out_dtype)``, built and their device code compiled in ``jobs`` worker processes (the
+    slowest builds first, ``build_cost``), each loaded, checked against the f32 product and timed
+    here (``bench_ms``, L2 flushed) as soon as it is built, so the GPU timing overlaps the builds;
+    then the fastest is stored per problem through ``cuda_gemm.tune_config`` (the tuning cache that
+    ``build`` reads). Returns ``{problem: {"config": GemmConfig | DecodeConfig, "seconds": {config:
+    s}}}``; ``stats`` (a dict) receives the wall seconds (``seconds``), those until the last
+    candidate was built and timed (``pool_s``), the workers' summed build seconds (``worker_s``),
+    this process's seconds loading, checking and timing (``timing_s``), the candidates and the
+    failed builds (``kernels``, ``failed``) and the worker count (``workers``)."""
     import concurrent.futures as cf
     import multiprocessing as mp
-
-    import torch
+    import time
 
     from ..schedules import cuda_gemm as cg
 
+    t0 = time.perf_counter()
     arch = arch or device_arch()
     top, sms = top or cg.TUNE_TOP, sms or cg.H200_SMS
     problems = [tuple(p) for p in problems]
-    jobs_list, owner = [], []
+    owner = [(prob, cfg) for prob in problems for cfg in cg.tune_candidates(*prob, sms=sms, top=top)]
     workdir = tempfile.mkdtemp(prefix="cuda_tune_")
-    for prob in problems:
-        for cfg in cg.tune_candidates(*prob, sms=sms, top=top):
-            jobs_list.append((len(jobs_list), prob, cfg.as_dict(), arch, workdir))
-            owner.append((prob, cfg))
-    paths = {}
-    workers = jobs or max(1, (os.cpu_count() or 2) - 1)
+    jobs_list = sorted(((i, prob, cfg.as_dict(), arch, workdir) for i, (prob, cfg) in enumerate(owner)),
+                       key=lambda j: -build_cost(owner[j[0]][1]))
+    data, seconds = {}, {prob: {} for prob in problems}
+    worker_s, timing_s, failed = 0.0, 0.0, 0
+    workers = jobs or max(1, (os.cpu_count() or 2) - 2)  # a core for this process's timing
     with cf.ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn")) as pool:
-        for index, path, _err in pool.map(_build_candidate, jobs_list):
-            paths[index] = path
+        for fut in cf.as_completed([pool.submit(_build_candidate, job) for job in jobs_list]):
+            index, path, _err, sec = fut.result()
+            worker_s += sec
+            if path is None:
+                failed += 1
+                continue
+            t1 = time.perf_counter()
+            prob, cfg = owner[index]
+            M, N, K, dtype, layout, out_dtype = prob
+            if prob not in data:
+                data[prob] = _ProblemData(prob)
+            fn = Kernel(load_kernel(path), cg.plan(M, N, K, dtype, layout, out_dtype, cfg, sms))
+            s = data[prob].time(fn, out_dtype, rep_ms)
+            if s is not None:  # a candidate is timed only once its C matches the f32 product
+                seconds[prob][cfg] = s
+            timing_s += time.perf_counter() - t1
+    pool_s = time.perf_counter() - t0
     result = {}
     for prob in problems:
-        M, N, K, dtype, layout, out_dtype = prob
-        a_shape, b_shape = cg.operand_shapes(M, N, K, layout)
-        a = torch.empty(a_shape, dtype=torch_dtype(dtype), device="cuda").uniform_(-1, 1)
-        b = torch.empty(b_shape, dtype=torch_dtype(dtype), device="cuda").uniform_(-1, 1)
-        c = torch.empty((M, N), dtype=torch_dtype(out_dtype), device="cuda")
-        ref = (a.float() if layout[0] == "n" else a.float().T) @ (b.float() if layout[1] == "n" else b.float().T)
-        seconds = {}
-        for index, (owner_prob, cfg) in enumerate(owner):
-            if owner_prob != prob or paths.get(index) is None:
-                continue
-            fn = Kernel(load_kernel(paths[index]), cg.plan(M, N, K, dtype, layout, out_dtype, cfg, sms))
-            launch = Launcher(fn, a, b, c)
-            c.fill_(float("nan"))
-            launch()  # a candidate is timed only once its C matches the f32 product
-            err = float(torch.linalg.norm(c.float() - ref) / torch.linalg.norm(ref).clamp_min(1e-30))
-            if not err <= tolerance(out_dtype):
-                continue
-            seconds[cfg] = bench_ms(launch, warmup_ms=3, rep_ms=rep_ms) * 1e-3
-        best = cg.tune_config(*prob, arch=arch, sms=sms, top=top, timer=lambda cfg: seconds.get(cfg, float("inf")))
-        result[prob] = {"config": best, "seconds": seconds}
+        best = cg.tune_config(*prob, arch=arch, sms=sms, top=top,
+                              timer=lambda cfg, sec=seconds[prob]: sec.get(cfg, float("inf")))
+        result[prob] = {"config": best, "seconds": seconds[prob]}
+    if stats is not None:
+        stats.update(seconds=time.perf_counter() - t0, pool_s=pool_s, worker_s=worker_s, timing_s=timing_s,
+                     kernels=len(owner), failed=failed, workers=workers)
     return result
 
 

@@ -85,11 +85,12 @@ class DecodeConfig:
     stages: int = 3
     """cp.async stages of each warp's own pipeline (K a multiple of 8): ``stages - 1`` iterations of
     W and x are in flight while the warp computes one."""
-    line_copy: bool = False
-    """How the lanes copy a stage: False, each lane its own fragment chunks (a warp instruction reads
-    8 rows x 64 bytes, and no lane reads another's chunk: no barrier); True, whole lines (lane l copies
-    chunk l of each slot's 8 rows x ``64 * unroll`` bytes: 128-byte lines per row at unroll 2), stored
-    XOR-swizzled so the fragment reads stay conflict-free, with ``__syncwarp`` around the reads."""
+    line_copy: bool = True
+    """How the lanes copy a stage: True, whole lines (lane l copies chunk l of each slot's 8 rows x
+    ``64 * unroll`` bytes: 128-byte lines per row at unroll 2), stored XOR-swizzled so the fragment reads
+    stay conflict-free, with ``__syncwarp`` around the reads (measured 1.10x faster on the H200); False,
+    each lane its own fragment chunks (a warp instruction reads 8 rows x 64 bytes, and no lane reads
+    another's chunk: no barrier)."""
 
     kind = "decode"
 
@@ -289,10 +290,12 @@ def decode_registers(cfg: DecodeConfig, token_tiles: int) -> int:
 
 
 def decode_estimate(M: int, N: int, K: int, cfg: DecodeConfig, out_bytes: int = 2, dev: Device = Device()) -> DecodeEstimate:
-    """Waves of CTAs over the SMs; each wave streams its CTAs' W bytes at the bandwidth its resident
-    CTAs can draw (``min(HBM, CTAs x bytes in flight / latency)``, Little's law) and pays the fixed
-    cost of a wave (``wave_s``: launch, pipeline fill and drain, epilogue), the tile GEMM's term; with
-    a K split, once the workspace epilogue (``split_s``); and x, C and the workspace traffic at HBM speed."""
+    """The busiest SM streams its CTAs' W and x rows at what its resident CTAs' bytes in flight allow
+    (``min(decode_sm_bytes_s, CTAs x bytes in flight / decode_latency_s)``, Little's law); the whole
+    GPU streams W, plus the flush's dirty lines (``dirty_bytes``),
+    at ``decode_bytes_s``; the larger of the two, plus the fixed costs (``launch_s``, ``stream_ramp_s``),
+    x, C and a split's workspace at HBM speed and the split's ``split_s``; ``half_line`` for plans whose
+    copies take half lines."""
     tt = 1 if M <= 8 else 2
     rows = ceil_div(N, cfg.block_rows)
     iters = ceil_div(K, 32 * cfg.unroll)
@@ -301,39 +304,44 @@ def decode_estimate(M: int, N: int, K: int, cfg: DecodeConfig, out_bytes: int = 
     smem = cfg.warps * cfg.row_tiles * tt * 4 * 32 * 4 + (cfg.smem_bytes(tt) if K % 8 == 0 else 0)
     per_sm = max(1, min(2048 // cfg.threads, dev.regs // (decode_registers(cfg, tt) * cfg.threads),
                         dev.smem // max(smem, 1), 32))
-    slots = dev.sms * per_sm
-    waves = ceil_div(ctas, slots)
+    n = ceil_div(ctas, dev.sms)  # CTAs on the busiest SM
+    waves = ceil_div(n, per_sm)
     # W bytes in flight per CTA: each warp keeps ``stages - 1`` iterations of its pipeline in flight
     inflight = cfg.warps * 512 * cfg.unroll * 2 * cfg.row_tiles * (cfg.stages - 1)
     if K % 8:  # element loads straight to registers (rows not 16-byte aligned): 2 bytes a load, no pipeline
         inflight = cfg.warps * 64 * cfg.unroll * 2 * cfg.row_tiles
-    cta_bytes = cfg.block_rows * 2 * min(K, ceil_div(iters, splits) * 32 * cfg.unroll)
-    time = dev.split_s if splits > 1 else 0.0
-    for w in range(waves):
-        c = min(slots, ctas - w * slots)
-        time += c * cta_bytes / min(dev.hbm_bytes_s, c * inflight / dev.latency_s) + dev.wave_s
+    k_len = min(K, ceil_div(iters, splits) * 32 * cfg.unroll)
+    cta_bytes = (cfg.block_rows + min(M, 8 * tt)) * 2 * k_len  # its W rows and the x rows it reads
+    bw = min(dev.decode_sm_bytes_s, min(per_sm, n) * inflight / dev.decode_latency_s)
+    sm = n * cta_bytes / bw
+    w_bytes = 2 * N * K
+    stream = max(sm, (w_bytes + min(w_bytes, dev.dirty_bytes)) / dev.decode_bytes_s)
     work = 4 * M * N * (splits + 1) if splits > 1 else 0
     x_bytes, base = 2 * M * K, 2 * (M * K + N * K) + out_bytes * M * N
-    time += (x_bytes + out_bytes * M * N + work) / dev.hbm_bytes_s
-    roof = max(2 * M * N * K / dev.peak_flops, base / dev.hbm_bytes_s)
+    time = dev.launch_s + dev.stream_ramp_s + stream + (x_bytes + out_bytes * M * N + work) / dev.hbm_bytes_s
+    if splits > 1:
+        time += dev.split_s
+    if not (cfg.line_copy and cfg.unroll >= 2 and K % 8 == 0):
+        time *= dev.half_line
+    roof = max(2 * M * N * K / dev.roof_flops, base / dev.roof_bytes_s)
     return DecodeEstimate(ctas, per_sm, waves, inflight, base + work, time, roof)
 
 
 def decode_candidates(M: int, N: int, K: int) -> list[DecodeConfig]:
-    """The decode configs the planner weighs: 8 or 4 warps, 2/4/1 row tiles, 3 or 4 stages, K split in
-    1..16 slices of at least one iteration per warp, within 227 KiB of shared memory; unroll 2 (a
-    warp's iteration reads whole 128-byte lines of each row: unroll 1 measured 5-6 % slower at the same
-    bytes in flight, benchmarks/RESULTS.md). Ties keep the earlier candidate."""
+    """The decode configs the planner weighs: whole-line copies (``line_copy``; 1.10x faster than the
+    fragment-chunk copies on the H200, benchmarks/RESULTS.md), 8 or 4 warps, 2/4/1 row tiles, unroll
+    2 or 4, 3/4/6 stages, K split in 1..16 slices of at least one iteration per warp, within 227 KiB
+    of shared memory. Ties keep the earlier candidate."""
     out = []
-    for stages in (3, 4):
+    for stages in (3, 4, 6):
         for warps in (8, 4):
             for rt in (2, 4, 1):
-                for unroll in (2,):
+                for unroll in (2, 4):
                     iters = ceil_div(K, 32 * unroll)
                     for split in (1, 2, 3, 4, 6, 8, 12, 16):
                         if split > 1 and iters < split * warps:
                             break
-                        cfg = DecodeConfig(warps, rt, unroll, split, stages=stages)
+                        cfg = DecodeConfig(warps, rt, unroll, split, stages=stages, line_copy=True)
                         if cfg.smem_bytes(2) <= 227 * 1024:
                             out.append(cfg)
     return out

@@ -256,7 +256,7 @@ def tuned_config(M, N, K, dtype="f16", layout="nt", out_dtype="f32", arch="sm_80
     return cfg
 
 
-TUNE_TOP = 10
+TUNE_TOP = 5
 """How many of the cost model's first candidates ``tune_config`` times (``tune_candidates``)."""
 
 

@@ -789,8 +789,10 @@ H200_SMS = 132
 class Device:
     """What the cost model knows of a GPU (defaults: the H200, mma.sync dense 16-bit). The rates
     below ``sms`` were fitted to H200 measurements at M = 64 and 128: the sweep of 400 tilings, then
-    ``pairs_s`` on the second run (``benchmarks/cost_model_fit.py``, docs/cuda_gemm.md "Plans for
-    every M"); ``sms`` scales everything that is per SM."""
+    ``pairs_s`` on the second run, then refitted pooled with the sweep of 2026-12-02; the ``decode_*``
+    fields to that sweep's decode configs at M = 1 and 16 (``benchmarks/cost_model_fit.py``,
+    docs/cuda_gemm.md "Plans for every M" and "The decode kernel"); ``sms`` scales everything that is
+    per SM."""
 
     sms: int = H200_SMS
     peak_flops: float = 590e12
@@ -802,7 +804,7 @@ class Device:
     l2_bytes_s: float = 12e12
     """L2 -> SM bandwidth of the whole GPU: every CTA's tile loads (A and B panels, re-reads
     included) pass it."""
-    sm_bytes_s: float = 150e9
+    sm_bytes_s: float = 80e9
     """What one SM's loads can stream from L2 at most (bytes/s), however many are in flight."""
     latency_s: float = 1.5e-6
     """Loaded memory latency: an SM with ``c`` resident CTAs keeps ``c * (stages - 1)`` stages in
@@ -811,16 +813,17 @@ class Device:
     smem_bytes_clk: float = 128.0
     """Shared-memory bytes per SM per clock: ldmatrix reads of the warp tiles and cp.async writes
     of the stages share it with the mma issue (narrow warp tiles read more per FLOP)."""
-    issue_warps: int = 8
+    issue_warps: int = 1
     """Warps an SM needs resident to issue its mma and ldmatrix at full rate (each warp's chain
-    waits on its own results); with fewer the SM's issue time grows by ``issue_warps / warps``."""
+    waits on its own results); with fewer the SM's issue time grows by ``issue_warps / warps``
+    (refitted to 1 on 2026-12-02: the pooled measurements rank best with no such stretch)."""
     clock_hz: float = 1.7e9
     """SM clock under load (the power cap holds it at 1650-1695 MHz)."""
-    wave_s: float = 2.0e-6
+    wave_s: float = 1.0e-6
     """Fixed cost of one wave of CTAs on an SM (pipeline fill, epilogue)."""
     launch_s: float = 3.0e-6
     """Fixed cost of a launch (the kernel's start and drain)."""
-    split_s: float = 8.0e-6
+    split_s: float = 5.0e-6
     """Extra fixed cost of the split-K epilogue (fence, ticket, the last CTA's gather)."""
     atomic_s: float = 7e10
     """Workspace elements per second of the element-wise reductions (``red.global.add.f32``, or
@@ -837,6 +840,23 @@ class Device:
     overlap: float = 0.3
     """Fraction of the shorter of an SM's load and mma-issue time that does not hide under the
     longer."""
+    # the decode kernel's model (cuda_decode_plan.decode_estimate), fitted to the H200 sweep of 2026-12-02
+    # (benchmarks/cost_model_fit.py --fit-decode: 16 shapes at M = 1 and 16, flush timing)
+    decode_bytes_s: float = 4.5e12
+    """HBM rate of the decode kernel's weight stream (fitted)."""
+    decode_sm_bytes_s: float = 50e9
+    """What one SM's decode CTAs stream at most (W and x rows through their cp.async pipelines)."""
+    decode_latency_s: float = 0.75e-6
+    """Little's law for the decode pipelines: an SM streams at most its CTAs' bytes in flight per this."""
+    stream_ramp_s: float = 1e-6
+    """The decode kernel's fixed cost beyond ``launch_s``: the first bytes' latency and the last CTAs' drain."""
+    dirty_bytes: float = 30e6
+    """HBM write-back that the timing's L2 flush (``runtime.cuda.bench_ms`` "flush": 256 MB zeroed, up to
+    the 60 MB L2 left dirty) hands the timed kernel: a kernel reading fewer bytes evicts fewer (fitted)."""
+    half_line: float = 1.15
+    """Time factor of a decode plan whose warp instructions copy half lines (``line_copy`` off, or unroll 1:
+    8 rows x 64 bytes; fitted: the same config with and without ``line_copy`` measured 1.10x on average
+    over 176 pairs, unroll 1 slower still)."""
     regs: int = 65536
     smem: int = 227 * 1024
 
@@ -925,10 +945,12 @@ SMALL_M = 256
 from it on it keeps ``default_config`` (the tuned big-M kernels, pinned by the golden digests)."""
 
 
-PIPELINES = ((64, 4), (128, 3))
-"""(block_k, stages) of the small-M candidates: the default 4 x 64 and a deeper k-tile of 3 stages
+PIPELINES = ((64, 4), (128, 3), (128, 4))
+"""(block_k, stages) of the small-M candidates: the default 4 x 64, a deeper k-tile of 3 stages
 (twice the bytes per stage and half the barriers: Triton's 32x64x128 / 3 stages, the fastest tiling
-of the H200 sweep on 6 of its 16 shapes); those whose shared memory does not fit are dropped."""
+of the first H200 sweep on 6 of its 16 shapes) and of 4 stages (16x64x128, 32x128x128 and 64x128x128
+with 4 stages led the 2026-12-02 sweep at M = 16-128); those whose shared memory does not fit are
+dropped."""
 
 
 def candidates(M: int, N: int, K: int, dtype: str = "f16") -> list[GemmConfig]:
