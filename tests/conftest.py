@@ -11,6 +11,8 @@ import os
 import shutil
 import tempfile
 
+import pytest
+
 _SESSION_CACHE = None
 
 
@@ -26,3 +28,20 @@ def pytest_configure(config):
 def pytest_unconfigure(config):
     if _SESSION_CACHE:
         shutil.rmtree(_SESSION_CACHE, ignore_errors=True)
+
+
+@pytest.fixture
+def gemm_cli(capsys):
+    """``gemm_cli(*args)``: ``python -m tvm_cdna4 gemm ARGS`` run in-process (``tvm_cdna4.cli.main``, what
+    ``__main__`` runs; tests/test_cli.py runs the entry point itself): returncode, stdout, stderr."""
+    from types import SimpleNamespace
+
+    from tvm_cdna4.cli import main
+
+    def run(*args):
+        capsys.readouterr()
+        code = main(["gemm", *args])
+        out, err = capsys.readouterr()
+        return SimpleNamespace(returncode=code, stdout=out, stderr=err)
+
+    return run

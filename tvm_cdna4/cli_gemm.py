@@ -3,6 +3,7 @@
     python -m tvm_cdna4 gemm --target sm80 --dtype f16 --layout nt -M 4096 -N 4096 -K 4096 --emit cuda
     python -m tvm_cdna4 gemm --target sm80 --dtype bf16 --layout tn -M 1000 -N 1000 -K 1000 --validate --bench
     python -m tvm_cdna4 gemm --target gfx950 --dtype f16 -M 256 -N 256 -K 256 --validate   # CPU emulator
+    python -m tvm_cdna4 gemm --target sm80 --dynamic-m -M 100 -N 4096 -K 4096 --emit config   # M symbolic (-M: its value)
     python -m tvm_cdna4 gemm --target gfx950 --dtype mxfp4 --layout nt -M 4096 -N 4096 -K 4096 --report
     python -m tvm_cdna4 gemm --target gfx950 --dtype fp8 --block 128x128x128 --mfma 32x32 --report
 
@@ -44,7 +45,7 @@ def add_gemm_parser(subparsers) -> argparse.ArgumentParser:
         choices=("nn", "nt", "tn", "tt"),
         help="n: A is [M,K] / B is [K,N]; t: A is [K,M] / B is [N,K] (nt = both K-contiguous)",
     )
-    p.add_argument("-M", type=int, default=4096)
+    p.add_argument("-M", type=int, default=4096, help="rows of A and C (with --dynamic-m: the run-time M)")
     p.add_argument("-N", type=int, default=4096)
     p.add_argument("-K", type=int, default=4096)
     p.add_argument("--validate", action="store_true",
@@ -77,6 +78,9 @@ def add_gemm_parser(subparsers) -> argparse.ArgumentParser:
     fused.add_argument("--residual", action="store_true", help="add a residual input of C's shape and dtype")
     fused.add_argument("--row-scale", action="store_true", help="multiply row m by an f32 scale [M] (per token)")
     fused.add_argument("--col-scale", action="store_true", help="multiply column n by an f32 scale [N] (per channel)")
+    p.add_argument("--dynamic-m", action="store_true",
+                   help="compile for a symbolic M (N, K static; layouts nn, nt): the kernel of -M's bucket, the "
+                        "planner's choice there; -M gives the run-time M (docs: schedules.dynamic_m)")
     p.add_argument("--no-cache", action="store_true",
                    help="build with TIRx even when the build cache (~/.cache/tvm_cdna4, TVM_CDNA4_CACHE_DIR) has it")
     p.set_defaults(func=run_gemm)
@@ -130,6 +134,12 @@ def fusion(args) -> Fusion:
 def run_gemm(args) -> int:
     """The ``gemm`` subcommand: exit status 0, 1 (validation failed) or 2 (usage, no target/GPU)."""
     args.fusion = fusion(args)
+    if getattr(args, "dynamic_m", False):
+        from .cli_dynamic import refusal
+
+        why = refusal(args)
+        if why:
+            return _usage(why)
     if args.target == "gfx950":
         return _run_gfx950(args)
     args.out_dtype = args.out_dtype or "f32"
@@ -137,6 +147,10 @@ def run_gemm(args) -> int:
             or args.report or args.mfma or args.lds_dma:
         return _usage(f"--target sm80 supports --dtype {'/'.join(CUDA_DTYPES)}, --out-dtype f32/f16/bf16 and "
                       "--emit cuda/tir/config (asm, llvm, --report, --mfma and --lds-dma are gfx950 options)")
+    if getattr(args, "dynamic_m", False):
+        from .cli_dynamic import run_sm80
+
+        return run_sm80(args, _run_sm80)
     try:
         cfg = _config(args)
     except ValueError as e:
@@ -181,8 +195,8 @@ def _emit_sm80(args, cfg) -> None:
               f"{cfg.as_dict()}, epilogue: {args.fusion.describe()}")
 
 
-def _run_sm80(args, cfg) -> int:
-    """``--validate`` / ``--bench`` on the NVIDIA GPU."""
+def _run_sm80(args, cfg, load=None, title=None) -> int:
+    """``--validate`` / ``--bench`` on the NVIDIA GPU: the kernel of ``cfg``, or ``load()``'s (``--dynamic-m``)."""
     from .runtime import cuda as runner
 
     ok, why = runner.have_cuda_gpu()
@@ -190,11 +204,11 @@ def _run_sm80(args, cfg) -> int:
         what = " and ".join(x for x, on in (("--validate", args.validate), ("--bench", args.bench), ("--tune", args.tune)) if on)
         return _usage(f"{what} needs an NVIDIA GPU, and none is available here ({why})")
     M, N, K = args.M, args.N, args.K
-    title = f"{args.layout} {args.dtype}->{args.out_dtype} {M}x{N}x{K}"
+    title = title or f"{args.layout} {args.dtype}->{args.out_dtype} {M}x{N}x{K}"
     if not args.fusion.empty:
         title += f" epilogue {args.fusion.describe()}"
-    fn = runner.compile_and_load(M, N, K, args.dtype, args.layout, args.out_dtype, cfg, cache=not args.no_cache,
-                                 tune=args.tune, fusion=args.fusion)
+    fn = load() if load else runner.compile_and_load(M, N, K, args.dtype, args.layout, args.out_dtype, cfg,
+                                                     cache=not args.no_cache, tune=args.tune, fusion=args.fusion)
     status = 0
     if args.validate:
         status = _validate_sm80(args, fn, runner, title)

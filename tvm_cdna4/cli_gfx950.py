@@ -110,6 +110,11 @@ def choose(args, cfg=None):
     options' fused epilogue."""
     from .schedules.gfx950_gemm import plan
 
+    if getattr(args, "dynamic_m", False):  # the bucket of -M (its M symbolic): the planner's choice there
+        from .schedules.gfx950_gemm import build_dynamic
+
+        dynamic = build_dynamic(args.N, args.K, args.dtype, args.layout, _out_dtype(args), fusion=_fusion(args))
+        return dynamic.plan(args.M)
     if cfg is None and not _tile_options(args) and args.dtype not in MX_FORMATS:
         from .schedules.gfx950_plan import plan_for
 
@@ -131,9 +136,11 @@ def build_cached(args, cfg=None, cache: bool = True, chosen=None):
     planner only and imports no TIRx): the LLVM IR, assembly and code object are cached;
     ``executable`` is None on a hit. The emulator route (``--validate``) needs the lowered TIR,
     which is not cached."""
-    from .schedules.gfx950_gemm import build
+    from .schedules.gfx950_gemm import build, build_plan
 
     p = chosen or choose(args, cfg)
+    if getattr(p, "dynamic_m", None) is not None:
+        return build_plan(p, cache)
     return build(args.M, args.N, args.K, args.dtype, args.layout, _out_dtype(args), p.config, cache=cache,
                  k_splits=p.grid.k_splits, fusion=p.fusion)
 
@@ -151,8 +158,14 @@ def plan_json(p) -> dict:
            "epilogue": list(p.epilogue.ops), "fusion": fusion_json(p.fusion), "workgroups": p.grid.groups,
            "tiles": list(p.grid.tiles)}
     if hasattr(p, "lds_stages"):
-        from .schedules.gfx950_plan import planned_estimate
+        from .schedules.gfx950_plan import planned_estimate, plan_gfx950_gemm
 
+        if p.dynamic_m is not None:  # estimated at the bucket's representative M
+            rep = p.dynamic_m.representative
+            out.update(m_bucket=[p.dynamic_m.lo, p.dynamic_m.hi], planned_at_m=rep, workgroups=str(p.grid.groups),
+                       tiles=[str(p.grid.tiles[0]), p.grid.tiles[1]])
+            p = plan_gfx950_gemm(rep, p.N, p.K, p.dtype, p.layout, p.epilogue.out_dtype, p.config, 0, p.grid.k_splits,
+                                 p.epilogue.fusion)
         est = planned_estimate(p)
         out["planned_estimate"] = {"time_us": 1e6 * est.time_s, "roofline_fraction": est.roofline_fraction,
                                    "tile_efficiency": est.tile_efficiency, "bound": est.bound}

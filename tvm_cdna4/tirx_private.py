@@ -129,7 +129,8 @@ class _ProcessSwap:
 
 # 4. The device TIR that reaches codegen. ``tvm_tirx.tirx.compile`` runs the pipeline, splits host
 #    and device modules, finalizes them and hands them to the private ``_codegen_host_and_device``;
-#    we stop there and keep the finalized device modules (the emulator executes them). While any
+#    we stop there and keep the finalized device modules (the emulator executes them; the host module
+#    too, whose bindings give a dynamic-M kernel's scalar device parameters). While any
 #    thread captures, that function is replaced by ``_capture_or_codegen``, which stops only the
 #    compiles of the capturing threads (a thread-local) and hands every other thread's to TIRx's.
 COMPILE_MODULE = "tvm_tirx.tirx._compile"
@@ -147,6 +148,7 @@ def _capture_or_codegen(host_mod, device_mod_dict, target_host):
     if captured is None:  # another thread's compile: TIRx's codegen, unchanged
         return _CODEGEN["original"](host_mod, device_mod_dict, target_host)
     captured.update(device_mod_dict)
+    _CAPTURING.host = host_mod
     raise _Captured
 
 
@@ -171,19 +173,25 @@ _CAPTURE_SWAP = _ProcessSwap(_install_capture, _uninstall_capture)
 def lowered_device_modules(func, target) -> dict:
     """{target: device IRModule} exactly as ``tvm_tirx.tirx.compile(func, target, pipeline="tirx")``
     would pass them to LLVM/CUDA codegen. Only this thread's compile is stopped there."""
+    return lowered_modules(func, target)[1]
+
+
+def lowered_modules(func, target) -> tuple:
+    """(host IRModule, {target: device IRModule}) as ``tvm_tirx.tirx.compile`` would pass them to
+    codegen (``lowered_device_modules``)."""
     import tvm_tirx
 
     captured: dict = {}
     with _CAPTURE_SWAP.held():
         outer = getattr(_CAPTURING, "modules", None)
-        _CAPTURING.modules = captured
+        _CAPTURING.modules, _CAPTURING.host = captured, None
         try:
             tvm_tirx.tirx.compile(func, target=target, pipeline="tirx")
         except _Captured:
             pass
         finally:
             _CAPTURING.modules = outer
-    return captured
+    return _CAPTURING.host, captured
 
 
 CUDA_DRIVER_PREFIX = "_compile_cuda_"

@@ -46,10 +46,15 @@ def _calls(target: str) -> dict:
 
 def device_function(kernel, target: str = "gfx950"):
     """The single device function of ``kernel`` as TIRx hands it to codegen."""
+    return lowered_kernel(kernel, target)[0]
+
+
+def lowered_kernel(kernel, target: str = "gfx950"):
+    """(the single device function of ``kernel`` as TIRx hands it to codegen, the host IRModule)."""
     from ..errors import presented
     from ..rocm import analysis
     from ..rocm.build import register
-    from ..tirx_private import lowered_device_modules, shared_cuda_lowering
+    from ..tirx_private import lowered_modules, shared_cuda_lowering
 
     register()
     with presented():  # the ROCm target's construction prints TIRx's warnings too
@@ -58,22 +63,52 @@ def device_function(kernel, target: str = "gfx950"):
         if target == "gfx950":  # the rules tvm_cdna4.build and tvm_tirx.tirx.compile run
             analysis.check_kernel(kernel, tirx_target)
         if target == "gfx950":
-            modules = lowered_device_modules(kernel, tirx_target)
+            host, modules = lowered_modules(kernel, tirx_target)
         else:  # the CUDA tile patterns' lowering as tvm_cdna4's CUDA builds run it (same output, faster)
             with shared_cuda_lowering():
-                modules = lowered_device_modules(kernel, tirx_target)
+                host, modules = lowered_modules(kernel, tirx_target)
     funcs = [f for mod in modules.values() for f in mod.functions.values()]
     if len(funcs) != 1:
         raise ValueError(f"emulate: expected one device kernel, found {len(funcs)}")
     if target == "gfx950":
         analysis.check_kernel(funcs[0], tirx_target)
-    return funcs[0]
+    return funcs[0], host
 
 
-def _entry_launch(kernel) -> tuple[dict, dict]:
+def host_scalars(host, known: dict[str, int]) -> dict[str, int]:
+    """The scalars the host function computes before the launch from ``known`` ones (a dynamic-M
+    kernel's ``M``): TIRx hoists expressions of M (``cse_v1 = M * 72``, the grid) into the host and
+    passes them as the device function's scalar parameters. Bindings it cannot evaluate (the
+    arguments' fields) are left out."""
+    import tvm_ffi
+    from tvm_tirx import ir
+
+    from .interp import evaluate
+
+    values = dict(known)
+    if host is None or not known:
+        return values
+
+    def visit(node):
+        if node.var.name in values:
+            return
+        try:
+            values[node.var.name] = evaluate(node.value, values)
+        except (ValueError, NotImplementedError, TypeError):
+            pass
+
+    for func in host.functions.values():
+        tvm_ffi.structural_walk(func.body, [(ir.Bind, visit)])
+    return values
+
+
+def _entry_launch(kernel, shapes: dict[str, int]) -> tuple[dict, dict]:
     """Grid and block of a kernel whose ``tirx.device_entry`` carries a CUDA launch configuration:
     the region's operands, named by its ``cuda.launch_fields`` attribute (``grid.x``, ``block.x``,
-    ...). The lowered device function keeps only the block extents, so they are read here."""
+    ...). The lowered device function keeps only the block extents, so they are read here; a
+    symbolic extent (a dynamic-M grid) is evaluated with the bound ``shapes`` variables."""
+    from .interp import evaluate
+
     grid, block = {}, {}
 
     def visit(node):
@@ -82,13 +117,32 @@ def _entry_launch(kernel) -> tuple[dict, dict]:
             for name, value in zip(fields or (), node.args):
                 kind, _, dim = str(name).partition(".")
                 if kind in ("grid", "block"):
-                    if not hasattr(value, "value"):
-                        raise ValueError(f"emulate: launch field {name} = {value} is not a constant")
-                    (grid if kind == "grid" else block)[dim] = int(value.value)
+                    (grid if kind == "grid" else block)[dim] = evaluate(value, shapes)
         for child in _children(node):
             visit(child)
 
     visit(kernel.body)
+    return grid, block
+
+
+def _launch(func, kernel, shapes: dict[str, int]) -> tuple[dict, dict]:
+    """The launch of the device function (gfx950: its ``launch_thread`` regions; CUDA: the entry's
+    launch configuration), symbolic extents evaluated with the bound shape variables."""
+    from ..rocm.launch import launch_extents
+    from .interp import evaluate
+
+    extents = launch_extents(func.body)
+    if not extents.block:  # CUDA: no launch_thread regions in the device function
+        return _entry_launch(kernel, shapes)
+    if not extents.expressions:
+        return dict(extents.grid), dict(extents.block)
+    # symbolic extents: the kernel's own, which name the shape variables (the lowered ones may name
+    # variables the device function binds before its launch)
+    source = launch_extents(kernel.body).expressions
+    grid = {axis: value if value is not None else evaluate(source[f"blockIdx.{axis}"], shapes)
+            for axis, value in extents.grid.items()}
+    block = {axis: value if value is not None else evaluate(source[f"threadIdx.{axis}"], shapes)
+             for axis, value in extents.block.items()}
     return grid, block
 
 
@@ -101,6 +155,26 @@ def _children(node):
         if child is not None and hasattr(child, "same_as"):
             out.append(child)
     return out
+
+
+def bind_shapes(params, arrays) -> dict[str, int]:
+    """``{name: value}`` of the variables in the tensor parameters' shapes (a dynamic-M kernel's
+    ``M``), bound from the arrays' shapes in parameter order; ValueError naming the parameter where
+    one array disagrees with the value an earlier one bound."""
+    bound, first = {}, {}
+    for param, arr in zip(params, arrays):
+        for axis, extent in enumerate(getattr(param.ty, "shape", ())):
+            if hasattr(extent, "value") or not hasattr(extent, "name") or not isinstance(arr, np.ndarray):
+                continue
+            if axis >= arr.ndim:
+                continue  # check_argument names the rank mismatch
+            value = int(arr.shape[axis])
+            if extent.name in bound and bound[extent.name] != value:
+                raise ValueError(f"emulate: parameter {param.name}: dimension {axis} is {extent.name} = "
+                                 f"{bound[extent.name]} (from {first[extent.name]}); found {value}")
+            bound.setdefault(extent.name, value)
+            first.setdefault(extent.name, param.name)
+    return bound
 
 
 def check_argument(name: str, ty, arr) -> None:
@@ -139,12 +213,10 @@ def emulate(kernel, *arrays, target: str = "gfx950", max_threads_per_batch: int 
     bank conflicts as excess wavefronts, :mod:`tvm_cdna4.emulator.banks`)."""
     if uninitialized not in ("error", "allow"):
         raise ValueError(f"emulate: uninitialized={uninitialized!r}; expected 'error' or 'allow'")
-    from ..rocm.launch import launch_extents
     from .interp import Compiler, Env, np_dtype
     from .machine import Machine
     from .memory import Buffer, Pointer
 
-    func = device_function(kernel, target)
     names = [p.name for p in kernel.params]
     if len(arrays) > len(names):
         raise ValueError(f"emulate: {len(arrays)} arrays for {len(names)} parameters {names}")
@@ -152,9 +224,10 @@ def emulate(kernel, *arrays, target: str = "gfx950", max_threads_per_batch: int 
     for param, arr in zip(kernel.params, arrays):
         check_argument(param.name, param.ty, arr)
         globals_[param.name] = Buffer(param.name, "global", arr.reshape(-1).view(np.uint8).reshape(1, -1))
-    grid, block = launch_extents(func.body).constant("emulate")
-    if not block:  # CUDA: no launch_thread regions in the device function
-        grid, block = _entry_launch(kernel)
+    shapes = bind_shapes(kernel.params, arrays)  # a dynamic-M kernel's M, from A's and C's shapes
+    func, host = lowered_kernel(kernel, target)
+    scalars = {**host_scalars(host, shapes), **scalars}
+    grid, block = _launch(func, kernel, shapes)
     wave = TARGETS[target]
     n_groups = int(np.prod([grid.get(d, 1) for d in "xyz"]))
     per_group = int(np.prod([block.get(d, 1) for d in "xyz"]))

@@ -38,6 +38,40 @@ def static_extent(x, name: str) -> int:
         raise NotImplementedError(f"emulator: tensor {name} has a runtime extent {x}")
     return int(folded.value)
 
+
+def view_shape(extents, name: str) -> tuple[int, ...]:
+    """The shape of a global tensor view. A view's shape gives only its strides (the buffer checks the
+    bounds of every access itself), so a run-time leading extent (a dynamic-M kernel's ``M`` rows,
+    or the flat ``M * K`` view of A) is taken as 1; a run-time inner extent is not supported."""
+    head, *rest = extents
+    try:
+        first = static_extent(head, name)
+    except NotImplementedError:
+        first = 1
+    return (first, *(static_extent(x, name) for x in rest))
+
+
+def evaluate(expr, values: dict[str, int]) -> int:
+    """A uniform integer expression of named scalar variables (a launch extent or a tensor extent of
+    a dynamic-M kernel, whose ``M`` is bound from the arguments' shapes): ``values`` maps names to ints."""
+    if isinstance(expr, int) or hasattr(expr, "value"):
+        return int(expr)
+    found, local = [], set()
+    tvm_ffi.structural_walk(expr, [(I.Var, found.append), (P.Let, lambda let: local.add(let.var.name))])
+    compiler = Compiler(None, {})
+    env_values = {}
+    for var in found:
+        if var.name in local:
+            continue
+        if var.name not in values:
+            raise ValueError(f"emulate: the extent {expr} needs a value for {var.name}")
+        env_values[compiler.slot(var)] = values[var.name]
+    run = compiler.expr(expr)
+    env = Env(len(compiler.slots))
+    for slot, value in env_values.items():
+        env.values[slot] = np.int64(value)
+    return int(run(env, None))
+
 # TIR dtype -> numpy: the integers, and every matrix element format's own dtype (isa.formats:
 # float16/32/64, bfloat16 and float8_* as ml_dtypes)
 _NP = {
@@ -180,9 +214,12 @@ class Compiler:
     def tensor_binding(self, var, call):
         ty = var.ty
         dtype, lanes = np_dtype(ty.dtype.dtype)
-        shape = tuple(static_extent(x, var.name) for x in ty.shape)
         scope = str(ty.scope) if ty.scope is not None else "global"
         name = var.name
+        if call.op.name == "tirx.decl_tensor" and scope == "global":  # a dynamic-M kernel's views of A, C, ...
+            shape = view_shape(ty.shape, name)
+        else:
+            shape = tuple(static_extent(x, var.name) for x in ty.shape)
         if call.op.name == "tirx.alloc_tensor":
             nbytes = int(np.prod(shape)) * dtype.itemsize * lanes
             key = hash(var)

@@ -78,11 +78,23 @@ def waitcnt_vmcnt_imm(n: int) -> int:
     return 0x0F70 | (n & 0xF) | (n >> 4) << 14
 
 
-def buffer_load(ptr, num_bytes, voffset, soffset, dtype: str):
+def _num_bytes(num_bytes, opcode: str):
+    """The buffer resource's size operand: a constant in [1, 2**31), or a run-time int32 expression (a
+    dynamic-M operand's size, which its planner bounds below 2**31)."""
+    if not isinstance(num_bytes, int) and not hasattr(num_bytes, "value"):
+        if str(num_bytes.ty) != "int32":
+            raise ContractError("a run-time buffer size is an int32 expression", opcode=opcode, operand="num_bytes",
+                                expected="int32", found=str(num_bytes.ty))
+        return num_bytes
     if not 0 < int(num_bytes) < 2**31:
-        raise ContractError(f"num_bytes {int(num_bytes)} must be in [1, 2**31)", opcode="T.rocm.buffer_load",
+        raise ContractError(f"num_bytes {int(num_bytes)} must be in [1, 2**31)", opcode=opcode, operand="num_bytes",
                             suggestion="split a buffer of 2 GiB or more into several")
-    return _op.call_extern(buffer_load_helper(dtype), ptr, _op.const(int(num_bytes), "int32"), voffset, soffset, ty=dtype)
+    return _op.const(int(num_bytes), "int32")
+
+
+def buffer_load(ptr, num_bytes, voffset, soffset, dtype: str):
+    return _op.call_extern(buffer_load_helper(dtype), ptr, _num_bytes(num_bytes, "T.rocm.buffer_load"), voffset,
+                           soffset, ty=dtype)
 
 
 def _lds_address(lds_dst, opcode: str):
@@ -110,10 +122,7 @@ def buffer_load_lds(ptr, num_bytes, voffset, soffset, lds_dst, size: int = 16):
                             "_dwordx4 ... lds)", opcode="T.rocm.buffer_load_lds", operand="size",
                             expected=sorted(BUFFER_LOAD_LDS_MNEMONICS), found=size)
     opcode = f"{BUFFER_LOAD_LDS_MNEMONICS[size]} ... lds"
-    if not 0 < int(num_bytes) < 2**31:
-        raise ContractError(f"num_bytes {int(num_bytes)} must be in [1, 2**31)", opcode=opcode, operand="num_bytes",
-                            suggestion="split a buffer of 2 GiB or more into several")
-    return _op.call_extern(buffer_load_lds_helper(size), ptr, _op.const(int(num_bytes), "int32"), voffset, soffset,
+    return _op.call_extern(buffer_load_lds_helper(size), ptr, _num_bytes(num_bytes, opcode), voffset, soffset,
                            _lds_address(lds_dst, opcode), ty="void")
 
 

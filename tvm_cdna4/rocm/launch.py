@@ -18,6 +18,9 @@ class LaunchExtents:
 
     grid: dict[str, int | None]
     block: dict[str, int | None]
+    expressions: dict[str, object] = attrs.field(factory=dict)
+    """``{"blockIdx.x": extent, ...}``: the TIR expression of every extent that is not a constant (a
+    dynamic-M kernel's grid; ``emulator.emulate`` evaluates it once the shapes bind ``M``)."""
 
     def constant(self, who: str) -> tuple[dict[str, int], dict[str, int]]:
         """``(grid, block)`` as ints; a ValueError naming ``who`` when an extent is symbolic."""
@@ -35,12 +38,16 @@ def launch_extents(root) -> LaunchExtents:
 
     grid: dict[str, int | None] = {}
     block: dict[str, int | None] = {}
+    expressions: dict[str, object] = {}
 
     def visit(node):
         if node.op.name == "tirx.launch_thread":
-            kind, _, axis = node.args[0].value.partition(".")
+            tag = node.args[0].value
+            kind, _, axis = tag.partition(".")
             extent = node.args[1]
             (block if kind == "threadIdx" else grid)[axis] = int(extent.value) if isinstance(extent, ir.IntImm) else None
+            if not isinstance(extent, ir.IntImm):
+                expressions[tag] = extent
 
     tvm_ffi.structural_walk(root, [(ir.RegionStmt, visit)])
-    return LaunchExtents(grid=grid, block=block)
+    return LaunchExtents(grid=grid, block=block, expressions=expressions)

@@ -214,12 +214,42 @@ def compile_and_load(M, N, K, dtype, layout, out_dtype, config=None, arch=None, 
         problem = (M, N, K, dtype, layout, out_dtype)
         config = tune_problems([problem], arch)[problem]["config"]
     exe = build(M, N, K, dtype, layout, out_dtype, config, arch=arch, cache=cache, fusion=fusion)
+    return Kernel(load_build(exe, f"gemm_{M}_{N}_{K}_{dtype}_{layout}_{out_dtype}_", workdir),
+                  plan(M, N, K, dtype, layout, out_dtype, exe.config, fusion=fusion))
+
+
+def load_build(exe, prefix: str = "gemm_", workdir=None):
+    """Export a ``CudaBuild`` to a fresh file (overwriting a library that is already loaded crashes
+    the process) and load its ``main`` (``load_kernel``)."""
     workdir = workdir or tempfile.mkdtemp(prefix="cuda_gemm_")
-    # a fresh file per build: overwriting a library that is already loaded crashes the process
-    fd, path = tempfile.mkstemp(prefix=f"gemm_{M}_{N}_{K}_{dtype}_{layout}_{out_dtype}_", suffix=".so", dir=workdir)
+    fd, path = tempfile.mkstemp(prefix=prefix, suffix=".so", dir=workdir)
     os.close(fd)
     export_kernel(exe, path)
-    return Kernel(load_kernel(path), plan(M, N, K, dtype, layout, out_dtype, exe.config, fusion=fusion))
+    return load_kernel(path)
+
+
+class DynamicKernel:
+    """A dynamic-M GEMM (``cuda_gemm.build_dynamic``, a ``DynamicGemm``) on the GPU: each M bucket's
+    kernel is built (through the build cache), exported and loaded on its first launch, then reused
+    for every M of the bucket. ``launch(a, b, c, *inputs)`` takes torch tensors (A, B, C, then the
+    fused epilogue's inputs in ``PARAM_ORDER``) and launches on torch's current CUDA stream
+    (``Kernel.launch``)."""
+
+    def __init__(self, dynamic, workdir=None):
+        self.dynamic, self.workdir = dynamic, workdir
+        self._loaded: dict = {}
+
+    def kernel(self, M: int) -> Kernel:
+        """The loaded kernel of ``M``'s bucket (built and loaded on first use)."""
+        bucket = self.dynamic.bucket(M)
+        if bucket not in self._loaded:
+            fn = load_build(self.dynamic.kernel_for(M), f"gemm_dynamic_{bucket.lo}_{bucket.hi}_", self.workdir)
+            self._loaded[bucket] = Kernel(fn, self.dynamic.plan(M))
+        return self._loaded[bucket]
+
+    def launch(self, a, b, c, *inputs) -> None:
+        """C = A @ B (+ the fused epilogue) for M = C's rows, on torch's current stream."""
+        self.kernel(int(c.shape[0])).launch(a, b, c, *inputs)
 
 
 def gpu_timer(M, N, K, dtype, layout, out_dtype, arch=None, rep_ms: int = 40):
@@ -357,7 +387,8 @@ class Kernel:
     """A loaded GEMM called with A, B, C and the fused epilogue's inputs (``GemmPlan.params`` up to the
     workspace: ``schedules.epilogue.PARAM_ORDER``; DLPack / tvm_ffi tensors); a split-K plan's
     workspace ``W`` and ticket counters ``S`` are allocated zeroed on the GPU once and passed after
-    them (every launch leaves them zero again)."""
+    them (every launch leaves them zero again; launches that may overlap, on two streams, would
+    share them)."""
 
     def __init__(self, fn, p):
         self.fn, self.plan = fn, p
@@ -368,8 +399,13 @@ class Kernel:
         """The parameters the caller passes, in order: ``A, B, C`` and the epilogue's inputs."""
         return tuple(q.name for q in self.plan.params if q.name not in WORKSPACE)
 
+    def workspace(self) -> tuple:
+        """The workspace as torch tensors (none without a K split)."""
+        self.extra()
+        return tuple(self._extra[0])
+
     def extra(self) -> tuple:
-        """The workspace tensors passed after the caller's (none without a K split)."""
+        """The workspace tensors passed after the caller's (none without a K split), as tvm_ffi tensors."""
         if self._extra is None and not any(q.name in WORKSPACE for q in self.plan.params):
             self._extra = ((), ())
         if self._extra is None:
@@ -387,6 +423,15 @@ class Kernel:
         if len(args) != len(self.inputs):
             raise TypeError(f"the kernel takes {len(self.inputs)} tensors ({', '.join(self.inputs)}), got {len(args)}")
         self.fn(*args, *self.extra())
+
+    def launch(self, *tensors) -> None:
+        """Launch on torch tensors (``inputs``: A, B, C, the epilogue's; the workspace follows) on torch's
+        current CUDA stream: tvm_ffi reads the stream of the first CUDA tensor argument from torch and
+        sets it as the environment stream (``TVMFFIEnvSetStream``) for the call, which TIRx's launch
+        uses, so a CUDA-graph capture records the launch. No host synchronization."""
+        if len(tensors) != len(self.inputs):
+            raise TypeError(f"the kernel takes {len(self.inputs)} tensors ({', '.join(self.inputs)}), got {len(tensors)}")
+        self.fn(*tensors, *self.workspace())
 
 
 def epilogue_args(fusion, inputs: dict) -> tuple:

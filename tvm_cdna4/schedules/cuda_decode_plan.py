@@ -44,13 +44,17 @@ from .cuda_plan import (
     Param,
     _short_dtype,
     _short_out,
+    bucket_summary,
     ceil_div,
     candidates,
+    check_dynamic,
     check_fusion,
     choose_config,
     estimate,
     plan,
+    planned_m,
 )
+from .dynamic_m import MBucket, extent_record, resolve_m
 from .epilogue import Fusion
 
 DECODE_MAX_M = 16
@@ -152,9 +156,11 @@ class DecodeLoop:
 
 @attrs.frozen
 class DecodePlan:
-    """The whole decode kernel for one static problem: what ``cuda_decode_emit.emit_decode`` spells."""
+    """The whole decode kernel for one static problem (or a bucket of M: ``dynamic_m``): what
+    ``cuda_decode_emit.emit_decode`` spells."""
 
     M: int
+    """Tokens: an int, or the TIR variable ``M`` of a dynamic-M plan (``cuda_plan.Extent``)."""
     N: int
     K: int
     dtype: str
@@ -202,6 +208,9 @@ class DecodePlan:
     fusion: Fusion = Fusion()
     """The fused epilogue (``schedules.epilogue``), applied to each output's f32 sum (after the split-K
     reduction: by the last CTA) just before its conversion and store; ``Fusion()`` fuses nothing."""
+    dynamic_m: MBucket | None = None
+    """Dynamic M (``GemmPlan.dynamic_m``): the bucket of token counts served (the token tiles and the
+    workspace are sized for its largest); None: M is static."""
 
     @property
     def kind(self) -> str:
@@ -213,23 +222,24 @@ def decode_fits(M: int, layout: str) -> bool:
     return M <= DECODE_MAX_M and layout.lower() == "nt"
 
 
-def plan_decode(M: int, N: int, K: int, dtype: str = "bf16", layout: str = "nt", out_dtype: str = "bf16",
+def plan_decode(M: int | MBucket, N: int, K: int, dtype: str = "bf16", layout: str = "nt", out_dtype: str = "bf16",
                 config: DecodeConfig | None = None, fusion: Fusion = Fusion()) -> DecodePlan:
     """The decode plan of ``C[M, N] = epilogue(x @ W^T)`` (``config`` None: ``DecodeConfig()``; ``fusion``:
-    the fused epilogue)."""
+    the fused epilogue; ``M`` an ``MBucket``: dynamic M, for every token count of the bucket)."""
     cfg = config or DecodeConfig()
     cfg.check()
-    if min(M, N, K) < 1:
+    M, bucket, m_max = resolve_m(M, "plan_decode")
+    if min(m_max, N, K) < 1:
         raise ValueError("M, N, K must be positive")
-    if not decode_fits(M, layout):
-        raise ValueError(f"the decode kernel takes M <= {DECODE_MAX_M} and layout nt, not M={M} {layout}")
+    if not decode_fits(m_max, layout):
+        raise ValueError(f"the decode kernel takes M <= {DECODE_MAX_M} and layout nt, not M={m_max} {layout}")
     dt, ot = DTYPES[_short_dtype(dtype)], OUT_DTYPES[_short_out(out_dtype)]
     span = 32 * cfg.unroll
     iters = ceil_div(K, span)
     slice_iters = ceil_div(iters, min(cfg.split_k, iters))
     splits = ceil_div(iters, slice_iters)
     loop = DecodeLoop(span, iters, K // span, slice_iters, ceil_div(slice_iters, cfg.warps))
-    tt = 1 if M <= 8 else 2
+    tt = 1 if m_max <= 8 else 2
     rows = ceil_div(N, cfg.block_rows)
     ab = "f16" if dt == "float16" else "bf16"
     params = (Param("A", (M, K), dt), Param("B", (N, K), dt), Param("C", (M, N), ot),
@@ -238,13 +248,13 @@ def plan_decode(M: int, N: int, K: int, dtype: str = "bf16", layout: str = "nt",
     if splits > 1:
         ordered = cfg.reduction == "ordered"
         reduce_instr = "st.global.f32" if ordered else "red.global.add.f32"
-        params += (Param("W", (splits if ordered else 1, M, N), "float32"), Param("S", (rows,), "uint32"))
-    outs = ceil_div(min(M, 8 * tt) * cfg.block_rows, cfg.threads)
+        params += (Param("W", (splits if ordered else 1, m_max, N), "float32"), Param("S", (rows,), "uint32"))
+    outs = ceil_div(min(m_max, 8 * tt) * cfg.block_rows, cfg.threads)
     return DecodePlan(M, N, K, dt, ot, "nt", replace(cfg, split_k=splits), tt, 8 if K % 8 == 0 else 1, LOAD_W, LOAD_X,
                       f"mma.sync.aligned.m16n8k16.row.col.f32.{ab}.{ab}.f32", loop, rows, splits, rows * splits,
                       cfg.threads, K % 8 == 0, COPY_W, COPY_X, cfg.line_copy and K % 8 == 0,
                       cfg.smem_bytes(tt) if K % 8 == 0 else 0,
-                      cfg.warps * cfg.row_tiles * tt * 4 * 32, outs, reduce_instr, params, fusion)
+                      cfg.warps * cfg.row_tiles * tt * 4 * 32, outs, reduce_instr, params, fusion, bucket)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -371,14 +381,16 @@ def ranked_configs(M: int, N: int, K: int, dtype: str = "f16", layout: str = "nt
     return [c for _, c in sorted(scored, key=lambda s: s[0])]
 
 
-def plan_any(M: int, N: int, K: int, dtype: str = "f16", layout: str = "nt", out_dtype: str = "f32",
+def plan_any(M: int | MBucket, N: int, K: int, dtype: str = "f16", layout: str = "nt", out_dtype: str = "f32",
              config: GemmConfig | DecodeConfig | None = None, sms: int = H200_SMS, fusion: Fusion = Fusion()):
     """The plan of either kernel: a ``DecodePlan`` for a ``DecodeConfig``, a ``GemmPlan`` for a
-    ``GemmConfig``; without a config, the planner's choice (``choose_kernel``, fusion-blind); ``fusion``:
-    the fused epilogue either kernel applies."""
-    if min(M, N, K) < 1:
+    ``GemmConfig``; without a config, the planner's choice (``choose_kernel``, fusion-blind; for an
+    ``MBucket`` of dynamic M, at its representative M); ``fusion``: the fused epilogue either kernel applies."""
+    if min(planned_m(M), N, K) < 1:
         raise ValueError("M, N, K must be positive")
-    cfg = config or choose_kernel(M, N, K, dtype, layout, out_dtype, sms)
+    if isinstance(M, MBucket):
+        check_dynamic(M, layout.lower(), config)
+    cfg = config or choose_kernel(planned_m(M), N, K, dtype, layout, out_dtype, sms)
     if isinstance(cfg, DecodeConfig):
         return plan_decode(M, N, K, dtype, layout, out_dtype, cfg, fusion)
     return plan(M, N, K, dtype, layout, out_dtype, cfg, sms, fusion)
@@ -389,8 +401,8 @@ def decode_summary(p: DecodePlan, sms: int = H200_SMS) -> dict:
     MMA's M dimension), ``split_k``, the grid, the fused epilogue (as ``plan_summary``) and the cost
     model's estimate."""
     ob = 4 if p.out_dtype == "float32" else 2
-    est = decode_estimate(p.M, p.N, p.K, p.config, ob, Device(sms=sms))
-    return dict(kind="decode", M=p.M, N=p.N, K=p.K, dtype=p.dtype, layout=p.layout, out_dtype=p.out_dtype,
+    est = decode_estimate(planned_m(p.dynamic_m or p.M), p.N, p.K, p.config, ob, Device(sms=sms))
+    return dict(kind="decode", M=extent_record(p.M), **bucket_summary(p.dynamic_m), N=p.N, K=p.K, dtype=p.dtype, layout=p.layout, out_dtype=p.out_dtype,
                 block_m=p.config.block_rows, block_n=8 * p.token_tiles, block_k=p.loop.span, warps=p.config.warps,
                 row_tiles=p.config.row_tiles, unroll=p.config.unroll, split_k=p.k_splits,
                 reduction=p.config.reduction, vector=p.vector, fusion=p.fusion.as_dict(),

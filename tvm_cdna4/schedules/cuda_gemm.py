@@ -50,6 +50,7 @@ from dataclasses import dataclass
 import json
 from collections.abc import Callable
 
+from .dynamic_m import DynamicGemm, MBucket, buckets, m_limit
 from .cuda_plan import (
     DEFAULT_CONFIGS,
     DTYPES,
@@ -61,7 +62,10 @@ from .cuda_plan import (
     GemmPlan,
     OperandTile,
     Swizzle,
+    _short_dtype,
+    _short_out,
     candidates,
+    check_dynamic,
     default_config,
     estimate,
     make_operands,
@@ -92,13 +96,13 @@ choice is ``cuda_plan.choose_config``)."""
 
 __all__ = [  # the planner's public names are re-exported here, the CUDA GEMM's entry module
     "DEFAULT_CONFIGS", "DTYPES", "H200_SMS", "LAYOUTS", "OUT_DTYPES", "CudaBuild", "DecodeConfig", "DecodePlan", "Device",
-    "Fusion", "GemmConfig", "GemmPlan",
+    "DynamicGemm", "Fusion", "GemmConfig", "GemmPlan", "MBucket", "build_dynamic", "build_plan",
     "OperandTile", "Swizzle", "build", "build_key", "candidates", "choose_config", "config_json", "cuda_gemm",
     "cuda_source", "default_config", "estimate", "m_bucket", "make_operands", "operand_shapes", "plan",
     "plan_record", "plan_summary", "ranked_configs", "schedule_digest", "swizzle_elem", "swizzle_shift", "TUNE_TOP",
     "tune_candidates", "tune_config", "tune_key", "choose_kernel", "config_from_dict", "decode_summary", "emit_any",
     "plan_any",
-    "tuned_config",
+    "plan_json", "tuned_config",
 ]
 
 
@@ -157,8 +161,9 @@ class CudaBuild:
 
 def build(M, N, K, dtype="f16", layout="nt", out_dtype="f32", config=None, arch="sm_80", compiler=None,
           cache=True, tune=False, sms=H200_SMS, timer=None, *, bias=False, activation=None, residual=False,
-          row_scale=False, col_scale=False, fusion=None) -> CudaBuild:
-    """Compile for CUDA.
+          row_scale=False, col_scale=False, fusion=None) -> CudaBuild | DynamicGemm:
+    """Compile for CUDA. ``M=None``: dynamic M, ``build_dynamic`` (a ``DynamicGemm``; no ``config``,
+    no ``tune``).
 
     ``bias``, ``activation`` (``relu``, ``silu``, ``gelu``), ``residual``, ``row_scale``, ``col_scale`` (or
     ``fusion``, a ``schedules.epilogue.Fusion``) ask for the fused epilogue: the kernel then takes
@@ -172,19 +177,56 @@ def build(M, N, K, dtype="f16", layout="nt", out_dtype="f32", config=None, arch=
     default (NVRTC), or ``"nvcc"`` / ``"nvrtc"`` (TIRx's ``backend_config``; the loading machine
     must have it). ``cache``: read and write the on-disk build cache (``tvm_cdna4.cache``), keyed
     by the plan (``build_key``)."""
-    from ..cache import cached
-
-    if compiler is not None and compiler not in ("nvcc", "nvrtc"):
-        raise ValueError(f"compiler must be 'nvcc' or 'nvrtc' (or None for TIRx's default), got {compiler!r}")
+    fused = fusion_of(bias, activation, residual, row_scale, col_scale, fusion)
+    if M is None:
+        if config is not None or tune:
+            raise ValueError("dynamic M (M=None) plans every M bucket with the cost model: no config or tune")
+        return build_dynamic(N, K, dtype, layout, out_dtype, arch, compiler, cache, sms, fusion=fused)
+    _check_compiler(compiler)
     if tune:
         config = tune_config(M, N, K, dtype, layout, out_dtype, arch, sms, timer)
     elif config is None and cache:
         config = tuned_config(M, N, K, dtype, layout, out_dtype, arch, sms)
-    p = plan(M, N, K, dtype, layout, out_dtype, config, sms, fusion=fusion_of(bias, activation, residual, row_scale,
-                                                                           col_scale, fusion))
+    return build_plan(plan(M, N, K, dtype, layout, out_dtype, config, sms, fusion=fused), arch, compiler, cache)
+
+
+def _check_compiler(compiler) -> None:
+    if compiler is not None and compiler not in ("nvcc", "nvrtc"):
+        raise ValueError(f"compiler must be 'nvcc' or 'nvrtc' (or None for TIRx's default), got {compiler!r}")
+
+
+def build_plan(p: GemmPlan | DecodePlan, arch="sm_80", compiler=None, cache=True) -> CudaBuild:
+    """Compile one plan through the build cache (keyed by ``build_key``: the plan record, so a
+    dynamic-M plan's key holds its bucket)."""
+    from ..cache import cached
+
     blobs = cached("cuda-gemm", build_key(p, arch, compiler), lambda: _compile(p, arch, compiler), enabled=cache)
     return CudaBuild(source=blobs["source"].decode(), library=blobs["library"], config=p.config,
                      device_config=blobs.get("device_config", b"").decode())
+
+
+def build_dynamic(N, K, dtype="f16", layout="nt", out_dtype="f32", arch="sm_80", compiler=None, cache=True,
+                  sms=H200_SMS, fusion: Fusion | None = None, **fusion_keywords) -> DynamicGemm:
+    """A dynamic-M GEMM (``schedules.dynamic_m``): N and K static, M the TIR variable ``M`` bound at
+    launch; per M bucket (``dynamic_m.buckets`` up to ``m_limit(K, N)``: int32 element offsets) the
+    planner's choice at the bucket's representative M (``plan``: either kernel, the decode kernel
+    for the first bucket where it wins), built on first use through the build cache. Layouts ``nn``
+    and ``nt`` (A stored [M, K]). ``fusion`` / the keywords ``bias=, activation=, residual=,
+    row_scale=, col_scale=``: the fused epilogue (``schedules.epilogue.fusion_of``), its inputs after C.
+    Tuned tilings are not read: each bucket takes the cost model's choice."""
+    _check_compiler(compiler)
+    fused = fusion_of(fusion=fusion, **fusion_keywords)
+    layout = layout.lower()
+    operand_shapes(1, N, K, layout)  # the layout's own check
+    check_dynamic(MBucket(1, 1), layout, None)
+    if min(N, K) < 1:
+        raise ValueError("N, K must be positive")
+    dtype, out_dtype = _short_dtype(dtype), _short_out(out_dtype)
+    return DynamicGemm("cuda", buckets(m_limit(K, N)),
+                       lambda b: plan(b, N, K, dtype, layout, out_dtype, None, sms, fusion=fused),
+                       lambda p: build_plan(p, arch, compiler, cache), emit_any,
+                       describe=f" {layout} {dtype}->{out_dtype} N={N} K={K}" + (
+                           "" if fused.empty else f" epilogue {fused.describe()}"))
 
 
 def m_bucket(M: int) -> int:
@@ -260,10 +302,15 @@ def config_json(M, N, K, dtype="f16", layout="nt", out_dtype="f32", config=None,
     """``--emit config``: the plan of ``config`` (None: the planner's choice) as one JSON object,
     the tiling's every field and the plan's summary (``plan_summary``: ``split_k``, ``block_m``,
     CTAs, the fused epilogue, the cost model's estimate)."""
-    p = plan(M, N, K, dtype, layout, out_dtype, config, sms, fusion=fusion or Fusion())
+    return plan_json(plan(M, N, K, dtype, layout, out_dtype, config, sms, fusion=fusion or Fusion()), sms)
+
+
+def plan_json(p: GemmPlan | DecodePlan, sms=H200_SMS) -> str:
+    """A plan of either kernel as ``config_json``'s JSON object (a dynamic-M plan's with its bucket; the
+    extents that depend on its M, such as the launched CTAs, as text)."""
     if isinstance(p, DecodePlan):
-        return json.dumps({**p.config.as_dict(), **decode_summary(p, sms)})
-    return json.dumps({"kind": "tile", **p.config.as_dict(), **plan_summary(p, sms)})
+        return json.dumps({**p.config.as_dict(), **decode_summary(p, sms)}, default=str)
+    return json.dumps({"kind": "tile", **p.config.as_dict(), **plan_summary(p, sms)}, default=str)
 
 
 def build_key(p: GemmPlan | DecodePlan, arch: str = "sm_80", compiler: str | None = None) -> dict:

@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass, is_dataclass, replace
 
 import attrs
 
+from .dynamic_m import MBucket, ceil_div, check_layout, divides, extent_record, is_static, resolve_m
 from .epilogue import Fusion, Param
 
 DTYPES = {"f16": "float16", "bf16": "bfloat16"}
@@ -565,13 +566,9 @@ class KLoop:
 
 
 Extent = int
-"""An extent that depends on M: an int today; the fields typed ``Extent`` are the ones a symbolic M
-turns into TIR expressions, so the emission uses them as values and never calls ``int`` on them."""
-
-
-def ceil_div(x, d: int):
-    """``ceil(x / d)`` for a non-negative int or TIR expression ``x``."""
-    return -(-x // d)
+"""An extent that depends on M: an int, or a TIR expression of the symbolic M of a dynamic-M plan
+(``GemmPlan.dynamic_m``); the emission uses the fields typed ``Extent`` as values and never calls
+``int`` on them."""
 
 
 @attrs.frozen
@@ -718,7 +715,7 @@ def plan_epilogue(M: Extent, N: int, ot: str, cfg: GemmConfig, fusion: Fusion = 
 
 
 def _store_epilogue(M: Extent, N: int, ot: str, cfg: GemmConfig) -> Epilogue:
-    masked = M % cfg.block_m != 0 or N % cfg.block_n != 0
+    masked = not divides(M, cfg.block_m) or not divides(N, cfg.block_n)
     short = _short_out(ot)
     if N % 2 == 0:
         if ot == "float32":
@@ -763,6 +760,10 @@ class GemmPlan:
     fusion: Fusion = Fusion()
     """What the epilogue fuses after the GEMM (``schedules.epilogue``: scales, bias, activation,
     residual; ``Epilogue.fuse`` applies it); ``Fusion()`` fuses nothing."""
+    dynamic_m: MBucket | None = None
+    """Dynamic M: the bucket of M values the kernel serves (``M`` is then the TIR variable ``M``, bound at
+    launch from A's and C's shapes, every load and store along M is masked, and ``W`` and ``S`` are
+    sized for the bucket's largest M); None: M is static."""
 
 
 def plan_record(p) -> dict:
@@ -774,7 +775,7 @@ def plan_record(p) -> dict:
         return {k: plan_record(v) for k, v in asdict(p).items()}
     if isinstance(p, tuple | list):
         return [plan_record(v) for v in p]
-    return p
+    return extent_record(p)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -1003,8 +1004,8 @@ def plan_summary(p: GemmPlan, sms: int = H200_SMS) -> dict:
     cost model's estimate."""
     cfg = p.config
     ob = 4 if p.epilogue.out_dtype == "float32" else 2
-    est = estimate(p.M, p.N, p.K, cfg, ob, Device(sms=sms))
-    return dict(M=p.M, N=p.N, K=p.K, dtype=p.dtype, layout=p.layout, out_dtype=p.epilogue.out_dtype,
+    est = estimate(planned_m(p.dynamic_m or p.M), p.N, p.K, cfg, ob, Device(sms=sms))
+    return dict(M=extent_record(p.M), **bucket_summary(p.dynamic_m), N=p.N, K=p.K, dtype=p.dtype, layout=p.layout, out_dtype=p.epilogue.out_dtype,
                 block_m=cfg.block_m, block_n=cfg.block_n, block_k=cfg.block_k, warps_m=cfg.warps_m,
                 warps_n=cfg.warps_n, stages=cfg.stages, split_k=cfg.split_k, reduction=cfg.reduction,
                 reduce_vector=cfg.reduce_vector, fusion=p.fusion.as_dict(), epilogue=p.fusion.describe(),
@@ -1124,7 +1125,7 @@ def _thread_copy(op: OperandTile, masked: bool, instr: str) -> CopyPlan | None:
 
 def plan_copy(op: OperandTile, cfg: GemmConfig) -> CopyPlan:
     """The global -> shared copy plan of one operand."""
-    masked = op.grows % op.rows != 0 or op.gcols % op.cols != 0
+    masked = not divides(op.grows, op.rows) or not divides(op.gcols, op.cols)
     if op.vec == 1:
         return CopyPlan("element", None, 2, masked)
     instr = "cp.async.cg.shared.global" if op.vec == 8 else "cp.async.ca.shared.global"
@@ -1155,18 +1156,21 @@ def mma_order(cfg: GemmConfig, mma_m: int, mma_n: int) -> tuple[tuple[int, int],
     return tuple((mi, ni) for mi in range(mma_m) for ni in (range(mma_n) if mi % 2 == 0 else reversed(range(mma_n))))
 
 
-def plan(M: int, N: int, K: int, dtype: str = "f16", layout: str = "nt", out_dtype: str = "f32",
+def plan(M: int | MBucket, N: int, K: int, dtype: str = "f16", layout: str = "nt", out_dtype: str = "f32",
          config: GemmConfig | None = None, sms: int = H200_SMS, fusion: Fusion = Fusion()) -> GemmPlan:
-    """The plan of the GEMM ``C[M, N] = epilogue(op(A) @ op(B))`` for one static problem size (``fusion``:
-    the fused epilogue, ``schedules.epilogue``); without a ``config``, the cost model's choice for a
-    GPU of ``sms`` SMs (``choose_config``, which does not weigh the fusion)."""
+    """The plan of the GEMM ``C[M, N] = epilogue(op(A) @ op(B))`` for one static problem size, or for a
+    bucket of M (``M`` an ``MBucket``: dynamic M, ``check_dynamic``; ``fusion``: the fused epilogue,
+    ``schedules.epilogue``); without a ``config``, the cost model's choice for a GPU of ``sms`` SMs
+    (``choose_config``, which does not weigh the fusion; a bucket's at its representative M)."""
     dt = DTYPES[_short_dtype(dtype)]
     ot = OUT_DTYPES[_short_out(out_dtype)]
     layout = layout.lower()
-    if min(M, N, K) < 1:
+    M, bucket, m_max = resolve_m(M, "cuda_plan.plan")
+    if min(m_max, N, K) < 1:
         raise ValueError("M, N, K must be positive")
-    cfg = config or choose_config(M, N, K, dtype, layout, out_dtype, sms)
+    cfg = config or choose_config(planned_m(bucket or M), N, K, dtype, layout, out_dtype, sms)
     cfg.check()
+    check_dynamic(bucket, layout, cfg)
     opa, opb = make_operands(M, N, K, layout, cfg)
     a_shape, b_shape = operand_shapes(M, N, K, layout)
     kt = cfg.slice_k_tiles(K)
@@ -1192,7 +1196,7 @@ def plan(M: int, N: int, K: int, dtype: str = "f16", layout: str = "nt", out_dty
                   mma_order(cfg, tiling.mma_m, tiling.mma_n))
     gm, gn = ceil_div(M, cfg.block_m), ceil_div(N, cfg.block_n)
     tiles = gm * gn * cfg.split_k
-    grid = GridPlan(gm, gn, max(1, min(cfg.group_m, gm)), cfg.split_k, 1, tiles,
+    grid = GridPlan(gm, gn, max(1, min(cfg.group_m, gm)) if is_static(gm) else cfg.group_m, cfg.split_k, 1, tiles,
                     min(cfg.ctas, tiles) if persistent else tiles, persistent)
 
     ab = "f16" if dt == "float16" else "bf16"
@@ -1200,9 +1204,30 @@ def plan(M: int, N: int, K: int, dtype: str = "f16", layout: str = "nt", out_dty
     params = (Param("A", a_shape, dt), Param("B", b_shape, dt), Param("C", (M, N), ot), *fusion.params(M, N, ot))
     if cfg.split_k > 1:
         slices = cfg.split_k if cfg.reduction == "ordered" else 1
-        params += (Param("W", (slices, M, N), "float32"), Param("S", (gm * gn,), "uint32"))
+        params += (Param("W", (slices, m_max, N), "float32"), Param("S", (ceil_div(m_max, cfg.block_m) * gn,), "uint32"))
     return GemmPlan(M, N, K, dt, layout, cfg, tiling, grid, a, b, f"mma.sync.aligned.m16n8k16.row.col.f32.{ab}.{ab}.f32",
-                    stage_elems, cfg.stages * stage_elems, kloop, epilogue, params, fusion)
+                    stage_elems, cfg.stages * stage_elems, kloop, epilogue, params, fusion, bucket)
+
+
+def planned_m(M: int | MBucket) -> int:
+    """The M a plan is chosen at: ``M``, or a bucket's representative M (``MBucket.representative``)."""
+    return M.representative if isinstance(M, MBucket) else M
+
+
+def bucket_summary(bucket: MBucket | None) -> dict:
+    """``{"m_bucket": [lo, hi], "planned_at_m": ...}`` for a dynamic-M plan's summary (``--emit config``),
+    ``{}`` for a static one."""
+    return {} if bucket is None else {"m_bucket": [bucket.lo, bucket.hi], "planned_at_m": bucket.representative}
+
+
+def check_dynamic(bucket: MBucket | None, layout: str, cfg) -> None:
+    """What dynamic M (a ``bucket``) needs of a plan: A stored [M, K] (``dynamic_m.check_layout``) and
+    no persistent CTAs (their tile loop is sized by a static tile count)."""
+    if bucket is None:
+        return
+    check_layout(layout, "CUDA GEMM")
+    if getattr(cfg, "ctas", 0):
+        raise ValueError(f"dynamic M: persistent CTAs (ctas={cfg.ctas}) loop over a static tile count; use ctas=0")
 
 
 def check_fusion(fusion) -> Fusion:

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import attrs
 
+from .dynamic_m import DynamicGemm, MBucket, buckets, extent_record, m_limit
 from .epilogue import Fusion, fusion_of
 from .gfx950_plan import (DTYPES, FORMAT_CODES, LAYOUTS, MX_FORMATS, UNIT_SCALES, Epilogue, Gfx950GemmConfig,
                           Gfx950GemmPlan, Grid, MxGemmConfig, MxGemmPlan, OperandPlan, Param, default_config,
@@ -84,6 +85,8 @@ def plan(M, N, K, dtype: str = "f16", layout: str = "nn", out_dtype: str | None 
     f32, no batch, no K split), else ``plan_gfx950_gemm``; ``fusion``: the fused epilogue."""
     if dtype not in MX_FORMATS:
         return plan_gfx950_gemm(M, N, K, dtype, layout, out_dtype, config, batch, k_splits, fusion)
+    if isinstance(M, MBucket):
+        raise ValueError(f"MX GEMM: dynamic M is for the dense dtypes ({', '.join(DTYPES)}); got {dtype}")
     if out_dtype not in (None, "f32") or batch or k_splits != 1:
         raise ValueError(f"MX GEMM: f32 output without a batch axis or K split only; got out_dtype={out_dtype!r}, "
                          f"batch={batch}, k_splits={k_splits}")
@@ -114,7 +117,8 @@ def schedule_digest() -> str:
 def cache_key(plan: Gfx950GemmPlan | MxGemmPlan) -> dict:
     """The build-cache key of a plan: the whole plan record (``attrs.asdict``: every field, so a new
     plan field can never serve a stale kernel) and the schedule's source digest."""
-    return {"target": "gfx950", "plan": type(plan).__name__, "fields": attrs.asdict(plan), "schedule": schedule_digest()}
+    fields = attrs.asdict(plan, value_serializer=lambda inst, field, value: extent_record(value))
+    return {"target": "gfx950", "plan": type(plan).__name__, "fields": fields, "schedule": schedule_digest()}
 
 
 def build(M, N, K, dtype: str = "f16", layout: str = "nn", out_dtype: str | None = None, config=None, batch: int = 0,
@@ -126,12 +130,45 @@ def build(M, N, K, dtype: str = "f16", layout: str = "nn", out_dtype: str | None
     cached, so a warm build runs the planner only (no TIRx); ``executable`` is None on a hit.
     ``cache=False`` neither reads nor writes the cache. The fused epilogue: ``bias``, ``activation``
     ("relu", "silu", "gelu"), ``residual``, ``row_scale``, ``col_scale`` (``epilogue.fusion_of``),
-    or ``fusion=Fusion(...)``; it is part of the plan, hence of the key."""
+    or ``fusion=Fusion(...)``; it is part of the plan, hence of the key. ``M=None``: dynamic M,
+    ``build_dynamic`` (a ``DynamicGemm``; no config, batch or K split: the planner chooses per bucket)."""
+    fused = fusion_of(bias, activation, residual, row_scale, col_scale, fusion)
+    if M is None:
+        if config is not None or batch or k_splits != 1:
+            raise ValueError("dynamic M (M=None) plans every M bucket with the cost model: no config, batch or k_splits")
+        return build_dynamic(N, K, dtype, layout, out_dtype, cache, fusion=fused)
+    return build_plan(plan(M, N, K, dtype, layout, out_dtype, config, batch, k_splits, fused), cache)
+
+
+def build_dynamic(N: int, K: int, dtype: str = "f16", layout: str = "nt", out_dtype: str | None = None,
+                  cache: bool = True, fusion: Fusion | None = None, **fusion_keywords) -> DynamicGemm:
+    """A dynamic-M dense GEMM (``schedules.dynamic_m``): N and K static, M the TIR variable ``M``; per
+    M bucket (up to ``m_limit``: 31-bit buffer offsets of A, int32 offsets of C) the plan of
+    ``gfx950_plan.plan_for`` at the bucket's representative M (tile, waves, K split), built on first
+    use through the build cache. Layouts ``nn`` and ``nt``. ``fusion`` / the keywords: the fused
+    epilogue (``schedules.epilogue.fusion_of``)."""
+    from .gfx950_plan import check_dynamic, plan_for
+
+    fused = fusion_of(fusion=fusion, **fusion_keywords)
+    if dtype not in DTYPES:
+        raise ValueError(f"gfx950 GEMM: dynamic M is for the dense dtypes {sorted(DTYPES)}; got {dtype!r}")
+    check_dynamic(layout, 0)
+    plan_gfx950_gemm(1, N, K, dtype, layout, out_dtype, fusion=fused)  # the problem's own checks, before any bucket
+
+    def plan_bucket(bucket: MBucket) -> Gfx950GemmPlan:
+        chosen = plan_for(bucket.representative, N, K, dtype, layout, out_dtype, fusion=fused)
+        return plan_gfx950_gemm(bucket, N, K, dtype, layout, out_dtype, chosen.config, 0, chosen.grid.k_splits, fused)
+
+    limit = m_limit(K * DTYPES[dtype].elem_bytes, N)
+    return DynamicGemm("gfx950", buckets(limit), plan_bucket, lambda p: build_plan(p, cache), emit,
+                       describe=f" {layout} {dtype} N={N} K={K}" + ("" if fused.empty else f" epilogue {fused.describe()}"))
+
+
+def build_plan(p: Gfx950GemmPlan | MxGemmPlan, cache: bool = True):
+    """``build`` of one plan (the build cache keyed by ``cache_key(p)``: a dynamic-M plan's record
+    holds its bucket)."""
     from ..cache import cached
     from ..rocm.build import BuildResult, parse_metadata
-
-    p = plan(M, N, K, dtype, layout, out_dtype, config, batch, k_splits,
-             fusion_of(bias, activation, residual, row_scale, col_scale, fusion))
 
     def compile_() -> dict[str, bytes]:
         from ..rocm.build import build as rocm_build  # TIRx: on a miss only
@@ -148,7 +185,8 @@ def build(M, N, K, dtype: str = "f16", layout: str = "nn", out_dtype: str | None
                        code_object=blobs.get("code_object"), executable=None)
 
 
-__all__ = ["DTYPES", "FORMAT_CODES", "LAYOUTS", "UNIT_SCALES", "Epilogue", "Fusion", "Gfx950GemmConfig", "Gfx950GemmPlan", "Grid",
-           "MxGemmConfig", "MxGemmPlan", "OperandPlan", "Param", "build", "cache_key", "default_config",
+__all__ = ["DTYPES", "FORMAT_CODES", "LAYOUTS", "UNIT_SCALES", "DynamicGemm", "Epilogue", "Fusion", "Gfx950GemmConfig",
+           "Gfx950GemmPlan", "Grid", "MBucket", "MxGemmConfig", "MxGemmPlan", "OperandPlan", "Param", "build",
+           "build_dynamic", "build_plan", "cache_key", "default_config",
            "default_mx_config", "dma_config", "emit", "emit_gfx950_gemm", "gfx950_gemm", "plan", "plan_gfx950_gemm",
            "plan_mx_gemm", "schedule_digest"]

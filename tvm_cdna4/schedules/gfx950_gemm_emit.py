@@ -58,7 +58,8 @@ def _periods(plan: Gfx950GemmPlan):
     elem, BK = plan.elem, plan.block[2]
     RM, RN, RK = plan.repeats
     pa, pb, vec = plan.a, plan.b, plan.vec
-    chunk_a = chunk_loader(elem, vec, pa.storage, pa.chunks_per_row, pa.mn_contiguous, M * K, max(batch, 1) * M * K)
+    chunk_a = chunk_loader(elem, vec, pa.storage, pa.chunks_per_row, pa.mn_contiguous, M * K, max(batch, 1) * M * K,
+                           max(batch, 1) * plan.m_max * K)
     chunk_b = chunk_loader(elem, vec, pb.storage, pb.chunks_per_row, pb.mn_contiguous, K * N, max(batch, 1) * K * N)
     frag_a, frag_b, mfma, interleave = _reader(plan, pa), _reader(plan, pb), _mfma(plan), schedule_hint(plan.interleave)
     k0 = k_offset(plan.grid.k_splits > 1, BK)

@@ -25,6 +25,7 @@ from ..isa.mfma_table import SCALE_VECTOR_WORDS
 from ..patterns.dma import LdsTile
 from ..isa.hardware import GFX950_LDS_BYTES
 from ..isa.llvm_helpers import SCHED_DS_READ, SCHED_DS_WRITE, SCHED_MFMA, SCHED_VMEM_READ
+from .dynamic_m import MBucket, ceil_div, check_layout, resolve_m
 from .epilogue import Fusion, Param
 from .gfx950_cost import MI355X_CUS, gpu_estimate, planned_loop_fraction, work_of
 
@@ -359,6 +360,14 @@ class Gfx950GemmPlan:
     format_codes: tuple[int, int] | None  # cbsz (A), blgp (B) of the scaled MFMA; None: dense MFMAs
     interleave: tuple[tuple[int, int], ...] | None  # sched.group.barrier program per period; None: off
     epilogue: Epilogue  # accumulators (``acc``) -> C (``out``, ``out_dtype``)
+    # dynamic M: the bucket of M values served (M the TIR variable ``M``, bound at launch from A's and
+    # C's shapes; the split-K workspace sized for the bucket's end); None: M is static
+    dynamic_m: MBucket | None = None
+
+    @property
+    def m_max(self) -> int:
+        """The largest M the kernel serves: ``M``, or the end of its ``dynamic_m`` bucket."""
+        return self.M if self.dynamic_m is None else self.dynamic_m.hi
 
     @property
     def lds_stages(self) -> int:
@@ -420,16 +429,20 @@ def _operand_plan(name: str, op, spec: DtypeSpec, cfg: Gfx950GemmConfig, transpo
                        per_fragment, dma)
 
 
-def plan_gfx950_gemm(M: Extent, N: int, K: int, dtype: str = "f16", layout: str = "nn", out_dtype: str | None = None,
-                     config: Gfx950GemmConfig | None = None, batch: int = 0, k_splits: int = 1,
-                     fusion: Fusion | None = None) -> Gfx950GemmPlan:
+def plan_gfx950_gemm(M: Extent | MBucket, N: int, K: int, dtype: str = "f16", layout: str = "nn",
+                     out_dtype: str | None = None, config: Gfx950GemmConfig | None = None, batch: int = 0,
+                     k_splits: int = 1, fusion: Fusion | None = None) -> Gfx950GemmPlan:
     """The plan of ``gfx950_gemm`` (same arguments); ValueError for a problem or config it cannot
     run. ``k_splits`` > 1: split-K, each workgroup one of ``k_splits`` consecutive ranges of
     ``k_steps`` K tiles, its partial product added into an f32 C (zeroed on entry), or reduced
     through the workspace and the tile's ticket (``split_epilogue``: 16-bit outputs, a fused
     epilogue, or ``config.reduction`` "ordered"). ``fusion``: the fused epilogue
     (``schedules.epilogue.Fusion``; ``fuse_epilogue``), applied to the f32 accumulators (after the
-    reduction) before the conversion."""
+    reduction) before the conversion. ``M`` an ``MBucket``: dynamic M (``check_dynamic``)."""
+    bucket = M if isinstance(M, MBucket) else None
+    if bucket is not None:
+        check_dynamic(layout, batch)
+        M = resolve_m(M, "plan_gfx950_gemm")[0]
     if dtype not in DTYPES:
         raise ValueError(f"gfx950 GEMM: dtype {dtype!r} is not supported; expected one of {sorted(DTYPES)}")
     if layout not in LAYOUTS:
@@ -447,10 +460,11 @@ def plan_gfx950_gemm(M: Extent, N: int, K: int, dtype: str = "f16", layout: str 
         raise ValueError(f"gfx950 GEMM: k_splits {k_splits} must be in [1, {tiles_k}] (the K tiles)")
     op = CATALOG[spec.mfma16 if cfg.mfma == "16x16" else spec.mfma32]
     BM, BN, BK = cfg.block_m, cfg.block_n, cfg.block_k
-    grid = Grid((-(-M // BM), -(-N // BN)), max(batch, 1), k_splits)
+    grid = Grid((ceil_div(M, BM), -(-N // BN)), max(batch, 1), k_splits)
     fusion = fusion or Fusion()
-    epilogue = split_epilogue(spec.acc, out_dtype, k_splits, cfg.reduction, max(batch, 1) * M * N,
-                              max(batch, 1) * grid.tiles[0] * grid.tiles[1], fused=not fusion.empty)
+    m_max = M if bucket is None else bucket.hi  # the workspace serves the bucket's largest M
+    epilogue = split_epilogue(spec.acc, out_dtype, k_splits, cfg.reduction, max(batch, 1) * m_max * N,
+                              max(batch, 1) * -(-m_max // BM) * grid.tiles[1], fused=not fusion.empty)
     epilogue = fuse_epilogue(epilogue, fusion, M, N, batch)
     WM, WN = BM // cfg.waves[0], BN // cfg.waves[1]
     RM, RN, RK = WM // op.m, WN // op.n, BK // op.k
@@ -463,7 +477,15 @@ def plan_gfx950_gemm(M: Extent, N: int, K: int, dtype: str = "f16", layout: str 
     codes = tuple(FORMAT_CODES[f] for f in spec.scaled) if spec.scaled else None
     return Gfx950GemmPlan(M, N, K, batch, dtype, layout, cfg, op.name, spec.storage, (BM, BN, BK), (WM, WN),
                           (RM, RN, RK), grid, -(-tiles_k // k_splits),
-                          max(1, 16 // spec.elem_bytes), a, b, codes, program, epilogue)
+                          max(1, 16 // spec.elem_bytes), a, b, codes, program, epilogue, bucket)
+
+
+def check_dynamic(layout: str, batch: int) -> None:
+    """What dynamic M needs of a dense gfx950 GEMM: A stored [M, K] (``dynamic_m.check_layout``) and no
+    batch axis."""
+    check_layout(layout, "gfx950 GEMM")
+    if batch:
+        raise ValueError(f"gfx950 GEMM: dynamic M has no batch axis; got batch={batch}")
 
 
 # ------------------------------------------------------------------------- the planner for every M

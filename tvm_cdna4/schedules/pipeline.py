@@ -206,7 +206,8 @@ def guarded_load(X, base, r, c, lim, dtype: str):
     return T.if_then_else(inside, X[base + T.min(r, lim[0] - 1) * lim[1] + T.min(c, lim[1] - 1)], T.cast(0, dtype))
 
 
-def chunk_loader(dtype: str, vec: int, lim: tuple[int, int], cpr: int, k_rows: bool, batch_elems: int, total_elems: int):
+def chunk_loader(dtype: str, vec: int, lim: tuple[int, int], cpr: int, k_rows: bool, batch_elems: int, total_elems: int,
+                 max_elems: int | None = None):
     """Macro ``chunk(regs, X, Xg, bz, tile0, t, q, k0)``: thread ``t``'s 16-byte chunk ``q`` of an
     operand tile into ``regs[q * vec : (q + 1) * vec]``.
 
@@ -218,16 +219,20 @@ def chunk_loader(dtype: str, vec: int, lim: tuple[int, int], cpr: int, k_rows: b
     (``lim[1] % vec == 0``) and offsets fit 31 bits, one ``buffer_load_dwordx4`` per chunk: the
     per-thread offset is loop-invariant, the K step goes into the wave-uniform ``soffset``, and a
     chunk outside the matrix gets the out-of-range offset (zeros). Otherwise clamped element loads.
+    ``total_elems`` may be an expression of a dynamic M; ``max_elems`` is then its largest value.
     """
     esize = 16 // vec
     nbytes = total_elems * esize
+    if not isinstance(total_elems, int) and max_elems is None:
+        raise ValueError(f"chunk_loader: the operand's {total_elems} elements need their largest value (max_elems)")
+    fits = (total_elems if isinstance(total_elems, int) else max_elems) * esize < 2**31
 
     def coords(t, q, tile0, k0):
         """(storage row, storage column) of the chunk's first element."""
         r, c = (q * 256 + t) // cpr, (q * 256 + t) % cpr * vec
         return (k0 + r, tile0 + c) if k_rows else (tile0 + r, k0 + c)
 
-    if lim[1] % vec == 0 and nbytes < 2**31:
+    if lim[1] % vec == 0 and fits:
         @T.macro
         def chunk(regs, X, Xg, bz, tile0, t, q, k0):
             voff, soff = buffer_offsets(*coords(t, q, tile0, 0), k0, lim, k_rows, bz * batch_elems, esize)

@@ -1,0 +1,145 @@
+"""``tvm_cdna4.torch``: the import without torch, the argument errors, the custom op and its fake
+implementation under ``torch.compile`` (meta tensors: no GPU); on an NVIDIA GPU (``cuda`` marker)
+results against ``torch.matmul`` for several M of one shape class without a rebuild, CUDA-graph
+capture and replay, ``torch.compile(fullgraph=True)``. Without torch these tests skip (torch is not
+in the ``test`` extra: CI installs the CPU wheel where it can, ``.ci/run``)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch")
+tt = pytest.importorskip("tvm_cdna4.torch")
+
+META = dict(device="meta")
+
+
+def meta(*shape, dtype=torch.float16):
+    return torch.empty(shape, dtype=dtype, **META)
+
+
+def test_import_without_torch_names_the_extra():
+    code = "import sys; sys.modules['torch'] = None\ntry:\n import tvm_cdna4.torch\nexcept ImportError as e:\n print(e)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "pip install 'tvm_cdna4[cuda]'" in out.stdout
+
+
+@pytest.mark.parametrize("call,match", [
+    (lambda: tt.gemm(torch.zeros(4, 64, dtype=torch.float16), torch.zeros(8, 64, dtype=torch.float16)),
+     "argument 'a': a CUDA tensor; expected device cuda, found cpu"),
+    (lambda: tt.gemm(meta(4, 64, dtype=torch.float32), meta(8, 64)), "argument 'a': dtype"),
+    (lambda: tt.gemm(meta(4, 64), meta(8, 64, dtype=torch.bfloat16)), "argument 'b': dtype; expected torch.float16"),
+    (lambda: tt.gemm(meta(4, 64), meta(8, 63)), r"argument 'b': shape; expected \(8, 64\), found \(8, 63\)"),
+    (lambda: tt.gemm(meta(4, 64), meta(64, 8), layout="nn", bias=meta(9, dtype=torch.float32)),
+     r"argument 'bias': shape; expected \(8,\)"),
+    (lambda: tt.gemm(meta(4, 64), meta(8, 64), bias=meta(8)), "argument 'bias': dtype; expected torch.float32"),
+    (lambda: tt.gemm(meta(4, 64), meta(64, 8).t()), "argument 'b': non-contiguous tensors are refused"),
+    (lambda: tt.gemm(meta(64, 4).t(), meta(8, 64), layout="tn"), "argument 'layout'"),
+    (lambda: tt.gemm(meta(4, 64), meta(8, 64), activation="tanh"), "argument 'activation'"),
+    (lambda: tt.gemm(meta(4, 64), meta(8, 64), out=meta(4, 8, dtype=torch.float32), out_dtype=torch.float16),
+     "argument 'out': dtype; expected torch.float16"),
+    (lambda: tt.gemm(meta(4, 64), meta(8, 64), out_dtype=torch.int8), "argument 'out_dtype'"),
+    (lambda: tt.gemm(meta(4, 64), meta(8, 64), residual=meta(4, 8, dtype=torch.float32)),
+     "argument 'residual': dtype; expected torch.float16"),
+    (lambda: tt._check_alignment(a=torch.zeros(64, dtype=torch.float16)[1:]), "argument 'a': its data pointer"),
+])
+def test_argument_errors_name_the_argument(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
+
+
+def test_the_op_is_registered_with_a_fake_implementation():
+    assert hasattr(torch.ops.tvm_cdna4, "gemm") and hasattr(torch.ops.tvm_cdna4, "gemm_out")
+    a, b = meta(5, 64, dtype=torch.bfloat16), meta(48, 64, dtype=torch.bfloat16)
+    y = torch.ops.tvm_cdna4.gemm(a, b, "nt", None, None, None, None, None, None)
+    assert (y.shape, y.dtype, y.device.type) == ((5, 48), torch.bfloat16, "meta")
+
+    def layer(x, w, bias):
+        return tt.gemm(x, w, out_dtype=torch.float32, bias=bias, activation="silu")
+
+    compiled = torch.compile(layer, fullgraph=True, backend="aot_eager")
+    y = compiled(a, b, meta(48, dtype=torch.float32))
+    assert (y.shape, y.dtype) == ((5, 48), torch.float32)
+    y = compiled(meta(77, 64, dtype=torch.bfloat16), b, meta(48, dtype=torch.float32))  # another M
+    assert y.shape == (77, 48)
+
+
+# ---------------------------------------------------------------------------------------- on the GPU
+
+def _inputs(M, N=384, K=256, dtype=torch.bfloat16):
+    gen = torch.Generator(device="cuda").manual_seed(M)
+    a = torch.empty((M, K), dtype=dtype, device="cuda").uniform_(-1, 1, generator=gen)
+    b = torch.empty((N, K), dtype=dtype, device="cuda").uniform_(-1, 1, generator=gen)
+    return a, b
+
+
+def _close(got, a, b):
+    want = a.float() @ b.float().T
+    err = float(torch.linalg.norm(got.float() - want) / torch.linalg.norm(want))
+    assert err < 8e-3, err
+
+
+@pytest.mark.cuda
+def test_several_m_of_one_shape_class_without_a_rebuild():
+    tt.kernel_cache().clear()
+    used = set()
+    for M in (1, 5, 16, 17, 31, 100, 128, 1000, 3):
+        a, b = _inputs(M)
+        y = tt.gemm(a, b)
+        assert y.dtype == torch.bfloat16 and y.shape == (M, 384)
+        _close(y, a, b)
+        (kernel,) = tt.kernel_cache().values()
+        used.add(kernel.dynamic.bucket(M))
+        assert set(kernel.dynamic.built()) == used  # a build per bucket, none per M
+    out = torch.empty((7, 384), dtype=torch.float32, device="cuda")
+    a, b = _inputs(7)
+    assert tt.gemm(a, b, out=out) is out
+    _close(out, a, b)
+
+
+@pytest.mark.cuda
+def test_cuda_graph_capture_and_replay():
+    a, b = _inputs(40)
+    out = torch.empty((40, 384), dtype=torch.bfloat16, device="cuda")
+    tt.gemm(a, b, out=out)  # the bucket's build and load before the capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    out.zero_()
+    with torch.cuda.graph(graph):
+        tt.gemm(a, b, out=out)
+    assert float(out.float().abs().sum()) == 0.0  # captured, not run
+    graph.replay()
+    torch.cuda.synchronize()
+    _close(out, a, b)
+    a.copy_(_inputs(40)[0].flip(0))  # new data, same addresses
+    graph.replay()
+    _close(out, a, b)
+
+
+@pytest.mark.cuda
+def test_torch_compile_fullgraph_runs_it():
+    def layer(x, w):
+        return tt.gemm(x, w, out_dtype=torch.float32) * 2
+
+    compiled = torch.compile(layer, fullgraph=True)
+    for M in (9, 33):
+        a, b = _inputs(M)
+        _close(compiled(a, b) / 2, a, b)
+
+
+@pytest.mark.cuda
+def test_fused_epilogue_keywords():
+    M, N = 45, 384
+    a, b = _inputs(M)
+    gen = torch.Generator(device="cuda").manual_seed(1)
+    bias = torch.empty(N, device="cuda").uniform_(-1, 1, generator=gen)
+    row_scale = torch.empty(M, device="cuda").uniform_(0.5, 2, generator=gen)
+    residual = torch.empty((M, N), dtype=torch.float32, device="cuda").uniform_(-1, 1, generator=gen)
+    y = tt.gemm(a, b, out_dtype=torch.float32, bias=bias, activation="silu", residual=residual, row_scale=row_scale)
+    v = (a.float() @ b.float().T) * row_scale[:, None] + bias
+    want = torch.nn.functional.silu(v) + residual
+    err = float(torch.linalg.norm(y - want) / torch.linalg.norm(want))
+    assert err < 1e-4, err

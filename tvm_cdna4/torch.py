@@ -1,0 +1,188 @@
+"""``tvm_cdna4.torch``: the CUDA GEMM on torch tensors (runtime layer).
+
+``gemm(a, b, *, layout="nt", out_dtype=None, bias=None, activation=None, residual=None,
+row_scale=None, col_scale=None, out=None)`` computes ``out = epilogue(a @ op(b))`` on CUDA tensors:
+
+* ``layout`` ``"nt"``: ``a`` [M, K], ``b`` [N, K] (``y = x W^T``, a linear layer); ``"nn"``: ``b``
+  [K, N]. ``a`` and ``b`` are both float16 or both bfloat16; ``out_dtype`` (float32, float16 or
+  bfloat16; default ``a``'s dtype) is the output's. The epilogue keywords are those of
+  ``schedules.epilogue.Fusion`` (f32 ``bias`` [N], ``row_scale`` [M], ``col_scale`` [N]; ``residual``
+  of the output's shape and dtype; ``activation`` "relu", "silu" or "gelu").
+* The kernel is the dynamic-M GEMM of the shape class (N, K, dtypes, layout, epilogue, device:
+  ``kernel_cache``), one per M bucket, built on first use and cached: a new M in a bucket already
+  used launches the same kernel, with no build and no host synchronization (no ``.item()``, no
+  copy to the host, no ``torch.cuda.synchronize``).
+* It launches on torch's current CUDA stream, so it can be captured in a CUDA graph (build and load
+  happen at a bucket's first call: run each bucket once before capturing).
+* It is the custom op ``torch.ops.tvm_cdna4.gemm`` (``out=``: ``tvm_cdna4.gemm_out``) with a fake
+  implementation, so ``torch.compile`` (``fullgraph=True`` included) traces through it.
+* Arguments are checked before anything runs, each error naming the argument, the rule, what was
+  expected and what was found: a CUDA device (all on ``a``'s device), dtypes, ranks and shapes, and
+  strides: **non-contiguous inputs are refused, not copied** (a copy would hide memory traffic and
+  an allocation in every call; pass ``x.contiguous()``, or the ``layout`` that matches the storage:
+  ``b = W.t()`` of a row-major ``W`` [N, K] is layout ``"nt"`` with ``b = W``), and so are data
+  pointers not 16-byte aligned (the kernels copy 16-byte chunks).
+
+``grouped_gemm(x, w, offsets, ...)`` (issue 25, part 3: grouped GEMM) is not here yet.
+"""
+
+from __future__ import annotations
+
+try:
+    import torch
+except ImportError as err:  # the runtime extra, not a hard dependency of the package
+    raise ImportError("tvm_cdna4.torch needs PyTorch: pip install 'tvm_cdna4[cuda]'") from err
+
+from typing import Optional
+
+from .schedules.epilogue import ACTIVATIONS, Fusion
+
+LAYOUTS = ("nt", "nn")
+"""The layouts of the dynamic-M GEMM (A stored [M, K]: ``schedules.dynamic_m.check_layout``)."""
+
+IN_DTYPES = {torch.float16: "f16", torch.bfloat16: "bf16"}
+OUT_DTYPES = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16"}
+ALIGNMENT = 16
+"""Bytes a tensor's data pointer must be aligned to (the kernels' 16-byte copies)."""
+
+_KERNELS: dict = {}
+
+
+def _fail(argument: str, rule: str, expected, found):
+    raise ValueError(f"tvm_cdna4.torch.gemm: argument '{argument}': {rule}; expected {expected}, found {found}")
+
+
+def _tensor(name: str, t, device, dtypes: tuple, shape: tuple) -> None:
+    """``t`` must be a tensor on ``device`` of one of ``dtypes``, of ``shape``, contiguous."""
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"tvm_cdna4.torch.gemm: argument '{name}' must be a torch.Tensor, not {type(t).__name__}")
+    if t.device != device:
+        _fail(name, "every tensor is on the device of 'a'", device, t.device)
+    if t.dtype not in dtypes:
+        _fail(name, "dtype", " or ".join(str(d) for d in dtypes), t.dtype)
+    if tuple(t.shape) != tuple(shape):
+        _fail(name, "shape", tuple(shape), tuple(t.shape))
+    if not t.is_contiguous():
+        _fail(name, "non-contiguous tensors are refused (pass .contiguous(), or the layout of its storage)",
+              "contiguous strides", tuple(t.stride()))
+
+
+def _out_dtype(a, out_dtype, out):
+    if out_dtype is None:
+        return out.dtype if out is not None else a.dtype
+    if out_dtype not in OUT_DTYPES:
+        _fail("out_dtype", "an output dtype of the kernels", " or ".join(map(str, OUT_DTYPES)), out_dtype)
+    return out_dtype
+
+
+def check_arguments(a, b, layout, out_dtype, bias, activation, residual, row_scale, col_scale, out):
+    """Check everything a launch needs but the data pointers (the fake implementation runs it too, and
+    ``torch.compile`` traces it): ``(M, N, K, output dtype)``."""
+    if not isinstance(a, torch.Tensor):
+        raise TypeError(f"tvm_cdna4.torch.gemm: argument 'a' must be a torch.Tensor, not {type(a).__name__}")
+    if a.device.type not in ("cuda", "meta"):
+        _fail("a", "a CUDA tensor", "device cuda", a.device)
+    if a.dtype not in IN_DTYPES:
+        _fail("a", "dtype", "torch.float16 or torch.bfloat16", a.dtype)
+    if layout not in LAYOUTS:
+        _fail("layout", "a layout with A stored [M, K]", " or ".join(map(repr, LAYOUTS)), repr(layout))
+    if a.dim() != 2:
+        _fail("a", "a matrix [M, K]", "2 dimensions", f"shape {tuple(a.shape)}")
+    M, K = a.shape
+    if not isinstance(b, torch.Tensor) or b.dim() != 2:
+        _fail("b", "a matrix ([N, K] for layout 'nt', [K, N] for 'nn')", "2 dimensions",
+              f"shape {tuple(b.shape)}" if isinstance(b, torch.Tensor) else type(b).__name__)
+    N = b.shape[0] if layout == "nt" else b.shape[1]
+    _tensor("a", a, a.device, (a.dtype,), (M, K))
+    _tensor("b", b, a.device, (a.dtype,), (N, K) if layout == "nt" else (K, N))
+    if activation is not None and activation not in ACTIVATIONS:
+        _fail("activation", "an activation of the fused epilogue", " or ".join(ACTIVATIONS) + " or None", repr(activation))
+    odt = _out_dtype(a, out_dtype, out)
+    inputs = {"bias": (bias, (N,), (torch.float32,)), "row_scale": (row_scale, (M,), (torch.float32,)),
+              "col_scale": (col_scale, (N,), (torch.float32,)), "residual": (residual, (M, N), (odt,)),
+              "out": (out, (M, N), (odt,))}
+    for name, (t, shape, dtypes) in inputs.items():
+        if t is not None:
+            _tensor(name, t, a.device, dtypes, shape)
+    return M, N, K, odt
+
+
+def _check_alignment(**tensors) -> None:
+    for name, t in tensors.items():
+        if t is not None and t.data_ptr() % ALIGNMENT:
+            _fail(name, f"its data pointer must be {ALIGNMENT}-byte aligned (a view into another tensor may not be)",
+                  f"a multiple of {ALIGNMENT}", hex(t.data_ptr()))
+
+
+def kernel_cache() -> dict:
+    """The loaded dynamic-M kernels, ``{(N, K, dtype, out dtype, layout, Fusion, arch, device): DynamicKernel}``
+    (``runtime.cuda.DynamicKernel``; its ``dynamic.built()`` lists the buckets built so far)."""
+    return _KERNELS
+
+
+def _kernel(a, N: int, K: int, odt, layout: str, fusion: Fusion):
+    """The cached dynamic-M kernel of the shape class (built lazily per bucket)."""
+    from .runtime.cuda import DynamicKernel
+    from .schedules.cuda_gemm import build_dynamic
+
+    major, minor = torch.cuda.get_device_capability(a.device)
+    arch = f"sm_{major}{minor}"
+    key = (N, K, IN_DTYPES[a.dtype], OUT_DTYPES[odt], layout, fusion, arch, a.device.index)
+    if key not in _KERNELS:
+        _KERNELS[key] = DynamicKernel(build_dynamic(N, K, IN_DTYPES[a.dtype], layout, OUT_DTYPES[odt], arch,
+                                                    fusion=fusion))
+    return _KERNELS[key]
+
+
+def _launch(a, b, out, layout, bias, activation, residual, row_scale, col_scale) -> None:
+    M, N, K, odt = check_arguments(a, b, layout, out.dtype, bias, activation, residual, row_scale, col_scale, out)
+    if M == 0:
+        return
+    fusion = Fusion(bias is not None, activation, residual is not None, row_scale is not None, col_scale is not None)
+    _check_alignment(a=a, b=b, out=out, bias=bias, residual=residual, row_scale=row_scale, col_scale=col_scale)
+    inputs = {"bias": bias, "residual": residual, "row_scale": row_scale, "col_scale": col_scale}
+    _kernel(a, N, K, odt, layout, fusion).launch(a, b, out, *(inputs[name] for name in fusion.inputs()))
+
+
+def _out_shape(a, b, layout):
+    return (a.shape[0], b.shape[0] if layout == "nt" else b.shape[1])
+
+
+@torch.library.custom_op("tvm_cdna4::gemm", mutates_args=())
+def _gemm_op(a: torch.Tensor, b: torch.Tensor, layout: str, out_dtype: Optional[torch.dtype],  # noqa: UP045
+             bias: Optional[torch.Tensor], activation: Optional[str], residual: Optional[torch.Tensor],  # noqa: UP045
+             row_scale: Optional[torch.Tensor], col_scale: Optional[torch.Tensor]) -> torch.Tensor:  # noqa: UP045
+    out = torch.empty(_out_shape(a, b, layout), dtype=_out_dtype(a, out_dtype, None), device=a.device)
+    _launch(a, b, out, layout, bias, activation, residual, row_scale, col_scale)
+    return out
+
+
+@_gemm_op.register_fake
+def _gemm_fake(a, b, layout, out_dtype, bias, activation, residual, row_scale, col_scale):
+    _, _, _, odt = check_arguments(a, b, layout, out_dtype, bias, activation, residual, row_scale, col_scale, None)
+    return a.new_empty(_out_shape(a, b, layout), dtype=odt)
+
+
+@torch.library.custom_op("tvm_cdna4::gemm_out", mutates_args=("out",))
+def _gemm_out_op(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, layout: str,
+                 bias: Optional[torch.Tensor], activation: Optional[str], residual: Optional[torch.Tensor],  # noqa: UP045
+                 row_scale: Optional[torch.Tensor], col_scale: Optional[torch.Tensor]) -> None:  # noqa: UP045
+    _launch(a, b, out, layout, bias, activation, residual, row_scale, col_scale)
+
+
+@_gemm_out_op.register_fake
+def _gemm_out_fake(a, b, out, layout, bias, activation, residual, row_scale, col_scale):
+    check_arguments(a, b, layout, out.dtype, bias, activation, residual, row_scale, col_scale, out)
+
+
+def gemm(a, b, *, layout: str = "nt", out_dtype=None, bias=None, activation=None, residual=None, row_scale=None,
+         col_scale=None, out=None):
+    """``epilogue(a @ op(b))`` on CUDA tensors (the module docstring): a new tensor, or ``out`` filled."""
+    check_arguments(a, b, layout, out_dtype, bias, activation, residual, row_scale, col_scale, out)
+    if out is None:
+        return torch.ops.tvm_cdna4.gemm(a, b, layout, out_dtype, bias, activation, residual, row_scale, col_scale)
+    torch.ops.tvm_cdna4.gemm_out(a, b, out, layout, bias, activation, residual, row_scale, col_scale)
+    return out
+
+
+__all__ = ["ALIGNMENT", "LAYOUTS", "check_arguments", "gemm", "kernel_cache"]
