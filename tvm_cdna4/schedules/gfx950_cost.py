@@ -28,7 +28,11 @@ lists the assumptions and their anchors; in short:
 
 from __future__ import annotations
 
+import math
+
 import attrs
+
+from .grouped import expected_row_tiles
 
 MI355X_CUS = 256
 CLOCK_HZ = 2.4e9  # MI355X peak engine clock (the published peaks: 256 CUs x 4 SIMDs x 2.4 GHz x rate)
@@ -49,7 +53,8 @@ class GemmWork:
     workgroup tile ``block`` = (BM, BN, BK) and ``k_splits`` workgroups along K per tile, the bytes
     per element of A, B and C, ``load_ahead`` K tiles of loads in flight per workgroup,
     ``extra_bytes`` of HBM traffic besides A, B and C once, ``kernels`` launches in all, ``tails``
-    latencies after the main work."""
+    latencies after the main work. ``grouped``: a grouped GEMM (``schedules.grouped``) of ``batch``
+    groups of ``M`` rows each on average, each group ``expected_row_tiles`` row tiles."""
 
     M: int
     N: int
@@ -64,10 +69,13 @@ class GemmWork:
     extra_bytes: int = 0
     kernels: int = 1
     tails: int = 0  # dependent round trips after the main work (the split-K ticket), one HBM latency each
+    grouped: bool = False
 
     @property
     def workgroups(self) -> int:
         BM, BN, _ = self.block
+        if self.grouped:
+            return math.ceil(self.batch * expected_row_tiles(self.M, BM)) * -(-self.N // BN) * self.k_splits
         return -(-self.M // BM) * -(-self.N // BN) * self.k_splits * self.batch
 
     @property

@@ -53,6 +53,12 @@ class TileOrigin:
     m0: object
     n0: object
     kt: object = 0  # the first K tile of the workgroup's K range (split-K; 0 without)
+    m_end: object = None  # the end of the rows it may store (grouped: its group's end, ``Groups.origin``); None: M
+
+
+def rows_end(origin: TileOrigin, M):
+    """The rows of C below which a tile stores: ``M``, or its group's end (``TileOrigin.m_end``)."""
+    return M if origin.m_end is None else origin.m_end
 
 
 def tile_origin(grid: Grid, block: tuple[int, ...], bid, k_steps: int = 0) -> TileOrigin:
@@ -243,16 +249,16 @@ def epilogue_store(op, epilogue: Epilogue, extent: tuple, repeats: tuple[int, in
             T.rocm.global_atomic_add_f32(C, bz * (M * N) + row * N + col, value)
 
     @T.macro
-    def inside(C, bz, row, col, value):
-        if T.And(row < M, col < N):
-            put(C, bz, row, col, epilogue_value(epilogue, value))
+    def inside(C, s, row, col, value):
+        if T.And(row < rows_end(s.origin, M), col < N):
+            put(C, s.origin.bz, row, col, epilogue_value(epilogue, value))
 
     @T.macro
     def store(C, rd, s, lane):
         for mi in T.unroll(RM):
             for ni in T.unroll(RN):
                 for r in T.unroll(op.acc_elems):
-                    inside(C, s.origin.bz, s.origin.m0 + s.wm + mi * op.m + lanes.acc_owner(op, lane, r).row,
+                    inside(C, s, s.origin.m0 + s.wm + mi * op.m + lanes.acc_owner(op, lane, r).row,
                            s.origin.n0 + s.wn + ni * op.n + lanes.acc_owner(op, lane, r).col, rd[(mi * RN + ni) * op.acc_elems + r])
     return store
 
@@ -347,4 +353,5 @@ def split_store(op, epilogue: Epilogue, grid: Grid, block: tuple[int, ...], k_st
 
 
 __all__ = ["THREADS", "Fragments", "Stage", "Staging", "TileOrigin", "WaveState", "epilogue_store", "epilogue_value",
-           "fragment_reader", "k_offset", "kernel_function", "mfma_step", "operand_coords", "span", "split_store", "staging_sets", "tile_origin"]
+           "fragment_reader", "k_offset", "kernel_function", "mfma_step", "operand_coords", "rows_end", "span", "split_store",
+           "staging_sets", "tile_origin"]
