@@ -1,5 +1,6 @@
 """Fixtures and markers for these tests come from the package's pytest plugin,
-``tvm_cdna4.testing`` (``rng``, ``run_gfx950``, ``run_cuda``; ``gfx950``, ``cuda``, ``llvm``).
+``tvm_cdna4.testing`` (``rng``, ``run_gfx950``, ``run_cuda``; ``gfx950``, ``cuda``, ``llvm``); ``gemm_cli`` (the
+``gemm`` subcommand in-process) is here.
 
 Builds go to one throwaway cache per test session (``TVM_CDNA4_CACHE_DIR``, inherited by the CLI
 subprocesses and by pytest-xdist's workers), never ``~/.cache/tvm_cdna4``: a kernel that several
@@ -10,6 +11,8 @@ own directories; tests that must run TIRx pass ``cache=False``.
 import os
 import shutil
 import tempfile
+
+import pytest
 
 _SESSION_CACHE = None
 
@@ -26,3 +29,19 @@ def pytest_configure(config):
 def pytest_unconfigure(config):
     if _SESSION_CACHE:
         shutil.rmtree(_SESSION_CACHE, ignore_errors=True)
+
+
+@pytest.fixture
+def gemm_cli(capsys):
+    """``gemm_cli(*args)``: ``python -m tvm_cdna4 gemm ARGS`` in-process: returncode, stdout, stderr."""
+    from types import SimpleNamespace
+
+    from tvm_cdna4.cli import main
+
+    def run(*args):
+        capsys.readouterr()
+        code = main(["gemm", *args])
+        out, err = capsys.readouterr()
+        return SimpleNamespace(returncode=code, stdout=out, stderr=err)
+
+    return run

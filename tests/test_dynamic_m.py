@@ -164,22 +164,6 @@ def test_cli_dynamic_m_config_and_refusals(gemm_cli, target, extra):
     assert run.returncode == 2 and "--block cannot be given" in run.stderr
 
 
-@pytest.fixture
-def gemm_cli(capsys):
-    """``gemm_cli(*args)``: ``python -m tvm_cdna4 gemm ARGS`` in-process: returncode, stdout, stderr."""
-    from types import SimpleNamespace
-
-    from tvm_cdna4.cli import main
-
-    def run(*args):
-        capsys.readouterr()
-        code = main(["gemm", *args])
-        out, err = capsys.readouterr()
-        return SimpleNamespace(returncode=code, stdout=out, stderr=err)
-
-    return run
-
-
 # ---------------------------------------------------------------------------------------- on the GPU
 
 SWEEP = [((1024, 4096), "nt", "bf16", "bf16"), ((768, 1024), "nn", "f16", "f32")]

@@ -168,6 +168,13 @@ def work_of(plan) -> GemmWork:
                     max(getattr(plan, "batch", 0), 1), plan.config.load_ahead, extra_bytes, kernels, tails)
 
 
+def grouped_work(plan, T) -> GemmWork:
+    """The ``GemmWork`` of a grouped plan (its grid's ``grouping``: G groups) serving ``T`` rows in
+    all: G groups of ``T / G`` rows each (``GemmWork.grouped``)."""
+    G = plan.grid.grouping.count
+    return attrs.evolve(work_of(attrs.evolve(plan, M=1)), M=T / G, batch=G, grouped=True)
+
+
 def planned_loop_fraction(mfma_cycles_per_k_tile: float) -> float:
     """The per-wave loop fraction of a plan not yet built: its MFMA cycles per K tile over those
     plus ``PLANNED_IDLE_CYCLES``."""
@@ -200,4 +207,4 @@ def gpu_estimate(work: GemmWork, waves_per_simd: int, waves_per_workgroup: int, 
 
 
 __all__ = ["CLOCK_HZ", "HBM_BYTES_PER_S", "HBM_LATENCY_S", "MI355X_CUS", "PLANNED_IDLE_CYCLES", "GemmWork",
-           "GpuEstimate", "gpu_estimate", "planned_loop_fraction", "split_traffic", "work_of"]
+           "GpuEstimate", "gpu_estimate", "grouped_work", "planned_loop_fraction", "split_traffic", "work_of"]

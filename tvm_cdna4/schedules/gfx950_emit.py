@@ -61,10 +61,16 @@ def rows_end(origin: TileOrigin, M):
     return M if origin.m_end is None else origin.m_end
 
 
+def decode(grid: Grid, bid):
+    """``grid.decode(bid)``, with truncating division where its tile rows are symbolic (``Grid.decode``;
+    ``bid`` and the extents are non-negative, where truncating and floor division agree)."""
+    return grid.decode(bid, T.truncdiv, T.truncmod) if grid.symbolic else grid.decode(bid)
+
+
 def tile_origin(grid: Grid, block: tuple[int, ...], bid, k_steps: int = 0) -> TileOrigin:
     """The origin of workgroup ``bid``'s tile (``Grid.decode``; ``block`` = (BM, BN, ...)); with a
     K split, its K range starts at K tile ``k_split * k_steps`` (``k_steps`` K tiles per range)."""
-    idx = grid.decode(bid)
+    idx = decode(grid, bid)
     if grid.k_splits == 1:
         return TileOrigin(idx.batch, idx.row * block[0], idx.col * block[1])
     return TileOrigin(idx.batch, idx.row * block[0], idx.col * block[1], idx.k_split * k_steps)
@@ -352,6 +358,6 @@ def split_store(op, epilogue: Epilogue, grid: Grid, block: tuple[int, ...], k_st
     return store
 
 
-__all__ = ["THREADS", "Fragments", "Stage", "Staging", "TileOrigin", "WaveState", "epilogue_store", "epilogue_value",
+__all__ = ["THREADS", "Fragments", "Stage", "Staging", "TileOrigin", "WaveState", "decode", "epilogue_store", "epilogue_value",
            "fragment_reader", "k_offset", "kernel_function", "mfma_step", "operand_coords", "rows_end", "span", "split_store",
            "staging_sets", "tile_origin"]

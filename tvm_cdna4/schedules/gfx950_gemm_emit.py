@@ -10,7 +10,7 @@ from tvm_tirx.script import tirx as T
 from ..isa import CATALOG
 from ..patterns.layouts import mfma_fragment
 from ..tirx_private import transpile_once
-from .gfx950_emit import (THREADS, Fragments, Stage, Staging, TileOrigin, WaveState, epilogue_store, fragment_reader,
+from .gfx950_emit import (THREADS, Fragments, Stage, Staging, TileOrigin, WaveState, decode, epilogue_store, fragment_reader,
                           k_offset, kernel_function, mfma_step, split_store, staging_sets, tile_origin)
 from .gfx950_plan import UNIT_SCALES, Gfx950GemmPlan, OperandPlan
 from .grouped_emit import find_group
@@ -181,7 +181,7 @@ def _tile(plan: Gfx950GemmPlan):
     @T.macro
     def grouped(args, bid, tx, stages, staging, sets, rd, Df, Cg):
         # the workgroup's row tile -> its group and rows (find_group, Groups.origin); no rows: no work
-        idx = plan.grid.decode(bid)
+        idx = decode(plan.grid, bid)
         found = T.alloc_tensor(ty_args=[T.Tensor((1,), "int32", scope="local")])
         find_group(plan.grid.grouping, args.offsets, idx.row, found)
         g = found[0]

@@ -14,6 +14,7 @@ the emission never calls ``int()`` on them; the validation compares them only wh
 from __future__ import annotations
 
 import math
+import operator
 
 import attrs
 
@@ -55,13 +56,21 @@ class Grid:
         """Workgroups of the launch."""
         return self.tiles[0] * self.tiles[1] * (self.batch or 1) * self.k_splits
 
-    def decode(self, bid) -> GridIndex:
-        """The tile indices of workgroup ``bid`` (an int or a TIR expression)."""
+    def decode(self, bid, div=operator.floordiv, mod=operator.mod) -> GridIndex:
+        """The tile indices of workgroup ``bid`` (an int or a TIR expression). ``div``, ``mod``: Python's
+        (floor) operators; the emission passes truncating ones where the tile rows are a symbolic extent
+        (``symbolic``: TIRx lowers a floor division whose dividend it cannot prove non-negative with an
+        offset that leaves int32 once the divisor is not a power of two, e.g. 224 tile columns)."""
         per = self.tiles[0] * self.tiles[1]
         if self.batch is None and self.k_splits == 1:
-            return GridIndex(0, 0, bid // self.tiles[1], bid % self.tiles[1])
-        split = 0 if self.k_splits == 1 else bid // per % self.k_splits
-        return GridIndex(bid // (per * self.k_splits), split, bid % per // self.tiles[1], bid % self.tiles[1])
+            return GridIndex(0, 0, div(bid, self.tiles[1]), mod(bid, self.tiles[1]))
+        split = 0 if self.k_splits == 1 else mod(div(bid, per), self.k_splits)
+        return GridIndex(div(bid, per * self.k_splits), split, div(mod(bid, per), self.tiles[1]), mod(bid, self.tiles[1]))
+
+    @property
+    def symbolic(self) -> bool:
+        """Whether the tile rows are a TIR expression (dynamic M, grouped), not an int."""
+        return not isinstance(self.tiles[0], int)
 
 
 @attrs.frozen

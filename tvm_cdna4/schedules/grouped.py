@@ -133,6 +133,12 @@ def offsets_of(sizes) -> list[int]:
     return out
 
 
+def moved_bytes(sizes, N: int, K: int, in_bytes: int, out_bytes: int) -> int:
+    """HBM bytes a grouped GEMM must move: A, the weights of the groups with rows, C."""
+    T = sum(sizes)
+    return in_bytes * (T * K + sum(1 for s in sizes if s) * N * K) + out_bytes * T * N
+
+
 def check_offsets(offsets, G: int, T: int, who: str = "grouped GEMM") -> None:
     """Host-side check of an offsets array (numpy or list): int32, shape ``(G + 1,)``, from 0 to
     ``T``, non-decreasing. The kernels cannot check them (no host synchronization): they stay inside
@@ -211,4 +217,4 @@ class GroupedGemm(DynamicGemm):
 
 
 __all__ = ["LAYOUTS", "OFFSETS", "GroupedGemm", "Groups", "check_layout", "check_offsets", "expected_row_tiles",
-           "group_of_rows", "offsets_of", "reference", "row_bucket_table", "rows_per_group"]
+           "group_of_rows", "moved_bytes", "offsets_of", "reference", "row_bucket_table", "rows_per_group"]
