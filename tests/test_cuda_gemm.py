@@ -322,23 +322,6 @@ def test_primfunc_is_returned():
     assert "main" in f.script()[:2000] or f is not None
 
 
-@pytest.fixture
-def gemm_cli(capsys):
-    """``gemm_cli(*args)``: ``python -m tvm_cdna4 gemm ARGS`` run in-process (``tvm_cdna4.cli.main``, what
-    ``__main__`` runs; tests/test_cli.py runs the entry point itself): returncode, stdout, stderr."""
-    from types import SimpleNamespace
-
-    from tvm_cdna4.cli import main
-
-    def run(*args):
-        capsys.readouterr()
-        code = main(["gemm", *args])
-        out, err = capsys.readouterr()
-        return SimpleNamespace(returncode=code, stdout=out, stderr=err)
-
-    return run
-
-
 @pytest.mark.skipif(HAVE_GPU, reason="checks the no-GPU message")
 def test_cli_without_gpu_exits_nonzero_with_message(gemm_cli):
     for flag in ("--validate", "--bench"):

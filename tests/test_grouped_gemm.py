@@ -98,28 +98,23 @@ def _inputs(layout, N, K, dtype, seed=0):
     return a, b, off, reference(a64, b64, off, layout), reference(np.abs(a64), np.abs(b64), off, layout)
 
 
-@pytest.mark.parametrize("layout", ["nt", "nn"])
-def test_cuda_grouped_in_the_emulator(layout):
-    from tvm_cdna4.emulator import compare, emulate
-
-    N, K = CUDA_NK
-    grp = cuda_gemm.build_grouped(len(SIZES), N, K, "f16", layout, "f16")
-    a, b, off, want, scale = _inputs(layout, N, K, np.float16)
-    c = np.full((off[-1], N), np.nan, np.float16)
-    emulate(grp.primfunc(int(off[-1])), a, b, c, off, target="sm80")
-    compare("C", c, want, rtol=2**-10, atol=2**-10 * scale)
+EMULATED = {  # target: (build, (N, K), input dtype, numpy input, output, numpy output, tolerance, emulate keywords)
+    "sm80": (cuda_gemm.build_grouped, CUDA_NK, "f16", np.float16, "f16", np.float16, 2**-10, {"target": "sm80"}),
+    "gfx950": (gfx950_gemm.build_grouped, GFX_NK, "bf16", ml_dtypes.bfloat16, "f32", np.float32, 1e-5, {}),
+}
 
 
 @pytest.mark.parametrize("layout", ["nt", "nn"])
-def test_gfx950_grouped_in_the_emulator(layout):
+@pytest.mark.parametrize("target", list(EMULATED))
+def test_grouped_in_the_emulator(target, layout):
     from tvm_cdna4.emulator import compare, emulate
 
-    N, K = GFX_NK
-    grp = gfx950_gemm.build_grouped(len(SIZES), N, K, "bf16", layout, "f32")
-    a, b, off, want, scale = _inputs(layout, N, K, ml_dtypes.bfloat16)
-    c = np.full((off[-1], N), np.nan, np.float32)
-    emulate(grp.primfunc(int(off[-1])), a, b, c, off)
-    compare("C", c, want, rtol=1e-5, atol=1e-5 * scale)
+    build, (N, K), dtype, np_in, out, np_out, tol, keywords = EMULATED[target]
+    grp = build(len(SIZES), N, K, dtype, layout, out)
+    a, b, off, want, scale = _inputs(layout, N, K, np_in)
+    c = np.full((off[-1], N), np.nan, np_out)
+    emulate(grp.primfunc(int(off[-1])), a, b, c, off, **keywords)
+    compare("C", c, want, rtol=tol, atol=tol * scale)
 
 
 def test_the_dispatch_key_is_the_rows_per_group():

@@ -35,18 +35,26 @@ def _usage(message: str) -> int:
     return 2
 
 
+def gpu_arch(args) -> tuple[str, str | None]:
+    """(the arch to build for, why not or None): sm_80, or with ``--validate`` / ``--bench`` the GPU's
+    (none: the reason, a usage error)."""
+    if not (args.validate or args.bench):
+        return "sm_80", None
+    from .runtime import cuda as runner
+
+    ok, why = runner.have_cuda_gpu()
+    if not ok:
+        return "", f"--validate/--bench need an NVIDIA GPU, and none is available here ({why})"
+    return runner.device_arch(), None
+
+
 def run_sm80(args) -> int:
     """``--target sm80 --dynamic-m``: build (the default action), ``--emit``, ``--validate``, ``--bench``."""
     from .schedules.cuda_gemm import build_dynamic, cuda_source, plan_json
 
-    arch = "sm_80"
-    if args.validate or args.bench:
-        from .runtime import cuda as runner
-
-        ok, why = runner.have_cuda_gpu()
-        if not ok:
-            return _usage(f"--validate/--bench need an NVIDIA GPU, and none is available here ({why})")
-        arch = runner.device_arch()
+    arch, why = gpu_arch(args)
+    if why:
+        return _usage(why)
     try:
         dyn = build_dynamic(args.N, args.K, args.dtype, args.layout, args.out_dtype, arch, cache=not args.no_cache)
         bucket = dyn.bucket(args.M)

@@ -20,9 +20,8 @@ C); ``--report`` (gfx950): the whole-GPU estimate of the compiled kernel for the
 from __future__ import annotations
 
 import json
-import sys
 
-from .cli_dynamic import TILE_OPTIONS
+from .cli_dynamic import TILE_OPTIONS, _usage, gpu_arch
 
 
 def parse_groups(text: str) -> list[int]:
@@ -54,11 +53,6 @@ def refusal(args) -> str | None:
     if args.target == "gfx950" and args.emit == "cuda":
         return "--emit cuda is for --target sm80; gfx950 emits asm, llvm, tir or config"
     return None
-
-
-def _usage(message: str) -> int:
-    print(f"error: {message}", file=sys.stderr)
-    return 2
 
 
 def run(args) -> int:
@@ -105,14 +99,9 @@ def _run_sm80(args, sizes) -> int:
     args.out_dtype = args.out_dtype or "f32"
     if args.dtype not in ("f16", "bf16") or args.out_dtype not in ("f32", "f16", "bf16"):
         return _usage("--target sm80 supports --dtype f16/bf16 and --out-dtype f32/f16/bf16")
-    arch, T = "sm_80", sum(sizes)
-    if args.validate or args.bench:
-        from .runtime import cuda as runner
-
-        ok, why = runner.have_cuda_gpu()
-        if not ok:
-            return _usage(f"--validate/--bench need an NVIDIA GPU, and none is available here ({why})")
-        arch = runner.device_arch()
+    (arch, why), T = gpu_arch(args), sum(sizes)
+    if why:
+        return _usage(why)
     try:
         grp = build_grouped(len(sizes), args.N, args.K, args.dtype, args.layout, args.out_dtype, arch,
                             cache=not args.no_cache)

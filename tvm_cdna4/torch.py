@@ -85,19 +85,35 @@ def _out_dtype(a, out_dtype, out):
     return out_dtype
 
 
+def _first(op: str, name: str, a, layout, rule: str) -> None:
+    """The first operand (``a`` of ``gemm``, ``x`` of ``grouped_gemm``): a CUDA (or meta) tensor of an
+    input dtype, a matrix (``rule`` names it); the layout."""
+    if not isinstance(a, torch.Tensor):
+        raise TypeError(f"tvm_cdna4.torch.{op}: argument '{name}' must be a torch.Tensor, not {type(a).__name__}")
+    if a.device.type not in ("cuda", "meta"):
+        _fail(name, "a CUDA tensor", "device cuda", a.device, op)
+    if a.dtype not in IN_DTYPES:
+        _fail(name, "dtype", "torch.float16 or torch.bfloat16", a.dtype, op)
+    if layout not in LAYOUTS:
+        _fail("layout", "a layout with A stored [M, K]", " or ".join(map(repr, LAYOUTS)), repr(layout), op)
+    if a.dim() != 2:
+        _fail(name, rule, "2 dimensions", f"shape {tuple(a.shape)}", op)
+
+
+def _epilogue(op: str, first: str, device, activation, inputs: dict) -> None:
+    """The activation and the fused inputs and ``out``: ``{name: (tensor or None, shape, dtypes)}``."""
+    if activation is not None and activation not in ACTIVATIONS:
+        _fail("activation", "an activation of the fused epilogue", " or ".join(ACTIVATIONS) + " or None",
+              repr(activation), op)
+    for name, (t, shape, dtypes) in inputs.items():
+        if t is not None:
+            _tensor(name, t, device, dtypes, shape, op, first)
+
+
 def check_arguments(a, b, layout, out_dtype, bias, activation, residual, row_scale, col_scale, out):
     """Check everything a launch needs but the data pointers (the fake implementation runs it too, and
     ``torch.compile`` traces it): ``(M, N, K, output dtype)``."""
-    if not isinstance(a, torch.Tensor):
-        raise TypeError(f"tvm_cdna4.torch.gemm: argument 'a' must be a torch.Tensor, not {type(a).__name__}")
-    if a.device.type not in ("cuda", "meta"):
-        _fail("a", "a CUDA tensor", "device cuda", a.device)
-    if a.dtype not in IN_DTYPES:
-        _fail("a", "dtype", "torch.float16 or torch.bfloat16", a.dtype)
-    if layout not in LAYOUTS:
-        _fail("layout", "a layout with A stored [M, K]", " or ".join(map(repr, LAYOUTS)), repr(layout))
-    if a.dim() != 2:
-        _fail("a", "a matrix [M, K]", "2 dimensions", f"shape {tuple(a.shape)}")
+    _first("gemm", "a", a, layout, "a matrix [M, K]")
     M, K = a.shape
     if not isinstance(b, torch.Tensor) or b.dim() != 2:
         _fail("b", "a matrix ([N, K] for layout 'nt', [K, N] for 'nn')", "2 dimensions",
@@ -105,15 +121,11 @@ def check_arguments(a, b, layout, out_dtype, bias, activation, residual, row_sca
     N = b.shape[0] if layout == "nt" else b.shape[1]
     _tensor("a", a, a.device, (a.dtype,), (M, K))
     _tensor("b", b, a.device, (a.dtype,), (N, K) if layout == "nt" else (K, N))
-    if activation is not None and activation not in ACTIVATIONS:
-        _fail("activation", "an activation of the fused epilogue", " or ".join(ACTIVATIONS) + " or None", repr(activation))
     odt = _out_dtype(a, out_dtype, out)
-    inputs = {"bias": (bias, (N,), (torch.float32,)), "row_scale": (row_scale, (M,), (torch.float32,)),
-              "col_scale": (col_scale, (N,), (torch.float32,)), "residual": (residual, (M, N), (odt,)),
-              "out": (out, (M, N), (odt,))}
-    for name, (t, shape, dtypes) in inputs.items():
-        if t is not None:
-            _tensor(name, t, a.device, dtypes, shape)
+    _epilogue("gemm", "a", a.device, activation, {
+        "bias": (bias, (N,), (torch.float32,)), "row_scale": (row_scale, (M,), (torch.float32,)),
+        "col_scale": (col_scale, (N,), (torch.float32,)), "residual": (residual, (M, N), (odt,)),
+        "out": (out, (M, N), (odt,))})
     return M, N, K, odt
 
 
@@ -203,46 +215,28 @@ def gemm(a, b, *, layout: str = "nt", out_dtype=None, bias=None, activation=None
 # ------------------------------------------------------------------------------------ grouped GEMM
 
 
-def _grouped_fail(argument, rule, expected, found):
-    _fail(argument, rule, expected, found, "grouped_gemm")
-
-
 def check_grouped_arguments(x, w, offsets, layout, out_dtype, bias, activation, residual, row_scale, col_scale, out):
     """``check_arguments`` of ``grouped_gemm`` (its fake implementation runs it too): ``(T, G, N, K,
     output dtype)``. The offsets' values stay on the device (no host synchronization): only their
     dtype, shape and device are checked."""
     op = "grouped_gemm"
-    if not isinstance(x, torch.Tensor):
-        raise TypeError(f"tvm_cdna4.torch.{op}: argument 'x' must be a torch.Tensor, not {type(x).__name__}")
-    if x.device.type not in ("cuda", "meta"):
-        _grouped_fail("x", "a CUDA tensor", "device cuda", x.device)
-    if x.dtype not in IN_DTYPES:
-        _grouped_fail("x", "dtype", "torch.float16 or torch.bfloat16", x.dtype)
-    if layout not in LAYOUTS:
-        _grouped_fail("layout", "the weights' layout", " or ".join(map(repr, LAYOUTS)), repr(layout))
-    if x.dim() != 2:
-        _grouped_fail("x", "the tokens sorted by group [T, K]", "2 dimensions", f"shape {tuple(x.shape)}")
+    _first(op, "x", x, layout, "the tokens sorted by group [T, K]")
     T, K = x.shape
     if not isinstance(w, torch.Tensor) or w.dim() != 3:
-        _grouped_fail("w", "the groups' weights ([G, N, K] for layout 'nt', [G, K, N] for 'nn')", "3 dimensions",
-                      f"shape {tuple(w.shape)}" if isinstance(w, torch.Tensor) else type(w).__name__)
+        _fail("w", "the groups' weights ([G, N, K] for layout 'nt', [G, K, N] for 'nn')", "3 dimensions",
+              f"shape {tuple(w.shape)}" if isinstance(w, torch.Tensor) else type(w).__name__, op)
     G, N = w.shape[0], (w.shape[1] if layout == "nt" else w.shape[2])
     _tensor("x", x, x.device, (x.dtype,), (T, K), op, "x")
     _tensor("w", w, x.device, (x.dtype,), (G, N, K) if layout == "nt" else (G, K, N), op, "x")
     if isinstance(offsets, torch.Tensor) and offsets.dtype != torch.int32:
-        _grouped_fail("offsets", "dtype (group starts then T: offsets[g] .. offsets[g + 1] - 1 are group g's rows)",
-                      torch.int32, offsets.dtype)
+        _fail("offsets", "dtype (group starts then T: offsets[g] .. offsets[g + 1] - 1 are group g's rows)",
+              torch.int32, offsets.dtype, op)
     _tensor("offsets", offsets, x.device, (torch.int32,), (G + 1,), op, "x")
-    if activation is not None and activation not in ACTIVATIONS:
-        _grouped_fail("activation", "an activation of the fused epilogue", " or ".join(ACTIVATIONS) + " or None",
-                      repr(activation))
     odt = _out_dtype(x, out_dtype, out)
-    inputs = {"bias": (bias, (G, N), (torch.float32,)), "row_scale": (row_scale, (T,), (torch.float32,)),
-              "col_scale": (col_scale, (G, N), (torch.float32,)), "residual": (residual, (T, N), (odt,)),
-              "out": (out, (T, N), (odt,))}
-    for name, (t, shape, dtypes) in inputs.items():
-        if t is not None:
-            _tensor(name, t, x.device, dtypes, shape, op, "x")
+    _epilogue(op, "x", x.device, activation, {
+        "bias": (bias, (G, N), (torch.float32,)), "row_scale": (row_scale, (T,), (torch.float32,)),
+        "col_scale": (col_scale, (G, N), (torch.float32,)), "residual": (residual, (T, N), (odt,)),
+        "out": (out, (T, N), (odt,))})
     return T, G, N, K, odt
 
 
