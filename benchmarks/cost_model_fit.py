@@ -1,12 +1,17 @@
-"""How well the CUDA cost model (``cuda_plan.estimate``) ranks measured tilings, and the fit of its
-``Device`` constants to a sweep (``benchmarks/cuda_small_m_sweep.py``).
+"""How well the CUDA cost models (``cuda_plan.estimate``, ``cuda_decode_plan.decode_estimate``) rank
+measured configs, and the fit of their ``Device`` constants to sweeps (``benchmarks/cuda_small_m_sweep.py``,
+``benchmarks/llm_linear.py --sweep``).
 
     python benchmarks/cost_model_fit.py benchmarks/cuda_small_m_sweep_h200_2026-12-01.json [MORE.json ...] [--fit]
+    python benchmarks/cost_model_fit.py benchmarks/llm_linear_flush_probe_h200_2026-12-02.json --ms 1,16 --fit-decode
 
 Per (projection, M): Spearman's rank correlation between estimated and measured times over the
-tilings that ran, and whether the model's pick (least estimate) measured within 5 % of the best.
-``--fit`` searches ``FIT_GRID`` (a coarse grid over the Device constants) for the setting that puts
-the most picks within 5 %, then the highest mean rank correlation.
+configs that ran (either kernel: a decode config is estimated by the decode model), and whether the
+model's pick (least estimate) measured within 5 % of the best. ``--fit`` searches ``FIT_GRID`` (a
+coarse grid over the tile model's Device constants) for the setting that puts the most picks within
+5 %, then the highest mean rank correlation; ``--fit-decode`` searches ``DECODE_GRID`` for the decode
+model's constants of least mean |log(estimate / measured)| over the decode configs. ``--ms`` keeps
+those M.
 """
 
 from __future__ import annotations
@@ -23,14 +28,20 @@ if ROOT not in sys.path:
 
 def load_rows(*paths: str) -> list[dict]:
     """The measured rows (``us`` set) of sweeps (``cuda_small_m_sweep.py``) and of ``llm_linear.py``
-    runs (each shape's ``tuned_candidates``), as (name, M, N, K, config, us) rows."""
+    runs (each shape's ``all`` configs of ``--sweep`` and its ``tuned_candidates``), as (name, M, N, K,
+    config, us) rows; a config measured twice in one run keeps the ``all`` figure."""
     rows = []
     for path in paths:
         with open(path) as f:
             for r in json.load(f)["rows"]:
-                if "tuned_candidates" in r:
-                    rows += [dict(name=r["name"], M=r["M"], N=r["N"], K=r["K"], config=c["config"], us=c["us"])
-                             for c in r["tuned_candidates"] if c.get("us")]
+                if "tuned_candidates" in r or "all" in r:
+                    seen = {json.dumps(a["config"], sort_keys=True): a["seconds"] * 1e6 for a in r.get("all", [])
+                            if a.get("seconds")}
+                    for c in r.get("tuned_candidates", []):
+                        if c.get("us"):
+                            seen.setdefault(json.dumps(c["config"], sort_keys=True), c["us"])
+                    rows += [dict(name=r["name"], M=r["M"], N=r["N"], K=r["K"], config=json.loads(k), us=us)
+                             for k, us in seen.items()]
                 elif r.get("us"):
                     rows.append(r)
     return rows
@@ -62,7 +73,18 @@ def spearman(xs: list[float], ys: list[float]) -> float:
 
 
 def _config(gemm, cfg: dict):
-    return gemm.GemmConfig(**{**gemm.default_config("bf16").as_dict(), **cfg})
+    if cfg.get("kind") == "decode":
+        return gemm.config_from_dict(cfg)
+    return gemm.GemmConfig(**{**gemm.default_config("bf16").as_dict(), **{k: v for k, v in cfg.items() if k != "kind"}})
+
+
+def estimate_us(gemm, M, N, K, cfg, dev) -> float:
+    """The model's time of a config of either kernel (bf16 out), in µs."""
+    if isinstance(cfg, gemm.DecodeConfig):
+        from tvm_cdna4.schedules.cuda_decode_plan import decode_estimate
+
+        return decode_estimate(M, N, K, cfg, 2, dev).time_s * 1e6
+    return gemm.estimate(M, N, K, cfg, 2, dev).time_s * 1e6
 
 
 def evaluate(rows: list[dict], dev=None) -> list[dict]:
@@ -76,7 +98,7 @@ def evaluate(rows: list[dict], dev=None) -> list[dict]:
         shapes.setdefault((r["name"], r["M"], r["N"], r["K"]), []).append(r)
     out = []
     for (name, M, N, K), rs in shapes.items():
-        est = [gemm.estimate(M, N, K, _config(gemm, r["config"]), 2, dev).time_s * 1e6 for r in rs]
+        est = [estimate_us(gemm, M, N, K, _config(gemm, r["config"]), dev) for r in rs]
         us = [r["us"] for r in rs]
         pick = min(range(len(rs)), key=lambda i: (est[i], i))
         best = min(us)
@@ -84,6 +106,18 @@ def evaluate(rows: list[dict], dev=None) -> list[dict]:
                         pick_ratio=us[pick] / best, est_pick_us=est[pick], pick=rs[pick]["config"],
                         best=rs[us.index(best)]["config"]))
     return out
+
+
+def decode_error(rows: list[dict], dev=None) -> float:
+    """Mean |log(estimate / measured)| of the decode model over the rows' decode configs."""
+    import math
+
+    from tvm_cdna4.schedules import cuda_gemm as gemm
+
+    dev = dev or gemm.Device()
+    errs = [abs(math.log(estimate_us(gemm, r["M"], r["N"], r["K"], _config(gemm, r["config"]), dev) / r["us"]))
+            for r in rows if r["config"].get("kind") == "decode"]
+    return sum(errs) / max(1, len(errs))
 
 
 def summary(per_shape: list[dict]) -> dict:
@@ -131,22 +165,55 @@ def fit(rows: list[dict], passes: int = 3) -> tuple[dict, dict]:
     return point, best
 
 
+DECODE_GRID = {  # the decode model's Device fields searched by --fit-decode
+    "decode_bytes_s": (4.0e12, 4.3e12, 4.5e12, 4.8e12, 5.0e12),
+    "decode_sm_bytes_s": (30e9, 40e9, 50e9, 70e9, 100e9),
+    "decode_latency_s": (0.5e-6, 0.75e-6, 1e-6, 1.5e-6, 2e-6),
+    "stream_ramp_s": (1e-6, 3e-6, 5e-6, 7e-6),
+    "dirty_bytes": (0.0, 30e6, 60e6),
+    "half_line": (1.0, 1.05, 1.1, 1.15),
+}
+
+
+def fit_decode(rows: list[dict], passes: int = 3) -> tuple[dict, float]:
+    """Coordinate descent over ``DECODE_GRID`` from the current defaults, least ``decode_error``."""
+    from tvm_cdna4.schedules import cuda_gemm as gemm
+
+    point = {k: getattr(gemm.Device(), k) for k in DECODE_GRID}
+    best = decode_error(rows, gemm.Device(**point))
+    for _ in range(passes):
+        for key, values in DECODE_GRID.items():
+            for v in values:
+                trial = {**point, key: v}
+                e = decode_error(rows, gemm.Device(**trial))
+                if e < best - 1e-12:
+                    point, best = trial, e
+    return point, best
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("sweep", nargs="+", help="sweep / llm_linear JSON files (their rows pooled)")
+    ap.add_argument("--ms", default=None, help="comma-separated M values to keep (default: all)")
     ap.add_argument("--fit", action="store_true")
+    ap.add_argument("--fit-decode", action="store_true")
     args = ap.parse_args(argv)
     rows = load_rows(*args.sweep)
+    if args.ms:
+        rows = [r for r in rows if r["M"] in {int(m) for m in args.ms.split(",")}]
     per = evaluate(rows)
-    print("| shape | M | tilings | rho | model's pick µs | best µs | pick / best | estimate µs |")
+    print("| shape | M | configs | rho | model's pick µs | best µs | pick / best | estimate µs |")
     print("|---|---|---|---|---|---|---|---|")
     for s in per:
         print(f"| {s['name']} | {s['M']} | {s['n']} | {s['rho']:.2f} | {s['pick_us']:.1f} | {s['best_us']:.1f} | "
               f"{s['pick_ratio']:.2f} | {s['est_pick_us']:.1f} |")
-    print(summary(per))
+    print(summary(per), "decode mean |log(est/measured)|:", round(decode_error(rows), 4))
     if args.fit:
         point, s = fit(rows)
         print("fit:", point, s)
+    if args.fit_decode:
+        point, e = fit_decode(rows)
+        print("fit-decode:", point, e)
     return 0
 
 

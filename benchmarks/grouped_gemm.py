@@ -17,7 +17,9 @@ relative Frobenius error over all rows), then timed with ``runtime.cuda.bench_ms
 * ``torch``: ``torch._grouped_mm(x, w.transpose(-2, -1), offs=offsets[1:])`` (the cumulative group ends,
   int32; cuBLAS / CUTLASS grouped kernels on sm_90);
 * ``loop``: one launch of our dynamic-M GEMM (``cuda_gemm.build_dynamic``) per group with rows, on row
-  slices of x and C (the host knows the sizes: what a grouped kernel saves).
+  slices of x and C (the host knows the sizes: what a grouped kernel saves);
+* ``silu``: ours with a per-group bias and SiLU fused (a gate/up layer; validated against its own f32
+  reference, timed beside the plain kernel: the epilogue's cost).
 
 Figures: time, TFLOP/s (2 T N K / time), TB/s (A, the weights of the groups with rows, C: the bytes
 that must move), % of the roofline max(2 T N K / 660e12, bytes / 4.8e12) (``cuda_plan.Device``'s
@@ -72,17 +74,21 @@ def moved_bytes(sizes, N: int, K: int) -> int:
     return moved(sizes, N, K, 2, 2)
 
 
+SILU = dict(bias=True, activation="silu")
+"""The fused epilogue of the ``silu`` contender (a per-group bias, then SiLU)."""
+
+
 def _build(job):
-    """Worker: build one kernel (``("grouped", G, N, K, T)`` or ``("dynamic", N, K, M)``) and compile its
-    device code into the caches; (job, seconds, error or None)."""
+    """Worker: build one kernel (``("grouped", G, N, K, T, fused)`` or ``("dynamic", N, K, M)``) and
+    compile its device code into the caches; (job, seconds, error or None)."""
     from tvm_cdna4.runtime.cuda import precompile
     from tvm_cdna4.schedules import cuda_gemm
 
     start = time.perf_counter()
     try:
         if job[0] == "grouped":
-            _, G, N, K, T, arch = job
-            exe = cuda_gemm.build_grouped(G, N, K, DTYPE, LAYOUT, DTYPE, arch).kernel_for(T)
+            _, G, N, K, T, fused, arch = job
+            exe = cuda_gemm.build_grouped(G, N, K, DTYPE, LAYOUT, DTYPE, arch, **(SILU if fused else {})).kernel_for(T)
         else:
             _, N, K, M, arch = job
             exe = cuda_gemm.build_dynamic(N, K, DTYPE, LAYOUT, DTYPE, arch).kernel_for(M)
@@ -99,7 +105,7 @@ def jobs_for(problems: dict, seed: int, arch: str) -> list[tuple]:
 
     jobs = []
     for G, N, K, T in problems.values():
-        jobs.append(("grouped", G, N, K, T, arch))
+        jobs += [("grouped", G, N, K, T, fused, arch) for fused in (False, True)]
         dyn = cuda_gemm.build_dynamic(N, K, DTYPE, LAYOUT, DTYPE, arch)
         seen = set()
         for m in group_sizes(G, T, seed):
@@ -122,8 +128,9 @@ def _reference(x, w, sizes):
     return out
 
 
-def contenders(G, N, K, sizes, x, w, offsets, c, arch):
-    """``{name: (call, output tensor)}``: ours, torch's ``_grouped_mm``, the loop of our launches."""
+def contenders(G, N, K, sizes, x, w, offsets, c, bias, arch):
+    """``{name: (call, output tensor)}``: ours, torch's ``_grouped_mm``, the loop of our launches, ours with
+    the bias and SiLU fused."""
     import torch
     import tvm_ffi
 
@@ -133,6 +140,8 @@ def contenders(G, N, K, sizes, x, w, offsets, c, arch):
     T = x.shape[0]
     grouped = DynamicKernel(cuda_gemm.build_grouped(G, N, K, DTYPE, LAYOUT, DTYPE, arch)).kernel(T)
     packed = [tvm_ffi.from_dlpack(t) for t in (x, w, c, offsets)]
+    fused = DynamicKernel(cuda_gemm.build_grouped(G, N, K, DTYPE, LAYOUT, DTYPE, arch, **SILU)).kernel(T)
+    fused_args = [*packed, tvm_ffi.from_dlpack(bias)]
     dyn = DynamicKernel(cuda_gemm.build_dynamic(N, K, DTYPE, LAYOUT, DTYPE, arch))
     calls, lo = [], 0
     for g, m in enumerate(sizes):
@@ -149,7 +158,7 @@ def contenders(G, N, K, sizes, x, w, offsets, c, arch):
             fn(*args)
 
     return {"ours": (lambda: grouped(*packed), lambda: c), "torch": (torch_call, lambda: box["out"]),
-            "loop": (loop_call, lambda: c)}
+            "loop": (loop_call, lambda: c), "silu": (lambda: fused(*fused_args), lambda: c)}
 
 
 def measure(name, G, N, K, T, seed, arch, methods) -> dict:
@@ -165,18 +174,24 @@ def measure(name, G, N, K, T, seed, arch, methods) -> dict:
     w = torch.empty((G, N, K), dtype=torch.bfloat16, device="cuda").uniform_(-1, 1)
     offsets = torch.tensor(offsets_of(sizes), dtype=torch.int32, device="cuda")
     c = torch.empty((T, N), dtype=torch.bfloat16, device="cuda")
+    bias = torch.empty((G, N), dtype=torch.float32, device="cuda").uniform_(-1, 1)
     ref = _reference(x, w, sizes)
+
+    def silu_ref():  # the gate/up layer: silu(x @ w[g].T + bias[g])
+        rows = torch.repeat_interleave(torch.arange(G, device="cuda"), torch.tensor(sizes, device="cuda"))
+        return torch.nn.functional.silu(ref + bias[rows])
+
     flops, nbytes, dev = 2 * T * N * K, moved_bytes(sizes, N, K), Device()
     roof = max(flops / dev.roof_flops, nbytes / dev.roof_bytes_s)
     row = {"problem": name, "G": G, "N": N, "K": K, "T": T, "empty_groups": sizes.count(0), "max_rows": max(sizes),
            "bytes": nbytes, "bytes_all_weights": 2 * (T * K + G * N * K + T * N), "roofline_us": roof * 1e6}
-    for who, (call, output) in contenders(G, N, K, sizes, x, w, offsets, c, arch).items():
+    for who, (call, output) in contenders(G, N, K, sizes, x, w, offsets, c, bias, arch).items():
         try:
             c.fill_(float("nan"))
             call()
             torch.cuda.synchronize()
-            out = output().float()
-            err = float(torch.linalg.norm(out - ref) / torch.linalg.norm(ref))
+            out, want = output().float(), silu_ref() if who == "silu" else ref
+            err = float(torch.linalg.norm(out - want) / torch.linalg.norm(want))
         except Exception as e:  # a contender that cannot run this problem is reported, not timed
             row[who] = {"error": f"{type(e).__name__}: {e}"}
             continue
@@ -187,8 +202,8 @@ def measure(name, G, N, K, T, seed, arch, methods) -> dict:
                 cell[method] = {"us": us, "tflops": flops / us / 1e6, "tbs": nbytes / us / 1e6,
                                 "roofline": roof * 1e6 / us}
         row[who] = cell
-        del out
-    del x, w, c, ref
+        del out, want
+    del x, w, c, ref, bias
     torch.cuda.empty_cache()
     return row
 
@@ -211,8 +226,9 @@ def verdicts(row, method: str) -> dict:
 
 
 def table(rows, methods) -> list[str]:
-    lines = ["| problem | method | ours µs (TFLOP/s, TB/s, % roof) | torch._grouped_mm µs (TFLOP/s, TB/s) | loop µs | "
-             "ours / torch | ours / loop | target | rel err (ours, torch, loop) |", "|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| problem | method | ours µs (TFLOP/s, TB/s, % roof) | torch._grouped_mm µs (TFLOP/s, TB/s, % roof) | "
+             "loop µs | ours + bias + SiLU µs | ours / torch | ours / loop | target | rel err (ours, torch, loop, SiLU) |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
 
     def cell(r, who, method):
         c = r.get(who, {})
@@ -227,15 +243,16 @@ def table(rows, methods) -> list[str]:
         return "-" if x is None else f"{x:.2f}x"
 
     for r in rows:
-        errs = ", ".join(f"{r[w]['rel_err']:.1e}" if "rel_err" in r.get(w, {}) else "-" for w in ("ours", "torch", "loop"))
+        errs = ", ".join(f"{r[w]['rel_err']:.1e}" if "rel_err" in r.get(w, {}) else "-"
+                         for w in ("ours", "torch", "loop", "silu"))
         for method in methods:
             v = verdicts(r, method)
             met = {True: "met", False: "NOT met", None: "-"}[v["target_met"]]
-            loop = r.get("loop", {}).get(method, {}).get("us")
+            loop, silu = (r.get(w, {}).get(method, {}).get("us") for w in ("loop", "silu"))
             lines.append(f"| {r['problem']} G={r['G']} N={r['N']} K={r['K']} T={r['T']} ({r['empty_groups']} empty) | "
                          f"{method} | {cell(r, 'ours', method)} | {cell(r, 'torch', method)} | "
-                         f"{'-' if loop is None else f'{loop:.1f}'} | {ratio(v['vs_torch'])} | {ratio(v['vs_loop'])} | "
-                         f"{met} | {errs} |")
+                         f"{'-' if loop is None else f'{loop:.1f}'} | {'-' if silu is None else f'{silu:.1f}'} | "
+                         f"{ratio(v['vs_torch'])} | {ratio(v['vs_loop'])} | {met} | {errs} |")
     return lines
 
 

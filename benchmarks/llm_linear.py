@@ -1,30 +1,32 @@
 """LLM linear layers on the H200: y = x · Wᵀ, bf16 in, bf16 out (layout nt), at every M.
 
-    python3 benchmarks/llm_linear.py --out $OUT            # the full table (8 projections x 6 M)
-    python3 benchmarks/llm_linear.py --quick --out $OUT    # a handful of shapes
+    python3 benchmarks/llm_linear.py --method flush,clean --out $OUT   # the full table, both timings
+    python3 benchmarks/llm_linear.py --quick --out $OUT                # a handful of shapes
 
 The projections of Llama-3-8B and -70B (``PROJECTIONS``, N x K) at M = 1, 16, 64, 128, 1024, 4096
-(``MS``). Per shape, every contender is validated against the f32 product of the same inputs
-(``runtime.cuda.tolerance("bf16")``; C poisoned with NaN first) before it is timed
-(``runtime.cuda.bench_ms``, L2 flushed before each call):
+(``MS``). Per shape, every contender is validated once against the f32 product of the same inputs
+(``runtime.cuda.tolerance("bf16")``; C poisoned with NaN first), then timed under each ``--method``
+(``runtime.cuda.bench_ms``: ``flush``, the L2 zeroed before each call, or ``clean``, the L2 read;
+``--rep-ms`` of repetitions):
 
-* ours, default: the planner's choice (``cuda_gemm.choose_config``, the cost model of
-  docs/cuda_gemm.md "Plans for every M");
+* ours, default: the planner's choice (``cuda_gemm.choose_config``, the cost models of
+  docs/cuda_gemm.md "Plans for every M" and "The decode kernel");
 * ours, tuned: ``runtime.cuda.tune_problems`` over every shape with M <= 128 first (the cost
-  model's first ``--tune-top`` candidates, default ``cuda_gemm.TUNE_TOP``, built in parallel and
-  timed; the winner stored in the tuning cache, which ``cuda_gemm.tuned_config`` reads back); its
-  wall time is the "tuning a model's worth of shapes" figure (``tune_seconds`` in the JSON);
+  models' first ``--tune-top`` candidates, default ``cuda_gemm.TUNE_TOP``, built in parallel and
+  timed as they are built; the winner stored in the tuning cache, which ``cuda_gemm.tuned_config``
+  reads back); its wall time is the "tuning a model's worth of shapes" figure (``tune_seconds``
+  and ``tune_stats`` in the JSON). The stored winner is then built (a cache hit) and timed here
+  like every contender; the tuning's own measurements are ``tuned_candidates``;
 * ``torch.matmul`` (cuBLAS);
 * Triton's mma.sync path (``DISABLE_MMA_V3=1``, set by benchmarks/cuda_gemm.py before Triton is
   imported): the best of ``TRITON_CONFIGS`` (16- to 128-row tiles), and a split-K variant
   (``TRITON_SPLITS`` slices, f32 atomics into a zeroed buffer, then the bf16 conversion; timed as
   the three launches) for M <= 128.
 
-% of roofline = max(2MNK / 660e12, (A + B + C bytes) / 4.8e12) / time (``roofline_s``). Output: a
-markdown table on stdout and in ``$OUT/llm_linear_<method>.md``, every figure in
-``$OUT/llm_linear_<method>.json`` (``--method``: ``runtime.cuda.bench_ms``'s ``flush``, the L2 zeroed
-before each call, or ``clean``, the L2 read). ``--ms 1,16`` keeps those M; ``--sweep`` adds the
-``SWEEP`` grid of decode configs at M <= 16; ``--no-peers`` skips torch and Triton.
+% of roofline = max(2MNK / 660e12, (A + B + C bytes) / 4.8e12) / time (``roofline_s``). Output per
+method: a markdown table on stdout and in ``$OUT/llm_linear_<method>.md``, every figure in
+``$OUT/llm_linear_<method>.json``. ``--ms 1,16`` keeps those M; ``--sweep`` adds the ``SWEEP`` grid of
+decode configs at M <= 16; ``--peers torch`` times torch only, ``--no-peers`` neither.
 Kernels build in parallel worker processes (``--jobs``), from the work tree with only TIRx, torch and
 Triton installed (``cuda_gemm._sched``).
 """
@@ -99,16 +101,39 @@ def our_configs(M, N, K, top: int, sweep: bool = False) -> list[dict]:
             if cfg not in out:
                 out.append(cfg)
     if sweep and M <= 16:
-        iters = K // 128
         out += [c for c in (gemm.DecodeConfig(w, rt, u, s, stages=st, line_copy=lc) for w, rt, u, st, s, lc in SWEEP)
-                if c not in out and iters >= c.split_k * c.warps]
+                if c not in out and -(-K // (32 * c.unroll)) >= c.split_k * c.warps]
+    if sweep and M in TILE_SWEEP:
+        base = gemm.default_config("bf16")
+        for bm, bn, bk, st, split in TILE_SWEEP[M]:
+            kw = dict(reduction="ordered", reduce_vector=2) if split > 1 else {}
+            c = gemm.GemmConfig(**{**base.as_dict(), **dict(block_m=bm, block_n=bn, block_k=bk, warps_m=1 if bm <= 32 else 2,
+                                                         warps_n=4, stages=st, split_k=split, **kw)})
+            if c not in out and -(-K // bk) >= 2 * split:
+                out.append(c)
     return [c.as_dict() for c in out]
 
 
-SWEEP = [(w, rt, 2, st, 1, lc) for w, rt, st in ((4, 2, 3), (8, 2, 3), (4, 4, 3), (4, 2, 4), (8, 2, 4), (4, 4, 4))
+SWEEP = [(w, rt, u, st, 1, lc) for w, rt, u, st in ((4, 2, 2, 3), (8, 2, 2, 3), (4, 4, 2, 3), (4, 2, 2, 4), (4, 1, 2, 4),
+                                                    (4, 2, 2, 6), (4, 4, 1, 4), (4, 2, 4, 3), (4, 1, 4, 4), (8, 1, 4, 3),
+                                                    (2, 2, 2, 8))
          for lc in (False, True)]
-"""(warps, row_tiles, unroll, stages, split_k, line_copy) of the decode sweep (``--sweep``; the
-earlier sweeps of benchmarks/RESULTS.md, "The decode kernel", ran other grids)."""
+"""(warps, row_tiles, unroll, stages, split_k, line_copy) of the decode sweep (``--sweep``, M <= 16: the copy
+layouts, deeper pipelines and longer iterations; the earlier sweeps of benchmarks/RESULTS.md, "The decode
+kernel", ran other grids)."""
+
+TILE_SWEEP = {  # M: (block_m, block_n, block_k, stages, split_k); a split uses the ordered reduction by pairs
+    16: [(16, 64, 128, 4, 1), (16, 64, 128, 4, 2), (16, 128, 128, 4, 1), (32, 128, 64, 4, 1)],
+    64: [(64, 256, 64, 4, 2), (64, 256, 64, 4, 4), (64, 256, 64, 4, 6), (64, 128, 128, 3, 3), (64, 128, 128, 3, 6),
+         (64, 128, 128, 4, 1), (64, 128, 128, 4, 2), (64, 128, 128, 4, 4), (64, 64, 128, 4, 1), (32, 128, 128, 4, 2)],
+    128: [(128, 256, 64, 4, 2), (128, 256, 64, 4, 3), (128, 256, 64, 4, 4), (128, 256, 64, 4, 5), (128, 256, 64, 4, 6),
+          (128, 128, 128, 3, 6), (128, 128, 128, 3, 8), (64, 256, 64, 4, 2), (64, 256, 64, 4, 4), (64, 128, 128, 4, 1),
+          (64, 128, 128, 4, 2), (64, 128, 128, 4, 4)],
+}
+"""The tile sweep (``--sweep``): at M = 16 Triton's best decode tiling (16x64x128, 4 stages) and the 32x128
+tile that streamed fastest at 70b.gate_up; at M = 64 and 128 wider tiles with more K slices (fewer L2
+re-reads of the weights) and 4-stage 128-deep k-tiles; what the cost models are refitted to
+(benchmarks/cost_model_fit.py)."""
 
 
 def _est_us(M, N, K, cfg) -> float:
@@ -192,77 +217,108 @@ def _triton_kernels():
     return launcher
 
 
-METHOD = ["flush"]
-"""``runtime.cuda.bench_ms``'s timing method of this run (``--method``)."""
-
-
-def _checked_time(run, c, ref, runner) -> float | None:
-    """Poison C, run once, validate against ``ref``; then the median time in seconds (None if wrong)."""
+def _validated(run, c, ref, runner) -> bool:
+    """Poison C with NaN, run once, check against ``ref`` (the f32 product, on the GPU) within
+    ``runtime.cuda.tolerance("bf16")`` (a C left NaN anywhere fails)."""
     import torch
 
     c.fill_(float("nan"))
     run()
-    torch.cuda.synchronize()
-    _, ok = runner.check_output(c.float().cpu().numpy(), ref, "bf16")
-    return runner.bench_ms(run, warmup_ms=10, rep_ms=60, method=METHOD[0]) * 1e-3 if ok else None
+    err = float(torch.linalg.norm(c.float() - ref) / torch.linalg.norm(ref).clamp_min(1e-30))
+    return err <= runner.tolerance("bf16")
 
 
-def tune_all(todo, args, log) -> tuple[dict, float]:
+def tune_all(todo, args, log) -> tuple[dict, dict]:
     """``runtime.cuda.tune_problems`` over every shape with M <= TUNE_MAX_M (the tuning a model's
-    worth of shapes runs: candidates built in parallel, timed, winners stored); (results, seconds)."""
+    worth of shapes runs: candidates built in parallel and timed as they are built, winners
+    stored); (results, the tuning's figures: ``tune_problems``' ``stats``)."""
     _, runner = cg._sched()
     problems = [(M, N, K, "bf16", "nt", "bf16") for _, M, N, K in todo if M <= TUNE_MAX_M]
     if not problems or args.tune_top < 1:
-        return {}, 0.0
-    t0 = time.time()
-    res = runner.tune_problems(problems, args.arch, top=args.tune_top, jobs=args.jobs)
-    sec = time.time() - t0
-    log(f"tuned {len(problems)} shapes x {args.tune_top} candidates in {sec:.1f} s")
-    return res, sec
+        return {}, {}
+    stats = {}
+    res = runner.tune_problems(problems, args.arch, top=args.tune_top, jobs=args.jobs, stats=stats)
+    log(f"tuned {len(problems)} shapes x {args.tune_top} candidates in {stats['seconds']:.1f} s "
+        f"({stats['kernels']} kernels, {stats['worker_s']:.0f} worker-s of building on {stats['workers']} workers, "
+        f"{stats['timing_s']:.1f} s loading/checking/timing)")
+    return res, stats
+
+
+def contenders(M, N, K, built, args):
+    """(key, config dict or None, launcher factory) of one shape: every built config of ours
+    (``ours`` the planner's choice, ``tuned`` the stored tuning winner, ``cfg<i>`` the sweep's), then
+    torch and Triton (its configs, and for M <= TUNE_MAX_M the split-K variant) as ``--peers`` asks."""
+    import torch
+
+    gemm, runner = cg._sched()
+    out = []
+    for key, cfg, path in built:
+        if path is not None:
+            p = gemm.plan(M, N, K, "bf16", "nt", "bf16", config_of(cfg))
+            fn = runner.Kernel(runner.load_kernel(path), p)
+            out.append((key, cfg, lambda a, w, c, fn=fn: runner.Launcher(fn, a, w, c)))
+    if args.peers in ("torch", "all"):
+        out.append(("torch", None, lambda a, w, c: (lambda: torch.matmul(a, w.T, out=c))))
+    if args.peers == "all":
+        launcher = _triton_kernels()
+        tri = [cfg for cfg in TRITON_CONFIGS if cfg[0] <= max(16, 2 * M)]
+        out += [(f"triton{list(cfg)}", None, lambda a, w, c, cfg=cfg: launcher(a, w, c, cfg)) for cfg in tri]
+        if M <= TUNE_MAX_M:
+            out += [(f"tritonsk{list(cfg)}", None, lambda a, w, c, cfg=cfg: launcher(a, w, c, cfg, TRITON_SPLITS))
+                    for cfg in tri[:3]]
+    return out
 
 
 def measure(name, M, N, K, built, args, log, tuned=None) -> dict:
-    """Every contender on one shape; seconds per contender (None: failed validation or build)."""
+    """Every contender on one shape, validated once (C poisoned, checked against the f32 product), then
+    timed under each ``--method``: ``{method: row}``, seconds per contender (None: wrong or not built)."""
     import torch
 
     gemm, runner = cg._sched()
     a = torch.empty((M, K), dtype=torch.bfloat16, device="cuda").uniform_(-1, 1)
     w = torch.empty((N, K), dtype=torch.bfloat16, device="cuda").uniform_(-1, 1)
     c = torch.empty((M, N), dtype=torch.bfloat16, device="cuda")
-    ref = (a.float() @ w.float().T).cpu().numpy()
-    row = dict(name=name, M=M, N=N, K=K, roofline_us=roofline_s(M, N, K) * 1e6)
-    ours = {}
-    for i, (cfg, path) in enumerate(built):
-        if path is None:
-            continue
-        p = gemm.plan(M, N, K, "bf16", "nt", "bf16", config_of(cfg))
-        ours[i] = _checked_time(runner.Launcher(runner.Kernel(runner.load_kernel(path), p), a, w, c), c, ref, runner)
-        if ours[i] is None:
-            log(f"WRONG ours {name} M={M} config {cfg}")
-    row["ours"] = ours.get(0)
-    row["ours_config"] = built[0][0]
-    row["ours_est_us"] = _est_us(M, N, K, config_of(built[0][0]))
-    if tuned:  # tune_problems' measurements; the stored winner is what a build without a config reads
+    ref = a.float() @ w.float().T
+    runs = {}
+    for key, _cfg, make in contenders(M, N, K, built, args):
+        run = make(a, w, c)
+        if _validated(run, c, ref, runner):
+            runs[key] = run
+        else:
+            log(f"WRONG {key} {name} M={M} {_cfg or ''}")
+    cfgs = {key: cfg for key, cfg, _ in built}
+    rows = {}
+    for method in args.methods:
+        sec = {key: runner.bench_ms(run, warmup_ms=10, rep_ms=args.rep_ms, method=method) * 1e-3
+               for key, run in runs.items()}
+        rows[method] = _row(name, M, N, K, sec, cfgs, tuned, args)
+    return rows
+
+
+def _row(name, M, N, K, sec, cfgs, tuned, args) -> dict:
+    """One method's row of ``measure``: ours, tuned, torch, the best Triton config and split-K variant."""
+    gemm, _ = cg._sched()
+    row = dict(name=name, M=M, N=N, K=K, roofline_us=roofline_s(M, N, K) * 1e6, ours=sec.get("ours"),
+               ours_config=cfgs["ours"], ours_est_us=_est_us(M, N, K, config_of(cfgs["ours"])))
+    if tuned:  # the stored winner, timed here like every contender (tuned_us: what the tuning measured)
         best = tuned["config"]
-        row["tuned"], row["tuned_config"] = tuned["seconds"][best], best.as_dict()
-        row["tuned_est_us"] = _est_us(M, N, K, best)
+        row["tuned"] = sec.get("tuned") if "tuned" in cfgs else sec.get("ours")
+        row["tuned_config"], row["tuned_est_us"] = best.as_dict(), _est_us(M, N, K, best)
         row["tuned_candidates"] = [dict(config=c.as_dict(), us=t * 1e6, est_us=_est_us(M, N, K, c))
                                    for c, t in tuned["seconds"].items()]
         row["tuned_read_back"] = gemm.tuned_config(M, N, K, "bf16", "nt", "bf16", args.arch) == best
-    if len(built) > 1:  # --sweep: every config built for this shape
-        row["all"] = [dict(config=cfg, seconds=ours.get(i)) for i, (cfg, _) in enumerate(built)]
-    if args.no_peers:
-        return row
-    row["torch"] = _checked_time(lambda: torch.matmul(a, w.T, out=c), c, ref, runner)
-    launcher = _triton_kernels()
-    tri = {cfg: _checked_time(launcher(a, w, c, cfg), c, ref, runner) for cfg in TRITON_CONFIGS if cfg[0] <= max(16, 2 * M)}
-    tri = {k: v for k, v in tri.items() if v is not None}
-    row["triton"], row["triton_config"] = (min(tri.values()), list(min(tri, key=tri.get))) if tri else (None, None)
-    if M <= TUNE_MAX_M:
-        cfgs = [cfg for cfg in TRITON_CONFIGS if cfg[0] <= max(16, 2 * M)][:3]
-        sk = {cfg: _checked_time(launcher(a, w, c, cfg, TRITON_SPLITS), c, ref, runner) for cfg in cfgs}
-        sk = {k: v for k, v in sk.items() if v is not None}
-        row["triton_splitk"] = min(sk.values()) if sk else None
+    sweep = [k for k in cfgs if k.startswith("cfg")]
+    if sweep:  # --sweep: every config built for this shape
+        row["all"] = [dict(config=cfgs[k], seconds=sec.get(k)) for k in ["ours", *(["tuned"] if "tuned" in cfgs else []),
+                                                                          *sweep]]
+    if "torch" in sec:
+        row["torch"] = sec["torch"]
+    tri = {k: v for k, v in sec.items() if k.startswith("triton[")}
+    if tri:
+        row["triton"], row["triton_config"] = min(tri.values()), json.loads(min(tri, key=tri.get)[6:])
+    sk = [v for k, v in sec.items() if k.startswith("tritonsk")]
+    if sk:
+        row["triton_splitk"] = min(sk)
     return row
 
 
@@ -302,15 +358,20 @@ def main(argv=None) -> int:
                     "default cuda_gemm.TUNE_TOP; 0: no tuning)")
     ap.add_argument("--ms", default=None, help="comma-separated M values (default: MS)")
     ap.add_argument("--sweep", action="store_true", help="M <= 16: also time the SWEEP grid of decode configs")
-    ap.add_argument("--no-peers", action="store_true", help="skip torch and Triton")
-    ap.add_argument("--method", default="flush", choices=("flush", "clean", "warm"),
-                    help="runtime.cuda.bench_ms timing method (flush: L2 zeroed, dirty; clean: L2 read)")
-    ap.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) - 1))
+    ap.add_argument("--peers", default="all", choices=("all", "torch", "none"), help="torch and Triton, torch only, none")
+    ap.add_argument("--no-peers", dest="peers", action="store_const", const="none", help="--peers none")
+    ap.add_argument("--method", default="flush", help="comma-separated runtime.cuda.bench_ms timing methods, "
+                    "each shape timed under every one (flush: L2 zeroed, dirty; clean: L2 read; warm)")
+    ap.add_argument("--rep-ms", type=int, default=60, help="bench_ms repetition time per contender and method")
+    ap.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) - 2))
     ap.add_argument("--arch", default=None, help="default: the GPU's (sm_90 on the H200)")
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     args = ap.parse_args(argv)
-    METHOD[0] = args.method
     _, runner = cg._sched()
+    args.methods = args.method.split(",")
+    for m in args.methods:
+        if m not in runner.TIMING_METHODS:
+            ap.error(f"--method {m!r}: use {', '.join(runner.TIMING_METHODS)}")
     args.arch = args.arch or runner.device_arch()
     os.makedirs(args.out, exist_ok=True)
     t0 = time.time()
@@ -323,37 +384,58 @@ def main(argv=None) -> int:
     todo = shapes(args.quick)
     if args.ms:
         todo = [t for t in todo if t[1] in {int(m) for m in args.ms.split(",")}]
-    tuned, tune_s = tune_all(todo, args, log)
+    tuned, tune_stats = tune_all(todo, args, log)
+    paths = build_all(todo, tuned, args, log)
+    rows = {m: [] for m in args.methods}
+    for name, M, N, K in todo:
+        got = measure(name, M, N, K, paths[(name, M)], args, log, tuned.get((M, N, K, "bf16", "nt", "bf16")))
+        for m in args.methods:
+            rows[m].append(got[m])
+            _write(args, m, rows[m], t0, tune_stats, len(tuned))  # so far (a run cut short keeps it)
+        r = got[args.methods[0]]
+        log(f"{name} M={M}: ours {r.get('ours')} tuned {r.get('tuned')} torch {r.get('torch')} triton {r.get('triton')}")
+    for m in args.methods:
+        lines = table(rows[m])
+        print(f"\n{m}:\n" + "\n".join(lines))
+        with open(os.path.join(args.out, f"llm_linear_{m}.md"), "w") as f:
+            f.write("\n".join(lines) + "\n")
+    wrong = [r["name"] for r in rows[args.methods[0]] if r.get("ours") is None]
+    return 1 if wrong else 0
+
+
+def build_all(todo, tuned, args, log) -> dict:
+    """Build every config of ours in worker processes: per shape the planner's choice (``ours``), the
+    stored tuning winner where it differs (``tuned``) and the ``--sweep`` configs (``cfg<i>``);
+    ``{(name, M): [(key, config dict, path or None)]}``."""
+    gemm, _ = cg._sched()
     workdir = tempfile.mkdtemp(prefix="llm_linear_")
     jobs, per_shape = [], {}
     for name, M, N, K in todo:
         cfgs = our_configs(M, N, K, 1, args.sweep)
-        per_shape[(name, M)] = cfgs
-        jobs += [(f"{name}_{M}_{i}", M, N, K, cfg, args.arch, workdir) for i, cfg in enumerate(cfgs)]
+        keyed = [("ours", cfgs[0])]
+        best = tuned.get((M, N, K, "bf16", "nt", "bf16"))
+        if best and best["config"].as_dict() != cfgs[0]:
+            keyed.append(("tuned", best["config"].as_dict()))
+        keyed += [(f"cfg{i}", cfg) for i, cfg in enumerate(cfgs[1:]) if best is None or cfg != best["config"].as_dict()]
+        per_shape[(name, M)] = keyed
+        jobs += [(f"{name}_{M}_{key}", M, N, K, cfg, args.arch, workdir) for key, cfg in keyed]
     log(f"building {len(jobs)} kernels for {len(todo)} shapes on {args.jobs} workers")
+    paths = {}
     with cf.ProcessPoolExecutor(max_workers=args.jobs, mp_context=mp.get_context("spawn")) as pool:
-        paths = {}
         for key, path, err in pool.map(_build, jobs):
             paths[key] = path
             if err:
                 log(f"BUILD FAIL {key}: {err}")
     log("built")
-    rows = []
-    for name, M, N, K in todo:
-        built = [(cfg, paths.get(f"{name}_{M}_{i}")) for i, cfg in enumerate(per_shape[(name, M)])]
-        rows.append(measure(name, M, N, K, built, args, log, tuned.get((M, N, K, "bf16", "nt", "bf16"))))
-        with open(os.path.join(args.out, f"llm_linear_{args.method}.json"), "w") as f:  # so far (a run cut short keeps it)
-            json.dump(dict(arch=args.arch, method=args.method, seconds=time.time() - t0, rows=rows), f, indent=1)
-        log(f"{name} M={M}: ours {rows[-1].get('ours')} torch {rows[-1].get('torch')} triton {rows[-1].get('triton')}")
-    lines = table(rows)
-    print("\n".join(lines))
-    with open(os.path.join(args.out, f"llm_linear_{args.method}.md"), "w") as f:
-        f.write("\n".join(lines) + "\n")
-    with open(os.path.join(args.out, f"llm_linear_{args.method}.json"), "w") as f:
-        json.dump(dict(arch=args.arch, method=args.method, seconds=time.time() - t0, tune_seconds=tune_s,
-                       tune_top=args.tune_top, tuned_shapes=len(tuned), rows=rows), f, indent=1)
-    wrong = [r["name"] for r in rows if r.get("ours") is None]
-    return 1 if wrong else 0
+    return {(name, M): [(key, cfg, paths.get(f"{name}_{M}_{key}")) for key, cfg in keyed]
+            for (name, M), keyed in per_shape.items()}
+
+
+def _write(args, method, rows, t0, tune_stats, tuned_shapes):
+    with open(os.path.join(args.out, f"llm_linear_{method}.json"), "w") as f:
+        json.dump(dict(arch=args.arch, method=method, methods=args.methods, seconds=time.time() - t0,
+                       tune_seconds=tune_stats.get("seconds", 0.0), tune_stats=tune_stats, tune_top=args.tune_top,
+                       tuned_shapes=tuned_shapes, rep_ms=args.rep_ms, rows=rows), f, indent=1)
 
 
 if __name__ == "__main__":

@@ -121,7 +121,9 @@ def test_gemm_gfx950_tile_options_build_the_kernel_they_name(gemm):
     assert json.loads(config.stdout) == {"block_m": 256, "block_n": 128, "block_k": 128, "mfma": "32x32", "lds_pad": 16,
                                          "interleave": True, "transpose_loads": True, "load_ahead": 2,
                                          "lds_dma": False, "waves_m": 2, "reduction": "atomic", "split_k": 1, "split_reduction": None,
-                                         "epilogue": [], "workgroups": 2, "tiles": [1, 2],
+                                         "epilogue": [], "fusion": {"bias": False, "activation": None, "residual": False,
+                                                                    "row_scale": False, "col_scale": False, "steps": "none"},
+                                         "workgroups": 2, "tiles": [1, 2],
                                          "planned_estimate": json.loads(config.stdout)["planned_estimate"]}
     dma = gemm("--dtype", "i8", "--lds-dma", "--stages", "3", "-M", "64", "-N", "64", "-K", "64", "--emit", "config")
     assert dma.returncode == 0, dma.stderr

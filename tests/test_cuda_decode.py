@@ -52,16 +52,19 @@ def _emulate(M, N, K, cfg, dt="bf16", ot="bf16", seed=0, data="ints"):
 
 # (M, N, K, dtype, out dtype, config): the cp.async pipeline (K % 8 == 0) with a masked last
 # iteration, rows past N, tokens past 8 and 16; element loads for K % 8 != 0; splits of both kinds
-DECODE_CASES = [
-    (1, 40, 256, "bf16", "bf16", DecodeConfig(warps=2, row_tiles=1, unroll=2)),
-    (5, 37, 200, "f16", "f32", DecodeConfig(warps=2, row_tiles=2, unroll=2, stages=3)),
-    (7, 70, 200, "bf16", "bf16", DecodeConfig(warps=4, row_tiles=1, unroll=1, split_k=3)),
-    (16, 40, 520, "bf16", "f16", DecodeConfig(warps=2, row_tiles=1, unroll=2, split_k=2, reduction="ordered")),
+DECODE_CASES = [  # line_copy=False: each lane copies its own fragment chunks
+    (1, 40, 256, "bf16", "bf16", DecodeConfig(warps=2, row_tiles=1, unroll=2, line_copy=False)),
+    (5, 37, 200, "f16", "f32", DecodeConfig(warps=2, row_tiles=2, unroll=2, stages=3, line_copy=False)),
+    (7, 70, 200, "bf16", "bf16", DecodeConfig(warps=4, row_tiles=1, unroll=1, split_k=3, line_copy=False)),
+    (16, 40, 520, "bf16", "f16", DecodeConfig(warps=2, row_tiles=1, unroll=2, split_k=2, reduction="ordered",
+                                              line_copy=False)),
     (16, 33, 101, "bf16", "bf16", DecodeConfig(warps=2, row_tiles=2, unroll=1)),
     (9, 17, 77, "f16", "f16", DecodeConfig(warps=2, row_tiles=1, unroll=1, split_k=2, reduction="ordered")),
-    # line_copy: whole-line copies into XOR-swizzled slots, __syncwarp around the reads
-    (5, 37, 200, "bf16", "f32", DecodeConfig(warps=2, row_tiles=2, unroll=2, line_copy=True)),
-    (16, 24, 520, "f16", "bf16", DecodeConfig(warps=2, row_tiles=2, unroll=1, split_k=2, line_copy=True)),
+    # line_copy (the default): whole-line copies into XOR-swizzled slots, __syncwarp around the reads;
+    # unroll 4 (16 chunks a row) and a 6-stage pipeline, as the planner's candidates have them
+    (5, 37, 200, "bf16", "f32", DecodeConfig(warps=2, row_tiles=2, unroll=2)),
+    (16, 24, 520, "f16", "bf16", DecodeConfig(warps=2, row_tiles=2, unroll=1, split_k=2)),
+    (5, 37, 600, "bf16", "bf16", DecodeConfig(warps=2, row_tiles=1, unroll=4, stages=6)),
 ]
 
 
@@ -70,7 +73,8 @@ def test_decode_exact_on_small_integers(M, N, K, dt, ot, cfg):
     # small-integer data: every product and partial sum is exact, so the K permutation, the warps'
     # shared-memory sum and the split-K reduction must all give the numpy product bit for bit
     p, a, b, c = _emulate(M, N, K, cfg, dt, ot, seed=M + N + K)
-    assert p.pipelined == (K % 8 == 0) and p.vector == (8 if K % 8 == 0 else 1) and p.line_copy == cfg.line_copy
+    assert p.pipelined == (K % 8 == 0) and p.vector == (8 if K % 8 == 0 else 1)
+    assert p.line_copy == (cfg.line_copy and K % 8 == 0)  # element loads (K % 8 != 0) have no stages to copy
     want = runner.reference(a, b, "nt").astype(runner.np_dtype(ot))
     assert xc.first_difference(c, want) is None, xc.first_difference(c, want)
 
@@ -186,14 +190,15 @@ def test_cli_emit_config_names_the_kernel_kind(capsys):
         assert d["kind"] == kind and d["stages"] == stages and d["split_k"] >= 1 and "block_m" in d
 
 
-@pytest.mark.parametrize("line_copy", [False, True])
-def test_stage_reads_and_line_copies_are_bank_conflict_free(line_copy):
+@pytest.mark.parametrize("line_copy,unroll", [(False, 2), (True, 1), (True, 2), (True, 4)])
+def test_stage_reads_and_line_copies_are_bank_conflict_free(line_copy, unroll):
     # every ld.shared.v4 of a stage (lane (g, t) reads its chunk of slot s, unroll u) and, with
     # line_copy, every cp.async store phase (lane l writes chunk l + 32 i) uses each bank once per phase
     from tvm_cdna4.emulator.banks import lanes_per_phase, phases_and_conflicts
     from tvm_cdna4.schedules.cuda_decode_emit import chunk_offset, line_offset
 
-    p = plan_decode(16, 64, 1024, "bf16", "nt", "bf16", DecodeConfig(warps=2, row_tiles=2, unroll=2, line_copy=line_copy))
+    p = plan_decode(16, 64, 1024, "bf16", "nt", "bf16", DecodeConfig(warps=2, row_tiles=2, unroll=unroll, line_copy=line_copy))
+    cols = 4 * unroll  # chunks a row of a line-copy slot
     lane = np.arange(32)
     g, t = lane // 4, lane % 4
     phase = lane // lanes_per_phase(16)
@@ -204,7 +209,7 @@ def test_stage_reads_and_line_copies_are_bank_conflict_free(line_copy):
                 if line_copy:
                     reads = np.array([line_offset(p, stage, s, int(gi), int(ti) + 4 * u) for gi, ti in zip(g, t)])
                     c = lane + 32 * u
-                    writes = np.array([line_offset(p, stage, s, int(ci) // 8, int(ci) % 8) for ci in c])
+                    writes = np.array([line_offset(p, stage, s, int(ci) // cols, int(ci) % cols) for ci in c])
                     assert phases_and_conflicts(phase, 2 * writes, 16) == (4, 0)
                 else:
                     reads = chunk_offset(p, stage, u, s) + 8 * lane

@@ -38,6 +38,22 @@ def test_our_configs_lead_with_the_planner_choice():
     assert len(ll.our_configs(4096, 4096, 4096, 3)) == 1  # big M: one candidate
 
 
+def test_sweep_adds_both_copy_layouts_and_the_tile_grid():
+    # --sweep: at M <= 16 the decode grid in both copy layouts and the small tiles; at M = 64 / 128 the
+    # wider tiles split by pairs; every config plans for its shape
+    from tvm_cdna4.schedules.cuda_gemm import config_from_dict, plan
+
+    small = ll.our_configs(16, 4096, 14336, 1, sweep=True)
+    decode = [c for c in small if c.get("kind") == "decode"]
+    assert {c["line_copy"] for c in decode} == {False, True} and {c["unroll"] for c in decode} >= {2, 4}
+    assert sum(c.get("kind") is None for c in small) >= len(ll.TILE_SWEEP[16])
+    wide = ll.our_configs(128, 6144, 4096, 1, sweep=True)
+    assert any(c.get("block_n") == 256 and c.get("split_k") == 5 and c.get("reduce_vector") == 2 for c in wide)
+    for M, cfgs in ((16, small[:4]), (128, wide[-3:])):
+        for c in cfgs:
+            plan(M, 4096 if M == 16 else 6144, 14336 if M == 16 else 4096, "bf16", "nt", "bf16", config_from_dict(c))
+
+
 def test_table_rows():
     r = dict(name="8b.o", M=1, N=4096, K=4096, ours=10e-6, tuned=8e-6, torch=12e-6, triton=16e-6, triton_splitk=None,
              ours_config=dict(block_m=16, block_n=64, split_k=3))

@@ -14,7 +14,7 @@ from tvm_cdna4.schedules import cuda_gemm, gfx950_gemm
 from tvm_cdna4.schedules.dynamic_m import BUCKET_EDGES, DynamicGemm, MBucket, buckets, m_limit
 
 ODD_M = (1, 7, 17, 33, 100, 129, 300)  # six buckets; 1 and 7 share the first
-CUDA_NK = (40, 264)  # K: a tail, and at least a k-tile per stage of the tiles the planner picks (16x64x128 / 3)
+CUDA_NK = (40, 392)  # K: a tail, and a k-tile per stage of the tiles the planner picks (16x64x128, 4 stages)
 GFX_NK = (40, 128)
 
 
@@ -101,54 +101,64 @@ def test_dynamic_m_refusals(build, args, match):
 
 
 @pytest.fixture(scope="module")
-def cuda_dynamic():
-    return cuda_gemm.build_dynamic(*CUDA_NK, "f16", "nt", "f16")
-
-
-@pytest.fixture(scope="module")
-def gfx950_dynamic():
-    return gfx950_gemm.build_dynamic(*GFX_NK, "bf16", "nt", "f32")
-
-
-@pytest.mark.parametrize("M", ODD_M)
-def test_cuda_dynamic_m_in_the_emulator(cuda_dynamic, M):
-    from tvm_cdna4.emulator import compare, emulate
-
-    N, K = CUDA_NK
-    rng = np.random.default_rng(M)
-    a = rng.uniform(-1, 1, (M, K)).astype(np.float16)
-    b = rng.uniform(-1, 1, (N, K)).astype(np.float16)
-    c = np.full((M, N), np.nan, np.float16)
-    work = [np.zeros(q.shape, q.dtype) for q in cuda_dynamic.plan(M).params[3:]]
-    emulate(cuda_dynamic.primfunc(M), a, b, c, *work, target="sm80")
-    want = a.astype(np.float64) @ b.astype(np.float64).T
-    compare("C", c, want, rtol=2**-10, atol=2**-10 * (np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64)).T))
-
-
-@pytest.mark.parametrize("M", ODD_M)
-def test_gfx950_dynamic_m_in_the_emulator(gfx950_dynamic, M):
+def dynamic():
+    """The two dynamic-M GEMMs the emulator runs, built per bucket on first use and shared by the tests:
+    ``{target: (DynamicGemm, (N, K), input dtype, output dtype, relative tolerance)}``."""
     import ml_dtypes
 
+    return {"sm80": (cuda_gemm.build_dynamic(*CUDA_NK, "f16", "nt", "f16"), CUDA_NK, np.float16, np.float16, 2**-10),
+            "gfx950": (gfx950_gemm.build_dynamic(*GFX_NK, "bf16", "nt", "f32"), GFX_NK, ml_dtypes.bfloat16,
+                       np.float32, 1e-5)}
+
+
+@pytest.mark.parametrize("target", ["sm80", "gfx950"])
+@pytest.mark.parametrize("M", ODD_M)
+def test_dynamic_m_in_the_emulator(dynamic, target, M):
     from tvm_cdna4.emulator import compare, emulate
 
-    N, K = GFX_NK
+    dyn, (N, K), dtype, out_dtype, tol = dynamic[target]
     rng = np.random.default_rng(M)
-    a = rng.uniform(-1, 1, (M, K)).astype(ml_dtypes.bfloat16)
-    b = rng.uniform(-1, 1, (N, K)).astype(ml_dtypes.bfloat16)
-    c = np.zeros((M, N), np.float32)  # zeros: a split-K plan adds into C
-    p = gfx950_dynamic.plan(M)
-    emulate(gfx950_dynamic.primfunc(M), a, b, c, *[np.zeros(q.shape, q.dtype) for q in p.epilogue.params])
+    a, b = rng.uniform(-1, 1, (M, K)).astype(dtype), rng.uniform(-1, 1, (N, K)).astype(dtype)
+    p = dyn.plan(M)
+    adds = "atomic_add" in getattr(getattr(p, "epilogue", None), "ops", ())  # a gfx950 split-K plan adds into a zeroed f32 C
+    c = np.zeros((M, N), out_dtype) if adds else np.full((M, N), np.nan, out_dtype)
+    work = [np.zeros(q.shape, q.dtype) for q in (p.params[3:] if target == "sm80" else p.epilogue.params)]
+    emulate(dyn.primfunc(M), a, b, c, *work, target=target)
     a64, b64 = a.astype(np.float64), b.astype(np.float64)
-    compare("C", c, a64 @ b64.T, rtol=1e-5, atol=1e-5 * (np.abs(a64) @ np.abs(b64).T))
+    compare("C", c, a64 @ b64.T, rtol=tol, atol=tol * (np.abs(a64) @ np.abs(b64).T))
 
 
-def test_the_emulator_binds_m_from_the_shapes(gfx950_dynamic):
+def test_dynamic_cuda_source_compiles(dynamic, tmp_path):
+    """The kernel takes ``int M`` and divides by it only through ``truncdiv`` (``dynamic_m.ceil_div``): a
+    floor division of unknown sign lowers to let-bound remainders, which CUDA codegen printed inside
+    address expressions (``&( int rmod_3 = ...``), C that NVRTC rejects. With NVRTC here (the
+    ``nvidia-cuda-nvrtc`` wheel and a CUDA toolkit's headers), it compiles."""
+    import os
+    import sys
+
+    from tvm_cdna4.runtime import cuda as runner
+
+    dyn = dynamic["sm80"][0]
+    source = cuda_gemm.cuda_source(dyn.kernel_for(33))
+    assert "int M)" in source and "rmod" not in source and "rdiv" not in source
+    sys.path.insert(0, os.path.dirname(__file__))
+    import nvrtc_shim
+
+    if nvrtc_shim.find_libnvrtc() is None or nvrtc_shim.find_cuda_root() is None:
+        pytest.skip("NVRTC (pip install nvidia-cuda-nvrtc==13.0.88) and a CUDA toolkit's headers are not here")
+    cu = tmp_path / "k.cu"
+    cu.write_text(source)
+    usage = runner.ptxas_usage(nvrtc_shim.compile_log(str(cu), "sm_90", os.path.dirname(os.path.dirname(__file__))))
+    assert usage["registers"] and usage["spill_stores"] == 0
+
+
+def test_the_emulator_binds_m_from_the_shapes(dynamic):
     from tvm_cdna4.emulator import emulate
 
-    N, K = GFX_NK
+    dyn, (N, K), *_ = dynamic["gfx950"]
     a, b = np.zeros((5, K), np.int16), np.zeros((N, K), np.int16)
     with pytest.raises(ValueError, match=r"parameter C: dimension 0 is M = 5 \(from A\); found 6"):
-        emulate(gfx950_dynamic.primfunc(5), a, b, np.zeros((6, N), np.float32))
+        emulate(dyn.primfunc(5), a, b, np.zeros((6, N), np.float32))
 
 
 @pytest.mark.parametrize("target,extra", [("sm80", []), ("gfx950", ["--dtype", "bf16"])])
@@ -195,3 +205,30 @@ def test_every_odd_m_up_to_8192_on_the_gpu(shape, layout, dtype, out_dtype):
     bad = np.flatnonzero(~(errors <= runner.tolerance(out_dtype)))
     assert bad.size == 0, f"odd M {[2 * i + 1 for i in bad[:10]]} wrong (relative errors {errors[bad[:10]]})"
     assert dyn.dynamic.built() == dyn.dynamic.buckets  # one build per bucket, whatever the M
+
+
+@pytest.mark.parametrize("target", ["sm80", "gfx950"])
+def test_dynamic_m_with_the_fused_epilogue_in_the_emulator(target):
+    """The epilogue's per-row inputs (``row_scale`` [M], ``residual`` [M, N]) take the symbolic M too."""
+    import ml_dtypes
+
+    from tvm_cdna4.emulator import compare, emulate
+    from tvm_cdna4.schedules import epilogue
+
+    M, fusion = 37, epilogue.Fusion(bias=True, activation="silu", residual=True, row_scale=True)
+    if target == "sm80":
+        (N, K), dtype = CUDA_NK, np.float16
+        dyn = cuda_gemm.build_dynamic(N, K, "f16", "nt", "f32", fusion=fusion)
+    else:
+        (N, K), dtype = GFX_NK, ml_dtypes.bfloat16
+        dyn = gfx950_gemm.build_dynamic(N, K, "bf16", "nt", "f32", fusion=fusion)
+    p = dyn.plan(M)
+    assert [q.name for q in p.params][:6] == ["A", "B", "C", "row_scale", "bias", "residual"]
+    assert p.params[3].shape[0].same_as(p.M) and p.params[5].shape[0].same_as(p.M)
+    rng = np.random.default_rng(M)
+    a, b = rng.uniform(-1, 1, (M, K)).astype(dtype), rng.uniform(-1, 1, (N, K)).astype(dtype)
+    c, inputs = np.zeros((M, N), np.float32), epilogue.random_inputs(fusion, M, N, rng, np.float32)
+    work = [np.zeros(q.shape, q.dtype) for q in p.params if q.name in ("W", "S")]
+    emulate(dyn.primfunc(M), a, b, c, *(inputs[n] for n in fusion.inputs()), *work, target=target)
+    acc = a.astype(np.float64) @ b.astype(np.float64).T
+    compare("C", c, epilogue.reference(acc, fusion, inputs), rtol=1e-4, atol=1e-4)

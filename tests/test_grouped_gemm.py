@@ -16,10 +16,12 @@ import pytest
 
 from tvm_cdna4.schedules import cuda_gemm, gfx950_gemm
 from tvm_cdna4.schedules.dynamic_m import MBucket
-from tvm_cdna4.schedules.grouped import (GroupedGemm, Groups, check_offsets, offsets_of, reference, rows_per_group)
+from tvm_cdna4.schedules.epilogue import Fusion
+from tvm_cdna4.schedules.grouped import (GroupedGemm, Groups, check_offsets, offsets_of, per_row, reference,
+                                         rows_per_group)
 
 SIZES = (3, 0, 1, 17, 6)  # an empty group, a group of one row, a group over a 16-row tile; T = 27
-CUDA_NK = (40, 264)  # K: a tail and at least a k-tile per stage (as test_dynamic_m)
+CUDA_NK = (40, 392)  # K: a tail and a k-tile per stage of the planner's 16x64x128 4-stage tiles (as test_dynamic_m)
 GFX_NK = (40, 128)
 
 
@@ -90,31 +92,41 @@ def test_grouped_split_k_config_is_refused():
 
 
 def _inputs(layout, N, K, dtype, seed=0):
+    """A, B on the grid of 1/8 in [-1/2, 1/2] (every product exact in f32: ``runtime.cuda.grid_inputs``),
+    the offsets of SIZES and the float64 product."""
     rng = np.random.default_rng(seed)
     off = np.asarray(offsets_of(SIZES), np.int32)
-    a = rng.uniform(-1, 1, (off[-1], K)).astype(dtype)
-    b = rng.uniform(-1, 1, (len(SIZES), N, K) if layout == "nt" else (len(SIZES), K, N)).astype(dtype)
-    a64, b64 = a.astype(np.float64), b.astype(np.float64)
-    return a, b, off, reference(a64, b64, off, layout), reference(np.abs(a64), np.abs(b64), off, layout)
+    a = (rng.integers(-4, 5, (off[-1], K)) / 8).astype(dtype)
+    b = (rng.integers(-4, 5, (len(SIZES), N, K) if layout == "nt" else (len(SIZES), K, N)) / 8).astype(dtype)
+    return a, b, off, reference(a.astype(np.float64), b.astype(np.float64), off, layout)
 
 
-EMULATED = {  # target: (build, (N, K), input dtype, numpy input, output, numpy output, tolerance, emulate keywords)
-    "sm80": (cuda_gemm.build_grouped, CUDA_NK, "f16", np.float16, "f16", np.float16, 2**-10, {"target": "sm80"}),
-    "gfx950": (gfx950_gemm.build_grouped, GFX_NK, "bf16", ml_dtypes.bfloat16, "f32", np.float32, 1e-5, {}),
+EMULATED = {  # target: (build, (N, K), input dtype, numpy input, emulate keywords)
+    "sm80": (cuda_gemm.build_grouped, CUDA_NK, "f16", np.float16, {"target": "sm80"}),
+    "gfx950": (gfx950_gemm.build_grouped, GFX_NK, "bf16", ml_dtypes.bfloat16, {}),
 }
+FUSED = Fusion(bias=True, activation="silu", residual=True, row_scale=True, col_scale=True)
+CASES = [("sm80", "nt", "f16", Fusion()), ("sm80", "nn", "bf16", FUSED), ("gfx950", "nt", "bf16", FUSED),
+         ("gfx950", "nn", "f32", Fusion())]  # both layouts with and without the epilogue on each target
 
 
-@pytest.mark.parametrize("layout", ["nt", "nn"])
-@pytest.mark.parametrize("target", list(EMULATED))
-def test_grouped_in_the_emulator(target, layout):
-    from tvm_cdna4.emulator import compare, emulate
+@pytest.mark.parametrize("target,layout,out,fusion", CASES, ids=[f"{c[0]}-{c[1]}-{c[2]}-{c[3].describe()}" for c in CASES])
+def test_grouped_in_the_emulator(target, layout, out, fusion):
+    from tvm_cdna4.emulator import emulate
+    from tvm_cdna4.isa.formats import by_tir
+    from tvm_cdna4.schedules.epilogue import check, random_inputs
 
-    build, (N, K), dtype, np_in, out, np_out, tol, keywords = EMULATED[target]
-    grp = build(len(SIZES), N, K, dtype, layout, out)
-    a, b, off, want, scale = _inputs(layout, N, K, np_in)
-    c = np.full((off[-1], N), np.nan, np_out)
-    emulate(grp.primfunc(int(off[-1])), a, b, c, off, **keywords)
-    compare("C", c, want, rtol=tol, atol=tol * scale)
+    build, (N, K), dtype, np_in, keywords = EMULATED[target]
+    grp = build(len(SIZES), N, K, dtype, layout, out, fusion=fusion)
+    a, b, off, acc = _inputs(layout, N, K, np_in)
+    T = int(off[-1])
+    inputs = random_inputs(fusion, T, N, np.random.default_rng(1), by_tir(out).dtype, groups=len(SIZES))
+    c = np.full((T, N), np.nan, by_tir(out).dtype)
+    p = grp.plan(T)
+    args = [inputs[q.name] for q in p.params[4:]]  # the fused inputs after the offsets, in the kernel's order
+    emulate(grp.primfunc(T), a, b, c, off, *args, **keywords)
+    worst, good = check(c, acc, fusion, per_row(inputs, off), out)
+    assert good, worst
 
 
 def test_the_dispatch_key_is_the_rows_per_group():
@@ -174,6 +186,22 @@ def test_torch_grouped_gemm_on_the_gpu(layout):
     _gpu_close(tt.grouped_gemm(x, w, offsets, layout=layout), x, w, offsets, layout)
     (kernel,) = [k for key, k in tt.kernel_cache().items() if key[:2] == ("grouped", 8) and layout in key]
     assert set(kernel.dynamic.built()) == {MBucket(1, 16), MBucket(33, 64)}
+
+
+@pytest.mark.cuda
+def test_torch_grouped_gemm_fuses_per_group_bias_and_silu():
+    import torch
+
+    tt = pytest.importorskip("tvm_cdna4.torch")
+    x, w, offsets = _gpu_inputs("nt")
+    gen = torch.Generator(device="cuda").manual_seed(7)
+    bias = torch.empty((w.shape[0], 200), dtype=torch.float32, device="cuda").uniform_(-1, 1, generator=gen)
+    y = tt.grouped_gemm(x, w, offsets, bias=bias, activation="silu", out_dtype=torch.float32)
+    rows = torch.repeat_interleave(torch.arange(w.shape[0], device="cuda"), offsets.diff())
+    acc = torch.from_numpy(reference(x.float().cpu().numpy(), w.float().cpu().numpy(), offsets.cpu().numpy(), "nt"))
+    want = torch.nn.functional.silu(acc.cuda().float() + bias[rows])  # the gate/up layer of an expert
+    err = float(torch.linalg.norm(y - want) / torch.linalg.norm(want))
+    assert err < 1e-3, err
 
 
 @pytest.mark.cuda

@@ -128,3 +128,18 @@ def test_torch_compile_fullgraph_runs_it():
     for M in (9, 33):
         a, b = _inputs(M)
         _close(compiled(a, b) / 2, a, b)
+
+
+@pytest.mark.cuda
+def test_fused_epilogue_keywords():
+    M, N = 45, 384
+    a, b = _inputs(M)
+    gen = torch.Generator(device="cuda").manual_seed(1)
+    bias = torch.empty(N, device="cuda").uniform_(-1, 1, generator=gen)
+    row_scale = torch.empty(M, device="cuda").uniform_(0.5, 2, generator=gen)
+    residual = torch.empty((M, N), dtype=torch.float32, device="cuda").uniform_(-1, 1, generator=gen)
+    y = tt.gemm(a, b, out_dtype=torch.float32, bias=bias, activation="silu", residual=residual, row_scale=row_scale)
+    v = (a.float() @ b.float().T) * row_scale[:, None] + bias
+    want = torch.nn.functional.silu(v) + residual
+    err = float(torch.linalg.norm(y - want) / torch.linalg.norm(want))
+    assert err < 1e-4, err

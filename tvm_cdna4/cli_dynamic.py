@@ -23,8 +23,6 @@ def refusal(args) -> str | None:
     given = [f"--{name.replace('_', '-')}" for name in TILE_OPTIONS if getattr(args, name, None) not in (None, False)]
     if given:
         return f"--dynamic-m plans every M bucket with the cost model: {', '.join(given)} cannot be given"
-    if not args.fusion.empty:
-        return f"--dynamic-m with a fused epilogue ({args.fusion.describe()}) is not in this build yet"
     if args.target == "gfx950" and getattr(args, "report", False):
         return "--report estimates a static problem; drop --dynamic-m (or use --emit config: the bucket's plan)"
     return None
@@ -35,28 +33,17 @@ def _usage(message: str) -> int:
     return 2
 
 
-def gpu_arch(args) -> tuple[str, str | None]:
-    """(the arch to build for, why not or None): sm_80, or with ``--validate`` / ``--bench`` the GPU's
-    (none: the reason, a usage error)."""
-    if not (args.validate or args.bench):
-        return "sm_80", None
-    from .runtime import cuda as runner
-
-    ok, why = runner.have_cuda_gpu()
-    if not ok:
-        return "", f"--validate/--bench need an NVIDIA GPU, and none is available here ({why})"
-    return runner.device_arch(), None
-
-
-def run_sm80(args) -> int:
-    """``--target sm80 --dynamic-m``: build (the default action), ``--emit``, ``--validate``, ``--bench``."""
+def run_sm80(args, run_on_gpu) -> int:
+    """``--target sm80 --dynamic-m``: build (the default action), ``--emit``; ``--validate`` and ``--bench``
+    through ``run_on_gpu(args, cfg, load, title)`` (``cli_gemm._run_sm80``) with the bucket's kernel."""
     from .schedules.cuda_gemm import build_dynamic, cuda_source, plan_json
 
-    arch, why = gpu_arch(args)
-    if why:
-        return _usage(why)
+    def dynamic(arch):
+        return build_dynamic(args.N, args.K, args.dtype, args.layout, args.out_dtype, arch, cache=not args.no_cache,
+                             fusion=args.fusion)
+
     try:
-        dyn = build_dynamic(args.N, args.K, args.dtype, args.layout, args.out_dtype, arch, cache=not args.no_cache)
+        dyn = dynamic("sm_80")
         bucket = dyn.bucket(args.M)
     except (ValueError, TypeError) as err:
         return _usage(str(err))
@@ -68,29 +55,15 @@ def run_sm80(args) -> int:
         print(cuda_source(dyn.kernel_for(args.M)))
     elif not (args.validate or args.bench):
         dyn.kernel_for(args.M)
-        print(f"built dynamic-M {args.layout} {args.dtype}->{args.out_dtype} N={args.N} K={args.K} for {arch}: "
+        print(f"built dynamic-M {args.layout} {args.dtype}->{args.out_dtype} N={args.N} K={args.K} for sm_80: "
               f"bucket M {bucket.describe()} (M = {args.M}), {dyn.plan(args.M).config.as_dict()}")
     if not (args.validate or args.bench):
         return 0
-    return _run_on_gpu(args, dyn)
 
+    def load():
+        from .runtime import cuda as runner
 
-def _run_on_gpu(args, dyn) -> int:
-    import numpy as np
+        return runner.DynamicKernel(dynamic(runner.device_arch())).kernel(args.M)
 
-    from .runtime import cuda as runner
-
-    M, N, K = args.M, args.N, args.K
-    title = f"dynamic-M {args.layout} {args.dtype}->{args.out_dtype} {M}x{N}x{K} (bucket {dyn.bucket(M).describe()})"
-    fn = runner.DynamicKernel(dyn).kernel(M)
-    status = 0
-    if args.validate:
-        a, b = runner.random_inputs(M, N, K, args.dtype, args.layout, np.random.default_rng(args.seed))
-        out = runner.run_numpy(fn, a, b, M, N, args.out_dtype)
-        err, good = runner.check_output(out, runner.reference(a, b, args.layout), args.out_dtype)
-        print(f"validate {title}: rel_err={err:.2e} tol={runner.tolerance(args.out_dtype):.0e} {'OK' if good else 'FAIL'}")
-        status = 0 if good else 1
-    if args.bench:
-        ms = runner.bench_ms(runner.random_launcher(fn, M, N, K, args.dtype, args.layout, args.out_dtype))
-        print(f"bench {title}: {ms:.3f} ms, {runner.tflops(M, N, K, ms):.1f} TFLOP/s")
-    return status
+    title = f"dynamic-M {args.layout} {args.dtype}->{args.out_dtype} {args.M}x{args.N}x{args.K} (bucket {bucket.describe()})"
+    return run_on_gpu(args, None, load, title)

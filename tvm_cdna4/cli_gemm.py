@@ -159,7 +159,7 @@ def run_gemm(args) -> int:
     if getattr(args, "dynamic_m", False):
         from .cli_dynamic import run_sm80
 
-        return run_sm80(args)
+        return run_sm80(args, _run_sm80)
     try:
         cfg = _config(args)
     except ValueError as e:
@@ -193,41 +193,70 @@ def _emit_sm80(args, cfg) -> None:
     if args.emit == "config":
         from .schedules.cuda_gemm import config_json
 
-        print(config_json(*shape))
+        print(config_json(*shape, fusion=args.fusion))
     elif args.emit == "tir":
-        print(cuda_gemm(*shape).script())
+        print(cuda_gemm(*shape, fusion=args.fusion).script())
     elif args.emit == "cuda":
-        print(cuda_source(build(*shape, arch="sm_80", cache=not args.no_cache)))
+        print(cuda_source(build(*shape, arch="sm_80", cache=not args.no_cache, fusion=args.fusion)))
     elif not (args.validate or args.bench or args.tune):
-        build(*shape, arch="sm_80", cache=not args.no_cache)
+        build(*shape, arch="sm_80", cache=not args.no_cache, fusion=args.fusion)
         print(f"built {args.layout} {args.dtype}->{args.out_dtype} {args.M}x{args.N}x{args.K} for sm_80: "
-              f"{cfg.as_dict()}")
+              f"{cfg.as_dict()}, epilogue: {args.fusion.describe()}")
 
 
-def _run_sm80(args, cfg) -> int:
-    """``--validate`` / ``--bench`` on the NVIDIA GPU."""
+def _run_sm80(args, cfg, load=None, title=None) -> int:
+    """``--validate`` / ``--bench`` on the NVIDIA GPU: the kernel of ``cfg``, or ``load()``'s (``--dynamic-m``)."""
     from .runtime import cuda as runner
 
     ok, why = runner.have_cuda_gpu()
     if not ok:
         what = " and ".join(x for x, on in (("--validate", args.validate), ("--bench", args.bench), ("--tune", args.tune)) if on)
         return _usage(f"{what} needs an NVIDIA GPU, and none is available here ({why})")
+    M, N, K = args.M, args.N, args.K
+    title = title or f"{args.layout} {args.dtype}->{args.out_dtype} {M}x{N}x{K}"
+    if not args.fusion.empty:
+        title += f" epilogue {args.fusion.describe()}"
+    fn = load() if load else runner.compile_and_load(M, N, K, args.dtype, args.layout, args.out_dtype, cfg,
+                                                     cache=not args.no_cache, tune=args.tune, fusion=args.fusion)
+    status = 0
+    if args.validate:
+        status = _validate_sm80(args, fn, runner, title)
+    if args.bench:
+        ms = runner.bench_ms(_launcher(args, fn, runner))
+        print(f"bench {title}: {ms:.3f} ms, {runner.tflops(M, N, K, ms):.1f} TFLOP/s")
+    return status
+
+
+def _validate_sm80(args, fn, runner, title) -> int:
+    """The plain GEMM against the float64 product (relative Frobenius error); a fused one on
+    ``grid_inputs`` (the product exact) against the epilogue's reference, element by element."""
     import numpy as np
 
     M, N, K = args.M, args.N, args.K
-    title = f"{args.layout} {args.dtype}->{args.out_dtype} {M}x{N}x{K}"
-    fn = runner.compile_and_load(M, N, K, args.dtype, args.layout, args.out_dtype, cfg, cache=not args.no_cache,
-                                 tune=args.tune)
-    status = 0
-    if args.validate:
-        rng = np.random.default_rng(0)
+    rng = np.random.default_rng(args.seed)
+    if args.fusion.empty:
         a, b = runner.random_inputs(M, N, K, args.dtype, args.layout, rng)
         out = runner.run_numpy(fn, a, b, M, N, args.out_dtype)
         err, good = runner.check_output(out, runner.reference(a, b, args.layout), args.out_dtype)
         tol = runner.tolerance(args.out_dtype)
         print(f"validate {title}: rel_err={err:.2e} tol={tol:.0e} {'OK' if good else 'FAIL'}")
-        status = 0 if good else 1
-    if args.bench:
-        ms = runner.bench_ms(runner.random_launcher(fn, M, N, K, args.dtype, args.layout, args.out_dtype))
-        print(f"bench {title}: {ms:.3f} ms, {runner.tflops(M, N, K, ms):.1f} TFLOP/s")
-    return status
+    else:
+        a, b = runner.grid_inputs(M, N, K, args.dtype, args.layout, rng)
+        inputs = runner.fused_inputs(args.fusion, M, N, args.out_dtype, rng)
+        out = runner.run_numpy(fn, a, b, M, N, args.out_dtype, inputs)
+        err, good = runner.check_fused(out, a, b, args.layout, args.fusion, inputs, args.out_dtype)
+        print(f"validate {title}: largest error / bound = {err:.3f} {'OK' if good else 'FAIL'}")
+    return 0 if good else 1
+
+
+def _launcher(args, fn, runner):
+    import torch
+
+    from .schedules.cuda_gemm import operand_shapes
+
+    a_shape, b_shape = operand_shapes(args.M, args.N, args.K, args.layout)
+    tdt = runner.torch_dtype(args.dtype)
+    a = torch.empty(a_shape, dtype=tdt, device="cuda").uniform_(-1, 1)
+    b = torch.empty(b_shape, dtype=tdt, device="cuda").uniform_(-1, 1)
+    c = torch.empty((args.M, args.N), dtype=runner.torch_dtype(args.out_dtype), device="cuda")
+    return runner.Launcher(fn, a, b, c, runner.torch_inputs(args.fusion, args.M, args.N, args.out_dtype))

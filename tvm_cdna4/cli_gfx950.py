@@ -10,6 +10,9 @@ and ``--mfma`` replace the dtype's defaults; ``--lds-dma`` starts from the direc
 waves and K split by the cost model; C zeroed / the split-K workspace allocated zeroed for
 ``--validate``); ``--emit config`` prints the plan as one JSON object (``plan_json``: the config's
 fields, ``split_k``, the reduction, the launch, the planner's estimate). Refusals are usage errors (exit 2, the reason first).
+The fused-epilogue flags (``args.fusion``: ``--bias --activation --residual --row-scale --col-scale``)
+go into the plan (``Epilogue.fusion``); ``--validate`` compares with ``schedules.epilogue.reference``
+within ``epilogue.error_bound``, ``--emit config`` and ``--report --json`` name the fusion.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import attrs
 import numpy as np
 
 from .errors import ContractError
+from .schedules.epilogue import Fusion, error_bound, random_inputs, reference, tolerance
 
 # the plans only: resolving options and reading the build cache import no TIRx (warm builds)
 from .schedules.gfx950_gemm import schedule_digest  # noqa: F401 (the key's source digest)
@@ -94,24 +98,30 @@ def _tile_options(args) -> bool:
     return bool(getattr(args, "block", None) or getattr(args, "mfma", None) or getattr(args, "lds_dma", False))
 
 
+def _fusion(args) -> Fusion:
+    """The fused epilogue of the options (``args.fusion``, ``cli_gemm``); none without."""
+    return getattr(args, "fusion", None) or Fusion()
+
+
 def choose(args, cfg=None):
     """The plan the CLI runs: ``cfg`` or the tile options' config (no K split) as given; without
     either, for the dense dtypes, the planner's choice (``gfx950_plan.plan_for``: tile, wave layout
-    and K split by the whole-GPU cost model); MX dtypes their default config."""
+    and K split by the whole-GPU cost model); MX dtypes their default config. Either with the
+    options' fused epilogue."""
     from .schedules.gfx950_gemm import plan
 
     if getattr(args, "dynamic_m", False):  # the bucket of -M (its M symbolic): the planner's choice there
         from .schedules.gfx950_gemm import build_dynamic
 
-        dynamic = build_dynamic(args.N, args.K, args.dtype, args.layout, _out_dtype(args))
+        dynamic = build_dynamic(args.N, args.K, args.dtype, args.layout, _out_dtype(args), fusion=_fusion(args))
         return dynamic.plan(args.M)
     if cfg is None and not _tile_options(args) and args.dtype not in MX_FORMATS:
         from .schedules.gfx950_plan import plan_for
 
         return plan_for(args.M, args.N, args.K, args.dtype, args.layout, _out_dtype(args),
-                        reduction=getattr(args, "reduction", None) or "atomic")
+                        reduction=getattr(args, "reduction", None) or "atomic", fusion=_fusion(args))
     cfg = config(args) if cfg is None else cfg
-    return plan(args.M, args.N, args.K, args.dtype, args.layout, _out_dtype(args), cfg)
+    return plan(args.M, args.N, args.K, args.dtype, args.layout, _out_dtype(args), cfg, fusion=_fusion(args))
 
 
 def _kernel(p):
@@ -132,14 +142,21 @@ def build_cached(args, cfg=None, cache: bool = True, chosen=None):
     if getattr(p, "dynamic_m", None) is not None:
         return build_plan(p, cache)
     return build(args.M, args.N, args.K, args.dtype, args.layout, _out_dtype(args), p.config, cache=cache,
-                 k_splits=p.grid.k_splits)
+                 k_splits=p.grid.k_splits, fusion=p.fusion)
+
+
+def fusion_json(fusion: Fusion) -> dict:
+    """The fused epilogue as JSON: its fields and ``steps`` (``Fusion.describe``)."""
+    return {**fusion.as_dict(), "steps": fusion.describe()}
 
 
 def plan_json(p) -> dict:
     """``--emit config``: the plan as one JSON object: its config's fields, ``split_k``, the split
-    reduction, the launch and (dense plans) the planner's estimate (``planned_estimate``)."""
+    reduction, the epilogue's operations and fusion, the launch and (dense plans) the planner's
+    estimate (``planned_estimate``)."""
     out = {**attrs.asdict(p.config), "split_k": p.grid.k_splits, "split_reduction": p.epilogue.reduction,
-           "epilogue": list(p.epilogue.ops), "workgroups": p.grid.groups, "tiles": list(p.grid.tiles)}
+           "epilogue": list(p.epilogue.ops), "fusion": fusion_json(p.fusion), "workgroups": p.grid.groups,
+           "tiles": list(p.grid.tiles)}
     if hasattr(p, "lds_stages"):
         from .schedules.gfx950_plan import planned_estimate, plan_gfx950_gemm
 
@@ -147,7 +164,8 @@ def plan_json(p) -> dict:
             rep = p.dynamic_m.representative
             out.update(m_bucket=[p.dynamic_m.lo, p.dynamic_m.hi], planned_at_m=rep, workgroups=str(p.grid.groups),
                        tiles=[str(p.grid.tiles[0]), p.grid.tiles[1]])
-            p = plan_gfx950_gemm(rep, p.N, p.K, p.dtype, p.layout, p.epilogue.out_dtype, p.config, 0, p.grid.k_splits)
+            p = plan_gfx950_gemm(rep, p.N, p.K, p.dtype, p.layout, p.epilogue.out_dtype, p.config, 0, p.grid.k_splits,
+                                 p.epilogue.fusion)
         est = planned_estimate(p)
         out["planned_estimate"] = {"time_us": 1e6 * est.time_s, "roofline_fraction": est.roofline_fraction,
                                    "tile_efficiency": est.tile_efficiency, "bound": est.bound}
@@ -202,7 +220,7 @@ def _print_report(args, p, result, title: str) -> None:
     if getattr(args, "json", False):
         import json
 
-        print(json.dumps(report_json(result, title, work(p))))
+        print(json.dumps({**report_json(result, title, work(p)), "fusion": fusion_json(p.fusion)}))
         return
     print(format_report(result, title))
     print(format_gpu_estimate(gpu_report(kernel_report(result.asm, result.kernel()), work(p))))
@@ -213,6 +231,8 @@ def run(args) -> int:
         print(f"gemm --target gfx950: dtype {args.dtype!r}; available: {', '.join(GFX950_DTYPES)}", file=sys.stderr)
         return 2
     title = f"gfx950 {args.dtype} {args.layout} {args.M}x{args.N}x{args.K}"
+    if not _fusion(args).empty:
+        title += f", epilogue {_fusion(args).describe()}"
     func = None
     try:  # a ContractError goes on to the CLI's report; other ValueErrors are the options' usage errors
         config(args)  # the options' refusals first
@@ -241,27 +261,45 @@ def run(args) -> int:
             _print_report(args, chosen, result, title)
     elif args.emit == "tir":
         print(func.script())
-    if not args.validate:
-        return 0
+    return validate(args, chosen, func, title) if args.validate else 0
+
+
+def validate(args, chosen, func, title: str) -> int:
+    """``--validate``: emulate the kernel on random operands (and fused inputs) and compare C with
+    the float64 reference: ``A @ B`` within ``TOL`` (accumulation rounding scales with ``|A| @ |B|``,
+    not with the possibly cancelled result), or with a fused epilogue ``epilogue.reference`` within
+    ``epilogue.error_bound`` (the accumulator's f32 error ``TOL["f32"] |A| @ |B|`` carried through
+    it). 0: PASS, 1: FAIL."""
     from .emulator import EmulationError, compare, emulate
 
     rng = np.random.default_rng(getattr(args, "seed", 0))
     arrays, want, magnitude, c, out = _inputs(args, rng)
-    workspace = [np.zeros(p.shape, p.dtype) for p in chosen.epilogue.params]  # split-K: W and S, zeroed once
+    fusion = chosen.fusion
+    fused = random_inputs(fusion, args.M, args.N, rng, c.dtype)
+    workspace = [np.zeros(p.shape, p.dtype) for p in chosen.epilogue.params if p.name not in fused]  # split-K: W, S zeroed
     start = time.perf_counter()
     try:
-        emulate(func, *arrays, *workspace)
+        emulate(func, *arrays, *(fused[name] for name in fusion.inputs()), *workspace)
     except EmulationError as err:
         print(f"emulation found a kernel bug:\n{err}\nFAIL")
         return 1
     seconds = time.perf_counter() - start
+    if fusion.empty:
+        what, rtol, atol = "||C - A@B|| / ||A@B||", TOL[out], TOL[out] * magnitude
+    else:
+        acc = want
+        with np.errstate(over="ignore"):  # 2^x of the activations overflows to inf where it saturates
+            want = reference(acc, fusion, fused)
+        r, a = tolerance(fusion, out)
+        what, rtol = (f"||C - E(A@B)|| / ||E(A@B)||, E: {fusion.describe()}; tolerance {r:.3g} |E| + {a:.3g} + the f32 "
+                      f"evaluation and accumulator errors through E, epilogue.error_bound"), 0.0
+        atol = error_bound(acc, fusion, fused, out, acc_error=TOL["f32"] * magnitude)
     got = c.astype(np.float64)
     rel = float(np.linalg.norm(np.nan_to_num(got, nan=1e30) - want) / max(np.linalg.norm(want), 1e-30))
     print(f"emulated {title} in {seconds:.2f} s (CPU wavefront emulator); relative error {rel:.3e} "
-          f"(||C - A@B|| / ||A@B||, float64 reference)")
+          f"({what}, float64 reference)")
     try:
-        # accumulation rounding scales with |A| @ |B|, not with the (possibly cancelled) result
-        print(compare("C", c, want, rtol=TOL[out], atol=TOL[out] * magnitude))
+        print(compare("C", c, want, rtol=rtol, atol=atol))
     except AssertionError as err:
         print(f"{err}\nFAIL")
         return 1

@@ -16,6 +16,7 @@ from ..isa.llvm_helpers import (
     BARRIER,
     BUFFER_LOAD_DTYPES,
     BUFFER_LOAD_LDS_MNEMONICS,
+    EXP2,
     FENCE_ACQUIRE_AGENT,
     FENCE_RELEASE_AGENT,
     GLOBAL_ATOMIC_ADD_F32,
@@ -162,6 +163,38 @@ def _readfirstlane(compiler, node, args):
             first = idx[np.argmax(active[idx])]
             out[idx] = v[first]
         return out
+    return run
+
+
+F32_MIN_NORMAL = np.float32(2.0 ** -126)
+
+
+def _exp2(compiler, node, args):
+    """``llvm.amdgcn.exp2`` (``v_exp_f32``): 2^x in f32; a denormal input reads as 0 and a denormal
+    result flushes to 0 (the hardware's; LLVM's ``llvm.exp2.f32`` lowering scales around it). The
+    hardware's error (about 1 ulp) is not modelled: the result is 2^x rounded to f32."""
+    x = compiler.expr(args[0])
+
+    def run(env, mask):
+        v = np.asarray(x(env, mask), np.float32)
+        v = np.where(np.abs(v) < F32_MIN_NORMAL, np.float32(0), v)
+        with np.errstate(over="ignore"):
+            out = np.exp2(v.astype(np.float64)).astype(np.float32)
+        return np.where(out < F32_MIN_NORMAL, np.float32(0), out)
+    return run
+
+
+def _fmuladd(compiler, node, args):
+    """``llvm.fmuladd`` (TIRx's lowering of ``a * b + c`` on ROCm; ``v_fma_f32`` / ``v_fmac_f32`` on
+    gfx950): fused, one rounding of the exact ``a * b + c`` (through float64, where ``a * b`` of two
+    f32 values is exact)."""
+    a, b, c = (compiler.expr(x) for x in args)
+    dtype, _ = np_dtype(node.ty.dtype)
+
+    def run(env, mask):
+        wide = np.float64 if dtype.itemsize < 8 else np.longdouble
+        fused = np.asarray(a(env, mask), wide) * np.asarray(b(env, mask), wide) + np.asarray(c(env, mask), wide)
+        return fused.astype(dtype)
     return run
 
 
@@ -417,6 +450,8 @@ def calls() -> dict:
         "llvm.amdgcn.sched.group.barrier": _noop,
         "llvm.amdgcn.sched.barrier": _noop,
         BARRIER: _workgroup_barrier,
+        EXP2: _exp2,
+        "llvm.fmuladd": _fmuladd,
         **{f"llvm.amdgcn.workitem.id.{d}": _workitem(d) for d in "xyz"},
         **{f"llvm.amdgcn.workgroup.id.{d}": _workgroup(d) for d in "xyz"},
     }

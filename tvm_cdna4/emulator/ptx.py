@@ -767,6 +767,18 @@ def _addr(compiler, node, args):
     return run
 
 
+def _exp2f(compiler, node, args):
+    """``exp2f(x)`` on f32, what TIRx writes for ``T.exp2`` (NVRTC, with TIRx's ``--use_fast_math``,
+    compiles it to ``ex2.approx.ftz.f32``, PTX ISA 9.7.3.21, relative error about 2^-22): numpy's
+    ``exp2`` rounded to f32 (overflow to inf, as the hardware), within that error of the GPU's value."""
+    (x,) = (compiler.expr(a) for a in args)
+
+    def run(env, mask):
+        with np.errstate(over="ignore", under="ignore"):
+            return np.exp2(np.asarray(x(env, mask), np.float32))
+    return run
+
+
 def _index(kind: str):
     def factory(compiler, node, args):
         machine, tag = compiler.machine, f"{kind}.{args[0].value}"
@@ -808,6 +820,7 @@ def calls() -> dict:
         "tirx.cuda.__shfl_down_sync": _shfl_cuda("down"),
         "tirx.cuda.__shfl_xor_sync": _shfl_cuda("xor"),
         "tirx.ptx.addr": _addr,
+        "exp2f": _exp2f,
     }
     ptx_ops = dict(_ptx(name, sem) for name, sem in (
         ("ldmatrix", _ldmatrix),

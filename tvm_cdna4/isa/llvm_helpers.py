@@ -38,6 +38,10 @@ from .llvm_types import llvm_type
 
 PREFIX = "tvm_cdna4_"
 BARRIER = PREFIX + "workgroup_barrier"
+# the hardware exponential v_exp_f32 (2^x, about 1 ulp; denormal results flush to zero): what the
+# fused epilogue's activations call (``schedules.gfx950_emit.fused_ops``); llvm.exp2.f32 would add
+# a range reduction for denormal results around it
+EXP2 = "llvm.amdgcn.exp2"
 
 
 def bf16_mfma_helper(op: MfmaOp, blgp: int) -> str:

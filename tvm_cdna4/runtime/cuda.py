@@ -44,6 +44,35 @@ def random_inputs(M, N, K, dtype, layout, rng):
     return a, b
 
 
+def grid_inputs(M, N, K, dtype, layout, rng):
+    """Random A, B (storage layout, input dtype) on the grid of 1/8 in [-1/2, 1/2]: every product is a
+    multiple of 2^-6 and every partial sum of K < 2^18 of them is exact in f32, so any summation order
+    (the tensor cores', a K split's) gives the exact product: the fused epilogue is then checked
+    against its reference with nothing of the GEMM's own rounding in between (``check_fused``)."""
+    from ..schedules.cuda_gemm import operand_shapes
+
+    dt = np_dtype(dtype)
+    return tuple((rng.integers(-4, 5, size=shape) / 8).astype(np.float32).astype(dt)
+                 for shape in operand_shapes(M, N, K, layout))
+
+
+def fused_inputs(fusion, M, N, out_dtype, rng) -> dict:
+    """The fused epilogue's inputs (``schedules.epilogue.random_inputs``: f32 scales and bias, the
+    residual in C's dtype), by name."""
+    from ..schedules.epilogue import random_inputs as epilogue_inputs
+
+    return epilogue_inputs(fusion, M, N, rng, np_dtype(out_dtype))
+
+
+def check_fused(out, a, b, layout, fusion, inputs, out_dtype, acc_error=0.0) -> tuple[float, bool]:
+    """(largest error ratio, whether every element is within ``schedules.epilogue.error_bound``) of a
+    fused kernel's C against ``schedules.epilogue.reference`` of the float64 product of A and B
+    (``acc_error``: a bound of the product's own error, 0 for ``grid_inputs``)."""
+    from ..schedules.epilogue import check
+
+    return check(out, reference(a, b, layout), fusion, inputs, out_dtype, acc_error)
+
+
 def reference(a, b, layout):
     """float64 ``op(A) @ op(B)`` of inputs stored per ``layout``."""
     a64 = np.asarray(a, dtype=np.float64)
@@ -170,18 +199,23 @@ def precompile(exe) -> None:
 
 
 def compile_and_load(M, N, K, dtype, layout, out_dtype, config=None, arch=None, workdir=None, cache=True,
-                     tune=False):
-    """Build (``cuda_gemm.build``: the planner's choice without a ``config``, ``tune`` as there),
-    export and load the kernel: a :class:`Kernel`, called with A, B, C like ``main``."""
+                     tune=False, bias=False, activation=None, residual=False, row_scale=False, col_scale=False,
+                     fusion=None):
+    """Build (``cuda_gemm.build``: the planner's choice without a ``config``, ``tune`` as there; the
+    fused epilogue by keywords or ``fusion``, as there), export and load the kernel: a :class:`Kernel`,
+    called with A, B, C and the epilogue's inputs like ``main``."""
     from ..schedules.cuda_gemm import build, plan
+    from ..schedules.epilogue import fusion_of
+
+    fusion = fusion_of(bias, activation, residual, row_scale, col_scale, fusion)
 
     arch = arch or device_arch()
     if tune:  # the candidates built in parallel, timed here, the winner stored (as build(tune=True))
         problem = (M, N, K, dtype, layout, out_dtype)
         config = tune_problems([problem], arch)[problem]["config"]
-    exe = build(M, N, K, dtype, layout, out_dtype, config, arch=arch, cache=cache)
+    exe = build(M, N, K, dtype, layout, out_dtype, config, arch=arch, cache=cache, fusion=fusion)
     return Kernel(load_build(exe, f"gemm_{M}_{N}_{K}_{dtype}_{layout}_{out_dtype}_", workdir),
-                  plan(M, N, K, dtype, layout, out_dtype, exe.config))
+                  plan(M, N, K, dtype, layout, out_dtype, exe.config, fusion=fusion))
 
 
 def load_build(exe, prefix: str = "gemm_", workdir=None):
@@ -198,7 +232,9 @@ class DynamicKernel:
     """A dynamic-M GEMM (``cuda_gemm.build_dynamic``, a ``DynamicGemm``) on the GPU: each M bucket's
     kernel is built (through the build cache), exported and loaded on its first launch, then reused
     for every M of the bucket. ``launch(a, b, c, *inputs)`` takes torch tensors (A, B, C, then the
-    fused epilogue's inputs) and launches on torch's current CUDA stream (``Kernel.launch``)."""
+    kernel's other inputs in its parameter order: the fused epilogue's in ``PARAM_ORDER``; a grouped
+    GEMM's offsets first, ``cuda_gemm.build_grouped``, whose T is C's rows) and launches on torch's
+    current CUDA stream (``Kernel.launch``)."""
 
     def __init__(self, dynamic, workdir=None):
         self.dynamic, self.workdir = dynamic, workdir
@@ -219,107 +255,160 @@ class DynamicKernel:
 
 def gpu_timer(M, N, K, dtype, layout, out_dtype, arch=None, rep_ms: int = 40):
     """``timer(config)`` for ``cuda_gemm.tune_config``: seconds of one launch of the kernel built with
-    ``config`` on this machine's GPU (``bench_ms``, L2 flushed; random inputs made once)."""
-    import torch
-
-    from ..schedules.cuda_gemm import operand_shapes
-
-    a_shape, b_shape = operand_shapes(M, N, K, layout)
-    a = torch.empty(a_shape, dtype=torch_dtype(dtype), device="cuda").uniform_(-1, 1)
-    b = torch.empty(b_shape, dtype=torch_dtype(dtype), device="cuda").uniform_(-1, 1)
-    c = torch.empty((M, N), dtype=torch_dtype(out_dtype), device="cuda")
+    ``config`` on this machine's GPU (``bench_ms``, L2 flushed; random inputs made once), inf where
+    its C does not match the f32 product."""
+    data = _ProblemData((M, N, K, dtype, layout, out_dtype))
 
     def timer(config) -> float:
         fn = compile_and_load(M, N, K, dtype, layout, out_dtype, config, arch)
-        return bench_ms(Launcher(fn, a, b, c), warmup_ms=10, rep_ms=rep_ms) * 1e-3
+        s = data.time(fn, out_dtype, rep_ms)
+        return float("inf") if s is None else s
     return timer
 
 
 def _build_candidate(job):
     """Worker process of ``tune_problems``: build, export and precompile one candidate;
-    (index, path or None, error or None)."""
+    (index, path or None, error or None, worker seconds)."""
+    import time
+
     index, (M, N, K, dtype, layout, out_dtype), config, arch, workdir = job
     from ..schedules.cuda_gemm import build, config_from_dict
 
+    t0 = time.perf_counter()
     try:
         exe = build(M, N, K, dtype, layout, out_dtype, config_from_dict(config), arch=arch)
         path = os.path.join(workdir, f"cand_{index}.so")
         exe.export_library(path)
         precompile(exe)
-        return index, path, None
+        return index, path, None, time.perf_counter() - t0
     except Exception as e:  # a candidate that fails to build is not timed
-        return index, None, f"{type(e).__name__}: {e}"
+        return index, None, f"{type(e).__name__}: {e}", time.perf_counter() - t0
 
 
-def tune_problems(problems, arch=None, top=None, jobs=None, sms=None, rep_ms: int = 10) -> dict:
+class _ProblemData:
+    """One tuning problem's GPU inputs, C and f32 reference, made when its first candidate is built."""
+
+    def __init__(self, prob):
+        import torch
+
+        from ..schedules import cuda_gemm as cg
+
+        M, N, K, dtype, layout, out_dtype = prob
+        a_shape, b_shape = cg.operand_shapes(M, N, K, layout)
+        self.a = torch.empty(a_shape, dtype=torch_dtype(dtype), device="cuda").uniform_(-1, 1)
+        self.b = torch.empty(b_shape, dtype=torch_dtype(dtype), device="cuda").uniform_(-1, 1)
+        self.c = torch.empty((M, N), dtype=torch_dtype(out_dtype), device="cuda")
+        a32 = self.a.float() if layout[0] == "n" else self.a.float().T
+        self.ref = a32 @ (self.b.float() if layout[1] == "n" else self.b.float().T)
+
+    def time(self, fn, out_dtype, rep_ms) -> float | None:
+        """Seconds of one launch of ``fn`` (``bench_ms``, L2 flushed), or None when its C (poisoned
+        with NaN first) does not match the f32 product."""
+        import torch
+
+        launch = Launcher(fn, self.a, self.b, self.c)
+        self.c.fill_(float("nan"))
+        launch()
+        err = float(torch.linalg.norm(self.c.float() - self.ref) / torch.linalg.norm(self.ref).clamp_min(1e-30))
+        if not err <= tolerance(out_dtype):
+            return None
+        return bench_ms(launch, warmup_ms=max(2, rep_ms // 4), rep_ms=rep_ms) * 1e-3
+
+
+def build_cost(config) -> float:
+    """A relative build time of a candidate, to start the slowest builds first (``tune_problems``):
+    the tile GEMM's unrolled k-loop grows with its warp tile and stages; a decode kernel is small."""
+    if getattr(config, "kind", "tile") == "decode":
+        return 1.0
+    return 2.0 + config.warp_m * config.warp_n * config.stages / 1024
+
+
+def tune_problems(problems, arch=None, top=None, jobs=None, sms=None, rep_ms: int = 10, stats=None) -> dict:
     """Tune several problems at once: ``cuda_gemm.tune_candidates`` of each ``(M, N, K, dtype,
-    layout, out_dtype)``, built and their device code compiled in ``jobs`` worker processes, then
-    each loaded, checked against the f32 product and timed here (``bench_ms``, L2 flushed), and the
-    fastest stored per problem
-    through ``cuda_gemm.tune_config`` (the tuning cache that ``build`` reads). Returns
-    ``{problem: {"config": GemmConfig | DecodeConfig, "seconds": {config: s}}}``."""
+    layout, out_dtype)``, built and their device code compiled in ``jobs`` worker processes (the
+    slowest builds first, ``build_cost``), each loaded, checked against the f32 product and timed
+    here (``bench_ms``, L2 flushed) as soon as it is built, so the GPU timing overlaps the builds;
+    then the fastest is stored per problem through ``cuda_gemm.tune_config`` (the tuning cache that
+    ``build`` reads). Returns ``{problem: {"config": GemmConfig | DecodeConfig, "seconds": {config:
+    s}}}``; ``stats`` (a dict) receives the wall seconds (``seconds``), those until the last
+    candidate was built and timed (``pool_s``), the workers' summed build seconds (``worker_s``),
+    this process's seconds loading, checking and timing (``timing_s``), the candidates and the
+    failed builds (``kernels``, ``failed``) and the worker count (``workers``)."""
     import concurrent.futures as cf
     import multiprocessing as mp
-
-    import torch
+    import time
 
     from ..schedules import cuda_gemm as cg
 
+    t0 = time.perf_counter()
     arch = arch or device_arch()
     top, sms = top or cg.TUNE_TOP, sms or cg.H200_SMS
     problems = [tuple(p) for p in problems]
-    jobs_list, owner = [], []
+    owner = [(prob, cfg) for prob in problems for cfg in cg.tune_candidates(*prob, sms=sms, top=top)]
     workdir = tempfile.mkdtemp(prefix="cuda_tune_")
-    for prob in problems:
-        for cfg in cg.tune_candidates(*prob, sms=sms, top=top):
-            jobs_list.append((len(jobs_list), prob, cfg.as_dict(), arch, workdir))
-            owner.append((prob, cfg))
-    paths = {}
-    workers = jobs or max(1, (os.cpu_count() or 2) - 1)
+    jobs_list = sorted(((i, prob, cfg.as_dict(), arch, workdir) for i, (prob, cfg) in enumerate(owner)),
+                       key=lambda j: -build_cost(owner[j[0]][1]))
+    data, seconds = {}, {prob: {} for prob in problems}
+    worker_s, timing_s, failed = 0.0, 0.0, 0
+    workers = jobs or max(1, (os.cpu_count() or 2) - 2)  # a core for this process's timing
     with cf.ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn")) as pool:
-        for index, path, _err in pool.map(_build_candidate, jobs_list):
-            paths[index] = path
+        for fut in cf.as_completed([pool.submit(_build_candidate, job) for job in jobs_list]):
+            index, path, _err, sec = fut.result()
+            worker_s += sec
+            if path is None:
+                failed += 1
+                continue
+            t1 = time.perf_counter()
+            prob, cfg = owner[index]
+            M, N, K, dtype, layout, out_dtype = prob
+            if prob not in data:
+                data[prob] = _ProblemData(prob)
+            fn = Kernel(load_kernel(path), cg.plan(M, N, K, dtype, layout, out_dtype, cfg, sms))
+            s = data[prob].time(fn, out_dtype, rep_ms)
+            if s is not None:  # a candidate is timed only once its C matches the f32 product
+                seconds[prob][cfg] = s
+            timing_s += time.perf_counter() - t1
+    pool_s = time.perf_counter() - t0
     result = {}
     for prob in problems:
-        M, N, K, dtype, layout, out_dtype = prob
-        a_shape, b_shape = cg.operand_shapes(M, N, K, layout)
-        a = torch.empty(a_shape, dtype=torch_dtype(dtype), device="cuda").uniform_(-1, 1)
-        b = torch.empty(b_shape, dtype=torch_dtype(dtype), device="cuda").uniform_(-1, 1)
-        c = torch.empty((M, N), dtype=torch_dtype(out_dtype), device="cuda")
-        ref = (a.float() if layout[0] == "n" else a.float().T) @ (b.float() if layout[1] == "n" else b.float().T)
-        seconds = {}
-        for index, (owner_prob, cfg) in enumerate(owner):
-            if owner_prob != prob or paths.get(index) is None:
-                continue
-            fn = Kernel(load_kernel(paths[index]), cg.plan(M, N, K, dtype, layout, out_dtype, cfg, sms))
-            launch = Launcher(fn, a, b, c)
-            c.fill_(float("nan"))
-            launch()  # a candidate is timed only once its C matches the f32 product
-            err = float(torch.linalg.norm(c.float() - ref) / torch.linalg.norm(ref).clamp_min(1e-30))
-            if not err <= tolerance(out_dtype):
-                continue
-            seconds[cfg] = bench_ms(launch, warmup_ms=3, rep_ms=rep_ms) * 1e-3
-        best = cg.tune_config(*prob, arch=arch, sms=sms, top=top, timer=lambda cfg: seconds.get(cfg, float("inf")))
-        result[prob] = {"config": best, "seconds": seconds}
+        best = cg.tune_config(*prob, arch=arch, sms=sms, top=top,
+                              timer=lambda cfg, sec=seconds[prob]: sec.get(cfg, float("inf")))
+        result[prob] = {"config": best, "seconds": seconds[prob]}
+    if stats is not None:
+        stats.update(seconds=time.perf_counter() - t0, pool_s=pool_s, worker_s=worker_s, timing_s=timing_s,
+                     kernels=len(owner), failed=failed, workers=workers)
     return result
 
 
 WORKSPACE = ("W", "S")
-"""The split-K parameters the runner allocates (``GemmPlan.params``): the f32 workspace and the tickets."""
+"""The split-K parameters (workspace, tickets) that :class:`Kernel` owns: they follow the caller's."""
 
 
 class Kernel:
-    """A loaded GEMM called with A, B, C (DLPack / tvm_ffi tensors); a split-K plan's workspace
-    ``W`` and ticket counters ``S`` (``GemmPlan.params``) are allocated zeroed on the GPU once and
-    passed after them (every launch leaves them zero again; launches that may overlap, on two
-    streams, would share them)."""
+    """A loaded GEMM called with A, B, C and the fused epilogue's inputs (``GemmPlan.params`` up to the
+    workspace: ``schedules.epilogue.PARAM_ORDER``; DLPack / tvm_ffi tensors); a split-K plan's
+    workspace ``W`` and ticket counters ``S`` are allocated zeroed on the GPU once and passed after
+    them (every launch leaves them zero again; launches that may overlap, on two streams, would
+    share them)."""
 
     def __init__(self, fn, p):
         self.fn, self.plan = fn, p
         self._extra = None
 
+    @property
+    def inputs(self) -> tuple[str, ...]:
+        """The parameters the caller passes, in order: ``A, B, C`` and the epilogue's inputs."""
+        return tuple(q.name for q in self.plan.params if q.name not in WORKSPACE)
+
     def workspace(self) -> tuple:
-        """The zeroed ``W`` and ``S`` torch tensors of a split-K plan (empty without a split)."""
+        """The workspace as torch tensors (none without a K split)."""
+        self.extra()
+        return tuple(self._extra[0])
+
+    def extra(self) -> tuple:
+        """The workspace tensors passed after the caller's (none without a K split), as tvm_ffi tensors."""
+        if self._extra is None and not any(q.name in WORKSPACE for q in self.plan.params):
+            self._extra = ((), ())
         if self._extra is None:
             import torch
             import tvm_ffi
@@ -328,59 +417,79 @@ class Kernel:
             bufs = [torch.zeros(q.shape, dtype=torch.float32, device="cuda") if q.dtype == "float32" else
                     torch.zeros(q.shape, dtype=torch.int32, device="cuda").view(torch.uint32)
                     for q in self.plan.params if q.name in WORKSPACE]
-            self._extra = (tuple(bufs), tuple(tvm_ffi.from_dlpack(t) for t in bufs))
-        return self._extra[0]
-
-    def extra(self) -> tuple:
-        """``workspace`` as tvm_ffi tensors."""
-        self.workspace()
+            self._extra = (bufs, tuple(tvm_ffi.from_dlpack(t) for t in bufs))
         return self._extra[1]
 
     def __call__(self, *args):
-        self.fn(*args, *(self.extra() if len(args) == 3 else ()))
+        if len(args) != len(self.inputs):
+            raise TypeError(f"the kernel takes {len(self.inputs)} tensors ({', '.join(self.inputs)}), got {len(args)}")
+        self.fn(*args, *self.extra())
 
     def launch(self, *tensors) -> None:
-        """Launch on torch tensors (A, B, C and the epilogue's inputs; the workspace follows) on torch's
+        """Launch on torch tensors (``inputs``: A, B, C, the epilogue's; the workspace follows) on torch's
         current CUDA stream: tvm_ffi reads the stream of the first CUDA tensor argument from torch and
         sets it as the environment stream (``TVMFFIEnvSetStream``) for the call, which TIRx's launch
         uses, so a CUDA-graph capture records the launch. No host synchronization."""
+        if len(tensors) != len(self.inputs):
+            raise TypeError(f"the kernel takes {len(self.inputs)} tensors ({', '.join(self.inputs)}), got {len(tensors)}")
         self.fn(*tensors, *self.workspace())
 
 
-class Launcher:
-    """Calls a loaded kernel on torch tensors (converted once through DLPack)."""
+def epilogue_args(fusion, inputs: dict) -> tuple:
+    """The epilogue's inputs of ``fusion`` from ``inputs`` (by name), in ``PARAM_ORDER``; a missing one,
+    or one the fusion does not read, is a ValueError naming it."""
+    wanted = fusion.inputs() if fusion is not None else ()
+    missing = [n for n in wanted if n not in inputs]
+    extra = [n for n in inputs if n not in wanted]
+    if missing or extra:
+        raise ValueError(f"fused epilogue {fusion.describe() if fusion else 'none'!r} reads {list(wanted)}: "
+                         f"missing {missing}, not read {extra}")
+    return tuple(inputs[n] for n in wanted)
 
-    def __init__(self, fn, a, b, c):
+
+class Launcher:
+    """Calls a loaded kernel on torch tensors (converted once through DLPack): A, B, C, then the
+    fused epilogue's inputs in ``schedules.epilogue.PARAM_ORDER`` (``inputs``: by name)."""
+
+    def __init__(self, fn, a, b, c, inputs: dict | None = None):
         import tvm_ffi
 
+        plan = getattr(fn, "plan", None)
+        fusion = getattr(plan, "fusion", None)
+        tensors = (a, b, c, *epilogue_args(fusion, inputs or {}))
         self.fn = fn
-        self.keep = (a, b, c)
-        self.args = tuple(tvm_ffi.from_dlpack(t) for t in (a, b, c))
+        self.keep = tensors
+        self.args = tuple(tvm_ffi.from_dlpack(t) for t in tensors)
 
     def __call__(self):
         self.fn(*self.args)
 
 
-def random_launcher(fn, M, N, K, dtype, layout, out_dtype) -> Launcher:
-    """A ``Launcher`` of ``fn`` on random GPU inputs in U(-1, 1) and an output of the problem's shape."""
+def to_torch(arr):
+    """A numpy array (f16, bf16, f32) as a CUDA tensor of the same dtype and shape."""
     import torch
 
-    from ..schedules.cuda_gemm import operand_shapes
-
-    a_shape, b_shape = operand_shapes(M, N, K, layout)
-    a = torch.empty(a_shape, dtype=torch_dtype(dtype), device="cuda").uniform_(-1, 1)
-    b = torch.empty(b_shape, dtype=torch_dtype(dtype), device="cuda").uniform_(-1, 1)
-    return Launcher(fn, a, b, torch.empty((M, N), dtype=torch_dtype(out_dtype), device="cuda"))
+    arr = np.ascontiguousarray(arr)
+    if arr.dtype.itemsize == 2:
+        return torch.from_numpy(arr.view(np.int16)).view(torch_dtype_for(arr)).cuda()
+    return torch.from_numpy(arr).cuda()
 
 
-def run_numpy(fn, a, b, M, N, out_dtype):
-    """Copy numpy inputs to the GPU, poison C with NaN, launch once, return C as float32 numpy."""
+def torch_inputs(fusion, M, N, out_dtype, seed: int = 0) -> dict:
+    """The fused epilogue's inputs (``fused_inputs``) as CUDA tensors, by name: what a timed launch of a
+    fused kernel passes (``{}`` for no fusion)."""
+    if fusion is None or fusion.empty:
+        return {}
+    return {k: to_torch(v) for k, v in fused_inputs(fusion, M, N, out_dtype, np.random.default_rng(seed)).items()}
+
+
+def run_numpy(fn, a, b, M, N, out_dtype, inputs: dict | None = None):
+    """Copy numpy inputs (A, B and the fused epilogue's ``inputs`` by name) to the GPU, poison C with
+    NaN, launch once, return C as float32 numpy."""
     import torch
 
-    ta = torch.from_numpy(np.ascontiguousarray(a).view(np.int16)).view(torch_dtype_for(a)).cuda()
-    tb = torch.from_numpy(np.ascontiguousarray(b).view(np.int16)).view(torch_dtype_for(b)).cuda()
     tc = torch.full((M, N), float("nan"), dtype=torch_dtype(out_dtype), device="cuda")
-    Launcher(fn, ta, tb, tc)()
+    Launcher(fn, to_torch(a), to_torch(b), tc, {k: to_torch(v) for k, v in (inputs or {}).items()})()
     torch.cuda.synchronize()
     return tc.float().cpu().numpy()
 

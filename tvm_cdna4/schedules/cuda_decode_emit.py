@@ -5,7 +5,8 @@ Every decision is in the plan (``cuda_decode_plan.plan_decode``); the macros spe
 ``T.ptx`` instructions on registers: 16-byte ``ld.global.nc`` loads of W and x into ``uint32``
 words in the K-permuted fragment order, ``mma.sync.m16n8k16`` on them, the warps' partials added
 through shared memory, then one output element per thread at a time (with a K split, the workspace
-and ticket reduction of the tile GEMM's epilogue, ``cuda_emit.split_epilogue``, per element).
+and ticket reduction of the tile GEMM's epilogue, ``cuda_emit.split_epilogue``, per element), each
+through the plan's fused epilogue (``cuda_emit.fused_value``) before its conversion and store.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from tvm_tirx.script.parser import parse
 
 from ..tirx_private import transpile_once
 from .cuda_decode_plan import DecodePlan
-from .cuda_emit import signature_source
+from .cuda_emit import fused_value, signature_source
 
 
 @attrs.frozen
@@ -295,11 +296,13 @@ def share_partials(p, th, red):
 
 
 @T.macro
-def store_c(p, C, tok, n, v):
+def store_c(p, args, tok, n, v):
+    # output (tok, n), inside C: the fused epilogue (DecodePlan.fusion, its inputs read at (tok, n)), the
+    # conversion, the store
     if I.constexpr(p.out_dtype == "float32"):
-        C[tok, n] = v
+        args["C"][tok, n] = fused_value(p.fusion, args, v, tok, n)
     else:
-        C[tok, n] = T.Cast(p.out_dtype, v)
+        args["C"][tok, n] = T.Cast(p.out_dtype, fused_value(p.fusion, args, v, tok, n))
 
 
 @T.macro
@@ -312,7 +315,7 @@ def epilogue(p, args, red, n0, k_slice):
         if T.and_(e < p.M * rows, n0 + e % rows < p.N):
             vals[i] = out_partial(p, red, e // rows, e % rows)
             if I.constexpr(p.reduce_instr is None):
-                store_c(p, args["C"], e // rows, n0 + e % rows, vals[i])
+                store_c(p, args, e // rows, n0 + e % rows, vals[i])
             elif I.constexpr(p.config.reduction == "ordered"):
                 T.ptx[p.reduce_instr](args["W"].ptr_to([k_slice, e // rows, n0 + e % rows]), vals[i])
             else:
@@ -348,7 +351,7 @@ def split_tail(p, args, vals, n0):
                     for s in T.unroll(1, p.k_splits):
                         T.ptx["ld.global.cg.f32"](part[0], args["W"].ptr_to([s, e // rows, n0 + e % rows]))
                         vals[i] = vals[i] + part[0]
-                store_c(p, args["C"], e // rows, n0 + e % rows, vals[i])
+                store_c(p, args, e // rows, n0 + e % rows, vals[i])
         if tid == 0:
             args["S"][rb] = T.uint32(0)
 

@@ -48,12 +48,14 @@ from .cuda_plan import (
     ceil_div,
     candidates,
     check_dynamic,
+    check_fusion,
     choose_config,
     estimate,
     plan,
     planned_m,
 )
 from .dynamic_m import MBucket, extent_record, resolve_m
+from .epilogue import Fusion
 
 DECODE_MAX_M = 16
 """Largest M the decode kernel takes (two n8 MMA tiles of tokens)."""
@@ -83,11 +85,12 @@ class DecodeConfig:
     stages: int = 3
     """cp.async stages of each warp's own pipeline (K a multiple of 8): ``stages - 1`` iterations of
     W and x are in flight while the warp computes one."""
-    line_copy: bool = False
-    """How the lanes copy a stage: False, each lane its own fragment chunks (a warp instruction reads
-    8 rows x 64 bytes, and no lane reads another's chunk: no barrier); True, whole lines (lane l copies
-    chunk l of each slot's 8 rows x ``64 * unroll`` bytes: 128-byte lines per row at unroll 2), stored
-    XOR-swizzled so the fragment reads stay conflict-free, with ``__syncwarp`` around the reads."""
+    line_copy: bool = True
+    """How the lanes copy a stage: True, whole lines (lane l copies chunk l of each slot's 8 rows x
+    ``64 * unroll`` bytes: 128-byte lines per row at unroll 2), stored XOR-swizzled so the fragment reads
+    stay conflict-free, with ``__syncwarp`` around the reads (measured 1.10x faster on the H200); False,
+    each lane its own fragment chunks (a warp instruction reads 8 rows x 64 bytes, and no lane reads
+    another's chunk: no barrier)."""
 
     kind = "decode"
 
@@ -200,7 +203,11 @@ class DecodePlan:
     reduce_instr: str | None
     """Split-K: ``red.global.add.f32`` (atomic) or ``st.global.f32`` (ordered); None without a split."""
     params: tuple[Param, ...]
-    """A (x), B (W), C, and with a split the workspace ``W`` and tickets ``S`` (as ``GemmPlan.params``)."""
+    """A (x), B (W), C, the fused epilogue's inputs (``Fusion.params``), and with a split the workspace
+    ``W`` and tickets ``S`` (as ``GemmPlan.params``)."""
+    fusion: Fusion = Fusion()
+    """The fused epilogue (``schedules.epilogue``), applied to each output's f32 sum (after the split-K
+    reduction: by the last CTA) just before its conversion and store; ``Fusion()`` fuses nothing."""
     dynamic_m: MBucket | None = None
     """Dynamic M (``GemmPlan.dynamic_m``): the bucket of token counts served (the token tiles and the
     workspace are sized for its largest); None: M is static."""
@@ -216,9 +223,9 @@ def decode_fits(M: int, layout: str) -> bool:
 
 
 def plan_decode(M: int | MBucket, N: int, K: int, dtype: str = "bf16", layout: str = "nt", out_dtype: str = "bf16",
-                config: DecodeConfig | None = None) -> DecodePlan:
-    """The decode plan of ``C[M, N] = x @ W^T`` (``config`` None: ``DecodeConfig()``; ``M`` an
-    ``MBucket``: dynamic M, for every token count of the bucket)."""
+                config: DecodeConfig | None = None, fusion: Fusion = Fusion()) -> DecodePlan:
+    """The decode plan of ``C[M, N] = epilogue(x @ W^T)`` (``config`` None: ``DecodeConfig()``; ``fusion``:
+    the fused epilogue; ``M`` an ``MBucket``: dynamic M, for every token count of the bucket)."""
     cfg = config or DecodeConfig()
     cfg.check()
     M, bucket, m_max = resolve_m(M, "plan_decode")
@@ -235,7 +242,8 @@ def plan_decode(M: int | MBucket, N: int, K: int, dtype: str = "bf16", layout: s
     tt = 1 if m_max <= 8 else 2
     rows = ceil_div(N, cfg.block_rows)
     ab = "f16" if dt == "float16" else "bf16"
-    params = (Param("A", (M, K), dt), Param("B", (N, K), dt), Param("C", (M, N), ot))
+    params = (Param("A", (M, K), dt), Param("B", (N, K), dt), Param("C", (M, N), ot),
+              *check_fusion(fusion).params(M, N, ot))
     reduce_instr = None
     if splits > 1:
         ordered = cfg.reduction == "ordered"
@@ -246,7 +254,7 @@ def plan_decode(M: int | MBucket, N: int, K: int, dtype: str = "bf16", layout: s
                       f"mma.sync.aligned.m16n8k16.row.col.f32.{ab}.{ab}.f32", loop, rows, splits, rows * splits,
                       cfg.threads, K % 8 == 0, COPY_W, COPY_X, cfg.line_copy and K % 8 == 0,
                       cfg.smem_bytes(tt) if K % 8 == 0 else 0,
-                      cfg.warps * cfg.row_tiles * tt * 4 * 32, outs, reduce_instr, params, bucket)
+                      cfg.warps * cfg.row_tiles * tt * 4 * 32, outs, reduce_instr, params, fusion, bucket)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -282,10 +290,12 @@ def decode_registers(cfg: DecodeConfig, token_tiles: int) -> int:
 
 
 def decode_estimate(M: int, N: int, K: int, cfg: DecodeConfig, out_bytes: int = 2, dev: Device = Device()) -> DecodeEstimate:
-    """Waves of CTAs over the SMs; each wave streams its CTAs' W bytes at the bandwidth its resident
-    CTAs can draw (``min(HBM, CTAs x bytes in flight / latency)``, Little's law) and pays the fixed
-    cost of a wave (``wave_s``: launch, pipeline fill and drain, epilogue), the tile GEMM's term; with
-    a K split, once the workspace epilogue (``split_s``); and x, C and the workspace traffic at HBM speed."""
+    """The busiest SM streams its CTAs' W and x rows at what its resident CTAs' bytes in flight allow
+    (``min(decode_sm_bytes_s, CTAs x bytes in flight / decode_latency_s)``, Little's law); the whole
+    GPU streams W, plus the flush's dirty lines (``dirty_bytes``),
+    at ``decode_bytes_s``; the larger of the two, plus the fixed costs (``launch_s``, ``stream_ramp_s``),
+    x, C and a split's workspace at HBM speed and the split's ``split_s``; ``half_line`` for plans whose
+    copies take half lines."""
     tt = 1 if M <= 8 else 2
     rows = ceil_div(N, cfg.block_rows)
     iters = ceil_div(K, 32 * cfg.unroll)
@@ -294,39 +304,44 @@ def decode_estimate(M: int, N: int, K: int, cfg: DecodeConfig, out_bytes: int = 
     smem = cfg.warps * cfg.row_tiles * tt * 4 * 32 * 4 + (cfg.smem_bytes(tt) if K % 8 == 0 else 0)
     per_sm = max(1, min(2048 // cfg.threads, dev.regs // (decode_registers(cfg, tt) * cfg.threads),
                         dev.smem // max(smem, 1), 32))
-    slots = dev.sms * per_sm
-    waves = ceil_div(ctas, slots)
+    n = ceil_div(ctas, dev.sms)  # CTAs on the busiest SM
+    waves = ceil_div(n, per_sm)
     # W bytes in flight per CTA: each warp keeps ``stages - 1`` iterations of its pipeline in flight
     inflight = cfg.warps * 512 * cfg.unroll * 2 * cfg.row_tiles * (cfg.stages - 1)
     if K % 8:  # element loads straight to registers (rows not 16-byte aligned): 2 bytes a load, no pipeline
         inflight = cfg.warps * 64 * cfg.unroll * 2 * cfg.row_tiles
-    cta_bytes = cfg.block_rows * 2 * min(K, ceil_div(iters, splits) * 32 * cfg.unroll)
-    time = dev.split_s if splits > 1 else 0.0
-    for w in range(waves):
-        c = min(slots, ctas - w * slots)
-        time += c * cta_bytes / min(dev.hbm_bytes_s, c * inflight / dev.latency_s) + dev.wave_s
+    k_len = min(K, ceil_div(iters, splits) * 32 * cfg.unroll)
+    cta_bytes = (cfg.block_rows + min(M, 8 * tt)) * 2 * k_len  # its W rows and the x rows it reads
+    bw = min(dev.decode_sm_bytes_s, min(per_sm, n) * inflight / dev.decode_latency_s)
+    sm = n * cta_bytes / bw
+    w_bytes = 2 * N * K
+    stream = max(sm, (w_bytes + min(w_bytes, dev.dirty_bytes)) / dev.decode_bytes_s)
     work = 4 * M * N * (splits + 1) if splits > 1 else 0
     x_bytes, base = 2 * M * K, 2 * (M * K + N * K) + out_bytes * M * N
-    time += (x_bytes + out_bytes * M * N + work) / dev.hbm_bytes_s
-    roof = max(2 * M * N * K / dev.peak_flops, base / dev.hbm_bytes_s)
+    time = dev.launch_s + dev.stream_ramp_s + stream + (x_bytes + out_bytes * M * N + work) / dev.hbm_bytes_s
+    if splits > 1:
+        time += dev.split_s
+    if not (cfg.line_copy and cfg.unroll >= 2 and K % 8 == 0):
+        time *= dev.half_line
+    roof = max(2 * M * N * K / dev.roof_flops, base / dev.roof_bytes_s)
     return DecodeEstimate(ctas, per_sm, waves, inflight, base + work, time, roof)
 
 
 def decode_candidates(M: int, N: int, K: int) -> list[DecodeConfig]:
-    """The decode configs the planner weighs: 8 or 4 warps, 2/4/1 row tiles, 3 or 4 stages, K split in
-    1..16 slices of at least one iteration per warp, within 227 KiB of shared memory; unroll 2 (a
-    warp's iteration reads whole 128-byte lines of each row: unroll 1 measured 5-6 % slower at the same
-    bytes in flight, benchmarks/RESULTS.md). Ties keep the earlier candidate."""
+    """The decode configs the planner weighs: whole-line copies (``line_copy``; 1.10x faster than the
+    fragment-chunk copies on the H200, benchmarks/RESULTS.md), 8 or 4 warps, 2/4/1 row tiles, unroll
+    2 or 4, 3/4/6 stages, K split in 1..16 slices of at least one iteration per warp, within 227 KiB
+    of shared memory. Ties keep the earlier candidate."""
     out = []
-    for stages in (3, 4):
+    for stages in (3, 4, 6):
         for warps in (8, 4):
             for rt in (2, 4, 1):
-                for unroll in (2,):
+                for unroll in (2, 4):
                     iters = ceil_div(K, 32 * unroll)
                     for split in (1, 2, 3, 4, 6, 8, 12, 16):
                         if split > 1 and iters < split * warps:
                             break
-                        cfg = DecodeConfig(warps, rt, unroll, split, stages=stages)
+                        cfg = DecodeConfig(warps, rt, unroll, split, stages=stages, line_copy=True)
                         if cfg.smem_bytes(2) <= 227 * 1024:
                             out.append(cfg)
     return out
@@ -367,29 +382,31 @@ def ranked_configs(M: int, N: int, K: int, dtype: str = "f16", layout: str = "nt
 
 
 def plan_any(M: int | MBucket, N: int, K: int, dtype: str = "f16", layout: str = "nt", out_dtype: str = "f32",
-             config: GemmConfig | DecodeConfig | None = None, sms: int = H200_SMS):
+             config: GemmConfig | DecodeConfig | None = None, sms: int = H200_SMS, fusion: Fusion = Fusion()):
     """The plan of either kernel: a ``DecodePlan`` for a ``DecodeConfig``, a ``GemmPlan`` for a
-    ``GemmConfig``; without a config, the planner's choice (``choose_kernel``; for an ``MBucket`` of
-    dynamic M, at its representative M)."""
+    ``GemmConfig``; without a config, the planner's choice (``choose_kernel``, fusion-blind; for an
+    ``MBucket`` of dynamic M, at its representative M); ``fusion``: the fused epilogue either kernel applies."""
     if min(planned_m(M), N, K) < 1:
         raise ValueError("M, N, K must be positive")
     if isinstance(M, MBucket):
         check_dynamic(M, layout.lower(), config)
     cfg = config or choose_kernel(planned_m(M), N, K, dtype, layout, out_dtype, sms)
     if isinstance(cfg, DecodeConfig):
-        return plan_decode(M, N, K, dtype, layout, out_dtype, cfg)
-    return plan(M, N, K, dtype, layout, out_dtype, cfg, sms)
+        return plan_decode(M, N, K, dtype, layout, out_dtype, cfg, fusion)
+    return plan(M, N, K, dtype, layout, out_dtype, cfg, sms, fusion)
 
 
 def decode_summary(p: DecodePlan, sms: int = H200_SMS) -> dict:
     """A decode plan as one JSON object (``--emit config``): ``kind``, ``block_m`` (W rows per CTA: the
-    MMA's M dimension), ``split_k``, the grid and the cost model's estimate."""
+    MMA's M dimension), ``split_k``, the grid, the fused epilogue (as ``plan_summary``) and the cost
+    model's estimate."""
     ob = 4 if p.out_dtype == "float32" else 2
     est = decode_estimate(planned_m(p.dynamic_m or p.M), p.N, p.K, p.config, ob, Device(sms=sms))
     return dict(kind="decode", M=extent_record(p.M), **bucket_summary(p.dynamic_m), N=p.N, K=p.K, dtype=p.dtype, layout=p.layout, out_dtype=p.out_dtype,
                 block_m=p.config.block_rows, block_n=8 * p.token_tiles, block_k=p.loop.span, warps=p.config.warps,
                 row_tiles=p.config.row_tiles, unroll=p.config.unroll, split_k=p.k_splits,
-                reduction=p.config.reduction, vector=p.vector, launched_ctas=p.ctas, sms=sms, waves=est.waves,
+                reduction=p.config.reduction, vector=p.vector, fusion=p.fusion.as_dict(),
+                epilogue=p.fusion.describe(), launched_ctas=p.ctas, sms=sms, waves=est.waves,
                 per_sm=est.per_sm, estimated_us=round(est.time_s * 1e6, 3), roofline_us=round(est.roofline_s * 1e6, 3),
                 roofline_fraction=round(est.roofline_fraction, 4))
 

@@ -16,6 +16,8 @@ Variable names bound in the macros (``tid``, ``grow``, ``lof``, ...) name the CU
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import attrs
 from tvm_tirx.backend.cuda.axis import laneid
 from tvm_tirx.script import ir as I
@@ -24,6 +26,7 @@ from tvm_tirx.script.parser import parse
 from tvm_tirx.tirx.layout import S, TileLayout
 
 from ..tirx_private import transpile_once
+from . import epilogue as fused
 from .cuda_plan import GemmPlan, OperandPlan
 from .grouped import OFFSETS
 from .grouped_emit import find_group
@@ -64,6 +67,8 @@ class TileOrigin:
     m_end: object = None
     """The end of the rows the tile may write (a grouped tile's: its group's end, ``Groups.origin``);
     None: M (``rows_end``)."""
+    group: object = None
+    """A grouped tile's group (its per-column fused inputs are that group's row); None: one GEMM."""
 
 
 def rows_end(p: GemmPlan, tile: TileOrigin):
@@ -483,16 +488,60 @@ def c_tile(p: GemmPlan, converted: bool):
     return T.Tensor((mi, ni, 2, 2), ep.convert.dtype if converted else ep.out_dtype, layout=out_thread(p), align=ep.align)
 
 
+TIR_OPS = SimpleNamespace(max=T.max, exp2=T.exp2, const=T.float32, f32=lambda x: T.Cast("float32", x))
+"""The operations ``schedules.epilogue.activation`` / ``apply`` take, on TIR expressions. TIRx lowers
+``T.exp2`` on f32 to CUDA's ``exp2f``, which NVRTC compiles (TIRx passes ``--use_fast_math``) to one
+``ex2.approx.ftz.f32`` (PTX ISA 9.7.3.21: the hardware's approximate ``2^x``), and the formula's
+divisions to ``div.approx.ftz.f32``."""
+
+
+def fused_value(fusion, args, v, row, col, group=None):
+    """``schedules.epilogue.apply`` on the f32 value ``v`` of output element (``row``, ``col``): the
+    fusion's inputs read there (the caller keeps both inside C), the residual in C's dtype; a grouped
+    tile's per-column inputs (``[G, N]``) at its ``group``'s row."""
+    at = {}
+    for name in fusion.inputs():
+        tensor = args[name]
+        if name == "residual":
+            at[name] = tensor[row, col]
+        elif name == "row_scale":
+            at[name] = tensor[row]
+        else:
+            at[name] = tensor[col] if group is None else tensor[group, col]
+    return fused.apply(fusion, v, at, TIR_OPS)
+
+
+def inside(p: GemmPlan, index, extent):
+    """A row or column ``index`` of the thread's accumulator tile where a fused input is read: clamped
+    into ``[0, extent)`` when the tile can cross C's edge (``Epilogue.masked``; the value computed there
+    is never stored), so the kernel never reads an input out of range."""
+    return T.min(index, extent - 1) if p.epilogue.masked else index
+
+
 @T.macro
-def epilogue(p, C, acc, tile, wm, wn, lane):
+def fuse(p, args, acc, row_t, col_t, group):
+    # the fused epilogue (Epilogue.fuse) on every accumulator element, in place, before any conversion
+    for mi in T.unroll(p.tiling.mma_m):
+        for ni in T.unroll(p.tiling.mma_n):
+            for rh in T.unroll(2):
+                for c2 in T.unroll(2):
+                    acc[acc_element(p, mi, ni, rh, c2)] = fused_value(
+                        p.fusion, args, acc[acc_element(p, mi, ni, rh, c2)],
+                        inside(p, row_t + mi * 16 + rh * 8, p.M), inside(p, col_t + ni * 8 + c2, p.N), group)
+
+
+@T.macro
+def epilogue(p, args, acc, tile, wm, wn, lane):
     # the epilogue stage: the plan's operations on the thread's accumulator tile, then one store
     row_t = tile.m0 + wm * p.tiling.warp_m + lane // 4
     col_t = tile.n0 + wn * p.tiling.warp_n + (lane % 4) * 2
+    if I.constexpr(p.epilogue.fuse is not None):
+        fuse(p, args, acc, row_t, col_t, tile.group)
     accv = T.decl_tensor(acc.ptr_to([0]), ty_args=[T.Tensor((p.tiling.mma_m, p.tiling.mma_n, 2, 2), "float32", scope="local", layout=acc_thread(p.tiling.mma_m, p.tiling.mma_n))])
     if I.constexpr(p.epilogue.convert is None or p.epilogue.vector == 2):
         # C in its dtype; pairs declare it even when converted (stored through ``cw`` then): the
         # generated CUDA keeps that pointer (tests/test_cuda_gemm_golden.py)
-        cview = T.decl_tensor(C.ptr_to([row_t, col_t]), ty_args=[c_tile(p, False)])
+        cview = T.decl_tensor(args["C"].ptr_to([row_t, col_t]), ty_args=[c_tile(p, False)])
     if I.constexpr(p.epilogue.convert is None):
         store(p, cview, accv, accv, row_t, col_t, rows_end(p, tile))
     elif I.constexpr(p.epilogue.vector == 2):
@@ -500,13 +549,13 @@ def epilogue(p, C, acc, tile, wm, wn, lane):
         pv = T.decl_tensor(packed.ptr_to([0]), ty_args=[T.Tensor((p.tiling.mma_m, p.tiling.mma_n, 2, 1), p.epilogue.convert.dtype, scope="local", layout=pack_thread(p.tiling.mma_m, p.tiling.mma_n))])
         # cvt.rn.{f16,bf16}x2.f32 d, hi, lo: column c2=1 goes to the high half
         T.cuda.tile.apply(T.ptx[p.epilogue.convert.instr], pv, accv[:, :, :, 1:2], accv[:, :, :, 0:1], scope="thread")
-        cw = T.decl_tensor(C.ptr_to([row_t, col_t]), ty_args=[c_tile(p, True)])
+        cw = T.decl_tensor(args["C"].ptr_to([row_t, col_t]), ty_args=[c_tile(p, True)])
         store(p, cw, pv, accv, row_t, col_t, rows_end(p, tile))
     else:
         # odd N: cvt.rn.{f16,bf16}.f32 into 16-bit registers, each just before its st.global.b16
         bits = T.alloc_tensor(ty_args=[T.Tensor((p.tiling.mma_m * p.tiling.mma_n * 4,), p.epilogue.convert.dtype, scope="local", layout="default")])
         bv = T.decl_tensor(bits.ptr_to([0]), ty_args=[T.Tensor((p.tiling.mma_m, p.tiling.mma_n, 2, 2), p.epilogue.convert.dtype, scope="local", layout=acc_thread(p.tiling.mma_m, p.tiling.mma_n))])
-        ch = T.decl_tensor(C.ptr_to([row_t, col_t]), ty_args=[c_tile(p, True)])
+        ch = T.decl_tensor(args["C"].ptr_to([row_t, col_t]), ty_args=[c_tile(p, True)])
         store(p, ch, bv, accv, row_t, col_t, rows_end(p, tile))
 
 
@@ -611,7 +660,7 @@ def split_epilogue(p, args, acc, tile, wm, wn, lane, pid):
             gather(p, args["W"], acc, row_t, col_t)
         if tid == 0:
             args["S"][T.truncmod(pid, per_split)] = T.uint32(0)
-        epilogue(p, args["C"], acc, tile, wm, wn, lane)
+        epilogue(p, args, acc, tile, wm, wn, lane)
 
 
 @T.macro
@@ -666,7 +715,7 @@ def gather_pairs(p, W, acc, row_t, col_t):
 
 # ---- the kernel ---------------------------------------------------------------------------------
 
-EPILOGUE_OPS = ("reduce", "convert")
+EPILOGUE_OPS = ("reduce", "fuse", "convert")
 """The ``EpilogueOp`` kinds this emission spells."""
 
 
@@ -724,7 +773,7 @@ def one_tile(p, th, args, tile, pid, wm, wn, lane):
     if I.constexpr(p.epilogue.reduce is not None):
         split_epilogue(p, args, th.acc, tile, wm, wn, lane, pid)
     else:
-        epilogue(p, args["C"], th.acc, tile, wm, wn, lane)
+        epilogue(p, args, th.acc, tile, wm, wn, lane)
 
 
 # ---- the grouped GEMM (GridPlan.grouping) -------------------------------------------------------
@@ -756,7 +805,7 @@ def grouped_tile(p, th, args, pid, wm, wn, lane):
     m_end = span[1]
     if T.and_(0 <= m0, m0 < m_end):
         Bg = T.decl_tensor(args["B"].ptr_to([T.cast(g, "int64"), 0, 0]), ty_args=[T.Tensor(p.b.shape, p.dtype)])
-        one_tile(p, group_thread(th, Bg), args, TileOrigin(m0, n0, m_end), pid, wm, wn, lane)
+        one_tile(p, group_thread(th, Bg), args, TileOrigin(m0, n0, m_end, g), pid, wm, wn, lane)
 
 
 @T.macro
@@ -777,7 +826,7 @@ def persistent_tiles(p, th, args, pid, wm, wn, lane):
         has_next = t + p.grid.ctas < p.grid.tiles
         for ko in range(p.kloop.groups):
             k_tiles(p, th, TileOrigin(m0, n0), NextTile(next_m0, next_n0, has_next), ko * p.kloop.stages, p.kloop.stages)
-        epilogue(p, args["C"], th.acc, TileOrigin(m0, n0), wm, wn, lane)
+        epilogue(p, args, th.acc, TileOrigin(m0, n0), wm, wn, lane)
         zero(p, th.acc)
     T.ptx["cp.async.wait_group"](0)
 

@@ -17,7 +17,10 @@ Every hardware instruction of the main loop is issued through ``T.cuda.tile.appl
   shared tiles (``ComposeLayout``), so every ldmatrix phase and every cp.async store is
   bank-conflict free; fragments are double-buffered in registers;
 * ``mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}`` on the register tiles;
-* epilogue: ``st.global.v2.f32`` or ``cvt.rn.{f16,bf16}x2.f32`` + ``st.global.b32``.
+* epilogue: the fused epilogue when asked for (``schedules.epilogue``: row / column scales, bias,
+  relu / silu / gelu, residual, applied to the f32 accumulators; the keywords ``bias``,
+  ``activation``, ``residual``, ``row_scale``, ``col_scale`` of ``build`` and ``cuda_gemm``), then
+  ``st.global.v2.f32`` or ``cvt.rn.{f16,bf16}x2.f32`` + ``st.global.b32``.
 
 Blocks are rasterized in groups of ``config.group_m`` block rows so that consecutive blocks share
 their A panel and B panels in L2. With ``config.ctas`` > 0 the kernel is persistent: that many CTAs
@@ -48,7 +51,6 @@ import json
 from collections.abc import Callable
 
 from .dynamic_m import DynamicGemm, MBucket, buckets, m_limit
-from .epilogue import Fusion, fusion_of
 from .grouped import GroupedGemm
 from .cuda_plan import (
     DEFAULT_CONFIGS,
@@ -83,6 +85,7 @@ from .cuda_decode_plan import (
     plan_any,
     ranked_configs,
 )
+from .epilogue import Fusion, fusion_of
 
 plan = plan_any
 """The plan of either kernel (``cuda_decode_plan.plan_any``): a ``GemmConfig`` plans the tile GEMM
@@ -94,7 +97,8 @@ choice is ``cuda_plan.choose_config``)."""
 
 __all__ = [  # the planner's public names are re-exported here, the CUDA GEMM's entry module
     "DEFAULT_CONFIGS", "DTYPES", "H200_SMS", "LAYOUTS", "OUT_DTYPES", "CudaBuild", "DecodeConfig", "DecodePlan", "Device",
-    "DynamicGemm", "GemmConfig", "GemmPlan", "GroupedGemm", "MBucket", "build_dynamic", "build_grouped", "build_plan",
+    "DynamicGemm", "Fusion", "GemmConfig", "GemmPlan", "GroupedGemm", "MBucket", "build_dynamic", "build_grouped",
+    "build_plan",
     "OperandTile", "Swizzle", "build", "build_key", "candidates", "choose_config", "config_json", "cuda_gemm",
     "cuda_source", "default_config", "estimate", "m_bucket", "make_operands", "operand_shapes", "plan",
     "plan_record", "plan_summary", "ranked_configs", "schedule_digest", "swizzle_elem", "swizzle_shift", "TUNE_TOP",
@@ -112,9 +116,18 @@ def cuda_gemm(
     layout: str = "nt",
     out_dtype: str = "f32",
     config: GemmConfig | DecodeConfig | None = None,
+    *,
+    bias: bool = False,
+    activation: str | None = None,
+    residual: bool = False,
+    row_scale: bool = False,
+    col_scale: bool = False,
+    fusion: Fusion | None = None,
 ):
-    """Build the TIRx PrimFunc ``main(A, B, C)`` for one static problem size."""
-    return emit_any(plan(M, N, K, dtype, layout, out_dtype, config))
+    """Build the TIRx PrimFunc ``main(A, B, C[, row_scale, col_scale, bias, residual][, W, S])`` for one
+    static problem size; the keywords (or ``fusion``) ask for the fused epilogue (``schedules.epilogue``)."""
+    fusion = fusion_of(bias, activation, residual, row_scale, col_scale, fusion)
+    return emit_any(plan(M, N, K, dtype, layout, out_dtype, config, fusion=fusion))
 
 
 def emit_any(p):
@@ -149,9 +162,15 @@ class CudaBuild:
 
 
 def build(M, N, K, dtype="f16", layout="nt", out_dtype="f32", config=None, arch="sm_80", compiler=None,
-          cache=True, tune=False, sms=H200_SMS, timer=None) -> CudaBuild | DynamicGemm:
+          cache=True, tune=False, sms=H200_SMS, timer=None, *, bias=False, activation=None, residual=False,
+          row_scale=False, col_scale=False, fusion=None) -> CudaBuild | DynamicGemm:
     """Compile for CUDA. ``M=None``: dynamic M, ``build_dynamic`` (a ``DynamicGemm``; no ``config``,
     no ``tune``).
+
+    ``bias``, ``activation`` (``relu``, ``silu``, ``gelu``), ``residual``, ``row_scale``, ``col_scale`` (or
+    ``fusion``, a ``schedules.epilogue.Fusion``) ask for the fused epilogue: the kernel then takes
+    those inputs after C (``schedules.epilogue.PARAM_ORDER``). The planner's choice of tiling does
+    not weigh them; the plan, and so the cache key, carries them.
 
     Without a ``config``: the tuned tiling stored for this problem's key (``tuned_config``), else
     the planner's choice (``choose_config`` for ``sms`` SMs); ``tune=True`` first times the
@@ -160,16 +179,17 @@ def build(M, N, K, dtype="f16", layout="nt", out_dtype="f32", config=None, arch=
     default (NVRTC), or ``"nvcc"`` / ``"nvrtc"`` (TIRx's ``backend_config``; the loading machine
     must have it). ``cache``: read and write the on-disk build cache (``tvm_cdna4.cache``), keyed
     by the plan (``build_key``)."""
+    fused = fusion_of(bias, activation, residual, row_scale, col_scale, fusion)
     if M is None:
         if config is not None or tune:
             raise ValueError("dynamic M (M=None) plans every M bucket with the cost model: no config or tune")
-        return build_dynamic(N, K, dtype, layout, out_dtype, arch, compiler, cache, sms)
+        return build_dynamic(N, K, dtype, layout, out_dtype, arch, compiler, cache, sms, fusion=fused)
     _check_compiler(compiler)
     if tune:
         config = tune_config(M, N, K, dtype, layout, out_dtype, arch, sms, timer)
     elif config is None and cache:
         config = tuned_config(M, N, K, dtype, layout, out_dtype, arch, sms)
-    return build_plan(plan(M, N, K, dtype, layout, out_dtype, config, sms), arch, compiler, cache)
+    return build_plan(plan(M, N, K, dtype, layout, out_dtype, config, sms, fusion=fused), arch, compiler, cache)
 
 
 def _check_compiler(compiler) -> None:
@@ -194,20 +214,21 @@ def build_dynamic(N, K, dtype="f16", layout="nt", out_dtype="f32", arch="sm_80",
     planner's choice at the bucket's representative M (``plan``: either kernel, the decode kernel
     for the first bucket where it wins), built on first use through the build cache. Layouts ``nn``
     and ``nt`` (A stored [M, K]). ``fusion`` / the keywords ``bias=, activation=, residual=,
-    row_scale=, col_scale=``: the fused epilogue (``schedules.epilogue.fusion_of``)."""
+    row_scale=, col_scale=``: the fused epilogue (``schedules.epilogue.fusion_of``), its inputs after C.
+    Tuned tilings are not read: each bucket takes the cost model's choice."""
     _check_compiler(compiler)
     fused = fusion_of(fusion=fusion, **fusion_keywords)
-    if not fused.empty:
-        raise NotImplementedError(f"dynamic M with a fused epilogue ({fused.describe()}): not in this build yet")
     layout = layout.lower()
     operand_shapes(1, N, K, layout)  # the layout's own check
     check_dynamic(MBucket(1, 1), layout, None)
     if min(N, K) < 1:
         raise ValueError("N, K must be positive")
     dtype, out_dtype = _short_dtype(dtype), _short_out(out_dtype)
-    return DynamicGemm("cuda", buckets(m_limit(K, N)), lambda b: plan(b, N, K, dtype, layout, out_dtype, None, sms),
+    return DynamicGemm("cuda", buckets(m_limit(K, N)),
+                       lambda b: plan(b, N, K, dtype, layout, out_dtype, None, sms, fusion=fused),
                        lambda p: build_plan(p, arch, compiler, cache), emit_any,
-                       describe=f" {layout} {dtype}->{out_dtype} N={N} K={K}")
+                       describe=f" {layout} {dtype}->{out_dtype} N={N} K={K}" + (
+                           "" if fused.empty else f" epilogue {fused.describe()}"))
 
 
 def build_grouped(G, N, K, dtype="f16", layout="nt", out_dtype="f32", arch="sm_80", compiler=None, cache=True,
@@ -218,13 +239,12 @@ def build_grouped(G, N, K, dtype="f16", layout="nt", out_dtype="f32", arch="sm_8
     ``A, B, C, offsets``. Per bucket of rows per group (``ceil(T / G)``, ``GroupedGemm``) the tile
     GEMM the cost model chooses for G groups of the bucket's representative rows (``cuda_plan.plan``
     with ``groups``: no K split, the small-M tiles for decode counts), built on first use through the
-    build cache. ``fusion`` / the keywords: the fused epilogue (``schedules.epilogue.fusion_of``)."""
+    build cache. ``fusion`` / the keywords: the fused epilogue (``schedules.epilogue.fusion_of``), its
+    inputs after the offsets, ``bias`` and ``col_scale`` per group (``[G, N]``)."""
     from .cuda_plan import check_grouped, plan as tile_plan
 
     _check_compiler(compiler)
     fused = fusion_of(fusion=fusion, **fusion_keywords)
-    if not fused.empty:
-        raise NotImplementedError(f"grouped GEMM with a fused epilogue ({fused.describe()}): not in this build yet")
     if isinstance(G, bool) or not isinstance(G, int) or G < 1:
         raise ValueError(f"grouped CUDA GEMM: G (the groups) must be a positive int; got {G!r}")
     if min(N, K) < 1:
@@ -232,9 +252,11 @@ def build_grouped(G, N, K, dtype="f16", layout="nt", out_dtype="f32", arch="sm_8
     layout = layout.lower()
     t_limit = check_grouped(MBucket(1, 1), G, N, K, layout)[2]
     dtype, out_dtype = _short_dtype(dtype), _short_out(out_dtype)
-    return GroupedGemm("cuda", G, t_limit, lambda b: tile_plan(b, N, K, dtype, layout, out_dtype, None, sms, groups=G),
+    return GroupedGemm("cuda", G, t_limit,
+                       lambda b: tile_plan(b, N, K, dtype, layout, out_dtype, None, sms, fusion=fused, groups=G),
                        lambda p: build_plan(p, arch, compiler, cache), emit_any,
-                       describe=f" {layout} {dtype}->{out_dtype} G={G} N={N} K={K}")
+                       describe=f" {layout} {dtype}->{out_dtype} G={G} N={N} K={K}" + (
+                           "" if fused.empty else f" epilogue {fused.describe()}"))
 
 
 def m_bucket(M: int) -> int:
@@ -264,7 +286,7 @@ def tuned_config(M, N, K, dtype="f16", layout="nt", out_dtype="f32", arch="sm_80
     return cfg
 
 
-TUNE_TOP = 10
+TUNE_TOP = 5
 """How many of the cost model's first candidates ``tune_config`` times (``tune_candidates``)."""
 
 
@@ -305,11 +327,12 @@ def tune_config(M, N, K, dtype="f16", layout="nt", out_dtype="f32", arch="sm_80"
     return best
 
 
-def config_json(M, N, K, dtype="f16", layout="nt", out_dtype="f32", config=None, sms=H200_SMS) -> str:
+def config_json(M, N, K, dtype="f16", layout="nt", out_dtype="f32", config=None, sms=H200_SMS,
+                fusion: Fusion | None = None) -> str:
     """``--emit config``: the plan of ``config`` (None: the planner's choice) as one JSON object,
     the tiling's every field and the plan's summary (``plan_summary``: ``split_k``, ``block_m``,
-    CTAs, the cost model's estimate)."""
-    return plan_json(plan(M, N, K, dtype, layout, out_dtype, config, sms), sms)
+    CTAs, the fused epilogue, the cost model's estimate)."""
+    return plan_json(plan(M, N, K, dtype, layout, out_dtype, config, sms, fusion=fusion or Fusion()), sms)
 
 
 def plan_json(p: GemmPlan | DecodePlan, sms=H200_SMS) -> str:
@@ -328,13 +351,13 @@ def build_key(p: GemmPlan | DecodePlan, arch: str = "sm_80", compiler: str | Non
 
 
 def schedule_digest() -> str:
-    """SHA-256 of the schedule's code (planner and emission) and of the TIRx internals its builds
-    use (``tirx_private``): part of the build-cache key, so an edited schedule never gets a kernel
-    cached before the edit under the same version string."""
+    """SHA-256 of the schedule's code (planner, emission, the fused epilogue's formulas) and of the
+    TIRx internals its builds use (``tirx_private``): part of the build-cache key, so an edited
+    schedule never gets a kernel cached before the edit under the same version string."""
     from ..cache import source_digest
 
     return source_digest("schedules/cuda_plan.py", "schedules/cuda_emit.py", "schedules/cuda_decode_plan.py",
-                         "schedules/cuda_decode_emit.py", "tirx_private.py")
+                         "schedules/cuda_decode_emit.py", "schedules/epilogue.py", "tirx_private.py")
 
 
 def _compile(p: GemmPlan, arch, compiler) -> dict[str, bytes]:

@@ -27,8 +27,8 @@ from dataclasses import asdict, dataclass, is_dataclass, replace
 
 import attrs
 
-from .dynamic_m import MBucket, check_layout, divides, extent_record, is_static, m_limit, resolve_m
-from .epilogue import Param
+from .dynamic_m import MBucket, ceil_div, check_layout, divides, extent_record, is_static, m_limit, resolve_m
+from .epilogue import Fusion, Param
 from .grouped import OFFSETS, Groups, expected_row_tiles
 
 DTYPES = {"f16": "float16", "bf16": "bfloat16"}
@@ -572,11 +572,6 @@ Extent = int
 ``int`` on them."""
 
 
-def ceil_div(x, d: int):
-    """``ceil(x / d)`` for a non-negative int or TIR expression ``x``."""
-    return -(-x // d)
-
-
 @attrs.frozen
 class TileIndex:
     """The output tile of one tile index (``GridPlan.decode``)."""
@@ -642,12 +637,15 @@ class EpilogueOp:
     kind: str
     """``"reduce"``: the split-K reduction (first: the slice's partial tile goes to the f32
     workspace ``W``; the tile's last CTA, by the ticket counter ``S``, gathers the sum into its
-    accumulators and clears ``W`` and ``S`` for the next launch); ``"convert"``: rounding to the
-    output dtype (bias, activations, row / column scales and a residual come next)."""
+    accumulators and clears ``W`` and ``S`` for the next launch); ``"fuse"``: the fused epilogue
+    (``GemmPlan.fusion``, ``schedules.epilogue.apply`` on every accumulator element, its inputs read
+    at the element's row and column); ``"convert"``: rounding to the output dtype."""
     instr: str
     """Its PTX: ``red.global.add.f32`` (atomic reduction) or ``st.global.f32`` (ordered: one
-    workspace slice per K slice) for ``reduce``; ``cvt.rn.{f16,bf16}x2.f32`` (a pair into one
-    b32) or ``cvt.rn.{f16,bf16}.f32`` (one element, odd N) for ``convert``."""
+    workspace slice per K slice) for ``reduce``; for ``fuse`` its activation's instruction
+    (``ex2.approx.ftz.f32`` for silu and gelu, ``max.f32`` for relu) or, without one, ``fma.rn.f32``
+    (scales, bias and residual); ``cvt.rn.{f16,bf16}x2.f32`` (a pair into one b32) or
+    ``cvt.rn.{f16,bf16}.f32`` (one element, odd N) for ``convert``."""
     dtype: str
     """TIR dtype of the registers it produces (``uint32`` pairs, ``uint16`` elements)."""
     vector: int = 1
@@ -685,12 +683,30 @@ class Epilogue:
         """The split-K reduction (None without a K split)."""
         return next((op for op in self.ops if op.kind == "reduce"), None)
 
+    @property
+    def fuse(self) -> EpilogueOp | None:
+        """The fused epilogue (None when the plan fuses nothing)."""
+        return next((op for op in self.ops if op.kind == "fuse"), None)
 
-def plan_epilogue(M: Extent, N: int, ot: str, cfg: GemmConfig) -> Epilogue:
+
+def fuse_op(fusion: Fusion) -> EpilogueOp | None:
+    """The ``"fuse"`` op of a fusion (None for ``Fusion()``): f32 in, f32 out."""
+    if fusion.empty:
+        return None
+    instrs = {"silu": "ex2.approx.ftz.f32", "gelu": "ex2.approx.ftz.f32", "relu": "max.f32"}
+    instr = instrs.get(fusion.activation, "fma.rn.f32")
+    return EpilogueOp("fuse", instr, "float32")
+
+
+def plan_epilogue(M: Extent, N: int, ot: str, cfg: GemmConfig, fusion: Fusion = Fusion()) -> Epilogue:
     """Pairs of columns (N even: ``st.global.v2.f32``, or ``cvt.rn.*x2.f32`` + ``st.global.b32``),
     else one element per store (``st.global.f32``, or ``cvt.rn.*.f32`` + ``st.global.b16``); with
-    ``split_k`` > 1 the reduction comes first."""
+    ``split_k`` > 1 the reduction comes first, then the fused epilogue (``fuse_op``), then the
+    conversion."""
     ep = _store_epilogue(M, N, ot, cfg)
+    fuse = fuse_op(fusion)
+    if fuse is not None:
+        ep = attrs.evolve(ep, ops=(fuse, *ep.ops))
     if cfg.split_k == 1:
         return ep
     vector = cfg.reduce_vector if N % 2 == 0 else 1  # pairs need even rows of W (8-byte aligned)
@@ -744,11 +760,15 @@ class GemmPlan:
     """The kernel's parameters in signature order: A, B, C, then with a K split the f32 workspace
     ``W`` (``[split_k, M, N]`` ordered, ``[1, M, N]`` atomic) and the ticket counters ``S`` (one
     ``uint32`` per output tile), both zero before the first launch and left zero by every launch
-    (an epilogue input such as a bias goes here too, beside the ``EpilogueOp`` that reads it). A
-    dynamic-M plan sizes ``W`` and ``S`` for its bucket's largest M."""
+    (the fused epilogue's inputs come after C, before ``W``: ``Fusion.params``, in
+    ``schedules.epilogue.PARAM_ORDER``)."""
+    fusion: Fusion = Fusion()
+    """What the epilogue fuses after the GEMM (``schedules.epilogue``: scales, bias, activation,
+    residual; ``Epilogue.fuse`` applies it); ``Fusion()`` fuses nothing."""
     dynamic_m: MBucket | None = None
     """Dynamic M: the bucket of M values the kernel serves (``M`` is then the TIR variable ``M``, bound at
-    launch from A's and C's shapes, and every load and store along M is masked); None: M is static."""
+    launch from A's and C's shapes, every load and store along M is masked, and ``W`` and ``S`` are
+    sized for the bucket's largest M); None: M is static."""
 
 
 def plan_record(p) -> dict:
@@ -774,8 +794,10 @@ H200_SMS = 132
 class Device:
     """What the cost model knows of a GPU (defaults: the H200, mma.sync dense 16-bit). The rates
     below ``sms`` were fitted to H200 measurements at M = 64 and 128: the sweep of 400 tilings, then
-    ``pairs_s`` on the second run (``benchmarks/cost_model_fit.py``, docs/cuda_gemm.md "Plans for
-    every M"); ``sms`` scales everything that is per SM."""
+    ``pairs_s`` on the second run, then refitted pooled with the sweep of 2026-12-02; the ``decode_*``
+    fields to that sweep's decode configs at M = 1 and 16 (``benchmarks/cost_model_fit.py``,
+    docs/cuda_gemm.md "Plans for every M" and "The decode kernel"); ``sms`` scales everything that is
+    per SM."""
 
     sms: int = H200_SMS
     peak_flops: float = 590e12
@@ -787,7 +809,7 @@ class Device:
     l2_bytes_s: float = 12e12
     """L2 -> SM bandwidth of the whole GPU: every CTA's tile loads (A and B panels, re-reads
     included) pass it."""
-    sm_bytes_s: float = 150e9
+    sm_bytes_s: float = 80e9
     """What one SM's loads can stream from L2 at most (bytes/s), however many are in flight."""
     latency_s: float = 1.5e-6
     """Loaded memory latency: an SM with ``c`` resident CTAs keeps ``c * (stages - 1)`` stages in
@@ -796,16 +818,17 @@ class Device:
     smem_bytes_clk: float = 128.0
     """Shared-memory bytes per SM per clock: ldmatrix reads of the warp tiles and cp.async writes
     of the stages share it with the mma issue (narrow warp tiles read more per FLOP)."""
-    issue_warps: int = 8
+    issue_warps: int = 1
     """Warps an SM needs resident to issue its mma and ldmatrix at full rate (each warp's chain
-    waits on its own results); with fewer the SM's issue time grows by ``issue_warps / warps``."""
+    waits on its own results); with fewer the SM's issue time grows by ``issue_warps / warps``
+    (refitted to 1 on 2026-12-02: the pooled measurements rank best with no such stretch)."""
     clock_hz: float = 1.7e9
     """SM clock under load (the power cap holds it at 1650-1695 MHz)."""
-    wave_s: float = 2.0e-6
+    wave_s: float = 1.0e-6
     """Fixed cost of one wave of CTAs on an SM (pipeline fill, epilogue)."""
     launch_s: float = 3.0e-6
     """Fixed cost of a launch (the kernel's start and drain)."""
-    split_s: float = 8.0e-6
+    split_s: float = 5.0e-6
     """Extra fixed cost of the split-K epilogue (fence, ticket, the last CTA's gather)."""
     atomic_s: float = 7e10
     """Workspace elements per second of the element-wise reductions (``red.global.add.f32``, or
@@ -822,6 +845,23 @@ class Device:
     overlap: float = 0.3
     """Fraction of the shorter of an SM's load and mma-issue time that does not hide under the
     longer."""
+    # the decode kernel's model (cuda_decode_plan.decode_estimate), fitted to the H200 sweep of 2026-12-02
+    # (benchmarks/cost_model_fit.py --fit-decode: 16 shapes at M = 1 and 16, flush timing)
+    decode_bytes_s: float = 4.5e12
+    """HBM rate of the decode kernel's weight stream (fitted)."""
+    decode_sm_bytes_s: float = 50e9
+    """What one SM's decode CTAs stream at most (W and x rows through their cp.async pipelines)."""
+    decode_latency_s: float = 0.75e-6
+    """Little's law for the decode pipelines: an SM streams at most its CTAs' bytes in flight per this."""
+    stream_ramp_s: float = 1e-6
+    """The decode kernel's fixed cost beyond ``launch_s``: the first bytes' latency and the last CTAs' drain."""
+    dirty_bytes: float = 30e6
+    """HBM write-back that the timing's L2 flush (``runtime.cuda.bench_ms`` "flush": 256 MB zeroed, up to
+    the 60 MB L2 left dirty) hands the timed kernel: a kernel reading fewer bytes evicts fewer (fitted)."""
+    half_line: float = 1.15
+    """Time factor of a decode plan whose warp instructions copy half lines (``line_copy`` off, or unroll 1:
+    8 rows x 64 bytes; fitted: the same config with and without ``line_copy`` measured 1.10x on average
+    over 176 pairs, unroll 1 slower still)."""
     regs: int = 65536
     smem: int = 227 * 1024
 
@@ -915,10 +955,12 @@ SMALL_M = 256
 from it on it keeps ``default_config`` (the tuned big-M kernels, pinned by the golden digests)."""
 
 
-PIPELINES = ((64, 4), (128, 3))
-"""(block_k, stages) of the small-M candidates: the default 4 x 64 and a deeper k-tile of 3 stages
+PIPELINES = ((64, 4), (128, 3), (128, 4))
+"""(block_k, stages) of the small-M candidates: the default 4 x 64, a deeper k-tile of 3 stages
 (twice the bytes per stage and half the barriers: Triton's 32x64x128 / 3 stages, the fastest tiling
-of the H200 sweep on 6 of its 16 shapes); those whose shared memory does not fit are dropped."""
+of the first H200 sweep on 6 of its 16 shapes) and of 4 stages (16x64x128, 32x128x128 and 64x128x128
+with 4 stages led the 2026-12-02 sweep at M = 16-128); those whose shared memory does not fit are
+dropped."""
 
 
 def candidates(M: int, N: int, K: int, dtype: str = "f16") -> list[GemmConfig]:
@@ -976,8 +1018,9 @@ def choose_config(M: int, N: int, K: int, dtype: str = "f16", layout: str = "nt"
 
 
 def plan_summary(p: GemmPlan, sms: int = H200_SMS) -> dict:
-    """The chosen plan as one JSON object (``--emit config``): the tiling, ``split_k``, the grid and
-    the cost model's estimate (a grouped plan's at its rows per group: ``Groups.summary``)."""
+    """The chosen plan as one JSON object (``--emit config``): the tiling, ``split_k``, the grid, the
+    fused epilogue (``fusion``: the ``Fusion`` fields; ``epilogue``: its one-line description) and the
+    cost model's estimate (a grouped plan's at its rows per group: ``Groups.summary``)."""
     cfg = p.config
     ob = 4 if p.epilogue.out_dtype == "float32" else 2
     g = p.grid.grouping
@@ -988,7 +1031,7 @@ def plan_summary(p: GemmPlan, sms: int = H200_SMS) -> dict:
     return dict(M=extent_record(p.M), **where, N=p.N, K=p.K, dtype=p.dtype, layout=p.layout, out_dtype=p.epilogue.out_dtype,
                 block_m=cfg.block_m, block_n=cfg.block_n, block_k=cfg.block_k, warps_m=cfg.warps_m,
                 warps_n=cfg.warps_n, stages=cfg.stages, split_k=cfg.split_k, reduction=cfg.reduction,
-                reduce_vector=cfg.reduce_vector,
+                reduce_vector=cfg.reduce_vector, fusion=p.fusion.as_dict(), epilogue=p.fusion.describe(),
                 launched_ctas=p.grid.ctas, k_tiles_per_slice=p.kloop.k_tiles, kloop=p.kloop.form, sms=sms,
                 waves=est.waves, tile_efficiency=round(est.tile_efficiency, 4),
                 estimated_us=round(est.time_s * 1e6, 3), roofline_us=round(est.roofline_s * 1e6, 3),
@@ -1137,10 +1180,11 @@ def mma_order(cfg: GemmConfig, mma_m: int, mma_n: int) -> tuple[tuple[int, int],
 
 
 def plan(M: int | MBucket, N: int, K: int, dtype: str = "f16", layout: str = "nt", out_dtype: str = "f32",
-         config: GemmConfig | None = None, sms: int = H200_SMS, groups: int = 0) -> GemmPlan:
-    """The plan of the GEMM ``C[M, N] = op(A) @ op(B)`` for one static problem size, or for a bucket
-    of M (``M`` an ``MBucket``: dynamic M, ``check_dynamic``); without a ``config``, the cost model's
-    choice for a GPU of ``sms`` SMs (``choose_config``; a bucket's at its representative M).
+         config: GemmConfig | None = None, sms: int = H200_SMS, fusion: Fusion = Fusion(), groups: int = 0) -> GemmPlan:
+    """The plan of the GEMM ``C[M, N] = epilogue(op(A) @ op(B))`` for one static problem size, or for a
+    bucket of M (``M`` an ``MBucket``: dynamic M, ``check_dynamic``; ``fusion``: the fused epilogue,
+    ``schedules.epilogue``); without a ``config``, the cost model's choice for a GPU of ``sms`` SMs
+    (``choose_config``, which does not weigh the fusion; a bucket's at its representative M).
     ``groups`` > 0: a grouped GEMM (``schedules.grouped``) of that many groups, ``M`` the bucket of rows
     per group the tiling is chosen for; the plan's M is then the run-time total T (``check_grouped``)."""
     dt = DTYPES[_short_dtype(dtype)]
@@ -1186,15 +1230,14 @@ def plan(M: int | MBucket, N: int, K: int, dtype: str = "f16", layout: str = "nt
                     min(cfg.ctas, tiles) if persistent else tiles, persistent, grouping)
 
     ab = "f16" if dt == "float16" else "bf16"
-    epilogue = plan_epilogue(M, N, ot, cfg)
-    params = (Param("A", a_shape, dt), Param("B", (groups, *b_shape) if groups else b_shape, dt), Param("C", (M, N), ot))
-    if groups:
-        params += (Param(OFFSETS, (groups + 1,), "int32"),)
+    epilogue = plan_epilogue(M, N, ot, cfg, check_fusion(fusion))
+    params = (Param("A", a_shape, dt), Param("B", (groups, *b_shape) if groups else b_shape, dt), Param("C", (M, N), ot),
+              *((Param(OFFSETS, (groups + 1,), "int32"),) if groups else ()), *fusion.params(M, N, ot, groups))
     if cfg.split_k > 1:
         slices = cfg.split_k if cfg.reduction == "ordered" else 1
         params += (Param("W", (slices, m_max, N), "float32"), Param("S", (ceil_div(m_max, cfg.block_m) * gn,), "uint32"))
     return GemmPlan(M, N, K, dt, layout, cfg, tiling, grid, a, b, f"mma.sync.aligned.m16n8k16.row.col.f32.{ab}.{ab}.f32",
-                    stage_elems, cfg.stages * stage_elems, kloop, epilogue, params, dynamic_m=bucket)
+                    stage_elems, cfg.stages * stage_elems, kloop, epilogue, params, fusion, bucket)
 
 
 def check_grouped(rows, groups: int, N: int, K: int, layout: str) -> tuple[MBucket, MBucket, int]:
@@ -1231,7 +1274,8 @@ def planned_m(M: int | MBucket) -> int:
 
 
 def bucket_summary(bucket: MBucket | None) -> dict:
-    """``{"m_bucket": [lo, hi]}`` for a dynamic-M plan's summary (``--emit config``), ``{}`` for a static one."""
+    """``{"m_bucket": [lo, hi], "planned_at_m": ...}`` for a dynamic-M plan's summary (``--emit config``),
+    ``{}`` for a static one."""
     return {} if bucket is None else {"m_bucket": [bucket.lo, bucket.hi], "planned_at_m": bucket.representative}
 
 
@@ -1243,3 +1287,11 @@ def check_dynamic(bucket: MBucket | None, layout: str, cfg) -> None:
     check_layout(layout, "CUDA GEMM")
     if getattr(cfg, "ctas", 0):
         raise ValueError(f"dynamic M: persistent CTAs (ctas={cfg.ctas}) loop over a static tile count; use ctas=0")
+
+
+def check_fusion(fusion) -> Fusion:
+    """``fusion`` itself when it is a ``schedules.epilogue.Fusion``; a clear error otherwise."""
+    if not isinstance(fusion, Fusion):
+        raise TypeError(f"fusion must be a schedules.epilogue.Fusion (or use the build keywords bias=, activation=, "
+                        f"residual=, row_scale=, col_scale=), not {type(fusion).__name__}")
+    return fusion

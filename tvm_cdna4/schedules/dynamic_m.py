@@ -99,6 +99,18 @@ def divides(x, d: int) -> bool:
     return is_static(x) and x % d == 0
 
 
+def ceil_div(x, d: int):
+    """``ceil(x / d)`` of a non-negative extent: Python's for an int; for a TIR expression (of a dynamic
+    M, which is at least 1) ``truncdiv(x + d - 1, d)``. Not ``-(-x // d)``: TIR lowers a floor division
+    whose dividend's sign it cannot prove into let-bound remainders and a select, which CUDA codegen
+    then prints as statements inside an address expression (NVRTC rejects the kernel)."""
+    if isinstance(x, int):
+        return -(-x // d)
+    from tvm_tirx import tirx
+
+    return tirx.truncdiv(x + (d - 1), d)
+
+
 def extent_record(value):
     """An extent as record data: an int as it is, a TIR expression as its text (``M``, ...)."""
     if type(value).__module__.startswith("tvm_tirx"):
@@ -186,5 +198,6 @@ class DynamicGemm:
         return f"DynamicGemm({self.target}{self.describe}, buckets {[b.describe() for b in self._buckets]})"
 
 
-__all__ = ["BUCKET_EDGES", "LAST_REPRESENTATIVE", "VAR_NAME", "DynamicGemm", "MBucket", "buckets", "check_layout", "divides",
+__all__ = ["BUCKET_EDGES", "LAST_REPRESENTATIVE", "VAR_NAME", "DynamicGemm", "MBucket", "buckets", "ceil_div", "check_layout",
+           "divides",
            "extent_record", "is_static", "m_limit", "resolve_m", "symbolic_m"]

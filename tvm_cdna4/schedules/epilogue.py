@@ -91,9 +91,11 @@ class Fusion:
         """The names of the inputs it reads, in ``PARAM_ORDER``."""
         return tuple(name for name in PARAM_ORDER if getattr(self, name))
 
-    def params(self, M: Extent, N: int, out_dtype: str) -> tuple[Param, ...]:
-        """Its kernel parameters (``out_dtype``: C's TIR dtype, the residual's), in ``PARAM_ORDER``."""
-        shapes = {"row_scale": ((M,), "float32"), "col_scale": ((N,), "float32"), "bias": ((N,), "float32"),
+    def params(self, M: Extent, N: int, out_dtype: str, groups: int = 0) -> tuple[Param, ...]:
+        """Its kernel parameters (``out_dtype``: C's TIR dtype, the residual's), in ``PARAM_ORDER``;
+        ``groups`` > 0 (a grouped GEMM): the per-column inputs per group, ``[groups, N]``."""
+        column = (groups, N) if groups else (N,)
+        shapes = {"row_scale": ((M,), "float32"), "col_scale": (column, "float32"), "bias": (column, "float32"),
                   "residual": ((M, N), out_dtype)}
         return tuple(Param(name, *shapes[name]) for name in self.inputs())
 
@@ -165,27 +167,37 @@ def _numpy_ops(dtype):
                            f32=lambda x: np.asarray(x).astype(dtype))
 
 
-def random_inputs(fusion: Fusion, M: int, N: int, rng, residual_dtype=None) -> dict:
+def random_inputs(fusion: Fusion, M: int, N: int, rng, residual_dtype=None, groups: int = 0) -> dict:
     """Inputs for a test of ``fusion``: scales in [0.5, 2), bias and residual in [-1, 1) (the residual
-    rounded to ``residual_dtype``, a numpy dtype, when given)."""
+    rounded to ``residual_dtype``, a numpy dtype, when given); ``groups`` > 0: the per-column inputs
+    per group, ``[groups, N]`` (``Fusion.params``)."""
     import numpy as np
 
-    out = {}
+    out, column = {}, (groups, N) if groups else N
     if fusion.row_scale:
         out["row_scale"] = rng.uniform(0.5, 2.0, M).astype(np.float32)
     if fusion.col_scale:
-        out["col_scale"] = rng.uniform(0.5, 2.0, N).astype(np.float32)
+        out["col_scale"] = rng.uniform(0.5, 2.0, column).astype(np.float32)
     if fusion.bias:
-        out["bias"] = rng.uniform(-1.0, 1.0, N).astype(np.float32)
+        out["bias"] = rng.uniform(-1.0, 1.0, column).astype(np.float32)
     if fusion.residual:
         res = rng.uniform(-1.0, 1.0, (M, N)).astype(np.float32)
         out["residual"] = res.astype(residual_dtype) if residual_dtype is not None else res
     return out
 
 
+def _per_column(x):
+    """A per-column input as a row to broadcast: ``[N]`` -> ``[1, N]``; ``[M, N]`` (a grouped GEMM's
+    ``[G, N]`` gathered per row: ``grouped.per_row``) as it is."""
+    import numpy as np
+
+    x = np.asarray(x, np.float64)
+    return x[None, :] if x.ndim == 1 else x
+
+
 def reference(acc, fusion: Fusion, inputs: dict):
     """The fused epilogue on the whole accumulator ``acc`` [M, N] in float64 (before the output cast):
-    what a kernel's result is compared with."""
+    what a kernel's result is compared with (the per-column inputs ``[N]``, or ``[M, N]``: ``_per_column``)."""
     import numpy as np
 
     acc = np.asarray(acc, dtype=np.float64)
@@ -193,12 +205,13 @@ def reference(acc, fusion: Fusion, inputs: dict):
     if fusion.row_scale:
         at["row_scale"] = np.asarray(inputs["row_scale"], np.float64)[:, None]
     if fusion.col_scale:
-        at["col_scale"] = np.asarray(inputs["col_scale"], np.float64)[None, :]
+        at["col_scale"] = _per_column(inputs["col_scale"])
     if fusion.bias:
-        at["bias"] = np.asarray(inputs["bias"], np.float64)[None, :]
+        at["bias"] = _per_column(inputs["bias"])
     if fusion.residual:
         at["residual"] = np.asarray(inputs["residual"]).astype(np.float64)
-    return apply(fusion, acc, at, _numpy_ops(np.float64))
+    with np.errstate(over="ignore"):  # 2^x overflows to inf where an activation saturates (the limit is exact)
+        return apply(fusion, acc, at, _numpy_ops(np.float64))
 
 
 def tolerance(fusion: Fusion, out_dtype: str) -> tuple[float, float]:
@@ -213,5 +226,55 @@ def tolerance(fusion: Fusion, out_dtype: str) -> tuple[float, float]:
     return rounding + 2.0 ** -18, 2.0 ** -20
 
 
-__all__ = ["ACTIVATIONS", "GELU_CUBIC", "LOG2E", "PARAM_ORDER", "SQRT_2_OVER_PI", "Fusion", "Param", "activation",
-           "apply", "fusion_of", "random_inputs", "reference", "tolerance"]
+SLOPES = {None: 1.0, "relu": 1.0, "silu": 1.1, "gelu": 1.13}
+"""An upper bound of each activation's slope |act'(x)| (silu's largest is 1.0998 at x = 2.40, gelu's
+1.1289 at x = 1.52): how far an error of the accumulator moves the fused result."""
+
+
+def error_bound(acc, fusion: Fusion, inputs: dict, out_dtype: str, acc_error=0.0):
+    """The error allowed per element between a fused kernel's output and ``reference(acc, fusion,
+    inputs)``: ``tolerance``'s ``rel * |reference| + abs``; plus, for the f32 evaluation of terms that
+    cancel (a bias or a residual against the product), 2^-21 (four roundings of 2^-24; 2^-18 with an
+    activation) of the terms' magnitude ``|acc * row_scale * col_scale| + |bias| + |residual|``, which
+    bounds every intermediate value; plus half the smallest f16 subnormal (2^-25) for f16 outputs, the
+    smallest normal f32 (2^-126: fast-math code flushes subnormal results to zero) for the others; plus
+    ``acc_error`` (a bound of the accumulator's own error, per element or one number; 0 where the
+    product is exact) times the scales and the activation's slope (``SLOPES``)."""
+    import numpy as np
+
+    acc = np.asarray(acc, dtype=np.float64)
+    scale = np.ones((1, 1))
+    if fusion.row_scale:
+        scale = scale * np.abs(np.asarray(inputs["row_scale"], np.float64))[:, None]
+    if fusion.col_scale:
+        scale = scale * np.abs(_per_column(inputs["col_scale"]))
+    magnitude = np.abs(acc) * scale
+    if fusion.bias:
+        magnitude = magnitude + np.abs(_per_column(inputs["bias"]))
+    if fusion.residual:
+        magnitude = magnitude + np.abs(np.asarray(inputs["residual"]).astype(np.float64))
+    rel, absolute = tolerance(fusion, out_dtype)
+    evaluation = 2.0 ** (-18 if fusion.activation else -21)
+    floor = 2.0 ** -25 if out_dtype in ("f16", "float16") else 2.0 ** -126
+    return (rel * np.abs(reference(acc, fusion, inputs)) + absolute + floor + evaluation * magnitude
+            + SLOPES[fusion.activation] * scale * acc_error)
+
+
+def check(out, acc, fusion: Fusion, inputs: dict, out_dtype: str, acc_error=0.0) -> tuple[float, bool]:
+    """(the largest ratio of ``|out - reference|`` to ``error_bound``, whether it is at most 1): how a
+    fused kernel's output ``out`` is validated against the accumulator ``acc`` it fused (inf when ``out``
+    holds a non-finite element)."""
+    import numpy as np
+
+    out = np.asarray(out).astype(np.float64)
+    if not np.isfinite(out).all():
+        return float("inf"), False
+    err = np.abs(out - reference(acc, fusion, inputs))
+    bound = error_bound(acc, fusion, inputs, out_dtype, acc_error)
+    ratio = np.divide(err, bound, out=np.where(err > 0, np.inf, 0.0), where=bound > 0)
+    worst = float(ratio.max()) if ratio.size else 0.0
+    return worst, worst <= 1.0
+
+
+__all__ = ["ACTIVATIONS", "GELU_CUBIC", "LOG2E", "PARAM_ORDER", "SLOPES", "SQRT_2_OVER_PI", "Fusion", "Param",
+           "activation", "apply", "check", "error_bound", "fusion_of", "random_inputs", "reference", "tolerance"]

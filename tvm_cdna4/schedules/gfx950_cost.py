@@ -12,7 +12,8 @@ lists the assumptions and their anchors; in short:
   (``tile_efficiency`` = useful / issued); its 4 SIMDs run at ``loop_fraction`` of the peak. The
   CUs take the workgroups in turn (``ceil(workgroups / CUs)`` per CU, co-resident ones sharing the
   SIMDs): ``compute_s = ceil(workgroups / CUs) * issued ops per workgroup / (4 * peak * fraction * clock)``.
-* **Memory.** HBM moves A, B and C once (re-reads of A and B tiles hit the L2 / Infinity Cache)
+* **Memory.** HBM moves A, B and C once (re-reads of A and B tiles hit the L2 / Infinity Cache),
+  and the fused epilogue's inputs once (``fused_bytes``: scales, bias, residual; re-reads hit the L2),
   plus ``extra_bytes`` (a split-K workspace, its zeroing); at most 8 TB/s, and at most what the
   loads in flight sustain (Little's law: resident workgroups x ``load_ahead`` K tiles of A and B
   over ``HBM_LATENCY_S``).
@@ -23,7 +24,7 @@ lists the assumptions and their anchors; in short:
   ticket and the read-back, one after another).
 * **Time** = ``max(compute_s, memory_s)`` + one HBM latency per kernel (the first loads, the last
   stores) and per tail; ``bound`` names the larger term. **Roofline** = ``max(useful flops / peak, A + B + C
-  bytes / 8 TB/s)``; ``roofline_fraction`` = roofline / time.
+  bytes (+ the fused inputs) / 8 TB/s)``; ``roofline_fraction`` = roofline / time.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import math
 
 import attrs
 
+from .epilogue import Fusion
 from .grouped import expected_row_tiles
 
 MI355X_CUS = 256
@@ -52,9 +54,10 @@ class GemmWork:
     """What the estimate needs of a GEMM kernel: the problem (``M``, ``N``, ``K``, ``batch``), the
     workgroup tile ``block`` = (BM, BN, BK) and ``k_splits`` workgroups along K per tile, the bytes
     per element of A, B and C, ``load_ahead`` K tiles of loads in flight per workgroup,
-    ``extra_bytes`` of HBM traffic besides A, B and C once, ``kernels`` launches in all, ``tails``
-    latencies after the main work. ``grouped``: a grouped GEMM (``schedules.grouped``) of ``batch``
-    groups of ``M`` rows each on average, each group ``expected_row_tiles`` row tiles."""
+    ``extra_bytes`` of HBM traffic besides A, B and C once, ``fused_bytes`` of the fused epilogue's
+    inputs (read once, like A, B and C: the roofline counts them), ``kernels`` launches in all,
+    ``tails`` latencies after the main work. ``grouped``: a grouped GEMM (``schedules.grouped``) of
+    ``batch`` groups of ``M`` rows each on average, each group ``expected_row_tiles`` row tiles."""
 
     M: int
     N: int
@@ -69,6 +72,7 @@ class GemmWork:
     extra_bytes: int = 0
     kernels: int = 1
     tails: int = 0  # dependent round trips after the main work (the split-K ticket), one HBM latency each
+    fused_bytes: int = 0  # the fused epilogue's inputs: row/column scales, bias, residual
     grouped: bool = False
 
     @property
@@ -95,8 +99,9 @@ class GemmWork:
 
     @property
     def operand_bytes(self) -> float:
-        """A + B + C once (the roofline's bytes)."""
-        return self.batch * (self.M * self.K * self.a_bytes + self.N * self.K * self.b_bytes + self.M * self.N * self.c_bytes)
+        """A + B + C and the fused inputs once (the roofline's bytes)."""
+        return self.batch * (self.M * self.K * self.a_bytes + self.N * self.K * self.b_bytes + self.M * self.N * self.c_bytes) \
+            + self.fused_bytes
 
     @property
     def tile_bytes(self) -> float:
@@ -147,10 +152,25 @@ def split_traffic(plan) -> tuple[int, int, int]:
     return 0, 1, 0
 
 
+def fused_bytes(plan) -> int:
+    """Bytes of a plan's fused epilogue inputs, each read once: its ``Epilogue.params`` that
+    ``Epilogue.fusion`` names (scales and bias 4 bytes per row or column, the residual C's bytes
+    per element)."""
+    names = plan.epilogue.fusion.inputs()
+    return params_bytes(p for p in plan.epilogue.params if p.name in names)
+
+
+def params_bytes(params) -> int:
+    """Bytes of kernel parameters (``Param`` records of static shapes)."""
+    import numpy as np
+
+    return sum(int(np.prod(p.shape)) * np.dtype(p.dtype).itemsize for p in params)
+
+
 def work_of(plan) -> GemmWork:
     """The ``GemmWork`` of a ``Gfx950GemmPlan`` or ``MxGemmPlan`` (duck-typed: this module sits below
     the planner), its K split's traffic and latencies included (``split_traffic``). MX: packed
-    element bytes, the E8M0 scales in ``extra_bytes``."""
+    element bytes, the E8M0 scales in ``extra_bytes``; the fused inputs in ``fused_bytes``."""
     import numpy as np
 
     extra_bytes, kernels, tails = split_traffic(plan)
@@ -165,14 +185,17 @@ def work_of(plan) -> GemmWork:
     else:
         a_bytes = b_bytes = np.dtype("int8" if plan.elem == "uint8" else plan.elem).itemsize
     return GemmWork(plan.M, plan.N, plan.K, plan.block, a_bytes, b_bytes, c_bytes, plan.grid.k_splits,
-                    max(getattr(plan, "batch", 0), 1), plan.config.load_ahead, extra_bytes, kernels, tails)
+                    max(getattr(plan, "batch", 0), 1), plan.config.load_ahead, extra_bytes, kernels, tails,
+                    fused_bytes(plan))
 
 
 def grouped_work(plan, T) -> GemmWork:
     """The ``GemmWork`` of a grouped plan (its grid's ``grouping``: G groups) serving ``T`` rows in
     all: G groups of ``T / G`` rows each (``GemmWork.grouped``)."""
-    G = plan.grid.grouping.count
-    return attrs.evolve(work_of(attrs.evolve(plan, M=1)), M=T / G, batch=G, grouped=True)
+    G, fusion = plan.grid.grouping.count, plan.epilogue.fusion
+    static = attrs.evolve(plan, M=1, epilogue=attrs.evolve(plan.epilogue, params=(), fusion=Fusion()))
+    return attrs.evolve(work_of(static), M=T / G, batch=G, grouped=True,
+                        fused_bytes=params_bytes(fusion.params(T, plan.N, plan.epilogue.out, G)))
 
 
 def planned_loop_fraction(mfma_cycles_per_k_tile: float) -> float:
@@ -207,4 +230,5 @@ def gpu_estimate(work: GemmWork, waves_per_simd: int, waves_per_workgroup: int, 
 
 
 __all__ = ["CLOCK_HZ", "HBM_BYTES_PER_S", "HBM_LATENCY_S", "MI355X_CUS", "PLANNED_IDLE_CYCLES", "GemmWork",
-           "GpuEstimate", "gpu_estimate", "grouped_work", "planned_loop_fraction", "split_traffic", "work_of"]
+           "GpuEstimate", "fused_bytes", "gpu_estimate", "grouped_work", "params_bytes", "planned_loop_fraction",
+           "split_traffic", "work_of"]

@@ -12,21 +12,26 @@ macro or a value, so that another gfx950 kernel (attention) imports them as they
 * ``fragment_reader``: one MFMA operand fragment from an LDS stage into its register slot (wide
   reads along K, per-element reads, or ``ds_read_tr`` in its operand or tile form).
 * ``mfma_step``: one ``tile.apply`` of an MFMA (the scaled ones with their scale tiles).
-* ``epilogue_value`` / ``epilogue_store``: the plan's ``Epilogue`` applied to an accumulator and
-  the wave's accumulator tile stored inside C; ``split_store``: a split-K tile reduced through the
-  workspace and its ticket, then stored the same way.
+* ``epilogue_value`` / ``epilogue_store``: the plan's ``Epilogue`` applied to an accumulator (the
+  fused steps: ``schedules.epilogue.apply`` over ``fused_ops``, the inputs ``fused_inputs`` loaded
+  inside C) and the wave's accumulator tile stored inside C; ``split_store``: a split-K tile
+  reduced through the workspace and its ticket, then stored the same way (fused once, after the
+  reduction).
 """
 
 from __future__ import annotations
 
 from collections import namedtuple
+from types import SimpleNamespace
 
 import attrs
 from tvm_tirx.script import tirx as T
 from tvm_tirx.script.parser import parse
 
 from ..isa import CATALOG, lanes
+from ..isa.llvm_helpers import EXP2
 from ..patterns.layouts import mfma_fragment, tr_fragment
+from .epilogue import Fusion, apply
 from .gfx950_plan import Epilogue, Grid, Param
 
 THREADS = 256  # 2 x 2 waves per workgroup
@@ -54,6 +59,7 @@ class TileOrigin:
     n0: object
     kt: object = 0  # the first K tile of the workgroup's K range (split-K; 0 without)
     m_end: object = None  # the end of the rows it may store (grouped: its group's end, ``Groups.origin``); None: M
+    group: object = None  # grouped: the tile's group (its per-column fused inputs' row); None: one GEMM
 
 
 def rows_end(origin: TileOrigin, M):
@@ -220,10 +226,42 @@ def mfma_step(mfma: str, scaled: bool = False, **modifiers):
 
 # ------------------------------------------------------------------------------------- the epilogue
 
-def epilogue_value(epilogue: Epilogue, value):
-    """``epilogue.ops`` applied to one accumulator ``value``, in order (``atomic_add`` is the store's)."""
+def fused_ops(out: str) -> SimpleNamespace:
+    """The operations ``schedules.epilogue.apply`` evaluates its formula with, on TIR f32 values:
+    ``max`` (``v_max_f32``), ``exp2`` (the hardware exponential ``v_exp_f32``: ``llvm.amdgcn.exp2``,
+    one instruction; ``llvm.exp2.f32`` adds a range reduction for denormal results, which the
+    formulas do not need), ``const`` (an f32 immediate) and ``f32`` (a residual of C's TIR dtype
+    ``out`` as f32: f16 widened, bf16 bits (int16) moved into the high half)."""
+    if out == "int16":
+        def f32(x):
+            return T.reinterpret(T.cast(T.reinterpret(x, ty="uint16"), "uint32") << T.uint32(16), ty="float32")
+    else:
+        def f32(x):
+            return x if out == "float32" else T.cast(x, "float32")
+    return SimpleNamespace(max=T.max, exp2=lambda x: T.call_llvm_pure_intrin(EXP2, x, ty="float32"),
+                           const=T.float32, f32=f32)
+
+
+def fused_inputs(fusion: Fusion, args, row, col, group=None) -> dict:
+    """``schedules.epilogue.apply``'s ``at``: the fused inputs at element (``row``, ``col``) of C,
+    loaded from the kernel's parameters (``args``; ``Fusion.params``); a grouped tile's per-column
+    inputs (``[G, N]``) at its ``group``'s row."""
+    def column(x):
+        return x[col] if group is None else x[group, col]
+
+    at = {"row_scale": lambda: args.row_scale[row], "col_scale": lambda: column(args.col_scale),
+          "bias": lambda: column(args.bias), "residual": lambda: args.residual[row, col]}
+    return {name: at[name]() for name in fusion.inputs()}
+
+
+def epilogue_value(epilogue: Epilogue, value, at: dict | None = None):
+    """``epilogue.ops`` applied to one accumulator ``value``, in order (``atomic_add`` is the store's;
+    ``fuse``: ``schedules.epilogue.apply`` with the inputs ``at`` (``fused_inputs``) and ``fused_ops``)."""
     for name in epilogue.ops:
         if name == "atomic_add":
+            continue
+        if name == "fuse":
+            value = apply(epilogue.fusion, value, at, fused_ops(epilogue.out))
             continue
         if name == "bf16_rne":  # round to nearest even, keep the bit pattern in int16
             bits = T.reinterpret(value, ty="uint32")
@@ -257,7 +295,7 @@ def epilogue_store(op, epilogue: Epilogue, extent: tuple, repeats: tuple[int, in
     @T.macro
     def inside(C, s, row, col, value):
         if T.And(row < rows_end(s.origin, M), col < N):
-            put(C, s.origin.bz, row, col, epilogue_value(epilogue, value))
+            put(C, s.origin.bz, row, col, epilogue_value(epilogue, value, fused_inputs(epilogue.fusion, s.args, row, col, s.origin.group)))
 
     @T.macro
     def store(C, rd, s, lane):
@@ -358,6 +396,6 @@ def split_store(op, epilogue: Epilogue, grid: Grid, block: tuple[int, ...], k_st
     return store
 
 
-__all__ = ["THREADS", "Fragments", "Stage", "Staging", "TileOrigin", "WaveState", "decode", "epilogue_store", "epilogue_value",
-           "fragment_reader", "k_offset", "kernel_function", "mfma_step", "operand_coords", "rows_end", "span", "split_store",
-           "staging_sets", "tile_origin"]
+__all__ = ["THREADS", "Fragments", "Stage", "Staging", "TileOrigin", "WaveState", "decode", "epilogue_store",
+           "epilogue_value", "fragment_reader", "fused_inputs", "fused_ops", "k_offset", "kernel_function", "mfma_step",
+           "operand_coords", "rows_end", "span", "split_store", "staging_sets", "tile_origin"]

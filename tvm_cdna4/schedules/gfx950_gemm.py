@@ -31,6 +31,10 @@ it with the emitter shared with the MX GEMM (``gfx950_emit``: fragment readers, 
 origin, epilogue store, the pipeline's records ``Stage``, ``Staging``, ``Fragments``,
 ``WaveState``).
 
+The fused epilogue (``schedules.epilogue``: row and column scales, bias, activation, residual) is
+part of the plan (``Epilogue.fusion``), asked for with the keywords of ``gfx950_gemm`` and ``build``
+(``bias=True, activation="gelu", ...``) or ``fusion=Fusion(...)``; docs/gfx950_gemm.md, "Fused epilogue".
+
 This module is the public entry of both gfx950 GEMMs and imports no TIRx: ``gfx950_gemm`` (the
 PrimFunc), ``build`` (compiled and cached, dense and MX dtypes, keyed by the plan) and the
 planner's names.
@@ -49,18 +53,24 @@ from .gfx950_plan import (DTYPES, FORMAT_CODES, LAYOUTS, MX_FORMATS, UNIT_SCALES
 
 
 def gfx950_gemm(M: int, N: int, K: int, dtype: str = "f16", layout: str = "nn", out_dtype: str | None = None,
-                config: Gfx950GemmConfig | None = None, batch: int = 0, k_splits: int = 1):
-    """PrimFunc ``(A, B, C)`` (with ``batch``: a leading batch axis on each) for gfx950.
+                config: Gfx950GemmConfig | None = None, batch: int = 0, k_splits: int = 1, *, bias: bool = False,
+                activation: str | None = None, residual: bool = False, row_scale: bool = False,
+                col_scale: bool = False, fusion: Fusion | None = None):
+    """PrimFunc ``(A, B, C, *fused inputs, *workspace)`` (with ``batch``: a leading batch axis on A, B, C) for gfx950.
 
     A is ``(M, K)`` for layout ``n?`` and ``(K, M)`` for ``t?``; B is ``(K, N)`` for ``?n`` and
     ``(N, K)`` for ``?t``; C is ``(M, N)`` in ``out_dtype`` (bf16 outputs and inputs are int16 bit
     patterns in the signature; numpy bfloat16 arrays pass as they are). ``k_splits`` > 1: split-K,
-    the partial products added into C with f32 atomics (f32 output; C must hold zeros on entry).
+    the partial products added into C with f32 atomics (f32 output; C must hold zeros on entry), or
+    reduced through the workspace ``W``, ``S`` (zeroed once). The fused epilogue (``bias``,
+    ``activation``, ``residual``, ``row_scale``, ``col_scale``, or ``fusion=Fusion(...)``;
+    ``schedules.epilogue``) adds its inputs after C in ``PARAM_ORDER``.
     """
     from ..rocm.build import register
 
     register()
-    return emit_gfx950_gemm(plan_gfx950_gemm(M, N, K, dtype, layout, out_dtype, config, batch, k_splits))
+    fused = fusion_of(bias, activation, residual, row_scale, col_scale, fusion)
+    return emit_gfx950_gemm(plan_gfx950_gemm(M, N, K, dtype, layout, out_dtype, config, batch, k_splits, fused))
 
 
 def emit_gfx950_gemm(plan: Gfx950GemmPlan):
@@ -71,17 +81,17 @@ def emit_gfx950_gemm(plan: Gfx950GemmPlan):
 
 
 def plan(M, N, K, dtype: str = "f16", layout: str = "nn", out_dtype: str | None = None, config=None,
-         batch: int = 0, k_splits: int = 1) -> Gfx950GemmPlan | MxGemmPlan:
+         batch: int = 0, k_splits: int = 1, fusion: Fusion | None = None) -> Gfx950GemmPlan | MxGemmPlan:
     """The plan of either gfx950 GEMM: ``plan_mx_gemm`` for the MX dtypes (``out_dtype`` None or
-    f32, no batch, no K split), else ``plan_gfx950_gemm``."""
+    f32, no batch, no K split), else ``plan_gfx950_gemm``; ``fusion``: the fused epilogue."""
     if dtype not in MX_FORMATS:
-        return plan_gfx950_gemm(M, N, K, dtype, layout, out_dtype, config, batch, k_splits)
+        return plan_gfx950_gemm(M, N, K, dtype, layout, out_dtype, config, batch, k_splits, fusion)
     if isinstance(M, MBucket):
         raise ValueError(f"MX GEMM: dynamic M is for the dense dtypes ({', '.join(DTYPES)}); got {dtype}")
     if out_dtype not in (None, "f32") or batch or k_splits != 1:
         raise ValueError(f"MX GEMM: f32 output without a batch axis or K split only; got out_dtype={out_dtype!r}, "
                          f"batch={batch}, k_splits={k_splits}")
-    return plan_mx_gemm(M, N, K, dtype, layout, config)
+    return plan_mx_gemm(M, N, K, dtype, layout, config, fusion)
 
 
 def emit(plan: Gfx950GemmPlan | MxGemmPlan):
@@ -113,18 +123,22 @@ def cache_key(plan: Gfx950GemmPlan | MxGemmPlan) -> dict:
 
 
 def build(M, N, K, dtype: str = "f16", layout: str = "nn", out_dtype: str | None = None, config=None, batch: int = 0,
-          cache: bool = True, k_splits: int = 1):
+          cache: bool = True, k_splits: int = 1, *, bias: bool = False, activation: str | None = None,
+          residual: bool = False, row_scale: bool = False, col_scale: bool = False, fusion: Fusion | None = None):
     """``tvm_cdna4.build`` of the gfx950 GEMM (dense or MX ``dtype``; ``config`` a
     ``Gfx950GemmConfig`` or ``MxGemmConfig``, None for the default) through the on-disk build cache
     (``tvm_cdna4.cache``, keyed by ``cache_key(plan)``): the LLVM IR, assembly and code object are
     cached, so a warm build runs the planner only (no TIRx); ``executable`` is None on a hit.
-    ``cache=False`` neither reads nor writes the cache. ``M=None``: dynamic M, ``build_dynamic`` (a
-    ``DynamicGemm``; no config, batch or K split: the planner chooses per bucket)."""
+    ``cache=False`` neither reads nor writes the cache. The fused epilogue: ``bias``, ``activation``
+    ("relu", "silu", "gelu"), ``residual``, ``row_scale``, ``col_scale`` (``epilogue.fusion_of``),
+    or ``fusion=Fusion(...)``; it is part of the plan, hence of the key. ``M=None``: dynamic M,
+    ``build_dynamic`` (a ``DynamicGemm``; no config, batch or K split: the planner chooses per bucket)."""
+    fused = fusion_of(bias, activation, residual, row_scale, col_scale, fusion)
     if M is None:
         if config is not None or batch or k_splits != 1:
             raise ValueError("dynamic M (M=None) plans every M bucket with the cost model: no config, batch or k_splits")
-        return build_dynamic(N, K, dtype, layout, out_dtype, cache)
-    return build_plan(plan(M, N, K, dtype, layout, out_dtype, config, batch, k_splits), cache)
+        return build_dynamic(N, K, dtype, layout, out_dtype, cache, fusion=fused)
+    return build_plan(plan(M, N, K, dtype, layout, out_dtype, config, batch, k_splits, fused), cache)
 
 
 def build_dynamic(N: int, K: int, dtype: str = "f16", layout: str = "nt", out_dtype: str | None = None,
@@ -137,20 +151,18 @@ def build_dynamic(N: int, K: int, dtype: str = "f16", layout: str = "nt", out_dt
     from .gfx950_plan import check_dynamic, plan_for
 
     fused = fusion_of(fusion=fusion, **fusion_keywords)
-    if not fused.empty:
-        raise NotImplementedError(f"dynamic M with a fused epilogue ({fused.describe()}): not in this build yet")
     if dtype not in DTYPES:
         raise ValueError(f"gfx950 GEMM: dynamic M is for the dense dtypes {sorted(DTYPES)}; got {dtype!r}")
     check_dynamic(layout, 0)
-    plan_gfx950_gemm(1, N, K, dtype, layout, out_dtype)  # the problem's own checks, before any bucket
+    plan_gfx950_gemm(1, N, K, dtype, layout, out_dtype, fusion=fused)  # the problem's own checks, before any bucket
 
     def plan_bucket(bucket: MBucket) -> Gfx950GemmPlan:
-        chosen = plan_for(bucket.representative, N, K, dtype, layout, out_dtype)
-        return plan_gfx950_gemm(bucket, N, K, dtype, layout, out_dtype, chosen.config, 0, chosen.grid.k_splits)
+        chosen = plan_for(bucket.representative, N, K, dtype, layout, out_dtype, fusion=fused)
+        return plan_gfx950_gemm(bucket, N, K, dtype, layout, out_dtype, chosen.config, 0, chosen.grid.k_splits, fused)
 
     limit = m_limit(K * DTYPES[dtype].elem_bytes, N)
     return DynamicGemm("gfx950", buckets(limit), plan_bucket, lambda p: build_plan(p, cache), emit,
-                       describe=f" {layout} {dtype} N={N} K={K}")
+                       describe=f" {layout} {dtype} N={N} K={K}" + ("" if fused.empty else f" epilogue {fused.describe()}"))
 
 
 def build_grouped(G: int, N: int, K: int, dtype: str = "bf16", layout: str = "nt", out_dtype: str | None = None,
@@ -160,23 +172,23 @@ def build_grouped(G: int, N: int, K: int, dtype: str = "bf16", layout: str = "nt
     B ``[G, N, K]`` (``nt``) or ``[G, K, N]`` (``nn``), C ``[T, N]``; the kernel's parameters ``A, B,
     C, offsets``. Per bucket of rows per group (``ceil(T / G)``, ``GroupedGemm``) the tile
     ``gfx950_plan.plan_for`` chooses for G groups of the bucket's representative rows (no K split),
-    built on first use through the build cache. ``fusion`` / the keywords: the fused epilogue."""
+    built on first use through the build cache. ``fusion`` / the keywords: the fused epilogue, its
+    inputs after the offsets, ``bias`` and ``col_scale`` per group (``[G, N]``)."""
     from .gfx950_plan import check_grouped, plan_for
 
     fused = fusion_of(fusion=fusion, **fusion_keywords)
-    if not fused.empty:
-        raise NotImplementedError(f"grouped GEMM with a fused epilogue ({fused.describe()}): not in this build yet")
     if isinstance(G, bool) or not isinstance(G, int) or G < 1:
         raise ValueError(f"grouped gfx950 GEMM: G (the groups) must be a positive int; got {G!r}")
     _, t_range = check_grouped(MBucket(1, 1), G, N, K, dtype, layout, 0, 1)
-    plan_gfx950_gemm(1, N, K, dtype, layout, out_dtype)  # the problem's own checks, before any bucket
+    plan_gfx950_gemm(1, N, K, dtype, layout, out_dtype, fusion=fused)  # the problem's own checks, before any bucket
 
     def plan_bucket(bucket: MBucket) -> Gfx950GemmPlan:
-        chosen = plan_for(bucket.representative, N, K, dtype, layout, out_dtype, groups=G)
-        return plan_gfx950_gemm(bucket, N, K, dtype, layout, out_dtype, chosen.config, groups=G)
+        chosen = plan_for(bucket.representative, N, K, dtype, layout, out_dtype, fusion=fused, groups=G)
+        return plan_gfx950_gemm(bucket, N, K, dtype, layout, out_dtype, chosen.config, fusion=fused, groups=G)
 
     return GroupedGemm("gfx950", G, t_range.hi, plan_bucket, lambda p: build_plan(p, cache), emit,
-                       describe=f" {layout} {dtype} G={G} N={N} K={K}")
+                       describe=f" {layout} {dtype} G={G} N={N} K={K}" + (
+                           "" if fused.empty else f" epilogue {fused.describe()}"))
 
 
 def build_plan(p: Gfx950GemmPlan | MxGemmPlan, cache: bool = True):
@@ -200,7 +212,7 @@ def build_plan(p: Gfx950GemmPlan | MxGemmPlan, cache: bool = True):
                        code_object=blobs.get("code_object"), executable=None)
 
 
-__all__ = ["DTYPES", "FORMAT_CODES", "LAYOUTS", "UNIT_SCALES", "DynamicGemm", "Epilogue", "Gfx950GemmConfig",
+__all__ = ["DTYPES", "FORMAT_CODES", "LAYOUTS", "UNIT_SCALES", "DynamicGemm", "Epilogue", "Fusion", "Gfx950GemmConfig",
            "Gfx950GemmPlan", "Grid", "MBucket", "MxGemmConfig", "MxGemmPlan", "OperandPlan", "Param", "build",
            "build_dynamic", "build_grouped", "build_plan", "cache_key", "default_config",
            "default_mx_config", "dma_config", "emit", "emit_gfx950_gemm", "gfx950_gemm", "plan", "plan_gfx950_gemm",

@@ -190,7 +190,7 @@ def _tile(plan: Gfx950GemmPlan):
         m_end = span[1]
         if T.And(0 <= m0, m0 < m_end):
             Bg = T.decl_tensor(args.B.ptr_to([T.cast(g, "int64"), 0, 0]), ty_args=[T.Tensor(plan.b.storage, elem)])
-            compute(args._replace(B=Bg), TileOrigin(0, m0, idx.col * plan.block[1], 0, m_end), tx, stages, staging, sets,
+            compute(args._replace(B=Bg), TileOrigin(0, m0, idx.col * plan.block[1], 0, m_end, g), tx, stages, staging, sets,
                     rd, Df, Cg)
     return tile
 

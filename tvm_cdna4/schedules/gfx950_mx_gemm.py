@@ -65,6 +65,7 @@ from ..isa.formats import to_words
 from ..patterns.layouts import mfma_fragment
 from ..patterns.wave import BUFFER_OOB
 from ..tirx_private import transpile_once
+from .epilogue import Fusion
 from .gfx950_emit import (THREADS, Fragments, Stage, Staging, TileOrigin, WaveState, epilogue_store, fragment_reader,
                           kernel_function, mfma_step, operand_coords, span, staging_sets, tile_origin)
 from .gfx950_plan import (MX_FORMATS, MxGemmConfig, MxGemmPlan, MxOperand, default_mx_config, lds_bytes, operand_plan,
@@ -82,12 +83,14 @@ def _lds_tensor(plan: MxOperand):
                     layout=T.TileLayout(T.S[(1, *plan.lds_shape) : strides]))
 
 
-def gfx950_mx_gemm(M: int, N: int, K: int, dtype: str = "mxfp8", layout: str = "nt", config: MxGemmConfig | None = None):
-    """PrimFunc ``(A words, B words, SA, SB, C float32)``; see the module docstring."""
+def gfx950_mx_gemm(M: int, N: int, K: int, dtype: str = "mxfp8", layout: str = "nt", config: MxGemmConfig | None = None,
+                   *, fusion: Fusion | None = None):
+    """PrimFunc ``(A words, B words, SA, SB, C float32, *fused inputs)``; see the module docstring
+    (``fusion``: the fused epilogue on the f32 accumulators, ``schedules.epilogue``)."""
     from ..rocm.build import register
 
     register()
-    return emit_mx_gemm(plan_mx_gemm(M, N, K, dtype, layout, config))
+    return emit_mx_gemm(plan_mx_gemm(M, N, K, dtype, layout, config, fusion))
 
 
 class _Scales:

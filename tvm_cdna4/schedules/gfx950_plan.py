@@ -26,8 +26,8 @@ from ..isa.mfma_table import SCALE_VECTOR_WORDS
 from ..patterns.dma import LdsTile
 from ..isa.hardware import GFX950_LDS_BYTES
 from ..isa.llvm_helpers import SCHED_DS_READ, SCHED_DS_WRITE, SCHED_MFMA, SCHED_VMEM_READ
-from .dynamic_m import MBucket, check_layout, m_limit, resolve_m
-from .epilogue import Param
+from .dynamic_m import MBucket, ceil_div, check_layout, m_limit, resolve_m
+from .epilogue import Fusion, Param
 from .grouped import OFFSETS, Groups
 from .gfx950_cost import MI355X_CUS, gpu_estimate, planned_loop_fraction, work_of
 
@@ -83,14 +83,15 @@ class GridIndex:
     col: object
 
 
-EPILOGUE_OPS = ("reduce", "cast", "bf16_rne", "atomic_add")  # what an epilogue may apply, in order
+EPILOGUE_OPS = ("reduce", "fuse", "cast", "bf16_rne", "atomic_add")  # what an epilogue may apply, in order
 REDUCTIONS = ("atomic", "ordered")  # how split-K partial tiles are reduced through the workspace
 
 
 @attrs.frozen
 class Epilogue:
-    """The operations applied to the accumulator tile before the store to C, in order: ``cast`` (to
-    ``out``), ``bf16_rne`` (round to nearest even, the bf16 bit pattern as int16), ``atomic_add``
+    """The operations applied to the accumulator tile before the store to C, in order: ``fuse``
+    (``fusion``'s steps on the f32 accumulator: scales, bias, activation, residual; ``schedules.epilogue``),
+    ``cast`` (to ``out``), ``bf16_rne`` (round to nearest even, the bf16 bit pattern as int16), ``atomic_add``
     (the split-K reduction into an f32 C: the f32 values are added to C with
     ``T.rocm.global_atomic_add_f32`` instead of stored, so C must hold zeros on entry); none: the
     accumulators are stored as they are. ``reduce`` (first; split-K into any output): the
@@ -98,17 +99,18 @@ class Epilogue:
     f32 atomics into one slice; "ordered": stored into the workgroup's K slice), then a ticket from
     the tile's counter in ``S``; the workgroup that draws the last ticket reads the tile's sum
     (atomic: and zeroes ``W``; ordered: the slices added in index order, bit-reproducible), resets
-    the counter and applies the other operations to it (``gfx950_emit.split_store``). The stage the
-    next kernels extend (bias, activations, row/column scales), each bringing its parameters
-    (``params``)."""
+    the counter and applies the other operations to it (``gfx950_emit.split_store``). Each
+    operation brings its parameters (``params``: the fused inputs in ``epilogue.PARAM_ORDER``, then
+    the split-K workspace)."""
 
     acc: str  # TIR dtype of the accumulators
     out_dtype: str  # OUT_STORAGE key of C
     out: str  # TIR dtype of C
     ops: tuple[str, ...] = ()
-    params: tuple[Param, ...] = ()  # the epilogue's inputs besides C (split-K: the workspace W, the tickets S)
+    params: tuple[Param, ...] = ()  # the epilogue's inputs besides C (the fused inputs; split-K: the workspace W, the tickets S)
     reduction: str | None = None  # REDUCTIONS entry with ``reduce``; None without
     slices: int = 0  # f32 workspace slices of M x N: k_splits (ordered), 1 (atomic), 0 without ``reduce``
+    fusion: Fusion = Fusion()  # the fused steps of ``fuse`` (empty without)
 
     def __attrs_post_init__(self):
         unknown = [op for op in self.ops if op not in EPILOGUE_OPS]
@@ -117,15 +119,22 @@ class Epilogue:
         if ("reduce" in self.ops) != (self.reduction in REDUCTIONS):
             raise ValueError(f"epilogue: 'reduce' needs a reduction in {REDUCTIONS} and only it has one; got ops "
                              f"{self.ops}, reduction {self.reduction!r}")
+        if ("fuse" in self.ops) == self.fusion.empty:
+            raise ValueError(f"epilogue: 'fuse' needs a fusion and only it has one; got ops {self.ops}, fusion "
+                             f"{self.fusion.describe()}")
+        if "fuse" in self.ops and "atomic_add" in self.ops:
+            raise ValueError("epilogue: a fused epilogue cannot add partial products into C ('atomic_add'): the fused "
+                             "steps apply to the whole sum (reduce through the workspace)")
 
 
 def split_epilogue(acc: str, out_dtype: str, k_splits: int, reduction: str = "atomic", outputs: Extent = 0,
-                   tiles: Extent = 0) -> Epilogue:
+                   tiles: Extent = 0, fused: bool = False) -> Epilogue:
     """The epilogue of a GEMM split ``k_splits`` ways along K (f32 accumulators only): the
-    conversion (no split); an f32 output with ``reduction`` "atomic": the f32 atomic add of the
-    partial products into C (zeroed on entry); otherwise ``reduce`` through the workspace ``W``
-    (``slices`` x ``outputs`` f32, ``outputs`` = batch x M x N) and the tickets ``S`` (one uint32
-    per output tile, ``tiles``), then the conversion (``Epilogue``)."""
+    conversion (no split); an f32 output with ``reduction`` "atomic" and nothing ``fused``: the f32
+    atomic add of the partial products into C (zeroed on entry); otherwise ``reduce`` through the
+    workspace ``W`` (``slices`` x ``outputs`` f32, ``outputs`` = batch x M x N) and the tickets ``S``
+    (one uint32 per output tile, ``tiles``), then the conversion (``Epilogue``; ``fuse_epilogue``
+    adds the fused steps after the reduction)."""
     if k_splits == 1:
         return convert_epilogue(acc, out_dtype)
     if acc != "float32":
@@ -133,7 +142,7 @@ def split_epilogue(acc: str, out_dtype: str, k_splits: int, reduction: str = "at
                          f"{acc} -> {out_dtype}")
     if reduction not in REDUCTIONS:
         raise ValueError(f"split-K reduction {reduction!r}; expected one of {REDUCTIONS}")
-    if (out_dtype, reduction) == ("f32", "atomic"):
+    if (out_dtype, reduction) == ("f32", "atomic") and not fused:
         return Epilogue(acc, out_dtype, OUT_STORAGE[out_dtype], ("atomic_add",))
     slices = k_splits if reduction == "ordered" else 1
     convert = convert_epilogue(acc, out_dtype)
@@ -146,6 +155,25 @@ def convert_epilogue(acc: str, out_dtype: str) -> Epilogue:
     out = OUT_STORAGE[out_dtype]
     ops = ("bf16_rne",) if out_dtype == "bf16" else ("cast",) if out != acc else ()
     return Epilogue(acc, out_dtype, out, ops)
+
+
+def fuse_epilogue(epilogue: Epilogue, fusion: Fusion, M: Extent, N: int, batch: int = 0, groups: int = 0) -> Epilogue:
+    """``epilogue`` with ``fusion``'s steps (``fuse``: after the reduction, before the conversion)
+    and its inputs (``Fusion.params``) before the workspace; ``epilogue`` itself when nothing is
+    fused. ValueError where the fused epilogue cannot run: accumulators other than f32 (it computes
+    in f32), a batch axis (one set of inputs per matrix is not defined). ``groups``: a grouped GEMM's
+    count (its per-column inputs per group, ``Fusion.params``)."""
+    if fusion.empty:
+        return epilogue
+    if epilogue.acc != "float32":
+        raise ValueError(f"fused epilogue ({fusion.describe()}): it computes on f32 accumulators; this GEMM "
+                         f"accumulates in {epilogue.acc} ({epilogue.out_dtype} output)")
+    if batch:
+        raise ValueError(f"fused epilogue ({fusion.describe()}): not with a batch axis (batch={batch}); the inputs "
+                         f"are per matrix (row_scale [M], bias [N], residual [M, N])")
+    at = 1 if epilogue.ops[:1] == ("reduce",) else 0
+    return attrs.evolve(epilogue, ops=(*epilogue.ops[:at], "fuse", *epilogue.ops[at:]),
+                        params=(*fusion.params(M, N, epilogue.out, groups), *epilogue.params), fusion=fusion)
 
 
 # ---------------------------------------------------------------------------------- the dense GEMM
@@ -372,10 +400,15 @@ class Gfx950GemmPlan:
         return self.repeats[0] * self.repeats[1] * self.repeats[2]
 
     @property
+    def fusion(self) -> Fusion:
+        """The fused epilogue (``Epilogue.fusion``; empty: the plain conversion)."""
+        return self.epilogue.fusion
+
+    @property
     def params(self) -> tuple[Param, ...]:
         """The kernel's parameters: A and B as stored (``OperandPlan.storage``; with ``batch`` a
         leading batch axis; grouped: B with a leading group axis), C ``(M, N)``, the offsets
-        (grouped: ``int32 [G + 1]``), then the epilogue's."""
+        (grouped: ``int32 [G + 1]``), then the epilogue's (the fused inputs, the workspace)."""
         lead = (self.batch,) if self.batch else ()
         g = self.grid.grouping
         b_lead = (g.count,) if g else lead
@@ -417,12 +450,14 @@ def _operand_plan(name: str, op, spec: DtypeSpec, cfg: Gfx950GemmConfig, transpo
 
 def plan_gfx950_gemm(M: Extent | MBucket, N: int, K: int, dtype: str = "f16", layout: str = "nn",
                      out_dtype: str | None = None, config: Gfx950GemmConfig | None = None, batch: int = 0,
-                     k_splits: int = 1, groups: int = 0) -> Gfx950GemmPlan:
+                     k_splits: int = 1, fusion: Fusion | None = None, groups: int = 0) -> Gfx950GemmPlan:
     """The plan of ``gfx950_gemm`` (same arguments); ValueError for a problem or config it cannot
     run. ``k_splits`` > 1: split-K, each workgroup one of ``k_splits`` consecutive ranges of
     ``k_steps`` K tiles, its partial product added into an f32 C (zeroed on entry), or reduced
-    through the workspace and the tile's ticket (``split_epilogue``: 16-bit outputs, or
-    ``config.reduction`` "ordered"). ``M`` an ``MBucket``: dynamic M (``check_dynamic``).
+    through the workspace and the tile's ticket (``split_epilogue``: 16-bit outputs, a fused
+    epilogue, or ``config.reduction`` "ordered"). ``fusion``: the fused epilogue
+    (``schedules.epilogue.Fusion``; ``fuse_epilogue``), applied to the f32 accumulators (after the
+    reduction) before the conversion. ``M`` an ``MBucket``: dynamic M (``check_dynamic``).
     ``groups`` > 0: a grouped GEMM of that many groups (``schedules.grouped``), ``M`` the bucket of
     rows per group the tile is chosen for, the plan's M the run-time total T (``check_grouped``)."""
     bucket = M if isinstance(M, MBucket) else None
@@ -450,10 +485,12 @@ def plan_gfx950_gemm(M: Extent | MBucket, N: int, K: int, dtype: str = "f16", la
     op = CATALOG[spec.mfma16 if cfg.mfma == "16x16" else spec.mfma32]
     BM, BN, BK = cfg.block_m, cfg.block_n, cfg.block_k
     grouping = Groups(groups, BM, rows) if groups else None
-    grid = Grid((grouping.row_tiles(M) if groups else -(-M // BM), -(-N // BN)), max(batch, 1), k_splits, grouping)
+    grid = Grid((grouping.row_tiles(M) if groups else ceil_div(M, BM), -(-N // BN)), max(batch, 1), k_splits, grouping)
+    fusion = fusion or Fusion()
     m_max = M if bucket is None else bucket.hi  # the workspace serves the bucket's largest M
     epilogue = split_epilogue(spec.acc, out_dtype, k_splits, cfg.reduction, max(batch, 1) * m_max * N,
-                              max(batch, 1) * -(-m_max // BM) * grid.tiles[1])
+                              max(batch, 1) * -(-m_max // BM) * grid.tiles[1], fused=not fusion.empty)
+    epilogue = fuse_epilogue(epilogue, fusion, M, N, batch, groups)
     WM, WN = BM // cfg.waves[0], BN // cfg.waves[1]
     RM, RN, RK = WM // op.m, WN // op.n, BK // op.k
     a = _operand_plan("A", op, spec, cfg, layout[0] == "t", M, N, K, RM, RK)
@@ -534,7 +571,9 @@ def planned_estimate(plan: Gfx950GemmPlan, cus: int = MI355X_CUS, groups: int = 
     op = CATALOG[plan.mfma]
     cycles = max(dict(op.cycles_by_format).get(f, op.cycles) for f in DTYPES[plan.dtype].formats) \
         if op.cycles_by_format else op.cycles
-    work = attrs.evolve(work_of(plan), batch=groups, grouped=True) if groups else work_of(plan)
+    work = work_of(plan)
+    if groups:  # the static plan is one group's: G of them (the per-group fused inputs G times too)
+        work = attrs.evolve(work, batch=groups, grouped=True, fused_bytes=work.fused_bytes * groups)
     return gpu_estimate(work, planned_waves_per_simd(plan), 4,
                         planned_loop_fraction(plan.mfmas_per_tile * cycles), op.ops / cycles, cus)
 
@@ -556,16 +595,19 @@ def planned_lds_bytes(plan: Gfx950GemmPlan) -> int:
 
 
 def plan_for(M: int, N: int, K: int, dtype: str = "bf16", layout: str = "nt", out_dtype: str | None = None,
-             batch: int = 0, cus: int = MI355X_CUS, reduction: str = "atomic", groups: int = 0) -> Gfx950GemmPlan:
+             batch: int = 0, cus: int = MI355X_CUS, reduction: str = "atomic", fusion: Fusion | None = None,
+             groups: int = 0) -> Gfx950GemmPlan:
     """The plan for any M: the candidate with the least ``planned_estimate`` time over ``cus`` CUs
     among ``plan_candidates`` and, where the accumulators are f32 (the split-K reduction of any
     output: f32 atomics into C for an f32 output, else the workspace and a ticket; ``reduction``
     "ordered": the deterministic workspace), ``k_splits`` in ``K_SPLITS`` with at least
     ``MIN_SPLIT_K_TILES`` K tiles per workgroup. The default plan stays unless a candidate beats it
-    by ``PLAN_MARGIN`` (the big shapes keep their plans). ``groups`` > 0: the tile of a grouped GEMM
-    of that many groups of ``M`` rows each (no K split; the static plan of M rows that carries it)."""
+    by ``PLAN_MARGIN`` (the big shapes keep their plans). ``fusion``: every candidate's fused
+    epilogue (its inputs' bytes count in the estimate; a split f32 output reduces through the workspace).
+    ``groups`` > 0: the tile of a grouped GEMM of that many groups of ``M`` rows each (no K split; the
+    static plan of M rows that carries it)."""
     base = plan_gfx950_gemm(M, N, K, dtype, layout, out_dtype, attrs.evolve(default_config(dtype), reduction=reduction),
-                            batch)
+                            batch, fusion=fusion)
     best, best_time = base, planned_estimate(base, cus, groups).time_s * (1 - PLAN_MARGIN)
     splits = K_SPLITS if base.epilogue.acc == "float32" and not groups else (1,)
     for cfg in plan_candidates(base.config):
@@ -577,7 +619,7 @@ def plan_for(M: int, N: int, K: int, dtype: str = "bf16", layout: str = "nt", ou
             if ks > 1 and -(-K // cfg.block_k) < ks * MIN_SPLIT_K_TILES:
                 break
             try:
-                cand = plan_gfx950_gemm(M, N, K, dtype, layout, out_dtype, cfg, batch, ks)
+                cand = plan_gfx950_gemm(M, N, K, dtype, layout, out_dtype, cfg, batch, ks, fusion)
             except ValueError:
                 continue
             if planned_lds_bytes(cand) > GFX950_LDS_BYTES or cand.mfmas_per_tile > MAX_PLANNED_MFMAS:
@@ -641,6 +683,8 @@ def prefetch_reads(repeats: tuple[int, int, int]) -> tuple[tuple[str, int, int],
 DS_READ2_B64_REACH = 255 * 8  # bytes between the two addresses of one ds_read2_b64 (8-bit offsets of 8 bytes)
 MX_FORMATS = {"mxfp8": "fp8", "mxbf8": "bf8", "mxfp6": "fp6", "mxbf6": "bf6", "mxfp4": "fp4"}
 MFMA = "mfma_scale_f32_16x16x128_f8f6f4"
+SCALE_WORD_FRAGMENTS = 4
+"""MFMA fragments of one wave half whose four E8M0 scales share one LDS word (``gfx950_mx_gemm._Scales``)."""
 THREADS = 256
 
 
@@ -767,6 +811,11 @@ def _check_mx_config(cfg: MxGemmConfig) -> None:
     if BM % (2 * op.m) or BN % (2 * op.n) or BK not in (op.k, 2 * op.k) or cfg.lds_pad % 16 or cfg.load_ahead not in (1, 2):
         raise ValueError(f"MX GEMM: block {BM}x{BN}x{BK} must tile 2 x 2 waves of {op.m}x{op.n}x{op.k} MFMAs, "
                          f"block_k {op.k} or {2 * op.k}, lds_pad a multiple of 16, load_ahead 1 or 2; got {cfg}")
+    if (BM, BN) != (SCALE_WORD_FRAGMENTS * 2 * op.m, SCALE_WORD_FRAGMENTS * 2 * op.n):
+        raise ValueError(f"MX GEMM: block {BM}x{BN}: the scale staging packs the E8M0 scales of "
+                         f"{SCALE_WORD_FRAGMENTS} fragments of each wave half into one LDS word, so the block must be "
+                         f"{SCALE_WORD_FRAGMENTS * 2 * op.m}x{SCALE_WORD_FRAGMENTS * 2 * op.n} (other tiles leave scale "
+                         f"bytes unwritten or written by two waves); got {cfg}")
 
 
 @attrs.frozen
@@ -836,6 +885,11 @@ class MxGemmPlan:
         return _scale_words_per_stage(self.config)
 
     @property
+    def fusion(self) -> Fusion:
+        """The fused epilogue (``Epilogue.fusion``; empty: the accumulators stored as they are)."""
+        return self.epilogue.fusion
+
+    @property
     def params(self) -> tuple[Param, ...]:
         """The kernel's parameters: the A and B words as stored (``MxOperand.rows`` x ``row_words``),
         the scales ``(M, K/32)`` and ``(N, K/32)``, C ``(M, N)``, then the epilogue's."""
@@ -845,8 +899,9 @@ class MxGemmPlan:
 
 
 def plan_mx_gemm(M: Extent, N: int, K: int, dtype: str = "mxfp8", layout: str = "nt",
-                 config: MxGemmConfig | None = None) -> MxGemmPlan:
-    """The plan of ``gfx950_mx_gemm`` (same arguments); ValueError for a problem or config it cannot run."""
+                 config: MxGemmConfig | None = None, fusion: Fusion | None = None) -> MxGemmPlan:
+    """The plan of ``gfx950_mx_gemm`` (same arguments; ``fusion``: the fused epilogue on the f32
+    accumulators, ``fuse_epilogue``); ValueError for a problem or config it cannot run."""
     if dtype not in MX_FORMATS:
         raise ValueError(f"MX GEMM: dtype {dtype!r}; expected one of {sorted(MX_FORMATS)}")
     if layout not in LAYOUTS:
@@ -870,4 +925,5 @@ def plan_mx_gemm(M: Extent, N: int, K: int, dtype: str = "mxfp8", layout: str = 
                                a.units + b.units + s_loads) if cfg.interleave else None
     return MxGemmPlan(M, N, K, dtype, layout, cfg, fmt, MFMA, (BM, BN, BK), (BM // 2, BN // 2), (RM, RN, RK),
                       Grid((-(-M // BM), -(-N // BN))), -(-K // BK), a, b, W, FORMAT_CODES[fmt], byte, slots, K // 32,
-                      s_rows, (-(-RM // 4), -(-RN // 4)), K // 32 % 4 == 0, program, convert_epilogue("float32", "f32"))
+                      s_rows, (-(-RM // 4), -(-RN // 4)), K // 32 % 4 == 0, program,
+                      fuse_epilogue(convert_epilogue("float32", "f32"), fusion or Fusion(), M, N))

@@ -180,6 +180,15 @@ def group_of_rows(offsets):
     return np.repeat(np.arange(len(off) - 1), np.diff(off))
 
 
+def per_row(inputs: dict, offsets) -> dict:
+    """A grouped GEMM's fused inputs for ``schedules.epilogue.reference`` / ``check``: the per-group
+    ``bias`` and ``col_scale`` ``[G, N]`` gathered to every row's group, ``[T, N]``; the others as they are."""
+    import numpy as np
+
+    rows = group_of_rows(offsets)
+    return {name: np.asarray(x)[rows] if name in ("bias", "col_scale") else x for name, x in inputs.items()}
+
+
 def check_layout(layout: str, who: str = "grouped GEMM") -> str:
     layout = layout.lower()
     if layout not in LAYOUTS:
@@ -217,4 +226,4 @@ class GroupedGemm(DynamicGemm):
 
 
 __all__ = ["LAYOUTS", "OFFSETS", "GroupedGemm", "Groups", "check_layout", "check_offsets", "expected_row_tiles",
-           "group_of_rows", "moved_bytes", "offsets_of", "reference", "row_bucket_table", "rows_per_group"]
+           "group_of_rows", "moved_bytes", "offsets_of", "per_row", "reference", "row_bucket_table", "rows_per_group"]

@@ -1,0 +1,36 @@
+#!/bin/bash
+# Issue 25 on the H200, one device call per mode, from the repository root with PYTHONPATH holding this
+# tree and TIRx (the tree is not pip-installed there: the pytest plugin is passed with -p); outputs under
+# $OUT (benchmarks/RESULTS.md, "Issue 25 on the H200", says what came out):
+#
+#   bash benchmarks/h200_issue25.sh blocks    # the fused epilogue (validated table, overhead), dynamic M
+#                                             # (GPU tests, against static M), tvm_cdna4.torch (graph
+#                                             # capture, torch.compile), and issue 24's GPU tests
+#   bash benchmarks/h200_issue25.sh grouped   # the grouped GEMM: GPU tests and benchmark
+set -o pipefail
+OUT=${OUT:-.}
+export PYTHONUNBUFFERED=1 TVM_CDNA4_CACHE_DIR=/tmp/tvm_cdna4_cache
+{ nvidia-smi --query-gpu=name,driver_version,power.limit,clocks.max.sm,memory.total --format=csv
+  python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
+  nproc; } > "$OUT/env.txt" 2>&1
+gpu_tests() {  # pytest -m cuda with the project's plugin; $1 timeout, $2 log, the rest: files and options
+  local limit=$1 log=$2; shift 2
+  timeout "$limit" python3 -m pytest -q -p no:cacheprovider -p no:tvm_cdna4 -p tvm_cdna4.testing -m cuda "$@" 2>&1 | tee "$log" | tail -15
+}
+case "$1" in
+blocks)
+  timeout 170 python3 benchmarks/epilogue_overhead.py --validate-table --out "$OUT" 2>&1 | tee "$OUT/epilogue_table.log" | tail -30
+  timeout 120 python3 benchmarks/epilogue_overhead.py --out "$OUT" 2>&1 | tee "$OUT/epilogue_overhead.log" | tail -20
+  timeout 90 python3 benchmarks/dynamic_m.py --out "$OUT" 2>&1 | tee "$OUT/dynamic_m.log" | tail -15
+  gpu_tests 150 "$OUT/pytest_blocks.log" -n 8 tests/test_dynamic_m.py tests/test_torch_entry.py tests/test_cuda_epilogue.py \
+    tests/test_cuda_gemm.py tests/test_cuda_decode.py
+  ;;
+grouped)
+  gpu_tests 150 "$OUT/pytest_grouped.log" -n 8 tests/test_grouped_gemm.py
+  timeout 300 python3 benchmarks/grouped_gemm.py --out "$OUT" 2>&1 | tee "$OUT/grouped.log" | tail -30
+  ;;
+*)
+  echo "usage: $0 blocks|grouped" >&2
+  exit 2
+  ;;
+esac
