@@ -148,7 +148,7 @@ def contenders(G, N, K, sizes, x, w, offsets, c, bias, arch):
         if m:
             calls.append((dyn.kernel(m), [tvm_ffi.from_dlpack(t) for t in (x[lo:lo + m], w[g], c[lo:lo + m])]))
         lo += m
-    ends, wt, box = offsets[1:], w.transpose(-2, -1), {}
+    ends, wt, box = offsets[1:].clone(), w.transpose(-2, -1), {}  # torch's offs: the group ends, own allocation
 
     def torch_call():
         box["out"] = torch._grouped_mm(x, wt, offs=ends)

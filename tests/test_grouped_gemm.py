@@ -154,7 +154,7 @@ def test_cli_groups_config_and_refusals(gemm_cli, target, extra):
 GPU_SIZES = (0, 1, 129, 7, 0, 300, 16, 33)  # empty groups first and in the middle, one row, odd sizes
 
 
-def _gpu_inputs(layout, N=200, K=264, dtype=None, sizes=GPU_SIZES):
+def _gpu_inputs(layout, N=200, K=392, dtype=None, sizes=GPU_SIZES):
     import torch
 
     gen = torch.Generator(device="cuda").manual_seed(len(sizes))
@@ -226,6 +226,6 @@ def test_torch_grouped_gemm_in_a_cuda_graph_and_compiled():
 
 @pytest.mark.cuda
 def test_cli_groups_validate_on_the_gpu(gemm_cli):
-    run = gemm_cli("--target", "sm80", "--groups", "0,1,129,7,0,300", "-N", "200", "-K", "264", "--dtype", "bf16",
+    run = gemm_cli("--target", "sm80", "--groups", "0,1,129,7,0,300", "-N", "200", "-K", "392", "--dtype", "bf16",
                    "--out-dtype", "bf16", "--layout", "nn", "--validate")
     assert run.returncode == 0 and "OK" in run.stdout, run.stdout + run.stderr
