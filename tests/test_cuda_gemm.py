@@ -22,6 +22,7 @@ import pytest
 from tvm_cdna4.runtime import cuda as runner
 from tvm_cdna4.schedules.cuda_gemm import (
     LAYOUTS,
+    DecodeConfig,
     GemmConfig,
     Swizzle,
     build,
@@ -382,9 +383,12 @@ def test_gpu_decode_plans_match_numpy(M, N, K, out, rng, tmp_path):
     a, b = runner.random_inputs(M, N, K, "bf16", "nt", rng)
     want = runner.reference(a, b, "nt")
     outs = []
-    for reduction, vector in (("atomic", 1), ("ordered", cfg.reduce_vector)):
-        fn = runner.compile_and_load(M, N, K, "bf16", "nt", out, replace(cfg, reduction=reduction, reduce_vector=vector),
-                                     workdir=str(tmp_path))
+    for reduction in ("atomic", "ordered"):
+        if isinstance(cfg, DecodeConfig):  # the decode kernel's reductions need a K split: force one
+            split = replace(cfg, reduction=reduction, split_k=max(cfg.split_k, 2))
+        else:
+            split = replace(cfg, reduction=reduction, reduce_vector=cfg.reduce_vector if reduction == "ordered" else 1)
+        fn = runner.compile_and_load(M, N, K, "bf16", "nt", out, split, workdir=str(tmp_path))
         outs.append([runner.run_numpy(fn, a, b, M, N, out) for _ in range(2)])
         err, ok = runner.check_output(outs[-1][0], want, out)
         assert ok, (cfg, reduction, err)
