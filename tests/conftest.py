@@ -1,5 +1,6 @@
 """Fixtures and markers for these tests come from the package's pytest plugin,
-``tvm_cdna4.testing`` (``rng``, ``run_gfx950``, ``run_cuda``; ``gfx950``, ``cuda``, ``llvm``).
+``tvm_cdna4.testing`` (``rng``, ``run_gfx950``, ``run_cuda``; ``gfx950``, ``cuda``, ``llvm``); ``gemm_cli`` (the
+``gemm`` subcommand in-process) is here.
 
 Builds go to one throwaway cache per test session (``TVM_CDNA4_CACHE_DIR``, inherited by the CLI
 subprocesses and by pytest-xdist's workers), never ``~/.cache/tvm_cdna4``: a kernel that several

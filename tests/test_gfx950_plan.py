@@ -90,9 +90,9 @@ def test_dense_grid_always_decodes_the_batch_axis_and_a_k_split():
     p = plan_gfx950_gemm(200, 136, 520, "i8", "tn", batch=3)
     assert p.grid == Grid((2, 2), 3) and p.groups == 12
     assert plan_gfx950_gemm(200, 136, 520, "i8", "tn").grid == Grid((2, 2), 1)
-    assert attrs.astuple(tile_origin(p.grid, p.block, 7)) == (1, 128, 128, 0)  # batch 1, tile (1, 1)
+    assert attrs.astuple(tile_origin(p.grid, p.block, 7)) == (1, 128, 128, 0, None, None)  # batch 1, tile (1, 1), rows to M, no group
     # K split fastest after the tile: workgroup 5 of 2 x 2 tiles x 2 splits is split 1 of tile (0, 1)
-    assert attrs.astuple(tile_origin(Grid((2, 2), 1, k_splits=2), p.block, 5, k_steps=3)) == (0, 0, 128, 3)
+    assert attrs.astuple(tile_origin(Grid((2, 2), 1, k_splits=2), p.block, 5, k_steps=3)) == (0, 0, 128, 3, None, None)
 
 
 @pytest.mark.parametrize("dtype, out, ops", [("f16", "f32", ()), ("f16", "f16", ("cast",)), ("f32", "bf16", ("bf16_rne",)),

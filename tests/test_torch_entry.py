@@ -1,6 +1,6 @@
 """``tvm_cdna4.torch``: the import without torch, the argument errors, the custom op and its fake
-implementation under ``torch.compile`` (meta tensors: no GPU); on an NVIDIA GPU (``cuda`` marker)
-results against ``torch.matmul`` for several M of one shape class without a rebuild, CUDA-graph
+implementation under ``torch.compile`` (meta tensors: no GPU), for ``gemm`` and ``grouped_gemm``; on an
+NVIDIA GPU (``cuda`` marker) results against ``torch.matmul`` for several M of one shape class without a rebuild, CUDA-graph
 capture and replay, ``torch.compile(fullgraph=True)``. Without torch these tests skip (torch is not
 in the ``test`` extra: CI installs the CPU wheel where it can, ``.ci/run``)."""
 
@@ -65,6 +65,41 @@ def test_the_op_is_registered_with_a_fake_implementation():
     assert (y.shape, y.dtype) == ((5, 48), torch.float32)
     y = compiled(meta(77, 64, dtype=torch.bfloat16), b, meta(48, dtype=torch.float32))  # another M
     assert y.shape == (77, 48)
+
+
+def _grouped(x=None, w=None, offsets=None, **kw):
+    """``tt.grouped_gemm`` on meta tensors: x [100, 64], w [4, 32, 64] bf16, int32 offsets [5] unless given."""
+    x = meta(100, 64, dtype=torch.bfloat16) if x is None else x
+    w = meta(4, 32, 64, dtype=torch.bfloat16) if w is None else w
+    return tt.grouped_gemm(x, w, meta(5, dtype=torch.int32) if offsets is None else offsets, **kw)
+
+
+@pytest.mark.parametrize("call,match", [
+    (lambda: _grouped(offsets=meta(5, dtype=torch.int64)),
+     "argument 'offsets': dtype .*expected torch.int32, found torch.int64"),
+    (lambda: _grouped(offsets=meta(4, dtype=torch.int32)), r"argument 'offsets': shape; expected \(5,\), found \(4,\)"),
+    (lambda: _grouped(offsets=[0, 100]), "argument 'offsets' must be a torch.Tensor"),
+    (lambda: _grouped(w=meta(32, 64, dtype=torch.bfloat16)), "argument 'w': the groups' weights"),
+    (lambda: _grouped(w=meta(4, 64, 32, dtype=torch.bfloat16), layout="nn", bias=meta(32, dtype=torch.float32)),
+     r"argument 'bias': shape; expected \(4, 32\), found \(32,\)"),
+    (lambda: _grouped(row_scale=meta(4, 32, dtype=torch.float32)), r"argument 'row_scale': shape; expected \(100,\)"),
+    (lambda: _grouped(layout="tn"), "argument 'layout'"),
+])
+def test_grouped_argument_errors_name_the_argument(call, match):
+    with pytest.raises((ValueError, TypeError), match=match):
+        call()
+
+
+def test_the_grouped_op_is_registered_and_traces():
+    assert hasattr(torch.ops.tvm_cdna4, "grouped_gemm") and hasattr(torch.ops.tvm_cdna4, "grouped_gemm_out")
+
+    def experts(x, w, offsets, bias):
+        return tt.grouped_gemm(x, w, offsets, bias=bias, activation="silu", out_dtype=torch.float32)
+
+    compiled = torch.compile(experts, fullgraph=True, backend="aot_eager")
+    y = compiled(meta(100, 64, dtype=torch.bfloat16), meta(4, 32, 64, dtype=torch.bfloat16), meta(5, dtype=torch.int32),
+                 meta(4, 32, dtype=torch.float32))
+    assert (y.shape, y.dtype, y.device.type) == ((100, 32), torch.float32, "meta")
 
 
 # ---------------------------------------------------------------------------------------- on the GPU

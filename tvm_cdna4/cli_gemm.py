@@ -4,6 +4,7 @@
     python -m tvm_cdna4 gemm --target sm80 --dtype bf16 --layout tn -M 1000 -N 1000 -K 1000 --validate --bench
     python -m tvm_cdna4 gemm --target gfx950 --dtype f16 -M 256 -N 256 -K 256 --validate   # CPU emulator
     python -m tvm_cdna4 gemm --target sm80 --dynamic-m -M 100 -N 4096 -K 4096 --emit config   # M symbolic (-M: its value)
+    python -m tvm_cdna4 gemm --target gfx950 --groups 37,0,1,90 -N 72 -K 128 --validate   # grouped GEMM (MoE)
     python -m tvm_cdna4 gemm --target gfx950 --dtype mxfp4 --layout nt -M 4096 -N 4096 -K 4096 --report
     python -m tvm_cdna4 gemm --target gfx950 --dtype fp8 --block 128x128x128 --mfma 32x32 --report
 
@@ -81,6 +82,10 @@ def add_gemm_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--dynamic-m", action="store_true",
                    help="compile for a symbolic M (N, K static; layouts nn, nt): the kernel of -M's bucket, the "
                         "planner's choice there; -M gives the run-time M (docs: schedules.dynamic_m)")
+    p.add_argument("--groups", metavar="M1,M2,...",
+                   help="grouped GEMM (mixture of experts): G GEMMs of these row counts (0 allowed) sharing N and K in "
+                        "one launch; A [T, K] with T their sum (-M is not read), B [G, N, K] (nt) or [G, K, N] (nn), the "
+                        "group offsets read on the device (docs: schedules.grouped)")
     p.add_argument("--no-cache", action="store_true",
                    help="build with TIRx even when the build cache (~/.cache/tvm_cdna4, TVM_CDNA4_CACHE_DIR) has it")
     p.set_defaults(func=run_gemm)
@@ -134,6 +139,10 @@ def fusion(args) -> Fusion:
 def run_gemm(args) -> int:
     """The ``gemm`` subcommand: exit status 0, 1 (validation failed) or 2 (usage, no target/GPU)."""
     args.fusion = fusion(args)
+    if getattr(args, "groups", None):
+        from .cli_grouped import run
+
+        return run(args)
     if getattr(args, "dynamic_m", False):
         from .cli_dynamic import refusal
 

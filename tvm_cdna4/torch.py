@@ -23,7 +23,17 @@ row_scale=None, col_scale=None, out=None)`` computes ``out = epilogue(a @ op(b))
   ``b = W.t()`` of a row-major ``W`` [N, K] is layout ``"nt"`` with ``b = W``), and so are data
   pointers not 16-byte aligned (the kernels copy 16-byte chunks).
 
-``grouped_gemm(x, w, offsets, ...)`` (issue 25, part 3: grouped GEMM) is not here yet.
+``grouped_gemm(x, w, offsets, *, layout="nt", out_dtype=None, bias=None, activation=None, residual=None,
+row_scale=None, col_scale=None, out=None)`` is the grouped GEMM of mixture-of-experts layers
+(``schedules.grouped``): tokens sorted by expert, ``x`` [T, K], ``w`` [G, N, K] (``"nt"``) or [G, K, N]
+(``"nn"``), ``offsets`` an int32 CUDA tensor [G + 1] (``offsets[0] = 0``, ``offsets[G] = T``,
+non-decreasing, empty groups allowed: torch's ``_grouped_mm`` takes the ends ``offsets[1:]``), the
+output [T, N] with rows ``offsets[g] .. offsets[g + 1] - 1`` = ``x[those rows] @ op(w[g])``; ``bias`` and
+``col_scale`` per group ([G, N] f32), ``row_scale`` [T], ``residual`` [T, N]. One launch, the offsets read
+on the device only (never copied to the host: the values are not checked, only the tensor's dtype,
+shape and device; rows outside every group are left unwritten); the kernel is the grouped GEMM of the
+shape class for the bucket of ``ceil(T / G)`` rows per group (``kernel_cache``), the custom op
+``torch.ops.tvm_cdna4.grouped_gemm`` (``out=``: ``grouped_gemm_out``).
 """
 
 from __future__ import annotations
@@ -48,23 +58,23 @@ ALIGNMENT = 16
 _KERNELS: dict = {}
 
 
-def _fail(argument: str, rule: str, expected, found):
-    raise ValueError(f"tvm_cdna4.torch.gemm: argument '{argument}': {rule}; expected {expected}, found {found}")
+def _fail(argument: str, rule: str, expected, found, op: str = "gemm"):
+    raise ValueError(f"tvm_cdna4.torch.{op}: argument '{argument}': {rule}; expected {expected}, found {found}")
 
 
-def _tensor(name: str, t, device, dtypes: tuple, shape: tuple) -> None:
-    """``t`` must be a tensor on ``device`` of one of ``dtypes``, of ``shape``, contiguous."""
+def _tensor(name: str, t, device, dtypes: tuple, shape: tuple, op: str = "gemm", first: str = "a") -> None:
+    """``t`` must be a tensor on ``device`` (``first``'s) of one of ``dtypes``, of ``shape``, contiguous."""
     if not isinstance(t, torch.Tensor):
-        raise TypeError(f"tvm_cdna4.torch.gemm: argument '{name}' must be a torch.Tensor, not {type(t).__name__}")
+        raise TypeError(f"tvm_cdna4.torch.{op}: argument '{name}' must be a torch.Tensor, not {type(t).__name__}")
     if t.device != device:
-        _fail(name, "every tensor is on the device of 'a'", device, t.device)
+        _fail(name, f"every tensor is on the device of '{first}'", device, t.device, op)
     if t.dtype not in dtypes:
-        _fail(name, "dtype", " or ".join(str(d) for d in dtypes), t.dtype)
+        _fail(name, "dtype", " or ".join(str(d) for d in dtypes), t.dtype, op)
     if tuple(t.shape) != tuple(shape):
-        _fail(name, "shape", tuple(shape), tuple(t.shape))
+        _fail(name, "shape", tuple(shape), tuple(t.shape), op)
     if not t.is_contiguous():
         _fail(name, "non-contiguous tensors are refused (pass .contiguous(), or the layout of its storage)",
-              "contiguous strides", tuple(t.stride()))
+              "contiguous strides", tuple(t.stride()), op)
 
 
 def _out_dtype(a, out_dtype, out):
@@ -75,19 +85,35 @@ def _out_dtype(a, out_dtype, out):
     return out_dtype
 
 
+def _first(op: str, name: str, a, layout, rule: str) -> None:
+    """The first operand (``a`` of ``gemm``, ``x`` of ``grouped_gemm``): a CUDA (or meta) tensor of an
+    input dtype, a matrix (``rule`` names it); the layout."""
+    if not isinstance(a, torch.Tensor):
+        raise TypeError(f"tvm_cdna4.torch.{op}: argument '{name}' must be a torch.Tensor, not {type(a).__name__}")
+    if a.device.type not in ("cuda", "meta"):
+        _fail(name, "a CUDA tensor", "device cuda", a.device, op)
+    if a.dtype not in IN_DTYPES:
+        _fail(name, "dtype", "torch.float16 or torch.bfloat16", a.dtype, op)
+    if layout not in LAYOUTS:
+        _fail("layout", "a layout with A stored [M, K]", " or ".join(map(repr, LAYOUTS)), repr(layout), op)
+    if a.dim() != 2:
+        _fail(name, rule, "2 dimensions", f"shape {tuple(a.shape)}", op)
+
+
+def _epilogue(op: str, first: str, device, activation, inputs: dict) -> None:
+    """The activation and the fused inputs and ``out``: ``{name: (tensor or None, shape, dtypes)}``."""
+    if activation is not None and activation not in ACTIVATIONS:
+        _fail("activation", "an activation of the fused epilogue", " or ".join(ACTIVATIONS) + " or None",
+              repr(activation), op)
+    for name, (t, shape, dtypes) in inputs.items():
+        if t is not None:
+            _tensor(name, t, device, dtypes, shape, op, first)
+
+
 def check_arguments(a, b, layout, out_dtype, bias, activation, residual, row_scale, col_scale, out):
     """Check everything a launch needs but the data pointers (the fake implementation runs it too, and
     ``torch.compile`` traces it): ``(M, N, K, output dtype)``."""
-    if not isinstance(a, torch.Tensor):
-        raise TypeError(f"tvm_cdna4.torch.gemm: argument 'a' must be a torch.Tensor, not {type(a).__name__}")
-    if a.device.type not in ("cuda", "meta"):
-        _fail("a", "a CUDA tensor", "device cuda", a.device)
-    if a.dtype not in IN_DTYPES:
-        _fail("a", "dtype", "torch.float16 or torch.bfloat16", a.dtype)
-    if layout not in LAYOUTS:
-        _fail("layout", "a layout with A stored [M, K]", " or ".join(map(repr, LAYOUTS)), repr(layout))
-    if a.dim() != 2:
-        _fail("a", "a matrix [M, K]", "2 dimensions", f"shape {tuple(a.shape)}")
+    _first("gemm", "a", a, layout, "a matrix [M, K]")
     M, K = a.shape
     if not isinstance(b, torch.Tensor) or b.dim() != 2:
         _fail("b", "a matrix ([N, K] for layout 'nt', [K, N] for 'nn')", "2 dimensions",
@@ -95,29 +121,31 @@ def check_arguments(a, b, layout, out_dtype, bias, activation, residual, row_sca
     N = b.shape[0] if layout == "nt" else b.shape[1]
     _tensor("a", a, a.device, (a.dtype,), (M, K))
     _tensor("b", b, a.device, (a.dtype,), (N, K) if layout == "nt" else (K, N))
-    if activation is not None and activation not in ACTIVATIONS:
-        _fail("activation", "an activation of the fused epilogue", " or ".join(ACTIVATIONS) + " or None", repr(activation))
     odt = _out_dtype(a, out_dtype, out)
-    inputs = {"bias": (bias, (N,), (torch.float32,)), "row_scale": (row_scale, (M,), (torch.float32,)),
-              "col_scale": (col_scale, (N,), (torch.float32,)), "residual": (residual, (M, N), (odt,)),
-              "out": (out, (M, N), (odt,))}
-    for name, (t, shape, dtypes) in inputs.items():
-        if t is not None:
-            _tensor(name, t, a.device, dtypes, shape)
+    _epilogue("gemm", "a", a.device, activation, {
+        "bias": (bias, (N,), (torch.float32,)), "row_scale": (row_scale, (M,), (torch.float32,)),
+        "col_scale": (col_scale, (N,), (torch.float32,)), "residual": (residual, (M, N), (odt,)),
+        "out": (out, (M, N), (odt,))})
     return M, N, K, odt
 
 
-def _check_alignment(**tensors) -> None:
+def _check_alignment(op: str = "gemm", **tensors) -> None:
     for name, t in tensors.items():
         if t is not None and t.data_ptr() % ALIGNMENT:
             _fail(name, f"its data pointer must be {ALIGNMENT}-byte aligned (a view into another tensor may not be)",
-                  f"a multiple of {ALIGNMENT}", hex(t.data_ptr()))
+                  f"a multiple of {ALIGNMENT}", hex(t.data_ptr()), op)
 
 
 def kernel_cache() -> dict:
-    """The loaded dynamic-M kernels, ``{(N, K, dtype, out dtype, layout, Fusion, arch, device): DynamicKernel}``
-    (``runtime.cuda.DynamicKernel``; its ``dynamic.built()`` lists the buckets built so far)."""
+    """The loaded kernels, ``{(N, K, dtype, out dtype, layout, Fusion, arch, device): DynamicKernel}`` (``gemm``)
+    and ``{("grouped", G, N, K, ...): DynamicKernel}`` (``grouped_gemm``) (``runtime.cuda.DynamicKernel``;
+    its ``dynamic.built()`` lists the buckets built so far)."""
     return _KERNELS
+
+
+def _arch(t) -> str:
+    major, minor = torch.cuda.get_device_capability(t.device)
+    return f"sm_{major}{minor}"
 
 
 def _kernel(a, N: int, K: int, odt, layout: str, fusion: Fusion):
@@ -125,8 +153,7 @@ def _kernel(a, N: int, K: int, odt, layout: str, fusion: Fusion):
     from .runtime.cuda import DynamicKernel
     from .schedules.cuda_gemm import build_dynamic
 
-    major, minor = torch.cuda.get_device_capability(a.device)
-    arch = f"sm_{major}{minor}"
+    arch = _arch(a)
     key = (N, K, IN_DTYPES[a.dtype], OUT_DTYPES[odt], layout, fusion, arch, a.device.index)
     if key not in _KERNELS:
         _KERNELS[key] = DynamicKernel(build_dynamic(N, K, IN_DTYPES[a.dtype], layout, OUT_DTYPES[odt], arch,
@@ -185,4 +212,103 @@ def gemm(a, b, *, layout: str = "nt", out_dtype=None, bias=None, activation=None
     return out
 
 
-__all__ = ["ALIGNMENT", "LAYOUTS", "check_arguments", "gemm", "kernel_cache"]
+# ------------------------------------------------------------------------------------ grouped GEMM
+
+
+def check_grouped_arguments(x, w, offsets, layout, out_dtype, bias, activation, residual, row_scale, col_scale, out):
+    """``check_arguments`` of ``grouped_gemm`` (its fake implementation runs it too): ``(T, G, N, K,
+    output dtype)``. The offsets' values stay on the device (no host synchronization): only their
+    dtype, shape and device are checked."""
+    op = "grouped_gemm"
+    _first(op, "x", x, layout, "the tokens sorted by group [T, K]")
+    T, K = x.shape
+    if not isinstance(w, torch.Tensor) or w.dim() != 3:
+        _fail("w", "the groups' weights ([G, N, K] for layout 'nt', [G, K, N] for 'nn')", "3 dimensions",
+              f"shape {tuple(w.shape)}" if isinstance(w, torch.Tensor) else type(w).__name__, op)
+    G, N = w.shape[0], (w.shape[1] if layout == "nt" else w.shape[2])
+    _tensor("x", x, x.device, (x.dtype,), (T, K), op, "x")
+    _tensor("w", w, x.device, (x.dtype,), (G, N, K) if layout == "nt" else (G, K, N), op, "x")
+    if isinstance(offsets, torch.Tensor) and offsets.dtype != torch.int32:
+        _fail("offsets", "dtype (group starts then T: offsets[g] .. offsets[g + 1] - 1 are group g's rows)",
+              torch.int32, offsets.dtype, op)
+    _tensor("offsets", offsets, x.device, (torch.int32,), (G + 1,), op, "x")
+    odt = _out_dtype(x, out_dtype, out)
+    _epilogue(op, "x", x.device, activation, {
+        "bias": (bias, (G, N), (torch.float32,)), "row_scale": (row_scale, (T,), (torch.float32,)),
+        "col_scale": (col_scale, (G, N), (torch.float32,)), "residual": (residual, (T, N), (odt,)),
+        "out": (out, (T, N), (odt,))})
+    return T, G, N, K, odt
+
+
+def _grouped_kernel(x, G: int, N: int, K: int, odt, layout: str, fusion: Fusion):
+    """The cached grouped GEMM of the shape class (one kernel per bucket of rows per group, built lazily)."""
+    from .runtime.cuda import DynamicKernel
+    from .schedules.cuda_gemm import build_grouped
+
+    arch = _arch(x)
+    key = ("grouped", G, N, K, IN_DTYPES[x.dtype], OUT_DTYPES[odt], layout, fusion, arch, x.device.index)
+    if key not in _KERNELS:
+        _KERNELS[key] = DynamicKernel(build_grouped(G, N, K, IN_DTYPES[x.dtype], layout, OUT_DTYPES[odt], arch,
+                                                    fusion=fusion))
+    return _KERNELS[key]
+
+
+def _grouped_launch(x, w, offsets, out, layout, bias, activation, residual, row_scale, col_scale) -> None:
+    T, G, N, K, odt = check_grouped_arguments(x, w, offsets, layout, out.dtype, bias, activation, residual, row_scale,
+                                              col_scale, out)
+    if T == 0:
+        return
+    fusion = Fusion(bias is not None, activation, residual is not None, row_scale is not None, col_scale is not None)
+    _check_alignment("grouped_gemm", x=x, w=w, offsets=offsets, out=out, bias=bias, residual=residual,
+                     row_scale=row_scale, col_scale=col_scale)
+    inputs = {"bias": bias, "residual": residual, "row_scale": row_scale, "col_scale": col_scale}
+    _grouped_kernel(x, G, N, K, odt, layout, fusion).launch(x, w, out, offsets,
+                                                            *(inputs[name] for name in fusion.inputs()))
+
+
+def _grouped_shape(x, w, layout):
+    return (x.shape[0], w.shape[1] if layout == "nt" else w.shape[2])
+
+
+@torch.library.custom_op("tvm_cdna4::grouped_gemm", mutates_args=())
+def _grouped_op(x: torch.Tensor, w: torch.Tensor, offsets: torch.Tensor, layout: str,
+                out_dtype: Optional[torch.dtype], bias: Optional[torch.Tensor], activation: Optional[str],  # noqa: UP045
+                residual: Optional[torch.Tensor], row_scale: Optional[torch.Tensor],  # noqa: UP045
+                col_scale: Optional[torch.Tensor]) -> torch.Tensor:  # noqa: UP045
+    out = torch.empty(_grouped_shape(x, w, layout), dtype=_out_dtype(x, out_dtype, None), device=x.device)
+    _grouped_launch(x, w, offsets, out, layout, bias, activation, residual, row_scale, col_scale)
+    return out
+
+
+@_grouped_op.register_fake
+def _grouped_fake(x, w, offsets, layout, out_dtype, bias, activation, residual, row_scale, col_scale):
+    odt = check_grouped_arguments(x, w, offsets, layout, out_dtype, bias, activation, residual, row_scale, col_scale,
+                                  None)[4]
+    return x.new_empty(_grouped_shape(x, w, layout), dtype=odt)
+
+
+@torch.library.custom_op("tvm_cdna4::grouped_gemm_out", mutates_args=("out",))
+def _grouped_out_op(x: torch.Tensor, w: torch.Tensor, offsets: torch.Tensor, out: torch.Tensor, layout: str,
+                    bias: Optional[torch.Tensor], activation: Optional[str],  # noqa: UP045
+                    residual: Optional[torch.Tensor], row_scale: Optional[torch.Tensor],  # noqa: UP045
+                    col_scale: Optional[torch.Tensor]) -> None:  # noqa: UP045
+    _grouped_launch(x, w, offsets, out, layout, bias, activation, residual, row_scale, col_scale)
+
+
+@_grouped_out_op.register_fake
+def _grouped_out_fake(x, w, offsets, out, layout, bias, activation, residual, row_scale, col_scale):
+    check_grouped_arguments(x, w, offsets, layout, out.dtype, bias, activation, residual, row_scale, col_scale, out)
+
+
+def grouped_gemm(x, w, offsets, *, layout: str = "nt", out_dtype=None, bias=None, activation=None, residual=None,
+                 row_scale=None, col_scale=None, out=None):
+    """The grouped GEMM on CUDA tensors (the module docstring): a new [T, N] tensor, or ``out`` filled."""
+    check_grouped_arguments(x, w, offsets, layout, out_dtype, bias, activation, residual, row_scale, col_scale, out)
+    if out is None:
+        return torch.ops.tvm_cdna4.grouped_gemm(x, w, offsets, layout, out_dtype, bias, activation, residual, row_scale,
+                                                col_scale)
+    torch.ops.tvm_cdna4.grouped_gemm_out(x, w, offsets, out, layout, bias, activation, residual, row_scale, col_scale)
+    return out
+
+
+__all__ = ["ALIGNMENT", "LAYOUTS", "check_arguments", "check_grouped_arguments", "gemm", "grouped_gemm", "kernel_cache"]

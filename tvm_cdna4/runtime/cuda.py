@@ -232,8 +232,9 @@ class DynamicKernel:
     """A dynamic-M GEMM (``cuda_gemm.build_dynamic``, a ``DynamicGemm``) on the GPU: each M bucket's
     kernel is built (through the build cache), exported and loaded on its first launch, then reused
     for every M of the bucket. ``launch(a, b, c, *inputs)`` takes torch tensors (A, B, C, then the
-    fused epilogue's inputs in ``PARAM_ORDER``) and launches on torch's current CUDA stream
-    (``Kernel.launch``)."""
+    kernel's other inputs in its parameter order: the fused epilogue's in ``PARAM_ORDER``; a grouped
+    GEMM's offsets first, ``cuda_gemm.build_grouped``, whose T is C's rows) and launches on torch's
+    current CUDA stream (``Kernel.launch``)."""
 
     def __init__(self, dynamic, workdir=None):
         self.dynamic, self.workdir = dynamic, workdir

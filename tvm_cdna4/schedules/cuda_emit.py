@@ -28,6 +28,8 @@ from tvm_tirx.tirx.layout import S, TileLayout
 from ..tirx_private import transpile_once
 from . import epilogue as fused
 from .cuda_plan import GemmPlan, OperandPlan
+from .grouped import OFFSETS
+from .grouped_emit import find_group
 
 
 @attrs.frozen
@@ -62,6 +64,16 @@ class TileOrigin:
 
     m0: object
     n0: object
+    m_end: object = None
+    """The end of the rows the tile may write (a grouped tile's: its group's end, ``Groups.origin``);
+    None: M (``rows_end``)."""
+    group: object = None
+    """A grouped tile's group (its per-column fused inputs are that group's row); None: one GEMM."""
+
+
+def rows_end(p: GemmPlan, tile: TileOrigin):
+    """The rows of C below which ``tile`` stores: M, or its group's end."""
+    return p.M if tile.m_end is None else tile.m_end
 
 
 @attrs.frozen
@@ -483,13 +495,19 @@ TIR_OPS = SimpleNamespace(max=T.max, exp2=T.exp2, const=T.float32, f32=lambda x:
 divisions to ``div.approx.ftz.f32``."""
 
 
-def fused_value(fusion, args, v, row, col):
+def fused_value(fusion, args, v, row, col, group=None):
     """``schedules.epilogue.apply`` on the f32 value ``v`` of output element (``row``, ``col``): the
-    fusion's inputs read there (the caller keeps both inside C), the residual in C's dtype."""
+    fusion's inputs read there (the caller keeps both inside C), the residual in C's dtype; a grouped
+    tile's per-column inputs (``[G, N]``) at its ``group``'s row."""
     at = {}
     for name in fusion.inputs():
         tensor = args[name]
-        at[name] = tensor[row, col] if name == "residual" else tensor[row if name == "row_scale" else col]
+        if name == "residual":
+            at[name] = tensor[row, col]
+        elif name == "row_scale":
+            at[name] = tensor[row]
+        else:
+            at[name] = tensor[col] if group is None else tensor[group, col]
     return fused.apply(fusion, v, at, TIR_OPS)
 
 
@@ -501,7 +519,7 @@ def inside(p: GemmPlan, index, extent):
 
 
 @T.macro
-def fuse(p, args, acc, row_t, col_t):
+def fuse(p, args, acc, row_t, col_t, group):
     # the fused epilogue (Epilogue.fuse) on every accumulator element, in place, before any conversion
     for mi in T.unroll(p.tiling.mma_m):
         for ni in T.unroll(p.tiling.mma_n):
@@ -509,7 +527,7 @@ def fuse(p, args, acc, row_t, col_t):
                 for c2 in T.unroll(2):
                     acc[acc_element(p, mi, ni, rh, c2)] = fused_value(
                         p.fusion, args, acc[acc_element(p, mi, ni, rh, c2)],
-                        inside(p, row_t + mi * 16 + rh * 8, p.M), inside(p, col_t + ni * 8 + c2, p.N))
+                        inside(p, row_t + mi * 16 + rh * 8, p.M), inside(p, col_t + ni * 8 + c2, p.N), group)
 
 
 @T.macro
@@ -518,40 +536,40 @@ def epilogue(p, args, acc, tile, wm, wn, lane):
     row_t = tile.m0 + wm * p.tiling.warp_m + lane // 4
     col_t = tile.n0 + wn * p.tiling.warp_n + (lane % 4) * 2
     if I.constexpr(p.epilogue.fuse is not None):
-        fuse(p, args, acc, row_t, col_t)
+        fuse(p, args, acc, row_t, col_t, tile.group)
     accv = T.decl_tensor(acc.ptr_to([0]), ty_args=[T.Tensor((p.tiling.mma_m, p.tiling.mma_n, 2, 2), "float32", scope="local", layout=acc_thread(p.tiling.mma_m, p.tiling.mma_n))])
     if I.constexpr(p.epilogue.convert is None or p.epilogue.vector == 2):
         # C in its dtype; pairs declare it even when converted (stored through ``cw`` then): the
         # generated CUDA keeps that pointer (tests/test_cuda_gemm_golden.py)
         cview = T.decl_tensor(args["C"].ptr_to([row_t, col_t]), ty_args=[c_tile(p, False)])
     if I.constexpr(p.epilogue.convert is None):
-        store(p, cview, accv, accv, row_t, col_t)
+        store(p, cview, accv, accv, row_t, col_t, rows_end(p, tile))
     elif I.constexpr(p.epilogue.vector == 2):
         packed = T.alloc_tensor(ty_args=[T.Tensor((p.tiling.mma_m * p.tiling.mma_n * 2,), p.epilogue.convert.dtype, scope="local", layout="default")])
         pv = T.decl_tensor(packed.ptr_to([0]), ty_args=[T.Tensor((p.tiling.mma_m, p.tiling.mma_n, 2, 1), p.epilogue.convert.dtype, scope="local", layout=pack_thread(p.tiling.mma_m, p.tiling.mma_n))])
         # cvt.rn.{f16,bf16}x2.f32 d, hi, lo: column c2=1 goes to the high half
         T.cuda.tile.apply(T.ptx[p.epilogue.convert.instr], pv, accv[:, :, :, 1:2], accv[:, :, :, 0:1], scope="thread")
         cw = T.decl_tensor(args["C"].ptr_to([row_t, col_t]), ty_args=[c_tile(p, True)])
-        store(p, cw, pv, accv, row_t, col_t)
+        store(p, cw, pv, accv, row_t, col_t, rows_end(p, tile))
     else:
         # odd N: cvt.rn.{f16,bf16}.f32 into 16-bit registers, each just before its st.global.b16
         bits = T.alloc_tensor(ty_args=[T.Tensor((p.tiling.mma_m * p.tiling.mma_n * 4,), p.epilogue.convert.dtype, scope="local", layout="default")])
         bv = T.decl_tensor(bits.ptr_to([0]), ty_args=[T.Tensor((p.tiling.mma_m, p.tiling.mma_n, 2, 2), p.epilogue.convert.dtype, scope="local", layout=acc_thread(p.tiling.mma_m, p.tiling.mma_n))])
         ch = T.decl_tensor(args["C"].ptr_to([row_t, col_t]), ty_args=[c_tile(p, True)])
-        store(p, ch, bv, accv, row_t, col_t)
+        store(p, ch, bv, accv, row_t, col_t, rows_end(p, tile))
 
 
 @T.macro
-def store(p, dst, src, acc, row_t, col_t):
-    # the store of the epilogue: pairs per row half, or (odd N) one element at a time
+def store(p, dst, src, acc, row_t, col_t, m_end):
+    # the store of the epilogue: pairs per row half, or (odd N) one element at a time; rows below m_end
     if I.constexpr(p.epilogue.vector == 2):
-        store_tiles(p, dst, src, row_t, col_t)
+        store_tiles(p, dst, src, row_t, col_t, m_end)
     else:
-        store_elements(p, dst, src, acc, row_t, col_t)
+        store_elements(p, dst, src, acc, row_t, col_t, m_end)
 
 
 @T.macro
-def store_tiles(p, dst, src, row_t, col_t):
+def store_tiles(p, dst, src, row_t, col_t, m_end):
     # the (mma_m, mma_n, 2 row halves, *) register tiles, each row half predicated on being inside C
     # when the tile can cross its edge
     if I.constexpr(p.epilogue.masked):
@@ -563,14 +581,14 @@ def store_tiles(p, dst, src, row_t, col_t):
                         dst[mi : mi + 1, ni : ni + 1, rh : rh + 1, :],
                         src[mi : mi + 1, ni : ni + 1, rh : rh + 1, :],
                         scope="thread",
-                        pred=T.and_(row_t + mi * 16 + rh * 8 < p.M, col_t + ni * 8 < p.N),
+                        pred=T.and_(row_t + mi * 16 + rh * 8 < m_end, col_t + ni * 8 < p.N),
                     )
     else:
         T.cuda.tile.apply(T.ptx[p.epilogue.store_instr], dst, src, scope="thread")
 
 
 @T.macro
-def store_elements(p, dst, src, acc, row_t, col_t):
+def store_elements(p, dst, src, acc, row_t, col_t, m_end):
     # one apply (the conversion first for 16-bit C) in loops over the thread's accumulator elements,
     # each store predicated on its element being inside C; the loops unroll after lowering
     for mi in T.unroll(p.tiling.mma_m):
@@ -585,7 +603,7 @@ def store_elements(p, dst, src, acc, row_t, col_t):
                         dst[mi : mi + 1, ni : ni + 1, rh : rh + 1, c2 : c2 + 1],
                         src[mi : mi + 1, ni : ni + 1, rh : rh + 1, c2 : c2 + 1],
                         scope="thread",
-                        pred=T.and_(row_t + mi * 16 + rh * 8 < p.M, col_t + ni * 8 + c2 < p.N),
+                        pred=T.and_(row_t + mi * 16 + rh * 8 < m_end, col_t + ni * 8 + c2 < p.N),
                     )
 
 
@@ -729,25 +747,65 @@ def kernel(p, args):
 
     if I.constexpr(p.grid.persistent):
         persistent_tiles(p, th, args, pid, wm, wn, lane)
+    elif I.constexpr(p.grid.grouping is not None):
+        grouped_tile(p, th, args, pid, wm, wn, lane)
     else:
         org = tile_origin(p, pid)
         m0 = org[0]
         n0 = org[1]
-        prologue(p, th, TileOrigin(m0, n0))
-        if I.constexpr(p.kloop.form == "unrolled"):
-            # unrolled by the stage count: every shared-memory stage offset is a constant
-            for ko in range(p.kloop.groups):
-                k_tiles(p, th, TileOrigin(m0, n0), None, ko * p.kloop.stages, p.kloop.stages)
-            if I.constexpr(p.kloop.tail > 0):
-                k_tiles(p, th, TileOrigin(m0, n0), None, p.kloop.k_tiles - p.kloop.tail, p.kloop.tail)
-        else:
-            for kt in range(p.kloop.k_tiles):
-                _ = [kstep(p, th, TileOrigin(m0, n0), None, kt, kt % p.kloop.stages, step) for step in p.kloop.steps]
-        T.ptx["cp.async.wait_group"](0)
-        if I.constexpr(p.epilogue.reduce is not None):
-            split_epilogue(p, args, acc, TileOrigin(m0, n0), wm, wn, lane, pid)
-        else:
-            epilogue(p, args, acc, TileOrigin(m0, n0), wm, wn, lane)
+        one_tile(p, th, args, TileOrigin(m0, n0), pid, wm, wn, lane)
+
+
+@T.macro
+def one_tile(p, th, args, tile, pid, wm, wn, lane):
+    # one output tile: the pipeline over its k-tiles, then the epilogue
+    prologue(p, th, tile)
+    if I.constexpr(p.kloop.form == "unrolled"):
+        # unrolled by the stage count: every shared-memory stage offset is a constant
+        for ko in range(p.kloop.groups):
+            k_tiles(p, th, tile, None, ko * p.kloop.stages, p.kloop.stages)
+        if I.constexpr(p.kloop.tail > 0):
+            k_tiles(p, th, tile, None, p.kloop.k_tiles - p.kloop.tail, p.kloop.tail)
+    else:
+        for kt in range(p.kloop.k_tiles):
+            _ = [kstep(p, th, tile, None, kt, kt % p.kloop.stages, step) for step in p.kloop.steps]
+    T.ptx["cp.async.wait_group"](0)
+    if I.constexpr(p.epilogue.reduce is not None):
+        split_epilogue(p, args, th.acc, tile, wm, wn, lane, pid)
+    else:
+        epilogue(p, args, th.acc, tile, wm, wn, lane)
+
+
+# ---- the grouped GEMM (GridPlan.grouping) -------------------------------------------------------
+
+
+def grouped_index(p: GemmPlan, t):
+    """(row-tile index, n0) of tile ``t`` of a grouped plan (``GridPlan.decode``; the row-tile index is
+    turned into a group and rows by ``find_group`` and ``Groups.origin``)."""
+    tile = p.grid.decode(t, T.truncdiv, T.truncmod, T.min)
+    return tile.m, tile.n * p.tiling.block_n
+
+
+def group_thread(th: Thread, B) -> Thread:
+    """The thread's record with B the group's weights (a view of ``B[g]``)."""
+    return attrs.evolve(th, B=B)
+
+
+@T.macro
+def grouped_tile(p, th, args, pid, wm, wn, lane):
+    # row tile r -> (group g, rows m0 .. m_end) by a search of the offsets; a tile without rows exits
+    idx = grouped_index(p, pid)
+    r = idx[0]
+    n0 = idx[1]
+    found = T.alloc_tensor(ty_args=[T.Tensor((1,), "int32", scope="local", layout="default")])
+    find_group(p.grid.grouping, args[OFFSETS], r, found)
+    g = found[0]
+    span = p.grid.grouping.origin(g, args[OFFSETS][g], args[OFFSETS][g + 1], r, p.M, T.min)
+    m0 = span[0]
+    m_end = span[1]
+    if T.and_(0 <= m0, m0 < m_end):
+        Bg = T.decl_tensor(args["B"].ptr_to([T.cast(g, "int64"), 0, 0]), ty_args=[T.Tensor(p.b.shape, p.dtype)])
+        one_tile(p, group_thread(th, Bg), args, TileOrigin(m0, n0, m_end, g), pid, wm, wn, lane)
 
 
 @T.macro

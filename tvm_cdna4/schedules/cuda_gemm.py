@@ -51,6 +51,7 @@ import json
 from collections.abc import Callable
 
 from .dynamic_m import DynamicGemm, MBucket, buckets, m_limit
+from .grouped import GroupedGemm
 from .cuda_plan import (
     DEFAULT_CONFIGS,
     DTYPES,
@@ -96,7 +97,8 @@ choice is ``cuda_plan.choose_config``)."""
 
 __all__ = [  # the planner's public names are re-exported here, the CUDA GEMM's entry module
     "DEFAULT_CONFIGS", "DTYPES", "H200_SMS", "LAYOUTS", "OUT_DTYPES", "CudaBuild", "DecodeConfig", "DecodePlan", "Device",
-    "DynamicGemm", "Fusion", "GemmConfig", "GemmPlan", "MBucket", "build_dynamic", "build_plan",
+    "DynamicGemm", "Fusion", "GemmConfig", "GemmPlan", "GroupedGemm", "MBucket", "build_dynamic", "build_grouped",
+    "build_plan",
     "OperandTile", "Swizzle", "build", "build_key", "candidates", "choose_config", "config_json", "cuda_gemm",
     "cuda_source", "default_config", "estimate", "m_bucket", "make_operands", "operand_shapes", "plan",
     "plan_record", "plan_summary", "ranked_configs", "schedule_digest", "swizzle_elem", "swizzle_shift", "TUNE_TOP",
@@ -226,6 +228,34 @@ def build_dynamic(N, K, dtype="f16", layout="nt", out_dtype="f32", arch="sm_80",
                        lambda b: plan(b, N, K, dtype, layout, out_dtype, None, sms, fusion=fused),
                        lambda p: build_plan(p, arch, compiler, cache), emit_any,
                        describe=f" {layout} {dtype}->{out_dtype} N={N} K={K}" + (
+                           "" if fused.empty else f" epilogue {fused.describe()}"))
+
+
+def build_grouped(G, N, K, dtype="f16", layout="nt", out_dtype="f32", arch="sm_80", compiler=None, cache=True,
+                  sms=H200_SMS, fusion: Fusion | None = None, **fusion_keywords) -> GroupedGemm:
+    """A grouped GEMM (``schedules.grouped``: mixture of experts): ``G`` GEMMs sharing N and K in one
+    launch, A ``[T, K]`` with T and the group offsets (``int32 [G + 1]``) known only at run time, B
+    ``[G, N, K]`` (layout ``nt``) or ``[G, K, N]`` (``nn``), C ``[T, N]``; the kernel's parameters
+    ``A, B, C, offsets``. Per bucket of rows per group (``ceil(T / G)``, ``GroupedGemm``) the tile
+    GEMM the cost model chooses for G groups of the bucket's representative rows (``cuda_plan.plan``
+    with ``groups``: no K split, the small-M tiles for decode counts), built on first use through the
+    build cache. ``fusion`` / the keywords: the fused epilogue (``schedules.epilogue.fusion_of``), its
+    inputs after the offsets, ``bias`` and ``col_scale`` per group (``[G, N]``)."""
+    from .cuda_plan import check_grouped, plan as tile_plan
+
+    _check_compiler(compiler)
+    fused = fusion_of(fusion=fusion, **fusion_keywords)
+    if isinstance(G, bool) or not isinstance(G, int) or G < 1:
+        raise ValueError(f"grouped CUDA GEMM: G (the groups) must be a positive int; got {G!r}")
+    if min(N, K) < 1:
+        raise ValueError("N, K must be positive")
+    layout = layout.lower()
+    t_limit = check_grouped(MBucket(1, 1), G, N, K, layout)[2]
+    dtype, out_dtype = _short_dtype(dtype), _short_out(out_dtype)
+    return GroupedGemm("cuda", G, t_limit,
+                       lambda b: tile_plan(b, N, K, dtype, layout, out_dtype, None, sms, fusion=fused, groups=G),
+                       lambda p: build_plan(p, arch, compiler, cache), emit_any,
+                       describe=f" {layout} {dtype}->{out_dtype} G={G} N={N} K={K}" + (
                            "" if fused.empty else f" epilogue {fused.describe()}"))
 
 

@@ -27,8 +27,9 @@ from dataclasses import asdict, dataclass, is_dataclass, replace
 
 import attrs
 
-from .dynamic_m import MBucket, ceil_div, check_layout, divides, extent_record, is_static, resolve_m
+from .dynamic_m import MBucket, ceil_div, check_layout, divides, extent_record, is_static, m_limit, resolve_m
 from .epilogue import Fusion, Param
+from .grouped import OFFSETS, Groups, expected_row_tiles
 
 DTYPES = {"f16": "float16", "bf16": "bfloat16"}
 OUT_DTYPES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}
@@ -607,6 +608,10 @@ class GridPlan:
     tiles ``c, c + ctas, ...``."""
     persistent: bool
     """Whether CTAs loop over tiles (``KLoop.form == "persistent"``)."""
+    grouping: Groups | None = None
+    """A grouped GEMM (``schedules.grouped``): ``grid_m`` is ``grouping.row_tiles(M)`` and the decoded
+    tile row ``r`` is a row-tile index that the CTA turns into its group and rows
+    (``Groups.locate``: a binary search over the offsets); None: one GEMM."""
 
     def decode(self, t, div=operator.floordiv, mod=operator.mod, minimum=min) -> TileIndex:
         """The tile of index ``0 <= t < tiles``: batch, then K slice, then ``group_m`` block rows
@@ -913,20 +918,25 @@ def _sm_time(cfg: GemmConfig, K: int, n_max: int, per_sm: int, dev: Device) -> f
     return waves * (max(load, issue) + dev.overlap * min(load, issue) + dev.wave_s)
 
 
-def estimate(M: int, N: int, K: int, cfg: GemmConfig, out_bytes: int = 2, dev: Device = Device()) -> Estimate:
+def estimate(M: int, N: int, K: int, cfg: GemmConfig, out_bytes: int = 2, dev: Device = Device(),
+             groups: int = 0) -> Estimate:
     """The cost model (docs/cuda_gemm.md, "Plans for every M"): the busiest SM's CTAs (``_sm_time``),
     bounded below by HBM traffic (A, B, C once) and the L2 -> SM traffic of every CTA's panels,
-    plus the split-K reduction (the workspace traffic at ``atomic_s`` or ``pairs_s``) and fixed costs."""
-    gm, gn = ceil_div(M, cfg.block_m), ceil_div(N, cfg.block_n)
+    plus the split-K reduction (the workspace traffic at ``atomic_s`` or ``pairs_s``) and fixed costs.
+    ``groups`` > 0: a grouped GEMM of that many groups of ``M`` rows each, each with its own weights
+    (``schedules.grouped``: ``expected_row_tiles`` row tiles per group)."""
+    n = max(groups, 1)
+    gm = math.ceil(groups * expected_row_tiles(M, cfg.block_m)) if groups else ceil_div(M, cfg.block_m)
+    gn = ceil_div(N, cfg.block_n)
     ctas = gm * gn * cfg.split_k
     per_sm = _resident(cfg, dev)
     waves = ceil_div(ctas, dev.sms * per_sm)
     k_issued = cfg.slice_k_tiles(K) * cfg.block_k * cfg.split_k
     issued = 2 * gm * cfg.block_m * gn * cfg.block_n * k_issued
-    flops = 2 * M * N * K
-    base_bytes = 2 * (M * K + N * K) + out_bytes * M * N
+    flops = 2 * n * M * N * K
+    base_bytes = n * (2 * (M * K + N * K) + out_bytes * M * N)
     # the workspace is written by every slice and read once by the last CTA
-    work = 4 * M * N * (cfg.split_k + 1) if cfg.split_k > 1 else 0
+    work = 4 * n * M * N * (cfg.split_k + 1) if cfg.split_k > 1 else 0
     stage_bytes = (cfg.block_m + cfg.block_n) * cfg.block_k * 2
     loads = ctas * cfg.slice_k_tiles(K) * stage_bytes
     sm = _sm_time(cfg, K, ceil_div(ctas, dev.sms), per_sm, dev)
@@ -979,15 +989,24 @@ def candidates(M: int, N: int, K: int, dtype: str = "f16") -> list[GemmConfig]:
     return out
 
 
+def grouped_candidates(M: int, N: int, K: int, dtype: str, groups: int) -> list[GemmConfig]:
+    """The tilings a grouped GEMM of ``groups`` groups of ``M`` rows weighs: ``default_config`` of the
+    whole problem, then the small-M tilings of ``candidates`` (below ``SMALL_M`` rows per group),
+    without a K split (a group's rows are known only on the device)."""
+    small = candidates(min(M, SMALL_M - 1), N, K, dtype)
+    return [default_config(dtype, groups * M, N)] + [cfg for cfg in small if cfg.split_k == 1]
+
+
 def choose_config(M: int, N: int, K: int, dtype: str = "f16", layout: str = "nt", out_dtype: str = "f32",
-                  sms: int = H200_SMS) -> GemmConfig:
+                  sms: int = H200_SMS, groups: int = 0) -> GemmConfig:
     """The planner's choice: the candidate (``candidates``) of least estimated time
     (``estimate`` on a GPU of ``sms`` SMs) that plans for this problem; ties keep the earlier
-    candidate (the default first)."""
+    candidate (the default first). ``groups`` > 0: a grouped GEMM of that many groups of ``M``
+    rows each (``grouped_candidates``, ``estimate`` with ``groups``)."""
     dev = Device(sms=sms)
     ob = 4 if _short_out(out_dtype) == "f32" else 2
-    scored = sorted(enumerate(candidates(M, N, K, dtype)),
-                    key=lambda ic: (estimate(M, N, K, ic[1], ob, dev).time_s, ic[0]))
+    pool = grouped_candidates(M, N, K, dtype, groups) if groups else candidates(M, N, K, dtype)
+    scored = sorted(enumerate(pool), key=lambda ic: (estimate(M, N, K, ic[1], ob, dev, groups).time_s, ic[0]))
     for _, cfg in scored:
         try:
             cfg.check()
@@ -1001,11 +1020,15 @@ def choose_config(M: int, N: int, K: int, dtype: str = "f16", layout: str = "nt"
 def plan_summary(p: GemmPlan, sms: int = H200_SMS) -> dict:
     """The chosen plan as one JSON object (``--emit config``): the tiling, ``split_k``, the grid, the
     fused epilogue (``fusion``: the ``Fusion`` fields; ``epilogue``: its one-line description) and the
-    cost model's estimate."""
+    cost model's estimate (a grouped plan's at its rows per group: ``Groups.summary``)."""
     cfg = p.config
     ob = 4 if p.epilogue.out_dtype == "float32" else 2
-    est = estimate(planned_m(p.dynamic_m or p.M), p.N, p.K, cfg, ob, Device(sms=sms))
-    return dict(M=extent_record(p.M), **bucket_summary(p.dynamic_m), N=p.N, K=p.K, dtype=p.dtype, layout=p.layout, out_dtype=p.epilogue.out_dtype,
+    g = p.grid.grouping
+    if g is None:
+        est, where = estimate(planned_m(p.dynamic_m or p.M), p.N, p.K, cfg, ob, Device(sms=sms)), bucket_summary(p.dynamic_m)
+    else:
+        est, where = estimate(g.rows.representative, p.N, p.K, cfg, ob, Device(sms=sms), g.count), g.summary()
+    return dict(M=extent_record(p.M), **where, N=p.N, K=p.K, dtype=p.dtype, layout=p.layout, out_dtype=p.epilogue.out_dtype,
                 block_m=cfg.block_m, block_n=cfg.block_n, block_k=cfg.block_k, warps_m=cfg.warps_m,
                 warps_n=cfg.warps_n, stages=cfg.stages, split_k=cfg.split_k, reduction=cfg.reduction,
                 reduce_vector=cfg.reduce_vector, fusion=p.fusion.as_dict(), epilogue=p.fusion.describe(),
@@ -1157,20 +1180,26 @@ def mma_order(cfg: GemmConfig, mma_m: int, mma_n: int) -> tuple[tuple[int, int],
 
 
 def plan(M: int | MBucket, N: int, K: int, dtype: str = "f16", layout: str = "nt", out_dtype: str = "f32",
-         config: GemmConfig | None = None, sms: int = H200_SMS, fusion: Fusion = Fusion()) -> GemmPlan:
+         config: GemmConfig | None = None, sms: int = H200_SMS, fusion: Fusion = Fusion(), groups: int = 0) -> GemmPlan:
     """The plan of the GEMM ``C[M, N] = epilogue(op(A) @ op(B))`` for one static problem size, or for a
     bucket of M (``M`` an ``MBucket``: dynamic M, ``check_dynamic``; ``fusion``: the fused epilogue,
     ``schedules.epilogue``); without a ``config``, the cost model's choice for a GPU of ``sms`` SMs
-    (``choose_config``, which does not weigh the fusion; a bucket's at its representative M)."""
+    (``choose_config``, which does not weigh the fusion; a bucket's at its representative M).
+    ``groups`` > 0: a grouped GEMM (``schedules.grouped``) of that many groups, ``M`` the bucket of rows
+    per group the tiling is chosen for; the plan's M is then the run-time total T (``check_grouped``)."""
     dt = DTYPES[_short_dtype(dtype)]
     ot = OUT_DTYPES[_short_out(out_dtype)]
     layout = layout.lower()
     M, bucket, m_max = resolve_m(M, "cuda_plan.plan")
+    rows = None
+    if groups:
+        rows, bucket, m_max = check_grouped(bucket, groups, N, K, layout)
     if min(m_max, N, K) < 1:
         raise ValueError("M, N, K must be positive")
-    cfg = config or choose_config(planned_m(bucket or M), N, K, dtype, layout, out_dtype, sms)
+    cfg = config or choose_config(planned_m(rows or bucket or M), N, K, dtype, layout, out_dtype, sms, groups)
     cfg.check()
     check_dynamic(bucket, layout, cfg)
+    grouping = grouped_tiles(groups, rows, cfg)
     opa, opb = make_operands(M, N, K, layout, cfg)
     a_shape, b_shape = operand_shapes(M, N, K, layout)
     kt = cfg.slice_k_tiles(K)
@@ -1194,19 +1223,49 @@ def plan(M: int | MBucket, N: int, K: int, dtype: str = "f16", layout: str = "nt
     form = "persistent" if persistent else ("unrolled" if cfg.unrolled_for(K, layout) else "rolled")
     kloop = KLoop(form, cfg.stages, kt, kt // cfg.stages, kt % cfg.stages, plan_k_steps(cfg, tiling.k_steps),
                   mma_order(cfg, tiling.mma_m, tiling.mma_n))
-    gm, gn = ceil_div(M, cfg.block_m), ceil_div(N, cfg.block_n)
+    gm = grouping.row_tiles(M) if grouping else ceil_div(M, cfg.block_m)
+    gn = ceil_div(N, cfg.block_n)
     tiles = gm * gn * cfg.split_k
     grid = GridPlan(gm, gn, max(1, min(cfg.group_m, gm)) if is_static(gm) else cfg.group_m, cfg.split_k, 1, tiles,
-                    min(cfg.ctas, tiles) if persistent else tiles, persistent)
+                    min(cfg.ctas, tiles) if persistent else tiles, persistent, grouping)
 
     ab = "f16" if dt == "float16" else "bf16"
     epilogue = plan_epilogue(M, N, ot, cfg, check_fusion(fusion))
-    params = (Param("A", a_shape, dt), Param("B", b_shape, dt), Param("C", (M, N), ot), *fusion.params(M, N, ot))
+    params = (Param("A", a_shape, dt), Param("B", (groups, *b_shape) if groups else b_shape, dt), Param("C", (M, N), ot),
+              *((Param(OFFSETS, (groups + 1,), "int32"),) if groups else ()), *fusion.params(M, N, ot, groups))
     if cfg.split_k > 1:
         slices = cfg.split_k if cfg.reduction == "ordered" else 1
         params += (Param("W", (slices, m_max, N), "float32"), Param("S", (ceil_div(m_max, cfg.block_m) * gn,), "uint32"))
     return GemmPlan(M, N, K, dt, layout, cfg, tiling, grid, a, b, f"mma.sync.aligned.m16n8k16.row.col.f32.{ab}.{ab}.f32",
                     stage_elems, cfg.stages * stage_elems, kloop, epilogue, params, fusion, bucket)
+
+
+def check_grouped(rows, groups: int, N: int, K: int, layout: str) -> tuple[MBucket, MBucket, int]:
+    """What a grouped plan needs (``schedules.grouped``): ``rows`` an ``MBucket`` (the rows per group
+    the tiling is chosen for), a layout of ``grouped.LAYOUTS``, one group's weights within int32
+    element offsets. Returns ``(rows, the bucket of T: 1 .. the largest T, the largest T)``: T, the
+    run-time total, is the plan's dynamic M (``m_limit(K, N)``: int32 offsets of A and C)."""
+    from .grouped import check_layout as check_grouped_layout
+
+    if not isinstance(rows, MBucket):
+        raise TypeError(f"grouped CUDA GEMM: M must be the MBucket of rows per group the tiling is chosen for; got {rows!r}")
+    check_grouped_layout(layout, "grouped CUDA GEMM")
+    if N * K >= 2**31:
+        raise ValueError(f"grouped CUDA GEMM: one group's weights ({N} x {K}) must have fewer than 2^31 elements "
+                         "(the kernel indexes a group's weights with int32)")
+    t_limit = m_limit(K, N)
+    return rows, MBucket(1, t_limit), t_limit
+
+
+def grouped_tiles(groups: int, rows: MBucket | None, cfg: GemmConfig) -> Groups | None:
+    """The grid's ``Groups`` record of a grouped plan (None for one GEMM): no K split and no persistent
+    CTAs (a CTA's rows are known only after its search)."""
+    if not groups:
+        return None
+    if cfg.split_k != 1 or cfg.ctas:
+        raise ValueError(f"grouped CUDA GEMM: one CTA per output tile (split_k=1, ctas=0); got split_k={cfg.split_k}, "
+                         f"ctas={cfg.ctas}")
+    return Groups(groups, cfg.block_m, rows)
 
 
 def planned_m(M: int | MBucket) -> int:

@@ -91,9 +91,11 @@ class Fusion:
         """The names of the inputs it reads, in ``PARAM_ORDER``."""
         return tuple(name for name in PARAM_ORDER if getattr(self, name))
 
-    def params(self, M: Extent, N: int, out_dtype: str) -> tuple[Param, ...]:
-        """Its kernel parameters (``out_dtype``: C's TIR dtype, the residual's), in ``PARAM_ORDER``."""
-        shapes = {"row_scale": ((M,), "float32"), "col_scale": ((N,), "float32"), "bias": ((N,), "float32"),
+    def params(self, M: Extent, N: int, out_dtype: str, groups: int = 0) -> tuple[Param, ...]:
+        """Its kernel parameters (``out_dtype``: C's TIR dtype, the residual's), in ``PARAM_ORDER``;
+        ``groups`` > 0 (a grouped GEMM): the per-column inputs per group, ``[groups, N]``."""
+        column = (groups, N) if groups else (N,)
+        shapes = {"row_scale": ((M,), "float32"), "col_scale": (column, "float32"), "bias": (column, "float32"),
                   "residual": ((M, N), out_dtype)}
         return tuple(Param(name, *shapes[name]) for name in self.inputs())
 
@@ -165,27 +167,37 @@ def _numpy_ops(dtype):
                            f32=lambda x: np.asarray(x).astype(dtype))
 
 
-def random_inputs(fusion: Fusion, M: int, N: int, rng, residual_dtype=None) -> dict:
+def random_inputs(fusion: Fusion, M: int, N: int, rng, residual_dtype=None, groups: int = 0) -> dict:
     """Inputs for a test of ``fusion``: scales in [0.5, 2), bias and residual in [-1, 1) (the residual
-    rounded to ``residual_dtype``, a numpy dtype, when given)."""
+    rounded to ``residual_dtype``, a numpy dtype, when given); ``groups`` > 0: the per-column inputs
+    per group, ``[groups, N]`` (``Fusion.params``)."""
     import numpy as np
 
-    out = {}
+    out, column = {}, (groups, N) if groups else N
     if fusion.row_scale:
         out["row_scale"] = rng.uniform(0.5, 2.0, M).astype(np.float32)
     if fusion.col_scale:
-        out["col_scale"] = rng.uniform(0.5, 2.0, N).astype(np.float32)
+        out["col_scale"] = rng.uniform(0.5, 2.0, column).astype(np.float32)
     if fusion.bias:
-        out["bias"] = rng.uniform(-1.0, 1.0, N).astype(np.float32)
+        out["bias"] = rng.uniform(-1.0, 1.0, column).astype(np.float32)
     if fusion.residual:
         res = rng.uniform(-1.0, 1.0, (M, N)).astype(np.float32)
         out["residual"] = res.astype(residual_dtype) if residual_dtype is not None else res
     return out
 
 
+def _per_column(x):
+    """A per-column input as a row to broadcast: ``[N]`` -> ``[1, N]``; ``[M, N]`` (a grouped GEMM's
+    ``[G, N]`` gathered per row: ``grouped.per_row``) as it is."""
+    import numpy as np
+
+    x = np.asarray(x, np.float64)
+    return x[None, :] if x.ndim == 1 else x
+
+
 def reference(acc, fusion: Fusion, inputs: dict):
     """The fused epilogue on the whole accumulator ``acc`` [M, N] in float64 (before the output cast):
-    what a kernel's result is compared with."""
+    what a kernel's result is compared with (the per-column inputs ``[N]``, or ``[M, N]``: ``_per_column``)."""
     import numpy as np
 
     acc = np.asarray(acc, dtype=np.float64)
@@ -193,9 +205,9 @@ def reference(acc, fusion: Fusion, inputs: dict):
     if fusion.row_scale:
         at["row_scale"] = np.asarray(inputs["row_scale"], np.float64)[:, None]
     if fusion.col_scale:
-        at["col_scale"] = np.asarray(inputs["col_scale"], np.float64)[None, :]
+        at["col_scale"] = _per_column(inputs["col_scale"])
     if fusion.bias:
-        at["bias"] = np.asarray(inputs["bias"], np.float64)[None, :]
+        at["bias"] = _per_column(inputs["bias"])
     if fusion.residual:
         at["residual"] = np.asarray(inputs["residual"]).astype(np.float64)
     with np.errstate(over="ignore"):  # 2^x overflows to inf where an activation saturates (the limit is exact)
@@ -235,10 +247,10 @@ def error_bound(acc, fusion: Fusion, inputs: dict, out_dtype: str, acc_error=0.0
     if fusion.row_scale:
         scale = scale * np.abs(np.asarray(inputs["row_scale"], np.float64))[:, None]
     if fusion.col_scale:
-        scale = scale * np.abs(np.asarray(inputs["col_scale"], np.float64))[None, :]
+        scale = scale * np.abs(_per_column(inputs["col_scale"]))
     magnitude = np.abs(acc) * scale
     if fusion.bias:
-        magnitude = magnitude + np.abs(np.asarray(inputs["bias"], np.float64))[None, :]
+        magnitude = magnitude + np.abs(_per_column(inputs["bias"]))
     if fusion.residual:
         magnitude = magnitude + np.abs(np.asarray(inputs["residual"]).astype(np.float64))
     rel, absolute = tolerance(fusion, out_dtype)

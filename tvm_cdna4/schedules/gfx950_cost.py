@@ -29,7 +29,12 @@ lists the assumptions and their anchors; in short:
 
 from __future__ import annotations
 
+import math
+
 import attrs
+
+from .epilogue import Fusion
+from .grouped import expected_row_tiles
 
 MI355X_CUS = 256
 CLOCK_HZ = 2.4e9  # MI355X peak engine clock (the published peaks: 256 CUs x 4 SIMDs x 2.4 GHz x rate)
@@ -51,7 +56,8 @@ class GemmWork:
     per element of A, B and C, ``load_ahead`` K tiles of loads in flight per workgroup,
     ``extra_bytes`` of HBM traffic besides A, B and C once, ``fused_bytes`` of the fused epilogue's
     inputs (read once, like A, B and C: the roofline counts them), ``kernels`` launches in all,
-    ``tails`` latencies after the main work."""
+    ``tails`` latencies after the main work. ``grouped``: a grouped GEMM (``schedules.grouped``) of
+    ``batch`` groups of ``M`` rows each on average, each group ``expected_row_tiles`` row tiles."""
 
     M: int
     N: int
@@ -67,10 +73,13 @@ class GemmWork:
     kernels: int = 1
     tails: int = 0  # dependent round trips after the main work (the split-K ticket), one HBM latency each
     fused_bytes: int = 0  # the fused epilogue's inputs: row/column scales, bias, residual
+    grouped: bool = False
 
     @property
     def workgroups(self) -> int:
         BM, BN, _ = self.block
+        if self.grouped:
+            return math.ceil(self.batch * expected_row_tiles(self.M, BM)) * -(-self.N // BN) * self.k_splits
         return -(-self.M // BM) * -(-self.N // BN) * self.k_splits * self.batch
 
     @property
@@ -147,10 +156,15 @@ def fused_bytes(plan) -> int:
     """Bytes of a plan's fused epilogue inputs, each read once: its ``Epilogue.params`` that
     ``Epilogue.fusion`` names (scales and bias 4 bytes per row or column, the residual C's bytes
     per element)."""
+    names = plan.epilogue.fusion.inputs()
+    return params_bytes(p for p in plan.epilogue.params if p.name in names)
+
+
+def params_bytes(params) -> int:
+    """Bytes of kernel parameters (``Param`` records of static shapes)."""
     import numpy as np
 
-    names = plan.epilogue.fusion.inputs()
-    return sum(int(np.prod(p.shape)) * np.dtype(p.dtype).itemsize for p in plan.epilogue.params if p.name in names)
+    return sum(int(np.prod(p.shape)) * np.dtype(p.dtype).itemsize for p in params)
 
 
 def work_of(plan) -> GemmWork:
@@ -173,6 +187,15 @@ def work_of(plan) -> GemmWork:
     return GemmWork(plan.M, plan.N, plan.K, plan.block, a_bytes, b_bytes, c_bytes, plan.grid.k_splits,
                     max(getattr(plan, "batch", 0), 1), plan.config.load_ahead, extra_bytes, kernels, tails,
                     fused_bytes(plan))
+
+
+def grouped_work(plan, T) -> GemmWork:
+    """The ``GemmWork`` of a grouped plan (its grid's ``grouping``: G groups) serving ``T`` rows in
+    all: G groups of ``T / G`` rows each (``GemmWork.grouped``)."""
+    G, fusion = plan.grid.grouping.count, plan.epilogue.fusion
+    static = attrs.evolve(plan, M=1, epilogue=attrs.evolve(plan.epilogue, params=(), fusion=Fusion()))
+    return attrs.evolve(work_of(static), M=T / G, batch=G, grouped=True,
+                        fused_bytes=params_bytes(fusion.params(T, plan.N, plan.epilogue.out, G)))
 
 
 def planned_loop_fraction(mfma_cycles_per_k_tile: float) -> float:
@@ -207,4 +230,5 @@ def gpu_estimate(work: GemmWork, waves_per_simd: int, waves_per_workgroup: int, 
 
 
 __all__ = ["CLOCK_HZ", "HBM_BYTES_PER_S", "HBM_LATENCY_S", "MI355X_CUS", "PLANNED_IDLE_CYCLES", "GemmWork",
-           "GpuEstimate", "fused_bytes", "gpu_estimate", "planned_loop_fraction", "split_traffic", "work_of"]
+           "GpuEstimate", "fused_bytes", "gpu_estimate", "grouped_work", "params_bytes", "planned_loop_fraction",
+           "split_traffic", "work_of"]

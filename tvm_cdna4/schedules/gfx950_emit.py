@@ -58,12 +58,25 @@ class TileOrigin:
     m0: object
     n0: object
     kt: object = 0  # the first K tile of the workgroup's K range (split-K; 0 without)
+    m_end: object = None  # the end of the rows it may store (grouped: its group's end, ``Groups.origin``); None: M
+    group: object = None  # grouped: the tile's group (its per-column fused inputs' row); None: one GEMM
+
+
+def rows_end(origin: TileOrigin, M):
+    """The rows of C below which a tile stores: ``M``, or its group's end (``TileOrigin.m_end``)."""
+    return M if origin.m_end is None else origin.m_end
+
+
+def decode(grid: Grid, bid):
+    """``grid.decode(bid)``, with truncating division where its tile rows are symbolic (``Grid.decode``;
+    ``bid`` and the extents are non-negative, where truncating and floor division agree)."""
+    return grid.decode(bid, T.truncdiv, T.truncmod) if grid.symbolic else grid.decode(bid)
 
 
 def tile_origin(grid: Grid, block: tuple[int, ...], bid, k_steps: int = 0) -> TileOrigin:
     """The origin of workgroup ``bid``'s tile (``Grid.decode``; ``block`` = (BM, BN, ...)); with a
     K split, its K range starts at K tile ``k_split * k_steps`` (``k_steps`` K tiles per range)."""
-    idx = grid.decode(bid)
+    idx = decode(grid, bid)
     if grid.k_splits == 1:
         return TileOrigin(idx.batch, idx.row * block[0], idx.col * block[1])
     return TileOrigin(idx.batch, idx.row * block[0], idx.col * block[1], idx.k_split * k_steps)
@@ -229,11 +242,15 @@ def fused_ops(out: str) -> SimpleNamespace:
                            const=T.float32, f32=f32)
 
 
-def fused_inputs(fusion: Fusion, args, row, col) -> dict:
+def fused_inputs(fusion: Fusion, args, row, col, group=None) -> dict:
     """``schedules.epilogue.apply``'s ``at``: the fused inputs at element (``row``, ``col``) of C,
-    loaded from the kernel's parameters (``args``; ``Fusion.params``)."""
-    at = {"row_scale": lambda: args.row_scale[row], "col_scale": lambda: args.col_scale[col],
-          "bias": lambda: args.bias[col], "residual": lambda: args.residual[row, col]}
+    loaded from the kernel's parameters (``args``; ``Fusion.params``); a grouped tile's per-column
+    inputs (``[G, N]``) at its ``group``'s row."""
+    def column(x):
+        return x[col] if group is None else x[group, col]
+
+    at = {"row_scale": lambda: args.row_scale[row], "col_scale": lambda: column(args.col_scale),
+          "bias": lambda: column(args.bias), "residual": lambda: args.residual[row, col]}
     return {name: at[name]() for name in fusion.inputs()}
 
 
@@ -277,8 +294,8 @@ def epilogue_store(op, epilogue: Epilogue, extent: tuple, repeats: tuple[int, in
 
     @T.macro
     def inside(C, s, row, col, value):
-        if T.And(row < M, col < N):
-            put(C, s.origin.bz, row, col, epilogue_value(epilogue, value, fused_inputs(epilogue.fusion, s.args, row, col)))
+        if T.And(row < rows_end(s.origin, M), col < N):
+            put(C, s.origin.bz, row, col, epilogue_value(epilogue, value, fused_inputs(epilogue.fusion, s.args, row, col, s.origin.group)))
 
     @T.macro
     def store(C, rd, s, lane):
@@ -379,5 +396,6 @@ def split_store(op, epilogue: Epilogue, grid: Grid, block: tuple[int, ...], k_st
     return store
 
 
-__all__ = ["THREADS", "Fragments", "Stage", "Staging", "TileOrigin", "WaveState", "epilogue_store", "epilogue_value",
-           "fragment_reader", "fused_inputs", "fused_ops", "k_offset", "kernel_function", "mfma_step", "operand_coords", "span", "split_store", "staging_sets", "tile_origin"]
+__all__ = ["THREADS", "Fragments", "Stage", "Staging", "TileOrigin", "WaveState", "decode", "epilogue_store",
+           "epilogue_value", "fragment_reader", "fused_inputs", "fused_ops", "k_offset", "kernel_function", "mfma_step",
+           "operand_coords", "rows_end", "span", "split_store", "staging_sets", "tile_origin"]

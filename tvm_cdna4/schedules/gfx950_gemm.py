@@ -46,6 +46,7 @@ import attrs
 
 from .dynamic_m import DynamicGemm, MBucket, buckets, extent_record, m_limit
 from .epilogue import Fusion, fusion_of
+from .grouped import GroupedGemm
 from .gfx950_plan import (DTYPES, FORMAT_CODES, LAYOUTS, MX_FORMATS, UNIT_SCALES, Epilogue, Gfx950GemmConfig,
                           Gfx950GemmPlan, Grid, MxGemmConfig, MxGemmPlan, OperandPlan, Param, default_config,
                           default_mx_config, dma_config, plan_gfx950_gemm, plan_mx_gemm)
@@ -164,6 +165,32 @@ def build_dynamic(N: int, K: int, dtype: str = "f16", layout: str = "nt", out_dt
                        describe=f" {layout} {dtype} N={N} K={K}" + ("" if fused.empty else f" epilogue {fused.describe()}"))
 
 
+def build_grouped(G: int, N: int, K: int, dtype: str = "bf16", layout: str = "nt", out_dtype: str | None = None,
+                  cache: bool = True, fusion: Fusion | None = None, **fusion_keywords) -> GroupedGemm:
+    """A grouped dense GEMM (``schedules.grouped``: mixture of experts): ``G`` GEMMs sharing N and K in
+    one launch, A ``[T, K]`` with T and the group offsets (``int32 [G + 1]``) known only at run time,
+    B ``[G, N, K]`` (``nt``) or ``[G, K, N]`` (``nn``), C ``[T, N]``; the kernel's parameters ``A, B,
+    C, offsets``. Per bucket of rows per group (``ceil(T / G)``, ``GroupedGemm``) the tile
+    ``gfx950_plan.plan_for`` chooses for G groups of the bucket's representative rows (no K split),
+    built on first use through the build cache. ``fusion`` / the keywords: the fused epilogue, its
+    inputs after the offsets, ``bias`` and ``col_scale`` per group (``[G, N]``)."""
+    from .gfx950_plan import check_grouped, plan_for
+
+    fused = fusion_of(fusion=fusion, **fusion_keywords)
+    if isinstance(G, bool) or not isinstance(G, int) or G < 1:
+        raise ValueError(f"grouped gfx950 GEMM: G (the groups) must be a positive int; got {G!r}")
+    _, t_range = check_grouped(MBucket(1, 1), G, N, K, dtype, layout, 0, 1)
+    plan_gfx950_gemm(1, N, K, dtype, layout, out_dtype, fusion=fused)  # the problem's own checks, before any bucket
+
+    def plan_bucket(bucket: MBucket) -> Gfx950GemmPlan:
+        chosen = plan_for(bucket.representative, N, K, dtype, layout, out_dtype, fusion=fused, groups=G)
+        return plan_gfx950_gemm(bucket, N, K, dtype, layout, out_dtype, chosen.config, fusion=fused, groups=G)
+
+    return GroupedGemm("gfx950", G, t_range.hi, plan_bucket, lambda p: build_plan(p, cache), emit,
+                       describe=f" {layout} {dtype} G={G} N={N} K={K}" + (
+                           "" if fused.empty else f" epilogue {fused.describe()}"))
+
+
 def build_plan(p: Gfx950GemmPlan | MxGemmPlan, cache: bool = True):
     """``build`` of one plan (the build cache keyed by ``cache_key(p)``: a dynamic-M plan's record
     holds its bucket)."""
@@ -187,6 +214,6 @@ def build_plan(p: Gfx950GemmPlan | MxGemmPlan, cache: bool = True):
 
 __all__ = ["DTYPES", "FORMAT_CODES", "LAYOUTS", "UNIT_SCALES", "DynamicGemm", "Epilogue", "Fusion", "Gfx950GemmConfig",
            "Gfx950GemmPlan", "Grid", "MBucket", "MxGemmConfig", "MxGemmPlan", "OperandPlan", "Param", "build",
-           "build_dynamic", "build_plan", "cache_key", "default_config",
+           "build_dynamic", "build_grouped", "build_plan", "cache_key", "default_config",
            "default_mx_config", "dma_config", "emit", "emit_gfx950_gemm", "gfx950_gemm", "plan", "plan_gfx950_gemm",
            "plan_mx_gemm", "schedule_digest"]

@@ -10,9 +10,10 @@ from tvm_tirx.script import tirx as T
 from ..isa import CATALOG
 from ..patterns.layouts import mfma_fragment
 from ..tirx_private import transpile_once
-from .gfx950_emit import (THREADS, Fragments, Stage, Staging, TileOrigin, WaveState, epilogue_store, fragment_reader,
+from .gfx950_emit import (THREADS, Fragments, Stage, Staging, TileOrigin, WaveState, decode, epilogue_store, fragment_reader,
                           k_offset, kernel_function, mfma_step, split_store, staging_sets, tile_origin)
 from .gfx950_plan import UNIT_SCALES, Gfx950GemmPlan, OperandPlan
+from .grouped_emit import find_group
 from .pipeline import chunk_loader, dma_loader, dma_pipeline, fragment_pipeline, lds_stage, schedule_hint
 
 
@@ -157,17 +158,40 @@ def _tile(plan: Gfx950GemmPlan):
         Bf1 = T.decl_tensor(rb1.ptr_to([0]), ty_args=[T.Tensor((RN, RK, op.n, op.k), elem, scope="local", layout=lb)])
         Df = T.decl_tensor(rd.ptr_to([0]), ty_args=[T.Tensor((RM, RN, op.m, op.n), acc, scope="local", layout=ld)])
         Cg = T.decl_tensor(args.C.data, ty_args=[T.Tensor((max(batch, 1) * M * N,), out)])
-        origin = tile_origin(plan.grid, plan.block, bid, plan.k_steps)
-        bz = origin.bz
-        m0 = origin.m0
-        n0 = origin.n0
+        sets = (Fragments(ra0, rb0, Af=Af0, Bf=Bf0), Fragments(ra1, rb1, Af=Af1, Bf=Bf1))
+        if I.constexpr(plan.grid.grouping is None):
+            origin = tile_origin(plan.grid, plan.block, bid, plan.k_steps)
+            bz = origin.bz
+            m0 = origin.m0
+            n0 = origin.n0
+            compute(args, TileOrigin(bz, m0, n0, origin.kt), tx, stages, staging, sets, rd, Df, Cg)
+        else:
+            grouped(args, bid, tx, stages, staging, sets, rd, Df, Cg)
+
+    @T.macro
+    def compute(args, origin, tx, stages, staging, sets, rd, Df, Cg):
         wm, wn = _wave_origin(plan, tx)
         lane = tx % 64
         for r in T.unroll(nd):
             rd[r] = T.cast(0, acc)
-        s = WaveState(args, Df, TileOrigin(bz, m0, n0, origin.kt), wm, wn, tx)
-        run(stages, staging, (Fragments(ra0, rb0, Af=Af0, Bf=Bf0), Fragments(ra1, rb1, Af=Af1, Bf=Bf1)), s)
+        s = WaveState(args, Df, origin, wm, wn, tx)
+        run(stages, staging, sets, s)
         store_c(Cg, rd, s, lane)
+
+    @T.macro
+    def grouped(args, bid, tx, stages, staging, sets, rd, Df, Cg):
+        # the workgroup's row tile -> its group and rows (find_group, Groups.origin); no rows: no work
+        idx = decode(plan.grid, bid)
+        found = T.alloc_tensor(ty_args=[T.Tensor((1,), "int32", scope="local")])
+        find_group(plan.grid.grouping, args.offsets, idx.row, found)
+        g = found[0]
+        span = plan.grid.grouping.origin(g, args.offsets[g], args.offsets[g + 1], idx.row, M, T.min)
+        m0 = span[0]
+        m_end = span[1]
+        if T.And(0 <= m0, m0 < m_end):
+            Bg = T.decl_tensor(args.B.ptr_to([T.cast(g, "int64"), 0, 0]), ty_args=[T.Tensor(plan.b.storage, elem)])
+            compute(args._replace(B=Bg), TileOrigin(0, m0, idx.col * plan.block[1], 0, m_end, g), tx, stages, staging, sets,
+                    rd, Df, Cg)
     return tile
 
 

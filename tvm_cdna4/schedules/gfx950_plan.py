@@ -14,6 +14,7 @@ the emission never calls ``int()`` on them; the validation compares them only wh
 from __future__ import annotations
 
 import math
+import operator
 
 import attrs
 
@@ -25,8 +26,9 @@ from ..isa.mfma_table import SCALE_VECTOR_WORDS
 from ..patterns.dma import LdsTile
 from ..isa.hardware import GFX950_LDS_BYTES
 from ..isa.llvm_helpers import SCHED_DS_READ, SCHED_DS_WRITE, SCHED_MFMA, SCHED_VMEM_READ
-from .dynamic_m import MBucket, ceil_div, check_layout, resolve_m
+from .dynamic_m import MBucket, ceil_div, check_layout, m_limit, resolve_m
 from .epilogue import Fusion, Param
+from .grouped import OFFSETS, Groups
 from .gfx950_cost import MI355X_CUS, gpu_estimate, planned_loop_fraction, work_of
 
 Extent = Union[int, "PrimExpr"]  # noqa: F821 (a TIR expression: the symbolic M to come)
@@ -39,24 +41,36 @@ class Grid:
     """The launch grid, one workgroup per output tile: ``tiles`` = (tile rows, tile columns) per
     batch, ``batch`` workgroups along a batch axis (None: the kernel has no batch axis), ``k_splits``
     workgroups along K per tile (split-K: each a range of K tiles, ``tile_origin``). ``decode`` turns ``blockIdx.x``
-    into the tile's indices once per kernel (tile column fastest, then row, then K split, then batch)."""
+    into the tile's indices once per kernel (tile column fastest, then row, then K split, then batch).
+    ``grouping``: a grouped GEMM (``schedules.grouped``): ``tiles[0]`` is ``grouping.row_tiles(M)`` and a
+    decoded row is a row-tile index, turned into the workgroup's group and rows by a search of the
+    offsets (``Groups``)."""
 
     tiles: tuple[Extent, int]
     batch: int | None = None
     k_splits: int = 1
+    grouping: Groups | None = None
 
     @property
     def groups(self) -> Extent:
         """Workgroups of the launch."""
         return self.tiles[0] * self.tiles[1] * (self.batch or 1) * self.k_splits
 
-    def decode(self, bid) -> GridIndex:
-        """The tile indices of workgroup ``bid`` (an int or a TIR expression)."""
+    def decode(self, bid, div=operator.floordiv, mod=operator.mod) -> GridIndex:
+        """The tile indices of workgroup ``bid`` (an int or a TIR expression). ``div``, ``mod``: Python's
+        (floor) operators; the emission passes truncating ones where the tile rows are a symbolic extent
+        (``symbolic``: TIRx lowers a floor division whose dividend it cannot prove non-negative with an
+        offset that leaves int32 once the divisor is not a power of two, e.g. 224 tile columns)."""
         per = self.tiles[0] * self.tiles[1]
         if self.batch is None and self.k_splits == 1:
-            return GridIndex(0, 0, bid // self.tiles[1], bid % self.tiles[1])
-        split = 0 if self.k_splits == 1 else bid // per % self.k_splits
-        return GridIndex(bid // (per * self.k_splits), split, bid % per // self.tiles[1], bid % self.tiles[1])
+            return GridIndex(0, 0, div(bid, self.tiles[1]), mod(bid, self.tiles[1]))
+        split = 0 if self.k_splits == 1 else mod(div(bid, per), self.k_splits)
+        return GridIndex(div(bid, per * self.k_splits), split, div(mod(bid, per), self.tiles[1]), mod(bid, self.tiles[1]))
+
+    @property
+    def symbolic(self) -> bool:
+        """Whether the tile rows are a TIR expression (dynamic M, grouped), not an int."""
+        return not isinstance(self.tiles[0], int)
 
 
 @attrs.frozen
@@ -143,11 +157,12 @@ def convert_epilogue(acc: str, out_dtype: str) -> Epilogue:
     return Epilogue(acc, out_dtype, out, ops)
 
 
-def fuse_epilogue(epilogue: Epilogue, fusion: Fusion, M: Extent, N: int, batch: int = 0) -> Epilogue:
+def fuse_epilogue(epilogue: Epilogue, fusion: Fusion, M: Extent, N: int, batch: int = 0, groups: int = 0) -> Epilogue:
     """``epilogue`` with ``fusion``'s steps (``fuse``: after the reduction, before the conversion)
     and its inputs (``Fusion.params``) before the workspace; ``epilogue`` itself when nothing is
     fused. ValueError where the fused epilogue cannot run: accumulators other than f32 (it computes
-    in f32), a batch axis (one set of inputs per matrix is not defined)."""
+    in f32), a batch axis (one set of inputs per matrix is not defined). ``groups``: a grouped GEMM's
+    count (its per-column inputs per group, ``Fusion.params``)."""
     if fusion.empty:
         return epilogue
     if epilogue.acc != "float32":
@@ -158,7 +173,7 @@ def fuse_epilogue(epilogue: Epilogue, fusion: Fusion, M: Extent, N: int, batch: 
                          f"are per matrix (row_scale [M], bias [N], residual [M, N])")
     at = 1 if epilogue.ops[:1] == ("reduce",) else 0
     return attrs.evolve(epilogue, ops=(*epilogue.ops[:at], "fuse", *epilogue.ops[at:]),
-                        params=(*fusion.params(M, N, epilogue.out), *epilogue.params), fusion=fusion)
+                        params=(*fusion.params(M, N, epilogue.out, groups), *epilogue.params), fusion=fusion)
 
 
 # ---------------------------------------------------------------------------------- the dense GEMM
@@ -392,10 +407,14 @@ class Gfx950GemmPlan:
     @property
     def params(self) -> tuple[Param, ...]:
         """The kernel's parameters: A and B as stored (``OperandPlan.storage``; with ``batch`` a
-        leading batch axis), C ``(M, N)``, then the epilogue's (the fused inputs, the workspace)."""
+        leading batch axis; grouped: B with a leading group axis), C ``(M, N)``, the offsets
+        (grouped: ``int32 [G + 1]``), then the epilogue's (the fused inputs, the workspace)."""
         lead = (self.batch,) if self.batch else ()
-        return (Param("A", (*lead, *self.a.storage), self.elem), Param("B", (*lead, *self.b.storage), self.elem),
-                Param("C", (*lead, self.M, self.N), self.epilogue.out), *self.epilogue.params)
+        g = self.grid.grouping
+        b_lead = (g.count,) if g else lead
+        grouped = (Param(OFFSETS, (g.count + 1,), "int32"),) if g else ()
+        return (Param("A", (*lead, *self.a.storage), self.elem), Param("B", (*b_lead, *self.b.storage), self.elem),
+                Param("C", (*lead, self.M, self.N), self.epilogue.out), *grouped, *self.epilogue.params)
 
 
 def _operand_plan(name: str, op, spec: DtypeSpec, cfg: Gfx950GemmConfig, transposed: bool, M: Extent, N: int, K: int,
@@ -431,18 +450,23 @@ def _operand_plan(name: str, op, spec: DtypeSpec, cfg: Gfx950GemmConfig, transpo
 
 def plan_gfx950_gemm(M: Extent | MBucket, N: int, K: int, dtype: str = "f16", layout: str = "nn",
                      out_dtype: str | None = None, config: Gfx950GemmConfig | None = None, batch: int = 0,
-                     k_splits: int = 1, fusion: Fusion | None = None) -> Gfx950GemmPlan:
+                     k_splits: int = 1, fusion: Fusion | None = None, groups: int = 0) -> Gfx950GemmPlan:
     """The plan of ``gfx950_gemm`` (same arguments); ValueError for a problem or config it cannot
     run. ``k_splits`` > 1: split-K, each workgroup one of ``k_splits`` consecutive ranges of
     ``k_steps`` K tiles, its partial product added into an f32 C (zeroed on entry), or reduced
     through the workspace and the tile's ticket (``split_epilogue``: 16-bit outputs, a fused
     epilogue, or ``config.reduction`` "ordered"). ``fusion``: the fused epilogue
     (``schedules.epilogue.Fusion``; ``fuse_epilogue``), applied to the f32 accumulators (after the
-    reduction) before the conversion. ``M`` an ``MBucket``: dynamic M (``check_dynamic``)."""
+    reduction) before the conversion. ``M`` an ``MBucket``: dynamic M (``check_dynamic``).
+    ``groups`` > 0: a grouped GEMM of that many groups (``schedules.grouped``), ``M`` the bucket of
+    rows per group the tile is chosen for, the plan's M the run-time total T (``check_grouped``)."""
     bucket = M if isinstance(M, MBucket) else None
+    rows = None
+    if groups:
+        rows, bucket = check_grouped(M, groups, N, K, dtype, layout, batch, k_splits)
     if bucket is not None:
         check_dynamic(layout, batch)
-        M = resolve_m(M, "plan_gfx950_gemm")[0]
+        M = resolve_m(bucket, "plan_gfx950_gemm")[0]
     if dtype not in DTYPES:
         raise ValueError(f"gfx950 GEMM: dtype {dtype!r} is not supported; expected one of {sorted(DTYPES)}")
     if layout not in LAYOUTS:
@@ -460,12 +484,13 @@ def plan_gfx950_gemm(M: Extent | MBucket, N: int, K: int, dtype: str = "f16", la
         raise ValueError(f"gfx950 GEMM: k_splits {k_splits} must be in [1, {tiles_k}] (the K tiles)")
     op = CATALOG[spec.mfma16 if cfg.mfma == "16x16" else spec.mfma32]
     BM, BN, BK = cfg.block_m, cfg.block_n, cfg.block_k
-    grid = Grid((ceil_div(M, BM), -(-N // BN)), max(batch, 1), k_splits)
+    grouping = Groups(groups, BM, rows) if groups else None
+    grid = Grid((grouping.row_tiles(M) if groups else ceil_div(M, BM), -(-N // BN)), max(batch, 1), k_splits, grouping)
     fusion = fusion or Fusion()
     m_max = M if bucket is None else bucket.hi  # the workspace serves the bucket's largest M
     epilogue = split_epilogue(spec.acc, out_dtype, k_splits, cfg.reduction, max(batch, 1) * m_max * N,
                               max(batch, 1) * -(-m_max // BM) * grid.tiles[1], fused=not fusion.empty)
-    epilogue = fuse_epilogue(epilogue, fusion, M, N, batch)
+    epilogue = fuse_epilogue(epilogue, fusion, M, N, batch, groups)
     WM, WN = BM // cfg.waves[0], BN // cfg.waves[1]
     RM, RN, RK = WM // op.m, WN // op.n, BK // op.k
     a = _operand_plan("A", op, spec, cfg, layout[0] == "t", M, N, K, RM, RK)
@@ -478,6 +503,29 @@ def plan_gfx950_gemm(M: Extent | MBucket, N: int, K: int, dtype: str = "f16", la
     return Gfx950GemmPlan(M, N, K, batch, dtype, layout, cfg, op.name, spec.storage, (BM, BN, BK), (WM, WN),
                           (RM, RN, RK), grid, -(-tiles_k // k_splits),
                           max(1, 16 // spec.elem_bytes), a, b, codes, program, epilogue, bucket)
+
+
+def check_grouped(rows, groups: int, N: int, K: int, dtype: str, layout: str, batch: int,
+                  k_splits: int) -> tuple[MBucket, MBucket]:
+    """What a grouped plan needs (``schedules.grouped``): ``rows`` an ``MBucket`` (the rows per group
+    the tile is chosen for), a dense dtype, a layout of ``grouped.LAYOUTS``, no batch axis or K split
+    (a workgroup's rows are known only after its search), one group's weights within 31-bit buffer
+    offsets. Returns ``(rows, the bucket of T)``: T, the run-time total of rows, is the plan's dynamic
+    M, up to ``m_limit`` (A's bytes, C's N), as for dynamic M."""
+    from .grouped import check_layout as check_grouped_layout
+
+    who = "grouped gfx950 GEMM"
+    if not isinstance(rows, MBucket):
+        raise TypeError(f"{who}: M must be the MBucket of rows per group the tile is chosen for; got {rows!r}")
+    if dtype not in DTYPES:
+        raise ValueError(f"{who}: dtype {dtype!r}; expected one of the dense dtypes {sorted(DTYPES)}")
+    check_grouped_layout(layout, who)
+    if batch or k_splits != 1:
+        raise ValueError(f"{who}: no batch axis or K split (a workgroup's rows are known only on the device); got "
+                         f"batch={batch}, k_splits={k_splits}")
+    if N * K * DTYPES[dtype].elem_bytes >= 2**31:
+        raise ValueError(f"{who}: one group's weights ({N} x {K} {dtype}) must fit 31-bit buffer offsets (< 2 GiB)")
+    return rows, MBucket(1, m_limit(K * DTYPES[dtype].elem_bytes, N))
 
 
 def check_dynamic(layout: str, batch: int) -> None:
@@ -514,15 +562,19 @@ def planned_waves_per_simd(plan: Gfx950GemmPlan) -> int:
     return max(1, min(2, GFX950_LDS_BYTES // planned_lds_bytes(plan)))
 
 
-def planned_estimate(plan: Gfx950GemmPlan, cus: int = MI355X_CUS):
+def planned_estimate(plan: Gfx950GemmPlan, cus: int = MI355X_CUS, groups: int = 0):
     """``gfx950_cost.gpu_estimate`` of a plan before its build: the occupancy of
     ``planned_waves_per_simd``, the loop fraction of ``planned_loop_fraction`` (the plan's MFMA
     cycles per K tile), the rate of the plan's MFMA as the peak; split-K adds its traffic and
-    latencies (``gfx950_cost.split_traffic``)."""
+    latencies (``gfx950_cost.split_traffic``). ``groups`` > 0: the plan's (static) M is the rows of
+    each of that many groups of a grouped GEMM (``GemmWork.grouped``)."""
     op = CATALOG[plan.mfma]
     cycles = max(dict(op.cycles_by_format).get(f, op.cycles) for f in DTYPES[plan.dtype].formats) \
         if op.cycles_by_format else op.cycles
-    return gpu_estimate(work_of(plan), planned_waves_per_simd(plan), 4,
+    work = work_of(plan)
+    if groups:  # the static plan is one group's: G of them (the per-group fused inputs G times too)
+        work = attrs.evolve(work, batch=groups, grouped=True, fused_bytes=work.fused_bytes * groups)
+    return gpu_estimate(work, planned_waves_per_simd(plan), 4,
                         planned_loop_fraction(plan.mfmas_per_tile * cycles), op.ops / cycles, cus)
 
 
@@ -543,18 +595,21 @@ def planned_lds_bytes(plan: Gfx950GemmPlan) -> int:
 
 
 def plan_for(M: int, N: int, K: int, dtype: str = "bf16", layout: str = "nt", out_dtype: str | None = None,
-             batch: int = 0, cus: int = MI355X_CUS, reduction: str = "atomic", fusion: Fusion | None = None) -> Gfx950GemmPlan:
+             batch: int = 0, cus: int = MI355X_CUS, reduction: str = "atomic", fusion: Fusion | None = None,
+             groups: int = 0) -> Gfx950GemmPlan:
     """The plan for any M: the candidate with the least ``planned_estimate`` time over ``cus`` CUs
     among ``plan_candidates`` and, where the accumulators are f32 (the split-K reduction of any
     output: f32 atomics into C for an f32 output, else the workspace and a ticket; ``reduction``
     "ordered": the deterministic workspace), ``k_splits`` in ``K_SPLITS`` with at least
     ``MIN_SPLIT_K_TILES`` K tiles per workgroup. The default plan stays unless a candidate beats it
     by ``PLAN_MARGIN`` (the big shapes keep their plans). ``fusion``: every candidate's fused
-    epilogue (its inputs' bytes count in the estimate; a split f32 output reduces through the workspace)."""
+    epilogue (its inputs' bytes count in the estimate; a split f32 output reduces through the workspace).
+    ``groups`` > 0: the tile of a grouped GEMM of that many groups of ``M`` rows each (no K split; the
+    static plan of M rows that carries it)."""
     base = plan_gfx950_gemm(M, N, K, dtype, layout, out_dtype, attrs.evolve(default_config(dtype), reduction=reduction),
                             batch, fusion=fusion)
-    best, best_time = base, planned_estimate(base, cus).time_s * (1 - PLAN_MARGIN)
-    splits = K_SPLITS if base.epilogue.acc == "float32" else (1,)
+    best, best_time = base, planned_estimate(base, cus, groups).time_s * (1 - PLAN_MARGIN)
+    splits = K_SPLITS if base.epilogue.acc == "float32" and not groups else (1,)
     for cfg in plan_candidates(base.config):
         try:
             cfg.check(DTYPES[dtype])
@@ -569,7 +624,7 @@ def plan_for(M: int, N: int, K: int, dtype: str = "bf16", layout: str = "nt", ou
                 continue
             if planned_lds_bytes(cand) > GFX950_LDS_BYTES or cand.mfmas_per_tile > MAX_PLANNED_MFMAS:
                 break  # the stages do not fit a CU, or the fragment sets would not fit the registers
-            t = planned_estimate(cand, cus).time_s
+            t = planned_estimate(cand, cus, groups).time_s
             if t < best_time:
                 best, best_time = cand, t
     return best
