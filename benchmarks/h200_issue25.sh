@@ -25,9 +25,11 @@ blocks)
   gpu_tests 150 "$OUT/pytest_blocks.log" -n 8 tests/test_dynamic_m.py tests/test_torch_entry.py tests/test_cuda_epilogue.py \
     tests/test_cuda_gemm.py tests/test_cuda_decode.py
   ;;
-grouped)
-  gpu_tests 150 "$OUT/pytest_grouped.log" -n 8 tests/test_grouped_gemm.py
-  timeout 300 python3 benchmarks/grouped_gemm.py --out "$OUT" 2>&1 | tee "$OUT/grouped.log" | tail -30
+grouped)  # also: the epilogue overhead again (decode inputs prefetched), dynamic M again at 8b.down M = 128
+  gpu_tests 120 "$OUT/pytest_grouped.log" -n 8 tests/test_grouped_gemm.py tests/test_cuda_gemm.py -k "grouped or decode_plans"
+  timeout 270 python3 benchmarks/grouped_gemm.py --out "$OUT" 2>&1 | tee "$OUT/grouped.log" | tail -30
+  timeout 80 python3 benchmarks/epilogue_overhead.py --out "$OUT" 2>&1 | tee "$OUT/epilogue_overhead.log" | tail -8
+  timeout 60 python3 benchmarks/dynamic_m.py --shapes 4096x14336 --ms 128 --out "$OUT" 2>&1 | tee "$OUT/dynamic_m.log" | tail -4
   ;;
 *)
   echo "usage: $0 blocks|grouped" >&2
