@@ -46,3 +46,21 @@ def gemm_cli(capsys):
         return SimpleNamespace(returncode=code, stdout=out, stderr=err)
 
     return run
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items):
+    """``--dist loadgroup`` (pyproject.toml): pytest-xdist 3.8 names a test's group by setting
+    ``item._nodeid`` to ``<id>@<group>``, which pytest 9 no longer reads (the id lives in
+    ``item._id``), so its scheduler saw no groups and spread the tests of one xdist_group over both
+    workers: kernels and module fixtures meant to be made once were made on each. The same suffix,
+    where pytest 9 keeps the id (nothing to do where xdist's own suffix took effect)."""
+    if not getattr(config.option, "loadgroup", False):  # set on xdist workers only
+        return
+    from _pytest.nodeid import NodeId
+
+    for item in items:
+        names = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                        for m in item.iter_markers("xdist_group")})
+        if names and not item.nodeid.endswith("@" + "_".join(names)):
+            item._id = NodeId.parse(f"{item.nodeid}@{'_'.join(names)}")

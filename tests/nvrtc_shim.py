@@ -110,7 +110,7 @@ def find_cuda_root() -> str | None:
 
 
 COMPILE_LOG_SCRIPT = """
-import sys
+import json, sys
 sys.path[:0] = [{tests!r}, {root!r}]
 try:
     from cuda.bindings import nvrtc  # noqa: F401 - the real bindings when installed
@@ -118,19 +118,22 @@ except ImportError:
     import nvrtc_shim
     nvrtc_shim.install({lib!r})
 from tvm_cdna4.tirx_private import cuda_compile_log
-sys.stdout.write(cuda_compile_log(open({src!r}).read(), {arch!r}))
+sys.stdout.write(json.dumps([cuda_compile_log(open(src).read(), {arch!r}) for src in {srcs!r}]))
 """
 
 
-def compile_log(source_path: str, arch: str, repo_root: str) -> str:
-    """TIRx's NVRTC compile of a .cu file in a child process (the shim stays out of this one)."""
+def compile_logs(source_paths: list[str], arch: str, repo_root: str) -> list[str]:
+    """TIRx's NVRTC compile of each .cu file, all in one child process (the shim stays out of this
+    one; one interpreter and TIRx import for all of them)."""
+    import json
     import subprocess
 
     lib, cuda = find_libnvrtc(), find_cuda_root()
     script = COMPILE_LOG_SCRIPT.format(tests=os.path.dirname(os.path.abspath(__file__)), root=repo_root, lib=lib,
-                                       src=source_path, arch=arch)
+                                       srcs=list(source_paths), arch=arch)
     env = dict(os.environ, CUDA_PATH=cuda or "")
     r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=600)
     if r.returncode:
         raise RuntimeError(r.stderr[-3000:])
-    return r.stdout
+    return json.loads(r.stdout)
+

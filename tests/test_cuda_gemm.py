@@ -266,20 +266,34 @@ need_nvrtc = pytest.mark.skipif(not _have_nvrtc(), reason="needs NVRTC (cuda-bin
                                 "nvidia-cuda-nvrtc wheel) and the CUDA headers")
 
 
+NVRTC_CASES = [("nt", "f16"), ("nn", "bf16"), ("tn", "f16"), ("tt", "f16")]
+
+
+@pytest.fixture(scope="module")
+def nvrtc_logs(tmp_path_factory):
+    """NVRTC's compile log of each 4096^3 default kernel of ``NVRTC_CASES`` for sm_90, all in one
+    child process (one interpreter and TIRx import for the four)."""
+    tmp = tmp_path_factory.mktemp("nvrtc")
+    sources = []
+    for layout, dtype in NVRTC_CASES:
+        cfg = default_config(dtype, 4096, 4096)
+        cu = tmp / f"{layout}_{dtype}.cu"  # nt f16 and nn bf16 are the golden test's builds (the session cache)
+        cu.write_text(cuda_source(build(4096, 4096, 4096, dtype, layout, "f32", cfg, arch="sm_90")))
+        sources.append(str(cu))
+    return dict(zip(NVRTC_CASES, nvrtc_shim.compile_logs(sources, "sm_90", ROOT)))
+
+
 @need_nvrtc
 @pytest.mark.xdist_group("cuda-4096")  # nt f16 and nn bf16 with the golden test's builds
-@pytest.mark.parametrize("layout,dtype", [("nt", "f16"), ("nn", "bf16"), ("tn", "f16"), ("tt", "f16")])
-def test_large_default_kernel_does_not_spill_under_nvrtc(layout, dtype, tmp_path):
+@pytest.mark.parametrize("layout,dtype", NVRTC_CASES)
+def test_large_default_kernel_does_not_spill_under_nvrtc(layout, dtype, nvrtc_logs):
     """TIRx compiles the CUDA C with NVRTC when the module is loaded; the 4096^3 default (the
     stage-unrolled loop in every layout) must fit its registers there. nvcc's allocation is no
     guide: 230 registers for nt where NVRTC 13.0 needs 255, and the unrolled nn/tn loop with the
     ldmatrix offsets folded into the pointer index, which nvcc fits in 232, spilled ~500 B under
     NVRTC (sm_90) until they became view offsets (``LdmatrixPlan.offset_in_view``)."""
-    cfg = default_config(dtype, 4096, 4096)
-    assert cfg.unrolled_for(4096, layout)
-    cu = tmp_path / "k.cu"  # nt f16 and nn bf16 are the golden test's builds (the session cache)
-    cu.write_text(cuda_source(build(4096, 4096, 4096, dtype, layout, "f32", cfg, arch="sm_90")))
-    log = nvrtc_shim.compile_log(str(cu), "sm_90", ROOT)
+    assert default_config(dtype, 4096, 4096).unrolled_for(4096, layout)
+    log = nvrtc_logs[layout, dtype]
     usage = runner.ptxas_usage(log)
     assert usage["spill_stores"] == 0 and usage["spill_loads"] == 0, log[-2000:]
 
