@@ -148,7 +148,7 @@ def test_dynamic_cuda_source_compiles(dynamic, tmp_path):
         pytest.skip("NVRTC (pip install nvidia-cuda-nvrtc==13.0.88) and a CUDA toolkit's headers are not here")
     cu = tmp_path / "k.cu"
     cu.write_text(source)
-    usage = runner.ptxas_usage(nvrtc_shim.compile_log(str(cu), "sm_90", os.path.dirname(os.path.dirname(__file__))))
+    usage = runner.ptxas_usage(nvrtc_shim.compile_logs([str(cu)], "sm_90", os.path.dirname(os.path.dirname(__file__)))[0])
     assert usage["registers"] and usage["spill_stores"] == 0
 
 
