@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..isa import CATALOG, SCALE_FORMAT_CODES, DsReadTrOp, MfmaOp, reference
+from ..isa import CATALOG, SCALE_FORMAT_CODES, DsReadTrOp, MfmaOp, lanes, reference
 from ..isa.llvm_types import tir_dtype
 from ..isa.mfma_table import SCALE_VECTOR_WORDS
 from ..isa.llvm_helpers import (
@@ -24,8 +24,10 @@ from ..isa.llvm_helpers import (
     GLOBAL_ATOMIC_ADD_U32,
     GLOBAL_ATOMIC_ADD_U32_MNEMONIC,
     PREFIX,
+    WAVE_REDUCE_COMBINES,
     buffer_load_helper,
     buffer_load_lds_helper,
+    wave_reduce_helper,
 )
 from .errors import EmulationError
 from .interp import np_dtype, where_of
@@ -434,6 +436,32 @@ def _fence(release: bool):
     return factory
 
 
+_COMBINE = {"max": np.maximum, "sum": np.add}
+
+
+def _wave_reduce(combine: str, width: int):
+    """``T.rocm.wave_reduce``: the helper's exchange steps (``lanes.reduce_steps``), each lane's f32
+    value combined with its partner's (``lanes.exchange_partner``), step by step in f32 as the
+    hardware rounds them; wave-collective. (``max`` propagates a NaN here; the helper's is
+    unspecified.)"""
+    fn, name = _COMBINE[combine], wave_reduce_helper(combine, width)
+
+    def factory(compiler, node, args):
+        machine = compiler.machine
+        value = compiler.expr(args[0])
+        where = where_of(node)
+
+        def run(env, mask):
+            machine.require_full_waves(mask, name, where)
+            x = np.array(np.broadcast_to(np.asarray(value(env, mask), np.float32), (machine.nthreads,)))
+            base = machine.tid - machine.lane_of + (machine.wg_of * machine.block_threads)  # thread of lane 0
+            for step in lanes.reduce_steps(width):
+                x = fn(x, x[base + lanes.exchange_partner(step, machine.lane_of)]).astype(np.float32)
+            return x
+        return run
+    return factory
+
+
 def _noop(compiler, node, args):
     return lambda env, mask: None
 
@@ -462,6 +490,8 @@ def calls() -> dict:
     table[GLOBAL_ATOMIC_ADD_U32] = _global_atomic_add_u32
     table[FENCE_RELEASE_AGENT] = _fence(True)
     table[FENCE_ACQUIRE_AGENT] = _fence(False)
+    table.update({wave_reduce_helper(c, w): _wave_reduce(c, w) for c in WAVE_REDUCE_COMBINES
+                  for w in lanes.REDUCE_WIDTHS})
     tr_by_base: dict[str, list[DsReadTrOp]] = {}
     for op in CATALOG.values():
         if isinstance(op, DsReadTrOp):

@@ -246,3 +246,71 @@ def tr_consumer(op: DsReadTrOp, src_lane, src_elem):
     per = TR_GROUP // n  # chunks per row of a 16-lane group
     j = src_lane % TR_GROUP
     return TR_GROUP * (src_lane // TR_GROUP) + (j % per) * n + src_elem, j // per
+
+
+# --------------------------------------------------------------------------------------------
+# Cross-lane reductions (``T.rocm.wave_reduce``): the exchange steps and the lanes of an accumulator row
+
+
+class LaneExchange(NamedTuple):
+    """One step of a wave reduction: every lane combines its value with that of lane ``lane ^ xor``.
+
+    ``dpp_ctrl``: the DPP control of ``llvm.amdgcn.update.dpp`` that reads that lane
+    (``sources.SOURCES['dpp']``: ``QUAD_PERM`` = the four 2-bit selects, ``ROW_MIRROR`` 0x140,
+    ``ROW_HALF_MIRROR`` 0x141; a row is 16 lanes); None for the gfx950 swaps
+    ``v_permlane16_swap_b32`` / ``v_permlane32_swap_b32`` (``swap``: the LLVM intrinsic), which
+    exchange odd and even 16-lane rows / the two 32-lane halves of two registers: given the same
+    value twice, the two results are the lane's and its partner's value, in some order, which a
+    commutative combine does not see. ``asm``: what llc-22 prints for the step (the combine of a
+    DPP step is fused into it: ``v_max_f32_dpp ... quad_perm:[1,0,3,2]``)."""
+
+    xor: int
+    dpp_ctrl: int | None
+    swap: str | None
+    asm: str
+
+
+WAVE_REDUCE_STEPS = (
+    LaneExchange(1, 0b10_11_00_01, None, "quad_perm:[1,0,3,2]"),   # lane ^ 1 within each quad
+    LaneExchange(2, 0b01_00_11_10, None, "quad_perm:[2,3,0,1]"),   # lane ^ 2
+    LaneExchange(7, 0x141, None, "row_half_mirror"),               # 7 - i within each 8 lanes = lane ^ 7
+    LaneExchange(15, 0x140, None, "row_mirror"),                   # 15 - i within each row = lane ^ 15
+    LaneExchange(16, None, "llvm.amdgcn.permlane16.swap", "v_permlane16_swap_b32"),  # lane ^ 16
+    LaneExchange(32, None, "llvm.amdgcn.permlane32.swap", "v_permlane32_swap_b32"),  # lane ^ 32
+)
+"""The steps in order: the first ``log2(w)`` combine every aligned group of ``w`` consecutive lanes
+(after a step with ``xor`` x each lane holds the combine over the lanes its xors span: 1, 2 -> 4
+lanes, 7 -> 8, 15 -> 16, 16 -> 32, 32 -> 64), and both lanes of a pair compute the same
+``op(a, b)``, so every lane of a group ends with the same bits."""
+
+REDUCE_WIDTHS = tuple(2 << i for i in range(len(WAVE_REDUCE_STEPS)))
+
+
+def reduce_steps(width: int) -> tuple[LaneExchange, ...]:
+    """The exchange steps that combine aligned groups of ``width`` lanes (``REDUCE_WIDTHS``)."""
+    if width not in REDUCE_WIDTHS:
+        raise ValueError(f"a wave reduction combines aligned groups of {REDUCE_WIDTHS} lanes, not {width}")
+    return WAVE_REDUCE_STEPS[: REDUCE_WIDTHS.index(width) + 1]
+
+
+def exchange_partner(step: LaneExchange, lane):
+    """The lane whose value ``lane`` combines with in ``step``."""
+    return lane ^ step.xor
+
+
+def acc_row_lanes(op: MfmaOp) -> int:
+    """The lanes that hold one accumulator row of ``op`` (one register each, the row's ``n``
+    columns): aligned groups of this many consecutive lanes, read off ``acc_lane`` (32x32: the
+    32 lanes of a wave half; 16x16: 16 lanes; 4x4: 4). Raises ``ValueError`` for a layout where a
+    row is not such a group."""
+    import numpy as np
+
+    block, row, col = np.meshgrid(np.arange(op.blocks), np.arange(op.m), np.arange(op.n), indexing="ij")
+    lane, reg = acc_lane(op, block, row, col)
+    lane, reg = np.broadcast_to(lane, block.shape), np.broadcast_to(reg, block.shape)
+    n = op.n
+    first = lane.min(-1, keepdims=True)
+    aligned = (first % n == 0).all() and (np.sort(lane, -1) == first + np.arange(n)).all()
+    if not (aligned and (reg == reg[..., :1]).all() and n in REDUCE_WIDTHS):
+        raise ValueError(f"{op.name}: an accumulator row is not one register of an aligned group of {n} lanes")
+    return n

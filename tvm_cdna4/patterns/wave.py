@@ -34,6 +34,19 @@
   12, 16; a destination that is not in LDS; a target other than gfx950 (``rocm.analysis``); a
   lane-varying or provably misaligned destination (``rocm.analysis``, rule ``wave-uniform operand`` /
   ``LDS alignment``).
+- ``T.rocm.wave_reduce(combine, value, lanes)``: ``value`` (f32) combined with ``"max"`` or
+  ``"sum"`` over every aligned group of ``lanes`` consecutive lanes of the wave; every lane of a
+  group gets the same bits. ``lanes``: a group width (2, 4, ..., 64) or an MFMA opcode, meaning
+  the lanes that hold one row of its accumulator (``isa.lanes.acc_row_lanes``: 32 for the 32x32
+  MFMAs, 16 for 16x16, 4 for 4x4), so a row max or row sum of an accumulator register is one call.
+  gfx950 code (``isa.lanes.WAVE_REDUCE_STEPS``; llc-22): ``v_max_f32_dpp`` / ``v_add_f32_dpp`` with
+  ``quad_perm:[1,0,3,2]``, ``quad_perm:[2,3,0,1]``, ``row_half_mirror``, ``row_mirror`` (up to 16
+  lanes), then ``v_permlane16_swap_b32`` (32) and ``v_permlane32_swap_b32`` (64), each followed by the
+  combine: 4 VALU instructions for 16 lanes, 7 for 32. Contract: wave-collective (every lane of the
+  wave runs it: ``rocm.analysis`` refuses it under lane-varying control, rule ``wave-uniform
+  control``; the emulator under partly active waves); a NaN input gives an unspecified ``max``.
+  ``ContractError`` (opcode ``T.rocm.wave_reduce``) for another combine, a width that is not one of
+  those, a value that is not a float32 expression.
 - ``T.rocm.s_waitcnt_lgkmcnt(n)``: wait until at most ``n`` LDS/scalar-memory operations are
   outstanding.
 - ``T.rocm.s_waitcnt_vmcnt(n)``: wait until at most ``n`` vector-memory loads of the wave (buffer
@@ -46,7 +59,10 @@ from tvm_tirx.script.ir_builder.base import auto_emit_void_call
 from tvm_tirx.tirx import op as _op
 
 from ..errors import ContractError
-from ..isa.llvm_helpers import BARRIER, BUFFER_LOAD_LDS_MNEMONICS, buffer_load_helper, buffer_load_lds_helper
+from ..isa import lanes as _lanes
+from ..isa import lookup
+from ..isa.llvm_helpers import (BARRIER, BUFFER_LOAD_LDS_MNEMONICS, WAVE_REDUCE_COMBINES, buffer_load_helper,
+                                buffer_load_lds_helper, wave_reduce_helper)
 
 BUFFER_OOB = 0x7FFFFFFF  # a voffset no buffer of < 2**31 bytes contains: the lane reads zeros
 
@@ -124,6 +140,41 @@ def buffer_load_lds(ptr, num_bytes, voffset, soffset, lds_dst, size: int = 16):
     opcode = f"{BUFFER_LOAD_LDS_MNEMONICS[size]} ... lds"
     return _op.call_extern(buffer_load_lds_helper(size), ptr, _num_bytes(num_bytes, opcode), voffset, soffset,
                            _lds_address(lds_dst, opcode), ty="void")
+
+
+WAVE_REDUCE = "T.rocm.wave_reduce"
+
+
+def reduce_width(lanes) -> int:
+    """``T.rocm.wave_reduce``'s ``lanes``: a group width, or an MFMA opcode (its accumulator row's lanes)."""
+    lanes = getattr(lanes, "value", lanes)
+    if isinstance(lanes, str):
+        try:
+            op = lookup(lanes)
+        except KeyError as err:
+            raise ContractError(f"lanes names no MFMA opcode ({err.args[0]})", opcode=WAVE_REDUCE, operand="lanes",
+                                expected="an MFMA opcode or a group width", found=lanes) from None
+        if not op.kind.startswith("mfma"):
+            raise ContractError("lanes names an instruction without an accumulator", opcode=WAVE_REDUCE,
+                                operand="lanes", expected="an MFMA opcode", found=op.name)
+        return _lanes.acc_row_lanes(op)
+    if isinstance(lanes, bool) or not isinstance(lanes, int) or lanes not in _lanes.REDUCE_WIDTHS:
+        raise ContractError("a wave reduction combines aligned groups of a power of two of lanes", opcode=WAVE_REDUCE,
+                            operand="lanes", expected=f"one of {_lanes.REDUCE_WIDTHS} or an MFMA opcode", found=lanes)
+    return lanes
+
+
+def wave_reduce(combine, value, lanes):
+    combine = getattr(combine, "value", combine)
+    if combine not in WAVE_REDUCE_COMBINES:
+        raise ContractError("the combine of a wave reduction", opcode=WAVE_REDUCE, operand="combine",
+                            expected=sorted(WAVE_REDUCE_COMBINES), found=combine)
+    dtype = str(getattr(value, "ty", type(value).__name__))
+    if dtype != "float32":
+        raise ContractError("a wave reduction combines float32 values", opcode=WAVE_REDUCE, operand="value",
+                            expected="a float32 expression", found=dtype,
+                            suggestion="cast the value to float32 (T.float32(...), T.cast(x, 'float32'))")
+    return _op.call_extern(wave_reduce_helper(combine, reduce_width(lanes)), value, ty="float32")
 
 
 @auto_emit_void_call
