@@ -1,5 +1,5 @@
-"""T.rocm.wave_reduce: row max / row sum over the lanes of an MFMA accumulator row (issue 26 stage 1):
-the exchange steps reduce every aligned lane group, the rows' lanes come from isa.lanes, the compiled
+"""T.rocm.wave_reduce: max / sum over the lanes of an MFMA accumulator row or column (issue 26 stage 1):
+the exchange steps reduce every lane group of a mask, the rows' and columns' lanes come from isa.lanes, the compiled
 DPP / permlane-swap code, the emulator's results, and the contract errors."""
 
 import re
@@ -20,42 +20,54 @@ register()
 LANE = np.arange(64)
 
 
-def _groups(x, width, fn):
-    """numpy: every lane gets ``fn`` over its aligned group of ``width`` lanes (per wave of 64)."""
-    g = x.reshape(-1, width)
-    return np.repeat(fn(g, axis=1), width).reshape(x.shape)
+def _group_reduce(x, mask, fn):
+    """numpy: every lane gets ``fn`` over the lanes of its wave that differ from it only in ``mask``'s bits."""
+    lane = np.arange(x.size)
+    return np.array([fn(x[(lane & ~mask) == (t & ~mask)]) for t in lane])
 
 
-@pytest.mark.parametrize("width", lanes.REDUCE_WIDTHS)
-def test_the_exchange_steps_reduce_each_aligned_group_and_pair_lanes_symmetrically(width):
-    steps = lanes.reduce_steps(width)
-    assert len(steps) == int(np.log2(width))
+def _mask(how, axis):
+    return how - 1 if isinstance(how, int) else lanes.acc_lane_mask(CATALOG[how], axis)
+
+
+@pytest.mark.parametrize("mask", lanes.REDUCE_MASKS)
+def test_the_exchange_steps_combine_exactly_the_lanes_of_the_mask_and_pair_lanes_symmetrically(mask):
     reach = [{int(l)} for l in LANE]  # the lanes each lane's value has combined so far
-    for step in steps:
+    for step in lanes.reduce_steps(mask):
         partner = lanes.exchange_partner(step, LANE)
         assert (lanes.exchange_partner(step, partner) == LANE).all() and (partner != LANE).all()
-        assert (partner // width == LANE // width).all()  # never leaves the group
+        assert ((partner ^ LANE) & ~mask == 0).all()  # never leaves the group
         reach = [reach[l] | reach[int(partner[l])] for l in LANE]
-    assert all(r == set(range(l // width * width, l // width * width + width)) for l, r in zip(LANE, reach))
-    with pytest.raises(ValueError, match="aligned groups of"):
-        lanes.reduce_steps(width + 1)
+    assert all(r == {m for m in range(64) if m & ~mask == l & ~mask} for l, r in zip(LANE, reach))
+    assert len(lanes.reduce_steps(mask)) == bin(mask).count("1")
+
+
+def test_masks_the_steps_cannot_combine_are_refused():
+    for mask in (0, 2, 4, 8, 5, 6, 0x22, 64):
+        with pytest.raises(ValueError, match="combines the lanes of a mask in"):
+            lanes.reduce_steps(mask)
 
 
 @pytest.mark.parametrize("name", ["mfma_f32_32x32x16_bf16", "mfma_f32_16x16x32_bf16", "mfma_f32_32x32x2f32",
                                   "mfma_f32_4x4x4f16", "mfma_f64_16x16x4f64", "mfma_f64_4x4x4f64"])
-def test_accumulator_rows_are_the_aligned_lane_groups_of_acc_row_lanes(name):
+def test_accumulator_rows_and_columns_are_the_lane_groups_of_acc_lane_mask(name):
     op = CATALOG[name]
-    width = lanes.acc_row_lanes(op)
     lane, reg = np.meshgrid(LANE, np.arange(op.acc_elems), indexing="ij")
-    owner = lanes.acc_owner(op, lane, reg)
-    rows = {}
-    for l, r, b, row in zip(lane.ravel(), reg.ravel(), *(np.broadcast_to(x, lane.shape).ravel() for x in owner[:2])):
-        rows.setdefault((int(b), int(row)), set()).add((int(l), int(r)))
-    for members in rows.values():  # one register of one aligned group of `width` lanes
-        ls = sorted(l for l, _ in members)
-        assert len({r for _, r in members}) == 1 and len(ls) == width == op.n
-        assert ls == list(range(ls[0], ls[0] + width)) and ls[0] % width == 0
-    assert {lanes.acc_row_lanes(o) for o in MFMA_OPS} == {4, 16, 32}
+    block, row, col = (np.broadcast_to(x, lane.shape).ravel() for x in lanes.acc_owner(op, lane, reg))
+    for axis, line, along in (("row", row, col), ("col", col, row)):
+        mask = lanes.acc_lane_mask(op, axis)
+        groups = {}
+        for l, r, b, at, other in zip(lane.ravel(), reg.ravel(), block, line, along):
+            groups.setdefault((int(b), int(at)), set()).add((int(l), int(r), int(other)))
+        for members in groups.values():  # the lanes differing only in the mask's bits, all the line's elements
+            ls = {l for l, _, _ in members}
+            first = min(ls)
+            assert ls == {m for m in range(64) if m & ~mask == first & ~mask}, (axis, sorted(ls))
+            assert len({o for _, _, o in members}) == (op.n if axis == "row" else op.m)
+            if axis == "row":
+                assert len({r for _, r, _ in members}) == 1  # one register
+    assert {hex(lanes.acc_lane_mask(o, a)) for o in MFMA_OPS for a in ("row", "col")} == \
+        {"0x3", "0xf", "0x1f", "0x0", "0x20", "0x30"}
 
 
 @pytest.fixture(scope="module")
@@ -69,22 +81,24 @@ def test_each_lane_gets_its_groups_max_and_sum_in_the_emulator(kernel):
     x[5] = -np.inf  # a masked score: max ignores it
     y = np.full((len(K.REDUCTIONS), 128), np.nan, np.float32)
     emulate(kernel, x, y)
-    for i, (combine, how) in enumerate(K.REDUCTIONS):
-        width = how if isinstance(how, int) else lanes.acc_row_lanes(CATALOG[how])
-        want = _groups(x.astype(np.float64), width, np.max if combine == "max" else np.sum)
-        np.testing.assert_array_equal(y[i], want.astype(np.float32), err_msg=f"{combine} over {how}")
+    for i, (combine, how, axis) in enumerate(K.REDUCTIONS):
+        mask = _mask(how, axis)
+        want = np.concatenate([_group_reduce(w, mask, np.max if combine == "max" else np.sum) for w in
+                               x.astype(np.float64).reshape(2, 64)])
+        np.testing.assert_array_equal(y[i], want.astype(np.float32), err_msg=f"{combine} over {how} {axis}")
 
 
 def test_sum_rounds_in_f32_step_by_step_and_every_lane_of_a_group_gets_the_same_bits(kernel):
     x = np.random.default_rng(1).standard_normal(128).astype(np.float32)
     y = np.zeros((len(K.REDUCTIONS), 128), np.float32)
     emulate(kernel, x, y)
-    for i, (combine, how) in enumerate(K.REDUCTIONS):
-        width = how if isinstance(how, int) else lanes.acc_row_lanes(CATALOG[how])
-        g = y[i].reshape(-1, width)
-        assert (g == g[:, :1]).all()
-        want = _groups(x.astype(np.float64), width, np.max if combine == "max" else np.sum)
-        np.testing.assert_allclose(y[i], want, rtol=0, atol=1e-5 * width)
+    for i, (combine, how, axis) in enumerate(K.REDUCTIONS):
+        mask = _mask(how, axis)
+        same = np.concatenate([_group_reduce(w, mask, lambda g: len(set(g.tolist()))) for w in y[i].reshape(2, 64)])
+        assert (same == 1).all()
+        want = np.concatenate([_group_reduce(w, mask, np.max if combine == "max" else np.sum) for w in
+                               x.astype(np.float64).reshape(2, 64)])
+        np.testing.assert_allclose(y[i], want, rtol=0, atol=1e-5 * (mask + 1))
 
 
 def _vector_ops(body: str) -> list[str]:
@@ -93,19 +107,20 @@ def _vector_ops(body: str) -> list[str]:
     return [f"{m} {a.split()[3]}" if m.endswith("_dpp") else m.removesuffix("_e32").removesuffix("_e64") for m, a in ops]
 
 
-def _expected(combine: str, width: int) -> list[str]:
+def _expected(combine: str, mask: int) -> list[str]:
     v = {"max": "v_max_f32", "sum": "v_add_f32"}[combine]
     want = []
-    for step in lanes.reduce_steps(width):
+    for step in lanes.reduce_steps(mask):
         want += [f"{v}_dpp {step.asm}"] if step.dpp_ctrl is not None else ["v_mov_b32", step.asm, v]
     return want
 
 
-@pytest.mark.parametrize("combine, width", [("max", 32), ("sum", 16)])
-def test_a_kernels_reduction_compiles_to_fused_dpp_combines_and_the_lane_swap(combine, width):
-    body = build(K.wave_reduce_one(combine, width)).asm.split("s_endpgm")[0]
+@pytest.mark.parametrize("combine, lanes_, axis, mask", [("max", 32, "row", 0x1f), ("sum", 16, "row", 0xf),
+                                                        ("max", "mfma_f32_32x32x16_bf16", "col", 0x20)])
+def test_a_kernels_reduction_compiles_to_fused_dpp_combines_and_the_lane_swap(combine, lanes_, axis, mask):
+    body = build(K.wave_reduce_one(combine, lanes_, axis=axis)).asm.split("s_endpgm")[0]
     ops = [op for op in _vector_ops(body) if "_dpp" in op or "permlane" in op or op in ("v_max_f32", "v_add_f32")]
-    assert ops == [op for op in _expected(combine, width) if op != "v_mov_b32"]
+    assert ops == [op for op in _expected(combine, mask) if op != "v_mov_b32"]
     assert not re.search(r"ds_swizzle|ds_bpermute|scratch|v_readlane", body)
 
 
@@ -116,9 +131,9 @@ def test_llc22_compiles_each_helper_to_its_steps_in_order(tmp_path):
     asm = subprocess.run([llvm_tool("llc"), "-mtriple=amdgcn-amd-amdhsa", "-mcpu=gfx950", str(src), "-o", "-"],
                          check=True, capture_output=True, text=True).stdout
     for combine in ("max", "sum"):
-        for width in lanes.REDUCE_WIDTHS:
-            body = asm.split(f"{wave_reduce_helper(combine, width)}:", 1)[1].split("s_setpc_b64", 1)[0]
-            assert _vector_ops(body) == _expected(combine, width), (combine, width, body)
+        for mask in lanes.REDUCE_MASKS:
+            body = asm.split(f"{wave_reduce_helper(combine, mask)}:", 1)[1].split("s_setpc_b64", 1)[0]
+            assert _vector_ops(body) == _expected(combine, mask), (combine, mask, body)
 
 
 def _first_line(make):
@@ -138,5 +153,12 @@ def test_contract_errors():
     assert _first_line(lambda: K.wave_reduce_one(dtype="float16"))[0] == (
         "T.rocm.wave_reduce: operand value: a wave reduction combines float32 values; expected a float32 expression, "
         "found float16. Suggestion: cast the value to float32 (T.float32(...), T.cast(x, 'float32'))")
+    assert _first_line(lambda: K.wave_reduce_one(lanes="mfma_f32_4x4x4f16", axis="col"))[0] == (
+        "T.rocm.wave_reduce: operand lanes: one lane holds a whole accumulator col of mfma_f32_4x4x4f16: there is "
+        "nothing to combine across lanes; expected lanes sharing a col, found mfma_f32_4x4x4f16. Suggestion: combine "
+        "the col in registers")
+    assert _first_line(lambda: K.wave_reduce_one(lanes="mfma_f32_32x32x16_bf16", axis="column"))[0] == (
+        "T.rocm.wave_reduce: operand axis: the accumulator axis whose lanes a wave reduction combines; expected "
+        "'row' or 'col', found column")
     line, check = _first_line(K.wave_reduce_in_lane_branch)
-    assert check == "wave-uniform control" and line.startswith(f"{wave_reduce_helper('max', 32)}: a wave-collective "), line
+    assert check == "wave-uniform control" and line.startswith(f"{wave_reduce_helper('max', 31)}: a wave-collective "), line

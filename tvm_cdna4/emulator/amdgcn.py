@@ -439,12 +439,12 @@ def _fence(release: bool):
 _COMBINE = {"max": np.maximum, "sum": np.add}
 
 
-def _wave_reduce(combine: str, width: int):
+def _wave_reduce(combine: str, lane_mask: int):
     """``T.rocm.wave_reduce``: the helper's exchange steps (``lanes.reduce_steps``), each lane's f32
     value combined with its partner's (``lanes.exchange_partner``), step by step in f32 as the
     hardware rounds them; wave-collective. (``max`` propagates a NaN here; the helper's is
     unspecified.)"""
-    fn, name = _COMBINE[combine], wave_reduce_helper(combine, width)
+    fn, name = _COMBINE[combine], wave_reduce_helper(combine, lane_mask)
 
     def factory(compiler, node, args):
         machine = compiler.machine
@@ -455,7 +455,7 @@ def _wave_reduce(combine: str, width: int):
             machine.require_full_waves(mask, name, where)
             x = np.array(np.broadcast_to(np.asarray(value(env, mask), np.float32), (machine.nthreads,)))
             base = machine.tid - machine.lane_of + (machine.wg_of * machine.block_threads)  # thread of lane 0
-            for step in lanes.reduce_steps(width):
+            for step in lanes.reduce_steps(lane_mask):
                 x = fn(x, x[base + lanes.exchange_partner(step, machine.lane_of)]).astype(np.float32)
             return x
         return run
@@ -490,8 +490,8 @@ def calls() -> dict:
     table[GLOBAL_ATOMIC_ADD_U32] = _global_atomic_add_u32
     table[FENCE_RELEASE_AGENT] = _fence(True)
     table[FENCE_ACQUIRE_AGENT] = _fence(False)
-    table.update({wave_reduce_helper(c, w): _wave_reduce(c, w) for c in WAVE_REDUCE_COMBINES
-                  for w in lanes.REDUCE_WIDTHS})
+    table.update({wave_reduce_helper(c, m): _wave_reduce(c, m) for c in WAVE_REDUCE_COMBINES
+                  for m in lanes.REDUCE_MASKS})
     tr_by_base: dict[str, list[DsReadTrOp]] = {}
     for op in CATALOG.values():
         if isinstance(op, DsReadTrOp):

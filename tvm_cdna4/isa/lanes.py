@@ -249,7 +249,10 @@ def tr_consumer(op: DsReadTrOp, src_lane, src_elem):
 
 
 # --------------------------------------------------------------------------------------------
-# Cross-lane reductions (``T.rocm.wave_reduce``): the exchange steps and the lanes of an accumulator row
+# Cross-lane reductions (``T.rocm.wave_reduce``): the exchange steps and the lanes of an accumulator
+# row or column. A lane group is given by a *lane mask*: the lanes that differ from each other only
+# in the bits of the mask (``0x1f``: aligned groups of 32 consecutive lanes; ``0x20``: lanes ``l``
+# and ``l ^ 32``).
 
 
 class LaneExchange(NamedTuple):
@@ -262,35 +265,41 @@ class LaneExchange(NamedTuple):
     exchange odd and even 16-lane rows / the two 32-lane halves of two registers: given the same
     value twice, the two results are the lane's and its partner's value, in some order, which a
     commutative combine does not see. ``asm``: what llc-22 prints for the step (the combine of a
-    DPP step is fused into it: ``v_max_f32_dpp ... quad_perm:[1,0,3,2]``)."""
+    DPP step is fused into it: ``v_max_f32_dpp ... quad_perm:[1,0,3,2]``). ``bit``: the lane bit
+    the step adds to the lanes combined so far."""
 
     xor: int
+    bit: int
     dpp_ctrl: int | None
     swap: str | None
     asm: str
 
 
 WAVE_REDUCE_STEPS = (
-    LaneExchange(1, 0b10_11_00_01, None, "quad_perm:[1,0,3,2]"),   # lane ^ 1 within each quad
-    LaneExchange(2, 0b01_00_11_10, None, "quad_perm:[2,3,0,1]"),   # lane ^ 2
-    LaneExchange(7, 0x141, None, "row_half_mirror"),               # 7 - i within each 8 lanes = lane ^ 7
-    LaneExchange(15, 0x140, None, "row_mirror"),                   # 15 - i within each row = lane ^ 15
-    LaneExchange(16, None, "llvm.amdgcn.permlane16.swap", "v_permlane16_swap_b32"),  # lane ^ 16
-    LaneExchange(32, None, "llvm.amdgcn.permlane32.swap", "v_permlane32_swap_b32"),  # lane ^ 32
+    LaneExchange(1, 0, 0b10_11_00_01, None, "quad_perm:[1,0,3,2]"),   # lane ^ 1 within each quad
+    LaneExchange(2, 1, 0b01_00_11_10, None, "quad_perm:[2,3,0,1]"),   # lane ^ 2
+    LaneExchange(7, 2, 0x141, None, "row_half_mirror"),               # 7 - i within each 8 lanes = lane ^ 7
+    LaneExchange(15, 3, 0x140, None, "row_mirror"),                   # 15 - i within each row = lane ^ 15
+    LaneExchange(16, 4, None, "llvm.amdgcn.permlane16.swap", "v_permlane16_swap_b32"),  # lane ^ 16
+    LaneExchange(32, 5, None, "llvm.amdgcn.permlane32.swap", "v_permlane32_swap_b32"),  # lane ^ 32
 )
-"""The steps in order: the first ``log2(w)`` combine every aligned group of ``w`` consecutive lanes
-(after a step with ``xor`` x each lane holds the combine over the lanes its xors span: 1, 2 -> 4
-lanes, 7 -> 8, 15 -> 16, 16 -> 32, 32 -> 64), and both lanes of a pair compute the same
-``op(a, b)``, so every lane of a group ends with the same bits."""
+"""The steps in order. After the DPP steps with ``xor`` 1, 2, 7, 15 (taken as a prefix: 7 and 15
+need the quad, resp. the 8 lanes, combined first) a lane holds the combine over its aligned group
+of 2, 4, 8, 16 lanes; each swap adds one lane bit (4, 5) to whatever group it is given. Both lanes
+of a pair compute the same ``op(a, b)``, so every lane of a group ends with the same bits."""
 
 REDUCE_WIDTHS = tuple(2 << i for i in range(len(WAVE_REDUCE_STEPS)))
+REDUCE_MASKS = tuple(low | high for high in (0, 16, 32, 48) for low in (0, 1, 3, 7, 15) if low | high)
+"""The lane masks a reduction combines over: a prefix of the DPP steps and any of the two swaps."""
 
 
-def reduce_steps(width: int) -> tuple[LaneExchange, ...]:
-    """The exchange steps that combine aligned groups of ``width`` lanes (``REDUCE_WIDTHS``)."""
-    if width not in REDUCE_WIDTHS:
-        raise ValueError(f"a wave reduction combines aligned groups of {REDUCE_WIDTHS} lanes, not {width}")
-    return WAVE_REDUCE_STEPS[: REDUCE_WIDTHS.index(width) + 1]
+def reduce_steps(mask: int) -> tuple[LaneExchange, ...]:
+    """The exchange steps that combine each group of lanes differing only in the bits of ``mask``
+    (``REDUCE_MASKS``; aligned groups of ``w`` consecutive lanes: ``w - 1``)."""
+    if mask not in REDUCE_MASKS:
+        raise ValueError(f"a wave reduction combines the lanes of a mask in {[hex(m) for m in REDUCE_MASKS]}, "
+                         f"not {mask:#x}")
+    return tuple(step for step in WAVE_REDUCE_STEPS if mask >> step.bit & 1)
 
 
 def exchange_partner(step: LaneExchange, lane):
@@ -298,19 +307,25 @@ def exchange_partner(step: LaneExchange, lane):
     return lane ^ step.xor
 
 
-def acc_row_lanes(op: MfmaOp) -> int:
-    """The lanes that hold one accumulator row of ``op`` (one register each, the row's ``n``
-    columns): aligned groups of this many consecutive lanes, read off ``acc_lane`` (32x32: the
-    32 lanes of a wave half; 16x16: 16 lanes; 4x4: 4). Raises ``ValueError`` for a layout where a
-    row is not such a group."""
+def acc_lane_mask(op: MfmaOp, axis: str = "row") -> int:
+    """The lane mask (``reduce_steps``) of the lanes that share one accumulator row (``axis``
+    "row": the row's ``n`` columns, one register of each lane) or one column ("col": the column's
+    rows, in several registers of each lane) of ``op``, read off ``acc_lane``: 32x32 rows ``0x1f``
+    (the 32 lanes of a wave half), columns ``0x20`` (lanes ``c``, ``c + 32``); 16x16 rows ``0xf``,
+    columns ``0x30``; 4x4 rows ``0x3``, columns one lane (0). Raises ``ValueError`` where the lanes
+    of a row or column are not such a group."""
     import numpy as np
 
     block, row, col = np.meshgrid(np.arange(op.blocks), np.arange(op.m), np.arange(op.n), indexing="ij")
-    lane, reg = acc_lane(op, block, row, col)
-    lane, reg = np.broadcast_to(lane, block.shape), np.broadcast_to(reg, block.shape)
-    n = op.n
-    first = lane.min(-1, keepdims=True)
-    aligned = (first % n == 0).all() and (np.sort(lane, -1) == first + np.arange(n)).all()
-    if not (aligned and (reg == reg[..., :1]).all() and n in REDUCE_WIDTHS):
-        raise ValueError(f"{op.name}: an accumulator row is not one register of an aligned group of {n} lanes")
-    return n
+    lane, reg = (np.broadcast_to(x, block.shape) for x in acc_lane(op, block, row, col))
+    if axis == "col":
+        lane, reg = lane.swapaxes(1, 2), reg.swapaxes(1, 2)  # (block, col, row)
+    elif axis != "row":
+        raise ValueError(f"axis {axis!r}: expected 'row' or 'col'")
+    groups = lane.reshape(-1, lane.shape[-1])
+    mask = int(np.bitwise_or.reduce(groups ^ groups[:, :1], axis=None))
+    span = np.array([m for m in range(64) if m & ~mask == 0])
+    same = all(set(g.tolist()) == set((g[0] ^ span).tolist()) for g in groups)
+    if not same or (axis == "row" and not (reg == reg[..., :1]).all()) or (mask and mask not in REDUCE_MASKS):
+        raise ValueError(f"{op.name}: the lanes of an accumulator {axis} do not differ in a fixed set of lane bits")
+    return mask

@@ -38,7 +38,7 @@ import tempfile
 from pathlib import Path
 
 from . import CATALOG, MfmaOp
-from .lanes import REDUCE_WIDTHS, reduce_steps
+from .lanes import REDUCE_MASKS, reduce_steps
 from .llvm_types import llvm_type
 
 PREFIX = "tvm_cdna4_"
@@ -222,15 +222,15 @@ def _atomic_helpers() -> list[str]:
 WAVE_REDUCE_COMBINES = {"max": "call nnan float @llvm.maxnum.f32(float {a}, float {b})", "sum": "fadd float {a}, {b}"}
 
 
-def wave_reduce_helper(combine: str, width: int) -> str:
-    """The helper reducing f32 values with ``combine`` (``WAVE_REDUCE_COMBINES``) over every aligned
-    group of ``width`` lanes (``lanes.reduce_steps``)."""
-    return f"{PREFIX}wave_reduce_{combine}_f32_w{width}"
+def wave_reduce_helper(combine: str, mask: int) -> str:
+    """The helper reducing f32 values with ``combine`` (``WAVE_REDUCE_COMBINES``) over each group of
+    lanes that differ only in the bits of ``mask`` (``lanes.reduce_steps``)."""
+    return f"{PREFIX}wave_reduce_{combine}_f32_lanes{mask:02x}"
 
 
-def _wave_reduce_body(combine: str, width: int) -> str:
+def _wave_reduce_body(combine: str, mask: int) -> str:
     lines, x = [], "%x"
-    for i, step in enumerate(reduce_steps(width)):
+    for i, step in enumerate(reduce_steps(mask)):
         lines.append(f"  %i{i} = bitcast float {x} to i32")
         if step.dpp_ctrl is not None:  # bound_ctrl: every source lane is inside the group (LLVM then fuses the combine)
             lines += [f"  %d{i} = call i32 @llvm.amdgcn.update.dpp.i32(i32 poison, i32 %i{i}, i32 {step.dpp_ctrl}, "
@@ -252,9 +252,9 @@ def wave_reduce_helpers() -> list[str]:
            "declare float @llvm.maxnum.f32(float, float)",
            *(f"declare {{i32, i32}} @llvm.amdgcn.permlane{n}.swap(i32, i32, i1 immarg, i1 immarg)" for n in (16, 32))]
     for combine in WAVE_REDUCE_COMBINES:
-        for width in REDUCE_WIDTHS:
-            out.append(f"define linkonce_odr float @{wave_reduce_helper(combine, width)}(float %x) convergent {{\n"
-                       f"{_wave_reduce_body(combine, width)}}}")
+        for mask in REDUCE_MASKS:
+            out.append(f"define linkonce_odr float @{wave_reduce_helper(combine, mask)}(float %x) convergent {{\n"
+                       f"{_wave_reduce_body(combine, mask)}}}")
     return out
 
 
