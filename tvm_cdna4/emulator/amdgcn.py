@@ -17,6 +17,7 @@ from ..isa.llvm_helpers import (
     BUFFER_LOAD_DTYPES,
     BUFFER_LOAD_LDS_MNEMONICS,
     EXP2,
+    LOG2,
     FENCE_ACQUIRE_AGENT,
     FENCE_RELEASE_AGENT,
     GLOBAL_ATOMIC_ADD_F32,
@@ -183,6 +184,19 @@ def _exp2(compiler, node, args):
         with np.errstate(over="ignore"):
             out = np.exp2(v.astype(np.float64)).astype(np.float32)
         return np.where(out < F32_MIN_NORMAL, np.float32(0), out)
+    return run
+
+
+def _log2(compiler, node, args):
+    """``llvm.amdgcn.log`` (``v_log_f32``): log2 x in f32; a denormal input reads as 0 (-inf), a
+    negative one gives NaN. The hardware's error (about 1 ulp) is not modelled."""
+    x = compiler.expr(args[0])
+
+    def run(env, mask):
+        v = np.asarray(x(env, mask), np.float32)
+        v = np.where(np.abs(v) < F32_MIN_NORMAL, np.float32(0), v).astype(np.float64)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.log2(v).astype(np.float32)
     return run
 
 
@@ -479,6 +493,7 @@ def calls() -> dict:
         "llvm.amdgcn.sched.barrier": _noop,
         BARRIER: _workgroup_barrier,
         EXP2: _exp2,
+        LOG2: _log2,
         "llvm.fmuladd": _fmuladd,
         **{f"llvm.amdgcn.workitem.id.{d}": _workitem(d) for d in "xyz"},
         **{f"llvm.amdgcn.workgroup.id.{d}": _workgroup(d) for d in "xyz"},

@@ -47,6 +47,9 @@ BARRIER = PREFIX + "workgroup_barrier"
 # fused epilogue's activations call (``schedules.gfx950_emit.fused_ops``); llvm.exp2.f32 would add
 # a range reduction for denormal results around it
 EXP2 = "llvm.amdgcn.exp2"
+# the hardware logarithm v_log_f32 (log2 x, about 1 ulp; a denormal input reads as 0): the attention
+# kernel's log-sum-exp (``schedules.attention_gfx950_emit``), once per query row
+LOG2 = "llvm.amdgcn.log"
 
 
 def bf16_mfma_helper(op: MfmaOp, blgp: int) -> str:
