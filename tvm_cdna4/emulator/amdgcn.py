@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..isa import CATALOG, SCALE_FORMAT_CODES, DsReadTrOp, MfmaOp, reference
+from ..isa import CATALOG, SCALE_FORMAT_CODES, DsReadTrOp, MfmaOp, lanes, reference
 from ..isa.llvm_types import tir_dtype
 from ..isa.mfma_table import SCALE_VECTOR_WORDS
 from ..isa.llvm_helpers import (
@@ -17,6 +17,7 @@ from ..isa.llvm_helpers import (
     BUFFER_LOAD_DTYPES,
     BUFFER_LOAD_LDS_MNEMONICS,
     EXP2,
+    LOG2,
     FENCE_ACQUIRE_AGENT,
     FENCE_RELEASE_AGENT,
     GLOBAL_ATOMIC_ADD_F32,
@@ -24,8 +25,10 @@ from ..isa.llvm_helpers import (
     GLOBAL_ATOMIC_ADD_U32,
     GLOBAL_ATOMIC_ADD_U32_MNEMONIC,
     PREFIX,
+    WAVE_REDUCE_COMBINES,
     buffer_load_helper,
     buffer_load_lds_helper,
+    wave_reduce_helper,
 )
 from .errors import EmulationError
 from .interp import np_dtype, where_of
@@ -181,6 +184,19 @@ def _exp2(compiler, node, args):
         with np.errstate(over="ignore"):
             out = np.exp2(v.astype(np.float64)).astype(np.float32)
         return np.where(out < F32_MIN_NORMAL, np.float32(0), out)
+    return run
+
+
+def _log2(compiler, node, args):
+    """``llvm.amdgcn.log`` (``v_log_f32``): log2 x in f32; a denormal input reads as 0 (-inf), a
+    negative one gives NaN. The hardware's error (about 1 ulp) is not modelled."""
+    x = compiler.expr(args[0])
+
+    def run(env, mask):
+        v = np.asarray(x(env, mask), np.float32)
+        v = np.where(np.abs(v) < F32_MIN_NORMAL, np.float32(0), v).astype(np.float64)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.log2(v).astype(np.float32)
     return run
 
 
@@ -434,6 +450,32 @@ def _fence(release: bool):
     return factory
 
 
+_COMBINE = {"max": np.maximum, "sum": np.add}
+
+
+def _wave_reduce(combine: str, lane_mask: int):
+    """``T.rocm.wave_reduce``: the helper's exchange steps (``lanes.reduce_steps``), each lane's f32
+    value combined with its partner's (``lanes.exchange_partner``), step by step in f32 as the
+    hardware rounds them; wave-collective. (``max`` propagates a NaN here; the helper's is
+    unspecified.)"""
+    fn, name = _COMBINE[combine], wave_reduce_helper(combine, lane_mask)
+
+    def factory(compiler, node, args):
+        machine = compiler.machine
+        value = compiler.expr(args[0])
+        where = where_of(node)
+
+        def run(env, mask):
+            machine.require_full_waves(mask, name, where)
+            x = np.array(np.broadcast_to(np.asarray(value(env, mask), np.float32), (machine.nthreads,)))
+            base = machine.tid - machine.lane_of + (machine.wg_of * machine.block_threads)  # thread of lane 0
+            for step in lanes.reduce_steps(lane_mask):
+                x = fn(x, x[base + lanes.exchange_partner(step, machine.lane_of)]).astype(np.float32)
+            return x
+        return run
+    return factory
+
+
 def _noop(compiler, node, args):
     return lambda env, mask: None
 
@@ -451,6 +493,7 @@ def calls() -> dict:
         "llvm.amdgcn.sched.barrier": _noop,
         BARRIER: _workgroup_barrier,
         EXP2: _exp2,
+        LOG2: _log2,
         "llvm.fmuladd": _fmuladd,
         **{f"llvm.amdgcn.workitem.id.{d}": _workitem(d) for d in "xyz"},
         **{f"llvm.amdgcn.workgroup.id.{d}": _workgroup(d) for d in "xyz"},
@@ -462,6 +505,8 @@ def calls() -> dict:
     table[GLOBAL_ATOMIC_ADD_U32] = _global_atomic_add_u32
     table[FENCE_RELEASE_AGENT] = _fence(True)
     table[FENCE_ACQUIRE_AGENT] = _fence(False)
+    table.update({wave_reduce_helper(c, m): _wave_reduce(c, m) for c in WAVE_REDUCE_COMBINES
+                  for m in lanes.REDUCE_MASKS})
     tr_by_base: dict[str, list[DsReadTrOp]] = {}
     for op in CATALOG.values():
         if isinstance(op, DsReadTrOp):

@@ -246,3 +246,86 @@ def tr_consumer(op: DsReadTrOp, src_lane, src_elem):
     per = TR_GROUP // n  # chunks per row of a 16-lane group
     j = src_lane % TR_GROUP
     return TR_GROUP * (src_lane // TR_GROUP) + (j % per) * n + src_elem, j // per
+
+
+# --------------------------------------------------------------------------------------------
+# Cross-lane reductions (``T.rocm.wave_reduce``): the exchange steps and the lanes of an accumulator
+# row or column. A lane group is given by a *lane mask*: the lanes that differ from each other only
+# in the bits of the mask (``0x1f``: aligned groups of 32 consecutive lanes; ``0x20``: lanes ``l``
+# and ``l ^ 32``).
+
+
+class LaneExchange(NamedTuple):
+    """One step of a wave reduction: every lane combines its value with that of lane ``lane ^ xor``.
+
+    ``dpp_ctrl``: the DPP control of ``llvm.amdgcn.update.dpp`` that reads that lane
+    (``sources.SOURCES['dpp']``: ``QUAD_PERM`` = the four 2-bit selects, ``ROW_MIRROR`` 0x140,
+    ``ROW_HALF_MIRROR`` 0x141; a row is 16 lanes); None for the gfx950 swaps
+    ``v_permlane16_swap_b32`` / ``v_permlane32_swap_b32`` (``swap``: the LLVM intrinsic), which
+    exchange odd and even 16-lane rows / the two 32-lane halves of two registers: given the same
+    value twice, the two results are the lane's and its partner's value, in some order, which a
+    commutative combine does not see. ``asm``: what llc-22 prints for the step (the combine of a
+    DPP step is fused into it: ``v_max_f32_dpp ... quad_perm:[1,0,3,2]``). ``bit``: the lane bit
+    the step adds to the lanes combined so far."""
+
+    xor: int
+    bit: int
+    dpp_ctrl: int | None
+    swap: str | None
+    asm: str
+
+
+WAVE_REDUCE_STEPS = (
+    LaneExchange(1, 0, 0b10_11_00_01, None, "quad_perm:[1,0,3,2]"),   # lane ^ 1 within each quad
+    LaneExchange(2, 1, 0b01_00_11_10, None, "quad_perm:[2,3,0,1]"),   # lane ^ 2
+    LaneExchange(7, 2, 0x141, None, "row_half_mirror"),               # 7 - i within each 8 lanes = lane ^ 7
+    LaneExchange(15, 3, 0x140, None, "row_mirror"),                   # 15 - i within each row = lane ^ 15
+    LaneExchange(16, 4, None, "llvm.amdgcn.permlane16.swap", "v_permlane16_swap_b32"),  # lane ^ 16
+    LaneExchange(32, 5, None, "llvm.amdgcn.permlane32.swap", "v_permlane32_swap_b32"),  # lane ^ 32
+)
+"""The steps in order. After the DPP steps with ``xor`` 1, 2, 7, 15 (taken as a prefix: 7 and 15
+need the quad, resp. the 8 lanes, combined first) a lane holds the combine over its aligned group
+of 2, 4, 8, 16 lanes; each swap adds one lane bit (4, 5) to whatever group it is given. Both lanes
+of a pair compute the same ``op(a, b)``, so every lane of a group ends with the same bits."""
+
+REDUCE_WIDTHS = tuple(2 << i for i in range(len(WAVE_REDUCE_STEPS)))
+REDUCE_MASKS = tuple(low | high for high in (0, 16, 32, 48) for low in (0, 1, 3, 7, 15) if low | high)
+"""The lane masks a reduction combines over: a prefix of the DPP steps and any of the two swaps."""
+
+
+def reduce_steps(mask: int) -> tuple[LaneExchange, ...]:
+    """The exchange steps that combine each group of lanes differing only in the bits of ``mask``
+    (``REDUCE_MASKS``; aligned groups of ``w`` consecutive lanes: ``w - 1``)."""
+    if mask not in REDUCE_MASKS:
+        raise ValueError(f"a wave reduction combines the lanes of a mask in {[hex(m) for m in REDUCE_MASKS]}, "
+                         f"not {mask:#x}")
+    return tuple(step for step in WAVE_REDUCE_STEPS if mask >> step.bit & 1)
+
+
+def exchange_partner(step: LaneExchange, lane):
+    """The lane whose value ``lane`` combines with in ``step``."""
+    return lane ^ step.xor
+
+
+def acc_lane_mask(op: MfmaOp, axis: str = "row") -> int:
+    """The lane mask (``reduce_steps``) of the lanes that share one accumulator row (``axis``
+    "row": the row's ``n`` columns, one register of each lane) or one column ("col": the column's
+    rows, in several registers of each lane) of ``op``, read off ``acc_lane``: 32x32 rows ``0x1f``
+    (the 32 lanes of a wave half), columns ``0x20`` (lanes ``c``, ``c + 32``); 16x16 rows ``0xf``,
+    columns ``0x30``; 4x4 rows ``0x3``, columns one lane (0). Raises ``ValueError`` where the lanes
+    of a row or column are not such a group."""
+    import numpy as np
+
+    block, row, col = np.meshgrid(np.arange(op.blocks), np.arange(op.m), np.arange(op.n), indexing="ij")
+    lane, reg = (np.broadcast_to(x, block.shape) for x in acc_lane(op, block, row, col))
+    if axis == "col":
+        lane, reg = lane.swapaxes(1, 2), reg.swapaxes(1, 2)  # (block, col, row)
+    elif axis != "row":
+        raise ValueError(f"axis {axis!r}: expected 'row' or 'col'")
+    groups = lane.reshape(-1, lane.shape[-1])
+    mask = int(np.bitwise_or.reduce(groups ^ groups[:, :1], axis=None))
+    span = np.array([m for m in range(64) if m & ~mask == 0])
+    same = all(set(g.tolist()) == set((g[0] ^ span).tolist()) for g in groups)
+    if not same or (axis == "row" and not (reg == reg[..., :1]).all()) or (mask and mask not in REDUCE_MASKS):
+        raise ValueError(f"{op.name}: the lanes of an accumulator {axis} do not differ in a fixed set of lane bits")
+    return mask

@@ -20,6 +20,10 @@ Why they exist:
   (``s_waitcnt vmcnt``): LLVM's ``SIInsertWaitcnts`` then adds no ``vmcnt`` wait before LDS reads,
   which for the plain variant it does before every LDS read that carries no ``!alias.scope`` (all
   of TIRx's), see docs/patterns.md.
+- **Wave reductions.** ``T.rocm.wave_reduce``: one helper per combine and group width, the
+  exchange steps of ``lanes.WAVE_REDUCE_STEPS`` (``llvm.amdgcn.update.dpp`` steps, which LLVM fuses
+  with the combine into ``v_max_f32_dpp`` / ``v_add_f32_dpp``; the gfx950 ``permlane16/32.swap``,
+  whose two results are combined), since TIR cannot take the swaps' ``{i32, i32}`` results.
 - **Workgroup barrier.** ``T.gpu_storage_sync("shared")`` emits a bare ``s_barrier``; the helper is
   HIP's ``__syncthreads``: release fence, ``s_barrier``, acquire fence (``s_waitcnt lgkmcnt(0)``
   before the barrier).
@@ -34,6 +38,7 @@ import tempfile
 from pathlib import Path
 
 from . import CATALOG, MfmaOp
+from .lanes import REDUCE_MASKS, reduce_steps
 from .llvm_types import llvm_type
 
 PREFIX = "tvm_cdna4_"
@@ -42,6 +47,9 @@ BARRIER = PREFIX + "workgroup_barrier"
 # fused epilogue's activations call (``schedules.gfx950_emit.fused_ops``); llvm.exp2.f32 would add
 # a range reduction for denormal results around it
 EXP2 = "llvm.amdgcn.exp2"
+# the hardware logarithm v_log_f32 (log2 x, about 1 ulp; a denormal input reads as 0): the attention
+# kernel's log-sum-exp (``schedules.attention_gfx950_emit``), once per query row
+LOG2 = "llvm.amdgcn.log"
 
 
 def bf16_mfma_helper(op: MfmaOp, blgp: int) -> str:
@@ -211,6 +219,48 @@ def _atomic_helpers() -> list[str]:
             f'define linkonce_odr void @{FENCE_ACQUIRE_AGENT}() {{\n  fence syncscope("agent") acquire\n  ret void\n}}']
 
 
+# Wave reductions (``T.rocm.wave_reduce``): the combine of each reduction as LLVM IR on two floats.
+# ``max`` is ``nnan`` so that LLVM selects a bare ``v_max_f32`` (fused into the DPP step) instead of
+# quieting both inputs first: a NaN input gives an unspecified result
+WAVE_REDUCE_COMBINES = {"max": "call nnan float @llvm.maxnum.f32(float {a}, float {b})", "sum": "fadd float {a}, {b}"}
+
+
+def wave_reduce_helper(combine: str, mask: int) -> str:
+    """The helper reducing f32 values with ``combine`` (``WAVE_REDUCE_COMBINES``) over each group of
+    lanes that differ only in the bits of ``mask`` (``lanes.reduce_steps``)."""
+    return f"{PREFIX}wave_reduce_{combine}_f32_lanes{mask:02x}"
+
+
+def _wave_reduce_body(combine: str, mask: int) -> str:
+    lines, x = [], "%x"
+    for i, step in enumerate(reduce_steps(mask)):
+        lines.append(f"  %i{i} = bitcast float {x} to i32")
+        if step.dpp_ctrl is not None:  # bound_ctrl: every source lane is inside the group (LLVM then fuses the combine)
+            lines += [f"  %d{i} = call i32 @llvm.amdgcn.update.dpp.i32(i32 poison, i32 %i{i}, i32 {step.dpp_ctrl}, "
+                      f"i32 15, i32 15, i1 true)", f"  %b{i} = bitcast i32 %d{i} to float"]
+            a, b = x, f"%b{i}"
+        else:
+            lines += [f"  %s{i} = call {{i32, i32}} @{step.swap}(i32 %i{i}, i32 %i{i}, i1 false, i1 true)"]
+            for h in "ab":
+                lines += [f"  %{h}{i}w = extractvalue {{i32, i32}} %s{i}, {'ab'.index(h)}",
+                          f"  %{h}{i} = bitcast i32 %{h}{i}w to float"]
+            a, b = f"%a{i}", f"%b{i}"
+        lines.append(f"  %x{i} = " + WAVE_REDUCE_COMBINES[combine].format(a=a, b=b))
+        x = f"%x{i}"
+    return "\n".join(lines) + f"\n  ret float {x}\n"
+
+
+def wave_reduce_helpers() -> list[str]:
+    out = ["declare i32 @llvm.amdgcn.update.dpp.i32(i32, i32, i32 immarg, i32 immarg, i32 immarg, i1 immarg)",
+           "declare float @llvm.maxnum.f32(float, float)",
+           *(f"declare {{i32, i32}} @llvm.amdgcn.permlane{n}.swap(i32, i32, i1 immarg, i1 immarg)" for n in (16, 32))]
+    for combine in WAVE_REDUCE_COMBINES:
+        for mask in REDUCE_MASKS:
+            out.append(f"define linkonce_odr float @{wave_reduce_helper(combine, mask)}(float %x) convergent {{\n"
+                       f"{_wave_reduce_body(combine, mask)}}}")
+    return out
+
+
 def helpers_ll() -> str:
     barrier = (
         f"define linkonce_odr void @{BARRIER}() {{\n"
@@ -219,7 +269,7 @@ def helpers_ll() -> str:
         "declare void @llvm.amdgcn.s.barrier()"
     )
     body = "\n".join([*_mfma_helpers(), *_tr_helpers(), *_buffer_helpers(), *_buffer_lds_helpers(), *_sched_helpers(),
-                      barrier, *_atomic_helpers()])
+                      barrier, *_atomic_helpers(), *wave_reduce_helpers()])
     return f'target triple = "amdgcn-amd-amdhsa"\n\n{body}\n'
 
 

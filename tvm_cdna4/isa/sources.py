@@ -22,4 +22,10 @@ SOURCES: dict[str, str] = {
     "lane 16*(L//16) + (L mod 16 >> log2 n) + (16/n)*i): matches ROCm/rocRoller's transpose-load hardware-test "
     "expectations, the FP16 GEMM load_b and K-split table of hip-tr, and the '16x8 bytes, two interleaved 8x8 byte "
     "transposes' description of tr8",
+    "dpp": "llvm/lib/Target/AMDGPU/SIDefines.h (DppCtrl: QUAD_PERM_FIRST 0 with four 2-bit lane selects, "
+    "ROW_MIRROR 0x140, ROW_HALF_MIRROR 0x141; a DPP row is 16 lanes); llvm.amdgcn.update.dpp; gfx950's "
+    "llvm.amdgcn.permlane16.swap / permlane32.swap given the same value twice return the lane's own and its partner's "
+    "value (lane ^ 16 / lane ^ 32): mlir/test/Conversion/AMDGPUToROCDL/permlane.mlir lowers amdgpu.permlane_swap %x 16 "
+    "and 32 for gfx950 to rocdl.permlane16/32.swap %x, %x and keeps the result that is not %x; llc 22 for gfx950 fuses "
+    "a DPP move into its VALU user (tests/test_wave_reduce.py)",
 }

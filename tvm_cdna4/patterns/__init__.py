@@ -146,6 +146,7 @@ def register_patterns() -> dict:
         buffer_load=wave.buffer_load,
         buffer_load_lds=wave.buffer_load_lds,
         s_waitcnt_vmcnt=wave.s_waitcnt_vmcnt,
+        wave_reduce=wave.wave_reduce,
         global_atomic_add_f32=atomic.global_atomic_add_f32,
         global_atomic_add_u32=atomic.global_atomic_add_u32,
         fence_release=atomic.fence_release,

@@ -34,6 +34,22 @@
   12, 16; a destination that is not in LDS; a target other than gfx950 (``rocm.analysis``); a
   lane-varying or provably misaligned destination (``rocm.analysis``, rule ``wave-uniform operand`` /
   ``LDS alignment``).
+- ``T.rocm.wave_reduce(combine, value, lanes, axis="row")``: ``value`` (f32) combined with ``"max"``
+  or ``"sum"`` over each group of lanes; every lane of a group gets the same bits. ``lanes``: a
+  group width (2, 4, ..., 64: aligned groups of consecutive lanes) or an MFMA opcode, meaning the
+  lanes that hold one row (``axis="row"``) or one column (``"col"``) of its accumulator
+  (``isa.lanes.acc_lane_mask``: 32x32 rows: the 32 lanes of a wave half, columns: lanes ``c`` and
+  ``c + 32``; 16x16 rows: 16 lanes, columns: 4 lanes 16 apart), so a row max of an accumulator
+  register, or a column max after the lane's own registers of the column, is one call.
+  gfx950 code (``isa.lanes.WAVE_REDUCE_STEPS``; llc-22): ``v_max_f32_dpp`` / ``v_add_f32_dpp`` with
+  ``quad_perm:[1,0,3,2]``, ``quad_perm:[2,3,0,1]``, ``row_half_mirror``, ``row_mirror`` (up to 16
+  lanes), then ``v_permlane16_swap_b32`` (lane bit 4) and ``v_permlane32_swap_b32`` (bit 5), each
+  followed by the combine: 4 VALU instructions for 16 lanes, 7 for 32, 3 for a 32x32 column. Contract: wave-collective (every lane of the
+  wave runs it: ``rocm.analysis`` refuses it under lane-varying control, rule ``wave-uniform
+  control``; the emulator under partly active waves); a NaN input gives an unspecified ``max``.
+  ``ContractError`` (opcode ``T.rocm.wave_reduce``) for another combine, a width that is not one of
+  those, an opcode without an accumulator or whose row/column is one lane, another axis, a value
+  that is not a float32 expression.
 - ``T.rocm.s_waitcnt_lgkmcnt(n)``: wait until at most ``n`` LDS/scalar-memory operations are
   outstanding.
 - ``T.rocm.s_waitcnt_vmcnt(n)``: wait until at most ``n`` vector-memory loads of the wave (buffer
@@ -46,7 +62,10 @@ from tvm_tirx.script.ir_builder.base import auto_emit_void_call
 from tvm_tirx.tirx import op as _op
 
 from ..errors import ContractError
-from ..isa.llvm_helpers import BARRIER, BUFFER_LOAD_LDS_MNEMONICS, buffer_load_helper, buffer_load_lds_helper
+from ..isa import lanes as _lanes
+from ..isa import lookup
+from ..isa.llvm_helpers import (BARRIER, BUFFER_LOAD_LDS_MNEMONICS, WAVE_REDUCE_COMBINES, buffer_load_helper,
+                                buffer_load_lds_helper, wave_reduce_helper)
 
 BUFFER_OOB = 0x7FFFFFFF  # a voffset no buffer of < 2**31 bytes contains: the lane reads zeros
 
@@ -124,6 +143,50 @@ def buffer_load_lds(ptr, num_bytes, voffset, soffset, lds_dst, size: int = 16):
     opcode = f"{BUFFER_LOAD_LDS_MNEMONICS[size]} ... lds"
     return _op.call_extern(buffer_load_lds_helper(size), ptr, _num_bytes(num_bytes, opcode), voffset, soffset,
                            _lds_address(lds_dst, opcode), ty="void")
+
+
+WAVE_REDUCE = "T.rocm.wave_reduce"
+
+
+def reduce_mask(lanes, axis="row") -> int:
+    """``T.rocm.wave_reduce``'s lane mask (``isa.lanes.reduce_steps``): of a group width, or of the
+    lanes sharing an accumulator row or column (``axis``) of an MFMA opcode."""
+    lanes, axis = getattr(lanes, "value", lanes), getattr(axis, "value", axis)
+    if isinstance(lanes, str):
+        try:
+            op = lookup(lanes)
+        except KeyError as err:
+            raise ContractError(f"lanes names no MFMA opcode ({err.args[0]})", opcode=WAVE_REDUCE, operand="lanes",
+                                expected="an MFMA opcode or a group width", found=lanes) from None
+        if not op.kind.startswith("mfma"):
+            raise ContractError("lanes names an instruction without an accumulator", opcode=WAVE_REDUCE,
+                                operand="lanes", expected="an MFMA opcode", found=op.name)
+        if axis not in ("row", "col"):
+            raise ContractError("the accumulator axis whose lanes a wave reduction combines", opcode=WAVE_REDUCE,
+                                operand="axis", expected="'row' or 'col'", found=axis)
+        mask = _lanes.acc_lane_mask(op, axis)
+        if not mask:
+            raise ContractError(f"one lane holds a whole accumulator {axis} of {op.name}: there is nothing to combine "
+                                "across lanes", opcode=WAVE_REDUCE, operand="lanes", expected="lanes sharing a "
+                                f"{axis}", found=op.name, suggestion=f"combine the {axis} in registers")
+        return mask
+    if isinstance(lanes, bool) or not isinstance(lanes, int) or lanes not in _lanes.REDUCE_WIDTHS:
+        raise ContractError("a wave reduction combines aligned groups of a power of two of lanes", opcode=WAVE_REDUCE,
+                            operand="lanes", expected=f"one of {_lanes.REDUCE_WIDTHS} or an MFMA opcode", found=lanes)
+    return lanes - 1
+
+
+def wave_reduce(combine, value, lanes, axis="row"):
+    combine = getattr(combine, "value", combine)
+    if combine not in WAVE_REDUCE_COMBINES:
+        raise ContractError("the combine of a wave reduction", opcode=WAVE_REDUCE, operand="combine",
+                            expected=sorted(WAVE_REDUCE_COMBINES), found=combine)
+    dtype = str(getattr(value, "ty", type(value).__name__))
+    if dtype != "float32":
+        raise ContractError("a wave reduction combines float32 values", opcode=WAVE_REDUCE, operand="value",
+                            expected="a float32 expression", found=dtype,
+                            suggestion="cast the value to float32 (T.float32(...), T.cast(x, 'float32'))")
+    return _op.call_extern(wave_reduce_helper(combine, reduce_mask(lanes, axis)), value, ty="float32")
 
 
 @auto_emit_void_call

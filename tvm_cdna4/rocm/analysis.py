@@ -13,7 +13,7 @@ Rules, each a ``ContractError`` whose ``check`` names it:
   ROCm: ``T.rocm`` ops, ``llvm.amdgcn`` intrinsics, ``tvm_cdna4_`` helpers) is refused for a target
   of another kind (TIRx would stop on a C++ ``Check failed``); ``check_backend``, also run by
   ``emulate(..., target="sm80")``.
-- ``target``: a wave-collective instruction (MFMA, ds_read_tr) needs ``mcpu`` gfx950.
+- ``target``: a wave-collective instruction (MFMA, ds_read_tr, a wave reduction) needs ``mcpu`` gfx950.
 - ``workgroup size`` / ``whole waves``: at most 256 threads, a whole number of 64-lane waves.
 - ``wave count``: at ``scope="workgroup"`` wave ``w`` computes slice ``w`` of every operand, so the
   launch has exactly as many waves as the operands' leading (wave) axis.
@@ -57,7 +57,8 @@ tvm_ffi.register_error(ContractError)  # raised inside target.build.rocm, it rea
 
 MAX_WORKGROUP = 256  # what TIRx 0.1.0a4's AMDGPU codegen emits without a ROCm device
 TILE_APPLY = "tirx.rocm.tile.apply"
-COLLECTIVE_PREFIXES = ("llvm.amdgcn.mfma.", "llvm.amdgcn.ds.read.tr", PREFIX + "mfma", PREFIX + "ds_read_tr")
+COLLECTIVE_PREFIXES = ("llvm.amdgcn.mfma.", "llvm.amdgcn.ds.read.tr", PREFIX + "mfma", PREFIX + "ds_read_tr",
+                       PREFIX + "wave_reduce")
 UNIFORM_INTRINSICS = ("llvm.amdgcn.readfirstlane",)
 LANE_ID_INTRINSICS = ("llvm.amdgcn.mbcnt.lo", "llvm.amdgcn.mbcnt.hi")
 LLVM_INTRINSIC_OPS = ("tirx.call_llvm_intrin", "tirx.call_llvm_pure_intrin")

@@ -17,7 +17,9 @@ triple buffering (indices periodic in the iteration, period 2 or 3) show between
 iterations, the prologue before the first, the epilogue after the last. What it cannot evaluate (an
 index read from memory, a kernel argument, ``blockIdx`` in an LDS index, a dynamic loop bound, a
 barrier under a branch that only some waves take, ``break``/``while``) ends the check for that
-function: logged at DEBUG, the case is left to the emulator (which checks every access it runs).
+function: logged at DEBUG, the case is left to the emulator (which checks every access it runs). A
+branch whose condition it cannot evaluate but which accesses no LDS and has no barrier, wait or
+vector-memory load (a store guard of the workgroup's rows) is skipped.
 
 Refused: a ``ContractError`` (``check="LDS synchronization"``) naming the buffer, the byte, both
 waves and both statements (with their loop iterations), and the fix.
@@ -275,7 +277,13 @@ class _Sync:
             self._reads(call, node, iteration, mask)
 
     def _if(self, node, iteration, mask):
-        cond = np.broadcast_to(self.value(node.condition), self.tx.shape if self.tx is not None else ())
+        try:
+            value = self.value(node.condition)
+        except Undecided:
+            if self._inert(node):  # e.g. a store guard of the workgroup's rows: nothing to order
+                return
+            raise
+        cond = np.broadcast_to(value, self.tx.shape if self.tx is not None else ())
         cond = cond.astype(bool) if mask is None else (cond.astype(bool) & mask)
         outer = np.ones_like(cond) if mask is None else mask
         if cond.any():
@@ -295,6 +303,14 @@ class _Sync:
             self.stmt(node.body, f"{iteration}{', ' if iteration else ''}{node.var.name} = {begin + i * step}", mask)
 
     # -- LDS accesses
+
+    def _inert(self, node) -> bool:
+        """Whether ``node`` neither accesses LDS nor barriers, waits or issues vector-memory loads
+        (what the check tracks): a branch of it whose condition is unknown changes nothing here."""
+        calls = []
+        tvm_ffi.structural_walk(node, [(ir.Call, lambda c: calls.append(_callee(c)))])
+        tracked = (*BARRIERS, "llvm.amdgcn.s.waitcnt", VMEM_PREFIX, *DMA_HELPERS)
+        return not self._touches_lds(node) and not any(name.startswith(tracked) for name in calls)
 
     def _touches_lds(self, node) -> bool:
         found = []

@@ -1,0 +1,84 @@
+"""The gfx950 attention forward (issue 26 stage 3) in the emulator against the float64 reference:
+odd sequence lengths (masked tails of queries and keys), causal (fully masked kv tiles skipped),
+GQA, head dim 64 and 128, one token; the whole-kernel checks and the compiled code."""
+
+import logging
+import re
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import tvm_cdna4
+from tvm_cdna4.emulator import emulate
+from tvm_cdna4.rocm import lds_sync
+from tvm_cdna4.schedules.attention_gfx950_emit import emit_gfx950_attention
+from tvm_cdna4.schedules.attention_plan import (AttentionConfig, AttentionProblem, error_bound, kv_tiles_for,
+                                                plan_gfx950_attention, reference)
+
+CASES = {
+    "odd lengths, D 64": (AttentionProblem(1, 2, 2, 130, 130, 64), AttentionConfig(64, 32)),
+    "causal, GQA 2:1, D 128": (AttentionProblem(1, 2, 1, 130, 130, 128, causal=True), AttentionConfig(128, 64)),
+    "one token, causal, GQA": (AttentionProblem(1, 4, 2, 1, 1, 64, causal=True), AttentionConfig(64, 32)),
+    "257 keys and queries": (AttentionProblem(1, 1, 1, 257, 257, 64), AttentionConfig(64, 64)),
+}
+
+
+def _inputs(problem, seed=0):
+    rng = np.random.default_rng(seed)
+    s = problem.shapes()
+    return [rng.standard_normal(s[n]).astype(ml_dtypes.bfloat16) for n in ("Q", "K", "V")]
+
+
+def _run(plan, q, k, v):
+    s = plan.problem.shapes()
+    o, lse = np.full(s["O"], np.nan, ml_dtypes.bfloat16), np.full(s["LSE"], np.nan, np.float32)
+    emulate(emit_gfx950_attention(plan), q, k, v, o, lse)
+    return o.astype(np.float64), lse
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_emulated_attention_is_within_the_documented_bound(name):
+    problem, config = CASES[name]
+    q, k, v = _inputs(problem)
+    o, lse = _run(plan_gfx950_attention(problem, config), q, k, v)
+    want_o, want_lse = reference(q, k, v, problem.causal)
+    bound_o, bound_lse = error_bound(q, k, v, problem.causal)
+    assert (np.abs(o - want_o) <= bound_o).all(), np.abs(o - want_o).max()
+    assert (np.abs(lse - want_lse) <= bound_lse).all(), np.abs(lse - want_lse).max()
+    assert problem.seq_kv == 1 or np.abs(o - want_o).max() > 0  # not vacuous: 16-bit P and O round (one key: O = V)
+
+
+@pytest.mark.parametrize("skip", [True, False])
+def test_causal_blocks_skip_the_kv_tiles_above_their_diagonal(skip):
+    """64 queries, 130 keys: the block sees keys 0-63 (2 tiles of 32); keys 64 on hold NaN, which
+    reach O through 0 * NaN only if their tiles run."""
+    problem = AttentionProblem(1, 1, 1, 64, 130, 64, causal=True)
+    plan = plan_gfx950_attention(problem, AttentionConfig(64, 32, skip_masked=skip))
+    assert kv_tiles_for(problem, 64, 32, 0, skip) == (2 if skip else 5)
+    q, k, v = _inputs(problem, seed=1)
+    k[:, :, 64:], v[:, :, 64:] = np.nan, np.nan
+    o, lse = _run(plan, q, k, v)
+    if skip:
+        want_o, want_lse = reference(q, k[:, :, :64], v[:, :, :64], causal=True)
+        bound_o, bound_lse = error_bound(q, k[:, :, :64], v[:, :, :64], causal=True)
+        assert (np.abs(o - want_o) <= bound_o).all() and (np.abs(lse - want_lse) <= bound_lse).all()
+    else:
+        assert np.isnan(o).all() and np.isfinite(lse).all()
+
+
+def test_the_whole_kernel_checks_accept_it_and_the_code_is_mfma_tr_reads_and_lane_swaps(caplog):
+    caplog.set_level(logging.DEBUG, logger=lds_sync.logger.name)
+    plan = plan_gfx950_attention(*CASES["odd lengths, D 64"])
+    result = tvm_cdna4.build(emit_gfx950_attention(plan))  # rocm.analysis and rocm.lds_sync run here
+    assert not [r for r in caplog.records if "left to the emulator" in r.getMessage()]  # decided, not skipped
+    kernel = result.kernel()
+    assert kernel.scratch_bytes == 0 and kernel.lds_bytes == 2 * 32 * plan.lds_row * 2
+    body = result.asm.split("s_endpgm")[0]
+    count = lambda mnemonic: len(re.findall(rf"^\s+{mnemonic}\b", body, flags=re.M))  # noqa: E731
+    per_tile = plan.kv_blocks * plan.k_steps + 2 * plan.kv_blocks * plan.d_tiles  # S^T, then O^T MFMAs
+    assert count("v_mfma_f32_32x32x16_bf16") == per_tile  # the kv loop once (not unrolled)
+    assert count("ds_read_b64_tr_b16") == 2 * 2 * plan.kv_blocks * plan.d_tiles  # two per V^T fragment
+    assert count("ds_read_b128") == plan.kv_blocks * plan.k_steps  # one per K fragment
+    assert count("v_permlane32_swap_b32_e64") == 2  # the row max per tile, the row sum at the end
+    assert count("v_exp_f32_e32") == 1 + 16 * plan.kv_blocks  # alpha and every score

@@ -1,0 +1,66 @@
+"""The attention plan (issue 26 stage 2): the target-neutral problem, its float64 reference, the
+gfx950 plan's fields and the V row permutation that makes the transposing read feed the score
+registers' key order."""
+
+import math
+
+import numpy as np
+import pytest
+
+from tvm_cdna4.isa import CATALOG, lanes
+from tvm_cdna4.schedules.attention_plan import (AttentionConfig, AttentionProblem, kv_tiles_for, plan_gfx950_attention,
+                                                reference, v_lds_row)
+from tvm_cdna4.schedules.epilogue import LOG2E
+
+
+def test_the_plan_of_an_odd_gqa_problem():
+    p = plan_gfx950_attention(AttentionProblem(2, 8, 2, 130, 257, 128, causal=True))
+    assert (p.mfma, p.tr, p.storage, p.waves, p.threads) == ("mfma_f32_32x32x16_bf16", "ds_read_tr16_b64_v4bf16",
+                                                             "int16", 4, 256)
+    assert (p.grid.tiles, p.grid.batch, p.grid.groups) == ((2, 1), 16, 32)
+    assert (p.kv_tiles, p.kv_tail, p.q_tail, p.lds_row, p.chunks) == (5, 1, 2, 136, 4)
+    assert (p.d_tiles, p.k_steps, p.kv_blocks) == (4, 8, 2)
+    assert [(x.name, x.shape, x.dtype) for x in p.params] == [
+        ("Q", (2, 8, 130, 128), "int16"), ("K", (2, 2, 257, 128), "int16"), ("V", (2, 2, 257, 128), "int16"),
+        ("O", (2, 8, 130, 128), "int16"), ("LSE", (2, 8, 130), "float32")]
+    assert p.epilogue.ops == ("bf16_rne",)
+    assert p.problem.kv_head(7) == 1 and p.problem.kv_head(3) == 0 and math.isclose(p.problem.scale_log2, LOG2E / math.sqrt(128))
+    # causal: block 0 (rows 0-127) runs 2 tiles of 64 keys, block 1 (rows 128, 129) 3; without skipping, all 5
+    assert [kv_tiles_for(p.problem, 128, 64, q0) for q0 in (0, 128)] == [2, 3]
+    assert kv_tiles_for(p.problem, 128, 64, 0, skip_masked=False) == 5
+
+
+def test_problem_and_config_errors_name_the_field():
+    for kwargs, match in ((dict(kv_heads=3), "kv_heads must divide heads"), (dict(head_dim=96), "head_dim"),
+                          (dict(dtype="fp8"), "fp8 is not implemented yet"), (dict(seq_q=0), "seq_q"),
+                          (dict(scale=-1.0), "scale")):
+        with pytest.raises(ValueError, match=match):
+            AttentionProblem(**{**dict(batch=1, heads=4, kv_heads=2, seq_q=8, seq_kv=8, head_dim=64), **kwargs})
+    for kwargs, match in ((dict(block_q=48), "block_q"), (dict(block_kv=16), "block_kv"), (dict(lds_pad=8), "lds_pad")):
+        with pytest.raises(ValueError, match=match):
+            AttentionConfig(**kwargs)
+
+
+def test_reference_is_softmax_attention_with_causal_gqa_and_lse():
+    rng = np.random.default_rng(0)
+    q, k, v = rng.standard_normal((1, 4, 5, 64)), rng.standard_normal((1, 2, 7, 64)), rng.standard_normal((1, 2, 7, 64))
+    o, lse = reference(q, k, v, causal=True, scale=0.3)
+    for h in range(4):
+        for i in range(5):
+            s = 0.3 * k[0, h // 2, : i + 1] @ q[0, h, i]
+            np.testing.assert_allclose(lse[0, h, i], np.log(np.exp(s).sum()))
+            np.testing.assert_allclose(o[0, h, i], np.exp(s - lse[0, h, i]) @ v[0, h // 2, : i + 1])
+    problem = AttentionProblem(1, 4, 2, 5, 7, 64, causal=True)
+    assert problem.visible_pairs() == 4 * (1 + 2 + 3 + 4 + 5) and problem.flops() == 4 * 64 * 60
+    assert AttentionProblem(1, 1, 1, 9, 4, 64, causal=True).visible_pairs() == 10 + 5 * 4
+
+
+def test_the_v_row_permutation_gives_ds_read_tr_the_keys_of_the_score_registers():
+    op = CATALOG["mfma_f32_32x32x16_bf16"]
+    assert sorted(v_lds_row(k) for k in range(64)) == list(range(64))
+    assert all(v_lds_row(v_lds_row(k)) == k for k in range(64))
+    for lane in range(64):
+        for step in range(2):  # MFMA K step of a 32-key block; B element e = score register 8 step + e
+            for e in range(op.b_elems):
+                natural = 16 * step + lanes.b_owner(op, lane, e).k  # the LDS row the operand form reads
+                assert v_lds_row(natural) == lanes.acc_owner(op, lane, 8 * step + e).row

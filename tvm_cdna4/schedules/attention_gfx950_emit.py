@@ -1,0 +1,195 @@
+"""The gfx950 attention forward's emission: ``emit_gfx950_attention(plan)`` spells an
+``AttentionPlan`` (``attention_plan``: the orientation, the register maps and why) in TIRx from the
+shared emitter pieces (``gfx950_emit``: ``kernel_function``, ``decode``, ``fragment_reader``,
+``mfma_step``, ``epilogue_value``, ``fused_ops``) and the wave reduction ``T.rocm.wave_reduce``.
+
+Per workgroup (one (batch x head, query block)), per wave (32 query rows, one per lane modulo 32):
+
+1. the wave's Q rows -> registers (the B operand of ``S^T = K Q^T``, every head-dim step), once;
+2. for each kv tile the block sees (``kv_tiles_for``: causal skips the tiles above the diagonal):
+   barrier; every thread's 16-byte chunks of the K and V tiles -> LDS (K rows as they are, V rows
+   at ``v_lds_row``; keys past the sequence load zeros); barrier; ``S^T`` on the MFMAs (K fragments
+   by wide LDS reads); the scores scaled into base 2 and masked (``-inf`` past the sequence and,
+   causal, above the diagonal); the online softmax (the lane's registers, then
+   ``T.rocm.wave_reduce("max", ..., axis="col")``); ``P^T`` into 16-bit B operands; the O
+   accumulators scaled by ``alpha``; ``O^T += V^T P^T`` (V fragments by ``ds_read_tr``);
+3. the row sums reduced across the lane pair, ``O / l`` converted and stored inside O, and
+   ``LSE = (m + log2 l) ln 2`` (``v_log_f32``) by the lanes of the first wave half.
+
+This first kernel loads and computes one tile after the other (two barriers per tile, no
+software pipelining, every tile masked element by element): the foundation the faster schedules
+(double-buffered K/V, direct-to-LDS loads, masking only the tail and diagonal tiles) are built on.
+"""
+
+from __future__ import annotations
+
+import math
+
+from tvm_tirx.script import tirx as T
+
+from ..isa import CATALOG, lanes
+from ..isa.llvm_helpers import LOG2
+from ..patterns.layouts import mfma_fragment
+from ..patterns.wave import BUFFER_OOB
+from ..tirx_private import transpile_once
+from .attention_plan import WAVE_ROWS, AttentionPlan, kv_tiles_for, v_lds_row
+from .gfx950_emit import decode, epilogue_value, fragment_reader, fused_ops, kernel_function, mfma_step
+from .gfx950_plan import convert_epilogue
+from .pipeline import lds_stage
+
+VEC = 8  # 16-bit elements per 16-byte chunk
+
+
+def _tile_loader(plan: AttentionPlan):
+    """Macro ``load(SK, SV, Kh, Vh, j, tx)``: every thread's chunks of kv tile ``j`` of the (batch, kv
+    head)'s K and V (``Kh``, ``Vh``: ``[Skv, D]`` views) into the LDS tiles; keys past the sequence
+    load zeros (the buffer range check)."""
+    p = plan.problem
+    D, BKV, threads = p.head_dim, plan.config.block_kv, plan.threads
+    cpr = D // VEC  # chunks per key row
+    nbytes = p.seq_kv * D * 2
+    regs = f"{plan.storage}x{VEC}"
+
+    @T.macro
+    def load(SK, SV, Kh, Vh, j, tx):
+        for q in T.unroll(plan.chunks):
+            row = (q * threads + tx) // cpr
+            col = (q * threads + tx) % cpr * VEC
+            voff = T.if_then_else(j * BKV + row < p.seq_kv, (row * D + col) * 2, T.int32(BUFFER_OOB))
+            SK[0, row, T.ramp(col, 1, VEC)] = T.rocm.buffer_load(Kh.data, nbytes, voff, j * (BKV * D * 2), regs)
+            SV[0, v_lds_row(row), T.ramp(col, 1, VEC)] = T.rocm.buffer_load(Vh.data, nbytes, voff, j * (BKV * D * 2), regs)
+    return load
+
+
+def _softmax(plan: AttentionPlan):
+    """Macro ``softmax(rs, rp, ro, m, l, j, q, lane)``: kv tile ``j``'s scores (``rs``, the S^T
+    accumulators of query ``q``) scaled into base 2 and masked, the running max ``m`` and the lane's
+    partial row sum ``l`` updated, ``rp`` = P^T in 16 bits, the O accumulators ``ro`` scaled."""
+    p = plan.problem
+    op = CATALOG[plan.mfma]
+    BKV, n_s, n_o = plan.config.block_kv, plan.kv_blocks * op.acc_elems, plan.d_tiles * op.acc_elems
+    ops = fused_ops("float32")
+    to16 = convert_epilogue("float32", p.dtype)
+
+    def key(j, r, lane):
+        return j * BKV + r // op.acc_elems * op.m + lanes.acc_owner(op, lane, r % op.acc_elems).row
+
+    def visible(j, r, lane, q):
+        inside = key(j, r, lane) < p.seq_kv
+        return T.And(inside, key(j, r, lane) <= q) if p.causal else inside
+
+    @T.macro
+    def softmax(rs, rp, ro, m, l, j, q, lane):
+        mx = T.alloc_tensor(ty_args=[T.Tensor((2,), "float32", scope="local")])
+        mx[0] = T.float32(-math.inf)
+        for r in T.unroll(n_s):
+            rs[r] = T.if_then_else(visible(j, r, lane, q), rs[r] * T.float32(p.scale_log2), T.float32(-math.inf))
+            mx[0] = T.max(mx[0], rs[r])
+        mx[1] = T.max(m[0], T.rocm.wave_reduce("max", mx[0], lanes=plan.mfma, axis="col"))
+        mx[0] = ops.exp2(m[0] - mx[1])  # alpha (0 at the first tile: m = -inf)
+        m[0] = mx[1]
+        l[0] = l[0] * mx[0]
+        for r in T.unroll(n_s):
+            rs[r] = ops.exp2(rs[r] - mx[1])
+            l[0] = l[0] + rs[r]
+            rp[r] = epilogue_value(to16, rs[r])
+        for r in T.unroll(n_o):
+            ro[r] = ro[r] * mx[0]
+    return softmax
+
+
+def _tile(plan: AttentionPlan):
+    """Macro ``tile(args, bid, tx, SK, SV)``: the workgroup's query block (module docstring)."""
+    p = plan.problem
+    op = CATALOG[plan.mfma]
+    D, BQ, BKV, E = p.head_dim, plan.config.block_q, plan.config.block_kv, op.a_elems
+    RKV, RD, KS, PS = plan.kv_blocks, plan.d_tiles, plan.k_steps, 2 * plan.kv_blocks  # PS: 16-key steps per tile
+    st = plan.storage
+    lq, nq = mfma_fragment(op, "B", (1, KS))
+    lk, nk = mfma_fragment(op, "A", (RKV, KS))
+    lv, nv = mfma_fragment(op, "A", (RD, PS))
+    lp, npr = mfma_fragment(op, "B", (1, PS))
+    ls, ns = mfma_fragment(op, "D", (RKV, 1))
+    lo, no = mfma_fragment(op, "D", (RD, 1))
+    frag_k = fragment_reader(op, "A", "wide", st, E, KS, n=E)
+    frag_v = fragment_reader(op, "A", "tr", st, E, PS, tr=plan.tr)
+    mfma = mfma_step(plan.mfma)
+    load, softmax = _tile_loader(plan), _softmax(plan)
+
+    @T.macro
+    def tile(args, bid, tx, SK, SV):
+        idx = decode(plan.grid, bid)
+        b = idx.batch // p.heads
+        h = idx.batch % p.heads
+        q0 = idx.row * BQ
+        lane = tx % 64
+        q = q0 + tx // 64 * WAVE_ROWS + lane % WAVE_ROWS  # the lane's query row
+        Qh = T.decl_tensor(args.Q.ptr_to([T.cast(b, "int64"), h, 0, 0]), ty_args=[T.Tensor((p.seq_q, D), st)])
+        Kh = T.decl_tensor(args.K.ptr_to([T.cast(b, "int64"), p.kv_head(h), 0, 0]), ty_args=[T.Tensor((p.seq_kv, D), st)])
+        Vh = T.decl_tensor(args.V.ptr_to([T.cast(b, "int64"), p.kv_head(h), 0, 0]), ty_args=[T.Tensor((p.seq_kv, D), st)])
+        rq = T.alloc_tensor(ty_args=[T.Tensor((nq,), st, scope="local")])
+        rk = T.alloc_tensor(ty_args=[T.Tensor((nk,), st, scope="local")])
+        rv = T.alloc_tensor(ty_args=[T.Tensor((nv,), st, scope="local")])
+        rp = T.alloc_tensor(ty_args=[T.Tensor((npr,), st, scope="local")])
+        rs = T.alloc_tensor(ty_args=[T.Tensor((ns,), "float32", scope="local")])
+        ro = T.alloc_tensor(ty_args=[T.Tensor((no,), "float32", scope="local")])
+        m = T.alloc_tensor(ty_args=[T.Tensor((1,), "float32", scope="local")])
+        l = T.alloc_tensor(ty_args=[T.Tensor((1,), "float32", scope="local")])
+        Qf = T.decl_tensor(rq.ptr_to([0]), ty_args=[T.Tensor((1, KS, op.n, op.k), st, scope="local", layout=lq)])
+        Kf = T.decl_tensor(rk.ptr_to([0]), ty_args=[T.Tensor((RKV, KS, op.m, op.k), st, scope="local", layout=lk)])
+        Vf = T.decl_tensor(rv.ptr_to([0]), ty_args=[T.Tensor((RD, PS, op.m, op.k), st, scope="local", layout=lv)])
+        Pf = T.decl_tensor(rp.ptr_to([0]), ty_args=[T.Tensor((1, PS, op.n, op.k), st, scope="local", layout=lp)])
+        Sd = T.decl_tensor(rs.ptr_to([0]), ty_args=[T.Tensor((RKV, 1, op.m, op.n), "float32", scope="local", layout=ls)])
+        Od = T.decl_tensor(ro.ptr_to([0]), ty_args=[T.Tensor((RD, 1, op.m, op.n), "float32", scope="local", layout=lo)])
+        for kk in T.unroll(KS):  # the lane's Q row, head-dim elements 16 kk + 8 (lane // 32) ..., zeros past Sq
+            rq[T.ramp(kk * E, 1, E)] = T.rocm.buffer_load(
+                Qh.data, p.seq_q * D * 2, T.if_then_else(q < p.seq_q, (q * D + kk * op.k + lane // 32 * E) * 2,
+                                                         T.int32(BUFFER_OOB)), 0, f"{st}x{E}")
+        m[0] = T.float32(-math.inf)
+        l[0] = T.float32(0)
+        for r in T.unroll(no):
+            ro[r] = T.float32(0)
+        for j in T.serial(kv_tiles_for(p, BQ, BKV, q0, plan.config.skip_masked, T.min)):
+            T.rocm.workgroup_barrier()
+            load(SK, SV, Kh, Vh, j, tx)
+            T.rocm.workgroup_barrier()
+            for r in T.unroll(ns):
+                rs[r] = T.float32(0)
+            for kk in T.unroll(KS):
+                for mi in T.unroll(RKV):
+                    frag_k(rk, SK, mi, kk, 0, lane)
+                mfma(Sd, Kf[:, kk : kk + 1], Qf[:, kk : kk + 1])
+            softmax(rs, rp, ro, m, l, j, q, lane)
+            for kk in T.unroll(PS):
+                for di in T.unroll(RD):
+                    frag_v(rv, SV, di, kk, 0, lane)
+                mfma(Od, Vf[:, kk : kk + 1], Pf[:, kk : kk + 1])
+        l[0] = T.rocm.wave_reduce("sum", l[0], lanes=plan.mfma, axis="col")
+        if q < p.seq_q:
+            for di in T.unroll(RD):
+                for r in T.unroll(op.acc_elems):
+                    args.O[b, h, q, di * op.m + lanes.acc_owner(op, lane, r).row] = epilogue_value(
+                        plan.epilogue, ro[di * op.acc_elems + r] / l[0])
+            if lane < WAVE_ROWS:
+                args.LSE[b, h, q] = (m[0] + T.call_llvm_pure_intrin(LOG2, l[0], ty="float32")) * T.float32(math.log(2))
+    return tile
+
+
+@transpile_once
+def emit_gfx950_attention(plan: AttentionPlan):
+    """The PrimFunc ``attention(Q, K, V, O, LSE)`` of a plan."""
+    tile = _tile(plan)
+    shape = (plan.config.block_kv, plan.lds_row)
+
+    @T.macro
+    def body(args):
+        bid = T.launch_thread("blockIdx.x", plan.grid.groups)
+        tx = T.launch_thread("threadIdx.x", plan.threads)
+        SK = T.alloc_tensor(ty_args=[lds_stage(shape, plan.storage)])
+        SV = T.alloc_tensor(ty_args=[lds_stage(shape, plan.storage)])
+        tile(args, bid, tx, SK, SV)
+
+    return kernel_function("attention", plan.params, body)
+
+
+__all__ = ["emit_gfx950_attention"]
