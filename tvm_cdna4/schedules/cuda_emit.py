@@ -196,6 +196,24 @@ def cp_one(op, sv, gv, r, grow, gcol):
 
 
 @T.macro
+def cp_clamped(p, op, G, sv, r, grow, gcol):
+    # one chunk from its row clamped to the last (CopyPlan.rows_clamped): no predicate
+    gr = T.decl_tensor(
+        G.ptr_to([T.min(grow + pick(op.copy.row_deltas, r), op.tile.grows - 1), gcol + pick(op.copy.col_deltas, r)]),
+        ty_args=[T.Tensor((1, op.tile.vec), p.dtype, align=op.copy.chunk_bytes)],
+    )
+    T.cuda.tile.apply(T.ptx[op.copy.instr], sv[r : r + 1, :], gr, scope="thread", chunk_bytes=op.copy.chunk_bytes)
+
+
+def thread_shared(p: GemmPlan, op: OperandPlan, stage, r0, c0):
+    """(element offset, tensor type) of a thread's chunks in a stage's shared tile (its first chunk's
+    swizzled offset; the repeats at immediate offsets)."""
+    return (stage * p.stage_elems + op.smem_offset + op.swizzle(r0 * op.tile.cols + c0),
+            T.Tensor((op.tile.reps, op.tile.vec), p.dtype, scope="shared.dyn",
+                     layout=TileLayout(S[op.copy.thread_shape : op.copy.thread_shared_strides]), align=op.copy.chunk_bytes))
+
+
+@T.macro
 def load_operand_thread(p, op, G, SMH, stage, kt, origin):
     # per-thread views: this thread's chunks only (scope="thread"); rep offsets are immediates
     tid = T.cuda.thread_idx("x")
@@ -204,23 +222,24 @@ def load_operand_thread(p, op, G, SMH, stage, kt, origin):
     gcol = org[1]
     r0 = org[2]
     c0 = org[3]
-    gv = T.decl_tensor(
-        G.ptr_to([grow, gcol]),
-        ty_args=[T.Tensor((op.tile.reps, op.tile.vec), p.dtype,
-                          layout=TileLayout(S[op.copy.thread_shape : op.copy.thread_global_strides]),
-                          align=op.copy.chunk_bytes)],
-    )
-    sv = T.decl_tensor(
-        SMH.ptr_to([stage * p.stage_elems + op.smem_offset + op.swizzle(r0 * op.tile.cols + c0)]),
-        ty_args=[T.Tensor((op.tile.reps, op.tile.vec), p.dtype, scope="shared.dyn",
-                          layout=TileLayout(S[op.copy.thread_shape : op.copy.thread_shared_strides]),
-                          align=op.copy.chunk_bytes)],
-    )
-    if I.constexpr(op.copy.masked):
+    dst = thread_shared(p, op, stage, r0, c0)
+    if I.constexpr(op.copy.rows_clamped):
+        sv = T.decl_tensor(SMH.ptr_to([dst[0]]), ty_args=[dst[1]])
         for r in T.unroll(op.tile.reps):
-            cp_one(op, sv, gv, r, grow, gcol)
+            cp_clamped(p, op, G, sv, r, grow, gcol)
     else:
-        T.cuda.tile.apply(T.ptx[op.copy.instr], sv, gv, scope="thread", chunk_bytes=op.copy.chunk_bytes)
+        gv = T.decl_tensor(
+            G.ptr_to([grow, gcol]),
+            ty_args=[T.Tensor((op.tile.reps, op.tile.vec), p.dtype,
+                              layout=TileLayout(S[op.copy.thread_shape : op.copy.thread_global_strides]),
+                              align=op.copy.chunk_bytes)],
+        )
+        sv = T.decl_tensor(SMH.ptr_to([dst[0]]), ty_args=[dst[1]])
+        if I.constexpr(op.copy.masked):
+            for r in T.unroll(op.tile.reps):
+                cp_one(op, sv, gv, r, grow, gcol)
+        else:
+            T.cuda.tile.apply(T.ptx[op.copy.instr], sv, gv, scope="thread", chunk_bytes=op.copy.chunk_bytes)
 
 
 @T.macro
@@ -635,6 +654,8 @@ def split_epilogue(p, args, acc, tile, wm, wn, lane, pid):
     k_slice = T.truncdiv(pid, per_split)
     if I.constexpr(p.epilogue.reduce.vector == 2):
         partials_pairs(p, args["W"], acc, row_t, col_t, workspace_slice(p, k_slice))
+    elif I.constexpr(p.epilogue.reduce.branch_free):
+        partials_branch_free(p, args["W"], acc, row_t, col_t, workspace_slice(p, k_slice))
     else:
         for mi in T.unroll(p.tiling.mma_m):
             for ni in T.unroll(p.tiling.mma_n):
@@ -654,7 +675,9 @@ def split_epilogue(p, args, acc, tile, wm, wn, lane, pid):
     T.cuda.cta_sync()
     if ticket[0] == T.uint32(p.grid.k_splits - 1):
         T.ptx["fence.acq_rel.gpu"]()
-        if I.constexpr(p.epilogue.reduce.vector == 2):
+        if I.constexpr(p.epilogue.reduce.branch_free):
+            gather_branch_free(p, args["W"], acc, row_t, col_t)
+        elif I.constexpr(p.epilogue.reduce.vector == 2):
             gather_pairs(p, args["W"], acc, row_t, col_t)
         else:
             gather(p, args["W"], acc, row_t, col_t)
@@ -689,10 +712,65 @@ def partials_pairs(p, W, acc, row_t, col_t, k_slice):
     for mi in T.unroll(p.tiling.mma_m):
         for ni in T.unroll(p.tiling.mma_n):
             for rh in T.unroll(2):
-                if T.and_(row_t + mi * 16 + rh * 8 < p.M, col_t + ni * 8 < p.N):
+                if I.constexpr(p.epilogue.reduce.branch_free):
+                    T.ptx[p.epilogue.reduce.instr](
+                        W.ptr_to([k_slice, row_t + mi * 16 + rh * 8, col_t + ni * 8]),
+                        acc[acc_element(p, mi, ni, rh, 0)], acc[acc_element(p, mi, ni, rh, 1)],
+                        pred=T.and_(row_t + mi * 16 + rh * 8 < p.M, col_t + ni * 8 < p.N))
+                elif T.and_(row_t + mi * 16 + rh * 8 < p.M, col_t + ni * 8 < p.N):
                     T.ptx[p.epilogue.reduce.instr](
                         W.ptr_to([k_slice, row_t + mi * 16 + rh * 8, col_t + ni * 8]),
                         acc[acc_element(p, mi, ni, rh, 0)], acc[acc_element(p, mi, ni, rh, 1)])
+
+
+@T.macro
+def partials_branch_free(p, W, acc, row_t, col_t, k_slice):
+    # the reduction one element at a time (ordered st.global.f32, atomic red.global.add.f32), each
+    # instruction predicated on its element being inside C (EpilogueOp.branch_free)
+    for mi in T.unroll(p.tiling.mma_m):
+        for ni in T.unroll(p.tiling.mma_n):
+            for rh in T.unroll(2):
+                for c2 in T.unroll(2):
+                    T.ptx[p.epilogue.reduce.instr](
+                        W.ptr_to([k_slice, row_t + mi * 16 + rh * 8, col_t + ni * 8 + c2]),
+                        acc[acc_element(p, mi, ni, rh, c2)],
+                        pred=T.and_(row_t + mi * 16 + rh * 8 < p.M, col_t + ni * 8 + c2 < p.N))
+
+
+@T.macro
+def gather_branch_free(p, W, acc, row_t, col_t):
+    # the gather of ``gather`` / ``gather_pairs`` without a branch (EpilogueOp.branch_free): every load
+    # reads its element or pair at the row and column clamped into C (outside C the sum is never
+    # stored), so the loads of all pairs go out together; the atomic slice's clearing store is
+    # predicated on being inside C
+    part = T.alloc_tensor(ty_args=[T.Tensor((2,), "float32", scope="local", layout="default")])
+    for mi in T.unroll(p.tiling.mma_m):
+        for ni in T.unroll(p.tiling.mma_n):
+            for rh in T.unroll(2):
+                for c in T.unroll(2 // p.epilogue.reduce.vector):
+                    gather_group(p, W, acc, part, row_t + mi * 16 + rh * 8, col_t + ni * 8 + c * p.epilogue.reduce.vector,
+                                 acc_element(p, mi, ni, rh, c * p.epilogue.reduce.vector))
+
+
+@T.macro
+def gather_group(p, W, acc, part, row, col, e):
+    # one element (vector 1) or column pair (vector 2) of the branch-free gather, accumulator index e
+    r = T.min(row, p.M - 1)
+    c = T.min(col, p.N - p.epilogue.reduce.vector)
+    if I.constexpr(p.epilogue.reduce.vector == 2):
+        T.ptx[p.epilogue.reduce.gather](acc[e], acc[e + 1], W.ptr_to([0, r, c]))
+        for s in T.unroll(1, p.grid.k_splits):
+            T.ptx[p.epilogue.reduce.gather](part[0], part[1], W.ptr_to([s, r, c]))
+            acc[e] = acc[e] + part[0]
+            acc[e + 1] = acc[e + 1] + part[1]
+    else:
+        T.ptx[p.epilogue.reduce.gather](acc[e], W.ptr_to([0, r, c]))
+        if I.constexpr(is_atomic(p)):
+            T.ptx["st.global.f32"](W.ptr_to([0, r, c]), T.float32(0), pred=T.and_(row < p.M, col < p.N))
+        else:
+            for s in T.unroll(1, p.grid.k_splits):
+                T.ptx[p.epilogue.reduce.gather](part[0], W.ptr_to([s, r, c]))
+                acc[e] = acc[e] + part[0]
 
 
 @T.macro

@@ -398,6 +398,11 @@ class CopyPlan:
     """Bytes per cp.async chunk."""
     masked: bool
     """The tile can run past the global extent: every chunk is zero-filled past it (``src_size``)."""
+    rows_clamped: bool = False
+    """``"thread"`` copies of a symbolic row extent (a dynamic M, a grouped GEMM's T) whose columns stay
+    inside: each chunk's row is clamped to the last row instead (``min(row, rows - 1)``; the tile's rows
+    past the end load a copy of the last row, whose products are never stored), so no copy carries a
+    predicate in the k-loop and ``masked`` is False (``clamp_rows``)."""
     thread_shape: tuple[int, ...] = ()
     """``"thread"``: the per-thread view's shape, repeat factors then the chunk."""
     thread_global_strides: tuple[int, ...] = ()
@@ -652,6 +657,13 @@ class EpilogueOp:
     """Elements per instruction of ``reduce``: 1, or 2 (``st.global.v2.f32`` column pairs)."""
     gather: str = ""
     """``reduce``: the last CTA's workspace load (``ld.global.cg.f32``, ``ld.global.cg.v2.f32``)."""
+    branch_free: bool = False
+    """``reduce``: no branch at C's edge: each workspace store carries its edge test as its PTX
+    predicate, each gather load reads at its row and column clamped into C (a sum outside C is never
+    stored; the atomic slice's clearing store is predicated). A symbolic M sets it (``plan_epilogue``):
+    its edge tests never fold away, and a branch around each pair made the tile's last CTA wait for
+    one pair's loads before issuing the next's (an L2 round trip per pair). A static M keeps the
+    branches its kernels were pinned with."""
 
 
 @attrs.frozen
@@ -716,7 +728,7 @@ def plan_epilogue(M: Extent, N: int, ot: str, cfg: GemmConfig, fusion: Fusion = 
         op = EpilogueOp("reduce", "st.global.v2.f32", "float32", 2, "ld.global.cg.v2.f32")
     else:
         op = EpilogueOp("reduce", "st.global.f32", "float32", 1, "ld.global.cg.f32")
-    return attrs.evolve(ep, ops=(op, *ep.ops))
+    return attrs.evolve(ep, ops=(attrs.evolve(op, branch_free=not is_static(M)), *ep.ops))
 
 
 def _store_epilogue(M: Extent, N: int, ot: str, cfg: GemmConfig) -> Epilogue:
@@ -1146,6 +1158,15 @@ def _thread_copy(op: OperandTile, masked: bool, instr: str) -> CopyPlan | None:
     )
 
 
+def clamp_rows(op: OperandTile) -> bool:
+    """Whether an operand's copies clamp their rows (``CopyPlan.rows_clamped``) instead of masking them:
+    its rows are a symbolic extent (a static M keeps the masked copy its kernels were pinned with,
+    tests/test_cuda_gemm_golden.py) and its columns divide into tiles. The masked copy's predicates
+    (row and column per chunk) were recomputed in the k-loop; clamped rows cost one register per
+    chunk, bound before the loop."""
+    return not is_static(op.grows) and divides(op.gcols, op.cols)
+
+
 def plan_copy(op: OperandTile, cfg: GemmConfig) -> CopyPlan:
     """The global -> shared copy plan of one operand."""
     masked = not divides(op.grows, op.rows) or not divides(op.gcols, op.cols)
@@ -1153,6 +1174,8 @@ def plan_copy(op: OperandTile, cfg: GemmConfig) -> CopyPlan:
         return CopyPlan("element", None, 2, masked)
     instr = "cp.async.cg.shared.global" if op.vec == 8 else "cp.async.ca.shared.global"
     fast = _thread_copy(op, masked, instr) if cfg.precompute else None
+    if fast is not None and clamp_rows(op):
+        fast = attrs.evolve(fast, masked=False, rows_clamped=True)
     return fast or CopyPlan("cta", instr, 2 * op.vec, masked,
                             global_iters=tuple(op.copy_iters(op.gcols)), shared_iters=tuple(op.copy_iters(op.cols)))
 
@@ -1210,8 +1233,8 @@ def plan(M: int | MBucket, N: int, K: int, dtype: str = "f16", layout: str = "nt
     def operand(op, shape, smem_offset):
         warp = cfg.warp_m if op.name == "A" else cfg.warp_n
         copy = plan_copy(op, cfg)
-        if k_padded and not copy.masked:
-            copy = attrs.evolve(copy, masked=True)
+        if k_padded and not copy.masked:  # the last slices' k-tiles run past K: zero-filled
+            copy = attrs.evolve(copy, masked=True, rows_clamped=False)
         return OperandPlan(op.name, shape, op, smem_offset, Swizzle.for_row(op.cols),
                            warp if op.trans else warp * op.cols, copy, plan_ldmatrix(op, cfg))
 
