@@ -19,6 +19,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import attrs
+import tvm_ffi
 from tvm_tirx.backend.cuda.axis import laneid
 from tvm_tirx.script import ir as I
 from tvm_tirx.script import tirx as T
@@ -514,15 +515,16 @@ TIR_OPS = SimpleNamespace(max=T.max, exp2=T.exp2, const=T.float32, f32=lambda x:
 divisions to ``div.approx.ftz.f32``."""
 
 
-def fused_value(fusion, args, v, row, col, group=None):
+def fused_value(fusion, args, v, row, col, group=None, residual=None):
     """``schedules.epilogue.apply`` on the f32 value ``v`` of output element (``row``, ``col``): the
-    fusion's inputs read there (the caller keeps both inside C), the residual in C's dtype; a grouped
-    tile's per-column inputs (``[G, N]``) at its ``group``'s row."""
+    fusion's inputs read there (the caller keeps both inside C), the residual in C's dtype (or
+    ``residual``, the caller's value of it: one half of a pair read as a word); a grouped tile's
+    per-column inputs (``[G, N]``) at its ``group``'s row."""
     at = {}
     for name in fusion.inputs():
         tensor = args[name]
         if name == "residual":
-            at[name] = tensor[row, col]
+            at[name] = tensor[row, col] if residual is None else residual
         elif name == "row_scale":
             at[name] = tensor[row]
         else:
@@ -537,16 +539,62 @@ def inside(p: GemmPlan, index, extent):
     return T.min(index, extent - 1) if p.epilogue.masked else index
 
 
+def residual_lines(p: GemmPlan) -> int:
+    """The 128-byte lines of a row of a warp's residual columns (at least one)."""
+    return max(1, p.tiling.warp_n * tvm_ffi.dtype(p.epilogue.out_dtype).bits // 8 // 128)
+
+
+@T.macro
+def prefetch_residual(p, args, tile, wm, wn, lane):
+    # Epilogue.prefetch: the lines of the thread's residual rows (clamped into C), one per 128 bytes of
+    # the warp's columns; a warp instruction covers its eight rows of lane // 4
+    row_t = tile.m0 + wm * p.tiling.warp_m + lane // 4
+    col_t = tile.n0 + wn * p.tiling.warp_n + (lane % 4) * 2
+    for mi in T.unroll(p.tiling.mma_m):
+        for rh in T.unroll(2):
+            for line in T.unroll(residual_lines(p)):
+                T.ptx[p.epilogue.prefetch](args["residual"].ptr_to([
+                    inside(p, row_t + mi * 16 + rh * 8, p.M),
+                    inside(p, col_t + line * (p.tiling.warp_n // residual_lines(p)), p.N)]))
+
+
+def residual_pairs(p: GemmPlan) -> bool:
+    """Whether the fused epilogue reads the residual by column pairs, one b32 word per pair: 16-bit C
+    stored as pairs (N even: a pair's word is 4-byte aligned), as C itself is written."""
+    return p.fusion.residual and p.epilogue.vector == 2 and p.epilogue.convert is not None
+
+
+def half_of(p: GemmPlan, word, c2: int):
+    """Column ``c2`` (0: the low half) of a residual pair's b32 ``word``, in C's 16-bit dtype (a bf16-only
+    form, the f32 bits as a shift or a mask of the word, gave NVRTC 13.0 more moves and a spill at 4096^3)."""
+    return T.reinterpret(T.Cast("uint16", word >> T.Cast("uint32", 16 * c2)), ty=p.epilogue.out_dtype)
+
+
 @T.macro
 def fuse(p, args, acc, row_t, col_t, group):
     # the fused epilogue (Epilogue.fuse) on every accumulator element, in place, before any conversion
     for mi in T.unroll(p.tiling.mma_m):
         for ni in T.unroll(p.tiling.mma_n):
             for rh in T.unroll(2):
-                for c2 in T.unroll(2):
-                    acc[acc_element(p, mi, ni, rh, c2)] = fused_value(
-                        p.fusion, args, acc[acc_element(p, mi, ni, rh, c2)],
-                        inside(p, row_t + mi * 16 + rh * 8, p.M), inside(p, col_t + ni * 8 + c2, p.N), group)
+                if I.constexpr(residual_pairs(p)):
+                    fuse_pair(p, args, acc, row_t + mi * 16 + rh * 8, col_t + ni * 8, group, acc_element(p, mi, ni, rh, 0))
+                else:
+                    for c2 in T.unroll(2):
+                        acc[acc_element(p, mi, ni, rh, c2)] = fused_value(
+                            p.fusion, args, acc[acc_element(p, mi, ni, rh, c2)],
+                            inside(p, row_t + mi * 16 + rh * 8, p.M), inside(p, col_t + ni * 8 + c2, p.N), group)
+
+
+@T.macro
+def fuse_pair(p, args, acc, row, col, group, e):
+    # a column pair (accumulators e, e + 1) whose residual is one b32 load (``residual_pairs``); the
+    # pair's column clamped to C's last pair where the tile can cross C's edge
+    rw = T.decl_tensor(args["residual"].ptr_to([inside(p, row, p.M), inside(p, col, p.N - 1)]),
+                       ty_args=[T.Tensor((1,), "uint32", align=4)])
+    word = rw[0]
+    for c2 in T.unroll(2):
+        acc[e + c2] = fused_value(p.fusion, args, acc[e + c2], inside(p, row, p.M), inside(p, col + c2, p.N), group,
+                                  half_of(p, word, c2))
 
 
 @T.macro
@@ -841,11 +889,17 @@ def one_tile(p, th, args, tile, pid, wm, wn, lane):
     if I.constexpr(p.kloop.form == "unrolled"):
         # unrolled by the stage count: every shared-memory stage offset is a constant
         for ko in range(p.kloop.groups):
+            if I.constexpr(p.epilogue.prefetch != ""):
+                if ko == p.epilogue.prefetch_at // p.kloop.stages:
+                    prefetch_residual(p, args, tile, wm, wn, lane)
             k_tiles(p, th, tile, None, ko * p.kloop.stages, p.kloop.stages)
         if I.constexpr(p.kloop.tail > 0):
             k_tiles(p, th, tile, None, p.kloop.k_tiles - p.kloop.tail, p.kloop.tail)
     else:
         for kt in range(p.kloop.k_tiles):
+            if I.constexpr(p.epilogue.prefetch != ""):
+                if kt == p.epilogue.prefetch_at:
+                    prefetch_residual(p, args, tile, wm, wn, lane)
             _ = [kstep(p, th, tile, None, kt, kt % p.kloop.stages, step) for step in p.kloop.steps]
     T.ptx["cp.async.wait_group"](0)
     if I.constexpr(p.epilogue.reduce is not None):
