@@ -700,10 +700,10 @@ def split_epilogue(p, args, acc, tile, wm, wn, lane, pid):
     col_t = tile.n0 + wn * p.tiling.warp_n + (lane % 4) * 2
     per_split = p.grid.grid_m * p.grid.grid_n
     k_slice = T.truncdiv(pid, per_split)
-    if I.constexpr(p.epilogue.reduce.vector == 2):
+    if I.constexpr(p.epilogue.reduce.branch_free):
+        reduce_branch_free(p, args["W"], acc, row_t, col_t, workspace_slice(p, k_slice), False)
+    elif I.constexpr(p.epilogue.reduce.vector == 2):
         partials_pairs(p, args["W"], acc, row_t, col_t, workspace_slice(p, k_slice))
-    elif I.constexpr(p.epilogue.reduce.branch_free):
-        partials_branch_free(p, args["W"], acc, row_t, col_t, workspace_slice(p, k_slice))
     else:
         for mi in T.unroll(p.tiling.mma_m):
             for ni in T.unroll(p.tiling.mma_n):
@@ -724,7 +724,7 @@ def split_epilogue(p, args, acc, tile, wm, wn, lane, pid):
     if ticket[0] == T.uint32(p.grid.k_splits - 1):
         T.ptx["fence.acq_rel.gpu"]()
         if I.constexpr(p.epilogue.reduce.branch_free):
-            gather_branch_free(p, args["W"], acc, row_t, col_t)
+            reduce_branch_free(p, args["W"], acc, row_t, col_t, 0, True)
         elif I.constexpr(p.epilogue.reduce.vector == 2):
             gather_pairs(p, args["W"], acc, row_t, col_t)
         else:
@@ -760,44 +760,40 @@ def partials_pairs(p, W, acc, row_t, col_t, k_slice):
     for mi in T.unroll(p.tiling.mma_m):
         for ni in T.unroll(p.tiling.mma_n):
             for rh in T.unroll(2):
-                if I.constexpr(p.epilogue.reduce.branch_free):
-                    T.ptx[p.epilogue.reduce.instr](
-                        W.ptr_to([k_slice, row_t + mi * 16 + rh * 8, col_t + ni * 8]),
-                        acc[acc_element(p, mi, ni, rh, 0)], acc[acc_element(p, mi, ni, rh, 1)],
-                        pred=T.and_(row_t + mi * 16 + rh * 8 < p.M, col_t + ni * 8 < p.N))
-                elif T.and_(row_t + mi * 16 + rh * 8 < p.M, col_t + ni * 8 < p.N):
+                if T.and_(row_t + mi * 16 + rh * 8 < p.M, col_t + ni * 8 < p.N):
                     T.ptx[p.epilogue.reduce.instr](
                         W.ptr_to([k_slice, row_t + mi * 16 + rh * 8, col_t + ni * 8]),
                         acc[acc_element(p, mi, ni, rh, 0)], acc[acc_element(p, mi, ni, rh, 1)])
 
 
 @T.macro
-def partials_branch_free(p, W, acc, row_t, col_t, k_slice):
-    # the reduction one element at a time (ordered st.global.f32, atomic red.global.add.f32), each
-    # instruction predicated on its element being inside C (EpilogueOp.branch_free)
-    for mi in T.unroll(p.tiling.mma_m):
-        for ni in T.unroll(p.tiling.mma_n):
-            for rh in T.unroll(2):
-                for c2 in T.unroll(2):
-                    T.ptx[p.epilogue.reduce.instr](
-                        W.ptr_to([k_slice, row_t + mi * 16 + rh * 8, col_t + ni * 8 + c2]),
-                        acc[acc_element(p, mi, ni, rh, c2)],
-                        pred=T.and_(row_t + mi * 16 + rh * 8 < p.M, col_t + ni * 8 + c2 < p.N))
+def partial_group(p, W, acc, k_slice, row, col, e):
+    # one pair (vector 2: accumulators e, e + 1) or element of the branch-free partial store
+    ok = T.and_(row < p.M, col + p.epilogue.reduce.vector - 1 < p.N)
+    if I.constexpr(p.epilogue.reduce.vector == 2):
+        T.ptx[p.epilogue.reduce.instr](W.ptr_to([k_slice, row, col]), acc[e], acc[e + 1], pred=ok)
+    else:
+        T.ptx[p.epilogue.reduce.instr](W.ptr_to([k_slice, row, col]), acc[e], pred=ok)
 
 
 @T.macro
-def gather_branch_free(p, W, acc, row_t, col_t):
-    # the gather of ``gather`` / ``gather_pairs`` without a branch (EpilogueOp.branch_free): every load
-    # reads its element or pair at the row and column clamped into C (outside C the sum is never
-    # stored), so the loads of all pairs go out together; the atomic slice's clearing store is
-    # predicated on being inside C
+def reduce_branch_free(p, W, acc, row_t, col_t, k_slice, gathering):
+    # EpilogueOp.branch_free, over the thread's column pairs (or elements): the slice's partial tile
+    # into the workspace, each store predicated on being inside C (``gathering`` False), or the last
+    # CTA's gather, every load at its row and column clamped into C (a sum outside C is never stored),
+    # so the loads of all pairs go out together; the atomic slice's clearing store is predicated
     part = T.alloc_tensor(ty_args=[T.Tensor((2,), "float32", scope="local", layout="default")])
     for mi in T.unroll(p.tiling.mma_m):
         for ni in T.unroll(p.tiling.mma_n):
             for rh in T.unroll(2):
                 for c in T.unroll(2 // p.epilogue.reduce.vector):
-                    gather_group(p, W, acc, part, row_t + mi * 16 + rh * 8, col_t + ni * 8 + c * p.epilogue.reduce.vector,
-                                 acc_element(p, mi, ni, rh, c * p.epilogue.reduce.vector))
+                    if I.constexpr(gathering):
+                        gather_group(p, W, acc, part, row_t + mi * 16 + rh * 8, col_t + ni * 8 + c * p.epilogue.reduce.vector,
+                                     acc_element(p, mi, ni, rh, c * p.epilogue.reduce.vector))
+                    else:
+                        partial_group(p, W, acc, k_slice, row_t + mi * 16 + rh * 8,
+                                      col_t + ni * 8 + c * p.epilogue.reduce.vector,
+                                      acc_element(p, mi, ni, rh, c * p.epilogue.reduce.vector))
 
 
 @T.macro
