@@ -29,6 +29,13 @@ device-code caches), from the work tree with only TIRx, torch and Triton install
 this path). Output: markdown on stdout and ``$OUT/grouped_gemm.md``, every figure in
 ``$OUT/grouped_gemm.json``.
 
+``--candidates [SPEC,...]``: instead of the contenders, ours with each of a few tilings of the tile GEMM
+(``BMxBNxBK/WMxWN/STAGES``, default ``CANDIDATES``; ``cuda_gemm.build_grouped(..., config=)``) beside the
+cost model's choice and its estimate of each (``cuda_plan.estimate`` with the groups), and
+``torch._grouped_mm`` timed in the same run; each validated first; the problems default to the prefill
+ones. Output ``$OUT/grouped_candidates.md`` / ``.json``: whether the model ranks the tilings as the GPU
+does (docs/grouped_gemm.md, "The plan").
+
 ``--gfx950`` (no GPU): per problem the grouped gfx950 kernel of the same bucket, compiled (TIRx's LLVM,
 llvm-mca for the main loop), and ``report.gpu_report`` of it doing ``gfx950_cost.grouped_work`` (G groups
 of T / G rows): the MI355X whole-GPU estimate against its roofline (8 TB/s, the bf16 MFMA peak), beside
@@ -74,6 +81,33 @@ def moved_bytes(sizes, N: int, K: int) -> int:
     return moved(sizes, N, K, 2, 2)
 
 
+CANDIDATES = ("128x256x64/2x4/4", "128x256x64/2x4/3", "64x256x64/2x4/4", "128x128x64/2x4/4", "64x128x64/2x4/4")
+"""``--candidates``' default tilings: the model's choice at 128 rows per group (128 x 256 x 64, 4 stages),
+its 3-stage form, and shorter or narrower tiles, which pad fewer rows (a group of 128 +- 11 rows fills
+1.5 tiles of 128 rows on average, 2.5 of 64) but reload more of B per FLOP."""
+
+
+def parse_candidate(spec: str):
+    """A ``--candidates`` tiling ``BMxBNxBK/WMxWN/STAGES`` (``128x256x64/2x4/4``) as a ``GemmConfig`` (its
+    other fields the default's); a bad one exits naming the form."""
+    from tvm_cdna4.schedules.cuda_plan import GemmConfig
+
+    try:
+        block, warps, stages = spec.split("/")
+        bm, bn, bk = (int(x) for x in block.lower().split("x"))
+        wm, wn = (int(x) for x in warps.lower().split("x"))
+        cfg = GemmConfig(block_m=bm, block_n=bn, block_k=bk, warps_m=wm, warps_n=wn, stages=int(stages))
+        cfg.check()
+    except ValueError as err:
+        raise SystemExit(f"--candidates {spec!r}: expected BMxBNxBK/WMxWN/STAGES, e.g. 128x256x64/2x4/4 ({err})")
+    return cfg
+
+
+def spec_of(cfg) -> str:
+    """A tiling as a ``--candidates`` spec."""
+    return f"{cfg.block_m}x{cfg.block_n}x{cfg.block_k}/{cfg.warps_m}x{cfg.warps_n}/{cfg.stages}"
+
+
 SILU = dict(bias=True, activation="silu")
 """The fused epilogue of the ``silu`` contender (a per-group bias, then SiLU)."""
 
@@ -89,6 +123,9 @@ def _build(job):
         if job[0] == "grouped":
             _, G, N, K, T, fused, arch = job
             exe = cuda_gemm.build_grouped(G, N, K, DTYPE, LAYOUT, DTYPE, arch, **(SILU if fused else {})).kernel_for(T)
+        elif job[0] == "candidate":
+            _, G, N, K, T, spec, arch = job
+            exe = cuda_gemm.build_grouped(G, N, K, DTYPE, LAYOUT, DTYPE, arch, config=parse_candidate(spec)).kernel_for(T)
         else:
             _, N, K, M, arch = job
             exe = cuda_gemm.build_dynamic(N, K, DTYPE, LAYOUT, DTYPE, arch).kernel_for(M)
@@ -264,6 +301,8 @@ def gpu_main(args) -> int:
         print(f"grouped_gemm.py needs an NVIDIA GPU (or --gfx950): {why}", file=sys.stderr)
         return 2
     arch, problems, methods = runner.device_arch(), _problems(args), args.methods.split(",")
+    if args.candidates:
+        return candidates_main(args, arch, methods)
     start = time.perf_counter()
     jobs = jobs_for(problems, args.seed, arch)
     with cf.ProcessPoolExecutor(max_workers=args.jobs, mp_context=mp.get_context("spawn")) as pool:
@@ -282,6 +321,115 @@ def gpu_main(args) -> int:
     _write(args.out, "grouped_gemm", lines, {**meta, "rows": rows,
                                              "verdicts": {r["problem"]: {m: verdicts(r, m) for m in methods} for r in rows}})
     return 0 if all(r.get("ours", {}).get("ok") for r in rows) else 1
+
+
+def _problem_tensors(G, N, K, T, seed):
+    """x, w, offsets (device) and the f32 reference of one problem (uniform routing, ``group_sizes``)."""
+    import torch
+
+    from tvm_cdna4.schedules.grouped import offsets_of
+
+    sizes = group_sizes(G, T, seed)
+    x = torch.empty((T, K), dtype=torch.bfloat16, device="cuda").uniform_(-1, 1)
+    w = torch.empty((G, N, K), dtype=torch.bfloat16, device="cuda").uniform_(-1, 1)
+    offsets = torch.tensor(offsets_of(sizes), dtype=torch.int32, device="cuda")
+    return sizes, x, w, offsets, _reference(x, w, sizes)
+
+
+def _timed(call, output, ref, methods, flops) -> dict:
+    """Validate ``call`` (its ``output()`` against ``ref``), then time it under ``methods``."""
+    import torch
+
+    from tvm_cdna4.runtime import cuda as runner
+
+    call()
+    torch.cuda.synchronize()
+    err = float(torch.linalg.norm(output().float() - ref) / torch.linalg.norm(ref))
+    cell = {"rel_err": err, "ok": err <= runner.tolerance(DTYPE)}
+    for method in methods if cell["ok"] else ():
+        us = runner.bench_ms(call, method=method) * 1e3
+        cell[method] = {"us": us, "tflops": flops / us / 1e6}
+    return cell
+
+
+def measure_candidates(name, G, N, K, T, seed, arch, methods, specs) -> dict:
+    """torch's ``_grouped_mm`` and ours with each tiling of ``specs``, each validated, then timed; the model's
+    estimate of each (``cuda_plan.estimate`` at ``ceil(T / G)`` rows per group) and its own choice."""
+    import torch
+    import tvm_ffi
+
+    from tvm_cdna4.runtime.cuda import DynamicKernel
+    from tvm_cdna4.schedules import cuda_gemm
+    from tvm_cdna4.schedules.cuda_plan import Device, estimate
+    from tvm_cdna4.schedules.grouped import rows_per_group
+
+    sizes, x, w, offsets, ref = _problem_tensors(G, N, K, T, seed)
+    c, flops, rows = torch.empty((T, N), dtype=torch.bfloat16, device="cuda"), 2 * T * N * K, rows_per_group(T, G)
+    chosen = cuda_gemm.build_grouped(G, N, K, DTYPE, LAYOUT, DTYPE, arch).plan(T).config
+    row = {"problem": name, "G": G, "N": N, "K": K, "T": T, "rows_per_group": rows, "max_rows": max(sizes),
+           "model_choice": spec_of(chosen), "candidates": {}}
+    ends, wt, box = offsets[1:].clone(), w.transpose(-2, -1), {}
+
+    def torch_call():
+        box["out"] = torch._grouped_mm(x, wt, offs=ends)
+
+    row["torch"] = _timed(torch_call, lambda: box["out"], ref, methods, flops)
+    packed = [tvm_ffi.from_dlpack(t) for t in (x, w, c, offsets)]
+    for spec in specs:
+        cfg = parse_candidate(spec)
+        model_us = estimate(rows, N, K, cfg, 2, Device(), G).time_s * 1e6
+        try:
+            fn = DynamicKernel(cuda_gemm.build_grouped(G, N, K, DTYPE, LAYOUT, DTYPE, arch, config=cfg)).kernel(T)
+        except Exception as err:  # a tiling that does not plan or build is reported, not fatal
+            row["candidates"][spec] = {"model_us": model_us, "error": f"{type(err).__name__}: {err}"}
+            continue
+        c.fill_(float("nan"))
+        row["candidates"][spec] = {"model_us": model_us, **_timed(lambda: fn(*packed), lambda: c, ref, methods, flops)}
+    del x, w, c, ref
+    torch.cuda.empty_cache()
+    return row
+
+
+def candidates_table(rows, methods) -> list[str]:
+    lines = ["| problem | tiling | model's choice | model µs | " + " | ".join(f"{m} µs (TFLOP/s)" for m in methods)
+             + " | ours / torch (" + methods[0] + ") | rel err |", "|---|---|---|---|" + "---|" * len(methods) + "---|---|"]
+    for r in rows:
+        torch_us = r["torch"].get(methods[0], {}).get("us")
+        times = " | ".join(f"{r['torch'][m]['us']:.1f} ({r['torch'][m]['tflops']:.0f})" if m in r["torch"] else "FAIL"
+                           for m in methods)
+        lines.append(f"| {r['problem']} (T / G = {r['rows_per_group']}) | torch._grouped_mm | - | - | {times} | 1.00x | "
+                     f"{r['torch']['rel_err']:.1e} |")
+        for spec, cell in r["candidates"].items():
+            if "error" in cell:
+                lines.append(f"| | {spec} | {'yes' if spec == r['model_choice'] else ''} | {cell['model_us']:.0f} | "
+                             + " | ".join("error" for _ in methods) + f" | - | {cell['error'][:60]} |")
+                continue
+            times = " | ".join(f"{cell[m]['us']:.1f} ({cell[m]['tflops']:.0f})" if m in cell else "FAIL" for m in methods)
+            us = cell.get(methods[0], {}).get("us")
+            ratio = f"{torch_us / us:.2f}x" if us and torch_us else "-"
+            lines.append(f"| | {spec} | {'yes' if spec == r['model_choice'] else ''} | {cell['model_us']:.0f} | {times} | "
+                         f"{ratio} | {cell['rel_err']:.1e} |")
+    return lines
+
+
+def candidates_main(args, arch, methods) -> int:
+    specs = args.candidates.split(",")
+    for spec in specs:
+        parse_candidate(spec)  # a bad spec exits before any build
+    problems = _problems(args) if args.problems else {k: v for k, v in PROBLEMS.items() if v[3] > DECODE_MAX_T}
+    jobs = [("candidate", G, N, K, T, spec, arch) for G, N, K, T in problems.values() for spec in specs]
+    jobs += [("grouped", G, N, K, T, False, arch) for G, N, K, T in problems.values()]  # the model's choice
+    start = time.perf_counter()
+    with cf.ProcessPoolExecutor(max_workers=args.jobs, mp_context=mp.get_context("spawn")) as pool:
+        for job, seconds, err in pool.map(_build, jobs):
+            print(f"built {job[:-1]} in {seconds:.0f} s" + (f": {err}" if err else ""), flush=True)
+    rows = [measure_candidates(name, G, N, K, T, args.seed, arch, methods, specs) for name, (G, N, K, T) in problems.items()]
+    lines = candidates_table(rows, methods)
+    print("\n".join(lines))
+    _write(args.out, "grouped_candidates", lines, {"date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+                                                   "arch": arch, "methods": methods, "seed": args.seed, "rows": rows,
+                                                   "seconds": time.perf_counter() - start, "versions": _versions()})
+    return 0 if all(c.get("ok") for r in rows for c in r["candidates"].values()) else 1
 
 
 def _versions() -> dict:
@@ -368,6 +516,9 @@ def main(argv=None) -> int:
     ap.add_argument("--problems", default=None, help=f"comma-separated names of {list(PROBLEMS)} (default: all)")
     ap.add_argument("--methods", default="flush,clean", help="runtime.cuda.bench_ms methods, comma-separated")
     ap.add_argument("--seed", type=int, default=0, help="routing seed")
+    ap.add_argument("--candidates", nargs="?", const=",".join(CANDIDATES), default=None, metavar="SPEC,...",
+                    help="time ours with these tilings (BMxBNxBK/WMxWN/STAGES; default: CANDIDATES) against the "
+                         "model's choice and torch instead of the contenders (default problems: the prefill ones)")
     ap.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) - 1))
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     args = ap.parse_args(argv)

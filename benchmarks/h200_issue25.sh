@@ -7,6 +7,9 @@
 #                                             # (GPU tests, against static M), tvm_cdna4.torch (graph
 #                                             # capture, torch.compile), and issue 24's GPU tests
 #   bash benchmarks/h200_issue25.sh grouped   # the grouped GEMM: GPU tests and benchmark
+#   bash benchmarks/h200_issue25.sh gaps      # the three gaps of the first calls, re-measured (<= 300 s):
+#                                             # dynamic M at 8b.down M = 128, the epilogue overhead table,
+#                                             # the grouped prefill's candidate tilings against torch
 set -o pipefail
 OUT=${OUT:-.}
 export PYTHONUNBUFFERED=1 TVM_CDNA4_CACHE_DIR=/tmp/tvm_cdna4_cache
@@ -31,8 +34,14 @@ grouped)  # also: the epilogue overhead again (decode inputs prefetched), dynami
   timeout 80 python3 benchmarks/epilogue_overhead.py --out "$OUT" 2>&1 | tee "$OUT/epilogue_overhead.log" | tail -8
   timeout 60 python3 benchmarks/dynamic_m.py --shapes 4096x14336 --ms 128 --out "$OUT" 2>&1 | tee "$OUT/dynamic_m.log" | tail -4
   ;;
+gaps)  # each benchmark validates its kernels on the GPU before timing them
+  timeout 60 python3 benchmarks/dynamic_m.py --shapes 4096x14336 --ms 128 --out "$OUT" 2>&1 | tee "$OUT/dynamic_m.log" | tail -4
+  timeout 110 python3 benchmarks/epilogue_overhead.py --out "$OUT" 2>&1 | tee "$OUT/epilogue_overhead.log" | tail -8
+  timeout 120 python3 benchmarks/grouped_gemm.py --candidates --problems "deepseek-v3 prefill" --methods flush,clean \
+    --out "$OUT" 2>&1 | tee "$OUT/grouped_candidates.log" | tail -12
+  ;;
 *)
-  echo "usage: $0 blocks|grouped" >&2
+  echo "usage: $0 blocks|grouped|gaps" >&2
   exit 2
   ;;
 esac

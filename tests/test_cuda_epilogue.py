@@ -68,6 +68,10 @@ def test_plans_carry_the_fusion_and_its_inputs():
     relu = plan(33, 40, 72, "f16", "nt", "f32", TINY, fusion=Fusion(activation="relu"))
     assert [q.name for q in relu.params] == ["A", "B", "C"] and relu.epilogue.fuse.instr == "max.f32"
     assert build_key(plain) != build_key(relu)  # the cache key follows the plan record
+    # the residual's L2 prefetch, PREFETCH_AHEAD k-tiles before the loop's end (a short loop: its start)
+    assert (p.epilogue.prefetch, p.epilogue.prefetch_at) == ("prefetch.global.L2", 0)
+    big = plan(4096, 4096, 4096, "bf16", "nt", "bf16", fusion=ALL)
+    assert big.epilogue.prefetch_at == big.kloop.k_tiles - 8 and plain.epilogue.prefetch == relu.epilogue.prefetch == ""
     d = plan_decode(5, 100, 136, "bf16", "nt", "f16", DecodeConfig(split_k=2), Fusion(col_scale=True, residual=True))
     assert [q.name for q in d.params] == ["A", "B", "C", "col_scale", "residual", "W", "S"]
     assert d.params[4].dtype == "float16" and d.fusion.residual

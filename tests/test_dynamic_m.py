@@ -59,7 +59,10 @@ def test_cuda_bucket_plans_are_the_static_choice_masked_along_m():
             assert p.token_tiles == 2 and p.params[0].shape[0].same_as(p.M)
             continue
         kinds.add("split" if p.config.split_k > 1 else "tile")
-        assert p.a.copy.masked and p.epilogue.masked  # every load and store along M
+        # every load and store along M: A's rows clamped (K divides the k-tiles), the stores masked,
+        # a split's reduction without branches
+        assert p.a.copy.rows_clamped and not p.a.copy.masked and p.epilogue.masked
+        assert p.config.split_k == 1 or p.epilogue.reduce.branch_free
         assert p.params[0].shape[0].same_as(p.M) and p.params[2].shape[0].same_as(p.M)
         if p.config.split_k > 1:  # the workspace and tickets serve the bucket's largest M
             w, s = p.params[3], p.params[4]
@@ -69,6 +72,7 @@ def test_cuda_bucket_plans_are_the_static_choice_masked_along_m():
     assert key != cuda_gemm.build_key(dyn.plan(2000))  # same tile, another bucket: another entry
     static = cuda_gemm.plan(1024, 1024, 4096, "bf16", "nt", "bf16", dyn.plan(300).config)
     assert static.dynamic_m is None and not static.a.copy.masked and plan_record(static)["M"] == 1024
+    assert not static.a.copy.rows_clamped  # a static M keeps its pinned code (the golden digests)
 
 
 def test_gfx950_bucket_plans_are_the_static_choice():
@@ -232,3 +236,36 @@ def test_dynamic_m_with_the_fused_epilogue_in_the_emulator(target):
     emulate(dyn.primfunc(M), a, b, c, *(inputs[n] for n in fusion.inputs()), *work, target=target)
     acc = a.astype(np.float64) @ b.astype(np.float64).T
     compare("C", c, epilogue.reference(acc, fusion, inputs), rtol=1e-4, atol=1e-4)
+
+
+# (N, reduction): column pairs (ordered) and single elements of an odd N (atomic, the clearing stores)
+CLAMPED = [(40, "ordered"), (37, "atomic")]
+
+
+@pytest.mark.parametrize("N,reduction", CLAMPED)
+def test_dynamic_clamped_rows_and_branch_free_split_k_in_the_emulator(N, reduction):
+    """K divides the k-tiles: A's copies clamp their rows past M to the last (``CopyPlan.rows_clamped``,
+    no predicate in the k-loop), and the split-K reduction has no branch (``EpilogueOp.branch_free``:
+    predicated workspace stores, gather loads at clamped rows and columns). M = 37 ends inside the third
+    16-row tile; exact on small integers, and the emulator's bounds checks see every clamped address."""
+    from tvm_cdna4.emulator import emulate
+    from tvm_cdna4.runtime import cuda as runner
+    from tvm_cdna4.schedules.cuda_emit import emit
+    from tvm_cdna4.schedules.cuda_plan import GemmConfig, plan
+
+    cfg = GemmConfig(block_m=16, block_n=32, block_k=32, warps_m=1, warps_n=2, stages=2, split_k=2,
+                     reduction=reduction, reduce_vector=2 if reduction == "ordered" else 1)
+    p = plan(MBucket(17, 64), N, 128, "f16", "nt", "f32", cfg)
+    assert p.a.copy.rows_clamped and not p.a.copy.masked and p.b.copy.masked == (N % 32 != 0)
+    assert p.epilogue.reduce.branch_free and p.epilogue.reduce.vector == (2 if N % 2 == 0 else 1)
+    static = plan(37, N, 128, "f16", "nt", "f32", cfg)
+    assert not static.a.copy.rows_clamped and static.a.copy.masked and not static.epilogue.reduce.branch_free
+    M, rng = 37, np.random.default_rng(N)
+    a, b = runner.grid_inputs(M, N, 128, "f16", "nt", rng)
+    c = np.full((M, N), np.nan, np.float32)
+    work = [np.zeros(q.shape, np.float32 if q.dtype == "float32" else np.uint32) for q in p.params[3:]]
+    emulate(emit(p), a, b, c, *work, target="sm80")
+    assert np.array_equal(c, (a.astype(np.float64) @ b.astype(np.float64).T).astype(np.float32))
+    assert not work[1].any()  # every tile's ticket reset by its last CTA
+    if reduction == "atomic":
+        assert not work[0].any()  # the gather cleared the workspace inside C (and wrote nothing outside)

@@ -229,3 +229,32 @@ def test_cli_groups_validate_on_the_gpu(gemm_cli):
     run = gemm_cli("--target", "sm80", "--groups", "0,1,129,7,0,300", "-N", "200", "-K", "392", "--dtype", "bf16",
                    "--out-dtype", "bf16", "--layout", "nn", "--validate")
     assert run.returncode == 0 and "OK" in run.stdout, run.stdout + run.stderr
+
+
+def test_grouped_tiling_given_clamps_a_rows_in_the_emulator():
+    """``build_grouped(config=)`` (what ``benchmarks/grouped_gemm.py --candidates`` times) plans every bucket
+    with that tiling; K divides its k-tiles, so A's copies clamp their rows at T instead of masking them
+    (``CopyPlan.rows_clamped``): exact on the grid inputs, every clamped address inside A."""
+    import sys
+
+    from tvm_cdna4.emulator import emulate
+    from tvm_cdna4.schedules.cuda_plan import GemmConfig
+
+    sys.path.insert(0, __file__.rsplit("/", 1)[0])
+    from benchmark_modules import benchmark_module
+
+    grouped_gemm = benchmark_module("grouped_gemm")
+    cfg = grouped_gemm.parse_candidate("16x32x32/1x2/2")
+    assert cfg == GemmConfig(block_m=16, block_n=32, block_k=32, warps_m=1, warps_n=2, stages=2)
+    assert grouped_gemm.spec_of(cfg) == "16x32x32/1x2/2"
+    with pytest.raises(SystemExit, match="BMxBNxBK/WMxWN/STAGES"):
+        grouped_gemm.parse_candidate("128x256x64/2x4")
+    N, K = 40, 64
+    grp = cuda_gemm.build_grouped(len(SIZES), N, K, "f16", "nt", "f32", config=cfg)
+    a, b, off, acc = _inputs("nt", N, K, np.float16)
+    T = int(off[-1])
+    p = grp.plan(T)
+    assert p.config == cfg and p.a.copy.rows_clamped and not p.a.copy.masked
+    c = np.full((T, N), np.nan, np.float32)
+    emulate(grp.primfunc(T), a, b, c, off, target="sm80")
+    assert np.array_equal(c, acc.astype(np.float32))

@@ -542,6 +542,21 @@ def _atomic(returns: bool):
     return factory
 
 
+def _prefetch(compiler, call: PtxCall):
+    """``prefetch{.space}.level [a]`` (PTX ISA 9.7.10.15): no emulated effect on memory (a cache hint),
+    but the address must be one byte inside its buffer (the kernels prefetch only what they read)."""
+    machine = compiler.machine
+    addr = compiler.expr(call.operands["addr"][0])
+    space, where = call.mods.get("space", ""), call.where
+
+    def run(env, mask):
+        p = _pointer(addr(env, mask), space, "prefetch", where)
+        off = _per_thread(np.asarray(p.offset, np.int64), machine.nthreads)
+        threads = np.nonzero(machine.active(mask))[0]
+        _check_span(machine, p.buffer, threads, off[threads], 1, 1, "prefetch", where)
+    return run
+
+
 def _fence(compiler, call: PtxCall):
     """``fence{.sem}.scope`` (PTX ISA 9.7.13.4): no emulated effect (each emulated instruction
     completes before the next; CTAs of later batches see all earlier writes)."""
@@ -838,7 +853,7 @@ def calls() -> dict:
                          for w in ("b16x2", "b32x2", "b16x4", "b64x2", "b32x4")),
         ("shfl_sync", _shfl_ptx), ("shfl_sync_p", _shfl_ptx),
         ("bar_sync", _bar_sync), ("barrier_sync", _bar_sync),
-        ("atom", _atomic(True)), ("red", _atomic(False)), ("fence", _fence),
+        ("atom", _atomic(True)), ("red", _atomic(False)), ("fence", _fence), ("prefetch", _prefetch),
     ))
     return {**machine_ops, **ptx_ops}
 

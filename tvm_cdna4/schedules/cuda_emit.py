@@ -19,6 +19,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import attrs
+import tvm_ffi
 from tvm_tirx.backend.cuda.axis import laneid
 from tvm_tirx.script import ir as I
 from tvm_tirx.script import tirx as T
@@ -196,6 +197,24 @@ def cp_one(op, sv, gv, r, grow, gcol):
 
 
 @T.macro
+def cp_clamped(p, op, G, sv, r, grow, gcol):
+    # one chunk from its row clamped to the last (CopyPlan.rows_clamped): no predicate
+    gr = T.decl_tensor(
+        G.ptr_to([T.min(grow + pick(op.copy.row_deltas, r), op.tile.grows - 1), gcol + pick(op.copy.col_deltas, r)]),
+        ty_args=[T.Tensor((1, op.tile.vec), p.dtype, align=op.copy.chunk_bytes)],
+    )
+    T.cuda.tile.apply(T.ptx[op.copy.instr], sv[r : r + 1, :], gr, scope="thread", chunk_bytes=op.copy.chunk_bytes)
+
+
+def thread_shared(p: GemmPlan, op: OperandPlan, stage, r0, c0):
+    """(element offset, tensor type) of a thread's chunks in a stage's shared tile (its first chunk's
+    swizzled offset; the repeats at immediate offsets)."""
+    return (stage * p.stage_elems + op.smem_offset + op.swizzle(r0 * op.tile.cols + c0),
+            T.Tensor((op.tile.reps, op.tile.vec), p.dtype, scope="shared.dyn",
+                     layout=TileLayout(S[op.copy.thread_shape : op.copy.thread_shared_strides]), align=op.copy.chunk_bytes))
+
+
+@T.macro
 def load_operand_thread(p, op, G, SMH, stage, kt, origin):
     # per-thread views: this thread's chunks only (scope="thread"); rep offsets are immediates
     tid = T.cuda.thread_idx("x")
@@ -204,23 +223,24 @@ def load_operand_thread(p, op, G, SMH, stage, kt, origin):
     gcol = org[1]
     r0 = org[2]
     c0 = org[3]
-    gv = T.decl_tensor(
-        G.ptr_to([grow, gcol]),
-        ty_args=[T.Tensor((op.tile.reps, op.tile.vec), p.dtype,
-                          layout=TileLayout(S[op.copy.thread_shape : op.copy.thread_global_strides]),
-                          align=op.copy.chunk_bytes)],
-    )
-    sv = T.decl_tensor(
-        SMH.ptr_to([stage * p.stage_elems + op.smem_offset + op.swizzle(r0 * op.tile.cols + c0)]),
-        ty_args=[T.Tensor((op.tile.reps, op.tile.vec), p.dtype, scope="shared.dyn",
-                          layout=TileLayout(S[op.copy.thread_shape : op.copy.thread_shared_strides]),
-                          align=op.copy.chunk_bytes)],
-    )
-    if I.constexpr(op.copy.masked):
+    dst = thread_shared(p, op, stage, r0, c0)
+    if I.constexpr(op.copy.rows_clamped):
+        sv = T.decl_tensor(SMH.ptr_to([dst[0]]), ty_args=[dst[1]])
         for r in T.unroll(op.tile.reps):
-            cp_one(op, sv, gv, r, grow, gcol)
+            cp_clamped(p, op, G, sv, r, grow, gcol)
     else:
-        T.cuda.tile.apply(T.ptx[op.copy.instr], sv, gv, scope="thread", chunk_bytes=op.copy.chunk_bytes)
+        gv = T.decl_tensor(
+            G.ptr_to([grow, gcol]),
+            ty_args=[T.Tensor((op.tile.reps, op.tile.vec), p.dtype,
+                              layout=TileLayout(S[op.copy.thread_shape : op.copy.thread_global_strides]),
+                              align=op.copy.chunk_bytes)],
+        )
+        sv = T.decl_tensor(SMH.ptr_to([dst[0]]), ty_args=[dst[1]])
+        if I.constexpr(op.copy.masked):
+            for r in T.unroll(op.tile.reps):
+                cp_one(op, sv, gv, r, grow, gcol)
+        else:
+            T.cuda.tile.apply(T.ptx[op.copy.instr], sv, gv, scope="thread", chunk_bytes=op.copy.chunk_bytes)
 
 
 @T.macro
@@ -495,15 +515,16 @@ TIR_OPS = SimpleNamespace(max=T.max, exp2=T.exp2, const=T.float32, f32=lambda x:
 divisions to ``div.approx.ftz.f32``."""
 
 
-def fused_value(fusion, args, v, row, col, group=None):
+def fused_value(fusion, args, v, row, col, group=None, residual=None):
     """``schedules.epilogue.apply`` on the f32 value ``v`` of output element (``row``, ``col``): the
-    fusion's inputs read there (the caller keeps both inside C), the residual in C's dtype; a grouped
-    tile's per-column inputs (``[G, N]``) at its ``group``'s row."""
+    fusion's inputs read there (the caller keeps both inside C), the residual in C's dtype (or
+    ``residual``, the caller's value of it: one half of a pair read as a word); a grouped tile's
+    per-column inputs (``[G, N]``) at its ``group``'s row."""
     at = {}
     for name in fusion.inputs():
         tensor = args[name]
         if name == "residual":
-            at[name] = tensor[row, col]
+            at[name] = tensor[row, col] if residual is None else residual
         elif name == "row_scale":
             at[name] = tensor[row]
         else:
@@ -518,16 +539,62 @@ def inside(p: GemmPlan, index, extent):
     return T.min(index, extent - 1) if p.epilogue.masked else index
 
 
+def residual_lines(p: GemmPlan) -> int:
+    """The 128-byte lines of a row of a warp's residual columns (at least one)."""
+    return max(1, p.tiling.warp_n * tvm_ffi.dtype(p.epilogue.out_dtype).bits // 8 // 128)
+
+
+@T.macro
+def prefetch_residual(p, args, tile, wm, wn, lane):
+    # Epilogue.prefetch: the lines of the thread's residual rows (clamped into C), one per 128 bytes of
+    # the warp's columns; a warp instruction covers its eight rows of lane // 4
+    row_t = tile.m0 + wm * p.tiling.warp_m + lane // 4
+    col_t = tile.n0 + wn * p.tiling.warp_n + (lane % 4) * 2
+    for mi in T.unroll(p.tiling.mma_m):
+        for rh in T.unroll(2):
+            for line in T.unroll(residual_lines(p)):
+                T.ptx[p.epilogue.prefetch](args["residual"].ptr_to([
+                    inside(p, row_t + mi * 16 + rh * 8, p.M),
+                    inside(p, col_t + line * (p.tiling.warp_n // residual_lines(p)), p.N)]))
+
+
+def residual_pairs(p: GemmPlan) -> bool:
+    """Whether the fused epilogue reads the residual by column pairs, one b32 word per pair: 16-bit C
+    stored as pairs (N even: a pair's word is 4-byte aligned), as C itself is written."""
+    return p.fusion.residual and p.epilogue.vector == 2 and p.epilogue.convert is not None
+
+
+def half_of(p: GemmPlan, word, c2: int):
+    """Column ``c2`` (0: the low half) of a residual pair's b32 ``word``, in C's 16-bit dtype (a bf16-only
+    form, the f32 bits as a shift or a mask of the word, gave NVRTC 13.0 more moves and a spill at 4096^3)."""
+    return T.reinterpret(T.Cast("uint16", word >> T.Cast("uint32", 16 * c2)), ty=p.epilogue.out_dtype)
+
+
 @T.macro
 def fuse(p, args, acc, row_t, col_t, group):
     # the fused epilogue (Epilogue.fuse) on every accumulator element, in place, before any conversion
     for mi in T.unroll(p.tiling.mma_m):
         for ni in T.unroll(p.tiling.mma_n):
             for rh in T.unroll(2):
-                for c2 in T.unroll(2):
-                    acc[acc_element(p, mi, ni, rh, c2)] = fused_value(
-                        p.fusion, args, acc[acc_element(p, mi, ni, rh, c2)],
-                        inside(p, row_t + mi * 16 + rh * 8, p.M), inside(p, col_t + ni * 8 + c2, p.N), group)
+                if I.constexpr(residual_pairs(p)):
+                    fuse_pair(p, args, acc, row_t + mi * 16 + rh * 8, col_t + ni * 8, group, acc_element(p, mi, ni, rh, 0))
+                else:
+                    for c2 in T.unroll(2):
+                        acc[acc_element(p, mi, ni, rh, c2)] = fused_value(
+                            p.fusion, args, acc[acc_element(p, mi, ni, rh, c2)],
+                            inside(p, row_t + mi * 16 + rh * 8, p.M), inside(p, col_t + ni * 8 + c2, p.N), group)
+
+
+@T.macro
+def fuse_pair(p, args, acc, row, col, group, e):
+    # a column pair (accumulators e, e + 1) whose residual is one b32 load (``residual_pairs``); the
+    # pair's column clamped to C's last pair where the tile can cross C's edge
+    rw = T.decl_tensor(args["residual"].ptr_to([inside(p, row, p.M), inside(p, col, p.N - 1)]),
+                       ty_args=[T.Tensor((1,), "uint32", align=4)])
+    word = rw[0]
+    for c2 in T.unroll(2):
+        acc[e + c2] = fused_value(p.fusion, args, acc[e + c2], inside(p, row, p.M), inside(p, col + c2, p.N), group,
+                                  half_of(p, word, c2))
 
 
 @T.macro
@@ -633,7 +700,9 @@ def split_epilogue(p, args, acc, tile, wm, wn, lane, pid):
     col_t = tile.n0 + wn * p.tiling.warp_n + (lane % 4) * 2
     per_split = p.grid.grid_m * p.grid.grid_n
     k_slice = T.truncdiv(pid, per_split)
-    if I.constexpr(p.epilogue.reduce.vector == 2):
+    if I.constexpr(p.epilogue.reduce.branch_free):
+        reduce_branch_free(p, args["W"], acc, row_t, col_t, workspace_slice(p, k_slice), False)
+    elif I.constexpr(p.epilogue.reduce.vector == 2):
         partials_pairs(p, args["W"], acc, row_t, col_t, workspace_slice(p, k_slice))
     else:
         for mi in T.unroll(p.tiling.mma_m):
@@ -654,7 +723,9 @@ def split_epilogue(p, args, acc, tile, wm, wn, lane, pid):
     T.cuda.cta_sync()
     if ticket[0] == T.uint32(p.grid.k_splits - 1):
         T.ptx["fence.acq_rel.gpu"]()
-        if I.constexpr(p.epilogue.reduce.vector == 2):
+        if I.constexpr(p.epilogue.reduce.branch_free):
+            reduce_branch_free(p, args["W"], acc, row_t, col_t, 0, True)
+        elif I.constexpr(p.epilogue.reduce.vector == 2):
             gather_pairs(p, args["W"], acc, row_t, col_t)
         else:
             gather(p, args["W"], acc, row_t, col_t)
@@ -693,6 +764,57 @@ def partials_pairs(p, W, acc, row_t, col_t, k_slice):
                     T.ptx[p.epilogue.reduce.instr](
                         W.ptr_to([k_slice, row_t + mi * 16 + rh * 8, col_t + ni * 8]),
                         acc[acc_element(p, mi, ni, rh, 0)], acc[acc_element(p, mi, ni, rh, 1)])
+
+
+@T.macro
+def partial_group(p, W, acc, k_slice, row, col, e):
+    # one pair (vector 2: accumulators e, e + 1) or element of the branch-free partial store
+    ok = T.and_(row < p.M, col + p.epilogue.reduce.vector - 1 < p.N)
+    if I.constexpr(p.epilogue.reduce.vector == 2):
+        T.ptx[p.epilogue.reduce.instr](W.ptr_to([k_slice, row, col]), acc[e], acc[e + 1], pred=ok)
+    else:
+        T.ptx[p.epilogue.reduce.instr](W.ptr_to([k_slice, row, col]), acc[e], pred=ok)
+
+
+@T.macro
+def reduce_branch_free(p, W, acc, row_t, col_t, k_slice, gathering):
+    # EpilogueOp.branch_free, over the thread's column pairs (or elements): the slice's partial tile
+    # into the workspace, each store predicated on being inside C (``gathering`` False), or the last
+    # CTA's gather, every load at its row and column clamped into C (a sum outside C is never stored),
+    # so the loads of all pairs go out together; the atomic slice's clearing store is predicated
+    part = T.alloc_tensor(ty_args=[T.Tensor((2,), "float32", scope="local", layout="default")])
+    for mi in T.unroll(p.tiling.mma_m):
+        for ni in T.unroll(p.tiling.mma_n):
+            for rh in T.unroll(2):
+                for c in T.unroll(2 // p.epilogue.reduce.vector):
+                    if I.constexpr(gathering):
+                        gather_group(p, W, acc, part, row_t + mi * 16 + rh * 8, col_t + ni * 8 + c * p.epilogue.reduce.vector,
+                                     acc_element(p, mi, ni, rh, c * p.epilogue.reduce.vector))
+                    else:
+                        partial_group(p, W, acc, k_slice, row_t + mi * 16 + rh * 8,
+                                      col_t + ni * 8 + c * p.epilogue.reduce.vector,
+                                      acc_element(p, mi, ni, rh, c * p.epilogue.reduce.vector))
+
+
+@T.macro
+def gather_group(p, W, acc, part, row, col, e):
+    # one element (vector 1) or column pair (vector 2) of the branch-free gather, accumulator index e
+    r = T.min(row, p.M - 1)
+    c = T.min(col, p.N - p.epilogue.reduce.vector)
+    if I.constexpr(p.epilogue.reduce.vector == 2):
+        T.ptx[p.epilogue.reduce.gather](acc[e], acc[e + 1], W.ptr_to([0, r, c]))
+        for s in T.unroll(1, p.grid.k_splits):
+            T.ptx[p.epilogue.reduce.gather](part[0], part[1], W.ptr_to([s, r, c]))
+            acc[e] = acc[e] + part[0]
+            acc[e + 1] = acc[e + 1] + part[1]
+    else:
+        T.ptx[p.epilogue.reduce.gather](acc[e], W.ptr_to([0, r, c]))
+        if I.constexpr(is_atomic(p)):
+            T.ptx["st.global.f32"](W.ptr_to([0, r, c]), T.float32(0), pred=T.and_(row < p.M, col < p.N))
+        else:
+            for s in T.unroll(1, p.grid.k_splits):
+                T.ptx[p.epilogue.reduce.gather](part[0], W.ptr_to([s, r, c]))
+                acc[e] = acc[e] + part[0]
 
 
 @T.macro
@@ -763,11 +885,17 @@ def one_tile(p, th, args, tile, pid, wm, wn, lane):
     if I.constexpr(p.kloop.form == "unrolled"):
         # unrolled by the stage count: every shared-memory stage offset is a constant
         for ko in range(p.kloop.groups):
+            if I.constexpr(p.epilogue.prefetch != ""):
+                if ko == p.epilogue.prefetch_at // p.kloop.stages:
+                    prefetch_residual(p, args, tile, wm, wn, lane)
             k_tiles(p, th, tile, None, ko * p.kloop.stages, p.kloop.stages)
         if I.constexpr(p.kloop.tail > 0):
             k_tiles(p, th, tile, None, p.kloop.k_tiles - p.kloop.tail, p.kloop.tail)
     else:
         for kt in range(p.kloop.k_tiles):
+            if I.constexpr(p.epilogue.prefetch != ""):
+                if kt == p.epilogue.prefetch_at:
+                    prefetch_residual(p, args, tile, wm, wn, lane)
             _ = [kstep(p, th, tile, None, kt, kt % p.kloop.stages, step) for step in p.kloop.steps]
     T.ptx["cp.async.wait_group"](0)
     if I.constexpr(p.epilogue.reduce is not None):

@@ -232,7 +232,8 @@ def build_dynamic(N, K, dtype="f16", layout="nt", out_dtype="f32", arch="sm_80",
 
 
 def build_grouped(G, N, K, dtype="f16", layout="nt", out_dtype="f32", arch="sm_80", compiler=None, cache=True,
-                  sms=H200_SMS, fusion: Fusion | None = None, **fusion_keywords) -> GroupedGemm:
+                  sms=H200_SMS, fusion: Fusion | None = None, config: GemmConfig | None = None,
+                  **fusion_keywords) -> GroupedGemm:
     """A grouped GEMM (``schedules.grouped``: mixture of experts): ``G`` GEMMs sharing N and K in one
     launch, A ``[T, K]`` with T and the group offsets (``int32 [G + 1]``) known only at run time, B
     ``[G, N, K]`` (layout ``nt``) or ``[G, K, N]`` (``nn``), C ``[T, N]``; the kernel's parameters
@@ -240,7 +241,9 @@ def build_grouped(G, N, K, dtype="f16", layout="nt", out_dtype="f32", arch="sm_8
     GEMM the cost model chooses for G groups of the bucket's representative rows (``cuda_plan.plan``
     with ``groups``: no K split, the small-M tiles for decode counts), built on first use through the
     build cache. ``fusion`` / the keywords: the fused epilogue (``schedules.epilogue.fusion_of``), its
-    inputs after the offsets, ``bias`` and ``col_scale`` per group (``[G, N]``)."""
+    inputs after the offsets, ``bias`` and ``col_scale`` per group (``[G, N]``). ``config``: this tiling
+    for every bucket instead of the cost model's (no K split, no persistent CTAs; what
+    ``benchmarks/grouped_gemm.py --candidates`` times against the model's choice)."""
     from .cuda_plan import check_grouped, plan as tile_plan
 
     _check_compiler(compiler)
@@ -253,10 +256,12 @@ def build_grouped(G, N, K, dtype="f16", layout="nt", out_dtype="f32", arch="sm_8
     t_limit = check_grouped(MBucket(1, 1), G, N, K, layout)[2]
     dtype, out_dtype = _short_dtype(dtype), _short_out(out_dtype)
     return GroupedGemm("cuda", G, t_limit,
-                       lambda b: tile_plan(b, N, K, dtype, layout, out_dtype, None, sms, fusion=fused, groups=G),
+                       lambda b: tile_plan(b, N, K, dtype, layout, out_dtype, config, sms, fusion=fused, groups=G),
                        lambda p: build_plan(p, arch, compiler, cache), emit_any,
                        describe=f" {layout} {dtype}->{out_dtype} G={G} N={N} K={K}" + (
-                           "" if fused.empty else f" epilogue {fused.describe()}"))
+                           "" if fused.empty else f" epilogue {fused.describe()}") + (
+                           "" if config is None else f" tiling {config.block_m}x{config.block_n}x{config.block_k} "
+                           f"warps {config.warps_m}x{config.warps_n} stages {config.stages}"))
 
 
 def m_bucket(M: int) -> int:

@@ -398,6 +398,11 @@ class CopyPlan:
     """Bytes per cp.async chunk."""
     masked: bool
     """The tile can run past the global extent: every chunk is zero-filled past it (``src_size``)."""
+    rows_clamped: bool = False
+    """``"thread"`` copies of a symbolic row extent (a dynamic M, a grouped GEMM's T) whose columns stay
+    inside: each chunk's row is clamped to the last row instead (``min(row, rows - 1)``; the tile's rows
+    past the end load a copy of the last row, whose products are never stored), so no copy carries a
+    predicate in the k-loop and ``masked`` is False (``clamp_rows``)."""
     thread_shape: tuple[int, ...] = ()
     """``"thread"``: the per-thread view's shape, repeat factors then the chunk."""
     thread_global_strides: tuple[int, ...] = ()
@@ -652,6 +657,13 @@ class EpilogueOp:
     """Elements per instruction of ``reduce``: 1, or 2 (``st.global.v2.f32`` column pairs)."""
     gather: str = ""
     """``reduce``: the last CTA's workspace load (``ld.global.cg.f32``, ``ld.global.cg.v2.f32``)."""
+    branch_free: bool = False
+    """``reduce``: no branch at C's edge: each workspace store carries its edge test as its PTX
+    predicate, each gather load reads at its row and column clamped into C (a sum outside C is never
+    stored; the atomic slice's clearing store is predicated). A symbolic M sets it (``plan_epilogue``):
+    its edge tests never fold away, and a branch around each pair made the tile's last CTA wait for
+    one pair's loads before issuing the next's (an L2 round trip per pair). A static M keeps the
+    branches its kernels were pinned with."""
 
 
 @attrs.frozen
@@ -672,6 +684,13 @@ class Epilogue:
     for odd N, where it is always set)."""
     align: int
     """Byte alignment of a store."""
+    prefetch: str = ""
+    """The L2 prefetch of the tile's residual rows (``prefetch.global.L2``: one per 128-byte line a
+    warp's row covers), issued at the start of k-tile ``prefetch_at``, so that the epilogue's residual
+    loads hit the L2 instead of waiting on DRAM after the k-loop, when nothing else runs on the SM;
+    "" for none (no residual, or the persistent kernel) (``plan_prefetch``)."""
+    prefetch_at: int = 0
+    """The k-tile at whose start the prefetch goes out (the unrolled loop: the start of its group)."""
 
     @property
     def convert(self) -> EpilogueOp | None:
@@ -716,7 +735,24 @@ def plan_epilogue(M: Extent, N: int, ot: str, cfg: GemmConfig, fusion: Fusion = 
         op = EpilogueOp("reduce", "st.global.v2.f32", "float32", 2, "ld.global.cg.v2.f32")
     else:
         op = EpilogueOp("reduce", "st.global.f32", "float32", 1, "ld.global.cg.f32")
-    return attrs.evolve(ep, ops=(op, *ep.ops))
+    return attrs.evolve(ep, ops=(attrs.evolve(op, branch_free=not is_static(M)), *ep.ops))
+
+
+PREFETCH_AHEAD = 8
+"""How many k-tiles before the end of the k-loop the residual's L2 prefetch goes out: late enough
+that the tile's A and B streaming does not evict the lines first (a wave of 128 x 256 tiles at
+4096^3 streams about 40 MB through the L2 in its 64 k-tiles), early enough that DRAM returns them
+(8 k-tiles of 64 are about 8 µs on the H200; the lines of one wave of residual tiles, 8 MB, take
+about 2 µs)."""
+
+
+def plan_prefetch(ep: Epilogue, fusion: Fusion, kloop: KLoop) -> Epilogue:
+    """``ep`` with the residual's L2 prefetch (``Epilogue.prefetch``) when the plan fuses a residual and
+    runs one tile per CTA, ``PREFETCH_AHEAD`` k-tiles before the end (at the first k-tile of a short
+    loop); plans without a residual are unchanged (so is their code)."""
+    if not fusion.residual or kloop.form == "persistent":
+        return ep
+    return attrs.evolve(ep, prefetch="prefetch.global.L2", prefetch_at=max(0, kloop.k_tiles - PREFETCH_AHEAD))
 
 
 def _store_epilogue(M: Extent, N: int, ot: str, cfg: GemmConfig) -> Epilogue:
@@ -1146,6 +1182,15 @@ def _thread_copy(op: OperandTile, masked: bool, instr: str) -> CopyPlan | None:
     )
 
 
+def clamp_rows(op: OperandTile) -> bool:
+    """Whether an operand's copies clamp their rows (``CopyPlan.rows_clamped``) instead of masking them:
+    its rows are a symbolic extent (a static M keeps the masked copy its kernels were pinned with,
+    tests/test_cuda_gemm_golden.py) and its columns divide into tiles. The masked copy's predicates
+    (row and column per chunk) were recomputed in the k-loop; clamped rows cost one register per
+    chunk, bound before the loop."""
+    return not is_static(op.grows) and divides(op.gcols, op.cols)
+
+
 def plan_copy(op: OperandTile, cfg: GemmConfig) -> CopyPlan:
     """The global -> shared copy plan of one operand."""
     masked = not divides(op.grows, op.rows) or not divides(op.gcols, op.cols)
@@ -1153,6 +1198,8 @@ def plan_copy(op: OperandTile, cfg: GemmConfig) -> CopyPlan:
         return CopyPlan("element", None, 2, masked)
     instr = "cp.async.cg.shared.global" if op.vec == 8 else "cp.async.ca.shared.global"
     fast = _thread_copy(op, masked, instr) if cfg.precompute else None
+    if fast is not None and clamp_rows(op):
+        fast = attrs.evolve(fast, masked=False, rows_clamped=True)
     return fast or CopyPlan("cta", instr, 2 * op.vec, masked,
                             global_iters=tuple(op.copy_iters(op.gcols)), shared_iters=tuple(op.copy_iters(op.cols)))
 
@@ -1210,8 +1257,8 @@ def plan(M: int | MBucket, N: int, K: int, dtype: str = "f16", layout: str = "nt
     def operand(op, shape, smem_offset):
         warp = cfg.warp_m if op.name == "A" else cfg.warp_n
         copy = plan_copy(op, cfg)
-        if k_padded and not copy.masked:
-            copy = attrs.evolve(copy, masked=True)
+        if k_padded and not copy.masked:  # the last slices' k-tiles run past K: zero-filled
+            copy = attrs.evolve(copy, masked=True, rows_clamped=False)
         return OperandPlan(op.name, shape, op, smem_offset, Swizzle.for_row(op.cols),
                            warp if op.trans else warp * op.cols, copy, plan_ldmatrix(op, cfg))
 
@@ -1230,7 +1277,7 @@ def plan(M: int | MBucket, N: int, K: int, dtype: str = "f16", layout: str = "nt
                     min(cfg.ctas, tiles) if persistent else tiles, persistent, grouping)
 
     ab = "f16" if dt == "float16" else "bf16"
-    epilogue = plan_epilogue(M, N, ot, cfg, check_fusion(fusion))
+    epilogue = plan_prefetch(plan_epilogue(M, N, ot, cfg, check_fusion(fusion)), fusion, kloop)
     params = (Param("A", a_shape, dt), Param("B", (groups, *b_shape) if groups else b_shape, dt), Param("C", (M, N), ot),
               *((Param(OFFSETS, (groups + 1,), "int32"),) if groups else ()), *fusion.params(M, N, ot, groups))
     if cfg.split_k > 1:
