@@ -34,11 +34,14 @@ grouped)  # also: the epilogue overhead again (decode inputs prefetched), dynami
   timeout 80 python3 benchmarks/epilogue_overhead.py --out "$OUT" 2>&1 | tee "$OUT/epilogue_overhead.log" | tail -8
   timeout 60 python3 benchmarks/dynamic_m.py --shapes 4096x14336 --ms 128 --out "$OUT" 2>&1 | tee "$OUT/dynamic_m.log" | tail -4
   ;;
-gaps)  # each benchmark validates its kernels on the GPU before timing them
+gaps)  # each benchmark validates its kernels on the GPU before timing them; the validated epilogue table and
+       # the GPU tests of the changed kernels around them
+  timeout 80 python3 benchmarks/epilogue_overhead.py --validate-table --out "$OUT" 2>&1 | tee "$OUT/epilogue_table.log" | tail -3
   timeout 60 python3 benchmarks/dynamic_m.py --shapes 4096x14336 --ms 128 --out "$OUT" 2>&1 | tee "$OUT/dynamic_m.log" | tail -4
   timeout 110 python3 benchmarks/epilogue_overhead.py --out "$OUT" 2>&1 | tee "$OUT/epilogue_overhead.log" | tail -8
   timeout 120 python3 benchmarks/grouped_gemm.py --candidates --problems "deepseek-v3 prefill" --methods flush,clean \
     --out "$OUT" 2>&1 | tee "$OUT/grouped_candidates.log" | tail -12
+  gpu_tests 80 "$OUT/pytest_gaps.log" -n 8 tests/test_dynamic_m.py tests/test_grouped_gemm.py tests/test_cuda_epilogue.py
   ;;
 *)
   echo "usage: $0 blocks|grouped|gaps" >&2
