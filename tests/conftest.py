@@ -57,7 +57,10 @@ def pytest_collection_modifyitems(config, items):
     where pytest 9 keeps the id (nothing to do where xdist's own suffix took effect)."""
     if not getattr(config.option, "loadgroup", False):  # set on xdist workers only
         return
-    from _pytest.nodeid import NodeId
+    try:  # pytest 9's id record; older pytest reads xdist's own suffix and needs nothing here
+        from _pytest.nodeid import NodeId
+    except ImportError:
+        return
 
     for item in items:
         names = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
