@@ -189,7 +189,9 @@ def test_benchmark_tables_without_a_gpu(tmp_path):
 def test_gpu_validated_table():
     # every fusion x {f16, bf16} x {nn, nt, tn, tt} at an odd shape, and the decode shapes
     bench = benchmark_module("epilogue_overhead")
-    rows = bench.validate_table(runner.device_arch(), max(1, (os.cpu_count() or 2) - 1), print)
+    # a few build workers: this test may run in one of several xdist workers (8 x 15 spawned builders broke
+    # the process pool on the H200, 2026-12-02; benchmarks/epilogue_overhead.py --validate-table uses them all)
+    rows = bench.validate_table(runner.device_arch(), max(1, min(4, (os.cpu_count() or 2) // 4)), print)
     assert len(rows) == len(bench.table_cases())
     assert all(r["ok"] for r in rows), [r for r in rows if not r["ok"]]
 
