@@ -19,7 +19,7 @@ from tvm_tirx.script.parser import parse
 from ..tirx_private import transpile_once
 from .cuda_decode_plan import DecodePlan
 from . import epilogue as fused
-from .cuda_emit import TIR_OPS, signature_source
+from .cuda_emit import TIR_OPS, fused_inputs, signature_source
 
 
 @attrs.frozen
@@ -303,13 +303,8 @@ def fused_at(p: DecodePlan, pre, i) -> dict:
 
 @T.macro
 def prefetch_one(p, args, pre, j, i, tok, n):
-    # input j of the fusion (``Fusion.inputs()[j]``) of output (tok, n) into register j * out_per_thread + i
-    if I.constexpr(p.fusion.inputs()[j] == "residual"):
-        pre[j * p.out_per_thread + i] = T.Cast("float32", args["residual"][tok, n])
-    elif I.constexpr(p.fusion.inputs()[j] == "row_scale"):
-        pre[j * p.out_per_thread + i] = args["row_scale"][tok]
-    else:
-        pre[j * p.out_per_thread + i] = args[p.fusion.inputs()[j]][n]
+    # input j of the fusion (``Fusion.inputs()[j]``) of output (tok, n), as f32, into register j * out_per_thread + i
+    pre[j * p.out_per_thread + i] = TIR_OPS.f32(fused_inputs(p.fusion, args, tok, n)[p.fusion.inputs()[j]])
 
 
 @T.macro

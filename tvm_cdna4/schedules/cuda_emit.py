@@ -515,11 +515,11 @@ TIR_OPS = SimpleNamespace(max=T.max, exp2=T.exp2, const=T.float32, f32=lambda x:
 divisions to ``div.approx.ftz.f32``."""
 
 
-def fused_value(fusion, args, v, row, col, group=None, residual=None):
-    """``schedules.epilogue.apply`` on the f32 value ``v`` of output element (``row``, ``col``): the
-    fusion's inputs read there (the caller keeps both inside C), the residual in C's dtype (or
-    ``residual``, the caller's value of it: one half of a pair read as a word); a grouped tile's
-    per-column inputs (``[G, N]``) at its ``group``'s row."""
+def fused_inputs(fusion, args, row, col, group=None, residual=None) -> dict:
+    """The fusion's inputs of output element (``row``, ``col``), by name (the caller keeps both inside
+    C): the residual in C's dtype (or ``residual``, the caller's value of it: one half of a pair read as
+    a word), the row scale at ``row``, the per-column inputs at ``col`` (a grouped tile's ``[G, N]`` ones
+    at its ``group``'s row)."""
     at = {}
     for name in fusion.inputs():
         tensor = args[name]
@@ -529,7 +529,13 @@ def fused_value(fusion, args, v, row, col, group=None, residual=None):
             at[name] = tensor[row]
         else:
             at[name] = tensor[col] if group is None else tensor[group, col]
-    return fused.apply(fusion, v, at, TIR_OPS)
+    return at
+
+
+def fused_value(fusion, args, v, row, col, group=None, residual=None):
+    """``schedules.epilogue.apply`` on the f32 value ``v`` of output element (``row``, ``col``), its
+    inputs read there (``fused_inputs``)."""
+    return fused.apply(fusion, v, fused_inputs(fusion, args, row, col, group, residual), TIR_OPS)
 
 
 def inside(p: GemmPlan, index, extent):
