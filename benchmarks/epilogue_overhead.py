@@ -193,21 +193,32 @@ def validate_lines(rows) -> list[str]:
 # ---- the overhead table --------------------------------------------------------------------------
 
 
-def overhead_jobs(arch: str, workdir: str) -> list:
-    """One build per (shape, variant): the plain GEMM (``None``) and each of ``FUSIONS``, all on the
-    planner's config of the plain problem."""
+def forms_of(cfg: dict, ctas: tuple[int, ...]) -> dict:
+    """``{suffix: config}``: the planner's config (suffix ""), and for a tile kernel its persistent form
+    with each ``ctas`` > 0 (suffix ``/p<ctas>``; ``GemmConfig.ctas``)."""
+    out = {"": cfg}
+    if cfg.get("kind", "tile") == "tile":
+        out.update({f"/p{n}": dict(cfg, ctas=n) for n in ctas if n > 0})
+    return out
+
+
+def overhead_jobs(arch: str, workdir: str, shapes=SHAPES, ctas: tuple[int, ...] = ()) -> list:
+    """One build per (shape, form, variant): the plain GEMM (``None``) and each of ``FUSIONS``, all on the
+    planner's config of the plain problem (and its persistent forms: ``forms_of``)."""
     gemm, _ = cg._sched()
     jobs = []
-    for name, M, N, K in SHAPES:
+    for name, M, N, K in shapes:
         cfg = gemm.choose_config(M, N, K, "bf16", "nt", "bf16").as_dict()
-        for variant in (None, *FUSIONS):
-            jobs.append((f"{name}_{M}_{variant or 'plain'}", (M, N, K, "bf16", "nt"), cfg,
-                         FUSIONS.get(variant), arch, workdir))
+        for suffix, form in forms_of(cfg, ctas).items():
+            for variant in (None, *FUSIONS):
+                jobs.append((f"{name}_{M}_{variant or 'plain'}{suffix}", (M, N, K, "bf16", "nt"), form,
+                             FUSIONS.get(variant), arch, workdir))
     return jobs
 
 
 def time_shape(name, M, N, K, built, args, log) -> dict:
-    """Validate, then time every variant of one shape in ``args.rounds`` rounds; µs per variant."""
+    """Validate, then time every variant (and form: ``forms_of``) of one shape in ``args.rounds`` rounds
+    over all of them; µs per variant."""
     import numpy as np
     import torch
 
@@ -217,14 +228,18 @@ def time_shape(name, M, N, K, built, args, log) -> dict:
     c = torch.empty((M, N), dtype=torch.bfloat16, device="cuda")
     row = dict(name=name, M=M, N=N, K=K, us={}, error={}, ok={})
     launches = {}
-    for variant in ("plain", *FUSIONS):
+    keys = [k[len(f"{name}_{M}_"):] for k in built if k.startswith(f"{name}_{M}_")]
+    for variant in keys:
         path, config = built[f"{name}_{M}_{variant}"]
         if path is None:
             continue
-        fusion = _fusion(FUSIONS.get(variant))
+        fusion = _fusion(FUSIONS.get(variant.split("/")[0]))
         fn = load(path, M, N, K, "bf16", "nt", config, fusion)
         err, ok = validate(fn, M, N, K, "bf16", "nt", fusion)
-        row["error"][variant], row["ok"][variant], row["config"] = err, bool(ok), config
+        row["error"][variant], row["ok"][variant] = err, bool(ok)
+        row.setdefault("configs", {})[variant] = config
+        if variant == "plain":
+            row["config"] = config
         if not ok:
             log(f"WRONG {name} M={M} {variant}: {err}")
             continue
@@ -239,16 +254,24 @@ def time_shape(name, M, N, K, built, args, log) -> dict:
 
 
 def overhead_lines(rows) -> list[str]:
+    """One line per shape and form: the plain GEMM's µs, each fusion's µs and its overhead against the
+    plain GEMM of the same form, and (a persistent form) against the planner's plain kernel."""
     head = " | ".join(f"{v} µs (overhead)" for v in FUSIONS)
     out = [f"| shape | M x N x K | kernel (tile / split) | plain µs | {head} |", "|" + "---|" * (4 + len(FUSIONS))]
     for r in rows:
-        plain = r["us"].get("plain")
-        cells = []
-        for v in FUSIONS:
-            t = r["us"].get(v)
-            cells.append("–" if t is None or plain is None else f"{t:.1f} ({100 * (t / plain - 1):+.1f} %)")
-        out.append(f"| {r['name']} | {r['M']}x{r['N']}x{r['K']} | {kind_cell(r.get('config'))} | "
-                   f"{'–' if plain is None else f'{plain:.1f}'} | " + " | ".join(cells) + " |")
+        base = r["us"].get("plain")
+        for suffix in sorted({k[len(k.split("/")[0]):] for k in r["us"]}):
+            plain = r["us"].get("plain" + suffix)
+            cells = []
+            for v in FUSIONS:
+                t = r["us"].get(v + suffix)
+                cell = "–" if t is None or plain is None else f"{t:.1f} ({100 * (t / plain - 1):+.1f} %"
+                if suffix and t is not None and base:
+                    cell += f"; {100 * (t / base - 1):+.1f} % against the plain kernel"
+                cells.append(cell if cell == "–" else cell + ")")
+            kernel = kind_cell((r.get("configs") or {}).get("plain" + suffix, r.get("config"))) + suffix
+            out.append(f"| {r['name']} | {r['M']}x{r['N']}x{r['K']} | {kernel} | "
+                       f"{'–' if plain is None else f'{plain:.1f}'} | " + " | ".join(cells) + " |")
     return out
 
 
@@ -258,6 +281,10 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=3, help="timing rounds over all variants of a shape (median kept)")
     ap.add_argument("--rep-ms", type=int, default=100, help="bench_ms repetition time per call")
     ap.add_argument("--method", default="flush", choices=("flush", "clean", "warm"), help="runtime.cuda.bench_ms method")
+    ap.add_argument("--shapes", default=None, help=f"comma-separated names of the overhead table's shapes "
+                    f"(default: all of {sorted({s[0] for s in SHAPES})})")
+    ap.add_argument("--ctas", default="", help="also time the persistent form of tile kernels with these CTA counts "
+                    "(comma-separated, e.g. 132: GemmConfig.ctas)")
     ap.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) - 1))
     ap.add_argument("--arch", default=None, help="default: the GPU's (sm_90 on the H200)")
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
@@ -279,13 +306,16 @@ def main(argv=None) -> int:
         stem, lines = "epilogue_validate", validate_lines(rows)
         status = 0 if all(r["ok"] for r in rows) else 1
     else:
-        built = build_all(overhead_jobs(args.arch, tempfile.mkdtemp(prefix="epilogue_overhead_")), args.jobs, log)
+        shapes = [s for s in SHAPES if args.shapes is None or s[0] in args.shapes.split(",")]
+        ctas = tuple(int(n) for n in args.ctas.split(",") if n)
+        built = build_all(overhead_jobs(args.arch, tempfile.mkdtemp(prefix="epilogue_overhead_"), shapes, ctas),
+                          args.jobs, log)
         rows = []
-        for name, M, N, K in SHAPES:
+        for name, M, N, K in shapes:
             rows.append(time_shape(name, M, N, K, built, args, log))
             log(f"{name} M={M}: {rows[-1]['us']}")
         stem, lines = "epilogue_overhead", overhead_lines(rows)
-        status = 0 if all(all(r["ok"].values()) and len(r["ok"]) == 1 + len(FUSIONS) for r in rows) else 1
+        status = 0 if all(all(r["ok"].values()) and len(r["ok"]) >= 1 + len(FUSIONS) for r in rows) else 1
     print("\n".join(lines))
     with open(os.path.join(args.out, stem + ".md"), "w") as f:
         f.write("\n".join(lines) + "\n")

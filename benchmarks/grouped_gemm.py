@@ -30,9 +30,10 @@ this path). Output: markdown on stdout and ``$OUT/grouped_gemm.md``, every figur
 ``$OUT/grouped_gemm.json``.
 
 ``--candidates [SPEC,...]``: instead of the contenders, ours with each of a few tilings of the tile GEMM
-(``BMxBNxBK/WMxWN/STAGES``, default ``CANDIDATES``; ``cuda_gemm.build_grouped(..., config=)``) beside the
-cost model's choice and its estimate of each (``cuda_plan.estimate`` with the groups), and
-``torch._grouped_mm`` timed in the same run; each validated first; the problems default to the prefill
+(``BMxBNxBK/WMxWN/STAGES[/live]``, ``/live``: short tiles; default ``CANDIDATES``;
+``cuda_gemm.build_grouped(..., config=)``) beside the cost model's choice and its estimate of each
+(``cuda_plan.estimate`` with the groups), and ``torch._grouped_mm`` timed in the same run, in ``--rounds``
+rounds over all of them (the median kept); each validated first; the problems default to the prefill
 ones. Output ``$OUT/grouped_candidates.md`` / ``.json``: whether the model ranks the tilings as the GPU
 does (docs/grouped_gemm.md, "The plan").
 
@@ -81,31 +82,36 @@ def moved_bytes(sizes, N: int, K: int) -> int:
     return moved(sizes, N, K, 2, 2)
 
 
-CANDIDATES = ("128x256x64/2x4/4", "128x256x64/2x4/3", "64x256x64/2x4/4", "128x128x64/2x4/4", "64x128x64/2x4/4")
-"""``--candidates``' default tilings: the model's choice at 128 rows per group (128 x 256 x 64, 4 stages),
-its 3-stage form, and shorter or narrower tiles, which pad fewer rows (a group of 128 +- 11 rows fills
-1.5 tiles of 128 rows on average, 2.5 of 64) but reload more of B per FLOP."""
+CANDIDATES = ("128x256x64/2x4/4/live", "128x256x64/2x4/4", "128x256x64/2x4/3/live", "64x256x64/2x4/4")
+"""``--candidates``' default tilings: the model's choice at 128 rows per group (128 x 256 x 64, 4 stages,
+short tiles: ``GemmConfig.live_rows``), the same without short tiles (the choice before them), the
+3-stage form and a shorter tile, which pads fewer rows (a group of 128 +- 11 rows fills 1.5 tiles of 128
+rows on average, 2.5 of 64) but reloads more of B per FLOP."""
 
 
 def parse_candidate(spec: str):
-    """A ``--candidates`` tiling ``BMxBNxBK/WMxWN/STAGES`` (``128x256x64/2x4/4``) as a ``GemmConfig`` (its
-    other fields the default's); a bad one exits naming the form."""
+    """A ``--candidates`` tiling ``BMxBNxBK/WMxWN/STAGES[/live]`` (``128x256x64/2x4/4``; ``/live``: short
+    tiles, ``GemmConfig.live_rows``) as a ``GemmConfig`` (its other fields the default's); a bad one exits
+    naming the form."""
     from tvm_cdna4.schedules.cuda_plan import GemmConfig
 
     try:
-        block, warps, stages = spec.split("/")
+        parts = spec.split("/")
+        live = len(parts) == 4 and parts[3] == "live"
+        block, warps, stages = parts[:3] if live else parts
         bm, bn, bk = (int(x) for x in block.lower().split("x"))
         wm, wn = (int(x) for x in warps.lower().split("x"))
-        cfg = GemmConfig(block_m=bm, block_n=bn, block_k=bk, warps_m=wm, warps_n=wn, stages=int(stages))
+        cfg = GemmConfig(block_m=bm, block_n=bn, block_k=bk, warps_m=wm, warps_n=wn, stages=int(stages), live_rows=live)
         cfg.check()
     except ValueError as err:
-        raise SystemExit(f"--candidates {spec!r}: expected BMxBNxBK/WMxWN/STAGES, e.g. 128x256x64/2x4/4 ({err})")
+        raise SystemExit(f"--candidates {spec!r}: expected BMxBNxBK/WMxWN/STAGES[/live], e.g. 128x256x64/2x4/4 ({err})")
     return cfg
 
 
 def spec_of(cfg) -> str:
     """A tiling as a ``--candidates`` spec."""
-    return f"{cfg.block_m}x{cfg.block_n}x{cfg.block_k}/{cfg.warps_m}x{cfg.warps_n}/{cfg.stages}"
+    live = "/live" if getattr(cfg, "live_rows", False) else ""
+    return f"{cfg.block_m}x{cfg.block_n}x{cfg.block_k}/{cfg.warps_m}x{cfg.warps_n}/{cfg.stages}{live}"
 
 
 SILU = dict(bias=True, activation="silu")
@@ -336,8 +342,9 @@ def _problem_tensors(G, N, K, T, seed):
     return sizes, x, w, offsets, _reference(x, w, sizes)
 
 
-def _timed(call, output, ref, methods, flops) -> dict:
-    """Validate ``call`` (its ``output()`` against ``ref``), then time it under ``methods``."""
+def _timed(call, output, ref, methods, flops, rounds: int = 1) -> dict:
+    """Validate ``call`` (its ``output()`` against ``ref``), then time it under ``methods`` (``rounds`` 0:
+    validate only; the caller times it with ``_rounds``)."""
     import torch
 
     from tvm_cdna4.runtime import cuda as runner
@@ -346,15 +353,34 @@ def _timed(call, output, ref, methods, flops) -> dict:
     torch.cuda.synchronize()
     err = float(torch.linalg.norm(output().float() - ref) / torch.linalg.norm(ref))
     cell = {"rel_err": err, "ok": err <= runner.tolerance(DTYPE)}
-    for method in methods if cell["ok"] else ():
-        us = runner.bench_ms(call, method=method) * 1e3
-        cell[method] = {"us": us, "tflops": flops / us / 1e6}
+    if cell["ok"] and rounds:
+        _rounds({"call": call}, {"call": cell}, methods, flops, rounds)
     return cell
 
 
-def measure_candidates(name, G, N, K, T, seed, arch, methods, specs) -> dict:
-    """torch's ``_grouped_mm`` and ours with each tiling of ``specs``, each validated, then timed; the model's
-    estimate of each (``cuda_plan.estimate`` at ``ceil(T / G)`` rows per group) and its own choice."""
+def _rounds(calls: dict, cells: dict, methods, flops, rounds: int) -> None:
+    """Time every call of ``calls`` under each method in ``rounds`` rounds over all of them (interleaved, so
+    that drifts of the clock or the board touch every contender alike); into ``cells[who][method]`` the
+    median µs, its TFLOP/s and every round's µs."""
+    import statistics
+
+    from tvm_cdna4.runtime import cuda as runner
+
+    for method in methods:
+        times = {who: [] for who in calls}
+        for _ in range(rounds):
+            for who, call in calls.items():
+                times[who].append(runner.bench_ms(call, method=method) * 1e3)
+        for who, ts in times.items():
+            us = statistics.median(ts)
+            cells[who][method] = {"us": us, "tflops": flops / us / 1e6, "rounds_us": ts}
+
+
+def measure_candidates(name, G, N, K, T, seed, arch, methods, specs, rounds=1) -> dict:
+    """torch's ``_grouped_mm`` and ours with each tiling of ``specs``, each validated, then timed in
+    ``rounds`` rounds over all of them (the median per contender and method kept, every round's figure in
+    ``rounds_us``); the model's estimate of each (``cuda_plan.estimate`` at ``ceil(T / G)`` rows per group)
+    and its own choice."""
     import torch
     import tvm_ffi
 
@@ -373,7 +399,8 @@ def measure_candidates(name, G, N, K, T, seed, arch, methods, specs) -> dict:
     def torch_call():
         box["out"] = torch._grouped_mm(x, wt, offs=ends)
 
-    row["torch"] = _timed(torch_call, lambda: box["out"], ref, methods, flops)
+    calls = {"torch": torch_call}
+    row["torch"] = _timed(torch_call, lambda: box["out"], ref, methods, flops, rounds=0)
     packed = [tvm_ffi.from_dlpack(t) for t in (x, w, c, offsets)]
     for spec in specs:
         cfg = parse_candidate(spec)
@@ -384,7 +411,10 @@ def measure_candidates(name, G, N, K, T, seed, arch, methods, specs) -> dict:
             row["candidates"][spec] = {"model_us": model_us, "error": f"{type(err).__name__}: {err}"}
             continue
         c.fill_(float("nan"))
-        row["candidates"][spec] = {"model_us": model_us, **_timed(lambda: fn(*packed), lambda: c, ref, methods, flops)}
+        calls[spec] = lambda fn=fn: fn(*packed)
+        row["candidates"][spec] = {"model_us": model_us, **_timed(calls[spec], lambda: c, ref, methods, flops, rounds=0)}
+    cells = {who: row["torch"] if who == "torch" else row["candidates"][who] for who in calls}
+    _rounds({who: call for who, call in calls.items() if cells[who]["ok"]}, cells, methods, flops, rounds)
     del x, w, c, ref
     torch.cuda.empty_cache()
     return row
@@ -423,7 +453,8 @@ def candidates_main(args, arch, methods) -> int:
     with cf.ProcessPoolExecutor(max_workers=args.jobs, mp_context=mp.get_context("spawn")) as pool:
         for job, seconds, err in pool.map(_build, jobs):
             print(f"built {job[:-1]} in {seconds:.0f} s" + (f": {err}" if err else ""), flush=True)
-    rows = [measure_candidates(name, G, N, K, T, args.seed, arch, methods, specs) for name, (G, N, K, T) in problems.items()]
+    rows = [measure_candidates(name, G, N, K, T, args.seed, arch, methods, specs, args.rounds)
+            for name, (G, N, K, T) in problems.items()]
     lines = candidates_table(rows, methods)
     print("\n".join(lines))
     _write(args.out, "grouped_candidates", lines, {"date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
@@ -517,8 +548,9 @@ def main(argv=None) -> int:
     ap.add_argument("--methods", default="flush,clean", help="runtime.cuda.bench_ms methods, comma-separated")
     ap.add_argument("--seed", type=int, default=0, help="routing seed")
     ap.add_argument("--candidates", nargs="?", const=",".join(CANDIDATES), default=None, metavar="SPEC,...",
-                    help="time ours with these tilings (BMxBNxBK/WMxWN/STAGES; default: CANDIDATES) against the "
+                    help="time ours with these tilings (BMxBNxBK/WMxWN/STAGES[/live]; default: CANDIDATES) against the "
                          "model's choice and torch instead of the contenders (default problems: the prefill ones)")
+    ap.add_argument("--rounds", type=int, default=1, help="--candidates: timing rounds over all contenders (median kept)")
     ap.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) - 1))
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     args = ap.parse_args(argv)

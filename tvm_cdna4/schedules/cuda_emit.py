@@ -57,6 +57,10 @@ class Thread:
     """Elements from a stage's B tile to this warp's slice."""
     k0: object = None
     """Split-K: the first k-tile of this CTA's K slice (None without a split)."""
+    live: object = None
+    """A grouped short tile (``Groups.live_rows``): the tile's rows from this warp's first row on; the
+    warp loads fragments only when it is positive and issues the mma of its 16-row tiles below it
+    (``kstep``, ``mma_live``). None: every row (the k-loop of every other tile)."""
 
 
 @attrs.frozen
@@ -412,6 +416,31 @@ def mma_step(p, th, buf):
         mma_serpentine(p, d, a, b)
 
 
+@T.macro
+def mma_live(p, th, buf):
+    # a short tile's mma (Thread.live): row mi of the warp tile only when it holds rows, in the plan's
+    # order along ni (the rows of a warp without rows: none)
+    d = T.decl_tensor(th.acc.ptr_to([0]), ty_args=[T.Tensor((p.tiling.mma_m, p.tiling.mma_n, 16, 8), "float32", scope="local", layout=acc_mma(p.tiling.mma_m, p.tiling.mma_n))])
+    a = T.decl_tensor(th.af.ptr_to([buf * p.tiling.mma_m * 4]), ty_args=[T.Tensor((p.tiling.mma_m, 1, 16, 8), "uint32", scope="local", layout=a_fragment_mma(p.tiling.mma_m))])
+    b = T.decl_tensor(th.bf.ptr_to([buf * p.tiling.mma_n * 2]), ty_args=[T.Tensor((p.tiling.mma_n, 1, 8, 8), "uint32", scope="local", layout=b_fragment_mma(p.tiling.mma_n))])
+    for mi in T.unroll(p.tiling.mma_m):
+        if mi * 16 < th.live:
+            for j in T.unroll(p.tiling.mma_n):
+                T.cuda.tile.apply(
+                    T.ptx[p.mma_instr],
+                    d[mi : mi + 1, live_ni(p, mi, j) : live_ni(p, mi, j) + 1, :, :],
+                    a[mi : mi + 1, :, :, :],
+                    b[live_ni(p, mi, j) : live_ni(p, mi, j) + 1, :, :, :],
+                    d[mi : mi + 1, live_ni(p, mi, j) : live_ni(p, mi, j) + 1, :, :],
+                    scope="warp",
+                )
+
+
+def live_ni(p: GemmPlan, mi, j):
+    """The j-th ni of warp-tile row mi in a short tile's mma: the serpentine order, or ``j`` (row order)."""
+    return serpentine(p, mi, j) if p.kloop.mma_order is not None else j
+
+
 def serpentine(p: GemmPlan, mi, j):
     """The j-th ni of warp-tile row mi: forwards on even rows, backwards on odd ones, so the B
     fragment of a row's last mma is the next row's first (an expression of the loop variables, not
@@ -442,19 +471,32 @@ def commit_and_wait(p):
 
 
 @T.macro
-def kstep(p, th, tile, nxt, kt, rs, step):
+def next_frags(p, th, rs, step):
     # fragments of the next k-step (of the next stage after the last k-step)
     if I.constexpr(step.next_stage):
         load_frags(p, th, (step.kk + 1) % 2, (rs + 1) % p.kloop.stages, step.next_kk)
     else:
         load_frags(p, th, (step.kk + 1) % 2, rs, step.next_kk)
+
+
+@T.macro
+def kstep(p, th, tile, nxt, kt, rs, step):
+    # the next k-step's fragments (a short tile's warp: only with rows, Thread.live)
+    if I.constexpr(th.live is None):
+        next_frags(p, th, rs, step)
+    else:
+        if th.live > 0:
+            next_frags(p, th, rs, step)
     # cp.async of tile kt+stages-1 into the stage every warp finished reading before the previous
     # barrier
     if I.constexpr(step.load is not None and p.kloop.loads_ahead(kt)):
         ahead_load(p, th, tile, nxt, rs, kt, step.load)
     if I.constexpr(step.barrier == "before_mma"):
         commit_and_wait(p)
-    mma_step(p, th, step.kk % 2)
+    if I.constexpr(th.live is None):
+        mma_step(p, th, step.kk % 2)
+    else:
+        mma_live(p, th, step.kk % 2)
     if I.constexpr(step.barrier == "after_mma"):
         # the barrier only orders shared memory: this k-step's mma (registers only) is issued first
         # so the tensor pipe has queued work while the warp waits
@@ -939,7 +981,16 @@ def grouped_tile(p, th, args, pid, wm, wn, lane):
     m_end = span[1]
     if T.and_(0 <= m0, m0 < m_end):
         Bg = T.decl_tensor(args["B"].ptr_to([T.cast(g, "int64"), 0, 0]), ty_args=[T.Tensor(p.b.shape, p.dtype)])
-        one_tile(p, group_thread(th, Bg), args, TileOrigin(m0, n0, m_end, g), pid, wm, wn, lane)
+        if I.constexpr(p.grid.grouping.live_rows):
+            # Groups.live_rows: a full tile runs the k-loop of every tile, a short one the copy whose
+            # warps issue the mma of their rows only
+            if m_end - m0 >= p.tiling.block_m:
+                one_tile(p, group_thread(th, Bg), args, TileOrigin(m0, n0, m_end, g), pid, wm, wn, lane)
+            else:
+                one_tile(p, attrs.evolve(group_thread(th, Bg), live=m_end - m0 - wm * p.tiling.warp_m), args,
+                         TileOrigin(m0, n0, m_end, g), pid, wm, wn, lane)
+        else:
+            one_tile(p, group_thread(th, Bg), args, TileOrigin(m0, n0, m_end, g), pid, wm, wn, lane)
 
 
 @T.macro
@@ -959,6 +1010,9 @@ def persistent_tiles(p, th, args, pid, wm, wn, lane):
         next_n0 = nxt[1]
         has_next = t + p.grid.ctas < p.grid.tiles
         for ko in range(p.kloop.groups):
+            if I.constexpr(p.epilogue.prefetch != ""):
+                if ko == p.epilogue.prefetch_at // p.kloop.stages:
+                    prefetch_residual(p, args, TileOrigin(m0, n0), wm, wn, lane)
             k_tiles(p, th, TileOrigin(m0, n0), NextTile(next_m0, next_n0, has_next), ko * p.kloop.stages, p.kloop.stages)
         epilogue(p, args, th.acc, TileOrigin(m0, n0), wm, wn, lane)
         zero(p, th.acc)

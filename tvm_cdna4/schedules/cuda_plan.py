@@ -29,7 +29,7 @@ import attrs
 
 from .dynamic_m import MBucket, ceil_div, check_layout, divides, extent_record, is_static, m_limit, resolve_m
 from .epilogue import Fusion, Param
-from .grouped import OFFSETS, Groups, expected_row_tiles
+from .grouped import OFFSETS, Groups, expected_row_tiles, tail_rows
 
 DTYPES = {"f16": "float16", "bf16": "bfloat16"}
 OUT_DTYPES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}
@@ -70,6 +70,11 @@ class GemmConfig:
     # "ordered"``: ``st.global.v2.f32`` partials and ``ld.global.cg.v2.f32`` gathers of column pairs,
     # where N is even; half the instructions of the element-wise ones)
     reduce_vector: int = 1
+    # grouped GEMM only: a row tile with fewer than block_m rows (a group's last) runs a second copy
+    # of the k-loop in which each warp issues its ldmatrix and mma only for the 16-row mma tiles
+    # that hold rows (a warp without rows: only the copies and barriers); full tiles run the
+    # unchanged loop (``Groups.live_rows``, docs/grouped_gemm.md "Short tiles")
+    live_rows: bool = False
 
     @property
     def threads(self) -> int:
@@ -105,6 +110,8 @@ class GemmConfig:
             raise ValueError("reduction must be 'atomic' or 'ordered'")
         if self.reduce_vector not in (1, 2) or (self.reduce_vector == 2 and self.reduction != "ordered"):
             raise ValueError("reduce_vector must be 1, or 2 with reduction='ordered' (sm_80 has no vector f32 red)")
+        if self.live_rows and self.block_m <= 16:
+            raise ValueError("live_rows needs more than one 16-row mma tile per CTA (block_m > 16)")
         if self.smem_bytes() > 227 * 1024:
             raise ValueError(f"{self.smem_bytes()} B of shared memory exceeds 227 KiB")
         for n in (self.block_m, self.block_n, self.block_k):
@@ -686,9 +693,9 @@ class Epilogue:
     """Byte alignment of a store."""
     prefetch: str = ""
     """The L2 prefetch of the tile's residual rows (``prefetch.global.L2``: one per 128-byte line a
-    warp's row covers), issued at the start of k-tile ``prefetch_at``, so that the epilogue's residual
-    loads hit the L2 instead of waiting on DRAM after the k-loop, when nothing else runs on the SM;
-    "" for none (no residual, or the persistent kernel) (``plan_prefetch``)."""
+    warp's row covers), issued at the start of k-tile ``prefetch_at`` (the persistent kernel: of each
+    of its tiles), so that the epilogue's residual loads hit the L2 instead of waiting on DRAM after
+    the k-loop, when nothing else runs on the SM; "" for none (no residual) (``plan_prefetch``)."""
     prefetch_at: int = 0
     """The k-tile at whose start the prefetch goes out (the unrolled loop: the start of its group)."""
 
@@ -747,10 +754,10 @@ about 2 µs)."""
 
 
 def plan_prefetch(ep: Epilogue, fusion: Fusion, kloop: KLoop) -> Epilogue:
-    """``ep`` with the residual's L2 prefetch (``Epilogue.prefetch``) when the plan fuses a residual and
-    runs one tile per CTA, ``PREFETCH_AHEAD`` k-tiles before the end (at the first k-tile of a short
+    """``ep`` with the residual's L2 prefetch (``Epilogue.prefetch``) when the plan fuses a residual,
+    ``PREFETCH_AHEAD`` k-tiles before the end of each tile's k-loop (at the first k-tile of a short
     loop); plans without a residual are unchanged (so is their code)."""
-    if not fusion.residual or kloop.form == "persistent":
+    if not fusion.residual:
         return ep
     return attrs.evolve(ep, prefetch="prefetch.global.L2", prefetch_at=max(0, kloop.k_tiles - PREFETCH_AHEAD))
 
@@ -934,20 +941,24 @@ def _resident(cfg: GemmConfig, dev: Device) -> int:
     return max(1, min(dev.smem // cfg.smem_bytes(), dev.regs // (regs * cfg.threads), 2048 // cfg.threads, 32))
 
 
-def _sm_time(cfg: GemmConfig, K: int, n_max: int, per_sm: int, dev: Device) -> float:
+def _sm_time(cfg: GemmConfig, K: int, n_max: int, per_sm: int, dev: Device, rows: float | None = None) -> float:
     """The busiest SM's time: its ``n_max`` CTAs in waves of ``per_sm``; per wave the larger of its
     loads (the SM's bandwidth, or what its stages in flight allow, Little's law) and its mma issue
     (the SM's share of the peak, or its shared-memory traffic: ldmatrix reads plus cp.async writes),
-    plus the fixed cost of a wave."""
+    plus the fixed cost of a wave. ``rows``: CTAs that issue the mma for only that many rows (a short
+    tile, ``GemmConfig.live_rows``): their loads are whole, their mma and the ldmatrix of their warps
+    with rows (``ceil(rows / warp_m)`` warp rows) shrink."""
     c = min(per_sm, n_max)
     waves = ceil_div(n_max, per_sm)
     kt = cfg.slice_k_tiles(K)
     stage_bytes = (cfg.block_m + cfg.block_n) * cfg.block_k * 2
     bw = min(dev.sm_bytes_s, c * (cfg.stages - 1) * stage_bytes / dev.latency_s)
     load = c * kt * stage_bytes / bw
-    flops = c * 2 * cfg.block_m * cfg.block_n * kt * cfg.block_k
+    live = cfg.block_m if rows is None else rows
+    warps_live = cfg.warps_m if rows is None else min(cfg.warps_m, math.ceil(rows / cfg.warp_m))
+    flops = c * 2 * live * cfg.block_n * kt * cfg.block_k
     # every warp reads its warp_m rows of A and warp_n columns of B per k: the CTA's ldmatrix bytes
-    ldmatrix = 2 * kt * cfg.block_k * (cfg.block_m * cfg.warps_n + cfg.block_n * cfg.warps_m)
+    ldmatrix = 2 * kt * cfg.block_k * (cfg.warp_m * warps_live * cfg.warps_n + cfg.block_n * warps_live)
     smem = c * (ldmatrix + kt * stage_bytes) / (dev.smem_bytes_clk * dev.clock_hz)
     warps = c * cfg.warps_m * cfg.warps_n
     issue = max(flops / (dev.peak_flops / dev.sms), smem) * max(1.0, dev.issue_warps / warps)
@@ -969,13 +980,22 @@ def estimate(M: int, N: int, K: int, cfg: GemmConfig, out_bytes: int = 2, dev: D
     waves = ceil_div(ctas, dev.sms * per_sm)
     k_issued = cfg.slice_k_tiles(K) * cfg.block_k * cfg.split_k
     issued = 2 * gm * cfg.block_m * gn * cfg.block_n * k_issued
+    short = groups and cfg.live_rows
+    if short:  # each group's last row tile short (grouped.tail_rows), the others full
+        issued = 2 * groups * gn * k_issued * cfg.block_n * (
+            (expected_row_tiles(M, cfg.block_m) - 1) * cfg.block_m + tail_rows(M, cfg.block_m))
     flops = 2 * n * M * N * K
     base_bytes = n * (2 * (M * K + N * K) + out_bytes * M * N)
     # the workspace is written by every slice and read once by the last CTA
     work = 4 * n * M * N * (cfg.split_k + 1) if cfg.split_k > 1 else 0
     stage_bytes = (cfg.block_m + cfg.block_n) * cfg.block_k * 2
     loads = ctas * cfg.slice_k_tiles(K) * stage_bytes
-    sm = _sm_time(cfg, K, ceil_div(ctas, dev.sms), per_sm, dev)
+    if short:
+        full = ctas - groups * gn
+        sm = (_sm_time(cfg, K, ceil_div(full, dev.sms), per_sm, dev) if full > 0 else 0.0) + _sm_time(
+            cfg, K, ceil_div(groups * gn, dev.sms), per_sm, dev, tail_rows(M, cfg.block_m))
+    else:
+        sm = _sm_time(cfg, K, ceil_div(ctas, dev.sms), per_sm, dev)
     memory = max((base_bytes + work) / dev.hbm_bytes_s, loads / dev.l2_bytes_s)
     split = 0.0
     if cfg.split_k > 1:  # every slice adds its tile, the last CTA reads and clears it
@@ -1028,9 +1048,11 @@ def candidates(M: int, N: int, K: int, dtype: str = "f16") -> list[GemmConfig]:
 def grouped_candidates(M: int, N: int, K: int, dtype: str, groups: int) -> list[GemmConfig]:
     """The tilings a grouped GEMM of ``groups`` groups of ``M`` rows weighs: ``default_config`` of the
     whole problem, then the small-M tilings of ``candidates`` (below ``SMALL_M`` rows per group),
-    without a K split (a group's rows are known only on the device)."""
+    without a K split (a group's rows are known only on the device); then each of those taller than one
+    16-row mma tile with short tiles (``GemmConfig.live_rows``), ranked by the same ``estimate``."""
     small = candidates(min(M, SMALL_M - 1), N, K, dtype)
-    return [default_config(dtype, groups * M, N)] + [cfg for cfg in small if cfg.split_k == 1]
+    pool = [default_config(dtype, groups * M, N)] + [cfg for cfg in small if cfg.split_k == 1]
+    return pool + [replace(cfg, live_rows=True) for cfg in pool if cfg.block_m > 16]
 
 
 def choose_config(M: int, N: int, K: int, dtype: str = "f16", layout: str = "nt", out_dtype: str = "f32",
@@ -1308,11 +1330,14 @@ def grouped_tiles(groups: int, rows: MBucket | None, cfg: GemmConfig) -> Groups 
     """The grid's ``Groups`` record of a grouped plan (None for one GEMM): no K split and no persistent
     CTAs (a CTA's rows are known only after its search)."""
     if not groups:
+        if getattr(cfg, "live_rows", False):
+            raise ValueError("live_rows (short row tiles) is a grouped GEMM's option (a group's last row tile); "
+                             "one GEMM's tiles are full but at M's edge")
         return None
     if cfg.split_k != 1 or cfg.ctas:
         raise ValueError(f"grouped CUDA GEMM: one CTA per output tile (split_k=1, ctas=0); got split_k={cfg.split_k}, "
                          f"ctas={cfg.ctas}")
-    return Groups(groups, cfg.block_m, rows)
+    return Groups(groups, cfg.block_m, rows, cfg.live_rows)
 
 
 def planned_m(M: int | MBucket) -> int:

@@ -62,6 +62,10 @@ class Groups:
     """Rows of a row tile (the plan's tile height)."""
     rows: MBucket
     """The rows per group (``ceil(T / G)``) the plan was chosen for: its dispatch bucket."""
+    live_rows: bool = False
+    """Short tiles (CUDA): a row tile with fewer than ``block_m`` rows (a group's last) issues the mma
+    only for its 16-row mma tiles that hold rows, in a second copy of the k-loop; full tiles run the
+    first, unchanged (``cuda_plan.GemmConfig.live_rows``; the cost: ``tail_rows``)."""
 
     def __attrs_post_init__(self):
         if self.count < 1 or self.block_m < 1:
@@ -111,6 +115,14 @@ def expected_row_tiles(rows: float, block_m: int) -> float:
     """Row tiles per group the cost models count at ``rows`` rows per group: ``rows / block_m + 1/2``
     (a group's last tile is half empty on average), at least one."""
     return max(1.0, rows / block_m + 0.5)
+
+
+def tail_rows(rows: float, block_m: int, grain: int = 16) -> float:
+    """The mean rows of a group's last row tile at ``rows`` rows per group (the tile ``expected_row_tiles``
+    counts half empty: ``block_m / 2`` rows; all of them below ``block_m / 2``), plus half a ``grain``: the
+    rows a short tile issues mma for (``Groups.live_rows``: whole 16-row mma tiles), at most ``block_m``."""
+    last = rows if rows < block_m / 2 else block_m / 2
+    return min(float(block_m), last + grain / 2)
 
 
 def rows_per_group(T: int, G: int) -> int:
@@ -226,4 +238,5 @@ class GroupedGemm(DynamicGemm):
 
 
 __all__ = ["LAYOUTS", "OFFSETS", "GroupedGemm", "Groups", "check_layout", "check_offsets", "expected_row_tiles",
-           "group_of_rows", "moved_bytes", "offsets_of", "per_row", "reference", "row_bucket_table", "rows_per_group"]
+           "group_of_rows", "moved_bytes", "offsets_of", "per_row", "reference", "row_bucket_table", "rows_per_group",
+           "tail_rows"]
