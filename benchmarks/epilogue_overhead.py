@@ -202,17 +202,18 @@ def forms_of(cfg: dict, ctas: tuple[int, ...]) -> dict:
     return out
 
 
-def overhead_jobs(arch: str, workdir: str, shapes=SHAPES, ctas: tuple[int, ...] = ()) -> list:
-    """One build per (shape, form, variant): the plain GEMM (``None``) and each of ``FUSIONS``, all on the
-    planner's config of the plain problem (and its persistent forms: ``forms_of``)."""
+def overhead_jobs(arch: str, workdir: str, shapes=SHAPES, ctas: tuple[int, ...] = (), fusions=tuple(FUSIONS)) -> list:
+    """One build per (shape, form, variant): the plain GEMM (``None``) and each of ``fusions`` (names of
+    ``TABLE_FUSIONS``), all on the planner's config of the plain problem (and its persistent forms:
+    ``forms_of``)."""
     gemm, _ = cg._sched()
     jobs = []
     for name, M, N, K in shapes:
         cfg = gemm.choose_config(M, N, K, "bf16", "nt", "bf16").as_dict()
         for suffix, form in forms_of(cfg, ctas).items():
-            for variant in (None, *FUSIONS):
+            for variant in (None, *fusions):
                 jobs.append((f"{name}_{M}_{variant or 'plain'}{suffix}", (M, N, K, "bf16", "nt"), form,
-                             FUSIONS.get(variant), arch, workdir))
+                             TABLE_FUSIONS.get(variant), arch, workdir))
     return jobs
 
 
@@ -233,7 +234,7 @@ def time_shape(name, M, N, K, built, args, log) -> dict:
         path, config = built[f"{name}_{M}_{variant}"]
         if path is None:
             continue
-        fusion = _fusion(FUSIONS.get(variant.split("/")[0]))
+        fusion = _fusion(TABLE_FUSIONS.get(variant.split("/")[0]))
         fn = load(path, M, N, K, "bf16", "nt", config, fusion)
         err, ok = validate(fn, M, N, K, "bf16", "nt", fusion)
         row["error"][variant], row["ok"][variant] = err, bool(ok)
@@ -253,17 +254,17 @@ def time_shape(name, M, N, K, built, args, log) -> dict:
     return row
 
 
-def overhead_lines(rows) -> list[str]:
+def overhead_lines(rows, fusions=tuple(FUSIONS)) -> list[str]:
     """One line per shape and form: the plain GEMM's µs, each fusion's µs and its overhead against the
     plain GEMM of the same form, and (a persistent form) against the planner's plain kernel."""
-    head = " | ".join(f"{v} µs (overhead)" for v in FUSIONS)
-    out = [f"| shape | M x N x K | kernel (tile / split) | plain µs | {head} |", "|" + "---|" * (4 + len(FUSIONS))]
+    head = " | ".join(f"{v} µs (overhead)" for v in fusions)
+    out = [f"| shape | M x N x K | kernel (tile / split) | plain µs | {head} |", "|" + "---|" * (4 + len(fusions))]
     for r in rows:
         base = r["us"].get("plain")
         for suffix in sorted({k[len(k.split("/")[0]):] for k in r["us"]}):
             plain = r["us"].get("plain" + suffix)
             cells = []
-            for v in FUSIONS:
+            for v in fusions:
                 t = r["us"].get(v + suffix)
                 cell = "–" if t is None or plain is None else f"{t:.1f} ({100 * (t / plain - 1):+.1f} %"
                 if suffix and t is not None and base:
@@ -283,6 +284,8 @@ def main(argv=None) -> int:
     ap.add_argument("--method", default="flush", choices=("flush", "clean", "warm"), help="runtime.cuda.bench_ms method")
     ap.add_argument("--shapes", default=None, help=f"comma-separated names of the overhead table's shapes "
                     f"(default: all of {sorted({s[0] for s in SHAPES})})")
+    ap.add_argument("--fusions", default=",".join(FUSIONS), help="the overhead table's fused variants: names of "
+                    f"{list(TABLE_FUSIONS)}")
     ap.add_argument("--ctas", default="", help="also time the persistent form of tile kernels with these CTA counts "
                     "(comma-separated, e.g. 132: GemmConfig.ctas)")
     ap.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) - 1))
@@ -308,14 +311,18 @@ def main(argv=None) -> int:
     else:
         shapes = [s for s in SHAPES if args.shapes is None or s[0] in args.shapes.split(",")]
         ctas = tuple(int(n) for n in args.ctas.split(",") if n)
-        built = build_all(overhead_jobs(args.arch, tempfile.mkdtemp(prefix="epilogue_overhead_"), shapes, ctas),
-                          args.jobs, log)
+        fusions = tuple(args.fusions.split(","))
+        unknown = [f for f in fusions if f not in TABLE_FUSIONS]
+        if unknown:
+            raise SystemExit(f"--fusions {unknown}: choose from {list(TABLE_FUSIONS)}")
+        built = build_all(overhead_jobs(args.arch, tempfile.mkdtemp(prefix="epilogue_overhead_"), shapes, ctas,
+                                        fusions), args.jobs, log)
         rows = []
         for name, M, N, K in shapes:
             rows.append(time_shape(name, M, N, K, built, args, log))
             log(f"{name} M={M}: {rows[-1]['us']}")
-        stem, lines = "epilogue_overhead", overhead_lines(rows)
-        status = 0 if all(all(r["ok"].values()) and len(r["ok"]) >= 1 + len(FUSIONS) for r in rows) else 1
+        stem, lines = "epilogue_overhead", overhead_lines(rows, fusions)
+        status = 0 if all(all(r["ok"].values()) and len(r["ok"]) >= 1 + len(fusions) for r in rows) else 1
     print("\n".join(lines))
     with open(os.path.join(args.out, stem + ".md"), "w") as f:
         f.write("\n".join(lines) + "\n")

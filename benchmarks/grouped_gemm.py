@@ -30,7 +30,7 @@ this path). Output: markdown on stdout and ``$OUT/grouped_gemm.md``, every figur
 ``$OUT/grouped_gemm.json``.
 
 ``--candidates [SPEC,...]``: instead of the contenders, ours with each of a few tilings of the tile GEMM
-(``BMxBNxBK/WMxWN/STAGES[/live]``, ``/live``: short tiles; default ``CANDIDATES``;
+(``BMxBNxBK/WMxWN/STAGES[/live][/cta]``, ``FLAGS``; default ``CANDIDATES``;
 ``cuda_gemm.build_grouped(..., config=)``) beside the cost model's choice and its estimate of each
 (``cuda_plan.estimate`` with the groups), and ``torch._grouped_mm`` timed in the same run, in ``--rounds``
 rounds over all of them (the median kept); each validated first; the problems default to the prefill
@@ -82,36 +82,42 @@ def moved_bytes(sizes, N: int, K: int) -> int:
     return moved(sizes, N, K, 2, 2)
 
 
-CANDIDATES = ("128x256x64/2x4/4/live", "128x256x64/2x4/4", "128x256x64/2x4/3/live", "64x256x64/2x4/4")
+CANDIDATES = ("128x256x64/2x4/4/live/cta", "128x256x64/2x4/4/live", "128x256x64/2x4/4/cta", "128x256x64/2x4/4")
 """``--candidates``' default tilings: the model's choice at 128 rows per group (128 x 256 x 64, 4 stages,
-short tiles: ``GemmConfig.live_rows``), the same without short tiles (the choice before them), the
-3-stage form and a shorter tile, which pads fewer rows (a group of 128 +- 11 rows fills 1.5 tiles of 128
-rows on average, 2.5 of 64) but reloads more of B per FLOP."""
+short tiles, ``GemmConfig.live_rows``, and the CTA-wide group search, ``GemmConfig.group_search``), each
+of the two alone, and neither (the choice before them)."""
 
 
 def parse_candidate(spec: str):
-    """A ``--candidates`` tiling ``BMxBNxBK/WMxWN/STAGES[/live]`` (``128x256x64/2x4/4``; ``/live``: short
-    tiles, ``GemmConfig.live_rows``) as a ``GemmConfig`` (its other fields the default's); a bad one exits
-    naming the form."""
+    """A ``--candidates`` tiling ``BMxBNxBK/WMxWN/STAGES[/live][/cta]`` (``128x256x64/2x4/4/live``; the
+    options: ``FLAGS``) as a ``GemmConfig`` (its other fields the default's); a bad one exits naming the form."""
     from tvm_cdna4.schedules.cuda_plan import GemmConfig
 
     try:
-        parts = spec.split("/")
-        live = len(parts) == 4 and parts[3] == "live"
-        block, warps, stages = parts[:3] if live else parts
+        block, warps, stages, *flags = spec.split("/")
+        if set(flags) - set(FLAGS) or len(set(flags)) < len(flags):
+            raise ValueError(f"options {flags}: each of {FLAGS} at most once")
         bm, bn, bk = (int(x) for x in block.lower().split("x"))
         wm, wn = (int(x) for x in warps.lower().split("x"))
-        cfg = GemmConfig(block_m=bm, block_n=bn, block_k=bk, warps_m=wm, warps_n=wn, stages=int(stages), live_rows=live)
+        cfg = GemmConfig(block_m=bm, block_n=bn, block_k=bk, warps_m=wm, warps_n=wn, stages=int(stages),
+                         live_rows="live" in flags, group_search="cta" if "cta" in flags else "binary")
         cfg.check()
     except ValueError as err:
-        raise SystemExit(f"--candidates {spec!r}: expected BMxBNxBK/WMxWN/STAGES[/live], e.g. 128x256x64/2x4/4 ({err})")
+        raise SystemExit(f"--candidates {spec!r}: expected BMxBNxBK/WMxWN/STAGES[/live][/cta], e.g. 128x256x64/2x4/4 "
+                         f"({err})")
     return cfg
+
+
+FLAGS = ("live", "cta")
+"""A ``--candidates`` spec's options: ``live`` short tiles (``GemmConfig.live_rows``), ``cta`` the CTA-wide
+group search (``GemmConfig.group_search``)."""
 
 
 def spec_of(cfg) -> str:
     """A tiling as a ``--candidates`` spec."""
-    live = "/live" if getattr(cfg, "live_rows", False) else ""
-    return f"{cfg.block_m}x{cfg.block_n}x{cfg.block_k}/{cfg.warps_m}x{cfg.warps_n}/{cfg.stages}{live}"
+    flags = ("/live" if getattr(cfg, "live_rows", False) else "") + (
+        "/cta" if getattr(cfg, "group_search", "binary") == "cta" else "")
+    return f"{cfg.block_m}x{cfg.block_n}x{cfg.block_k}/{cfg.warps_m}x{cfg.warps_n}/{cfg.stages}{flags}"
 
 
 SILU = dict(bias=True, activation="silu")
@@ -453,6 +459,8 @@ def candidates_main(args, arch, methods) -> int:
     with cf.ProcessPoolExecutor(max_workers=args.jobs, mp_context=mp.get_context("spawn")) as pool:
         for job, seconds, err in pool.map(_build, jobs):
             print(f"built {job[:-1]} in {seconds:.0f} s" + (f": {err}" if err else ""), flush=True)
+    if args.build_only:
+        return 0
     rows = [measure_candidates(name, G, N, K, T, args.seed, arch, methods, specs, args.rounds)
             for name, (G, N, K, T) in problems.items()]
     lines = candidates_table(rows, methods)
@@ -548,8 +556,10 @@ def main(argv=None) -> int:
     ap.add_argument("--methods", default="flush,clean", help="runtime.cuda.bench_ms methods, comma-separated")
     ap.add_argument("--seed", type=int, default=0, help="routing seed")
     ap.add_argument("--candidates", nargs="?", const=",".join(CANDIDATES), default=None, metavar="SPEC,...",
-                    help="time ours with these tilings (BMxBNxBK/WMxWN/STAGES[/live]; default: CANDIDATES) against the "
+                    help="time ours with these tilings (BMxBNxBK/WMxWN/STAGES[/live][/cta]; default: CANDIDATES) against the "
                          "model's choice and torch instead of the contenders (default problems: the prefill ones)")
+    ap.add_argument("--build-only", action="store_true", help="--candidates: build the kernels (into the caches), "
+                    "time nothing")
     ap.add_argument("--rounds", type=int, default=1, help="--candidates: timing rounds over all contenders (median kept)")
     ap.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) - 1))
     ap.add_argument("--out", default=os.environ.get("OUT", "."))

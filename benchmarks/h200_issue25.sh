@@ -10,6 +10,10 @@
 #   bash benchmarks/h200_issue25.sh gaps      # the three gaps of the first calls, re-measured (<= 300 s):
 #                                             # dynamic M at 8b.down M = 128, the epilogue overhead table,
 #                                             # the grouped prefill's candidate tilings against torch
+#   bash benchmarks/h200_issue25.sh gaps2     # the two gaps left (h-gaps25): the grouped problems' short
+#                                             # tiles and CTA-wide search against the plans before them and
+#                                             # torch; the epilogue at 4096^3 with its persistent form and
+#                                             # each step's share; 5 rounds, flush; the grouped GPU tests
 set -o pipefail
 OUT=${OUT:-.}
 export PYTHONUNBUFFERED=1 TVM_CDNA4_CACHE_DIR=/tmp/tvm_cdna4_cache
@@ -43,8 +47,30 @@ gaps)  # each benchmark validates its kernels on the GPU before timing them; the
     --out "$OUT" 2>&1 | tee "$OUT/grouped_candidates.log" | tail -12
   gpu_tests 80 "$OUT/pytest_gaps.log" -n 8 tests/test_dynamic_m.py tests/test_grouped_gemm.py tests/test_cuda_epilogue.py
   ;;
+gaps2)  # builds first, all at once (three candidate sets and the epilogue kernels), then the timings one by one;
+        # at most 8 files come back: env.txt, gaps2.log, epilogue_overhead.json, grouped_candidates_{ds,mx,dc}.json
+  W=$(mktemp -d); L="$OUT/gaps2.log"
+  DS="128x256x64/2x4/4,128x256x64/2x4/4/live,128x256x64/2x4/4/cta,128x256x64/2x4/4/live/cta"
+  MX="128x256x64/2x4/4,128x256x64/2x4/4/live/cta"
+  DC="16x64x64/1x4/4,16x64x64/1x4/4/cta,16x128x64/1x4/4/cta"
+  G="python3 benchmarks/grouped_gemm.py --methods flush --rounds 5 --out $W"
+  E="python3 benchmarks/epilogue_overhead.py --shapes 4096^3 --ctas 132 --fusions all,bias+gelu,silu,residual --rounds 5"
+  timeout 150 $G --build-only --jobs 5 --candidates "$DS" --problems "deepseek-v3 prefill" > "$W/build_ds.log" 2>&1 &
+  timeout 150 $G --build-only --jobs 3 --candidates "$MX" --problems "mixtral.gate_up prefill" > "$W/build_mx.log" 2>&1 &
+  timeout 150 $G --build-only --jobs 3 --candidates "$DC" --problems "deepseek-v3 decode" > "$W/build_dc.log" 2>&1 &
+  wait
+  cat "$W"/build_*.log >> "$L"
+  timeout 200 $E --jobs 15 --out "$W" 2>&1 | tee -a "$L" | tail -n 8
+  cp "$W/epilogue_overhead.json" "$OUT/" 2>/dev/null
+  for P in "ds:deepseek-v3 prefill:$DS" "mx:mixtral.gate_up prefill:$MX" "dc:deepseek-v3 decode:$DC"; do
+    IFS=: read -r tag problem specs <<< "$P"
+    timeout 120 $G --candidates "$specs" --problems "$problem" 2>&1 | tee -a "$L" | tail -n 6
+    cp "$W/grouped_candidates.json" "$OUT/grouped_candidates_$tag.json" 2>/dev/null
+  done
+  gpu_tests 90 "$W/pytest.log" -n 4 tests/test_grouped_gemm.py; cat "$W/pytest.log" >> "$L"
+  ;;
 *)
-  echo "usage: $0 blocks|grouped|gaps" >&2
+  echo "usage: $0 blocks|grouped|gaps|gaps2" >&2
   exit 2
   ;;
 esac

@@ -33,6 +33,10 @@ def test_the_search_finds_every_row_tile_of_every_group_once():
         off = offsets_of(sizes)
         groups = Groups(G, bm, MBucket(1, 1))
         found = [groups.locate(r, off) for r in range(groups.row_tiles(off[-1]))]
+        # the CTA-wide search (Groups.search "cta"): exactly one group owns each row tile, the search's
+        for r in range(groups.row_tiles(off[-1])):
+            owners = [g for g in range(G) if groups.owns(g, off[g], off[g + 1], r)]
+            assert len(owners) == 1 and (found[r] is None or found[r][0] == owners[0])
         tiles = sorted((g, m0, end) for g, m0, end in filter(None, found))
         assert tiles == [(g, off[g] + j * bm, off[g + 1]) for g in range(G) for j in range(-(-sizes[g] // bm))]
     assert Groups(256, 16, MBucket(1, 1)).steps == (128, 64, 32, 16, 8, 4, 2, 1) and Groups(1, 16, MBucket(1, 1)).steps == ()
@@ -43,7 +47,9 @@ def test_cuda_plans():
     assert isinstance(grp, GroupedGemm) and grp.bucket(512) == MBucket(1, 16) and grp.bucket(32768) == MBucket(65, 128)
     decode, prefill = grp.plan(512), grp.plan(32768)
     assert decode.config.block_m == 16 and decode.config.split_k == 1  # the small-M tiles at decode counts
-    assert decode.grid.grouping == Groups(256, 16, MBucket(1, 16))
+    assert decode.grid.grouping == Groups(256, 16, MBucket(1, 16), "cta")  # the CTA-wide search
+    # at 128 +- 11 rows per group: short tiles (a group's last tile issues the mma of its rows only)
+    assert prefill.grid.grouping == Groups(256, 128, MBucket(65, 128), "cta", live_rows=True)
     assert [(q.name, q.dtype) for q in decode.params] == [("A", "bfloat16"), ("B", "bfloat16"), ("C", "bfloat16"),
                                                          ("offsets", "int32")]
     assert decode.params[1].shape == (256, 4096, 7168) and decode.params[3].shape == (257,)
@@ -89,6 +95,51 @@ def test_grouped_split_k_config_is_refused():
 
     with pytest.raises(ValueError, match="split_k=1, ctas=0"):
         plan(MBucket(1, 16), 64, 256, "f16", "nt", "f16", GemmConfig(block_m=16, warps_m=1, split_k=2), groups=3)
+
+
+def test_short_tiles_and_the_cta_search_are_planned_by_the_cost_model():
+    from dataclasses import replace
+
+    from tvm_cdna4.schedules.cuda_plan import Device, GemmConfig, estimate, grouped_candidates, plan
+
+    base = GemmConfig()
+    est = {(live, search): estimate(128, 4096, 7168, replace(base, live_rows=live, group_search=search), 2, Device(), 256)
+           for live in (False, True) for search in ("binary", "cta")}
+    # short tiles issue less mma (the tail tile at grouped.tail_rows), the CTA-wide search fewer dependent loads
+    assert est[True, "cta"].time_s < est[True, "binary"].time_s < est[False, "binary"].time_s
+    assert est[True, "cta"].time_s < est[False, "cta"].time_s < est[False, "binary"].time_s
+    assert est[True, "cta"].tile_efficiency > est[False, "cta"].tile_efficiency
+    # short tiles only where a group fills at least half a tile
+    assert not any(c.live_rows for c in grouped_candidates(2, 4096, 7168, "bf16", 256) if c.block_m > 4)
+    for bad in (GemmConfig(live_rows=True), GemmConfig(group_search="cta")):
+        with pytest.raises(ValueError, match="grouped GEMM options"):
+            plan(256, 256, 256, "f16", "nt", "f32", bad)
+    with pytest.raises(ValueError, match="block_m > 16"):
+        GemmConfig(block_m=16, warps_m=1, live_rows=True).check()
+
+
+def test_short_tiles_and_the_cta_search_in_the_emulator():
+    """140 groups over 64 threads (the CTA-wide search in three rounds), groups of 20 and 33 rows (a full
+    32-row tile, then a short one of 1 row), the unrolled k-loop: exact on grid inputs."""
+    from tvm_cdna4.emulator import emulate
+    from tvm_cdna4.schedules.cuda_plan import GemmConfig
+
+    rng = np.random.default_rng(7)
+    sizes = [int(s) for s in rng.integers(0, 3, 140)]
+    sizes[5], sizes[77] = 20, 33
+    N, K = 32, 128
+    cfg = GemmConfig(block_m=32, block_n=32, block_k=32, warps_m=2, warps_n=1, stages=2, live_rows=True,
+                     group_search="cta")
+    grp = cuda_gemm.build_grouped(len(sizes), N, K, "f16", "nt", "f32", config=cfg)
+    off = np.asarray(offsets_of(sizes), np.int32)
+    a = (rng.integers(-4, 5, (off[-1], K)) / 8).astype(np.float16)
+    b = (rng.integers(-4, 5, (len(sizes), N, K)) / 8).astype(np.float16)
+    T = int(off[-1])
+    p = grp.plan(T)
+    assert p.kloop.form == "unrolled" and p.grid.grouping.live_rows and p.grid.grouping.search == "cta"
+    c = np.full((T, N), np.nan, np.float32)
+    emulate(grp.primfunc(T), a, b, c, off, target="sm80")
+    assert np.array_equal(c, reference(a, b, off, "nt").astype(np.float32))
 
 
 def _inputs(layout, N, K, dtype, seed=0):

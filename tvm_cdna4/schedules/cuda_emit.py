@@ -973,12 +973,50 @@ def grouped_tile(p, th, args, pid, wm, wn, lane):
     idx = grouped_index(p, pid)
     r = idx[0]
     n0 = idx[1]
-    found = T.alloc_tensor(ty_args=[T.Tensor((1,), "int32", scope="local", layout="default")])
-    find_group(p.grid.grouping, args[OFFSETS], r, found)
-    g = found[0]
-    span = p.grid.grouping.origin(g, args[OFFSETS][g], args[OFFSETS][g + 1], r, p.M, T.min)
-    m0 = span[0]
-    m_end = span[1]
+    if I.constexpr(p.grid.grouping.search == "cta"):
+        hit = T.alloc_tensor(ty_args=[T.Tensor((3,), "int32", scope="shared", layout="default")])
+        find_group_cta(p, args[OFFSETS], r, hit)
+        g = hit[0]
+        span = p.grid.grouping.origin(g, hit[1], hit[2], r, p.M, T.min)
+        m0 = span[0]
+        m_end = span[1]
+        grouped_rows(p, th, args, pid, wm, wn, lane, g, n0, m0, m_end)
+    else:
+        found = T.alloc_tensor(ty_args=[T.Tensor((1,), "int32", scope="local", layout="default")])
+        find_group(p.grid.grouping, args[OFFSETS], r, found)
+        g = found[0]
+        span = p.grid.grouping.origin(g, args[OFFSETS][g], args[OFFSETS][g + 1], r, p.M, T.min)
+        m0 = span[0]
+        m_end = span[1]
+        grouped_rows(p, th, args, pid, wm, wn, lane, g, n0, m0, m_end)
+
+
+@T.macro
+def find_group_cta(p, offsets, r, hit):
+    # Groups.search "cta": thread t tests groups t, t + threads, ... at once (Groups.owns); the owner of
+    # row tile r writes (g, offsets[g], offsets[g + 1]) into hit; (0, 0, 0) first, which gives no rows,
+    # so offsets that no group matches (bad ones) leave the CTA without rows
+    tid = T.cuda.thread_idx("x")
+    if tid == 0:
+        hit[0] = 0
+        hit[1] = 0
+        hit[2] = 0
+    T.cuda.cta_sync()
+    for c in T.unroll((p.grid.grouping.count + p.tiling.threads - 1) // p.tiling.threads):
+        if c * p.tiling.threads + tid < p.grid.grouping.count:
+            gc = c * p.tiling.threads + tid
+            lo = offsets[gc]
+            hi = offsets[gc + 1]
+            if p.grid.grouping.owns(gc, lo, hi, r, T.And):
+                hit[0] = gc
+                hit[1] = lo
+                hit[2] = hi
+    T.cuda.cta_sync()
+
+
+@T.macro
+def grouped_rows(p, th, args, pid, wm, wn, lane, g, n0, m0, m_end):
+    # the tile of group g at rows m0 .. m_end (none: the CTA exits)
     if T.and_(0 <= m0, m0 < m_end):
         Bg = T.decl_tensor(args["B"].ptr_to([T.cast(g, "int64"), 0, 0]), ty_args=[T.Tensor(p.b.shape, p.dtype)])
         if I.constexpr(p.grid.grouping.live_rows):

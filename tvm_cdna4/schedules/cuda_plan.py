@@ -29,7 +29,7 @@ import attrs
 
 from .dynamic_m import MBucket, ceil_div, check_layout, divides, extent_record, is_static, m_limit, resolve_m
 from .epilogue import Fusion, Param
-from .grouped import OFFSETS, Groups, expected_row_tiles, tail_rows
+from .grouped import OFFSETS, SEARCHES, Groups, expected_row_tiles, tail_rows
 
 DTYPES = {"f16": "float16", "bf16": "bfloat16"}
 OUT_DTYPES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}
@@ -75,6 +75,10 @@ class GemmConfig:
     # that hold rows (a warp without rows: only the copies and barriers); full tiles run the
     # unchanged loop (``Groups.live_rows``, docs/grouped_gemm.md "Short tiles")
     live_rows: bool = False
+    # grouped GEMM only: how a CTA finds its group (``grouped.Groups.search``): "binary" (ceil(log2 G)
+    # dependent loads of the offsets) or "cta" (each thread tests its own groups at once: ceil(G /
+    # threads) independent loads and a barrier)
+    group_search: str = "binary"
 
     @property
     def threads(self) -> int:
@@ -110,6 +114,8 @@ class GemmConfig:
             raise ValueError("reduction must be 'atomic' or 'ordered'")
         if self.reduce_vector not in (1, 2) or (self.reduce_vector == 2 and self.reduction != "ordered"):
             raise ValueError("reduce_vector must be 1, or 2 with reduction='ordered' (sm_80 has no vector f32 red)")
+        if self.group_search not in SEARCHES:
+            raise ValueError(f"group_search must be one of {SEARCHES}")
         if self.live_rows and self.block_m <= 16:
             raise ValueError("live_rows needs more than one 16-row mma tile per CTA (block_m > 16)")
         if self.smem_bytes() > 227 * 1024:
@@ -905,6 +911,10 @@ class Device:
     """Time factor of a decode plan whose warp instructions copy half lines (``line_copy`` off, or unroll 1:
     8 rows x 64 bytes; fitted: the same config with and without ``line_copy`` measured 1.10x on average
     over 176 pairs, unroll 1 slower still)."""
+    search_s: float = 0.5e-6
+    """One dependent load of a grouped CTA's search for its group (an L2 hit of the offsets, while the SM's
+    previous CTA drains): a CTA waits ``ceil(log2 G)`` of them (``Groups.search`` "binary") or
+    ``ceil(G / threads)`` ("cta") before its first copy; not fitted (the H200 L2's loaded latency)."""
     regs: int = 65536
     smem: int = 227 * 1024
 
@@ -1001,9 +1011,19 @@ def estimate(M: int, N: int, K: int, cfg: GemmConfig, out_bytes: int = 2, dev: D
     if cfg.split_k > 1:  # every slice adds its tile, the last CTA reads and clears it
         rate = dev.pairs_s if cfg.reduce_vector == 2 and cfg.reduction == "ordered" else dev.atomic_s
         split = dev.split_s + (cfg.split_k + 2) * gm * cfg.block_m * gn * cfg.block_n / rate
-    time = max(sm, memory) + split + dev.launch_s
+    time = max(sm, memory) + split + dev.launch_s + (_search_s(M, N, cfg, groups, per_sm, dev) if groups else 0.0)
     roof = max(flops / dev.roof_flops, base_bytes / dev.roof_bytes_s)
     return Estimate(ctas, per_sm, waves, flops / issued, base_bytes + work, time, roof)
+
+
+def _search_s(M: int, N: int, cfg: GemmConfig, groups: int, per_sm: int, dev: Device) -> float:
+    """A grouped GEMM's searches on the busiest SM: every launched CTA (``Groups.row_tiles`` of ``groups``
+    x ``M`` rows, those without rows included) waits its search's dependent loads (``Device.search_s``
+    each: ``ceil(log2 G)`` for the binary search, ``ceil(G / threads)`` for the CTA-wide one) before its
+    first copy, hidden only by the SM's other resident CTAs (``per_sm``)."""
+    launched = Groups(groups, cfg.block_m, MBucket(1, 1)).row_tiles(groups * M) * ceil_div(N, cfg.block_n)
+    loads = ceil_div(groups, cfg.threads) if cfg.group_search == "cta" else max(1, (groups - 1).bit_length())
+    return ceil_div(launched, dev.sms) * loads * dev.search_s / per_sm
 
 
 SMALL_M = 256
@@ -1049,10 +1069,14 @@ def grouped_candidates(M: int, N: int, K: int, dtype: str, groups: int) -> list[
     """The tilings a grouped GEMM of ``groups`` groups of ``M`` rows weighs: ``default_config`` of the
     whole problem, then the small-M tilings of ``candidates`` (below ``SMALL_M`` rows per group),
     without a K split (a group's rows are known only on the device); then each of those taller than one
-    16-row mma tile with short tiles (``GemmConfig.live_rows``), ranked by the same ``estimate``."""
+    16-row mma tile but at most twice the rows per group with short tiles (``GemmConfig.live_rows``: for
+    a group's last tile; where most of every tile is empty the copies of its rows still go out, which the
+    model does not weigh against the weights' stream), then all of them with the CTA-wide
+    group search (``GemmConfig.group_search``), ranked by the same ``estimate``."""
     small = candidates(min(M, SMALL_M - 1), N, K, dtype)
     pool = [default_config(dtype, groups * M, N)] + [cfg for cfg in small if cfg.split_k == 1]
-    return pool + [replace(cfg, live_rows=True) for cfg in pool if cfg.block_m > 16]
+    pool += [replace(cfg, live_rows=True) for cfg in pool if 16 < cfg.block_m <= 2 * M]
+    return pool + [replace(cfg, group_search="cta") for cfg in pool]
 
 
 def choose_config(M: int, N: int, K: int, dtype: str = "f16", layout: str = "nt", out_dtype: str = "f32",
@@ -1330,14 +1354,14 @@ def grouped_tiles(groups: int, rows: MBucket | None, cfg: GemmConfig) -> Groups 
     """The grid's ``Groups`` record of a grouped plan (None for one GEMM): no K split and no persistent
     CTAs (a CTA's rows are known only after its search)."""
     if not groups:
-        if getattr(cfg, "live_rows", False):
-            raise ValueError("live_rows (short row tiles) is a grouped GEMM's option (a group's last row tile); "
-                             "one GEMM's tiles are full but at M's edge")
+        if getattr(cfg, "live_rows", False) or getattr(cfg, "group_search", "binary") != "binary":
+            raise ValueError("live_rows (short row tiles) and group_search are grouped GEMM options (a group's "
+                             "last row tile, finding a CTA's group)")
         return None
     if cfg.split_k != 1 or cfg.ctas:
         raise ValueError(f"grouped CUDA GEMM: one CTA per output tile (split_k=1, ctas=0); got split_k={cfg.split_k}, "
                          f"ctas={cfg.ctas}")
-    return Groups(groups, cfg.block_m, rows, cfg.live_rows)
+    return Groups(groups, cfg.block_m, rows, cfg.group_search, cfg.live_rows)
 
 
 def planned_m(M: int | MBucket) -> int:

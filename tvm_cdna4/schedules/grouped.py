@@ -44,6 +44,9 @@ import attrs
 
 from .dynamic_m import DynamicGemm, MBucket, buckets
 
+SEARCHES = ("binary", "cta")
+"""How a CTA finds its group (``Groups.search``)."""
+
 LAYOUTS = ("nt", "nn")
 """Weights ``[G, N, K]`` (``nt``: ``C = A @ B[g]^T``) or ``[G, K, N]`` (``nn``); A is ``[T, K]``."""
 
@@ -62,6 +65,11 @@ class Groups:
     """Rows of a row tile (the plan's tile height)."""
     rows: MBucket
     """The rows per group (``ceil(T / G)``) the plan was chosen for: its dispatch bucket."""
+    search: str = "binary"
+    """How a CTA finds its group: ``"binary"``, the binary search (``steps``: ``ceil(log2 G)`` dependent
+    loads); ``"cta"`` (CUDA), every thread tests groups of its own at once (``owns``: ``ceil(G / threads)``
+    loads, independent, then a barrier), the owner handing its group and offsets to the CTA through
+    shared memory."""
     live_rows: bool = False
     """Short tiles (CUDA): a row tile with fewer than ``block_m`` rows (a group's last) issues the mma
     only for its 16-row mma tiles that hold rows, in a second copy of the k-loop; full tiles run the
@@ -70,6 +78,8 @@ class Groups:
     def __attrs_post_init__(self):
         if self.count < 1 or self.block_m < 1:
             raise ValueError(f"grouped GEMM: {self.count} groups of {self.block_m}-row tiles; expected at least one of each")
+        if self.search not in SEARCHES:
+            raise ValueError(f"grouped GEMM: group search {self.search!r}; expected one of {SEARCHES}")
 
     @property
     def steps(self) -> tuple[int, ...]:
@@ -88,6 +98,14 @@ class Groups:
         """Whether the search moves to ``candidate`` (its first row ``offset``, read clamped inside
         ``[0, G)``) for row tile ``r``: a group and its start at most ``r``."""
         return and_(candidate < self.count, self.start(candidate, offset) <= r)
+
+    def owns(self, g, offset, next_offset, r, and_=operator.and_):
+        """Whether group ``g`` (its first row ``offset``, the next group's ``next_offset``) holds row tile
+        ``r``: its start at most ``r`` and the next group's above it. ``start`` increases strictly with
+        ``g`` (by at least one per group) and ``start(G) = T // block_m + G`` is above every launched ``r``,
+        so with valid offsets exactly one group owns each ``r``: the one ``locate``'s search finds (the
+        ``"cta"`` search: every thread tests its groups at once)."""
+        return and_(self.start(g, offset) <= r, self.start(g + 1, next_offset) > r)
 
     def origin(self, g, offset, next_offset, r, T, minimum=min):
         """``(m0, m_end)`` of row tile ``r`` in group ``g`` (first row ``offset``, the next group's
@@ -237,6 +255,6 @@ class GroupedGemm(DynamicGemm):
                 f"{[b.describe() for b in self._buckets]})")
 
 
-__all__ = ["LAYOUTS", "OFFSETS", "GroupedGemm", "Groups", "check_layout", "check_offsets", "expected_row_tiles",
+__all__ = ["LAYOUTS", "OFFSETS", "SEARCHES", "GroupedGemm", "Groups", "check_layout", "check_offsets", "expected_row_tiles",
            "group_of_rows", "moved_bytes", "offsets_of", "per_row", "reference", "row_bucket_table", "rows_per_group",
            "tail_rows"]
