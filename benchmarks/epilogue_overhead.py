@@ -104,7 +104,7 @@ def _build(job):
         gemm, runner = cg._sched()
         cfg = gemm.config_from_dict(config) if config else None
         exe = gemm.build(M, N, K, dtype, layout, dtype, cfg, arch=arch, fusion=_fusion(fusion))
-        path = os.path.join(workdir, key + ".so")
+        path = os.path.join(workdir, key.replace("/", "_") + ".so")  # a persistent form's key holds "/p<ctas>"
         exe.export_library(path)
         runner.precompile(exe)
         return key, path, exe.config.as_dict(), None

@@ -57,6 +57,8 @@ class Thread:
     """Elements from a stage's B tile to this warp's slice."""
     k0: object = None
     """Split-K: the first k-tile of this CTA's K slice (None without a split)."""
+    R: object = None
+    """Global residual, when the plan copies it into freed stages (``Epilogue.residual_rows``); else None."""
     live: object = None
     """A grouped short tile (``Groups.live_rows``): the tile's rows from this warp's first row on; the
     warp loads fragments only when it is positive and issues the mma of its 16-row tiles below it
@@ -464,6 +466,41 @@ def mma_serpentine(p, d, a, b):
 
 
 @T.macro
+def residual_copy(p, th, tile, rs, kt):
+    # Epilogue.residual_rows: k-tile residual_first + part copies the residual's part `part` into the
+    # stage its copies ahead would fill (free: read before the previous barrier, never refilled)
+    first = p.epilogue.residual_first
+    if I.constexpr(isinstance(kt, int)):
+        if I.constexpr(0 <= kt - first < residual_parts(p)):
+            residual_part(p, th, tile, (rs + p.kloop.stages - 1) % p.kloop.stages, kt - first)
+    else:
+        for part in T.unroll(residual_parts(p)):
+            if kt == first + part:
+                residual_part(p, th, tile, (rs + p.kloop.stages - 1) % p.kloop.stages, part)
+
+
+def residual_parts(p: GemmPlan) -> int:
+    """The parts of the residual tile, one stage each (``Epilogue.residual_rows``)."""
+    return p.tiling.block_m // p.epilogue.residual_rows
+
+
+@T.macro
+def residual_part(p, th, tile, stage, part):
+    # residual_rows rows of the tile's residual into `stage`, 16-byte chunks, consecutive threads along
+    # a row (coalesced); rows residual_pitch elements apart
+    tid = T.cuda.thread_idx("x")
+    per_row = p.tiling.block_n // 8
+    for i in T.unroll(p.epilogue.residual_rows * per_row // p.tiling.threads):
+        row = (i * p.tiling.threads + tid) // per_row
+        col = (i * p.tiling.threads + tid) % per_row * 8
+        sv = T.decl_tensor(th.SMH.ptr_to([stage * p.stage_elems + row * p.epilogue.residual_pitch + col]),
+                           ty_args=[T.Tensor((1, 8), p.dtype, scope="shared.dyn", layout=TileLayout(S[(1, 8)]), align=16)])
+        gv = T.decl_tensor(th.R.ptr_to([tile.m0 + part * p.epilogue.residual_rows + row, tile.n0 + col]),
+                           ty_args=[T.Tensor((1, 8), p.dtype, align=16)])
+        T.cuda.tile.apply(T.ptx["cp.async.cg.shared.global"], sv, gv, scope="thread", chunk_bytes=16)
+
+
+@T.macro
 def commit_and_wait(p):
     T.ptx["cp.async.commit_group"]()
     T.ptx["cp.async.wait_group"](p.kloop.stages - 2)
@@ -491,6 +528,8 @@ def kstep(p, th, tile, nxt, kt, rs, step):
     # barrier
     if I.constexpr(step.load is not None and p.kloop.loads_ahead(kt)):
         ahead_load(p, th, tile, nxt, rs, kt, step.load)
+    if I.constexpr(th.R is not None and step.load is not None and step.load != "B"):
+        residual_copy(p, th, tile, rs, kt)
     if I.constexpr(step.barrier == "before_mma"):
         commit_and_wait(p)
     if I.constexpr(th.live is None):
@@ -633,6 +672,31 @@ def fuse(p, args, acc, row_t, col_t, group):
                             inside(p, row_t + mi * 16 + rh * 8, p.M), inside(p, col_t + ni * 8 + c2, p.N), group)
 
 
+def residual_word(p: GemmPlan, wm, wn, lane):
+    """The shared-memory word of the thread's first residual pair (``Epilogue.residual_rows``): the part
+    of its warp's rows (whole warp rows per part), in the stage that part's k-tile filled, at the
+    thread's row and column inside the part."""
+    ep, rows = p.epilogue, p.epilogue.residual_rows
+    part = T.truncdiv(wm * p.tiling.warp_m, rows)
+    stage = T.truncmod(ep.residual_first + part + p.kloop.stages - 1, p.kloop.stages)
+    row = T.truncmod(wm * p.tiling.warp_m, rows) + lane // 4
+    return (stage * p.stage_elems + row * ep.residual_pitch + wn * p.tiling.warp_n + (lane % 4) * 2) // 2
+
+
+@T.macro
+def fuse_staged(p, args, acc, row_t, col_t, smw, word0):
+    # the fused epilogue with the residual in shared memory: pair (mi, ni, rh) is the word at word0 plus
+    # (mi * 16 + rh * 8) rows and ni * 8 columns (the tile never crosses C's edge: no clamping)
+    for mi in T.unroll(p.tiling.mma_m):
+        for ni in T.unroll(p.tiling.mma_n):
+            for rh in T.unroll(2):
+                word = smw[word0 + ((mi * 16 + rh * 8) * p.epilogue.residual_pitch + ni * 8) // 2]
+                for c2 in T.unroll(2):
+                    acc[acc_element(p, mi, ni, rh, c2)] = fused_value(
+                        p.fusion, args, acc[acc_element(p, mi, ni, rh, c2)], row_t + mi * 16 + rh * 8,
+                        col_t + ni * 8 + c2, None, half_of(p, word, c2))
+
+
 @T.macro
 def fuse_pair(p, args, acc, row, col, group, e):
     # a column pair (accumulators e, e + 1) whose residual is one b32 load (``residual_pairs``); the
@@ -646,11 +710,14 @@ def fuse_pair(p, args, acc, row, col, group, e):
 
 
 @T.macro
-def epilogue(p, args, acc, tile, wm, wn, lane):
-    # the epilogue stage: the plan's operations on the thread's accumulator tile, then one store
+def epilogue(p, args, acc, tile, wm, wn, lane, smw=None):
+    # the epilogue stage: the plan's operations on the thread's accumulator tile, then one store; smw:
+    # the shared memory as words, holding the residual (Epilogue.residual_rows)
     row_t = tile.m0 + wm * p.tiling.warp_m + lane // 4
     col_t = tile.n0 + wn * p.tiling.warp_n + (lane % 4) * 2
-    if I.constexpr(p.epilogue.fuse is not None):
+    if I.constexpr(p.epilogue.fuse is not None and smw is not None):
+        fuse_staged(p, args, acc, row_t, col_t, smw, residual_word(p, wm, wn, lane))
+    elif I.constexpr(p.epilogue.fuse is not None):
         fuse(p, args, acc, row_t, col_t, tile.group)
     accv = T.decl_tensor(acc.ptr_to([0]), ty_args=[T.Tensor((p.tiling.mma_m, p.tiling.mma_n, 2, 2), "float32", scope="local", layout=acc_thread(p.tiling.mma_m, p.tiling.mma_n))])
     if I.constexpr(p.epilogue.convert is None or p.epilogue.vector == 2):
@@ -912,6 +979,8 @@ def kernel(p, args):
     if I.constexpr(p.grid.k_splits > 1):
         k_slice = T.truncdiv(pid, p.grid.grid_m * p.grid.grid_n)
         th = Thread(args["A"], args["B"], SMH, SMW, acc, af, bf, a_base, b_base, k_slice * p.kloop.k_tiles)
+    elif I.constexpr(p.epilogue.residual_rows > 0):
+        th = Thread(args["A"], args["B"], SMH, SMW, acc, af, bf, a_base, b_base, R=args["residual"])
     else:
         th = Thread(args["A"], args["B"], SMH, SMW, acc, af, bf, a_base, b_base)
 
@@ -946,8 +1015,13 @@ def one_tile(p, th, args, tile, pid, wm, wn, lane):
                     prefetch_residual(p, args, tile, wm, wn, lane)
             _ = [kstep(p, th, tile, None, kt, kt % p.kloop.stages, step) for step in p.kloop.steps]
     T.ptx["cp.async.wait_group"](0)
+    if I.constexpr(th.R is not None):
+        # every thread's residual copies landed before any thread reads the stages
+        T.cuda.cta_sync()
     if I.constexpr(p.epilogue.reduce is not None):
         split_epilogue(p, args, th.acc, tile, wm, wn, lane, pid)
+    elif I.constexpr(th.R is not None):
+        epilogue(p, args, th.acc, tile, wm, wn, lane, th.SMW)
     else:
         epilogue(p, args, th.acc, tile, wm, wn, lane)
 

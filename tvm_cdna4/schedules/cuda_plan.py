@@ -704,6 +704,19 @@ class Epilogue:
     the k-loop, when nothing else runs on the SM; "" for none (no residual) (``plan_prefetch``)."""
     prefetch_at: int = 0
     """The k-tile at whose start the prefetch goes out (the unrolled loop: the start of its group)."""
+    residual_rows: int = 0
+    """The residual through shared memory (``plan_residual_stage``): rows of the residual tile that one
+    freed stage takes; the tile's ``block_m / residual_rows`` parts are copied by ``cp.async`` (16-byte
+    chunks, coalesced) at k-tiles ``residual_first``, ``residual_first + 1``, ..., each into the stage
+    that k-tile's copies ahead would fill were there k-tiles left, and the fused epilogue reads its
+    residual pairs from there (conflict-free: rows ``residual_pitch`` elements apart). 0: the epilogue
+    loads the residual from global memory."""
+    residual_first: int = 0
+    """The k-tile that copies the residual's first part (``k_tiles - stages + 1``: the first without
+    copies ahead)."""
+    residual_pitch: int = 0
+    """Elements from one residual row to the next in shared memory (``block_n + 8``: 16 bytes of padding
+    put a warp's eight rows of one pair load in different banks)."""
 
     @property
     def convert(self) -> EpilogueOp | None:
@@ -766,6 +779,34 @@ def plan_prefetch(ep: Epilogue, fusion: Fusion, kloop: KLoop) -> Epilogue:
     if not fusion.residual:
         return ep
     return attrs.evolve(ep, prefetch="prefetch.global.L2", prefetch_at=max(0, kloop.k_tiles - PREFETCH_AHEAD))
+
+
+RESIDUAL_PAD = 8
+"""Elements of padding per row of the residual in shared memory (``Epilogue.residual_pitch``): 16 bytes,
+so a row stays 16-byte aligned for ``cp.async`` and the eight rows of a warp's pair load fall in eight
+different groups of four banks."""
+
+
+def plan_residual_stage(ep: Epilogue, fusion: Fusion, cfg: GemmConfig, kloop: KLoop, out_bytes: int) -> Epilogue:
+    """``ep`` with the residual through shared memory (``Epilogue.residual_rows``) where it applies: a
+    fused residual read by pairs (16-bit C, N even), tiles that never cross C's edge, one tile per CTA and
+    no K split (the stages freed in the last k-tiles hold it; the persistent kernel fills them with its
+    next tile), and ``block_m`` cut into at most ``stages - 1`` parts of whole warp rows, each fitting one
+    stage. It replaces the epilogue's global loads of the residual (4-byte pairs, half of every 32-byte
+    sector, after the k-loop when nothing else runs on the SM: at 4096^3 they cost +5.4 % over the plain
+    GEMM despite the L2 prefetch, benchmarks/RESULTS.md) by 16-byte copies overlapped with the last
+    k-tiles; a plan it does not apply to is unchanged (so is its code)."""
+    if not (fusion.residual and ep.vector == 2 and ep.convert is not None and not ep.masked
+            and kloop.form == "unrolled" and cfg.split_k == 1):
+        return ep
+    pitch = cfg.block_n + RESIDUAL_PAD
+    stage_bytes = (cfg.block_m + cfg.block_n) * cfg.block_k * 2
+    for parts in range(1, cfg.stages):
+        rows = cfg.block_m // parts
+        if cfg.block_m % parts == 0 and rows % cfg.warp_m == 0 and rows * pitch * out_bytes <= stage_bytes:
+            return attrs.evolve(ep, residual_rows=rows, residual_first=kloop.k_tiles - cfg.stages + 1,
+                                residual_pitch=pitch)
+    return ep
 
 
 def _store_epilogue(M: Extent, N: int, ot: str, cfg: GemmConfig) -> Epilogue:
@@ -911,10 +952,11 @@ class Device:
     """Time factor of a decode plan whose warp instructions copy half lines (``line_copy`` off, or unroll 1:
     8 rows x 64 bytes; fitted: the same config with and without ``line_copy`` measured 1.10x on average
     over 176 pairs, unroll 1 slower still)."""
-    search_s: float = 0.5e-6
-    """One dependent load of a grouped CTA's search for its group (an L2 hit of the offsets, while the SM's
-    previous CTA drains): a CTA waits ``ceil(log2 G)`` of them (``Groups.search`` "binary") or
-    ``ceil(G / threads)`` ("cta") before its first copy; not fitted (the H200 L2's loaded latency)."""
+    search_s: float = 0.26e-6
+    """One dependent load of a grouped CTA's search for its group (an L2 hit of the offsets): a CTA waits
+    ``ceil(log2 G)`` of them (``Groups.search`` "binary") or ``ceil(G / threads)`` ("cta") before its
+    first copy. Fitted to the H200 call of 2026-12-02 (h-gaps25): the CTA-wide search took 115 µs off the
+    DeepSeek-V3-like prefill (7362 -> 7247 µs), 63 CTAs per SM each waiting 7 loads fewer."""
     regs: int = 65536
     smem: int = 227 * 1024
 
@@ -1011,7 +1053,8 @@ def estimate(M: int, N: int, K: int, cfg: GemmConfig, out_bytes: int = 2, dev: D
     if cfg.split_k > 1:  # every slice adds its tile, the last CTA reads and clears it
         rate = dev.pairs_s if cfg.reduce_vector == 2 and cfg.reduction == "ordered" else dev.atomic_s
         split = dev.split_s + (cfg.split_k + 2) * gm * cfg.block_m * gn * cfg.block_n / rate
-    time = max(sm, memory) + split + dev.launch_s + (_search_s(M, N, cfg, groups, per_sm, dev) if groups else 0.0)
+    sm += _search_s(M, N, cfg, groups, per_sm, dev) if groups else 0.0
+    time = max(sm, memory) + split + dev.launch_s
     roof = max(flops / dev.roof_flops, base_bytes / dev.roof_bytes_s)
     return Estimate(ctas, per_sm, waves, flops / issued, base_bytes + work, time, roof)
 
@@ -1068,14 +1111,12 @@ def candidates(M: int, N: int, K: int, dtype: str = "f16") -> list[GemmConfig]:
 def grouped_candidates(M: int, N: int, K: int, dtype: str, groups: int) -> list[GemmConfig]:
     """The tilings a grouped GEMM of ``groups`` groups of ``M`` rows weighs: ``default_config`` of the
     whole problem, then the small-M tilings of ``candidates`` (below ``SMALL_M`` rows per group),
-    without a K split (a group's rows are known only on the device); then each of those taller than one
-    16-row mma tile but at most twice the rows per group with short tiles (``GemmConfig.live_rows``: for
-    a group's last tile; where most of every tile is empty the copies of its rows still go out, which the
-    model does not weigh against the weights' stream), then all of them with the CTA-wide
-    group search (``GemmConfig.group_search``), ranked by the same ``estimate``."""
+    without a K split (a group's rows are known only on the device); then all of them with the CTA-wide
+    group search (``GemmConfig.group_search``), ranked by the same ``estimate``. Short tiles
+    (``GemmConfig.live_rows``) are not offered: measured slower on the H200 (docs/grouped_gemm.md,
+    "Short tiles"), though ``estimate`` ranks them ahead."""
     small = candidates(min(M, SMALL_M - 1), N, K, dtype)
     pool = [default_config(dtype, groups * M, N)] + [cfg for cfg in small if cfg.split_k == 1]
-    pool += [replace(cfg, live_rows=True) for cfg in pool if 16 < cfg.block_m <= 2 * M]
     return pool + [replace(cfg, group_search="cta") for cfg in pool]
 
 
@@ -1324,6 +1365,7 @@ def plan(M: int | MBucket, N: int, K: int, dtype: str = "f16", layout: str = "nt
 
     ab = "f16" if dt == "float16" else "bf16"
     epilogue = plan_prefetch(plan_epilogue(M, N, ot, cfg, check_fusion(fusion)), fusion, kloop)
+    epilogue = plan_residual_stage(epilogue, fusion, cfg, kloop, 2 if ot != "float32" else 4)
     params = (Param("A", a_shape, dt), Param("B", (groups, *b_shape) if groups else b_shape, dt), Param("C", (M, N), ot),
               *((Param(OFFSETS, (groups + 1,), "int32"),) if groups else ()), *fusion.params(M, N, ot, groups))
     if cfg.split_k > 1:
