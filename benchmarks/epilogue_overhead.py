@@ -193,16 +193,20 @@ def validate_lines(rows) -> list[str]:
 # ---- the overhead table --------------------------------------------------------------------------
 
 
-def forms_of(cfg: dict, ctas: tuple[int, ...]) -> dict:
+def forms_of(cfg: dict, ctas: tuple[int, ...], residual_stage: bool = False) -> dict:
     """``{suffix: config}``: the planner's config (suffix ""), and for a tile kernel its persistent form
-    with each ``ctas`` > 0 (suffix ``/p<ctas>``; ``GemmConfig.ctas``)."""
+    with each ``ctas`` > 0 (suffix ``/p<ctas>``; ``GemmConfig.ctas``) and, with ``residual_stage``, the
+    residual through shared memory (suffix ``/rs``; ``GemmConfig.residual_stage``)."""
     out = {"": cfg}
     if cfg.get("kind", "tile") == "tile":
         out.update({f"/p{n}": dict(cfg, ctas=n) for n in ctas if n > 0})
+        if residual_stage:
+            out["/rs"] = dict(cfg, residual_stage=True)
     return out
 
 
-def overhead_jobs(arch: str, workdir: str, shapes=SHAPES, ctas: tuple[int, ...] = (), fusions=tuple(FUSIONS)) -> list:
+def overhead_jobs(arch: str, workdir: str, shapes=SHAPES, ctas: tuple[int, ...] = (), fusions=tuple(FUSIONS),
+                  residual_stage: bool = False) -> list:
     """One build per (shape, form, variant): the plain GEMM (``None``) and each of ``fusions`` (names of
     ``TABLE_FUSIONS``), all on the planner's config of the plain problem (and its persistent forms:
     ``forms_of``)."""
@@ -210,7 +214,7 @@ def overhead_jobs(arch: str, workdir: str, shapes=SHAPES, ctas: tuple[int, ...] 
     jobs = []
     for name, M, N, K in shapes:
         cfg = gemm.choose_config(M, N, K, "bf16", "nt", "bf16").as_dict()
-        for suffix, form in forms_of(cfg, ctas).items():
+        for suffix, form in forms_of(cfg, ctas, residual_stage).items():
             for variant in (None, *fusions):
                 jobs.append((f"{name}_{M}_{variant or 'plain'}{suffix}", (M, N, K, "bf16", "nt"), form,
                              TABLE_FUSIONS.get(variant), arch, workdir))
@@ -288,6 +292,8 @@ def main(argv=None) -> int:
                     f"{list(TABLE_FUSIONS)}")
     ap.add_argument("--ctas", default="", help="also time the persistent form of tile kernels with these CTA counts "
                     "(comma-separated, e.g. 132: GemmConfig.ctas)")
+    ap.add_argument("--residual-stage", action="store_true", help="also time the tile kernels with the residual "
+                    "through shared memory (GemmConfig.residual_stage: the /rs form)")
     ap.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) - 1))
     ap.add_argument("--arch", default=None, help="default: the GPU's (sm_90 on the H200)")
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
@@ -316,7 +322,7 @@ def main(argv=None) -> int:
         if unknown:
             raise SystemExit(f"--fusions {unknown}: choose from {list(TABLE_FUSIONS)}")
         built = build_all(overhead_jobs(args.arch, tempfile.mkdtemp(prefix="epilogue_overhead_"), shapes, ctas,
-                                        fusions), args.jobs, log)
+                                        fusions, args.residual_stage), args.jobs, log)
         rows = []
         for name, M, N, K in shapes:
             rows.append(time_shape(name, M, N, K, built, args, log))

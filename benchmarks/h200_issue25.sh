@@ -14,8 +14,8 @@
 #                                             # tiles and CTA-wide search against the plans before them and
 #                                             # torch; the epilogue at 4096^3 with its persistent form and
 #                                             # each step's share; 5 rounds, flush; the grouped GPU tests
-#   BASE=DIR bash benchmarks/h200_issue25.sh gaps3  # the residual through shared memory (against the tree
-#                                             # in DIR, before it) and the CTA-wide group search
+#   bash benchmarks/h200_issue25.sh gaps3     # the residual through shared memory (opt-in, the /rs form)
+#                                             # and persistent forms at 4096^3; the CTA-wide group search
 set -o pipefail
 OUT=${OUT:-.}
 export PYTHONUNBUFFERED=1 TVM_CDNA4_CACHE_DIR=/tmp/tvm_cdna4_cache
@@ -71,17 +71,17 @@ gaps2)  # builds first, all at once (three candidate sets and the epilogue kerne
   done
   gpu_tests 90 "$W/pytest.log" -n 4 tests/test_grouped_gemm.py; cat "$W/pytest.log" >> "$L"
   ;;
-gaps3)  # the residual through shared memory and the CTA-wide search, against the tree before them ($BASE: a
-        # checkout of main, its epilogue kernels timed first) and torch; 5 rounds, flush
+gaps3)  # the residual through shared memory (the /rs form: GemmConfig.residual_stage, opt-in) and the CTA-wide
+        # group search, against the plans without them and torch; 5 rounds, flush. (The call of 2026-12-02
+        # ran this at 3323dc2, where the residual stage was the default: its "before" was a checkout of main
+        # in $BASE, timed first in the same call.)
   W=$(mktemp -d); L="$OUT/gaps3.log"
   G="python3 benchmarks/grouped_gemm.py --methods flush --rounds 5 --out $W"
   E="python3 benchmarks/epilogue_overhead.py --shapes 4096^3 --rounds 5 --jobs 15"
   timeout 100 $G --build-only --jobs 4 --candidates "128x256x64/2x4/4,128x256x64/2x4/4/cta" \
-    --problems "deepseek-v3 prefill,mixtral.gate_up prefill" > "$W/build_grouped.log" 2>&1 &
-  (cd "$BASE" && PYTHONPATH=$PWD:/tmp/site timeout 100 $E --fusions all,residual --out "$W/before") 2>&1 | tee -a "$L" | tail -n 3
-  cp "$W/before/epilogue_overhead.json" "$OUT/epilogue_overhead_before.json" 2>/dev/null
-  wait; cat "$W/build_grouped.log" >> "$L"
-  timeout 120 $E --fusions all,bias+gelu,residual,silu --ctas 132 --out "$W" 2>&1 | tee -a "$L" | tail -n 4
+    --problems "deepseek-v3 prefill,mixtral.gate_up prefill" > "$W/build_grouped.log" 2>&1
+  cat "$W/build_grouped.log" >> "$L"
+  timeout 150 $E --fusions all,bias+gelu,residual,silu --ctas 132 --residual-stage --out "$W" 2>&1 | tee -a "$L" | tail -n 5
   cp "$W/epilogue_overhead.json" "$OUT/" 2>/dev/null
   for P in "ds:deepseek-v3 prefill" "mx:mixtral.gate_up prefill"; do
     timeout 100 $G --candidates "128x256x64/2x4/4,128x256x64/2x4/4/cta" --problems "${P#*:}" 2>&1 | tee -a "$L" | tail -n 4

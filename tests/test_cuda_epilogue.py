@@ -151,17 +151,21 @@ def test_all_steps_on_odd_n_layout_tn():
 
 
 def test_the_residual_through_shared_memory():
-    """``Epilogue.residual_rows``: at 4096^3 two parts of 64 rows, copied at k-tiles 61 and 62 into the
-    stages freed there; not for the persistent kernel, tiles crossing C's edge, f32 C or a K split. In the
-    emulator: two parts (64-row tiles of two warp rows, 3 stages), every fused step, exact products."""
-    big = plan(4096, 4096, 4096, "bf16", "nt", "bf16", fusion=ALL).epilogue
+    """``GemmConfig.residual_stage`` -> ``Epilogue.residual_rows``: at 4096^3 two parts of 64 rows, copied
+    at k-tiles 61 and 62 into the stages freed there; not without the option (the planner's default), for
+    the persistent kernel, tiles crossing C's edge, f32 C or a K split. In the emulator: two parts (64-row
+    tiles of two warp rows, 3 stages), every fused step, exact products."""
+    on = GemmConfig(residual_stage=True)
+    big = plan(4096, 4096, 4096, "bf16", "nt", "bf16", on, fusion=ALL).epilogue
     assert (big.residual_rows, big.residual_first, big.residual_pitch) == (64, 61, 264)
-    for p in (plan(4096, 4096, 4096, "bf16", "nt", "bf16", GemmConfig(ctas=132), fusion=ALL),
-              plan(4000, 4096, 4096, "bf16", "nt", "bf16", fusion=ALL), plan(128, 128, 192, "bf16", "nt", "f32", fusion=ALL),
-              plan(64, 64, 256, "f16", "nt", "f16", SPLIT, fusion=ALL), plan(4096, 4096, 4096, "bf16", "nt", "bf16",
-                                                                               fusion=Fusion(bias=True))):
+    for p in (plan(4096, 4096, 4096, "bf16", "nt", "bf16", fusion=ALL),
+              plan(4096, 4096, 4096, "bf16", "nt", "bf16", replace(on, ctas=132), fusion=ALL),
+              plan(4000, 4096, 4096, "bf16", "nt", "bf16", on, fusion=ALL),
+              plan(128, 128, 192, "bf16", "nt", "f32", on, fusion=ALL),
+              plan(64, 64, 256, "f16", "nt", "f16", replace(SPLIT, residual_stage=True), fusion=ALL),
+              plan(4096, 4096, 4096, "bf16", "nt", "bf16", on, fusion=Fusion(bias=True))):
         assert p.epilogue.residual_rows == 0
-    cfg = GemmConfig(block_m=64, block_n=64, block_k=32, warps_m=2, warps_n=2, stages=3)
+    cfg = GemmConfig(block_m=64, block_n=64, block_k=32, warps_m=2, warps_n=2, stages=3, residual_stage=True)
     p = plan(128, 128, 192, "bf16", "nt", "bf16", cfg, fusion=ALL)
     assert (p.epilogue.residual_rows, p.epilogue.residual_first, p.epilogue.residual_pitch) == (32, 4, 72)
     err, ok = _emulate(p, seed=11)

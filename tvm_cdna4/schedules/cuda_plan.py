@@ -79,6 +79,11 @@ class GemmConfig:
     # dependent loads of the offsets) or "cta" (each thread tests its own groups at once: ceil(G /
     # threads) independent loads and a barrier)
     group_search: str = "binary"
+    # the fused residual through shared memory (``Epilogue.residual_rows``): copied by cp.async into the
+    # stages freed in the last k-tiles instead of loaded from global memory in the epilogue; opt-in (at
+    # 4096^3 it took the residual alone from +4.2 % to +2.6 % over the plain GEMM but all five steps from
+    # +6.1 % to +8.6 %: benchmarks/RESULTS.md, "Issue 25's last two gaps")
+    residual_stage: bool = False
 
     @property
     def threads(self) -> int:
@@ -788,15 +793,15 @@ different groups of four banks."""
 
 
 def plan_residual_stage(ep: Epilogue, fusion: Fusion, cfg: GemmConfig, kloop: KLoop, out_bytes: int) -> Epilogue:
-    """``ep`` with the residual through shared memory (``Epilogue.residual_rows``) where it applies: a
-    fused residual read by pairs (16-bit C, N even), tiles that never cross C's edge, one tile per CTA and
-    no K split (the stages freed in the last k-tiles hold it; the persistent kernel fills them with its
-    next tile), and ``block_m`` cut into at most ``stages - 1`` parts of whole warp rows, each fitting one
-    stage. It replaces the epilogue's global loads of the residual (4-byte pairs, half of every 32-byte
-    sector, after the k-loop when nothing else runs on the SM: at 4096^3 they cost +5.4 % over the plain
-    GEMM despite the L2 prefetch, benchmarks/RESULTS.md) by 16-byte copies overlapped with the last
-    k-tiles; a plan it does not apply to is unchanged (so is its code)."""
-    if not (fusion.residual and ep.vector == 2 and ep.convert is not None and not ep.masked
+    """``ep`` with the residual through shared memory (``Epilogue.residual_rows``) when the config asks
+    for it (``GemmConfig.residual_stage``) and it applies: a fused residual read by pairs (16-bit C, N
+    even), tiles that never cross C's edge, one tile per CTA and no K split (the stages freed in the last
+    k-tiles hold it; the persistent kernel fills them with its next tile), and ``block_m`` cut into at most
+    ``stages - 1`` parts of whole warp rows, each fitting one stage. It replaces the epilogue's global loads
+    of the residual (4-byte pairs, half of every 32-byte sector, after the k-loop) by 16-byte copies
+    overlapped with the last k-tiles, at the price of a CTA barrier before the epilogue (no warp starts
+    its epilogue before the slowest finishes its mma); otherwise ``ep`` is unchanged (so is the code)."""
+    if not (cfg.residual_stage and fusion.residual and ep.vector == 2 and ep.convert is not None and not ep.masked
             and kloop.form == "unrolled" and cfg.split_k == 1):
         return ep
     pitch = cfg.block_n + RESIDUAL_PAD

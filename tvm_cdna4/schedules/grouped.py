@@ -19,7 +19,8 @@ the candidate ``g + 2^i`` when its start is at most ``r``). A row tile in the ga
 last tile (at most one per group, and the ones past ``start(G)``) has no rows (``m0 >= m_end``):
 its CTA exits before it loads anything. Against scanning the offsets (``O(G)`` loads per CTA), the
 search costs ``log2 G`` loads (8 for 256 experts) and the gaps at most ``G + 1`` empty CTAs per tile
-column. The rows of a tile are ``m0 = offsets[g] + j block_m`` up to ``m_end = min(offsets[g + 1], T)``:
+column. The CUDA kernel may instead test every group at once (``Groups.search`` "cta", ``owns``: one
+load latency and two barriers per CTA). The rows of a tile are ``m0 = offsets[g] + j block_m`` up to ``m_end = min(offsets[g + 1], T)``:
 A's loads are masked at T (rows of the next group computed in the tile are never stored), C's
 stores and the epilogue at ``m_end``; ``0 <= m0`` and ``m_end <= T`` keep a kernel given bad
 offsets inside its arrays.
