@@ -9,11 +9,11 @@ and ``ldmatrix.x4.trans`` (V) into ``uint32`` fragment words, ``mma.sync.m16n8k1
 ``cuda_emit.TIR_OPS``) and ``__shfl_xor_sync`` for the quad reductions. The signature is
 ``cuda_emit.signature_source``'s.
 
-Register arrays of a thread (``Regs``): ``qf`` Q fragments (``4 k_steps``), ``o`` the O accumulators
-(``4 d_tiles``: n-tile ``n`` element ``c`` at ``4 n + c``, c = 0, 1 row g, 2, 3 row g + 8), ``s`` the
-scores (``4 n_tiles``, same order), ``pf`` P packed (``4`` per 16-key step: the A fragment), ``kf`` one
-ldmatrix's four words, ``row`` the running state (max of rows g, g + 8 at 0, 1; sums at 2, 3; the
-tile's row max / scale at 4, 5).
+Register arrays of a thread (``Regs``; ``m`` = ``m_tiles``): ``qf`` Q fragments (``4 m k_steps``, or
+``4 m`` without ``q_regs``: ``qi``), ``o`` the O accumulators (``4 m d_tiles``: ``oi``; element ``c`` = 0,
+1 row g, 2, 3 row g + 8), ``s`` the scores (``4 m n_tiles``: ``si``, same order), ``pf`` P packed (4 per
+m-tile: the A fragment of one 16-key step), ``kf`` one ldmatrix's four words, ``row`` the running state
+of the lane's ``2 m`` rows (max, sum, the tile's max / exponent offset, alpha: ``softmax``).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from tvm_tirx.script.parser import parse
 
 from ..tirx_private import transpile_once
 from .attention_problem import kv_tiles_for
-from .attention_sm80_plan import WARP_ROWS, Sm80AttentionPlan, swizzle
+from .attention_sm80_plan import Sm80AttentionPlan, swizzle
 from .cuda_emit import TIR_OPS, signature_source
 
 FULL = 0xFFFFFFFF
@@ -92,95 +92,152 @@ def copy_kv(p, args, rg, j, stage):
 # ---- S = Q K^T, the softmax, O += P V --------------------------------------------------------------
 
 
+def si(p: Sm80AttentionPlan, mi, n, c):
+    """Register of score element ``c`` of n-tile ``n`` of the warp's m-tile ``mi`` (``Regs.s``)."""
+    return (mi * p.n_tiles + n) * 4 + c
+
+
+def oi(p: Sm80AttentionPlan, mi, dn, c):
+    """Register of O element ``c`` of head-dim n-tile ``dn`` of m-tile ``mi`` (``Regs.o``)."""
+    return (mi * p.d_tiles + dn) * 4 + c
+
+
+def qi(p: Sm80AttentionPlan, mi, kk, q):
+    """Register of Q fragment word ``q`` of k-step ``kk`` of m-tile ``mi`` (``Regs.qf``; without
+    ``q_regs`` only the current k-step's words are held)."""
+    return (mi * (p.k_steps if p.config.q_regs else 1) + (kk if p.config.q_regs else 0)) * 4 + q
+
+
+def warp_row(p: Sm80AttentionPlan, lane, mi):
+    """The CTA row of the lane's fragment row ``lane % 8 + 8 ((lane >> 3) & 1)`` in m-tile ``mi``."""
+    return T.cuda.warp_id() * p.config.warp_rows + 16 * mi + lane % 8 + 8 * ((lane >> 3) & 1)
+
+
+@T.macro
+def load_q_step(p, rg, kk):
+    # Q's A fragments of k-step kk (ldmatrix.x4: matrices rows 0-7 / 8-15 x chunks 2kk / 2kk+1)
+    lane = T.cuda.lane_id()
+    for mi in T.unroll(p.config.m_tiles):
+        T.ptx[p.ldmatrix](rg.qf[qi(p, mi, kk, 0)], rg.qf[qi(p, mi, kk, 1)], rg.qf[qi(p, mi, kk, 2)],
+                          rg.qf[qi(p, mi, kk, 3)],
+                          rg.SMH.ptr_to([tile_offset(p, warp_row(p, lane, mi), 2 * kk, lane_xor(lane, 4))]))
+
+
 @T.macro
 def load_q(p, rg):
-    # the warp's 16 rows of Q into A fragments (ldmatrix.x4: matrices rows 0-7 / 8-15 x chunks 2kk / 2kk+1)
-    lane = T.cuda.lane_id()
-    row = T.cuda.warp_id() * WARP_ROWS + lane % 8 + 8 * ((lane >> 3) & 1)
-    for kk in T.unroll(p.k_steps):
-        T.ptx[p.ldmatrix](rg.qf[4 * kk], rg.qf[4 * kk + 1], rg.qf[4 * kk + 2], rg.qf[4 * kk + 3],
-                          rg.SMH.ptr_to([tile_offset(p, row, 2 * kk, lane_xor(lane, 4))]))
+    # q_regs: every k-step's Q fragments once, for the whole kernel
+    if I.constexpr(p.config.q_regs):
+        for kk in T.unroll(p.k_steps):
+            load_q_step(p, rg, kk)
 
 
 @T.macro
 def scores(p, rg, kbase):
     # S = Q K^T: per k-step, one ldmatrix.x4 of K per key pair of n-tiles (keys 16 np + 0-7 / 8-15 x
-    # chunks 2kk / 2kk+1: b0, b1 of n-tile 2np, then of 2np+1)
+    # chunks 2kk / 2kk+1: b0, b1 of n-tile 2np, then of 2np+1), used by every m-tile
     lane = T.cuda.lane_id()
     key = lane % 8 + 8 * (lane >> 4)
-    for i in T.unroll(4 * p.n_tiles):
+    for i in T.unroll(4 * p.n_tiles * p.config.m_tiles):
         rg.s[i] = T.float32(0)
     for kk in T.unroll(p.k_steps):
+        if I.constexpr(not p.config.q_regs):
+            load_q_step(p, rg, kk)
         for np_ in T.unroll(p.n_tiles // 2):
             T.ptx[p.ldmatrix](rg.kf[0], rg.kf[1], rg.kf[2], rg.kf[3],
                               rg.SMH.ptr_to([kbase + tile_offset(p, key + 16 * np_, 2 * kk, lane_xor(lane, 3))]))
             for half in T.unroll(2):
-                n = 2 * np_ + half
-                T.ptx[p.mma_instr](
-                    rg.s[4 * n], rg.s[4 * n + 1], rg.s[4 * n + 2], rg.s[4 * n + 3],
-                    rg.qf[4 * kk], rg.qf[4 * kk + 1], rg.qf[4 * kk + 2], rg.qf[4 * kk + 3],
-                    rg.kf[2 * half], rg.kf[2 * half + 1],
-                    rg.s[4 * n], rg.s[4 * n + 1], rg.s[4 * n + 2], rg.s[4 * n + 3])
+                for mi in T.unroll(p.config.m_tiles):
+                    T.ptx[p.mma_instr](
+                        rg.s[si(p, mi, 2 * np_ + half, 0)], rg.s[si(p, mi, 2 * np_ + half, 1)],
+                        rg.s[si(p, mi, 2 * np_ + half, 2)], rg.s[si(p, mi, 2 * np_ + half, 3)],
+                        rg.qf[qi(p, mi, kk, 0)], rg.qf[qi(p, mi, kk, 1)], rg.qf[qi(p, mi, kk, 2)],
+                        rg.qf[qi(p, mi, kk, 3)], rg.kf[2 * half], rg.kf[2 * half + 1],
+                        rg.s[si(p, mi, 2 * np_ + half, 0)], rg.s[si(p, mi, 2 * np_ + half, 1)],
+                        rg.s[si(p, mi, 2 * np_ + half, 2)], rg.s[si(p, mi, 2 * np_ + half, 3)])
 
 
 @T.macro
 def mask(p, rg, j):
     # -inf for keys past the sequence and, causal, above the row's diagonal
     lane = T.cuda.lane_id()
-    row = rg.q0 + T.cuda.warp_id() * WARP_ROWS + lane // 4
-    for n in T.unroll(p.n_tiles):
-        for c in T.unroll(4):
-            key = j * p.config.block_kv + 8 * n + 2 * (lane % 4) + c % 2
-            if I.constexpr(p.problem.causal):
-                rg.s[4 * n + c] = T.if_then_else(T.or_(key >= p.problem.seq_kv, key > row + 8 * (c // 2)),
-                                                  T.float32(float("-inf")), rg.s[4 * n + c])
-            else:
-                rg.s[4 * n + c] = T.if_then_else(key >= p.problem.seq_kv, T.float32(float("-inf")), rg.s[4 * n + c])
+    for mi in T.unroll(p.config.m_tiles):
+        row = rg.q0 + T.cuda.warp_id() * p.config.warp_rows + 16 * mi + lane // 4
+        for n in T.unroll(p.n_tiles):
+            for c in T.unroll(4):
+                key = j * p.config.block_kv + 8 * n + 2 * (lane % 4) + c % 2
+                if I.constexpr(p.problem.causal):
+                    rg.s[si(p, mi, n, c)] = T.if_then_else(
+                        T.or_(key >= p.problem.seq_kv, key > row + 8 * (c // 2)), T.float32(float("-inf")),
+                        rg.s[si(p, mi, n, c)])
+                else:
+                    rg.s[si(p, mi, n, c)] = T.if_then_else(key >= p.problem.seq_kv, T.float32(float("-inf")),
+                                                           rg.s[si(p, mi, n, c)])
 
 
 @T.macro
 def softmax(p, rg):
-    # m' = max(m, rowmax s); alpha = 2^((m - m') c); p = 2^(s c - m' c); l = alpha l + sum p; O *= alpha
+    # per row (m-tile mi, half h; state at ri = 2 mi + h: max row[ri], sum row[2 m + ri], scratch
+    # row[4 m + ri], alpha row[6 m + ri]): m' = max(m, rowmax s); alpha = 2^((m - m') c); p = 2^(s c - m' c);
+    # l = alpha l + sum p; O *= alpha
     c = p.problem.scale_log2
-    for h in T.unroll(2):
-        rg.row[4 + h] = rg.row[h]
-        for n in T.unroll(p.n_tiles):
-            rg.row[4 + h] = T.max(rg.row[4 + h], T.max(rg.s[4 * n + 2 * h], rg.s[4 * n + 2 * h + 1]))
-        for sh in T.unroll(2):  # the quad: shfl.xor 1, then 2
-            rg.row[4 + h] = T.max(rg.row[4 + h], T.cuda.__shfl_xor_sync(T.uint32(FULL), rg.row[4 + h], 1 << sh, 32))
-        alpha = TIR_OPS.exp2(rg.row[h] * T.float32(c) - rg.row[4 + h] * T.float32(c))
-        rg.row[h] = rg.row[4 + h]
-        rg.row[4 + h] = rg.row[h] * T.float32(c)  # m' c, the exponent's offset
-        rg.row[2 + h] = rg.row[2 + h] * alpha
-        for dn in T.unroll(p.d_tiles):
-            for e in T.unroll(2):
-                rg.o[4 * dn + 2 * h + e] = rg.o[4 * dn + 2 * h + e] * alpha
-        for n in T.unroll(p.n_tiles):
-            for e in T.unroll(2):
-                rg.s[4 * n + 2 * h + e] = TIR_OPS.exp2(rg.s[4 * n + 2 * h + e] * T.float32(c) - rg.row[4 + h])
-                rg.row[2 + h] = rg.row[2 + h] + rg.s[4 * n + 2 * h + e]
+    m2 = 2 * p.config.m_tiles
+    for mi in T.unroll(p.config.m_tiles):
+        for h in T.unroll(2):
+            rg.row[2 * m2 + 2 * mi + h] = rg.row[2 * mi + h]
+            for n in T.unroll(p.n_tiles):
+                rg.row[2 * m2 + 2 * mi + h] = T.max(rg.row[2 * m2 + 2 * mi + h],
+                                                    T.max(rg.s[si(p, mi, n, 2 * h)], rg.s[si(p, mi, n, 2 * h + 1)]))
+            for sh in T.unroll(2):  # the quad: shfl.xor 1, then 2
+                rg.row[2 * m2 + 2 * mi + h] = T.max(rg.row[2 * m2 + 2 * mi + h], T.cuda.__shfl_xor_sync(
+                    T.uint32(FULL), rg.row[2 * m2 + 2 * mi + h], 1 << sh, 32))
+            rg.row[3 * m2 + 2 * mi + h] = TIR_OPS.exp2(rg.row[2 * mi + h] * T.float32(c)
+                                                       - rg.row[2 * m2 + 2 * mi + h] * T.float32(c))
+            rescale(p, rg, mi, h)
+
+
+@T.macro
+def rescale(p, rg, mi, h):
+    # the row's new max, its exponentials, its sum and O scaled by alpha (row[6 m + ri])
+    c = p.problem.scale_log2
+    m2 = 2 * p.config.m_tiles
+    alpha = rg.row[3 * m2 + 2 * mi + h]
+    rg.row[2 * mi + h] = rg.row[2 * m2 + 2 * mi + h]
+    rg.row[2 * m2 + 2 * mi + h] = rg.row[2 * mi + h] * T.float32(c)  # m' c, the exponent's offset
+    rg.row[m2 + 2 * mi + h] = rg.row[m2 + 2 * mi + h] * alpha
+    for dn in T.unroll(p.d_tiles):
+        for e in T.unroll(2):
+            rg.o[oi(p, mi, dn, 2 * h + e)] = rg.o[oi(p, mi, dn, 2 * h + e)] * alpha
+    for n in T.unroll(p.n_tiles):
+        for e in T.unroll(2):
+            rg.s[si(p, mi, n, 2 * h + e)] = TIR_OPS.exp2(rg.s[si(p, mi, n, 2 * h + e)] * T.float32(c)
+                                                         - rg.row[2 * m2 + 2 * mi + h])
+            rg.row[m2 + 2 * mi + h] = rg.row[m2 + 2 * mi + h] + rg.s[si(p, mi, n, 2 * h + e)]
 
 
 @T.macro
 def pv(p, rg, vbase):
     # P packed into A fragments (n-tiles 2kk, 2kk+1 = k-step kk), V by ldmatrix.x4.trans (keys 16 kk +
-    # 0-7 / 8-15 x chunks 2 dn / 2 dn + 1: b0, b1 of d n-tile 2 dn, then of 2 dn + 1)
+    # 0-7 / 8-15 x chunks 2 dn / 2 dn + 1: b0, b1 of d n-tile 2 dn, then of 2 dn + 1), used by every m-tile
     lane = T.cuda.lane_id()
     key = lane % 8 + 8 * ((lane >> 3) & 1)
     for kk in T.unroll(p.n_tiles // 2):
-        for q in T.unroll(4):
-            # a0: tile 2kk row g, a1: row g+8, a2: tile 2kk+1 row g, a3: row g+8 (hi = odd key)
-            T.ptx[p.pack_instr](rg.pf[q], rg.s[4 * (2 * kk + q // 2) + 2 * (q % 2) + 1],
-                                rg.s[4 * (2 * kk + q // 2) + 2 * (q % 2)])
+        for mi in T.unroll(p.config.m_tiles):
+            for q in T.unroll(4):
+                # a0: tile 2kk row g, a1: row g+8, a2: tile 2kk+1 row g, a3: row g+8 (hi = odd key)
+                T.ptx[p.pack_instr](rg.pf[4 * mi + q], rg.s[si(p, mi, 2 * kk + q // 2, 2 * (q % 2) + 1)],
+                                    rg.s[si(p, mi, 2 * kk + q // 2, 2 * (q % 2))])
         for dn in T.unroll(p.d_tiles // 2):
             T.ptx[p.ldmatrix_trans](rg.kf[0], rg.kf[1], rg.kf[2], rg.kf[3],
                                     rg.SMH.ptr_to([vbase + tile_offset(p, key + 16 * kk, 2 * dn, lane_xor(lane, 4))]))
             for half in T.unroll(2):
-                n = 2 * dn + half
-                T.ptx[p.mma_instr](
-                    rg.o[4 * n], rg.o[4 * n + 1], rg.o[4 * n + 2], rg.o[4 * n + 3],
-                    rg.pf[0], rg.pf[1], rg.pf[2], rg.pf[3], rg.kf[2 * half], rg.kf[2 * half + 1],
-                    rg.o[4 * n], rg.o[4 * n + 1], rg.o[4 * n + 2], rg.o[4 * n + 3])
+                for mi in T.unroll(p.config.m_tiles):
+                    T.ptx[p.mma_instr](
+                        rg.o[oi(p, mi, 2 * dn + half, 0)], rg.o[oi(p, mi, 2 * dn + half, 1)],
+                        rg.o[oi(p, mi, 2 * dn + half, 2)], rg.o[oi(p, mi, 2 * dn + half, 3)],
+                        rg.pf[4 * mi], rg.pf[4 * mi + 1], rg.pf[4 * mi + 2], rg.pf[4 * mi + 3],
+                        rg.kf[2 * half], rg.kf[2 * half + 1],
+                        rg.o[oi(p, mi, 2 * dn + half, 0)], rg.o[oi(p, mi, 2 * dn + half, 1)],
+                        rg.o[oi(p, mi, 2 * dn + half, 2)], rg.o[oi(p, mi, 2 * dn + half, 3)])
 
 
 @T.macro
@@ -213,21 +270,26 @@ def unmasked_tiles(p: Sm80AttentionPlan, q0, n_kv):
 
 @T.macro
 def finish(p, args, rg):
+    # the row sums over the quad, O / l packed and stored (rows inside the sequence), LSE by lane t = 0
     lane = T.cuda.lane_id()
-    row = rg.q0 + T.cuda.warp_id() * WARP_ROWS + lane // 4
+    m2 = 2 * p.config.m_tiles
     packed = T.alloc_tensor(ty_args=[T.Tensor((1,), "uint32", scope="local", layout="default")])
-    for h in T.unroll(2):
-        rg.row[2 + h] = rg.row[2 + h] + T.cuda.__shfl_xor_sync(T.uint32(FULL), rg.row[2 + h], 1, 32)
-        rg.row[2 + h] = rg.row[2 + h] + T.cuda.__shfl_xor_sync(T.uint32(FULL), rg.row[2 + h], 2, 32)
-        rg.row[4 + h] = T.float32(1) / rg.row[2 + h]
-        if row + 8 * h < p.problem.seq_q:
-            for dn in T.unroll(p.d_tiles):
-                T.ptx[p.pack_instr](packed[0], rg.o[4 * dn + 2 * h + 1] * rg.row[4 + h],
-                                    rg.o[4 * dn + 2 * h] * rg.row[4 + h])
-                T.ptx["st.global.b32"](args["O"].ptr_to([rg.b, rg.h, row + 8 * h, 8 * dn + 2 * (lane % 4)]), packed[0])
-            if lane % 4 == 0:
-                args["LSE"][rg.b, rg.h, row + 8 * h] = (rg.row[h] * T.float32(p.problem.scale_log2)
-                                                        + T.log2(rg.row[2 + h])) * T.float32(LN2)
+    for mi in T.unroll(p.config.m_tiles):
+        row = rg.q0 + T.cuda.warp_id() * p.config.warp_rows + 16 * mi + lane // 4
+        for h in T.unroll(2):
+            for sh in T.unroll(2):
+                rg.row[m2 + 2 * mi + h] = rg.row[m2 + 2 * mi + h] + T.cuda.__shfl_xor_sync(
+                    T.uint32(FULL), rg.row[m2 + 2 * mi + h], 1 << sh, 32)
+            rg.row[2 * m2 + 2 * mi + h] = T.float32(1) / rg.row[m2 + 2 * mi + h]
+            if row + 8 * h < p.problem.seq_q:
+                for dn in T.unroll(p.d_tiles):
+                    T.ptx[p.pack_instr](packed[0], rg.o[oi(p, mi, dn, 2 * h + 1)] * rg.row[2 * m2 + 2 * mi + h],
+                                        rg.o[oi(p, mi, dn, 2 * h)] * rg.row[2 * m2 + 2 * mi + h])
+                    T.ptx["st.global.b32"](args["O"].ptr_to([rg.b, rg.h, row + 8 * h, 8 * dn + 2 * (lane % 4)]),
+                                           packed[0])
+                if lane % 4 == 0:
+                    args["LSE"][rg.b, rg.h, row + 8 * h] = (rg.row[2 * mi + h] * T.float32(p.problem.scale_log2)
+                                                            + T.log2(rg.row[m2 + 2 * mi + h])) * T.float32(LN2)
 
 
 LN2 = 0.6931471805599453
@@ -245,12 +307,14 @@ def attention_kernel(p, args):
     h = T.truncmod(bh, p.problem.heads)
     SMH = T.alloc_tensor(ty_args=[T.Tensor((p.smem_bytes // 2,), p.storage, scope="shared.dyn", layout="default",
                                            align=1024)])
-    qf = T.alloc_tensor(ty_args=[T.Tensor((4 * p.k_steps,), "uint32", scope="local", layout="default")])
-    o = T.alloc_tensor(ty_args=[T.Tensor((4 * p.d_tiles,), "float32", scope="local", layout="default")])
-    s = T.alloc_tensor(ty_args=[T.Tensor((4 * p.n_tiles,), "float32", scope="local", layout="default")])
-    pf = T.alloc_tensor(ty_args=[T.Tensor((4,), "uint32", scope="local", layout="default")])
+    m = p.config.m_tiles
+    qf = T.alloc_tensor(ty_args=[T.Tensor((4 * m * (p.k_steps if p.config.q_regs else 1),), "uint32", scope="local",
+                                          layout="default")])
+    o = T.alloc_tensor(ty_args=[T.Tensor((4 * m * p.d_tiles,), "float32", scope="local", layout="default")])
+    s = T.alloc_tensor(ty_args=[T.Tensor((4 * m * p.n_tiles,), "float32", scope="local", layout="default")])
+    pf = T.alloc_tensor(ty_args=[T.Tensor((4 * m,), "uint32", scope="local", layout="default")])
     kf = T.alloc_tensor(ty_args=[T.Tensor((4,), "uint32", scope="local", layout="default")])
-    row = T.alloc_tensor(ty_args=[T.Tensor((6,), "float32", scope="local", layout="default")])
+    row = T.alloc_tensor(ty_args=[T.Tensor((8 * m,), "float32", scope="local", layout="default")])
     rg = Regs(SMH, qf, o, s, pf, kf, row, T.truncdiv(bh, p.problem.heads), h, p.problem.kv_head(h), q0)
     attention_body(p, args, rg)
 
@@ -268,11 +332,11 @@ def attention_body(p, args, rg):
     T.ptx["cp.async.wait_group"](p.config.stages - 1)
     T.cuda.cta_sync()
     load_q(p, rg)
-    for i in T.unroll(4 * p.d_tiles):
+    for i in T.unroll(4 * p.config.m_tiles * p.d_tiles):
         rg.o[i] = T.float32(0)
-    for h in T.unroll(2):
-        rg.row[h] = T.float32(float("-inf"))
-        rg.row[2 + h] = T.float32(0)
+    for r in T.unroll(2 * p.config.m_tiles):
+        rg.row[r] = T.float32(float("-inf"))
+        rg.row[2 * p.config.m_tiles + r] = T.float32(0)
     for j in range(n_full):
         kv_tile(p, args, rg, j, n_kv, False)
     for j in range(n_full, n_kv):

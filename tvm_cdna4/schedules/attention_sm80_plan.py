@@ -4,15 +4,18 @@ The problem, its reference, error bound and kv tiling are the target-neutral one
 (``attention_problem``: ``AttentionProblem``, ``kv_tiles_for``, online softmax in base 2); this
 module decides how an sm_80 CTA computes them. Pure Python (attrs): no TIRx, no gfx950 module.
 
-**Work split.** One CTA per (batch x head, query block of ``block_q`` rows), ``warps`` warps of 16
-query rows each (``block_q = 16 warps``): each warp computes its rows against the whole kv tile, so
-no data crosses warps but the K / V tiles in shared memory. CTAs are ordered longest first (the
+**Work split.** One CTA per (batch x head, query block of ``block_q`` rows), ``warps`` warps of
+``16 m_tiles`` query rows each (``block_q = 16 m_tiles warps``): each warp computes its rows against
+the whole kv tile, so no data crosses warps but the K / V tiles in shared memory; a warp's
+``m_tiles`` m16 tiles share every K and V fragment it reads (``m_tiles`` 2 halves the ldmatrix traffic
+per flop, for twice the accumulators). CTAs are ordered longest first (the
 query blocks from the last down, which matters only causal: the last block runs the most kv tiles).
 
 **Per warp, per kv tile of ``block_kv`` keys** (``mma.sync.aligned.m16n8k16``, f32 accumulate):
 
-* ``S = Q K^T``: A = the warp's Q rows, loaded once by ``ldmatrix.x4`` into ``4 D / 16`` registers
-  and kept there; B = the K tile by ``ldmatrix.x4`` (two 8-key n-tiles per load; K rows are the
+* ``S = Q K^T``: A = the warp's Q rows by ``ldmatrix.x4``, loaded once into ``4 m_tiles D / 16``
+  registers and kept there (``q_regs``), or re-read from the Q tile in shared memory at every k-step
+  (4 registers per m-tile); B = the K tile by ``ldmatrix.x4`` (two 8-key n-tiles per load; K rows are the
   m16n8k16 B fragment's columns as stored). ``block_kv / 8`` accumulator tiles of 4 f32.
 * Online softmax on the accumulators: lane (g = lane / 4, t = lane % 4) holds rows g and g + 8,
   keys ``8 n + 2 t + {0, 1}`` of every n-tile; the row max over the lane's registers, then over the
@@ -59,13 +62,16 @@ PACK = "cvt.rn.{t}x2.f32"
 @attrs.frozen
 class Sm80AttentionConfig:
     """The sm80 kernel's choices: ``block_kv`` keys per K / V tile (a multiple of 16), ``warps``
-    (16 query rows each: ``block_q = 16 warps``), ``stages`` K / V buffers in shared memory (2 or
-    more: tile ``j + stages - 1`` loads while tile ``j`` computes), whether causal skips the tiles
-    above the diagonal."""
+    (``16 m_tiles`` query rows each: ``block_q = 16 m_tiles warps``), ``stages`` K / V buffers in
+    shared memory (2 or more: tile ``j + stages - 1`` loads while tile ``j`` computes), ``m_tiles``
+    m16 tiles per warp (1 or 2), ``q_regs`` (Q fragments kept in registers, else re-read per k-step),
+    whether causal skips the tiles above the diagonal."""
 
     block_kv: int = 64
     warps: int = 8
     stages: int = 2
+    m_tiles: int = 1
+    q_regs: bool = True
     skip_masked: bool = True
 
     def __attrs_post_init__(self):
@@ -75,10 +81,16 @@ class Sm80AttentionConfig:
             raise ValueError(f"attention warps: expected 1, 2, 4 or 8 (16 query rows each), found {self.warps}")
         if not 2 <= self.stages <= 4:
             raise ValueError(f"attention stages: expected 2 to 4 K / V buffers, found {self.stages}")
+        if self.m_tiles not in (1, 2):
+            raise ValueError(f"attention m_tiles: expected 1 or 2 m16 tiles per warp, found {self.m_tiles}")
+
+    @property
+    def warp_rows(self) -> int:
+        return WARP_ROWS * self.m_tiles
 
     @property
     def block_q(self) -> int:
-        return WARP_ROWS * self.warps
+        return self.warp_rows * self.warps
 
 
 @attrs.frozen
@@ -151,11 +163,13 @@ def swizzle(row, chunk):
     return chunk ^ (row % 8)
 
 
-def registers_estimate(head_dim: int, block_kv: int) -> int:
-    """Registers per thread, estimated: Q fragments ``D / 4``, O accumulators ``D / 2``, S
-    accumulators ``block_kv / 2``, P ``block_kv / 4``, and 40 for addresses, row state and temporaries
-    (NVRTC 13.0 at D 128 / 64 keys: ptxas reports the figure in docs/attention.md)."""
-    return head_dim // 4 + head_dim // 2 + block_kv // 2 + block_kv // 4 + 40
+def registers_estimate(head_dim: int, config: Sm80AttentionConfig) -> int:
+    """Registers per thread, estimated: per m-tile the Q fragments ``D / 4`` (``q_regs``; else 4), the O
+    accumulators ``D / 2`` and ``3 block_kv / 4`` for the scores, their exponentials and P; 48 for
+    addresses, row state and temporaries. Fitted to ptxas 13.0 (sm_90, ``--use_fast_math``) on nine
+    configs at D 64 and 128 within -17 .. +8 (docs/attention.md); above 255 ptxas spills."""
+    q = head_dim // 4 if config.q_regs else 4
+    return config.m_tiles * (q + head_dim // 2 + 3 * config.block_kv // 4) + 48
 
 
 def check_config(problem: AttentionProblem, config: Sm80AttentionConfig) -> None:
@@ -170,9 +184,9 @@ def check_config(problem: AttentionProblem, config: Sm80AttentionConfig) -> None
     if smem > SM80_SMEM_BYTES:
         raise ValueError(f"attention: {smem} bytes of shared memory (Q + {config.stages} K/V buffers) exceed "
                          f"{SM80_SMEM_BYTES}; use fewer stages or keys")
-    if registers_estimate(problem.head_dim, config.block_kv) > 255:
-        raise ValueError(f"attention: block_kv {config.block_kv} at head dim {problem.head_dim} needs about "
-                         f"{registers_estimate(problem.head_dim, config.block_kv)} registers per thread (limit 255)")
+    if registers_estimate(problem.head_dim, config) > 255:
+        raise ValueError(f"attention: {config} at head dim {problem.head_dim} needs about "
+                         f"{registers_estimate(problem.head_dim, config)} registers per thread (limit 255)")
 
 
 def smem_bytes(problem: AttentionProblem, config: Sm80AttentionConfig) -> int:
@@ -183,6 +197,10 @@ def plan_sm80_attention(problem: AttentionProblem, config: Sm80AttentionConfig |
                         sms: int | None = None) -> Sm80AttentionPlan:
     """The plan of ``problem`` with ``config`` (default: ``default_config``, the cost model's choice
     for ``sms`` multiprocessors)."""
+    largest = max(problem.batch * problem.heads * problem.seq_q, problem.batch * problem.kv_heads * problem.seq_kv)
+    if largest * problem.head_dim >= 2**31:
+        raise ValueError(f"attention: {largest * problem.head_dim} elements in one tensor; the kernel indexes with "
+                         f"32-bit integers (at most {2**31 - 1}): split the batch")
     config = config or default_config(problem, sms or H200_SMS)
     check_config(problem, config)
     shapes = problem.shapes()
@@ -193,7 +211,7 @@ def plan_sm80_attention(problem: AttentionProblem, config: Sm80AttentionConfig |
         problem, config, storage, MMA.format(t=problem.dtype), LDMATRIX, LDMATRIX_TRANS, COPY,
         PACK.format(t=problem.dtype), ceil_div(problem.seq_q, config.block_q), problem.batch * problem.heads,
         ceil_div(problem.seq_kv, config.block_kv), smem_bytes(problem, config),
-        registers_estimate(problem.head_dim, config.block_kv), params)
+        registers_estimate(problem.head_dim, config), params)
 
 
 # ------------------------------------------------------------------------------------ the cost model
@@ -207,25 +225,27 @@ SMEM_BYTES_PER_CLOCK = 128
 SOFTMAX_CLOCKS_PER_SCORE = 0.08
 """Clocks per score per SM for the softmax (FMA, ex2, max, sum, conversion: ~8 instructions per score
 over 4 schedulers of 32 lanes, half hidden under the MMAs)."""
-CANDIDATES = tuple(Sm80AttentionConfig(kv, w, s) for w in (4, 8) for kv in (32, 64, 128) for s in (2, 3))
+CANDIDATES = tuple(Sm80AttentionConfig(kv, w, s, m, q) for m, q in ((1, True), (2, True), (2, False)) for w in (4, 8)
+                   for kv in (32, 64, 128) for s in (2, 3))
 
 
 def occupancy(problem: AttentionProblem, config: Sm80AttentionConfig) -> int:
     """CTAs resident per SM: the least of the shared-memory, register and thread limits."""
     threads = 32 * config.warps
-    regs = registers_estimate(problem.head_dim, config.block_kv)
+    regs = registers_estimate(problem.head_dim, config)
     return max(0, min(SM80_SMEM_BYTES // smem_bytes(problem, config), SM80_REGISTERS // (regs * threads),
                       MAX_THREADS_PER_SM // threads))
 
 
 def tile_clocks(problem: AttentionProblem, config: Sm80AttentionConfig, resident: int) -> float:
     """Clocks one SM spends per kv tile of one CTA: the tensor cores (``4 block_q block_kv D`` flops),
-    ldmatrix traffic (every warp reads the whole K and V tile: ``warps x 2 x block_kv x D x 2`` bytes)
+    ldmatrix traffic (every warp reads the whole K and V tile: ``warps x 2 x block_kv x D x 2`` bytes,
+    and its Q rows again when not ``q_regs``)
     and the softmax; the larger of MMA and ldmatrix (they overlap across warps), plus the softmax not
     hidden, and, with one resident CTA and two stages, the barrier's drain (a quarter of a tile)."""
     D, bq, bkv = problem.head_dim, config.block_q, config.block_kv
     mma = 4.0 * bq * bkv * D / MMA_FLOPS_PER_CLOCK
-    smem = config.warps * 2 * bkv * D * 2 / SMEM_BYTES_PER_CLOCK
+    smem = config.warps * (2 * bkv + (0 if config.q_regs else config.warp_rows)) * D * 2 / SMEM_BYTES_PER_CLOCK
     soft = SOFTMAX_CLOCKS_PER_SCORE * bq * bkv
     drain = 0.25 * mma if resident * config.warps < 8 else 0.0
     return max(mma, smem) + soft + drain
