@@ -409,8 +409,11 @@ def _attention_fake(q, k, v, causal, scale):
 
 def attention(q, k, v, *, causal: bool = False, scale=None, return_lse: bool = False):
     """The attention forward on CUDA tensors (the module docstring): ``O``, or ``(O, LSE)`` with
-    ``return_lse``."""
-    check_attention_arguments(q, k, v, causal, scale)
+    ``return_lse``. The op checks the arguments (``check_attention_arguments``, in its real and fake
+    implementations: the checks build the ``AttentionProblem``, an attrs record that ``torch.compile``
+    does not trace)."""
+    if not isinstance(causal, bool):
+        _fail("causal", "a bool", "True or False", repr(causal), "attention")
     o, lse = torch.ops.tvm_cdna4.attention(q, k, v, causal, None if scale is None else float(scale))
     return (o, lse) if return_lse else o
 
