@@ -23,6 +23,7 @@ CASES = {
     "257 keys, 3 stages, two m-tiles": (AttentionProblem(1, 1, 1, 257, 257, 64), C(64, 4, 3, 2, True)),
     "causal D 128, Q from shared memory": (AttentionProblem(1, 2, 1, 130, 130, 128, causal=True), C(32, 4, 2, 2, False)),
     "more keys than queries, causal, f16": (AttentionProblem(1, 2, 1, 70, 200, 64, True, "f16"), C(128, 4, 2)),
+    "overlapped softmax, causal, odd tile count": (AttentionProblem(1, 2, 1, 100, 100, 128, True), C(32, 4, 3, overlap=True)),
 }
 
 
@@ -80,6 +81,8 @@ def test_the_plan_and_its_refusals():
         plan_sm80_attention(AttentionProblem(64, 64, 64, 8192, 8192, 128))
     with pytest.raises(ValueError, match="m_tiles"):
         C(64, 4, 2, 3)
+    with pytest.raises(ValueError, match="stages >= 3"):
+        C(64, 4, 2, overlap=True)
 
 
 def test_the_default_config_is_the_cost_models_choice():
@@ -107,6 +110,8 @@ GPU_CASES = [
     (AttentionProblem(1, 8, 2, 777, 777, 128, causal=True, dtype="f16"), None),
     (AttentionProblem(1, 2, 2, 2049, 2049, 128, causal=True), C(32, 4, 2, 2, False)),
     (AttentionProblem(1, 2, 1, 1537, 1537, 64), C(128, 8, 3)),
+    (AttentionProblem(2, 4, 2, 1031, 1031, 128, causal=True), C(64, 8, 3, overlap=True)),
+    (AttentionProblem(1, 4, 4, 999, 1001, 128), C(32, 4, 4, overlap=True)),
 ]
 
 

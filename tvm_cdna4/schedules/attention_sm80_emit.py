@@ -132,13 +132,13 @@ def load_q(p, rg):
 
 
 @T.macro
-def scores(p, rg, kbase):
+def scores(p, rg, kbase, sb):
     # S = Q K^T: per k-step, one ldmatrix.x4 of K per key pair of n-tiles (keys 16 np + 0-7 / 8-15 x
     # chunks 2kk / 2kk+1: b0, b1 of n-tile 2np, then of 2np+1), used by every m-tile
     lane = T.cuda.lane_id()
     key = lane % 8 + 8 * (lane >> 4)
     for i in T.unroll(4 * p.n_tiles * p.config.m_tiles):
-        rg.s[i] = T.float32(0)
+        rg.s[sb + i] = T.float32(0)
     for kk in T.unroll(p.k_steps):
         if I.constexpr(not p.config.q_regs):
             load_q_step(p, rg, kk)
@@ -148,16 +148,16 @@ def scores(p, rg, kbase):
             for half in T.unroll(2):
                 for mi in T.unroll(p.config.m_tiles):
                     T.ptx[p.mma_instr](
-                        rg.s[si(p, mi, 2 * np_ + half, 0)], rg.s[si(p, mi, 2 * np_ + half, 1)],
-                        rg.s[si(p, mi, 2 * np_ + half, 2)], rg.s[si(p, mi, 2 * np_ + half, 3)],
+                        rg.s[sb + si(p, mi, 2 * np_ + half, 0)], rg.s[sb + si(p, mi, 2 * np_ + half, 1)],
+                        rg.s[sb + si(p, mi, 2 * np_ + half, 2)], rg.s[sb + si(p, mi, 2 * np_ + half, 3)],
                         rg.qf[qi(p, mi, kk, 0)], rg.qf[qi(p, mi, kk, 1)], rg.qf[qi(p, mi, kk, 2)],
                         rg.qf[qi(p, mi, kk, 3)], rg.kf[2 * half], rg.kf[2 * half + 1],
-                        rg.s[si(p, mi, 2 * np_ + half, 0)], rg.s[si(p, mi, 2 * np_ + half, 1)],
-                        rg.s[si(p, mi, 2 * np_ + half, 2)], rg.s[si(p, mi, 2 * np_ + half, 3)])
+                        rg.s[sb + si(p, mi, 2 * np_ + half, 0)], rg.s[sb + si(p, mi, 2 * np_ + half, 1)],
+                        rg.s[sb + si(p, mi, 2 * np_ + half, 2)], rg.s[sb + si(p, mi, 2 * np_ + half, 3)])
 
 
 @T.macro
-def mask(p, rg, j):
+def mask(p, rg, j, sb):
     # -inf for keys past the sequence and, causal, above the row's diagonal
     lane = T.cuda.lane_id()
     for mi in T.unroll(p.config.m_tiles):
@@ -166,16 +166,16 @@ def mask(p, rg, j):
             for c in T.unroll(4):
                 key = j * p.config.block_kv + 8 * n + 2 * (lane % 4) + c % 2
                 if I.constexpr(p.problem.causal):
-                    rg.s[si(p, mi, n, c)] = T.if_then_else(
+                    rg.s[sb + si(p, mi, n, c)] = T.if_then_else(
                         T.or_(key >= p.problem.seq_kv, key > row + 8 * (c // 2)), T.float32(float("-inf")),
-                        rg.s[si(p, mi, n, c)])
+                        rg.s[sb + si(p, mi, n, c)])
                 else:
-                    rg.s[si(p, mi, n, c)] = T.if_then_else(key >= p.problem.seq_kv, T.float32(float("-inf")),
-                                                           rg.s[si(p, mi, n, c)])
+                    rg.s[sb + si(p, mi, n, c)] = T.if_then_else(key >= p.problem.seq_kv, T.float32(float("-inf")),
+                                                           rg.s[sb + si(p, mi, n, c)])
 
 
 @T.macro
-def softmax(p, rg):
+def softmax(p, rg, sb):
     # per row (m-tile mi, half h; state at ri = 2 mi + h: max row[ri], sum row[2 m + ri], scratch
     # row[4 m + ri], alpha row[6 m + ri]): m' = max(m, rowmax s); alpha = 2^((m - m') c); p = 2^(s c - m' c);
     # l = alpha l + sum p; O *= alpha
@@ -186,17 +186,17 @@ def softmax(p, rg):
             rg.row[2 * m2 + 2 * mi + h] = rg.row[2 * mi + h]
             for n in T.unroll(p.n_tiles):
                 rg.row[2 * m2 + 2 * mi + h] = T.max(rg.row[2 * m2 + 2 * mi + h],
-                                                    T.max(rg.s[si(p, mi, n, 2 * h)], rg.s[si(p, mi, n, 2 * h + 1)]))
+                                                    T.max(rg.s[sb + si(p, mi, n, 2 * h)], rg.s[sb + si(p, mi, n, 2 * h + 1)]))
             for sh in T.unroll(2):  # the quad: shfl.xor 1, then 2
                 rg.row[2 * m2 + 2 * mi + h] = T.max(rg.row[2 * m2 + 2 * mi + h], T.cuda.__shfl_xor_sync(
                     T.uint32(FULL), rg.row[2 * m2 + 2 * mi + h], 1 << sh, 32))
             rg.row[3 * m2 + 2 * mi + h] = TIR_OPS.exp2(rg.row[2 * mi + h] * T.float32(c)
                                                        - rg.row[2 * m2 + 2 * mi + h] * T.float32(c))
-            rescale(p, rg, mi, h)
+            rescale(p, rg, mi, h, sb)
 
 
 @T.macro
-def rescale(p, rg, mi, h):
+def rescale(p, rg, mi, h, sb):
     # the row's new max, its exponentials, its sum and O scaled by alpha (row[6 m + ri])
     c = p.problem.scale_log2
     m2 = 2 * p.config.m_tiles
@@ -209,13 +209,13 @@ def rescale(p, rg, mi, h):
             rg.o[oi(p, mi, dn, 2 * h + e)] = rg.o[oi(p, mi, dn, 2 * h + e)] * alpha
     for n in T.unroll(p.n_tiles):
         for e in T.unroll(2):
-            rg.s[si(p, mi, n, 2 * h + e)] = TIR_OPS.exp2(rg.s[si(p, mi, n, 2 * h + e)] * T.float32(c)
+            rg.s[sb + si(p, mi, n, 2 * h + e)] = TIR_OPS.exp2(rg.s[sb + si(p, mi, n, 2 * h + e)] * T.float32(c)
                                                          - rg.row[2 * m2 + 2 * mi + h])
-            rg.row[m2 + 2 * mi + h] = rg.row[m2 + 2 * mi + h] + rg.s[si(p, mi, n, 2 * h + e)]
+            rg.row[m2 + 2 * mi + h] = rg.row[m2 + 2 * mi + h] + rg.s[sb + si(p, mi, n, 2 * h + e)]
 
 
 @T.macro
-def pv(p, rg, vbase):
+def pv(p, rg, vbase, sb):
     # P packed into A fragments (n-tiles 2kk, 2kk+1 = k-step kk), V by ldmatrix.x4.trans (keys 16 kk +
     # 0-7 / 8-15 x chunks 2 dn / 2 dn + 1: b0, b1 of d n-tile 2 dn, then of 2 dn + 1), used by every m-tile
     lane = T.cuda.lane_id()
@@ -224,8 +224,8 @@ def pv(p, rg, vbase):
         for mi in T.unroll(p.config.m_tiles):
             for q in T.unroll(4):
                 # a0: tile 2kk row g, a1: row g+8, a2: tile 2kk+1 row g, a3: row g+8 (hi = odd key)
-                T.ptx[p.pack_instr](rg.pf[4 * mi + q], rg.s[si(p, mi, 2 * kk + q // 2, 2 * (q % 2) + 1)],
-                                    rg.s[si(p, mi, 2 * kk + q // 2, 2 * (q % 2))])
+                T.ptx[p.pack_instr](rg.pf[4 * mi + q], rg.s[sb + si(p, mi, 2 * kk + q // 2, 2 * (q % 2) + 1)],
+                                    rg.s[sb + si(p, mi, 2 * kk + q // 2, 2 * (q % 2))])
         for dn in T.unroll(p.d_tiles // 2):
             T.ptx[p.ldmatrix_trans](rg.kf[0], rg.kf[1], rg.kf[2], rg.kf[3],
                                     rg.SMH.ptr_to([vbase + tile_offset(p, key + 16 * kk, 2 * dn, lane_xor(lane, 4))]))
@@ -250,11 +250,42 @@ def kv_tile(p, args, rg, j, n_kv, masked):
     if j + S - 1 < n_kv:
         copy_kv(p, args, rg, j + S - 1, (j + S - 1) % S)
     T.ptx["cp.async.commit_group"]()
-    scores(p, rg, p.stage_offset(j % S, 0))
+    scores(p, rg, p.stage_offset(j % S, 0), 0)
     if I.constexpr(masked):
-        mask(p, rg, j)
-    softmax(p, rg)
-    pv(p, rg, p.stage_offset(j % S, 1))
+        mask(p, rg, j, 0)
+    softmax(p, rg, 0)
+    pv(p, rg, p.stage_offset(j % S, 1), 0)
+
+
+@T.macro
+def overlapped_tile(p, args, rg, j, n_kv, n_full, cur):
+    # Sm80AttentionConfig.overlap: S of tile j + 1 into the other score buffer, then tile j's mask,
+    # softmax and P V (independent of those MMAs, so the warp issues them while the tensor pipe works).
+    # Tile j + 1 landed (the wait: tiles j + 2 .. j + stages - 2 may be in flight; the barrier: every
+    # warp is done with tile j - 1, whose buffer tile j + stages - 1 then takes)
+    S = p.config.stages
+    T.ptx["cp.async.wait_group"](S - 3)
+    T.cuda.cta_sync()
+    if j + S - 1 < n_kv:
+        copy_kv(p, args, rg, j + S - 1, (j + S - 1) % S)
+    T.ptx["cp.async.commit_group"]()
+    if j + 1 < n_kv:
+        scores(p, rg, p.stage_offset((j + 1) % S, 0), (1 - cur) * p.s_regs)
+    if j >= n_full:
+        mask(p, rg, j, cur * p.s_regs)
+    softmax(p, rg, cur * p.s_regs)
+    pv(p, rg, p.stage_offset(j % S, 1), cur * p.s_regs)
+
+
+@T.macro
+def overlapped_loop(p, args, rg, n_kv, n_full):
+    # tile 0's scores, then pairs of tiles (static score buffers 0, 1), then an odd last tile
+    scores(p, rg, p.stage_offset(0, 0), 0)
+    for jj in range(n_kv // 2):
+        overlapped_tile(p, args, rg, 2 * jj, n_kv, n_full, 0)
+        overlapped_tile(p, args, rg, 2 * jj + 1, n_kv, n_full, 1)
+    if n_kv % 2 == 1:
+        overlapped_tile(p, args, rg, n_kv - 1, n_kv, n_full, 0)
 
 
 def unmasked_tiles(p: Sm80AttentionPlan, q0, n_kv):
@@ -311,7 +342,7 @@ def attention_kernel(p, args):
     qf = T.alloc_tensor(ty_args=[T.Tensor((4 * m * (p.k_steps if p.config.q_regs else 1),), "uint32", scope="local",
                                           layout="default")])
     o = T.alloc_tensor(ty_args=[T.Tensor((4 * m * p.d_tiles,), "float32", scope="local", layout="default")])
-    s = T.alloc_tensor(ty_args=[T.Tensor((4 * m * p.n_tiles,), "float32", scope="local", layout="default")])
+    s = T.alloc_tensor(ty_args=[T.Tensor(((2 if p.config.overlap else 1) * p.s_regs,), "float32", scope="local", layout="default")])
     pf = T.alloc_tensor(ty_args=[T.Tensor((4 * m,), "uint32", scope="local", layout="default")])
     kf = T.alloc_tensor(ty_args=[T.Tensor((4,), "uint32", scope="local", layout="default")])
     row = T.alloc_tensor(ty_args=[T.Tensor((8 * m,), "float32", scope="local", layout="default")])
@@ -329,7 +360,8 @@ def attention_body(p, args, rg):
         if st < n_kv:
             copy_kv(p, args, rg, st, st)
         T.ptx["cp.async.commit_group"]()
-    T.ptx["cp.async.wait_group"](p.config.stages - 1)
+    # Q landed (overlap: tile 0 too, whose scores come first)
+    T.ptx["cp.async.wait_group"](p.config.stages - (2 if p.config.overlap else 1))
     T.cuda.cta_sync()
     load_q(p, rg)
     for i in T.unroll(4 * p.config.m_tiles * p.d_tiles):
@@ -337,10 +369,13 @@ def attention_body(p, args, rg):
     for r in T.unroll(2 * p.config.m_tiles):
         rg.row[r] = T.float32(float("-inf"))
         rg.row[2 * p.config.m_tiles + r] = T.float32(0)
-    for j in range(n_full):
-        kv_tile(p, args, rg, j, n_kv, False)
-    for j in range(n_full, n_kv):
-        kv_tile(p, args, rg, j, n_kv, True)
+    if I.constexpr(p.config.overlap):
+        overlapped_loop(p, args, rg, n_kv, n_full)
+    else:
+        for j in range(n_full):
+            kv_tile(p, args, rg, j, n_kv, False)
+        for j in range(n_full, n_kv):
+            kv_tile(p, args, rg, j, n_kv, True)
     T.ptx["cp.async.wait_group"](0)
     finish(p, args, rg)
 

@@ -65,13 +65,15 @@ class Sm80AttentionConfig:
     (``16 m_tiles`` query rows each: ``block_q = 16 m_tiles warps``), ``stages`` K / V buffers in
     shared memory (2 or more: tile ``j + stages - 1`` loads while tile ``j`` computes), ``m_tiles``
     m16 tiles per warp (1 or 2), ``q_regs`` (Q fragments kept in registers, else re-read per k-step),
-    whether causal skips the tiles above the diagonal."""
+    ``overlap`` (two score buffers: tile ``j + 1``'s ``S`` MMAs issued before tile ``j``'s softmax, which
+    needs ``stages >= 3``), whether causal skips the tiles above the diagonal."""
 
     block_kv: int = 64
     warps: int = 8
     stages: int = 2
     m_tiles: int = 1
     q_regs: bool = True
+    overlap: bool = False
     skip_masked: bool = True
 
     def __attrs_post_init__(self):
@@ -81,6 +83,9 @@ class Sm80AttentionConfig:
             raise ValueError(f"attention warps: expected 1, 2, 4 or 8 (16 query rows each), found {self.warps}")
         if not 2 <= self.stages <= 4:
             raise ValueError(f"attention stages: expected 2 to 4 K / V buffers, found {self.stages}")
+        if self.overlap and self.stages < 3:
+            raise ValueError("attention overlap: tile j + 1's K is read while tile j's V is, and tile j + 2 loads: "
+                             f"expected stages >= 3, found {self.stages}")
         if self.m_tiles not in (1, 2):
             raise ValueError(f"attention m_tiles: expected 1 or 2 m16 tiles per warp, found {self.m_tiles}")
 
@@ -141,6 +146,11 @@ class Sm80AttentionPlan:
         return self.config.block_kv // 8
 
     @property
+    def s_regs(self) -> int:
+        """Registers of one score buffer (``overlap``: two)."""
+        return 4 * self.config.m_tiles * self.n_tiles
+
+    @property
     def tile_elems(self) -> int:
         """Elements of one K (or V) tile in shared memory."""
         return self.config.block_kv * self.problem.head_dim
@@ -169,7 +179,8 @@ def registers_estimate(head_dim: int, config: Sm80AttentionConfig) -> int:
     addresses, row state and temporaries. Fitted to ptxas 13.0 (sm_90, ``--use_fast_math``) on nine
     configs at D 64 and 128 within -17 .. +8 (docs/attention.md); above 255 ptxas spills."""
     q = head_dim // 4 if config.q_regs else 4
-    return config.m_tiles * (q + head_dim // 2 + 3 * config.block_kv // 4) + 48
+    scores = 3 * config.block_kv // 4 + (config.block_kv // 2 if config.overlap else 0)
+    return config.m_tiles * (q + head_dim // 2 + scores) + 48
 
 
 def check_config(problem: AttentionProblem, config: Sm80AttentionConfig) -> None:
@@ -225,8 +236,9 @@ SMEM_BYTES_PER_CLOCK = 128
 SOFTMAX_CLOCKS_PER_SCORE = 0.08
 """Clocks per score per SM for the softmax (FMA, ex2, max, sum, conversion: ~8 instructions per score
 over 4 schedulers of 32 lanes, half hidden under the MMAs)."""
-CANDIDATES = tuple(Sm80AttentionConfig(kv, w, s, m, q) for m, q in ((1, True), (2, True), (2, False)) for w in (4, 8)
-                   for kv in (32, 64, 128) for s in (2, 3))
+CANDIDATES = tuple(Sm80AttentionConfig(kv, w, s, m, q, o) for m, q, o in ((1, True, False), (1, True, True), (2, True, False),
+                                                                      (2, False, False))
+                   for w in (4, 8) for kv in (32, 64, 128) for s in (2, 3) if s == 3 or not o)
 
 
 def occupancy(problem: AttentionProblem, config: Sm80AttentionConfig) -> int:
