@@ -807,6 +807,15 @@ def _log2f(compiler, node, args):
     return run
 
 
+def _fmaxf(compiler, node, args):
+    """``fmaxf(x, y)`` on f32 (CUDA's ``FMNMX``): the larger, the other operand where one is NaN."""
+    x, y = (compiler.expr(a) for a in args)
+
+    def run(env, mask):
+        return np.fmax(np.asarray(x(env, mask), np.float32), np.asarray(y(env, mask), np.float32))
+    return run
+
+
 def _index(kind: str):
     def factory(compiler, node, args):
         machine, tag = compiler.machine, f"{kind}.{args[0].value}"
@@ -850,6 +859,7 @@ def calls() -> dict:
         "tirx.ptx.addr": _addr,
         "exp2f": _exp2f,
         "log2f": _log2f,
+        "fmaxf": _fmaxf,
     }
     ptx_ops = dict(_ptx(name, sem) for name, sem in (
         ("ldmatrix", _ldmatrix),

@@ -31,6 +31,12 @@ from .cuda_emit import TIR_OPS, signature_source
 FULL = 0xFFFFFFFF
 
 
+def fmax(a, b):
+    """``fmaxf(a, b)``: one ``FMNMX`` (``T.max`` on floats is written NaN-propagating, ``a > b || a != a ? a
+    : b``, three instructions; the scores hold no NaN, and ``-inf`` works either way)."""
+    return T.call_pure_extern("fmaxf", a, b, ty=T.float32)
+
+
 @attrs.frozen
 class Regs:
     """A thread's kernel-wide values (module docstring)."""
@@ -185,10 +191,10 @@ def softmax(p, rg, sb):
         for h in T.unroll(2):
             rg.row[2 * m2 + 2 * mi + h] = rg.row[2 * mi + h]
             for n in T.unroll(p.n_tiles):
-                rg.row[2 * m2 + 2 * mi + h] = T.max(rg.row[2 * m2 + 2 * mi + h],
-                                                    T.max(rg.s[sb + si(p, mi, n, 2 * h)], rg.s[sb + si(p, mi, n, 2 * h + 1)]))
+                rg.row[2 * m2 + 2 * mi + h] = fmax(rg.row[2 * m2 + 2 * mi + h],
+                                                    fmax(rg.s[sb + si(p, mi, n, 2 * h)], rg.s[sb + si(p, mi, n, 2 * h + 1)]))
             for sh in T.unroll(2):  # the quad: shfl.xor 1, then 2
-                rg.row[2 * m2 + 2 * mi + h] = T.max(rg.row[2 * m2 + 2 * mi + h], T.cuda.__shfl_xor_sync(
+                rg.row[2 * m2 + 2 * mi + h] = fmax(rg.row[2 * m2 + 2 * mi + h], T.cuda.__shfl_xor_sync(
                     T.uint32(FULL), rg.row[2 * m2 + 2 * mi + h], 1 << sh, 32))
             rg.row[3 * m2 + 2 * mi + h] = TIR_OPS.exp2(rg.row[2 * mi + h] * T.float32(c)
                                                        - rg.row[2 * m2 + 2 * mi + h] * T.float32(c))

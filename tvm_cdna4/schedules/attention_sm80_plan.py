@@ -228,14 +228,22 @@ def plan_sm80_attention(problem: AttentionProblem, config: Sm80AttentionConfig |
 # ------------------------------------------------------------------------------------ the cost model
 
 H200_SMS = 132
-MMA_FLOPS_PER_CLOCK = 2048
-"""Dense m16n8k16 bf16 / f16 flops per SM per clock of mma.sync (4 tensor cores x 512; the H200
-measured ~590 TFLOP/s on mma.sync GEMMs, about 1.75 GHz x 132 SMs x 2560: within the model's reach)."""
+MMA_FLOPS_PER_CLOCK = 2257
+"""Dense m16n8k16 bf16 / f16 flops per SM per clock of mma.sync: the ~590 TFLOP/s the H200 measured on
+mma.sync GEMMs over 132 SMs at 1.98 GHz."""
 SMEM_BYTES_PER_CLOCK = 128
 """Shared-memory bytes an SM delivers per clock (32 banks x 4 bytes): ldmatrix's rate."""
-SOFTMAX_CLOCKS_PER_SCORE = 0.08
-"""Clocks per score per SM for the softmax (FMA, ex2, max, sum, conversion: ~8 instructions per score
-over 4 schedulers of 32 lanes, half hidden under the MMAs)."""
+SOFTMAX_CLOCKS_PER_SCORE = 0.18
+"""SM clocks per score of the softmax (FFMA, ex2, max, sum, O rescale, conversion), fitted to the first
+H200 sweep (benchmarks/attention_h200_sweep1_2026-12-02.json, D 128, 16k tokens)."""
+OVERLAP_SOFTMAX = 0.85
+"""The softmax share left exposed with ``overlap`` (two score buffers): the same sweep, 64-key tiles."""
+TILE_CLOCKS = 500
+"""Fixed clocks per kv tile of a CTA (the barrier, the wait, the loop; hidden by other resident CTAs),
+fitted as ``SOFTMAX_CLOCKS_PER_SCORE``."""
+FEW_WARPS = 1.1
+"""Slowdown with fewer than 8 warps resident per SM (ldmatrix and MMA latencies exposed): measured on
+4-warp CTAs that fit once per SM."""
 CANDIDATES = tuple(Sm80AttentionConfig(kv, w, s, m, q, o) for m, q, o in ((1, True, False), (1, True, True), (2, True, False),
                                                                       (2, False, False))
                    for w in (4, 8) for kv in (32, 64, 128) for s in (2, 3) if s == 3 or not o)
@@ -250,17 +258,17 @@ def occupancy(problem: AttentionProblem, config: Sm80AttentionConfig) -> int:
 
 
 def tile_clocks(problem: AttentionProblem, config: Sm80AttentionConfig, resident: int) -> float:
-    """Clocks one SM spends per kv tile of one CTA: the tensor cores (``4 block_q block_kv D`` flops),
-    ldmatrix traffic (every warp reads the whole K and V tile: ``warps x 2 x block_kv x D x 2`` bytes,
-    and its Q rows again when not ``q_regs``)
-    and the softmax; the larger of MMA and ldmatrix (they overlap across warps), plus the softmax not
-    hidden, and, with one resident CTA and two stages, the barrier's drain (a quarter of a tile)."""
-    D, bq, bkv = problem.head_dim, config.block_q, config.block_kv
-    mma = 4.0 * bq * bkv * D / MMA_FLOPS_PER_CLOCK
-    smem = config.warps * (2 * bkv + (0 if config.q_regs else config.warp_rows)) * D * 2 / SMEM_BYTES_PER_CLOCK
-    soft = SOFTMAX_CLOCKS_PER_SCORE * bq * bkv
-    drain = 0.25 * mma if resident * config.warps < 8 else 0.0
-    return max(mma, smem) + soft + drain
+    """SM clocks per kv tile of one CTA, ``resident`` CTAs sharing the SM: per score the larger of the
+    tensor cores (``4 D`` flops) and ldmatrix (each warp reads the whole K and V tile, and its Q rows
+    again without ``q_regs``: ``(2 block_kv + rows) D 2 / (rows block_kv)`` bytes per score) plus the
+    softmax (``OVERLAP_SOFTMAX`` of it with ``overlap``), and ``TILE_CLOCKS`` shared by the resident CTAs;
+    ``FEW_WARPS`` under 8 resident warps."""
+    D, bq, bkv, rows = problem.head_dim, config.block_q, config.block_kv, config.warp_rows
+    mma = 4.0 * D / MMA_FLOPS_PER_CLOCK
+    smem = (2 * bkv + (0 if config.q_regs else rows)) * D * 2 / (rows * bkv) / SMEM_BYTES_PER_CLOCK
+    soft = SOFTMAX_CLOCKS_PER_SCORE * (OVERLAP_SOFTMAX if config.overlap else 1.0)
+    clocks = bq * bkv * (max(mma, smem) + soft) + TILE_CLOCKS / resident
+    return clocks * (FEW_WARPS if resident * config.warps < 8 else 1.0)
 
 
 def estimate(problem: AttentionProblem, config: Sm80AttentionConfig, sms: int = H200_SMS) -> float:
@@ -277,7 +285,7 @@ def estimate(problem: AttentionProblem, config: Sm80AttentionConfig, sms: int = 
     bq = config.block_q
     tiles = [kv_tiles_for(problem, bq, config.block_kv, qb * bq, config.skip_masked)
              for qb in range(ceil_div(problem.seq_q, bq))]
-    per_tile = tile_clocks(problem, config, resident) * resident  # an SM runs `resident` CTAs at once
+    per_tile = tile_clocks(problem, config, resident) * resident  # the SM shares its clocks among `resident` CTAs
     total = sum(tiles) * problem.batch * problem.heads
     slots = sms * resident
     return per_tile * max(total / slots, max(tiles))
