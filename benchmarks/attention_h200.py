@@ -44,7 +44,7 @@ C = Sm80AttentionConfig
 SHAPES = [(4, 4096), (2, 8192), (1, 16384)]  # (batch, seq): batch x seq = 16k tokens
 HEADS, HEAD_DIM = 32, 128
 SWEEP = [C(32, 4, 2, 2, False), C(32, 8, 2, 2, False), C(64, 8, 3, overlap=True), C(64, 8, 4, overlap=True),
-         C(64, 8, 2), C(128, 8, 2)]
+         C(64, 8, 2), C(128, 8, 3), C(32, 4, 3, 2, False)]
 ODD = (1, 4, 2, 1031, 1031)  # batch, heads, kv heads, seq q, seq kv of the exact-bound check
 
 

@@ -138,9 +138,10 @@ def load_q(p, rg):
 
 
 @T.macro
-def scores(p, rg, kbase, sb):
+def scores(p, rg, kbase, sb, esb=None):
     # S = Q K^T: per k-step, one ldmatrix.x4 of K per key pair of n-tiles (keys 16 np + 0-7 / 8-15 x
-    # chunks 2kk / 2kk+1: b0, b1 of n-tile 2np, then of 2np+1), used by every m-tile
+    # chunks 2kk / 2kk+1: b0, b1 of n-tile 2np, then of 2np+1), used by every m-tile; esb (overlap): the
+    # other buffer's exponentials, n-tile g after the g-th group of MMAs (in the MMAs' shadow)
     lane = T.cuda.lane_id()
     key = lane % 8 + 8 * (lane >> 4)
     for i in T.unroll(4 * p.n_tiles * p.config.m_tiles):
@@ -160,6 +161,9 @@ def scores(p, rg, kbase, sb):
                         rg.qf[qi(p, mi, kk, 3)], rg.kf[2 * half], rg.kf[2 * half + 1],
                         rg.s[sb + si(p, mi, 2 * np_ + half, 0)], rg.s[sb + si(p, mi, 2 * np_ + half, 1)],
                         rg.s[sb + si(p, mi, 2 * np_ + half, 2)], rg.s[sb + si(p, mi, 2 * np_ + half, 3)])
+            if I.constexpr(esb is not None):
+                if kk * (p.n_tiles // 2) + np_ < p.n_tiles:
+                    exps(p, rg, esb, kk * (p.n_tiles // 2) + np_)
 
 
 @T.macro
@@ -182,6 +186,14 @@ def mask(p, rg, j, sb):
 
 @T.macro
 def softmax(p, rg, sb):
+    # the row max and rescale, then every n-tile's exponentials
+    row_max(p, rg, sb)
+    for n in T.unroll(p.n_tiles):
+        exps(p, rg, sb, n)
+
+
+@T.macro
+def row_max(p, rg, sb):
     # per row (m-tile mi, half h; state at ri = 2 mi + h: max row[ri], sum row[2 m + ri], scratch
     # row[4 m + ri], alpha row[6 m + ri]): m' = max(m, rowmax s); alpha = 2^((m - m') c); p = 2^(s c - m' c);
     # l = alpha l + sum p; O *= alpha
@@ -198,12 +210,12 @@ def softmax(p, rg, sb):
                     T.uint32(FULL), rg.row[2 * m2 + 2 * mi + h], 1 << sh, 32))
             rg.row[3 * m2 + 2 * mi + h] = TIR_OPS.exp2(rg.row[2 * mi + h] * T.float32(c)
                                                        - rg.row[2 * m2 + 2 * mi + h] * T.float32(c))
-            rescale(p, rg, mi, h, sb)
+            rescale(p, rg, mi, h)
 
 
 @T.macro
-def rescale(p, rg, mi, h, sb):
-    # the row's new max, its exponentials, its sum and O scaled by alpha (row[6 m + ri])
+def rescale(p, rg, mi, h):
+    # the row's new max, its sum and O scaled by alpha (row[6 m + ri])
     c = p.problem.scale_log2
     m2 = 2 * p.config.m_tiles
     alpha = rg.row[3 * m2 + 2 * mi + h]
@@ -213,11 +225,19 @@ def rescale(p, rg, mi, h, sb):
     for dn in T.unroll(p.d_tiles):
         for e in T.unroll(2):
             rg.o[oi(p, mi, dn, 2 * h + e)] = rg.o[oi(p, mi, dn, 2 * h + e)] * alpha
-    for n in T.unroll(p.n_tiles):
-        for e in T.unroll(2):
-            rg.s[sb + si(p, mi, n, 2 * h + e)] = TIR_OPS.exp2(rg.s[sb + si(p, mi, n, 2 * h + e)] * T.float32(c)
-                                                         - rg.row[2 * m2 + 2 * mi + h])
-            rg.row[m2 + 2 * mi + h] = rg.row[m2 + 2 * mi + h] + rg.s[sb + si(p, mi, n, 2 * h + e)]
+
+
+@T.macro
+def exps(p, rg, sb, n):
+    # n-tile n's p = 2^(s c - m' c) of every row of the lane, added to the row sums
+    c = p.problem.scale_log2
+    m2 = 2 * p.config.m_tiles
+    for mi in T.unroll(p.config.m_tiles):
+        for h in T.unroll(2):
+            for e in T.unroll(2):
+                rg.s[sb + si(p, mi, n, 2 * h + e)] = TIR_OPS.exp2(rg.s[sb + si(p, mi, n, 2 * h + e)] * T.float32(c)
+                                                                  - rg.row[2 * m2 + 2 * mi + h])
+                rg.row[m2 + 2 * mi + h] = rg.row[m2 + 2 * mi + h] + rg.s[sb + si(p, mi, n, 2 * h + e)]
 
 
 @T.macro
@@ -265,8 +285,9 @@ def kv_tile(p, args, rg, j, n_kv, masked):
 
 @T.macro
 def overlapped_tile(p, args, rg, j, n_kv, n_full, cur):
-    # Sm80AttentionConfig.overlap: S of tile j + 1 into the other score buffer, then tile j's mask,
-    # softmax and P V (independent of those MMAs, so the warp issues them while the tensor pipe works).
+    # Sm80AttentionConfig.overlap: tile j's mask and row max, then S of tile j + 1 into the other score
+    # buffer with tile j's exponentials between its MMAs (independent of them: the warp issues them while
+    # the tensor pipe works), then tile j's P V.
     # Tile j + 1 landed (the wait: tiles j + 2 .. j + stages - 2 may be in flight; the barrier: every
     # warp is done with tile j - 1, whose buffer tile j + stages - 1 then takes)
     S = p.config.stages
@@ -275,11 +296,13 @@ def overlapped_tile(p, args, rg, j, n_kv, n_full, cur):
     if j + S - 1 < n_kv:
         copy_kv(p, args, rg, j + S - 1, (j + S - 1) % S)
     T.ptx["cp.async.commit_group"]()
-    if j + 1 < n_kv:
-        scores(p, rg, p.stage_offset((j + 1) % S, 0), (1 - cur) * p.s_regs)
     if j >= n_full:
         mask(p, rg, j, cur * p.s_regs)
-    softmax(p, rg, cur * p.s_regs)
+    if j + 1 < n_kv:
+        row_max(p, rg, cur * p.s_regs)
+        scores(p, rg, p.stage_offset((j + 1) % S, 0), (1 - cur) * p.s_regs, cur * p.s_regs)
+    else:
+        softmax(p, rg, cur * p.s_regs)
     pv(p, rg, p.stage_offset(j % S, 1), cur * p.s_regs)
 
 
