@@ -178,3 +178,61 @@ def test_fused_epilogue_keywords():
     want = torch.nn.functional.silu(v) + residual
     err = float(torch.linalg.norm(y - want) / torch.linalg.norm(want))
     assert err < 1e-4, err
+
+
+# ---- attention ------------------------------------------------------------------------------------
+
+
+def meta4(*shape, dtype=torch.bfloat16):
+    return torch.empty(shape, dtype=dtype, **META)
+
+
+@pytest.mark.parametrize("call,match", [
+    (lambda: tt.attention(torch.zeros(1, 2, 8, 64, dtype=torch.bfloat16), meta4(1, 2, 8, 64), meta4(1, 2, 8, 64)),
+     "argument 'q': a CUDA tensor; expected device cuda, found cpu"),
+    (lambda: tt.attention(meta4(1, 2, 8, 64, dtype=torch.float32), meta4(1, 2, 8, 64), meta4(1, 2, 8, 64)),
+     "argument 'q': dtype"),
+    (lambda: tt.attention(meta4(2, 8, 64), meta4(1, 2, 8, 64), meta4(1, 2, 8, 64)), "argument 'q': the queries"),
+    (lambda: tt.attention(meta4(1, 2, 8, 64), meta4(1, 2, 8, 64, dtype=torch.float16), meta4(1, 2, 8, 64)),
+     "argument 'k': dtype; expected torch.bfloat16"),
+    (lambda: tt.attention(meta4(1, 2, 8, 64), meta4(1, 2, 8, 64), meta4(1, 2, 9, 64)),
+     r"argument 'v': shape; expected \(1, 2, 8, 64\), found \(1, 2, 9, 64\)"),
+    (lambda: tt.attention(meta4(1, 2, 8, 96), meta4(1, 2, 8, 96), meta4(1, 2, 8, 96)), "argument 'q': head dim"),
+    (lambda: tt.attention(meta4(1, 4, 8, 64), meta4(1, 3, 8, 64), meta4(1, 3, 8, 64)), "argument 'k': kv heads"),
+    (lambda: tt.attention(meta4(1, 2, 64, 8).transpose(2, 3), meta4(1, 2, 8, 64), meta4(1, 2, 8, 64)),
+     "argument 'q': non-contiguous tensors are refused"),
+    (lambda: tt.attention(meta4(1, 2, 8, 64), meta4(1, 2, 8, 64), meta4(1, 2, 8, 64), scale=-1.0),
+     "argument 'scale'"),
+    (lambda: tt.attention(meta4(1, 2, 8, 64), meta4(1, 2, 8, 64), meta4(1, 2, 8, 64), causal=1), "argument 'causal'"),
+    (lambda: tt._check_alignment("attention", q=torch.zeros(64, dtype=torch.bfloat16)[1:]),
+     "argument 'q': its data pointer"),
+])
+def test_attention_argument_errors_name_the_argument(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
+
+
+def test_the_attention_op_is_registered_with_a_fake_implementation():
+    q, kv = meta4(2, 8, 130, 128), meta4(2, 2, 257, 128)
+    o, lse = torch.ops.tvm_cdna4.attention(q, kv, kv, True, None)
+    assert (o.shape, o.dtype, lse.shape, lse.dtype) == ((2, 8, 130, 128), torch.bfloat16, (2, 8, 130), torch.float32)
+    o2, lse2 = tt.attention(q, kv, kv, causal=True, return_lse=True)
+    assert (o2.shape, lse2.shape) == (o.shape, lse.shape) and tt.attention(q, kv, kv).shape == o.shape
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("causal,hkv,seq,dtype", [(True, 2, 257, torch.bfloat16), (False, 4, 130, torch.float16)])
+def test_attention_matches_sdpa(causal, hkv, seq, dtype):
+    gen = torch.Generator(device="cuda").manual_seed(seq)
+    q = torch.randn((2, 4, seq, 128), generator=gen, device="cuda").to(dtype)
+    k, v = (torch.randn((2, hkv, seq, 128), generator=gen, device="cuda").to(dtype) for _ in range(2))
+    o, lse = tt.attention(q, k, v, causal=causal, return_lse=True)
+    kr, vr = (x.float().repeat_interleave(4 // hkv, dim=1) for x in (k, v))
+    s = (q.float() @ kr.transpose(-1, -2)) / 128 ** 0.5
+    if causal:
+        s = s.masked_fill(torch.ones(seq, seq, dtype=torch.bool, device="cuda").triu(1), float("-inf"))
+    ref = torch.softmax(s, -1) @ vr
+    assert float(torch.linalg.norm(o.float() - ref) / torch.linalg.norm(ref)) < 1e-2
+    assert float((lse - torch.logsumexp(s, -1)).abs().max()) < 1e-3
+    compiled = torch.compile(lambda a, b, c: tt.attention(a, b, c, causal=causal), fullgraph=True)
+    assert torch.equal(compiled(q, k, v), o)

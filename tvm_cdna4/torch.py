@@ -1,4 +1,4 @@
-"""``tvm_cdna4.torch``: the CUDA GEMM on torch tensors (runtime layer).
+"""``tvm_cdna4.torch``: the CUDA GEMM and attention on torch tensors (runtime layer).
 
 ``gemm(a, b, *, layout="nt", out_dtype=None, bias=None, activation=None, residual=None,
 row_scale=None, col_scale=None, out=None)`` computes ``out = epilogue(a @ op(b))`` on CUDA tensors:
@@ -34,6 +34,19 @@ on the device only (never copied to the host: the values are not checked, only t
 shape and device; rows outside every group are left unwritten); the kernel is the grouped GEMM of the
 shape class for the bucket of ``ceil(T / G)`` rows per group (``kernel_cache``), the custom op
 ``torch.ops.tvm_cdna4.grouped_gemm`` (``out=``: ``grouped_gemm_out``).
+
+``attention(q, k, v, *, causal=False, scale=None, return_lse=False)`` is the attention forward
+(FlashAttention-2, ``schedules.attention_sm80_plan``): ``q`` [B, H, Sq, D], ``k`` and ``v`` [B, Hkv,
+Skv, D] (GQA: ``Hkv`` divides ``H``; query head ``h`` reads kv head ``h // (H / Hkv)``), all float16 or
+all bfloat16, D 64 or 128, contiguous; ``causal``: row ``i`` sees keys ``j <= i`` (``is_causal`` of
+``torch.nn.functional.scaled_dot_product_attention``); ``scale`` defaults to ``1 / sqrt(D)``. Returns
+``O`` [B, H, Sq, D] in the inputs' dtype, or with ``return_lse=True`` the pair ``(O, LSE)``, LSE the
+float32 [B, H, Sq] natural log-sum-exp of each row's scaled scores (what a backward pass reads). The
+kernel bakes every extent in, so its cache key (``kernel_cache``: ``("attention", B, H, Hkv, Sq, Skv, D,
+causal, scale, dtype, arch, device)``) is the whole shape: a new shape builds once (a few seconds;
+then the on-disk build cache). It is the custom op ``torch.ops.tvm_cdna4.attention`` (both outputs)
+with a fake implementation; the argument checks are those of ``gemm`` (device, dtypes, shapes,
+contiguous strides, 16-byte aligned data) plus the head rules above.
 """
 
 from __future__ import annotations
@@ -311,4 +324,99 @@ def grouped_gemm(x, w, offsets, *, layout: str = "nt", out_dtype=None, bias=None
     return out
 
 
-__all__ = ["ALIGNMENT", "LAYOUTS", "check_arguments", "check_grouped_arguments", "gemm", "grouped_gemm", "kernel_cache"]
+# ------------------------------------------------------------------------------------ attention
+
+
+def check_attention_arguments(q, k, v, causal, scale):
+    """``check_arguments`` of ``attention`` (its fake implementation runs it too): the
+    ``schedules.attention_problem.AttentionProblem`` of the call."""
+    from .schedules.attention_problem import HEAD_DIMS, AttentionProblem
+
+    op = "attention"
+    if not isinstance(q, torch.Tensor):
+        raise TypeError(f"tvm_cdna4.torch.{op}: argument 'q' must be a torch.Tensor, not {type(q).__name__}")
+    if q.device.type not in ("cuda", "meta"):
+        _fail("q", "a CUDA tensor", "device cuda", q.device, op)
+    if q.dtype not in IN_DTYPES:
+        _fail("q", "dtype", "torch.float16 or torch.bfloat16", q.dtype, op)
+    if q.dim() != 4:
+        _fail("q", "the queries [batch, heads, seq_q, head_dim]", "4 dimensions", f"shape {tuple(q.shape)}", op)
+    B, H, Sq, D = q.shape
+    if not isinstance(k, torch.Tensor) or k.dim() != 4:
+        _fail("k", "the keys [batch, kv_heads, seq_kv, head_dim]", "4 dimensions",
+              f"shape {tuple(k.shape)}" if isinstance(k, torch.Tensor) else type(k).__name__, op)
+    Hkv, Skv = k.shape[1], k.shape[2]
+    _tensor("q", q, q.device, (q.dtype,), (B, H, Sq, D), op, "q")
+    _tensor("k", k, q.device, (q.dtype,), (B, Hkv, Skv, D), op, "q")
+    _tensor("v", v, q.device, (q.dtype,), (B, Hkv, Skv, D), op, "q")
+    if D not in HEAD_DIMS:
+        _fail("q", "head dim (the last dimension)", " or ".join(map(str, HEAD_DIMS)), D, op)
+    if min(B, H, Sq, Skv) < 1:
+        _fail("q", "batch, heads and sequence lengths of at least 1", ">= 1",
+              f"q {tuple(q.shape)}, k {tuple(k.shape)}", op)
+    if Hkv < 1 or H % Hkv:
+        _fail("k", "kv heads (dimension 1): at least one, dividing the query heads (GQA)", f"a divisor of {H}",
+              Hkv, op)
+    if not isinstance(causal, bool):
+        _fail("causal", "a bool", "True or False", repr(causal), op)
+    try:
+        return AttentionProblem(B, H, Hkv, Sq, Skv, D, causal, IN_DTYPES[q.dtype], scale)
+    except ValueError as err:
+        _fail("scale", str(err), "a positive finite float or None", repr(scale), op)
+
+
+def _attention_kernel(q, problem):
+    """The cached kernel of the call's shape (built on first use; ``kernel_cache``)."""
+    from .runtime.cuda import Kernel, load_build
+    from .schedules.attention_sm80 import build_sm80_attention
+    from .schedules.attention_sm80_plan import plan_sm80_attention
+
+    arch = _arch(q)
+    key = ("attention", *attrs_tuple(problem), arch, q.device.index)
+    if key not in _KERNELS:
+        exe = build_sm80_attention(problem, arch=arch)
+        _KERNELS[key] = Kernel(load_build(exe, "attention_"), plan_sm80_attention(problem, exe.config))
+    return _KERNELS[key]
+
+
+def attrs_tuple(problem) -> tuple:
+    """The problem's fields in order (a hashable key)."""
+    import attrs
+
+    return attrs.astuple(problem)
+
+
+def _attention_outputs(q, problem):
+    B, H, Sq, D = q.shape
+    return q.new_empty((B, H, Sq, D)), q.new_empty((B, H, Sq), dtype=torch.float32)
+
+
+@torch.library.custom_op("tvm_cdna4::attention", mutates_args=())
+def _attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
+                  scale: Optional[float]) -> tuple[torch.Tensor, torch.Tensor]:  # noqa: UP045
+    problem = check_attention_arguments(q, k, v, causal, scale)
+    _check_alignment("attention", q=q, k=k, v=v)
+    o, lse = _attention_outputs(q, problem)
+    with torch.cuda.device(q.device):
+        _attention_kernel(q, problem).launch(q, k, v, o, lse)
+    return o, lse
+
+
+@_attention_op.register_fake
+def _attention_fake(q, k, v, causal, scale):
+    return _attention_outputs(q, check_attention_arguments(q, k, v, causal, scale))
+
+
+def attention(q, k, v, *, causal: bool = False, scale=None, return_lse: bool = False):
+    """The attention forward on CUDA tensors (the module docstring): ``O``, or ``(O, LSE)`` with
+    ``return_lse``. The op checks the arguments (``check_attention_arguments``, in its real and fake
+    implementations: the checks build the ``AttentionProblem``, an attrs record that ``torch.compile``
+    does not trace)."""
+    if not isinstance(causal, bool):
+        _fail("causal", "a bool", "True or False", repr(causal), "attention")
+    o, lse = torch.ops.tvm_cdna4.attention(q, k, v, causal, None if scale is None else float(scale))
+    return (o, lse) if return_lse else o
+
+
+__all__ = ["ALIGNMENT", "LAYOUTS", "attention", "check_arguments", "check_attention_arguments",
+           "check_grouped_arguments", "gemm", "grouped_gemm", "kernel_cache"]

@@ -794,6 +794,28 @@ def _exp2f(compiler, node, args):
     return run
 
 
+def _log2f(compiler, node, args):
+    """``log2f(x)`` on f32, what TIRx writes for ``T.log2`` (NVRTC, with TIRx's ``--use_fast_math``,
+    compiles it to ``lg2.approx.ftz.f32``, PTX ISA 9.7.3.20, maximum relative error about 2^-22 away
+    from 1): numpy's ``log2`` rounded to f32 (``-inf`` at 0, NaN below), within that error of the GPU's
+    value."""
+    (x,) = (compiler.expr(a) for a in args)
+
+    def run(env, mask):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.log2(np.asarray(x(env, mask), np.float32))
+    return run
+
+
+def _fmaxf(compiler, node, args):
+    """``fmaxf(x, y)`` on f32 (CUDA's ``FMNMX``): the larger, the other operand where one is NaN."""
+    x, y = (compiler.expr(a) for a in args)
+
+    def run(env, mask):
+        return np.fmax(np.asarray(x(env, mask), np.float32), np.asarray(y(env, mask), np.float32))
+    return run
+
+
 def _index(kind: str):
     def factory(compiler, node, args):
         machine, tag = compiler.machine, f"{kind}.{args[0].value}"
@@ -836,6 +858,8 @@ def calls() -> dict:
         "tirx.cuda.__shfl_xor_sync": _shfl_cuda("xor"),
         "tirx.ptx.addr": _addr,
         "exp2f": _exp2f,
+        "log2f": _log2f,
+        "fmaxf": _fmaxf,
     }
     ptx_ops = dict(_ptx(name, sem) for name, sem in (
         ("ldmatrix", _ldmatrix),

@@ -2,7 +2,8 @@
 
 - gfx950 (CDNA4 patterns): :func:`gfx950_gemm` (MFMA + ds_read_tr, every dense dtype) and
   :func:`gfx950_mx_gemm` (MX block-scaled formats through the scaled MFMA).
-- CUDA (sm_80 class, also runs on sm_90): :func:`cuda_gemm` (cp.async + ldmatrix + mma.sync).
+- CUDA (sm_80 class, also runs on sm_90): :func:`cuda_gemm` (cp.async + ldmatrix + mma.sync), and the
+  attention forward :func:`sm80_attention` / :func:`build_sm80_attention` (``attention_sm80``).
 
 The names load on first use, so the CUDA schedule imports without the gfx950 patterns (the GPU
 machine's benchmark runs it from a bare TIRx install).
@@ -15,6 +16,7 @@ import importlib
 _WHERE = {
     "GemmConfig": "cuda_gemm", "build": "cuda_gemm", "cuda_gemm": "cuda_gemm", "cuda_source": "cuda_gemm",
     "default_config": "cuda_gemm",
+    "build_sm80_attention": "attention_sm80", "sm80_attention": "attention_sm80",
     "Gfx950GemmConfig": "gfx950_gemm", "gfx950_gemm": "gfx950_gemm",
     "MxGemmConfig": "gfx950_mx_gemm", "gfx950_mx_gemm": "gfx950_mx_gemm",
 }

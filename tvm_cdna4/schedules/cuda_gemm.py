@@ -365,8 +365,9 @@ def schedule_digest() -> str:
                          "schedules/cuda_decode_emit.py", "schedules/epilogue.py", "tirx_private.py")
 
 
-def _compile(p: GemmPlan, arch, compiler) -> dict[str, bytes]:
-    """Run TIRx: the CUDA source and the exported library, as cache blobs."""
+def _compile(p: GemmPlan, arch, compiler, emit=None) -> dict[str, bytes]:
+    """Run TIRx: the CUDA source and the exported library, as cache blobs. ``emit``: the plan's
+    PrimFunc (default ``emit_any``, the GEMMs; the attention build passes its own emitter)."""
     import os
     import tempfile
 
@@ -375,7 +376,7 @@ def _compile(p: GemmPlan, arch, compiler) -> dict[str, bytes]:
 
     from ..tirx_private import cuda_device_group, shared_cuda_lowering
 
-    func = emit_any(p)
+    func = (emit or emit_any)(p)
     attrs = {"kind": "cuda", "arch": arch}
     if compiler is not None:
         attrs["backend_config"] = {"cuda": {"compiler": compiler}}

@@ -1,0 +1,141 @@
+"""The sm80 attention forward (issue 26 part 2) in the CUDA emulator against the float64 reference
+(odd sequence lengths, causal and not, GQA, head dims 64 and 128, both fragment layouts), its plan
+and cost model, its imports; on an NVIDIA GPU (``cuda`` marker) the same bound on larger shapes."""
+
+import subprocess
+import sys
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from tvm_cdna4.emulator import emulate
+from tvm_cdna4.schedules.attention_problem import AttentionProblem, error_bound, kv_tiles_for, reference
+from tvm_cdna4.schedules.attention_sm80_emit import emit_sm80_attention
+from tvm_cdna4.schedules.attention_sm80_plan import (CANDIDATES, Sm80AttentionConfig, default_config,
+                                                     plan_sm80_attention, registers_estimate)
+
+C = Sm80AttentionConfig
+CASES = {
+    "odd lengths, causal, GQA 2:1, D 64": (AttentionProblem(1, 2, 1, 130, 130, 64, causal=True), C(32, 4, 2)),
+    "odd lengths, D 128, 8 warps": (AttentionProblem(1, 2, 2, 130, 130, 128), C(64, 8, 2)),
+    "one token, causal, GQA 2:1": (AttentionProblem(1, 4, 2, 1, 1, 64, causal=True), C(32, 4, 2)),
+    "257 keys, 3 stages, two m-tiles": (AttentionProblem(1, 1, 1, 257, 257, 64), C(64, 4, 3, 2, True)),
+    "causal D 128, Q from shared memory": (AttentionProblem(1, 2, 1, 130, 130, 128, causal=True), C(32, 4, 2, 2, False)),
+    "more keys than queries, causal, f16": (AttentionProblem(1, 2, 1, 70, 200, 64, True, "f16"), C(128, 4, 2)),
+    "overlapped softmax, causal, odd tile count": (AttentionProblem(1, 2, 1, 100, 100, 128, True), C(32, 4, 3, overlap=True)),
+}
+
+
+def _inputs(problem, seed=0):
+    rng = np.random.default_rng(seed)
+    s = problem.shapes()
+    dt = ml_dtypes.bfloat16 if problem.dtype == "bf16" else np.float16
+    return [rng.standard_normal(s[n]).astype(dt) for n in ("Q", "K", "V")]
+
+
+def _run(plan, q, k, v):
+    s = plan.problem.shapes()
+    o, lse = np.full(s["O"], np.nan, q.dtype), np.full(s["LSE"], np.nan, np.float32)
+    stats = {}
+    emulate(emit_sm80_attention(plan), q, k, v, o, lse, target="sm80", stats=stats)
+    return o.astype(np.float64), lse, stats
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_emulated_attention_is_within_the_documented_bound(name):
+    problem, config = CASES[name]
+    q, k, v = _inputs(problem)
+    o, lse, stats = _run(plan_sm80_attention(problem, config), q, k, v)
+    want_o, want_lse = reference(q, k, v, problem.causal)
+    bound_o, bound_lse = error_bound(q, k, v, problem.causal, dtype=problem.dtype)
+    assert (np.abs(o - want_o) <= bound_o).all(), np.abs(o - want_o).max()
+    assert (np.abs(lse - want_lse) <= bound_lse).all(), np.abs(lse - want_lse).max()
+    assert problem.seq_kv == 1 or np.abs(o - want_o).max() > 0  # not vacuous: 16-bit P and O round
+    assert stats["ldmatrix conflicts"] == 0 and stats["cp.async conflicts"] == 0  # the XOR swizzle
+
+
+@pytest.mark.parametrize("skip", [True, False])
+def test_causal_blocks_skip_the_kv_tiles_above_their_diagonal(skip):
+    """64 queries, 130 keys: the block sees keys 0-63 (2 tiles of 32); keys 64 on hold NaN, which
+    reach O through 0 * NaN only if their tiles run."""
+    problem = AttentionProblem(1, 1, 1, 64, 130, 64, causal=True)
+    plan = plan_sm80_attention(problem, C(32, 4, 2, skip_masked=skip))
+    assert kv_tiles_for(problem, 64, 32, 0, skip) == (2 if skip else 5)
+    q, k, v = _inputs(problem, seed=1)
+    k[:, :, 64:], v[:, :, 64:] = np.nan, np.nan
+    o, _, _ = _run(plan, q, k, v)
+    assert np.isfinite(o).all() == skip
+
+
+def test_the_plan_and_its_refusals():
+    p = plan_sm80_attention(AttentionProblem(2, 32, 8, 4096, 4096, 128, causal=True), C(64, 8, 2))
+    assert (p.threads, p.config.block_q, p.q_blocks, p.ctas, p.kv_tiles) == (256, 128, 32, 32 * 64, 64)
+    assert p.smem_bytes == 2 * 128 * (128 + 2 * 2 * 64) and p.mma_instr.endswith("f32.bf16.bf16.f32")
+    assert p.registers == registers_estimate(128, p.config) == 192  # ptxas 13.0 used 178 (docs/attention.md)
+    with pytest.raises(ValueError, match="registers per thread"):
+        plan_sm80_attention(AttentionProblem(1, 1, 1, 64, 64, 128), C(64, 4, 2, 2, False))
+    with pytest.raises(ValueError, match="shared memory"):
+        plan_sm80_attention(AttentionProblem(1, 1, 1, 64, 64, 128), C(256, 8, 4))
+    with pytest.raises(ValueError, match="32-bit integers"):
+        plan_sm80_attention(AttentionProblem(64, 64, 64, 8192, 8192, 128))
+    with pytest.raises(ValueError, match="m_tiles"):
+        C(64, 4, 2, 3)
+    with pytest.raises(ValueError, match="stages >= 3"):
+        C(64, 4, 2, overlap=True)
+
+
+def test_the_default_config_is_the_cost_models_choice():
+    for problem in (AttentionProblem(4, 32, 32, 4096, 4096, 128), AttentionProblem(1, 32, 32, 16384, 16384, 64, True)):
+        config = default_config(problem)
+        assert config in CANDIDATES and plan_sm80_attention(problem).config == config
+
+
+def test_the_cuda_side_imports_no_gfx950_module():
+    """Only what the CUDA GEMM itself loads (schedules/__init__.py: the GPU machine runs it from a bare
+    TIRx install): no gfx950 plan, cost model or ROCm pattern beyond the GEMM's."""
+    code = ("import sys\nimport tvm_cdna4.schedules.{}\n"
+            "print(sorted(m for m in sys.modules if m.startswith('tvm_cdna4') and ('gfx950' in m or 'patterns' in m)))")
+    seen = [subprocess.run([sys.executable, "-c", code.format(m)], capture_output=True, text=True, check=True).stdout
+            for m in ("cuda_gemm", "attention_sm80")]
+    assert seen[0] == seen[1] and "gfx950" not in seen[1]
+
+
+# ---- on the GPU --------------------------------------------------------------------------------------
+
+GPU_CASES = [
+    (AttentionProblem(1, 4, 2, 1, 1, 128, causal=True), None),
+    (AttentionProblem(2, 4, 2, 257, 257, 128, causal=True), None),
+    (AttentionProblem(1, 4, 4, 1000, 1003, 64), None),
+    (AttentionProblem(1, 8, 2, 777, 777, 128, causal=True, dtype="f16"), None),
+    (AttentionProblem(1, 2, 2, 2049, 2049, 128, causal=True), C(32, 4, 2, 2, False)),
+    (AttentionProblem(1, 2, 1, 1537, 1537, 64), C(128, 8, 3)),
+    (AttentionProblem(2, 4, 2, 1031, 1031, 128, causal=True), C(64, 8, 3, overlap=True)),
+    (AttentionProblem(1, 4, 4, 999, 1001, 128), C(32, 4, 4, overlap=True)),
+]
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("case", range(len(GPU_CASES)))
+def test_on_the_gpu_within_the_documented_bound(case):
+    import torch
+
+    from tvm_cdna4.runtime.cuda import Kernel, device_arch, load_build
+    from tvm_cdna4.schedules.attention_sm80 import build_sm80_attention
+
+    problem, config = GPU_CASES[case]
+    exe = build_sm80_attention(problem, config, arch=device_arch())
+    kernel = Kernel(load_build(exe, "attention_test_"), plan_sm80_attention(problem, exe.config))
+    q, k, v = _inputs(problem, seed=case)
+    tq, tk, tv = (torch.from_numpy(x.view(np.uint16).astype(np.int16)).cuda().view(
+        torch.bfloat16 if problem.dtype == "bf16" else torch.float16) for x in (q, k, v))
+    s = problem.shapes()
+    o = torch.full(s["O"], float("nan"), dtype=tq.dtype, device="cuda")
+    lse = torch.full(s["LSE"], float("nan"), dtype=torch.float32, device="cuda")
+    kernel.launch(tq, tk, tv, o, lse)
+    torch.cuda.synchronize()
+    o, lse = o.float().cpu().numpy().astype(np.float64), lse.cpu().numpy()
+    want_o, want_lse = reference(q, k, v, problem.causal)
+    bound_o, bound_lse = error_bound(q, k, v, problem.causal, dtype=problem.dtype)
+    assert (np.abs(o - want_o) <= bound_o).all(), np.nanmax(np.abs(o - want_o) / bound_o)
+    assert (np.abs(lse - want_lse) <= bound_lse).all(), np.nanmax(np.abs(lse - want_lse) / bound_lse)

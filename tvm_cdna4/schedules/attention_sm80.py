@@ -1,0 +1,47 @@
+"""The sm80 attention forward's public entry (issue 26 part 2): ``sm80_attention`` (the PrimFunc) and
+``build_sm80_attention`` (compiled through the build cache, as ``cuda_gemm.build``). The plan is
+``attention_sm80_plan`` (its docstring: the kernel), the emission ``attention_sm80_emit``."""
+
+from __future__ import annotations
+
+from .attention_problem import AttentionProblem
+from .attention_sm80_plan import Sm80AttentionConfig, Sm80AttentionPlan, plan_sm80_attention
+
+
+def sm80_attention(problem: AttentionProblem, config: Sm80AttentionConfig | None = None):
+    """The TIRx PrimFunc ``main(Q, K, V, O, LSE)`` of ``problem`` (``config``: the cost model's default)."""
+    from .attention_sm80_emit import emit_sm80_attention
+
+    return emit_sm80_attention(plan_sm80_attention(problem, config))
+
+
+def build_key(p: Sm80AttentionPlan, arch: str = "sm_80", compiler: str | None = None) -> dict:
+    """The build-cache key: every plan field, the arch, the device compiler and the attention
+    schedule's source digest (with the GEMM's: the compile path and fragment helpers are shared)."""
+    from ..cache import source_digest
+    from .cuda_gemm import schedule_digest
+    from .cuda_plan import plan_record
+
+    return dict(plan=plan_record(p), arch=arch, compiler=compiler, schedule=schedule_digest(),
+                attention=source_digest("schedules/attention_problem.py", "schedules/attention_sm80_*.py",
+                                        "schedules/attention_sm80.py"))
+
+
+def build_sm80_attention(problem: AttentionProblem, config: Sm80AttentionConfig | None = None, arch: str = "sm_80",
+                         compiler: str | None = None, cache: bool = True):
+    """Compile the kernel of ``problem`` (``config`` None: ``attention_sm80_plan.default_config``) for
+    ``arch`` with ``compiler`` (None: TIRx's NVRTC; ``"nvcc"`` / ``"nvrtc"``): a ``cuda_gemm.CudaBuild``
+    (``source``, ``library``, ``config``, ``device_config``), through the build cache (``cache``)."""
+    from ..cache import cached
+    from .attention_sm80_emit import emit_sm80_attention
+    from .cuda_gemm import CudaBuild, _check_compiler, _compile
+
+    _check_compiler(compiler)
+    p = plan_sm80_attention(problem, config)
+    blobs = cached("cuda-attention", build_key(p, arch, compiler),
+                   lambda: _compile(p, arch, compiler, emit_sm80_attention), enabled=cache)
+    return CudaBuild(source=blobs["source"].decode(), library=blobs["library"], config=p.config,
+                     device_config=blobs.get("device_config", b"").decode())
+
+
+__all__ = ["build_key", "build_sm80_attention", "sm80_attention"]

@@ -1,0 +1,295 @@
+"""Attention forward on sm80-class GPUs (FlashAttention-2, issue 26 part 2): the plan.
+
+The problem, its reference, error bound and kv tiling are the target-neutral ones
+(``attention_problem``: ``AttentionProblem``, ``kv_tiles_for``, online softmax in base 2); this
+module decides how an sm_80 CTA computes them. Pure Python (attrs): no TIRx, no gfx950 module.
+
+**Work split.** One CTA per (batch x head, query block of ``block_q`` rows), ``warps`` warps of
+``16 m_tiles`` query rows each (``block_q = 16 m_tiles warps``): each warp computes its rows against
+the whole kv tile, so no data crosses warps but the K / V tiles in shared memory; a warp's
+``m_tiles`` m16 tiles share every K and V fragment it reads (``m_tiles`` 2 halves the ldmatrix traffic
+per flop, for twice the accumulators). CTAs are ordered longest first (the
+query blocks from the last down, which matters only causal: the last block runs the most kv tiles).
+
+**Per warp, per kv tile of ``block_kv`` keys** (``mma.sync.aligned.m16n8k16``, f32 accumulate):
+
+* ``S = Q K^T``: A = the warp's Q rows by ``ldmatrix.x4``, loaded once into ``4 m_tiles D / 16``
+  registers and kept there (``q_regs``), or re-read from the Q tile in shared memory at every k-step
+  (4 registers per m-tile); B = the K tile by ``ldmatrix.x4`` (two 8-key n-tiles per load; K rows are the
+  m16n8k16 B fragment's columns as stored). ``block_kv / 8`` accumulator tiles of 4 f32.
+* Online softmax on the accumulators: lane (g = lane / 4, t = lane % 4) holds rows g and g + 8,
+  keys ``8 n + 2 t + {0, 1}`` of every n-tile; the row max over the lane's registers, then over the
+  quad with ``shfl.xor`` 1 and 2; ``p = 2^(s scale_log2 - m scale_log2)`` (one FMA and one
+  ``ex2.approx.ftz``), the row sum kept per lane until the end (one quad reduction).
+* ``O += P V``: the score accumulators of n-tiles ``2 kk, 2 kk + 1`` are exactly the m16n8k16 A
+  fragment of k-step ``kk`` (rows g / g + 8, keys 2t.. / 2t + 8..), packed by
+  ``cvt.rn.{bf16,f16}x2.f32``: P never touches shared memory. B = the V tile read by
+  ``ldmatrix.x4.trans`` (V rows are keys, the B fragment wants keys along each register pair).
+
+**Shared memory.** The Q tile (read once) and ``stages`` buffers of (K tile, V tile), each tile
+``rows x D`` with the 16-byte chunk ``c`` of row ``r`` stored at chunk ``c ^ (r % 8)`` (the XOR
+swizzle): the 8 rows one ldmatrix phase reads, and the 8 chunks of one cp.async phase, fall in 8
+different bank groups. cp.async (``.cg``, 16 bytes, zero-filled past the sequence: ``src-size`` 0)
+streams the tiles; tile ``j + stages - 1`` is issued at the top of iteration ``j`` (after its one
+barrier), before tile ``j``'s MMAs.
+
+**Masking.** Only the kv tiles that hold a key past the sequence (the tail) or, causal, a key above
+the query block's first row are masked element by element (a second copy of the loop body); the
+tiles wholly above the block's diagonal are not run (``kv_tiles_for``).
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from .attention_problem import AttentionProblem, kv_tiles_for
+from .dynamic_m import ceil_div
+from .epilogue import Param
+
+WARP_ROWS = 16  # query rows per warp: the m16n8k16 M
+CHUNK = 8  # elements of a 16-byte chunk (16-bit data)
+SM80_SMEM_BYTES = 227 * 1024  # dynamic shared memory a CTA may opt into on sm_90 (H200); sm_80: 163 KiB
+SM80_REGISTERS = 65536  # 32-bit registers per SM
+MAX_THREADS_PER_SM = 2048
+STORAGE = {"bf16": "bfloat16", "f16": "float16"}
+MMA = "mma.sync.aligned.m16n8k16.row.col.f32.{t}.{t}.f32"
+LDMATRIX = "ldmatrix.sync.aligned.m8n8.x4.shared.b16"
+LDMATRIX_TRANS = "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16"
+COPY = "cp.async.cg.shared.global"
+PACK = "cvt.rn.{t}x2.f32"
+
+
+@attrs.frozen
+class Sm80AttentionConfig:
+    """The sm80 kernel's choices: ``block_kv`` keys per K / V tile (a multiple of 16), ``warps``
+    (``16 m_tiles`` query rows each: ``block_q = 16 m_tiles warps``), ``stages`` K / V buffers in
+    shared memory (2 or more: tile ``j + stages - 1`` loads while tile ``j`` computes), ``m_tiles``
+    m16 tiles per warp (1 or 2), ``q_regs`` (Q fragments kept in registers, else re-read per k-step),
+    ``overlap`` (two score buffers: tile ``j + 1``'s ``S`` MMAs issued before tile ``j``'s softmax, which
+    needs ``stages >= 3``), whether causal skips the tiles above the diagonal."""
+
+    block_kv: int = 64
+    warps: int = 8
+    stages: int = 2
+    m_tiles: int = 1
+    q_regs: bool = True
+    overlap: bool = False
+    skip_masked: bool = True
+
+    def __attrs_post_init__(self):
+        if self.block_kv % 16 or not 16 <= self.block_kv <= 256:
+            raise ValueError(f"attention block_kv: whole 16-key MMA steps, 16 to 256; found {self.block_kv}")
+        if self.warps not in (1, 2, 4, 8):
+            raise ValueError(f"attention warps: expected 1, 2, 4 or 8 (16 query rows each), found {self.warps}")
+        if not 2 <= self.stages <= 4:
+            raise ValueError(f"attention stages: expected 2 to 4 K / V buffers, found {self.stages}")
+        if self.overlap and self.stages < 3:
+            raise ValueError("attention overlap: tile j + 1's K is read while tile j's V is, and tile j + 2 loads: "
+                             f"expected stages >= 3, found {self.stages}")
+        if self.m_tiles not in (1, 2):
+            raise ValueError(f"attention m_tiles: expected 1 or 2 m16 tiles per warp, found {self.m_tiles}")
+
+    @property
+    def warp_rows(self) -> int:
+        return WARP_ROWS * self.m_tiles
+
+    @property
+    def block_q(self) -> int:
+        return self.warp_rows * self.warps
+
+
+@attrs.frozen
+class Sm80AttentionPlan:
+    """Everything ``attention_sm80_emit`` reads (module docstring)."""
+
+    problem: AttentionProblem
+    config: Sm80AttentionConfig
+    storage: str  # TIR dtype of Q, K, V, O
+    mma_instr: str
+    ldmatrix: str  # Q and K fragments
+    ldmatrix_trans: str  # V fragments
+    copy_instr: str
+    pack_instr: str  # two f32 -> one b32 of 16-bit values (P, O)
+    q_blocks: int
+    heads_total: int  # batch x heads: CTAs per query block
+    kv_tiles: int  # kv tiles of the whole key sequence
+    smem_bytes: int
+    registers: int  # estimated registers per thread (``registers_estimate``)
+    params: tuple[Param, ...]
+
+    @property
+    def threads(self) -> int:
+        return 32 * self.config.warps
+
+    @property
+    def ctas(self) -> int:
+        return self.q_blocks * self.heads_total
+
+    @property
+    def chunks(self) -> int:
+        """16-byte chunks of a tile row (head dim / 8)."""
+        return self.problem.head_dim // CHUNK
+
+    @property
+    def k_steps(self) -> int:
+        """16-wide head-dim steps of ``S = Q K^T`` (the Q fragment registers / 4)."""
+        return self.problem.head_dim // 16
+
+    @property
+    def d_tiles(self) -> int:
+        """8-wide head-dim n-tiles of ``O`` (its accumulators / 4)."""
+        return self.problem.head_dim // 8
+
+    @property
+    def n_tiles(self) -> int:
+        """8-key n-tiles of ``S`` (its accumulators / 4)."""
+        return self.config.block_kv // 8
+
+    @property
+    def s_regs(self) -> int:
+        """Registers of one score buffer (``overlap``: two)."""
+        return 4 * self.config.m_tiles * self.n_tiles
+
+    @property
+    def tile_elems(self) -> int:
+        """Elements of one K (or V) tile in shared memory."""
+        return self.config.block_kv * self.problem.head_dim
+
+    @property
+    def q_elems(self) -> int:
+        return self.config.block_q * self.problem.head_dim
+
+    def stage_offset(self, stage, which: int):
+        """Element offset of the K (``which`` 0) or V (1) tile of buffer ``stage`` (after the Q tile)."""
+        return self.q_elems + (2 * stage + which) * self.tile_elems
+
+    def copy_reps(self, rows: int) -> int:
+        """cp.async chunks per thread of a ``rows x D`` tile."""
+        return rows * self.chunks // self.threads
+
+
+def swizzle(row, chunk):
+    """The stored chunk of 16-byte chunk ``chunk`` of tile row ``row`` (an int or a TIR expression)."""
+    return chunk ^ (row % 8)
+
+
+def registers_estimate(head_dim: int, config: Sm80AttentionConfig) -> int:
+    """Registers per thread, estimated: per m-tile the Q fragments ``D / 4`` (``q_regs``; else 4), the O
+    accumulators ``D / 2`` and ``3 block_kv / 4`` for the scores, their exponentials and P; 48 for
+    addresses, row state and temporaries. Fitted to ptxas 13.0 (sm_90, ``--use_fast_math``) on nine
+    configs at D 64 and 128 within -17 .. +8 (docs/attention.md); above 255 ptxas spills."""
+    q = head_dim // 4 if config.q_regs else 4
+    scores = 3 * config.block_kv // 4 + (config.block_kv // 2 if config.overlap else 0)
+    return config.m_tiles * (q + head_dim // 2 + scores) + 48
+
+
+def check_config(problem: AttentionProblem, config: Sm80AttentionConfig) -> None:
+    """Refuse a config whose copies do not split evenly or whose buffers or registers do not fit."""
+    chunks = problem.head_dim // CHUNK
+    threads = 32 * config.warps
+    for what, rows in (("kv tile", config.block_kv), ("query block", config.block_q)):
+        if (rows * chunks) % threads:
+            raise ValueError(f"attention: a {rows}x{problem.head_dim} {what} is {rows * chunks} 16-byte chunks, not a "
+                             f"whole number per thread of {threads}; use more keys or fewer warps")
+    smem = smem_bytes(problem, config)
+    if smem > SM80_SMEM_BYTES:
+        raise ValueError(f"attention: {smem} bytes of shared memory (Q + {config.stages} K/V buffers) exceed "
+                         f"{SM80_SMEM_BYTES}; use fewer stages or keys")
+    if registers_estimate(problem.head_dim, config) > 255:
+        raise ValueError(f"attention: {config} at head dim {problem.head_dim} needs about "
+                         f"{registers_estimate(problem.head_dim, config)} registers per thread (limit 255)")
+
+
+def smem_bytes(problem: AttentionProblem, config: Sm80AttentionConfig) -> int:
+    return 2 * problem.head_dim * (config.block_q + 2 * config.stages * config.block_kv)
+
+
+def plan_sm80_attention(problem: AttentionProblem, config: Sm80AttentionConfig | None = None,
+                        sms: int | None = None) -> Sm80AttentionPlan:
+    """The plan of ``problem`` with ``config`` (default: ``default_config``, the cost model's choice
+    for ``sms`` multiprocessors)."""
+    largest = max(problem.batch * problem.heads * problem.seq_q, problem.batch * problem.kv_heads * problem.seq_kv)
+    if largest * problem.head_dim >= 2**31:
+        raise ValueError(f"attention: {largest * problem.head_dim} elements in one tensor; the kernel indexes with "
+                         f"32-bit integers (at most {2**31 - 1}): split the batch")
+    config = config or default_config(problem, sms or H200_SMS)
+    check_config(problem, config)
+    shapes = problem.shapes()
+    storage = STORAGE[problem.dtype]
+    params = tuple(Param(name, shapes[name], storage if name != "LSE" else "float32")
+                   for name in ("Q", "K", "V", "O", "LSE"))
+    return Sm80AttentionPlan(
+        problem, config, storage, MMA.format(t=problem.dtype), LDMATRIX, LDMATRIX_TRANS, COPY,
+        PACK.format(t=problem.dtype), ceil_div(problem.seq_q, config.block_q), problem.batch * problem.heads,
+        ceil_div(problem.seq_kv, config.block_kv), smem_bytes(problem, config),
+        registers_estimate(problem.head_dim, config), params)
+
+
+# ------------------------------------------------------------------------------------ the cost model
+
+H200_SMS = 132
+MMA_FLOPS_PER_CLOCK = 2257
+"""Dense m16n8k16 bf16 / f16 flops per SM per clock of mma.sync: the ~590 TFLOP/s the H200 measured on
+mma.sync GEMMs over 132 SMs at 1.98 GHz."""
+SMEM_BYTES_PER_CLOCK = 128
+"""Shared-memory bytes an SM delivers per clock (32 banks x 4 bytes): ldmatrix's rate."""
+SOFTMAX_CLOCKS_PER_SCORE = 0.14
+"""SM clocks per score of the softmax (FFMA, ex2, max, sum, O rescale, conversion) not hidden under the
+MMAs, and ``TILE_CLOCKS`` fixed clocks per kv tile of a CTA (the barrier, the wait, the loop; shared by
+the resident CTAs): fitted to the final H200 sweep (benchmarks/attention_h200_final_2026-12-02.json:
+48 kernels, D 128, 16k tokens, causal and not; rms error of the model's TFLOP/s 5.4 %). ``overlap``
+measured no better there than its plain 128-key counterpart, so the model gives it nothing."""
+TILE_CLOCKS = 500
+
+
+CANDIDATES = tuple(Sm80AttentionConfig(kv, w, s, m, q, o) for m, q, o in ((1, True, False), (1, True, True), (2, True, False),
+                                                                      (2, False, False))
+                   for w in (4, 8) for kv in (32, 64, 128) for s in (2, 3) if s == 3 or not o)
+
+
+def occupancy(problem: AttentionProblem, config: Sm80AttentionConfig) -> int:
+    """CTAs resident per SM: the least of the shared-memory, register and thread limits."""
+    threads = 32 * config.warps
+    regs = registers_estimate(problem.head_dim, config)
+    return max(0, min(SM80_SMEM_BYTES // smem_bytes(problem, config), SM80_REGISTERS // (regs * threads),
+                      MAX_THREADS_PER_SM // threads))
+
+
+def tile_clocks(problem: AttentionProblem, config: Sm80AttentionConfig, resident: int) -> float:
+    """SM clocks per kv tile of one CTA, ``resident`` CTAs sharing the SM: per score the larger of the
+    tensor cores (``4 D`` flops) and ldmatrix (each warp reads the whole K and V tile, and its Q rows
+    again without ``q_regs``: ``(2 block_kv + rows) D 2 / (rows block_kv)`` bytes per score) plus the
+    softmax, and ``TILE_CLOCKS`` shared by the resident CTAs."""
+    D, bq, bkv, rows = problem.head_dim, config.block_q, config.block_kv, config.warp_rows
+    mma = 4.0 * D / MMA_FLOPS_PER_CLOCK
+    smem = (2 * bkv + (0 if config.q_regs else rows)) * D * 2 / (rows * bkv) / SMEM_BYTES_PER_CLOCK
+    return bq * bkv * (max(mma, smem) + SOFTMAX_CLOCKS_PER_SCORE) + TILE_CLOCKS / resident
+
+
+def estimate(problem: AttentionProblem, config: Sm80AttentionConfig, sms: int = H200_SMS) -> float:
+    """Model clocks of the whole launch: the CTAs' kv tiles (causal: the tiles each query block runs,
+    ``kv_tiles_for``) spread over ``sms x occupancy`` slots longest first, the makespan being the larger
+    of the average load and the longest CTA; inf where the config does not fit."""
+    try:
+        check_config(problem, config)
+    except ValueError:
+        return float("inf")
+    resident = occupancy(problem, config)
+    if resident == 0:
+        return float("inf")
+    bq = config.block_q
+    tiles = [kv_tiles_for(problem, bq, config.block_kv, qb * bq, config.skip_masked)
+             for qb in range(ceil_div(problem.seq_q, bq))]
+    per_tile = tile_clocks(problem, config, resident) * resident  # the SM shares its clocks among `resident` CTAs
+    total = sum(tiles) * problem.batch * problem.heads
+    slots = sms * resident
+    return per_tile * max(total / slots, max(tiles))
+
+
+def default_config(problem: AttentionProblem, sms: int = H200_SMS) -> Sm80AttentionConfig:
+    """The candidate (``CANDIDATES``) with the least ``estimate`` (ties: the first listed)."""
+    return min(CANDIDATES, key=lambda c: estimate(problem, c, sms))
+
+
+__all__ = ["CANDIDATES", "H200_SMS", "Sm80AttentionConfig", "Sm80AttentionPlan", "WARP_ROWS", "default_config",
+           "estimate", "occupancy", "plan_sm80_attention", "registers_estimate", "swizzle", "tile_clocks"]
