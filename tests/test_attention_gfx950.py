@@ -11,6 +11,8 @@ import pytest
 
 import tvm_cdna4
 from tvm_cdna4.emulator import emulate
+from tvm_cdna4.isa import CATALOG
+from tvm_cdna4.report import attention_kernel_report
 from tvm_cdna4.rocm import lds_sync
 from tvm_cdna4.schedules.attention_gfx950_emit import emit_gfx950_attention
 from tvm_cdna4.schedules.attention_plan import (AttentionConfig, AttentionProblem, error_bound, kv_tiles_for,
@@ -82,3 +84,9 @@ def test_the_whole_kernel_checks_accept_it_and_the_code_is_mfma_tr_reads_and_lan
     assert count("ds_read_b128") == plan.kv_blocks * plan.k_steps  # one per K fragment
     assert count("v_permlane32_swap_b32_e64") == 2  # the row max per tile, the row sum at the end
     assert count("v_exp_f32_e32") == 1 + 16 * plan.kv_blocks  # alpha and every score
+    report = attention_kernel_report(result.asm, kernel, plan.problem, 64, 32, plan.waves)  # the static model's counts
+    w = report.work
+    assert w.mfma_cycles == per_tile * CATALOG[plan.mfma].cycles and w.trans == count("v_exp_f32_e32")
+    assert w.lds_read_bytes == 64 * (16 * count("ds_read_b128") + 8 * count("ds_read_b64_tr_b16"))
+    assert w.lds_write_bytes == 64 * 16 * count("ds_write_b128") and w.idle_cycles > 0
+    assert report.estimate.workgroups == plan.grid.groups and report.estimate.kv_tiles == 2 * 3 * 5

@@ -359,3 +359,125 @@ def report_json(result: BuildResult, title: str, work, cus: int | None = None) -
                           "mca_cycles": loop.mca_cycles, "mca_mfma_cycles": loop.mca_mfma_cycles,
                           "estimate_cycles": loop.estimate_cycles, "mca_error": loop.mca_error},
             "est_fraction": report.est_fraction if report else None, "gpu": est.as_dict() if est else None}
+
+
+# ------------------------------------------------------------------------------- attention forward
+
+TRANSCENDENTAL = re.compile(r"^v_(exp|log|rcp|rsq|sqrt|sin|cos)(_legacy|_iflag)?_f(16|32|64)")
+LANES = 64
+
+
+def lds_bytes(line: str) -> tuple[int, int]:
+    """(LDS bytes read, written) by one wave64 instruction: ``ds_read*`` / ``ds_write*`` by their
+    width (``read2`` / ``write2``: two), other ``ds_*`` (permutes, atomics) 4 bytes each way, a
+    global load into LDS (``buffer_load_dword*`` ... ``lds``) its width written; 0 otherwise."""
+    mnemonic, kind = line.split()[0], instruction_kind(line)
+    if kind == "global_lds":
+        m = re.match(r"^buffer_load_(dword(x(\d))?|ubyte|sbyte|ushort|sshort)", mnemonic)
+        width = 4 * int(m.group(3) or 1) if m and m.group(1).startswith("dword") else 4 if m is None else (
+            1 if "byte" in m.group(1) else 2)
+        return 0, LANES * width
+    if not mnemonic.startswith("ds_"):
+        return 0, 0
+    m = re.match(r"^ds_(read|write)(2st64|2)?_[biu](8|16|32|64|96|128)", mnemonic)
+    if m is None:
+        return LANES * 4, LANES * 4 if not mnemonic.startswith(("ds_bpermute", "ds_permute", "ds_swizzle")) else 0
+    nbytes = LANES * int(m.group(3)) // 8 * (2 if m.group(2) else 1)
+    return (nbytes, 0) if m.group(1) == "read" else (0, nbytes)
+
+
+def loop_work(asm: str, loop: LoopReport | None = None):
+    """``schedules.attention_cost.LoopWork`` of ``asm``'s main loop (``loop``: its ``loop_report``,
+    computed if not given): the catalog's MFMA cycles and ops, llvm-mca's idle cycles, the VALU and
+    transcendental instructions and the LDS bytes of the loop's lines. Raises ValueError without
+    llvm-mca's figures."""
+    from .schedules.attention_cost import LoopWork
+
+    loop = loop or loop_report(asm)
+    if loop.idle_cycles is None:
+        raise ValueError(f"attention loop work: needs llvm-mca's figures ({loop.mca_error})")
+    body = main_loop(asm)
+    valu = [ln.split()[0] for ln in body if instruction_kind(ln) == "valu"]
+    moved = [lds_bytes(ln) for ln in body]
+    return LoopWork(loop.mfma_bound_cycles, loop.mfma_ops, len(valu), sum(bool(TRANSCENDENTAL.match(v)) for v in valu),
+                    sum(r for r, _ in moved), sum(w for _, w in moved), loop.idle_cycles)
+
+
+@attrs.frozen
+class AttentionReport:
+    """The static report of a compiled attention forward (``attention_report``): its resources and
+    main loop (``KernelReport``), the loop's work per pipe (``LoopWork``), the whole-GPU estimate."""
+
+    title: str
+    problem: object  # AttentionProblem
+    block: tuple[int, int]  # (block_q, block_kv)
+    waves_per_workgroup: int
+    kernel: KernelReport
+    work: object  # schedules.attention_cost.LoopWork
+    estimate: object  # schedules.attention_cost.AttentionEstimate
+
+    @property
+    def loop_fraction(self) -> float:
+        """The kv loop's share of the MFMA peak, the wave alone (the estimate's)."""
+        return self.work.fraction(self.kernel.peak_ops_per_cycle)
+
+    @property
+    def overlapped_fraction(self) -> float:
+        """The upper bound's share: the resident waves overlapping perfectly."""
+        return self.work.fraction(self.kernel.peak_ops_per_cycle, self.estimate.waves_per_simd)
+
+
+def attention_kernel_report(asm: str, info: KernelInfo, problem, block_q: int, block_kv: int, waves_per_workgroup: int,
+                            skip_masked: bool = True, title: str = "", cus: int | None = None) -> AttentionReport:
+    """One analysis for any gfx950 attention forward's assembly (ours, Triton's): the kernel
+    report, the loop's ``LoopWork`` and ``attention_cost.attention_estimate`` at the occupancy of
+    ``info`` (its VGPRs and LDS with ``waves_per_workgroup`` waves per workgroup)."""
+    from .schedules.attention_cost import attention_estimate
+    from .schedules.gfx950_cost import MI355X_CUS
+    from .schedules.gfx950_plan import DTYPES
+
+    formats = (DTYPES[problem.dtype].formats[0],) * 2
+    loop = loop_report(asm)
+    kernel = KernelReport.of(info, loop, formats)
+    work = loop_work(asm, loop)
+    waves = info.waves_per_simd(waves_per_workgroup)
+    estimate = attention_estimate(problem, block_q, block_kv, waves_per_workgroup, work, waves, skip_masked,
+                                  cus or MI355X_CUS)
+    return AttentionReport(title, problem, (block_q, block_kv), waves_per_workgroup, kernel, work, estimate)
+
+
+def attention_report(problem, config=None, cus: int | None = None) -> AttentionReport:
+    """Build our gfx950 attention forward for ``problem`` (``attention_plan.plan_gfx950_attention``
+    with ``config``) and report it (``attention_kernel_report``)."""
+    from .rocm.build import build
+    from .schedules.attention_gfx950_emit import emit_gfx950_attention
+    from .schedules.attention_plan import plan_gfx950_attention
+
+    plan = plan_gfx950_attention(problem, config)
+    result = build(emit_gfx950_attention(plan))
+    c = plan.config
+    return attention_kernel_report(result.asm, result.kernel(), problem, c.block_q, c.block_kv, plan.waves,
+                                   c.skip_masked, f"ours {c.block_q}x{c.block_kv} w{plan.waves}", cus)
+
+
+def format_attention_report(r: AttentionReport) -> str:
+    """The report's lines: resources, the loop's work per pipe, the whole-GPU estimate."""
+    p, w, e, info = r.problem, r.work, r.estimate, r.kernel.info
+    pipes = w.pipes(e.waves_per_simd)
+    return "\n".join([
+        f"static attention report (an estimate from the compiled code, not a measurement): {r.title}",
+        f"  problem: B {p.batch}, H {p.heads}/{p.kv_heads}, Sq {p.seq_q}, Skv {p.seq_kv}, D {p.head_dim}, {p.dtype}"
+        f"{', causal' if p.causal else ''}; block {r.block[0]}x{r.block[1]}, {r.waves_per_workgroup} waves",
+        f"  resources: VGPRs {info.vgprs} (AGPRs {info.agprs}), LDS {info.lds_bytes} B, scratch {info.scratch_bytes} B, "
+        f"waves/SIMD {e.waves_per_simd}",
+        f"  kv loop per wave: {r.kernel.loop.instructions} instructions, {sum(r.kernel.loop.mfmas.values())} MFMAs "
+        f"({w.mfma_cycles} cycles), {w.valu} VALU ({w.trans} transcendental: {w.valu_cycles} cycles), LDS "
+        f"{w.lds_read_bytes} B read + {w.lds_write_bytes} B written ({w.lds_cycles:.0f} cycles), chain "
+        f"{w.chain_cycles:.0f} cycles (llvm-mca idle {w.idle_cycles:.0f})",
+        f"  SIMD cycles per wave iteration, the wave alone: {e.iteration_cycles:.0f}: {100 * r.loop_fraction:.0f}% of "
+        f"the MFMA peak (upper bound, {e.waves_per_simd} waves/SIMD overlapping: {e.overlapped_cycles:.0f}, {e.bound} "
+        "bound; " + ", ".join(f"{k} {v:.0f}" for k, v in pipes.items()) + f"; {100 * r.overlapped_fraction:.0f}%)",
+        f"  whole GPU (MI355X, static): {e.workgroups} workgroups, {e.kv_tiles} kv tiles; busiest CU "
+        f"{e.busiest_cu_iterations:.0f} wave iterations per SIMD = {1e6 * e.compute_s:.0f} us; HBM {e.hbm_bytes / 1e6:.0f} "
+        f"MB = {1e6 * e.memory_s:.0f} us; estimate {1e6 * e.time_s:.0f} us, {e.tflops:.0f} TFLOP/s (upper bound "
+        f"{e.overlapped_tflops:.0f})"])
