@@ -41,24 +41,35 @@ VEC = 8  # 16-bit elements per 16-byte chunk
 
 
 def _tile_loader(plan: AttentionPlan):
-    """Macro ``load(SK, SV, Kh, Vh, j, tx)``: every thread's chunks of kv tile ``j`` of the (batch, kv
-    head)'s K and V (``Kh``, ``Vh``: ``[Skv, D]`` views) into the LDS tiles; keys past the sequence
-    load zeros (the buffer range check)."""
+    """Macros ``(fetch, put)``: ``fetch(rkv, Kh, Vh, j, tx)`` loads every thread's chunks of kv tile
+    ``j`` of the (batch, kv head)'s K and V (``Kh``, ``Vh``: ``[Skv, D]`` views) into the staging
+    registers ``rkv`` (K's chunks, then V's; keys past the sequence load zeros: the buffer range
+    check, so a fetch past the last tile is harmless); ``put(SK, SV, rkv, tx)`` stores them into the
+    LDS tiles (K rows as they are, V rows at ``v_lds_row``)."""
     p = plan.problem
-    D, BKV, threads = p.head_dim, plan.config.block_kv, plan.threads
+    D, BKV, threads, n = p.head_dim, plan.config.block_kv, plan.threads, plan.chunks
     cpr = D // VEC  # chunks per key row
     nbytes = p.seq_kv * D * 2
     regs = f"{plan.storage}x{VEC}"
 
+    def at(q, tx):
+        return (q * threads + tx) // cpr, (q * threads + tx) % cpr * VEC
+
     @T.macro
-    def load(SK, SV, Kh, Vh, j, tx):
-        for q in T.unroll(plan.chunks):
-            row = (q * threads + tx) // cpr
-            col = (q * threads + tx) % cpr * VEC
+    def fetch(rkv, Kh, Vh, j, tx):
+        for q in T.unroll(n):
+            row, col = at(q, tx)
             voff = T.if_then_else(j * BKV + row < p.seq_kv, (row * D + col) * 2, T.int32(BUFFER_OOB))
-            SK[0, row, T.ramp(col, 1, VEC)] = T.rocm.buffer_load(Kh.data, nbytes, voff, j * (BKV * D * 2), regs)
-            SV[0, v_lds_row(row), T.ramp(col, 1, VEC)] = T.rocm.buffer_load(Vh.data, nbytes, voff, j * (BKV * D * 2), regs)
-    return load
+            rkv[T.ramp(q * VEC, 1, VEC)] = T.rocm.buffer_load(Kh.data, nbytes, voff, j * (BKV * D * 2), regs)
+            rkv[T.ramp((n + q) * VEC, 1, VEC)] = T.rocm.buffer_load(Vh.data, nbytes, voff, j * (BKV * D * 2), regs)
+
+    @T.macro
+    def put(SK, SV, rkv, tx):
+        for q in T.unroll(n):
+            row, col = at(q, tx)
+            SK[0, row, T.ramp(col, 1, VEC)] = rkv[T.ramp(q * VEC, 1, VEC)]
+            SV[0, v_lds_row(row), T.ramp(col, 1, VEC)] = rkv[T.ramp((n + q) * VEC, 1, VEC)]
+    return fetch, put
 
 
 def _softmax(plan: AttentionPlan):
@@ -114,7 +125,7 @@ def _tile(plan: AttentionPlan):
     frag_k = fragment_reader(op, "A", "wide", st, E, KS, n=E)
     frag_v = fragment_reader(op, "A", "tr", st, E, PS, tr=plan.tr)
     mfma = mfma_step(plan.mfma)
-    load, softmax = _tile_loader(plan), _softmax(plan)
+    (fetch, put), softmax = _tile_loader(plan), _softmax(plan)
 
     @T.macro
     def tile(args, bid, tx, SK, SV):
@@ -135,6 +146,7 @@ def _tile(plan: AttentionPlan):
         ro = T.alloc_tensor(ty_args=[T.Tensor((no,), "float32", scope="local")])
         m = T.alloc_tensor(ty_args=[T.Tensor((1,), "float32", scope="local")])
         l = T.alloc_tensor(ty_args=[T.Tensor((1,), "float32", scope="local")])
+        rkv = T.alloc_tensor(ty_args=[T.Tensor((2 * plan.chunks * VEC,), st, scope="local")])
         Qf = T.decl_tensor(rq.ptr_to([0]), ty_args=[T.Tensor((1, KS, op.n, op.k), st, scope="local", layout=lq)])
         Kf = T.decl_tensor(rk.ptr_to([0]), ty_args=[T.Tensor((RKV, KS, op.m, op.k), st, scope="local", layout=lk)])
         Vf = T.decl_tensor(rv.ptr_to([0]), ty_args=[T.Tensor((RD, PS, op.m, op.k), st, scope="local", layout=lv)])
@@ -149,10 +161,12 @@ def _tile(plan: AttentionPlan):
         l[0] = T.float32(0)
         for r in T.unroll(no):
             ro[r] = T.float32(0)
+        fetch(rkv, Kh, Vh, 0, tx)
         for j in T.serial(kv_tiles_for(p, BQ, BKV, q0, plan.config.skip_masked, T.min)):
             T.rocm.workgroup_barrier()
-            load(SK, SV, Kh, Vh, j, tx)
+            put(SK, SV, rkv, tx)
             T.rocm.workgroup_barrier()
+            fetch(rkv, Kh, Vh, j + 1, tx)  # in flight over tile j's MFMAs and softmax
             for r in T.unroll(ns):
                 rs[r] = T.float32(0)
             for kk in T.unroll(KS):
