@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 
+import attrs
 from tvm_tirx.script import tirx as T
 
 from ..isa import CATALOG, lanes
@@ -32,7 +33,7 @@ from ..isa.llvm_helpers import LOG2
 from ..patterns.layouts import mfma_fragment
 from ..patterns.wave import BUFFER_OOB
 from ..tirx_private import transpile_once
-from .attention_plan import WAVE_ROWS, AttentionPlan, kv_tiles_for, v_lds_row
+from .attention_plan import WAVE_ROWS, AttentionPlan, kv_full_tiles_for, kv_tiles_for, v_lds_row
 from .gfx950_emit import decode, epilogue_value, fragment_reader, fused_ops, kernel_function, mfma_step
 from .gfx950_plan import convert_epilogue
 from .pipeline import lds_stage
@@ -72,10 +73,11 @@ def _tile_loader(plan: AttentionPlan):
     return fetch, put
 
 
-def _softmax(plan: AttentionPlan):
+def _softmax(plan: AttentionPlan, masked: bool):
     """Macro ``softmax(rs, rp, ro, m, l, j, q, lane)``: kv tile ``j``'s scores (``rs``, the S^T
-    accumulators of query ``q``) scaled into base 2 and masked, the running max ``m`` and the lane's
-    partial row sum ``l`` updated, ``rp`` = P^T in 16 bits, the O accumulators ``ro`` scaled."""
+    accumulators of query ``q``) scaled into base 2 and, ``masked``, masked (keys past the sequence
+    and, causal, above the diagonal score ``-inf``), the running max ``m`` and the lane's partial row
+    sum ``l`` updated, ``rp`` = P^T in 16 bits, the O accumulators ``ro`` scaled."""
     p = plan.problem
     op = CATALOG[plan.mfma]
     BKV, n_s, n_o = plan.config.block_kv, plan.kv_blocks * op.acc_elems, plan.d_tiles * op.acc_elems
@@ -89,12 +91,16 @@ def _softmax(plan: AttentionPlan):
         inside = key(j, r, lane) < p.seq_kv
         return T.And(inside, key(j, r, lane) <= q) if p.causal else inside
 
+    def scaled(rs, j, r, lane, q):
+        score = rs[r] * T.float32(p.scale_log2)
+        return T.if_then_else(visible(j, r, lane, q), score, T.float32(-math.inf)) if masked else score
+
     @T.macro
     def softmax(rs, rp, ro, m, l, j, q, lane):
         mx = T.alloc_tensor(ty_args=[T.Tensor((2,), "float32", scope="local")])
         mx[0] = T.float32(-math.inf)
         for r in T.unroll(n_s):
-            rs[r] = T.if_then_else(visible(j, r, lane, q), rs[r] * T.float32(p.scale_log2), T.float32(-math.inf))
+            rs[r] = scaled(rs, j, r, lane, q)
             mx[0] = T.max(mx[0], rs[r])
         mx[1] = T.max(m[0], T.rocm.wave_reduce("max", mx[0], lanes=plan.mfma, axis="col"))
         mx[0] = ops.exp2(m[0] - mx[1])  # alpha (0 at the first tile: m = -inf)
@@ -109,11 +115,95 @@ def _softmax(plan: AttentionPlan):
     return softmax
 
 
+@attrs.frozen(eq=False)
+class KvState:
+    """What every kv-loop step of a thread works on (``_kv_step``): the LDS tiles, the (batch, kv
+    head)'s K and V views, the staging registers, the register tensors of K, V^T, P^T, S^T, O^T and
+    the running max and sum, their MFMA operand views, the lane's query row, lane and thread."""
+
+    SK: object
+    SV: object
+    Kh: object
+    Vh: object
+    rkv: object
+    rk: object
+    rv: object
+    rp: object
+    rs: object
+    ro: object
+    m: object
+    l: object
+    Qf: object
+    Kf: object
+    Vf: object
+    Pf: object
+    Sd: object
+    Od: object
+    q: object
+    lane: object
+    tx: object
+
+
+def _kv_step(plan: AttentionPlan, masked: bool):
+    """Macro ``step(s, j)``: kv tile ``j`` of the loop (module docstring), its scores masked or not
+    (``_softmax``). Barrier; the staged tile ``j`` into LDS; barrier; tile ``j + 1`` fetched into
+    the staging registers (in flight over this tile's work); ``S^T = K Q^T``; the softmax; ``O^T +=
+    V^T P^T``."""
+    op = CATALOG[plan.mfma]
+    E, RKV, RD, KS, PS = op.a_elems, plan.kv_blocks, plan.d_tiles, plan.k_steps, 2 * plan.kv_blocks
+    frag_k = fragment_reader(op, "A", "wide", plan.storage, E, KS, n=E)
+    frag_v = fragment_reader(op, "A", "tr", plan.storage, E, PS, tr=plan.tr)
+    mfma = mfma_step(plan.mfma)
+    (fetch, put), softmax = _tile_loader(plan), _softmax(plan, masked)
+
+    @T.macro
+    def step(s, j):
+        T.rocm.workgroup_barrier()
+        put(s.SK, s.SV, s.rkv, s.tx)
+        T.rocm.workgroup_barrier()
+        fetch(s.rkv, s.Kh, s.Vh, j + 1, s.tx)  # in flight over tile j's MFMAs and softmax
+        for r in T.unroll(RKV * op.acc_elems):
+            s.rs[r] = T.float32(0)
+        for kk in T.unroll(KS):
+            for mi in T.unroll(RKV):
+                frag_k(s.rk, s.SK, mi, kk, 0, s.lane)
+            mfma(s.Sd, s.Kf[:, kk : kk + 1], s.Qf[:, kk : kk + 1])
+        softmax(s.rs, s.rp, s.ro, s.m, s.l, j, s.q, s.lane)
+        for kk in T.unroll(PS):
+            for di in T.unroll(RD):
+                frag_v(s.rv, s.SV, di, kk, 0, s.lane)
+            mfma(s.Od, s.Vf[:, kk : kk + 1], s.Pf[:, kk : kk + 1])
+    return step
+
+
+def _kv_loop(plan: AttentionPlan):
+    """Macro ``loop(s, q0)``: the query block's kv tiles (``kv_tiles_for``), the first
+    ``kv_full_tiles_for`` unmasked, the rest (the diagonal tiles, the masked tail) masked; tile 0
+    fetched before."""
+    p, BQ, BKV = plan.problem, plan.config.block_q, plan.config.block_kv
+    unmasked, masked = _kv_step(plan, False), _kv_step(plan, True)
+    fetch, _ = _tile_loader(plan)
+
+    @T.macro
+    def loop(s, q0):
+        fetch(s.rkv, s.Kh, s.Vh, 0, s.tx)
+        if plan.masked_tiles:
+            full = kv_full_tiles_for(p, BQ, BKV, q0, T.min)
+            for j in T.serial(full):
+                unmasked(s, j)
+            for j in T.serial(kv_tiles_for(p, BQ, BKV, q0, plan.config.skip_masked, T.min) - full):
+                masked(s, full + j)
+        else:
+            for j in T.serial(plan.kv_tiles):
+                unmasked(s, j)
+    return loop
+
+
 def _tile(plan: AttentionPlan):
     """Macro ``tile(args, bid, tx, SK, SV)``: the workgroup's query block (module docstring)."""
     p = plan.problem
     op = CATALOG[plan.mfma]
-    D, BQ, BKV, E = p.head_dim, plan.config.block_q, plan.config.block_kv, op.a_elems
+    D, BQ, E = p.head_dim, plan.config.block_q, op.a_elems
     RKV, RD, KS, PS = plan.kv_blocks, plan.d_tiles, plan.k_steps, 2 * plan.kv_blocks  # PS: 16-key steps per tile
     st = plan.storage
     lq, nq = mfma_fragment(op, "B", (1, KS))
@@ -122,10 +212,16 @@ def _tile(plan: AttentionPlan):
     lp, npr = mfma_fragment(op, "B", (1, PS))
     ls, ns = mfma_fragment(op, "D", (RKV, 1))
     lo, no = mfma_fragment(op, "D", (RD, 1))
-    frag_k = fragment_reader(op, "A", "wide", st, E, KS, n=E)
-    frag_v = fragment_reader(op, "A", "tr", st, E, PS, tr=plan.tr)
-    mfma = mfma_step(plan.mfma)
-    (fetch, put), softmax = _tile_loader(plan), _softmax(plan)
+    loop = _kv_loop(plan)
+
+    def regs(n, dtype=st):
+        return T.alloc_tensor(ty_args=[T.Tensor((n,), dtype, scope="local")])
+
+    def view(r, shape, layout, dtype=st):
+        return T.decl_tensor(r.ptr_to([0]), ty_args=[T.Tensor(shape, dtype, scope="local", layout=layout)])
+
+    def head_view(X, b, h, rows):
+        return T.decl_tensor(X.ptr_to([T.cast(b, "int64"), h, 0, 0]), ty_args=[T.Tensor((rows, D), st)])
 
     @T.macro
     def tile(args, bid, tx, SK, SV):
@@ -135,24 +231,16 @@ def _tile(plan: AttentionPlan):
         q0 = idx.row * BQ
         lane = tx % 64
         q = q0 + tx // 64 * WAVE_ROWS + lane % WAVE_ROWS  # the lane's query row
-        Qh = T.decl_tensor(args.Q.ptr_to([T.cast(b, "int64"), h, 0, 0]), ty_args=[T.Tensor((p.seq_q, D), st)])
-        Kh = T.decl_tensor(args.K.ptr_to([T.cast(b, "int64"), p.kv_head(h), 0, 0]), ty_args=[T.Tensor((p.seq_kv, D), st)])
-        Vh = T.decl_tensor(args.V.ptr_to([T.cast(b, "int64"), p.kv_head(h), 0, 0]), ty_args=[T.Tensor((p.seq_kv, D), st)])
-        rq = T.alloc_tensor(ty_args=[T.Tensor((nq,), st, scope="local")])
-        rk = T.alloc_tensor(ty_args=[T.Tensor((nk,), st, scope="local")])
-        rv = T.alloc_tensor(ty_args=[T.Tensor((nv,), st, scope="local")])
-        rp = T.alloc_tensor(ty_args=[T.Tensor((npr,), st, scope="local")])
-        rs = T.alloc_tensor(ty_args=[T.Tensor((ns,), "float32", scope="local")])
-        ro = T.alloc_tensor(ty_args=[T.Tensor((no,), "float32", scope="local")])
-        m = T.alloc_tensor(ty_args=[T.Tensor((1,), "float32", scope="local")])
-        l = T.alloc_tensor(ty_args=[T.Tensor((1,), "float32", scope="local")])
-        rkv = T.alloc_tensor(ty_args=[T.Tensor((2 * plan.chunks * VEC,), st, scope="local")])
-        Qf = T.decl_tensor(rq.ptr_to([0]), ty_args=[T.Tensor((1, KS, op.n, op.k), st, scope="local", layout=lq)])
-        Kf = T.decl_tensor(rk.ptr_to([0]), ty_args=[T.Tensor((RKV, KS, op.m, op.k), st, scope="local", layout=lk)])
-        Vf = T.decl_tensor(rv.ptr_to([0]), ty_args=[T.Tensor((RD, PS, op.m, op.k), st, scope="local", layout=lv)])
-        Pf = T.decl_tensor(rp.ptr_to([0]), ty_args=[T.Tensor((1, PS, op.n, op.k), st, scope="local", layout=lp)])
-        Sd = T.decl_tensor(rs.ptr_to([0]), ty_args=[T.Tensor((RKV, 1, op.m, op.n), "float32", scope="local", layout=ls)])
-        Od = T.decl_tensor(ro.ptr_to([0]), ty_args=[T.Tensor((RD, 1, op.m, op.n), "float32", scope="local", layout=lo)])
+        Qh = head_view(args.Q, b, h, p.seq_q)
+        Kh = head_view(args.K, b, p.kv_head(h), p.seq_kv)
+        Vh = head_view(args.V, b, p.kv_head(h), p.seq_kv)
+        rq, rk, rv, rp = regs(nq), regs(nk), regs(nv), regs(npr)
+        rs, ro, m, l = regs(ns, "float32"), regs(no, "float32"), regs(1, "float32"), regs(1, "float32")
+        rkv = regs(2 * plan.chunks * VEC)
+        Qf, Kf = view(rq, (1, KS, op.n, op.k), lq), view(rk, (RKV, KS, op.m, op.k), lk)
+        Vf, Pf = view(rv, (RD, PS, op.m, op.k), lv), view(rp, (1, PS, op.n, op.k), lp)
+        Sd, Od = view(rs, (RKV, 1, op.m, op.n), ls, "float32"), view(ro, (RD, 1, op.m, op.n), lo, "float32")
+        s = KvState(SK, SV, Kh, Vh, rkv, rk, rv, rp, rs, ro, m, l, Qf, Kf, Vf, Pf, Sd, Od, q, lane, tx)
         for kk in T.unroll(KS):  # the lane's Q row, head-dim elements 16 kk + 8 (lane // 32) ..., zeros past Sq
             rq[T.ramp(kk * E, 1, E)] = T.rocm.buffer_load(
                 Qh.data, p.seq_q * D * 2, T.if_then_else(q < p.seq_q, (q * D + kk * op.k + lane // 32 * E) * 2,
@@ -161,23 +249,7 @@ def _tile(plan: AttentionPlan):
         l[0] = T.float32(0)
         for r in T.unroll(no):
             ro[r] = T.float32(0)
-        fetch(rkv, Kh, Vh, 0, tx)
-        for j in T.serial(kv_tiles_for(p, BQ, BKV, q0, plan.config.skip_masked, T.min)):
-            T.rocm.workgroup_barrier()
-            put(SK, SV, rkv, tx)
-            T.rocm.workgroup_barrier()
-            fetch(rkv, Kh, Vh, j + 1, tx)  # in flight over tile j's MFMAs and softmax
-            for r in T.unroll(ns):
-                rs[r] = T.float32(0)
-            for kk in T.unroll(KS):
-                for mi in T.unroll(RKV):
-                    frag_k(rk, SK, mi, kk, 0, lane)
-                mfma(Sd, Kf[:, kk : kk + 1], Qf[:, kk : kk + 1])
-            softmax(rs, rp, ro, m, l, j, q, lane)
-            for kk in T.unroll(PS):
-                for di in T.unroll(RD):
-                    frag_v(rv, SV, di, kk, 0, lane)
-                mfma(Od, Vf[:, kk : kk + 1], Pf[:, kk : kk + 1])
+        loop(s, q0)
         l[0] = T.rocm.wave_reduce("sum", l[0], lanes=plan.mfma, axis="col")
         if q < p.seq_q:
             for di in T.unroll(RD):

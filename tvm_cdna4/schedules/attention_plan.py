@@ -179,6 +179,16 @@ def kv_tiles_for(problem: AttentionProblem, block_q: int, block_kv: int, q0, ski
     return ceil_div(keys, block_kv)
 
 
+def kv_full_tiles_for(problem: AttentionProblem, block_q: int, block_kv: int, q0, minimum=min):
+    """The leading kv tiles that every row of the query block starting at row ``q0`` sees whole, so
+    that they need no element mask: inside the sequence (``Skv // block_kv``) and, causal, at or
+    below the diagonal of the block's first row (``(q0 + 1) // block_kv``). The block's other tiles
+    (``kv_tiles_for`` minus these: the diagonal ones and the masked tail) are masked element by
+    element. An int, or a TIR expression with ``minimum`` = ``T.min``."""
+    full = problem.seq_kv // block_kv
+    return minimum(full, (q0 + 1) // block_kv) if problem.causal else full
+
+
 # ------------------------------------------------------------------------------------ the gfx950 plan
 
 @attrs.frozen
@@ -237,6 +247,12 @@ class AttentionPlan:
         return self.problem.head_dim // CATALOG[self.mfma].k
 
     @property
+    def masked_tiles(self) -> bool:
+        """Whether some kv tiles need element masks (causal, or a masked tail): the kernel runs
+        ``kv_full_tiles_for`` tiles unmasked, then the rest masked (without, one unmasked loop)."""
+        return self.problem.causal or self.kv_tail > 0
+
+    @property
     def kv_blocks(self) -> int:
         """32-key blocks of a kv tile: the S^T accumulator tiles of a wave."""
         return self.config.block_kv // 32
@@ -271,5 +287,5 @@ def plan_gfx950_attention(problem: AttentionProblem, config: AttentionConfig | N
 
 
 __all__ = ["ATTENTION_DTYPES", "AttentionConfig", "AttentionPlan", "AttentionProblem", "HEAD_DIMS", "error_bound",
-           "kv_tiles_for",
+           "kv_full_tiles_for", "kv_tiles_for",
            "plan_gfx950_attention", "reference", "v_lds_row"]
