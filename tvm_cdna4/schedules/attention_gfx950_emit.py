@@ -75,9 +75,11 @@ def _tile_loader(plan: AttentionPlan):
 
 def _softmax(plan: AttentionPlan, masked: bool):
     """Macro ``softmax(rs, rp, ro, m, l, j, q, lane)``: kv tile ``j``'s scores (``rs``, the S^T
-    accumulators of query ``q``) scaled into base 2 and, ``masked``, masked (keys past the sequence
-    and, causal, above the diagonal score ``-inf``), the running max ``m`` and the lane's partial row
-    sum ``l`` updated, ``rp`` = P^T in 16 bits, the O accumulators ``ro`` scaled."""
+    accumulators of query ``q``), ``masked``: masked (keys past the sequence and, causal, above the
+    diagonal score ``-inf``), the running max ``m`` (base 2) and the lane's partial row sum ``l``
+    updated, ``rp`` = P^T in 16 bits, the O accumulators ``ro`` scaled. The scale into base 2 is
+    folded into the exponent's argument, ``2^(s * scale_log2 - m')`` (one fused multiply-add per
+    score; the raw scores' max times the positive scale is the scaled scores' max)."""
     p = plan.problem
     op = CATALOG[plan.mfma]
     BKV, n_s, n_o = plan.config.block_kv, plan.kv_blocks * op.acc_elems, plan.d_tiles * op.acc_elems
@@ -91,23 +93,22 @@ def _softmax(plan: AttentionPlan, masked: bool):
         inside = key(j, r, lane) < p.seq_kv
         return T.And(inside, key(j, r, lane) <= q) if p.causal else inside
 
-    def scaled(rs, j, r, lane, q):
-        score = rs[r] * T.float32(p.scale_log2)
-        return T.if_then_else(visible(j, r, lane, q), score, T.float32(-math.inf)) if masked else score
+    def score(rs, j, r, lane, q):
+        return T.if_then_else(visible(j, r, lane, q), rs[r], T.float32(-math.inf)) if masked else rs[r]
 
     @T.macro
     def softmax(rs, rp, ro, m, l, j, q, lane):
         mx = T.alloc_tensor(ty_args=[T.Tensor((2,), "float32", scope="local")])
         mx[0] = T.float32(-math.inf)
         for r in T.unroll(n_s):
-            rs[r] = scaled(rs, j, r, lane, q)
+            rs[r] = score(rs, j, r, lane, q)
             mx[0] = T.max(mx[0], rs[r])
-        mx[1] = T.max(m[0], T.rocm.wave_reduce("max", mx[0], lanes=plan.mfma, axis="col"))
+        mx[1] = T.max(m[0], T.rocm.wave_reduce("max", mx[0], lanes=plan.mfma, axis="col") * T.float32(p.scale_log2))
         mx[0] = ops.exp2(m[0] - mx[1])  # alpha (0 at the first tile: m = -inf)
         m[0] = mx[1]
         l[0] = l[0] * mx[0]
         for r in T.unroll(n_s):
-            rs[r] = ops.exp2(rs[r] - mx[1])
+            rs[r] = ops.exp2(rs[r] * T.float32(p.scale_log2) - mx[1])
             l[0] = l[0] + rs[r]
             rp[r] = epilogue_value(to16, rs[r])
         for r in T.unroll(n_o):
