@@ -23,7 +23,7 @@ def test_the_plan_of_an_odd_gqa_problem():
     assert [(x.name, x.shape, x.dtype) for x in p.params] == [
         ("Q", (2, 8, 130, 128), "int16"), ("K", (2, 2, 257, 128), "int16"), ("V", (2, 2, 257, 128), "int16"),
         ("O", (2, 8, 130, 128), "int16"), ("LSE", (2, 8, 130), "float32")]
-    assert p.epilogue.ops == ("bf16_rne",)
+    assert p.epilogue.ops == ("bf16_rne",) and p.p_convert.ops == ("bf16_rna",)  # O to even, P to nearest (one add)
     assert p.problem.kv_head(7) == 1 and p.problem.kv_head(3) == 0 and math.isclose(p.problem.scale_log2, LOG2E / math.sqrt(128))
     # causal: block 0 (rows 0-127) runs 2 tiles of 64 keys, block 1 (rows 128, 129) 3; without skipping, all 5
     assert [kv_tiles_for(p.problem, 128, 64, q0) for q0 in (0, 128)] == [2, 3]

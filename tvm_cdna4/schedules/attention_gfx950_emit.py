@@ -35,7 +35,6 @@ from ..patterns.wave import BUFFER_OOB
 from ..tirx_private import transpile_once
 from .attention_plan import WAVE_ROWS, AttentionPlan, kv_full_tiles_for, kv_tiles_for, v_lds_row
 from .gfx950_emit import decode, epilogue_value, fragment_reader, fused_ops, kernel_function, mfma_step
-from .gfx950_plan import convert_epilogue
 from .pipeline import lds_stage
 
 VEC = 8  # 16-bit elements per 16-byte chunk
@@ -84,7 +83,6 @@ def _softmax(plan: AttentionPlan, masked: bool):
     op = CATALOG[plan.mfma]
     BKV, n_s, n_o = plan.config.block_kv, plan.kv_blocks * op.acc_elems, plan.d_tiles * op.acc_elems
     ops = fused_ops("float32")
-    to16 = convert_epilogue("float32", p.dtype)
 
     def key(j, r, lane):
         return j * BKV + r // op.acc_elems * op.m + lanes.acc_owner(op, lane, r % op.acc_elems).row
@@ -110,7 +108,7 @@ def _softmax(plan: AttentionPlan, masked: bool):
         for r in T.unroll(n_s):
             rs[r] = ops.exp2(rs[r] * T.float32(p.scale_log2) - mx[1])
             l[0] = l[0] + rs[r]
-            rp[r] = epilogue_value(to16, rs[r])
+            rp[r] = epilogue_value(plan.p_convert, rs[r])
         for r in T.unroll(n_o):
             ro[r] = ro[r] * mx[0]
     return softmax

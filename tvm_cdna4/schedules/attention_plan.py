@@ -231,6 +231,7 @@ class AttentionPlan:
     chunks: int  # 16-byte global chunks per thread and K (and V) tile
     epilogue: Epilogue  # f32 O -> the output dtype
     params: tuple[Param, ...]
+    p_convert: Epilogue  # f32 P -> the 16-bit B operand of O^T = V^T P^T (bf16: to nearest, ties away: one add)
 
     @property
     def threads(self) -> int:
@@ -283,7 +284,15 @@ def plan_gfx950_attention(problem: AttentionProblem, config: AttentionConfig | N
         problem, config, spec.mfma32, spec.tr, spec.storage, config.block_q // WAVE_ROWS,
         Grid((q_blocks, 1), problem.batch * problem.heads), ceil_div(problem.seq_kv, BKV), problem.seq_kv % BKV,
         problem.seq_q % config.block_q, D + config.lds_pad // esize, BKV * D * esize // 16 // threads,
-        convert_epilogue("float32", out), params)
+        convert_epilogue("float32", out), params, p_convert(problem.dtype))
+
+
+def p_convert(dtype: str) -> Epilogue:
+    """The conversion of the probabilities ``P`` (finite, in [0, 1]) to the MFMA's 16-bit operand:
+    bf16 rounded to nearest with ties away from zero (``bf16_rna``: one integer add per value where
+    ties to even take three instructions; the same half-ulp bound, ``error_bound``), f16 the cast."""
+    convert = convert_epilogue("float32", dtype)
+    return attrs.evolve(convert, ops=("bf16_rna",)) if convert.ops == ("bf16_rne",) else convert
 
 
 __all__ = ["ATTENTION_DTYPES", "AttentionConfig", "AttentionPlan", "AttentionProblem", "HEAD_DIMS", "error_bound",

@@ -267,6 +267,9 @@ def epilogue_value(epilogue: Epilogue, value, at: dict | None = None):
             bits = T.reinterpret(value, ty="uint32")
             rounded = (bits + T.uint32(0x7FFF) + ((bits >> T.uint32(16)) & T.uint32(1))) >> T.uint32(16)
             value = T.reinterpret(T.cast(rounded, "uint16"), ty="int16")
+        elif name == "bf16_rna":  # round to nearest, ties away from zero (finite values): one add
+            rounded = (T.reinterpret(value, ty="uint32") + T.uint32(0x8000)) >> T.uint32(16)
+            value = T.reinterpret(T.cast(rounded, "uint16"), ty="int16")
         else:
             value = T.cast(value, epilogue.out)
     return value
