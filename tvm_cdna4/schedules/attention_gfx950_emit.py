@@ -75,8 +75,8 @@ def _tile_loader(plan: AttentionPlan):
 def _softmax(plan: AttentionPlan, masked: bool):
     """Macro ``softmax(rs, rp, ro, m, l, j, q, lane)``: kv tile ``j``'s scores (``rs``, the S^T
     accumulators of query ``q``), ``masked``: masked (keys past the sequence and, causal, above the
-    diagonal score ``-inf``), the running max ``m`` (base 2) and the lane's partial row sum ``l``
-    updated, ``rp`` = P^T in 16 bits, the O accumulators ``ro`` scaled. The scale into base 2 is
+    diagonal score ``-inf``), the running max ``m`` (base 2) and the lane's two partial row sums
+    ``l`` (packed adds) updated, ``rp`` = P^T in 16 bits, the O accumulators ``ro`` scaled. The scale into base 2 is
     folded into the exponent's argument, ``2^(s * scale_log2 - m')`` (one fused multiply-add per
     score; the raw scores' max times the positive scale is the scaled scores' max)."""
     p = plan.problem
@@ -104,11 +104,12 @@ def _softmax(plan: AttentionPlan, masked: bool):
         mx[1] = T.max(m[0], T.rocm.wave_reduce("max", mx[0], lanes=plan.mfma, axis="col") * T.float32(p.scale_log2))
         mx[0] = ops.exp2(m[0] - mx[1])  # alpha (0 at the first tile: m = -inf)
         m[0] = mx[1]
-        l[0] = l[0] * mx[0]
+        l[T.ramp(0, 1, 2)] = l[T.ramp(0, 1, 2)] * T.broadcast(mx[0], 2)
         for r in T.unroll(n_s):
             rs[r] = ops.exp2(rs[r] * T.float32(p.scale_log2) - mx[1])
-            l[0] = l[0] + rs[r]
             rp[r] = epilogue_value(plan.p_convert, rs[r])
+        for r in T.unroll(n_s // 2):  # two partial sums: packed adds
+            l[T.ramp(0, 1, 2)] = l[T.ramp(0, 1, 2)] + rs[T.ramp(2 * r, 1, 2)]
         for r in T.unroll(n_o):
             ro[r] = ro[r] * mx[0]
     return softmax
@@ -234,7 +235,7 @@ def _tile(plan: AttentionPlan):
         Kh = head_view(args.K, b, p.kv_head(h), p.seq_kv)
         Vh = head_view(args.V, b, p.kv_head(h), p.seq_kv)
         rq, rk, rv, rp = regs(nq), regs(nk), regs(nv), regs(npr)
-        rs, ro, m, l = regs(ns, "float32"), regs(no, "float32"), regs(1, "float32"), regs(1, "float32")
+        rs, ro, m, l = regs(ns, "float32"), regs(no, "float32"), regs(1, "float32"), regs(2, "float32")
         rkv = regs(2 * plan.chunks * VEC)
         Qf, Kf = view(rq, (1, KS, op.n, op.k), lq), view(rk, (RKV, KS, op.m, op.k), lk)
         Vf, Pf = view(rv, (RD, PS, op.m, op.k), lv), view(rp, (1, PS, op.n, op.k), lp)
@@ -246,10 +247,11 @@ def _tile(plan: AttentionPlan):
                                                          T.int32(BUFFER_OOB)), 0, f"{st}x{E}")
         m[0] = T.float32(-math.inf)
         l[0] = T.float32(0)
+        l[1] = T.float32(0)
         for r in T.unroll(no):
             ro[r] = T.float32(0)
         loop(s, q0)
-        l[0] = T.rocm.wave_reduce("sum", l[0], lanes=plan.mfma, axis="col")
+        l[0] = T.rocm.wave_reduce("sum", l[0] + l[1], lanes=plan.mfma, axis="col")
         if q < p.seq_q:
             for di in T.unroll(RD):
                 for r in T.unroll(op.acc_elems):
