@@ -3,19 +3,19 @@ pure functions checked against hand-computed values on a small case, no kernel b
 
 import pytest
 
-from tvm_cdna4.report import lds_bytes
+from tvm_cdna4.report import issue_costs, lds_bytes, wave_cycles
 from tvm_cdna4.schedules.attention_cost import LoopWork, attention_estimate, hbm_bytes, workgroup_tiles
 from tvm_cdna4.schedules.attention_plan import AttentionProblem
 from tvm_cdna4.schedules.gfx950_cost import CLOCK_HZ, HBM_LATENCY_S
 
 WORK = LoopWork(mfma_cycles=256, mfma_ops=262144, valu=50, trans=10, lds_read_bytes=4096, lds_write_bytes=1024,
-                idle_cycles=100)
+                chain_cycles=626)
 
 
 def test_loop_work_prices_each_pipe_and_the_chain():
     assert WORK.valu_cycles == 4 * 40 + 16 * 10 == 320
     assert WORK.lds_cycles == 4 * (4096 / 256 + 1024 / 128) == 96
-    assert WORK.cycles == WORK.chain_cycles == 256 + 100 + 320 - 50  # each VALU at 4 / 16 cycles, not llvm-mca's 1
+    assert WORK.cycles == WORK.chain_cycles == 626  # the wave alone, issued in order
     assert WORK.fraction(1024) == pytest.approx(262144 / 626 / 1024)
     assert WORK.pipes(2) == {"mfma": 256, "valu": 320, "lds": 96, "chain": 313}
     assert (WORK.overlapped(2), WORK.bound(2), WORK.overlapped(1), WORK.bound(1)) == (320, "valu", 626, "chain")
@@ -44,3 +44,21 @@ def test_causal_estimate_by_hand():
     ("  ds_bpermute_b32 v0, v1, v2", (256, 0)), ("  v_add_f32_e32 v0, v1, v2", (0, 0))])
 def test_lds_bytes_of_an_instruction(line, moved):
     assert lds_bytes(line) == moved
+
+
+def test_in_order_issue_overlaps_independent_valu_with_the_mfma_pipe():
+    """An MFMA (32 cycles), two dependent VALU adds (4 each) that do not read its result, a VALU
+    multiply that does, the branch: the adds hide under the MFMA, 32 + 1 + 1 cycles per iteration."""
+    body = ["  v_mfma_f32_32x32x16_bf16 v[0:15], v[16:19], v[20:23], v[0:15]", "  v_add_f32_e32 v30, v31, v32",
+            "  v_add_f32_e32 v33, v30, v32", "  v_mul_f32_e32 v34, v0, v33", "  s_cbranch_scc1 .LBB0_1"]
+    assert wave_cycles(body) == 34
+    assert issue_costs(body[0]) == ("mfma", 32, 32, None) and issue_costs("  v_exp_f32_e32 v1, v2") == ("valu", 16, 16, None)
+
+
+def test_in_order_issue_waits_for_lds_at_the_waitcnt():
+    """ds_read_b128: 1 KiB over a SIMD's 64 B/clk share (16 cycles) + 64 latency = 80; the wait,
+    the add, the branch: 83 cycles per iteration."""
+    body = ["  ds_read_b128 v[0:3], v10", "  s_waitcnt lgkmcnt(0)", "  v_add_f32_e32 v4, v0, v1", "  s_branch .LBB0_1"]
+    assert issue_costs(body[0]) == ("lds", 16, 80, "lgkm") and wave_cycles(body) == 83
+    # one read may stay in flight: each wait is for the read of the iteration before (83 cycles per two)
+    assert wave_cycles([body[0], "  s_waitcnt lgkmcnt(1)", "  v_add_f32_e32 v4, v5, v6", body[3]]) == 41.5

@@ -12,7 +12,7 @@ import pytest
 import tvm_cdna4
 from tvm_cdna4.emulator import emulate
 from tvm_cdna4.isa import CATALOG
-from tvm_cdna4.report import attention_kernel_report
+from tvm_cdna4.report import attention_kernel_report, main_loop
 from tvm_cdna4.rocm import lds_sync
 from tvm_cdna4.schedules.attention_gfx950_emit import emit_gfx950_attention
 from tvm_cdna4.schedules.attention_plan import (AttentionConfig, AttentionProblem, error_bound, kv_tiles_for,
@@ -75,18 +75,20 @@ def test_the_whole_kernel_checks_accept_it_and_the_code_is_mfma_tr_reads_and_lan
     result = tvm_cdna4.build(emit_gfx950_attention(plan))  # rocm.analysis and rocm.lds_sync run here
     assert not [r for r in caplog.records if "left to the emulator" in r.getMessage()]  # decided, not skipped
     kernel = result.kernel()
-    assert kernel.scratch_bytes == 0 and kernel.lds_bytes == 2 * 32 * plan.lds_row * 2
-    body = result.asm.split("s_endpgm")[0]
+    assert kernel.scratch_bytes == 0 and kernel.lds_bytes == (1 + plan.v_stages) * 32 * plan.lds_row * 2  # K, V stages
+    assert plan.masked_tiles and plan.config.defer_pv and plan.v_stages == 2
+    plan = plan_gfx950_attention(*CASES["causal, GQA 2:1, D 128"])  # causal: run-time trip counts, real loops
+    result = tvm_cdna4.build(emit_gfx950_attention(plan))
+    body = "\n".join(main_loop(result.asm))  # the unmasked tiles' loop (each loop once: not unrolled)
     count = lambda mnemonic: len(re.findall(rf"^\s+{mnemonic}\b", body, flags=re.M))  # noqa: E731
     per_tile = plan.kv_blocks * plan.k_steps + 2 * plan.kv_blocks * plan.d_tiles  # S^T, then O^T MFMAs
-    loops = 2 if plan.masked_tiles else 1  # the unmasked tiles' loop, the masked (tail) tiles' loop
-    assert plan.masked_tiles and count("v_mfma_f32_32x32x16_bf16") == loops * per_tile  # each loop once (not unrolled)
-    assert count("ds_read_b64_tr_b16") == loops * 2 * 2 * plan.kv_blocks * plan.d_tiles  # two per V^T fragment
-    assert count("ds_read_b128") == loops * plan.kv_blocks * plan.k_steps  # one per K fragment
-    assert count("v_permlane32_swap_b32_e64") == loops + 1  # the row max per tile, the row sum at the end
-    report = attention_kernel_report(result.asm, kernel, plan.problem, 64, 32, plan.waves)  # the static model's counts
+    assert count("v_mfma_f32_32x32x16_bf16") == per_tile
+    assert count("ds_read_b64_tr_b16") == 2 * 2 * plan.kv_blocks * plan.d_tiles  # two per V^T fragment
+    assert count("ds_read_b128") == plan.kv_blocks * plan.k_steps  # one per K fragment
+    assert count("v_permlane32_swap_b32_e64") == 1  # the row max (the row sum's at the end)
+    report = attention_kernel_report(result.asm, result.kernel(), plan.problem, 128, 64, plan.waves)  # the model's counts
     w = report.work
     assert w.mfma_cycles == per_tile * CATALOG[plan.mfma].cycles and w.trans == 1 + 16 * plan.kv_blocks  # alpha, scores
-    assert w.lds_read_bytes == 64 * (16 * count("ds_read_b128") + 8 * count("ds_read_b64_tr_b16")) // loops
-    assert w.lds_write_bytes == 64 * 16 * count("ds_write_b128") // loops and w.idle_cycles > 0
-    assert report.estimate.workgroups == plan.grid.groups and report.estimate.kv_tiles == 2 * 3 * 5
+    assert w.lds_read_bytes == 64 * (16 * count("ds_read_b128") + 8 * count("ds_read_b64_tr_b16"))
+    assert w.lds_write_bytes == 64 * 16 * count("ds_write_b128") and w.chain_cycles > w.mfma_cycles
+    assert report.estimate.workgroups == plan.grid.groups and report.estimate.kv_tiles == 2 * (2 + 3)  # causal

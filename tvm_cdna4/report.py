@@ -120,7 +120,9 @@ def classify(mnemonic: str) -> str:
 
 
 def main_loop(asm: str) -> list[str]:
-    """Instruction lines of the loop block with the most MFMAs (label ... branch back to label)."""
+    """Instruction lines of the loop block with the most MFMAs (label ... branch back to label; a
+    span that ends the program, ``s_endpgm``, is a block laid out after the exit that branches
+    back, not a loop)."""
     lines = asm.splitlines()
     best: list[str] = []
     for i, line in enumerate(lines):
@@ -132,6 +134,8 @@ def main_loop(asm: str) -> list[str]:
             if re.match(r"^\s+s_cbranch_\w+\s+" + re.escape(label) + r"\s*$", lines[j]) or re.match(
                     r"^\s+s_branch\s+" + re.escape(label) + r"\s*$", lines[j]):
                 body = [ln for ln in lines[i + 1 : j + 1] if re.match(r"^\s+[a-z]", ln)]
+                if any(ln.split()[0] == "s_endpgm" for ln in body):
+                    break
                 if sum(ln.split()[0].startswith("v_mfma") for ln in body) > sum(
                         ln.split()[0].startswith("v_mfma") for ln in best):
                     best = body
@@ -388,19 +392,19 @@ def lds_bytes(line: str) -> tuple[int, int]:
 
 def loop_work(asm: str, loop: LoopReport | None = None):
     """``schedules.attention_cost.LoopWork`` of ``asm``'s main loop (``loop``: its ``loop_report``,
-    computed if not given): the catalog's MFMA cycles and ops, llvm-mca's idle cycles, the VALU and
-    transcendental instructions and the LDS bytes of the loop's lines. Raises ValueError without
-    llvm-mca's figures."""
+    computed if not given): the catalog's MFMA cycles and ops, the VALU and transcendental
+    instructions and the LDS bytes of the loop's lines, the in-order issue's cycles
+    (``wave_cycles``). Raises ValueError without a main loop."""
     from .schedules.attention_cost import LoopWork
 
     loop = loop or loop_report(asm)
-    if loop.idle_cycles is None:
-        raise ValueError(f"attention loop work: needs llvm-mca's figures ({loop.mca_error})")
     body = main_loop(asm)
+    if not body:
+        raise ValueError("attention loop work: the assembly has no main loop")
     valu = [ln.split()[0] for ln in body if instruction_kind(ln) == "valu"]
     moved = [lds_bytes(ln) for ln in body]
     return LoopWork(loop.mfma_bound_cycles, loop.mfma_ops, len(valu), sum(bool(TRANSCENDENTAL.match(v)) for v in valu),
-                    sum(r for r, _ in moved), sum(w for _, w in moved), loop.idle_cycles)
+                    sum(r for r, _ in moved), sum(w for _, w in moved), wave_cycles(body))
 
 
 @attrs.frozen
@@ -472,8 +476,8 @@ def format_attention_report(r: AttentionReport) -> str:
         f"waves/SIMD {e.waves_per_simd}",
         f"  kv loop per wave: {r.kernel.loop.instructions} instructions, {sum(r.kernel.loop.mfmas.values())} MFMAs "
         f"({w.mfma_cycles} cycles), {w.valu} VALU ({w.trans} transcendental: {w.valu_cycles} cycles), LDS "
-        f"{w.lds_read_bytes} B read + {w.lds_write_bytes} B written ({w.lds_cycles:.0f} cycles), chain "
-        f"{w.chain_cycles:.0f} cycles (llvm-mca idle {w.idle_cycles:.0f})",
+        f"{w.lds_read_bytes} B read + {w.lds_write_bytes} B written ({w.lds_cycles:.0f} cycles); issued in order "
+        f"{w.chain_cycles:.0f} cycles (llvm-mca-22: {r.kernel.loop.mca_cycles or 0:.0f}, MFMAs at 4)",
         f"  SIMD cycles per wave iteration, the wave alone: {e.iteration_cycles:.0f}: {100 * r.loop_fraction:.0f}% of "
         f"the MFMA peak (upper bound, {e.waves_per_simd} waves/SIMD overlapping: {e.overlapped_cycles:.0f}, {e.bound} "
         "bound; " + ", ".join(f"{k} {v:.0f}" for k, v in pipes.items()) + f"; {100 * r.overlapped_fraction:.0f}%)",
@@ -481,3 +485,99 @@ def format_attention_report(r: AttentionReport) -> str:
         f"{e.busiest_cu_iterations:.0f} wave iterations per SIMD = {1e6 * e.compute_s:.0f} us; HBM {e.hbm_bytes / 1e6:.0f} "
         f"MB = {1e6 * e.memory_s:.0f} us; estimate {1e6 * e.time_s:.0f} us, {e.tflops:.0f} TFLOP/s (upper bound "
         f"{e.overlapped_tflops:.0f})"])
+
+
+# ----------------------------------------------------------------- in-order issue of one wave's loop
+
+_NO_DEST = ("ds_write", "ds_store", "buffer_store", "global_store", "flat_store", "s_waitcnt", "s_barrier", "s_branch",
+            "s_cbranch", "s_cmp", "s_nop", "s_setprio", "s_sleep", "s_endpgm", "s_bitcmp")
+_REG = re.compile(r"^([vas])(?:(\d+)|\[(\d+):(\d+)\])$")
+
+
+def registers(token: str) -> list[str]:
+    """The registers an operand names (``v5``, ``v[4:7]``, ``a3``, ``s[2:3]``; ``vcc``, ``exec``, ``m0``)."""
+    m = _REG.match(token)
+    if m:
+        lo = int(m.group(2) if m.group(2) is not None else m.group(3))
+        hi = lo if m.group(2) is not None else int(m.group(4))
+        return [f"{m.group(1)}{i}" for i in range(lo, hi + 1)]
+    return [token] if token in ("vcc", "exec", "m0", "scc", "vcc_lo", "vcc_hi") else []
+
+
+def issue_costs(line: str, mfma_cycles: int | None = None) -> tuple[str, int, int, str | None]:
+    """(pipe, cycles the pipe is busy, cycles until the result, memory counter) of one instruction
+    (``wave_cycles``): MFMA its catalog cycles; VALU ``attention_cost.VALU_CYCLES`` (transcendental:
+    ``TRANS_CYCLES``); LDS its bytes over a SIMD's share of the CU's LDS bandwidth, the result
+    ``LDS_LATENCY_CYCLES`` later (lgkmcnt); global memory 4 issue cycles, ``VMEM_LATENCY_CYCLES``
+    (vmcnt); scalar and the rest 1 (the figures: ``schedules.attention_cost``)."""
+    from .schedules.attention_cost import (LDS_LATENCY_CYCLES, LDS_READ_BYTES_PER_CLK, LDS_WRITE_BYTES_PER_CLK,
+                                           TRANS_CYCLES, VALU_CYCLES, VMEM_LATENCY_CYCLES)
+
+    mnemonic, kind = line.split()[0], instruction_kind(line)
+    if kind == "mfma":
+        cycles = mfma_cycles if mfma_cycles is not None else mfma_use(line).cycles
+        return "mfma", cycles, cycles, None
+    if kind == "valu":
+        busy = TRANS_CYCLES if TRANSCENDENTAL.match(mnemonic) else VALU_CYCLES
+        return "valu", busy, busy, None
+    if kind.startswith("lds"):
+        read, written = lds_bytes(line)
+        busy = max(1, round(4 * (read / LDS_READ_BYTES_PER_CLK + written / LDS_WRITE_BYTES_PER_CLK)))
+        return "lds", busy, busy + LDS_LATENCY_CYCLES, "lgkm"
+    if kind in ("global", "global_lds", "scratch"):
+        return "vmem", 4, VMEM_LATENCY_CYCLES, "vm"
+    if mnemonic.startswith(("s_load", "s_buffer_load")):
+        return "salu", 1, VMEM_LATENCY_CYCLES, "lgkm"
+    if mnemonic == "s_nop":
+        return "salu", 1 + int(line.split()[1], 0), 1, None
+    return "salu", 1, 1, None
+
+
+def _operands(line: str) -> tuple[list[str], list[str]]:
+    """(destination registers, source registers) of an instruction line."""
+    parts = line.split(None, 1)
+    tokens = [t.split()[0] for t in parts[1].split(",")] if len(parts) > 1 else []
+    regs = [registers(t) for t in tokens]
+    if not regs or parts[0].startswith(_NO_DEST) or instruction_kind(line) == "global_lds":
+        return [], [r for group in regs for r in group]
+    return regs[0], [r for group in regs[1:] for r in group]
+
+
+def _wait_until(line: str, now: float, pending: dict[str, list[float]]) -> float:
+    """The cycle an ``s_waitcnt`` line lets the wave go on: each named counter down to its count
+    (a counter's operations complete in the order they were issued)."""
+    for counter, n in re.findall(r"(vm|lgkm)cnt\((\d+)\)", line):
+        queue = sorted(c for c in pending[counter] if c > now)
+        if len(queue) > int(n):
+            now = max(now, queue[len(queue) - int(n) - 1])
+    return now
+
+
+def wave_cycles(body: list[str], iterations: int = 8) -> float:
+    """Cycles per iteration of ``body`` (a loop's instruction lines) for one wave alone, issued in
+    order: an instruction issues a cycle after the one before at the earliest, when its pipe
+    (MFMA, VALU, LDS, global memory, scalar) is free and its source registers are ready, and an
+    ``s_waitcnt`` when its counters allow (``issue_costs``); the MFMA pipe runs beside the VALU, so
+    VALU work independent of the MFMAs in flight overlaps them. The steady state: the mean of the
+    second half of ``iterations`` runs of the body back to back (registers, pipes and counters
+    carried over)."""
+    costs = [issue_costs(ln) for ln in body]
+    operands = [_operands(ln) for ln in body]
+    ready: dict[str, float] = {}
+    free = {"mfma": 0.0, "valu": 0.0, "lds": 0.0, "vmem": 0.0, "salu": 0.0}
+    pending: dict[str, list[float]] = {"vm": [], "lgkm": []}
+    now, starts = 0.0, []
+    for _ in range(iterations):
+        starts.append(now)
+        for line, (pipe, busy, latency, counter), (dest, srcs) in zip(body, costs, operands):
+            t = max([now, free[pipe]] + [ready.get(r, 0.0) for r in srcs])
+            if line.split()[0] == "s_waitcnt":
+                t = _wait_until(line, t, pending)
+            free[pipe] = t + busy
+            for r in dest:
+                ready[r] = t + latency
+            if counter:
+                pending[counter] = [c for c in pending[counter] if c > t] + [t + latency]
+            now = t + 1
+    half = iterations // 2
+    return (now - starts[half]) / (iterations - half)

@@ -44,8 +44,8 @@ def _tile_loader(plan: AttentionPlan):
     """Macros ``(fetch, put)``: ``fetch(rkv, Kh, Vh, j, tx)`` loads every thread's chunks of kv tile
     ``j`` of the (batch, kv head)'s K and V (``Kh``, ``Vh``: ``[Skv, D]`` views) into the staging
     registers ``rkv`` (K's chunks, then V's; keys past the sequence load zeros: the buffer range
-    check, so a fetch past the last tile is harmless); ``put(SK, SV, rkv, tx)`` stores them into the
-    LDS tiles (K rows as they are, V rows at ``v_lds_row``)."""
+    check, so a fetch past the last tile is harmless); ``put(SK, SV, rkv, tx, stage)`` stores them
+    into the LDS tiles (K rows as they are, V rows at ``v_lds_row`` of V stage ``stage``)."""
     p = plan.problem
     D, BKV, threads, n = p.head_dim, plan.config.block_kv, plan.threads, plan.chunks
     cpr = D // VEC  # chunks per key row
@@ -64,25 +64,30 @@ def _tile_loader(plan: AttentionPlan):
             rkv[T.ramp((n + q) * VEC, 1, VEC)] = T.rocm.buffer_load(Vh.data, nbytes, voff, j * (BKV * D * 2), regs)
 
     @T.macro
-    def put(SK, SV, rkv, tx):
+    def put(SK, SV, rkv, tx, stage):
         for q in T.unroll(n):
             row, col = at(q, tx)
             SK[0, row, T.ramp(col, 1, VEC)] = rkv[T.ramp(q * VEC, 1, VEC)]
-            SV[0, v_lds_row(row), T.ramp(col, 1, VEC)] = rkv[T.ramp((n + q) * VEC, 1, VEC)]
+            SV[stage, v_lds_row(row), T.ramp(col, 1, VEC)] = rkv[T.ramp((n + q) * VEC, 1, VEC)]
     return fetch, put
 
 
-def _softmax(plan: AttentionPlan, masked: bool):
-    """Macro ``softmax(rs, rp, ro, m, l, j, q, lane)``: kv tile ``j``'s scores (``rs``, the S^T
-    accumulators of query ``q``), ``masked``: masked (keys past the sequence and, causal, above the
-    diagonal score ``-inf``), the running max ``m`` (base 2) and the lane's two partial row sums
-    ``l`` (packed adds) updated, ``rp`` = P^T in 16 bits, the O accumulators ``ro`` scaled. The scale into base 2 is
-    folded into the exponent's argument, ``2^(s * scale_log2 - m')`` (one fused multiply-add per
-    score; the raw scores' max times the positive scale is the scaled scores' max)."""
+def _softmax(plan: AttentionPlan, masked: bool, deferred: bool):
+    """Macro ``softmax(s, j)``: kv tile ``j``'s scores (``s.rs``, the S^T accumulators of the lane's
+    query ``s.q``), ``masked``: masked (keys past the sequence and, causal, above the diagonal score
+    ``-inf``), the running max ``s.m`` (base 2) and the lane's two partial row sums ``s.l`` (packed
+    adds) updated, ``s.rp`` = P^T in 16 bits, the O accumulators ``s.ro`` scaled. The scale into
+    base 2 is folded into the exponent's argument, ``2^(s * scale_log2 - m')`` (one fused
+    multiply-add per score; the raw scores' max times the positive scale is the scaled scores'
+    max). ``deferred``: the previous tile's ``O^T += V^T P^T`` MFMAs (its V fragments already in
+    ``s.rv``, its P^T in ``s.rp``) issued between the exponentials, one 16-key step per 8 of them,
+    so that they run while the VALU works; ``s.rp`` is overwritten after them."""
     p = plan.problem
     op = CATALOG[plan.mfma]
-    BKV, n_s, n_o = plan.config.block_kv, plan.kv_blocks * op.acc_elems, plan.d_tiles * op.acc_elems
+    BKV, n_s, n_o, PS = plan.config.block_kv, plan.kv_blocks * op.acc_elems, plan.d_tiles * op.acc_elems, 2 * plan.kv_blocks
+    per = n_s // PS  # exponentials per deferred 16-key MFMA step
     ops = fused_ops("float32")
+    mfma = mfma_step(plan.mfma)
 
     def key(j, r, lane):
         return j * BKV + r // op.acc_elems * op.m + lanes.acc_owner(op, lane, r % op.acc_elems).row
@@ -95,23 +100,29 @@ def _softmax(plan: AttentionPlan, masked: bool):
         return T.if_then_else(visible(j, r, lane, q), rs[r], T.float32(-math.inf)) if masked else rs[r]
 
     @T.macro
-    def softmax(rs, rp, ro, m, l, j, q, lane):
+    def softmax(s, j):
         mx = T.alloc_tensor(ty_args=[T.Tensor((2,), "float32", scope="local")])
         mx[0] = T.float32(-math.inf)
         for r in T.unroll(n_s):
-            rs[r] = score(rs, j, r, lane, q)
-            mx[0] = T.max(mx[0], rs[r])
-        mx[1] = T.max(m[0], T.rocm.wave_reduce("max", mx[0], lanes=plan.mfma, axis="col") * T.float32(p.scale_log2))
-        mx[0] = ops.exp2(m[0] - mx[1])  # alpha (0 at the first tile: m = -inf)
-        m[0] = mx[1]
-        l[T.ramp(0, 1, 2)] = l[T.ramp(0, 1, 2)] * T.broadcast(mx[0], 2)
-        for r in T.unroll(n_s):
-            rs[r] = ops.exp2(rs[r] * T.float32(p.scale_log2) - mx[1])
-            rp[r] = epilogue_value(plan.p_convert, rs[r])
-        for r in T.unroll(n_s // 2):  # two partial sums: packed adds
-            l[T.ramp(0, 1, 2)] = l[T.ramp(0, 1, 2)] + rs[T.ramp(2 * r, 1, 2)]
+            s.rs[r] = score(s.rs, j, r, s.lane, s.q)
+            mx[0] = T.max(mx[0], s.rs[r])
+        mx[1] = T.max(s.m[0], T.rocm.wave_reduce("max", mx[0], lanes=plan.mfma, axis="col") * T.float32(p.scale_log2))
+        mx[0] = ops.exp2(s.m[0] - mx[1])  # alpha (0 at the first tile: m = -inf)
+        s.m[0] = mx[1]
+        s.l[T.ramp(0, 1, 2)] = s.l[T.ramp(0, 1, 2)] * T.broadcast(mx[0], 2)
+        for t in T.unroll(PS):  # 16-key step t: its exponentials, (deferred) MFMAs, then its P^T and sums
+            for e in T.unroll(per):
+                s.rs[t * per + e] = ops.exp2(s.rs[t * per + e] * T.float32(p.scale_log2) - mx[1])
+            if deferred:
+                mfma(s.Od, s.Vf[:, t : t + 1], s.Pf[:, t : t + 1])
+            for e in T.unroll(per):
+                s.rp[t * per + e] = epilogue_value(plan.p_convert, s.rs[t * per + e])
+            for e in T.unroll(per // 2):  # two partial sums: packed adds
+                s.l[T.ramp(0, 1, 2)] = s.l[T.ramp(0, 1, 2)] + s.rs[T.ramp(t * per + 2 * e, 1, 2)]
+            if deferred:
+                T.evaluate(T.call_llvm_intrin("llvm.amdgcn.sched.barrier", T.int32(0), ty="void"))  # in this order
         for r in T.unroll(n_o):
-            ro[r] = ro[r] * mx[0]
+            s.ro[r] = s.ro[r] * mx[0]
     return softmax
 
 
@@ -144,58 +155,88 @@ class KvState:
     tx: object
 
 
-def _kv_step(plan: AttentionPlan, masked: bool):
-    """Macro ``step(s, j)``: kv tile ``j`` of the loop (module docstring), its scores masked or not
-    (``_softmax``). Barrier; the staged tile ``j`` into LDS; barrier; tile ``j + 1`` fetched into
-    the staging registers (in flight over this tile's work); ``S^T = K Q^T``; the softmax; ``O^T +=
-    V^T P^T``."""
+def _pv(plan: AttentionPlan):
+    """Macros ``(read_v, pv)``: ``read_v(s, stage)`` reads the V^T fragments of the tile whose V
+    is in LDS stage ``stage`` into ``s.rv`` (``ds_read_tr``); ``pv(s, stage)`` reads them and runs
+    ``O^T += V^T P^T`` with ``P^T`` in ``s.rp``."""
     op = CATALOG[plan.mfma]
-    E, RKV, RD, KS, PS = op.a_elems, plan.kv_blocks, plan.d_tiles, plan.k_steps, 2 * plan.kv_blocks
-    frag_k = fragment_reader(op, "A", "wide", plan.storage, E, KS, n=E)
-    frag_v = fragment_reader(op, "A", "tr", plan.storage, E, PS, tr=plan.tr)
+    RD, PS = plan.d_tiles, 2 * plan.kv_blocks
+    frag_v = fragment_reader(op, "A", "tr", plan.storage, op.a_elems, PS, tr=plan.tr, staged=True)
     mfma = mfma_step(plan.mfma)
-    (fetch, put), softmax = _tile_loader(plan), _softmax(plan, masked)
+
+    @T.macro
+    def read_v(s, stage):
+        for kk in T.unroll(PS):
+            for di in T.unroll(RD):
+                frag_v(s.rv, s.SV, di, kk, 0, s.lane, stage)
+
+    @T.macro
+    def pv(s, stage):
+        read_v(s, stage)
+        for kk in T.unroll(PS):
+            mfma(s.Od, s.Vf[:, kk : kk + 1], s.Pf[:, kk : kk + 1])
+    return read_v, pv
+
+
+def _kv_step(plan: AttentionPlan, masked: bool, deferred: bool):
+    """Macro ``step(s, j)``: kv tile ``j`` of the loop (module docstring), its scores masked or not
+    (``_softmax``). Barrier; the staged tile ``j`` into LDS (V into stage ``j % v_stages``);
+    barrier; tile ``j + 1`` fetched into the staging registers (in flight over this tile's work);
+    ``S^T = K Q^T``; ``deferred``: tile ``j - 1``'s ``O^T += V^T P^T`` (``_pv``; its MFMAs run
+    under this tile's softmax); the softmax; without ``defer_pv``, this tile's ``O^T += V^T P^T``."""
+    op = CATALOG[plan.mfma]
+    E, RKV, KS, n = op.a_elems, plan.kv_blocks, plan.k_steps, plan.v_stages
+    frag_k = fragment_reader(op, "A", "wide", plan.storage, E, KS, n=E)
+    mfma = mfma_step(plan.mfma)
+    (fetch, put), softmax, (read_v, pv) = _tile_loader(plan), _softmax(plan, masked, deferred), _pv(plan)
 
     @T.macro
     def step(s, j):
         T.rocm.workgroup_barrier()
-        put(s.SK, s.SV, s.rkv, s.tx)
+        put(s.SK, s.SV, s.rkv, s.tx, j % n)
         T.rocm.workgroup_barrier()
         fetch(s.rkv, s.Kh, s.Vh, j + 1, s.tx)  # in flight over tile j's MFMAs and softmax
-        for r in T.unroll(RKV * op.acc_elems):
-            s.rs[r] = T.float32(0)
         for kk in T.unroll(KS):
             for mi in T.unroll(RKV):
                 frag_k(s.rk, s.SK, mi, kk, 0, s.lane)
+        if deferred:
+            read_v(s, (j + n - 1) % n)
+        for r in T.unroll(RKV * op.acc_elems):
+            s.rs[r] = T.float32(0)
+        for kk in T.unroll(KS):
             mfma(s.Sd, s.Kf[:, kk : kk + 1], s.Qf[:, kk : kk + 1])
-        softmax(s.rs, s.rp, s.ro, s.m, s.l, j, s.q, s.lane)
-        for kk in T.unroll(PS):
-            for di in T.unroll(RD):
-                frag_v(s.rv, s.SV, di, kk, 0, s.lane)
-            mfma(s.Od, s.Vf[:, kk : kk + 1], s.Pf[:, kk : kk + 1])
+        softmax(s, j)
+        if not plan.config.defer_pv:
+            pv(s, j % n)
     return step
 
 
 def _kv_loop(plan: AttentionPlan):
     """Macro ``loop(s, q0)``: the query block's kv tiles (``kv_tiles_for``), the first
     ``kv_full_tiles_for`` unmasked, the rest (the diagonal tiles, the masked tail) masked; tile 0
-    fetched before."""
-    p, BQ, BKV = plan.problem, plan.config.block_q, plan.config.block_kv
-    unmasked, masked = _kv_step(plan, False), _kv_step(plan, True)
+    fetched before. With ``defer_pv``: tile 0 first (masked if any tile is: a mask on a whole tile
+    changes nothing), then the loops from tile 1 with the previous tile's ``O^T += V^T P^T``
+    deferred into each step, the last tile's after them."""
+    p, BQ, BKV, n = plan.problem, plan.config.block_q, plan.config.block_kv, plan.v_stages
+    d = plan.config.defer_pv
+    first, unmasked, masked = _kv_step(plan, plan.masked_tiles, False), _kv_step(plan, False, d), _kv_step(plan, True, d)
     fetch, _ = _tile_loader(plan)
+    _, pv = _pv(plan)
 
     @T.macro
     def loop(s, q0):
         fetch(s.rkv, s.Kh, s.Vh, 0, s.tx)
+        tiles = kv_tiles_for(p, BQ, BKV, q0, plan.config.skip_masked, T.min)
+        if d:
+            first(s, 0)
+        full = T.max(kv_full_tiles_for(p, BQ, BKV, q0, T.min), int(d)) if plan.masked_tiles else tiles
+        for j in T.serial(full - int(d)):
+            unmasked(s, j + int(d))
         if plan.masked_tiles:
-            full = kv_full_tiles_for(p, BQ, BKV, q0, T.min)
-            for j in T.serial(full):
-                unmasked(s, j)
-            for j in T.serial(kv_tiles_for(p, BQ, BKV, q0, plan.config.skip_masked, T.min) - full):
+            for j in T.serial(tiles - full):
                 masked(s, full + j)
-        else:
-            for j in T.serial(plan.kv_tiles):
-                unmasked(s, j)
+        if d:
+            pv(s, (tiles - 1) % n)
     return loop
 
 
@@ -273,7 +314,7 @@ def emit_gfx950_attention(plan: AttentionPlan):
         bid = T.launch_thread("blockIdx.x", plan.grid.groups)
         tx = T.launch_thread("threadIdx.x", plan.threads)
         SK = T.alloc_tensor(ty_args=[lds_stage(shape, plan.storage)])
-        SV = T.alloc_tensor(ty_args=[lds_stage(shape, plan.storage)])
+        SV = T.alloc_tensor(ty_args=[lds_stage(shape, plan.storage, plan.v_stages)])
         tile(args, bid, tx, SK, SV)
 
     return kernel_function("attention", plan.params, body)

@@ -195,12 +195,16 @@ def kv_full_tiles_for(problem: AttentionProblem, block_q: int, block_kv: int, q0
 class AttentionConfig:
     """The gfx950 kernel's choices: ``block_q`` query rows per workgroup (32 per wave, so 1-4
     waves), ``block_kv`` keys per K/V tile (a multiple of 32), whether causal skips fully masked
-    tiles, the LDS row padding in bytes."""
+    tiles, the LDS row padding in bytes, and ``defer_pv``: tile ``j``'s ``O^T += V^T P^T`` MFMAs
+    issued after tile ``j + 1``'s ``S^T`` MFMAs, so that tile ``j + 1``'s softmax (VALU) runs while
+    they do (the V tile double-buffered in LDS: ``AttentionPlan.v_stages``); off, each tile's
+    MFMAs and softmax one after the other."""
 
     block_q: int = 128
     block_kv: int = 64
     skip_masked: bool = True
     lds_pad: int = 16
+    defer_pv: bool = True
 
     def __attrs_post_init__(self):
         if self.block_q % WAVE_ROWS or not WAVE_ROWS <= self.block_q <= 4 * WAVE_ROWS:
@@ -246,6 +250,12 @@ class AttentionPlan:
     def k_steps(self) -> int:
         """MFMA K steps of S^T = K Q^T (16 head-dim elements each)."""
         return self.problem.head_dim // CATALOG[self.mfma].k
+
+    @property
+    def v_stages(self) -> int:
+        """LDS stages of the V tile: 2 with ``defer_pv`` (tile ``j``'s V read while tile ``j + 1``'s is
+        stored), else 1."""
+        return 2 if self.config.defer_pv else 1
 
     @property
     def masked_tiles(self) -> bool:
