@@ -75,8 +75,9 @@ def test_the_whole_kernel_checks_accept_it_and_the_code_is_mfma_tr_reads_and_lan
     result = tvm_cdna4.build(emit_gfx950_attention(plan))  # rocm.analysis and rocm.lds_sync run here
     assert not [r for r in caplog.records if "left to the emulator" in r.getMessage()]  # decided, not skipped
     kernel = result.kernel()
-    assert kernel.scratch_bytes == 0 and kernel.lds_bytes == (1 + plan.v_stages) * 32 * plan.lds_row * 2  # K, V stages
-    assert plan.masked_tiles and plan.config.defer_pv and plan.v_stages == 2
+    stages = plan.k_stages + plan.v_stages  # direct-to-LDS: K 2, V 3 (one deferred, one landing)
+    assert kernel.scratch_bytes == 0 and kernel.lds_bytes == stages * plan.stage_rows * plan.lds_row * 2 == 5 * 36 * 72 * 2
+    assert plan.masked_tiles and plan.config.defer_pv and plan.config.lds_dma
     plan = plan_gfx950_attention(*CASES["causal, GQA 2:1, D 128"])  # causal: run-time trip counts, real loops
     result = tvm_cdna4.build(emit_gfx950_attention(plan))
     body = "\n".join(main_loop(result.asm))  # the unmasked tiles' loop (each loop once: not unrolled)
@@ -90,5 +91,7 @@ def test_the_whole_kernel_checks_accept_it_and_the_code_is_mfma_tr_reads_and_lan
     w = report.work
     assert w.mfma_cycles == per_tile * CATALOG[plan.mfma].cycles and w.trans == 1 + 16 * plan.kv_blocks  # alpha, scores
     assert w.lds_read_bytes == 64 * (16 * count("ds_read_b128") + 8 * count("ds_read_b64_tr_b16"))
-    assert w.lds_write_bytes == 64 * 16 * count("ds_write_b128") and w.chain_cycles > w.mfma_cycles
+    dma = len(re.findall(r"^\s+buffer_load_dwordx4 .* lds$", body, flags=re.M))  # per wave: K's and V's of 17
+    assert count("ds_write_b128") == 0 and dma == 2 * -(-plan.dma.loads // plan.waves) == 10
+    assert w.lds_write_bytes == 64 * 16 * dma and w.chain_cycles > w.mfma_cycles
     assert report.estimate.workgroups == plan.grid.groups and report.estimate.kv_tiles == 2 * (2 + 3)  # causal

@@ -35,7 +35,7 @@ from ..patterns.wave import BUFFER_OOB
 from ..tirx_private import transpile_once
 from .attention_plan import WAVE_ROWS, AttentionPlan, kv_full_tiles_for, kv_tiles_for, v_lds_row
 from .gfx950_emit import decode, epilogue_value, fragment_reader, fused_ops, kernel_function, mfma_step
-from .pipeline import lds_stage
+from .pipeline import lds_stage, period_wait
 
 VEC = 8  # 16-bit elements per 16-byte chunk
 
@@ -45,7 +45,7 @@ def _tile_loader(plan: AttentionPlan):
     ``j`` of the (batch, kv head)'s K and V (``Kh``, ``Vh``: ``[Skv, D]`` views) into the staging
     registers ``rkv`` (K's chunks, then V's; keys past the sequence load zeros: the buffer range
     check, so a fetch past the last tile is harmless); ``put(SK, SV, rkv, tx, stage)`` stores them
-    into the LDS tiles (K rows as they are, V rows at ``v_lds_row`` of V stage ``stage``)."""
+    into the LDS tiles (K rows as they are, V rows at ``v_lds_row``, both of stage ``stage``)."""
     p = plan.problem
     D, BKV, threads, n = p.head_dim, plan.config.block_kv, plan.threads, plan.chunks
     cpr = D // VEC  # chunks per key row
@@ -67,9 +67,64 @@ def _tile_loader(plan: AttentionPlan):
     def put(SK, SV, rkv, tx, stage):
         for q in T.unroll(n):
             row, col = at(q, tx)
-            SK[0, row, T.ramp(col, 1, VEC)] = rkv[T.ramp(q * VEC, 1, VEC)]
+            SK[stage % plan.k_stages, row, T.ramp(col, 1, VEC)] = rkv[T.ramp(q * VEC, 1, VEC)]
             SV[stage, v_lds_row(row), T.ramp(col, 1, VEC)] = rkv[T.ramp((n + q) * VEC, 1, VEC)]
     return fetch, put
+
+
+def _dma_loader(plan: AttentionPlan):
+    """Macro ``dma(s, j)``: kv tile ``j`` of the (batch, kv head)'s K and V straight into LDS stage
+    ``j % k_stages`` / ``j % v_stages`` (``T.rocm.buffer_load_lds``): the ``plan.dma`` tile's wave
+    loads, spread over the waves; the lane whose slot is LDS row ``r`` loads key ``r`` of K and key
+    ``v_lds_row(r)`` of V (padding slots, rows past the tile and keys past the sequence: zeros)."""
+    p, tile, W = plan.problem, plan.dma, plan.waves
+    D, BKV, pitch = p.head_dim, plan.config.block_kv, plan.lds_row
+    nbytes, per = p.seq_kv * D * 2, -(-tile.loads // W)
+
+    def voff(j, key, ok, col):
+        return T.if_then_else(T.And(ok, j * BKV + key < p.seq_kv), (key * D + col) * 2, T.int32(BUFFER_OOB))
+
+    @T.macro
+    def dma(s, j):
+        for k in T.unroll(per):
+            if s.tx // 64 + k * W < tile.loads:
+                start = tile.load_base(s.tx // 64 + k * W)
+                slot = start + s.lane * tile.size
+                row = tile.row_at(slot)
+                col = tile.col_at(slot) * VEC
+                ok = T.And(slot % tile.group_bytes < tile.row_bytes, row < tile.rows)  # tile.in_tile, pad_every 1
+                T.rocm.buffer_load_lds(s.Kh.data, nbytes, voff(j, row, ok, col), j * (BKV * D * 2),
+                                       s.SK[j % plan.k_stages, start // 2 // pitch, start // 2 % pitch], tile.size)
+                T.rocm.buffer_load_lds(s.Vh.data, nbytes, voff(j, v_lds_row(row), ok, col), j * (BKV * D * 2),
+                                       s.SV[j % plan.v_stages, start // 2 // pitch, start // 2 % pitch], tile.size)
+    return dma
+
+
+def _kv_transfer(plan: AttentionPlan):
+    """Macros ``(begin, land)`` moving kv tiles into LDS: ``begin(s, j)`` starts tile ``j``'s loads,
+    ``land(s, j)`` makes tile ``j`` visible to every wave (and, by its barrier, retires the reads
+    of the step before). ``lds_dma``: ``_dma_loader``, then ``s_waitcnt vmcnt(0)`` and a barrier;
+    else ``fetch`` into the staging registers, then barrier, ``put``, barrier (``_tile_loader``)."""
+    fetch, put = _tile_loader(plan)
+    dma = _dma_loader(plan)
+
+    @T.macro
+    def begin(s, j):
+        if plan.config.lds_dma:
+            dma(s, j)
+        else:
+            fetch(s.rkv, s.Kh, s.Vh, j, s.tx)
+
+    @T.macro
+    def land(s, j):
+        if plan.config.lds_dma:
+            period_wait(0)
+            T.rocm.workgroup_barrier()
+        else:
+            T.rocm.workgroup_barrier()
+            put(s.SK, s.SV, s.rkv, s.tx, j % plan.v_stages)
+            T.rocm.workgroup_barrier()
+    return begin, land
 
 
 def _softmax(plan: AttentionPlan, masked: bool, deferred: bool):
@@ -179,26 +234,25 @@ def _pv(plan: AttentionPlan):
 
 
 def _kv_step(plan: AttentionPlan, masked: bool, deferred: bool):
-    """Macro ``step(s, j)``: kv tile ``j`` of the loop (module docstring), its scores masked or not
-    (``_softmax``). Barrier; the staged tile ``j`` into LDS (V into stage ``j % v_stages``);
-    barrier; tile ``j + 1`` fetched into the staging registers (in flight over this tile's work);
+    """Macro ``step(s, j, tiles)``: kv tile ``j`` of the loop (module docstring), its scores masked
+    or not (``_softmax``). Tile ``j`` landed in LDS (``_kv_transfer``; K in stage ``j % k_stages``,
+    V in ``j % v_stages``); tile ``j + 1``'s loads begun (in flight over this tile's work);
     ``S^T = K Q^T``; ``deferred``: tile ``j - 1``'s ``O^T += V^T P^T`` (``_pv``; its MFMAs run
     under this tile's softmax); the softmax; without ``defer_pv``, this tile's ``O^T += V^T P^T``."""
     op = CATALOG[plan.mfma]
     E, RKV, KS, n = op.a_elems, plan.kv_blocks, plan.k_steps, plan.v_stages
-    frag_k = fragment_reader(op, "A", "wide", plan.storage, E, KS, n=E)
+    frag_k = fragment_reader(op, "A", "wide", plan.storage, E, KS, n=E, staged=True)
     mfma = mfma_step(plan.mfma)
-    (fetch, put), softmax, (read_v, pv) = _tile_loader(plan), _softmax(plan, masked, deferred), _pv(plan)
+    (begin, land), softmax, (read_v, pv) = _kv_transfer(plan), _softmax(plan, masked, deferred), _pv(plan)
 
     @T.macro
-    def step(s, j):
-        T.rocm.workgroup_barrier()
-        put(s.SK, s.SV, s.rkv, s.tx, j % n)
-        T.rocm.workgroup_barrier()
-        fetch(s.rkv, s.Kh, s.Vh, j + 1, s.tx)  # in flight over tile j's MFMAs and softmax
+    def step(s, j, tiles):
+        land(s, j)
+        if j + 1 < tiles:
+            begin(s, j + 1)  # in flight over tile j's MFMAs and softmax
         for kk in T.unroll(KS):
             for mi in T.unroll(RKV):
-                frag_k(s.rk, s.SK, mi, kk, 0, s.lane)
+                frag_k(s.rk, s.SK, mi, kk, 0, s.lane, j % plan.k_stages)
         if deferred:
             read_v(s, (j + n - 1) % n)
         for r in T.unroll(RKV * op.acc_elems):
@@ -220,21 +274,21 @@ def _kv_loop(plan: AttentionPlan):
     p, BQ, BKV, n = plan.problem, plan.config.block_q, plan.config.block_kv, plan.v_stages
     d = plan.config.defer_pv
     first, unmasked, masked = _kv_step(plan, plan.masked_tiles, False), _kv_step(plan, False, d), _kv_step(plan, True, d)
-    fetch, _ = _tile_loader(plan)
+    begin, _ = _kv_transfer(plan)
     _, pv = _pv(plan)
 
     @T.macro
     def loop(s, q0):
-        fetch(s.rkv, s.Kh, s.Vh, 0, s.tx)
+        begin(s, 0)
         tiles = kv_tiles_for(p, BQ, BKV, q0, plan.config.skip_masked, T.min)
         if d:
-            first(s, 0)
+            first(s, 0, tiles)
         full = T.max(kv_full_tiles_for(p, BQ, BKV, q0, T.min), int(d)) if plan.masked_tiles else tiles
         for j in T.serial(full - int(d)):
-            unmasked(s, j + int(d))
+            unmasked(s, j + int(d), tiles)
         if plan.masked_tiles:
             for j in T.serial(tiles - full):
-                masked(s, full + j)
+                masked(s, full + j, tiles)
         if d:
             pv(s, (tiles - 1) % n)
     return loop
@@ -307,13 +361,13 @@ def _tile(plan: AttentionPlan):
 def emit_gfx950_attention(plan: AttentionPlan):
     """The PrimFunc ``attention(Q, K, V, O, LSE)`` of a plan."""
     tile = _tile(plan)
-    shape = (plan.config.block_kv, plan.lds_row)
+    shape = (plan.stage_rows, plan.lds_row)
 
     @T.macro
     def body(args):
         bid = T.launch_thread("blockIdx.x", plan.grid.groups)
         tx = T.launch_thread("threadIdx.x", plan.threads)
-        SK = T.alloc_tensor(ty_args=[lds_stage(shape, plan.storage)])
+        SK = T.alloc_tensor(ty_args=[lds_stage(shape, plan.storage, plan.k_stages)])
         SV = T.alloc_tensor(ty_args=[lds_stage(shape, plan.storage, plan.v_stages)])
         tile(args, bid, tx, SK, SV)
 

@@ -50,6 +50,7 @@ import math
 import attrs
 
 from ..isa import CATALOG
+from ..patterns.dma import LdsTile
 from .dynamic_m import ceil_div
 from .epilogue import LOG2E, Param
 from .gfx950_plan import DTYPES, Epilogue, Grid, convert_epilogue
@@ -198,13 +199,16 @@ class AttentionConfig:
     tiles, the LDS row padding in bytes, and ``defer_pv``: tile ``j``'s ``O^T += V^T P^T`` MFMAs
     issued after tile ``j + 1``'s ``S^T`` MFMAs, so that tile ``j + 1``'s softmax (VALU) runs while
     they do (the V tile double-buffered in LDS: ``AttentionPlan.v_stages``); off, each tile's
-    MFMAs and softmax one after the other."""
+    MFMAs and softmax one after the other. ``lds_dma``: K and V tiles loaded straight into LDS
+    (``T.rocm.buffer_load_lds``; one more LDS stage each, ``k_stages`` / ``v_stages``: tile ``j + 1``
+    lands while tile ``j`` is read), else through staging registers and LDS stores."""
 
     block_q: int = 128
     block_kv: int = 64
     skip_masked: bool = True
     lds_pad: int = 16
     defer_pv: bool = True
+    lds_dma: bool = True
 
     def __attrs_post_init__(self):
         if self.block_q % WAVE_ROWS or not WAVE_ROWS <= self.block_q <= 4 * WAVE_ROWS:
@@ -252,10 +256,29 @@ class AttentionPlan:
         return self.problem.head_dim // CATALOG[self.mfma].k
 
     @property
+    def k_stages(self) -> int:
+        """LDS stages of the K tile: 2 with ``lds_dma`` (tile ``j + 1`` lands while tile ``j`` is read)."""
+        return 1 + self.config.lds_dma
+
+    @property
     def v_stages(self) -> int:
-        """LDS stages of the V tile: 2 with ``defer_pv`` (tile ``j``'s V read while tile ``j + 1``'s is
-        stored), else 1."""
-        return 2 if self.config.defer_pv else 1
+        """LDS stages of the V tile: one, one more with ``defer_pv`` (tile ``j - 1``'s V read in step
+        ``j``), one more with ``lds_dma`` (tile ``j + 1`` landing)."""
+        return 1 + self.config.defer_pv + self.config.lds_dma
+
+    @property
+    def dma(self) -> LdsTile:
+        """The K (and V) tile as direct-to-LDS loads fill it: ``block_kv`` rows of 16-byte chunks,
+        the row padding (``patterns.dma.LdsTile``; ``loads`` wave loads per tile)."""
+        return LdsTile(self.config.block_kv, self.problem.head_dim * DTYPES[self.problem.dtype].elem_bytes // 16, 16,
+                       pad=self.config.lds_pad)
+
+    @property
+    def stage_rows(self) -> int:
+        """Rows of one LDS stage: the tile's, and with ``lds_dma`` those the last load's 1 KiB block
+        reaches (its lanes past the tile write zeros)."""
+        rows = self.config.block_kv
+        return max(rows, -(-self.dma.dma_bytes // (2 * self.lds_row))) if self.config.lds_dma else rows
 
     @property
     def masked_tiles(self) -> bool:

@@ -158,8 +158,8 @@ def fragment_reader(op, operand: str, how: str, dtype: str, slot: int, rk: int, 
                     k_bits: int = 0, byte_tiles: bool = False, slot_bytes: int = 0, staged: bool = False):
     """Macro ``frag(regs, lds, i, kk, w0, lane)``: fragment ``i`` of K step ``kk`` of ``operand`` of
     MFMA ``op`` from an LDS stage ``lds`` (the wave's tile starts at ``w0`` along M or N) into its
-    slot of ``slot`` elements of ``regs`` at ``i * rk + kk``. ``staged`` (``"tr"`` only): the macro
-    is ``frag(regs, lds, i, kk, w0, lane, stage)``, ``lds`` a ``(stages, ...)`` tensor
+    slot of ``slot`` elements of ``regs`` at ``i * rk + kk``. ``staged`` (``"tr"`` and ``"wide"``):
+    the macro is ``frag(regs, lds, i, kk, w0, lane, stage)``, ``lds`` a ``(stages, ...)`` tensor
     (``pipeline.lds_stage``) read at ``stage`` (an expression). ``how``:
 
     * ``"wide"``: K contiguous in LDS, one read of the lane's ``n`` elements (``k_bits``: LDS holds
@@ -169,9 +169,14 @@ def fragment_reader(op, operand: str, how: str, dtype: str, slot: int, rk: int, 
     * ``"tr_tile"``: the tile form of ``ds_read_tr4/tr6``, two calls per 32 K (``slot_bytes`` LDS
       bytes per chunk; the halves at registers 0 and ``slot // 2``)."""
     ext = op.m if operand == "A" else op.n
-    if staged and how != "tr":
-        raise ValueError(f"fragment_reader: staged reads are the 'tr' form's; got how={how!r}")
-    if staged:
+    if staged and how not in ("tr", "wide"):
+        raise ValueError(f"fragment_reader: staged reads are the 'tr' and 'wide' forms'; got how={how!r}")
+    if staged and how == "wide":
+        @T.macro
+        def frag(regs, lds, i, kk, w0, lane, stage):
+            regs[span((i * rk + kk) * slot, n)] = lds[stage, w0 + i * ext + operand_coords(op, operand, lane).mn,
+                                                      span(kk * op.k + operand_coords(op, operand, lane).k, n)]
+    elif staged:
         atom, _ = mfma_fragment(op, operand, byte_tiles=byte_tiles)
 
         @T.macro
