@@ -19,8 +19,9 @@ MFMA cycles as bf16 in the catalog. It has no GQA: its loop is the same per head
 counts the problem's (GQA) bytes for both kernels.
 
 Both assembly listings go through ``tvm_cdna4.report.attention_kernel_report`` (the kv loop's
-MFMA / VALU / LDS work, llvm-mca-22, occupancy, the whole-GPU estimate of
-``schedules/attention_cost.py``). Triton's row is its best configuration by that estimate.
+MFMA / VALU / LDS work, its in-order issue by one wave, occupancy, the whole-GPU estimate of
+``schedules/attention_cost.py``; docs/attention.md). Triton's row is its best configuration by
+that estimate.
 HipKittens' published MI355X figures (arXiv 2511.08083, GQA forward, bf16, D 128, H 64/8, B 16)
 are printed beside: 1298 TFLOP/s non-causal at seq 8192, 1259 causal at seq 16384 (no causal
 8192 figure is given; measured, not estimated).
@@ -48,6 +49,16 @@ from tvm_cdna4.schedules.attention_plan import AttentionProblem
 HIPKITTENS = {False: (8192, 1298), True: (16384, 1259)}  # causal -> (seq, TFLOP/s), arXiv 2511.08083
 FORWARD = ("_attn_fwd_inner", "_maybe_make_tensor_desc", "_attn_fwd")
 RESULTS_HEADING = "## gfx950 attention forward against Triton: static estimate"
+METHOD = ("A static estimate, not a measurement (no AMD GPU is reachable): both kernels' gfx950 assembly through "
+          "`tvm_cdna4.report.attention_kernel_report` (docs/attention.md, \"The static report\"): the kv loop issued in "
+          "order by one wave (MFMA catalog cycles, VALU 4 cycles, transcendental 16, LDS by bytes, the MFMA pipe beside "
+          "the VALU, s_waitcnt counters), the workgroups over 256 CUs at 2.4 GHz (causal: each query block's triangle), "
+          "8 TB/s. Ours: the default `AttentionConfig` (bf16). Triton: its fused-attention tutorial "
+          "(python/tutorials/06-fused-attention.py, tensor-descriptor forward, fp16, no GQA: the same loop per head) "
+          "compiled offline for `GPUTarget(\"hip\", \"gfx950\", 64)` over the tutorial's HIP space; its best config "
+          "by the estimate is shown (all in the JSON). Upper bound: the resident waves of a SIMD overlapping perfectly. "
+          "HipKittens (measured, MI355X; arXiv 2511.08083, GQA forward, bf16, D 128, H 64/8, B 16): 1298 TFLOP/s "
+          "non-causal at seq 8192, 1259 causal at seq 16384.")
 
 
 @attrs.frozen
@@ -223,7 +234,7 @@ def main(argv=None) -> int:
     command = "python benchmarks/attention_gfx950_vs_triton.py " + " ".join(argv if argv is not None else sys.argv[1:])
     section = "\n".join([f"{RESULTS_HEADING} ({date[:10]})", "", f"Date: {date}. Versions: "
                          + ", ".join(f"{k} {v}" for k, v in versions().items()) + f". Command: `{command.strip()}`.",
-                         "", *lines, "", *(f"- {n}" for n in notes), ""])
+                         "", METHOD, "", *lines, "", *(f"- {n}" for n in notes), ""])
     print(section)
     if args.json:
         with open(args.json, "w") as f:

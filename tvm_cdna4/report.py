@@ -27,6 +27,12 @@ wave on one SIMD::
 
 The model sees one wave in isolation: not the latency hiding of the other waves of a SIMD, LDS
 bank conflicts, memory bandwidth and caches, clocks and power, or issue across SIMDs.
+
+**Attention** (``attention_report``, ``attention_kernel_report``; docs/attention.md): the kv loop's
+work per pipe (``loop_work``: VALU and transcendental instructions, LDS bytes) and its cycles by an
+in-order issue of the loop by one wave (``wave_cycles``: the MFMA pipe beside the VALU, so the
+interleaving of softmax and MFMAs counts, which llvm-mca-22's 4-cycle MFMAs cannot show), then
+``schedules.attention_cost.attention_estimate`` over the GPU.
 """
 
 from __future__ import annotations

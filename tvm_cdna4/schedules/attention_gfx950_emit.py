@@ -6,19 +6,19 @@ shared emitter pieces (``gfx950_emit``: ``kernel_function``, ``decode``, ``fragm
 Per workgroup (one (batch x head, query block)), per wave (32 query rows, one per lane modulo 32):
 
 1. the wave's Q rows -> registers (the B operand of ``S^T = K Q^T``, every head-dim step), once;
-2. for each kv tile the block sees (``kv_tiles_for``: causal skips the tiles above the diagonal):
-   barrier; every thread's 16-byte chunks of the K and V tiles -> LDS (K rows as they are, V rows
-   at ``v_lds_row``; keys past the sequence load zeros); barrier; ``S^T`` on the MFMAs (K fragments
-   by wide LDS reads); the scores scaled into base 2 and masked (``-inf`` past the sequence and,
-   causal, above the diagonal); the online softmax (the lane's registers, then
-   ``T.rocm.wave_reduce("max", ..., axis="col")``); ``P^T`` into 16-bit B operands; the O
-   accumulators scaled by ``alpha``; ``O^T += V^T P^T`` (V fragments by ``ds_read_tr``);
+2. the kv tiles the block sees (``kv_tiles_for``: causal skips the tiles above the diagonal), the
+   first ``kv_full_tiles_for`` in a loop without element masks, the rest (diagonal, tail) in a
+   masked one (``_kv_loop``). Each step (``_kv_step``): tile ``j`` lands in LDS and tile ``j + 1``'s
+   loads begin (``_kv_transfer``: direct-to-LDS ``buffer_load ... lds`` into the next K / V
+   stages, ``s_waitcnt vmcnt(0)`` and one barrier per tile; or, without ``lds_dma``, staging
+   registers stored at the next step); the K (and the previous tile's V^T) fragments read; ``S^T``
+   on the MFMAs; the softmax (``_softmax``: scores masked or not, the row max by
+   ``T.rocm.wave_reduce("max", ..., axis="col")``, the exponentials, ``P^T`` in 16 bits, the sums,
+   the O accumulators scaled by ``alpha``), with ``defer_pv`` the previous tile's ``O^T += V^T P^T``
+   MFMAs issued between its exponentials, one 16-key step per 8 exponentials behind a
+   ``sched.barrier``, so that the MFMA pipe runs under the VALU work; the last tile's after the loops;
 3. the row sums reduced across the lane pair, ``O / l`` converted and stored inside O, and
    ``LSE = (m + log2 l) ln 2`` (``v_log_f32``) by the lanes of the first wave half.
-
-This first kernel loads and computes one tile after the other (two barriers per tile, no
-software pipelining, every tile masked element by element): the foundation the faster schedules
-(double-buffered K/V, direct-to-LDS loads, masking only the tail and diagonal tiles) are built on.
 """
 
 from __future__ import annotations
