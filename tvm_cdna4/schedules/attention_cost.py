@@ -24,21 +24,21 @@ Triton's; ``benchmarks/attention_gfx950_vs_triton.py`` both):
 
 The estimate takes the wave alone: a SIMD spends ``chain`` cycles per wave iteration
 (``LoopWork.cycles``), and the loop reaches ``mfma_ops / chain / peak`` of the dtype's MFMA peak
-(``LoopWork.fraction``): no overlap of one wave's VALU work with its MFMAs, nor of the waves
-resident on a SIMD with each other. That is conservative, and it is what measurements support:
-Triton's tutorial kernel, 45 % of the bf16 peak by this model, measured about 38 % on MI355X
-(906-994 TFLOP/s, HipKittens' tables), where the overlapped bound below gives it 89 %.
-``LoopWork.overlapped`` is that upper bound, printed beside: ``W`` waves resident per SIMD (the
-occupancy from VGPRs and LDS) sharing its pipes and hiding each other's chains perfectly,
-``max(mfma, valu, lds, chain / W)``.
+(``LoopWork.fraction``): the wave's own MFMAs overlap its independent VALU work, but the waves
+resident on a SIMD do not hide each other. That is conservative, and it is what measurements
+support: Triton's fused-attention tutorial gets 38 % of the bf16 peak by it (965 TFLOP/s at
+16 x 64/8 x 8192 x 128), and measured 906-994 TFLOP/s on MI355X in HipKittens' tables, where the
+overlapped bound below gives it 1930. ``LoopWork.overlapped`` is that upper bound, printed beside:
+``W`` waves resident per SIMD (the occupancy from VGPRs and LDS) sharing its pipes and hiding each
+other's chains perfectly, ``max(mfma, valu, lds, chain / W)``.
 
 **The whole GPU** (``attention_estimate``): the workgroups, one per (batch x head, query block),
 in dispatch order (query block fastest), each running ``kv_tiles_for`` kv tiles (causal: up to
 its diagonal), i.e. ``tiles x waves_per_workgroup / 4`` SIMD iterations (wave iterations per SIMD);
 each goes to the least loaded of the ``cus`` CUs (4 SIMDs each), so the causal triangle's
-imbalance shows. Compute time = the most loaded CU's iterations at ``LoopWork.cycles`` and 2.4 GHz; memory = Q, K, V, O
-and LSE once at 8 TB/s (re-reads of K and V hit the L2); time = ``max`` of the two plus one HBM
-latency. ``tflops`` = ``AttentionProblem.flops()`` (useful work, causal its triangle) / time.
+imbalance shows. Compute time = the most loaded CU's iterations at ``LoopWork.cycles`` and
+2.4 GHz; memory = Q, K, V, O and LSE once at 8 TB/s (re-reads of K and V hit the L2); time =
+``max`` of the two plus one HBM latency. ``tflops`` = ``AttentionProblem.flops()`` (useful work, causal its triangle) / time.
 Every tile runs at the main loop's cycles (the masked diagonal and tail tiles too).
 
 Not seen: LDS bank conflicts, caches, clocks under load and power, the prologue and epilogue,
@@ -170,10 +170,11 @@ def attention_estimate(problem: AttentionProblem, block_q: int, block_kv: int, w
     compute_s = busiest * work.cycles / CLOCK_HZ
     nbytes = hbm_bytes(problem)
     memory_s = nbytes / HBM_BYTES_PER_S
-    return AttentionEstimate(len(per_head) * problem.batch * problem.heads, waves_per_simd, work.cycles,
-                             work.overlapped(waves_per_simd), work.bound(waves_per_simd), sum(per_head) * problem.batch * problem.heads, busiest,
-                             compute_s, nbytes, memory_s, max(compute_s, memory_s) + HBM_LATENCY_S, problem.flops())
+    heads = problem.batch * problem.heads
+    return AttentionEstimate(len(per_head) * heads, waves_per_simd, work.cycles, work.overlapped(waves_per_simd),
+                             work.bound(waves_per_simd), sum(per_head) * heads, busiest, compute_s, nbytes, memory_s,
+                             max(compute_s, memory_s) + HBM_LATENCY_S, problem.flops())
 
 
-__all__ = ["LDS_LATENCY_CYCLES", "LDS_READ_BYTES_PER_CLK", "VMEM_LATENCY_CYCLES", "LDS_WRITE_BYTES_PER_CLK", "TRANS_CYCLES", "VALU_CYCLES", "AttentionEstimate",
-           "LoopWork", "attention_estimate", "hbm_bytes", "workgroup_tiles"]
+__all__ = ["LDS_LATENCY_CYCLES", "LDS_READ_BYTES_PER_CLK", "LDS_WRITE_BYTES_PER_CLK", "TRANS_CYCLES", "VALU_CYCLES",
+           "VMEM_LATENCY_CYCLES", "AttentionEstimate", "LoopWork", "attention_estimate", "hbm_bytes", "workgroup_tiles"]
