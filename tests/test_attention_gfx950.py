@@ -11,6 +11,8 @@ import pytest
 
 import tvm_cdna4
 from tvm_cdna4.emulator import emulate
+from tvm_cdna4.isa import CATALOG
+from tvm_cdna4.report import attention_kernel_report, main_loop
 from tvm_cdna4.rocm import lds_sync
 from tvm_cdna4.schedules.attention_gfx950_emit import emit_gfx950_attention
 from tvm_cdna4.schedules.attention_plan import (AttentionConfig, AttentionProblem, error_bound, kv_tiles_for,
@@ -20,7 +22,7 @@ CASES = {
     "odd lengths, D 64": (AttentionProblem(1, 2, 2, 130, 130, 64), AttentionConfig(64, 32)),
     "causal, GQA 2:1, D 128": (AttentionProblem(1, 2, 1, 130, 130, 128, causal=True), AttentionConfig(128, 64)),
     "one token, causal, GQA": (AttentionProblem(1, 4, 2, 1, 1, 64, causal=True), AttentionConfig(64, 32)),
-    "257 keys and queries": (AttentionProblem(1, 1, 1, 257, 257, 64), AttentionConfig(64, 64)),
+    "257 keys and queries, MFMAs not deferred": (AttentionProblem(1, 1, 1, 257, 257, 64), AttentionConfig(64, 64, defer_pv=False)),
 }
 
 
@@ -54,7 +56,7 @@ def test_causal_blocks_skip_the_kv_tiles_above_their_diagonal(skip):
     """64 queries, 130 keys: the block sees keys 0-63 (2 tiles of 32); keys 64 on hold NaN, which
     reach O through 0 * NaN only if their tiles run."""
     problem = AttentionProblem(1, 1, 1, 64, 130, 64, causal=True)
-    plan = plan_gfx950_attention(problem, AttentionConfig(64, 32, skip_masked=skip))
+    plan = plan_gfx950_attention(problem, AttentionConfig(64, 32, skip_masked=skip, lds_dma=False, defer_pv=skip))  # staged loads
     assert kv_tiles_for(problem, 64, 32, 0, skip) == (2 if skip else 5)
     q, k, v = _inputs(problem, seed=1)
     k[:, :, 64:], v[:, :, 64:] = np.nan, np.nan
@@ -73,12 +75,23 @@ def test_the_whole_kernel_checks_accept_it_and_the_code_is_mfma_tr_reads_and_lan
     result = tvm_cdna4.build(emit_gfx950_attention(plan))  # rocm.analysis and rocm.lds_sync run here
     assert not [r for r in caplog.records if "left to the emulator" in r.getMessage()]  # decided, not skipped
     kernel = result.kernel()
-    assert kernel.scratch_bytes == 0 and kernel.lds_bytes == 2 * 32 * plan.lds_row * 2
-    body = result.asm.split("s_endpgm")[0]
+    stages = plan.k_stages + plan.v_stages  # direct-to-LDS: K 2, V 3 (one deferred, one landing)
+    assert kernel.scratch_bytes == 0 and kernel.lds_bytes == stages * plan.stage_rows * plan.lds_row * 2 == 5 * 36 * 72 * 2
+    assert plan.masked_tiles and plan.config.defer_pv and plan.config.lds_dma
+    plan = plan_gfx950_attention(*CASES["causal, GQA 2:1, D 128"])  # causal: run-time trip counts, real loops
+    result = tvm_cdna4.build(emit_gfx950_attention(plan))
+    body = "\n".join(main_loop(result.asm))  # the unmasked tiles' loop (each loop once: not unrolled)
     count = lambda mnemonic: len(re.findall(rf"^\s+{mnemonic}\b", body, flags=re.M))  # noqa: E731
     per_tile = plan.kv_blocks * plan.k_steps + 2 * plan.kv_blocks * plan.d_tiles  # S^T, then O^T MFMAs
-    assert count("v_mfma_f32_32x32x16_bf16") == per_tile  # the kv loop once (not unrolled)
+    assert count("v_mfma_f32_32x32x16_bf16") == per_tile
     assert count("ds_read_b64_tr_b16") == 2 * 2 * plan.kv_blocks * plan.d_tiles  # two per V^T fragment
     assert count("ds_read_b128") == plan.kv_blocks * plan.k_steps  # one per K fragment
-    assert count("v_permlane32_swap_b32_e64") == 2  # the row max per tile, the row sum at the end
-    assert count("v_exp_f32_e32") == 1 + 16 * plan.kv_blocks  # alpha and every score
+    assert count("v_permlane32_swap_b32_e64") == 1  # the row max (the row sum's at the end)
+    report = attention_kernel_report(result.asm, result.kernel(), plan.problem, 128, 64, plan.waves)  # the model's counts
+    w = report.work
+    assert w.mfma_cycles == per_tile * CATALOG[plan.mfma].cycles and w.trans == 1 + 16 * plan.kv_blocks  # alpha, scores
+    assert w.lds_read_bytes == 64 * (16 * count("ds_read_b128") + 8 * count("ds_read_b64_tr_b16"))
+    dma = len(re.findall(r"^\s+buffer_load_dwordx4 .* lds$", body, flags=re.M))  # per wave: K's and V's of 17
+    assert count("ds_write_b128") == 0 and dma == 2 * -(-plan.dma.loads // plan.waves) == 10
+    assert w.lds_write_bytes == 64 * 16 * dma and w.chain_cycles > w.mfma_cycles
+    assert report.estimate.workgroups == plan.grid.groups and report.estimate.kv_tiles == 2 * (2 + 3)  # causal

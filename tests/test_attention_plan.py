@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from tvm_cdna4.isa import CATALOG, lanes
-from tvm_cdna4.schedules.attention_plan import (AttentionConfig, AttentionProblem, kv_tiles_for, plan_gfx950_attention,
-                                                reference, v_lds_row)
+from tvm_cdna4.schedules.attention_plan import (AttentionConfig, AttentionProblem, kv_full_tiles_for, kv_tiles_for,
+                                                plan_gfx950_attention, reference, v_lds_row)
 from tvm_cdna4.schedules.epilogue import LOG2E
 
 
@@ -23,11 +23,21 @@ def test_the_plan_of_an_odd_gqa_problem():
     assert [(x.name, x.shape, x.dtype) for x in p.params] == [
         ("Q", (2, 8, 130, 128), "int16"), ("K", (2, 2, 257, 128), "int16"), ("V", (2, 2, 257, 128), "int16"),
         ("O", (2, 8, 130, 128), "int16"), ("LSE", (2, 8, 130), "float32")]
-    assert p.epilogue.ops == ("bf16_rne",)
+    assert p.epilogue.ops == ("bf16_rne",) and p.p_convert.ops == ("bf16_rna",)  # O to even, P to nearest (one add)
     assert p.problem.kv_head(7) == 1 and p.problem.kv_head(3) == 0 and math.isclose(p.problem.scale_log2, LOG2E / math.sqrt(128))
     # causal: block 0 (rows 0-127) runs 2 tiles of 64 keys, block 1 (rows 128, 129) 3; without skipping, all 5
     assert [kv_tiles_for(p.problem, 128, 64, q0) for q0 in (0, 128)] == [2, 3]
     assert kv_tiles_for(p.problem, 128, 64, 0, skip_masked=False) == 5
+    # unmasked: none of block 0 (its first row sees key 0 only), two of block 1 (keys 0-127 <= row 128)
+    assert [kv_full_tiles_for(p.problem, 128, 64, q0) for q0 in (0, 128)] == [0, 2] and p.masked_tiles
+    assert kv_full_tiles_for(AttentionProblem(1, 1, 1, 8, 257, 64), 64, 64, 0) == 4  # non-causal: the tail is masked
+    # direct-to-LDS: K in 2 stages, V in 3 (deferred, landing); a 64-row tile of 17 x 16-byte chunks with its
+    # 16-byte pad per row is 17 loads of 1 KiB exactly; without the options one stage each
+    assert (p.k_stages, p.v_stages, p.dma.loads, p.dma.dma_bytes, p.stage_rows) == (2, 3, 17, 17408, 64)
+    q = plan_gfx950_attention(p.problem, AttentionConfig(lds_dma=False, defer_pv=False))
+    assert (q.k_stages, q.v_stages, q.stage_rows) == (1, 1, 64)
+    r = plan_gfx950_attention(AttentionProblem(1, 1, 1, 8, 8, 64), AttentionConfig(64, 32))  # 4.5 loads: 36 rows
+    assert (r.dma.loads, r.stage_rows) == (5, 36)
 
 
 def test_problem_and_config_errors_name_the_field():

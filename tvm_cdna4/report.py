@@ -27,6 +27,12 @@ wave on one SIMD::
 
 The model sees one wave in isolation: not the latency hiding of the other waves of a SIMD, LDS
 bank conflicts, memory bandwidth and caches, clocks and power, or issue across SIMDs.
+
+**Attention** (``attention_report``, ``attention_kernel_report``; docs/attention.md): the kv loop's
+work per pipe (``loop_work``: VALU and transcendental instructions, LDS bytes) and its cycles by an
+in-order issue of the loop by one wave (``wave_cycles``: the MFMA pipe beside the VALU, so the
+interleaving of softmax and MFMAs counts, which llvm-mca-22's 4-cycle MFMAs cannot show), then
+``schedules.attention_cost.attention_estimate`` over the GPU.
 """
 
 from __future__ import annotations
@@ -120,7 +126,9 @@ def classify(mnemonic: str) -> str:
 
 
 def main_loop(asm: str) -> list[str]:
-    """Instruction lines of the loop block with the most MFMAs (label ... branch back to label)."""
+    """Instruction lines of the loop block with the most MFMAs (label ... branch back to label; a
+    span that ends the program, ``s_endpgm``, is a block laid out after the exit that branches
+    back, not a loop)."""
     lines = asm.splitlines()
     best: list[str] = []
     for i, line in enumerate(lines):
@@ -132,6 +140,8 @@ def main_loop(asm: str) -> list[str]:
             if re.match(r"^\s+s_cbranch_\w+\s+" + re.escape(label) + r"\s*$", lines[j]) or re.match(
                     r"^\s+s_branch\s+" + re.escape(label) + r"\s*$", lines[j]):
                 body = [ln for ln in lines[i + 1 : j + 1] if re.match(r"^\s+[a-z]", ln)]
+                if any(ln.split()[0] == "s_endpgm" for ln in body):
+                    break
                 if sum(ln.split()[0].startswith("v_mfma") for ln in body) > sum(
                         ln.split()[0].startswith("v_mfma") for ln in best):
                     best = body
@@ -359,3 +369,221 @@ def report_json(result: BuildResult, title: str, work, cus: int | None = None) -
                           "mca_cycles": loop.mca_cycles, "mca_mfma_cycles": loop.mca_mfma_cycles,
                           "estimate_cycles": loop.estimate_cycles, "mca_error": loop.mca_error},
             "est_fraction": report.est_fraction if report else None, "gpu": est.as_dict() if est else None}
+
+
+# ------------------------------------------------------------------------------- attention forward
+
+TRANSCENDENTAL = re.compile(r"^v_(exp|log|rcp|rsq|sqrt|sin|cos)(_legacy|_iflag)?_f(16|32|64)")
+LANES = 64
+
+
+def lds_bytes(line: str) -> tuple[int, int]:
+    """(LDS bytes read, written) by one wave64 instruction: ``ds_read*`` / ``ds_write*`` by their
+    width (``read2`` / ``write2``: two), other ``ds_*`` (permutes, atomics) 4 bytes each way, a
+    global load into LDS (``buffer_load_dword*`` ... ``lds``) its width written; 0 otherwise."""
+    mnemonic, kind = line.split()[0], instruction_kind(line)
+    if kind == "global_lds":
+        m = re.match(r"^buffer_load_(dword(x(\d))?|ubyte|sbyte|ushort|sshort)", mnemonic)
+        width = 4 * int(m.group(3) or 1) if m and m.group(1).startswith("dword") else 4 if m is None else (
+            1 if "byte" in m.group(1) else 2)
+        return 0, LANES * width
+    if not mnemonic.startswith("ds_"):
+        return 0, 0
+    m = re.match(r"^ds_(read|write)(2st64|2)?_[biu](8|16|32|64|96|128)", mnemonic)
+    if m is None:
+        return LANES * 4, LANES * 4 if not mnemonic.startswith(("ds_bpermute", "ds_permute", "ds_swizzle")) else 0
+    nbytes = LANES * int(m.group(3)) // 8 * (2 if m.group(2) else 1)
+    return (nbytes, 0) if m.group(1) == "read" else (0, nbytes)
+
+
+def loop_work(asm: str, loop: LoopReport | None = None):
+    """``schedules.attention_cost.LoopWork`` of ``asm``'s main loop (``loop``: its ``loop_report``,
+    computed if not given): the catalog's MFMA cycles and ops, the VALU and transcendental
+    instructions and the LDS bytes of the loop's lines, the in-order issue's cycles
+    (``wave_cycles``). Raises ValueError without a main loop."""
+    from .schedules.attention_cost import LoopWork
+
+    loop = loop or loop_report(asm)
+    body = main_loop(asm)
+    if not body:
+        raise ValueError("attention loop work: the assembly has no main loop")
+    valu = [ln.split()[0] for ln in body if instruction_kind(ln) == "valu"]
+    moved = [lds_bytes(ln) for ln in body]
+    return LoopWork(loop.mfma_bound_cycles, loop.mfma_ops, len(valu), sum(bool(TRANSCENDENTAL.match(v)) for v in valu),
+                    sum(r for r, _ in moved), sum(w for _, w in moved), wave_cycles(body))
+
+
+@attrs.frozen
+class AttentionReport:
+    """The static report of a compiled attention forward (``attention_report``): its resources and
+    main loop (``KernelReport``), the loop's work per pipe (``LoopWork``), the whole-GPU estimate."""
+
+    title: str
+    problem: object  # AttentionProblem
+    block: tuple[int, int]  # (block_q, block_kv)
+    waves_per_workgroup: int
+    kernel: KernelReport
+    work: object  # schedules.attention_cost.LoopWork
+    estimate: object  # schedules.attention_cost.AttentionEstimate
+
+    @property
+    def loop_fraction(self) -> float:
+        """The kv loop's share of the MFMA peak, the wave alone (the estimate's)."""
+        return self.work.fraction(self.kernel.peak_ops_per_cycle)
+
+    @property
+    def overlapped_fraction(self) -> float:
+        """The upper bound's share: the resident waves overlapping perfectly."""
+        return self.work.fraction(self.kernel.peak_ops_per_cycle, self.estimate.waves_per_simd)
+
+
+def attention_kernel_report(asm: str, info: KernelInfo, problem, block_q: int, block_kv: int, waves_per_workgroup: int,
+                            skip_masked: bool = True, title: str = "", cus: int | None = None) -> AttentionReport:
+    """One analysis for any gfx950 attention forward's assembly (ours, Triton's): the kernel
+    report, the loop's ``LoopWork`` and ``attention_cost.attention_estimate`` at the occupancy of
+    ``info`` (its VGPRs and LDS with ``waves_per_workgroup`` waves per workgroup)."""
+    from .schedules.attention_cost import attention_estimate
+    from .schedules.gfx950_cost import MI355X_CUS
+    from .schedules.gfx950_plan import DTYPES
+
+    formats = (DTYPES[problem.dtype].formats[0],) * 2
+    loop = loop_report(asm)
+    kernel = KernelReport.of(info, loop, formats)
+    work = loop_work(asm, loop)
+    waves = info.waves_per_simd(waves_per_workgroup)
+    estimate = attention_estimate(problem, block_q, block_kv, waves_per_workgroup, work, waves, skip_masked,
+                                  cus or MI355X_CUS)
+    return AttentionReport(title, problem, (block_q, block_kv), waves_per_workgroup, kernel, work, estimate)
+
+
+def attention_report(problem, config=None, cus: int | None = None) -> AttentionReport:
+    """Build our gfx950 attention forward for ``problem`` (``attention_plan.plan_gfx950_attention``
+    with ``config``) and report it (``attention_kernel_report``)."""
+    from .rocm.build import build
+    from .schedules.attention_gfx950_emit import emit_gfx950_attention
+    from .schedules.attention_plan import plan_gfx950_attention
+
+    plan = plan_gfx950_attention(problem, config)
+    result = build(emit_gfx950_attention(plan))
+    c = plan.config
+    return attention_kernel_report(result.asm, result.kernel(), problem, c.block_q, c.block_kv, plan.waves,
+                                   c.skip_masked, f"ours {c.block_q}x{c.block_kv} w{plan.waves}", cus)
+
+
+def format_attention_report(r: AttentionReport) -> str:
+    """The report's lines: resources, the loop's work per pipe, the whole-GPU estimate."""
+    p, w, e, info = r.problem, r.work, r.estimate, r.kernel.info
+    pipes = w.pipes(e.waves_per_simd)
+    return "\n".join([
+        f"static attention report (an estimate from the compiled code, not a measurement): {r.title}",
+        f"  problem: B {p.batch}, H {p.heads}/{p.kv_heads}, Sq {p.seq_q}, Skv {p.seq_kv}, D {p.head_dim}, {p.dtype}"
+        f"{', causal' if p.causal else ''}; block {r.block[0]}x{r.block[1]}, {r.waves_per_workgroup} waves",
+        f"  resources: VGPRs {info.vgprs} (AGPRs {info.agprs}), LDS {info.lds_bytes} B, scratch {info.scratch_bytes} B, "
+        f"waves/SIMD {e.waves_per_simd}",
+        f"  kv loop per wave: {r.kernel.loop.instructions} instructions, {sum(r.kernel.loop.mfmas.values())} MFMAs "
+        f"({w.mfma_cycles} cycles), {w.valu} VALU ({w.trans} transcendental: {w.valu_cycles} cycles), LDS "
+        f"{w.lds_read_bytes} B read + {w.lds_write_bytes} B written ({w.lds_cycles:.0f} cycles); issued in order "
+        f"{w.chain_cycles:.0f} cycles (llvm-mca-22: {r.kernel.loop.mca_cycles or 0:.0f}, MFMAs at 4)",
+        f"  SIMD cycles per wave iteration, the wave alone: {e.iteration_cycles:.0f}: {100 * r.loop_fraction:.0f}% of "
+        f"the MFMA peak (upper bound, {e.waves_per_simd} waves/SIMD overlapping: {e.overlapped_cycles:.0f}, {e.bound} "
+        "bound; " + ", ".join(f"{k} {v:.0f}" for k, v in pipes.items()) + f"; {100 * r.overlapped_fraction:.0f}%)",
+        f"  whole GPU (MI355X, static): {e.workgroups} workgroups, {e.kv_tiles} kv tiles; busiest CU "
+        f"{e.busiest_cu_iterations:.0f} wave iterations per SIMD = {1e6 * e.compute_s:.0f} us; HBM {e.hbm_bytes / 1e6:.0f} "
+        f"MB = {1e6 * e.memory_s:.0f} us; estimate {1e6 * e.time_s:.0f} us, {e.tflops:.0f} TFLOP/s (upper bound "
+        f"{e.overlapped_tflops:.0f})"])
+
+
+# ----------------------------------------------------------------- in-order issue of one wave's loop
+
+_NO_DEST = ("ds_write", "ds_store", "buffer_store", "global_store", "flat_store", "s_waitcnt", "s_barrier", "s_branch",
+            "s_cbranch", "s_cmp", "s_nop", "s_setprio", "s_sleep", "s_endpgm", "s_bitcmp")
+_REG = re.compile(r"^([vas])(?:(\d+)|\[(\d+):(\d+)\])$")
+
+
+def registers(token: str) -> list[str]:
+    """The registers an operand names (``v5``, ``v[4:7]``, ``a3``, ``s[2:3]``; ``vcc``, ``exec``, ``m0``)."""
+    m = _REG.match(token)
+    if m:
+        lo = int(m.group(2) if m.group(2) is not None else m.group(3))
+        hi = lo if m.group(2) is not None else int(m.group(4))
+        return [f"{m.group(1)}{i}" for i in range(lo, hi + 1)]
+    return [token] if token in ("vcc", "exec", "m0", "scc", "vcc_lo", "vcc_hi") else []
+
+
+def issue_costs(line: str, mfma_cycles: int | None = None) -> tuple[str, int, int, str | None]:
+    """(pipe, cycles the pipe is busy, cycles until the result, memory counter) of one instruction
+    (``wave_cycles``): MFMA its catalog cycles; VALU ``attention_cost.VALU_CYCLES`` (transcendental:
+    ``TRANS_CYCLES``); LDS its bytes over a SIMD's share of the CU's LDS bandwidth, the result
+    ``LDS_LATENCY_CYCLES`` later (lgkmcnt); global memory 4 issue cycles, ``VMEM_LATENCY_CYCLES``
+    (vmcnt); scalar and the rest 1 (the figures: ``schedules.attention_cost``)."""
+    from .schedules.attention_cost import (LDS_LATENCY_CYCLES, LDS_READ_BYTES_PER_CLK, LDS_WRITE_BYTES_PER_CLK,
+                                           TRANS_CYCLES, VALU_CYCLES, VMEM_LATENCY_CYCLES)
+
+    mnemonic, kind = line.split()[0], instruction_kind(line)
+    if kind == "mfma":
+        cycles = mfma_cycles if mfma_cycles is not None else mfma_use(line).cycles
+        return "mfma", cycles, cycles, None
+    if kind == "valu":
+        busy = TRANS_CYCLES if TRANSCENDENTAL.match(mnemonic) else VALU_CYCLES
+        return "valu", busy, busy, None
+    if kind.startswith("lds"):
+        read, written = lds_bytes(line)
+        busy = max(1, round(4 * (read / LDS_READ_BYTES_PER_CLK + written / LDS_WRITE_BYTES_PER_CLK)))
+        return "lds", busy, busy + LDS_LATENCY_CYCLES, "lgkm"
+    if kind in ("global", "global_lds", "scratch"):
+        return "vmem", 4, VMEM_LATENCY_CYCLES, "vm"
+    if mnemonic.startswith(("s_load", "s_buffer_load")):
+        return "salu", 1, VMEM_LATENCY_CYCLES, "lgkm"
+    if mnemonic == "s_nop":
+        return "salu", 1 + int(line.split()[1], 0), 1, None
+    return "salu", 1, 1, None
+
+
+def _operands(line: str) -> tuple[list[str], list[str]]:
+    """(destination registers, source registers) of an instruction line."""
+    parts = line.split(None, 1)
+    tokens = [t.split()[0] for t in parts[1].split(",")] if len(parts) > 1 else []
+    regs = [registers(t) for t in tokens]
+    if not regs or parts[0].startswith(_NO_DEST) or instruction_kind(line) == "global_lds":
+        return [], [r for group in regs for r in group]
+    return regs[0], [r for group in regs[1:] for r in group]
+
+
+def _wait_until(line: str, now: float, pending: dict[str, list[float]]) -> float:
+    """The cycle an ``s_waitcnt`` line lets the wave go on: each named counter down to its count
+    (a counter's operations complete in the order they were issued)."""
+    for counter, n in re.findall(r"(vm|lgkm)cnt\((\d+)\)", line):
+        queue = sorted(c for c in pending[counter] if c > now)
+        if len(queue) > int(n):
+            now = max(now, queue[len(queue) - int(n) - 1])
+    return now
+
+
+def wave_cycles(body: list[str], iterations: int = 8) -> float:
+    """Cycles per iteration of ``body`` (a loop's instruction lines) for one wave alone, issued in
+    order: an instruction issues a cycle after the one before at the earliest, when its pipe
+    (MFMA, VALU, LDS, global memory, scalar) is free and its source registers are ready, and an
+    ``s_waitcnt`` when its counters allow (``issue_costs``); the MFMA pipe runs beside the VALU, so
+    VALU work independent of the MFMAs in flight overlaps them. The steady state: the mean of the
+    second half of ``iterations`` runs of the body back to back (registers, pipes and counters
+    carried over)."""
+    costs = [issue_costs(ln) for ln in body]
+    operands = [_operands(ln) for ln in body]
+    ready: dict[str, float] = {}
+    free = {"mfma": 0.0, "valu": 0.0, "lds": 0.0, "vmem": 0.0, "salu": 0.0}
+    pending: dict[str, list[float]] = {"vm": [], "lgkm": []}
+    now, starts = 0.0, []
+    for _ in range(iterations):
+        starts.append(now)
+        for line, (pipe, busy, latency, counter), (dest, srcs) in zip(body, costs, operands):
+            t = max([now, free[pipe]] + [ready.get(r, 0.0) for r in srcs])
+            if line.split()[0] == "s_waitcnt":
+                t = _wait_until(line, t, pending)
+            free[pipe] = t + busy
+            for r in dest:
+                ready[r] = t + latency
+            if counter:
+                pending[counter] = [c for c in pending[counter] if c > t] + [t + latency]
+            now = t + 1
+    half = iterations // 2
+    return (now - starts[half]) / (iterations - half)

@@ -6,25 +6,26 @@ shared emitter pieces (``gfx950_emit``: ``kernel_function``, ``decode``, ``fragm
 Per workgroup (one (batch x head, query block)), per wave (32 query rows, one per lane modulo 32):
 
 1. the wave's Q rows -> registers (the B operand of ``S^T = K Q^T``, every head-dim step), once;
-2. for each kv tile the block sees (``kv_tiles_for``: causal skips the tiles above the diagonal):
-   barrier; every thread's 16-byte chunks of the K and V tiles -> LDS (K rows as they are, V rows
-   at ``v_lds_row``; keys past the sequence load zeros); barrier; ``S^T`` on the MFMAs (K fragments
-   by wide LDS reads); the scores scaled into base 2 and masked (``-inf`` past the sequence and,
-   causal, above the diagonal); the online softmax (the lane's registers, then
-   ``T.rocm.wave_reduce("max", ..., axis="col")``); ``P^T`` into 16-bit B operands; the O
-   accumulators scaled by ``alpha``; ``O^T += V^T P^T`` (V fragments by ``ds_read_tr``);
+2. the kv tiles the block sees (``kv_tiles_for``: causal skips the tiles above the diagonal), the
+   first ``kv_full_tiles_for`` in a loop without element masks, the rest (diagonal, tail) in a
+   masked one (``_kv_loop``). Each step (``_kv_step``): tile ``j`` lands in LDS and tile ``j + 1``'s
+   loads begin (``_kv_transfer``: direct-to-LDS ``buffer_load ... lds`` into the next K / V
+   stages, ``s_waitcnt vmcnt(0)`` and one barrier per tile; or, without ``lds_dma``, staging
+   registers stored at the next step); the K (and the previous tile's V^T) fragments read; ``S^T``
+   on the MFMAs; the softmax (``_softmax``: scores masked or not, the row max by
+   ``T.rocm.wave_reduce("max", ..., axis="col")``, the exponentials, ``P^T`` in 16 bits, the sums,
+   the O accumulators scaled by ``alpha``), with ``defer_pv`` the previous tile's ``O^T += V^T P^T``
+   MFMAs issued between its exponentials, one 16-key step per 8 exponentials behind a
+   ``sched.barrier``, so that the MFMA pipe runs under the VALU work; the last tile's after the loops;
 3. the row sums reduced across the lane pair, ``O / l`` converted and stored inside O, and
    ``LSE = (m + log2 l) ln 2`` (``v_log_f32``) by the lanes of the first wave half.
-
-This first kernel loads and computes one tile after the other (two barriers per tile, no
-software pipelining, every tile masked element by element): the foundation the faster schedules
-(double-buffered K/V, direct-to-LDS loads, masking only the tail and diagonal tiles) are built on.
 """
 
 from __future__ import annotations
 
 import math
 
+import attrs
 from tvm_tirx.script import tirx as T
 
 from ..isa import CATALOG, lanes
@@ -32,44 +33,116 @@ from ..isa.llvm_helpers import LOG2
 from ..patterns.layouts import mfma_fragment
 from ..patterns.wave import BUFFER_OOB
 from ..tirx_private import transpile_once
-from .attention_plan import WAVE_ROWS, AttentionPlan, kv_tiles_for, v_lds_row
+from .attention_plan import WAVE_ROWS, AttentionPlan, kv_full_tiles_for, kv_tiles_for, v_lds_row
 from .gfx950_emit import decode, epilogue_value, fragment_reader, fused_ops, kernel_function, mfma_step
-from .gfx950_plan import convert_epilogue
-from .pipeline import lds_stage
+from .pipeline import lds_stage, period_wait
 
 VEC = 8  # 16-bit elements per 16-byte chunk
 
 
 def _tile_loader(plan: AttentionPlan):
-    """Macro ``load(SK, SV, Kh, Vh, j, tx)``: every thread's chunks of kv tile ``j`` of the (batch, kv
-    head)'s K and V (``Kh``, ``Vh``: ``[Skv, D]`` views) into the LDS tiles; keys past the sequence
-    load zeros (the buffer range check)."""
+    """Macros ``(fetch, put)``: ``fetch(rkv, Kh, Vh, j, tx)`` loads every thread's chunks of kv tile
+    ``j`` of the (batch, kv head)'s K and V (``Kh``, ``Vh``: ``[Skv, D]`` views) into the staging
+    registers ``rkv`` (K's chunks, then V's; keys past the sequence load zeros: the buffer range
+    check, so a fetch past the last tile is harmless); ``put(SK, SV, rkv, tx, stage)`` stores them
+    into the LDS tiles (K rows as they are, V rows at ``v_lds_row``, both of stage ``stage``)."""
     p = plan.problem
-    D, BKV, threads = p.head_dim, plan.config.block_kv, plan.threads
+    D, BKV, threads, n = p.head_dim, plan.config.block_kv, plan.threads, plan.chunks
     cpr = D // VEC  # chunks per key row
     nbytes = p.seq_kv * D * 2
     regs = f"{plan.storage}x{VEC}"
 
+    def at(q, tx):
+        return (q * threads + tx) // cpr, (q * threads + tx) % cpr * VEC
+
     @T.macro
-    def load(SK, SV, Kh, Vh, j, tx):
-        for q in T.unroll(plan.chunks):
-            row = (q * threads + tx) // cpr
-            col = (q * threads + tx) % cpr * VEC
+    def fetch(rkv, Kh, Vh, j, tx):
+        for q in T.unroll(n):
+            row, col = at(q, tx)
             voff = T.if_then_else(j * BKV + row < p.seq_kv, (row * D + col) * 2, T.int32(BUFFER_OOB))
-            SK[0, row, T.ramp(col, 1, VEC)] = T.rocm.buffer_load(Kh.data, nbytes, voff, j * (BKV * D * 2), regs)
-            SV[0, v_lds_row(row), T.ramp(col, 1, VEC)] = T.rocm.buffer_load(Vh.data, nbytes, voff, j * (BKV * D * 2), regs)
-    return load
+            rkv[T.ramp(q * VEC, 1, VEC)] = T.rocm.buffer_load(Kh.data, nbytes, voff, j * (BKV * D * 2), regs)
+            rkv[T.ramp((n + q) * VEC, 1, VEC)] = T.rocm.buffer_load(Vh.data, nbytes, voff, j * (BKV * D * 2), regs)
+
+    @T.macro
+    def put(SK, SV, rkv, tx, stage):
+        for q in T.unroll(n):
+            row, col = at(q, tx)
+            SK[stage % plan.k_stages, row, T.ramp(col, 1, VEC)] = rkv[T.ramp(q * VEC, 1, VEC)]
+            SV[stage, v_lds_row(row), T.ramp(col, 1, VEC)] = rkv[T.ramp((n + q) * VEC, 1, VEC)]
+    return fetch, put
 
 
-def _softmax(plan: AttentionPlan):
-    """Macro ``softmax(rs, rp, ro, m, l, j, q, lane)``: kv tile ``j``'s scores (``rs``, the S^T
-    accumulators of query ``q``) scaled into base 2 and masked, the running max ``m`` and the lane's
-    partial row sum ``l`` updated, ``rp`` = P^T in 16 bits, the O accumulators ``ro`` scaled."""
+def _dma_loader(plan: AttentionPlan):
+    """Macro ``dma(s, j)``: kv tile ``j`` of the (batch, kv head)'s K and V straight into LDS stage
+    ``j % k_stages`` / ``j % v_stages`` (``T.rocm.buffer_load_lds``): the ``plan.dma`` tile's wave
+    loads, spread over the waves; the lane whose slot is LDS row ``r`` loads key ``r`` of K and key
+    ``v_lds_row(r)`` of V (padding slots, rows past the tile and keys past the sequence: zeros)."""
+    p, tile, W = plan.problem, plan.dma, plan.waves
+    D, BKV, pitch = p.head_dim, plan.config.block_kv, plan.lds_row
+    nbytes, per = p.seq_kv * D * 2, -(-tile.loads // W)
+
+    def voff(j, key, ok, col):
+        return T.if_then_else(T.And(ok, j * BKV + key < p.seq_kv), (key * D + col) * 2, T.int32(BUFFER_OOB))
+
+    @T.macro
+    def dma(s, j):
+        for k in T.unroll(per):
+            if s.tx // 64 + k * W < tile.loads:
+                start = tile.load_base(s.tx // 64 + k * W)
+                slot = start + s.lane * tile.size
+                row = tile.row_at(slot)
+                col = tile.col_at(slot) * VEC
+                ok = T.And(slot % tile.group_bytes < tile.row_bytes, row < tile.rows)  # tile.in_tile, pad_every 1
+                T.rocm.buffer_load_lds(s.Kh.data, nbytes, voff(j, row, ok, col), j * (BKV * D * 2),
+                                       s.SK[j % plan.k_stages, start // 2 // pitch, start // 2 % pitch], tile.size)
+                T.rocm.buffer_load_lds(s.Vh.data, nbytes, voff(j, v_lds_row(row), ok, col), j * (BKV * D * 2),
+                                       s.SV[j % plan.v_stages, start // 2 // pitch, start // 2 % pitch], tile.size)
+    return dma
+
+
+def _kv_transfer(plan: AttentionPlan):
+    """Macros ``(begin, land)`` moving kv tiles into LDS: ``begin(s, j)`` starts tile ``j``'s loads,
+    ``land(s, j)`` makes tile ``j`` visible to every wave (and, by its barrier, retires the reads
+    of the step before). ``lds_dma``: ``_dma_loader``, then ``s_waitcnt vmcnt(0)`` and a barrier;
+    else ``fetch`` into the staging registers, then barrier, ``put``, barrier (``_tile_loader``)."""
+    fetch, put = _tile_loader(plan)
+    dma = _dma_loader(plan)
+
+    @T.macro
+    def begin(s, j):
+        if plan.config.lds_dma:
+            dma(s, j)
+        else:
+            fetch(s.rkv, s.Kh, s.Vh, j, s.tx)
+
+    @T.macro
+    def land(s, j):
+        if plan.config.lds_dma:
+            period_wait(0)
+            T.rocm.workgroup_barrier()
+        else:
+            T.rocm.workgroup_barrier()
+            put(s.SK, s.SV, s.rkv, s.tx, j % plan.v_stages)
+            T.rocm.workgroup_barrier()
+    return begin, land
+
+
+def _softmax(plan: AttentionPlan, masked: bool, deferred: bool):
+    """Macro ``softmax(s, j)``: kv tile ``j``'s scores (``s.rs``, the S^T accumulators of the lane's
+    query ``s.q``), ``masked``: masked (keys past the sequence and, causal, above the diagonal score
+    ``-inf``), the running max ``s.m`` (base 2) and the lane's two partial row sums ``s.l`` (packed
+    adds) updated, ``s.rp`` = P^T in 16 bits, the O accumulators ``s.ro`` scaled. The scale into
+    base 2 is folded into the exponent's argument, ``2^(s * scale_log2 - m')`` (one fused
+    multiply-add per score; the raw scores' max times the positive scale is the scaled scores'
+    max). ``deferred``: the previous tile's ``O^T += V^T P^T`` MFMAs (its V fragments already in
+    ``s.rv``, its P^T in ``s.rp``) issued between the exponentials, one 16-key step per 8 of them,
+    so that they run while the VALU works; ``s.rp`` is overwritten after them."""
     p = plan.problem
     op = CATALOG[plan.mfma]
-    BKV, n_s, n_o = plan.config.block_kv, plan.kv_blocks * op.acc_elems, plan.d_tiles * op.acc_elems
+    BKV, n_s, n_o, PS = plan.config.block_kv, plan.kv_blocks * op.acc_elems, plan.d_tiles * op.acc_elems, 2 * plan.kv_blocks
+    per = n_s // PS  # exponentials per deferred 16-key MFMA step
     ops = fused_ops("float32")
-    to16 = convert_epilogue("float32", p.dtype)
+    mfma = mfma_step(plan.mfma)
 
     def key(j, r, lane):
         return j * BKV + r // op.acc_elems * op.m + lanes.acc_owner(op, lane, r % op.acc_elems).row
@@ -78,31 +151,154 @@ def _softmax(plan: AttentionPlan):
         inside = key(j, r, lane) < p.seq_kv
         return T.And(inside, key(j, r, lane) <= q) if p.causal else inside
 
+    def score(rs, j, r, lane, q):
+        return T.if_then_else(visible(j, r, lane, q), rs[r], T.float32(-math.inf)) if masked else rs[r]
+
     @T.macro
-    def softmax(rs, rp, ro, m, l, j, q, lane):
+    def softmax(s, j):
         mx = T.alloc_tensor(ty_args=[T.Tensor((2,), "float32", scope="local")])
         mx[0] = T.float32(-math.inf)
         for r in T.unroll(n_s):
-            rs[r] = T.if_then_else(visible(j, r, lane, q), rs[r] * T.float32(p.scale_log2), T.float32(-math.inf))
-            mx[0] = T.max(mx[0], rs[r])
-        mx[1] = T.max(m[0], T.rocm.wave_reduce("max", mx[0], lanes=plan.mfma, axis="col"))
-        mx[0] = ops.exp2(m[0] - mx[1])  # alpha (0 at the first tile: m = -inf)
-        m[0] = mx[1]
-        l[0] = l[0] * mx[0]
-        for r in T.unroll(n_s):
-            rs[r] = ops.exp2(rs[r] - mx[1])
-            l[0] = l[0] + rs[r]
-            rp[r] = epilogue_value(to16, rs[r])
+            s.rs[r] = score(s.rs, j, r, s.lane, s.q)
+            mx[0] = T.max(mx[0], s.rs[r])
+        mx[1] = T.max(s.m[0], T.rocm.wave_reduce("max", mx[0], lanes=plan.mfma, axis="col") * T.float32(p.scale_log2))
+        mx[0] = ops.exp2(s.m[0] - mx[1])  # alpha (0 at the first tile: m = -inf)
+        s.m[0] = mx[1]
+        s.l[T.ramp(0, 1, 2)] = s.l[T.ramp(0, 1, 2)] * T.broadcast(mx[0], 2)
+        for t in T.unroll(PS):  # 16-key step t: its exponentials, (deferred) MFMAs, then its P^T and sums
+            for e in T.unroll(per):
+                s.rs[t * per + e] = ops.exp2(s.rs[t * per + e] * T.float32(p.scale_log2) - mx[1])
+            if deferred:
+                mfma(s.Od, s.Vf[:, t : t + 1], s.Pf[:, t : t + 1])
+            for e in T.unroll(per):
+                s.rp[t * per + e] = epilogue_value(plan.p_convert, s.rs[t * per + e])
+            for e in T.unroll(per // 2):  # two partial sums: packed adds
+                s.l[T.ramp(0, 1, 2)] = s.l[T.ramp(0, 1, 2)] + s.rs[T.ramp(t * per + 2 * e, 1, 2)]
+            if deferred:
+                T.evaluate(T.call_llvm_intrin("llvm.amdgcn.sched.barrier", T.int32(0), ty="void"))  # in this order
         for r in T.unroll(n_o):
-            ro[r] = ro[r] * mx[0]
+            s.ro[r] = s.ro[r] * mx[0]
     return softmax
+
+
+@attrs.frozen(eq=False)
+class KvState:
+    """What every kv-loop step of a thread works on (``_kv_step``): the LDS tiles, the (batch, kv
+    head)'s K and V views, the staging registers, the register tensors of K, V^T, P^T, S^T, O^T and
+    the running max and sum, their MFMA operand views, the lane's query row, lane and thread."""
+
+    SK: object
+    SV: object
+    Kh: object
+    Vh: object
+    rkv: object
+    rk: object
+    rv: object
+    rp: object
+    rs: object
+    ro: object
+    m: object
+    l: object
+    Qf: object
+    Kf: object
+    Vf: object
+    Pf: object
+    Sd: object
+    Od: object
+    q: object
+    lane: object
+    tx: object
+
+
+def _pv(plan: AttentionPlan):
+    """Macros ``(read_v, pv)``: ``read_v(s, stage)`` reads the V^T fragments of the tile whose V
+    is in LDS stage ``stage`` into ``s.rv`` (``ds_read_tr``); ``pv(s, stage)`` reads them and runs
+    ``O^T += V^T P^T`` with ``P^T`` in ``s.rp``."""
+    op = CATALOG[plan.mfma]
+    RD, PS = plan.d_tiles, 2 * plan.kv_blocks
+    frag_v = fragment_reader(op, "A", "tr", plan.storage, op.a_elems, PS, tr=plan.tr, staged=True)
+    mfma = mfma_step(plan.mfma)
+
+    @T.macro
+    def read_v(s, stage):
+        for kk in T.unroll(PS):
+            for di in T.unroll(RD):
+                frag_v(s.rv, s.SV, di, kk, 0, s.lane, stage)
+
+    @T.macro
+    def pv(s, stage):
+        read_v(s, stage)
+        for kk in T.unroll(PS):
+            mfma(s.Od, s.Vf[:, kk : kk + 1], s.Pf[:, kk : kk + 1])
+    return read_v, pv
+
+
+def _kv_step(plan: AttentionPlan, masked: bool, deferred: bool):
+    """Macro ``step(s, j, tiles)``: kv tile ``j`` of the loop (module docstring), its scores masked
+    or not (``_softmax``). Tile ``j`` landed in LDS (``_kv_transfer``; K in stage ``j % k_stages``,
+    V in ``j % v_stages``); tile ``j + 1``'s loads begun (in flight over this tile's work);
+    ``S^T = K Q^T``; ``deferred``: tile ``j - 1``'s ``O^T += V^T P^T`` (``_pv``; its MFMAs run
+    under this tile's softmax); the softmax; without ``defer_pv``, this tile's ``O^T += V^T P^T``."""
+    op = CATALOG[plan.mfma]
+    E, RKV, KS, n = op.a_elems, plan.kv_blocks, plan.k_steps, plan.v_stages
+    frag_k = fragment_reader(op, "A", "wide", plan.storage, E, KS, n=E, staged=True)
+    mfma = mfma_step(plan.mfma)
+    (begin, land), softmax, (read_v, pv) = _kv_transfer(plan), _softmax(plan, masked, deferred), _pv(plan)
+
+    @T.macro
+    def step(s, j, tiles):
+        land(s, j)
+        if j + 1 < tiles:
+            begin(s, j + 1)  # in flight over tile j's MFMAs and softmax
+        for kk in T.unroll(KS):
+            for mi in T.unroll(RKV):
+                frag_k(s.rk, s.SK, mi, kk, 0, s.lane, j % plan.k_stages)
+        if deferred:
+            read_v(s, (j + n - 1) % n)
+        for r in T.unroll(RKV * op.acc_elems):
+            s.rs[r] = T.float32(0)
+        for kk in T.unroll(KS):
+            mfma(s.Sd, s.Kf[:, kk : kk + 1], s.Qf[:, kk : kk + 1])
+        softmax(s, j)
+        if not plan.config.defer_pv:
+            pv(s, j % n)
+    return step
+
+
+def _kv_loop(plan: AttentionPlan):
+    """Macro ``loop(s, q0)``: the query block's kv tiles (``kv_tiles_for``), the first
+    ``kv_full_tiles_for`` unmasked, the rest (the diagonal tiles, the masked tail) masked; tile 0
+    fetched before. With ``defer_pv``: tile 0 first (masked if any tile is: a mask on a whole tile
+    changes nothing), then the loops from tile 1 with the previous tile's ``O^T += V^T P^T``
+    deferred into each step, the last tile's after them."""
+    p, BQ, BKV, n = plan.problem, plan.config.block_q, plan.config.block_kv, plan.v_stages
+    d = plan.config.defer_pv
+    first, unmasked, masked = _kv_step(plan, plan.masked_tiles, False), _kv_step(plan, False, d), _kv_step(plan, True, d)
+    begin, _ = _kv_transfer(plan)
+    _, pv = _pv(plan)
+
+    @T.macro
+    def loop(s, q0):
+        begin(s, 0)
+        tiles = kv_tiles_for(p, BQ, BKV, q0, plan.config.skip_masked, T.min)
+        if d:
+            first(s, 0, tiles)
+        full = T.max(kv_full_tiles_for(p, BQ, BKV, q0, T.min), int(d)) if plan.masked_tiles else tiles
+        for j in T.serial(full - int(d)):
+            unmasked(s, j + int(d), tiles)
+        if plan.masked_tiles:
+            for j in T.serial(tiles - full):
+                masked(s, full + j, tiles)
+        if d:
+            pv(s, (tiles - 1) % n)
+    return loop
 
 
 def _tile(plan: AttentionPlan):
     """Macro ``tile(args, bid, tx, SK, SV)``: the workgroup's query block (module docstring)."""
     p = plan.problem
     op = CATALOG[plan.mfma]
-    D, BQ, BKV, E = p.head_dim, plan.config.block_q, plan.config.block_kv, op.a_elems
+    D, BQ, E = p.head_dim, plan.config.block_q, op.a_elems
     RKV, RD, KS, PS = plan.kv_blocks, plan.d_tiles, plan.k_steps, 2 * plan.kv_blocks  # PS: 16-key steps per tile
     st = plan.storage
     lq, nq = mfma_fragment(op, "B", (1, KS))
@@ -111,10 +307,16 @@ def _tile(plan: AttentionPlan):
     lp, npr = mfma_fragment(op, "B", (1, PS))
     ls, ns = mfma_fragment(op, "D", (RKV, 1))
     lo, no = mfma_fragment(op, "D", (RD, 1))
-    frag_k = fragment_reader(op, "A", "wide", st, E, KS, n=E)
-    frag_v = fragment_reader(op, "A", "tr", st, E, PS, tr=plan.tr)
-    mfma = mfma_step(plan.mfma)
-    load, softmax = _tile_loader(plan), _softmax(plan)
+    loop = _kv_loop(plan)
+
+    def regs(n, dtype=st):
+        return T.alloc_tensor(ty_args=[T.Tensor((n,), dtype, scope="local")])
+
+    def view(r, shape, layout, dtype=st):
+        return T.decl_tensor(r.ptr_to([0]), ty_args=[T.Tensor(shape, dtype, scope="local", layout=layout)])
+
+    def head_view(X, b, h, rows):
+        return T.decl_tensor(X.ptr_to([T.cast(b, "int64"), h, 0, 0]), ty_args=[T.Tensor((rows, D), st)])
 
     @T.macro
     def tile(args, bid, tx, SK, SV):
@@ -124,47 +326,27 @@ def _tile(plan: AttentionPlan):
         q0 = idx.row * BQ
         lane = tx % 64
         q = q0 + tx // 64 * WAVE_ROWS + lane % WAVE_ROWS  # the lane's query row
-        Qh = T.decl_tensor(args.Q.ptr_to([T.cast(b, "int64"), h, 0, 0]), ty_args=[T.Tensor((p.seq_q, D), st)])
-        Kh = T.decl_tensor(args.K.ptr_to([T.cast(b, "int64"), p.kv_head(h), 0, 0]), ty_args=[T.Tensor((p.seq_kv, D), st)])
-        Vh = T.decl_tensor(args.V.ptr_to([T.cast(b, "int64"), p.kv_head(h), 0, 0]), ty_args=[T.Tensor((p.seq_kv, D), st)])
-        rq = T.alloc_tensor(ty_args=[T.Tensor((nq,), st, scope="local")])
-        rk = T.alloc_tensor(ty_args=[T.Tensor((nk,), st, scope="local")])
-        rv = T.alloc_tensor(ty_args=[T.Tensor((nv,), st, scope="local")])
-        rp = T.alloc_tensor(ty_args=[T.Tensor((npr,), st, scope="local")])
-        rs = T.alloc_tensor(ty_args=[T.Tensor((ns,), "float32", scope="local")])
-        ro = T.alloc_tensor(ty_args=[T.Tensor((no,), "float32", scope="local")])
-        m = T.alloc_tensor(ty_args=[T.Tensor((1,), "float32", scope="local")])
-        l = T.alloc_tensor(ty_args=[T.Tensor((1,), "float32", scope="local")])
-        Qf = T.decl_tensor(rq.ptr_to([0]), ty_args=[T.Tensor((1, KS, op.n, op.k), st, scope="local", layout=lq)])
-        Kf = T.decl_tensor(rk.ptr_to([0]), ty_args=[T.Tensor((RKV, KS, op.m, op.k), st, scope="local", layout=lk)])
-        Vf = T.decl_tensor(rv.ptr_to([0]), ty_args=[T.Tensor((RD, PS, op.m, op.k), st, scope="local", layout=lv)])
-        Pf = T.decl_tensor(rp.ptr_to([0]), ty_args=[T.Tensor((1, PS, op.n, op.k), st, scope="local", layout=lp)])
-        Sd = T.decl_tensor(rs.ptr_to([0]), ty_args=[T.Tensor((RKV, 1, op.m, op.n), "float32", scope="local", layout=ls)])
-        Od = T.decl_tensor(ro.ptr_to([0]), ty_args=[T.Tensor((RD, 1, op.m, op.n), "float32", scope="local", layout=lo)])
+        Qh = head_view(args.Q, b, h, p.seq_q)
+        Kh = head_view(args.K, b, p.kv_head(h), p.seq_kv)
+        Vh = head_view(args.V, b, p.kv_head(h), p.seq_kv)
+        rq, rk, rv, rp = regs(nq), regs(nk), regs(nv), regs(npr)
+        rs, ro, m, l = regs(ns, "float32"), regs(no, "float32"), regs(1, "float32"), regs(2, "float32")
+        rkv = regs(2 * plan.chunks * VEC)
+        Qf, Kf = view(rq, (1, KS, op.n, op.k), lq), view(rk, (RKV, KS, op.m, op.k), lk)
+        Vf, Pf = view(rv, (RD, PS, op.m, op.k), lv), view(rp, (1, PS, op.n, op.k), lp)
+        Sd, Od = view(rs, (RKV, 1, op.m, op.n), ls, "float32"), view(ro, (RD, 1, op.m, op.n), lo, "float32")
+        s = KvState(SK, SV, Kh, Vh, rkv, rk, rv, rp, rs, ro, m, l, Qf, Kf, Vf, Pf, Sd, Od, q, lane, tx)
         for kk in T.unroll(KS):  # the lane's Q row, head-dim elements 16 kk + 8 (lane // 32) ..., zeros past Sq
             rq[T.ramp(kk * E, 1, E)] = T.rocm.buffer_load(
                 Qh.data, p.seq_q * D * 2, T.if_then_else(q < p.seq_q, (q * D + kk * op.k + lane // 32 * E) * 2,
                                                          T.int32(BUFFER_OOB)), 0, f"{st}x{E}")
         m[0] = T.float32(-math.inf)
         l[0] = T.float32(0)
+        l[1] = T.float32(0)
         for r in T.unroll(no):
             ro[r] = T.float32(0)
-        for j in T.serial(kv_tiles_for(p, BQ, BKV, q0, plan.config.skip_masked, T.min)):
-            T.rocm.workgroup_barrier()
-            load(SK, SV, Kh, Vh, j, tx)
-            T.rocm.workgroup_barrier()
-            for r in T.unroll(ns):
-                rs[r] = T.float32(0)
-            for kk in T.unroll(KS):
-                for mi in T.unroll(RKV):
-                    frag_k(rk, SK, mi, kk, 0, lane)
-                mfma(Sd, Kf[:, kk : kk + 1], Qf[:, kk : kk + 1])
-            softmax(rs, rp, ro, m, l, j, q, lane)
-            for kk in T.unroll(PS):
-                for di in T.unroll(RD):
-                    frag_v(rv, SV, di, kk, 0, lane)
-                mfma(Od, Vf[:, kk : kk + 1], Pf[:, kk : kk + 1])
-        l[0] = T.rocm.wave_reduce("sum", l[0], lanes=plan.mfma, axis="col")
+        loop(s, q0)
+        l[0] = T.rocm.wave_reduce("sum", l[0] + l[1], lanes=plan.mfma, axis="col")
         if q < p.seq_q:
             for di in T.unroll(RD):
                 for r in T.unroll(op.acc_elems):
@@ -179,14 +361,14 @@ def _tile(plan: AttentionPlan):
 def emit_gfx950_attention(plan: AttentionPlan):
     """The PrimFunc ``attention(Q, K, V, O, LSE)`` of a plan."""
     tile = _tile(plan)
-    shape = (plan.config.block_kv, plan.lds_row)
+    shape = (plan.stage_rows, plan.lds_row)
 
     @T.macro
     def body(args):
         bid = T.launch_thread("blockIdx.x", plan.grid.groups)
         tx = T.launch_thread("threadIdx.x", plan.threads)
-        SK = T.alloc_tensor(ty_args=[lds_stage(shape, plan.storage)])
-        SV = T.alloc_tensor(ty_args=[lds_stage(shape, plan.storage)])
+        SK = T.alloc_tensor(ty_args=[lds_stage(shape, plan.storage, plan.k_stages)])
+        SV = T.alloc_tensor(ty_args=[lds_stage(shape, plan.storage, plan.v_stages)])
         tile(args, bid, tx, SK, SV)
 
     return kernel_function("attention", plan.params, body)

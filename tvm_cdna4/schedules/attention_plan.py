@@ -22,8 +22,9 @@ from __future__ import annotations
 import attrs
 
 from ..isa import CATALOG
+from ..patterns.dma import LdsTile
 from .attention_problem import (ATTENTION_DTYPES, F32_TERMS, HEAD_DIMS, LSE_F32, UNIT_ROUNDOFF, AttentionProblem,
-                                error_bound, kv_tiles_for, reference)
+                                error_bound, kv_full_tiles_for, kv_tiles_for, reference)
 from .dynamic_m import ceil_div
 from .epilogue import Param
 from .gfx950_plan import DTYPES, Epilogue, Grid, convert_epilogue
@@ -37,12 +38,19 @@ WAVE_ROWS = 32  # query rows per wave: the 32x32 MFMA's N
 class AttentionConfig:
     """The gfx950 kernel's choices: ``block_q`` query rows per workgroup (32 per wave, so 1-4
     waves), ``block_kv`` keys per K/V tile (a multiple of 32), whether causal skips fully masked
-    tiles, the LDS row padding in bytes."""
+    tiles, the LDS row padding in bytes, and ``defer_pv``: tile ``j``'s ``O^T += V^T P^T`` MFMAs
+    issued after tile ``j + 1``'s ``S^T`` MFMAs, so that tile ``j + 1``'s softmax (VALU) runs while
+    they do (the V tile double-buffered in LDS: ``AttentionPlan.v_stages``); off, each tile's
+    MFMAs and softmax one after the other. ``lds_dma``: K and V tiles loaded straight into LDS
+    (``T.rocm.buffer_load_lds``; one more LDS stage each, ``k_stages`` / ``v_stages``: tile ``j + 1``
+    lands while tile ``j`` is read), else through staging registers and LDS stores."""
 
     block_q: int = 128
     block_kv: int = 64
     skip_masked: bool = True
     lds_pad: int = 16
+    defer_pv: bool = True
+    lds_dma: bool = True
 
     def __attrs_post_init__(self):
         if self.block_q % WAVE_ROWS or not WAVE_ROWS <= self.block_q <= 4 * WAVE_ROWS:
@@ -73,6 +81,7 @@ class AttentionPlan:
     chunks: int  # 16-byte global chunks per thread and K (and V) tile
     epilogue: Epilogue  # f32 O -> the output dtype
     params: tuple[Param, ...]
+    p_convert: Epilogue  # f32 P -> the 16-bit B operand of O^T = V^T P^T (bf16: to nearest, ties away: one add)
 
     @property
     def threads(self) -> int:
@@ -87,6 +96,37 @@ class AttentionPlan:
     def k_steps(self) -> int:
         """MFMA K steps of S^T = K Q^T (16 head-dim elements each)."""
         return self.problem.head_dim // CATALOG[self.mfma].k
+
+    @property
+    def k_stages(self) -> int:
+        """LDS stages of the K tile: 2 with ``lds_dma`` (tile ``j + 1`` lands while tile ``j`` is read)."""
+        return 1 + self.config.lds_dma
+
+    @property
+    def v_stages(self) -> int:
+        """LDS stages of the V tile: one, one more with ``defer_pv`` (tile ``j - 1``'s V read in step
+        ``j``), one more with ``lds_dma`` (tile ``j + 1`` landing)."""
+        return 1 + self.config.defer_pv + self.config.lds_dma
+
+    @property
+    def dma(self) -> LdsTile:
+        """The K (and V) tile as direct-to-LDS loads fill it: ``block_kv`` rows of 16-byte chunks,
+        the row padding (``patterns.dma.LdsTile``; ``loads`` wave loads per tile)."""
+        return LdsTile(self.config.block_kv, self.problem.head_dim * DTYPES[self.problem.dtype].elem_bytes // 16, 16,
+                       pad=self.config.lds_pad)
+
+    @property
+    def stage_rows(self) -> int:
+        """Rows of one LDS stage: the tile's, and with ``lds_dma`` those the last load's 1 KiB block
+        reaches (its lanes past the tile write zeros)."""
+        rows = self.config.block_kv
+        return max(rows, -(-self.dma.dma_bytes // (2 * self.lds_row))) if self.config.lds_dma else rows
+
+    @property
+    def masked_tiles(self) -> bool:
+        """Whether some kv tiles need element masks (causal, or a masked tail): the kernel runs
+        ``kv_full_tiles_for`` tiles unmasked, then the rest masked (without, one unmasked loop)."""
+        return self.problem.causal or self.kv_tail > 0
 
     @property
     def kv_blocks(self) -> int:
@@ -119,9 +159,17 @@ def plan_gfx950_attention(problem: AttentionProblem, config: AttentionConfig | N
         problem, config, spec.mfma32, spec.tr, spec.storage, config.block_q // WAVE_ROWS,
         Grid((q_blocks, 1), problem.batch * problem.heads), ceil_div(problem.seq_kv, BKV), problem.seq_kv % BKV,
         problem.seq_q % config.block_q, D + config.lds_pad // esize, BKV * D * esize // 16 // threads,
-        convert_epilogue("float32", out), params)
+        convert_epilogue("float32", out), params, p_convert(problem.dtype))
+
+
+def p_convert(dtype: str) -> Epilogue:
+    """The conversion of the probabilities ``P`` (finite, in [0, 1]) to the MFMA's 16-bit operand:
+    bf16 rounded to nearest with ties away from zero (``bf16_rna``: one integer add per value where
+    ties to even take three instructions; the same half-ulp bound, ``error_bound``), f16 the cast."""
+    convert = convert_epilogue("float32", dtype)
+    return attrs.evolve(convert, ops=("bf16_rna",)) if convert.ops == ("bf16_rne",) else convert
 
 
 __all__ = ["ATTENTION_DTYPES", "AttentionConfig", "AttentionPlan", "AttentionProblem", "HEAD_DIMS", "error_bound",
-           "kv_tiles_for",
+           "kv_full_tiles_for", "kv_tiles_for",
            "plan_gfx950_attention", "reference", "v_lds_row"]

@@ -163,5 +163,15 @@ def kv_tiles_for(problem: AttentionProblem, block_q: int, block_kv: int, q0, ski
     return ceil_div(keys, block_kv)
 
 
+def kv_full_tiles_for(problem: AttentionProblem, block_q: int, block_kv: int, q0, minimum=min):
+    """The leading kv tiles that every row of the query block starting at row ``q0`` sees whole, so
+    that they need no element mask: inside the sequence (``Skv // block_kv``) and, causal, at or
+    below the diagonal of the block's first row (``(q0 + 1) // block_kv``). The block's other tiles
+    (``kv_tiles_for`` minus these: the diagonal ones and the masked tail) are masked element by
+    element. An int, or a TIR expression with ``minimum`` = ``T.min``."""
+    full = problem.seq_kv // block_kv
+    return minimum(full, (q0 + 1) // block_kv) if problem.causal else full
+
+
 __all__ = ["ATTENTION_DTYPES", "AttentionProblem", "F32_TERMS", "HEAD_DIMS", "LSE_F32", "UNIT_ROUNDOFF", "error_bound",
-           "kv_tiles_for", "reference"]
+           "kv_full_tiles_for", "kv_tiles_for", "reference"]

@@ -24,7 +24,7 @@ from tvm_tirx.script import tirx as T
 from tvm_tirx.script.parser import parse
 
 from ..tirx_private import transpile_once
-from .attention_problem import kv_tiles_for
+from .attention_problem import kv_full_tiles_for, kv_tiles_for
 from .attention_sm80_plan import Sm80AttentionPlan, swizzle
 from .cuda_emit import TIR_OPS, signature_source
 
@@ -320,9 +320,7 @@ def overlapped_loop(p, args, rg, n_kv, n_full):
 def unmasked_tiles(p: Sm80AttentionPlan, q0, n_kv):
     """The leading kv tiles no row of the block masks: keys inside the sequence and, causal, at or
     below the block's first row ``q0``."""
-    bkv = p.config.block_kv
-    full = T.min(n_kv, p.problem.seq_kv // bkv)
-    return T.min(full, (q0 + 1) // bkv) if p.problem.causal else full
+    return T.min(n_kv, kv_full_tiles_for(p.problem, p.config.block_q, p.config.block_kv, q0, T.min))
 
 
 # ---- the end: O / l, LSE -------------------------------------------------------------------------

@@ -155,10 +155,12 @@ def operand_coords(op, operand: str, lane):
 
 
 def fragment_reader(op, operand: str, how: str, dtype: str, slot: int, rk: int, n: int = 0, tr: str | None = None,
-                    k_bits: int = 0, byte_tiles: bool = False, slot_bytes: int = 0):
+                    k_bits: int = 0, byte_tiles: bool = False, slot_bytes: int = 0, staged: bool = False):
     """Macro ``frag(regs, lds, i, kk, w0, lane)``: fragment ``i`` of K step ``kk`` of ``operand`` of
     MFMA ``op`` from an LDS stage ``lds`` (the wave's tile starts at ``w0`` along M or N) into its
-    slot of ``slot`` elements of ``regs`` at ``i * rk + kk``. ``how``:
+    slot of ``slot`` elements of ``regs`` at ``i * rk + kk``. ``staged`` (``"tr"`` and ``"wide"``):
+    the macro is ``frag(regs, lds, i, kk, w0, lane, stage)``, ``lds`` a ``(stages, ...)`` tensor
+    (``pipeline.lds_stage``) read at ``stage`` (an expression). ``how``:
 
     * ``"wide"``: K contiguous in LDS, one read of the lane's ``n`` elements (``k_bits``: LDS holds
       packed 32-bit words of ``k_bits``-bit elements);
@@ -167,7 +169,22 @@ def fragment_reader(op, operand: str, how: str, dtype: str, slot: int, rk: int, 
     * ``"tr_tile"``: the tile form of ``ds_read_tr4/tr6``, two calls per 32 K (``slot_bytes`` LDS
       bytes per chunk; the halves at registers 0 and ``slot // 2``)."""
     ext = op.m if operand == "A" else op.n
-    if how == "tr":
+    if staged and how not in ("tr", "wide"):
+        raise ValueError(f"fragment_reader: staged reads are the 'tr' and 'wide' forms'; got how={how!r}")
+    if staged and how == "wide":
+        @T.macro
+        def frag(regs, lds, i, kk, w0, lane, stage):
+            regs[span((i * rk + kk) * slot, n)] = lds[stage, w0 + i * ext + operand_coords(op, operand, lane).mn,
+                                                      span(kk * op.k + operand_coords(op, operand, lane).k, n)]
+    elif staged:
+        atom, _ = mfma_fragment(op, operand, byte_tiles=byte_tiles)
+
+        @T.macro
+        def frag(regs, lds, i, kk, w0, lane, stage):
+            V = T.decl_tensor(regs.ptr_to([(i * rk + kk) * slot]), ty_args=[T.Tensor((1, ext, op.k), dtype, scope="local", layout=atom)])
+            T.rocm.tile.apply(T.amdgcn[tr], V, lds[stage : stage + 1, kk * op.k : kk * op.k + op.k, w0 + i * ext : w0 + i * ext + ext],
+                              scope="wave", mfma=op.name, operand=operand)
+    elif how == "tr":
         atom, _ = mfma_fragment(op, operand, byte_tiles=byte_tiles)
 
         @T.macro
@@ -266,6 +283,9 @@ def epilogue_value(epilogue: Epilogue, value, at: dict | None = None):
         if name == "bf16_rne":  # round to nearest even, keep the bit pattern in int16
             bits = T.reinterpret(value, ty="uint32")
             rounded = (bits + T.uint32(0x7FFF) + ((bits >> T.uint32(16)) & T.uint32(1))) >> T.uint32(16)
+            value = T.reinterpret(T.cast(rounded, "uint16"), ty="int16")
+        elif name == "bf16_rna":  # round to nearest, ties away from zero (finite values): one add
+            rounded = (T.reinterpret(value, ty="uint32") + T.uint32(0x8000)) >> T.uint32(16)
             value = T.reinterpret(T.cast(rounded, "uint16"), ty="int16")
         else:
             value = T.cast(value, epilogue.out)

@@ -83,7 +83,7 @@ class GridIndex:
     col: object
 
 
-EPILOGUE_OPS = ("reduce", "fuse", "cast", "bf16_rne", "atomic_add")  # what an epilogue may apply, in order
+EPILOGUE_OPS = ("reduce", "fuse", "cast", "bf16_rne", "bf16_rna", "atomic_add")  # what an epilogue may apply, in order
 REDUCTIONS = ("atomic", "ordered")  # how split-K partial tiles are reduced through the workspace
 
 
@@ -91,7 +91,9 @@ REDUCTIONS = ("atomic", "ordered")  # how split-K partial tiles are reduced thro
 class Epilogue:
     """The operations applied to the accumulator tile before the store to C, in order: ``fuse``
     (``fusion``'s steps on the f32 accumulator: scales, bias, activation, residual; ``schedules.epilogue``),
-    ``cast`` (to ``out``), ``bf16_rne`` (round to nearest even, the bf16 bit pattern as int16), ``atomic_add``
+    ``cast`` (to ``out``), ``bf16_rne`` (round to nearest even, the bf16 bit pattern as int16), ``bf16_rna``
+    (round to nearest, ties away from zero: one integer add for finite values, where the tie rule does
+    not matter, e.g. attention's P; the same error bound), ``atomic_add``
     (the split-K reduction into an f32 C: the f32 values are added to C with
     ``T.rocm.global_atomic_add_f32`` instead of stored, so C must hold zeros on entry); none: the
     accumulators are stored as they are. ``reduce`` (first; split-K into any output): the

@@ -192,11 +192,12 @@ def schedule_hint(program: tuple[tuple[int, int], ...] | None):
     return hint
 
 
-def lds_stage(shape: tuple[int, ...], dtype: str):
-    """One LDS stage: a 16-byte aligned row-major ``(1, *shape)`` shared tensor type."""
+def lds_stage(shape: tuple[int, ...], dtype: str, stages: int = 1):
+    """LDS stages: a 16-byte aligned row-major ``(stages, *shape)`` shared tensor type (one stage:
+    ``(1, *shape)``)."""
     strides = tuple(math.prod(shape[i + 1 :]) for i in range(len(shape)))
-    return T.Tensor((1, *shape), dtype, scope="shared", align=16,
-                    layout=T.TileLayout(T.S[(1, *shape) : (math.prod(shape), *strides)]))
+    return T.Tensor((stages, *shape), dtype, scope="shared", align=16,
+                    layout=T.TileLayout(T.S[(stages, *shape) : (math.prod(shape), *strides)]))
 
 
 def guarded_load(X, base, r, c, lim, dtype: str):
