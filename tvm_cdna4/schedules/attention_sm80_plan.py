@@ -253,7 +253,9 @@ SOFTMAX_CLOCKS_PER_SCORE = 0.14
 MMAs, and ``TILE_CLOCKS`` fixed clocks per kv tile of a CTA (the barrier, the wait, the loop; shared by
 the resident CTAs): fitted to the final H200 sweep (benchmarks/attention_h200_final_2026-12-02.json:
 48 kernels, D 128, 16k tokens, causal and not; rms error of the model's TFLOP/s 5.4 %). ``overlap``
-measured no better there than its plain 128-key counterpart, so the model gives it nothing."""
+measured no better there than its plain 128-key counterpart, so the model gives it nothing; nor ``skew``
+(benchmarks/attention_h200_skew_2026-12-02.json: -4 .. +6 % against its plain twin), which ``CANDIDATES``
+leave out."""
 TILE_CLOCKS = 500
 
 
