@@ -3,7 +3,7 @@
 # with PYTHONPATH holding this tree and TIRx; outputs under $OUT (benchmarks/RESULTS.md, "Issue 26 on
 # the H200", says what came out):
 #
-#   bash benchmarks/h200_issue26.sh [sweep|default]   # GPU tests, then benchmarks/attention_h200.py
+#   bash benchmarks/h200_issue26.sh [sweep|skew|default]   # GPU tests, then benchmarks/attention_h200.py
 set -o pipefail
 OUT=${OUT:-.}
 export PYTHONUNBUFFERED=1 TVM_CDNA4_CACHE_DIR=/tmp/tvm_cdna4_cache

@@ -24,6 +24,7 @@ CASES = {
     "causal D 128, Q from shared memory": (AttentionProblem(1, 2, 1, 130, 130, 128, causal=True), C(32, 4, 2, 2, False)),
     "more keys than queries, causal, f16": (AttentionProblem(1, 2, 1, 70, 200, 64, True, "f16"), C(128, 4, 2)),
     "overlapped softmax, causal, odd tile count": (AttentionProblem(1, 2, 1, 100, 100, 128, True), C(32, 4, 3, overlap=True)),
+    "skewed warps, causal, GQA 2:1, 5 tiles": (AttentionProblem(1, 2, 1, 130, 130, 64, True), C(32, 4, 3, skew=True)),
 }
 
 
@@ -83,6 +84,9 @@ def test_the_plan_and_its_refusals():
         C(64, 4, 2, 3)
     with pytest.raises(ValueError, match="stages >= 3"):
         C(64, 4, 2, overlap=True)
+    with pytest.raises(ValueError, match="skew"):
+        C(64, 8, 2, skew=True)
+    assert (C(64, 8, 3).lead, C(64, 8, 3, skew=True).lead) == (2, 1)
 
 
 def test_the_default_config_is_the_cost_models_choice():
@@ -112,6 +116,8 @@ GPU_CASES = [
     (AttentionProblem(1, 2, 1, 1537, 1537, 64), C(128, 8, 3)),
     (AttentionProblem(2, 4, 2, 1031, 1031, 128, causal=True), C(64, 8, 3, overlap=True)),
     (AttentionProblem(1, 4, 4, 999, 1001, 128), C(32, 4, 4, overlap=True)),
+    (AttentionProblem(2, 4, 2, 1031, 1031, 128, causal=True), C(128, 8, 3, skew=True)),
+    (AttentionProblem(1, 4, 4, 999, 1001, 128), C(32, 8, 3, 2, False, skew=True)),
 ]
 
 

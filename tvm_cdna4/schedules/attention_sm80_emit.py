@@ -270,12 +270,37 @@ def pv(p, rg, vbase, sb):
 def kv_tile(p, args, rg, j, n_kv, masked):
     # tile j: its copies landed (this thread's: the wait; every thread's: the barrier, after which
     # every warp is done with tile j - 1's buffer, which tile j + stages - 1 then overwrites)
-    S = p.config.stages
-    T.ptx["cp.async.wait_group"](S - 2)
+    # (skew: every warp is done with tile j - 2's buffer, which tile j + stages - 2 then overwrites)
+    S, L = p.config.stages, p.config.lead
+    T.ptx["cp.async.wait_group"](L - 1)
     T.cuda.cta_sync()
-    if j + S - 1 < n_kv:
-        copy_kv(p, args, rg, j + S - 1, (j + S - 1) % S)
+    if j + L < n_kv:
+        copy_kv(p, args, rg, j + L, (j + L) % S)
     T.ptx["cp.async.commit_group"]()
+    if I.constexpr(p.config.skew):
+        if lagging(p):
+            if j > 0:  # tile j - 1's softmax and P V (its S and mask: the previous iteration)
+                softmax(p, rg, 0)
+                pv(p, rg, p.stage_offset((j - 1) % S, 1), 0)
+            scores(p, rg, p.stage_offset(j % S, 0), 0)
+            if I.constexpr(masked):
+                mask(p, rg, j, 0)
+        else:
+            whole_tile(p, rg, j, masked)
+    else:
+        whole_tile(p, rg, j, masked)
+
+
+def lagging(p: Sm80AttentionPlan):
+    """``skew``: whether the warp runs one phase behind (the upper half: warps ``w`` and ``w + warps / 2``
+    share an SM sub-partition at 8 warps)."""
+    return T.cuda.warp_id() >= p.config.warps // 2
+
+
+@T.macro
+def whole_tile(p, rg, j, masked):
+    # tile j's S, mask, softmax and P V
+    S = p.config.stages
     scores(p, rg, p.stage_offset(j % S, 0), 0)
     if I.constexpr(masked):
         mask(p, rg, j, 0)
@@ -383,12 +408,12 @@ def attention_body(p, args, rg):
     n_full = unmasked_tiles(p, rg.q0, n_kv)
     copy_tile(p, args["Q"], rg.SMH, 0, rg.b, rg.h, rg.q0, p.config.block_q, p.problem.seq_q)
     T.ptx["cp.async.commit_group"]()
-    for st in T.unroll(p.config.stages - 1):
+    for st in T.unroll(p.config.lead):
         if st < n_kv:
             copy_kv(p, args, rg, st, st)
         T.ptx["cp.async.commit_group"]()
     # Q landed (overlap: tile 0 too, whose scores come first)
-    T.ptx["cp.async.wait_group"](p.config.stages - (2 if p.config.overlap else 1))
+    T.ptx["cp.async.wait_group"](p.config.lead - (1 if p.config.overlap else 0))
     T.cuda.cta_sync()
     load_q(p, rg)
     for i in T.unroll(4 * p.config.m_tiles * p.d_tiles):
@@ -403,6 +428,10 @@ def attention_body(p, args, rg):
             kv_tile(p, args, rg, j, n_kv, False)
         for j in range(n_full, n_kv):
             kv_tile(p, args, rg, j, n_kv, True)
+        if I.constexpr(p.config.skew):
+            if lagging(p):  # the last tile's softmax and P V
+                softmax(p, rg, 0)
+                pv(p, rg, p.stage_offset((n_kv - 1) % p.config.stages, 1), 0)
     T.ptx["cp.async.wait_group"](0)
     finish(p, args, rg)
 

@@ -66,7 +66,11 @@ class Sm80AttentionConfig:
     shared memory (2 or more: tile ``j + stages - 1`` loads while tile ``j`` computes), ``m_tiles``
     m16 tiles per warp (1 or 2), ``q_regs`` (Q fragments kept in registers, else re-read per k-step),
     ``overlap`` (two score buffers: tile ``j + 1``'s ``S`` MMAs issued before tile ``j``'s softmax, which
-    needs ``stages >= 3``), whether causal skips the tiles above the diagonal."""
+    needs ``stages >= 3``), ``skew`` (the upper half of the warps runs one phase behind: tile ``j - 1``'s
+    softmax and ``P V`` before tile ``j``'s ``S``, so that on each SM sub-partition, which holds warps ``w`` and
+    ``w + 4``, one warp's softmax falls under the other's MMAs; a tile's buffer is then read for two
+    iterations: ``stages >= 3``, ``stages - 2`` tiles in flight), whether causal skips the tiles above the
+    diagonal."""
 
     block_kv: int = 64
     warps: int = 8
@@ -75,6 +79,7 @@ class Sm80AttentionConfig:
     q_regs: bool = True
     overlap: bool = False
     skip_masked: bool = True
+    skew: bool = False
 
     def __attrs_post_init__(self):
         if self.block_kv % 16 or not 16 <= self.block_kv <= 256:
@@ -86,6 +91,9 @@ class Sm80AttentionConfig:
         if self.overlap and self.stages < 3:
             raise ValueError("attention overlap: tile j + 1's K is read while tile j's V is, and tile j + 2 loads: "
                              f"expected stages >= 3, found {self.stages}")
+        if self.skew and (self.stages < 3 or self.overlap or self.warps < 2):
+            raise ValueError("attention skew: tile j - 1's V is read while tile j's K is, by the lagging warps: "
+                             f"expected stages >= 3, no overlap and 2 or more warps, found {self}")
         if self.m_tiles not in (1, 2):
             raise ValueError(f"attention m_tiles: expected 1 or 2 m16 tiles per warp, found {self.m_tiles}")
 
@@ -96,6 +104,11 @@ class Sm80AttentionConfig:
     @property
     def block_q(self) -> int:
         return self.warp_rows * self.warps
+
+    @property
+    def lead(self) -> int:
+        """kv tiles in flight ahead of the one computed: ``stages - 1``, one fewer with ``skew``."""
+        return self.stages - 1 - int(self.skew)
 
 
 @attrs.frozen
@@ -177,10 +190,12 @@ def registers_estimate(head_dim: int, config: Sm80AttentionConfig) -> int:
     """Registers per thread, estimated: per m-tile the Q fragments ``D / 4`` (``q_regs``; else 4), the O
     accumulators ``D / 2`` and ``3 block_kv / 4`` for the scores, their exponentials and P; 48 for
     addresses, row state and temporaries. Fitted to ptxas 13.0 (sm_90, ``--use_fast_math``) on nine
-    configs at D 64 and 128 within -17 .. +8 (docs/attention.md); above 255 ptxas spills."""
+    configs at D 64 and 128 within -17 .. +8 (docs/attention.md); above 255 ptxas spills. ``skew``: 8 more
+    per m-tile (the lagging warps' scores live across the barrier; ptxas 13.0 at D 128: 255, 230 and 255
+    registers for 128 keys, 64 keys, and 32 keys with two m-tiles, no spills)."""
     q = head_dim // 4 if config.q_regs else 4
     scores = 3 * config.block_kv // 4 + (config.block_kv // 2 if config.overlap else 0)
-    return config.m_tiles * (q + head_dim // 2 + scores) + 48
+    return config.m_tiles * (q + head_dim // 2 + scores + (8 if config.skew else 0)) + 48
 
 
 def check_config(problem: AttentionProblem, config: Sm80AttentionConfig) -> None:
@@ -238,7 +253,9 @@ SOFTMAX_CLOCKS_PER_SCORE = 0.14
 MMAs, and ``TILE_CLOCKS`` fixed clocks per kv tile of a CTA (the barrier, the wait, the loop; shared by
 the resident CTAs): fitted to the final H200 sweep (benchmarks/attention_h200_final_2026-12-02.json:
 48 kernels, D 128, 16k tokens, causal and not; rms error of the model's TFLOP/s 5.4 %). ``overlap``
-measured no better there than its plain 128-key counterpart, so the model gives it nothing."""
+measured no better there than its plain 128-key counterpart, so the model gives it nothing; nor ``skew``
+(benchmarks/attention_h200_skew_2026-12-02.json: -4 .. +6 % against its plain twin), which ``CANDIDATES``
+leave out."""
 TILE_CLOCKS = 500
 
 
