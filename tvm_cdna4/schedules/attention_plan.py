@@ -52,10 +52,13 @@ import attrs
 from ..isa import CATALOG
 from .dynamic_m import ceil_div
 from .epilogue import LOG2E, Param
-from .gfx950_plan import DTYPES, Epilogue, Grid, convert_epilogue
+from .gfx950_plan import DTYPES, OUT_STORAGE, Epilogue, Grid, convert_epilogue
 
-ATTENTION_DTYPES = ("bf16", "f16")
-"""Input dtypes (O has the input's dtype). fp8 (e4m3 with per-tensor scales) is still to come."""
+ATTENTION_DTYPES = ("bf16", "f16", "fp8")
+"""Input dtypes. O has the input's dtype, except fp8 (OCP e4m3 Q, K, V with per-tensor f32 scales,
+the kernel's ``SCALES`` input): bf16 O."""
+OUT_DTYPES = {"bf16": "bf16", "f16": "f16", "fp8": "bf16"}
+SCALED = ("fp8",)  # dtypes whose Q, K, V carry per-tensor scales (SCALES = [sq, sk, sv], f32)
 HEAD_DIMS = (64, 128)
 WAVE_ROWS = 32  # query rows per wave: the 32x32 MFMA's N
 
@@ -86,8 +89,7 @@ class AttentionProblem:
         if self.head_dim not in HEAD_DIMS:
             raise ValueError(f"attention head_dim: expected one of {HEAD_DIMS}, found {self.head_dim}")
         if self.dtype not in ATTENTION_DTYPES:
-            raise ValueError(f"attention dtype: expected one of {ATTENTION_DTYPES}, found {self.dtype!r}"
-                             + (" (fp8 is not implemented yet)" if self.dtype == "fp8" else ""))
+            raise ValueError(f"attention dtype: expected one of {ATTENTION_DTYPES}, found {self.dtype!r}")
         if self.scale is not None and not (isinstance(self.scale, float | int) and math.isfinite(self.scale)
                                            and self.scale > 0):
             raise ValueError(f"attention scale: expected a positive finite number or None, found {self.scale!r}")
@@ -126,8 +128,14 @@ class AttentionProblem:
 
     def shapes(self) -> dict[str, tuple[int, ...]]:
         B, H, Hkv, Sq, Skv, D = self.batch, self.heads, self.kv_heads, self.seq_q, self.seq_kv, self.head_dim
-        return {"Q": (B, H, Sq, D), "K": (B, Hkv, Skv, D), "V": (B, Hkv, Skv, D), "O": (B, H, Sq, D),
-                "LSE": (B, H, Sq)}
+        shapes = {"Q": (B, H, Sq, D), "K": (B, Hkv, Skv, D), "V": (B, Hkv, Skv, D), "O": (B, H, Sq, D),
+                  "LSE": (B, H, Sq)}
+        return {**shapes, "SCALES": (3,)} if self.dtype in SCALED else shapes
+
+    @property
+    def out_dtype(self) -> str:
+        """O's dtype (``OUT_DTYPES``)."""
+        return OUT_DTYPES[self.dtype]
 
 
 def reference(q, k, v, causal: bool = False, scale: float | None = None):
@@ -148,24 +156,87 @@ def reference(q, k, v, causal: bool = False, scale: float | None = None):
     return np.einsum("bhij,bhjd->bhid", p / total, v), (m + np.log(total))[..., 0]
 
 
-UNIT_ROUNDOFF = {"bf16": 2.0**-8, "f16": 2.0**-11}  # half an ulp, relative: the 16-bit roundings of P and O
+UNIT_ROUNDOFF = {"bf16": 2.0**-8, "f16": 2.0**-11}  # half an ulp, relative: the 16-bit roundings of O
+P_ROUNDOFF = {"bf16": 2.0**-8, "f16": 2.0**-11, "fp8": 2.0**-4}  # P's rounding for P V (fp8: e4m3, 3 mantissa bits)
+P_SHIFT = {"bf16": 0, "f16": 0, "fp8": 8}
+"""log2 of the factor P is computed with before its rounding (``2^(s2 - m + shift)``, free: folded into
+the subtracted max): fp8 P in ``[0, 256]`` (e4m3 reaches 448) keeps e4m3's subnormals (below ``2^-6``)
+for the probabilities under ``2^-14``."""
+P_UNDERFLOW = {"bf16": 0.0, "f16": 2.0**-25, "fp8": 2.0**-18}
+"""The absolute rounding error of a tiny normalized probability: half the smallest subnormal step of
+P's format over ``2^P_SHIFT`` (f16 ``2^-25``, e4m3 ``2^-10 / 2^8``; bf16 has f32's exponent range)."""
 F32_TERMS = 2.0**-16  # the f32 scores, exponentials, sums and accumulation, relative to the terms
 LSE_F32 = 2.0**-20  # the f32 log-sum-exp (max, sum, v_log_f32), relative to 1 + |lse|
 
 
 def error_bound(q, k, v, causal: bool = False, scale: float | None = None, dtype: str = "bf16"):
     """Per-element bounds ``(o_bound, lse_bound)`` of a kernel's ``O`` and ``LSE`` against
-    ``reference``: ``u (|o| + sum_j p_j |v_j|) + 2^-16 sum_j p_j |v_j|`` with ``u`` the 16-bit unit
-    roundoff (``O`` is rounded once; each ``p_j`` is rounded to 16 bits for the P V product, whose
-    error is relative to its terms ``p_j |v_j|``, not to their sum), and ``2^-20 (1 + |lse|)`` for
-    the f32 log-sum-exp. The emulated kernel reaches at most 0.6 of the first and 0.15 of the second
-    on random normal data (tests/test_attention_gfx950.py, docs/attention.md)."""
+    ``reference`` of the same (dequantized, ``dequantize``) inputs::
+
+        o_bound = u_O |o| + (u_P + 2^-16) sum_j p_j |v_j| + e_P sum_j |v_j|      (j: the visible keys)
+
+    ``u_O`` the unit roundoff of O's dtype (``O`` is rounded once), ``u_P`` that of P's (each
+    ``p_j`` is rounded for the P V product, an error relative to its term ``p_j |v_j|``, not to
+    their sum; ``P_ROUNDOFF``: fp8 P is e4m3, ``2^-4``), ``e_P`` P's underflow (``P_UNDERFLOW``),
+    ``2^-16`` the f32 scores, exponentials and accumulation; ``2^-20 (1 + |lse|)`` for the f32
+    log-sum-exp. The emulated bf16 kernel reaches at most 0.6 of the O bound and 0.15 of the LSE
+    bound on random normal data, fp8 (docs/attention.md) less than 0.5 of its O bound."""
     import numpy as np
 
     o, lse = reference(q, k, v, causal, scale)
-    terms, _ = reference(q, k, np.abs(np.asarray(v, np.float64)), causal, scale)
-    u = UNIT_ROUNDOFF[dtype]
-    return u * (np.abs(o) + terms) + F32_TERMS * terms, LSE_F32 * (1 + np.abs(lse))
+    abs_v = np.abs(np.asarray(v, np.float64))
+    terms, _ = reference(q, k, abs_v, causal, scale)
+    bound = UNIT_ROUNDOFF[OUT_DTYPES[dtype]] * np.abs(o) + (P_ROUNDOFF[dtype] + F32_TERMS) * terms
+    if P_UNDERFLOW[dtype]:  # sum_j |v_j|: the mean over the visible keys (equal scores) times their count
+        mean, _ = reference(np.zeros_like(np.asarray(q, np.float64)), k, abs_v, causal, scale)
+        seen = np.minimum(np.arange(1, o.shape[2] + 1), abs_v.shape[2]) if causal else np.full(o.shape[2], abs_v.shape[2])
+        bound = bound + P_UNDERFLOW[dtype] * mean * seen[:, None]
+    return bound, LSE_F32 * (1 + np.abs(lse))
+
+
+def random_inputs(problem: AttentionProblem, seed: int = 0) -> dict:
+    """The kernel's inputs by name (``Q``, ``K``, ``V``; fp8 also ``SCALES``), random normal in the
+    storage's numpy dtype (``isa.formats``: ``ml_dtypes`` bf16 / e4m3); fp8 values are quantized with
+    per-tensor scales ``max |x| / 448`` (e4m3's largest finite), so they span its whole range."""
+    import ml_dtypes
+    import numpy as np
+
+    from ..isa.formats import fmt
+
+    rng = np.random.default_rng(seed)
+    shapes = problem.shapes()
+    dtype = fmt(problem.dtype).dtype
+    raw = {name: rng.standard_normal(shapes[name]) for name in ("Q", "K", "V")}
+    if problem.dtype not in SCALED:
+        return {name: x.astype(dtype) for name, x in raw.items()}
+    largest = float(ml_dtypes.finfo(dtype).max)
+    scales = np.array([np.abs(x).max() / largest for x in raw.values()], np.float32)
+    quantized = {name: (x / s).astype(dtype) for (name, x), s in zip(raw.items(), scales.astype(np.float64))}
+    return {**quantized, "SCALES": scales}
+
+
+def dequantize(problem: AttentionProblem, arrays: dict):
+    """``(q, k, v)`` float64 from the kernel's inputs: exact (fp8 times its f32 scale: a 4-bit times a
+    24-bit significand is exact in float64)."""
+    import numpy as np
+
+    q, k, v = (np.asarray(arrays[name], np.float64) for name in ("Q", "K", "V"))
+    if problem.dtype not in SCALED:
+        return q, k, v
+    sq, sk, sv = (float(x) for x in np.asarray(arrays["SCALES"], np.float32))
+    return q * sq, k * sk, v * sv
+
+
+def output_arrays(problem: AttentionProblem) -> dict:
+    """``O`` (the output dtype, ``ml_dtypes`` for bf16) and ``LSE`` (f32), NaN-filled: what a kernel
+    must overwrite."""
+    import numpy as np
+
+    from ..isa.formats import fmt
+
+    shapes = problem.shapes()
+    return {"O": np.full(shapes["O"], np.nan, fmt(problem.out_dtype).dtype),
+            "LSE": np.full(shapes["LSE"], np.nan, np.float32)}
 
 
 def kv_tiles_for(problem: AttentionProblem, block_q: int, block_kv: int, q0, skip_masked: bool = True,
@@ -221,6 +292,7 @@ class AttentionPlan:
     chunks: int  # 16-byte global chunks per thread and K (and V) tile
     epilogue: Epilogue  # f32 O -> the output dtype
     params: tuple[Param, ...]
+    p_shift: int = 0  # P is computed as 2^(s2 - m + p_shift) before its rounding (P_SHIFT; fp8: 8)
 
     @property
     def threads(self) -> int:
@@ -232,8 +304,19 @@ class AttentionPlan:
         return self.problem.head_dim // 32
 
     @property
+    def scaled(self) -> bool:
+        """Whether the MFMA is the scaled f8f6f4 one (fp8: unit E8M0 scales, the per-tensor f32
+        scales applied to the scores and to O)."""
+        return CATALOG[self.mfma].kind == "mfma_scale"
+
+    @property
+    def pv_steps(self) -> int:
+        """MFMA K steps of O^T = V^T P^T per kv tile (16 keys each, fp8 64)."""
+        return self.config.block_kv // CATALOG[self.mfma].k
+
+    @property
     def k_steps(self) -> int:
-        """MFMA K steps of S^T = K Q^T (16 head-dim elements each)."""
+        """MFMA K steps of S^T = K Q^T (16 head-dim elements each, fp8 64)."""
         return self.problem.head_dim // CATALOG[self.mfma].k
 
     @property
@@ -242,34 +325,45 @@ class AttentionPlan:
         return self.config.block_kv // 32
 
 
-def v_lds_row(key):
-    """The LDS row of a V tile that holds key ``key`` of the tile: bits 2 and 3 swapped (an
-    involution), so that ``ds_read_tr`` of LDS rows in natural order gives each lane the keys its
-    score registers hold (module docstring)."""
+def v_lds_row(key, bits: int = 16):
+    """The LDS row of a V tile that holds key ``key`` of the tile, so that ``ds_read_tr`` of LDS rows
+    in natural order gives each lane the keys its score registers hold (module docstring). 16-bit
+    elements (``ds_read_tr16``, 16-key MFMA steps): bits 2 and 3 swapped (an involution). 8-bit
+    (``ds_read_tr8``, 64-key steps of the f8f6f4 MFMA, whose lane half ``h`` holds step keys
+    ``32 h .. 32 h + 31`` = score registers ``e`` of the step's two 32-key blocks, keys
+    ``32 (e // 16) + 8 (e % 16 // 4) + 4 h + e % 4``): row bit 5 = key bit 2, row bits 2-4 = key
+    bits 3-5 (tests/test_attention_plan.py checks both against ``isa.lanes``)."""
+    if bits == 8:
+        return key - (key & 60) + ((key & 4) << 3) + ((key & 56) >> 1)
     return key - (key & 12) + ((key & 4) << 1) + ((key & 8) >> 1)
 
 
 def plan_gfx950_attention(problem: AttentionProblem, config: AttentionConfig | None = None) -> AttentionPlan:
+    """The gfx950 plan of ``problem`` (module docstring); ValueError where ``config`` does not tile it."""
     config = config or AttentionConfig()
     spec = DTYPES[problem.dtype]
     D, BKV = problem.head_dim, config.block_kv
     esize = spec.elem_bytes
+    step = CATALOG[spec.mfma32].k  # keys per O^T MFMA step
+    if BKV % step:
+        raise ValueError(f"attention block_kv: a {problem.dtype} P V step takes {step} keys; expected a multiple of "
+                         f"{step}, found {BKV}")
     q_blocks = ceil_div(problem.seq_q, config.block_q)
     threads = 64 * (config.block_q // WAVE_ROWS)
     if (BKV * D * esize // 16) % threads:
         raise ValueError(f"attention: a {BKV}x{D} kv tile is {BKV * D * esize // 16} 16-byte chunks, not a whole "
                          f"number per thread of {threads}; use a larger block_kv or block_q")
     shapes = problem.shapes()
-    params = tuple(Param(name, shapes[name], spec.storage if name != "LSE" else "float32")
-                   for name in ("Q", "K", "V", "O", "LSE"))
-    out = {"bf16": "bf16", "f16": "f16"}[problem.dtype]
+    storage = {"Q": spec.storage, "K": spec.storage, "V": spec.storage, "O": OUT_STORAGE[problem.out_dtype],
+               "LSE": "float32", "SCALES": "float32"}
+    params = tuple(Param(name, shape, storage[name]) for name, shape in shapes.items())
     return AttentionPlan(
         problem, config, spec.mfma32, spec.tr, spec.storage, config.block_q // WAVE_ROWS,
         Grid((q_blocks, 1), problem.batch * problem.heads), ceil_div(problem.seq_kv, BKV), problem.seq_kv % BKV,
         problem.seq_q % config.block_q, D + config.lds_pad // esize, BKV * D * esize // 16 // threads,
-        convert_epilogue("float32", out), params)
+        convert_epilogue("float32", problem.out_dtype), params, P_SHIFT[problem.dtype])
 
 
-__all__ = ["ATTENTION_DTYPES", "AttentionConfig", "AttentionPlan", "AttentionProblem", "HEAD_DIMS", "error_bound",
-           "kv_tiles_for",
-           "plan_gfx950_attention", "reference", "v_lds_row"]
+__all__ = ["ATTENTION_DTYPES", "OUT_DTYPES", "P_ROUNDOFF", "P_SHIFT", "P_UNDERFLOW", "SCALED", "AttentionConfig",
+           "AttentionPlan", "AttentionProblem", "HEAD_DIMS", "dequantize", "error_bound", "kv_tiles_for", "output_arrays",
+           "plan_gfx950_attention", "random_inputs", "reference", "v_lds_row"]
