@@ -71,10 +71,11 @@ def plan(problem: AttentionProblem, target: str = "gfx950", config=None):
 
 
 def target_of(plan_) -> str:
-    """The target whose planner made ``plan_`` (the module of its record type)."""
+    """The target whose planner made ``plan_`` (the module of its record type; a plan holds its
+    ``problem``)."""
     module = type(plan_).__module__.rsplit(".", 1)[-1]
     for name, entry in TARGETS.items():
-        if entry.plan.split(":")[0] == module:
+        if entry.plan.split(":")[0] == module and isinstance(getattr(plan_, "problem", None), AttentionProblem):
             return name
     raise ValueError(f"attention emit: expected a plan of {tuple(TARGETS)}, found a {type(plan_).__name__}")
 
