@@ -13,8 +13,8 @@ import tvm_cdna4
 from tvm_cdna4.emulator import emulate
 from tvm_cdna4.rocm import lds_sync
 from tvm_cdna4.schedules.attention_gfx950_emit import emit_gfx950_attention
-from tvm_cdna4.schedules.attention_plan import (AttentionConfig, AttentionProblem, error_bound, kv_tiles_for,
-                                                plan_gfx950_attention, reference)
+from tvm_cdna4.schedules.attention_plan import (AttentionConfig, AttentionProblem, dequantize, error_bound, kv_tiles_for,
+                                                output_arrays, plan_gfx950_attention, random_inputs, reference)
 
 CASES = {
     "odd lengths, D 64": (AttentionProblem(1, 2, 2, 130, 130, 64), AttentionConfig(64, 32)),
@@ -82,3 +82,41 @@ def test_the_whole_kernel_checks_accept_it_and_the_code_is_mfma_tr_reads_and_lan
     assert count("ds_read_b128") == plan.kv_blocks * plan.k_steps  # one per K fragment
     assert count("v_permlane32_swap_b32_e64") == 2  # the row max per tile, the row sum at the end
     assert count("v_exp_f32_e32") == 1 + 16 * plan.kv_blocks  # alpha and every score
+
+
+FP8_CASES = {
+    "fp8 odd lengths, D 64": (AttentionProblem(1, 2, 2, 130, 130, 64, dtype="fp8"), AttentionConfig(64, 64)),
+    "fp8 causal, GQA 2:1, D 128": (AttentionProblem(1, 2, 1, 130, 130, 128, causal=True, dtype="fp8"),
+                                   AttentionConfig(128, 64)),
+    "fp8 one token, causal, GQA": (AttentionProblem(1, 4, 2, 1, 1, 64, causal=True, dtype="fp8"), AttentionConfig(64, 64)),
+}
+
+
+@pytest.mark.parametrize("name", FP8_CASES)
+def test_emulated_fp8_attention_is_within_its_bound(name):
+    """e4m3 Q, K, V with per-tensor scales, P as e4m3 (times 2^8) for P V, bf16 O: against the
+    float64 reference of the dequantized inputs, within ``error_bound(..., "fp8")``."""
+    problem, config = FP8_CASES[name]
+    plan = plan_gfx950_attention(problem, config)
+    arrays = {**random_inputs(problem, seed=1), **output_arrays(problem)}
+    emulate(emit_gfx950_attention(plan), *(arrays[p.name] for p in plan.params))
+    q, k, v = dequantize(problem, arrays)
+    o, lse = arrays["O"].astype(np.float64), arrays["LSE"]
+    want_o, want_lse = reference(q, k, v, problem.causal)
+    bound_o, bound_lse = error_bound(q, k, v, problem.causal, dtype="fp8")
+    assert (np.abs(o - want_o) <= bound_o).all(), (np.abs(o - want_o) / bound_o).max()
+    assert (np.abs(lse - want_lse) <= bound_lse).all(), (np.abs(lse - want_lse) / bound_lse).max()
+    if problem.seq_kv > 1:  # not vacuous: P's e4m3 rounding shows beyond what a 16-bit P would give
+        assert (np.abs(o - want_o) > error_bound(q, k, v, problem.causal, dtype="bf16")[0]).any()
+
+
+def test_the_fp8_kernel_is_scaled_mfmas_tr8_reads_and_packed_conversions():
+    plan = plan_gfx950_attention(*FP8_CASES["fp8 causal, GQA 2:1, D 128"])
+    result = tvm_cdna4.build(emit_gfx950_attention(plan))
+    assert result.kernel().scratch_bytes == 0 and result.kernel().lds_bytes == 2 * 64 * plan.lds_row
+    body = result.asm.split("s_endpgm")[0]
+    count = lambda mnemonic: len(re.findall(rf"^\s+{mnemonic}\b", body, flags=re.M))  # noqa: E731
+    assert count("v_mfma_scale_f32_32x32x64_f8f6f4") == plan.kv_blocks * plan.k_steps + plan.pv_steps * plan.d_tiles
+    assert count("ds_read_b64_tr_b8") == 4 * plan.pv_steps * plan.d_tiles  # four per V^T fragment (32 keys a lane)
+    assert count("v_cvt_pk_fp8_f32") == 2 * plan.kv_blocks * 16 // 4  # two per four scores
+    assert count("v_exp_f32_e32") == 1 + 16 * plan.kv_blocks
