@@ -144,7 +144,7 @@ def _validate(args, problem, config) -> int:
     """``--validate``: PASS (0) or FAIL (1), with the largest error over the bound of O and LSE."""
     from .schedules import attention
 
-    result = attention.validate(problem, args.target, config, args.seed)
+    result = attention.validate(problem, args.target, config, args.seed, run=run_sm80)
     lse = "not returned" if result.lse_ratio is None else f"{result.lse_ratio:.3f}"
     print(f"validated {args.target} {_title(problem)} on {result.where} in {result.seconds:.2f} s: largest error / "
           f"bound: O {result.o_ratio:.3f}, LSE {lse} (float64 reference, attention_plan.error_bound)")
@@ -152,21 +152,43 @@ def _validate(args, problem, config) -> int:
     return 0 if result.ok else 1
 
 
-def _bench(problem) -> None:
-    """``--bench`` (sm80): ``tvm_cdna4.torch.attention`` timed on the GPU (``runtime.cuda.bench_ms``)."""
+def _torch_attention():
+    """``tvm_cdna4.torch.attention`` on a present NVIDIA GPU (ValueError naming what is missing)."""
     from .runtime import cuda as runner
 
     ok, why = runner.have_cuda_gpu()
     if not ok:
-        raise ValueError(f"--bench needs an NVIDIA GPU, and none is available here ({why})")
+        raise ValueError(f"sm80 attention on the GPU (--validate, --bench) needs an NVIDIA GPU, and none is available "
+                         f"here ({why})")
     from . import torch as tt
 
     if not hasattr(tt, "attention"):
         raise ValueError("sm80 attention is not available in this build (tvm_cdna4.torch.attention is missing)")
+    return tt.attention
+
+
+def run_sm80(problem, arrays):
+    """``(o, lse or None)`` of ``tvm_cdna4.torch.attention`` on the GPU (numpy in and out): the
+    façade's ``validate(..., run=)`` for sm80."""
+    attend = _torch_attention()  # first: it says why there is no GPU (or no torch)
     import torch
+
+    dtype = {"bf16": torch.bfloat16, "f16": torch.float16}[problem.dtype]
+    q, k, v = (torch.from_numpy(arrays[n].astype("float32")).to("cuda", dtype) for n in ("Q", "K", "V"))
+    result = attend(q, k, v, causal=problem.causal, scale=problem.scale)
+    o, lse = result if isinstance(result, tuple) else (result, None)
+    return o.float().cpu().numpy(), None if lse is None else lse.float().cpu().numpy()
+
+
+def _bench(problem) -> None:
+    """``--bench`` (sm80): ``tvm_cdna4.torch.attention`` timed on the GPU (``runtime.cuda.bench_ms``)."""
+    attend = _torch_attention()  # first: it says why there is no GPU (or no torch)
+    import torch
+
+    from .runtime import cuda as runner
 
     dtype = {"bf16": torch.bfloat16, "f16": torch.float16}[problem.dtype]
     shapes = problem.shapes()
     q, k, v = (torch.randn(shapes[n], dtype=dtype, device="cuda") for n in ("Q", "K", "V"))
-    ms = runner.bench_ms(lambda: tt.attention(q, k, v, causal=problem.causal, scale=problem.scale))
+    ms = runner.bench_ms(lambda: attend(q, k, v, causal=problem.causal, scale=problem.scale))
     print(f"bench sm80 {_title(problem)}: {ms:.3f} ms, {problem.flops() / ms / 1e9:.1f} TFLOP/s")

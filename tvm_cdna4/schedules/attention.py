@@ -14,8 +14,8 @@ imports the other's emitter, and the gfx950 plan imports no TIRx):
 ``plan(problem, target, config)``, ``emit(plan)`` (the target read off the plan's type), ``build(problem,
 target, config, ...)`` and ``validate(problem, target, config, seed)``: the kernel on random inputs
 (``attention_plan.random_inputs``) against the float64 ``reference`` within ``error_bound`` (gfx950:
-the CPU wavefront emulator; sm80: the NVIDIA GPU through ``tvm_cdna4.torch.attention``, when one is
-present). ``report(problem, config)``: the gfx950 static report (``attention_report``).
+the CPU wavefront emulator; sm80: the NVIDIA GPU, through a runner the caller passes: the CLI's runs
+``tvm_cdna4.torch.attention``). ``report(problem, config)``: the gfx950 static report (``attention_report``).
 """
 
 from __future__ import annotations
@@ -161,10 +161,11 @@ def _ratio(got, want, bound) -> float:
     return float(np.max(err / np.maximum(bound, 1e-300))) if err.size else 0.0
 
 
-def validate(problem: AttentionProblem, target: str = "gfx950", config=None, seed: int = 0) -> Validation:
+def validate(problem: AttentionProblem, target: str = "gfx950", config=None, seed: int = 0, run=None) -> Validation:
     """Run the kernel on ``random_inputs(problem, seed)`` and compare ``O`` and ``LSE`` with
-    ``reference`` (of the dequantized inputs) within ``error_bound``. gfx950: the CPU emulator; sm80:
-    the NVIDIA GPU (ValueError naming why where there is none)."""
+    ``reference`` (of the dequantized inputs) within ``error_bound``. gfx950: the CPU emulator. sm80
+    runs on an NVIDIA GPU, which this layer does not reach: ``run(problem, arrays) -> (o, lse or
+    None)`` does (the CLI passes ``cli_attention.run_sm80``); without it, a ValueError saying so."""
     arrays = random_inputs(problem, seed)
     q, k, v = dequantize(problem, arrays)
     want_o, want_lse = reference(q, k, v, problem.causal, problem.scale)
@@ -178,35 +179,16 @@ def validate(problem: AttentionProblem, target: str = "gfx950", config=None, see
         emulate(emit(p), *(out[param.name] for param in p.params))
         o, lse, where = out["O"], out["LSE"], "the CPU wavefront emulator"
     elif target == "sm80":
-        o, lse = _run_sm80(problem, arrays)
+        if run is None:
+            raise ValueError("sm80 attention validation runs on an NVIDIA GPU: pass run= (python -m tvm_cdna4 attention "
+                             "--target sm80 --validate does)")
+        o, lse = run(problem, arrays)
         where = "the NVIDIA GPU"
     else:
         _function(target, "plan")  # the unknown target's error
     seconds = time.perf_counter() - start
     return Validation(_ratio(o, want_o, bound_o), None if lse is None else _ratio(lse, want_lse, bound_lse), where,
                       seconds)
-
-
-def _run_sm80(problem: AttentionProblem, arrays: dict):
-    """``(o, lse or None)`` of ``tvm_cdna4.torch.attention`` on the GPU (numpy in, numpy out)."""
-    from ..runtime.cuda import have_cuda_gpu
-
-    ok, why = have_cuda_gpu()
-    if not ok:
-        raise ValueError(f"sm80 attention validation needs an NVIDIA GPU, and none is available here ({why})")
-    if problem.dtype not in ("bf16", "f16"):
-        raise ValueError(f"sm80 attention: dtype {problem.dtype!r}; the sm80 kernel takes bf16 and f16")
-    from .. import torch as tt
-
-    if not hasattr(tt, "attention"):
-        raise ValueError("sm80 attention is not available in this build (tvm_cdna4.torch.attention is missing)")
-    import torch
-
-    q, k, v = (torch.from_numpy(arrays[n].astype("float32")).to("cuda", getattr(torch, {"bf16": "bfloat16",
-               "f16": "float16"}[problem.dtype])) for n in ("Q", "K", "V"))
-    result = tt.attention(q, k, v, causal=problem.causal, scale=problem.scale)
-    o, lse = result if isinstance(result, tuple) else (result, None)
-    return o.float().cpu().numpy(), None if lse is None else lse.float().cpu().numpy()
 
 
 def report(problem: AttentionProblem, config=None):
