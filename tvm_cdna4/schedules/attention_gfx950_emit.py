@@ -16,6 +16,10 @@ Per workgroup (one (batch x head, query block)), per wave (32 query rows, one pe
 3. the row sums reduced across the lane pair, ``O / l`` converted and stored inside O, and
    ``LSE = (m + log2 l) ln 2`` (``v_log_f32``) by the lanes of the first wave half.
 
+fp8 (``plan.scaled``): the same steps on the scaled f8f6f4 MFMA with unit scales (``_mfma``), the
+per-tensor scales in the score factor and on O (``_scales``), P packed four e4m3 to a register by
+two ``v_cvt_pk_fp8_f32`` (``_p_writer``) as ``2^(s2 - m + p_shift)``, V through ``ds_read_tr8``.
+
 This first kernel loads and computes one tile after the other (two barriers per tile, no
 software pipelining, every tile masked element by element): the foundation the faster schedules
 (double-buffered K/V, direct-to-LDS loads, masking only the tail and diagonal tiles) are built on.
