@@ -120,3 +120,46 @@ def test_the_fp8_kernel_is_scaled_mfmas_tr8_reads_and_packed_conversions():
     assert count("ds_read_b64_tr_b8") == 4 * plan.pv_steps * plan.d_tiles  # four per V^T fragment (32 keys a lane)
     assert count("v_cvt_pk_fp8_f32") == 2 * plan.kv_blocks * 16 // 4  # two per four scores
     assert count("v_exp_f32_e32") == 1 + 16 * plan.kv_blocks
+
+
+def _pack_kernel():
+    """One wave: row ``tx`` of A (4 f32) -> four e4m3 bytes of B by two ``v_cvt_pk_fp8_f32``."""
+    from tvm_tirx.script import tirx as T
+
+    from tvm_cdna4.isa.llvm_helpers import CVT_PK_FP8
+    from tvm_cdna4.rocm.build import register
+    from tvm_cdna4.schedules.gfx950_emit import kernel_function
+    from tvm_cdna4.schedules.gfx950_plan import Param
+
+    register()
+
+    def pack(a, b, old, high):
+        return T.call_llvm_pure_intrin(CVT_PK_FP8, a, b, old, T.bool(high), ty="int32")
+
+    @T.macro
+    def body(args):
+        T.launch_thread("blockIdx.x", 1)
+        tx = T.launch_thread("threadIdx.x", 64)
+        w = T.alloc_tensor(ty_args=[T.Tensor((4,), "uint8", scope="local")])
+        W = T.decl_tensor(w.ptr_to([0]), ty_args=[T.Tensor((1,), "uint32", scope="local")])
+        W[0] = T.reinterpret(pack(args.A[tx, 2], args.A[tx, 3], pack(args.A[tx, 0], args.A[tx, 1], T.int32(0), False),
+                                  True), ty="uint32")
+        for e in T.unroll(4):
+            args.B[tx, e] = w[e]
+    return kernel_function("pack", (Param("A", (64, 4), "float32"), Param("B", (64, 4), "uint8")), body)
+
+
+def test_cvt_pk_fp8_rounds_to_e4m3_into_either_half_and_refuses_out_of_range_values():
+    from tvm_cdna4.emulator import EmulationError
+
+    kernel = _pack_kernel()
+    a = (np.random.default_rng(0).standard_normal((64, 4)) * 40).astype(np.float32)
+    a[0] = (2.0**-7, -2.0**-10, 0.0, 448.0)  # a subnormal, one that rounds to zero, zero, the largest
+    b = np.zeros((64, 4), np.uint8)
+    emulate(kernel, a, b)
+    np.testing.assert_array_equal(b, a.astype(ml_dtypes.float8_e4m3fn).view(np.uint8))
+    a[5, 3] = 449.0
+    with pytest.raises(EmulationError, match="beyond e4m3's 448"):
+        emulate(kernel, a, b)
+    asm = tvm_cdna4.build(kernel).asm
+    assert "v_cvt_pk_fp8_f32" in asm and "op_sel:[0,0,1]" in asm  # the second pair into the high half

@@ -184,6 +184,8 @@ def test_attention_emit_config_is_the_plan_and_asm_is_the_kernel(attention):
     asm = attention("--seq", "40", "--head-dim", "64", "--block-q", "64", "--block-kv", "32", "--emit", "asm")
     assert asm.returncode == 0, asm.stderr
     assert "v_mfma_f32_32x32x16_bf16" in asm.stdout and "ds_read_b64_tr_b16" in asm.stdout
+    tir = attention("--dtype", "fp8", "--seq", "40", "--head-dim", "64", "--emit", "tir")
+    assert tir.returncode == 0 and "def attention(Q" in tir.stdout and "llvm.amdgcn.cvt.pk.fp8.f32" in tir.stdout, tir.stderr
 
 
 @pytest.mark.parametrize("args, message", [
