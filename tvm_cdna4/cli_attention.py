@@ -77,7 +77,13 @@ def config_of(args, problem):
     updates = {name: value for name, value in (("block_q", args.block_q), ("block_kv", args.block_kv)) if value}
     if not updates:
         return None
-    return attrs.evolve(attention.plan(problem, args.target).config, **updates)
+    default = attention.plan(problem, args.target).config
+    fields = attrs.fields_dict(type(default))
+    for name in updates:
+        if name not in fields:
+            raise ValueError(f"--{name.replace('_', '-')}: the {args.target} config has no {name}; its fields: "
+                             f"{', '.join(fields)}")
+    return attrs.evolve(default, **updates)
 
 
 def _refusal(args) -> str | None:
@@ -123,7 +129,7 @@ def run_attention(args) -> int:
         elif args.emit == "cuda":
             print(attention.build(problem, "sm80", config).source)
         if args.report:
-            print(attention.report(problem, config))
+            print(gfx950_report(problem, config))
         status = _validate(args, problem, config) if args.validate else 0
         if args.bench:
             _bench(problem)
@@ -132,6 +138,16 @@ def run_attention(args) -> int:
     except ValueError as err:
         return _usage(str(err))
     return status
+
+
+def gfx950_report(problem, config) -> str:
+    """``--report``: the gfx950 static report of the kernel (``report.attention_report``, formatted)."""
+    from . import report
+
+    if not hasattr(report, "attention_report"):
+        raise ValueError("the gfx950 attention report is not available in this build yet (report.attention_report "
+                         "is missing)")
+    return report.format_attention_report(report.attention_report(problem, config))
 
 
 def _title(problem) -> str:
@@ -168,16 +184,15 @@ def _torch_attention():
 
 
 def run_sm80(problem, arrays):
-    """``(o, lse or None)`` of ``tvm_cdna4.torch.attention`` on the GPU (numpy in and out): the
-    façade's ``validate(..., run=)`` for sm80."""
+    """``(o, lse)`` of ``tvm_cdna4.torch.attention(..., return_lse=True)`` on the GPU (numpy in and
+    out): the façade's ``validate(..., run=)`` for sm80."""
     attend = _torch_attention()  # first: it says why there is no GPU (or no torch)
     import torch
 
     dtype = {"bf16": torch.bfloat16, "f16": torch.float16}[problem.dtype]
     q, k, v = (torch.from_numpy(arrays[n].astype("float32")).to("cuda", dtype) for n in ("Q", "K", "V"))
-    result = attend(q, k, v, causal=problem.causal, scale=problem.scale)
-    o, lse = result if isinstance(result, tuple) else (result, None)
-    return o.float().cpu().numpy(), None if lse is None else lse.float().cpu().numpy()
+    o, lse = attend(q, k, v, causal=problem.causal, scale=problem.scale, return_lse=True)
+    return o.float().cpu().numpy(), lse.float().cpu().numpy()
 
 
 def _bench(problem) -> None:

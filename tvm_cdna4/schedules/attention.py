@@ -8,14 +8,15 @@ imports the other's emitter, and the gfx950 plan imports no TIRx):
   ``attention_gfx950_emit.emit_gfx950_attention`` (the PrimFunc), ``build_gfx950`` here (the code
   object through ``rocm.build`` and the on-disk build cache, like ``gfx950_gemm.build``);
 - ``sm80``: ``attention_sm80_plan.plan_sm80_attention``, ``attention_sm80_emit.emit_sm80_attention``
-  and ``build_sm80_attention`` (cp.async, ldmatrix, mma.sync). A build without those modules
+  and ``attention_sm80.build_sm80_attention`` (cp.async, ldmatrix, mma.sync). A build without those modules
   refuses with "sm80 attention is not available in this build".
 
 ``plan(problem, target, config)``, ``emit(plan)`` (the target read off the plan's type), ``build(problem,
 target, config, ...)`` and ``validate(problem, target, config, seed)``: the kernel on random inputs
 (``attention_plan.random_inputs``) against the float64 ``reference`` within ``error_bound`` (gfx950:
 the CPU wavefront emulator; sm80: the NVIDIA GPU, through a runner the caller passes: the CLI's runs
-``tvm_cdna4.torch.attention``). ``report(problem, config)``: the gfx950 static report (``attention_report``).
+``tvm_cdna4.torch.attention``). The gfx950 static report is ``report.attention_report`` (the runtime
+layer, above this one; the CLI's ``--report``).
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ TARGETS = {
     "gfx950": AttentionTarget("gfx950", "attention_plan:plan_gfx950_attention", "attention:emit_gfx950",
                               "attention:build_gfx950"),
     "sm80": AttentionTarget("sm80", "attention_sm80_plan:plan_sm80_attention", "attention_sm80_emit:emit_sm80_attention",
-                            "attention_sm80_emit:build_sm80_attention"),
+                            "attention_sm80:build_sm80_attention"),
 }
 
 
@@ -191,17 +192,5 @@ def validate(problem: AttentionProblem, target: str = "gfx950", config=None, see
                       seconds)
 
 
-def report(problem: AttentionProblem, config=None):
-    """The gfx950 static report of the kernel (h-attn-gfx's ``attention_report``; wired at merge)."""
-    try:
-        from .attention_report import attention_report
-    except ModuleNotFoundError as err:
-        if not (err.name or "").endswith("attention_report"):
-            raise
-        raise ValueError("the gfx950 attention report is not available in this build yet "
-                         "(schedules.attention_report.attention_report is missing)") from None
-    return attention_report(problem, config)
-
-
 __all__ = ["TARGETS", "AttentionConfig", "AttentionProblem", "AttentionTarget", "Validation", "build", "build_gfx950",
-           "cache_key", "emit", "emit_gfx950", "plan", "report", "schedule_digest", "target_of", "validate"]
+           "cache_key", "emit", "emit_gfx950", "plan", "schedule_digest", "target_of", "validate"]
