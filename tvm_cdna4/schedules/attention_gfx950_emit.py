@@ -191,11 +191,13 @@ def _softmax(plan: AttentionPlan, masked: bool, deferred: bool):
     """Macro ``softmax(s, j)``: kv tile ``j``'s scores (``s.rs``, the S^T accumulators of the lane's
     query ``s.q``), ``masked``: masked (keys past the sequence and, causal, above the diagonal score
     ``-inf``), the running max ``s.m`` (base 2) and the lane's two partial row sums ``s.l`` (packed
-    adds) updated, ``s.rp`` = P^T in 16 bits, the O accumulators ``s.ro`` scaled. The scale into
-    base 2 is folded into the exponent's argument, ``2^(s * scale_log2 - m')`` (one fused
+    adds) updated, ``s.rp`` = P^T (``_p_writer``: 16 bits, or fp8 of ``2^p_shift P``), the O
+    accumulators ``s.ro`` scaled. The scale into base 2 (``s.scale``: ``scale_log2``, fp8 times
+    ``sq sk``) is folded into the exponent's argument, ``2^(s * scale - m')`` (one fused
     multiply-add per score; the raw scores' max times the positive scale is the scaled scores'
     max). ``deferred``: the previous tile's ``O^T += V^T P^T`` MFMAs (its V fragments already in
-    ``s.rv``, its P^T in ``s.rp``) issued between the exponentials, one 16-key step per 8 of them,
+    ``s.rv``, its P^T in ``s.rp``) issued between the exponentials, one P V step per ``per`` of them
+    (16 keys per 8; fp8 64 keys per 32),
     so that they run while the VALU works; ``s.rp`` is overwritten after them."""
     p = plan.problem
     op = CATALOG[plan.mfma]
@@ -245,7 +247,8 @@ def _softmax(plan: AttentionPlan, masked: bool, deferred: bool):
 class KvState:
     """What every kv-loop step of a thread works on (``_kv_step``): the LDS tiles, the (batch, kv
     head)'s K and V views, the staging registers, the register tensors of K, V^T, P^T, S^T, O^T and
-    the running max and sum, their MFMA operand views, the lane's query row, lane and thread."""
+    the running max and sum, their MFMA operand views, the lane's query row, lane and thread, and
+    the score factor into base 2."""
 
     SK: object
     SV: object
