@@ -27,6 +27,8 @@ def test_causal_estimate_by_hand():
     p = AttentionProblem(1, 2, 1, 256, 256, 64, causal=True)
     assert workgroup_tiles(p, 128, 64) == [2, 4] and workgroup_tiles(p, 128, 64, skip_masked=False) == [4, 4]
     assert hbm_bytes(p) == 2 * (2 * 256 * 64 * 2 + 2 * 256 * 64) + 4 * 2 * 256
+    fp8 = AttentionProblem(1, 2, 1, 256, 256, 64, causal=True, dtype="fp8")  # e4m3 Q, K, V; bf16 O
+    assert hbm_bytes(fp8) == (2 * 256 * 64 + 2 * 256 * 64) + 2 * (2 * 256 * 64) + 4 * 2 * 256
     e = attention_estimate(p, 128, 64, 4, WORK, waves_per_simd=2, cus=2)
     assert (e.workgroups, e.kv_tiles, e.busiest_cu_iterations) == (4, 12, 8)
     assert e.compute_s == pytest.approx(8 * 626 / CLOCK_HZ) and e.time_s == pytest.approx(e.compute_s + HBM_LATENCY_S)

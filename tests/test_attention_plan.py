@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 from tvm_cdna4.isa import CATALOG, lanes
-from tvm_cdna4.schedules.attention_plan import (AttentionConfig, AttentionProblem, kv_full_tiles_for, kv_tiles_for,
-                                                plan_gfx950_attention, reference, v_lds_row)
+from tvm_cdna4.schedules.attention_plan import (AttentionConfig, AttentionProblem, dequantize, error_bound,
+                                                kv_full_tiles_for, kv_tiles_for, plan_gfx950_attention, random_inputs,
+                                                reference, v_lds_key, v_lds_row)
 from tvm_cdna4.schedules.epilogue import LOG2E
 
 
@@ -42,7 +43,7 @@ def test_the_plan_of_an_odd_gqa_problem():
 
 def test_problem_and_config_errors_name_the_field():
     for kwargs, match in ((dict(kv_heads=3), "kv_heads must divide heads"), (dict(head_dim=96), "head_dim"),
-                          (dict(dtype="fp8"), "fp8 is not implemented yet"), (dict(seq_q=0), "seq_q"),
+                          (dict(dtype="bf8"), "dtype: expected one of"), (dict(seq_q=0), "seq_q"),
                           (dict(scale=-1.0), "scale")):
         with pytest.raises(ValueError, match=match):
             AttentionProblem(**{**dict(batch=1, heads=4, kv_heads=2, seq_q=8, seq_kv=8, head_dim=64), **kwargs})
@@ -74,3 +75,51 @@ def test_the_v_row_permutation_gives_ds_read_tr_the_keys_of_the_score_registers(
             for e in range(op.b_elems):
                 natural = 16 * step + lanes.b_owner(op, lane, e).k  # the LDS row the operand form reads
                 assert v_lds_row(natural) == lanes.acc_owner(op, lane, 8 * step + e).row
+
+
+def test_the_fp8_plan_scaled_mfma_tr8_bf16_output_and_scales():
+    p = plan_gfx950_attention(AttentionProblem(1, 4, 2, 130, 257, 128, causal=True, dtype="fp8"))
+    assert (p.mfma, p.tr, p.storage, p.scaled, p.p_shift) == ("mfma_scale_f32_32x32x64_f8f6f4", "ds_read_tr8_b64_v2i32",
+                                                             "uint8", True, 8)
+    assert (p.k_steps, p.pv_steps, p.kv_blocks, p.d_tiles, p.lds_row, p.chunks) == (2, 1, 2, 4, 144, 2)
+    assert [(x.name, x.dtype) for x in p.params] == [("Q", "uint8"), ("K", "uint8"), ("V", "uint8"), ("O", "int16"),
+                                                     ("LSE", "float32"), ("SCALES", "float32")]
+    assert p.epilogue.ops == ("bf16_rne",) and p.problem.out_dtype == "bf16"
+    assert (p.p_convert, p.p_group, p.esize) == (None, 4, 1)  # P packed by v_cvt_pk_fp8_f32, four per register
+    assert (p.dma.cols, p.dma.loads, p.stage_rows) == (8, 9, 64)  # 128-byte rows + 16 pad: 9 KiB in 1 KiB loads
+    assert plan_gfx950_attention(AttentionProblem(1, 1, 1, 8, 8, 64)).p_convert.ops == ("bf16_rna",)
+    with pytest.raises(ValueError, match="a fp8 P V step takes 64 keys; expected a multiple of 64, found 96"):
+        plan_gfx950_attention(p.problem, AttentionConfig(128, 96))
+
+
+def test_the_8_bit_v_row_order_gives_ds_read_tr8_the_keys_of_the_score_registers():
+    """The f8f6f4 MFMA's 64-key step: B element e of lane half h is K position 32 h + e, which the
+    P operand fills from score register e of the step's two 32-key blocks; the operand-form tr8 read
+    of V^T (A, the same K order) must find that key's V row at the natural row."""
+    op = CATALOG["mfma_scale_f32_32x32x64_f8f6f4"]
+    assert sorted(v_lds_row(k, 8) for k in range(64)) == list(range(64))
+    assert any(v_lds_row(v_lds_row(k, 8), 8) != k for k in range(64))  # not an involution: the direction matters
+    assert all(v_lds_key(v_lds_row(k, b), b) == k for b in (8, 16) for k in range(128))  # the DMA's inverse
+    for lane in range(64):
+        for e in range(op.b_elems):
+            natural = lanes.b_owner(op, lane, e).k
+            assert lanes.a_owner(op, lane, e).k == natural
+            key = 32 * (e // op.acc_elems) + lanes.acc_owner(op, lane, e % op.acc_elems).row
+            assert v_lds_row(key, 8) == natural
+
+
+def test_fp8_inputs_dequantize_exactly_and_the_bound_charges_p_rounding():
+    problem = AttentionProblem(1, 2, 1, 5, 9, 64, causal=True, dtype="fp8")
+    arrays = random_inputs(problem, seed=2)
+    assert [a.dtype.name for a in arrays.values()] == ["float8_e4m3fn"] * 3 + ["float32"]
+    q, k, v = dequantize(problem, arrays)
+    for x, name, s in zip((q, k, v), "QKV", arrays["SCALES"]):
+        assert np.abs(arrays[name].astype(np.float64)).max() == 448  # the per-tensor scale spans e4m3's range
+        np.testing.assert_array_equal(x / float(s), arrays[name].astype(np.float64))  # exact
+    o_fp8, lse_fp8 = error_bound(q, k, v, True, None, "fp8")
+    o_bf16, lse_bf16 = error_bound(q, k, v, True, None, "bf16")
+    np.testing.assert_array_equal(lse_fp8, lse_bf16)
+    o, _ = reference(q, k, v, True)
+    terms, _ = reference(q, k, np.abs(v), True)
+    sum_v = np.stack([[np.abs(v[0, 0, : i + 1]).sum(0) for i in range(5)]] * 2)[None]
+    np.testing.assert_allclose(o_fp8, 2.0**-8 * np.abs(o) + (2.0**-4 + 2.0**-16) * terms + 2.0**-18 * sum_v, rtol=1e-12)

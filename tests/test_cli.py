@@ -152,3 +152,70 @@ def test_gemm_gfx950_tile_options_build_the_kernel_they_name(gemm):
 def test_gemm_gfx950_refuses_tile_options_it_cannot_apply(args, first_line, gemm):
     proc = gemm(*args, "-M", "64", "-N", "64", "-K", "128", "--emit", "config")
     assert proc.returncode == 2 and proc.stderr.splitlines()[0].startswith(first_line), proc.stderr
+
+
+@pytest.fixture
+def attention(cli):
+    return lambda *args: cli("attention", *args)
+
+
+def test_attention_gfx950_validate_prints_the_error_over_the_bound_and_pass(attention):
+    proc = attention("--dtype", "fp8", "--heads", "2", "--kv-heads", "1", "--seq", "257", "--head-dim", "64", "--causal",
+                     "--block-q", "64", "--block-kv", "128", "--validate")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    first, last = proc.stdout.strip().splitlines()
+    assert last == "PASS" and first.startswith("validated gfx950 fp8 attention B=1 H=2 Hkv=1 Sq=257 Skv=257 D=64 causal "
+                                               "on the CPU wavefront emulator")
+    o, lse = (float(x) for x in re.search(r"O ([0-9.]+), LSE ([0-9.]+)", first).groups())
+    assert 0 < o <= 1 and 0 < lse <= 1  # the roundings show, within the bound
+
+
+def test_attention_emit_config_is_the_plan_and_asm_is_the_kernel(attention):
+    proc = attention("--dtype", "fp8", "--batch", "2", "--heads", "8", "--kv-heads", "2", "--seq", "130",
+                     "--seq-kv", "257", "--head-dim", "128", "--block-kv", "128", "--emit", "config")
+    assert proc.returncode == 0, proc.stderr
+    plan = json.loads(proc.stdout)
+    assert plan["target"] == "gfx950" and plan["problem"]["dtype"] == "fp8" and plan["problem"]["seq_kv"] == 257
+    assert plan["config"] == {"block_q": 128, "block_kv": 128, "skip_masked": True, "lds_pad": 16, "defer_pv": True,
+                              "lds_dma": True}
+    assert (plan["mfma"], plan["tr"], plan["p_shift"], plan["p_convert"], plan["kv_tiles"], plan["kv_tail"]) == (
+        "mfma_scale_f32_32x32x64_f8f6f4", "ds_read_tr8_b64_v2i32", 8, None, 3, 1)
+    assert [p["name"] for p in plan["params"]] == ["Q", "K", "V", "O", "LSE", "SCALES"]
+    assert plan["flops"] == 4 * 128 * 2 * 8 * 130 * 257
+    asm = attention("--seq", "40", "--head-dim", "64", "--block-q", "64", "--block-kv", "32", "--emit", "asm")
+    assert asm.returncode == 0, asm.stderr
+    assert "v_mfma_f32_32x32x16_bf16" in asm.stdout and "ds_read_b64_tr_b16" in asm.stdout
+    report = attention("--dtype", "fp8", "--seq", "1024", "--head-dim", "64", "--report")  # report.attention_report
+    assert report.returncode == 0, report.stderr
+    assert report.stdout.startswith("static attention report (an estimate from the compiled code, not a measurement)")
+    assert "fp8" in report.stdout
+    tir = attention("--dtype", "fp8", "--seq", "40", "--head-dim", "64", "--emit", "tir")
+    assert tir.returncode == 0 and "def attention(Q" in tir.stdout and "llvm.amdgcn.cvt.pk.fp8.f32" in tir.stdout, tir.stderr
+
+
+def test_attention_sm80_validate_without_a_gpu_runs_the_cuda_emulator(attention):
+    proc = attention("--target", "sm80", "--heads", "2", "--kv-heads", "1", "--seq", "40", "--head-dim", "64",
+                     "--causal", "--validate")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    first, last = proc.stdout.strip().splitlines()
+    assert last == "PASS" and "on the CUDA emulator" in first, first
+
+
+@pytest.mark.parametrize("args, message", [
+    ((), "error: attention needs an action: --validate, --emit asm|tir|cuda|config, --report (gfx950), --bench"),
+    (("--emit", "cuda"), "error: --emit cuda is for --target sm80; gfx950 emits asm, tir or config"),
+    (("--target", "sm80", "--emit", "asm"), "error: --emit asm is for --target gfx950"),
+    (("--target", "sm80", "--report"), "error: --report is the gfx950 static report"),
+    (("--bench",), "error: --bench needs a gfx950 GPU"),
+    (("--target", "sm80", "--dtype", "fp8", "--validate"),
+     "error: sm80 attention dtype: expected one of ('bf16', 'f16'), found 'fp8'"),
+    (("--kv-heads", "3", "--heads", "4", "--emit", "config"), "error: attention kv_heads: GQA shares each kv head"),
+    (("--head-dim", "96", "--emit", "config"), "error: attention head_dim: expected one of (64, 128), found 96"),
+    (("--block-q", "48", "--emit", "config"), "error: attention block_q: 32 query rows per wave"),
+    (("--dtype", "fp8", "--block-kv", "32", "--emit", "config"),
+     "error: attention block_kv: a fp8 P V step takes 64 keys; expected a multiple of 64, found 32"),
+])
+def test_attention_usage_errors_are_one_line(args, message, attention):
+    proc = attention("--seq", "64", *args)
+    assert (proc.returncode, proc.stdout) == (2, "") and len(proc.stderr.splitlines()) == 1, proc.stderr
+    assert proc.stderr.startswith(message), proc.stderr

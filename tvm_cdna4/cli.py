@@ -138,6 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("names", nargs="*", help="catalog names (default: all 44)")
     p.set_defaults(func=lambda args: __import__("tvm_cdna4.selftest", fromlist=["main"]).main(args.names))
     from .cli_draw import add_draw_parser; add_draw_parser(sub)  # noqa: E702
+    from .cli_attention import add_attention_parser; add_attention_parser(sub)  # noqa: E702
     return parser
 
 

@@ -16,6 +16,7 @@ from ..isa.llvm_helpers import (
     BARRIER,
     BUFFER_LOAD_DTYPES,
     BUFFER_LOAD_LDS_MNEMONICS,
+    CVT_PK_FP8,
     EXP2,
     LOG2,
     FENCE_ACQUIRE_AGENT,
@@ -476,6 +477,34 @@ def _wave_reduce(combine: str, lane_mask: int):
     return factory
 
 
+FP8_MAX = 448.0  # e4m3's largest finite value
+
+
+def _cvt_pk_fp8(compiler, node, args):
+    """``llvm.amdgcn.cvt.pk.fp8.f32(a, b, old, word_sel)`` (``v_cvt_pk_fp8_f32``; gfx950: OCP e4m3):
+    ``a`` and ``b`` rounded to nearest even into bytes 0 and 1 (``word_sel`` false) or 2 and 3 of
+    ``old``, the other half of ``old`` kept. Out of e4m3's range (``|x| > 448``, not NaN) the
+    hardware's result depends on its clamp mode, which is not modelled: an ``EmulationError``."""
+    import ml_dtypes
+
+    a, b, old, sel = (compiler.expr(x) for x in args)
+    where = where_of(node)
+    dtype, _ = np_dtype(node.ty.dtype)  # i32
+
+    def run(env, mask):
+        pair = [np.asarray(f(env, mask), np.float32) for f in (a, b)]
+        for v in pair:
+            if (np.abs(np.where(np.isnan(v), 0, v)) > FP8_MAX).any():
+                raise EmulationError(f"v_cvt_pk_fp8_f32: a value beyond e4m3's {FP8_MAX:g} (clamp mode not modelled)",
+                                     where)
+        lo, hi = (v.astype(ml_dtypes.float8_e4m3fn).view(np.uint8).astype(np.uint32) for v in pair)
+        packed = lo | (hi << np.uint32(8))
+        shift = np.where(np.asarray(sel(env, mask), bool), np.uint32(16), np.uint32(0))
+        keep = np.asarray(old(env, mask)).astype(np.uint32) & ~(np.uint32(0xFFFF) << shift)
+        return (keep | (packed << shift)).astype(np.uint32).view(dtype)
+    return run
+
+
 def _noop(compiler, node, args):
     return lambda env, mask: None
 
@@ -494,6 +523,7 @@ def calls() -> dict:
         BARRIER: _workgroup_barrier,
         EXP2: _exp2,
         LOG2: _log2,
+        CVT_PK_FP8: _cvt_pk_fp8,
         "llvm.fmuladd": _fmuladd,
         **{f"llvm.amdgcn.workitem.id.{d}": _workitem(d) for d in "xyz"},
         **{f"llvm.amdgcn.workgroup.id.{d}": _workgroup(d) for d in "xyz"},

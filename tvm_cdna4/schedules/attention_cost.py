@@ -142,10 +142,11 @@ class AttentionEstimate:
 
 
 def hbm_bytes(problem: AttentionProblem) -> int:
-    """Q, K, V and O once in the input dtype, LSE in f32."""
+    """Q, K, V once in the input dtype, O in the output dtype (fp8: bf16, ``AttentionProblem.out_dtype``),
+    LSE in f32."""
     shapes = problem.shapes()
-    return DTYPES[problem.dtype].elem_bytes * sum(math.prod(shapes[n]) for n in ("Q", "K", "V", "O")) \
-        + 4 * math.prod(shapes["LSE"])
+    return DTYPES[problem.dtype].elem_bytes * sum(math.prod(shapes[n]) for n in ("Q", "K", "V")) \
+        + DTYPES[problem.out_dtype].elem_bytes * math.prod(shapes["O"]) + 4 * math.prod(shapes["LSE"])
 
 
 def workgroup_tiles(problem: AttentionProblem, block_q: int, block_kv: int, skip_masked: bool = True) -> list[int]:

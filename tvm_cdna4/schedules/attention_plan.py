@@ -15,6 +15,18 @@ register ``8 t + e`` of lane half ``h``), A = ``V^T`` read from the V tile in LD
 tile is stored with the key rows permuted (``v_lds_row``: bits 2 and 3 of the key swapped), and the
 transposing read of natural LDS rows then yields the register keys. ``alpha`` and ``1 / l`` are
 per lane (per query): the O accumulators ``D / 32`` tiles of 16 registers) are scaled in place.
+
+**fp8** (e4m3 Q, K, V with per-tensor f32 scales ``SCALES = [sq, sk, sv]``, bf16 O): both products on
+``mfma_scale_f32_32x32x64_f8f6f4`` with unit E8M0 scales (64 head-dim elements, or 64 keys, per
+step); ``sq sk`` join the score factor, ``sv`` multiplies O at the end. P is rounded to e4m3 for
+``P V`` as ``2^(s2 - m + 8)`` (``P_SHIFT``: the factor 256 is free, folded into the subtracted max, and
+keeps small probabilities out of e4m3's flush range); ``l`` sums the same shifted values, so O
+needs no correction and ``lse`` subtracts the 8. V is read by ``ds_read_tr8_b64`` with its own key
+row order (``v_lds_row(key, 8)``). ``error_bound(..., "fp8")`` charges P's e4m3 rounding (``2^-4``
+of each term) and underflow. P's conversion is the plan's (``p_convert``: bf16
+``bf16_rna``, f16 the cast, fp8 none: the emitter packs four e4m3 per register by ``v_cvt_pk_fp8_f32``,
+round to nearest even; ``p_group``). Every schedule choice (staged or direct-to-LDS loads,
+``defer_pv``, masks on edge tiles) works for fp8: the LDS tiles are counted in bytes.
 """
 
 from __future__ import annotations
@@ -23,11 +35,12 @@ import attrs
 
 from ..isa import CATALOG
 from ..patterns.dma import LdsTile
-from .attention_problem import (ATTENTION_DTYPES, F32_TERMS, HEAD_DIMS, LSE_F32, UNIT_ROUNDOFF, AttentionProblem,
-                                error_bound, kv_full_tiles_for, kv_tiles_for, reference)
+from .attention_problem import (ATTENTION_DTYPES, F32_TERMS, HEAD_DIMS, LSE_F32, OUT_DTYPES, P_ROUNDOFF, P_SHIFT,
+                                P_UNDERFLOW, SCALED, UNIT_ROUNDOFF, AttentionProblem, dequantize, error_bound,
+                                kv_full_tiles_for, kv_tiles_for, output_arrays, random_inputs, reference)
 from .dynamic_m import ceil_div
 from .epilogue import Param
-from .gfx950_plan import DTYPES, Epilogue, Grid, convert_epilogue
+from .gfx950_plan import DTYPES, OUT_STORAGE, Epilogue, Grid, convert_epilogue
 
 WAVE_ROWS = 32  # query rows per wave: the 32x32 MFMA's N
 
@@ -81,7 +94,8 @@ class AttentionPlan:
     chunks: int  # 16-byte global chunks per thread and K (and V) tile
     epilogue: Epilogue  # f32 O -> the output dtype
     params: tuple[Param, ...]
-    p_convert: Epilogue  # f32 P -> the 16-bit B operand of O^T = V^T P^T (bf16: to nearest, ties away: one add)
+    p_convert: Epilogue | None  # f32 P -> the B operand of O^T = V^T P^T (bf16: to nearest, ties away: one add; fp8: None, p_group)
+    p_shift: int = 0  # P is computed as 2^(s2 - m + p_shift) before its rounding (P_SHIFT; fp8: 8)
 
     @property
     def threads(self) -> int:
@@ -93,8 +107,24 @@ class AttentionPlan:
         return self.problem.head_dim // 32
 
     @property
+    def scaled(self) -> bool:
+        """Whether the MFMA is the scaled f8f6f4 one (fp8: unit E8M0 scales, the per-tensor f32
+        scales applied to the scores and to O)."""
+        return CATALOG[self.mfma].kind == "mfma_scale"
+
+    @property
+    def p_group(self) -> int:
+        """P values written per B-operand register: 1 (``p_convert``), fp8 4 (two ``v_cvt_pk_fp8_f32``)."""
+        return 1 if self.p_convert is not None else 4
+
+    @property
+    def pv_steps(self) -> int:
+        """MFMA K steps of O^T = V^T P^T per kv tile (16 keys each, fp8 64)."""
+        return self.config.block_kv // CATALOG[self.mfma].k
+
+    @property
     def k_steps(self) -> int:
-        """MFMA K steps of S^T = K Q^T (16 head-dim elements each)."""
+        """MFMA K steps of S^T = K Q^T (16 head-dim elements each, fp8 64)."""
         return self.problem.head_dim // CATALOG[self.mfma].k
 
     @property
@@ -112,15 +142,19 @@ class AttentionPlan:
     def dma(self) -> LdsTile:
         """The K (and V) tile as direct-to-LDS loads fill it: ``block_kv`` rows of 16-byte chunks,
         the row padding (``patterns.dma.LdsTile``; ``loads`` wave loads per tile)."""
-        return LdsTile(self.config.block_kv, self.problem.head_dim * DTYPES[self.problem.dtype].elem_bytes // 16, 16,
-                       pad=self.config.lds_pad)
+        return LdsTile(self.config.block_kv, self.problem.head_dim * self.esize // 16, 16, pad=self.config.lds_pad)
+
+    @property
+    def esize(self) -> int:
+        """Bytes per Q, K, V element (2; fp8 1)."""
+        return DTYPES[self.problem.dtype].elem_bytes
 
     @property
     def stage_rows(self) -> int:
         """Rows of one LDS stage: the tile's, and with ``lds_dma`` those the last load's 1 KiB block
         reaches (its lanes past the tile write zeros)."""
         rows = self.config.block_kv
-        return max(rows, -(-self.dma.dma_bytes // (2 * self.lds_row))) if self.config.lds_dma else rows
+        return max(rows, -(-self.dma.dma_bytes // (self.esize * self.lds_row))) if self.config.lds_dma else rows
 
     @property
     def masked_tiles(self) -> bool:
@@ -134,42 +168,67 @@ class AttentionPlan:
         return self.config.block_kv // 32
 
 
-def v_lds_row(key):
-    """The LDS row of a V tile that holds key ``key`` of the tile: bits 2 and 3 swapped (an
-    involution), so that ``ds_read_tr`` of LDS rows in natural order gives each lane the keys its
-    score registers hold (module docstring)."""
+def v_lds_row(key, bits: int = 16):
+    """The LDS row of a V tile that holds key ``key`` of the tile, so that ``ds_read_tr`` of LDS rows
+    in natural order gives each lane the keys its score registers hold (module docstring). 16-bit
+    elements (``ds_read_tr16``, 16-key MFMA steps): bits 2 and 3 swapped (an involution). 8-bit
+    (``ds_read_tr8``, 64-key steps of the f8f6f4 MFMA, whose lane half ``h`` holds step keys
+    ``32 h .. 32 h + 31`` = score registers ``e`` of the step's two 32-key blocks, keys
+    ``32 (e // 16) + 8 (e % 16 // 4) + 4 h + e % 4``): row bit 5 = key bit 2, row bits 2-4 = key
+    bits 3-5 (tests/test_attention_plan.py checks both against ``isa.lanes``)."""
+    if bits == 8:
+        return key - (key & 60) + ((key & 4) << 3) + ((key & 56) >> 1)
     return key - (key & 12) + ((key & 4) << 1) + ((key & 8) >> 1)
 
 
+def v_lds_key(row, bits: int = 16):
+    """The key of a V tile that LDS row ``row`` holds: ``v_lds_row``'s inverse (what a direct-to-LDS
+    load, which writes LDS rows in order, fetches). 16-bit: ``v_lds_row`` itself (an involution);
+    8-bit: key bit 2 = row bit 5, key bits 3-5 = row bits 2-4."""
+    if bits == 8:
+        return row - (row & 60) + ((row & 32) >> 3) + ((row & 28) << 1)
+    return v_lds_row(row)
+
+
 def plan_gfx950_attention(problem: AttentionProblem, config: AttentionConfig | None = None) -> AttentionPlan:
+    """The gfx950 plan of ``problem`` (module docstring); ValueError where ``config`` does not tile it."""
     config = config or AttentionConfig()
     spec = DTYPES[problem.dtype]
     D, BKV = problem.head_dim, config.block_kv
     esize = spec.elem_bytes
+    step = CATALOG[spec.mfma32].k  # keys per O^T MFMA step
+    if BKV % step:
+        raise ValueError(f"attention block_kv: a {problem.dtype} P V step takes {step} keys; expected a multiple of "
+                         f"{step}, found {BKV}")
     q_blocks = ceil_div(problem.seq_q, config.block_q)
     threads = 64 * (config.block_q // WAVE_ROWS)
     if (BKV * D * esize // 16) % threads:
         raise ValueError(f"attention: a {BKV}x{D} kv tile is {BKV * D * esize // 16} 16-byte chunks, not a whole "
                          f"number per thread of {threads}; use a larger block_kv or block_q")
     shapes = problem.shapes()
-    params = tuple(Param(name, shapes[name], spec.storage if name != "LSE" else "float32")
-                   for name in ("Q", "K", "V", "O", "LSE"))
-    out = {"bf16": "bf16", "f16": "f16"}[problem.dtype]
+    storage = {"Q": spec.storage, "K": spec.storage, "V": spec.storage, "O": OUT_STORAGE[problem.out_dtype],
+               "LSE": "float32", "SCALES": "float32"}
+    params = tuple(Param(name, shape, storage[name]) for name, shape in shapes.items())
     return AttentionPlan(
         problem, config, spec.mfma32, spec.tr, spec.storage, config.block_q // WAVE_ROWS,
         Grid((q_blocks, 1), problem.batch * problem.heads), ceil_div(problem.seq_kv, BKV), problem.seq_kv % BKV,
         problem.seq_q % config.block_q, D + config.lds_pad // esize, BKV * D * esize // 16 // threads,
-        convert_epilogue("float32", out), params, p_convert(problem.dtype))
+        convert_epilogue("float32", problem.out_dtype), params, p_convert(problem.dtype), P_SHIFT[problem.dtype])
 
 
-def p_convert(dtype: str) -> Epilogue:
-    """The conversion of the probabilities ``P`` (finite, in [0, 1]) to the MFMA's 16-bit operand:
-    bf16 rounded to nearest with ties away from zero (``bf16_rna``: one integer add per value where
-    ties to even take three instructions; the same half-ulp bound, ``error_bound``), f16 the cast."""
+def p_convert(dtype: str) -> Epilogue | None:
+    """The conversion of the probabilities ``P`` (finite, in [0, 1], fp8 ``[0, 2^P_SHIFT]``) to the
+    MFMA's B operand: bf16 rounded to nearest with ties away from zero (``bf16_rna``: one integer add
+    per value where ties to even take three instructions; the same half-ulp bound, ``error_bound``),
+    f16 the cast; fp8 (``SCALED``) None: no per-value epilogue, four scores packed per register as
+    e4m3 by two ``v_cvt_pk_fp8_f32`` (round to nearest even; ``P_ROUNDOFF``), the emitter's ``_p_writer``."""
+    if dtype in SCALED:
+        return None
     convert = convert_epilogue("float32", dtype)
     return attrs.evolve(convert, ops=("bf16_rna",)) if convert.ops == ("bf16_rne",) else convert
 
 
-__all__ = ["ATTENTION_DTYPES", "AttentionConfig", "AttentionPlan", "AttentionProblem", "HEAD_DIMS", "error_bound",
-           "kv_full_tiles_for", "kv_tiles_for",
-           "plan_gfx950_attention", "reference", "v_lds_row"]
+__all__ = ["ATTENTION_DTYPES", "OUT_DTYPES", "P_ROUNDOFF", "P_SHIFT", "P_UNDERFLOW", "SCALED", "AttentionConfig",
+           "AttentionPlan", "AttentionProblem", "HEAD_DIMS", "dequantize", "error_bound", "kv_full_tiles_for",
+           "kv_tiles_for", "output_arrays", "p_convert", "plan_gfx950_attention", "random_inputs", "reference",
+           "v_lds_key", "v_lds_row"]

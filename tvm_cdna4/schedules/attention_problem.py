@@ -4,7 +4,7 @@ TIRx and no target module, so the CLI, the build cache and both planners (``atte
 gfx950, ``attention_sm80_plan``) read it as they are.
 
 **The problem** (``AttentionProblem``, target-neutral). ``Q [B, H, Sq, D]``, ``K, V [B, Hkv, Skv, D]``
-(GQA: query head ``h`` reads kv head ``h // (H / Hkv)``), ``O [B, H, Sq, D]`` in the input dtype and
+(GQA: query head ``h`` reads kv head ``h // (H / Hkv)``), ``O [B, H, Sq, D]`` in the input dtype (fp8: bf16, ``OUT_DTYPES``) and
 ``LSE [B, H, Sq]`` f32, for each query row ``i`` of head ``h``::
 
     s_j   = scale * q_i . k_j                   (scale: 1 / sqrt(D) unless given)
@@ -28,6 +28,13 @@ kv tiles of ``block_kv`` keys. The last tile of a sequence whose length is no mu
 zeros). Causal: a kv tile wholly above the diagonal of the query block is *fully masked* and
 skipped when ``skip_masked`` (``kv_tiles_for``: a query block sees ``ceil(min(Skv, Sq, q0 + block_q) /
 block_kv)`` tiles); the tiles that cross the diagonal are masked element by element.
+
+**fp8** (``SCALED``): e4m3 Q, K, V with per-tensor f32 scales (the kernel's input ``SCALES = [sq, sk,
+sv]``; ``random_inputs`` quantizes, ``dequantize`` is exact), bf16 O. P is rounded to e4m3 for ``P V``
+as ``2^(s2 - m + P_SHIFT)`` (the factor 256 keeps small probabilities out of e4m3's flush range; ``l``
+sums the same values, so O needs no correction and ``lse`` subtracts the shift); ``error_bound``
+charges P's rounding (``P_ROUNDOFF``) and underflow (``P_UNDERFLOW``). Which targets run it is the
+planners' business (gfx950 does; sm80 refuses it).
 """
 
 from __future__ import annotations
@@ -39,8 +46,11 @@ import attrs
 from .dynamic_m import ceil_div
 from .epilogue import LOG2E
 
-ATTENTION_DTYPES = ("bf16", "f16")
-"""Input dtypes (O has the input's dtype). fp8 (e4m3 with per-tensor scales) is still to come."""
+ATTENTION_DTYPES = ("bf16", "f16", "fp8")
+"""Input dtypes. O has the input's dtype, except fp8 (OCP e4m3 Q, K, V with per-tensor f32 scales,
+the kernel's ``SCALES`` input): bf16 O."""
+OUT_DTYPES = {"bf16": "bf16", "f16": "f16", "fp8": "bf16"}
+SCALED = ("fp8",)  # dtypes whose Q, K, V carry per-tensor scales (SCALES = [sq, sk, sv], f32)
 HEAD_DIMS = (64, 128)
 
 
@@ -70,8 +80,7 @@ class AttentionProblem:
         if self.head_dim not in HEAD_DIMS:
             raise ValueError(f"attention head_dim: expected one of {HEAD_DIMS}, found {self.head_dim}")
         if self.dtype not in ATTENTION_DTYPES:
-            raise ValueError(f"attention dtype: expected one of {ATTENTION_DTYPES}, found {self.dtype!r}"
-                             + (" (fp8 is not implemented yet)" if self.dtype == "fp8" else ""))
+            raise ValueError(f"attention dtype: expected one of {ATTENTION_DTYPES}, found {self.dtype!r}")
         if self.scale is not None and not (isinstance(self.scale, float | int) and math.isfinite(self.scale)
                                            and self.scale > 0):
             raise ValueError(f"attention scale: expected a positive finite number or None, found {self.scale!r}")
@@ -110,8 +119,14 @@ class AttentionProblem:
 
     def shapes(self) -> dict[str, tuple[int, ...]]:
         B, H, Hkv, Sq, Skv, D = self.batch, self.heads, self.kv_heads, self.seq_q, self.seq_kv, self.head_dim
-        return {"Q": (B, H, Sq, D), "K": (B, Hkv, Skv, D), "V": (B, Hkv, Skv, D), "O": (B, H, Sq, D),
-                "LSE": (B, H, Sq)}
+        shapes = {"Q": (B, H, Sq, D), "K": (B, Hkv, Skv, D), "V": (B, Hkv, Skv, D), "O": (B, H, Sq, D),
+                  "LSE": (B, H, Sq)}
+        return {**shapes, "SCALES": (3,)} if self.dtype in SCALED else shapes
+
+    @property
+    def out_dtype(self) -> str:
+        """O's dtype (``OUT_DTYPES``)."""
+        return OUT_DTYPES[self.dtype]
 
 
 def reference(q, k, v, causal: bool = False, scale: float | None = None):
@@ -132,24 +147,87 @@ def reference(q, k, v, causal: bool = False, scale: float | None = None):
     return np.einsum("bhij,bhjd->bhid", p / total, v), (m + np.log(total))[..., 0]
 
 
-UNIT_ROUNDOFF = {"bf16": 2.0**-8, "f16": 2.0**-11}  # half an ulp, relative: the 16-bit roundings of P and O
+UNIT_ROUNDOFF = {"bf16": 2.0**-8, "f16": 2.0**-11}  # half an ulp, relative: the 16-bit roundings of O
+P_ROUNDOFF = {"bf16": 2.0**-8, "f16": 2.0**-11, "fp8": 2.0**-4}  # P's rounding for P V (fp8: e4m3, 3 mantissa bits)
+P_SHIFT = {"bf16": 0, "f16": 0, "fp8": 8}
+"""log2 of the factor P is computed with before its rounding (``2^(s2 - m + shift)``, free: folded into
+the subtracted max): fp8 P in ``[0, 256]`` (e4m3 reaches 448) keeps e4m3's subnormals (below ``2^-6``)
+for the probabilities under ``2^-14``."""
+P_UNDERFLOW = {"bf16": 0.0, "f16": 2.0**-25, "fp8": 2.0**-18}
+"""The absolute rounding error of a tiny normalized probability: half the smallest subnormal step of
+P's format over ``2^P_SHIFT`` (f16 ``2^-25``, e4m3 ``2^-10 / 2^8``; bf16 has f32's exponent range)."""
 F32_TERMS = 2.0**-16  # the f32 scores, exponentials, sums and accumulation, relative to the terms
 LSE_F32 = 2.0**-20  # the f32 log-sum-exp (max, sum, v_log_f32), relative to 1 + |lse|
 
 
 def error_bound(q, k, v, causal: bool = False, scale: float | None = None, dtype: str = "bf16"):
     """Per-element bounds ``(o_bound, lse_bound)`` of a kernel's ``O`` and ``LSE`` against
-    ``reference``: ``u (|o| + sum_j p_j |v_j|) + 2^-16 sum_j p_j |v_j|`` with ``u`` the 16-bit unit
-    roundoff (``O`` is rounded once; each ``p_j`` is rounded to 16 bits for the P V product, whose
-    error is relative to its terms ``p_j |v_j|``, not to their sum), and ``2^-20 (1 + |lse|)`` for
-    the f32 log-sum-exp. The emulated kernel reaches at most 0.6 of the first and 0.15 of the second
-    on random normal data (tests/test_attention_gfx950.py, docs/attention.md)."""
+    ``reference`` of the same (dequantized, ``dequantize``) inputs::
+
+        o_bound = u_O |o| + (u_P + 2^-16) sum_j p_j |v_j| + e_P sum_j |v_j|      (j: the visible keys)
+
+    ``u_O`` the unit roundoff of O's dtype (``O`` is rounded once), ``u_P`` that of P's (each
+    ``p_j`` is rounded for the P V product, an error relative to its term ``p_j |v_j|``, not to
+    their sum; ``P_ROUNDOFF``: fp8 P is e4m3, ``2^-4``), ``e_P`` P's underflow (``P_UNDERFLOW``),
+    ``2^-16`` the f32 scores, exponentials and accumulation; ``2^-20 (1 + |lse|)`` for the f32
+    log-sum-exp. The emulated bf16 kernel reaches at most 0.6 of the O bound and 0.15 of the LSE
+    bound on random normal data, fp8 at most 0.75 of its O bound and 0.3 of LSE's (docs/attention.md)."""
     import numpy as np
 
     o, lse = reference(q, k, v, causal, scale)
-    terms, _ = reference(q, k, np.abs(np.asarray(v, np.float64)), causal, scale)
-    u = UNIT_ROUNDOFF[dtype]
-    return u * (np.abs(o) + terms) + F32_TERMS * terms, LSE_F32 * (1 + np.abs(lse))
+    abs_v = np.abs(np.asarray(v, np.float64))
+    terms, _ = reference(q, k, abs_v, causal, scale)
+    bound = UNIT_ROUNDOFF[OUT_DTYPES[dtype]] * np.abs(o) + (P_ROUNDOFF[dtype] + F32_TERMS) * terms
+    if P_UNDERFLOW[dtype]:  # sum_j |v_j|: the mean over the visible keys (equal scores) times their count
+        mean, _ = reference(np.zeros_like(np.asarray(q, np.float64)), k, abs_v, causal, scale)
+        seen = np.minimum(np.arange(1, o.shape[2] + 1), abs_v.shape[2]) if causal else np.full(o.shape[2], abs_v.shape[2])
+        bound = bound + P_UNDERFLOW[dtype] * mean * seen[:, None]
+    return bound, LSE_F32 * (1 + np.abs(lse))
+
+
+def random_inputs(problem: AttentionProblem, seed: int = 0) -> dict:
+    """The kernel's inputs by name (``Q``, ``K``, ``V``; fp8 also ``SCALES``), random normal in the
+    storage's numpy dtype (``isa.formats``: ``ml_dtypes`` bf16 / e4m3); fp8 values are quantized with
+    per-tensor scales ``max |x| / 448`` (e4m3's largest finite), so they span its whole range."""
+    import ml_dtypes
+    import numpy as np
+
+    from ..isa.formats import fmt
+
+    rng = np.random.default_rng(seed)
+    shapes = problem.shapes()
+    dtype = fmt(problem.dtype).dtype
+    raw = {name: rng.standard_normal(shapes[name]) for name in ("Q", "K", "V")}
+    if problem.dtype not in SCALED:
+        return {name: x.astype(dtype) for name, x in raw.items()}
+    largest = float(ml_dtypes.finfo(dtype).max)
+    scales = np.array([np.abs(x).max() / largest for x in raw.values()], np.float32)
+    quantized = {name: (x / s).astype(dtype) for (name, x), s in zip(raw.items(), scales.astype(np.float64))}
+    return {**quantized, "SCALES": scales}
+
+
+def dequantize(problem: AttentionProblem, arrays: dict):
+    """``(q, k, v)`` float64 from the kernel's inputs: exact (fp8 times its f32 scale: a 4-bit times a
+    24-bit significand is exact in float64)."""
+    import numpy as np
+
+    q, k, v = (np.asarray(arrays[name], np.float64) for name in ("Q", "K", "V"))
+    if problem.dtype not in SCALED:
+        return q, k, v
+    sq, sk, sv = (float(x) for x in np.asarray(arrays["SCALES"], np.float32))
+    return q * sq, k * sk, v * sv
+
+
+def output_arrays(problem: AttentionProblem) -> dict:
+    """``O`` (the output dtype, ``ml_dtypes`` for bf16) and ``LSE`` (f32), NaN-filled: what a kernel
+    must overwrite."""
+    import numpy as np
+
+    from ..isa.formats import fmt
+
+    shapes = problem.shapes()
+    return {"O": np.full(shapes["O"], np.nan, fmt(problem.out_dtype).dtype),
+            "LSE": np.full(shapes["LSE"], np.nan, np.float32)}
 
 
 def kv_tiles_for(problem: AttentionProblem, block_q: int, block_kv: int, q0, skip_masked: bool = True,
@@ -173,5 +251,6 @@ def kv_full_tiles_for(problem: AttentionProblem, block_q: int, block_kv: int, q0
     return minimum(full, (q0 + 1) // block_kv) if problem.causal else full
 
 
-__all__ = ["ATTENTION_DTYPES", "AttentionProblem", "F32_TERMS", "HEAD_DIMS", "LSE_F32", "UNIT_ROUNDOFF", "error_bound",
-           "kv_full_tiles_for", "kv_tiles_for", "reference"]
+__all__ = ["ATTENTION_DTYPES", "OUT_DTYPES", "P_ROUNDOFF", "P_SHIFT", "P_UNDERFLOW", "SCALED", "AttentionProblem",
+           "F32_TERMS", "HEAD_DIMS", "LSE_F32", "UNIT_ROUNDOFF", "dequantize", "error_bound", "kv_full_tiles_for",
+           "kv_tiles_for", "output_arrays", "random_inputs", "reference"]

@@ -222,7 +222,11 @@ def smem_bytes(problem: AttentionProblem, config: Sm80AttentionConfig) -> int:
 def plan_sm80_attention(problem: AttentionProblem, config: Sm80AttentionConfig | None = None,
                         sms: int | None = None) -> Sm80AttentionPlan:
     """The plan of ``problem`` with ``config`` (default: ``default_config``, the cost model's choice
-    for ``sms`` multiprocessors)."""
+    for ``sms`` multiprocessors). ValueError for a dtype the kernel does not take (``STORAGE``: bf16,
+    f16; fp8 attention is gfx950's, on its f8f6f4 MFMA)."""
+    if problem.dtype not in STORAGE:
+        raise ValueError(f"sm80 attention dtype: expected one of {tuple(STORAGE)}, found {problem.dtype!r} (mma.sync "
+                         f"m16n8k16 takes 16-bit inputs; fp8 attention runs on --target gfx950)")
     largest = max(problem.batch * problem.heads * problem.seq_q, problem.batch * problem.kv_heads * problem.seq_kv)
     if largest * problem.head_dim >= 2**31:
         raise ValueError(f"attention: {largest * problem.head_dim} elements in one tensor; the kernel indexes with "

@@ -32,7 +32,7 @@ from ..isa import CATALOG, lanes
 from ..isa.llvm_helpers import EXP2
 from ..patterns.layouts import mfma_fragment, tr_fragment
 from .epilogue import Fusion, apply
-from .gfx950_plan import Epilogue, Grid, Param
+from .gfx950_plan import UNIT_SCALES, Epilogue, Grid, Param
 
 THREADS = 256  # 2 x 2 waves per workgroup
 
@@ -241,6 +241,27 @@ def mfma_step(mfma: str, scaled: bool = False, **modifiers):
     return step
 
 
+def unit_scaled_step(mfma: str, rm: int, rn: int, codes: tuple[int, int]):
+    """Macro ``mfma(Df, Af, Bf)``: ``mfma_step`` of the scaled f8f6f4 MFMA ``mfma`` over ``rm x rn``
+    operand tiles with unit E8M0 scales (``UNIT_SCALES``: a constant LLVM keeps in one VGPR) and the
+    format codes ``codes`` = (``cbsz``, ``blgp``) of A and B (``gfx950_plan.FORMAT_CODES``)."""
+    op = CATALOG[mfma]
+    kb = op.k // 32  # scale registers per lane and MFMA: one per 32 K (unit scales here)
+    ls, _ = mfma_fragment(op, "scale_a", (rm, 1))
+    lsb, _ = mfma_fragment(op, "scale_b", (rn, 1))
+    step = mfma_step(mfma, scaled=True, cbsz=codes[0], blgp=codes[1], op_sel_a=0, op_sel_b=0)
+
+    @T.macro
+    def mfma_(Df_, Af_, Bf_):
+        rs = T.alloc_tensor(ty_args=[T.Tensor((rm + rn,), "uint32", scope="local")])
+        for r in T.unroll(rm + rn):
+            rs[r] = T.uint32(UNIT_SCALES)
+        Sa = T.decl_tensor(rs.ptr_to([0]), ty_args=[T.Tensor((rm, 1, op.m, kb), "uint32", scope="local", layout=ls)])
+        Sb = T.decl_tensor(rs.ptr_to([rm]), ty_args=[T.Tensor((rn, 1, op.n, kb), "uint32", scope="local", layout=lsb)])
+        step(Df_, Af_, Bf_, Sa, Sb)
+    return mfma_
+
+
 # ------------------------------------------------------------------------------------- the epilogue
 
 def fused_ops(out: str) -> SimpleNamespace:
@@ -418,4 +439,4 @@ def split_store(op, epilogue: Epilogue, grid: Grid, block: tuple[int, ...], k_st
 
 __all__ = ["THREADS", "Fragments", "Stage", "Staging", "TileOrigin", "WaveState", "decode", "epilogue_store",
            "epilogue_value", "fragment_reader", "fused_inputs", "fused_ops", "k_offset", "kernel_function", "mfma_step",
-           "operand_coords", "rows_end", "span", "split_store", "staging_sets", "tile_origin"]
+           "operand_coords", "rows_end", "span", "split_store", "staging_sets", "tile_origin", "unit_scaled_step"]

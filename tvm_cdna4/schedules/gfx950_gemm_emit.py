@@ -11,8 +11,8 @@ from ..isa import CATALOG
 from ..patterns.layouts import mfma_fragment
 from ..tirx_private import transpile_once
 from .gfx950_emit import (THREADS, Fragments, Stage, Staging, TileOrigin, WaveState, decode, epilogue_store, fragment_reader,
-                          k_offset, kernel_function, mfma_step, split_store, staging_sets, tile_origin)
-from .gfx950_plan import UNIT_SCALES, Gfx950GemmPlan, OperandPlan
+                          k_offset, kernel_function, mfma_step, split_store, staging_sets, tile_origin, unit_scaled_step)
+from .gfx950_plan import Gfx950GemmPlan, OperandPlan
 from .grouped_emit import find_group
 from .pipeline import chunk_loader, dma_loader, dma_pipeline, fragment_pipeline, lds_stage, schedule_hint
 
@@ -29,27 +29,12 @@ def _reader(plan: Gfx950GemmPlan, operand: OperandPlan):
 
 
 def _mfma(plan: Gfx950GemmPlan):
-    """Macro ``mfma(Df, Af, Bf)``: one K step's MFMAs; the scaled ones with unit scales (a constant
-    LLVM keeps in one VGPR) and the format codes."""
+    """Macro ``mfma(Df, Af, Bf)``: one K step's MFMAs; the scaled ones with unit scales and the
+    format codes (``gfx950_emit.unit_scaled_step``)."""
     if plan.format_codes is None:
         return mfma_step(plan.mfma)
-    op = CATALOG[plan.mfma]
     RM, RN, _ = plan.repeats
-    code_a, code_b = plan.format_codes
-    kb = op.k // 32  # scale registers per lane and MFMA: one per 32 K (unit scales here)
-    ls, _ = mfma_fragment(op, "scale_a", (RM, 1))
-    lsb, _ = mfma_fragment(op, "scale_b", (RN, 1))
-    step = mfma_step(plan.mfma, scaled=True, cbsz=code_a, blgp=code_b, op_sel_a=0, op_sel_b=0)
-
-    @T.macro
-    def mfma(Df_, Af_, Bf_):
-        rs = T.alloc_tensor(ty_args=[T.Tensor((RM + RN,), "uint32", scope="local")])
-        for r in T.unroll(RM + RN):
-            rs[r] = T.uint32(UNIT_SCALES)
-        Sa = T.decl_tensor(rs.ptr_to([0]), ty_args=[T.Tensor((RM, 1, op.m, kb), "uint32", scope="local", layout=ls)])
-        Sb = T.decl_tensor(rs.ptr_to([RM]), ty_args=[T.Tensor((RN, 1, op.n, kb), "uint32", scope="local", layout=lsb)])
-        step(Df_, Af_, Bf_, Sa, Sb)
-    return mfma
+    return unit_scaled_step(plan.mfma, RM, RN, plan.format_codes)
 
 
 def _periods(plan: Gfx950GemmPlan):

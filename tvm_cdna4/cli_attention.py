@@ -1,0 +1,206 @@
+"""``python -m tvm_cdna4 attention``: plan, emit, validate, report or time the attention forward.
+
+    python -m tvm_cdna4 attention --heads 4 --kv-heads 2 --seq 130 --head-dim 64 --causal --validate
+    python -m tvm_cdna4 attention --dtype fp8 --seq 257 --head-dim 128 --validate          # CPU emulator
+    python -m tvm_cdna4 attention --batch 16 --heads 64 --kv-heads 8 --seq 8192 --emit config
+    python -m tvm_cdna4 attention --seq 8192 --heads 64 --kv-heads 8 --report             # gfx950 static report
+    python -m tvm_cdna4 attention --target sm80 --seq 4096 --heads 32 --validate --bench  # NVIDIA GPU
+
+The API behind it: ``tvm_cdna4.schedules.attention`` (``plan``, ``emit``, ``build``, ``validate``,
+``report``). Actions: --validate (gfx950: the CPU wavefront emulator; sm80: the NVIDIA GPU, without
+one the CUDA emulator up to ``attention.SM80_EMULATED_PAIRS`` scored pairs),
+--emit asm|tir|cuda|config (asm gfx950, cuda sm80, config: the plan as one JSON object),
+--report (gfx950: the static report), --bench (sm80: time on the NVIDIA GPU). Exit codes: 0 success,
+1 validation failed, 2 usage error / unavailable target / no GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import attrs
+
+TARGETS = ("gfx950", "sm80")
+DTYPES = ("bf16", "f16", "fp8")
+ACTIONS = "--validate, --emit asm|tir|cuda|config, --report (gfx950), --bench (sm80 GPU)"
+
+
+def add_attention_parser(subparsers) -> argparse.ArgumentParser:
+    """Register the ``attention`` subcommand on an argparse subparsers object."""
+    p = subparsers.add_parser("attention", help="attention forward (FlashAttention-2): --validate, --emit, --report, "
+                              "--bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--target", default="gfx950", choices=TARGETS, help="gfx950 (default) or sm80 (CUDA)")
+    p.add_argument("--dtype", default="bf16", choices=DTYPES,
+                   help="Q, K, V dtype; fp8: OCP e4m3 with per-tensor f32 scales, bf16 O (gfx950)")
+    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--heads", type=int, default=1, help="query heads H")
+    p.add_argument("--kv-heads", type=int, help="K/V heads (GQA: divides H; default H)")
+    p.add_argument("--seq", type=int, required=True, help="query sequence length")
+    p.add_argument("--seq-kv", type=int, help="key/value sequence length (default --seq)")
+    p.add_argument("--head-dim", type=int, default=128, help="64 or 128")
+    p.add_argument("--causal", action="store_true", help="row i sees keys j <= i (top-left diagonal)")
+    p.add_argument("--scale", type=float, help="softmax scale (default 1 / sqrt(head dim))")
+    p.add_argument("--block-q", type=int, help="query rows per workgroup / CTA (default: the target's)")
+    p.add_argument("--block-kv", type=int, help="keys per K/V tile (default: the target's)")
+    p.add_argument("--validate", action="store_true",
+                   help="gfx950: the CPU emulator; sm80: the NVIDIA GPU (without one: the CUDA emulator, small "
+                        "shapes); against the float64 reference within attention_problem.error_bound")
+    p.add_argument("--seed", type=int, default=0, help="random input seed for --validate")
+    p.add_argument("--emit", choices=("asm", "tir", "cuda", "config"),
+                   help="print the generated code (asm: gfx950, cuda: sm80, tir) or the plan as JSON (config)")
+    p.add_argument("--report", action="store_true", help="gfx950: the static performance report")
+    p.add_argument("--bench", action="store_true", help="sm80: time on the NVIDIA GPU and print TFLOP/s")
+    p.add_argument("--no-cache", action="store_true", help="build with TIRx even when the build cache has it")
+    p.set_defaults(func=run_attention)
+    return p
+
+
+def _usage(message: str) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return 2
+
+
+def problem_of(args):
+    """The ``AttentionProblem`` of the options (ValueError naming the field it refuses)."""
+    from .schedules.attention_plan import AttentionProblem
+
+    return AttentionProblem(args.batch, args.heads, args.kv_heads or args.heads, args.seq, args.seq_kv or args.seq,
+                            args.head_dim, causal=args.causal, dtype=args.dtype, scale=args.scale)
+
+
+def config_of(args, problem):
+    """The target's config: its default (the planner's, ``plan(problem, target).config``) with
+    ``--block-q`` / ``--block-kv`` applied; None without either."""
+    from .schedules import attention
+
+    updates = {name: value for name, value in (("block_q", args.block_q), ("block_kv", args.block_kv)) if value}
+    if not updates:
+        return None
+    default = attention.plan(problem, args.target).config
+    fields = attrs.fields_dict(type(default))
+    for name in updates:
+        if name not in fields:
+            raise ValueError(f"--{name.replace('_', '-')}: the {args.target} config has no {name}; its fields: "
+                             f"{', '.join(fields)}")
+    return attrs.evolve(default, **updates)
+
+
+def _refusal(args) -> str | None:
+    """The options' usage error, if any (first the option, then the rule)."""
+    if not (args.validate or args.emit or args.report or args.bench):
+        return f"attention needs an action: {ACTIONS}"
+    if args.target == "gfx950" and args.emit == "cuda":
+        return "--emit cuda is for --target sm80; gfx950 emits asm, tir or config"
+    if args.target == "sm80" and args.emit == "asm":
+        return "--emit asm is for --target gfx950; sm80 emits cuda, tir or config"
+    if args.target == "sm80" and args.report:
+        return "--report is the gfx950 static report; on sm80 use --bench on an NVIDIA GPU"
+    if args.target == "gfx950" and args.bench:
+        return "--bench needs a gfx950 GPU; use --report for the static estimate or --validate for the emulator"
+    return None
+
+
+def plan_json(target: str, plan) -> dict:
+    """``--emit config``: the plan record as one JSON object, with the target and the problem's flops."""
+    return {"target": target, **attrs.asdict(plan), "flops": plan.problem.flops()}
+
+
+def run_attention(args) -> int:
+    """The ``attention`` subcommand: exit status 0, 1 (validation failed) or 2 (usage, no target/GPU)."""
+    from .errors import ContractError
+    from .schedules import attention
+
+    why = _refusal(args)
+    if why:
+        return _usage(why)
+    try:
+        problem = problem_of(args)
+        config = config_of(args, problem)
+        plan = attention.plan(problem, args.target, config)
+        if args.emit == "config":
+            print(json.dumps(plan_json(args.target, plan), default=str))
+        elif args.emit == "tir":
+            print(attention.emit(plan).script())
+        elif args.emit == "asm":
+            print(attention.build(problem, "gfx950", config, cache=not args.no_cache).asm)
+        elif args.emit == "cuda":
+            print(attention.build(problem, "sm80", config).source)
+        if args.report:
+            print(gfx950_report(problem, config))
+        status = _validate(args, problem, config) if args.validate else 0
+        if args.bench:
+            _bench(problem)
+    except ContractError:
+        raise
+    except ValueError as err:
+        return _usage(str(err))
+    return status
+
+
+def gfx950_report(problem, config) -> str:
+    """``--report``: the gfx950 static report of the kernel (``report.attention_report``, formatted)."""
+    from . import report
+
+    return report.format_attention_report(report.attention_report(problem, config))
+
+
+def _title(problem) -> str:
+    p = problem
+    return (f"{p.dtype} attention B={p.batch} H={p.heads} Hkv={p.kv_heads} Sq={p.seq_q} Skv={p.seq_kv} "
+            f"D={p.head_dim}{' causal' if p.causal else ''}")
+
+
+def _validate(args, problem, config) -> int:
+    """``--validate``: PASS (0) or FAIL (1), with the largest error over the bound of O and LSE."""
+    from .schedules import attention
+
+    from .runtime import cuda as runner
+
+    gpu = args.target == "sm80" and runner.have_cuda_gpu()[0]  # else sm80 runs in the CUDA emulator (small shapes)
+    result = attention.validate(problem, args.target, config, args.seed, run=run_sm80 if gpu else None)
+    lse = "not returned" if result.lse_ratio is None else f"{result.lse_ratio:.3f}"
+    print(f"validated {args.target} {_title(problem)} on {result.where} in {result.seconds:.2f} s: largest error / "
+          f"bound: O {result.o_ratio:.3f}, LSE {lse} (float64 reference, attention_plan.error_bound)")
+    print("PASS" if result.ok else "FAIL")
+    return 0 if result.ok else 1
+
+
+def _torch_attention():
+    """``tvm_cdna4.torch.attention`` on a present NVIDIA GPU (ValueError naming what is missing)."""
+    from .runtime import cuda as runner
+
+    ok, why = runner.have_cuda_gpu()
+    if not ok:
+        raise ValueError(f"sm80 attention on the GPU (--validate, --bench) needs an NVIDIA GPU, and none is available "
+                         f"here ({why})")
+    from . import torch as tt
+
+    return tt.attention
+
+
+def run_sm80(problem, arrays):
+    """``(o, lse)`` of ``tvm_cdna4.torch.attention(..., return_lse=True)`` on the GPU (numpy in and
+    out): the façade's ``validate(..., run=)`` for sm80."""
+    attend = _torch_attention()  # first: it says why there is no GPU (or no torch)
+    import torch
+
+    dtype = {"bf16": torch.bfloat16, "f16": torch.float16}[problem.dtype]
+    q, k, v = (torch.from_numpy(arrays[n].astype("float32")).to("cuda", dtype) for n in ("Q", "K", "V"))
+    o, lse = attend(q, k, v, causal=problem.causal, scale=problem.scale, return_lse=True)
+    return o.float().cpu().numpy(), lse.float().cpu().numpy()
+
+
+def _bench(problem) -> None:
+    """``--bench`` (sm80): ``tvm_cdna4.torch.attention`` timed on the GPU (``runtime.cuda.bench_ms``)."""
+    attend = _torch_attention()  # first: it says why there is no GPU (or no torch)
+    import torch
+
+    from .runtime import cuda as runner
+
+    dtype = {"bf16": torch.bfloat16, "f16": torch.float16}[problem.dtype]
+    shapes = problem.shapes()
+    q, k, v = (torch.randn(shapes[n], dtype=dtype, device="cuda") for n in ("Q", "K", "V"))
+    ms = runner.bench_ms(lambda: attend(q, k, v, causal=problem.causal, scale=problem.scale))
+    print(f"bench sm80 {_title(problem)}: {ms:.3f} ms, {problem.flops() / ms / 1e9:.1f} TFLOP/s")
