@@ -128,10 +128,12 @@ def compile_logs(source_paths: list[str], arch: str, repo_root: str) -> list[str
     import json
     import subprocess
 
+    import child_python
+
     lib, cuda = find_libnvrtc(), find_cuda_root()
     script = COMPILE_LOG_SCRIPT.format(tests=os.path.dirname(os.path.abspath(__file__)), root=repo_root, lib=lib,
                                        srcs=list(source_paths), arch=arch)
-    env = dict(os.environ, CUDA_PATH=cuda or "")
+    env = child_python.env(CUDA_PATH=cuda or "")
     r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=600)
     if r.returncode:
         raise RuntimeError(r.stderr[-3000:])

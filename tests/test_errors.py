@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import child_python
 import error_kernels
 import tvm_cdna4
 from tvm_cdna4 import ContractError, errors
@@ -175,7 +176,7 @@ CLI_WITH_A_BAD_KERNEL = (
 def _cli(*flags, env=None):
     return subprocess.run([sys.executable, "-c", CLI_WITH_A_BAD_KERNEL, *flags, "gemm", "--target", "gfx950",
                            "--emit", "asm", "--no-cache"], capture_output=True, text=True,
-                          env={k: v for k, v in os.environ.items() if k != errors.TRACEBACK_ENV} | (env or {}))
+                          env=child_python.env({k: v for k, v in os.environ.items() if k != errors.TRACEBACK_ENV} | (env or {})))
 
 
 def test_cli_prints_the_contract_error_first():

@@ -1,11 +1,12 @@
 """Tests are hermetic: seeds replay across processes, and nothing refers to files outside the repository."""
 
-import os
 import re
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
+
+import child_python
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -18,7 +19,7 @@ def _seed_in_subprocess(tmp_path, hashseed: str) -> str:
             assert draw < 0, f"draw={draw}"
     """))
     (tmp_path / "conftest.py").write_text((ROOT / "tests" / "conftest.py").read_text())
-    env = dict(os.environ, PYTHONHASHSEED=hashseed)
+    env = child_python.env(PYTHONHASHSEED=hashseed)
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(test)],
                           capture_output=True, text=True, cwd=tmp_path, env=env)
     assert proc.returncode == 1, proc.stdout + proc.stderr

@@ -8,6 +8,7 @@ import pytest
 import tvm_ffi
 from tvm_tirx.script import tirx as T
 
+import child_python
 import rocm_kernels
 import tvm_cdna4
 from tvm_cdna4 import selftest
@@ -155,6 +156,6 @@ def test_cuda_seed_ldmatrix_example_still_compiles_for_sm80():
 def test_entry_point_registers_at_import_tvm_tirx():
     code = ("import tvm_tirx; from tvm_tirx.script import tirx as T; "
             "print(T.amdgcn['v_mfma_f32_16x16x32_f16'], T.rocm.tile.apply.__name__)")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=child_python.env())
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split()[0] == "mfma_f32_16x16x32_f16"

@@ -3,6 +3,7 @@ run by pytest with nothing but the installed package (the ``pytest11`` entry poi
 
 import zlib
 
+import child_python
 import numpy as np
 import pytest
 
@@ -47,10 +48,11 @@ def test_double_on_hardware(run_gfx950):
 
 
 @pytest.mark.skipif(testing.gfx950_missing() is None, reason="shows the run without a gfx950 GPU")
-def test_user_file_outside_the_repo_runs_in_the_emulator_and_skips_hardware(pytester):
+def test_user_file_outside_the_repo_runs_in_the_emulator_and_skips_hardware(pytester, monkeypatch):
     """Must show: a user's test file, in a temporary directory outside the repository, using only
     ``run_gfx950`` and the ``gfx950`` marker. A fresh pytest process: no conftest, no -p."""
     pytester.makepyfile(test_user=USER_TEST)
+    monkeypatch.setenv("PYTHONPATH", child_python.env()["PYTHONPATH"])
     result = pytester.runpytest_subprocess("-rs", "-s", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1, skipped=1)
     result.stdout.fnmatch_lines([
@@ -84,7 +86,7 @@ def test_backend_option_refuses_unknown_values(pytester):
     result.stderr.fnmatch_lines(["*--cdna4-backend: invalid choice: 'gpu'*"])
 
 
-def test_run_cuda_emulates_without_a_cuda_gpu(pytester):
+def test_run_cuda_emulates_without_a_cuda_gpu(pytester, monkeypatch):
     pytester.makepyfile(test_cuda='''
 import numpy as np
 from tvm_tirx.script import tirx as T
@@ -107,7 +109,10 @@ def test_shuffle(run_cuda):
     np.testing.assert_array_equal(out, x ^ 1)
     assert run_cuda.backend == ("emulator" if NO_GPU else "hardware")
 '''.replace("NO_GPU", repr(testing.cuda_missing() is not None)))
-    # a fresh process: an in-process run would drop the emulator modules it imports first
+    # a fresh process: an in-process run would drop the emulator modules it imports first (torch hidden
+    # where no GPU needs it: child_python)
+    if testing.cuda_missing() is not None:
+        monkeypatch.setenv("PYTHONPATH", child_python.env()["PYTHONPATH"])
     pytester.runpytest_subprocess("-p", "no:cacheprovider").assert_outcomes(passed=1)
 
 

@@ -151,9 +151,10 @@ def test_memoized_cuda_lowerings_are_the_pinned_ones():
 
 def test_macro_transpile_memo_is_pinned_and_scoped():
     """Section 8: TIRx's ``_run_statements`` is the pinned one; inside ``macro_transpile_memo()`` a
-    macro called again with same-typed arguments is transpiled once and builds the same IR (its
-    environment read when the builder runs), each block starts afresh, and the swap is undone on
-    leaving."""
+    macro is transpiled once per code object and environment names, whatever its arguments' types
+    (a ``T.unroll`` variable, then an int) and its closure's values (each emission makes its macros
+    afresh): every block, and every closure value, builds the IR TIRx builds without the memo (the
+    environment read when the builder runs); the swap is undone on leaving."""
     from tvm_tirx.script import tirx as T
     from tvm_tirx.script.parser import entry
 
@@ -168,11 +169,11 @@ def test_macro_transpile_memo_is_pinned_and_scoped():
 
     scale = {"k": 2}
 
-    @T.macro
-    def fill(buf, i):
-        buf[i] = T.float32(i * scale["k"])
+    def kernel(offset=0.0):
+        @T.macro
+        def fill(buf, i):
+            buf[i] = T.float32(i * scale["k"] + offset)
 
-    def kernel():
         @T.function
         def main(A: T.Tensor((4,), "float32")):
             for i in T.unroll(2):
@@ -182,19 +183,21 @@ def test_macro_transpile_memo_is_pinned_and_scoped():
 
         return main
 
-    plain = kernel()
+    plain, plain_offset = kernel(), kernel(0.5)
     try:
         tirx_private._compiled_macro = counting
         with tirx_private.macro_transpile_memo():
             assert entry._run_statements is not original
             memo = kernel()
-        assert compiled == ["fill", "fill"]  # a T.unroll variable, then an int: two argument types
+        assert compiled == ["fill"]  # a T.unroll variable, then an int: one program
         assert tvm_ffi.structural_equal(plain, memo, map_free_vars=True)
         with tirx_private.macro_transpile_memo():
-            kernel()
-            scale["k"] = 3  # the same dict: the builder reads it when it runs, no new transpile
+            offset = kernel(0.5)  # another closure value: the same program over its own globals
+            scale["k"] = 3  # the same dict: the builder reads it when it runs
             changed = kernel()
-        assert compiled == ["fill"] * 4
+        assert compiled == ["fill"]
+        assert tvm_ffi.structural_equal(plain_offset, offset, map_free_vars=True)
+        assert not tvm_ffi.structural_equal(plain, offset, map_free_vars=True)
         assert not tvm_ffi.structural_equal(plain, changed, map_free_vars=True)
     finally:
         tirx_private._compiled_macro = real

@@ -10,6 +10,7 @@ import tvm_tirx
 import tvm_tirx.support.rocm as rocm_support
 
 import analysis_kernels as K
+import child_python
 import rocm_kernels
 import tvm_cdna4
 from tvm_cdna4.errors import ContractError
@@ -24,7 +25,8 @@ WRITE_THIS = r'compile with target=\{"kind": "rocm", "mcpu": "gfx950"\}'
 def test_rocm_without_mcpu_is_a_python_error_not_an_abort():
     code = ("import tvm_tirx\nfrom tvm_cdna4.isa import CATALOG\nfrom tvm_cdna4.probes import mfma_probe\n"
             "tvm_tirx.tirx.compile(mfma_probe(CATALOG['mfma_f32_16x16x32_f16']), target='rocm')\n")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600,
+                          env=child_python.env())
     assert proc.returncode == 1, proc.stderr[-3000:]  # SIGABRT would be -6
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("tvm_cdna4.ContractError: mfma_f32_16x16x32_f16: a gfx950 (CDNA4) instruction compiles only "

@@ -40,6 +40,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 import types
 import typing
@@ -457,12 +458,22 @@ def shared_cuda_lowering():
 #    (our schedules' emission only), the compiled builder of a macro is reused for a later call of
 #    the same function object with the same builder, the same argument names and types and an
 #    environment (globals, captured bindings) whose every value is the same object; the arguments
-#    themselves are the builder's parameters, passed afresh at each call. Anything else goes
-#    through TIRx's own function. The generated code is unchanged (tests/test_cuda_gemm_golden.py,
-#    tests/test_gfx950_gemm_golden.py).
+#    themselves are the builder's parameters, passed afresh at each call.
+#    Across emissions (each makes its macros afresh, closures over its own plan), the transpiled
+#    program is shared by the macro's code object (``_SHAPES``): TIRx's translation reads the source,
+#    the names of the environment and, of its values, only which are modules, registered script
+#    namespaces, ``typing.Optional`` or rebind ``range``/``int`` (prescan, namespace resolution); every
+#    other value is read by the generated code from its globals when it runs. So a later emission
+#    whose environment has the same names and the same such values (and the same annotation scope)
+#    runs the same compiled ``_builder`` over a fresh globals dict holding its own
+#    values; a translation that injected a value of its environment into the program (a lexical
+#    alias) is never shared. Anything else goes through TIRx's own function. The generated code is
+#    unchanged (tests/test_cuda_gemm_golden.py, tests/test_gfx950_gemm_golden.py,
+#    tests/test_tirx_private.py).
 RUN_STATEMENTS = "_run_statements"
 RUN_STATEMENTS_SHA256 = "077d3751f3f2bc2882e5ba3e6a036a13a452d18c1b0a205bf417b3f86784ebf9"
 _MACROS = threading.local()
+_SHAPES: dict = {}  # translation key (_shape_key) -> _Translation, process-wide (entries never change)
 
 
 def _parser_entry():
@@ -483,8 +494,19 @@ def run_statements_sha256() -> str:
     return hashlib.sha256(inspect.getsource(_original_run_statements()).encode()).hexdigest()
 
 
-def _compiled_macro(source, builder, environment, bound_names, preserve_return, definition_scope):
-    """TIRx's ``_run_statements`` up to the call: the compiled builder and its parameter names."""
+class _Translation(typing.NamedTuple):
+    """A macro's compiled program: ``make`` (TIRx's ``_builder``: run, it returns the macro's builder
+    function), the names of its parameters and the globals the translation added to the
+    environment's (``injected``: builtins, namespaces, the location table); None when it added a
+    value of the environment's (a lexical alias), which another environment would get wrong."""
+
+    make: types.FunctionType
+    params: list
+    injected: dict | None
+
+
+def _compiled_macro(source, builder, environment, bound_names, preserve_return, definition_scope) -> _Translation:
+    """TIRx's ``_run_statements`` up to the call: the translated macro (``_Translation``)."""
     import ast
 
     E = _parser_entry()
@@ -508,12 +530,50 @@ def _compiled_macro(source, builder, environment, bound_names, preserve_return, 
         helper.type_params = []
     transformer.module.generated_builders.append(
         E.GeneratedBuilder(helper, node.name, set(names) | transformer.module.prescan_ctx.namespaces.keys()))
-    runnable = E._recompose_builder(
+    make = E._recompose_builder(
         ast.Module([*statements, helper], []), source_fn=source, definition_scope=transformer.module.definition_scope,
         generated_builders=transformer.module.generated_builders, filename=filename, flags=flags,
         name=transformer.module.make_fresh_name("_builder"), make_fresh_name=transformer.module.make_fresh_name,
-        environment=namespace, result=helper_name)()
-    return runnable, names
+        environment=namespace, result=helper_name)
+    aliased = make.__globals__.keys() - namespace.keys()  # _recompose_builder's lexical aliases
+    injected = None if aliased else {k: v for k, v in namespace.items() if k not in environment}
+    return _Translation(make, names, injected)
+
+
+@functools.cache
+def _fixed_kinds() -> dict:
+    """id -> value of the objects whose identity TIRx's translation reads (registered namespaces,
+    ``typing.Optional``, ``range``, ``int``); modules are matched by type."""
+    import builtins
+
+    from tvm_tirx.script.parser import _NAMESPACES
+
+    return {id(v): v for v in (*_NAMESPACES.values(), typing.Optional, builtins.range, builtins.int)}
+
+
+def _shape_key(source, builder, environment, names, preserve_return, definition_scope):
+    """What a macro's translation depends on (section 8), or None when it cannot be shared."""
+    if definition_scope is environment:  # T.macro(hygienic=False): the caller's whole scope
+        return None
+    fixed = _fixed_kinds()
+    read = tuple((k, v) for k, v in environment.items() if id(v) in fixed or isinstance(v, types.ModuleType))
+    scope = tuple((k, id(v)) for k, v in (definition_scope or {}).items())
+    return source.__code__, builder, names, preserve_return, tuple(environment), read, scope
+
+
+def _translation(source, builder, environment, bound_names, preserve_return, definition_scope) -> _Translation:
+    """The macro's program for this environment: ``_SHAPES``' when it has one, else translated."""
+    key = _shape_key(source, builder, environment, tuple(sorted(bound_names)), preserve_return, definition_scope)
+    shared = _SHAPES.get(key) if key is not None else None
+    if shared is not None:
+        make = types.FunctionType(shared.make.__code__, {**shared.injected, **environment}, shared.make.__name__,
+                                  shared.make.__defaults__, shared.make.__closure__)
+        make.__kwdefaults__ = shared.make.__kwdefaults__  # the annotation scope: the same objects (key)
+        return shared._replace(make=make)
+    made = _compiled_macro(source, builder, environment, set(bound_names), preserve_return, definition_scope)
+    if key is not None and made.injected is not None:
+        _SHAPES[key] = made
+    return made
 
 
 def _memoized_run_statements(source, builder, environment, bound_names, *, preserve_return=False,
@@ -527,10 +587,9 @@ def _memoized_run_statements(source, builder, environment, bound_names, *, prese
            id(definition_scope))
     seen = table.get(key)
     if seen is None or not all(environment.get(k, seen) is v for k, v in seen[0].items()):
-        runnable, params = _compiled_macro(source, builder, environment, set(bound_names), preserve_return,
-                                           definition_scope)
+        made = _translation(source, builder, environment, bound_names, preserve_return, definition_scope)
         fixed = {k: v for k, v in environment.items() if k not in bound_names}
-        seen = table[key] = (fixed, runnable, params)
+        seen = table[key] = (fixed, made.make(), made.params)
     _, runnable, params = seen
     return runnable(*(environment[name] for name in params))
 

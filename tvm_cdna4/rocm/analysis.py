@@ -39,6 +39,7 @@ included) and through control flow (loop variables of lane-varying loops, code a
 
 from __future__ import annotations
 
+import functools
 import itertools
 
 import tvm_ffi
@@ -205,12 +206,18 @@ def _product(extents: dict) -> int | None:
 
 # ---- calls ------------------------------------------------------------------------------------
 
+@functools.cache
+def _intrinsic_name(intrinsic_id: int) -> str:
+    """LLVM's name of an intrinsic id (fixed for the process: an FFI call each time otherwise)."""
+    return get_intrinsic_name(intrinsic_id)
+
+
 def _callee(call) -> str:
     """What a call stands for: the LLVM intrinsic, the extern symbol, or the op name."""
     op = call.op.name if isinstance(call.op, ir.Op) else str(call.op)
     if op in LLVM_INTRINSIC_OPS:
         first = call.args[0]
-        return get_intrinsic_name(int(first.value)) if isinstance(first, ir.IntImm) else first.value
+        return _intrinsic_name(int(first.value)) if isinstance(first, ir.IntImm) else first.value
     if op in EXTERN_OPS:
         return call.args[0].value
     return op
