@@ -782,16 +782,22 @@ def _addr(compiler, node, args):
     return run
 
 
+def _f32_map(compiler, args, fn, **errstate):
+    """The run function of a one-argument f32 math call: numpy's ``fn`` on the f32 operand, under
+    ``np.errstate(**errstate)`` (the IEEE cases the call's hardware instruction meets silently)."""
+    (x,) = (compiler.expr(a) for a in args)
+
+    def run(env, mask):
+        with np.errstate(**errstate):
+            return fn(np.asarray(x(env, mask), np.float32))
+    return run
+
+
 def _exp2f(compiler, node, args):
     """``exp2f(x)`` on f32, what TIRx writes for ``T.exp2`` (NVRTC, with TIRx's ``--use_fast_math``,
     compiles it to ``ex2.approx.ftz.f32``, PTX ISA 9.7.3.21, relative error about 2^-22): numpy's
     ``exp2`` rounded to f32 (overflow to inf, as the hardware), within that error of the GPU's value."""
-    (x,) = (compiler.expr(a) for a in args)
-
-    def run(env, mask):
-        with np.errstate(over="ignore", under="ignore"):
-            return np.exp2(np.asarray(x(env, mask), np.float32))
-    return run
+    return _f32_map(compiler, args, np.exp2, over="ignore", under="ignore")
 
 
 def _log2f(compiler, node, args):
@@ -799,12 +805,7 @@ def _log2f(compiler, node, args):
     compiles it to ``lg2.approx.ftz.f32``, PTX ISA 9.7.3.20, maximum relative error about 2^-22 away
     from 1): numpy's ``log2`` rounded to f32 (``-inf`` at 0, NaN below), within that error of the GPU's
     value."""
-    (x,) = (compiler.expr(a) for a in args)
-
-    def run(env, mask):
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return np.log2(np.asarray(x(env, mask), np.float32))
-    return run
+    return _f32_map(compiler, args, np.log2, divide="ignore", invalid="ignore")
 
 
 def _fmaxf(compiler, node, args):

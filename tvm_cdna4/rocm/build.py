@@ -279,3 +279,22 @@ def build(func, target: str = "gfx950") -> BuildResult:
     llvm_ir, asm = dev.inspect_source("llvm"), dev.inspect_source("asm")
     return BuildResult(llvm_ir=llvm_ir, asm=asm, kernels=parse_metadata(asm),
                        code_object=_state.code_object, executable=exe)
+
+
+def cached_build(kind: str, key: dict, make, enabled: bool = True) -> BuildResult:
+    """``build(make())`` through the build cache (``cache.cached(kind, key, ...)``): the LLVM IR, the
+    assembly and the code object. ``make`` (the kernel's emission) runs on a miss only; the result's
+    ``executable`` is None on a hit and a miss alike (what the cache holds)."""
+    from ..cache import cached
+
+    def compile_() -> dict[str, bytes]:
+        result = build(make())
+        blobs = {"llvm_ir": result.llvm_ir.encode(), "asm": result.asm.encode()}
+        if result.code_object is not None:
+            blobs["code_object"] = result.code_object
+        return blobs
+
+    blobs = cached(kind, key, compile_, enabled=enabled)
+    asm = blobs["asm"].decode()
+    return BuildResult(llvm_ir=blobs["llvm_ir"].decode(), asm=asm, kernels=parse_metadata(asm),
+                       code_object=blobs.get("code_object"), executable=None)

@@ -116,25 +116,11 @@ def cache_key(plan_) -> dict:
 
 def build_gfx950(problem: AttentionProblem, config: AttentionConfig | None = None, cache: bool = True):
     """``tvm_cdna4.build`` of the gfx950 kernel through the build cache (keyed by ``cache_key``): the
-    LLVM IR, assembly and code object; ``executable`` is None on a hit."""
-    from ..cache import cached
-    from ..rocm.build import BuildResult, parse_metadata
+    LLVM IR, assembly and code object (``rocm.build.cached_build``)."""
+    from ..rocm.build import cached_build
 
     p = plan(problem, "gfx950", config)
-
-    def compile_() -> dict[str, bytes]:
-        from ..rocm.build import build as rocm_build
-
-        result = rocm_build(emit_gfx950(p))
-        blobs = {"llvm_ir": result.llvm_ir.encode(), "asm": result.asm.encode()}
-        if result.code_object is not None:
-            blobs["code_object"] = result.code_object
-        return blobs
-
-    blobs = cached("gfx950-attention", cache_key(p), compile_, enabled=cache)
-    asm = blobs["asm"].decode()
-    return BuildResult(llvm_ir=blobs["llvm_ir"].decode(), asm=asm, kernels=parse_metadata(asm),
-                       code_object=blobs.get("code_object"), executable=None)
+    return cached_build("gfx950-attention", cache_key(p), lambda: emit_gfx950(p), enabled=cache)
 
 
 @attrs.frozen

@@ -194,22 +194,9 @@ def build_grouped(G: int, N: int, K: int, dtype: str = "bf16", layout: str = "nt
 def build_plan(p: Gfx950GemmPlan | MxGemmPlan, cache: bool = True):
     """``build`` of one plan (the build cache keyed by ``cache_key(p)``: a dynamic-M plan's record
     holds its bucket)."""
-    from ..cache import cached
-    from ..rocm.build import BuildResult, parse_metadata
+    from ..rocm.build import cached_build
 
-    def compile_() -> dict[str, bytes]:
-        from ..rocm.build import build as rocm_build  # TIRx: on a miss only
-
-        result = rocm_build(emit(p))
-        blobs = {"llvm_ir": result.llvm_ir.encode(), "asm": result.asm.encode()}
-        if result.code_object is not None:
-            blobs["code_object"] = result.code_object
-        return blobs
-
-    blobs = cached("gfx950-gemm", cache_key(p), compile_, enabled=cache)
-    asm = blobs["asm"].decode()
-    return BuildResult(llvm_ir=blobs["llvm_ir"].decode(), asm=asm, kernels=parse_metadata(asm),
-                       code_object=blobs.get("code_object"), executable=None)
+    return cached_build("gfx950-gemm", cache_key(p), lambda: emit(p), enabled=cache)
 
 
 __all__ = ["DTYPES", "FORMAT_CODES", "LAYOUTS", "UNIT_SCALES", "DynamicGemm", "Epilogue", "Fusion", "Gfx950GemmConfig",
