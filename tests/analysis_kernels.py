@@ -216,6 +216,31 @@ def kernel_argument_branch(threads=64):
     return kernel
 
 
+def boolean_and_branch(threads=128):
+    """Wave 1 multiplies, if there is one: ``if (tx // 64 == 1) & (threads > 64):``, a boolean ``&``
+    whose right side Python folds to a constant (``cond & True``: not the integer ``x & 1``)."""
+
+    @T.function
+    def kernel(D: T.Tensor((threads, 4), "float32")):
+        with T.device_entry():
+            bx = T.launch_thread("blockIdx.x", 1)
+            tx = T.launch_thread("threadIdx.x", threads)
+            ra = T.alloc_tensor(ty_args=[T.Tensor((8,), "float16", scope="local")])
+            rd = T.alloc_tensor(ty_args=[T.Tensor((4,), "float32", scope="local")])
+            for r in T.unroll(8):
+                ra[r] = T.float16(1)
+            for r in T.unroll(4):
+                rd[r] = T.float32(0)
+            Af = T.decl_tensor(ra.ptr_to([0]), ty_args=[T.Tensor((1, 1, 16, 32), "float16", scope="local", layout=LA)])
+            Df = T.decl_tensor(rd.ptr_to([0]), ty_args=[T.Tensor((1, 1, 16, 16), "float32", scope="local", layout=LD)])
+            if (tx // 64 == 1) & (threads > 64):
+                T.rocm.tile.apply(T.amdgcn["mfma_f32_16x16x32_f16"], Df, Af, Af, T.float32(0), scope="wave")
+            for r in T.unroll(4):
+                D[tx, r] = rd[r]
+
+    return kernel
+
+
 # ---- workgroup scope: waves against the wave axis ---------------------------------------------
 
 def workgroup_waves(threads: int, axis: int):

@@ -38,7 +38,8 @@ def test_the_emulator_runs_the_same_rule():
     (K.wave_id_branch, 128, {}, {0}),
     (K.thread_index_over_64_branch, 256, {}, {1, 3}),
     (K.kernel_argument_branch, 64, {"n": 4}, {0, 0}),  # iterations 1 and 3: 2 x 32
-], ids=["wave_id", "tx // 64 and tx >> 6", "kernel argument and loop variable"])
+    (K.boolean_and_branch, 128, {}, {1}),  # `cond & True`: the integer `x & 1` rewrite must not apply
+], ids=["wave_id", "tx // 64 and tx >> 6", "kernel argument and loop variable", "boolean &"])
 def test_wave_uniform_control_is_accepted(make, threads, scalars, computing):
     kernel = make(threads)
     assert "v_mfma_f32_16x16x32_f16" in tvm_cdna4.build(kernel).asm

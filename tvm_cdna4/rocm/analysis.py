@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import re
 
 import tvm_ffi
 from tvm_tirx import ir
@@ -193,6 +194,11 @@ def _thread_extents(root) -> dict:
 
 def _const(expr) -> int | None:
     return int(expr.value) if isinstance(expr, ir.IntImm) else None
+
+
+def _scalar_int(expr) -> bool:
+    """Whether ``expr`` is a scalar signed or unsigned integer (not a bool, not a vector)."""
+    return isinstance(expr.ty, ir.PrimType) and re.fullmatch(r"u?int\d+", str(expr.ty)) is not None
 
 
 def _product(extents: dict) -> int | None:
@@ -425,7 +431,8 @@ class _LaneDependence:
             return self._call(node)
         if isinstance(node, prim.Let):
             return _substitute(node.body, node.var, node.value)
-        shift = _const(node.b) if isinstance(node, prim.RShift | prim.LShift | prim.BitwiseAnd) else None
+        shifts = isinstance(node, prim.RShift | prim.LShift | prim.BitwiseAnd) and _scalar_int(node.a)
+        shift = _const(node.b) if shifts else None  # a boolean `cond & True` is no floor-mod
         if shift is not None and shift >= 0:  # exact in two's complement: >> floors, & 2^n-1 is floormod
             if isinstance(node, prim.RShift):
                 return prim.FloorDiv(node.a, ir.IntImm(node.a.ty, 1 << shift))
