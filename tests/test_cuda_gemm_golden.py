@@ -12,7 +12,10 @@ seven ``*t`` digests are unchanged since commit 7dfb323, except the two odd-N on
 stores each element with a predicated ``st.global.f32`` / ``st.global.b16`` (a cvt first for 16-bit
 C) instead of an if-guarded scalar store, which TIRx's simplifier took seconds to prove. The plan
 stages of issue 22 (the epilogue, grid and parameter records, one ``Swizzle``, one
-``LaneAddress.offset``, ``main``'s signature from the plan) left all twelve unchanged."""
+``LaneAddress.offset``, ``main``'s signature from the plan) left all twelve unchanged.
+odd_64x4096x96_tt_f16_f16out was updated deliberately on 2026-12-02: its 3 k-tiles now run 3
+stages, not 4 (``cuda_plan.fit_stages``: a fourth stage was never loaded, only read unwritten by
+the last fragment prefetch); the shared memory and the stage indices change, nothing else."""
 
 import hashlib
 import json

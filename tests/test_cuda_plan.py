@@ -135,6 +135,18 @@ def test_k_loop_form_per_layout(default_plans, layout):
     assert (tail.form, tail.groups, tail.tail) == ("unrolled", 16, 1)
 
 
+def test_stages_are_capped_at_the_k_tiles():
+    # the planner's choice at 16 x 64 x 320 is a 16x64x128 tile of 4 stages: its 3 k-tiles load 3
+    # (a fourth would only be read unwritten by the last fragment prefetch); shared memory shrinks
+    p = plan(16, 64, 320)
+    assert (p.config.block_k, p.kloop.k_tiles, p.config.stages, p.kloop.stages) == (128, 3, 3, 3)
+    assert p.smem_elems == 3 * p.stage_elems == 3 * (16 + 64) * 128
+    # an explicit config too, per K slice, down to the pipeline's least (2 stages for one k-tile)
+    stages = {K: plan(64, 64, K, config=SMALL).kloop.stages for K in (32, 64, 96, 128, 4096)}
+    assert stages == {32: 2, 64: 2, 96: 3, 128: 3, 4096: 3}
+    assert plan(64, 64, 256, config=replace(SMALL, split_k=4)).config.stages == 2  # 8 k-tiles, 2 per slice
+
+
 def test_k_steps_schedule_loads_and_barrier(default_plans):
     # 4 k-steps: A ahead in k-step 0, B in k-step 1, the barrier after k-step 2's mma, and the last
     # k-step reads the next stage's first fragments

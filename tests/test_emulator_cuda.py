@@ -265,17 +265,17 @@ def test_unknown_target():
 # the CUDA GEMM (cp.async + ldmatrix + mma.sync + st.global)
 # ------------------------------------------------------------------------------------------------
 
-# (layout, M, N, K, dtype, out_dtype, uninitialized). With fewer k-tiles than pipeline stages the
-# schedule's last fragment prefetch reads a shared stage that was never written (and ignores it), so
-# those shapes run with uninitialized="allow".
+# (layout, M, N, K, dtype, out_dtype, uninitialized). The planner caps the stages at the k-tiles
+# (``cuda_plan.fit_stages``), but not below 2: with one k-tile the schedule's last fragment prefetch
+# reads the second stage, never written (and ignores it), so that shape runs with uninitialized="allow".
 GEMMS = [
     ("nt", 64, 64, 32, "f16", "f32", "allow"),
-    ("tn", 100, 70, 40, "f16", "f32", "allow"),
+    ("tn", 100, 70, 40, "f16", "f32", "error"),  # 2 k-tiles: 2 stages, not SMALL's 3
     ("nn", 100, 70, 96, "f16", "f32", "error"),
     ("tt", 130, 136, 96, "f16", "f16", "error"),
     ("nt", 64, 72, 96, "bf16", "bf16", "error"),
     ("nn", 64, 64, 256, "f16", "f32", "error"),  # the stage-unrolled k-loop (8 k-tiles, 3 stages)
-    ("tn", 33, 45, 40, "f16", "f32", "allow"),  # odd N: one predicated st.global.f32 per element
+    ("tn", 33, 45, 40, "f16", "f32", "error"),  # odd N: one predicated st.global.f32 per element
     ("nn", 30, 37, 96, "bf16", "bf16", "error"),  # odd N, 16-bit C: cvt.rn.bf16.f32 + st.global.b16
 ]
 
@@ -295,6 +295,12 @@ def _assert_gemm_exact(M, N, K, layout, cfg, seed, dt="f16", ot="f32", uninit="e
 @pytest.mark.parametrize("layout,M,N,K,dt,ot,uninit", GEMMS)
 def test_cuda_gemm_exact_on_small_integers(layout, M, N, K, dt, ot, uninit):
     _assert_gemm_exact(M, N, K, layout, SMALL, M * N + K, dt, ot, uninit)
+
+
+def test_cuda_gemm_planned_small_k_reads_only_written_shared_memory():
+    # the planner's 16x64x128 tile of 4 stages at 32 x 64 x 320 (3 k-tiles, the last masked) runs 3
+    # stages: no read of a stage never written (uninitialized="error")
+    _assert_gemm_exact(32, 64, 320, "nt", None, 5)
 
 
 def test_cuda_gemm_unrolled_k_loop_exact():

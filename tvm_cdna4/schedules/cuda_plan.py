@@ -1337,6 +1337,7 @@ def plan(M: int | MBucket, N: int, K: int, dtype: str = "f16", layout: str = "nt
         raise ValueError("M, N, K must be positive")
     cfg = config or choose_config(planned_m(rows or bucket or M), N, K, dtype, layout, out_dtype, sms, groups)
     cfg.check()
+    cfg = fit_stages(cfg, K)
     check_dynamic(bucket, layout, cfg)
     grouping = grouped_tiles(groups, rows, cfg)
     opa, opb = make_operands(M, N, K, layout, cfg)
@@ -1378,6 +1379,13 @@ def plan(M: int | MBucket, N: int, K: int, dtype: str = "f16", layout: str = "nt
         params += (Param("W", (slices, m_max, N), "float32"), Param("S", (ceil_div(m_max, cfg.block_m) * gn,), "uint32"))
     return GemmPlan(M, N, K, dt, layout, cfg, tiling, grid, a, b, f"mma.sync.aligned.m16n8k16.row.col.f32.{ab}.{ab}.f32",
                     stage_elems, cfg.stages * stage_elems, kloop, epilogue, params, fusion, bucket)
+
+
+def fit_stages(cfg: GemmConfig, K: int) -> GemmConfig:
+    """``cfg`` with its stage count capped at its k-tiles per K slice (and at least 2, the pipeline's
+    least): a stage beyond the k-tiles is never loaded, only shared memory the last k-step's fragment
+    prefetch reads unwritten. A checked ``cfg`` stays checked (fewer stages, less shared memory)."""
+    return replace(cfg, stages=min(cfg.stages, max(2, cfg.slice_k_tiles(K))))
 
 
 def check_grouped(rows, groups: int, N: int, K: int, layout: str) -> tuple[MBucket, MBucket, int]:
