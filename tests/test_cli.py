@@ -219,3 +219,17 @@ def test_attention_usage_errors_are_one_line(args, message, attention):
     proc = attention("--seq", "64", *args)
     assert (proc.returncode, proc.stdout) == (2, "") and len(proc.stderr.splitlines()) == 1, proc.stderr
     assert proc.stderr.startswith(message), proc.stderr
+
+
+def test_gemm_sm80_block_replans_the_stages(cli):
+    # the planner's 4 stages were for its own 16x64x128 tile; --block 128x256x128 holds 2 in 227 KiB
+    # (4 were 384 KiB, refused), 128x128x64 at K = 128 has 2 k-tiles; --stages still says it outright
+    def config(*args):
+        proc = cli("gemm", "--target", "sm80", "-M", "64", "-N", "64", *args, "--emit", "config")
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        return json.loads(proc.stdout)["stages"]
+
+    assert config("-K", "1024", "--block", "128x256x128") == 2
+    assert config("-K", "128", "--block", "128x128x64") == 2
+    assert config("-K", "1024", "--block", "128x128x64") == 4
+    assert config("-K", "1024", "--block", "128x128x64", "--stages", "3") == 3

@@ -96,7 +96,7 @@ def _config(args):
     from dataclasses import replace
 
     from .schedules.cuda_gemm import choose_config
-    from .schedules.cuda_plan import choose_config as choose_tile
+    from .schedules.cuda_plan import choose_config as choose_tile, replan_stages
 
     # tile options (--block, --warps, --group-m, --ctas) ask for the tile GEMM; otherwise the planner
     # may pick the decode kernel (M <= 16, nt), whose --stages is its pipeline depth
@@ -118,6 +118,8 @@ def _config(args):
     if getattr(args, "reduction", None):
         updates["reduction"] = args.reduction
     cfg = replace(cfg, **updates)
+    if args.block and not args.stages:  # the planner's stages were for its own block: re-plan them
+        cfg = replan_stages(cfg, args.M, args.N, args.K, args.out_dtype)
     cfg.check()
     return cfg
 
