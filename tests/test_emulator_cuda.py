@@ -336,7 +336,7 @@ def test_cuda_gemm_shared_memory_is_bank_conflict_free(cfg, layout):
     a, b = xc._ints(rng, sa, np.float16), xc._ints(rng, sb, np.float16)
     stats = {}
     emulate(cuda_gemm(M, N, K, "f16", layout, "f32", cfg), a, b, np.zeros((M, N), np.float32), target="sm80",
-            uninitialized="allow", stats=stats)
+            stats=stats)  # 2 k-tiles: 2 stages, each written
     warps, k16 = cfg.threads // 32, K // 16
     assert stats["ldmatrix phases"] >= warps * k16 * (cfg.warp_m // 16 + cfg.warp_n // 16) * 4
     assert stats["cp.async phases"] == (M + N) * K * 2 // 128

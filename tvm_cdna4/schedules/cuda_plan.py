@@ -1390,15 +1390,14 @@ def fit_stages(cfg: GemmConfig, K: int) -> GemmConfig:
 
 def replan_stages(cfg: GemmConfig, M: int, N: int, K: int, out_dtype: str = "f32", sms: int = H200_SMS) -> GemmConfig:
     """``cfg`` (a tiling given by hand) with the stage count the planner's rule gives it: of 2 to the
-    deepest of ``PIPELINES``, those whose shared memory fits, the least ``estimate`` (ties: deeper),
-    capped at the k-tiles (``fit_stages``); ``cfg`` itself when no count fits (``check`` says why)."""
+    deepest of ``PIPELINES``, each capped at the k-tiles (``fit_stages``), those whose shared memory
+    fits, the least ``estimate`` (ties: deeper); ``cfg`` itself when none fits (``check`` says why)."""
     ob = 4 if _short_out(out_dtype) == "f32" else 2
-    fits = [replace(cfg, stages=s) for s in range(max(s for _, s in PIPELINES), 1, -1)]
+    fits = [fit_stages(replace(cfg, stages=s), K) for s in range(max(s for _, s in PIPELINES), 1, -1)]
     fits = [c for c in fits if c.smem_bytes() <= 227 * 1024]
     if not fits:
         return cfg
-    best = min(fits, key=lambda c: estimate(M, N, K, c, ob, Device(sms=sms)).time_s)
-    return fit_stages(best, K)
+    return min(fits, key=lambda c: estimate(M, N, K, c, ob, Device(sms=sms)).time_s)
 
 
 def check_grouped(rows, groups: int, N: int, K: int, layout: str) -> tuple[MBucket, MBucket, int]:
