@@ -140,6 +140,8 @@ def _dma_loader(plan: AttentionPlan):
     p, tile, W = plan.problem, plan.dma, plan.waves
     D, BKV, pitch, esize, VEC = p.head_dim, plan.config.block_kv, plan.lds_row, plan.esize, _vec(plan)
     nbytes, per, bits = p.seq_kv * D * esize, -(-tile.loads // W), 8 * esize
+    if tile.pad_every != 1:  # ``ok`` below spells ``tile.in_tile`` for pad_every 1 (T.And, see docs/attention.md)
+        raise ValueError(f"attention dma tile: the loader's in-tile test assumes pad_every 1, found {tile.pad_every}")
 
     def voff(j, key, ok, col):
         return T.if_then_else(T.And(ok, j * BKV + key < p.seq_kv), (key * D + col) * esize, T.int32(BUFFER_OOB))
