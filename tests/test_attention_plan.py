@@ -47,6 +47,9 @@ def test_problem_and_config_errors_name_the_field():
                           (dict(scale=-1.0), "scale")):
         with pytest.raises(ValueError, match=match):
             AttentionProblem(**{**dict(batch=1, heads=4, kv_heads=2, seq_q=8, seq_kv=8, head_dim=64), **kwargs})
+    with pytest.raises(ValueError, match="32-bit integers"):  # not TIRx's int32 literal check deep in the build
+        plan_gfx950_attention(AttentionProblem(32, 64, 64, 8192, 8192, 128))
+    assert plan_gfx950_attention(AttentionProblem(16, 64, 64, 8192, 8192, 128)).kv_tiles == 128  # 2^30: builds
     for kwargs, match in ((dict(block_q=48), "block_q"), (dict(block_kv=16), "block_kv"), (dict(lds_pad=8), "lds_pad")):
         with pytest.raises(ValueError, match=match):
             AttentionConfig(**kwargs)

@@ -66,8 +66,10 @@ def problem_of(args):
     """The ``AttentionProblem`` of the options (ValueError naming the field it refuses)."""
     from .schedules.attention_plan import AttentionProblem
 
-    return AttentionProblem(args.batch, args.heads, args.kv_heads or args.heads, args.seq, args.seq_kv or args.seq,
-                            args.head_dim, causal=args.causal, dtype=args.dtype, scale=args.scale)
+    kv_heads = args.heads if args.kv_heads is None else args.kv_heads  # an explicit 0 is refused, not defaulted
+    seq_kv = args.seq if args.seq_kv is None else args.seq_kv
+    return AttentionProblem(args.batch, args.heads, kv_heads, args.seq, seq_kv, args.head_dim, causal=args.causal,
+                            dtype=args.dtype, scale=args.scale)
 
 
 def config_of(args, problem):
@@ -75,7 +77,8 @@ def config_of(args, problem):
     ``--block-q`` / ``--block-kv`` applied; None without either."""
     from .schedules import attention
 
-    updates = {name: value for name, value in (("block_q", args.block_q), ("block_kv", args.block_kv)) if value}
+    updates = {name: value for name, value in (("block_q", args.block_q), ("block_kv", args.block_kv))
+               if value is not None}
     if not updates:
         return None
     default = attention.plan(problem, args.target).config

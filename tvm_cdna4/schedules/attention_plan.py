@@ -36,8 +36,8 @@ import attrs
 from ..isa import CATALOG
 from ..patterns.dma import LdsTile
 from .attention_problem import (ATTENTION_DTYPES, F32_TERMS, HEAD_DIMS, LSE_F32, OUT_DTYPES, P_ROUNDOFF, P_SHIFT,
-                                P_UNDERFLOW, SCALED, UNIT_ROUNDOFF, AttentionProblem, dequantize, error_bound,
-                                kv_full_tiles_for, kv_tiles_for, output_arrays, random_inputs, reference)
+                                P_UNDERFLOW, SCALED, UNIT_ROUNDOFF, AttentionProblem, check_indexing, dequantize,
+                                error_bound, kv_full_tiles_for, kv_tiles_for, output_arrays, random_inputs, reference)
 from .dynamic_m import ceil_div
 from .epilogue import Param
 from .gfx950_plan import DTYPES, OUT_STORAGE, Epilogue, Grid, convert_epilogue
@@ -191,7 +191,9 @@ def v_lds_key(row, bits: int = 16):
 
 
 def plan_gfx950_attention(problem: AttentionProblem, config: AttentionConfig | None = None) -> AttentionPlan:
-    """The gfx950 plan of ``problem`` (module docstring); ValueError where ``config`` does not tile it."""
+    """The gfx950 plan of ``problem`` (module docstring); ValueError where ``config`` does not tile it
+    or a tensor is too large for 32-bit indexing (``check_indexing``)."""
+    check_indexing(problem)
     config = config or AttentionConfig()
     spec = DTYPES[problem.dtype]
     D, BKV = problem.head_dim, config.block_kv

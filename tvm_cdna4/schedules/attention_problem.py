@@ -230,6 +230,15 @@ def output_arrays(problem: AttentionProblem) -> dict:
             "LSE": np.full(shapes["LSE"], np.nan, np.float32)}
 
 
+def check_indexing(problem: AttentionProblem) -> None:
+    """Refuse a problem whose largest tensor (Q and O, or K and V) holds ``2^31`` elements or more:
+    both targets' kernels index it with 32-bit integers (ValueError naming the count and the limit)."""
+    largest = max(problem.batch * problem.heads * problem.seq_q, problem.batch * problem.kv_heads * problem.seq_kv)
+    if largest * problem.head_dim >= 2**31:
+        raise ValueError(f"attention: {largest * problem.head_dim} elements in one tensor; the kernel indexes with "
+                         f"32-bit integers (at most {2**31 - 1}): split the batch")
+
+
 def kv_tiles_for(problem: AttentionProblem, block_q: int, block_kv: int, q0, skip_masked: bool = True,
                  minimum=min):
     """The kv tiles the query block starting at row ``q0`` runs (an int or a TIR expression with
@@ -252,5 +261,5 @@ def kv_full_tiles_for(problem: AttentionProblem, block_q: int, block_kv: int, q0
 
 
 __all__ = ["ATTENTION_DTYPES", "OUT_DTYPES", "P_ROUNDOFF", "P_SHIFT", "P_UNDERFLOW", "SCALED", "AttentionProblem",
-           "F32_TERMS", "HEAD_DIMS", "LSE_F32", "UNIT_ROUNDOFF", "dequantize", "error_bound", "kv_full_tiles_for",
+           "F32_TERMS", "HEAD_DIMS", "LSE_F32", "UNIT_ROUNDOFF", "check_indexing", "dequantize", "error_bound", "kv_full_tiles_for",
            "kv_tiles_for", "output_arrays", "random_inputs", "reference"]

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import attrs
 
-from .attention_problem import AttentionProblem, kv_tiles_for
+from .attention_problem import AttentionProblem, check_indexing, kv_tiles_for
 from .dynamic_m import ceil_div
 from .epilogue import Param
 
@@ -227,10 +227,7 @@ def plan_sm80_attention(problem: AttentionProblem, config: Sm80AttentionConfig |
     if problem.dtype not in STORAGE:
         raise ValueError(f"sm80 attention dtype: expected one of {tuple(STORAGE)}, found {problem.dtype!r} (mma.sync "
                          f"m16n8k16 takes 16-bit inputs; fp8 attention runs on --target gfx950)")
-    largest = max(problem.batch * problem.heads * problem.seq_q, problem.batch * problem.kv_heads * problem.seq_kv)
-    if largest * problem.head_dim >= 2**31:
-        raise ValueError(f"attention: {largest * problem.head_dim} elements in one tensor; the kernel indexes with "
-                         f"32-bit integers (at most {2**31 - 1}): split the batch")
+    check_indexing(problem)
     config = config or default_config(problem, sms or H200_SMS)
     check_config(problem, config)
     shapes = problem.shapes()
