@@ -22,8 +22,9 @@ import sys
 
 import attrs
 
-TARGETS = ("gfx950", "sm80")
-DTYPES = ("bf16", "f16", "fp8")
+from .schedules.attention_problem import ATTENTION_DTYPES as DTYPES
+
+TARGETS = ("gfx950", "sm80")  # schedules.attention.TARGETS' keys (that module imports the planners: not at parse time)
 ACTIONS = "--validate, --emit asm|tir|cuda|config, --report (gfx950), --bench (sm80 GPU)"
 
 
@@ -170,6 +171,13 @@ def _validate(args, problem, config) -> int:
     return 0 if result.ok else 1
 
 
+def _torch_dtype(problem):
+    """The torch dtype of the problem's 16-bit inputs (``tvm_cdna4.torch.IN_DTYPES``, inverted)."""
+    from .torch import IN_DTYPES
+
+    return {name: dtype for dtype, name in IN_DTYPES.items()}[problem.dtype]
+
+
 def _torch_attention():
     """``tvm_cdna4.torch.attention`` on a present NVIDIA GPU (ValueError naming what is missing)."""
     from .runtime import cuda as runner
@@ -189,8 +197,7 @@ def run_sm80(problem, arrays):
     attend = _torch_attention()  # first: it says why there is no GPU (or no torch)
     import torch
 
-    dtype = {"bf16": torch.bfloat16, "f16": torch.float16}[problem.dtype]
-    q, k, v = (torch.from_numpy(arrays[n].astype("float32")).to("cuda", dtype) for n in ("Q", "K", "V"))
+    q, k, v = (torch.from_numpy(arrays[n].astype("float32")).to("cuda", _torch_dtype(problem)) for n in ("Q", "K", "V"))
     o, lse = attend(q, k, v, causal=problem.causal, scale=problem.scale, return_lse=True)
     return o.float().cpu().numpy(), lse.float().cpu().numpy()
 
@@ -202,8 +209,7 @@ def _bench(problem) -> None:
 
     from .runtime import cuda as runner
 
-    dtype = {"bf16": torch.bfloat16, "f16": torch.float16}[problem.dtype]
     shapes = problem.shapes()
-    q, k, v = (torch.randn(shapes[n], dtype=dtype, device="cuda") for n in ("Q", "K", "V"))
+    q, k, v = (torch.randn(shapes[n], dtype=_torch_dtype(problem), device="cuda") for n in ("Q", "K", "V"))
     ms = runner.bench_ms(lambda: attend(q, k, v, causal=problem.causal, scale=problem.scale))
     print(f"bench sm80 {_title(problem)}: {ms:.3f} ms, {problem.flops() / ms / 1e9:.1f} TFLOP/s")
