@@ -38,6 +38,7 @@ from ..isa.llvm_helpers import CVT_PK_FP8, LOG2
 from ..patterns.layouts import mfma_fragment
 from ..patterns.wave import BUFFER_OOB
 from ..tirx_private import transpile_once
+from .attention_problem import LN2
 from .attention_plan import (WAVE_ROWS, AttentionPlan, kv_full_tiles_for, kv_tiles_for, v_lds_key,
                              v_lds_row)
 from .gfx950_emit import (decode, epilogue_value, fragment_reader, fused_ops, kernel_function, mfma_step,
@@ -421,8 +422,8 @@ def _tile(plan: AttentionPlan):
                     args.O[b, h, q, di * op.m + lanes.acc_owner(op, lane, r).row] = epilogue_value(
                         plan.epilogue, out_scale(args, ro[di * op.acc_elems + r] / l[0]))
             if lane < WAVE_ROWS:
-                args.LSE[b, h, q] = (_shifted(plan, m[0]) + T.call_llvm_pure_intrin(LOG2, l[0], ty="float32")) * T.float32(
-                    math.log(2))
+                args.LSE[b, h, q] = (_shifted(plan, m[0])
+                                     + T.call_llvm_pure_intrin(LOG2, l[0], ty="float32")) * T.float32(LN2)
     return tile
 
 

@@ -52,6 +52,12 @@ the kernel's ``SCALES`` input): bf16 O."""
 OUT_DTYPES = {"bf16": "bf16", "f16": "f16", "fp8": "bf16"}
 SCALED = ("fp8",)  # dtypes whose Q, K, V carry per-tensor scales (SCALES = [sq, sk, sv], f32)
 HEAD_DIMS = (64, 128)
+LN2 = math.log(2)  # base-2 units back to natural: both kernels' ``lse = (m + log2 l) LN2`` (module docstring)
+
+
+def softmax_scale(head_dim: int, scale: float | None) -> float:
+    """The softmax scale: ``scale``, or ``1 / sqrt(head_dim)`` when None."""
+    return 1.0 / math.sqrt(head_dim) if scale is None else float(scale)
 
 
 def _positive(instance, attribute, value):
@@ -92,7 +98,7 @@ class AttentionProblem:
 
     @property
     def softmax_scale(self) -> float:
-        return 1.0 / math.sqrt(self.head_dim) if self.scale is None else float(self.scale)
+        return softmax_scale(self.head_dim, self.scale)
 
     @property
     def scale_log2(self) -> float:
@@ -137,7 +143,7 @@ def reference(q, k, v, causal: bool = False, scale: float | None = None):
     q, k, v = (np.asarray(x, np.float64) for x in (q, k, v))
     group = q.shape[1] // k.shape[1]
     k, v = np.repeat(k, group, axis=1), np.repeat(v, group, axis=1)
-    s = np.einsum("bhid,bhjd->bhij", q, k) * (1.0 / math.sqrt(q.shape[-1]) if scale is None else scale)
+    s = np.einsum("bhid,bhjd->bhij", q, k) * softmax_scale(q.shape[-1], scale)
     if causal:
         i, j = np.arange(q.shape[2])[:, None], np.arange(k.shape[2])[None, :]
         s = np.where(j <= i, s, -np.inf)
@@ -260,6 +266,6 @@ def kv_full_tiles_for(problem: AttentionProblem, block_q: int, block_kv: int, q0
     return minimum(full, (q0 + 1) // block_kv) if problem.causal else full
 
 
-__all__ = ["ATTENTION_DTYPES", "OUT_DTYPES", "P_ROUNDOFF", "P_SHIFT", "P_UNDERFLOW", "SCALED", "AttentionProblem",
-           "F32_TERMS", "HEAD_DIMS", "LSE_F32", "UNIT_ROUNDOFF", "check_indexing", "dequantize", "error_bound", "kv_full_tiles_for",
-           "kv_tiles_for", "output_arrays", "random_inputs", "reference"]
+__all__ = ["ATTENTION_DTYPES", "F32_TERMS", "HEAD_DIMS", "LN2", "LSE_F32", "OUT_DTYPES", "P_ROUNDOFF", "P_SHIFT",
+           "P_UNDERFLOW", "SCALED", "UNIT_ROUNDOFF", "AttentionProblem", "check_indexing", "dequantize", "error_bound",
+           "kv_full_tiles_for", "kv_tiles_for", "output_arrays", "random_inputs", "reference", "softmax_scale"]
