@@ -154,7 +154,7 @@ def reference(q, k, v, causal: bool = False, scale: float | None = None):
 
 
 UNIT_ROUNDOFF = {"bf16": 2.0**-8, "f16": 2.0**-11}  # half an ulp, relative: the 16-bit roundings of O
-P_ROUNDOFF = {"bf16": 2.0**-8, "f16": 2.0**-11, "fp8": 2.0**-4}  # P's rounding for P V (fp8: e4m3, 3 mantissa bits)
+P_ROUNDOFF = {**UNIT_ROUNDOFF, "fp8": 2.0**-4}  # P's rounding for P V: P's dtype is Q's (fp8: e4m3, 3 mantissa bits)
 P_SHIFT = {"bf16": 0, "f16": 0, "fp8": 8}
 """log2 of the factor P is computed with before its rounding (``2^(s2 - m + shift)``, free: folded into
 the subtracted max): fp8 P in ``[0, 256]`` (e4m3 reaches 448) keeps e4m3's subnormals (below ``2^-6``)
@@ -176,8 +176,9 @@ def error_bound(q, k, v, causal: bool = False, scale: float | None = None, dtype
     ``p_j`` is rounded for the P V product, an error relative to its term ``p_j |v_j|``, not to
     their sum; ``P_ROUNDOFF``: fp8 P is e4m3, ``2^-4``), ``e_P`` P's underflow (``P_UNDERFLOW``),
     ``2^-16`` the f32 scores, exponentials and accumulation; ``2^-20 (1 + |lse|)`` for the f32
-    log-sum-exp. The emulated bf16 kernel reaches at most 0.6 of the O bound and 0.15 of the LSE
-    bound on random normal data, fp8 at most 0.75 of its O bound and 0.3 of LSE's (docs/attention.md)."""
+    log-sum-exp. On random normal data the emulated kernels' documented cases reach at most 0.64 of
+    the O bound (16-bit) and 0.73 (fp8), and 0.3 of LSE's (docs/attention.md); other shapes reach more
+    (batch 2 x 2 heads, 40 causal rows, bf16: 0.71; 2 x 4 heads, 20 causal rows, f16 D 128: 0.77)."""
     import numpy as np
 
     o, lse = reference(q, k, v, causal, scale)
