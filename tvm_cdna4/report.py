@@ -516,8 +516,8 @@ def issue_costs(line: str, mfma_cycles: int | None = None) -> tuple[str, int, in
     ``TRANS_CYCLES``); LDS its bytes over a SIMD's share of the CU's LDS bandwidth, the result
     ``LDS_LATENCY_CYCLES`` later (lgkmcnt); global memory 4 issue cycles, ``VMEM_LATENCY_CYCLES``
     (vmcnt); scalar and the rest 1 (the figures: ``schedules.attention_cost``)."""
-    from .schedules.attention_cost import (LDS_LATENCY_CYCLES, LDS_READ_BYTES_PER_CLK, LDS_WRITE_BYTES_PER_CLK,
-                                           TRANS_CYCLES, VALU_CYCLES, VMEM_LATENCY_CYCLES)
+    from .schedules.attention_cost import (LDS_LATENCY_CYCLES, TRANS_CYCLES, VALU_CYCLES, VMEM_LATENCY_CYCLES,
+                                           lds_cycles)
 
     mnemonic, kind = line.split()[0], instruction_kind(line)
     if kind == "mfma":
@@ -528,7 +528,7 @@ def issue_costs(line: str, mfma_cycles: int | None = None) -> tuple[str, int, in
         return "valu", busy, busy, None
     if kind.startswith("lds"):
         read, written = lds_bytes(line)
-        busy = max(1, round(4 * (read / LDS_READ_BYTES_PER_CLK + written / LDS_WRITE_BYTES_PER_CLK)))
+        busy = max(1, round(lds_cycles(read, written)))
         return "lds", busy, busy + LDS_LATENCY_CYCLES, "lgkm"
     if kind in ("global", "global_lds", "scratch"):
         return "vmem", 4, VMEM_LATENCY_CYCLES, "vm"

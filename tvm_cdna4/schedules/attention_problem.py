@@ -257,6 +257,13 @@ def kv_tiles_for(problem: AttentionProblem, block_q: int, block_kv: int, q0, ski
     return ceil_div(keys, block_kv)
 
 
+def workgroup_tiles(problem: AttentionProblem, block_q: int, block_kv: int, skip_masked: bool = True) -> list[int]:
+    """The kv tiles (``kv_tiles_for``) of each query block of one (batch, head), in query-block order:
+    what both targets' cost models spread over the GPU."""
+    blocks = ceil_div(problem.seq_q, block_q)
+    return [kv_tiles_for(problem, block_q, block_kv, qb * block_q, skip_masked) for qb in range(blocks)]
+
+
 def kv_full_tiles_for(problem: AttentionProblem, block_q: int, block_kv: int, q0, minimum=min):
     """The leading kv tiles that every row of the query block starting at row ``q0`` sees whole, so
     that they need no element mask: inside the sequence (``Skv // block_kv``) and, causal, at or
@@ -269,4 +276,5 @@ def kv_full_tiles_for(problem: AttentionProblem, block_q: int, block_kv: int, q0
 
 __all__ = ["ATTENTION_DTYPES", "F32_TERMS", "HEAD_DIMS", "LN2", "LSE_F32", "OUT_DTYPES", "P_ROUNDOFF", "P_SHIFT",
            "P_UNDERFLOW", "SCALED", "UNIT_ROUNDOFF", "AttentionProblem", "check_indexing", "dequantize", "error_bound",
-           "kv_full_tiles_for", "kv_tiles_for", "output_arrays", "random_inputs", "reference", "softmax_scale"]
+           "kv_full_tiles_for", "kv_tiles_for", "output_arrays", "random_inputs", "reference", "softmax_scale",
+           "workgroup_tiles"]

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import attrs
 
-from .attention_problem import AttentionProblem, check_indexing, kv_tiles_for
+from .attention_problem import AttentionProblem, check_indexing, workgroup_tiles
 from .dynamic_m import ceil_div
 from .epilogue import Param
 
@@ -295,9 +295,7 @@ def estimate(problem: AttentionProblem, config: Sm80AttentionConfig, sms: int = 
     resident = occupancy(problem, config)
     if resident == 0:
         return float("inf")
-    bq = config.block_q
-    tiles = [kv_tiles_for(problem, bq, config.block_kv, qb * bq, config.skip_masked)
-             for qb in range(ceil_div(problem.seq_q, bq))]
+    tiles = workgroup_tiles(problem, config.block_q, config.block_kv, config.skip_masked)
     per_tile = tile_clocks(problem, config, resident) * resident  # the SM shares its clocks among `resident` CTAs
     total = sum(tiles) * problem.batch * problem.heads
     slots = sms * resident
