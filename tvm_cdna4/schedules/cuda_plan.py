@@ -1069,8 +1069,9 @@ def _search_s(M: int, N: int, cfg: GemmConfig, groups: int, per_sm: int, dev: De
     x ``M`` rows, those without rows included) waits its search's dependent loads (``Device.search_s``
     each: ``ceil(log2 G)`` for the binary search, ``ceil(G / threads)`` for the CTA-wide one) before its
     first copy, hidden only by the SM's other resident CTAs (``per_sm``)."""
-    launched = Groups(groups, cfg.block_m, MBucket(1, 1)).row_tiles(groups * M) * ceil_div(N, cfg.block_n)
-    loads = ceil_div(groups, cfg.threads) if cfg.group_search == "cta" else max(1, (groups - 1).bit_length())
+    grouping = Groups(groups, cfg.block_m, MBucket(1, 1), cfg.group_search)
+    launched = grouping.row_tiles(groups * M) * ceil_div(N, cfg.block_n)
+    loads = max(1, grouping.search_loads(cfg.threads))  # G = 1: the group's offsets, one load
     return ceil_div(launched, dev.sms) * loads * dev.search_s / per_sm
 
 
