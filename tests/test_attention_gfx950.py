@@ -23,6 +23,10 @@ CASES = {
     "causal, GQA 2:1, D 128": (AttentionProblem(1, 2, 1, 130, 130, 128, causal=True), AttentionConfig(128, 64)),
     "one token, causal, GQA": (AttentionProblem(1, 4, 2, 1, 1, 64, causal=True), AttentionConfig(64, 32)),
     "257 keys and queries, MFMAs not deferred": (AttentionProblem(1, 1, 1, 257, 257, 64), AttentionConfig(64, 64, defer_pv=False)),
+    # causal, two query blocks that each see one kv tile: no block enters the masked loop (its empty
+    # range once failed the ds_read_tr bounds proof at lowering, a ContractError for a valid plan)
+    "causal, 50 queries over 150 keys, one wave": (AttentionProblem(1, 1, 1, 50, 150, 64, causal=True),
+                                                   AttentionConfig(32, 64)),
 }
 
 

@@ -39,6 +39,12 @@ def test_the_plan_of_an_odd_gqa_problem():
     assert (q.k_stages, q.v_stages, q.stage_rows) == (1, 1, 64)
     r = plan_gfx950_attention(AttentionProblem(1, 1, 1, 8, 8, 64), AttentionConfig(64, 32))  # 4.5 loads: 36 rows
     assert (r.dma.loads, r.stage_rows) == (5, 36)
+    # the masked loop: block 1 of p runs tiles 2 (diagonal) to 4 (tail) masked; 50 causal queries in blocks of
+    # 32 over 64-key tiles see one tile each, run first (deferred P V): no block enters the loop
+    assert p.masked_loop and q.masked_loop and not r.masked_loop  # r: one tile, the tail, run first
+    one = plan_gfx950_attention(AttentionProblem(1, 1, 1, 50, 150, 64, causal=True), AttentionConfig(32, 64))
+    assert one.masked_tiles and not one.masked_loop
+    assert plan_gfx950_attention(one.problem, AttentionConfig(32, 64, defer_pv=False)).masked_loop  # tile 0 is in it
 
 
 def test_problem_and_config_errors_name_the_field():

@@ -31,6 +31,7 @@ from __future__ import annotations
 import math
 
 import attrs
+from tvm_tirx.script import ir as I
 from tvm_tirx.script import tirx as T
 
 from ..isa import CATALOG, lanes
@@ -332,10 +333,11 @@ def _kv_step(plan: AttentionPlan, masked: bool, deferred: bool):
 
 def _kv_loop(plan: AttentionPlan):
     """Macro ``loop(s, q0)``: the query block's kv tiles (``kv_tiles_for``), the first
-    ``kv_full_tiles_for`` unmasked, the rest (the diagonal tiles, the masked tail) masked; tile 0
-    fetched before. With ``defer_pv``: tile 0 first (masked if any tile is: a mask on a whole tile
-    changes nothing), then the loops from tile 1 with the previous tile's ``O^T += V^T P^T``
-    deferred into each step, the last tile's after them."""
+    ``kv_full_tiles_for`` unmasked, the rest (the diagonal tiles, the masked tail) masked (the loop
+    left out where no block enters it: ``AttentionPlan.masked_loop``); tile 0 fetched before. With
+    ``defer_pv``: tile 0 first (masked if any tile is: a mask on a whole tile changes nothing), then
+    the loops from tile 1 with the previous tile's ``O^T += V^T P^T`` deferred into each step, the
+    last tile's after them."""
     p, BQ, BKV, n = plan.problem, plan.config.block_q, plan.config.block_kv, plan.v_stages
     d = plan.config.defer_pv
     first, unmasked, masked = _kv_step(plan, plan.masked_tiles, False), _kv_step(plan, False, d), _kv_step(plan, True, d)
@@ -351,7 +353,7 @@ def _kv_loop(plan: AttentionPlan):
         full = T.max(kv_full_tiles_for(p, BQ, BKV, q0, T.min), int(d)) if plan.masked_tiles else tiles
         for j in T.serial(full - int(d)):
             unmasked(s, j + int(d), tiles)
-        if plan.masked_tiles:
+        if I.constexpr(plan.masked_loop):  # left out, not under a false condition: its body is checked
             for j in T.serial(tiles - full):
                 masked(s, full + j, tiles)
         if d:

@@ -163,6 +163,17 @@ class AttentionPlan:
         return self.problem.causal or self.kv_tail > 0
 
     @property
+    def masked_loop(self) -> bool:
+        """Whether some query block enters the masked loop: ``masked_tiles``, and for some block kv
+        tiles (``kv_tiles_for``) past its unmasked ones (``kv_full_tiles_for``; with ``defer_pv`` past
+        tile 0, which runs first). Else the kernel leaves the loop out: a loop no block enters has an
+        empty range, under which the bounds proofs of its LDS reads fail."""
+        p, bq, bkv, d = self.problem, self.config.block_q, self.config.block_kv, int(self.config.defer_pv)
+        return self.masked_tiles and any(
+            kv_tiles_for(p, bq, bkv, q0, self.config.skip_masked) > max(kv_full_tiles_for(p, bq, bkv, q0), d)
+            for q0 in range(0, p.seq_q, bq))
+
+    @property
     def kv_blocks(self) -> int:
         """32-key blocks of a kv tile: the S^T accumulator tiles of a wave."""
         return self.config.block_kv // 32
