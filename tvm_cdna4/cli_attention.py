@@ -6,8 +6,8 @@
     python -m tvm_cdna4 attention --seq 8192 --heads 64 --kv-heads 8 --report             # gfx950 static report
     python -m tvm_cdna4 attention --target sm80 --seq 4096 --heads 32 --validate --bench  # NVIDIA GPU
 
-The API behind it: ``tvm_cdna4.schedules.attention`` (``plan``, ``emit``, ``build``, ``validate``,
-``report``). Actions: --validate (gfx950: the CPU wavefront emulator; sm80: the NVIDIA GPU, without
+The API behind it: ``tvm_cdna4.schedules.attention`` (``plan``, ``emit``, ``build``, ``validate``) and
+``tvm_cdna4.report.attention_report`` (--report). Actions: --validate (gfx950: the CPU wavefront emulator; sm80: the NVIDIA GPU, without
 one the CUDA emulator up to ``attention.SM80_EMULATED_PAIRS`` scored pairs),
 --emit asm|tir|cuda|config (asm gfx950, cuda sm80, config: the plan as one JSON object),
 --report (gfx950: the static report), --bench (sm80: time on the NVIDIA GPU). Exit codes: 0 success,
