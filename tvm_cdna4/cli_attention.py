@@ -130,7 +130,7 @@ def run_attention(args) -> int:
         elif args.emit == "asm":
             print(attention.build(problem, "gfx950", config, cache=not args.no_cache).asm)
         elif args.emit == "cuda":
-            print(attention.build(problem, "sm80", config).source)
+            print(attention.build(problem, "sm80", config, cache=not args.no_cache).source)
         if args.report:
             print(gfx950_report(problem, config))
         status = _validate(args, problem, config) if args.validate else 0
