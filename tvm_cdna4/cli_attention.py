@@ -132,7 +132,7 @@ def run_attention(args) -> int:
         elif args.emit == "cuda":
             print(attention.build(problem, "sm80", config, cache=not args.no_cache).source)
         if args.report:
-            print(gfx950_report(problem, config))
+            print(gfx950_report(problem, config, cache=not args.no_cache))
         status = _validate(args, problem, config) if args.validate else 0
         if args.bench:
             _bench(problem)
@@ -143,11 +143,11 @@ def run_attention(args) -> int:
     return status
 
 
-def gfx950_report(problem, config) -> str:
+def gfx950_report(problem, config, cache: bool = True) -> str:
     """``--report``: the gfx950 static report of the kernel (``report.attention_report``, formatted)."""
     from . import report
 
-    return report.format_attention_report(report.attention_report(problem, config))
+    return report.format_attention_report(report.attention_report(problem, config, cache=cache))
 
 
 def _title(problem) -> str:

@@ -456,15 +456,14 @@ def attention_kernel_report(asm: str, info: KernelInfo, problem, block_q: int, b
     return AttentionReport(title, problem, (block_q, block_kv), waves_per_workgroup, kernel, work, estimate)
 
 
-def attention_report(problem, config=None, cus: int | None = None) -> AttentionReport:
+def attention_report(problem, config=None, cus: int | None = None, cache: bool = True) -> AttentionReport:
     """Build our gfx950 attention forward for ``problem`` (``attention_plan.plan_gfx950_attention``
-    with ``config``) and report it (``attention_kernel_report``)."""
-    from .rocm.build import build
-    from .schedules.attention_gfx950_emit import emit_gfx950_attention
-    from .schedules.attention_plan import plan_gfx950_attention
+    with ``config``; ``schedules.attention.build_gfx950``, through the build cache unless ``cache`` is
+    False) and report it (``attention_kernel_report``)."""
+    from .schedules import attention
 
-    plan = plan_gfx950_attention(problem, config)
-    result = build(emit_gfx950_attention(plan))
+    plan = attention.plan(problem, "gfx950", config)
+    result = attention.build_gfx950(problem, config, cache=cache)
     c = plan.config
     return attention_kernel_report(result.asm, result.kernel(), problem, c.block_q, c.block_kv, plan.waves,
                                    c.skip_masked, f"ours {c.block_q}x{c.block_kv} w{plan.waves}", cus)
