@@ -37,6 +37,7 @@ LAYOUTS = ("nn", "nt", "tn", "tt")
 
 LDMATRIX = "ldmatrix.sync.aligned.m8n8.x4.shared.b16"
 LDMATRIX_TRANS = "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16"
+MMA = "mma.sync.aligned.m16n8k16.row.col.f32.{t}.{t}.f32"  # every sm80 kernel's MMA; t: f16 or bf16 (DTYPES' keys)
 
 
 @dataclass(frozen=True)
@@ -1377,7 +1378,7 @@ def plan(M: int | MBucket, N: int, K: int, dtype: str = "f16", layout: str = "nt
     if cfg.split_k > 1:
         slices = cfg.split_k if cfg.reduction == "ordered" else 1
         params += (Param("W", (slices, m_max, N), "float32"), Param("S", (ceil_div(m_max, cfg.block_m) * gn,), "uint32"))
-    return GemmPlan(M, N, K, dt, layout, cfg, tiling, grid, a, b, f"mma.sync.aligned.m16n8k16.row.col.f32.{ab}.{ab}.f32",
+    return GemmPlan(M, N, K, dt, layout, cfg, tiling, grid, a, b, MMA.format(t=ab),
                     stage_elems, cfg.stages * stage_elems, kloop, epilogue, params, fusion, bucket)
 
 
