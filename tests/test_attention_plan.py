@@ -53,6 +53,12 @@ def test_problem_and_config_errors_name_the_field():
                           (dict(scale=-1.0), "scale")):
         with pytest.raises(ValueError, match=match):
             AttentionProblem(**{**dict(batch=1, heads=4, kv_heads=2, seq_q=8, seq_kv=8, head_dim=64), **kwargs})
+    # LDS: K 2 + V 3 stages of 128 rows x (128 + 8) bf16 = 174080 B, over gfx950's 160 KiB (it built, then
+    # could not launch); the staged loads (one stage each) fit
+    with pytest.raises(ValueError, match=r"attention: 174080 bytes of LDS .* exceed gfx950's 163840"):
+        plan_gfx950_attention(AttentionProblem(1, 1, 1, 256, 256, 128), AttentionConfig(128, 128))
+    fits = plan_gfx950_attention(AttentionProblem(1, 1, 1, 256, 256, 128), AttentionConfig(128, 128, lds_dma=False))
+    assert fits.lds_bytes == (1 + 2) * 128 * 136 * 2
     with pytest.raises(ValueError, match="32-bit integers"):  # not TIRx's int32 literal check deep in the build
         plan_gfx950_attention(AttentionProblem(32, 64, 64, 8192, 8192, 128))
     assert plan_gfx950_attention(AttentionProblem(16, 64, 64, 8192, 8192, 128)).kv_tiles == 128  # 2^30: builds
