@@ -51,6 +51,8 @@ def test_validate_runs_the_emulator_against_the_bound():
     result = attention.validate(SMALL, "gfx950", AttentionConfig(64, 32), seed=3)
     assert result.ok and result.where == "the CPU wavefront emulator"
     assert 0 < result.o_ratio <= 1 and 0 < result.lse_ratio <= 1
+    with pytest.raises(ValueError, match="a GPU runner is sm80's; gfx950 validates in the CPU wavefront emulator"):
+        attention.validate(SMALL, "gfx950", run=lambda problem, arrays: None)  # not silently ignored
 
 
 @pytest.mark.parametrize("target", ["gfx950", "sm80"])
