@@ -51,3 +51,16 @@ def test_validate_runs_the_emulator_against_the_bound():
     result = attention.validate(SMALL, "gfx950", AttentionConfig(64, 32), seed=3)
     assert result.ok and result.where == "the CPU wavefront emulator"
     assert 0 < result.o_ratio <= 1 and 0 < result.lse_ratio <= 1
+    with pytest.raises(ValueError, match="a GPU runner is sm80's; gfx950 validates in the CPU wavefront emulator"):
+        attention.validate(SMALL, "gfx950", run=lambda problem, arrays: None)  # not silently ignored
+
+
+@pytest.mark.parametrize("target", ["gfx950", "sm80"])
+def test_both_targets_take_batches_more_queries_than_keys_and_a_given_scale(target):
+    """Cases the per-target suites leave out: batch 2 (the (batch, head) decode), causal with Sq > Skv
+    (rows 33 on see every key), GQA 2:1 and an explicit scale (0.3, not 1/8: a kernel that ignored it
+    would be far off the bound)."""
+    problem = AttentionProblem(2, 2, 1, 70, 33, 64, causal=True, scale=0.3)
+    config = AttentionConfig(64, 32) if target == "gfx950" else None
+    result = attention.validate(problem, target, config)
+    assert result.ok and 0 < result.o_ratio <= 1 and 0 < result.lse_ratio <= 1, result

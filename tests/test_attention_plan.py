@@ -39,6 +39,12 @@ def test_the_plan_of_an_odd_gqa_problem():
     assert (q.k_stages, q.v_stages, q.stage_rows) == (1, 1, 64)
     r = plan_gfx950_attention(AttentionProblem(1, 1, 1, 8, 8, 64), AttentionConfig(64, 32))  # 4.5 loads: 36 rows
     assert (r.dma.loads, r.stage_rows) == (5, 36)
+    # the masked loop: block 1 of p runs tiles 2 (diagonal) to 4 (tail) masked; 50 causal queries in blocks of
+    # 32 over 64-key tiles see one tile each, run first (deferred P V): no block enters the loop
+    assert p.masked_loop and q.masked_loop and not r.masked_loop  # r: one tile, the tail, run first
+    one = plan_gfx950_attention(AttentionProblem(1, 1, 1, 50, 150, 64, causal=True), AttentionConfig(32, 64))
+    assert one.masked_tiles and not one.masked_loop
+    assert plan_gfx950_attention(one.problem, AttentionConfig(32, 64, defer_pv=False)).masked_loop  # tile 0 is in it
 
 
 def test_problem_and_config_errors_name_the_field():
@@ -47,6 +53,15 @@ def test_problem_and_config_errors_name_the_field():
                           (dict(scale=-1.0), "scale")):
         with pytest.raises(ValueError, match=match):
             AttentionProblem(**{**dict(batch=1, heads=4, kv_heads=2, seq_q=8, seq_kv=8, head_dim=64), **kwargs})
+    # LDS: K 2 + V 3 stages of 128 rows x (128 + 8) bf16 = 174080 B, over gfx950's 160 KiB (it built, then
+    # could not launch); the staged loads (one stage each) fit
+    with pytest.raises(ValueError, match=r"attention: 174080 bytes of LDS .* exceed gfx950's 163840"):
+        plan_gfx950_attention(AttentionProblem(1, 1, 1, 256, 256, 128), AttentionConfig(128, 128))
+    fits = plan_gfx950_attention(AttentionProblem(1, 1, 1, 256, 256, 128), AttentionConfig(128, 128, lds_dma=False))
+    assert fits.lds_bytes == (1 + 2) * 128 * 136 * 2
+    with pytest.raises(ValueError, match="32-bit integers"):  # not TIRx's int32 literal check deep in the build
+        plan_gfx950_attention(AttentionProblem(32, 64, 64, 8192, 8192, 128))
+    assert plan_gfx950_attention(AttentionProblem(16, 64, 64, 8192, 8192, 128)).kv_tiles == 128  # 2^30: builds
     for kwargs, match in ((dict(block_q=48), "block_q"), (dict(block_kv=16), "block_kv"), (dict(lds_pad=8), "lds_pad")):
         with pytest.raises(ValueError, match=match):
             AttentionConfig(**kwargs)

@@ -214,6 +214,13 @@ def test_attention_sm80_validate_without_a_gpu_runs_the_cuda_emulator(attention)
     (("--block-q", "48", "--emit", "config"), "error: attention block_q: 32 query rows per wave"),
     (("--dtype", "fp8", "--block-kv", "32", "--emit", "config"),
      "error: attention block_kv: a fp8 P V step takes 64 keys; expected a multiple of 64, found 32"),
+    # an explicit 0 is refused by name, not replaced by the default (--kv-heads 0 once ran as --heads)
+    (("--kv-heads", "0", "--emit", "config"), "error: attention kv_heads: expected a positive int, found 0"),
+    (("--seq-kv", "0", "--emit", "config"), "error: attention seq_kv: expected a positive int, found 0"),
+    (("--block-q", "0", "--emit", "config"), "error: attention block_q: 32 query rows per wave"),
+    (("--block-kv", "0", "--emit", "config"), "error: attention block_kv: whole 32-key MFMA blocks"),
+    (("--batch", "32", "--heads", "64", "--seq", "8192", "--emit", "config"),
+     "error: attention: 2147483648 elements in one tensor; the kernel indexes with 32-bit integers"),
 ])
 def test_attention_usage_errors_are_one_line(args, message, attention):
     proc = attention("--seq", "64", *args)

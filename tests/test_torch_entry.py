@@ -202,7 +202,10 @@ def meta4(*shape, dtype=torch.bfloat16):
     (lambda: tt.attention(meta4(1, 2, 64, 8).transpose(2, 3), meta4(1, 2, 8, 64), meta4(1, 2, 8, 64)),
      "argument 'q': non-contiguous tensors are refused"),
     (lambda: tt.attention(meta4(1, 2, 8, 64), meta4(1, 2, 8, 64), meta4(1, 2, 8, 64), scale=-1.0),
-     "argument 'scale'"),
+     r"^tvm_cdna4.torch.attention: argument 'scale': the softmax scale; expected a positive finite float or None, "
+     r"found -1.0$"),
+    (lambda: tt.attention(meta4(1, 2, 8, 64), meta4(1, 2, 8, 64), meta4(1, 2, 8, 64), scale="0.1x"),
+     r"argument 'scale': the softmax scale; expected a positive finite float or None, found '0.1x'$"),
     (lambda: tt.attention(meta4(1, 2, 8, 64), meta4(1, 2, 8, 64), meta4(1, 2, 8, 64), causal=1), "argument 'causal'"),
     (lambda: tt._check_alignment("attention", q=torch.zeros(64, dtype=torch.bfloat16)[1:]),
      "argument 'q': its data pointer"),

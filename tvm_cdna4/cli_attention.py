@@ -6,8 +6,8 @@
     python -m tvm_cdna4 attention --seq 8192 --heads 64 --kv-heads 8 --report             # gfx950 static report
     python -m tvm_cdna4 attention --target sm80 --seq 4096 --heads 32 --validate --bench  # NVIDIA GPU
 
-The API behind it: ``tvm_cdna4.schedules.attention`` (``plan``, ``emit``, ``build``, ``validate``,
-``report``). Actions: --validate (gfx950: the CPU wavefront emulator; sm80: the NVIDIA GPU, without
+The API behind it: ``tvm_cdna4.schedules.attention`` (``plan``, ``emit``, ``build``, ``validate``) and
+``tvm_cdna4.report.attention_report`` (--report). Actions: --validate (gfx950: the CPU wavefront emulator; sm80: the NVIDIA GPU, without
 one the CUDA emulator up to ``attention.SM80_EMULATED_PAIRS`` scored pairs),
 --emit asm|tir|cuda|config (asm gfx950, cuda sm80, config: the plan as one JSON object),
 --report (gfx950: the static report), --bench (sm80: time on the NVIDIA GPU). Exit codes: 0 success,
@@ -22,8 +22,9 @@ import sys
 
 import attrs
 
-TARGETS = ("gfx950", "sm80")
-DTYPES = ("bf16", "f16", "fp8")
+from .schedules.attention_problem import ATTENTION_DTYPES as DTYPES
+
+TARGETS = ("gfx950", "sm80")  # schedules.attention.TARGETS' keys (that module imports the planners: not at parse time)
 ACTIONS = "--validate, --emit asm|tir|cuda|config, --report (gfx950), --bench (sm80 GPU)"
 
 
@@ -66,8 +67,10 @@ def problem_of(args):
     """The ``AttentionProblem`` of the options (ValueError naming the field it refuses)."""
     from .schedules.attention_plan import AttentionProblem
 
-    return AttentionProblem(args.batch, args.heads, args.kv_heads or args.heads, args.seq, args.seq_kv or args.seq,
-                            args.head_dim, causal=args.causal, dtype=args.dtype, scale=args.scale)
+    kv_heads = args.heads if args.kv_heads is None else args.kv_heads  # an explicit 0 is refused, not defaulted
+    seq_kv = args.seq if args.seq_kv is None else args.seq_kv
+    return AttentionProblem(args.batch, args.heads, kv_heads, args.seq, seq_kv, args.head_dim, causal=args.causal,
+                            dtype=args.dtype, scale=args.scale)
 
 
 def config_of(args, problem):
@@ -75,7 +78,8 @@ def config_of(args, problem):
     ``--block-q`` / ``--block-kv`` applied; None without either."""
     from .schedules import attention
 
-    updates = {name: value for name, value in (("block_q", args.block_q), ("block_kv", args.block_kv)) if value}
+    updates = {name: value for name, value in (("block_q", args.block_q), ("block_kv", args.block_kv))
+               if value is not None}
     if not updates:
         return None
     default = attention.plan(problem, args.target).config
@@ -126,9 +130,9 @@ def run_attention(args) -> int:
         elif args.emit == "asm":
             print(attention.build(problem, "gfx950", config, cache=not args.no_cache).asm)
         elif args.emit == "cuda":
-            print(attention.build(problem, "sm80", config).source)
+            print(attention.build(problem, "sm80", config, cache=not args.no_cache).source)
         if args.report:
-            print(gfx950_report(problem, config))
+            print(gfx950_report(problem, config, cache=not args.no_cache))
         status = _validate(args, problem, config) if args.validate else 0
         if args.bench:
             _bench(problem)
@@ -139,11 +143,11 @@ def run_attention(args) -> int:
     return status
 
 
-def gfx950_report(problem, config) -> str:
+def gfx950_report(problem, config, cache: bool = True) -> str:
     """``--report``: the gfx950 static report of the kernel (``report.attention_report``, formatted)."""
     from . import report
 
-    return report.format_attention_report(report.attention_report(problem, config))
+    return report.format_attention_report(report.attention_report(problem, config, cache=cache))
 
 
 def _title(problem) -> str:
@@ -167,6 +171,13 @@ def _validate(args, problem, config) -> int:
     return 0 if result.ok else 1
 
 
+def _torch_dtype(problem):
+    """The torch dtype of the problem's 16-bit inputs (``tvm_cdna4.torch.IN_DTYPES``, inverted)."""
+    from .torch import IN_DTYPES
+
+    return {name: dtype for dtype, name in IN_DTYPES.items()}[problem.dtype]
+
+
 def _torch_attention():
     """``tvm_cdna4.torch.attention`` on a present NVIDIA GPU (ValueError naming what is missing)."""
     from .runtime import cuda as runner
@@ -186,8 +197,7 @@ def run_sm80(problem, arrays):
     attend = _torch_attention()  # first: it says why there is no GPU (or no torch)
     import torch
 
-    dtype = {"bf16": torch.bfloat16, "f16": torch.float16}[problem.dtype]
-    q, k, v = (torch.from_numpy(arrays[n].astype("float32")).to("cuda", dtype) for n in ("Q", "K", "V"))
+    q, k, v = (torch.from_numpy(arrays[n].astype("float32")).to("cuda", _torch_dtype(problem)) for n in ("Q", "K", "V"))
     o, lse = attend(q, k, v, causal=problem.causal, scale=problem.scale, return_lse=True)
     return o.float().cpu().numpy(), lse.float().cpu().numpy()
 
@@ -199,8 +209,7 @@ def _bench(problem) -> None:
 
     from .runtime import cuda as runner
 
-    dtype = {"bf16": torch.bfloat16, "f16": torch.float16}[problem.dtype]
     shapes = problem.shapes()
-    q, k, v = (torch.randn(shapes[n], dtype=dtype, device="cuda") for n in ("Q", "K", "V"))
+    q, k, v = (torch.randn(shapes[n], dtype=_torch_dtype(problem), device="cuda") for n in ("Q", "K", "V"))
     ms = runner.bench_ms(lambda: attend(q, k, v, causal=problem.causal, scale=problem.scale))
     print(f"bench sm80 {_title(problem)}: {ms:.3f} ms, {problem.flops() / ms / 1e9:.1f} TFLOP/s")

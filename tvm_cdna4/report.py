@@ -456,15 +456,14 @@ def attention_kernel_report(asm: str, info: KernelInfo, problem, block_q: int, b
     return AttentionReport(title, problem, (block_q, block_kv), waves_per_workgroup, kernel, work, estimate)
 
 
-def attention_report(problem, config=None, cus: int | None = None) -> AttentionReport:
+def attention_report(problem, config=None, cus: int | None = None, cache: bool = True) -> AttentionReport:
     """Build our gfx950 attention forward for ``problem`` (``attention_plan.plan_gfx950_attention``
-    with ``config``) and report it (``attention_kernel_report``)."""
-    from .rocm.build import build
-    from .schedules.attention_gfx950_emit import emit_gfx950_attention
-    from .schedules.attention_plan import plan_gfx950_attention
+    with ``config``; ``schedules.attention.build_gfx950``, through the build cache unless ``cache`` is
+    False) and report it (``attention_kernel_report``)."""
+    from .schedules import attention
 
-    plan = plan_gfx950_attention(problem, config)
-    result = build(emit_gfx950_attention(plan))
+    plan = attention.plan(problem, "gfx950", config)
+    result = attention.build_gfx950(problem, config, cache=cache)
     c = plan.config
     return attention_kernel_report(result.asm, result.kernel(), problem, c.block_q, c.block_kv, plan.waves,
                                    c.skip_masked, f"ours {c.block_q}x{c.block_kv} w{plan.waves}", cus)
@@ -516,8 +515,8 @@ def issue_costs(line: str, mfma_cycles: int | None = None) -> tuple[str, int, in
     ``TRANS_CYCLES``); LDS its bytes over a SIMD's share of the CU's LDS bandwidth, the result
     ``LDS_LATENCY_CYCLES`` later (lgkmcnt); global memory 4 issue cycles, ``VMEM_LATENCY_CYCLES``
     (vmcnt); scalar and the rest 1 (the figures: ``schedules.attention_cost``)."""
-    from .schedules.attention_cost import (LDS_LATENCY_CYCLES, LDS_READ_BYTES_PER_CLK, LDS_WRITE_BYTES_PER_CLK,
-                                           TRANS_CYCLES, VALU_CYCLES, VMEM_LATENCY_CYCLES)
+    from .schedules.attention_cost import (LDS_LATENCY_CYCLES, TRANS_CYCLES, VALU_CYCLES, VMEM_LATENCY_CYCLES,
+                                           lds_cycles)
 
     mnemonic, kind = line.split()[0], instruction_kind(line)
     if kind == "mfma":
@@ -528,7 +527,7 @@ def issue_costs(line: str, mfma_cycles: int | None = None) -> tuple[str, int, in
         return "valu", busy, busy, None
     if kind.startswith("lds"):
         read, written = lds_bytes(line)
-        busy = max(1, round(4 * (read / LDS_READ_BYTES_PER_CLK + written / LDS_WRITE_BYTES_PER_CLK)))
+        busy = max(1, round(lds_cycles(read, written)))
         return "lds", busy, busy + LDS_LATENCY_CYCLES, "lgkm"
     if kind in ("global", "global_lds", "scratch"):
         return "vmem", 4, VMEM_LATENCY_CYCLES, "vm"

@@ -361,8 +361,8 @@ def check_attention_arguments(q, k, v, causal, scale):
         _fail("causal", "a bool", "True or False", repr(causal), op)
     try:
         return AttentionProblem(B, H, Hkv, Sq, Skv, D, causal, IN_DTYPES[q.dtype], scale)
-    except ValueError as err:
-        _fail("scale", str(err), "a positive finite float or None", repr(scale), op)
+    except ValueError:  # the fields above are checked: the scale is what the record refuses
+        _fail("scale", "the softmax scale", "a positive finite float or None", repr(scale), op)
 
 
 def _attention_kernel(q, problem):
@@ -414,7 +414,12 @@ def attention(q, k, v, *, causal: bool = False, scale=None, return_lse: bool = F
     does not trace)."""
     if not isinstance(causal, bool):
         _fail("causal", "a bool", "True or False", repr(causal), "attention")
-    o, lse = torch.ops.tvm_cdna4.attention(q, k, v, causal, None if scale is None else float(scale))
+    if scale is not None:
+        try:
+            scale = float(scale)
+        except (TypeError, ValueError):
+            _fail("scale", "the softmax scale", "a positive finite float or None", repr(scale), "attention")
+    o, lse = torch.ops.tvm_cdna4.attention(q, k, v, causal, scale)
     return (o, lse) if return_lse else o
 
 

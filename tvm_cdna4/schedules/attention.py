@@ -149,11 +149,15 @@ def _ratio(got, want, bound) -> float:
 
 def validate(problem: AttentionProblem, target: str = "gfx950", config=None, seed: int = 0, run=None) -> Validation:
     """Run the kernel on ``random_inputs(problem, seed)`` and compare ``O`` and ``LSE`` with
-    ``reference`` (of the dequantized inputs) within ``error_bound``. gfx950: the CPU emulator. sm80:
-    an NVIDIA GPU, which this layer does not reach: ``run(problem, arrays) -> (o, lse or None)`` does
-    (the CLI passes ``cli_attention.run_sm80`` where a GPU is present); without it, the CUDA emulator
-    up to ``SM80_EMULATED_PAIRS`` pairs, beyond a ValueError saying a GPU is needed."""
+    ``reference`` (of the dequantized inputs) within ``error_bound``. gfx950: the CPU emulator (a
+    ``run`` is refused, not ignored). sm80: an NVIDIA GPU, which this layer does not reach: ``run(problem,
+    arrays) -> (o, lse or None)`` does (the CLI passes ``cli_attention.run_sm80`` where a GPU is
+    present); without it, the CUDA emulator up to ``SM80_EMULATED_PAIRS`` pairs, beyond a ValueError
+    saying a GPU is needed."""
     p = plan(problem, target, config)  # the target's refusals first (sm80: fp8)
+    if run is not None and target != "sm80":
+        raise ValueError(f"attention validate run=: a GPU runner is sm80's; {target} validates in the CPU wavefront "
+                         f"emulator (expected run=None, found {run!r})")
     if target == "sm80" and run is None and problem.visible_pairs() > SM80_EMULATED_PAIRS:
         raise ValueError(f"sm80 attention validation of {problem.visible_pairs()} scored pairs needs an NVIDIA GPU (the "
                          f"CUDA emulator takes at most {SM80_EMULATED_PAIRS}); run it where one is present")

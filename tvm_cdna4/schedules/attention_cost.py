@@ -52,7 +52,8 @@ import math
 
 import attrs
 
-from .attention_plan import AttentionProblem, kv_tiles_for
+from .attention_plan import AttentionProblem
+from .attention_problem import workgroup_tiles
 from .gfx950_plan import DTYPES
 from .gfx950_cost import CLOCK_HZ, HBM_BYTES_PER_S, HBM_LATENCY_S, MI355X_CUS, SIMDS_PER_CU
 
@@ -62,6 +63,12 @@ LDS_READ_BYTES_PER_CLK = 256  # per CU (CDNA4: doubled over CDNA3's 128)
 LDS_WRITE_BYTES_PER_CLK = 128  # per CU
 LDS_LATENCY_CYCLES = 64  # an LDS access after its bytes moved (assumed; llvm-mca-22's model says 5)
 VMEM_LATENCY_CYCLES = 80  # a global load's round trip: llvm-mca-22's figure, kept (caches and other waves hide HBM's)
+
+
+def lds_cycles(read_bytes: float, written_bytes: float) -> float:
+    """SIMD cycles a wave's LDS bytes take: its share (one SIMD of the CU's ``SIMDS_PER_CU``) of the
+    CU's LDS read and write bandwidth (``LoopWork.lds_cycles``, ``report.issue_costs``)."""
+    return SIMDS_PER_CU * (read_bytes / LDS_READ_BYTES_PER_CLK + written_bytes / LDS_WRITE_BYTES_PER_CLK)
 
 
 @attrs.frozen
@@ -83,9 +90,8 @@ class LoopWork:
 
     @property
     def lds_cycles(self) -> float:
-        """The wave's share (one SIMD of the CU's 4) of the LDS bandwidth its bytes take."""
-        return SIMDS_PER_CU * (self.lds_read_bytes / LDS_READ_BYTES_PER_CLK
-                               + self.lds_write_bytes / LDS_WRITE_BYTES_PER_CLK)
+        """The wave's share of the LDS bandwidth its bytes take (``lds_cycles``)."""
+        return lds_cycles(self.lds_read_bytes, self.lds_write_bytes)
 
     @property
     def cycles(self) -> float:
@@ -149,12 +155,6 @@ def hbm_bytes(problem: AttentionProblem) -> int:
         + DTYPES[problem.out_dtype].elem_bytes * math.prod(shapes["O"]) + 4 * math.prod(shapes["LSE"])
 
 
-def workgroup_tiles(problem: AttentionProblem, block_q: int, block_kv: int, skip_masked: bool = True) -> list[int]:
-    """The kv tiles of each query block of one (batch, head), in dispatch order."""
-    blocks = -(-problem.seq_q // block_q)
-    return [kv_tiles_for(problem, block_q, block_kv, qb * block_q, skip_masked) for qb in range(blocks)]
-
-
 def attention_estimate(problem: AttentionProblem, block_q: int, block_kv: int, waves_per_workgroup: int,
                        work: LoopWork, waves_per_simd: int, skip_masked: bool = True,
                        cus: int = MI355X_CUS) -> AttentionEstimate:
@@ -178,4 +178,5 @@ def attention_estimate(problem: AttentionProblem, block_q: int, block_kv: int, w
 
 
 __all__ = ["LDS_LATENCY_CYCLES", "LDS_READ_BYTES_PER_CLK", "LDS_WRITE_BYTES_PER_CLK", "TRANS_CYCLES", "VALU_CYCLES",
-           "VMEM_LATENCY_CYCLES", "AttentionEstimate", "LoopWork", "attention_estimate", "hbm_bytes", "workgroup_tiles"]
+           "VMEM_LATENCY_CYCLES", "AttentionEstimate", "LoopWork", "attention_estimate", "hbm_bytes", "lds_cycles",
+           "workgroup_tiles"]

@@ -31,6 +31,7 @@ from __future__ import annotations
 import math
 
 import attrs
+from tvm_tirx.script import ir as I
 from tvm_tirx.script import tirx as T
 
 from ..isa import CATALOG, lanes
@@ -38,6 +39,7 @@ from ..isa.llvm_helpers import CVT_PK_FP8, LOG2
 from ..patterns.layouts import mfma_fragment
 from ..patterns.wave import BUFFER_OOB
 from ..tirx_private import transpile_once
+from .attention_problem import LN2
 from .attention_plan import (WAVE_ROWS, AttentionPlan, kv_full_tiles_for, kv_tiles_for, v_lds_key,
                              v_lds_row)
 from .gfx950_emit import (decode, epilogue_value, fragment_reader, fused_ops, kernel_function, mfma_step,
@@ -333,10 +335,11 @@ def _kv_step(plan: AttentionPlan, masked: bool, deferred: bool):
 
 def _kv_loop(plan: AttentionPlan):
     """Macro ``loop(s, q0)``: the query block's kv tiles (``kv_tiles_for``), the first
-    ``kv_full_tiles_for`` unmasked, the rest (the diagonal tiles, the masked tail) masked; tile 0
-    fetched before. With ``defer_pv``: tile 0 first (masked if any tile is: a mask on a whole tile
-    changes nothing), then the loops from tile 1 with the previous tile's ``O^T += V^T P^T``
-    deferred into each step, the last tile's after them."""
+    ``kv_full_tiles_for`` unmasked, the rest (the diagonal tiles, the masked tail) masked (the loop
+    left out where no block enters it: ``AttentionPlan.masked_loop``); tile 0 fetched before. With
+    ``defer_pv``: tile 0 first (masked if any tile is: a mask on a whole tile changes nothing), then
+    the loops from tile 1 with the previous tile's ``O^T += V^T P^T`` deferred into each step, the
+    last tile's after them."""
     p, BQ, BKV, n = plan.problem, plan.config.block_q, plan.config.block_kv, plan.v_stages
     d = plan.config.defer_pv
     first, unmasked, masked = _kv_step(plan, plan.masked_tiles, False), _kv_step(plan, False, d), _kv_step(plan, True, d)
@@ -352,7 +355,7 @@ def _kv_loop(plan: AttentionPlan):
         full = T.max(kv_full_tiles_for(p, BQ, BKV, q0, T.min), int(d)) if plan.masked_tiles else tiles
         for j in T.serial(full - int(d)):
             unmasked(s, j + int(d), tiles)
-        if plan.masked_tiles:
+        if I.constexpr(plan.masked_loop):  # left out, not under a false condition: its body is checked
             for j in T.serial(tiles - full):
                 masked(s, full + j, tiles)
         if d:
@@ -423,8 +426,8 @@ def _tile(plan: AttentionPlan):
                     args.O[b, h, q, di * op.m + lanes.acc_owner(op, lane, r).row] = epilogue_value(
                         plan.epilogue, out_scale(args, ro[di * op.acc_elems + r] / l[0]))
             if lane < WAVE_ROWS:
-                args.LSE[b, h, q] = (_shifted(plan, m[0]) + T.call_llvm_pure_intrin(LOG2, l[0], ty="float32")) * T.float32(
-                    math.log(2))
+                args.LSE[b, h, q] = (_shifted(plan, m[0])
+                                     + T.call_llvm_pure_intrin(LOG2, l[0], ty="float32")) * T.float32(LN2)
     return tile
 
 

@@ -34,10 +34,11 @@ from __future__ import annotations
 import attrs
 
 from ..isa import CATALOG
+from ..isa.hardware import GFX950_LDS_BYTES
 from ..patterns.dma import LdsTile
 from .attention_problem import (ATTENTION_DTYPES, F32_TERMS, HEAD_DIMS, LSE_F32, OUT_DTYPES, P_ROUNDOFF, P_SHIFT,
-                                P_UNDERFLOW, SCALED, UNIT_ROUNDOFF, AttentionProblem, dequantize, error_bound,
-                                kv_full_tiles_for, kv_tiles_for, output_arrays, random_inputs, reference)
+                                P_UNDERFLOW, SCALED, UNIT_ROUNDOFF, AttentionProblem, check_indexing, dequantize,
+                                error_bound, kv_full_tiles_for, kv_tiles_for, output_arrays, random_inputs, reference)
 from .dynamic_m import ceil_div
 from .epilogue import Param
 from .gfx950_plan import DTYPES, OUT_STORAGE, Epilogue, Grid, convert_epilogue
@@ -157,10 +158,26 @@ class AttentionPlan:
         return max(rows, -(-self.dma.dma_bytes // (self.esize * self.lds_row))) if self.config.lds_dma else rows
 
     @property
+    def lds_bytes(self) -> int:
+        """LDS of a workgroup: ``k_stages + v_stages`` stages of ``stage_rows`` padded rows."""
+        return (self.k_stages + self.v_stages) * self.stage_rows * self.lds_row * self.esize
+
+    @property
     def masked_tiles(self) -> bool:
         """Whether some kv tiles need element masks (causal, or a masked tail): the kernel runs
         ``kv_full_tiles_for`` tiles unmasked, then the rest masked (without, one unmasked loop)."""
         return self.problem.causal or self.kv_tail > 0
+
+    @property
+    def masked_loop(self) -> bool:
+        """Whether some query block enters the masked loop: ``masked_tiles``, and for some block kv
+        tiles (``kv_tiles_for``) past its unmasked ones (``kv_full_tiles_for``; with ``defer_pv`` past
+        tile 0, which runs first). Else the kernel leaves the loop out: a loop no block enters has an
+        empty range, under which the bounds proofs of its LDS reads fail."""
+        p, bq, bkv, d = self.problem, self.config.block_q, self.config.block_kv, int(self.config.defer_pv)
+        return self.masked_tiles and any(
+            kv_tiles_for(p, bq, bkv, q0, self.config.skip_masked) > max(kv_full_tiles_for(p, bq, bkv, q0), d)
+            for q0 in range(0, p.seq_q, bq))
 
     @property
     def kv_blocks(self) -> int:
@@ -191,7 +208,10 @@ def v_lds_key(row, bits: int = 16):
 
 
 def plan_gfx950_attention(problem: AttentionProblem, config: AttentionConfig | None = None) -> AttentionPlan:
-    """The gfx950 plan of ``problem`` (module docstring); ValueError where ``config`` does not tile it."""
+    """The gfx950 plan of ``problem`` (module docstring); ValueError where ``config`` does not tile it,
+    its LDS (``AttentionPlan.lds_bytes``) exceeds the CU's, or a tensor is too large for 32-bit indexing
+    (``check_indexing``)."""
+    check_indexing(problem)
     config = config or AttentionConfig()
     spec = DTYPES[problem.dtype]
     D, BKV = problem.head_dim, config.block_kv
@@ -209,11 +229,16 @@ def plan_gfx950_attention(problem: AttentionProblem, config: AttentionConfig | N
     storage = {"Q": spec.storage, "K": spec.storage, "V": spec.storage, "O": OUT_STORAGE[problem.out_dtype],
                "LSE": "float32", "SCALES": "float32"}
     params = tuple(Param(name, shape, storage[name]) for name, shape in shapes.items())
-    return AttentionPlan(
+    plan = AttentionPlan(
         problem, config, spec.mfma32, spec.tr, spec.storage, config.block_q // WAVE_ROWS,
         Grid((q_blocks, 1), problem.batch * problem.heads), ceil_div(problem.seq_kv, BKV), problem.seq_kv % BKV,
         problem.seq_q % config.block_q, D + config.lds_pad // esize, BKV * D * esize // 16 // threads,
         convert_epilogue("float32", problem.out_dtype), params, p_convert(problem.dtype), P_SHIFT[problem.dtype])
+    if plan.lds_bytes > GFX950_LDS_BYTES:
+        raise ValueError(f"attention: {plan.lds_bytes} bytes of LDS (K {plan.k_stages} + V {plan.v_stages} stages of "
+                         f"{plan.stage_rows} x {plan.lds_row} elements) exceed gfx950's {GFX950_LDS_BYTES}; use a "
+                         f"smaller block_kv or lds_pad, or fewer stages (lds_dma, defer_pv)")
+    return plan
 
 
 def p_convert(dtype: str) -> Epilogue | None:

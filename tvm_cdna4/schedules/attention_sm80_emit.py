@@ -24,7 +24,7 @@ from tvm_tirx.script import tirx as T
 from tvm_tirx.script.parser import parse
 
 from ..tirx_private import transpile_once
-from .attention_problem import kv_full_tiles_for, kv_tiles_for
+from .attention_problem import LN2, kv_full_tiles_for, kv_tiles_for
 from .attention_sm80_plan import Sm80AttentionPlan, swizzle
 from .cuda_emit import TIR_OPS, signature_source
 
@@ -374,8 +374,6 @@ def finish(p, args, rg):
                     args["LSE"][rg.b, rg.h, row + 8 * h] = (rg.row[2 * mi + h] * T.float32(p.problem.scale_log2)
                                                             + T.log2(rg.row[m2 + 2 * mi + h])) * T.float32(LN2)
 
-
-LN2 = 0.6931471805599453
 
 
 # ---- the kernel ----------------------------------------------------------------------------------

@@ -42,7 +42,9 @@ from __future__ import annotations
 
 import attrs
 
-from .attention_problem import AttentionProblem, kv_tiles_for
+from .attention_problem import AttentionProblem, check_indexing, workgroup_tiles
+from .cuda_plan import DTYPES as STORAGE  # the 16-bit dtypes mma.sync m16n8k16 takes, TIR's names
+from .cuda_plan import LDMATRIX, LDMATRIX_TRANS, MMA
 from .dynamic_m import ceil_div
 from .epilogue import Param
 
@@ -51,10 +53,6 @@ CHUNK = 8  # elements of a 16-byte chunk (16-bit data)
 SM80_SMEM_BYTES = 227 * 1024  # dynamic shared memory a CTA may opt into on sm_90 (H200); sm_80: 163 KiB
 SM80_REGISTERS = 65536  # 32-bit registers per SM
 MAX_THREADS_PER_SM = 2048
-STORAGE = {"bf16": "bfloat16", "f16": "float16"}
-MMA = "mma.sync.aligned.m16n8k16.row.col.f32.{t}.{t}.f32"
-LDMATRIX = "ldmatrix.sync.aligned.m8n8.x4.shared.b16"
-LDMATRIX_TRANS = "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16"
 COPY = "cp.async.cg.shared.global"
 PACK = "cvt.rn.{t}x2.f32"
 
@@ -225,12 +223,9 @@ def plan_sm80_attention(problem: AttentionProblem, config: Sm80AttentionConfig |
     for ``sms`` multiprocessors). ValueError for a dtype the kernel does not take (``STORAGE``: bf16,
     f16; fp8 attention is gfx950's, on its f8f6f4 MFMA)."""
     if problem.dtype not in STORAGE:
-        raise ValueError(f"sm80 attention dtype: expected one of {tuple(STORAGE)}, found {problem.dtype!r} (mma.sync "
+        raise ValueError(f"sm80 attention dtype: expected one of {tuple(sorted(STORAGE))}, found {problem.dtype!r} (mma.sync "
                          f"m16n8k16 takes 16-bit inputs; fp8 attention runs on --target gfx950)")
-    largest = max(problem.batch * problem.heads * problem.seq_q, problem.batch * problem.kv_heads * problem.seq_kv)
-    if largest * problem.head_dim >= 2**31:
-        raise ValueError(f"attention: {largest * problem.head_dim} elements in one tensor; the kernel indexes with "
-                         f"32-bit integers (at most {2**31 - 1}): split the batch")
+    check_indexing(problem)
     config = config or default_config(problem, sms or H200_SMS)
     check_config(problem, config)
     shapes = problem.shapes()
@@ -298,9 +293,7 @@ def estimate(problem: AttentionProblem, config: Sm80AttentionConfig, sms: int = 
     resident = occupancy(problem, config)
     if resident == 0:
         return float("inf")
-    bq = config.block_q
-    tiles = [kv_tiles_for(problem, bq, config.block_kv, qb * bq, config.skip_masked)
-             for qb in range(ceil_div(problem.seq_q, bq))]
+    tiles = workgroup_tiles(problem, config.block_q, config.block_kv, config.skip_masked)
     per_tile = tile_clocks(problem, config, resident) * resident  # the SM shares its clocks among `resident` CTAs
     total = sum(tiles) * problem.batch * problem.heads
     slots = sms * resident

@@ -38,6 +38,7 @@ import attrs
 from .cuda_plan import (
     DTYPES,
     H200_SMS,
+    MMA,
     OUT_DTYPES,
     Device,
     GemmConfig,
@@ -251,7 +252,7 @@ def plan_decode(M: int | MBucket, N: int, K: int, dtype: str = "bf16", layout: s
         params += (Param("W", (splits if ordered else 1, m_max, N), "float32"), Param("S", (rows,), "uint32"))
     outs = ceil_div(min(m_max, 8 * tt) * cfg.block_rows, cfg.threads)
     return DecodePlan(M, N, K, dt, ot, "nt", replace(cfg, split_k=splits), tt, 8 if K % 8 == 0 else 1, LOAD_W, LOAD_X,
-                      f"mma.sync.aligned.m16n8k16.row.col.f32.{ab}.{ab}.f32", loop, rows, splits, rows * splits,
+                      MMA.format(t=ab), loop, rows, splits, rows * splits,
                       cfg.threads, K % 8 == 0, COPY_W, COPY_X, cfg.line_copy and K % 8 == 0,
                       cfg.smem_bytes(tt) if K % 8 == 0 else 0,
                       cfg.warps * cfg.row_tiles * tt * 4 * 32, outs, reduce_instr, params, fusion, bucket)

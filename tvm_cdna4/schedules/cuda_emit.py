@@ -1076,7 +1076,7 @@ def find_group_cta(p, offsets, r, hit):
         hit[1] = 0
         hit[2] = 0
     T.cuda.cta_sync()
-    for c in T.unroll((p.grid.grouping.count + p.tiling.threads - 1) // p.tiling.threads):
+    for c in T.unroll(p.grid.grouping.search_loads(p.tiling.threads)):
         if c * p.tiling.threads + tid < p.grid.grouping.count:
             gc = c * p.tiling.threads + tid
             lo = offsets[gc]

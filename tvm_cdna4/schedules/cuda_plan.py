@@ -37,6 +37,7 @@ LAYOUTS = ("nn", "nt", "tn", "tt")
 
 LDMATRIX = "ldmatrix.sync.aligned.m8n8.x4.shared.b16"
 LDMATRIX_TRANS = "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16"
+MMA = "mma.sync.aligned.m16n8k16.row.col.f32.{t}.{t}.f32"  # every sm80 kernel's MMA; t: f16 or bf16 (DTYPES' keys)
 
 
 @dataclass(frozen=True)
@@ -1069,8 +1070,9 @@ def _search_s(M: int, N: int, cfg: GemmConfig, groups: int, per_sm: int, dev: De
     x ``M`` rows, those without rows included) waits its search's dependent loads (``Device.search_s``
     each: ``ceil(log2 G)`` for the binary search, ``ceil(G / threads)`` for the CTA-wide one) before its
     first copy, hidden only by the SM's other resident CTAs (``per_sm``)."""
-    launched = Groups(groups, cfg.block_m, MBucket(1, 1)).row_tiles(groups * M) * ceil_div(N, cfg.block_n)
-    loads = ceil_div(groups, cfg.threads) if cfg.group_search == "cta" else max(1, (groups - 1).bit_length())
+    grouping = Groups(groups, cfg.block_m, MBucket(1, 1), cfg.group_search)
+    launched = grouping.row_tiles(groups * M) * ceil_div(N, cfg.block_n)
+    loads = max(1, grouping.search_loads(cfg.threads))  # G = 1: the group's offsets, one load
     return ceil_div(launched, dev.sms) * loads * dev.search_s / per_sm
 
 
@@ -1377,7 +1379,7 @@ def plan(M: int | MBucket, N: int, K: int, dtype: str = "f16", layout: str = "nt
     if cfg.split_k > 1:
         slices = cfg.split_k if cfg.reduction == "ordered" else 1
         params += (Param("W", (slices, m_max, N), "float32"), Param("S", (ceil_div(m_max, cfg.block_m) * gn,), "uint32"))
-    return GemmPlan(M, N, K, dt, layout, cfg, tiling, grid, a, b, f"mma.sync.aligned.m16n8k16.row.col.f32.{ab}.{ab}.f32",
+    return GemmPlan(M, N, K, dt, layout, cfg, tiling, grid, a, b, MMA.format(t=ab),
                     stage_elems, cfg.stages * stage_elems, kloop, epilogue, params, fusion, bucket)
 
 

@@ -43,7 +43,7 @@ import operator
 
 import attrs
 
-from .dynamic_m import DynamicGemm, MBucket, buckets
+from .dynamic_m import DynamicGemm, MBucket, buckets, ceil_div
 
 SEARCHES = ("binary", "cta")
 """How a CTA finds its group (``Groups.search``)."""
@@ -86,6 +86,12 @@ class Groups:
     def steps(self) -> tuple[int, ...]:
         """The binary search's steps, largest first: the powers of two below G (none for G = 1)."""
         return tuple(1 << i for i in reversed(range((self.count - 1).bit_length())))
+
+    def search_loads(self, threads: int) -> int:
+        """Rounds of offset loads a thread of a CTA of ``threads`` makes to find its group: the binary
+        search's ``steps`` (dependent; none for G = 1), or with ``"cta"`` ``ceil(G / threads)``
+        (independent: thread ``t`` tests groups ``t``, ``t + threads``, ...)."""
+        return ceil_div(self.count, threads) if self.search == "cta" else len(self.steps)
 
     def row_tiles(self, T):
         """Row-tile indices launched for ``T`` rows (an int or a TIR expression): ``T // block_m + G``."""
