@@ -254,6 +254,9 @@ def emulate(kernel, *arrays, target: str = "gfx950", max_threads_per_batch: int 
         for slot, value in params:
             env.values[slot] = value
         body(env, None)
+        if target == "sm80":
+            from .ptx import unfinished_barriers
+            unfinished_barriers(machine)
     return arrays
 
 

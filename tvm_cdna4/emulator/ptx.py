@@ -32,6 +32,7 @@ from ..tirx_private import decode_ptx_call, ptx_entry
 from . import banks
 from .errors import EmulationError
 from .interp import _any, _mand, np_dtype, where_of
+from .machine import NamedBarrier
 from .memory import InFlightLdsWrites, Pointer, TensorView, check_lds_read, load, store
 
 WARP = 32
@@ -758,10 +759,51 @@ def _barrier(compiler, where: str):
 
 
 def _bar_sync(compiler, call: PtxCall):
+    """``bar{.cta}.sync a`` / ``barrier{.cta}.sync{.aligned} a`` without a thread count (PTX ISA
+    9.7.13.1): every thread of the block takes part, which is ``__syncthreads`` for any barrier ``a``."""
     (bid,) = call.operands["a"]
-    if not isinstance(bid, I.IntImm) or int(bid.value) != 0:
-        raise NotImplementedError(f"emulator: named barrier {where_of(bid)} (only barrier 0)")
+    if not isinstance(bid, I.IntImm):
+        raise NotImplementedError(f"emulator: barrier id {where_of(bid)} is not a constant")
     return _barrier(compiler, call.where)
+
+
+def _named_barrier(wait: bool):
+    def factory(compiler, call: PtxCall):
+        """``bar{.cta}.sync a, b`` (``wait``) / ``bar{.cta}.arrive a, b`` and their ``barrier`` spellings
+        (PTX ISA 9.7.13.1): whole warps arrive on barrier ``a`` (0-15, the same in a warp), which
+        completes when ``b`` threads have; :class:`~.machine.NamedBarrier` keeps the phases and the
+        ordering, and reports a deadlock or a count mismatch."""
+        machine = compiler.machine
+        bid, count = (compiler.expr(call.operands[k][0]) for k in ("a", "b"))
+        what = f"bar.{'sync' if wait else 'arrive'}"
+        where = call.where
+
+        def run(env, mask):
+            machine.require_full_waves(mask, what, where)
+            active = machine.active(mask)
+            if not active.any():
+                return
+            ids = _per_thread(np.asarray(bid(env, mask), np.int64), machine.nthreads)
+            counts = _per_thread(np.asarray(count(env, mask), np.int64), machine.nthreads)
+            for b in np.unique(ids[active]):
+                if not 0 <= b < 16:
+                    raise EmulationError(f"{what}: barrier id {int(b)} is not in 0..15", where)
+                on = active & (ids == b)
+                warps = machine.wave_counts(on) > 0
+                per_group = np.zeros(len(machine.groups), np.int64)
+                per_group[machine.wg_of[on]] = counts[on]
+                barrier = machine.named.get(int(b)) or machine.named.setdefault(int(b), NamedBarrier(machine, int(b)))
+                barrier.arrive(warps, per_group, wait, where)
+        return run
+    return factory
+
+
+def unfinished_barriers(machine) -> None:
+    """At the end of a launch: EmulationError for a named barrier phase begun and never completed."""
+    for barrier in machine.named.values():
+        why = barrier.unfinished()
+        if why:
+            raise EmulationError(why, "end of kernel")
 
 
 def _cvta_to_shared(compiler, node, args):
@@ -878,9 +920,11 @@ def calls() -> dict:
                          for w in ("b16x2", "b32x2", "b16x4", "b64x2", "b32x4")),
         ("shfl_sync", _shfl_ptx), ("shfl_sync_p", _shfl_ptx),
         ("bar_sync", _bar_sync), ("barrier_sync", _bar_sync),
+        ("bar_sync_count", _named_barrier(True)), ("barrier_sync_count", _named_barrier(True)),
+        ("bar_arrive", _named_barrier(False)), ("barrier_arrive", _named_barrier(False)),
         ("atom", _atomic(True)), ("red", _atomic(False)), ("fence", _fence), ("prefetch", _prefetch),
     ))
     return {**machine_ops, **ptx_ops}
 
 
-__all__ = ["AsyncCopies", "PtxCall", "calls", "mma_fragments"]
+__all__ = ["AsyncCopies", "PtxCall", "calls", "mma_fragments", "unfinished_barriers"]
