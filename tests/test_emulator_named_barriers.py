@@ -87,3 +87,37 @@ def test_unfinished_phase_and_bad_counts():
         emulate(lonely, np.zeros(64, np.int32), target="sm80")
     with pytest.raises(EmulationError, match="thread count 48 is not a positive multiple"):
         _run(full_count=48)
+
+
+@pytest.mark.parametrize("relay", [True, False])
+def test_a_barrier_orders_only_the_warps_it_joins(relay):
+    """Warp 0 writes, hands to warp 1 on barrier 1; warp 2 reads warp 0's data only after warp 1
+    relays on barrier 2 (ordering is transitive); without the relay warp 2's read is a race."""
+
+    @T.function
+    def kernel(A: T.Tensor((32,), "int32"), Out: T.Tensor((64,), "int32")):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=96))
+        tid = T.cuda.thread_idx("x")
+        lane = tid % 32
+        SM = T.alloc_tensor(ty_args=[T.Tensor((32,), "int32", scope="shared", layout="default", align=16)])
+        if tid < 32:
+            SM[lane] = A[lane]
+            T.ptx["bar.arrive"](1, 64)
+        elif tid < 64:
+            T.ptx["bar.sync"](1, 64)
+            Out[lane] = SM[31 - lane]
+            if I.constexpr(relay):
+                T.ptx["bar.arrive"](2, 64)
+        else:
+            if I.constexpr(relay):
+                T.ptx["bar.sync"](2, 64)
+            Out[32 + lane] = SM[lane]
+
+    a = np.arange(32, dtype=np.int32) + 7
+    out = np.zeros(64, np.int32)
+    if relay:
+        emulate(kernel, a, out, target="sm80")
+        np.testing.assert_array_equal(out, np.concatenate([a[::-1], a]))
+    else:
+        with pytest.raises(EmulationError, match="race on LDS .* written by wave 0 and read by wave 2"):
+            emulate(kernel, a, out, target="sm80")
