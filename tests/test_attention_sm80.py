@@ -25,6 +25,9 @@ CASES = {
     "more keys than queries, causal, f16": (AttentionProblem(1, 2, 1, 70, 200, 64, True, "f16"), C(128, 4, 2)),
     "overlapped softmax, causal, odd tile count": (AttentionProblem(1, 2, 1, 100, 100, 128, True), C(32, 4, 3, overlap=True)),
     "skewed warps, causal, GQA 2:1, 5 tiles": (AttentionProblem(1, 2, 1, 130, 130, 64, True), C(32, 4, 3, skew=True)),
+    "mbarrier sync, causal, GQA 2:1, 5 tiles": (AttentionProblem(1, 2, 1, 130, 130, 64, True),
+                                                C(32, 4, 3, sync="mbarrier")),
+    "mbarrier sync, odd lengths, 4 stages": (AttentionProblem(1, 1, 1, 70, 200, 128), C(32, 4, 4, sync="mbarrier")),
 }
 
 
