@@ -20,6 +20,10 @@ Asynchronous copies (``cp.async``) read global memory when issued and land in sh
 the issuing thread's ``cp.async.wait_group``/``wait_all`` retires their group; until then their
 destination bytes are *in flight* and any shared access to them is reported, so a missing wait or a
 wait for the wrong group count is an ``EmulationError``, not a silently stale value.
+
+Barriers: ``__syncthreads`` / ``bar.sync a`` (the whole block), named barriers ``bar.sync a, b`` /
+``bar.arrive a, b`` (:class:`~.machine.NamedBarrier`) and ``mbarrier`` objects (:mod:`.mbarrier`); the
+shared-memory race checks follow the order they create (``Machine.unordered``).
 """
 
 from __future__ import annotations
