@@ -108,9 +108,12 @@ class Machine:
         CTA-wide barriers this is "same epoch, other wave"; named barriers order only the waves they
         join (``NamedBarrier``). For "several waves" the least-synchronized other wave counts."""
         W = self.waves_per_group
-        own = np.eye(W, dtype=bool)[wave]
-        least = np.where(own, np.iinfo(np.int64).max, self.seen[g, wave]).min(axis=-1) if W > 1 else stamp + 1
-        limit = np.where(other >= 0, self.seen[g, wave, np.maximum(other, 0)], least)
+        limit = self.seen[g, wave, np.maximum(other, 0)]
+        several = other == -2
+        if several.any() and W > 1:
+            own = np.eye(W, dtype=bool)[wave[several]]
+            limit = limit.copy()
+            limit[several] = np.where(own, np.iinfo(np.int64).max, self.seen[g[several], wave[several]]).min(axis=-1)
         return (other != -1) & (other != wave) & (stamp >= limit)
 
     # -- LDS completion (lgkmcnt) --------------------------------------------------------------
