@@ -4,6 +4,7 @@ SDPA's FlashAttention-2 backend (and cuDNN's, for context).
     python3 benchmarks/attention_h200.py --out $OUT            # the issue's table: bf16, D 128, 32 heads
     python3 benchmarks/attention_h200.py --configs default     # only the cost model's choice
     python3 benchmarks/attention_h200.py --configs skew        # the skewed warps against the best before
+    python3 benchmarks/attention_h200.py --configs mbarrier    # sync="mbarrier" against its "cta" twins (unmeasured)
 
 Method. Every kernel is built first, in worker processes (``build_sm80_attention``, its device code
 compiled into the device-code cache: ``runtime.cuda.precompile``). Then, on the GPU:
@@ -48,6 +49,10 @@ SWEEP = [C(32, 4, 2, 2, False), C(32, 8, 2, 2, False), C(64, 8, 3, overlap=True)
          C(64, 8, 2), C(128, 8, 3), C(32, 4, 3, 2, False)]
 SKEW = [C(32, 4, 2, 2, False), C(32, 8, 2, 2, False), C(128, 8, 3), C(128, 8, 3, skew=True), C(64, 8, 3, skew=True),
         C(64, 8, 4, skew=True), C(32, 8, 3, 2, False, skew=True)]  # 2026-12-02 h-attn-sm80b: the best before, skewed
+MBARRIER = [C(128, 8, 3), C(128, 8, 3, sync="mbarrier"), C(64, 8, 3), C(64, 8, 3, sync="mbarrier"), C(64, 8, 4),
+            C(64, 8, 4, sync="mbarrier"), C(32, 8, 3, 2, False), C(32, 8, 3, 2, False, sync="mbarrier")]
+"""2026-12-02 h-mbar: the per-buffer full / empty mbarriers (docs/attention.md, "Decoupled barriers") against
+their one-``__syncthreads`` twins; sm_90 (TIRx's ``mbarrier.try_wait``)."""
 ODD = (1, 4, 2, 1031, 1031)  # batch, heads, kv heads, seq q, seq kv of the exact-bound check
 
 
@@ -158,7 +163,8 @@ def sdpa_fn(backend, q, k, v, causal):
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
-    ap.add_argument("--configs", default="sweep", help="'sweep' (SWEEP and the default), 'skew' (SKEW and the default) or 'default'")
+    ap.add_argument("--configs", default="sweep", help="'sweep' (SWEEP and the default), 'skew' (SKEW and the default), "
+                    "'mbarrier' (MBARRIER and the default) or 'default'")
     ap.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) - 2))
     ap.add_argument("--rep-ms", type=int, default=200)
     args = ap.parse_args(argv)
@@ -170,7 +176,7 @@ def main(argv=None) -> int:
 
     arch = device_arch()
     timed = problems()
-    sweep = {"sweep": SWEEP, "skew": SKEW, "default": []}[args.configs]
+    sweep = {"sweep": SWEEP, "skew": SKEW, "mbarrier": MBARRIER, "default": []}[args.configs]
     configs = {p: [default_config(p)] + [c for c in sweep if c != default_config(p)] for p in timed}
     all_configs = sorted({c for cs in configs.values() for c in cs}, key=str)
     odd = {(c, causal): AttentionProblem(*ODD, HEAD_DIM, causal=causal) for c in all_configs for causal in (False, True)}

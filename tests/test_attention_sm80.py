@@ -25,6 +25,9 @@ CASES = {
     "more keys than queries, causal, f16": (AttentionProblem(1, 2, 1, 70, 200, 64, True, "f16"), C(128, 4, 2)),
     "overlapped softmax, causal, odd tile count": (AttentionProblem(1, 2, 1, 100, 100, 128, True), C(32, 4, 3, overlap=True)),
     "skewed warps, causal, GQA 2:1, 5 tiles": (AttentionProblem(1, 2, 1, 130, 130, 64, True), C(32, 4, 3, skew=True)),
+    "mbarrier sync, causal, GQA 2:1, 5 tiles": (AttentionProblem(1, 2, 1, 130, 130, 64, True),
+                                                C(32, 4, 3, sync="mbarrier")),
+    "mbarrier sync, odd lengths, 4 stages": (AttentionProblem(1, 1, 1, 70, 200, 128), C(32, 4, 4, sync="mbarrier")),
 }
 
 
@@ -145,3 +148,26 @@ def test_on_the_gpu_within_the_documented_bound(case):
     bound_o, bound_lse = error_bound(q, k, v, problem.causal, dtype=problem.dtype)
     assert (np.abs(o - want_o) <= bound_o).all(), np.nanmax(np.abs(o - want_o) / bound_o)
     assert (np.abs(lse - want_lse) <= bound_lse).all(), np.nanmax(np.abs(lse - want_lse) / bound_lse)
+
+
+def test_mbarrier_sync_is_opt_in_data_and_refused_where_it_cannot_work():
+    """``sync="mbarrier"``: the barriers as plan data (full: one arrival per thread, empty: one per warp,
+    8 bytes each after the K / V buffers), never a cost-model candidate, refused below 3 stages, with
+    overlap or skew, and below sm_90 (TIRx's mbarrier.try_wait)."""
+    from tvm_cdna4.schedules.attention_sm80 import check_arch
+
+    problem = AttentionProblem(1, 2, 1, 130, 130, 64)
+    p, twin = (plan_sm80_attention(problem, C(32, 4, 3, sync=s)) for s in ("mbarrier", "cta"))
+    assert p.mbarriers == {"full": (0, 128), "empty": (3, 4)} and twin.mbarriers == {}
+    assert p.smem_bytes == twin.smem_bytes + 6 * 8
+    assert 2 * p.mbarrier_elem(0) == twin.smem_bytes and 2 * p.mbarrier_elem(5) == p.smem_bytes - 8
+    assert all(c.sync == "cta" for c in CANDIDATES) and default_config(problem).sync == "cta"
+    for bad in (dict(stages=2), dict(stages=3, overlap=True), dict(stages=3, skew=True)):
+        with pytest.raises(ValueError, match="sync='mbarrier'"):
+            C(32, 4, sync="mbarrier", **bad)
+    with pytest.raises(ValueError, match="attention sync: expected one of"):
+        C(sync="named")
+    with pytest.raises(ValueError, match="needs sm_90"):
+        check_arch(p, "sm_80")
+    check_arch(p, "sm_90a")
+    check_arch(twin, "sm_80")

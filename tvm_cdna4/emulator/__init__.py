@@ -9,7 +9,9 @@ workgroups x waves x lanes, lanes vectorized, per-workgroup LDS, the caller's ar
 memory (results are written back into them). Checks raise ``EmulationError``: out-of-bounds
 global/LDS access, LDS read of never-written bytes, cross-wave LDS races without a barrier or across
 a barrier that the writing wave reached with its LDS write still in flight (gfx950: no ``s_waitcnt
-lgkmcnt``), a barrier not reached by all waves, a wave-collective instruction with inactive lanes.
+lgkmcnt``), a barrier not reached by all waves, a wave-collective instruction with inactive lanes;
+sm80: a named-barrier or mbarrier wait that can never complete (a deadlock), a named-barrier phase
+left incomplete at the end (``machine.NamedBarrier``, :mod:`.mbarrier`).
 Arguments are checked against the kernel's parameters (``check_argument``).
 """
 
@@ -254,6 +256,9 @@ def emulate(kernel, *arrays, target: str = "gfx950", max_threads_per_batch: int 
         for slot, value in params:
             env.values[slot] = value
         body(env, None)
+        if target == "sm80":
+            from .ptx import unfinished_barriers
+            unfinished_barriers(machine)
     return arrays
 
 

@@ -23,7 +23,10 @@ class Machine:
         self.wave_of = (self.tid // wave_size).astype(np.int32)
         self.lane_of = self.tid % wave_size
         self.waves_per_group = -(-self.block_threads // wave_size)
-        self.epoch = np.zeros(g, np.int64)
+        self.epoch = np.zeros(g, np.int64)  # the workgroup's clock: +1 at each barrier event; accesses stamped with it
+        # seen[g, a, b]: wave b's accesses stamped below it are ordered before wave a's next accesses
+        self.seen = np.zeros((g, self.waves_per_group, self.waves_per_group), np.int64)
+        self.named: dict[int, NamedBarrier] = {}  # sm80 named barriers (bar.sync / bar.arrive with a count)
         self.globals = global_buffers
         self.state: dict = {}  # per-launch state of a target's call table (e.g. in-flight async copies)
         self.allow_uninitialized = False  # LDS reads of never-written bytes: error (False) or zeros
@@ -96,6 +99,22 @@ class Machine:
                                  where, int(self.groups[g]), w, None)
         self._record_lds_completion(reached.any(axis=1))
         self.epoch[reached.any(axis=1)] += 1
+        self.seen[reached.any(axis=1)] = self.epoch[reached.any(axis=1), None, None]
+
+    # -- happens-before between waves (the LDS race checks) -------------------------------------
+    def unordered(self, g, wave, other, stamp) -> np.ndarray:
+        """Whether an access of wave ``other`` (-1: none, -2: several waves) stamped ``stamp`` is NOT
+        ordered before wave ``wave``'s access now (workgroup ``g``; arrays of one shape). With only
+        CTA-wide barriers this is "same epoch, other wave"; named barriers order only the waves they
+        join (``NamedBarrier``). For "several waves" the least-synchronized other wave counts."""
+        W = self.waves_per_group
+        limit = self.seen[g, wave, np.maximum(other, 0)]
+        several = other == -2
+        if several.any() and W > 1:
+            own = np.eye(W, dtype=bool)[wave[several]]
+            limit = limit.copy()
+            limit[several] = np.where(own, np.iinfo(np.int64).max, self.seen[g[several], wave[several]]).min(axis=-1)
+        return (other != -1) & (other != wave) & (stamp >= limit)
 
     # -- LDS completion (lgkmcnt) --------------------------------------------------------------
     # On gfx950 an LDS access is one LGKM operation of its wave, counted in issue order; it has
@@ -119,7 +138,7 @@ class Machine:
     def _record_lds_completion(self, groups: np.ndarray) -> None:
         cap = self.lgkm_at_barrier.shape[1]
         if int(self.epoch.max()) >= cap:
-            grown = np.zeros((len(self.groups), 2 * cap, self.waves_per_group), np.int64)
+            grown = np.zeros((len(self.groups), max(2 * cap, int(self.epoch.max()) + 1), self.waves_per_group), np.int64)
             grown[:, :cap] = self.lgkm_at_barrier
             self.lgkm_at_barrier = grown
         g = np.flatnonzero(groups)
@@ -136,3 +155,80 @@ class Machine:
         base = np.arange(self.wave_size)
         for g, w in np.argwhere(counts > 0):
             yield int(g), int(w), g * self.block_threads + w * self.wave_size + base
+
+
+class NamedBarrier:
+    """One named barrier of every workgroup of the batch (PTX ISA 9.7.13.1 ``bar{.cta}.sync a, b`` /
+    ``bar{.cta}.arrive a, b``): a phase completes when ``b`` threads have arrived (whole warps; a
+    ``bar.sync`` arrives and waits, ``bar.arrive`` only arrives); then every waiting wave is ordered
+    after every arrived wave's accesses made before its arrival, and the barrier starts a new phase.
+
+    The emulator runs all warps in lockstep, in program order, so a ``bar.sync`` must be completed by
+    arrivals made before it or by the same instruction: otherwise its warps would run on unordered,
+    and it is reported as a deadlock (on hardware it is one unless another warp's arrive comes later
+    in program order, which the emulator cannot model: put the arriving code first)."""
+
+    def __init__(self, machine, bid: int):
+        g, W = len(machine.groups), machine.waves_per_group
+        self.machine, self.bid = machine, bid
+        self.count = np.zeros(g, np.int64)  # the phase's expected threads (0: no arrival yet)
+        self.arrived = np.zeros(g, np.int64)
+        self.arrivers = np.zeros((g, W), bool)
+        self.join = np.zeros((g, W), np.int64)  # max of the arrived waves' clocks at arrival
+
+    def arrive(self, warps: np.ndarray, count: np.ndarray, wait: bool, where: str) -> None:
+        """``warps`` (g, W) bool: the waves arriving now, ``count`` (g,) their ``b`` operand; ``wait``
+        for ``bar.sync``. EmulationError for a count that is not whole warps, differs from the
+        phase's, overshoots, or (``wait``) leaves the phase incomplete: a deadlock."""
+        m = self.machine
+        groups = np.flatnonzero(warps.any(axis=1))
+        for g in groups:
+            self._check_count(g, int(count[g]), where)
+            ws = np.flatnonzero(warps[g])
+            m.epoch[g] += 1  # accesses before the arrival get a smaller stamp than those after it
+            snap = m.seen[g, ws].copy()
+            snap[np.arange(len(ws)), ws] = m.epoch[g]
+            self.join[g] = np.maximum(self.join[g], snap.max(axis=0))
+            self.arrivers[g, ws] = True
+            self.arrived[g] += m.wave_size * len(ws)
+            if self.arrived[g] > self.count[g]:
+                raise EmulationError(f"barrier {self.bid}: {int(self.arrived[g])} threads arrived, more than its count "
+                                     f"{int(self.count[g])}", where, int(m.groups[g]), int(ws[0]), None)
+            if self.arrived[g] == self.count[g]:
+                self._complete(g, ws if wait else ws[:0])
+            elif wait:
+                raise EmulationError(self._deadlock(g, ws), where, int(m.groups[g]), int(ws[0]), None)
+
+    def _check_count(self, g: int, count: int, where: str) -> None:
+        m = self.machine
+        if count <= 0 or count % m.wave_size or count > m.block_threads:
+            raise EmulationError(f"barrier {self.bid}: thread count {count} is not a positive multiple of the warp "
+                                 f"size {m.wave_size} up to the {m.block_threads} threads of the block", where,
+                                 int(m.groups[g]), None, None)
+        if self.count[g] and self.count[g] != count:
+            raise EmulationError(f"barrier {self.bid}: arrival with count {count} while the phase in progress expects "
+                                 f"{int(self.count[g])}", where, int(m.groups[g]), None, None)
+        self.count[g] = count
+
+    def _complete(self, g: int, waiters: np.ndarray) -> None:
+        """The phase completes; ``waiters`` (the warps of the completing ``bar.sync``: an earlier one
+        would have been a deadlock) are ordered after the arrived waves."""
+        m = self.machine
+        m.seen[g, waiters] = np.maximum(m.seen[g, waiters], self.join[g][None, :])
+        self.count[g] = self.arrived[g] = 0
+        self.arrivers[g] = False
+        self.join[g] = 0
+
+    def _deadlock(self, g: int, waiting) -> str:
+        return (f"deadlock on barrier {self.bid}: warps {[int(w) for w in waiting]} wait with "
+                f"{int(self.arrived[g])} of {int(self.count[g])} threads arrived (warps "
+                f"{[int(w) for w in np.flatnonzero(self.arrivers[g])]}); the missing arrivals never come before "
+                "this point of the emulator's lockstep order (a missing bar.arrive, or a wrong count)")
+
+    def unfinished(self) -> str | None:
+        """At the end of the kernel: a phase with arrivals but never completed, described; else None."""
+        for g in np.flatnonzero(self.arrived):
+            return (f"barrier {self.bid}: {int(self.arrived[g])} of {int(self.count[g])} threads arrived (warps "
+                    f"{[int(w) for w in np.flatnonzero(self.arrivers[g])]}) and the phase never completed "
+                    f"(workgroup {int(self.machine.groups[g])}): a bar.sync is missing or the count is wrong")
+        return None

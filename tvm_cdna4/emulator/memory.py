@@ -6,7 +6,8 @@ one per thread. Typed accesses use numpy views of the same bytes.
 
 Checks (each raises ``EmulationError`` naming kernel location, workgroup, wave and lane):
 out-of-bounds access; LDS read of bytes never written; an LDS byte written by one wave and read or
-written by another wave of the workgroup with no barrier in between (epochs count barriers), or
+written by another wave of the workgroup with no barrier in between (``Machine.unordered``: a
+barrier orders the waves it joins), or
 after a barrier that the writing wave reached with the write still in flight (gfx950: no
 ``s_waitcnt lgkmcnt`` covering it, ``Machine.issue_lds``); an LDS byte read or written while an
 asynchronous copy into it is still in flight (``Buffer.pending``); a global byte updated by an
@@ -297,7 +298,7 @@ def check_lds_read(machine, buf: Buffer, inst, byte, size: int, mask, where: str
         raise EmulationError(f"read of LDS '{buf.name}' byte {int(b[k])}, never written", where, *machine.coords(int(t[k])))
     wave = machine.wave_of[t]
     epoch = machine.epoch[i]
-    raw = (buf.w_epoch[i, b] == epoch) & (buf.w_wave[i, b] != wave)
+    raw = machine.unordered(i, wave, buf.w_wave[i, b], buf.w_epoch[i, b])
     if raw.any():
         k = int(np.argmax(raw))
         raise EmulationError(
@@ -306,7 +307,7 @@ def check_lds_read(machine, buf: Buffer, inst, byte, size: int, mask, where: str
     _check_published(machine, buf, i, b, t, wave, epoch, "read", where)
     if machine.lds_waits:
         machine.issue_lds(t)
-    fresh = buf.r_epoch[i, b] != epoch
+    fresh = ~machine.unordered(i, wave, buf.r_wave[i, b], buf.r_epoch[i, b])  # earlier reads ordered before this one
     buf.r_wave[i[fresh], b[fresh]] = wave[fresh]
     other = ~fresh & (buf.r_wave[i, b] != wave)
     buf.r_wave[i[other], b[other]] = -2  # read by several waves this epoch
@@ -351,8 +352,8 @@ def check_lds_write(machine, buf: Buffer, inst, byte, size: int, where: str, thr
     _check_pending(machine, buf, i, b, t, "write", where)
     wave = machine.wave_of[t]
     epoch = machine.epoch[i]
-    waw = (buf.w_epoch[i, b] == epoch) & (buf.w_wave[i, b] != wave)
-    war = (buf.r_epoch[i, b] == epoch) & (buf.r_wave[i, b] != wave) & (buf.r_wave[i, b] != -1)
+    waw = machine.unordered(i, wave, buf.w_wave[i, b], buf.w_epoch[i, b])
+    war = machine.unordered(i, wave, buf.r_wave[i, b], buf.r_epoch[i, b])
     # two waves writing one byte in the same instruction
     key = i.astype(np.int64) * buf.nbytes + b
     order = np.argsort(key, kind="stable")

@@ -20,6 +20,10 @@ Asynchronous copies (``cp.async``) read global memory when issued and land in sh
 the issuing thread's ``cp.async.wait_group``/``wait_all`` retires their group; until then their
 destination bytes are *in flight* and any shared access to them is reported, so a missing wait or a
 wait for the wrong group count is an ``EmulationError``, not a silently stale value.
+
+Barriers: ``__syncthreads`` / ``bar.sync a`` (the whole block), named barriers ``bar.sync a, b`` /
+``bar.arrive a, b`` (:class:`~.machine.NamedBarrier`) and ``mbarrier`` objects (:mod:`.mbarrier`); the
+shared-memory race checks follow the order they create (``Machine.unordered``).
 """
 
 from __future__ import annotations
@@ -32,6 +36,8 @@ from ..tirx_private import decode_ptx_call, ptx_entry
 from . import banks
 from .errors import EmulationError
 from .interp import _any, _mand, np_dtype, where_of
+from .machine import NamedBarrier
+from .mbarrier import MBarriers
 from .memory import InFlightLdsWrites, Pointer, TensorView, check_lds_read, load, store
 
 WARP = 32
@@ -319,9 +325,24 @@ class AsyncCopies(InFlightLdsWrites):
     def __init__(self, machine):
         super().__init__(machine)
         self.committed = np.zeros(machine.nthreads, np.int64)
+        self.seq = 0  # issue instructions so far (cp.async.mbarrier.arrive waits for the earlier ones)
 
     def issue(self, threads, buf, inst, addr, data, where: str):
-        self.start(threads, buf, inst, addr, data, where, group=np.full(len(threads), -1, np.int64))
+        self.seq += 1
+        self.start(threads, buf, inst, addr, data, where, group=np.full(len(threads), -1, np.int64),
+                   seq=np.full(len(threads), self.seq, np.int64))
+
+    def land_before(self, threads, seq: int, stamps, where: str):
+        """Land the copies of ``threads`` issued before instruction ``seq`` (a deferred
+        ``cp.async.mbarrier.arrive``), their writes stamped ``stamps`` (per thread: the clock of the
+        arrive instruction, so later accesses of the issuing warp are not ordered by the arrival)."""
+        m = self.machine
+        saved = m.epoch.copy()
+        m.epoch[m.wg_of[threads]] = stamps
+        try:
+            self.retire(lambda c: np.isin(c["thread"], threads) & (c["seq"] < seq), where)
+        finally:
+            m.epoch[:] = saved
 
     def commit(self, mask):
         """``cp.async.commit_group`` (9.7.10.28.3.2): the thread's uncommitted copies form its next group."""
@@ -758,10 +779,122 @@ def _barrier(compiler, where: str):
 
 
 def _bar_sync(compiler, call: PtxCall):
+    """``bar{.cta}.sync a`` / ``barrier{.cta}.sync{.aligned} a`` without a thread count (PTX ISA
+    9.7.13.1): every thread of the block takes part, which is ``__syncthreads`` for any barrier ``a``."""
     (bid,) = call.operands["a"]
-    if not isinstance(bid, I.IntImm) or int(bid.value) != 0:
-        raise NotImplementedError(f"emulator: named barrier {where_of(bid)} (only barrier 0)")
+    if not isinstance(bid, I.IntImm):
+        raise NotImplementedError(f"emulator: barrier id {where_of(bid)} is not a constant")
     return _barrier(compiler, call.where)
+
+
+def _named_barrier(wait: bool):
+    def factory(compiler, call: PtxCall):
+        """``bar{.cta}.sync a, b`` (``wait``) / ``bar{.cta}.arrive a, b`` and their ``barrier`` spellings
+        (PTX ISA 9.7.13.1): whole warps arrive on barrier ``a`` (0-15, the same in a warp), which
+        completes when ``b`` threads have; :class:`~.machine.NamedBarrier` keeps the phases and the
+        ordering, and reports a deadlock or a count mismatch."""
+        machine = compiler.machine
+        bid, count = (compiler.expr(call.operands[k][0]) for k in ("a", "b"))
+        what = f"bar.{'sync' if wait else 'arrive'}"
+        where = call.where
+
+        def run(env, mask):
+            machine.require_full_waves(mask, what, where)
+            active = machine.active(mask)
+            if not active.any():
+                return
+            ids = _per_thread(np.asarray(bid(env, mask), np.int64), machine.nthreads)
+            counts = _per_thread(np.asarray(count(env, mask), np.int64), machine.nthreads)
+            for b in np.unique(ids[active]):
+                if not 0 <= b < 16:
+                    raise EmulationError(f"{what}: barrier id {int(b)} is not in 0..15", where)
+                on = active & (ids == b)
+                warps = machine.wave_counts(on) > 0
+                per_group = np.zeros(len(machine.groups), np.int64)
+                per_group[machine.wg_of[on]] = counts[on]
+                barrier = machine.named.get(int(b)) or machine.named.setdefault(int(b), NamedBarrier(machine, int(b)))
+                barrier.arrive(warps, per_group, wait, where)
+        return run
+    return factory
+
+
+def unfinished_barriers(machine) -> None:
+    """At the end of a launch: EmulationError for a named barrier phase begun and never completed."""
+    for barrier in machine.named.values():
+        why = barrier.unfinished()
+        if why:
+            raise EmulationError(why, "end of kernel")
+
+
+def _mbarriers(machine) -> MBarriers:
+    state = machine.state.get("mbarrier")
+    if state is None:
+        state = machine.state["mbarrier"] = MBarriers(machine)
+    return state
+
+
+def _mbarrier_op(action: str):
+    def factory(compiler, call: PtxCall):
+        """``mbarrier.init.shared.b64 [a], count``, ``mbarrier.arrive{.shared}.b64 _, [a]{, count}``,
+        ``cp.async.mbarrier.arrive.noinc.shared.b64 [a]`` (PTX ISA 9.7.13.15): :mod:`.mbarrier`."""
+        machine, where = compiler.machine, call.where
+        if action == "cp_arrive" and call.mods.get("noinc") != "noinc":
+            raise NotImplementedError("emulator: cp.async.mbarrier.arrive without .noinc")
+        addr = compiler.expr(call.operands["addr"][0])
+        count = compiler.expr(call.operands["count"][0]) if "count" in call.operands else None
+
+        def run(env, mask):
+            threads = np.flatnonzero(machine.active(mask))
+            if not threads.size:
+                return
+            ptr = _pointer(addr(env, mask), "shared", f"mbarrier {action}", where)
+            bars = _mbarriers(machine)
+            n = (np.ones(len(threads), np.int64) if count is None else
+                 _per_thread(np.asarray(count(env, mask), np.int64), machine.nthreads)[threads])
+            if action == "init":
+                for g, bar, pos in bars.by_barrier(ptr, threads):
+                    bar.init(g, int(n[pos[-1]]), where)
+            elif action == "arrive":
+                bars.arrive(ptr, threads, n, where)
+            else:
+                bars.defer(ptr, threads, _async_copies(machine).seq + 1, where)
+        return run
+    return factory
+
+
+def _mbarrier_wait_ptx(compiler, call: PtxCall):
+    """``mbarrier.{test,try}_wait.parity{.shared}.b64 p, [a], parity`` (PTX ISA 9.7.13.15.16): ``p`` =
+    whether the phase of ``parity`` has completed (:meth:`.mbarrier.MBarriers.wait`)."""
+    machine, where = compiler.machine, call.where
+    addr, parity = compiler.expr(call.operands["addr"][0]), compiler.expr(call.operands["phase"][0])
+    write = _writer(compiler, call.operands["wait_complete"][0])
+
+    def run(env, mask):
+        threads = np.flatnonzero(machine.active(mask))
+        if not threads.size:
+            return
+        ptr = _pointer(addr(env, mask), "shared", "mbarrier wait", where)
+        par = _per_thread(np.asarray(parity(env, mask), np.int64), machine.nthreads)[threads] & 1
+        ok = np.zeros(machine.nthreads, np.uint32)
+        ok[threads] = _mbarriers(machine).wait(_async_copies(machine), ptr, threads, par, where, blocking=False)
+        write(env, mask, ok.view(np.uint8).reshape(machine.nthreads, 4))
+    return run
+
+
+def _mbarrier_wait_cuda(compiler, node, args):
+    """TIRx's ``T.cuda.mbarrier_wait(addr, parity)``: a ``try_wait.parity`` loop until the phase of
+    ``parity`` completes; in the emulator an incomplete phase is a deadlock error."""
+    machine, where = compiler.machine, where_of(node)
+    addr, parity = compiler.expr(args[0]), compiler.expr(args[1])
+
+    def run(env, mask):
+        threads = np.flatnonzero(machine.active(mask))
+        if not threads.size:
+            return
+        ptr = _pointer(addr(env, mask), "shared", "mbarrier wait", where)
+        par = _per_thread(np.asarray(parity(env, mask), np.int64), machine.nthreads)[threads] & 1
+        _mbarriers(machine).wait(_async_copies(machine), ptr, threads, par, where, blocking=True)
+    return run
 
 
 def _cvta_to_shared(compiler, node, args):
@@ -858,6 +991,7 @@ def calls() -> dict:
         "tirx.cuda.__shfl_down_sync": _shfl_cuda("down"),
         "tirx.cuda.__shfl_xor_sync": _shfl_cuda("xor"),
         "tirx.ptx.addr": _addr,
+        "tirx.cuda.mbarrier_wait": _mbarrier_wait_cuda,
         "exp2f": _exp2f,
         "log2f": _log2f,
         "fmaxf": _fmaxf,
@@ -878,9 +1012,15 @@ def calls() -> dict:
                          for w in ("b16x2", "b32x2", "b16x4", "b64x2", "b32x4")),
         ("shfl_sync", _shfl_ptx), ("shfl_sync_p", _shfl_ptx),
         ("bar_sync", _bar_sync), ("barrier_sync", _bar_sync),
+        ("bar_sync_count", _named_barrier(True)), ("barrier_sync_count", _named_barrier(True)),
+        ("bar_arrive", _named_barrier(False)), ("barrier_arrive", _named_barrier(False)),
+        ("mbarrier_init", _mbarrier_op("init")), ("mbarrier_arrive", _mbarrier_op("arrive")),
+        ("mbarrier_arrive_nocount", _mbarrier_op("arrive")), ("cp_async_mbarrier_arrive", _mbarrier_op("cp_arrive")),
+        *((n, _mbarrier_wait_ptx) for n in ("mbarrier_test_wait_parity", "mbarrier_try_wait_parity",
+                                             "mbarrier_try_wait_parity_no_hint")),
         ("atom", _atomic(True)), ("red", _atomic(False)), ("fence", _fence), ("prefetch", _prefetch),
     ))
     return {**machine_ops, **ptx_ops}
 
 
-__all__ = ["AsyncCopies", "PtxCall", "calls", "mma_fragments"]
+__all__ = ["AsyncCopies", "PtxCall", "calls", "mma_fragments", "unfinished_barriers"]

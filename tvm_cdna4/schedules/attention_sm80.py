@@ -27,6 +27,14 @@ def build_key(p: Sm80AttentionPlan, arch: str = "sm_80", compiler: str | None = 
                                         "schedules/attention_sm80.py"))
 
 
+def check_arch(p: Sm80AttentionPlan, arch: str) -> None:
+    """ValueError for ``sync="mbarrier"`` below sm_90: TIRx's ``T.cuda.mbarrier_wait`` is a
+    ``mbarrier.try_wait.parity`` loop (PTX ISA: sm_90)."""
+    digits = "".join(ch for ch in arch.split("_")[-1] if ch.isdigit())
+    if p.config.mbarrier and (not digits or int(digits) < 90):
+        raise ValueError(f"attention sync='mbarrier' needs sm_90 or later (mbarrier.try_wait); found arch {arch!r}")
+
+
 def build_sm80_attention(problem: AttentionProblem, config: Sm80AttentionConfig | None = None, arch: str = "sm_80",
                          compiler: str | None = None, cache: bool = True):
     """Compile the kernel of ``problem`` (``config`` None: ``attention_sm80_plan.default_config``) for
@@ -38,10 +46,11 @@ def build_sm80_attention(problem: AttentionProblem, config: Sm80AttentionConfig 
 
     _check_compiler(compiler)
     p = plan_sm80_attention(problem, config)
+    check_arch(p, arch)
     blobs = cached("cuda-attention", build_key(p, arch, compiler),
                    lambda: _compile(p, arch, compiler, emit_sm80_attention), enabled=cache)
     return CudaBuild(source=blobs["source"].decode(), library=blobs["library"], config=p.config,
                      device_config=blobs.get("device_config", b"").decode())
 
 
-__all__ = ["build_key", "build_sm80_attention", "sm80_attention"]
+__all__ = ["build_key", "build_sm80_attention", "check_arch", "sm80_attention"]

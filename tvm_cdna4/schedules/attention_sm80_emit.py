@@ -291,6 +291,42 @@ def kv_tile(p, args, rg, j, n_kv, masked):
         whole_tile(p, rg, j, masked)
 
 
+@T.macro
+def init_mbarriers(p, rg):
+    # sync="mbarrier": thread 0 initializes every buffer's "full" and "empty" barrier (plan.mbarriers)
+    full, empty = p.mbarriers["full"], p.mbarriers["empty"]
+    if T.cuda.thread_idx("x") == 0:
+        for s in T.unroll(p.config.stages):
+            T.ptx.mbarrier.init.shared.b64(rg.SMH.ptr_to([p.mbarrier_elem(full[0] + s)]), T.uint32(full[1]))
+            T.ptx.mbarrier.init.shared.b64(rg.SMH.ptr_to([p.mbarrier_elem(empty[0] + s)]), T.uint32(empty[1]))
+    T.cuda.cta_sync()
+
+
+@T.macro
+def mb_copy(p, args, rg, t):
+    # tile t's copies into buffer t % stages once every warp released its previous use, then this thread's
+    # arrival on the buffer's "full" barrier when they land
+    S = p.config.stages
+    T.cuda.mbarrier_wait(rg.SMH.ptr_to([p.mbarrier_elem(p.mbarriers["empty"][0] + t % S)]), (t // S + 1) % 2)
+    copy_kv(p, args, rg, t, t % S)
+    T.ptx["cp.async.mbarrier.arrive.noinc.shared.b64"](rg.SMH.ptr_to([p.mbarrier_elem(p.mbarriers["full"][0] + t % S)]))
+
+
+@T.macro
+def mb_tile(p, args, rg, j, n_kv, masked):
+    # sync="mbarrier": wait for tile j's data only, compute it, release its buffer (lane 0 per warp), then
+    # copy tile j + stages - 1 into tile j - 1's buffer (a warp may run up to a tile ahead of the slowest)
+    S, L = p.config.stages, p.config.lead
+    T.cuda.mbarrier_wait(rg.SMH.ptr_to([p.mbarrier_elem(p.mbarriers["full"][0] + j % S)]), (j // S) % 2)
+    whole_tile(p, rg, j, masked)
+    T.cuda.warp_sync()
+    if T.cuda.lane_id() == 0:
+        T.ptx.mbarrier.arrive.shared.b64(rg.SMH.ptr_to([p.mbarrier_elem(p.mbarriers["empty"][0] + j % S)]),
+                                          T.uint32(1))
+    if j + L < n_kv:
+        mb_copy(p, args, rg, j + L)
+
+
 def lagging(p: Sm80AttentionPlan):
     """``skew``: whether the warp runs one phase behind (the upper half: warps ``w`` and ``w + warps / 2``
     share an SM sub-partition at 8 warps)."""
@@ -404,11 +440,16 @@ def attention_kernel(p, args):
 def attention_body(p, args, rg):
     n_kv = kv_tiles_for(p.problem, p.config.block_q, p.config.block_kv, rg.q0, p.config.skip_masked, T.min)
     n_full = unmasked_tiles(p, rg.q0, n_kv)
+    if I.constexpr(p.config.mbarrier):
+        init_mbarriers(p, rg)
     copy_tile(p, args["Q"], rg.SMH, 0, rg.b, rg.h, rg.q0, p.config.block_q, p.problem.seq_q)
     T.ptx["cp.async.commit_group"]()
     for st in T.unroll(p.config.lead):
         if st < n_kv:
-            copy_kv(p, args, rg, st, st)
+            if I.constexpr(p.config.mbarrier):
+                mb_copy(p, args, rg, st)
+            else:
+                copy_kv(p, args, rg, st, st)
         T.ptx["cp.async.commit_group"]()
     # Q landed (overlap: tile 0 too, whose scores come first)
     T.ptx["cp.async.wait_group"](p.config.lead - (1 if p.config.overlap else 0))
@@ -419,7 +460,12 @@ def attention_body(p, args, rg):
     for r in T.unroll(2 * p.config.m_tiles):
         rg.row[r] = T.float32(float("-inf"))
         rg.row[2 * p.config.m_tiles + r] = T.float32(0)
-    if I.constexpr(p.config.overlap):
+    if I.constexpr(p.config.mbarrier):
+        for j in range(n_full):
+            mb_tile(p, args, rg, j, n_kv, False)
+        for j in range(n_full, n_kv):
+            mb_tile(p, args, rg, j, n_kv, True)
+    elif I.constexpr(p.config.overlap):
         overlapped_loop(p, args, rg, n_kv, n_full)
     else:
         for j in range(n_full):

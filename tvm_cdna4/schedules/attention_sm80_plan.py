@@ -54,6 +54,8 @@ SM80_SMEM_BYTES = 227 * 1024  # dynamic shared memory a CTA may opt into on sm_9
 SM80_REGISTERS = 65536  # 32-bit registers per SM
 MAX_THREADS_PER_SM = 2048
 COPY = "cp.async.cg.shared.global"
+SYNCS = ("cta", "mbarrier")
+MBARRIER_BYTES = 8
 PACK = "cvt.rn.{t}x2.f32"
 
 
@@ -68,7 +70,9 @@ class Sm80AttentionConfig:
     softmax and ``P V`` before tile ``j``'s ``S``, so that on each SM sub-partition, which holds warps ``w`` and
     ``w + 4``, one warp's softmax falls under the other's MMAs; a tile's buffer is then read for two
     iterations: ``stages >= 3``, ``stages - 2`` tiles in flight), whether causal skips the tiles above the
-    diagonal."""
+    diagonal, ``sync`` how warps hand the K / V buffers over: ``"cta"`` one ``__syncthreads`` per tile, or
+    ``"mbarrier"`` a "full" and an "empty" mbarrier per buffer (``Sm80AttentionPlan.mbarriers``; sm_90 for
+    TIRx's ``mbarrier.try_wait``; stages >= 3, no overlap or skew; unmeasured, the cost model never picks it)."""
 
     block_kv: int = 64
     warps: int = 8
@@ -78,8 +82,10 @@ class Sm80AttentionConfig:
     overlap: bool = False
     skip_masked: bool = True
     skew: bool = False
+    sync: str = "cta"
 
     def __attrs_post_init__(self):
+        self._check_sync()
         if self.block_kv % 16 or not 16 <= self.block_kv <= 256:
             raise ValueError(f"attention block_kv: whole 16-key MMA steps, 16 to 256; found {self.block_kv}")
         if self.warps not in (1, 2, 4, 8):
@@ -94,6 +100,19 @@ class Sm80AttentionConfig:
                              f"expected stages >= 3, no overlap and 2 or more warps, found {self}")
         if self.m_tiles not in (1, 2):
             raise ValueError(f"attention m_tiles: expected 1 or 2 m16 tiles per warp, found {self.m_tiles}")
+
+    def _check_sync(self):
+        if self.sync not in SYNCS:
+            raise ValueError(f"attention sync: expected one of {SYNCS}, found {self.sync!r}")
+        if self.sync == "mbarrier" and (self.stages < 3 or self.overlap or self.skew):
+            raise ValueError("attention sync='mbarrier': tile j + stages - 1 is copied after tile j's MMAs, into tile "
+                             "j - 1's buffer, so that a warp may run a tile ahead: expected stages >= 3, no overlap, no "
+                             f"skew, found {self}")
+
+    @property
+    def mbarrier(self) -> bool:
+        """``sync == "mbarrier"``."""
+        return self.sync == "mbarrier"
 
     @property
     def warp_rows(self) -> int:
@@ -174,6 +193,23 @@ class Sm80AttentionPlan:
         """Element offset of the K (``which`` 0) or V (1) tile of buffer ``stage`` (after the Q tile)."""
         return self.q_elems + (2 * stage + which) * self.tile_elems
 
+    @property
+    def mbarriers(self) -> dict[str, tuple[int, int]]:
+        """``sync="mbarrier"``: per kind, (index of buffer 0's barrier in the barrier array, arrivals per
+        phase). "full" (index ``s``): one ``cp.async.mbarrier.arrive.noinc`` per thread after its copies of
+        the tile; "empty" (index ``stages + s``): one arrive per warp (lane 0, after ``__syncwarp``) after
+        its last ``ldmatrix`` of the buffer. Tile ``t`` uses buffer ``t % stages`` in its use
+        ``u = t // stages``: its "full" phase ``u`` (wait on parity ``u % 2``), and its copies wait for
+        "empty" phase ``u - 1`` (parity ``(u + 1) % 2``: at once for ``u = 0``). Empty for ``"cta"``."""
+        if self.config.sync != "mbarrier":
+            return {}
+        return {"full": (0, self.threads), "empty": (self.config.stages, self.config.warps)}
+
+    def mbarrier_elem(self, index):
+        """16-bit element offset in the dynamic shared memory of mbarrier ``index`` (``mbarriers``): the
+        barriers' 8-byte words follow the K / V buffers."""
+        return (self.smem_bytes - 2 * self.config.stages * MBARRIER_BYTES) // 2 + MBARRIER_BYTES // 2 * index
+
     def copy_reps(self, rows: int) -> int:
         """cp.async chunks per thread of a ``rows x D`` tile."""
         return rows * self.chunks // self.threads
@@ -214,7 +250,9 @@ def check_config(problem: AttentionProblem, config: Sm80AttentionConfig) -> None
 
 
 def smem_bytes(problem: AttentionProblem, config: Sm80AttentionConfig) -> int:
-    return 2 * problem.head_dim * (config.block_q + 2 * config.stages * config.block_kv)
+    """Dynamic shared memory (Q and the K / V buffers) plus, ``sync="mbarrier"``, the barriers' words."""
+    barriers = 2 * config.stages * MBARRIER_BYTES if config.sync == "mbarrier" else 0
+    return 2 * problem.head_dim * (config.block_q + 2 * config.stages * config.block_kv) + barriers
 
 
 def plan_sm80_attention(problem: AttentionProblem, config: Sm80AttentionConfig | None = None,
