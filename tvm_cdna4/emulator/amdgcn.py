@@ -333,10 +333,7 @@ class VmemLoads(InFlightLdsWrites):
 
 
 def _vmem(machine) -> VmemLoads:
-    state = machine.state.get("vmem")
-    if state is None:
-        state = machine.state["vmem"] = VmemLoads(machine)
-    return state
+    return machine.state_of("vmem", VmemLoads)
 
 
 def _buffer_load_lds(size: int):

@@ -40,6 +40,13 @@ class Machine:
         self._threads = np.arange(self.nthreads)
 
     # -- memory --------------------------------------------------------------------------------
+    def state_of(self, key: str, make):
+        """The launch's state ``key`` of a target's call table (in-flight copies, barriers), made by
+        ``make(self)`` on first use."""
+        if key not in self.state:
+            self.state[key] = make(self)
+        return self.state[key]
+
     def instance(self, buf: Buffer) -> np.ndarray:
         if buf.scope == "global":
             return self._zero

@@ -361,10 +361,7 @@ class AsyncCopies(InFlightLdsWrites):
 
 
 def _async_copies(machine) -> AsyncCopies:
-    state = machine.state.get("cp.async")
-    if state is None:
-        state = machine.state["cp.async"] = AsyncCopies(machine)
-    return state
+    return machine.state_of("cp.async", AsyncCopies)
 
 
 def _cp_async(compiler, call: PtxCall):
@@ -827,10 +824,7 @@ def unfinished_barriers(machine) -> None:
 
 
 def _mbarriers(machine) -> MBarriers:
-    state = machine.state.get("mbarrier")
-    if state is None:
-        state = machine.state["mbarrier"] = MBarriers(machine)
-    return state
+    return machine.state_of("mbarrier", MBarriers)
 
 
 def _mbarrier_op(action: str):
