@@ -138,6 +138,14 @@ def load_q(p, rg):
 
 
 @T.macro
+def mma(p, acc, at, a, kf, half):
+    # acc[at[0..3]] += A B on mma.sync m16n8k16: A the four fragment words a, B the words 2 half and
+    # 2 half + 1 of the ldmatrix.x4 result kf (one n8 tile of its two)
+    T.ptx[p.mma_instr](acc[at[0]], acc[at[1]], acc[at[2]], acc[at[3]], a[0], a[1], a[2], a[3],
+                       kf[2 * half], kf[2 * half + 1], acc[at[0]], acc[at[1]], acc[at[2]], acc[at[3]])
+
+
+@T.macro
 def scores(p, rg, kbase, sb, esb=None):
     # S = Q K^T: per k-step, one ldmatrix.x4 of K per key pair of n-tiles (keys 16 np + 0-7 / 8-15 x
     # chunks 2kk / 2kk+1: b0, b1 of n-tile 2np, then of 2np+1), used by every m-tile; esb (overlap): the
@@ -154,13 +162,8 @@ def scores(p, rg, kbase, sb, esb=None):
                               rg.SMH.ptr_to([kbase + tile_offset(p, key + 16 * np_, 2 * kk, lane_xor(lane, 3))]))
             for half in T.unroll(2):
                 for mi in T.unroll(p.config.m_tiles):
-                    T.ptx[p.mma_instr](
-                        rg.s[sb + si(p, mi, 2 * np_ + half, 0)], rg.s[sb + si(p, mi, 2 * np_ + half, 1)],
-                        rg.s[sb + si(p, mi, 2 * np_ + half, 2)], rg.s[sb + si(p, mi, 2 * np_ + half, 3)],
-                        rg.qf[qi(p, mi, kk, 0)], rg.qf[qi(p, mi, kk, 1)], rg.qf[qi(p, mi, kk, 2)],
-                        rg.qf[qi(p, mi, kk, 3)], rg.kf[2 * half], rg.kf[2 * half + 1],
-                        rg.s[sb + si(p, mi, 2 * np_ + half, 0)], rg.s[sb + si(p, mi, 2 * np_ + half, 1)],
-                        rg.s[sb + si(p, mi, 2 * np_ + half, 2)], rg.s[sb + si(p, mi, 2 * np_ + half, 3)])
+                    mma(p, rg.s, [sb + si(p, mi, 2 * np_ + half, c) for c in range(4)],
+                        [rg.qf[qi(p, mi, kk, c)] for c in range(4)], rg.kf, half)
             if I.constexpr(esb is not None):
                 if kk * (p.n_tiles // 2) + np_ < p.n_tiles:
                     exps(p, rg, esb, kk * (p.n_tiles // 2) + np_)
@@ -257,13 +260,8 @@ def pv(p, rg, vbase, sb):
                                     rg.SMH.ptr_to([vbase + tile_offset(p, key + 16 * kk, 2 * dn, lane_xor(lane, 4))]))
             for half in T.unroll(2):
                 for mi in T.unroll(p.config.m_tiles):
-                    T.ptx[p.mma_instr](
-                        rg.o[oi(p, mi, 2 * dn + half, 0)], rg.o[oi(p, mi, 2 * dn + half, 1)],
-                        rg.o[oi(p, mi, 2 * dn + half, 2)], rg.o[oi(p, mi, 2 * dn + half, 3)],
-                        rg.pf[4 * mi], rg.pf[4 * mi + 1], rg.pf[4 * mi + 2], rg.pf[4 * mi + 3],
-                        rg.kf[2 * half], rg.kf[2 * half + 1],
-                        rg.o[oi(p, mi, 2 * dn + half, 0)], rg.o[oi(p, mi, 2 * dn + half, 1)],
-                        rg.o[oi(p, mi, 2 * dn + half, 2)], rg.o[oi(p, mi, 2 * dn + half, 3)])
+                    mma(p, rg.o, [oi(p, mi, 2 * dn + half, c) for c in range(4)],
+                        [rg.pf[4 * mi + c] for c in range(4)], rg.kf, half)
 
 
 @T.macro
