@@ -856,6 +856,16 @@ def _mbarrier_op(action: str):
     return factory
 
 
+def _waiters(machine, addr, parity, env, mask, where):
+    """An mbarrier wait's operands: (the active threads, the barrier's shared pointer, each thread's
+    parity bit), or None without active threads."""
+    threads = np.flatnonzero(machine.active(mask))
+    if not threads.size:
+        return None
+    ptr = _pointer(addr(env, mask), "shared", "mbarrier wait", where)
+    return threads, ptr, _per_thread(np.asarray(parity(env, mask), np.int64), machine.nthreads)[threads] & 1
+
+
 def _mbarrier_wait_ptx(compiler, call: PtxCall):
     """``mbarrier.{test,try}_wait.parity{.shared}.b64 p, [a], parity`` (PTX ISA 9.7.13.15.16): ``p`` =
     whether the phase of ``parity`` has completed (:meth:`.mbarrier.MBarriers.wait`)."""
@@ -864,11 +874,10 @@ def _mbarrier_wait_ptx(compiler, call: PtxCall):
     write = _writer(compiler, call.operands["wait_complete"][0])
 
     def run(env, mask):
-        threads = np.flatnonzero(machine.active(mask))
-        if not threads.size:
+        waiting = _waiters(machine, addr, parity, env, mask, where)
+        if waiting is None:
             return
-        ptr = _pointer(addr(env, mask), "shared", "mbarrier wait", where)
-        par = _per_thread(np.asarray(parity(env, mask), np.int64), machine.nthreads)[threads] & 1
+        threads, ptr, par = waiting
         ok = np.zeros(machine.nthreads, np.uint32)
         ok[threads] = _mbarriers(machine).wait(_async_copies(machine), ptr, threads, par, where, blocking=False)
         write(env, mask, ok.view(np.uint8).reshape(machine.nthreads, 4))
@@ -882,12 +891,10 @@ def _mbarrier_wait_cuda(compiler, node, args):
     addr, parity = compiler.expr(args[0]), compiler.expr(args[1])
 
     def run(env, mask):
-        threads = np.flatnonzero(machine.active(mask))
-        if not threads.size:
-            return
-        ptr = _pointer(addr(env, mask), "shared", "mbarrier wait", where)
-        par = _per_thread(np.asarray(parity(env, mask), np.int64), machine.nthreads)[threads] & 1
-        _mbarriers(machine).wait(_async_copies(machine), ptr, threads, par, where, blocking=True)
+        waiting = _waiters(machine, addr, parity, env, mask, where)
+        if waiting is not None:
+            threads, ptr, par = waiting
+            _mbarriers(machine).wait(_async_copies(machine), ptr, threads, par, where, blocking=True)
     return run
 
 
