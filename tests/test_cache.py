@@ -32,7 +32,7 @@ def fake_compile(monkeypatch):
 
     short = {tir: name for name, tir in cuda_gemm.OUT_DTYPES.items()}
 
-    def compile_(p, arch, compiler):  # cuda_gemm._compile(plan, arch, compiler)
+    def compile_(p, arch, compiler, emit=None):  # cuda_gemm._compile(plan, arch, compiler, emit)
         calls.append((p, arch, compiler))
         dtype, out_dtype = short[p.dtype], short[p.epilogue.out_dtype]
         return {"source": f"// {p.M}x{p.N}x{p.K} {dtype} {p.layout} {out_dtype} {arch} {compiler}".encode(),

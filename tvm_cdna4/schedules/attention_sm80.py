@@ -40,17 +40,13 @@ def build_sm80_attention(problem: AttentionProblem, config: Sm80AttentionConfig 
     """Compile the kernel of ``problem`` (``config`` None: ``attention_sm80_plan.default_config``) for
     ``arch`` with ``compiler`` (None: TIRx's NVRTC; ``"nvcc"`` / ``"nvrtc"``): a ``cuda_gemm.CudaBuild``
     (``source``, ``library``, ``config``, ``device_config``), through the build cache (``cache``)."""
-    from ..cache import cached
     from .attention_sm80_emit import emit_sm80_attention
-    from .cuda_gemm import CudaBuild, _check_compiler, _compile
+    from .cuda_gemm import _check_compiler, cached_build
 
     _check_compiler(compiler)
     p = plan_sm80_attention(problem, config)
     check_arch(p, arch)
-    blobs = cached("cuda-attention", build_key(p, arch, compiler),
-                   lambda: _compile(p, arch, compiler, emit_sm80_attention), enabled=cache)
-    return CudaBuild(source=blobs["source"].decode(), library=blobs["library"], config=p.config,
-                     device_config=blobs.get("device_config", b"").decode())
+    return cached_build("cuda-attention", build_key(p, arch, compiler), p, arch, compiler, emit_sm80_attention, cache)
 
 
 __all__ = ["build_key", "build_sm80_attention", "check_arch", "sm80_attention"]

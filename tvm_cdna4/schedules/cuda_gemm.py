@@ -200,9 +200,15 @@ def _check_compiler(compiler) -> None:
 def build_plan(p: GemmPlan | DecodePlan, arch="sm_80", compiler=None, cache=True) -> CudaBuild:
     """Compile one plan through the build cache (keyed by ``build_key``: the plan record, so a
     dynamic-M plan's key holds its bucket)."""
+    return cached_build("cuda-gemm", build_key(p, arch, compiler), p, arch, compiler, cache=cache)
+
+
+def cached_build(kind: str, key: dict, p, arch, compiler, emit=None, cache: bool = True) -> CudaBuild:
+    """``_compile(p, arch, compiler, emit)`` through the build cache (``cache.cached(kind, key, ...)``)
+    as a ``CudaBuild``: the GEMMs' ``build_plan`` and the attention's ``build_sm80_attention``."""
     from ..cache import cached
 
-    blobs = cached("cuda-gemm", build_key(p, arch, compiler), lambda: _compile(p, arch, compiler), enabled=cache)
+    blobs = cached(kind, key, lambda: _compile(p, arch, compiler, emit), enabled=cache)
     return CudaBuild(source=blobs["source"].decode(), library=blobs["library"], config=p.config,
                      device_config=blobs.get("device_config", b"").decode())
 
