@@ -387,6 +387,6 @@ def test_tuning_stores_the_fastest_and_builds_read_it(tmp_path, monkeypatch):
     assert _cg.tuned_config(M, N, K, "bf16", "nt", "bf16", arch="sm_90") is None
     # a build without a config uses it (build_key of the tuned plan), no timing again
     built = []
-    monkeypatch.setattr(_cg, "_compile", lambda p, arch, compiler: built.append(p) or {"source": b"x", "library": b"y"})
+    monkeypatch.setattr(_cg, "_compile", lambda p, arch, compiler, emit=None: built.append(p) or {"source": b"x", "library": b"y"})
     exe = _cg.build(M, N, K, "bf16", "nt", "bf16")
     assert exe.config == best and built[0].config == best and len(timed) == 6
