@@ -4,7 +4,10 @@ SDPA's FlashAttention-2 backend (and cuDNN's, for context).
     python3 benchmarks/attention_h200.py --out $OUT            # the issue's table: bf16, D 128, 32 heads
     python3 benchmarks/attention_h200.py --configs default     # only the cost model's choice
     python3 benchmarks/attention_h200.py --configs skew        # the skewed warps against the best before
-    python3 benchmarks/attention_h200.py --configs mbarrier    # sync="mbarrier" against its "cta" twins (unmeasured)
+    python3 benchmarks/attention_h200.py --configs mbarrier    # sync="mbarrier" against its "cta" twins
+    python3 benchmarks/attention_h200.py --configs lazy        # rescale_slack, and two m-tiles at 64 keys
+    python3 benchmarks/attention_h200.py --configs m2          # around lazy's winners
+    python3 benchmarks/attention_h200.py --configs final       # the new default against its CTA orders and twins
 
 Method. Every kernel is built first, in worker processes (``build_sm80_attention``, its device code
 compiled into the device-code cache: ``runtime.cuda.precompile``). Then, on the GPU:
@@ -53,6 +56,38 @@ MBARRIER = [C(128, 8, 3), C(128, 8, 3, sync="mbarrier"), C(64, 8, 3), C(64, 8, 3
             C(64, 8, 4, sync="mbarrier"), C(32, 8, 3, 2, False), C(32, 8, 3, 2, False, sync="mbarrier")]
 """2026-12-02 h-mbar: the per-buffer full / empty mbarriers (docs/attention.md, "Decoupled barriers") against
 their one-``__syncthreads`` twins; sm_90 (TIRx's ``mbarrier.try_wait``)."""
+ALL_HEADS = 1 << 20  # head_group: every head in one group (resolves to batch x heads), the order before stop 31
+LAZY = [C(128, 8, 3, sync="mbarrier", head_group=ALL_HEADS),
+        C(128, 8, 2, rescale_slack=8, head_group=ALL_HEADS),
+        C(128, 8, 3, sync="mbarrier", rescale_slack=8, head_group=ALL_HEADS),
+        C(32, 8, 3, 2, False, sync="mbarrier", rescale_slack=8, head_group=ALL_HEADS),
+        C(64, 4, 2, 2, False, rescale_slack=8, head_group=ALL_HEADS),
+        C(64, 8, 2, 2, False, rescale_slack=8, head_group=ALL_HEADS),
+        C(64, 8, 3, 2, False, sync="mbarrier", rescale_slack=8, head_group=ALL_HEADS),
+        C(64, 8, 3, sync="mbarrier", rescale_slack=8, head_group=ALL_HEADS)]
+"""2026-12-02 (stop 31; ran before the causal warps skipped their dead diagonal tiles): ``rescale_slack`` (O rescaled only when a row's max grows past 2^8) on the previous
+bests, and two m-tiles at 64 keys (FlashAttention-2's 128 x 64 tile) that it lets fit."""
+M2 = [C(64, 8, 2, 2, False, rescale_slack=8, head_group=ALL_HEADS),
+      C(64, 8, 2, 2, False, rescale_slack=8, head_group=1),
+      C(64, 8, 3, 2, False, rescale_slack=8, head_group=ALL_HEADS),
+      C(48, 8, 3, 2, False, sync="mbarrier", rescale_slack=8, head_group=ALL_HEADS),
+      C(48, 8, 2, 2, False, rescale_slack=8, head_group=ALL_HEADS),
+      C(32, 8, 3, 2, False, sync="mbarrier", rescale_slack=8, head_group=ALL_HEADS),
+      C(32, 8, 4, 2, False, sync="mbarrier", rescale_slack=8, head_group=ALL_HEADS),
+      C(32, 4, 2, 2, False, rescale_slack=8, head_group=ALL_HEADS),
+      C(32, 4, 3, 2, False, sync="mbarrier", rescale_slack=8, head_group=ALL_HEADS),
+      C(64, 8, 3, 2, False, sync="mbarrier", rescale_slack=8, head_group=1)]
+"""2026-12-02 (stop 31; also before the diagonal skip): around LAZY's winners (two m-tiles, ``rescale_slack``): 48-key tiles, more stages, four-warp
+CTAs (two per SM), the L2-friendly CTA order."""
+FINAL = [C(64, 8, 2, 2, False, rescale_slack=8, head_group=1),
+         C(64, 8, 2, 2, False, rescale_slack=8, head_group=ALL_HEADS),
+         C(64, 8, 3, 2, False, sync="mbarrier", rescale_slack=8),
+         C(48, 8, 3, 2, False, sync="mbarrier", rescale_slack=8),
+         C(64, 8, 3, 2, False, sync="mbarrier", rescale_slack=8, head_group=1),
+         C(128, 8, 2, head_group=ALL_HEADS)]
+"""2026-12-02 (stop 31): the cost model's new default (two m-tiles at 64 keys, ``rescale_slack``, ``l2_head_group``'s
+CTA order, causal warps skipping their dead diagonal tiles) against its other CTA orders, the mbarrier twins, and
+the default before (128 keys, one m-tile, every head's blocks interleaved)."""
 ODD = (1, 4, 2, 1031, 1031)  # batch, heads, kv heads, seq q, seq kv of the exact-bound check
 
 
@@ -164,7 +199,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--configs", default="sweep", help="'sweep' (SWEEP and the default), 'skew' (SKEW and the default), "
-                    "'mbarrier' (MBARRIER and the default) or 'default'")
+                    "'mbarrier' (MBARRIER and the default), 'lazy' (LAZY and the default) or 'default'")
     ap.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) - 2))
     ap.add_argument("--rep-ms", type=int, default=200)
     args = ap.parse_args(argv)
@@ -176,7 +211,7 @@ def main(argv=None) -> int:
 
     arch = device_arch()
     timed = problems()
-    sweep = {"sweep": SWEEP, "skew": SKEW, "mbarrier": MBARRIER, "default": []}[args.configs]
+    sweep = {"sweep": SWEEP, "skew": SKEW, "mbarrier": MBARRIER, "lazy": LAZY, "m2": M2, "final": FINAL, "default": []}[args.configs]
     configs = {p: [default_config(p)] + [c for c in sweep if c != default_config(p)] for p in timed}
     all_configs = sorted({c for cs in configs.values() for c in cs}, key=str)
     odd = {(c, causal): AttentionProblem(*ODD, HEAD_DIM, causal=causal) for c in all_configs for causal in (False, True)}

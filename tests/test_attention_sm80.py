@@ -28,6 +28,8 @@ CASES = {
     "mbarrier sync, causal, GQA 2:1, 5 tiles": (AttentionProblem(1, 2, 1, 130, 130, 64, True),
                                                 C(32, 4, 3, sync="mbarrier")),
     "mbarrier sync, odd lengths, 4 stages": (AttentionProblem(1, 1, 1, 70, 200, 128), C(32, 4, 4, sync="mbarrier")),
+    "two m-tiles at 64 keys, lazy rescale, heads in groups of 2": (AttentionProblem(2, 3, 3, 130, 130, 64, causal=True),
+                                                                   C(64, 8, 2, 2, False, rescale_slack=8, head_group=2)),
 }
 
 
@@ -79,6 +81,10 @@ def test_the_plan_and_its_refusals():
     assert p.registers == registers_estimate(128, p.config) == 192  # ptxas 13.0 used 178 (docs/attention.md)
     with pytest.raises(ValueError, match="registers per thread"):
         plan_sm80_attention(AttentionProblem(1, 1, 1, 64, 64, 128), C(64, 4, 2, 2, False))
+    lazy = plan_sm80_attention(AttentionProblem(1, 1, 1, 64, 64, 128), C(64, 4, 2, 2, False, rescale_slack=8))
+    assert lazy.registers == 262  # REGISTER_LIMIT 264: ptxas 13.0 spilled 24-56 bytes (docs/attention.md)
+    with pytest.raises(ValueError, match="rescale_slack"):
+        C(rescale_slack=16)
     with pytest.raises(ValueError, match="shared memory"):
         plan_sm80_attention(AttentionProblem(1, 1, 1, 64, 64, 128), C(256, 8, 4))
     with pytest.raises(ValueError, match="32-bit integers"):
@@ -92,10 +98,48 @@ def test_the_plan_and_its_refusals():
     assert (C(64, 8, 3).lead, C(64, 8, 3, skew=True).lead) == (2, 1)
 
 
+def test_lazy_rescale_takes_both_branches_within_the_bound():
+    """``rescale_slack``: keys whose norm grows along the sequence push some rows' max past 2^8 after the
+    first tile (every row of the warp then rescales: the vote), while others keep a stale max; O and LSE
+    stay within the bound, and differ from the always-rescaling kernel's (the stale branch ran)."""
+    problem = AttentionProblem(1, 2, 1, 130, 130, 64)
+    q, k, v = _inputs(problem, seed=4)
+    k = (k.astype(np.float32) * np.linspace(1, 6, 130)[None, None, :, None]).astype(k.dtype)
+    s = np.einsum("bhqd,bhkd->bhqk", q.astype(np.float64), np.repeat(k, 2, 1).astype(np.float64)) * problem.scale_log2
+    first, total = s[..., :32].max(-1), s.max(-1)
+    assert ((total - first) > 8).any() and ((total - first) <= 8).any()  # both branches: rows grow and rows do not
+    want_o, want_lse = reference(q, k, v, problem.causal)
+    bound_o, bound_lse = error_bound(q, k, v, problem.causal, dtype=problem.dtype)
+    outs = []
+    for slack in (0, 8):
+        o, lse, _ = _run(plan_sm80_attention(problem, C(32, 4, 2, rescale_slack=slack)), q, k, v)
+        assert (np.abs(o - want_o) <= bound_o).all() and (np.abs(lse - want_lse) <= bound_lse).all()
+        outs.append(o)
+    assert (outs[0] != outs[1]).any()
+
+
+def test_the_cta_order_groups_heads():
+    """``head_group``: the largest divisor of batch x heads not above the request; the L2 rule gives one head
+    per group non-causal and, causal, as many heads as keep their K / V within half the L2."""
+    from tvm_cdna4.schedules.attention_sm80_plan import L2_BYTES, l2_head_group
+
+    big = AttentionProblem(4, 32, 32, 4096, 4096, 128, causal=True)
+    assert l2_head_group(big) == L2_BYTES // 2 // (2 * 4096 * 128 * 2) == 12
+    assert plan_sm80_attention(big).head_group == 8  # of 128 heads: 8 divides, 12 does not
+    assert l2_head_group(AttentionProblem(4, 32, 32, 4096, 4096, 128)) == 1
+    small = AttentionProblem(2, 3, 3, 130, 130, 64, causal=True)
+    assert [plan_sm80_attention(small, C(32, 4, 2, head_group=g)).head_group for g in (1, 2, 4, 5, 99, None)] == [
+        1, 2, 3, 3, 6, 6]
+    with pytest.raises(ValueError, match="head_group"):
+        C(head_group=0)
+
+
 def test_the_default_config_is_the_cost_models_choice():
     for problem in (AttentionProblem(4, 32, 32, 4096, 4096, 128), AttentionProblem(1, 32, 32, 16384, 16384, 64, True)):
         config = default_config(problem)
         assert config in CANDIDATES and plan_sm80_attention(problem).config == config
+    # the H200's long sequences at D 128: two m-tiles at 64 keys with the lazy rescale (benchmarks/RESULTS.md)
+    assert default_config(AttentionProblem(4, 32, 32, 4096, 4096, 128)) == C(64, 8, 2, 2, False, rescale_slack=8)
 
 
 def test_the_cuda_side_imports_no_gfx950_module():
@@ -120,6 +164,8 @@ GPU_CASES = [
     (AttentionProblem(2, 4, 2, 1031, 1031, 128, causal=True), C(64, 8, 3, overlap=True)),
     (AttentionProblem(1, 4, 4, 999, 1001, 128), C(32, 4, 4, overlap=True)),
     (AttentionProblem(2, 4, 2, 1031, 1031, 128, causal=True), C(128, 8, 3, skew=True)),
+    (AttentionProblem(3, 4, 2, 1031, 1031, 128, causal=True), C(64, 8, 2, 2, False, rescale_slack=8, head_group=4)),
+    (AttentionProblem(2, 4, 2, 999, 1001, 128), C(48, 8, 3, 2, False, sync="mbarrier", rescale_slack=8, head_group=1)),
     (AttentionProblem(1, 4, 4, 999, 1001, 128), C(32, 8, 3, 2, False, skew=True)),
 ]
 

@@ -249,6 +249,32 @@ def test_warp_shuffles():
     np.testing.assert_array_equal(out, xc.shfl_expected(x))
 
 
+def test_warp_vote_any():
+    """``__any_sync``: every lane of a warp gets 1 if one lane's predicate holds (warp 0: lane 7 only;
+    warp 1: none); a membermask naming a lane that does not execute it is an error."""
+    from tvm_tirx.script import tirx as T
+
+    from tvm_cdna4.emulator import EmulationError
+
+    def kernel_for(warp1_mask):
+        @T.function
+        def kernel(X: T.Tensor((64,), "int32"), Out: T.Tensor((64,), "int32")):
+            T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=64))
+            tid = T.cuda.thread_idx("x")
+            if tid < 48:
+                Out[tid] = T.cuda.any_sync(T.if_then_else(tid < 32, T.uint32(0xFFFFFFFF), T.uint32(warp1_mask)), X[tid])
+        return kernel
+
+    x = np.zeros(64, np.int32)
+    x[7] = 5
+    out = np.full(64, -1, np.int32)
+    with pytest.raises(EmulationError, match="membermask names a lane that does not execute it"):
+        emulate(kernel_for(0xFFFFFFFF), x, out, target="sm80")
+    out = np.full(64, -1, np.int32)
+    emulate(kernel_for(0xFFFF), x, out, target="sm80")  # warp 1: lanes 0-15 execute, its mask names them
+    np.testing.assert_array_equal(out, np.r_[np.ones(32), np.zeros(16), np.full(16, -1)])
+
+
 def test_vector_ld_st():
     a = np.arange(256, dtype=np.float32).reshape(64, 4).view(np.uint32)
     out = np.zeros((64, 4), np.float32)

@@ -942,6 +942,23 @@ def _log2f(compiler, node, args):
     return _f32_map(compiler, args, np.log2, divide="ignore", invalid="ignore")
 
 
+def _any_sync(compiler, node, args):
+    """CUDA ``__any_sync(mask, pred)`` (CUDA C++ Programming Guide, Warp Vote Functions): non-zero on
+    every lane of ``mask`` if ``pred`` is non-zero on one of them; the membermask rules as shuffles'."""
+    machine = compiler.machine
+    m, pred = (compiler.expr(a) for a in args)
+    where = where_of(node)
+
+    def run(env, mask):
+        lane = machine.lane_of.astype(np.int64)
+        _gather_lanes(machine, mask, lane, lane, m(env, mask), "__any_sync", where)
+        vote = machine.active(mask) & (_per_thread(np.asarray(pred(env, mask)), machine.nthreads) != 0)
+        warps = np.zeros((len(machine.groups), machine.waves_per_group), bool)
+        np.logical_or.at(warps, (machine.wg_of, machine.wave_of), vote)
+        return warps[machine.wg_of, machine.wave_of].astype(np.int32)
+    return run
+
+
 def _fmaxf(compiler, node, args):
     """``fmaxf(x, y)`` on f32 (CUDA's ``FMNMX``): the larger, the other operand where one is NaN."""
     x, y = (compiler.expr(a) for a in args)
@@ -991,6 +1008,7 @@ def calls() -> dict:
         "tirx.cuda.__shfl_up_sync": _shfl_cuda("up"),
         "tirx.cuda.__shfl_down_sync": _shfl_cuda("down"),
         "tirx.cuda.__shfl_xor_sync": _shfl_cuda("xor"),
+        "tirx.cuda.any_sync": _any_sync,
         "tirx.ptx.addr": _addr,
         "tirx.cuda.mbarrier_wait": _mbarrier_wait_cuda,
         "exp2f": _exp2f,

@@ -199,7 +199,8 @@ def softmax(p, rg, sb):
 def row_max(p, rg, sb):
     # per row (m-tile mi, half h; state at ri = 2 mi + h: max row[ri], sum row[2 m + ri], scratch
     # row[4 m + ri], alpha row[6 m + ri]): m' = max(m, rowmax s); alpha = 2^((m - m') c); p = 2^(s c - m' c);
-    # l = alpha l + sum p; O *= alpha
+    # l = alpha l + sum p; O *= alpha. rescale_slack: only if some row of the warp grew past the slack
+    # (``lazy_rescale``), else the stale maxima stay
     c = p.problem.scale_log2
     m2 = 2 * p.config.m_tiles
     for mi in T.unroll(p.config.m_tiles):
@@ -211,9 +212,44 @@ def row_max(p, rg, sb):
             for sh in T.unroll(2):  # the quad: shfl.xor 1, then 2
                 rg.row[2 * m2 + 2 * mi + h] = fmax(rg.row[2 * m2 + 2 * mi + h], T.cuda.__shfl_xor_sync(
                     T.uint32(FULL), rg.row[2 * m2 + 2 * mi + h], 1 << sh, 32))
-            rg.row[3 * m2 + 2 * mi + h] = TIR_OPS.exp2(rg.row[2 * mi + h] * T.float32(c)
-                                                       - rg.row[2 * m2 + 2 * mi + h] * T.float32(c))
-            rescale(p, rg, mi, h)
+            if I.constexpr(not p.config.rescale_slack):
+                update(p, rg, mi, h, c)
+    if I.constexpr(p.config.rescale_slack):
+        lazy_rescale(p, rg)
+
+
+@T.macro
+def update(p, rg, mi, h, c):
+    # the row's alpha = 2^((m - m') c) (c: the caller's scale_log2), then its new max, sum and O (rescale)
+    rg.row[6 * p.config.m_tiles + 2 * mi + h] = TIR_OPS.exp2(rg.row[2 * mi + h] * T.float32(c)
+                                                             - rg.row[4 * p.config.m_tiles + 2 * mi + h] * T.float32(c))
+    rescale(p, rg, mi, h)
+
+
+def grew(p: Sm80AttentionPlan, rg):
+    """Whether one of the lane's rows' new max (``row[4 m + ri]``) exceeds its max (``row[ri]``) by more
+    than ``rescale_slack`` in the exponent (``-inf`` before the first tile: always)."""
+    c, m2 = p.problem.scale_log2, 2 * p.config.m_tiles
+    cond = None
+    for ri in range(m2):
+        term = (rg.row[2 * m2 + ri] - rg.row[ri]) * T.float32(c) > T.float32(p.config.rescale_slack)
+        cond = term if cond is None else T.or_(cond, term)
+    return T.if_then_else(cond, T.int32(1), T.int32(0))
+
+
+@T.macro
+def lazy_rescale(p, rg):
+    # rescale_slack: every row of the warp updates (exactly: alpha from its new max) if one grew past the
+    # slack (a warp vote: the branch is uniform); else each keeps its max, p = 2^(s c - m c) <= 2^slack
+    c = p.problem.scale_log2
+    m2 = 2 * p.config.m_tiles
+    if T.cuda.any_sync(T.uint32(FULL), grew(p, rg)) != 0:
+        for mi in T.unroll(p.config.m_tiles):
+            for h in T.unroll(2):
+                update(p, rg, mi, h, c)
+    else:
+        for ri in T.unroll(m2):
+            rg.row[2 * m2 + ri] = rg.row[ri] * T.float32(c)
 
 
 @T.macro
@@ -333,7 +369,23 @@ def lagging(p: Sm80AttentionPlan):
 
 @T.macro
 def whole_tile(p, rg, j, masked):
-    # tile j's S, mask, softmax and P V
+    # tile j's S, mask, softmax and P V; causal with skip_masked, a masked tile is skipped by the warps whose
+    # rows are all above its first key (``warp_sees``: all their scores -inf, their state would not change)
+    if I.constexpr(masked and p.problem.causal and p.config.skip_masked):
+        if warp_sees(p, rg, j):
+            tile_body(p, rg, j, masked)
+    else:
+        tile_body(p, rg, j, masked)
+
+
+def warp_sees(p: Sm80AttentionPlan, rg, j):
+    """Causal: whether the warp's last row (``q0 + (warp + 1) warp_rows - 1``) sees the first key of kv
+    tile ``j`` (a warp-uniform condition)."""
+    return j * p.config.block_kv <= rg.q0 + (T.cuda.warp_id() + 1) * p.config.warp_rows - 1
+
+
+@T.macro
+def tile_body(p, rg, j, masked):
     S = p.config.stages
     scores(p, rg, p.stage_offset(j % S, 0), 0)
     if I.constexpr(masked):
@@ -417,8 +469,13 @@ def finish(p, args, rg):
 def attention_kernel(p, args):
     T.device_entry(launch=T.cuda.LaunchConfig(grid=p.ctas, block=p.threads, dynamic_smem_bytes=p.smem_bytes))
     pid = T.cuda.block_idx("x")
-    bh = T.truncmod(pid, p.heads_total)
-    q0 = (p.q_blocks - 1 - T.truncdiv(pid, p.heads_total)) * p.config.block_q  # longest first
+    if I.constexpr(p.head_group == p.heads_total):
+        bh = T.truncmod(pid, p.heads_total)
+        q0 = (p.q_blocks - 1 - T.truncdiv(pid, p.heads_total)) * p.config.block_q  # longest first
+    else:  # groups of head_group heads one after the other, each longest first (plan.head_group)
+        r = T.truncmod(pid, p.head_group * p.q_blocks)
+        bh = T.truncdiv(pid, p.head_group * p.q_blocks) * p.head_group + T.truncmod(r, p.head_group)
+        q0 = (p.q_blocks - 1 - T.truncdiv(r, p.head_group)) * p.config.block_q
     h = T.truncmod(bh, p.problem.heads)
     SMH = T.alloc_tensor(ty_args=[T.Tensor((p.smem_bytes // 2,), p.storage, scope="shared.dyn", layout="default",
                                            align=1024)])

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import attrs
 
+from ..isa.formats import fmt
 from .attention_problem import AttentionProblem, check_indexing, workgroup_tiles
 from .cuda_plan import DTYPES as STORAGE  # the 16-bit dtypes mma.sync m16n8k16 takes, TIR's names
 from .cuda_plan import LDMATRIX, LDMATRIX_TRANS, MMA
@@ -57,6 +58,7 @@ COPY = "cp.async.cg.shared.global"
 SYNCS = ("cta", "mbarrier")
 MBARRIER_BYTES = 8
 PACK = "cvt.rn.{t}x2.f32"
+MAX_RESCALE_SLACK = 15  # p <= 2^15: f16's largest power of two (its largest finite is 65504)
 
 
 @attrs.frozen
@@ -72,7 +74,15 @@ class Sm80AttentionConfig:
     iterations: ``stages >= 3``, ``stages - 2`` tiles in flight), whether causal skips the tiles above the
     diagonal, ``sync`` how warps hand the K / V buffers over: ``"cta"`` one ``__syncthreads`` per tile, or
     ``"mbarrier"`` a "full" and an "empty" mbarrier per buffer (``Sm80AttentionPlan.mbarriers``; sm_90 for
-    TIRx's ``mbarrier.try_wait``; stages >= 3, no overlap or skew; unmeasured, the cost model never picks it)."""
+    TIRx's ``mbarrier.try_wait``; stages >= 3, no overlap or skew; unmeasured, the cost model never picks it),
+    ``rescale_slack`` (0: every tile rescales O and the row sum to the new row max, FlashAttention-2's
+    update; ``k`` > 0: a warp keeps its rows' stale maxima, and skips the ``O *= alpha`` multiplies, while
+    no row's max grew by more than ``2^k`` in ``p``'s scale, so ``p <= 2^k``: exact in the same error
+    bound, since O and the sum share the stale max (``__any_sync`` decides per warp, a branch)),
+    ``head_group`` (the CTA order, ``Sm80AttentionPlan.head_group``: groups of that many batch x heads run
+    one after the other, each group's query blocks longest first with its heads innermost, so that the
+    blocks running at once share a few heads' K / V through L2; None: ``l2_head_group``'s choice; 1: one
+    head's blocks after the other; ``batch x heads``: every head's last block first, the order before)."""
 
     block_kv: int = 64
     warps: int = 8
@@ -83,9 +93,14 @@ class Sm80AttentionConfig:
     skip_masked: bool = True
     skew: bool = False
     sync: str = "cta"
+    rescale_slack: int = 0
+    head_group: int | None = None
 
     def __attrs_post_init__(self):
         self._check_sync()
+        if not 0 <= self.rescale_slack <= MAX_RESCALE_SLACK:
+            raise ValueError(f"attention rescale_slack: expected 0 (always rescale) to {MAX_RESCALE_SLACK} (p <= "
+                             f"2^{MAX_RESCALE_SLACK}, within f16 P's range), found {self.rescale_slack}")
         if self.block_kv % 16 or not 16 <= self.block_kv <= 256:
             raise ValueError(f"attention block_kv: whole 16-key MMA steps, 16 to 256; found {self.block_kv}")
         if self.warps not in (1, 2, 4, 8):
@@ -98,6 +113,8 @@ class Sm80AttentionConfig:
         if self.skew and (self.stages < 3 or self.overlap or self.warps < 2):
             raise ValueError("attention skew: tile j - 1's V is read while tile j's K is, by the lagging warps: "
                              f"expected stages >= 3, no overlap and 2 or more warps, found {self}")
+        if self.head_group is not None and self.head_group < 1:
+            raise ValueError(f"attention head_group: expected None or 1 or more heads per group, found {self.head_group}")
         if self.m_tiles not in (1, 2):
             raise ValueError(f"attention m_tiles: expected 1 or 2 m16 tiles per warp, found {self.m_tiles}")
 
@@ -146,6 +163,7 @@ class Sm80AttentionPlan:
     smem_bytes: int
     registers: int  # estimated registers per thread (``registers_estimate``)
     params: tuple[Param, ...]
+    head_group: int  # batch x heads per group of the CTA order (a divisor of heads_total; config.head_group)
 
     @property
     def threads(self) -> int:
@@ -224,12 +242,23 @@ def registers_estimate(head_dim: int, config: Sm80AttentionConfig) -> int:
     """Registers per thread, estimated: per m-tile the Q fragments ``D / 4`` (``q_regs``; else 4), the O
     accumulators ``D / 2`` and ``3 block_kv / 4`` for the scores, their exponentials and P; 48 for
     addresses, row state and temporaries. Fitted to ptxas 13.0 (sm_90, ``--use_fast_math``) on nine
-    configs at D 64 and 128 within -17 .. +8 (docs/attention.md); above 255 ptxas spills. ``skew``: 8 more
-    per m-tile (the lagging warps' scores live across the barrier; ptxas 13.0 at D 128: 255, 230 and 255
-    registers for 128 keys, 64 keys, and 32 keys with two m-tiles, no spills)."""
+    configs at D 64 and 128 within -17 .. +8 (docs/attention.md). ``skew``: 8 more per m-tile (the lagging
+    warps' scores live across the barrier; ptxas 13.0 at D 128: 255, 230 and 255 registers for 128 keys, 64
+    keys, and 32 keys with two m-tiles, no spills). ``rescale_slack``: 9 fewer per m-tile (no alpha per row
+    live through the O update; ptxas 13.0, D 128, two m-tiles at 64 keys, Q re-read: 108 bytes of spills
+    without, 24 with, 4 with 3 stages and mbarriers). ptxas caps a thread at 255 (``MAX_REGISTERS``) and
+    spills the rest; ``REGISTER_LIMIT`` says how far past that a plan may go."""
     q = head_dim // 4 if config.q_regs else 4
     scores = 3 * config.block_kv // 4 + (config.block_kv // 2 if config.overlap else 0)
-    return config.m_tiles * (q + head_dim // 2 + scores + (8 if config.skew else 0)) + 48
+    lazy = 9 if config.rescale_slack else 0
+    return config.m_tiles * (q + head_dim // 2 + scores + (8 if config.skew else 0) - lazy) + 48
+
+
+MAX_REGISTERS = 255  # registers a thread may hold (sm_80 .. sm_90); ptxas spills past them
+REGISTER_LIMIT = 264
+"""The largest ``registers_estimate`` a plan takes: ptxas 13.0 (sm_90, D 128) spilled at most 32 bytes per
+thread at the estimates up to 262 (two m-tiles at 64 keys with ``rescale_slack``: 24 / 32 bytes stored /
+loaded; 4 / 4 with 3 stages and mbarriers), 108 at 280 and 44 at 288."""
 
 
 def check_config(problem: AttentionProblem, config: Sm80AttentionConfig) -> None:
@@ -244,9 +273,10 @@ def check_config(problem: AttentionProblem, config: Sm80AttentionConfig) -> None
     if smem > SM80_SMEM_BYTES:
         raise ValueError(f"attention: {smem} bytes of shared memory (Q + {config.stages} K/V buffers) exceed "
                          f"{SM80_SMEM_BYTES}; use fewer stages or keys")
-    if registers_estimate(problem.head_dim, config) > 255:
+    if registers_estimate(problem.head_dim, config) > REGISTER_LIMIT:
         raise ValueError(f"attention: {config} at head dim {problem.head_dim} needs about "
-                         f"{registers_estimate(problem.head_dim, config)} registers per thread (limit 255)")
+                         f"{registers_estimate(problem.head_dim, config)} registers per thread (limit {REGISTER_LIMIT}: "
+                         f"{MAX_REGISTERS} and a few spilled)")
 
 
 def smem_bytes(problem: AttentionProblem, config: Sm80AttentionConfig) -> int:
@@ -274,7 +304,34 @@ def plan_sm80_attention(problem: AttentionProblem, config: Sm80AttentionConfig |
         problem, config, storage, MMA.format(t=problem.dtype), LDMATRIX, LDMATRIX_TRANS, COPY,
         PACK.format(t=problem.dtype), ceil_div(problem.seq_q, config.block_q), problem.batch * problem.heads,
         ceil_div(problem.seq_kv, config.block_kv), smem_bytes(problem, config),
-        registers_estimate(problem.head_dim, config), params)
+        registers_estimate(problem.head_dim, config), params, resolve_head_group(problem, config))
+
+
+L2_BYTES = 50 * 2**20
+"""The H100 / H200 SXM's L2 (NVIDIA H100 Tensor Core GPU Architecture whitepaper: 50 MB on the GH100 as
+shipped)."""
+
+
+def resolve_head_group(problem: AttentionProblem, config: Sm80AttentionConfig) -> int:
+    """The largest divisor of ``batch x heads`` not above ``config.head_group`` (None: ``l2_head_group``)."""
+    total = problem.batch * problem.heads
+    want = l2_head_group(problem) if config.head_group is None else config.head_group
+    return max(d for d in range(1, min(want, total) + 1) if total % d == 0)
+
+
+def l2_head_group(problem: AttentionProblem) -> int:
+    """Heads per group of the CTA order. Non-causal, 1: a head's query blocks all run the same kv tiles,
+    so consecutive blocks started together read each K / V tile from L2 at about the same time. Causal, as
+    many heads as keep their K / V (``2 seq_kv D`` elements each, counted per query head) within half the L2
+    (``L2_BYTES``), at least one: the blocks differ in length, and a larger group runs more of the longest
+    ones first. Measured on the H200 (benchmarks/RESULTS.md, "Two m-tiles"; 64 keys, two m-tiles, 8
+    warps): non-causal, one head per group 383-395 TFLOP/s, this rule's causal groups of 8 / 4 / 2 heads
+    371-377, every head's blocks interleaved 357-380; causal, this rule 352-391, one head 341-380, every
+    head 335-382 (4k-16k tokens)."""
+    if not problem.causal:
+        return 1
+    per_head = 2 * problem.seq_kv * problem.head_dim * fmt(problem.dtype).bits // 8
+    return max(1, L2_BYTES // 2 // per_head)
 
 
 # ------------------------------------------------------------------------------------ the cost model
@@ -288,23 +345,30 @@ SMEM_BYTES_PER_CLOCK = 128
 SOFTMAX_CLOCKS_PER_SCORE = 0.14
 """SM clocks per score of the softmax (FFMA, ex2, max, sum, O rescale, conversion) not hidden under the
 MMAs, and ``TILE_CLOCKS`` fixed clocks per kv tile of a CTA (the barrier, the wait, the loop; shared by
-the resident CTAs): fitted to the final H200 sweep (benchmarks/attention_h200_final_2026-12-02.json:
-48 kernels, D 128, 16k tokens, causal and not; rms error of the model's TFLOP/s 5.4 %). ``overlap``
-measured no better there than its plain 128-key counterpart, so the model gives it nothing; nor ``skew``
-(benchmarks/attention_h200_skew_2026-12-02.json: -4 .. +6 % against its plain twin), which ``CANDIDATES``
-leave out."""
-TILE_CLOCKS = 500
+the resident CTAs), ``LAZY_SOFTMAX`` the softmax's share left with ``rescale_slack`` (no O rescale on most
+tiles): fitted to the 120 kernels of two H200 calls (benchmarks/attention_h200_{lazy,m2}_2026-12-02.json:
+D 128, 16k tokens, causal and not; rms error of the model's TFLOP/s 5.8 %). ``overlap`` measured no better
+than its plain 128-key counterpart (attention_h200_final_2026-12-02.json), nor ``skew`` (-4 .. +6 %
+against its plain twin, attention_h200_skew_2026-12-02.json), so the model gives them nothing and
+``CANDIDATES`` leave out ``skew``."""
+TILE_CLOCKS = 250
+LAZY_SOFTMAX = 0.9
 
 
 CANDIDATES = tuple(Sm80AttentionConfig(kv, w, s, m, q, o) for m, q, o in ((1, True, False), (1, True, True), (2, True, False),
                                                                       (2, False, False))
-                   for w in (4, 8) for kv in (32, 64, 128) for s in (2, 3) if s == 3 or not o)
+                   for w in (4, 8) for kv in (32, 64, 128) for s in (2, 3) if s == 3 or not o) + tuple(
+    Sm80AttentionConfig(kv, 8, s, 2, False, rescale_slack=8) for kv in (64, 48, 32) for s in (2, 3))
+"""The configs ``default_config`` ranks. Two m-tiles with Q re-read and ``rescale_slack`` (which lets 64-key
+tiles fit) only at 8 warps: at 4 warps (two CTAs per SM) they measured 2-8 % slower in 5 of the 6 timed
+shapes (benchmarks/attention_h200_lazy_2026-12-02.json), which the model does not see. ``sync="mbarrier"``
+(sm_90 only) is not a candidate: the default must build for sm_80."""
 
 
 def occupancy(problem: AttentionProblem, config: Sm80AttentionConfig) -> int:
     """CTAs resident per SM: the least of the shared-memory, register and thread limits."""
     threads = 32 * config.warps
-    regs = registers_estimate(problem.head_dim, config)
+    regs = min(MAX_REGISTERS, registers_estimate(problem.head_dim, config))
     return max(0, min(SM80_SMEM_BYTES // smem_bytes(problem, config), SM80_REGISTERS // (regs * threads),
                       MAX_THREADS_PER_SM // threads))
 
@@ -313,11 +377,13 @@ def tile_clocks(problem: AttentionProblem, config: Sm80AttentionConfig, resident
     """SM clocks per kv tile of one CTA, ``resident`` CTAs sharing the SM: per score the larger of the
     tensor cores (``4 D`` flops) and ldmatrix (each warp reads the whole K and V tile, and its Q rows
     again without ``q_regs``: ``(2 block_kv + rows) D 2 / (rows block_kv)`` bytes per score) plus the
-    softmax, and ``TILE_CLOCKS`` shared by the resident CTAs."""
+    softmax (``LAZY_SOFTMAX`` of it with ``rescale_slack``), and ``TILE_CLOCKS`` shared by the resident
+    CTAs. The CTA order (``head_group``) and the causal warps' skipped diagonal tiles are not modelled."""
     D, bq, bkv, rows = problem.head_dim, config.block_q, config.block_kv, config.warp_rows
     mma = 4.0 * D / MMA_FLOPS_PER_CLOCK
     smem = (2 * bkv + (0 if config.q_regs else rows)) * D * 2 / (rows * bkv) / SMEM_BYTES_PER_CLOCK
-    return bq * bkv * (max(mma, smem) + SOFTMAX_CLOCKS_PER_SCORE) + TILE_CLOCKS / resident
+    softmax = SOFTMAX_CLOCKS_PER_SCORE * (LAZY_SOFTMAX if config.rescale_slack else 1.0)
+    return bq * bkv * (max(mma, smem) + softmax) + TILE_CLOCKS / resident
 
 
 def estimate(problem: AttentionProblem, config: Sm80AttentionConfig, sms: int = H200_SMS) -> float:
