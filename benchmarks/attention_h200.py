@@ -19,7 +19,8 @@ compiled into the device-code cache: ``runtime.cuda.precompile``). Then, on the 
    reference computed on the GPU: ``||O - ref|| / ||ref||`` under 1e-2 (bf16 operands) and the largest
    LSE error under 1e-3; a kernel that fails is not timed.
 3. **Timing.** ``runtime.cuda.bench_ms`` (the project's helper: ``triton.testing.do_bench`` median,
-   the L2 flushed before every call) of ours and of ``F.scaled_dot_product_attention`` under
+   the L2 flushed before every call; ``--rounds R``: R times round-robin, the median) of ours and of
+   ``F.scaled_dot_product_attention`` under
    ``sdpa_kernel(SDPBackend.FLASH_ATTENTION)`` (and ``CUDNN_ATTENTION`` where it runs), random normal
    inputs. TFLOP/s = ``AttentionProblem.flops()`` (4 D per visible pair; causal: the pairs it needs,
    the convention of FlashAttention's tables) over the median time.
@@ -35,6 +36,7 @@ import hashlib
 import json
 import multiprocessing as mp
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -84,7 +86,8 @@ FINAL = [C(64, 8, 2, 2, False, rescale_slack=8, head_group=1),
          C(64, 8, 3, 2, False, sync="mbarrier", rescale_slack=8),
          C(48, 8, 3, 2, False, sync="mbarrier", rescale_slack=8),
          C(64, 8, 3, 2, False, sync="mbarrier", rescale_slack=8, head_group=1),
-         C(128, 8, 2, head_group=ALL_HEADS)]
+         C(128, 8, 2, head_group=ALL_HEADS), C(64, 8, 3, 2, False, rescale_slack=8, head_group=1),
+         C(48, 8, 2, 2, False, rescale_slack=8, head_group=1)]
 """2026-12-02 (stop 31): the cost model's new default (two m-tiles at 64 keys, ``rescale_slack``, ``l2_head_group``'s
 CTA order, causal warps skipping their dead diagonal tiles) against its other CTA orders, the mbarrier twins, and
 the default before (128 keys, one m-tile, every head's blocks interleaved)."""
@@ -202,6 +205,8 @@ def main(argv=None) -> int:
                     "'mbarrier' (MBARRIER and the default), 'lazy' (LAZY and the default) or 'default'")
     ap.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) - 2))
     ap.add_argument("--rep-ms", type=int, default=200)
+    ap.add_argument("--rounds", type=int, default=1, help="times each kernel (SDPA included) is timed, round-robin; "
+                    "the median is reported")
     args = ap.parse_args(argv)
 
     import torch
@@ -212,7 +217,7 @@ def main(argv=None) -> int:
     arch = device_arch()
     timed = problems()
     sweep = {"sweep": SWEEP, "skew": SKEW, "mbarrier": MBARRIER, "lazy": LAZY, "m2": M2, "final": FINAL, "default": []}[args.configs]
-    configs = {p: [default_config(p)] + [c for c in sweep if c != default_config(p)] for p in timed}
+    configs = {p: [default_config(p, arch=arch)] + [c for c in sweep if c != default_config(p, arch=arch)] for p in timed}
     all_configs = sorted({c for cs in configs.values() for c in cs}, key=str)
     odd = {(c, causal): AttentionProblem(*ODD, HEAD_DIM, causal=causal) for c in all_configs for causal in (False, True)}
     jobs = [(("odd", str(c), causal), p, c) for (c, causal), p in odd.items()]
@@ -239,11 +244,10 @@ def main(argv=None) -> int:
     for p in timed:
         q, k, v = torch_inputs(p, seed=p.seq_q + p.causal)
         flops = p.flops()
-        ref = {}
+        timers = {}  # name -> the call to time: SDPA's backends, then every config that passed the f32 check
         for name, backend in (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
-            fn = sdpa_fn(backend, q, k, v, p.causal)
-            ref[name] = bench_ms(fn, rep_ms=args.rep_ms) if fn else None
-        best = None
+            timers[name] = sdpa_fn(backend, q, k, v, p.causal)
+        rows = []
         for c in configs[p]:
             path, err = built[("timed", str(p), str(c))]
             row = dict(problem=str(p), config=str(c), default=c == configs[p][0], error=err)
@@ -255,16 +259,29 @@ def main(argv=None) -> int:
                     s = p.shapes()
                     o = torch.empty(s["O"], dtype=q.dtype, device="cuda")
                     lse = torch.empty(s["LSE"], dtype=torch.float32, device="cuda")
-                    ms = bench_ms(lambda fn=fn, o=o, lse=lse: fn(q, k, v, o, lse), rep_ms=args.rep_ms)
-                    row.update(ms=ms, tflops=flops / ms / 1e9)
-                    if best is None or ms < best["ms"]:
-                        best = row
+                    timers[str(c)] = lambda fn=fn, o=o, lse=lse: fn(q, k, v, o, lse)
+            rows.append(row)
+        samples = {name: [] for name, fn in timers.items() if fn}
+        for _ in range(args.rounds):  # round-robin: every round times each kernel once, SDPA first
+            for name in samples:
+                samples[name].append(bench_ms(timers[name], rep_ms=args.rep_ms))
+        ref = {name: statistics.median(samples[name]) if name in samples else None for name in ("flash", "cudnn")}
+        best = None
+        for row in rows:
+            if row["config"] in samples:
+                ms = statistics.median(samples[row["config"]])
+                row.update(ms=ms, tflops=flops / ms / 1e9, ms_rounds=samples[row["config"]])
+                if best is None or ms < best["ms"]:
+                    best = row
             report["timed"].append(row)
-            print(f"{p.batch}x{p.seq_q} causal={p.causal} {c}: {row.get('tflops', 0):.0f} TFLOP/s "
-                  f"o_rel={row.get('o_rel')} ok={row.get('ok')}", flush=True)
+            print(f"{p.batch}x{p.seq_q} causal={p.causal} {row['config']}: {row.get('tflops', 0):.0f} TFLOP/s "
+                  f"rounds {row.get('ms_rounds')} o_rel={row.get('o_rel')} ok={row.get('ok')}", flush=True)
+        print(f"{p.batch}x{p.seq_q} causal={p.causal} flash rounds {samples.get('flash')} cudnn {samples.get('cudnn')}",
+              flush=True)
         fl = ref["flash"]
         default_row = next(r for r in report["timed"] if r["problem"] == str(p) and r["default"])
         table.append(dict(batch=p.batch, seq=p.seq_q, causal=p.causal, flash_tflops=fl and flops / fl / 1e9,
+                          flash_ms_rounds=samples.get("flash"),
                           cudnn_tflops=ref["cudnn"] and flops / ref["cudnn"] / 1e9,
                           default_tflops=default_row.get("tflops"), best_tflops=best and best["tflops"],
                           best_config=best and best["config"],

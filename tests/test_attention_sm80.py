@@ -138,8 +138,15 @@ def test_the_default_config_is_the_cost_models_choice():
     for problem in (AttentionProblem(4, 32, 32, 4096, 4096, 128), AttentionProblem(1, 32, 32, 16384, 16384, 64, True)):
         config = default_config(problem)
         assert config in CANDIDATES and plan_sm80_attention(problem).config == config
-    # the H200's long sequences at D 128: two m-tiles at 64 keys with the lazy rescale (benchmarks/RESULTS.md)
-    assert default_config(AttentionProblem(4, 32, 32, 4096, 4096, 128)) == C(64, 8, 2, 2, False, rescale_slack=8)
+    # the H200's long sequences at D 128: two m-tiles at 64 keys with the lazy rescale (benchmarks/RESULTS.md);
+    # causal on sm_90 or later, its mbarrier twin (attention_sm80_plan.decoupled); the PrimFunc's default is sm_80's
+    tile = C(64, 8, 2, 2, False, rescale_slack=8)
+    for causal in (False, True):
+        problem = AttentionProblem(4, 32, 32, 4096, 4096, 128, causal=causal)
+        assert default_config(problem) == default_config(problem, arch="sm_80") == tile
+        assert default_config(problem, arch="sm_90a") == (C(64, 8, 3, 2, False, sync="mbarrier", rescale_slack=8)
+                                                          if causal else tile)
+        assert plan_sm80_attention(problem, arch="sm_90a").config == default_config(problem, arch="sm_90a")
 
 
 def test_the_cuda_side_imports_no_gfx950_module():
@@ -198,8 +205,9 @@ def test_on_the_gpu_within_the_documented_bound(case):
 
 def test_mbarrier_sync_is_opt_in_data_and_refused_where_it_cannot_work():
     """``sync="mbarrier"``: the barriers as plan data (full: one arrival per thread, empty: one per warp,
-    8 bytes each after the K / V buffers), never a cost-model candidate, refused below 3 stages, with
-    overlap or skew, and below sm_90 (TIRx's mbarrier.try_wait)."""
+    8 bytes each after the K / V buffers), never a cost-model candidate (the default takes it only as the
+    causal sm_90 twin), refused below 3 stages, with overlap or skew, and below sm_90 (TIRx's
+    mbarrier.try_wait)."""
     from tvm_cdna4.schedules.attention_sm80 import check_arch
 
     problem = AttentionProblem(1, 2, 1, 130, 130, 64)

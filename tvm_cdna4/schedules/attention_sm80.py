@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 from .attention_problem import AttentionProblem
-from .attention_sm80_plan import Sm80AttentionConfig, Sm80AttentionPlan, plan_sm80_attention
+from .attention_sm80_plan import Sm80AttentionConfig, Sm80AttentionPlan, arch_number, plan_sm80_attention
 
 
 def sm80_attention(problem: AttentionProblem, config: Sm80AttentionConfig | None = None):
@@ -30,21 +30,20 @@ def build_key(p: Sm80AttentionPlan, arch: str = "sm_80", compiler: str | None = 
 def check_arch(p: Sm80AttentionPlan, arch: str) -> None:
     """ValueError for ``sync="mbarrier"`` below sm_90: TIRx's ``T.cuda.mbarrier_wait`` is a
     ``mbarrier.try_wait.parity`` loop (PTX ISA: sm_90)."""
-    digits = "".join(ch for ch in arch.split("_")[-1] if ch.isdigit())
-    if p.config.mbarrier and (not digits or int(digits) < 90):
+    if p.config.mbarrier and arch_number(arch) < 90:
         raise ValueError(f"attention sync='mbarrier' needs sm_90 or later (mbarrier.try_wait); found arch {arch!r}")
 
 
 def build_sm80_attention(problem: AttentionProblem, config: Sm80AttentionConfig | None = None, arch: str = "sm_80",
                          compiler: str | None = None, cache: bool = True):
-    """Compile the kernel of ``problem`` (``config`` None: ``attention_sm80_plan.default_config``) for
+    """Compile the kernel of ``problem`` (``config`` None: ``attention_sm80_plan.default_config`` for ``arch``) for
     ``arch`` with ``compiler`` (None: TIRx's NVRTC; ``"nvcc"`` / ``"nvrtc"``): a ``cuda_gemm.CudaBuild``
     (``source``, ``library``, ``config``, ``device_config``), through the build cache (``cache``)."""
     from .attention_sm80_emit import emit_sm80_attention
     from .cuda_gemm import _check_compiler, cached_build
 
     _check_compiler(compiler)
-    p = plan_sm80_attention(problem, config)
+    p = plan_sm80_attention(problem, config, arch=arch)
     check_arch(p, arch)
     return cached_build("cuda-attention", build_key(p, arch, compiler), p, arch, compiler, emit_sm80_attention, cache)
 
