@@ -50,7 +50,7 @@ def test_the_plan_of_an_odd_gqa_problem():
 def test_problem_and_config_errors_name_the_field():
     for kwargs, match in ((dict(kv_heads=3), "kv_heads must divide heads"), (dict(head_dim=96), "head_dim"),
                           (dict(dtype="bf8"), "dtype: expected one of"), (dict(seq_q=0), "seq_q"),
-                          (dict(scale=-1.0), "scale")):
+                          (dict(scale=-1.0), "scale"), (dict(scale=True), "scale: expected a positive finite number")):
         with pytest.raises(ValueError, match=match):
             AttentionProblem(**{**dict(batch=1, heads=4, kv_heads=2, seq_q=8, seq_kv=8, head_dim=64), **kwargs})
     # LDS: K 2 + V 3 stages of 128 rows x (128 + 8) bf16 = 174080 B, over gfx950's 160 KiB (it built, then

@@ -8,8 +8,8 @@ module decides how an sm_80 CTA computes them. Pure Python (attrs): no TIRx, no 
 ``16 m_tiles`` query rows each (``block_q = 16 m_tiles warps``): each warp computes its rows against
 the whole kv tile, so no data crosses warps but the K / V tiles in shared memory; a warp's
 ``m_tiles`` m16 tiles share every K and V fragment it reads (``m_tiles`` 2 halves the ldmatrix traffic
-per flop, for twice the accumulators). CTAs are ordered longest first (the
-query blocks from the last down, which matters only causal: the last block runs the most kv tiles).
+per flop, for twice the accumulators). The CTAs run in groups of ``head_group`` heads, each group's
+query blocks longest first (``Sm80AttentionConfig.head_group``, ``l2_head_group``).
 
 **Per warp, per kv tile of ``block_kv`` keys** (``mma.sync.aligned.m16n8k16``, f32 accumulate):
 
@@ -35,7 +35,11 @@ barrier), before tile ``j``'s MMAs.
 
 **Masking.** Only the kv tiles that hold a key past the sequence (the tail) or, causal, a key above
 the query block's first row are masked element by element (a second copy of the loop body); the
-tiles wholly above the block's diagonal are not run (``kv_tiles_for``).
+tiles wholly above the block's diagonal are not run (``kv_tiles_for``), and in a masked causal tile a
+warp whose rows are all above its first key skips it (``attention_sm80_emit.warp_sees``).
+
+**Rescale.** ``rescale_slack`` 0: FlashAttention-2's update every tile; ``k`` > 0: O and the row sum keep a
+stale row max until some row of the warp grows past it by more than ``2^k`` (a warp vote).
 """
 
 from __future__ import annotations
@@ -74,7 +78,8 @@ class Sm80AttentionConfig:
     iterations: ``stages >= 3``, ``stages - 2`` tiles in flight), whether causal skips the tiles above the
     diagonal, ``sync`` how warps hand the K / V buffers over: ``"cta"`` one ``__syncthreads`` per tile, or
     ``"mbarrier"`` a "full" and an "empty" mbarrier per buffer (``Sm80AttentionPlan.mbarriers``; sm_90 for
-    TIRx's ``mbarrier.try_wait``; stages >= 3, no overlap or skew; unmeasured, the cost model never picks it),
+    TIRx's ``mbarrier.try_wait``; stages >= 3, no overlap or skew; not a candidate: the default takes it as the
+    causal sm_90 twin, ``decoupled``),
     ``rescale_slack`` (0: every tile rescales O and the row sum to the new row max, FlashAttention-2's
     update; ``k`` > 0: a warp keeps its rows' stale maxima, and skips the ``O *= alpha`` multiplies, while
     no row's max grew by more than ``2^k`` in ``p``'s scale, so ``p <= 2^k``: exact in the same error
