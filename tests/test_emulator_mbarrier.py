@@ -93,3 +93,37 @@ def test_read_without_full_wait(copy):
     want = "still in flight" if copy else "race on LDS 'SM' .* written by wave 0 and read by wave 1"
     with pytest.raises(EmulationError, match=want):
         _run(copy=copy, wait_full=False)
+
+
+def test_copies_land_by_their_own_arrivals_stamp():
+    """Warp 0 copies slot 0 then arrives on FULL[0], copies slot 1 then arrives on FULL[1]; warp 2 waits on
+    FULL[1] (which lands slot 0's copy too), then warp 1 on FULL[0]. Slot 0's copy completed before the
+    FULL[0] arrival, so that wait orders warp 1's read of it (the sm80 attention's mbarrier ring met this
+    across workgroups of uneven causal length: a race reported on a correctly synchronized read)."""
+
+    @T.function
+    def kernel(A: T.Tensor((2, 32), "int32"), Out: T.Tensor((2, 32), "int32")):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=96))
+        tid = T.cuda.thread_idx("x")
+        lane = tid % 32
+        SM = T.alloc_tensor(ty_args=[T.Tensor((2, 32), "int32", scope="shared", layout="default", align=16)])
+        BAR = T.alloc_tensor(ty_args=[T.Tensor((2,), "uint64", scope="shared", layout="default", align=8)])
+        if tid == 0:
+            for s in range(2):
+                T.ptx.mbarrier.init.shared.b64(BAR.ptr_to([s]), T.uint32(32))
+        T.cuda.cta_sync()
+        if tid < 32:
+            for s in range(2):
+                T.ptx["cp.async.ca.shared.global"](SM.ptr_to([s, lane]), A.ptr_to([s, lane]), 4)
+                T.ptx["cp.async.mbarrier.arrive.noinc.shared.b64"](BAR.ptr_to([s]))
+        if tid >= 64:
+            T.cuda.mbarrier_wait(BAR.ptr_to([1]), 0)
+            Out[1, lane] = SM[1, 31 - lane]
+        if tid >= 32 and tid < 64:
+            T.cuda.mbarrier_wait(BAR.ptr_to([0]), 0)
+            Out[0, lane] = SM[0, 31 - lane]
+
+    a = (np.arange(64, dtype=np.int32) * 3).reshape(2, 32)
+    out = np.full((2, 32), -1, np.int32)
+    emulate(kernel, a, out, target="sm80")
+    np.testing.assert_array_equal(out, a[:, ::-1])

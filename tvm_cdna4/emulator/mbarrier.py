@@ -126,12 +126,18 @@ class MBarriers:
 
     def resolve(self, copies, bar=None, where: str = "") -> None:
         """Make the deferred arrivals on ``bar`` (None: all) whose copies ``copies`` can land: land them
-        (stamped as of the arrive instruction) and arrive."""
+        (stamped as of the arrive instruction) and arrive. A copy lands stamped as of the first arrive its
+        thread issued after it: the copies before an earlier arrival still deferred (on another barrier)
+        land first, by that arrival's stamp (``self.deferred`` is in issue order)."""
         keep = []
         for d in self.deferred:
             if bar is not None and d["bar"] is not bar:
                 keep.append(d)
                 continue
+            for e in keep:
+                common = np.isin(e["threads"], d["threads"])
+                if common.any():
+                    copies.land_before(e["threads"][common], e["seq"], e["stamps"][common], where or e["where"])
             copies.land_before(d["threads"], d["seq"], d["stamps"], where or d["where"])
             d["bar"].arrive(d["g"], self.machine.wave_of[d["threads"]], np.ones(len(d["threads"]), np.int64),
                             d["snaps"], d["where"])
