@@ -83,8 +83,9 @@ def test_the_plan_and_its_refusals():
         plan_sm80_attention(AttentionProblem(1, 1, 1, 64, 64, 128), C(64, 4, 2, 2, False))
     lazy = plan_sm80_attention(AttentionProblem(1, 1, 1, 64, 64, 128), C(64, 4, 2, 2, False, rescale_slack=8))
     assert lazy.registers == 262  # REGISTER_LIMIT 264: ptxas 13.0 spilled 24-56 bytes (docs/attention.md)
-    with pytest.raises(ValueError, match="rescale_slack"):
-        C(rescale_slack=16)
+    for slack in (16, None, 2.5, True):  # not an int from 0 to 15: a ValueError, not a TypeError or a float slack
+        with pytest.raises(ValueError, match="rescale_slack"):
+            C(rescale_slack=slack)
     with pytest.raises(ValueError, match="shared memory"):
         plan_sm80_attention(AttentionProblem(1, 1, 1, 64, 64, 128), C(256, 8, 4))
     with pytest.raises(ValueError, match="32-bit integers"):
@@ -130,8 +131,9 @@ def test_the_cta_order_groups_heads():
     small = AttentionProblem(2, 3, 3, 130, 130, 64, causal=True)
     assert [plan_sm80_attention(small, C(32, 4, 2, head_group=g)).head_group for g in (1, 2, 4, 5, 99, None)] == [
         1, 2, 3, 3, 6, 6]
-    with pytest.raises(ValueError, match="head_group"):
-        C(head_group=0)
+    for group in (0, "2", 2.5, True):
+        with pytest.raises(ValueError, match="head_group"):
+            C(head_group=group)
 
 
 def test_the_default_config_is_the_cost_models_choice():

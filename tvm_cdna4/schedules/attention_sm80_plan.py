@@ -65,6 +65,11 @@ PACK = "cvt.rn.{t}x2.f32"
 MAX_RESCALE_SLACK = 15  # p <= 2^15: f16's largest power of two (its largest finite is 65504)
 
 
+def _is_int(value) -> bool:
+    """A plain int (not a bool, float or string)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 @attrs.frozen
 class Sm80AttentionConfig:
     """The sm80 kernel's choices: ``block_kv`` keys per K / V tile (a multiple of 16), ``warps``
@@ -103,9 +108,9 @@ class Sm80AttentionConfig:
 
     def __attrs_post_init__(self):
         self._check_sync()
-        if not 0 <= self.rescale_slack <= MAX_RESCALE_SLACK:
+        if not (_is_int(self.rescale_slack) and 0 <= self.rescale_slack <= MAX_RESCALE_SLACK):
             raise ValueError(f"attention rescale_slack: expected 0 (always rescale) to {MAX_RESCALE_SLACK} (p <= "
-                             f"2^{MAX_RESCALE_SLACK}, within f16 P's range), found {self.rescale_slack}")
+                             f"2^{MAX_RESCALE_SLACK}, within f16 P's range), found {self.rescale_slack!r}")
         if self.block_kv % 16 or not 16 <= self.block_kv <= 256:
             raise ValueError(f"attention block_kv: whole 16-key MMA steps, 16 to 256; found {self.block_kv}")
         if self.warps not in (1, 2, 4, 8):
@@ -118,8 +123,9 @@ class Sm80AttentionConfig:
         if self.skew and (self.stages < 3 or self.overlap or self.warps < 2):
             raise ValueError("attention skew: tile j - 1's V is read while tile j's K is, by the lagging warps: "
                              f"expected stages >= 3, no overlap and 2 or more warps, found {self}")
-        if self.head_group is not None and self.head_group < 1:
-            raise ValueError(f"attention head_group: expected None or 1 or more heads per group, found {self.head_group}")
+        if self.head_group is not None and not (_is_int(self.head_group) and self.head_group >= 1):
+            raise ValueError("attention head_group: expected None or 1 or more heads per group (an int), found "
+                             f"{self.head_group!r}")
         if self.m_tiles not in (1, 2):
             raise ValueError(f"attention m_tiles: expected 1 or 2 m16 tiles per warp, found {self.m_tiles}")
 
