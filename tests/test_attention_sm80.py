@@ -30,6 +30,8 @@ CASES = {
     "mbarrier sync, odd lengths, 4 stages": (AttentionProblem(1, 1, 1, 70, 200, 128), C(32, 4, 4, sync="mbarrier")),
     "two m-tiles at 64 keys, lazy rescale, heads in groups of 2": (AttentionProblem(2, 3, 3, 130, 130, 64, causal=True),
                                                                    C(64, 8, 2, 2, False, rescale_slack=8, head_group=2)),
+    "mbarrier sync, causal, f16, lazy rescale at 15, 9 tiles (a buffer's third use)": (
+        AttentionProblem(1, 2, 1, 130, 130, 64, True, "f16"), C(16, 2, 3, 2, True, sync="mbarrier", rescale_slack=15)),
 }
 
 
