@@ -91,6 +91,7 @@ FINAL = [C(64, 8, 2, 2, False, rescale_slack=8, head_group=1),
 """2026-12-02 (stop 31): the cost model's new default (two m-tiles at 64 keys, ``rescale_slack``, ``l2_head_group``'s
 CTA order, causal warps skipping their dead diagonal tiles) against its other CTA orders, the mbarrier twins, and
 the default before (128 keys, one m-tile, every head's blocks interleaved)."""
+SWEEPS = {"sweep": SWEEP, "skew": SKEW, "mbarrier": MBARRIER, "lazy": LAZY, "m2": M2, "final": FINAL, "default": []}
 ODD = (1, 4, 2, 1031, 1031)  # batch, heads, kv heads, seq q, seq kv of the exact-bound check
 
 
@@ -201,13 +202,15 @@ def sdpa_fn(backend, q, k, v, causal):
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
-    ap.add_argument("--configs", default="sweep", help="'sweep' (SWEEP and the default), 'skew' (SKEW and the default), "
-                    "'mbarrier' (MBARRIER and the default), 'lazy' (LAZY and the default) or 'default'")
+    ap.add_argument("--configs", default="sweep", choices=tuple(SWEEPS), help="the list timed with the default: "
+                    "'sweep' SWEEP, 'skew' SKEW, 'mbarrier' MBARRIER, 'lazy' LAZY, 'm2' M2, 'final' FINAL, 'default' none")
     ap.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) - 2))
     ap.add_argument("--rep-ms", type=int, default=200)
     ap.add_argument("--rounds", type=int, default=1, help="times each kernel (SDPA included) is timed, round-robin; "
                     "the median is reported")
     args = ap.parse_args(argv)
+    if args.rounds < 1:
+        ap.error(f"--rounds: expected 1 or more, found {args.rounds}")
 
     import torch
     from torch.nn.attention import SDPBackend
@@ -216,7 +219,7 @@ def main(argv=None) -> int:
 
     arch = device_arch()
     timed = problems()
-    sweep = {"sweep": SWEEP, "skew": SKEW, "mbarrier": MBARRIER, "lazy": LAZY, "m2": M2, "final": FINAL, "default": []}[args.configs]
+    sweep = SWEEPS[args.configs]
     configs = {p: [default_config(p, arch=arch)] + [c for c in sweep if c != default_config(p, arch=arch)] for p in timed}
     all_configs = sorted({c for cs in configs.values() for c in cs}, key=str)
     odd = {(c, causal): AttentionProblem(*ODD, HEAD_DIM, causal=causal) for c in all_configs for causal in (False, True)}
