@@ -151,6 +151,11 @@ def test_the_default_config_is_the_cost_models_choice():
         assert default_config(problem, arch="sm_90a") == (C(64, 8, 3, 2, False, sync="mbarrier", rescale_slack=8)
                                                           if causal else tile)
         assert plan_sm80_attention(problem, arch="sm_90a").config == default_config(problem, arch="sm_90a")
+    from tvm_cdna4.schedules.attention_sm80_plan import decoupled  # one m-tile: its twin measured slower
+
+    assert decoupled(AttentionProblem(4, 32, 32, 4096, 4096, 128, causal=True), C(128, 8, 2)) == C(128, 8, 2)
+    with pytest.raises(ValueError, match="sm80 attention arch: expected a CUDA arch"):
+        plan_sm80_attention(AttentionProblem(1, 1, 1, 64, 64, 64), arch="gfx950")
 
 
 def test_the_cuda_side_imports_no_gfx950_module():

@@ -201,8 +201,39 @@ def test_attention_sm80_validate_without_a_gpu_runs_the_cuda_emulator(attention)
     assert last == "PASS" and "on the CUDA emulator" in first, first
 
 
+def test_attention_sm80_plans_for_the_arch(attention):
+    """The sm80 default depends on the arch (causal on sm_90: the mbarrier twin, 3 stages); ``--arch`` plans for
+    one, the default is the present GPU's (none here: sm_80)."""
+    configs = {}
+    for arch in ((), ("--arch", "sm_80"), ("--arch", "sm_90a")):
+        proc = attention("--target", "sm80", "--seq", "4096", "--heads", "32", "--batch", "4", "--causal", *arch,
+                         "--emit", "config")
+        assert proc.returncode == 0, proc.stderr
+        configs[arch[1] if arch else None] = json.loads(proc.stdout)["config"]
+    assert configs[None] == configs["sm_80"] and (configs["sm_80"]["sync"], configs["sm_80"]["stages"]) == ("cta", 2)
+    assert (configs["sm_90a"]["sync"], configs["sm_90a"]["stages"]) == ("mbarrier", 3)
+
+
+def test_attention_gpu_runs_refuse_what_they_would_ignore():
+    """On a GPU, --validate / --bench run ``tvm_cdna4.torch.attention`` (the default config of the GPU's arch):
+    a tile option or another arch is refused, not ignored; without a GPU (the emulator) both apply."""
+    import argparse
+
+    from tvm_cdna4.cli_attention import _gpu_refusal
+
+    def args(**kw):
+        return argparse.Namespace(**{**dict(validate=True, bench=False, block_q=None, block_kv=None, arch=None), **kw})
+
+    assert _gpu_refusal(args(), "sm_90") is None and _gpu_refusal(args(block_kv=32), None) is None
+    assert _gpu_refusal(args(block_kv=32), "sm_90").startswith("--block-q / --block-kv with --validate / --bench on")
+    assert _gpu_refusal(args(arch="sm_80"), "sm_90") == "--arch sm_80 with --validate / --bench: the GPU here is sm_90"
+    assert _gpu_refusal(args(validate=False, block_kv=32), "sm_90") is None  # --emit only: it applies
+
+
 @pytest.mark.parametrize("args, message", [
     ((), "error: attention needs an action: --validate, --emit asm|tir|cuda|config, --report (gfx950), --bench"),
+    (("--arch", "sm_90", "--emit", "config"), "error: --arch is for --target sm80"),
+    (("--target", "sm80", "--arch", "gfx950", "--emit", "config"), "error: sm80 attention arch: expected a CUDA arch"),
     (("--emit", "cuda"), "error: --emit cuda is for --target sm80; gfx950 emits asm, tir or config"),
     (("--target", "sm80", "--emit", "asm"), "error: --emit asm is for --target gfx950"),
     (("--target", "sm80", "--report"), "error: --report is the gfx950 static report"),

@@ -54,6 +54,8 @@ def add_attention_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--report", action="store_true", help="gfx950: the static performance report")
     p.add_argument("--bench", action="store_true", help="sm80: time on the NVIDIA GPU and print TFLOP/s")
     p.add_argument("--no-cache", action="store_true", help="build with TIRx even when the build cache has it")
+    p.add_argument("--arch", help="sm80: the CUDA arch to plan and build for, e.g. sm_90 (default: the NVIDIA GPU's "
+                   "when one is present, else sm_80); the default config depends on it (causal on sm_90: mbarriers)")
     p.set_defaults(func=run_attention)
     return p
 
@@ -73,8 +75,8 @@ def problem_of(args):
                             dtype=args.dtype, scale=args.scale)
 
 
-def config_of(args, problem):
-    """The target's config: its default (the planner's, ``plan(problem, target).config``) with
+def config_of(args, problem, options=None):
+    """The target's config: its default (the planner's, ``plan(problem, target, **options).config``) with
     ``--block-q`` / ``--block-kv`` applied; None without either."""
     from .schedules import attention
 
@@ -82,7 +84,7 @@ def config_of(args, problem):
                if value is not None}
     if not updates:
         return None
-    default = attention.plan(problem, args.target).config
+    default = attention.plan(problem, args.target, **(options or {})).config
     fields = attrs.fields_dict(type(default))
     for name in updates:
         if name not in fields:
@@ -103,6 +105,29 @@ def _refusal(args) -> str | None:
         return "--report is the gfx950 static report; on sm80 use --bench on an NVIDIA GPU"
     if args.target == "gfx950" and args.bench:
         return "--bench needs a gfx950 GPU; use --report for the static estimate or --validate for the emulator"
+    if args.target == "gfx950" and args.arch:
+        return "--arch is for --target sm80 (a CUDA arch); gfx950 is one arch"
+    return None
+
+
+def present_arch() -> str | None:
+    """The present NVIDIA GPU's arch (``runtime.cuda.device_arch``: what ``--validate`` and ``--bench`` run
+    on), None without one."""
+    from .runtime import cuda as runner
+
+    return runner.device_arch() if runner.have_cuda_gpu()[0] else None
+
+
+def _gpu_refusal(args, device: str | None) -> str | None:
+    """``--validate`` / ``--bench`` on the GPU run ``tvm_cdna4.torch.attention``, whose config is the default
+    for the GPU's arch: a tile option or another ``--arch`` would be ignored there, so it is refused."""
+    if device is None or not (args.validate or args.bench):
+        return None
+    if args.block_q is not None or args.block_kv is not None:
+        return ("--block-q / --block-kv with --validate / --bench on the GPU: the GPU runs tvm_cdna4.torch.attention, "
+                "whose config is the default; use --emit to see a chosen config, or validate it without a GPU")
+    if args.arch and args.arch != device:
+        return f"--arch {args.arch} with --validate / --bench: the GPU here is {device}"
     return None
 
 
@@ -119,10 +144,15 @@ def run_attention(args) -> int:
     why = _refusal(args)
     if why:
         return _usage(why)
+    device = present_arch() if args.target == "sm80" else None
+    why = _gpu_refusal(args, device)
+    if why:
+        return _usage(why)
     try:
         problem = problem_of(args)
-        config = config_of(args, problem)
-        plan = attention.plan(problem, args.target, config)
+        options = {"arch": args.arch or device or "sm_80"} if args.target == "sm80" else {}
+        config = config_of(args, problem, options)
+        plan = attention.plan(problem, args.target, config, **options)
         if args.emit == "config":
             print(json.dumps(plan_json(args.target, plan), default=str))
         elif args.emit == "tir":
@@ -130,10 +160,10 @@ def run_attention(args) -> int:
         elif args.emit == "asm":
             print(attention.build(problem, "gfx950", config, cache=not args.no_cache).asm)
         elif args.emit == "cuda":
-            print(attention.build(problem, "sm80", config, cache=not args.no_cache).source)
+            print(attention.build(problem, "sm80", config, cache=not args.no_cache, **options).source)
         if args.report:
             print(gfx950_report(problem, config, cache=not args.no_cache))
-        status = _validate(args, problem, config) if args.validate else 0
+        status = _validate(args, problem, config, device is not None, options) if args.validate else 0
         if args.bench:
             _bench(problem)
     except ContractError:
@@ -156,14 +186,12 @@ def _title(problem) -> str:
             f"D={p.head_dim}{' causal' if p.causal else ''}")
 
 
-def _validate(args, problem, config) -> int:
-    """``--validate``: PASS (0) or FAIL (1), with the largest error over the bound of O and LSE."""
+def _validate(args, problem, config, gpu: bool, options) -> int:
+    """``--validate``: PASS (0) or FAIL (1), with the largest error over the bound of O and LSE (sm80
+    without a GPU: the CUDA emulator, small shapes)."""
     from .schedules import attention
 
-    from .runtime import cuda as runner
-
-    gpu = args.target == "sm80" and runner.have_cuda_gpu()[0]  # else sm80 runs in the CUDA emulator (small shapes)
-    result = attention.validate(problem, args.target, config, args.seed, run=run_sm80 if gpu else None)
+    result = attention.validate(problem, args.target, config, args.seed, run=run_sm80 if gpu else None, **options)
     lse = "not returned" if result.lse_ratio is None else f"{result.lse_ratio:.3f}"
     print(f"validated {args.target} {_title(problem)} on {result.where} in {result.seconds:.2f} s: largest error / "
           f"bound: O {result.o_ratio:.3f}, LSE {lse} (float64 reference, attention_plan.error_bound)")

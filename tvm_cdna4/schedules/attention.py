@@ -64,10 +64,10 @@ def _function(target: str, role: str):
     return getattr(importlib.import_module(f".{module}", __package__), name)
 
 
-def plan(problem: AttentionProblem, target: str = "gfx950", config=None):
+def plan(problem: AttentionProblem, target: str = "gfx950", config=None, **options):
     """The frozen plan of ``problem`` on ``target`` (``config``: the target's config record, None for
-    its default)."""
-    return _function(target, "plan")(problem, config)
+    its default; ``options``: the target planner's, sm80 ``arch``, on which its default depends)."""
+    return _function(target, "plan")(problem, config, **options)
 
 
 def target_of(plan_) -> str:
@@ -147,14 +147,15 @@ def _ratio(got, want, bound) -> float:
     return float(np.max(err / np.maximum(bound, 1e-300))) if err.size else 0.0
 
 
-def validate(problem: AttentionProblem, target: str = "gfx950", config=None, seed: int = 0, run=None) -> Validation:
+def validate(problem: AttentionProblem, target: str = "gfx950", config=None, seed: int = 0, run=None,
+             **options) -> Validation:
     """Run the kernel on ``random_inputs(problem, seed)`` and compare ``O`` and ``LSE`` with
     ``reference`` (of the dequantized inputs) within ``error_bound``. gfx950: the CPU emulator (a
     ``run`` is refused, not ignored). sm80: an NVIDIA GPU, which this layer does not reach: ``run(problem,
     arrays) -> (o, lse or None)`` does (the CLI passes ``cli_attention.run_sm80`` where a GPU is
     present); without it, the CUDA emulator up to ``SM80_EMULATED_PAIRS`` pairs, beyond a ValueError
-    saying a GPU is needed."""
-    p = plan(problem, target, config)  # the target's refusals first (sm80: fp8)
+    saying a GPU is needed. ``options``: the planner's (sm80 ``arch``)."""
+    p = plan(problem, target, config, **options)  # the target's refusals first (sm80: fp8)
     if run is not None and target != "sm80":
         raise ValueError(f"attention validate run=: a GPU runner is sm80's; {target} validates in the CPU wavefront "
                          f"emulator (expected run=None, found {run!r})")

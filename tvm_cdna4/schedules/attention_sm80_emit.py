@@ -228,7 +228,8 @@ def update(p, rg, mi, h, c):
 
 def grew(p: Sm80AttentionPlan, rg):
     """Whether one of the lane's rows' new max (``row[4 m + ri]``) exceeds its max (``row[ri]``) by more
-    than ``rescale_slack`` in the exponent (``-inf`` before the first tile: always)."""
+    than ``rescale_slack`` in the exponent (``-inf`` before the first tile: always, since tile 0 runs for
+    every warp and every row sees key 0 there; a max still ``-inf`` would compare NaN, false)."""
     c, m2 = p.problem.scale_log2, 2 * p.config.m_tiles
     cond = None
     for ri in range(m2):

@@ -39,10 +39,13 @@ tiles wholly above the block's diagonal are not run (``kv_tiles_for``), and in a
 warp whose rows are all above its first key skips it (``attention_sm80_emit.warp_sees``).
 
 **Rescale.** ``rescale_slack`` 0: FlashAttention-2's update every tile; ``k`` > 0: O and the row sum keep a
-stale row max until some row of the warp grows past it by more than ``2^k`` (a warp vote).
+stale row max until some row's new max exceeds it by more than ``k`` in the exponent (a warp vote), so that
+every ``p <= 2^k``.
 """
 
 from __future__ import annotations
+
+import re
 
 import attrs
 
@@ -305,6 +308,8 @@ def plan_sm80_attention(problem: AttentionProblem, config: Sm80AttentionConfig |
         raise ValueError(f"sm80 attention dtype: expected one of {tuple(sorted(STORAGE))}, found {problem.dtype!r} (mma.sync "
                          f"m16n8k16 takes 16-bit inputs; fp8 attention runs on --target gfx950)")
     check_indexing(problem)
+    if not arch_number(arch):
+        raise ValueError(f"sm80 attention arch: expected a CUDA arch such as 'sm_80' or 'sm_90a', found {arch!r}")
     config = config or default_config(problem, sms or H200_SMS, arch)
     check_config(problem, config)
     shapes = problem.shapes()
@@ -423,12 +428,16 @@ def default_config(problem: AttentionProblem, sms: int = H200_SMS, arch: str = "
 
 
 def decoupled(problem: AttentionProblem, config: Sm80AttentionConfig) -> Sm80AttentionConfig:
-    """``config`` with ``sync="mbarrier"`` (3 stages or more), or ``config`` where that does not fit. Why
-    causal: there the warps of a block skip different diagonal warp-tiles (``warp_sees``), so their work
+    """``config`` with ``sync="mbarrier"`` (3 stages or more) if it has two m-tiles and the twin fits, else
+    ``config``. Why causal: there the warps of a block skip different diagonal warp-tiles (``warp_sees``), so their work
     per tile differs, and one ``__syncthreads`` per tile makes every warp wait for the slowest; the
     per-buffer mbarriers let the others run ahead. Non-causal warps do equal work. Measured on the H200
     (benchmarks/RESULTS.md, "Issue 26 on the H200, continued", the verification call; the default tile):
-    causal +2.5 / +2.9 / +4.8 % at 16k / 8k / 4k tokens, non-causal -2.6 .. +1.3 %."""
+    causal +2.5 / +2.9 / +4.8 % at 16k / 8k / 4k tokens, non-causal -2.6 .. +1.3 %. Why two m-tiles: the
+    one-m-tile twins measured -2 .. -10 % causal (benchmarks/attention_h200_mbarrier_2026-12-02.json: 128
+    and 64 keys, 8 warps), the two-m-tile one at 32 keys +3 .. +5 %."""
+    if config.m_tiles != 2:
+        return config
     twin = attrs.evolve(config, sync="mbarrier", stages=max(3, config.stages), overlap=False, skew=False)
     try:
         check_config(problem, twin)
@@ -438,9 +447,10 @@ def decoupled(problem: AttentionProblem, config: Sm80AttentionConfig) -> Sm80Att
 
 
 def arch_number(arch: str) -> int:
-    """The compute capability of an arch name as an int (``"sm_90a"`` -> 90); 0 if it names none."""
-    digits = "".join(ch for ch in arch.split("_")[-1] if ch.isdigit())
-    return int(digits) if digits else 0
+    """The compute capability of a CUDA arch name ``sm_XY`` with an optional letter as an int (``"sm_90a"`` ->
+    90); 0 if it is not one."""
+    match = re.fullmatch(r"sm_(\d+)[a-z]?", arch) if isinstance(arch, str) else None
+    return int(match.group(1)) if match else 0
 
 
 __all__ = ["CANDIDATES", "H200_SMS", "arch_number", "decoupled", "Sm80AttentionConfig", "Sm80AttentionPlan", "WARP_ROWS", "default_config",
