@@ -220,7 +220,8 @@ def main(argv=None) -> int:
     arch = device_arch()
     timed = problems()
     sweep = SWEEPS[args.configs]
-    configs = {p: [default_config(p, arch=arch)] + [c for c in sweep if c != default_config(p, arch=arch)] for p in timed}
+    defaults = {p: default_config(p, arch=arch) for p in timed}
+    configs = {p: [defaults[p]] + [c for c in sweep if c != defaults[p]] for p in timed}
     all_configs = sorted({c for cs in configs.values() for c in cs}, key=str)
     odd = {(c, causal): AttentionProblem(*ODD, HEAD_DIM, causal=causal) for c in all_configs for causal in (False, True)}
     jobs = [(("odd", str(c), causal), p, c) for (c, causal), p in odd.items()]

@@ -8,15 +8,9 @@
 #                                           # wgmma against its mma.sync path at M = 64 / 128
 #   bash benchmarks/h200_issue24.sh table   # the issue's table: every M, ours default and tuned (the tuning
 #                                           # timed), torch, Triton, under flush and clean; the GPU tests
-set -o pipefail
-OUT=${OUT:-.}
-export PYTHONUNBUFFERED=1
-{ nvidia-smi --query-gpu=name,driver_version,power.limit,clocks.max.sm,memory.total --format=csv
-  python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
-  nproc; } > "$OUT/env.txt" 2>&1
-gpu_tests() {  # the quick GPU tests: decode plans, split-K pairs, tuning, 16-bit outputs
-  timeout "$1" python3 -m pytest -q -p no:cacheprovider -p tvm_cdna4.testing -m cuda -n 8 tests/test_cuda_gemm.py tests/test_cuda_decode.py \
-    -k "decode or pairs or tune or low_precision" 2>&1 | tee "$2"
+source benchmarks/h200_preamble.sh
+quick_gpu_tests() {  # the quick GPU tests: decode plans, split-K pairs, tuning, 16-bit outputs; $1 timeout, $2 log
+  gpu_tests "$1" "$2" -n 8 tests/test_cuda_gemm.py tests/test_cuda_decode.py -k "decode or pairs or tune or low_precision"
 }
 case "$1" in
 probe)
@@ -26,7 +20,7 @@ probe)
   ;;
 table)
   timeout 400 python3 benchmarks/llm_linear.py --method flush,clean --out "$OUT" 2>&1 | tee "$OUT/table.log"
-  gpu_tests 80 "$OUT/pytest.log"
+  quick_gpu_tests 80 "$OUT/pytest.log"
   ;;
 *)
   echo "usage: $0 probe|table" >&2

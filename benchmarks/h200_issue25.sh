@@ -16,16 +16,7 @@
 #                                             # each step's share; 5 rounds, flush; the grouped GPU tests
 #   bash benchmarks/h200_issue25.sh gaps3     # the residual through shared memory (opt-in, the /rs form)
 #                                             # and persistent forms at 4096^3; the CTA-wide group search
-set -o pipefail
-OUT=${OUT:-.}
-export PYTHONUNBUFFERED=1 TVM_CDNA4_CACHE_DIR=/tmp/tvm_cdna4_cache
-{ nvidia-smi --query-gpu=name,driver_version,power.limit,clocks.max.sm,memory.total --format=csv
-  python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
-  nproc; } > "$OUT/env.txt" 2>&1
-gpu_tests() {  # pytest -m cuda with the project's plugin; $1 timeout, $2 log, the rest: files and options
-  local limit=$1 log=$2; shift 2
-  timeout "$limit" python3 -m pytest -q -p no:cacheprovider -p no:tvm_cdna4 -p tvm_cdna4.testing -m cuda "$@" 2>&1 | tee "$log" | tail -15
-}
+source benchmarks/h200_preamble.sh
 case "$1" in
 blocks)
   timeout 170 python3 benchmarks/epilogue_overhead.py --validate-table --out "$OUT" 2>&1 | tee "$OUT/epilogue_table.log" | tail -30
