@@ -427,15 +427,7 @@ def mma_live(p, th, buf):
     b = T.decl_tensor(th.bf.ptr_to([buf * p.tiling.mma_n * 2]), ty_args=[T.Tensor((p.tiling.mma_n, 1, 8, 8), "uint32", scope="local", layout=b_fragment_mma(p.tiling.mma_n))])
     for mi in T.unroll(p.tiling.mma_m):
         if mi * 16 < th.live:
-            for j in T.unroll(p.tiling.mma_n):
-                T.cuda.tile.apply(
-                    T.ptx[p.mma_instr],
-                    d[mi : mi + 1, live_ni(p, mi, j) : live_ni(p, mi, j) + 1, :, :],
-                    a[mi : mi + 1, :, :, :],
-                    b[live_ni(p, mi, j) : live_ni(p, mi, j) + 1, :, :, :],
-                    d[mi : mi + 1, live_ni(p, mi, j) : live_ni(p, mi, j) + 1, :, :],
-                    scope="warp",
-                )
+            mma_row(p, d, a, b, mi, live_ni)
 
 
 def live_ni(p: GemmPlan, mi, j):
@@ -454,15 +446,21 @@ def serpentine(p: GemmPlan, mi, j):
 def mma_serpentine(p, d, a, b):
     # one apply inside loops over the warp tile: TIRx lowers it once, the loops unroll after lowering
     for mi in T.unroll(p.tiling.mma_m):
-        for j in T.unroll(p.tiling.mma_n):
-            T.cuda.tile.apply(
-                T.ptx[p.mma_instr],
-                d[mi : mi + 1, serpentine(p, mi, j) : serpentine(p, mi, j) + 1, :, :],
-                a[mi : mi + 1, :, :, :],
-                b[serpentine(p, mi, j) : serpentine(p, mi, j) + 1, :, :, :],
-                d[mi : mi + 1, serpentine(p, mi, j) : serpentine(p, mi, j) + 1, :, :],
-                scope="warp",
-            )
+        mma_row(p, d, a, b, mi, serpentine)
+
+
+@T.macro
+def mma_row(p, d, a, b, mi, ni):
+    # row mi of the warp tile: its mma_n mmas, the j-th at ni(p, mi, j) (serpentine or live_ni)
+    for j in T.unroll(p.tiling.mma_n):
+        T.cuda.tile.apply(
+            T.ptx[p.mma_instr],
+            d[mi : mi + 1, ni(p, mi, j) : ni(p, mi, j) + 1, :, :],
+            a[mi : mi + 1, :, :, :],
+            b[ni(p, mi, j) : ni(p, mi, j) + 1, :, :, :],
+            d[mi : mi + 1, ni(p, mi, j) : ni(p, mi, j) + 1, :, :],
+            scope="warp",
+        )
 
 
 @T.macro
