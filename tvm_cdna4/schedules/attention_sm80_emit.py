@@ -201,7 +201,6 @@ def row_max(p, rg, sb):
     # row[4 m + ri], alpha row[6 m + ri]): m' = max(m, rowmax s); alpha = 2^((m - m') c); p = 2^(s c - m' c);
     # l = alpha l + sum p; O *= alpha. rescale_slack: only if some row of the warp grew past the slack
     # (``lazy_rescale``), else the stale maxima stay
-    c = p.problem.scale_log2
     m2 = 2 * p.config.m_tiles
     for mi in T.unroll(p.config.m_tiles):
         for h in T.unroll(2):
@@ -213,16 +212,17 @@ def row_max(p, rg, sb):
                 rg.row[2 * m2 + 2 * mi + h] = fmax(rg.row[2 * m2 + 2 * mi + h], T.cuda.__shfl_xor_sync(
                     T.uint32(FULL), rg.row[2 * m2 + 2 * mi + h], 1 << sh, 32))
             if I.constexpr(not p.config.rescale_slack):
-                update(p, rg, mi, h, c)
+                update(p, rg, mi, h)
     if I.constexpr(p.config.rescale_slack):
         lazy_rescale(p, rg)
 
 
 @T.macro
-def update(p, rg, mi, h, c):
-    # the row's alpha = 2^((m - m') c) (c: the caller's scale_log2), then its new max, sum and O (rescale)
-    rg.row[6 * p.config.m_tiles + 2 * mi + h] = TIR_OPS.exp2(rg.row[2 * mi + h] * T.float32(c)
-                                                             - rg.row[4 * p.config.m_tiles + 2 * mi + h] * T.float32(c))
+def update(p, rg, mi, h):
+    # the row's alpha = 2^((m - m') c), then its new max, sum and O (rescale)
+    c = p.problem.scale_log2
+    m2 = 2 * p.config.m_tiles
+    rg.row[3 * m2 + 2 * mi + h] = TIR_OPS.exp2(rg.row[2 * mi + h] * T.float32(c) - rg.row[2 * m2 + 2 * mi + h] * T.float32(c))
     rescale(p, rg, mi, h)
 
 
@@ -247,7 +247,7 @@ def lazy_rescale(p, rg):
     if T.cuda.any_sync(T.uint32(FULL), grew(p, rg)) != 0:
         for mi in T.unroll(p.config.m_tiles):
             for h in T.unroll(2):
-                update(p, rg, mi, h, c)
+                update(p, rg, mi, h)
     else:
         for ri in T.unroll(m2):
             rg.row[2 * m2 + ri] = rg.row[ri] * T.float32(c)
@@ -470,13 +470,10 @@ def finish(p, args, rg):
 def attention_kernel(p, args):
     T.device_entry(launch=T.cuda.LaunchConfig(grid=p.ctas, block=p.threads, dynamic_smem_bytes=p.smem_bytes))
     pid = T.cuda.block_idx("x")
-    if I.constexpr(p.head_group == p.heads_total):
-        bh = T.truncmod(pid, p.heads_total)
-        q0 = (p.q_blocks - 1 - T.truncdiv(pid, p.heads_total)) * p.config.block_q  # longest first
-    else:  # groups of head_group heads one after the other, each longest first (plan.head_group)
-        r = T.truncmod(pid, p.head_group * p.q_blocks)
-        bh = T.truncdiv(pid, p.head_group * p.q_blocks) * p.head_group + T.truncmod(r, p.head_group)
-        q0 = (p.q_blocks - 1 - T.truncdiv(r, p.head_group)) * p.config.block_q
+    # groups of head_group heads one after the other, each longest first, its heads innermost (plan.head_group)
+    r = T.truncmod(pid, p.head_group * p.q_blocks)
+    bh = T.truncdiv(pid, p.head_group * p.q_blocks) * p.head_group + T.truncmod(r, p.head_group)
+    q0 = (p.q_blocks - 1 - T.truncdiv(r, p.head_group)) * p.config.block_q
     h = T.truncmod(bh, p.problem.heads)
     SMH = T.alloc_tensor(ty_args=[T.Tensor((p.smem_bytes // 2,), p.storage, scope="shared.dyn", layout="default",
                                            align=1024)])
