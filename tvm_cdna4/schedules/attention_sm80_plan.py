@@ -270,9 +270,9 @@ def registers_estimate(head_dim: int, config: Sm80AttentionConfig) -> int:
 
 MAX_REGISTERS = 255  # registers a thread may hold (sm_80 .. sm_90); ptxas spills past them
 REGISTER_LIMIT = 264
-"""The largest ``registers_estimate`` a plan takes: ptxas 13.0 (sm_90, D 128) spilled at most 32 bytes per
-thread at the estimates up to 262 (two m-tiles at 64 keys with ``rescale_slack``: 24 / 32 bytes stored /
-loaded; 4 / 4 with 3 stages and mbarriers), 108 at 280 and 44 at 288."""
+"""The largest ``registers_estimate`` a plan takes: ptxas 13.0 (sm_90, D 128) spilled at most 56 bytes per
+thread at the estimates up to 262 (two m-tiles at 64 keys with ``rescale_slack``: none non-causal, 24-56
+bytes causal, where the masked loop is a second copy of the body), 108 at 280 and 44 at 288."""
 
 
 def check_config(problem: AttentionProblem, config: Sm80AttentionConfig) -> None:
