@@ -294,7 +294,7 @@ def cached_build(kind: str, key: dict, make, enabled: bool = True) -> BuildResul
             blobs["code_object"] = result.code_object
         return blobs
 
-    blobs = cached(kind, key, compile_, enabled=enabled)
+    blobs = cached(kind, key, compile_, enabled=enabled, required=("llvm_ir", "asm"))
     asm = blobs["asm"].decode()
     return BuildResult(llvm_ir=blobs["llvm_ir"].decode(), asm=asm, kernels=parse_metadata(asm),
                        code_object=blobs.get("code_object"), executable=None)
