@@ -222,6 +222,38 @@ def test_other_stderr_output_passes_through(capfd, caplog):
         "TIRx: [12:00:00] target_kind.cc:95: Warning: Unable to detect ROCm version, assuming >= 3.5"]
 
 
+TIRX_COMPILE = f"""
+import logging, sys
+sys.path.insert(0, {str(TESTS)!r})
+logging.basicConfig(stream=sys.stdout, format="LOG %(name)s %(levelname)s %(message)s")
+logging.getLogger("tvm_cdna4").setLevel(logging.DEBUG)
+import tvm_cdna4, tvm_tirx, error_kernels
+from tvm_cdna4.isa import CATALOG
+from tvm_cdna4.probes import mfma_probe
+kernel = error_kernels.malformed_apply(sys.argv[1]) if len(sys.argv) > 1 else mfma_probe(CATALOG[{F16.name!r}])
+try:
+    exe = tvm_tirx.tirx.compile(kernel, target={{"kind": "rocm", "mcpu": "gfx950"}})
+    print("MFMA", {F16.mnemonic!r} in exe.mod.imports[0].inspect_source("asm"))
+except tvm_cdna4.ContractError as error:
+    print("ERROR", str(error).splitlines()[0])
+"""
+
+
+@pytest.mark.parametrize("bad", [None, "repeat mismatch"])
+def test_codegen_warnings_go_to_logging_on_the_tirx_route(bad):
+    """``tvm_tirx.tirx.compile`` with a dict target (parsed twice by TIRx before any hook of ours) and
+    its codegen: the warnings reach the DEBUG log, not stderr (a build, and a kernel refused)."""
+    proc = subprocess.run([sys.executable, "-c", TIRX_COMPILE, *([bad] if bad else [])],
+                          capture_output=True, text=True, env=child_python.env())
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""
+    out = proc.stdout.splitlines()
+    assert out[-1] == (f"ERROR {MALFORMED[bad]}" if bad else "MFMA True")
+    logged = [line for line in out if line.startswith("LOG tvm_cdna4 DEBUG TIRx: ")]
+    assert any("Unable to detect ROCm version" in line for line in logged)
+    assert any("Cannot get maximum number of threads for AMD codegen" in line for line in logged) == (bad is None)
+
+
 # --- one error type on every route; TIRx's foreseeable failures caught first -----------------------
 
 def test_the_emulator_route_raises_the_pattern_error_itself():

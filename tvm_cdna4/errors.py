@@ -23,7 +23,9 @@ things undo that, on every route (``tvm_tirx.tirx.compile`` included):
 
 ``presented()`` also moves TIRx's two ROCm codegen warnings (no ROCm install on a build machine is
 normal) from the process's stderr to the ``tvm_cdna4`` logger at DEBUG; other stderr output passes
-through unchanged.
+through unchanged. ``rocm.build``'s hooks do the same on every route (``tvm_tirx.tirx.compile``
+included): around each rocm ``Target``'s construction, where TIRx's parser prints the first one, and
+around the ROCm codegen in ``target.build.rocm``, which prints the second.
 """
 
 from __future__ import annotations
