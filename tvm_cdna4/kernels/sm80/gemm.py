@@ -208,7 +208,7 @@ def cached_build(kind: str, key: dict, p, arch, compiler, emit=None, cache: bool
     as a ``CudaBuild``: the GEMMs' ``build_plan`` and the attention's ``build_sm80_attention``."""
     from ...cache import cached
 
-    blobs = cached(kind, key, lambda: _compile(p, arch, compiler, emit), enabled=cache)
+    blobs = cached(kind, key, lambda: _compile(p, arch, compiler, emit), enabled=cache, required=("source", "library"))
     return CudaBuild(source=blobs["source"].decode(), library=blobs["library"], config=p.config,
                      device_config=blobs.get("device_config", b"").decode())
 
@@ -286,7 +286,7 @@ def tuned_config(M, N, K, dtype="f16", layout="nt", out_dtype="f32", arch="sm_80
     for this M: a bucket holds several)."""
     from ...cache import entry_path, load
 
-    blobs = load(entry_path("cuda-tune", tune_key(M, N, K, dtype, layout, out_dtype, arch, sms)))
+    blobs = load(entry_path("cuda-tune", tune_key(M, N, K, dtype, layout, out_dtype, arch, sms)), required=("config",))
     if blobs is None:
         return None
     cfg = config_from_dict(json.loads(blobs["config"]))
