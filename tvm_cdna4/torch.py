@@ -58,7 +58,7 @@ except ImportError as err:  # the runtime extra, not a hard dependency of the pa
 
 from typing import Optional
 
-from .kernels.gemm.epilogue import ACTIVATIONS, Fusion
+from .kernels.gemm.epilogue import ACTIVATIONS, INPUTS, PARAM_ORDER, Fusion
 
 LAYOUTS = ("nt", "nn")
 """The layouts of the dynamic-M GEMM (A stored [M, K]: ``kernels.gemm.dynamic_m.check_layout``)."""
@@ -123,6 +123,19 @@ def _epilogue(op: str, first: str, device, activation, inputs: dict) -> None:
             _tensor(name, t, device, dtypes, shape, op, first)
 
 
+def _fused(M, N: int, odt, values: dict, groups: int = 0) -> dict:
+    """The fused epilogue's inputs for ``_epilogue``, ``{name: (tensor or None, shape, dtypes)}``, from
+    ``kernels.gemm.epilogue.INPUTS`` (the shape by the input's broadcast, per group for the per-column
+    ones of a grouped GEMM; float32 or the output's dtype ``odt``); ``values``: the keywords by name."""
+    return {i.name: (values[i.name], i.shape(M, N, groups), (torch.float32,) if i.dtype == "f32" else (odt,))
+            for i in INPUTS}
+
+
+def _fusion(activation, values: dict) -> Fusion:
+    """The ``Fusion`` of the keywords given (``values``: every input of ``PARAM_ORDER``, a tensor or None)."""
+    return Fusion(activation=activation, **{name: values[name] is not None for name in PARAM_ORDER})
+
+
 def check_arguments(a, b, layout, out_dtype, bias, activation, residual, row_scale, col_scale, out):
     """Check everything a launch needs but the data pointers (the fake implementation runs it too, and
     ``torch.compile`` traces it): ``(M, N, K, output dtype)``."""
@@ -135,10 +148,8 @@ def check_arguments(a, b, layout, out_dtype, bias, activation, residual, row_sca
     _tensor("a", a, a.device, (a.dtype,), (M, K))
     _tensor("b", b, a.device, (a.dtype,), (N, K) if layout == "nt" else (K, N))
     odt = _out_dtype(a, out_dtype, out)
-    _epilogue("gemm", "a", a.device, activation, {
-        "bias": (bias, (N,), (torch.float32,)), "row_scale": (row_scale, (M,), (torch.float32,)),
-        "col_scale": (col_scale, (N,), (torch.float32,)), "residual": (residual, (M, N), (odt,)),
-        "out": (out, (M, N), (odt,))})
+    values = dict(bias=bias, residual=residual, row_scale=row_scale, col_scale=col_scale)
+    _epilogue("gemm", "a", a.device, activation, {**_fused(M, N, odt, values), "out": (out, (M, N), (odt,))})
     return M, N, K, odt
 
 
@@ -178,9 +189,9 @@ def _launch(a, b, out, layout, bias, activation, residual, row_scale, col_scale)
     M, N, K, odt = check_arguments(a, b, layout, out.dtype, bias, activation, residual, row_scale, col_scale, out)
     if M == 0:
         return
-    fusion = Fusion(bias is not None, activation, residual is not None, row_scale is not None, col_scale is not None)
-    _check_alignment(a=a, b=b, out=out, bias=bias, residual=residual, row_scale=row_scale, col_scale=col_scale)
-    inputs = {"bias": bias, "residual": residual, "row_scale": row_scale, "col_scale": col_scale}
+    inputs = dict(bias=bias, residual=residual, row_scale=row_scale, col_scale=col_scale)
+    fusion = _fusion(activation, inputs)
+    _check_alignment(a=a, b=b, out=out, **inputs)
     _kernel(a, N, K, odt, layout, fusion).launch(a, b, out, *(inputs[name] for name in fusion.inputs()))
 
 
@@ -246,10 +257,8 @@ def check_grouped_arguments(x, w, offsets, layout, out_dtype, bias, activation, 
               torch.int32, offsets.dtype, op)
     _tensor("offsets", offsets, x.device, (torch.int32,), (G + 1,), op, "x")
     odt = _out_dtype(x, out_dtype, out)
-    _epilogue(op, "x", x.device, activation, {
-        "bias": (bias, (G, N), (torch.float32,)), "row_scale": (row_scale, (T,), (torch.float32,)),
-        "col_scale": (col_scale, (G, N), (torch.float32,)), "residual": (residual, (T, N), (odt,)),
-        "out": (out, (T, N), (odt,))})
+    values = dict(bias=bias, residual=residual, row_scale=row_scale, col_scale=col_scale)
+    _epilogue(op, "x", x.device, activation, {**_fused(T, N, odt, values, G), "out": (out, (T, N), (odt,))})
     return T, G, N, K, odt
 
 
@@ -271,10 +280,9 @@ def _grouped_launch(x, w, offsets, out, layout, bias, activation, residual, row_
                                               col_scale, out)
     if T == 0:
         return
-    fusion = Fusion(bias is not None, activation, residual is not None, row_scale is not None, col_scale is not None)
-    _check_alignment("grouped_gemm", x=x, w=w, offsets=offsets, out=out, bias=bias, residual=residual,
-                     row_scale=row_scale, col_scale=col_scale)
-    inputs = {"bias": bias, "residual": residual, "row_scale": row_scale, "col_scale": col_scale}
+    inputs = dict(bias=bias, residual=residual, row_scale=row_scale, col_scale=col_scale)
+    fusion = _fusion(activation, inputs)
+    _check_alignment("grouped_gemm", x=x, w=w, offsets=offsets, out=out, **inputs)
     _grouped_kernel(x, G, N, K, odt, layout, fusion).launch(x, w, out, offsets,
                                                             *(inputs[name] for name in fusion.inputs()))
 

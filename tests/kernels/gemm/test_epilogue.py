@@ -5,7 +5,8 @@ import math
 import numpy as np
 import pytest
 
-from tvm_cdna4.kernels.gemm.epilogue import ACTIVATIONS, PARAM_ORDER, Fusion, fusion_of, random_inputs, reference, tolerance
+from tvm_cdna4.kernels.gemm.epilogue import (ACTIVATIONS, INPUTS, PARAM_ORDER, Fusion, error_bound, fusion_of, random_inputs,
+                                             reference, tolerance)
 
 
 def _independent(name, x):
@@ -44,6 +45,39 @@ def test_params_follow_the_order_and_shapes():
         "residual": ((33, 100), "bfloat16")}
     assert Fusion().params(1, 2, "float32") == ()
     assert Fusion(bias=True).inputs() == ("bias",)
+
+
+def test_inputs_are_declared_once_in_the_table():
+    """``INPUTS`` is the one declaration: ``Fusion``'s fields, ``PARAM_ORDER``, the parameters' shapes and
+    dtypes (by broadcast and dtype rule, per group for the per-column ones), the test values."""
+    assert PARAM_ORDER == ("row_scale", "col_scale", "bias", "residual")
+    assert [a.name for a in Fusion.__attrs_attrs__] == [*PARAM_ORDER, "activation"]
+    assert {i.name: (i.broadcast, i.dtype, i.step, i.after_activation) for i in INPUTS} == {
+        "row_scale": ("row", "f32", "mul", False), "col_scale": ("column", "f32", "mul", False),
+        "bias": ("column", "f32", "add", False), "residual": ("element", "out", "add", True)}
+    every = Fusion(**{name: True for name in PARAM_ORDER})
+    grouped = {p.name: p.shape for p in every.params("T", 100, "float16", groups=3)}
+    assert grouped == {"row_scale": ("T",), "col_scale": (3, 100), "bias": (3, 100), "residual": ("T", 100)}
+    rng = np.random.default_rng(1)
+    inp = random_inputs(every, 6, 9, rng, np.float16, groups=3)
+    assert {k: (v.shape, v.dtype) for k, v in inp.items()} == {
+        "row_scale": ((6,), np.float32), "col_scale": ((3, 9), np.float32), "bias": ((3, 9), np.float32),
+        "residual": ((6, 9), np.float16)}
+    assert 0.5 <= inp["row_scale"].min() and inp["row_scale"].max() < 2 and -1 <= inp["bias"].min()
+
+
+def test_error_bound_scales_each_added_input_by_the_scales_after_it():
+    """The magnitude of the f32 evaluation: the product times the scales, plus each added input (the
+    scales all come before the bias and the residual here: ``|acc rs cs| + |bias| + |residual|``)."""
+    rng = np.random.default_rng(2)
+    acc = rng.standard_normal((4, 5))
+    f = Fusion(bias=True, residual=True, row_scale=True, col_scale=True)
+    inp = random_inputs(f, 4, 5, rng)
+    magnitude = (np.abs(acc) * inp["row_scale"][:, None] * inp["col_scale"][None, :] + np.abs(inp["bias"])[None, :]
+                 + np.abs(inp["residual"]))
+    rel, _ = tolerance(f, "f32")
+    want = rel * np.abs(reference(acc, f, inp)) + 2.0 ** -126 + 2.0 ** -21 * magnitude
+    np.testing.assert_allclose(error_bound(acc, f, inp, "f32"), want, rtol=1e-15)
 
 
 def test_keywords_and_record_agree():

@@ -30,7 +30,11 @@ sm_80, ``v_exp_f32`` on gfx950: a relative error of about 2^-22), so a fused ker
 reference (``reference``) to the output dtype's rounding plus a few f32 ulps of the activation
 (``tolerance``).
 
-The kernel's parameters follow C in ``PARAM_ORDER`` (only those asked for), before a split-K
+Each input is declared once, a row of ``INPUTS`` (``Input``: its name, how it broadcasts against C
+(row, column or element), its dtype (f32 or C's), its step (multiply or add), before or after the
+activation): ``Fusion``'s fields, ``PARAM_ORDER``, ``Fusion.params``, ``random_inputs``, ``reference``,
+``error_bound``, the emitters' loads (``Input.at``), the runtime's arguments and the CLI's flags read
+it. The kernel's parameters follow C in ``PARAM_ORDER`` (only those asked for), before a split-K
 workspace: ``A, B, C, row_scale, col_scale, bias, residual[, W, S]``.
 """
 
@@ -44,7 +48,102 @@ from ..common import Extent, Param  # noqa: F401 (re-exported: the shared vocabu
 ACTIVATIONS = ("relu", "silu", "gelu")
 """The activations a fused epilogue applies (``gelu`` is the tanh form)."""
 
-PARAM_ORDER = ("row_scale", "col_scale", "bias", "residual")
+BROADCASTS = ("row", "column", "element")
+"""How an input meets C: one value per row (``[M]``), per column (``[N]``; per group ``[G, N]`` in a
+grouped GEMM, whose rows belong to the groups) or per element (C's shape ``[M, N]``)."""
+
+STEPS = ("mul", "add")
+"""What an input does to the value: ``v = v * x`` or ``v = v + x``."""
+
+
+def _one_of(choices):
+    def check(instance, attribute, value):
+        if value not in choices:
+            raise ValueError(f"epilogue input {attribute.name}: expected one of {choices}, found {value!r}")
+    return check
+
+
+@attrs.frozen
+class Input:
+    """One input of the fused epilogue, declared once (``INPUTS``): the ``Fusion`` field, the kernel
+    parameter, the test values, the reference, the emitters' loads, the runtime's arguments and the
+    CLI's flag all come from it."""
+
+    name: str
+    """The ``Fusion`` field, the kernel parameter, the keyword, the CLI flag (``--`` + ``-`` for ``_``)."""
+    broadcast: str = attrs.field(validator=_one_of(BROADCASTS))
+    """``row`` ``[M]``, ``column`` ``[N]`` (per group ``[G, N]``) or ``element`` ``[M, N]`` (``BROADCASTS``)."""
+    dtype: str = attrs.field(validator=_one_of(("f32", "out")))
+    """``f32``, or ``out``: C's dtype (converted to f32 where it is applied)."""
+    step: str = attrs.field(validator=_one_of(STEPS))
+    """``mul`` or ``add`` (``STEPS``)."""
+    values: tuple[float, float]
+    """The test inputs' range ``[low, high)`` (``random_inputs``)."""
+    help: str
+    """One line: what it does (the CLI flag's help)."""
+    after_activation: bool = False
+    """Applied after the activation (else before it)."""
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+    @property
+    def per_group(self) -> bool:
+        """A grouped GEMM takes one per group (``[G, N]``): the per-column inputs."""
+        return self.broadcast == "column"
+
+    def shape(self, M: Extent, N: int, groups: int = 0) -> tuple:
+        """The parameter's shape (``groups`` > 0: a grouped GEMM's, M its rows T)."""
+        if self.broadcast == "row":
+            return (M,)
+        if self.broadcast == "column":
+            return (groups, N) if groups else (N,)
+        return (M, N)
+
+    def tir_dtype(self, out_dtype: str) -> str:
+        """The parameter's TIR dtype (``out_dtype``: C's)."""
+        return "float32" if self.dtype == "f32" else out_dtype
+
+    def at(self, tensor, row, col, group=None):
+        """``tensor`` (the kernel's parameter, or an array) at output element (``row``, ``col``): what the
+        emitters load (a grouped GEMM's per-column input at the tile's ``group``)."""
+        if self.broadcast == "row":
+            return tensor[row]
+        if self.broadcast == "column":
+            return tensor[col] if group is None else tensor[group, col]
+        return tensor[row, col]
+
+    def spread(self, x):
+        """An input array as float64 that broadcasts against C ``[M, N]``: a row's ``[M]`` as ``[M, 1]``, a
+        column's ``[N]`` as ``[1, N]`` (``[M, N]``: a grouped GEMM's gathered per row,
+        ``kernels.gemm.grouped.per_row``), an element's as it is."""
+        import numpy as np
+
+        x = np.asarray(x).astype(np.float64)
+        if self.broadcast == "row":
+            return x[:, None]
+        if self.broadcast == "column" and x.ndim == 1:
+            return x[None, :]
+        return x
+
+
+INPUTS = (
+    Input("row_scale", "row", "f32", "mul", (0.5, 2.0), "multiply row m by an f32 scale [M] (per token)"),
+    Input("col_scale", "column", "f32", "mul", (0.5, 2.0), "multiply column n by an f32 scale [N] (per channel)"),
+    Input("bias", "column", "f32", "add", (-1.0, 1.0), "add a per-column f32 bias [N]"),
+    Input("residual", "element", "out", "add", (-1.0, 1.0), "add a residual input of C's shape and dtype",
+          after_activation=True),
+)
+"""The epilogue's inputs, in the order they are applied (the activation between the last one before it
+and the first ``after_activation``) and follow C in the kernel's signature (``PARAM_ORDER``). A new
+input is one row here (and its keyword in ``tvm_cdna4.torch``): the plans, emitters, runtime and CLI
+read the table (docs/architecture.md, "Where a change goes")."""
+
+INPUT = {i.name: i for i in INPUTS}
+"""``INPUTS`` by name."""
+
+PARAM_ORDER = tuple(i.name for i in INPUTS)
 """The epilogue's inputs, in the order they follow C in the kernel's signature."""
 
 LOG2E = 1.4426950408889634
@@ -61,47 +160,49 @@ def _activation(instance, attribute, value):
         raise ValueError(f"epilogue activation {value!r}: expected one of {ACTIVATIONS} or None")
 
 
-@attrs.frozen
-class Fusion:
-    """What the epilogue fuses after the GEMM (module docstring: the order and the formulas). The
-    default fuses nothing: the plain ``C = cast(A @ B)``."""
+def _fields() -> dict:
+    """``Fusion``'s fields: one bool per input of ``INPUTS`` (in its order), then ``activation``."""
+    return {**{i.name: attrs.field(default=False) for i in INPUTS},
+            "activation": attrs.field(default=None, validator=_activation)}
 
-    bias: bool = False
-    """Add ``bias[n]`` (f32 [N]) to every row."""
-    activation: str | None = attrs.field(default=None, validator=_activation)
-    """``relu``, ``silu``, ``gelu`` (tanh form) or None."""
-    residual: bool = False
-    """Add ``residual[m, n]`` (C's shape and dtype) after the activation."""
-    row_scale: bool = False
-    """Multiply row m by ``row_scale[m]`` (f32 [M]) first."""
-    col_scale: bool = False
-    """Multiply column n by ``col_scale[n]`` (f32 [N]) first."""
+
+@attrs.frozen(these=_fields())
+class Fusion:
+    """What the epilogue fuses after the GEMM (module docstring: the order and the formulas): a bool
+    per input of ``INPUTS`` (``Fusion(bias=True)``: add ``bias[n]``; ``INPUTS``' help says what each
+    does) and ``activation`` (``relu``, ``silu``, ``gelu`` (tanh form) or None). The default fuses
+    nothing: the plain ``C = cast(A @ B)``."""
 
     @property
     def empty(self) -> bool:
         """Nothing fused."""
         return self == Fusion()
 
+    def steps(self) -> tuple[Input, ...]:
+        """The inputs it reads (``INPUTS`` records), in ``PARAM_ORDER``."""
+        return tuple(i for i in INPUTS if getattr(self, i.name))
+
     def inputs(self) -> tuple[str, ...]:
         """The names of the inputs it reads, in ``PARAM_ORDER``."""
-        return tuple(name for name in PARAM_ORDER if getattr(self, name))
+        return tuple(i.name for i in self.steps())
 
     def params(self, M: Extent, N: int, out_dtype: str, groups: int = 0) -> tuple[Param, ...]:
         """Its kernel parameters (``out_dtype``: C's TIR dtype, the residual's), in ``PARAM_ORDER``;
         ``groups`` > 0 (a grouped GEMM): the per-column inputs per group, ``[groups, N]``."""
-        column = (groups, N) if groups else (N,)
-        shapes = {"row_scale": ((M,), "float32"), "col_scale": (column, "float32"), "bias": (column, "float32"),
-                  "residual": ((M, N), out_dtype)}
-        return tuple(Param(name, *shapes[name]) for name in self.inputs())
+        return tuple(Param(i.name, i.shape(M, N, groups), i.tir_dtype(out_dtype)) for i in self.steps())
 
     def describe(self) -> str:
-        """One short line: ``row_scale * col_scale + bias -> silu + residual`` (``none`` when empty)."""
-        parts = [" * ".join(n for n in ("row_scale", "col_scale") if getattr(self, n))]
-        parts[0] = ("acc * " + parts[0]) if parts[0] else "acc"
-        text = parts[0] + (" + bias" if self.bias else "")
-        text += f" -> {self.activation}" if self.activation else ""
-        text += " + residual" if self.residual else ""
-        return "none" if self.empty else text
+        """One short line: ``acc * row_scale * col_scale + bias -> silu + residual`` (``none`` when empty)."""
+        if self.empty:
+            return "none"
+        text = "acc"
+        for when in (False, True):
+            if when and self.activation:
+                text += f" -> {self.activation}"
+            for i in self.steps():
+                if i.after_activation == when:
+                    text += f" {'*' if i.step == 'mul' else '+'} {i.name}"
+        return text
 
     def as_dict(self) -> dict:
         return attrs.asdict(self)
@@ -109,9 +210,11 @@ class Fusion:
 
 def fusion_of(bias: bool = False, activation: str | None = None, residual: bool = False, row_scale: bool = False,
               col_scale: bool = False, fusion: Fusion | None = None) -> Fusion:
-    """The ``Fusion`` of the build APIs' keywords (``bias=True, activation="silu", ...``), or ``fusion``
-    itself when given (then no keyword may be set)."""
-    keywords = Fusion(bool(bias), activation, bool(residual), bool(row_scale), bool(col_scale))
+    """The ``Fusion`` of the build APIs' keywords (``bias=True, activation="silu", ...``: sugar for these
+    five; any input of ``INPUTS`` through ``fusion=Fusion(...)``), or ``fusion`` itself when given (then
+    no keyword may be set)."""
+    keywords = Fusion(bias=bool(bias), activation=activation, residual=bool(residual), row_scale=bool(row_scale),
+                      col_scale=bool(col_scale))
     if fusion is None:
         return keywords
     if not keywords.empty:
@@ -139,17 +242,16 @@ def activation(name: str | None, x, ops):
 
 def apply(fusion: Fusion, v, at: dict, ops):
     """The fused steps on one accumulator value (or array) ``v``: ``at`` maps each input name of
-    ``fusion.inputs()`` to its value at this element (an array, a TIR load), already f32 except the
-    residual, which ``ops.f32`` converts. The output cast is the caller's."""
-    if fusion.row_scale:
-        v = v * at["row_scale"]
-    if fusion.col_scale:
-        v = v * at["col_scale"]
-    if fusion.bias:
-        v = v + at["bias"]
-    v = activation(fusion.activation, v, ops)
-    if fusion.residual:
-        v = v + ops.f32(at["residual"])
+    ``fusion.inputs()`` to its value at this element (an array, a TIR load), already f32 except those
+    of C's dtype (``Input.dtype`` ``out``: the residual), which ``ops.f32`` converts. The output cast
+    is the caller's."""
+    for when in (False, True):
+        if when:
+            v = activation(fusion.activation, v, ops)
+        for i in fusion.steps():
+            if i.after_activation == when:
+                x = ops.f32(at[i.name]) if i.dtype == "out" else at[i.name]
+                v = v * x if i.step == "mul" else v + x
     return v
 
 
@@ -160,49 +262,28 @@ def _numpy_ops(dtype):
                            f32=lambda x: np.asarray(x).astype(dtype))
 
 
-def random_inputs(fusion: Fusion, M: int, N: int, rng, residual_dtype=None, groups: int = 0) -> dict:
-    """Inputs for a test of ``fusion``: scales in [0.5, 2), bias and residual in [-1, 1) (the residual
-    rounded to ``residual_dtype``, a numpy dtype, when given); ``groups`` > 0: the per-column inputs
-    per group, ``[groups, N]`` (``Fusion.params``)."""
+def random_inputs(fusion: Fusion, M: int, N: int, rng, out_dtype=None, groups: int = 0) -> dict:
+    """Inputs for a test of ``fusion``, each drawn uniformly from its ``Input.values`` (scales in [0.5, 2),
+    bias and residual in [-1, 1)) as f32, those of C's dtype rounded to ``out_dtype`` (a numpy dtype)
+    when given; ``groups`` > 0: the per-column inputs per group, ``[groups, N]`` (``Fusion.params``)."""
     import numpy as np
 
-    out, column = {}, (groups, N) if groups else N
-    if fusion.row_scale:
-        out["row_scale"] = rng.uniform(0.5, 2.0, M).astype(np.float32)
-    if fusion.col_scale:
-        out["col_scale"] = rng.uniform(0.5, 2.0, column).astype(np.float32)
-    if fusion.bias:
-        out["bias"] = rng.uniform(-1.0, 1.0, column).astype(np.float32)
-    if fusion.residual:
-        res = rng.uniform(-1.0, 1.0, (M, N)).astype(np.float32)
-        out["residual"] = res.astype(residual_dtype) if residual_dtype is not None else res
+    out = {}
+    for i in fusion.steps():
+        shape = i.shape(M, N, groups)
+        x = rng.uniform(*i.values, shape[0] if len(shape) == 1 else shape).astype(np.float32)
+        out[i.name] = x.astype(out_dtype) if i.dtype == "out" and out_dtype is not None else x
     return out
-
-
-def _per_column(x):
-    """A per-column input as a row to broadcast: ``[N]`` -> ``[1, N]``; ``[M, N]`` (a grouped GEMM's
-    ``[G, N]`` gathered per row: ``kernels.gemm.grouped.per_row``) as it is."""
-    import numpy as np
-
-    x = np.asarray(x, np.float64)
-    return x[None, :] if x.ndim == 1 else x
 
 
 def reference(acc, fusion: Fusion, inputs: dict):
     """The fused epilogue on the whole accumulator ``acc`` [M, N] in float64 (before the output cast):
-    what a kernel's result is compared with (the per-column inputs ``[N]``, or ``[M, N]``: ``_per_column``)."""
+    what a kernel's result is compared with (each input broadcast by ``Input.spread``: the per-column
+    ones ``[N]``, or ``[M, N]`` gathered per row for a grouped GEMM)."""
     import numpy as np
 
     acc = np.asarray(acc, dtype=np.float64)
-    at = {}
-    if fusion.row_scale:
-        at["row_scale"] = np.asarray(inputs["row_scale"], np.float64)[:, None]
-    if fusion.col_scale:
-        at["col_scale"] = _per_column(inputs["col_scale"])
-    if fusion.bias:
-        at["bias"] = _per_column(inputs["bias"])
-    if fusion.residual:
-        at["residual"] = np.asarray(inputs["residual"]).astype(np.float64)
+    at = {i.name: i.spread(inputs[i.name]) for i in fusion.steps()}
     with np.errstate(over="ignore"):  # 2^x overflows to inf where an activation saturates (the limit is exact)
         return apply(fusion, acc, at, _numpy_ops(np.float64))
 
@@ -228,25 +309,26 @@ SLOPES = {None: 1.0, "relu": 1.0, "silu": 1.1, "gelu": 1.13}
 def error_bound(acc, fusion: Fusion, inputs: dict, out_dtype: str, acc_error=0.0):
     """The error allowed per element between a fused kernel's output and ``reference(acc, fusion,
     inputs)``: ``tolerance``'s ``rel * |reference| + abs``; plus, for the f32 evaluation of terms that
-    cancel (a bias or a residual against the product), 2^-21 (four roundings of 2^-24; 2^-18 with an
-    activation) of the terms' magnitude ``|acc * row_scale * col_scale| + |bias| + |residual|``, which
-    bounds every intermediate value; plus half the smallest f16 subnormal (2^-25) for f16 outputs, the
-    smallest normal f32 (2^-126: fast-math code flushes subnormal results to zero) for the others; plus
-    ``acc_error`` (a bound of the accumulator's own error, per element or one number; 0 where the
-    product is exact) times the scales and the activation's slope (``SLOPES``)."""
+    cancel (an added input against the product), 2^-21 (four roundings of 2^-24; 2^-18 with an
+    activation) of the terms' magnitude (``|acc * row_scale * col_scale| + |bias| + |residual|``: each
+    added input times the scales applied after it), which bounds every intermediate value; plus half
+    the smallest f16 subnormal (2^-25) for f16 outputs, the smallest normal f32 (2^-126: fast-math code
+    flushes subnormal results to zero) for the others; plus ``acc_error`` (a bound of the
+    accumulator's own error, per element or one number; 0 where the product is exact) times the scales
+    and the activation's slope (``SLOPES``)."""
     import numpy as np
 
     acc = np.asarray(acc, dtype=np.float64)
-    scale = np.ones((1, 1))
-    if fusion.row_scale:
-        scale = scale * np.abs(np.asarray(inputs["row_scale"], np.float64))[:, None]
-    if fusion.col_scale:
-        scale = scale * np.abs(_per_column(inputs["col_scale"]))
+    scale, added = np.ones((1, 1)), []
+    for i in fusion.steps():
+        x = np.abs(i.spread(inputs[i.name]))
+        if i.step == "mul":
+            scale, added = scale * x, [a * x for a in added]
+        else:
+            added.append(x)
     magnitude = np.abs(acc) * scale
-    if fusion.bias:
-        magnitude = magnitude + np.abs(_per_column(inputs["bias"]))
-    if fusion.residual:
-        magnitude = magnitude + np.abs(np.asarray(inputs["residual"]).astype(np.float64))
+    for a in added:
+        magnitude = magnitude + a
     rel, absolute = tolerance(fusion, out_dtype)
     evaluation = 2.0 ** (-18 if fusion.activation else -21)
     floor = 2.0 ** -25 if out_dtype in ("f16", "float16") else 2.0 ** -126
@@ -270,5 +352,6 @@ def check(out, acc, fusion: Fusion, inputs: dict, out_dtype: str, acc_error=0.0)
     return worst, worst <= 1.0
 
 
-__all__ = ["ACTIVATIONS", "GELU_A", "GELU_B", "GELU_CUBIC", "LOG2E", "PARAM_ORDER", "SLOPES", "SQRT_2_OVER_PI", "Fusion", "Param",
-           "activation", "apply", "check", "error_bound", "fusion_of", "random_inputs", "reference", "tolerance"]
+__all__ = ["ACTIVATIONS", "BROADCASTS", "GELU_A", "GELU_B", "GELU_CUBIC", "INPUT", "INPUTS", "LOG2E", "PARAM_ORDER",
+           "SLOPES", "SQRT_2_OVER_PI", "STEPS", "Fusion", "Input", "Param", "activation", "apply", "check", "error_bound",
+           "fusion_of", "random_inputs", "reference", "tolerance"]

@@ -219,11 +219,14 @@ def group_of_rows(offsets):
 
 def per_row(inputs: dict, offsets) -> dict:
     """A grouped GEMM's fused inputs for ``kernels.gemm.epilogue.reference`` / ``check``: the per-group
-    ``bias`` and ``col_scale`` ``[G, N]`` gathered to every row's group, ``[T, N]``; the others as they are."""
+    ones (``Input.per_group``: ``bias``, ``col_scale``) ``[G, N]`` gathered to every row's group,
+    ``[T, N]``; the others as they are."""
     import numpy as np
 
+    from .epilogue import INPUT
+
     rows = group_of_rows(offsets)
-    return {name: np.asarray(x)[rows] if name in ("bias", "col_scale") else x for name, x in inputs.items()}
+    return {name: np.asarray(x)[rows] if INPUT[name].per_group else x for name, x in inputs.items()}
 
 
 def check_layout(layout: str, who: str = "grouped GEMM") -> str:

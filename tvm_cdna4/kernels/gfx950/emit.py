@@ -283,13 +283,8 @@ def fused_ops(out: str) -> SimpleNamespace:
 def fused_inputs(fusion: Fusion, args, row, col, group=None) -> dict:
     """``kernels.gemm.epilogue.apply``'s ``at``: the fused inputs at element (``row``, ``col``) of C,
     loaded from the kernel's parameters (``args``; ``Fusion.params``); a grouped tile's per-column
-    inputs (``[G, N]``) at its ``group``'s row."""
-    def column(x):
-        return x[col] if group is None else x[group, col]
-
-    at = {"row_scale": lambda: args.row_scale[row], "col_scale": lambda: column(args.col_scale),
-          "bias": lambda: column(args.bias), "residual": lambda: args.residual[row, col]}
-    return {name: at[name]() for name in fusion.inputs()}
+    inputs (``[G, N]``) at its ``group``'s row; each indexed by its broadcast (``Input.at``)."""
+    return {i.name: i.at(getattr(args, i.name), row, col, group) for i in fusion.steps()}
 
 
 def epilogue_value(epilogue: Epilogue, value, at: dict | None = None):

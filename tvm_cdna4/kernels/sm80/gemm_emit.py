@@ -598,16 +598,10 @@ def fused_inputs(fusion, args, row, col, group=None, residual=None) -> dict:
     """The fusion's inputs of output element (``row``, ``col``), by name (the caller keeps both inside
     C): the residual in C's dtype (or ``residual``, the caller's value of it: one half of a pair read as
     a word), the row scale at ``row``, the per-column inputs at ``col`` (a grouped tile's ``[G, N]`` ones
-    at its ``group``'s row)."""
+    at its ``group``'s row); each indexed by its broadcast (``kernels.gemm.epilogue.Input.at``)."""
     at = {}
-    for name in fusion.inputs():
-        tensor = args[name]
-        if name == "residual":
-            at[name] = tensor[row, col] if residual is None else residual
-        elif name == "row_scale":
-            at[name] = tensor[row]
-        else:
-            at[name] = tensor[col] if group is None else tensor[group, col]
+    for i in fusion.steps():
+        at[i.name] = residual if i.name == "residual" and residual is not None else i.at(args[i.name], row, col, group)
     return at
 
 
