@@ -7,6 +7,7 @@ import textwrap
 from dataclasses import replace
 from types import SimpleNamespace
 
+import attrs
 import pytest
 
 from tvm_cdna4 import cache
@@ -172,24 +173,24 @@ def test_cli_no_cache(fake_compile, cache_dir, capsys):
 
 
 def test_gfx950_build_is_cached(monkeypatch, cache_dir):
-    from tvm_cdna4.cli import gemm_gfx950 as gfx950_cli
+    from tvm_cdna4.kernels import gemm
     from tvm_cdna4.rocm import build as rocm_build
 
-    args = SimpleNamespace(M=64, N=64, K=64, dtype="f16", layout="nn", out_dtype="f32")
-    cold = gfx950_cli.build_cached(args)
+    problem = gemm.GemmProblem(64, 64, 64, "f16", "nn", "f32")
+    cold = gemm.build(problem, "gfx950")  # what the CLI builds
     assert "v_mfma" in cold.asm and cold.code_object is None or cold.code_object[:4] == b"\x7fELF"
     monkeypatch.setattr(rocm_build, "build", _refuse)  # the build the cache runs on a miss
-    warm = gfx950_cli.build_cached(args)
+    warm = gemm.build(problem, "gfx950")
     assert (warm.llvm_ir, warm.asm, warm.kernels, warm.code_object) == \
         (cold.llvm_ir, cold.asm, cold.kernels, cold.code_object)
     assert warm.executable is None
     with pytest.raises(AssertionError, match="built although"):
-        gfx950_cli.build_cached(replace_ns(args, K=128))
+        gemm.build(attrs.evolve(problem, K=128), "gfx950")
     from tvm_cdna4.kernels.gfx950 import gemm as gfx950_gemm  # the key's digest: gfx950_gemm.build, which the CLI calls
 
     monkeypatch.setattr(gfx950_gemm, "schedule_digest", lambda: "an edited schedule")
     with pytest.raises(AssertionError, match="built although"):  # an edit under the same version rebuilds
-        gfx950_cli.build_cached(args)
+        gemm.build(problem, "gfx950")
 
 
 def test_source_digest_covers_the_files_it_names():
@@ -200,10 +201,6 @@ def test_source_digest_covers_the_files_it_names():
     assert len({plan, emit, cuda_gemm.schedule_digest(), gfx950_cli.schedule_digest()}) == 4
     assert cache.source_digest("kernels/sm80/gemm_plan.py") == plan  # stable (memoized per process)
     assert cache.source_digest("no/such/*.py") == cache.hashlib.sha256().hexdigest()
-
-
-def replace_ns(ns, **changes):
-    return SimpleNamespace(**{**vars(ns), **changes})
 
 
 @pytest.mark.parametrize("name", ["apache-tvm-tirx", "tvm-cdna4", "apache_tvm_ffi", "numpy"])

@@ -1,5 +1,5 @@
-"""Deprecated: moved to :mod:`tvm_cdna4.cli.gemm_gfx950` (CHANGELOG.md, 0.2.0)."""
+"""Deprecated: the gfx950, dynamic-M and grouped GEMM commands are :mod:`tvm_cdna4.cli.gemm` (CHANGELOG.md, 0.2.0)."""
 
 from ._deprecated import alias
 
-alias(__name__, "tvm_cdna4.cli.gemm_gfx950")
+alias(__name__, "tvm_cdna4.cli.gemm")

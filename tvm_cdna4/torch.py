@@ -431,5 +431,19 @@ def attention(q, k, v, *, causal: bool = False, scale=None, return_lse: bool = F
     return (o, lse) if return_lse else o
 
 
-__all__ = ["ALIGNMENT", "LAYOUTS", "attention", "check_arguments", "check_attention_arguments",
-           "check_grouped_arguments", "gemm", "grouped_gemm", "kernel_cache"]
+def attention_dtype(problem):
+    """The torch dtype of an ``AttentionProblem``'s 16-bit inputs (``IN_DTYPES``, inverted)."""
+    return {name: dtype for dtype, name in IN_DTYPES.items()}[problem.dtype]
+
+
+def run_attention(problem, arrays):
+    """``(o, lse)`` of ``attention(..., return_lse=True)`` on the GPU, numpy in and out: the ``run`` of
+    ``kernels.attention.validate`` for sm80 (the CLI passes it where an NVIDIA GPU is present; the
+    GEMM's is ``runtime.cuda.run_gemm``)."""
+    q, k, v = (torch.from_numpy(arrays[n].astype("float32")).to("cuda", attention_dtype(problem)) for n in ("Q", "K", "V"))
+    o, lse = attention(q, k, v, causal=problem.causal, scale=problem.scale, return_lse=True)
+    return o.float().cpu().numpy(), lse.float().cpu().numpy()
+
+
+__all__ = ["ALIGNMENT", "LAYOUTS", "attention", "attention_dtype", "check_arguments", "check_attention_arguments",
+           "check_grouped_arguments", "gemm", "grouped_gemm", "kernel_cache", "run_attention"]

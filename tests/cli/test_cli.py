@@ -321,7 +321,7 @@ BAD_ARGV = [
     (("gemm", "--target", "sm90", "--emit", "config"), f"{GEMM} --target: invalid choice: 'sm90'"),
     # the target is never implied
     (("gemm", "-M", "64", "--emit", "config"),
-     f"{GEMM} --target: required; expected one of sm80, sm_80, gfx950"),
+     f"{GEMM} --target: required; expected one of gfx950, sm80, sm_80"),
     ((*SM80, "--emit"), f"{GEMM} --emit: expected one argument"),
     ((*SM80, "--emit", "config", "--frobnicate"), "python -m tvm_cdna4 gemm: error: unrecognized arguments: --frobnicate"),
     # options a target or a mode would ignore, options that need another

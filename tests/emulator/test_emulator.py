@@ -1,7 +1,5 @@
 """The wavefront emulator: probes against the reference, a GEMM against numpy, seeded bugs."""
 
-import argparse
-
 import numpy as np
 import pytest
 
@@ -84,11 +82,10 @@ def test_emulated_gfx950_gemm_matches_numpy(shape, rng):
 
 
 def test_gemm_cli_validate_passes(capsys):
-    from tvm_cdna4.cli import gemm_gfx950 as gfx950_cli
+    from tvm_cdna4.cli import main
 
-    args = argparse.Namespace(dtype="f16", layout="nn", out_dtype="f32", M=33, N=40, K=70, emit=None, report=False,
-                              validate=True, seed=0)
-    assert gfx950_cli.run(args) == 0
+    assert main(["gemm", "--target", "gfx950", "--dtype", "f16", "--layout", "nn", "--out-dtype", "f32", "-M", "33",
+                 "-N", "40", "-K", "70", "--validate"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[-1] == "PASS" and "relative error" in out[0]
 

@@ -196,19 +196,16 @@ def _validate(args, problem, config, gpu: bool, options) -> int:
     without a GPU: the CUDA emulator, small shapes)."""
     from ..kernels import attention
 
-    result = attention.validate(problem, args.target, config, args.seed, run=run_sm80 if gpu else None, **options)
+    run = None
+    if gpu:  # the GPU runner of the runtime layer (the family's validate does the rest)
+        _torch_attention()  # first: it says why there is no GPU (or no torch)
+        from ..torch import run_attention as run
+    result = attention.validate(problem, args.target, config, args.seed, run=run, **options)
     lse = "not returned" if result.lse_ratio is None else f"{result.lse_ratio:.3f}"
     print(f"validated {args.target} {_title(problem)} on {result.where} in {result.seconds:.2f} s: largest error / "
           f"bound: O {result.o_ratio:.3f}, LSE {lse} (float64 reference, kernels.gfx950.attention_plan.error_bound)")
     print("PASS" if result.ok else "FAIL")
     return 0 if result.ok else 1
-
-
-def _torch_dtype(problem):
-    """The torch dtype of the problem's 16-bit inputs (``tvm_cdna4.torch.IN_DTYPES``, inverted)."""
-    from ..torch import IN_DTYPES
-
-    return {name: dtype for dtype, name in IN_DTYPES.items()}[problem.dtype]
 
 
 def _torch_attention():
@@ -224,25 +221,15 @@ def _torch_attention():
     return tt.attention
 
 
-def run_sm80(problem, arrays):
-    """``(o, lse)`` of ``tvm_cdna4.torch.attention(..., return_lse=True)`` on the GPU (numpy in and
-    out): the façade's ``validate(..., run=)`` for sm80."""
-    attend = _torch_attention()  # first: it says why there is no GPU (or no torch)
-    import torch
-
-    q, k, v = (torch.from_numpy(arrays[n].astype("float32")).to("cuda", _torch_dtype(problem)) for n in ("Q", "K", "V"))
-    o, lse = attend(q, k, v, causal=problem.causal, scale=problem.scale, return_lse=True)
-    return o.float().cpu().numpy(), lse.float().cpu().numpy()
-
-
 def _bench(problem) -> None:
     """``--bench`` (sm80): ``tvm_cdna4.torch.attention`` timed on the GPU (``runtime.cuda.bench_ms``)."""
     attend = _torch_attention()  # first: it says why there is no GPU (or no torch)
     import torch
 
     from ..runtime import cuda as runner
+    from ..torch import attention_dtype
 
     shapes = problem.shapes()
-    q, k, v = (torch.randn(shapes[n], dtype=_torch_dtype(problem), device="cuda") for n in ("Q", "K", "V"))
+    q, k, v = (torch.randn(shapes[n], dtype=attention_dtype(problem), device="cuda") for n in ("Q", "K", "V"))
     ms = runner.bench_ms(lambda: attend(q, k, v, causal=problem.causal, scale=problem.scale))
     print(f"bench sm80 {_title(problem)}: {ms:.3f} ms, {problem.flops() / ms / 1e9:.1f} TFLOP/s")

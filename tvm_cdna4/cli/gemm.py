@@ -17,56 +17,81 @@ Exit codes: 0 success, 1 validation failed, 2 usage error / unavailable target /
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 
-from ..kernels.gemm.epilogue import ACTIVATIONS, Fusion
-from .args import (FLAGS_OFF, Default, DefaultsFormatter, check_gemm, nonnegative_int, positive_int, row_counts,
-                   tile)
+import attrs
 
-TARGETS = ("sm80", "sm_80", "gfx950")
-CUDA_DTYPES = ("f16", "bf16")
-GFX950_DTYPES = ("f16", "bf16", "fp8", "bf8", "fp8_bf8", "bf8_fp8", "i8", "f32", "f64",
-                 "mxfp8", "mxbf8", "mxfp6", "mxbf6", "mxfp4")
+from ..kernels import gemm
+from ..kernels.gemm.epilogue import ACTIVATIONS, INPUTS, Fusion
+from .args import (FLAGS_OFF, Default, DefaultsFormatter, check_gemm, given, nonnegative_int, parse_row_counts,
+                   positive_int, row_counts, tile)
+
+TILE_OPTIONS = ("block", "warps", "stages", "mfma", "lds_dma", "group_m", "ctas")
+"""The tile flags, given by name to the target's ``config_from_options`` (``kernels.gemm.config_from_options``)."""
+PLANNED = ("block", "warps", "stages", "group_m", "ctas", "mfma", "lds_dma", "reduction", "tune")
+"""The options a dynamic-M or grouped GEMM refuses: the cost model plans each of its buckets."""
+
+
+def targets() -> dict[str, str]:
+    """``--target``'s spellings: every row of ``kernels.gemm.TARGETS`` and its aliases, to the row's name."""
+    return {spelling: row.name for row in gemm.TARGETS.values() for spelling in (row.name, *row.aliases)}
 
 
 def add_gemm_parser(subparsers) -> argparse.ArgumentParser:
     """Register the ``gemm`` subcommand on an argparse subparsers object (its options' types and checks:
-    ``cli.args``)."""
-    p = subparsers.add_parser(
-        "gemm",
-        help="tiled GEMM schedule: build, --validate, --bench, --emit cuda",
-        description=f"{__doc__}{FLAGS_OFF}\n",
-        formatter_class=DefaultsFormatter,
-    )
-    p.add_argument("--target", required=True, choices=TARGETS,
+    ``cli.args``; ``--target`` from ``kernels.gemm.TARGETS``, the fused-epilogue flags from
+    ``kernels.gemm.epilogue.INPUTS`` and ``ACTIVATIONS``)."""
+    p = subparsers.add_parser("gemm", help="tiled GEMM schedule: build, --validate, --bench, --emit cuda",
+                              description=f"{__doc__}{FLAGS_OFF}\n", formatter_class=DefaultsFormatter)
+    p.add_argument("--target", required=True, choices=tuple(targets()),
                    help="sm80 (CUDA, also spelled sm_80: runs on sm_80 and newer, sm_90 included) or gfx950 (CDNA4); "
                         "required, no default: the two validate, time and emit differently")
-    p.add_argument("--dtype", default="f16", choices=GFX950_DTYPES,
-                   help="input dtype (sm80: f16, bf16; gfx950: all listed)")
-    p.add_argument("--out-dtype", default=None, choices=("f32", "f16", "bf16", "i32", "f64"),
+    p.add_argument("--dtype", default="f16", choices=gemm.DTYPES, help="input dtype (sm80: f16, bf16; gfx950: all listed)")
+    p.add_argument("--out-dtype", default=None, choices=gemm.OUT_DTYPES,
                    help="output dtype (default: the input dtype's first output: f32; gfx950 i8: i32, f64: f64). "
                         "One the dtype does not produce is refused")
-    p.add_argument(
-        "--layout",
-        default="nt",
-        choices=("nn", "nt", "tn", "tt"),
-        help="n: A is [M,K] / B is [K,N]; t: A is [K,M] / B is [N,K] (nt = both K-contiguous)",
-    )
+    p.add_argument("--layout", default="nt", choices=gemm.LAYOUTS,
+                   help="n: A is [M,K] / B is [K,N]; t: A is [K,M] / B is [N,K] (nt = both K-contiguous)")
     p.add_argument("-M", type=positive_int, default=Default(4096),
                    help="rows of A and C (with --dynamic-m: the run-time M; not with --groups, whose rows are A's)")
     p.add_argument("-N", type=positive_int, default=Default(4096), help="columns of B and C")
     p.add_argument("-K", type=positive_int, default=Default(4096), help="the reduction length")
     p.add_argument("--validate", action="store_true",
-                   help="sm80: run on the GPU; gfx950: run in the CPU wavefront emulator; compare with numpy (float64)")
+                   help="sm80: run on the GPU; gfx950: run in the CPU wavefront emulator; compare with the float64 "
+                        "reference within kernels.gemm.epilogue.error_bound (kernels.gemm.validate)")
     p.add_argument("--report", action="store_true", help="gfx950: static performance report (instruction mix, llvm-mca)")
     p.add_argument("--json", action="store_true", help="with --report (gfx950): the report as one JSON object (per-wave "
                    "figures and the whole-GPU estimate)")
-    p.add_argument("--seed", type=nonnegative_int, default=Default(0),
-                   help="random input seed, with --validate")
+    p.add_argument("--seed", type=nonnegative_int, default=Default(0), help="random input seed, with --validate")
     p.add_argument("--bench", action="store_true", help="time on the GPU (median, L2 flushed) and print TFLOP/s")
     p.add_argument("--emit", choices=("cuda", "asm", "llvm", "tir", "config"),
                    help="print the generated code: cuda (sm80), asm / llvm (gfx950), tir, config (default: none; "
                         "sm80 without an action builds and says so)")
+    _tile_options(p)
+    fused = p.add_argument_group("fused epilogue", "applied to the f32 accumulator before the output cast, in this "
+                                 "order: " + ", ".join(i.name.replace("_", " ") for i in INPUTS if not i.after_activation)
+                                 + ", activation, " + ", ".join(i.name for i in INPUTS if i.after_activation)
+                                 + " (docs: kernels.gemm.epilogue)")
+    for i in INPUTS:
+        fused.add_argument(i.flag, action="store_true", help=i.help)
+    fused.add_argument("--activation", choices=ACTIVATIONS, help="relu, silu or gelu (tanh form) (default: none)")
+    p.add_argument("--dynamic-m", action="store_true",
+                   help="compile for a symbolic M (N, K static; layouts nn, nt): the kernel of -M's bucket, the "
+                        "planner's choice there; -M gives the run-time M (docs: kernels.gemm.dynamic_m)")
+    p.add_argument("--groups", metavar="M1,M2,...", type=row_counts,
+                   help="grouped GEMM (mixture of experts): G GEMMs of these row counts (0 allowed) sharing N and K in "
+                        "one launch; A [T, K] with T their sum (no -M), B [G, N, K] (nt) or [G, K, N] (nn), the "
+                        "group offsets read on the device (docs: kernels.gemm.grouped) (default: one GEMM)")
+    p.add_argument("--no-cache", action="store_true",
+                   help="build with TIRx even when the build cache (~/.cache/tvm_cdna4, TVM_CDNA4_CACHE_DIR) has it")
+    p.set_defaults(func=run_gemm, check=check_gemm)
+    return p
+
+
+def _tile_options(p) -> None:
+    """The tile flags (``TILE_OPTIONS``, read by the target's ``config_from_options``), ``--reduction`` and
+    ``--tune``."""
     p.add_argument("--block", metavar="MxNxK", type=tile("MxNxK", "128x128x64"),
                    help="block tile, e.g. 128x256x32 (default: the planner's, or the dtype's)")
     p.add_argument("--warps", metavar="WMxWN", type=tile("WMxWN", "2x2"),
@@ -86,59 +111,6 @@ def add_gemm_parser(subparsers) -> argparse.ArgumentParser:
                         "(default: the planner's)")
     p.add_argument("--tune", action="store_true",
                    help="sm80: time the planner's candidate tilings on the GPU and cache the winner (kernels.sm80.gemm.build)")
-    fused = p.add_argument_group("fused epilogue", "applied to the f32 accumulator before the output cast, in this "
-                                 "order: row and column scales, bias, activation, residual (docs: kernels.gemm.epilogue)")
-    fused.add_argument("--bias", action="store_true", help="add a per-column f32 bias [N]")
-    fused.add_argument("--activation", choices=ACTIVATIONS, help="relu, silu or gelu (tanh form) (default: none)")
-    fused.add_argument("--residual", action="store_true", help="add a residual input of C's shape and dtype")
-    fused.add_argument("--row-scale", action="store_true", help="multiply row m by an f32 scale [M] (per token)")
-    fused.add_argument("--col-scale", action="store_true", help="multiply column n by an f32 scale [N] (per channel)")
-    p.add_argument("--dynamic-m", action="store_true",
-                   help="compile for a symbolic M (N, K static; layouts nn, nt): the kernel of -M's bucket, the "
-                        "planner's choice there; -M gives the run-time M (docs: kernels.gemm.dynamic_m)")
-    p.add_argument("--groups", metavar="M1,M2,...", type=row_counts,
-                   help="grouped GEMM (mixture of experts): G GEMMs of these row counts (0 allowed) sharing N and K in "
-                        "one launch; A [T, K] with T their sum (no -M), B [G, N, K] (nt) or [G, K, N] (nn), the "
-                        "group offsets read on the device (docs: kernels.gemm.grouped) (default: one GEMM)")
-    p.add_argument("--no-cache", action="store_true",
-                   help="build with TIRx even when the build cache (~/.cache/tvm_cdna4, TVM_CDNA4_CACHE_DIR) has it")
-    p.set_defaults(func=run_gemm, check=check_gemm)
-    return p
-
-
-def _config(args):
-    from dataclasses import replace
-
-    from ..kernels.sm80.gemm import choose_config
-    from ..kernels.sm80.gemm_plan import choose_config as choose_tile, replan_stages
-
-    # tile options (--block, --warps, --group-m, --ctas) ask for the tile GEMM; otherwise the planner
-    # may pick the decode kernel (M <= 16, nt), whose --stages is its pipeline depth
-    tile = args.block or args.warps or args.group_m or args.ctas is not None
-    cfg = (choose_tile if tile else choose_config)(args.M, args.N, args.K, args.dtype, args.layout, args.out_dtype)
-    updates = {}
-    if args.block:
-        bm, bn, bk = (int(x) for x in args.block.lower().split("x"))
-        updates.update(block_m=bm, block_n=bn, block_k=bk)
-    if args.warps:
-        wm, wn = (int(x) for x in args.warps.lower().split("x"))
-        updates.update(warps_m=wm, warps_n=wn)
-    if args.stages:
-        updates["stages"] = args.stages
-    if args.group_m:
-        updates["group_m"] = args.group_m
-    if args.ctas is not None:
-        updates["ctas"] = args.ctas
-    if getattr(args, "reduction", None):
-        updates["reduction"] = args.reduction
-    cfg = replace(cfg, **updates)
-    if args.block and not args.stages:  # the planner's stages were for its own block: re-plan them
-        cfg = replan_stages(cfg, args.M, args.N, args.K, args.out_dtype)
-    cfg.check()
-    return cfg
-
-
-GFX950_ACTIONS = "--validate (CPU emulator), --report (static performance report), --emit asm/llvm/tir/config"
 
 
 def _usage(message: str) -> int:
@@ -147,130 +119,162 @@ def _usage(message: str) -> int:
 
 
 def fusion(args) -> Fusion:
-    """The fused epilogue the flags ask for (``Fusion()`` without any)."""
-    return Fusion(bias=args.bias, activation=args.activation, residual=args.residual, row_scale=args.row_scale,
-                  col_scale=args.col_scale)
+    """The fused epilogue the flags ask for (``Fusion()`` without any): one flag per ``INPUTS`` row."""
+    return Fusion(activation=args.activation, **{i.name: getattr(args, i.name) for i in INPUTS})
+
+
+def group_rows(args) -> list[int] | None:
+    """``--groups``' row counts (None without it)."""
+    return None if args.groups is None else parse_row_counts(args.groups)
+
+
+def problem_of(args) -> gemm.GemmProblem:
+    """The one ``GemmProblem`` of the options: ``--dynamic-m`` and ``--groups`` make M run-time (None),
+    ``--groups`` gives the groups; a ValueError names the field it refuses."""
+    rows = group_rows(args)
+    M = None if args.dynamic_m or rows is not None else args.M
+    return gemm.GemmProblem(M, args.N, args.K, args.dtype, args.layout, args.out_dtype, fusion(args),
+                            groups=len(rows) if rows else 0)
+
+
+def _mode_refusal(args) -> str | None:
+    """What ``--dynamic-m`` and ``--groups`` cannot take: tile options (each bucket is the cost model's),
+    ``--dynamic-m`` with ``--groups``, a layout the grouped GEMM does not store, ``--report`` of a
+    dynamic M."""
+    planned = [f"--{name.replace('_', '-')}" for name in PLANNED if given(args, name)]
+    if args.groups is not None:
+        if planned:
+            return f"--groups plans every rows-per-group bucket with the cost model: {', '.join(planned)} cannot be given"
+        if args.dynamic_m:
+            return "--groups is dynamic in T already (A's rows, the offsets read on the device): drop --dynamic-m"
+        if args.layout not in ("nt", "nn"):
+            return (f"--groups: layout {args.layout}; the grouped GEMM stores A [T, K] and B [G, N, K] (nt) or [G, K, N] "
+                    "(nn)")
+    elif args.dynamic_m:
+        if planned:
+            return f"--dynamic-m plans every M bucket with the cost model: {', '.join(planned)} cannot be given"
+        if args.report:
+            return "--report estimates a static problem; drop --dynamic-m (or use --emit config: the bucket's plan)"
+    return None
+
+
+def _refusal(args, target: str, actions) -> str | None:
+    """The options' usage error on ``target`` (``actions``: its ``cli.gemm_actions.Actions``), before anything runs."""
+    why = _mode_refusal(args)
+    if why:
+        return why
+    if args.report and actions.report is None:
+        return actions.refused.get("report", f"--report is not available for --target {target}")
+    if args.bench and actions.bench is None:
+        return actions.refused.get("bench", f"--bench is not available for --target {target}")
+    code = gemm.code(target)
+    if args.emit not in (None, "tir", "config", *code):
+        owner = next((t for t in gemm.TARGETS if args.emit in gemm.code(t)), None)
+        return (f"--emit {args.emit} is for --target {owner}; {target} emits {', '.join(code)}, tir or config")
+    if not (args.validate or args.report or args.bench or args.emit or args.tune) and actions.default is None:
+        return f"gemm --target {target} needs an action: {actions.needs}"
+    return actions.gpu_refusal(args)
 
 
 def run_gemm(args) -> int:
-    """The ``gemm`` subcommand: exit status 0, 1 (validation failed) or 2 (usage, no target/GPU)."""
-    args.fusion = fusion(args)
-    if getattr(args, "groups", None) is not None:
-        from .gemm_grouped import run
+    """The ``gemm`` subcommand: one ``GemmProblem``, its config (the tile options through the target's
+    ``config_from_options``; none: the cost model's), its plan (``kernels.gemm.plan``), then the actions
+    through the family's verbs. Exit status 0, 1 (validation failed) or 2 (usage, no target/GPU)."""
+    from ..errors import ContractError
+    from .gemm_actions import actions_of
 
-        return run(args)
-    if getattr(args, "dynamic_m", False):
-        from .gemm_dynamic import refusal
-
-        why = refusal(args)
-        if why:
-            return _usage(why)
-    if args.target == "gfx950":
-        return _run_gfx950(args)
-    args.out_dtype = args.out_dtype or "f32"
-    if args.dtype not in CUDA_DTYPES or args.out_dtype not in ("f32", "f16", "bf16") or args.emit in ("asm", "llvm") \
-            or args.report or args.mfma or args.lds_dma:
-        return _usage(f"--target sm80 supports --dtype {'/'.join(CUDA_DTYPES)}, --out-dtype f32/f16/bf16 and "
-                      "--emit cuda/tir/config (asm, llvm, --report, --mfma and --lds-dma are gfx950 options)")
-    if getattr(args, "dynamic_m", False):
-        from .gemm_dynamic import run_sm80
-
-        return run_sm80(args, _run_sm80)
+    target = targets()[args.target]
+    actions = actions_of(target)
+    why = _refusal(args, target, actions)
+    if why:
+        return _usage(why)
+    run = Run(args, target, actions)
     try:
-        cfg = _config(args)
-    except ValueError as e:
-        return _usage(str(e))
-    _emit_sm80(args, cfg)
-    if not (args.validate or args.bench or args.tune):
-        return 0
-    return _run_sm80(args, cfg)
+        run.prepare()
+    except ContractError:
+        raise
+    except (ValueError, TypeError) as err:  # the options' refusals, one line naming what is refused
+        return _usage(str(err))
+    return run.act()
 
 
-def _run_gfx950(args) -> int:
-    if args.bench:
-        return _usage("--bench needs a gfx950 GPU; use --report for the static estimate or --validate for the emulator")
-    if args.emit == "cuda":
-        return _usage("--emit cuda is for --target sm80; gfx950 emits asm, llvm, tir or config")
-    if not (args.validate or args.report or args.emit):
-        return _usage(f"gemm --target gfx950 needs an action: {GFX950_ACTIONS}")
-    from .gemm_gfx950 import run
+class Run:
+    """One ``gemm`` command: the problem, the config and the plan (``prepare``), then the actions (``act``)."""
 
-    return run(args)
+    def __init__(self, args, target: str, actions):
+        self.args, self.target, self.actions = args, target, actions
+        self.problem = self.config = self.plan = self.built = None
+        self.rows, self.group_rows, self.options = 0, None, {}
 
+    def prepare(self) -> None:
+        """The problem, the config, the plan and (for ``--emit asm|llvm|cuda``, ``--report`` and the default
+        build) the kernel: a ValueError is a usage error."""
+        args = self.args
+        self.problem = problem = problem_of(args)
+        self.group_rows = group_rows(args)
+        self.rows = problem.rows(args.M, self.group_rows)
+        self.config = gemm.config_from_options(problem, self.target, **{n: getattr(args, n) for n in TILE_OPTIONS})
+        self.options = {"reduction": args.reduction} if args.reduction else {}
+        if args.tune:
+            self.config = self.actions.tune(problem)
+        self.plan = gemm.plan(problem, self.target, self.config, m=None if problem.M is not None else self.rows, **self.options)
+        default = not (args.validate or args.report or args.bench or args.emit)
+        if args.emit in gemm.code(self.target) or args.report or default:
+            built = gemm.build(problem, self.target, self.config, cache=not args.no_cache, **self.options)
+            self.built = built if problem.M is not None else built.kernel_for(self.rows)
 
-def _emit_sm80(args, cfg) -> None:
-    """``--emit config/tir/cuda``; without ``--emit``, ``--validate`` or ``--bench``: build for sm_80
-    (the default action) and say so."""
-    from ..kernels.sm80.gemm import build, cuda_gemm, cuda_source
+    @property
+    def title(self) -> str:
+        text = f"{self.target} {self.problem.describe()}"
+        if self.problem.dynamic:
+            text += f" at M = {self.rows}"
+        if self.problem.grouped:
+            text += f" at T = {self.rows} (group rows {','.join(map(str, self.group_rows))})"
+        return text
 
-    shape = (args.M, args.N, args.K, args.dtype, args.layout, args.out_dtype, cfg)
-    if args.emit == "config":
-        from ..kernels.sm80.gemm import config_json
+    def act(self) -> int:
+        args = self.args
+        if args.emit == "config":
+            print(json.dumps(self.config_json(), default=str))
+        elif args.emit == "tir":
+            print(gemm.emit(self.plan).script())
+        elif args.emit is not None:
+            print(getattr(self.built, gemm.code(self.target)[args.emit]))
+        if args.report:
+            self.actions.report(self)
+        if not (args.validate or args.report or args.bench or args.emit):
+            config = self.plan.config
+            print(f"built {self.title} for {self.actions.default}: "
+                  f"{config.as_dict() if hasattr(config, 'as_dict') else attrs.asdict(config)}")
+        status = self.validate() if args.validate else 0
+        if args.bench:
+            self.actions.bench(self)
+        return status
 
-        print(config_json(*shape, fusion=args.fusion))
-    elif args.emit == "tir":
-        print(cuda_gemm(*shape, fusion=args.fusion).script())
-    elif args.emit == "cuda":
-        print(cuda_source(build(*shape, arch="sm_80", cache=not args.no_cache, fusion=args.fusion)))
-    elif not (args.validate or args.bench or args.tune):
-        build(*shape, arch="sm_80", cache=not args.no_cache, fusion=args.fusion)
-        print(f"built {args.layout} {args.dtype}->{args.out_dtype} {args.M}x{args.N}x{args.K} for sm_80: "
-              f"{cfg.as_dict()}, epilogue: {args.fusion.describe()}")
+    def config_json(self) -> dict:
+        """``--emit config``: ``plan.to_json()``; a dynamic-M or grouped plan's with the run-time rows
+        (grouped: ``T`` and ``group_rows``) and every bucket (``buckets``)."""
+        out = json.loads(self.plan.to_json())
+        if self.problem.grouped:
+            out.update(T=self.rows, group_rows=self.group_rows)
+        if self.problem.M is None:
+            kernels = gemm.build(self.problem, self.target, cache=not self.args.no_cache)
+            out["buckets"] = [b.describe() for b in kernels.buckets]
+        return out
 
+    def validate(self) -> int:
+        """``--validate``: ``kernels.gemm.validate`` (inputs, reference and bound from the problem; the run
+        from the target, through the GPU runner where the target has one): the largest error over the
+        bound and the relative error, then PASS (0) or FAIL (1)."""
+        from ..emulator import EmulationError
 
-def _run_sm80(args, cfg, load=None, title=None) -> int:
-    """``--validate`` / ``--bench`` on the NVIDIA GPU: the kernel of ``cfg``, or ``load()``'s (``--dynamic-m``)."""
-    from ..runtime import cuda as runner
-
-    ok, why = runner.have_cuda_gpu()
-    if not ok:
-        what = " and ".join(x for x, on in (("--validate", args.validate), ("--bench", args.bench), ("--tune", args.tune)) if on)
-        return _usage(f"{what} needs an NVIDIA GPU, and none is available here ({why})")
-    M, N, K = args.M, args.N, args.K
-    title = title or f"{args.layout} {args.dtype}->{args.out_dtype} {M}x{N}x{K}"
-    if not args.fusion.empty:
-        title += f" epilogue {args.fusion.describe()}"
-    fn = load() if load else runner.compile_and_load(M, N, K, args.dtype, args.layout, args.out_dtype, cfg,
-                                                     cache=not args.no_cache, tune=args.tune, fusion=args.fusion)
-    status = 0
-    if args.validate:
-        status = _validate_sm80(args, fn, runner, title)
-    if args.bench:
-        ms = runner.bench_ms(_launcher(args, fn, runner))
-        print(f"bench {title}: {ms:.3f} ms, {runner.tflops(M, N, K, ms):.1f} TFLOP/s")
-    return status
-
-
-def _validate_sm80(args, fn, runner, title) -> int:
-    """The plain GEMM against the float64 product (relative Frobenius error); a fused one on
-    ``grid_inputs`` (the product exact) against the epilogue's reference, element by element."""
-    import numpy as np
-
-    M, N, K = args.M, args.N, args.K
-    rng = np.random.default_rng(args.seed)
-    if args.fusion.empty:
-        a, b = runner.random_inputs(M, N, K, args.dtype, args.layout, rng)
-        out = runner.run_numpy(fn, a, b, M, N, args.out_dtype)
-        err, good = runner.check_output(out, runner.reference(a, b, args.layout), args.out_dtype)
-        tol = runner.tolerance(args.out_dtype)
-        print(f"validate {title}: rel_err={err:.2e} tol={tol:.0e} {'OK' if good else 'FAIL'}")
-    else:
-        a, b = runner.grid_inputs(M, N, K, args.dtype, args.layout, rng)
-        inputs = runner.fused_inputs(args.fusion, M, N, args.out_dtype, rng)
-        out = runner.run_numpy(fn, a, b, M, N, args.out_dtype, inputs)
-        err, good = runner.check_fused(out, a, b, args.layout, args.fusion, inputs, args.out_dtype)
-        print(f"validate {title}: largest error / bound = {err:.3f} {'OK' if good else 'FAIL'}")
-    return 0 if good else 1
-
-
-def _launcher(args, fn, runner):
-    import torch
-
-    from ..kernels.sm80.gemm import operand_shapes
-
-    a_shape, b_shape = operand_shapes(args.M, args.N, args.K, args.layout)
-    tdt = runner.torch_dtype(args.dtype)
-    a = torch.empty(a_shape, dtype=tdt, device="cuda").uniform_(-1, 1)
-    b = torch.empty(b_shape, dtype=tdt, device="cuda").uniform_(-1, 1)
-    c = torch.empty((args.M, args.N), dtype=runner.torch_dtype(args.out_dtype), device="cuda")
-    return runner.Launcher(fn, a, b, c, runner.torch_inputs(args.fusion, args.M, args.N, args.out_dtype))
+        try:
+            v = gemm.validate(self.problem, self.target, self.config, self.args.seed, m=self.rows,
+                              group_rows=self.group_rows, run=self.actions.runner(self.args), **self.options)
+        except EmulationError as err:
+            print(f"emulation found a kernel bug:\n{err}\nFAIL")
+            return 1
+        print(f"validated {self.title} on {v.where} in {v.seconds:.2f} s: largest error / bound = {v.ratio:.3f}, "
+              f"relative error {v.relative:.3e} (float64 reference; bound: kernels.gemm.epilogue.error_bound)")
+        print("PASS" if v.ok else "FAIL")
+        return 0 if v.ok else 1

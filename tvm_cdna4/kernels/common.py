@@ -112,12 +112,13 @@ class PlanRecord:
 
 @attrs.frozen
 class Target:
-    """One row of a family's table: the target's name and the module (dotted, absolute) that
-    implements the family's verbs there, imported on first use (planning for one target never imports
-    another's emitter)."""
+    """One row of a family's table: the target's name, the module (dotted, absolute) that implements
+    the family's verbs there, imported on first use (planning for one target never imports another's
+    emitter), and other spellings of the name the CLI accepts (``aliases``: ``sm_80``)."""
 
     name: str
     module: str
+    aliases: tuple[str, ...] = ()
 
     def verb(self, name: str):
         module = importlib.import_module(self.module)

@@ -494,6 +494,72 @@ def run_numpy(fn, a, b, M, N, out_dtype, inputs: dict | None = None):
     return tc.float().cpu().numpy()
 
 
+def to_device(arr):
+    """A numpy array of any kernel argument's dtype (16-bit floats, f32, int32, the uint32 ticket
+    counters) as a CUDA tensor of the same dtype and shape."""
+    import torch
+
+    arr = np.ascontiguousarray(arr)
+    if arr.dtype == np.uint32:  # torch reads no uint32 numpy array: its bits as int32, viewed back
+        return torch.from_numpy(arr.view(np.int32)).cuda().view(torch.uint32)
+    return to_torch(arr)
+
+
+def to_host(t, dtype):
+    """A CUDA tensor back as a numpy array of ``dtype`` (bf16 through its bits)."""
+    import torch
+
+    if np.dtype(dtype).itemsize == 2:
+        return t.view(torch.int16).cpu().numpy().view(dtype)
+    return t.cpu().numpy().astype(dtype, copy=False)
+
+
+def run_gemm(plan, arguments, arch=None, cache: bool = True) -> None:
+    """Run a GEMM plan of the sm80 target on the NVIDIA GPU: ``kernels.sm80.gemm.build_plan(plan, arch)``
+    (default ``device_arch()``; through the build cache unless ``cache`` is False), loaded, launched once on ``arguments``, the
+    numpy arrays of ``plan.params`` in signature order (``kernels.gemm.GemmData.arguments``: A, B, C,
+    the offsets, the fused inputs, a split-K workspace), copied to the GPU; C is copied back into its
+    numpy array in place. The ``run`` of ``kernels.sm80.gemm_target.execute``: what
+    ``kernels.gemm.validate(problem, "sm80", ..., run=run_gemm)`` runs on a GPU."""
+    import torch
+    import tvm_ffi
+
+    from ..kernels.sm80.gemm import build_plan
+
+    fn = load_build(build_plan(plan, arch or device_arch(), cache=cache))
+    tensors = [to_device(x) for x in arguments]
+    fn(*(tvm_ffi.from_dlpack(t) for t in tensors))
+    torch.cuda.synchronize()
+    for param, x, t in zip(plan.params, arguments, tensors):
+        if param.name == "C":
+            x[...] = to_host(t, x.dtype)
+
+
+def bench_gemm(plan, rows: int, group_rows=None, arch=None) -> float:
+    """Median ms of one launch of a GEMM plan of the sm80 target (built for ``arch``, default the GPU's)
+    on random CUDA tensors of its parameters, ``rows`` rows where the plan's M is dynamic (a grouped
+    plan's T; its offsets from ``group_rows``), the L2 flushed before each (``bench_ms``); the split-K
+    workspace is the ``Kernel``'s."""
+    import torch
+    import tvm_ffi
+
+    from ..kernels.gemm.grouped import OFFSETS, offsets_of
+    from ..kernels.sm80.gemm import build_plan
+
+    kernel = Kernel(load_build(build_plan(plan, arch or device_arch())), plan)
+    tensors = []
+    for param in plan.params:
+        if param.name in WORKSPACE:
+            continue
+        if param.name == OFFSETS:
+            tensors.append(torch.tensor(offsets_of(list(group_rows)), dtype=torch.int32, device="cuda"))
+            continue
+        shape = tuple(x if isinstance(x, int) else rows for x in param.shape)
+        tensors.append(torch.empty(shape, dtype=getattr(torch, param.dtype), device="cuda").uniform_(-1, 1))
+    packed = [tvm_ffi.from_dlpack(t) for t in tensors]
+    return bench_ms(lambda: kernel(*packed))
+
+
 def torch_dtype_for(arr):
     """The torch dtype of a numpy array's elements."""
     return torch_dtype(np.asarray(arr).dtype.name)

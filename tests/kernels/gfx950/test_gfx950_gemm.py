@@ -1,7 +1,5 @@
 """gfx950 GEMM schedules: every dtype x layout against numpy through the emulator."""
 
-from types import SimpleNamespace
-
 import numpy as np
 import pytest
 from gfx950_gemm_kernels import run_gemm
@@ -20,10 +18,10 @@ DEFAULT_BUILDS = pytest.mark.xdist_group("gfx950-4096")  # tests reading default
 def default_build(dtype, layout):
     """``tvm_cdna4.build`` of the 4096^3 default kernel (dense or MX) through the session's build cache
     (tests/conftest.py): tests that read the same kernel's assembly share one build, whichever
-    pytest-xdist worker makes it first."""
-    from tvm_cdna4.cli.gemm_gfx950 import build_cached
+    pytest-xdist worker makes it first; the cost model's plan, as the CLI builds it)."""
+    from tvm_cdna4.kernels import gemm
 
-    return build_cached(SimpleNamespace(M=4096, N=4096, K=4096, dtype=dtype, layout=layout, out_dtype=None))
+    return gemm.build(gemm.GemmProblem(4096, 4096, 4096, dtype, layout), "gfx950")
 
 
 # Every dtype x layout once, on one of SHAPES in rotation ((dtype index + layout index) mod 3, a Latin

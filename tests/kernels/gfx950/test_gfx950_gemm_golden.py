@@ -5,13 +5,12 @@ named pipeline records) must not change the generated code, so neither can the p
 from paths import DATA
 import hashlib
 import json
-from types import SimpleNamespace
 
 import attrs
 import pytest
 
 import tvm_cdna4
-from tvm_cdna4.cli.gemm_gfx950 import build_cached
+from tvm_cdna4.kernels import gemm
 from tvm_cdna4.kernels.gfx950.gemm import default_config, gfx950_gemm
 
 CASES = json.loads((DATA / "gfx950_gemm_golden.json").read_text())["cases"]
@@ -31,8 +30,7 @@ def test_gfx950_assembly_is_byte_identical(case):
     if case["batch"]:
         asm = tvm_cdna4.build(gfx950_gemm(case["M"], case["N"], case["K"], case["dtype"], case["layout"], config=cfg,
                                           batch=case["batch"])).asm
-    else:  # through the session's build cache (the CLI's cached build: the same assembly)
-        args = SimpleNamespace(M=case["M"], N=case["N"], K=case["K"], dtype=case["dtype"], layout=case["layout"],
-                               out_dtype=None)
-        asm = build_cached(args, cfg).asm
+    else:  # through the session's build cache (the family's build, what the CLI runs: the same assembly)
+        problem = gemm.GemmProblem(case["M"], case["N"], case["K"], case["dtype"], case["layout"])
+        asm = gemm.build(problem, "gfx950", cfg).asm
     assert hashlib.sha256(asm.encode()).hexdigest() == case["sha256"]

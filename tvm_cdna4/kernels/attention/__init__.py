@@ -141,7 +141,7 @@ def validate(problem: AttentionProblem, target: str = "gfx950", config=None, see
     """Run the kernel on ``random_inputs(problem, seed)`` and compare ``O`` and ``LSE`` with
     ``reference`` (of the dequantized inputs) within ``error_bound``. gfx950: the CPU emulator (a
     ``run`` is refused, not ignored). sm80: an NVIDIA GPU, which this layer does not reach: ``run(problem,
-    arrays) -> (o, lse or None)`` does (the CLI passes ``cli.attention.run_sm80`` where a GPU is
+    arrays) -> (o, lse or None)`` does (the CLI passes ``tvm_cdna4.torch.run_attention`` where a GPU is
     present); without it, the CUDA emulator up to ``SM80_EMULATED_PAIRS`` pairs, beyond a ValueError
     saying a GPU is needed. ``options``: the planner's (sm80 ``arch``)."""
     p = plan(problem, target, config, **options)  # the target's refusals first (sm80: fp8)

@@ -24,7 +24,12 @@ inputs, float64 reference and error bound (``random_inputs`` -> ``GemmData``).
   kernels per bucket (dynamic M: ``DynamicGemm``; grouped: ``GroupedGemm``), through the build cache;
 - ``execute(plan, data, run=None)``: run a plan on ``GemmData`` and return (C, where it ran): gfx950
   in the CPU wavefront emulator; sm80 through ``run`` (the runtime layer's GPU runner,
-  ``runtime.cuda.run_gemm``) or, for small problems without one, the CUDA emulator.
+  ``runtime.cuda.run_gemm``) or, for small problems without one, the CUDA emulator;
+- ``summary(plan)``: what ``plan.to_json()`` and ``--emit config`` print;
+- ``config_from_options(problem, **options)``: the config the CLI's tile options ask for (``block="MxNxK"``,
+  ``warps``, ``stages``, ``mfma``, ``lds_dma``, ``group_m``, ``ctas``; an option the target does not
+  have is a ValueError naming it), None without any; ``CODE``: the code ``--emit`` prints of a build
+  (``{"asm": "asm", ...}``: kind -> the build's attribute).
 
 The family's functions of the same names take the target by name; ``emit`` and ``execute`` read it off
 the plan (its record's module lives in the target's folder). ``validate`` is the family's: inputs,
@@ -42,7 +47,7 @@ from .problem import DTYPES, LAYOUTS, OUT_DTYPES, GemmData, GemmProblem, Validat
 
 TARGETS = {
     "gfx950": Target("gfx950", "tvm_cdna4.kernels.gfx950.gemm_target"),
-    "sm80": Target("sm80", "tvm_cdna4.kernels.sm80.gemm_target"),
+    "sm80": Target("sm80", "tvm_cdna4.kernels.sm80.gemm_target", aliases=("sm_80",)),
 }
 
 
@@ -87,6 +92,18 @@ def build(problem: GemmProblem, target: str, config=None, **options):
     return _verb(target, "build")(_check(problem), config, **options)
 
 
+def config_from_options(problem: GemmProblem, target: str, **options):
+    """The config ``target`` makes of the CLI's tile options (``block="128x128x64"``, ``warps``, ``stages``,
+    ...; the target's ``config_from_options``), None without any: the cost model's choice."""
+    return _verb(target, "config_from_options")(_check(problem), **options)
+
+
+def code(target: str) -> dict:
+    """The code ``target``'s builds give ``--emit`` (kind -> the build's attribute: gfx950 ``asm``, ``llvm``;
+    sm80 ``cuda``)."""
+    return dict(_verb(target, "CODE"))
+
+
 def validate(problem: GemmProblem, target: str, config=None, seed: int = 0, *, m: int | None = None,
              group_rows=None, run=None, **options) -> Validation:
     """Run the kernel on ``random_inputs(problem, seed, ...)`` and compare C with the float64
@@ -100,8 +117,8 @@ def validate(problem: GemmProblem, target: str, config=None, seed: int = 0, *, m
     data = random_inputs(problem, seed, m=rows, group_rows=group_rows)
     start = time.perf_counter()
     c, where = _verb(target, "execute")(p, data, run=run)
-    return Validation(data.ratio(c), where, time.perf_counter() - start)
+    return Validation(data.ratio(c), where, time.perf_counter() - start, data.relative(c))
 
 
 __all__ = ["DTYPES", "LAYOUTS", "OUT_DTYPES", "TARGETS", "Fusion", "GemmData", "GemmProblem", "Validation", "build",
-           "choose", "emit", "plan", "random_inputs", "target_of", "validate"]
+           "choose", "code", "config_from_options", "emit", "plan", "random_inputs", "target_of", "validate"]

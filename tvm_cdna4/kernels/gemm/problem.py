@@ -195,6 +195,15 @@ class GemmData:
         ratio = np.divide(err, self.bound, out=np.where(err > 0, np.inf, 0.0), where=self.bound > 0)
         return float(ratio.max()) if ratio.size else 0.0
 
+    def relative(self, c) -> float:
+        """``||C - want|| / ||want||`` (Frobenius; inf for a non-finite C): the error in one number."""
+        import numpy as np
+
+        got = np.asarray(c).astype(np.float64)
+        if not np.isfinite(got).all():
+            return float("inf")
+        return float(np.linalg.norm(got - self.want) / max(float(np.linalg.norm(self.want)), 1e-30))
+
 
 def out_numpy(out: str):
     """C's numpy dtype (bf16: ml_dtypes.bfloat16)."""
@@ -280,11 +289,12 @@ def _mx_inputs(problem: GemmProblem, rng, M: int) -> GemmData:
 @attrs.frozen
 class Validation:
     """A kernel against the float64 reference: the largest error over the bound (``ok``: at most 1),
-    where it ran, and the seconds it took."""
+    where it ran, the seconds it took and the relative error ``||C - want|| / ||want||``."""
 
     ratio: float
     where: str
     seconds: float
+    relative: float = float("nan")
 
     @property
     def ok(self) -> bool:

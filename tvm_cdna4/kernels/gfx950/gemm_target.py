@@ -7,6 +7,10 @@ default config (the MX GEMM has one tile per format and layout); dynamic M and g
 cost model's plan of each bucket. Options: ``k_splits`` (with a config: the K split),
 ``reduction`` ("atomic" / "ordered": how a split is reduced), ``cus`` (the CUs the cost model plans
 for; default ``devices.DEVICES["MI355X"]``), ``cache`` (build: the on-disk build cache).
+
+``config_from_options(problem, **options)``: the config the CLI's tile options ask for (``--block``,
+``--mfma``, ``--lds-dma``; ``--warps`` and ``--stages`` name what the schedules fix), None without any;
+``CODE``: what ``--emit`` prints of a build besides ``tir`` and ``config``.
 """
 
 from __future__ import annotations
@@ -15,7 +19,14 @@ import attrs
 
 from ..gemm.problem import GemmProblem
 from . import gemm as g
-from .gemm_plan import DTYPES, MX_FORMATS, Gfx950GemmConfig, MxGemmConfig, MxGemmPlan, plan_for
+from .gemm_plan import (DTYPES, MX_FORMATS, Gfx950GemmConfig, MxGemmConfig, MxGemmPlan, default_config,
+                        default_mx_config, dma_config, plan_for)
+
+CODE = {"asm": "asm", "llvm": "llvm_ir"}
+"""The code ``--emit`` prints of a build (``rocm.build.BuildResult``), by kind: the attribute that holds it."""
+
+WAVES, STAGES, DMA_STAGES = "2x2", 2, 3
+"""What the gfx950 schedules run: 2 x 2 waves, a two-stage K pipeline (three with direct-to-LDS loads)."""
 
 
 def _out(problem: GemmProblem) -> str:
@@ -96,8 +107,55 @@ def execute(p, data, run=None):
         A, B = pack_operands(arrays["A"], arrays["B"], p.fmt, p.layout)
         data = attrs.evolve(data, arrays={**arrays, "A": A, "B": B})
     c = data.output()
+    if "atomic_add" in p.epilogue.ops:  # a K split adds its partial products into C: zeros on entry
+        c[...] = 0
     emulate(emit(p), *data.arguments(p.params, c))
     return c, "the CPU wavefront emulator"
+
+
+def _fixed(problem: GemmProblem, warps, stages, lds_dma: bool, group_m, ctas) -> None:
+    """The options that name what the schedules fix, or what they do not have: a ValueError, the option first."""
+    if warps and warps.lower() != WAVES:
+        raise ValueError(f"--warps {warps}: the gfx950 GEMMs run {WAVES} waves (256 threads) per workgroup")
+    if lds_dma and problem.mx:
+        raise ValueError(f"--lds-dma: the MX GEMM stages its loads in registers; direct-to-LDS loads are for the dense "
+                         f"dtypes ({', '.join(DTYPES)})")
+    want = DMA_STAGES if lds_dma else STAGES
+    if stages is not None and stages != want:
+        raise ValueError(f"--stages {stages}: the gfx950 GEMMs run a {want}-stage K pipeline "
+                         + ("(direct-to-LDS loads)" if lds_dma else "(LDS + registers)"))
+    for option, value in (("--group-m", group_m), ("--ctas", ctas)):
+        if value is not None:
+            raise ValueError(f"{option} is an sm80 option: gfx950 launches one workgroup per output tile")
+
+
+def config_from_options(problem: GemmProblem, *, block: str | None = None, mfma: str | None = None,
+                        lds_dma: bool = False, warps: str | None = None, stages: int | None = None,
+                        group_m: int | None = None, ctas: int | None = None):
+    """The config the CLI's tile options ask for: the dtype's default (``lds_dma``: the direct-to-LDS
+    variant, ``dma_config``; MX: its format's) with ``block`` (``MxNxK``) and ``mfma`` applied, run as
+    given (no K split); None without ``block``, ``mfma`` or ``lds_dma`` (the cost model's plan).
+    ``warps`` and ``stages`` name what the schedules fix (2x2 waves; two pipeline stages, three with
+    ``lds_dma``); the sm80 options ``group_m`` and ``ctas`` are refused. A ValueError, the option first;
+    an output dtype the dtype does not produce is refused, never replaced. The config itself is
+    checked where it is planned."""
+    outs = ("f32",) if problem.mx else DTYPES[problem.dtype].outs
+    if problem.out not in outs:
+        raise ValueError(f"--out-dtype {problem.out} is not an output of --dtype {problem.dtype} on gfx950; "
+                         f"expected {' or '.join(outs)}")
+    _fixed(problem, warps, stages, lds_dma, group_m, ctas)
+    if not (block or mfma or lds_dma):
+        return None
+    if problem.M is None:
+        raise ValueError("tile options: a dynamic-M or grouped problem plans every bucket with the cost model")
+    updates = dict(zip(("block_m", "block_n", "block_k"), (int(x) for x in block.lower().split("x")))) if block else {}
+    if problem.mx:
+        if mfma and mfma != "16x16":
+            raise ValueError(f"--mfma {mfma}: the MX GEMM runs the scaled 16x16x128 MFMA only")
+        return attrs.evolve(default_mx_config(problem.dtype, problem.layout), **updates)
+    if mfma:
+        updates["mfma"] = mfma
+    return attrs.evolve(dma_config(problem.dtype) if lds_dma else default_config(problem.dtype), **updates)
 
 
 def summary(p) -> dict:
@@ -132,4 +190,4 @@ def summary(p) -> dict:
     return out
 
 
-__all__ = ["MX_FORMATS", "build", "choose", "emit", "execute", "plan", "summary"]
+__all__ = ["CODE", "MX_FORMATS", "build", "choose", "config_from_options", "emit", "execute", "plan", "summary"]

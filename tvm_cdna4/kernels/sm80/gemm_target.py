@@ -5,16 +5,26 @@ Without a config, the cost model's choice for the planned GPU's SM count (``devi
 the present GPU's, else the H200's): the tile GEMM (``gemm_plan``) or, for M <= 16 and layout ``nt``,
 the weight-streaming decode kernel where its estimate wins (``decode_plan.choose_kernel``); dynamic M
 and grouped problems the cost model's plan of each bucket (a grouped problem may take one ``config``
-for every bucket). Options: ``sms`` (the SMs the cost model plans for), ``arch`` (build: the CUDA arch,
-default ``sm_80``), ``compiler`` (``"nvcc"`` / ``"nvrtc"``, None: TIRx's), ``cache``, ``tuned`` (build
-without a config: a tiling ``gemm.tune_config`` stored for the problem, where one is).
+for every bucket). Options: ``sms`` (the SMs the cost model plans for), ``reduction`` (``"atomic"`` /
+``"ordered"``: how a K split is reduced, replacing the given or chosen config's), ``arch`` (build: the
+CUDA arch, default ``sm_80``), ``compiler`` (``"nvcc"`` / ``"nvrtc"``, None: TIRx's), ``cache``,
+``tuned`` (build without a config: a tiling ``gemm.tune_config`` stored for the problem, where one is).
+
+``config_from_options(problem, **options)``: the config the CLI's tile options ask for (``--block``,
+``--warps``, ``--stages``, ``--group-m``, ``--ctas``), None without any; ``CODE``: what ``--emit`` prints
+of a build besides ``tir`` and ``config``.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..gemm.problem import GemmProblem
 from . import gemm as g
 from .gemm_plan import DTYPES, OUT_DTYPES
+
+CODE = {"cuda": "source"}
+"""The code ``--emit`` prints of a build (``CudaBuild``), by kind: the attribute that holds it."""
 
 EMULATED_MACS = 1 << 22
 """The most multiply-adds (``M N K``) ``execute`` runs in the CUDA emulator when no GPU runner is given."""
@@ -49,10 +59,16 @@ def _dynamic(problem: GemmProblem, config=None, sms=None, arch="sm_80", compiler
                            fusion=problem.fusion)
 
 
-def plan(problem: GemmProblem, config=None, *, m: int | None = None, sms: int | None = None):
-    """The plan of ``problem`` (the module docstring: what ``config=None`` means)."""
+def plan(problem: GemmProblem, config=None, *, m: int | None = None, sms: int | None = None,
+         reduction: str | None = None):
+    """The plan of ``problem`` (the module docstring: what ``config=None`` and ``reduction`` mean)."""
     if problem.dynamic or problem.grouped:
+        if reduction is not None:
+            raise ValueError(f"sm80 {'grouped' if problem.grouped else 'dynamic-M'} GEMM: every bucket is planned by "
+                             f"the cost model; expected reduction=None, found {reduction!r}")
         return _dynamic(problem, config, sms).plan(problem.rows(m) if problem.dynamic else m)
+    if reduction is not None:
+        config = replace(config if config is not None else choose(problem, sms=sms), reduction=reduction)
     return g.plan(problem.M, problem.N, problem.K, problem.dtype, problem.layout, _checked(problem), config,
                   _sms(sms), fusion=problem.fusion)
 
@@ -68,7 +84,7 @@ def emit(p):
 
 
 def build(problem: GemmProblem, config=None, *, arch: str = "sm_80", compiler: str | None = None, cache: bool = True,
-          sms: int | None = None, tuned: bool = False):
+          sms: int | None = None, tuned: bool = False, reduction: str | None = None):
     """The compiled kernel (``gemm.CudaBuild``) of ``plan(problem, config)`` through the build cache;
     dynamic M / grouped: the ``DynamicGemm`` / ``GroupedGemm`` that builds each bucket on first use.
     ``tuned``: without a config, a tiling stored by ``gemm.tune_config`` for this problem first."""
@@ -77,7 +93,7 @@ def build(problem: GemmProblem, config=None, *, arch: str = "sm_80", compiler: s
     out = _checked(problem)
     if tuned and config is None:
         config = g.tuned_config(problem.M, problem.N, problem.K, problem.dtype, problem.layout, out, arch, _sms(sms))
-    return g.build_plan(plan(problem, config, sms=sms), arch, compiler, cache)
+    return g.build_plan(plan(problem, config, sms=sms, reduction=reduction), arch, compiler, cache)
 
 
 def execute(p, data, run=None):
@@ -99,10 +115,52 @@ def execute(p, data, run=None):
     return c, "the CUDA emulator (no GPU runner)"
 
 
+def _tile(text: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in text.lower().split("x"))
+
+
+def config_from_options(problem: GemmProblem, *, block: str | None = None, warps: str | None = None,
+                        stages: int | None = None, group_m: int | None = None, ctas: int | None = None,
+                        mfma: str | None = None, lds_dma: bool = False, sms: int | None = None):
+    """The config the CLI's tile options ask for, None without any (the cost model's choice). ``block``
+    (``MxNxK``), ``warps`` (``WMxWN``), ``group_m`` or ``ctas`` ask for the tile GEMM: its planner's
+    choice (``gemm_plan.choose_config``) with them applied, the pipeline depth re-planned for a given
+    block unless ``stages`` says it; ``stages`` alone applies to the planner's choice of either kernel
+    (the decode kernel's pipeline depth too). A ValueError, the option first: a dtype sm80 does not
+    run, an option of another target (``mfma``, ``lds_dma``), a config its ``check`` refuses."""
+    from .gemm_plan import choose_config as choose_tile, replan_stages
+
+    if problem.dtype not in DTYPES or problem.out not in OUT_DTYPES:
+        raise ValueError(f"--target sm80 supports --dtype {'/'.join(DTYPES)} and --out-dtype {'/'.join(OUT_DTYPES)}; "
+                         f"found --dtype {problem.dtype} --out-dtype {problem.out} (gfx950 runs the others)")
+    for option, value in (("--mfma", mfma), ("--lds-dma", lds_dma)):
+        if value:
+            raise ValueError(f"{option} is a gfx950 option: the sm80 GEMM runs mma.sync with cp.async copies")
+    tile = block or warps or group_m or ctas is not None
+    if not (tile or stages):
+        return None
+    if problem.M is None:
+        raise ValueError("tile options: a dynamic-M or grouped problem plans every bucket with the cost model")
+    M, N, K, out = problem.M, problem.N, problem.K, _checked(problem)
+    cfg = (choose_tile if tile else g.choose_config)(M, N, K, problem.dtype, problem.layout, out, _sms(sms))
+    updates = {}
+    if block:
+        updates.update(zip(("block_m", "block_n", "block_k"), _tile(block)))
+    if warps:
+        updates.update(zip(("warps_m", "warps_n"), _tile(warps)))
+    updates.update({name: value for name, value in (("stages", stages), ("group_m", group_m), ("ctas", ctas))
+                    if value is not None})
+    cfg = replace(cfg, **updates)
+    if block and not stages:  # the planner's stages were for its own block: re-plan them
+        cfg = replan_stages(cfg, M, N, K, out, _sms(sms))
+    cfg.check()
+    return cfg
+
+
 def summary(p, sms: int | None = None) -> dict:
     """An sm80 plan as ``--emit config``'s JSON object: the tiling's every field, ``split_k``, the
     grid, the fused epilogue and the cost model's estimate (``plan_summary`` / ``decode_summary``)."""
     return g.summary(p, _sms(sms))
 
 
-__all__ = ["EMULATED_MACS", "build", "choose", "emit", "execute", "plan", "summary"]
+__all__ = ["CODE", "EMULATED_MACS", "build", "choose", "config_from_options", "emit", "execute", "plan", "summary"]
