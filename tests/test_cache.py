@@ -194,11 +194,11 @@ def test_gfx950_build_is_cached(monkeypatch, cache_dir):
 
 
 def test_source_digest_covers_the_files_it_names():
-    from tvm_cdna4.cli import gemm_gfx950 as gfx950_cli
+    from tvm_cdna4.kernels.gfx950 import gemm as gfx950_gemm
     from tvm_cdna4.kernels.sm80 import gemm as cuda_gemm
 
     plan, emit = cache.source_digest("kernels/sm80/gemm_plan.py"), cache.source_digest("kernels/sm80/gemm_emit.py")
-    assert len({plan, emit, cuda_gemm.schedule_digest(), gfx950_cli.schedule_digest()}) == 4
+    assert len({plan, emit, cuda_gemm.schedule_digest(), gfx950_gemm.schedule_digest()}) == 4
     assert cache.source_digest("kernels/sm80/gemm_plan.py") == plan  # stable (memoized per process)
     assert cache.source_digest("no/such/*.py") == cache.hashlib.sha256().hexdigest()
 

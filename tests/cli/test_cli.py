@@ -399,3 +399,16 @@ def test_help_states_every_default():
     gemm = commands["gemm"].format_help()
     assert "(default: 4096)" in gemm and "(default: nt)" in gemm and "(default: f16)" in gemm
     assert "required, no default" in " ".join(gemm.split())
+
+
+@pytest.mark.parametrize("old", ["tvm_cdna4.cli_gfx950", "tvm_cdna4.cli_dynamic", "tvm_cdna4.cli_grouped"])
+def test_the_old_gemm_command_modules_are_aliases_of_cli_gemm(old, monkeypatch):
+    """cli/gemm_gfx950.py, gemm_dynamic.py and gemm_grouped.py folded into cli/gemm.py: the deprecated aliases
+    name it (CHANGELOG.md)."""
+    import importlib
+
+    import tvm_cdna4.cli.gemm as new
+
+    monkeypatch.delitem(sys.modules, old, raising=False)
+    with pytest.warns(DeprecationWarning, match=f"{old} is deprecated: import tvm_cdna4.cli.gemm instead"):
+        assert importlib.import_module(old) is new

@@ -175,6 +175,7 @@ def test_cli_dynamic_m_config_and_refusals(gemm_cli, target, extra):
     assert run.returncode == 0, run.stderr
     config = json.loads(run.stdout)
     assert config["m_bucket"] == [65, 128] and config["planned_at_m"] == 128
+    assert config["buckets"][:4] == ["1-16", "17-32", "33-64", "65-128"]  # every bucket, both targets
     run = gemm_cli("--target", target, "--dynamic-m", "-M", "100", "--layout", "tn", "--emit", "config")
     assert run.returncode == 2 and "A stored [M, K]" in run.stderr
     run = gemm_cli("--target", target, "--dynamic-m", "--block", "64x64x64", "--emit", "config")

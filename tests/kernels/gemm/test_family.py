@@ -1,6 +1,7 @@
 """The GEMM family (issue 34): one problem record, one table of targets, the same verbs on every
 target; ``plan`` without a config is what ``--emit config`` prints and what ``build`` builds."""
 
+import dataclasses
 import json
 
 import pytest
@@ -110,3 +111,36 @@ def test_validation_needs_the_run_time_rows_of_a_dynamic_or_grouped_problem():
         gemm.validate(GemmProblem(None, 64, 64), "gfx950")
     with pytest.raises(ValueError, match="expected group_rows, 2 row counts"):
         gemm.validate(GemmProblem(None, 64, 64, groups=2), "gfx950", group_rows=(1, 2, 3))
+
+
+def test_tile_options_become_each_targets_config():
+    """``config_from_options``: the CLI's tile flags become the target's config (none: the cost model's,
+    None); an option another target has is refused by name; ``code`` is what ``--emit`` prints of a build."""
+    from tvm_cdna4.kernels.gfx950.gemm_plan import Gfx950GemmConfig
+    from tvm_cdna4.kernels.sm80.gemm_plan import GemmConfig
+
+    problem = GemmProblem(256, 256, 1024, "bf16", "nt")
+    assert gemm.config_from_options(problem, "sm80") is None and gemm.config_from_options(problem, "gfx950") is None
+    sm80 = gemm.config_from_options(problem, "sm80", block="64x128x32", warps="2x2", stages=3, group_m=4)
+    assert isinstance(sm80, GemmConfig)
+    assert (sm80.block_m, sm80.block_n, sm80.block_k, sm80.warps_m, sm80.warps_n, sm80.stages, sm80.group_m) == (
+        64, 128, 32, 2, 2, 3, 4)
+    gfx = gemm.config_from_options(problem, "gfx950", block="64x64x32", mfma="32x32")
+    assert isinstance(gfx, Gfx950GemmConfig) and (gfx.block_m, gfx.block_n, gfx.block_k, gfx.mfma) == (64, 64, 32, "32x32")
+    assert gemm.plan(problem, "gfx950", gfx).config == gfx
+    with pytest.raises(ValueError, match="^--ctas is an sm80 option"):
+        gemm.config_from_options(problem, "gfx950", ctas=0)
+    with pytest.raises(ValueError, match="^--mfma is a gfx950 option"):
+        gemm.config_from_options(problem, "sm80", mfma="16x16")
+    with pytest.raises(ValueError, match="^--target sm80 supports --dtype f16/bf16"):
+        gemm.config_from_options(GemmProblem(64, 64, 64, "fp8"), "sm80")
+    assert gemm.code("gfx950") == {"asm": "asm", "llvm": "llvm_ir"} and gemm.code("sm80") == {"cuda": "source"}
+    assert gemm.TARGETS["sm80"].aliases == ("sm_80",)
+
+
+def test_sm80_reduction_replaces_the_chosen_configs():
+    problem = GemmProblem(7, 1024, 8192, "bf16", "nt", "bf16")
+    chosen = gemm.plan(problem, "sm80")
+    ordered = gemm.plan(problem, "sm80", reduction="ordered")
+    assert chosen.config.reduction == "atomic" and ordered.config == dataclasses.replace(chosen.config,
+                                                                                         reduction="ordered")

@@ -222,8 +222,9 @@ def test_gpu_validated_table():
 @pytest.mark.cuda
 @pytest.mark.parametrize("shape", [("-M", "77", "-N", "130", "-K", "264"), ("-M", "16", "-N", "4095", "-K", "2056")])
 def test_gpu_cli_validates_a_fused_kernel(shape, capsys):
-    # runtime.cuda.compile_and_load / run_numpy / check_fused through the CLI: the tile GEMM and the decode kernel
+    # kernels.gemm.validate with runtime.cuda.run_gemm through the CLI: the tile GEMM and the decode kernel
     args = ["gemm", "--target", "sm80", "--dtype", "bf16", "--out-dtype", "bf16", *shape, "--bias", "--activation",
             "silu", "--residual", "--row-scale", "--col-scale", "--validate"]
     assert cli.main(args) == 0, capsys.readouterr()
-    assert "OK" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert out.rstrip().endswith("PASS") and "on the NVIDIA GPU" in out, out
