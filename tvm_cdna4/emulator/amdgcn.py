@@ -33,7 +33,7 @@ from ..isa.llvm_helpers import (
 )
 from .errors import EmulationError
 from .interp import np_dtype, where_of
-from .memory import GlobalAtomics, InFlightLdsWrites, Pointer, check_bounds, check_lds_read
+from .memory import GlobalAtomics, InFlightLdsWrites, Pointer, check_bounds, check_lds_read, check_writable
 
 WAVE = 64
 
@@ -388,6 +388,7 @@ def _atomic_dwords(machine, name, p, index, mask, where):
         raise EmulationError(f"{name} at byte {int(byte[bad][0])} is not 4-byte aligned", where,
                              *machine.coords(int(threads[bad][0])))
     check_bounds(machine, p.buffer, byte, 4, None, where)
+    check_writable(p.buffer)
     return threads, byte
 
 

@@ -39,6 +39,7 @@ class Buffer:
             self.r_wave = np.full(shape, -1, np.int32)
             self.r_epoch = np.full(shape, -1, np.int64)
             self.w_seq = np.zeros(shape, np.int64)  # the writing wave's LDS operation number (Machine.issue_lds)
+        self.readonly = not data.flags.writeable  # a caller's read-only array (check_writable)
         self.pending = None  # in-flight asynchronous writes per byte (created on first use)
         self.atomic_marks = None  # global buffers: GlobalAtomics' per-byte records of the launch (first use)
 
@@ -56,6 +57,13 @@ class Buffer:
             view = self.data[:, :usable].view(dtype)
             self._views[dtype] = view
         return view
+
+
+def check_writable(buf: Buffer) -> None:
+    """A store into a caller's read-only array: a ValueError naming its parameter (numpy's own names none)."""
+    if buf.readonly:
+        raise ValueError(f"emulate: parameter {buf.name}: the kernel stores to it, but its array is read-only "
+                         "(flags.writeable is False); pass a writable array")
 
 
 class Pointer:
@@ -107,6 +115,7 @@ def load(machine, view: TensorView, flat, mask, where: str):
 
 def store(machine, view: TensorView, flat, value, mask, where: str):
     buf, dtype = view.buffer, view.dtype
+    check_writable(buf)
     byte = _addresses(view, flat, dtype.itemsize)
     inst = machine.instance(buf)
     byte, inst = _broadcast(byte, inst, machine.nthreads)

@@ -38,7 +38,7 @@ from .errors import EmulationError
 from .interp import _any, _mand, np_dtype, where_of
 from .machine import NamedBarrier
 from .mbarrier import MBarriers
-from .memory import InFlightLdsWrites, Pointer, TensorView, check_lds_read, load, store
+from .memory import InFlightLdsWrites, Pointer, TensorView, check_lds_read, check_writable, load, store
 
 WARP = 32
 _LANE = np.arange(WARP)
@@ -543,6 +543,7 @@ def _atomic(returns: bool):
             off = _per_thread(np.asarray(p.offset, np.int64), T)
             threads = np.nonzero(machine.active(mask))[0]
             _check_span(machine, p.buffer, threads, off[threads], dtype.itemsize, dtype.itemsize, what, where)
+            check_writable(p.buffer)
             if p.buffer.scope == "global":
                 global_writes(machine, p.buffer, threads, off[threads], dtype.itemsize, True, where)
             b = value(env, mask).view(dtype)[:, 0]
