@@ -31,6 +31,7 @@ from ..isa.llvm_helpers import (
     buffer_load_lds_helper,
     wave_reduce_helper,
 )
+from . import mathcalls
 from .errors import EmulationError
 from .interp import np_dtype, where_of
 from .memory import GlobalAtomics, InFlightLdsWrites, Pointer, check_bounds, check_lds_read, check_writable
@@ -526,6 +527,7 @@ def calls() -> dict:
         **{f"llvm.amdgcn.workitem.id.{d}": _workitem(d) for d in "xyz"},
         **{f"llvm.amdgcn.workgroup.id.{d}": _workgroup(d) for d in "xyz"},
     }
+    table.update(mathcalls.calls())
     table.update({name: _noop for name in _SCHED_PROGRAMS})
     table.update({buffer_load_helper(d): _buffer_load for d in BUFFER_LOAD_DTYPES})
     table.update({buffer_load_lds_helper(n): _buffer_load_lds(n) for n in BUFFER_LOAD_LDS_MNEMONICS})
