@@ -34,7 +34,8 @@ from ..isa.llvm_helpers import (
 from . import mathcalls
 from .errors import EmulationError
 from .interp import np_dtype, where_of
-from .memory import GlobalAtomics, InFlightLdsWrites, Pointer, check_bounds, check_lds_read, check_writable
+from .globalmem import GlobalAtomics
+from .memory import InFlightLdsWrites, Pointer, check_bounds, check_lds_read, check_writable
 
 WAVE = 64
 
@@ -405,7 +406,7 @@ def _global_atomic_add_f32(compiler, node, args):
     def run(env, mask):
         p, T = ptr(env, mask), machine.nthreads
         threads, byte = _atomic_dwords(machine, GLOBAL_ATOMIC_ADD_F32_MNEMONIC, p, index(env, mask), mask, where)
-        machine.state["atomics"].record(machine, p.buffer, byte, 4, threads, True, where)
+        machine.state["atomics"].record_atomic(machine, p.buffer, byte, 4, threads, where)
         v = np.broadcast_to(np.asarray(value(env, mask), np.float32), (T,))[threads]
         np.add.at(p.buffer.typed(np.dtype(np.float32))[0], byte // 4, v)  # in thread order, f32 each step
     return run
@@ -424,7 +425,7 @@ def _global_atomic_add_u32(compiler, node, args):
     def run(env, mask):
         p, T = ptr(env, mask), machine.nthreads
         threads, byte = _atomic_dwords(machine, name, p, index(env, mask), mask, where)
-        machine.state["atomics"].record(machine, p.buffer, byte, 4, threads, True, where, returns=True)
+        machine.state["atomics"].record_atomic(machine, p.buffer, byte, 4, threads, where, returns=True)
         v = np.broadcast_to(np.asarray(value(env, mask)).astype(np.uint32), (T,))[threads]
         mem = p.buffer.typed(np.dtype(np.uint32))[0]
         old = np.zeros(T, np.uint32)
