@@ -13,7 +13,7 @@ kernel that stores an uncomputed register, ``sin``, ``cos`` and ``pow`` abort th
 ``erf`` stops TIRx. Each is refused here, before TIRx runs, naming what to write instead.
 
 Measured by compiling ``C[t] = T.<fn>(A[t])`` for gfx950 with ``tvm_cdna4.build`` (ld.lld 22) in
-float16, float32 and float64 (tests/test_emulator_math.py).
+float16, float32 and float64 (tests/emulator/test_emulator_math.py).
 """
 
 from __future__ import annotations
