@@ -47,8 +47,8 @@ def test_f32_math_is_float64_rounded_once(name):
 
 @pytest.mark.parametrize("name", ["exp", "exp2", "log", "sqrt", "sin"])
 def test_f16_math_rounds_to_f16(name):
-    fn, x = EXACT[name]
-    a, _, c = _run(name, np.clip(x, -10, 10) if name != "log" and name != "sqrt" else np.geomspace(1e-3, 1e3, 64),
+    fn = EXACT[name][0]
+    a, _, c = _run(name, np.geomspace(1e-3, 1e3, 64) if name in ("log", "sqrt") else np.linspace(-8, 8, 64),
                    dtype="float16")
     with np.errstate(all="ignore"):
         want = fn(a.astype(np.float64)).astype(np.float16)
@@ -69,7 +69,7 @@ def test_bf16_exp_goes_through_f32():
 
 
 def test_pow():
-    a, b, c = _run("pow", POSITIVE[:64] ** 0 * np.linspace(0.1, 4, 64), Y, args=2)
+    a, b, c = _run("pow", np.linspace(0.1, 4, 64), Y, args=2)
     np.testing.assert_array_equal(c, np.power(a.astype(np.float64), b.astype(np.float64)).astype(np.float32))
 
 
