@@ -25,7 +25,7 @@
   the last ticket runs ``fence_acquire`` before it reads the workspace. The emulator checks both
   halves: a global load (or plain store) of a byte that another thread updated atomically in the
   launch is a race unless that thread released its update and the reader acquired after it
-  (``emulator.memory.GlobalAtomics``); a plain store after the thread's own atomic is the last
+  (``emulator.globalmem.GlobalAtomics``); a plain store after the thread's own atomic is the last
   update of that byte (the ticket's reset) is ordered by coherence.
 """
 
