@@ -109,7 +109,7 @@ def main(argv=None) -> int:
 
     ok, why = runner.have_cuda_gpu()
     if not ok:
-        print(f"kernels.gemm.dynamic_m.py needs an NVIDIA GPU: {why}", file=sys.stderr)
+        print(f"dynamic_m.py needs an NVIDIA GPU: {why}", file=sys.stderr)
         return 2
     arch = runner.device_arch()
     ms = [int(m) for m in args.ms.split(",")] if args.ms else list(MS)
@@ -123,9 +123,9 @@ def main(argv=None) -> int:
     text = table(rows)
     print(text)
     os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "kernels.gemm.dynamic_m.md"), "w") as f:
+    with open(os.path.join(args.out, "dynamic_m.md"), "w") as f:
         f.write(text + "\n")
-    with open(os.path.join(args.out, "kernels.gemm.dynamic_m.json"), "w") as f:
+    with open(os.path.join(args.out, "dynamic_m.json"), "w") as f:
         json.dump({"method": args.method, "arch": arch, "device": runner.have_cuda_gpu()[1], "date": time.strftime(
             "%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "build_seconds": build_s, "rows": rows}, f, indent=1)
     return 0 if all(r["static_ok"] and r["dynamic_ok"] for r in rows) else 1
