@@ -1,7 +1,7 @@
 """Our gfx950 attention forward next to Triton's, both under one static model (no GPU, no ROCm).
 
 Run: python benchmarks/attention_gfx950_vs_triton.py --triton-source PATH [--seq 8192] [--batch 16]
-     [--heads 64] [--kv-heads 8] [--head-dim 128] [--quick] [--json FILE] [--results benchmarks/RESULTS.md]
+     [--heads 64] [--kv-heads 8] [--head-dim 128] [--quick] [--json FILE] [--results benchmarks/journal/YYYY-MM.md]
 
 Triton's kernel is its fused-attention tutorial, ``python/tutorials/06-fused-attention.py`` of
 triton-lang/triton (the forward for the installed Triton: tensor descriptors for Triton >= 3.9,
@@ -216,7 +216,7 @@ def main(argv=None) -> int:
     parser.add_argument("--head-dim", type=int, default=128)
     parser.add_argument("--quick", action="store_true", help="one Triton config")
     parser.add_argument("--json", help="write every row here")
-    parser.add_argument("--results", help="append the dated section to this RESULTS.md")
+    parser.add_argument("--results", help="append the dated section to this journal file (benchmarks/journal/YYYY-MM.md)")
     args = parser.parse_args(argv)
     fn = triton_kernel(args.triton_source) if args.triton_source else None
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")

@@ -24,6 +24,8 @@ import os
 import sys
 import time
 
+RUNS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runs")  # raw outputs of the runs kept in git
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
@@ -103,7 +105,7 @@ def main(argv=None) -> int:
     ap.add_argument("--dtype", default="bf16", choices=("bf16", "f16"))
     ap.add_argument("--method", default="flush", choices=("flush", "clean", "warm"))
     ap.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) - 1))
-    ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    ap.add_argument("--out", default=os.environ.get("OUT", RUNS), help="folder of the raw outputs (default: $OUT, else benchmarks/runs)")
     args = ap.parse_args(argv)
     from tvm_cdna4.runtime import cuda as runner
 
