@@ -123,10 +123,12 @@ def cache_key(plan: Gfx950GemmPlan | MxGemmPlan) -> dict:
 
 
 def build(M, N, K, dtype: str = "f16", layout: str = "nn", out_dtype: str | None = None, config=None, batch: int = 0,
-          cache: bool = True, k_splits: int = 1, *, bias: bool = False, activation: str | None = None,
+          cache: bool = True, k_splits: int | None = None, *, bias: bool = False, activation: str | None = None,
           residual: bool = False, row_scale: bool = False, col_scale: bool = False, fusion: Fusion | None = None):
     """``tvm_cdna4.build`` of the gfx950 GEMM (dense or MX ``dtype``; ``config`` a
-    ``Gfx950GemmConfig`` or ``MxGemmConfig``, None for the default) through the on-disk build cache
+    ``Gfx950GemmConfig`` or ``MxGemmConfig``; None: for a dense dtype the cost model's plan
+    (``gemm_plan.plan_for``: tile, waves and, unless ``k_splits`` is given, the K split), as the CLI
+    and ``kernels.gemm.build`` run; for an MX dtype its default config) through the on-disk build cache
     (``tvm_cdna4.cache``, keyed by ``cache_key(plan)``): the LLVM IR, assembly and code object are
     cached, so a warm build runs the planner only (no TIRx); ``executable`` is None on a hit.
     ``cache=False`` neither reads nor writes the cache. The fused epilogue: ``bias``, ``activation``
@@ -135,10 +137,14 @@ def build(M, N, K, dtype: str = "f16", layout: str = "nn", out_dtype: str | None
     ``build_dynamic`` (a ``DynamicGemm``; no config, batch or K split: the planner chooses per bucket)."""
     fused = fusion_of(bias, activation, residual, row_scale, col_scale, fusion)
     if M is None:
-        if config is not None or batch or k_splits != 1:
+        if config is not None or batch or k_splits not in (None, 1):
             raise ValueError("dynamic M (M=None) plans every M bucket with the cost model: no config, batch or k_splits")
         return build_dynamic(N, K, dtype, layout, out_dtype, cache, fusion=fused)
-    return build_plan(plan(M, N, K, dtype, layout, out_dtype, config, batch, k_splits, fused), cache)
+    if config is None and k_splits is None and dtype not in MX_FORMATS:
+        from .gemm_plan import plan_for
+
+        return build_plan(plan_for(M, N, K, dtype, layout, out_dtype, batch, fusion=fused), cache)
+    return build_plan(plan(M, N, K, dtype, layout, out_dtype, config, batch, k_splits or 1, fused), cache)
 
 
 def build_dynamic(N: int, K: int, dtype: str = "f16", layout: str = "nt", out_dtype: str | None = None,

@@ -18,6 +18,8 @@ import operator
 
 import attrs
 
+from ..common import PlanRecord
+
 from typing import Union
 
 from ...isa import CATALOG, DS_READ_TR_OPS, SCALE_FORMAT_CODES, WAVE_SIZE, DsReadTrOp
@@ -343,7 +345,7 @@ class OperandPlan:
 
 
 @attrs.frozen
-class Gfx950GemmPlan:
+class Gfx950GemmPlan(PlanRecord, family="gemm"):
     """Everything the emission of one gfx950 GEMM needs, computed by ``plan_gfx950_gemm``: a pure
     function of the problem and the config that tests inspect without building.
 
@@ -821,7 +823,7 @@ def _check_mx_config(cfg: MxGemmConfig) -> None:
 
 
 @attrs.frozen
-class MxGemmPlan:
+class MxGemmPlan(PlanRecord, family="gemm"):
     """Everything the emission of one MX GEMM needs (``gfx950_mx_gemm``'s docstring), computed by
     ``plan_mx_gemm``: a pure function of the problem and the config that tests inspect without
     building. The scale words of a stage are laid out so that the word a lane reads holds its scales

@@ -49,6 +49,8 @@ import re
 
 import attrs
 
+from ..common import PlanRecord
+
 from ...isa.formats import fmt
 from ..attention.problem import AttentionProblem, check_indexing, workgroup_tiles
 from .gemm_plan import DTYPES as STORAGE  # the 16-bit dtypes mma.sync m16n8k16 takes, TIR's names
@@ -160,7 +162,7 @@ class Sm80AttentionConfig:
 
 
 @attrs.frozen
-class Sm80AttentionPlan:
+class Sm80AttentionPlan(PlanRecord, family="attention"):
     """Everything ``attention_sm80_emit`` reads (module docstring)."""
 
     problem: AttentionProblem

@@ -35,6 +35,8 @@ from dataclasses import asdict, dataclass, replace
 
 import attrs
 
+from ..common import PlanRecord
+
 from .gemm_plan import (
     DTYPES,
     H200_SMS,
@@ -156,7 +158,7 @@ class DecodeLoop:
 
 
 @attrs.frozen
-class DecodePlan:
+class DecodePlan(PlanRecord, family="gemm"):
     """The whole decode kernel for one static problem (or a bucket of M: ``dynamic_m``): what
     ``kernels.sm80.decode_emit.emit_decode`` spells."""
 

@@ -349,9 +349,15 @@ def config_json(M, N, K, dtype="f16", layout="nt", out_dtype="f32", config=None,
 def plan_json(p: GemmPlan | DecodePlan, sms=H200_SMS) -> str:
     """A plan of either kernel as ``config_json``'s JSON object (a dynamic-M plan's with its bucket; the
     extents that depend on its M, such as the launched CTAs, as text)."""
+    return json.dumps(summary(p, sms), default=str)
+
+
+def summary(p: GemmPlan | DecodePlan, sms=H200_SMS) -> dict:
+    """A plan of either kernel as one JSON object: the tiling's every field, ``split_k``, the grid, the
+    fused epilogue and the cost model's estimate on ``sms`` SMs (``plan_summary`` / ``decode_summary``)."""
     if isinstance(p, DecodePlan):
-        return json.dumps({**p.config.as_dict(), **decode_summary(p, sms)}, default=str)
-    return json.dumps({"kind": "tile", **p.config.as_dict(), **plan_summary(p, sms)}, default=str)
+        return {**p.config.as_dict(), **decode_summary(p, sms)}
+    return {"kind": "tile", **p.config.as_dict(), **plan_summary(p, sms)}
 
 
 def build_key(p: GemmPlan | DecodePlan, arch: str = "sm_80", compiler: str | None = None) -> dict:

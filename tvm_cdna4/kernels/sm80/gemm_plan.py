@@ -27,6 +27,8 @@ from dataclasses import asdict, dataclass, is_dataclass, replace
 
 import attrs
 
+from ..common import PlanRecord
+
 from ..gemm.dynamic_m import MBucket, ceil_div, check_layout, divides, extent_record, is_static, m_limit, resolve_m
 from ..gemm.epilogue import Fusion, Param
 from ..gemm.grouped import OFFSETS, SEARCHES, Groups, expected_row_tiles, tail_rows
@@ -828,7 +830,7 @@ def _store_epilogue(M: Extent, N: int, ot: str, cfg: GemmConfig) -> Epilogue:
 
 
 @attrs.frozen
-class GemmPlan:
+class GemmPlan(PlanRecord, family="gemm"):
     """The whole kernel for one static problem: what ``kernels.sm80.gemm_emit.emit`` turns into TIRx."""
 
     M: Extent
