@@ -354,7 +354,7 @@ class Gfx950GemmPlan(PlanRecord, family="gemm"):
     load of tile ``p + 2`` may only overwrite the stage of tile ``p - 1``, and it gets two periods
     to land, as the staged loads do with ``load_ahead`` 2. Three stages of two workgroups must fit
     a CU's 160 KiB, hence ``dma_config``'s K tiles of 64 bytes (72-73 KiB per workgroup). Measured
-    at 4096³ (benchmarks/RESULTS.md, "Direct-to-LDS loads in the GEMM: measured"): 128-144 VGPRs
+    at 4096³ (benchmarks/journal/2026-12.md, "Direct-to-LDS loads in the GEMM: measured"): 128-144 VGPRs
     instead of 218-248, still 2 waves/SIMD (LDS), and below register staging on the same MFMA
     in every dtype and layout; an option, the default for no dtype or layout."""
 

@@ -288,7 +288,7 @@ class DecodeEstimate:
 def decode_registers(cfg: DecodeConfig, token_tiles: int) -> int:
     """Registers per thread the model assumes: 24 (addresses, loop) + half the W and x words of an iteration
     (ptxas interleaves the shared loads with the MMAs) + the accumulators; ptxas -v gave 42-60 for the
-    configs of benchmarks/RESULTS.md."""
+    configs of benchmarks/journal/2026-12.md."""
     return min(255, 24 + 2 * cfg.unroll * (2 * cfg.row_tiles + token_tiles) + 4 * cfg.row_tiles * token_tiles)
 
 
@@ -332,7 +332,7 @@ def decode_estimate(M: int, N: int, K: int, cfg: DecodeConfig, out_bytes: int = 
 
 def decode_candidates(M: int, N: int, K: int) -> list[DecodeConfig]:
     """The decode configs the planner weighs: whole-line copies (``line_copy``; 1.10x faster than the
-    fragment-chunk copies on the H200, benchmarks/RESULTS.md), 8 or 4 warps, 2/4/1 row tiles, unroll
+    fragment-chunk copies on the H200, benchmarks/journal/2026-12.md), 8 or 4 warps, 2/4/1 row tiles, unroll
     2 or 4, 3/4/6 stages, K split in 1..16 slices of at least one iteration per warp, within 227 KiB
     of shared memory. Ties keep the earlier candidate."""
     out = []

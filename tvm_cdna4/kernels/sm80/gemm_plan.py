@@ -85,7 +85,7 @@ class GemmConfig:
     # the fused residual through shared memory (``Epilogue.residual_rows``): copied by cp.async into the
     # stages freed in the last k-tiles instead of loaded from global memory in the epilogue; opt-in (at
     # 4096^3 it took the residual alone from +4.2 % to +2.6 % over the plain GEMM but all five steps from
-    # +6.1 % to +8.6 %: benchmarks/RESULTS.md, "Issue 25's last two gaps")
+    # +6.1 % to +8.6 %: benchmarks/journal/2026-12.md, "Issue 25's last two gaps")
     residual_stage: bool = False
 
     @property
