@@ -69,10 +69,10 @@ def add_gemm_parser(subparsers) -> argparse.ArgumentParser:
                    help="print the generated code: cuda (sm80), asm / llvm (gfx950), tir, config (default: none; "
                         "sm80 without an action builds and says so)")
     _tile_options(p)
+    order = [*(i.name for i in INPUTS if not i.after_activation), "activation",
+             *(i.name for i in INPUTS if i.after_activation)]
     fused = p.add_argument_group("fused epilogue", "applied to the f32 accumulator before the output cast, in this "
-                                 "order: " + ", ".join(i.name.replace("_", " ") for i in INPUTS if not i.after_activation)
-                                 + ", activation, " + ", ".join(i.name for i in INPUTS if i.after_activation)
-                                 + " (docs: kernels.gemm.epilogue)")
+                                 f"order: {', '.join(n.replace('_', ' ') for n in order)} (docs: kernels.gemm.epilogue)")
     for i in INPUTS:
         fused.add_argument(i.flag, action="store_true", help=i.help)
     fused.add_argument("--activation", choices=ACTIVATIONS, help="relu, silu or gelu (tanh form) (default: none)")
