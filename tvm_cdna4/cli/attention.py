@@ -133,7 +133,7 @@ def _gpu_refusal(args, device: str | None) -> str | None:
 
 def plan_json(target: str, plan) -> dict:
     """``--emit config``: the plan record as one JSON object, with the target and the problem's flops."""
-    return {"target": target, **attrs.asdict(plan), "flops": plan.problem.flops()}
+    return plan.summary()
 
 
 def run_attention(args) -> int:

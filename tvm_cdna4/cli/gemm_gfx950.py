@@ -151,25 +151,8 @@ def fusion_json(fusion: Fusion) -> dict:
 
 
 def plan_json(p) -> dict:
-    """``--emit config``: the plan as one JSON object: its config's fields, ``split_k``, the split
-    reduction, the epilogue's operations and fusion, the launch and (dense plans) the planner's
-    estimate (``planned_estimate``)."""
-    out = {**attrs.asdict(p.config), "split_k": p.grid.k_splits, "split_reduction": p.epilogue.reduction,
-           "epilogue": list(p.epilogue.ops), "fusion": fusion_json(p.fusion), "workgroups": p.grid.groups,
-           "tiles": list(p.grid.tiles)}
-    if hasattr(p, "lds_stages"):
-        from ..kernels.gfx950.gemm_plan import planned_estimate, plan_gfx950_gemm
-
-        if p.dynamic_m is not None:  # estimated at the bucket's representative M
-            rep = p.dynamic_m.representative
-            out.update(m_bucket=[p.dynamic_m.lo, p.dynamic_m.hi], planned_at_m=rep, workgroups=str(p.grid.groups),
-                       tiles=[str(p.grid.tiles[0]), p.grid.tiles[1]])
-            p = plan_gfx950_gemm(rep, p.N, p.K, p.dtype, p.layout, p.epilogue.out_dtype, p.config, 0, p.grid.k_splits,
-                                 p.epilogue.fusion)
-        est = planned_estimate(p)
-        out["planned_estimate"] = {"time_us": 1e6 * est.time_s, "roofline_fraction": est.roofline_fraction,
-                                   "tile_efficiency": est.tile_efficiency, "bound": est.bound}
-    return out
+    """``--emit config``: the plan's JSON object (``plan.summary()``: ``kernels.gfx950.gemm_target.summary``)."""
+    return p.summary()
 
 
 def _inputs(args, rng):

@@ -1,33 +1,33 @@
-"""Attention forward (issue 26): one API over both targets.
+"""The attention family (forward, FlashAttention-2; issue 26): one problem, one table of targets, the
+same verbs on every target (the GEMM family's shape: ``kernels.gemm``).
 
-``TARGETS`` holds one ``AttentionTarget`` per target: where its plan, emit and build functions live
-(``"module:function"`` in this package, imported on first use, so planning for one target never
-imports the other's emitter, and the gfx950 plan imports no TIRx):
+``AttentionProblem`` (``kernels.attention.problem``): the target-neutral record, its float64
+``reference``, ``error_bound``, ``random_inputs`` and kv tiling.
 
-- ``gfx950``: ``kernels.gfx950.attention_plan.plan_gfx950_attention`` -> ``AttentionPlan``,
-  ``kernels.gfx950.attention_emit.emit_gfx950_attention`` (the PrimFunc), ``build_gfx950`` here (the code
-  object through ``rocm.build`` and the on-disk build cache, like ``kernels.gfx950.gemm.build``);
-- ``sm80``: ``kernels.sm80.attention_plan.plan_sm80_attention``, ``kernels.sm80.attention_emit.emit_sm80_attention``
-  and ``kernels.sm80.attention.build_sm80_attention`` (cp.async, ldmatrix, mma.sync; bf16 and f16, fp8 refused
-  by its planner).
+``TARGETS``: one ``common.Target`` row per target, naming the module that implements the verbs there
+(``kernels.<target>.attention_target``: ``plan(problem, config=None, **options)``, ``choose``,
+``emit(plan)``, ``build(problem, config=None, **options)``, ``execute(plan, arrays, run=None)``,
+``summary(plan)``): gfx950 (``AttentionPlan``: S^T = K Q^T, ds_read_tr, direct-to-LDS K/V; the CPU
+wavefront emulator) and sm80 (cp.async, ldmatrix, mma.sync; bf16 and f16, fp8 refused by its planner;
+the GPU through a runner, or the CUDA emulator for small problems).
 
-``plan(problem, target, config)``, ``emit(plan)`` (the target read off the plan's type), ``build(problem,
+``plan(problem, target, config)``, ``emit(plan)`` (the target read off the plan's folder), ``build(problem,
 target, config, ...)`` and ``validate(problem, target, config, seed)``: the kernel on random inputs
-(``kernels.gfx950.attention_plan.random_inputs``) against the float64 ``reference`` within ``error_bound`` (gfx950:
-the CPU wavefront emulator; sm80: the NVIDIA GPU, through a runner the caller passes: the CLI's runs
-``tvm_cdna4.torch.attention``; without one, the CUDA emulator for problems of at most
-``SM80_EMULATED_PAIRS`` scored pairs). The gfx950 static report is ``report.attention_report`` (the runtime
-layer, above this one; the CLI's ``--report``).
+against the float64 ``reference`` within ``error_bound`` (sm80 on a GPU through ``run``, which the CLI
+passes where one is present). The gfx950 static report is ``report.attention_report`` (the runtime
+layer; the CLI's ``--report``).
 """
 
 from __future__ import annotations
 
-import importlib
 import time
 
 import attrs
 
-from .problem import AttentionProblem, dequantize, error_bound, output_arrays, random_inputs, reference
+from ..common import Target, row
+from ..common import target_of as common_target_of
+
+from .problem import AttentionProblem, dequantize, error_bound, random_inputs, reference
 
 
 def __getattr__(name: str):
@@ -35,40 +35,23 @@ def __getattr__(name: str):
         from ..gfx950.attention_plan import AttentionConfig
 
         return AttentionConfig
+    if name == "SM80_EMULATED_PAIRS":  # the CUDA emulator's limit without a GPU runner
+        from ..sm80.attention_target import EMULATED_PAIRS
+
+        return EMULATED_PAIRS
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-@attrs.frozen
-class AttentionTarget:
-    """Where a target's attention functions live: ``"module:function"``, relative to ``tvm_cdna4.kernels``."""
-
-    name: str
-    plan: str  # (problem, config=None) -> plan
-    emit: str  # (plan) -> PrimFunc
-    build: str  # (problem, config=None, **options) -> the built kernel
-
-
 TARGETS = {
-    "gfx950": AttentionTarget("gfx950", "gfx950.attention_plan:plan_gfx950_attention", "attention:emit_gfx950",
-                              "attention:build_gfx950"),
-    "sm80": AttentionTarget("sm80", "sm80.attention_plan:plan_sm80_attention", "sm80.attention_emit:emit_sm80_attention",
-                            "sm80.attention:build_sm80_attention"),
+    "gfx950": Target("gfx950", "tvm_cdna4.kernels.gfx950.attention_target"),
+    "sm80": Target("sm80", "tvm_cdna4.kernels.sm80.attention_target"),
 }
+AttentionTarget = Target
+"""Deprecated (0.2.0): the rows of ``TARGETS`` are ``kernels.common.Target`` records (a module of verbs)."""
 
 
-SM80_EMULATED_PAIRS = 1 << 16
-"""The most (query, key) pairs (``AttentionProblem.visible_pairs``) ``validate`` runs in the CUDA
-emulator when no GPU runner is passed (4,970 pairs took 0.7 s on one core of the 2-core CPU machine,
-2026-12-02)."""
-
-
-def _function(target: str, role: str):
-    """The ``role`` function (``plan``, ``emit``, ``build``) of ``target``; a clear ValueError for an
-    unknown target."""
-    if target not in TARGETS:
-        raise ValueError(f"attention target: expected one of {tuple(TARGETS)}, found {target!r}")
-    module, name = getattr(TARGETS[target], role).split(":")
-    return getattr(importlib.import_module(f"tvm_cdna4.kernels.{module}"), name)
+def _function(target: str, verb: str):
+    return row(TARGETS, "attention", target).verb(verb)
 
 
 def plan(problem: AttentionProblem, target: str = "gfx950", config=None, **options):
@@ -77,14 +60,21 @@ def plan(problem: AttentionProblem, target: str = "gfx950", config=None, **optio
     return _function(target, "plan")(problem, config, **options)
 
 
+def choose(problem: AttentionProblem, target: str = "gfx950", **options):
+    """The config ``target`` plans ``problem`` with when given none."""
+    return _function(target, "choose")(problem, **options)
+
+
 def target_of(plan_) -> str:
-    """The target whose planner made ``plan_`` (the module of its record type; a plan holds its
+    """The target whose planner made ``plan_`` (the target folder of its record type; a plan holds its
     ``problem``)."""
-    module = type(plan_).__module__
-    for name, entry in TARGETS.items():
-        if module == "tvm_cdna4.kernels." + entry.plan.split(":")[0] and isinstance(getattr(plan_, "problem", None), AttentionProblem):
-            return name
-    raise ValueError(f"attention emit: expected a plan of {tuple(TARGETS)}, found a {type(plan_).__name__}")
+    try:
+        name = common_target_of(plan_)
+    except ValueError:
+        name = None
+    if name not in TARGETS or not isinstance(getattr(plan_, "problem", None), AttentionProblem):
+        raise ValueError(f"attention emit: expected a plan of {tuple(TARGETS)}, found a {type(plan_).__name__}")
+    return name
 
 
 def emit(plan_):
@@ -93,12 +83,8 @@ def emit(plan_):
 
 
 def emit_gfx950(plan_):
-    """The gfx950 PrimFunc (``attention_gfx950_emit``; the ROCm build registered first)."""
-    from ...rocm.build import register
-    from ..gfx950.attention_emit import emit_gfx950_attention
-
-    register()
-    return emit_gfx950_attention(plan_)
+    """The gfx950 PrimFunc (``kernels.gfx950.attention_target.emit``)."""
+    return _function("gfx950", "emit")(plan_)
 
 
 def build(problem: AttentionProblem, target: str = "gfx950", config=None, **options):
@@ -108,26 +94,22 @@ def build(problem: AttentionProblem, target: str = "gfx950", config=None, **opti
 
 
 def schedule_digest() -> str:
-    """SHA-256 of everything the gfx950 attention kernel's code comes from (``cache.source_digest``)."""
-    from ...cache import source_digest
+    """The gfx950 kernel's source digest (``kernels.gfx950.attention_target.schedule_digest``)."""
+    from ..gfx950.attention_target import schedule_digest as digest
 
-    return source_digest("kernels/attention/*.py", "kernels/gfx950/*.py", "kernels/gemm/*.py",
-                         "patterns/*.py", "rocm/*.py", "isa/*.py", "tirx_private.py")
+    return digest()
 
 
 def cache_key(plan_) -> dict:
-    """The build-cache key of a gfx950 attention plan: the whole record and the schedule's digest."""
-    return {"target": "gfx950", "plan": type(plan_).__name__, "fields": attrs.asdict(plan_),
-            "schedule": schedule_digest()}
+    """The build-cache key of a gfx950 plan (``kernels.gfx950.attention_target.cache_key``)."""
+    from ..gfx950.attention_target import cache_key as key
+
+    return key(plan_)
 
 
-def build_gfx950(problem: AttentionProblem, config: AttentionConfig | None = None, cache: bool = True):
-    """``tvm_cdna4.build`` of the gfx950 kernel through the build cache (keyed by ``cache_key``): the
-    LLVM IR, assembly and code object (``rocm.build.cached_build``)."""
-    from ...rocm.build import cached_build
-
-    p = plan(problem, "gfx950", config)
-    return cached_build("gfx950-attention", cache_key(p), lambda: emit_gfx950(p), enabled=cache)
+def build_gfx950(problem: AttentionProblem, config=None, cache: bool = True):
+    """``build(problem, "gfx950", config, cache=cache)``."""
+    return build(problem, "gfx950", config, cache=cache)
 
 
 @attrs.frozen
@@ -163,31 +145,16 @@ def validate(problem: AttentionProblem, target: str = "gfx950", config=None, see
     present); without it, the CUDA emulator up to ``SM80_EMULATED_PAIRS`` pairs, beyond a ValueError
     saying a GPU is needed. ``options``: the planner's (sm80 ``arch``)."""
     p = plan(problem, target, config, **options)  # the target's refusals first (sm80: fp8)
-    if run is not None and target != "sm80":
-        raise ValueError(f"attention validate run=: a GPU runner is sm80's; {target} validates in the CPU wavefront "
-                         f"emulator (expected run=None, found {run!r})")
-    if target == "sm80" and run is None and problem.visible_pairs() > SM80_EMULATED_PAIRS:
-        raise ValueError(f"sm80 attention validation of {problem.visible_pairs()} scored pairs needs an NVIDIA GPU (the "
-                         f"CUDA emulator takes at most {SM80_EMULATED_PAIRS}); run it where one is present")
     arrays = random_inputs(problem, seed)
     q, k, v = dequantize(problem, arrays)
     want_o, want_lse = reference(q, k, v, problem.causal, problem.scale)
     bound_o, bound_lse = error_bound(q, k, v, problem.causal, problem.scale, problem.dtype)
     start = time.perf_counter()
-    if target == "sm80" and run is not None:
-        o, lse = run(problem, arrays)
-        where = "the NVIDIA GPU"
-    else:
-        from ...emulator import emulate
-
-        out = {**arrays, **output_arrays(problem)}
-        emulate(emit(p), *(out[param.name] for param in p.params), target=target)
-        o, lse = out["O"], out["LSE"]
-        where = "the CPU wavefront emulator" if target == "gfx950" else "the CUDA emulator (no GPU runner)"
+    (o, lse), where = _function(target, "execute")(p, arrays, run)
     seconds = time.perf_counter() - start
     return Validation(_ratio(o, want_o, bound_o), None if lse is None else _ratio(lse, want_lse, bound_lse), where,
                       seconds)
 
 
-__all__ = ["SM80_EMULATED_PAIRS", "TARGETS", "AttentionConfig", "AttentionProblem", "AttentionTarget", "Validation", "build", "build_gfx950",
-           "cache_key", "emit", "emit_gfx950", "plan", "schedule_digest", "target_of", "validate"]
+__all__ = ["SM80_EMULATED_PAIRS", "TARGETS", "AttentionConfig", "AttentionProblem", "AttentionTarget", "Validation", "build",
+           "build_gfx950", "cache_key", "choose", "emit", "emit_gfx950", "plan", "schedule_digest", "target_of", "validate"]

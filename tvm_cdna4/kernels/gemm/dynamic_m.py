@@ -27,6 +27,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from ..common import ceil_div, extent_record  # noqa: F401 (re-exported: the shared vocabulary)
+
 import attrs
 
 BUCKET_EDGES = (16, 32, 64, 128, 256, 1024, 4096)
@@ -97,25 +99,6 @@ def is_static(x) -> bool:
 def divides(x, d: int) -> bool:
     """Whether ``d`` divides the extent ``x`` for every value it takes: only a static multiple does."""
     return is_static(x) and x % d == 0
-
-
-def ceil_div(x, d: int):
-    """``ceil(x / d)`` of a non-negative extent: Python's for an int; for a TIR expression (of a dynamic
-    M, which is at least 1) ``truncdiv(x + d - 1, d)``. Not ``-(-x // d)``: TIR lowers a floor division
-    whose dividend's sign it cannot prove into let-bound remainders and a select, which CUDA codegen
-    then prints as statements inside an address expression (NVRTC rejects the kernel)."""
-    if isinstance(x, int):
-        return -(-x // d)
-    from tvm_tirx import tirx
-
-    return tirx.truncdiv(x + (d - 1), d)
-
-
-def extent_record(value):
-    """An extent as record data: an int as it is, a TIR expression as its text (``M``, ...)."""
-    if type(value).__module__.startswith("tvm_tirx"):
-        return str(value)
-    return value
 
 
 def check_layout(layout: str, who: str) -> None:

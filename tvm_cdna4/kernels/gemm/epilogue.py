@@ -37,11 +37,9 @@ workspace: ``A, B, C, row_scale, col_scale, bias, residual[, W, S]``.
 from __future__ import annotations
 
 from types import SimpleNamespace
-from typing import Union
-
 import attrs
 
-Extent = Union[int, "PrimExpr"]  # noqa: F821 (a TIR expression: a symbolic M)
+from ..common import Extent, Param  # noqa: F401 (re-exported: the shared vocabulary)
 
 ACTIVATIONS = ("relu", "silu", "gelu")
 """The activations a fused epilogue applies (``gelu`` is the tanh form)."""
@@ -56,16 +54,6 @@ GELU_A = -2.0 * LOG2E * SQRT_2_OVER_PI
 """gelu's exponent ``-2u log2 e = x (GELU_A + GELU_B x^2)``: its linear coefficient."""
 GELU_B = GELU_A * GELU_CUBIC
 """... and its cubic one."""
-
-
-@attrs.frozen
-class Param:
-    """One tensor parameter of a kernel: ``name`` (the PrimFunc's), ``shape`` (``Extent`` entries) and
-    TIR ``dtype``. Every plan of both targets lists its kernel's parameters as these, in signature order."""
-
-    name: str
-    shape: tuple[Extent, ...]
-    dtype: str
 
 
 def _activation(instance, attribute, value):
@@ -224,8 +212,9 @@ def tolerance(fusion: Fusion, out_dtype: str) -> tuple[float, float]:
     of the GEMM's own: the output's rounding (half an ulp, relative: 2^-8 bf16, 2^-11 f16, 2^-24 f32)
     plus, with an activation, 2^-18 relative and 2^-20 absolute for the approximate ``2^x`` and the
     f32 evaluation order."""
-    short = {"float32": "f32", "float16": "f16", "bfloat16": "bf16"}.get(out_dtype, out_dtype)
-    rounding = {"f32": 2.0 ** -24, "f16": 2.0 ** -11, "bf16": 2.0 ** -8}[short]
+    short = {"float32": "f32", "float16": "f16", "bfloat16": "bf16", "float64": "f64", "int32": "i32"}.get(out_dtype,
+                                                                                                       out_dtype)
+    rounding = {"f32": 2.0 ** -24, "f16": 2.0 ** -11, "bf16": 2.0 ** -8, "f64": 2.0 ** -53, "i32": 0.0}[short]
     if fusion.activation is None:
         return rounding + 2.0 ** -22, 0.0
     return rounding + 2.0 ** -18, 2.0 ** -20

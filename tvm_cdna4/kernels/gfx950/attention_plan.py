@@ -33,6 +33,8 @@ from __future__ import annotations
 
 import attrs
 
+from ..common import PlanRecord
+
 from ...isa import CATALOG
 from ...isa.hardware import GFX950_LDS_BYTES
 from ...patterns.dma import LdsTile
@@ -79,7 +81,7 @@ class AttentionConfig:
 
 
 @attrs.frozen
-class AttentionPlan:
+class AttentionPlan(PlanRecord, family="attention"):
     """Everything the gfx950 emission reads (``attention_gfx950_emit``; module docstring)."""
 
     problem: AttentionProblem

@@ -42,9 +42,7 @@ planner's names.
 
 from __future__ import annotations
 
-import attrs
-
-from ..gemm.dynamic_m import DynamicGemm, MBucket, buckets, extent_record, m_limit
+from ..gemm.dynamic_m import DynamicGemm, MBucket, buckets, m_limit
 from ..gemm.epilogue import Fusion, fusion_of
 from ..gemm.grouped import GroupedGemm
 from .gemm_plan import (DTYPES, FORMAT_CODES, LAYOUTS, MX_FORMATS, UNIT_SCALES, Epilogue, Gfx950GemmConfig,
@@ -111,22 +109,25 @@ def schedule_digest() -> str:
     LLVM IR helpers, the kernel rules and the build (``cache.source_digest``)."""
     from ...cache import source_digest
 
-    return source_digest("kernels/gfx950/*.py", "kernels/gemm/*.py", "patterns/*.py", "rocm/*.py", "isa/*.py",
-                         "tirx_private.py")
+    return source_digest("kernels/gfx950/*.py", "kernels/gemm/*.py", "kernels/common.py", "patterns/*.py", "rocm/*.py",
+                         "isa/*.py", "tirx_private.py")
 
 
 def cache_key(plan: Gfx950GemmPlan | MxGemmPlan) -> dict:
-    """The build-cache key of a plan: the whole plan record (``attrs.asdict``: every field, so a new
-    plan field can never serve a stale kernel) and the schedule's source digest."""
-    fields = attrs.asdict(plan, value_serializer=lambda inst, field, value: extent_record(value))
-    return {"target": "gfx950", "plan": type(plan).__name__, "fields": fields, "schedule": schedule_digest()}
+    """The build-cache key of a plan (``kernels.common.cache_key``): the whole plan record (every
+    field, so a new plan field can never serve a stale kernel) and the schedule's source digest."""
+    from ..common import cache_key as key
+
+    return key("gfx950", plan, schedule_digest())
 
 
 def build(M, N, K, dtype: str = "f16", layout: str = "nn", out_dtype: str | None = None, config=None, batch: int = 0,
-          cache: bool = True, k_splits: int = 1, *, bias: bool = False, activation: str | None = None,
+          cache: bool = True, k_splits: int | None = None, *, bias: bool = False, activation: str | None = None,
           residual: bool = False, row_scale: bool = False, col_scale: bool = False, fusion: Fusion | None = None):
     """``tvm_cdna4.build`` of the gfx950 GEMM (dense or MX ``dtype``; ``config`` a
-    ``Gfx950GemmConfig`` or ``MxGemmConfig``, None for the default) through the on-disk build cache
+    ``Gfx950GemmConfig`` or ``MxGemmConfig``; None: for a dense dtype the cost model's plan
+    (``gemm_plan.plan_for``: tile, waves and, unless ``k_splits`` is given, the K split), as the CLI
+    and ``kernels.gemm.build`` run; for an MX dtype its default config) through the on-disk build cache
     (``tvm_cdna4.cache``, keyed by ``cache_key(plan)``): the LLVM IR, assembly and code object are
     cached, so a warm build runs the planner only (no TIRx); ``executable`` is None on a hit.
     ``cache=False`` neither reads nor writes the cache. The fused epilogue: ``bias``, ``activation``
@@ -135,10 +136,14 @@ def build(M, N, K, dtype: str = "f16", layout: str = "nn", out_dtype: str | None
     ``build_dynamic`` (a ``DynamicGemm``; no config, batch or K split: the planner chooses per bucket)."""
     fused = fusion_of(bias, activation, residual, row_scale, col_scale, fusion)
     if M is None:
-        if config is not None or batch or k_splits != 1:
+        if config is not None or batch or k_splits not in (None, 1):
             raise ValueError("dynamic M (M=None) plans every M bucket with the cost model: no config, batch or k_splits")
         return build_dynamic(N, K, dtype, layout, out_dtype, cache, fusion=fused)
-    return build_plan(plan(M, N, K, dtype, layout, out_dtype, config, batch, k_splits, fused), cache)
+    if config is None and k_splits is None and dtype not in MX_FORMATS:
+        from .gemm_plan import plan_for
+
+        return build_plan(plan_for(M, N, K, dtype, layout, out_dtype, batch, fusion=fused), cache)
+    return build_plan(plan(M, N, K, dtype, layout, out_dtype, config, batch, k_splits or 1, fused), cache)
 
 
 def build_dynamic(N: int, K: int, dtype: str = "f16", layout: str = "nt", out_dtype: str | None = None,

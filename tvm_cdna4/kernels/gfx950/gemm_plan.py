@@ -23,6 +23,8 @@ import math
 
 import attrs
 
+from ..common import PlanRecord
+
 from ...isa import CATALOG, WAVE_SIZE
 from ...patterns.dma import LdsTile
 from ...isa.hardware import GFX950_LDS_BYTES
@@ -78,7 +80,7 @@ class OperandPlan:
 
 
 @attrs.frozen
-class Gfx950GemmPlan:
+class Gfx950GemmPlan(PlanRecord, family="gemm"):
     """Everything the emission of one gfx950 GEMM needs, computed by ``plan_gfx950_gemm``: a pure
     function of the problem and the config that tests inspect without building.
 

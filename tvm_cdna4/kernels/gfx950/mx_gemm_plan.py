@@ -9,6 +9,8 @@ import math
 
 import attrs
 
+from ..common import PlanRecord
+
 from ...isa import CATALOG, DS_READ_TR_OPS, DsReadTrOp
 from ...isa.formats import fmt as format_of
 from ...isa.hardware import GFX950_LDS_BYTES
@@ -158,7 +160,7 @@ def _check_mx_config(cfg: MxGemmConfig) -> None:
 
 
 @attrs.frozen
-class MxGemmPlan:
+class MxGemmPlan(PlanRecord, family="gemm"):
     """Everything the emission of one MX GEMM needs (``gfx950_mx_gemm``'s docstring), computed by
     ``plan_mx_gemm``: a pure function of the problem and the config that tests inspect without
     building. The scale words of a stage are laid out so that the word a lane reads holds its scales

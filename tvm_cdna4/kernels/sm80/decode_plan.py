@@ -35,6 +35,8 @@ from dataclasses import asdict, dataclass, replace
 
 import attrs
 
+from ..common import PlanRecord
+
 from .gemm_config import DTYPES, MMA, OUT_DTYPES, GemmConfig, _short_dtype, _short_out
 from .gemm_cost import H200_SMS, Device, candidates, choose_config, estimate
 from .gemm_plan import bucket_summary, check_dynamic, check_fusion, plan, planned_m
@@ -139,7 +141,7 @@ class DecodeLoop:
 
 
 @attrs.frozen
-class DecodePlan:
+class DecodePlan(PlanRecord, family="gemm"):
     """The whole decode kernel for one static problem (or a bucket of M: ``dynamic_m``): what
     ``kernels.sm80.decode_emit.emit_decode`` spells."""
 

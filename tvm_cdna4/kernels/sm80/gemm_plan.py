@@ -33,6 +33,8 @@ from dataclasses import asdict, is_dataclass
 
 import attrs
 
+from ..common import PlanRecord
+
 from ..gemm.dynamic_m import (  # noqa: F401 (ceil_div, is_static...: re-exported, callers import them from here)
     MBucket, ceil_div, check_layout, divides, extent_record, is_static, m_limit, resolve_m,
 )
@@ -152,7 +154,7 @@ class GridPlan:
 
 
 @attrs.frozen
-class GemmPlan:
+class GemmPlan(PlanRecord, family="gemm"):
     """The whole kernel for one static problem: what ``kernels.sm80.gemm_emit.emit`` turns into TIRx."""
 
     M: Extent
