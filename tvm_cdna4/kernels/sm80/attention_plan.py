@@ -54,8 +54,8 @@ from ..devices import DEVICES
 
 from ...isa.formats import fmt
 from ..attention.problem import AttentionProblem, check_indexing, workgroup_tiles
-from .gemm_plan import DTYPES as STORAGE  # the 16-bit dtypes mma.sync m16n8k16 takes, TIR's names
-from .gemm_plan import LDMATRIX, LDMATRIX_TRANS, MMA
+from .gemm_config import DTYPES as STORAGE  # the 16-bit dtypes mma.sync m16n8k16 takes, TIR's names
+from .gemm_config import LDMATRIX, LDMATRIX_TRANS, MMA
 from ..gemm.dynamic_m import ceil_div
 from ..gemm.epilogue import Param
 

@@ -37,28 +37,11 @@ import attrs
 
 from ..common import PlanRecord
 
-from .gemm_plan import (
-    DTYPES,
-    H200_SMS,
-    MMA,
-    OUT_DTYPES,
-    Device,
-    GemmConfig,
-    Param,
-    _short_dtype,
-    _short_out,
-    bucket_summary,
-    ceil_div,
-    candidates,
-    check_dynamic,
-    check_fusion,
-    choose_config,
-    estimate,
-    plan,
-    planned_m,
-)
-from ..gemm.dynamic_m import MBucket, extent_record, resolve_m
-from ..gemm.epilogue import Fusion
+from .gemm_config import DTYPES, MMA, OUT_DTYPES, GemmConfig, _short_dtype, _short_out
+from .gemm_cost import H200_SMS, Device, candidates, choose_config, estimate
+from .gemm_plan import bucket_summary, check_dynamic, check_fusion, plan, planned_m
+from ..gemm.dynamic_m import MBucket, ceil_div, extent_record, resolve_m
+from ..gemm.epilogue import Fusion, Param
 
 DECODE_MAX_M = 16
 """Largest M the decode kernel takes (two n8 MMA tiles of tokens)."""

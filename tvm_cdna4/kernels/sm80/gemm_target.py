@@ -124,11 +124,11 @@ def config_from_options(problem: GemmProblem, *, block: str | None = None, warps
                         mfma: str | None = None, lds_dma: bool = False, sms: int | None = None):
     """The config the CLI's tile options ask for, None without any (the cost model's choice). ``block``
     (``MxNxK``), ``warps`` (``WMxWN``), ``group_m`` or ``ctas`` ask for the tile GEMM: its planner's
-    choice (``gemm_plan.choose_config``) with them applied, the pipeline depth re-planned for a given
+    choice (``gemm_cost.choose_config``) with them applied, the pipeline depth re-planned for a given
     block unless ``stages`` says it; ``stages`` alone applies to the planner's choice of either kernel
     (the decode kernel's pipeline depth too). A ValueError, the option first: a dtype sm80 does not
     run, an option of another target (``mfma``, ``lds_dma``), a config its ``check`` refuses."""
-    from .gemm_plan import choose_config as choose_tile, replan_stages
+    from .gemm_cost import choose_config as choose_tile, replan_stages
 
     if problem.dtype not in DTYPES or problem.out not in OUT_DTYPES:
         raise ValueError(f"--target sm80 supports --dtype {'/'.join(DTYPES)} and --out-dtype {'/'.join(OUT_DTYPES)}; "
