@@ -33,6 +33,8 @@
     config when a library holding CUDA C is loaded; ``cuda_device_group`` reads the same two strings
     from a built module (``inspect_source()`` / ``inspect_source("backend_config")``), so worker
     processes can compile what the timing process will load.
+12. ``wrap_target_init`` wraps ``tvm_tirx.target.Target.__init__`` (``TARGET_INIT_SHA256``), where
+    TIRx's C++ ROCm target parser prints its no-ROCm warning.
 
 ``tests/test_tirx_private.py`` fails loudly when any of these change.
 """
@@ -250,7 +252,7 @@ def _run_when_whole() -> None:
 #    variable's premise (and static range) is computed once, when it first appears, in the order
 #    TIRx adds it; each context's premises are a child of that list (its own prefix) followed by
 #    its group axes, exactly the premises TIRx's own init gives it, so every query answers as
-#    before (tests/test_cuda_gemm_golden.py: byte-identical CUDA).
+#    before (tests/kernels/sm80/test_cuda_gemm_golden.py: byte-identical CUDA).
 CUDA_CONTEXT_INIT_SHA256 = "b3dd3eacb01095ea4740bab87f6cad11239f3f8e04fdf4521b8f5501dd999986"
 _SHARED = threading.local()
 
@@ -468,7 +470,7 @@ def shared_cuda_lowering():
 #    runs the same compiled ``_builder`` over a fresh globals dict holding its own
 #    values; a translation that injected a value of its environment into the program (a lexical
 #    alias) is never shared. Anything else goes through TIRx's own function. The generated code is
-#    unchanged (tests/test_cuda_gemm_golden.py, tests/test_gfx950_gemm_golden.py,
+#    unchanged (tests/kernels/sm80/test_cuda_gemm_golden.py, tests/kernels/gfx950/test_gfx950_gemm_golden.py,
 #    tests/test_tirx_private.py).
 RUN_STATEMENTS = "_run_statements"
 RUN_STATEMENTS_SHA256 = "077d3751f3f2bc2882e5ba3e6a036a13a452d18c1b0a205bf417b3f86784ebf9"
@@ -766,5 +768,29 @@ def cache_cuda_device_code(load, store, name: str = CUDA_COMPILE_CALLBACK) -> ty
     tvm_ffi.register_global_func(name, callback, override=True)
     return compile_cached
 
+
+
+# 12. Target construction. TIRx's C++ parser of a rocm target (every ``Target`` made from a dict or
+#    string) prints "Unable to detect ROCm version" where no ROCm runtime exists, with no hook; in
+#    ``tvm_tirx.tirx.compile`` before any pass runs. ``wrap_target_init`` wraps ``Target.__init__``.
+TARGET_INIT_SHA256 = "12dd7a221c0a2e88fdd99a9305c4eb4b21e98038ddd7ec20cace5483f6a46f6f"
+_TARGET_INIT: dict = {}
+
+
+def target_init_sha256() -> str:
+    import hashlib
+    import inspect
+
+    from tvm_tirx.target import Target
+
+    return hashlib.sha256(inspect.getsource(_TARGET_INIT.get("init", Target.__init__)).encode()).hexdigest()
+
+
+def wrap_target_init(make_wrapper) -> None:
+    """Make ``Target.__init__`` ``make_wrapper(TIRx's own)`` (idempotent: never over itself)."""
+    from tvm_tirx.target import Target
+
+    original = _TARGET_INIT.setdefault("init", Target.__init__)
+    Target.__init__ = functools.wraps(original)(make_wrapper(original))
 
 _run_when_whole()  # section 0: every section exists (keep this the module's last line)
