@@ -241,11 +241,11 @@ def lds_pointer_call():
     return kernel
 
 
-def uniform_branch(barrier: bool = True, flag: str = "lds"):
+def uniform_branch(barrier: bool = True, flag: str = "lds", steps: int = 1):
     """Thread 0 copies a flag from memory into LDS, a barrier, then ``if F[0] == 1:`` (one value for the
     whole workgroup, unknown at build time; ``flag="global"``: ``if P[0] == 1:``, the same; ``"thread"``:
     ``if P[tx] == 1:``, per thread) each thread reads the other wave's half of S, (``barrier``) a
-    barrier, and overwrites its own."""
+    barrier, and overwrites its own; the branch and a barrier ``steps`` times (a loop)."""
     in_lds, per_thread = flag == "lds", flag == "thread"
 
     @T.function
@@ -260,12 +260,13 @@ def uniform_branch(barrier: bool = True, flag: str = "lds"):
                 F[0] = P[0]
             S[tx] = A[tx]
             T.rocm.workgroup_barrier()
-            if (F[0] if in_lds else P[tx] if per_thread else P[0]) == 1:
-                r[0] = S[(tx + 64) % 128]
-                if barrier:
-                    T.rocm.workgroup_barrier()
-                S[tx] = r[0]
-            T.rocm.workgroup_barrier()
+            for i in T.serial(steps):
+                if (F[0] if in_lds else P[tx] if per_thread else P[0]) == 1:
+                    r[0] = S[(tx + 64) % 128]
+                    if barrier:
+                        T.rocm.workgroup_barrier()
+                    S[tx] = r[0]
+                T.rocm.workgroup_barrier()
             B[tx] = S[(tx + 64) % 128]
 
     return kernel

@@ -230,7 +230,7 @@ def test_a_branch_on_one_value_of_the_workgroup_is_checked_both_ways(flag, condi
     ticket) or ``if P[0] == 1:`` (one global address): the check runs the kernel with it taken and
     not taken; the race is in the taken branch only."""
     with pytest.raises(ContractError, match=rf"^operand S: LDS race on byte 0 \(`if {condition}:` taken\): wave 1 read it "
-                       r"in `r\[0\] = S\[tx \+ 64 & 127\]` and wave 0 writes it in `S\[tx\] = r\[0\]`"):
+                       r"in `r\[0\] = S\[tx \+ 64 & 127\]` \(i = 0\) and wave 0 writes it in `S\[tx\] = r\[0\]` \(i = 0\)"):
         tvm_cdna4.build(L.uniform_branch(barrier=False, flag=flag))
     tvm_cdna4.build(L.uniform_branch(flag=flag))
     assert undecided() == []
@@ -241,6 +241,9 @@ def test_a_branch_on_one_value_of_the_workgroup_is_checked_both_ways(flag, condi
 CANNOT_DECIDE = {  # (the statement, why)
     "a branch on a value per thread": (lambda: L.uniform_branch(flag="thread"), r"`if P\[tx\] == 1:`",
                                        r"`P\[tx\]` is read from memory"),
+    "more runs than MAX_RUNS": (lambda: L.uniform_branch(steps=7), None,  # 2**7 branch outcomes
+                                r"it tells more than 64 behaviours apart \(groups of workgroups times branch outcomes\); "
+                                r"the others are not checked"),
     "an index read from memory": (L.undecidable_index, r"`S\[P\[tx\]\] = A\[tx\]`", r"`P\[tx\]` is read from memory"),
     "an LDS atomic it does not model": (L.lds_pointer_call, r'`counter: T\.let\[T\.int32\] = T\.call_llvm_intrin\('
                                         r'"llvm\.amdgcn\.ds\.append", T\.address_of\(S\[0\]\), .*\)`',
@@ -254,7 +257,8 @@ def test_what_it_cannot_decide_is_a_warning_naming_the_statement(case, caplog):
     caplog.set_level(logging.WARNING, logger="tvm_cdna4")
     tvm_cdna4.build(make())
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING and r.name.startswith("tvm_cdna4")]
-    assert len(warnings) == 1 and re.fullmatch(rf"LDS synchronization of kernel_kernel {UNDECIDED}: {statement}: {why}.*",
+    where = f"{statement}: " if statement else ""
+    assert len(warnings) == 1 and re.fullmatch(rf"LDS synchronization of kernel_kernel {UNDECIDED}: {where}{why}.*",
                                                warnings[0]), warnings
 
 
@@ -267,8 +271,9 @@ def test_strict_mode_refuses_what_it_cannot_decide(case, route, monkeypatch):
     make, statement, why = CANNOT_DECIDE[case]
     if route == "tirx.compile":
         monkeypatch.setenv(LDS_CHECK_ENV, "strict")
-    with pytest.raises(ContractError, match=rf"^the LDS synchronization of kernel_kernel cannot be decided at build time: "
-                       rf"{statement}; expected LDS indices, loop bounds, barriers and LDS calls the check can evaluate, "
+    where = f": {statement}" if statement else ""
+    with pytest.raises(ContractError, match=rf"^the LDS synchronization of kernel_kernel cannot be decided at build time"
+                       rf"{where}; expected LDS indices, loop bounds, barriers and LDS calls the check can evaluate, "
                        rf"found {why}.*\. Suggestion: index LDS") as info:
         STRICT[route](make())
     assert info.value.check == "LDS synchronization"

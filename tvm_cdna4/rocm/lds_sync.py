@@ -78,7 +78,7 @@ from .lds_values import callee as _callee
 logger = logging.getLogger(__name__)
 
 CHECK = "LDS synchronization"
-MAX_RUNS = 64  # groups of workgroups run (see the module docstring)
+MAX_RUNS = 64  # runs: groups of workgroups times branch outcomes (module docstring)
 MAX_GRID = 1 << 22  # workgroups enumerated; a larger grid is not decided
 SHARED_SCOPES = ("shared", "shared.dyn")
 EFFECTS = lds_effects()
@@ -162,13 +162,12 @@ def _run_groups(func) -> None:
     while work:
         members, forks = work.pop(0)
         if runs == MAX_RUNS:
-            rest = sum(len(m) for m, _ in [(members, forks), *work] if m is not None)
-            undecided = undecided or Undecided(f"the workgroups behave in more than {MAX_RUNS} ways the check tells "
-                                               f"apart (workgroups and branch outcomes); {rest} of them are not checked")
+            undecided = undecided or Undecided(f"it tells more than {MAX_RUNS} behaviours apart (groups of workgroups "
+                                               "times branch outcomes); the others are not checked")
             break
         runs += 1
-        sync = _Sync(axes, None if members is None else workgroups[members], why, shared)
-        sync.several, sync.params, sync.forks = workgroups is not None and len(workgroups) > 1, params, forks
+        sync = _Sync(axes, None if members is None else workgroups[members], why, shared,
+                     several=workgroups is not None and len(workgroups) > 1, params=params, forks=forks)
         try:
             sync.stmt(func.body, iteration="")
         except _Split as split:
@@ -186,7 +185,7 @@ def _run_groups(func) -> None:
 class _Sync:
     """The abstract execution of one group of workgroups (module docstring)."""
 
-    def __init__(self, axes, workgroups, grid_unknown, shared: dict):
+    def __init__(self, axes, workgroups, grid_unknown, shared: dict, several: bool = False, params=(), forks=()):
         self.axes, self.workgroups, self.grid_unknown = axes, workgroups, grid_unknown
         self.shared = shared  # caches of the function's runs: hash(expr) -> (expr, its reads / free variables)
         self.env: dict = {}
@@ -200,9 +199,9 @@ class _Sync:
         self.vmem: list = []  # per issue, oldest first: (LdsBytes, event) of a direct-to-LDS load, or None
         self.origin = None  # the tile.apply whose lowered statements follow (patterns.origins)
         self.at = None  # (statement, origin) being run
-        self.several = False  # whether the grid has several workgroups (a race names its workgroup)
-        self.params: set = set()  # the scalar kernel arguments: the same in every thread
-        self.forks: tuple = ()  # the outcomes of the workgroup-uniform branches it cannot evaluate, in order
+        self.several = several  # whether the grid has several workgroups (a race names its workgroup)
+        self.params = set(params)  # the scalar kernel arguments: the same in every thread
+        self.forks = tuple(forks)  # the outcomes of the workgroup-uniform branches it cannot evaluate, in order
         self.assumed: list = []  # (branch, outcome) of those run so far
         self.uniform_vars: set = set()  # variables it cannot evaluate, the same in every thread
         self.registers: dict = {}  # register tensor -> its elements that hold such a value (None: a view of it exists)
