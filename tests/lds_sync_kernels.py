@@ -243,10 +243,13 @@ def lds_pointer_call():
 
 def uniform_branch(barrier: bool = True, flag: str = "lds", steps: int = 1):
     """Thread 0 copies a flag from memory into LDS, a barrier, then ``if F[0] == 1:`` (one value for the
-    whole workgroup, unknown at build time; ``flag="global"``: ``if P[0] == 1:``, the same; ``"thread"``:
-    ``if P[tx] == 1:``, per thread) each thread reads the other wave's half of S, (``barrier``) a
-    barrier, and overwrites its own; the branch and a barrier ``steps`` times (a loop)."""
-    in_lds, per_thread = flag == "lds", flag == "thread"
+    whole workgroup, unknown at build time) each thread reads the other wave's half of S, (``barrier``)
+    a barrier, and overwrites its own; the branch and a barrier ``steps`` times (a loop). ``flag``:
+    "lds" (``F[0]``), "global" (``P[0]``: one address, the same), "register" (``f[0]``, which every
+    thread set to ``P[0]``: the same), "register per thread" (``f[0]``, which threads with ``P[tx] ==
+    2`` then set to 0: not the same), "thread" (``P[tx]``: not the same)."""
+    in_lds, per_thread, in_register = flag == "lds", flag == "thread", flag.startswith("register")
+    register_per_thread = flag == "register per thread"
 
     @T.function
     def kernel(A: T.Tensor((128,), "float32"), P: T.Tensor((128,), "int32"), B: T.Tensor((128,), "float32")):
@@ -256,12 +259,17 @@ def uniform_branch(barrier: bool = True, flag: str = "lds", steps: int = 1):
             S = T.alloc_tensor(ty_args=[T.Tensor((128,), "float32", scope="shared", align=16)])
             F = T.alloc_tensor(ty_args=[T.Tensor((1,), "int32", scope="shared", align=16)])
             r = T.alloc_tensor(ty_args=[T.Tensor((1,), "float32", scope="local")])
+            f = T.alloc_tensor(ty_args=[T.Tensor((1,), "int32", scope="local")])
+            f[0] = P[0]
+            if register_per_thread:
+                if P[tx] == 2:
+                    f[0] = 0
             if tx == 0:
                 F[0] = P[0]
             S[tx] = A[tx]
             T.rocm.workgroup_barrier()
             for i in T.serial(steps):
-                if (F[0] if in_lds else P[tx] if per_thread else P[0]) == 1:
+                if (F[0] if in_lds else f[0] if in_register else P[tx] if per_thread else P[0]) == 1:
                     r[0] = S[(tx + 64) % 128]
                     if barrier:
                         T.rocm.workgroup_barrier()

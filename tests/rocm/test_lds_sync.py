@@ -224,11 +224,13 @@ def test_workgroups_are_grouped_by_what_the_check_evaluates():
     assert kept == list(range(1, 13)) + [13, 14, 15, 16, 17, 18, 4091, 4092, 4093, 4094, 4095, 4096]
 
 
-@pytest.mark.parametrize("flag, condition", [("lds", r"F\[0\] == 1"), ("global", r"P\[0\] == 1")])
+@pytest.mark.parametrize("flag, condition", [("lds", r"F\[0\] == 1"), ("global", r"P\[0\] == 1"),
+                                             ("register", r"f\[0\] == 1")])
 def test_a_branch_on_one_value_of_the_workgroup_is_checked_both_ways(flag, condition, undecided):
     """``if F[0] == 1:`` (an LDS flag: every thread reads the same published bytes; a split-K GEMM's
-    ticket) or ``if P[0] == 1:`` (one global address): the check runs the kernel with it taken and
-    not taken; the race is in the taken branch only."""
+    ticket), ``if P[0] == 1:`` (one global address) or ``if f[0] == 1:`` (a register every thread set
+    to ``P[0]``; the grouped GEMM's group): the check runs the kernel with it taken and not taken; the
+    race is in the taken branch only."""
     with pytest.raises(ContractError, match=rf"^operand S: LDS race on byte 0 \(`if {condition}:` taken\): wave 1 read it "
                        r"in `r\[0\] = S\[tx \+ 64 & 127\]` \(i = 0\) and wave 0 writes it in `S\[tx\] = r\[0\]` \(i = 0\)"):
         tvm_cdna4.build(L.uniform_branch(barrier=False, flag=flag))
@@ -241,6 +243,8 @@ def test_a_branch_on_one_value_of_the_workgroup_is_checked_both_ways(flag, condi
 CANNOT_DECIDE = {  # (the statement, why)
     "a branch on a value per thread": (lambda: L.uniform_branch(flag="thread"), r"`if P\[tx\] == 1:`",
                                        r"`P\[tx\]` is read from memory"),
+    "a branch on a register some threads overwrote": (lambda: L.uniform_branch(flag="register per thread"),
+                                                      r"`if f\[0\] == 1:`", r"`f\[0\]` is read from memory"),
     "more runs than MAX_RUNS": (lambda: L.uniform_branch(steps=7), None,  # 2**7 branch outcomes
                                 r"it tells more than 64 behaviours apart \(groups of workgroups times branch outcomes\); "
                                 r"the others are not checked"),

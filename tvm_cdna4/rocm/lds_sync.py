@@ -492,12 +492,12 @@ class _Sync:
             value = self.value(node.condition)
         except Undecided:
             if self._inert(node):  # e.g. a store guard of the workgroup's rows: nothing to order
-                return
+                return self._skip(node)
             if not self._workgroup_uniform(node.condition):
                 raise
             value = self._decide(node)
         if isinstance(value, PerBlock) and self._inert(node):
-            return
+            return self._skip(node)
         cond = np.broadcast_to(self._uniform(value), self.tx.shape if self.tx is not None else ())
         cond = cond.astype(bool) if mask is None else (cond.astype(bool) & mask)
         outer = np.ones_like(cond) if mask is None else mask
@@ -506,6 +506,14 @@ class _Sync:
         if node.else_case is not None and (outer & ~cond).any():
             rest = outer & ~cond
             self.stmt(node.else_case, iteration, None if rest.all() else rest)
+
+    def _skip(self, node) -> None:
+        """A branch not run: the register elements it may store no longer hold a known uniform value."""
+        stored = []
+        tvm_ffi.structural_walk(node, [(ir.TensorStore, lambda n: stored.append(n.dest))])
+        for var in stored:
+            if self.registers.get(var) is not None:
+                self.registers[var] = set()
 
     def _decide(self, node) -> bool:
         """The outcome of a workgroup-uniform branch it cannot evaluate: this run's (``forks``), or
