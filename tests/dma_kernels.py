@@ -168,3 +168,41 @@ def dma_pipeline(tiles: int = 4, waves: int = 2, vmcnt: int = 1, barrier_after_r
                 D[tx, e] = acc[e] + S[(tiles - 1) % 2 * words + (tx + 64) % lanes * 4 + e]
 
     return kernel
+
+
+def dma_wave_soffset(uniform: bool = False):
+    """Two waves, each loading its own 1 KiB block of X straight into its LDS block, that block's byte
+    offset as the load's ``soffset``: ``(tx // 64) * 1024``, which LLVM cannot prove wave-uniform (it
+    builds a readfirstlane waterfall loop around the load), or ``T.rocm.wave_id() * 1024`` (uniform)."""
+    @T.function
+    def kernel(X: T.Tensor((512,), "int32"), D: T.Tensor((128, 4), "int32")):
+        with T.device_entry():
+            bx = T.launch_thread("blockIdx.x", 1)
+            tx = T.launch_thread("threadIdx.x", 128)
+            S = T.alloc_tensor(ty_args=[T.Tensor((512,), "int32", scope="shared", align=16)])
+            soffset = T.rocm.wave_id() * 1024 if uniform else tx // 64 * 1024
+            T.rocm.buffer_load_lds(X.data, 2048, tx % 64 * 16, soffset, S[tx // 64 * 256], 16)
+            T.rocm.s_waitcnt_vmcnt(0)
+            T.rocm.workgroup_barrier()
+            for e in T.unroll(4):
+                D[tx, e] = S[tx * 4 + e]
+
+    return kernel
+
+
+def dma_unpublished():
+    """A direct-to-LDS load, a workgroup barrier, then LDS reads, with no ``s_waitcnt vmcnt`` between:
+    the reads' index depends on a kernel argument, so ``rocm.lds_sync`` leaves the kernel to the
+    emulator, and LLVM waits for no async direct-to-LDS load (``rocm.waitcheck`` refuses the code)."""
+    @T.function
+    def kernel(X: T.Tensor((256,), "int32"), D: T.Tensor((64, 4), "int32"), shift: T.int32):
+        with T.device_entry():
+            bx = T.launch_thread("blockIdx.x", 1)
+            tx = T.launch_thread("threadIdx.x", 64)
+            S = T.alloc_tensor(ty_args=[T.Tensor((256,), "int32", scope="shared", align=16)])
+            T.rocm.buffer_load_lds(X.data, 1024, tx * 16, 0, S[0], 16)
+            T.rocm.workgroup_barrier()
+            for e in T.unroll(4):
+                D[tx, e] = S[(tx * 4 + e + shift) % 256]
+
+    return kernel

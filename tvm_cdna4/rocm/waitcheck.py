@@ -78,9 +78,16 @@ from ..errors import ContractError
 
 logger = logging.getLogger(__name__)
 
+_NEWER = 64  # newer operations counted up to this, more than any counter's range: finite states, every wait retires it
 BARRIERS_IN_FLIGHT = 1  # rule 3a: the GEMM's lds_dma pipeline keeps a stage in flight across one barrier
-SUGGESTION = ("LLVM's wait insertion (SIInsertWaitcnts) left it out: report it with the kernel's LLVM IR "
-              "(BuildResult.llvm_ir); `python -m tvm_cdna4 waitcheck FILE.s` lists every finding")
+SUGGESTIONS = {  # by rule; `python -m tvm_cdna4 waitcheck FILE.s` lists every finding
+    "read": "LLVM's wait insertion (SIInsertWaitcnts) left it out: report it with the kernel's LLVM IR "
+            "(BuildResult.llvm_ir)",
+    "dma": "retire the loads with T.rocm.s_waitcnt_vmcnt(n) before T.rocm.workgroup_barrier(): LLVM waits for no "
+           "direct-to-LDS load (the async intrinsic; docs/patterns.md, direct-to-LDS loads)",
+    "lds write unpublished": "order LDS writes and reads of different waves with T.rocm.workgroup_barrier() "
+                             "(s_waitcnt lgkmcnt(0), then s_barrier), not a bare s_barrier",
+}
 
 # instruction kinds
 WAIT, BARRIER, BRANCH, CBRANCH, END, CALL = "wait", "barrier", "branch", "cbranch", "end", "call"
@@ -436,12 +443,12 @@ def _apply(ins: Instr, st: _State, instrs, limit: int) -> None:
     elif kind == BARRIER:
         _cross(st, ins.index, instrs, limit)
     elif kind in (VMEM_LOAD, VMEM_STORE, DMA):
-        st.vm = {key: min(n + 1, 64) for key, n in st.vm.items()}
+        st.vm = {key: min(n + 1, _NEWER) for key, n in st.vm.items()}
         if kind != VMEM_STORE:
             st.vm[(ins.index, -1, -1) if kind == VMEM_LOAD else (ins.index, 0, -1)] = 0
             st._mask = None
     elif kind == LDS:
-        st.lds = {i: min(n + 1, 16) for i, n in st.lds.items()}
+        st.lds = {i: min(n + 1, _NEWER) for i, n in st.lds.items()}
         st.lds[ins.index] = 0
         st._mask = None if ins.dst else st._mask
     elif kind in (SMEM, FLAT) and ins.dst:
@@ -452,7 +459,11 @@ def _apply(ins: Instr, st: _State, instrs, limit: int) -> None:
 
 
 def _wait_text(counter: str, n: int, bits: int = 0) -> tuple[str, str]:
-    """``(expected, found)`` for a register still written by an operation of ``counter``."""
+    """``(expected, found)`` for a register still written by an operation of ``counter`` with ``n`` newer
+    ones in flight (at least ``n``: the count stops at the counter's range)."""
+    from ..isa.hardware import WAITCNT_MAX
+
+    n = min(n, WAITCNT_MAX["vmcnt" if counter == "vm" else "lgkmcnt"] - 1)
     if counter == "vm":
         return (f"an s_waitcnt vmcnt({n}) or lower between them",
                 f"none on some path ({n} newer vector-memory operations there)")
@@ -509,8 +520,8 @@ def _check_dma(ins: Instr, st: _State, instrs, found: dict, limit: int) -> None:
                 continue
             first = instrs[mine[0]]
             if kind == DMA:
-                what = (f"reads LDS after the s_barrier at {b.where()}, which published no direct-to-LDS load though "
-                        f"{len(mine)} were in flight there (the first: `{first.text}`, {first.where()})")
+                what = (f"reads LDS after the s_barrier at {b.where()}, which published no direct-to-LDS load of the "
+                        f"{len(mine)} in flight there (the first: `{first.text}`, {first.where()})")
                 expected = "an s_waitcnt vmcnt retiring the loads this phase reads before that barrier"
                 missing = "no direct-to-LDS load retired since the barrier before it"
             else:
@@ -603,7 +614,8 @@ def error(findings) -> ContractError:
     more = (f"{len(rest)} more: " + "; ".join(map(str, rest[:4])) + ("; ..." if len(rest) > 4 else "")) if rest else None
     return ContractError(f"{first.what} ({first.where} of the assembly)", opcode=first.opcode, operand=span(
         [r for name in first.registers for r in registers(name)]) or "LDS", expected=first.expected,
-        found=first.found, suggestion=SUGGESTION, proof=more, check="waitcheck")
+        found=first.found, suggestion=SUGGESTIONS.get(first.rule, SUGGESTIONS["dma" if first.rule.startswith("dma")
+                                                              else "read"]), proof=more, check="waitcheck")
 
 
 def require_clean(asm: str, barriers_in_flight: int = BARRIERS_IN_FLIGHT) -> Report:
