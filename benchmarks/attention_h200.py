@@ -1,4 +1,4 @@
-"""Issue 26 on the H200: the sm80 attention forward (``schedules.attention_sm80_plan``) against torch
+"""Issue 26 on the H200: the sm80 attention forward (``kernels.sm80.attention_plan``) against torch
 SDPA's FlashAttention-2 backend (and cuDNN's, for context).
 
     python3 benchmarks/attention_h200.py --out $OUT            # the issue's table: bf16, D 128, 32 heads
@@ -13,7 +13,7 @@ Method. Every kernel is built first, in worker processes (``build_sm80_attention
 compiled into the device-code cache: ``runtime.cuda.precompile``). Then, on the GPU:
 
 1. **Validation, exact bound.** Each config on odd lengths (1031 queries and keys, causal and not, GQA
-   4:2, seed per case) against the float64 reference (``attention_problem.reference``) within
+   4:2, seed per case) against the float64 reference (``kernels.attention.problem.reference``) within
    ``error_bound``, outputs poisoned with NaN first (every element written).
 2. **Validation, timed shapes.** Each timed kernel's O and LSE on two (batch 0) heads against an f32
    reference computed on the GPU: ``||O - ref|| / ||ref||`` under 1e-2 (bf16 operands) and the largest
@@ -44,8 +44,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from tvm_cdna4.schedules.attention_problem import AttentionProblem  # noqa: E402
-from tvm_cdna4.schedules.attention_sm80_plan import Sm80AttentionConfig, default_config  # noqa: E402
+from tvm_cdna4.kernels.attention.problem import AttentionProblem  # noqa: E402
+from tvm_cdna4.kernels.sm80.attention_plan import Sm80AttentionConfig, default_config  # noqa: E402
 
 C = Sm80AttentionConfig
 SHAPES = [(4, 4096), (2, 8192), (1, 16384)]  # (batch, seq): batch x seq = 16k tokens
@@ -103,7 +103,7 @@ def _build(job):
     """Worker: build, export and precompile one kernel; (key, path or None, error, seconds)."""
     key, problem, config, arch, workdir = job
     from tvm_cdna4.runtime.cuda import precompile
-    from tvm_cdna4.schedules.attention_sm80 import build_sm80_attention
+    from tvm_cdna4.kernels.sm80.attention import build_sm80_attention
 
     t0 = time.perf_counter()
     try:
@@ -151,7 +151,7 @@ def exact_check(fn, problem, seed) -> dict:
     """The float64 reference within ``error_bound`` (small problem): the largest error / bound."""
     import numpy as np
 
-    from tvm_cdna4.schedules.attention_problem import error_bound, reference
+    from tvm_cdna4.kernels.attention.problem import error_bound, reference
 
     q, k, v = torch_inputs(problem, seed)
     o, lse = run_ours(fn, problem, q, k, v)

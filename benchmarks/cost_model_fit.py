@@ -1,4 +1,4 @@
-"""How well the CUDA cost models (``cuda_plan.estimate``, ``cuda_decode_plan.decode_estimate``) rank
+"""How well the CUDA cost models (``kernels.sm80.gemm_plan.estimate``, ``kernels.sm80.decode_plan.decode_estimate``) rank
 measured configs, and the fit of their ``Device`` constants to sweeps (``benchmarks/cuda_small_m_sweep.py``,
 ``benchmarks/llm_linear.py --sweep``).
 
@@ -81,7 +81,7 @@ def _config(gemm, cfg: dict):
 def estimate_us(gemm, M, N, K, cfg, dev) -> float:
     """The model's time of a config of either kernel (bf16 out), in µs."""
     if isinstance(cfg, gemm.DecodeConfig):
-        from tvm_cdna4.schedules.cuda_decode_plan import decode_estimate
+        from tvm_cdna4.kernels.sm80.decode_plan import decode_estimate
 
         return decode_estimate(M, N, K, cfg, 2, dev).time_s * 1e6
     return gemm.estimate(M, N, K, cfg, 2, dev).time_s * 1e6
@@ -90,7 +90,7 @@ def estimate_us(gemm, M, N, K, cfg, dev) -> float:
 def evaluate(rows: list[dict], dev=None) -> list[dict]:
     """Per shape: ``rho`` (estimate vs measured ranks), ``pick_us`` (the measured time of the model's
     pick), ``best_us``, ``pick_ratio`` = pick / best, ``est_pick_us`` (its estimate)."""
-    from tvm_cdna4.schedules import cuda_gemm as gemm
+    from tvm_cdna4.kernels.sm80 import gemm
 
     dev = dev or gemm.Device()
     shapes: dict = {}
@@ -112,7 +112,7 @@ def decode_error(rows: list[dict], dev=None) -> float:
     """Mean |log(estimate / measured)| of the decode model over the rows' decode configs."""
     import math
 
-    from tvm_cdna4.schedules import cuda_gemm as gemm
+    from tvm_cdna4.kernels.sm80 import gemm
 
     dev = dev or gemm.Device()
     errs = [abs(math.log(estimate_us(gemm, r["M"], r["N"], r["K"], _config(gemm, r["config"]), dev) / r["us"]))
@@ -151,7 +151,7 @@ def score(s: dict) -> float:
 def fit(rows: list[dict], passes: int = 3) -> tuple[dict, dict]:
     """Coordinate descent over ``FIT_GRID`` from the current defaults: each field in turn takes the
     grid value of the best ``score``; ``passes`` rounds."""
-    from tvm_cdna4.schedules import cuda_gemm as gemm
+    from tvm_cdna4.kernels.sm80 import gemm
 
     point = {k: getattr(gemm.Device(), k) for k in FIT_GRID}
     best = summary(evaluate(rows, gemm.Device(**point)))
@@ -177,7 +177,7 @@ DECODE_GRID = {  # the decode model's Device fields searched by --fit-decode
 
 def fit_decode(rows: list[dict], passes: int = 3) -> tuple[dict, float]:
     """Coordinate descent over ``DECODE_GRID`` from the current defaults, least ``decode_error``."""
-    from tvm_cdna4.schedules import cuda_gemm as gemm
+    from tvm_cdna4.kernels.sm80 import gemm
 
     point = {k: getattr(gemm.Device(), k) for k in DECODE_GRID}
     best = decode_error(rows, gemm.Device(**point))

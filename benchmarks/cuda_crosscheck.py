@@ -8,7 +8,7 @@ element, and the run ends with a ``SUMMARY`` line (exit status 1 when anything d
 
 Cases: the ldmatrix example of TIRx's "ldmatrix / stmatrix" documentation page, raw
 ``ldmatrix`` x1/x2/x4 with and without ``.trans`` (random bits: pure data movement), one
-``mma.sync.m16n8k16`` per input type, and the CUDA GEMM (tvm_cdna4.schedules.cuda_gemm: cp.async,
+``mma.sync.m16n8k16`` per input type, and the CUDA GEMM (tvm_cdna4.kernels.sm80.gemm: cp.async,
 ldmatrix, mma.sync, st.global) on several layouts and shapes, including ones that are not a
 multiple of the block tile. Floating-point inputs are small integers, so every tensor-core product
 and partial sum is exact and the GPU's accumulation order cannot change a bit; the emulated result
@@ -43,7 +43,7 @@ EMULATED_ARCH = "sm_80"  # emulate(target="sm80") lowers for this architecture
 
 
 # ----------------------------------------------------------------------------------------------
-# small kernels (also used by tests/test_emulator_cuda.py)
+# small kernels (also used by tests/emulator/test_emulator_cuda.py)
 # ----------------------------------------------------------------------------------------------
 
 
@@ -214,7 +214,7 @@ def build_cases(quick: bool = False) -> list[Case]:
 
     from cuda_seed_example import matrix_kernel
     from tvm_cdna4.runtime import cuda as runner
-    from tvm_cdna4.schedules.cuda_gemm import GemmConfig, cuda_gemm, default_config, operand_shapes
+    from tvm_cdna4.kernels.sm80.gemm import GemmConfig, cuda_gemm, default_config, operand_shapes
 
     rng = np.random.default_rng(2026)
     cases = []

@@ -58,7 +58,7 @@ def _sched():
     so this runs on the GPU machine from the work tree with only TIRx installed."""
     if ROOT not in sys.path:
         sys.path.insert(0, ROOT)
-    gemm = importlib.import_module("tvm_cdna4.schedules.cuda_gemm")
+    gemm = importlib.import_module("tvm_cdna4.kernels.sm80.gemm")
     runner = importlib.import_module("tvm_cdna4.runtime.cuda")
     return gemm, runner
 

@@ -1,5 +1,5 @@
 """Time a wide set of CUDA GEMM tilings at M = 64 and 128 on the Llama-3 projections (issue 24):
-the data the cost model (``cuda_plan.estimate``) is fitted to.
+the data the cost model (``kernels.sm80.gemm_plan.estimate``) is fitted to.
 
     python3 benchmarks/cuda_small_m_sweep.py --out $OUT [--jobs 15] [--ms 64,128] [--budget-s 150]
 

@@ -36,7 +36,7 @@ def _build(job):
     """Worker: build one kernel (``kind`` "static" or "dynamic") and compile its device code into the caches."""
     kind, N, K, M, dtype, arch = job
     from tvm_cdna4.runtime.cuda import precompile
-    from tvm_cdna4.schedules import cuda_gemm
+    from tvm_cdna4.kernels.sm80 import gemm as cuda_gemm
 
     start = time.perf_counter()
     if kind == "static":
@@ -49,7 +49,7 @@ def _build(job):
 
 def _load(kind, N, K, M, dtype, arch):
     from tvm_cdna4.runtime import cuda as runner
-    from tvm_cdna4.schedules import cuda_gemm
+    from tvm_cdna4.kernels.sm80 import gemm as cuda_gemm
 
     if kind == "static":
         return runner.compile_and_load(M, N, K, dtype, "nt", dtype, arch=arch)
@@ -61,7 +61,7 @@ def measure(name, N, K, M, dtype, arch, method) -> dict:
     import torch
 
     from tvm_cdna4.runtime import cuda as runner
-    from tvm_cdna4.schedules.cuda_plan import plan_record
+    from tvm_cdna4.kernels.sm80.gemm_plan import plan_record
 
     tdt = runner.torch_dtype(dtype)
     a = torch.empty((M, K), dtype=tdt, device="cuda").uniform_(-1, 1)
@@ -109,7 +109,7 @@ def main(argv=None) -> int:
 
     ok, why = runner.have_cuda_gpu()
     if not ok:
-        print(f"dynamic_m.py needs an NVIDIA GPU: {why}", file=sys.stderr)
+        print(f"kernels.gemm.dynamic_m.py needs an NVIDIA GPU: {why}", file=sys.stderr)
         return 2
     arch = runner.device_arch()
     ms = [int(m) for m in args.ms.split(",")] if args.ms else list(MS)
@@ -123,9 +123,9 @@ def main(argv=None) -> int:
     text = table(rows)
     print(text)
     os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "dynamic_m.md"), "w") as f:
+    with open(os.path.join(args.out, "kernels.gemm.dynamic_m.md"), "w") as f:
         f.write(text + "\n")
-    with open(os.path.join(args.out, "dynamic_m.json"), "w") as f:
+    with open(os.path.join(args.out, "kernels.gemm.dynamic_m.json"), "w") as f:
         json.dump({"method": args.method, "arch": arch, "device": runner.have_cuda_gpu()[1], "date": time.strftime(
             "%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "build_seconds": build_s, "rows": rows}, f, indent=1)
     return 0 if all(r["static_ok"] and r["dynamic_ok"] for r in rows) else 1

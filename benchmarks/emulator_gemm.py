@@ -15,7 +15,7 @@ import time
 import numpy as np
 
 from tvm_cdna4.emulator import compare, emulate
-from tvm_cdna4.schedules.gfx950_gemm import default_config, gfx950_gemm
+from tvm_cdna4.kernels.gfx950.gemm import default_config, gfx950_gemm
 
 DEFAULT = ["128,128,128", "256,256,256", "512,256,256", "256,512,256", "256,256,512", "512,512,512"]
 

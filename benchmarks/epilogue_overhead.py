@@ -6,9 +6,9 @@
 **Overhead** (default): per shape (``SHAPES``: 4096^3, and the Llama-3-8B qkv and down projections
 at M = 1 and 16; bf16 in and out, layout nt) the plain GEMM and the fused ones (``FUSIONS``: bias +
 silu + residual + row and column scales; bias + gelu), all on the planner's tiling of the plain
-problem (``cuda_gemm.choose_config``: the same kernel but for its epilogue). Each kernel is first
+problem (``kernels.sm80.gemm.choose_config``: the same kernel but for its epilogue). Each kernel is first
 validated (the plain one against the f32 product, ``runtime.cuda.check_output``; a fused one on
-``runtime.cuda.grid_inputs``, its product exact, against ``schedules.epilogue.reference`` within
+``runtime.cuda.grid_inputs``, its product exact, against ``kernels.gemm.epilogue.reference`` within
 ``error_bound``: ``runtime.cuda.check_fused``; C poisoned with NaN first), then timed on U(-1, 1)
 operands (the same for every variant: tensor-core power depends on the data) with
 ``runtime.cuda.bench_ms`` (``--method``, default ``flush``: the L2 flushed before each call), in
@@ -21,10 +21,10 @@ together, bias + gelu) x dtype {f16, bf16} (C in the input dtype) x layout {nn, 
 odd shape ``TABLE_SHAPE`` (the planner's tiling), plus the decode shapes ``DECODE_SHAPES`` (bf16,
 nt: the decode kernel) with the two fusions of ``FUSIONS``, plus ``TILE_CASES`` (the 128-row tile,
 odd N, split-K atomic and ordered); each row the largest error / bound and OK / FAIL. Output: ``$OUT/epilogue_validate.md`` and ``.json``; exit status 1 if a row fails.
-``tests/test_cuda_epilogue.py`` runs the same table as a GPU test.
+``tests/kernels/sm80/test_cuda_epilogue.py`` runs the same table as a GPU test.
 
 Kernels build in parallel worker processes (``--jobs``) from the work tree with only TIRx, torch and
-Triton installed (``cuda_gemm._sched``: the CUDA schedule and runtime only).
+Triton installed (``kernels.sm80.gemm._sched``: the CUDA schedule and runtime only).
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ FUSIONS = {
     "all": dict(bias=True, activation="silu", residual=True, row_scale=True, col_scale=True),
     "bias+gelu": dict(bias=True, activation="gelu"),
 }
-"""The fused variants timed against the plain GEMM (``schedules.epilogue.Fusion`` fields)."""
+"""The fused variants timed against the plain GEMM (``kernels.gemm.epilogue.Fusion`` fields)."""
 
 TABLE_FUSIONS = {
     "row_scale": dict(row_scale=True), "col_scale": dict(col_scale=True), "bias": dict(bias=True),
@@ -92,7 +92,7 @@ def table_cases() -> list[dict]:
 
 
 def _fusion(spec: dict | None):
-    from tvm_cdna4.schedules.epilogue import Fusion
+    from tvm_cdna4.kernels.gemm.epilogue import Fusion
 
     return Fusion(**(spec or {}))
 

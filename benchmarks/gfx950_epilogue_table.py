@@ -4,13 +4,13 @@ dtype x layout: a numpy-checked table (no GPU).
 Run: python benchmarks/gfx950_epilogue_table.py [--dtypes f16,bf16,...] [--layouts nn,nt,tn,tt]
      [--sets bias,relu,...] [--results benchmarks/RESULTS.md]
 
-Each case builds ``gfx950_gemm`` / ``gfx950_mx_gemm`` with one ``schedules.epilogue.Fusion`` on a
+Each case builds ``gfx950_gemm`` / ``gfx950_mx_gemm`` with one ``kernels.gemm.epilogue.Fusion`` on a
 small odd problem (M=33, N=40, K=72; MX K=96, a multiple of 32), the smallest tile that plans
 (``SMALL_TILES``), emulates it (``tvm_cdna4.emulator.emulate``) and compares C with
-``epilogue.reference`` of the float64 product within ``epilogue.error_bound``. The operands are
+``kernels.gemm.epilogue.reference`` of the float64 product within ``kernels.gemm.epilogue.error_bound``. The operands are
 small integers (A in [-3, 3], B in [-3, 3] / 8; MX: integers with E8M0 scales 2^-2 .. 2^2), exact in
 every input format, so the f32 accumulator is the exact product and the comparison measures the
-epilogue alone (``gemm_rtol`` 0). The fused inputs are ``epilogue.random_inputs`` (scales in
+epilogue alone (``gemm_rtol`` 0). The fused inputs are ``kernels.gemm.epilogue.random_inputs`` (scales in
 [0.5, 2), bias and residual in [-1, 1)). The output dtype rotates with the layout over the dtype's
 outputs (``out_for``), so every output of every dtype meets every op set. A cell is the largest
 ``|C - reference| / bound`` of the case (``FAIL`` above 1).
@@ -33,9 +33,9 @@ import ml_dtypes
 import numpy as np
 
 from tvm_cdna4.emulator import emulate
-from tvm_cdna4.schedules.epilogue import Fusion, error_bound, random_inputs, reference
-from tvm_cdna4.schedules.gfx950_gemm import DTYPES, LAYOUTS, default_config, gfx950_gemm, plan
-from tvm_cdna4.schedules.gfx950_mx_gemm import MX_FORMATS, default_mx_config, gfx950_mx_gemm, pack_operands
+from tvm_cdna4.kernels.gemm.epilogue import Fusion, error_bound, random_inputs, reference
+from tvm_cdna4.kernels.gfx950.gemm import DTYPES, LAYOUTS, default_config, gfx950_gemm, plan
+from tvm_cdna4.kernels.gfx950.mx_gemm import MX_FORMATS, default_mx_config, gfx950_mx_gemm, pack_operands
 
 RESULTS_HEADING = "## Fused epilogue on gfx950: emulator table"
 FLOAT_DTYPES = ("f16", "bf16", "fp8", "bf8", "fp8_bf8", "bf8_fp8", "f32")  # the dense dtypes with f32 accumulators
@@ -115,7 +115,7 @@ def operands(rng, dtype: str, layout: str, M: int, N: int, K: int):
 
 def run_case(dtype: str, layout: str, out: str, fusion: Fusion, shape: tuple[int, int, int] | None = None,
              config=None, k_splits: int = 1, seed: int = 0) -> Case:
-    """Emulate one fused GEMM and compare it with ``epilogue.reference`` (module docstring);
+    """Emulate one fused GEMM and compare it with ``kernels.gemm.epilogue.reference`` (module docstring);
     ``shape``, ``config`` default to the table's (``SHAPE`` / ``MX_SHAPE``, ``small_config``)."""
     mx = dtype in MX_FORMATS
     M, N, K = shape or (MX_SHAPE if mx else SHAPE)
@@ -207,10 +207,10 @@ def main(argv=None) -> int:
 
 METHOD = """Method: `python benchmarks/gfx950_epilogue_table.py --results benchmarks/RESULTS.md` builds every
 epilogue op set (each step alone, and all of them with each activation) for every dtype with f32
-accumulators and every layout with `schedules.gfx950_gemm.gfx950_gemm` / `gfx950_mx_gemm` (a small
+accumulators and every layout with `kernels.gfx950.gemm.gfx950_gemm` / `gfx950_mx_gemm` (a small
 tile: 32x64 or 64x64 where it plans; MX: the default 128x128), emulates it in the CPU wavefront emulator on M=33, N=40, K=72
-(MX: K=96) and compares C with `schedules.epilogue.reference` (float64) within
-`epilogue.error_bound` (docs/gfx950_gemm.md, "Fused epilogue"). Operands are small integers (exact
+(MX: K=96) and compares C with `kernels.gemm.epilogue.reference` (float64) within
+`kernels.gemm.epilogue.error_bound` (docs/gfx950_gemm.md, "Fused epilogue"). Operands are small integers (exact
 in every format: the f32 accumulator is the exact product, so the cell measures the epilogue
 alone); the output dtype rotates with the layout over the dtype's outputs. A cell is the largest
 |C - reference| / bound of the case: below 1 passes. Static: no GPU ran."""

@@ -16,8 +16,8 @@ import time
 import attrs
 
 import tvm_cdna4
-from tvm_cdna4.schedules.gfx950_gemm import DTYPES, default_config, gfx950_gemm
-from tvm_cdna4.schedules.gfx950_mx_gemm import MX_FORMATS, default_mx_config, gfx950_mx_gemm
+from tvm_cdna4.kernels.gfx950.gemm import DTYPES, default_config, gfx950_gemm
+from tvm_cdna4.kernels.gfx950.mx_gemm import MX_FORMATS, default_mx_config, gfx950_mx_gemm
 from tvm_cdna4.report import loop_report
 
 

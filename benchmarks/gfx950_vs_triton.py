@@ -42,8 +42,8 @@ import attrs
 
 import tvm_cdna4
 from tvm_cdna4.rocm.build import KernelInfo, llvm_tool, parse_metadata
-from tvm_cdna4.schedules.gfx950_gemm import DTYPES, default_config, dma_config, gfx950_gemm
-from tvm_cdna4.schedules.gfx950_mx_gemm import MX_FORMATS, default_mx_config, gfx950_mx_gemm
+from tvm_cdna4.kernels.gfx950.gemm import DTYPES, default_config, dma_config, gfx950_gemm
+from tvm_cdna4.kernels.gfx950.mx_gemm import MX_FORMATS, default_mx_config, gfx950_mx_gemm
 from tvm_cdna4.report import KernelReport, LoopReport, kernel_report
 
 GEMM_DTYPES = ("f16", "bf16", "fp8", "bf8", "fp8_bf8", "bf8_fp8", "i8")
@@ -418,7 +418,7 @@ REP_K = 4096  # the representative K at which each config is compiled once (its 
 def _ours_loop(p, cache: dict):
     """The KernelReport of our kernel for plan ``p``'s config and epilogue, compiled once at a
     representative size (the main loop does not depend on N or K)."""
-    from tvm_cdna4.schedules.gfx950_gemm import plan_gfx950_gemm, emit
+    from tvm_cdna4.kernels.gfx950.gemm import plan_gfx950_gemm, emit
 
     key = (p.config, p.grid.k_splits > 1, p.epilogue.out_dtype)
     if key not in cache:
@@ -448,8 +448,8 @@ def llm_rows(out_dtype: str = "bf16", with_triton: bool = True) -> list[dict]:
     config (by the same estimate) for every LLM shape and M: bf16 in, layout nt, C ``out_dtype``
     (Triton's kernel stores f32; its C is counted at ``out_dtype``'s bytes)."""
     from tvm_cdna4.report import gpu_report
-    from tvm_cdna4.schedules.gfx950_cost import GemmWork, work_of
-    from tvm_cdna4.schedules.gfx950_plan import plan_for
+    from tvm_cdna4.kernels.gfx950.gemm_cost import GemmWork, work_of
+    from tvm_cdna4.kernels.gfx950.gemm_plan import plan_for
 
     ours_cache, triton_cache, rows = {}, {}, []
     for name, (N, K) in LLM_SHAPES.items():
@@ -478,7 +478,7 @@ def llm_section(rows: list[dict], date: str, info: dict[str, str], command: str)
     """The RESULTS.md section of ``llm_rows``."""
     lines = [LLM_HEADING, "", f"Date: {date}. Versions: {', '.join(f'{k} {v}' for k, v in info.items())}. Command: `{command}`.",
              "", "A static estimate, not a measurement (no AMD GPU is reachable): `tvm_cdna4.report.gpu_report`, the "
-             "whole-GPU model of `schedules/gfx950_cost.py` (docs/gfx950_gemm.md) over 256 CUs at 2.4 GHz and 8 TB/s, "
+             "whole-GPU model of `kernels/gfx950/gemm_cost.py` (docs/gfx950_gemm.md) over 256 CUs at 2.4 GHz and 8 TB/s, "
              "applied to the compiled main loop of each config (compiled once at K = 4096). bf16 in, layout nt. "
              "Ours: `plan_for` (the planner's choice). Triton: its tutorial kernel, the best of "
              f"{len(TRITON_LLM_SPACE)} configs (16-128-row tiles, no K split) by the same model. "

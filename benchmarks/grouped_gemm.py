@@ -13,7 +13,7 @@ relative Frobenius error over all rows), then timed with ``runtime.cuda.bench_ms
 ``--methods`` (default ``flush`` and ``clean``, RESULTS.md says why both):
 
 * ``ours``: the grouped GEMM, one launch (the offsets read on the device; the kernel of the bucket of
-  ``ceil(T / G)`` rows per group, ``schedules.grouped``);
+  ``ceil(T / G)`` rows per group, ``kernels.gemm.grouped``);
 * ``torch``: ``torch._grouped_mm(x, w.transpose(-2, -1), offs=offsets[1:])`` (the cumulative group ends,
   int32; cuBLAS / CUTLASS grouped kernels on sm_90);
 * ``loop``: one launch of our dynamic-M GEMM (``cuda_gemm.build_dynamic``) per group with rows, on row
@@ -22,7 +22,7 @@ relative Frobenius error over all rows), then timed with ``runtime.cuda.bench_ms
   reference, timed beside the plain kernel: the epilogue's cost).
 
 Figures: time, TFLOP/s (2 T N K / time), TB/s (A, the weights of the groups with rows, C: the bytes
-that must move), % of the roofline max(2 T N K / 660e12, bytes / 4.8e12) (``cuda_plan.Device``'s
+that must move), % of the roofline max(2 T N K / 660e12, bytes / 4.8e12) (``kernels.sm80.gemm_plan.Device``'s
 ``roof_*``), ours over torch and over the loop. Targets (issue 25): prefill >= 1.0x torch, decode >= 85 %
 of the roofline, >= 1.5x the loop. Kernels build in ``--jobs`` worker processes first (build and
 device-code caches), from the work tree with only TIRx, torch and Triton installed (no gfx950 import on
@@ -32,13 +32,13 @@ this path). Output: markdown on stdout and ``$OUT/grouped_gemm.md``, every figur
 ``--candidates [SPEC,...]``: instead of the contenders, ours with each of a few tilings of the tile GEMM
 (``BMxBNxBK/WMxWN/STAGES[/live][/cta]``, ``FLAGS``; default ``CANDIDATES``;
 ``cuda_gemm.build_grouped(..., config=)``) beside the cost model's choice and its estimate of each
-(``cuda_plan.estimate`` with the groups), and ``torch._grouped_mm`` timed in the same run, in ``--rounds``
+(``kernels.sm80.gemm_plan.estimate`` with the groups), and ``torch._grouped_mm`` timed in the same run, in ``--rounds``
 rounds over all of them (the median kept); each validated first; the problems default to the prefill
 ones. Output ``$OUT/grouped_candidates.md`` / ``.json``: whether the model ranks the tilings as the GPU
 does (docs/grouped_gemm.md, "The plan").
 
 ``--gfx950`` (no GPU): per problem the grouped gfx950 kernel of the same bucket, compiled (TIRx's LLVM,
-llvm-mca for the main loop), and ``report.gpu_report`` of it doing ``gfx950_cost.grouped_work`` (G groups
+llvm-mca for the main loop), and ``report.gpu_report`` of it doing ``kernels.gfx950.gemm_cost.grouped_work`` (G groups
 of T / G rows): the MI355X whole-GPU estimate against its roofline (8 TB/s, the bf16 MFMA peak), beside
 the planner's estimate (``planned_estimate``); ``$OUT/grouped_gemm_gfx950.md`` / ``.json``.
 """
@@ -77,7 +77,7 @@ def group_sizes(G: int, T: int, seed: int) -> list[int]:
 
 def moved_bytes(sizes, N: int, K: int) -> int:
     """A, the weights of the groups with rows, C (bf16)."""
-    from tvm_cdna4.schedules.grouped import moved_bytes as moved
+    from tvm_cdna4.kernels.gemm.grouped import moved_bytes as moved
 
     return moved(sizes, N, K, 2, 2)
 
@@ -91,7 +91,7 @@ of the two alone, and neither (the choice before them)."""
 def parse_candidate(spec: str):
     """A ``--candidates`` tiling ``BMxBNxBK/WMxWN/STAGES[/live][/cta]`` (``128x256x64/2x4/4/live``; the
     options: ``FLAGS``) as a ``GemmConfig`` (its other fields the default's); a bad one exits naming the form."""
-    from tvm_cdna4.schedules.cuda_plan import GemmConfig
+    from tvm_cdna4.kernels.sm80.gemm_plan import GemmConfig
 
     try:
         block, warps, stages, *flags = spec.split("/")
@@ -128,7 +128,7 @@ def _build(job):
     """Worker: build one kernel (``("grouped", G, N, K, T, fused)`` or ``("dynamic", N, K, M)``) and
     compile its device code into the caches; (job, seconds, error or None)."""
     from tvm_cdna4.runtime.cuda import precompile
-    from tvm_cdna4.schedules import cuda_gemm
+    from tvm_cdna4.kernels.sm80 import gemm as cuda_gemm
 
     start = time.perf_counter()
     try:
@@ -150,7 +150,7 @@ def _build(job):
 def jobs_for(problems: dict, seed: int, arch: str) -> list[tuple]:
     """The kernels the GPU run needs: each problem's grouped kernel and one dynamic-M kernel per bucket its
     groups fall in (the loop)."""
-    from tvm_cdna4.schedules import cuda_gemm
+    from tvm_cdna4.kernels.sm80 import gemm as cuda_gemm
 
     jobs = []
     for G, N, K, T in problems.values():
@@ -184,7 +184,7 @@ def contenders(G, N, K, sizes, x, w, offsets, c, bias, arch):
     import tvm_ffi
 
     from tvm_cdna4.runtime.cuda import DynamicKernel
-    from tvm_cdna4.schedules import cuda_gemm
+    from tvm_cdna4.kernels.sm80 import gemm as cuda_gemm
 
     T = x.shape[0]
     grouped = DynamicKernel(cuda_gemm.build_grouped(G, N, K, DTYPE, LAYOUT, DTYPE, arch)).kernel(T)
@@ -215,8 +215,8 @@ def measure(name, G, N, K, T, seed, arch, methods) -> dict:
     import torch
 
     from tvm_cdna4.runtime import cuda as runner
-    from tvm_cdna4.schedules.cuda_plan import Device
-    from tvm_cdna4.schedules.grouped import offsets_of
+    from tvm_cdna4.kernels.sm80.gemm_plan import Device
+    from tvm_cdna4.kernels.gemm.grouped import offsets_of
 
     sizes = group_sizes(G, T, seed)
     x = torch.empty((T, K), dtype=torch.bfloat16, device="cuda").uniform_(-1, 1)
@@ -339,7 +339,7 @@ def _problem_tensors(G, N, K, T, seed):
     """x, w, offsets (device) and the f32 reference of one problem (uniform routing, ``group_sizes``)."""
     import torch
 
-    from tvm_cdna4.schedules.grouped import offsets_of
+    from tvm_cdna4.kernels.gemm.grouped import offsets_of
 
     sizes = group_sizes(G, T, seed)
     x = torch.empty((T, K), dtype=torch.bfloat16, device="cuda").uniform_(-1, 1)
@@ -385,15 +385,15 @@ def _rounds(calls: dict, cells: dict, methods, flops, rounds: int) -> None:
 def measure_candidates(name, G, N, K, T, seed, arch, methods, specs, rounds=1) -> dict:
     """torch's ``_grouped_mm`` and ours with each tiling of ``specs``, each validated, then timed in
     ``rounds`` rounds over all of them (the median per contender and method kept, every round's figure in
-    ``rounds_us``); the model's estimate of each (``cuda_plan.estimate`` at ``ceil(T / G)`` rows per group)
+    ``rounds_us``); the model's estimate of each (``kernels.sm80.gemm_plan.estimate`` at ``ceil(T / G)`` rows per group)
     and its own choice."""
     import torch
     import tvm_ffi
 
     from tvm_cdna4.runtime.cuda import DynamicKernel
-    from tvm_cdna4.schedules import cuda_gemm
-    from tvm_cdna4.schedules.cuda_plan import Device, estimate
-    from tvm_cdna4.schedules.grouped import rows_per_group
+    from tvm_cdna4.kernels.sm80 import gemm as cuda_gemm
+    from tvm_cdna4.kernels.sm80.gemm_plan import Device, estimate
+    from tvm_cdna4.kernels.gemm.grouped import rows_per_group
 
     sizes, x, w, offsets, ref = _problem_tensors(G, N, K, T, seed)
     c, flops, rows = torch.empty((T, N), dtype=torch.bfloat16, device="cuda"), 2 * T * N * K, rows_per_group(T, G)
@@ -504,9 +504,9 @@ def gfx950_row(name, G, N, K, T, seed) -> dict:
     import attrs
 
     from tvm_cdna4.report import gpu_report, kernel_report
-    from tvm_cdna4.schedules.gfx950_cost import grouped_work
-    from tvm_cdna4.schedules.gfx950_gemm import build_grouped, build_plan
-    from tvm_cdna4.schedules.gfx950_plan import plan_gfx950_gemm, planned_estimate
+    from tvm_cdna4.kernels.gfx950.gemm_cost import grouped_work
+    from tvm_cdna4.kernels.gfx950.gemm import build_grouped, build_plan
+    from tvm_cdna4.kernels.gfx950.gemm_plan import plan_gfx950_gemm, planned_estimate
 
     grp = build_grouped(G, N, K, DTYPE, LAYOUT, DTYPE)
     plan = grp.plan(T)

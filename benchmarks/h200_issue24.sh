@@ -10,7 +10,7 @@
 #                                           # timed), torch, Triton, under flush and clean; the GPU tests
 source benchmarks/h200_preamble.sh
 quick_gpu_tests() {  # the quick GPU tests: decode plans, split-K pairs, tuning, 16-bit outputs; $1 timeout, $2 log
-  gpu_tests "$1" "$2" -n 8 tests/test_cuda_gemm.py tests/test_cuda_decode.py -k "decode or pairs or tune or low_precision"
+  gpu_tests "$1" "$2" -n 8 tests/kernels/sm80/test_cuda_gemm.py tests/kernels/sm80/test_cuda_decode.py -k "decode or pairs or tune or low_precision"
 }
 case "$1" in
 probe)

@@ -22,11 +22,11 @@ blocks)
   timeout 170 python3 benchmarks/epilogue_overhead.py --validate-table --out "$OUT" 2>&1 | tee "$OUT/epilogue_table.log" | tail -30
   timeout 120 python3 benchmarks/epilogue_overhead.py --out "$OUT" 2>&1 | tee "$OUT/epilogue_overhead.log" | tail -20
   timeout 90 python3 benchmarks/dynamic_m.py --out "$OUT" 2>&1 | tee "$OUT/dynamic_m.log" | tail -15
-  gpu_tests 150 "$OUT/pytest_blocks.log" -n 8 tests/test_dynamic_m.py tests/test_torch_entry.py tests/test_cuda_epilogue.py \
-    tests/test_cuda_gemm.py tests/test_cuda_decode.py
+  gpu_tests 150 "$OUT/pytest_blocks.log" -n 8 tests/kernels/gemm/test_dynamic_m.py tests/runtime/test_torch_entry.py tests/kernels/sm80/test_cuda_epilogue.py \
+    tests/kernels/sm80/test_cuda_gemm.py tests/kernels/sm80/test_cuda_decode.py
   ;;
 grouped)  # also: the epilogue overhead again (decode inputs prefetched), dynamic M again at 8b.down M = 128
-  gpu_tests 120 "$OUT/pytest_grouped.log" -n 8 tests/test_grouped_gemm.py tests/test_cuda_gemm.py -k "grouped or decode_plans"
+  gpu_tests 120 "$OUT/pytest_grouped.log" -n 8 tests/kernels/gemm/test_grouped_gemm.py tests/kernels/sm80/test_cuda_gemm.py -k "grouped or decode_plans"
   timeout 270 python3 benchmarks/grouped_gemm.py --out "$OUT" 2>&1 | tee "$OUT/grouped.log" | tail -30
   timeout 80 python3 benchmarks/epilogue_overhead.py --out "$OUT" 2>&1 | tee "$OUT/epilogue_overhead.log" | tail -8
   timeout 60 python3 benchmarks/dynamic_m.py --shapes 4096x14336 --ms 128 --out "$OUT" 2>&1 | tee "$OUT/dynamic_m.log" | tail -4
@@ -38,7 +38,7 @@ gaps)  # each benchmark validates its kernels on the GPU before timing them; the
   timeout 110 python3 benchmarks/epilogue_overhead.py --out "$OUT" 2>&1 | tee "$OUT/epilogue_overhead.log" | tail -8
   timeout 120 python3 benchmarks/grouped_gemm.py --candidates --problems "deepseek-v3 prefill" --methods flush,clean \
     --out "$OUT" 2>&1 | tee "$OUT/grouped_candidates.log" | tail -12
-  gpu_tests 80 "$OUT/pytest_gaps.log" -n 8 tests/test_dynamic_m.py tests/test_grouped_gemm.py tests/test_cuda_epilogue.py
+  gpu_tests 80 "$OUT/pytest_gaps.log" -n 8 tests/kernels/gemm/test_dynamic_m.py tests/kernels/gemm/test_grouped_gemm.py tests/kernels/sm80/test_cuda_epilogue.py
   ;;
 gaps2)  # builds first, all at once (three candidate sets and the epilogue kernels), then the timings one by one;
         # at most 8 files come back: env.txt, gaps2.log, epilogue_overhead.json, grouped_candidates_{ds,mx,dc}.json
@@ -60,7 +60,7 @@ gaps2)  # builds first, all at once (three candidate sets and the epilogue kerne
     timeout 120 $G --candidates "$specs" --problems "$problem" 2>&1 | tee -a "$L" | tail -n 6
     cp "$W/grouped_candidates.json" "$OUT/grouped_candidates_$tag.json" 2>/dev/null
   done
-  gpu_tests 90 "$W/pytest.log" -n 4 tests/test_grouped_gemm.py; cat "$W/pytest.log" >> "$L"
+  gpu_tests 90 "$W/pytest.log" -n 4 tests/kernels/gemm/test_grouped_gemm.py; cat "$W/pytest.log" >> "$L"
   ;;
 gaps3)  # the residual through shared memory (the /rs form: GemmConfig.residual_stage, opt-in) and the CTA-wide
         # group search, against the plans without them and torch; 5 rounds, flush. (The call of 2026-12-02

@@ -9,11 +9,11 @@ The projections of Llama-3-8B and -70B (``PROJECTIONS``, N x K) at M = 1, 16, 64
 (``runtime.cuda.bench_ms``: ``flush``, the L2 zeroed before each call, or ``clean``, the L2 read;
 ``--rep-ms`` of repetitions):
 
-* ours, default: the planner's choice (``cuda_gemm.choose_config``, the cost models of
+* ours, default: the planner's choice (``kernels.sm80.gemm.choose_config``, the cost models of
   docs/cuda_gemm.md "Plans for every M" and "The decode kernel");
 * ours, tuned: ``runtime.cuda.tune_problems`` over every shape with M <= 128 first (the cost
-  models' first ``--tune-top`` candidates, default ``cuda_gemm.TUNE_TOP``, built in parallel and
-  timed as they are built; the winner stored in the tuning cache, which ``cuda_gemm.tuned_config``
+  models' first ``--tune-top`` candidates, default ``kernels.sm80.gemm.TUNE_TOP``, built in parallel and
+  timed as they are built; the winner stored in the tuning cache, which ``kernels.sm80.gemm.tuned_config``
   reads back); its wall time is the "tuning a model's worth of shapes" figure (``tune_seconds``
   and ``tune_stats`` in the JSON). The stored winner is then built (a cache hit) and timed here
   like every contender; the tuning's own measurements are ``tuned_candidates``;
@@ -28,7 +28,7 @@ method: a markdown table on stdout and in ``$OUT/llm_linear_<method>.md``, every
 ``$OUT/llm_linear_<method>.json``. ``--ms 1,16`` keeps those M; ``--sweep`` adds the ``SWEEP`` grid of
 decode configs at M <= 16; ``--peers torch`` times torch only, ``--no-peers`` neither.
 Kernels build in parallel worker processes (``--jobs``), from the work tree with only TIRx, torch and
-Triton installed (``cuda_gemm._sched``).
+Triton installed (``kernels.sm80.gemm._sched``).
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ def roofline_pct(M: int, N: int, K: int, seconds: float) -> float:
 
 def our_configs(M, N, K, top: int, sweep: bool = False) -> list[dict]:
     """The default (planner's) choice first (tile GEMM or decode kernel), then the cost model's next
-    candidates of both kinds (``cuda_gemm.ranked_configs``) up to ``top``; with ``sweep`` and a
+    candidates of both kinds (``kernels.sm80.gemm.ranked_configs``) up to ``top``; with ``sweep`` and a
     decode-sized problem, also the ``SWEEP`` grid of decode configs (the cost model's calibration)."""
     gemm, _ = cg._sched()
     default = gemm.choose_config(M, N, K, "bf16", "nt", "bf16")
@@ -141,7 +141,7 @@ def _est_us(M, N, K, cfg) -> float:
     gemm, _ = cg._sched()
     dev = gemm.Device()
     if isinstance(cfg, gemm.DecodeConfig):
-        from tvm_cdna4.schedules.cuda_decode_plan import decode_estimate
+        from tvm_cdna4.kernels.sm80.decode_plan import decode_estimate
 
         return decode_estimate(M, N, K, cfg, 2, dev).time_s * 1e6
     return gemm.estimate(M, N, K, cfg, 2, dev).time_s * 1e6
@@ -355,7 +355,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="a handful of shapes (QUICK)")
     ap.add_argument("--tune-top", type=int, default=None, help="candidates timed per shape for 'tuned' (M <= 128; "
-                    "default cuda_gemm.TUNE_TOP; 0: no tuning)")
+                    "default kernels.sm80.gemm.TUNE_TOP; 0: no tuning)")
     ap.add_argument("--ms", default=None, help="comma-separated M values (default: MS)")
     ap.add_argument("--sweep", action="store_true", help="M <= 16: also time the SWEEP grid of decode configs")
     ap.add_argument("--peers", default="all", choices=("all", "torch", "none"), help="torch and Triton, torch only, none")

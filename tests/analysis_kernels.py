@@ -1,4 +1,4 @@
-"""Kernels for the whole-kernel analyses (tests/test_analysis.py, tests/test_tirx_route.py).
+"""Kernels for the whole-kernel analyses (tests/rocm/test_analysis.py, tests/rocm/test_tirx_route.py).
 
 Each kernel applies one 16x16x32 f16 MFMA per wave (``scope="wave"``) under a different kind of
 control; ``threads`` threads in one workgroup. TVMScript is parsed from source, hence one function

@@ -2,7 +2,7 @@
 the NVRTC compile): the test process's own, with ``torch`` hidden.
 
 tvm_ffi imports torch at its own import whenever torch is installed (CI installs the CPU wheel for
-``tests/test_torch_entry.py``; the README's ``test`` extra has none): 1.5 s of a child's 2.5 s start on
+``tests/runtime/test_torch_entry.py``; the README's ``test`` extra has none): 1.5 s of a child's 2.5 s start on
 the 2-core machine. None of these children use torch, and without it they run as in the README's
 environment; ``test_any_first_import_registers_without_warnings[tvm_cdna4]`` keeps torch visible, the
 first import as CI's environment has it. ``HIDE_TORCH`` holds a ``torch`` package whose import raises

@@ -34,7 +34,7 @@ def pytest_unconfigure(config):
 @pytest.fixture
 def gemm_cli(capsys):
     """``gemm_cli(*args)``: ``python -m tvm_cdna4 gemm ARGS`` run in-process (``tvm_cdna4.cli.main``, what
-    ``__main__`` runs; tests/test_cli.py runs the entry point itself): returncode, stdout, stderr."""
+    ``__main__`` runs; tests/cli/test_cli.py runs the entry point itself): returncode, stdout, stderr."""
     from types import SimpleNamespace
 
     from tvm_cdna4.cli import main

@@ -5,7 +5,7 @@ import ml_dtypes
 import numpy as np
 
 from tvm_cdna4.emulator import compare, emulate
-from tvm_cdna4.schedules.gfx950_gemm import DTYPES, gfx950_gemm
+from tvm_cdna4.kernels.gfx950.gemm import DTYPES, gfx950_gemm
 
 OUT_NP = {"f32": np.float32, "f16": np.float16, "bf16": ml_dtypes.bfloat16, "i32": np.int32, "f64": np.float64}
 TOL = {"f32": 1e-5, "f16": 1e-3, "bf16": 8e-3, "i32": 0.0, "f64": 1e-12}

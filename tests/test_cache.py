@@ -13,8 +13,8 @@ from tvm_cdna4 import cache
 from tvm_cdna4.cli import main as cli_main
 import importlib
 
-cuda_gemm = importlib.import_module("tvm_cdna4.schedules.cuda_gemm")  # the module (the package re-exports a function of that name)
-from tvm_cdna4.schedules.cuda_gemm import GemmConfig, build
+cuda_gemm = importlib.import_module("tvm_cdna4.kernels.sm80.gemm")  # the module (the package re-exports a function of that name)
+from tvm_cdna4.kernels.sm80.gemm import GemmConfig, build
 
 
 @pytest.fixture(autouse=True)
@@ -172,7 +172,7 @@ def test_cli_no_cache(fake_compile, cache_dir, capsys):
 
 
 def test_gfx950_build_is_cached(monkeypatch, cache_dir):
-    from tvm_cdna4 import cli_gfx950 as gfx950_cli
+    from tvm_cdna4.cli import gemm_gfx950 as gfx950_cli
     from tvm_cdna4.rocm import build as rocm_build
 
     args = SimpleNamespace(M=64, N=64, K=64, dtype="f16", layout="nn", out_dtype="f32")
@@ -185,7 +185,7 @@ def test_gfx950_build_is_cached(monkeypatch, cache_dir):
     assert warm.executable is None
     with pytest.raises(AssertionError, match="built although"):
         gfx950_cli.build_cached(replace_ns(args, K=128))
-    from tvm_cdna4.schedules import gfx950_gemm  # the key's digest: gfx950_gemm.build, which the CLI calls
+    from tvm_cdna4.kernels.gfx950 import gemm as gfx950_gemm  # the key's digest: gfx950_gemm.build, which the CLI calls
 
     monkeypatch.setattr(gfx950_gemm, "schedule_digest", lambda: "an edited schedule")
     with pytest.raises(AssertionError, match="built although"):  # an edit under the same version rebuilds
@@ -193,12 +193,12 @@ def test_gfx950_build_is_cached(monkeypatch, cache_dir):
 
 
 def test_source_digest_covers_the_files_it_names():
-    from tvm_cdna4 import cli_gfx950 as gfx950_cli
-    from tvm_cdna4.schedules import cuda_gemm
+    from tvm_cdna4.cli import gemm_gfx950 as gfx950_cli
+    from tvm_cdna4.kernels.sm80 import gemm as cuda_gemm
 
-    plan, emit = cache.source_digest("schedules/cuda_plan.py"), cache.source_digest("schedules/cuda_emit.py")
+    plan, emit = cache.source_digest("kernels/sm80/gemm_plan.py"), cache.source_digest("kernels/sm80/gemm_emit.py")
     assert len({plan, emit, cuda_gemm.schedule_digest(), gfx950_cli.schedule_digest()}) == 4
-    assert cache.source_digest("schedules/cuda_plan.py") == plan  # stable (memoized per process)
+    assert cache.source_digest("kernels/sm80/gemm_plan.py") == plan  # stable (memoized per process)
     assert cache.source_digest("no/such/*.py") == cache.hashlib.sha256().hexdigest()
 
 

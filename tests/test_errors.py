@@ -2,11 +2,11 @@
 (never an internal error), workgroup scope takes one-register operands, bool modifiers are refused,
 the CLI shows the rule first, and TIRx's ROCm codegen warnings go to logging."""
 
+from paths import TESTS
 import logging
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,7 +21,6 @@ from tvm_cdna4.patterns.layouts import mfma_fragment
 from tvm_cdna4.probes import STORAGE, mfma_probe, tr_probe
 
 F16 = CATALOG["mfma_f32_16x16x32_f16"]
-TESTS = Path(__file__).parent
 
 
 def first_line(make) -> str:
@@ -167,8 +166,8 @@ def test_workgroup_scope_takes_one_register_scales(rng):
 
 CLI_WITH_A_BAD_KERNEL = (
     f"import sys; sys.path.insert(0, {str(TESTS)!r}); import error_kernels; "
-    "from tvm_cdna4.schedules import gfx950_gemm; "  # the emission gfx950_gemm.build runs (--no-cache: always)
-    "gfx950_gemm.emit = lambda plan: error_kernels.malformed_apply('repeat mismatch'); "
+    "from tvm_cdna4.kernels.gfx950 import gemm; "  # the emission gemm.build runs (--no-cache: always)
+    "gemm.emit = lambda plan: error_kernels.malformed_apply('repeat mismatch'); "
     "from tvm_cdna4.cli import main; sys.exit(main(sys.argv[1:]))"
 )
 

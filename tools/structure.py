@@ -21,16 +21,18 @@ PACKAGE = "tvm_cdna4"
 
 # (layer, module prefixes): a module is in the layer of its longest matching prefix
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("base", ("tvm_cdna4.errors", "tvm_cdna4.tirx_private", "tvm_cdna4.cache")),
+    ("base", ("tvm_cdna4.errors", "tvm_cdna4.tirx_private", "tvm_cdna4.cache", "tvm_cdna4._deprecated")),
     ("isa", ("tvm_cdna4.isa",)),
     ("patterns", ("tvm_cdna4.patterns",)),
     ("rocm", ("tvm_cdna4.rocm",)),
     ("emulator", ("tvm_cdna4.emulator",)),
-    ("schedules", ("tvm_cdna4.schedules", "tvm_cdna4.probes")),
+    ("kernels", ("tvm_cdna4.kernels", "tvm_cdna4.probes")),
     ("runtime", ("tvm_cdna4.runtime", "tvm_cdna4.report", "tvm_cdna4.figures", "tvm_cdna4.testing",
                  "tvm_cdna4.selftest", "tvm_cdna4.torch")),
-    ("cli", ("tvm_cdna4", "tvm_cdna4.__main__", "tvm_cdna4.cli", "tvm_cdna4.cli_gemm", "tvm_cdna4.cli_gfx950",
-             "tvm_cdna4.cli_draw", "tvm_cdna4.docs_gen")),  # ``tvm_cdna4`` itself: the facade (build, register)
+    ("cli", ("tvm_cdna4", "tvm_cdna4.__main__", "tvm_cdna4.cli", "tvm_cdna4.docs_gen")),  # ``tvm_cdna4``: the facade
+    # the deprecated aliases of moved modules (``tvm_cdna4._deprecated``): above everything they point to
+    ("deprecated", ("tvm_cdna4.schedules", "tvm_cdna4.cli_gemm", "tvm_cdna4.cli_gfx950", "tvm_cdna4.cli_dynamic",
+                    "tvm_cdna4.cli_grouped", "tvm_cdna4.cli_attention", "tvm_cdna4.cli_draw")),
 )
 LAYER_ORDER = {name: rank for rank, (name, _) in enumerate(LAYERS)}
 # ``from tvm_cdna4 import __version__``: the facade defines it before it imports anything, and every

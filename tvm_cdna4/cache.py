@@ -64,7 +64,7 @@ _DIGESTS: dict[tuple[str, ...], str] = {}
 
 def source_digest(*patterns: str) -> str:
     """SHA-256 of the package's source files matching ``patterns`` (globs relative to the package,
-    e.g. ``"schedules/cuda_*.py"``), once per process: part of a build's key, so that an edited
+    e.g. ``"kernels/sm80/*.py"``), once per process: part of a build's key, so that an edited
     schedule or pattern under the same version string (an editable install) never reads a kernel
     cached before the edit."""
     digest = _DIGESTS.get(patterns)

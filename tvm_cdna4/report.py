@@ -32,7 +32,7 @@ bank conflicts, memory bandwidth and caches, clocks and power, or issue across S
 work per pipe (``loop_work``: VALU and transcendental instructions, LDS bytes) and its cycles by an
 in-order issue of the loop by one wave (``wave_cycles``: the MFMA pipe beside the VALU, so the
 interleaving of softmax and MFMAs counts, which llvm-mca-22's 4-cycle MFMAs cannot show), then
-``schedules.attention_cost.attention_estimate`` over the GPU.
+``kernels.gfx950.attention_cost.attention_estimate`` over the GPU.
 """
 
 from __future__ import annotations
@@ -334,10 +334,10 @@ def format_report(result: BuildResult, title: str) -> str:
 # ------------------------------------------------------------------------- the whole-GPU estimate
 
 def gpu_report(report: KernelReport, work, cus: int | None = None):
-    """The whole-GPU estimate (``schedules.gfx950_cost.gpu_estimate``) of a compiled kernel doing
+    """The whole-GPU estimate (``kernels.gfx950.gemm_cost.gpu_estimate``) of a compiled kernel doing
     ``work`` (a ``GemmWork``): its occupancy and waves per workgroup from the metadata, its main
     loop's single-wave estimate; None without llvm-mca's figures."""
-    from .schedules.gfx950_cost import MI355X_CUS, gpu_estimate
+    from .kernels.gfx950.gemm_cost import MI355X_CUS, gpu_estimate
 
     if report.est_fraction is None:
         return None
@@ -397,11 +397,11 @@ def lds_bytes(line: str) -> tuple[int, int]:
 
 
 def loop_work(asm: str, loop: LoopReport | None = None):
-    """``schedules.attention_cost.LoopWork`` of ``asm``'s main loop (``loop``: its ``loop_report``,
+    """``kernels.gfx950.attention_cost.LoopWork`` of ``asm``'s main loop (``loop``: its ``loop_report``,
     computed if not given): the catalog's MFMA cycles and ops, the VALU and transcendental
     instructions and the LDS bytes of the loop's lines, the in-order issue's cycles
     (``wave_cycles``). Raises ValueError without a main loop."""
-    from .schedules.attention_cost import LoopWork
+    from .kernels.gfx950.attention_cost import LoopWork
 
     loop = loop or loop_report(asm)
     body = main_loop(asm)
@@ -423,8 +423,8 @@ class AttentionReport:
     block: tuple[int, int]  # (block_q, block_kv)
     waves_per_workgroup: int
     kernel: KernelReport
-    work: object  # schedules.attention_cost.LoopWork
-    estimate: object  # schedules.attention_cost.AttentionEstimate
+    work: object  # kernels.gfx950.attention_cost.LoopWork
+    estimate: object  # kernels.gfx950.attention_cost.AttentionEstimate
 
     @property
     def loop_fraction(self) -> float:
@@ -440,11 +440,11 @@ class AttentionReport:
 def attention_kernel_report(asm: str, info: KernelInfo, problem, block_q: int, block_kv: int, waves_per_workgroup: int,
                             skip_masked: bool = True, title: str = "", cus: int | None = None) -> AttentionReport:
     """One analysis for any gfx950 attention forward's assembly (ours, Triton's): the kernel
-    report, the loop's ``LoopWork`` and ``attention_cost.attention_estimate`` at the occupancy of
+    report, the loop's ``LoopWork`` and ``kernels.gfx950.attention_cost.attention_estimate`` at the occupancy of
     ``info`` (its VGPRs and LDS with ``waves_per_workgroup`` waves per workgroup)."""
-    from .schedules.attention_cost import attention_estimate
-    from .schedules.gfx950_cost import MI355X_CUS
-    from .schedules.gfx950_plan import DTYPES
+    from .kernels.gfx950.attention_cost import attention_estimate
+    from .kernels.gfx950.gemm_cost import MI355X_CUS
+    from .kernels.gfx950.gemm_plan import DTYPES
 
     formats = (DTYPES[problem.dtype].formats[0],) * 2
     loop = loop_report(asm)
@@ -457,10 +457,10 @@ def attention_kernel_report(asm: str, info: KernelInfo, problem, block_q: int, b
 
 
 def attention_report(problem, config=None, cus: int | None = None, cache: bool = True) -> AttentionReport:
-    """Build our gfx950 attention forward for ``problem`` (``attention_plan.plan_gfx950_attention``
-    with ``config``; ``schedules.attention.build_gfx950``, through the build cache unless ``cache`` is
+    """Build our gfx950 attention forward for ``problem`` (``kernels.gfx950.attention_plan.plan_gfx950_attention``
+    with ``config``; ``attention.build_gfx950``, through the build cache unless ``cache`` is
     False) and report it (``attention_kernel_report``)."""
-    from .schedules import attention
+    from .kernels import attention
 
     plan = attention.plan(problem, "gfx950", config)
     result = attention.build_gfx950(problem, config, cache=cache)
@@ -511,11 +511,11 @@ def registers(token: str) -> list[str]:
 
 def issue_costs(line: str, mfma_cycles: int | None = None) -> tuple[str, int, int, str | None]:
     """(pipe, cycles the pipe is busy, cycles until the result, memory counter) of one instruction
-    (``wave_cycles``): MFMA its catalog cycles; VALU ``attention_cost.VALU_CYCLES`` (transcendental:
+    (``wave_cycles``): MFMA its catalog cycles; VALU ``kernels.gfx950.attention_cost.VALU_CYCLES`` (transcendental:
     ``TRANS_CYCLES``); LDS its bytes over a SIMD's share of the CU's LDS bandwidth, the result
     ``LDS_LATENCY_CYCLES`` later (lgkmcnt); global memory 4 issue cycles, ``VMEM_LATENCY_CYCLES``
-    (vmcnt); scalar and the rest 1 (the figures: ``schedules.attention_cost``)."""
-    from .schedules.attention_cost import (LDS_LATENCY_CYCLES, TRANS_CYCLES, VALU_CYCLES, VMEM_LATENCY_CYCLES,
+    (vmcnt); scalar and the rest 1 (the figures: ``kernels.gfx950.attention_cost``)."""
+    from .kernels.gfx950.attention_cost import (LDS_LATENCY_CYCLES, TRANS_CYCLES, VALU_CYCLES, VMEM_LATENCY_CYCLES,
                                            lds_cycles)
 
     mnemonic, kind = line.split()[0], instruction_kind(line)

@@ -250,7 +250,7 @@ def _run_when_whole() -> None:
 #    variable's premise (and static range) is computed once, when it first appears, in the order
 #    TIRx adds it; each context's premises are a child of that list (its own prefix) followed by
 #    its group axes, exactly the premises TIRx's own init gives it, so every query answers as
-#    before (tests/test_cuda_gemm_golden.py: byte-identical CUDA).
+#    before (tests/kernels/sm80/test_cuda_gemm_golden.py: byte-identical CUDA).
 CUDA_CONTEXT_INIT_SHA256 = "b3dd3eacb01095ea4740bab87f6cad11239f3f8e04fdf4521b8f5501dd999986"
 _SHARED = threading.local()
 
@@ -468,7 +468,7 @@ def shared_cuda_lowering():
 #    runs the same compiled ``_builder`` over a fresh globals dict holding its own
 #    values; a translation that injected a value of its environment into the program (a lexical
 #    alias) is never shared. Anything else goes through TIRx's own function. The generated code is
-#    unchanged (tests/test_cuda_gemm_golden.py, tests/test_gfx950_gemm_golden.py,
+#    unchanged (tests/kernels/sm80/test_cuda_gemm_golden.py, tests/kernels/gfx950/test_gfx950_gemm_golden.py,
 #    tests/test_tirx_private.py).
 RUN_STATEMENTS = "_run_statements"
 RUN_STATEMENTS_SHA256 = "077d3751f3f2bc2882e5ba3e6a036a13a452d18c1b0a205bf417b3f86784ebf9"

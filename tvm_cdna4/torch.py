@@ -6,7 +6,7 @@ row_scale=None, col_scale=None, out=None)`` computes ``out = epilogue(a @ op(b))
 * ``layout`` ``"nt"``: ``a`` [M, K], ``b`` [N, K] (``y = x W^T``, a linear layer); ``"nn"``: ``b``
   [K, N]. ``a`` and ``b`` are both float16 or both bfloat16; ``out_dtype`` (float32, float16 or
   bfloat16; default ``a``'s dtype) is the output's. The epilogue keywords are those of
-  ``schedules.epilogue.Fusion`` (f32 ``bias`` [N], ``row_scale`` [M], ``col_scale`` [N]; ``residual``
+  ``kernels.gemm.epilogue.Fusion`` (f32 ``bias`` [N], ``row_scale`` [M], ``col_scale`` [N]; ``residual``
   of the output's shape and dtype; ``activation`` "relu", "silu" or "gelu").
 * The kernel is the dynamic-M GEMM of the shape class (N, K, dtypes, layout, epilogue, device:
   ``kernel_cache``), one per M bucket, built on first use and cached: a new M in a bucket already
@@ -25,7 +25,7 @@ row_scale=None, col_scale=None, out=None)`` computes ``out = epilogue(a @ op(b))
 
 ``grouped_gemm(x, w, offsets, *, layout="nt", out_dtype=None, bias=None, activation=None, residual=None,
 row_scale=None, col_scale=None, out=None)`` is the grouped GEMM of mixture-of-experts layers
-(``schedules.grouped``): tokens sorted by expert, ``x`` [T, K], ``w`` [G, N, K] (``"nt"``) or [G, K, N]
+(``kernels.gemm.grouped``): tokens sorted by expert, ``x`` [T, K], ``w`` [G, N, K] (``"nt"``) or [G, K, N]
 (``"nn"``), ``offsets`` an int32 CUDA tensor [G + 1] (``offsets[0] = 0``, ``offsets[G] = T``,
 non-decreasing, empty groups allowed: torch's ``_grouped_mm`` takes the ends ``offsets[1:]``), the
 output [T, N] with rows ``offsets[g] .. offsets[g + 1] - 1`` = ``x[those rows] @ op(w[g])``; ``bias`` and
@@ -36,7 +36,7 @@ shape class for the bucket of ``ceil(T / G)`` rows per group (``kernel_cache``),
 ``torch.ops.tvm_cdna4.grouped_gemm`` (``out=``: ``grouped_gemm_out``).
 
 ``attention(q, k, v, *, causal=False, scale=None, return_lse=False)`` is the attention forward
-(FlashAttention-2, ``schedules.attention_sm80_plan``): ``q`` [B, H, Sq, D], ``k`` and ``v`` [B, Hkv,
+(FlashAttention-2, ``kernels.sm80.attention_plan``): ``q`` [B, H, Sq, D], ``k`` and ``v`` [B, Hkv,
 Skv, D] (GQA: ``Hkv`` divides ``H``; query head ``h`` reads kv head ``h // (H / Hkv)``), all float16 or
 all bfloat16, D 64 or 128, contiguous; ``causal``: row ``i`` sees keys ``j <= i`` (``is_causal`` of
 ``torch.nn.functional.scaled_dot_product_attention``); ``scale`` defaults to ``1 / sqrt(D)``. Returns
@@ -58,10 +58,10 @@ except ImportError as err:  # the runtime extra, not a hard dependency of the pa
 
 from typing import Optional
 
-from .schedules.epilogue import ACTIVATIONS, Fusion
+from .kernels.gemm.epilogue import ACTIVATIONS, Fusion
 
 LAYOUTS = ("nt", "nn")
-"""The layouts of the dynamic-M GEMM (A stored [M, K]: ``schedules.dynamic_m.check_layout``)."""
+"""The layouts of the dynamic-M GEMM (A stored [M, K]: ``kernels.gemm.dynamic_m.check_layout``)."""
 
 IN_DTYPES = {torch.float16: "f16", torch.bfloat16: "bf16"}
 OUT_DTYPES = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16"}
@@ -164,7 +164,7 @@ def _arch(t) -> str:
 def _kernel(a, N: int, K: int, odt, layout: str, fusion: Fusion):
     """The cached dynamic-M kernel of the shape class (built lazily per bucket)."""
     from .runtime.cuda import DynamicKernel
-    from .schedules.cuda_gemm import build_dynamic
+    from .kernels.sm80.gemm import build_dynamic
 
     arch = _arch(a)
     key = (N, K, IN_DTYPES[a.dtype], OUT_DTYPES[odt], layout, fusion, arch, a.device.index)
@@ -256,7 +256,7 @@ def check_grouped_arguments(x, w, offsets, layout, out_dtype, bias, activation, 
 def _grouped_kernel(x, G: int, N: int, K: int, odt, layout: str, fusion: Fusion):
     """The cached grouped GEMM of the shape class (one kernel per bucket of rows per group, built lazily)."""
     from .runtime.cuda import DynamicKernel
-    from .schedules.cuda_gemm import build_grouped
+    from .kernels.sm80.gemm import build_grouped
 
     arch = _arch(x)
     key = ("grouped", G, N, K, IN_DTYPES[x.dtype], OUT_DTYPES[odt], layout, fusion, arch, x.device.index)
@@ -329,8 +329,8 @@ def grouped_gemm(x, w, offsets, *, layout: str = "nt", out_dtype=None, bias=None
 
 def check_attention_arguments(q, k, v, causal, scale):
     """``check_arguments`` of ``attention`` (its fake implementation runs it too): the
-    ``schedules.attention_problem.AttentionProblem`` of the call."""
-    from .schedules.attention_problem import HEAD_DIMS, AttentionProblem
+    ``kernels.attention.problem.AttentionProblem`` of the call."""
+    from .kernels.attention.problem import HEAD_DIMS, AttentionProblem
 
     op = "attention"
     if not isinstance(q, torch.Tensor):
@@ -368,8 +368,8 @@ def check_attention_arguments(q, k, v, causal, scale):
 def _attention_kernel(q, problem):
     """The cached kernel of the call's shape (built on first use; ``kernel_cache``)."""
     from .runtime.cuda import Kernel, load_build
-    from .schedules.attention_sm80 import build_sm80_attention
-    from .schedules.attention_sm80_plan import plan_sm80_attention
+    from .kernels.sm80.attention import build_sm80_attention
+    from .kernels.sm80.attention_plan import plan_sm80_attention
 
     arch = _arch(q)
     key = ("attention", *attrs_tuple(problem), arch, q.device.index)

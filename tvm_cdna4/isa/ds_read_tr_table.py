@@ -3,7 +3,7 @@
 The seed's K-split table (rows in builtin order: tr4, tr6, tr8, tr16 x3) gives, for the pair of
 calls that fills one MFMA operand, the K positions each call covers wavefront-wide. The seed does not
 name the MFMA each row refers to; ``k_split_mfma`` is the one whose B owner map reproduces the row
-(tests/test_ds_read_tr.py derives the split from the maps and compares).
+(tests/patterns/test_ds_read_tr.py derives the split from the maps and compares).
 """
 
 from __future__ import annotations

@@ -44,15 +44,15 @@ from .llvm_types import llvm_type
 PREFIX = "tvm_cdna4_"
 BARRIER = PREFIX + "workgroup_barrier"
 # the hardware exponential v_exp_f32 (2^x, about 1 ulp; denormal results flush to zero): what the
-# fused epilogue's activations call (``schedules.gfx950_emit.fused_ops``); llvm.exp2.f32 would add
+# fused epilogue's activations call (``kernels.gfx950.emit.fused_ops``); llvm.exp2.f32 would add
 # a range reduction for denormal results around it
 EXP2 = "llvm.amdgcn.exp2"
 # the hardware logarithm v_log_f32 (log2 x, about 1 ulp; a denormal input reads as 0): the attention
-# kernel's log-sum-exp (``schedules.attention_gfx950_emit``), once per query row
+# kernel's log-sum-exp (``kernels.gfx950.attention_emit``), once per query row
 LOG2 = "llvm.amdgcn.log"
 # v_cvt_pk_fp8_f32 (gfx950: OCP e4m3, round to nearest even): two f32 -> two fp8 in the low (word_sel
 # false) or high 16 bits of ``old``, the rest of ``old`` kept: the fp8 attention kernel's P
-# (``schedules.attention_gfx950_emit``), four scores per 32-bit word
+# (``kernels.gfx950.attention_emit``), four scores per 32-bit word
 CVT_PK_FP8 = "llvm.amdgcn.cvt.pk.fp8.f32"
 
 

@@ -6,7 +6,7 @@ SOURCES: dict[str, str] = {
     "hip-tr": "AMD HIP documentation (rocm.docs.amd.com, HIP reference, MFMA builtins), page 'CDNA4 MFMA transpose "
     "load builtins': types, K-split table, alignment, FP16 GEMM example",
     "llc22": "Debian llc 22.1.8 -mtriple=amdgcn-amd-amdhsa -mcpu=gfx950: each llvm_intrinsic compiles and "
-    "prints this mnemonic (tests/test_catalog_llvm.py re-checks when llc-22 is installed)",
+    "prints this mnemonic (tests/isa/test_catalog_llvm.py re-checks when llc-22 is installed)",
     "calculator": "ROCm/amd_matrix_instruction_calculator, matrix_calculator.py: InstCalcGfx9.__get_input_reg_lanes "
     "('lane = b * M; lane += int(k / elements_in_contiguous_gprs) * M * B; lane += i'), "
     "_get_cbsz_abid_transformed_block ('base_block + abid'), _get_blgp_transformed_lane; README: "
@@ -27,5 +27,5 @@ SOURCES: dict[str, str] = {
     "llvm.amdgcn.permlane16.swap / permlane32.swap given the same value twice return the lane's own and its partner's "
     "value (lane ^ 16 / lane ^ 32): mlir/test/Conversion/AMDGPUToROCDL/permlane.mlir lowers amdgpu.permlane_swap %x 16 "
     "and 32 for gfx950 to rocdl.permlane16/32.swap %x, %x and keeps the result that is not %x; llc 22 for gfx950 fuses "
-    "a DPP move into its VALU user (tests/test_wave_reduce.py)",
+    "a DPP move into its VALU user (tests/patterns/test_wave_reduce.py)",
 }

@@ -35,7 +35,7 @@ def torch_dtype(name: str):
 
 def random_inputs(M, N, K, dtype, layout, rng):
     """Random A, B in their storage layout (numpy arrays of the input dtype)."""
-    from ..schedules.cuda_gemm import operand_shapes
+    from ..kernels.sm80.gemm import operand_shapes
 
     a_shape, b_shape = operand_shapes(M, N, K, layout)
     dt = np_dtype(dtype)
@@ -49,7 +49,7 @@ def grid_inputs(M, N, K, dtype, layout, rng):
     multiple of 2^-6 and every partial sum of K < 2^18 of them is exact in f32, so any summation order
     (the tensor cores', a K split's) gives the exact product: the fused epilogue is then checked
     against its reference with nothing of the GEMM's own rounding in between (``check_fused``)."""
-    from ..schedules.cuda_gemm import operand_shapes
+    from ..kernels.sm80.gemm import operand_shapes
 
     dt = np_dtype(dtype)
     return tuple((rng.integers(-4, 5, size=shape) / 8).astype(np.float32).astype(dt)
@@ -57,18 +57,18 @@ def grid_inputs(M, N, K, dtype, layout, rng):
 
 
 def fused_inputs(fusion, M, N, out_dtype, rng) -> dict:
-    """The fused epilogue's inputs (``schedules.epilogue.random_inputs``: f32 scales and bias, the
+    """The fused epilogue's inputs (``kernels.gemm.epilogue.random_inputs``: f32 scales and bias, the
     residual in C's dtype), by name."""
-    from ..schedules.epilogue import random_inputs as epilogue_inputs
+    from ..kernels.gemm.epilogue import random_inputs as epilogue_inputs
 
     return epilogue_inputs(fusion, M, N, rng, np_dtype(out_dtype))
 
 
 def check_fused(out, a, b, layout, fusion, inputs, out_dtype, acc_error=0.0) -> tuple[float, bool]:
-    """(largest error ratio, whether every element is within ``schedules.epilogue.error_bound``) of a
-    fused kernel's C against ``schedules.epilogue.reference`` of the float64 product of A and B
+    """(largest error ratio, whether every element is within ``kernels.gemm.epilogue.error_bound``) of a
+    fused kernel's C against ``kernels.gemm.epilogue.reference`` of the float64 product of A and B
     (``acc_error``: a bound of the product's own error, 0 for ``grid_inputs``)."""
-    from ..schedules.epilogue import check
+    from ..kernels.gemm.epilogue import check
 
     return check(out, reference(a, b, layout), fusion, inputs, out_dtype, acc_error)
 
@@ -201,11 +201,11 @@ def precompile(exe) -> None:
 def compile_and_load(M, N, K, dtype, layout, out_dtype, config=None, arch=None, workdir=None, cache=True,
                      tune=False, bias=False, activation=None, residual=False, row_scale=False, col_scale=False,
                      fusion=None):
-    """Build (``cuda_gemm.build``: the planner's choice without a ``config``, ``tune`` as there; the
+    """Build (``kernels.sm80.gemm.build``: the planner's choice without a ``config``, ``tune`` as there; the
     fused epilogue by keywords or ``fusion``, as there), export and load the kernel: a :class:`Kernel`,
     called with A, B, C and the epilogue's inputs like ``main``."""
-    from ..schedules.cuda_gemm import build, plan
-    from ..schedules.epilogue import fusion_of
+    from ..kernels.sm80.gemm import build, plan
+    from ..kernels.gemm.epilogue import fusion_of
 
     fusion = fusion_of(bias, activation, residual, row_scale, col_scale, fusion)
 
@@ -229,11 +229,11 @@ def load_build(exe, prefix: str = "gemm_", workdir=None):
 
 
 class DynamicKernel:
-    """A dynamic-M GEMM (``cuda_gemm.build_dynamic``, a ``DynamicGemm``) on the GPU: each M bucket's
+    """A dynamic-M GEMM (``kernels.sm80.gemm.build_dynamic``, a ``DynamicGemm``) on the GPU: each M bucket's
     kernel is built (through the build cache), exported and loaded on its first launch, then reused
     for every M of the bucket. ``launch(a, b, c, *inputs)`` takes torch tensors (A, B, C, then the
     kernel's other inputs in its parameter order: the fused epilogue's in ``PARAM_ORDER``; a grouped
-    GEMM's offsets first, ``cuda_gemm.build_grouped``, whose T is C's rows) and launches on torch's
+    GEMM's offsets first, ``kernels.sm80.gemm.build_grouped``, whose T is C's rows) and launches on torch's
     current CUDA stream (``Kernel.launch``)."""
 
     def __init__(self, dynamic, workdir=None):
@@ -254,7 +254,7 @@ class DynamicKernel:
 
 
 def gpu_timer(M, N, K, dtype, layout, out_dtype, arch=None, rep_ms: int = 40):
-    """``timer(config)`` for ``cuda_gemm.tune_config``: seconds of one launch of the kernel built with
+    """``timer(config)`` for ``kernels.sm80.gemm.tune_config``: seconds of one launch of the kernel built with
     ``config`` on this machine's GPU (``bench_ms``, L2 flushed; random inputs made once), inf where
     its C does not match the f32 product."""
     data = _ProblemData((M, N, K, dtype, layout, out_dtype))
@@ -272,7 +272,7 @@ def _build_candidate(job):
     import time
 
     index, (M, N, K, dtype, layout, out_dtype), config, arch, workdir = job
-    from ..schedules.cuda_gemm import build, config_from_dict
+    from ..kernels.sm80.gemm import build, config_from_dict
 
     t0 = time.perf_counter()
     try:
@@ -291,7 +291,7 @@ class _ProblemData:
     def __init__(self, prob):
         import torch
 
-        from ..schedules import cuda_gemm as cg
+        from ..kernels.sm80 import gemm as cg
 
         M, N, K, dtype, layout, out_dtype = prob
         a_shape, b_shape = cg.operand_shapes(M, N, K, layout)
@@ -324,11 +324,11 @@ def build_cost(config) -> float:
 
 
 def tune_problems(problems, arch=None, top=None, jobs=None, sms=None, rep_ms: int = 10, stats=None) -> dict:
-    """Tune several problems at once: ``cuda_gemm.tune_candidates`` of each ``(M, N, K, dtype,
+    """Tune several problems at once: ``kernels.sm80.gemm.tune_candidates`` of each ``(M, N, K, dtype,
     layout, out_dtype)``, built and their device code compiled in ``jobs`` worker processes (the
     slowest builds first, ``build_cost``), each loaded, checked against the f32 product and timed
     here (``bench_ms``, L2 flushed) as soon as it is built, so the GPU timing overlaps the builds;
-    then the fastest is stored per problem through ``cuda_gemm.tune_config`` (the tuning cache that
+    then the fastest is stored per problem through ``kernels.sm80.gemm.tune_config`` (the tuning cache that
     ``build`` reads). Returns ``{problem: {"config": GemmConfig | DecodeConfig, "seconds": {config:
     s}}}``; ``stats`` (a dict) receives the wall seconds (``seconds``), those until the last
     candidate was built and timed (``pool_s``), the workers' summed build seconds (``worker_s``),
@@ -338,7 +338,7 @@ def tune_problems(problems, arch=None, top=None, jobs=None, sms=None, rep_ms: in
     import multiprocessing as mp
     import time
 
-    from ..schedules import cuda_gemm as cg
+    from ..kernels.sm80 import gemm as cg
 
     t0 = time.perf_counter()
     arch = arch or device_arch()
@@ -386,7 +386,7 @@ WORKSPACE = ("W", "S")
 
 class Kernel:
     """A loaded GEMM called with A, B, C and the fused epilogue's inputs (``GemmPlan.params`` up to the
-    workspace: ``schedules.epilogue.PARAM_ORDER``; DLPack / tvm_ffi tensors); a split-K plan's
+    workspace: ``kernels.gemm.epilogue.PARAM_ORDER``; DLPack / tvm_ffi tensors); a split-K plan's
     workspace ``W`` and ticket counters ``S`` are allocated zeroed on the GPU once and passed after
     them (every launch leaves them zero again; launches that may overlap, on two streams, would
     share them)."""
@@ -449,7 +449,7 @@ def epilogue_args(fusion, inputs: dict) -> tuple:
 
 class Launcher:
     """Calls a loaded kernel on torch tensors (converted once through DLPack): A, B, C, then the
-    fused epilogue's inputs in ``schedules.epilogue.PARAM_ORDER`` (``inputs``: by name)."""
+    fused epilogue's inputs in ``kernels.gemm.epilogue.PARAM_ORDER`` (``inputs``: by name)."""
 
     def __init__(self, fn, a, b, c, inputs: dict | None = None):
         import tvm_ffi

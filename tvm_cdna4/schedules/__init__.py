@@ -1,36 +1,34 @@
-"""GEMM schedules written in TVM TIRx.
+"""Deprecated: the kernels moved to :mod:`tvm_cdna4.kernels` in 0.2.0 (CHANGELOG.md).
 
-- gfx950 (CDNA4 patterns): :func:`gfx950_gemm` (MFMA + ds_read_tr, every dense dtype) and
-  :func:`gfx950_mx_gemm` (MX block-scaled formats through the scaled MFMA).
-- CUDA (sm_80 class, also runs on sm_90): :func:`cuda_gemm` (cp.async + ldmatrix + mma.sync), and the
-  attention forward :func:`sm80_attention` / :func:`build_sm80_attention` (``attention_sm80``).
-- Attention forward, both targets: :mod:`.attention` (``attention.plan / emit / build / validate``).
-
-The names load on first use, so the CUDA schedule imports without the gfx950 patterns (the GPU
-machine's benchmark runs it from a bare TIRx install).
+Each old module ``tvm_cdna4.schedules.X`` is an alias of its new home (``tvm_cdna4._deprecated``),
+with a ``DeprecationWarning`` naming it; the package's lazy names below likewise. Removed in 0.3.0.
 """
 
 from __future__ import annotations
 
 import importlib
+import warnings
 
 _WHERE = {
-    "GemmConfig": "cuda_gemm", "build": "cuda_gemm", "cuda_gemm": "cuda_gemm", "cuda_source": "cuda_gemm",
-    "default_config": "cuda_gemm",
-    "build_sm80_attention": "attention_sm80", "sm80_attention": "attention_sm80",
-    "Gfx950GemmConfig": "gfx950_gemm", "gfx950_gemm": "gfx950_gemm",
-    "MxGemmConfig": "gfx950_mx_gemm", "gfx950_mx_gemm": "gfx950_mx_gemm",
-    "AttentionConfig": "attention_plan", "AttentionProblem": "attention_plan",
+    "GemmConfig": "kernels.sm80.gemm", "build": "kernels.sm80.gemm", "cuda_gemm": "kernels.sm80.gemm",
+    "cuda_source": "kernels.sm80.gemm", "default_config": "kernels.sm80.gemm",
+    "build_sm80_attention": "kernels.sm80.attention", "sm80_attention": "kernels.sm80.attention",
+    "Gfx950GemmConfig": "kernels.gfx950.gemm", "gfx950_gemm": "kernels.gfx950.gemm",
+    "MxGemmConfig": "kernels.gfx950.mx_gemm", "gfx950_mx_gemm": "kernels.gfx950.mx_gemm",
+    "AttentionConfig": "kernels.gfx950.attention_plan", "AttentionProblem": "kernels.attention.problem",
 }
-_MODULES = ("attention",)  # submodules named as they are
 
 
 def __getattr__(name: str):
     if name in _WHERE:
-        return getattr(importlib.import_module(f".{_WHERE[name]}", __name__), name)
-    if name in _MODULES:
+        new = f"tvm_cdna4.{_WHERE[name]}"
+        warnings.warn(f"tvm_cdna4.schedules.{name} is deprecated: use {new}.{name} (removed in tvm_cdna4 0.3.0)",
+                      DeprecationWarning, stacklevel=2)
+        return getattr(importlib.import_module(new), name)
+    try:
         return importlib.import_module(f".{name}", __name__)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    except ModuleNotFoundError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
 
 
-__all__ = sorted((*_WHERE, *_MODULES))
+__all__ = sorted(_WHERE)

@@ -1,51 +1,5 @@
-"""The sm80 attention forward's public entry (issue 26 part 2): ``sm80_attention`` (the PrimFunc) and
-``build_sm80_attention`` (compiled through the build cache, as ``cuda_gemm.build``). The plan is
-``attention_sm80_plan`` (its docstring: the kernel), the emission ``attention_sm80_emit``."""
+"""Deprecated: moved to :mod:`tvm_cdna4.kernels.sm80.attention` (CHANGELOG.md, 0.2.0)."""
 
-from __future__ import annotations
+from .._deprecated import alias
 
-from .attention_problem import AttentionProblem
-from .attention_sm80_plan import Sm80AttentionConfig, Sm80AttentionPlan, arch_number, plan_sm80_attention
-
-
-def sm80_attention(problem: AttentionProblem, config: Sm80AttentionConfig | None = None):
-    """The TIRx PrimFunc ``main(Q, K, V, O, LSE)`` of ``problem`` (``config``: the cost model's default)."""
-    from .attention_sm80_emit import emit_sm80_attention
-
-    return emit_sm80_attention(plan_sm80_attention(problem, config))
-
-
-def build_key(p: Sm80AttentionPlan, arch: str = "sm_80", compiler: str | None = None) -> dict:
-    """The build-cache key: every plan field, the arch, the device compiler and the attention
-    schedule's source digest (with the GEMM's: the compile path and fragment helpers are shared)."""
-    from ..cache import source_digest
-    from .cuda_gemm import schedule_digest
-    from .cuda_plan import plan_record
-
-    return dict(plan=plan_record(p), arch=arch, compiler=compiler, schedule=schedule_digest(),
-                attention=source_digest("schedules/attention_problem.py", "schedules/attention_sm80_*.py",
-                                        "schedules/attention_sm80.py"))
-
-
-def check_arch(p: Sm80AttentionPlan, arch: str) -> None:
-    """ValueError for ``sync="mbarrier"`` below sm_90: TIRx's ``T.cuda.mbarrier_wait`` is a
-    ``mbarrier.try_wait.parity`` loop (PTX ISA: sm_90)."""
-    if p.config.mbarrier and arch_number(arch) < 90:
-        raise ValueError(f"attention sync='mbarrier' needs sm_90 or later (mbarrier.try_wait); found arch {arch!r}")
-
-
-def build_sm80_attention(problem: AttentionProblem, config: Sm80AttentionConfig | None = None, arch: str = "sm_80",
-                         compiler: str | None = None, cache: bool = True):
-    """Compile the kernel of ``problem`` (``config`` None: ``attention_sm80_plan.default_config`` for ``arch``) for
-    ``arch`` with ``compiler`` (None: TIRx's NVRTC; ``"nvcc"`` / ``"nvrtc"``): a ``cuda_gemm.CudaBuild``
-    (``source``, ``library``, ``config``, ``device_config``), through the build cache (``cache``)."""
-    from .attention_sm80_emit import emit_sm80_attention
-    from .cuda_gemm import _check_compiler, cached_build
-
-    _check_compiler(compiler)
-    p = plan_sm80_attention(problem, config, arch=arch)
-    check_arch(p, arch)
-    return cached_build("cuda-attention", build_key(p, arch, compiler), p, arch, compiler, emit_sm80_attention, cache)
-
-
-__all__ = ["build_key", "build_sm80_attention", "check_arch", "sm80_attention"]
+alias(__name__, "tvm_cdna4.kernels.sm80.attention")

@@ -1,0 +1,158 @@
+"""Command line: ``python -m tvm_cdna4 <command>``."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import sys
+
+from ..errors import TRACEBACK_ENV, ContractError, full_tracebacks, report
+
+
+def _opcodes(args: argparse.Namespace) -> int:
+    from ..isa import CATALOG
+    from ..isa.export import to_dict
+
+    ops = list(CATALOG.values())
+    if args.kind:
+        ops = [op for op in ops if op.kind == args.kind]
+    if args.json:
+        json.dump([to_dict(op, with_lanes=not args.no_lanes) for op in ops], sys.stdout, indent=None)
+        sys.stdout.write("\n")
+        return 0
+    mfma = [op for op in ops if op.kind != "ds_read_tr"]
+    tr = [op for op in ops if op.kind == "ds_read_tr"]
+    if mfma:
+        head = ("name", "MxNxK", "blk", "A", "B", "acc", "A/lane", "acc regs", "ops", "cycles", "mnemonic")
+        rows = [
+            (
+                op.name,
+                f"{op.m}x{op.n}x{op.k}",
+                str(op.blocks),
+                op.a_format,
+                op.b_format,
+                op.acc_format,
+                op.a_vector,
+                str(op.acc_regs),
+                str(op.ops),
+                _cycles(op),
+                op.mnemonic,
+            )
+            for op in mfma
+        ]
+        _print_table(head, rows)
+    if tr:
+        if mfma:
+            print()
+        head = ("name", "elem bits", "load bits", "elems", "result", "align", "call 1 K", "call 2 K", "mnemonic")
+        rows = [
+            (
+                op.name,
+                str(op.element_bits),
+                str(op.load_bits),
+                str(op.elements),
+                op.result_vector,
+                f"{op.lds_alignment} B",
+                ",".join(f"{lo}-{hi}" for lo, hi in op.k_split[0]),
+                ",".join(f"{lo}-{hi}" for lo, hi in op.k_split[1]),
+                op.mnemonic,
+            )
+            for op in tr
+        ]
+        _print_table(head, rows)
+    return 0
+
+
+def _cycles(op) -> str:
+    if not op.cycles_by_format:
+        return str(op.cycles)
+    by = dict(op.cycles_by_format)
+    return f"{by['fp8']} f8, {by['fp4']} f6/f4"
+
+
+def _print_table(head, rows) -> None:
+    widths = [max(len(str(x)) for x in col) for col in zip(head, *rows)]
+    for row in (head, tuple("-" * w for w in widths), *rows):
+        print("  ".join(str(x).ljust(w) for x, w in zip(row, widths)).rstrip())
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError
+
+    from ..cache import dist_version
+
+    try:
+        return dist_version("tvm-cdna4")
+    except PackageNotFoundError:  # a source tree that is not installed
+        from .. import __version__
+
+        return __version__
+
+
+class _VersionAction(argparse.Action):
+    """``--version``: the installed version, looked up only when asked for."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"{parser.prog} {_version()}")
+        parser.exit()
+
+
+@contextlib.contextmanager
+def logging_to_stderr(verbosity: int):
+    """Within: the ``tvm_cdna4`` logger prints to stderr at INFO (``verbosity`` 0), DEBUG (1, ``-v``)
+    or WARNING (-1, ``-q``); afterwards it is as it was (``main`` may run inside another program)."""
+    logger = logging.getLogger("tvm_cdna4")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(name)s: %(levelname)s: %(message)s"))
+    level = logger.level
+    logger.setLevel({-1: logging.WARNING, 0: logging.INFO}.get(verbosity, logging.DEBUG))
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m tvm_cdna4", description=__doc__)
+    parser.add_argument("--version", action=_VersionAction, help="print the installed version and exit")
+    talk = parser.add_mutually_exclusive_group()
+    talk.add_argument("-v", "--verbose", action="store_true",
+                      help=f"log at DEBUG (tool paths chosen, ...); on a contract error, print the full traceback "
+                           f"(also: {TRACEBACK_ENV}=1)")
+    talk.add_argument("-q", "--quiet", action="store_true", help="log warnings and errors only (default: INFO too)")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("opcodes", help="print the CDNA4 instruction catalog")
+    p.add_argument("--json", action="store_true", help="JSON list, one object per opcode, with lane maps")
+    p.add_argument("--no-lanes", action="store_true", help="with --json: leave out the lane tables")
+    p.add_argument("--kind", choices=("mfma", "mfma_scale", "ds_read_tr"), help="only this kind")
+    p.set_defaults(func=_opcodes)
+    from .gemm import add_gemm_parser; add_gemm_parser(sub)  # noqa: E702
+    p = sub.add_parser("selftest", help="compile one kernel per opcode for gfx950 and check its instruction")
+    p.add_argument("names", nargs="*", help="catalog names (default: all 44)")
+    p.set_defaults(func=lambda args: __import__("tvm_cdna4.selftest", fromlist=["main"]).main(args.names))
+    from .draw import add_draw_parser; add_draw_parser(sub)  # noqa: E702
+    from .attention import add_attention_parser; add_attention_parser(sub)  # noqa: E702
+    from ..rocm.waitcheck import add_parser as add_waitcheck_parser  # the LLVM tool finder, imported when used:
+    add_waitcheck_parser(sub, lambda tool: __import__("tvm_cdna4.rocm.build", fromlist=["llvm_tool"]).llvm_tool(tool))
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run a command; a contract error is printed with its rule as the first line (exit status 2)."""
+    args = build_parser().parse_args(argv)
+    with logging_to_stderr(-1 if args.quiet else int(args.verbose)), full_tracebacks(args.verbose):
+        try:
+            return args.func(args)
+        except ContractError as err:
+            return report(err)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,243 @@
+"""``python -m tvm_cdna4 attention``: plan, emit, validate, report or time the attention forward.
+
+    python -m tvm_cdna4 attention --heads 4 --kv-heads 2 --seq 130 --head-dim 64 --causal --validate
+    python -m tvm_cdna4 attention --dtype fp8 --seq 257 --head-dim 128 --validate          # CPU emulator
+    python -m tvm_cdna4 attention --batch 16 --heads 64 --kv-heads 8 --seq 8192 --emit config
+    python -m tvm_cdna4 attention --seq 8192 --heads 64 --kv-heads 8 --report             # gfx950 static report
+    python -m tvm_cdna4 attention --target sm80 --seq 4096 --heads 32 --validate --bench  # NVIDIA GPU
+
+The API behind it: ``tvm_cdna4.kernels.attention`` (``plan``, ``emit``, ``build``, ``validate``) and
+``tvm_cdna4.report.attention_report`` (--report). Actions: --validate (gfx950: the CPU wavefront emulator; sm80: the NVIDIA GPU, without
+one the CUDA emulator up to ``attention.SM80_EMULATED_PAIRS`` scored pairs),
+--emit asm|tir|cuda|config (asm gfx950, cuda sm80, config: the plan as one JSON object),
+--report (gfx950: the static report), --bench (sm80: time on the NVIDIA GPU). Exit codes: 0 success,
+1 validation failed, 2 usage error / unavailable target / no GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import attrs
+
+from ..kernels.attention.problem import ATTENTION_DTYPES as DTYPES
+
+TARGETS = ("gfx950", "sm80")  # attention.TARGETS' keys (that module imports the planners: not at parse time)
+ACTIONS = "--validate, --emit asm|tir|cuda|config, --report (gfx950), --bench (sm80 GPU)"
+
+
+def add_attention_parser(subparsers) -> argparse.ArgumentParser:
+    """Register the ``attention`` subcommand on an argparse subparsers object."""
+    p = subparsers.add_parser("attention", help="attention forward (FlashAttention-2): --validate, --emit, --report, "
+                              "--bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--target", default="gfx950", choices=TARGETS, help="gfx950 (default) or sm80 (CUDA)")
+    p.add_argument("--dtype", default="bf16", choices=DTYPES,
+                   help="Q, K, V dtype; fp8: OCP e4m3 with per-tensor f32 scales, bf16 O (gfx950)")
+    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--heads", type=int, default=1, help="query heads H")
+    p.add_argument("--kv-heads", type=int, help="K/V heads (GQA: divides H; default H)")
+    p.add_argument("--seq", type=int, required=True, help="query sequence length")
+    p.add_argument("--seq-kv", type=int, help="key/value sequence length (default --seq)")
+    p.add_argument("--head-dim", type=int, default=128, help="64 or 128")
+    p.add_argument("--causal", action="store_true", help="row i sees keys j <= i (top-left diagonal)")
+    p.add_argument("--scale", type=float, help="softmax scale (default 1 / sqrt(head dim))")
+    p.add_argument("--block-q", type=int, help="query rows per workgroup / CTA (default: the target's)")
+    p.add_argument("--block-kv", type=int, help="keys per K/V tile (default: the target's)")
+    p.add_argument("--validate", action="store_true",
+                   help="gfx950: the CPU emulator; sm80: the NVIDIA GPU (without one: the CUDA emulator, small "
+                        "shapes); against the float64 reference within attention.problem.error_bound")
+    p.add_argument("--seed", type=int, default=0, help="random input seed for --validate")
+    p.add_argument("--emit", choices=("asm", "tir", "cuda", "config"),
+                   help="print the generated code (asm: gfx950, cuda: sm80, tir) or the plan as JSON (config)")
+    p.add_argument("--report", action="store_true", help="gfx950: the static performance report")
+    p.add_argument("--bench", action="store_true", help="sm80: time on the NVIDIA GPU and print TFLOP/s")
+    p.add_argument("--no-cache", action="store_true", help="build with TIRx even when the build cache has it")
+    p.add_argument("--arch", help="sm80: the CUDA arch to plan and build for, e.g. sm_90 (default: the NVIDIA GPU's "
+                   "when one is present, else sm_80); the default config depends on it (causal on sm_90: mbarriers)")
+    p.set_defaults(func=run_attention)
+    return p
+
+
+def _usage(message: str) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return 2
+
+
+def problem_of(args):
+    """The ``AttentionProblem`` of the options (ValueError naming the field it refuses)."""
+    from ..kernels.gfx950.attention_plan import AttentionProblem
+
+    kv_heads = args.heads if args.kv_heads is None else args.kv_heads  # an explicit 0 is refused, not defaulted
+    seq_kv = args.seq if args.seq_kv is None else args.seq_kv
+    return AttentionProblem(args.batch, args.heads, kv_heads, args.seq, seq_kv, args.head_dim, causal=args.causal,
+                            dtype=args.dtype, scale=args.scale)
+
+
+def config_of(args, problem, options=None):
+    """The target's config: its default (the planner's, ``plan(problem, target, **options).config``) with
+    ``--block-q`` / ``--block-kv`` applied; None without either."""
+    from ..kernels import attention
+
+    updates = {name: value for name, value in (("block_q", args.block_q), ("block_kv", args.block_kv))
+               if value is not None}
+    if not updates:
+        return None
+    default = attention.plan(problem, args.target, **(options or {})).config
+    fields = attrs.fields_dict(type(default))
+    for name in updates:
+        if name not in fields:
+            raise ValueError(f"--{name.replace('_', '-')}: the {args.target} config has no {name}; its fields: "
+                             f"{', '.join(fields)}")
+    return attrs.evolve(default, **updates)
+
+
+def _refusal(args) -> str | None:
+    """The options' usage error, if any (first the option, then the rule)."""
+    if not (args.validate or args.emit or args.report or args.bench):
+        return f"attention needs an action: {ACTIONS}"
+    if args.target == "gfx950" and args.emit == "cuda":
+        return "--emit cuda is for --target sm80; gfx950 emits asm, tir or config"
+    if args.target == "sm80" and args.emit == "asm":
+        return "--emit asm is for --target gfx950; sm80 emits cuda, tir or config"
+    if args.target == "sm80" and args.report:
+        return "--report is the gfx950 static report; on sm80 use --bench on an NVIDIA GPU"
+    if args.target == "gfx950" and args.bench:
+        return "--bench needs a gfx950 GPU; use --report for the static estimate or --validate for the emulator"
+    if args.target == "gfx950" and args.arch:
+        return "--arch is for --target sm80 (a CUDA arch); gfx950 is one arch"
+    return None
+
+
+def present_arch() -> str | None:
+    """The present NVIDIA GPU's arch (``runtime.cuda.device_arch``: what ``--validate`` and ``--bench`` run
+    on), None without one."""
+    from ..runtime import cuda as runner
+
+    return runner.device_arch() if runner.have_cuda_gpu()[0] else None
+
+
+def _gpu_refusal(args, device: str | None) -> str | None:
+    """``--validate`` / ``--bench`` on the GPU run ``tvm_cdna4.torch.attention``, whose config is the default
+    for the GPU's arch: a tile option or another ``--arch`` would be ignored there, so it is refused."""
+    if device is None or not (args.validate or args.bench):
+        return None
+    if args.block_q is not None or args.block_kv is not None:
+        return ("--block-q / --block-kv with --validate / --bench on the GPU: the GPU runs tvm_cdna4.torch.attention, "
+                "whose config is the default; use --emit to see a chosen config, or validate it without a GPU")
+    if args.arch and args.arch != device:
+        return f"--arch {args.arch} with --validate / --bench: the GPU here is {device}"
+    return None
+
+
+def plan_json(target: str, plan) -> dict:
+    """``--emit config``: the plan record as one JSON object, with the target and the problem's flops."""
+    return plan.summary()
+
+
+def run_attention(args) -> int:
+    """The ``attention`` subcommand: exit status 0, 1 (validation failed) or 2 (usage, no target/GPU)."""
+    from ..errors import ContractError
+    from ..kernels import attention
+
+    why = _refusal(args)
+    if why:
+        return _usage(why)
+    device = present_arch() if args.target == "sm80" else None
+    why = _gpu_refusal(args, device)
+    if why:
+        return _usage(why)
+    try:
+        problem = problem_of(args)
+        options = {"arch": args.arch or device or "sm_80"} if args.target == "sm80" else {}
+        config = config_of(args, problem, options)
+        plan = attention.plan(problem, args.target, config, **options)
+        if args.emit == "config":
+            print(json.dumps(plan_json(args.target, plan), default=str))
+        elif args.emit == "tir":
+            print(attention.emit(plan).script())
+        elif args.emit == "asm":
+            print(attention.build(problem, "gfx950", config, cache=not args.no_cache).asm)
+        elif args.emit == "cuda":
+            print(attention.build(problem, "sm80", config, cache=not args.no_cache, **options).source)
+        if args.report:
+            print(gfx950_report(problem, config, cache=not args.no_cache))
+        status = _validate(args, problem, config, device is not None, options) if args.validate else 0
+        if args.bench:
+            _bench(problem)
+    except ContractError:
+        raise
+    except ValueError as err:
+        return _usage(str(err))
+    return status
+
+
+def gfx950_report(problem, config, cache: bool = True) -> str:
+    """``--report``: the gfx950 static report of the kernel (``report.attention_report``, formatted)."""
+    from .. import report
+
+    return report.format_attention_report(report.attention_report(problem, config, cache=cache))
+
+
+def _title(problem) -> str:
+    p = problem
+    return (f"{p.dtype} attention B={p.batch} H={p.heads} Hkv={p.kv_heads} Sq={p.seq_q} Skv={p.seq_kv} "
+            f"D={p.head_dim}{' causal' if p.causal else ''}")
+
+
+def _validate(args, problem, config, gpu: bool, options) -> int:
+    """``--validate``: PASS (0) or FAIL (1), with the largest error over the bound of O and LSE (sm80
+    without a GPU: the CUDA emulator, small shapes)."""
+    from ..kernels import attention
+
+    result = attention.validate(problem, args.target, config, args.seed, run=run_sm80 if gpu else None, **options)
+    lse = "not returned" if result.lse_ratio is None else f"{result.lse_ratio:.3f}"
+    print(f"validated {args.target} {_title(problem)} on {result.where} in {result.seconds:.2f} s: largest error / "
+          f"bound: O {result.o_ratio:.3f}, LSE {lse} (float64 reference, kernels.gfx950.attention_plan.error_bound)")
+    print("PASS" if result.ok else "FAIL")
+    return 0 if result.ok else 1
+
+
+def _torch_dtype(problem):
+    """The torch dtype of the problem's 16-bit inputs (``tvm_cdna4.torch.IN_DTYPES``, inverted)."""
+    from ..torch import IN_DTYPES
+
+    return {name: dtype for dtype, name in IN_DTYPES.items()}[problem.dtype]
+
+
+def _torch_attention():
+    """``tvm_cdna4.torch.attention`` on a present NVIDIA GPU (ValueError naming what is missing)."""
+    from ..runtime import cuda as runner
+
+    ok, why = runner.have_cuda_gpu()
+    if not ok:
+        raise ValueError(f"sm80 attention on the GPU (--validate, --bench) needs an NVIDIA GPU, and none is available "
+                         f"here ({why})")
+    from .. import torch as tt
+
+    return tt.attention
+
+
+def run_sm80(problem, arrays):
+    """``(o, lse)`` of ``tvm_cdna4.torch.attention(..., return_lse=True)`` on the GPU (numpy in and
+    out): the façade's ``validate(..., run=)`` for sm80."""
+    attend = _torch_attention()  # first: it says why there is no GPU (or no torch)
+    import torch
+
+    q, k, v = (torch.from_numpy(arrays[n].astype("float32")).to("cuda", _torch_dtype(problem)) for n in ("Q", "K", "V"))
+    o, lse = attend(q, k, v, causal=problem.causal, scale=problem.scale, return_lse=True)
+    return o.float().cpu().numpy(), lse.float().cpu().numpy()
+
+
+def _bench(problem) -> None:
+    """``--bench`` (sm80): ``tvm_cdna4.torch.attention`` timed on the GPU (``runtime.cuda.bench_ms``)."""
+    attend = _torch_attention()  # first: it says why there is no GPU (or no torch)
+    import torch
+
+    from ..runtime import cuda as runner
+
+    shapes = problem.shapes()
+    q, k, v = (torch.randn(shapes[n], dtype=_torch_dtype(problem), device="cuda") for n in ("Q", "K", "V"))
+    ms = runner.bench_ms(lambda: attend(q, k, v, causal=problem.causal, scale=problem.scale))
+    print(f"bench sm80 {_title(problem)}: {ms:.3f} ms, {problem.flops() / ms / 1e9:.1f} TFLOP/s")

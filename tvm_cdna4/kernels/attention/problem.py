@@ -1,0 +1,280 @@
+"""Attention forward (FlashAttention-2, issue 26): the problem both targets share, its float64
+reference, its error bound and its kv tiling. Pure Python (attrs; numpy only in the reference): no
+TIRx and no target module, so the CLI, the build cache and both planners (``attention_plan`` for
+gfx950, ``attention_sm80_plan``) read it as they are.
+
+**The problem** (``AttentionProblem``, target-neutral). ``Q [B, H, Sq, D]``, ``K, V [B, Hkv, Skv, D]``
+(GQA: query head ``h`` reads kv head ``h // (H / Hkv)``), ``O [B, H, Sq, D]`` in the input dtype (fp8: bf16, ``OUT_DTYPES``) and
+``LSE [B, H, Sq]`` f32, for each query row ``i`` of head ``h``::
+
+    s_j   = scale * q_i . k_j                   (scale: 1 / sqrt(D) unless given)
+    p_j   = exp(s_j - lse_i),  lse_i = log(sum_j exp(s_j))    over the keys j row i sees
+    o_i   = sum_j p_j v_j
+
+``causal``: row ``i`` sees keys ``j <= i`` (PyTorch's ``is_causal``, the top-left diagonal; with
+``Sq == Skv`` also FlashAttention's), so every row sees key 0 and none is empty. ``LSE`` is the
+natural log-sum-exp of the scaled scores (what a backward pass reads).
+
+**Online softmax in base 2.** The kernels keep ``m`` (the running row max) and the scores in
+units of ``log2``: ``s2 = s * log2(e)``, with ``scale * LOG2E`` (``kernels.gemm.epilogue.LOG2E``)
+folded into one multiply (``AttentionProblem.scale_log2``), so that every exponential is one
+``exp2`` (gfx950: ``v_exp_f32``; sm80: ``ex2.approx``). Per kv tile: ``m' = max(m, max_j s2_j)``,
+``alpha = 2^(m - m')``, ``p_j = 2^(s2_j - m')``, ``l = alpha l + sum_j p_j``, ``O = alpha O + P V``;
+at the end ``O / l`` and ``lse = (m + log2 l) ln 2``.
+
+**Tiling** (target-neutral): a workgroup computes ``block_q`` query rows of one (batch, head) over
+kv tiles of ``block_kv`` keys. The last tile of a sequence whose length is no multiple of
+``block_kv`` is the *masked tail* (keys ``>= Skv`` score ``-inf``; their K and V rows load as
+zeros). Causal: a kv tile wholly above the diagonal of the query block is *fully masked* and
+skipped when ``skip_masked`` (``kv_tiles_for``: a query block sees ``ceil(min(Skv, Sq, q0 + block_q) /
+block_kv)`` tiles); the tiles that cross the diagonal are masked element by element.
+
+**fp8** (``SCALED``): e4m3 Q, K, V with per-tensor f32 scales (the kernel's input ``SCALES = [sq, sk,
+sv]``; ``random_inputs`` quantizes, ``dequantize`` is exact), bf16 O. P is rounded to e4m3 for ``P V``
+as ``2^(s2 - m + P_SHIFT)`` (the factor 256 keeps small probabilities out of e4m3's flush range; ``l``
+sums the same values, so O needs no correction and ``lse`` subtracts the shift); ``error_bound``
+charges P's rounding (``P_ROUNDOFF``) and underflow (``P_UNDERFLOW``). Which targets run it is the
+planners' business (gfx950 does; sm80 refuses it).
+"""
+
+from __future__ import annotations
+
+import math
+
+import attrs
+
+from ..gemm.dynamic_m import ceil_div
+from ..gemm.epilogue import LOG2E
+
+ATTENTION_DTYPES = ("bf16", "f16", "fp8")
+"""Input dtypes. O has the input's dtype, except fp8 (OCP e4m3 Q, K, V with per-tensor f32 scales,
+the kernel's ``SCALES`` input): bf16 O."""
+OUT_DTYPES = {"bf16": "bf16", "f16": "f16", "fp8": "bf16"}
+SCALED = ("fp8",)  # dtypes whose Q, K, V carry per-tensor scales (SCALES = [sq, sk, sv], f32)
+HEAD_DIMS = (64, 128)
+LN2 = math.log(2)  # base-2 units back to natural: both kernels' ``lse = (m + log2 l) LN2`` (module docstring)
+
+
+def softmax_scale(head_dim: int, scale: float | None) -> float:
+    """The softmax scale: ``scale``, or ``1 / sqrt(head_dim)`` when None."""
+    return 1.0 / math.sqrt(head_dim) if scale is None else float(scale)
+
+
+def _positive(instance, attribute, value):
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"attention {attribute.name}: expected a positive int, found {value!r}")
+
+
+@attrs.frozen
+class AttentionProblem:
+    """What an attention forward computes (module docstring), whatever the target."""
+
+    batch: int = attrs.field(validator=_positive)
+    heads: int = attrs.field(validator=_positive)
+    kv_heads: int = attrs.field(validator=_positive)
+    seq_q: int = attrs.field(validator=_positive)
+    seq_kv: int = attrs.field(validator=_positive)
+    head_dim: int = attrs.field(validator=_positive)
+    causal: bool = False
+    dtype: str = "bf16"
+    scale: float | None = None  # softmax scale; None: 1 / sqrt(head_dim)
+
+    def __attrs_post_init__(self):
+        if self.heads % self.kv_heads:
+            raise ValueError(f"attention kv_heads: GQA shares each kv head among heads / kv_heads query heads, so "
+                             f"kv_heads must divide heads; found heads={self.heads}, kv_heads={self.kv_heads}")
+        if self.head_dim not in HEAD_DIMS:
+            raise ValueError(f"attention head_dim: expected one of {HEAD_DIMS}, found {self.head_dim}")
+        if self.dtype not in ATTENTION_DTYPES:
+            raise ValueError(f"attention dtype: expected one of {ATTENTION_DTYPES}, found {self.dtype!r}")
+        if self.scale is not None and not (isinstance(self.scale, float | int) and not isinstance(self.scale, bool)
+                                           and math.isfinite(self.scale) and self.scale > 0):
+            raise ValueError(f"attention scale: expected a positive finite number or None, found {self.scale!r}")
+
+    @property
+    def group(self) -> int:
+        """Query heads per kv head (GQA; 1 without)."""
+        return self.heads // self.kv_heads
+
+    @property
+    def softmax_scale(self) -> float:
+        return softmax_scale(self.head_dim, self.scale)
+
+    @property
+    def scale_log2(self) -> float:
+        """The factor from a raw score ``q . k`` to base-2 units: ``scale * log2(e)``."""
+        return self.softmax_scale * LOG2E
+
+    def kv_head(self, head):
+        """The kv head query head ``head`` reads (an int or a TIR expression)."""
+        return head // self.group
+
+    def visible_pairs(self) -> int:
+        """(query, key) pairs scored, over all batches and heads: ``Sq * Skv``, causal fewer."""
+        if not self.causal:
+            per = self.seq_q * self.seq_kv
+        else:
+            n = min(self.seq_q, self.seq_kv)
+            per = n * (n + 1) // 2 + max(self.seq_q - self.seq_kv, 0) * self.seq_kv
+        return self.batch * self.heads * per
+
+    def flops(self) -> int:
+        """Useful flops: two matrix products of ``2 D`` flops per visible pair (the convention of
+        FlashAttention's and HipKittens' tables, causal counted as the pairs it needs)."""
+        return 4 * self.head_dim * self.visible_pairs()
+
+    def shapes(self) -> dict[str, tuple[int, ...]]:
+        B, H, Hkv, Sq, Skv, D = self.batch, self.heads, self.kv_heads, self.seq_q, self.seq_kv, self.head_dim
+        shapes = {"Q": (B, H, Sq, D), "K": (B, Hkv, Skv, D), "V": (B, Hkv, Skv, D), "O": (B, H, Sq, D),
+                  "LSE": (B, H, Sq)}
+        return {**shapes, "SCALES": (3,)} if self.dtype in SCALED else shapes
+
+    @property
+    def out_dtype(self) -> str:
+        """O's dtype (``OUT_DTYPES``)."""
+        return OUT_DTYPES[self.dtype]
+
+
+def reference(q, k, v, causal: bool = False, scale: float | None = None):
+    """float64 numpy ``(o, lse)`` of the problem (module docstring): ``q [B, H, Sq, D]``, ``k, v
+    [B, Hkv, Skv, D]`` (any float dtype, GQA by ``H / Hkv``), ``lse`` natural, ``[B, H, Sq]``."""
+    import numpy as np
+
+    q, k, v = (np.asarray(x, np.float64) for x in (q, k, v))
+    group = q.shape[1] // k.shape[1]
+    k, v = np.repeat(k, group, axis=1), np.repeat(v, group, axis=1)
+    s = np.einsum("bhid,bhjd->bhij", q, k) * softmax_scale(q.shape[-1], scale)
+    if causal:
+        i, j = np.arange(q.shape[2])[:, None], np.arange(k.shape[2])[None, :]
+        s = np.where(j <= i, s, -np.inf)
+    m = s.max(-1, keepdims=True)
+    p = np.exp(s - m)
+    total = p.sum(-1, keepdims=True)
+    return np.einsum("bhij,bhjd->bhid", p / total, v), (m + np.log(total))[..., 0]
+
+
+UNIT_ROUNDOFF = {"bf16": 2.0**-8, "f16": 2.0**-11}  # half an ulp, relative: the 16-bit roundings of O
+P_ROUNDOFF = {**UNIT_ROUNDOFF, "fp8": 2.0**-4}  # P's rounding for P V: P's dtype is Q's (fp8: e4m3, 3 mantissa bits)
+P_SHIFT = {"bf16": 0, "f16": 0, "fp8": 8}
+"""log2 of the factor P is computed with before its rounding (``2^(s2 - m + shift)``, free: folded into
+the subtracted max): fp8 P in ``[0, 256]`` (e4m3 reaches 448) keeps e4m3's subnormals (below ``2^-6``)
+for the probabilities under ``2^-14``."""
+P_UNDERFLOW = {"bf16": 0.0, "f16": 2.0**-25, "fp8": 2.0**-18}
+"""The absolute rounding error of a tiny normalized probability: half the smallest subnormal step of
+P's format over ``2^P_SHIFT`` (f16 ``2^-25``, e4m3 ``2^-10 / 2^8``; bf16 has f32's exponent range)."""
+F32_TERMS = 2.0**-16  # the f32 scores, exponentials, sums and accumulation, relative to the terms
+LSE_F32 = 2.0**-20  # the f32 log-sum-exp (max, sum, v_log_f32), relative to 1 + |lse|
+
+
+def error_bound(q, k, v, causal: bool = False, scale: float | None = None, dtype: str = "bf16"):
+    """Per-element bounds ``(o_bound, lse_bound)`` of a kernel's ``O`` and ``LSE`` against
+    ``reference`` of the same (dequantized, ``dequantize``) inputs::
+
+        o_bound = u_O |o| + (u_P + 2^-16) sum_j p_j |v_j| + e_P sum_j |v_j|      (j: the visible keys)
+
+    ``u_O`` the unit roundoff of O's dtype (``O`` is rounded once), ``u_P`` that of P's (each
+    ``p_j`` is rounded for the P V product, an error relative to its term ``p_j |v_j|``, not to
+    their sum; ``P_ROUNDOFF``: fp8 P is e4m3, ``2^-4``), ``e_P`` P's underflow (``P_UNDERFLOW``),
+    ``2^-16`` the f32 scores, exponentials and accumulation; ``2^-20 (1 + |lse|)`` for the f32
+    log-sum-exp. On random normal data the emulated kernels' documented cases reach at most 0.64 of
+    the O bound (16-bit) and 0.73 (fp8), and 0.3 of LSE's (docs/attention.md); other shapes reach more
+    (batch 2 x 2 heads, 40 causal rows, bf16: 0.71; 2 x 4 heads, 20 causal rows, f16 D 128: 0.77)."""
+    import numpy as np
+
+    o, lse = reference(q, k, v, causal, scale)
+    abs_v = np.abs(np.asarray(v, np.float64))
+    terms, _ = reference(q, k, abs_v, causal, scale)
+    bound = UNIT_ROUNDOFF[OUT_DTYPES[dtype]] * np.abs(o) + (P_ROUNDOFF[dtype] + F32_TERMS) * terms
+    if P_UNDERFLOW[dtype]:  # sum_j |v_j|: the mean over the visible keys (equal scores) times their count
+        mean, _ = reference(np.zeros_like(np.asarray(q, np.float64)), k, abs_v, causal, scale)
+        seen = np.minimum(np.arange(1, o.shape[2] + 1), abs_v.shape[2]) if causal else np.full(o.shape[2], abs_v.shape[2])
+        bound = bound + P_UNDERFLOW[dtype] * mean * seen[:, None]
+    return bound, LSE_F32 * (1 + np.abs(lse))
+
+
+def random_inputs(problem: AttentionProblem, seed: int = 0) -> dict:
+    """The kernel's inputs by name (``Q``, ``K``, ``V``; fp8 also ``SCALES``), random normal in the
+    storage's numpy dtype (``isa.formats``: ``ml_dtypes`` bf16 / e4m3); fp8 values are quantized with
+    per-tensor scales ``max |x| / 448`` (e4m3's largest finite), so they span its whole range."""
+    import ml_dtypes
+    import numpy as np
+
+    from ...isa.formats import fmt
+
+    rng = np.random.default_rng(seed)
+    shapes = problem.shapes()
+    dtype = fmt(problem.dtype).dtype
+    raw = {name: rng.standard_normal(shapes[name]) for name in ("Q", "K", "V")}
+    if problem.dtype not in SCALED:
+        return {name: x.astype(dtype) for name, x in raw.items()}
+    largest = float(ml_dtypes.finfo(dtype).max)
+    scales = np.array([np.abs(x).max() / largest for x in raw.values()], np.float32)
+    quantized = {name: (x / s).astype(dtype) for (name, x), s in zip(raw.items(), scales.astype(np.float64))}
+    return {**quantized, "SCALES": scales}
+
+
+def dequantize(problem: AttentionProblem, arrays: dict):
+    """``(q, k, v)`` float64 from the kernel's inputs: exact (fp8 times its f32 scale: a 4-bit times a
+    24-bit significand is exact in float64)."""
+    import numpy as np
+
+    q, k, v = (np.asarray(arrays[name], np.float64) for name in ("Q", "K", "V"))
+    if problem.dtype not in SCALED:
+        return q, k, v
+    sq, sk, sv = (float(x) for x in np.asarray(arrays["SCALES"], np.float32))
+    return q * sq, k * sk, v * sv
+
+
+def output_arrays(problem: AttentionProblem) -> dict:
+    """``O`` (the output dtype, ``ml_dtypes`` for bf16) and ``LSE`` (f32), NaN-filled: what a kernel
+    must overwrite."""
+    import numpy as np
+
+    from ...isa.formats import fmt
+
+    shapes = problem.shapes()
+    return {"O": np.full(shapes["O"], np.nan, fmt(problem.out_dtype).dtype),
+            "LSE": np.full(shapes["LSE"], np.nan, np.float32)}
+
+
+def check_indexing(problem: AttentionProblem) -> None:
+    """Refuse a problem whose largest tensor (Q and O, or K and V) holds ``2^31`` elements or more:
+    both targets' kernels index it with 32-bit integers (ValueError naming the count and the limit)."""
+    largest = max(problem.batch * problem.heads * problem.seq_q, problem.batch * problem.kv_heads * problem.seq_kv)
+    if largest * problem.head_dim >= 2**31:
+        raise ValueError(f"attention: {largest * problem.head_dim} elements in one tensor; the kernel indexes with "
+                         f"32-bit integers (at most {2**31 - 1}): split the batch")
+
+
+def kv_tiles_for(problem: AttentionProblem, block_q: int, block_kv: int, q0, skip_masked: bool = True,
+                 minimum=min):
+    """The kv tiles the query block starting at row ``q0`` runs (an int or a TIR expression with
+    ``minimum`` = ``T.min``): all of them, or causal with ``skip_masked``, those not wholly above
+    its diagonal (the block's last row, ``min(Sq, q0 + block_q) - 1``, sees that many keys)."""
+    keys = problem.seq_kv
+    if problem.causal and skip_masked:
+        return (minimum(keys, minimum(problem.seq_q, q0 + block_q)) + block_kv - 1) // block_kv
+    return ceil_div(keys, block_kv)
+
+
+def workgroup_tiles(problem: AttentionProblem, block_q: int, block_kv: int, skip_masked: bool = True) -> list[int]:
+    """The kv tiles (``kv_tiles_for``) of each query block of one (batch, head), in query-block order:
+    what both targets' cost models spread over the GPU."""
+    blocks = ceil_div(problem.seq_q, block_q)
+    return [kv_tiles_for(problem, block_q, block_kv, qb * block_q, skip_masked) for qb in range(blocks)]
+
+
+def kv_full_tiles_for(problem: AttentionProblem, block_q: int, block_kv: int, q0, minimum=min):
+    """The leading kv tiles that every row of the query block starting at row ``q0`` sees whole, so
+    that they need no element mask: inside the sequence (``Skv // block_kv``) and, causal, at or
+    below the diagonal of the block's first row (``(q0 + 1) // block_kv``). The block's other tiles
+    (``kv_tiles_for`` minus these: the diagonal ones and the masked tail) are masked element by
+    element. An int, or a TIR expression with ``minimum`` = ``T.min``."""
+    full = problem.seq_kv // block_kv
+    return minimum(full, (q0 + 1) // block_kv) if problem.causal else full
+
+
+__all__ = ["ATTENTION_DTYPES", "F32_TERMS", "HEAD_DIMS", "LN2", "LSE_F32", "OUT_DTYPES", "P_ROUNDOFF", "P_SHIFT",
+           "P_UNDERFLOW", "SCALED", "UNIT_ROUNDOFF", "AttentionProblem", "check_indexing", "dequantize", "error_bound",
+           "kv_full_tiles_for", "kv_tiles_for", "output_arrays", "random_inputs", "reference", "softmax_scale",
+           "workgroup_tiles"]

@@ -1,0 +1,108 @@
+"""The GEMM family's verbs on sm80-class CUDA (``kernels.gemm.TARGETS["sm80"]``): ``plan``, ``choose``,
+``emit``, ``build``, ``execute``, ``summary``, from a ``GemmProblem``.
+
+Without a config, the cost model's choice for the planned GPU's SM count (``devices.planned("sm80")``:
+the present GPU's, else the H200's): the tile GEMM (``gemm_plan``) or, for M <= 16 and layout ``nt``,
+the weight-streaming decode kernel where its estimate wins (``decode_plan.choose_kernel``); dynamic M
+and grouped problems the cost model's plan of each bucket (a grouped problem may take one ``config``
+for every bucket). Options: ``sms`` (the SMs the cost model plans for), ``arch`` (build: the CUDA arch,
+default ``sm_80``), ``compiler`` (``"nvcc"`` / ``"nvrtc"``, None: TIRx's), ``cache``, ``tuned`` (build
+without a config: a tiling ``gemm.tune_config`` stored for the problem, where one is).
+"""
+
+from __future__ import annotations
+
+from ..gemm.problem import GemmProblem
+from . import gemm as g
+from .gemm_plan import DTYPES, OUT_DTYPES
+
+EMULATED_MACS = 1 << 22
+"""The most multiply-adds (``M N K``) ``execute`` runs in the CUDA emulator when no GPU runner is given."""
+
+
+def _checked(problem: GemmProblem) -> str:
+    """C's dtype; a ValueError naming what sm80 does not run."""
+    if problem.dtype not in DTYPES:
+        raise ValueError(f"sm80 GEMM dtype: expected one of {tuple(DTYPES)}, found {problem.dtype} (gfx950 runs it)")
+    if problem.out not in OUT_DTYPES:
+        raise ValueError(f"sm80 GEMM out_dtype: expected one of {tuple(OUT_DTYPES)}, found {problem.out}")
+    if problem.batch:
+        raise ValueError(f"sm80 GEMM batch: the sm80 kernels have no batch axis; expected 0, found {problem.batch}")
+    return problem.out
+
+
+def _sms(sms: int | None) -> int:
+    from .. import devices
+
+    return sms or devices.planned("sm80").units
+
+
+def _dynamic(problem: GemmProblem, config=None, sms=None, arch="sm_80", compiler=None, cache=True):
+    out = _checked(problem)
+    if problem.grouped:
+        return g.build_grouped(problem.groups, problem.N, problem.K, problem.dtype, problem.layout, out, arch, compiler,
+                               cache, _sms(sms), fusion=problem.fusion, config=config)
+    if config is not None:
+        raise ValueError(f"sm80 dynamic-M GEMM: every bucket is planned by the cost model; expected config=None, "
+                         f"found {config!r}")
+    return g.build_dynamic(problem.N, problem.K, problem.dtype, problem.layout, out, arch, compiler, cache, _sms(sms),
+                           fusion=problem.fusion)
+
+
+def plan(problem: GemmProblem, config=None, *, m: int | None = None, sms: int | None = None):
+    """The plan of ``problem`` (the module docstring: what ``config=None`` means)."""
+    if problem.dynamic or problem.grouped:
+        return _dynamic(problem, config, sms).plan(problem.rows(m) if problem.dynamic else m)
+    return g.plan(problem.M, problem.N, problem.K, problem.dtype, problem.layout, _checked(problem), config,
+                  _sms(sms), fusion=problem.fusion)
+
+
+def choose(problem: GemmProblem, *, m: int | None = None, sms: int | None = None):
+    """The config of the cost model's plan (a ``GemmConfig`` or the decode kernel's ``DecodeConfig``)."""
+    return plan(problem, None, m=m, sms=sms).config
+
+
+def emit(p):
+    """The PrimFunc of an sm80 plan (the tile GEMM's or the decode kernel's)."""
+    return g.emit_any(p)
+
+
+def build(problem: GemmProblem, config=None, *, arch: str = "sm_80", compiler: str | None = None, cache: bool = True,
+          sms: int | None = None, tuned: bool = False):
+    """The compiled kernel (``gemm.CudaBuild``) of ``plan(problem, config)`` through the build cache;
+    dynamic M / grouped: the ``DynamicGemm`` / ``GroupedGemm`` that builds each bucket on first use.
+    ``tuned``: without a config, a tiling stored by ``gemm.tune_config`` for this problem first."""
+    if problem.dynamic or problem.grouped:
+        return _dynamic(problem, config, sms, arch, compiler, cache)
+    out = _checked(problem)
+    if tuned and config is None:
+        config = g.tuned_config(problem.M, problem.N, problem.K, problem.dtype, problem.layout, out, arch, _sms(sms))
+    return g.build_plan(plan(problem, config, sms=sms), arch, compiler, cache)
+
+
+def execute(p, data, run=None):
+    """Run plan ``p`` on ``data`` (``GemmData``): through ``run(plan, arguments)`` (the GPU runner of
+    the runtime layer, ``runtime.cuda.run_gemm``, which fills C in place), else in the CUDA emulator
+    for at most ``EMULATED_MACS`` multiply-adds. (C, where)."""
+    c = data.output()
+    args = data.arguments(p.params, c)
+    if run is not None:
+        run(p, args)
+        return c, "the NVIDIA GPU"
+    macs = c.size * p.K
+    if macs > EMULATED_MACS:
+        raise ValueError(f"sm80 GEMM validation of {macs} multiply-adds needs an NVIDIA GPU (the CUDA emulator takes "
+                         f"at most {EMULATED_MACS}); run it where one is present")
+    from ...emulator import emulate
+
+    emulate(emit(p), *args, target="sm80")
+    return c, "the CUDA emulator (no GPU runner)"
+
+
+def summary(p, sms: int | None = None) -> dict:
+    """An sm80 plan as ``--emit config``'s JSON object: the tiling's every field, ``split_k``, the
+    grid, the fused epilogue and the cost model's estimate (``plan_summary`` / ``decode_summary``)."""
+    return g.summary(p, _sms(sms))
+
+
+__all__ = ["EMULATED_MACS", "build", "choose", "emit", "execute", "plan", "summary"]
