@@ -157,6 +157,37 @@ def test_every_spelling_of_a_wait(wait, retires):
     assert findings(text) == (set() if retires else {(4, "read", ("v1",))})
 
 
+SPELLINGS = ["s_waitcnt vmcnt(0)", "s_waitcnt vmcnt(6) lgkmcnt(0)", "s_waitcnt 0x3f70", "s_waitcnt 0",
+             "s_waitcnt vmcnt(1) & lgkmcnt(2)", "s_waitcnt vmcnt(1), lgkmcnt(2)", "s_waitcnt vmcnt(0), expcnt(1)",
+             "s_waitcnt vmcnt_sat(100)", "s_waitcnt lgkmcnt_sat(20) vmcnt(17)", "s_waitcnt expcnt(0) lgkmcnt(3)",
+             "s_waitcnt 0xcf7f", "s_waitcnt vmcnt(63) expcnt(7) lgkmcnt(15)", "s_waitcnt vmcnt(40)"]
+
+
+@pytest.mark.llvm("llvm-mc")
+def test_the_wait_spellings_read_as_llvm_mc_encodes_them_for_gfx950(tmp_path):
+    """What the check reads from each spelling is what isa.hardware decodes from llvm-mc 22's encoding of
+    it; the gfx10 ``s_waitcnt_vmcnt`` is not a gfx950 instruction."""
+    import subprocess
+
+    from tvm_cdna4.isa.hardware import WAITCNT_MAX, waitcnt_counts
+    from tvm_cdna4.rocm.build import llvm_tool
+
+    def llvm_mc(lines):
+        source = tmp_path / "waits.s"
+        source.write_text("\n".join(lines) + "\n")
+        return subprocess.run([llvm_tool("llvm-mc"), "-triple=amdgcn-amd-amdhsa", "-mcpu=gfx950", "-show-encoding",
+                               str(source)], capture_output=True, text=True)
+
+    encodings = re.findall(r"encoding: \[0x([0-9a-f]+),0x([0-9a-f]+),0x8c,0xbf\]", llvm_mc(SPELLINGS).stdout)
+    assert len(encodings) == len(SPELLINGS)
+    for spelling, (low, high) in zip(SPELLINGS, encodings):
+        counts = waitcnt_counts(int(high + low, 16))
+        decoded = tuple(None if counts[c] == WAITCNT_MAX[c] else counts[c] for c in ("vmcnt", "lgkmcnt"))
+        assert waitcheck.parse(asm(spelling))[0].instrs[0].wait == decoded, spelling
+    refused = llvm_mc(["s_waitcnt_vmcnt null, 1"])
+    assert "instruction not supported on this GPU" in refused.stderr
+
+
 def test_barriers_in_flight_is_the_pipeline_depth_allowed():
     """The three-stage pipeline keeps its newest stage in flight across one barrier: refused when none may be."""
     three_stages = CASES[7][1]

@@ -9,7 +9,7 @@ carries what is still in flight into the next iteration, and at a join each oper
 fewest newer operations of any path (what a wait can be sure of on every path).
 
 Counter model (gfx9 ``s_waitcnt``, which gfx950 keeps; ``isa.sources`` keys ``cdna4-isa``,
-``llvm-waitcnt``, ``llvm-waitcnt-syntax``, ``amdgpuusage``, ``llvm-lds-dma``):
+``llvm-waitcnt``, ``llvm-waitcnt-syntax``, ``amdgpuusage``, ``llvm-lds-dma``, ``llvm-subtarget``):
 
 - vmcnt: every vector-memory instruction counts (``buffer_`` / ``global_`` / ``scratch_`` loads,
   stores and atomics, and the direct-to-LDS loads ``buffer_load_* ... lds`` / ``global_load_lds_*``),
