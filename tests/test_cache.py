@@ -224,3 +224,95 @@ def test_warm_cli_path_imports_neither_numpy_nor_tirx(tmp_path):
             "print(sorted(m for m in ('numpy', 'ml_dtypes', 'tvm_tirx', 'importlib.metadata') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def _warnings(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+
+
+def test_a_file_as_the_cache_dir_builds_without_the_cache_and_warns_once(fake_compile, tmp_path, monkeypatch,
+                                                                         caplog):
+    not_a_dir = tmp_path / "cache-file"
+    not_a_dir.write_bytes(b"a file, not a directory")
+    monkeypatch.setenv(cache.ENV_DIR, str(not_a_dir))
+    with caplog.at_level(logging.WARNING, logger="tvm_cdna4"):
+        first, second = build(**BASE), build(**BASE)
+        blobs = cache.cached("other-kind", {"k": 1}, lambda: {"a": b"1"})
+    assert first == second and first.source.startswith("// 64x96x256 f16 nt f32 sm_80")
+    assert len(fake_compile) == 2 and blobs == {"a": b"1"}
+    assert not_a_dir.read_bytes() == b"a file, not a directory"
+    (message,) = _warnings(caplog)
+    assert message.startswith(f"tvm_cdna4 build cache: cannot use the directory {not_a_dir} (")
+    assert message.endswith("); building without the cache")
+
+
+def test_loading_under_a_file_as_the_cache_dir_is_a_miss(tmp_path, monkeypatch, caplog):
+    not_a_dir = tmp_path / "cache-file"
+    not_a_dir.write_bytes(b"")
+    monkeypatch.setenv(cache.ENV_DIR, str(not_a_dir))
+    with caplog.at_level(logging.WARNING, logger="tvm_cdna4"):
+        assert cache.load(cache.entry_path("cuda-tune", {"k": 1})) is None
+    assert _warnings(caplog) == [f"tvm_cdna4 build cache: cannot use the directory {not_a_dir} (not a directory); "
+                                "building without the cache"]
+
+
+@pytest.mark.parametrize("kind", ["directory", "fifo"])
+def test_an_entry_that_is_not_a_file_is_a_miss(fake_compile, cache_dir, caplog, kind):
+    import os
+    import threading
+
+    good = build(**BASE)
+    (path,) = cache_dir.glob("cuda-gemm-*.bin")
+    path.unlink()
+    path.mkdir() if kind == "directory" else os.mkfifo(path)
+    done = {}
+    with caplog.at_level(logging.WARNING, logger="tvm_cdna4"):
+        worker = threading.Thread(target=lambda: done.update(result=build(**BASE)), daemon=True)
+        worker.start()
+        worker.join(30)  # (reading a fifo would wait for a writer forever)
+    assert done.get("result") == good
+    assert len(fake_compile) == 2
+    assert any(f"ignoring {path} (not a regular file)" in m for m in _warnings(caplog))
+
+
+def test_an_entry_without_the_blobs_its_caller_reads_is_a_miss(fake_compile, cache_dir, caplog):
+    good = build(**BASE)
+    (path,) = cache_dir.glob("cuda-gemm-*.bin")
+    cache.store(path, {"library": good.library})  # checksum-valid, without "source"
+    with caplog.at_level(logging.WARNING, logger="tvm_cdna4"):
+        again = build(**BASE)
+    assert again == good and len(fake_compile) == 2
+    assert any(f"ignoring entry {path} without the blobs ['source']" in m for m in _warnings(caplog))
+    assert cache.decode(path.read_bytes())["source"] == good.source.encode()  # rewritten whole
+
+
+def test_cached_treats_missing_required_blobs_as_a_miss(cache_dir):
+    cache.store(cache.entry_path("k", {"a": 1}), {"x": b"old"})
+    assert cache.cached("k", {"a": 1}, _refuse) == {"x": b"old"}
+    assert cache.cached("k", {"a": 1}, lambda: {"x": b"new", "y": b"y"}, required=("x", "y")) == \
+        {"x": b"new", "y": b"y"}
+    assert cache.cached("k", {"a": 1}, _refuse, required=("x", "y")) == {"x": b"new", "y": b"y"}
+
+
+ASM = ".amdgpu_metadata\namdhsa.kernels:\n  - .name: k\n    .vgpr_count: 8\n.end_amdgpu_metadata\n"
+
+
+def test_a_gfx950_entry_without_its_assembly_is_a_miss(monkeypatch, cache_dir, caplog):
+    from tvm_cdna4.rocm import build as rocm_build
+
+    built = []
+    monkeypatch.setattr(rocm_build, "build", lambda func: built.append(func) or SimpleNamespace(
+        llvm_ir="; ir", asm=ASM, code_object=None))
+    cache.store(cache.entry_path("gfx950-test", {"k": 1}), {"llvm_ir": b"; ir"})  # no "asm"
+    with caplog.at_level(logging.WARNING, logger="tvm_cdna4"):
+        result = rocm_build.cached_build("gfx950-test", {"k": 1}, lambda: "kernel")
+    assert built == ["kernel"] and result.asm == ASM and result.kernel().vgprs == 8
+    assert any("without the blobs ['asm']" in m for m in _warnings(caplog))
+
+
+def test_a_tuning_entry_without_its_config_is_no_tuning(cache_dir, caplog):
+    key = cuda_gemm.tune_key(64, 96, 256, "f16", "nt", "f32")
+    cache.store(cache.entry_path("cuda-tune", key), {"tiling": b"{}"})
+    with caplog.at_level(logging.WARNING, logger="tvm_cdna4"):
+        assert cuda_gemm.tuned_config(64, 96, 256, "f16", "nt", "f32") is None
+    assert any("without the blobs ['config']" in m for m in _warnings(caplog))

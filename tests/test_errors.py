@@ -83,6 +83,53 @@ MALFORMED = {
 }
 
 
+MALFORMED_CHECK = {"global D": "storage scope", "tr global src": "storage scope", "repeat mismatch": "shape",
+                   "no layout": "layout"}
+
+
+@pytest.mark.parametrize("variant", error_kernels.MALFORMED)
+def test_malformed_operands_name_their_rule_in_check(variant):
+    with pytest.raises(ContractError) as info:
+        tvm_cdna4.build(error_kernels.malformed_apply(variant))
+    assert info.value.check == MALFORMED_CHECK.get(variant, "operands")
+
+
+def test_every_check_the_package_raises_is_in_the_vocabulary_and_documented():
+    """``check=`` literals of the package's source (``ContractError(..., check=...)`` and the pattern
+    helpers' ``check=`` keywords) are names of ``errors.CHECKS``; docs/patterns.md lists each."""
+    import ast
+
+    used = set()
+    for path in (TESTS.parent / "tvm_cdna4").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.keyword) and node.arg == "check" and isinstance(node.value, ast.Constant) \
+                    and isinstance(node.value.value, str):
+                used.add(node.value.value)
+    assert used - set(errors.CHECKS) == set()
+    assert len(used) >= 20 and len(set(errors.CHECKS)) == len(errors.CHECKS)
+    docs = (TESTS.parent / "docs" / "patterns.md").read_text()
+    assert [name for name in errors.CHECKS if f"`{name}`" not in docs] == []
+
+
+def test_every_pattern_contract_error_names_its_check():
+    """Each ``ContractError(...)`` of the patterns and the catalog, and each failure of the pattern
+    context (``error`` / ``fail`` / ``require``), passes ``check=``."""
+    import ast
+
+    package = TESTS.parent / "tvm_cdna4"
+    missing = []
+    for path in [*(package / "patterns").glob("*.py"), package / "isa" / "records.py"]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.Call):
+                continue
+            name = getattr(node.func, "id", getattr(node.func, "attr", None))
+            named = any(k.arg == "check" for k in node.keywords)
+            inherited = name == "require" and isinstance(node.func.value, ast.Call)  # super().require: TIRx's
+            if name in ("ContractError", "error", "fail", "require") and not named and not inherited:
+                missing.append(f"{path.name}:{node.lineno}")
+    assert missing == []
+
+
 @pytest.mark.parametrize("variant", error_kernels.MALFORMED)
 def test_malformed_operands_are_contract_errors(variant):
     # before: AttributeError ('FloatImm' object has no attribute 'region'), TypeError, garbled prefixes
@@ -92,6 +139,9 @@ def test_malformed_operands_are_contract_errors(variant):
 
 @pytest.mark.parametrize("scope", ["thread", "warp", "cta"])
 def test_scope_error_names_the_opcode_and_only_the_wave_scopes(scope):
+    with pytest.raises(ContractError) as info:
+        tvm_cdna4.build(mfma_probe(F16, scope=scope))
+    assert info.value.check == "scope"
     line = first_line(lambda: mfma_probe(F16, scope=scope))
     assert line == (f"mfma_f32_16x16x32_f16: scope='{scope}' is not allowed: the instruction is wave-collective (all "
                     f"64 lanes execute it together); expected scope='wave' or scope='workgroup', found scope='{scope}'")
@@ -219,6 +269,38 @@ def test_other_stderr_output_passes_through(capfd, caplog):
     assert capfd.readouterr().err == "something else a user must see\n"
     assert [r.getMessage() for r in caplog.records if r.name == "tvm_cdna4"] == [
         "TIRx: [12:00:00] target_kind.cc:95: Warning: Unable to detect ROCm version, assuming >= 3.5"]
+
+
+TIRX_COMPILE = f"""
+import logging, sys
+sys.path.insert(0, {str(TESTS)!r})
+logging.basicConfig(stream=sys.stdout, format="LOG %(name)s %(levelname)s %(message)s")
+logging.getLogger("tvm_cdna4").setLevel(logging.DEBUG)
+import tvm_cdna4, tvm_tirx, error_kernels
+from tvm_cdna4.isa import CATALOG
+from tvm_cdna4.probes import mfma_probe
+kernel = error_kernels.malformed_apply(sys.argv[1]) if len(sys.argv) > 1 else mfma_probe(CATALOG[{F16.name!r}])
+try:
+    exe = tvm_tirx.tirx.compile(kernel, target={{"kind": "rocm", "mcpu": "gfx950"}})
+    print("MFMA", {F16.mnemonic!r} in exe.mod.imports[0].inspect_source("asm"))
+except tvm_cdna4.ContractError as error:
+    print("ERROR", str(error).splitlines()[0])
+"""
+
+
+@pytest.mark.parametrize("bad", [None, "repeat mismatch"])
+def test_codegen_warnings_go_to_logging_on_the_tirx_route(bad):
+    """``tvm_tirx.tirx.compile`` with a dict target (parsed twice by TIRx before any hook of ours) and
+    its codegen: the warnings reach the DEBUG log, not stderr (a build, and a kernel refused)."""
+    proc = subprocess.run([sys.executable, "-c", TIRX_COMPILE, *([bad] if bad else [])],
+                          capture_output=True, text=True, env=child_python.env())
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""
+    out = proc.stdout.splitlines()
+    assert out[-1] == (f"ERROR {MALFORMED[bad]}" if bad else "MFMA True")
+    logged = [line for line in out if line.startswith("LOG tvm_cdna4 DEBUG TIRx: ")]
+    assert any("Unable to detect ROCm version" in line for line in logged)
+    assert any("Cannot get maximum number of threads for AMD codegen" in line for line in logged) == (bad is None)
 
 
 # --- one error type on every route; TIRx's foreseeable failures caught first -----------------------

@@ -366,3 +366,23 @@ def test_cuda_compile_callback_is_the_pinned_one_and_the_cache_wraps_it():
     assert bytes(wrapped("k1", "{}")[0]) == b"BINk1" and calls == ["k1"]  # cached
     assert compile_cached("k2", "{}") == (b"BINk2", "cubin") and calls == ["k1", "k2"]
     assert store[("k1", "{}")] == (b"BINk1", "cubin")
+
+
+def test_target_init_is_the_pinned_one_and_rocm_targets_warn_into_the_log(capfd, caplog):
+    """TIRx's rocm target parser prints its no-ROCm warning (C++) at each construction from a dict:
+    the wrapped ``Target.__init__`` sends it to the DEBUG log; other targets are built untouched."""
+    import logging
+
+    from tvm_tirx.target import Target
+
+    from tvm_cdna4 import register
+
+    register()
+    assert tirx_private.target_init_sha256() == tirx_private.TARGET_INIT_SHA256
+    assert Target.__init__.__wrapped__ is tirx_private._TARGET_INIT["init"]
+    caplog.set_level(logging.DEBUG, logger="tvm_cdna4")
+    assert Target({"kind": "rocm", "mcpu": "gfx950"}).attrs["mcpu"] == "gfx950"
+    assert Target({"kind": "cuda", "arch": "sm_80"}).attrs["arch"] == "sm_80"
+    assert capfd.readouterr().err == ""
+    assert [r.getMessage().split(": ", 1)[0] for r in caplog.records if "Unable to detect ROCm" in r.getMessage()] \
+        == ["TIRx"]

@@ -24,7 +24,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("base", ("tvm_cdna4.errors", "tvm_cdna4.tirx_private", "tvm_cdna4.cache", "tvm_cdna4._deprecated")),
     ("isa", ("tvm_cdna4.isa",)),
     ("patterns", ("tvm_cdna4.patterns",)),
-    ("rocm", ("tvm_cdna4.rocm",)),
+    ("rocm", ("tvm_cdna4.rocm", "tvm_cdna4.cuda")),  # the two builds, side by side
     ("emulator", ("tvm_cdna4.emulator",)),
     ("kernels", ("tvm_cdna4.kernels", "tvm_cdna4.probes")),
     ("runtime", ("tvm_cdna4.runtime", "tvm_cdna4.report", "tvm_cdna4.figures", "tvm_cdna4.testing",

@@ -10,7 +10,10 @@ and the exported library, or the gfx950 LLVM IR, assembly and code object).
   the final name (``os.replace``), so a reader sees a whole entry or none; two processes building
   the same entry both write whole files and the last rename wins.
 * Integrity: a header names every blob with its length and SHA-256; a truncated, garbled or
-  mismatching entry is reported (WARNING) and rebuilt, never used.
+  mismatching entry, one without a blob its caller reads (``required``), an entry path that is not a
+  regular file (a directory, a fifo) or cannot be read is reported (WARNING) and rebuilt, never used.
+  A cache directory that cannot be used (``TVM_CDNA4_CACHE_DIR`` naming a file, no permission) is
+  reported once and the builds run without the cache.
 * Hits and misses are logged at DEBUG on ``logging.getLogger("tvm_cdna4")``.
 """
 
@@ -128,17 +131,51 @@ def decode(data: bytes) -> dict[str, bytes]:
     return blobs
 
 
-def load(path: Path) -> dict[str, bytes] | None:
-    """The entry at ``path``, or None when it is missing or corrupt (a corrupt one is logged)."""
+_UNUSABLE: set[str] = set()  # cache directories already reported unusable
+
+
+def usable_dir(directory: Path) -> bool:
+    """Whether the cache directory exists or can be made; the first time one cannot (a file there, no
+    permission), a WARNING."""
     try:
+        directory.mkdir(parents=True, exist_ok=True)
+        return True
+    except OSError as err:
+        _unusable(directory, err)
+        return False
+
+
+def _unusable(directory: Path, why) -> None:
+    if str(directory) not in _UNUSABLE:
+        _UNUSABLE.add(str(directory))
+        LOG.warning("tvm_cdna4 build cache: cannot use the directory %s (%s); building without the cache",
+                    directory, why)
+
+
+def load(path: Path, required: tuple[str, ...] = ()) -> dict[str, bytes] | None:
+    """The entry at ``path``, or None (a miss) when it is missing or unusable: not a regular file,
+    unreadable, corrupt, or without one of the ``required`` blobs (every such case is logged)."""
+    try:
+        if not path.is_file():
+            if path.exists() or path.is_symlink():
+                LOG.warning("tvm_cdna4 build cache: ignoring %s (not a regular file); rebuilding", path)
+            elif path.parent.exists() and not path.parent.is_dir():
+                _unusable(path.parent, "not a directory")
+            return None
         data = path.read_bytes()
-    except FileNotFoundError:
+    except OSError as err:  # a file as the cache directory, an unreadable entry, ...
+        LOG.warning("tvm_cdna4 build cache: cannot read %s (%s); rebuilding", path, err)
         return None
     try:
-        return decode(data)
+        blobs = decode(data)
     except ValueError as err:
         LOG.warning("tvm_cdna4 build cache: ignoring corrupt entry %s (%s); rebuilding", path, err)
         return None
+    missing = [name for name in required if name not in blobs]
+    if missing:
+        LOG.warning("tvm_cdna4 build cache: ignoring entry %s without the blobs %s; rebuilding", path, missing)
+        return None
+    return blobs
 
 
 def store(path: Path, blobs: dict[str, bytes]) -> None:
@@ -154,14 +191,17 @@ def store(path: Path, blobs: dict[str, bytes]) -> None:
         raise
 
 
-def cached(kind: str, args: dict, build: Callable[[], dict[str, bytes]], enabled: bool = True) -> dict[str, bytes]:
+def cached(kind: str, args: dict, build: Callable[[], dict[str, bytes]], enabled: bool = True,
+           required: tuple[str, ...] = ()) -> dict[str, bytes]:
     """The blobs for ``(kind, args)``: from the cache, or from ``build()`` (then stored).
 
-    ``enabled=False`` neither reads nor writes the cache."""
-    if not enabled:
+    ``required``: the blobs the caller reads; an entry without one of them is a miss (``load``).
+    Every damaged state of the cache is a miss or a build without the cache, logged, never an error
+    of the build. ``enabled=False`` neither reads nor writes the cache."""
+    if not enabled or not usable_dir(cache_dir()):
         return build()
     path = entry_path(kind, args)
-    blobs = load(path)
+    blobs = load(path, required)
     if blobs is not None:
         LOG.debug("tvm_cdna4 build cache: hit %s %s", kind, path.name)
         return blobs
@@ -169,6 +209,6 @@ def cached(kind: str, args: dict, build: Callable[[], dict[str, bytes]], enabled
     blobs = build()
     try:
         store(path, blobs)
-    except OSError as err:  # a read-only or full disk costs the cache, not the build
+    except OSError as err:  # a read-only or full disk, a directory at the entry's name: costs the cache, not the build
         LOG.warning("tvm_cdna4 build cache: cannot write %s (%s)", path, err)
     return blobs

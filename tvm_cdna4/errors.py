@@ -23,7 +23,9 @@ things undo that, on every route (``tvm_tirx.tirx.compile`` included):
 
 ``presented()`` also moves TIRx's two ROCm codegen warnings (no ROCm install on a build machine is
 normal) from the process's stderr to the ``tvm_cdna4`` logger at DEBUG; other stderr output passes
-through unchanged.
+through unchanged. ``rocm.build``'s hooks do the same on every route (``tvm_tirx.tirx.compile``
+included): around each rocm ``Target``'s construction, where TIRx's parser prints the first one, and
+around the ROCm codegen in ``target.build.rocm``, which prints the second.
 """
 
 from __future__ import annotations
@@ -46,6 +48,16 @@ _latest = threading.local()
 _verbose = threading.local()
 _stderr_lock = threading.RLock()
 FIELDS = ("rule", "opcode", "operand", "check", "expected", "found", "suggestion", "proof", "location")
+# ``ContractError.check``: the name of the rule an error breaks, one of these (docs/patterns.md,
+# "Contract checks", says what each covers). The patterns' and the catalog's per-operand rules:
+PATTERN_CHECKS = ("operands", "parameters", "modifier range", "scope", "storage scope", "layout", "shape", "dtype",
+                  "owner map", "registers", "alignment", "provider map", "operand form", "compile-time value",
+                  "target")
+# the whole-kernel rules (rocm.analysis, rocm.lds_sync, rocm.storage) and the waits of the compiled code (rocm.waitcheck):
+KERNEL_CHECKS = ("backend", "workgroup size", "whole waves", "wave count", "wave-uniform control",
+                 "wave-uniform operand", "LDS view", "LDS alignment", "LDS synchronization", "bf16/fp8 storage",
+                 "waitcheck")
+CHECKS = PATTERN_CHECKS + KERNEL_CHECKS
 
 
 class ContractError(ValueError):
@@ -54,8 +66,9 @@ class ContractError(ValueError):
     ``str()`` reads ``opcode: operand X: rule; expected E, found F. Suggestion: S`` (parts that do
     not apply are left out), then, on their own lines, the analyzer's residue ``proof`` and the
     ``location`` (the failing ``T.rocm.tile.apply`` call, set by the pattern dispatcher).
-    ``check`` names a whole-kernel rule of ``tvm_cdna4.rocm.analysis`` (``"target"``, ``"wave count"``,
-    ...) for errors raised there, None for the patterns' per-operand contracts. ``context``: what
+    ``check`` names the rule, one of ``CHECKS``: a per-operand rule of the patterns (``"owner map"``,
+    ``"dtype"``, ``"scope"``, ...) or a whole-kernel rule of ``tvm_cdna4.rocm.analysis`` (``"target"``,
+    ``"wave count"``, ...): a stable name that tests and callers can match. ``context``: what
     TIRx's C++ appended when the error crossed it (the failing pass and TVMScript location), else None.
     """
 

@@ -134,9 +134,9 @@ CONTRACTS = {
                                r"// 64 \* 16 \+ 1\]\)` at byte offset 2 \+ 32k", "LDS alignment"),
     "register destination": (lambda: K.dma_bad_call("local"), r"^buffer_load_dwordx4 \.\.\. lds: operand lds_dst: the "
                              r"destination of a direct-to-LDS load is an element of an LDS \(shared\) tensor.*found R\[0\] "
-                             r"\(scope 'local'\)", None),
+                             r"\(scope 'local'\)", "storage scope"),
     "8 bytes per lane": (lambda: K.dma_bad_call("size"), r"^T\.rocm\.buffer_load_lds: operand size: gfx950 loads 4, 12 or "
-                         r"16 bytes per lane.*expected \[4, 12, 16\], found 8", None),
+                         r"16 bytes per lane.*expected \[4, 12, 16\], found 8", "parameters"),
 }
 
 

@@ -177,6 +177,26 @@ CASES = {
     "ds_read_tr chunk not contiguous": (lambda: tr_probe(TR8, src_layout=layout((1, 4, 8, 2, 4, 2), (0, 128, 16, 8, 1, 4))), r"operand src: the 8 elements of the chunk lane 0 reads must be consecutive in LDS \(element 1\); expected offset 1, found offset 4"),
     "ds_read_tr dst owner map": (lambda: tr_probe(TR16, dst_layout=layout((1, 4, 4, 16), (0, 16 @ WL, 1 @ WL, 4))), r"operand dst: owner map violated"),
     "ds_read_tr element width": (lambda: tr_probe(TR8, dtype="float16"), r"operand dst: dtype float16 does not fit 8-bit elements"),
+    # --- execution scope: operands laid out for the other scope
+    "workgroup operands at wave scope": (lambda: mfma_probe(F16, waves=2, scope="wave"),
+                                         r"operand A: laid out for scope='workgroup' \(its layout puts an axis on the "
+                                         r"wave axis 'wave_id'\), applied at scope='wave'.*Suggestion: apply it with "
+                                         r"scope=\"workgroup\""),
+    "ds_read_tr workgroup destination at wave scope": (lambda: tr_probe(TR16, waves=2, scope="wave"),
+                                                       r"operand dst: laid out for scope='workgroup'.*Suggestion: apply "
+                                                       r"it with scope=\"workgroup\""),
+    "wave operands at workgroup scope": (lambda: mfma_probe(F16, scope="workgroup"),
+                                         r"operand D: laid out for scope='wave' \(no register operand's layout has the "
+                                         r"wave axis 'wave_id'\), applied at scope='workgroup'.*Suggestion: apply it "
+                                         r"with scope=\"wave\""),
+    "wave operands over two waves at workgroup scope": (
+        lambda: mfma_probe(F16, scope="workgroup", threads=128, operand_repeats=dict.fromkeys("ABCD", (2, 1, 1))),
+        r"operand A: laid out for scope='wave'.*Suggestion: apply it with scope=\"wave\""),
+    "wave operands with a wave axis of 2 at workgroup scope": (
+        lambda: mfma_probe(F16, scope="workgroup", repeats=(2, 1, 1)),
+        r"operand Df\[0:2, 0, 0:16, 0:16\]: scope='workgroup' launches 64 threads \(1 waves\).*Suggestion: launch 128 "
+        r"threads .* its register operands are laid out for scope='wave' \(no wave axis 'wave_id'\): apply it with "
+        r"scope=\"wave\" \(each wave runs its own instance\)$"),
     # --- whole-kernel rules (tvm_cdna4.build)
     "partially active wave (branch)": (rocm_kernels.divergent_mfma, r"runs under `if tx < 32:`.*all 64 lanes of a wave must execute it"),
     "workgroup not whole waves": (lambda: mfma_probe(F16, threads=96), r"workgroup of 96 threads is not a whole number of 64-lane waves"),
@@ -186,6 +206,34 @@ CASES = {
 
 
 OPCODE_LOOKUP = {"unknown opcode", "ambiguous mnemonic"}  # KeyError at T.amdgcn[...]
+# ``ContractError.check`` of every case (a name of ``tvm_cdna4.errors.CHECKS``)
+CHECK = {
+    "operand count": "operands", "unknown parameter": "parameters",
+    **dict.fromkeys(["cbsz on a single-block MFMA", "abid range", "cbsz range", "abid outside the broadcast group",
+                     "blgp range", "blgp must be 0 for fp8", "fp64 negation bits range", "scaled op_sel",
+                     "scaled format code"], "modifier range"),
+    "scaled words vs format": "shape", "scaled byte tile of a sub-byte format": "dtype",
+    "ds_read_tr16 into a scaled MFMA": "operand form", "scaled op_sel with scale bytes": "parameters",
+    "scaled scale bytes as int8": "dtype", "scaled scale bytes not register aligned": "alignment",
+    "scaled scale byte not static": "compile-time value", "scaled scale dtype": "dtype",
+    **dict.fromkeys(["A element width", "bf16 MFMA given f16", "i8 MFMA given uint8", "accumulator dtype", "C dtype",
+                     "ds_read_tr element width"], "dtype"),
+    **dict.fromkeys(["A in shared memory", "D in shared memory", "ds_read_tr src in registers", "ds_read_tr dst in LDS"],
+                    "storage scope"),
+    "atom shape": "shape", "thread scope": "scope",
+    **dict.fromkeys(["A owner map", "B owner map", "D owner map (transposed)", "C owner map", "multi-block A owner map",
+                     "ds_read_tr dst owner map"], "owner map"),
+    "registers not consecutive": "registers", "overlapping destination registers": "registers",
+    **dict.fromkeys(["ds_read_tr unaligned base", "ds_read_tr unaligned row", "ds_read_tr6 16-byte alignment"],
+                    "alignment"),
+    "ds_read_tr chunk not contiguous": "provider map",
+    **dict.fromkeys(["workgroup operands at wave scope", "ds_read_tr workgroup destination at wave scope",
+                     "wave operands at workgroup scope", "wave operands over two waves at workgroup scope"], "scope"),
+    "partially active wave (branch)": "wave-uniform control", "workgroup not whole waves": "whole waves",
+    "workgroup above 256 threads": "workgroup size",
+    "wave operands with a wave axis of 2 at workgroup scope": "wave count",
+    "LDS view lowered to a global pointer": "LDS view",
+}
 WHOLE_KERNEL = {"partially active wave (branch)", "workgroup not whole waves", "workgroup above 256 threads",
                 "LDS view lowered to a global pointer"}  # tvm_cdna4.build's whole-kernel rules
 
@@ -204,6 +252,18 @@ def test_contract_violation_is_refused(case):
         assert re.search(rule, first), first
         return
     assert first.startswith(f"{info.value.opcode}: ") and re.search(rule, first), first
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c not in OPCODE_LOOKUP])
+def test_each_violation_names_its_rule_in_check(case):
+    with pytest.raises(ContractError) as info:
+        tvm_cdna4.build(CASES[case][0]())
+    assert info.value.check == CHECK[case]
+    assert info.value.check in tvm_cdna4.errors.CHECKS
+
+
+def test_every_case_has_its_check():
+    assert set(CHECK) == set(CASES) - OPCODE_LOOKUP
 
 
 def _first_line(err) -> str:

@@ -144,7 +144,7 @@ def _first_line(make):
 
 def test_contract_errors():
     assert _first_line(lambda: K.wave_reduce_one(combine="min")) == (
-        "T.rocm.wave_reduce: operand combine: the combine of a wave reduction; expected ['max', 'sum'], found min", None)
+        "T.rocm.wave_reduce: operand combine: the combine of a wave reduction; expected ['max', 'sum'], found min", "parameters")
     assert _first_line(lambda: K.wave_reduce_one(lanes=12))[0] == (
         "T.rocm.wave_reduce: operand lanes: a wave reduction combines aligned groups of a power of two of lanes; "
         "expected one of (2, 4, 8, 16, 32, 64) or an MFMA opcode, found 12")

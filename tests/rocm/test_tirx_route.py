@@ -116,7 +116,7 @@ def test_a_pattern_contract_error_reaches_the_route_as_itself(pipeline):
     assert lines[0] == ("mfma_f32_16x16x32_f16: operand A: owner map violated: atom element (1, 0) must live in lane 1; "
                         "found lane 2. Suggestion: build the layout with tvm_cdna4.patterns.layouts (mfma_fragment / "
                         "tr_fragment)")
-    assert (error.opcode, error.operand, error.check) == ("mfma_f32_16x16x32_f16", "A", None)
+    assert (error.opcode, error.operand, error.check) == ("mfma_f32_16x16x32_f16", "A", "owner map")
     assert lines[1].startswith("  analyzer: cannot prove") and lines[2].startswith('  at: T.rocm.tile.apply("mfma_')
     assert error.context.startswith("Error in pass: ") and "Tensor instruction lowering failed" not in str(error)
     assert error.original is not error and str(error).startswith(str(error.original) + "\n")

@@ -25,7 +25,8 @@ class Modifier:
             raise ContractError(
                 f"modifier {self.name}={value!r} is illegal", opcode=opcode,
                 expected=f"an integer in [{self.lo}, {self.hi}] ({self.meaning})",
-                suggestion=f"write {self.name}={int(value)}, an integer" if isinstance(value, bool) else None)
+                suggestion=f"write {self.name}={int(value)}, an integer" if isinstance(value, bool) else None,
+                check="modifier range")
 
 
 @attrs.frozen
@@ -89,7 +90,7 @@ class MfmaOp:
         for key, value in values.items():
             if key not in names:
                 raise ContractError(f"unknown modifier {key!r}", opcode=self.name,
-                                    expected=f"modifiers from {sorted(names)}")
+                                    expected=f"modifiers from {sorted(names)}", check="parameters")
             self.modifier(key).check(value, self.name)
         if self.kind == "mfma":
             cbsz, abid = values.get("cbsz", 0), values.get("abid", 0)
@@ -97,7 +98,7 @@ class MfmaOp:
                 raise ContractError(
                     f"abid={abid} needs cbsz >= {abid.bit_length()} "
                     f"(abid selects a block inside a broadcast group of 2**cbsz={1 << cbsz} blocks)",
-                    opcode=self.name, found=f"cbsz={cbsz}")
+                    opcode=self.name, found=f"cbsz={cbsz}", check="modifier range")
 
 
 @attrs.frozen

@@ -50,7 +50,8 @@ class DeviceSpec:
         return attrs.asdict(self)
 
 
-NVIDIA_HOPPER = "NVIDIA H100/H200 datasheets and the Hopper tuning guide (docs.nvidia.com/cuda/hopper-tuning-guide)"
+NVIDIA_HOPPER = ("NVIDIA H100/H200 datasheets, the NVIDIA H100 Tensor Core GPU Architecture whitepaper (50 MB L2 on the "
+                 "GH100 as shipped) and the Hopper tuning guide (docs.nvidia.com/cuda/hopper-tuning-guide)")
 DEVICES = {
     "H200": DeviceSpec("NVIDIA H200", "sm80", "sm_90a", 132, 227 * 1024, 65536, 1.98e9, 4.8e12, 50 * 2**20,
                        NVIDIA_HOPPER),

@@ -50,14 +50,14 @@ def global_atomic_add_f32(dst, index, value):
     if elem != "float32":
         raise ContractError("global_atomic_add_f32 adds to float32 elements", opcode=opcode, operand="dst",
                             expected="a float32 tensor in global memory", found=f"{getattr(dst, 'name', dst)} ({elem or 'not a tensor'})",
-                            suggestion="reduce 16-bit outputs in an f32 workspace, then convert")
+                            suggestion="reduce 16-bit outputs in an f32 workspace, then convert", check="dtype")
     scope = str(getattr(getattr(dst, "ty", None), "scope", "global") or "global")
     if scope != "global":
         raise ContractError("global_atomic_add_f32 needs a global-memory destination", opcode=opcode, operand="dst",
-                            expected="scope 'global'", found=f"scope {scope!r}")
+                            expected="scope 'global'", found=f"scope {scope!r}", check="storage scope")
     if _dtype(value) != "float32":
         raise ContractError("global_atomic_add_f32 adds a float32 value", opcode=opcode, operand="value",
-                            expected="float32", found=_dtype(value) or repr(value))
+                            expected="float32", found=_dtype(value) or repr(value), check="dtype")
     return _op.call_extern(GLOBAL_ATOMIC_ADD_F32, dst.data, index, value, ty="void")
 
 
@@ -65,7 +65,7 @@ def _global_scope(dst, opcode: str) -> None:
     scope = str(getattr(getattr(dst, "ty", None), "scope", "global") or "global")
     if scope != "global":
         raise ContractError(f"{opcode} needs a global-memory destination", opcode=opcode, operand="dst",
-                            expected="scope 'global'", found=f"scope {scope!r}")
+                            expected="scope 'global'", found=f"scope {scope!r}", check="storage scope")
 
 
 def global_atomic_add_u32(dst, index, value):
@@ -75,13 +75,13 @@ def global_atomic_add_u32(dst, index, value):
     if elem not in ("uint32", "int32"):
         raise ContractError("global_atomic_add_u32 adds to 32-bit integer elements", opcode=opcode, operand="dst",
                             expected="a uint32 or int32 tensor in global memory",
-                            found=f"{getattr(dst, 'name', dst)} ({elem or 'not a tensor'})")
+                            found=f"{getattr(dst, 'name', dst)} ({elem or 'not a tensor'})", check="dtype")
     _global_scope(dst, opcode)
     if isinstance(value, int):
         value = _op.const(value, "uint32")
     if _dtype(value) not in ("uint32", "int32"):
         raise ContractError("global_atomic_add_u32 adds a 32-bit integer value", opcode=opcode, operand="value",
-                            expected="uint32 or int32", found=_dtype(value) or repr(value))
+                            expected="uint32 or int32", found=_dtype(value) or repr(value), check="dtype")
     return _op.call_extern(GLOBAL_ATOMIC_ADD_U32, dst.data, index, value, ty="uint32")
 
 

@@ -35,6 +35,13 @@ from . import wave
 SCOPES = ("wave", "workgroup")
 COUNTEREXAMPLE_POINTS = 1 << 14  # most coordinate points searched for a counterexample
 STORAGE_KINDS = {"local": "a register fragment", "shared": "an LDS tile", "shared.dyn": "an LDS tile"}
+APPLY_AT = {"workgroup": 'apply it with scope="workgroup" (wave w works on slice w of every operand\'s leading axis)',
+            "wave": 'apply it with scope="wave" (each wave runs its own instance)'}
+SCOPE_SUGGESTION = {  # for operands laid out for that scope (WaveContext.laid_out_for)
+    "workgroup": APPLY_AT["workgroup"],
+    "wave": APPLY_AT["wave"] + ", or give every operand a leading wave axis laid out with layouts.mfma_fragment / "
+                               "tr_fragment(..., waves=n)",
+}
 
 # bfloat16 / float8_* tensors (TIRx widens their allocations on ROCm to one float32 per element) are
 # accepted while lowering under ``keep_bit_storage()``: the pass that installs it (rocm.storage) turns
@@ -60,7 +67,7 @@ def check_scope(opcode: str, scope) -> None:
     if name not in SCOPES:
         raise ContractError(
             f"scope={name!r} is not allowed: the instruction is wave-collective (all 64 lanes execute it together)",
-            opcode=opcode, expected="scope='wave' or scope='workgroup'", found=f"scope={name!r}")
+            opcode=opcode, expected="scope='wave' or scope='workgroup'", found=f"scope={name!r}", check="scope")
 
 
 def parameter(opcode: str, name: str, value) -> int | bool:
@@ -69,19 +76,25 @@ def parameter(opcode: str, name: str, value) -> int | bool:
     if isinstance(value, IntImm):
         value = bool(value.value) if str(value.ty.dtype) == "bool" else int(value.value)
     if not isinstance(value, int):
-        raise ContractError(f"parameter {name} must be a compile-time integer", opcode=opcode, found=repr(value))
+        raise ContractError(f"parameter {name} must be a compile-time integer", opcode=opcode, found=repr(value),
+                            check="modifier range")
     return value
 
 
 def check_operands(opcode: str, names: tuple[str, ...], args, scalars: tuple[str, ...] = ()) -> None:
     """Arity, and that each operand is a tensor region (those in ``scalars`` may be a scalar instead)."""
     if len(args) != len(names):
-        raise ContractError(f"expects operands {', '.join(names)}", opcode=opcode, found=len(args))
+        raise ContractError(f"expects operands {', '.join(names)}", opcode=opcode, found=len(args), check="operands")
     for name, arg in zip(names, args):
         if isinstance(arg, TensorRegion) or (name in scalars and is_prim_expr(arg)):
             continue
         kind = "a tensor region or a scalar" if name in scalars else "a tensor region (a register fragment or LDS tile)"
-        raise ContractError(f"must be {kind}", opcode=opcode, operand=name, found=_describe(arg))
+        raise ContractError(f"must be {kind}", opcode=opcode, operand=name, found=_describe(arg), check="operands")
+
+
+def uses_wave_axis(layout) -> bool:
+    """Whether a register layout puts an axis on the wave axis (``WAVE_ID_AXIS``: scope ``workgroup``)."""
+    return any(str(it.axis).rsplit(".", 1)[-1] == WAVE_ID_AXIS for it in (*layout.shard, *layout.replica))
 
 
 def _describe(value) -> str:
@@ -105,9 +118,10 @@ class WaveContext(CudaContext):
     Every failed check raises a ``ContractError``; ``require`` names a concrete counterexample (the
     lane and repeat coordinates where the rule breaks) when the coordinates are static."""
 
-    def __init__(self, sctx, opcode: str, first_operand: TensorRegion):
+    def __init__(self, sctx, opcode: str, first_operand: TensorRegion, operands=()):
         self.sctx = sctx
         self.opcode = opcode
+        self.operands = operands  # all of the call's (laid_out_for)
         self.analyzer = Analyzer()
         self.constraints = ConstraintContext()
         self._static_ranges = None  # see static_ranges
@@ -165,15 +179,52 @@ class WaveContext(CudaContext):
     def wave_axis(self, region: TensorRegion) -> int:
         extents = [self.analyzer.simplify(r.extent) for r in region.region]
         if not extents or not isinstance(extents[0], IntImm):
-            raise ContractError("scope='workgroup' needs a leading wave axis of static extent on every operand",
-                                opcode=self.opcode, found=f"region extents {[str(x) for x in extents]}")
+            raise self.error("scope='workgroup' needs a leading wave axis of static extent on every operand",
+                             found=f"region extents {[str(x) for x in extents]}", check="scope",
+                             suggestion=SCOPE_SUGGESTION["wave"] if self.laid_out_for() == "wave" else None)
         return int(extents[0])
 
-    def error(self, rule, **fields) -> ContractError:
-        return ContractError(rule, opcode=self.opcode, **fields)
+    @property
+    def scope(self) -> str:
+        return "workgroup" if self.sctx.scope_kind == "workgroup" else "wave"
 
-    def require(self, condition, rule, *, operand=None, expected=None, found=None, suggestion=None):
-        """Prove ``condition`` over every lane, wave and repeat, or raise a ``ContractError``.
+    def laid_out_for(self) -> str | None:
+        """The other scope when the call's register operands are all laid out for it: ``"workgroup"``
+        at scope ``wave`` (every layout has the wave axis), ``"wave"`` at ``workgroup`` (none has)."""
+        layouts = [a.source.ty.layout for a in self.operands if isinstance(a, TensorRegion)
+                   and str(a.source.ty.scope) == "local" and a.source.ty.layout is not None]
+        on_waves = [uses_wave_axis(layout) for layout in layouts]
+        if self.scope == "wave" and on_waves and all(on_waves):
+            return "workgroup"
+        if self.scope == "workgroup" and on_waves and not any(on_waves):
+            return "wave"
+        return None
+
+    def scope_error(self, other: str, operand=None) -> ContractError:
+        """The scope rule broken by operands laid out for scope ``other`` (``laid_out_for``)."""
+        if other == "workgroup":
+            rule = (f"laid out for scope='workgroup' (its layout puts an axis on the wave axis '{WAVE_ID_AXIS}'), "
+                    "applied at scope='wave', where each wave runs its own instance on lanes and registers only")
+            expected, found = f"a layout of '{WAVE_LANE_AXIS}' and 'm' only", f"the wave axis '{WAVE_ID_AXIS}'"
+        else:
+            rule = (f"laid out for scope='wave' (no register operand's layout has the wave axis '{WAVE_ID_AXIS}'), "
+                    "applied at scope='workgroup', where the leading axis of every operand is the wave axis")
+            expected, found = f"register layouts with the wave axis '{WAVE_ID_AXIS}'", "layouts of lanes and registers only"
+        return ContractError(rule, opcode=self.opcode, operand=operand, expected=expected, found=found,
+                             suggestion=SCOPE_SUGGESTION[other], check="scope")
+
+    def error(self, rule, *, check: str, operand=None, **fields) -> ContractError:
+        """A ``ContractError`` of this call; a shape or owner-map failure of operands laid out for the
+        other scope is that scope rule's error instead (``scope_error``)."""
+        other = self.laid_out_for() if check in ("shape", "owner map") else None
+        if other is not None:
+            return self.scope_error(other, operand)
+        return ContractError(rule, opcode=self.opcode, operand=operand, check=check, **fields)
+
+    def require(self, condition, rule, *, check: str | None = None, operand=None, expected=None, found=None,
+                suggestion=None):
+        """Prove ``condition`` over every lane, wave and repeat, or raise a ``ContractError`` (``check``: the
+        rule's name; None only from TIRx's inherited region checks).
 
         ``rule``, ``expected`` and ``found`` are text or callables ``describe(at)``, where
         ``at(expr)`` evaluates ``expr`` at the first counterexample (symbolically when none is
@@ -184,7 +235,7 @@ class WaveContext(CudaContext):
             at = self._evaluator(self._counterexample(condition))
             text = [x(at) if callable(x) else x for x in (rule, expected, found)]
             raise self.error(text[0], operand=operand, expected=text[1], found=text[2], suggestion=suggestion,
-                             proof=str(err).removeprefix(": ")) from None
+                             proof=str(err).removeprefix(": "), check=check) from None
 
     def _domain(self) -> dict:
         domain = dict(self.static_ranges)
@@ -235,7 +286,7 @@ class WaveContext(CudaContext):
     def region(self, name, region, atom_shape, scopes, *, repeat_axes=None, bounds=True):
         if not isinstance(region, TensorRegion):
             raise self.error("must be a tensor region (a register fragment or LDS tile)", operand=name,
-                             found=_describe(region))
+                             found=_describe(region), check="operands")
         return WaveRegion(self, name, region, atom_shape, scopes, repeat_axes, bounds)
 
     def at_runtime(self, expr):
@@ -258,55 +309,58 @@ class WaveRegion(CudaRegion):
         kinds = " or ".join(dict.fromkeys(STORAGE_KINDS[s] for s in scopes))
         if ty.scope not in tuple(MemoryScope(s) for s in scopes):
             self.fail(f"must be {kinds}", expected=f"storage scope {' or '.join(map(repr, scopes))}",
-                      found=f"a {ty.scope} tensor")
+                      found=f"a {ty.scope} tensor", check="storage scope")
         if ty.layout is None and str(ty.scope) != "global":
             self.fail(f"{kinds} needs an explicit layout (which lane and register hold each element)",
                       found="a tensor declared without layout=",
                       suggestion="declare it with layout=tvm_cdna4.patterns.layouts.mfma_fragment(...) or "
-                                 "tr_fragment(...), or a T.TileLayout")
+                                 "tr_fragment(...), or a T.TileLayout", check="layout")
 
     def _check_shape(self, region, atom, repeat_axes):
         ctx, analyzer = self.ctx, self.ctx.analyzer
         extents = [analyzer.simplify(r.extent) for r in region.region]
         if not all(isinstance(x, IntImm) and x.value > 0 for x in extents):
-            self.fail("region extents must be positive compile-time integers", found=[str(x) for x in extents])
+            self.fail("region extents must be positive compile-time integers", found=[str(x) for x in extents],
+                      check="shape")
         shape, ng, na = tuple(int(x) for x in extents), len(ctx.group_shape), len(atom)
         if shape[:ng] != tuple(ctx.group_shape):
             self.fail("the leading wave axis (scope='workgroup') must have the same extent on every operand",
-                      expected=f"{tuple(ctx.group_shape)} first", found=shape)
+                      expected=f"{tuple(ctx.group_shape)} first", found=shape, check="shape")
         if len(shape) < ng + na or shape[len(shape) - na:] != atom:
             self.fail(f"the region must end in the instruction's atom {atom}",
-                      expected=f"(*{'wave, ' if ng else ''}repeats, {', '.join(map(str, atom))})", found=shape)
+                      expected=f"(*{'wave, ' if ng else ''}repeats, {', '.join(map(str, atom))})", found=shape,
+                      check="shape")
         if ctx.repeat is not None:
             repeats = shape[ng : len(shape) - na]
             axes = range(len(ctx.repeat)) if repeat_axes is None else repeat_axes
             want = tuple(ctx.repeat_shape[i] for i in axes)
             if repeats != want:
-                self.fail("repeat axes must agree with the other operands", expected=want, found=repeats)
+                self.fail("repeat axes must agree with the other operands", expected=want, found=repeats,
+                          check="shape")
 
     def _check_bounds(self):
         for axis, (r, size) in enumerate(zip(self.region.region, self.ty.shape)):
             self.require(r.begin >= 0, f"region axis {axis} starts before the tensor",
-                         found=lambda at, r=r: f"start {at(r.begin)}")
+                         found=lambda at, r=r: f"start {at(r.begin)}", check="shape")
             self.require(r.begin + r.extent <= size,
                          lambda at, axis=axis, size=size: f"region axis {axis} runs past the tensor's extent {size}",
-                         found=lambda at, r=r: f"end {at(r.begin + r.extent)}")
+                         found=lambda at, r=r: f"end {at(r.begin + r.extent)}", check="shape")
 
-    def fail(self, rule: str, **fields):
-        raise self.ctx.error(rule, operand=self.name, **fields)
+    def fail(self, rule: str, *, check: str, **fields):
+        raise self.ctx.error(rule, operand=self.name, check=check, **fields)
 
-    def require(self, condition, rule, **fields):
-        self.ctx.require(condition, rule, operand=self.name, **fields)
+    def require(self, condition, rule, *, check: str, **fields):
+        self.ctx.require(condition, rule, operand=self.name, check=check, **fields)
 
     @contextlib.contextmanager
-    def inherited(self):
+    def inherited(self, check: str):
         """Checks of TIRx's CUDA region raise ``ValueError("<operand>: <rule>")``: a ContractError."""
         try:
             yield
         except ContractError:
             raise
         except ValueError as err:
-            self.fail(str(err).removeprefix(f"{self.name}: "))
+            self.fail(str(err).removeprefix(f"{self.name}: "), check=check)
 
     def physical(self, atom, repeat=None):
         phys = super().physical(atom, repeat)
@@ -319,19 +373,28 @@ class WaveRegion(CudaRegion):
         for axis in tuple(set(phys) - allowed):
             if self.ctx.analyzer.can_prove(phys[axis] == 0):
                 del phys[axis]
+        if WAVE_ID_AXIS in set(phys) - allowed:  # scope='wave': a layout on the wave axis is one for 'workgroup'
+            other = self.ctx.laid_out_for()
+            error = self.ctx.scope_error("workgroup", self.name)
+            if other is None:  # other register operands are laid out for scope='wave'
+                error.suggestion = (f"lay it out without the wave axis (layouts.mfma_fragment / tr_fragment, "
+                                    f"waves=0), or apply it with scope=\"workgroup\" and every operand on that axis")
+            raise error
         if set(phys) - allowed:
             self.fail(f"layout uses axes {sorted(set(phys) - allowed)}; a wave register fragment may use only "
-                      f"'{WAVE_LANE_AXIS}' (lane), 'm' (register){' and the wave axis' if self.ctx.owners else ''}")
+                      f"'{WAVE_LANE_AXIS}' (lane), 'm' (register){' and the wave axis' if self.ctx.owners else ''}",
+                      check="layout")
         for axis, owner in self.ctx.owners.items():
             self.require(phys.get(axis, 0) == owner,
                          lambda at, owner=owner: f"element {at(atom)} of wave {at(owner)} is not owned by that wave",
                          found=lambda at, axis=axis: f"{axis} {at(phys.get(axis, 0))}",
                          suggestion="put the leading wave axis on the layout's wave_id axis "
-                                    "(layouts.mfma_fragment(..., waves=n))")
+                                    "(layouts.mfma_fragment(..., waves=n))", check="owner map")
         self.require(phys.get(WAVE_LANE_AXIS, 0) == lane,
                      lambda at: f"owner map violated: atom element {at(atom)} must live in lane {at(lane)}",
                      found=lambda at: f"lane {at(phys.get(WAVE_LANE_AXIS, 0))}",
-                     suggestion="build the layout with tvm_cdna4.patterns.layouts (mfma_fragment / tr_fragment)")
+                     suggestion="build the layout with tvm_cdna4.patterns.layouts (mfma_fragment / tr_fragment)",
+                     check="owner map")
         return phys["m"]
 
     def slots(self, coords, lane):
@@ -346,6 +409,7 @@ class WaveRegion(CudaRegion):
                 lambda at, i=i, coord=coord: f"a lane's {len(coords)} elements must occupy consecutive registers "
                                              f"(element {i}, atom {at(coord)}, of lane {at(lane)})",
                 expected=lambda at, i=i: f"register {at(base + i)}", found=lambda at, reg=reg: f"register {at(reg)}",
+                check="registers",
             )
         return base
 
@@ -353,7 +417,8 @@ class WaveRegion(CudaRegion):
         base = int(self.ty.data_alignment)
         if base < byte_alignment or base % byte_alignment:
             self.fail(f"the tile's base address must be {byte_alignment}-byte aligned for its chunk loads",
-                      found=f"align={base}", suggestion=f"allocate it with align={byte_alignment} (or a multiple)")
+                      found=f"align={base}", suggestion=f"allocate it with align={byte_alignment} (or a multiple)",
+                      check="alignment")
         element = self.memory(atom)
         # the region's own start (a column offset into the tile), when it is known and misaligned
         origin = self.ctx.analyzer.simplify(self.memory(tuple(0 for _ in self.atom_shape)) * self.bits // 8)
@@ -366,7 +431,8 @@ class WaveRegion(CudaRegion):
                                       + (f": the region starts at byte {origin.value} of the tile" if shifted else ""),
                      suggestion=(f"start the region at an element offset (column) that is a multiple of "
                                  f"{max(1, 8 * byte_alignment // self.bits)} elements" if shifted else
-                                 f"make the row pitch of the LDS layout a multiple of {byte_alignment} bytes"))
+                                 f"make the row pitch of the LDS layout a multiple of {byte_alignment} bytes"),
+                     check="alignment")
 
     def contiguous(self, coordinates, byte_alignment):
         coordinates = list(coordinates)
@@ -379,14 +445,14 @@ class WaveRegion(CudaRegion):
                                                    f"{at(self.ctx.proof_lane)} reads must be consecutive in LDS "
                                                    f"(element {offset})",
                          expected=lambda at, offset=offset: f"offset {at(base + offset)}",
-                         found=lambda at, here=here: f"offset {at(here)}")
+                         found=lambda at, here=here: f"offset {at(here)}", check="provider map")
 
     def memory(self, atom):
-        with self.inherited():
+        with self.inherited("layout"):
             return super().memory(atom)
 
     def nonoverlapping(self):
-        with self.inherited():
+        with self.inherited("registers"):
             super().nonoverlapping()
 
     def check_dtype(self, allowed: tuple[str, ...], what: str):
@@ -396,13 +462,14 @@ class WaveRegion(CudaRegion):
                       f"tvm_tirx.tirx.compile (tvm_cdna4.build, emulate), whose pass keeps {found} tensors as "
                       f"{BIT_STORAGE[found]} storage; elsewhere TIRx stores them on ROCm as one float32 per element",
                       suggestion=f"declare the tensor and its allocation as {BIT_STORAGE[found]} holding the "
-                                 f"{found} bit patterns (numpy: ml_dtypes.{found} data .view(np.{BIT_STORAGE[found]}))")
+                                 f"{found} bit patterns (numpy: ml_dtypes.{found} data .view(np.{BIT_STORAGE[found]}))",
+                      check="dtype")
         if found not in allowed:
-            self.fail(f"dtype {found} does not fit {what}", expected=f"one of {list(allowed)}")
+            self.fail(f"dtype {found} does not fit {what}", expected=f"one of {list(allowed)}", check="dtype")
 
     def _raw(self):
         if self.raw is None:
-            with self.inherited():
+            with self.inherited("layout"):
                 self.value(tuple(0 for _ in self.atom_shape))
         return self.raw
 

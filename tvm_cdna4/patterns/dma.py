@@ -67,7 +67,7 @@ class LdsTile:
             rule, operand, expected, found = ("the XOR swizzle permutes chunks within a row", "swizzle",
                                               f"a power of two dividing cols={self.cols}", self.swizzle)
         if rule:
-            raise ContractError(rule, opcode="LdsTile", operand=operand, expected=expected, found=found)
+            raise ContractError(rule, opcode="LdsTile", operand=operand, expected=expected, found=found, check="parameters")
 
     @property
     def row_bytes(self) -> int:

@@ -70,13 +70,14 @@ def lower(op: DsReadTrOp, args, params, sctx):
     unknown = sorted(set(params) - {"mfma", "operand"})
     if unknown:
         raise ContractError(f"unknown parameter(s) {unknown}", opcode=op.name,
-                            expected="parameters from ['mfma', 'operand']")
+                            expected="parameters from ['mfma', 'operand']", check="parameters")
     if "mfma" in params:
         return _lower_operand(op, args, params, sctx)
     if "operand" in params:
-        raise ContractError("parameter 'operand' needs 'mfma' (the MFMA whose operand is loaded)", opcode=op.name)
+        raise ContractError("parameter 'operand' needs 'mfma' (the MFMA whose operand is loaded)", opcode=op.name,
+                            check="parameters")
     check_operands(op.name, operand_names(op), args)
-    ctx = WaveContext(sctx, op.name, args[0])
+    ctx = WaveContext(sctx, op.name, args[0], args)
     n, sub_byte = op.elements, op.element_bits < 8
     words, nbytes = op.load_bits // 32, op.load_bits // 8
     dst_atom = (GROUPS, 16, words) if sub_byte else (GROUPS, n, 16)
@@ -91,7 +92,8 @@ def lower(op: DsReadTrOp, args, params, sctx):
                         f"{op.element_bits}-bit elements of {op.result_vector}")
         src.check_dtype(ELEMENT_DTYPES_BY_BITS[op.element_bits], f"{op.element_bits}-bit elements")
         if dst.bits != src.bits:
-            dst.fail(f"dtype {dst.dtype} and src dtype {src.dtype} differ in width", expected=f"{src.bits}-bit elements")
+            dst.fail(f"dtype {dst.dtype} and src dtype {src.dtype} differ in width", expected=f"{src.bits}-bit elements",
+                     check="dtype")
     dst.nonoverlapping()
     lane = ctx.proof_lane
     g, c = lane // 16, lane % 16
@@ -123,11 +125,11 @@ def operand_plan(op: DsReadTrOp, mfma: MfmaOp, operand: str):
     n = op.elements
     if mfma.kind == "mfma_scale" and op.element_bits != 8:
         raise ContractError(f"{mfma.name} takes element tiles only for its 8-bit formats (fp8, bf8); "
-                            f"{op.name} moves {op.element_bits}-bit elements", opcode=op.name)
+                            f"{op.name} moves {op.element_bits}-bit elements", opcode=op.name, check="operand form")
     if elems % n:
         raise ContractError(
             f"K coverage: {mfma.name} operand {operand} holds {elems} elements per lane, "
-            f"not a whole number of {op.name} calls ({n} elements each)", opcode=op.name)
+            f"not a whole number of {op.name} calls ({n} elements each)", opcode=op.name, check="operand form")
     lane, s = np.meshgrid(np.arange(64), np.arange(n), indexing="ij")
     covered, starts = [], []
     for call in range(elems // n):
@@ -139,13 +141,13 @@ def operand_plan(op: DsReadTrOp, mfma: MfmaOp, operand: str):
             raise ContractError(
                 f"cannot feed {mfma.name} operand {operand}: the chunk of lane {bad} would need "
                 f"(k, {'n' if operand == 'B' else 'm'}) = {list(zip(k[bad].tolist(), mn[bad].tolist()))}, "
-                "not consecutive elements of one K row", opcode=op.name)
+                "not consecutive elements of one K row", opcode=op.name, check="operand form")
         covered.append(sorted(set(k.ravel().tolist())))
         starts.append((blk[:, 0], k[:, 0], mn[:, 0]))
     flat = [x for call in covered for x in call]
     if sorted(flat) != list(range(mfma.k)):
         raise ContractError(f"K coverage: the calls must cover K positions 0..{mfma.k - 1} once each",
-                            opcode=op.name, found=covered)
+                            opcode=op.name, found=covered, check="operand form")
     return covered, starts
 
 
@@ -155,15 +157,15 @@ def _lower_operand(op: DsReadTrOp, args, params, sctx):
         mfma = CATALOG[name]
     except KeyError:
         raise ContractError(f"parameter mfma={params['mfma']!r} is not an MFMA opcode", opcode=op.name,
-                            expected="an MFMA catalog name, e.g. mfma='mfma_f32_32x32x16_f16'") from None
+                            expected="an MFMA catalog name, e.g. mfma='mfma_f32_32x32x16_f16'", check="parameters") from None
     operand = params.get("operand", "B")
     operand = operand.value if hasattr(operand, "value") else str(operand)
     if operand not in ("A", "B"):
         raise ContractError("parameter operand names the MFMA operand loaded", opcode=op.name,
-                            expected="'A' or 'B'", found=repr(operand))
+                            expected="'A' or 'B'", found=repr(operand), check="parameters")
     if mfma.blocks != 1:
         raise ContractError(f"operand form supports single-block MFMAs; {mfma.name} has {mfma.blocks} blocks",
-                            opcode=op.name)
+                            opcode=op.name, check="operand form")
     covered, _ = operand_plan(op, mfma, operand)
     fmt = mfma.b_format if operand == "B" else mfma.a_format
     allowed = ELEMENT_DTYPES[fmt] if mfma.kind != "mfma_scale" else BYTE_TILE_DTYPES
@@ -171,14 +173,14 @@ def _lower_operand(op: DsReadTrOp, args, params, sctx):
         fmt = "fp8/bf8"
     mn = mfma.n if operand == "B" else mfma.m
     check_operands(op.name, ("frag", "src"), args)
-    ctx = WaveContext(sctx, op.name, args[0])
+    ctx = WaveContext(sctx, op.name, args[0], args)
     frag = ctx.region("frag", args[0], (mn, mfma.k), ("local",))
     src = ctx.region("src", args[1], (mfma.k, mn), ("shared", "shared.dyn"))
     frag.check_dtype(allowed, f"{fmt} elements of {mfma.name} operand {operand}")
     src.check_dtype(allowed, f"{fmt} elements of {mfma.name} operand {operand}")
     if op.element_bits != frag.bits:
         frag.fail(f"{frag.bits}-bit elements cannot be loaded by {op.name} ({op.element_bits}-bit transpose)",
-                  suggestion=f"use the ds_read_tr{frag.bits} opcode" if frag.bits in (8, 16) else None)
+                  suggestion=f"use the ds_read_tr{frag.bits} opcode" if frag.bits in (8, 16) else None, check="dtype")
     frag.nonoverlapping()
     lane, n = ctx.proof_lane, op.elements
     owner = lanes.b_owner if operand == "B" else lanes.a_owner

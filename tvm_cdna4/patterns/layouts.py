@@ -115,7 +115,7 @@ def mfma_fragment(op: MfmaOp, operand: str, repeats: tuple[int, ...] = (), fmt_a
         atom, place = d_atom, lambda c: lanes.acc_lane(op, *_with_block(op, c))
     else:
         raise ContractError("mfma_fragment: unknown operand", opcode=op.name, expected="A, B, C, D, scale_a or scale_b",
-                            found=repr(operand))
+                            found=repr(operand), check="parameters")
     digits, regs = _derive(atom, place)
     return Fragment(_layout(digits, regs, tuple(repeats), waves), regs * prod(repeats))
 

@@ -82,7 +82,8 @@ def _params(op: MfmaOp, params: dict) -> dict[str, int]:
     legal = [m.name for m in op.modifiers]
     unknown = sorted(set(params) - set(legal))
     if unknown:
-        raise ContractError(f"unknown parameter(s) {unknown}", opcode=op.name, expected=f"parameters from {legal}")
+        raise ContractError(f"unknown parameter(s) {unknown}", opcode=op.name, expected=f"parameters from {legal}",
+                            check="parameters")
     values = {name: parameter(op.name, name, params.get(name, 0)) for name in legal}
     op.check_modifiers(**values)
     return values
@@ -112,7 +113,7 @@ def _scaled_operand(ctx, op: MfmaOp, name: str, arg, fmt: str, code: str, mods: 
         if fmt not in BYTE_FORMATS:
             raise ContractError(f"{selects}, whose elements are not whole bytes: pass packed 32-bit words",
                                 opcode=op.name, operand=name, expected=f"an int32/uint32 tile (m, k/32, {words})",
-                                found=f"a {arg.source.ty.dtype} tile")
+                                found=f"a {arg.source.ty.dtype} tile", check="dtype")
         atom = (op.m if name == "A" else op.n, op.k)
         region = ctx.region(name, arg, atom, ("local",), repeat_axes=repeat_axes)
         region.check_dtype(ELEMENT_DTYPES[fmt], f"{fmt} elements ({code}={mods[code]})")
@@ -124,7 +125,7 @@ def _scaled_operand(ctx, op: MfmaOp, name: str, arg, fmt: str, code: str, mods: 
     found = int(arg.region[-1].extent)
     if found != words:
         raise ContractError(f"{selects}, which takes {words} 32-bit words per lane", opcode=op.name, operand=name,
-                            expected=f"a last axis of {words}", found=found)
+                            expected=f"a last axis of {words}", found=found, check="shape")
     region = ctx.region(name, arg, (op.m if name == "A" else op.n, op.k // SCALE_BLOCK_K, words), ("local",),
                         repeat_axes=repeat_axes)
     region.check_dtype(WORD_DTYPES, f"packed {fmt} words ({code}={mods[code]})")
@@ -154,11 +155,13 @@ class _Scale:
         sel = "op_sel_a" if name == "scale_a" else "op_sel_b"
         if sel in params:
             raise ContractError(f"{sel} comes from the byte position of the uint8 scale tile; it is not given",
-                                opcode=op.name, operand=name, expected=f"no {sel}", found=f"{sel}={params[sel]}")
+                                opcode=op.name, operand=name, expected=f"no {sel}", found=f"{sel}={params[sel]}",
+                                check="parameters")
         alignment = int(self.region.ty.data_alignment)
         if alignment % 4:
             raise ContractError("a uint8 scale tile must start a 32-bit register (op_sel picks a byte of one)",
-                                opcode=op.name, operand=name, expected="data 4-byte aligned", found=f"align={alignment}")
+                                opcode=op.name, operand=name, expected="data 4-byte aligned", found=f"align={alignment}",
+                                check="alignment")
 
     def register(self, run, op_sel: int):
         """(The int32 register, its ``op_sel``) at the repeat point ``run`` maps to."""
@@ -170,7 +173,8 @@ class _Scale:
             raise ContractError("the scale byte of each repeat must be known at compile time and the same for every "
                                 "lane (op_sel is an immediate)", opcode=self.op.name, operand=self.name,
                                 expected="a constant byte offset", found=f"byte {byte}",
-                                suggestion="slice the scale tile with constant bounds (repeats, not a loop around the MFMA)")
+                                suggestion="slice the scale tile with constant bounds (repeats, not a loop around the MFMA)",
+                                check="compile-time value")
         return T.reinterpret(self._words()[byte.value // 4], ty="int32"), byte.value % 4
 
     def _words(self):
@@ -213,14 +217,15 @@ class _Frame:
 
 def _frame(op: MfmaOp, args, sctx, a_atom, d_atom) -> _Frame:
     """The context and repeat loops: ``(*batch, M, N, *atom)`` of D and ``(*batch, M, K, *atom)`` of A."""
-    ctx = WaveContext(sctx, op.name, args[0])
+    ctx = WaveContext(sctx, op.name, args[0], args)
     ng = len(ctx.group_shape)
     d_shape = tuple(int(r.extent) for r in args[0].region)[ng:]
     a_shape = tuple(int(r.extent) for r in args[1].region)[ng:]
     if len(d_shape) < len(d_atom) + 2 or len(a_shape) < len(a_atom) + 2:
-        raise ContractError(
-            "operands need explicit repeat axes before the atom", opcode=op.name,
-            expected=f"D (*batch, M, N, *{d_atom}), A (*batch, M, K, *{a_atom})", found=f"D {d_shape}, A {a_shape}")
+        raise ctx.error(
+            "operands need explicit repeat axes before the atom", operand="D" if len(d_shape) < len(d_atom) + 2 else "A",
+            expected=f"D (*batch, M, N, *{d_atom}), A (*batch, M, K, *{a_atom})", found=f"D {d_shape}, A {a_shape}",
+            check="shape")
     reps_d, reps_a = d_shape[: -len(d_atom)], a_shape[: -len(a_atom)]
     batch, m_rep, n_rep = reps_d[:-2], reps_d[-2], reps_d[-1]
     nb = len(batch)
@@ -241,7 +246,7 @@ def _c_region(frame: _Frame, op: MfmaOp, args, d_atom) -> _Frame:
         c.check_dtype((acc_dtype,), f"the {op.acc_format} accumulator of {op.name}")
     elif str(args[3].ty.dtype) != acc_dtype:
         raise ContractError("a scalar C must have the accumulator's dtype", opcode=op.name, operand="C",
-                            expected=acc_dtype, found=args[3].ty.dtype)
+                            expected=acc_dtype, found=args[3].ty.dtype, check="dtype")
     d.nonoverlapping()
     return attrs.evolve(frame, c=c)
 

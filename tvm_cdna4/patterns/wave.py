@@ -85,7 +85,7 @@ def waitcnt_lgkmcnt_imm(n: int) -> int:
     """gfx9 ``s_waitcnt`` immediate waiting only on lgkmcnt (vmcnt=63, expcnt=7 mean "don't care")."""
     if not 0 <= n <= WAITCNT_MAX["lgkmcnt"]:
         raise ContractError("the lgkmcnt counter is 4 bits on gfx950", opcode=f"s_waitcnt lgkmcnt({n})",
-                            expected=f"0..{WAITCNT_MAX['lgkmcnt']}", found=n)
+                            expected=f"0..{WAITCNT_MAX['lgkmcnt']}", found=n, check="modifier range")
     return waitcnt_imm(lgkmcnt=n)
 
 
@@ -94,7 +94,7 @@ def waitcnt_vmcnt_imm(n: int) -> int:
     mean "don't care"; ``isa.hardware.waitcnt_imm``)."""
     if not 0 <= n <= WAITCNT_MAX["vmcnt"]:
         raise ContractError("the vmcnt counter is 6 bits on gfx950", opcode=f"s_waitcnt vmcnt({n})",
-                            expected=f"0..{WAITCNT_MAX['vmcnt']}", found=n)
+                            expected=f"0..{WAITCNT_MAX['vmcnt']}", found=n, check="modifier range")
     return waitcnt_imm(vmcnt=n)
 
 
@@ -104,11 +104,11 @@ def _num_bytes(num_bytes, opcode: str):
     if not isinstance(num_bytes, int) and not hasattr(num_bytes, "value"):
         if str(num_bytes.ty) != "int32":
             raise ContractError("a run-time buffer size is an int32 expression", opcode=opcode, operand="num_bytes",
-                                expected="int32", found=str(num_bytes.ty))
+                                expected="int32", found=str(num_bytes.ty), check="dtype")
         return num_bytes
     if not 0 < int(num_bytes) < 2**31:
         raise ContractError(f"num_bytes {int(num_bytes)} must be in [1, 2**31)", opcode=opcode, operand="num_bytes",
-                            suggestion="split a buffer of 2 GiB or more into several")
+                            suggestion="split a buffer of 2 GiB or more into several", check="modifier range")
     return _op.const(int(num_bytes), "int32")
 
 
@@ -130,7 +130,7 @@ def _lds_address(lds_dst, opcode: str):
         raise ContractError("the destination of a direct-to-LDS load is an element of an LDS (shared) tensor",
                             opcode=opcode, operand="lds_dst", expected="S[i, ...] or T.address_of(S[i, ...]) "
                             "with S in scope 'shared'", found=f"{lds_dst}" + (f" (scope {scope!r})" if scope else ""),
-                            suggestion="allocate the tile with T.alloc_tensor(..., scope='shared')")
+                            suggestion="allocate the tile with T.alloc_tensor(..., scope='shared')", check="storage scope")
     return _op.address_of(load)
 
 
@@ -140,7 +140,7 @@ def buffer_load_lds(ptr, num_bytes, voffset, soffset, lds_dst, size: int = 16):
     if size not in BUFFER_LOAD_LDS_MNEMONICS:
         raise ContractError("gfx950 loads 4, 12 or 16 bytes per lane directly to LDS (buffer_load_dword, _dwordx3, "
                             "_dwordx4 ... lds)", opcode="T.rocm.buffer_load_lds", operand="size",
-                            expected=sorted(BUFFER_LOAD_LDS_MNEMONICS), found=size)
+                            expected=sorted(BUFFER_LOAD_LDS_MNEMONICS), found=size, check="parameters")
     opcode = f"{BUFFER_LOAD_LDS_MNEMONICS[size]} ... lds"
     return _op.call_extern(buffer_load_lds_helper(size), ptr, _num_bytes(num_bytes, opcode), voffset, soffset,
                            _lds_address(lds_dst, opcode), ty="void")
@@ -158,22 +158,24 @@ def reduce_mask(lanes, axis="row") -> int:
             op = lookup(lanes)
         except KeyError as err:
             raise ContractError(f"lanes names no MFMA opcode ({err.args[0]})", opcode=WAVE_REDUCE, operand="lanes",
-                                expected="an MFMA opcode or a group width", found=lanes) from None
+                                expected="an MFMA opcode or a group width", found=lanes, check="parameters") from None
         if not op.kind.startswith("mfma"):
             raise ContractError("lanes names an instruction without an accumulator", opcode=WAVE_REDUCE,
-                                operand="lanes", expected="an MFMA opcode", found=op.name)
+                                operand="lanes", expected="an MFMA opcode", found=op.name, check="parameters")
         if axis not in ("row", "col"):
             raise ContractError("the accumulator axis whose lanes a wave reduction combines", opcode=WAVE_REDUCE,
-                                operand="axis", expected="'row' or 'col'", found=axis)
+                                operand="axis", expected="'row' or 'col'", found=axis, check="parameters")
         mask = _lanes.acc_lane_mask(op, axis)
         if not mask:
             raise ContractError(f"one lane holds a whole accumulator {axis} of {op.name}: there is nothing to combine "
                                 "across lanes", opcode=WAVE_REDUCE, operand="lanes", expected="lanes sharing a "
-                                f"{axis}", found=op.name, suggestion=f"combine the {axis} in registers")
+                                f"{axis}", found=op.name, suggestion=f"combine the {axis} in registers",
+                                check="parameters")
         return mask
     if isinstance(lanes, bool) or not isinstance(lanes, int) or lanes not in _lanes.REDUCE_WIDTHS:
         raise ContractError("a wave reduction combines aligned groups of a power of two of lanes", opcode=WAVE_REDUCE,
-                            operand="lanes", expected=f"one of {_lanes.REDUCE_WIDTHS} or an MFMA opcode", found=lanes)
+                            operand="lanes", expected=f"one of {_lanes.REDUCE_WIDTHS} or an MFMA opcode", found=lanes,
+                            check="parameters")
     return lanes - 1
 
 
@@ -181,12 +183,12 @@ def wave_reduce(combine, value, lanes, axis="row"):
     combine = getattr(combine, "value", combine)
     if combine not in WAVE_REDUCE_COMBINES:
         raise ContractError("the combine of a wave reduction", opcode=WAVE_REDUCE, operand="combine",
-                            expected=sorted(WAVE_REDUCE_COMBINES), found=combine)
+                            expected=sorted(WAVE_REDUCE_COMBINES), found=combine, check="parameters")
     dtype = str(getattr(value, "ty", type(value).__name__))
     if dtype != "float32":
         raise ContractError("a wave reduction combines float32 values", opcode=WAVE_REDUCE, operand="value",
                             expected="a float32 expression", found=dtype,
-                            suggestion="cast the value to float32 (T.float32(...), T.cast(x, 'float32'))")
+                            suggestion="cast the value to float32 (T.float32(...), T.cast(x, 'float32'))", check="dtype")
     return _op.call_extern(wave_reduce_helper(combine, reduce_mask(lanes, axis)), value, ty="float32")
 
 

@@ -158,7 +158,13 @@ def check_workgroup_size(extents: dict) -> None:
 
 
 def check_wave_count(opcode: str, operands, threads: int) -> None:
-    """At workgroup scope every tensor operand's leading axis is the wave axis: one slice per wave."""
+    """At workgroup scope every tensor operand's leading axis is the wave axis: one slice per wave.
+    Register operands all laid out without the wave axis are laid out for scope='wave': said so."""
+    from ..patterns.common import APPLY_AT, uses_wave_axis
+
+    layouts = [o.source.ty.layout for o in operands if isinstance(o, ir.TensorRegion)
+               and str(o.source.ty.scope) == "local" and o.source.ty.layout is not None]
+    for_wave = bool(layouts) and not any(uses_wave_axis(layout) for layout in layouts)
     for operand in operands:
         if not isinstance(operand, ir.TensorRegion) or not len(operand.region):
             continue
@@ -170,7 +176,9 @@ def check_wave_count(opcode: str, operands, threads: int) -> None:
                 "and more waves access past the operands",
                 opcode=opcode, operand=str(operand), expected=f"{axis * WAVE_SIZE} threads", found=f"{threads}",
                 suggestion=f"launch {axis * WAVE_SIZE} threads (threadIdx.x extent) or give the operands a "
-                           f"leading axis of {threads // WAVE_SIZE}",
+                           f"leading axis of {threads // WAVE_SIZE}" + (
+                               "; its register operands are laid out for scope='wave' (no wave axis 'wave_id'): "
+                               + APPLY_AT["wave"] if for_wave else ""),
                 check="wave count",
             )
 

@@ -14,7 +14,9 @@ it) registers the patterns (``T.rocm`` / ``T.amdgcn``, ``patterns.register_patte
   ``rocm.analysis`` for the target being built, before LLVM sees it (an MFMA for a target other
   than gfx950 is a ``ContractError``, not an LLVM abort); such a module, and every gfx950 module,
   gets the LDS synchronization check of ``rocm.lds_sync`` on its lowered device functions. A gfx950 build is marked for the
-  callbacks below; any other module is built exactly as TIRx builds it.
+  callbacks below; any other module is built exactly as TIRx builds it. TIRx's ROCm codegen warnings
+  go to the DEBUG log (``errors.codegen_warnings_to_logging``), as do those of every rocm ``Target``'s
+  construction (``tirx_private.wrap_target_init``): on every route, not only ``errors.presented()``.
 - ``tvm_callback_rocm_bitcode_path`` / ``tvm_callback_rocm_link``: during a gfx950 build, ROCm's
   device libraries when a ROCm install exists plus our helpers (``isa.llvm_helpers``), and ``ld.lld``
   (Debian's ``/usr/lib/llvm-22/bin`` on the search path; without a linker the build succeeds in
@@ -36,6 +38,7 @@ from contextlib import contextmanager
 
 import attrs
 
+from ..errors import codegen_warnings_to_logging
 from ..isa.hardware import GFX950, GFX950_LDS_BYTES, GFX950_MAX_WAVES_PER_SIMD, GFX950_VGPRS_PER_SIMD_LANE
 from ..isa.llvm_helpers import helpers_path
 from . import waitcheck
@@ -89,10 +92,22 @@ def _build_rocm(original):
         if ours or gfx950:
             for func in functions:
                 lds_sync.check_lds_sync(func)
-        with _gfx950_build(gfx950):
+        with _gfx950_build(gfx950), codegen_warnings_to_logging():
             return original(mod, target)
 
     return build_rocm
+
+
+def _rocm_target_warnings_to_logging(init):
+    """``Target.__init__``, a rocm target's construction (TIRx's parser warns without ROCm) inside
+    ``errors.codegen_warnings_to_logging``."""
+    def __init__(self, target, host=None):
+        if "rocm" not in str(target):
+            return init(self, target, host)
+        with codegen_warnings_to_logging():
+            return init(self, target, host)
+
+    return __init__
 
 
 def _check_before_lowering(mod, target, target_to_bind=None):
@@ -152,7 +167,7 @@ def install_hooks() -> None:
     from tvm_tirx.tirx.compilation_pipeline import register_default_tir_pipeline_selector
 
     from ..errors import unwrapped_dispatch
-    from ..tirx_private import ROCM_BUILD_FUNC, wrap_global_func, wrap_tile_dispatch
+    from ..tirx_private import ROCM_BUILD_FUNC, wrap_global_func, wrap_target_init, wrap_tile_dispatch
     from . import storage
 
     # analysis.TILE_APPLY (not imported here: see above); a pattern's ContractError reaches the caller as itself
@@ -160,6 +175,7 @@ def install_hooks() -> None:
     storage.install()
     register_default_tir_pipeline_selector(_check_before_lowering)
     wrap_global_func(ROCM_BUILD_FUNC, _build_rocm)
+    wrap_target_init(_rocm_target_warnings_to_logging)
     tvm_ffi.register_global_func("tvm_callback_rocm_bitcode_path", _bitcode_path, override=True)
     tvm_ffi.register_global_func("tvm_callback_rocm_link", _link, override=True)
     _installed = True
@@ -300,7 +316,7 @@ def cached_build(kind: str, key: dict, make, enabled: bool = True) -> BuildResul
             blobs["code_object"] = result.code_object
         return blobs
 
-    blobs = cached(kind, key, compile_, enabled=enabled)
+    blobs = cached(kind, key, compile_, enabled=enabled, required=("llvm_ir", "asm"))
     asm = blobs["asm"].decode()
     return BuildResult(llvm_ir=blobs["llvm_ir"].decode(), asm=asm, kernels=parse_metadata(asm),
                        code_object=blobs.get("code_object"), executable=None)

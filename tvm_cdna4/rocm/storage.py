@@ -20,7 +20,9 @@ after TIRx's preparation (TileDispatch ... LowerThreadAllreduce) and before that
 Global tensors keep their dtype (the kernel's signature, ``ml_dtypes`` arrays in and out): TIRx
 stores them as 16/8-bit data. ``install()`` puts the pass into the ``"tirx"`` and ``"default"``
 pipelines (``tvm_tirx.tirx.compile``, ``tvm_cdna4.build`` and the emulator all lower through one of
-them); a module that calls nothing of this package is lowered by the original pipeline untouched.
+them); a module that calls nothing of this package is lowered by the original pipeline untouched,
+except that every module's call types are first made the building thread's (``this_thread_types``:
+a kernel made on one thread builds on any other).
 """
 
 from __future__ import annotations
@@ -251,8 +253,30 @@ def _pass(mod):
     return mod
 
 
+def this_thread_types(mod):
+    """``mod`` with every call's ``PrimType`` the one of this thread (``mod`` itself when they all are).
+
+    TIRx interns ``PrimType`` per thread, and its tile-op validator compares a call's type by identity
+    (``call->ty == PrimType::Void()``): a ``T.rocm.tile.apply`` / ``T.cuda.tile.apply`` made on one
+    thread would fail TileDispatch on any other (``... must return void``)."""
+    def retyped(call):
+        ty = call.ty
+        if not isinstance(ty, ir.PrimType):
+            return call
+        mine = ir.PrimType(str(ty.dtype))
+        return call if mine.same_as(ty) else Call(call.op, list(call.args), call.attrs, ty_args=list(call.ty_args),
+                                                  loc=call.loc, ty=mine)
+
+    functions = {gv: f.with_body(tvm_ffi.structural_map(f.body, [(Call, retyped)], order="post"))
+                 if hasattr(f, "body") else f for gv, f in mod.functions.items()}
+    if all(not hasattr(f, "body") or f.body.same_as(mod[gv].body) for gv, f in functions.items()):
+        return mod
+    return ir.IRModule(functions, attrs=mod.attrs, global_infos=mod.global_infos)
+
+
 def _with_bits(factory):
-    """``factory``'s stages, its lowering split around ``keep_bits`` for modules of this package."""
+    """``factory``'s stages, its lowering split around ``keep_bits`` for modules of this package, every
+    module's call types first made this thread's (``this_thread_types``)."""
     from tvm_tirx.tirx.compilation_pipeline import finalize_tir_pipeline, tirx_pipeline
 
     def stages(*, target=None, prepare_only=False, **kwargs):
@@ -264,6 +288,7 @@ def _with_bits(factory):
 
         @ir.transform.module_pass(opt_level=0, name="tvm_cdna4.KeepBits")
         def lower(mod, _ctx):
+            mod = this_thread_types(mod)
             if (target is not None and target.kind.name != "rocm") or not _uses_cdna4(mod):
                 return lowering(mod)
             with keep_bit_storage():

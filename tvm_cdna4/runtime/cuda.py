@@ -178,7 +178,7 @@ def device_code_cache():
                                                      compiler=version))
 
     def read(code, config):
-        blobs = load(path(code, config))
+        blobs = load(path(code, config), required=("binary", "format"))
         return None if blobs is None else (blobs["binary"], blobs["format"].decode())
 
     def write(code, config, binary, fmt):

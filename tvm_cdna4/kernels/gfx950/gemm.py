@@ -42,9 +42,7 @@ planner's names.
 
 from __future__ import annotations
 
-import attrs
-
-from ..gemm.dynamic_m import DynamicGemm, MBucket, buckets, extent_record, m_limit
+from ..gemm.dynamic_m import DynamicGemm, MBucket, buckets, m_limit
 from ..gemm.epilogue import Fusion, fusion_of
 from ..gemm.grouped import GroupedGemm
 from .gemm_plan import (DTYPES, FORMAT_CODES, LAYOUTS, MX_FORMATS, UNIT_SCALES, Epilogue, Gfx950GemmConfig,
@@ -111,15 +109,16 @@ def schedule_digest() -> str:
     LLVM IR helpers, the kernel rules and the build (``cache.source_digest``)."""
     from ...cache import source_digest
 
-    return source_digest("kernels/gfx950/*.py", "kernels/gemm/*.py", "patterns/*.py", "rocm/*.py", "isa/*.py",
-                         "tirx_private.py")
+    return source_digest("kernels/gfx950/*.py", "kernels/gemm/*.py", "kernels/common.py", "patterns/*.py", "rocm/*.py",
+                         "isa/*.py", "tirx_private.py")
 
 
 def cache_key(plan: Gfx950GemmPlan | MxGemmPlan) -> dict:
-    """The build-cache key of a plan: the whole plan record (``attrs.asdict``: every field, so a new
-    plan field can never serve a stale kernel) and the schedule's source digest."""
-    fields = attrs.asdict(plan, value_serializer=lambda inst, field, value: extent_record(value))
-    return {"target": "gfx950", "plan": type(plan).__name__, "fields": fields, "schedule": schedule_digest()}
+    """The build-cache key of a plan (``kernels.common.cache_key``): the whole plan record (every
+    field, so a new plan field can never serve a stale kernel) and the schedule's source digest."""
+    from ..common import cache_key as key
+
+    return key("gfx950", plan, schedule_digest())
 
 
 def build(M, N, K, dtype: str = "f16", layout: str = "nn", out_dtype: str | None = None, config=None, batch: int = 0,

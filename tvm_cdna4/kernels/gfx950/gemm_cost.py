@@ -33,12 +33,14 @@ import math
 
 import attrs
 
+from ..devices import DEVICES
 from ..gemm.epilogue import Fusion
 from ..gemm.grouped import expected_row_tiles
 
-MI355X_CUS = 256
-CLOCK_HZ = 2.4e9  # MI355X peak engine clock (the published peaks: 256 CUs x 4 SIMDs x 2.4 GHz x rate)
-HBM_BYTES_PER_S = 8.0e12  # MI355X HBM3E
+MI355X = DEVICES["MI355X"]  # the device the static estimates are for (kernels.devices: its numbers, once)
+MI355X_CUS = MI355X.units
+CLOCK_HZ = MI355X.clock_hz  # peak engine clock (the published peaks: 256 CUs x 4 SIMDs x 2.4 GHz x rate)
+HBM_BYTES_PER_S = MI355X.hbm_bytes_s  # HBM3E
 # a loaded HBM round trip: calibrated so that an unsplit 128x128 bf16 plan at M = 1, 8448x7168 (66
 # workgroups, Little's-law bound) takes hipBLASLt's measured 33.1 us on MI355X (docs/gfx950_gemm.md)
 HBM_LATENCY_S = 0.6e-6

@@ -19,11 +19,11 @@ def build_key(p: Sm80AttentionPlan, arch: str = "sm_80", compiler: str | None = 
     """The build-cache key: every plan field, the arch, the device compiler and the attention
     schedule's source digest (with the GEMM's: the compile path and fragment helpers are shared)."""
     from ...cache import source_digest
+    from ..common import cache_key
     from .gemm import schedule_digest
-    from .gemm_plan import plan_record
 
-    return dict(plan=plan_record(p), arch=arch, compiler=compiler, schedule=schedule_digest(),
-                attention=source_digest("kernels/attention/*.py", "kernels/sm80/attention*.py"))
+    return cache_key("sm80", p, schedule_digest(), arch=arch, compiler=compiler,
+                     attention=source_digest("kernels/attention/*.py", "kernels/sm80/attention*.py"))
 
 
 def check_arch(p: Sm80AttentionPlan, arch: str) -> None:

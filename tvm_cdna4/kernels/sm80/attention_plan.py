@@ -50,6 +50,7 @@ import re
 import attrs
 
 from ..common import PlanRecord
+from ..devices import DEVICES
 
 from ...isa.formats import fmt
 from ..attention.problem import AttentionProblem, check_indexing, workgroup_tiles
@@ -325,9 +326,9 @@ def plan_sm80_attention(problem: AttentionProblem, config: Sm80AttentionConfig |
         registers_estimate(problem.head_dim, config), params, resolve_head_group(problem, config))
 
 
-L2_BYTES = 50 * 2**20
-"""The H100 / H200 SXM's L2 (NVIDIA H100 Tensor Core GPU Architecture whitepaper: 50 MB on the GH100 as
-shipped)."""
+L2_BYTES = DEVICES["H200"].l2_bytes
+"""The H100 / H200 SXM's L2 (``kernels.devices``: NVIDIA H100 Tensor Core GPU Architecture whitepaper, 50 MB on
+the GH100 as shipped)."""
 
 
 def resolve_head_group(problem: AttentionProblem, config: Sm80AttentionConfig) -> int:
@@ -354,7 +355,7 @@ def l2_head_group(problem: AttentionProblem) -> int:
 
 # ------------------------------------------------------------------------------------ the cost model
 
-H200_SMS = 132
+H200_SMS = DEVICES["H200"].units  # the default GPU's SMs (kernels.devices; the present GPU's: devices.planned)
 MMA_FLOPS_PER_CLOCK = 2257
 """Dense m16n8k16 bf16 / f16 flops per SM per clock of mma.sync: the ~590 TFLOP/s the H200 measured on
 mma.sync GEMMs over 132 SMs at 1.98 GHz."""

@@ -45,11 +45,11 @@ and ``tune_config`` here take either kind (``plan_any``, ``choose_kernel``, ``ra
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import json
 from collections.abc import Callable
 
+from ...cuda.build import CudaBuild, cached_build as cuda_cached_build, check_compiler, compile_blobs
+from ..common import cache_key
 from ..gemm.dynamic_m import DynamicGemm, MBucket, buckets, m_limit
 from ..gemm.grouped import GroupedGemm
 from .gemm_plan import (
@@ -141,26 +141,6 @@ def emit_any(p):
     return emit(p)
 
 
-@dataclass(frozen=True)
-class CudaBuild:
-    """A compiled CUDA GEMM: the generated CUDA C and the exported TIRx library (host code plus the
-    CUDA module, which the loading machine compiles with the chosen device compiler)."""
-
-    source: str
-    library: bytes
-    config: GemmConfig | DecodeConfig | None = None
-    """The tiling built (the planner's or the tuned choice when ``build`` got no ``config``)."""
-    device_config: str = ""
-    """The device module's backend config (JSON), which its loader passes to the device compiler
-    with ``source`` (``runtime.cuda.precompile`` compiles the pair ahead of the load)."""
-
-    def export_library(self, path) -> str:
-        """Write the library for ``tvm_ffi.load_module`` (see ``runtime.cuda.load_kernel``)."""
-        with open(path, "wb") as f:
-            f.write(self.library)
-        return str(path)
-
-
 def build(M, N, K, dtype="f16", layout="nt", out_dtype="f32", config=None, arch="sm_80", compiler=None,
           cache=True, tune=False, sms=H200_SMS, timer=None, *, bias=False, activation=None, residual=False,
           row_scale=False, col_scale=False, fusion=None) -> CudaBuild | DynamicGemm:
@@ -192,9 +172,7 @@ def build(M, N, K, dtype="f16", layout="nt", out_dtype="f32", config=None, arch=
     return build_plan(plan(M, N, K, dtype, layout, out_dtype, config, sms, fusion=fused), arch, compiler, cache)
 
 
-def _check_compiler(compiler) -> None:
-    if compiler is not None and compiler not in ("nvcc", "nvrtc"):
-        raise ValueError(f"compiler must be 'nvcc' or 'nvrtc' (or None for TIRx's default), got {compiler!r}")
+_check_compiler = check_compiler  # the CUDA build's (cuda.build.check_compiler)
 
 
 def build_plan(p: GemmPlan | DecodePlan, arch="sm_80", compiler=None, cache=True) -> CudaBuild:
@@ -204,13 +182,9 @@ def build_plan(p: GemmPlan | DecodePlan, arch="sm_80", compiler=None, cache=True
 
 
 def cached_build(kind: str, key: dict, p, arch, compiler, emit=None, cache: bool = True) -> CudaBuild:
-    """``_compile(p, arch, compiler, emit)`` through the build cache (``cache.cached(kind, key, ...)``)
-    as a ``CudaBuild``: the GEMMs' ``build_plan`` and the attention's ``build_sm80_attention``."""
-    from ...cache import cached
-
-    blobs = cached(kind, key, lambda: _compile(p, arch, compiler, emit), enabled=cache)
-    return CudaBuild(source=blobs["source"].decode(), library=blobs["library"], config=p.config,
-                     device_config=blobs.get("device_config", b"").decode())
+    """``_compile(p, arch, compiler, emit)`` through the build cache (``cuda.build.cached_build``) as a
+    ``CudaBuild``: the GEMMs' ``build_plan`` and the attention's ``build_sm80_attention``."""
+    return cuda_cached_build(kind, key, lambda: _compile(p, arch, compiler, emit), p.config, cache)
 
 
 def build_dynamic(N, K, dtype="f16", layout="nt", out_dtype="f32", arch="sm_80", compiler=None, cache=True,
@@ -286,7 +260,7 @@ def tuned_config(M, N, K, dtype="f16", layout="nt", out_dtype="f32", arch="sm_80
     for this M: a bucket holds several)."""
     from ...cache import entry_path, load
 
-    blobs = load(entry_path("cuda-tune", tune_key(M, N, K, dtype, layout, out_dtype, arch, sms)))
+    blobs = load(entry_path("cuda-tune", tune_key(M, N, K, dtype, layout, out_dtype, arch, sms)), required=("config",))
     if blobs is None:
         return None
     cfg = config_from_dict(json.loads(blobs["config"]))
@@ -364,7 +338,7 @@ def build_key(p: GemmPlan | DecodePlan, arch: str = "sm_80", compiler: str | Non
     """The build-cache key of a plan: its every field (``plan_record``), the target arch, the device
     compiler and the schedule's source digest. A plan that differs in any field, a field added
     included, gets its own key."""
-    return dict(plan=plan_record(p), arch=arch, compiler=compiler, schedule=schedule_digest())
+    return cache_key("sm80", p, schedule_digest(), arch=arch, compiler=compiler)
 
 
 def schedule_digest() -> str:
@@ -373,33 +347,14 @@ def schedule_digest() -> str:
     schedule never gets a kernel cached before the edit under the same version string."""
     from ...cache import source_digest
 
-    return source_digest("kernels/sm80/gemm*.py", "kernels/sm80/decode*.py", "kernels/gemm/*.py", "tirx_private.py")
+    return source_digest("kernels/sm80/gemm*.py", "kernels/sm80/decode*.py", "kernels/gemm/*.py", "kernels/common.py",
+                         "cuda/*.py", "tirx_private.py")
 
 
 def _compile(p: GemmPlan, arch, compiler, emit=None) -> dict[str, bytes]:
-    """Run TIRx: the CUDA source and the exported library, as cache blobs. ``emit``: the plan's
-    PrimFunc (default ``emit_any``, the GEMMs; the attention build passes its own emitter)."""
-    import os
-    import tempfile
-
-    import tvm_tirx
-    from tvm_tirx.target import Target
-
-    from ...tirx_private import cuda_device_group, shared_cuda_lowering
-
-    func = (emit or emit_any)(p)
-    attrs = {"kind": "cuda", "arch": arch}
-    if compiler is not None:
-        attrs["backend_config"] = {"cuda": {"compiler": compiler}}
-    with shared_cuda_lowering():
-        exe = tvm_tirx.tirx.compile(func, target=Target(attrs), pipeline="tirx")
-    with tempfile.TemporaryDirectory(prefix="tvm_cdna4_cuda_") as tmp:
-        path = os.path.join(tmp, "gemm.so")
-        exe.export_library(path)
-        with open(path, "rb") as f:
-            library = f.read()
-    source, device_config = cuda_device_group(exe)
-    return {"source": source.encode(), "library": library, "device_config": device_config.encode()}
+    """Run TIRx on the plan's PrimFunc (``emit``, default ``emit_any``: the GEMMs; the attention build
+    passes its own emitter): ``cuda.build.compile_blobs``."""
+    return compile_blobs((emit or emit_any)(p), arch, compiler)
 
 
 def cuda_source(exe) -> str:

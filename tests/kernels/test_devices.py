@@ -1,0 +1,44 @@
+"""Each device's numbers once (issue 34): the table, the driver reading, and the cost models reading them."""
+
+import pytest
+
+from tvm_cdna4.kernels import devices
+from tvm_cdna4.kernels.devices import DEVICES, DeviceSpec
+
+
+def test_every_device_names_its_target_and_source():
+    for spec in DEVICES.values():
+        assert spec.target in devices.DEFAULT and spec.source and spec.units > 0 and spec.hbm_bytes_s > 0
+
+
+def test_the_cost_models_read_the_table():
+    from tvm_cdna4.kernels.gfx950 import gemm_cost
+    from tvm_cdna4.kernels.sm80 import attention_plan
+
+    assert (gemm_cost.MI355X_CUS, gemm_cost.CLOCK_HZ, gemm_cost.HBM_BYTES_PER_S) == (256, 2.4e9, 8.0e12)
+    assert gemm_cost.MI355X_CUS == DEVICES["MI355X"].units
+    assert attention_plan.H200_SMS == DEVICES["H200"].units and attention_plan.L2_BYTES == DEVICES["H200"].l2_bytes
+
+
+def test_a_present_gpu_is_read_from_the_driver_attributes():
+    """An H100 PCIe's attributes (114 SMs, 2 TB/s): its own numbers, not the H200's."""
+    a = dict(name="NVIDIA H100 PCIe", units=114, l2_bytes=50 << 20, major=9, minor=0, smem_optin=232448, regs=65536,
+             clock_khz=1755000, mem_clock_khz=1593000, bus_bits=5120)
+    spec = devices.spec_from_attributes(a)
+    assert isinstance(spec, DeviceSpec) and spec.arch == "sm_90a" and spec.units == 114
+    assert spec.hbm_bytes_s == pytest.approx(2.039e12, rel=1e-3)
+    del a["mem_clock_khz"]  # CUDA 13 may refuse the deprecated clock attributes: the default's figure stands
+    assert devices.spec_from_attributes(a).hbm_bytes_s == DEVICES["H200"].hbm_bytes_s
+
+
+def test_planned_is_the_present_gpu_else_the_default(monkeypatch):
+    devices.present.cache_clear()
+    monkeypatch.setattr(devices, "_driver_attributes", lambda: None)
+    assert devices.present("sm80") is None and devices.planned("sm80") is DEVICES["H200"]
+    devices.present.cache_clear()
+    fake = dict(name="A100", units=108, l2_bytes=40 << 20, major=8, minor=0, smem_optin=166912, regs=65536)
+    monkeypatch.setattr(devices, "_driver_attributes", lambda: fake)
+    assert devices.planned("sm80").units == 108 and devices.planned("gfx950") is DEVICES["MI355X"]
+    devices.present.cache_clear()
+    with pytest.raises(ValueError, match="device target: expected one of"):
+        devices.present("sm70")

@@ -1,0 +1,1 @@
+"""CUDA beside ROCm: the CUDA build (``cuda.build``) of the package's TIRx kernels."""
