@@ -123,9 +123,13 @@ def register_name(reg: int) -> str:
     return f"{_file(reg)}{reg - _BASE[_file(reg)]}"
 
 
-def registers(text: str, cut: int = -1) -> list[int] | tuple[list[int], list[int]]:
-    """The registers an operand text names (``v[4:7]`` -> 4 ids; ``vcc`` -> ``vcc_lo``, ``vcc_hi``); with
-    ``cut``, those before and after that character."""
+def registers(text: str) -> list[int]:
+    """The registers an operand text names (``v[4:7]`` -> 4 ids; ``vcc`` -> ``vcc_lo``, ``vcc_hi``)."""
+    return _registers(text, 0)[1]
+
+
+def _registers(text: str, cut: int) -> tuple[list[int], list[int]]:
+    """The registers ``text`` names before character ``cut`` (the destination operand) and after it."""
     before, after = [], []
     for m in _REG.finditer(text):
         out = before if m.start() < cut else after
@@ -138,7 +142,7 @@ def registers(text: str, cut: int = -1) -> list[int] | tuple[list[int], list[int
             out.extend(_SPECIAL_ID[f"{m.group(6)}_{h}"] for h in halves)
         else:
             out.append(_SPECIAL_ID[m.group(8)])
-    return (before, after) if cut >= 0 else after
+    return before, after
 
 
 def span(regs) -> str:
@@ -190,7 +194,7 @@ class Instr:
         self.reads_lds = self.kind == LDS and not op.startswith(("ds_write", *_DS_NOT_LDS))
         self.writes_lds = self.kind == LDS and not op.startswith(("ds_read", *_DS_NOT_LDS))
         comma = _OPERAND_COMMA.search(rest) if has_dst else None
-        first, others = registers(rest, (comma.start() if comma else len(rest)) if has_dst else 0)
+        first, others = _registers(rest, (comma.start() if comma else len(rest)) if has_dst else 0)
         self.dst, self.src = _mask(first), _mask(others)
         self.mask = self.dst | self.src
         self.target = rest.split()[0] if self.kind in (BRANCH, CBRANCH) and rest else None
@@ -458,12 +462,13 @@ def _apply(ins: Instr, st: _State, instrs, limit: int) -> None:
         st.vm, st.lds, st.smem, st.flat, st._mask = {}, {}, {}, {}, 0
 
 
-def _wait_text(counter: str, n: int, bits: int = 0) -> tuple[str, str]:
-    """``(expected, found)`` for a register still written by an operation of ``counter`` with ``n`` newer
-    ones in flight (at least ``n``: the count stops at the counter's range)."""
+def _wait_text(counter: str, value: int) -> tuple[str, str]:
+    """``(expected, found)`` for a register still written by an operation of ``counter``: ``value`` is
+    its newer operations in flight (at least that many: the count stops at the counter's range), for
+    a flat load the counters already waited to 0 (bit 1 vmcnt, bit 2 lgkmcnt)."""
     from ..isa.hardware import WAITCNT_MAX
 
-    n = min(n, WAITCNT_MAX["vmcnt" if counter == "vm" else "lgkmcnt"] - 1)
+    n, bits = min(value, WAITCNT_MAX["vmcnt" if counter == "vm" else "lgkmcnt"] - 1), value
     if counter == "vm":
         return (f"an s_waitcnt vmcnt({n}) or lower between them",
                 f"none on some path ({n} newer vector-memory operations there)")
@@ -491,7 +496,7 @@ def _check_registers(ins: Instr, st: _State, instrs, found: dict) -> None:
             regs = _bits((read or ins.dst) & load.dst)
             verb = "reads" if read else "writes"
             after = "may still be writing" if read else "in flight will write after it"
-            expected, missing = _wait_text(counter, n, n)
+            expected, missing = _wait_text(counter, n)
             found[("read" if read else "overwrite", ins.index, i)] = Finding(
                 "read" if read else "overwrite", ins.line, ins.address, ins.text, tuple(register_name(r) for r in regs),
                 f"{verb} {span(regs)}, which `{load.text}` ({load.where()}) {after}", expected, missing, load.line)
