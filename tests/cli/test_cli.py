@@ -1,4 +1,4 @@
-"""python -m tvm_cdna4 opcodes (table and JSON) and gemm --target gfx950.
+"""python -m tvm_cdna4 opcodes (table and JSON), gemm --target gfx950, attention, and bad input on every command.
 
 One test runs the real entry point (``python -m tvm_cdna4`` in a fresh interpreter); the others
 call ``tvm_cdna4.cli.main`` in-process, which is what ``__main__`` runs: same parser, same exit
@@ -233,7 +233,8 @@ def test_attention_gpu_runs_refuse_what_they_would_ignore():
 @pytest.mark.parametrize("args, message", [
     ((), "error: attention needs an action: --validate, --emit asm|tir|cuda|config, --report (gfx950), --bench"),
     (("--arch", "sm_90", "--emit", "config"), "error: --arch is for --target sm80"),
-    (("--target", "sm80", "--arch", "gfx950", "--emit", "config"), "error: sm80 attention arch: expected a CUDA arch"),
+    (("--target", "sm80", "--arch", "gfx950", "--emit", "config"),
+     "python -m tvm_cdna4 attention: error: argument --arch: expected a CUDA arch sm_80 or newer"),
     (("--emit", "cuda"), "error: --emit cuda is for --target sm80; gfx950 emits asm, tir or config"),
     (("--target", "sm80", "--emit", "asm"), "error: --emit asm is for --target gfx950"),
     (("--target", "sm80", "--report"), "error: --report is the gfx950 static report"),
@@ -246,10 +247,14 @@ def test_attention_gpu_runs_refuse_what_they_would_ignore():
     (("--dtype", "fp8", "--block-kv", "32", "--emit", "config"),
      "error: attention block_kv: a fp8 P V step takes 64 keys; expected a multiple of 64, found 32"),
     # an explicit 0 is refused by name, not replaced by the default (--kv-heads 0 once ran as --heads)
-    (("--kv-heads", "0", "--emit", "config"), "error: attention kv_heads: expected a positive int, found 0"),
-    (("--seq-kv", "0", "--emit", "config"), "error: attention seq_kv: expected a positive int, found 0"),
-    (("--block-q", "0", "--emit", "config"), "error: attention block_q: 32 query rows per wave"),
-    (("--block-kv", "0", "--emit", "config"), "error: attention block_kv: whole 32-key MFMA blocks"),
+    (("--kv-heads", "0", "--emit", "config"),
+     "python -m tvm_cdna4 attention: error: argument --kv-heads: expected a positive integer, found '0'"),
+    (("--seq-kv", "0", "--emit", "config"),
+     "python -m tvm_cdna4 attention: error: argument --seq-kv: expected a positive integer, found '0'"),
+    (("--block-q", "0", "--emit", "config"),
+     "python -m tvm_cdna4 attention: error: argument --block-q: expected a positive integer, found '0'"),
+    (("--block-kv", "0", "--emit", "config"),
+     "python -m tvm_cdna4 attention: error: argument --block-kv: expected a positive integer, found '0'"),
     (("--batch", "32", "--heads", "64", "--seq", "8192", "--emit", "config"),
      "error: attention: 2147483648 elements in one tensor; the kernel indexes with 32-bit integers"),
 ])
@@ -271,3 +276,126 @@ def test_gemm_sm80_block_replans_the_stages(cli):
     assert config("-K", "128", "--block", "128x128x64") == 2
     assert config("-K", "1024", "--block", "128x128x64") == 4
     assert config("-K", "1024", "--block", "128x128x64", "--stages", "3") == 3
+
+
+# ---- bad input: every one a single usage line naming the argument, exit 2 (issue 35 item 5) ----------------
+
+GEMM = "python -m tvm_cdna4 gemm: error: argument"
+ATTENTION = "python -m tvm_cdna4 attention: error: argument"
+SM80 = ("gemm", "--target", "sm80", "-M", "64", "-N", "64", "-K", "64")
+GFX950 = ("gemm", "--target", "gfx950", "-M", "64", "-N", "64", "-K", "64")
+ATTEND = ("attention", "--seq", "64")
+BAD_ARGV = [
+    # sizes: zero, negative, not a number (sm80 -M 0 / -K -1 were a ZeroDivisionError)
+    ((*SM80, "-M", "0", "--emit", "config"), f"{GEMM} -M: expected a positive integer, found '0'"),
+    ((*SM80, "-K", "-1", "--emit", "config"), f"{GEMM} -K: expected a positive integer, found '-1'"),
+    ((*GFX950, "-N", "0", "--emit", "config"), f"{GEMM} -N: expected a positive integer, found '0'"),
+    ((*SM80, "-N", "4k", "--emit", "config"), f"{GEMM} -N: expected a positive integer, found '4k'"),
+    # tiles (--block 0x0x0, 128x128x0, --warps 0x2 were a ZeroDivisionError)
+    ((*SM80, "--block", "0x0x0", "--emit", "config"),
+     f"{GEMM} --block: expected MxNxK, 3 positive integers such as 128x128x64; found '0x0x0'"),
+    ((*SM80, "--block", "128x128x0", "--emit", "config"),
+     f"{GEMM} --block: expected MxNxK, 3 positive integers such as 128x128x64; found '128x128x0'"),
+    ((*GFX950, "--block", "128x128", "--emit", "config"),
+     f"{GEMM} --block: expected MxNxK, 3 positive integers such as 128x128x64; found '128x128'"),
+    ((*SM80, "--warps", "0x2", "--emit", "config"),
+     f"{GEMM} --warps: expected WMxWN, 2 positive integers such as 2x2; found '0x2'"),
+    ((*SM80, "--stages", "0", "--emit", "config"), f"{GEMM} --stages: expected a positive integer, found '0'"),
+    ((*SM80, "--group-m", "0", "--emit", "config"), f"{GEMM} --group-m: expected a positive integer, found '0'"),
+    ((*SM80, "--ctas", "-1", "--emit", "config"), f"{GEMM} --ctas: expected a non-negative integer, found '-1'"),
+    ((*SM80, "--seed", "-1", "--validate"), f"{GEMM} --seed: expected a non-negative integer, found '-1'"),
+    ((*GFX950, "--seed", "-1", "--validate"), f"{GEMM} --seed: expected a non-negative integer, found '-1'"),
+    # --groups lists (--groups "" ran a plain 4096x64x64 GEMM, 3,,4 ran two groups)
+    (("gemm", "--target", "sm80", "--groups", "", "-N", "64", "-K", "64", "--emit", "config"),
+     f"{GEMM} --groups: expected comma-separated row counts, each >= 0, such as 300,0,1,77; found ''"),
+    (("gemm", "--target", "sm80", "--groups", "3,,4", "-N", "64", "-K", "64", "--emit", "config"),
+     f"{GEMM} --groups: expected comma-separated row counts, each >= 0, such as 300,0,1,77; found '3,,4'"),
+    (("gemm", "--target", "gfx950", "--groups", "3,4,", "-N", "64", "-K", "64", "--emit", "config"),
+     f"{GEMM} --groups: expected comma-separated row counts, each >= 0, such as 300,0,1,77; found '3,4,'"),
+    (("gemm", "--target", "gfx950", "--groups", "3,-1", "-N", "64", "-K", "64", "--emit", "config"),
+     f"{GEMM} --groups: expected comma-separated row counts, each >= 0, such as 300,0,1,77; found '3,-1'"),
+    # choices: one line, not the 14-line usage block
+    ((*SM80, "--dtype", "x", "--emit", "config"), f"{GEMM} --dtype: invalid choice: 'x' (choose from 'f16', 'bf16'"),
+    ((*SM80, "--activation", "x", "--emit", "config"),
+     f"{GEMM} --activation: invalid choice: 'x' (choose from 'relu', 'silu', 'gelu')"),
+    (("gemm", "--target", "sm90", "--emit", "config"), f"{GEMM} --target: invalid choice: 'sm90'"),
+    # the target is never implied
+    (("gemm", "-M", "64", "--emit", "config"),
+     f"{GEMM} --target: required; expected one of sm80, sm_80, gfx950"),
+    ((*SM80, "--emit"), f"{GEMM} --emit: expected one argument"),
+    ((*SM80, "--emit", "config", "--frobnicate"), "python -m tvm_cdna4 gemm: error: unrecognized arguments: --frobnicate"),
+    # options a target or a mode would ignore, options that need another
+    ((*GFX950, "--tune", "--emit", "config"), "error: --tune is an sm80 option"),
+    ((*SM80, "--json", "--emit", "config"), "error: --json needs --report"),
+    ((*GFX950, "--json", "--validate"), "error: --json needs --report"),
+    (("gemm", "--target", "gfx950", "--groups", "3,4", "-N", "64", "-K", "64", "--report", "--json"),
+     "error: --json: the grouped GEMM's --report is text only"),
+    ((*SM80, "--seed", "0", "--emit", "config"), "error: --seed seeds --validate's inputs; found --seed 0 without "
+     "--validate"),
+    (("gemm", "--target", "sm80", "--groups", "3,4", "-M", "64", "-N", "64", "-K", "64", "--emit", "config"),
+     "error: -M is not read with --groups (A's rows are the groups' rows summed, T = 7); drop -M"),
+    ((*SM80, "--tune", "--block", "64x64x32", "--validate"), "error: --tune chooses the tile by timing candidates: "
+     "--block cannot be given with it"),
+    ((*SM80, "--tune", "--ctas", "0", "--stages", "3", "--validate"), "error: --tune chooses the tile by timing "
+     "candidates: --stages, --ctas cannot be given with it"),
+    # attention
+    ((*ATTEND, "--batch", "0", "--emit", "config"), f"{ATTENTION} --batch: expected a positive integer, found '0'"),
+    ((*ATTEND, "--heads", "-2", "--emit", "config"), f"{ATTENTION} --heads: expected a positive integer, found '-2'"),
+    ((*ATTEND, "--kv-heads", "0", "--emit", "config"), f"{ATTENTION} --kv-heads: expected a positive integer, found '0'"),
+    (("attention", "--seq", "0", "--emit", "config"), f"{ATTENTION} --seq: expected a positive integer, found '0'"),
+    ((*ATTEND, "--seq-kv", "-1", "--emit", "config"), f"{ATTENTION} --seq-kv: expected a positive integer, found '-1'"),
+    ((*ATTEND, "--head-dim", "0", "--emit", "config"), f"{ATTENTION} --head-dim: expected a positive integer, found '0'"),
+    ((*ATTEND, "--block-q", "0", "--emit", "config"), f"{ATTENTION} --block-q: expected a positive integer, found '0'"),
+    ((*ATTEND, "--block-kv", "-32", "--emit", "config"),
+     f"{ATTENTION} --block-kv: expected a positive integer, found '-32'"),
+    ((*ATTEND, "--scale", "0", "--emit", "config"), f"{ATTENTION} --scale: expected a positive finite number, found '0'"),
+    ((*ATTEND, "--scale", "nan", "--emit", "config"),
+     f"{ATTENTION} --scale: expected a positive finite number, found 'nan'"),
+    ((*ATTEND, "--seed", "-1", "--validate"), f"{ATTENTION} --seed: expected a non-negative integer, found '-1'"),
+    ((*ATTEND, "--target", "sm80", "--arch", "sm_75", "--emit", "config"),
+     f"{ATTENTION} --arch: expected a CUDA arch sm_80 or newer, such as sm_80 or sm_90a; found 'sm_75'"),
+    ((*ATTEND, "--target", "sm80", "--arch", "gfx950", "--emit", "config"),
+     f"{ATTENTION} --arch: expected a CUDA arch sm_80 or newer, such as sm_80 or sm_90a; found 'gfx950'"),
+    ((*ATTEND, "--dtype", "f32", "--emit", "config"), f"{ATTENTION} --dtype: invalid choice: 'f32'"),
+    (("attention", "--emit", "config"), f"{ATTENTION} --seq: required"),
+    ((*ATTEND, "--seed", "3", "--emit", "config"), "error: --seed seeds --validate's inputs"),
+    # the other commands
+    (("opcodes", "--kind", "mfmaa"), "python -m tvm_cdna4 opcodes: error: argument --kind: invalid choice: 'mfmaa'"),
+    (("opcodes", "--no-lanes"), "error: --no-lanes needs --json"),
+    ((), "python -m tvm_cdna4: error: argument command: required; expected one of opcodes, gemm, selftest, draw, "
+         "attention"),
+    (("frobnicate",), "python -m tvm_cdna4: error: argument command: invalid choice: 'frobnicate'"),
+    (("-q", "-v", "opcodes"), "python -m tvm_cdna4: error: argument -v/--verbose: not allowed with argument -q/--quiet"),
+    (("draw", "--all", "mfma_f32_16x16x32_f16"), "error: draw takes one opcode NAME or --all"),
+]
+
+
+@pytest.mark.parametrize("argv, message", BAD_ARGV, ids=[" ".join(argv) or "(none)" for argv, _ in BAD_ARGV])
+def test_bad_input_is_one_usage_line_naming_the_argument(argv, message, cli):
+    proc = cli(*argv)
+    assert (proc.returncode, proc.stdout) == (2, ""), proc.stdout + proc.stderr
+    assert len(proc.stderr.splitlines()) == 1 and proc.stderr.startswith(message), proc.stderr
+
+
+def test_help_states_every_default():
+    """Issue 34 item 3: every option that takes a value says what it is without it (``(default: X)``,
+    or words naming the default); flags are off unless given (each subcommand's help says so)."""
+    import argparse
+
+    from tvm_cdna4.cli import build_parser
+
+    parser = build_parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+    for name, sub in {"": parser, **commands}.items():
+        flags = [a for a in sub._actions if a.nargs == 0 and a.default is False]  # store_true
+        if name and flags:
+            assert "flags (options without a value) are off unless given" in " ".join(sub.format_help().lower().split())
+        formatter = sub._get_formatter()
+        for action in sub._actions:
+            if not action.option_strings or action.nargs == 0:  # positionals, flags, --help, --version
+                continue
+            helped = formatter._expand_help(action) if action.help else ""
+            assert ("required" if action.required else "default") in helped, (name, action.option_strings, helped)
+    gemm = commands["gemm"].format_help()
+    assert "(default: 4096)" in gemm and "(default: nt)" in gemm and "(default: f16)" in gemm
+    assert "required, no default" in " ".join(gemm.split())

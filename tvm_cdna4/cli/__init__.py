@@ -9,6 +9,7 @@ import logging
 import sys
 
 from ..errors import TRACEBACK_ENV, ContractError, full_tracebacks, report
+from .args import FLAGS_OFF, Default, DefaultsFormatter, UsageParser, check_opcodes
 
 
 def _opcodes(args: argparse.Namespace) -> int:
@@ -119,8 +120,11 @@ def logging_to_stderr(verbosity: int):
         logger.setLevel(level)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m tvm_cdna4", description=__doc__)
+def build_parser() -> UsageParser:
+    """The parser of every command: ``UsageParser``s (one-line usage errors) with ``DefaultsFormatter``
+    help (each option's default); a command's ``check`` (``cli.args``) runs on its parsed options
+    before the command (``main``)."""
+    parser = UsageParser(prog="python -m tvm_cdna4", description=__doc__, formatter_class=DefaultsFormatter)
     parser.add_argument("--version", action=_VersionAction, help="print the installed version and exit")
     talk = parser.add_mutually_exclusive_group()
     talk.add_argument("-v", "--verbose", action="store_true",
@@ -128,13 +132,16 @@ def build_parser() -> argparse.ArgumentParser:
                            f"(also: {TRACEBACK_ENV}=1)")
     talk.add_argument("-q", "--quiet", action="store_true", help="log warnings and errors only (default: INFO too)")
     sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("opcodes", help="print the CDNA4 instruction catalog")
+    p = sub.add_parser("opcodes", help="print the CDNA4 instruction catalog", description=f"The catalog. {FLAGS_OFF}",
+                       formatter_class=DefaultsFormatter)
     p.add_argument("--json", action="store_true", help="JSON list, one object per opcode, with lane maps")
     p.add_argument("--no-lanes", action="store_true", help="with --json: leave out the lane tables")
-    p.add_argument("--kind", choices=("mfma", "mfma_scale", "ds_read_tr"), help="only this kind")
-    p.set_defaults(func=_opcodes)
+    p.add_argument("--kind", choices=("mfma", "mfma_scale", "ds_read_tr"), help="only this kind (default: every kind)")
+    p.set_defaults(func=_opcodes, check=check_opcodes)
     from .gemm import add_gemm_parser; add_gemm_parser(sub)  # noqa: E702
-    p = sub.add_parser("selftest", help="compile one kernel per opcode for gfx950 and check its instruction")
+    p = sub.add_parser("selftest", help="compile one kernel per opcode for gfx950 and check its instruction",
+                       description="Compile one kernel per opcode for gfx950 and check its instruction.",
+                       formatter_class=DefaultsFormatter)
     p.add_argument("names", nargs="*", help="catalog names (default: all 44)")
     p.set_defaults(func=lambda args: __import__("tvm_cdna4.selftest", fromlist=["main"]).main(args.names))
     from .draw import add_draw_parser; add_draw_parser(sub)  # noqa: E702
@@ -144,9 +151,34 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def parse(argv: list[str] | None = None) -> argparse.Namespace | int:
+    """The options of ``argv`` after their command's check (``cli.args``), the ``Default`` ints made
+    plain; or the exit status: 0 after ``--help`` / ``--version``, 2 after a usage error (one line on
+    stderr, the command's prog first for the parser's, ``error:`` first for a check's)."""
+    parser = build_parser()
+    try:
+        args, extra = parser.parse_known_args(argv)
+        if extra:  # the command's parser names it (argparse would say ``python -m tvm_cdna4``)
+            parser.commands.choices[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
+    except SystemExit as done:
+        return done.code if isinstance(done.code, int) else 2
+    check = getattr(args, "check", None)
+    why = check(args) if check else None
+    if why:
+        print(f"error: {why}", file=sys.stderr)
+        return 2
+    for name, value in vars(args).items():
+        if isinstance(value, Default):
+            setattr(args, name, int(value))
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run a command; a contract error is printed with its rule as the first line (exit status 2)."""
-    args = build_parser().parse_args(argv)
+    """Run a command; its exit status. A usage error is one line on stderr (exit status 2, ``parse``), a
+    contract error is printed with its rule as the first line (exit status 2)."""
+    args = parse(argv)
+    if isinstance(args, int):
+        return args
     with logging_to_stderr(-1 if args.quiet else int(args.verbose)), full_tracebacks(args.verbose):
         try:
             return args.func(args)

@@ -23,6 +23,8 @@ import sys
 import attrs
 
 from ..kernels.attention.problem import ATTENTION_DTYPES as DTYPES
+from .args import (FLAGS_OFF, Default, DefaultsFormatter, check_attention, cuda_arch, nonnegative_int, positive_float,
+                   positive_int)
 
 TARGETS = ("gfx950", "sm80")  # attention.TARGETS' keys (that module imports the planners: not at parse time)
 ACTIONS = "--validate, --emit asm|tir|cuda|config, --report (gfx950), --bench (sm80 GPU)"
@@ -31,32 +33,35 @@ ACTIONS = "--validate, --emit asm|tir|cuda|config, --report (gfx950), --bench (s
 def add_attention_parser(subparsers) -> argparse.ArgumentParser:
     """Register the ``attention`` subcommand on an argparse subparsers object."""
     p = subparsers.add_parser("attention", help="attention forward (FlashAttention-2): --validate, --emit, --report, "
-                              "--bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--target", default="gfx950", choices=TARGETS, help="gfx950 (default) or sm80 (CUDA)")
+                              "--bench", description=f"{__doc__}{FLAGS_OFF}\n", formatter_class=DefaultsFormatter)
+    p.add_argument("--target", default="gfx950", choices=TARGETS, help="gfx950 (CDNA4) or sm80 (CUDA)")
     p.add_argument("--dtype", default="bf16", choices=DTYPES,
                    help="Q, K, V dtype; fp8: OCP e4m3 with per-tensor f32 scales, bf16 O (gfx950)")
-    p.add_argument("--batch", type=int, default=1)
-    p.add_argument("--heads", type=int, default=1, help="query heads H")
-    p.add_argument("--kv-heads", type=int, help="K/V heads (GQA: divides H; default H)")
-    p.add_argument("--seq", type=int, required=True, help="query sequence length")
-    p.add_argument("--seq-kv", type=int, help="key/value sequence length (default --seq)")
-    p.add_argument("--head-dim", type=int, default=128, help="64 or 128")
+    p.add_argument("--batch", type=positive_int, default=1, help="batch size B")
+    p.add_argument("--heads", type=positive_int, default=1, help="query heads H")
+    p.add_argument("--kv-heads", type=positive_int, help="K/V heads (GQA: divides H; default: H)")
+    p.add_argument("--seq", type=positive_int, required=True, help="query sequence length (required)")
+    p.add_argument("--seq-kv", type=positive_int, help="key/value sequence length (default: --seq)")
+    p.add_argument("--head-dim", type=positive_int, default=128, help="64 or 128")
     p.add_argument("--causal", action="store_true", help="row i sees keys j <= i (top-left diagonal)")
-    p.add_argument("--scale", type=float, help="softmax scale (default 1 / sqrt(head dim))")
-    p.add_argument("--block-q", type=int, help="query rows per workgroup / CTA (default: the target's)")
-    p.add_argument("--block-kv", type=int, help="keys per K/V tile (default: the target's)")
+    p.add_argument("--scale", type=positive_float, help="softmax scale (default: 1 / sqrt(head dim))")
+    p.add_argument("--block-q", type=positive_int, help="query rows per workgroup / CTA (default: the target's)")
+    p.add_argument("--block-kv", type=positive_int, help="keys per K/V tile (default: the target's)")
     p.add_argument("--validate", action="store_true",
                    help="gfx950: the CPU emulator; sm80: the NVIDIA GPU (without one: the CUDA emulator, small "
                         "shapes); against the float64 reference within attention.problem.error_bound")
-    p.add_argument("--seed", type=int, default=0, help="random input seed for --validate")
+    p.add_argument("--seed", type=nonnegative_int, default=Default(0), help="random input seed, with --validate")
     p.add_argument("--emit", choices=("asm", "tir", "cuda", "config"),
-                   help="print the generated code (asm: gfx950, cuda: sm80, tir) or the plan as JSON (config)")
+                   help="print the generated code (asm: gfx950, cuda: sm80, tir) or the plan as JSON (config) "
+                        "(default: none)")
     p.add_argument("--report", action="store_true", help="gfx950: the static performance report")
     p.add_argument("--bench", action="store_true", help="sm80: time on the NVIDIA GPU and print TFLOP/s")
     p.add_argument("--no-cache", action="store_true", help="build with TIRx even when the build cache has it")
-    p.add_argument("--arch", help="sm80: the CUDA arch to plan and build for, e.g. sm_90 (default: the NVIDIA GPU's "
-                   "when one is present, else sm_80); the default config depends on it (causal on sm_90: mbarriers)")
-    p.set_defaults(func=run_attention)
+    p.add_argument("--arch", type=cuda_arch,
+                   help="sm80: the CUDA arch to plan and build for, sm_80 or newer, e.g. sm_90 (default: the NVIDIA "
+                        "GPU's when one is present, else sm_80); the default config depends on it (causal on sm_90: "
+                        "mbarriers)")
+    p.set_defaults(func=run_attention, check=check_attention)
     return p
 
 

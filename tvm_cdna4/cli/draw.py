@@ -12,14 +12,16 @@ from __future__ import annotations
 import argparse
 import sys
 
+from .args import FLAGS_OFF, DefaultsFormatter
+
 
 def add_draw_parser(subparsers) -> argparse.ArgumentParser:
     """Register the ``draw`` subcommand on an argparse subparsers object."""
     p = subparsers.add_parser("draw", help="draw an opcode's lane maps (needs matplotlib: the 'docs' extra)",
-                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+                              description=f"{__doc__}{FLAGS_OFF}\n", formatter_class=DefaultsFormatter)
     p.add_argument("name", nargs="?", help="catalog name (MFMA: A, B and accumulator owners; ds_read_tr: provider "
                                            "map and K split)")
-    p.add_argument("-o", "--output", help="FILE.svg or FILE.png (default NAME.svg); with --all a directory")
+    p.add_argument("-o", "--output", help="FILE.svg or FILE.png (default: NAME.svg; with --all: the current directory); with --all a directory")
     p.add_argument("--all", action="store_true", help="every opcode and the seed figures, as SVG")
     p.set_defaults(func=run_draw)
     return p

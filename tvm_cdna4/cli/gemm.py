@@ -8,8 +8,9 @@
     python -m tvm_cdna4 gemm --target gfx950 --dtype mxfp4 --layout nt -M 4096 -N 4096 -K 4096 --report
     python -m tvm_cdna4 gemm --target gfx950 --dtype fp8 --block 128x128x128 --mfma 32x32 --report
 
-Actions: --validate, --bench, --report, --emit. Without one, --target sm80 builds for sm_80 and says
-so; --target gfx950 is a usage error naming its actions (--validate, --report, --emit).
+--target is required (no default: gfx950 and sm80 validate, time and emit differently). Actions:
+--validate, --bench, --report, --emit. Without one, --target sm80 builds for sm_80 and says so;
+--target gfx950 is a usage error naming its actions (--validate, --report, --emit).
 Exit codes: 0 success, 1 validation failed, 2 usage error / unavailable target / no GPU.
 """
 
@@ -19,6 +20,8 @@ import argparse
 import sys
 
 from ..kernels.gemm.epilogue import ACTIVATIONS, Fusion
+from .args import (FLAGS_OFF, Default, DefaultsFormatter, check_gemm, nonnegative_int, positive_int, row_counts,
+                   tile)
 
 TARGETS = ("sm80", "sm_80", "gfx950")
 CUDA_DTYPES = ("f16", "bf16")
@@ -27,18 +30,21 @@ GFX950_DTYPES = ("f16", "bf16", "fp8", "bf8", "fp8_bf8", "bf8_fp8", "i8", "f32",
 
 
 def add_gemm_parser(subparsers) -> argparse.ArgumentParser:
-    """Register the ``gemm`` subcommand on an argparse subparsers object."""
+    """Register the ``gemm`` subcommand on an argparse subparsers object (its options' types and checks:
+    ``cli.args``)."""
     p = subparsers.add_parser(
         "gemm",
         help="tiled GEMM schedule: build, --validate, --bench, --emit cuda",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=f"{__doc__}{FLAGS_OFF}\n",
+        formatter_class=DefaultsFormatter,
     )
-    p.add_argument("--target", default="sm80", choices=TARGETS, help="sm80 (CUDA, also runs on sm_90) or gfx950")
+    p.add_argument("--target", required=True, choices=TARGETS,
+                   help="sm80 (CUDA, also spelled sm_80: runs on sm_80 and newer, sm_90 included) or gfx950 (CDNA4); "
+                        "required, no default: the two validate, time and emit differently")
     p.add_argument("--dtype", default="f16", choices=GFX950_DTYPES,
                    help="input dtype (sm80: f16, bf16; gfx950: all listed)")
     p.add_argument("--out-dtype", default=None, choices=("f32", "f16", "bf16", "i32", "f64"),
-                   help="output dtype; default: the input dtype's first output (f32; gfx950 i8: i32, f64: f64). "
+                   help="output dtype (default: the input dtype's first output: f32; gfx950 i8: i32, f64: f64). "
                         "One the dtype does not produce is refused")
     p.add_argument(
         "--layout",
@@ -46,49 +52,57 @@ def add_gemm_parser(subparsers) -> argparse.ArgumentParser:
         choices=("nn", "nt", "tn", "tt"),
         help="n: A is [M,K] / B is [K,N]; t: A is [K,M] / B is [N,K] (nt = both K-contiguous)",
     )
-    p.add_argument("-M", type=int, default=4096, help="rows of A and C (with --dynamic-m: the run-time M)")
-    p.add_argument("-N", type=int, default=4096)
-    p.add_argument("-K", type=int, default=4096)
+    p.add_argument("-M", type=positive_int, default=Default(4096),
+                   help="rows of A and C (with --dynamic-m: the run-time M; not with --groups, whose rows are A's)")
+    p.add_argument("-N", type=positive_int, default=Default(4096), help="columns of B and C")
+    p.add_argument("-K", type=positive_int, default=Default(4096), help="the reduction length")
     p.add_argument("--validate", action="store_true",
                    help="sm80: run on the GPU; gfx950: run in the CPU wavefront emulator; compare with numpy (float64)")
     p.add_argument("--report", action="store_true", help="gfx950: static performance report (instruction mix, llvm-mca)")
-    p.add_argument("--json", action="store_true", help="gfx950 with --report: one JSON object (per-wave figures and "
-                   "the whole-GPU estimate)")
-    p.add_argument("--seed", type=int, default=0, help="random input seed for --validate")
+    p.add_argument("--json", action="store_true", help="with --report (gfx950): the report as one JSON object (per-wave "
+                   "figures and the whole-GPU estimate)")
+    p.add_argument("--seed", type=nonnegative_int, default=Default(0),
+                   help="random input seed, with --validate")
     p.add_argument("--bench", action="store_true", help="time on the GPU (median, L2 flushed) and print TFLOP/s")
     p.add_argument("--emit", choices=("cuda", "asm", "llvm", "tir", "config"),
-                   help="print the generated code: cuda (sm80), asm / llvm (gfx950), tir, config")
-    p.add_argument("--block", metavar="MxNxK", help="block tile, e.g. 128x256x32 (default per dtype)")
-    p.add_argument("--warps", metavar="WMxWN", help="warp grid, e.g. 2x4 (gfx950: 2x2 waves only)")
-    p.add_argument("--stages", type=int, help="cp.async pipeline depth (gfx950: 2 only; 3 with --lds-dma)")
-    p.add_argument("--mfma", choices=("16x16", "32x32"), help="gfx950: MFMA shape (default per dtype)")
+                   help="print the generated code: cuda (sm80), asm / llvm (gfx950), tir, config (default: none; "
+                        "sm80 without an action builds and says so)")
+    p.add_argument("--block", metavar="MxNxK", type=tile("MxNxK", "128x128x64"),
+                   help="block tile, e.g. 128x256x32 (default: the planner's, or the dtype's)")
+    p.add_argument("--warps", metavar="WMxWN", type=tile("WMxWN", "2x2"),
+                   help="warp grid, e.g. 2x4 (default: the planner's; gfx950: 2x2 waves only)")
+    p.add_argument("--stages", type=positive_int, help="software pipeline depth (default: the planner's; sm80: cp.async "
+                   "stages, at least 2; gfx950: 2 only, 3 with --lds-dma)")
+    p.add_argument("--mfma", choices=("16x16", "32x32"), help="gfx950: MFMA shape (default: the planner's, or the dtype's)")
     p.add_argument("--lds-dma", action="store_true",
                    help="gfx950 dense GEMMs: direct-to-LDS global loads, three LDS stages (its own default tile)")
     p.add_argument("--reduction", choices=("atomic", "ordered"),
-                   help="split-K reduction: f32 atomics (default) or per-split slices added in index order "
-                        "(deterministic)")
-    p.add_argument("--group-m", type=int, help="block rasterization group (block rows per N sweep)")
-    p.add_argument("--ctas", type=int,
-                   help="sm80: persistent kernel with this many CTAs (the GPU's SM count), 0 = one CTA per tile")
+                   help="split-K reduction: f32 atomics or per-split slices added in index order (deterministic) "
+                        "(default: atomic)")
+    p.add_argument("--group-m", type=positive_int,
+                   help="sm80: block rasterization group, block rows per N sweep (default: the planner's)")
+    p.add_argument("--ctas", type=nonnegative_int,
+                   help="sm80: persistent kernel with this many CTAs (the GPU's SM count), 0 = one CTA per tile "
+                        "(default: the planner's)")
     p.add_argument("--tune", action="store_true",
                    help="sm80: time the planner's candidate tilings on the GPU and cache the winner (kernels.sm80.gemm.build)")
     fused = p.add_argument_group("fused epilogue", "applied to the f32 accumulator before the output cast, in this "
                                  "order: row and column scales, bias, activation, residual (docs: kernels.gemm.epilogue)")
     fused.add_argument("--bias", action="store_true", help="add a per-column f32 bias [N]")
-    fused.add_argument("--activation", choices=ACTIVATIONS, help="relu, silu or gelu (tanh form)")
+    fused.add_argument("--activation", choices=ACTIVATIONS, help="relu, silu or gelu (tanh form) (default: none)")
     fused.add_argument("--residual", action="store_true", help="add a residual input of C's shape and dtype")
     fused.add_argument("--row-scale", action="store_true", help="multiply row m by an f32 scale [M] (per token)")
     fused.add_argument("--col-scale", action="store_true", help="multiply column n by an f32 scale [N] (per channel)")
     p.add_argument("--dynamic-m", action="store_true",
                    help="compile for a symbolic M (N, K static; layouts nn, nt): the kernel of -M's bucket, the "
                         "planner's choice there; -M gives the run-time M (docs: kernels.gemm.dynamic_m)")
-    p.add_argument("--groups", metavar="M1,M2,...",
+    p.add_argument("--groups", metavar="M1,M2,...", type=row_counts,
                    help="grouped GEMM (mixture of experts): G GEMMs of these row counts (0 allowed) sharing N and K in "
-                        "one launch; A [T, K] with T their sum (-M is not read), B [G, N, K] (nt) or [G, K, N] (nn), the "
-                        "group offsets read on the device (docs: kernels.gemm.grouped)")
+                        "one launch; A [T, K] with T their sum (no -M), B [G, N, K] (nt) or [G, K, N] (nn), the "
+                        "group offsets read on the device (docs: kernels.gemm.grouped) (default: one GEMM)")
     p.add_argument("--no-cache", action="store_true",
                    help="build with TIRx even when the build cache (~/.cache/tvm_cdna4, TVM_CDNA4_CACHE_DIR) has it")
-    p.set_defaults(func=run_gemm)
+    p.set_defaults(func=run_gemm, check=check_gemm)
     return p
 
 
@@ -141,7 +155,7 @@ def fusion(args) -> Fusion:
 def run_gemm(args) -> int:
     """The ``gemm`` subcommand: exit status 0, 1 (validation failed) or 2 (usage, no target/GPU)."""
     args.fusion = fusion(args)
-    if getattr(args, "groups", None):
+    if getattr(args, "groups", None) is not None:
         from .gemm_grouped import run
 
         return run(args)
@@ -166,8 +180,6 @@ def run_gemm(args) -> int:
         cfg = _config(args)
     except ValueError as e:
         return _usage(str(e))
-    if min(args.M, args.N, args.K) < 1:
-        return _usage("M, N, K must be positive")
     _emit_sm80(args, cfg)
     if not (args.validate or args.bench or args.tune):
         return 0

@@ -21,18 +21,14 @@ from __future__ import annotations
 
 import json
 
+from .args import parse_row_counts
 from .gemm_dynamic import TILE_OPTIONS, _usage
 
 
 def parse_groups(text: str) -> list[int]:
-    """The row counts of ``--groups`` (comma-separated ints >= 0, at least one)."""
-    try:
-        sizes = [int(x) for x in text.split(",") if x.strip() != ""]
-    except ValueError:
-        raise ValueError(f"--groups {text!r}: expected comma-separated row counts, e.g. 300,0,1,77") from None
-    if not sizes or min(sizes) < 0:
-        raise ValueError(f"--groups {text!r}: expected one or more row counts, each >= 0")
-    return sizes
+    """The row counts of ``--groups`` (comma-separated ints >= 0, at least one, no empty item:
+    ``cli.args.parse_row_counts``)."""
+    return parse_row_counts(text)
 
 
 def refusal(args) -> str | None:

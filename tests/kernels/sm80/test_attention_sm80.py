@@ -154,8 +154,10 @@ def test_the_default_config_is_the_cost_models_choice():
     from tvm_cdna4.kernels.sm80.attention_plan import decoupled  # one m-tile: its twin measured slower
 
     assert decoupled(AttentionProblem(4, 32, 32, 4096, 4096, 128, causal=True), C(128, 8, 2)) == C(128, 8, 2)
-    with pytest.raises(ValueError, match="sm80 attention arch: expected a CUDA arch"):
-        plan_sm80_attention(AttentionProblem(1, 1, 1, 64, 64, 64), arch="gfx950")
+    for arch in ("gfx950", "sm_75"):  # sm_75 has no cp.async, ldmatrix or mma.sync m16n8k16: refused, not planned
+        with pytest.raises(ValueError, match=f"sm80 attention arch: expected a CUDA arch sm_80 or newer, such as "
+                                             f"'sm_80' or 'sm_90a', found '{arch}'"):
+            plan_sm80_attention(AttentionProblem(1, 1, 1, 64, 64, 64), arch=arch)
 
 
 def test_the_cuda_side_imports_no_gfx950_module():

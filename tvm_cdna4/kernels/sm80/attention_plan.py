@@ -311,8 +311,9 @@ def plan_sm80_attention(problem: AttentionProblem, config: Sm80AttentionConfig |
         raise ValueError(f"sm80 attention dtype: expected one of {tuple(sorted(STORAGE))}, found {problem.dtype!r} (mma.sync "
                          f"m16n8k16 takes 16-bit inputs; fp8 attention runs on --target gfx950)")
     check_indexing(problem)
-    if not arch_number(arch):
-        raise ValueError(f"sm80 attention arch: expected a CUDA arch such as 'sm_80' or 'sm_90a', found {arch!r}")
+    if arch_number(arch) < 80:  # cp.async, ldmatrix and mma.sync m16n8k16 are sm_80's
+        raise ValueError(f"sm80 attention arch: expected a CUDA arch sm_80 or newer, such as 'sm_80' or 'sm_90a', "
+                         f"found {arch!r}")
     config = config or default_config(problem, sms or H200_SMS, arch)
     check_config(problem, config)
     shapes = problem.shapes()
