@@ -170,22 +170,34 @@ def dma_pipeline(tiles: int = 4, waves: int = 2, vmcnt: int = 1, barrier_after_r
     return kernel
 
 
-def dma_wave_soffset(uniform: bool = False):
-    """Two waves, each loading its own 1 KiB block of X straight into its LDS block, that block's byte
-    offset as the load's ``soffset``: ``(tx // 64) * 1024``, which LLVM cannot prove wave-uniform (it
-    builds a readfirstlane waterfall loop around the load), or ``T.rocm.wave_id() * 1024`` (uniform)."""
+def dma_soffset(by: str = "wave_id"):
+    """Wave ``w`` of 4 loads the 1024-byte blocks ``4w .. 4w + 3`` of X straight into the same LDS
+    blocks, the block's byte offset in ``soffset`` written ``by`` ``"tx"`` (``tx // 64 * ...``: uniform,
+    but LLVM cannot prove it), ``"wave_id"`` (``T.rocm.wave_id()``), or in ``voffset`` (``"voffset"``,
+    soffset 0); then waits, barriers and copies the LDS to D."""
+    by_tx, by_wave = by == "tx", by == "wave_id"
+
     @T.function
-    def kernel(X: T.Tensor((512,), "int32"), D: T.Tensor((128, 4), "int32")):
+    def kernel(X: T.Tensor((4096,), "int32"), D: T.Tensor((256, 16), "int32")):
         with T.device_entry():
             bx = T.launch_thread("blockIdx.x", 1)
-            tx = T.launch_thread("threadIdx.x", 128)
-            S = T.alloc_tensor(ty_args=[T.Tensor((512,), "int32", scope="shared", align=16)])
-            soffset = T.rocm.wave_id() * 1024 if uniform else tx // 64 * 1024
-            T.rocm.buffer_load_lds(X.data, 2048, tx % 64 * 16, soffset, S[tx // 64 * 256], 16)
+            tx = T.launch_thread("threadIdx.x", 256)
+            S = T.alloc_tensor(ty_args=[T.Tensor((4096,), "int32", scope="shared", align=16)])
+            lane = tx % 64
+            for j in T.unroll(4):
+                if by_tx:
+                    T.rocm.buffer_load_lds(X.data, 16384, lane * 16, (tx // 64 * 4 + j) * 1024,
+                                           S[(tx // 64 * 4 + j) * 256], 16)
+                elif by_wave:
+                    T.rocm.buffer_load_lds(X.data, 16384, lane * 16, (T.rocm.wave_id() * 4 + j) * 1024,
+                                           S[(tx // 64 * 4 + j) * 256], 16)
+                else:
+                    T.rocm.buffer_load_lds(X.data, 16384, (tx // 64 * 4 + j) * 1024 + lane * 16, 0,
+                                           S[(tx // 64 * 4 + j) * 256], 16)
             T.rocm.s_waitcnt_vmcnt(0)
             T.rocm.workgroup_barrier()
-            for e in T.unroll(4):
-                D[tx, e] = S[tx * 4 + e]
+            for e in T.unroll(16):
+                D[tx, e] = S[tx * 16 + e]
 
     return kernel
 

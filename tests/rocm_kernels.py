@@ -280,3 +280,16 @@ def global_off_by_one():
             B[tx + 1] = A[tx]
 
     return kernel
+
+
+def natural_exp(n: int = 64):
+    """``Y = e^X`` as docs/emulator.md ("Exponentials (gfx950)") writes it: the hardware exponential
+    ``llvm.amdgcn.exp2`` (``v_exp_f32``) of ``x * log2(e)``."""
+    @T.function
+    def kernel(X: T.Tensor((n,), "float32"), Y: T.Tensor((n,), "float32")):
+        with T.device_entry():
+            bx = T.launch_thread("blockIdx.x", 1)
+            tx = T.launch_thread("threadIdx.x", n)
+            Y[tx] = T.call_llvm_pure_intrin("llvm.amdgcn.exp2", X[tx] * T.float32(1.4426950408889634), ty="float32")
+
+    return kernel

@@ -154,6 +154,20 @@ def test_gemm_gfx950_refuses_tile_options_it_cannot_apply(args, first_line, gemm
     assert proc.returncode == 2 and proc.stderr.splitlines()[0].startswith(first_line), proc.stderr
 
 
+@pytest.mark.parametrize("args, operand, elements", [
+    (("--dtype", "f16", "-N", "64", "-K", "36"), "A", 36),                  # nt: rows of K, 8 f16 a chunk
+    (("--dtype", "f16", "--layout", "nn", "-N", "36", "-K", "64"), "B", 36),  # nn: B's rows are N
+    (("--dtype", "fp8", "-N", "64", "-K", "72"), "A", 72),                  # 16 fp8 a chunk
+])
+def test_gemm_gfx950_lds_dma_needs_rows_of_whole_16_byte_chunks(args, operand, elements, gemm):
+    """docs/patterns.md ("Direct-to-LDS loads") and the --lds-dma help state this rule and this error."""
+    proc = gemm(*args, "-M", "64", "--lds-dma", "--emit", "config")
+    assert proc.returncode == 2 and proc.stderr.splitlines()[0] == (
+        f"error: lds_dma: {operand} rows of {elements} elements are not whole 16-byte chunks (direct-to-LDS loads "
+        "move whole chunks); use the register staging (lds_dma=False)"), proc.stderr
+    assert gemm(*args, "-M", "64", "--emit", "config").returncode == 0  # the register staging runs it
+
+
 @pytest.fixture
 def attention(cli):
     return lambda *args: cli("attention", *args)

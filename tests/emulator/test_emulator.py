@@ -159,3 +159,15 @@ def test_out_of_bounds_global_access():
     with pytest.raises(EmulationError, match=r"out-of-bounds global access to 'B': bytes \[256, 260\) of 256") as err:
         emulate(rocm_kernels.global_off_by_one(), np.ones(64, np.float32), np.zeros(64, np.float32))
     assert (err.value.wave, err.value.lane) == (0, 63)
+
+
+def test_the_documented_exponential_emulates_and_compiles_to_v_exp_f32():
+    """docs/emulator.md, "Exponentials (gfx950)": e^x as the hardware exp2 of x * log2(e)."""
+    import tvm_cdna4
+
+    x = np.linspace(-20, 20, 64).astype(np.float32)
+    y = np.zeros(64, np.float32)
+    emulate(rocm_kernels.natural_exp(), x, y)
+    np.testing.assert_allclose(y, np.exp(x.astype(np.float64)), rtol=2e-6)  # about |x| * 2^-24 from the product
+    asm = tvm_cdna4.build(rocm_kernels.natural_exp()).asm
+    assert asm.count("v_exp_f32") == 1

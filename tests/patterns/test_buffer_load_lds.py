@@ -189,3 +189,47 @@ def test_double_buffered_loop_overlaps_the_next_loads_with_the_reads():
 def test_double_buffered_loop_without_its_wait_or_barrier_is_an_error(change, message):
     with pytest.raises(EmulationError, match=message):
         emulate(K.dma_pipeline(**change), np.zeros(4 * 512, np.int32), np.zeros((128, 4), np.int32))
+
+
+def _waterfall_loops(lines: list[str]) -> list[list[str]]:
+    """The ``readfirstlane`` waterfall loops of a kernel: from ``s_mov_b64 s[..], exec`` (exec saved)
+    to the ``s_cbranch_execnz`` back to the loop head, each as its instructions."""
+    loops, start = [], None
+    for i, ln in enumerate(lines):
+        if re.match(r"s_mov_b64 s\[\d+:\d+\], exec$", ln):
+            start = i
+        elif ln.startswith("s_cbranch_execnz") and start is not None:
+            loops.append(lines[start:i + 1])
+            start = None
+    return loops
+
+
+@pytest.mark.parametrize("by", ["tx", "wave_id", "voffset"])
+def test_an_soffset_llvm_cannot_prove_uniform_becomes_a_waterfall_loop_around_each_load(by):
+    """docs/patterns.md, "Wave-uniform scalar operands": ``tx // 64 * stride`` in soffset is wave-uniform,
+    but LLVM's divergence analysis cannot prove it: each load gets a loop that reads lane 0's value
+    (``v_readfirstlane_b32``), runs the load for the lanes that hold it (``s_and_saveexec_b64``) and
+    repeats for the rest. ``T.rocm.wave_id()`` (an SGPR) or the offset in voffset gives plain loads."""
+    lines = _instructions(build(K.dma_soffset(by)).asm)
+    loads = [ln for ln in lines if instruction_kind(ln) == "global_lds"]
+    assert len(loads) == 4
+    loops = _waterfall_loops(lines)
+    if by != "tx":
+        assert loops == [] and not any(ln.startswith("s_cbranch_execnz") for ln in lines)
+        return
+    assert len(loops) == len(loads)  # one loop around every load
+    for loop in loops:
+        mnemonics = [ln.split()[0] for ln in loop]
+        for first, then in [("v_readfirstlane_b32", "v_cmp_eq_u32_e32"), ("v_cmp_eq_u32_e32", "s_and_saveexec_b64"),
+                            ("s_and_saveexec_b64", "buffer_load_dwordx4"), ("buffer_load_dwordx4", "s_xor_b64")]:
+            assert mnemonics.index(first) < mnemonics.index(then), loop
+        assert sum(ln.startswith("buffer_load") for ln in loop) == 1
+
+
+@pytest.mark.parametrize("by", ["tx", "wave_id", "voffset"])
+def test_the_three_spellings_of_the_offset_load_the_same_bytes(by):
+    """(The emulator runs the TIR, not the waterfall loop: this is the kernels' meaning, the same.)"""
+    x = np.arange(4096, dtype=np.int32)
+    d = np.zeros((256, 16), np.int32)
+    emulate(K.dma_soffset(by), x, d)
+    np.testing.assert_array_equal(d.ravel(), x)

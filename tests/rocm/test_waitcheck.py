@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 import attrs
 import pytest
-from dma_kernels import dma_unpublished, dma_wave_soffset
+from dma_kernels import dma_soffset, dma_unpublished
 
 import tvm_cdna4
 from tvm_cdna4.rocm import waitcheck
@@ -458,27 +458,31 @@ def _warnings(caplog) -> list[str]:
 
 
 WATERFALL = re.compile(r"^(\.LBB\d+_\d+):\n(?:\t.*\n)*?\tv_readfirstlane_b32 (s\d+), v\d+\n(?:\t.*\n)*?"
-                       r"\tbuffer_load_dwordx4 (v\d+), s\[\d+:\d+\], \2 offen lds\n(?:\t.*\n)*?\ts_cbranch_execnz \1$", re.M)
+                       r"\t(buffer_load_dwordx4 v\d+, s\[\d+:\d+\], \2 offen lds)\n(?:\t.*\n)*?\ts_cbranch_execnz \1$", re.M)
 
 
 def test_a_wave_dependent_soffset_is_warned_about_as_a_waterfall_loop(caplog):
-    """``(tx // 64) * 1024`` is the same in every lane of a wave, but LLVM cannot prove it: it issues the
-    direct-to-LDS load once per value of a readfirstlane of it, in a loop; the build warns, naming the load."""
+    """``tx // 64 * 4096`` is the same in every lane of a wave, but LLVM cannot prove it: it issues each
+    of the four direct-to-LDS loads once per value of a readfirstlane of it, in a loop (docs/patterns.md,
+    "Wave-uniform scalar operands"); the build warns once per load, naming it and its line."""
     caplog.set_level(logging.WARNING, logger="tvm_cdna4")
-    result = tvm_cdna4.build(dma_wave_soffset(uniform=False))
-    loop = WATERFALL.search(result.asm)
-    assert loop is not None  # the loop LLVM built, the readfirstlane value as the load's soffset
-    (warning,) = _warnings(caplog)
-    line = result.asm[:result.asm.index(f"\tbuffer_load_dwordx4 {loop.group(3)}, ")].count("\n") + 1
-    assert f"`buffer_load_dwordx4 {loop.group(3)}, s[4:7], {loop.group(2)} offen lds` (line {line})" in warning
-    assert "readfirstlane waterfall loop" in warning and "T.rocm.wave_id()" in warning
+    asm = tvm_cdna4.build(dma_soffset("tx")).asm
+    lines = asm.splitlines()
+    loops = [(m.group(3), asm[:m.start(3)].count("\n") + 1) for m in WATERFALL.finditer(asm)]
+    assert len(loops) == 4 and all(lines[line - 1].strip() == load for load, line in loops)
+    warnings = _warnings(caplog)
+    assert len(warnings) == 4
+    for (load, line), warning in zip(loops, warnings):
+        assert f"`{load}` (line {line}) runs in a readfirstlane waterfall loop" in warning
+        assert "T.rocm.wave_id()" in warning
 
 
-def test_the_soffset_from_wave_id_needs_no_waterfall_loop(caplog):
+@pytest.mark.parametrize("by", ["wave_id", "voffset"])
+def test_a_uniform_soffset_needs_no_waterfall_loop(by, caplog):
     caplog.set_level(logging.WARNING, logger="tvm_cdna4")
-    result = tvm_cdna4.build(dma_wave_soffset(uniform=True))
-    assert WATERFALL.search(result.asm) is None and _warnings(caplog) == []
-    assert "buffer_load_dwordx4" in result.asm
+    asm = tvm_cdna4.build(dma_soffset(by)).asm
+    assert WATERFALL.search(asm) is None and _warnings(caplog) == []
+    assert asm.count("buffer_load_dwordx4") == 4
 
 
 def test_the_build_refuses_a_direct_to_lds_load_no_wait_publishes():

@@ -75,7 +75,9 @@ def add_gemm_parser(subparsers) -> argparse.ArgumentParser:
                    "stages, at least 2; gfx950: 2 only, 3 with --lds-dma)")
     p.add_argument("--mfma", choices=("16x16", "32x32"), help="gfx950: MFMA shape (default: the planner's, or the dtype's)")
     p.add_argument("--lds-dma", action="store_true",
-                   help="gfx950 dense GEMMs: direct-to-LDS global loads, three LDS stages (its own default tile)")
+                   help="gfx950 dense GEMMs: direct-to-LDS global loads, three LDS stages (its own default tile); "
+                        "every row of A and B as stored (K for nt) must be whole 16-byte chunks: a multiple of 8 "
+                        "elements for f16/bf16, 16 for fp8/bf8/i8, 4 for f32, 2 for f64")
     p.add_argument("--reduction", choices=("atomic", "ordered"),
                    help="split-K reduction: f32 atomics or per-split slices added in index order (deterministic) "
                         "(default: atomic)")

@@ -9,17 +9,19 @@ workgroups x waves x lanes, lanes vectorized, per-workgroup LDS, the caller's ar
 memory (results are written back into them). Checks raise ``EmulationError``: out-of-bounds
 global/LDS access, LDS read of never-written bytes, cross-wave LDS races without a barrier or across
 a barrier that the writing wave reached with its LDS write still in flight (gfx950: no ``s_waitcnt
-lgkmcnt``), a barrier not reached by all waves, a wave-collective instruction with inactive lanes;
-sm80: a named-barrier or mbarrier wait that can never complete (a deadlock), a named-barrier phase
-left incomplete at the end (``machine.NamedBarrier``, :mod:`.mbarrier`).
-Arguments are checked against the kernel's parameters (``check_argument``).
+lgkmcnt``), a barrier not reached by all waves, a wave-collective instruction with inactive lanes,
+two workgroups storing one global byte (:mod:`.globalmem`); sm80: a named-barrier or mbarrier wait
+that can never complete (a deadlock), a named-barrier phase left incomplete at the end
+(``machine.NamedBarrier``, :mod:`.mbarrier`). A construct it does not run is an
+``EmulationUnsupported``.
+Arguments are checked against the kernel's parameters before anything runs (:mod:`.arguments`).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .errors import EmulationError
+from .errors import EmulationError, EmulationUnsupported
 
 TARGETS = {"gfx950": 64, "sm80": 32}  # target -> wave (warp) size
 LDS_WAITS = {"gfx950"}  # targets whose LDS writes complete only at a wait (s_waitcnt lgkmcnt)
@@ -49,6 +51,17 @@ def _calls(target: str) -> dict:
 def device_function(kernel, target: str = "gfx950"):
     """The single device function of ``kernel`` as TIRx hands it to codegen."""
     return lowered_kernel(kernel, target)[0]
+
+
+def check_backend(kernel, target: str) -> None:
+    """A kernel written for another backend than ``target``'s is a ``ContractError`` (``analysis.check_backend``)."""
+    from ..errors import presented
+    from ..rocm import analysis
+    from ..rocm.build import register
+
+    register()
+    with presented():  # the ROCm target's construction prints TIRx's warnings too
+        analysis.check_backend(kernel, _target(target))
 
 
 def lowered_kernel(kernel, target: str = "gfx950"):
@@ -159,77 +172,45 @@ def _children(node):
     return out
 
 
-def bind_shapes(params, arrays) -> dict[str, int]:
-    """``{name: value}`` of the variables in the tensor parameters' shapes (a dynamic-M kernel's
-    ``M``), bound from the arrays' shapes in parameter order; ValueError naming the parameter where
-    one array disagrees with the value an earlier one bound."""
-    bound, first = {}, {}
-    for param, arr in zip(params, arrays):
-        for axis, extent in enumerate(getattr(param.ty, "shape", ())):
-            if hasattr(extent, "value") or not hasattr(extent, "name") or not isinstance(arr, np.ndarray):
-                continue
-            if axis >= arr.ndim:
-                continue  # check_argument names the rank mismatch
-            value = int(arr.shape[axis])
-            if extent.name in bound and bound[extent.name] != value:
-                raise ValueError(f"emulate: parameter {param.name}: dimension {axis} is {extent.name} = "
-                                 f"{bound[extent.name]} (from {first[extent.name]}); found {value}")
-            bound.setdefault(extent.name, value)
-            first.setdefault(extent.name, param.name)
-    return bound
-
-
-def check_argument(name: str, ty, arr) -> None:
-    """``arr`` must be a C-contiguous numpy array of the tensor parameter's shape and dtype. An
-    integer parameter holds bit patterns, so any dtype of its element size fits (e.g.
-    ``ml_dtypes.bfloat16`` data for ``int16`` storage); a float parameter takes its own dtype
-    (``ml_dtypes.bfloat16`` / ``float8_e4m3fn`` / ``float8_e5m2`` for bf16 / fp8 / bf8)."""
-    from .interp import np_dtype
-
-    if not hasattr(ty, "shape"):
-        raise ValueError(f"emulate: parameter {name} is a scalar ({ty}); pass it by keyword, {name}=value")
-    if not isinstance(arr, np.ndarray):
-        raise ValueError(f"emulate: parameter {name} needs a numpy array; found {type(arr).__name__}")
-    want, lanes = np_dtype(ty.dtype)
-    shape = tuple(int(d) if hasattr(d, "value") else None for d in ty.shape) + ((lanes,) if lanes > 1 else ())
-    if arr.ndim != len(shape) or any(w is not None and w != g for w, g in zip(shape, arr.shape)):
-        spelled = "(" + ", ".join("?" if w is None else str(w) for w in shape) + ("," if len(shape) == 1 else "") + ")"
-        raise ValueError(f"emulate: parameter {name}: expected an array of shape {spelled}; found shape {arr.shape}")
-    bits = want.kind in "iub" and arr.dtype.itemsize == want.itemsize
-    if arr.dtype != want and not bits:
-        hint = f" (numpy: ml_dtypes.{ty.dtype})" if want.type.__module__.startswith("ml_dtypes") else ""
-        raise ValueError(f"emulate: parameter {name}: expected dtype {ty.dtype}{hint}; found {arr.dtype}")
-    if not arr.flags.c_contiguous:
-        raise ValueError(f"emulate: parameter {name} needs a C-contiguous array (np.ascontiguousarray)")
-
-
 def emulate(kernel, *arrays, target: str = "gfx950", max_threads_per_batch: int = 8192,
             uninitialized: str = "error", stats: dict | None = None, **scalars):
     """Run ``kernel`` on the CPU. ``arrays`` bind the kernel's tensor parameters in order (numpy,
-    C-contiguous, of the parameter's shape and dtype: ``check_argument``; outputs are written in
-    place); ``scalars`` bind scalar parameters by name.
+    C-contiguous, of the parameter's shape and dtype: ``arguments.check_argument``; outputs are
+    written in place and must be writable); ``scalars`` bind scalar parameters by name (a keyword
+    may also name a shape variable, e.g. a dynamic-M kernel's ``M``: the arrays must agree with it).
+    Every argument is checked before anything runs (``arguments``: a ``ValueError`` naming it).
     ``uninitialized="allow"`` lets LDS reads of never-written bytes through (they read zeros; on
     hardware they read stale values), for kernels that load and then ignore such data.
     ``stats``, a dict, receives access counts: for sm80, ``"ldmatrix phases"`` /
     ``"ldmatrix conflicts"`` and ``"cp.async phases"`` / ``"cp.async conflicts"`` (shared-memory
-    bank conflicts as excess wavefronts, :mod:`tvm_cdna4.emulator.banks`)."""
-    if uninitialized not in ("error", "allow"):
-        raise ValueError(f"emulate: uninitialized={uninitialized!r}; expected 'error' or 'allow'")
+    bank conflicts as excess wavefronts, :mod:`tvm_cdna4.emulator.banks`). A construct the emulator
+    does not run is an ``EmulationUnsupported`` (a ``NotImplementedError``), one sentence."""
+    from . import arguments
+    from .memory import Buffer
+
+    arguments.check_options(kernel, target, max_threads_per_batch, uninitialized, stats, TARGETS)
+    check_backend(kernel, target)  # a kernel for another backend: that, before its arguments
+    values, fixed = arguments.bind_scalars(kernel, scalars)
+    bound = arguments.bind_arrays(kernel, arrays)
+    shapes = arguments.bind_shapes([p for p, _ in bound], [a for _, a in bound], fixed)  # a dynamic-M kernel's M
+    globals_ = {p.name: Buffer(p.name, "global", a.reshape(-1).view(np.uint8).reshape(1, -1)) for p, a in bound}
+    func, host = lowered_kernel(kernel, target)
+    scalars = {**host_scalars(host, shapes), **values}
+    grid, block = _launch(func, kernel, shapes)
+    try:
+        _run(func, target, grid, block, globals_, scalars, max_threads_per_batch, uninitialized, stats)
+    except NotImplementedError as e:
+        raise EmulationUnsupported(str(e) if isinstance(e, EmulationUnsupported)
+                                   else str(e).replace("emulator: ", "emulate: ", 1)) from None
+    return arrays
+
+
+def _run(func, target, grid, block, globals_, scalars, max_threads_per_batch, uninitialized, stats) -> None:
+    """The launch, batch after batch of workgroups (``max_threads_per_batch`` threads at most)."""
     from .interp import Compiler, Env, np_dtype
     from .machine import Machine
-    from .memory import Buffer, Pointer
+    from .memory import Pointer
 
-    names = [p.name for p in kernel.params]
-    if len(arrays) > len(names):
-        raise ValueError(f"emulate: {len(arrays)} arrays for {len(names)} parameters {names}")
-    globals_ = {}
-    for param, arr in zip(kernel.params, arrays):
-        check_argument(param.name, param.ty, arr)
-        globals_[param.name] = Buffer(param.name, "global", arr.reshape(-1).view(np.uint8).reshape(1, -1))
-    shapes = bind_shapes(kernel.params, arrays)  # a dynamic-M kernel's M, from A's and C's shapes
-    func, host = lowered_kernel(kernel, target)
-    scalars = {**host_scalars(host, shapes), **scalars}
-    grid, block = _launch(func, kernel, shapes)
     wave = TARGETS[target]
     n_groups = int(np.prod([grid.get(d, 1) for d in "xyz"]))
     per_group = int(np.prod([block.get(d, 1) for d in "xyz"]))
@@ -259,10 +240,9 @@ def emulate(kernel, *arrays, target: str = "gfx950", max_threads_per_batch: int 
         if target == "sm80":
             from .ptx import unfinished_barriers
             unfinished_barriers(machine)
-    return arrays
 
 
-__all__ = ["EmulationError", "device_function", "emulate"]
+__all__ = ["EmulationError", "EmulationUnsupported", "device_function", "emulate"]
 
 
 def compare(name: str, got: np.ndarray, want: np.ndarray, rtol: float = 0.0, atol=0.0) -> str:

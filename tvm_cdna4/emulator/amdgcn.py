@@ -31,9 +31,11 @@ from ..isa.llvm_helpers import (
     buffer_load_lds_helper,
     wave_reduce_helper,
 )
+from . import mathcalls
 from .errors import EmulationError
 from .interp import np_dtype, where_of
-from .memory import GlobalAtomics, InFlightLdsWrites, Pointer, check_bounds, check_lds_read
+from .globalmem import GlobalAtomics
+from .memory import InFlightLdsWrites, Pointer, check_bounds, check_lds_read, check_writable
 
 WAVE = 64
 
@@ -388,6 +390,7 @@ def _atomic_dwords(machine, name, p, index, mask, where):
         raise EmulationError(f"{name} at byte {int(byte[bad][0])} is not 4-byte aligned", where,
                              *machine.coords(int(threads[bad][0])))
     check_bounds(machine, p.buffer, byte, 4, None, where)
+    check_writable(p.buffer)
     return threads, byte
 
 
@@ -403,7 +406,7 @@ def _global_atomic_add_f32(compiler, node, args):
     def run(env, mask):
         p, T = ptr(env, mask), machine.nthreads
         threads, byte = _atomic_dwords(machine, GLOBAL_ATOMIC_ADD_F32_MNEMONIC, p, index(env, mask), mask, where)
-        machine.state["atomics"].record(machine, p.buffer, byte, 4, threads, True, where)
+        machine.state["atomics"].record_atomic(machine, p.buffer, byte, 4, threads, where)
         v = np.broadcast_to(np.asarray(value(env, mask), np.float32), (T,))[threads]
         np.add.at(p.buffer.typed(np.dtype(np.float32))[0], byte // 4, v)  # in thread order, f32 each step
     return run
@@ -422,7 +425,7 @@ def _global_atomic_add_u32(compiler, node, args):
     def run(env, mask):
         p, T = ptr(env, mask), machine.nthreads
         threads, byte = _atomic_dwords(machine, name, p, index(env, mask), mask, where)
-        machine.state["atomics"].record(machine, p.buffer, byte, 4, threads, True, where, returns=True)
+        machine.state["atomics"].record_atomic(machine, p.buffer, byte, 4, threads, where, returns=True)
         v = np.broadcast_to(np.asarray(value(env, mask)).astype(np.uint32), (T,))[threads]
         mem = p.buffer.typed(np.dtype(np.uint32))[0]
         old = np.zeros(T, np.uint32)
@@ -525,6 +528,7 @@ def calls() -> dict:
         **{f"llvm.amdgcn.workitem.id.{d}": _workitem(d) for d in "xyz"},
         **{f"llvm.amdgcn.workgroup.id.{d}": _workgroup(d) for d in "xyz"},
     }
+    table.update(mathcalls.calls())
     table.update({name: _noop for name in _SCHED_PROGRAMS})
     table.update({buffer_load_helper(d): _buffer_load for d in BUFFER_LOAD_DTYPES})
     table.update({buffer_load_lds_helper(n): _buffer_load_lds(n) for n in BUFFER_LOAD_LDS_MNEMONICS})

@@ -11,3 +11,8 @@ class EmulationError(RuntimeError):
         self.workgroup, self.wave, self.lane = workgroup, wave, lane
         who = ", ".join(f"{k} {v}" for k, v in (("workgroup", workgroup), ("wave", wave), ("lane", lane)) if v is not None)
         super().__init__(f"{message}\n  at: {where}\n  in: {who}")
+
+
+class EmulationUnsupported(NotImplementedError):
+    """A construct of the kernel the emulator does not run (a call, a statement, a dtype): one
+    sentence naming it and where it is."""

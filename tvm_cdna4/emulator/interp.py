@@ -16,7 +16,7 @@ from tvm_tirx import ir as I
 from tvm_tirx.ir import prim as P
 
 from ..isa.formats import FORMATS
-from .errors import EmulationError
+from .errors import EmulationError, EmulationUnsupported
 from .memory import Buffer, Pointer, TensorView, load, store
 
 _SIMPLIFY = None
@@ -484,7 +484,8 @@ class Compiler:
             return builtin(node, args)
         factory = self.calls.get(name)
         if factory is None:
-            raise NotImplementedError(f"emulator: call {name} is not supported: {where_of(node)}")
+            raise EmulationUnsupported(f"emulate: the call {name} ({where_of(node)}) is not emulated; docs/emulator.md "
+                                       "lists the calls the emulator runs")
         return factory(self, node, args)
 
     # built-in TIR calls
@@ -518,6 +519,11 @@ class Compiler:
             out = v.view(dtype)
             return out if lanes > 1 else out[..., 0]
         return run
+
+    def c_tirx_isnan(self, node, args):
+        """``T.isnan`` (also how TIRx writes ``T.isinf`` and ``T.isfinite``)."""
+        value = self.expr(args[0])
+        return lambda env, mask: np.isnan(np.asarray(value(env, mask)).astype(np.float64))
 
     def c_tirx_address_of(self, node, args):
         (target,) = args

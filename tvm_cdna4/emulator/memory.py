@@ -10,18 +10,17 @@ written by another wave of the workgroup with no barrier in between (``Machine.u
 barrier orders the waves it joins), or
 after a barrier that the writing wave reached with the write still in flight (gfx950: no
 ``s_waitcnt lgkmcnt`` covering it, ``Machine.issue_lds``); an LDS byte read or written while an
-asynchronous copy into it is still in flight (``Buffer.pending``); a global byte updated by an
-atomic and read or written by a plain access in one launch without a release/acquire pair between
-them (``GlobalAtomics``).
+asynchronous copy into it is still in flight (``Buffer.pending``); global bytes stored by two
+workgroups, or updated by an atomic and read or written by a plain access, in one launch without a
+release/acquire pair between them (:mod:`.globalmem`).
 """
 
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 
 from .errors import EmulationError
+from .globalmem import record_store
 
 
 class Buffer:
@@ -39,8 +38,9 @@ class Buffer:
             self.r_wave = np.full(shape, -1, np.int32)
             self.r_epoch = np.full(shape, -1, np.int64)
             self.w_seq = np.zeros(shape, np.int64)  # the writing wave's LDS operation number (Machine.issue_lds)
+        self.readonly = not data.flags.writeable  # a caller's read-only array (check_writable)
         self.pending = None  # in-flight asynchronous writes per byte (created on first use)
-        self.atomic_marks = None  # global buffers: GlobalAtomics' per-byte records of the launch (first use)
+        self.records = None  # global buffers: the launch's race records (globalmem.Records, on first write)
 
     def add_pending(self, inst, byte, size: int, delta: int) -> None:
         """Count (+1) or retire (-1) an asynchronous write of ``size`` bytes at each (inst, byte)."""
@@ -56,6 +56,13 @@ class Buffer:
             view = self.data[:, :usable].view(dtype)
             self._views[dtype] = view
         return view
+
+
+def check_writable(buf: Buffer) -> None:
+    """A store into a caller's read-only array: a ValueError naming its parameter (numpy's own names none)."""
+    if buf.readonly:
+        raise ValueError(f"emulate: parameter {buf.name}: the kernel stores to it, but its array is read-only "
+                         "(flags.writeable is False); pass a writable array")
 
 
 class Pointer:
@@ -94,7 +101,7 @@ def load(machine, view: TensorView, flat, mask, where: str):
     check_bounds(machine, buf, byte, dtype.itemsize, mask, where)
     if buf.track:
         check_lds_read(machine, buf, inst, byte, dtype.itemsize, mask, where)
-    elif buf.atomic_marks is not None and "atomics" in machine.state:
+    elif buf.records is not None and "atomics" in machine.state:
         active = np.broadcast_to(_m(machine.active(mask), byte), byte.shape)
         threads = np.broadcast_to(np.arange(machine.nthreads).reshape((-1,) + (1,) * (byte.ndim - 1)), byte.shape)
         machine.state["atomics"].check_load(machine, buf, byte[active], dtype.itemsize, threads[active], where)
@@ -107,6 +114,7 @@ def load(machine, view: TensorView, flat, mask, where: str):
 
 def store(machine, view: TensorView, flat, value, mask, where: str):
     buf, dtype = view.buffer, view.dtype
+    check_writable(buf)
     byte = _addresses(view, flat, dtype.itemsize)
     inst = machine.instance(buf)
     byte, inst = _broadcast(byte, inst, machine.nthreads)
@@ -118,139 +126,13 @@ def store(machine, view: TensorView, flat, value, mask, where: str):
         byte, inst, value, threads = byte[m], inst[m], value[m], threads[m]
     if buf.track:
         check_lds_write(machine, buf, inst, byte, dtype.itemsize, where, threads)
-    elif buf.scope == "global" and "atomics" in machine.state:
-        machine.state["atomics"].record(machine, buf, byte, dtype.itemsize, threads, False, where)
+    elif buf.scope == "global":
+        record_store(machine, buf, byte, dtype.itemsize, threads, where)
     if np.all(byte % dtype.itemsize == 0):
         buf.typed(dtype)[inst, byte // dtype.itemsize] = value
     else:
         raw = np.ascontiguousarray(value).reshape(-1, 1).view(np.uint8)
         buf.data[inst.reshape(-1, 1), byte.reshape(-1, 1) + np.arange(dtype.itemsize)] = raw
-
-
-class GlobalAtomics:
-    """Ordering checks between global atomics and plain accesses in one launch
-    (``machine.state["atomics"]``, created when a kernel with a global atomic or an agent-scope
-    fence is compiled). The marks live on the global buffers, so they hold over every batch of
-    workgroups of the launch; the fences' clocks are one emulation-wide sequence.
-
-    * Atomics to one address are ordered among themselves (coherence); an atomic update of a byte
-      a plain store wrote in the launch is a race.
-    * An atomic update is *published* once its thread runs ``T.rocm.fence_release`` after it
-      (``release``); a thread that runs ``T.rocm.fence_acquire`` (``acquire``) after that release
-      may then load or plainly store the byte (the split-K reduction reading, then zeroing, its
-      workspace). A load or plain store of an atomically updated byte is a race otherwise, unless
-      the accessing thread made the byte's last atomic update itself with an atomic that returns the
-      old value (program order and coherence: the ticket's reset by the thread that drew the last
-      ticket, whose returned value shows that every other update came before its own).
-    * A plain store is published the same way, and a load of a byte another workgroup stored in
-      the launch needs the same release/acquire pair (the deterministic split-K reduction: each
-      K slice stores its partial tile, the last workgroup adds the slices)."""
-
-    clock = itertools.count(1)  # one order of the fences of every launch and batch
-
-    def __init__(self):
-        self.pending: list[tuple[np.ndarray, Buffer, np.ndarray]] = []  # (threads, buffer, bytes) not yet released
-        self.acquired: np.ndarray | None = None  # per thread of the batch: the clock of its last acquire
-
-    @staticmethod
-    def _marks(buf: Buffer) -> dict:
-        if buf.atomic_marks is None:
-            n = buf.nbytes
-            buf.atomic_marks = {"atomic": np.zeros(n, bool), "plain": np.zeros(n, bool),
-                                "unpublished": np.zeros(n, np.int32), "published_at": np.zeros(n, np.int64),
-                                "last": np.full(n, -1, np.int64), "writer": np.full(n, -1, np.int64)}
-        return buf.atomic_marks
-
-    @staticmethod
-    def _gid(machine, threads) -> np.ndarray:
-        """Launch-wide thread ids (workgroup, thread in the workgroup) of batch threads."""
-        t = np.asarray(threads, np.int64)
-        return machine.groups[machine.wg_of[t]].astype(np.int64) * machine.block_threads + machine.tid[t]
-
-    def record(self, machine, buf: Buffer, byte, size: int, threads, atomic: bool, where: str,
-               returns: bool = False) -> None:
-        """Mark ``size`` bytes at each ``byte`` (of threads ``threads``) as written by an atomic
-        (``returns``: one that returns the old value, which proves where in the byte's order of
-        updates it landed) or a plain store."""
-        b = (np.asarray(byte, np.int64).reshape(-1, 1) + np.arange(size)).ravel()
-        if not b.size:
-            return
-        t = np.repeat(np.asarray(threads).ravel(), size)
-        marks = self._marks(buf)
-        if atomic:
-            hit = marks["plain"][b]
-            if hit.any():
-                k = int(np.argmax(hit))
-                raise EmulationError(f"race on global '{buf.name}' byte {int(b[k])}: written by a plain store and by an "
-                                     "atomic in one launch (atomics order only among themselves)", where,
-                                     *machine.coords(int(t[k])))
-            marks["atomic"][b] = True
-            np.add.at(marks["unpublished"], b, 1)
-            marks["last"][b] = self._gid(machine, t) if returns else -1
-            self.pending.append((t, buf, b))
-            return
-        self.check_ordered(machine, buf, b, t, "written by an atomic and by a plain store in one launch", where)
-        marks["plain"][b] = True
-        marks["writer"][b] = machine.groups[machine.wg_of[t]]
-        np.add.at(marks["unpublished"], b, 1)
-        self.pending.append((t, buf, b))
-
-    def check_ordered(self, machine, buf: Buffer, b: np.ndarray, t: np.ndarray, what: str, where: str,
-                      load: bool = False) -> None:
-        """Raise unless every atomically updated byte of ``b`` (accessed by batch threads ``t``) and,
-        for a ``load``, every byte another workgroup stored plainly, is ordered before the access
-        (the class docstring)."""
-        marks = getattr(buf, "atomic_marks", None)
-        if marks is None:
-            return
-        upd = marks["atomic"][b]
-        if load:
-            other = marks["plain"][b] & (marks["writer"][b] != machine.groups[machine.wg_of[t]])
-            if other.any() and not upd[other].all():
-                what = "stored by another workgroup and read by a plain load in one launch"
-            upd = upd | other
-        if not upd.any():
-            return
-        own = marks["last"][b] == self._gid(machine, t)
-        acq = self.acquired[t] if self.acquired is not None else np.zeros(len(t), np.int64)
-        unreleased = upd & ~own & (marks["unpublished"][b] > 0)
-        unacquired = upd & ~own & ~unreleased & (acq <= marks["published_at"][b])
-        for bad, why in ((unreleased, "a write of it was not released (T.rocm.fence_release after the write)"),
-                         (unacquired, "the accessing thread did not acquire after its release (T.rocm.fence_acquire)")):
-            if bad.any():
-                k = int(np.argmax(bad))
-                raise EmulationError(f"race on global '{buf.name}' byte {int(b[k])}: {what} (atomics order only among "
-                                     f"themselves; {why})", where, *machine.coords(int(t[k])))
-
-    def check_load(self, machine, buf: Buffer, byte, size: int, threads, where: str) -> None:
-        """A plain load of global bytes: ordered after the atomics of the launch that updated them."""
-        if getattr(buf, "atomic_marks", None) is None:
-            return
-        b = (np.asarray(byte, np.int64).reshape(-1, 1) + np.arange(size)).ravel()
-        t = np.repeat(np.asarray(threads).ravel(), size)
-        self.check_ordered(machine, buf, b, t, "updated by an atomic and read by a plain load in one launch", where,
-                           load=True)
-
-    def release(self, machine, mask) -> None:
-        """``T.rocm.fence_release`` by the active threads: their atomic updates so far are published."""
-        active = machine.active(mask)
-        now = next(self.clock)
-        kept = []
-        for t, buf, b in self.pending:
-            done = active[t]
-            if done.any():
-                marks = self._marks(buf)
-                np.add.at(marks["unpublished"], b[done], -1)
-                np.maximum.at(marks["published_at"], b[done], now)
-            if not done.all():
-                kept.append((t[~done], buf, b[~done]))
-        self.pending = kept
-
-    def acquire(self, machine, mask) -> None:
-        """``T.rocm.fence_acquire`` by the active threads."""
-        if self.acquired is None:
-            self.acquired = np.zeros(machine.nthreads, np.int64)
-        self.acquired[machine.active(mask)] = next(self.clock)
 
 
 def _broadcast(byte, inst, nthreads):

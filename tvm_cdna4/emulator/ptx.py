@@ -35,10 +35,11 @@ from tvm_tirx import ir as I
 from ..tirx_private import decode_ptx_call, ptx_entry
 from . import banks
 from .errors import EmulationError
+from .globalmem import cta_writes as global_writes
 from .interp import _any, _mand, np_dtype, where_of
 from .machine import NamedBarrier
 from .mbarrier import MBarriers
-from .memory import InFlightLdsWrites, Pointer, TensorView, check_lds_read, load, store
+from .memory import InFlightLdsWrites, Pointer, TensorView, check_lds_read, check_writable, load, store
 
 WARP = 32
 _LANE = np.arange(WARP)
@@ -483,37 +484,8 @@ def _ld_st(load_: bool):
 
 
 # ----------------------------------------------------------------------------------------------
-# atomics and the global-memory race check
+# atomics (the global-memory race check: globalmem.cta_writes)
 # ----------------------------------------------------------------------------------------------
-
-
-def global_writes(machine, buf, threads, addr, size: int, atomic: bool, where: str) -> None:
-    """Record plain (``st``) or atomic (``red`` / ``atom``) writes of ``size`` bytes at ``addr`` by
-    ``threads`` into a global buffer, for the length of the launch (the record lives on the
-    buffer, which every batch of CTAs shares). Races are errors: two threads storing one byte in
-    one instruction; a plain store to a byte another CTA stored or atomically updated; an atomic
-    update of a byte another CTA stored. Atomics of any CTAs to one byte are ordered (per address,
-    PTX ISA 8.x memory consistency model) and never race with each other."""
-    if not hasattr(buf, "plain_cta"):
-        buf.plain_cta = np.full(buf.nbytes, -1, np.int64)
-        buf.atomic_cta = np.full(buf.nbytes, -1, np.int64)
-    cta = machine.groups[machine.wg_of[np.asarray(threads)]]
-    byte = (np.asarray(addr, np.int64)[:, None] + np.arange(size)).ravel()
-    who = np.repeat(cta, size)
-    if not atomic and len(np.unique(byte)) != len(byte):
-        order = np.argsort(byte, kind="stable")
-        k = int(np.argmax(byte[order][1:] == byte[order][:-1]))
-        i, j = order[k], order[k + 1]
-        raise EmulationError(f"race on global '{buf.name}' byte {int(byte[i])}: stored by CTA {int(who[i])} and by CTA "
-                             f"{int(who[j])} in one instruction", where)
-    for rec, what in ((buf.plain_cta, "stored"), *(() if atomic else ((buf.atomic_cta, "atomically updated"),))):
-        bad = (rec[byte] >= 0) & (rec[byte] != who)
-        if bad.any():
-            k = int(np.argmax(bad))
-            raise EmulationError(
-                f"race on global '{buf.name}' byte {int(byte[k])}: {what} by CTA {int(rec[byte[k]])} and "
-                f"{'atomically updated' if atomic else 'stored'} by CTA {int(who[k])} in one launch", where)
-    (buf.atomic_cta if atomic else buf.plain_cta)[byte] = who
 
 
 _ATOMIC_OPS = {"add": np.add, "min": np.minimum, "max": np.maximum, "and": np.bitwise_and,
@@ -543,6 +515,7 @@ def _atomic(returns: bool):
             off = _per_thread(np.asarray(p.offset, np.int64), T)
             threads = np.nonzero(machine.active(mask))[0]
             _check_span(machine, p.buffer, threads, off[threads], dtype.itemsize, dtype.itemsize, what, where)
+            check_writable(p.buffer)
             if p.buffer.scope == "global":
                 global_writes(machine, p.buffer, threads, off[threads], dtype.itemsize, True, where)
             b = value(env, mask).view(dtype)[:, 0]

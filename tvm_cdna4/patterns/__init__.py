@@ -91,6 +91,38 @@ def _lower(view, sctx):
         raise
 
 
+TILE_APPLY_DOC = """``T.rocm.tile.apply(instruction, *operands, scope="wave", **parameters)``: one CDNA4 matrix
+instruction (MFMA, scaled MFMA, ds_read_tr) applied over register / LDS tiles, repeated over
+their repeat axes.
+
+- ``instruction``: the opcode, ``T.amdgcn["mfma_f32_16x16x32_f16"]`` (the catalog name, the
+  ``__builtin_amdgcn_*`` name or an unambiguous gfx950 mnemonic; docs/catalog.md lists all).
+- ``operands``: regions ``(*group, *repeat, *atom)`` of tensors, in the family's order:
+  MFMA ``D, A, B, C`` (``local`` registers; ``C`` a tensor or a scalar such as
+  ``T.float32(0)``), scaled MFMA ``D, A, B, C, scale_a, scale_b``, ds_read_tr ``dst, src``
+  (``local`` registers, a ``shared`` LDS tile). Element counts, not bytes, throughout;
+  ``patterns.layouts.mfma_fragment`` / ``tr_fragment`` build register layouts that pass.
+- ``scope``: ``"wave"`` (each wave its own instance) or ``"workgroup"`` (a leading wave axis
+  on every operand: wave ``w`` works on slice ``w``; the launch has exactly that many waves).
+- ``parameters``: the instruction's immediates, checked against the catalog's ranges: MFMA
+  ``cbsz``, ``abid``, ``blgp``; scaled MFMA ``cbsz`` / ``blgp`` (A / B format codes: 0 fp8,
+  1 bf8, 2 fp6, 3 bf6, 4 fp4), ``op_sel_a`` / ``op_sel_b`` (the E8M0 byte of a 32-bit scale
+  register; not with ``uint8`` scale tiles); the ds_read_tr operand form ``mfma=`` (the
+  MFMA opcode it feeds) and ``operand="A"`` / ``"B"``.
+
+Lowers to the catalog's exact ``llvm.amdgcn.*`` intrinsic per repeat (``v_mfma_*``,
+``v_mfma_scale_*``, ``ds_read_b64_tr_b16`` ...), after checking every operand against the
+catalog's lane maps (a ``ContractError`` names the opcode, operand and rule). Waits: none to
+write for the instruction itself (LLVM inserts the MFMA hazard ``s_nop``s and the
+``lgkmcnt`` wait before a ds_read_tr result is used), but the LDS a ds_read_tr reads must
+have been written and published first: ``T.rocm.workgroup_barrier()`` after the writes
+(after ``T.rocm.s_waitcnt_vmcnt(n)`` for direct-to-LDS loads). MFMA and ds_read_tr are
+wave-collective: no lane-varying branch around them (``rocm.analysis``).
+
+Example: ``T.rocm.tile.apply(T.amdgcn["mfma_f32_16x16x32_f16"], D, A, B, T.float32(0), scope="wave")``
+"""
+
+
 def register_patterns() -> dict:
     """Register the patterns once; returns ``{"rocm": T.rocm namespace, "amdgcn": T.amdgcn}``."""
     if _REGISTERED:
@@ -114,8 +146,7 @@ def register_patterns() -> dict:
     ).register()
     amdgcn = AmdgcnNamespace()
 
-    def apply(instruction, *operands, scope="wave", **parameters):
-        """Repeat the named CDNA4 instruction over its canonical operands (see tvm_cdna4.patterns)."""
+    def apply(instruction, *operands, scope="wave", **parameters):  # the docstring: TILE_APPLY_DOC
         if isinstance(instruction, StringImm):
             instruction = instruction.value
         # the printer spells the registered three-argument call: (opcode, operands, params)
@@ -136,6 +167,7 @@ def register_patterns() -> dict:
         packed = tuple((k, v) for k, v in sorted(parameters.items()))
         return construct(opcode, operands, packed, scope=scope, **ctor)
 
+    apply.__doc__ = TILE_APPLY_DOC
     rocm = SimpleNamespace(
         tile=SimpleNamespace(apply=auto_emit_void_call(apply)),
         lane_id=wave.lane_id,

@@ -25,6 +25,9 @@ Rules, each a ``ContractError`` whose ``check`` names it:
   provably never a multiple of 4 (modular analysis of the index).
 - ``LDS view``: a tensor view of shared memory must not be accessed (TIRx 0.1.0a4's ROCm codegen
   gives the view its own LDS symbol, reached through a cast to a global pointer).
+- ``math call``: a math function gfx950 code cannot compile (a C-library call such as ``T.log1p``,
+  ``T.atan``; ``T.exp10``; ``T.log`` / ``T.sin`` / ``T.cos`` / ``T.pow`` / ``T.erf`` on float64) is
+  refused, naming what to write instead (``rocm.math_calls``).
 
 Lane dependence is a symbolic analysis, not a pattern match. ``threadIdx.x`` (extent a multiple of
 64) is rewritten as ``64 * wave + lane`` with ``lane`` in ``[0, 64)``; a value is lane-varying when
@@ -54,6 +57,7 @@ from ..isa import WAVE_SIZE
 from ..isa.llvm_helpers import BUFFER_LOAD_LDS_MNEMONICS, PREFIX, buffer_load_lds_helper
 from ..patterns import as_target as _as_target, check_target
 from .launch import launch_extents
+from .math_calls import check_math_calls
 
 tvm_ffi.register_error(ContractError)  # raised inside target.build.rocm, it reaches the caller as itself
 
@@ -88,6 +92,7 @@ def check_kernel(func, target) -> None:
                 check_wave_count(call.args[0].value, call.args[1].fields, threads)
     check_wave_uniform_control(func)
     check_lds_views(func)
+    check_math_calls(func)
 
 
 # ---- backend ----------------------------------------------------------------------------------
