@@ -1,12 +1,12 @@
 """Our gfx950 attention forward next to Triton's, both under one static model (no GPU, no ROCm).
 
 Run: python benchmarks/attention_gfx950_vs_triton.py --triton-source PATH [--seq 8192] [--batch 16]
-     [--heads 64] [--kv-heads 8] [--head-dim 128] [--quick] [--json FILE] [--results benchmarks/RESULTS.md]
+     [--heads 64] [--kv-heads 8] [--head-dim 128] [--quick] [--json FILE] [--results benchmarks/journal/YYYY-MM.md]
 
-Triton's kernel is its fused-attention tutorial, ``python/tutorials/06-fused-kernels.attention.py`` of
+Triton's kernel is its fused-attention tutorial, ``python/tutorials/06-fused-attention.py`` of
 triton-lang/triton (the forward for the installed Triton: tensor descriptors for Triton >= 3.9,
-which removed block pointers; e.g. ``git show main:python/tutorials/06-fused-kernels.attention.py`` of a
-clone, or https://raw.githubusercontent.com/triton-lang/triton/main/python/tutorials/06-fused-kernels.attention.py).
+which removed block pointers; e.g. ``git show main:python/tutorials/06-fused-attention.py`` of a
+clone, or https://raw.githubusercontent.com/triton-lang/triton/main/python/tutorials/06-fused-attention.py).
 It is not part of this repository: ``--triton-source`` names the file, and ``triton_kernel`` takes
 its forward functions (``_attn_fwd_inner``, ``_maybe_make_tensor_desc``, ``_attn_fwd``) out of it
 with ``ast`` (the rest of the tutorial needs a GPU at import), writes them to a temporary module
@@ -54,7 +54,7 @@ METHOD = ("A static estimate, not a measurement (no AMD GPU is reachable): both 
           "order by one wave (MFMA catalog cycles, VALU 4 cycles, transcendental 16, LDS by bytes, the MFMA pipe beside "
           "the VALU, s_waitcnt counters), the workgroups over 256 CUs at 2.4 GHz (causal: each query block's triangle), "
           "8 TB/s. Ours: the default `AttentionConfig` (bf16). Triton: its fused-attention tutorial "
-          "(python/tutorials/06-fused-kernels.attention.py, tensor-descriptor forward, fp16, no GQA: the same loop per head) "
+          "(python/tutorials/06-fused-attention.py, tensor-descriptor forward, fp16, no GQA: the same loop per head) "
           "compiled offline for `GPUTarget(\"hip\", \"gfx950\", 64)` over the tutorial's HIP space; its best config "
           "by the estimate is shown (all in the JSON). Upper bound: the resident waves of a SIMD overlapping perfectly. "
           "HipKittens (measured, MI355X; arXiv 2511.08083, GQA forward, bf16, D 128, H 64/8, B 16): 1298 TFLOP/s "
@@ -208,7 +208,7 @@ def summary(problem: AttentionProblem, ours: dict, triton: dict | None) -> str:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--triton-source", help="Triton's python/tutorials/06-fused-kernels.attention.py (not shipped here)")
+    parser.add_argument("--triton-source", help="Triton's python/tutorials/06-fused-attention.py (not shipped here)")
     parser.add_argument("--seq", type=int, default=8192)
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--heads", type=int, default=64)
@@ -216,7 +216,7 @@ def main(argv=None) -> int:
     parser.add_argument("--head-dim", type=int, default=128)
     parser.add_argument("--quick", action="store_true", help="one Triton config")
     parser.add_argument("--json", help="write every row here")
-    parser.add_argument("--results", help="append the dated section to this RESULTS.md")
+    parser.add_argument("--results", help="append the dated section to this journal file (benchmarks/journal/YYYY-MM.md)")
     args = parser.parse_args(argv)
     fn = triton_kernel(args.triton_source) if args.triton_source else None
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")

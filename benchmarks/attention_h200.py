@@ -47,6 +47,8 @@ sys.path.insert(0, ROOT)
 from tvm_cdna4.kernels.attention.problem import AttentionProblem  # noqa: E402
 from tvm_cdna4.kernels.sm80.attention_plan import Sm80AttentionConfig, default_config  # noqa: E402
 
+RUNS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runs")  # raw outputs of the runs kept in git
+
 C = Sm80AttentionConfig
 SHAPES = [(4, 4096), (2, 8192), (1, 16384)]  # (batch, seq): batch x seq = 16k tokens
 HEADS, HEAD_DIM = 32, 128
@@ -201,7 +203,7 @@ def sdpa_fn(backend, q, k, v, causal):
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    ap.add_argument("--out", default=os.environ.get("OUT", RUNS), help="folder of the raw outputs (default: $OUT, else benchmarks/runs)")
     ap.add_argument("--configs", default="sweep", choices=tuple(SWEEPS), help="the list timed with the default: "
                     "'sweep' SWEEP, 'skew' SKEW, 'mbarrier' MBARRIER, 'lazy' LAZY, 'm2' M2, 'final' FINAL, 'default' none")
     ap.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) - 2))

@@ -1,4 +1,4 @@
-"""Randomized contract check over all 44 opcodes and both scopes: counts by outcome, every bug listed.
+"""Randomized contract check over every opcode of the catalog and both scopes: counts by outcome, every bug listed.
 
 Run: python benchmarks/contract_fuzz.py --cases 5000 [--seed 0] [--batch 100] [--jobs 2] [--storage-rate 0.3]
                                         [--jsonl out.jsonl]

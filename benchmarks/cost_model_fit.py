@@ -2,8 +2,8 @@
 measured configs, and the fit of their ``Device`` constants to sweeps (``benchmarks/cuda_small_m_sweep.py``,
 ``benchmarks/llm_linear.py --sweep``).
 
-    python benchmarks/cost_model_fit.py benchmarks/cuda_small_m_sweep_h200_2026-12-01.json [MORE.json ...] [--fit]
-    python benchmarks/cost_model_fit.py benchmarks/llm_linear_flush_probe_h200_2026-12-02.json --ms 1,16 --fit-decode
+    python benchmarks/cost_model_fit.py benchmarks/runs/cuda_small_m_sweep_h200_2026-12-01.json [MORE.json ...] [--fit]
+    python benchmarks/cost_model_fit.py benchmarks/runs/llm_linear_flush_probe_h200_2026-12-02.json --ms 1,16 --fit-decode
 
 Per (projection, M): Spearman's rank correlation between estimated and measured times over the
 configs that ran (either kernel: a decode config is estimated by the decode model), and whether the

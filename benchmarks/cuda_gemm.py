@@ -84,7 +84,7 @@ CONFIGS = {
     "128x128x32_w2x2_s4": _tile(128, 128, 32, 2, 2, 4),
     "128x128x64_w2x2_s3": _tile(128, 128, 64, 2, 2, 3),
     # 16 warps of 64x32 (32x64) warp tiles: 4 warps per scheduler at <= 128 registers (8-32 B of
-    # spills); measured 252-283 TFLOP/s against 447 for the default (RESULTS.md, 2026-11-30)
+    # spills); measured 252-283 TFLOP/s against 447 for the default (benchmarks/journal/2026-12.md, 2026-11-30)
     "256x128x32_w4x4_s4": _tile(256, 128, 32, 4, 4, 4),
     "256x128x32_w4x4_s3": _tile(256, 128, 32, 4, 4, 3),
     "128x256x32_w4x4_s4": _tile(128, 256, 32, 4, 4, 4),
@@ -265,6 +265,9 @@ CEILING_SRC = '''
 from tvm_tirx.script import tirx as T
 from tvm_tirx.backend.cuda.axis import laneid
 from tvm_tirx.tirx.layout import S, TileLayout
+
+RUNS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runs")  # raw outputs of the runs kept in git
+
 
 def ceiling_kernel(blocks, iters, dtype, mt=2, nt=4, toggle=False):
     # toggle: after every mma each fragment register is XORed with its own mask (X's last na + nb
@@ -836,7 +839,7 @@ def main(argv=None):
     p.add_argument("--warmup", type=int, default=25)
     p.add_argument("--rep", type=int, default=200)
     p.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) - 1))
-    p.add_argument("--out", default=os.environ.get("OUT", "."))
+    p.add_argument("--out", default=os.environ.get("OUT", RUNS), help="folder of the raw outputs (default: $OUT, else benchmarks/runs)")
     p.add_argument("--build-only", metavar="ARCH", help="no GPU: only compile the validation and bench kernels")
     args = p.parse_args(argv)
 

@@ -30,6 +30,8 @@ if HERE not in sys.path:
 import cuda_gemm as cg  # noqa: E402  (the work tree on sys.path)
 import llm_linear as ll  # noqa: E402
 
+RUNS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runs")  # raw outputs of the runs kept in git
+
 
 def _cfg(bm, bn, split, wm=None, wn=4, bk=64, stages=4, **kw):
     wm = wm if wm is not None else (1 if bm <= 32 else 2)
@@ -130,7 +132,7 @@ def main(argv=None) -> int:
     ap.add_argument("--rep-ms", type=int, default=15)
     ap.add_argument("--budget-s", type=float, default=1e9, help="stop timing after this many seconds")
     ap.add_argument("--arch", default=None)
-    ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    ap.add_argument("--out", default=os.environ.get("OUT", RUNS), help="folder of the raw outputs (default: $OUT, else benchmarks/runs)")
     args = ap.parse_args(argv)
     gemm, runner = cg._sched()
     arch = args.arch or runner.device_arch()

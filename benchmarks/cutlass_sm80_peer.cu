@@ -66,7 +66,7 @@ int run(const void* a, const void* b, float* c, int m, int n, int k, cudaStream_
 }  // namespace peer
 
 // The tiles, each instantiated for every dtype x layout: the tile of our default (8 warps of
-// 64x64, 128x256x64) and CUTLASS's best Ampere f16 tiles on the H200 (RESULTS.md, stop 11)
+// 64x64, 128x256x64) and CUTLASS's best Ampere f16 tiles on the H200 (benchmarks/journal/2026-12.md, stop 11)
 #define PEER_TILES(X, dt, lay)                                     \
   X(dt, lay, 128x256x64_w64x64_s3, 128, 256, 64, 64, 64, 64, 3)    \
   X(dt, lay, 256x128x64_w64x64_s3, 256, 128, 64, 64, 64, 64, 3)    \

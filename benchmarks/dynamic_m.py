@@ -24,6 +24,8 @@ import os
 import sys
 import time
 
+RUNS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runs")  # raw outputs of the runs kept in git
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
@@ -103,13 +105,13 @@ def main(argv=None) -> int:
     ap.add_argument("--dtype", default="bf16", choices=("bf16", "f16"))
     ap.add_argument("--method", default="flush", choices=("flush", "clean", "warm"))
     ap.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) - 1))
-    ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    ap.add_argument("--out", default=os.environ.get("OUT", RUNS), help="folder of the raw outputs (default: $OUT, else benchmarks/runs)")
     args = ap.parse_args(argv)
     from tvm_cdna4.runtime import cuda as runner
 
     ok, why = runner.have_cuda_gpu()
     if not ok:
-        print(f"kernels.gemm.dynamic_m.py needs an NVIDIA GPU: {why}", file=sys.stderr)
+        print(f"dynamic_m.py needs an NVIDIA GPU: {why}", file=sys.stderr)
         return 2
     arch = runner.device_arch()
     ms = [int(m) for m in args.ms.split(",")] if args.ms else list(MS)
@@ -123,9 +125,9 @@ def main(argv=None) -> int:
     text = table(rows)
     print(text)
     os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "kernels.gemm.dynamic_m.md"), "w") as f:
+    with open(os.path.join(args.out, "dynamic_m.md"), "w") as f:
         f.write(text + "\n")
-    with open(os.path.join(args.out, "kernels.gemm.dynamic_m.json"), "w") as f:
+    with open(os.path.join(args.out, "dynamic_m.json"), "w") as f:
         json.dump({"method": args.method, "arch": arch, "device": runner.have_cuda_gpu()[1], "date": time.strftime(
             "%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "build_seconds": build_s, "rows": rows}, f, indent=1)
     return 0 if all(r["static_ok"] and r["dynamic_ok"] for r in rows) else 1

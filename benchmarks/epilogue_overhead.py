@@ -44,6 +44,8 @@ if HERE not in sys.path:
 
 import cuda_gemm as cg  # noqa: E402  (the work tree's CUDA schedule and runtime: cg._sched())
 
+RUNS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runs")  # raw outputs of the runs kept in git
+
 SHAPES = [("4096^3", 4096, 4096, 4096), ("8b.qkv", 1, 6144, 4096), ("8b.down", 1, 4096, 14336),
           ("8b.qkv", 16, 6144, 4096), ("8b.down", 16, 4096, 14336)]
 """(name, M, N, K) of the overhead table (bf16, nt, bf16 out)."""
@@ -296,7 +298,7 @@ def main(argv=None) -> int:
                     "through shared memory (GemmConfig.residual_stage: the /rs form)")
     ap.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) - 1))
     ap.add_argument("--arch", default=None, help="default: the GPU's (sm_90 on the H200)")
-    ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    ap.add_argument("--out", default=os.environ.get("OUT", RUNS), help="folder of the raw outputs (default: $OUT, else benchmarks/runs)")
     args = ap.parse_args(argv)
     _, runner = cg._sched()
     ok, why = runner.have_cuda_gpu()

@@ -2,7 +2,7 @@
 dtype x layout: a numpy-checked table (no GPU).
 
 Run: python benchmarks/gfx950_epilogue_table.py [--dtypes f16,bf16,...] [--layouts nn,nt,tn,tt]
-     [--sets bias,relu,...] [--results benchmarks/RESULTS.md]
+     [--sets bias,relu,...] [--results benchmarks/journal/YYYY-MM.md]
 
 Each case builds ``gfx950_gemm`` / ``gfx950_mx_gemm`` with one ``kernels.gemm.epilogue.Fusion`` on a
 small odd problem (M=33, N=40, K=72; MX K=96, a multiple of 32), the smallest tile that plans
@@ -15,8 +15,9 @@ epilogue alone (``gemm_rtol`` 0). The fused inputs are ``kernels.gemm.epilogue.r
 outputs (``out_for``), so every output of every dtype meets every op set. A cell is the largest
 ``|C - reference| / bound`` of the case (``FAIL`` above 1).
 
-``--results`` replaces the section ``RESULTS_HEADING`` of that file with the table, the date and
-the versions.
+``--results`` appends the dated section (``RESULTS_HEADING`` and the day: the table, the versions) to
+that file, a month of ``benchmarks/journal/``, or replaces that day's section; the row of
+benchmarks/RESULTS.md (today's figures) is updated by hand.
 """
 
 from __future__ import annotations
@@ -166,14 +167,16 @@ def versions() -> str:
 
 
 def write_results(path: str, text: str) -> None:
-    """Replace (or append) the ``RESULTS_HEADING`` section of ``path`` with ``text``."""
+    """Replace the section of ``path`` whose heading line is ``text``'s (the same day's run), or append
+    ``text``: earlier days' sections stay (the journal is a diary)."""
     with open(path) as f:
         old = f.read()
-    start = old.find(RESULTS_HEADING)
+    heading = text.splitlines()[0]
+    start = old.find(heading + "\n")
     if start < 0:
         new = old.rstrip("\n") + "\n\n" + text + "\n"
     else:
-        end = old.find("\n## ", start + len(RESULTS_HEADING))
+        end = old.find("\n## ", start + len(heading))
         new = old[:start] + text + ("\n" + old[end:] if end >= 0 else "\n")
     with open(path, "w") as f:
         f.write(new)
@@ -184,7 +187,7 @@ def main(argv=None) -> int:
     ap.add_argument("--dtypes", default=",".join((*FLOAT_DTYPES, *MX_FORMATS)))
     ap.add_argument("--layouts", default=",".join(LAYOUTS))
     ap.add_argument("--sets", default=",".join(OP_SETS), help=f"op sets, of {', '.join(OP_SETS)}")
-    ap.add_argument("--results", help="write the table into this RESULTS.md")
+    ap.add_argument("--results", help="append the dated table to this journal file (benchmarks/journal/YYYY-MM.md)")
     args = ap.parse_args(argv)
     sets = args.sets.split(",")
     start, cases = time.perf_counter(), []
@@ -197,15 +200,16 @@ def main(argv=None) -> int:
     minutes = (time.perf_counter() - start) / 60
     failed = sum(not c.passed for c in cases)
     body = table(cases, sets)
+    now = datetime.datetime.now()
     summary = (f"{len(cases)} cases, {failed} failed; {minutes:.1f} min on the CPU "
-               f"({datetime.datetime.now().strftime('%Y-%m-%d %H:%M')}; {versions()})")
+               f"({now.strftime('%Y-%m-%d %H:%M')}; {versions()})")
     print(body + "\n\n" + summary)
     if args.results:
-        write_results(args.results, f"{RESULTS_HEADING}\n\n{METHOD}\n\n{body}\n\n{summary}\n")
+        write_results(args.results, f"{RESULTS_HEADING} ({now:%Y-%m-%d})\n\n{METHOD}\n\n{body}\n\n{summary}\n")
     return 1 if failed else 0
 
 
-METHOD = """Method: `python benchmarks/gfx950_epilogue_table.py --results benchmarks/RESULTS.md` builds every
+METHOD = """Method: `python benchmarks/gfx950_epilogue_table.py --results benchmarks/journal/YYYY-MM.md` builds every
 epilogue op set (each step alone, and all of them with each activation) for every dtype with f32
 accumulators and every layout with `kernels.gfx950.gemm.gfx950_gemm` / `gfx950_mx_gemm` (a small
 tile: 32x64 or 64x64 where it plans; MX: the default 128x128), emulates it in the CPU wavefront emulator on M=33, N=40, K=72

@@ -1,7 +1,7 @@
 """Our gfx950 GEMMs next to Triton's own gfx950 code: one static analysis for both (no GPU, no ROCm).
 
 Run: python benchmarks/gfx950_vs_triton.py [--size 4096] [--dtypes f16,fp8,mxfp8] [--layouts nt,nn]
-     [--quick] [--json benchmarks/gfx950_vs_triton.json] [--results benchmarks/RESULTS.md] [--ours-only]
+     [--quick] [--json benchmarks/runs/gfx950_vs_triton.json] [--results benchmarks/journal/YYYY-MM.md] [--ours-only]
      [--lds-dma]
 
 ``--ours-only`` rebuilds and analyses only our kernels of ``--dtypes``/``--layouts``; Triton's
@@ -313,7 +313,7 @@ def versions() -> dict[str, str]:
 
 
 def results_section(rows: list[Row], size: int, date: str, info: dict[str, str], command: str, reused: str = "") -> str:
-    """The RESULTS.md section: method, versions, metric definitions, the summary table, failures.
+    """The dated journal section (``--results``): method, versions, metric definitions, the summary table, failures.
     ``reused``: a sentence saying which rows come from an earlier run (``--ours-only``)."""
     groups: dict[tuple[str, str], list[Row]] = {}
     for row in rows:
@@ -329,7 +329,7 @@ def results_section(rows: list[Row], size: int, date: str, info: dict[str, str],
              "`tt.pointer_range 32`, sizes/strides divisible by 16, unit strides constexpr) over AMD's recommended space "
              "(128x128 / 256x256 tiles, 4 / 8 warps, 2 stages, `matrix_instr_nonkdim` 16 / 32, BLOCK_K 64 / 128, "
              "16-bit types also 32, MX 128 / 256); the row shows Triton's best config by the estimate (all configs in "
-             "`benchmarks/gfx950_vs_triton.json`). Ours: the default config. Both listings go through one analysis, "
+             "`benchmarks/runs/gfx950_vs_triton.json`). Ours: the default config. Both listings go through one analysis, "
              "`tvm_cdna4.report.kernel_report`." + (" " + reused if reused else ""), "",
              "Metrics, per main-loop iteration (the basic block with the most MFMAs that branches back to itself; ours "
              "holds two K tiles, Triton's one): VGPR = unified count of the metadata (AGPRs included), waves/SIMD from "
@@ -475,7 +475,7 @@ def llm_rows(out_dtype: str = "bf16", with_triton: bool = True) -> list[dict]:
 
 
 def llm_section(rows: list[dict], date: str, info: dict[str, str], command: str) -> str:
-    """The RESULTS.md section of ``llm_rows``."""
+    """The journal section of ``llm_rows``."""
     lines = [LLM_HEADING, "", f"Date: {date}. Versions: {', '.join(f'{k} {v}' for k, v in info.items())}. Command: `{command}`.",
              "", "A static estimate, not a measurement (no AMD GPU is reachable): `tvm_cdna4.report.gpu_report`, the "
              "whole-GPU model of `kernels/gfx950/gemm_cost.py` (docs/gfx950_gemm.md) over 256 CUs at 2.4 GHz and 8 TB/s, "
@@ -503,7 +503,8 @@ def main(argv=None) -> int:
     parser.add_argument("--layouts", default=",".join(LAYOUTS))
     parser.add_argument("--quick", action="store_true", help="one Triton config per problem")
     parser.add_argument("--json", help="write every row here")
-    parser.add_argument("--results", help="write the dated section into this RESULTS.md")
+    parser.add_argument("--results", help="write the dated section into this journal file (benchmarks/journal/YYYY-MM.md): "
+                        "replaces the same day's section, else appends")
     parser.add_argument("--ours-only", action="store_true",
                         help="build only our kernels; every other row comes from the --json file of an earlier run")
     parser.add_argument("--lds-dma", action="store_true",

@@ -10,7 +10,7 @@ The problems of issue 25 (``PROBLEMS``): 8 experts N = 28672, K = 4096 (Mixtral-
 expert (``group_sizes``; empty groups happen at decode counts). Contenders, each first checked against
 the f32 product of the same inputs (C poisoned with NaN; ``runtime.cuda.tolerance("bf16")``, the
 relative Frobenius error over all rows), then timed with ``runtime.cuda.bench_ms`` under each of
-``--methods`` (default ``flush`` and ``clean``, RESULTS.md says why both):
+``--methods`` (default ``flush`` and ``clean``, benchmarks/journal/2026-12.md says why both):
 
 * ``ours``: the grouped GEMM, one launch (the offsets read on the device; the kernel of the bucket of
   ``ceil(T / G)`` rows per group, ``kernels.gemm.grouped``);
@@ -52,6 +52,8 @@ import multiprocessing as mp
 import os
 import sys
 import time
+
+RUNS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runs")  # raw outputs of the runs kept in git
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -562,7 +564,7 @@ def main(argv=None) -> int:
                     "time nothing")
     ap.add_argument("--rounds", type=int, default=1, help="--candidates: timing rounds over all contenders (median kept)")
     ap.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) - 1))
-    ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    ap.add_argument("--out", default=os.environ.get("OUT", RUNS), help="folder of the raw outputs (default: $OUT, else benchmarks/runs)")
     args = ap.parse_args(argv)
     return gfx950_main(args) if args.gfx950 else gpu_main(args)
 

@@ -1,6 +1,6 @@
 #!/bin/bash
 # Issue 24 on the H200, each mode one device call from the repository root (PYTHONPATH holding this
-# tree and TIRx); outputs under $OUT (benchmarks/RESULTS.md, "LLM linear layers on the H200
+# tree and TIRx); outputs under $OUT (benchmarks/journal/2026-12.md, "LLM linear layers on the H200
 # (2026-12-02, one call)", says what came out):
 #
 #   bash benchmarks/h200_issue24.sh probe   # the tuning time (M <= 128, 5 candidates), the decode and tile

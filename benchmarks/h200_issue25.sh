@@ -1,7 +1,7 @@
 #!/bin/bash
 # Issue 25 on the H200, one device call per mode, from the repository root with PYTHONPATH holding this
 # tree and TIRx (the tree is not pip-installed there: the pytest plugin is passed with -p); outputs under
-# $OUT (benchmarks/RESULTS.md, "Issue 25 on the H200", says what came out):
+# $OUT (benchmarks/journal/2026-12.md, "Issue 25 on the H200", says what came out):
 #
 #   bash benchmarks/h200_issue25.sh blocks    # the fused epilogue (validated table, overhead), dynamic M
 #                                             # (GPU tests, against static M), tvm_cdna4.torch (graph

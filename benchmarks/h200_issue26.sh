@@ -1,6 +1,6 @@
 #!/bin/bash
 # Issue 26 part 2 on the H200 (the sm80 attention forward), one device call, from the repository root
-# with PYTHONPATH holding this tree and TIRx; outputs under $OUT (benchmarks/RESULTS.md, "Issue 26 on
+# with PYTHONPATH holding this tree and TIRx; outputs under $OUT (benchmarks/journal/2026-12.md, "Issue 26 on
 # the H200", says what came out):
 #
 #   bash benchmarks/h200_issue26.sh [sweep|skew|mbarrier|lazy|m2|final|default]   # GPU tests, then

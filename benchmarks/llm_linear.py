@@ -48,6 +48,8 @@ if HERE not in sys.path:
 
 import cuda_gemm as cg  # noqa: E402  (sets DISABLE_MMA_V3=1 before Triton is imported)
 
+RUNS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runs")  # raw outputs of the runs kept in git
+
 PEAK_FLOPS = 660e12
 HBM_BYTES_S = 4.8e12
 PROJECTIONS = {  # name: (N, K) of y[M, N] = x[M, K] · W[N, K]ᵀ
@@ -119,7 +121,7 @@ SWEEP = [(w, rt, u, st, 1, lc) for w, rt, u, st in ((4, 2, 2, 3), (8, 2, 2, 3), 
                                                     (2, 2, 2, 8))
          for lc in (False, True)]
 """(warps, row_tiles, unroll, stages, split_k, line_copy) of the decode sweep (``--sweep``, M <= 16: the copy
-layouts, deeper pipelines and longer iterations; the earlier sweeps of benchmarks/RESULTS.md, "The decode
+layouts, deeper pipelines and longer iterations; the earlier sweeps of benchmarks/journal/2026-12.md, "The decode
 kernel", ran other grids)."""
 
 TILE_SWEEP = {  # M: (block_m, block_n, block_k, stages, split_k); a split uses the ordered reduction by pairs
@@ -365,7 +367,7 @@ def main(argv=None) -> int:
     ap.add_argument("--rep-ms", type=int, default=60, help="bench_ms repetition time per contender and method")
     ap.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) - 2))
     ap.add_argument("--arch", default=None, help="default: the GPU's (sm_90 on the H200)")
-    ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    ap.add_argument("--out", default=os.environ.get("OUT", RUNS), help="folder of the raw outputs (default: $OUT, else benchmarks/runs)")
     args = ap.parse_args(argv)
     _, runner = cg._sched()
     args.methods = args.method.split(",")

@@ -28,6 +28,8 @@ import subprocess
 import sys
 import tempfile
 
+RUNS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runs")  # raw outputs of the runs kept in git
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 if HERE not in sys.path:
     sys.path.insert(0, HERE)
@@ -144,7 +146,7 @@ def main(argv=None) -> int:
     ap.add_argument("--rep-ms", type=int, default=20)
     ap.add_argument("--mode", choices=sorted(MODES), help="(internal) run one mode in this process")
     ap.add_argument("--json", help="(internal) where the child writes its run")
-    ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    ap.add_argument("--out", default=os.environ.get("OUT", RUNS), help="folder of the raw outputs (default: $OUT, else benchmarks/runs)")
     args = ap.parse_args(argv)
     ms = [int(m) for m in args.ms.split(",")]
     if args.mode:  # the child: DISABLE_MMA_V3 was set by the parent before Triton was imported

@@ -6,3 +6,5 @@ TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
 DATA = TESTS / "data"
 BENCHMARKS = ROOT / "benchmarks"
+RUNS = BENCHMARKS / "runs"  # raw outputs of benchmark runs (JSON, logs), named <script>_<what>_<date>
+JOURNAL = BENCHMARKS / "journal"  # the dated diary; benchmarks/RESULTS.md holds today's figures

@@ -39,7 +39,8 @@ def test_rng_seed_is_stable_across_processes_and_printed_on_failure(tmp_path):
 
 
 def _tracked_text_files():
-    files = subprocess.run(["git", "ls-files", "tvm_cdna4", "tests", "docs", "benchmarks", "README.md", "pyproject.toml"],
+    files = subprocess.run(["git", "ls-files", "tvm_cdna4", "tests", "docs", "benchmarks", "README.md", "CHANGELOG.md",
+                            "pyproject.toml"],
                            capture_output=True, text=True, cwd=ROOT, check=True).stdout.split()
     for name in files:
         path = ROOT / name

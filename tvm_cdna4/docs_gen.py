@@ -1,5 +1,5 @@
 """Regenerate the generated docs (``python -m tvm_cdna4.docs_gen``): docs/catalog.md from
-docs/catalog.md.in and the CLI's table, and the lane-map figures of docs/figures/ that are out of
+docs/catalog.md.in, the CLI's table and the catalog's counts (``@COUNT_<KIND>@``), and the lane-map figures of docs/figures/ that are out of
 date (``figures.stale``; drawing needs matplotlib). tests/test_docs.py keeps both current."""
 
 from __future__ import annotations
@@ -19,7 +19,17 @@ def render() -> str:
     with contextlib.redirect_stdout(buf):
         main(["opcodes"])
     text = (DOCS / "catalog.md.in").read_text().replace("@OPCODES@", buf.getvalue().rstrip())
-    return text.replace("@SEED_FIGURES@", seed_figures())
+    return counted(text.replace("@SEED_FIGURES@", seed_figures()))
+
+
+def counted(text: str) -> str:
+    """``text`` with ``@COUNT_<KIND>@`` (``ALL``, ``MFMA``, ``MFMA_SCALE``, ``DS_READ_TR``) replaced by the
+    catalog's count of that kind (``isa.counts()``)."""
+    from .isa import counts
+
+    for kind, n in counts().items():
+        text = text.replace(f"@COUNT_{kind.upper()}@", str(n))
+    return text
 
 
 def seed_figures() -> str:

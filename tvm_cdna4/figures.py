@@ -142,7 +142,7 @@ def figure_panels(name: str) -> tuple[str, list[Panel]]:
 
 
 def all_figures() -> list[str]:
-    """Every figure ``draw --all`` writes: the 44 opcodes, then the seed figures."""
+    """Every figure ``draw --all`` writes: one per opcode of the catalog, then the seed figures."""
     return [*CATALOG, *SEED_ACC_FIGURES, *SEED_TR_FIGURES]
 
 
@@ -261,7 +261,7 @@ _SVG_TEXT = re.compile(r'<g id="text_\d+">\s*<text style="([^"]*)" x="([-\d.]+)"
 
 def compact_svg(svg: str) -> str:
     """matplotlib's SVG spends ~160 bytes on each cell label (an id'd group, an inline style, a null
-    rotation); name each distinct style once in a ``<style>`` block and drop the rest, so the 44
+    rotation); name each distinct style once in a ``<style>`` block and drop the rest, so the opcodes'
     figures stay a few MB. The picture is unchanged."""
     classes: dict[str, str] = {}
 

@@ -30,7 +30,7 @@ def check(name: str) -> tuple[bool, str, str]:
 
 
 def main(names: list[str] | None = None) -> int:
-    """Check ``names`` (default: all 44); exit status 0 all OK, 1 some FAIL, 2 an unknown name."""
+    """Check ``names`` (default: every opcode of the catalog); exit status 0 all OK, 1 some FAIL, 2 an unknown name."""
     try:
         names = [lookup(name).name for name in names] if names else list(CATALOG)
     except KeyError as err:

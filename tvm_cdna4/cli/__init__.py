@@ -136,13 +136,14 @@ def build_parser() -> UsageParser:
                        formatter_class=DefaultsFormatter)
     p.add_argument("--json", action="store_true", help="JSON list, one object per opcode, with lane maps")
     p.add_argument("--no-lanes", action="store_true", help="with --json: leave out the lane tables")
-    p.add_argument("--kind", choices=("mfma", "mfma_scale", "ds_read_tr"), help="only this kind (default: every kind)")
+    p.add_argument("--kind", choices=("mfma", "mfma_scale", "ds_read_tr"),
+                   help="only this kind: dense MFMA, scaled (MX) MFMA, LDS transpose load (default: every kind)")
     p.set_defaults(func=_opcodes, check=check_opcodes)
     from .gemm import add_gemm_parser; add_gemm_parser(sub)  # noqa: E702
     p = sub.add_parser("selftest", help="compile one kernel per opcode for gfx950 and check its instruction",
                        description="Compile one kernel per opcode for gfx950 and check its instruction.",
                        formatter_class=DefaultsFormatter)
-    p.add_argument("names", nargs="*", help="catalog names (default: all 44)")
+    p.add_argument("names", nargs="*", help="catalog names (default: every opcode of the catalog)")
     p.set_defaults(func=lambda args: __import__("tvm_cdna4.selftest", fromlist=["main"]).main(args.names))
     from .draw import add_draw_parser; add_draw_parser(sub)  # noqa: E702
     from .attention import add_attention_parser; add_attention_parser(sub)  # noqa: E702

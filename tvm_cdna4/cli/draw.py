@@ -2,7 +2,7 @@
 
     python -m tvm_cdna4 draw mfma_f32_16x16x32_f16                 # mfma_f32_16x16x32_f16.svg
     python -m tvm_cdna4 draw ds_read_tr16_b64_v4f16 -o tr16.png
-    python -m tvm_cdna4 draw --all -o docs/figures                  # the 44 opcodes and the seed figures
+    python -m tvm_cdna4 draw --all -o docs/figures                  # every opcode's figure and the seed figures
 
 Exit codes: 0 written, 2 unknown opcode / no matplotlib / not .svg or .png.
 """

@@ -112,7 +112,7 @@ def _config(args):
     from dataclasses import replace
 
     from ..kernels.sm80.gemm import choose_config
-    from ..kernels.sm80.gemm_plan import choose_config as choose_tile, replan_stages
+    from ..kernels.sm80.gemm_cost import choose_config as choose_tile, replan_stages
 
     # tile options (--block, --warps, --group-m, --ctas) ask for the tile GEMM; otherwise the planner
     # may pick the decode kernel (M <= 16, nt), whose --stages is its pipeline depth

@@ -1,8 +1,9 @@
-"""The CDNA4 (gfx950) instruction catalog: 38 dense MFMA builtins and 6 ds_read_tr loads.
+"""The CDNA4 (gfx950) instruction catalog: 36 dense and 2 scaled MFMA builtins and 6 ds_read_tr loads.
 
 ``CATALOG`` maps catalog names (the builtin without ``__builtin_amdgcn_``) to attrs records;
 ``lanes`` holds the lane maps and ``reference`` the numpy semantics. Everything else in
-``tvm_cdna4`` reads these.
+``tvm_cdna4`` reads these. ``counts()`` says how many opcodes of each kind there are: prose that gives a
+count takes it from there (docs/catalog.md is generated with it; tests/test_docs.py checks the rest).
 """
 
 from __future__ import annotations
@@ -26,6 +27,18 @@ for _op in CATALOG.values():
 for _m, _count in _MNEMONIC_COUNT.items():
     if _count > 1:
         del _ALIASES[_m]
+
+
+KINDS = ("mfma", "mfma_scale", "ds_read_tr")
+"""The opcode kinds (``op.kind``): dense MFMA, scaled (MX) MFMA, LDS transpose load."""
+
+
+def counts() -> dict[str, int]:
+    """Opcodes per kind (``KINDS``), and ``"all"``: e.g. ``{"mfma": 36, "mfma_scale": 2, "ds_read_tr": 6, "all": 44}``."""
+    by_kind = dict.fromkeys(KINDS, 0)
+    for op in CATALOG.values():
+        by_kind[op.kind] += 1
+    return {**by_kind, "all": len(CATALOG)}
 
 
 def lookup(name: str) -> MfmaOp | DsReadTrOp:
@@ -55,9 +68,11 @@ __all__ = [
     "SCALE_FORMAT_CODES",
     "SOURCES",
     "WAVE_SIZE",
+    "KINDS",
     "DsReadTrOp",
     "MfmaOp",
     "Modifier",
+    "counts",
     "formats",
     "lanes",
     "lookup",

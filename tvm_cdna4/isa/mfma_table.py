@@ -1,4 +1,4 @@
-"""The 38 CDNA4 dense MFMA builtins of the seed, one row each.
+"""The 38 CDNA4 MFMA builtins of the seed (36 dense, 2 scaled), one row each.
 
 Columns: catalog name, M, N, K, blocks, A/B format, accumulator format, elements per lane,
 LLVM A-operand type, LLVM intrinsic suffix, gfx950 mnemonic, ops, cycles, blgp role.

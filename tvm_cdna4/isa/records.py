@@ -1,4 +1,4 @@
-"""Attrs records describing CDNA4 opcodes. Data only: the 44 instances live in ``mfma_table`` and
+"""Attrs records describing CDNA4 opcodes. Data only: the instances (``CATALOG``) live in ``mfma_table`` and
 ``ds_read_tr_table``; lane maps are pure functions in ``lanes``; semantics in ``reference``."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``T.rocm.tile.apply(T.amdgcn[opcode], *operands, scope=..., **params)`` for the 44 CDNA4 opcodes.
+"""``T.rocm.tile.apply(T.amdgcn[opcode], *operands, scope=..., **params)`` for every CDNA4 opcode of the catalog.
 
 ``register_patterns()`` (idempotent) adds the ROCm thread scopes and lane axes, the
 ``tirx.rocm.tile.apply`` op and the ``T.rocm`` / ``T.amdgcn`` script namespaces. ``tvm_cdna4.register()``

@@ -4,7 +4,7 @@ against ``kernels.gemm.epilogue.reference`` within ``kernels.gemm.epilogue.error
 
 The emulated cases run ``benchmarks/gfx950_epilogue_table.py``'s ``run_case`` (exact small-integer
 operands: the accumulator is the exact product, so only the epilogue's error is measured); that
-script's table covers every op set x dtype x layout (benchmarks/RESULTS.md), these a subset."""
+script's table covers every op set x dtype x layout (benchmarks/journal/2026-12.md), these a subset."""
 
 import json
 

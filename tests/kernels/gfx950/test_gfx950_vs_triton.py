@@ -179,7 +179,7 @@ def test_results_section_is_replaced_in_place_and_hand_notes_stay(tmp_path):
 def test_rows_read_back_from_the_json_file_are_the_rows_written():
     """``--ours-only`` reuses Triton's rows of an earlier run: every field survives the round trip."""
     bench = _bench()
-    data, rows = bench.read_json(os.path.join(ROOT, "benchmarks", "gfx950_vs_triton.json"), 4096)
+    data, rows = bench.read_json(str(paths.RUNS / "gfx950_vs_triton.json"), 4096)
     assert len(rows) == len(data["rows"]) and any(r.kernel == "Triton" and r.report for r in rows)
     for row, written in zip(rows, data["rows"]):
         assert row.as_dict() == written

@@ -1,7 +1,7 @@
 """The CUDA cost models against the H200 measurements they were fitted to (benchmarks/cost_model_fit.py
-over benchmarks/cuda_small_m_sweep_h200_2026-12-01.json: 400 tilings at M = 64 / 128 on the Llama-3
+over benchmarks/runs/cuda_small_m_sweep_h200_2026-12-01.json: 400 tilings at M = 64 / 128 on the Llama-3
 projections, each validated and timed on the GPU; the second run's reductions set and tuned
-candidates; and the sweep of 2026-12-02, benchmarks/llm_linear_flush_probe_h200_2026-12-02.json: the
+candidates; and the sweep of 2026-12-02, benchmarks/runs/llm_linear_flush_probe_h200_2026-12-02.json: the
 decode kernel's configs and small tiles at M = 1 / 16, wider tiles and deeper pipelines at M = 64 /
 128, which the tile model was refitted to and the decode model fitted to)."""
 
@@ -16,10 +16,10 @@ sys.path.append(os.path.join(ROOT, "benchmarks"))  # after tests/: a benchmark s
 
 import cost_model_fit as fit  # noqa: E402
 
-SWEEP = os.path.join(ROOT, "benchmarks", "cuda_small_m_sweep_h200_2026-12-01.json")
-REDUCTIONS = os.path.join(ROOT, "benchmarks", "cuda_small_m_reductions_h200_2026-12-01.json")
-LLM = os.path.join(ROOT, "benchmarks", "llm_linear_m64_128_h200_2026-12-01.json")
-PROBE = os.path.join(ROOT, "benchmarks", "llm_linear_flush_probe_h200_2026-12-02.json")
+SWEEP = str(paths.RUNS / "cuda_small_m_sweep_h200_2026-12-01.json")
+REDUCTIONS = str(paths.RUNS / "cuda_small_m_reductions_h200_2026-12-01.json")
+LLM = str(paths.RUNS / "llm_linear_m64_128_h200_2026-12-01.json")
+PROBE = str(paths.RUNS / "llm_linear_flush_probe_h200_2026-12-02.json")
 
 
 def test_the_model_ranks_the_measured_tilings_as_the_gpu_does():

@@ -310,7 +310,7 @@ def test_decode_shapes_get_small_tiles_and_fill_the_gpu():
     est = estimate(16, 4096, 14336, cfg)
     base = estimate(16, 4096, 14336, default_config("bf16", 16, 4096))
     assert est.ctas >= 132 and est.tile_efficiency > 0.98 and base.tile_efficiency == 0.125
-    # the H200 measured this plan family at 53 % of the roofline (46.3 us, benchmarks/RESULTS.md): the
+    # the H200 measured this plan family at 53 % of the roofline (46.3 us, benchmarks/journal/2026-12.md): the
     # model, fitted at M = 64 / 128, predicts 40-80 % here (it said 86 % before the fit)
     assert est.time_s < 0.5 * base.time_s and 0.4 < est.roofline_fraction < 0.8
 

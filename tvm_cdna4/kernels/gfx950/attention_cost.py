@@ -54,7 +54,7 @@ import attrs
 
 from .attention_plan import AttentionProblem
 from ..attention.problem import workgroup_tiles
-from .gemm_plan import DTYPES
+from .gemm_config import DTYPES
 from .gemm_cost import CLOCK_HZ, HBM_BYTES_PER_S, HBM_LATENCY_S, MI355X_CUS, SIMDS_PER_CU
 
 VALU_CYCLES = 4  # one wave64 VALU instruction on a 16-lane SIMD

@@ -44,7 +44,7 @@ from .attention_plan import (WAVE_ROWS, AttentionPlan, kv_full_tiles_for, kv_til
                              v_lds_row)
 from .emit import (decode, epilogue_value, fragment_reader, fused_ops, kernel_function, mfma_step,
                           unit_scaled_step)
-from .gemm_plan import DTYPES, FORMAT_CODES
+from .gemm_config import DTYPES, FORMAT_CODES
 from .pipeline import lds_stage, period_wait
 
 CHUNK = 16  # bytes per global load and LDS store

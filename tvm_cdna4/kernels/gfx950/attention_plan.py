@@ -43,7 +43,8 @@ from ..attention.problem import (ATTENTION_DTYPES, F32_TERMS, HEAD_DIMS, LSE_F32
                                 error_bound, kv_full_tiles_for, kv_tiles_for, output_arrays, random_inputs, reference)
 from ..gemm.dynamic_m import ceil_div
 from ..gemm.epilogue import Param
-from .gemm_plan import DTYPES, OUT_STORAGE, Epilogue, Grid, convert_epilogue
+from .gemm_common import OUT_STORAGE, Epilogue, Grid, convert_epilogue
+from .gemm_config import DTYPES
 
 WAVE_ROWS = 32  # query rows per wave: the 32x32 MFMA's N
 

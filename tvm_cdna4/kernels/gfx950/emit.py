@@ -31,8 +31,9 @@ from tvm_tirx.script.parser import parse
 from ...isa import CATALOG, lanes
 from ...isa.llvm_helpers import EXP2
 from ...patterns.layouts import mfma_fragment, tr_fragment
-from ..gemm.epilogue import Fusion, apply
-from .gemm_plan import UNIT_SCALES, Epilogue, Grid, Param
+from ..gemm.epilogue import Fusion, Param, apply
+from .gemm_common import Epilogue, Grid
+from .gemm_config import UNIT_SCALES
 
 THREADS = 256  # 2 x 2 waves per workgroup
 

@@ -68,8 +68,8 @@ from ...tirx_private import transpile_once
 from ..gemm.epilogue import Fusion
 from .emit import (THREADS, Fragments, Stage, Staging, TileOrigin, WaveState, epilogue_store, fragment_reader,
                           kernel_function, mfma_step, operand_coords, span, staging_sets, tile_origin)
-from .gemm_plan import (MX_FORMATS, MxGemmConfig, MxGemmPlan, MxOperand, default_mx_config, lds_bytes, operand_plan,
-                          plan_mx_gemm)
+from .mx_gemm_plan import (MX_FORMATS, MxGemmConfig, MxGemmPlan, MxOperand, default_mx_config, lds_bytes,
+                           operand_plan, plan_mx_gemm)
 from .pipeline import chunk_loader, fragment_pipeline, guarded_load, lds_stage, prefetch_reads, schedule_hint
 
 

@@ -17,7 +17,7 @@ from tvm_tirx.script import tirx as T
 from ...patterns.dma import LdsTile
 from ...patterns.wave import BUFFER_OOB, waitcnt_lgkmcnt_imm, waitcnt_vmcnt_imm
 from ...isa.llvm_helpers import sched_helper
-from .gemm_plan import prefetch_program, prefetch_reads  # noqa: F401 (pure: the plans call them)
+from .gemm_interleave import prefetch_program, prefetch_reads  # noqa: F401 (pure: the plans call them)
 
 
 @T.macro

@@ -26,7 +26,8 @@ from tvm_tirx.script.parser import parse
 from ...tirx_private import transpile_once
 from ..attention.problem import LN2, kv_full_tiles_for, kv_tiles_for
 from .attention_plan import Sm80AttentionPlan, swizzle
-from .gemm_emit import TIR_OPS, signature_source
+from .gemm_emit import signature_source
+from .gemm_emit_epilogue import TIR_OPS
 
 FULL = 0xFFFFFFFF
 

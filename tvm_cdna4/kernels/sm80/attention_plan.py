@@ -54,8 +54,8 @@ from ..devices import DEVICES
 
 from ...isa.formats import fmt
 from ..attention.problem import AttentionProblem, check_indexing, workgroup_tiles
-from .gemm_plan import DTYPES as STORAGE  # the 16-bit dtypes mma.sync m16n8k16 takes, TIR's names
-from .gemm_plan import LDMATRIX, LDMATRIX_TRANS, MMA
+from .gemm_config import DTYPES as STORAGE  # the 16-bit dtypes mma.sync m16n8k16 takes, TIR's names
+from .gemm_config import LDMATRIX, LDMATRIX_TRANS, MMA
 from ..gemm.dynamic_m import ceil_div
 from ..gemm.epilogue import Param
 
@@ -344,7 +344,7 @@ def l2_head_group(problem: AttentionProblem) -> int:
     so consecutive blocks started together read each K / V tile from L2 at about the same time. Causal, as
     many heads as keep their K / V (``2 seq_kv D`` elements each, counted per query head) within half the L2
     (``L2_BYTES``), at least one: the blocks differ in length, and a larger group runs more of the longest
-    ones first. Measured on the H200 (benchmarks/RESULTS.md, "Two m-tiles"; 64 keys, two m-tiles, 8
+    ones first. Measured on the H200 (benchmarks/journal/2026-12.md, "Two m-tiles"; 64 keys, two m-tiles, 8
     warps): non-causal, one head per group 383-395 TFLOP/s, this rule's causal groups of 8 / 4 / 2 heads
     371-377, every head's blocks interleaved 357-380; causal, this rule 352-391, one head 341-380, every
     head 335-382 (4k-16k tokens)."""
@@ -366,7 +366,7 @@ SOFTMAX_CLOCKS_PER_SCORE = 0.14
 """SM clocks per score of the softmax (FFMA, ex2, max, sum, O rescale, conversion) not hidden under the
 MMAs, and ``TILE_CLOCKS`` fixed clocks per kv tile of a CTA (the barrier, the wait, the loop; shared by
 the resident CTAs), ``LAZY_SOFTMAX`` the softmax's share left with ``rescale_slack`` (no O rescale on most
-tiles): fitted to the 120 kernels of two H200 calls (benchmarks/attention_h200_{lazy,m2}_2026-12-02.json:
+tiles): fitted to the 120 kernels of two H200 calls (benchmarks/runs/attention_h200_{lazy,m2}_2026-12-02.json:
 D 128, 16k tokens, causal and not; rms error of the model's TFLOP/s 5.8 %). ``overlap`` measured no better
 than its plain 128-key counterpart (attention_h200_final_2026-12-02.json), nor ``skew`` (-4 .. +6 %
 against its plain twin, attention_h200_skew_2026-12-02.json), so the model gives them nothing and
@@ -381,7 +381,7 @@ CANDIDATES = tuple(Sm80AttentionConfig(kv, w, s, m, q, o) for m, q, o in ((1, Tr
     Sm80AttentionConfig(kv, 8, s, 2, False, rescale_slack=8) for kv in (64, 48, 32) for s in (2, 3))
 """The configs ``default_config`` ranks. Two m-tiles with Q re-read and ``rescale_slack`` (which lets 64-key
 tiles fit) only at 8 warps: at 4 warps (two CTAs per SM) they measured 2-8 % slower in 5 of the 6 timed
-shapes (benchmarks/attention_h200_lazy_2026-12-02.json), which the model does not see. ``sync="mbarrier"``
+shapes (benchmarks/runs/attention_h200_lazy_2026-12-02.json), which the model does not see. ``sync="mbarrier"``
 (sm_90 only) is not a candidate: the default must build for sm_80."""
 
 
@@ -436,9 +436,9 @@ def decoupled(problem: AttentionProblem, config: Sm80AttentionConfig) -> Sm80Att
     ``config``. Why causal: there the warps of a block skip different diagonal warp-tiles (``warp_sees``), so their work
     per tile differs, and one ``__syncthreads`` per tile makes every warp wait for the slowest; the
     per-buffer mbarriers let the others run ahead. Non-causal warps do equal work. Measured on the H200
-    (benchmarks/RESULTS.md, "Issue 26 on the H200, continued", the verification call; the default tile):
+    (benchmarks/journal/2026-12.md, "Issue 26 on the H200, continued", the verification call; the default tile):
     causal +2.5 / +2.9 / +4.8 % at 16k / 8k / 4k tokens, non-causal -2.6 .. +1.3 %. Why two m-tiles: the
-    one-m-tile twins measured -2 .. -10 % causal (benchmarks/attention_h200_mbarrier_2026-12-02.json: 128
+    one-m-tile twins measured -2 .. -10 % causal (benchmarks/runs/attention_h200_mbarrier_2026-12-02.json: 128
     and 64 keys, 8 warps), the two-m-tile one at 32 keys +3 .. +5 %."""
     if config.m_tiles != 2:
         return config

@@ -19,7 +19,8 @@ from tvm_tirx.script.parser import parse
 from ...tirx_private import transpile_once
 from .decode_plan import DecodePlan
 from ..gemm import epilogue as fused
-from .gemm_emit import TIR_OPS, fused_inputs, signature_source
+from .gemm_emit import signature_source
+from .gemm_emit_epilogue import TIR_OPS, fused_inputs
 
 
 @attrs.frozen

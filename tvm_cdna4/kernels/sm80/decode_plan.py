@@ -37,28 +37,11 @@ import attrs
 
 from ..common import PlanRecord
 
-from .gemm_plan import (
-    DTYPES,
-    H200_SMS,
-    MMA,
-    OUT_DTYPES,
-    Device,
-    GemmConfig,
-    Param,
-    _short_dtype,
-    _short_out,
-    bucket_summary,
-    ceil_div,
-    candidates,
-    check_dynamic,
-    check_fusion,
-    choose_config,
-    estimate,
-    plan,
-    planned_m,
-)
-from ..gemm.dynamic_m import MBucket, extent_record, resolve_m
-from ..gemm.epilogue import Fusion
+from .gemm_config import DTYPES, MMA, OUT_DTYPES, GemmConfig, _short_dtype, _short_out
+from .gemm_cost import H200_SMS, Device, candidates, choose_config, estimate
+from .gemm_plan import bucket_summary, check_dynamic, check_fusion, plan, planned_m
+from ..gemm.dynamic_m import MBucket, ceil_div, extent_record, resolve_m
+from ..gemm.epilogue import Fusion, Param
 
 DECODE_MAX_M = 16
 """Largest M the decode kernel takes (two n8 MMA tiles of tokens)."""
@@ -288,7 +271,7 @@ class DecodeEstimate:
 def decode_registers(cfg: DecodeConfig, token_tiles: int) -> int:
     """Registers per thread the model assumes: 24 (addresses, loop) + half the W and x words of an iteration
     (ptxas interleaves the shared loads with the MMAs) + the accumulators; ptxas -v gave 42-60 for the
-    configs of benchmarks/RESULTS.md."""
+    configs of benchmarks/journal/2026-12.md."""
     return min(255, 24 + 2 * cfg.unroll * (2 * cfg.row_tiles + token_tiles) + 4 * cfg.row_tiles * token_tiles)
 
 
@@ -332,7 +315,7 @@ def decode_estimate(M: int, N: int, K: int, cfg: DecodeConfig, out_bytes: int = 
 
 def decode_candidates(M: int, N: int, K: int) -> list[DecodeConfig]:
     """The decode configs the planner weighs: whole-line copies (``line_copy``; 1.10x faster than the
-    fragment-chunk copies on the H200, benchmarks/RESULTS.md), 8 or 4 warps, 2/4/1 row tiles, unroll
+    fragment-chunk copies on the H200, benchmarks/journal/2026-12.md), 8 or 4 warps, 2/4/1 row tiles, unroll
     2 or 4, 3/4/6 stages, K split in 1..16 slices of at least one iteration per warp, within 227 KiB
     of shared memory. Ties keep the earlier candidate."""
     out = []
