@@ -204,8 +204,9 @@ def dma_soffset(by: str = "wave_id"):
 
 def dma_unpublished():
     """A direct-to-LDS load, a workgroup barrier, then LDS reads, with no ``s_waitcnt vmcnt`` between:
-    the reads' index depends on a kernel argument, so ``rocm.lds_sync`` leaves the kernel to the
-    emulator, and LLVM waits for no async direct-to-LDS load (``rocm.waitcheck`` refuses the code)."""
+    the reads' index depends on a kernel argument, so ``rocm.lds_sync`` cannot decide it (a WARNING,
+    left to the emulator), and LLVM waits for no async direct-to-LDS load (``rocm.waitcheck`` refuses
+    the code)."""
     @T.function
     def kernel(X: T.Tensor((256,), "int32"), D: T.Tensor((64, 4), "int32"), shift: T.int32):
         with T.device_entry():

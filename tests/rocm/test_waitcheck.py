@@ -486,8 +486,9 @@ def test_a_uniform_soffset_needs_no_waterfall_loop(by, caplog):
 
 
 def test_the_build_refuses_a_direct_to_lds_load_no_wait_publishes():
-    """The kernel's missing ``T.rocm.s_waitcnt_vmcnt``: rocm.lds_sync cannot evaluate its LDS index (a
-    kernel argument) and LLVM waits for no async direct-to-LDS load, so only the assembly shows it."""
+    """The kernel's missing ``T.rocm.s_waitcnt_vmcnt``: rocm.lds_sync cannot decide its LDS index (a
+    kernel argument: a WARNING, in its default mode) and LLVM waits for no async direct-to-LDS load, so
+    the assembly shows it."""
     with pytest.raises(tvm_cdna4.ContractError) as info:
         tvm_cdna4.build(dma_unpublished())
     error = info.value
