@@ -8,7 +8,6 @@ import random
 import re
 import textwrap
 import zlib
-from types import SimpleNamespace
 
 import attrs
 import pytest
@@ -216,10 +215,11 @@ def test_llvm_objdump_listings_are_read_with_their_labels_and_addresses():
 
 
 def _gemm(dtype, layout, M=4096, N=4096, K=4096, cfg=None):
-    """Through the session's build cache, as tests/kernels/gfx950/test_gfx950_gemm.py's default_build and the goldens build them."""
-    from tvm_cdna4.cli.gemm_gfx950 import build_cached
+    """Through the session's build cache, as tests/kernels/gfx950/test_gfx950_gemm.py's default_build and the goldens build
+    them (``kernels.gemm.build``, what the CLI runs: the cost model's plan without ``cfg``)."""
+    from tvm_cdna4.kernels import gemm
 
-    return build_cached(SimpleNamespace(M=M, N=N, K=K, dtype=dtype, layout=layout, out_dtype=None), cfg)
+    return gemm.build(gemm.GemmProblem(M, N, K, dtype, layout), "gfx950", cfg)
 
 
 def _default_config(dtype):
