@@ -126,10 +126,11 @@ def next_frags(p, th, rs, step):
 
 @T.macro
 def kstep(p, th, tile, nxt, kt, rs, step):
-    # the next k-step's fragments (a short tile's warp: only with rows, Thread.live)
-    if I.constexpr(th.live is None):
+    # the next k-step's fragments, where there is one (KStep.fragments; a short tile's warp: only with
+    # rows, Thread.live)
+    if I.constexpr(step.fragments and th.live is None):
         next_frags(p, th, rs, step)
-    else:
+    elif I.constexpr(step.fragments):
         if th.live > 0:
             next_frags(p, th, rs, step)
     # cp.async of tile kt+stages-1 into the stage every warp finished reading before the previous

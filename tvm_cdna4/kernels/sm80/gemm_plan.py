@@ -274,7 +274,7 @@ def plan(M: int | MBucket, N: int, K: int, dtype: str = "f16", layout: str = "nt
 
     persistent = cfg.persistent_for(K, layout)
     form = "persistent" if persistent else ("unrolled" if cfg.unrolled_for(K, layout) else "rolled")
-    kloop = KLoop(form, cfg.stages, kt, kt // cfg.stages, kt % cfg.stages, plan_k_steps(cfg, tiling.k_steps),
+    kloop = KLoop(form, cfg.stages, kt, kt // cfg.stages, kt % cfg.stages, plan_k_steps(cfg, tiling.k_steps, kt),
                   mma_order(cfg, tiling.mma_m, tiling.mma_n))
     gm = grouping.row_tiles(M) if grouping else ceil_div(M, cfg.block_m)
     gn = ceil_div(N, cfg.block_n)
