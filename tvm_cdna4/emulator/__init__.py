@@ -173,7 +173,7 @@ def _children(node):
 
 
 def emulate(kernel, *arrays, target: str = "gfx950", max_threads_per_batch: int = 8192,
-            uninitialized: str = "error", stats: dict | None = None, **scalars):
+            uninitialized: str = "error", stats: dict | None = None, workgroups=None, **scalars):
     """Run ``kernel`` on the CPU. ``arrays`` bind the kernel's tensor parameters in order (numpy,
     C-contiguous, of the parameter's shape and dtype: ``arguments.check_argument``; outputs are
     written in place and must be writable); ``scalars`` bind scalar parameters by name (a keyword
@@ -183,42 +183,57 @@ def emulate(kernel, *arrays, target: str = "gfx950", max_threads_per_batch: int 
     hardware they read stale values), for kernels that load and then ignore such data.
     ``stats``, a dict, receives access counts: for sm80, ``"ldmatrix phases"`` /
     ``"ldmatrix conflicts"`` and ``"cp.async phases"`` / ``"cp.async conflicts"`` (shared-memory
-    bank conflicts as excess wavefronts, :mod:`tvm_cdna4.emulator.banks`). A construct the emulator
+    bank conflicts as excess wavefronts, :mod:`tvm_cdna4.emulator.banks`). ``workgroups`` (linear
+    indices, ``blockIdx.x`` fastest): run only those workgroups of the launch, each as the whole launch
+    would (its ``blockIdx``, the grid's extents); with ``Window`` arguments (sm80), the part of each
+    tensor they touch: a few workgroups of a problem too large to emulate whole. A construct the emulator
     does not run is an ``EmulationUnsupported`` (a ``NotImplementedError``), one sentence."""
     from . import arguments
-    from .memory import Buffer
 
     arguments.check_options(kernel, target, max_threads_per_batch, uninitialized, stats, TARGETS)
     check_backend(kernel, target)  # a kernel for another backend: that, before its arguments
     values, fixed = arguments.bind_scalars(kernel, scalars)
     bound = arguments.bind_arrays(kernel, arrays)
     shapes = arguments.bind_shapes([p for p, _ in bound], [a for _, a in bound], fixed)  # a dynamic-M kernel's M
-    globals_ = {p.name: Buffer(p.name, "global", a.reshape(-1).view(np.uint8).reshape(1, -1)) for p, a in bound}
+    globals_ = {p.name: _global_buffer(p.name, a, target) for p, a in bound}
     func, host = lowered_kernel(kernel, target)
     scalars = {**host_scalars(host, shapes), **values}
     grid, block = _launch(func, kernel, shapes)
+    chosen = arguments.check_workgroups(workgroups, int(np.prod([grid.get(d, 1) for d in "xyz"])))
     try:
-        _run(func, target, grid, block, globals_, scalars, max_threads_per_batch, uninitialized, stats)
+        _run(func, target, grid, block, globals_, scalars, max_threads_per_batch, uninitialized, stats, chosen)
     except NotImplementedError as e:
         raise EmulationUnsupported(str(e) if isinstance(e, EmulationUnsupported)
                                    else str(e).replace("emulator: ", "emulate: ", 1)) from None
     return arrays
 
 
-def _run(func, target, grid, block, globals_, scalars, max_threads_per_batch, uninitialized, stats) -> None:
-    """The launch, batch after batch of workgroups (``max_threads_per_batch`` threads at most)."""
+def _global_buffer(name: str, arr, target: str):
+    """The emulated global buffer of an argument: the caller's array (written in place), or the part of
+    a tensor a ``Window`` holds."""
+    from .memory import Buffer
+
+    if not isinstance(arr, Window):
+        return Buffer(name, "global", arr.reshape(-1).view(np.uint8).reshape(1, -1))
+    if target != "sm80":
+        raise ValueError(f"emulate: parameter {name}: a Window (a tensor held in part) is emulated for sm80 only; "
+                         f"pass the whole array for {target}")
+    origin, nbytes = arr.byte_range()
+    return Buffer(name, "global", arr.data.reshape(-1).view(np.uint8).reshape(1, -1), origin=origin, nbytes=nbytes)
+
+
+def _run(func, target, grid, block, globals_, scalars, max_threads_per_batch, uninitialized, stats, chosen) -> None:
+    """The launch, batch after batch of the ``chosen`` workgroups (``max_threads_per_batch`` threads at most)."""
     from .interp import Compiler, Env, np_dtype
     from .machine import Machine
     from .memory import Pointer
 
     wave = TARGETS[target]
-    n_groups = int(np.prod([grid.get(d, 1) for d in "xyz"]))
     per_group = int(np.prod([block.get(d, 1) for d in "xyz"]))
     batch = max(1, max_threads_per_batch // max(per_group, 1))
     table = _calls(target)
-    for start in range(0, n_groups, batch):
-        machine = Machine(grid, block, wave, np.arange(start, min(n_groups, start + batch)), globals_,
-                          lds_waits=target in LDS_WAITS)
+    for start in range(0, len(chosen), batch):
+        machine = Machine(grid, block, wave, chosen[start:start + batch], globals_, lds_waits=target in LDS_WAITS)
         machine.allow_uninitialized = uninitialized == "allow"
         machine.stats = stats
         compiler = Compiler(machine, table)
@@ -242,7 +257,9 @@ def _run(func, target, grid, block, globals_, scalars, max_threads_per_batch, un
             unfinished_barriers(machine)
 
 
-__all__ = ["EmulationError", "EmulationUnsupported", "device_function", "emulate"]
+from .window import Window  # noqa: E402 (a tensor held in part: emulate's arguments)
+
+__all__ = ["EmulationError", "EmulationUnsupported", "Window", "device_function", "emulate"]
 
 
 def compare(name: str, got: np.ndarray, want: np.ndarray, rtol: float = 0.0, atol=0.0) -> str:

@@ -6,6 +6,9 @@
 - the arrays bind the tensor parameters in order (``check_argument``: C-contiguous, the shape, the
   dtype); a symbolic extent (a dynamic-M kernel's ``M``) is bound from the first array that has
   it, or from a keyword of that name, and every array must agree (``bind_shapes``);
+- an argument may be a ``Window`` instead of an array: a tensor of the parameter's shape of which only
+  a contiguous run of elements is held (what one workgroup of a launch too large to emulate touches);
+- ``workgroups`` restricts the launch to some of its workgroups (``check_workgroups``);
 - the keywords bind the scalar parameters (an int for an integer parameter, in its range; a real
   number for a float one) or name a shape variable; an unknown keyword, a tensor parameter given
   by keyword and a scalar parameter without a value are refused (``bind_scalars``).
@@ -18,6 +21,18 @@ import numbers
 import numpy as np
 
 from .interp import np_dtype
+from .window import Window
+
+
+def check_workgroups(workgroups, count: int) -> np.ndarray:
+    """The workgroups of a launch of ``count`` to run (``emulate``'s ``workgroups``): all (None), or the
+    given linear indices (``blockIdx.x`` fastest), each in ``0 .. count - 1``, in increasing order."""
+    if workgroups is None:
+        return np.arange(count)
+    chosen = list(workgroups) if not _is_int(workgroups) else [workgroups]
+    if not chosen or any(not _is_int(w) or not 0 <= w < count for w in chosen):
+        raise ValueError(f"emulate: workgroups: expected linear workgroup indices in 0..{count - 1}; found {workgroups!r}")
+    return np.unique(np.asarray(chosen, np.int64))
 
 
 def check_options(kernel, target, max_threads_per_batch, uninitialized, stats, targets) -> None:
@@ -155,8 +170,9 @@ def check_argument(name: str, ty, arr) -> None:
     float format stored in it (``ml_dtypes.bfloat16`` / ``float16`` data for ``int16`` storage,
     ``float8_*`` for ``uint8``); a float parameter takes its own dtype (``ml_dtypes.bfloat16`` /
     ``float8_e4m3fn`` / ``float8_e5m2`` for bf16 / fp8 / bf8)."""
-    if not isinstance(arr, np.ndarray):
-        raise ValueError(f"emulate: parameter {name} needs a numpy array; found {type(arr).__name__}")
+    if not isinstance(arr, np.ndarray | Window):
+        raise ValueError(f"emulate: parameter {name} needs a numpy array (or an emulator.Window); found "
+                         f"{type(arr).__name__}")
     want, lanes = np_dtype(ty.dtype)
     shape = tuple(int(d) if hasattr(d, "value") else None for d in ty.shape) + ((lanes,) if lanes > 1 else ())
     if arr.ndim != len(shape) or any(w is not None and w != g for w, g in zip(shape, arr.shape)):
@@ -167,5 +183,5 @@ def check_argument(name: str, ty, arr) -> None:
     if arr.dtype != want and not bits:
         hint = f" (numpy: ml_dtypes.{ty.dtype})" if want.type.__module__.startswith("ml_dtypes") else ""
         raise ValueError(f"emulate: parameter {name}: expected dtype {ty.dtype}{hint}; found {arr.dtype}")
-    if not arr.flags.c_contiguous:
+    if isinstance(arr, np.ndarray) and not arr.flags.c_contiguous:
         raise ValueError(f"emulate: parameter {name} needs a C-contiguous array (np.ascontiguousarray)")

@@ -40,6 +40,11 @@ class Records:
         self.granule = 0  # 0: no access yet
         self.fields: dict[str, np.ndarray] = {}
         self.base = next(GlobalAtomics.clock)  # "published_at" holds fence clocks after it, minus it (small numbers)
+        self.origin = 0  # the buffer's address of offset 0 (a buffer held in part: arguments.Window)
+
+    def byte(self, granule) -> int:
+        """The buffer's address of ``granule`` (what an error names)."""
+        return self.origin + int(granule) * self.granule
 
     @property
     def size(self) -> int:
@@ -98,7 +103,8 @@ class Records:
 
 def records_of(buf) -> Records:
     if buf.records is None:
-        buf.records = Records(buf.nbytes)
+        buf.records = Records(buf.held)  # offsets in the bytes held (memory.held_offsets)
+        buf.records.origin = buf.origin
     return buf.records
 
 
@@ -125,13 +131,13 @@ def store_owners(machine, buf, idx: np.ndarray, t: np.ndarray, where: str, order
         bad = (cur >= 0) & (cur != grp)
         if bad.any():
             k = int(np.argmax(bad))
-            raise EmulationError(f"race on global '{buf.name}' byte {int(idx[k]) * rec.granule}: stored by workgroup "
+            raise EmulationError(f"race on global '{buf.name}' byte {rec.byte(idx[k])}: stored by workgroup "
                                  f"{int(cur[k])} and by workgroup {int(grp[k])} in one launch (plain stores of "
                                  "different workgroups are unordered)", where, *machine.coords(int(t[k])))
     rec.put("owner", idx, grp)
     if (rec.get("owner", idx) != grp).any():  # two workgroups of the batch, one instruction
         k, j = _first_clash(idx, grp)
-        raise EmulationError(f"race on global '{buf.name}' byte {int(idx[k]) * rec.granule}: stored by workgroup "
+        raise EmulationError(f"race on global '{buf.name}' byte {rec.byte(idx[k])}: stored by workgroup "
                              f"{int(grp[j])} and by workgroup {int(grp[k])} in one launch (plain stores of different "
                              "workgroups are unordered)", where, *machine.coords(int(t[k])))
 
@@ -162,7 +168,7 @@ def cta_writes(machine, buf, threads, addr, size: int, atomic: bool, where: str)
         order = np.argsort(idx, kind="stable")
         k = int(np.argmax(idx[order][1:] == idx[order][:-1]))
         i, j = order[k], order[k + 1]
-        raise EmulationError(f"race on global '{buf.name}' byte {int(idx[i]) * rec.granule}: stored by CTA "
+        raise EmulationError(f"race on global '{buf.name}' byte {rec.byte(idx[i])}: stored by CTA "
                              f"{int(who[i])} and by CTA {int(who[j])} in one instruction", where)
     for field, what in (("owner", "stored"), *(() if atomic else (("atomic_owner", "atomically updated"),))):
         cur = rec.get(field, idx)
@@ -170,7 +176,7 @@ def cta_writes(machine, buf, threads, addr, size: int, atomic: bool, where: str)
         if bad.any():
             k = int(np.argmax(bad))
             raise EmulationError(
-                f"race on global '{buf.name}' byte {int(idx[k]) * rec.granule}: {what} by CTA {int(cur[k])} and "
+                f"race on global '{buf.name}' byte {rec.byte(idx[k])}: {what} by CTA {int(cur[k])} and "
                 f"{'atomically updated' if atomic else 'stored'} by CTA {int(who[k])} in one launch", where)
     rec.put("atomic_owner" if atomic else "owner", idx, who)
 
@@ -223,7 +229,7 @@ class GlobalAtomics:
             hit = rec.get("owner", idx) >= 0
             if hit.any():
                 k = int(np.argmax(hit))
-                raise EmulationError(f"race on global '{buf.name}' byte {int(idx[k]) * rec.granule}: written by a "
+                raise EmulationError(f"race on global '{buf.name}' byte {rec.byte(idx[k])}: written by a "
                                      "plain store and by an atomic in one launch (atomics order only among themselves)",
                                      where, *machine.coords(int(t[k])))
             rec.put("atomic_owner", idx, machine.groups[machine.wg_of[t]])
@@ -264,7 +270,7 @@ class GlobalAtomics:
                     order = "plain accesses of different workgroups order only by a release and an acquire"
                 else:
                     order = "atomics order only among themselves"
-                raise EmulationError(f"race on global '{buf.name}' byte {int(idx[k]) * rec.granule}: {what} ({order}; "
+                raise EmulationError(f"race on global '{buf.name}' byte {rec.byte(idx[k])}: {what} ({order}; "
                                      f"{why})", where, *machine.coords(int(t[k])))
 
     def check_load(self, machine, buf, byte, size: int, threads, where: str) -> None:

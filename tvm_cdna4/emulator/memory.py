@@ -24,10 +24,15 @@ from .globalmem import record_store
 
 
 class Buffer:
-    def __init__(self, name: str, scope: str, data: np.ndarray, track: bool = False):
+    def __init__(self, name: str, scope: str, data: np.ndarray, track: bool = False, origin: int = 0,
+                 nbytes: int | None = None):
         self.name, self.scope = name, scope
-        self.data = data  # uint8 (instances, nbytes)
-        self.nbytes = data.shape[1]
+        self.data = data  # uint8 (instances, held bytes)
+        # a global buffer of which only bytes [origin, origin + held) are held (an ``arguments.Window``):
+        # ``nbytes`` is its whole size, what the bounds checks see; ``held_offsets`` turns addresses into
+        # offsets in ``data``
+        self.origin, self.held = origin, data.shape[1]
+        self.nbytes = data.shape[1] if nbytes is None else nbytes
         self._views: dict = {}
         self.track = track
         if track:
@@ -52,10 +57,32 @@ class Buffer:
     def typed(self, dtype: np.dtype) -> np.ndarray:
         view = self._views.get(dtype)
         if view is None:
-            usable = self.nbytes - self.nbytes % dtype.itemsize
+            usable = self.held - self.held % dtype.itemsize
             view = self.data[:, :usable].view(dtype)
             self._views[dtype] = view
         return view
+
+
+def held_offsets(machine, buf: Buffer, byte, size, mask, where: str, threads=None):
+    """Offsets in ``buf.data`` of accesses of ``size`` bytes (an int, or one per access) at addresses ``byte`` (checked in bounds;
+    first axis: the batch's threads, or ``threads``): the addresses themselves, or for a buffer held in
+    part (``arguments.Window``) the addresses less its origin, an ``EmulationError`` naming an active
+    access outside the part held."""
+    if buf.origin == 0 and buf.held == buf.nbytes:
+        return byte
+    rel = np.asarray(byte, np.int64) - buf.origin
+    bad = (rel < 0) | (rel + size > buf.held)
+    if mask is not None:
+        bad = bad & np.broadcast_to(_m(np.asarray(mask, bool), rel), rel.shape)
+    if bad.any():
+        k = _first_bad(bad)
+        addr = int(np.asarray(byte, np.int64)[bad][0])
+        end = addr + int(np.broadcast_to(np.asarray(size, np.int64), rel.shape)[bad][0])
+        raise EmulationError(
+            f"{buf.scope} access to '{buf.name}': bytes [{addr}, {end}) are outside the part of it the emulator "
+            f"holds (bytes [{buf.origin}, {buf.origin + buf.held}) of {buf.nbytes}: emulator.Window)", where,
+            *machine.coords(k if threads is None else int(np.asarray(threads)[k])))
+    return rel
 
 
 def check_writable(buf: Buffer) -> None:
@@ -99,6 +126,7 @@ def load(machine, view: TensorView, flat, mask, where: str):
     inst = machine.instance(buf)
     byte, inst = _broadcast(byte, inst, machine.nthreads)
     check_bounds(machine, buf, byte, dtype.itemsize, mask, where)
+    byte = held_offsets(machine, buf, byte, dtype.itemsize, mask, where)
     if buf.track:
         check_lds_read(machine, buf, inst, byte, dtype.itemsize, mask, where)
     elif buf.records is not None and "atomics" in machine.state:
@@ -120,6 +148,7 @@ def store(machine, view: TensorView, flat, value, mask, where: str):
     byte, inst = _broadcast(byte, inst, machine.nthreads)
     value = np.broadcast_to(np.asarray(value).astype(dtype, copy=False), byte.shape)
     check_bounds(machine, buf, byte, dtype.itemsize, mask, where)
+    byte = held_offsets(machine, buf, byte, dtype.itemsize, mask, where)
     threads = np.broadcast_to(np.arange(machine.nthreads).reshape((-1,) + (1,) * (byte.ndim - 1)), byte.shape)
     if mask is not None:
         m = np.broadcast_to(_m(mask, byte), byte.shape)

@@ -8,7 +8,7 @@ import numpy as np
 
 from . import banks
 from .errors import EmulationError
-from .memory import InFlightLdsWrites
+from .memory import InFlightLdsWrites, held_offsets
 from .ptx_operands import PtxCall, _check_span, _per_thread, _pointer
 
 
@@ -101,6 +101,7 @@ def _cp_async(compiler, call: PtxCall):
             banks.record(machine.stats, "cp.async", warp * (32 // lpp) + machine.lane_of[threads] // lpp, da, size)
         reads = n > 0
         _check_span(machine, ps.buffer, threads[reads], sa[reads], n[reads], size, "cp.async source", where)
+        sa = np.where(reads, held_offsets(machine, ps.buffer, sa, n, reads, where, threads), 0)
         j = np.arange(size)
         valid = j < n[:, None]
         src_bytes = ps.buffer.data[machine.instance(ps.buffer)[threads][:, None], np.where(valid, sa[:, None] + j, 0)]

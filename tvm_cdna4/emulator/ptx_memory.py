@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from .globalmem import cta_writes as global_writes
-from .memory import TensorView, check_writable, load, store
+from .memory import TensorView, check_writable, held_offsets, load, store
 from .ptx_operands import PtxCall, _check_span, _per_thread, _pointer, _reader, _type_dtype, _writer
 
 
@@ -53,7 +53,9 @@ def _ld_st(load_: bool):
             else:
                 raw = np.concatenate([r(env, mask) for r in io], axis=1)
                 if p.buffer.scope == "global":
-                    global_writes(machine, p.buffer, threads, off[threads], total, False, where)
+                    global_writes(machine, p.buffer, threads,
+                                  held_offsets(machine, p.buffer, off[threads], total, None, where, threads), total, False,
+                                  where)
                 store(machine, view, flat, raw.view(f"<u{word}"), mask, where)
         return run
     return factory
@@ -92,6 +94,8 @@ def _atomic(returns: bool):
             threads = np.nonzero(machine.active(mask))[0]
             _check_span(machine, p.buffer, threads, off[threads], dtype.itemsize, dtype.itemsize, what, where)
             check_writable(p.buffer)
+            off = off.copy()
+            off[threads] = held_offsets(machine, p.buffer, off[threads], dtype.itemsize, None, where, threads)
             if p.buffer.scope == "global":
                 global_writes(machine, p.buffer, threads, off[threads], dtype.itemsize, True, where)
             b = value(env, mask).view(dtype)[:, 0]

@@ -77,7 +77,9 @@ def test_gfx950_plans():
 @pytest.mark.parametrize("call,error,match", [
     (lambda: cuda_gemm.build_grouped(4, 64, 64, "f16", "tn"), ValueError, "layout 'tn'"),
     (lambda: cuda_gemm.build_grouped(0, 64, 64), ValueError, "G \\(the groups\\) must be a positive int"),
-    (lambda: cuda_gemm.build_grouped(2, 65536, 65536), ValueError, "fewer than 2\\^31 elements"),
+    # one group's weights of 2^31 elements or more take 64-bit offsets (issue 35); rows of 2^24 elements leave no T
+    # whose tiles A and C index in 32 bits: a ContractError naming A
+    (lambda: cuda_gemm.build_grouped(2, 2**24, 64), ValueError, "operand A: A \\[T, 64\\] and C \\[T, 16777216\\] must index"),
     (lambda: gfx950_gemm.build_grouped(4, 64, 64, "mxfp4"), ValueError, "dense dtypes"),
     (lambda: gfx950_gemm.build_grouped(4, 64, 64, "bf16", "tt"), ValueError, "layout 'tt'"),
     (lambda: gfx950_gemm.plan_gfx950_gemm(MBucket(1, 16), 64, 64, "bf16", "nt", groups=4, k_splits=2), ValueError,

@@ -18,9 +18,12 @@ below 264 tiles) and one bucket above 4096. A bucket's representative M is its l
 must not lose on the largest problem it serves; the benchmark's M = 16, 128 and 4096 are bucket
 ends), ``LAST_REPRESENTATIVE`` for the last one.
 
-The last bucket ends where an element offset would leave 32 bits (``m_limit``: the kernels index
-with the int32 ``M``), so every bucket is bounded and a split-K workspace is sized for its bucket's
-largest M.
+Every bucket is bounded, so a split-K workspace is sized for its bucket's largest M. gfx950's last
+bucket ends where an offset would leave 32 bits (``m_limit``: its buffer loads count 31-bit bytes).
+The CUDA GEMM's last 32-bit bucket ends there too (``kernels.gemm.offsets.int32_rows``, an extra edge
+of ``buckets``), and one more bucket follows, up to what its grid and the ``int32`` M still index
+(``offsets.grid_limit``), whose plans give A and C 64-bit offsets (``GemmPlan.offsets64``, issue 35):
+an LM head of 32,768 tokens x a 128,256 vocabulary runs there.
 """
 
 from __future__ import annotations
@@ -55,8 +58,9 @@ class MBucket:
 
     @property
     def representative(self) -> int:
-        """The M the bucket is planned at: its largest, ``LAST_REPRESENTATIVE`` for the last bucket."""
-        return self.hi if self.lo <= BUCKET_EDGES[-1] else min(self.hi, LAST_REPRESENTATIVE)
+        """The M the bucket is planned at: its largest, ``LAST_REPRESENTATIVE`` (or its least M, when that
+        is larger) for the buckets past ``BUCKET_EDGES``."""
+        return self.hi if self.lo <= BUCKET_EDGES[-1] else max(self.lo, min(self.hi, LAST_REPRESENTATIVE))
 
     def __contains__(self, M: int) -> bool:
         return self.lo <= M <= self.hi
@@ -71,10 +75,11 @@ def m_limit(*row_elems: int) -> int:
     return (2**31 - 1) // max(row_elems)
 
 
-def buckets(limit: int) -> tuple[MBucket, ...]:
-    """The dispatch table's buckets up to M = ``limit`` (``BUCKET_EDGES``, then ``edge + 1 .. limit``)."""
+def buckets(limit: int, *edges: int) -> tuple[MBucket, ...]:
+    """The dispatch table's buckets up to M = ``limit`` (``BUCKET_EDGES`` and the extra ``edges``: a
+    bucket's last M each, then ``edge + 1 .. limit``)."""
     out, lo = [], 1
-    for edge in BUCKET_EDGES:
+    for edge in sorted(set(BUCKET_EDGES) | {e for e in edges if e >= 1}):
         if lo > limit:
             break
         out.append(MBucket(lo, min(edge, limit)))
@@ -149,8 +154,12 @@ class DynamicGemm:
         for b in self._buckets:
             if M in b:
                 return b
-        raise ValueError(f"dynamic-M GEMM{self.describe}: M = {M} is outside 1..{self.limit} (the int32 "
-                         f"element offsets of the kernels: kernels.gemm.dynamic_m.m_limit)")
+        from ...errors import ContractError
+
+        raise ContractError(f"dynamic-M GEMM{self.describe}: M = {M} is outside 1..{self.limit}, what the kernels index "
+                            "(kernels.gemm.dynamic_m.m_limit, kernels.gemm.offsets.grid_limit)", operand="A",
+                            expected=f"1 <= M <= {self.limit} (A's and C's rows)", found=str(M), check="shape",
+                            suggestion="split the rows into several launches")
 
     def plan(self, M: int):
         """The plan of ``M``'s bucket (its M the TIR variable)."""

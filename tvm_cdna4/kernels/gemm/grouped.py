@@ -256,8 +256,12 @@ class GroupedGemm(DynamicGemm):
         if isinstance(T, bool) or not isinstance(T, int):
             raise TypeError(f"grouped GEMM: T (A's rows) must be an int, not {type(T).__name__}")
         if not 0 <= T <= self.t_limit:
-            raise ValueError(f"grouped GEMM{self.describe}: T = {T} rows is outside 0..{self.t_limit} (the int32 "
-                             "element offsets of A and C)")
+            from ...errors import ContractError
+
+            raise ContractError(f"grouped GEMM{self.describe}: T = {T} rows is outside 0..{self.t_limit} (the 32-bit "
+                                "element offsets of A [T, K] and C [T, N])", operand="A", check="shape",
+                                expected=f"T <= {self.t_limit} (T x max(K, N) < 2^31)", found=str(T),
+                                suggestion="split the tokens into several launches")
         return super().bucket(min(rows_per_group(T, self.groups), self._buckets[-1].hi))
 
     def __repr__(self) -> str:

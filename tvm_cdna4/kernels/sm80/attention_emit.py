@@ -27,6 +27,7 @@ from ...tirx_private import transpile_once
 from ..attention.problem import LN2, kv_full_tiles_for, kv_tiles_for
 from .attention_plan import Sm80AttentionPlan, swizzle
 from .gemm_emit import signature_source
+from .gemm_emit_common import wide_at
 from .gemm_emit_epilogue import TIR_OPS
 
 FULL = 0xFFFFFFFF
@@ -76,24 +77,25 @@ def tile_offset(p: Sm80AttentionPlan, row, chunk_even, x):
 
 
 @T.macro
-def copy_tile(p, G, SMH, base, b, head, r0, rows, extent):
-    # rows r0 .. r0+rows-1 of G[b, head] into the swizzled tile at `base`; rows past `extent` zero-filled
+def copy_tile(p, G, SMH, base, b, head, r0, rows, extent, name):
+    # rows r0 .. r0+rows-1 of G[b, head] into the swizzled tile at `base`; rows past `extent` zero-filled;
+    # name: G's parameter (its indices int64 where the plan says: offsets64)
     tid = T.cuda.thread_idx("x")
     chunk = tid % p.chunks
     for i in T.unroll(p.copy_reps(rows)):
         r = tid // p.chunks + i * (p.threads // p.chunks)
         T.ptx[p.copy_instr](
             SMH.ptr_to([base + r * p.problem.head_dim + swizzle(r, chunk) * 8]),
-            G.ptr_to([b, head, T.min(r0 + r, extent - 1), chunk * 8]), 16,
+            G.ptr_to(wide_at(p, name, b, head, T.min(r0 + r, extent - 1), chunk * 8)), 16,
             T.if_then_else(r0 + r < extent, T.uint32(16), T.uint32(0)))
 
 
 @T.macro
 def copy_kv(p, args, rg, j, stage):
     copy_tile(p, args["K"], rg.SMH, p.stage_offset(stage, 0), rg.b, rg.hk, j * p.config.block_kv, p.config.block_kv,
-              p.problem.seq_kv)
+              p.problem.seq_kv, "K")
     copy_tile(p, args["V"], rg.SMH, p.stage_offset(stage, 1), rg.b, rg.hk, j * p.config.block_kv, p.config.block_kv,
-              p.problem.seq_kv)
+              p.problem.seq_kv, "V")
 
 
 # ---- S = Q K^T, the softmax, O += P V --------------------------------------------------------------
@@ -456,11 +458,12 @@ def finish(p, args, rg):
                 for dn in T.unroll(p.d_tiles):
                     T.ptx[p.pack_instr](packed[0], rg.o[oi(p, mi, dn, 2 * h + 1)] * rg.row[2 * m2 + 2 * mi + h],
                                         rg.o[oi(p, mi, dn, 2 * h)] * rg.row[2 * m2 + 2 * mi + h])
-                    T.ptx["st.global.b32"](args["O"].ptr_to([rg.b, rg.h, row + 8 * h, 8 * dn + 2 * (lane % 4)]),
-                                           packed[0])
+                    T.ptx["st.global.b32"](
+                        args["O"].ptr_to(wide_at(p, "O", rg.b, rg.h, row + 8 * h, 8 * dn + 2 * (lane % 4))), packed[0])
                 if lane % 4 == 0:
-                    args["LSE"][rg.b, rg.h, row + 8 * h] = (rg.row[2 * mi + h] * T.float32(p.problem.scale_log2)
-                                                            + T.log2(rg.row[m2 + 2 * mi + h])) * T.float32(LN2)
+                    at = wide_at(p, "LSE", rg.b, rg.h, row + 8 * h)
+                    args["LSE"][at[0], at[1], at[2]] = (rg.row[2 * mi + h] * T.float32(p.problem.scale_log2)
+                                                        + T.log2(rg.row[m2 + 2 * mi + h])) * T.float32(LN2)
 
 
 
@@ -496,7 +499,7 @@ def attention_body(p, args, rg):
     n_full = unmasked_tiles(p, rg.q0, n_kv)
     if I.constexpr(p.config.mbarrier):
         init_mbarriers(p, rg)
-    copy_tile(p, args["Q"], rg.SMH, 0, rg.b, rg.h, rg.q0, p.config.block_q, p.problem.seq_q)
+    copy_tile(p, args["Q"], rg.SMH, 0, rg.b, rg.h, rg.q0, p.config.block_q, p.problem.seq_q, "Q")
     T.ptx["cp.async.commit_group"]()
     for st in T.unroll(p.config.lead):
         if st < n_kv:

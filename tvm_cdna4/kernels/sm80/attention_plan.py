@@ -53,7 +53,8 @@ from ..common import PlanRecord
 from ..devices import DEVICES
 
 from ...isa.formats import fmt
-from ..attention.problem import AttentionProblem, check_indexing, workgroup_tiles
+from ..attention.problem import AttentionProblem, workgroup_tiles
+from ..gemm import offsets
 from .gemm_config import DTYPES as STORAGE  # the 16-bit dtypes mma.sync m16n8k16 takes, TIR's names
 from .gemm_config import LDMATRIX, LDMATRIX_TRANS, MMA
 from ..gemm.dynamic_m import ceil_div
@@ -181,6 +182,10 @@ class Sm80AttentionPlan(PlanRecord, family="attention"):
     registers: int  # estimated registers per thread (``registers_estimate``)
     params: tuple[Param, ...]
     head_group: int  # batch x heads per group of the CTA order (a divisor of heads_total; config.head_group)
+    offsets64: tuple[str, ...] = ()
+    """The tensors of 2^31 elements or more (``kernels.gemm.offsets``: every index of the kernel is clamped
+    into its tensor or guarded), indexed with 64-bit offsets (their leading indices ``int64``); () for
+    every smaller problem, whose code is 32-bit."""
 
     @property
     def threads(self) -> int:
@@ -310,7 +315,7 @@ def plan_sm80_attention(problem: AttentionProblem, config: Sm80AttentionConfig |
     if problem.dtype not in STORAGE:
         raise ValueError(f"sm80 attention dtype: expected one of {tuple(sorted(STORAGE))}, found {problem.dtype!r} (mma.sync "
                          f"m16n8k16 takes 16-bit inputs; fp8 attention runs on --target gfx950)")
-    check_indexing(problem)
+    check_extents(problem)
     if arch_number(arch) < 80:  # cp.async, ldmatrix and mma.sync m16n8k16 are sm_80's
         raise ValueError(f"sm80 attention arch: expected a CUDA arch sm_80 or newer, such as 'sm_80' or 'sm_90a', "
                          f"found {arch!r}")
@@ -320,11 +325,29 @@ def plan_sm80_attention(problem: AttentionProblem, config: Sm80AttentionConfig |
     storage = STORAGE[problem.dtype]
     params = tuple(Param(name, shapes[name], storage if name != "LSE" else "float32")
                    for name in ("Q", "K", "V", "O", "LSE"))
+    q_blocks = ceil_div(problem.seq_q, config.block_q)
     return Sm80AttentionPlan(
         problem, config, storage, MMA.format(t=problem.dtype), LDMATRIX, LDMATRIX_TRANS, COPY,
-        PACK.format(t=problem.dtype), ceil_div(problem.seq_q, config.block_q), problem.batch * problem.heads,
+        PACK.format(t=problem.dtype), q_blocks, problem.batch * problem.heads,
         ceil_div(problem.seq_kv, config.block_kv), smem_bytes(problem, config),
-        registers_estimate(problem.head_dim, config), params, resolve_head_group(problem, config))
+        registers_estimate(problem.head_dim, config), params, resolve_head_group(problem, config),
+        attention_offsets(params, q_blocks * problem.batch * problem.heads))
+
+
+def check_extents(problem: AttentionProblem) -> None:
+    """Every extent of every tensor below 2^31 (the kernel's shapes and row indices are ``int``), checked
+    before the cost model weighs configs: a ``ContractError`` naming the tensor otherwise
+    (``kernels.gemm.offsets.check_extent``)."""
+    for name, shape in problem.shapes().items():
+        for axis, extent in enumerate(shape):
+            offsets.check_extent("sm80 attention", name, f"dimension {axis}", extent)
+
+
+def attention_offsets(params, ctas: int) -> tuple[str, ...]:
+    """``Sm80AttentionPlan.offsets64``: the tensors of 2^31 elements or more (every index of the kernel is
+    clamped into its tensor or guarded); a ``ContractError`` for 2^31 CTAs or more."""
+    offsets.check_extent("sm80 attention", "O", "the CTAs (query blocks x batch x heads)", ctas)
+    return offsets.offsets64({q.name: (q.shape, ()) for q in params})
 
 
 L2_BYTES = DEVICES["H200"].l2_bytes

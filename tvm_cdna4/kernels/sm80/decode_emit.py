@@ -20,6 +20,7 @@ from ...tirx_private import transpile_once
 from .decode_plan import DecodePlan
 from ..gemm import epilogue as fused
 from .gemm_emit import signature_source
+from .gemm_emit_common import wide_at, wide_index
 from .gemm_emit_epilogue import TIR_OPS, fused_inputs
 
 
@@ -62,21 +63,23 @@ def acc_word(p: DecodePlan, r, nt, c):
 
 
 @T.macro
-def load_chunk(p, G, regs, i, row, k, masked, instr):
-    # 8 elements G[row, k .. k+7] into regs[i .. i+3] (element pairs, low half first)
+def load_chunk(p, G, regs, i, row, k, masked, instr, name):
+    # 8 elements G[row, k .. k+7] into regs[i .. i+3] (element pairs, low half first); name: G's parameter
     if I.constexpr(p.vector == 8):
         if I.constexpr(masked):
-            T.ptx[instr](regs[i], regs[i + 1], regs[i + 2], regs[i + 3], G.ptr_to([row, T.min(k, p.K - 8)]))
+            T.ptx[instr](regs[i], regs[i + 1], regs[i + 2], regs[i + 3], G.ptr_to(wide_at(p, name, row, T.min(k, p.K - 8))))
             for q in T.unroll(4):
                 regs[i + q] = T.if_then_else(k < p.K, regs[i + q], T.uint32(0))
         else:
-            T.ptx[instr](regs[i], regs[i + 1], regs[i + 2], regs[i + 3], G.ptr_to([row, k]))
+            T.ptx[instr](regs[i], regs[i + 1], regs[i + 2], regs[i + 3], G.ptr_to(wide_at(p, name, row, k)))
     else:
         # rows not 16-byte aligned (K % 8 != 0): element loads, zero past K
         Gu = T.decl_tensor(G.ptr_to([0, 0]), ty_args=[T.Tensor(G.shape, "uint16", layout="default")])
         for q in T.unroll(4):
-            lo = T.if_then_else(k + 2 * q < p.K, T.Cast("uint32", Gu[row, T.min(k + 2 * q, p.K - 1)]), T.uint32(0))
-            hi = T.if_then_else(k + 2 * q + 1 < p.K, T.Cast("uint32", Gu[row, T.min(k + 2 * q + 1, p.K - 1)]), T.uint32(0))
+            lo = T.if_then_else(k + 2 * q < p.K, T.Cast("uint32", Gu[wide_index(p, name, row), T.min(k + 2 * q, p.K - 1)]),
+                                T.uint32(0))
+            hi = T.if_then_else(k + 2 * q + 1 < p.K,
+                                T.Cast("uint32", Gu[wide_index(p, name, row), T.min(k + 2 * q + 1, p.K - 1)]), T.uint32(0))
             regs[i + q] = lo | (hi << T.uint32(16))
 
 
@@ -88,10 +91,10 @@ def load_iteration(p, th, k0, masked):
         for r in T.unroll(p.config.row_tiles):
             for h in T.unroll(2):
                 load_chunk(p, th.B, th.wr, w_word(p, u, r, h, 0), T.min(th.n0 + 16 * r + 8 * h + th.g, p.N - 1),
-                           k0 + 32 * u + 8 * th.t, masked, p.load_w)
+                           k0 + 32 * u + 8 * th.t, masked, p.load_w, "B")
         for nt in T.unroll(p.token_tiles):
             load_chunk(p, th.A, th.xr, x_word(p, u, nt, 0), T.min(8 * nt + th.g, p.M - 1), k0 + 32 * u + 8 * th.t,
-                       masked, p.load_x)
+                       masked, p.load_x, "A")
 
 
 @T.macro
@@ -132,14 +135,14 @@ def line_offset(p: DecodePlan, stage, slot, row, col):
 
 
 @T.macro
-def copy_lines(p, instr, G, SMH, wbase, stage, slot, row0, rmax, k0, ok):
+def copy_lines(p, instr, G, SMH, wbase, stage, slot, row0, rmax, k0, ok, name):
     # the slot's 8 rows x 4*unroll chunks, chunk lane + 32 i by lane: whole lines per instruction
     lane = T.cuda.lane_id()
     cols = 4 * p.config.unroll
     for i in T.unroll(p.config.unroll):
         c = lane + 32 * i
         copy_chunk(p, instr, G, SMH.ptr_to([wbase + line_offset(p, stage, slot, c // cols, c % cols)]),
-                   T.min(row0 + c // cols, rmax), k0 + 8 * (c % cols), ok)
+                   T.min(row0 + c // cols, rmax), k0 + 8 * (c % cols), ok, name)
 
 
 @T.macro
@@ -149,9 +152,10 @@ def copy_iteration_lines(p, th, SMH, wbase, stage, li, k_slice):
     slots = 2 * p.config.row_tiles
     for r in T.unroll(p.config.row_tiles):
         for h in T.unroll(2):
-            copy_lines(p, p.copy_w, th.B, SMH, wbase, stage, 2 * r + h, th.n0 + 16 * r + 8 * h, p.N - 1, gi * p.loop.span, ok)
+            copy_lines(p, p.copy_w, th.B, SMH, wbase, stage, 2 * r + h, th.n0 + 16 * r + 8 * h, p.N - 1, gi * p.loop.span, ok,
+                       "B")
     for nt in T.unroll(p.token_tiles):
-        copy_lines(p, p.copy_x, th.A, SMH, wbase, stage, slots + nt, 8 * nt, p.M - 1, gi * p.loop.span, ok)
+        copy_lines(p, p.copy_x, th.A, SMH, wbase, stage, slots + nt, 8 * nt, p.M - 1, gi * p.loop.span, ok, "A")
 
 
 @T.macro
@@ -170,8 +174,9 @@ def read_any(p, th, SMH, wbase, base, stage):
 
 
 @T.macro
-def copy_chunk(p, instr, G, dst, row, k, ok):
-    T.ptx[instr](dst, G.ptr_to([row, T.min(k, p.K - 8)]), 16, T.if_then_else(T.and_(ok, k < p.K), T.uint32(16), T.uint32(0)))
+def copy_chunk(p, instr, G, dst, row, k, ok, name):
+    T.ptx[instr](dst, G.ptr_to(wide_at(p, name, row, T.min(k, p.K - 8))), 16,
+                 T.if_then_else(T.and_(ok, k < p.K), T.uint32(16), T.uint32(0)))
 
 
 @T.macro
@@ -185,10 +190,10 @@ def copy_iteration(p, th, SMH, base, stage, li, k_slice):
         for r in T.unroll(p.config.row_tiles):
             for h in T.unroll(2):
                 copy_chunk(p, p.copy_w, th.B, SMH.ptr_to([base + chunk_offset(p, stage, u, 2 * r + h)]),
-                           T.min(th.n0 + 16 * r + 8 * h + th.g, p.N - 1), gi * p.loop.span + 32 * u + 8 * th.t, ok)
+                           T.min(th.n0 + 16 * r + 8 * h + th.g, p.N - 1), gi * p.loop.span + 32 * u + 8 * th.t, ok, "B")
         for nt in T.unroll(p.token_tiles):
             copy_chunk(p, p.copy_x, th.A, SMH.ptr_to([base + chunk_offset(p, stage, u, slots + nt)]),
-                       T.min(8 * nt + th.g, p.M - 1), gi * p.loop.span + 32 * u + 8 * th.t, ok)
+                       T.min(8 * nt + th.g, p.M - 1), gi * p.loop.span + 32 * u + 8 * th.t, ok, "A")
 
 
 def read_offset(p: DecodePlan, th, wbase, base, stage, u, slot):
@@ -305,7 +310,7 @@ def fused_at(p: DecodePlan, pre, i) -> dict:
 @T.macro
 def prefetch_one(p, args, pre, j, i, tok, n):
     # input j of the fusion (``Fusion.inputs()[j]``) of output (tok, n), as f32, into register j * out_per_thread + i
-    pre[j * p.out_per_thread + i] = TIR_OPS.f32(fused_inputs(p.fusion, args, tok, n)[p.fusion.inputs()[j]])
+    pre[j * p.out_per_thread + i] = TIR_OPS.f32(fused_inputs(p.fusion, args, tok, n, wide=p.offsets64)[p.fusion.inputs()[j]])
 
 
 @T.macro
@@ -326,9 +331,9 @@ def store_c(p, args, tok, n, v, pre, i):
     # output (tok, n), inside C: the fused epilogue (DecodePlan.fusion, its inputs prefetched into ``pre``),
     # the conversion, the store
     if I.constexpr(p.out_dtype == "float32"):
-        args["C"][tok, n] = fused.apply(p.fusion, v, fused_at(p, pre, i), TIR_OPS)
+        args["C"][wide_index(p, "C", tok), n] = fused.apply(p.fusion, v, fused_at(p, pre, i), TIR_OPS)
     else:
-        args["C"][tok, n] = T.Cast(p.out_dtype, fused.apply(p.fusion, v, fused_at(p, pre, i), TIR_OPS))
+        args["C"][wide_index(p, "C", tok), n] = T.Cast(p.out_dtype, fused.apply(p.fusion, v, fused_at(p, pre, i), TIR_OPS))
 
 
 @T.macro
@@ -343,9 +348,9 @@ def epilogue(p, args, red, pre, n0, k_slice):
             if I.constexpr(p.reduce_instr is None):
                 store_c(p, args, e // rows, n0 + e % rows, vals[i], pre, i)
             elif I.constexpr(p.config.reduction == "ordered"):
-                T.ptx[p.reduce_instr](args["W"].ptr_to([k_slice, e // rows, n0 + e % rows]), vals[i])
+                T.ptx[p.reduce_instr](args["W"].ptr_to(wide_at(p, "W", k_slice, e // rows, n0 + e % rows)), vals[i])
             else:
-                T.ptx[p.reduce_instr](args["W"].ptr_to([0, e // rows, n0 + e % rows]), vals[i])
+                T.ptx[p.reduce_instr](args["W"].ptr_to(wide_at(p, "W", 0, e // rows, n0 + e % rows)), vals[i])
     if I.constexpr(p.reduce_instr is not None):
         split_tail(p, args, vals, pre, n0)
 
@@ -370,12 +375,12 @@ def split_tail(p, args, vals, pre, n0):
         for i in T.unroll(p.out_per_thread):
             e = tid + i * p.threads
             if T.and_(e < p.M * rows, n0 + e % rows < p.N):
-                T.ptx["ld.global.cg.f32"](vals[i], args["W"].ptr_to([0, e // rows, n0 + e % rows]))
+                T.ptx["ld.global.cg.f32"](vals[i], args["W"].ptr_to(wide_at(p, "W", 0, e // rows, n0 + e % rows)))
                 if I.constexpr(p.config.reduction == "atomic"):
-                    T.ptx["st.global.f32"](args["W"].ptr_to([0, e // rows, n0 + e % rows]), T.float32(0))
+                    T.ptx["st.global.f32"](args["W"].ptr_to(wide_at(p, "W", 0, e // rows, n0 + e % rows)), T.float32(0))
                 else:
                     for s in T.unroll(1, p.k_splits):
-                        T.ptx["ld.global.cg.f32"](part[0], args["W"].ptr_to([s, e // rows, n0 + e % rows]))
+                        T.ptx["ld.global.cg.f32"](part[0], args["W"].ptr_to(wide_at(p, "W", s, e // rows, n0 + e % rows)))
                         vals[i] = vals[i] + part[0]
                 store_c(p, args, e // rows, n0 + e % rows, vals[i], pre, i)
         if tid == 0:

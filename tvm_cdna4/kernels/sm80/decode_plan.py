@@ -42,6 +42,7 @@ from .gemm_cost import H200_SMS, Device, candidates, choose_config, estimate
 from .gemm_plan import bucket_summary, check_dynamic, check_fusion, plan, planned_m
 from ..gemm.dynamic_m import MBucket, ceil_div, extent_record, resolve_m
 from ..gemm.epilogue import Fusion, Param
+from ..gemm import offsets
 
 DECODE_MAX_M = 16
 """Largest M the decode kernel takes (two n8 MMA tiles of tokens)."""
@@ -197,6 +198,9 @@ class DecodePlan(PlanRecord, family="gemm"):
     dynamic_m: MBucket | None = None
     """Dynamic M (``GemmPlan.dynamic_m``): the bucket of token counts served (the token tiles and the
     workspace are sized for its largest); None: M is static."""
+    offsets64: tuple[str, ...] = ()
+    """The parameters indexed with 64-bit offsets (``GemmPlan.offsets64``; the decode kernel clamps or
+    guards every index, so: those of 2^31 elements or more, W's ``[N, K]`` weights of a large vocabulary)."""
 
     @property
     def kind(self) -> str:
@@ -236,11 +240,26 @@ def plan_decode(M: int | MBucket, N: int, K: int, dtype: str = "bf16", layout: s
         reduce_instr = "st.global.f32" if ordered else "red.global.add.f32"
         params += (Param("W", (splits if ordered else 1, m_max, N), "float32"), Param("S", (rows,), "uint32"))
     outs = ceil_div(min(m_max, 8 * tt) * cfg.block_rows, cfg.threads)
+    wide = decode_offsets(params, m_max, rows * splits)
     return DecodePlan(M, N, K, dt, ot, "nt", replace(cfg, split_k=splits), tt, 8 if K % 8 == 0 else 1, LOAD_W, LOAD_X,
                       MMA.format(t=ab), loop, rows, splits, rows * splits,
                       cfg.threads, K % 8 == 0, COPY_W, COPY_X, cfg.line_copy and K % 8 == 0,
                       cfg.smem_bytes(tt) if K % 8 == 0 else 0,
-                      cfg.warps * cfg.row_tiles * tt * 4 * 32, outs, reduce_instr, params, fusion, bucket)
+                      cfg.warps * cfg.row_tiles * tt * 4 * 32, outs, reduce_instr, params, fusion, bucket, wide)
+
+
+def decode_offsets(params, m_max: int, ctas: int) -> tuple[str, ...]:
+    """``DecodePlan.offsets64``: the parameters of 2^31 elements or more (every index of the kernel is
+    clamped into its tensor or guarded); a ``ContractError`` naming the operand for an extent, or CTAs,
+    of 2^31 or more (``kernels.gemm.offsets``)."""
+    tensors = {}
+    for q in params:
+        shape = tuple(d if isinstance(d, int) else m_max for d in q.shape)
+        for axis, extent in enumerate(shape):
+            offsets.check_extent("sm80 decode GEMM", q.name, f"dimension {axis}", extent)
+        tensors[q.name] = (shape, ())
+    offsets.check_extent("sm80 decode GEMM", "C", "the CTAs", ctas)
+    return offsets.offsets64(tensors)
 
 
 # ----------------------------------------------------------------------------------------------

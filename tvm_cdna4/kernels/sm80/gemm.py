@@ -50,7 +50,7 @@ from collections.abc import Callable
 
 from ...cuda.build import CudaBuild, cached_build as cuda_cached_build, check_compiler, compile_blobs
 from ..common import cache_key
-from ..gemm.dynamic_m import DynamicGemm, MBucket, buckets, m_limit
+from ..gemm.dynamic_m import DynamicGemm, MBucket, buckets
 from ..gemm.grouped import GroupedGemm
 from .gemm_plan import (
     DEFAULT_CONFIGS,
@@ -190,7 +190,7 @@ def cached_build(kind: str, key: dict, p, arch, compiler, emit=None, cache: bool
 def build_dynamic(N, K, dtype="f16", layout="nt", out_dtype="f32", arch="sm_80", compiler=None, cache=True,
                   sms=H200_SMS, fusion: Fusion | None = None, **fusion_keywords) -> DynamicGemm:
     """A dynamic-M GEMM (``kernels.gemm.dynamic_m``): N and K static, M the TIR variable ``M`` bound at
-    launch; per M bucket (``kernels.gemm.dynamic_m.buckets`` up to ``m_limit(K, N)``: int32 element offsets) the
+    launch; per M bucket (``dynamic_buckets``: the 32-bit ones, then one of 64-bit offsets for A and C) the
     planner's choice at the bucket's representative M (``plan``: either kernel, the decode kernel
     for the first bucket where it wins), built on first use through the build cache. Layouts ``nn``
     and ``nt`` (A stored [M, K]). ``fusion`` / the keywords ``bias=, activation=, residual=,
@@ -204,11 +204,23 @@ def build_dynamic(N, K, dtype="f16", layout="nt", out_dtype="f32", arch="sm_80",
     if min(N, K) < 1:
         raise ValueError("N, K must be positive")
     dtype, out_dtype = _short_dtype(dtype), _short_out(out_dtype)
-    return DynamicGemm("cuda", buckets(m_limit(K, N)),
+    return DynamicGemm("cuda", dynamic_buckets(N, K),
                        lambda b: plan(b, N, K, dtype, layout, out_dtype, None, sms, fusion=fused),
                        lambda p: build_plan(p, arch, compiler, cache), emit_any,
                        describe=f" {layout} {dtype}->{out_dtype} N={N} K={K}" + (
                            "" if fused.empty else f" epilogue {fused.describe()}"))
+
+
+def dynamic_buckets(N: int, K: int) -> tuple[MBucket, ...]:
+    """The M buckets of a dynamic-M GEMM (``kernels.gemm.dynamic_m.buckets``): up to the last M whose A
+    and C offsets are 32-bit (``offsets.int32_rows``: every smaller bucket's plan keeps 32-bit code),
+    then one bucket whose plans index A and C with 64-bit offsets, up to the M its grid of the default
+    tile (128 x 128 or larger, the plan past ``SMALL_M``) and the ``int32`` M still index
+    (``offsets.grid_limit``; 0 rows in the 32-bit part when K or N alone nears 2^31)."""
+    from ..gemm import offsets
+
+    int32 = offsets.int32_rows(K, N)
+    return buckets(max(int32, offsets.grid_limit(N, 128, 128)), int32)
 
 
 def build_grouped(G, N, K, dtype="f16", layout="nt", out_dtype="f32", arch="sm_80", compiler=None, cache=True,

@@ -130,6 +130,24 @@ def out_words(p: GemmPlan):
 # ---- address helpers (plain Python, called while the macros are parsed) ---------------------
 
 
+def wide_index(p, name: str, index):
+    """``index``, a leading index of parameter ``name`` (a row: what is multiplied by the leading
+    dimension), in ``int64`` where the plan indexes ``name`` with 64-bit offsets (``p.offsets64``,
+    ``kernels.gemm.offsets``), so its element offset is computed in 64 bits; else ``index`` itself, and
+    the index arithmetic stays 32-bit (the code of every smaller problem)."""
+    return int64_index(index) if name in getattr(p, "offsets64", ()) else index
+
+
+def int64_index(index):
+    """``index`` (an int or a TIR expression) as an ``int64`` index."""
+    return T.int64(index) if isinstance(index, int) else T.Cast("int64", index)
+
+
+def wide_at(p, name: str, *indices) -> list:
+    """The indices of an element of parameter ``name``, every one but the last through ``wide_index``."""
+    return [wide_index(p, name, i) for i in indices[:-1]] + [indices[-1]]
+
+
 def known_stage(p: GemmPlan, stage) -> bool:
     """Whether a stage index is a constant once the k-loop unrolls: an int (the prologue), or, in the
     unrolled and persistent k-loops, an expression of the stage loop's variable (TIRx unrolls that

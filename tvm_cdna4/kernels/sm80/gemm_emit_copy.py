@@ -10,7 +10,7 @@ from tvm_tirx.script import tirx as T
 from tvm_tirx.tirx.layout import S, TileLayout
 
 from .gemm_emit_common import (Thread, _tile, copy_origin, fragment_ldmatrix, known_stage, ldmatrix_source, view_offset,
-                               warp_coord)
+                               warp_coord, wide_at, wide_index)
 from .gemm_plan import GemmPlan
 from .gemm_plan_operands import OperandPlan
 
@@ -43,7 +43,8 @@ def cp_one(op, sv, gv, r, grow, gcol):
 def cp_clamped(p, op, G, sv, r, grow, gcol):
     # one chunk from its row clamped to the last (CopyPlan.rows_clamped): no predicate
     gr = T.decl_tensor(
-        G.ptr_to([T.min(grow + pick(op.copy.row_deltas, r), op.tile.grows - 1), gcol + pick(op.copy.col_deltas, r)]),
+        G.ptr_to(wide_at(p, op.name, T.min(grow + pick(op.copy.row_deltas, r), op.tile.grows - 1),
+                         gcol + pick(op.copy.col_deltas, r))),
         ty_args=[T.Tensor((1, op.tile.vec), p.dtype, align=op.copy.chunk_bytes)],
     )
     T.cuda.tile.apply(T.ptx[op.copy.instr], sv[r : r + 1, :], gr, scope="thread", chunk_bytes=op.copy.chunk_bytes)
@@ -73,7 +74,7 @@ def load_operand_thread(p, op, G, SMH, stage, kt, origin):
             cp_clamped(p, op, G, sv, r, grow, gcol)
     else:
         gv = T.decl_tensor(
-            G.ptr_to([grow, gcol]),
+            G.ptr_to(wide_at(p, op.name, grow, gcol)),
             ty_args=[T.Tensor((op.tile.reps, op.tile.vec), p.dtype,
                               layout=TileLayout(S[op.copy.thread_shape : op.copy.thread_global_strides]),
                               align=op.copy.chunk_bytes)],
@@ -92,7 +93,7 @@ def load_operand_cta(p, op, G, SMH, stage, row0, col0):
     tid = T.cuda.thread_idx("x")
     if I.constexpr(op.copy.kind == "cta"):
         gv = T.decl_tensor(
-            G.ptr_to([row0, col0]),
+            G.ptr_to(wide_at(p, op.name, row0, col0)),
             ty_args=[T.Tensor((p.tiling.threads // 32, 32, op.tile.reps, op.tile.vec), p.dtype,
                               layout=_tile(op.copy.global_iters), align=op.copy.chunk_bytes)],
         )
@@ -125,7 +126,8 @@ def load_operand_cta(p, op, G, SMH, stage, row0, col0):
             rr = e // op.tile.cols
             cc = e % op.tile.cols
             ok = T.and_(row0 + rr < op.tile.grows, col0 + cc < op.tile.gcols)
-            sv1[rr, cc] = T.if_then_else(ok, G[T.min(row0 + rr, op.tile.grows - 1), T.min(col0 + cc, op.tile.gcols - 1)], T.cast(0, p.dtype))
+            sv1[rr, cc] = T.if_then_else(ok, G[wide_index(p, op.name, T.min(row0 + rr, op.tile.grows - 1)),
+                                               T.min(col0 + cc, op.tile.gcols - 1)], T.cast(0, p.dtype))
 
 
 @T.macro

@@ -14,7 +14,7 @@ from tvm_tirx.script import ir as I
 from tvm_tirx.script import tirx as T
 
 from ..gemm import epilogue as fused
-from .gemm_emit_common import acc_thread, out_thread, out_words, pack_thread, rows_end
+from .gemm_emit_common import acc_thread, int64_index, out_thread, out_words, pack_thread, rows_end, wide_at
 from .gemm_plan import GemmPlan
 
 
@@ -38,21 +38,26 @@ TIR_OPS = SimpleNamespace(max=T.max, exp2=T.exp2, const=T.float32, f32=lambda x:
 divisions to ``div.approx.ftz.f32``."""
 
 
-def fused_inputs(fusion, args, row, col, group=None, residual=None) -> dict:
+def fused_inputs(fusion, args, row, col, group=None, residual=None, wide=()) -> dict:
     """The fusion's inputs of output element (``row``, ``col``), by name (the caller keeps both inside
     C): the residual in C's dtype (or ``residual``, the caller's value of it: one half of a pair read as
     a word), the row scale at ``row``, the per-column inputs at ``col`` (a grouped tile's ``[G, N]`` ones
-    at its ``group``'s row); each indexed by its broadcast (``kernels.gemm.epilogue.Input.at``)."""
+    at its ``group``'s row); each indexed by its broadcast (``kernels.gemm.epilogue.Input.at``), an
+    element-wise input's row in ``int64`` when its name is in ``wide`` (the plan's ``offsets64``)."""
     at = {}
     for i in fusion.steps():
-        at[i.name] = residual if i.name == "residual" and residual is not None else i.at(args[i.name], row, col, group)
+        if i.name == "residual" and residual is not None:
+            at[i.name] = residual
+        else:
+            r = int64_index(row) if i.broadcast == "element" and i.name in wide else row
+            at[i.name] = i.at(args[i.name], r, col, group)
     return at
 
 
-def fused_value(fusion, args, v, row, col, group=None, residual=None):
+def fused_value(fusion, args, v, row, col, group=None, residual=None, wide=()):
     """``kernels.gemm.epilogue.apply`` on the f32 value ``v`` of output element (``row``, ``col``), its
-    inputs read there (``fused_inputs``)."""
-    return fused.apply(fusion, v, fused_inputs(fusion, args, row, col, group, residual), TIR_OPS)
+    inputs read there (``fused_inputs``; ``wide``: the plan's ``offsets64``)."""
+    return fused.apply(fusion, v, fused_inputs(fusion, args, row, col, group, residual, wide), TIR_OPS)
 
 
 def inside(p: GemmPlan, index, extent):
@@ -76,9 +81,9 @@ def prefetch_residual(p, args, tile, wm, wn, lane):
     for mi in T.unroll(p.tiling.mma_m):
         for rh in T.unroll(2):
             for line in T.unroll(residual_lines(p)):
-                T.ptx[p.epilogue.prefetch](args["residual"].ptr_to([
-                    inside(p, row_t + mi * 16 + rh * 8, p.M),
-                    inside(p, col_t + line * (p.tiling.warp_n // residual_lines(p)), p.N)]))
+                T.ptx[p.epilogue.prefetch](args["residual"].ptr_to(wide_at(
+                    p, "residual", inside(p, row_t + mi * 16 + rh * 8, p.M),
+                    inside(p, col_t + line * (p.tiling.warp_n // residual_lines(p)), p.N))))
 
 
 def residual_pairs(p: GemmPlan) -> bool:
@@ -105,7 +110,8 @@ def fuse(p, args, acc, row_t, col_t, group):
                     for c2 in T.unroll(2):
                         acc[acc_element(p, mi, ni, rh, c2)] = fused_value(
                             p.fusion, args, acc[acc_element(p, mi, ni, rh, c2)],
-                            inside(p, row_t + mi * 16 + rh * 8, p.M), inside(p, col_t + ni * 8 + c2, p.N), group)
+                            inside(p, row_t + mi * 16 + rh * 8, p.M), inside(p, col_t + ni * 8 + c2, p.N), group,
+                            wide=p.offsets64)
 
 
 def residual_word(p: GemmPlan, wm, wn, lane):
@@ -137,7 +143,7 @@ def fuse_staged(p, args, acc, row_t, col_t, smw, word0):
 def fuse_pair(p, args, acc, row, col, group, e):
     # a column pair (accumulators e, e + 1) whose residual is one b32 load (``residual_pairs``); the
     # pair's column clamped to C's last pair where the tile can cross C's edge
-    rw = T.decl_tensor(args["residual"].ptr_to([inside(p, row, p.M), inside(p, col, p.N - 1)]),
+    rw = T.decl_tensor(args["residual"].ptr_to(wide_at(p, "residual", inside(p, row, p.M), inside(p, col, p.N - 1))),
                        ty_args=[T.Tensor((1,), "uint32", align=4)])
     word = rw[0]
     for c2 in T.unroll(2):
@@ -159,7 +165,7 @@ def epilogue(p, args, acc, tile, wm, wn, lane, smw=None):
     if I.constexpr(p.epilogue.convert is None or p.epilogue.vector == 2):
         # C in its dtype; pairs declare it even when converted (stored through ``cw`` then): the
         # generated CUDA keeps that pointer (tests/kernels/sm80/test_cuda_gemm_golden.py)
-        cview = T.decl_tensor(args["C"].ptr_to([row_t, col_t]), ty_args=[c_tile(p, False)])
+        cview = T.decl_tensor(args["C"].ptr_to(wide_at(p, "C", row_t, col_t)), ty_args=[c_tile(p, False)])
     if I.constexpr(p.epilogue.convert is None):
         store(p, cview, accv, accv, row_t, col_t, rows_end(p, tile))
     elif I.constexpr(p.epilogue.vector == 2):
@@ -167,13 +173,13 @@ def epilogue(p, args, acc, tile, wm, wn, lane, smw=None):
         pv = T.decl_tensor(packed.ptr_to([0]), ty_args=[T.Tensor((p.tiling.mma_m, p.tiling.mma_n, 2, 1), p.epilogue.convert.dtype, scope="local", layout=pack_thread(p.tiling.mma_m, p.tiling.mma_n))])
         # cvt.rn.{f16,bf16}x2.f32 d, hi, lo: column c2=1 goes to the high half
         T.cuda.tile.apply(T.ptx[p.epilogue.convert.instr], pv, accv[:, :, :, 1:2], accv[:, :, :, 0:1], scope="thread")
-        cw = T.decl_tensor(args["C"].ptr_to([row_t, col_t]), ty_args=[c_tile(p, True)])
+        cw = T.decl_tensor(args["C"].ptr_to(wide_at(p, "C", row_t, col_t)), ty_args=[c_tile(p, True)])
         store(p, cw, pv, accv, row_t, col_t, rows_end(p, tile))
     else:
         # odd N: cvt.rn.{f16,bf16}.f32 into 16-bit registers, each just before its st.global.b16
         bits = T.alloc_tensor(ty_args=[T.Tensor((p.tiling.mma_m * p.tiling.mma_n * 4,), p.epilogue.convert.dtype, scope="local", layout="default")])
         bv = T.decl_tensor(bits.ptr_to([0]), ty_args=[T.Tensor((p.tiling.mma_m, p.tiling.mma_n, 2, 2), p.epilogue.convert.dtype, scope="local", layout=acc_thread(p.tiling.mma_m, p.tiling.mma_n))])
-        ch = T.decl_tensor(args["C"].ptr_to([row_t, col_t]), ty_args=[c_tile(p, True)])
+        ch = T.decl_tensor(args["C"].ptr_to(wide_at(p, "C", row_t, col_t)), ty_args=[c_tile(p, True)])
         store(p, ch, bv, accv, row_t, col_t, rows_end(p, tile))
 
 
@@ -262,7 +268,8 @@ def split_epilogue(p, args, acc, tile, wm, wn, lane, pid):
                     for c2 in T.unroll(2):
                         if T.and_(row_t + mi * 16 + rh * 8 < p.M, col_t + ni * 8 + c2 < p.N):
                             T.ptx[p.epilogue.reduce.instr](
-                                args["W"].ptr_to([workspace_slice(p, k_slice), row_t + mi * 16 + rh * 8, col_t + ni * 8 + c2]),
+                                args["W"].ptr_to(wide_at(p, "W", workspace_slice(p, k_slice), row_t + mi * 16 + rh * 8,
+                                                         col_t + ni * 8 + c2)),
                                 acc[acc_element(p, mi, ni, rh, c2)])
     T.ptx["fence.acq_rel.gpu"]()
     T.cuda.cta_sync()
@@ -295,12 +302,15 @@ def gather(p, W, acc, row_t, col_t):
             for rh in T.unroll(2):
                 for c2 in T.unroll(2):
                     if T.and_(row_t + mi * 16 + rh * 8 < p.M, col_t + ni * 8 + c2 < p.N):
-                        T.ptx["ld.global.cg.f32"](acc[acc_element(p, mi, ni, rh, c2)], W.ptr_to([0, row_t + mi * 16 + rh * 8, col_t + ni * 8 + c2]))
+                        T.ptx["ld.global.cg.f32"](acc[acc_element(p, mi, ni, rh, c2)],
+                                                  W.ptr_to(wide_at(p, "W", 0, row_t + mi * 16 + rh * 8, col_t + ni * 8 + c2)))
                         if I.constexpr(is_atomic(p)):
-                            T.ptx["st.global.f32"](W.ptr_to([0, row_t + mi * 16 + rh * 8, col_t + ni * 8 + c2]), T.float32(0))
+                            T.ptx["st.global.f32"](W.ptr_to(wide_at(p, "W", 0, row_t + mi * 16 + rh * 8, col_t + ni * 8 + c2)),
+                                                   T.float32(0))
                         else:
                             for s in T.unroll(1, p.grid.k_splits):
-                                T.ptx["ld.global.cg.f32"](part[0], W.ptr_to([s, row_t + mi * 16 + rh * 8, col_t + ni * 8 + c2]))
+                                T.ptx["ld.global.cg.f32"](part[0], W.ptr_to(wide_at(p, "W", s, row_t + mi * 16 + rh * 8,
+                                                                                    col_t + ni * 8 + c2)))
                                 acc[acc_element(p, mi, ni, rh, c2)] = acc[acc_element(p, mi, ni, rh, c2)] + part[0]
 
 
@@ -313,7 +323,7 @@ def partials_pairs(p, W, acc, row_t, col_t, k_slice):
             for rh in T.unroll(2):
                 if T.and_(row_t + mi * 16 + rh * 8 < p.M, col_t + ni * 8 < p.N):
                     T.ptx[p.epilogue.reduce.instr](
-                        W.ptr_to([k_slice, row_t + mi * 16 + rh * 8, col_t + ni * 8]),
+                        W.ptr_to(wide_at(p, "W", k_slice, row_t + mi * 16 + rh * 8, col_t + ni * 8)),
                         acc[acc_element(p, mi, ni, rh, 0)], acc[acc_element(p, mi, ni, rh, 1)])
 
 
@@ -322,9 +332,9 @@ def partial_group(p, W, acc, k_slice, row, col, e):
     # one pair (vector 2: accumulators e, e + 1) or element of the branch-free partial store
     ok = T.and_(row < p.M, col + p.epilogue.reduce.vector - 1 < p.N)
     if I.constexpr(p.epilogue.reduce.vector == 2):
-        T.ptx[p.epilogue.reduce.instr](W.ptr_to([k_slice, row, col]), acc[e], acc[e + 1], pred=ok)
+        T.ptx[p.epilogue.reduce.instr](W.ptr_to(wide_at(p, "W", k_slice, row, col)), acc[e], acc[e + 1], pred=ok)
     else:
-        T.ptx[p.epilogue.reduce.instr](W.ptr_to([k_slice, row, col]), acc[e], pred=ok)
+        T.ptx[p.epilogue.reduce.instr](W.ptr_to(wide_at(p, "W", k_slice, row, col)), acc[e], pred=ok)
 
 
 @T.macro
@@ -353,18 +363,18 @@ def gather_group(p, W, acc, part, row, col, e):
     r = T.min(row, p.M - 1)
     c = T.min(col, p.N - p.epilogue.reduce.vector)
     if I.constexpr(p.epilogue.reduce.vector == 2):
-        T.ptx[p.epilogue.reduce.gather](acc[e], acc[e + 1], W.ptr_to([0, r, c]))
+        T.ptx[p.epilogue.reduce.gather](acc[e], acc[e + 1], W.ptr_to(wide_at(p, "W", 0, r, c)))
         for s in T.unroll(1, p.grid.k_splits):
-            T.ptx[p.epilogue.reduce.gather](part[0], part[1], W.ptr_to([s, r, c]))
+            T.ptx[p.epilogue.reduce.gather](part[0], part[1], W.ptr_to(wide_at(p, "W", s, r, c)))
             acc[e] = acc[e] + part[0]
             acc[e + 1] = acc[e + 1] + part[1]
     else:
-        T.ptx[p.epilogue.reduce.gather](acc[e], W.ptr_to([0, r, c]))
+        T.ptx[p.epilogue.reduce.gather](acc[e], W.ptr_to(wide_at(p, "W", 0, r, c)))
         if I.constexpr(is_atomic(p)):
-            T.ptx["st.global.f32"](W.ptr_to([0, r, c]), T.float32(0), pred=T.and_(row < p.M, col < p.N))
+            T.ptx["st.global.f32"](W.ptr_to(wide_at(p, "W", 0, r, c)), T.float32(0), pred=T.and_(row < p.M, col < p.N))
         else:
             for s in T.unroll(1, p.grid.k_splits):
-                T.ptx[p.epilogue.reduce.gather](part[0], W.ptr_to([s, r, c]))
+                T.ptx[p.epilogue.reduce.gather](part[0], W.ptr_to(wide_at(p, "W", s, r, c)))
                 acc[e] = acc[e] + part[0]
 
 
@@ -378,9 +388,9 @@ def gather_pairs(p, W, acc, row_t, col_t):
                 if T.and_(row_t + mi * 16 + rh * 8 < p.M, col_t + ni * 8 < p.N):
                     T.ptx[p.epilogue.reduce.gather](
                         acc[acc_element(p, mi, ni, rh, 0)], acc[acc_element(p, mi, ni, rh, 1)],
-                        W.ptr_to([0, row_t + mi * 16 + rh * 8, col_t + ni * 8]))
+                        W.ptr_to(wide_at(p, "W", 0, row_t + mi * 16 + rh * 8, col_t + ni * 8)))
                     for s in T.unroll(1, p.grid.k_splits):
                         T.ptx[p.epilogue.reduce.gather](part[0], part[1],
-                                                        W.ptr_to([s, row_t + mi * 16 + rh * 8, col_t + ni * 8]))
+                                                        W.ptr_to(wide_at(p, "W", s, row_t + mi * 16 + rh * 8, col_t + ni * 8)))
                         acc[acc_element(p, mi, ni, rh, 0)] = acc[acc_element(p, mi, ni, rh, 0)] + part[0]
                         acc[acc_element(p, mi, ni, rh, 1)] = acc[acc_element(p, mi, ni, rh, 1)] + part[1]

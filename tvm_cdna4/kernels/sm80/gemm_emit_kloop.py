@@ -9,7 +9,7 @@ from tvm_tirx.script import ir as I
 from tvm_tirx.script import tirx as T
 from tvm_tirx.tirx.layout import S, TileLayout
 
-from .gemm_emit_common import a_fragment_mma, acc_mma, b_fragment_mma
+from .gemm_emit_common import a_fragment_mma, acc_mma, b_fragment_mma, wide_at
 from .gemm_emit_copy import ahead_load, load_frags, load_part
 from .gemm_plan import GemmPlan
 
@@ -103,7 +103,7 @@ def residual_part(p, th, tile, stage, part):
         col = (i * p.tiling.threads + tid) % per_row * 8
         sv = T.decl_tensor(th.SMH.ptr_to([stage * p.stage_elems + row * p.epilogue.residual_pitch + col]),
                            ty_args=[T.Tensor((1, 8), p.dtype, scope="shared.dyn", layout=TileLayout(S[(1, 8)]), align=16)])
-        gv = T.decl_tensor(th.R.ptr_to([tile.m0 + part * p.epilogue.residual_rows + row, tile.n0 + col]),
+        gv = T.decl_tensor(th.R.ptr_to(wide_at(p, "residual", tile.m0 + part * p.epilogue.residual_rows + row, tile.n0 + col)),
                            ty_args=[T.Tensor((1, 8), p.dtype, align=16)])
         T.cuda.tile.apply(T.ptx["cp.async.cg.shared.global"], sv, gv, scope="thread", chunk_bytes=16)
 
@@ -126,10 +126,11 @@ def next_frags(p, th, rs, step):
 
 @T.macro
 def kstep(p, th, tile, nxt, kt, rs, step):
-    # the next k-step's fragments (a short tile's warp: only with rows, Thread.live)
-    if I.constexpr(th.live is None):
+    # the next k-step's fragments, where there is one (KStep.fragments; a short tile's warp: only with
+    # rows, Thread.live)
+    if I.constexpr(step.fragments and th.live is None):
         next_frags(p, th, rs, step)
-    else:
+    elif I.constexpr(step.fragments):
         if th.live > 0:
             next_frags(p, th, rs, step)
     # cp.async of tile kt+stages-1 into the stage every warp finished reading before the previous

@@ -38,6 +38,7 @@ from ..common import PlanRecord
 from ..gemm.dynamic_m import (  # noqa: F401 (ceil_div, is_static...: re-exported, callers import them from here)
     MBucket, ceil_div, check_layout, divides, extent_record, is_static, m_limit, resolve_m,
 )
+from ..gemm import offsets
 from ..gemm.epilogue import Fusion, Param
 from ..gemm.grouped import OFFSETS, SEARCHES, Groups, expected_row_tiles, tail_rows  # noqa: F401 (re-exported)
 from .gemm_config import (  # noqa: F401 (re-exported: the plan's names, importable from here)
@@ -191,6 +192,11 @@ class GemmPlan(PlanRecord, family="gemm"):
     """Dynamic M: the bucket of M values the kernel serves (``M`` is then the TIR variable ``M``, bound at
     launch from A's and C's shapes, every load and store along M is masked, and ``W`` and ``S`` are
     sized for the bucket's largest M); None: M is static."""
+    offsets64: tuple[str, ...] = ()
+    """The parameters in which an element offset can reach 2^31 (``kernels.gemm.offsets``: the largest
+    offset the kernel computes, at the bucket's largest M; a grouped plan's B: one group's weights): the
+    emission indexes them with 64-bit offsets (``gemm_emit_common.wide_index``). () for every smaller
+    problem, whose index arithmetic is 32-bit."""
 
 
 def plan_record(p) -> dict:
@@ -274,7 +280,7 @@ def plan(M: int | MBucket, N: int, K: int, dtype: str = "f16", layout: str = "nt
 
     persistent = cfg.persistent_for(K, layout)
     form = "persistent" if persistent else ("unrolled" if cfg.unrolled_for(K, layout) else "rolled")
-    kloop = KLoop(form, cfg.stages, kt, kt // cfg.stages, kt % cfg.stages, plan_k_steps(cfg, tiling.k_steps),
+    kloop = KLoop(form, cfg.stages, kt, kt // cfg.stages, kt % cfg.stages, plan_k_steps(cfg, tiling.k_steps, kt),
                   mma_order(cfg, tiling.mma_m, tiling.mma_n))
     gm = grouping.row_tiles(M) if grouping else ceil_div(M, cfg.block_m)
     gn = ceil_div(N, cfg.block_n)
@@ -290,24 +296,65 @@ def plan(M: int | MBucket, N: int, K: int, dtype: str = "f16", layout: str = "nt
     if cfg.split_k > 1:
         slices = cfg.split_k if cfg.reduction == "ordered" else 1
         params += (Param("W", (slices, m_max, N), "float32"), Param("S", (ceil_div(m_max, cfg.block_m) * gn,), "uint32"))
+    wide = plan_offsets(params, (a, b), (a_shape, b_shape), m_max, K, cfg, kt, grouping)
     return GemmPlan(M, N, K, dt, layout, cfg, tiling, grid, a, b, MMA.format(t=ab),
-                    stage_elems, cfg.stages * stage_elems, kloop, epilogue, params, fusion, bucket)
+                    stage_elems, cfg.stages * stage_elems, kloop, epilogue, params, fusion, bucket, wide)
+
+
+KERNEL = "sm80 GEMM"
+"""The kernel a refusal of ``plan_offsets`` names."""
+
+
+def plan_offsets(params, ops, shapes, m_max: int, K: int, cfg: GemmConfig, kt: int, grouping) -> tuple[str, ...]:
+    """``GemmPlan.offsets64``: the parameters whose largest computed element offset (``offsets.reach``:
+    A and B with their tiles' overhang past M, N and the slices' K, C, the residual and the workspace
+    with the tile's past M and N; M at the bucket's largest) reaches 2^31. A ``ContractError`` naming the
+    operand for what stays 32-bit: an extent or the tile grid of 2^31 or more, a copy view whose rows are
+    2^31 bits apart (``offsets.check_extent``, ``check_view``)."""
+    over = {"M": cfg.block_m, "N": cfg.block_n, "K": kt * cfg.split_k * cfg.block_k - K}
+    tensors = {}
+    for op, shape in zip(ops, shapes):  # a grouped B: one group's weights (B[g] is an int64 offset)
+        rows, cols = ("K", "M" if op.name == "A" else "N") if op.tile.trans else ("M" if op.name == "A" else "N", "K")
+        tensors[op.name] = (concrete(shape, m_max), (over[rows], over[cols]))
+        strides = op.copy.thread_global_strides if op.copy.kind == "thread" else [s for _, s in op.copy.global_iters]
+        offsets.check_view(KERNEL, op.name, strides, 16)
+    for q in params:
+        shape = concrete(q.shape, m_max)
+        for axis, extent in enumerate(shape):
+            offsets.check_extent(KERNEL, q.name, f"dimension {axis}", extent)
+        if q.name in ("C", "residual", "W"):
+            tensors[q.name] = (shape, (over["M"], over["N"]))
+    tiles = (grouping.row_tiles(m_max) if grouping else ceil_div(m_max, cfg.block_m)) * ceil_div(shape_n(params), cfg.block_n)
+    offsets.check_extent(KERNEL, "C", "the tile grid (CTAs)", tiles * cfg.split_k)
+    return offsets.offsets64(tensors)
+
+
+def concrete(shape, m_max: int) -> tuple[int, ...]:
+    """``shape`` with a dynamic M (a TIR expression) at its largest value ``m_max``."""
+    return tuple(d if is_static(d) else m_max for d in shape)
+
+
+def shape_n(params) -> int:
+    """N: C's columns."""
+    return next(q.shape[1] for q in params if q.name == "C")
 
 
 def check_grouped(rows, groups: int, N: int, K: int, layout: str) -> tuple[MBucket, MBucket, int]:
     """What a grouped plan needs (``kernels.gemm.grouped``): ``rows`` an ``MBucket`` (the rows per group
-    the tiling is chosen for), a layout of ``kernels.gemm.grouped.LAYOUTS``, one group's weights within int32
-    element offsets. Returns ``(rows, the bucket of T: 1 .. the largest T, the largest T)``: T, the
-    run-time total, is the plan's dynamic M (``m_limit(K, N)``: int32 offsets of A and C)."""
+    the tiling is chosen for), a layout of ``kernels.gemm.grouped.LAYOUTS``. Returns ``(rows, the bucket of
+    T: 1 .. the largest T, the largest T)``: T, the run-time total, is the plan's dynamic M, up to what A
+    and C index with 32-bit offsets (``offsets.int32_rows(K, N)``; a larger T is refused at dispatch,
+    ``GroupedGemm.bucket``). One group's weights of 2^31 elements or more take 64-bit offsets
+    (``plan_offsets``: B)."""
     from ..gemm.grouped import check_layout as check_grouped_layout
 
     if not isinstance(rows, MBucket):
         raise TypeError(f"grouped CUDA GEMM: M must be the MBucket of rows per group the tiling is chosen for; got {rows!r}")
     check_grouped_layout(layout, "grouped CUDA GEMM")
-    if N * K >= 2**31:
-        raise ValueError(f"grouped CUDA GEMM: one group's weights ({N} x {K}) must have fewer than 2^31 elements "
-                         "(the kernel indexes a group's weights with int32)")
-    t_limit = m_limit(K, N)
+    t_limit = offsets.int32_rows(K, N)
+    if t_limit < 1:
+        raise offsets.refusal(KERNEL, "A", f"A [T, {K}] and C [T, {N}] must index a tile of rows in 32 bits",
+                              "max(K, N) < 2^31 / 257", str(max(K, N)), "split N or K")
     return rows, MBucket(1, t_limit), t_limit
 
 

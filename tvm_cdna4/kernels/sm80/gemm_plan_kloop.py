@@ -25,6 +25,11 @@ class KStep:
     barrier: str | None
     """``"before_mma"`` or ``"after_mma"``: commit, wait for the stage ``stages - 2`` groups back and
     barrier in this k-step; None otherwise."""
+    fragments: bool = True
+    """Whether the k-step loads the next k-step's fragments: False only on the last k-step of a k-loop of
+    one k-tile, whose next k-tile does not exist (its stage was never written: issue 35, item 6). With
+    two or more k-tiles the last k-tile's last k-step still loads a stage an earlier k-tile wrote (the
+    fragments go unused; the code of every such loop stays as it was)."""
 
 
 @attrs.frozen
@@ -54,9 +59,10 @@ class KLoop:
         return not isinstance(kt, int) or kt + self.stages - 1 < self.k_tiles
 
 
-def plan_k_steps(cfg: GemmConfig, k_steps: int) -> tuple[KStep, ...]:
-    """Per k-step: next fragments, copies ahead (A and B in different k-steps when there are at
-    least three, so B still goes out before the commit at k-step ``k_steps - 2``), barrier."""
+def plan_k_steps(cfg: GemmConfig, k_steps: int, k_tiles: int = 2) -> tuple[KStep, ...]:
+    """Per k-step: next fragments (none after the last k-step of a single k-tile: ``KStep.fragments``),
+    copies ahead (A and B in different k-steps when there are at least three, so B still goes out
+    before the commit at k-step ``k_steps - 2``), barrier."""
     split = cfg.split_loads and k_steps >= 3
     barrier = "after_mma" if cfg.sync_after_mma else "before_mma"
     steps = []
@@ -64,7 +70,7 @@ def plan_k_steps(cfg: GemmConfig, k_steps: int) -> tuple[KStep, ...]:
         load = ("A" if split else "AB") if kk == 0 else ("B" if split and kk == 1 else None)
         last = kk == k_steps - 1
         steps.append(KStep(kk, 1 if last else 0, 0 if last else kk + 1, load,
-                           barrier if kk == k_steps - 2 else None))
+                           barrier if kk == k_steps - 2 else None, not (last and k_tiles == 1)))
     return tuple(steps)
 
 
