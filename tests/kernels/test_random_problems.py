@@ -1,4 +1,4 @@
-"""Random problems through the families' public API, every family and target (tests/random_problems.py):
+"""Random problems through the families' public API, every family and target (tests/problem_fuzz.py):
 the schedule-level slice of the randomized checks, derandomized (fixed seeds).
 
 Valid problems must validate within the error bound (gfx950 in the CPU wavefront emulator, sm80 in
@@ -13,7 +13,7 @@ import os
 
 import pytest
 
-import random_problems as rp
+import problem_fuzz as rp
 from tvm_cdna4.kernels import attention, gemm
 from tvm_cdna4.kernels.gemm import GemmProblem
 
@@ -53,7 +53,7 @@ def test_a_random_invalid_problem_is_refused_with_a_value_error_naming_it(case):
 
 @pytest.mark.xfail(strict=True, raises=Exception, reason="known bug (sm80 plans of one K tile per CTA read a shared "
                    "stage nobody wrote in the CUDA emulator: EmulationError 'read of LDS ... never written'); being "
-                   "fixed on branch h-cuda64; random_problems.KNOWN_BUGS keeps the class out of the draw until then")
+                   "fixed on branch h-cuda64; problem_fuzz.KNOWN_BUGS keeps the class out of the draw until then")
 def test_an_sm80_plan_of_one_k_tile_validates():
     case = rp.Case("gemm", "sm80", dict(M=40, N=64, K=96, dtype="bf16", layout="tn", out_dtype="bf16"))
     assert rp.known_bug(case) == "sm80 GEMM, one K tile per CTA"
@@ -159,3 +159,20 @@ def test_a_case_is_the_problem_it_describes():
     assert case.problem() == GemmProblem(None, 8, 32, "bf16", "nn", fusion=gemm.Fusion(bias=True, activation="silu"),
                                          groups=2)
     assert "group_rows=(0, 5)" in case.describe() and case.describe().endswith("| valid")
+
+
+def test_the_benchmark_counts_each_outcome_per_family_and_target(capsys):
+    from benchmark_modules import benchmark_module
+
+    bench = benchmark_module("random_problems")
+    rows = [{"family": "gemm", "target": "sm80", "outcome": o, "case": f"case {i}", "detail": "0.5 of the bound on x",
+             "seconds": 1.0, "cpu": 0.5} for i, o in enumerate(["pass", "pass", "refused"])]
+    rows.append({"redrawn": {"sm80 GEMM, one K tile per CTA": 4}, "family": "gemm", "target": "sm80"})
+    assert bench.report(rows) == 0
+    out = capsys.readouterr().out
+    assert "| gemm | sm80 | 3 | 2 | 1 | 0 | 0 | 0 | 0 | 0 |" in out and "one K tile per CTA: 4 draws" in out
+    rows.append({"family": "attention", "target": "gfx950", "outcome": "internal_error", "case": "case 9",
+                 "detail": "KeyError: 'x'", "seconds": 1.0})
+    assert bench.report(rows) == 1
+    out = capsys.readouterr().out
+    assert "| attention | gfx950 | 1 | 0 | 0 | 0 | 1 | 0 | 0 | 0 |" in out and "- internal_error attention gfx950: KeyError" in out

@@ -11,8 +11,8 @@ emulator, hence its small sizes) and classifies the outcome (:data:`OUTCOMES`).
 
 What is drawn. GEMM: every input dtype the target runs (gfx950: the dense dtypes and the MX
 formats; sm80: f16, bf16), every output its dtype produces (or None), every layout, odd M, N, K and
-sizes one off a tile edge, a random fused epilogue (scales, bias, activation, residual), a batch
-axis (gfx950), dynamic M with a run-time ``m`` (layouts nn / nt), grouped GEMMs (layouts nn / nt) of
+sizes one off a tile edge, a random fused epilogue (scales, bias, activation, residual; on f32
+accumulators), a batch axis (gfx950, without an epilogue), dynamic M with a run-time ``m`` (layouts nn / nt), grouped GEMMs (layouts nn / nt) of
 1 to 4 groups whose rows include zeros, MX formats with K a multiple of 32 (gfx950, static, f32).
 Attention: batch, heads and GQA groups, odd ``seq_q`` and ``seq_kv`` (each 1 to 80, unequal),
 causal, both head dims, bf16 / f16 (and fp8 on gfx950), an explicit scale. The sizes stay within
@@ -23,7 +23,8 @@ What is refused (``invalid``): a field the record refuses (M, N or K not a posit
 dtype, layout, out dtype or activation, groups with a static M, a batch without one; attention:
 heads not a multiple of kv_heads, an unknown head dim or dtype, a bad scale), a problem the target
 refuses (sm80: a dtype other than f16 / bf16, an i32 / f64 output, a batch axis, fp8 attention;
-gfx950: an output the dtype does not produce, an MX K off the 32-element scale blocks, an MX batch,
+gfx950: an output the dtype does not produce, a fused epilogue on an i32 / f64 accumulator (i8, f64)
+or with a batch axis, an MX K off the 32-element scale blocks, an MX batch or output other than f32,
 dynamic or grouped MX; both: dynamic M or grouped with A stored [K, M]), or run-time rows
 ``validate`` refuses (a missing, zero or negative ``m``; group rows of the wrong count, negative or
 all zero). Every refusal must be a ``ValueError`` (``ContractError`` is one) that names the change.
