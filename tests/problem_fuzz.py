@@ -11,7 +11,8 @@ emulator, hence its small sizes) and classifies the outcome (:data:`OUTCOMES`).
 
 What is drawn. GEMM: every input dtype the target runs (gfx950: the dense dtypes and the MX
 formats; sm80: f16, bf16), every output its dtype produces (or None), every layout, odd M, N, K and
-sizes one off a tile edge, a random fused epilogue (scales, bias, activation, residual; on f32
+sizes one off a tile edge, long K with few rows (``LONG_K``: split-K; gfx950 also the ordered
+reduction), a random fused epilogue (scales, bias, activation, residual; on f32
 accumulators), a batch axis (gfx950, without an epilogue), dynamic M with a run-time ``m`` (layouts nn / nt), grouped GEMMs (layouts nn / nt) of
 1 to 4 groups whose rows include zeros, MX formats with K a multiple of 32 (gfx950, static, f32).
 Attention: batch, heads and GQA groups, odd ``seq_q`` and ``seq_kv`` (each 1 to 80, unequal),
@@ -69,6 +70,9 @@ SM80_DTYPES, SM80_OUTS = ("f16", "bf16"), ("f32", "f16", "bf16")
 ROW_LAYOUTS = ("nn", "nt")  # A stored [M, K]: what dynamic M and grouped GEMMs take
 SM80_MACS = 1 << 22  # kernels.sm80.gemm_target.EMULATED_MACS (checked by the tests)
 SM80_PAIRS = 1 << 16  # kernels.sm80.attention_target.EMULATED_PAIRS (checked by the tests)
+LONG_K = 0.2
+"""The share of static and dynamic-M GEMMs drawn with at most 24 rows and K of 512 to 2048 (the
+planners split K there, and sm80 takes its decode kernel for 16 rows or fewer)."""
 KINDS = {("gemm", "gfx950"): ("static", "dynamic", "grouped", "mx"), ("gemm", "sm80"): ("static", "dynamic", "grouped"),
          ("attention", "gfx950"): ("bf16", "f16", "fp8"), ("attention", "sm80"): ("bf16", "f16")}
 """What the draw cycles through, one case each in turn (so that a few cases cover them all): the GEMM
@@ -148,27 +152,32 @@ def _gemm_gfx950(rng, kind: str) -> tuple[dict, dict]:
     out = rng.choice([*GFX950_OUTS[dtype], None])
     if dtype in ("i8", "f64"):  # the fused epilogue computes on f32 accumulators
         fusion = _fusion(rng, 0.0)
-    fields = dict(N=_size(rng, 80), K=_size(rng, 160), dtype=dtype, out_dtype=None if out is None else str(out),
-                  fusion=fusion)
+    long_k = kind != "grouped" and rng.random() < LONG_K  # few rows, long K: the planner's K splits
+    rows = 24 if long_k else 80
+    fields = dict(N=_size(rng, 48 if long_k else 80), K=int(rng.integers(512, 2049)) if long_k else _size(rng, 160),
+                  dtype=dtype, out_dtype=None if out is None else str(out), fusion=fusion)
     if kind == "static":
-        batch = int(rng.choice([0, 0, 0, 2, 3]))
+        batch = 0 if long_k else int(rng.choice([0, 0, 0, 2, 3]))
         if batch:  # the fused epilogue's inputs are per matrix: no batch axis
             fields["fusion"] = _fusion(rng, 0.0)
-        return dict(M=_size(rng, 80), **fields, layout=str(rng.choice(gemm.LAYOUTS)), batch=batch), {}
+        run = {"reduction": "ordered"} if rng.random() < 0.3 else {}  # how a K split is reduced
+        return dict(M=_size(rng, rows), **fields, layout=str(rng.choice(gemm.LAYOUTS)), batch=batch), run
     fields["layout"] = str(rng.choice(ROW_LAYOUTS))
     if kind == "dynamic":
-        return dict(M=None, **fields), {"m": _size(rng, 96)}
+        return dict(M=None, **fields), {"m": _size(rng, rows + 16)}
     groups = int(rng.integers(1, 5))
     return dict(M=None, **fields, groups=groups), {"group_rows": _group_rows(rng, groups, 40)}
 
 
 def _gemm_sm80(rng, kind: str) -> tuple[dict, dict]:
     dtype, out = str(rng.choice(SM80_DTYPES)), rng.choice([*SM80_OUTS, None])
-    N, K = _size(rng, 72), _size(rng, 320)
+    long_k = kind != "grouped" and rng.random() < LONG_K  # few rows, long K: split-K, the decode kernel
+    N, K = (_size(rng, 128), int(rng.integers(512, 2049))) if long_k else (_size(rng, 72), _size(rng, 320))
     fields = dict(N=N, K=K, dtype=dtype, out_dtype=None if out is None else str(out), fusion=_fusion(rng))
-    rows_top = max(1, min(72, SM80_MACS // (N * K)))  # the CUDA emulator's reach
+    rows_top = max(1, min(24 if long_k else 72, SM80_MACS // (N * K)))  # the CUDA emulator's reach
     if kind == "static":
-        return dict(M=_size(rng, rows_top), **fields, layout=str(rng.choice(gemm.LAYOUTS))), {}
+        layout = "nt" if long_k and rng.random() < 0.5 else str(rng.choice(gemm.LAYOUTS))  # nt: the decode kernel's
+        return dict(M=_size(rng, rows_top), **fields, layout=layout), {}
     fields["layout"] = str(rng.choice(ROW_LAYOUTS))
     if kind == "dynamic":
         return dict(M=None, **fields), {"m": _size(rng, rows_top)}

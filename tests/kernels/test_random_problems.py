@@ -80,6 +80,8 @@ def test_the_gemm_draw_covers_every_dtype_layout_output_and_kind():
         assert any(p.dynamic for p in problems) and any(p.grouped for p in problems)
         assert any(p.M is not None and p.M % 2 and p.N % 2 and p.K % 2 for p in problems)  # odd M, N, K together
         assert any(0 in c.run.get("group_rows", ()) for c in valid)  # empty groups
+        assert any(p.K >= 512 and (p.M or 0) <= 24 for p in problems)  # long K, few rows: K splits
+        assert any(c.run.get("reduction") == "ordered" for c in valid) == (target == "gfx950")
         assert any(p.batch for p in problems) == (target == "gfx950")
         assert all(p.K % 32 == 0 and not p.dynamic and not p.grouped for p in problems if p.mx)
 
