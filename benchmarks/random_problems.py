@@ -2,7 +2,7 @@
 
 Run: python benchmarks/random_problems.py --cases 80 [--seed 0] [--invalid-rate 0.3] [--batch 20] [--jobs 2]
                                           [--families gemm,attention] [--targets gfx950,sm80] [--jsonl out.jsonl]
-     python benchmarks/random_problems.py --summarize out.jsonl   (the report of an earlier run)
+     python benchmarks/random_problems.py --summarize out.jsonl[.gz]   (the report of an earlier run)
 ``--cases`` per family x target. Cases come from ``tests/problem_fuzz.py`` (a seeded numpy draw:
 same seed, same cases; ``--invalid-rate`` of them carry one change that takes them outside what the
 target documents); each goes through ``kernels.<family>.validate(problem, target)``: gfx950 in the CPU
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import gzip
 import json
 import os
 import subprocess
@@ -121,7 +122,7 @@ def main() -> int:
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.summarize:
-        with open(args.summarize) as f:
+        with (gzip.open if args.summarize.endswith(".gz") else open)(args.summarize, "rt") as f:
             return report([json.loads(line) for line in f if line.strip()])
     if args.worker:
         family, target, first, count = args.worker.split(",")
