@@ -50,7 +50,7 @@ import time
 os.environ.setdefault("DISABLE_MMA_V3", "1")  # Triton: Ampere mma.sync path, no wgmma
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SCHED = os.path.join(ROOT, "tvm_cdna4", "schedules")
+RUNS = os.path.join(ROOT, "benchmarks", "runs")  # raw outputs of the runs kept in git
 
 
 def _sched():
@@ -265,8 +265,6 @@ CEILING_SRC = '''
 from tvm_tirx.script import tirx as T
 from tvm_tirx.backend.cuda.axis import laneid
 from tvm_tirx.tirx.layout import S, TileLayout
-
-RUNS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runs")  # raw outputs of the runs kept in git
 
 
 def ceiling_kernel(blocks, iters, dtype, mt=2, nt=4, toggle=False):

@@ -108,3 +108,14 @@ def test_paths_under_benchmarks_exist():
             if not (ROOT / name).exists():
                 missing.append(f"{path.relative_to(ROOT)}: {name}")
     assert not missing, "\n".join(missing)
+
+
+def test_the_readmes_family_example_runs():
+    """README's "What is here" example (the GEMM family's verbs) runs as written."""
+    import re
+
+    text = (ROOT / "README.md").read_text()
+    block = next(b for b in re.findall(r"```python\n(.*?)```", text, re.S) if "from tvm_cdna4.kernels import gemm" in b)
+    namespace = {}
+    exec(compile(block, "README.md", "exec"), namespace)
+    assert namespace["plan"].to_json().startswith("{") and namespace["kernel"].asm

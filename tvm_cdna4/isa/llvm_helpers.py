@@ -34,8 +34,11 @@ Helpers are ``linkonce_odr`` so unused ones vanish from the code object.
 from __future__ import annotations
 
 import hashlib
+import re
 import tempfile
 from pathlib import Path
+
+import attrs
 
 from . import CATALOG, MfmaOp
 from .lanes import REDUCE_MASKS, reduce_steps
@@ -221,6 +224,49 @@ def _atomic_helpers() -> list[str]:
             f"!amdgpu.no.fine.grained.memory !0\n  ret i32 %r\n}}",
             f'define linkonce_odr void @{FENCE_RELEASE_AGENT}() {{\n  fence syncscope("agent") release\n  ret void\n}}',
             f'define linkonce_odr void @{FENCE_ACQUIRE_AGENT}() {{\n  fence syncscope("agent") acquire\n  ret void\n}}']
+
+
+# What each call of this package does to LDS, for the LDS synchronization check (``rocm.lds_sync``),
+# derived from the catalog and the helpers above so that a new opcode or helper cannot be missed
+# (tests/test_lds_sync.py compares it with every helper that takes an addrspace(3) pointer):
+# - ``read``: each lane reads ``bytes`` LDS bytes at its address operand (every catalog ds_read_tr,
+#   under its intrinsic's full name, the name TIR gives its intrinsic id (LLVM's name of the
+#   overloaded intrinsic, without the suffix) and its bf16 helper);
+# - ``dma``: the direct-to-LDS load, ``bytes`` per lane from the wave's base (M0) on, completed by vmcnt;
+# - ``barrier``: the workgroup barrier (``lgkmcnt(0)``, then ``s_barrier``);
+# - ``wait``: the agent-scope fences, which wait for the counters their mnemonics name (``FENCE_MNEMONICS``).
+# No helper issues an LDS atomic (the atomics are global).
+@attrs.frozen
+class LdsEffect:
+    kind: str  # "read", "dma", "barrier", "wait"
+    bytes: int = 0  # per lane (read, dma)
+    opcodes: tuple[str, ...] = ()  # the catalog opcodes that lower to it (read)
+    lgkmcnt: int | None = None  # the counters a wait leaves (None: not waited for)
+    vmcnt: int | None = None
+
+
+def _waits(mnemonics) -> dict:
+    """``{"lgkmcnt": n, "vmcnt": n}`` of the ``s_waitcnt`` among ``mnemonics``."""
+    found = {}
+    for text in mnemonics:
+        if text.startswith("s_waitcnt"):
+            found.update((k, int(n)) for k, n in re.findall(r"(vmcnt|lgkmcnt)\((\d+)\)", text))
+    return found
+
+
+def lds_effects() -> dict[str, LdsEffect]:
+    """``{call name: LdsEffect}`` of every call of this package that touches LDS (see above)."""
+    table = {}
+    for op in CATALOG.values():
+        if op.kind == "ds_read_tr":
+            names = [op.llvm_intrinsic, op.llvm_intrinsic.rsplit(".", 1)[0]]
+            for name in names + ([bf16_tr_helper(op.name)] if "bfloat" in op.result_vector else []):
+                known = table.get(name, LdsEffect("read", op.load_bits // 8))  # tr16's three share one name
+                table[name] = attrs.evolve(known, opcodes=(*known.opcodes, op.name))
+    table.update({buffer_load_lds_helper(size): LdsEffect("dma", size) for size in BUFFER_LOAD_LDS_MNEMONICS})
+    table[BARRIER] = LdsEffect("barrier", lgkmcnt=0)
+    table.update({name: LdsEffect("wait", **_waits(mnemonics)) for name, mnemonics in FENCE_MNEMONICS.items()})
+    return table
 
 
 # Wave reductions (``T.rocm.wave_reduce``): the combine of each reduction as LLVM IR on two floats.

@@ -15,6 +15,7 @@ from ..errors import ContractError
 from ..isa import DsReadTrOp, lookup
 from ..isa.hardware import GFX950, TARGET_SPELLING
 from ..isa.llvm_helpers import PREFIX
+from . import origins
 
 _REGISTERED: dict = {}
 
@@ -85,10 +86,13 @@ def _lower(view, sctx):
     record = lookup(opcode.value)
     try:
         check_target(record.name, sctx.target)
-        return _family(record).lower(record, args, params, sctx)
+        lowered = _family(record).lower(record, args, params, sctx)
     except ContractError as err:
         err.location = str(view.call)
         raise
+    if isinstance(record, DsReadTrOp):  # the LDS check quotes the call as written (patterns.origins)
+        origins.note(lowered, view.call, record.name)
+    return lowered
 
 
 TILE_APPLY_DOC = """``T.rocm.tile.apply(instruction, *operands, scope="wave", **parameters)``: one CDNA4 matrix

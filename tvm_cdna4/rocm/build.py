@@ -13,10 +13,13 @@ it) registers the patterns (``T.rocm`` / ``T.amdgcn``, ``patterns.register_patte
   device module that calls anything of this package gets the whole-kernel rules of
   ``rocm.analysis`` for the target being built, before LLVM sees it (an MFMA for a target other
   than gfx950 is a ``ContractError``, not an LLVM abort); such a module, and every gfx950 module,
-  gets the LDS synchronization check of ``rocm.lds_sync`` on its lowered device functions. A gfx950 build is marked for the
-  callbacks below; any other module is built exactly as TIRx builds it. TIRx's ROCm codegen warnings
-  go to the DEBUG log (``errors.codegen_warnings_to_logging``), as do those of every rocm ``Target``'s
-  construction (``tirx_private.wrap_target_init``): on every route, not only ``errors.presented()``.
+  gets the LDS synchronization check of ``rocm.lds_sync`` on its lowered device functions, in the
+  mode ``lds_check_mode()`` gives (``build(..., check="strict")``, else ``TVM_CDNA4_LDS_CHECK``,
+  else ``"warn"``: what it cannot decide a WARNING or a ``ContractError``). A gfx950 build is marked
+  for the callbacks below; any other module is built exactly as TIRx builds it. TIRx's ROCm codegen
+  warnings go to the DEBUG log (``errors.codegen_warnings_to_logging``), as do those of every rocm
+  ``Target``'s construction (``tirx_private.wrap_target_init``): on every route, not only
+  ``errors.presented()``.
 - ``tvm_callback_rocm_bitcode_path`` / ``tvm_callback_rocm_link``: during a gfx950 build, ROCm's
   device libraries when a ROCm install exists plus our helpers (``isa.llvm_helpers``), and ``ld.lld``
   (Debian's ``/usr/lib/llvm-22/bin`` on the search path; without a linker the build succeeds in
@@ -49,7 +52,10 @@ from ..isa.llvm_helpers import helpers_path
 LLVM_BIN_DIRS = ("/usr/lib/llvm-22/bin", "/usr/lib/llvm-23/bin", "/opt/rocm/llvm/bin")
 
 logger = logging.getLogger(__name__)
-_state = threading.local()  # gfx950: inside a gfx950 build on this thread; code_object: its link result
+_state = threading.local()  # gfx950: inside a gfx950 build on this thread; code_object: its link result;
+# lds_check: the LDS check's mode of the build (build(check=...))
+LDS_CHECK_ENV = "TVM_CDNA4_LDS_CHECK"
+LDS_CHECK_MODES = ("warn", "strict")
 _installed = False
 
 
@@ -61,6 +67,34 @@ def llvm_tool(name: str) -> str | None:
     found = found or shutil.which(f"{name}-22") or shutil.which(name)
     logger.debug("LLVM tool %s: %s", name, found or "not found")
     return found
+
+
+def _valid_mode(value: str, source: str) -> str:
+    if value not in LDS_CHECK_MODES:
+        raise ValueError(f"{source}={value!r} is not a mode of the LDS synchronization check; expected 'warn' or "
+                         "'strict' ('warn': what it cannot decide is a WARNING; 'strict': a ContractError)")
+    return value
+
+
+def lds_check_mode() -> str:
+    """The LDS synchronization check's mode (``rocm.lds_sync``): the innermost ``lds_checking(mode)``
+    (``build(..., check=...)``), else ``TVM_CDNA4_LDS_CHECK``, else ``"warn"``."""
+    chosen = getattr(_state, "lds_check", None)
+    if chosen is not None:
+        return chosen
+    env = os.environ.get(LDS_CHECK_ENV)
+    return _valid_mode(env, LDS_CHECK_ENV) if env is not None else "warn"
+
+
+@contextmanager
+def lds_checking(chosen: str | None):
+    """Within: the LDS check runs in mode ``chosen`` (``"warn"``, ``"strict"``; None: ``lds_check_mode()``'s default)."""
+    previous = getattr(_state, "lds_check", None)
+    _state.lds_check = previous if chosen is None else _valid_mode(chosen, "check")
+    try:
+        yield
+    finally:
+        _state.lds_check = previous
 
 
 def in_gfx950_build() -> bool:
@@ -80,6 +114,7 @@ def _gfx950_build(active: bool):
 
 def _build_rocm(original):
     def build_rocm(mod, target):
+        from ..patterns import origins
         from . import analysis, lds_sync
 
         functions = list(mod.functions.values())
@@ -88,9 +123,13 @@ def _build_rocm(original):
         if ours:
             for func in functions:
                 analysis.check_kernel(func, target)
-        if ours or gfx950:
-            for func in functions:
-                lds_sync.check_lds_sync(func)
+        try:
+            if ours or gfx950:
+                strict = lds_check_mode() == "strict"
+                for func in functions:
+                    lds_sync.check_lds_sync(func, strict)
+        finally:
+            origins.forget()  # what lowering noted for this module's messages
         with _gfx950_build(gfx950), codegen_warnings_to_logging():
             return original(mod, target)
 
@@ -271,11 +310,13 @@ class BuildResult:
         return next(k for k in self.kernels if k.name == name)
 
 
-def build(func, target: str = "gfx950") -> BuildResult:
+def build(func, target: str = "gfx950", check: str | None = None) -> BuildResult:
     """Compile a TIRx PrimFunc for gfx950 (``pipeline="tirx"``).
 
     The whole-kernel rules of ``rocm.analysis`` run on ``func`` first and again on the device
     function TIRx lowers it to (in ``target.build.rocm``); a violation is a ``ContractError``.
+    ``check``: the LDS synchronization check's mode (``rocm.lds_sync``): ``"warn"`` (what it cannot
+    decide is a WARNING), ``"strict"`` (a ``ContractError``); None: ``TVM_CDNA4_LDS_CHECK``, else warn.
     """
     import tvm_tirx
     from tvm_tirx.target import Target
@@ -287,7 +328,8 @@ def build(func, target: str = "gfx950") -> BuildResult:
     if target not in (GFX950,):
         raise ValueError(f"target {target!r} is not supported; tvm_cdna4.build targets 'gfx950'")
     _state.code_object = None
-    with presented():  # the ROCm target's construction prints TIRx's warnings too
+    with lds_checking(check), presented():  # the ROCm target's construction prints TIRx's warnings too
+        lds_check_mode()  # a wrong TVM_CDNA4_LDS_CHECK is refused before the build
         tirx_target = Target({"kind": "rocm", "mcpu": target})
         analysis.check_kernel(func, tirx_target)
         exe = tvm_tirx.tirx.compile(func, target=tirx_target, pipeline="tirx")

@@ -83,7 +83,8 @@ def test_the_whole_kernel_checks_accept_it_and_the_code_is_mfma_tr_reads_and_lan
     assert kernel.scratch_bytes == 0 and kernel.lds_bytes == plan.lds_bytes == 5 * 36 * 72 * 2
     assert plan.masked_tiles and plan.config.defer_pv and plan.config.lds_dma
     plan = plan_gfx950_attention(*CASES["causal, GQA 2:1, D 128"])  # causal: run-time trip counts, real loops
-    result = tvm_cdna4.build(emit_gfx950_attention(plan))
+    result = tvm_cdna4.build(emit_gfx950_attention(plan))  # the LDS check: every query block's trip counts (blockIdx)
+    assert not [r for r in caplog.records if "left to the emulator" in r.getMessage()]
     body = "\n".join(main_loop(result.asm))  # the unmasked tiles' loop (each loop once: not unrolled)
     count = lambda mnemonic: len(re.findall(rf"^\s+{mnemonic}\b", body, flags=re.M))  # noqa: E731
     per_tile = plan.kv_blocks * plan.k_steps + 2 * plan.kv_blocks * plan.d_tiles  # S^T, then O^T MFMAs
@@ -129,9 +130,11 @@ def test_emulated_fp8_attention_is_within_its_bound(name):
         assert (np.abs(o - want_o) > error_bound(q, k, v, problem.causal, dtype="bf16")[0]).any()
 
 
-def test_the_fp8_kernel_is_scaled_mfmas_tr8_reads_and_packed_conversions():
+def test_the_fp8_kernel_is_scaled_mfmas_tr8_reads_and_packed_conversions(caplog):
+    caplog.set_level(logging.DEBUG, logger=lds_sync.logger.name)
     plan = plan_gfx950_attention(*FP8_CASES["fp8 causal, GQA 2:1, D 128"])  # direct-to-LDS, deferred P V
     result = tvm_cdna4.build(emit_gfx950_attention(plan))
+    assert not [r for r in caplog.records if "left to the emulator" in r.getMessage()]  # causal, tr8 reads: decided
     assert result.kernel().scratch_bytes == 0 and result.kernel().lds_bytes == plan.lds_bytes == 5 * 64 * 144  # 1 byte
     body = "\n".join(main_loop(result.asm))  # the unmasked tiles' loop
     count = lambda mnemonic: len(re.findall(rf"^\s+{mnemonic}\b", body, flags=re.M))  # noqa: E731
