@@ -200,3 +200,22 @@ def dma_soffset(by: str = "wave_id"):
                 D[tx, e] = S[tx * 16 + e]
 
     return kernel
+
+
+def dma_unpublished():
+    """A direct-to-LDS load, a workgroup barrier, then LDS reads, with no ``s_waitcnt vmcnt`` between:
+    the reads' index depends on a kernel argument, so ``rocm.lds_sync`` cannot decide it (a WARNING,
+    left to the emulator), and LLVM waits for no async direct-to-LDS load (``rocm.waitcheck`` refuses
+    the code)."""
+    @T.function
+    def kernel(X: T.Tensor((256,), "int32"), D: T.Tensor((64, 4), "int32"), shift: T.int32):
+        with T.device_entry():
+            bx = T.launch_thread("blockIdx.x", 1)
+            tx = T.launch_thread("threadIdx.x", 64)
+            S = T.alloc_tensor(ty_args=[T.Tensor((256,), "int32", scope="shared", align=16)])
+            T.rocm.buffer_load_lds(X.data, 1024, tx * 16, 0, S[0], 16)
+            T.rocm.workgroup_barrier()
+            for e in T.unroll(4):
+                D[tx, e] = S[(tx * 4 + e + shift) % 256]
+
+    return kernel

@@ -53,10 +53,11 @@ FIELDS = ("rule", "opcode", "operand", "check", "expected", "found", "suggestion
 PATTERN_CHECKS = ("operands", "parameters", "modifier range", "scope", "storage scope", "layout", "shape", "dtype",
                   "owner map", "registers", "alignment", "provider map", "operand form", "compile-time value",
                   "target")
-# the whole-kernel rules (rocm.analysis, rocm.lds_sync, rocm.storage, rocm.math_calls):
+# the whole-kernel rules (rocm.analysis, rocm.lds_sync, rocm.storage, rocm.math_calls) and the waits of the
+# compiled code (rocm.waitcheck):
 KERNEL_CHECKS = ("backend", "workgroup size", "whole waves", "wave count", "wave-uniform control",
                  "wave-uniform operand", "LDS view", "LDS alignment", "LDS synchronization", "bf16/fp8 storage",
-                 "math call")
+                 "math call", "waitcheck")
 CHECKS = PATTERN_CHECKS + KERNEL_CHECKS
 
 

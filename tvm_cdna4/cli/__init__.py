@@ -147,6 +147,8 @@ def build_parser() -> UsageParser:
     p.set_defaults(func=lambda args: __import__("tvm_cdna4.selftest", fromlist=["main"]).main(args.names))
     from .draw import add_draw_parser; add_draw_parser(sub)  # noqa: E702
     from .attention import add_attention_parser; add_attention_parser(sub)  # noqa: E702
+    from ..rocm.waitcheck import add_parser as add_waitcheck_parser  # the LLVM tool finder, imported when used:
+    add_waitcheck_parser(sub, lambda tool: __import__("tvm_cdna4.rocm.build", fromlist=["llvm_tool"]).llvm_tool(tool))
     return parser
 
 

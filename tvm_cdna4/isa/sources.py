@@ -28,4 +28,28 @@ SOURCES: dict[str, str] = {
     "value (lane ^ 16 / lane ^ 32): mlir/test/Conversion/AMDGPUToROCDL/permlane.mlir lowers amdgpu.permlane_swap %x 16 "
     "and 32 for gfx950 to rocdl.permlane16/32.swap %x, %x and keeps the result that is not %x; llc 22 for gfx950 fuses "
     "a DPP move into its VALU user (tests/patterns/test_wave_reduce.py)",
+    "cdna4-isa": "AMD Instinct CDNA4 ISA Reference Guide (MI350 series; amd.com), S_WAITCNT and the data dependency "
+    "resolution it describes: a wave waits on its vector-memory (VM_CNT), LDS/GDS/constant/message (LGKM_CNT) and "
+    "export (EXP_CNT) counters. No copy of it was reachable here: the counter facts rocm.waitcheck uses are taken from "
+    "the LLVM sources below, which implement them for gfx950",
+    "llvm-waitcnt": "llvm/lib/Target/AMDGPU/SIInsertWaitcnts.cpp: counterOutOfOrder ('Scalar memory read always can go "
+    "out of order'; 'On targets without VScnt, LOAD_CNT includes all of STORE_CNT as well. All these events use one "
+    "counter and do not go out of order with respect to each other'); the file's header ('when both SMEM and LDS are "
+    "in flight and we need to wait for the i-th-last LDS instruction, then an lgkmcnt(i) is actually sufficient'); a "
+    "pending FLAT operation forces a wait to 0 (hasPendingFlat); callWaitsOnFunctionEntry ('the callee inserts an "
+    "s_waitcnt 0 on function entry'); LDS DMA scored on the vector-memory counter (EXTRA_VGPR_LDS)",
+    "llvm-waitcnt-syntax": "llvm/docs/AMDGPU/gfx9_waitcnt.rst (gfx940 the same): VM_CNT bits 15:14 and 3:0 (0..63), "
+    "EXP_CNT 6:4 (0..7), LGKM_CNT 11:8 (0..15); '*_sat' helpers; 'Spaces, ampersands, and commas may be used as optional "
+    "separators'; 'If some values are omitted, the corresponding fields will default to their maximum value'. llvm-mc "
+    "22 -mcpu=gfx950 encodes every such spelling and refuses s_waitcnt_vmcnt / s_waitcnt_lgkmcnt ('instruction not "
+    "supported on this GPU': gfx10+ encodings; tests/rocm/test_waitcheck.py re-checks both)",
+    "amdgpuusage": "llvm/docs/AMDGPUUsage.rst, Memory Model GFX942: 'All LDS operations of a CU are performed as "
+    "wavefront wide operations in a global order and involve no caching. Completion is reported to a wavefront in "
+    "execution order.'; LLVM PR #153244: 'global_load_lds or buffer/global_load instructions with the lds flag are LDS "
+    "DMA loads'",
+    "llvm-lds-dma": "LLVM PR #170263 (SIInsertWaitcnts, Dec 2025): the LDS DMA instructions 'update only VM_CNT (on "
+    "GFX9)' and are not flat operations",
+    "llvm-subtarget": "llvm/lib/Target/AMDGPU/GCNSubtarget.h: vmemWriteNeedsExpWaitcnt() is getGeneration() < "
+    "SEA_ISLANDS: only gfx6 holds a vector-memory store's data registers after issue (an EXP_CNT wait before they are "
+    "overwritten), so on gfx950 a store's data registers are free once it issues",
 }

@@ -22,6 +22,7 @@ from tvm_tirx.tirx import op as _op
 
 from ..errors import ContractError
 from ..isa import lanes as _lanes
+from ..isa.hardware import WAITCNT_MAX, waitcnt_imm
 from ..isa import lookup
 from ..isa.llvm_helpers import (BARRIER, BUFFER_LOAD_LDS_MNEMONICS, WAVE_REDUCE_COMBINES, buffer_load_helper,
                                 buffer_load_lds_helper, wave_reduce_helper)
@@ -62,19 +63,19 @@ def wave_id():
 
 def waitcnt_lgkmcnt_imm(n: int) -> int:
     """gfx9 ``s_waitcnt`` immediate waiting only on lgkmcnt (vmcnt=63, expcnt=7 mean "don't care")."""
-    if not 0 <= n <= 15:
+    if not 0 <= n <= WAITCNT_MAX["lgkmcnt"]:
         raise ContractError("the lgkmcnt counter is 4 bits on gfx950", opcode=f"s_waitcnt lgkmcnt({n})",
-                            expected="0..15", found=n, check="modifier range")
-    return 0xC07F & ~(0xF << 8) | (n << 8)
+                            expected=f"0..{WAITCNT_MAX['lgkmcnt']}", found=n, check="modifier range")
+    return waitcnt_imm(lgkmcnt=n)
 
 
 def waitcnt_vmcnt_imm(n: int) -> int:
     """gfx9 ``s_waitcnt`` immediate waiting only on vmcnt (6 bits: 3:0 and 15:14; lgkmcnt=15, expcnt=7
-    mean "don't care"; LLVM docs/AMDGPU/gfx9_waitcnt.rst)."""
-    if not 0 <= n <= 63:
+    mean "don't care"; ``isa.hardware.waitcnt_imm``)."""
+    if not 0 <= n <= WAITCNT_MAX["vmcnt"]:
         raise ContractError("the vmcnt counter is 6 bits on gfx950", opcode=f"s_waitcnt vmcnt({n})",
-                            expected="0..63", found=n, check="modifier range")
-    return 0x0F70 | (n & 0xF) | (n >> 4) << 14
+                            expected=f"0..{WAITCNT_MAX['vmcnt']}", found=n, check="modifier range")
+    return waitcnt_imm(vmcnt=n)
 
 
 def _num_bytes(num_bytes, opcode: str):

@@ -44,6 +44,7 @@ import attrs
 from ..errors import codegen_warnings_to_logging
 from ..isa.hardware import GFX950, GFX950_LDS_BYTES, GFX950_MAX_WAVES_PER_SIMD, GFX950_VGPRS_PER_SIMD_LANE
 from ..isa.llvm_helpers import helpers_path
+from . import waitcheck
 
 # ``analysis`` imports TIRx, whose backend autoload registers this package and with it
 # ``install_hooks`` from this module: it is imported where it is used, so that importing this
@@ -317,6 +318,10 @@ def build(func, target: str = "gfx950", check: str | None = None) -> BuildResult
     function TIRx lowers it to (in ``target.build.rocm``); a violation is a ``ContractError``.
     ``check``: the LDS synchronization check's mode (``rocm.lds_sync``): ``"warn"`` (what it cannot
     decide is a WARNING), ``"strict"`` (a ``ContractError``); None: ``TVM_CDNA4_LDS_CHECK``, else warn.
+    The assembly LLVM produced then goes through ``rocm.waitcheck`` (every read of a register a load in
+    flight writes is waited for, direct-to-LDS loads and LDS writes are published before the barrier
+    that LDS reads follow): a finding is a ``ContractError`` with ``check="waitcheck"``. A cached build
+    (``cached_build``) was checked when it was built: the cache key digests ``rocm/*.py``.
     """
     import tvm_tirx
     from tvm_tirx.target import Target
@@ -335,6 +340,7 @@ def build(func, target: str = "gfx950", check: str | None = None) -> BuildResult
         exe = tvm_tirx.tirx.compile(func, target=tirx_target, pipeline="tirx")
     dev = exe.mod.imports[0]
     llvm_ir, asm = dev.inspect_source("llvm"), dev.inspect_source("asm")
+    waitcheck.require_clean(asm)
     return BuildResult(llvm_ir=llvm_ir, asm=asm, kernels=parse_metadata(asm),
                        code_object=_state.code_object, executable=exe)
 
