@@ -2,7 +2,7 @@
 
 Run: python benchmarks/contract_fuzz.py --cases 5000 [--seed 0] [--batch 100] [--jobs 2] [--storage-rate 0.3]
                                         [--jsonl out.jsonl]
-     python benchmarks/contract_fuzz.py --summarize out.jsonl   (the report of an earlier run)
+     python benchmarks/contract_fuzz.py --summarize out.jsonl[.gz]   (the report of an earlier run)
 Cases come from ``tests/contract_fuzz.py`` (hypothesis, one seed per batch of ``--batch`` cases, so
 a run is reproducible); ``--storage-rate`` of them are storage cases (bf16 / fp8 storage anywhere,
 mixed storage and view dtypes: ``contract_fuzz.storage_cases``). Each batch runs in its own process
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import gzip
 import json
 import os
 import re
@@ -68,8 +69,10 @@ def report(rows: list[dict], elapsed: float | None = None) -> int:
     counts = collections.Counter(r["outcome"] for r in rows)
     rate = f" in {elapsed:.0f} s ({len(rows) / elapsed:.2f} cases/s)" if elapsed else ""
     print(f"{len(rows)} cases{rate}, {len({r['opcode'] for r in rows})} opcodes")
+    storage = collections.Counter(r["outcome"] for r in rows if " storage=" in r["case"])
     for outcome, meaning in contract_fuzz.OUTCOMES.items():
-        print(f"{counts[outcome]:7d}  {outcome:26s} {meaning}")
+        print(f"{counts[outcome]:7d}  {outcome:26s} {meaning} (storage cases {storage[outcome]}, "
+              f"other {counts[outcome] - storage[outcome]})")
     bugs = collections.defaultdict(list)
     for r in rows:
         if r["outcome"] in contract_fuzz.BUGS or r["outcome"] == "checker_error":
@@ -94,7 +97,7 @@ def main() -> int:
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.summarize:
-        with open(args.summarize) as f:
+        with (gzip.open if args.summarize.endswith(".gz") else open)(args.summarize, "rt") as f:
             return report([json.loads(line) for line in f if line.strip()])
     if args.worker:
         worker(args.cases, args.seed, args.jsonl, args.storage_rate)
