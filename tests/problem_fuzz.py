@@ -318,19 +318,9 @@ def attention_case(rng, target: str, invalid_rate: float = 0.0, index: int = 0) 
     return case
 
 
-def _sm80_single_k_tile(case: Case) -> bool:
-    """sm80 GEMM plans of one K tile per CTA read a shared-memory stage nobody wrote in the CUDA
-    emulator (EmulationError "read of LDS ... never written"; being fixed, branch h-cuda64)."""
-    if case.family != "gemm" or case.target != "sm80" or case.invalid:
-        return False
-    problem = case.problem()
-    rows = problem.rows(case.run.get("m"), case.run.get("group_rows"))
-    p = gemm.plan(problem, "sm80", m=None if problem.M is not None else rows)
-    return getattr(getattr(p, "kloop", None), "k_tiles", 2) == 1
-
-
-KNOWN_BUGS = {"sm80 GEMM, one K tile per CTA": _sm80_single_k_tile}
-"""Known bugs whose class the draw avoids (name -> predicate of a case) until their fix lands."""
+KNOWN_BUGS: dict = {}
+"""Known bugs whose class the draw avoids (name -> predicate of a case) until their fix lands: none
+open (the last, sm80 plans of one K tile per CTA, was fixed by ``KStep.fragments``)."""
 
 
 def known_bug(case: Case) -> str | None:

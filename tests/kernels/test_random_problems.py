@@ -51,12 +51,11 @@ def test_a_random_invalid_problem_is_refused_with_a_value_error_naming_it(case):
     assert result.outcome == "refused", f"{result.outcome}: {case.describe()}\n{result.detail}"
 
 
-@pytest.mark.xfail(strict=True, raises=Exception, reason="known bug (sm80 plans of one K tile per CTA read a shared "
-                   "stage nobody wrote in the CUDA emulator: EmulationError 'read of LDS ... never written'); being "
-                   "fixed on branch h-cuda64; problem_fuzz.KNOWN_BUGS keeps the class out of the draw until then")
 def test_an_sm80_plan_of_one_k_tile_validates():
+    # formerly a known bug of the draw (a shared stage read that nobody wrote; fixed by KStep.fragments)
     case = rp.Case("gemm", "sm80", dict(M=40, N=64, K=96, dtype="bf16", layout="tn", out_dtype="bf16"))
-    assert rp.known_bug(case) == "sm80 GEMM, one K tile per CTA"
+    assert rp.known_bug(case) is None
+    assert gemm.plan(case.problem(), "sm80").kloop.k_tiles == 1
     assert gemm.validate(case.problem(), "sm80").ok
 
 
@@ -117,7 +116,7 @@ def test_the_limits_are_the_packages():
     assert rp.GFX950_OUTS == {k: v.outs for k, v in DTYPES.items()} and set(rp.GFX950_OUTS) == set(DENSE_DTYPES)
     assert set(rp.MX) == set(MX_FORMATS)
     cases = rp.sample("gemm", "sm80", 8, seed=2, invalid_rate=0.0, redrawn=(redrawn := collections.Counter()))
-    assert redrawn and not any(rp.known_bug(c) for c in cases)  # the known bug's class is there, and kept out
+    assert len(cases) == 8 and not redrawn  # no known bug open: nothing is drawn again
 
 
 # ------------------------------------------------------------------------ the checker can fail
