@@ -21,6 +21,7 @@ from tvm_cdna4.kernels.sm80.gemm_plan import (
     LdmatrixGroup,
     Param,
     Swizzle,
+    default_config,
     plan,
     swizzle_shift,
     swizzle_word,
@@ -45,8 +46,8 @@ def test_tiling_of_the_default(default_plans):
     assert p.stage_elems == (128 + 256) * 64 and p.smem_elems == 4 * p.stage_elems
     assert p.mma_instr == "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
     assert plan(64, 64, 64, "bf16", "nn").mma_instr.endswith(".f32.bf16.bf16.f32")
-    # a small problem gets the 128x128x32 tile (more CTAs)
-    assert plan(256, 256, 256).tiling.block_n == 128
+    # a small problem's default is the 128x128x32 tile (more CTAs); above SMALL_M rows it is the plan
+    assert default_config("f16", 256, 256).block_n == 128 and plan(257, 256, 256).tiling.block_n == 128
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
@@ -296,11 +297,20 @@ from tvm_cdna4.kernels.sm80.gemm_plan import (  # noqa: E402
 
 
 def test_big_m_keeps_the_default_tiling():
-    # from SMALL_M on the model never revisits default_config (the golden kernels at M >= 256)
-    for M, N, K, dt in ((4096, 4096, 4096, "f16"), (256, 256, 16384, "f16"), (1000, 999, 1001, "f16"),
+    # above SMALL_M rows the model never revisits default_config (the golden kernels past 256 rows)
+    for M, N, K, dt in ((4096, 4096, 4096, "f16"), (257, 256, 16384, "f16"), (1000, 999, 1001, "f16"),
                         (257, 130, 520, "bf16"), (2048, 2048, 2048, "bf16"), (1024, 1024, 1024, "f16")):
         assert choose_config(M, N, K, dt) == default_config(dt, M, N)
         assert candidates(M, N, K, dt) == [default_config(dt, M, N)]
+
+
+def test_the_129_to_256_bucket_is_planned_as_a_small_problem():
+    # the dynamic-M bucket 129..256 is planned at 256 rows: the small tilings are weighed there, and at
+    # N = 4096 the 128 x 128 default (2 x 32 = 64 CTAs on 132 SMs) is not the choice
+    assert len(candidates(256, 4096, 4096, "bf16")) > 1
+    cfg = choose_config(256, 4096, 4096, "bf16")
+    ctas = -(-256 // cfg.block_m) * -(-4096 // cfg.block_n) * cfg.split_k
+    assert ctas > 64 and cfg != default_config("bf16", 256, 4096)
 
 
 def test_decode_shapes_get_small_tiles_and_fill_the_gpu():

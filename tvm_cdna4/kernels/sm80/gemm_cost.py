@@ -2,7 +2,7 @@
 model knows of a GPU (:class:`Device`, by default the H200's 132 SMs), its figures for one tiling
 (``estimate`` -> :class:`Estimate`: tiles x waves over SMs, padded MMA rows, roofline max(FLOPs / peak,
 bytes / bandwidth) with the bandwidth the resident CTAs can draw, the split-K workspace traffic), the
-tilings the planner weighs (``candidates``: the default, and below ``SMALL_M`` 16/32/64/128-row tiles
+tilings the planner weighs (``candidates``: the default, and up to ``SMALL_M`` rows 16/32/64/128-row tiles
 with K split over 1..16 CTAs; ``grouped_candidates``) and its choice (``choose_config``;
 ``replan_stages`` for a tiling given by hand). Pure Python, no TIRx; ``kernels.sm80.gemm_plan.plan``
 calls ``choose_config`` when it is given no config."""
@@ -225,8 +225,11 @@ def _search_s(M: int, N: int, cfg: GemmConfig, groups: int, per_sm: int, dev: De
 
 
 SMALL_M = 256
-"""Below this M (fewer than two 128-row tiles) the planner weighs the small-M tilings and split-K;
-from it on it keeps ``default_config`` (the tuned big-M kernels, pinned by the golden digests)."""
+"""Up to this M (two 128-row tiles) the planner weighs the small-M tilings and split-K; above it it
+keeps ``default_config`` (the tuned big-M kernels, pinned by the golden digests). Inclusive, so that
+the dynamic-M bucket 129..256, planned at its largest M (``kernels.gemm.dynamic_m``), is planned as
+the small problem it serves (at 256 rows the default 128 x 128 tile of N = 4096 fills 64 of 132
+SMs)."""
 
 
 PIPELINES = ((64, 4), (128, 3), (128, 4))
@@ -238,11 +241,11 @@ dropped."""
 
 
 def candidates(M: int, N: int, K: int, dtype: str = "f16") -> list[GemmConfig]:
-    """The tilings the planner weighs: ``default_config`` and, below ``SMALL_M``, 16/32/64/128-row
+    """The tilings the planner weighs: ``default_config`` and, up to ``SMALL_M`` rows, 16/32/64/128-row
     tiles (one 16-row mma per warp at 16 rows) over 64/128/256 columns and the ``PIPELINES``, each
     with K split in 1..16 slices of at least two k-tiles."""
     base = default_config(dtype, M, N)
-    if M >= SMALL_M:
+    if M > SMALL_M:
         return [base]
     out = [base]
     for bm, wm in ((16, 1), (32, 1), (64, 2), (128, 2)):
@@ -265,12 +268,12 @@ def candidates(M: int, N: int, K: int, dtype: str = "f16") -> list[GemmConfig]:
 
 def grouped_candidates(M: int, N: int, K: int, dtype: str, groups: int) -> list[GemmConfig]:
     """The tilings a grouped GEMM of ``groups`` groups of ``M`` rows weighs: ``default_config`` of the
-    whole problem, then the small-M tilings of ``candidates`` (below ``SMALL_M`` rows per group),
+    whole problem, then the small-M tilings of ``candidates`` (at most ``SMALL_M`` rows per group),
     without a K split (a group's rows are known only on the device); then all of them with the CTA-wide
     group search (``GemmConfig.group_search``), ranked by the same ``estimate``. Short tiles
     (``GemmConfig.live_rows``) are not offered: measured slower on the H200 (docs/grouped_gemm.md,
     "Short tiles"), though ``estimate`` ranks them ahead."""
-    small = candidates(min(M, SMALL_M - 1), N, K, dtype)
+    small = candidates(min(M, SMALL_M), N, K, dtype)
     pool = [default_config(dtype, groups * M, N)] + [cfg for cfg in small if cfg.split_k == 1]
     return pool + [replace(cfg, group_search="cta") for cfg in pool]
 
