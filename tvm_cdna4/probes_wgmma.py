@@ -57,6 +57,8 @@ def shared_layout(rows: int, k: int, k_repeats: int, bits: int, swizzle: int = 1
                 raise ValueError(f"a K-major {swizzle} B tile needs K*k_repeats = {width} elements")
     else:  # M/N-major: rows along M/N of `swizzle` (or 16) bytes, 8 K rows per group
         width = (swizzle or 16) * 8 // bits
+        if rows % width:
+            raise ValueError(f"an M/N-major {swizzle} B tile needs rows (M or N) a multiple of {width}")
         tile = TileLayout(S[(1, k_repeats, rows // width, width, k):
                             (1, k * rows, k * width if swizzle == 0 else 8 * width, 1, width)])
         if swizzle == 0:  # 16-byte chunks along M/N, each 8 K rows x 16 bytes; chunks after K
@@ -71,7 +73,7 @@ def probe(atype: str, form: str = "ss", n: int = 16, k_repeats: int = 4, swizzle
           a_major: str = "k", b_major: str = "k", btype: str | None = None, overrides=None):
     """The probe kernel ``(A, B, D)`` for one form. ``overrides`` (tests): replace an operand's
     ``"dtype"``/``"layout"``/``"align"``/``"scope"`` (keys ``"A.layout"``, ...), the call's
-    ``"params"`` or ``"threads"``."""
+    ``"params"``, ``"scope"``, ``"threads"`` or the count of the wait before D is read (``"final_wait"``)."""
     register()
     o = dict(overrides or {})
     shape = W.WgmmaShape(n, atype, btype or atype)
@@ -94,6 +96,7 @@ def probe(atype: str, form: str = "ss", n: int = 16, k_repeats: int = 4, swizzle
     a_align = o.get("A.align", 1024)
     a_scope = o.get("A.scope", "local" if rs else "shared")
     a_elems = W.M * kk
+    final_wait = o.get("final_wait", 0)
 
     @T.function
     def kernel_ss(A: T.Tensor((W.M, kk), g_a), B: T.Tensor((n, kk), g_a), D: T.Tensor((W.M, n), "float32")):
@@ -115,7 +118,7 @@ def probe(atype: str, form: str = "ss", n: int = 16, k_repeats: int = 4, swizzle
         T.ptx[PROXY_FENCE]()
         T.cuda.cta_sync()
         T.sm90.tile.apply(T.wgmma[shape.ptx], Dr, SA, SB, scope=scope, **params)
-        T.ptx[WAIT](0)
+        T.ptx[WAIT](final_wait)
         for r in T.unroll(n // 2):
             D[_acc_row(t, r), _acc_col(t, r)] = acc_raw[r]
 
@@ -142,7 +145,7 @@ def probe(atype: str, form: str = "ss", n: int = 16, k_repeats: int = 4, swizzle
         T.ptx[PROXY_FENCE]()
         T.cuda.cta_sync()
         T.sm90.tile.apply(T.wgmma[shape.ptx], Dr, Ar, SB, scope=scope, **params)
-        T.ptx[WAIT](0)
+        T.ptx[WAIT](final_wait)
         for r in T.unroll(n // 2):
             D[_acc_row(t, r), _acc_col(t, r)] = acc_raw[r]
 

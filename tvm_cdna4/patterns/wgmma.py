@@ -209,6 +209,17 @@ def _params(form, params: dict) -> dict:
     return values
 
 
+def _check_threads(form, sctx) -> None:
+    """The launch is whole warpgroups: ``threadIdx.x`` a multiple of 128 (y, z one)."""
+    extents = {k: v[1] for k, v in sctx.launch_params.items() if k.startswith("threadIdx.")}
+    x = extents.get("threadIdx.x")
+    others = [int(v) for k, v in extents.items() if k != "threadIdx.x" and isinstance(v, IntImm)]
+    if isinstance(x, IntImm) and (int(x) % W.WARPGROUP_THREADS or any(o != 1 for o in others)):
+        raise _error(form, "wgmma needs whole, aligned warpgroups of 128 threads", check="scope",
+                     expected="a launch of threadIdx.x a multiple of 128",
+                     found=f"threadIdx {', '.join(f'{k[-1]}={v}' for k, v in sorted(extents.items()))}")
+
+
 def _ptx(name, *args):
     from tvm_tirx.backend.cuda.ptx import PTXNamespace
 
@@ -263,6 +274,7 @@ def lower(form: Form, args, params, sctx):
     if len(args) != len(OPERANDS):
         raise _error(form, f"expects operands {', '.join(OPERANDS)}", found=len(args), check="operands")
     values = _params(form, params)
+    _check_threads(form, sctx)
     ctx = WarpgroupContext(sctx, str(form))
     ctx.loops(tuple(int(r.extent) for r in args[0].region[:2]) + (int(args[1].region[1].extent),)
               if all(isinstance(a, TensorRegion) and len(a.region) >= 2 for a in args[:2]) else (1, 1, 1))
