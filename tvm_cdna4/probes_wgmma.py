@@ -19,6 +19,7 @@ from .isa import wgmma_table as W
 from .rocm.build import register
 
 SWIZZLE_LEN = {32: 1, 64: 2, 128: 3}
+ACC = W.ACC_DTYPE
 
 
 def acc_layout(n: int, repeats: tuple[int, int] = (1, 1)) -> TileLayout:
@@ -69,12 +70,8 @@ def shared_layout(rows: int, k: int, k_repeats: int, bits: int, swizzle: int = 1
     return ComposeLayout({8: 4, 16: 3}[bits], SWIZZLE_LEN[swizzle], 3, tile)
 
 
-def probe(atype: str, form: str = "ss", n: int = 16, k_repeats: int = 4, swizzle: int = 128, *,
-          a_major: str = "k", b_major: str = "k", btype: str | None = None, overrides=None):
-    """The probe kernel ``(A, B, D)`` for one form. ``overrides`` (tests): replace an operand's
-    ``"dtype"``/``"layout"``/``"align"``/``"scope"`` (keys ``"A.layout"``, ...), the call's
-    ``"params"``, ``"scope"``, ``"threads"`` or the count of the wait before D is read (``"final_wait"``)."""
-    register()
+def _setup(atype, form, n, k_repeats, swizzle, a_major, b_major, btype, overrides):
+    """The probe's operands: the defaults, replaced by ``overrides``."""
     o = dict(overrides or {})
     shape = W.WgmmaShape(n, atype, btype or atype)
     ka, kb = W.KIND[shape.atype], W.KIND[shape.btype]
@@ -98,8 +95,24 @@ def probe(atype: str, form: str = "ss", n: int = 16, k_repeats: int = 4, swizzle
     a_elems = W.M * kk
     final_wait = o.get("final_wait", 0)
 
+    return locals()
+
+
+def probe(atype: str, form: str = "ss", n: int = 16, k_repeats: int = 4, swizzle: int = 128, *,
+          a_major: str = "k", b_major: str = "k", btype: str | None = None, overrides=None):
+    """The probe kernel ``(A, B, D)`` for one form. ``overrides`` (tests): replace an operand's
+    ``"dtype"``/``"layout"``/``"align"``/``"scope"`` (keys ``"A.layout"``, ...), the call's
+    ``"params"``, ``"scope"``, ``"threads"`` or the count of the wait before D is read (``"final_wait"``)."""
+    register()
+    v = _setup(atype, form, n, k_repeats, swizzle, a_major, b_major, btype, overrides)
+    shape, ka, k, kk, a_dt, b_dt, g_a = (v[x] for x in ("shape", "ka", "k", "kk", "a_dt", "b_dt", "g_a"))
+    threads, d_layout, d_dt, b_sh, b_align, params = (v[x] for x in ("threads", "d_layout", "d_dt", "b_sh",
+                                                                     "b_align", "params"))
+    scope, rs, a_sh, a_align, a_scope, a_elems, final_wait = (v[x] for x in ("scope", "rs", "a_sh", "a_align",
+                                                                             "a_scope", "a_elems", "final_wait"))
+
     @T.function
-    def kernel_ss(A: T.Tensor((W.M, kk), g_a), B: T.Tensor((n, kk), g_a), D: T.Tensor((W.M, n), "float32")):
+    def kernel_ss(A: T.Tensor((W.M, kk), g_a), B: T.Tensor((n, kk), g_a), D: T.Tensor((W.M, n), ACC)):
         T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=threads))
         t = T.cuda.thread_in_warpgroup()
         SB = T.alloc_tensor(ty_args=[T.Tensor((1, k_repeats, n, k), b_dt, scope="shared", layout=b_sh,
@@ -123,7 +136,7 @@ def probe(atype: str, form: str = "ss", n: int = 16, k_repeats: int = 4, swizzle
             D[_acc_row(t, r), _acc_col(t, r)] = acc_raw[r]
 
     @T.function
-    def kernel_rs(A: T.Tensor((W.M, kk), g_a), B: T.Tensor((n, kk), g_a), D: T.Tensor((W.M, n), "float32")):
+    def kernel_rs(A: T.Tensor((W.M, kk), g_a), B: T.Tensor((n, kk), g_a), D: T.Tensor((W.M, n), ACC)):
         T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=threads))
         t = T.cuda.thread_in_warpgroup()
         SB = T.alloc_tensor(ty_args=[T.Tensor((1, k_repeats, n, k), b_dt, scope="shared", layout=b_sh,

@@ -49,10 +49,9 @@ registers), ``swizzle`` / ``layout`` / ``alignment`` / ``major`` (shared operand
 
 from __future__ import annotations
 
-from tvm_tirx.ir import Bind, Evaluate, IntImm, Range, SeqStmt, TensorRegion, Var, is_prim_expr
+from tvm_tirx.ir import Bind, Evaluate, IntImm, Range, SeqStmt, TensorRegion, Var
 from tvm_tirx.runtime import MemoryScope
 from tvm_tirx.script import tirx as T
-from tvm_tirx.tirx.layout import ComposeLayout
 
 from ..errors import ContractError
 from ..isa import wgmma_table as W
