@@ -133,7 +133,7 @@ class WarpgroupContext(CudaContext):
 
     def check(self, condition, rule, *, check, operand, expected=None, found=None):
         try:
-            CudaContext.require(self, condition, rule)
+            super().require(condition, rule)
         except ValueError as err:
             raise ContractError(rule, opcode=self.form, operand=operand, expected=expected, found=found,
                                 proof=str(err).split(": ", 1)[-1], check=check) from None
