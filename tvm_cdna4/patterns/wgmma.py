@@ -37,8 +37,8 @@ repeat; False: D = A*B), ``scale_a`` / ``scale_b`` (1 or -1), ``a_major`` / ``b_
 Lowering: ``wgmma.fence`` before the first instruction (registers written before it are visible to
 it), the instructions, ``wgmma.commit_group`` after them: one call is one wgmma group. The wait
 is the caller's: ``T.ptx["wgmma.wait_group.sync.aligned"](n)`` before D (or an RS A) is read or
-written again, or ``wait=n`` here (then the pattern also fences D's registers so the compiler
-cannot move their reads above the wait). ``cuda.wgmma_check`` (run by ``cuda.build``) refuses a
+written again, or ``wait=n`` here (emitted after the commit; D's registers are not fenced against
+compiler reordering across the wait yet: read D in code that depends on it, as after any wait). ``cuda.wgmma_check`` (run by ``cuda.build``) refuses a
 kernel that reads or writes D before the wait that retires it.
 
 Errors are ``ContractError`` s naming the operand and the rule (``check``): ``target`` (sm_90a only),
