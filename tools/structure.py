@@ -26,7 +26,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("patterns", ("tvm_cdna4.patterns",)),
     ("rocm", ("tvm_cdna4.rocm", "tvm_cdna4.cuda")),  # the two builds, side by side
     ("emulator", ("tvm_cdna4.emulator",)),
-    ("kernels", ("tvm_cdna4.kernels", "tvm_cdna4.probes")),
+    ("kernels", ("tvm_cdna4.kernels", "tvm_cdna4.probes", "tvm_cdna4.probes_wgmma")),
     ("runtime", ("tvm_cdna4.runtime", "tvm_cdna4.report", "tvm_cdna4.figures", "tvm_cdna4.testing",
                  "tvm_cdna4.selftest", "tvm_cdna4.torch")),
     ("cli", ("tvm_cdna4", "tvm_cdna4.__main__", "tvm_cdna4.cli", "tvm_cdna4.docs_gen")),  # ``tvm_cdna4``: the facade

@@ -52,12 +52,12 @@ FIELDS = ("rule", "opcode", "operand", "check", "expected", "found", "suggestion
 # "Contract checks", says what each covers). The patterns' and the catalog's per-operand rules:
 PATTERN_CHECKS = ("operands", "parameters", "modifier range", "scope", "storage scope", "layout", "shape", "dtype",
                   "owner map", "registers", "alignment", "provider map", "operand form", "compile-time value",
-                  "target")
-# the whole-kernel rules (rocm.analysis, rocm.lds_sync, rocm.storage, rocm.math_calls) and the waits of the
-# compiled code (rocm.waitcheck):
+                  "target", "swizzle", "major")
+# the whole-kernel rules (rocm.analysis, rocm.lds_sync, rocm.storage, rocm.math_calls, cuda.wgmma_check) and
+# the waits of the compiled code (rocm.waitcheck):
 KERNEL_CHECKS = ("backend", "workgroup size", "whole waves", "wave count", "wave-uniform control",
                  "wave-uniform operand", "LDS view", "LDS alignment", "LDS synchronization", "bf16/fp8 storage",
-                 "math call", "waitcheck")
+                 "math call", "waitcheck", "accumulator wait")
 CHECKS = PATTERN_CHECKS + KERNEL_CHECKS
 
 

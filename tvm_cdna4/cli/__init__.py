@@ -140,11 +140,16 @@ def build_parser() -> UsageParser:
                    help="only this kind: dense MFMA, scaled (MX) MFMA, LDS transpose load (default: every kind)")
     p.set_defaults(func=_opcodes, check=check_opcodes)
     from .gemm import add_gemm_parser; add_gemm_parser(sub)  # noqa: E702
-    p = sub.add_parser("selftest", help="compile one kernel per opcode for gfx950 and check its instruction",
-                       description="Compile one kernel per opcode for gfx950 and check its instruction.",
+    p = sub.add_parser("selftest", help="compile one kernel per opcode for gfx950 (or per wgmma form for sm90) and "
+                       "check its instruction",
+                       description="Compile one kernel per opcode for gfx950 and check its instruction; with "
+                                   "--target sm90, one kernel per registered wgmma form (its PTX line; ptxas "
+                                   "-arch=sm_90a when nvcc is on PATH).",
                        formatter_class=DefaultsFormatter)
-    p.add_argument("names", nargs="*", help="catalog names (default: every opcode of the catalog)")
-    p.set_defaults(func=lambda args: __import__("tvm_cdna4.selftest", fromlist=["main"]).main(args.names))
+    p.add_argument("names", nargs="*", help="catalog names (default: every opcode of the catalog); sm90: form names "
+                   "such as bf16_ss (default: every registered form)")
+    p.add_argument("--target", choices=("gfx950", "sm90"), default="gfx950", help="the instruction set to check")
+    p.set_defaults(func=lambda args: __import__("tvm_cdna4.selftest", fromlist=["main"]).main(args.names, args.target))
     from .draw import add_draw_parser; add_draw_parser(sub)  # noqa: E702
     from .attention import add_attention_parser; add_attention_parser(sub)  # noqa: E702
     from ..rocm.waitcheck import add_parser as add_waitcheck_parser  # the LLVM tool finder, imported when used:

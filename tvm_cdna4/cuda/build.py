@@ -50,7 +50,9 @@ def compile_blobs(func, arch: str, compiler: str | None = None) -> dict[str, byt
     from tvm_tirx.target import Target
 
     from ..tirx_private import cuda_device_group, shared_cuda_lowering
+    from .wgmma_check import check_accumulators
 
+    check_accumulators(func)
     attrs = {"kind": "cuda", "arch": arch}
     if compiler is not None:
         attrs["backend_config"] = {"cuda": {"compiler": compiler}}

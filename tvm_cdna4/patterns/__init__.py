@@ -191,4 +191,7 @@ def register_patterns() -> dict:
     builder_op.register_script_namespace("rocm", rocm)
     builder_op.register_script_namespace("amdgcn", amdgcn)
     _REGISTERED.update(rocm=rocm, amdgcn=amdgcn)
+    from . import wgmma as _wgmma
+
+    _REGISTERED.update(_wgmma.register())  # T.sm90.tile.apply(T.wgmma[...]): Hopper, beside T.rocm
     return _REGISTERED

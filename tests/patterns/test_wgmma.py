@@ -1,0 +1,131 @@
+"""Hopper wgmma as a checked tile pattern: the ISA facts (owner maps, descriptor, canonical layouts),
+the contracts (each violation a ContractError naming operand and rule), accepted kernels compiling for
+sm_90a, and ``selftest --target sm90``."""
+
+from collections import Counter
+
+import pytest
+
+from tvm_cdna4.errors import ContractError, presented
+from tvm_cdna4.isa import wgmma_table as W
+
+
+def test_accumulator_owner_map_matches_the_isa_and_tirx_counts():
+    from tvm_tirx.backend.cuda.ptx.table import _wgmma_acc_lanes
+
+    for n in (8, 16, 64, 256):
+        shape = W.WgmmaShape(n, "bf16", "bf16")
+        assert shape.acc_registers == _wgmma_acc_lanes({"shape": f"m64n{n}k16", "dtype": "f32"})
+        owned = Counter(W.acc_owner(t, r) for t in range(128) for r in range(shape.acc_registers))
+        assert set(owned) == {(i, j) for i in range(64) for j in range(n)} and set(owned.values()) == {1}
+    # PTX ISA figure "WGMMA .m64nNk16 register fragment layout for accumulator matrix D": T0 d0,d1 at
+    # row 0 cols 0,1; d2,d3 at row 8; T5 (lane 5) d0 at row 1, col 2; warp 1 starts at row 16
+    assert [W.acc_owner(0, r) for r in range(6)] == [(0, 0), (0, 1), (8, 0), (8, 1), (0, 8), (0, 9)]
+    assert W.acc_owner(5, 0) == (1, 2) and W.acc_owner(32, 0) == (16, 0) and W.acc_owner(127, 7) == (63, 15)
+
+
+@pytest.mark.parametrize("atype", ["bf16", "e4m3"])
+def test_rs_a_owner_map_covers_the_atom_once(atype):
+    kind = W.KIND[atype]
+    shape = W.WgmmaShape(8, atype, atype)
+    assert shape.a_elements == 4 * kind.elems_per_register  # four 32-bit registers (TIRx's lanes=4)
+    owned = Counter(W.a_owner(kind, t, e) for t in range(128) for e in range(shape.a_elements))
+    assert set(owned) == {(i, k) for i in range(64) for k in range(kind.k)} and set(owned.values()) == {1}
+    # register 2 (elements 2p..3p-1) of lane 0: row 0, k = K/2 (the mma.m16n8k16 A fragment per warp)
+    assert W.a_owner(kind, 0, 2 * kind.elems_per_register) == (0, kind.k // 2)
+    assert W.a_owner(kind, 0, kind.elems_per_register) == (8, 0)
+
+
+def test_descriptor_fields_against_hand_computed_values():
+    # K-major 128 B swizzle, SBO = 8 rows x 128 B = 1024, LBO unused (16): CUTLASS make_gmma_desc
+    d = W.encode_descriptor(0x400, 16, 1024, 128)
+    assert d == (0x400 >> 4) | (1 << 16) | (64 << 32) | (1 << 62)
+    assert W.descriptor_fields(d) == {"start": 0x400, "lbo": 16, "sbo": 1024, "base_offset": 0, "swizzle": 128}
+    assert [W.encode_descriptor(0, 16, 0, s) >> 62 for s in (0, 128, 64, 32)] == [0, 1, 2, 3]
+    # K-major no swizzle, compact core matrices: LBO 128 (next 16 K bytes), SBO 256
+    assert W.encode_descriptor(0x10, 128, 256, 0) == 1 | (8 << 16) | (16 << 32)
+    with pytest.raises(ValueError):
+        W.encode_descriptor(8, 16, 0, 0)
+
+
+def test_canonical_offsets_follow_cutlass_layouts():
+    # K-major none ((8,m),(T,2)):((1T,SBO),(1,LBO)), bf16 (T = 8 elements)
+    assert W.canonical_offset("k", 0, 128, 256, 9, 8, 16) == 16 + 256 + 128
+    # K-major 128 B ((8,m),(T,8)):((8T,SBO),(1,T)): row r at 128 r, k contiguous
+    assert W.canonical_offset("k", 128, 16, 1024, 9, 5, 16) == 128 + 1024 + 10
+    # MN-major none ((T,1,m),(8,k)):((1,T,SBO),(1T,LBO)): SBO steps 16 MN bytes, LBO 8 K rows
+    assert W.canonical_offset("mn", 0, 512, 128, 9, 9, 16) == 2 + 128 + 16 + 512
+    # MN-major 128 B ((T,8,m),(8,k)):((1,T,LBO),(8T,SBO)): LBO steps 128 MN bytes, SBO 8 K rows
+    assert W.canonical_offset("mn", 128, 2048, 1024, 65, 9, 16) == 2 + 2048 + 128 + 1024
+    assert W.swizzle_address(0x80 + 0x10, 128) == 0x80 + 0x00 and W.swizzle_address(0x390, 32) == 0x390 ^ 0x10
+
+
+def test_parse_forms():
+    assert W.parse("m64n128k16.f32.bf16.bf16").ptx == "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16"
+    assert W.parse("wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e5m2").btype == "e5m2"
+    for bad in ("m64n12k16.f32.bf16.bf16", "m64n16k32.f32.bf16.bf16", "m64n16k16.f16.f16.f16", "m64n16k16.f32.f16.bf16"):
+        with pytest.raises(ValueError):
+            W.parse(bad)
+
+
+def _compile(**kw):
+    from tvm_cdna4.cuda.build import compile_blobs
+    from tvm_cdna4.probes_wgmma import probe
+
+    with presented():
+        return compile_blobs(probe(**kw), "sm_90a")["source"].decode()
+
+
+@pytest.mark.parametrize("kw", [
+    dict(atype="bf16", swizzle=0), dict(atype="bf16", swizzle=32, k_repeats=1), dict(atype="e4m3", swizzle=64, k_repeats=2),
+    dict(atype="f16", n=64, a_major="mn", b_major="mn", swizzle=128, k_repeats=1),
+    dict(atype="bf16", a_major="mn", b_major="mn", swizzle=0), dict(atype="e5m2", form="rs"),
+], ids=["k-none", "k-32B", "fp8-k-64B", "mn-128B", "mn-none", "e5m2-rs"])
+def test_accepted_kernels_compile_for_sm90a(kw):
+    source = _compile(**kw)
+    shape = W.WgmmaShape(kw.get("n", 16), kw["atype"], kw["atype"])
+    assert source.count(f"{shape.ptx} ") == 1 and "wgmma.fence.sync.aligned" in source
+    assert "wgmma.commit_group.sync.aligned" in source
+
+
+def _swizzle_for_fp8_units():
+    from tvm_tirx.tirx.layout import ComposeLayout
+
+    from tvm_cdna4.probes_wgmma import shared_layout
+
+    return ComposeLayout(4, 3, 3, shared_layout(64, 16, 4, 16, 128).tile_layout)
+
+
+@pytest.mark.parametrize("kw, check, operand", [
+    (dict(atype="bf16", overrides={"scope": "warp"}), "scope", None),
+    (dict(atype="bf16", overrides={"threads": 96}), "scope", None),
+    (dict(atype="bf16", overrides={"A.layout": "fp8-units"}), "swizzle", "A"),
+    (dict(atype="bf16", overrides={"B.align": 64}), "alignment", "B"),
+    (dict(atype="bf16", overrides={"D.dtype": "float16"}), "dtype", "D"),
+    (dict(atype="e4m3", overrides={"params": {"scale_d": False, "b_major": "mn"}}), "major", "B"),
+    (dict(atype="bf16", overrides={"params": {"scale_d": False, "b_major": "mn"}}), "layout", "B"),
+    (dict(atype="bf16", form="rs", overrides={"A.layout": "fp8-fragment"}), "owner map", "A"),
+    (dict(atype="bf16", overrides={"final_wait": 1}), "accumulator wait", "acc_raw"),
+], ids=["scope", "threads", "swizzle", "misaligned", "acc-dtype", "fp8-mn-major", "declared-major", "rs-a-layout",
+        "read-before-wait"])
+def test_contract_violations_are_refused(kw, check, operand):
+    from tvm_cdna4.probes_wgmma import a_register_layout
+
+    o = kw.get("overrides", {})
+    if o.get("A.layout") == "fp8-units":
+        o["A.layout"] = _swizzle_for_fp8_units()
+    elif o.get("A.layout") == "fp8-fragment":
+        o["A.layout"] = a_register_layout(W.KIND["e4m3"], (1, 4))
+    with pytest.raises(ContractError) as info:
+        _compile(**kw)
+    assert info.value.check == check and info.value.operand == operand
+    assert "wgmma" in info.value.sentence
+
+
+def test_selftest_sm90_one_line_per_form(capsys):
+    from tvm_cdna4.selftest import main
+
+    assert main(["bf16_ss", "e4m3_rs"], target="sm90") == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("bf16_ss") and out[0].endswith("OK") and out[1].startswith("e4m3_rs")
+    assert main(["bf17_ss"], target="sm90") == 2
