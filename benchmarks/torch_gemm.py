@@ -1,0 +1,225 @@
+"""LLM projections through ``tvm_cdna4.torch.gemm`` beside ``torch.matmul`` (cuBLAS), on one CUDA GPU.
+
+    python3 benchmarks/torch_gemm.py --out $OUT                 # every model, every M
+    python3 benchmarks/torch_gemm.py --ms 200 --models qwen2.5-7b --out $OUT
+
+y = x · Wᵀ, bf16 in and out (layout ``nt``), the projections (``MODELS``: fused QKV, attention output,
+fused gate/up, down) of three model families at ``MS`` (not only powers of two). What a serving stack
+sees: the torch op (argument checks, the dynamic-M kernel of the shape class, its bucket's plan), not a
+kernel called directly.
+
+Method (the device tool's METHOD.md): every kernel is built first, in ``--jobs`` worker processes
+(the build and device-code caches, ``TVM_CDNA4_CACHE_DIR``), then each bucket is loaded and run once
+before capture. Per shape, each contender is checked once against the f32 product of the same inputs
+(C poisoned with NaN first; ``runtime.cuda.tolerance("bf16")``), then timed two ways:
+
+* ``graph``: one CUDA graph of ``--calls`` calls, each over the next of ``copies`` weight copies whose
+  bytes together exceed three L2s (as a model's layers stream their weights), replayed ``--reps``
+  times; the median replay's time over the calls;
+* ``eager``: the same calls from Python, synchronized once at the end (launch and argument-check cost
+  included: what an eager serving loop pays).
+
+The roofline of a shape is ``max(2MNK / DENSE_BF16_FLOPS, (x + W + y bytes) / read rate)``, the read
+rate measured in the same run (a sum over a 4 GiB tensor), and each contender's fraction of it is
+printed beside its time. The table (markdown) is the output's last lines; every figure is in
+``$OUT/torch_gemm.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures as cf
+import json
+import math
+import multiprocessing as mp
+import os
+import statistics
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+MODELS = {
+    # name: hidden, (fused QKV N), intermediate; public configs (Hugging Face config.json of each)
+    "qwen2.5-7b": dict(hidden=3584, qkv=3584 + 2 * 4 * 128, inter=18944),  # 28 heads, 4 kv heads of 128
+    "gemma-2-9b": dict(hidden=3584, qkv=16 * 256 + 2 * 8 * 256, o_in=16 * 256, inter=14336),  # 16 q heads, 8 kv of 256
+    "phi-3-medium": dict(hidden=5120, qkv=5120 + 2 * 10 * 128, inter=17920),  # 40 heads, 10 kv heads of 128
+}
+MS = (1, 8, 32, 96, 200, 768, 3000, 8192)
+DENSE_BF16_FLOPS = 989e12
+"""Dense bf16 tensor-core peak of the H100 SXM and the H200 (NVIDIA H100 / H200 datasheets: 989 TFLOP/s
+without sparsity)."""
+
+
+def projections(model: str) -> list[tuple[str, int, int]]:
+    """(name, N, K) of a model's four projections."""
+    m = MODELS[model]
+    h = m["hidden"]
+    return [("qkv", m["qkv"], h), ("o", h, m.get("o_in", h)), ("gate_up", 2 * m["inter"], h), ("down", h, m["inter"])]
+
+
+def _prebuild(job) -> str:
+    """Worker: build the dynamic-M kernel's bucket of M (build cache) and compile its device code
+    (device-code cache), so that the timing process only loads."""
+    N, K, M, arch = job
+    from tvm_cdna4.kernels.sm80.gemm import build_dynamic
+    from tvm_cdna4.runtime.cuda import precompile
+
+    dyn = build_dynamic(N, K, "bf16", "nt", "bf16", arch)
+    precompile(dyn.kernel_for(M))
+    return f"{N}x{K} M={M}: bucket {dyn.bucket(M).describe()}"
+
+
+def read_rate(torch) -> float:
+    """Bytes per second of a sum over a 4 GiB bf16 tensor (the best of five)."""
+    t = torch.ones(2 * 2**30, dtype=torch.bfloat16, device="cuda")
+    best = math.inf
+    for _ in range(6):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        t.sum()
+        end.record()
+        torch.cuda.synchronize()
+        best = min(best, start.elapsed_time(end) / 1e3)
+    del t
+    return 4 * 2**30 / best
+
+
+def _graph_seconds(torch, calls, reps: int) -> float:
+    """The median replay's seconds over ``len(calls)`` calls captured in one CUDA graph."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for c in calls[:2]:
+            c()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for c in calls:
+            c()
+    graph.replay()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end) / 1e3)
+    return statistics.median(times) / len(calls)
+
+
+def _eager_seconds(torch, calls, reps: int) -> float:
+    times = []
+    for _ in range(reps):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for c in calls:
+            c()
+        torch.cuda.synchronize()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times) / len(calls)
+
+
+def measure(torch, ours, model, proj, M, N, K, args, rate) -> dict:
+    from tvm_cdna4.runtime.cuda import tolerance
+
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    wbytes = N * K * 2
+    copies = max(2, min(64, math.ceil(3 * l2 / wbytes)))
+    g = torch.Generator(device="cuda").manual_seed(M * 7919 + N + K)
+    x = torch.randn(M, K, device="cuda", dtype=torch.bfloat16, generator=g)
+    ws = [torch.randn(N, K, device="cuda", dtype=torch.bfloat16, generator=g) / math.sqrt(K) for _ in range(copies)]
+    y = torch.empty(M, N, device="cuda", dtype=torch.bfloat16)
+    ref = x.float() @ ws[0].float().t()
+    contenders = {
+        "ours": lambda w: ours.gemm(x, w, out=y),
+        "torch": lambda w: torch.matmul(x, w.t(), out=y),
+    }
+    row = dict(model=model, proj=proj, M=M, N=N, K=K, copies=copies)
+    flops, bytes_ = 2 * M * N * K, 2 * (M * K + N * K + M * N)
+    roof = max(flops / DENSE_BF16_FLOPS, bytes_ / rate)
+    row["roofline_us"] = roof * 1e6
+    for name, fn in contenders.items():
+        y.fill_(float("nan"))
+        fn(ws[0])
+        torch.cuda.synchronize()
+        err = ((y.float() - ref).norm() / ref.norm()).item()
+        ok = bool(torch.isfinite(y).all().item()) and err <= tolerance("bf16")
+        row[f"{name}_err"], row[f"{name}_ok"] = err, ok
+        calls = [(lambda w=w: fn(w)) for w in (ws * math.ceil(args.calls / copies))[:args.calls]]
+        row[f"{name}_graph_us"] = _graph_seconds(torch, calls, args.reps) * 1e6
+        row[f"{name}_eager_us"] = _eager_seconds(torch, calls, max(3, args.reps // 4)) * 1e6
+        row[f"{name}_roofline"] = roof * 1e6 / row[f"{name}_graph_us"]
+    row["speedup_graph"] = row["torch_graph_us"] / row["ours_graph_us"]
+    row["speedup_eager"] = row["torch_eager_us"] / row["ours_eager_us"]
+    del ws
+    return row
+
+
+def table(rows) -> list[str]:
+    out = ["| model | proj | M | N | K | ours µs | cuBLAS µs | ours/cuBLAS speed | ours % roof | cuBLAS % roof "
+           "| eager ours µs | eager cuBLAS µs | ok |", "|" + "---|" * 13]
+    for r in rows:
+        out.append(f"| {r['model']} | {r['proj']} | {r['M']} | {r['N']} | {r['K']} | {r['ours_graph_us']:.1f} | "
+                   f"{r['torch_graph_us']:.1f} | {r['speedup_graph']:.2f}x | {100 * r['ours_roofline']:.0f} | "
+                   f"{100 * r['torch_roofline']:.0f} | {r['ours_eager_us']:.1f} | {r['torch_eager_us']:.1f} | "
+                   f"{'yes' if r['ours_ok'] and r['torch_ok'] else 'NO'} |")
+    out += ["", "| M | geo-mean ours/cuBLAS (graph) | min | max | eager geo-mean |", "|---|---|---|---|---|"]
+    for M in sorted({r["M"] for r in rows}):
+        s = [r["speedup_graph"] for r in rows if r["M"] == M]
+        e = [r["speedup_eager"] for r in rows if r["M"] == M]
+        out.append(f"| {M} | {math.prod(s) ** (1 / len(s)):.2f}x | {min(s):.2f}x | {max(s):.2f}x | "
+                   f"{math.prod(e) ** (1 / len(e)):.2f}x |")
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--ms", default=",".join(map(str, MS)))
+    ap.add_argument("--calls", type=int, default=40, help="calls per graph")
+    ap.add_argument("--reps", type=int, default=20, help="graph replays (the median)")
+    ap.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) - 2))
+    ap.add_argument("--out", default=".")
+    args = ap.parse_args(argv)
+    import torch
+
+    import tvm_cdna4.torch as ours
+
+    major, minor = torch.cuda.get_device_capability(0)
+    arch = f"sm_{major}{minor}"
+    shapes = [(m, p, N, K) for m in args.models.split(",") for p, N, K in projections(m)]
+    ms = [int(v) for v in args.ms.split(",")]
+    t0 = time.time()
+    jobs = sorted({(N, K, M, arch) for _, _, N, K in shapes for M in ms})
+    with cf.ProcessPoolExecutor(max_workers=args.jobs, mp_context=mp.get_context("spawn")) as pool:
+        for line in pool.map(_prebuild, jobs):
+            pass
+    print(f"built {len(jobs)} (shape, bucket) kernels in {time.time() - t0:.0f} s on {args.jobs} workers", flush=True)
+    rate = read_rate(torch)
+    name = torch.cuda.get_device_name(0)
+    print(f"{name}: read rate {rate / 1e12:.2f} TB/s (4 GiB sum)", flush=True)
+    rows = []
+    for model, proj, N, K in shapes:
+        for M in ms:
+            rows.append(measure(torch, ours, model, proj, M, N, K, args, rate))
+            r = rows[-1]
+            print(f"{model} {proj} M={M}: ours {r['ours_graph_us']:.1f} us, cuBLAS {r['torch_graph_us']:.1f} us "
+                  f"({r['speedup_graph']:.2f}x), ok={r['ours_ok']}", flush=True)
+    meta = dict(device=name, arch=arch, read_rate=rate, torch=torch.__version__, date=time.strftime("%Y-%m-%d"),
+                calls=args.calls, reps=args.reps, seconds=time.time() - t0)
+    with open(os.path.join(args.out, "torch_gemm.json"), "w") as f:
+        json.dump(dict(meta=meta, rows=rows), f, indent=1)
+    lines = table(rows)
+    with open(os.path.join(args.out, "torch_gemm.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 0 if all(r["ours_ok"] and r["torch_ok"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
