@@ -265,9 +265,9 @@ def _check_registers(machine, buf: Buffer, inst, byte, size: int, mask, what: st
     if busy.any():
         k = int(np.argmax(busy))
         ops = machine.state.get("wgmma")
-        at = ops.issued_at(buf) if ops is not None else "?"
-        raise EmulationError(f"{what} of register '{buf.name}' byte {int(b[k])} while a wgmma.mma_async using it is "
-                             f"still in flight (issued at {at}; missing wgmma.wait_group)", where,
+        op = ops.issued_at(buf) if ops is not None else "wgmma.mma_async"
+        raise EmulationError(f"{what} of register '{buf.name}' byte {int(b[k])} while a {op} using it is still in "
+                             "flight (issued, not retired: missing wgmma.wait_group)", where,
                              *machine.coords(int(i[k])))
 
 
@@ -296,9 +296,9 @@ def check_lds_write(machine, buf: Buffer, inst, byte, size: int, where: str, thr
         if busy.any():
             k = int(np.argmax(busy))
             ops = machine.state.get("wgmma")
-            raise EmulationError(f"write of shared '{buf.name}' byte {int(b[k])} while a wgmma.mma_async reading it is "
-                                 f"still in flight (issued at {ops.issued_at(buf) if ops is not None else '?'}; missing "
-                                 "wgmma.wait_group)", where, *machine.coords(int(t[k])))
+            op = ops.issued_at(buf) if ops is not None else "wgmma.mma_async"
+            raise EmulationError(f"write of shared '{buf.name}' byte {int(b[k])} while a {op} reading it is still in "
+                                 "flight (issued, not retired: missing wgmma.wait_group)", where, *machine.coords(int(t[k])))
     wave = machine.wave_of[t]
     epoch = machine.epoch[i]
     waw = machine.unordered(i, wave, buf.w_wave[i, b], buf.w_epoch[i, b])

@@ -42,12 +42,12 @@ class Wgmmas:
         self.ops: list[dict] = []
         self.committed = np.zeros(machine.nthreads, np.int64)
 
-    def issue(self, threads, regs, smem, where: str) -> None:
+    def issue(self, threads, regs, smem, what: str) -> None:
         for buf, inst, byte, size in regs:
             buf.add_pending(inst, byte, size, +1)
         for buf, inst, byte in smem:
             buf.add_async_reads(inst, byte, +1)
-        self.ops.append(dict(threads=threads, regs=regs, smem=smem, group=-1, where=where))
+        self.ops.append(dict(threads=threads, regs=regs, smem=smem, group=-1, what=what))
 
     def commit(self, mask) -> None:
         active = self.machine.active(mask)
@@ -71,10 +71,11 @@ class Wgmmas:
         self.ops = keep
 
     def issued_at(self, buf) -> str:
+        """The instruction of the latest in-flight wgmma that uses ``buf``."""
         for op in reversed(self.ops):
             if any(r[0] is buf for r in op["regs"]) or any(s[0] is buf for s in op["smem"]):
-                return op["where"]
-        return "?"
+                return op["what"]
+        return "wgmma.mma_async"
 
 
 def _wgmmas(machine) -> Wgmmas:
@@ -137,7 +138,8 @@ def _shared_operand(machine, desc: int, rows: int, K: int, e: int, major: str, g
     check_lds_read(machine, buf, np.broadcast_to(inst[:, None], (T, flat.size)), np.broadcast_to(flat, (T, flat.size)),
                    e, sel, where)
     raw = buf.data[inst[readers[0]], flat[:, None] + np.arange(e)]
-    return raw, (buf, np.full(flat.size, inst[readers[0]]), flat, e)
+    byte = (flat[:, None] + np.arange(e)).ravel()
+    return raw, (buf, np.full(byte.size, inst[readers[0]]), byte)
 
 
 def _wgmma(compiler, call: PtxCall):
@@ -204,7 +206,7 @@ def _wgmma(compiler, call: PtxCall):
                     D[d_rc] = np.stack([o[rows] for o in old], axis=1).reshape(WARPGROUP, -1).view(np.float32)
                 res = ((sa * A) @ (sb * B) + D).astype(np.float32)
                 out[rows] = res[d_rc]
-                state.issue(rows, _in_flight(d_slots + a_slots, env, mask, rows), smem, where)
+                state.issue(rows, _in_flight(d_slots + a_slots, env, mask, rows), smem, f"wgmma.mma_async.{mods['shape']}")
             raw = out.view(np.uint8).reshape(T, N // 2, 4)
             active = np.zeros(T, bool)
             active[groups.ravel()] = True
