@@ -68,45 +68,76 @@ def tma_copy_kernel(shape=(64, 64), box=(64, 64), coords=(0, 0), width=128, dtyp
 
 
 PTX_TYPE = {"float16": "f16", "bfloat16": "bf16", "float8_e4m3fn": "e4m3", "float8_e5m2": "e5m2"}
-SW128_DESC = (1 << 62) | ((1024 >> 4) << 32) | (1 << 16)  # 128B swizzle, SBO 1024 (8 rows of 128 B), LBO 16
+NO_SWIZZLE_LBO, NO_SWIZZLE_SBO = 128, 256  # K-major core matrices: next 8 K elements 128 B on, next 8 rows 256 B
+
+
+def operand_tile(rows: int, cols: int, width: int, esize: int, mn_major: bool = False):
+    """The shared layout of a wgmma operand tile (``rows`` x ``cols``, the inner one contiguous) that a
+    descriptor of swizzle ``width`` reads: the TMA swizzle (:func:`swizzled`), or without swizzle the core
+    matrices of 8 rows x 16 bytes, K-major ``((8,m),(T,2)):((1T,SBO),(1,LBO))``, MN-major
+    ``((T,n),(8,2)):((1,SBO),(T,LBO))`` (CUTLASS's canonical layouts; LBO and SBO swapped for MN-major
+    here so each is checked)."""
+    if width:
+        return swizzled(rows, cols, width, esize)
+    t = 16 // esize
+    if mn_major:  # rows = K (16), cols = n: (k1, k0, n1, n0)
+        return T.TileLayout(T.S[(rows // 8, 8, cols // t, t):(NO_SWIZZLE_SBO // esize, t, NO_SWIZZLE_LBO // esize, 1)])
+    return T.TileLayout(T.S[(rows // 8, 8, cols // t, t):(NO_SWIZZLE_SBO // esize, t, NO_SWIZZLE_LBO // esize, 1)])
+
+
+def descriptor_bits(width: int, mn_major: bool = False) -> int:
+    """The wgmma descriptor of an operand tile of :func:`operand_tile` but its start address."""
+    from tvm_cdna4.isa.hopper_layout import encode_descriptor
+
+    if width == 0:
+        lbo, sbo = (NO_SWIZZLE_SBO, NO_SWIZZLE_LBO) if mn_major else (NO_SWIZZLE_LBO, NO_SWIZZLE_SBO)
+        return encode_descriptor(0, lbo, sbo, 0)
+    return encode_descriptor(0, 16, 8 * width, width)
 
 
 def wgmma_gemm_kernel(n=64, dtype="bfloat16", form="ss", trans_b=False, wait_group=True, wait_bar=True,
-                      producer=True, negate=False):
-    """C (64 x n, f32) = A (64 x K) @ B, K = 128 bytes of ``dtype`` (64 bf16, 128 fp8), on one warpgroup.
+                      producer=True, negate=False, tma=True, width=128):
+    """C (64 x n, f32) = A (64 x K) @ B on one warpgroup, K = ``width`` bytes of ``dtype`` (32 bytes: one
+    k step, for ``width`` 0), A K-major, B K-major (``Bt``, n x K) or, ``trans_b``, MN-major (``B``, K x n,
+    n = ``width`` bytes, 16 for ``width`` 0).
 
-    A and B are loaded by TMA with 128B swizzle onto one mbarrier (expect-tx of both boxes' bytes) by
-    one lane of a producer warp (warp 4, ``elect.sync``; ``producer=False``: thread 0 of the
-    warpgroup); B is ``Bt`` (n x K, K-major) or, ``trans_b``, ``B`` (K x n, MN-major, n = 64). The
-    warpgroup waits on the mbarrier, runs four ``wgmma.mma_async`` m64nNk(32 bytes) steps (SS: both
-    from shared through descriptors advanced 32 bytes, or 16 rows of B for MN-major, per step; RS: A's
-    fragment loaded from global into its own registers per step: registers an in-flight wgmma reads are
-    not rewritten before the wait), commits, waits for the group and stores D by the
+    A and B are loaded by TMA with the ``width`` swizzle onto one mbarrier (expect-tx of both boxes'
+    bytes) by one lane of a producer warp (warp 4, ``elect.sync``; ``producer=False``: thread 0 of the
+    warpgroup). ``tma=False``: the warpgroup stores A and B into the shared tiles element by element
+    instead (then ``fence.proxy.async`` and a CTA barrier): TIRx's TMA pattern checks every box element
+    when it lowers, seconds of CPU. The warpgroup waits on the mbarrier, runs ``wgmma.mma_async``
+    m64nNk(32 bytes) steps (SS: descriptors advanced 32 bytes, or 16 rows of an MN-major B, per step;
+    RS: A's fragment loaded from global into its own registers per step: registers an in-flight wgmma
+    reads are not rewritten before the wait), commits, waits for the group and stores D by the
     accumulator fragment map. ``negate``: imm-scale-a = -1."""
     esize = 1 if "float8" in dtype else 2
-    K = 128 // esize
+    K = (width or 32) // esize
+    steps = (width or 32) // 32
     kstep = 32 // esize
+    if trans_b:
+        n = (width or 16 * esize) // esize
     half = n // 2
     t = PTX_TYPE[dtype]
     op = f"wgmma.mma_async.sync.aligned.m64n{n}k{kstep}.f32.{t}.{t}"
     b_shape = (K, n) if trans_b else (n, K)
     b_bytes = n * K * esize
-    block = 160 if producer else 128
+    block = 160 if producer and tma else 128
     sa = -1 if negate else 1
-    b_desc_hi = SW128_DESC
-    b_step = 16 * 128 if trans_b else 32  # bytes the B descriptor's start advances per k step
+    a_desc_hi, b_desc_hi = descriptor_bits(width), descriptor_bits(width, trans_b)
+    b_step = 16 * (width or 16) if trans_b else 32  # bytes the B descriptor's start advances per k step
     p = 4 // esize  # A fragment elements per 32-bit register (RS)
     tail_ss = (0, int(trans_b)) if esize == 2 else ()  # imm-trans-a, imm-trans-b (f16/bf16 lines only)
     tail_rs = (int(trans_b),) if esize == 2 else ()
+    sw = {0: 0, 32: 1, 64: 2, 128: 3}[width]
 
     @T.function
     def kernel(A: T.Tensor((64, K), dtype), B: T.Tensor(b_shape, dtype), C: T.Tensor((64, n), "float32")):
         T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=block))
         tid = T.cuda.thread_idx("x")
-        SA = T.alloc_tensor(ty_args=[T.Tensor((64, K), dtype, scope="shared", layout=swizzled(64, K, 128, esize),
+        SA = T.alloc_tensor(ty_args=[T.Tensor((64, K), dtype, scope="shared", layout=operand_tile(64, K, width, esize),
                                               align=1024)])
-        SB = T.alloc_tensor(ty_args=[T.Tensor(b_shape, dtype, scope="shared",
-                                              layout=swizzled(b_shape[0], b_shape[1], 128, esize), align=1024)])
+        SB = T.alloc_tensor(ty_args=[T.Tensor(b_shape, dtype, scope="shared", align=1024,
+                                              layout=operand_tile(b_shape[0], b_shape[1], width, esize, trans_b))])
         BAR = T.alloc_tensor(ty_args=[T.Tensor((1,), "uint64", scope="shared", layout="default", align=8)])
         acc = T.alloc_tensor(ty_args=[T.Tensor((half,), "float32", scope="local")])
         af = T.alloc_tensor(ty_args=[T.Tensor((4, 16 // esize), dtype, scope="local")])  # one fragment per k step
@@ -116,7 +147,15 @@ def wgmma_gemm_kernel(n=64, dtype="bfloat16", form="ss", trans_b=False, wait_gro
         if tid == 0:
             T.ptx.mbarrier.init.shared.b64(BAR.ptr_to([0]), T.uint32(1))
         T.cuda.cta_sync()
-        if tid >= 128 or not I.constexpr(producer):
+        if I.constexpr(not tma):
+            for i in range(64 * K // 128):
+                SA[(i * 128 + tid) // K, (i * 128 + tid) % K] = A[(i * 128 + tid) // K, (i * 128 + tid) % K]
+            for i in range(b_shape[0] * b_shape[1] // 128):
+                SB[(i * 128 + tid) // b_shape[1], (i * 128 + tid) % b_shape[1]] = B[(i * 128 + tid) // b_shape[1],
+                                                                                    (i * 128 + tid) % b_shape[1]]
+            T.ptx["fence.proxy.async.shared::cta"]()
+            T.cuda.cta_sync()
+        elif tid >= 128 or not I.constexpr(producer):
             if I.constexpr(producer):
                 T.ptx.elect_sync(lead, is_lead, T.uint32(0xFFFFFFFF))
             else:
@@ -124,31 +163,32 @@ def wgmma_gemm_kernel(n=64, dtype="bfloat16", form="ss", trans_b=False, wait_gro
             if is_lead != 0:
                 T.ptx["mbarrier.arrive.expect_tx.shared.b64"](BAR.ptr_to([0]), T.uint32(64 * K * esize + b_bytes))
                 T.cuda.tile.apply(T.ptx[TMA_LOAD], SA[0:64, 0:K], A[0:64, 0:K], box=(64, K), coords=(0, 0),
-                                  mbar=BAR.ptr_to([0]), swizzle=3)
+                                  mbar=BAR.ptr_to([0]), swizzle=sw)
                 T.cuda.tile.apply(T.ptx[TMA_LOAD], SB[0:b_shape[0], 0:b_shape[1]], B[0:b_shape[0], 0:b_shape[1]],
-                                  box=b_shape, coords=(0, 0), mbar=BAR.ptr_to([0]), swizzle=3)
+                                  box=b_shape, coords=(0, 0), mbar=BAR.ptr_to([0]), swizzle=sw)
         if tid < 128:
             w = tid // 32
             g = (tid % 32) // 4
             q = tid % 4
-            if I.constexpr(wait_bar):
+            if I.constexpr(wait_bar and tma):
                 T.cuda.mbarrier_wait(BAR.ptr_to([0]), 0)
             for r in range(half):
                 acc[r] = T.float32(0)
             T.ptx["wgmma.fence.sync.aligned"]()
             a_base = T.Cast("uint64", T.cuda.cvta_generic_to_shared(SA.ptr_to([0, 0])))
             b_base = T.Cast("uint64", T.cuda.cvta_generic_to_shared(SB.ptr_to([0, 0])))
-            for k in range(4):
+            for k in range(steps):
                 desc_b = T.uint64(b_desc_hi) | (((b_base + T.uint64(b_step) * T.Cast("uint64", k)) >> T.uint64(4))
                                                  & T.uint64(0x3FFF))
                 if I.constexpr(form == "ss"):
-                    desc_a = T.uint64(SW128_DESC) | (((a_base + T.uint64(32) * T.Cast("uint64", k)) >> T.uint64(4))
-                                                     & T.uint64(0x3FFF))
+                    desc_a = T.uint64(a_desc_hi) | (((a_base + T.uint64(32) * T.Cast("uint64", k)) >> T.uint64(4))
+                                                    & T.uint64(0x3FFF))
                     T.ptx[op](*[acc[r] for r in range(half)], desc_a, desc_b, k > 0, sa, 1, *tail_ss)
                 else:
                     for e in range(16 // esize):
                         af[k, e] = A[16 * w + g + 8 * ((e // p) % 2), k * kstep + p * q + e % p + 4 * p * (e // (2 * p))]
-                    T.ptx[op](*[acc[r] for r in range(half)], a32[k, 0], a32[k, 1], a32[k, 2], a32[k, 3], desc_b, k > 0, sa, 1, *tail_rs)
+                    T.ptx[op](*[acc[r] for r in range(half)], a32[k, 0], a32[k, 1], a32[k, 2], a32[k, 3], desc_b, k > 0,
+                              sa, 1, *tail_rs)
             T.ptx["wgmma.commit_group.sync.aligned"]()
             if I.constexpr(wait_group):
                 T.ptx["wgmma.wait_group.sync.aligned"](0)
