@@ -96,7 +96,7 @@ def descriptor_bits(width: int, mn_major: bool = False) -> int:
 
 
 def wgmma_gemm_kernel(n=64, dtype="bfloat16", form="ss", trans_b=False, wait_group=True, wait_bar=True,
-                      producer=True, negate=False, tma=True, width=128):
+                      producer=True, negate=False, tma=True, width=128, overwrite=False):
     """C (64 x n, f32) = A (64 x K) @ B on one warpgroup, K = ``width`` bytes of ``dtype`` (32 bytes: one
     k step, for ``width`` 0), A K-major, B K-major (``Bt``, n x K) or, ``trans_b``, MN-major (``B``, K x n,
     n = ``width`` bytes, 16 for ``width`` 0).
@@ -109,7 +109,8 @@ def wgmma_gemm_kernel(n=64, dtype="bfloat16", form="ss", trans_b=False, wait_gro
     m64nNk(32 bytes) steps (SS: descriptors advanced 32 bytes, or 16 rows of an MN-major B, per step;
     RS: A's fragment loaded from global into its own registers per step: registers an in-flight wgmma
     reads are not rewritten before the wait), commits, waits for the group and stores D by the
-    accumulator fragment map. ``negate``: imm-scale-a = -1."""
+    accumulator fragment map. ``negate``: imm-scale-a = -1. ``overwrite``: the warpgroup stores to A's
+    shared tile between the commit and the wait (a race with the wgmmas reading it)."""
     esize = 1 if "float8" in dtype else 2
     K = (width or 32) // esize
     steps = (width or 32) // 32
@@ -190,6 +191,8 @@ def wgmma_gemm_kernel(n=64, dtype="bfloat16", form="ss", trans_b=False, wait_gro
                     T.ptx[op](*[acc[r] for r in range(half)], a32[k, 0], a32[k, 1], a32[k, 2], a32[k, 3], desc_b, k > 0,
                               sa, 1, *tail_rs)
             T.ptx["wgmma.commit_group.sync.aligned"]()
+            if I.constexpr(overwrite):
+                SA[tid // K, tid % K] = A[0, 0]
             if I.constexpr(wait_group):
                 T.ptx["wgmma.wait_group.sync.aligned"](0)
             for r in range(half):

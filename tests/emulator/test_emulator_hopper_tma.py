@@ -22,11 +22,11 @@ def _a(rows, cols):
 
 
 def test_load_128b_swizzle_fills_out_of_bounds_rows_with_zeros():
-    a = _a(100, 64)
-    out = np.full((64, 64), np.nan, BF16)
-    emulate(tma_copy_kernel(shape=(100, 64), coords=(64, 0)), a, out, target="sm90")
-    want = np.zeros((64, 64), BF16)
-    want[:36] = a[64:]
+    a = _a(20, 64)
+    out = np.full((16, 64), np.nan, BF16)
+    emulate(tma_copy_kernel(shape=(20, 64), box=(16, 64), coords=(8, 0)), a, out, target="sm90")
+    want = np.zeros((16, 64), BF16)
+    want[:12] = a[8:]
     np.testing.assert_array_equal(out, want)
 
 
@@ -39,24 +39,26 @@ def test_load_narrow_swizzles(width):
 
 
 def test_store_clips_out_of_bounds_rows():
-    a = _a(100, 64)
-    out = np.zeros((100, 64), BF16)
-    emulate(tma_copy_kernel(shape=(100, 64), coords=(64, 0), store=True), a, out, target="sm90")
-    want = np.zeros((100, 64), BF16)
-    want[64:] = a[64:]
+    a = _a(20, 64)
+    out = np.zeros((20, 64), BF16)
+    emulate(tma_copy_kernel(shape=(20, 64), box=(16, 64), coords=(8, 0), store=True), a, out, target="sm90")
+    want = np.zeros((20, 64), BF16)
+    want[8:] = a[8:]
     np.testing.assert_array_equal(out, want)
 
 
 def test_read_before_the_mbarrier_wait_is_reported():
     with pytest.raises(EmulationError, match=r"read of LDS 'SM' byte 0 while an asynchronous copy into it is still "
                                              r"in flight .*an mbarrier wait for cp.async.bulk.tensor"):
-        emulate(tma_copy_kernel(wait=False), _a(64, 64), np.zeros((64, 64), BF16), target="sm90")
+        emulate(tma_copy_kernel(shape=(8, 64), box=(8, 64), wait=False), _a(8, 64), np.zeros((8, 64), BF16),
+                target="sm90")
 
 
 def test_arrival_without_expect_tx_completes_the_phase_before_the_bytes_land():
     """Without expect-tx the phase completes at the arrival: the wait passes and the box is still in flight."""
     with pytest.raises(EmulationError, match="still in flight"):
-        emulate(tma_copy_kernel(expect=False), _a(64, 64), np.zeros((64, 64), BF16), target="sm90")
+        emulate(tma_copy_kernel(shape=(8, 64), box=(8, 64), expect=False), _a(8, 64), np.zeros((8, 64), BF16),
+                target="sm90")
 
 
 def test_swizzle_is_the_xor_of_the_16_byte_chunk_with_the_128_byte_row():
