@@ -199,3 +199,46 @@ def wgmma_gemm_kernel(n=64, dtype="bfloat16", form="ss", trans_b=False, wait_gro
                 C[16 * w + g + 8 * ((r // 2) % 2), 8 * (r // 4) + 2 * q + r % 2] = acc[r]
 
     return kernel
+
+
+def tx_kernel(expect=64, complete=(32, 32), nreg=40, partial_setmaxnreg=False):
+    """Transaction counts without TMA, elect.sync and setmaxnreg on 64 threads: warp 1's elected lane
+    expects ``expect`` bytes on an mbarrier (count 1) with ``mbarrier.expect_tx``, arrives, and makes the
+    ``complete`` complete-tx steps; warp 0 polls ``try_wait.parity`` until the phase completes, then
+    writes ``Out[tid]`` = the elected lane (from elect.sync's ``d``) and whether it was elected (``p``) of
+    warp 1's lanes. Warp 1 runs ``setmaxnreg.dec`` to ``nreg`` (``partial_setmaxnreg``: its lanes 0-15
+    only)."""
+    c1, c2 = (*complete, 0)[:2]
+
+    @T.function
+    def kernel(Out: T.Tensor((2, 32), "uint32")):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=64))
+        tid = T.cuda.thread_idx("x")
+        BAR = T.alloc_tensor(ty_args=[T.Tensor((1,), "uint64", scope="shared", layout="default", align=8)])
+        lead = T.local_scalar("uint32")
+        is_lead = T.local_scalar("uint32")
+        ok = T.local_scalar("uint32")
+        if tid == 0:
+            T.ptx.mbarrier.init.shared.b64(BAR.ptr_to([0]), T.uint32(1))
+        T.cuda.cta_sync()
+        if tid >= 32:
+            if I.constexpr(partial_setmaxnreg):
+                if tid < 48:
+                    T.ptx.setmaxnreg.dec.sync.aligned.u32(nreg)
+            else:
+                T.ptx.setmaxnreg.dec.sync.aligned.u32(nreg)
+            T.ptx.elect_sync(lead, is_lead, T.uint32(0xFFFFFFF0))
+            Out[1, tid - 32] = lead * T.uint32(2) + is_lead
+            if is_lead != 0:
+                T.ptx["mbarrier.expect_tx.shared.b64"](BAR.ptr_to([0]), T.uint32(expect))
+                T.ptx.mbarrier.arrive.shared.b64(BAR.ptr_to([0]), T.uint32(1))
+                T.ptx["mbarrier.complete_tx.shared.b64"](BAR.ptr_to([0]), T.uint32(c1))
+                if I.constexpr(c2):
+                    T.ptx["mbarrier.complete_tx.shared.b64"](BAR.ptr_to([0]), T.uint32(c2))
+        else:
+            ok = T.uint32(0)
+            while ok == 0:
+                T.ptx.mbarrier.try_wait.parity.shared.b64(ok, BAR.ptr_to([0]), T.uint32(0))
+            Out[0, tid] = ok
+
+    return kernel
