@@ -1,7 +1,9 @@
 """A CPU wavefront emulator for compiled TIRx kernels.
 
-Targets: ``"gfx950"`` (64-lane waves, ``llvm.amdgcn.*`` semantics in :mod:`.amdgcn`) and ``"sm80"``
-(CUDA, 32-lane warps as the "waves", ``T.ptx`` / ``T.cuda`` semantics in :mod:`.ptx`).
+Targets: ``"gfx950"`` (64-lane waves, ``llvm.amdgcn.*`` semantics in :mod:`.amdgcn`), ``"sm80"``
+(CUDA, 32-lane warps as the "waves", ``T.ptx`` / ``T.cuda`` semantics in :mod:`.ptx`) and ``"sm90"``
+(the same, lowered for ``sm_90a``, plus TMA, wgmma, mbarrier transaction counts: :mod:`.ptx_tma`,
+:mod:`.ptx_wgmma`, :mod:`.ptx_hopper`; docs/emulator.md, "Hopper (sm90)").
 
 ``emulate(kernel, *arrays)`` lowers ``kernel`` exactly as ``tvm_tirx.tirx.compile`` does for the
 target, takes the device function that would reach LLVM codegen, and executes it on numpy:
@@ -222,7 +224,7 @@ def _global_buffer(name: str, arr, target: str):
     if not isinstance(arr, Window):
         return Buffer(name, "global", arr.reshape(-1).view(np.uint8).reshape(1, -1))
     if target not in CUDA_ARCH:
-        raise ValueError(f"emulate: parameter {name}: a Window (a tensor held in part) is emulated for sm80 only; "
+        raise ValueError(f"emulate: parameter {name}: a Window (a tensor held in part) is emulated for the CUDA targets only; "
                          f"pass the whole array for {target}")
     origin, nbytes = arr.byte_range()
     return Buffer(name, "global", arr.data.reshape(-1).view(np.uint8).reshape(1, -1), origin=origin, nbytes=nbytes)

@@ -78,6 +78,7 @@ def _cvta_to_shared(compiler, node, args):
 
 def _addr(compiler, node, args):
     """``tirx.ptx.addr(base, byte_offset)``: an address operand ``[base + imm]``."""
+    machine = compiler.machine
     base, off = compiler.expr(args[0]), compiler.expr(args[1])
     where = where_of(node)
 
