@@ -242,3 +242,28 @@ def tx_kernel(expect=64, complete=(32, 32), nreg=40, partial_setmaxnreg=False):
             Out[0, tid] = ok
 
     return kernel
+
+
+def tma_3d_kernel(coords=(3, 0, 0)):
+    """A 3D TMA load (no swizzle): a (2, 4, 16) box of ``A`` (4, 4, 16, f32) at ``coords`` (outermost
+    first) onto an mbarrier; 128 threads copy it to ``Out`` (2, 4, 16)."""
+    c0, c1, c2 = coords
+
+    @T.function
+    def kernel(A: T.Tensor((4, 4, 16), "float32"), Out: T.Tensor((2, 4, 16), "float32")):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=128))
+        tid = T.cuda.thread_idx("x")
+        SM = T.alloc_tensor(ty_args=[T.Tensor((2, 4, 16), "float32", scope="shared", layout="default", align=128)])
+        BAR = T.alloc_tensor(ty_args=[T.Tensor((1,), "uint64", scope="shared", layout="default", align=8)])
+        if tid == 0:
+            T.ptx.mbarrier.init.shared.b64(BAR.ptr_to([0]), T.uint32(1))
+        T.cuda.cta_sync()
+        if tid == 0:
+            T.ptx["mbarrier.arrive.expect_tx.shared.b64"](BAR.ptr_to([0]), T.uint32(2 * 4 * 16 * 4))
+            T.cuda.tile.apply(T.ptx["cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"],
+                              SM[0:2, 0:4, 0:16], A[0:4, 0:4, 0:16], box=(2, 4, 16), coords=(c0, c1, c2),
+                              mbar=BAR.ptr_to([0]))
+        T.cuda.mbarrier_wait(BAR.ptr_to([0]), 0)
+        Out[tid // 64, (tid // 16) % 4, tid % 16] = SM[tid // 64, (tid // 16) % 4, tid % 16]
+
+    return kernel

@@ -9,7 +9,7 @@ import paths  # noqa: F401 (tests/ on sys.path)
 import ml_dtypes
 import numpy as np
 import pytest
-from hopper_kernels import tma_copy_kernel
+from hopper_kernels import tma_3d_kernel, tma_copy_kernel
 
 from tvm_cdna4.emulator import EmulationError, emulate
 from tvm_cdna4.isa.hopper_layout import swizzle
@@ -65,3 +65,12 @@ def test_swizzle_is_the_xor_of_the_16_byte_chunk_with_the_128_byte_row():
     assert swizzle(0, 128) == 0 and swizzle(128, 128) == 128 + 16 and swizzle(7 * 128 + 16, 128) == 7 * 128 + 6 * 16
     assert swizzle(3 * 128 + 32, 64) == 3 * 128 + 16 and swizzle(128 + 16, 32) == 128
     assert all(swizzle(swizzle(a, w), w) == a for a in range(0, 2048, 16) for w in (32, 64, 128))
+
+
+def test_3d_box_with_an_outer_and_an_inner_dimension_out_of_bounds():
+    a = np.arange(4 * 4 * 16, dtype=np.float32).reshape(4, 4, 16) + 1
+    out = np.full((2, 4, 16), np.nan, np.float32)
+    emulate(tma_3d_kernel(coords=(3, 1, -4)), a, out, target="sm90")
+    want = np.zeros((2, 4, 16), np.float32)
+    want[0, :3, 4:] = a[3, 1:, :12]
+    np.testing.assert_array_equal(out, want)

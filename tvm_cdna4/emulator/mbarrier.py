@@ -69,8 +69,8 @@ class MBarrier:
 
     def transact(self, g: int, nbytes: int, snap, where: str) -> None:
         """``expect-tx`` (``nbytes`` > 0: the phase waits for that many more bytes) or ``complete-tx``
-        (< 0: bytes landed, by an access whose clock is ``snap``, or None) in workgroup ``g`` (PTX ISA
-        9.7.13.15.2: a phase completes when its pending arrivals and its transaction count are zero)."""
+        (< 0: bytes landed, by an access whose clock is ``snap``, or None) in workgroup ``g`` (PTX ISA 9.4
+        §9.7.15.16: a phase completes when its pending arrivals and its transaction count are zero)."""
         if not self.expected[g]:
             raise EmulationError(f"mbarrier expect-tx/complete-tx on {self.name} before its mbarrier.init", where,
                                  int(self.machine.groups[g]), None, None)

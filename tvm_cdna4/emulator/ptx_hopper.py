@@ -1,7 +1,6 @@
-"""sm90 synchronization and warp instructions of the CUDA emulator: mbarrier transaction counts
-(``mbarrier.arrive.expect_tx``, ``mbarrier.expect_tx`` / ``complete_tx``, PTX ISA 9.7.13.15.11-.12
-(8.x numbering; 9.7.15.16 in 9.x)), ``elect.sync`` (9.7.13.x / 9.7.15.15), ``setmaxnreg``
-(9.7.21.5 in 9.x) and ``fence.proxy.async`` (9.7.12.4 / 9.7.13.4).
+"""sm90 synchronization and warp instructions of the CUDA emulator (PTX ISA 9.4 numbering): mbarrier
+transaction counts (``mbarrier.arrive.expect_tx``, ``mbarrier.expect_tx`` / ``complete_tx``, §9.7.15.16),
+``elect.sync`` (§9.7.15.15), ``setmaxnreg`` (§9.7.21.5) and ``fence.proxy.async`` (§9.7.15.4).
 Part of the CUDA device ops' semantics (``emulator.ptx``, whose docstring tells the conventions)."""
 
 from __future__ import annotations

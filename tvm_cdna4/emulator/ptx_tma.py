@@ -1,5 +1,5 @@
-"""Bulk tensor copies (TMA, ``cp.async.bulk.tensor``, PTX ISA 9.7.10.28.5 (9.x numbering; 9.7.9.25.5 in
-8.x)) in tile mode, 1-5D, with tensor maps, for the sm90 emulator.
+"""Bulk tensor copies (TMA, ``cp.async.bulk.tensor``, PTX ISA 9.4 §9.7.10.28.5; tensor maps §5.5) in
+tile mode, 1-5D, with tensor maps, for the sm90 emulator.
 
 A tensor map is the host's ``cuTensorMapEncodeTiled`` call (TIRx's TMA tile pattern emits it in the
 host function and passes the ``CUtensorMap`` as a kernel parameter): :func:`tensor_maps` reads the

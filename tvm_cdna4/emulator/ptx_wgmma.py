@@ -1,4 +1,5 @@
-"""Warpgroup matrix multiply (``wgmma``, PTX ISA 9.7.15 in 8.x numbering, 9.7.17 in 9.x) for the sm90
+"""Warpgroup matrix multiply (``wgmma``, PTX ISA 9.4 §9.7.17: ``mma_async`` §9.7.17.5.2, the
+descriptors §9.7.17.5.1, ``fence`` / ``commit_group`` / ``wait_group`` §9.7.17.7) for the sm90
 emulator: ``wgmma.mma_async`` SS and RS forms, f16/bf16 and fp8 (e4m3/e5m2) inputs with f32
 accumulators, m64nNk16 / m64nNk32; ``wgmma.fence``, ``commit_group``, ``wait_group N``.
 

@@ -7,8 +7,8 @@ reads them, and so can tile patterns that need the same maps.
 
 Sources (``e`` = element bytes, ``T = 16 // e`` elements per 16-byte row of a core matrix):
 
-* PTX ISA 8.x §9.7.15.5.1 / 9.x §9.7.17.5.1 (wgmma, "Matrix Descriptor Format" and "Register
-  Fragments"), cross-checked with CUTLASS ``cute/atom/mma_traits_sm90_gmma.hpp``
+* PTX ISA 9.4 §9.7.17.5.1 (wgmma: "Matrix Descriptor" and the register fragments of
+  §9.7.17.5.1.1; §9.7.15.5.1 in 8.x editions), cross-checked with CUTLASS ``cute/atom/mma_traits_sm90_gmma.hpp``
   (``make_gmma_desc``'s canonical layouts) and TIRx's ``encode_smem_descriptor_base_uint64``.
 * CUDA Driver API ``cuTensorMapEncodeTiled`` (``CUtensorMapSwizzle``: 32B/64B/128B) and CUTLASS
   ``Swizzle<B,4,3>``: the 16-byte chunk index (address bits [4, 4+B)) XOR the 128-byte row index
