@@ -4,7 +4,6 @@ are both done), ``elect.sync`` (the lowest member lane leads), ``setmaxnreg`` (w
 
 from __future__ import annotations
 
-import paths  # noqa: F401 (tests/ on sys.path)
 import numpy as np
 import pytest
 from hopper_kernels import tx_kernel

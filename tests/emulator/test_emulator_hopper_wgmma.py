@@ -6,7 +6,6 @@ test_emulator_hopper_gemm.py."""
 
 from __future__ import annotations
 
-import paths  # noqa: F401 (tests/ on sys.path)
 import ml_dtypes
 import numpy as np
 import pytest

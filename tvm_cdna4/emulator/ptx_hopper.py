@@ -59,7 +59,7 @@ def _elect_sync(compiler, call: PtxCall):
         np.minimum.at(leader, warp[on], lane[on])
         lead = leader[warp]
         p = (on & (lane == lead)).astype(f"<u{pred_bytes}")
-        out_p(env, on | machine.active(mask), p.view(np.uint8).reshape(T, pred_bytes))
+        out_p(env, machine.active(mask), p.view(np.uint8).reshape(T, pred_bytes))
         if out_d is not None:
             out_d(env, on, np.where(on, lead, 0).astype(np.uint32).view(np.uint8).reshape(T, 4))
     return run

@@ -124,7 +124,7 @@ def _uniform(values: np.ndarray, rows: np.ndarray, what: str, machine, where: st
     return out
 
 
-def _shared_operand(machine, desc: int, rows: int, K: int, e: int, major: str, g: int, readers, where: str):
+def _shared_operand(machine, desc: int, rows: int, K: int, e: int, major: str, readers, where: str):
     """(values (rows, K) float64, (buffer, inst, flat bytes)) of a descriptor-addressed operand."""
     d = decode_descriptor(desc)
     mn, k = np.meshgrid(np.arange(rows), np.arange(K), indexing="ij")
@@ -187,14 +187,13 @@ def _wgmma(compiler, call: PtxCall):
             out = np.zeros((T, N // 2), np.float32)
             for rows in groups:
                 readers = rows[::32]
-                g = int(machine.wg_of[rows[0]])
                 (bd,) = _uniform(dv, rows[None], "b-desc", machine, where)
-                braw, bsm = _shared_operand(machine, bd, N, K, e, "MN" if trans_b else "K", g, readers, where)
+                braw, bsm = _shared_operand(machine, bd, N, K, e, "MN" if trans_b else "K", readers, where)
                 B = braw.view(tb).reshape(N, K).astype(np.float64).T  # (K, N)
                 smem = [bsm]
                 if ss:
                     (ad,) = _uniform(av, rows[None], "a-desc", machine, where)
-                    araw, asm = _shared_operand(machine, ad, 64, K, e, "MN" if trans_a else "K", g, readers, where)
+                    araw, asm = _shared_operand(machine, ad, 64, K, e, "MN" if trans_a else "K", readers, where)
                     A = araw.view(ta).reshape(64, K).astype(np.float64)
                     smem.append(asm)
                 else:
@@ -233,7 +232,10 @@ def _in_flight(slots, env, mask, rows):
 def _wgmma_fence(compiler, call: PtxCall):
     """``wgmma.fence.sync.aligned``: accepted (its absence is not checked)."""
     machine, where = compiler.machine, call.where
-    return lambda env, mask: _warpgroups(machine, mask, where) is None
+
+    def run(env, mask):
+        _warpgroups(machine, mask, where)
+    return run
 
 
 def _wgmma_commit(compiler, call: PtxCall):
