@@ -38,7 +38,7 @@ def test_stats_must_be_a_dict(target):
 @pytest.mark.parametrize("target", [5, ["gfx950"]])
 def test_target_must_be_a_name(target):
     with pytest.raises(ValueError, match=r"^emulate: target .* is not supported; expected one of "
-                                         r"\['gfx950', 'sm80'\]$"):
+                                         r"\['gfx950', 'sm80', 'sm90'\]$"):
         emulate(K.scaled_copy(), *_copy_args(), n=1, target=target)
 
 

@@ -285,7 +285,7 @@ def test_vector_ld_st():
 
 def test_unknown_target():
     with pytest.raises(ValueError, match="not supported"):
-        emulate(matrix_kernel(), np.zeros((16, 4, 2), np.uint32), np.zeros((32, 12), np.uint32), target="sm90")
+        emulate(matrix_kernel(), np.zeros((16, 4, 2), np.uint32), np.zeros((32, 12), np.uint32), target="sm100")
 
 
 # ------------------------------------------------------------------------------------------------

@@ -1,7 +1,9 @@
 """A CPU wavefront emulator for compiled TIRx kernels.
 
-Targets: ``"gfx950"`` (64-lane waves, ``llvm.amdgcn.*`` semantics in :mod:`.amdgcn`) and ``"sm80"``
-(CUDA, 32-lane warps as the "waves", ``T.ptx`` / ``T.cuda`` semantics in :mod:`.ptx`).
+Targets: ``"gfx950"`` (64-lane waves, ``llvm.amdgcn.*`` semantics in :mod:`.amdgcn`), ``"sm80"``
+(CUDA, 32-lane warps as the "waves", ``T.ptx`` / ``T.cuda`` semantics in :mod:`.ptx`) and ``"sm90"``
+(the same, lowered for ``sm_90a``, plus TMA, wgmma, mbarrier transaction counts: :mod:`.ptx_tma`,
+:mod:`.ptx_wgmma`, :mod:`.ptx_hopper`; docs/emulator.md, "Hopper (sm90)").
 
 ``emulate(kernel, *arrays)`` lowers ``kernel`` exactly as ``tvm_tirx.tirx.compile`` does for the
 target, takes the device function that would reach LLVM codegen, and executes it on numpy:
@@ -23,7 +25,8 @@ import numpy as np
 
 from .errors import EmulationError, EmulationUnsupported
 
-TARGETS = {"gfx950": 64, "sm80": 32}  # target -> wave (warp) size
+TARGETS = {"gfx950": 64, "sm80": 32, "sm90": 32}  # target -> wave (warp) size
+CUDA_ARCH = {"sm80": "sm_80", "sm90": "sm_90a"}  # CUDA targets -> the TIRx arch they lower for
 LDS_WAITS = {"gfx950"}  # targets whose LDS writes complete only at a wait (s_waitcnt lgkmcnt)
 
 
@@ -32,8 +35,8 @@ def _target(target: str):
 
     if target == "gfx950":
         return Target({"kind": "rocm", "mcpu": "gfx950"})
-    if target == "sm80":
-        return Target({"kind": "cuda", "arch": "sm_80"})
+    if target in CUDA_ARCH:
+        return Target({"kind": "cuda", "arch": CUDA_ARCH[target]})
     raise ValueError(f"emulate: target {target!r} is not supported; expected one of {sorted(TARGETS)}")
 
 
@@ -198,10 +201,15 @@ def emulate(kernel, *arrays, target: str = "gfx950", max_threads_per_batch: int 
     globals_ = {p.name: _global_buffer(p.name, a, target) for p, a in bound}
     func, host = lowered_kernel(kernel, target)
     scalars = {**host_scalars(host, shapes), **values}
+    handles = {}
+    if target == "sm90":  # the tensor maps the host encodes, bound to the device function's parameters
+        from .ptx_tma import tensor_maps
+
+        handles = tensor_maps(host, func, globals_, scalars)
     grid, block = _launch(func, kernel, shapes)
     chosen = arguments.check_workgroups(workgroups, int(np.prod([grid.get(d, 1) for d in "xyz"])))
     try:
-        _run(func, target, grid, block, globals_, scalars, max_threads_per_batch, uninitialized, stats, chosen)
+        _run(func, target, grid, block, globals_, scalars, max_threads_per_batch, uninitialized, stats, chosen, handles)
     except NotImplementedError as e:
         raise EmulationUnsupported(str(e) if isinstance(e, EmulationUnsupported)
                                    else str(e).replace("emulator: ", "emulate: ", 1)) from None
@@ -215,15 +223,17 @@ def _global_buffer(name: str, arr, target: str):
 
     if not isinstance(arr, Window):
         return Buffer(name, "global", arr.reshape(-1).view(np.uint8).reshape(1, -1))
-    if target != "sm80":
-        raise ValueError(f"emulate: parameter {name}: a Window (a tensor held in part) is emulated for sm80 only; "
+    if target not in CUDA_ARCH:
+        raise ValueError(f"emulate: parameter {name}: a Window (a tensor held in part) is emulated for the CUDA targets only; "
                          f"pass the whole array for {target}")
     origin, nbytes = arr.byte_range()
     return Buffer(name, "global", arr.data.reshape(-1).view(np.uint8).reshape(1, -1), origin=origin, nbytes=nbytes)
 
 
-def _run(func, target, grid, block, globals_, scalars, max_threads_per_batch, uninitialized, stats, chosen) -> None:
-    """The launch, batch after batch of the ``chosen`` workgroups (``max_threads_per_batch`` threads at most)."""
+def _run(func, target, grid, block, globals_, scalars, max_threads_per_batch, uninitialized, stats, chosen,
+         handles=None) -> None:
+    """The launch, batch after batch of the ``chosen`` workgroups (``max_threads_per_batch`` threads at most);
+    ``handles``: values of parameters by index (sm90: tensor maps, ``ptx_tma.TensorMap``)."""
     from .interp import Compiler, Env, np_dtype
     from .machine import Machine
     from .memory import Pointer
@@ -236,11 +246,14 @@ def _run(func, target, grid, block, globals_, scalars, max_threads_per_batch, un
         machine = Machine(grid, block, wave, chosen[start:start + batch], globals_, lds_waits=target in LDS_WAITS)
         machine.allow_uninitialized = uninitialized == "allow"
         machine.stats = stats
+        machine.integer_shared = target == "sm90"
         compiler = Compiler(machine, table)
         params = []
-        for p in func.params:
+        for i, p in enumerate(func.params):
             base = p.name[:-4] if p.name.endswith("_ptr") else p.name
-            if base in globals_:
+            if handles and i in handles:
+                params.append((compiler.slot(p), handles[i]))
+            elif base in globals_:
                 params.append((compiler.slot(p), Pointer(globals_[base], 0)))
             elif base in scalars:
                 dtype, _ = np_dtype(p.ty.dtype)
@@ -252,7 +265,7 @@ def _run(func, target, grid, block, globals_, scalars, max_threads_per_batch, un
         for slot, value in params:
             env.values[slot] = value
         body(env, None)
-        if target == "sm80":
+        if target in CUDA_ARCH:
             from .ptx import unfinished_barriers
             unfinished_barriers(machine)
 

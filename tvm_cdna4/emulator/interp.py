@@ -510,6 +510,8 @@ class Compiler:
 
     def c_tirx_reinterpret(self, node, args):
         value = self.expr(args[0])
+        if not hasattr(node.ty, "dtype"):  # to a pointer type (sm90: a tensor map's address): the value itself
+            return value
         dtype, lanes = np_dtype(node.ty.dtype)
         src_vector = _is_vector(args[0])
 
@@ -527,6 +529,8 @@ class Compiler:
 
     def c_tirx_address_of(self, node, args):
         (target,) = args
+        if isinstance(target, I.Var):  # a kernel parameter passed by address (sm90: a tensor map)
+            return self.expr(target)
         if not isinstance(target, I.TensorLoad):
             raise NotImplementedError(f"emulator: address_of({where_of(target)})")
         tensor = self.slot(target.source)

@@ -8,6 +8,7 @@ from .errors import EmulationError
 from .memory import Buffer
 
 _DIMS = "xyz"
+SHARED_ALIGN = 1024  # sm90 shared-window layout: each buffer's base (a 128B-swizzle period)
 
 
 class Machine:
@@ -38,6 +39,10 @@ class Machine:
         self.lgkm_at_barrier = np.zeros((g, 8, self.waves_per_group), np.int64)  # [g, e]: lgkm_done leaving epoch e
         self._zero = np.zeros(self.nthreads, np.int64)
         self._threads = np.arange(self.nthreads)
+        # sm90: shared addresses as integers of the workgroup's shared window (shared_address)
+        self.integer_shared = False
+        self.async_registers = False  # sm90: a wgmma accessing its own in-flight registers (memory._check_registers)
+        self.shared_window: list[tuple[int, Buffer]] = []  # (base address, buffer), in allocation order
 
     # -- memory --------------------------------------------------------------------------------
     def state_of(self, key: str, make):
@@ -56,10 +61,34 @@ class Machine:
 
     def allocate(self, name: str, scope: str, nbytes: int) -> Buffer:
         if scope.startswith("shared"):
-            return Buffer(name, "shared", np.zeros((len(self.groups), nbytes), np.uint8), track=True)
+            buf = Buffer(name, "shared", np.zeros((len(self.groups), nbytes), np.uint8), track=True)
+            top = self.shared_window[-1][0] + self.shared_window[-1][1].nbytes if self.shared_window else 0
+            self.shared_window.append((-(-top // SHARED_ALIGN) * SHARED_ALIGN, buf))
+            return buf
         if scope == "local":
             return Buffer(name, "local", np.zeros((self.nthreads, nbytes), np.uint8))
         raise EmulationError(f"allocation of {name} in scope {scope!r} is not supported", name)
+
+    def shared_address(self, ptr) -> np.ndarray:
+        """The 32-bit shared-window address of a shared pointer: its buffer's base plus its offset
+        (buffers laid out in allocation order, each aligned to ``SHARED_ALIGN`` bytes, so a swizzle
+        pattern of the address is that of the offset)."""
+        base = next(b for b, buf in self.shared_window if buf is ptr.buffer)
+        return (np.asarray(ptr.offset, np.int64) + base).astype(np.uint32)
+
+    def shared_pointer(self, addr, what: str, where: str):
+        """The (buffer, offset) of shared-window addresses ``addr`` (one buffer for all of them)."""
+        from .memory import Pointer
+
+        a = np.asarray(addr).astype(np.int64)
+        flat = np.unique(a)
+        for base, buf in self.shared_window:
+            if base <= flat[0] < base + max(buf.nbytes, 1):
+                if flat[-1] >= base + buf.nbytes:
+                    raise EmulationError(f"{what}: shared addresses {int(flat[0])}..{int(flat[-1])} span more than "
+                                         f"'{buf.name}' (bytes {base}..{base + buf.nbytes - 1})", where)
+                return Pointer(buf, a - base)
+        raise EmulationError(f"{what}: shared address {int(flat[0])} is in no shared buffer", where)
 
     # -- geometry ------------------------------------------------------------------------------
     def thread_index(self, tag: str):

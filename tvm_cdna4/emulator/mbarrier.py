@@ -38,6 +38,7 @@ class MBarrier:
         self.expected = np.zeros(g, np.int64)  # 0: not initialized
         self.pending = np.zeros(g, np.int64)
         self.phase = np.zeros(g, np.int64)  # phases completed
+        self.tx = np.zeros(g, np.int64)  # the current phase's transaction count (bytes expected, not yet completed)
         self.join = np.zeros((g, W), np.int64)  # the current phase's arrivals' clocks
         self.last = np.zeros((g, W), np.int64)  # the last completed phase's
         self.polls = np.zeros(g, np.int64)
@@ -47,7 +48,7 @@ class MBarrier:
             raise EmulationError(f"mbarrier.init {self.name}: count {count} is not in 1..2^20-1", where,
                                  int(self.machine.groups[g]), None, None)
         self.expected[g] = self.pending[g] = count
-        self.phase[g] = self.polls[g] = 0
+        self.phase[g] = self.polls[g] = self.tx[g] = 0
         self.join[g] = self.last[g] = 0
 
     def arrive(self, g: int, waves: np.ndarray, counts: np.ndarray, snaps: np.ndarray, where: str) -> None:
@@ -64,18 +65,37 @@ class MBarrier:
                                      int(m.groups[g]), int(waves[k]), None)
             self.join[g] = np.maximum(self.join[g], snaps[k])
             self.pending[g] -= counts[k]
-            if self.pending[g] == 0:
-                self.last[g], self.join[g] = self.join[g], 0
-                self.phase[g] += 1
-                self.pending[g] = self.expected[g]
-                self.polls[g] = 0
+            self._complete(g)
+
+    def transact(self, g: int, nbytes: int, snap, where: str) -> None:
+        """``expect-tx`` (``nbytes`` > 0: the phase waits for that many more bytes) or ``complete-tx``
+        (< 0: bytes landed, by an access whose clock is ``snap``, or None) in workgroup ``g`` (PTX ISA 9.4
+        §9.7.15.16: a phase completes when its pending arrivals and its transaction count are zero)."""
+        if not self.expected[g]:
+            raise EmulationError(f"mbarrier expect-tx/complete-tx on {self.name} before its mbarrier.init", where,
+                                 int(self.machine.groups[g]), None, None)
+        if not -(2**20) < self.tx[g] + nbytes < 2**20:
+            raise EmulationError(f"mbarrier {self.name}: transaction count {int(self.tx[g] + nbytes)} is outside "
+                                 "the range -(2^20-1)..2^20-1", where, int(self.machine.groups[g]), None, None)
+        self.tx[g] += nbytes
+        if snap is not None:
+            self.join[g] = np.maximum(self.join[g], snap)
+        self._complete(g)
+
+    def _complete(self, g: int) -> None:
+        if self.pending[g] == 0 and self.tx[g] == 0:
+            self.last[g], self.join[g] = self.join[g], 0
+            self.phase[g] += 1
+            self.pending[g] = self.expected[g]
+            self.polls[g] = 0
 
     def done(self, g: int, parity: int) -> bool:
         return int(self.phase[g]) % 2 != parity
 
     def describe(self, g: int, parity: int) -> str:
+        tx = f", {int(self.tx[g])} transaction bytes pending" if self.tx[g] else ""
         return (f"mbarrier {self.name}: waiting for the phase of parity {parity}; {int(self.phase[g])} phases "
-                f"completed, {int(self.pending[g])} of {int(self.expected[g])} arrivals pending")
+                f"completed, {int(self.pending[g])} of {int(self.expected[g])} arrivals pending{tx}")
 
 
 class MBarriers:
@@ -153,6 +173,8 @@ class MBarriers:
                 sel = pos[parity[pos] == par]
                 if not bar.done(g, int(par)):
                     self.resolve(copies, bar, where)
+                if not bar.done(g, int(par)) and "tma" in m.state:  # sm90: bulk tensor copies complete-tx
+                    m.state["tma"].land(bar, where)
                 if bar.done(g, int(par)):
                     waves = np.unique(m.wave_of[threads[sel]])
                     m.seen[g, waves] = np.maximum(m.seen[g, waves], bar.last[g][None, :])

@@ -45,6 +45,7 @@ class Buffer:
             self.w_seq = np.zeros(shape, np.int64)  # the writing wave's LDS operation number (Machine.issue_lds)
         self.readonly = not data.flags.writeable  # a caller's read-only array (check_writable)
         self.pending = None  # in-flight asynchronous writes per byte (created on first use)
+        self.async_reads = None  # sm90: in-flight asynchronous reads (wgmma operands) per byte
         self.records = None  # global buffers: the launch's race records (globalmem.Records, on first write)
 
     def add_pending(self, inst, byte, size: int, delta: int) -> None:
@@ -53,6 +54,12 @@ class Buffer:
             self.pending = np.zeros(self.data.shape, np.int32)
         b = (np.asarray(byte, np.int64).reshape(-1, 1) + np.arange(size)).ravel()
         np.add.at(self.pending, (np.repeat(np.asarray(inst).ravel(), size), b), delta)
+
+    def add_async_reads(self, inst, byte, delta: int) -> None:
+        """Count (+1) or retire (-1) an in-flight asynchronous read of each (inst, byte)."""
+        if self.async_reads is None:
+            self.async_reads = np.zeros(self.data.shape, np.int32)
+        np.add.at(self.async_reads, (np.asarray(inst).ravel(), np.asarray(byte, np.int64).ravel()), delta)
 
     def typed(self, dtype: np.dtype) -> np.ndarray:
         view = self._views.get(dtype)
@@ -129,6 +136,8 @@ def load(machine, view: TensorView, flat, mask, where: str):
     byte = held_offsets(machine, buf, byte, dtype.itemsize, mask, where)
     if buf.track:
         check_lds_read(machine, buf, inst, byte, dtype.itemsize, mask, where)
+    elif buf.pending is not None and not machine.async_registers:
+        _check_registers(machine, buf, inst, byte, dtype.itemsize, mask, "read", where)
     elif buf.records is not None and "atomics" in machine.state:
         active = np.broadcast_to(_m(machine.active(mask), byte), byte.shape)
         threads = np.broadcast_to(np.arange(machine.nthreads).reshape((-1,) + (1,) * (byte.ndim - 1)), byte.shape)
@@ -155,6 +164,8 @@ def store(machine, view: TensorView, flat, value, mask, where: str):
         byte, inst, value, threads = byte[m], inst[m], value[m], threads[m]
     if buf.track:
         check_lds_write(machine, buf, inst, byte, dtype.itemsize, where, threads)
+    elif buf.pending is not None and not machine.async_registers:
+        _check_registers(machine, buf, inst, byte, dtype.itemsize, None, "write", where)
     elif buf.scope == "global":
         record_store(machine, buf, byte, dtype.itemsize, threads, where)
     if np.all(byte % dtype.itemsize == 0):
@@ -241,6 +252,25 @@ def _check_published(machine, buf: Buffer, i, b, t, wave, epoch, what: str, wher
             where, *machine.coords(int(t[k])))
 
 
+def _check_registers(machine, buf: Buffer, inst, byte, size: int, mask, what: str, where: str):
+    """sm90: a register (local) byte read or written while a ``wgmma`` that reads or writes it is in
+    flight (issued, not retired by ``wgmma.wait_group``)."""
+    m = np.ones(byte.shape, bool) if mask is None else np.broadcast_to(_m(np.asarray(mask, bool), byte), byte.shape)
+    i, b0 = np.asarray(inst)[m], np.asarray(byte)[m]
+    if not b0.size:
+        return
+    b = (b0[:, None] + np.arange(size)).ravel()
+    i = np.repeat(i, size)
+    busy = buf.pending[i, np.minimum(b, buf.nbytes - 1)] > 0
+    if busy.any():
+        k = int(np.argmax(busy))
+        ops = machine.state.get("wgmma")
+        op = ops.issued_at(buf) if ops is not None else "wgmma.mma_async"
+        raise EmulationError(f"{what} of register '{buf.name}' byte {int(b[k])} while a {op} using it is still in "
+                             "flight (issued, not retired: missing wgmma.wait_group)", where,
+                             *machine.coords(int(i[k])))
+
+
 def _check_pending(machine, buf: Buffer, i, b, t, what: str, where: str):
     if buf.pending is None:
         return
@@ -249,7 +279,7 @@ def _check_pending(machine, buf: Buffer, i, b, t, what: str, where: str):
         k = int(np.argmax(busy))
         raise EmulationError(f"{what} of LDS '{buf.name}' byte {int(b[k])} while an asynchronous copy into it is "
                              "still in flight (missing wait: s_waitcnt vmcnt for a direct-to-LDS load, cp.async.wait_group for "
-                             "cp.async)", where, *machine.coords(int(t[k])))
+                             "cp.async, an mbarrier wait for cp.async.bulk.tensor)", where, *machine.coords(int(t[k])))
 
 
 def check_lds_write(machine, buf: Buffer, inst, byte, size: int, where: str, threads, lgkm: bool = True):
@@ -261,6 +291,14 @@ def check_lds_write(machine, buf: Buffer, inst, byte, size: int, where: str, thr
     i = np.repeat(inst.ravel(), size)
     t = np.repeat(threads.ravel(), size)
     _check_pending(machine, buf, i, b, t, "write", where)
+    if buf.async_reads is not None:
+        busy = buf.async_reads[i, b] > 0
+        if busy.any():
+            k = int(np.argmax(busy))
+            ops = machine.state.get("wgmma")
+            op = ops.issued_at(buf) if ops is not None else "wgmma.mma_async"
+            raise EmulationError(f"write of shared '{buf.name}' byte {int(b[k])} while a {op} reading it is still in "
+                                 "flight (issued, not retired: missing wgmma.wait_group)", where, *machine.coords(int(t[k])))
     wave = machine.wave_of[t]
     epoch = machine.epoch[i]
     waw = machine.unordered(i, wave, buf.w_wave[i, b], buf.w_epoch[i, b])

@@ -63,19 +63,27 @@ from .ptx_sync import (  # noqa: F401 (re-exported)
 
 
 def _cvta_to_shared(compiler, node, args):
-    """``__cvta_generic_to_shared``: the emulator keeps shared addresses as (buffer, offset)."""
+    """``__cvta_generic_to_shared``: sm80 keeps shared addresses as (buffer, offset); sm90 gives the
+    32-bit address in the workgroup's shared window (``Machine.shared_address``), an integer that
+    descriptors and address arithmetic can take, turned back into (buffer, offset) where used."""
+    machine = compiler.machine
     ptr = compiler.expr(args[0])
     where = where_of(node)
-    return lambda env, mask: _pointer(ptr(env, mask), "shared", "cvta_generic_to_shared", where)
+
+    def run(env, mask):
+        p = _pointer(ptr(env, mask), "shared", "cvta_generic_to_shared", where, machine)
+        return machine.shared_address(p) if machine.integer_shared else p
+    return run
 
 
 def _addr(compiler, node, args):
     """``tirx.ptx.addr(base, byte_offset)``: an address operand ``[base + imm]``."""
+    machine = compiler.machine
     base, off = compiler.expr(args[0]), compiler.expr(args[1])
     where = where_of(node)
 
     def run(env, mask):
-        p = _pointer(base(env, mask), "", "ptx.addr", where)
+        p = _pointer(base(env, mask), "", "ptx.addr", where, machine)
         return Pointer(p.buffer, p.offset + np.asarray(off(env, mask), np.int64))
     return run
 
@@ -208,7 +216,26 @@ def calls() -> dict:
                                              "mbarrier_try_wait_parity_no_hint")),
         ("atom", _atomic(True)), ("red", _atomic(False)), ("fence", _fence), ("prefetch", _prefetch),
     ))
-    return {**machine_ops, **ptx_ops}
+    return {**machine_ops, **ptx_ops, **hopper_calls()}
+
+
+def hopper_calls() -> dict:
+    """The sm90 instructions (TMA, wgmma, mbarrier transaction counts, elect.sync, setmaxnreg,
+    fence.proxy): modules ``ptx_tma``, ``ptx_wgmma``, ``ptx_hopper``."""
+    from .ptx_hopper import _elect_sync, _fence_proxy, _mbarrier_tx, _setmaxnreg
+    from .ptx_tma import _bulk_group, _tma_load, _tma_store
+    from .ptx_wgmma import _wgmma, _wgmma_commit, _wgmma_fence, _wgmma_wait
+
+    return dict(_ptx(name, sem) for name, sem in (
+        *((f"wgmma_{t}_{form}", _wgmma) for t in ("f16", "bf16", "fp8") for form in ("ss", "rs")),
+        ("wgmma_fence", _wgmma_fence), ("wgmma_commit_group", _wgmma_commit), ("wgmma_wait_group", _wgmma_wait),
+        ("cp_async_bulk_tensor_g2s_cluster", _tma_load), ("cp_async_bulk_tensor_g2s_cta", _tma_load),
+        ("cp_async_bulk_tensor_s2g", _tma_store),
+        ("cp_async_bulk_commit_group", _bulk_group), ("cp_async_bulk_wait_group", _bulk_group),
+        ("mbarrier_arrive_expect_tx", _mbarrier_tx("arrive_expect_tx")),
+        ("mbarrier_expect_tx", _mbarrier_tx("expect_tx")), ("mbarrier_complete_tx", _mbarrier_tx("complete_tx")),
+        ("elect_sync", _elect_sync), ("setmaxnreg", _setmaxnreg), ("fence_proxy", _fence_proxy),
+    ))
 
 
 __all__ = ["AsyncCopies", "PtxCall", "calls", "mma_fragments", "unfinished_barriers"]

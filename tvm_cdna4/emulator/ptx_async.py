@@ -80,8 +80,8 @@ def _cp_async(compiler, call: PtxCall):
         threads = np.nonzero(machine.active(mask))[0]
         if not threads.size:
             return
-        pd = _pointer(dst(env, mask), call.mods["dst"], "cp.async", where)
-        ps = _pointer(src(env, mask), call.mods["src"], "cp.async", where)
+        pd = _pointer(dst(env, mask), call.mods["dst"], "cp.async", where, machine)
+        ps = _pointer(src(env, mask), call.mods["src"], "cp.async", where, machine)
         da = _per_thread(np.asarray(pd.offset, np.int64), T)[threads]
         sa = _per_thread(np.asarray(ps.offset, np.int64), T)[threads]
         n = np.full(threads.shape, size, np.int64)

@@ -40,7 +40,7 @@ def _ld_st(load_: bool):
 
         def run(env, mask):
             T = machine.nthreads
-            p = _pointer(addr(env, mask), space, what, where)
+            p = _pointer(addr(env, mask), space, what, where, machine)
             off = _per_thread(np.asarray(p.offset, np.int64), T)
             threads = np.nonzero(machine.active(mask))[0]
             _check_span(machine, p.buffer, threads, off[threads], total, total, what, where)
@@ -89,7 +89,7 @@ def _atomic(returns: bool):
 
         def run(env, mask):
             T = machine.nthreads
-            p = _pointer(addr(env, mask), space, what, where)
+            p = _pointer(addr(env, mask), space, what, where, machine)
             off = _per_thread(np.asarray(p.offset, np.int64), T)
             threads = np.nonzero(machine.active(mask))[0]
             _check_span(machine, p.buffer, threads, off[threads], dtype.itemsize, dtype.itemsize, what, where)
@@ -121,7 +121,7 @@ def _prefetch(compiler, call: PtxCall):
     space, where = call.mods.get("space", ""), call.where
 
     def run(env, mask):
-        p = _pointer(addr(env, mask), space, "prefetch", where)
+        p = _pointer(addr(env, mask), space, "prefetch", where, machine)
         off = _per_thread(np.asarray(p.offset, np.int64), machine.nthreads)
         threads = np.nonzero(machine.active(mask))[0]
         _check_span(machine, p.buffer, threads, off[threads], 1, 1, "prefetch", where)

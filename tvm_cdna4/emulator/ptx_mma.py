@@ -35,7 +35,7 @@ def _ldmatrix(compiler, call: PtxCall):
         warps = _warps(machine, mask, "ldmatrix", where)
         if not len(warps):
             return
-        p = _pointer(ptr(env, mask), "shared", "ldmatrix", where)
+        p = _pointer(ptr(env, mask), "shared", "ldmatrix", where, machine)
         buf, T = p.buffer, machine.nthreads
         addr = _per_thread(np.asarray(p.offset, np.int64), T)
         providers = warps[:, : 8 * count]

@@ -138,8 +138,11 @@ def _warps(machine, mask, what: str, where: str) -> np.ndarray:
     return np.stack(rows) if rows else np.zeros((0, WARP), np.int64)
 
 
-def _pointer(value, space: str, what: str, where: str) -> Pointer:
-    """The emulated address of a PTX address operand in state space ``space`` ("" = generic)."""
+def _pointer(value, space: str, what: str, where: str, machine=None) -> Pointer:
+    """The emulated address of a PTX address operand in state space ``space`` ("" = generic); an
+    integer shared-window address (sm90's ``cvta_generic_to_shared``) is resolved by ``machine``."""
+    if not isinstance(value, Pointer) and machine is not None and machine.integer_shared:
+        value = machine.shared_pointer(value, what, where)
     if not isinstance(value, Pointer):
         raise EmulationError(f"{what}: the address operand is not a pointer into an emulated buffer", where)
     space = space.split("::")[0]

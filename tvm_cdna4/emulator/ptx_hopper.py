@@ -1,0 +1,91 @@
+"""sm90 synchronization and warp instructions of the CUDA emulator (PTX ISA 9.4 numbering): mbarrier
+transaction counts (``mbarrier.arrive.expect_tx``, ``mbarrier.expect_tx`` / ``complete_tx``, §9.7.15.16),
+``elect.sync`` (§9.7.15.15), ``setmaxnreg`` (§9.7.21.5) and ``fence.proxy.async`` (§9.7.15.4).
+Part of the CUDA device ops' semantics (``emulator.ptx``, whose docstring tells the conventions)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .errors import EmulationError
+from .ptx_operands import PtxCall, _per_thread, _pointer, _writer
+from .ptx_sync import _mbarriers
+
+SETMAXNREG = range(24, 257, 8)  # setmaxnreg's register counts (PTX ISA: a multiple of 8 in [24, 256])
+
+
+def _mbarrier_tx(action: str):
+    def factory(compiler, call: PtxCall):
+        """``mbarrier.arrive.expect_tx{..}.b64 _, [a], tx`` (expect ``tx`` bytes, then arrive once),
+        ``mbarrier.expect_tx{..}.b64 [a], tx``, ``mbarrier.complete_tx{..}.b64 [a], tx``: the phase
+        completes when its pending arrivals and its transaction count both reach zero."""
+        machine, where = compiler.machine, call.where
+        addr, tx = compiler.expr(call.operands["addr"][0]), compiler.expr(call.operands["tx_count"][0])
+
+        def run(env, mask):
+            threads = np.flatnonzero(machine.active(mask))
+            if not threads.size:
+                return
+            ptr = _pointer(addr(env, mask), "shared", f"mbarrier {action}", where, machine)
+            bars = _mbarriers(machine)
+            n = _per_thread(np.asarray(tx(env, mask), np.int64), machine.nthreads)[threads]
+            snaps, _ = bars.snapshot(threads) if action == "complete_tx" else (None, None)
+            for g, bar, pos in bars.by_barrier(ptr, threads):
+                for k in pos:
+                    sign = -1 if action == "complete_tx" else 1
+                    bar.transact(g, sign * int(n[k]), None if snaps is None else snaps[k], where)
+            if action == "arrive_expect_tx":
+                bars.arrive(ptr, threads, np.ones(len(threads), np.int64), where)
+        return run
+    return factory
+
+
+def _elect_sync(compiler, call: PtxCall):
+    """``elect.sync d|p, membermask``: of each warp's active lanes in ``membermask``, the lowest is the
+    leader: ``p`` true there and false elsewhere, ``d`` the leader's lane id in every participating lane."""
+    machine = compiler.machine
+    member = compiler.expr(call.operands["membermask"][0])
+    out_d = _writer(compiler, call.operands["d"][0]) if "d" in call.operands else None
+    out_p = _writer(compiler, call.operands["p"][0])
+    pred_bytes = np.dtype(_carrier(call.operands["p"][0])).itemsize
+
+    def run(env, mask):
+        T = machine.nthreads
+        lane = machine.lane_of
+        m = _per_thread(np.asarray(member(env, mask)).astype(np.uint32), T)
+        on = machine.active(mask) & (((m >> lane.astype(np.uint32)) & 1) == 1)
+        warp = machine.wg_of * machine.waves_per_group + machine.wave_of
+        leader = np.full(warp.max() + 1, 32, np.int64)
+        np.minimum.at(leader, warp[on], lane[on])
+        lead = leader[warp]
+        p = (on & (lane == lead)).astype(f"<u{pred_bytes}")
+        out_p(env, machine.active(mask), p.view(np.uint8).reshape(T, pred_bytes))
+        if out_d is not None:
+            out_d(env, on, np.where(on, lead, 0).astype(np.uint32).view(np.uint8).reshape(T, 4))
+    return run
+
+
+def _carrier(node):
+    from .interp import np_dtype
+
+    dtype, _ = np_dtype(node.ty.dtype)
+    return dtype
+
+
+def _setmaxnreg(compiler, call: PtxCall):
+    """``setmaxnreg.{inc,dec}.sync.aligned.u32 n``: accepted (the emulator has no register file limit);
+    ``n`` must be a multiple of 8 in [24, 256] and the whole warp must execute it."""
+    machine, where = compiler.machine, call.where
+    n = call.imm("nreg")
+    if n not in SETMAXNREG:
+        raise EmulationError(f"setmaxnreg: register count {n} is not a multiple of 8 in [24, 256]", where)
+
+    def run(env, mask):
+        machine.require_full_waves(mask, "setmaxnreg", where)
+    return run
+
+
+def _fence_proxy(compiler, call: PtxCall):
+    """``fence.proxy.async{.space}`` / ``fence.proxy.alias``: accepted; the emulator does not model the
+    async proxy's view of generic-proxy writes (docs/emulator.md, "Hopper (sm90)")."""
+    return lambda env, mask: None

@@ -1,0 +1,277 @@
+"""Bulk tensor copies (TMA, ``cp.async.bulk.tensor``, PTX ISA 9.4 §9.7.10.28.5; tensor maps §5.5) in
+tile mode, 1-5D, with tensor maps, for the sm90 emulator.
+
+A tensor map is the host's ``cuTensorMapEncodeTiled`` call (TIRx's TMA tile pattern emits it in the
+host function and passes the ``CUtensorMap`` as a kernel parameter): :func:`tensor_maps` reads the
+call's operands from the lowered host function (the ``runtime.cuTensorMapEncodeTiled`` packed call's
+argument fields) into a :class:`TensorMap` record, bound to the device function's parameter.
+
+Load (global -> shared, ``.mbarrier::complete_tx::bytes``): at issue the box is read from global
+memory, element ``j`` of each dimension at ``coord + j * elementStride``; elements out of the
+tensor's bounds read zeros (``oobFill`` NaN: NaN). The box lands compact, innermost dimension
+contiguous, at the shared address ``dst + offset`` swizzled per the map (``isa.hopper_layout.swizzle``,
+the pattern a wgmma descriptor of that swizzle reads). Its bytes are in flight from issue until the
+copy completes: the emulator completes it (and makes the complete-tx of all the box's bytes, OOB ones
+included, on the mbarrier) when a warp waits on that mbarrier and its phase is not complete; a read of
+the bytes before is reported, as a ``cp.async`` read before its wait.
+
+Store (shared -> global, ``.bulk_group``): reads the shared box at issue (the race checks of a read by
+the issuing warp) and writes the in-bounds elements to global memory (out-of-bounds ones are clipped),
+at issue. ``cp.async.bulk.commit_group`` / ``wait_group{.read} N`` are accepted; the emulator does not
+check a shared write to a store's source before its ``wait_group.read``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..isa.hopper_layout import TMA_OOB_NAN, TMA_SWIZZLE, swizzle
+from .errors import EmulationError
+from .globalmem import record_store
+from .memory import InFlightLdsWrites, check_lds_read, held_offsets
+from .ptx_operands import PtxCall, _per_thread, _pointer
+
+ENCODE = "runtime.cuTensorMapEncodeTiled"
+
+
+@dataclass
+class TensorMap:
+    """A tiled tensor map (``cuTensorMapEncodeTiled``'s operands). Dimensions innermost first."""
+
+    param: str  # the global tensor parameter it describes
+    buffer: object  # its emulated global Buffer
+    origin: int  # byte address of element (0, ..., 0) in the buffer
+    dtype: np.dtype
+    dims: tuple  # globalDim
+    strides: tuple  # globalStrides in bytes, of dims 1.. (dim 0's is the element size)
+    box: tuple  # boxDim
+    element_strides: tuple
+    interleave: int
+    swizzle: int  # width in bytes (0: none)
+    oob_nan: bool
+
+    def shared_shape(self) -> tuple:
+        return tuple(-(-b // s) for b, s in zip(self.box, self.element_strides))
+
+    def nbytes(self) -> int:
+        return int(np.prod(self.shared_shape())) * self.dtype.itemsize
+
+    def box_elements(self, coords):
+        """(global byte address of each box element in C order of the shared box (outermost first),
+        whether it is in bounds)."""
+        shape = self.shared_shape()
+        grids = np.meshgrid(*(np.arange(n) for n in reversed(shape)), indexing="ij")  # outermost first
+        addr = np.full(grids[0].shape, self.origin, np.int64)
+        inside = np.ones(grids[0].shape, bool)
+        byte_strides = (self.dtype.itemsize, *self.strides)
+        for i in range(len(shape)):
+            g = int(coords[i]) + grids[len(shape) - 1 - i] * self.element_strides[i]
+            inside &= (g >= 0) & (g < self.dims[i])
+            addr += g * byte_strides[i]
+        return addr.ravel(), inside.ravel()
+
+
+def tensor_maps(host, func, globals_: dict, scalars: dict) -> dict:
+    """{device parameter index: TensorMap} for the tensor maps the host function encodes and passes to
+    ``func`` (read from its packed calls' argument fields, in program order)."""
+    import tvm_ffi
+    from tvm_tirx import ir
+
+    fields: dict[int, object] = {}
+    maps: dict = {}  # the host's tensor-map variable (by identity: several may share a name) -> TensorMap
+    bound: dict[int, TensorMap] = {}  # by index: the device parameters may share a name
+    name = str(func.attrs["global_symbol"]) if func.attrs is not None and "global_symbol" in func.attrs else None
+
+    def visit(node):
+        op = getattr(node.op, "name", None)
+        if op == "tirx.abi_field_set" and int(node.args[2].value) == 15:
+            fields[int(node.args[1].value)] = node.args[3]
+        elif op == "tirx.call_packed_lowered":
+            callee = node.args[0].value
+            if callee == ENCODE:
+                maps[hash(fields[0])] = _record(fields, globals_, scalars)
+            elif callee == name or callee.endswith("_kernel"):
+                for i, p in enumerate(func.params):
+                    v = fields.get(i)
+                    if isinstance(v, ir.Var) and hash(v) in maps:
+                        bound[i] = maps[hash(v)]
+            fields.clear()
+
+    if host is not None:
+        for f in host.functions.values():
+            tvm_ffi.structural_walk(f.body, [(ir.Call, visit)])
+    return bound
+
+
+def _record(fields: dict, globals_: dict, scalars: dict) -> TensorMap:
+    from tvm_tirx import ir
+
+    from .interp import evaluate, np_dtype
+
+    def num(i):
+        node = fields[i]
+        while type(node).__name__ == "Cast":  # evaluate reads a node with a ``value`` as a constant
+            node = node.value
+        return evaluate(node, scalars)
+
+    dtype_node = fields[1]
+    while not isinstance(dtype_node, ir.StringImm):
+        dtype_node = dtype_node.args[0]
+    dtype, _ = np_dtype(dtype_node.value)
+    rank = num(2)
+    load = fields[3].args[0] if getattr(fields[3], "op", None) is not None else fields[3]
+    param = re.sub(r"_\d+$", "", load.source.name)
+    if param not in globals_:
+        raise NotImplementedError(f"emulator: the tensor map's global address {fields[3]} is not a kernel tensor")
+    elem, _ = np_dtype(load.ty.dtype)
+    flat = evaluate(load.indices[0], scalars) if load.indices else 0
+    at = 4
+    dims = tuple(num(at + i) for i in range(rank))
+    strides = tuple(num(at + rank + i) for i in range(rank - 1))
+    box = tuple(num(at + 2 * rank - 1 + i) for i in range(rank))
+    estr = tuple(num(at + 3 * rank - 1 + i) for i in range(rank))
+    interleave, swz, _l2, oob = (num(at + 4 * rank - 1 + i) for i in range(4))
+    if interleave:
+        raise NotImplementedError("emulator: interleaved tensor maps")
+    return TensorMap(param, globals_[param], flat * elem.itemsize, dtype, dims, strides, box, estr, interleave,
+                     TMA_SWIZZLE[swz], oob == TMA_OOB_NAN)
+
+
+class BulkTensorLoads(InFlightLdsWrites):
+    """TMA loads in flight (``machine.state["tma"]``): each issue is a ticket, completed (landed, then
+    complete-tx on its mbarrier) by :meth:`land` when a warp waits on that mbarrier."""
+
+    what = "cp.async.bulk.tensor"
+
+    def __init__(self, machine):
+        super().__init__(machine)
+        self.tickets: list[dict] = []
+
+    def issue(self, thread: int, buf, addr, data, bar, g: int, nbytes: int, where: str):
+        ticket = len(self.tickets) + 1
+        m = self.machine
+        threads = np.full(len(addr), thread, np.int64)
+        self.start(threads, buf, m.instance(buf)[threads], addr, data, where,
+                   ticket=np.full(len(addr), ticket, np.int64))
+        self.tickets.append(dict(ticket=ticket, thread=thread, bar=bar, g=g, nbytes=nbytes, done=False))
+
+    def land(self, bar, where: str) -> None:
+        from .ptx_sync import _mbarriers
+
+        m = self.machine
+        for t in self.tickets:
+            if t["done"] or t["bar"] is not bar:
+                continue
+            snaps, stamps = _mbarriers(m).snapshot(np.array([t["thread"]]))
+            saved = m.epoch.copy()
+            m.epoch[t["g"]] = stamps[0]
+            try:
+                self.retire(lambda c, k=t["ticket"]: c["ticket"] == k, where)
+            finally:
+                m.epoch[:] = saved
+            t["done"] = True
+            bar.transact(t["g"], -t["nbytes"], snaps[0], where)
+
+
+def _tma(machine) -> BulkTensorLoads:
+    return machine.state_of("tma", BulkTensorLoads)
+
+
+def _shared_box(machine, tm: TensorMap, base: int, what: str, where: str):
+    """(buffer, per-element byte offsets) of the swizzled shared box at shared-window address ``base``."""
+    e = tm.dtype.itemsize
+    if base % 128:
+        raise EmulationError(f"{what}: shared address {base} is not 128-byte aligned", where)
+    flat = np.arange(int(np.prod(tm.shared_shape())), dtype=np.int64) * e + base
+    p = machine.shared_pointer(swizzle(flat, tm.swizzle), what, where)
+    return p.buffer, np.asarray(p.offset, np.int64)
+
+
+def _address(machine, value, where, what):
+    if isinstance(value, np.ndarray) or np.isscalar(value):
+        return np.asarray(value, np.int64)
+    p = _pointer(value, "shared", what, where, machine)
+    return np.asarray(machine.shared_address(p), np.int64)
+
+
+def _tma_load(compiler, call: PtxCall):
+    """``cp.async.bulk.tensor.Nd.shared::cluster.global.tile.mbarrier::complete_tx::bytes [dst],
+    [tmap, {c0, ..}], [mbar]`` (module docstring)."""
+    from .ptx_sync import _mbarriers
+
+    machine, where = compiler.machine, call.where
+    dst, tmap, mbar = (compiler.expr(call.operands[k][0]) for k in ("dst_mem", "tmap", "mbar"))
+    coords = [compiler.expr(n) for n in call.operands["coords"]]
+
+    def run(env, mask):
+        threads = np.flatnonzero(machine.active(mask))
+        T = machine.nthreads
+        d = _per_thread(_address(machine, dst(env, mask), where, "cp.async.bulk.tensor"), T)
+        bar_ptr = _pointer(mbar(env, mask), "shared", "cp.async.bulk.tensor mbarrier", where, machine)
+        bar_off = _per_thread(np.asarray(bar_ptr.offset, np.int64), T)
+        for t in threads:
+            tm, c = _coords(tmap, coords, env, mask, t, where)
+            src, inside = tm.box_elements(c)
+            e = tm.dtype.itemsize
+            rows = np.zeros((len(src), e), np.uint8)
+            if tm.oob_nan:
+                rows[:] = np.full(1, np.nan, tm.dtype).view(np.uint8)
+            g_off = held_offsets(machine, tm.buffer, src[inside], e, None, where, np.full(int(inside.sum()), t))
+            rows[inside] = tm.buffer.data[0, np.asarray(g_off)[:, None] + np.arange(e)]
+            buf, offs = _shared_box(machine, tm, int(d[t]), "cp.async.bulk.tensor", where)
+            g = int(machine.wg_of[t])
+            bar = _mbarriers(machine).barrier(bar_ptr.buffer, int(bar_off[t]))
+            _tma(machine).issue(int(t), buf, offs, rows, bar, g, tm.nbytes(), where)
+    return run
+
+
+def _coords(tmap, coords, env, mask, t, where):
+    tm = tmap(env, mask)
+    if not isinstance(tm, TensorMap):
+        raise EmulationError("cp.async.bulk.tensor: the tensor-map operand is not a tensor map the host encoded "
+                             "(cuTensorMapEncodeTiled)", where)
+    c = []
+    for x in coords:
+        v = np.asarray(x(env, mask))
+        c.append(int(v.reshape(-1)[t] if v.ndim else v))
+    if len(c) != len(tm.dims):
+        raise EmulationError(f"cp.async.bulk.tensor.{len(c)}d with a rank-{len(tm.dims)} tensor map", where)
+    return tm, c
+
+
+def _tma_store(compiler, call: PtxCall):
+    """``cp.async.bulk.tensor.Nd.global.shared::cta.tile.bulk_group [tmap, {c0, ..}], [src]`` (module
+    docstring): in-bounds elements written to global memory at issue, the rest clipped."""
+    machine, where = compiler.machine, call.where
+    src, tmap = compiler.expr(call.operands["src_mem"][0]), compiler.expr(call.operands["tmap"][0])
+    coords = [compiler.expr(n) for n in call.operands["coords"]]
+
+    def run(env, mask):
+        threads = np.flatnonzero(machine.active(mask))
+        T = machine.nthreads
+        s = _per_thread(_address(machine, src(env, mask), where, "cp.async.bulk.tensor store"), T)
+        for t in threads:
+            tm, c = _coords(tmap, coords, env, mask, t, where)
+            dst, inside = tm.box_elements(c)
+            e = tm.dtype.itemsize
+            buf, offs = _shared_box(machine, tm, int(s[t]), "cp.async.bulk.tensor store", where)
+            sel = np.zeros(T, bool)
+            sel[t] = True
+            inst = machine.instance(buf)
+            check_lds_read(machine, buf, np.broadcast_to(inst[:, None], (T, len(offs))),
+                           np.broadcast_to(offs, (T, len(offs))), e, sel, where)
+            rows = buf.data[inst[t], offs[:, None] + np.arange(e)][inside]
+            out = dst[inside]
+            record_store(machine, tm.buffer, out, e, np.full(len(out), t), where)
+            g_off = held_offsets(machine, tm.buffer, out, e, None, where, np.full(len(out), t))
+            tm.buffer.data[0, np.asarray(g_off)[:, None] + np.arange(e)] = rows
+    return run
+
+
+def _bulk_group(compiler, call: PtxCall):
+    """``cp.async.bulk.commit_group`` / ``cp.async.bulk.wait_group{.read} N``: accepted (the stores
+    complete at issue in the emulator)."""
+    return lambda env, mask: None
