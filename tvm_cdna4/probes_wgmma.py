@@ -5,7 +5,7 @@ memory, row-major, are copied into shared tiles of the requested canonical layou
 the registers of the owner map), and ``D`` (64 x N, f32) receives ``A @ B.T``.
 
 The fragment layouts (``acc_layout``, ``a_register_layout``) and the shared-tile layouts
-(``shared_layout``) are the package's spelling of ``isa.wgmma_table``'s owner maps and canonical
+(``shared_layout``) are the package's spelling of ``isa.hopper_layout``'s owner maps and canonical
 layouts in TIRx ``TileLayout`` / ``ComposeLayout`` terms; kernels that use the pattern can take them.
 """
 
@@ -15,6 +15,7 @@ from tvm_tirx.backend.cuda.axis import laneid, wid_in_wg
 from tvm_tirx.script import tirx as T
 from tvm_tirx.tirx.layout import ComposeLayout, S, TileLayout
 
+from .isa import hopper_layout as L
 from .isa import wgmma_table as W
 from .rocm.build import register
 
@@ -23,7 +24,7 @@ ACC = W.ACC_DTYPE
 
 
 def acc_layout(n: int, repeats: tuple[int, int] = (1, 1)) -> TileLayout:
-    """The f32 accumulator ``(M_rep, N_rep, 64, n)`` by ``acc_owner``: register ``r = 4c + 2h + j``
+    """The f32 accumulator ``(M_rep, N_rep, 64, n)`` by ``hopper_layout.accumulator_coords``: register ``r = 4c + 2h + j``
     of thread ``32 w + l`` holds row ``16 w + 8 h + l // 4``, column ``8 c + 2 (l % 4) + j``."""
     mr, nr = repeats
     per = n // 2
@@ -32,7 +33,7 @@ def acc_layout(n: int, repeats: tuple[int, int] = (1, 1)) -> TileLayout:
 
 
 def a_register_layout(kind: W.WgmmaKind, repeats: tuple[int, int] = (1, 1)) -> TileLayout:
-    """RS A ``(M_rep, K_rep, 64, k)`` by ``a_owner``: element ``e = e % p + p h + 2 p q`` of thread
+    """RS A ``(M_rep, K_rep, 64, k)`` by ``hopper_layout.a_fragment_coords``: element ``e = e % p + p h + 2 p q`` of thread
     ``32 w + l`` at row ``16 w + 8 h + l // 4``, k ``(k/2) q + p (l % 4) + e % p``."""
     mr, kr = repeats
     p = kind.elems_per_register
@@ -60,11 +61,10 @@ def shared_layout(rows: int, k: int, k_repeats: int, bits: int, swizzle: int = 1
         width = (swizzle or 16) * 8 // bits
         if rows % width:
             raise ValueError(f"an M/N-major {swizzle} B tile needs rows (M or N) a multiple of {width}")
-        tile = TileLayout(S[(1, k_repeats, rows // width, width, k):
-                            (1, k * rows, k * width if swizzle == 0 else 8 * width, 1, width)])
-        if swizzle == 0:  # 16-byte chunks along M/N, each 8 K rows x 16 bytes; chunks after K
-            tile = TileLayout(S[(1, k_repeats, rows // width, width, k // 8, 8):
-                                (1, k * rows, 8 * width, 1, rows * 8, width)])
+        # rows of `swizzle` (none: 16) bytes along M/N, 8 K rows each; the M/N chunks (none: SBO; swizzled:
+        # LBO) before the next 8 K rows (none: LBO; swizzled: SBO), so no two elements share an address
+        tile = TileLayout(S[(1, k_repeats, rows // width, width, k // 8, 8):
+                            (1, k * rows, 8 * width, 1, rows * 8, width)])
     if not swizzle:
         return tile
     return ComposeLayout({8: 4, 16: 3}[bits], SWIZZLE_LEN[swizzle], 3, tile)
@@ -79,7 +79,7 @@ def _setup(atype, form, n, k_repeats, swizzle, a_major, b_major, btype, override
     a_dt = o.get("A.dtype", "bfloat16" if atype == "bf16" else ka.tir_dtypes[0])
     b_dt = o.get("B.dtype", "bfloat16" if shape.btype == "bf16" else kb.tir_dtypes[0])
     g_a = "uint16" if ka.bits == 16 else "uint8"
-    threads = o.get("threads", W.WARPGROUP_THREADS)
+    threads = o.get("threads", L.WARPGROUP_THREADS)
     d_layout = o.get("D.layout", acc_layout(n))
     d_dt = o.get("D.dtype", "float32")
     b_sh = o.get("B.layout", shared_layout(n, k, k_repeats, kb.bits, swizzle, b_major))
@@ -89,10 +89,10 @@ def _setup(atype, form, n, k_repeats, swizzle, a_major, b_major, btype, override
     scope = o.get("scope", "warpgroup")
     rs = form == "rs"
     a_sh = o.get("A.layout", a_register_layout(ka, (1, k_repeats)) if rs else
-                 shared_layout(W.M, k, k_repeats, ka.bits, swizzle, a_major))
+                 shared_layout(L.M, k, k_repeats, ka.bits, swizzle, a_major))
     a_align = o.get("A.align", 1024)
     a_scope = o.get("A.scope", "local" if rs else "shared")
-    a_elems = W.M * kk
+    a_elems = L.M * kk
     final_wait = o.get("final_wait", 0)
 
     return locals()
@@ -112,7 +112,7 @@ def probe(atype: str, form: str = "ss", n: int = 16, k_repeats: int = 4, swizzle
                                                                              "a_scope", "a_elems", "final_wait"))
 
     @T.function
-    def kernel_ss(A: T.Tensor((W.M, kk), g_a), B: T.Tensor((n, kk), g_a), D: T.Tensor((W.M, n), ACC)):
+    def kernel_ss(A: T.Tensor((L.M, kk), g_a), B: T.Tensor((n, kk), g_a), D: T.Tensor((L.M, n), ACC)):
         T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=threads))
         t = T.cuda.thread_in_warpgroup()
         SB = T.alloc_tensor(ty_args=[T.Tensor((1, k_repeats, n, k), b_dt, scope="shared", layout=b_sh,
@@ -120,13 +120,13 @@ def probe(atype: str, form: str = "ss", n: int = 16, k_repeats: int = 4, swizzle
         for q in range(n * kk // threads):
             e = t + threads * q
             SB[0, (e % kk) // k, e // kk, e % k] = T.reinterpret(B[e // kk, e % kk], ty=b_dt)
-        SA = T.alloc_tensor(ty_args=[T.Tensor((1, k_repeats, W.M, k), a_dt, scope=a_scope, layout=a_sh,
+        SA = T.alloc_tensor(ty_args=[T.Tensor((1, k_repeats, L.M, k), a_dt, scope=a_scope, layout=a_sh,
                                               align=a_align)])
-        for q in range(W.M * kk // threads):
+        for q in range(L.M * kk // threads):
             e = t + threads * q
             SA[0, (e % kk) // k, e // kk, e % k] = T.reinterpret(A[e // kk, e % kk], ty=a_dt)
         acc_raw = T.alloc_tensor(ty_args=[T.Tensor((n // 2,), d_dt, scope="local", layout="default")])
-        Dr = T.decl_tensor(acc_raw.ptr_to([0]), ty_args=[T.Tensor((1, 1, W.M, n), d_dt, scope="local",
+        Dr = T.decl_tensor(acc_raw.ptr_to([0]), ty_args=[T.Tensor((1, 1, L.M, n), d_dt, scope="local",
                                                                   layout=d_layout)])
         T.ptx[PROXY_FENCE]()
         T.cuda.cta_sync()
@@ -136,7 +136,7 @@ def probe(atype: str, form: str = "ss", n: int = 16, k_repeats: int = 4, swizzle
             D[_acc_row(t, r), _acc_col(t, r)] = acc_raw[r]
 
     @T.function
-    def kernel_rs(A: T.Tensor((W.M, kk), g_a), B: T.Tensor((n, kk), g_a), D: T.Tensor((W.M, n), ACC)):
+    def kernel_rs(A: T.Tensor((L.M, kk), g_a), B: T.Tensor((n, kk), g_a), D: T.Tensor((L.M, n), ACC)):
         T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=threads))
         t = T.cuda.thread_in_warpgroup()
         SB = T.alloc_tensor(ty_args=[T.Tensor((1, k_repeats, n, k), b_dt, scope="shared", layout=b_sh,
@@ -144,16 +144,16 @@ def probe(atype: str, form: str = "ss", n: int = 16, k_repeats: int = 4, swizzle
         for q in range(n * kk // threads):
             e = t + threads * q
             SB[0, (e % kk) // k, e // kk, e % k] = T.reinterpret(B[e // kk, e % kk], ty=b_dt)
-        a_raw = T.alloc_tensor(ty_args=[T.Tensor((a_elems // W.WARPGROUP_THREADS,), a_dt, scope=a_scope,
+        a_raw = T.alloc_tensor(ty_args=[T.Tensor((a_elems // L.WARPGROUP_THREADS,), a_dt, scope=a_scope,
                                                  layout="default")])
-        Ar = T.decl_tensor(a_raw.ptr_to([0]), ty_args=[T.Tensor((1, k_repeats, W.M, k), a_dt, scope=a_scope,
+        Ar = T.decl_tensor(a_raw.ptr_to([0]), ty_args=[T.Tensor((1, k_repeats, L.M, k), a_dt, scope=a_scope,
                                                                 layout=a_sh)])
         for kr in T.unroll(k_repeats):
-            for e in T.unroll(ka.k * W.M // W.WARPGROUP_THREADS):
-                a_raw[kr * (ka.k * W.M // W.WARPGROUP_THREADS) + e] = T.reinterpret(
+            for e in T.unroll(ka.k * L.M // L.WARPGROUP_THREADS):
+                a_raw[kr * (ka.k * L.M // L.WARPGROUP_THREADS) + e] = T.reinterpret(
                     A[_a_row(ka, t, e), kr * k + _a_col(ka, t, e)], ty=a_dt)
         acc_raw = T.alloc_tensor(ty_args=[T.Tensor((n // 2,), d_dt, scope="local", layout="default")])
-        Dr = T.decl_tensor(acc_raw.ptr_to([0]), ty_args=[T.Tensor((1, 1, W.M, n), d_dt, scope="local",
+        Dr = T.decl_tensor(acc_raw.ptr_to([0]), ty_args=[T.Tensor((1, 1, L.M, n), d_dt, scope="local",
                                                                   layout=d_layout)])
         T.ptx[PROXY_FENCE]()
         T.cuda.cta_sync()
@@ -171,16 +171,16 @@ PROXY_FENCE = "fence.proxy.async.shared::cta"
 
 
 def _acc_row(t, r):
-    return W.acc_owner(t, r)[0]
+    return L.accumulator_coords(t, r)[0]
 
 
 def _acc_col(t, r):
-    return W.acc_owner(t, r)[1]
+    return L.accumulator_coords(t, r)[1]
 
 
 def _a_row(kind, t, e):
-    return W.a_owner(kind, t, e)[0]
+    return L.a_fragment_coords(t, e, kind.bits)[0]
 
 
 def _a_col(kind, t, e):
-    return W.a_owner(kind, t, e)[1]
+    return L.a_fragment_coords(t, e, kind.bits)[1]

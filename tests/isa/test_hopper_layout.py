@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from tvm_cdna4.isa import hopper_layout as H
 
@@ -17,13 +18,13 @@ def test_descriptor_fields_round_trip_at_their_bit_positions():
 
 def test_canonical_layouts_match_cutlass():
     # K-major, no swizzle, bf16 (T = 8): ((8,m),(T,2)):((1T,SBO),(1,LBO)) in elements -> bytes
-    assert H.operand_offset(9, 11, 2, "K", lbo=128, sbo=256, swizzle_width=0) == 16 + 256 + 3 * 2 + 128
+    assert H.canonical_offset("k", 0, 128, 256, 9, 11, 16) == 16 + 256 + 3 * 2 + 128
     # K-major, 128B swizzle: rows of 128 B, 8 rows then SBO; K contiguous
-    assert H.operand_offset(9, 5, 2, "K", lbo=16, sbo=1024, swizzle_width=128) == 128 + 1024 + 10
+    assert H.canonical_offset("k", 128, 16, 1024, 9, 5, 16) == 128 + 1024 + 10
     # MN-major, 64B swizzle, fp8 (W/e = 64 elements): ((W/e,m),(8,k)):((1,LBO),(W,SBO))
-    assert H.operand_offset(70, 9, 1, "MN", lbo=4096, sbo=512, swizzle_width=64) == 6 + 4096 + 64 + 512
+    assert H.canonical_offset("mn", 64, 4096, 512, 70, 9, 8) == 6 + 4096 + 64 + 512
     # MN-major, no swizzle, f16: ((T,m),(8,k)):((1,SBO),(T,LBO))
-    assert H.operand_offset(9, 9, 2, "MN", lbo=2048, sbo=128, swizzle_width=0) == 2 + 128 + 16 + 2048
+    assert H.canonical_offset("mn", 0, 2048, 128, 9, 9, 16) == 2 + 128 + 16 + 2048
 
 
 def test_accumulator_owner_inverts_the_fragment_map_over_a_64x256_tile():
@@ -39,6 +40,30 @@ def test_accumulator_owner_inverts_the_fragment_map_over_a_64x256_tile():
 def test_rs_a_fragment_covers_the_64xk_tile_once():
     for e, k in ((2, 16), (1, 32)):
         t, i = np.meshgrid(np.arange(128), np.arange(16 // e), indexing="ij")
-        row, kk = H.a_fragment_coords(t, i, e)
+        row, kk = H.a_fragment_coords(t, i, 8 * e)
         assert sorted(zip(row.ravel(), kk.ravel())) == [(m, j) for m in range(64) for j in range(k)]
-    assert H.a_fragment_coords(5, 7, 2) == (1 + 8, 2 + 1 + 8)
+    assert H.a_fragment_coords(5, 7, 16) == (1 + 8, 2 + 1 + 8)
+
+
+def test_descriptor_fields_against_hand_computed_values():
+    # K-major 128 B swizzle, SBO = 8 rows x 128 B = 1024, LBO unused (16): CUTLASS make_gmma_desc
+    d = H.encode_descriptor(0x400, 16, 1024, 128)
+    assert d == (0x400 >> 4) | (1 << 16) | (64 << 32) | (1 << 62)
+    assert H.decode_descriptor(d) == {"start": 0x400, "lbo": 16, "sbo": 1024, "base_offset": 0, "swizzle": 128}
+    assert [H.encode_descriptor(0, 16, 0, s) >> 62 for s in (0, 128, 64, 32)] == [0, 1, 2, 3]
+    # K-major no swizzle, compact core matrices: LBO 128 (next 16 K bytes), SBO 256
+    assert H.encode_descriptor(0x10, 128, 256, 0) == 1 | (8 << 16) | (16 << 32)
+    with pytest.raises(ValueError):
+        H.encode_descriptor(8, 16, 0, 0)
+
+
+def test_canonical_offsets_follow_cutlass_layouts():
+    # K-major none ((8,m),(T,2)):((1T,SBO),(1,LBO)), bf16 (T = 8 elements)
+    assert H.canonical_offset("k", 0, 128, 256, 9, 8, 16) == 16 + 256 + 128
+    # K-major 128 B ((8,m),(T,8)):((8T,SBO),(1,T)): row r at 128 r, k contiguous
+    assert H.canonical_offset("k", 128, 16, 1024, 9, 5, 16) == 128 + 1024 + 10
+    # MN-major none ((T,1,m),(8,k)):((1,T,SBO),(1T,LBO)): SBO steps 16 MN bytes, LBO 8 K rows
+    assert H.canonical_offset("mn", 0, 512, 128, 9, 9, 16) == 2 + 128 + 16 + 512
+    # MN-major 128 B ((T,8,m),(8,k)):((1,T,LBO),(8T,SBO)): LBO steps 128 MN bytes, SBO 8 K rows
+    assert H.canonical_offset("mn", 128, 2048, 1024, 65, 9, 16) == 2 + 2048 + 128 + 1024
+    assert H.swizzle(0x80 + 0x10, 128) == 0x80 + 0x00 and H.swizzle(0x390, 32) == 0x390 ^ 0x10

@@ -1,4 +1,4 @@
-"""Hopper wgmma as a checked tile pattern: the ISA facts (owner maps, descriptor, canonical layouts),
+"""Hopper wgmma as a checked tile pattern: the owner maps against the forms and TIRx's counts,
 the contracts (each violation a ContractError naming operand and rule), accepted kernels compiling for
 sm_90a, and ``selftest --target sm90``."""
 
@@ -7,6 +7,7 @@ from collections import Counter
 import pytest
 
 from tvm_cdna4.errors import ContractError, presented
+from tvm_cdna4.isa import hopper_layout as L
 from tvm_cdna4.isa import wgmma_table as W
 
 
@@ -16,12 +17,12 @@ def test_accumulator_owner_map_matches_the_isa_and_tirx_counts():
     for n in (8, 16, 64, 256):
         shape = W.WgmmaShape(n, "bf16", "bf16")
         assert shape.acc_registers == _wgmma_acc_lanes({"shape": f"m64n{n}k16", "dtype": "f32"})
-        owned = Counter(W.acc_owner(t, r) for t in range(128) for r in range(shape.acc_registers))
+        owned = Counter(L.accumulator_coords(t, r) for t in range(128) for r in range(shape.acc_registers))
         assert set(owned) == {(i, j) for i in range(64) for j in range(n)} and set(owned.values()) == {1}
     # PTX ISA figure "WGMMA .m64nNk16 register fragment layout for accumulator matrix D": T0 d0,d1 at
     # row 0 cols 0,1; d2,d3 at row 8; T5 (lane 5) d0 at row 1, col 2; warp 1 starts at row 16
-    assert [W.acc_owner(0, r) for r in range(6)] == [(0, 0), (0, 1), (8, 0), (8, 1), (0, 8), (0, 9)]
-    assert W.acc_owner(5, 0) == (1, 2) and W.acc_owner(32, 0) == (16, 0) and W.acc_owner(127, 7) == (63, 15)
+    assert [L.accumulator_coords(0, r) for r in range(6)] == [(0, 0), (0, 1), (8, 0), (8, 1), (0, 8), (0, 9)]
+    assert L.accumulator_coords(5, 0) == (1, 2) and L.accumulator_coords(32, 0) == (16, 0) and L.accumulator_coords(127, 7) == (63, 15)
 
 
 @pytest.mark.parametrize("atype", ["bf16", "e4m3"])
@@ -29,35 +30,11 @@ def test_rs_a_owner_map_covers_the_atom_once(atype):
     kind = W.KIND[atype]
     shape = W.WgmmaShape(8, atype, atype)
     assert shape.a_elements == 4 * kind.elems_per_register  # four 32-bit registers (TIRx's lanes=4)
-    owned = Counter(W.a_owner(kind, t, e) for t in range(128) for e in range(shape.a_elements))
+    owned = Counter(L.a_fragment_coords(t, e, kind.bits) for t in range(128) for e in range(shape.a_elements))
     assert set(owned) == {(i, k) for i in range(64) for k in range(kind.k)} and set(owned.values()) == {1}
     # register 2 (elements 2p..3p-1) of lane 0: row 0, k = K/2 (the mma.m16n8k16 A fragment per warp)
-    assert W.a_owner(kind, 0, 2 * kind.elems_per_register) == (0, kind.k // 2)
-    assert W.a_owner(kind, 0, kind.elems_per_register) == (8, 0)
-
-
-def test_descriptor_fields_against_hand_computed_values():
-    # K-major 128 B swizzle, SBO = 8 rows x 128 B = 1024, LBO unused (16): CUTLASS make_gmma_desc
-    d = W.encode_descriptor(0x400, 16, 1024, 128)
-    assert d == (0x400 >> 4) | (1 << 16) | (64 << 32) | (1 << 62)
-    assert W.descriptor_fields(d) == {"start": 0x400, "lbo": 16, "sbo": 1024, "base_offset": 0, "swizzle": 128}
-    assert [W.encode_descriptor(0, 16, 0, s) >> 62 for s in (0, 128, 64, 32)] == [0, 1, 2, 3]
-    # K-major no swizzle, compact core matrices: LBO 128 (next 16 K bytes), SBO 256
-    assert W.encode_descriptor(0x10, 128, 256, 0) == 1 | (8 << 16) | (16 << 32)
-    with pytest.raises(ValueError):
-        W.encode_descriptor(8, 16, 0, 0)
-
-
-def test_canonical_offsets_follow_cutlass_layouts():
-    # K-major none ((8,m),(T,2)):((1T,SBO),(1,LBO)), bf16 (T = 8 elements)
-    assert W.canonical_offset("k", 0, 128, 256, 9, 8, 16) == 16 + 256 + 128
-    # K-major 128 B ((8,m),(T,8)):((8T,SBO),(1,T)): row r at 128 r, k contiguous
-    assert W.canonical_offset("k", 128, 16, 1024, 9, 5, 16) == 128 + 1024 + 10
-    # MN-major none ((T,1,m),(8,k)):((1,T,SBO),(1T,LBO)): SBO steps 16 MN bytes, LBO 8 K rows
-    assert W.canonical_offset("mn", 0, 512, 128, 9, 9, 16) == 2 + 128 + 16 + 512
-    # MN-major 128 B ((T,8,m),(8,k)):((1,T,LBO),(8T,SBO)): LBO steps 128 MN bytes, SBO 8 K rows
-    assert W.canonical_offset("mn", 128, 2048, 1024, 65, 9, 16) == 2 + 2048 + 128 + 1024
-    assert W.swizzle_address(0x80 + 0x10, 128) == 0x80 + 0x00 and W.swizzle_address(0x390, 32) == 0x390 ^ 0x10
+    assert L.a_fragment_coords(0, 2 * kind.elems_per_register, kind.bits) == (0, kind.k // 2)
+    assert L.a_fragment_coords(0, kind.elems_per_register, kind.bits) == (8, 0)
 
 
 def test_parse_forms():

@@ -25,7 +25,8 @@ import ml_dtypes
 import numpy as np
 from tvm_tirx import ir as I
 
-from ..isa.hopper_layout import WARPGROUP, accumulator_coords, a_fragment_coords, decode_descriptor, k_of, operand_address
+from ..isa.hopper_layout import (WARPGROUP_THREADS as WARPGROUP, a_fragment_coords, accumulator_coords,
+                                 decode_descriptor, k_of, operand_address)
 from .errors import EmulationError
 from .memory import check_lds_read
 from .ptx_operands import PtxCall, _per_thread, _reader, _writer
@@ -128,7 +129,7 @@ def _shared_operand(machine, desc: int, rows: int, K: int, e: int, major: str, r
     """(values (rows, K) float64, (buffer, inst, flat bytes)) of a descriptor-addressed operand."""
     d = decode_descriptor(desc)
     mn, k = np.meshgrid(np.arange(rows), np.arange(K), indexing="ij")
-    addr = operand_address(mn, k, e, major, d)
+    addr = operand_address(d, major, mn, k, 8 * e)
     p = machine.shared_pointer(addr, "wgmma operand", where)
     buf, off = p.buffer, np.asarray(p.offset, np.int64)
     T = machine.nthreads
@@ -152,7 +153,7 @@ def _wgmma(compiler, call: PtxCall):
     ta, tb = INPUTS[mods["atype"]], INPUTS[mods["btype"]]
     e = ta.itemsize
     N = int(mods["shape"].split("n")[1].split("k")[0])
-    K = k_of(e)
+    K = k_of(8 * e)
     ss = "a_desc" in call.operands
     d_nodes = call.operands["d"]
     d_read = [_reader(compiler, n, 4) for n in d_nodes]
@@ -169,7 +170,7 @@ def _wgmma(compiler, call: PtxCall):
     trans_b = call.imm("trans_b") if "trans_b" in call.operands else 0
     tid = np.arange(WARPGROUP)
     d_rc = accumulator_coords(tid[:, None], np.arange(N // 2)[None])
-    a_rc = a_fragment_coords(tid[:, None], np.arange(16 // e)[None], e)
+    a_rc = a_fragment_coords(tid[:, None], np.arange(16 // e)[None], 8 * e)
 
     def run(env, mask):
         groups = _warpgroups(machine, mask, where)
@@ -188,12 +189,12 @@ def _wgmma(compiler, call: PtxCall):
             for rows in groups:
                 readers = rows[::32]
                 (bd,) = _uniform(dv, rows[None], "b-desc", machine, where)
-                braw, bsm = _shared_operand(machine, bd, N, K, e, "MN" if trans_b else "K", readers, where)
+                braw, bsm = _shared_operand(machine, bd, N, K, e, "mn" if trans_b else "k", readers, where)
                 B = braw.view(tb).reshape(N, K).astype(np.float64).T  # (K, N)
                 smem = [bsm]
                 if ss:
                     (ad,) = _uniform(av, rows[None], "a-desc", machine, where)
-                    araw, asm = _shared_operand(machine, ad, 64, K, e, "MN" if trans_a else "K", readers, where)
+                    araw, asm = _shared_operand(machine, ad, 64, K, e, "mn" if trans_a else "k", readers, where)
                     A = araw.view(ta).reshape(64, K).astype(np.float64)
                     smem.append(asm)
                 else:

@@ -11,9 +11,9 @@ Operands are ``(*repeat, *atom)`` regions (no group axes: each warpgroup runs it
 
 ====  ====================  ====================================================================
 D     (M, N, 64, n)         ``local`` f32 accumulator: thread ``t`` of the warpgroup holds element
-                            ``acc_owner(t, r)`` in register ``r`` (``isa.wgmma_table``)
+                            ``accumulator_coords(t, r)`` in register ``r`` (``isa.hopper_layout``)
 A     (M, K, 64, k)         SS: a ``shared`` tile in a canonical layout; RS: ``local`` registers,
-                            element ``a_owner(kind, t, e)`` in consecutive storage, 32-bit aligned
+                            element ``a_fragment_coords(t, e, bits)`` in consecutive storage, 32-bit aligned
 B     (N, K, n, k)          a ``shared`` tile in a canonical layout
 ====  ====================  ====================================================================
 
@@ -22,7 +22,7 @@ A register layout names its threads with the warpgroup axes (``tid_in_wg``, or `
 ``laneid``) and its registers with ``m``.
 
 Shared operands: the layout declared on the tile must be one of the descriptor's canonical layouts
-(PTX ISA "Shared Memory Matrix Layout"; ``isa.wgmma_table.canonical_offset``). Its swizzle is read
+(PTX ISA "Shared Memory Matrix Layout"; ``isa.hopper_layout.canonical_offset``). Its swizzle is read
 from the layout (a ``TileLayout``: none; ``ComposeLayout(per_element=log2(16 bytes / element),
 swizzle_len=1/2/3, atom_len=3, tile)``: 32/64/128 B), LBO / SBO from the layout's strides, and every
 element of the atom is proven to sit where the descriptor says. The tile's data must be aligned to
@@ -54,6 +54,7 @@ from tvm_tirx.runtime import MemoryScope
 from tvm_tirx.script import tirx as T
 
 from ..errors import ContractError
+from ..isa import hopper_layout as L
 from ..isa import wgmma_table as W
 from ..tirx_private import CudaContext, CudaRegion
 
@@ -123,8 +124,8 @@ class WarpgroupContext(CudaContext):
         self.bindings, self.group, self.group_shape = [], [], []
         self.repeat = self.repeat_shape = None
         self.thread = Var("wg_thread", "int32")
-        self.add_range(self.thread, Range(0, W.WARPGROUP_THREADS))
-        self.owners = {"wid_in_wg": self.thread // W.WARP}
+        self.add_range(self.thread, Range(0, L.WARPGROUP_THREADS))
+        self.owners = {"wid_in_wg": self.thread // L.WARP}
         self.runtime_thread = Var("thread_in_wg", "int32")
         self.bindings.append(Bind(self.runtime_thread, T.cast(T.cuda.thread_in_warpgroup(), ty="int32")))
 
@@ -178,7 +179,7 @@ def _owner(ctx, region, coord):
     """The storage slot of atom coordinate ``coord`` (of the proof thread), proving that the proof
     thread owns it."""
     try:
-        return region.owner(coord, lane=ctx.thread % W.WARP)
+        return region.owner(coord, lane=ctx.thread % L.WARP)
     except ContractError as err:
         err.rule, err.check = f"the fragment does not follow the wgmma owner map ({err.rule})", "owner map"
         raise
@@ -213,7 +214,7 @@ def _check_threads(form, sctx) -> None:
     extents = {k: v[1] for k, v in sctx.launch_params.items() if k.startswith("threadIdx.")}
     x = extents.get("threadIdx.x")
     others = [int(v) for k, v in extents.items() if k != "threadIdx.x" and isinstance(v, IntImm)]
-    if isinstance(x, IntImm) and (int(x) % W.WARPGROUP_THREADS or any(o != 1 for o in others)):
+    if isinstance(x, IntImm) and (int(x) % L.WARPGROUP_THREADS or any(o != 1 for o in others)):
         raise _error(form, "wgmma needs whole, aligned warpgroups of 128 threads", check="scope",
                      expected="a launch of threadIdx.x a multiple of 128",
                      found=f"threadIdx {', '.join(f'{k[-1]}={v}' for k, v in sorted(extents.items()))}")
@@ -226,19 +227,19 @@ def _ptx(name, *args):
 
 
 def _accumulator(ctx, args, shape):
-    d = _region(ctx, "D", args[0], (W.M, shape.n), ("local",), (0, 1))
+    d = _region(ctx, "D", args[0], (L.M, shape.n), ("local",), (0, 1))
     _dtype(ctx, d, (W.ACC_DTYPE,), f"the {W.ACC_DTYPE} accumulator")
     for r in range(shape.acc_registers):
-        _owner(ctx, d, W.acc_owner(ctx.thread, r))
+        _owner(ctx, d, L.accumulator_coords(ctx.thread, r))
     return d
 
 
 def _register_a(ctx, args, shape, kind):
     """RS A: the proof thread's elements in consecutive storage from a 32-bit boundary; the four
     32-bit registers (a uint32 view of the tile's storage) at the runtime thread."""
-    a = _region(ctx, "A", args[1], (W.M, shape.k), ("local",), (0, 2))
+    a = _region(ctx, "A", args[1], (L.M, shape.k), ("local",), (0, 2))
     _dtype(ctx, a, kind.tir_dtypes, f"{shape.atype} elements")
-    slots = [_owner(ctx, a, W.a_owner(kind, ctx.thread, e)) for e in range(shape.a_elements)]
+    slots = [_owner(ctx, a, L.a_fragment_coords(ctx.thread, e, kind.bits)) for e in range(shape.a_elements)]
     p = kind.elems_per_register
     for e, slot in enumerate(slots):
         ctx.check(slot == slots[0] + e, "a thread's A elements must be consecutive registers, in the owner map's "
@@ -258,7 +259,7 @@ def _shared(ctx, name, arg, atom, repeat_axes, kind, major):
 
     smem = _region(ctx, name, arg, atom, ("shared", "shared.dyn"), repeat_axes)
     _dtype(ctx, smem, kind.tir_dtypes, f"{kind.atype} elements")
-    if major not in W.MAJORS:
+    if major not in L.MAJORS:
         raise _error(ctx.form, f"{name.lower()}_major names the tile's canonical layout family", operand=name,
                      expected="'k' or 'mn'", found=repr(major), check="major")
     if major == "mn" and not kind.transposable:
@@ -286,10 +287,10 @@ def lower(form: Form, args, params, sctx):
                          expected="a_major='k' (the default)", found=f"a_major={values['a_major']!r}", check="major")
         a_operand = _register_a(ctx, args, shape, ka)
     else:
-        a_operand = [_shared(ctx, "A", args[1], (W.M, shape.k), (0, 2), ka, values["a_major"])]
+        a_operand = [_shared(ctx, "A", args[1], (L.M, shape.k), (0, 2), ka, values["a_major"])]
     b_desc = _shared(ctx, "B", args[2], (shape.n, shape.k), (1, 2), kb, values["b_major"])
     t = ctx.runtime_thread
-    dregs = [d.value(W.acc_owner(t, r)) for r in range(shape.acc_registers)]
+    dregs = [d.value(L.accumulator_coords(t, r)) for r in range(shape.acc_registers)]
     scale_d = values["scale_d"]
     scale_d = T.bool(bool(scale_d)) if isinstance(scale_d, bool | int) else T.cast(scale_d, ty="bool")
     scale_d = T.Or(ctx.repeat[2] != 0, scale_d)

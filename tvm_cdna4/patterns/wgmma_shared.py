@@ -1,6 +1,6 @@
 """The shared operands of ``wgmma`` (``patterns.wgmma``): the swizzle read from the declared layout,
 LBO / SBO from its strides, the proof that every element of the atom sits where the matrix
-descriptor says (``isa.wgmma_table.canonical_offset``), and the descriptor itself."""
+descriptor says (``isa.hopper_layout.canonical_offset``), and the descriptor itself."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from tvm_tirx.script import tirx as T
 from tvm_tirx.tirx.layout import ComposeLayout
 
 from ..errors import ContractError
-from ..isa import wgmma_table as W
+from ..isa import hopper_layout as L
 
 SWIZZLE_SPELLING = {0: "none", 32: "32 B", 64: "64 B", 128: "128 B"}
 
@@ -29,9 +29,9 @@ def layout_swizzle(ctx, smem) -> int:
         return 0
     unit = (1 << int(layout.per_element)) * smem.bits
     b, atom = int(layout.swizzle_len), int(layout.atom_len)
-    if unit == 8 * W.CORE_ROW_BYTES and atom == 3 and b in (1, 2, 3) and bool(layout.swizzle_inner):
-        return W.CORE_ROW_BYTES << b
-    per_element = int(math.log2(8 * W.CORE_ROW_BYTES // smem.bits))
+    if unit == 8 * L.CORE_ROW_BYTES and atom == 3 and b in (1, 2, 3) and bool(layout.swizzle_inner):
+        return L.CORE_ROW_BYTES << b
+    per_element = int(math.log2(8 * L.CORE_ROW_BYTES // smem.bits))
     raise _fail(ctx, smem.name, "the declared swizzle is not one of the descriptor's (none, 32, 64, 128 B: "
                 "16-byte units XOR'd by address bits 7-9)", check="swizzle",
                 expected=f"a TileLayout or ComposeLayout(per_element={per_element}, swizzle_len=1/2/3, atom_len=3)",
@@ -58,7 +58,7 @@ def _stride(ctx, smem, coord, what) -> int:
 def strides(ctx, smem, major: str, swizzle: int, mn_extent: int, k_extent: int) -> tuple[int, int]:
     """(LBO, SBO) in bytes read off the layout, per ``canonical_offset``'s table (an unobserved one:
     LBO 16, SBO 0, as CUTLASS and TIRx encode them)."""
-    per16 = 8 * W.CORE_ROW_BYTES // smem.bits  # elements per 16 bytes
+    per16 = 8 * L.CORE_ROW_BYTES // smem.bits  # elements per 16 bytes
     lbo, sbo = 16, 0
     if major == "k":
         if mn_extent > 8:
@@ -66,7 +66,7 @@ def strides(ctx, smem, major: str, swizzle: int, mn_extent: int, k_extent: int) 
         if swizzle == 0 and k_extent > per16:
             lbo = _stride(ctx, smem, (0, per16), "LBO (the next 16 bytes along K)")
         return lbo, sbo
-    row = W.CORE_ROW_BYTES if swizzle == 0 else swizzle
+    row = L.CORE_ROW_BYTES if swizzle == 0 else swizzle
     step = row * 8 // smem.bits
     if k_extent > 8:
         name = "LBO (8 rows along K)" if swizzle == 0 else "SBO (8 rows along K)"
@@ -85,13 +85,13 @@ def _walk(ctx, smem, major, swizzle, lbo, sbo, atom):
     ctx.add_range(mn, Range(0, atom[0]))
     ctx.add_range(k, Range(0, atom[1]))
     found = (_pre_swizzle(smem, (mn, k)) - _pre_swizzle(smem, (0, 0))) * smem.bits // 8
-    expected = W.canonical_offset(major, swizzle, lbo, sbo, mn, k, smem.bits)
+    expected = L.canonical_offset(major, swizzle, lbo, sbo, mn, k, smem.bits)
     if ctx.analyzer.can_prove(found == expected):
         return
     for i in range(atom[0]):  # the first element off the canonical layout, for the message
         for j in range(atom[1]):
             got = ctx.analyzer.simplify((_pre_swizzle(smem, (i, j)) - _pre_swizzle(smem, (0, 0))) * smem.bits // 8)
-            want = W.canonical_offset(major, swizzle, lbo, sbo, i, j, smem.bits)
+            want = L.canonical_offset(major, swizzle, lbo, sbo, i, j, smem.bits)
             if not (isinstance(got, IntImm) and got.value == want):
                 raise _fail(ctx, smem.name, f"the declared layout is not the {major.upper()}-major canonical layout "
                             f"of swizzle {SWIZZLE_SPELLING[swizzle]} (LBO {lbo}, SBO {sbo}) at element (mn={i}, k={j})",
@@ -101,7 +101,7 @@ def _walk(ctx, smem, major, swizzle, lbo, sbo, atom):
 
 
 def _alignment(ctx, smem, swizzle):
-    period = W.swizzle_period(swizzle)
+    period = L.swizzle_period(swizzle)
     alignment = int(smem.ty.data_alignment)
     if alignment % period:
         raise _fail(ctx, smem.name, f"the tile's data must be aligned to the swizzle period "
@@ -120,7 +120,7 @@ def descriptor(ctx, smem, major: str, atom: tuple[int, int]):
     _alignment(ctx, smem, swizzle)
     lbo, sbo = strides(ctx, smem, major, swizzle, *atom)
     _walk(ctx, smem, major, swizzle, lbo, sbo, atom)
-    fixed = W.encode_descriptor(0, lbo, sbo, swizzle)
+    fixed = L.encode_descriptor(0, lbo, sbo, swizzle)
     # the descriptor's start: the unswizzled shared address of the atom's origin
     physical = smem.memory((0, 0)) * smem.bits // 8
     address = T.cuda.cvta_generic_to_shared(smem.pointer((0, 0)))
