@@ -133,6 +133,8 @@ def probe(atype: str, form: str = "ss", n: int = 16, k_repeats: int = 4, swizzle
         T.sm90.tile.apply(T.wgmma[shape.ptx], Dr, SA, SB, scope=scope, **params)
         T.ptx[WAIT](final_wait)
         for r in T.unroll(n // 2):
+            _fence(acc_raw[r])  # no read of D above the wait (patterns.wgmma_fence)
+        for r in T.unroll(n // 2):
             D[_acc_row(t, r), _acc_col(t, r)] = acc_raw[r]
 
     @T.function
@@ -160,6 +162,8 @@ def probe(atype: str, form: str = "ss", n: int = 16, k_repeats: int = 4, swizzle
         T.sm90.tile.apply(T.wgmma[shape.ptx], Dr, Ar, SB, scope=scope, **params)
         T.ptx[WAIT](final_wait)
         for r in T.unroll(n // 2):
+            _fence(acc_raw[r])  # no read of D above the wait (patterns.wgmma_fence)
+        for r in T.unroll(n // 2):
             D[_acc_row(t, r), _acc_col(t, r)] = acc_raw[r]
 
     kernel = kernel_rs if rs else kernel_ss
@@ -168,6 +172,12 @@ def probe(atype: str, form: str = "ss", n: int = 16, k_repeats: int = 4, swizzle
 
 WAIT = "wgmma.wait_group.sync.aligned"
 PROXY_FENCE = "fence.proxy.async.shared::cta"
+
+
+def _fence(reg):
+    """``T.sm90.fence_operand(reg)`` on an f32 accumulator (a test's wrong-dtype D is the pattern's to refuse)."""
+    if str(reg.ty.dtype) == ACC:
+        T.sm90.fence_operand(reg)
 
 
 def _acc_row(t, r):

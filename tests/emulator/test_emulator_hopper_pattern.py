@@ -2,7 +2,8 @@
 (``probes_wgmma.shared_layout``), its descriptor built and proven by the pattern
 (``patterns.wgmma_shared``) and decoded by the emulator (``emulator.ptx_wgmma``) through the one
 ``isa.hopper_layout``, reads the elements the layout placed: D equals A @ B.T exactly (small
-integers), for every swizzle and both majors, SS and RS."""
+integers), for every swizzle and both majors, SS and RS; the register fences the pattern and the probe
+emit (``patterns.wgmma_fence``) run as no instruction."""
 
 from __future__ import annotations
 
@@ -21,8 +22,9 @@ STORAGE = {"bf16": (ml_dtypes.bfloat16, np.uint16), "f16": (np.float16, np.uint1
     dict(atype="bf16", swizzle=0, k_repeats=2), dict(atype="bf16", swizzle=128, k_repeats=4),
     dict(atype="e4m3", swizzle=32, k_repeats=1), dict(atype="f16", swizzle=64, k_repeats=2, a_major="mn", b_major="mn"),
     dict(atype="f16", swizzle=32, k_repeats=2, a_major="mn", b_major="mn"),
-    dict(atype="bf16", swizzle=0, k_repeats=2, a_major="mn", b_major="mn"), dict(atype="bf16", form="rs", swizzle=64, k_repeats=2),
-], ids=["k-none", "k-128B", "fp8-k-32B", "mn-64B", "mn-32B", "mn-none", "rs-k-64B"])
+    dict(atype="bf16", swizzle=0, k_repeats=2, a_major="mn", b_major="mn"),
+    dict(atype="bf16", form="rs", swizzle=64, k_repeats=2, overrides={"params": {"scale_d": False, "wait": 0}}),
+], ids=["k-none", "k-128B", "fp8-k-32B", "mn-64B", "mn-32B", "mn-none", "rs-k-64B-wait"])
 def test_pattern_descriptor_read_by_the_emulator_is_the_layouts_tile(kw):
     n = 64 if kw.get("b_major") == "mn" else 16
     kk = (32 if kw["atype"] == "e4m3" else 16) * kw["k_repeats"]

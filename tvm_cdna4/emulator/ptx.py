@@ -170,6 +170,8 @@ def _ptx(name: str, semantics):
 
 
 def calls() -> dict:
+    from .ptx_hopper import _func_call
+
     machine_ops = {
         "tirx.cuda.thread_idx": _index("threadIdx"),
         "tirx.cuda.block_idx": _index("blockIdx"),
@@ -216,7 +218,7 @@ def calls() -> dict:
                                              "mbarrier_try_wait_parity_no_hint")),
         ("atom", _atomic(True)), ("red", _atomic(False)), ("fence", _fence), ("prefetch", _prefetch),
     ))
-    return {**machine_ops, **ptx_ops, **hopper_calls()}
+    return {**machine_ops, **ptx_ops, **hopper_calls(), "tirx.cuda.func_call": _func_call}
 
 
 def hopper_calls() -> dict:

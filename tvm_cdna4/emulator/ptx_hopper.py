@@ -1,6 +1,7 @@
 """sm90 synchronization and warp instructions of the CUDA emulator (PTX ISA 9.4 numbering): mbarrier
 transaction counts (``mbarrier.arrive.expect_tx``, ``mbarrier.expect_tx`` / ``complete_tx``, §9.7.15.16),
-``elect.sync`` (§9.7.15.15), ``setmaxnreg`` (§9.7.21.5) and ``fence.proxy.async`` (§9.7.15.4).
+``elect.sync`` (§9.7.15.15), ``setmaxnreg`` (§9.7.21.5) and ``fence.proxy.async`` (§9.7.15.4); the
+wgmma register fences of ``patterns.wgmma_fence`` (``T.cuda.func_call`` of an empty asm).
 Part of the CUDA device ops' semantics (``emulator.ptx``, whose docstring tells the conventions)."""
 
 from __future__ import annotations
@@ -88,4 +89,16 @@ def _setmaxnreg(compiler, call: PtxCall):
 def _fence_proxy(compiler, call: PtxCall):
     """``fence.proxy.async{.space}`` / ``fence.proxy.alias``: accepted; the emulator does not model the
     async proxy's view of generic-proxy writes (docs/emulator.md, "Hopper (sm90)")."""
+    return lambda env, mask: None
+
+
+def _func_call(compiler, node, args):
+    """``T.cuda.func_call``: the wgmma register fences (``patterns.wgmma_fence.FENCE_NAMES``) are no
+    instruction (an empty asm that orders the compiler; the emulator runs statements in order); any
+    other C helper is not emulated."""
+    from ..patterns.wgmma_fence import FENCE_NAMES
+
+    name = getattr(node.args[0], "value", node.args[0])
+    if name not in FENCE_NAMES:
+        raise NotImplementedError(f"emulator: T.cuda.func_call of the C helper {name!r} (known: {list(FENCE_NAMES)})")
     return lambda env, mask: None

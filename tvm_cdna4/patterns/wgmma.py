@@ -34,12 +34,15 @@ Parameters: ``scale_d`` (bool or a boolean expression, default True: D = A*B + D
 repeat; False: D = A*B), ``scale_a`` / ``scale_b`` (1 or -1), ``a_major`` / ``b_major``, ``wait``
 (None default, or 0..7).
 
-Lowering: ``wgmma.fence`` before the first instruction (registers written before it are visible to
-it), the instructions, ``wgmma.commit_group`` after them: one call is one wgmma group. The wait
-is the caller's: ``T.ptx["wgmma.wait_group.sync.aligned"](n)`` before D (or an RS A) is read or
-written again, or ``wait=n`` here (emitted after the commit; D's registers are not fenced against
-compiler reordering across the wait yet: read D in code that depends on it, as after any wait). ``cuda.wgmma_check`` (run by ``cuda.build``) refuses a
-kernel that reads or writes D before the wait that retires it.
+Lowering: a register fence on every D register (and every RS A register) by reference
+(``patterns.wgmma_fence.fence_operand``, CUTLASS's ``warpgroup_fence_operand``: an empty ``asm
+volatile`` with a ``"+f"``/``"+r"`` operand, no instruction), ``wgmma.fence`` before the first
+instruction (registers written before it are visible to it), the instructions, ``wgmma.commit_group``
+after them: one call is one wgmma group. The wait is the caller's: ``T.ptx["wgmma.wait_group.sync.aligned"](n)``
+before D (or an RS A) is read or written again, then ``T.sm90.fence_operand(reg)`` on each D register
+(so that the compiler moves no read of D above the wait); or ``wait=n`` here, which emits the wait
+after the commit and the same fences on D (and RS A) after it. ``cuda.wgmma_check`` (run by
+``cuda.build``) refuses a kernel that reads or writes D before the wait that retires it.
 
 Errors are ``ContractError`` s naming the operand and the rule (``check``): ``target`` (sm_90a only),
 ``scope`` (``scope="warpgroup"``, 128-thread aligned warpgroups), ``operands``, ``storage scope``,
@@ -57,6 +60,7 @@ from ..errors import ContractError
 from ..isa import hopper_layout as L
 from ..isa import wgmma_table as W
 from ..tirx_private import CudaContext, CudaRegion
+from .wgmma_fence import fence_operand, fenced
 
 SCOPE = "warpgroup"
 OPERANDS = ("D", "A", "B")
@@ -298,9 +302,14 @@ def lower(form: Form, args, params, sctx):
         ([] if rs else [int(values["a_major"] == "mn")]) + [int(values["b_major"] == "mn")])
     imms = [] if ka.atype in W.FP8 and False else [values["scale_a"], values["scale_b"]]
     mma = _ptx(str(form), *dregs, *a_operand, b_desc, scale_d, *imms, *trans)
-    body = [Evaluate(_ptx(FENCE)), ctx.finish([mma]), Evaluate(_ptx(COMMIT))]
+    bindings, ctx.bindings = ctx.bindings, []
+    issue = ctx.finish([mma])
+
+    def fences():  # D over the M, N repeats; an RS A over the M, K repeats
+        return [fenced(ctx, (0, 1), dregs), *([fenced(ctx, (0, 2), a_operand)] if rs else [])]
+    body = [*bindings, *fences(), Evaluate(_ptx(FENCE)), issue, Evaluate(_ptx(COMMIT))]
     if values["wait"] is not None:
-        body.append(Evaluate(_ptx(WAIT, values["wait"])))
+        body += [Evaluate(_ptx(WAIT, values["wait"])), *fences()]
     return SeqStmt(body)
 
 
@@ -353,7 +362,7 @@ def register() -> dict:
         return construct(form, operands, packed, scope=scope, **ctor)
 
     apply.__doc__ = __doc__
-    sm90 = SimpleNamespace(tile=SimpleNamespace(apply=auto_emit_void_call(apply)))
+    sm90 = SimpleNamespace(tile=SimpleNamespace(apply=auto_emit_void_call(apply)), fence_operand=fence_operand)
     builder_op.register_script_namespace("sm90", sm90)
     builder_op.register_script_namespace("wgmma", wgmma)
     _REGISTERED.update(sm90=sm90, wgmma=wgmma)
