@@ -67,3 +67,40 @@ def test_canonical_offsets_follow_cutlass_layouts():
     # MN-major 128 B ((T,8,m),(8,k)):((1,T,LBO),(8T,SBO)): LBO steps 128 MN bytes, SBO 8 K rows
     assert H.canonical_offset("mn", 128, 2048, 1024, 65, 9, 16) == 2 + 2048 + 128 + 1024
     assert H.swizzle(0x80 + 0x10, 128) == 0x80 + 0x00 and H.swizzle(0x390, 32) == 0x390 ^ 0x10
+
+
+def test_descriptor_round_trips_every_swizzle_and_field_extreme():
+    rng = np.random.default_rng(0)
+    for width in H.SWIZZLE_BYTES:
+        for start, lbo, sbo in [*(rng.integers(0, 1 << 14, (20, 3)) * 16).tolist(), [0, 0, 0], [(1 << 18) - 16] * 3]:
+            fields = H.decode_descriptor(H.encode_descriptor(start, lbo, sbo, width))
+            assert fields == {"start": start, "lbo": lbo, "sbo": sbo, "base_offset": 0, "swizzle": width}
+    with pytest.raises(ValueError):
+        H.encode_descriptor(0, 16, 1 << 18, 0)  # SBO past 14 bits of 16-byte units
+    with pytest.raises(ValueError):
+        H.encode_descriptor(0, 16, 0, 16)  # no 16 B swizzle
+
+
+def test_swizzle_is_its_own_inverse_and_a_permutation_of_each_period():
+    addr = np.arange(2048)
+    for width in H.SWIZZLE_BYTES:
+        out = H.swizzle(addr, width)
+        assert (H.swizzle(out, width) == addr).all()
+        period = H.swizzle_period(width)
+        assert sorted((out[:period]).tolist()) == list(range(period))
+
+
+def test_canonical_offsets_are_the_same_on_ints_arrays_and_tir_expressions():
+    from tvm_tirx.ir import IntImm, Var
+    from tvm_tirx.sym import Analyzer
+
+    from tvm_cdna4.patterns.common import substitute
+
+    mn, k = Var("mn", "int32"), Var("k", "int32")
+    grid = np.meshgrid(np.arange(16), np.arange(16), indexing="ij")
+    for major, width, bits in (("k", 0, 16), ("k", 128, 8), ("mn", 0, 16), ("mn", 64, 16)):
+        expr = H.canonical_offset(major, width, 256, 1024, mn, k, bits)
+        table = H.canonical_offset(major, width, 256, 1024, *grid, bits)
+        for i, j in ((0, 0), (9, 3), (15, 15)):
+            value = Analyzer().simplify(substitute(substitute(expr, mn, IntImm("int32", i)), k, IntImm("int32", j)))
+            assert int(value.value) == table[i, j] == H.canonical_offset(major, width, 256, 1024, i, j, bits)

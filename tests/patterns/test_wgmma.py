@@ -82,8 +82,10 @@ def _swizzle_for_fp8_units():
     (dict(atype="e4m3", overrides={"params": {"scale_d": False, "b_major": "mn"}}), "major", "B"),
     (dict(atype="bf16", overrides={"params": {"scale_d": False, "b_major": "mn"}}), "layout", "B"),
     (dict(atype="bf16", form="rs", overrides={"A.layout": "fp8-fragment"}), "owner map", "A"),
+    (dict(atype="f16", n=64, swizzle=64, k_repeats=2, a_major="mn", b_major="mn",
+          overrides={"B.layout": "aliasing-mn"}), "layout", "B"),
     (dict(atype="bf16", overrides={"final_wait": 1}), "accumulator wait", "acc_raw"),
-], ids=["scope", "threads", "swizzle", "misaligned", "acc-dtype", "fp8-mn-major", "declared-major", "rs-a-layout",
+], ids=["scope", "threads", "swizzle", "misaligned", "acc-dtype", "fp8-mn-major", "declared-major", "rs-a-layout", "aliasing-mn",
         "read-before-wait"])
 def test_contract_violations_are_refused(kw, check, operand):
     from tvm_cdna4.probes_wgmma import a_register_layout
@@ -91,6 +93,10 @@ def test_contract_violations_are_refused(kw, check, operand):
     o = kw.get("overrides", {})
     if o.get("A.layout") == "fp8-units":
         o["A.layout"] = _swizzle_for_fp8_units()
+    elif o.get("B.layout") == "aliasing-mn":  # K rows 8.. and N 32.. both 8 rows of 64 B on: LBO == SBO
+        from tvm_tirx.tirx.layout import ComposeLayout, S, TileLayout
+
+        o["B.layout"] = ComposeLayout(3, 2, 3, TileLayout(S[(1, 2, 2, 32, 16):(1, 16 * 64, 256, 1, 32)]))
     elif o.get("A.layout") == "fp8-fragment":
         o["A.layout"] = a_register_layout(W.KIND["e4m3"], (1, 4))
     with pytest.raises(ContractError) as info:

@@ -25,10 +25,10 @@ Shared operands: the layout declared on the tile must be one of the descriptor's
 (PTX ISA "Shared Memory Matrix Layout"; ``isa.hopper_layout.canonical_offset``). Its swizzle is read
 from the layout (a ``TileLayout``: none; ``ComposeLayout(per_element=log2(16 bytes / element),
 swizzle_len=1/2/3, atom_len=3, tile)``: 32/64/128 B), LBO / SBO from the layout's strides, and every
-element of the atom is proven to sit where the descriptor says. The tile's data must be aligned to
-the swizzle period (8 rows of the swizzle width; 16 bytes without one) and the atom's start 16-byte
-aligned. ``a_major`` / ``b_major`` (``"k"`` default, or ``"mn"``: M/N-major, f16/bf16 only) say
-which canonical family the tile uses.
+element of the atom is proven to sit where the descriptor says, no two at one address. The tile's
+data must be aligned to the swizzle period (8 rows of the swizzle width; 16 bytes without one)
+and the atom's start 16-byte aligned. ``a_major`` / ``b_major`` (``"k"`` default, or ``"mn"``:
+M/N-major, f16/bf16 only) say which canonical family the tile uses.
 
 Parameters: ``scale_d`` (bool or a boolean expression, default True: D = A*B + D on the first K
 repeat; False: D = A*B), ``scale_a`` / ``scale_b`` (1 or -1), ``a_major`` / ``b_major``, ``wait``

@@ -100,6 +100,20 @@ def _walk(ctx, smem, major, swizzle, lbo, sbo, atom):
                             suggestion=None if major == "mn" else "an M/N-major tile needs a_major/b_major='mn'")
 
 
+def _distinct(ctx, smem, major, swizzle, lbo, sbo, atom):
+    """The descriptor's LBO / SBO give every atom element its own address (a layout whose strides make
+    two canonical steps coincide passes the walk yet aliases elements)."""
+    import numpy as np
+
+    mn, k = np.meshgrid(np.arange(atom[0]), np.arange(atom[1]), indexing="ij")
+    offsets = L.canonical_offset(major, swizzle, lbo, sbo, mn, k, smem.bits)
+    if len(np.unique(offsets)) < offsets.size:
+        raise _fail(ctx, smem.name, f"the declared layout puts two atom elements at one address (LBO {lbo}, SBO {sbo}: "
+                    f"the {major.upper()}-major canonical steps of swizzle {SWIZZLE_SPELLING[swizzle]} overlap)",
+                    check="layout", expected="distinct byte offsets for the atom's elements",
+                    found=f"{offsets.size - len(np.unique(offsets))} repeated offsets")
+
+
 def _alignment(ctx, smem, swizzle):
     period = L.swizzle_period(swizzle)
     alignment = int(smem.ty.data_alignment)
@@ -120,6 +134,7 @@ def descriptor(ctx, smem, major: str, atom: tuple[int, int]):
     _alignment(ctx, smem, swizzle)
     lbo, sbo = strides(ctx, smem, major, swizzle, *atom)
     _walk(ctx, smem, major, swizzle, lbo, sbo, atom)
+    _distinct(ctx, smem, major, swizzle, lbo, sbo, atom)
     fixed = L.encode_descriptor(0, lbo, sbo, swizzle)
     # the descriptor's start: the unswizzled shared address of the atom's origin
     physical = smem.memory((0, 0)) * smem.bits // 8
