@@ -1,0 +1,177 @@
+"""The sm90 GEMM target (``tvm_cdna4.kernels.sm90``): the plan record, the cost model's choices, the
+refusals, the emitted kernel (wgmma, TMA, mbarriers, setmaxnreg), the ``TARGETS`` row and the CLI.
+
+Compile-only checks run everywhere (TIRx lowers for ``sm_90a`` without a GPU; ``ptxas`` assembles the
+source where nvcc is present); tests marked ``cuda(arch="sm_90a")`` validate on a Hopper GPU."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+
+import attrs
+import pytest
+
+from tvm_cdna4.cli import main
+from tvm_cdna4.errors import ContractError
+from tvm_cdna4.kernels import devices, gemm
+from tvm_cdna4.kernels.gemm import GemmProblem
+from tvm_cdna4.kernels.gemm.epilogue import Fusion
+from tvm_cdna4.kernels.sm90 import gemm_cost
+from tvm_cdna4.kernels.sm90.gemm_plan import Sm90Config, Sm90Plan
+
+H200 = devices.DEVICES["H200"]
+
+
+def bf16(M, N=4096, K=4096, out="bf16"):
+    return GemmProblem(M, N, K, "bf16", "nt", out)
+
+
+def test_the_row_and_its_aliases():
+    row = gemm.TARGETS["sm90"]
+    assert row.module == "tvm_cdna4.kernels.sm90.gemm_target" and row.aliases == ("sm_90", "sm_90a")
+    assert gemm.code("sm90") == {"cuda": "source"}
+
+
+@pytest.mark.parametrize("M, N, K, tile", [
+    (1, 4096, 4096, (64, 64, 1)),          # decode rows: the most CTAs streaming the weights
+    (77, 4096, 14336, (64, 64, 1)),
+    (768, 14336, 4096, (128, 256, 2)),
+    (4096, 4096, 4096, (128, 256, 2)),     # large M: the tile shared memory keeps up with
+    (8192, 4096, 14336, (128, 256, 2)),
+])
+def test_the_cost_model_picks_the_tile_by_m(M, N, K, tile):
+    cfg = gemm_cost.choose_config(M, N, K, 2, H200)
+    assert (cfg.block_m, cfg.block_n, cfg.consumers) == tile
+    assert cfg.stages == gemm_cost.deepest(*tile, H200.smem_per_unit, -(-K // 64))
+    ranked = gemm_cost.ranked(M, N, K, 2, H200)
+    assert ranked[0][1] == cfg and all(a <= b for (a, _), (b, _) in zip(ranked, ranked[1:]))
+
+
+def test_the_estimate_terms():
+    cfg = Sm90Config(128, 256, 4, 2)
+    est = gemm_cost.estimate(cfg, 4096, 4096, 4096, 2, H200)
+    # 512 tiles over 132 SMs: 4 tiles on the busiest CTA; shared memory keeps up with 128x256 exactly
+    assert gemm_cost.efficiency(cfg) == pytest.approx(gemm_cost.TENSOR_EFFICIENCY)
+    tile = 128 * 256 * 4096 * 2 / (4096 * H200.clock_hz * gemm_cost.TENSOR_EFFICIENCY)
+    assert est.compute == pytest.approx(4 * tile)
+    # the busiest CTA streams its 4 tiles' A and B panels and writes their C from L2
+    streamed = 4 * ((128 + 256) * 4096 * 2 + 128 * 256 * 2) / (gemm_cost.SM_BYTES_PER_CLK * H200.clock_hz)
+    assert streamed > (2 * 4096 * 4096 * 2 + 4096 * 4096 * 2) / H200.hbm_bytes_s
+    assert est.memory == pytest.approx(streamed) and est.memory < est.compute
+    assert est.total == pytest.approx(est.compute + est.fill)
+    # a narrower tile needs more shared-memory bandwidth per flop
+    assert gemm_cost.efficiency(Sm90Config(128, 128, 4, 2)) < gemm_cost.efficiency(cfg)
+
+
+def test_the_plan_is_a_frozen_record_whose_json_is_the_summary():
+    p = gemm.plan(bf16(333, 200, 136), "sm90", Sm90Config(64, 64, 3, 1))
+    assert isinstance(p, Sm90Plan) and gemm.target_of(p) == "sm90"
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        p.M = 1
+    s = json.loads(p.to_json())
+    assert s["tiles"] == [6, 4] and s["grid"] == 24 and s["threads"] == 256 and s["k_tiles"] == 3
+    assert s["smem_bytes"] == 3 * (64 + 64) * 64 * 2 and s["config"]["stages"] == 3
+    assert [q.name for q in p.params] == ["A", "B", "C"] and p.params[1].shape == (200, 136)
+    assert p.to_record()["config"] == attrs.asdict(p.config)
+    # the persistent grid is capped by the tiles and by the SMs
+    assert gemm.plan(bf16(4096), "sm90", Sm90Config(128, 256, 4, 2)).ctas == H200.units
+    # the grouped tile order visits every tile once
+    q = gemm.plan(bf16(1000, 1000, 64), "sm90", Sm90Config(128, 128, 2, 2, group_m=3))
+    seen = [q.tile_of(t, lambda a, b: a // b, lambda a, b: a % b, min) for t in range(q.tiles)]
+    assert sorted(seen) == [(m, n) for m in range(q.tiles_m) for n in range(q.tiles_n)]
+    assert seen[:4] == [(0, 0), (1, 0), (2, 0), (0, 1)]
+
+
+@pytest.mark.parametrize("problem, operand, check", [
+    (bf16(8, 64, 4095), "K", "alignment"),                           # TMA's 16-byte global stride
+    (GemmProblem(8, 64, 64, "bf16", "tn"), "layout", "layout"),
+    (GemmProblem(8, 64, 64, "fp8", "nt"), "dtype", "dtype"),
+    (GemmProblem(8, 64, 64, "bf16", "nt", "i32"), "out_dtype", "dtype"),
+    (GemmProblem(None, 64, 64, "bf16", "nt"), "M", "shape"),         # dynamic M: not yet
+    (GemmProblem(8, 64, 64, "bf16", "nt", fusion=Fusion(bias=True)), "fusion", "parameters"),
+])
+def test_a_problem_sm90_does_not_run_is_refused_naming_the_operand(problem, operand, check):
+    with pytest.raises(ContractError) as e:
+        gemm.plan(problem, "sm90")
+    assert e.value.operand == operand and e.value.check == check
+
+
+@pytest.mark.parametrize("cfg, field", [
+    (Sm90Config(128, 256, 4, 3), "consumers"),
+    (Sm90Config(96, 128, 4, 1), "block_m"),
+    (Sm90Config(128, 260, 4, 2), "block_n"),
+    (Sm90Config(128, 256, 4, 1), "block_m x block_n"),   # 256 f32 accumulators per thread
+    (Sm90Config(128, 256, 5, 2), "stages"),              # 5 x 48 KiB > 227 KiB
+])
+def test_a_config_that_breaks_a_rule_is_refused_naming_the_field(cfg, field):
+    with pytest.raises(ContractError, match=f"config {field}:") as e:
+        gemm.plan(bf16(256), "sm90", cfg)
+    assert e.value.operand == field
+
+
+def test_validate_without_a_gpu_runner_says_the_emulator_does_not_run_sm90():
+    with pytest.raises(NotImplementedError, match="CUDA emulator does not run sm90 kernels yet"):
+        gemm.validate(bf16(5, 64, 64), "sm90")
+
+
+def test_the_cli_prints_the_plan_and_reads_the_tile_options(capsys):
+    flags = "--dtype bf16 --layout nt --out-dtype bf16 -M 768 -N 14336 -K 4096".split()
+    assert main(["gemm", "--target", "sm90", *flags, "--emit", "config"]) == 0
+    assert json.loads(capsys.readouterr().out) == json.loads(gemm.plan(bf16(768, 14336, 4096), "sm90").to_json())
+    assert main(["gemm", "--target", "sm_90a", *flags, "--block", "64x128x64", "--warps", "1x1", "--emit",
+                 "config"]) == 0
+    cfg = json.loads(capsys.readouterr().out)["config"]
+    assert (cfg["block_m"], cfg["block_n"], cfg["consumers"]) == (64, 128, 1)
+    assert cfg["stages"] == gemm_cost.deepest(64, 128, 1, devices.planned("sm80").smem_per_unit, 64)
+    with pytest.raises(ValueError, match="the sm90 K tile is 64"):
+        gemm.config_from_options(bf16(768), "sm90", block="128x128x32")
+
+
+@pytest.fixture(scope="module")
+def small_plan():
+    return gemm.plan(GemmProblem(33, 40, 72, "bf16", "nt", "f32"), "sm90", Sm90Config(64, 64, 2, 1))
+
+
+def test_the_emitted_kernel_is_warp_specialized_tma_and_wgmma(small_plan):
+    from tvm_cdna4.kernels.sm90.gemm_target import build_plan
+
+    source = build_plan(small_plan, cache=False).source
+    for word in ("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes",
+                 "mbarrier.arrive.expect_tx.shared.b64", "mbarrier.try_wait.parity", "setmaxnreg.dec.sync.aligned.u32 40",
+                 "setmaxnreg.inc.sync.aligned.u32 232", "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16",
+                 "wgmma.commit_group", "wgmma.wait_group", "st.global.v2.f32", "__launch_bounds__(256, 1)",
+                 "const __grid_constant__ CUtensorMap mapA, const __grid_constant__ CUtensorMap mapB"):
+        assert word in source, word
+    # one wgmma per k16 step of the 64-wide K tile; two TMA loads per stage
+    body = source[source.index("main_kernel(float"):]
+    assert body.count("m64n64k16_f32_bf16_bf16_1_1_0_0(") == 4 and body.count("complete_tx__bytes(") == 2
+    # the host encodes both tensor maps: 128-byte swizzle, K innermost
+    script = gemm.emit(small_plan).script()
+    assert script.count("tensormap_encode_tiled") == 2 and "swizzle=3" in script.replace(" ", "")
+
+
+def test_ptxas_assembles_the_kernel_with_setmaxnreg_in_effect(small_plan, tmp_path):
+    from tvm_cdna4.kernels.sm90.gemm_target import build_plan
+
+    nvcc = shutil.which("nvcc") or shutil.which("/usr/local/cuda/bin/nvcc")
+    if nvcc is None:
+        pytest.skip("nvcc not found: nothing assembles the CUDA source here")
+    (tmp_path / "k.cu").write_text(build_plan(small_plan).source)
+    done = subprocess.run([nvcc, "-gencode=arch=compute_90a,code=sm_90a", "-c", "-Xptxas", "-v", "k.cu", "-o", "k.o"],
+                          cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "C7508" not in done.stderr  # setmaxnreg ignored: the kernel would have no register cap at entry
+    assert "0 bytes spill stores" in done.stderr
+
+
+@pytest.mark.cuda(arch="sm_90a")
+@pytest.mark.parametrize("M, N, K, out", [(1, 256, 512, "bf16"), (77, 200, 520, "f32"), (333, 77, 64, "bf16"),
+                                           (512, 1024, 1024, "f16")])
+def test_validates_on_a_hopper_gpu(M, N, K, out):
+    from tvm_cdna4.runtime.cuda import run_gemm
+
+    dtype = "f16" if out == "f16" else "bf16"
+    v = gemm.validate(GemmProblem(M, N, K, dtype, "nt", out), "sm90", run=run_gemm)
+    assert v.ok and v.where == "the NVIDIA GPU"

@@ -1,0 +1,193 @@
+"""Emission of the sm90 GEMM: a ``Sm90Plan`` to a TIRx PrimFunc ``main(A, B, C)`` (the plan's ``params``).
+
+The kernel (``gemm_plan``'s docstring tells the design): warpgroup 0 is the producer (``setmaxnreg.dec``
+to ``PRODUCER_REGS``; thread 0 waits on a stage's "empty" mbarrier, arms its "full" one with
+``mbarrier.arrive.expect_tx`` and issues the two TMA loads, ``cp.async.bulk.tensor.2d`` (``tma_load``)
+through the ``CUtensorMap`` of A and B that ``main``'s host part encodes at each launch
+(``T.cuda.tensormap_encode_tiled``: 128-byte swizzle, out-of-bounds boxes zero-filled; TIRx passes
+them as ``__grid_constant__`` kernel parameters). TIRx's TMA tile pattern would encode them too, but
+it proves the swizzled shared view element by element, minutes of lowering for a 128x256 tile); warpgroups
+1.. are the consumers (``setmaxnreg.inc`` to ``CONSUMER_REGS``): per k-tile they wait on "full", issue
+``wgmma.mma_async`` from the stage's 128-byte-swizzled tiles (``wgmma_issue``: the one place the
+instruction is written), commit, wait for the previous k-tile's group and release its stage (one
+arrival per consumer warpgroup on "empty"). After the tile's last k-tile the consumers store C from
+their registers (column pairs: ``st.global.v2.f32`` or ``cvt.rn.{bf16,f16}x2.f32`` + ``st.global.b32``,
+each predicated inside C; odd N: one element at a time) while the producer already loads the next
+tile's stages. Both roles walk the same tiles, ``pid, pid + ctas, ...`` in the plan's grouped order
+(``Sm90Plan.tile_of``); the ring position of k-tile ``kt`` of the CTA's ``i``-th tile is
+``i * k_tiles + kt`` (stage: modulo ``stages``; mbarrier phase: its quotient's parity).
+"""
+
+from __future__ import annotations
+
+from tvm_tirx.script import ir as I
+from tvm_tirx.script import tirx as T
+from tvm_tirx.script.parser import parse
+
+from ...tirx_private import transpile_once
+from .gemm_plan import BLOCK_K, CONSUMER_REGS, PRODUCER_REGS, WARPGROUP, WGMMA_K, WGMMA_M, Sm90Plan
+
+TMA_LOAD = "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+SWIZZLE_128B = 3
+"""The TMA swizzle mode (``CU_TENSOR_MAP_SWIZZLE_128B``, CUDA driver API ``CUtensorMapSwizzle``)."""
+DESCRIPTOR_BITS = (1 << 16) | ((8 * 128 // 16) << 32) | (1 << 62)
+"""A K-major, 128-byte-swizzled wgmma matrix descriptor's fixed fields (PTX ISA 9.7.17.5.1.2, "Matrix
+Descriptor Format"): leading byte offset 1 (unused for a swizzled K-major operand), stride byte offset
+1024 >> 4 (eight 128-byte rows to the next 8-row group), layout type 1 (128B swizzle) in bits 62-63.
+The start address (bits 0-13) is the shared address >> 4."""
+
+
+def descriptor(address):
+    """The wgmma matrix descriptor of a 128-byte-swizzled K-major tile at shared ``address`` (uint32)."""
+    return T.cast((address & T.uint32(0x3FFFF)) >> T.uint32(4), "uint64") | T.uint64(DESCRIPTOR_BITS)
+
+
+def wgmma_instr(p: Sm90Plan) -> str:
+    return f"wgmma.mma_async.sync.aligned.m{WGMMA_M}n{p.config.block_n}k{WGMMA_K}.f32.{p.dtype}.{p.dtype}"
+
+
+def wgmma_issue(p: Sm90Plan, acc, base: int, a_desc, b_desc):
+    """One ``wgmma.mma_async`` (SS, both K-major: no transposes) accumulating into ``acc[base:base + N/2]``:
+    the one call a wgmma tile pattern can replace."""
+    n = p.config.block_n // 2
+    T.ptx[wgmma_instr(p)](*[acc[base + i] for i in range(n)], a_desc, b_desc, T.bool(True), 1, 1, 0, 0)
+
+
+def tma_load(p: Sm90Plan, SMH, offset: int, tensor_map, k0, row0, mbar):
+    """One 2-D TMA load of a ``rows x BLOCK_K`` box at (``row0``, ``k0``) into the shared tile at element
+    ``offset``, completing on ``mbar``: the one call a TMA tile pattern can replace."""
+    T.ptx[TMA_LOAD](T.cuda.cvta_generic_to_shared(SMH.ptr_to([offset])), T.address_of(tensor_map), k0, row0, mbar)
+
+
+@T.macro
+def kernel(p, A, B, C, maps):
+    c = p.config
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=p.ctas, block=c.threads, dynamic_smem_bytes=p.smem_bytes),
+                   kernel_attrs=T.cuda.KernelAttributes(min_blocks_per_sm=1))
+    SMH = T.alloc_tensor(ty_args=[T.Tensor((p.smem_bytes // 2,), p.tir_dtype, scope="shared.dyn", layout="default", align=1024)])
+    MB = T.alloc_tensor(ty_args=[T.Tensor((2 * c.stages,), "uint64", scope="shared", layout="default")])
+    tid = T.cuda.thread_idx("x")
+    pid = T.cuda.block_idx("x")
+    if tid == 0:
+        for s in T.unroll(c.stages):
+            T.ptx.mbarrier.init.shared.b64(MB.ptr_to([s]), T.uint32(1))
+            T.ptx.mbarrier.init.shared.b64(MB.ptr_to([c.stages + s]), T.uint32(c.consumers))
+        T.ptx["fence.mbarrier_init.release.cluster"]()
+    T.cuda.cta_sync()
+    if tid < WARPGROUP:
+        T.ptx["setmaxnreg.dec.sync.aligned.u32"](PRODUCER_REGS)
+        if tid == 0:
+            producer(p, SMH, MB, maps, pid)
+    else:
+        T.ptx["setmaxnreg.inc.sync.aligned.u32"](CONSUMER_REGS)
+        consumer(p, SMH, MB, C, pid, tid // WARPGROUP - 1, tid % WARPGROUP)
+
+
+@T.macro
+def producer(p, SMH, MB, maps, pid):
+    c = p.config
+    for i in range(T.truncdiv(p.tiles - 1 - pid, p.ctas) + 1):
+        tile = p.tile_of(pid + i * p.ctas, T.truncdiv, T.truncmod, T.min)
+        m0 = tile[0] * c.block_m
+        n0 = tile[1] * c.block_n
+        for kt in range(p.k_tiles):
+            it = i * p.k_tiles + kt
+            s = it % c.stages
+            T.cuda.mbarrier_wait(MB.ptr_to([c.stages + s]), (it // c.stages + 1) % 2)
+            T.ptx.mbarrier.arrive.expect_tx.shared.b64(MB.ptr_to([s]), T.uint32(c.stage_bytes()))
+            tma_load(p, SMH, s * c.block_m * BLOCK_K, maps[0], kt * BLOCK_K, m0, MB.ptr_to([s]))
+            tma_load(p, SMH, c.stages * c.block_m * BLOCK_K + s * c.block_n * BLOCK_K, maps[1], kt * BLOCK_K, n0,
+                     MB.ptr_to([s]))
+
+
+@T.macro
+def consumer(p, SMH, MB, C, pid, wg, t):
+    c = p.config
+    acc = T.alloc_tensor(ty_args=[T.Tensor((c.rows // WGMMA_M * c.block_n // 2,), "float32", scope="local", layout="default")])
+    for i in range(T.truncdiv(p.tiles - 1 - pid, p.ctas) + 1):
+        tile = p.tile_of(pid + i * p.ctas, T.truncdiv, T.truncmod, T.min)
+        m0 = tile[0] * c.block_m
+        n0 = tile[1] * c.block_n
+        for r in T.unroll(c.rows // WGMMA_M * c.block_n // 2):
+            acc[r] = T.float32(0)
+        for kt in range(p.k_tiles):
+            it = i * p.k_tiles + kt
+            s = it % c.stages
+            T.cuda.mbarrier_wait(MB.ptr_to([s]), (it // c.stages) % 2)
+            T.ptx["wgmma.fence.sync.aligned"]()
+            a_base = T.cuda.cvta_generic_to_shared(SMH.ptr_to([s * c.block_m * BLOCK_K + wg * c.rows * BLOCK_K]))
+            b_base = T.cuda.cvta_generic_to_shared(SMH.ptr_to([c.stages * c.block_m * BLOCK_K + s * c.block_n * BLOCK_K]))
+            for kk in T.unroll(BLOCK_K // WGMMA_K):
+                for mi in T.unroll(c.rows // WGMMA_M):
+                    wgmma_issue(p, acc, mi * c.block_n // 2,
+                                descriptor(a_base + T.uint32(mi * WGMMA_M * BLOCK_K * 2 + kk * WGMMA_K * 2)),
+                                descriptor(b_base + T.uint32(kk * WGMMA_K * 2)))
+            T.ptx["wgmma.commit_group.sync.aligned"]()
+            T.ptx["wgmma.wait_group.sync.aligned"](1)
+            if kt > 0:
+                if t == 0:
+                    T.ptx.mbarrier.arrive.shared.b64(MB.ptr_to([c.stages + (it + c.stages - 1) % c.stages]), T.uint32(1))
+        T.ptx["wgmma.wait_group.sync.aligned"](0)
+        if t == 0:
+            T.ptx.mbarrier.arrive.shared.b64(MB.ptr_to([c.stages + (i * p.k_tiles + p.k_tiles - 1) % c.stages]), T.uint32(1))
+        store(p, acc, C, m0 + wg * c.rows + (t // 32) * 16 + (t % 32) // 4, n0 + 2 * (t % 4))
+
+
+@T.macro
+def store(p, acc, C, row, col):
+    # acc[mi * N/2 + j * 4 + h * 2 + e] is C[row + 64 mi + 8 h, col + 8 j + e] (PTX ISA 9.7.17.5.1.1.1,
+    # the wgmma D fragment: thread t of the warpgroup holds rows 16 (t / 32) + (t % 32) / 4 + 8 h)
+    c = p.config
+    if I.constexpr(p.N % 2 == 0 and p.out_dtype == "f32"):
+        for mi in T.unroll(c.rows // WGMMA_M):
+            for j in T.unroll(c.block_n // 8):
+                for h in T.unroll(2):
+                    T.ptx["st.global.v2.f32"](C.ptr_to([row + mi * WGMMA_M + 8 * h, col + 8 * j]),
+                                              acc[mi * c.block_n // 2 + j * 4 + h * 2],
+                                              acc[mi * c.block_n // 2 + j * 4 + h * 2 + 1],
+                                              pred=T.and_(row + mi * WGMMA_M + 8 * h < p.M, col + 8 * j < p.N))
+    elif I.constexpr(p.N % 2 == 0):
+        word = T.alloc_tensor(ty_args=[T.Tensor((1,), "uint32", scope="local", layout="default")])
+        for mi in T.unroll(c.rows // WGMMA_M):
+            for j in T.unroll(c.block_n // 8):
+                for h in T.unroll(2):
+                    T.ptx[f"cvt.rn.{p.out_dtype}x2.f32"](word[0], acc[mi * c.block_n // 2 + j * 4 + h * 2 + 1],
+                                                         acc[mi * c.block_n // 2 + j * 4 + h * 2])
+                    T.ptx["st.global.b32"](C.ptr_to([row + mi * WGMMA_M + 8 * h, col + 8 * j]), word[0],
+                                           pred=T.and_(row + mi * WGMMA_M + 8 * h < p.M, col + 8 * j < p.N))
+    else:
+        for mi in T.unroll(c.rows // WGMMA_M):
+            for j in T.unroll(c.block_n // 8):
+                for h in T.unroll(2):
+                    for e in T.unroll(2):
+                        if T.and_(row + mi * WGMMA_M + 8 * h < p.M, col + 8 * j + e < p.N):
+                            C[row + mi * WGMMA_M + 8 * h, col + 8 * j + e] = T.Cast(p.tir_out, acc[mi * c.block_n // 2 + j * 4 + h * 2 + e])
+
+
+L2_PROMOTION_256B = 2
+"""``CU_TENSOR_MAP_L2_PROMOTION_L2_256B`` (CUDA driver API ``CUtensorMapL2promotion``)."""
+
+
+def signature_source(p: Sm90Plan) -> str:
+    """``main(A, B, C)``: the host part encodes the tensor maps of A (``[M, K]``, boxes ``block_m x 64``)
+    and B (``[N, K]``, boxes ``block_n x 64``), innermost dimension first (the driver's order), then the
+    kernel."""
+    c = p.config
+    lines = ["@T.function", "def main(A: types[0], B: types[1], C: types[2]):"]
+    for name, rows, box in (("A", p.M, c.block_m), ("B", p.N, c.block_n)):
+        lines += [f"    map{name} = T.stack_alloca('tensormap', 1)",
+                  f"    T.cuda.tensormap_encode_tiled(map{name}, {name}.ptr_to([0, 0]), {p.K}, {rows}, {p.K * 2}, "
+                  f"{BLOCK_K}, {box}, 1, 1, descriptor_dtype='{p.tir_dtype}', rank=2, swizzle={SWIZZLE_128B}, "
+                  f"l2_promotion={L2_PROMOTION_256B})"]
+    return "\n".join([*lines, "    kernel(p, A, B, C, (mapA, mapB))", ""])
+
+
+@transpile_once
+def emit(p: Sm90Plan):
+    """The TIRx PrimFunc ``main(A, B, C)`` of a plan."""
+    types = [T.Tensor(q.shape, q.dtype) for q in p.params]
+    return parse(signature_source(p), {"T": T, "kernel": kernel, "p": p, "types": types})
+
+
+__all__ = ["DESCRIPTOR_BITS", "TMA_LOAD", "descriptor", "emit", "signature_source", "tma_load", "wgmma_instr",
+           "wgmma_issue"]
