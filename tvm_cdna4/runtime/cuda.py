@@ -546,7 +546,7 @@ def run_gemm(plan, arguments, arch=None, cache: bool = True) -> None:
 
 
 def bench_gemm(plan, rows: int, group_rows=None, arch=None) -> float:
-    """Median ms of one launch of a GEMM plan of the sm80 target (built for ``arch``, default the GPU's)
+    """Median ms of one launch of a GEMM plan of a CUDA target (``plan_builder``: built for ``arch``, default the GPU's)
     on random CUDA tensors of its parameters, ``rows`` rows where the plan's M is dynamic (a grouped
     plan's T; its offsets from ``group_rows``), the L2 flushed before each (``bench_ms``); the split-K
     workspace is the ``Kernel``'s."""
@@ -554,9 +554,8 @@ def bench_gemm(plan, rows: int, group_rows=None, arch=None) -> float:
     import tvm_ffi
 
     from ..kernels.gemm.grouped import OFFSETS, offsets_of
-    from ..kernels.sm80.gemm import build_plan
 
-    kernel = Kernel(load_build(build_plan(plan, arch or device_arch())), plan)
+    kernel = Kernel(load_build(plan_builder(plan)(plan, arch or device_arch())), plan)
     tensors = []
     for param in plan.params:
         if param.name in WORKSPACE:

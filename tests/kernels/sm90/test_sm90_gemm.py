@@ -175,3 +175,29 @@ def test_validates_on_a_hopper_gpu(M, N, K, out):
     dtype = "f16" if out == "f16" else "bf16"
     v = gemm.validate(GemmProblem(M, N, K, dtype, "nt", out), "sm90", run=run_gemm)
     assert v.ok and v.where == "the NVIDIA GPU"
+
+
+@pytest.mark.parametrize("flags, words", [
+    ("--tune", "--tune is an sm80 option (it times candidate tilings on an NVIDIA GPU); sm90 runs its planner's"),
+    ("--reduction ordered --emit config", "--reduction ordered: the sm90 GEMM does not split K yet"),
+    ("--report", "--report is the gfx950 static report; on sm90 use --bench on an NVIDIA GPU"),
+    ("--emit asm", "--emit asm is for --target gfx950; sm90 emits cuda, tir or config"),
+])
+def test_the_cli_refuses_what_sm90_does_not_do(flags, words, capsys):
+    assert main(["gemm", "--target", "sm_90", "--dtype", "bf16", "-M", "64", "-N", "64", "-K", "64",
+                 *flags.split()]) == 2
+    assert words in capsys.readouterr().err
+
+
+def test_the_cli_builds_for_sm_90a_without_an_action(capsys):
+    assert main(["gemm", "--target", "sm90", "--dtype", "bf16", "-M", "64", "-N", "64", "-K", "64", "--no-cache"]) == 0
+    assert "built sm90 nt bf16->f32 64x64x64 for sm_90a" in capsys.readouterr().out
+
+
+def test_the_gpu_runner_builds_each_cuda_targets_plan():
+    from tvm_cdna4.kernels.sm80.gemm import build_plan as sm80_build
+    from tvm_cdna4.kernels.sm90.gemm_target import build_plan as sm90_build
+    from tvm_cdna4.runtime.cuda import plan_builder
+
+    assert plan_builder(gemm.plan(bf16(64, 64, 64), "sm90")) is sm90_build
+    assert plan_builder(gemm.plan(bf16(64, 64, 64), "sm80")) is sm80_build

@@ -71,8 +71,11 @@ def choose(problem: GemmProblem, *, m: int | None = None, sms: int | None = None
 
 
 def plan(problem: GemmProblem, config: Sm90Config | None = None, *, m: int | None = None,
-         sms: int | None = None) -> Sm90Plan:
-    """The plan of ``problem`` with ``config`` (None: the cost model's choice)."""
+         sms: int | None = None, reduction: str | None = None) -> Sm90Plan:
+    """The plan of ``problem`` with ``config`` (None: the cost model's choice); ``reduction`` (a K split's)
+    is refused: the sm90 kernel does not split K yet."""
+    if reduction is not None:
+        raise ValueError(f"--reduction {reduction}: the sm90 GEMM does not split K yet (no reduction to choose)")
     _static(problem)
     device = _device(sms)
     config = config if config is not None else choose(problem, sms=sms)
