@@ -1,6 +1,6 @@
 """The sm90 GEMM (``kernels/sm90``) on a Hopper GPU: build, check, time beside torch.matmul.
 
-    python benchmarks/sm90_gemm.py [--out DIR] [--quick]
+    python benchmarks/sm90_gemm.py [--out DIR] [--quick] [--validate-only]
 
 1. builds every kernel it runs (the TIRx lowering in a process pool; the device code is compiled by
    the loader on first use);
@@ -11,6 +11,9 @@
    the 50 MB L2; the median over replays) several configs at 4096^3 and the cost model's choice on a
    Llama-3-8B projection set, beside ``torch.mm(a, b.t(), out=c)`` in the same run, and prints the table
    last. Logs go to ``--out`` (default ``$OUT`` or ``.``).
+
+``--validate-only``: only ``gemm.validate(problem, "sm90", run=run_gemm)`` on ``VALIDATE`` (fused
+epilogues, odd N, every output dtype), each against the family's float64 reference and bound.
 """
 
 from __future__ import annotations
@@ -60,6 +63,34 @@ SQUARE = [None, {"block_m": 128, "block_n": 256, "stages": 3, "consumers": 2},
           {"block_m": 128, "block_n": 192, "stages": 5, "consumers": 2}]
 LLAMA = [(N, K) for N, K in ((4096, 4096), (14336, 4096), (4096, 14336))]
 LLAMA_M = (768, 3000, 8192)
+
+
+def validate_cases():
+    from tvm_cdna4.kernels.gemm.epilogue import Fusion
+
+    return [(77, 200, 264, "bf16", Fusion(bias=True, activation="gelu", residual=True, row_scale=True, col_scale=True)),
+            (130, 77, 136, "f32", Fusion(bias=True, activation="silu")),
+            (300, 1000, 520, "f16", Fusion(residual=True, activation="relu", col_scale=True)),
+            (1, 256, 512, "bf16", Fusion()), (333, 77, 64, "bf16", Fusion(row_scale=True))]
+
+
+def validate_only() -> int:
+    """``--validate-only``: the family's validation of ``validate_cases()`` on the GPU; the failures."""
+    from tvm_cdna4.kernels import gemm
+    from tvm_cdna4.runtime.cuda import run_gemm
+
+    bad = 0
+    for M, N, K, out, fusion in validate_cases():
+        problem = gemm.GemmProblem(M, N, K, "f16" if out == "f16" else "bf16", "nt", out, fusion)
+        try:
+            v = gemm.validate(problem, "sm90", run=run_gemm)
+            print(M, N, K, out, fusion.describe(), "ok" if v.ok else "FAILED", v.where, flush=True)
+            bad += not v.ok
+        except Exception as e:  # noqa: BLE001 (counted and printed)
+            bad += 1
+            print(M, N, K, out, fusion.describe(), "ERROR", type(e).__name__, str(e)[:300], flush=True)
+    print(f"{bad} failures")
+    return bad
 
 
 def build_all(todo, workers: int, seconds: float) -> dict:
@@ -165,11 +196,14 @@ def main(argv=None):
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--workers", type=int, default=min(12, os.cpu_count() or 1))
+    ap.add_argument("--validate-only", action="store_true", help="only validate the fused and odd cases")
     ap.add_argument("--limit", type=int, default=0, help="run only the first LIMIT kernels")
     ap.add_argument("--build-s", type=float, default=240, help="stop waiting for builds after this many seconds")
     ap.add_argument("--prebuild", help="only build every kernel (no GPU) and pickle them into this file")
     ap.add_argument("--prebuilt", help="run the kernels pickled by --prebuild instead of building them")
     args = ap.parse_args(argv)
+    if args.validate_only:
+        return 1 if validate_only() else 0
     todo = jobs(args.quick)[:args.limit or None]
     if args.prebuild:
         import pickle

@@ -90,7 +90,7 @@ def test_the_plan_is_a_frozen_record_whose_json_is_the_summary():
     (GemmProblem(8, 64, 64, "fp8", "nt"), "dtype", "dtype"),
     (GemmProblem(8, 64, 64, "bf16", "nt", "i32"), "out_dtype", "dtype"),
     (GemmProblem(None, 64, 64, "bf16", "nt"), "M", "shape"),         # dynamic M: not yet
-    (GemmProblem(8, 64, 64, "bf16", "nt", fusion=Fusion(bias=True)), "fusion", "parameters"),
+    (GemmProblem(None, 64, 64, "bf16", "nt", groups=4), "M", "shape"),
 ])
 def test_a_problem_sm90_does_not_run_is_refused_naming_the_operand(problem, operand, check):
     with pytest.raises(ContractError) as e:
@@ -109,6 +109,15 @@ def test_a_config_that_breaks_a_rule_is_refused_naming_the_field(cfg, field):
     with pytest.raises(ContractError, match=f"config {field}:") as e:
         gemm.plan(bf16(256), "sm90", cfg)
     assert e.value.operand == field
+
+
+def test_the_fused_epilogues_inputs_follow_c_in_param_order():
+    fusion = Fusion(bias=True, activation="silu", residual=True, row_scale=True, col_scale=True)
+    p = gemm.plan(GemmProblem(77, 200, 264, "bf16", "nt", "bf16", fusion), "sm90")
+    assert [q.name for q in p.params] == ["A", "B", "C", "row_scale", "col_scale", "bias", "residual"]
+    assert [q.shape for q in p.params[3:]] == [(77,), (200,), (200,), (77, 200)]
+    assert p.params[-1].dtype == "bfloat16" and p.fusion == fusion
+    assert json.loads(p.to_json())["fusion"]["steps"] == "acc * row_scale * col_scale + bias -> silu + residual"
 
 
 def test_validate_without_a_gpu_runner_says_the_emulator_does_not_run_sm90():
@@ -134,6 +143,12 @@ def small_plan():
     return gemm.plan(GemmProblem(33, 40, 72, "bf16", "nt", "f32"), "sm90", Sm90Config(64, 64, 2, 1))
 
 
+@pytest.fixture(scope="module")
+def fused_plan():
+    return gemm.plan(GemmProblem(33, 40, 72, "bf16", "nt", "bf16", Fusion(bias=True, activation="gelu", residual=True)),
+                     "sm90", Sm90Config(64, 64, 2, 1))
+
+
 def test_the_emitted_kernel_is_warp_specialized_tma_and_wgmma(small_plan):
     from tvm_cdna4.kernels.sm90.gemm_target import build_plan
 
@@ -152,13 +167,23 @@ def test_the_emitted_kernel_is_warp_specialized_tma_and_wgmma(small_plan):
     assert script.count("tensormap_encode_tiled") == 2 and "swizzle=3" in script.replace(" ", "")
 
 
-def test_ptxas_assembles_the_kernel_with_setmaxnreg_in_effect(small_plan, tmp_path):
+def test_the_fused_epilogue_is_applied_before_the_store(fused_plan):
     from tvm_cdna4.kernels.sm90.gemm_target import build_plan
 
+    source = build_plan(fused_plan, cache=False).source
+    assert "exp2f(" in source and "bias_ptr[" in source and "residual_ptr[" in source
+    assert "nv_bfloat16* __restrict__ residual_ptr" in source and "cvt.rn.bf16x2.f32" in source
+
+
+@pytest.mark.parametrize("which", ["small_plan", "fused_plan"])
+def test_ptxas_assembles_the_kernel_with_setmaxnreg_in_effect(which, request, tmp_path):
+    from tvm_cdna4.kernels.sm90.gemm_target import build_plan
+
+    plan = request.getfixturevalue(which)
     nvcc = shutil.which("nvcc") or shutil.which("/usr/local/cuda/bin/nvcc")
     if nvcc is None:
         pytest.skip("nvcc not found: nothing assembles the CUDA source here")
-    (tmp_path / "k.cu").write_text(build_plan(small_plan).source)
+    (tmp_path / "k.cu").write_text(build_plan(plan).source)
     done = subprocess.run([nvcc, "-gencode=arch=compute_90a,code=sm_90a", "-c", "-Xptxas", "-v", "k.cu", "-o", "k.o"],
                           cwd=tmp_path, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -167,13 +192,17 @@ def test_ptxas_assembles_the_kernel_with_setmaxnreg_in_effect(small_plan, tmp_pa
 
 
 @pytest.mark.cuda(arch="sm_90a")
-@pytest.mark.parametrize("M, N, K, out", [(1, 256, 512, "bf16"), (77, 200, 520, "f32"), (333, 77, 64, "bf16"),
-                                           (512, 1024, 1024, "f16")])
-def test_validates_on_a_hopper_gpu(M, N, K, out):
+@pytest.mark.parametrize("M, N, K, out, fusion", [
+    (1, 256, 512, "bf16", Fusion()), (77, 200, 520, "f32", Fusion()), (333, 77, 64, "bf16", Fusion()),
+    (512, 1024, 1024, "f16", Fusion()),
+    (77, 200, 264, "bf16", Fusion(bias=True, activation="gelu", residual=True, row_scale=True, col_scale=True)),
+    (130, 77, 136, "f32", Fusion(bias=True, activation="silu")),
+])
+def test_validates_on_a_hopper_gpu(M, N, K, out, fusion):
     from tvm_cdna4.runtime.cuda import run_gemm
 
     dtype = "f16" if out == "f16" else "bf16"
-    v = gemm.validate(GemmProblem(M, N, K, dtype, "nt", out), "sm90", run=run_gemm)
+    v = gemm.validate(GemmProblem(M, N, K, dtype, "nt", out, fusion), "sm90", run=run_gemm)
     assert v.ok and v.where == "the NVIDIA GPU"
 
 

@@ -1,21 +1,23 @@
-"""Emission of the sm90 GEMM: a ``Sm90Plan`` to a TIRx PrimFunc ``main(A, B, C)`` (the plan's ``params``).
+"""Emission of the sm90 GEMM: a ``Sm90Plan`` to a TIRx PrimFunc ``main(A, B, C, ...)`` (the plan's ``params``:
+the fused epilogue's inputs follow C).
 
 The kernel (``gemm_plan``'s docstring tells the design): warpgroup 0 is the producer (``setmaxnreg.dec``
 to ``PRODUCER_REGS``; thread 0 waits on a stage's "empty" mbarrier, arms its "full" one with
 ``mbarrier.arrive.expect_tx`` and issues the two TMA loads, ``cp.async.bulk.tensor.2d`` (``tma_load``)
 through the ``CUtensorMap`` of A and B that ``main``'s host part encodes at each launch
 (``T.cuda.tensormap_encode_tiled``: 128-byte swizzle, out-of-bounds boxes zero-filled; TIRx passes
-them as ``__grid_constant__`` kernel parameters). TIRx's TMA tile pattern would encode them too, but
-it proves the swizzled shared view element by element, minutes of lowering for a 128x256 tile); warpgroups
-1.. are the consumers (``setmaxnreg.inc`` to ``CONSUMER_REGS``): per k-tile they wait on "full", issue
+them as ``__grid_constant__`` kernel parameters; TIRx's TMA tile pattern would encode them too, but it
+proves the swizzled shared view element by element: minutes of lowering for a 128x256 tile);
+warpgroups 1.. are the consumers (``setmaxnreg.inc`` to ``CONSUMER_REGS``): per k-tile they wait on "full", issue
 ``wgmma.mma_async`` from the stage's 128-byte-swizzled tiles (``wgmma_issue``: the one place the
 instruction is written), commit, wait for the previous k-tile's group and release its stage (one
 arrival per consumer warpgroup on "empty"). After the tile's last k-tile the consumers store C from
-their registers (column pairs: ``st.global.v2.f32`` or ``cvt.rn.{bf16,f16}x2.f32`` + ``st.global.b32``,
-each predicated inside C; odd N: one element at a time) while the producer already loads the next
-tile's stages. Both roles walk the same tiles, ``pid, pid + ctas, ...`` in the plan's grouped order
-(``Sm90Plan.tile_of``); the ring position of k-tile ``kt`` of the CTA's ``i``-th tile is
-``i * k_tiles + kt`` (stage: modulo ``stages``; mbarrier phase: its quotient's parity).
+their registers, the fused epilogue applied first (``out_value``), in column pairs
+(``st.global.v2.f32``, or ``cvt.rn.{bf16,f16}x2.f32`` + ``st.global.b32``; each predicated inside C;
+odd N: one element at a time) while the producer already loads the next tile's stages. Both roles
+walk the same tiles, ``pid, pid + ctas, ...`` in the plan's grouped order (``Sm90Plan.tile_of``);
+the ring position of k-tile ``kt`` of the CTA's ``i``-th tile is ``i * k_tiles + kt`` (stage: modulo
+``stages``; mbarrier phase: its quotient's parity).
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from tvm_tirx.script import tirx as T
 from tvm_tirx.script.parser import parse
 
 from ...tirx_private import transpile_once
+from ..gemm import epilogue as fused
+from ..sm80.gemm_emit_epilogue import TIR_OPS
 from .gemm_plan import BLOCK_K, CONSUMER_REGS, PRODUCER_REGS, WARPGROUP, WGMMA_K, WGMMA_M, Sm90Plan
 
 TMA_LOAD = "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
@@ -60,7 +64,7 @@ def tma_load(p: Sm90Plan, SMH, offset: int, tensor_map, k0, row0, mbar):
 
 
 @T.macro
-def kernel(p, A, B, C, maps):
+def kernel(p, args, maps):
     c = p.config
     T.device_entry(launch=T.cuda.LaunchConfig(grid=p.ctas, block=c.threads, dynamic_smem_bytes=p.smem_bytes),
                    kernel_attrs=T.cuda.KernelAttributes(min_blocks_per_sm=1))
@@ -80,7 +84,7 @@ def kernel(p, A, B, C, maps):
             producer(p, SMH, MB, maps, pid)
     else:
         T.ptx["setmaxnreg.inc.sync.aligned.u32"](CONSUMER_REGS)
-        consumer(p, SMH, MB, C, pid, tid // WARPGROUP - 1, tid % WARPGROUP)
+        consumer(p, SMH, MB, args, pid, tid // WARPGROUP - 1, tid % WARPGROUP)
 
 
 @T.macro
@@ -101,7 +105,7 @@ def producer(p, SMH, MB, maps, pid):
 
 
 @T.macro
-def consumer(p, SMH, MB, C, pid, wg, t):
+def consumer(p, SMH, MB, args, pid, wg, t):
     c = p.config
     acc = T.alloc_tensor(ty_args=[T.Tensor((c.rows // WGMMA_M * c.block_n // 2,), "float32", scope="local", layout="default")])
     for i in range(T.truncdiv(p.tiles - 1 - pid, p.ctas) + 1):
@@ -130,38 +134,54 @@ def consumer(p, SMH, MB, C, pid, wg, t):
         T.ptx["wgmma.wait_group.sync.aligned"](0)
         if t == 0:
             T.ptx.mbarrier.arrive.shared.b64(MB.ptr_to([c.stages + (i * p.k_tiles + p.k_tiles - 1) % c.stages]), T.uint32(1))
-        store(p, acc, C, m0 + wg * c.rows + (t // 32) * 16 + (t % 32) // 4, n0 + 2 * (t % 4))
+        store(p, acc, args, m0 + wg * c.rows + (t // 32) * 16 + (t % 32) // 4, n0 + 2 * (t % 4))
 
 
 @T.macro
-def store(p, acc, C, row, col):
+def store(p, acc, args, row, col):
     # acc[mi * N/2 + j * 4 + h * 2 + e] is C[row + 64 mi + 8 h, col + 8 j + e] (PTX ISA 9.7.17.5.1.1.1,
-    # the wgmma D fragment: thread t of the warpgroup holds rows 16 (t / 32) + (t % 32) / 4 + 8 h)
+    # the wgmma D fragment: thread t of the warpgroup holds rows 16 (t / 32) + (t % 32) / 4 + 8 h), the
+    # fused epilogue applied first (out_value)
     c = p.config
+    C = args["C"]
+    n2 = c.block_n // 2
     if I.constexpr(p.N % 2 == 0 and p.out_dtype == "f32"):
         for mi in T.unroll(c.rows // WGMMA_M):
             for j in T.unroll(c.block_n // 8):
                 for h in T.unroll(2):
-                    T.ptx["st.global.v2.f32"](C.ptr_to([row + mi * WGMMA_M + 8 * h, col + 8 * j]),
-                                              acc[mi * c.block_n // 2 + j * 4 + h * 2],
-                                              acc[mi * c.block_n // 2 + j * 4 + h * 2 + 1],
-                                              pred=T.and_(row + mi * WGMMA_M + 8 * h < p.M, col + 8 * j < p.N))
+                    r = row + mi * WGMMA_M + 8 * h
+                    T.ptx["st.global.v2.f32"](C.ptr_to([r, col + 8 * j]),
+                                              out_value(p, args, acc[mi * n2 + j * 4 + h * 2], r, col + 8 * j),
+                                              out_value(p, args, acc[mi * n2 + j * 4 + h * 2 + 1], r, col + 8 * j + 1),
+                                              pred=T.and_(r < p.M, col + 8 * j < p.N))
     elif I.constexpr(p.N % 2 == 0):
         word = T.alloc_tensor(ty_args=[T.Tensor((1,), "uint32", scope="local", layout="default")])
         for mi in T.unroll(c.rows // WGMMA_M):
             for j in T.unroll(c.block_n // 8):
                 for h in T.unroll(2):
-                    T.ptx[f"cvt.rn.{p.out_dtype}x2.f32"](word[0], acc[mi * c.block_n // 2 + j * 4 + h * 2 + 1],
-                                                         acc[mi * c.block_n // 2 + j * 4 + h * 2])
-                    T.ptx["st.global.b32"](C.ptr_to([row + mi * WGMMA_M + 8 * h, col + 8 * j]), word[0],
-                                           pred=T.and_(row + mi * WGMMA_M + 8 * h < p.M, col + 8 * j < p.N))
+                    r = row + mi * WGMMA_M + 8 * h
+                    T.ptx[f"cvt.rn.{p.out_dtype}x2.f32"](
+                        word[0], out_value(p, args, acc[mi * n2 + j * 4 + h * 2 + 1], r, col + 8 * j + 1),
+                        out_value(p, args, acc[mi * n2 + j * 4 + h * 2], r, col + 8 * j))
+                    T.ptx["st.global.b32"](C.ptr_to([r, col + 8 * j]), word[0], pred=T.and_(r < p.M, col + 8 * j < p.N))
     else:
         for mi in T.unroll(c.rows // WGMMA_M):
             for j in T.unroll(c.block_n // 8):
                 for h in T.unroll(2):
                     for e in T.unroll(2):
                         if T.and_(row + mi * WGMMA_M + 8 * h < p.M, col + 8 * j + e < p.N):
-                            C[row + mi * WGMMA_M + 8 * h, col + 8 * j + e] = T.Cast(p.tir_out, acc[mi * c.block_n // 2 + j * 4 + h * 2 + e])
+                            C[row + mi * WGMMA_M + 8 * h, col + 8 * j + e] = T.Cast(p.tir_out, out_value(
+                                p, args, acc[mi * n2 + j * 4 + h * 2 + e], row + mi * WGMMA_M + 8 * h, col + 8 * j + e))
+
+
+def out_value(p: Sm90Plan, args, v, row, col):
+    """The f32 value stored at (``row``, ``col``) of accumulator value ``v``: the plan's fused epilogue
+    (``kernels.gemm.epilogue.apply``) with its inputs read there, the indices clamped into C (a value
+    outside C is computed, never stored, and reads no input out of range); ``v`` itself without one."""
+    if p.fusion.empty:
+        return v
+    r, c = T.min(row, p.M - 1), T.min(col, p.N - 1)
+    return fused.apply(p.fusion, v, {i.name: i.at(args[i.name], r, c) for i in p.fusion.steps()}, TIR_OPS)
 
 
 L2_PROMOTION_256B = 2
@@ -169,25 +189,27 @@ L2_PROMOTION_256B = 2
 
 
 def signature_source(p: Sm90Plan) -> str:
-    """``main(A, B, C)``: the host part encodes the tensor maps of A (``[M, K]``, boxes ``block_m x 64``)
-    and B (``[N, K]``, boxes ``block_n x 64``), innermost dimension first (the driver's order), then the
-    kernel."""
+    """``main(A, B, C, <the fused inputs>)`` (``p.params``): the host part encodes the tensor maps of A
+    (``[M, K]``, boxes ``block_m x 64``) and B (``[N, K]``, boxes ``block_n x 64``), innermost dimension
+    first (the driver's order), then the kernel."""
     c = p.config
-    lines = ["@T.function", "def main(A: types[0], B: types[1], C: types[2]):"]
+    names = [q.name for q in p.params]
+    lines = ["@T.function", f"def main({', '.join(f'{n}: types[{i}]' for i, n in enumerate(names))}):"]
     for name, rows, box in (("A", p.M, c.block_m), ("B", p.N, c.block_n)):
         lines += [f"    map{name} = T.stack_alloca('tensormap', 1)",
                   f"    T.cuda.tensormap_encode_tiled(map{name}, {name}.ptr_to([0, 0]), {p.K}, {rows}, {p.K * 2}, "
                   f"{BLOCK_K}, {box}, 1, 1, descriptor_dtype='{p.tir_dtype}', rank=2, swizzle={SWIZZLE_128B}, "
                   f"l2_promotion={L2_PROMOTION_256B})"]
-    return "\n".join([*lines, "    kernel(p, A, B, C, (mapA, mapB))", ""])
+    args = ", ".join(f"{n!r}: {n}" for n in names)
+    return "\n".join([*lines, f"    kernel(p, {{{args}}}, (mapA, mapB))", ""])
 
 
 @transpile_once
 def emit(p: Sm90Plan):
-    """The TIRx PrimFunc ``main(A, B, C)`` of a plan."""
+    """The TIRx PrimFunc ``main(A, B, C, ...)`` of a plan (its parameters: ``p.params``)."""
     types = [T.Tensor(q.shape, q.dtype) for q in p.params]
     return parse(signature_source(p), {"T": T, "kernel": kernel, "p": p, "types": types})
 
 
 __all__ = ["DESCRIPTOR_BITS", "TMA_LOAD", "descriptor", "emit", "signature_source", "tma_load", "wgmma_instr",
-           "wgmma_issue"]
+           "wgmma_issue", "out_value"]

@@ -10,8 +10,8 @@ elements (128 bytes of bf16/f16: one 128-byte swizzle atom per row, PTX ISA 9.7.
 API ``CU_TENSOR_MAP_SWIZZLE_128B``).
 
 Scope of this first target (static M only): layout ``nt`` (A ``[M, K]``, B ``[N, K]``, both K-major:
-what wgmma reads without a transpose), f16/bf16 inputs, f32/f16/bf16 C, no fused epilogue, no K
-split. ``K % 8 != 0`` is refused (a ``ContractError``): TMA needs every global stride but the
+what wgmma reads without a transpose), f16/bf16 inputs, f32/f16/bf16 C, the fused epilogue
+(``kernels.gemm.epilogue``: its inputs are parameters after C, in ``PARAM_ORDER``), no K split. ``K % 8 != 0`` is refused (a ``ContractError``): TMA needs every global stride but the
 innermost to be a multiple of 16 bytes (CUDA driver API, ``cuTensorMapEncodeTiled``).
 """
 
@@ -21,6 +21,7 @@ import attrs
 
 from ...errors import ContractError
 from ..common import Param, PlanRecord, ceil_div
+from ..gemm.epilogue import Fusion
 
 DTYPES = {"f16": "float16", "bf16": "bfloat16"}
 OUT_DTYPES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}
@@ -109,6 +110,7 @@ class Sm90Plan(PlanRecord, family="gemm"):
     smem_bytes: int
     params: tuple
     layout: str = "nt"
+    fusion: Fusion = Fusion()
 
     @property
     def tiles(self) -> int:
@@ -121,12 +123,6 @@ class Sm90Plan(PlanRecord, family="gemm"):
     @property
     def tir_out(self) -> str:
         return OUT_DTYPES[self.out_dtype]
-
-    @property
-    def fusion(self):
-        from ..gemm.epilogue import Fusion
-
-        return Fusion()
 
     def tile_of(self, t, div, mod, min_):
         """(tile row, tile column) of linear tile ``t`` in the grouped order: ``group_m`` tile rows at a
@@ -158,16 +154,18 @@ def check_problem(M, N, K, dtype, layout, out_dtype) -> None:
         bad("M", "a static M (dynamic M is not planned on sm90 yet)", "M >= 1", M, "shape")
 
 
-def plan(M, N, K, dtype, layout, out_dtype, config: Sm90Config, sms: int, smem_bytes: int) -> Sm90Plan:
-    """Check the problem and ``config`` and freeze the plan (``sms``: the SMs the persistent grid fills)."""
+def plan(M, N, K, dtype, layout, out_dtype, config: Sm90Config, sms: int, smem_bytes: int,
+         fusion: Fusion = Fusion()) -> Sm90Plan:
+    """Check the problem and ``config`` and freeze the plan (``sms``: the SMs the persistent grid fills;
+    ``fusion``: the fused epilogue, whose inputs follow C in ``params``)."""
     check_problem(M, N, K, dtype, layout, out_dtype)
     config.check(smem_bytes)
     tiles_m, tiles_n = ceil_div(M, config.block_m), ceil_div(N, config.block_n)
     ctas = min(tiles_m * tiles_n, config.ctas or sms)
     params = (Param("A", (M, K), DTYPES[dtype]), Param("B", (N, K), DTYPES[dtype]),
-              Param("C", (M, N), OUT_DTYPES[out_dtype]))
+              Param("C", (M, N), OUT_DTYPES[out_dtype]), *fusion.params(M, N, OUT_DTYPES[out_dtype]))
     return Sm90Plan(M, N, K, dtype, out_dtype, config, tiles_m, tiles_n, ceil_div(K, BLOCK_K), ctas,
-                    config.stages * config.stage_bytes(), params, layout)
+                    config.stages * config.stage_bytes(), params, layout, fusion)
 
 
 __all__ = ["BLOCK_K", "DTYPES", "LAYOUTS", "OUT_DTYPES", "Sm90Config", "Sm90Plan", "check_problem", "plan"]

@@ -3,7 +3,7 @@
 build cache), ``config_from_options`` and ``CODE``.
 
 The kernel: the warp-specialized TMA + wgmma GEMM of ``gemm_plan`` / ``gemm_emit`` (static M, layout
-``nt``, f16/bf16; the other problems are refused with a ``ContractError`` naming the operand). Without
+``nt``, f16/bf16, the fused epilogue; the other problems are refused with a ``ContractError`` naming the operand). Without
 a config, the cost model's choice (``gemm_cost.choose_config``) for the planned GPU
 (``devices.planned("sm80")``: the present NVIDIA GPU, else the H200). Options: ``sms`` (the SMs the
 plan fills), ``arch`` (build: default ``sm_90a``, the arch wgmma and ``setmaxnreg`` need),
@@ -56,11 +56,6 @@ def _static(problem: GemmProblem) -> None:
         raise ContractError(f"sm90 GEMM M: a {kind} problem is not planned on sm90 yet (static M only)",
                             operand="M", check="shape", expected="a static M, groups=0, batch=0",
                             found=f"M={problem.M}, groups={problem.groups}, batch={problem.batch}")
-    if problem.fusion.steps():
-        from ...errors import ContractError
-
-        raise ContractError("sm90 GEMM fusion: the fused epilogue is not emitted on sm90 yet", operand="fusion",
-                            check="parameters", expected="Fusion()", found=problem.fusion)
 
 
 def choose(problem: GemmProblem, *, m: int | None = None, sms: int | None = None) -> Sm90Config:
@@ -80,7 +75,7 @@ def plan(problem: GemmProblem, config: Sm90Config | None = None, *, m: int | Non
     device = _device(sms)
     config = config if config is not None else choose(problem, sms=sms)
     return make_plan(problem.M, problem.N, problem.K, problem.dtype, problem.layout, problem.out, config,
-                     device.units, device.smem_per_unit)
+                     device.units, device.smem_per_unit, problem.fusion)
 
 
 def emit(p: Sm90Plan):
@@ -176,7 +171,8 @@ def summary(p: Sm90Plan, sms: int | None = None) -> dict:
     return {"target": "sm90", "kernel": "tma-wgmma-warp-specialized", "M": p.M, "N": p.N, "K": p.K,
             "dtype": p.dtype, "layout": p.layout, "out_dtype": p.out_dtype, "config": attrs.asdict(p.config),
             "tiles": [p.tiles_m, p.tiles_n], "k_tiles": p.k_tiles, "grid": p.ctas, "threads": p.config.threads,
-            "smem_bytes": p.smem_bytes, "split_k": 1, "estimate": est.to_json(), "device": device.name}
+            "smem_bytes": p.smem_bytes, "split_k": 1, "fusion": {**p.fusion.as_dict(), "steps": p.fusion.describe()},
+            "estimate": est.to_json(), "device": device.name}
 
 
 __all__ = ["ARCH", "CODE", "OUT_DTYPES", "build", "build_plan", "choose", "config_from_options", "emit", "execute",
