@@ -230,3 +230,16 @@ def test_the_gpu_runner_builds_each_cuda_targets_plan():
 
     assert plan_builder(gemm.plan(bf16(64, 64, 64), "sm90")) is sm90_build
     assert plan_builder(gemm.plan(bf16(64, 64, 64), "sm80")) is sm80_build
+
+
+def test_a_build_is_keyed_by_the_plan_and_built_for_sm_90a(monkeypatch, small_plan):
+    from tvm_cdna4.kernels.sm90 import gemm_target
+
+    keys = []
+    monkeypatch.setattr(gemm_target, "cached_build", lambda kind, key, make, config, cache: keys.append((kind, key)))
+    gemm_target.build_plan(small_plan, "sm_90")  # what runtime.cuda.device_arch reads off an H100
+    gemm_target.build_plan(attrs.evolve(small_plan, config=attrs.evolve(small_plan.config, group_m=4)))
+    (kind, first), (_, second) = keys
+    assert kind == "cuda-gemm-sm90" and first["target"] == "sm90" and first["arch"] == "sm_90a"
+    assert first["fields"]["config"]["group_m"] == 8 and second["fields"]["config"]["group_m"] == 4
+    assert first["schedule"] == second["schedule"] == gemm_target.schedule_digest()
