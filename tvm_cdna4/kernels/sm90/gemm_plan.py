@@ -12,7 +12,8 @@ API ``CU_TENSOR_MAP_SWIZZLE_128B``).
 Scope of this first target (static M only): layout ``nt`` (A ``[M, K]``, B ``[N, K]``, both K-major:
 what wgmma reads without a transpose), f16/bf16 inputs, f32/f16/bf16 C, the fused epilogue
 (``kernels.gemm.epilogue``: its inputs are parameters after C, in ``PARAM_ORDER``), no K split. ``K % 8 != 0`` is refused (a ``ContractError``): TMA needs every global stride but the
-innermost to be a multiple of 16 bytes (CUDA driver API, ``cuTensorMapEncodeTiled``).
+innermost to be a multiple of 16 bytes (CUDA driver API, ``cuTensorMapEncodeTiled``); so is a C of
+``2^31`` elements or more (the epilogue's offsets are 32-bit).
 """
 
 from __future__ import annotations
@@ -42,6 +43,8 @@ CONSUMER_REGS = 232
 warp-specialized kernels use the same pair: 128 x 40 + 256 x 232 <= 65536 registers per SM)."""
 ACC_REGS_MAX = 128
 """The most f32 accumulators a consumer thread holds (``rows / 64 * block_n / 2``) within its 232."""
+INT32_ELEMENTS = 2**31
+"""The elements a 32-bit offset reaches: C's ``M N`` must stay below it (64-bit offsets: not yet)."""
 BARRIER_BYTES = 1024
 """Shared memory kept beside the ring (the mbarriers live in static shared memory; slack for them)."""
 
@@ -152,6 +155,9 @@ def check_problem(M, N, K, dtype, layout, out_dtype) -> None:
             "K % 8 == 0", K, "alignment")
     if M is None or M < 1:
         bad("M", "a static M (dynamic M is not planned on sm90 yet)", "M >= 1", M, "shape")
+    if M * N >= INT32_ELEMENTS:
+        bad("C", "the epilogue addresses C (and an element-wise fused input) with 32-bit offsets",
+            "M N < 2^31", f"M N = {M * N}", "shape")
 
 
 def plan(M, N, K, dtype, layout, out_dtype, config: Sm90Config, sms: int, smem_bytes: int,
