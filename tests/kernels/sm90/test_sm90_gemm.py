@@ -18,7 +18,7 @@ from tvm_cdna4.errors import ContractError
 from tvm_cdna4.kernels import devices, gemm
 from tvm_cdna4.kernels.gemm import GemmProblem
 from tvm_cdna4.kernels.gemm.epilogue import Fusion
-from tvm_cdna4.kernels.sm90 import gemm_cost
+from tvm_cdna4.kernels.sm90 import gemm_cost, gemm_target
 from tvm_cdna4.kernels.sm90.gemm_plan import Sm90Config, Sm90Plan
 
 H200 = devices.DEVICES["H200"]
@@ -147,7 +147,23 @@ def test_the_fused_epilogues_inputs_follow_c_in_param_order():
 
 def test_validate_without_a_gpu_runner_says_the_emulator_does_not_run_sm90():
     with pytest.raises(NotImplementedError, match="CUDA emulator does not run sm90 kernels yet"):
-        gemm.validate(bf16(5, 64, 64), "sm90")
+        gemm.validate(bf16(17, 64, 64), "sm90")
+
+
+def test_the_decode_kernel_keeps_m_up_to_16():
+    from tvm_cdna4.kernels.sm80.decode_plan import DecodeConfig, DecodePlan
+
+    assert gemm_target.DECODE_KEEPS
+    small, large = bf16(16, 4096, 4096), bf16(17, 4096, 4096)
+    assert isinstance(gemm.choose(small, "sm90"), DecodeConfig) and isinstance(gemm.choose(large, "sm90"), Sm90Config)
+    p = gemm.plan(small, "sm90")
+    assert isinstance(p, DecodePlan) and json.loads(p.to_json())["kind"] == "decode"
+    # a Sm90Config plans the sm90 kernel at any M, and so do the tile options
+    assert isinstance(gemm.plan(small, "sm90", Sm90Config(64, 64, 4, 1)), Sm90Plan)
+    assert isinstance(gemm.config_from_options(small, "sm90", block="64x128x64"), Sm90Config)
+    # the decode kernel's plan runs where sm80 runs it: without a GPU, in the CUDA emulator
+    v = gemm.validate(GemmProblem(3, 40, 64, "bf16", "nt", "bf16"), "sm90")
+    assert v.ok and v.where == "the CUDA emulator (no GPU runner)"
 
 
 def test_the_cli_prints_the_plan_and_reads_the_tile_options(capsys):
