@@ -121,4 +121,5 @@ def choose_config(M: int, N: int, K: int, out_bytes: int, device) -> Sm90Config:
     return ranked(M, N, K, out_bytes, device)[0][1]
 
 
-__all__ = ["CANDIDATES", "STORE_EFFICIENCY", "TENSOR_EFFICIENCY", "Estimate", "choose_config", "deepest", "efficiency", "estimate", "ranked"]
+__all__ = ["CANDIDATES", "STORE_EFFICIENCY", "TENSOR_EFFICIENCY", "Estimate", "choose_config", "deepest", "efficiency",
+           "estimate", "ranked"]

@@ -9,11 +9,12 @@ tiles in a grouped order (``group_m`` tile rows share their B panels in L2). The
 elements (128 bytes of bf16/f16: one 128-byte swizzle atom per row, PTX ISA 9.7.9.28.1.2 / CUDA driver
 API ``CU_TENSOR_MAP_SWIZZLE_128B``).
 
-Scope of this first target (static M only): layout ``nt`` (A ``[M, K]``, B ``[N, K]``, both K-major:
-what wgmma reads without a transpose), f16/bf16 inputs, f32/f16/bf16 C, the fused epilogue
-(``kernels.gemm.epilogue``: its inputs are parameters after C, in ``PARAM_ORDER``), no K split. ``K % 8 != 0`` is refused (a ``ContractError``): TMA needs every global stride but the
-innermost to be a multiple of 16 bytes (CUDA driver API, ``cuTensorMapEncodeTiled``); so is a C of
-``2^31`` elements or more (the epilogue's offsets are 32-bit).
+Scope of this first target (static M only): layout ``nt`` (A ``[M, K]``, B ``[N, K]``, both K-major: what
+wgmma reads without a transpose), f16/bf16 inputs, f32/f16/bf16 C, the fused epilogue
+(``kernels.gemm.epilogue``: its inputs are parameters after C, in ``PARAM_ORDER``), no K split. ``K % 8 != 0``
+is refused (a ``ContractError``): TMA needs every global stride but the innermost to be a multiple of 16 bytes
+(CUDA driver API, ``cuTensorMapEncodeTiled``); so is a C of ``2^31`` elements or more (the epilogue's offsets
+are 32-bit).
 """
 
 from __future__ import annotations

@@ -162,9 +162,10 @@ def config_from_options(problem: GemmProblem, *, block: str | None = None, warps
                         stages: int | None = None, group_m: int | None = None, ctas: int | None = None,
                         mfma: str | None = None, lds_dma: bool = False, sms: int | None = None):
     """The config the CLI's tile options ask for, None without any: the sm90 kernel's cost-model choice
-    (``gemm_cost.choose_config``, at any M: the options ask for the tile kernel) with them applied. ``block``: ``MxN`` or ``MxNx64`` (the K tile is 64); ``warps``: ``1`` or ``2`` consumer
-    warpgroups (``WGx1`` is read too); ``stages``, ``group_m``, ``ctas``. A given block re-plans the ring
-    depth unless ``stages`` says it. A ContractError or ValueError, the option first, otherwise."""
+    (``gemm_cost.choose_config``, at any M: the options ask for the tile kernel) with them applied. ``block``:
+    ``MxN`` or ``MxNx64`` (the K tile is 64); ``warps``: ``1`` or ``2`` consumer warpgroups (``WGx1`` is read
+    too); ``stages``, ``group_m``, ``ctas``. A given block re-plans the ring depth unless ``stages`` says it.
+    A ContractError or ValueError, the option first, otherwise."""
     for option, value in (("--mfma", mfma), ("--lds-dma", lds_dma)):
         if value:
             raise ValueError(f"{option} is a gfx950 option: the sm90 GEMM runs wgmma with TMA copies")
@@ -214,5 +215,5 @@ def summary(p, sms: int | None = None) -> dict:
             "estimate": est.to_json(), "device": device.name}
 
 
-__all__ = ["ARCH", "CODE", "DECODE_KEEPS", "OUT_DTYPES", "build", "build_plan", "choose", "config_from_options", "emit", "execute",
-           "plan", "summary"]
+__all__ = ["ARCH", "CODE", "DECODE_KEEPS", "OUT_DTYPES", "build", "build_plan", "choose", "config_from_options", "emit",
+           "execute", "plan", "summary"]
