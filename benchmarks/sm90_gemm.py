@@ -35,19 +35,29 @@ def _problem(M, N, K, dtype="bf16", out="bf16"):
 
 
 def _build(job):
-    """(key, CudaBuild or error text) of one (problem args, config dict or None)."""
+    """(key, CudaBuild or error text) of one (problem args, config): a config dict (a ``Sm90Config``'s
+    fields), ``"tile"`` (the sm90 kernel's cost-model choice at any M: ``gemm_cost.choose_config``) or
+    None (the target's choice: the decode kernel for M <= 16)."""
     import attrs
 
-    from tvm_cdna4.kernels import gemm
+    from tvm_cdna4.kernels import devices, gemm
+    from tvm_cdna4.kernels.sm90.gemm_cost import choose_config
     from tvm_cdna4.kernels.sm90.gemm_plan import Sm90Config
     from tvm_cdna4.kernels.sm90.gemm_target import build_plan
 
     key, args, cfg = job
     try:
-        p = gemm.plan(_problem(*args), "sm90", None if cfg is None else Sm90Config(**cfg))
+        problem = _problem(*args)
+        if cfg == "tile":
+            cfg = choose_config(problem.M, problem.N, problem.K, 4 if problem.out == "f32" else 2,
+                                devices.planned("sm80"))
+        elif cfg is not None:
+            cfg = Sm90Config(**cfg)
+        p = gemm.plan(problem, "sm90", cfg)
         t = time.time()
         b = build_plan(p, "sm_90a", cache=False)
-        return key, (p, b, time.time() - t, attrs.asdict(p.config))
+        cfg_dict = attrs.asdict(p.config) if attrs.has(type(p.config)) else p.config.as_dict()
+        return key, (p, b, time.time() - t, cfg_dict)
     except Exception as e:  # noqa: BLE001 (reported in the table)
         return key, f"{type(e).__name__}: {e}"[:400]
 
@@ -63,6 +73,9 @@ SQUARE = [None, {"block_m": 128, "block_n": 256, "stages": 3, "consumers": 2},
           {"block_m": 128, "block_n": 192, "stages": 5, "consumers": 2}]
 LLAMA = [(N, K) for N, K in ((4096, 4096), (14336, 4096), (4096, 14336))]
 LLAMA_M = (768, 3000, 8192)
+SMALL_M = (1, 16, 64, 128)
+"""Small M, timed with the target's choice (the decode kernel for M <= 16) and the sm90 tile kernel: the
+timing ``gemm_target.DECODE_KEEPS`` waits for."""
 
 
 def validate_cases():
@@ -119,10 +132,14 @@ def jobs(quick: bool):
     """(key, problem args, config dict or None) of every kernel run: the checks (the cost model's choice on
     every shape, the other tilings on two), the 4096^3 configs and the Llama-3-8B set."""
     out = [(("check", i, 0), shape, None) for i, shape in enumerate(CHECKS)]
+    out += [(("check", i, "tile"), CHECKS[i], "tile") for i in (0, 1)]  # the sm90 kernel at M = 1, 5 too
     if not quick:
         out += [(("check", i, j), CHECKS[i], cfg) for i in (2, 5) for j, cfg in enumerate(CHECK_CONFIGS) if j]
     out += [(("square", j), (4096, 4096, 4096), cfg) for j, cfg in enumerate(SQUARE) if j]
     out += [(("llama", M, N, K), (M, N, K), None) for M in LLAMA_M for N, K in LLAMA]
+    if not quick:
+        out += [(("small", M, N, K, how), (M, N, K), cfg) for M in SMALL_M for N, K in LLAMA
+                for how, cfg in (("choice", None), ("tile", "tile")) if M <= 16 or how == "choice"]
     return out
 
 
@@ -274,7 +291,8 @@ def main(argv=None):
         if "us" not in r:
             continue
         cfg = r["config"]
-        text = f"{cfg['block_m']}x{cfg['block_n']} s{cfg['stages']} c{cfg['consumers']}"
+        text = (f"{cfg['block_m']}x{cfg['block_n']} s{cfg['stages']} c{cfg['consumers']}" if "consumers" in cfg
+                else f"decode w{cfg['warps']} k{cfg['split_k']}")
         print(f"{str(r['key'][0]) + str(r['key'][1:2]):<26}{r['shape'][0]:>6}{r['shape'][1]:>7}{r['shape'][2]:>7}  "
               f"{text:<22}{'y' if r['ok'] else 'N':>4}{r['us']:>10.1f}{r['torch_us']:>10.1f}{r['tflops']:>8.0f}"
               f"{r['speedup']:>8.2f}")
