@@ -36,21 +36,26 @@ def _problem(M, N, K, dtype="bf16", out="bf16"):
 
 def _build(job):
     """(key, CudaBuild or error text) of one (problem args, config): a config dict (a ``Sm90Config``'s
-    fields), ``"tile"`` (the sm90 kernel's cost-model choice at any M: ``gemm_cost.choose_config``) or
-    None (the target's choice: the decode kernel for M <= 16)."""
+    fields), ``"tile"`` (the sm90 kernel's cost-model choice at any M: ``gemm_cost.choose_config``),
+    ``"tma"`` (that choice with ``epilogue="tma"``, the ring re-planned beside the staging buffer) or None
+    (the target's choice: the decode kernel for M <= 16)."""
     import attrs
 
     from tvm_cdna4.kernels import devices, gemm
-    from tvm_cdna4.kernels.sm90.gemm_cost import choose_config
+    from tvm_cdna4.kernels.sm90.gemm_cost import choose_config, deepest
     from tvm_cdna4.kernels.sm90.gemm_plan import Sm90Config
     from tvm_cdna4.kernels.sm90.gemm_target import build_plan
 
     key, args, cfg = job
     try:
         problem = _problem(*args)
-        if cfg == "tile":
-            cfg = choose_config(problem.M, problem.N, problem.K, 4 if problem.out == "f32" else 2,
-                                devices.planned("sm80"))
+        if cfg in ("tile", "tma"):
+            device = devices.planned("sm80")
+            tile = choose_config(problem.M, problem.N, problem.K, 4 if problem.out == "f32" else 2, device)
+            if cfg == "tma":
+                tile = attrs.evolve(tile, epilogue="tma", stages=deepest(
+                    tile.block_m, tile.block_n, tile.consumers, device.smem_per_unit, -(-problem.K // 64), "tma"))
+            cfg = tile
         elif cfg is not None:
             cfg = Sm90Config(**cfg)
         p = gemm.plan(problem, "sm90", cfg)
@@ -69,6 +74,7 @@ CHECK_CONFIGS = [None, {"block_m": 128, "block_n": 256, "stages": 4, "consumers"
                  {"block_m": 64, "block_n": 128, "stages": 6, "consumers": 1},
                  {"block_m": 256, "block_n": 128, "stages": 4, "consumers": 2}]
 SQUARE = [None, {"block_m": 128, "block_n": 256, "stages": 3, "consumers": 2},
+          {"block_m": 128, "block_n": 256, "stages": 3, "consumers": 2, "epilogue": "tma"},
           {"block_m": 128, "block_n": 128, "stages": 6, "consumers": 2},
           {"block_m": 128, "block_n": 192, "stages": 5, "consumers": 2}]
 LLAMA = [(N, K) for N, K in ((4096, 4096), (14336, 4096), (4096, 14336))]
@@ -81,10 +87,16 @@ timing ``gemm_target.DECODE_KEEPS`` waits for."""
 def validate_cases():
     from tvm_cdna4.kernels.gemm.epilogue import Fusion
 
-    return [(77, 200, 264, "bf16", Fusion(bias=True, activation="gelu", residual=True, row_scale=True, col_scale=True)),
-            (130, 77, 136, "f32", Fusion(bias=True, activation="silu")),
-            (300, 1000, 520, "f16", Fusion(residual=True, activation="relu", col_scale=True)),
-            (1, 256, 512, "bf16", Fusion()), (333, 77, 64, "bf16", Fusion(row_scale=True))]
+    from tvm_cdna4.kernels.sm90.gemm_plan import Sm90Config
+
+    tma = Sm90Config(128, 128, 4, 2, epilogue="tma")
+    return [(77, 200, 264, "bf16", Fusion(bias=True, activation="gelu", residual=True, row_scale=True, col_scale=True),
+             None),
+            (130, 77, 136, "f32", Fusion(bias=True, activation="silu"), None),
+            (300, 1000, 520, "f16", Fusion(residual=True, activation="relu", col_scale=True), None),
+            (1, 256, 512, "bf16", Fusion(), None), (333, 77, 64, "bf16", Fusion(row_scale=True), None),
+            (77, 200, 264, "bf16", Fusion(bias=True, activation="gelu", residual=True), tma),
+            (300, 1000, 520, "f16", Fusion(residual=True, col_scale=True), tma), (333, 136, 64, "bf16", Fusion(), tma)]
 
 
 def validate_only() -> int:
@@ -93,15 +105,16 @@ def validate_only() -> int:
     from tvm_cdna4.runtime.cuda import run_gemm
 
     bad = 0
-    for M, N, K, out, fusion in validate_cases():
+    for M, N, K, out, fusion, config in validate_cases():
         problem = gemm.GemmProblem(M, N, K, "f16" if out == "f16" else "bf16", "nt", out, fusion)
+        what = f"{M} {N} {K} {out} {fusion.describe()} {'tma' if config else ''}"
         try:
-            v = gemm.validate(problem, "sm90", run=run_gemm)
-            print(M, N, K, out, fusion.describe(), "ok" if v.ok else "FAILED", v.where, flush=True)
+            v = gemm.validate(problem, "sm90", config, run=run_gemm)
+            print(what, "ok" if v.ok else "FAILED", v.where, flush=True)
             bad += not v.ok
         except Exception as e:  # noqa: BLE001 (counted and printed)
             bad += 1
-            print(M, N, K, out, fusion.describe(), "ERROR", type(e).__name__, str(e)[:300], flush=True)
+            print(what, "ERROR", type(e).__name__, str(e)[:300], flush=True)
     print(f"{bad} failures")
     return bad
 
@@ -137,6 +150,8 @@ def jobs(quick: bool):
         out += [(("check", i, j), CHECKS[i], cfg) for i in (2, 5) for j, cfg in enumerate(CHECK_CONFIGS) if j]
     out += [(("square", j), (4096, 4096, 4096), cfg) for j, cfg in enumerate(SQUARE) if j]
     out += [(("llama", M, N, K), (M, N, K), None) for M in LLAMA_M for N, K in LLAMA]
+    out += [(("llama-tma", M, N, K), (M, N, K), "tma") for M in LLAMA_M for N, K in LLAMA]
+    out += [(("check", i, "tma"), CHECKS[i], "tma") for i in (2, 5, 6)]  # 16-bit C, N % 8 == 0
     if not quick:
         out += [(("small", M, N, K, how), (M, N, K), cfg) for M in SMALL_M for N, K in LLAMA
                 for how, cfg in (("choice", None), ("tile", "tile")) if M <= 16 or how == "choice"]
@@ -291,7 +306,8 @@ def main(argv=None):
         if "us" not in r:
             continue
         cfg = r["config"]
-        text = (f"{cfg['block_m']}x{cfg['block_n']} s{cfg['stages']} c{cfg['consumers']}" if "consumers" in cfg
+        text = (f"{cfg['block_m']}x{cfg['block_n']} s{cfg['stages']} c{cfg['consumers']}"
+                f"{' tma' if cfg.get('epilogue') == 'tma' else ''}" if "consumers" in cfg
                 else f"decode w{cfg['warps']} k{cfg['split_k']}")
         print(f"{str(r['key'][0]) + str(r['key'][1:2]):<26}{r['shape'][0]:>6}{r['shape'][1]:>7}{r['shape'][2]:>7}  "
               f"{text:<22}{'y' if r['ok'] else 'N':>4}{r['us']:>10.1f}{r['torch_us']:>10.1f}{r['tflops']:>8.0f}"

@@ -185,6 +185,39 @@ def small_plan():
 
 
 @pytest.fixture(scope="module")
+def tma_plan():
+    return gemm.plan(GemmProblem(77, 200, 264, "bf16", "nt", "bf16", Fusion(bias=True, activation="silu")), "sm90",
+                     Sm90Config(128, 64, 4, 2, epilogue="tma"))
+
+
+def test_the_tma_epilogue_is_planned_for_16_bit_c_in_whole_chunks(tma_plan):
+    assert tma_plan.smem_bytes == 4 * (128 + 64) * 64 * 2 + 128 * 64 * 2 and tma_plan.staging == 4 * 192 * 64
+    with pytest.raises(ContractError, match="config epilogue: TMA stores of a 16-bit C") as e:
+        gemm.plan(bf16(77, 200, 264, out="f32"), "sm90", Sm90Config(128, 64, 4, 2, epilogue="tma"))
+    assert e.value.found == "f32 C, N = 200"
+    with pytest.raises(ContractError, match="config epilogue"):
+        gemm.plan(bf16(77, 204, 264), "sm90", Sm90Config(128, 64, 4, 2, epilogue="tma"))
+    # the staging buffer takes a ring stage: 128x256 fits 3 stages beside it, not 4
+    with pytest.raises(ContractError, match="config stages"):
+        gemm.plan(bf16(4096), "sm90", Sm90Config(128, 256, 4, 2, epilogue="tma"))
+    with pytest.raises(ContractError, match="config epilogue: how the consumers write C"):
+        gemm.plan(bf16(4096), "sm90", Sm90Config(128, 256, 3, 2, epilogue="smem"))
+
+
+def test_the_tma_epilogue_stages_c_in_shared_memory_and_stores_it_with_tma(tma_plan):
+    from tvm_cdna4.kernels.sm90.gemm_target import build_plan
+
+    source = build_plan(tma_plan, cache=False).source
+    for word in ("cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group", "cp.async.bulk.commit_group",
+                 "cp.async.bulk.wait_group.read 0", "fence.proxy.async.shared::cta", "bar.sync",
+                 "const __grid_constant__ CUtensorMap mapC"):
+        assert word in source, word
+    assert "st.global" not in source  # no store from registers: C goes through the staging buffer
+    body = source[source.rindex("main_kernel("):]
+    assert body.count("tile_bulk_group(") == 1  # one TMA store per 64-column block of the 64-column tile
+
+
+@pytest.fixture(scope="module")
 def fused_plan():
     return gemm.plan(GemmProblem(33, 40, 72, "bf16", "nt", "bf16", Fusion(bias=True, activation="gelu", residual=True)),
                      "sm90", Sm90Config(64, 64, 2, 1))
@@ -216,7 +249,7 @@ def test_the_fused_epilogue_is_applied_before_the_store(fused_plan):
     assert "nv_bfloat16* __restrict__ residual_ptr" in source and "cvt.rn.bf16x2.f32" in source
 
 
-@pytest.mark.parametrize("which", ["small_plan", "fused_plan"])
+@pytest.mark.parametrize("which", ["small_plan", "fused_plan", "tma_plan"])
 def test_ptxas_assembles_the_kernel_with_setmaxnreg_in_effect(which, request, tmp_path):
     from tvm_cdna4.kernels.sm90.gemm_target import build_plan
 

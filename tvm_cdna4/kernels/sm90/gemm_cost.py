@@ -99,11 +99,13 @@ def estimate(cfg: Sm90Config, M: int, N: int, K: int, out_bytes: int, device, by
     return Estimate(per_cta * tile_s, memory, fill, epilogue)
 
 
-def deepest(block_m: int, block_n: int, consumers: int, smem_bytes: int, k_tiles: int) -> int:
-    """The most ring stages that fit ``smem_bytes`` (at most ``MAX_STAGES``, no more than the k-tiles
-    of two tiles, at least 2)."""
-    stage = Sm90Config(block_m, block_n, 2, consumers).stage_bytes()
-    return max(2, min(MAX_STAGES, (smem_bytes - BARRIER_BYTES) // stage, max(2, 2 * k_tiles)))
+def deepest(block_m: int, block_n: int, consumers: int, smem_bytes: int, k_tiles: int,
+            epilogue: str = "registers") -> int:
+    """The most ring stages that fit ``smem_bytes`` beside C's staging buffer (``epilogue="tma"``), at
+    most ``MAX_STAGES``, no more than the k-tiles of two tiles, at least 2."""
+    cfg = Sm90Config(block_m, block_n, 2, consumers, epilogue=epilogue)
+    room = smem_bytes - BARRIER_BYTES - cfg.staging_bytes()
+    return max(2, min(MAX_STAGES, room // cfg.stage_bytes(), max(2, 2 * k_tiles)))
 
 
 def ranked(M: int, N: int, K: int, out_bytes: int, device) -> list[tuple[float, Sm90Config]]:

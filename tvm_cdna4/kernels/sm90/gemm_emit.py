@@ -32,6 +32,9 @@ from ..sm80.gemm_emit_epilogue import TIR_OPS
 from .gemm_plan import BLOCK_K, CONSUMER_REGS, PRODUCER_REGS, WARPGROUP, WGMMA_K, WGMMA_M, Sm90Plan
 
 TMA_LOAD = "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+TMA_STORE = "cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group"
+SWIZZLE_COLUMNS = 64
+"""The columns of one 128-byte swizzle row of a 16-bit tile (the TMA box's inner extent)."""
 SWIZZLE_128B = 3
 """The TMA swizzle mode (``CU_TENSOR_MAP_SWIZZLE_128B``, CUDA driver API ``CUtensorMapSwizzle``)."""
 DESCRIPTOR_BITS = (1 << 16) | ((8 * 128 // 16) << 32) | (1 << 62)
@@ -84,7 +87,7 @@ def kernel(p, args, maps):
             producer(p, SMH, MB, maps, pid)
     else:
         T.ptx["setmaxnreg.inc.sync.aligned.u32"](CONSUMER_REGS)
-        consumer(p, SMH, MB, args, pid, tid // WARPGROUP - 1, tid % WARPGROUP)
+        consumer(p, SMH, MB, args, maps, pid, tid // WARPGROUP - 1, tid % WARPGROUP)
 
 
 @T.macro
@@ -105,7 +108,7 @@ def producer(p, SMH, MB, maps, pid):
 
 
 @T.macro
-def consumer(p, SMH, MB, args, pid, wg, t):
+def consumer(p, SMH, MB, args, maps, pid, wg, t):
     c = p.config
     acc = T.alloc_tensor(ty_args=[T.Tensor((c.rows // WGMMA_M * c.block_n // 2,), "float32", scope="local", layout="default")])
     for i in range(T.truncdiv(p.tiles - 1 - pid, p.ctas) + 1):
@@ -134,7 +137,13 @@ def consumer(p, SMH, MB, args, pid, wg, t):
         T.ptx["wgmma.wait_group.sync.aligned"](0)
         if t == 0:
             T.ptx.mbarrier.arrive.shared.b64(MB.ptr_to([c.stages + (i * p.k_tiles + p.k_tiles - 1) % c.stages]), T.uint32(1))
-        store(p, acc, args, m0 + wg * c.rows + (t // 32) * 16 + (t % 32) // 4, n0 + 2 * (t % 4))
+        if I.constexpr(c.epilogue == "tma"):
+            store_tma(p, SMH, acc, args, maps[2], wg, t, m0, n0)
+        else:
+            store(p, acc, args, m0 + wg * c.rows + (t // 32) * 16 + (t % 32) // 4, n0 + 2 * (t % 4))
+    if I.constexpr(c.epilogue == "tma"):
+        if t == 0:
+            T.ptx["cp.async.bulk.wait_group"](0)  # the last tile's stores are done before the CTA exits
 
 
 @T.macro
@@ -174,6 +183,38 @@ def store(p, acc, args, row, col):
                                 p, args, acc[mi * n2 + j * 4 + h * 2 + e], row + mi * WGMMA_M + 8 * h, col + 8 * j + e))
 
 
+@T.macro
+def store_tma(p, SMH, acc, args, map_c, wg, t, m0, n0):
+    # epilogue="tma": the warpgroup's rows of the tile, converted (the fused epilogue first), into its part of
+    # the staging buffer, 128-byte swizzled in 64-column blocks (16-byte chunk j % 8 of row r at chunk
+    # (j % 8) ^ (r % 8): conflict-free, and what the TMA store's CU_TENSOR_MAP_SWIZZLE_128B reads); then one
+    # thread stores the blocks with TMA (clipped at C's edges) and the warpgroup goes on to the next tile.
+    # Before the buffer is written again, the previous tile's stores have read it (wait_group.read)
+    c = p.config
+    SMW = T.decl_tensor(SMH.ptr_to([0]), ty_args=[T.Tensor((p.smem_bytes // 4,), "uint32", scope="shared.dyn", layout="default", align=1024)])
+    word = T.alloc_tensor(ty_args=[T.Tensor((1,), "uint32", scope="local", layout="default")])
+    base = p.staging * 2 + wg * c.rows * c.block_n * 2
+    if t == 0:
+        T.ptx["cp.async.bulk.wait_group.read"](0)
+    T.ptx["bar.sync"](T.Cast("uint32", 1 + wg), T.uint32(WARPGROUP))
+    for mi in T.unroll(c.rows // WGMMA_M):
+        for j in T.unroll(c.block_n // 8):
+            for h in T.unroll(2):
+                r = mi * WGMMA_M + (t // 32) * 16 + (t % 32) // 4 + 8 * h
+                T.ptx[f"cvt.rn.{p.out_dtype}x2.f32"](
+                    word[0],
+                    out_value(p, args, acc[mi * c.block_n // 2 + j * 4 + h * 2 + 1], m0 + wg * c.rows + r, n0 + 8 * j + 2 * (t % 4) + 1),
+                    out_value(p, args, acc[mi * c.block_n // 2 + j * 4 + h * 2], m0 + wg * c.rows + r, n0 + 8 * j + 2 * (t % 4)))
+                SMW[(base + (j // 8) * c.rows * 128 + r * 128 + T.bitwise_xor(j % 8, (t % 32) // 4) * 16) // 4 + t % 4] = word[0]
+    T.ptx["fence.proxy.async.shared::cta"]()
+    T.ptx["bar.sync"](T.Cast("uint32", 1 + wg), T.uint32(WARPGROUP))
+    if t == 0:
+        for cb in T.unroll(c.block_n // SWIZZLE_COLUMNS):
+            T.ptx[TMA_STORE](T.address_of(map_c), n0 + cb * SWIZZLE_COLUMNS, m0 + wg * c.rows,
+                             T.cuda.cvta_generic_to_shared(SMH.ptr_to([p.staging + wg * c.rows * c.block_n + cb * c.rows * SWIZZLE_COLUMNS])))
+        T.ptx["cp.async.bulk.commit_group"]()
+
+
 def out_value(p: Sm90Plan, args, v, row, col):
     """The f32 value stored at (``row``, ``col``) of accumulator value ``v``: the plan's fused epilogue
     (``kernels.gemm.epilogue.apply``) with its inputs read there, the indices clamped into C (a value
@@ -190,18 +231,22 @@ L2_PROMOTION_256B = 2
 
 def signature_source(p: Sm90Plan) -> str:
     """``main(A, B, C, <the fused inputs>)`` (``p.params``): the host part encodes the tensor maps of A
-    (``[M, K]``, boxes ``block_m x 64``) and B (``[N, K]``, boxes ``block_n x 64``), innermost dimension
-    first (the driver's order), then the kernel."""
+    (``[M, K]``, boxes ``block_m x 64``), B (``[N, K]``, boxes ``block_n x 64``) and, with
+    ``epilogue="tma"``, C (``[M, N]``, boxes of a consumer's rows x 64), innermost dimension first (the
+    driver's order), then the kernel."""
     c = p.config
     names = [q.name for q in p.params]
     lines = ["@T.function", f"def main({', '.join(f'{n}: types[{i}]' for i, n in enumerate(names))}):"]
-    for name, rows, box in (("A", p.M, c.block_m), ("B", p.N, c.block_n)):
+    maps = [("A", p.M, p.K, c.block_m, BLOCK_K, p.tir_dtype), ("B", p.N, p.K, c.block_n, BLOCK_K, p.tir_dtype)]
+    if c.epilogue == "tma":  # C's stores: boxes of a consumer's rows x 64 columns
+        maps.append(("C", p.M, p.N, c.rows, SWIZZLE_COLUMNS, p.tir_out))
+    for name, rows, cols, box_rows, box_cols, dtype in maps:
         lines += [f"    map{name} = T.stack_alloca('tensormap', 1)",
-                  f"    T.cuda.tensormap_encode_tiled(map{name}, {name}.ptr_to([0, 0]), {p.K}, {rows}, {p.K * 2}, "
-                  f"{BLOCK_K}, {box}, 1, 1, descriptor_dtype='{p.tir_dtype}', rank=2, swizzle={SWIZZLE_128B}, "
+                  f"    T.cuda.tensormap_encode_tiled(map{name}, {name}.ptr_to([0, 0]), {cols}, {rows}, {cols * 2}, "
+                  f"{box_cols}, {box_rows}, 1, 1, descriptor_dtype='{dtype}', rank=2, swizzle={SWIZZLE_128B}, "
                   f"l2_promotion={L2_PROMOTION_256B})"]
     args = ", ".join(f"{n!r}: {n}" for n in names)
-    return "\n".join([*lines, f"    kernel(p, {{{args}}}, (mapA, mapB))", ""])
+    return "\n".join([*lines, f"    kernel(p, {{{args}}}, ({', '.join(f'map{m[0]}' for m in maps)},))", ""])
 
 
 @transpile_once
@@ -211,5 +256,5 @@ def emit(p: Sm90Plan):
     return parse(signature_source(p), {"T": T, "kernel": kernel, "p": p, "types": types})
 
 
-__all__ = ["DESCRIPTOR_BITS", "TMA_LOAD", "descriptor", "emit", "signature_source", "tma_load", "wgmma_instr",
+__all__ = ["DESCRIPTOR_BITS", "TMA_LOAD", "TMA_STORE", "descriptor", "emit", "signature_source", "tma_load", "wgmma_instr",
            "wgmma_issue", "out_value"]

@@ -44,6 +44,11 @@ CONSUMER_REGS = 232
 warp-specialized kernels use the same pair: 128 x 40 + 256 x 232 <= 65536 registers per SM)."""
 ACC_REGS_MAX = 128
 """The most f32 accumulators a consumer thread holds (``rows / 64 * block_n / 2``) within its 232."""
+EPILOGUES = ("registers", "tma")
+"""How the consumers write C: ``registers`` (stores from registers, predicated inside C: validated, the
+default) or ``tma`` (the tile through a 128-byte-swizzled shared staging buffer and TMA stores, which
+clip at C's edges, so the consumers go on to the next tile while the stores drain; 16-bit C with
+``N % 8 == 0`` only; not yet validated on a GPU: opt-in)."""
 INT32_ELEMENTS = 2**31
 """The elements a 32-bit offset reaches: C's ``M N`` must stay below it (64-bit offsets: not yet)."""
 BARRIER_BYTES = 1024
@@ -62,6 +67,7 @@ class Sm90Config:
     consumers: int = 2
     group_m: int = 8
     ctas: int = 0
+    epilogue: str = "registers"
 
     @property
     def rows(self) -> int:
@@ -74,6 +80,10 @@ class Sm90Config:
 
     def stage_bytes(self, bytes_per: int = 2) -> int:
         return (self.block_m + self.block_n) * BLOCK_K * bytes_per
+
+    def staging_bytes(self) -> int:
+        """The shared staging buffer of C's tile (``epilogue="tma"``: 16-bit C), else 0."""
+        return self.block_m * self.block_n * 2 if self.epilogue == "tma" else 0
 
     def check(self, smem_bytes: int) -> None:
         """A ContractError naming the field that breaks a rule of the kernel or of ``smem_bytes``."""
@@ -90,9 +100,12 @@ class Sm90Config:
         acc = self.rows // WGMMA_M * self.block_n // 2
         if acc > ACC_REGS_MAX:
             bad("block_m x block_n", "f32 accumulators per consumer thread", f"<= {ACC_REGS_MAX}", acc)
-        if self.stages < 2 or self.stages * self.stage_bytes() + BARRIER_BYTES > smem_bytes:
-            bad("stages", "at least two ring stages within the SM's shared memory",
-                f"2..{(smem_bytes - BARRIER_BYTES) // self.stage_bytes()}", self.stages)
+        if self.epilogue not in EPILOGUES:
+            bad("epilogue", "how the consumers write C", EPILOGUES, self.epilogue)
+        room = smem_bytes - BARRIER_BYTES - self.staging_bytes()
+        if self.stages < 2 or self.stages * self.stage_bytes() > room:
+            bad("stages", "at least two ring stages within the SM's shared memory (beside C's staging buffer)",
+                f"2..{room // self.stage_bytes()}", self.stages)
         if self.group_m < 1 or self.ctas < 0:
             bad("group_m/ctas", "group_m >= 1 and ctas >= 0", ">= 1, >= 0", (self.group_m, self.ctas))
 
@@ -119,6 +132,11 @@ class Sm90Plan(PlanRecord, family="gemm"):
     @property
     def tiles(self) -> int:
         return self.tiles_m * self.tiles_n
+
+    @property
+    def staging(self) -> int:
+        """The staging buffer's first element in the kernel's shared memory (after the ring)."""
+        return self.config.stages * (self.config.block_m + self.config.block_n) * BLOCK_K
 
     @property
     def tir_dtype(self) -> str:
@@ -167,12 +185,16 @@ def plan(M, N, K, dtype, layout, out_dtype, config: Sm90Config, sms: int, smem_b
     ``fusion``: the fused epilogue, whose inputs follow C in ``params``)."""
     check_problem(M, N, K, dtype, layout, out_dtype)
     config.check(smem_bytes)
+    if config.epilogue == "tma" and (out_dtype == "f32" or N % 8):
+        raise ContractError("sm90 GEMM config epilogue: TMA stores of a 16-bit C whose rows are whole 16-byte "
+                            "chunks", operand="epilogue", check="parameters", expected="f16/bf16 C, N % 8 == 0",
+                            found=f"{out_dtype} C, N = {N}")
     tiles_m, tiles_n = ceil_div(M, config.block_m), ceil_div(N, config.block_n)
     ctas = min(tiles_m * tiles_n, config.ctas or sms)
     params = (Param("A", (M, K), DTYPES[dtype]), Param("B", (N, K), DTYPES[dtype]),
               Param("C", (M, N), OUT_DTYPES[out_dtype]), *fusion.params(M, N, OUT_DTYPES[out_dtype]))
     return Sm90Plan(M, N, K, dtype, out_dtype, config, tiles_m, tiles_n, ceil_div(K, BLOCK_K), ctas,
-                    config.stages * config.stage_bytes(), params, layout, fusion)
+                    config.stages * config.stage_bytes() + config.staging_bytes(), params, layout, fusion)
 
 
-__all__ = ["BLOCK_K", "DTYPES", "LAYOUTS", "OUT_DTYPES", "Sm90Config", "Sm90Plan", "check_problem", "plan"]
+__all__ = ["BLOCK_K", "DTYPES", "EPILOGUES", "LAYOUTS", "OUT_DTYPES", "Sm90Config", "Sm90Plan", "check_problem", "plan"]
