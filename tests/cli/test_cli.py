@@ -332,7 +332,7 @@ BAD_ARGV = [
     ((*SM80, "--dtype", "x", "--emit", "config"), f"{GEMM} --dtype: invalid choice: 'x' (choose from 'f16', 'bf16'"),
     ((*SM80, "--activation", "x", "--emit", "config"),
      f"{GEMM} --activation: invalid choice: 'x' (choose from 'relu', 'silu', 'gelu')"),
-    (("gemm", "--target", "sm90", "--emit", "config"), f"{GEMM} --target: invalid choice: 'sm90'"),
+    (("gemm", "--target", "sm100", "--emit", "config"), f"{GEMM} --target: invalid choice: 'sm100'"),
     # the target is never implied
     (("gemm", "-M", "64", "--emit", "config"),
      f"{GEMM} --target: required; expected one of gfx950, sm80, sm_80"),

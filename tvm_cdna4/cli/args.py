@@ -177,8 +177,9 @@ def check_gemm(args) -> str | None:
     if given(args, "M") and args.groups is not None:
         rows = sum(parse_row_counts(args.groups))
         return f"-M is not read with --groups (A's rows are the groups' rows summed, T = {rows}); drop -M"
-    if args.tune and args.target == "gfx950":
-        return ("--tune is an sm80 option (it times candidate tilings on an NVIDIA GPU); gfx950 runs its planner's "
+    if args.tune and args.target in ("gfx950", "sm90", "sm_90", "sm_90a"):
+        target = "gfx950" if args.target == "gfx950" else "sm90"
+        return (f"--tune is an sm80 option (it times candidate tilings on an NVIDIA GPU); {target} runs its planner's "
                 "choice by the cost model (--emit config shows it)")
     tiles = [f"--{name.replace('_', '-')}" for name in SM80_TILE_OPTIONS if given(args, name)]
     if args.tune and tiles and args.groups is None and not args.dynamic_m:

@@ -7,9 +7,10 @@
     python -m tvm_cdna4 gemm --target gfx950 --groups 37,0,1,90 -N 72 -K 128 --validate   # grouped GEMM (MoE)
     python -m tvm_cdna4 gemm --target gfx950 --dtype mxfp4 --layout nt -M 4096 -N 4096 -K 4096 --report
     python -m tvm_cdna4 gemm --target gfx950 --dtype fp8 --block 128x128x128 --mfma 32x32 --report
+    python -m tvm_cdna4 gemm --target sm90 --dtype bf16 --out-dtype bf16 -M 768 -N 14336 -K 4096 --emit config
 
 --target is required (no default: gfx950 and sm80 validate, time and emit differently). Actions:
---validate, --bench, --report, --emit. Without one, --target sm80 builds for sm_80 and says so;
+--validate, --bench, --report, --emit. Without one, --target sm80 builds for sm_80 (sm90: sm_90a) and says so;
 --target gfx950 is a usage error naming its actions (--validate, --report, --emit).
 Exit codes: 0 success, 1 validation failed, 2 usage error / unavailable target / no GPU.
 """
@@ -45,9 +46,10 @@ def add_gemm_parser(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser("gemm", help="tiled GEMM schedule: build, --validate, --bench, --emit cuda",
                               description=f"{__doc__}{FLAGS_OFF}\n", formatter_class=DefaultsFormatter)
     p.add_argument("--target", required=True, choices=tuple(targets()),
-                   help="sm80 (CUDA, also spelled sm_80: runs on sm_80 and newer, sm_90 included) or gfx950 (CDNA4); "
+                   help="sm80 (CUDA, also spelled sm_80: runs on sm_80 and newer, sm_90 included), sm90 (Hopper: TMA "
+                        "+ wgmma, also sm_90 / sm_90a; static M, layout nt) or gfx950 (CDNA4); "
                         "required, no default: the two validate, time and emit differently")
-    p.add_argument("--dtype", default="f16", choices=gemm.DTYPES, help="input dtype (sm80: f16, bf16; gfx950: all listed)")
+    p.add_argument("--dtype", default="f16", choices=gemm.DTYPES, help="input dtype (sm80, sm90: f16, bf16; gfx950: all listed)")
     p.add_argument("--out-dtype", default=None, choices=gemm.OUT_DTYPES,
                    help="output dtype (default: the input dtype's first output: f32; gfx950 i8: i32, f64: f64). "
                         "One the dtype does not produce is refused")
@@ -66,7 +68,7 @@ def add_gemm_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--seed", type=nonnegative_int, default=Default(0), help="random input seed, with --validate")
     p.add_argument("--bench", action="store_true", help="time on the GPU (median, L2 flushed) and print TFLOP/s")
     p.add_argument("--emit", choices=("cuda", "asm", "llvm", "tir", "config"),
-                   help="print the generated code: cuda (sm80), asm / llvm (gfx950), tir, config (default: none; "
+                   help="print the generated code: cuda (sm80, sm90), asm / llvm (gfx950), tir, config (default: none; "
                         "sm80 without an action builds and says so)")
     _tile_options(p)
     order = [*(i.name for i in INPUTS if not i.after_activation), "activation",
@@ -95,7 +97,8 @@ def _tile_options(p) -> None:
     p.add_argument("--block", metavar="MxNxK", type=tile("MxNxK", "128x128x64"),
                    help="block tile, e.g. 128x256x32 (default: the planner's, or the dtype's)")
     p.add_argument("--warps", metavar="WMxWN", type=tile("WMxWN", "2x2"),
-                   help="warp grid, e.g. 2x4 (default: the planner's; gfx950: 2x2 waves only)")
+                   help="warp grid, e.g. 2x4 (default: the planner's; gfx950: 2x2 waves only; sm90: 1x1 or 2x1, the "
+                        "consumer warpgroups)")
     p.add_argument("--stages", type=positive_int, help="software pipeline depth (default: the planner's; sm80: cp.async "
                    "stages, at least 2; gfx950: 2 only, 3 with --lds-dma)")
     p.add_argument("--mfma", choices=("16x16", "32x32"), help="gfx950: MFMA shape (default: the planner's, or the dtype's)")

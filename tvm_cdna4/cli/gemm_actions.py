@@ -8,7 +8,9 @@ target's row here adds what runs beyond them (``Actions``):
   runner); without an action, a usage error naming the actions;
 * sm80: the NVIDIA GPU: ``--validate``'s runner (``runtime.cuda.run_gemm``), ``--bench``
   (``runtime.cuda.bench_gemm``), ``--tune`` (``runtime.cuda.tune_problems``); without a GPU these three
-  are usage errors; without an action, the kernel is built for sm_80.
+  are usage errors; without an action, the kernel is built for sm_80;
+* sm90: the same GPU runner and ``--bench`` (``runtime.cuda`` builds each target's plans); no ``--tune`` yet;
+  without an action, the kernel is built for sm_90a.
 
 A target without a row validates through its ``execute`` without a runner and has no ``--report``,
 ``--bench`` or ``--tune``.
@@ -93,7 +95,7 @@ def run_gemm(plan, arguments, cache: bool = True) -> None:
     cuda.run_gemm(plan, arguments, cache=cache)
 
 
-def sm80_bench(run) -> None:
+def cuda_bench(run) -> None:
     """``--bench``: the median time of the plan's kernel on the GPU (``runtime.cuda.bench_gemm``), TFLOP/s
     (a grouped GEMM's also TB/s: A, the weights of the groups with rows, C)."""
     from ..kernels.gemm.grouped import moved_bytes
@@ -120,8 +122,10 @@ ACTIONS = {
                       report=gfx950_report,
                       refused={"bench": "--bench needs a gfx950 GPU; use --report for the static estimate or --validate "
                                         "for the emulator"}),
-    "sm80": Actions(default="sm_80", bench=sm80_bench, gpu=cuda_gpu, run=run_gemm, tune=sm80_tune,
+    "sm80": Actions(default="sm_80", bench=cuda_bench, gpu=cuda_gpu, run=run_gemm, tune=sm80_tune,
                     refused={"report": "--report is the gfx950 static report; on sm80 use --bench on an NVIDIA GPU"}),
+    "sm90": Actions(default="sm_90a", bench=cuda_bench, gpu=cuda_gpu, run=run_gemm,
+                    refused={"report": "--report is the gfx950 static report; on sm90 use --bench on an NVIDIA GPU"}),
 }
 
 

@@ -514,8 +514,20 @@ def to_host(t, dtype):
     return t.cpu().numpy().astype(dtype, copy=False)
 
 
+def plan_builder(plan):
+    """The ``build_plan(plan, arch, cache=...)`` of the CUDA target whose planner made ``plan``: sm90's
+    (``kernels.sm90.gemm_target.build_plan``) or sm80's (``kernels.sm80.gemm.build_plan``)."""
+    from ..kernels.common import target_of
+
+    if target_of(plan) == "sm90":
+        from ..kernels.sm90.gemm_target import build_plan
+    else:
+        from ..kernels.sm80.gemm import build_plan
+    return build_plan
+
+
 def run_gemm(plan, arguments, arch=None, cache: bool = True) -> None:
-    """Run a GEMM plan of the sm80 target on the NVIDIA GPU: ``kernels.sm80.gemm.build_plan(plan, arch)``
+    """Run a GEMM plan of a CUDA target (sm80, sm90) on the NVIDIA GPU: ``plan_builder(plan)(plan, arch)``
     (default ``device_arch()``; through the build cache unless ``cache`` is False), loaded, launched once on ``arguments``, the
     numpy arrays of ``plan.params`` in signature order (``kernels.gemm.GemmData.arguments``: A, B, C,
     the offsets, the fused inputs, a split-K workspace), copied to the GPU; C is copied back into its
@@ -524,9 +536,7 @@ def run_gemm(plan, arguments, arch=None, cache: bool = True) -> None:
     import torch
     import tvm_ffi
 
-    from ..kernels.sm80.gemm import build_plan
-
-    fn = load_build(build_plan(plan, arch or device_arch(), cache=cache))
+    fn = load_build(plan_builder(plan)(plan, arch or device_arch(), cache=cache))
     tensors = [to_device(x) for x in arguments]
     fn(*(tvm_ffi.from_dlpack(t) for t in tensors))
     torch.cuda.synchronize()
@@ -536,7 +546,7 @@ def run_gemm(plan, arguments, arch=None, cache: bool = True) -> None:
 
 
 def bench_gemm(plan, rows: int, group_rows=None, arch=None) -> float:
-    """Median ms of one launch of a GEMM plan of the sm80 target (built for ``arch``, default the GPU's)
+    """Median ms of one launch of a GEMM plan of a CUDA target (``plan_builder``: built for ``arch``, default the GPU's)
     on random CUDA tensors of its parameters, ``rows`` rows where the plan's M is dynamic (a grouped
     plan's T; its offsets from ``group_rows``), the L2 flushed before each (``bench_ms``); the split-K
     workspace is the ``Kernel``'s."""
@@ -544,9 +554,8 @@ def bench_gemm(plan, rows: int, group_rows=None, arch=None) -> float:
     import tvm_ffi
 
     from ..kernels.gemm.grouped import OFFSETS, offsets_of
-    from ..kernels.sm80.gemm import build_plan
 
-    kernel = Kernel(load_build(build_plan(plan, arch or device_arch())), plan)
+    kernel = Kernel(load_build(plan_builder(plan)(plan, arch or device_arch())), plan)
     tensors = []
     for param in plan.params:
         if param.name in WORKSPACE:

@@ -38,7 +38,7 @@ def test_a_bad_problem_is_refused_naming_the_field(kwargs, words):
 
 
 def test_an_unknown_target_and_a_foreign_plan_are_refused():
-    with pytest.raises(ValueError, match=r"GEMM target: expected one of \('gfx950', 'sm80'\), found 'sm70'"):
+    with pytest.raises(ValueError, match=r"GEMM target: expected one of \('gfx950', 'sm80', 'sm90'\), found 'sm70'"):
         gemm.plan(GemmProblem(8, 8, 8), "sm70")
     with pytest.raises(ValueError, match="expected a plan of one of"):
         gemm.emit(object())

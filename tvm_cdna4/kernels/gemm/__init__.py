@@ -48,6 +48,7 @@ from .problem import DTYPES, LAYOUTS, OUT_DTYPES, GemmData, GemmProblem, Validat
 TARGETS = {
     "gfx950": Target("gfx950", "tvm_cdna4.kernels.gfx950.gemm_target"),
     "sm80": Target("sm80", "tvm_cdna4.kernels.sm80.gemm_target", aliases=("sm_80",)),
+    "sm90": Target("sm90", "tvm_cdna4.kernels.sm90.gemm_target", aliases=("sm_90", "sm_90a")),
 }
 
 

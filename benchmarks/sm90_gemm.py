@@ -1,0 +1,319 @@
+"""The sm90 GEMM (``kernels/sm90``) on a Hopper GPU: build, check, time beside torch.matmul.
+
+    python benchmarks/sm90_gemm.py [--out DIR] [--quick] [--validate-only]
+
+1. builds every kernel it runs (the TIRx lowering in a process pool; the device code is compiled by
+   the loader on first use);
+2. checks odd shapes (M = 1, 5, 77, 333, 4096; ragged N and K; bf16/f16 in, f32/bf16/f16 out) against
+   a float32 torch reference of the same inputs, C poisoned with NaN first: ``|C - ref|_max /
+   |ref|_max`` under the output's bound, and one ``gemm.validate(problem, "sm90", run=run_gemm)``;
+3. times (CUDA graphs of one launch per input set, the sets rotated so that A and B come from beyond
+   the 50 MB L2; the median over replays) several configs at 4096^3 and the cost model's choice on a
+   Llama-3-8B projection set, beside ``torch.mm(a, b.t(), out=c)`` in the same run, and prints the table
+   last. Logs go to ``--out`` (default ``$OUT`` or ``.``).
+
+``--validate-only``: only ``gemm.validate(problem, "sm90", run=run_gemm)`` on ``VALIDATE`` (fused
+epilogues, odd N, every output dtype), each against the family's float64 reference and bound.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures as cf
+import json
+import os
+import sys
+import time
+
+L2_BYTES = 50 * 2**20
+
+
+def _problem(M, N, K, dtype="bf16", out="bf16"):
+    from tvm_cdna4.kernels import gemm
+
+    return gemm.GemmProblem(M=M, N=N, K=K, dtype=dtype, layout="nt", out_dtype=out)
+
+
+def _build(job):
+    """(key, CudaBuild or error text) of one (problem args, config): a config dict (a ``Sm90Config``'s
+    fields), ``"tile"`` (the sm90 kernel's cost-model choice at any M: ``gemm_cost.choose_config``),
+    ``"tma"`` (that choice with ``epilogue="tma"``, the ring re-planned beside the staging buffer) or None
+    (the target's choice: the decode kernel for M <= 16)."""
+    import attrs
+
+    from tvm_cdna4.kernels import devices, gemm
+    from tvm_cdna4.kernels.sm90.gemm_cost import choose_config, deepest
+    from tvm_cdna4.kernels.sm90.gemm_plan import Sm90Config
+    from tvm_cdna4.kernels.sm90.gemm_target import build_plan
+
+    key, args, cfg = job
+    try:
+        problem = _problem(*args)
+        if cfg in ("tile", "tma"):
+            device = devices.planned("sm80")
+            tile = choose_config(problem.M, problem.N, problem.K, 4 if problem.out == "f32" else 2, device)
+            if cfg == "tma":
+                tile = attrs.evolve(tile, epilogue="tma", stages=deepest(
+                    tile.block_m, tile.block_n, tile.consumers, device.smem_per_unit, -(-problem.K // 64), "tma"))
+            cfg = tile
+        elif cfg is not None:
+            cfg = Sm90Config(**cfg)
+        p = gemm.plan(problem, "sm90", cfg)
+        t = time.time()
+        b = build_plan(p, "sm_90a", cache=False)
+        cfg_dict = attrs.asdict(p.config) if attrs.has(type(p.config)) else p.config.as_dict()
+        return key, (p, b, time.time() - t, cfg_dict)
+    except Exception as e:  # noqa: BLE001 (reported in the table)
+        return key, f"{type(e).__name__}: {e}"[:400]
+
+
+CHECKS = [(1, 4096, 4096, "bf16", "bf16"), (5, 256, 136, "bf16", "f32"), (77, 200, 520, "bf16", "bf16"),
+          (333, 1000, 4096, "f16", "f16"), (333, 77, 64, "bf16", "f32"), (4096, 4096, 4096, "bf16", "bf16"),
+          (300, 4000, 1000, "bf16", "bf16")]
+CHECK_CONFIGS = [None, {"block_m": 128, "block_n": 256, "stages": 4, "consumers": 2},
+                 {"block_m": 64, "block_n": 128, "stages": 6, "consumers": 1},
+                 {"block_m": 256, "block_n": 128, "stages": 4, "consumers": 2}]
+SQUARE = [None, {"block_m": 128, "block_n": 256, "stages": 3, "consumers": 2},
+          {"block_m": 128, "block_n": 256, "stages": 3, "consumers": 2, "epilogue": "tma"},
+          {"block_m": 128, "block_n": 128, "stages": 6, "consumers": 2},
+          {"block_m": 128, "block_n": 192, "stages": 5, "consumers": 2}]
+LLAMA = [(N, K) for N, K in ((4096, 4096), (14336, 4096), (4096, 14336))]
+LLAMA_M = (768, 3000, 8192)
+SMALL_M = (1, 16, 64, 128)
+"""Small M, timed with the target's choice (the decode kernel for M <= 16) and the sm90 tile kernel: the
+timing ``gemm_target.DECODE_KEEPS`` waits for."""
+
+
+def validate_cases():
+    from tvm_cdna4.kernels.gemm.epilogue import Fusion
+
+    from tvm_cdna4.kernels.sm90.gemm_plan import Sm90Config
+
+    tma = Sm90Config(128, 128, 4, 2, epilogue="tma")
+    return [(77, 200, 264, "bf16", Fusion(bias=True, activation="gelu", residual=True, row_scale=True, col_scale=True),
+             None),
+            (130, 77, 136, "f32", Fusion(bias=True, activation="silu"), None),
+            (300, 1000, 520, "f16", Fusion(residual=True, activation="relu", col_scale=True), None),
+            (1, 256, 512, "bf16", Fusion(), None), (333, 77, 64, "bf16", Fusion(row_scale=True), None),
+            (77, 200, 264, "bf16", Fusion(bias=True, activation="gelu", residual=True), tma),
+            (300, 1000, 520, "f16", Fusion(residual=True, col_scale=True), tma), (333, 136, 64, "bf16", Fusion(), tma)]
+
+
+def validate_only() -> int:
+    """``--validate-only``: the family's validation of ``validate_cases()`` on the GPU; the failures."""
+    from tvm_cdna4.kernels import gemm
+    from tvm_cdna4.runtime.cuda import run_gemm
+
+    bad = 0
+    for M, N, K, out, fusion, config in validate_cases():
+        problem = gemm.GemmProblem(M, N, K, "f16" if out == "f16" else "bf16", "nt", out, fusion)
+        what = f"{M} {N} {K} {out} {fusion.describe()} {'tma' if config else ''}"
+        try:
+            v = gemm.validate(problem, "sm90", config, run=run_gemm)
+            print(what, "ok" if v.ok else "FAILED", v.where, flush=True)
+            bad += not v.ok
+        except Exception as e:  # noqa: BLE001 (counted and printed)
+            bad += 1
+            print(what, "ERROR", type(e).__name__, str(e)[:300], flush=True)
+    print(f"{bad} failures")
+    return bad
+
+
+def build_all(todo, workers: int, seconds: float) -> dict:
+    """``_build`` of every job in a pool of fresh (spawned) processes: a forked child of a process that
+    has initialized CUDA must not touch the driver; the jobs not done after ``seconds`` are reported."""
+    import multiprocessing as mp
+
+    built = {}
+    pool = cf.ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"))
+    futures = [pool.submit(_build, job) for job in todo]
+    try:
+        for f in cf.as_completed(futures, timeout=seconds):
+            key, value = f.result()
+            built[key] = value
+            print(f"  built {key}: {'FAILED ' + value if isinstance(value, str) else f'{value[2]:.1f} s'}",
+                  flush=True)
+    except cf.TimeoutError:
+        print(f"  builds still running after {seconds} s: skipped", flush=True)
+    pool.shutdown(wait=False, cancel_futures=True)
+    for key, _, _ in todo:
+        built.setdefault(key, "not built in time")
+    return built
+
+
+def jobs(quick: bool):
+    """(key, problem args, config dict or None) of every kernel run: the checks (the cost model's choice on
+    every shape, the other tilings on two), the 4096^3 configs and the Llama-3-8B set."""
+    out = [(("check", i, 0), shape, None) for i, shape in enumerate(CHECKS)]
+    out += [(("check", i, "tile"), CHECKS[i], "tile") for i in (0, 1)]  # the sm90 kernel at M = 1, 5 too
+    if not quick:
+        out += [(("check", i, j), CHECKS[i], cfg) for i in (2, 5) for j, cfg in enumerate(CHECK_CONFIGS) if j]
+    out += [(("square", j), (4096, 4096, 4096), cfg) for j, cfg in enumerate(SQUARE) if j]
+    out += [(("llama", M, N, K), (M, N, K), None) for M in LLAMA_M for N, K in LLAMA]
+    out += [(("llama-tma", M, N, K), (M, N, K), "tma") for M in LLAMA_M for N, K in LLAMA]
+    out += [(("check", i, "tma"), CHECKS[i], "tma") for i in (2, 5, 6)]  # 16-bit C, N % 8 == 0
+    if not quick:
+        out += [(("small", M, N, K, how), (M, N, K), cfg) for M in SMALL_M for N, K in LLAMA
+                for how, cfg in (("choice", None), ("tile", "tile")) if M <= 16 or how == "choice"]
+    return out
+
+
+def torch_dtype(name):
+    import torch
+
+    return {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}[name]
+
+
+def check(kernel, p, shape, log):
+    import torch
+
+    M, N, K, dt, out = shape
+    g = torch.Generator(device="cuda").manual_seed(M * 7 + N)
+    a = torch.randn(M, K, device="cuda", generator=g).to(torch_dtype(dt))
+    b = torch.randn(N, K, device="cuda", generator=g).to(torch_dtype(dt))
+    c = torch.full((M, N), float("nan"), device="cuda", dtype=torch_dtype(out))
+    kernel.launch(a, b, c)
+    torch.cuda.synchronize()
+    ref = a.float() @ b.float().t()
+    err = ((c.float() - ref).abs().max() / ref.abs().max()).item()
+    bound = 1e-5 if out == "f32" else 1e-2
+    ok = bool(err <= bound) and not torch.isnan(c.float()).any().item()
+    log.write(json.dumps({"check": shape, "config": str(p.config), "err": err, "ok": ok}) + "\n")
+    return ok, err
+
+
+def timed(fn_for_set, sets, replays=20):
+    """Median seconds of one launch: a CUDA graph of one launch per set, replayed."""
+    import torch
+
+    for i in range(sets):
+        fn_for_set(i)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        with torch.cuda.graph(graph, stream=stream):
+            for i in range(sets):
+                fn_for_set(i)
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(replays):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end) / 1e3 / sets)
+    times.sort()
+    return times[len(times) // 2]
+
+
+def bench(kernel, shape):
+    """(ours, torch) seconds per launch on rotating input sets beyond the L2."""
+    import torch
+
+    M, N, K, dt, out = shape
+    per = (M * K + N * K) * 2
+    sets = max(2, min(64, -(-3 * L2_BYTES // per)))
+    a = [torch.randn(M, K, device="cuda").to(torch_dtype(dt)) for _ in range(sets)]
+    b = [torch.randn(N, K, device="cuda").to(torch_dtype(dt)) for _ in range(sets)]
+    c = torch.empty(M, N, device="cuda", dtype=torch_dtype(out))
+    ours = timed(lambda i: kernel.launch(a[i], b[i], c), sets)
+    theirs = timed(lambda i: torch.mm(a[i], b[i].t(), out=c), sets)
+    return ours, theirs
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--workers", type=int, default=min(12, os.cpu_count() or 1))
+    ap.add_argument("--validate-only", action="store_true", help="only validate the fused and odd cases")
+    ap.add_argument("--limit", type=int, default=0, help="run only the first LIMIT kernels")
+    ap.add_argument("--build-s", type=float, default=240, help="stop waiting for builds after this many seconds")
+    ap.add_argument("--prebuild", help="only build every kernel (no GPU) and pickle them into this file")
+    ap.add_argument("--prebuilt", help="run the kernels pickled by --prebuild instead of building them")
+    args = ap.parse_args(argv)
+    if args.validate_only:
+        return 1 if validate_only() else 0
+    todo = jobs(args.quick)[:args.limit or None]
+    if args.prebuild:
+        import pickle
+
+        t0 = time.time()
+        built = build_all(todo, args.workers, args.build_s)
+        with open(args.prebuild, "wb") as f:
+            pickle.dump(built, f)
+        print(f"built {len(built)} kernels in {time.time() - t0:.0f} s; failed: "
+              f"{[k for k, v in built.items() if isinstance(v, str)]}")
+        return 0
+    import torch
+
+    from tvm_cdna4.runtime.cuda import Kernel, load_build
+
+    os.makedirs(args.out, exist_ok=True)
+    log = open(os.path.join(args.out, "sm90_gemm.jsonl"), "w")
+    name = torch.cuda.get_device_name(0)
+    print(f"device: {name}", flush=True)
+    t0 = time.time()
+    if args.prebuilt:
+        import pickle
+
+        with open(args.prebuilt, "rb") as f:
+            built = pickle.load(f)
+    else:
+        built = build_all(todo, args.workers, args.build_s)
+    print(f"built {len(built)} kernels in {time.time() - t0:.0f} s", flush=True)
+    rows, failures = [], 0
+    for key, shape, cfg in todo:
+        b = built[key]
+        if isinstance(b, str):
+            print(f"{key}: BUILD FAILED {b}", flush=True)
+            log.write(json.dumps({"key": key, "build_error": b}) + "\n")
+            failures += 1
+            continue
+        p, cb, secs, cfgd = b
+        try:
+            kernel = Kernel(load_build(cb), p)
+            full = shape if len(shape) == 5 else (*shape, "bf16", "bf16")
+            ok, err = check(kernel, p, full, log)
+            failures += not ok
+            line = {"key": key, "shape": full[:3], "config": cfgd, "ok": ok, "err": err}
+            if key[0] != "check" or shape[0] >= 4096:
+                ours, theirs = bench(kernel, full)
+                fl = 2 * full[0] * full[1] * full[2]
+                line.update(us=ours * 1e6, torch_us=theirs * 1e6, tflops=fl / ours / 1e12, speedup=theirs / ours)
+            rows.append(line)
+            log.write(json.dumps(line) + "\n")
+            log.flush()
+            print(json.dumps(line), flush=True)
+        except Exception as e:  # noqa: BLE001
+            failures += 1
+            print(f"{key}: RUN FAILED {type(e).__name__}: {str(e)[:300]}", flush=True)
+    try:
+        from tvm_cdna4.kernels import gemm
+        from tvm_cdna4.runtime.cuda import run_gemm
+
+        v = gemm.validate(_problem(77, 136, 264, "bf16", "bf16"), "sm90", run=run_gemm)
+        print(f"gemm.validate(77x136x264, sm90, run=run_gemm): ok={v.ok} where={v.where}", flush=True)
+        failures += not v.ok
+    except Exception as e:  # noqa: BLE001
+        failures += 1
+        print(f"validate FAILED {type(e).__name__}: {str(e)[:300]}", flush=True)
+    print(f"\n{name}; {failures} failures")
+    print(f"{'case':<26}{'M':>6}{'N':>7}{'K':>7}  {'config':<22}{'ok':>4}{'us':>10}{'torch us':>10}{'TF/s':>8}{'x torch':>8}")
+    for r in rows:
+        if "us" not in r:
+            continue
+        cfg = r["config"]
+        text = (f"{cfg['block_m']}x{cfg['block_n']} s{cfg['stages']} c{cfg['consumers']}"
+                f"{' tma' if cfg.get('epilogue') == 'tma' else ''}" if "consumers" in cfg
+                else f"decode w{cfg['warps']} k{cfg['split_k']}")
+        print(f"{str(r['key'][0]) + str(r['key'][1:2]):<26}{r['shape'][0]:>6}{r['shape'][1]:>7}{r['shape'][2]:>7}  "
+              f"{text:<22}{'y' if r['ok'] else 'N':>4}{r['us']:>10.1f}{r['torch_us']:>10.1f}{r['tflops']:>8.0f}"
+              f"{r['speedup']:>8.2f}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

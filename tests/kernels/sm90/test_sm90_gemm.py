@@ -1,0 +1,319 @@
+"""The sm90 GEMM target (``tvm_cdna4.kernels.sm90``): the plan record, the cost model's choices, the
+refusals, the emitted kernel (wgmma, TMA, mbarriers, setmaxnreg), the ``TARGETS`` row and the CLI.
+
+Compile-only checks run everywhere (TIRx lowers for ``sm_90a`` without a GPU; ``ptxas`` assembles the
+source where nvcc is present); tests marked ``cuda(arch="sm_90a")`` validate on a Hopper GPU."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+
+import attrs
+import pytest
+
+from tvm_cdna4.cli import main
+from tvm_cdna4.errors import ContractError
+from tvm_cdna4.kernels import devices, gemm
+from tvm_cdna4.kernels.gemm import GemmProblem
+from tvm_cdna4.kernels.gemm.epilogue import Fusion
+from tvm_cdna4.kernels.sm90 import gemm_cost, gemm_target
+from tvm_cdna4.kernels.sm90.gemm_plan import Sm90Config, Sm90Plan
+
+H200 = devices.DEVICES["H200"]
+
+
+def bf16(M, N=4096, K=4096, out="bf16"):
+    return GemmProblem(M, N, K, "bf16", "nt", out)
+
+
+def test_the_row_and_its_aliases():
+    row = gemm.TARGETS["sm90"]
+    assert row.module == "tvm_cdna4.kernels.sm90.gemm_target" and row.aliases == ("sm_90", "sm_90a")
+    assert gemm.code("sm90") == {"cuda": "source"}
+
+
+@pytest.mark.parametrize("M, N, K, tile", [
+    (1, 4096, 4096, (64, 64, 1)),          # decode rows: the most CTAs streaming the weights
+    (77, 4096, 14336, (64, 64, 1)),
+    (768, 14336, 4096, (128, 256, 2)),
+    (4096, 4096, 4096, (128, 256, 2)),     # large M: the tile shared memory keeps up with
+    (8192, 4096, 14336, (128, 256, 2)),
+])
+def test_the_cost_model_picks_the_tile_by_m(M, N, K, tile):
+    cfg = gemm_cost.choose_config(M, N, K, 2, H200)
+    assert (cfg.block_m, cfg.block_n, cfg.consumers) == tile
+    assert cfg.stages == gemm_cost.deepest(*tile, H200.smem_per_unit, -(-K // 64))
+    ranked = gemm_cost.ranked(M, N, K, 2, H200)
+    assert ranked[0][1] == cfg and all(a <= b for (a, _), (b, _) in zip(ranked, ranked[1:]))
+
+
+def test_the_estimate_terms():
+    cfg = Sm90Config(128, 256, 4, 2)
+    est = gemm_cost.estimate(cfg, 4096, 4096, 4096, 2, H200)
+    # 512 tiles over 132 SMs: 4 tiles on the busiest CTA; shared memory keeps up with 128x256 exactly
+    assert gemm_cost.efficiency(cfg) == pytest.approx(gemm_cost.TENSOR_EFFICIENCY)
+    tile = 128 * 256 * 4096 * 2 / (4096 * H200.clock_hz * gemm_cost.TENSOR_EFFICIENCY)
+    assert est.compute == pytest.approx(4 * tile)
+    # the busiest CTA streams its 4 tiles' A and B panels and writes their C from L2
+    streamed = 4 * ((128 + 256) * 4096 * 2 + 128 * 256 * 2) / (gemm_cost.SM_BYTES_PER_CLK * H200.clock_hz)
+    assert streamed > (2 * 4096 * 4096 * 2 + 4096 * 4096 * 2) / H200.hbm_bytes_s
+    assert est.memory == pytest.approx(streamed) and est.memory < est.compute
+    # every CTA stores its 4 tiles' C (bf16) at once, at the fitted share of the HBM bandwidth
+    assert est.epilogue == pytest.approx(4 * 128 * 256 * 2 * H200.units / (H200.hbm_bytes_s * gemm_cost.STORE_EFFICIENCY))
+    assert est.total == pytest.approx(est.compute + est.fill + est.epilogue)
+    # a narrower tile needs more shared-memory bandwidth per flop
+    assert gemm_cost.efficiency(Sm90Config(128, 128, 4, 2)) < gemm_cost.efficiency(cfg)
+
+
+H100_TIMINGS = [  # benchmarks/sm90_gemm.py on an H100 SXM, 2026-12-06 (docs/sm90_gemm.md): M, N, K, tile, stages, us
+    (4096, 4096, 4096, 128, 256, 4, 196.7), (4096, 4096, 4096, 128, 256, 3, 199.2),
+    (4096, 4096, 4096, 128, 128, 6, 252.8), (4096, 4096, 4096, 128, 192, 5, 246.5),
+    (768, 4096, 4096, 128, 192, 5, 41.7), (768, 14336, 4096, 128, 256, 4, 151.0), (768, 4096, 14336, 128, 192, 5, 119.5),
+    (3000, 4096, 4096, 128, 256, 4, 151.7), (3000, 14336, 4096, 128, 256, 4, 554.0),
+    (3000, 4096, 14336, 128, 256, 4, 473.8), (8192, 4096, 4096, 128, 256, 4, 415.3),
+    (8192, 14336, 4096, 128, 256, 4, 1456.6), (8192, 4096, 14336, 128, 256, 4, 1308.5),
+]
+
+
+def test_the_estimate_is_within_ten_percent_of_the_h100_timings_it_was_fitted_to():
+    h100 = devices.DEVICES["H100"]
+    ratios = [us * 1e-6 / gemm_cost.estimate(Sm90Config(bm, bn, stages, 2), M, N, K, 2, h100).total
+              for M, N, K, bm, bn, stages, us in H100_TIMINGS]
+    assert all(0.89 < r < 1.02 for r in ratios), ratios
+    # and it ranks the 4096^3 tilings as measured: 128x256 first, by more than 15%
+    square = {bn: us for M, N, K, bm, bn, stages, us in H100_TIMINGS[:4] if stages != 3}
+    est = {bn: gemm_cost.estimate(Sm90Config(128, bn, 4, 2), 4096, 4096, 4096, 2, h100).total for bn in square}
+    assert min(est, key=est.get) == min(square, key=square.get) == 256
+    assert min(est[128], est[192]) > 1.15 * est[256]
+
+
+def test_the_plan_is_a_frozen_record_whose_json_is_the_summary():
+    p = gemm.plan(bf16(333, 200, 136), "sm90", Sm90Config(64, 64, 3, 1))
+    assert isinstance(p, Sm90Plan) and gemm.target_of(p) == "sm90"
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        p.M = 1
+    s = json.loads(p.to_json())
+    assert s["tiles"] == [6, 4] and s["grid"] == 24 and s["threads"] == 256 and s["k_tiles"] == 3
+    assert s["smem_bytes"] == 3 * (64 + 64) * 64 * 2 and s["config"]["stages"] == 3
+    assert [q.name for q in p.params] == ["A", "B", "C"] and p.params[1].shape == (200, 136)
+    assert p.to_record()["config"] == attrs.asdict(p.config)
+    # the persistent grid is capped by the tiles and by the SMs
+    assert gemm.plan(bf16(4096), "sm90", Sm90Config(128, 256, 4, 2)).ctas == H200.units
+    # the grouped tile order visits every tile once
+    q = gemm.plan(bf16(1000, 1000, 64), "sm90", Sm90Config(128, 128, 2, 2, group_m=3))
+    seen = [q.tile_of(t, lambda a, b: a // b, lambda a, b: a % b, min) for t in range(q.tiles)]
+    assert sorted(seen) == [(m, n) for m in range(q.tiles_m) for n in range(q.tiles_n)]
+    assert seen[:4] == [(0, 0), (1, 0), (2, 0), (0, 1)]
+
+
+@pytest.mark.parametrize("problem, operand, check", [
+    (bf16(8, 64, 4095), "K", "alignment"),                           # TMA's 16-byte global stride
+    (GemmProblem(8, 64, 64, "bf16", "tn"), "layout", "layout"),
+    (GemmProblem(8, 64, 64, "fp8", "nt"), "dtype", "dtype"),
+    (GemmProblem(8, 64, 64, "bf16", "nt", "i32"), "out_dtype", "dtype"),
+    (GemmProblem(None, 64, 64, "bf16", "nt"), "M", "shape"),         # dynamic M: not yet
+    (GemmProblem(None, 64, 64, "bf16", "nt", groups=4), "M", "shape"),
+    (bf16(65536, 32768, 64), "C", "shape"),                           # 2^31 elements: int32 offsets
+])
+def test_a_problem_sm90_does_not_run_is_refused_naming_the_operand(problem, operand, check):
+    with pytest.raises(ContractError) as e:
+        gemm.plan(problem, "sm90")
+    assert e.value.operand == operand and e.value.check == check
+
+
+@pytest.mark.parametrize("cfg, field", [
+    (Sm90Config(128, 256, 4, 3), "consumers"),
+    (Sm90Config(96, 128, 4, 1), "block_m"),
+    (Sm90Config(128, 260, 4, 2), "block_n"),
+    (Sm90Config(128, 256, 4, 1), "block_m x block_n"),   # 256 f32 accumulators per thread
+    (Sm90Config(128, 256, 5, 2), "stages"),              # 5 x 48 KiB > 227 KiB
+])
+def test_a_config_that_breaks_a_rule_is_refused_naming_the_field(cfg, field):
+    with pytest.raises(ContractError, match=f"config {field}:") as e:
+        gemm.plan(bf16(256), "sm90", cfg)
+    assert e.value.operand == field
+
+
+def test_the_fused_epilogues_inputs_follow_c_in_param_order():
+    fusion = Fusion(bias=True, activation="silu", residual=True, row_scale=True, col_scale=True)
+    p = gemm.plan(GemmProblem(77, 200, 264, "bf16", "nt", "bf16", fusion), "sm90")
+    assert [q.name for q in p.params] == ["A", "B", "C", "row_scale", "col_scale", "bias", "residual"]
+    assert [q.shape for q in p.params[3:]] == [(77,), (200,), (200,), (77, 200)]
+    assert p.params[-1].dtype == "bfloat16" and p.fusion == fusion
+    assert json.loads(p.to_json())["fusion"]["steps"] == "acc * row_scale * col_scale + bias -> silu + residual"
+
+
+def test_validate_without_a_gpu_runner_says_the_emulator_does_not_run_sm90():
+    with pytest.raises(NotImplementedError, match="CUDA emulator does not run sm90 kernels yet"):
+        gemm.validate(bf16(17, 64, 64), "sm90")
+
+
+def test_the_decode_kernel_keeps_m_up_to_16():
+    from tvm_cdna4.kernels.sm80.decode_plan import DecodeConfig, DecodePlan
+
+    assert gemm_target.DECODE_KEEPS
+    small, large = bf16(16, 4096, 4096), bf16(17, 4096, 4096)
+    assert isinstance(gemm.choose(small, "sm90"), DecodeConfig) and isinstance(gemm.choose(large, "sm90"), Sm90Config)
+    p = gemm.plan(small, "sm90")
+    assert isinstance(p, DecodePlan) and json.loads(p.to_json())["kind"] == "decode"
+    # a Sm90Config plans the sm90 kernel at any M, and so do the tile options
+    assert isinstance(gemm.plan(small, "sm90", Sm90Config(64, 64, 4, 1)), Sm90Plan)
+    assert isinstance(gemm.config_from_options(small, "sm90", block="64x128x64"), Sm90Config)
+    # the decode kernel's plan runs where sm80 runs it: without a GPU, in the CUDA emulator
+    v = gemm.validate(GemmProblem(3, 40, 64, "bf16", "nt", "bf16"), "sm90")
+    assert v.ok and v.where == "the CUDA emulator (no GPU runner)"
+
+
+def test_the_cli_prints_the_plan_and_reads_the_tile_options(capsys):
+    flags = "--dtype bf16 --layout nt --out-dtype bf16 -M 768 -N 14336 -K 4096".split()
+    assert main(["gemm", "--target", "sm90", *flags, "--emit", "config"]) == 0
+    assert json.loads(capsys.readouterr().out) == json.loads(gemm.plan(bf16(768, 14336, 4096), "sm90").to_json())
+    assert main(["gemm", "--target", "sm_90a", *flags, "--block", "64x128x64", "--warps", "1x1", "--emit",
+                 "config"]) == 0
+    cfg = json.loads(capsys.readouterr().out)["config"]
+    assert (cfg["block_m"], cfg["block_n"], cfg["consumers"]) == (64, 128, 1)
+    assert cfg["stages"] == gemm_cost.deepest(64, 128, 1, devices.planned("sm80").smem_per_unit, 64)
+    with pytest.raises(ValueError, match="the sm90 K tile is 64"):
+        gemm.config_from_options(bf16(768), "sm90", block="128x128x32")
+
+
+@pytest.fixture(scope="module")
+def small_plan():
+    return gemm.plan(GemmProblem(33, 40, 72, "bf16", "nt", "f32"), "sm90", Sm90Config(64, 64, 2, 1))
+
+
+@pytest.fixture(scope="module")
+def tma_plan():
+    return gemm.plan(GemmProblem(77, 200, 264, "bf16", "nt", "bf16", Fusion(bias=True, activation="silu")), "sm90",
+                     Sm90Config(128, 64, 4, 2, epilogue="tma"))
+
+
+def test_the_tma_epilogue_is_planned_for_16_bit_c_in_whole_chunks(tma_plan):
+    assert tma_plan.smem_bytes == 4 * (128 + 64) * 64 * 2 + 128 * 64 * 2 and tma_plan.staging == 4 * 192 * 64
+    with pytest.raises(ContractError, match="config epilogue: TMA stores of a 16-bit C") as e:
+        gemm.plan(bf16(77, 200, 264, out="f32"), "sm90", Sm90Config(128, 64, 4, 2, epilogue="tma"))
+    assert e.value.found == "f32 C, N = 200"
+    with pytest.raises(ContractError, match="config epilogue"):
+        gemm.plan(bf16(77, 204, 264), "sm90", Sm90Config(128, 64, 4, 2, epilogue="tma"))
+    # the staging buffer takes a ring stage: 128x256 fits 3 stages beside it, not 4
+    with pytest.raises(ContractError, match="config stages"):
+        gemm.plan(bf16(4096), "sm90", Sm90Config(128, 256, 4, 2, epilogue="tma"))
+    with pytest.raises(ContractError, match="config epilogue: how the consumers write C"):
+        gemm.plan(bf16(4096), "sm90", Sm90Config(128, 256, 3, 2, epilogue="smem"))
+
+
+def test_the_tma_epilogue_stages_c_in_shared_memory_and_stores_it_with_tma(tma_plan):
+    from tvm_cdna4.kernels.sm90.gemm_target import build_plan
+
+    source = build_plan(tma_plan, cache=False).source
+    for word in ("cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group", "cp.async.bulk.commit_group",
+                 "cp.async.bulk.wait_group.read 0", "fence.proxy.async.shared::cta", "bar.sync",
+                 "const __grid_constant__ CUtensorMap mapC"):
+        assert word in source, word
+    assert "st.global" not in source  # no store from registers: C goes through the staging buffer
+    body = source[source.rindex("main_kernel("):]
+    assert body.count("tile_bulk_group(") == 1  # one TMA store per 64-column block of the 64-column tile
+
+
+@pytest.fixture(scope="module")
+def fused_plan():
+    return gemm.plan(GemmProblem(33, 40, 72, "bf16", "nt", "bf16", Fusion(bias=True, activation="gelu", residual=True)),
+                     "sm90", Sm90Config(64, 64, 2, 1))
+
+
+def test_the_emitted_kernel_is_warp_specialized_tma_and_wgmma(small_plan):
+    from tvm_cdna4.kernels.sm90.gemm_target import build_plan
+
+    source = build_plan(small_plan, cache=False).source
+    for word in ("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes",
+                 "mbarrier.arrive.expect_tx.shared.b64", "mbarrier.try_wait.parity", "setmaxnreg.dec.sync.aligned.u32 40",
+                 "setmaxnreg.inc.sync.aligned.u32 232", "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16",
+                 "wgmma.commit_group", "wgmma.wait_group", "st.global.v2.f32", "__launch_bounds__(256, 1)",
+                 "const __grid_constant__ CUtensorMap mapA, const __grid_constant__ CUtensorMap mapB"):
+        assert word in source, word
+    # one wgmma per k16 step of the 64-wide K tile; two TMA loads per stage
+    body = source[source.index("main_kernel(float"):]
+    assert body.count("m64n64k16_f32_bf16_bf16_1_1_0_0(") == 4 and body.count("complete_tx__bytes(") == 2
+    # the host encodes both tensor maps: 128-byte swizzle, K innermost
+    script = gemm.emit(small_plan).script()
+    assert script.count("tensormap_encode_tiled") == 2 and "swizzle=3" in script.replace(" ", "")
+
+
+def test_the_fused_epilogue_is_applied_before_the_store(fused_plan):
+    from tvm_cdna4.kernels.sm90.gemm_target import build_plan
+
+    source = build_plan(fused_plan, cache=False).source
+    assert "exp2f(" in source and "bias_ptr[" in source and "residual_ptr[" in source
+    assert "nv_bfloat16* __restrict__ residual_ptr" in source and "cvt.rn.bf16x2.f32" in source
+
+
+@pytest.mark.parametrize("which", ["small_plan", "fused_plan", "tma_plan"])
+def test_ptxas_assembles_the_kernel_with_setmaxnreg_in_effect(which, request, tmp_path):
+    from tvm_cdna4.kernels.sm90.gemm_target import build_plan
+
+    plan = request.getfixturevalue(which)
+    nvcc = shutil.which("nvcc") or shutil.which("/usr/local/cuda/bin/nvcc")
+    if nvcc is None:
+        pytest.skip("nvcc not found: nothing assembles the CUDA source here")
+    (tmp_path / "k.cu").write_text(build_plan(plan).source)
+    done = subprocess.run([nvcc, "-gencode=arch=compute_90a,code=sm_90a", "-c", "-Xptxas", "-v", "k.cu", "-o", "k.o"],
+                          cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "C7508" not in done.stderr  # setmaxnreg ignored: the kernel would have no register cap at entry
+    assert "0 bytes spill stores" in done.stderr
+
+
+@pytest.mark.cuda(arch="sm_90a")
+@pytest.mark.parametrize("M, N, K, out, fusion", [
+    (1, 256, 512, "bf16", Fusion()), (77, 200, 520, "f32", Fusion()), (333, 77, 64, "bf16", Fusion()),
+    (512, 1024, 1024, "f16", Fusion()),
+    (77, 200, 264, "bf16", Fusion(bias=True, activation="gelu", residual=True, row_scale=True, col_scale=True)),
+    (130, 77, 136, "f32", Fusion(bias=True, activation="silu")),
+])
+def test_validates_on_a_hopper_gpu(M, N, K, out, fusion):
+    from tvm_cdna4.runtime.cuda import run_gemm
+
+    dtype = "f16" if out == "f16" else "bf16"
+    v = gemm.validate(GemmProblem(M, N, K, dtype, "nt", out, fusion), "sm90", run=run_gemm)
+    assert v.ok and v.where == "the NVIDIA GPU"
+
+
+@pytest.mark.parametrize("flags, words", [
+    ("--tune", "--tune is an sm80 option (it times candidate tilings on an NVIDIA GPU); sm90 runs its planner's"),
+    ("--reduction ordered --emit config", "--reduction ordered: the sm90 GEMM does not split K yet"),
+    ("--report", "--report is the gfx950 static report; on sm90 use --bench on an NVIDIA GPU"),
+    ("--emit asm", "--emit asm is for --target gfx950; sm90 emits cuda, tir or config"),
+])
+def test_the_cli_refuses_what_sm90_does_not_do(flags, words, capsys):
+    assert main(["gemm", "--target", "sm_90", "--dtype", "bf16", "-M", "64", "-N", "64", "-K", "64",
+                 *flags.split()]) == 2
+    assert words in capsys.readouterr().err
+
+
+def test_the_cli_builds_for_sm_90a_without_an_action(capsys):
+    assert main(["gemm", "--target", "sm90", "--dtype", "bf16", "-M", "64", "-N", "64", "-K", "64", "--no-cache"]) == 0
+    assert "built sm90 nt bf16->f32 64x64x64 for sm_90a" in capsys.readouterr().out
+
+
+def test_the_gpu_runner_builds_each_cuda_targets_plan():
+    from tvm_cdna4.kernels.sm80.gemm import build_plan as sm80_build
+    from tvm_cdna4.kernels.sm90.gemm_target import build_plan as sm90_build
+    from tvm_cdna4.runtime.cuda import plan_builder
+
+    assert plan_builder(gemm.plan(bf16(64, 64, 64), "sm90")) is sm90_build
+    assert plan_builder(gemm.plan(bf16(64, 64, 64), "sm80")) is sm80_build
+
+
+def test_a_build_is_keyed_by_the_plan_and_built_for_sm_90a(monkeypatch, small_plan):
+    from tvm_cdna4.kernels.sm90 import gemm_target
+
+    keys = []
+    monkeypatch.setattr(gemm_target, "cached_build", lambda kind, key, make, config, cache: keys.append((kind, key)))
+    gemm_target.build_plan(small_plan, "sm_90")  # what runtime.cuda.device_arch reads off an H100
+    gemm_target.build_plan(attrs.evolve(small_plan, config=attrs.evolve(small_plan.config, group_m=4)))
+    (kind, first), (_, second) = keys
+    assert kind == "cuda-gemm-sm90" and first["target"] == "sm90" and first["arch"] == "sm_90a"
+    assert first["fields"]["config"]["group_m"] == 8 and second["fields"]["config"]["group_m"] == 4
+    assert first["schedule"] == second["schedule"] == gemm_target.schedule_digest()

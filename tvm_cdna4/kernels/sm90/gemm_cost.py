@@ -1,0 +1,127 @@
+"""The sm90 GEMM's cost model: an estimate of one config's time on a GPU, and the choice over candidates.
+
+For a ``Sm90Config`` on problem (M, N, K) and a ``devices.DeviceSpec`` (the SM count, clock, HBM
+bandwidth: ``kernels.devices``, never written here), the estimate in seconds is
+
+    max(compute, memory) + fill + epilogue
+
+- compute: the persistent grid's busiest CTA, ``ceil(tiles / ctas)`` tiles, each ``block_m x block_n x
+  k_tiles*64`` multiply-adds at ``TENSOR_FLOPS_PER_CLK`` flops per SM clock times the tile's
+  efficiency: ``TENSOR_EFFICIENCY`` (issue and synchronization, fitted) times the share of the
+  tensor rate that shared memory keeps up with: per k-tile the tensor cores need ``block_m block_n 64 2
+  / TENSOR_FLOPS_PER_CLK`` clocks while shared memory, at ``SMEM_BYTES_PER_CLK``, takes the TMA's writes
+  of both tiles and every wgmma's reads (each m64nNk16 reads its ``(64 + N) x 16`` elements), and one
+  consumer warpgroup (no second one to hide its epilogue and waits) at ``ONE_CONSUMER`` of that;
+- memory: A and B read once and C written once (the grouped tile order keeps the panels of one group
+  in L2) at the HBM bandwidth, or the busiest CTA's own bytes at ``SM_BYTES_PER_CLK`` when fewer
+  CTAs than SMs stream (small M);
+- fill: the first stage of every CTA before its first wgmma (the ring's latency);
+- epilogue: the consumers store each tile's C from registers while the tensor cores wait, and every
+  CTA reaches its epilogue at about the same time: the busiest CTA's tiles' C bytes, times the CTAs,
+  at ``STORE_EFFICIENCY`` of the HBM bandwidth.
+
+Rates marked *fitted* were fitted to the 13 timings of ``benchmarks/sm90_gemm.py`` on an H100 SXM
+(2026-12-06; docs/sm90_gemm.md: 4096^3 at four tilings and the Llama-3-8B set, 41 us to 1.5 ms; the
+estimate with the H100's ``DeviceSpec`` is within 3.9% rms of them, 10% at worst); those marked
+*assumed* are first estimates no timing has tested yet (small M). The sm80 target's ``Device`` holds its
+fitted rates the same way. The choice is over ``CANDIDATES`` with the deepest ring that fits the SM's
+shared memory (at most ``MAX_STAGES``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..common import ceil_div
+from .gemm_plan import BARRIER_BYTES, BLOCK_K, WGMMA_K, WGMMA_M, Sm90Config
+
+TENSOR_FLOPS_PER_CLK = 4096
+"""Dense f16/bf16 tensor flops per SM per clock on Hopper (2048 FMA: the NVIDIA H100 Tensor Core GPU
+Architecture whitepaper, 4 tensor cores of 512 FP16 FMA per clock per SM)."""
+SMEM_BYTES_PER_CLK = 128
+"""Shared-memory bandwidth per SM per clock (32 banks of 4 bytes: the CUDA C++ Programming Guide)."""
+SM_BYTES_PER_CLK = 64
+"""What one SM pulls from L2/HBM per clock (assumed; bounds a small grid's streaming)."""
+TENSOR_EFFICIENCY = 0.75
+"""The share of the tensor rate (at the datasheet clock) a two-consumer tile keeps (fitted: the module
+docstring)."""
+STORE_EFFICIENCY = 0.35
+"""The share of the HBM bandwidth the epilogue's stores reach when every CTA stores its tile at once
+(fitted: 9 GB/s per SM; direct 4-byte stores from registers, not overlapped with the next tile)."""
+ONE_CONSUMER = 0.85
+"""The share of that a single consumer warpgroup keeps (assumed: nothing overlaps its epilogue)."""
+MAX_STAGES = 8
+CANDIDATES = ((128, 256, 2), (256, 128, 2), (128, 192, 2), (128, 128, 2), (128, 64, 2), (64, 256, 1),
+              (64, 128, 1), (64, 64, 1))
+"""(block_m, block_n, consumers) the cost model weighs."""
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """The estimate's terms, seconds."""
+
+    compute: float
+    memory: float
+    fill: float
+    epilogue: float = 0.0
+
+    @property
+    def total(self) -> float:
+        return max(self.compute, self.memory) + self.fill + self.epilogue
+
+    def to_json(self) -> dict:
+        return {"us": round(self.total * 1e6, 3), "compute_us": round(self.compute * 1e6, 3),
+                "memory_us": round(self.memory * 1e6, 3), "fill_us": round(self.fill * 1e6, 3),
+                "epilogue_us": round(self.epilogue * 1e6, 3)}
+
+
+def efficiency(cfg: Sm90Config, bytes_per: int = 2) -> float:
+    """The share of the SM's tensor rate one tile of ``cfg`` keeps (the module docstring)."""
+    tensor_clk = cfg.block_m * cfg.block_n * BLOCK_K * 2 / TENSOR_FLOPS_PER_CLK
+    reads = cfg.block_m // WGMMA_M * (BLOCK_K // WGMMA_K) * (WGMMA_M + cfg.block_n) * WGMMA_K * bytes_per
+    smem_clk = (reads + cfg.stage_bytes(bytes_per)) / SMEM_BYTES_PER_CLK
+    share = min(1.0, tensor_clk / smem_clk) * TENSOR_EFFICIENCY
+    return share * (ONE_CONSUMER if cfg.consumers == 1 else 1.0)
+
+
+def estimate(cfg: Sm90Config, M: int, N: int, K: int, out_bytes: int, device, bytes_per: int = 2) -> Estimate:
+    """The estimate of ``cfg`` on (M, N, K) on ``device`` (a ``devices.DeviceSpec``)."""
+    tiles = ceil_div(M, cfg.block_m) * ceil_div(N, cfg.block_n)
+    ctas = min(tiles, cfg.ctas or device.units)
+    per_cta = ceil_div(tiles, ctas)
+    k = ceil_div(K, BLOCK_K) * BLOCK_K
+    tile_s = cfg.block_m * cfg.block_n * k * 2 / (TENSOR_FLOPS_PER_CLK * device.clock_hz * efficiency(cfg))
+    moved = (M * K + N * K) * bytes_per + M * N * out_bytes
+    cta_bytes = per_cta * ((cfg.block_m + cfg.block_n) * k * bytes_per + cfg.block_m * cfg.block_n * out_bytes)
+    memory = max(moved / device.hbm_bytes_s, cta_bytes / (SM_BYTES_PER_CLK * device.clock_hz))
+    fill = cfg.stage_bytes(bytes_per) * ctas / device.hbm_bytes_s
+    epilogue = per_cta * cfg.block_m * cfg.block_n * out_bytes * ctas / (device.hbm_bytes_s * STORE_EFFICIENCY)
+    return Estimate(per_cta * tile_s, memory, fill, epilogue)
+
+
+def deepest(block_m: int, block_n: int, consumers: int, smem_bytes: int, k_tiles: int,
+            epilogue: str = "registers") -> int:
+    """The most ring stages that fit ``smem_bytes`` beside C's staging buffer (``epilogue="tma"``), at
+    most ``MAX_STAGES``, no more than the k-tiles of two tiles, at least 2."""
+    cfg = Sm90Config(block_m, block_n, 2, consumers, epilogue=epilogue)
+    room = smem_bytes - BARRIER_BYTES - cfg.staging_bytes()
+    return max(2, min(MAX_STAGES, room // cfg.stage_bytes(), max(2, 2 * k_tiles)))
+
+
+def ranked(M: int, N: int, K: int, out_bytes: int, device) -> list[tuple[float, Sm90Config]]:
+    """Every candidate config (deepest ring) with its estimate, best first (ties: the larger tile)."""
+    out = []
+    for bm, bn, consumers in CANDIDATES:
+        cfg = Sm90Config(bm, bn, deepest(bm, bn, consumers, device.smem_per_unit, ceil_div(K, BLOCK_K)), consumers)
+        out.append((estimate(cfg, M, N, K, out_bytes, device).total, -bm * bn, cfg))
+    out.sort(key=lambda x: (x[0], x[1]))
+    return [(t, cfg) for t, _, cfg in out]
+
+
+def choose_config(M: int, N: int, K: int, out_bytes: int, device) -> Sm90Config:
+    """The cost model's choice for (M, N, K) on ``device``."""
+    return ranked(M, N, K, out_bytes, device)[0][1]
+
+
+__all__ = ["CANDIDATES", "STORE_EFFICIENCY", "TENSOR_EFFICIENCY", "Estimate", "choose_config", "deepest", "efficiency",
+           "estimate", "ranked"]

@@ -1,0 +1,260 @@
+"""Emission of the sm90 GEMM: a ``Sm90Plan`` to a TIRx PrimFunc ``main(A, B, C, ...)`` (the plan's ``params``:
+the fused epilogue's inputs follow C).
+
+The kernel (``gemm_plan``'s docstring tells the design): warpgroup 0 is the producer (``setmaxnreg.dec``
+to ``PRODUCER_REGS``; thread 0 waits on a stage's "empty" mbarrier, arms its "full" one with
+``mbarrier.arrive.expect_tx`` and issues the two TMA loads, ``cp.async.bulk.tensor.2d`` (``tma_load``)
+through the ``CUtensorMap`` of A and B that ``main``'s host part encodes at each launch
+(``T.cuda.tensormap_encode_tiled``: 128-byte swizzle, out-of-bounds boxes zero-filled; TIRx passes
+them as ``__grid_constant__`` kernel parameters; TIRx's TMA tile pattern would encode them too, but it
+proves the swizzled shared view element by element: minutes of lowering for a 128x256 tile);
+warpgroups 1.. are the consumers (``setmaxnreg.inc`` to ``CONSUMER_REGS``): per k-tile they wait on "full", issue
+``wgmma.mma_async`` from the stage's 128-byte-swizzled tiles (``wgmma_issue``: the one place the
+instruction is written), commit, wait for the previous k-tile's group and release its stage (one
+arrival per consumer warpgroup on "empty"). After the tile's last k-tile the consumers store C from
+their registers, the fused epilogue applied first (``out_value``), in column pairs
+(``st.global.v2.f32``, or ``cvt.rn.{bf16,f16}x2.f32`` + ``st.global.b32``; each predicated inside C;
+odd N: one element at a time) while the producer already loads the next tile's stages. Both roles
+walk the same tiles, ``pid, pid + ctas, ...`` in the plan's grouped order (``Sm90Plan.tile_of``);
+the ring position of k-tile ``kt`` of the CTA's ``i``-th tile is ``i * k_tiles + kt`` (stage: modulo
+``stages``; mbarrier phase: its quotient's parity).
+"""
+
+from __future__ import annotations
+
+from tvm_tirx.script import ir as I
+from tvm_tirx.script import tirx as T
+from tvm_tirx.script.parser import parse
+
+from ...tirx_private import transpile_once
+from ..gemm import epilogue as fused
+from ..sm80.gemm_emit_epilogue import TIR_OPS
+from .gemm_plan import BLOCK_K, CONSUMER_REGS, PRODUCER_REGS, WARPGROUP, WGMMA_K, WGMMA_M, Sm90Plan
+
+TMA_LOAD = "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+TMA_STORE = "cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group"
+SWIZZLE_COLUMNS = 64
+"""The columns of one 128-byte swizzle row of a 16-bit tile (the TMA box's inner extent)."""
+SWIZZLE_128B = 3
+"""The TMA swizzle mode (``CU_TENSOR_MAP_SWIZZLE_128B``, CUDA driver API ``CUtensorMapSwizzle``)."""
+DESCRIPTOR_BITS = (1 << 16) | ((8 * 128 // 16) << 32) | (1 << 62)
+"""A K-major, 128-byte-swizzled wgmma matrix descriptor's fixed fields (PTX ISA 9.7.17.5.1.2, "Matrix
+Descriptor Format"): leading byte offset 1 (unused for a swizzled K-major operand), stride byte offset
+1024 >> 4 (eight 128-byte rows to the next 8-row group), layout type 1 (128B swizzle) in bits 62-63.
+The start address (bits 0-13) is the shared address >> 4."""
+
+
+def descriptor(address):
+    """The wgmma matrix descriptor of a 128-byte-swizzled K-major tile at shared ``address`` (uint32)."""
+    return T.cast((address & T.uint32(0x3FFFF)) >> T.uint32(4), "uint64") | T.uint64(DESCRIPTOR_BITS)
+
+
+def wgmma_instr(p: Sm90Plan) -> str:
+    return f"wgmma.mma_async.sync.aligned.m{WGMMA_M}n{p.config.block_n}k{WGMMA_K}.f32.{p.dtype}.{p.dtype}"
+
+
+def wgmma_issue(p: Sm90Plan, acc, base: int, a_desc, b_desc):
+    """One ``wgmma.mma_async`` (SS, both K-major: no transposes) accumulating into ``acc[base:base + N/2]``:
+    the one call a wgmma tile pattern can replace."""
+    n = p.config.block_n // 2
+    T.ptx[wgmma_instr(p)](*[acc[base + i] for i in range(n)], a_desc, b_desc, T.bool(True), 1, 1, 0, 0)
+
+
+def tma_load(p: Sm90Plan, SMH, offset: int, tensor_map, k0, row0, mbar):
+    """One 2-D TMA load of a ``rows x BLOCK_K`` box at (``row0``, ``k0``) into the shared tile at element
+    ``offset``, completing on ``mbar``: the one call a TMA tile pattern can replace."""
+    T.ptx[TMA_LOAD](T.cuda.cvta_generic_to_shared(SMH.ptr_to([offset])), T.address_of(tensor_map), k0, row0, mbar)
+
+
+@T.macro
+def kernel(p, args, maps):
+    c = p.config
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=p.ctas, block=c.threads, dynamic_smem_bytes=p.smem_bytes),
+                   kernel_attrs=T.cuda.KernelAttributes(min_blocks_per_sm=1))
+    SMH = T.alloc_tensor(ty_args=[T.Tensor((p.smem_bytes // 2,), p.tir_dtype, scope="shared.dyn", layout="default", align=1024)])
+    MB = T.alloc_tensor(ty_args=[T.Tensor((2 * c.stages,), "uint64", scope="shared", layout="default")])
+    tid = T.cuda.thread_idx("x")
+    pid = T.cuda.block_idx("x")
+    if tid == 0:
+        for s in T.unroll(c.stages):
+            T.ptx.mbarrier.init.shared.b64(MB.ptr_to([s]), T.uint32(1))
+            T.ptx.mbarrier.init.shared.b64(MB.ptr_to([c.stages + s]), T.uint32(c.consumers))
+        T.ptx["fence.mbarrier_init.release.cluster"]()
+    T.cuda.cta_sync()
+    if tid < WARPGROUP:
+        T.ptx["setmaxnreg.dec.sync.aligned.u32"](PRODUCER_REGS)
+        if tid == 0:
+            producer(p, SMH, MB, maps, pid)
+    else:
+        T.ptx["setmaxnreg.inc.sync.aligned.u32"](CONSUMER_REGS)
+        consumer(p, SMH, MB, args, maps, pid, tid // WARPGROUP - 1, tid % WARPGROUP)
+
+
+@T.macro
+def producer(p, SMH, MB, maps, pid):
+    c = p.config
+    for i in range(T.truncdiv(p.tiles - 1 - pid, p.ctas) + 1):
+        tile = p.tile_of(pid + i * p.ctas, T.truncdiv, T.truncmod, T.min)
+        m0 = tile[0] * c.block_m
+        n0 = tile[1] * c.block_n
+        for kt in range(p.k_tiles):
+            it = i * p.k_tiles + kt
+            s = it % c.stages
+            T.cuda.mbarrier_wait(MB.ptr_to([c.stages + s]), (it // c.stages + 1) % 2)
+            T.ptx.mbarrier.arrive.expect_tx.shared.b64(MB.ptr_to([s]), T.uint32(c.stage_bytes()))
+            tma_load(p, SMH, s * c.block_m * BLOCK_K, maps[0], kt * BLOCK_K, m0, MB.ptr_to([s]))
+            tma_load(p, SMH, c.stages * c.block_m * BLOCK_K + s * c.block_n * BLOCK_K, maps[1], kt * BLOCK_K, n0,
+                     MB.ptr_to([s]))
+
+
+@T.macro
+def consumer(p, SMH, MB, args, maps, pid, wg, t):
+    c = p.config
+    acc = T.alloc_tensor(ty_args=[T.Tensor((c.rows // WGMMA_M * c.block_n // 2,), "float32", scope="local", layout="default")])
+    for i in range(T.truncdiv(p.tiles - 1 - pid, p.ctas) + 1):
+        tile = p.tile_of(pid + i * p.ctas, T.truncdiv, T.truncmod, T.min)
+        m0 = tile[0] * c.block_m
+        n0 = tile[1] * c.block_n
+        for r in T.unroll(c.rows // WGMMA_M * c.block_n // 2):
+            acc[r] = T.float32(0)
+        for kt in range(p.k_tiles):
+            it = i * p.k_tiles + kt
+            s = it % c.stages
+            T.cuda.mbarrier_wait(MB.ptr_to([s]), (it // c.stages) % 2)
+            T.ptx["wgmma.fence.sync.aligned"]()
+            a_base = T.cuda.cvta_generic_to_shared(SMH.ptr_to([s * c.block_m * BLOCK_K + wg * c.rows * BLOCK_K]))
+            b_base = T.cuda.cvta_generic_to_shared(SMH.ptr_to([c.stages * c.block_m * BLOCK_K + s * c.block_n * BLOCK_K]))
+            for kk in T.unroll(BLOCK_K // WGMMA_K):
+                for mi in T.unroll(c.rows // WGMMA_M):
+                    wgmma_issue(p, acc, mi * c.block_n // 2,
+                                descriptor(a_base + T.uint32(mi * WGMMA_M * BLOCK_K * 2 + kk * WGMMA_K * 2)),
+                                descriptor(b_base + T.uint32(kk * WGMMA_K * 2)))
+            T.ptx["wgmma.commit_group.sync.aligned"]()
+            T.ptx["wgmma.wait_group.sync.aligned"](1)
+            if kt > 0:
+                if t == 0:
+                    T.ptx.mbarrier.arrive.shared.b64(MB.ptr_to([c.stages + (it + c.stages - 1) % c.stages]), T.uint32(1))
+        T.ptx["wgmma.wait_group.sync.aligned"](0)
+        if t == 0:
+            T.ptx.mbarrier.arrive.shared.b64(MB.ptr_to([c.stages + (i * p.k_tiles + p.k_tiles - 1) % c.stages]), T.uint32(1))
+        if I.constexpr(c.epilogue == "tma"):
+            store_tma(p, SMH, acc, args, maps[2], wg, t, m0, n0)
+        else:
+            store(p, acc, args, m0 + wg * c.rows + (t // 32) * 16 + (t % 32) // 4, n0 + 2 * (t % 4))
+    if I.constexpr(c.epilogue == "tma"):
+        if t == 0:
+            T.ptx["cp.async.bulk.wait_group"](0)  # the last tile's stores are done before the CTA exits
+
+
+@T.macro
+def store(p, acc, args, row, col):
+    # acc[mi * N/2 + j * 4 + h * 2 + e] is C[row + 64 mi + 8 h, col + 8 j + e] (PTX ISA 9.7.17.5.1.1.1,
+    # the wgmma D fragment: thread t of the warpgroup holds rows 16 (t / 32) + (t % 32) / 4 + 8 h), the
+    # fused epilogue applied first (out_value)
+    c = p.config
+    C = args["C"]
+    n2 = c.block_n // 2
+    if I.constexpr(p.N % 2 == 0 and p.out_dtype == "f32"):
+        for mi in T.unroll(c.rows // WGMMA_M):
+            for j in T.unroll(c.block_n // 8):
+                for h in T.unroll(2):
+                    r = row + mi * WGMMA_M + 8 * h
+                    T.ptx["st.global.v2.f32"](C.ptr_to([r, col + 8 * j]),
+                                              out_value(p, args, acc[mi * n2 + j * 4 + h * 2], r, col + 8 * j),
+                                              out_value(p, args, acc[mi * n2 + j * 4 + h * 2 + 1], r, col + 8 * j + 1),
+                                              pred=T.and_(r < p.M, col + 8 * j < p.N))
+    elif I.constexpr(p.N % 2 == 0):
+        word = T.alloc_tensor(ty_args=[T.Tensor((1,), "uint32", scope="local", layout="default")])
+        for mi in T.unroll(c.rows // WGMMA_M):
+            for j in T.unroll(c.block_n // 8):
+                for h in T.unroll(2):
+                    r = row + mi * WGMMA_M + 8 * h
+                    T.ptx[f"cvt.rn.{p.out_dtype}x2.f32"](
+                        word[0], out_value(p, args, acc[mi * n2 + j * 4 + h * 2 + 1], r, col + 8 * j + 1),
+                        out_value(p, args, acc[mi * n2 + j * 4 + h * 2], r, col + 8 * j))
+                    T.ptx["st.global.b32"](C.ptr_to([r, col + 8 * j]), word[0], pred=T.and_(r < p.M, col + 8 * j < p.N))
+    else:
+        for mi in T.unroll(c.rows // WGMMA_M):
+            for j in T.unroll(c.block_n // 8):
+                for h in T.unroll(2):
+                    for e in T.unroll(2):
+                        if T.and_(row + mi * WGMMA_M + 8 * h < p.M, col + 8 * j + e < p.N):
+                            C[row + mi * WGMMA_M + 8 * h, col + 8 * j + e] = T.Cast(p.tir_out, out_value(
+                                p, args, acc[mi * n2 + j * 4 + h * 2 + e], row + mi * WGMMA_M + 8 * h, col + 8 * j + e))
+
+
+@T.macro
+def store_tma(p, SMH, acc, args, map_c, wg, t, m0, n0):
+    # epilogue="tma": the warpgroup's rows of the tile, converted (the fused epilogue first), into its part of
+    # the staging buffer, 128-byte swizzled in 64-column blocks (16-byte chunk j % 8 of row r at chunk
+    # (j % 8) ^ (r % 8): conflict-free, and what the TMA store's CU_TENSOR_MAP_SWIZZLE_128B reads); then one
+    # thread stores the blocks with TMA (clipped at C's edges) and the warpgroup goes on to the next tile.
+    # Before the buffer is written again, the previous tile's stores have read it (wait_group.read)
+    c = p.config
+    SMW = T.decl_tensor(SMH.ptr_to([0]), ty_args=[T.Tensor((p.smem_bytes // 4,), "uint32", scope="shared.dyn", layout="default", align=1024)])
+    word = T.alloc_tensor(ty_args=[T.Tensor((1,), "uint32", scope="local", layout="default")])
+    base = p.staging * 2 + wg * c.rows * c.block_n * 2
+    if t == 0:
+        T.ptx["cp.async.bulk.wait_group.read"](0)
+    T.ptx["bar.sync"](T.Cast("uint32", 1 + wg), T.uint32(WARPGROUP))
+    for mi in T.unroll(c.rows // WGMMA_M):
+        for j in T.unroll(c.block_n // 8):
+            for h in T.unroll(2):
+                r = mi * WGMMA_M + (t // 32) * 16 + (t % 32) // 4 + 8 * h
+                T.ptx[f"cvt.rn.{p.out_dtype}x2.f32"](
+                    word[0],
+                    out_value(p, args, acc[mi * c.block_n // 2 + j * 4 + h * 2 + 1], m0 + wg * c.rows + r, n0 + 8 * j + 2 * (t % 4) + 1),
+                    out_value(p, args, acc[mi * c.block_n // 2 + j * 4 + h * 2], m0 + wg * c.rows + r, n0 + 8 * j + 2 * (t % 4)))
+                SMW[(base + (j // 8) * c.rows * 128 + r * 128 + T.bitwise_xor(j % 8, (t % 32) // 4) * 16) // 4 + t % 4] = word[0]
+    T.ptx["fence.proxy.async.shared::cta"]()
+    T.ptx["bar.sync"](T.Cast("uint32", 1 + wg), T.uint32(WARPGROUP))
+    if t == 0:
+        for cb in T.unroll(c.block_n // SWIZZLE_COLUMNS):
+            T.ptx[TMA_STORE](T.address_of(map_c), n0 + cb * SWIZZLE_COLUMNS, m0 + wg * c.rows,
+                             T.cuda.cvta_generic_to_shared(SMH.ptr_to([p.staging + wg * c.rows * c.block_n + cb * c.rows * SWIZZLE_COLUMNS])))
+        T.ptx["cp.async.bulk.commit_group"]()
+
+
+def out_value(p: Sm90Plan, args, v, row, col):
+    """The f32 value stored at (``row``, ``col``) of accumulator value ``v``: the plan's fused epilogue
+    (``kernels.gemm.epilogue.apply``) with its inputs read there, the indices clamped into C (a value
+    outside C is computed, never stored, and reads no input out of range); ``v`` itself without one."""
+    if p.fusion.empty:
+        return v
+    r, c = T.min(row, p.M - 1), T.min(col, p.N - 1)
+    return fused.apply(p.fusion, v, {i.name: i.at(args[i.name], r, c) for i in p.fusion.steps()}, TIR_OPS)
+
+
+L2_PROMOTION_256B = 2
+"""``CU_TENSOR_MAP_L2_PROMOTION_L2_256B`` (CUDA driver API ``CUtensorMapL2promotion``)."""
+
+
+def signature_source(p: Sm90Plan) -> str:
+    """``main(A, B, C, <the fused inputs>)`` (``p.params``): the host part encodes the tensor maps of A
+    (``[M, K]``, boxes ``block_m x 64``), B (``[N, K]``, boxes ``block_n x 64``) and, with
+    ``epilogue="tma"``, C (``[M, N]``, boxes of a consumer's rows x 64), innermost dimension first (the
+    driver's order), then the kernel."""
+    c = p.config
+    names = [q.name for q in p.params]
+    lines = ["@T.function", f"def main({', '.join(f'{n}: types[{i}]' for i, n in enumerate(names))}):"]
+    maps = [("A", p.M, p.K, c.block_m, BLOCK_K, p.tir_dtype), ("B", p.N, p.K, c.block_n, BLOCK_K, p.tir_dtype)]
+    if c.epilogue == "tma":  # C's stores: boxes of a consumer's rows x 64 columns
+        maps.append(("C", p.M, p.N, c.rows, SWIZZLE_COLUMNS, p.tir_out))
+    for name, rows, cols, box_rows, box_cols, dtype in maps:
+        lines += [f"    map{name} = T.stack_alloca('tensormap', 1)",
+                  f"    T.cuda.tensormap_encode_tiled(map{name}, {name}.ptr_to([0, 0]), {cols}, {rows}, {cols * 2}, "
+                  f"{box_cols}, {box_rows}, 1, 1, descriptor_dtype='{dtype}', rank=2, swizzle={SWIZZLE_128B}, "
+                  f"l2_promotion={L2_PROMOTION_256B})"]
+    args = ", ".join(f"{n!r}: {n}" for n in names)
+    return "\n".join([*lines, f"    kernel(p, {{{args}}}, ({', '.join(f'map{m[0]}' for m in maps)},))", ""])
+
+
+@transpile_once
+def emit(p: Sm90Plan):
+    """The TIRx PrimFunc ``main(A, B, C, ...)`` of a plan (its parameters: ``p.params``)."""
+    types = [T.Tensor(q.shape, q.dtype) for q in p.params]
+    return parse(signature_source(p), {"T": T, "kernel": kernel, "p": p, "types": types})
+
+
+__all__ = ["DESCRIPTOR_BITS", "TMA_LOAD", "TMA_STORE", "descriptor", "emit", "signature_source", "tma_load", "wgmma_instr",
+           "wgmma_issue", "out_value"]

@@ -1,0 +1,200 @@
+"""The sm90 GEMM's plan: a ``Sm90Config`` (the tiling a user or the cost model picks) checked against the
+problem and the GPU, then frozen into a ``Sm90Plan`` (the launch, the shared-memory ring, the parameters).
+
+The kernel (``gemm_emit``): one producer warpgroup (its first thread issues the TMA loads, 128-byte
+swizzle, into a ring of ``stages`` shared-memory stages with "full" / "empty" mbarriers) and
+``consumers`` consumer warpgroups, each owning ``block_m / consumers`` rows of the ``block_m x block_n``
+output tile (``wgmma.mma_async`` m64nNk16 from shared memory, N = ``block_n``); persistent over the
+tiles in a grouped order (``group_m`` tile rows share their B panels in L2). The K tile is 64
+elements (128 bytes of bf16/f16: one 128-byte swizzle atom per row, PTX ISA 9.7.9.28.1.2 / CUDA driver
+API ``CU_TENSOR_MAP_SWIZZLE_128B``).
+
+Scope of this first target (static M only): layout ``nt`` (A ``[M, K]``, B ``[N, K]``, both K-major: what
+wgmma reads without a transpose), f16/bf16 inputs, f32/f16/bf16 C, the fused epilogue
+(``kernels.gemm.epilogue``: its inputs are parameters after C, in ``PARAM_ORDER``), no K split. ``K % 8 != 0``
+is refused (a ``ContractError``): TMA needs every global stride but the innermost to be a multiple of 16 bytes
+(CUDA driver API, ``cuTensorMapEncodeTiled``); so is a C of ``2^31`` elements or more (the epilogue's offsets
+are 32-bit).
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from ...errors import ContractError
+from ..common import Param, PlanRecord, ceil_div
+from ..gemm.epilogue import Fusion
+
+DTYPES = {"f16": "float16", "bf16": "bfloat16"}
+OUT_DTYPES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}
+LAYOUTS = ("nt",)
+BLOCK_K = 64
+"""The K tile: 64 two-byte elements = 128 bytes, one 128-byte swizzle row (the module docstring)."""
+WGMMA_M = 64
+"""The rows of one ``wgmma.mma_async`` (PTX ISA 9.7.17.2: m64nNk16 for f16/bf16)."""
+WGMMA_K = 16
+WARPGROUP = 128
+TMA_BOX_MAX = 256
+"""The largest TMA box extent (CUDA driver API, ``cuTensorMapEncodeTiled``: boxDim[i] <= 256)."""
+STRIDE_ALIGN_BYTES = 16
+"""TMA's global-stride rule (``cuTensorMapEncodeTiled``: globalStrides[i] % 16 == 0)."""
+PRODUCER_REGS = 40
+CONSUMER_REGS = 232
+"""``setmaxnreg`` targets of the producer and consumer warpgroups (PTX ISA 9.7.21.5; CUTLASS's sm90
+warp-specialized kernels use the same pair: 128 x 40 + 256 x 232 <= 65536 registers per SM)."""
+ACC_REGS_MAX = 128
+"""The most f32 accumulators a consumer thread holds (``rows / 64 * block_n / 2``) within its 232."""
+EPILOGUES = ("registers", "tma")
+"""How the consumers write C: ``registers`` (stores from registers, predicated inside C: validated, the
+default) or ``tma`` (the tile through a 128-byte-swizzled shared staging buffer and TMA stores, which
+clip at C's edges, so the consumers go on to the next tile while the stores drain; 16-bit C with
+``N % 8 == 0`` only; not yet validated on a GPU: opt-in)."""
+INT32_ELEMENTS = 2**31
+"""The elements a 32-bit offset reaches: C's ``M N`` must stay below it (64-bit offsets: not yet)."""
+BARRIER_BYTES = 1024
+"""Shared memory kept beside the ring (the mbarriers live in static shared memory; slack for them)."""
+
+
+@attrs.frozen
+class Sm90Config:
+    """A tiling of the sm90 GEMM: ``block_m`` x ``block_n`` output tiles, ``stages`` ring stages of
+    ``BLOCK_K``, ``consumers`` consumer warpgroups (1 or 2), ``group_m`` tile rows per group of the tile
+    order, ``ctas`` persistent CTAs (0: one per SM, at most one per tile)."""
+
+    block_m: int = 128
+    block_n: int = 256
+    stages: int = 4
+    consumers: int = 2
+    group_m: int = 8
+    ctas: int = 0
+    epilogue: str = "registers"
+
+    @property
+    def rows(self) -> int:
+        """The rows of the tile one consumer warpgroup owns."""
+        return self.block_m // self.consumers
+
+    @property
+    def threads(self) -> int:
+        return WARPGROUP * (1 + self.consumers)
+
+    def stage_bytes(self, bytes_per: int = 2) -> int:
+        return (self.block_m + self.block_n) * BLOCK_K * bytes_per
+
+    def staging_bytes(self) -> int:
+        """The shared staging buffer of C's tile (``epilogue="tma"``: 16-bit C), else 0."""
+        return self.block_m * self.block_n * 2 if self.epilogue == "tma" else 0
+
+    def check(self, smem_bytes: int) -> None:
+        """A ContractError naming the field that breaks a rule of the kernel or of ``smem_bytes``."""
+        def bad(field, rule, expected, found):
+            raise ContractError(f"sm90 GEMM config {field}: {rule}", operand=field, check="parameters",
+                                expected=expected, found=found)
+        if self.consumers not in (1, 2):
+            bad("consumers", "one or two consumer warpgroups", "1 or 2", self.consumers)
+        if self.block_m % (WGMMA_M * self.consumers) or not 64 <= self.block_m <= 256:
+            bad("block_m", "64..256 rows, 64 per wgmma per consumer warpgroup",
+                f"a multiple of {WGMMA_M * self.consumers} in 64..256", self.block_m)
+        if self.block_n % 8 or not 8 <= self.block_n <= TMA_BOX_MAX:
+            bad("block_n", "wgmma N is a multiple of 8 up to 256", "8, 16, ..., 256", self.block_n)
+        acc = self.rows // WGMMA_M * self.block_n // 2
+        if acc > ACC_REGS_MAX:
+            bad("block_m x block_n", "f32 accumulators per consumer thread", f"<= {ACC_REGS_MAX}", acc)
+        if self.epilogue not in EPILOGUES:
+            bad("epilogue", "how the consumers write C", EPILOGUES, self.epilogue)
+        room = smem_bytes - BARRIER_BYTES - self.staging_bytes()
+        if self.stages < 2 or self.stages * self.stage_bytes() > room:
+            bad("stages", "at least two ring stages within the SM's shared memory (beside C's staging buffer)",
+                f"2..{room // self.stage_bytes()}", self.stages)
+        if self.group_m < 1 or self.ctas < 0:
+            bad("group_m/ctas", "group_m >= 1 and ctas >= 0", ">= 1, >= 0", (self.group_m, self.ctas))
+
+
+@attrs.frozen
+class Sm90Plan(PlanRecord, family="gemm"):
+    """The frozen plan of one static-M sm90 GEMM: the problem, its config, the launch and the parameters."""
+
+    M: int
+    N: int
+    K: int
+    dtype: str
+    out_dtype: str
+    config: Sm90Config
+    tiles_m: int
+    tiles_n: int
+    k_tiles: int
+    ctas: int
+    smem_bytes: int
+    params: tuple
+    layout: str = "nt"
+    fusion: Fusion = Fusion()
+
+    @property
+    def tiles(self) -> int:
+        return self.tiles_m * self.tiles_n
+
+    @property
+    def staging(self) -> int:
+        """The staging buffer's first element in the kernel's shared memory (after the ring)."""
+        return self.config.stages * (self.config.block_m + self.config.block_n) * BLOCK_K
+
+    @property
+    def tir_dtype(self) -> str:
+        return DTYPES[self.dtype]
+
+    @property
+    def tir_out(self) -> str:
+        return OUT_DTYPES[self.out_dtype]
+
+    def tile_of(self, t, div, mod, min_):
+        """(tile row, tile column) of linear tile ``t`` in the grouped order: ``group_m`` tile rows at a
+        time, column-major inside the group (``div``/``mod``/``min_``: Python's or TIR's)."""
+        g = self.config.group_m
+        per_group = g * self.tiles_n
+        first = div(t, per_group) * g
+        rows = min_(self.tiles_m - first, g)
+        inner = mod(t, per_group)
+        return first + mod(inner, rows), div(inner, rows)
+
+
+def check_problem(M, N, K, dtype, layout, out_dtype) -> None:
+    """A ContractError naming the operand sm90 does not run (the module docstring: the scope)."""
+    def bad(operand, rule, expected, found, check="parameters"):
+        raise ContractError(f"sm90 GEMM {operand}: {rule}", operand=operand, check=check, expected=expected,
+                            found=found)
+    if dtype not in DTYPES:
+        bad("dtype", "the sm90 GEMM runs f16 and bf16", tuple(DTYPES), dtype, "dtype")
+    if out_dtype not in OUT_DTYPES:
+        bad("out_dtype", "C is f32, f16 or bf16", tuple(OUT_DTYPES), out_dtype, "dtype")
+    if layout not in LAYOUTS:
+        bad("layout", "both operands K-major (A [M, K], B [N, K]); the other layouts are not planned yet",
+            LAYOUTS, layout, "layout")
+    if K * 2 % STRIDE_ALIGN_BYTES:
+        bad("K", "TMA global strides are multiples of 16 bytes (cuTensorMapEncodeTiled): K % 8 == 0",
+            "K % 8 == 0", K, "alignment")
+    if M is None or M < 1:
+        bad("M", "a static M (dynamic M is not planned on sm90 yet)", "M >= 1", M, "shape")
+    if M * N >= INT32_ELEMENTS:
+        bad("C", "the epilogue addresses C (and an element-wise fused input) with 32-bit offsets",
+            "M N < 2^31", f"M N = {M * N}", "shape")
+
+
+def plan(M, N, K, dtype, layout, out_dtype, config: Sm90Config, sms: int, smem_bytes: int,
+         fusion: Fusion = Fusion()) -> Sm90Plan:
+    """Check the problem and ``config`` and freeze the plan (``sms``: the SMs the persistent grid fills;
+    ``fusion``: the fused epilogue, whose inputs follow C in ``params``)."""
+    check_problem(M, N, K, dtype, layout, out_dtype)
+    config.check(smem_bytes)
+    if config.epilogue == "tma" and (out_dtype == "f32" or N % 8):
+        raise ContractError("sm90 GEMM config epilogue: TMA stores of a 16-bit C whose rows are whole 16-byte "
+                            "chunks", operand="epilogue", check="parameters", expected="f16/bf16 C, N % 8 == 0",
+                            found=f"{out_dtype} C, N = {N}")
+    tiles_m, tiles_n = ceil_div(M, config.block_m), ceil_div(N, config.block_n)
+    ctas = min(tiles_m * tiles_n, config.ctas or sms)
+    params = (Param("A", (M, K), DTYPES[dtype]), Param("B", (N, K), DTYPES[dtype]),
+              Param("C", (M, N), OUT_DTYPES[out_dtype]), *fusion.params(M, N, OUT_DTYPES[out_dtype]))
+    return Sm90Plan(M, N, K, dtype, out_dtype, config, tiles_m, tiles_n, ceil_div(K, BLOCK_K), ctas,
+                    config.stages * config.stage_bytes() + config.staging_bytes(), params, layout, fusion)
+
+
+__all__ = ["BLOCK_K", "DTYPES", "EPILOGUES", "LAYOUTS", "OUT_DTYPES", "Sm90Config", "Sm90Plan", "check_problem", "plan"]

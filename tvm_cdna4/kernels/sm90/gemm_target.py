@@ -1,0 +1,219 @@
+"""The GEMM family's verbs on Hopper (``kernels.gemm.TARGETS["sm90"]``): ``plan``, ``choose``, ``emit``,
+``build``, ``execute``, ``summary``, from a ``GemmProblem``; ``build_plan`` (a plan through the CUDA
+build cache), ``config_from_options`` and ``CODE``.
+
+The kernel: the warp-specialized TMA + wgmma GEMM of ``gemm_plan`` / ``gemm_emit`` (static M, layout
+``nt``, f16/bf16, the fused epilogue; the other problems are refused with a ``ContractError`` naming the
+operand). Without a config, the cost model's choice (``gemm_cost.choose_config``) for the planned GPU
+(``devices.planned("sm80")``: the present NVIDIA GPU, else the H200); for M <= 16 the weight-streaming
+decode kernel keeps the problem (``kernels.sm80.decode_plan``: a ``DecodePlan``, built here for
+``sm_90a``; measured at 1.0x torch.matmul on the H200, while the sm90 tile kernel has no timing at
+such M yet: ``DECODE_KEEPS``). A ``Sm90Config`` plans the sm90 kernel at any M, a ``DecodeConfig`` the
+decode kernel. Options: ``sms`` (the SMs the
+plan fills), ``arch`` (build: default ``sm_90a``, the arch wgmma and ``setmaxnreg`` need),
+``compiler`` (``"nvcc"`` / ``"nvrtc"``, None: TIRx's), ``cache``.
+
+``execute`` runs only through a GPU runner (``runtime.cuda.run_gemm``): the CUDA emulator does not
+run sm90 kernels yet (no wgmma, TMA or mbarrier transactions), so ``gemm.validate(problem, "sm90")``
+without ``run=`` raises a ``NotImplementedError`` saying so.
+"""
+
+from __future__ import annotations
+
+
+from ...cuda.build import CudaBuild, cached_build, check_compiler, compile_blobs
+from ..common import cache_key
+from ..gemm.problem import GemmProblem
+from . import gemm_cost
+from .gemm_plan import OUT_DTYPES, Sm90Config, Sm90Plan, check_problem, plan as make_plan
+
+DECODE_KEEPS = True
+"""Whether the decode kernel keeps M <= 16 (nt) without a config (the module docstring: until a timing
+of the sm90 kernel at such M says otherwise)."""
+
+CODE = {"cuda": "source"}
+"""The code ``--emit`` prints of a build (``CudaBuild``), by kind: the attribute that holds it."""
+
+ARCH = "sm_90a"
+SOURCES = ("gemm_plan.py", "gemm_emit.py")
+"""The modules the kernel comes from: their digest keys the build cache."""
+
+
+def _device(sms: int | None):
+    from .. import devices
+
+    spec = devices.planned("sm80")
+    return spec if sms is None else replace_units(spec, sms)
+
+
+def replace_units(spec, sms: int):
+    import attrs
+
+    return attrs.evolve(spec, units=sms)
+
+
+def _out_bytes(out: str) -> int:
+    return 4 if out == "f32" else 2
+
+
+def _static(problem: GemmProblem) -> None:
+    if problem.dynamic or problem.grouped or problem.batch:
+        from ...errors import ContractError
+
+        kind = "grouped" if problem.grouped else "dynamic-M" if problem.dynamic else "batched"
+        raise ContractError(f"sm90 GEMM M: a {kind} problem is not planned on sm90 yet (static M only)",
+                            operand="M", check="shape", expected="a static M, groups=0, batch=0",
+                            found=f"M={problem.M}, groups={problem.groups}, batch={problem.batch}")
+
+
+def choose(problem: GemmProblem, *, m: int | None = None, sms: int | None = None):
+    """The config without one: the decode kernel's ``DecodeConfig`` where it keeps the problem
+    (``DECODE_KEEPS``, M <= 16), else the cost model's ``Sm90Config`` (``gemm_cost.choose_config``)."""
+    from ..sm80.decode_plan import choose_decode, decode_fits
+
+    _static(problem)
+    check_problem(problem.M, problem.N, problem.K, problem.dtype, problem.layout, problem.out)
+    device = _device(sms)
+    if DECODE_KEEPS and decode_fits(problem.M, problem.layout):
+        return choose_decode(problem.M, problem.N, problem.K, problem.out, device.units)[0]
+    return gemm_cost.choose_config(problem.M, problem.N, problem.K, _out_bytes(problem.out), device)
+
+
+def plan(problem: GemmProblem, config=None, *, m: int | None = None, sms: int | None = None,
+         reduction: str | None = None):
+    """The plan of ``problem`` with ``config`` (None: the cost model's choice); ``reduction`` (a K split's)
+    is refused: the sm90 kernel does not split K yet."""
+    if reduction is not None:
+        raise ValueError(f"--reduction {reduction}: the sm90 GEMM does not split K yet (no reduction to choose)")
+    from ..sm80.decode_plan import DecodeConfig, plan_decode
+
+    _static(problem)
+    device = _device(sms)
+    config = config if config is not None else choose(problem, sms=sms)
+    if isinstance(config, DecodeConfig):
+        check_problem(problem.M, problem.N, problem.K, problem.dtype, problem.layout, problem.out)
+        return plan_decode(problem.M, problem.N, problem.K, problem.dtype, problem.layout, problem.out, config,
+                           problem.fusion)
+    return make_plan(problem.M, problem.N, problem.K, problem.dtype, problem.layout, problem.out, config,
+                     device.units, device.smem_per_unit, problem.fusion)
+
+
+def emit(p):
+    """The TIRx PrimFunc of an sm90 plan (or of the decode kernel's ``DecodePlan``)."""
+    if not isinstance(p, Sm90Plan):
+        from ..sm80.gemm import emit_any
+
+        return emit_any(p)
+    from .gemm_emit import emit as emit_plan
+
+    return emit_plan(p)
+
+
+def schedule_digest() -> str:
+    import hashlib
+    import pathlib
+
+    here = pathlib.Path(__file__).parent
+    return hashlib.sha256(b"".join((here / name).read_bytes() for name in SOURCES)).hexdigest()[:16]
+
+
+def build_plan(p, arch: str = ARCH, compiler: str | None = None, cache: bool = True) -> CudaBuild:
+    """Compile one plan through the build cache (``common.cache_key``: the plan record, the sources'
+    digest, the arch and the compiler); ``sm_90`` (what ``runtime.cuda.device_arch`` reads off an
+    H100/H200) builds for ``sm_90a``."""
+    check_compiler(compiler)
+    arch = ARCH if arch == "sm_90" else arch  # wgmma and setmaxnreg need the arch-specific sm_90a
+    if not isinstance(p, Sm90Plan):  # the decode kernel (sm80's planner and build cache)
+        from ..sm80.gemm import build_plan as build_sm80
+
+        return build_sm80(p, arch, compiler, cache)
+    key = cache_key("sm90", p, schedule_digest(), arch=arch, compiler=compiler)
+    return cached_build("cuda-gemm-sm90", key, lambda: compile_blobs(emit(p), arch, compiler), p.config, cache)
+
+
+def build(problem: GemmProblem, config: Sm90Config | None = None, *, arch: str = ARCH, compiler: str | None = None,
+          cache: bool = True, sms: int | None = None) -> CudaBuild:
+    """The compiled kernel (``cuda.build.CudaBuild``) of ``plan(problem, config)``."""
+    return build_plan(plan(problem, config, sms=sms), arch, compiler, cache)
+
+
+def execute(p, data, run=None):
+    """Run plan ``p`` on ``data`` (``GemmData``) through ``run(plan, arguments)`` (the GPU runner,
+    ``runtime.cuda.run_gemm``, which fills C in place): (C, where). Without ``run`` a
+    NotImplementedError: the CUDA emulator does not run sm90 kernels yet (the decode kernel's plan runs
+    where sm80's ``execute`` runs it: the CUDA emulator for small problems)."""
+    if not isinstance(p, Sm90Plan):
+        from ..sm80.gemm_target import execute as execute_sm80
+
+        return execute_sm80(p, data, run)
+    if run is None:
+        raise NotImplementedError("sm90 GEMM: the CUDA emulator does not run sm90 kernels yet (wgmma, TMA); "
+                                  "validate on an NVIDIA Hopper GPU with run=runtime.cuda.run_gemm")
+    c = data.output()
+    run(p, data.arguments(p.params, c))
+    return c, "the NVIDIA GPU"
+
+
+def _tile(text: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in text.lower().split("x"))
+
+
+def config_from_options(problem: GemmProblem, *, block: str | None = None, warps: str | None = None,
+                        stages: int | None = None, group_m: int | None = None, ctas: int | None = None,
+                        mfma: str | None = None, lds_dma: bool = False, sms: int | None = None):
+    """The config the CLI's tile options ask for, None without any: the sm90 kernel's cost-model choice
+    (``gemm_cost.choose_config``, at any M: the options ask for the tile kernel) with them applied. ``block``:
+    ``MxN`` or ``MxNx64`` (the K tile is 64); ``warps``: ``1`` or ``2`` consumer warpgroups (``WGx1`` is read
+    too); ``stages``, ``group_m``, ``ctas``. A given block re-plans the ring depth unless ``stages`` says it.
+    A ContractError or ValueError, the option first, otherwise."""
+    for option, value in (("--mfma", mfma), ("--lds-dma", lds_dma)):
+        if value:
+            raise ValueError(f"{option} is a gfx950 option: the sm90 GEMM runs wgmma with TMA copies")
+    if not (block or warps or stages or group_m or ctas is not None):
+        return None
+    choose(problem, sms=sms)  # the problem's refusals first
+    cfg = gemm_cost.choose_config(problem.M, problem.N, problem.K, _out_bytes(problem.out), _device(sms))
+    updates = {}
+    if block:
+        dims = _tile(block)
+        if len(dims) == 3 and dims[2] != 64:
+            raise ValueError(f"--block: the sm90 K tile is 64; expected MxN or Mx Nx64, found {block}")
+        updates.update(block_m=dims[0], block_n=dims[1])
+    if warps:
+        updates["consumers"] = _tile(warps)[0]
+    updates.update({k: v for k, v in (("stages", stages), ("group_m", group_m), ("ctas", ctas)) if v is not None})
+    cfg = replace_config(cfg, **updates)
+    if block and not stages:
+        device = _device(sms)
+        cfg = replace_config(cfg, stages=gemm_cost.deepest(cfg.block_m, cfg.block_n, cfg.consumers,
+                                                           device.smem_per_unit, -(-problem.K // 64)))
+    cfg.check(_device(sms).smem_per_unit)
+    return cfg
+
+
+def replace_config(cfg: Sm90Config, **updates) -> Sm90Config:
+    import attrs
+
+    return attrs.evolve(cfg, **updates)
+
+
+def summary(p, sms: int | None = None) -> dict:
+    """A plan as ``--emit config``'s JSON object: the problem, the config, the launch, the estimate (the
+    decode kernel's plan: sm80's summary of it)."""
+    import attrs
+
+    device = _device(sms)
+    if not isinstance(p, Sm90Plan):
+        from ..sm80.gemm import summary as summary_sm80
+
+        return summary_sm80(p, device.units)
+    est = gemm_cost.estimate(p.config, p.M, p.N, p.K, _out_bytes(p.out_dtype), device)
+    return {"target": "sm90", "kernel": "tma-wgmma-warp-specialized", "M": p.M, "N": p.N, "K": p.K,
+            "dtype": p.dtype, "layout": p.layout, "out_dtype": p.out_dtype, "config": attrs.asdict(p.config),
+            "tiles": [p.tiles_m, p.tiles_n], "k_tiles": p.k_tiles, "grid": p.ctas, "threads": p.config.threads,
+            "smem_bytes": p.smem_bytes, "split_k": 1, "fusion": {**p.fusion.as_dict(), "steps": p.fusion.describe()},
+            "estimate": est.to_json(), "device": device.name}
+
+
+__all__ = ["ARCH", "CODE", "DECODE_KEEPS", "OUT_DTYPES", "build", "build_plan", "choose", "config_from_options", "emit",
+           "execute", "plan", "summary"]
