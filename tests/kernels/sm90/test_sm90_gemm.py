@@ -113,7 +113,8 @@ def test_the_plan_is_a_frozen_record_whose_json_is_the_summary():
     (GemmProblem(8, 64, 64, "bf16", "tn"), "layout", "layout"),
     (GemmProblem(8, 64, 64, "fp8", "nt"), "dtype", "dtype"),
     (GemmProblem(8, 64, 64, "bf16", "nt", "i32"), "out_dtype", "dtype"),
-    (GemmProblem(None, 64, 64, "bf16", "nt"), "M", "shape"),         # dynamic M: not yet
+    (GemmProblem(None, 64, 64, "bf16", "nn"), "layout", "layout"),  # dynamic M: the same refusals
+    (GemmProblem(None, 64, 60, "bf16", "nt"), "K", "alignment"),
     (GemmProblem(None, 64, 64, "bf16", "nt", groups=4), "M", "shape"),
     (bf16(65536, 32768, 64), "C", "shape"),                           # 2^31 elements: int32 offsets
 ])

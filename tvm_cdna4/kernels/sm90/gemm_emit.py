@@ -237,9 +237,10 @@ def signature_source(p: Sm90Plan) -> str:
     c = p.config
     names = [q.name for q in p.params]
     lines = ["@T.function", f"def main({', '.join(f'{n}: types[{i}]' for i, n in enumerate(names))}):"]
-    maps = [("A", p.M, p.K, c.block_m, BLOCK_K, p.tir_dtype), ("B", p.N, p.K, c.block_n, BLOCK_K, p.tir_dtype)]
+    m = p.M if p.dynamic_m is None else "p.M"  # dynamic M: the run-time M (the TIR variable A's shape binds)
+    maps = [("A", m, p.K, c.block_m, BLOCK_K, p.tir_dtype), ("B", p.N, p.K, c.block_n, BLOCK_K, p.tir_dtype)]
     if c.epilogue == "tma":  # C's stores: boxes of a consumer's rows x 64 columns
-        maps.append(("C", p.M, p.N, c.rows, SWIZZLE_COLUMNS, p.tir_out))
+        maps.append(("C", m, p.N, c.rows, SWIZZLE_COLUMNS, p.tir_out))
     for name, rows, cols, box_rows, box_cols, dtype in maps:
         lines += [f"    map{name} = T.stack_alloca('tensormap', 1)",
                   f"    T.cuda.tensormap_encode_tiled(map{name}, {name}.ptr_to([0, 0]), {cols}, {rows}, {cols * 2}, "

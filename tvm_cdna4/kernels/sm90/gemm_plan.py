@@ -9,12 +9,15 @@ tiles in a grouped order (``group_m`` tile rows share their B panels in L2). The
 elements (128 bytes of bf16/f16: one 128-byte swizzle atom per row, PTX ISA 9.7.9.28.1.2 / CUDA driver
 API ``CU_TENSOR_MAP_SWIZZLE_128B``).
 
-Scope of this first target (static M only): layout ``nt`` (A ``[M, K]``, B ``[N, K]``, both K-major: what
+Scope of this target: layout ``nt`` (A ``[M, K]``, B ``[N, K]``, both K-major: what
 wgmma reads without a transpose), f16/bf16 inputs, f32/f16/bf16 C, the fused epilogue
 (``kernels.gemm.epilogue``: its inputs are parameters after C, in ``PARAM_ORDER``), no K split. ``K % 8 != 0``
 is refused (a ``ContractError``): TMA needs every global stride but the innermost to be a multiple of 16 bytes
 (CUDA driver API, ``cuTensorMapEncodeTiled``); so is a C of ``2^31`` elements or more (the epilogue's offsets
-are 32-bit).
+are 32-bit). Dynamic M (``M`` an ``MBucket``, ``kernels.gemm.dynamic_m``): ``M`` is the TIR variable bound at
+launch, the host part encodes A's (and a TMA epilogue's C) tensor map with it, and the persistent grid is
+``min(tiles, SMs)`` of the run-time tiles (``Sm90Plan.ctas`` an expression); C's ``2^31`` rule holds at the
+bucket's largest M.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import attrs
 
 from ...errors import ContractError
 from ..common import Param, PlanRecord, ceil_div
+from ..gemm.dynamic_m import MBucket, resolve_m
 from ..gemm.epilogue import Fusion
 
 DTYPES = {"f16": "float16", "bf16": "bfloat16"}
@@ -128,6 +132,9 @@ class Sm90Plan(PlanRecord, family="gemm"):
     params: tuple
     layout: str = "nt"
     fusion: Fusion = Fusion()
+    dynamic_m: MBucket | None = None
+    """Dynamic M: the bucket of M values the kernel serves (``M`` is then the TIR variable ``M``; ``tiles_m`` and
+    ``ctas`` expressions of it); None: M is static."""
 
     @property
     def tiles(self) -> int:
@@ -172,29 +179,38 @@ def check_problem(M, N, K, dtype, layout, out_dtype) -> None:
     if K * 2 % STRIDE_ALIGN_BYTES:
         bad("K", "TMA global strides are multiples of 16 bytes (cuTensorMapEncodeTiled): K % 8 == 0",
             "K % 8 == 0", K, "alignment")
-    if M is None or M < 1:
-        bad("M", "a static M (dynamic M is not planned on sm90 yet)", "M >= 1", M, "shape")
-    if M * N >= INT32_ELEMENTS:
+    m_max = M.hi if isinstance(M, MBucket) else M  # dynamic M: the bucket's largest
+    if isinstance(m_max, bool) or not isinstance(m_max, int) or m_max < 1:
+        bad("M", "a positive M, or an MBucket of M values (dynamic M)", "M >= 1", M, "shape")
+    if m_max * N >= INT32_ELEMENTS:
         bad("C", "the epilogue addresses C (and an element-wise fused input) with 32-bit offsets",
-            "M N < 2^31", f"M N = {M * N}", "shape")
+            "M N < 2^31", f"M N = {m_max * N}", "shape")
 
 
 def plan(M, N, K, dtype, layout, out_dtype, config: Sm90Config, sms: int, smem_bytes: int,
          fusion: Fusion = Fusion()) -> Sm90Plan:
     """Check the problem and ``config`` and freeze the plan (``sms``: the SMs the persistent grid fills;
-    ``fusion``: the fused epilogue, whose inputs follow C in ``params``)."""
+    ``fusion``: the fused epilogue, whose inputs follow C in ``params``; ``M`` an ``MBucket``: dynamic M)."""
     check_problem(M, N, K, dtype, layout, out_dtype)
+    M, bucket, _ = resolve_m(M, "kernels.sm90.gemm_plan.plan")
     config.check(smem_bytes)
     if config.epilogue == "tma" and (out_dtype == "f32" or N % 8):
         raise ContractError("sm90 GEMM config epilogue: TMA stores of a 16-bit C whose rows are whole 16-byte "
                             "chunks", operand="epilogue", check="parameters", expected="f16/bf16 C, N % 8 == 0",
                             found=f"{out_dtype} C, N = {N}")
     tiles_m, tiles_n = ceil_div(M, config.block_m), ceil_div(N, config.block_n)
-    ctas = min(tiles_m * tiles_n, config.ctas or sms)
+    ctas = min(tiles_m * tiles_n, config.ctas or sms) if bucket is None else _min(tiles_m * tiles_n, config.ctas or sms)
     params = (Param("A", (M, K), DTYPES[dtype]), Param("B", (N, K), DTYPES[dtype]),
               Param("C", (M, N), OUT_DTYPES[out_dtype]), *fusion.params(M, N, OUT_DTYPES[out_dtype]))
     return Sm90Plan(M, N, K, dtype, out_dtype, config, tiles_m, tiles_n, ceil_div(K, BLOCK_K), ctas,
-                    config.stages * config.stage_bytes() + config.staging_bytes(), params, layout, fusion)
+                    config.stages * config.stage_bytes() + config.staging_bytes(), params, layout, fusion, bucket)
+
+
+def _min(x, cap: int):
+    """``min(x, cap)`` of a TIR expression (the run-time tiles of a dynamic M)."""
+    from tvm_tirx import tirx
+
+    return tirx.min(x, cap)
 
 
 __all__ = ["BLOCK_K", "DTYPES", "EPILOGUES", "LAYOUTS", "OUT_DTYPES", "Sm90Config", "Sm90Plan", "check_problem", "plan"]

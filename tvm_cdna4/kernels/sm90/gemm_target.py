@@ -2,7 +2,7 @@
 ``build``, ``execute``, ``summary``, from a ``GemmProblem``; ``build_plan`` (a plan through the CUDA
 build cache), ``config_from_options`` and ``CODE``.
 
-The kernel: the warp-specialized TMA + wgmma GEMM of ``gemm_plan`` / ``gemm_emit`` (static M, layout
+The kernel: the warp-specialized TMA + wgmma GEMM of ``gemm_plan`` / ``gemm_emit`` (static or dynamic M, layout
 ``nt``, f16/bf16, the fused epilogue; the other problems are refused with a ``ContractError`` naming the
 operand). Without a config, the cost model's choice (``gemm_cost.choose_config``) for the planned GPU
 (``devices.planned("sm80")``: the present NVIDIA GPU, else the H200); for M <= 16 the weight-streaming
@@ -12,6 +12,11 @@ such M yet: ``DECODE_KEEPS``). A ``Sm90Config`` plans the sm90 kernel at any M, 
 decode kernel. Options: ``sms`` (the SMs the
 plan fills), ``arch`` (build: default ``sm_90a``, the arch wgmma and ``setmaxnreg`` need),
 ``compiler`` (``"nvcc"`` / ``"nvrtc"``, None: TIRx's), ``cache``.
+
+Dynamic M (``GemmProblem(None, N, K, ...)``): ``build`` returns the ``DynamicGemm`` of ``gemm_dynamic`` (one
+kernel per bucket of M, each the cost model's plan at the bucket's representative M, the bucket 1..16 the
+decode kernel's while ``DECODE_KEEPS``); ``plan(problem, m=...)`` / ``choose`` give the plan of ``m``'s
+bucket; a config is refused (every bucket is the cost model's).
 
 ``execute`` runs only through a GPU runner (``runtime.cuda.run_gemm``): the CUDA emulator does not
 run sm90 kernels yet (no wgmma, TMA or mbarrier transactions), so ``gemm.validate(problem, "sm90")``
@@ -57,13 +62,27 @@ def _out_bytes(out: str) -> int:
 
 
 def _static(problem: GemmProblem) -> None:
-    if problem.dynamic or problem.grouped or problem.batch:
+    if problem.grouped or problem.batch:
         from ...errors import ContractError
 
-        kind = "grouped" if problem.grouped else "dynamic-M" if problem.dynamic else "batched"
-        raise ContractError(f"sm90 GEMM M: a {kind} problem is not planned on sm90 yet (static M only)",
-                            operand="M", check="shape", expected="a static M, groups=0, batch=0",
+        kind = "grouped" if problem.grouped else "batched"
+        raise ContractError(f"sm90 GEMM M: a {kind} problem is not planned on sm90 yet (static or dynamic M)",
+                            operand="M", check="shape", expected="groups=0, batch=0",
                             found=f"M={problem.M}, groups={problem.groups}, batch={problem.batch}")
+
+
+def _dynamic(problem: GemmProblem, config=None, sms=None, arch: str = ARCH, compiler=None, cache: bool = True):
+    """The ``DynamicGemm`` of a dynamic-M problem (``gemm_dynamic.build_dynamic``); a config is refused."""
+    from .gemm_dynamic import build_dynamic
+
+    if config is not None:
+        from ...errors import ContractError
+
+        raise ContractError("sm90 dynamic-M GEMM config: every M bucket is planned by the cost model",
+                            operand="config", check="parameters", expected="config=None", found=repr(config))
+    check_compiler(compiler)
+    return build_dynamic(problem.N, problem.K, problem.dtype, problem.layout, problem.out, _device(sms),
+                         lambda p: build_plan(p, arch, compiler, cache), emit, problem.fusion, DECODE_KEEPS)
 
 
 def choose(problem: GemmProblem, *, m: int | None = None, sms: int | None = None):
@@ -72,6 +91,8 @@ def choose(problem: GemmProblem, *, m: int | None = None, sms: int | None = None
     from ..sm80.decode_plan import choose_decode, decode_fits
 
     _static(problem)
+    if problem.dynamic:
+        return plan(problem, m=m, sms=sms).config
     check_problem(problem.M, problem.N, problem.K, problem.dtype, problem.layout, problem.out)
     device = _device(sms)
     if DECODE_KEEPS and decode_fits(problem.M, problem.layout):
@@ -88,6 +109,8 @@ def plan(problem: GemmProblem, config=None, *, m: int | None = None, sms: int | 
     from ..sm80.decode_plan import DecodeConfig, plan_decode
 
     _static(problem)
+    if problem.dynamic:
+        return _dynamic(problem, config, sms).plan(problem.rows(m))
     device = _device(sms)
     config = config if config is not None else choose(problem, sms=sms)
     if isinstance(config, DecodeConfig):
@@ -132,8 +155,12 @@ def build_plan(p, arch: str = ARCH, compiler: str | None = None, cache: bool = T
 
 
 def build(problem: GemmProblem, config: Sm90Config | None = None, *, arch: str = ARCH, compiler: str | None = None,
-          cache: bool = True, sms: int | None = None) -> CudaBuild:
-    """The compiled kernel (``cuda.build.CudaBuild``) of ``plan(problem, config)``."""
+          cache: bool = True, sms: int | None = None):
+    """The compiled kernel (``cuda.build.CudaBuild``) of ``plan(problem, config)``; dynamic M: the
+    ``DynamicGemm`` that builds each bucket's kernel on first use."""
+    _static(problem)
+    if problem.dynamic:
+        return _dynamic(problem, config, sms, arch, compiler, cache)
     return build_plan(plan(problem, config, sms=sms), arch, compiler, cache)
 
 
@@ -207,10 +234,15 @@ def summary(p, sms: int | None = None) -> dict:
         from ..sm80.gemm import summary as summary_sm80
 
         return summary_sm80(p, device.units)
-    est = gemm_cost.estimate(p.config, p.M, p.N, p.K, _out_bytes(p.out_dtype), device)
-    return {"target": "sm90", "kernel": "tma-wgmma-warp-specialized", "M": p.M, "N": p.N, "K": p.K,
+    from ..common import extent_record
+    from ..sm80.gemm_plan import bucket_summary
+
+    m = p.M if p.dynamic_m is None else p.dynamic_m.representative
+    est = gemm_cost.estimate(p.config, m, p.N, p.K, _out_bytes(p.out_dtype), device)
+    return {"target": "sm90", "kernel": "tma-wgmma-warp-specialized", "M": extent_record(p.M),
+            **bucket_summary(p.dynamic_m), "N": p.N, "K": p.K,
             "dtype": p.dtype, "layout": p.layout, "out_dtype": p.out_dtype, "config": attrs.asdict(p.config),
-            "tiles": [p.tiles_m, p.tiles_n], "k_tiles": p.k_tiles, "grid": p.ctas, "threads": p.config.threads,
+            "tiles": [extent_record(p.tiles_m), p.tiles_n], "k_tiles": p.k_tiles, "grid": extent_record(p.ctas), "threads": p.config.threads,
             "smem_bytes": p.smem_bytes, "split_k": 1, "fusion": {**p.fusion.as_dict(), "steps": p.fusion.describe()},
             "estimate": est.to_json(), "device": device.name}
 

@@ -1,0 +1,100 @@
+"""Dynamic M on sm90 (``kernels.sm90.gemm_dynamic``): the bucket plans, the refusals, the emitted kernel (M a
+parameter bound at launch, A's tensor map encoded with it; nvcc assembles it for sm_90a where present) and
+``--emit config``."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+
+import pytest
+
+from tvm_cdna4.cli import main
+from tvm_cdna4.errors import ContractError
+from tvm_cdna4.kernels import devices, gemm
+from tvm_cdna4.kernels.gemm import GemmProblem
+from tvm_cdna4.kernels.gemm.dynamic_m import MBucket, m_limit
+from tvm_cdna4.kernels.gemm.epilogue import Fusion
+from tvm_cdna4.kernels.sm80.decode_plan import DecodePlan
+from tvm_cdna4.kernels.sm90 import gemm_cost, gemm_target
+from tvm_cdna4.kernels.sm90.gemm_plan import Sm90Config, Sm90Plan
+
+LLAMA = GemmProblem(None, 4096, 4096, "bf16", "nt", "bf16")
+
+
+def test_each_bucket_is_the_cost_models_plan_at_its_representative_m():
+    d = gemm.build(LLAMA, "sm90")
+    assert [(b.lo, b.hi) for b in d.buckets] == [(1, 16), (17, 32), (33, 64), (65, 128), (129, 256), (257, 1024),
+                                                 (1025, 4096), (4097, m_limit(4096))]
+    device = devices.planned("sm80")
+    for b in d.buckets[1:]:
+        p = d.plan(b.hi)
+        assert isinstance(p, Sm90Plan) and p.dynamic_m == b and str(p.M) == "M"
+        assert p.config == gemm_cost.choose_config(b.representative, 4096, 4096, 2, device)
+        assert [str(x) for x in p.params[0].shape] == ["M", "4096"] and str(p.params[2].shape[0]) == "M"
+    assert (d.plan(100).config.block_m, d.plan(5000).config.block_n) == (64, 256)  # small tiles for small M
+    # the bucket 1..16 keeps the weight-streaming decode kernel (DECODE_KEEPS), built for sm_90a
+    assert isinstance(d.plan(5), DecodePlan) and d.plan(5).dynamic_m == MBucket(1, 16)
+    assert d.built() == ()  # nothing is built before a bucket's first use
+
+
+def test_without_decode_keeps_the_first_bucket_runs_the_sm90_kernel(monkeypatch):
+    monkeypatch.setattr(gemm_target, "DECODE_KEEPS", False)
+    p = gemm.plan(LLAMA, "sm90", m=3)
+    assert isinstance(p, Sm90Plan) and p.dynamic_m == MBucket(1, 16) and p.config.block_m == 64
+
+
+def test_plan_and_choose_at_a_run_time_m():
+    p = gemm.plan(LLAMA, "sm90", m=300)
+    assert p.dynamic_m == MBucket(257, 1024) and gemm.choose(LLAMA, "sm90", m=300) == p.config
+    assert gemm.plan(GemmProblem(None, 200, 264, "bf16", "nt", "f32", Fusion(bias=True)), "sm90", m=77).params[3].name == "bias"
+
+
+@pytest.mark.parametrize("call, operand, check", [
+    (lambda: gemm.build(LLAMA, "sm90", Sm90Config()), "config", "parameters"),   # every bucket is the cost model's
+    (lambda: gemm.plan(LLAMA, "sm90", m=m_limit(4096) + 1), "A", "shape"),       # C's 32-bit offsets
+    (lambda: gemm.build(GemmProblem(None, 64, 64, "bf16", "nn"), "sm90"), "layout", "layout"),
+    (lambda: gemm.build(GemmProblem(None, 64, 68, "f16", "nt"), "sm90"), "K", "alignment"),
+    (lambda: gemm.build(GemmProblem(None, 2**31, 64, "f16", "nt"), "sm90"), "C", "shape"),
+])
+def test_what_dynamic_m_cannot_do_is_refused_naming_the_operand(call, operand, check):
+    with pytest.raises(ContractError) as e:
+        call()
+    assert e.value.operand == operand and e.value.check == check
+
+
+@pytest.fixture(scope="module")
+def dynamic_plan():
+    problem = GemmProblem(None, 200, 264, "bf16", "nt", "bf16", Fusion(bias=True, activation="silu", residual=True))
+    return gemm.plan(problem, "sm90", m=77)
+
+
+def test_the_kernel_takes_m_and_the_host_encodes_as_map_with_it(dynamic_plan):
+    script = gemm.emit(dynamic_plan).script()
+    assert "def main[M](A: T.Tensor((M, 264)" in script
+    assert "tensormap_encode_tiled(mapA, T.address_of(A[0, 0]), 264, M, 528," in script
+    assert "tensormap_encode_tiled(mapB, T.address_of(B[0, 0]), 264, 200, 528," in script
+    assert "T.device_entry(T.min(T.Div(M + 63, 64) * " in script  # the persistent grid: min(tiles, SMs)
+    source = gemm_target.build_plan(dynamic_plan, cache=False).source
+    assert "CUtensorMap mapB, nv_bfloat16* __restrict__ residual_ptr, int M)" in source
+
+
+def test_nvcc_assembles_the_dynamic_m_kernel_for_sm_90a(dynamic_plan, tmp_path):
+    nvcc = shutil.which("nvcc") or shutil.which("/usr/local/cuda/bin/nvcc")
+    if nvcc is None:
+        pytest.skip("nvcc not found: nothing assembles the CUDA source here")
+    (tmp_path / "k.cu").write_text(gemm_target.build_plan(dynamic_plan).source)
+    done = subprocess.run([nvcc, "-gencode=arch=compute_90a,code=sm_90a", "-c", "-Xptxas", "-v", "k.cu", "-o", "k.o"],
+                          cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "C7508" not in done.stderr and "0 bytes spill stores" in done.stderr
+
+
+def test_emit_config_of_a_dynamic_m_problem(capsys):
+    assert main(["gemm", "--target", "sm90", "--dynamic-m", "-M", "100", "-N", "4096", "-K", "4096", "--dtype", "bf16",
+                 "--out-dtype", "bf16", "--emit", "config"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert (out["target"], out["M"], out["m_bucket"], out["planned_at_m"]) == ("sm90", "M", [65, 128], 128)
+    assert out["grid"] == "T.min(T.Div(M + 63, 64) * 64, 132)" and out["config"]["block_m"] == 64
+    assert out["buckets"][0] == "1-16" and out["buckets"][-1] == f"4097-{m_limit(4096)}"

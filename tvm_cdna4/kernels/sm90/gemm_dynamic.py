@@ -1,0 +1,59 @@
+"""Dynamic M on Hopper: the sm90 GEMM's ``DynamicGemm`` (``kernels.gemm.dynamic_m``).
+
+N, K, the dtypes, the layout (``nt``) and the fused epilogue are fixed at build time; M is the TIR variable
+``M`` bound at launch from A's shape (checked against C's): the host part encodes A's tensor map (and a TMA
+epilogue's C map) with the run-time M, and the persistent grid is ``min(tiles, SMs)`` of the run-time tiles
+(``kernels.sm90.gemm_plan``). Each bucket of M (``dynamic_buckets``) gets the plan chosen at its
+representative M (``MBucket.representative``: its largest):
+
+* the bucket ``1..16`` keeps the sm80 weight-streaming decode kernel (``kernels.sm80.decode_plan``, its own
+  cost model's ``DecodeConfig`` at M = 16, built for ``sm_90a``) while ``decode_keeps`` (the target's
+  ``DECODE_KEEPS``): measured at 1.0x torch.matmul on the H200, where the sm90 tile kernel has no timing
+  at such M yet (docs/sm90_gemm.md);
+* every other bucket: the sm90 cost model's ``Sm90Config`` (``gemm_cost.choose_config``).
+
+The buckets end where C's 32-bit offsets do (``m_limit(N)``: ``M N < 2^31``, the sm90 epilogue's rule); a
+larger M is refused by ``DynamicGemm.bucket`` (a ``ContractError`` naming A). What the sm90 kernel does not
+run is refused when the ``DynamicGemm`` is made (``gemm_plan.check_problem``: layout, K % 8, dtypes).
+"""
+
+from __future__ import annotations
+
+from ..gemm.dynamic_m import DynamicGemm, MBucket, buckets, m_limit
+from ..gemm.epilogue import Fusion
+from . import gemm_cost
+from .gemm_plan import check_problem, plan as make_plan
+
+
+def dynamic_buckets(N: int) -> tuple[MBucket, ...]:
+    """The M buckets (``kernels.gemm.dynamic_m.buckets``) up to the largest M with ``M N < 2^31``."""
+    return buckets(m_limit(N))
+
+
+def plan_bucket(bucket: MBucket, N: int, K: int, dtype: str, layout: str, out_dtype: str, fusion: Fusion, device,
+                decode_keeps: bool = True):
+    """The plan of one bucket (the module docstring): the decode kernel's ``DecodePlan`` for ``1..16`` where
+    ``decode_keeps``, else the sm90 cost model's ``Sm90Plan`` at the bucket's representative M, on
+    ``device`` (a ``devices.DeviceSpec``)."""
+    from ..sm80.decode_plan import choose_decode, decode_fits, plan_decode
+
+    if decode_keeps and decode_fits(bucket.hi, layout):
+        cfg = choose_decode(bucket.representative, N, K, out_dtype, device.units)[0]
+        return plan_decode(bucket, N, K, dtype, layout, out_dtype, cfg, fusion)
+    cfg = gemm_cost.choose_config(bucket.representative, N, K, 4 if out_dtype == "f32" else 2, device)
+    return make_plan(bucket, N, K, dtype, layout, out_dtype, cfg, device.units, device.smem_per_unit, fusion)
+
+
+def build_dynamic(N: int, K: int, dtype: str, layout: str, out_dtype: str, device, build_plan, emit,
+                  fusion: Fusion = Fusion(), decode_keeps: bool = True) -> DynamicGemm:
+    """The ``DynamicGemm`` of a dynamic-M sm90 problem: ``plan_bucket`` per bucket (made on first use),
+    ``build_plan(plan)`` / ``emit(plan)`` (the target's, through its build cache) on first use. A
+    ``ContractError`` naming the operand for a problem the sm90 kernel does not run."""
+    check_problem(MBucket(1, 1), N, K, dtype, layout, out_dtype)
+    return DynamicGemm("cuda", dynamic_buckets(N),
+                       lambda b: plan_bucket(b, N, K, dtype, layout, out_dtype, fusion, device, decode_keeps),
+                       build_plan, emit, describe=f" sm90 {layout} {dtype}->{out_dtype} N={N} K={K}" + (
+                           "" if fusion.empty else f" epilogue {fusion.describe()}"))
+
+
+__all__ = ["build_dynamic", "dynamic_buckets", "plan_bucket"]
