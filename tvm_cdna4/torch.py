@@ -12,6 +12,16 @@ row_scale=None, col_scale=None, out=None)`` computes ``out = epilogue(a @ op(b))
   ``kernel_cache``), one per M bucket, built on first use and cached: a new M in a bucket already
   used launches the same kernel, with no build and no host synchronization (no ``.item()``, no
   copy to the host, no ``torch.cuda.synchronize``).
+* Which kernels (``cuda_target``, chosen once per device and cached: no capability query per call): on
+  an sm_90 GPU (H100, H200) the Hopper GEMM (``kernels.sm90``: TMA + wgmma, dynamic M; its bucket 1..16
+  the weight-streaming decode kernel, ``kernels.sm90.gemm_dynamic``), built for ``sm_90a``; on sm_80,
+  sm_86, sm_89 (and any other GPU) the sm80-class GEMM (``kernels.sm80``). The environment variable
+  ``TVM_CDNA4_CUDA_TARGET=sm80`` (read once, when this module is imported; ``CUDA_TARGET`` holds it)
+  keeps the sm80-class kernels on every GPU, sm_90 included; unset or ``auto``: the choice above. On
+  sm_90 a problem the Hopper kernel does not run falls back to the sm80-class kernel on the same
+  device: layout ``"nn"``, K not a multiple of 8 (TMA's 16-byte strides), an M with ``M N >= 2^31``
+  (its 32-bit epilogue offsets). ``grouped_gemm`` and ``attention`` run the sm80-class kernels on
+  every GPU for now.
 * It launches on torch's current CUDA stream, so it can be captured in a CUDA graph (build and load
   happen at a bucket's first call: run each bucket once before capturing).
 * It is the custom op ``torch.ops.tvm_cdna4.gemm`` (``out=``: ``tvm_cdna4.gemm_out``) with a fake
@@ -56,8 +66,10 @@ try:
 except ImportError as err:  # the runtime extra, not a hard dependency of the package
     raise ImportError("tvm_cdna4.torch needs PyTorch: pip install 'tvm_cdna4[cuda]'") from err
 
+import os
 from typing import Optional
 
+from .errors import ContractError
 from .kernels.gemm.epilogue import ACTIVATIONS, INPUTS, PARAM_ORDER, Fusion
 
 LAYOUTS = ("nt", "nn")
@@ -69,6 +81,17 @@ ALIGNMENT = 16
 """Bytes a tensor's data pointer must be aligned to (the kernels' 16-byte copies)."""
 
 _KERNELS: dict = {}
+
+TARGET_ENV = "TVM_CDNA4_CUDA_TARGET"
+TARGET_SETTINGS = ("auto", "sm80")
+CUDA_TARGET = os.environ.get(TARGET_ENV, "auto") or "auto"
+"""``gemm``'s choice of CUDA kernels (the module docstring): ``"auto"`` (sm90 on sm_90 GPUs, else sm80) or
+``"sm80"`` (the sm80-class kernels everywhere); read once from ``TVM_CDNA4_CUDA_TARGET`` at import."""
+
+_DEVICES: dict = {}
+"""``{device index: (arch, target)}``: each device's capability is read once (``cuda_target``)."""
+_SM90_REFUSED: set = set()
+"""The shape classes the sm90 kernel refuses (``_sm90_kernel``): they run the sm80-class kernel."""
 
 
 def _fail(argument: str, rule: str, expected, found, op: str = "gemm"):
@@ -161,27 +184,65 @@ def _check_alignment(op: str = "gemm", **tensors) -> None:
 
 
 def kernel_cache() -> dict:
-    """The loaded kernels, ``{(N, K, dtype, out dtype, layout, Fusion, arch, device): DynamicKernel}`` (``gemm``)
+    """The loaded kernels, ``{(N, K, dtype, out dtype, layout, Fusion, arch, device): DynamicKernel}`` (``gemm``;
+    the sm90 kernel's key ends with ``"sm90"``)
     and ``{("grouped", G, N, K, ...): DynamicKernel}`` (``grouped_gemm``) (``runtime.cuda.DynamicKernel``;
     its ``dynamic.built()`` lists the buckets built so far)."""
     return _KERNELS
 
 
+def choose_target(capability: tuple[int, int], setting: str = "auto") -> str:
+    """The GEMM target of a GPU of compute ``capability`` under ``setting`` (``CUDA_TARGET``): ``"sm90"`` for
+    (9, 0) unless ``setting`` is ``"sm80"``, else ``"sm80"``. A ValueError names a setting it does not know."""
+    if setting not in TARGET_SETTINGS:
+        _fail(TARGET_ENV, "the CUDA kernels tvm_cdna4.torch runs", " or ".join(map(repr, TARGET_SETTINGS)),
+              repr(setting))
+    return "sm90" if tuple(capability) == (9, 0) and setting == "auto" else "sm80"
+
+
+def cuda_target(device) -> tuple[str, str]:
+    """``(arch, target)`` of a CUDA ``device``: its capability read once and cached (``choose_target``)."""
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    if index not in _DEVICES:
+        major, minor = torch.cuda.get_device_capability(index)
+        _DEVICES[index] = (f"sm_{major}{minor}", choose_target((major, minor), CUDA_TARGET))
+    return _DEVICES[index]
+
+
 def _arch(t) -> str:
-    major, minor = torch.cuda.get_device_capability(t.device)
-    return f"sm_{major}{minor}"
+    return cuda_target(t.device)[0]
 
 
-def _kernel(a, N: int, K: int, odt, layout: str, fusion: Fusion):
-    """The cached dynamic-M kernel of the shape class (built lazily per bucket)."""
+def _sm90_kernel(key: tuple, problem):
+    """The cached sm90 dynamic-M kernel of the shape class, None where the sm90 kernel refuses it."""
+    from .kernels.sm90.gemm_target import build
+    from .runtime.cuda import DynamicKernel
+
+    if key not in _KERNELS and key not in _SM90_REFUSED:
+        try:
+            _KERNELS[key] = DynamicKernel(build(problem))
+        except ContractError:  # layout nn, K % 8 != 0, ...: the sm80-class kernel runs it
+            _SM90_REFUSED.add(key)
+    return _KERNELS.get(key)
+
+
+def _kernel(a, N: int, K: int, odt, layout: str, fusion: Fusion, M: int = 1):
+    """The cached dynamic-M kernel of the shape class (built lazily per bucket): the device's target's
+    (``cuda_target``), sm80's where the sm90 kernel refuses the problem or M."""
     from .runtime.cuda import DynamicKernel
     from .kernels.sm80.gemm import build_dynamic
 
-    arch = _arch(a)
-    key = (N, K, IN_DTYPES[a.dtype], OUT_DTYPES[odt], layout, fusion, arch, a.device.index)
+    arch, target = cuda_target(a.device)
+    dt, ot = IN_DTYPES[a.dtype], OUT_DTYPES[odt]
+    key = (N, K, dt, ot, layout, fusion, arch, a.device.index)
+    if target == "sm90":
+        from .kernels.gemm.problem import GemmProblem
+
+        kernel = _sm90_kernel((*key, "sm90"), GemmProblem(None, N, K, dt, layout, ot, fusion))
+        if kernel is not None and M <= kernel.dynamic.limit:
+            return kernel
     if key not in _KERNELS:
-        _KERNELS[key] = DynamicKernel(build_dynamic(N, K, IN_DTYPES[a.dtype], layout, OUT_DTYPES[odt], arch,
-                                                    fusion=fusion))
+        _KERNELS[key] = DynamicKernel(build_dynamic(N, K, dt, layout, ot, arch, fusion=fusion))
     return _KERNELS[key]
 
 
@@ -192,7 +253,7 @@ def _launch(a, b, out, layout, bias, activation, residual, row_scale, col_scale)
     inputs = dict(bias=bias, residual=residual, row_scale=row_scale, col_scale=col_scale)
     fusion = _fusion(activation, inputs)
     _check_alignment(a=a, b=b, out=out, **inputs)
-    _kernel(a, N, K, odt, layout, fusion).launch(a, b, out, *(inputs[name] for name in fusion.inputs()))
+    _kernel(a, N, K, odt, layout, fusion, M).launch(a, b, out, *(inputs[name] for name in fusion.inputs()))
 
 
 def _out_shape(a, b, layout):
@@ -445,5 +506,5 @@ def run_attention(problem, arrays):
     return o.float().cpu().numpy(), lse.float().cpu().numpy()
 
 
-__all__ = ["ALIGNMENT", "LAYOUTS", "attention", "attention_dtype", "check_arguments", "check_attention_arguments",
+__all__ = ["ALIGNMENT", "CUDA_TARGET", "LAYOUTS", "TARGET_ENV", "attention", "choose_target", "cuda_target", "attention_dtype", "check_arguments", "check_attention_arguments",
            "check_grouped_arguments", "gemm", "grouped_gemm", "kernel_cache", "run_attention"]
