@@ -61,13 +61,28 @@ def projections(model: str) -> list[tuple[str, int, int]]:
 
 
 def _prebuild(job) -> str:
-    """Worker: build the dynamic-M kernel's bucket of M (build cache) and compile its device code
-    (device-code cache), so that the timing process only loads."""
-    N, K, M, arch = job
+    """Worker: build the bucket of M of the dynamic-M kernel that ``tvm_cdna4.torch.gemm`` runs on this
+    device's target (``target``: ``tvm_cdna4.torch.cuda_target``; sm80's where sm90 refuses the problem)
+    through the build cache, and compile its device code (device-code cache), so that the timing
+    process only loads."""
+    N, K, M, arch, target = job
+    from tvm_cdna4.errors import ContractError
+    from tvm_cdna4.kernels.gemm.problem import GemmProblem
     from tvm_cdna4.kernels.sm80.gemm import build_dynamic
     from tvm_cdna4.runtime.cuda import precompile
 
-    dyn = build_dynamic(N, K, "bf16", "nt", "bf16", arch)
+    dyn = None
+    if target == "sm90":
+        from tvm_cdna4.kernels.sm90.gemm_target import build
+
+        try:
+            dyn = build(GemmProblem(None, N, K, "bf16", "nt", "bf16"))
+            if M > dyn.limit:
+                dyn = None
+        except ContractError:
+            dyn = None
+    if dyn is None:
+        dyn = build_dynamic(N, K, "bf16", "nt", "bf16", arch)
     precompile(dyn.kernel_for(M))
     return f"{N}x{K} M={M}: bucket {dyn.bucket(M).describe()}"
 
@@ -185,20 +200,21 @@ def main(argv=None) -> int:
     ap.add_argument("--reps", type=int, default=20, help="graph replays (the median)")
     ap.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) - 2))
     ap.add_argument("--out", default=".")
+    ap.add_argument("--tag", default="", help="suffix of the output files")
     args = ap.parse_args(argv)
     import torch
 
     import tvm_cdna4.torch as ours
 
-    major, minor = torch.cuda.get_device_capability(0)
-    arch = f"sm_{major}{minor}"
+    arch, target = ours.cuda_target(torch.device("cuda", 0))
     shapes = [(m, p, N, K) for m in args.models.split(",") for p, N, K in projections(m)]
     ms = [int(v) for v in args.ms.split(",")]
     t0 = time.time()
-    jobs = sorted({(N, K, M, arch) for _, _, N, K in shapes for M in ms})
+    jobs = sorted({(N, K, M, arch, target) for _, _, N, K in shapes for M in ms})
     with cf.ProcessPoolExecutor(max_workers=args.jobs, mp_context=mp.get_context("spawn")) as pool:
         for line in pool.map(_prebuild, jobs):
             pass
+    print(f"target {target} ({ours.TARGET_ENV}={ours.CUDA_TARGET})", flush=True)
     print(f"built {len(jobs)} (shape, bucket) kernels in {time.time() - t0:.0f} s on {args.jobs} workers", flush=True)
     rate = read_rate(torch)
     name = torch.cuda.get_device_name(0)
@@ -210,12 +226,13 @@ def main(argv=None) -> int:
             r = rows[-1]
             print(f"{model} {proj} M={M}: ours {r['ours_graph_us']:.1f} us, cuBLAS {r['torch_graph_us']:.1f} us "
                   f"({r['speedup_graph']:.2f}x), ok={r['ours_ok']}", flush=True)
-    meta = dict(device=name, arch=arch, read_rate=rate, torch=torch.__version__, date=time.strftime("%Y-%m-%d"),
+    meta = dict(device=name, arch=arch, target=target, read_rate=rate, torch=torch.__version__, date=time.strftime("%Y-%m-%d"),
                 calls=args.calls, reps=args.reps, seconds=time.time() - t0)
-    with open(os.path.join(args.out, "torch_gemm.json"), "w") as f:
+    tag = f"_{args.tag}" if args.tag else ""
+    with open(os.path.join(args.out, f"torch_gemm{tag}.json"), "w") as f:
         json.dump(dict(meta=meta, rows=rows), f, indent=1)
     lines = table(rows)
-    with open(os.path.join(args.out, "torch_gemm.md"), "w") as f:
+    with open(os.path.join(args.out, f"torch_gemm{tag}.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0 if all(r["ours_ok"] and r["torch_ok"] for r in rows) else 1
