@@ -220,15 +220,18 @@ def main(argv=None) -> int:
     name = torch.cuda.get_device_name(0)
     print(f"{name}: read rate {rate / 1e12:.2f} TB/s (4 GiB sum)", flush=True)
     rows = []
+    tag = f"_{args.tag}" if args.tag else ""
+    partial = os.path.join(args.out, f"torch_gemm{tag}.partial.jsonl")  # each row as it is measured
     for model, proj, N, K in shapes:
         for M in ms:
             rows.append(measure(torch, ours, model, proj, M, N, K, args, rate))
             r = rows[-1]
+            with open(partial, "a") as f:
+                f.write(json.dumps(r) + "\n")
             print(f"{model} {proj} M={M}: ours {r['ours_graph_us']:.1f} us, cuBLAS {r['torch_graph_us']:.1f} us "
                   f"({r['speedup_graph']:.2f}x), ok={r['ours_ok']}", flush=True)
     meta = dict(device=name, arch=arch, target=target, read_rate=rate, torch=torch.__version__, date=time.strftime("%Y-%m-%d"),
                 calls=args.calls, reps=args.reps, seconds=time.time() - t0)
-    tag = f"_{args.tag}" if args.tag else ""
     with open(os.path.join(args.out, f"torch_gemm{tag}.json"), "w") as f:
         json.dump(dict(meta=meta, rows=rows), f, indent=1)
     lines = table(rows)
