@@ -16,7 +16,8 @@ phase is not complete yet, or at a ``cp.async.wait_group`` that lands them. ``.n
 count includes these arrivals.
 
 The emulator runs warps in lockstep: a blocking wait on an incomplete phase can never be satisfied
-by a later instruction, so it is a deadlock error naming the barrier, its phase and pending count;
+by a later instruction (except inside a warp-specialized branch, which hands the run to the other
+branch first: ``emulator.tasks``), so it is a deadlock error naming the barrier, its phase and pending count;
 ``test_wait`` / ``try_wait`` return false, and the same phase polled ``POLLS`` times is one too.
 """
 
