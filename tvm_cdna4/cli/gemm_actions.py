@@ -9,8 +9,9 @@ target's row here adds what runs beyond them (``Actions``):
 * sm80: the NVIDIA GPU: ``--validate``'s runner (``runtime.cuda.run_gemm``), ``--bench``
   (``runtime.cuda.bench_gemm``), ``--tune`` (``runtime.cuda.tune_problems``); without a GPU these three
   are usage errors; without an action, the kernel is built for sm_80;
-* sm90: the same GPU runner and ``--bench`` (``runtime.cuda`` builds each target's plans); no ``--tune`` yet;
-  without an action, the kernel is built for sm_90a.
+* sm90: the same GPU runner and ``--bench`` (``runtime.cuda`` builds each target's plans); without a GPU,
+  ``--validate`` runs in the CUDA emulator (``emulates``); no ``--tune`` yet; without an action, the kernel
+  is built for sm_90a.
 
 A target without a row validates through its ``execute`` without a runner and has no ``--report``,
 ``--bench`` or ``--tune``.
@@ -44,11 +45,13 @@ class Actions:
     """``--tune``: ``tune(problem) -> config``, timed on the GPU."""
     refused: dict = attrs.field(factory=dict)
     """Why an action is missing, by name (``report``, ``bench``)."""
+    emulates: bool = False
+    """Without the GPU, ``--validate`` runs the target's ``execute`` without a runner (the CUDA emulator)."""
 
     def gpu_refusal(self, args) -> str | None:
         """``--validate`` / ``--bench`` / ``--tune`` where they need a GPU that is not here."""
-        wanted = [flag for flag, on in (("--validate", args.validate), ("--bench", args.bench), ("--tune", args.tune))
-                  if on]
+        wanted = [flag for flag, on in (("--validate", args.validate and not self.emulates), ("--bench", args.bench),
+                                        ("--tune", args.tune)) if on]
         if self.gpu is None or not wanted:
             return None
         present, why = self.gpu()
@@ -56,7 +59,7 @@ class Actions:
 
     def runner(self, args):
         """The ``run`` of ``kernels.gemm.validate`` (None: the target's own, the emulator)."""
-        if self.run is None:
+        if self.run is None or (self.emulates and not self.gpu()[0]):
             return None
         return lambda plan, arguments: self.run(plan, arguments, cache=not args.no_cache)
 
@@ -124,7 +127,7 @@ ACTIONS = {
                                         "for the emulator"}),
     "sm80": Actions(default="sm_80", bench=cuda_bench, gpu=cuda_gpu, run=run_gemm, tune=sm80_tune,
                     refused={"report": "--report is the gfx950 static report; on sm80 use --bench on an NVIDIA GPU"}),
-    "sm90": Actions(default="sm_90a", bench=cuda_bench, gpu=cuda_gpu, run=run_gemm,
+    "sm90": Actions(default="sm_90a", bench=cuda_bench, gpu=cuda_gpu, run=run_gemm, emulates=True,
                     refused={"report": "--report is the gfx950 static report; on sm90 use --bench on an NVIDIA GPU"}),
 }
 

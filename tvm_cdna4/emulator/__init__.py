@@ -248,6 +248,7 @@ def _run(func, target, grid, block, globals_, scalars, max_threads_per_batch, un
         machine.stats = stats
         machine.integer_shared = target == "sm90"
         compiler = Compiler(machine, table)
+        compiler.tasks = target in CUDA_ARCH
         params = []
         for i, p in enumerate(func.params):
             base = p.name[:-4] if p.name.endswith("_ptr") else p.name

@@ -170,6 +170,7 @@ class Compiler:
         self.calls = calls  # op/extern/intrinsic name -> handler factory
         self.slots: dict[int, int] = {}
         self.allocs: dict[int, TensorView] = {}
+        self.tasks = False  # run warp-specialized if/else branches as tasks (emulator.tasks)
 
     # -- variables -----------------------------------------------------------------------------
     def slot(self, var) -> int:
@@ -293,9 +294,13 @@ class Compiler:
         return run
 
     def s_If(self, node):
+        from .tasks import Tasks, forks
+
         cond = self.expr(node.condition)
         then = self.stmt(node.then_case)
         other = self.stmt(node.else_case) if node.else_case is not None else None
+        fork = self.tasks and forks(node)  # warp-specialized branches: emulator.tasks
+        machine = self.machine
 
         def run(env, mask):
             c = np.asarray(cond(env, mask), bool)
@@ -305,13 +310,14 @@ class Compiler:
                 elif other is not None:
                     other(env, mask)
                 return
-            m = _mand(mask, c)
+            m, n = _mand(mask, c), _mand(mask, ~c)
+            if fork and _any(m) and _any(n) and machine.state_of("tasks", Tasks).forking():
+                machine.state["tasks"].fork([lambda: then(env, m), lambda: other(env, n)])
+                return
             if _any(m):
                 then(env, m)
-            if other is not None:
-                m = _mand(mask, ~c)
-                if _any(m):
-                    other(env, m)
+            if other is not None and _any(n):
+                other(env, n)
         return run
 
     def s_TensorStore(self, node):

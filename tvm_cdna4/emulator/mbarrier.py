@@ -16,7 +16,8 @@ phase is not complete yet, or at a ``cp.async.wait_group`` that lands them. ``.n
 count includes these arrivals.
 
 The emulator runs warps in lockstep: a blocking wait on an incomplete phase can never be satisfied
-by a later instruction, so it is a deadlock error naming the barrier, its phase and pending count;
+by a later instruction (except inside a warp-specialized branch, which hands the run to the other
+branch first: ``emulator.tasks``), so it is a deadlock error naming the barrier, its phase and pending count;
 ``test_wait`` / ``try_wait`` return false, and the same phase polled ``POLLS`` times is one too.
 """
 
@@ -27,6 +28,13 @@ import numpy as np
 from .errors import EmulationError
 
 POLLS = 1000  # unsuccessful polls of one phase that count as a deadlock
+
+
+def progressed(machine) -> None:
+    """An mbarrier arrival, transaction or a copy that completes on one: a task blocked on a wait may
+    go on (``emulator.tasks``)."""
+    if "tasks" in machine.state:
+        machine.state["tasks"].progressed()
 
 
 class MBarrier:
@@ -58,6 +66,7 @@ class MBarrier:
         if not self.expected[g]:
             raise EmulationError(f"mbarrier.arrive on {self.name} before its mbarrier.init", where,
                                  int(m.groups[g]), int(waves[0]), None)
+        progressed(m)
         for k in range(len(waves)):
             if counts[k] > self.pending[g]:
                 raise EmulationError(f"mbarrier.arrive on {self.name}: count {int(counts[k])} exceeds the "
@@ -78,6 +87,7 @@ class MBarrier:
             raise EmulationError(f"mbarrier {self.name}: transaction count {int(self.tx[g] + nbytes)} is outside "
                                  "the range -(2^20-1)..2^20-1", where, int(self.machine.groups[g]), None, None)
         self.tx[g] += nbytes
+        progressed(self.machine)
         if snap is not None:
             self.join[g] = np.maximum(self.join[g], snap)
         self._complete(g)
@@ -140,6 +150,7 @@ class MBarriers:
 
     def defer(self, ptr, threads, seq: int, where: str) -> None:
         snaps, stamps = self.snapshot(threads)
+        progressed(self.machine)
         for g, bar, pos in self.by_barrier(ptr, threads):
             self.deferred.append(dict(bar=bar, g=g, threads=threads[pos], seq=seq, snaps=snaps[pos],
                                       stamps=stamps[pos], where=where))
@@ -163,6 +174,21 @@ class MBarriers:
                             d["snaps"], d["where"])
         self.deferred = keep
 
+    def ready(self, copies, bar, g: int, parity: int, where: str) -> bool:
+        """Whether the phase of ``parity`` has completed, once the copies that can complete it landed."""
+        m = self.machine
+        if not bar.done(g, parity):
+            self.resolve(copies, bar, where)
+        if not bar.done(g, parity) and "tma" in m.state:  # sm90: bulk tensor copies complete-tx
+            m.state["tma"].land(bar, where)
+        return bar.done(g, parity)
+
+    def handover(self) -> bool:
+        """A blocking wait on an incomplete phase inside a task: run the other task (True), or False
+        when none can run (``emulator.tasks``)."""
+        tasks = self.machine.state.get("tasks")
+        return tasks is not None and tasks.block()
+
     def wait(self, copies, ptr, threads, parity, where: str, blocking: bool) -> np.ndarray:
         """Per thread of ``threads``: whether the phase of ``parity`` (per thread) has completed;
         a successful wait orders the thread's wave after that phase's arrivals."""
@@ -171,10 +197,8 @@ class MBarriers:
         for g, bar, pos in self.by_barrier(ptr, threads):
             for par in np.unique(parity[pos]):
                 sel = pos[parity[pos] == par]
-                if not bar.done(g, int(par)):
-                    self.resolve(copies, bar, where)
-                if not bar.done(g, int(par)) and "tma" in m.state:  # sm90: bulk tensor copies complete-tx
-                    m.state["tma"].land(bar, where)
+                while not self.ready(copies, bar, g, int(par), where) and blocking and self.handover():
+                    pass  # another task ran (a warp-specialized branch: emulator.tasks); try again
                 if bar.done(g, int(par)):
                     waves = np.unique(m.wave_of[threads[sel]])
                     m.seen[g, waves] = np.maximum(m.seen[g, waves], bar.last[g][None, :])

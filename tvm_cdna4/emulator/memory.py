@@ -46,6 +46,7 @@ class Buffer:
         self.readonly = not data.flags.writeable  # a caller's read-only array (check_writable)
         self.pending = None  # in-flight asynchronous writes per byte (created on first use)
         self.async_reads = None  # sm90: in-flight asynchronous reads (wgmma operands) per byte
+        self.async_done: dict = {}  # sm90: wave -> per byte, the epoch its wgmma's read retired at (-1: none)
         self.records = None  # global buffers: the launch's race records (globalmem.Records, on first write)
 
     def add_pending(self, inst, byte, size: int, delta: int) -> None:
@@ -54,6 +55,13 @@ class Buffer:
             self.pending = np.zeros(self.data.shape, np.int32)
         b = (np.asarray(byte, np.int64).reshape(-1, 1) + np.arange(size)).ravel()
         np.add.at(self.pending, (np.repeat(np.asarray(inst).ravel(), size), b), delta)
+
+    def retire_async_reads(self, inst, byte, wave: int, epoch) -> None:
+        """Asynchronous reads (a wgmma's operands) completed by ``wave``'s ``wgmma.wait_group`` at
+        ``epoch``: a later write must be ordered after that wave's retirement (``check_lds_write``)."""
+        if wave not in self.async_done:
+            self.async_done[wave] = np.full(self.data.shape, -1, np.int64)
+        self.async_done[wave][np.asarray(inst).ravel(), np.asarray(byte, np.int64).ravel()] = epoch
 
     def add_async_reads(self, inst, byte, delta: int) -> None:
         """Count (+1) or retire (-1) an in-flight asynchronous read of each (inst, byte)."""
@@ -204,7 +212,9 @@ def check_bounds(machine, buf: Buffer, byte, size: int, mask, where: str):
             where, *machine.coords(t))
 
 
-def check_lds_read(machine, buf: Buffer, inst, byte, size: int, mask, where: str):
+def check_lds_read(machine, buf: Buffer, inst, byte, size: int, mask, where: str, record: bool = True):
+    """The checks of an LDS read (ordered after the bytes' writes, none in flight); ``record=False``: an
+    asynchronous read (a wgmma operand) whose completion ``record_lds_read`` records later."""
     m = np.ones(byte.shape, bool) if mask is None else np.broadcast_to(_m(mask, byte), byte.shape)
     threads = np.broadcast_to(np.arange(machine.nthreads).reshape((-1,) + (1,) * (byte.ndim - 1)), byte.shape)[m]
     inst, byte = inst[m], byte[m]
@@ -227,8 +237,17 @@ def check_lds_read(machine, buf: Buffer, inst, byte, size: int, mask, where: str
             f"race on LDS '{buf.name}' byte {int(b[k])}: written by wave {int(buf.w_wave[i[k], b[k]])} and read by "
             f"wave {int(wave[k])} with no barrier in between", where, *machine.coords(int(t[k])))
     _check_published(machine, buf, i, b, t, wave, epoch, "read", where)
+    if not record:
+        return
     if machine.lds_waits:
         machine.issue_lds(t)
+    record_lds_read(machine, buf, i, b, wave)
+
+
+def record_lds_read(machine, buf: Buffer, i, b, wave) -> None:
+    """Record reads of bytes ``b`` of instances ``i`` by ``wave`` at the workgroup's current epoch (a
+    later write must be ordered after them)."""
+    epoch = machine.epoch[i]
     fresh = ~machine.unordered(i, wave, buf.r_wave[i, b], buf.r_epoch[i, b])  # earlier reads ordered before this one
     buf.r_wave[i[fresh], b[fresh]] = wave[fresh]
     other = ~fresh & (buf.r_wave[i, b] != wave)
@@ -282,6 +301,20 @@ def _check_pending(machine, buf: Buffer, i, b, t, what: str, where: str):
                              "cp.async, an mbarrier wait for cp.async.bulk.tensor)", where, *machine.coords(int(t[k])))
 
 
+def _check_retired_reads(machine, buf: Buffer, i, b, t, wave, where: str):
+    """A write of bytes a wgmma read (retired by ``wave`` w's ``wait_group``) must be ordered after w's
+    retirement: an mbarrier arrival of w after it, waited on by the writer (``Buffer.retire_async_reads``)."""
+    for w, stamps in buf.async_done.items():
+        s = stamps[i, b]
+        bad = machine.unordered(i, wave, np.where(s >= 0, w, -1).astype(np.int32), s)
+        if bad.any():
+            k = int(np.argmax(bad))
+            raise EmulationError(
+                f"race on shared '{buf.name}' byte {int(b[k])}: read by a wgmma of wave {w}'s warpgroup (retired "
+                f"at its wgmma.wait_group) and then written by wave {int(wave[k])} with no barrier or mbarrier "
+                "wait ordering the write after the retirement", where, *machine.coords(int(t[k])))
+
+
 def check_lds_write(machine, buf: Buffer, inst, byte, size: int, where: str, threads, lgkm: bool = True):
     """Race checks of an LDS write and its record; ``lgkm=False`` for a write that is not an LGKM
     operation of its wave (a direct-to-LDS load, completed by ``vmcnt``, not ``lgkmcnt``)."""
@@ -301,6 +334,7 @@ def check_lds_write(machine, buf: Buffer, inst, byte, size: int, where: str, thr
                                  "flight (issued, not retired: missing wgmma.wait_group)", where, *machine.coords(int(t[k])))
     wave = machine.wave_of[t]
     epoch = machine.epoch[i]
+    _check_retired_reads(machine, buf, i, b, t, wave, where)
     waw = machine.unordered(i, wave, buf.w_wave[i, b], buf.w_epoch[i, b])
     war = machine.unordered(i, wave, buf.r_wave[i, b], buf.r_epoch[i, b])
     # two waves writing one byte in the same instruction

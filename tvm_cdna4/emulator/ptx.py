@@ -237,6 +237,7 @@ def hopper_calls() -> dict:
         ("mbarrier_arrive_expect_tx", _mbarrier_tx("arrive_expect_tx")),
         ("mbarrier_expect_tx", _mbarrier_tx("expect_tx")), ("mbarrier_complete_tx", _mbarrier_tx("complete_tx")),
         ("elect_sync", _elect_sync), ("setmaxnreg", _setmaxnreg), ("fence_proxy", _fence_proxy),
+        ("fence_mbarrier_init", _fence_proxy),
     ))
 
 

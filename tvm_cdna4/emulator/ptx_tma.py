@@ -31,6 +31,7 @@ import numpy as np
 from ..isa.hopper_layout import TMA_OOB_NAN, TMA_SWIZZLE, swizzle
 from .errors import EmulationError
 from .globalmem import record_store
+from .mbarrier import progressed
 from .memory import InFlightLdsWrites, check_lds_read, held_offsets
 from .ptx_operands import PtxCall, _per_thread, _pointer
 
@@ -157,6 +158,7 @@ class BulkTensorLoads(InFlightLdsWrites):
         self.start(threads, buf, m.instance(buf)[threads], addr, data, where,
                    ticket=np.full(len(addr), ticket, np.int64))
         self.tickets.append(dict(ticket=ticket, thread=thread, bar=bar, g=g, nbytes=nbytes, done=False))
+        progressed(m)  # a wait on ``bar`` may now land it
 
     def land(self, bar, where: str) -> None:
         from .ptx_sync import _mbarriers

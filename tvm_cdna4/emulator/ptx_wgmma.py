@@ -66,8 +66,9 @@ class Wgmmas:
             if active[t] and 0 <= op["group"] < self.committed[t] - n:
                 for buf, inst, byte, size in op["regs"]:
                     buf.add_pending(inst, byte, size, -1)
-                for buf, inst, byte in op["smem"]:
+                for buf, inst, byte in op["smem"]:  # the reads complete now, seen by the warpgroup's first warp
                     buf.add_async_reads(inst, byte, -1)
+                    buf.retire_async_reads(inst, byte, int(self.machine.wave_of[t]), self.machine.epoch[inst])
             else:
                 keep.append(op)
         self.ops = keep
@@ -138,7 +139,7 @@ def _shared_operand(machine, desc: int, rows: int, K: int, e: int, major: str, r
     sel = np.zeros(T, bool)
     sel[readers] = True
     check_lds_read(machine, buf, np.broadcast_to(inst[:, None], (T, flat.size)), np.broadcast_to(flat, (T, flat.size)),
-                   e, sel, where)
+                   e, sel, where, record=False)  # the read completes at the wait_group that retires it
     raw = buf.data[inst[readers[0]], flat[:, None] + np.arange(e)]
     byte = (flat[:, None] + np.arange(e)).ravel()
     return raw, (buf, np.full(byte.size, inst[readers[0]]), byte)

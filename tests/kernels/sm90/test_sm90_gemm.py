@@ -146,9 +146,9 @@ def test_the_fused_epilogues_inputs_follow_c_in_param_order():
     assert json.loads(p.to_json())["fusion"]["steps"] == "acc * row_scale * col_scale + bias -> silu + residual"
 
 
-def test_validate_without_a_gpu_runner_says_the_emulator_does_not_run_sm90():
-    with pytest.raises(NotImplementedError, match="CUDA emulator does not run sm90 kernels yet"):
-        gemm.validate(bf16(17, 64, 64), "sm90")
+def test_validate_without_a_gpu_runner_runs_the_cuda_emulator():
+    v = gemm.validate(bf16(17, 64, 64), "sm90", Sm90Config(64, 64, 2, 1))
+    assert v.ok and v.where == "the CUDA emulator (no GPU runner)"
 
 
 def test_the_decode_kernel_keeps_m_up_to_16():

@@ -110,8 +110,8 @@ def validate(problem: GemmProblem, target: str, config=None, seed: int = 0, *, m
     """Run the kernel on ``random_inputs(problem, seed, ...)`` and compare C with the float64
     reference, element by element, within the error bound. ``m``: the run-time M of a dynamic-M
     problem; ``group_rows``: the rows of each group of a grouped one. gfx950 runs in the CPU
-    wavefront emulator; sm80 through ``run`` (``runtime.cuda.run_gemm`` where a GPU is present, as the
-    CLI passes) or, without one, in the CUDA emulator for small problems (a ValueError beyond)."""
+    wavefront emulator; sm80 and sm90 through ``run`` (``runtime.cuda.run_gemm`` where a GPU is present,
+    as the CLI passes) or, without one, in the CUDA emulator for small problems (a ValueError beyond)."""
     _check(problem)
     rows = problem.rows(m, group_rows)
     p = plan(problem, target, config, m=None if problem.M is not None else rows, **options)

@@ -18,9 +18,9 @@ kernel per bucket of M, each the cost model's plan at the bucket's representativ
 decode kernel's while ``DECODE_KEEPS``); ``plan(problem, m=...)`` / ``choose`` give the plan of ``m``'s
 bucket; a config is refused (every bucket is the cost model's).
 
-``execute`` runs only through a GPU runner (``runtime.cuda.run_gemm``): the CUDA emulator does not
-run sm90 kernels yet (no wgmma, TMA or mbarrier transactions), so ``gemm.validate(problem, "sm90")``
-without ``run=`` raises a ``NotImplementedError`` saying so.
+``execute`` runs a plan through a GPU runner (``runtime.cuda.run_gemm``), else in the CUDA emulator
+(``emulate(..., target="sm90")``: TMA, wgmma, mbarriers, the warp-specialized branches as tasks; at most
+sm80's ``EMULATED_MACS`` multiply-adds), so ``gemm.validate(problem, "sm90")`` runs without a GPU.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from __future__ import annotations
 from ...cuda.build import CudaBuild, cached_build, check_compiler, compile_blobs
 from ..common import cache_key
 from ..gemm.problem import GemmProblem
+from ..sm80.gemm_target import EMULATED_MACS
 from . import gemm_cost
 from .gemm_plan import OUT_DTYPES, Sm90Config, Sm90Plan, check_problem, plan as make_plan
 
@@ -165,20 +166,27 @@ def build(problem: GemmProblem, config: Sm90Config | None = None, *, arch: str =
 
 
 def execute(p, data, run=None):
-    """Run plan ``p`` on ``data`` (``GemmData``) through ``run(plan, arguments)`` (the GPU runner,
-    ``runtime.cuda.run_gemm``, which fills C in place): (C, where). Without ``run`` a
-    NotImplementedError: the CUDA emulator does not run sm90 kernels yet (the decode kernel's plan runs
-    where sm80's ``execute`` runs it: the CUDA emulator for small problems)."""
+    """Run plan ``p`` on ``data`` (``GemmData``): through ``run(plan, arguments)`` (the GPU runner,
+    ``runtime.cuda.run_gemm``, which fills C in place), else in the CUDA emulator for at most
+    ``EMULATED_MACS`` multiply-adds (sm80's bound; beyond it a ValueError naming it). (C, where). The
+    decode kernel's plan runs where sm80's ``execute`` runs it."""
     if not isinstance(p, Sm90Plan):
         from ..sm80.gemm_target import execute as execute_sm80
 
         return execute_sm80(p, data, run)
-    if run is None:
-        raise NotImplementedError("sm90 GEMM: the CUDA emulator does not run sm90 kernels yet (wgmma, TMA); "
-                                  "validate on an NVIDIA Hopper GPU with run=runtime.cuda.run_gemm")
     c = data.output()
-    run(p, data.arguments(p.params, c))
-    return c, "the NVIDIA GPU"
+    args = data.arguments(p.params, c)
+    if run is not None:
+        run(p, args)
+        return c, "the NVIDIA GPU"
+    macs = c.size * p.K
+    if macs > EMULATED_MACS:
+        raise ValueError(f"sm90 GEMM validation of {macs} multiply-adds needs an NVIDIA Hopper GPU (the CUDA emulator "
+                         f"takes at most EMULATED_MACS = {EMULATED_MACS}); run it where one is present")
+    from ...emulator import emulate
+
+    emulate(emit(p), *args, target="sm90")
+    return c, "the CUDA emulator (no GPU runner)"
 
 
 def _tile(text: str) -> tuple[int, ...]:
@@ -247,5 +255,5 @@ def summary(p, sms: int | None = None) -> dict:
             "estimate": est.to_json(), "device": device.name}
 
 
-__all__ = ["ARCH", "CODE", "DECODE_KEEPS", "OUT_DTYPES", "build", "build_plan", "choose", "config_from_options", "emit",
+__all__ = ["ARCH", "CODE", "DECODE_KEEPS", "EMULATED_MACS", "OUT_DTYPES", "build", "build_plan", "choose", "config_from_options", "emit",
            "execute", "plan", "summary"]

@@ -1,0 +1,87 @@
+"""The sm90 GEMM in the CUDA emulator (``emulate(..., target="sm90")``): plans validated without a GPU
+(``gemm_target.execute`` without a runner, the CLI's ``--validate``), and kernels with a wait dropped
+from the emitted TIR reported by the emulator's ordering checks."""
+
+from __future__ import annotations
+
+import pytest
+import tvm_ffi
+from tvm_tirx.ir import Call, Evaluate
+
+from tvm_cdna4.cli import main
+from tvm_cdna4.emulator import EmulationError, emulate
+from tvm_cdna4.kernels import gemm
+from tvm_cdna4.kernels.gemm import GemmProblem, random_inputs
+from tvm_cdna4.kernels.gemm.epilogue import Fusion
+from tvm_cdna4.kernels.sm90 import gemm_target
+from tvm_cdna4.kernels.sm90.gemm_plan import Sm90Config
+
+EMULATOR = "the CUDA emulator (no GPU runner)"
+
+
+@pytest.mark.parametrize("problem, config", [
+    # two consumers, more k-tiles than stages (the producer waits on released stages), ragged M, N, K
+    (GemmProblem(67, 69, 264, "bf16", "nt", "f32"), Sm90Config(128, 64, 2, 2)),
+    # one consumer, one persistent CTA walking two tiles, the fused epilogue, bf16 C
+    (GemmProblem(33, 100, 136, "bf16", "nt", "bf16", Fusion(bias=True, activation="gelu", residual=True)),
+     Sm90Config(64, 64, 2, 1, ctas=1)),
+    # C staged in shared memory and stored with TMA (clipped at C's edges), f16
+    (GemmProblem(77, 64, 72, "f16", "nt", "f16", Fusion(row_scale=True, col_scale=True)),
+     Sm90Config(128, 64, 2, 2, epilogue="tma")),
+    # odd N: C stored one element at a time
+    (GemmProblem(20, 41, 64, "bf16", "nt", "f32"), Sm90Config(64, 64, 2, 1)),
+])
+def test_the_emulator_validates_sm90_plans(problem, config):
+    v = gemm.validate(problem, "sm90", config)
+    assert v.ok and v.where == EMULATOR and v.ratio <= 1.0
+
+
+def test_validate_beyond_the_emulated_macs_asks_for_a_gpu():
+    problem = GemmProblem(512, 512, 512, "bf16", "nt", "f32")
+    assert 512 ** 3 > gemm_target.EMULATED_MACS
+    with pytest.raises(ValueError, match="needs an NVIDIA Hopper GPU .* EMULATED_MACS = 4194304"):
+        gemm.validate(problem, "sm90")
+
+
+def test_the_cli_validates_sm90_without_a_gpu(capsys):
+    from tvm_cdna4.runtime import cuda
+
+    if cuda.have_cuda_gpu()[0]:
+        pytest.skip("a GPU is present: --validate runs on it")
+    assert main(["gemm", "--target", "sm90", "-M", "77", "-N", "72", "-K", "128", "--dtype", "bf16", "--validate"]) == 0
+    out = capsys.readouterr().out
+    assert "validated sm90 nt bf16->f32 77x72x128 on the CUDA emulator" in out and out.strip().endswith("PASS")
+
+
+def _dropping(func, op: str, nth: int):
+    """``func`` with the ``nth`` (1-based, in program order) statement calling ``op`` removed."""
+    seen = []
+
+    def drop(ev):
+        if isinstance(ev.value, Call) and getattr(ev.value.op, "name", "") == op:
+            seen.append(ev)
+            if len(seen) == nth:
+                return Evaluate(0)
+        return ev
+    out = tvm_ffi.structural_map(func, (Evaluate, drop), order="post")
+    assert len(seen) >= nth
+    return out
+
+
+@pytest.mark.parametrize("op, nth, words", [
+    # the consumers' wait on the stage's "full" mbarrier: wgmma reads the TMA's bytes still in flight
+    ("tirx.cuda.mbarrier_wait", 2, "while an asynchronous copy into it is still in flight"),
+    # the producer's wait on "empty": it re-arms a stage's "full" barrier whose phase is still pending
+    ("tirx.cuda.mbarrier_wait", 1, "count 1 exceeds the 0 arrivals pending"),
+    # the consumers' wgmma.wait_group 1: the stage is released (and reloaded) while its wgmma reads it
+    ("tirx.ptx.wgmma_wait_group", 1, "while a wgmma.mma_async.m64n64k16 reading it is still in flight"),
+])
+def test_a_dropped_wait_is_reported(op, nth, words):
+    problem = GemmProblem(33, 41, 264, "bf16", "nt", "bf16")
+    p = gemm.plan(problem, "sm90", Sm90Config(64, 64, 2, 1))
+    data = random_inputs(problem, 0)
+    c = data.output()
+    emulate(gemm_target.emit(p), *data.arguments(p.params, c), target="sm90")  # as emitted: no error
+    assert data.ratio(c) <= 1.0
+    with pytest.raises(EmulationError, match=words):
+        emulate(_dropping(gemm_target.emit(p), op, nth), *data.arguments(p.params, data.output()), target="sm90")
