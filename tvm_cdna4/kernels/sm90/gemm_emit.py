@@ -17,7 +17,9 @@ their registers, the fused epilogue applied first (``out_value``), in column pai
 odd N: one element at a time) while the producer already loads the next tile's stages. Both roles
 walk the same tiles, ``pid, pid + ctas, ...`` in the plan's grouped order (``Sm90Plan.tile_of``);
 the ring position of k-tile ``kt`` of the CTA's ``i``-th tile is ``i * k_tiles + kt`` (stage: modulo
-``stages``; mbarrier phase: its quotient's parity).
+``stages``; mbarrier phase: its quotient's parity). ``schedule="pingpong"``: each consumer takes whole,
+alternate tiles (``consumer``), its mainloop ordered after the other's by named barriers (``ORDER_BARRIER``),
+so one's epilogue runs under the other's mainloop.
 """
 
 from __future__ import annotations

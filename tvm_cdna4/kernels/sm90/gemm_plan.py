@@ -45,10 +45,10 @@ warp-specialized kernels use the same pair: 128 x 40 + 256 x 232 <= 65536 regist
 ACC_REGS_MAX = 128
 """The most f32 accumulators a consumer thread holds (``rows / 64 * block_n / 2``) within its 232."""
 EPILOGUES = ("registers", "tma")
-"""How the consumers write C: ``registers`` (stores from registers, predicated inside C: validated, the
-default) or ``tma`` (the tile through a 128-byte-swizzled shared staging buffer and TMA stores, which
-clip at C's edges, so the consumers go on to the next tile while the stores drain; 16-bit C with
-``N % 8 == 0`` only; not yet validated on a GPU: opt-in)."""
+"""How the consumers write C: ``registers`` (stores from registers, predicated inside C) or ``tma`` (the
+tile through a 128-byte-swizzled shared staging buffer and TMA stores, which clip at C's edges, so the
+consumers go on to the next tile while the stores drain; 16-bit C with ``N % 8 == 0`` only). Both validated
+on an H100; the cost model takes ``tma`` where it may (``gemm_cost.epilogues``): measured 5-20% faster."""
 SCHEDULES = ("cooperative", "pingpong")
 """How the consumer warpgroups share the tiles: ``cooperative`` (each owns ``block_m / consumers`` rows of
 every tile; their epilogue stalls the tensor cores) or ``pingpong`` (CUTLASS's name: each owns whole
