@@ -79,6 +79,14 @@ SQUARE = [None, {"block_m": 128, "block_n": 256, "stages": 3, "consumers": 2},
           {"block_m": 128, "block_n": 192, "stages": 5, "consumers": 2}]
 LLAMA = [(N, K) for N, K in ((4096, 4096), (14336, 4096), (4096, 14336))]
 LLAMA_M = (768, 3000, 8192)
+STUDY = [{"block_m": 128, "block_n": 256, "stages": 4, "consumers": 2},
+         {"block_m": 128, "block_n": 256, "stages": 3, "consumers": 2, "epilogue": "tma"},
+         {"block_m": 128, "block_n": 128, "stages": 7, "consumers": 2, "schedule": "pingpong"},
+         {"block_m": 128, "block_n": 128, "stages": 5, "consumers": 2, "schedule": "pingpong", "epilogue": "tma"},
+         {"block_m": 64, "block_n": 256, "stages": 5, "consumers": 2, "schedule": "pingpong"},
+         {"block_m": 64, "block_n": 256, "stages": 4, "consumers": 2, "schedule": "pingpong", "epilogue": "tma"}]
+"""``--study``: the epilogue and consumer schedules (cooperative / ping-pong, stores from registers / TMA)
+at 4096^3 and on the Llama-3-8B set, each checked at ragged shapes too."""
 SMALL_M = (1, 16, 64, 128)
 """Small M, timed with the target's choice (the decode kernel for M <= 16) and the sm90 tile kernel: the
 timing ``gemm_target.DECODE_KEEPS`` waits for."""
@@ -90,13 +98,18 @@ def validate_cases():
     from tvm_cdna4.kernels.sm90.gemm_plan import Sm90Config
 
     tma = Sm90Config(128, 128, 4, 2, epilogue="tma")
+    pp, pp_tma = Sm90Config(128, 128, 5, 2, schedule="pingpong"), Sm90Config(64, 256, 4, 2, schedule="pingpong",
+                                                                             epilogue="tma")
     return [(77, 200, 264, "bf16", Fusion(bias=True, activation="gelu", residual=True, row_scale=True, col_scale=True),
              None),
             (130, 77, 136, "f32", Fusion(bias=True, activation="silu"), None),
             (300, 1000, 520, "f16", Fusion(residual=True, activation="relu", col_scale=True), None),
             (1, 256, 512, "bf16", Fusion(), None), (333, 77, 64, "bf16", Fusion(row_scale=True), None),
             (77, 200, 264, "bf16", Fusion(bias=True, activation="gelu", residual=True), tma),
-            (300, 1000, 520, "f16", Fusion(residual=True, col_scale=True), tma), (333, 136, 64, "bf16", Fusion(), tma)]
+            (300, 1000, 520, "f16", Fusion(residual=True, col_scale=True), tma), (333, 136, 64, "bf16", Fusion(), tma),
+            (77, 200, 264, "bf16", Fusion(bias=True, activation="gelu", residual=True, row_scale=True), pp),
+            (130, 77, 136, "f32", Fusion(bias=True, activation="silu"), pp), (1000, 1000, 520, "bf16", Fusion(), pp),
+            (300, 1000, 520, "f16", Fusion(residual=True, col_scale=True), pp_tma)]
 
 
 def validate_only() -> int:
@@ -107,7 +120,7 @@ def validate_only() -> int:
     bad = 0
     for M, N, K, out, fusion, config in validate_cases():
         problem = gemm.GemmProblem(M, N, K, "f16" if out == "f16" else "bf16", "nt", out, fusion)
-        what = f"{M} {N} {K} {out} {fusion.describe()} {'tma' if config else ''}"
+        what = f"{M} {N} {K} {out} {fusion.describe()} {config.epilogue + ' ' + config.schedule if config else ''}"
         try:
             v = gemm.validate(problem, "sm90", config, run=run_gemm)
             print(what, "ok" if v.ok else "FAILED", v.where, flush=True)
@@ -156,6 +169,14 @@ def jobs(quick: bool):
         out += [(("small", M, N, K, how), (M, N, K), cfg) for M in SMALL_M for N, K in LLAMA
                 for how, cfg in (("choice", None), ("tile", "tile")) if M <= 16 or how == "choice"]
     return out
+
+
+def study_jobs():
+    """``--study``: every ``STUDY`` config at 4096^3 and the Llama set, and checked on ragged shapes."""
+    out = [(("study", j, M, N, K), (M, N, K), cfg) for M, N, K in [(4096, 4096, 4096)] + [
+        (M, N, K) for M in LLAMA_M for N, K in LLAMA] for j, cfg in enumerate(STUDY)]
+    return out + [(("check", i, "study", j), CHECKS[i], cfg) for i in (2, 3, 6) for j, cfg in enumerate(STUDY)
+                  if j and (CHECKS[i][4] != "f32" or "epilogue" not in cfg)]
 
 
 def torch_dtype(name):
@@ -229,6 +250,7 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--workers", type=int, default=min(12, os.cpu_count() or 1))
     ap.add_argument("--validate-only", action="store_true", help="only validate the fused and odd cases")
+    ap.add_argument("--study", action="store_true", help="only the epilogue / schedule study (STUDY)")
     ap.add_argument("--limit", type=int, default=0, help="run only the first LIMIT kernels")
     ap.add_argument("--build-s", type=float, default=240, help="stop waiting for builds after this many seconds")
     ap.add_argument("--prebuild", help="only build every kernel (no GPU) and pickle them into this file")
@@ -236,7 +258,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     if args.validate_only:
         return 1 if validate_only() else 0
-    todo = jobs(args.quick)[:args.limit or None]
+    todo = (study_jobs() if args.study else jobs(args.quick))[:args.limit or None]
     if args.prebuild:
         import pickle
 
@@ -307,7 +329,8 @@ def main(argv=None):
             continue
         cfg = r["config"]
         text = (f"{cfg['block_m']}x{cfg['block_n']} s{cfg['stages']} c{cfg['consumers']}"
-                f"{' tma' if cfg.get('epilogue') == 'tma' else ''}" if "consumers" in cfg
+                f"{' tma' if cfg.get('epilogue') == 'tma' else ''}{' pp' if cfg.get('schedule') == 'pingpong' else ''}"
+                if "consumers" in cfg
                 else f"decode w{cfg['warps']} k{cfg['split_k']}")
         print(f"{str(r['key'][0]) + str(r['key'][1:2]):<26}{r['shape'][0]:>6}{r['shape'][1]:>7}{r['shape'][2]:>7}  "
               f"{text:<22}{'y' if r['ok'] else 'N':>4}{r['us']:>10.1f}{r['torch_us']:>10.1f}{r['tflops']:>8.0f}"

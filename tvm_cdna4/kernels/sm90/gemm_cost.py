@@ -18,11 +18,13 @@ bandwidth: ``kernels.devices``, never written here), the estimate in seconds is
 - fill: the first stage of every CTA before its first wgmma (the ring's latency);
 - epilogue: the consumers store each tile's C from registers while the tensor cores wait, and every
   CTA reaches its epilogue at about the same time: the busiest CTA's tiles' C bytes, times the CTAs,
-  at ``STORE_EFFICIENCY`` of the HBM bandwidth.
+  at ``STORE_EFFICIENCY`` of the HBM bandwidth; with ``epilogue="tma"`` (the consumers write C into a
+  shared staging buffer and go on while TMA stores drain it) ``STAGED_EPILOGUE`` of that.
 
 Rates marked *fitted* were fitted to the 13 timings of ``benchmarks/sm90_gemm.py`` on an H100 SXM
 (2026-12-06; docs/sm90_gemm.md: 4096^3 at four tilings and the Llama-3-8B set, 41 us to 1.5 ms; the
-estimate with the H100's ``DeviceSpec`` is within 3.9% rms of them, 10% at worst); those marked
+estimate with the H100's ``DeviceSpec`` is within 3.9% rms of them, 10% at worst), ``STAGED_EPILOGUE``
+to the 10 timings of the TMA epilogue (``--study``, the same card and day: 4.5% rms, 8% at worst); those marked
 *assumed* are first estimates no timing has tested yet (small M). The sm80 target's ``Device`` holds its
 fitted rates the same way. The choice is over ``CANDIDATES`` with the deepest ring that fits the SM's
 shared memory (at most ``MAX_STAGES``).
@@ -48,6 +50,9 @@ docstring)."""
 STORE_EFFICIENCY = 0.35
 """The share of the HBM bandwidth the epilogue's stores reach when every CTA stores its tile at once
 (fitted: 9 GB/s per SM; direct 4-byte stores from registers, not overlapped with the next tile)."""
+STAGED_EPILOGUE = 0.16
+"""The share of that stall the TMA epilogue keeps (fitted: the consumers convert and write C into shared
+memory, bank-conflict free, and wait only for the previous tile's stores, long drained)."""
 ONE_CONSUMER = 0.85
 """The share of that a single consumer warpgroup keeps (assumed: nothing overlaps its epilogue)."""
 MAX_STAGES = 8
@@ -96,7 +101,7 @@ def estimate(cfg: Sm90Config, M: int, N: int, K: int, out_bytes: int, device, by
     memory = max(moved / device.hbm_bytes_s, cta_bytes / (SM_BYTES_PER_CLK * device.clock_hz))
     fill = cfg.stage_bytes(bytes_per) * ctas / device.hbm_bytes_s
     epilogue = per_cta * cfg.block_m * cfg.block_n * out_bytes * ctas / (device.hbm_bytes_s * STORE_EFFICIENCY)
-    return Estimate(per_cta * tile_s, memory, fill, epilogue)
+    return Estimate(per_cta * tile_s, memory, fill, epilogue * (STAGED_EPILOGUE if cfg.epilogue == "tma" else 1.0))
 
 
 def deepest(block_m: int, block_n: int, consumers: int, smem_bytes: int, k_tiles: int,
@@ -108,11 +113,20 @@ def deepest(block_m: int, block_n: int, consumers: int, smem_bytes: int, k_tiles
     return max(2, min(MAX_STAGES, room // cfg.stage_bytes(), max(2, 2 * k_tiles)))
 
 
+def epilogues(N: int, out_bytes: int, consumers: int) -> tuple:
+    """The epilogues the model weighs for a C of ``N`` columns of ``out_bytes`` each: TMA stores need a 16-bit
+    C whose rows are whole 16-byte chunks (``gemm_plan.plan``), and were timed with two consumer
+    warpgroups only (one consumer keeps its stores from registers until a timing says otherwise)."""
+    return ("registers", "tma") if out_bytes == 2 and N % 8 == 0 and consumers == 2 else ("registers",)
+
+
 def ranked(M: int, N: int, K: int, out_bytes: int, device) -> list[tuple[float, Sm90Config]]:
-    """Every candidate config (deepest ring) with its estimate, best first (ties: the larger tile)."""
+    """Every candidate config (deepest ring) with every epilogue C allows (``epilogues``) and its estimate,
+    best first (ties: the larger tile)."""
     out = []
-    for bm, bn, consumers in CANDIDATES:
-        cfg = Sm90Config(bm, bn, deepest(bm, bn, consumers, device.smem_per_unit, ceil_div(K, BLOCK_K)), consumers)
+    for (bm, bn, consumers), how in ((c, how) for c in CANDIDATES for how in epilogues(N, out_bytes, c[2])):
+        stages = deepest(bm, bn, consumers, device.smem_per_unit, ceil_div(K, BLOCK_K), how)
+        cfg = Sm90Config(bm, bn, stages, consumers, epilogue=how)
         out.append((estimate(cfg, M, N, K, out_bytes, device).total, -bm * bn, cfg))
     out.sort(key=lambda x: (x[0], x[1]))
     return [(t, cfg) for t, _, cfg in out]
@@ -123,5 +137,5 @@ def choose_config(M: int, N: int, K: int, out_bytes: int, device) -> Sm90Config:
     return ranked(M, N, K, out_bytes, device)[0][1]
 
 
-__all__ = ["CANDIDATES", "STORE_EFFICIENCY", "TENSOR_EFFICIENCY", "Estimate", "choose_config", "deepest", "efficiency",
-           "estimate", "ranked"]
+__all__ = ["CANDIDATES", "STAGED_EPILOGUE", "STORE_EFFICIENCY", "TENSOR_EFFICIENCY", "Estimate", "choose_config",
+           "deepest", "efficiency", "epilogues", "estimate", "ranked"]

@@ -17,7 +17,9 @@ their registers, the fused epilogue applied first (``out_value``), in column pai
 odd N: one element at a time) while the producer already loads the next tile's stages. Both roles
 walk the same tiles, ``pid, pid + ctas, ...`` in the plan's grouped order (``Sm90Plan.tile_of``);
 the ring position of k-tile ``kt`` of the CTA's ``i``-th tile is ``i * k_tiles + kt`` (stage: modulo
-``stages``; mbarrier phase: its quotient's parity).
+``stages``; mbarrier phase: its quotient's parity). ``schedule="pingpong"``: each consumer takes whole,
+alternate tiles (``consumer``), its mainloop ordered after the other's by named barriers (``ORDER_BARRIER``),
+so one's epilogue runs under the other's mainloop.
 """
 
 from __future__ import annotations
@@ -78,7 +80,7 @@ def kernel(p, args, maps):
     if tid == 0:
         for s in T.unroll(c.stages):
             T.ptx.mbarrier.init.shared.b64(MB.ptr_to([s]), T.uint32(1))
-            T.ptx.mbarrier.init.shared.b64(MB.ptr_to([c.stages + s]), T.uint32(c.consumers))
+            T.ptx.mbarrier.init.shared.b64(MB.ptr_to([c.stages + s]), T.uint32(1 if c.pingpong else c.consumers))
         T.ptx["fence.mbarrier_init.release.cluster"]()
     T.cuda.cta_sync()
     if tid < WARPGROUP:
@@ -107,43 +109,68 @@ def producer(p, SMH, MB, maps, pid):
                      MB.ptr_to([s]))
 
 
+ORDER_BARRIER = 3
+"""The first of the ping-pong schedule's two named barriers (0 is the CTA's, 1 + wg the TMA epilogue's):
+barrier ``ORDER_BARRIER + wg`` lets consumer ``wg`` start its next mainloop once the other's is issued."""
+
+
 @T.macro
 def consumer(p, SMH, MB, args, maps, pid, wg, t):
     c = p.config
     acc = T.alloc_tensor(ty_args=[T.Tensor((c.rows // WGMMA_M * c.block_n // 2,), "float32", scope="local", layout="default")])
-    for i in range(T.truncdiv(p.tiles - 1 - pid, p.ctas) + 1):
-        tile = p.tile_of(pid + i * p.ctas, T.truncdiv, T.truncmod, T.min)
-        m0 = tile[0] * c.block_m
-        n0 = tile[1] * c.block_n
-        for r in T.unroll(c.rows // WGMMA_M * c.block_n // 2):
-            acc[r] = T.float32(0)
-        for kt in range(p.k_tiles):
-            it = i * p.k_tiles + kt
-            s = it % c.stages
-            T.cuda.mbarrier_wait(MB.ptr_to([s]), (it // c.stages) % 2)
-            T.ptx["wgmma.fence.sync.aligned"]()
-            a_base = T.cuda.cvta_generic_to_shared(SMH.ptr_to([s * c.block_m * BLOCK_K + wg * c.rows * BLOCK_K]))
-            b_base = T.cuda.cvta_generic_to_shared(SMH.ptr_to([c.stages * c.block_m * BLOCK_K + s * c.block_n * BLOCK_K]))
-            for kk in T.unroll(BLOCK_K // WGMMA_K):
-                for mi in T.unroll(c.rows // WGMMA_M):
-                    wgmma_issue(p, acc, mi * c.block_n // 2,
-                                descriptor(a_base + T.uint32(mi * WGMMA_M * BLOCK_K * 2 + kk * WGMMA_K * 2)),
-                                descriptor(b_base + T.uint32(kk * WGMMA_K * 2)))
-            T.ptx["wgmma.commit_group.sync.aligned"]()
-            T.ptx["wgmma.wait_group.sync.aligned"](1)
-            if kt > 0:
-                if t == 0:
-                    T.ptx.mbarrier.arrive.shared.b64(MB.ptr_to([c.stages + (it + c.stages - 1) % c.stages]), T.uint32(1))
-        T.ptx["wgmma.wait_group.sync.aligned"](0)
-        if t == 0:
-            T.ptx.mbarrier.arrive.shared.b64(MB.ptr_to([c.stages + (i * p.k_tiles + p.k_tiles - 1) % c.stages]), T.uint32(1))
-        if I.constexpr(c.epilogue == "tma"):
-            store_tma(p, SMH, acc, args, maps[2], wg, t, m0, n0)
-        else:
-            store(p, acc, args, m0 + wg * c.rows + (t // 32) * 16 + (t % 32) // 4, n0 + 2 * (t % 4))
+    if I.constexpr(c.pingpong):
+        # the CTA's tiles i = wg, wg + 2, ...: whole tiles, alternating; the ring position of a tile's k-tile is
+        # the producer's, so a consumer waits on "full" at most one lap ahead only because the other consumer
+        # has waited on every earlier position (the ordering barriers below)
+        for j in range(T.truncdiv(T.truncdiv(p.tiles - 1 - pid, p.ctas) + 2 - wg, 2)):
+            consumer_tile(p, SMH, MB, args, maps, pid, 2 * j + wg, 0, wg, t, acc)
+    else:
+        for i in range(T.truncdiv(p.tiles - 1 - pid, p.ctas) + 1):
+            consumer_tile(p, SMH, MB, args, maps, pid, i, wg, wg, t, acc)
     if I.constexpr(c.epilogue == "tma"):
         if t == 0:
             T.ptx["cp.async.bulk.wait_group"](0)  # the last tile's stores are done before the CTA exits
+
+
+@T.macro
+def consumer_tile(p, SMH, MB, args, maps, pid, i, part, wg, t, acc):
+    # the CTA's i-th tile: its rows part * rows .. (part + 1) * rows, by consumer warpgroup wg
+    c = p.config
+    tile = p.tile_of(pid + i * p.ctas, T.truncdiv, T.truncmod, T.min)
+    m0 = tile[0] * c.block_m
+    n0 = tile[1] * c.block_n
+    for r in T.unroll(c.rows // WGMMA_M * c.block_n // 2):
+        acc[r] = T.float32(0)
+    if I.constexpr(c.pingpong):
+        if i > 0:  # the other consumer has issued tile i - 1's mainloop
+            T.ptx["bar.sync"](T.Cast("uint32", ORDER_BARRIER + wg), T.uint32(2 * WARPGROUP))
+    for kt in range(p.k_tiles):
+        it = i * p.k_tiles + kt
+        s = it % c.stages
+        T.cuda.mbarrier_wait(MB.ptr_to([s]), (it // c.stages) % 2)
+        T.ptx["wgmma.fence.sync.aligned"]()
+        a_base = T.cuda.cvta_generic_to_shared(SMH.ptr_to([s * c.block_m * BLOCK_K + part * c.rows * BLOCK_K]))
+        b_base = T.cuda.cvta_generic_to_shared(SMH.ptr_to([c.stages * c.block_m * BLOCK_K + s * c.block_n * BLOCK_K]))
+        for kk in T.unroll(BLOCK_K // WGMMA_K):
+            for mi in T.unroll(c.rows // WGMMA_M):
+                wgmma_issue(p, acc, mi * c.block_n // 2,
+                            descriptor(a_base + T.uint32(mi * WGMMA_M * BLOCK_K * 2 + kk * WGMMA_K * 2)),
+                            descriptor(b_base + T.uint32(kk * WGMMA_K * 2)))
+        T.ptx["wgmma.commit_group.sync.aligned"]()
+        T.ptx["wgmma.wait_group.sync.aligned"](1)
+        if kt > 0:
+            if t == 0:
+                T.ptx.mbarrier.arrive.shared.b64(MB.ptr_to([c.stages + (it + c.stages - 1) % c.stages]), T.uint32(1))
+    if I.constexpr(c.pingpong):
+        if i + 1 < T.truncdiv(p.tiles - 1 - pid, p.ctas) + 1:  # the other consumer's next tile may start
+            T.ptx["bar.arrive"](T.Cast("uint32", ORDER_BARRIER + 1 - wg), T.uint32(2 * WARPGROUP))
+    T.ptx["wgmma.wait_group.sync.aligned"](0)
+    if t == 0:
+        T.ptx.mbarrier.arrive.shared.b64(MB.ptr_to([c.stages + (i * p.k_tiles + p.k_tiles - 1) % c.stages]), T.uint32(1))
+    if I.constexpr(c.epilogue == "tma"):
+        store_tma(p, SMH, acc, args, maps[2], part, wg, t, m0, n0)
+    else:
+        store(p, acc, args, m0 + part * c.rows + (t // 32) * 16 + (t % 32) // 4, n0 + 2 * (t % 4))
 
 
 @T.macro
@@ -184,12 +211,13 @@ def store(p, acc, args, row, col):
 
 
 @T.macro
-def store_tma(p, SMH, acc, args, map_c, wg, t, m0, n0):
+def store_tma(p, SMH, acc, args, map_c, part, wg, t, m0, n0):
     # epilogue="tma": the warpgroup's rows of the tile, converted (the fused epilogue first), into its part of
     # the staging buffer, 128-byte swizzled in 64-column blocks (16-byte chunk j % 8 of row r at chunk
     # (j % 8) ^ (r % 8): conflict-free, and what the TMA store's CU_TENSOR_MAP_SWIZZLE_128B reads); then one
     # thread stores the blocks with TMA (clipped at C's edges) and the warpgroup goes on to the next tile.
-    # Before the buffer is written again, the previous tile's stores have read it (wait_group.read)
+    # Before the buffer is written again, the previous tile's stores have read it (wait_group.read). Rows
+    # part * rows.. of the tile; the buffer and the named barrier are warpgroup wg's
     c = p.config
     SMW = T.decl_tensor(SMH.ptr_to([0]), ty_args=[T.Tensor((p.smem_bytes // 4,), "uint32", scope="shared.dyn", layout="default", align=1024)])
     word = T.alloc_tensor(ty_args=[T.Tensor((1,), "uint32", scope="local", layout="default")])
@@ -203,14 +231,14 @@ def store_tma(p, SMH, acc, args, map_c, wg, t, m0, n0):
                 r = mi * WGMMA_M + (t // 32) * 16 + (t % 32) // 4 + 8 * h
                 T.ptx[f"cvt.rn.{p.out_dtype}x2.f32"](
                     word[0],
-                    out_value(p, args, acc[mi * c.block_n // 2 + j * 4 + h * 2 + 1], m0 + wg * c.rows + r, n0 + 8 * j + 2 * (t % 4) + 1),
-                    out_value(p, args, acc[mi * c.block_n // 2 + j * 4 + h * 2], m0 + wg * c.rows + r, n0 + 8 * j + 2 * (t % 4)))
+                    out_value(p, args, acc[mi * c.block_n // 2 + j * 4 + h * 2 + 1], m0 + part * c.rows + r, n0 + 8 * j + 2 * (t % 4) + 1),
+                    out_value(p, args, acc[mi * c.block_n // 2 + j * 4 + h * 2], m0 + part * c.rows + r, n0 + 8 * j + 2 * (t % 4)))
                 SMW[(base + (j // 8) * c.rows * 128 + r * 128 + T.bitwise_xor(j % 8, (t % 32) // 4) * 16) // 4 + t % 4] = word[0]
     T.ptx["fence.proxy.async.shared::cta"]()
     T.ptx["bar.sync"](T.Cast("uint32", 1 + wg), T.uint32(WARPGROUP))
     if t == 0:
         for cb in T.unroll(c.block_n // SWIZZLE_COLUMNS):
-            T.ptx[TMA_STORE](T.address_of(map_c), n0 + cb * SWIZZLE_COLUMNS, m0 + wg * c.rows,
+            T.ptx[TMA_STORE](T.address_of(map_c), n0 + cb * SWIZZLE_COLUMNS, m0 + part * c.rows,
                              T.cuda.cvta_generic_to_shared(SMH.ptr_to([p.staging + wg * c.rows * c.block_n + cb * c.rows * SWIZZLE_COLUMNS])))
         T.ptx["cp.async.bulk.commit_group"]()
 

@@ -49,10 +49,15 @@ warp-specialized kernels use the same pair: 128 x 40 + 256 x 232 <= 65536 regist
 ACC_REGS_MAX = 128
 """The most f32 accumulators a consumer thread holds (``rows / 64 * block_n / 2``) within its 232."""
 EPILOGUES = ("registers", "tma")
-"""How the consumers write C: ``registers`` (stores from registers, predicated inside C: validated, the
-default) or ``tma`` (the tile through a 128-byte-swizzled shared staging buffer and TMA stores, which
-clip at C's edges, so the consumers go on to the next tile while the stores drain; 16-bit C with
-``N % 8 == 0`` only; not yet validated on a GPU: opt-in)."""
+"""How the consumers write C: ``registers`` (stores from registers, predicated inside C) or ``tma`` (the
+tile through a 128-byte-swizzled shared staging buffer and TMA stores, which clip at C's edges, so the
+consumers go on to the next tile while the stores drain; 16-bit C with ``N % 8 == 0`` only). Both validated
+on an H100; the cost model takes ``tma`` where it may (``gemm_cost.epilogues``): measured 5-20% faster."""
+SCHEDULES = ("cooperative", "pingpong")
+"""How the consumer warpgroups share the tiles: ``cooperative`` (each owns ``block_m / consumers`` rows of
+every tile; their epilogue stalls the tensor cores) or ``pingpong`` (CUTLASS's name: each owns whole
+``block_m x block_n`` tiles, alternate ones, and an ordering barrier lets one run its mainloop while the
+other stores its C; two consumers only)."""
 INT32_ELEMENTS = 2**31
 """The elements a 32-bit offset reaches: C's ``M N`` must stay below it (64-bit offsets: not yet)."""
 BARRIER_BYTES = 1024
@@ -63,7 +68,8 @@ BARRIER_BYTES = 1024
 class Sm90Config:
     """A tiling of the sm90 GEMM: ``block_m`` x ``block_n`` output tiles, ``stages`` ring stages of
     ``BLOCK_K``, ``consumers`` consumer warpgroups (1 or 2), ``group_m`` tile rows per group of the tile
-    order, ``ctas`` persistent CTAs (0: one per SM, at most one per tile)."""
+    order, ``ctas`` persistent CTAs (0: one per SM, at most one per tile), how C is written
+    (``EPILOGUES``) and how the consumers share the tiles (``SCHEDULES``)."""
 
     block_m: int = 128
     block_n: int = 256
@@ -72,11 +78,16 @@ class Sm90Config:
     group_m: int = 8
     ctas: int = 0
     epilogue: str = "registers"
+    schedule: str = "cooperative"
+
+    @property
+    def pingpong(self) -> bool:
+        return self.schedule == "pingpong"
 
     @property
     def rows(self) -> int:
-        """The rows of the tile one consumer warpgroup owns."""
-        return self.block_m // self.consumers
+        """The rows of the tile one consumer warpgroup owns (all of them in the ping-pong schedule)."""
+        return self.block_m if self.pingpong else self.block_m // self.consumers
 
     @property
     def threads(self) -> int:
@@ -86,8 +97,9 @@ class Sm90Config:
         return (self.block_m + self.block_n) * BLOCK_K * bytes_per
 
     def staging_bytes(self) -> int:
-        """The shared staging buffer of C's tile (``epilogue="tma"``: 16-bit C), else 0."""
-        return self.block_m * self.block_n * 2 if self.epilogue == "tma" else 0
+        """The shared staging buffers of C (``epilogue="tma"``: 16-bit C; one per consumer warpgroup, of its
+        rows), else 0."""
+        return self.consumers * self.rows * self.block_n * 2 if self.epilogue == "tma" else 0
 
     def check(self, smem_bytes: int) -> None:
         """A ContractError naming the field that breaks a rule of the kernel or of ``smem_bytes``."""
@@ -96,9 +108,12 @@ class Sm90Config:
                                 expected=expected, found=found)
         if self.consumers not in (1, 2):
             bad("consumers", "one or two consumer warpgroups", "1 or 2", self.consumers)
-        if self.block_m % (WGMMA_M * self.consumers) or not 64 <= self.block_m <= 256:
-            bad("block_m", "64..256 rows, 64 per wgmma per consumer warpgroup",
-                f"a multiple of {WGMMA_M * self.consumers} in 64..256", self.block_m)
+        if self.schedule not in SCHEDULES or (self.pingpong and self.consumers != 2):
+            bad("schedule", "how the consumer warpgroups share the tiles (ping-pong: two)", SCHEDULES, self.schedule)
+        per = WGMMA_M * (1 if self.pingpong else self.consumers)
+        if self.block_m % per or not 64 <= self.block_m <= 256:
+            bad("block_m", "64..256 rows, 64 per wgmma per consumer warpgroup", f"a multiple of {per} in 64..256",
+                self.block_m)
         if self.block_n % 8 or not 8 <= self.block_n <= TMA_BOX_MAX:
             bad("block_n", "wgmma N is a multiple of 8 up to 256", "8, 16, ..., 256", self.block_n)
         acc = self.rows // WGMMA_M * self.block_n // 2
@@ -213,4 +228,4 @@ def _min(x, cap: int):
     return tirx.min(x, cap)
 
 
-__all__ = ["BLOCK_K", "DTYPES", "EPILOGUES", "LAYOUTS", "OUT_DTYPES", "Sm90Config", "Sm90Plan", "check_problem", "plan"]
+__all__ = ["BLOCK_K", "DTYPES", "EPILOGUES", "LAYOUTS", "OUT_DTYPES", "SCHEDULES", "Sm90Config", "Sm90Plan", "check_problem", "plan"]

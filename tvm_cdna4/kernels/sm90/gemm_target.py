@@ -221,7 +221,7 @@ def config_from_options(problem: GemmProblem, *, block: str | None = None, warps
     if block and not stages:
         device = _device(sms)
         cfg = replace_config(cfg, stages=gemm_cost.deepest(cfg.block_m, cfg.block_n, cfg.consumers,
-                                                           device.smem_per_unit, -(-problem.K // 64)))
+                                                           device.smem_per_unit, -(-problem.K // 64), cfg.epilogue))
     cfg.check(_device(sms).smem_per_unit)
     return cfg
 
