@@ -515,15 +515,12 @@ def to_host(t, dtype):
 
 
 def plan_builder(plan):
-    """The ``build_plan(plan, arch, cache=...)`` of the CUDA target whose planner made ``plan``: sm90's
-    (``kernels.sm90.gemm_target.build_plan``) or sm80's (``kernels.sm80.gemm.build_plan``)."""
+    """The ``build_plan(plan, arch, cache=...)`` of the GEMM target whose planner made ``plan``: its row
+    of ``kernels.gemm.TARGETS`` (``target_of``), so a new CUDA target needs no edit here."""
     from ..kernels.common import target_of
+    from ..kernels.gemm import TARGETS
 
-    if target_of(plan) == "sm90":
-        from ..kernels.sm90.gemm_target import build_plan
-    else:
-        from ..kernels.sm80.gemm import build_plan
-    return build_plan
+    return TARGETS[target_of(plan)].verb("build_plan")
 
 
 def run_gemm(plan, arguments, arch=None, cache: bool = True) -> None:

@@ -96,6 +96,11 @@ def build(problem: GemmProblem, config=None, *, arch: str = "sm_80", compiler: s
     return g.build_plan(plan(problem, config, sms=sms, reduction=reduction), arch, compiler, cache)
 
 
+build_plan = g.build_plan
+"""Build a plan (``GemmPlan`` or ``DecodePlan``) for an arch: the verb a GPU runner calls
+(``runtime.cuda.plan_builder``)."""
+
+
 def execute(p, data, run=None):
     """Run plan ``p`` on ``data`` (``GemmData``): through ``run(plan, arguments)`` (the GPU runner of
     the runtime layer, ``runtime.cuda.run_gemm``, which fills C in place), else in the CUDA emulator
