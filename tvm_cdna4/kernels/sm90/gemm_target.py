@@ -251,7 +251,7 @@ def summary(p, sms: int | None = None) -> dict:
             **bucket_summary(p.dynamic_m), "N": p.N, "K": p.K,
             "dtype": p.dtype, "layout": p.layout, "out_dtype": p.out_dtype, "config": attrs.asdict(p.config),
             "tiles": [extent_record(p.tiles_m), p.tiles_n], "k_tiles": p.k_tiles, "grid": extent_record(p.ctas), "threads": p.config.threads,
-            "smem_bytes": p.smem_bytes, "split_k": 1, "fusion": {**p.fusion.as_dict(), "steps": p.fusion.describe()},
+            "smem_bytes": p.smem_bytes, "split_k": p.config.split_k, "fusion": {**p.fusion.as_dict(), "steps": p.fusion.describe()},
             "estimate": est.to_json(), "device": device.name}
 
 
