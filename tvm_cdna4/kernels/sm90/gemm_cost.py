@@ -30,7 +30,8 @@ its share of the tiles (``ceil(tiles / ctas)``, whoever gathers them), and a fou
   (``ceil(tiles / ctas)`` tiles of ``S block_m block_n 4`` bytes) at ``SM_BYTES_PER_CLK``: the last unit of
   a tile waits for it (assumed: no timing has tested the term yet).
 
-The choice weighs ``SPLITS`` for every candidate tile, those that leave every slice ``MIN_SLICE_TILES``
+The choice weighs ``SPLITS`` for every candidate tile whose tiles leave SMs idle (fewer tiles than SMs; a
+split of a full grid, for its last wave, measured slower), those that leave every slice ``MIN_SLICE_TILES``
 k-tiles and keep the workspace's offsets 32-bit.
 
 Rates marked *fitted* were fitted to the 13 timings of ``benchmarks/sm90_gemm.py`` on an H100 SXM
@@ -73,9 +74,10 @@ CANDIDATES = ((128, 256, 2), (256, 128, 2), (128, 192, 2), (128, 128, 2), (128, 
 """(block_m, block_n, consumers) the cost model weighs."""
 SPLITS = (1, 2, 3, 4, 6, 8)
 """The K splits (``Sm90Config.split_k``) the cost model weighs for every candidate tile."""
-MIN_SLICE_TILES = 4
-"""The fewest k-tiles a K slice keeps (a shorter slice spends more on its ring's fill and its reduction
-than its tensor cores save)."""
+MIN_SLICE_TILES = 64
+"""The fewest k-tiles a K slice keeps (fitted, coarsely: on the H100, 2026-12-06, docs/sm90_gemm.md "Split-K",
+splits of 28-40 k-tile slices, K = 3584-5120, ran 4-40% slower than no split; slices of 75-148 k-tiles of
+K = 14336-18944 ran 4-26% faster)."""
 WORKSPACE_BYTES = 4
 """An f32 partial sum of the workspace."""
 
@@ -161,11 +163,11 @@ def epilogues(N: int, out_bytes: int, consumers: int) -> tuple:
 
 
 def ranked(M: int, N: int, K: int, out_bytes: int, device) -> list[tuple[float, Sm90Config]]:
-    """Every candidate config (deepest ring) with every epilogue C allows (``epilogues``) and every K split
-    (``splits``) and its estimate, best first (ties: the larger tile, then the fewer slices)."""
+    """Every candidate config (deepest ring) with every epilogue C allows (``epilogues``) and, where its tiles
+    are fewer than the SMs, every K split (``splits``), and its estimate, best first (ties: the larger tile, then the fewer slices)."""
     out = []
     for (bm, bn, consumers), how in ((c, how) for c in CANDIDATES for how in epilogues(N, out_bytes, c[2])):
-        for split in splits(M, N, K):
+        for split in splits(M, N, K) if ceil_div(M, bm) * ceil_div(N, bn) < device.units else (1,):
             stages = deepest(bm, bn, consumers, device.smem_per_unit, ceil_div(ceil_div(K, BLOCK_K), split), how)
             cfg = Sm90Config(bm, bn, stages, consumers, epilogue=how, split_k=split)
             out.append((estimate(cfg, M, N, K, out_bytes, device).total, -bm * bn, split, cfg))

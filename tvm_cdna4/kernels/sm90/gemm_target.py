@@ -103,10 +103,11 @@ def choose(problem: GemmProblem, *, m: int | None = None, sms: int | None = None
 
 def plan(problem: GemmProblem, config=None, *, m: int | None = None, sms: int | None = None,
          reduction: str | None = None):
-    """The plan of ``problem`` with ``config`` (None: the cost model's choice); ``reduction`` (a K split's)
-    is refused: the sm90 kernel does not split K yet."""
+    """The plan of ``problem`` with ``config`` (None: the cost model's choice); ``reduction`` is refused: the
+    sm90 K split and its reduction are ``Sm90Config`` fields (``split_k``, ``reduction``) the cost model chooses."""
     if reduction is not None:
-        raise ValueError(f"--reduction {reduction}: the sm90 GEMM does not split K yet (no reduction to choose)")
+        raise ValueError(f"--reduction {reduction}: the sm90 K split and its reduction are Sm90Config fields "
+                         "(split_k, reduction), chosen by the cost model")
     from ..sm80.decode_plan import DecodeConfig, plan_decode
 
     _static(problem)
