@@ -34,21 +34,39 @@ def test_the_row_and_its_aliases():
     assert gemm.code("sm90") == {"cuda": "source"}
 
 
-@pytest.mark.parametrize("M, N, K, tile, epilogue", [
-    (1, 4096, 4096, (64, 64, 1), "registers"),  # decode rows: the most CTAs streaming the weights
-    (77, 4096, 14336, (64, 64, 1), "registers"),
-    (768, 14336, 4096, (128, 256, 2), "tma"),   # C through shared memory and TMA stores: measured faster
-    (4096, 4096, 4096, (128, 256, 2), "tma"),   # large M: the tile shared memory keeps up with
-    (8192, 4096, 14336, (128, 256, 2), "tma"),
-    (8192, 4100, 4096, (128, 192, 2), "registers"),  # C rows not whole 16-byte chunks: no TMA stores
+@pytest.mark.parametrize("M, N, K, tile, epilogue, split", [
+    (1, 4096, 4096, (64, 64, 1), "registers", 1),  # decode rows: the most CTAs streaming the weights
+    (77, 4096, 14336, (128, 64, 2), "tma", 2),  # 64 tiles, a long K: two K slices of 112 k-tiles fill the SMs
+    (200, 3584, 18944, (128, 256, 2), "tma", 4),  # Qwen2.5-7B's down projection (issue 36)
+    (768, 14336, 4096, (128, 256, 2), "tma", 1),   # C through shared memory and TMA stores: measured faster
+    (4096, 4096, 4096, (128, 256, 2), "tma", 1),   # large M: the tile shared memory keeps up with
+    (8192, 4096, 14336, (128, 256, 2), "tma", 1),
+    (8192, 4100, 4096, (128, 192, 2), "registers", 1),  # C rows not whole 16-byte chunks: no TMA stores
 ])
-def test_the_cost_model_picks_the_tile_by_m(M, N, K, tile, epilogue):
+def test_the_cost_model_picks_the_tile_by_m(M, N, K, tile, epilogue, split):
     cfg = gemm_cost.choose_config(M, N, K, 2, H200)
-    assert (cfg.block_m, cfg.block_n, cfg.consumers, cfg.epilogue) == (*tile, epilogue)
-    assert cfg.stages == gemm_cost.deepest(*tile, H200.smem_per_unit, -(-K // 64), epilogue)
+    assert (cfg.block_m, cfg.block_n, cfg.consumers, cfg.epilogue, cfg.split_k) == (*tile, epilogue, split)
+    assert cfg.stages == gemm_cost.deepest(*tile, H200.smem_per_unit, -(-(-(-K // 64)) // split), epilogue)
     assert cfg.stages == (3 if epilogue == "tma" else 4) or tile != (128, 256, 2)
     ranked = gemm_cost.ranked(M, N, K, 2, H200)
     assert ranked[0][1] == cfg and all(a <= b for (a, _), (b, _) in zip(ranked, ranked[1:]))
+
+
+def test_the_split_k_term_and_the_splits_weighed():
+    # M = 200, N = 3584, K = 18944 (296 k-tiles): 28 tiles of 128x256 fill 28 of the 132 SMs unsplit
+    one, four = Sm90Config(128, 256, 3, 2, epilogue="tma"), Sm90Config(128, 256, 3, 2, epilogue="tma", split_k=4)
+    a, b = (gemm_cost.estimate(c, 200, 3584, 18944, 2, H200) for c in (one, four))
+    assert a.reduction == 0 and b.compute == pytest.approx(a.compute * 74 / 296)  # 112 units, 74 k-tiles each
+    workspace = 2 * 4 * 200 * 3584 * 4 / H200.hbm_bytes_s
+    gather = 4 * 128 * 256 * 4 / (gemm_cost.SM_BYTES_PER_CLK * H200.clock_hz)
+    assert b.reduction == pytest.approx(workspace + gather) and b.total < a.total
+    assert b.epilogue == pytest.approx(a.epilogue * 112 / 28)  # every CTA's epilogue time, 112 CTAs
+    # slices of at least MIN_SLICE_TILES k-tiles, each with its own, the workspace within 32-bit offsets
+    assert gemm_cost.splits(200, 3584, 18944) == (1, 2, 3, 4)  # 296 k-tiles: slices of 64 at least
+    assert gemm_cost.splits(200, 3584, 8192) == (1, 2) and gemm_cost.splits(200, 3584, 4096) == (1,)
+    assert gemm_cost.splits(2**20, 1024, 18944) == (1,)  # [2, M, N] past 32-bit offsets
+    # a grid that fills the SMs is never split (its last wave measured slower split, docs/sm90_gemm.md)
+    assert all(c.split_k == 1 for _, c in gemm_cost.ranked(1024, 5120, 17920, 2, H200) if c.block_n >= 128)
 
 
 def test_the_estimate_terms():
@@ -339,7 +357,7 @@ def test_validates_on_a_hopper_gpu(M, N, K, out, fusion):
 
 @pytest.mark.parametrize("flags, words", [
     ("--tune", "--tune is an sm80 option (it times candidate tilings on an NVIDIA GPU); sm90 runs its planner's"),
-    ("--reduction ordered --emit config", "--reduction ordered: the sm90 GEMM does not split K yet"),
+    ("--reduction ordered --emit config", "--reduction ordered: the sm90 K split and its reduction are Sm90Config fields"),
     ("--report", "--report is the gfx950 static report; on sm90 use --bench on an NVIDIA GPU"),
     ("--emit asm", "--emit asm is for --target gfx950; sm90 emits cuda, tir or config"),
 ])

@@ -21,6 +21,19 @@ bandwidth: ``kernels.devices``, never written here), the estimate in seconds is
   at ``STORE_EFFICIENCY`` of the HBM bandwidth; with ``epilogue="tma"`` (the consumers write C into a
   shared staging buffer and go on while TMA stores drain it) ``STAGED_EPILOGUE`` of that.
 
+With a K split (``split_k`` = S > 1; ``gemm_plan``'s docstring) the work units are the tiles times S, each
+``ceil(k_tiles / S)`` k-tiles: compute and the busiest CTA's streamed bytes count its units, the C epilogue
+its share of the tiles (``ceil(tiles / ctas)``, whoever gathers them), and a fourth term is added:
+
+- reduction: the workspace traffic, every slice's f32 partial of C written and read back (``S M N 4`` bytes
+  twice, ``reduction="ordered"``) at the HBM bandwidth, plus the tile's gather by one warpgroup's SM
+  (``ceil(tiles / ctas)`` tiles of ``S block_m block_n 4`` bytes) at ``SM_BYTES_PER_CLK``: the last unit of
+  a tile waits for it (assumed: no timing has tested the term yet).
+
+The choice weighs ``SPLITS`` for every candidate tile whose tiles leave SMs idle (fewer tiles than SMs; a
+split of a full grid, for its last wave, measured slower), those that leave every slice ``MIN_SLICE_TILES``
+k-tiles and keep the workspace's offsets 32-bit.
+
 Rates marked *fitted* were fitted to the 13 timings of ``benchmarks/sm90_gemm.py`` on an H100 SXM
 (2026-12-06; docs/sm90_gemm.md: 4096^3 at four tilings and the Llama-3-8B set, 41 us to 1.5 ms; the
 estimate with the H100's ``DeviceSpec`` is within 3.9% rms of them, 10% at worst), ``STAGED_EPILOGUE``
@@ -35,7 +48,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..common import ceil_div
-from .gemm_plan import BARRIER_BYTES, BLOCK_K, WGMMA_K, WGMMA_M, Sm90Config
+from .gemm_plan import BARRIER_BYTES, BLOCK_K, INT32_ELEMENTS, WGMMA_K, WGMMA_M, Sm90Config
 
 TENSOR_FLOPS_PER_CLK = 4096
 """Dense f16/bf16 tensor flops per SM per clock on Hopper (2048 FMA: the NVIDIA H100 Tensor Core GPU
@@ -59,6 +72,14 @@ MAX_STAGES = 8
 CANDIDATES = ((128, 256, 2), (256, 128, 2), (128, 192, 2), (128, 128, 2), (128, 64, 2), (64, 256, 1),
               (64, 128, 1), (64, 64, 1))
 """(block_m, block_n, consumers) the cost model weighs."""
+SPLITS = (1, 2, 3, 4, 6, 8)
+"""The K splits (``Sm90Config.split_k``) the cost model weighs for every candidate tile."""
+MIN_SLICE_TILES = 64
+"""The fewest k-tiles a K slice keeps (fitted, coarsely: on the H100, 2026-12-06, docs/sm90_gemm.md "Split-K",
+splits of 28-40 k-tile slices, K = 3584-5120, ran 4-40% slower than no split; slices of 75-148 k-tiles of
+K = 14336-18944 ran 4-26% faster)."""
+WORKSPACE_BYTES = 4
+"""An f32 partial sum of the workspace."""
 
 
 @dataclass(frozen=True)
@@ -69,15 +90,16 @@ class Estimate:
     memory: float
     fill: float
     epilogue: float = 0.0
+    reduction: float = 0.0
 
     @property
     def total(self) -> float:
-        return max(self.compute, self.memory) + self.fill + self.epilogue
+        return max(self.compute, self.memory) + self.fill + self.epilogue + self.reduction
 
     def to_json(self) -> dict:
         return {"us": round(self.total * 1e6, 3), "compute_us": round(self.compute * 1e6, 3),
                 "memory_us": round(self.memory * 1e6, 3), "fill_us": round(self.fill * 1e6, 3),
-                "epilogue_us": round(self.epilogue * 1e6, 3)}
+                "epilogue_us": round(self.epilogue * 1e6, 3), "reduction_us": round(self.reduction * 1e6, 3)}
 
 
 def efficiency(cfg: Sm90Config, bytes_per: int = 2) -> float:
@@ -92,16 +114,36 @@ def efficiency(cfg: Sm90Config, bytes_per: int = 2) -> float:
 def estimate(cfg: Sm90Config, M: int, N: int, K: int, out_bytes: int, device, bytes_per: int = 2) -> Estimate:
     """The estimate of ``cfg`` on (M, N, K) on ``device`` (a ``devices.DeviceSpec``)."""
     tiles = ceil_div(M, cfg.block_m) * ceil_div(N, cfg.block_n)
-    ctas = min(tiles, cfg.ctas or device.units)
-    per_cta = ceil_div(tiles, ctas)
-    k = ceil_div(K, BLOCK_K) * BLOCK_K
+    ctas = min(tiles * cfg.split_k, cfg.ctas or device.units)
+    per_cta = ceil_div(tiles * cfg.split_k, ctas)  # work units (tiles without a split)
+    per_tile = ceil_div(tiles, ctas)
+    k = ceil_div(ceil_div(K, BLOCK_K), cfg.split_k) * BLOCK_K
     tile_s = cfg.block_m * cfg.block_n * k * 2 / (TENSOR_FLOPS_PER_CLK * device.clock_hz * efficiency(cfg))
     moved = (M * K + N * K) * bytes_per + M * N * out_bytes
     cta_bytes = per_cta * ((cfg.block_m + cfg.block_n) * k * bytes_per + cfg.block_m * cfg.block_n * out_bytes)
     memory = max(moved / device.hbm_bytes_s, cta_bytes / (SM_BYTES_PER_CLK * device.clock_hz))
     fill = cfg.stage_bytes(bytes_per) * ctas / device.hbm_bytes_s
-    epilogue = per_cta * cfg.block_m * cfg.block_n * out_bytes * ctas / (device.hbm_bytes_s * STORE_EFFICIENCY)
-    return Estimate(per_cta * tile_s, memory, fill, epilogue * (STAGED_EPILOGUE if cfg.epilogue == "tma" else 1.0))
+    epilogue = per_tile * cfg.block_m * cfg.block_n * out_bytes * ctas / (device.hbm_bytes_s * STORE_EFFICIENCY)
+    return Estimate(per_cta * tile_s, memory, fill, epilogue * (STAGED_EPILOGUE if cfg.epilogue == "tma" else 1.0),
+                    reduction(cfg, M, N, per_tile, device))
+
+
+def reduction(cfg: Sm90Config, M: int, N: int, per_tile: int, device) -> float:
+    """The K split's reduction term (the module docstring), 0 without a split."""
+    if cfg.split_k == 1:
+        return 0.0
+    workspace = 2 * cfg.split_k * M * N * WORKSPACE_BYTES / device.hbm_bytes_s
+    gather = per_tile * cfg.split_k * cfg.block_m * cfg.block_n * WORKSPACE_BYTES / (SM_BYTES_PER_CLK * device.clock_hz)
+    return workspace + gather
+
+
+def splits(M: int, N: int, K: int) -> tuple:
+    """The ``SPLITS`` the model weighs for (M, N, K): every slice ``MIN_SLICE_TILES`` k-tiles or more, every
+    slice with k-tiles of its own, the workspace ``[split_k, M, N]`` within 32-bit offsets."""
+    k_tiles = ceil_div(K, BLOCK_K)
+    return tuple(s for s in SPLITS if s == 1 or (ceil_div(k_tiles, s) >= MIN_SLICE_TILES
+                                                  and (s - 1) * ceil_div(k_tiles, s) < k_tiles
+                                                  and s * M * N < INT32_ELEMENTS))
 
 
 def deepest(block_m: int, block_n: int, consumers: int, smem_bytes: int, k_tiles: int,
@@ -121,15 +163,16 @@ def epilogues(N: int, out_bytes: int, consumers: int) -> tuple:
 
 
 def ranked(M: int, N: int, K: int, out_bytes: int, device) -> list[tuple[float, Sm90Config]]:
-    """Every candidate config (deepest ring) with every epilogue C allows (``epilogues``) and its estimate,
-    best first (ties: the larger tile)."""
+    """Every candidate config (deepest ring) with every epilogue C allows (``epilogues``) and, where its tiles
+    are fewer than the SMs, every K split (``splits``), and its estimate, best first (ties: the larger tile, then the fewer slices)."""
     out = []
     for (bm, bn, consumers), how in ((c, how) for c in CANDIDATES for how in epilogues(N, out_bytes, c[2])):
-        stages = deepest(bm, bn, consumers, device.smem_per_unit, ceil_div(K, BLOCK_K), how)
-        cfg = Sm90Config(bm, bn, stages, consumers, epilogue=how)
-        out.append((estimate(cfg, M, N, K, out_bytes, device).total, -bm * bn, cfg))
-    out.sort(key=lambda x: (x[0], x[1]))
-    return [(t, cfg) for t, _, cfg in out]
+        for split in splits(M, N, K) if ceil_div(M, bm) * ceil_div(N, bn) < device.units else (1,):
+            stages = deepest(bm, bn, consumers, device.smem_per_unit, ceil_div(ceil_div(K, BLOCK_K), split), how)
+            cfg = Sm90Config(bm, bn, stages, consumers, epilogue=how, split_k=split)
+            out.append((estimate(cfg, M, N, K, out_bytes, device).total, -bm * bn, split, cfg))
+    out.sort(key=lambda x: x[:3])
+    return [(t, cfg) for t, _, _, cfg in out]
 
 
 def choose_config(M: int, N: int, K: int, out_bytes: int, device) -> Sm90Config:
@@ -137,5 +180,5 @@ def choose_config(M: int, N: int, K: int, out_bytes: int, device) -> Sm90Config:
     return ranked(M, N, K, out_bytes, device)[0][1]
 
 
-__all__ = ["CANDIDATES", "STAGED_EPILOGUE", "STORE_EFFICIENCY", "TENSOR_EFFICIENCY", "Estimate", "choose_config",
-           "deepest", "efficiency", "epilogues", "estimate", "ranked"]
+__all__ = ["CANDIDATES", "MIN_SLICE_TILES", "SPLITS", "STAGED_EPILOGUE", "STORE_EFFICIENCY", "TENSOR_EFFICIENCY", "Estimate", "choose_config",
+           "deepest", "efficiency", "epilogues", "estimate", "ranked", "reduction", "splits"]

@@ -95,18 +95,25 @@ def kernel(p, args, maps):
 @T.macro
 def producer(p, SMH, MB, maps, pid):
     c = p.config
-    for i in range(T.truncdiv(p.tiles - 1 - pid, p.ctas) + 1):
-        tile = p.tile_of(pid + i * p.ctas, T.truncdiv, T.truncmod, T.min)
+    for i in range(T.truncdiv(p.units - 1 - pid, p.ctas) + 1):
+        unit = p.unit_of(pid + i * p.ctas, T.truncdiv, T.truncmod)
+        tile = p.tile_of(unit[1], T.truncdiv, T.truncmod, T.min)
         m0 = tile[0] * c.block_m
         n0 = tile[1] * c.block_n
-        for kt in range(p.k_tiles):
-            it = i * p.k_tiles + kt
+        for kt in range(p.slice_tiles):
+            it = i * p.slice_tiles + kt
             s = it % c.stages
             T.cuda.mbarrier_wait(MB.ptr_to([c.stages + s]), (it // c.stages + 1) % 2)
             T.ptx.mbarrier.arrive.expect_tx.shared.b64(MB.ptr_to([s]), T.uint32(c.stage_bytes()))
-            tma_load(p, SMH, s * c.block_m * BLOCK_K, maps[0], kt * BLOCK_K, m0, MB.ptr_to([s]))
-            tma_load(p, SMH, c.stages * c.block_m * BLOCK_K + s * c.block_n * BLOCK_K, maps[1], kt * BLOCK_K, n0,
-                     MB.ptr_to([s]))
+            tma_load(p, SMH, s * c.block_m * BLOCK_K, maps[0], k_first(p, unit[0], kt), m0, MB.ptr_to([s]))
+            tma_load(p, SMH, c.stages * c.block_m * BLOCK_K + s * c.block_n * BLOCK_K, maps[1], k_first(p, unit[0], kt),
+                     n0, MB.ptr_to([s]))
+
+
+def k_first(p: Sm90Plan, k_slice, kt):
+    """The first K element of k-tile ``kt`` of K slice ``k_slice`` (a split's last slice may run past K: TMA
+    zero-fills those boxes)."""
+    return kt * BLOCK_K if p.split == 1 else (k_slice * p.slice_tiles + kt) * BLOCK_K
 
 
 ORDER_BARRIER = 3
@@ -122,10 +129,10 @@ def consumer(p, SMH, MB, args, maps, pid, wg, t):
         # the CTA's tiles i = wg, wg + 2, ...: whole tiles, alternating; the ring position of a tile's k-tile is
         # the producer's, so a consumer waits on "full" at most one lap ahead only because the other consumer
         # has waited on every earlier position (the ordering barriers below)
-        for j in range(T.truncdiv(T.truncdiv(p.tiles - 1 - pid, p.ctas) + 2 - wg, 2)):
+        for j in range(T.truncdiv(T.truncdiv(p.units - 1 - pid, p.ctas) + 2 - wg, 2)):
             consumer_tile(p, SMH, MB, args, maps, pid, 2 * j + wg, 0, wg, t, acc)
     else:
-        for i in range(T.truncdiv(p.tiles - 1 - pid, p.ctas) + 1):
+        for i in range(T.truncdiv(p.units - 1 - pid, p.ctas) + 1):
             consumer_tile(p, SMH, MB, args, maps, pid, i, wg, wg, t, acc)
     if I.constexpr(c.epilogue == "tma"):
         if t == 0:
@@ -136,7 +143,8 @@ def consumer(p, SMH, MB, args, maps, pid, wg, t):
 def consumer_tile(p, SMH, MB, args, maps, pid, i, part, wg, t, acc):
     # the CTA's i-th tile: its rows part * rows .. (part + 1) * rows, by consumer warpgroup wg
     c = p.config
-    tile = p.tile_of(pid + i * p.ctas, T.truncdiv, T.truncmod, T.min)
+    unit = p.unit_of(pid + i * p.ctas, T.truncdiv, T.truncmod)
+    tile = p.tile_of(unit[1], T.truncdiv, T.truncmod, T.min)
     m0 = tile[0] * c.block_m
     n0 = tile[1] * c.block_n
     for r in T.unroll(c.rows // WGMMA_M * c.block_n // 2):
@@ -144,8 +152,8 @@ def consumer_tile(p, SMH, MB, args, maps, pid, i, part, wg, t, acc):
     if I.constexpr(c.pingpong):
         if i > 0:  # the other consumer has issued tile i - 1's mainloop
             T.ptx["bar.sync"](T.Cast("uint32", ORDER_BARRIER + wg), T.uint32(2 * WARPGROUP))
-    for kt in range(p.k_tiles):
-        it = i * p.k_tiles + kt
+    for kt in range(p.slice_tiles):
+        it = i * p.slice_tiles + kt
         s = it % c.stages
         T.cuda.mbarrier_wait(MB.ptr_to([s]), (it // c.stages) % 2)
         T.ptx["wgmma.fence.sync.aligned"]()
@@ -162,12 +170,14 @@ def consumer_tile(p, SMH, MB, args, maps, pid, i, part, wg, t, acc):
             if t == 0:
                 T.ptx.mbarrier.arrive.shared.b64(MB.ptr_to([c.stages + (it + c.stages - 1) % c.stages]), T.uint32(1))
     if I.constexpr(c.pingpong):
-        if i + 1 < T.truncdiv(p.tiles - 1 - pid, p.ctas) + 1:  # the other consumer's next tile may start
+        if i + 1 < T.truncdiv(p.units - 1 - pid, p.ctas) + 1:  # the other consumer's next tile may start
             T.ptx["bar.arrive"](T.Cast("uint32", ORDER_BARRIER + 1 - wg), T.uint32(2 * WARPGROUP))
     T.ptx["wgmma.wait_group.sync.aligned"](0)
     if t == 0:
-        T.ptx.mbarrier.arrive.shared.b64(MB.ptr_to([c.stages + (i * p.k_tiles + p.k_tiles - 1) % c.stages]), T.uint32(1))
-    if I.constexpr(c.epilogue == "tma"):
+        T.ptx.mbarrier.arrive.shared.b64(MB.ptr_to([c.stages + (i * p.slice_tiles + p.slice_tiles - 1) % c.stages]), T.uint32(1))
+    if I.constexpr(p.split > 1):
+        split_store(p, SMH, acc, args, maps, part, wg, t, m0, n0, unit)
+    elif I.constexpr(c.epilogue == "tma"):
         store_tma(p, SMH, acc, args, maps[2], part, wg, t, m0, n0)
     else:
         store(p, acc, args, m0 + part * c.rows + (t // 32) * 16 + (t % 32) // 4, n0 + 2 * (t % 4))
@@ -241,6 +251,109 @@ def store_tma(p, SMH, acc, args, map_c, part, wg, t, m0, n0):
             T.ptx[TMA_STORE](T.address_of(map_c), n0 + cb * SWIZZLE_COLUMNS, m0 + part * c.rows,
                              T.cuda.cvta_generic_to_shared(SMH.ptr_to([p.staging + wg * c.rows * c.block_n + cb * c.rows * SWIZZLE_COLUMNS])))
         T.ptx["cp.async.bulk.commit_group"]()
+
+
+# ---- split-K (Sm90Config.split_k): sm80's reduction through the workspace W and the tickets S -------------
+
+
+def reduce_vector(p: Sm90Plan) -> int:
+    """Elements per workspace store and gather load: column pairs (``st.global.v2.f32`` / ``ld.global.cg.v2.f32``)
+    for the ordered reduction of an even N (8-byte-aligned pairs), else one element (``red.global.add.f32``
+    has no pair form on sm_80's path this reuses)."""
+    return 2 if p.config.reduction == "ordered" and p.N % 2 == 0 else 1
+
+
+def is_atomic(p: Sm90Plan) -> bool:
+    return p.config.reduction == "atomic"
+
+
+def workspace_slice(p: Sm90Plan, k_slice):
+    """The workspace slice a K slice writes: its own (ordered) or the one shared slice (atomic)."""
+    return 0 if is_atomic(p) else k_slice
+
+
+@T.macro
+def split_store(p, SMH, acc, args, maps, part, wg, t, m0, n0, unit):
+    # the unit's partial tile (rows part * rows.. of tile unit[1], K slice unit[0]) into W, a fence, the
+    # warpgroup's ticket S[tile * parts + part]; the last of the tile's split_k draws gathers the sum (and
+    # leaves W, atomic, and the ticket zero for the next launch), then the fused epilogue and C's store
+    c = p.config
+    TK = T.alloc_tensor(ty_args=[T.Tensor((c.consumers,), "uint32", scope="shared", layout="default")])
+    drawn = T.alloc_tensor(ty_args=[T.Tensor((1,), "uint32", scope="local", layout="default")])
+    row = m0 + part * c.rows + (t // 32) * 16 + (t % 32) // 4
+    col = n0 + 2 * (t % 4)
+    ticket = unit[1] * p.parts + part
+    reduce_partials(p, args["W"], acc, row, col, workspace_slice(p, unit[0]), False)
+    T.ptx["fence.acq_rel.gpu"]()
+    T.ptx["bar.sync"](T.Cast("uint32", 1 + wg), T.uint32(WARPGROUP))
+    if t == 0:
+        T.ptx["atom.global.add.u32"](drawn[0], args["S"].ptr_to([ticket]), T.uint32(1))
+        TK[wg] = drawn[0]
+    T.ptx["bar.sync"](T.Cast("uint32", 1 + wg), T.uint32(WARPGROUP))
+    if TK[wg] == T.uint32(p.split - 1):
+        T.ptx["fence.acq_rel.gpu"]()
+        reduce_partials(p, args["W"], acc, row, col, 0, True)
+        if t == 0:
+            args["S"][ticket] = T.uint32(0)
+        if I.constexpr(c.epilogue == "tma"):
+            store_tma(p, SMH, acc, args, maps[2], part, wg, t, m0, n0)
+        else:
+            store(p, acc, args, row, col)
+
+
+@T.macro
+def reduce_partials(p, W, acc, row, col, k_slice, gathering):
+    # over the thread's accumulators (acc[mi * N/2 + j * 4 + h * 2 + e] is element (row + 64 mi + 8 h,
+    # col + 8 j + e): ``store``'s fragment), by pairs or elements (reduce_vector): the partial into W slice
+    # k_slice, each store predicated inside C (gathering False), or the gather of the sum, every load at its
+    # row and column clamped into C (a sum outside C is never stored), the slices added in index order
+    c = p.config
+    vec = reduce_vector(p)
+    part = T.alloc_tensor(ty_args=[T.Tensor((2,), "float32", scope="local", layout="default")])
+    for mi in T.unroll(c.rows // WGMMA_M):
+        for j in T.unroll(c.block_n // 8):
+            for h in T.unroll(2):
+                for g in T.unroll(2 // vec):
+                    if I.constexpr(gathering):
+                        gather_at(p, W, acc, part, row + mi * WGMMA_M + 8 * h, col + 8 * j + g * vec,
+                                  mi * c.block_n // 2 + j * 4 + h * 2 + g * vec)
+                    else:
+                        partial_at(p, W, acc, k_slice, row + mi * WGMMA_M + 8 * h, col + 8 * j + g * vec,
+                                   mi * c.block_n // 2 + j * 4 + h * 2 + g * vec)
+
+
+@T.macro
+def partial_at(p, W, acc, k_slice, r, col, e):
+    # one pair (accumulators e, e + 1) or element of the partial store, predicated inside C
+    ok = T.and_(r < p.M, col + reduce_vector(p) - 1 < p.N)
+    if I.constexpr(reduce_vector(p) == 2):
+        T.ptx["st.global.v2.f32"](W.ptr_to([k_slice, r, col]), acc[e], acc[e + 1], pred=ok)
+    elif I.constexpr(is_atomic(p)):
+        T.ptx["red.global.add.f32"](W.ptr_to([0, r, col]), acc[e], pred=ok)
+    else:
+        T.ptx["st.global.f32"](W.ptr_to([k_slice, r, col]), acc[e], pred=ok)
+
+
+@T.macro
+def gather_at(p, W, acc, part, row, col, e):
+    # one pair or element of the gather (sm80's gather_group): slice 0, then 1.. added in order (ordered), or
+    # the one slice read and cleared (atomic); the load clamped into C, the clearing store predicated
+    r = T.min(row, p.M - 1)
+    cc = T.min(col, p.N - reduce_vector(p))
+    if I.constexpr(reduce_vector(p) == 2):
+        T.ptx["ld.global.cg.v2.f32"](acc[e], acc[e + 1], W.ptr_to([0, r, cc]))
+        for s in T.unroll(1, p.split):
+            T.ptx["ld.global.cg.v2.f32"](part[0], part[1], W.ptr_to([s, r, cc]))
+            acc[e] = acc[e] + part[0]
+            acc[e + 1] = acc[e + 1] + part[1]
+    else:
+        T.ptx["ld.global.cg.f32"](acc[e], W.ptr_to([0, r, cc]))
+        if I.constexpr(is_atomic(p)):
+            T.ptx["st.global.f32"](W.ptr_to([0, r, cc]), T.float32(0), pred=T.and_(row < p.M, col < p.N))
+        else:
+            for s in T.unroll(1, p.split):
+                T.ptx["ld.global.cg.f32"](part[0], W.ptr_to([s, r, cc]))
+                acc[e] = acc[e] + part[0]
 
 
 def out_value(p: Sm90Plan, args, v, row, col):

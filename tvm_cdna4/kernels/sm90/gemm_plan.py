@@ -11,13 +11,24 @@ API ``CU_TENSOR_MAP_SWIZZLE_128B``).
 
 Scope of this target: layout ``nt`` (A ``[M, K]``, B ``[N, K]``, both K-major: what
 wgmma reads without a transpose), f16/bf16 inputs, f32/f16/bf16 C, the fused epilogue
-(``kernels.gemm.epilogue``: its inputs are parameters after C, in ``PARAM_ORDER``), no K split. ``K % 8 != 0``
+(``kernels.gemm.epilogue``: its inputs are parameters after C, in ``PARAM_ORDER``), a K split (``split_k``: sm80's
+design and workspace protocol, ``kernels.sm80.gemm_plan_epilogue``; below). ``K % 8 != 0``
 is refused (a ``ContractError``): TMA needs every global stride but the innermost to be a multiple of 16 bytes
 (CUDA driver API, ``cuTensorMapEncodeTiled``); so is a C of ``2^31`` elements or more (the epilogue's offsets
 are 32-bit). Dynamic M (``M`` an ``MBucket``, ``kernels.gemm.dynamic_m``): ``M`` is the TIR variable bound at
 launch, the host part encodes A's (and a TMA epilogue's C) tensor map with it, and the persistent grid is
 ``min(tiles, SMs)`` of the run-time tiles (``Sm90Plan.ctas`` an expression); C's ``2^31`` rule holds at the
 bucket's largest M.
+
+Split-K (``Sm90Config.split_k`` = S > 1): the persistent work units are the (K slice, tile) pairs, unit
+``u`` taking slice ``u // tiles`` of tile ``u % tiles`` (``Sm90Plan.unit_of``), ``slice_tiles`` k-tiles each
+(the last slice's past K are TMA boxes out of bounds: zero-filled). A consumer warpgroup's partial f32 sums
+go to the workspace ``W`` (``[S, M, N]`` with ``reduction="ordered"``: one slice per K slice, summed in slice
+order, deterministic; ``[1, M, N]`` with ``"atomic"``: ``red.global.add.f32``), then the warpgroup draws a
+ticket ``S[tile * parts + part]`` (``atom.global.add.u32``); the last of the tile's S draws gathers the sum,
+leaves ``W`` (atomic) and its ticket zero for the next launch, and runs the fused epilogue and C's store
+once. ``W`` and ``S`` are sized at the largest M (a dynamic M's bucket's) and allocated zeroed by the runtime
+(``runtime.cuda.WORKSPACE``), as sm80's are.
 """
 
 from __future__ import annotations
@@ -60,6 +71,10 @@ every tile; their epilogue stalls the tensor cores) or ``pingpong`` (CUTLASS's n
 other stores its C; two consumers only)."""
 INT32_ELEMENTS = 2**31
 """The elements a 32-bit offset reaches: C's ``M N`` must stay below it (64-bit offsets: not yet)."""
+REDUCTIONS = ("ordered", "atomic")
+"""How a K split's partial sums meet (sm80's ``GemmConfig.reduction``): ``ordered`` (each slice stores its
+partial into its own workspace slice; the tile's last warpgroup adds them in slice order: deterministic) or
+``atomic`` (``red.global.add.f32`` into one slice: less workspace, the order of the additions unknown)."""
 BARRIER_BYTES = 1024
 """Shared memory kept beside the ring (the mbarriers live in static shared memory; slack for them)."""
 
@@ -69,7 +84,8 @@ class Sm90Config:
     """A tiling of the sm90 GEMM: ``block_m`` x ``block_n`` output tiles, ``stages`` ring stages of
     ``BLOCK_K``, ``consumers`` consumer warpgroups (1 or 2), ``group_m`` tile rows per group of the tile
     order, ``ctas`` persistent CTAs (0: one per SM, at most one per tile), how C is written
-    (``EPILOGUES``) and how the consumers share the tiles (``SCHEDULES``)."""
+    (``EPILOGUES``), how the consumers share the tiles (``SCHEDULES``), the K slices ``split_k`` and how
+    their partial sums meet (``REDUCTIONS``; the module docstring)."""
 
     block_m: int = 128
     block_n: int = 256
@@ -79,6 +95,8 @@ class Sm90Config:
     ctas: int = 0
     epilogue: str = "registers"
     schedule: str = "cooperative"
+    split_k: int = 1
+    reduction: str = "ordered"
 
     @property
     def pingpong(self) -> bool:
@@ -125,6 +143,9 @@ class Sm90Config:
         if self.stages < 2 or self.stages * self.stage_bytes() > room:
             bad("stages", "at least two ring stages within the SM's shared memory (beside C's staging buffer)",
                 f"2..{room // self.stage_bytes()}", self.stages)
+        if self.split_k < 1 or self.reduction not in REDUCTIONS:
+            bad("split_k/reduction", "split_k >= 1 K slices, reduced 'ordered' or 'atomic'", f">= 1, {REDUCTIONS}",
+                (self.split_k, self.reduction))
         if self.group_m < 1 or self.ctas < 0:
             bad("group_m/ctas", "group_m >= 1 and ctas >= 0", ">= 1, >= 0", (self.group_m, self.ctas))
 
@@ -154,6 +175,29 @@ class Sm90Plan(PlanRecord, family="gemm"):
     @property
     def tiles(self) -> int:
         return self.tiles_m * self.tiles_n
+
+    @property
+    def split(self) -> int:
+        return self.config.split_k
+
+    @property
+    def units(self):
+        """The persistent work units: the tiles, times the K slices with a split."""
+        return self.tiles if self.split == 1 else self.tiles * self.split
+
+    @property
+    def slice_tiles(self) -> int:
+        """The k-tiles of one work unit (all of them without a split)."""
+        return ceil_div(self.k_tiles, self.split)
+
+    @property
+    def parts(self) -> int:
+        """The tickets per tile: one per consumer warpgroup that owns rows of it (ping-pong: whole tiles)."""
+        return 1 if self.config.pingpong else self.config.consumers
+
+    def unit_of(self, u, div, mod):
+        """(K slice, linear tile) of work unit ``u`` (the module docstring)."""
+        return (0, u) if self.split == 1 else (div(u, self.tiles), mod(u, self.tiles))
 
     @property
     def staging(self) -> int:
@@ -214,11 +258,30 @@ def plan(M, N, K, dtype, layout, out_dtype, config: Sm90Config, sms: int, smem_b
                             "chunks", operand="epilogue", check="parameters", expected="f16/bf16 C, N % 8 == 0",
                             found=f"{out_dtype} C, N = {N}")
     tiles_m, tiles_n = ceil_div(M, config.block_m), ceil_div(N, config.block_n)
-    ctas = min(tiles_m * tiles_n, config.ctas or sms) if bucket is None else _min(tiles_m * tiles_n, config.ctas or sms)
+    k_tiles = ceil_div(K, BLOCK_K)
+    check_split(config, k_tiles)
+    units = tiles_m * tiles_n * config.split_k
+    ctas = min(units, config.ctas or sms) if bucket is None else _min(units, config.ctas or sms)
     params = (Param("A", (M, K), DTYPES[dtype]), Param("B", (N, K), DTYPES[dtype]),
               Param("C", (M, N), OUT_DTYPES[out_dtype]), *fusion.params(M, N, OUT_DTYPES[out_dtype]))
-    return Sm90Plan(M, N, K, dtype, out_dtype, config, tiles_m, tiles_n, ceil_div(K, BLOCK_K), ctas,
+    if config.split_k > 1:  # sm80's workspace protocol (runtime.cuda.WORKSPACE), at the largest M
+        m_max = M if bucket is None else bucket.hi
+        slices = config.split_k if config.reduction == "ordered" else 1
+        parts = 1 if config.pingpong else config.consumers
+        params += (Param("W", (slices, m_max, N), "float32"),
+                   Param("S", (ceil_div(m_max, config.block_m) * tiles_n * parts,), "uint32"))
+    return Sm90Plan(M, N, K, dtype, out_dtype, config, tiles_m, tiles_n, k_tiles, ctas,
                     config.stages * config.stage_bytes() + config.staging_bytes(), params, layout, fusion, bucket)
+
+
+def check_split(config: Sm90Config, k_tiles: int) -> None:
+    """A ContractError unless every K slice of ``config.split_k`` has k-tiles of its own (the last may be
+    shorter): ``(split_k - 1) * ceil(k_tiles / split_k) < k_tiles``."""
+    per = ceil_div(k_tiles, config.split_k)
+    if config.split_k > 1 and (config.split_k - 1) * per >= k_tiles:
+        raise ContractError("sm90 GEMM config split_k: every K slice has k-tiles of its own", operand="split_k",
+                            check="parameters", expected=f"split_k with (split_k - 1) * ceil({k_tiles} / split_k) "
+                            f"< {k_tiles} k-tiles", found=config.split_k)
 
 
 def _min(x, cap: int):
@@ -228,4 +291,4 @@ def _min(x, cap: int):
     return tirx.min(x, cap)
 
 
-__all__ = ["BLOCK_K", "DTYPES", "EPILOGUES", "LAYOUTS", "OUT_DTYPES", "SCHEDULES", "Sm90Config", "Sm90Plan", "check_problem", "plan"]
+__all__ = ["BLOCK_K", "DTYPES", "EPILOGUES", "LAYOUTS", "OUT_DTYPES", "REDUCTIONS", "SCHEDULES", "check_split", "Sm90Config", "Sm90Plan", "check_problem", "plan"]

@@ -103,10 +103,11 @@ def choose(problem: GemmProblem, *, m: int | None = None, sms: int | None = None
 
 def plan(problem: GemmProblem, config=None, *, m: int | None = None, sms: int | None = None,
          reduction: str | None = None):
-    """The plan of ``problem`` with ``config`` (None: the cost model's choice); ``reduction`` (a K split's)
-    is refused: the sm90 kernel does not split K yet."""
+    """The plan of ``problem`` with ``config`` (None: the cost model's choice); ``reduction`` is refused: the
+    sm90 K split and its reduction are ``Sm90Config`` fields (``split_k``, ``reduction``) the cost model chooses."""
     if reduction is not None:
-        raise ValueError(f"--reduction {reduction}: the sm90 GEMM does not split K yet (no reduction to choose)")
+        raise ValueError(f"--reduction {reduction}: the sm90 K split and its reduction are Sm90Config fields "
+                         "(split_k, reduction), chosen by the cost model")
     from ..sm80.decode_plan import DecodeConfig, plan_decode
 
     _static(problem)
@@ -251,7 +252,7 @@ def summary(p, sms: int | None = None) -> dict:
             **bucket_summary(p.dynamic_m), "N": p.N, "K": p.K,
             "dtype": p.dtype, "layout": p.layout, "out_dtype": p.out_dtype, "config": attrs.asdict(p.config),
             "tiles": [extent_record(p.tiles_m), p.tiles_n], "k_tiles": p.k_tiles, "grid": extent_record(p.ctas), "threads": p.config.threads,
-            "smem_bytes": p.smem_bytes, "split_k": 1, "fusion": {**p.fusion.as_dict(), "steps": p.fusion.describe()},
+            "smem_bytes": p.smem_bytes, "split_k": p.config.split_k, "fusion": {**p.fusion.as_dict(), "steps": p.fusion.describe()},
             "estimate": est.to_json(), "device": device.name}
 
 
