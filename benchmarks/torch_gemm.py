@@ -39,7 +39,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
+    sys.path.append(ROOT)  # after PYTHONPATH: a package given there is the one measured
 
 MODELS = {
     # name: hidden, (fused QKV N), intermediate; public configs (Hugging Face config.json of each)
