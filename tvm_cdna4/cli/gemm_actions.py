@@ -7,8 +7,8 @@ target's row here adds what runs beyond them (``Actions``):
   (``report``, ``kernels.gfx950.gemm_cost``); ``--validate`` runs in the CPU wavefront emulator (no
   runner); without an action, a usage error naming the actions;
 * sm80: the NVIDIA GPU: ``--validate``'s runner (``runtime.cuda.run_gemm``), ``--bench``
-  (``runtime.cuda.bench_gemm``), ``--tune`` (``runtime.cuda.tune_problems``); without a GPU these three
-  are usage errors; without an action, the kernel is built for sm_80;
+  (``runtime.cuda.bench_gemm``), ``--tune`` (``runtime.cuda.tune_problems``); without a GPU ``--validate``
+  runs in the CUDA emulator (``emulates``, small problems), the other two are usage errors; without an action, the kernel is built for sm_80;
 * sm90: the same GPU runner and ``--bench`` (``runtime.cuda`` builds each target's plans); without a GPU,
   ``--validate`` runs in the CUDA emulator (``emulates``); no ``--tune`` yet; without an action, the kernel
   is built for sm_90a.
@@ -125,7 +125,7 @@ ACTIONS = {
                       report=gfx950_report,
                       refused={"bench": "--bench needs a gfx950 GPU; use --report for the static estimate or --validate "
                                         "for the emulator"}),
-    "sm80": Actions(default="sm_80", bench=cuda_bench, gpu=cuda_gpu, run=run_gemm, tune=sm80_tune,
+    "sm80": Actions(default="sm_80", bench=cuda_bench, gpu=cuda_gpu, run=run_gemm, tune=sm80_tune, emulates=True,
                     refused={"report": "--report is the gfx950 static report; on sm80 use --bench on an NVIDIA GPU"}),
     "sm90": Actions(default="sm_90a", bench=cuda_bench, gpu=cuda_gpu, run=run_gemm, emulates=True,
                     refused={"report": "--report is the gfx950 static report; on sm90 use --bench on an NVIDIA GPU"}),
