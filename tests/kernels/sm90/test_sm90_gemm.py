@@ -246,7 +246,7 @@ def test_the_tma_epilogue_is_planned_for_16_bit_c_in_whole_chunks(tma_plan):
 
 
 def test_the_tma_epilogue_refuses_a_tile_of_partial_64_column_blocks():
-    # found by benchmarks/random_problems.py's draw with configs: block_n 8, 16 or 72 staged each row in 128
+    # found by random configs on the sm90 fuzz draw's problems: block_n 8, 16 or 72 staged each row in 128
     # bytes past the buffer (an out-of-bounds shared store in the emulator) and stored block_n // 64 blocks
     # (none, or not the last 8 columns)
     for block_n in (8, 16, 72, 200):
