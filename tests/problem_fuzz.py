@@ -6,18 +6,21 @@ with the run-time rows ``validate`` needs (a dynamic-M problem's ``m``, a groupe
 within what the target documents (``invalid is None``) or with one change that puts it outside
 (``invalid``: what was changed, ``expect``: a regular expression the refusal must match, so a
 refusal for another reason is not counted as the right one). :func:`check` runs it through the
-family's ``validate(problem, target, ...)`` (gfx950: the CPU wavefront emulator; sm80: the CUDA
-emulator, hence its small sizes) and classifies the outcome (:data:`OUTCOMES`).
+family's ``validate(problem, target, ...)`` (gfx950: the CPU wavefront emulator; sm80 and sm90 (GEMM
+only): the CUDA emulator, hence their small sizes) and classifies the outcome (:data:`OUTCOMES`).
 
 What is drawn. GEMM: every input dtype the target runs (gfx950: the dense dtypes and the MX
-formats; sm80: f16, bf16), every output its dtype produces (or None), every layout, odd M, N, K and
+formats; sm80, sm90: f16, bf16), every output its dtype produces (or None), every layout, odd M, N, K and
 sizes one off a tile edge, long K with few rows (``LONG_K``: split-K; gfx950 also the ordered
 reduction), a random fused epilogue (scales, bias, activation, residual; on f32
 accumulators), a batch axis (gfx950, without an epilogue), dynamic M with a run-time ``m`` (layouts nn / nt), grouped GEMMs (layouts nn / nt) of
-1 to 4 groups whose rows include zeros, MX formats with K a multiple of 32 (gfx950, static, f32).
+1 to 4 groups whose rows include zeros, MX formats with K a multiple of 32 (gfx950, static, f32);
+sm90: static and dynamic M, layout nt, K a multiple of 8 (ragged against its 64-wide K tile; long K
+runs many laps of its stage ring), M <= 16 on the decode kernel it keeps and more rows on the TMA +
+wgmma kernel.
 Attention: batch, heads and GQA groups, odd ``seq_q`` and ``seq_kv`` (each 1 to 80, unequal),
 causal, both head dims, bf16 / f16 (and fp8 on gfx950), an explicit scale. The sizes stay within
-the emulators' reach: sm80 at most ``gemm_target.EMULATED_MACS`` multiply-adds and
+the emulators' reach: sm80 and sm90 at most ``gemm_target.EMULATED_MACS`` multiply-adds and
 ``attention_target.EMULATED_PAIRS`` scored pairs.
 
 What is refused (``invalid``): a field the record refuses (M, N or K not a positive int, an unknown
@@ -26,7 +29,8 @@ heads not a multiple of kv_heads, an unknown head dim or dtype, a bad scale), a 
 refuses (sm80: a dtype other than f16 / bf16, an i32 / f64 output, a batch axis, fp8 attention;
 gfx950: an output the dtype does not produce, a fused epilogue on an i32 / f64 accumulator (i8, f64)
 or with a batch axis, an MX K off the 32-element scale blocks, an MX batch or output other than f32,
-dynamic or grouped MX; both: dynamic M or grouped with A stored [K, M]), or run-time rows
+dynamic or grouped MX; both: dynamic M or grouped with A stored [K, M]; sm90: layouts nn / tn / tt,
+K % 8 != 0, a dtype other than f16 / bf16, an i32 / f64 output, a batch axis, groups), or run-time rows
 ``validate`` refuses (a missing, zero or negative ``m``; group rows of the wrong count, negative or
 all zero). Every refusal must be a ``ValueError`` (``ContractError`` is one) that names the change.
 
@@ -59,7 +63,9 @@ OUTCOMES = {
 }
 BUGS = [k for k, v in OUTCOMES.items() if v.startswith("BUG")]
 FAMILIES = ("gemm", "attention")
-TARGETS = ("gfx950", "sm80")
+TARGETS = ("gfx950", "sm80", "sm90")
+"""Every target of the draw (a family runs those of its rows in :data:`KINDS`: attention has no sm90); the
+index of one seeds its stream, so a target added at the end leaves the others' draws as they were."""
 
 GFX950_OUTS = {"f16": ("f32", "f16", "bf16"), "bf16": ("f32", "f16", "bf16"), "fp8": ("f32", "f16", "bf16"),
                "bf8": ("f32", "f16", "bf16"), "fp8_bf8": ("f32", "f16", "bf16"), "bf8_fp8": ("f32", "f16", "bf16"),
@@ -70,13 +76,23 @@ SM80_DTYPES, SM80_OUTS = ("f16", "bf16"), ("f32", "f16", "bf16")
 ROW_LAYOUTS = ("nn", "nt")  # A stored [M, K]: what dynamic M and grouped GEMMs take
 SM80_MACS = 1 << 22  # kernels.sm80.gemm_target.EMULATED_MACS (checked by the tests)
 SM80_PAIRS = 1 << 16  # kernels.sm80.attention_target.EMULATED_PAIRS (checked by the tests)
+SM90_DTYPES, SM90_OUTS, SM90_LAYOUTS = ("f16", "bf16"), ("f32", "f16", "bf16"), ("nt",)
+"""What the sm90 GEMM runs (``kernels.sm90.gemm_plan``'s ``DTYPES``, ``OUT_DTYPES``, ``LAYOUTS``; checked by the
+tests); it validates in the CUDA emulator up to sm80's ``EMULATED_MACS``."""
+SM90_K_STEP = 8  # kernels.sm90.gemm_plan: TMA strides are multiples of 16 bytes, K % 8 == 0 (checked by the tests)
 LONG_K = 0.2
 """The share of static and dynamic-M GEMMs drawn with at most 24 rows and K of 512 to 2048 (the
 planners split K there, and sm80 takes its decode kernel for 16 rows or fewer)."""
 KINDS = {("gemm", "gfx950"): ("static", "dynamic", "grouped", "mx"), ("gemm", "sm80"): ("static", "dynamic", "grouped"),
+         ("gemm", "sm90"): ("static", "dynamic"),
          ("attention", "gfx950"): ("bf16", "f16", "fp8"), ("attention", "sm80"): ("bf16", "f16")}
 """What the draw cycles through, one case each in turn (so that a few cases cover them all): the GEMM
 kinds (a static M, dynamic M, grouped, MX) and the attention dtypes of each target."""
+
+
+def targets(family: str) -> tuple[str, ...]:
+    """The targets ``family`` is drawn on (its rows of :data:`KINDS`, in :data:`TARGETS`' order)."""
+    return tuple(t for t in TARGETS if (family, t) in KINDS)
 
 
 @dataclass
@@ -185,6 +201,21 @@ def _gemm_sm80(rng, kind: str) -> tuple[dict, dict]:
     return dict(M=None, **fields, groups=groups), {"group_rows": _group_rows(rng, groups, max(1, rows_top // groups))}
 
 
+def _gemm_sm90(rng, kind: str) -> tuple[dict, dict]:
+    """Layout nt, K a multiple of 8 (ragged against the 64-wide K tile), static or dynamic M; M <= 16 is the
+    decode kernel's, more rows the TMA + wgmma kernel's (long K: many laps of its stage ring)."""
+    dtype, out = str(rng.choice(SM90_DTYPES)), rng.choice([*SM90_OUTS, None])
+    long_k = rng.random() < LONG_K
+    N = _size(rng, 64 if long_k else 72)
+    K = SM90_K_STEP * (int(rng.integers(64, 257)) if long_k else _size(rng, 40))
+    fields = dict(N=N, K=K, dtype=dtype, out_dtype=None if out is None else str(out), fusion=_fusion(rng),
+                  layout="nt")
+    rows_top = max(1, min(24 if long_k else 72, SM80_MACS // (N * K)))  # the CUDA emulator's reach
+    if kind == "static":
+        return dict(M=_size(rng, rows_top), **fields), {}
+    return dict(M=None, **fields), {"m": _size(rng, rows_top)}
+
+
 def _attention(rng, dtype: str) -> dict:
     kv_heads = int(rng.integers(1, 3))
     seq_q, seq_kv = _size(rng, 80), _size(rng, 80)
@@ -230,11 +261,38 @@ def _kind(fields: dict) -> str:
     return "grouped" if fields.get("groups") else ("dynamic" if fields.get("M") is None else "static")
 
 
+def _sm90_changes(rng, kind: str, fields: dict, run: dict) -> list:
+    """The sm90 GEMM's refusals (docs/sm90_gemm.md "Scope today"), each a ContractError naming the operand."""
+    def grouped():
+        groups = int(rng.integers(1, 5))
+        fields.update(groups=groups)
+        run.clear()
+        run.update(group_rows=_group_rows(rng, groups, 16))
+
+    options = [("sm90 layout nn / tn / tt", r"sm90 GEMM layout: .*expected \('nt',\), found (nn|tn|tt)",
+                lambda: fields.update(layout=str(rng.choice(["nn", "tn", "tt"])))),
+               ("sm90 K % 8 != 0", r"sm90 GEMM K: .*expected K % 8 == 0, found",
+                lambda: fields.update(K=fields["K"] + int(rng.integers(1, SM90_K_STEP)))),
+               ("sm90 dtype", r"sm90 GEMM dtype: .*expected \('f16', 'bf16'\)",
+                lambda: fields.update(dtype=str(rng.choice(["fp8", "bf8", "i8", "f32", "f64", "bf8_fp8", *MX])),
+                                      out_dtype=None)),
+               ("sm90 out i32 / f64", r"sm90 GEMM out_dtype: .*expected \('f32', 'f16', 'bf16'\)",
+                lambda: fields.update(out_dtype=str(rng.choice(["i32", "f64"]))))]
+    if kind == "static":
+        options.append(("sm90 batch", r"sm90 GEMM M: a batched problem is not planned",
+                        lambda: fields.update(batch=int(rng.integers(2, 4)))))
+    else:
+        options.append(("sm90 grouped", r"sm90 GEMM M: a grouped problem is not planned", grouped))
+    return options
+
+
 def _gemm_target_change(rng, target: str, fields: dict, run: dict):
     """A change the record takes and ``target`` refuses: (invalid, expect), fields and run edited."""
     kind = _kind(fields)
     options = []
-    if target == "sm80":
+    if target == "sm90":
+        options += _sm90_changes(rng, kind, fields, run)
+    elif target == "sm80":
         options += [("sm80 dtype", r"sm80 GEMM dtype: expected one of",
                      lambda: fields.update(dtype=str(rng.choice(["fp8", "bf8", "i8", "f32", "f64", "fp8_bf8"])),
                                            out_dtype=None)),
@@ -262,7 +320,7 @@ def _gemm_target_change(rng, target: str, fields: dict, run: dict):
         else:
             options.append(("dynamic / grouped MX", r"dense dtypes",
                             lambda: fields.update(dtype=str(rng.choice(MX)), out_dtype=None, K=64)))
-    if kind != "static":
+    if kind != "static" and target != "sm90":  # sm90 refuses every layout but nt (its own change)
         options.append(("dynamic / grouped with A stored [K, M]", r"layouts? .*nn|A stored \[M, K\]|expected one of",
                         lambda: fields.update(layout=str(rng.choice(["tn", "tt"])))))
     invalid, expect, change = options[int(rng.integers(len(options)))]
@@ -273,7 +331,7 @@ def _gemm_target_change(rng, target: str, fields: dict, run: dict):
 def gemm_case(rng, target: str, invalid_rate: float = 0.0, index: int = 0) -> Case:
     """A GEMM case of the ``index``-th kind of ``KINDS[("gemm", target)]`` (the draw cycles through them)."""
     kind = KINDS["gemm", target][index % len(KINDS["gemm", target])]
-    fields, run = (_gemm_gfx950 if target == "gfx950" else _gemm_sm80)(rng, kind)
+    fields, run = {"gfx950": _gemm_gfx950, "sm80": _gemm_sm80, "sm90": _gemm_sm90}[target](rng, kind)
     case = Case("gemm", target, fields, run, seed=int(rng.integers(2**31)))
     if rng.random() >= invalid_rate:
         return case

@@ -245,6 +245,18 @@ def test_the_tma_epilogue_is_planned_for_16_bit_c_in_whole_chunks(tma_plan):
         gemm.plan(bf16(4096), "sm90", Sm90Config(128, 256, 3, 2, epilogue="smem"))
 
 
+def test_the_tma_epilogue_refuses_a_tile_of_partial_64_column_blocks():
+    # found by random configs on the sm90 fuzz draw's problems: block_n 8, 16 or 72 staged each row in 128
+    # bytes past the buffer (an out-of-bounds shared store in the emulator) and stored block_n // 64 blocks
+    # (none, or not the last 8 columns)
+    for block_n in (8, 16, 72, 200):
+        with pytest.raises(ContractError, match="config epilogue: .*64-column blocks") as e:
+            gemm.plan(GemmProblem(65, 32, 120, "f16", "nt", "bf16"), "sm90", Sm90Config(64, block_n, 2, 1, epilogue="tma"))
+        assert e.value.operand == "epilogue" and e.value.found == block_n
+    for block_n in (8, 72):  # the stores from registers take any multiple of 8
+        assert gemm.validate(GemmProblem(65, 32, 120, "f16", "nt", "bf16"), "sm90", Sm90Config(64, block_n, 2, 1)).ok
+
+
 def test_the_tma_epilogue_stages_c_in_shared_memory_and_stores_it_with_tma(tma_plan):
     from tvm_cdna4.kernels.sm90.gemm_target import build_plan
 

@@ -31,12 +31,11 @@ from tvm_tirx.script.parser import parse
 from ...tirx_private import transpile_once
 from ..gemm import epilogue as fused
 from ..sm80.gemm_emit_epilogue import TIR_OPS
-from .gemm_plan import BLOCK_K, CONSUMER_REGS, PRODUCER_REGS, WARPGROUP, WGMMA_K, WGMMA_M, Sm90Plan
+from .gemm_plan import (BLOCK_K, CONSUMER_REGS, PRODUCER_REGS, SWIZZLE_COLUMNS, WARPGROUP, WGMMA_K, WGMMA_M,
+                        Sm90Plan)
 
 TMA_LOAD = "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
 TMA_STORE = "cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group"
-SWIZZLE_COLUMNS = 64
-"""The columns of one 128-byte swizzle row of a 16-bit tile (the TMA box's inner extent)."""
 SWIZZLE_128B = 3
 """The TMA swizzle mode (``CU_TENSOR_MAP_SWIZZLE_128B``, CUDA driver API ``CUtensorMapSwizzle``)."""
 DESCRIPTOR_BITS = (1 << 16) | ((8 * 128 // 16) << 32) | (1 << 62)

@@ -45,6 +45,8 @@ OUT_DTYPES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}
 LAYOUTS = ("nt",)
 BLOCK_K = 64
 """The K tile: 64 two-byte elements = 128 bytes, one 128-byte swizzle row (the module docstring)."""
+SWIZZLE_COLUMNS = 64
+"""The columns of a 16-bit C in one 128-byte swizzle row: the TMA epilogue's staging blocks and store boxes."""
 WGMMA_M = 64
 """The rows of one ``wgmma.mma_async`` (PTX ISA 9.7.17.2: m64nNk16 for f16/bf16)."""
 WGMMA_K = 16
@@ -139,6 +141,9 @@ class Sm90Config:
             bad("block_m x block_n", "f32 accumulators per consumer thread", f"<= {ACC_REGS_MAX}", acc)
         if self.epilogue not in EPILOGUES:
             bad("epilogue", "how the consumers write C", EPILOGUES, self.epilogue)
+        if self.epilogue == "tma" and self.block_n % SWIZZLE_COLUMNS:
+            bad("epilogue", f"TMA stores stage the tile in whole {SWIZZLE_COLUMNS}-column blocks",
+                f"block_n % {SWIZZLE_COLUMNS} == 0", self.block_n)
         room = smem_bytes - BARRIER_BYTES - self.staging_bytes()
         if self.stages < 2 or self.stages * self.stage_bytes() > room:
             bad("stages", "at least two ring stages within the SM's shared memory (beside C's staging buffer)",
