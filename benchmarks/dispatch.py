@@ -80,7 +80,7 @@ def stubbed(arch: str = "sm_80", target: str = "sm80"):
         for obj, name, value in patches:
             setattr(obj, name, value)
         tt.DEVICE_TYPES = (*tt.DEVICE_TYPES, "cpu")
-        tt._DEVICES, tt._KERNELS, tt._SM90_REFUSED = {0: (arch, target)}, {}, set()
+        tt._DEVICES, tt._KERNELS, tt._SM90_REFUSED = {0: (arch, target)}, type(tt._KERNELS)(), set()
         tt.__dict__.get("_CALLS", {}).clear()
         yield calls
     finally:
@@ -144,3 +144,103 @@ def cpu_stages(calls: int = 10_000) -> dict:
         for name, fn in stages.items():
             out[name] = per_call_ns(fn, calls) / 1e3
     return out
+
+
+def cpu_report(calls: int) -> str:
+    """``cpu_stages`` as lines of text, slowest first."""
+    rows = sorted(cpu_stages(calls).items(), key=lambda kv: -kv[1])
+    return "\n".join(f"{us:9.2f} µs  {name}" for name, us in rows)
+
+
+# ------------------------------------------------------------------------------------ on the GPU
+
+
+def gpu_rows() -> list[tuple[str, object, object]]:
+    """``(row, ours, torch's or None)``: zero-argument callables on CUDA tensors at the smallest shapes."""
+    F = torch.nn.functional
+    bf = dict(dtype=torch.bfloat16, device="cuda")
+    rows = []
+    for n in (4096, 256):
+        a, w = torch.randn(1, n, **bf), torch.randn(n, n, **bf)
+        rows.append((f"gemm M=1 N=K={n}", lambda a=a, w=w: tt.gemm(a, w), lambda a=a, w=w: F.linear(a, w)))
+    x, w = torch.randn(16, 256, **bf), torch.randn(2, 256, 256, **bf)
+    offsets = torch.tensor([0, 8, 16], dtype=torch.int32, device="cuda")
+    ends, wt = offsets[1:].contiguous(), w.transpose(-2, -1)
+    ref = (lambda: torch._grouped_mm(x, wt, offs=ends)) if hasattr(torch, "_grouped_mm") else None
+    rows.append(("grouped_gemm G=2 T=16 N=K=256", lambda: tt.grouped_gemm(x, w, offsets), ref))
+    q, k, v = (torch.randn(1, 1, 64, 64, **bf) for _ in range(3))
+    rows.append(("attention 1x1x64x64", lambda: tt.attention(q, k, v),
+                 lambda: F.scaled_dot_product_attention(q, k, v)))
+    return rows
+
+
+def per_call_us(fn, calls: int, sync_each: bool) -> float:
+    """µs per call of ``calls`` calls from Python: wall / calls, synchronized once at the end or after
+    every call (``sync_each``)."""
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+        if sync_each:
+            torch.cuda.synchronize()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - t0) / calls * 1e6
+
+
+def gpu_table(calls: int) -> list[dict]:
+    """Each row's per-call µs (``async``, ``sync``) for ours and torch's, after a warm-up (``calls // 10``
+    calls: the kernels built and loaded, the launches prepared); torch's None where it has no such op
+    or its op refuses the shapes on this GPU."""
+    out = []
+    for name, ours, theirs in gpu_rows():
+        row = {"row": name}
+        for who, fn in (("tvm_cdna4", ours), ("torch", theirs)):
+            try:
+                for _ in range(max(3, calls // 10)):
+                    fn()
+                row[who] = {mode: per_call_us(fn, calls, mode == "sync") for mode in ("async", "sync")}
+            except Exception as err:  # torch._grouped_mm: sm_90 and newer only, bf16 only ...
+                row[who] = None if fn is None else {"error": f"{type(err).__name__}: {err}"[:200]}
+        out.append(row)
+    return out
+
+
+def markdown(rows: list[dict]) -> str:
+    def cell(r, who, mode):
+        v = r.get(who)
+        return f"{v[mode]:.1f}" if v and mode in v else "n/a"
+
+    lines = ["| op | ours async µs | torch async µs | ours - torch | ours sync µs | torch sync µs |",
+             "|---|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        ours, theirs = r.get("tvm_cdna4") or {}, r.get("torch") or {}
+        delta = f"{ours['async'] - theirs['async']:+.1f}" if "async" in ours and "async" in theirs else "n/a"
+        lines.append(f"| {r['row']} | {cell(r, 'tvm_cdna4', 'async')} | {cell(r, 'torch', 'async')} | {delta} | "
+                     f"{cell(r, 'tvm_cdna4', 'sync')} | {cell(r, 'torch', 'sync')} |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--cpu", action="store_true", help="the stubbed CPU path, stage by stage (no GPU)")
+    p.add_argument("--calls", type=int, default=1000)
+    p.add_argument("--cpu-calls", type=int, default=10_000)
+    p.add_argument("--out", default=os.environ.get("OUT"))
+    args = p.parse_args(argv)
+    if args.cpu:
+        print(cpu_report(args.cpu_calls))
+        return
+    rows = gpu_table(args.calls)
+    result = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "calls": args.calls, "rows": rows,
+              "target": tt.cuda_target(torch.device("cuda"))}
+    if args.out:
+        os.makedirs(args.out, exist_ok=True)
+        with open(os.path.join(args.out, "dispatch.json"), "w") as f:
+            json.dump(result, f, indent=1)
+    print(json.dumps(result["rows"], indent=1))
+    print(f"\n{result['device']}, torch {result['torch']}, target {result['target']}, {args.calls} calls\n")
+    print(markdown(rows))
+
+
+if __name__ == "__main__":
+    main()
