@@ -22,6 +22,9 @@ row_scale=None, col_scale=None, out=None)`` computes ``out = epilogue(a @ op(b))
   device: layout ``"nn"``, K not a multiple of 8 (TMA's 16-byte strides), an M with ``M N >= 2^31``
   (its 32-bit epilogue offsets). ``grouped_gemm`` and ``attention`` run the sm80-class kernels on
   every GPU for now.
+* An eager call runs the launch prepared for its key (shapes, dtypes, device, options: ``_CALLS``) after
+  its first call of that key, which takes the checked path and the custom op (docs/dynamic_m.md
+  "Dispatch cost"); ``torch.compile``, dispatch modes and functorch transforms always take the op.
 * It launches on torch's current CUDA stream, so it can be captured in a CUDA graph (build and load
   happen at a bucket's first call: run each bucket once before capturing).
 * It is the custom op ``torch.ops.tvm_cdna4.gemm`` (``out=``: ``tvm_cdna4.gemm_out``) with a fake
