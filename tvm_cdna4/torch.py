@@ -22,6 +22,9 @@ row_scale=None, col_scale=None, out=None)`` computes ``out = epilogue(a @ op(b))
   device: layout ``"nn"``, K not a multiple of 8 (TMA's 16-byte strides), an M with ``M N >= 2^31``
   (its 32-bit epilogue offsets). ``grouped_gemm`` and ``attention`` run the sm80-class kernels on
   every GPU for now.
+* An eager call runs the launch prepared for its key (shapes, dtypes, device, options: ``_CALLS``) after
+  its first call of that key, which takes the checked path and the custom op (docs/dynamic_m.md
+  "Dispatch cost"); ``torch.compile``, dispatch modes and functorch transforms always take the op.
 * It launches on torch's current CUDA stream, so it can be captured in a CUDA graph (build and load
   happen at a bucket's first call: run each bucket once before capturing).
 * It is the custom op ``torch.ops.tvm_cdna4.gemm`` (``out=``: ``tvm_cdna4.gemm_out``) with a fake
@@ -79,8 +82,25 @@ IN_DTYPES = {torch.float16: "f16", torch.bfloat16: "bf16"}
 OUT_DTYPES = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16"}
 ALIGNMENT = 16
 """Bytes a tensor's data pointer must be aligned to (the kernels' 16-byte copies)."""
+DEVICE_TYPES = ("cuda", "meta")
+"""The device types the ops take (meta: ``torch.compile``'s tracing; a CPU harness adds ``"cpu"``,
+``benchmarks/dispatch.py``)."""
 
-_KERNELS: dict = {}
+
+
+class _KernelCache(dict):
+    """``kernel_cache()``: clearing it forgets the eager calls' prepared launches too (``_CALLS``)."""
+
+    def clear(self) -> None:
+        _CALLS.clear()
+        super().clear()
+
+
+_KERNELS: dict = _KernelCache()
+_CALLS: dict = {}
+"""``{call key: launch}``: the prepared launch of each shape class an eager call has run (``_prepared``)."""
+CALL_CACHE_LIMIT = 4096
+"""Prepared launches kept (``_CALLS``; a key holds M, so a server's every M is one): then they start over."""
 
 TARGET_ENV = "TVM_CDNA4_CUDA_TARGET"
 TARGET_SETTINGS = ("auto", "sm80")
@@ -126,7 +146,7 @@ def _first(op: str, name: str, a, layout, rule: str) -> None:
     input dtype, a matrix (``rule`` names it); the layout."""
     if not isinstance(a, torch.Tensor):
         raise TypeError(f"tvm_cdna4.torch.{op}: argument '{name}' must be a torch.Tensor, not {type(a).__name__}")
-    if a.device.type not in ("cuda", "meta"):
+    if a.device.type not in DEVICE_TYPES:
         _fail(name, "a CUDA tensor", "device cuda", a.device, op)
     if a.dtype not in IN_DTYPES:
         _fail(name, "dtype", "torch.float16 or torch.bfloat16", a.dtype, op)
@@ -256,6 +276,99 @@ def _launch(a, b, out, layout, bias, activation, residual, row_scale, col_scale)
     _kernel(a, N, K, odt, layout, fusion, M).launch(a, b, out, *(inputs[name] for name in fusion.inputs()))
 
 
+# ------------------------------------------------------------------------------------ eager calls
+
+FUSED_KEYWORDS = ("bias", "residual", "row_scale", "col_scale")
+"""The GEMMs' epilogue keywords in the order the eager path passes them (``_prepare``)."""
+_UNCACHED = object()
+"""What ``_sig`` gives for an argument no prepared launch may serve: no key holds it."""
+
+
+def _eager() -> bool:
+    """Whether a call may skip the custom op: not while ``torch.compile`` traces (it needs the op), a
+    torch dispatch mode is on (``FakeTensorMode``, ``make_fx``, ``torch.export``), a functorch transform
+    (``vmap``, ``grad``) is active, or the profiler records (the op names the call in its trace)."""
+    return not (torch.compiler.is_compiling() or torch._C._len_torch_dispatch_stack()
+                or torch._C._are_functorch_transforms_active() or torch.autograd._profiler_enabled())
+
+
+def _sig(t):
+    """What a call's key holds of a tensor argument: None, or its (shape, dtype, device); ``_UNCACHED``
+    for a non-tensor, a tensor subclass (``FakeTensor``; ``nn.Parameter`` is served) or a tensor that
+    requires grad while grad is enabled (the custom op's autograd answer stays the op's)."""
+    if t is None:
+        return None
+    if (type(t) is not torch.Tensor and type(t) is not torch.nn.Parameter) or (
+            t.requires_grad and torch.is_grad_enabled()):
+        return _UNCACHED
+    return t.shape, t.dtype, t.device
+
+
+def _key(op: str, options: tuple, *tensors):
+    """The call's key in ``_CALLS`` (the op, its non-tensor ``options``, each tensor's ``_sig``), or None
+    where the call must take the custom op (``_eager``) or no launch may be prepared for it."""
+    if not _eager():
+        return None
+    key = (op, options, *map(_sig, tensors))
+    try:
+        hash(key)
+    except TypeError:  # an unhashable option (a list for a layout ...): the checks name it
+        return None
+    return None if _UNCACHED in key else key
+
+
+def _store(key, launch) -> None:
+    if len(_CALLS) >= CALL_CACHE_LIMIT:
+        _CALLS.clear()
+    _CALLS[key] = launch
+
+
+def _ready(tensors) -> bool:
+    """What the key does not hold: every tensor contiguous, its data pointer ``ALIGNMENT``-byte aligned
+    (where not, the call takes the checked path, which names the argument)."""
+    for t in tensors:
+        if t.data_ptr() % ALIGNMENT or not t.is_contiguous():
+            return False
+    return True
+
+
+def _prepare(key, kernel, shape: tuple, odt, device, fusion: Fusion, leading: int = 0) -> None:
+    """Store the launch of a GEMM call that passed its checks: ``launch(a, b, out, more)`` with ``more``
+    the ``leading`` tensors before the epilogue keywords (a grouped GEMM's offsets) then those in
+    ``FUSED_KEYWORDS`` order; it runs the bucket's loaded ``kernel`` (``runtime.cuda.Kernel``: its
+    workspace converted once) on torch's current stream and returns the output, or None (nothing run)
+    where ``_ready`` refuses a tensor."""
+    fn, extra = kernel.fn, kernel.extra()
+    picks = (*range(leading), *(leading + FUSED_KEYWORDS.index(n) for n in fusion.inputs()))
+
+    def launch(a, b, out, more):
+        args = (a, b, out, *(more[i] for i in picks)) if out is not None else (a, b, *(more[i] for i in picks))
+        if not _ready(args):
+            return None
+        if out is None:
+            out = torch.empty(shape, dtype=odt, device=device)
+            args = (a, b, out, *args[2:])
+        fn(*args, *extra)
+        return out
+    _store(key, launch)
+
+
+def _prepare_attention(key, kernel, shape: tuple, dtype, device) -> None:
+    """Store the launch of an attention call that passed its checks: ``launch(q, k, v, ())`` -> ``(O, LSE)``,
+    or None (nothing run) where ``_ready`` refuses a tensor."""
+    fn, extra = kernel.fn, kernel.extra()
+
+    def launch(q, k, v, _):
+        if not _ready((q, k, v)):
+            return None
+        o, lse = torch.empty(shape, dtype=dtype, device=device), torch.empty(shape[:3], dtype=torch.float32,
+                                                                            device=device)
+        with torch.cuda.device(device):
+            fn(q, k, v, o, lse, *extra)
+        return o, lse
+    _store(key, launch)
+
+
 def _out_shape(a, b, layout):
     return (a.shape[0], b.shape[0] if layout == "nt" else b.shape[1])
 
@@ -290,10 +403,20 @@ def _gemm_out_fake(a, b, out, layout, bias, activation, residual, row_scale, col
 def gemm(a, b, *, layout: str = "nt", out_dtype=None, bias=None, activation=None, residual=None, row_scale=None,
          col_scale=None, out=None):
     """``epilogue(a @ op(b))`` on CUDA tensors (the module docstring): a new tensor, or ``out`` filled."""
-    check_arguments(a, b, layout, out_dtype, bias, activation, residual, row_scale, col_scale, out)
+    fused = (bias, residual, row_scale, col_scale)
+    key = _key("gemm", (layout, out_dtype, activation), a, b, out, *fused)
+    if key is not None and key in _CALLS:
+        y = _CALLS[key](a, b, out, fused)
+        if y is not None:
+            return y
+    M, N, K, odt = check_arguments(a, b, layout, out_dtype, bias, activation, residual, row_scale, col_scale, out)
     if out is None:
-        return torch.ops.tvm_cdna4.gemm(a, b, layout, out_dtype, bias, activation, residual, row_scale, col_scale)
-    torch.ops.tvm_cdna4.gemm_out(a, b, out, layout, bias, activation, residual, row_scale, col_scale)
+        out = torch.ops.tvm_cdna4.gemm(a, b, layout, out_dtype, bias, activation, residual, row_scale, col_scale)
+    else:
+        torch.ops.tvm_cdna4.gemm_out(a, b, out, layout, bias, activation, residual, row_scale, col_scale)
+    if key is not None and M and a.device.type != "meta":  # meta: a trace, nothing launched
+        fusion = _fusion(activation, dict(zip(FUSED_KEYWORDS, fused)))
+        _prepare(key, _kernel(a, N, K, odt, layout, fusion, M).kernel(M), (M, N), odt, a.device, fusion)
     return out
 
 
@@ -385,11 +508,23 @@ def _grouped_out_fake(x, w, offsets, out, layout, bias, activation, residual, ro
 def grouped_gemm(x, w, offsets, *, layout: str = "nt", out_dtype=None, bias=None, activation=None, residual=None,
                  row_scale=None, col_scale=None, out=None):
     """The grouped GEMM on CUDA tensors (the module docstring): a new [T, N] tensor, or ``out`` filled."""
-    check_grouped_arguments(x, w, offsets, layout, out_dtype, bias, activation, residual, row_scale, col_scale, out)
+    fused = (bias, residual, row_scale, col_scale)
+    key = _key("grouped_gemm", (layout, out_dtype, activation), x, w, out, offsets, *fused)
+    if key is not None and key in _CALLS:
+        y = _CALLS[key](x, w, out, (offsets, *fused))
+        if y is not None:
+            return y
+    T, G, N, K, odt = check_grouped_arguments(x, w, offsets, layout, out_dtype, bias, activation, residual, row_scale,
+                                              col_scale, out)
     if out is None:
-        return torch.ops.tvm_cdna4.grouped_gemm(x, w, offsets, layout, out_dtype, bias, activation, residual, row_scale,
-                                                col_scale)
-    torch.ops.tvm_cdna4.grouped_gemm_out(x, w, offsets, out, layout, bias, activation, residual, row_scale, col_scale)
+        out = torch.ops.tvm_cdna4.grouped_gemm(x, w, offsets, layout, out_dtype, bias, activation, residual, row_scale,
+                                               col_scale)
+    else:
+        torch.ops.tvm_cdna4.grouped_gemm_out(x, w, offsets, out, layout, bias, activation, residual, row_scale,
+                                             col_scale)
+    if key is not None and T and x.device.type != "meta":
+        fusion = _fusion(activation, dict(zip(FUSED_KEYWORDS, fused)))
+        _prepare(key, _grouped_kernel(x, G, N, K, odt, layout, fusion).kernel(T), (T, N), odt, x.device, fusion, 1)
     return out
 
 
@@ -404,7 +539,7 @@ def check_attention_arguments(q, k, v, causal, scale):
     op = "attention"
     if not isinstance(q, torch.Tensor):
         raise TypeError(f"tvm_cdna4.torch.{op}: argument 'q' must be a torch.Tensor, not {type(q).__name__}")
-    if q.device.type not in ("cuda", "meta"):
+    if q.device.type not in DEVICE_TYPES:
         _fail("q", "a CUDA tensor", "device cuda", q.device, op)
     if q.dtype not in IN_DTYPES:
         _fail("q", "dtype", "torch.float16 or torch.bfloat16", q.dtype, op)
@@ -488,7 +623,15 @@ def attention(q, k, v, *, causal: bool = False, scale=None, return_lse: bool = F
             scale = float(scale)
         except (TypeError, ValueError):
             _fail("scale", "the softmax scale", "a positive finite float or None", repr(scale), "attention")
+    key = _key("attention", (causal, scale), q, k, v)
+    if key is not None and key in _CALLS:
+        pair = _CALLS[key](q, k, v, ())
+        if pair is not None:
+            return pair if return_lse else pair[0]
     o, lse = torch.ops.tvm_cdna4.attention(q, k, v, causal, scale)
+    if key is not None and q.device.type != "meta":
+        problem = check_attention_arguments(q, k, v, causal, scale)
+        _prepare_attention(key, _attention_kernel(q, problem), q.shape, q.dtype, q.device)
     return (o, lse) if return_lse else o
 
 

@@ -1,0 +1,105 @@
+"""``tvm_cdna4.torch``'s eager fast path (the prepared launch of each call key), on CPU tensors with the
+kernel launch stubbed (``benchmarks/dispatch.py``'s ``stubbed``: the launch is tvm_ffi's ``testing.nop``,
+its arguments recorded): what a repeated call launches, and when it does not take the fast path.
+Its speed is ``benchmarks/dispatch.py``'s to measure, not a test's."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+tt = pytest.importorskip("tvm_cdna4.torch")
+
+from benchmark_modules import benchmark_module  # noqa: E402
+from tvm_cdna4.kernels.gemm.epilogue import Fusion  # noqa: E402
+
+dispatch = benchmark_module("dispatch")
+BF = dict(dtype=torch.bfloat16)
+
+
+@pytest.fixture
+def calls(monkeypatch):
+    """The stubbed ops; ``checks`` counts ``check_arguments`` calls (the checked path)."""
+    checks = []
+    real = tt.check_arguments
+    monkeypatch.setattr(tt, "check_arguments", lambda *a: (checks.append(1), real(*a))[1])
+    with dispatch.stubbed() as recorded:
+        recorded.checks = checks
+        recorded.record = True
+        yield recorded
+
+
+def test_a_repeated_call_launches_the_prepared_closure_without_checks(calls):
+    a, b = torch.zeros(3, 64, **BF), torch.zeros(32, 64, **BF)
+    bias, rs, res = torch.zeros(32), torch.zeros(3), torch.zeros(3, 32, dtype=torch.float32)
+    kw = dict(out_dtype=torch.float32, bias=bias, row_scale=rs, residual=res, activation="relu")
+    y1 = tt.gemm(a, b, **kw)
+    assert len(calls.checks) == 2 and len(tt._CALLS) == 1  # the checked path: gemm's and the op's checks
+    y2 = tt.gemm(a, b, **kw)
+    assert len(calls.checks) == 2  # no check, no op: the prepared launch
+    assert (y2.shape, y2.dtype) == ((3, 32), torch.float32) and y2.data_ptr() != y1.data_ptr()
+    order = Fusion(activation="relu", bias=True, row_scale=True, residual=True).inputs()
+    want = [a, b, y2, *(dict(bias=bias, row_scale=rs, residual=res)[n] for n in order)]
+    assert [t.data_ptr() for t in calls[-1]] == [t.data_ptr() for t in want]
+    assert [t.data_ptr() for t in calls[0]][3:] == [t.data_ptr() for t in want][3:]  # the op passed the same order
+    out = torch.empty(3, 32)
+    assert tt.gemm(a, b, out=out, **{k: v for k, v in kw.items() if k != "out_dtype"}) is out
+    assert tt.gemm(a, b, out=out, **{k: v for k, v in kw.items() if k != "out_dtype"}) is out
+    assert calls[-1][2] is out and len(calls.checks) == 4  # out= is a key of its own: checked once
+
+
+def test_another_m_is_another_key_and_each_launches_its_bucket(calls):
+    b = torch.zeros(32, 64, **BF)
+    for M in (1, 17, 1, 17):
+        tt.gemm(torch.zeros(M, 64, **BF), b)
+    assert len(calls.checks) == 4 and len(tt._CALLS) == 2
+    assert [c[2].shape[0] for c in calls] == [1, 17, 1, 17]
+    (kernel,) = tt.kernel_cache().values()
+    assert set(kernel._loaded) == {kernel.dynamic.bucket(1), kernel.dynamic.bucket(17)}
+    tt.kernel_cache().clear()
+    assert tt._CALLS == {}  # the prepared launches go with the kernels
+
+
+@pytest.mark.parametrize("bad,match", [
+    (lambda: torch.zeros(64, 32, **BF).t(), "argument 'b': non-contiguous tensors are refused"),
+    (lambda: torch.zeros(32 * 64 + 1, **BF)[1:].view(32, 64), "argument 'b': its data pointer"),
+])
+def test_a_bad_tensor_of_a_prepared_shape_gets_the_checked_error(calls, bad, match):
+    a = torch.zeros(2, 64, **BF)
+    tt.gemm(a, torch.zeros(32, 64, **BF))
+    n = len(calls)
+    with pytest.raises(ValueError, match=match):
+        tt.gemm(a, bad())
+    assert len(calls) == n  # nothing launched
+
+
+def test_grouped_and_attention_launch_their_arguments_in_order(calls):
+    x, w, offsets = torch.zeros(16, 64, **BF), torch.zeros(2, 32, 64, **BF), torch.tensor([0, 8, 16], dtype=torch.int32)
+    for _ in range(2):
+        y = tt.grouped_gemm(x, w, offsets, col_scale=torch.zeros(2, 32))
+    assert len(tt._CALLS) == 1 and calls[-1][:4] == (x, w, y, offsets) and calls[-1][4].shape == (2, 32)
+    q, k = torch.zeros(1, 2, 64, 64, **BF), torch.zeros(1, 1, 64, 64, **BF)
+    tt.attention(q, k, k, causal=True)
+    o, lse = tt.attention(q, k, k, causal=True, return_lse=True)
+    assert len(tt._CALLS) == 2 and calls[-1] == (q, k, k, o, lse) and lse.shape == (1, 2, 64)
+    assert tt.attention(q, k, k, causal=True).shape == q.shape and len(calls) == 5
+
+
+def test_what_takes_the_custom_op(calls):
+    a, b = torch.zeros(2, 64, **BF), torch.zeros(32, 64, **BF)
+    assert tt._key("gemm", ("nt",), a, b) is not None
+    assert tt._key("gemm", ("nt",), a.requires_grad_(), b) is None  # autograd: the op's answer
+    with torch.no_grad():
+        assert tt._key("gemm", ("nt",), a, b) is not None
+    assert tt._key("gemm", (["nt"],), a.detach(), b) is None  # unhashable: the checks name it
+    assert tt._key("gemm", ("nt",), torch.nn.Parameter(b, requires_grad=False), b) is not None
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    d = a.detach()
+    with FakeTensorMode():
+        assert tt._key("gemm", ("nt",), d, b) is None
+    assert torch.func.vmap(lambda x: (calls.append(tt._key("gemm", (), x)), x)[1])(a.detach()).shape == a.shape
+    assert calls[-1] is None
+    assert tt._key("gemm", ("nt",), a.detach(), torch.empty(32, 64, **BF, device="meta")) is not None
+    tt.gemm(torch.empty(2, 64, **BF, device="meta"), torch.empty(32, 64, **BF, device="meta"))
+    assert tt._CALLS == {}  # a meta call traces: nothing prepared
