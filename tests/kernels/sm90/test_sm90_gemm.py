@@ -216,7 +216,7 @@ def test_the_cli_prints_the_plan_and_reads_the_tile_options(capsys):
     cfg = json.loads(capsys.readouterr().out)["config"]
     assert (cfg["block_m"], cfg["block_n"], cfg["consumers"]) == (64, 128, 1)
     assert cfg["stages"] == gemm_cost.deepest(64, 128, 1, devices.planned("sm80").smem_per_unit, 64)
-    with pytest.raises(ValueError, match="the sm90 K tile is 64"):
+    with pytest.raises(ValueError, match="the sm90 K tile of bf16 is 64"):
         gemm.config_from_options(bf16(768), "sm90", block="128x128x32")
 
 
