@@ -4,8 +4,10 @@
 row_scale=None, col_scale=None, out=None)`` computes ``out = epilogue(a @ op(b))`` on CUDA tensors:
 
 * ``layout`` ``"nt"``: ``a`` [M, K], ``b`` [N, K] (``y = x W^T``, a linear layer); ``"nn"``: ``b``
-  [K, N]. ``a`` and ``b`` are both float16 or both bfloat16; ``out_dtype`` (float32, float16 or
-  bfloat16; default ``a``'s dtype) is the output's. The epilogue keywords are those of
+  [K, N]. ``a`` and ``b`` are both float16 or both bfloat16, or both float8_e4m3fn (``FP8_DTYPES``: on
+  sm_90 GPUs only, the Hopper kernel; layout ``"nt"``, ``K % 16 == 0``; the per-token x per-channel
+  dequantization is ``row_scale`` x ``col_scale``; refused elsewhere: ``check_fp8_target``); ``out_dtype``
+  (float32, float16 or bfloat16; default ``a``'s dtype, bfloat16 for fp8) is the output's. The epilogue keywords are those of
   ``kernels.gemm.epilogue.Fusion`` (f32 ``bias`` [N], ``row_scale`` [M], ``col_scale`` [N]; ``residual``
   of the output's shape and dtype; ``activation`` "relu", "silu" or "gelu").
 * The kernel is the dynamic-M GEMM of the shape class (N, K, dtypes, layout, epilogue, device:
