@@ -55,8 +55,8 @@ TENSOR_FLOPS_PER_CLK = 4096
 Architecture whitepaper, 4 tensor cores of 512 FP16 FMA per clock per SM)."""
 TENSOR_RATE = {"f16": 1, "bf16": 1, "fp8": 2}
 """The dense tensor rate of an input dtype over f16/bf16's ``TENSOR_FLOPS_PER_CLK``: FP8 (e4m3/e5m2) is twice
-FP16/BF16 (the NVIDIA H100 Tensor Core GPU Architecture whitepaper and the H100 datasheet: 1979 vs 989.5 dense
-TFLOPS on the H100 SXM). With fp8's 128-element K tile (the same 128 bytes a row) a k-tile takes the tensor
+FP16/BF16 (the NVIDIA H100 Tensor Core GPU Architecture whitepaper and the H100 datasheet: 1979 vs 989.5
+TFLOP/s on the H100 SXM, both without sparsity). With fp8's 128-element K tile (the same 128 bytes a row) a k-tile takes the tensor
 cores as many clocks as a 64-element f16/bf16 one and shared memory the same bytes: ``efficiency`` holds."""
 SMEM_BYTES_PER_CLK = 128
 """Shared-memory bandwidth per SM per clock (32 banks of 4 bytes: the CUDA C++ Programming Guide)."""
