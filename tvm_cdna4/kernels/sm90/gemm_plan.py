@@ -10,9 +10,10 @@ elements (128 bytes of bf16/f16: one 128-byte swizzle atom per row, PTX ISA 9.7.
 API ``CU_TENSOR_MAP_SWIZZLE_128B``).
 
 Scope of this target: layout ``nt`` (A ``[M, K]``, B ``[N, K]``, both K-major: what
-wgmma reads without a transpose), f16/bf16 inputs, f32/f16/bf16 C, the fused epilogue
+wgmma reads without a transpose), f16/bf16 inputs or fp8 (e4m3: K tiles of 128 elements, the same 128 bytes a
+row, ``wgmma`` m64nNk32; the ring addressed in 2-byte words for every input, ``SMEM_WORD``), f32/f16/bf16 C, the fused epilogue
 (``kernels.gemm.epilogue``: its inputs are parameters after C, in ``PARAM_ORDER``), a K split (``split_k``: sm80's
-design and workspace protocol, ``kernels.sm80.gemm_plan_epilogue``; below). ``K % 8 != 0``
+design and workspace protocol, ``kernels.sm80.gemm_plan_epilogue``; below). ``K % 8 != 0`` (fp8: ``K % 16 != 0``)
 is refused (a ``ContractError``): TMA needs every global stride but the innermost to be a multiple of 16 bytes
 (CUDA driver API, ``cuTensorMapEncodeTiled``); so is a C of ``2^31`` elements or more (the epilogue's offsets
 are 32-bit). Dynamic M (``M`` an ``MBucket``, ``kernels.gemm.dynamic_m``): ``M`` is the TIR variable bound at

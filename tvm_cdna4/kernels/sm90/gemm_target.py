@@ -3,7 +3,7 @@
 build cache), ``config_from_options`` and ``CODE``.
 
 The kernel: the warp-specialized TMA + wgmma GEMM of ``gemm_plan`` / ``gemm_emit`` (static or dynamic M, layout
-``nt``, f16/bf16, the fused epilogue; the other problems are refused with a ``ContractError`` naming the
+``nt``, f16/bf16 or fp8 (e4m3; never the decode kernel: ``decode_keeps``), the fused epilogue; the other problems are refused with a ``ContractError`` naming the
 operand). Without a config, the cost model's choice (``gemm_cost.choose_config``) for the planned GPU
 (``devices.planned("sm80")``: the present NVIDIA GPU, else the H200); for M <= 16 the weight-streaming
 decode kernel keeps the problem (``kernels.sm80.decode_plan``: a ``DecodePlan``, built here for
