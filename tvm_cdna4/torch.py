@@ -4,8 +4,10 @@
 row_scale=None, col_scale=None, out=None)`` computes ``out = epilogue(a @ op(b))`` on CUDA tensors:
 
 * ``layout`` ``"nt"``: ``a`` [M, K], ``b`` [N, K] (``y = x W^T``, a linear layer); ``"nn"``: ``b``
-  [K, N]. ``a`` and ``b`` are both float16 or both bfloat16; ``out_dtype`` (float32, float16 or
-  bfloat16; default ``a``'s dtype) is the output's. The epilogue keywords are those of
+  [K, N]. ``a`` and ``b`` are both float16 or both bfloat16, or both float8_e4m3fn (``FP8_DTYPES``: on
+  sm_90 GPUs only, the Hopper kernel; layout ``"nt"``, ``K % 16 == 0``; the per-token x per-channel
+  dequantization is ``row_scale`` x ``col_scale``; refused elsewhere: ``check_fp8_target``); ``out_dtype``
+  (float32, float16 or bfloat16; default ``a``'s dtype, bfloat16 for fp8) is the output's. The epilogue keywords are those of
   ``kernels.gemm.epilogue.Fusion`` (f32 ``bias`` [N], ``row_scale`` [M], ``col_scale`` [N]; ``residual``
   of the output's shape and dtype; ``activation`` "relu", "silu" or "gelu").
 * The kernel is the dynamic-M GEMM of the shape class (N, K, dtypes, layout, epilogue, device:
@@ -79,6 +81,13 @@ LAYOUTS = ("nt", "nn")
 """The layouts of the dynamic-M GEMM (A stored [M, K]: ``kernels.gemm.dynamic_m.check_layout``)."""
 
 IN_DTYPES = {torch.float16: "f16", torch.bfloat16: "bf16"}
+FP8_DTYPES = {torch.float8_e4m3fn: "fp8"}
+"""``gemm``'s fp8 inputs (e4m3; the sm90 kernel only: ``check_fp8``), beside ``IN_DTYPES``."""
+GEMM_DTYPES = {**IN_DTYPES, **FP8_DTYPES}
+FP8_OUT = torch.bfloat16
+"""``gemm``'s output dtype of fp8 inputs without ``out_dtype`` or ``out``."""
+FP8_K_MULTIPLE = 16
+"""fp8 rows of K one-byte elements: TMA's 16-byte global strides (``kernels.sm90.gemm_plan.check_problem``)."""
 OUT_DTYPES = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16"}
 ALIGNMENT = 16
 """Bytes a tensor's data pointer must be aligned to (the kernels' 16-byte copies)."""
@@ -135,7 +144,7 @@ def _tensor(name: str, t, device, dtypes: tuple, shape: tuple, op: str = "gemm",
 
 def _out_dtype(a, out_dtype, out):
     if out_dtype is None:
-        return out.dtype if out is not None else a.dtype
+        return out.dtype if out is not None else (FP8_OUT if a.dtype in FP8_DTYPES else a.dtype)
     if out_dtype not in OUT_DTYPES:
         _fail("out_dtype", "an output dtype of the kernels", " or ".join(map(str, OUT_DTYPES)), out_dtype)
     return out_dtype
@@ -148,8 +157,9 @@ def _first(op: str, name: str, a, layout, rule: str) -> None:
         raise TypeError(f"tvm_cdna4.torch.{op}: argument '{name}' must be a torch.Tensor, not {type(a).__name__}")
     if a.device.type not in DEVICE_TYPES:
         _fail(name, "a CUDA tensor", "device cuda", a.device, op)
-    if a.dtype not in IN_DTYPES:
-        _fail(name, "dtype", "torch.float16 or torch.bfloat16", a.dtype, op)
+    if a.dtype not in (GEMM_DTYPES if op == "gemm" else IN_DTYPES):
+        fp8 = " or torch.float8_e4m3fn (gemm only)" if op == "gemm" or a.dtype in FP8_DTYPES else ""
+        _fail(name, "dtype", "torch.float16 or torch.bfloat16" + fp8, a.dtype, op)
     if layout not in LAYOUTS:
         _fail("layout", "a layout with A stored [M, K]", " or ".join(map(repr, LAYOUTS)), repr(layout), op)
     if a.dim() != 2:
@@ -188,12 +198,37 @@ def check_arguments(a, b, layout, out_dtype, bias, activation, residual, row_sca
         _fail("b", "a matrix ([N, K] for layout 'nt', [K, N] for 'nn')", "2 dimensions",
               f"shape {tuple(b.shape)}" if isinstance(b, torch.Tensor) else type(b).__name__)
     N = b.shape[0] if layout == "nt" else b.shape[1]
+    check_fp8(a, layout, K)
     _tensor("a", a, a.device, (a.dtype,), (M, K))
     _tensor("b", b, a.device, (a.dtype,), (N, K) if layout == "nt" else (K, N))
     odt = _out_dtype(a, out_dtype, out)
     values = dict(bias=bias, residual=residual, row_scale=row_scale, col_scale=col_scale)
     _epilogue("gemm", "a", a.device, activation, {**_fused(M, N, odt, values), "out": (out, (M, N), (odt,))})
     return M, N, K, odt
+
+
+# ------------------------------------------------------------------------------------ fp8 (gemm on sm_90 only)
+
+
+def check_fp8(a, layout, K: int) -> None:
+    """fp8 ``a`` (``FP8_DTYPES``; ``b`` must match it): layout ``"nt"`` and ``K % FP8_K_MULTIPLE == 0``, the
+    rules of the sm90 fp8 kernel, the only one (``check_fp8_target``)."""
+    if a.dtype not in FP8_DTYPES:
+        return
+    if layout != "nt":
+        _fail("layout", "fp8 inputs are both K-major (a [M, K], b [N, K]: the sm90 fp8 kernel)", "'nt'", repr(layout))
+    if K % FP8_K_MULTIPLE:
+        _fail("a", f"fp8 rows of K one-byte elements are whole 16-byte chunks (TMA): K % {FP8_K_MULTIPLE} == 0",
+              f"K a multiple of {FP8_K_MULTIPLE}", f"K = {K}")
+
+
+def check_fp8_target(a, arch: str, target: str, M: int, N: int) -> None:
+    """fp8 ``a`` where the sm90 kernel does not run it (another GPU, ``TVM_CDNA4_CUDA_TARGET=sm80``, or an M
+    with ``M N >= 2^31``): a ValueError, not the sm80-class kernels (they have no fp8)."""
+    if a.dtype in FP8_DTYPES:
+        _fail("a", "fp8 (torch.float8_e4m3fn) runs on sm_90 GPUs (H100, H200) with the sm90 kernel only; the "
+              "sm80-class kernels have no fp8", "an sm_90 device, TVM_CDNA4_CUDA_TARGET auto, M N < 2^31",
+              f"{arch} ({a.device}), target {target}, M N = {M * N}")
 
 
 def _check_alignment(op: str = "gemm", **tensors) -> None:
@@ -253,7 +288,7 @@ def _kernel(a, N: int, K: int, odt, layout: str, fusion: Fusion, M: int = 1):
     from .kernels.sm80.gemm import build_dynamic
 
     arch, target = cuda_target(a.device)
-    dt, ot = IN_DTYPES[a.dtype], OUT_DTYPES[odt]
+    dt, ot = GEMM_DTYPES[a.dtype], OUT_DTYPES[odt]
     key = (N, K, dt, ot, layout, fusion, arch, a.device.index)
     if target == "sm90":
         from .kernels.gemm.problem import GemmProblem
@@ -261,6 +296,7 @@ def _kernel(a, N: int, K: int, odt, layout: str, fusion: Fusion, M: int = 1):
         kernel = _sm90_kernel((*key, "sm90"), GemmProblem(None, N, K, dt, layout, ot, fusion))
         if kernel is not None and M <= kernel.dynamic.limit:
             return kernel
+    check_fp8_target(a, arch, target, M, N)
     if key not in _KERNELS:
         _KERNELS[key] = DynamicKernel(build_dynamic(N, K, dt, layout, ot, arch, fusion=fusion))
     return _KERNELS[key]

@@ -151,7 +151,7 @@ def test_the_plan_is_a_frozen_record_whose_json_is_the_summary():
 @pytest.mark.parametrize("problem, operand, check", [
     (bf16(8, 64, 4095), "K", "alignment"),                           # TMA's 16-byte global stride
     (GemmProblem(8, 64, 64, "bf16", "tn"), "layout", "layout"),
-    (GemmProblem(8, 64, 64, "fp8", "nt"), "dtype", "dtype"),
+    (GemmProblem(8, 64, 64, "bf8", "nt"), "dtype", "dtype"),              # e5m2: not planned (fp8 is e4m3)
     (GemmProblem(8, 64, 64, "bf16", "nt", "i32"), "out_dtype", "dtype"),
     (GemmProblem(None, 64, 64, "bf16", "nn"), "layout", "layout"),  # dynamic M: the same refusals
     (GemmProblem(None, 64, 60, "bf16", "nt"), "K", "alignment"),
@@ -216,7 +216,7 @@ def test_the_cli_prints_the_plan_and_reads_the_tile_options(capsys):
     cfg = json.loads(capsys.readouterr().out)["config"]
     assert (cfg["block_m"], cfg["block_n"], cfg["consumers"]) == (64, 128, 1)
     assert cfg["stages"] == gemm_cost.deepest(64, 128, 1, devices.planned("sm80").smem_per_unit, 64)
-    with pytest.raises(ValueError, match="the sm90 K tile is 64"):
+    with pytest.raises(ValueError, match="the sm90 K tile of bf16 is 64"):
         gemm.config_from_options(bf16(768), "sm90", block="128x128x32")
 
 

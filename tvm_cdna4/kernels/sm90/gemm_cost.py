@@ -48,11 +48,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..common import ceil_div
-from .gemm_plan import BARRIER_BYTES, BLOCK_K, INT32_ELEMENTS, WGMMA_K, WGMMA_M, Sm90Config
+from .gemm_plan import BARRIER_BYTES, BLOCK_K, ELEMENT_BYTES, INT32_ELEMENTS, WGMMA_K, WGMMA_M, Sm90Config, block_k
 
 TENSOR_FLOPS_PER_CLK = 4096
 """Dense f16/bf16 tensor flops per SM per clock on Hopper (2048 FMA: the NVIDIA H100 Tensor Core GPU
 Architecture whitepaper, 4 tensor cores of 512 FP16 FMA per clock per SM)."""
+TENSOR_RATE = {"f16": 1, "bf16": 1, "fp8": 2}
+"""The dense tensor rate of an input dtype over f16/bf16's ``TENSOR_FLOPS_PER_CLK``: FP8 (e4m3/e5m2) is twice
+FP16/BF16 (the NVIDIA H100 Tensor Core GPU Architecture whitepaper and the H100 datasheet: 1979 vs 989.5
+TFLOP/s on the H100 SXM, both without sparsity). With fp8's 128-element K tile (the same 128 bytes a row) a k-tile takes the tensor
+cores as many clocks as a 64-element f16/bf16 one and shared memory the same bytes: ``efficiency`` holds."""
 SMEM_BYTES_PER_CLK = 128
 """Shared-memory bandwidth per SM per clock (32 banks of 4 bytes: the CUDA C++ Programming Guide)."""
 SM_BYTES_PER_CLK = 64
@@ -111,18 +116,20 @@ def efficiency(cfg: Sm90Config, bytes_per: int = 2) -> float:
     return share * (ONE_CONSUMER if cfg.consumers == 1 else 1.0)
 
 
-def estimate(cfg: Sm90Config, M: int, N: int, K: int, out_bytes: int, device, bytes_per: int = 2) -> Estimate:
-    """The estimate of ``cfg`` on (M, N, K) on ``device`` (a ``devices.DeviceSpec``)."""
+def estimate(cfg: Sm90Config, M: int, N: int, K: int, out_bytes: int, device, dtype: str = "bf16") -> Estimate:
+    """The estimate of ``cfg`` on (M, N, K) of ``dtype`` inputs on ``device`` (a ``devices.DeviceSpec``)."""
     tiles = ceil_div(M, cfg.block_m) * ceil_div(N, cfg.block_n)
     ctas = min(tiles * cfg.split_k, cfg.ctas or device.units)
     per_cta = ceil_div(tiles * cfg.split_k, ctas)  # work units (tiles without a split)
     per_tile = ceil_div(tiles, ctas)
-    k = ceil_div(ceil_div(K, BLOCK_K), cfg.split_k) * BLOCK_K
-    tile_s = cfg.block_m * cfg.block_n * k * 2 / (TENSOR_FLOPS_PER_CLK * device.clock_hz * efficiency(cfg))
+    bytes_per, bk = ELEMENT_BYTES[dtype], block_k(dtype)
+    k = ceil_div(ceil_div(K, bk), cfg.split_k) * bk
+    flops_per_clk = TENSOR_FLOPS_PER_CLK * TENSOR_RATE[dtype]
+    tile_s = cfg.block_m * cfg.block_n * k * 2 / (flops_per_clk * device.clock_hz * efficiency(cfg))
     moved = (M * K + N * K) * bytes_per + M * N * out_bytes
     cta_bytes = per_cta * ((cfg.block_m + cfg.block_n) * k * bytes_per + cfg.block_m * cfg.block_n * out_bytes)
     memory = max(moved / device.hbm_bytes_s, cta_bytes / (SM_BYTES_PER_CLK * device.clock_hz))
-    fill = cfg.stage_bytes(bytes_per) * ctas / device.hbm_bytes_s
+    fill = cfg.stage_bytes() * ctas / device.hbm_bytes_s
     epilogue = per_tile * cfg.block_m * cfg.block_n * out_bytes * ctas / (device.hbm_bytes_s * STORE_EFFICIENCY)
     return Estimate(per_cta * tile_s, memory, fill, epilogue * (STAGED_EPILOGUE if cfg.epilogue == "tma" else 1.0),
                     reduction(cfg, M, N, per_tile, device))
@@ -137,10 +144,10 @@ def reduction(cfg: Sm90Config, M: int, N: int, per_tile: int, device) -> float:
     return workspace + gather
 
 
-def splits(M: int, N: int, K: int) -> tuple:
+def splits(M: int, N: int, K: int, dtype: str = "bf16") -> tuple:
     """The ``SPLITS`` the model weighs for (M, N, K): every slice ``MIN_SLICE_TILES`` k-tiles or more, every
     slice with k-tiles of its own, the workspace ``[split_k, M, N]`` within 32-bit offsets."""
-    k_tiles = ceil_div(K, BLOCK_K)
+    k_tiles = ceil_div(K, block_k(dtype))
     return tuple(s for s in SPLITS if s == 1 or (ceil_div(k_tiles, s) >= MIN_SLICE_TILES
                                                   and (s - 1) * ceil_div(k_tiles, s) < k_tiles
                                                   and s * M * N < INT32_ELEMENTS))
@@ -162,23 +169,23 @@ def epilogues(N: int, out_bytes: int, consumers: int) -> tuple:
     return ("registers", "tma") if out_bytes == 2 and N % 8 == 0 and consumers == 2 else ("registers",)
 
 
-def ranked(M: int, N: int, K: int, out_bytes: int, device) -> list[tuple[float, Sm90Config]]:
+def ranked(M: int, N: int, K: int, out_bytes: int, device, dtype: str = "bf16") -> list[tuple[float, Sm90Config]]:
     """Every candidate config (deepest ring) with every epilogue C allows (``epilogues``) and, where its tiles
     are fewer than the SMs, every K split (``splits``), and its estimate, best first (ties: the larger tile, then the fewer slices)."""
-    out = []
+    out, k_tiles = [], ceil_div(K, block_k(dtype))
     for (bm, bn, consumers), how in ((c, how) for c in CANDIDATES for how in epilogues(N, out_bytes, c[2])):
-        for split in splits(M, N, K) if ceil_div(M, bm) * ceil_div(N, bn) < device.units else (1,):
-            stages = deepest(bm, bn, consumers, device.smem_per_unit, ceil_div(ceil_div(K, BLOCK_K), split), how)
+        for split in splits(M, N, K, dtype) if ceil_div(M, bm) * ceil_div(N, bn) < device.units else (1,):
+            stages = deepest(bm, bn, consumers, device.smem_per_unit, ceil_div(k_tiles, split), how)
             cfg = Sm90Config(bm, bn, stages, consumers, epilogue=how, split_k=split)
-            out.append((estimate(cfg, M, N, K, out_bytes, device).total, -bm * bn, split, cfg))
+            out.append((estimate(cfg, M, N, K, out_bytes, device, dtype).total, -bm * bn, split, cfg))
     out.sort(key=lambda x: x[:3])
     return [(t, cfg) for t, _, _, cfg in out]
 
 
-def choose_config(M: int, N: int, K: int, out_bytes: int, device) -> Sm90Config:
-    """The cost model's choice for (M, N, K) on ``device``."""
-    return ranked(M, N, K, out_bytes, device)[0][1]
+def choose_config(M: int, N: int, K: int, out_bytes: int, device, dtype: str = "bf16") -> Sm90Config:
+    """The cost model's choice for (M, N, K) of ``dtype`` inputs on ``device``."""
+    return ranked(M, N, K, out_bytes, device, dtype)[0][1]
 
 
-__all__ = ["CANDIDATES", "MIN_SLICE_TILES", "SPLITS", "STAGED_EPILOGUE", "STORE_EFFICIENCY", "TENSOR_EFFICIENCY", "Estimate", "choose_config",
+__all__ = ["CANDIDATES", "MIN_SLICE_TILES", "SPLITS", "STAGED_EPILOGUE", "STORE_EFFICIENCY", "TENSOR_EFFICIENCY", "TENSOR_RATE", "Estimate", "choose_config",
            "deepest", "efficiency", "epilogues", "estimate", "ranked", "reduction", "splits"]

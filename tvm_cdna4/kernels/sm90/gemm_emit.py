@@ -31,8 +31,8 @@ from tvm_tirx.script.parser import parse
 from ...tirx_private import transpile_once
 from ..gemm import epilogue as fused
 from ..sm80.gemm_emit_epilogue import TIR_OPS
-from .gemm_plan import (BLOCK_K, CONSUMER_REGS, PRODUCER_REGS, SWIZZLE_COLUMNS, WARPGROUP, WGMMA_K, WGMMA_M,
-                        Sm90Plan)
+from .gemm_plan import (BLOCK_K, CONSUMER_REGS, ELEMENT_BYTES, PRODUCER_REGS, SWIZZLE_COLUMNS, WARPGROUP, WGMMA_K,
+                        WGMMA_M, WGMMA_TYPES, Sm90Plan, wgmma_k)
 
 TMA_LOAD = "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
 TMA_STORE = "cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group"
@@ -51,14 +51,18 @@ def descriptor(address):
 
 
 def wgmma_instr(p: Sm90Plan) -> str:
-    return f"wgmma.mma_async.sync.aligned.m{WGMMA_M}n{p.config.block_n}k{WGMMA_K}.f32.{p.dtype}.{p.dtype}"
+    t = WGMMA_TYPES[p.dtype]
+    return f"wgmma.mma_async.sync.aligned.m{WGMMA_M}n{p.config.block_n}k{wgmma_k(p.dtype)}.f32.{t}.{t}"
 
 
 def wgmma_issue(p: Sm90Plan, acc, base: int, a_desc, b_desc):
     """One ``wgmma.mma_async`` (SS, both K-major: no transposes) accumulating into ``acc[base:base + N/2]``:
     the one call a wgmma tile pattern can replace."""
     n = p.config.block_n // 2
-    T.ptx[wgmma_instr(p)](*[acc[base + i] for i in range(n)], a_desc, b_desc, T.bool(True), 1, 1, 0, 0)
+    # scale-d, imm-scale-a, imm-scale-b, then imm-trans-a, imm-trans-b: f16/bf16 only (fp8 operands are
+    # K-major, no transpose operands: PTX ISA 9.7.17.5.2)
+    trans = (0, 0) if ELEMENT_BYTES[p.dtype] == 2 else ()
+    T.ptx[wgmma_instr(p)](*[acc[base + i] for i in range(n)], a_desc, b_desc, T.bool(True), 1, 1, *trans)
 
 
 def tma_load(p: Sm90Plan, SMH, offset: int, tensor_map, k0, row0, mbar):
@@ -72,7 +76,7 @@ def kernel(p, args, maps):
     c = p.config
     T.device_entry(launch=T.cuda.LaunchConfig(grid=p.ctas, block=c.threads, dynamic_smem_bytes=p.smem_bytes),
                    kernel_attrs=T.cuda.KernelAttributes(min_blocks_per_sm=1))
-    SMH = T.alloc_tensor(ty_args=[T.Tensor((p.smem_bytes // 2,), p.tir_dtype, scope="shared.dyn", layout="default", align=1024)])
+    SMH = T.alloc_tensor(ty_args=[T.Tensor((p.smem_bytes // 2,), p.smem_dtype, scope="shared.dyn", layout="default", align=1024)])
     MB = T.alloc_tensor(ty_args=[T.Tensor((2 * c.stages,), "uint64", scope="shared", layout="default")])
     tid = T.cuda.thread_idx("x")
     pid = T.cuda.block_idx("x")
@@ -112,7 +116,7 @@ def producer(p, SMH, MB, maps, pid):
 def k_first(p: Sm90Plan, k_slice, kt):
     """The first K element of k-tile ``kt`` of K slice ``k_slice`` (a split's last slice may run past K: TMA
     zero-fills those boxes)."""
-    return kt * BLOCK_K if p.split == 1 else (k_slice * p.slice_tiles + kt) * BLOCK_K
+    return kt * p.block_k if p.split == 1 else (k_slice * p.slice_tiles + kt) * p.block_k
 
 
 ORDER_BARRIER = 3
@@ -378,12 +382,13 @@ def signature_source(p: Sm90Plan) -> str:
     names = [q.name for q in p.params]
     lines = ["@T.function", f"def main({', '.join(f'{n}: types[{i}]' for i, n in enumerate(names))}):"]
     m = p.M if p.dynamic_m is None else "p.M"  # dynamic M: the run-time M (the TIR variable A's shape binds)
-    maps = [("A", m, p.K, c.block_m, BLOCK_K, p.tir_dtype), ("B", p.N, p.K, c.block_n, BLOCK_K, p.tir_dtype)]
+    e = ELEMENT_BYTES[p.dtype]
+    maps = [("A", m, p.K, c.block_m, p.block_k, p.tir_dtype, e), ("B", p.N, p.K, c.block_n, p.block_k, p.tir_dtype, e)]
     if c.epilogue == "tma":  # C's stores: boxes of a consumer's rows x 64 columns
-        maps.append(("C", m, p.N, c.rows, SWIZZLE_COLUMNS, p.tir_out))
-    for name, rows, cols, box_rows, box_cols, dtype in maps:
+        maps.append(("C", m, p.N, c.rows, SWIZZLE_COLUMNS, p.tir_out, 2))
+    for name, rows, cols, box_rows, box_cols, dtype, size in maps:
         lines += [f"    map{name} = T.stack_alloca('tensormap', 1)",
-                  f"    T.cuda.tensormap_encode_tiled(map{name}, {name}.ptr_to([0, 0]), {cols}, {rows}, {cols * 2}, "
+                  f"    T.cuda.tensormap_encode_tiled(map{name}, {name}.ptr_to([0, 0]), {cols}, {rows}, {cols * size}, "
                   f"{box_cols}, {box_rows}, 1, 1, descriptor_dtype='{dtype}', rank=2, swizzle={SWIZZLE_128B}, "
                   f"l2_promotion={L2_PROMOTION_256B})"]
     args = ", ".join(f"{n!r}: {n}" for n in names)

@@ -10,9 +10,10 @@ elements (128 bytes of bf16/f16: one 128-byte swizzle atom per row, PTX ISA 9.7.
 API ``CU_TENSOR_MAP_SWIZZLE_128B``).
 
 Scope of this target: layout ``nt`` (A ``[M, K]``, B ``[N, K]``, both K-major: what
-wgmma reads without a transpose), f16/bf16 inputs, f32/f16/bf16 C, the fused epilogue
+wgmma reads without a transpose), f16/bf16 inputs or fp8 (e4m3: K tiles of 128 elements, the same 128 bytes a
+row, ``wgmma`` m64nNk32; the ring addressed in 2-byte words for every input, ``SMEM_WORD``), f32/f16/bf16 C, the fused epilogue
 (``kernels.gemm.epilogue``: its inputs are parameters after C, in ``PARAM_ORDER``), a K split (``split_k``: sm80's
-design and workspace protocol, ``kernels.sm80.gemm_plan_epilogue``; below). ``K % 8 != 0``
+design and workspace protocol, ``kernels.sm80.gemm_plan_epilogue``; below). ``K % 8 != 0`` (fp8: ``K % 16 != 0``)
 is refused (a ``ContractError``): TMA needs every global stride but the innermost to be a multiple of 16 bytes
 (CUDA driver API, ``cuTensorMapEncodeTiled``); so is a C of ``2^31`` elements or more (the epilogue's offsets
 are 32-bit). Dynamic M (``M`` an ``MBucket``, ``kernels.gemm.dynamic_m``): ``M`` is the TIR variable bound at
@@ -40,16 +41,28 @@ from ..common import Param, PlanRecord, ceil_div
 from ..gemm.dynamic_m import MBucket, resolve_m
 from ..gemm.epilogue import Fusion
 
-DTYPES = {"f16": "float16", "bf16": "bfloat16"}
+DTYPES = {"f16": "float16", "bf16": "bfloat16", "fp8": "float8_e4m3fn"}
+"""The inputs' TIR dtypes (``fp8``: OCP e4m3, ``wgmma`` ``.e4m3``)."""
+ELEMENT_BYTES = {"f16": 2, "bf16": 2, "fp8": 1}
+WGMMA_TYPES = {"f16": "f16", "bf16": "bf16", "fp8": "e4m3"}
+"""The ``.atype`` / ``.btype`` of ``wgmma.mma_async`` for each input dtype (PTX ISA 9.7.17.5.2)."""
+ROW_BYTES = 128
+"""The bytes of one K-tile row: one 128-byte swizzle row (the module docstring), for every input dtype."""
+SMEM_WORD = "uint16"
+"""The shared ring's unit for an input dtype of one byte: the ring is addressed in 2-byte words (``ROW_WORDS``
+to a row) for every input dtype, so its layout in bytes, its offsets and the wgmma descriptors' steps are
+those of f16/bf16 (TMA and wgmma see bytes)."""
 OUT_DTYPES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}
 LAYOUTS = ("nt",)
 BLOCK_K = 64
-"""The K tile: 64 two-byte elements = 128 bytes, one 128-byte swizzle row (the module docstring)."""
+"""The shared ring's 2-byte words per K-tile row (``ROW_BYTES / 2``): the K tile of f16/bf16 in elements;
+fp8's K tile is ``block_k("fp8")`` = 128 elements of the same 128 bytes."""
 SWIZZLE_COLUMNS = 64
 """The columns of a 16-bit C in one 128-byte swizzle row: the TMA epilogue's staging blocks and store boxes."""
 WGMMA_M = 64
-"""The rows of one ``wgmma.mma_async`` (PTX ISA 9.7.17.2: m64nNk16 for f16/bf16)."""
+"""The rows of one ``wgmma.mma_async`` (PTX ISA 9.7.17.2: m64nNk16 for f16/bf16, m64nNk32 for e4m3)."""
 WGMMA_K = 16
+"""One wgmma's K in 2-byte words (32 bytes of a row): 16 f16/bf16 elements; ``wgmma_k(dtype)`` in elements."""
 WARPGROUP = 128
 TMA_BOX_MAX = 256
 """The largest TMA box extent (CUDA driver API, ``cuTensorMapEncodeTiled``: boxDim[i] <= 256)."""
@@ -79,6 +92,16 @@ partial into its own workspace slice; the tile's last warpgroup adds them in sli
 ``atomic`` (``red.global.add.f32`` into one slice: less workspace, the order of the additions unknown)."""
 BARRIER_BYTES = 1024
 """Shared memory kept beside the ring (the mbarriers live in static shared memory; slack for them)."""
+
+
+def block_k(dtype: str) -> int:
+    """The K tile of ``dtype`` in elements: one ``ROW_BYTES`` row (64 f16/bf16, 128 fp8)."""
+    return ROW_BYTES // ELEMENT_BYTES[dtype]
+
+
+def wgmma_k(dtype: str) -> int:
+    """One wgmma's K in elements: ``WGMMA_K`` words, 32 bytes (16 f16/bf16, 32 e4m3: PTX ISA 9.7.17.2)."""
+    return WGMMA_K * 2 // ELEMENT_BYTES[dtype]
 
 
 @attrs.frozen
@@ -214,6 +237,16 @@ class Sm90Plan(PlanRecord, family="gemm"):
         return DTYPES[self.dtype]
 
     @property
+    def smem_dtype(self) -> str:
+        """The shared ring's element type: the inputs' for f16/bf16, 2-byte words for fp8 (``SMEM_WORD``)."""
+        return self.tir_dtype if ELEMENT_BYTES[self.dtype] == 2 else SMEM_WORD
+
+    @property
+    def block_k(self) -> int:
+        """The K tile in elements of the input dtype (``block_k``)."""
+        return block_k(self.dtype)
+
+    @property
     def tir_out(self) -> str:
         return OUT_DTYPES[self.out_dtype]
 
@@ -234,15 +267,16 @@ def check_problem(M, N, K, dtype, layout, out_dtype) -> None:
         raise ContractError(f"sm90 GEMM {operand}: {rule}", operand=operand, check=check, expected=expected,
                             found=found)
     if dtype not in DTYPES:
-        bad("dtype", "the sm90 GEMM runs f16 and bf16", tuple(DTYPES), dtype, "dtype")
+        bad("dtype", "the sm90 GEMM runs f16, bf16 and fp8 (e4m3)", tuple(DTYPES), dtype, "dtype")
     if out_dtype not in OUT_DTYPES:
         bad("out_dtype", "C is f32, f16 or bf16", tuple(OUT_DTYPES), out_dtype, "dtype")
     if layout not in LAYOUTS:
         bad("layout", "both operands K-major (A [M, K], B [N, K]); the other layouts are not planned yet",
             LAYOUTS, layout, "layout")
-    if K * 2 % STRIDE_ALIGN_BYTES:
-        bad("K", "TMA global strides are multiples of 16 bytes (cuTensorMapEncodeTiled): K % 8 == 0",
-            "K % 8 == 0", K, "alignment")
+    per = STRIDE_ALIGN_BYTES // ELEMENT_BYTES[dtype]
+    if K % per:
+        bad("K", f"TMA global strides are multiples of 16 bytes (cuTensorMapEncodeTiled): {dtype} rows of K "
+            f"elements need K % {per} == 0", f"K % {per} == 0", K, "alignment")
     m_max = M.hi if isinstance(M, MBucket) else M  # dynamic M: the bucket's largest
     if isinstance(m_max, bool) or not isinstance(m_max, int) or m_max < 1:
         bad("M", "a positive M, or an MBucket of M values (dynamic M)", "M >= 1", M, "shape")
@@ -263,7 +297,7 @@ def plan(M, N, K, dtype, layout, out_dtype, config: Sm90Config, sms: int, smem_b
                             "chunks", operand="epilogue", check="parameters", expected="f16/bf16 C, N % 8 == 0",
                             found=f"{out_dtype} C, N = {N}")
     tiles_m, tiles_n = ceil_div(M, config.block_m), ceil_div(N, config.block_n)
-    k_tiles = ceil_div(K, BLOCK_K)
+    k_tiles = ceil_div(K, block_k(dtype))
     check_split(config, k_tiles)
     units = tiles_m * tiles_n * config.split_k
     ctas = min(units, config.ctas or sms) if bucket is None else _min(units, config.ctas or sms)
@@ -296,4 +330,4 @@ def _min(x, cap: int):
     return tirx.min(x, cap)
 
 
-__all__ = ["BLOCK_K", "DTYPES", "EPILOGUES", "LAYOUTS", "OUT_DTYPES", "REDUCTIONS", "SCHEDULES", "check_split", "Sm90Config", "Sm90Plan", "check_problem", "plan"]
+__all__ = ["BLOCK_K", "DTYPES", "ELEMENT_BYTES", "ROW_BYTES", "WGMMA_TYPES", "block_k", "wgmma_k", "EPILOGUES", "LAYOUTS", "OUT_DTYPES", "REDUCTIONS", "SCHEDULES", "check_split", "Sm90Config", "Sm90Plan", "check_problem", "plan"]

@@ -3,7 +3,7 @@
 build cache), ``config_from_options`` and ``CODE``.
 
 The kernel: the warp-specialized TMA + wgmma GEMM of ``gemm_plan`` / ``gemm_emit`` (static or dynamic M, layout
-``nt``, f16/bf16, the fused epilogue; the other problems are refused with a ``ContractError`` naming the
+``nt``, f16/bf16 or fp8 (e4m3; never the decode kernel: ``decode_keeps``), the fused epilogue; the other problems are refused with a ``ContractError`` naming the
 operand). Without a config, the cost model's choice (``gemm_cost.choose_config``) for the planned GPU
 (``devices.planned("sm80")``: the present NVIDIA GPU, else the H200); for M <= 16 the weight-streaming
 decode kernel keeps the problem (``kernels.sm80.decode_plan``: a ``DecodePlan``, built here for
@@ -31,11 +31,17 @@ from ..common import cache_key
 from ..gemm.problem import GemmProblem
 from ..sm80.gemm_target import EMULATED_MACS
 from . import gemm_cost
-from .gemm_plan import OUT_DTYPES, Sm90Config, Sm90Plan, check_problem, plan as make_plan
+from .gemm_plan import OUT_DTYPES, Sm90Config, Sm90Plan, block_k, check_problem, plan as make_plan
 
 DECODE_KEEPS = True
 """Whether the decode kernel keeps M <= 16 (nt) without a config (the module docstring: until a timing
-of the sm90 kernel at such M says otherwise)."""
+of the sm90 kernel at such M says otherwise); f16/bf16 only (``decode_keeps``): the decode kernel has no fp8."""
+DECODE_DTYPES = ("f16", "bf16")
+
+
+def decode_keeps(dtype: str) -> bool:
+    """Whether the decode kernel may keep an M <= 16 problem of ``dtype`` inputs (``DECODE_KEEPS``)."""
+    return DECODE_KEEPS and dtype in DECODE_DTYPES
 
 CODE = {"cuda": "source"}
 """The code ``--emit`` prints of a build (``CudaBuild``), by kind: the attribute that holds it."""
@@ -83,7 +89,8 @@ def _dynamic(problem: GemmProblem, config=None, sms=None, arch: str = ARCH, comp
                             operand="config", check="parameters", expected="config=None", found=repr(config))
     check_compiler(compiler)
     return build_dynamic(problem.N, problem.K, problem.dtype, problem.layout, problem.out, _device(sms),
-                         lambda p: build_plan(p, arch, compiler, cache), emit, problem.fusion, DECODE_KEEPS)
+                         lambda p: build_plan(p, arch, compiler, cache), emit, problem.fusion,
+                         decode_keeps(problem.dtype))
 
 
 def choose(problem: GemmProblem, *, m: int | None = None, sms: int | None = None):
@@ -96,9 +103,9 @@ def choose(problem: GemmProblem, *, m: int | None = None, sms: int | None = None
         return plan(problem, m=m, sms=sms).config
     check_problem(problem.M, problem.N, problem.K, problem.dtype, problem.layout, problem.out)
     device = _device(sms)
-    if DECODE_KEEPS and decode_fits(problem.M, problem.layout):
+    if decode_keeps(problem.dtype) and decode_fits(problem.M, problem.layout):
         return choose_decode(problem.M, problem.N, problem.K, problem.out, device.units)[0]
-    return gemm_cost.choose_config(problem.M, problem.N, problem.K, _out_bytes(problem.out), device)
+    return gemm_cost.choose_config(problem.M, problem.N, problem.K, _out_bytes(problem.out), device, problem.dtype)
 
 
 def plan(problem: GemmProblem, config=None, *, m: int | None = None, sms: int | None = None,
@@ -199,7 +206,7 @@ def config_from_options(problem: GemmProblem, *, block: str | None = None, warps
                         mfma: str | None = None, lds_dma: bool = False, sms: int | None = None):
     """The config the CLI's tile options ask for, None without any: the sm90 kernel's cost-model choice
     (``gemm_cost.choose_config``, at any M: the options ask for the tile kernel) with them applied. ``block``:
-    ``MxN`` or ``MxNx64`` (the K tile is 64); ``warps``: ``1`` or ``2`` consumer warpgroups (``WGx1`` is read
+    ``MxN`` or ``MxNxK`` (K: the K tile, 64 for f16/bf16, 128 for fp8); ``warps``: ``1`` or ``2`` consumer warpgroups (``WGx1`` is read
     too); ``stages``, ``group_m``, ``ctas``. A given block re-plans the ring depth unless ``stages`` says it.
     A ContractError or ValueError, the option first, otherwise."""
     for option, value in (("--mfma", mfma), ("--lds-dma", lds_dma)):
@@ -208,12 +215,13 @@ def config_from_options(problem: GemmProblem, *, block: str | None = None, warps
     if not (block or warps or stages or group_m or ctas is not None):
         return None
     choose(problem, sms=sms)  # the problem's refusals first
-    cfg = gemm_cost.choose_config(problem.M, problem.N, problem.K, _out_bytes(problem.out), _device(sms))
-    updates = {}
+    cfg = gemm_cost.choose_config(problem.M, problem.N, problem.K, _out_bytes(problem.out), _device(sms), problem.dtype)
+    updates, bk = {}, block_k(problem.dtype)
     if block:
         dims = _tile(block)
-        if len(dims) == 3 and dims[2] != 64:
-            raise ValueError(f"--block: the sm90 K tile is 64; expected MxN or Mx Nx64, found {block}")
+        if len(dims) == 3 and dims[2] != bk:
+            raise ValueError(f"--block: the sm90 K tile of {problem.dtype} is {bk}; expected MxN or MxNx{bk}, "
+                             f"found {block}")
         updates.update(block_m=dims[0], block_n=dims[1])
     if warps:
         updates["consumers"] = _tile(warps)[0]
@@ -222,7 +230,7 @@ def config_from_options(problem: GemmProblem, *, block: str | None = None, warps
     if block and not stages:
         device = _device(sms)
         cfg = replace_config(cfg, stages=gemm_cost.deepest(cfg.block_m, cfg.block_n, cfg.consumers,
-                                                           device.smem_per_unit, -(-problem.K // 64), cfg.epilogue))
+                                                           device.smem_per_unit, -(-problem.K // bk), cfg.epilogue))
     cfg.check(_device(sms).smem_per_unit)
     return cfg
 
@@ -247,7 +255,7 @@ def summary(p, sms: int | None = None) -> dict:
     from ..sm80.gemm_plan import bucket_summary
 
     m = p.M if p.dynamic_m is None else p.dynamic_m.representative
-    est = gemm_cost.estimate(p.config, m, p.N, p.K, _out_bytes(p.out_dtype), device)
+    est = gemm_cost.estimate(p.config, m, p.N, p.K, _out_bytes(p.out_dtype), device, p.dtype)
     return {"target": "sm90", "kernel": "tma-wgmma-warp-specialized", "M": extent_record(p.M),
             **bucket_summary(p.dynamic_m), "N": p.N, "K": p.K,
             "dtype": p.dtype, "layout": p.layout, "out_dtype": p.out_dtype, "config": attrs.asdict(p.config),
