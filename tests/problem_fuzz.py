@@ -30,7 +30,7 @@ refuses (sm80: a dtype other than f16 / bf16, an i32 / f64 output, a batch axis,
 gfx950: an output the dtype does not produce, a fused epilogue on an i32 / f64 accumulator (i8, f64)
 or with a batch axis, an MX K off the 32-element scale blocks, an MX batch or output other than f32,
 dynamic or grouped MX; both: dynamic M or grouped with A stored [K, M]; sm90: layouts nn / tn / tt,
-K % 8 != 0, a dtype other than f16 / bf16, an i32 / f64 output, a batch axis, groups), or run-time rows
+K % 8 != 0 (fp8: 16), a dtype other than f16 / bf16 / fp8, an i32 / f64 output, a batch axis, groups), or run-time rows
 ``validate`` refuses (a missing, zero or negative ``m``; group rows of the wrong count, negative or
 all zero). Every refusal must be a ``ValueError`` (``ContractError`` is one) that names the change.
 
@@ -76,10 +76,11 @@ SM80_DTYPES, SM80_OUTS = ("f16", "bf16"), ("f32", "f16", "bf16")
 ROW_LAYOUTS = ("nn", "nt")  # A stored [M, K]: what dynamic M and grouped GEMMs take
 SM80_MACS = 1 << 22  # kernels.sm80.gemm_target.EMULATED_MACS (checked by the tests)
 SM80_PAIRS = 1 << 16  # kernels.sm80.attention_target.EMULATED_PAIRS (checked by the tests)
-SM90_DTYPES, SM90_OUTS, SM90_LAYOUTS = ("f16", "bf16"), ("f32", "f16", "bf16"), ("nt",)
+SM90_DTYPES, SM90_OUTS, SM90_LAYOUTS = ("f16", "bf16", "fp8"), ("f32", "f16", "bf16"), ("nt",)
 """What the sm90 GEMM runs (``kernels.sm90.gemm_plan``'s ``DTYPES``, ``OUT_DTYPES``, ``LAYOUTS``; checked by the
 tests); it validates in the CUDA emulator up to sm80's ``EMULATED_MACS``."""
-SM90_K_STEP = 8  # kernels.sm90.gemm_plan: TMA strides are multiples of 16 bytes, K % 8 == 0 (checked by the tests)
+SM90_K_STEP = {"f16": 8, "bf16": 8, "fp8": 16}
+"""The step of K per dtype (kernels.sm90.gemm_plan: TMA strides are multiples of 16 bytes; checked by the tests)."""
 LONG_K = 0.2
 """The share of static and dynamic-M GEMMs drawn with at most 24 rows and K of 512 to 2048 (the
 planners split K there, and sm80 takes its decode kernel for 16 rows or fewer)."""
@@ -207,7 +208,7 @@ def _gemm_sm90(rng, kind: str) -> tuple[dict, dict]:
     dtype, out = str(rng.choice(SM90_DTYPES)), rng.choice([*SM90_OUTS, None])
     long_k = rng.random() < LONG_K
     N = _size(rng, 64 if long_k else 72)
-    K = SM90_K_STEP * (int(rng.integers(64, 257)) if long_k else _size(rng, 40))
+    K = SM90_K_STEP[dtype] * (int(rng.integers(64 * 8 // SM90_K_STEP[dtype], 257)) if long_k else _size(rng, 40))
     fields = dict(N=N, K=K, dtype=dtype, out_dtype=None if out is None else str(out), fusion=_fusion(rng),
                   layout="nt")
     rows_top = max(1, min(24 if long_k else 72, SM80_MACS // (N * K)))  # the CUDA emulator's reach
@@ -271,10 +272,10 @@ def _sm90_changes(rng, kind: str, fields: dict, run: dict) -> list:
 
     options = [("sm90 layout nn / tn / tt", r"sm90 GEMM layout: .*expected \('nt',\), found (nn|tn|tt)",
                 lambda: fields.update(layout=str(rng.choice(["nn", "tn", "tt"])))),
-               ("sm90 K % 8 != 0", r"sm90 GEMM K: .*expected K % 8 == 0, found",
-                lambda: fields.update(K=fields["K"] + int(rng.integers(1, SM90_K_STEP)))),
-               ("sm90 dtype", r"sm90 GEMM dtype: .*expected \('f16', 'bf16'\)",
-                lambda: fields.update(dtype=str(rng.choice(["fp8", "bf8", "i8", "f32", "f64", "bf8_fp8", *MX])),
+               ("sm90 K % 8 != 0", r"sm90 GEMM K: .*expected K % (8|16) == 0, found",
+                lambda: fields.update(K=fields["K"] + int(rng.integers(1, SM90_K_STEP[fields["dtype"]])))),
+               ("sm90 dtype", r"sm90 GEMM dtype: .*expected \('f16', 'bf16', 'fp8'\)",
+                lambda: fields.update(dtype=str(rng.choice(["bf8", "i8", "f32", "f64", "bf8_fp8", *MX])),
                                       out_dtype=None)),
                ("sm90 out i32 / f64", r"sm90 GEMM out_dtype: .*expected \('f32', 'f16', 'bf16'\)",
                 lambda: fields.update(out_dtype=str(rng.choice(["i32", "f64"]))))]

@@ -94,8 +94,8 @@ def test_the_gemm_draw_covers_every_dtype_layout_output_and_kind():
 def test_the_sm90_gemm_draw_covers_its_scope_and_stays_inside_it():
     valid = [c for c in _drawn("gemm", "sm90") if c.invalid is None]
     problems = [c.problem() for c in valid]
-    assert {p.dtype for p in problems} == {"f16", "bf16"} and {p.out for p in problems} == {"f32", "f16", "bf16"}
-    assert {p.layout for p in problems} == {"nt"} and all(p.K % 8 == 0 for p in problems)
+    assert {p.dtype for p in problems} == {"f16", "bf16", "fp8"} and {p.out for p in problems} == {"f32", "f16", "bf16"}
+    assert {p.layout for p in problems} == {"nt"} and all(p.K % rp.SM90_K_STEP[p.dtype] == 0 for p in problems)
     assert {p.dynamic for p in problems} == {False, True} and not any(p.grouped or p.batch for p in problems)
     assert {p.fusion.activation for p in problems} == {None, "relu", "silu", "gelu"}
     assert all(any(getattr(p.fusion, k) for p in problems) for k in ("bias", "residual", "row_scale", "col_scale"))
@@ -138,7 +138,8 @@ def test_the_limits_are_the_packages():
     assert rp.SM80_MACS == gemm_target.EMULATED_MACS and rp.SM80_PAIRS == attention.SM80_EMULATED_PAIRS
     assert rp.SM80_MACS == sm90_target.EMULATED_MACS and rp.SM90_LAYOUTS == tuple(sm90_plan.LAYOUTS)
     assert set(rp.SM90_DTYPES) == set(sm90_plan.DTYPES) and set(rp.SM90_OUTS) == set(sm90_plan.OUT_DTYPES)
-    assert rp.SM90_K_STEP * 2 == sm90_plan.STRIDE_ALIGN_BYTES  # K % 8: rows of 2-byte elements in 16-byte strides
+    assert {d: rp.SM90_K_STEP[d] * sm90_plan.ELEMENT_BYTES[d] for d in sm90_plan.DTYPES} == dict.fromkeys(
+        sm90_plan.DTYPES, sm90_plan.STRIDE_ALIGN_BYTES)  # rows of K elements in 16-byte strides
     assert rp.GFX950_OUTS == {k: v.outs for k, v in DTYPES.items()} and set(rp.GFX950_OUTS) == set(DENSE_DTYPES)
     assert set(rp.MX) == set(MX_FORMATS)
     cases = rp.sample("gemm", "sm80", 8, seed=2, invalid_rate=0.0, redrawn=(redrawn := collections.Counter()))
