@@ -23,6 +23,7 @@ import sys
 
 import attrs
 
+from ..errors import ContractError
 from ..kernels import gemm
 from ..kernels.gemm.epilogue import ACTIVATIONS, INPUTS, Fusion
 from .args import (FLAGS_OFF, Default, DefaultsFormatter, check_gemm, given, nonnegative_int, parse_row_counts,
@@ -279,6 +280,11 @@ class Run:
         except EmulationError as err:
             print(f"emulation found a kernel bug:\n{err}\nFAIL")
             return 1
+        except ContractError:
+            raise
+        except ValueError as err:  # beyond the emulator's reach without a GPU: one line, as a usage error
+            print(f"error: {str(err).splitlines()[0]}", file=sys.stderr)
+            return 2
         print(f"validated {self.title} on {v.where} in {v.seconds:.2f} s: largest error / bound = {v.ratio:.3f}, "
               f"relative error {v.relative:.3e} (float64 reference; bound: kernels.gemm.epilogue.error_bound)")
         print("PASS" if v.ok else "FAIL")

@@ -118,7 +118,7 @@ def test_bad_epilogue_inputs_are_refused():
     assert [float(np.from_dlpack(t)[0]) for t in calls[0]] == [0, 1, 2, 3, 4]  # PARAM_ORDER, whatever the dict order
 
 
-def test_cli_emits_the_fused_plan_and_needs_a_gpu_to_run_it(capsys):
+def test_cli_emits_the_fused_plan_and_validates_it_in_the_emulator_without_a_gpu(capsys):
     flags = ["gemm", "--target", "sm80", "--dtype", "bf16", "-M", "5", "-N", "100", "-K", "136", "--out-dtype", "bf16",
              "--bias", "--activation", "silu", "--residual", "--row-scale", "--col-scale"]
     assert cli.main([*flags, "--emit", "config"]) == 0
@@ -126,9 +126,10 @@ def test_cli_emits_the_fused_plan_and_needs_a_gpu_to_run_it(capsys):
     assert d["kind"] == "decode" and d["epilogue"] == "acc * row_scale * col_scale + bias -> silu + residual"
     assert cli.main([*flags, "--emit", "tir"]) == 0
     assert "residual: T.Tensor((5, 100), T.bfloat16))" in capsys.readouterr().out
-    if not runner.have_cuda_gpu()[0]:
-        assert cli.main([*flags, "--validate"]) == 2
-        assert "--validate needs an NVIDIA GPU" in capsys.readouterr().err
+    if not runner.have_cuda_gpu()[0]:  # a small problem: the CUDA emulator (what kernels.gemm.validate runs)
+        assert cli.main([*flags, "--validate"]) == 0
+        out = capsys.readouterr().out
+        assert "on the CUDA emulator" in out and out.rstrip().endswith("PASS")
 
 
 # ---- emulated kernels ------------------------------------------------------------------------------
