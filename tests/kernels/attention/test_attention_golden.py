@@ -1,5 +1,5 @@
 """The attention kernels' generated code is byte-identical to 0.1.0's (288896a, before the move to
-``kernels/``, issue 34): gfx950's assembly and sm80's CUDA C for five problems (head dims 64 and 128,
+``kernels/``, issue 34): gfx950's assembly and sm80's CUDA C for four problems (head dims 64 and 128,
 causal and not, GQA, bf16 / f16 / fp8). A change to either is deliberate: update
 tests/data/attention_golden.json and say why in its ``about`` and in CHANGELOG.md."""
 

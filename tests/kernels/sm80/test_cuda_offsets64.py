@@ -120,9 +120,15 @@ def test_the_dynamic_m_lm_head_runs_in_a_64_bit_bucket():
     assert [dyn.plan(b.lo).offsets64 for b in dyn.buckets] == [()] * (len(dyn.buckets) - 1) + [("A", "C")]
     p = dyn.plan(LM_HEAD[0])
     assert p.dynamic_m == bucket and p.grid.grid_n == 501
-    # the static plan of the same tile has the same grid at M = 32768, so the same last CTA and tile
+    # the bucket's kernel indexes A and C (only) with 64-bit offsets; the static LM head's last CTA, the
+    # same tile and grid at M = 32768, runs in the emulator in test_the_lm_heads_last_cta_in_the_emulator
     static = plan(*LM_HEAD, "bf16", "nt", "bf16", p.config)
-    _emulate_last_cta(dyn.primfunc(LM_HEAD[0]), static, *LM_HEAD)
+    assert (static.tiling.block_m, static.tiling.block_n, static.grid.grid_n) == (
+        p.tiling.block_m, p.tiling.block_n, p.grid.grid_n)
+    script = dyn.primfunc(LM_HEAD[0]).script()
+    for name, wide in (("A", True), ("C", True), ("B", False)):
+        lines = [line for line in script.splitlines() if f"{name}[" in line or f"{name}_ptr" in line]
+        assert lines and any("int64" in line for line in lines) == wide, name
 
 
 def test_the_decode_kernel_reads_a_large_vocabulary_with_64_bit_offsets():
