@@ -301,5 +301,25 @@ class Validation:
         return self.ratio <= 1
 
 
+
+def execute_cuda(p, data: GemmData, run, *, emit, target: str, gpu: str, limit: int):
+    """A CUDA target's ``execute``: plan ``p`` on ``data`` through ``run(plan, arguments)`` (the runtime's GPU
+    runner, ``runtime.cuda.run_gemm``, which fills C in place), else in the CUDA emulator (``emit(p)`` with
+    ``target``) for at most ``limit`` multiply-adds, a ValueError naming ``gpu`` beyond. (C, where)."""
+    c = data.output()
+    args = data.arguments(p.params, c)
+    if run is not None:
+        run(p, args)
+        return c, "the NVIDIA GPU"
+    macs = c.size * p.K
+    if macs > limit:
+        raise ValueError(f"{target} GEMM validation of {macs} multiply-adds needs {gpu} (the CUDA emulator takes at "
+                         f"most EMULATED_MACS = {limit}); run it where one is present")
+    from ...emulator import emulate
+
+    emulate(emit(p), *args, target=target)
+    return c, "the CUDA emulator (no GPU runner)"
+
 __all__ = ["DENSE_DTYPES", "DTYPES", "LAYOUTS", "MX_ACC_TOL", "MX_BLOCK", "MX_FORMATS", "OUT_DTYPES", "GemmData",
-           "GemmProblem", "Validation", "default_out", "element_numpy", "out_numpy", "random_inputs", "stored"]
+           "GemmProblem", "Validation", "default_out", "element_numpy", "out_numpy", "random_inputs", "stored",
+           "execute_cuda"]

@@ -105,19 +105,9 @@ def execute(p, data, run=None):
     """Run plan ``p`` on ``data`` (``GemmData``): through ``run(plan, arguments)`` (the GPU runner of
     the runtime layer, ``runtime.cuda.run_gemm``, which fills C in place), else in the CUDA emulator
     for at most ``EMULATED_MACS`` multiply-adds. (C, where)."""
-    c = data.output()
-    args = data.arguments(p.params, c)
-    if run is not None:
-        run(p, args)
-        return c, "the NVIDIA GPU"
-    macs = c.size * p.K
-    if macs > EMULATED_MACS:
-        raise ValueError(f"sm80 GEMM validation of {macs} multiply-adds needs an NVIDIA GPU (the CUDA emulator takes "
-                         f"at most {EMULATED_MACS}); run it where one is present")
-    from ...emulator import emulate
+    from ..gemm.problem import execute_cuda
 
-    emulate(emit(p), *args, target="sm80")
-    return c, "the CUDA emulator (no GPU runner)"
+    return execute_cuda(p, data, run, emit=emit, target="sm80", gpu="an NVIDIA GPU", limit=EMULATED_MACS)
 
 
 def _tile(text: str) -> tuple[int, ...]:

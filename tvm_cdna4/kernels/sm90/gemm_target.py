@@ -182,19 +182,9 @@ def execute(p, data, run=None):
         from ..sm80.gemm_target import execute as execute_sm80
 
         return execute_sm80(p, data, run)
-    c = data.output()
-    args = data.arguments(p.params, c)
-    if run is not None:
-        run(p, args)
-        return c, "the NVIDIA GPU"
-    macs = c.size * p.K
-    if macs > EMULATED_MACS:
-        raise ValueError(f"sm90 GEMM validation of {macs} multiply-adds needs an NVIDIA Hopper GPU (the CUDA emulator "
-                         f"takes at most EMULATED_MACS = {EMULATED_MACS}); run it where one is present")
-    from ...emulator import emulate
+    from ..gemm.problem import execute_cuda
 
-    emulate(emit(p), *args, target="sm90")
-    return c, "the CUDA emulator (no GPU runner)"
+    return execute_cuda(p, data, run, emit=emit, target="sm90", gpu="an NVIDIA Hopper GPU", limit=EMULATED_MACS)
 
 
 def _tile(text: str) -> tuple[int, ...]:
