@@ -177,9 +177,9 @@ def check_gemm(args) -> str | None:
     if given(args, "M") and args.groups is not None:
         rows = sum(parse_row_counts(args.groups))
         return f"-M is not read with --groups (A's rows are the groups' rows summed, T = {rows}); drop -M"
-    if args.tune and args.target in ("gfx950", "sm90", "sm_90", "sm_90a"):
-        target = "gfx950" if args.target == "gfx950" else "sm90"
-        return (f"--tune is an sm80 option (it times candidate tilings on an NVIDIA GPU); {target} runs its planner's "
+    target = _target_name(args.target)
+    if args.tune and _actions_of(target).tune is None:
+        return (f"--tune is an {_tuned_targets()} option (it times candidate tilings on an NVIDIA GPU); {target} runs its planner's "
                 "choice by the cost model (--emit config shows it)")
     tiles = [f"--{name.replace('_', '-')}" for name in SM80_TILE_OPTIONS if given(args, name)]
     if args.tune and tiles and args.groups is None and not args.dynamic_m:
@@ -190,3 +190,23 @@ def check_gemm(args) -> str | None:
 def check_attention(args) -> str | None:
     """``attention``: ``--seed`` without ``--validate``."""
     return _seed(args)
+
+
+def _target_name(spelling: str) -> str:
+    """The GEMM table's row name of a ``--target`` spelling (``sm_90a`` -> ``sm90``)."""
+    from ..kernels import gemm
+
+    return next((row.name for row in gemm.TARGETS.values() if spelling in (row.name, *row.aliases)), spelling)
+
+
+def _tuned_targets() -> str:
+    """The targets whose CLI row has ``--tune``, ``" / "``-joined (``sm80``)."""
+    from .gemm_actions import ACTIONS
+
+    return " / ".join(name for name, row in ACTIONS.items() if row.tune is not None)
+
+
+def _actions_of(target: str):
+    from .gemm_actions import actions_of
+
+    return actions_of(target)
