@@ -363,7 +363,7 @@ def _ready(tensors) -> bool:
     """What the key does not hold: every tensor contiguous, its data pointer ``ALIGNMENT``-byte aligned
     (where not, the call takes the checked path, which names the argument)."""
     for t in tensors:
-        if t.data_ptr() % ALIGNMENT or not t.is_contiguous():
+        if t.layout is not torch.strided or not t.is_contiguous() or t.data_ptr() % ALIGNMENT:
             return False
     return True
 
@@ -378,13 +378,16 @@ def _prepare(key, kernel, shape: tuple, odt, device, fusion: Fusion, leading: in
     picks = (*range(leading), *(leading + FUSED_KEYWORDS.index(n) for n in fusion.inputs()))
 
     def launch(a, b, out, more):
-        args = (a, b, out, *(more[i] for i in picks)) if out is not None else (a, b, *(more[i] for i in picks))
+        given_out = out is not None
+        args = (a, b, out, *(more[i] for i in picks)) if given_out else (a, b, *(more[i] for i in picks))
         if not _ready(args):
             return None
         if out is None:
             out = torch.empty(shape, dtype=odt, device=device)
             args = (a, b, out, *args[2:])
         fn(*args, *extra)
+        if given_out:  # what the custom op's mutates_args does: autograd sees out was written
+            torch.autograd.graph.increment_version(out)
         return out
     _store(key, launch)
 

@@ -103,3 +103,24 @@ def test_what_takes_the_custom_op(calls):
     assert tt._key("gemm", ("nt",), a.detach(), torch.empty(32, 64, **BF, device="meta")) is not None
     tt.gemm(torch.empty(2, 64, **BF, device="meta"), torch.empty(32, 64, **BF, device="meta"))
     assert tt._CALLS == {}  # a meta call traces: nothing prepared
+
+
+def test_a_prepared_launch_into_out_bumps_its_version_as_the_op_does(calls):
+    # autograd must see the write: a tensor saved for backward then written by gemm(out=) is an error there
+    a, b, out = torch.zeros(3, 64, **BF), torch.zeros(32, 64, **BF), torch.zeros(3, 32, **BF)
+    tt.gemm(a, b, out=out)  # the checked path (the custom op's mutates_args bumps the version)
+    before = out._version
+    tt.gemm(a, b, out=out)  # the prepared launch
+    assert len(calls.checks) == 2 and out._version == before + 1
+    w = torch.ones(3, 32, **BF, requires_grad=True)
+    y = (w * out).sum()  # saves out for w's gradient
+    tt.gemm(a, b, out=out)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.backward()
+
+
+def test_a_tensor_without_strides_takes_the_checked_path_and_its_error(calls):
+    a, b = torch.zeros(3, 64, **BF), torch.zeros(32, 64, **BF)
+    tt.gemm(a, b)
+    with pytest.raises(ValueError, match="argument 'b'"):
+        tt.gemm(a, b.to_sparse())

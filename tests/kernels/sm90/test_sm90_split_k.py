@@ -87,3 +87,16 @@ def test_dynamic_m_sizes_the_workspace_at_the_bucket_and_every_launch_leaves_it_
     w, s = args[-2:]
     assert not s.any() and (reduction == "ordered" or not w.any())  # the tickets and the atomic slice: zero
     assert reduction == "atomic" or np.abs(w[:, 45:]).max() == 0  # rows past the run-time M: never written
+
+
+def test_a_workspace_past_32_bit_offsets_is_refused_naming_split_k():
+    # the ordered W [split_k, M, N] of 8 x 16384 x 16384 = 2^31 elements; the cost model never splits so far
+    from tvm_cdna4 import ContractError
+    from tvm_cdna4.kernels import gemm
+    from tvm_cdna4.kernels.gemm import GemmProblem
+    from tvm_cdna4.kernels.sm90.gemm_plan import Sm90Config
+
+    problem = GemmProblem(16384, 16384, 65536, "bf16", "nt", "bf16")
+    with pytest.raises(ContractError, match=r"split_k.*32-bit offsets.*2\^31"):
+        gemm.plan(problem, "sm90", Sm90Config(128, 256, 3, 2, split_k=8))
+    assert gemm.plan(problem, "sm90", Sm90Config(128, 256, 3, 2, split_k=4)).config.split_k == 4

@@ -26,7 +26,7 @@ With a K split (``split_k`` = S > 1; ``gemm_plan``'s docstring) the work units a
 its share of the tiles (``ceil(tiles / ctas)``, whoever gathers them), and a fourth term is added:
 
 - reduction: the workspace traffic, every slice's f32 partial of C written and read back (``S M N 4`` bytes
-  twice, ``reduction="ordered"``) at the HBM bandwidth, plus the tile's gather by one warpgroup's SM
+  twice, as ``reduction="ordered"`` moves them; the chooser builds only ordered splits) at the HBM bandwidth, plus the tile's gather by one warpgroup's SM
   (``ceil(tiles / ctas)`` tiles of ``S block_m block_n 4`` bytes) at ``SM_BYTES_PER_CLK``: the last unit of
   a tile waits for it (assumed: no timing has tested the term yet).
 

@@ -306,6 +306,11 @@ def plan(M, N, K, dtype, layout, out_dtype, config: Sm90Config, sms: int, smem_b
     if config.split_k > 1:  # sm80's workspace protocol (runtime.cuda.WORKSPACE), at the largest M
         m_max = M if bucket is None else bucket.hi
         slices = config.split_k if config.reduction == "ordered" else 1
+        if slices * m_max * N >= INT32_ELEMENTS:  # the kernel addresses W with 32-bit offsets
+            raise ContractError("sm90 GEMM config split_k: the split-K workspace W [slices, M, N] is addressed with "
+                                "32-bit offsets", operand="split_k", check="parameters",
+                                expected="slices * M * N < 2^31 (fewer slices, or reduction='atomic')",
+                                found=f"{slices} * {m_max} * {N} = {slices * m_max * N}")
         parts = 1 if config.pingpong else config.consumers
         params += (Param("W", (slices, m_max, N), "float32"),
                    Param("S", (ceil_div(m_max, config.block_m) * tiles_n * parts,), "uint32"))
