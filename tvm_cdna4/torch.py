@@ -109,7 +109,7 @@ _KERNELS: dict = _KernelCache()
 _CALLS: dict = {}
 """``{call key: launch}``: the prepared launch of each shape class an eager call has run (``_prepared``)."""
 CALL_CACHE_LIMIT = 4096
-"""Prepared launches kept (``_CALLS``; a key holds M, so a server's every M is one): then they start over."""
+"""Prepared launches kept (``_CALLS``; a key holds M, so a server's every M is one): past it the oldest goes."""
 
 TARGET_ENV = "TVM_CDNA4_CUDA_TARGET"
 TARGET_SETTINGS = ("auto", "sm80")
@@ -268,14 +268,14 @@ def _arch(t) -> str:
     return cuda_target(t.device)[0]
 
 
-def _sm90_kernel(key: tuple, problem):
+def _sm90_kernel(key: tuple, problem, device):
     """The cached sm90 dynamic-M kernel of the shape class, None where the sm90 kernel refuses it."""
     from .kernels.sm90.gemm_target import build
     from .runtime.cuda import DynamicKernel
 
     if key not in _KERNELS and key not in _SM90_REFUSED:
         try:
-            _KERNELS[key] = DynamicKernel(build(problem))
+            _KERNELS[key] = DynamicKernel(build(problem), device=device)
         except ContractError:  # layout nn, K % 8 != 0, ...: the sm80-class kernel runs it
             _SM90_REFUSED.add(key)
     return _KERNELS.get(key)
@@ -293,12 +293,12 @@ def _kernel(a, N: int, K: int, odt, layout: str, fusion: Fusion, M: int = 1):
     if target == "sm90":
         from .kernels.gemm.problem import GemmProblem
 
-        kernel = _sm90_kernel((*key, "sm90"), GemmProblem(None, N, K, dt, layout, ot, fusion))
+        kernel = _sm90_kernel((*key, "sm90"), GemmProblem(None, N, K, dt, layout, ot, fusion), a.device)
         if kernel is not None and M <= kernel.dynamic.limit:
             return kernel
     check_fp8_target(a, arch, target, M, N)
     if key not in _KERNELS:
-        _KERNELS[key] = DynamicKernel(build_dynamic(N, K, dt, layout, ot, arch, fusion=fusion))
+        _KERNELS[key] = DynamicKernel(build_dynamic(N, K, dt, layout, ot, arch, fusion=fusion), device=a.device)
     return _KERNELS[key]
 
 
@@ -354,8 +354,8 @@ def _key(op: str, options: tuple, *tensors):
 
 
 def _store(key, launch) -> None:
-    if len(_CALLS) >= CALL_CACHE_LIMIT:
-        _CALLS.clear()
+    if len(_CALLS) >= CALL_CACHE_LIMIT:  # the oldest key goes (dicts keep insertion order)
+        del _CALLS[next(iter(_CALLS))]
     _CALLS[key] = launch
 
 
@@ -494,7 +494,7 @@ def _grouped_kernel(x, G: int, N: int, K: int, odt, layout: str, fusion: Fusion)
     key = ("grouped", G, N, K, IN_DTYPES[x.dtype], OUT_DTYPES[odt], layout, fusion, arch, x.device.index)
     if key not in _KERNELS:
         _KERNELS[key] = DynamicKernel(build_grouped(G, N, K, IN_DTYPES[x.dtype], layout, OUT_DTYPES[odt], arch,
-                                                    fusion=fusion))
+                                                    fusion=fusion), device=x.device)
     return _KERNELS[key]
 
 

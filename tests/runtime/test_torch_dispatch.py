@@ -124,3 +124,16 @@ def test_a_tensor_without_strides_takes_the_checked_path_and_its_error(calls):
     tt.gemm(a, b)
     with pytest.raises(ValueError, match="argument 'b'"):
         tt.gemm(a, b.to_sparse())
+
+
+def test_past_the_limit_the_oldest_prepared_launch_goes(calls, monkeypatch):
+    monkeypatch.setattr(tt, "CALL_CACHE_LIMIT", 2)
+    b = torch.zeros(32, 64, **BF)
+    for M in (1, 2, 3):
+        tt.gemm(torch.zeros(M, 64, **BF), b)
+    assert len(tt._CALLS) == 2
+    assert len(calls.checks) == 6
+    tt.gemm(torch.zeros(3, 64, **BF), b)  # the newest: still prepared
+    assert len(calls.checks) == 6
+    tt.gemm(torch.zeros(1, 64, **BF), b)  # the oldest went: checked again
+    assert len(calls.checks) == 8

@@ -236,8 +236,8 @@ class DynamicKernel:
     GEMM's offsets first, ``kernels.sm80.gemm.build_grouped``, whose T is C's rows) and launches on torch's
     current CUDA stream (``Kernel.launch``)."""
 
-    def __init__(self, dynamic, workdir=None):
-        self.dynamic, self.workdir = dynamic, workdir
+    def __init__(self, dynamic, workdir=None, device="cuda"):
+        self.dynamic, self.workdir, self.device = dynamic, workdir, device
         self._loaded: dict = {}
 
     def kernel(self, M: int) -> Kernel:
@@ -245,7 +245,7 @@ class DynamicKernel:
         bucket = self.dynamic.bucket(M)
         if bucket not in self._loaded:
             fn = load_build(self.dynamic.kernel_for(M), f"gemm_dynamic_{bucket.lo}_{bucket.hi}_", self.workdir)
-            self._loaded[bucket] = Kernel(fn, self.dynamic.plan(M))
+            self._loaded[bucket] = Kernel(fn, self.dynamic.plan(M), self.device)
         return self._loaded[bucket]
 
     def launch(self, a, b, c, *inputs) -> None:
@@ -391,8 +391,8 @@ class Kernel:
     them (every launch leaves them zero again; launches that may overlap, on two streams, would
     share them)."""
 
-    def __init__(self, fn, p):
-        self.fn, self.plan = fn, p
+    def __init__(self, fn, p, device="cuda"):
+        self.fn, self.plan, self.device = fn, p, device
         self._extra = None
 
     @property
@@ -414,8 +414,8 @@ class Kernel:
             import tvm_ffi
 
             # uint32 counters: zeroed as int32, then viewed as uint32 (DLPack then says uint32, as main expects)
-            bufs = [torch.zeros(q.shape, dtype=torch.float32, device="cuda") if q.dtype == "float32" else
-                    torch.zeros(q.shape, dtype=torch.int32, device="cuda").view(torch.uint32)
+            bufs = [torch.zeros(q.shape, dtype=torch.float32, device=self.device) if q.dtype == "float32" else
+                    torch.zeros(q.shape, dtype=torch.int32, device=self.device).view(torch.uint32)
                     for q in self.plan.params if q.name in WORKSPACE]
             self._extra = (bufs, tuple(tvm_ffi.from_dlpack(t) for t in bufs))
         return self._extra[1]
