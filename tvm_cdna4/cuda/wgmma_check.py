@@ -5,11 +5,14 @@ it (PTX ISA §9.7.17.7.3: "Accessing the accumulator register ... before the wai
 ``check_accumulators(func)`` walks the kernel as written, in program order: each pattern call is one
 committed wgmma group (its ``wait=`` retires groups at once); ``T.ptx["wgmma.wait_group.sync.aligned"](n)``
 retires all groups but the newest ``n``. Storage is named by its root buffer (``decl_tensor`` views
-of it included). Any other statement that names a buffer of a pending group is a ``ContractError``
-(check ``"accumulator wait"``); another wgmma into the same accumulator is not (the hardware orders
-them). Loops are walked twice (what one iteration leaves pending meets the next), both branches of
-an ``if`` and the state after either is their union. What the walk cannot decide (a wait count that
-is not a constant) is logged as a WARNING and treated as retiring nothing. ``cuda.build`` runs it
+of it included, and views made from a pointer into it, ``p = acc.ptr_to(...)``). Any other statement
+that names a buffer of a pending group is a ``ContractError`` (check ``"accumulator wait"``); another
+wgmma into the same accumulator is not (the hardware orders them). Loops are walked twice (what one
+iteration leaves pending meets the next; a ``while``'s condition is read before each), and the state
+after a loop is the union of its end and of every ``break``'s; both branches of an ``if`` are walked
+(its condition is read first) and the state after either is their union. What the walk cannot decide
+(a wait count that is not a constant, a ``continue`` with a group in flight) is logged as a WARNING
+(a non-constant wait retires nothing). ``cuda.build`` runs it
 on every kernel it compiles.
 """
 
@@ -39,6 +42,7 @@ class _Walk:
         self.alias: dict = {}
         self.groups: list[tuple[int, object, str]] = []  # pending (group, root buffer, call text)
         self.count = 0
+        self.exits: list[list] = []  # the pending groups at each ``break`` of the innermost loop
 
     def root(self, var):
         while var in self.alias:
@@ -53,10 +57,9 @@ class _Walk:
     def bind(self, stmt):
         from tvm_tirx.tirx import is_tensor_var
 
-        if is_tensor_var(stmt.var):
-            sources = [v for v in self.names(stmt.value) if is_tensor_var(v)]
-            if sources:
-                self.alias[stmt.var] = sources[0]
+        sources = [v for v in self.names(stmt.value) if is_tensor_var(v) or v in self.alias]
+        if sources:  # a tensor view, or a pointer into a tensor (``acc.ptr_to(...)``) a view is made from
+            self.alias[stmt.var] = sources[0]
 
     def pending(self):
         return {root: text for _, root, text in self.groups}
@@ -106,15 +109,32 @@ class _Walk:
                 suggestion='T.ptx["wgmma.wait_group.sync.aligned"](0) before reading the accumulator',
                 check="accumulator wait")
 
+    def loop(self, s):
+        """The body twice (constant waits: no new pending group from a third iteration), a while's condition
+        before each; after it the union of the end state and every ``break``'s."""
+        outer, self.exits = self.exits, []
+        for _ in range(2):
+            if isinstance(s, ir.While):
+                self._access(s.condition, s)
+            self.stmt(s.body)
+        for state in self.exits:
+            self.groups = list(dict.fromkeys([*self.groups, *state]))
+        self.exits = outer
+
     def stmt(self, s):
         if isinstance(s, ir.SeqStmt):
             for x in s.seq:
                 self.stmt(x)
         elif isinstance(s, ir.For | ir.While):
-            for _ in range(2):
-                self.stmt(s.body)
+            self.loop(s)
+        elif isinstance(s, ir.Break):  # its groups leave the loop with it (``loop``)
+            self.exits.append(list(self.groups))
+        elif isinstance(s, ir.Continue):
+            if self.groups:
+                logger.warning("wgmma accumulator check: cannot decide: a continue with a wgmma group in flight "
+                               "(%s); the check follows the loop's end only", self.groups[-1][2])
         elif isinstance(s, ir.If):
-            self._access(s.cond, s)
+            self._access(s.condition, s)
             before = list(self.groups)
             self.stmt(s.then_case)
             after_then, self.groups = self.groups, before

@@ -300,7 +300,7 @@ def lower(form: Form, args, params, sctx):
     scale_d = T.Or(ctx.repeat[2] != 0, scale_d)
     trans = [] if ka.atype in W.FP8 else (
         ([] if rs else [int(values["a_major"] == "mn")]) + [int(values["b_major"] == "mn")])
-    imms = [] if ka.atype in W.FP8 and False else [values["scale_a"], values["scale_b"]]
+    imms = [values["scale_a"], values["scale_b"]]
     mma = _ptx(str(form), *dregs, *a_operand, b_desc, scale_d, *imms, *trans)
     bindings, ctx.bindings = ctx.bindings, []
     issue = ctx.finish([mma])

@@ -126,6 +126,13 @@ def _alignment(ctx, smem, swizzle):
         raise _fail(ctx, smem.name, "the atom's start address must be 16-byte aligned (the descriptor addresses "
                     "16-byte units)", check="alignment", expected="a start offset multiple of 16 bytes",
                     found=f"bit offset {ctx.analyzer.simplify(_pre_swizzle(smem, (0, 0)) * smem.bits)}")
+    if swizzle:  # the descriptor's base offset is 0: the start lies in the first 128-byte row of a swizzle period
+        bits = ctx.analyzer.simplify(_pre_swizzle(smem, (0, 0)) * smem.bits)
+        if not ctx.analyzer.can_prove(bits % (period * 8) < 128 * 8):
+            raise _fail(ctx, smem.name, f"a swizzled operand starts in the first 128-byte row of a swizzle period "
+                        f"({period} bytes: the descriptor's base offset is 0; PTX ISA Matrix Descriptor)",
+                        check="alignment", expected=f"a start byte offset % {period} < 128",
+                        found=f"byte offset {ctx.analyzer.simplify(bits // 8)}")
 
 
 def descriptor(ctx, smem, major: str, atom: tuple[int, int]):
