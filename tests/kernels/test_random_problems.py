@@ -206,15 +206,10 @@ def test_the_benchmark_counts_each_outcome_per_family_and_target(capsys):
     assert "| attention | gfx950 | 1 | 0 | 0 | 0 | 1 | 0 | 0 | 0 |" in out and "- internal_error attention gfx950: KeyError" in out
 
 
-@pytest.mark.xfail(strict=True, reason="the CUDA emulator runs both consumer warpgroups in one lockstep task: the "
-                   "ping-pong schedule's bar.sync waits on the other warpgroup's later bar.arrive (a false deadlock)")
 def test_an_sm90_pingpong_plan_of_two_tiles_per_cta_validates_in_the_emulator():
-    from tvm_cdna4.emulator.errors import EmulationError
     from tvm_cdna4.kernels.sm90.gemm_plan import Sm90Config
 
     problem = GemmProblem(64, 128, 128, "f16", "nt")
-    try:  # 2 tiles on 1 CTA: consumer 1's tile waits for consumer 0's mainloop
-        assert gemm.validate(problem, "sm90", Sm90Config(64, 64, 3, 2, ctas=1, schedule="pingpong")).ok
-    except EmulationError as err:
-        assert "deadlock on barrier 4" in str(err)
-        raise
+    # 2 tiles on 1 CTA: consumer 1's tile waits (bar.sync) for consumer 0's mainloop (its later bar.arrive)
+    v = gemm.validate(problem, "sm90", Sm90Config(64, 64, 3, 2, ctas=1, schedule="pingpong"))
+    assert v.ok and v.ratio <= 1.0

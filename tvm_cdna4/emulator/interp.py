@@ -163,6 +163,12 @@ class Env:
     def __init__(self, n: int):
         self.values = [None] * n
 
+    def copy(self) -> Env:
+        """Another run's slots, bound as these are now (a warpgroup's task: ``emulator.tasks``)."""
+        out = Env(0)
+        out.values = list(self.values)
+        return out
+
 
 class Compiler:
     def __init__(self, machine, calls):
@@ -294,12 +300,13 @@ class Compiler:
         return run
 
     def s_If(self, node):
-        from .tasks import Tasks, forks
+        from .tasks import Tasks, branch_tasks, forks, splits
 
         cond = self.expr(node.condition)
         then = self.stmt(node.then_case)
         other = self.stmt(node.else_case) if node.else_case is not None else None
         fork = self.tasks and forks(node)  # warp-specialized branches: emulator.tasks
+        split = fork and (splits(node.then_case), splits(node.else_case))
         machine = self.machine
 
         def run(env, mask):
@@ -312,7 +319,7 @@ class Compiler:
                 return
             m, n = _mand(mask, c), _mand(mask, ~c)
             if fork and _any(m) and _any(n) and machine.state_of("tasks", Tasks).forking():
-                machine.state["tasks"].fork([lambda: then(env, m), lambda: other(env, n)])
+                machine.state["tasks"].fork(branch_tasks(machine, env, [(then, m, split[0]), (other, n, split[1])]))
                 return
             if _any(m):
                 then(env, m)

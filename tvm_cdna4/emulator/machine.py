@@ -200,9 +200,10 @@ class NamedBarrier:
     after every arrived wave's accesses made before its arrival, and the barrier starts a new phase.
 
     The emulator runs all warps in lockstep, in program order, so a ``bar.sync`` must be completed by
-    arrivals made before it or by the same instruction: otherwise its warps would run on unordered,
-    and it is reported as a deadlock (on hardware it is one unless another warp's arrive comes later
-    in program order, which the emulator cannot model: put the arriving code first)."""
+    arrivals made before it or by the same instruction, or, inside a warp-specialized branch
+    (``emulator.tasks``), by another task's later arrival: its warps wait (the task hands the run
+    over) until the phase completes, and are ordered then. A wait no arrival can complete is reported
+    as a deadlock."""
 
     def __init__(self, machine, bid: int):
         g, W = len(machine.groups), machine.waves_per_group
@@ -211,6 +212,8 @@ class NamedBarrier:
         self.arrived = np.zeros(g, np.int64)
         self.arrivers = np.zeros((g, W), bool)
         self.join = np.zeros((g, W), np.int64)  # max of the arrived waves' clocks at arrival
+        self.phase = np.zeros(g, np.int64)  # phases completed
+        self.waiting = np.zeros((g, W), bool)  # waves of a bar.sync blocked on the phase (emulator.tasks)
 
     def arrive(self, warps: np.ndarray, count: np.ndarray, wait: bool, where: str) -> None:
         """``warps`` (g, W) bool: the waves arriving now, ``count`` (g,) their ``b`` operand; ``wait``
@@ -218,6 +221,7 @@ class NamedBarrier:
         phase's, overshoots, or (``wait``) leaves the phase incomplete: a deadlock."""
         m = self.machine
         groups = np.flatnonzero(warps.any(axis=1))
+        pending = []  # (workgroup, phase, waves) of a bar.sync whose phase is incomplete
         for g in groups:
             self._check_count(g, int(count[g]), where)
             ws = np.flatnonzero(warps[g])
@@ -233,6 +237,15 @@ class NamedBarrier:
             if self.arrived[g] == self.count[g]:
                 self._complete(g, ws if wait else ws[:0])
             elif wait:
+                self.waiting[g, ws] = True
+                pending.append((g, int(self.phase[g]), ws))
+        tasks = m.state.get("tasks")
+        if tasks is not None:
+            tasks.progressed()
+        for g, phase, ws in pending:  # another task's later arrival may complete it (emulator.tasks)
+            while self.phase[g] == phase and tasks is not None and tasks.block():
+                pass
+            if self.phase[g] == phase:
                 raise EmulationError(self._deadlock(g, ws), where, int(m.groups[g]), int(ws[0]), None)
 
     def _check_count(self, g: int, count: int, where: str) -> None:
@@ -247,12 +260,15 @@ class NamedBarrier:
         self.count[g] = count
 
     def _complete(self, g: int, waiters: np.ndarray) -> None:
-        """The phase completes; ``waiters`` (the warps of the completing ``bar.sync``: an earlier one
-        would have been a deadlock) are ordered after the arrived waves."""
+        """The phase completes; ``waiters`` (the warps of the completing ``bar.sync``) and the waves of an
+        earlier ``bar.sync`` blocked on it (another task's: ``emulator.tasks``) are ordered after the
+        arrived waves."""
         m = self.machine
+        waiters = np.union1d(waiters, np.flatnonzero(self.waiting[g])).astype(np.int64)
         m.seen[g, waiters] = np.maximum(m.seen[g, waiters], self.join[g][None, :])
         self.count[g] = self.arrived[g] = 0
-        self.arrivers[g] = False
+        self.phase[g] += 1
+        self.arrivers[g] = self.waiting[g] = False
         self.join[g] = 0
 
     def _deadlock(self, g: int, waiting) -> str:

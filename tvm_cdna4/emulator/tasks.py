@@ -12,6 +12,13 @@ tried again once an mbarrier has changed (an arrival, a transaction, a landed co
 When neither task can go on (each waits, and no barrier changed since it last tried), the wait is the
 deadlock error it always was. The branches of a nested ``if`` run in the task's lockstep.
 
+A branch with a named-barrier ``bar.arrive`` (``SPLITS``: warps that signal others which ``bar.sync``
+later, as the ping-pong schedule's two consumer warpgroups order their mainloops) runs as one task per
+warpgroup of its threads (:func:`branch_tasks`), each with its own variables: in one lockstep a
+warpgroup's ``bar.sync`` would come before the other's ``bar.arrive`` later in program order. A
+``bar.sync`` whose phase is incomplete hands the run over as an mbarrier wait does
+(:class:`~.machine.NamedBarrier`); an arrival counts as progress.
+
 A task is a Python thread that runs only while it holds the baton (the scheduler passes it; one thread
 runs at a time, so the emulated machine's state needs no lock). An error in a task ends both and is
 raised by ``emulate``'s thread.
@@ -21,8 +28,15 @@ from __future__ import annotations
 
 import threading
 
+import numpy as np
+
+from ..isa.hopper_layout import WARPGROUP_THREADS
+
 WAITS = ("tirx.cuda.mbarrier_wait",)
 """The blocking waits a forked branch may hand the run over at."""
+
+SPLITS = ("tirx.ptx.bar_arrive", "tirx.ptx.barrier_arrive")
+"""The calls that make a forked branch run as one task per warpgroup (module docstring)."""
 
 
 class _Abort(BaseException):
@@ -133,20 +147,43 @@ class Tasks:
                 nxt.go.set()
 
 
-def forks(node) -> bool:
-    """Whether an ``if`` statement's branches are run as tasks when its threads diverge: both present,
-    and a blocking mbarrier wait in either."""
-    if node.else_case is None:
-        return False
+def _calls(stmt, names) -> bool:
+    """Whether ``stmt`` calls one of ``names``."""
     import tvm_ffi
     from tvm_tirx import ir
 
     found = []
 
     def visit(call):
-        if getattr(call.op, "name", None) in WAITS:
+        if getattr(call.op, "name", None) in names:
             found.append(call)
 
-    tvm_ffi.structural_walk(node.then_case, [(ir.Call, visit)])
-    tvm_ffi.structural_walk(node.else_case, [(ir.Call, visit)])
+    tvm_ffi.structural_walk(stmt, [(ir.Call, visit)])
     return bool(found)
+
+
+def forks(node) -> bool:
+    """Whether an ``if`` statement's branches are run as tasks when its threads diverge: both present,
+    and a blocking mbarrier wait in either."""
+    if node.else_case is None:
+        return False
+    return _calls(node.then_case, WAITS) or _calls(node.else_case, WAITS)
+
+
+def splits(stmt) -> bool:
+    """Whether a forked branch runs as one task per warpgroup (a named-barrier arrive in it: ``SPLITS``)."""
+    return _calls(stmt, SPLITS)
+
+
+def branch_tasks(machine, env, branches) -> list:
+    """The tasks (callables) of a fork's ``branches``, (run, mask, split) each: ``run(env, mask)``, or,
+    ``split``, one ``run`` per warpgroup of the mask's threads, on a copy of ``env`` each."""
+    out = []
+    for run, mask, split in branches:
+        if not split:
+            out.append(lambda run=run, mask=mask: run(env, mask))
+            continue
+        wg = machine.tid // WARPGROUP_THREADS
+        for k in np.unique(wg[mask]):
+            out.append(lambda run=run, sub=mask & (wg == k), own=env.copy(): run(own, sub))
+    return out

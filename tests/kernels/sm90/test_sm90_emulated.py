@@ -30,6 +30,8 @@ EMULATOR = "the CUDA emulator (no GPU runner)"
      Sm90Config(128, 64, 2, 2, epilogue="tma")),
     # odd N: C stored one element at a time
     (GemmProblem(20, 41, 64, "bf16", "nt", "f32"), Sm90Config(64, 64, 2, 1)),
+    # ping-pong: one CTA, three tiles alternating between the consumers (named barriers 3 and 4 order them)
+    (GemmProblem(40, 150, 128, "bf16", "nt", "f32"), Sm90Config(64, 64, 2, 2, ctas=1, schedule="pingpong")),
 ])
 def test_the_emulator_validates_sm90_plans(problem, config):
     v = gemm.validate(problem, "sm90", config)
