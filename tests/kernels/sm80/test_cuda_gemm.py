@@ -341,8 +341,8 @@ def test_primfunc_is_returned():
 @pytest.mark.skipif(HAVE_GPU, reason="checks the no-GPU message")
 def test_cli_without_gpu_exits_nonzero_with_message(gemm_cli):
     # --bench needs the GPU; --validate runs small problems in the CUDA emulator and refuses the rest
-    for flag, M in (("--bench", 64), ("--validate", 4096)):
-        r = gemm_cli("--target", "sm80", "--dtype", "f16", "--layout", "nt", "-M", str(M), "-N", "4096", "-K", "4096", flag)
+    for flag, M in (("--bench", 64), ("--validate", 256)):  # 256^3 is past the emulator's EMULATED_MACS
+        r = gemm_cli("--target", "sm80", "--dtype", "f16", "--layout", "nt", "-M", str(M), "-N", "256", "-K", "256", flag)
         assert r.returncode == 2 and "Traceback" not in r.stderr
         assert r.stderr.startswith("error: ") and "needs an NVIDIA GPU" in r.stderr
 
