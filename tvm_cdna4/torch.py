@@ -353,6 +353,11 @@ def _key(op: str, options: tuple, *tensors):
     return None if _UNCACHED in key else key
 
 
+def _prepared(key):
+    """The prepared launch of ``key`` (one dict lookup), None where there is none or no key."""
+    return None if key is None else _CALLS.get(key)
+
+
 def _store(key, launch) -> None:
     if len(_CALLS) >= CALL_CACHE_LIMIT:  # the oldest key goes (dicts keep insertion order)
         del _CALLS[next(iter(_CALLS))]
@@ -444,8 +449,9 @@ def gemm(a, b, *, layout: str = "nt", out_dtype=None, bias=None, activation=None
     """``epilogue(a @ op(b))`` on CUDA tensors (the module docstring): a new tensor, or ``out`` filled."""
     fused = (bias, residual, row_scale, col_scale)
     key = _key("gemm", (layout, out_dtype, activation), a, b, out, *fused)
-    if key is not None and key in _CALLS:
-        y = _CALLS[key](a, b, out, fused)
+    launch = _prepared(key)
+    if launch is not None:
+        y = launch(a, b, out, fused)
         if y is not None:
             return y
     M, N, K, odt = check_arguments(a, b, layout, out_dtype, bias, activation, residual, row_scale, col_scale, out)
@@ -549,8 +555,9 @@ def grouped_gemm(x, w, offsets, *, layout: str = "nt", out_dtype=None, bias=None
     """The grouped GEMM on CUDA tensors (the module docstring): a new [T, N] tensor, or ``out`` filled."""
     fused = (bias, residual, row_scale, col_scale)
     key = _key("grouped_gemm", (layout, out_dtype, activation), x, w, out, offsets, *fused)
-    if key is not None and key in _CALLS:
-        y = _CALLS[key](x, w, out, (offsets, *fused))
+    launch = _prepared(key)
+    if launch is not None:
+        y = launch(x, w, out, (offsets, *fused))
         if y is not None:
             return y
     T, G, N, K, odt = check_grouped_arguments(x, w, offsets, layout, out_dtype, bias, activation, residual, row_scale,
@@ -663,8 +670,9 @@ def attention(q, k, v, *, causal: bool = False, scale=None, return_lse: bool = F
         except (TypeError, ValueError):
             _fail("scale", "the softmax scale", "a positive finite float or None", repr(scale), "attention")
     key = _key("attention", (causal, scale), q, k, v)
-    if key is not None and key in _CALLS:
-        pair = _CALLS[key](q, k, v, ())
+    launch = _prepared(key)
+    if launch is not None:
+        pair = launch(q, k, v, ())
         if pair is not None:
             return pair if return_lse else pair[0]
     o, lse = torch.ops.tvm_cdna4.attention(q, k, v, causal, scale)
