@@ -204,29 +204,13 @@ def check(kernel, p, shape, log):
 
 
 def timed(fn_for_set, sets, replays=20):
-    """Median seconds of one launch: a CUDA graph of one launch per set, replayed."""
+    """Median seconds of one launch: a CUDA graph of one launch per set, replayed
+    (``torch_gemm._graph_seconds``)."""
     import torch
 
-    for i in range(sets):
-        fn_for_set(i)
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    stream = torch.cuda.Stream()
-    with torch.cuda.stream(stream):
-        with torch.cuda.graph(graph, stream=stream):
-            for i in range(sets):
-                fn_for_set(i)
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(replays):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end) / 1e3 / sets)
-    times.sort()
-    return times[len(times) // 2]
+    from torch_gemm import _graph_seconds
+
+    return _graph_seconds(torch, [lambda i=i: fn_for_set(i) for i in range(sets)], replays)
 
 
 def bench(kernel, shape):

@@ -34,7 +34,7 @@ for path in (ROOT, HERE):
     if path not in sys.path:
         sys.path.append(path)  # after PYTHONPATH: a package given there is the one measured
 
-from torch_gemm import DENSE_BF16_FLOPS, _graph_seconds, read_rate  # noqa: E402
+from torch_gemm import DENSE_BF16_FLOPS, _graph_seconds, by_m, read_rate  # noqa: E402
 
 LLAMA3_8B = (("qkv", 6144, 4096), ("o", 4096, 4096), ("gate_up", 28672, 4096), ("down", 4096, 14336))
 """(name, N, K) of Llama-3-8B's projections (Hugging Face config.json: hidden 4096, 32 heads, 8 kv heads of
@@ -114,11 +114,7 @@ def table(rows) -> list[str]:
                    f"{r['torch_graph_us']:.1f} | {r['speedup']:.2f}x | {r['ours_tflops']:.0f} | {r['torch_tflops']:.0f} | "
                    f"{100 * r['ours_roofline']:.0f} | {'yes' if r['ours_ok'] and r['torch_ok'] else 'NO'} "
                    f"({r['ours_err']:.1e}, {r['torch_err']:.1e}) |")
-    out += ["", "| M | geo-mean ours/_scaled_mm | min | max |", "|---|---|---|---|"]
-    for M in sorted({r["M"] for r in rows}):
-        s = [r["speedup"] for r in rows if r["M"] == M]
-        out.append(f"| {M} | {math.prod(s) ** (1 / len(s)):.2f}x | {min(s):.2f}x | {max(s):.2f}x |")
-    return out
+    return out + ["", *by_m(rows, "speedup", "ours/_scaled_mm")]
 
 
 def main(argv=None) -> int:

@@ -183,12 +183,22 @@ def table(rows) -> list[str]:
                    f"{r['torch_graph_us']:.1f} | {r['speedup_graph']:.2f}x | {100 * r['ours_roofline']:.0f} | "
                    f"{100 * r['torch_roofline']:.0f} | {r['ours_eager_us']:.1f} | {r['torch_eager_us']:.1f} | "
                    f"{'yes' if r['ours_ok'] and r['torch_ok'] else 'NO'} |")
-    out += ["", "| M | geo-mean ours/cuBLAS (graph) | min | max | eager geo-mean |", "|---|---|---|---|---|"]
+    return out + ["", *by_m(rows, "speedup_graph", "ours/cuBLAS (graph)", eager="speedup_eager")]
+
+
+def geomean(values) -> float:
+    values = list(values)
+    return math.prod(values) ** (1 / len(values))
+
+
+def by_m(rows, key: str, title: str, eager: str | None = None) -> list[str]:
+    """The per-M summary of ``rows``' ``key`` ratios: geo-mean, min, max (and ``eager``'s geo-mean)."""
+    out = [f"| M | geo-mean {title} | min | max |" + (" eager geo-mean |" if eager else ""),
+           "|---|---|---|---|" + ("---|" if eager else "")]
     for M in sorted({r["M"] for r in rows}):
-        s = [r["speedup_graph"] for r in rows if r["M"] == M]
-        e = [r["speedup_eager"] for r in rows if r["M"] == M]
-        out.append(f"| {M} | {math.prod(s) ** (1 / len(s)):.2f}x | {min(s):.2f}x | {max(s):.2f}x | "
-                   f"{math.prod(e) ** (1 / len(e)):.2f}x |")
+        s = [r[key] for r in rows if r["M"] == M]
+        out.append(f"| {M} | {geomean(s):.2f}x | {min(s):.2f}x | {max(s):.2f}x |"
+                   + (f" {geomean(r[eager] for r in rows if r['M'] == M):.2f}x |" if eager else ""))
     return out
 
 
