@@ -187,5 +187,37 @@ def choose_config(M: int, N: int, K: int, out_bytes: int, device, dtype: str = "
     return ranked(M, N, K, out_bytes, device, dtype)[0][1]
 
 
-__all__ = ["CANDIDATES", "MIN_SLICE_TILES", "SPLITS", "STAGED_EPILOGUE", "STORE_EFFICIENCY", "TENSOR_EFFICIENCY", "TENSOR_RATE", "Estimate", "choose_config",
-           "deepest", "efficiency", "epilogues", "estimate", "ranked", "reduction", "splits"]
+RANGE_SAMPLES = 5
+"""The M values ``choose_for_range`` weighs a range of M at: its ends and the points between them spaced
+evenly on a log scale."""
+
+
+def range_samples(lo: int, hi: int) -> tuple[int, ...]:
+    """``RANGE_SAMPLES`` values of M from ``lo`` to ``hi`` (both included), evenly spaced on a log scale."""
+    steps = RANGE_SAMPLES - 1
+    return tuple(sorted({lo, hi, *(round(lo * (hi / lo) ** (i / steps)) for i in range(1, steps))}))
+
+
+def choose_for_range(lo: int, hi: int, N: int, K: int, out_bytes: int, device, dtype: str = "bf16") -> Sm90Config:
+    """The config one kernel serving every M in ``lo..hi`` runs (a dynamic-M bucket): the one whose worst
+    loss against the best config of each M (its estimate over the best estimate, at ``range_samples``) is
+    least: the minimax regret over the range, so that no M of the range pays much for sharing the kernel
+    (the choice at the range's largest M alone leaves the smaller M with too many idle SMs or a second wave:
+    by the model up to 2.5x slower at M = 257 of a 257..1024 bucket). The candidates are every config
+    ``ranked`` weighs at a sample; a K split must keep its workspace's offsets 32-bit at ``hi``
+    (``splits``). Ties: the better estimate at ``hi``."""
+    samples = range_samples(lo, hi)
+    rankings = {m: ranked(m, N, K, out_bytes, device, dtype) for m in samples}
+    allowed = set(splits(hi, N, K, dtype))
+    configs = {cfg: None for r in rankings.values() for _, cfg in r if cfg.split_k in allowed}
+
+    def regret(cfg: Sm90Config) -> tuple[float, float]:
+        worst = max(estimate(cfg, m, N, K, out_bytes, device, dtype).total / rankings[m][0][0] for m in samples)
+        return round(worst, 9), estimate(cfg, hi, N, K, out_bytes, device, dtype).total
+
+    return min(configs, key=regret)
+
+
+__all__ = ["CANDIDATES", "MIN_SLICE_TILES", "RANGE_SAMPLES", "SPLITS", "STAGED_EPILOGUE", "STORE_EFFICIENCY", "TENSOR_EFFICIENCY",
+           "TENSOR_RATE", "Estimate", "choose_config", "choose_for_range", "deepest", "efficiency", "epilogues", "estimate",
+           "range_samples", "ranked", "reduction", "splits"]

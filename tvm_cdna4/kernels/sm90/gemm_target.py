@@ -14,7 +14,7 @@ plan fills), ``arch`` (build: default ``sm_90a``, the arch wgmma and ``setmaxnre
 ``compiler`` (``"nvcc"`` / ``"nvrtc"``, None: TIRx's), ``cache``.
 
 Dynamic M (``GemmProblem(None, N, K, ...)``): ``build`` returns the ``DynamicGemm`` of ``gemm_dynamic`` (one
-kernel per bucket of M, each the cost model's plan at the bucket's representative M, the bucket 1..16 the
+kernel per bucket of M, each the cost model's plan over the bucket's range of M, the bucket 1..16 the
 decode kernel's while ``DECODE_KEEPS``); ``plan(problem, m=...)`` / ``choose`` give the plan of ``m``'s
 bucket; a config is refused (every bucket is the cost model's).
 
@@ -233,7 +233,8 @@ def replace_config(cfg: Sm90Config, **updates) -> Sm90Config:
 
 def summary(p, sms: int | None = None) -> dict:
     """A plan as ``--emit config``'s JSON object: the problem, the config, the launch, the estimate (the
-    decode kernel's plan: sm80's summary of it)."""
+    decode kernel's plan: sm80's summary of it). A dynamic-M plan's estimate is at the largest M its bucket's
+    plan was weighed at (``planned_at_m``; ``planned_over_m``: ``gemm_dynamic.planned_range``)."""
     import attrs
 
     device = _device(sms)
@@ -243,11 +244,15 @@ def summary(p, sms: int | None = None) -> dict:
         return summary_sm80(p, device.units)
     from ..common import extent_record
     from ..sm80.gemm_plan import bucket_summary
+    from .gemm_dynamic import planned_range
 
-    m = p.M if p.dynamic_m is None else p.dynamic_m.representative
+    m, bucket = p.M, {}
+    if p.dynamic_m is not None:
+        lo, m = planned_range(p.dynamic_m)
+        bucket = {**bucket_summary(p.dynamic_m), "planned_at_m": m, "planned_over_m": [lo, m]}
     est = gemm_cost.estimate(p.config, m, p.N, p.K, _out_bytes(p.out_dtype), device, p.dtype)
     return {"target": "sm90", "kernel": "tma-wgmma-warp-specialized", "M": extent_record(p.M),
-            **bucket_summary(p.dynamic_m), "N": p.N, "K": p.K,
+            **bucket, "N": p.N, "K": p.K,
             "dtype": p.dtype, "layout": p.layout, "out_dtype": p.out_dtype, "config": attrs.asdict(p.config),
             "tiles": [extent_record(p.tiles_m), p.tiles_n], "k_tiles": p.k_tiles, "grid": extent_record(p.ctas), "threads": p.config.threads,
             "smem_bytes": p.smem_bytes, "split_k": p.config.split_k, "fusion": {**p.fusion.as_dict(), "steps": p.fusion.describe()},
