@@ -18,6 +18,11 @@ kernel per bucket of M, each the cost model's plan at the bucket's representativ
 decode kernel's while ``DECODE_KEEPS``); ``plan(problem, m=...)`` / ``choose`` give the plan of ``m``'s
 bucket; a config is refused (every bucket is the cost model's).
 
+Grouped (``GemmProblem(None, N, K, ..., groups=G)``): ``build`` returns the ``GroupedGemm`` of ``_grouped``
+(``grouped_plan.plan_bucket`` per bucket of rows per group: the sm80 grouped kernel's plan up to
+``grouped_plan.DECODE_ROWS`` rows per group, the sm90 grouped kernel's above; an ``Sm90Config``: that tiling for
+every bucket); ``plan(problem, m=T)`` the plan of T's bucket.
+
 ``execute`` runs a plan through a GPU runner (``runtime.cuda.run_gemm``), else in the CUDA emulator
 (``emulate(..., target="sm90")``: TMA, wgmma, mbarriers, the warp-specialized branches as tasks; at most
 sm80's ``EMULATED_MACS`` multiply-adds), so ``gemm.validate(problem, "sm90")`` runs without a GPU.
