@@ -178,7 +178,8 @@ def test_the_plan_is_a_frozen_record_whose_json_is_the_summary():
     (GemmProblem(8, 64, 64, "bf16", "nt", "i32"), "out_dtype", "dtype"),
     (GemmProblem(None, 64, 64, "bf16", "nn"), "layout", "layout"),  # dynamic M: the same refusals
     (GemmProblem(None, 64, 60, "bf16", "nt"), "K", "alignment"),
-    (GemmProblem(None, 64, 64, "bf16", "nt", groups=4), "M", "shape"),
+    (GemmProblem(None, 64, 64, "fp8", "nt", "bf16", groups=4), "dtype", "dtype"),  # grouped: f16 / bf16 only
+    (GemmProblem(None, 64, 64, "bf16", "nn", groups=4), "layout", "layout"),
     (bf16(65536, 32768, 64), "C", "shape"),                           # 2^31 elements: int32 offsets
 ])
 def test_a_problem_sm90_does_not_run_is_refused_naming_the_operand(problem, operand, check):

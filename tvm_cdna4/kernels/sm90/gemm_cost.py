@@ -49,9 +49,11 @@ shared memory (at most ``MAX_STAGES``).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from ..common import ceil_div
+from ..gemm.grouped import expected_row_tiles
 from .gemm_plan import BARRIER_BYTES, BLOCK_K, ELEMENT_BYTES, INT32_ELEMENTS, WGMMA_K, WGMMA_M, Sm90Config, block_k
 
 TENSOR_FLOPS_PER_CLK = 4096
@@ -135,8 +137,10 @@ def efficiency(cfg: Sm90Config, bytes_per: int = 2) -> float:
     return share * (ONE_CONSUMER if cfg.consumers == 1 else 1.0)
 
 
-def estimate(cfg: Sm90Config, M: int, N: int, K: int, out_bytes: int, device, dtype: str = "bf16") -> Estimate:
-    """The estimate of ``cfg`` on (M, N, K) of ``dtype`` inputs on ``device`` (a ``devices.DeviceSpec``)."""
+def estimate(cfg: Sm90Config, M: int, N: int, K: int, out_bytes: int, device, dtype: str = "bf16",
+             groups: int = 1) -> Estimate:
+    """The estimate of ``cfg`` on (M, N, K) of ``dtype`` inputs on ``device`` (a ``devices.DeviceSpec``);
+    ``groups`` > 1: a grouped GEMM's (``grouped_estimate``), whose weights ``groups N K`` are read once each."""
     tiles = ceil_div(M, cfg.block_m) * ceil_div(N, cfg.block_n)
     ctas = min(tiles * cfg.split_k, cfg.ctas or device.units)
     per_cta = ceil_div(tiles * cfg.split_k, ctas)  # work units (tiles without a split)
@@ -144,8 +148,8 @@ def estimate(cfg: Sm90Config, M: int, N: int, K: int, out_bytes: int, device, dt
     bytes_per, bk = ELEMENT_BYTES[dtype], block_k(dtype)
     k = ceil_div(ceil_div(K, bk), cfg.split_k) * bk
     flops_per_clk = TENSOR_FLOPS_PER_CLK * TENSOR_RATE[dtype]
-    tile_s = (cfg.block_m * cfg.block_n * k * 2 / (flops_per_clk * efficiency(cfg))) / device.clock_hz
-    moved = (M * K + N * K) * bytes_per + M * N * out_bytes
+    tile_s = cfg.block_m * cfg.block_n * k * 2 / (flops_per_clk * device.clock_hz * efficiency(cfg))
+    moved = (M * K + groups * N * K) * bytes_per + M * N * out_bytes
     cta_bytes = per_cta * ((cfg.block_m + cfg.block_n) * k * bytes_per + cfg.block_m * cfg.block_n * out_bytes)
     memory = max(moved / (device.hbm_bytes_s * HBM_EFFICIENCY), cta_bytes / (SM_BYTES_PER_CLK * device.clock_hz))
     fill = cfg.stage_bytes() * ctas / device.hbm_bytes_s
@@ -201,6 +205,27 @@ def ranked(M: int, N: int, K: int, out_bytes: int, device, dtype: str = "bf16") 
     return [(t, cfg) for t, _, _, cfg in out]
 
 
+def grouped_estimate(cfg: Sm90Config, rows: int, groups: int, N: int, K: int, out_bytes: int, device,
+                     dtype: str = "bf16") -> Estimate:
+    """A grouped GEMM's estimate (``kernels.sm90.grouped_plan``): ``estimate`` of the row tiles ``groups`` groups
+    of ``rows`` rows fill (``kernels.gemm.grouped.expected_row_tiles`` each: a group's last tile is half empty on
+    average), every group's weights read once."""
+    tiles = math.ceil(groups * expected_row_tiles(rows, cfg.block_m))
+    return estimate(cfg, tiles * cfg.block_m, N, K, out_bytes, device, dtype, groups)
+
+
+def choose_grouped(rows: int, groups: int, N: int, K: int, out_bytes: int, device, dtype: str = "bf16") -> Sm90Config:
+    """The grouped kernel's tile at ``rows`` rows per group: the ``CANDIDATES`` with the deepest ring, the
+    ``registers`` epilogue, no K split (``grouped_plan.check_grouped_config``), the least ``grouped_estimate``
+    (ties: the larger tile)."""
+    k_tiles = ceil_div(K, block_k(dtype))
+    ranked_ = []
+    for bm, bn, consumers in CANDIDATES:
+        cfg = Sm90Config(bm, bn, deepest(bm, bn, consumers, device.smem_per_unit, k_tiles), consumers)
+        ranked_.append((grouped_estimate(cfg, rows, groups, N, K, out_bytes, device, dtype).total, -bm * bn, cfg))
+    return min(ranked_, key=lambda x: x[:2])[2]
+
+
 def choose_config(M: int, N: int, K: int, out_bytes: int, device, dtype: str = "bf16") -> Sm90Config:
     """The cost model's choice for (M, N, K) of ``dtype`` inputs on ``device``."""
     return ranked(M, N, K, out_bytes, device, dtype)[0][1]
@@ -238,5 +263,5 @@ def choose_for_range(lo: int, hi: int, N: int, K: int, out_bytes: int, device, d
 
 
 __all__ = ["CANDIDATES", "MIN_SLICE_TILES", "RANGE_SAMPLES", "SPLITS", "STAGED_EPILOGUE", "STORE_EFFICIENCY", "TENSOR_EFFICIENCY",
-           "TENSOR_RATE", "Estimate", "choose_config", "choose_for_range", "deepest", "efficiency", "epilogues", "estimate",
+           "TENSOR_RATE", "Estimate", "choose_config", "choose_for_range", "choose_grouped", "grouped_estimate", "deepest", "efficiency", "epilogues", "estimate",
            "range_samples", "ranked", "reduction", "splits"]
