@@ -39,7 +39,7 @@ def add_attention_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--target", default="gfx950", choices=TARGETS, help="gfx950 (CDNA4) or sm80 (CUDA)")
     p.add_argument("--dtype", default="bf16", choices=DTYPES,
                    help="Q, K, V dtype; fp8: OCP e4m3 with per-tensor f32 scales, bf16 O (gfx950)")
-    p.add_argument("--batch", type=positive_int, default=1, help="batch size B")
+    p.add_argument("--batch", type=positive_int, default=Default(1), help="batch size B")
     p.add_argument("--heads", type=positive_int, default=1, help="query heads H")
     p.add_argument("--kv-heads", type=positive_int, help="K/V heads (GQA: divides H; default: H)")
     p.add_argument("--seq", type=positive_int, required=True, help="query sequence length (required)")
