@@ -97,15 +97,17 @@ def check_paged_arguments(q, k_cache, v_cache, block_table, context_lens, scale,
 
 
 _KERNELS: dict = {}
+HOOKS: dict = {}
+"""``tvm_cdna4.torch``'s dispatch helpers (``_key``, ``_prepared``, ``_store``, ``_ready``, ``_arch``), set by it
+on import (this module sits below it: no import back)."""
 
 
 def _kernels(q, problem):
     """The cached (main, merge) of the problem on q's device."""
     from .runtime.cuda import load_build
     from .kernels.sm80.paged_target import build, plan
-    from .torch import _arch
 
-    arch = _arch(q)
+    arch = HOOKS["_arch"](q)
     key = (problem, arch, q.device.index)
     if key not in _KERNELS:
         with torch.cuda.device(q.device):
@@ -147,8 +149,7 @@ def _paged_fake(q, k_cache, v_cache, block_table, context_lens, scale, k_scale, 
 def paged_attention(q, k_cache, v_cache, block_table, context_lens, *, scale=None, k_scale=None, v_scale=None,
                     return_lse: bool = False):
     """Paged decode attention (the module docstring): ``O``, or ``(O, LSE)`` with ``return_lse``."""
-    from .torch import _key, _prepared, _store
-
+    _key, _prepared, _store = HOOKS["_key"], HOOKS["_prepared"], HOOKS["_store"]
     if scale is not None:
         try:
             scale = float(scale)
@@ -170,9 +171,7 @@ def paged_attention(q, k_cache, v_cache, block_table, context_lens, *, scale=Non
 
 
 def _aligned(tensors) -> bool:
-    from .torch import _ready
-
-    return _ready([t for t in tensors if t is not None])
+    return HOOKS["_ready"]([t for t in tensors if t is not None])
 
 
 def run_paged_attention(problem, arrays):

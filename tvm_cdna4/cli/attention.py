@@ -156,7 +156,7 @@ def run_attention(args) -> int:
     if args.kv_cache == "paged":
         from .attention_paged import run_paged
 
-        return run_paged(args)
+        return run_paged(args, present_arch)
     paged_only = [flag for flag, value in (("--context", args.context), ("--kv-dtype", args.kv_dtype)) if value]
     if paged_only:
         return _usage(f"{', '.join(paged_only)} is for --kv-cache paged")

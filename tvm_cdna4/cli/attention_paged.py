@@ -57,10 +57,10 @@ def _refusal(args) -> str | None:
     return None
 
 
-def run_paged(args) -> int:
-    """``attention --kv-cache paged``: 0, 1 (validation failed) or 2 (usage, no GPU)."""
+def run_paged(args, present_arch) -> int:
+    """``attention --kv-cache paged``: 0, 1 (validation failed) or 2 (usage, no GPU); ``present_arch``: the
+    caller's (``cli.attention.present_arch``: the NVIDIA GPU's arch, None without one)."""
     from ..kernels import attention
-    from .attention import present_arch
 
     why = _refusal(args)
     if why:
