@@ -49,15 +49,14 @@ def resident_waves(cus: int = MI355X_CUS) -> int:
     return cus * SIMDS_PER_CU * RESIDENT_WAVES_PER_SIMD
 
 
-def choose_splits(problem: PagedDecodeProblem, block_kv: int, row_blocks: int, contexts=None,
+def choose_splits(problem: PagedDecodeProblem, block_kv: int, row_blocks: int, context: int | None = None,
                   prefetch: bool = True, cus: int = MI355X_CUS) -> int:
-    """The split count (module docstring) for ``contexts`` (default: every sequence at capacity)."""
+    """The split count (module docstring) for the longest context ``context`` (default ``capacity``)."""
     esize = 1 if problem.scaled else 2
     per_wave = bytes_in_flight(2 * block_kv * problem.head_dim * esize, prefetch)
     needed = min(ceil_div(int(HBM_BYTES_PER_S * LOADED_LATENCY_S), per_wave), resident_waves(cus))
     units = problem.batch * problem.kv_heads * row_blocks
-    contexts = clamped_contexts(problem, contexts if contexts is not None else [problem.capacity] * problem.batch)
-    longest = max(ceil_div(max(contexts), block_kv), 1)
+    longest = max(ceil_div(clamped_contexts(problem, [problem.capacity if context is None else context])[0], block_kv), 1)
     return max(1, min(ceil_div(needed, units), ceil_div(longest, MIN_SPLIT_TILES), MAX_SPLITS))
 
 

@@ -84,7 +84,7 @@ class PagedDecodeConfig:
 
 
 @attrs.frozen
-class PagedDecodePlan(PlanRecord, family="paged_decode"):
+class PagedDecodePlan(PlanRecord, family="paged"):
     """Everything the gfx950 emission reads (``paged_decode_emit``; module docstring)."""
 
     problem: PagedDecodeProblem
@@ -196,9 +196,9 @@ def _check(problem: PagedDecodeProblem, config: PagedDecodeConfig):
 
 
 def plan_gfx950_paged_decode(problem: PagedDecodeProblem, config: PagedDecodeConfig | None = None,
-                             contexts=None) -> PagedDecodePlan:
-    """The gfx950 plan (module docstring); ``config.splits`` None: the cost model's choice for
-    ``contexts`` (host-side typical lengths; default every sequence at ``capacity``)."""
+                             context: int | None = None) -> PagedDecodePlan:
+    """The gfx950 plan (module docstring); ``config.splits`` None: the cost model's choice for the longest
+    context ``context`` (a host-side hint; default ``capacity``)."""
     from .paged_decode_cost import choose_splits
 
     config = config or PagedDecodeConfig()
@@ -208,7 +208,7 @@ def plan_gfx950_paged_decode(problem: PagedDecodeProblem, config: PagedDecodeCon
     row_tiles = min(ceil_div(rows, MFMA_ROWS), MAX_ROW_TILES)
     row_blocks = ceil_div(rows, MFMA_ROWS * row_tiles)
     if config.splits is None:
-        config = attrs.evolve(config, splits=choose_splits(problem, config.block_kv, row_blocks, contexts))
+        config = attrs.evolve(config, splits=choose_splits(problem, config.block_kv, row_blocks, context))
     lds_row = problem.head_dim + config.lds_pad // 2
     kv_storage = "uint8" if problem.scaled else spec.storage
     units = problem.batch * problem.kv_heads * row_blocks
