@@ -271,11 +271,12 @@ def _partial(plan: PagedDecodePlan):
             tot[1] = T.if_then_else(tot[0] > T.float32(0), T.float32(1) / tot[0], T.float32(0))
             if I.constexpr(plan.scaled):
                 tot[1] = tot[1] * s.args.V_SCALE[s.kvh]
-            for di in T.unroll(RD):
-                for i in T.unroll(op.acc_elems):
-                    s.args.WORK_O[s.unit, s.split, ni * MFMA_ROWS + s.lane % 16, di * 16 + 4 * (s.lane // 16) + i] = \
-                        s.ro[(di * RN + ni) * 4 + i] * tot[1]
-            if s.lane < 16:
+            if s.r0 + ni * MFMA_ROWS + s.lane % 16 < plan.rows:  # the padding rows are not written
+                for di in T.unroll(RD):
+                    for i in T.unroll(op.acc_elems):
+                        s.args.WORK_O[s.unit, s.split, ni * MFMA_ROWS + s.lane % 16, di * 16 + 4 * (s.lane // 16) + i] = \
+                            s.ro[(di * RN + ni) * 4 + i] * tot[1]
+            if T.And(s.lane < 16, s.r0 + ni * MFMA_ROWS + s.lane < plan.rows):
                 s.args.WORK_LSE[s.unit, s.split, ni * MFMA_ROWS + s.lane] = T.if_then_else(
                     tot[0] > T.float32(0), s.m[ni] + T.call_llvm_pure_intrin(LOG2, tot[0], ty="float32"),
                     T.float32(NEG_INF))
@@ -292,32 +293,36 @@ def _merge(plan: PagedDecodePlan):
     ops = fused_ops("float32")
 
     @T.macro
+    def merge_row(s, acc, w, rl):
+        w[0] = T.float32(NEG_INF)
+        for sp in T.serial(S):
+            w[0] = T.max(w[0], s.args.WORK_LSE[s.unit, sp, rl])
+        w[1] = T.if_then_else(w[0] == T.float32(NEG_INF), T.float32(0), w[0])
+        w[3] = T.float32(0)
+        for e in T.unroll(part):
+            acc[e] = T.float32(0)
+        for sp in T.serial(S):
+            w[2] = ops.exp2(s.args.WORK_LSE[s.unit, sp, rl] - w[1])
+            w[3] = w[3] + w[2]
+            for e in T.unroll(part):
+                acc[e] = acc[e] + w[2] * s.args.WORK_O[s.unit, sp, rl, s.lane // 16 * part + e]
+        w[2] = T.if_then_else(w[3] > T.float32(0), T.float32(1) / w[3], T.float32(0))
+        for e in T.unroll(part):
+            s.args.O[s.b, (s.r0 + rl) // p.group, s.kvh * p.group + (s.r0 + rl) % p.group,
+                     s.lane // 16 * part + e] = epilogue_value(plan.epilogue, acc[e] * w[2])
+        if s.lane < 16:
+            s.args.LSE[s.b, (s.r0 + rl) // p.group, s.kvh * p.group + (s.r0 + rl) % p.group] = T.if_then_else(
+                w[3] > T.float32(0), (w[0] + T.call_llvm_pure_intrin(LOG2, w[3], ty="float32")) * T.float32(LN2),
+                T.float32(NEG_INF))
+
+    @T.macro
     def merge(s):
         acc = T.alloc_tensor(ty_args=[T.Tensor((part,), "float32", scope="local")])
         w = T.alloc_tensor(ty_args=[T.Tensor((4,), "float32", scope="local")])  # max, its safe form, weight, sum
         for ni in T.unroll(RN):
             rl = ni * MFMA_ROWS + s.lane % 16
-            w[0] = T.float32(NEG_INF)
-            for sp in T.serial(S):
-                w[0] = T.max(w[0], s.args.WORK_LSE[s.unit, sp, rl])
-            w[1] = T.if_then_else(w[0] == T.float32(NEG_INF), T.float32(0), w[0])
-            w[3] = T.float32(0)
-            for e in T.unroll(part):
-                acc[e] = T.float32(0)
-            for sp in T.serial(S):
-                w[2] = ops.exp2(s.args.WORK_LSE[s.unit, sp, rl] - w[1])
-                w[3] = w[3] + w[2]
-                for e in T.unroll(part):
-                    acc[e] = acc[e] + w[2] * s.args.WORK_O[s.unit, sp, rl, s.lane // 16 * part + e]
             if s.r0 + rl < plan.rows:
-                w[2] = T.if_then_else(w[3] > T.float32(0), T.float32(1) / w[3], T.float32(0))
-                for e in T.unroll(part):
-                    s.args.O[s.b, (s.r0 + rl) // p.group, s.kvh * p.group + (s.r0 + rl) % p.group,
-                             s.lane // 16 * part + e] = epilogue_value(plan.epilogue, acc[e] * w[2])
-                if s.lane < 16:
-                    s.args.LSE[s.b, (s.r0 + rl) // p.group, s.kvh * p.group + (s.r0 + rl) % p.group] = T.if_then_else(
-                        w[3] > T.float32(0), (w[0] + T.call_llvm_pure_intrin(LOG2, w[3], ty="float32")) * T.float32(LN2),
-                        T.float32(NEG_INF))
+                merge_row(s, acc, w, rl)
     return merge
 
 

@@ -64,17 +64,17 @@ BLOCK_KVS = (32, 64, 128)
 
 @attrs.frozen
 class PagedDecodeConfig:
-    """The kernel's choices: ``block_kv`` keys per tile (a 32-key P V step each), ``splits`` kv
+    """The kernel's choices: ``block_kv`` keys per tile (32-key P V steps; None: 16 KiB of K and V), ``splits`` kv
     ranges per sequence (None: the cost model's, ``paged_decode_cost.choose_splits``), the LDS row
     padding in bytes, and ``prefetch``: tile ``j + 1``'s loads issued before tile ``j``'s work."""
 
-    block_kv: int = 32
+    block_kv: int | None = None  # None: 32 keys (16-bit KV), 64 (fp8): 16 KiB of K and V per tile either way
     splits: int | None = None
     lds_pad: int = 16
     prefetch: bool = True
 
     def __attrs_post_init__(self):
-        if self.block_kv not in BLOCK_KVS:
+        if self.block_kv is not None and self.block_kv not in BLOCK_KVS:
             raise ValueError(f"paged decode block_kv: one of {BLOCK_KVS}, found {self.block_kv}")
         if self.splits is not None and (isinstance(self.splits, bool) or not isinstance(self.splits, int)
                                         or self.splits < 1):
@@ -202,6 +202,8 @@ def plan_gfx950_paged_decode(problem: PagedDecodeProblem, config: PagedDecodeCon
     from .paged_decode_cost import choose_splits
 
     config = config or PagedDecodeConfig()
+    if config.block_kv is None:
+        config = attrs.evolve(config, block_kv=64 if problem.scaled else 32)
     _check(problem, config)
     spec = DTYPES[problem.q_dtype]
     rows = problem.group * problem.queries

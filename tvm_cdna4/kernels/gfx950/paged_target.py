@@ -93,7 +93,7 @@ def summary(p: PagedDecodePlan) -> dict:
     return {"target": "gfx950", "kernel": "paged decode", "problem": attrs.asdict(p.problem),
             "config": attrs.asdict(p.config), "split_kv": p.splits, "mfma": p.mfma, "tr": p.tr,
             "row_tiles": p.row_tiles, "row_blocks": p.row_blocks, "workgroups": p.groups, "threads": 64,
-            "lds_bytes": p.lds_bytes, "bytes_in_flight_per_wave": p.tile_bytes() * (1 + p.config.prefetch),
+            "lds_bytes": p.lds_bytes, "bytes_in_flight_per_wave": p.tile_bytes() if p.config.prefetch else p.tile_bytes() // 2,
             "workspace_bytes": 4 * sum(math.prod(q.shape) for q in p.params if q.name.startswith("WORK"))}
 
 
