@@ -259,7 +259,6 @@ def _tile_step(plan: PagedDecodePlan):
 def _partial(plan: PagedDecodePlan):
     """Macro ``partial(s)``: the rows' ``O / l`` (fp8: times ``V_SCALE``; 0 for a row without keys) and
     base-2 LSE (``-inf`` without keys) into the split's slice of ``WORK_O`` / ``WORK_LSE``."""
-    p = plan.problem
     op = CATALOG[plan.mfma]
     RN, RD = plan.row_tiles, plan.d_tiles
 
