@@ -62,6 +62,9 @@ causal, scale, dtype, arch, device)``) is the whole shape: a new shape builds on
 then the on-disk build cache). It is the custom op ``torch.ops.tvm_cdna4.attention`` (both outputs)
 with a fake implementation; the argument checks are those of ``gemm`` (device, dtypes, shapes,
 contiguous strides, 16-byte aligned data) plus the head rules above.
+
+``paged_attention(q, k_cache, v_cache, block_table, context_lens, *, scale=None, k_scale=None, v_scale=None,
+return_lse=False)`` is paged decode attention (``tvm_cdna4.torch_paged``, whose docstring tells it).
 """
 
 from __future__ import annotations
@@ -696,5 +699,11 @@ def run_attention(problem, arrays):
     return o.float().cpu().numpy(), lse.float().cpu().numpy()
 
 
-__all__ = ["ALIGNMENT", "CUDA_TARGET", "LAYOUTS", "TARGET_ENV", "attention", "choose_target", "cuda_target", "attention_dtype", "check_arguments", "check_attention_arguments",
+from . import torch_paged as _paged  # noqa: E402  (handed the dispatch helpers above)
+from .torch_paged import check_paged_arguments, paged_attention, run_paged_attention  # noqa: E402
+
+_paged.HOOKS.update(_key=_key, _prepared=_prepared, _store=_store, _ready=_ready, _arch=_arch)
+
+__all__ = ["ALIGNMENT", "CUDA_TARGET", "LAYOUTS", "TARGET_ENV", "attention", "check_paged_arguments", "paged_attention",
+           "run_paged_attention", "choose_target", "cuda_target", "attention_dtype", "check_arguments", "check_attention_arguments",
            "check_grouped_arguments", "gemm", "grouped_gemm", "kernel_cache", "run_attention"]
