@@ -84,3 +84,17 @@ def test_the_split_count_and_the_estimate_at_batch_8_context_4k():
     one = paged_estimate(plan_gfx950_paged_decode(problem, PagedDecodeConfig(splits=1)), [4096] * 8)
     assert one.hbm_fraction < est.hbm_fraction  # 64 waves cannot draw the HBM rate
     assert choose_splits(problem, 32, 1, context=64) == 1  # 2 tiles: no split
+
+
+def test_the_cli_emits_the_gfx950_config_and_refuses_bench(capsys):
+    import json
+
+    from tvm_cdna4.cli import main
+
+    base = ["attention", "--target", "gfx950", "--kv-cache", "paged", "--context", "4096,4096,4096,4096,4096,4096,4096,"
+            "4096", "--seq", "1", "--heads", "32", "--kv-heads", "8"]
+    assert main(base + ["--emit", "config"]) == 0
+    config = json.loads(capsys.readouterr().out)
+    assert (config["target"], config["split_kv"], config["mfma"]) == ("gfx950", 16, "mfma_f32_16x16x32_bf16")
+    assert main(base + ["--bench"]) == 2
+    assert "--bench needs a gfx950 GPU" in capsys.readouterr().err
