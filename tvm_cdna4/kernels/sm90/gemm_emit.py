@@ -9,7 +9,7 @@ through the ``CUtensorMap`` of A and B that ``main``'s host part encodes at each
 them as ``__grid_constant__`` kernel parameters; TIRx's TMA tile pattern would encode them too, but it
 proves the swizzled shared view element by element: minutes of lowering for a 128x256 tile);
 warpgroups 1.. are the consumers (``setmaxnreg.inc`` to ``CONSUMER_REGS``): per k-tile they wait on "full", issue
-``wgmma.mma_async`` from the stage's 128-byte-swizzled tiles (``wgmma_issue``: the one place the
+``wgmma.mma_async`` from the stage's 128-byte-swizzled tiles (``wgmma_issue``, the checked tile pattern: the one place the
 instruction is written), commit, wait for the previous k-tile's group and release its stage (one
 arrival per consumer warpgroup on "empty"). After the tile's last k-tile the consumers store C from
 their registers, the fused epilogue applied first (``out_value``), in column pairs
@@ -28,26 +28,19 @@ from tvm_tirx.script import ir as I
 from tvm_tirx.script import tirx as T
 from tvm_tirx.script.parser import parse
 
+from ...isa import hopper_layout as L
+from ...probes_wgmma import acc_layout, shared_layout
+from ...rocm.build import register
 from ...tirx_private import transpile_once
 from ..gemm import epilogue as fused
 from ..sm80.gemm_emit_epilogue import TIR_OPS
-from .gemm_plan import (BLOCK_K, CONSUMER_REGS, ELEMENT_BYTES, PRODUCER_REGS, SWIZZLE_COLUMNS, WARPGROUP, WGMMA_K,
+from .gemm_plan import (BLOCK_K, CONSUMER_REGS, ELEMENT_BYTES, PRODUCER_REGS, SWIZZLE_COLUMNS, WARPGROUP,
                         WGMMA_M, WGMMA_TYPES, Sm90Plan, wgmma_k)
 
 TMA_LOAD = "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
 TMA_STORE = "cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group"
 SWIZZLE_128B = 3
 """The TMA swizzle mode (``CU_TENSOR_MAP_SWIZZLE_128B``, CUDA driver API ``CUtensorMapSwizzle``)."""
-DESCRIPTOR_BITS = (1 << 16) | ((8 * 128 // 16) << 32) | (1 << 62)
-"""A K-major, 128-byte-swizzled wgmma matrix descriptor's fixed fields (PTX ISA 9.7.17.5.1.2, "Matrix
-Descriptor Format"): leading byte offset 1 (unused for a swizzled K-major operand), stride byte offset
-1024 >> 4 (eight 128-byte rows to the next 8-row group), layout type 1 (128B swizzle) in bits 62-63.
-The start address (bits 0-13) is the shared address >> 4."""
-
-
-def descriptor(address):
-    """The wgmma matrix descriptor of a 128-byte-swizzled K-major tile at shared ``address`` (uint32)."""
-    return T.cast((address & T.uint32(0x3FFFF)) >> T.uint32(4), "uint64") | T.uint64(DESCRIPTOR_BITS)
 
 
 def wgmma_instr(p: Sm90Plan) -> str:
@@ -55,14 +48,44 @@ def wgmma_instr(p: Sm90Plan) -> str:
     return f"wgmma.mma_async.sync.aligned.m{WGMMA_M}n{p.config.block_n}k{wgmma_k(p.dtype)}.f32.{t}.{t}"
 
 
-def wgmma_issue(p: Sm90Plan, acc, base: int, a_desc, b_desc):
-    """One ``wgmma.mma_async`` (SS, both K-major: no transposes) accumulating into ``acc[base:base + N/2]``:
-    the one call a wgmma tile pattern can replace."""
-    n = p.config.block_n // 2
-    # scale-d, imm-scale-a, imm-scale-b, then imm-trans-a, imm-trans-b: f16/bf16 only (fp8 operands are
-    # K-major, no transpose operands: PTX ISA 9.7.17.5.2)
-    trans = (0, 0) if ELEMENT_BYTES[p.dtype] == 2 else ()
-    T.ptx[wgmma_instr(p)](*[acc[base + i] for i in range(n)], a_desc, b_desc, T.bool(True), 1, 1, *trans)
+def operand_type(p: Sm90Plan, operand: str):
+    """The tensor type of a checked wgmma operand (``patterns.wgmma``) over the accumulator (D) or the ring
+    (A, B): D ``(rows / 64, 1, 64, block_n)`` by the owner map (``probes_wgmma.acc_layout``: ``acc[mi * N/2 +
+    r]`` is register r of the mi-th 64 rows); A ``(stages * block_m / 64, K / k, 64, k)`` and B ``(stages, K /
+    k, block_n, k)`` in the input dtype (fp8: the bytes of the ring's 2-byte words), K-major rows of 128 bytes,
+    128-byte swizzled (``ring_layout``: the canonical layout the descriptor names and TMA's
+    ``CU_TENSOR_MAP_SWIZZLE_128B`` writes)."""
+    c = p.config
+    k = wgmma_k(p.dtype)
+    bits = 8 * ELEMENT_BYTES[p.dtype]
+    if operand == "D":
+        m = c.rows // WGMMA_M
+        return T.Tensor((m, 1, WGMMA_M, c.block_n), "float32", scope="local", layout=acc_layout(c.block_n, (m, 1)))
+    blocks, rows = (c.stages * c.block_m // WGMMA_M, WGMMA_M) if operand == "A" else (c.stages, c.block_n)
+    return T.Tensor((blocks, p.block_k // k, rows, k), p.tir_dtype, scope="shared.dyn",
+                    layout=ring_layout(blocks, rows, p.block_k, bits), align=1024)
+
+
+def ring_layout(blocks: int, rows: int, row_elements: int, bits: int):
+    """A ring operand ``(blocks, row_elements / k, rows, k)``: blocks of ``rows`` K-major rows of 128 bytes,
+    one after another, each row's ``k``-element wgmma slices side by side, 128-byte swizzled: one block is
+    ``probes_wgmma.shared_layout`` (its swizzle taken from there), the blocks stacked."""
+    from tvm_tirx.tirx.layout import ComposeLayout, S, TileLayout
+
+    k = L.k_of(bits)
+    one = shared_layout(rows, k, row_elements // k, bits)
+    tile = TileLayout(S[(blocks, row_elements // k, rows, k): (rows * row_elements, k, row_elements, 1)])
+    return ComposeLayout(one.per_element, one.swizzle_len, one.atom_len, tile)
+
+
+@T.macro
+def wgmma_issue(p, D, SA, SB, a_block, s):
+    """The k-tile's wgmma group on stage ``s``: ``rows / 64`` x ``K / k`` SS ``wgmma.mma_async`` (both K-major)
+    accumulating into D, A from 64-row block ``a_block`` of the ring, through the checked tile pattern
+    (register fences, ``wgmma.fence``, the instructions, ``wgmma.commit_group``): the one place the
+    instruction is written."""
+    T.sm90.tile.apply(T.wgmma[wgmma_instr(p)], D, SA[a_block:a_block + p.config.rows // WGMMA_M, :, :, :],
+                      SB[s:s + 1, :, :, :], scope="warpgroup")
 
 
 def tma_load(p: Sm90Plan, SMH, offset: int, tensor_map, k0, row0, mbar):
@@ -128,22 +151,25 @@ barrier ``ORDER_BARRIER + wg`` lets consumer ``wg`` start its next mainloop once
 def consumer(p, SMH, MB, args, maps, pid, wg, t):
     c = p.config
     acc = T.alloc_tensor(ty_args=[T.Tensor((c.rows // WGMMA_M * c.block_n // 2,), "float32", scope="local", layout="default")])
+    D = T.decl_tensor(acc.ptr_to([0]), ty_args=[operand_type(p, "D")])
+    SA = T.decl_tensor(SMH.ptr_to([0]), ty_args=[operand_type(p, "A")])
+    SB = T.decl_tensor(SMH.ptr_to([c.stages * c.block_m * BLOCK_K]), ty_args=[operand_type(p, "B")])
     if I.constexpr(c.pingpong):
         # the CTA's tiles i = wg, wg + 2, ...: whole tiles, alternating; the ring position of a tile's k-tile is
         # the producer's, so a consumer waits on "full" at most one lap ahead only because the other consumer
         # has waited on every earlier position (the ordering barriers below)
         for j in range(T.truncdiv(T.truncdiv(p.units - 1 - pid, p.ctas) + 2 - wg, 2)):
-            consumer_tile(p, SMH, MB, args, maps, pid, 2 * j + wg, 0, wg, t, acc)
+            consumer_tile(p, SMH, MB, args, maps, pid, 2 * j + wg, 0, wg, t, acc, (D, SA, SB))
     else:
         for i in range(T.truncdiv(p.units - 1 - pid, p.ctas) + 1):
-            consumer_tile(p, SMH, MB, args, maps, pid, i, wg, wg, t, acc)
+            consumer_tile(p, SMH, MB, args, maps, pid, i, wg, wg, t, acc, (D, SA, SB))
     if I.constexpr(c.epilogue == "tma"):
         if t == 0:
             T.ptx["cp.async.bulk.wait_group"](0)  # the last tile's stores are done before the CTA exits
 
 
 @T.macro
-def consumer_tile(p, SMH, MB, args, maps, pid, i, part, wg, t, acc):
+def consumer_tile(p, SMH, MB, args, maps, pid, i, part, wg, t, acc, ops):
     # the CTA's i-th tile: its rows part * rows .. (part + 1) * rows, by consumer warpgroup wg
     c = p.config
     unit = p.unit_of(pid + i * p.ctas, T.truncdiv, T.truncmod)
@@ -159,15 +185,9 @@ def consumer_tile(p, SMH, MB, args, maps, pid, i, part, wg, t, acc):
         it = i * p.slice_tiles + kt
         s = it % c.stages
         T.cuda.mbarrier_wait(MB.ptr_to([s]), (it // c.stages) % 2)
-        T.ptx["wgmma.fence.sync.aligned"]()
-        a_base = T.cuda.cvta_generic_to_shared(SMH.ptr_to([s * c.block_m * BLOCK_K + part * c.rows * BLOCK_K]))
-        b_base = T.cuda.cvta_generic_to_shared(SMH.ptr_to([c.stages * c.block_m * BLOCK_K + s * c.block_n * BLOCK_K]))
-        for kk in T.unroll(BLOCK_K // WGMMA_K):
-            for mi in T.unroll(c.rows // WGMMA_M):
-                wgmma_issue(p, acc, mi * c.block_n // 2,
-                            descriptor(a_base + T.uint32(mi * WGMMA_M * BLOCK_K * 2 + kk * WGMMA_K * 2)),
-                            descriptor(b_base + T.uint32(kk * WGMMA_K * 2)))
-        T.ptx["wgmma.commit_group.sync.aligned"]()
+        # A: 64-row block part * rows / 64 of stage s (``part % consumers``: the same value, its range provable
+        # where the pattern checks the region's bounds; the analyzer does not read the branch's tid >= 128)
+        wgmma_issue(p, ops[0], ops[1], ops[2], s * (c.block_m // WGMMA_M) + part % c.consumers * (c.rows // WGMMA_M), s)
         T.ptx["wgmma.wait_group.sync.aligned"](1)
         if kt > 0:
             if t == 0:
@@ -176,6 +196,8 @@ def consumer_tile(p, SMH, MB, args, maps, pid, i, part, wg, t, acc):
         if i + 1 < T.truncdiv(p.units - 1 - pid, p.ctas) + 1:  # the other consumer's next tile may start
             T.ptx["bar.arrive"](T.Cast("uint32", ORDER_BARRIER + 1 - wg), T.uint32(2 * WARPGROUP))
     T.ptx["wgmma.wait_group.sync.aligned"](0)
+    for r in T.unroll(c.rows // WGMMA_M * c.block_n // 2):
+        T.sm90.fence_operand(acc[r])  # no read of the accumulator above the wait (patterns.wgmma_fence)
     if t == 0:
         T.ptx.mbarrier.arrive.shared.b64(MB.ptr_to([c.stages + (i * p.slice_tiles + p.slice_tiles - 1) % c.stages]), T.uint32(1))
     if I.constexpr(p.split > 1):
@@ -398,9 +420,10 @@ def signature_source(p: Sm90Plan) -> str:
 @transpile_once
 def emit(p: Sm90Plan):
     """The TIRx PrimFunc ``main(A, B, C, ...)`` of a plan (its parameters: ``p.params``)."""
+    register()  # T.sm90 / T.wgmma
     types = [T.Tensor(q.shape, q.dtype) for q in p.params]
     return parse(signature_source(p), {"T": T, "kernel": kernel, "p": p, "types": types})
 
 
-__all__ = ["DESCRIPTOR_BITS", "TMA_LOAD", "TMA_STORE", "descriptor", "emit", "signature_source", "tma_load", "wgmma_instr",
+__all__ = ["TMA_LOAD", "TMA_STORE", "emit", "operand_type", "ring_layout", "signature_source", "tma_load", "wgmma_instr",
            "wgmma_issue", "out_value"]
