@@ -84,9 +84,11 @@ STUDY = [{"block_m": 128, "block_n": 256, "stages": 4, "consumers": 2},
          {"block_m": 128, "block_n": 128, "stages": 7, "consumers": 2, "schedule": "pingpong"},
          {"block_m": 128, "block_n": 128, "stages": 5, "consumers": 2, "schedule": "pingpong", "epilogue": "tma"},
          {"block_m": 64, "block_n": 256, "stages": 5, "consumers": 2, "schedule": "pingpong"},
-         {"block_m": 64, "block_n": 256, "stages": 4, "consumers": 2, "schedule": "pingpong", "epilogue": "tma"}]
+         {"block_m": 64, "block_n": 256, "stages": 4, "consumers": 2, "schedule": "pingpong", "epilogue": "tma"},
+         {"block_m": 128, "block_n": 256, "stages": 4, "consumers": 2, "epilogue": "tma", "epilogue_tile": 64}]
 """``--study``: the epilogue and consumer schedules (cooperative / ping-pong, stores from registers / TMA)
-at 4096^3 and on the Llama-3-8B set, each checked at ragged shapes too."""
+at 4096^3 and on the Llama-3-8B set, each checked at ragged shapes too. The last: C staged in 64-column
+chunks through two buffers (``Sm90Config.epilogue_tile``), which leaves 128x256 room for a fourth stage."""
 SMALL_M = (1, 16, 64, 128)
 """Small M, timed with the target's choice (the decode kernel for M <= 16) and the sm90 tile kernel: the
 timing ``gemm_target.DECODE_KEEPS`` waits for."""
@@ -308,12 +310,14 @@ def main(argv=None):
         print(f"validate FAILED {type(e).__name__}: {str(e)[:300]}", flush=True)
     print(f"\n{name}; {failures} failures")
     print(f"{'case':<26}{'M':>6}{'N':>7}{'K':>7}  {'config':<22}{'ok':>4}{'us':>10}{'torch us':>10}{'TF/s':>8}{'x torch':>8}")
+    chunk = "epilogue_tile"
     for r in rows:
         if "us" not in r:
             continue
         cfg = r["config"]
         text = (f"{cfg['block_m']}x{cfg['block_n']} s{cfg['stages']} c{cfg['consumers']}"
-                f"{' tma' if cfg.get('epilogue') == 'tma' else ''}{' pp' if cfg.get('schedule') == 'pingpong' else ''}"
+                f"{' tma' if cfg.get('epilogue') == 'tma' else ''}{f'/{cfg[chunk]}' if cfg.get(chunk) else ''}"
+                f"{' pp' if cfg.get('schedule') == 'pingpong' else ''}"
                 if "consumers" in cfg
                 else f"decode w{cfg['warps']} k{cfg['split_k']}")
         print(f"{str(r['key'][0]) + str(r['key'][1:2]):<26}{r['shape'][0]:>6}{r['shape'][1]:>7}{r['shape'][2]:>7}  "

@@ -247,35 +247,79 @@ def store(p, acc, args, row, col):
 
 @T.macro
 def store_tma(p, SMH, acc, args, map_c, part, wg, t, m0, n0):
-    # epilogue="tma": the warpgroup's rows of the tile, converted (the fused epilogue first), into its part of
-    # the staging buffer, 128-byte swizzled in 64-column blocks (16-byte chunk j % 8 of row r at chunk
+    # epilogue="tma": the warpgroup's rows of the tile through shared memory and TMA stores, the whole tile at
+    # once (epilogue_tile 0) or in chunks of epilogue_tile columns alternating between two buffers
+    if I.constexpr(p.config.epilogue_tile == 0):
+        store_tma_chunk(p, SMH, acc, args, map_c, part, wg, t, m0, n0, 0, 0)
+    else:
+        for q in T.unroll(p.config.block_n // p.config.epilogue_tile):
+            store_tma_chunk(p, SMH, acc, args, map_c, part, wg, t, m0, n0, q, q % 2)
+
+
+@T.macro
+def store_tma_chunk(p, SMH, acc, args, map_c, part, wg, t, m0, n0, q, b):
+    # chunk q of the warpgroup's rows (the whole tile: q = 0), converted (the fused epilogue first), into its
+    # staging buffer b, 128-byte swizzled in 64-column blocks (16-byte chunk j % 8 of row r at chunk
     # (j % 8) ^ (r % 8): conflict-free, and what the TMA store's CU_TENSOR_MAP_SWIZZLE_128B reads); then one
-    # thread stores the blocks with TMA (clipped at C's edges) and the warpgroup goes on to the next tile.
-    # Before the buffer is written again, the previous tile's stores have read it (wait_group.read). Rows
-    # part * rows.. of the tile; the buffer and the named barrier are warpgroup wg's
+    # thread stores the blocks with TMA (clipped at C's edges) and commits them as one bulk group. Before the
+    # buffer is written again, the stores that read it have (wait_group.read: all of them before a tile's
+    # first chunk, all but the newest group, the other buffer's, before the next). Rows part * rows.. of the
+    # tile; the buffers and the named barrier are warpgroup wg's
     c = p.config
     SMW = T.decl_tensor(SMH.ptr_to([0]), ty_args=[T.Tensor((p.smem_bytes // 4,), "uint32", scope="shared.dyn", layout="default", align=1024)])
     word = T.alloc_tensor(ty_args=[T.Tensor((1,), "uint32", scope="local", layout="default")])
-    base = p.staging * 2 + wg * c.rows * c.block_n * 2
+    base = staging_byte(p, wg, b)
     if t == 0:
-        T.ptx["cp.async.bulk.wait_group.read"](0)
+        if I.constexpr(c.epilogue_tile == 0):
+            T.ptx["cp.async.bulk.wait_group.read"](0)
+        elif q == 0:
+            T.ptx["cp.async.bulk.wait_group.read"](0)
+        else:
+            T.ptx["cp.async.bulk.wait_group.read"](1)
     T.ptx["bar.sync"](T.Cast("uint32", 1 + wg), T.uint32(WARPGROUP))
     for mi in T.unroll(c.rows // WGMMA_M):
-        for j in T.unroll(c.block_n // 8):
+        for j in T.unroll(c.staging_columns // 8):
             for h in T.unroll(2):
                 r = mi * WGMMA_M + (t // 32) * 16 + (t % 32) // 4 + 8 * h
                 T.ptx[f"cvt.rn.{p.out_dtype}x2.f32"](
                     word[0],
-                    out_value(p, args, acc[mi * c.block_n // 2 + j * 4 + h * 2 + 1], m0 + part * c.rows + r, n0 + 8 * j + 2 * (t % 4) + 1),
-                    out_value(p, args, acc[mi * c.block_n // 2 + j * 4 + h * 2], m0 + part * c.rows + r, n0 + 8 * j + 2 * (t % 4)))
+                    out_value(p, args, acc[mi * c.block_n // 2 + tile_j(p, q, j) * 4 + h * 2 + 1], m0 + part * c.rows + r, n0 + 8 * tile_j(p, q, j) + 2 * (t % 4) + 1),
+                    out_value(p, args, acc[mi * c.block_n // 2 + tile_j(p, q, j) * 4 + h * 2], m0 + part * c.rows + r, n0 + 8 * tile_j(p, q, j) + 2 * (t % 4)))
                 SMW[(base + (j // 8) * c.rows * 128 + r * 128 + T.bitwise_xor(j % 8, (t % 32) // 4) * 16) // 4 + t % 4] = word[0]
     T.ptx["fence.proxy.async.shared::cta"]()
     T.ptx["bar.sync"](T.Cast("uint32", 1 + wg), T.uint32(WARPGROUP))
     if t == 0:
-        for cb in T.unroll(c.block_n // SWIZZLE_COLUMNS):
-            T.ptx[TMA_STORE](T.address_of(map_c), n0 + cb * SWIZZLE_COLUMNS, m0 + part * c.rows,
-                             T.cuda.cvta_generic_to_shared(SMH.ptr_to([p.staging + wg * c.rows * c.block_n + cb * c.rows * SWIZZLE_COLUMNS])))
+        for cb in T.unroll(c.staging_columns // SWIZZLE_COLUMNS):
+            T.ptx[TMA_STORE](T.address_of(map_c), chunk_column(p, n0, q) + cb * SWIZZLE_COLUMNS, m0 + part * c.rows,
+                             T.cuda.cvta_generic_to_shared(SMH.ptr_to([staging_element(p, wg, b) + cb * c.rows * SWIZZLE_COLUMNS])))
         T.ptx["cp.async.bulk.commit_group"]()
+
+
+def tile_j(p: Sm90Plan, q, j):
+    """The tile's 8-column group of group ``j`` of chunk ``q`` (the whole tile: ``j``)."""
+    return j if p.config.epilogue_tile == 0 else q * (p.config.epilogue_tile // 8) + j
+
+
+def chunk_column(p: Sm90Plan, n0, q):
+    """C's first column of chunk ``q`` of the tile at column ``n0``."""
+    return n0 if p.config.epilogue_tile == 0 else n0 + q * p.config.epilogue_tile
+
+
+def staging_element(p: Sm90Plan, wg, b):
+    """The first element of warpgroup ``wg``'s staging buffer ``b`` (``Sm90Config.staging_bytes``: each
+    warpgroup's ``staging_buffers`` buffers of ``rows x staging_columns``, after the ring)."""
+    c = p.config
+    if c.epilogue_tile == 0:
+        return p.staging + wg * c.rows * c.block_n
+    return p.staging + (wg * 2 + b) * c.rows * c.epilogue_tile
+
+
+def staging_byte(p: Sm90Plan, wg, b):
+    """``staging_element`` in bytes."""
+    c = p.config
+    if c.epilogue_tile == 0:
+        return p.staging * 2 + wg * c.rows * c.block_n * 2
+    return p.staging * 2 + (wg * 2 + b) * c.rows * c.epilogue_tile * 2
 
 
 # ---- split-K (Sm90Config.split_k): sm80's reduction through the workspace W and the tickets S -------------
