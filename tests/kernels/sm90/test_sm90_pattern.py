@@ -67,3 +67,16 @@ def test_a_ring_layout_off_the_descriptor_is_a_contract_error(small_plan, monkey
     with pytest.raises(ContractError, match="not the K-major canonical layout of swizzle none") as err:
         device_function(gemm_emit.emit(small_plan), "sm90")
     assert err.value.check == "layout" and err.value.operand == "A"
+
+
+def test_the_kernels_printed_script_parses_back_to_the_same_ir(small_plan):
+    # the pattern prints as T.cuda.sm90.tile.apply(form, (D, A, B), ((name, value), ...), scope=...)
+    from tvm_tirx.script import tirx as T
+    from tvm_tirx.script.parser import parse
+
+    func = gemm_emit.emit(small_plan)
+    text = func.script()
+    assert 'T.cuda.sm90.tile.apply("wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16", (' in text
+    again = parse(text, extra_vars={"T": T})
+    assert tvm_ffi.structural_equal(func, again)
+    assert again.script() == text
