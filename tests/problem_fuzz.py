@@ -30,7 +30,7 @@ refuses (sm80: a dtype other than f16 / bf16, an i32 / f64 output, a batch axis,
 gfx950: an output the dtype does not produce, a fused epilogue on an i32 / f64 accumulator (i8, f64)
 or with a batch axis, an MX K off the 32-element scale blocks, an MX batch or output other than f32,
 dynamic or grouped MX; both: dynamic M or grouped with A stored [K, M]; sm90: layouts nn / tn / tt,
-K % 8 != 0 (fp8: 16), a dtype other than f16 / bf16 / fp8, an i32 / f64 output, a batch axis, groups), or run-time rows
+K % 8 != 0 (fp8: 16), a dtype other than f16 / bf16 / fp8, an i32 / f64 output, a batch axis, grouped fp8 inputs), or run-time rows
 ``validate`` refuses (a missing, zero or negative ``m``; group rows of the wrong count, negative or
 all zero). Every refusal must be a ``ValueError`` (``ContractError`` is one) that names the change.
 
@@ -264,9 +264,9 @@ def _kind(fields: dict) -> str:
 
 def _sm90_changes(rng, kind: str, fields: dict, run: dict) -> list:
     """The sm90 GEMM's refusals (docs/sm90_gemm.md "Scope today"), each a ContractError naming the operand."""
-    def grouped():
+    def grouped():  # a grouped problem of fp8 inputs (the sm90 grouped kernel runs f16 / bf16)
         groups = int(rng.integers(1, 5))
-        fields.update(groups=groups)
+        fields.update(groups=groups, dtype="fp8", out_dtype=None, K=-(-fields["K"] // 16) * 16)
         run.clear()
         run.update(group_rows=_group_rows(rng, groups, 16))
 
@@ -283,7 +283,7 @@ def _sm90_changes(rng, kind: str, fields: dict, run: dict) -> list:
         options.append(("sm90 batch", r"sm90 GEMM M: a batched problem is not planned",
                         lambda: fields.update(batch=int(rng.integers(2, 4)))))
     else:
-        options.append(("sm90 grouped", r"sm90 GEMM M: a grouped problem is not planned", grouped))
+        options.append(("sm90 grouped fp8", r"sm90 grouped GEMM dtype: f16 or bf16 inputs", grouped))
     return options
 
 

@@ -22,8 +22,10 @@ row_scale=None, col_scale=None, out=None)`` computes ``out = epilogue(a @ op(b))
   keeps the sm80-class kernels on every GPU, sm_90 included; unset or ``auto``: the choice above. On
   sm_90 a problem the Hopper kernel does not run falls back to the sm80-class kernel on the same
   device: layout ``"nn"``, K not a multiple of 8 (TMA's 16-byte strides), an M with ``M N >= 2^31``
-  (its 32-bit epilogue offsets). ``grouped_gemm`` and ``attention`` run the sm80-class kernels on
-  every GPU for now.
+  (its 32-bit epilogue offsets). ``grouped_gemm`` takes the same choice (on sm_90 the Hopper
+  grouped kernel, ``kernels.sm90.grouped_plan``, whose decode buckets of at most 16 rows per group keep the
+  sm80 grouped kernel; layout ``"nn"`` or K not a multiple of 8: the sm80-class kernel); ``attention`` runs
+  the sm80-class kernel on every GPU for now.
 * An eager call runs the launch prepared for its key (shapes, dtypes, device, options: ``_CALLS``) after
   its first call of that key, which takes the checked path and the custom op (docs/dynamic_m.md
   "Dispatch cost"); ``torch.compile``, dispatch modes and functorch transforms always take the op.
@@ -62,6 +64,9 @@ causal, scale, dtype, arch, device)``) is the whole shape: a new shape builds on
 then the on-disk build cache). It is the custom op ``torch.ops.tvm_cdna4.attention`` (both outputs)
 with a fake implementation; the argument checks are those of ``gemm`` (device, dtypes, shapes,
 contiguous strides, 16-byte aligned data) plus the head rules above.
+
+``paged_attention(q, k_cache, v_cache, block_table, context_lens, *, scale=None, k_scale=None, v_scale=None,
+return_lse=False)`` is paged decode attention (``tvm_cdna4.torch_paged``, whose docstring tells it).
 """
 
 from __future__ import annotations
@@ -492,12 +497,22 @@ def check_grouped_arguments(x, w, offsets, layout, out_dtype, bias, activation, 
 
 
 def _grouped_kernel(x, G: int, N: int, K: int, odt, layout: str, fusion: Fusion):
-    """The cached grouped GEMM of the shape class (one kernel per bucket of rows per group, built lazily)."""
+    """The cached grouped GEMM of the shape class (one kernel per bucket of rows per group, built lazily): the
+    device's target's (``cuda_target``: on sm_90 ``kernels.sm90``'s, its decode buckets the sm80 grouped
+    kernel's, ``kernels.sm90.grouped_plan``), sm80's where the sm90 kernel refuses the problem (layout ``nn``,
+    K % 8 != 0)."""
     from .runtime.cuda import DynamicKernel
     from .kernels.sm80.gemm import build_grouped
 
-    arch = _arch(x)
+    arch, target = cuda_target(x.device)
     key = ("grouped", G, N, K, IN_DTYPES[x.dtype], OUT_DTYPES[odt], layout, fusion, arch, x.device.index)
+    if target == "sm90":
+        from .kernels.gemm.problem import GemmProblem
+
+        problem = GemmProblem(None, N, K, IN_DTYPES[x.dtype], layout, OUT_DTYPES[odt], fusion, groups=G)
+        kernel = _sm90_kernel((*key, "sm90"), problem, x.device)
+        if kernel is not None:
+            return kernel
     if key not in _KERNELS:
         _KERNELS[key] = DynamicKernel(build_grouped(G, N, K, IN_DTYPES[x.dtype], layout, OUT_DTYPES[odt], arch,
                                                     fusion=fusion), device=x.device)
@@ -696,5 +711,11 @@ def run_attention(problem, arrays):
     return o.float().cpu().numpy(), lse.float().cpu().numpy()
 
 
-__all__ = ["ALIGNMENT", "CUDA_TARGET", "LAYOUTS", "TARGET_ENV", "attention", "choose_target", "cuda_target", "attention_dtype", "check_arguments", "check_attention_arguments",
+from . import torch_paged as _paged  # noqa: E402  (handed the dispatch helpers above)
+from .torch_paged import check_paged_arguments, paged_attention, run_paged_attention  # noqa: E402
+
+_paged.HOOKS.update(_key=_key, _prepared=_prepared, _store=_store, _ready=_ready, _arch=_arch)
+
+__all__ = ["ALIGNMENT", "CUDA_TARGET", "LAYOUTS", "TARGET_ENV", "attention", "check_paged_arguments", "paged_attention",
+           "run_paged_attention", "choose_target", "cuda_target", "attention_dtype", "check_arguments", "check_attention_arguments",
            "check_grouped_arguments", "gemm", "grouped_gemm", "kernel_cache", "run_attention"]

@@ -31,6 +31,18 @@ def test_a_present_gpu_is_read_from_the_driver_attributes():
     assert devices.spec_from_attributes(a).hbm_bytes_s == DEVICES["H200"].hbm_bytes_s
 
 
+def test_a_refused_clock_takes_the_named_gpu_s_figures():
+    """The H100 SXM under CUDA 13 (no clock attributes; the 2026-12-06 sweep found its plans made with the
+    H200's 4.8 TB/s): the H100 entry's figures, by the driver's name."""
+    a = dict(name="NVIDIA H100 80GB HBM3", units=132, l2_bytes=50 << 20, major=9, minor=0, smem_optin=232448,
+             regs=65536)
+    spec = devices.spec_from_attributes(a)
+    assert (spec.hbm_bytes_s, spec.clock_hz, spec.units) == (DEVICES["H100"].hbm_bytes_s, DEVICES["H100"].clock_hz, 132)
+    assert devices.spec_from_attributes({**a, "name": "NVIDIA H200"}).hbm_bytes_s == DEVICES["H200"].hbm_bytes_s
+    assert devices.named("NVIDIA A100-SXM4-80GB") is DEVICES["A100"]
+    assert devices.named("NVIDIA H100 PCIe") is None and devices.named("NVIDIA GeForce RTX 4090") is None
+
+
 def test_planned_is_the_present_gpu_else_the_default(monkeypatch):
     devices.present.cache_clear()
     monkeypatch.setattr(devices, "_driver_attributes", lambda: None)

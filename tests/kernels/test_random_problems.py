@@ -124,7 +124,7 @@ def test_every_change_is_drawn_and_the_draw_is_reproducible():
              "a fused epilogue on an i32 / f64 accumulator", "MX K off the 32-element blocks", "MX batch",
              "a fused epilogue with a batch axis", "MX out bf16", "dynamic / grouped MX",
              "dynamic / grouped with A stored [K, M]", "sm90 layout nn / tn / tt", "sm90 K % 8 != 0", "sm90 dtype",
-             "sm90 out i32 / f64", "sm90 batch", "sm90 grouped"}
+             "sm90 out i32 / f64", "sm90 batch", "sm90 grouped fp8"}
     assert set(changes) == names
     assert [c.describe() for c in _drawn("gemm", "gfx950", 20)] == [c.describe() for c in _drawn("gemm", "gfx950", 20)]
 

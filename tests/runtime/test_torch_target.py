@@ -76,6 +76,19 @@ def test_sm90_runs_what_it_takes_and_sm80_the_rest(hopper):
     assert hopper == [0] and all(k.dynamic.built() == () for k in tt.kernel_cache().values())  # nothing built
 
 
+def test_grouped_gemm_runs_the_sm90_grouped_kernel_on_hopper(hopper, monkeypatch):
+    k = tt._grouped_kernel(FakeA(), 8, 200, 264, torch.bfloat16, "nt", Fusion(bias=True))
+    assert " sm90 nt bf16->bf16 G=8 N=200 K=264" in k.dynamic.describe
+    assert tt._grouped_kernel(FakeA(), 8, 200, 264, torch.bfloat16, "nt", Fusion(bias=True)) is k  # one per class
+    for layout, K in (("nn", 264), ("nt", 260)):  # what the sm90 kernel refuses: the sm80 grouped kernel
+        other = tt._grouped_kernel(FakeA(), 8, 200, K, torch.bfloat16, layout, Fusion())
+        assert " sm90 " not in other.dynamic.describe and " G=8 " in f"{other.dynamic!r} ", (layout, K)
+    monkeypatch.setattr(tt, "_DEVICES", {})
+    monkeypatch.setattr(tt, "CUDA_TARGET", "sm80")
+    assert " sm90 " not in tt._grouped_kernel(FakeA(), 8, 200, 392, torch.bfloat16, "nt", Fusion()).dynamic.describe
+    assert all(k.dynamic.built() == () for k in tt.kernel_cache().values())  # nothing built
+
+
 def test_the_setting_keeps_sm80_on_hopper(hopper, monkeypatch):
     monkeypatch.setattr(tt, "CUDA_TARGET", "sm80")
     k = tt._kernel(FakeA(), 200, 264, torch.bfloat16, "nt", Fusion(), M=77)

@@ -188,7 +188,13 @@ def check_gemm(args) -> str | None:
 
 
 def check_attention(args) -> str | None:
-    """``attention``: ``--seed`` without ``--validate``."""
+    """``attention``: ``--seed`` without ``--validate``; ``--page-size`` without ``--kv-cache paged``, and
+    ``--batch`` with it (the batch is the count of ``--context``)."""
+    paged = getattr(args, "kv_cache", "dense") == "paged"
+    if not paged and given(args, "page_size"):
+        return "--page-size is for --kv-cache paged"
+    if paged and given(args, "batch"):
+        return "--batch with --kv-cache paged: the batch is the count of --context lengths"
     return _seed(args)
 
 

@@ -5,6 +5,8 @@
     python -m tvm_cdna4 attention --batch 16 --heads 64 --kv-heads 8 --seq 8192 --emit config
     python -m tvm_cdna4 attention --seq 8192 --heads 64 --kv-heads 8 --report             # gfx950 static report
     python -m tvm_cdna4 attention --target sm80 --seq 4096 --heads 32 --validate --bench  # NVIDIA GPU
+    python -m tvm_cdna4 attention --target sm80 --kv-cache paged --page-size 16 --context 1,77,300 --seq 4 \
+        --heads 8 --kv-heads 2 --kv-dtype fp8 --validate                              # paged decode (cli.attention_paged)
 
 The API behind it: ``tvm_cdna4.kernels.attention`` (``plan``, ``emit``, ``build``, ``validate``) and
 ``tvm_cdna4.report.attention_report`` (--report). Actions: --validate (gfx950: the CPU wavefront emulator; sm80: the NVIDIA GPU, without
@@ -37,7 +39,7 @@ def add_attention_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--target", default="gfx950", choices=TARGETS, help="gfx950 (CDNA4) or sm80 (CUDA)")
     p.add_argument("--dtype", default="bf16", choices=DTYPES,
                    help="Q, K, V dtype; fp8: OCP e4m3 with per-tensor f32 scales, bf16 O (gfx950)")
-    p.add_argument("--batch", type=positive_int, default=1, help="batch size B")
+    p.add_argument("--batch", type=positive_int, default=Default(1), help="batch size B")
     p.add_argument("--heads", type=positive_int, default=1, help="query heads H")
     p.add_argument("--kv-heads", type=positive_int, help="K/V heads (GQA: divides H; default: H)")
     p.add_argument("--seq", type=positive_int, required=True, help="query sequence length (required)")
@@ -56,6 +58,11 @@ def add_attention_parser(subparsers) -> argparse.ArgumentParser:
                         "(default: none)")
     p.add_argument("--report", action="store_true", help="gfx950: the static performance report")
     p.add_argument("--bench", action="store_true", help="sm80: time on the NVIDIA GPU and print TFLOP/s")
+    p.add_argument("--kv-cache", choices=("dense", "paged"), default="dense",
+                   help="paged: decode attention over a paged KV cache (--seq is the queries per sequence, 1..8)")
+    p.add_argument("--page-size", type=positive_int, default=Default(16), help="paged: keys per page (16..128, a power of two)")
+    p.add_argument("--context", help="paged: the sequences' context lengths, comma-separated (the batch)")
+    p.add_argument("--kv-dtype", choices=("bf16", "f16", "fp8"), help="paged: the KV cache's dtype (default: --dtype)")
     p.add_argument("--no-cache", action="store_true", help="build with TIRx even when the build cache has it")
     p.add_argument("--arch", type=cuda_arch,
                    help="sm80: the CUDA arch to plan and build for, sm_80 or newer, e.g. sm_90 (default: the NVIDIA "
@@ -146,6 +153,13 @@ def run_attention(args) -> int:
     from ..errors import ContractError
     from ..kernels import attention
 
+    if args.kv_cache == "paged":
+        from .attention_paged import run_paged
+
+        return run_paged(args, present_arch)
+    paged_only = [flag for flag, value in (("--context", args.context), ("--kv-dtype", args.kv_dtype)) if value]
+    if paged_only:
+        return _usage(f"{', '.join(paged_only)} is for --kv-cache paged")
     why = _refusal(args)
     if why:
         return _usage(why)

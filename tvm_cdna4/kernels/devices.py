@@ -95,14 +95,25 @@ def _driver_attributes() -> dict | None:
 
 def spec_from_attributes(a: dict) -> DeviceSpec:
     """A ``DeviceSpec`` from the driver's attributes (``_driver_attributes``): the HBM bandwidth is
-    twice the memory clock times the bus width (double data rate)."""
+    twice the memory clock times the bus width (double data rate). Where the driver refuses the clocks
+    (CUDA 13 deprecates them), the figures of the ``DEVICES`` entry the GPU's name names (``named``) stand
+    in, else the default device's."""
     arch = f"sm_{a['major']}{a['minor']}" + ("a" if a["major"] == 9 else "")
-    fallback = DEVICES[DEFAULT["sm80"]]
+    fallback = named(a.get("name", "")) or DEVICES[DEFAULT["sm80"]]
     clock = a["clock_khz"] * 1e3 if "clock_khz" in a else fallback.clock_hz
     hbm = (2 * a["mem_clock_khz"] * 1e3 * a["bus_bits"] / 8 if "mem_clock_khz" in a and "bus_bits" in a
            else fallback.hbm_bytes_s)
     return DeviceSpec(a["name"], "sm80", arch, a["units"], a["smem_optin"], a["regs"], clock, hbm, a["l2_bytes"],
                       "read from the CUDA driver")
+
+
+def named(name: str) -> DeviceSpec | None:
+    """The ``DEVICES`` entry whose key the driver's device name holds as a word ("NVIDIA H100 80GB HBM3" ->
+    ``DEVICES["H100"]``), None for a GPU not listed. The H100 entry is the SXM card's: a PCIe card
+    ("NVIDIA H100 PCIe", 2.0 TB/s) is not listed, so its name names no entry."""
+    words = name.replace("-", " ").split()
+    hits = [key for key, spec in DEVICES.items() if spec.target != "gfx950" and key in words]
+    return DEVICES[hits[0]] if len(hits) == 1 and "PCIe" not in words else None
 
 
 @functools.lru_cache(maxsize=None)
@@ -121,4 +132,4 @@ def planned(target: str) -> DeviceSpec:
     return present(target) or DEVICES[DEFAULT[target]]
 
 
-__all__ = ["DEFAULT", "DEVICES", "DeviceSpec", "planned", "present", "spec_from_attributes"]
+__all__ = ["DEFAULT", "DEVICES", "DeviceSpec", "named", "planned", "present", "spec_from_attributes"]

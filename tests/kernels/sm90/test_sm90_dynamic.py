@@ -17,22 +17,25 @@ from tvm_cdna4.kernels.gemm import GemmProblem
 from tvm_cdna4.kernels.gemm.dynamic_m import MBucket, m_limit
 from tvm_cdna4.kernels.gemm.epilogue import Fusion
 from tvm_cdna4.kernels.sm80.decode_plan import DecodePlan
-from tvm_cdna4.kernels.sm90 import gemm_cost, gemm_target
+from tvm_cdna4.kernels.sm90 import gemm_cost, gemm_dynamic, gemm_target
 from tvm_cdna4.kernels.sm90.gemm_plan import Sm90Config, Sm90Plan
 
 LLAMA = GemmProblem(None, 4096, 4096, "bf16", "nt", "bf16")
 
 
-def test_each_bucket_is_the_cost_models_plan_at_its_representative_m():
+def test_each_bucket_is_the_cost_models_plan_over_its_range_of_m():
     d = gemm.build(LLAMA, "sm90")
-    assert [(b.lo, b.hi) for b in d.buckets] == [(1, 16), (17, 32), (33, 64), (65, 128), (129, 256), (257, 1024),
-                                                 (1025, 4096), (4097, m_limit(4096))]
+    assert [(b.lo, b.hi) for b in d.buckets] == [
+        (1, 16), (17, 32), (33, 64), (65, 96), (97, 128), (129, 192), (193, 256), (257, 384), (385, 512), (513, 768),
+        (769, 1024), (1025, 1536), (1537, 2048), (2049, 3072), (3073, 4096), (4097, 6144), (6145, 8192),
+        (8193, m_limit(4096))]
     device = devices.planned("sm80")
     for b in d.buckets[1:]:
         p = d.plan(b.hi)
         assert isinstance(p, Sm90Plan) and p.dynamic_m == b and str(p.M) == "M"
-        assert p.config == gemm_cost.choose_config(b.representative, 4096, 4096, 2, device)
+        assert p.config == gemm_cost.choose_for_range(*gemm_dynamic.planned_range(b), 4096, 4096, 2, device)
         assert [str(x) for x in p.params[0].shape] == ["M", "4096"] and str(p.params[2].shape[0]) == "M"
+    assert gemm_dynamic.planned_range(d.buckets[-1]) == (8193, 16386)
     assert (d.plan(100).config.block_m, d.plan(5000).config.block_n) == (64, 256)  # small tiles for small M
     # the bucket 1..16 keeps the weight-streaming decode kernel (DECODE_KEEPS), built for sm_90a
     assert isinstance(d.plan(5), DecodePlan) and d.plan(5).dynamic_m == MBucket(1, 16)
@@ -45,9 +48,27 @@ def test_without_decode_keeps_the_first_bucket_runs_the_sm90_kernel(monkeypatch)
     assert isinstance(p, Sm90Plan) and p.dynamic_m == MBucket(1, 16) and p.config.block_m == 64
 
 
+def test_a_range_plan_bounds_every_m_s_loss_where_the_largest_m_s_plan_does_not():
+    # Qwen2.5-7B's down projection over 257..1024 (the shared bucket): planned at M = 1024 alone, M = 257 runs
+    # 2.5x its own best by the model; planned over the range, no sample loses more than the range plan's worst
+    device = devices.DEVICES["H100"]
+    N, K, samples = 3584, 18944, gemm_cost.range_samples(257, 1024)
+    assert samples == (257, 363, 513, 725, 1024)
+    best = {m: gemm_cost.ranked(m, N, K, 2, device)[0][0] for m in samples}
+
+    def worst(cfg):
+        return max(gemm_cost.estimate(cfg, m, N, K, 2, device).total / best[m] for m in samples)
+
+    at_top, over = gemm_cost.choose_config(1024, N, K, 2, device), gemm_cost.choose_for_range(257, 1024, N, K, 2, device)
+    assert worst(at_top) > 2.0 and worst(over) < 1.7
+    for _, cfg in gemm_cost.ranked(1024, N, K, 2, device):  # the least worst loss of every candidate
+        assert worst(over) <= worst(cfg) + 1e-9
+    assert gemm_cost.choose_for_range(300, 300, N, K, 2, device) == gemm_cost.choose_config(300, N, K, 2, device)
+
+
 def test_plan_and_choose_at_a_run_time_m():
     p = gemm.plan(LLAMA, "sm90", m=300)
-    assert p.dynamic_m == MBucket(257, 1024) and gemm.choose(LLAMA, "sm90", m=300) == p.config
+    assert p.dynamic_m == MBucket(257, 384) and gemm.choose(LLAMA, "sm90", m=300) == p.config
     assert gemm.plan(GemmProblem(None, 200, 264, "bf16", "nt", "f32", Fusion(bias=True)), "sm90", m=77).params[3].name == "bias"
 
 
@@ -95,6 +116,7 @@ def test_emit_config_of_a_dynamic_m_problem(capsys):
     assert main(["gemm", "--target", "sm90", "--dynamic-m", "-M", "100", "-N", "4096", "-K", "4096", "--dtype", "bf16",
                  "--out-dtype", "bf16", "--emit", "config"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert (out["target"], out["M"], out["m_bucket"], out["planned_at_m"]) == ("sm90", "M", [65, 128], 128)
+    assert (out["target"], out["M"], out["m_bucket"], out["planned_at_m"]) == ("sm90", "M", [97, 128], 128)
+    assert out["planned_over_m"] == [97, 128]
     assert out["grid"] == "T.min(T.Div(M + 63, 64) * 64, 132)" and out["config"]["block_m"] == 64
-    assert out["buckets"][0] == "1-16" and out["buckets"][-1] == f"4097-{m_limit(4096)}"
+    assert out["buckets"][0] == "1-16" and out["buckets"][-1] == f"8193-{m_limit(4096)}"

@@ -7,6 +7,8 @@ source where nvcc is present); tests marked ``cuda(arch="sm_90a")`` validate on 
 from __future__ import annotations
 
 import json
+import math
+import pathlib
 import shutil
 import subprocess
 
@@ -36,12 +38,12 @@ def test_the_row_and_its_aliases():
 
 @pytest.mark.parametrize("M, N, K, tile, epilogue, split", [
     (1, 4096, 4096, (64, 64, 1), "registers", 1),  # decode rows: the most CTAs streaming the weights
-    (77, 4096, 14336, (128, 64, 2), "tma", 2),  # 64 tiles, a long K: two K slices of 112 k-tiles fill the SMs
-    (200, 3584, 18944, (128, 256, 2), "tma", 4),  # Qwen2.5-7B's down projection (issue 36)
+    (77, 4096, 14336, (64, 128, 1), "registers", 2),  # 32 tiles, a long K: two K slices of 112 k-tiles
+    (200, 3584, 18944, (128, 192, 2), "tma", 3),  # Qwen2.5-7B's down projection (issue 36)
     (768, 14336, 4096, (128, 256, 2), "tma", 1),   # C through shared memory and TMA stores: measured faster
     (4096, 4096, 4096, (128, 256, 2), "tma", 1),   # large M: the tile shared memory keeps up with
     (8192, 4096, 14336, (128, 256, 2), "tma", 1),
-    (8192, 4100, 4096, (128, 192, 2), "registers", 1),  # C rows not whole 16-byte chunks: no TMA stores
+    (8192, 4100, 4096, (256, 128, 2), "registers", 1),  # C rows not whole 16-byte chunks: no TMA stores
 ])
 def test_the_cost_model_picks_the_tile_by_m(M, N, K, tile, epilogue, split):
     cfg = gemm_cost.choose_config(M, N, K, 2, H200)
@@ -57,9 +59,9 @@ def test_the_split_k_term_and_the_splits_weighed():
     one, four = Sm90Config(128, 256, 3, 2, epilogue="tma"), Sm90Config(128, 256, 3, 2, epilogue="tma", split_k=4)
     a, b = (gemm_cost.estimate(c, 200, 3584, 18944, 2, H200) for c in (one, four))
     assert a.reduction == 0 and b.compute == pytest.approx(a.compute * 74 / 296)  # 112 units, 74 k-tiles each
-    workspace = 2 * 4 * 200 * 3584 * 4 / H200.hbm_bytes_s
+    workspace = 2 * 4 * 200 * 3584 * 4 / (H200.hbm_bytes_s * gemm_cost.HBM_EFFICIENCY)
     gather = 4 * 128 * 256 * 4 / (gemm_cost.SM_BYTES_PER_CLK * H200.clock_hz)
-    assert b.reduction == pytest.approx(workspace + gather) and b.total < a.total
+    assert b.reduction == pytest.approx((workspace + gather) / gemm_cost.REDUCTION_EFFICIENCY) and b.total < a.total
     assert b.epilogue == pytest.approx(a.epilogue * 112 / 28)  # every CTA's epilogue time, 112 CTAs
     # slices of at least MIN_SLICE_TILES k-tiles, each with its own, the workspace within 32-bit offsets
     assert gemm_cost.splits(200, 3584, 18944) == (1, 2, 3, 4)  # 296 k-tiles: slices of 64 at least
@@ -78,13 +80,17 @@ def test_the_estimate_terms():
     assert est.compute == pytest.approx(4 * tile)
     # the busiest CTA streams its 4 tiles' A and B panels and writes their C from L2
     streamed = 4 * ((128 + 256) * 4096 * 2 + 128 * 256 * 2) / (gemm_cost.SM_BYTES_PER_CLK * H200.clock_hz)
-    assert streamed > (2 * 4096 * 4096 * 2 + 4096 * 4096 * 2) / H200.hbm_bytes_s
+    assert streamed > (2 * 4096 * 4096 * 2 + 4096 * 4096 * 2) / (H200.hbm_bytes_s * gemm_cost.HBM_EFFICIENCY)
     assert est.memory == pytest.approx(streamed) and est.memory < est.compute
     # every CTA stores its 4 tiles' C (bf16) at once, at the fitted share of the HBM bandwidth
     assert est.epilogue == pytest.approx(4 * 128 * 256 * 2 * H200.units / (H200.hbm_bytes_s * gemm_cost.STORE_EFFICIENCY))
-    assert est.total == pytest.approx(est.compute + est.fill + est.epilogue)
-    # a narrower tile needs more shared-memory bandwidth per flop
+    p = gemm_cost.OVERLAP  # compute and memory overlap partly: between their maximum and their sum
+    body = (est.compute ** p + est.memory ** p) ** (1 / p)
+    assert max(est.compute, est.memory) < body < est.compute + est.memory
+    assert est.total == pytest.approx(body + est.fill + est.epilogue)
+    # a narrower tile needs more shared-memory bandwidth per flop; an N = 64 wgmma runs at half the rate
     assert gemm_cost.efficiency(Sm90Config(128, 128, 4, 2)) < gemm_cost.efficiency(cfg)
+    assert gemm_cost.efficiency(Sm90Config(128, 64, 4, 2)) <= gemm_cost.TENSOR_EFFICIENCY * 64 / gemm_cost.WGMMA_FULL_N
 
 
 H100_TIMINGS = [  # benchmarks/sm90_gemm.py on an H100 SXM, 2026-12-06 (docs/sm90_gemm.md): M, N, K, tile, stages, us
@@ -97,11 +103,30 @@ H100_TIMINGS = [  # benchmarks/sm90_gemm.py on an H100 SXM, 2026-12-06 (docs/sm9
 ]
 
 
-def test_the_estimate_is_within_ten_percent_of_the_h100_timings_it_was_fitted_to():
-    h100 = devices.DEVICES["H100"]
-    ratios = [us * 1e-6 / gemm_cost.estimate(Sm90Config(bm, bn, stages, 2), M, N, K, 2, h100).total
-              for M, N, K, bm, bn, stages, us in H100_TIMINGS]
-    assert all(0.89 < r < 1.02 for r in ratios), ratios
+SWEEP = pathlib.Path(__file__).parents[3] / "benchmarks" / "runs" / "sm90_sweep_h100_2026-12-06.json"
+
+
+def h100_timings():
+    """(config, M, N, K, us) of every H100 timing the model's rates were fitted to: the 13 and 10 timings above
+    and the 144 of ``benchmarks/sm90_sweep.py`` (M = 96 / 200 / 768 / 3000 on twelve LLM projections, the top 3
+    configs of the model then in force each)."""
+    rows = json.loads(SWEEP.read_text())["rows"]
+    out = [(Sm90Config(**r["config"]), r["M"], r["N"], r["K"], r["us"]) for r in rows if r.get("ok")]
+    out += [(Sm90Config(bm, bn, stages, 2), M, N, K, us) for M, N, K, bm, bn, stages, us in H100_TIMINGS]
+    return out + [(Sm90Config(128, 256, 3, 2, epilogue="tma"), M, N, K, us) for M, N, K, us in H100_TMA_TIMINGS]
+
+
+def test_the_estimate_fits_the_h100_timings_and_ranks_what_was_measured():
+    h100, data = devices.DEVICES["H100"], h100_timings()
+    assert len(data) == 167
+    logs = [math.log(us * 1e-6 / gemm_cost.estimate(cfg, M, N, K, 2, h100).total) for cfg, M, N, K, us in data]
+    assert math.sqrt(sum(x * x for x in logs) / len(logs)) < 0.07 and max(map(abs, logs)) < 0.2
+    # of each swept shape's three timed configs, the one the model ranks first is within 15% of the fastest
+    shapes = {}
+    for cfg, M, N, K, us in data[:144]:
+        shapes.setdefault((M, N, K), []).append((gemm_cost.estimate(cfg, M, N, K, 2, h100).total, us))
+    losses = [min(runs)[1] / min(us for _, us in runs) for runs in shapes.values()]
+    assert len(losses) == 48 and max(losses) < 1.15 and math.exp(sum(map(math.log, losses)) / 48) < 1.015
     # and it ranks the 4096^3 tilings as measured: 128x256 first, by more than 15%
     square = {bn: us for M, N, K, bm, bn, stages, us in H100_TIMINGS[:4] if stages != 3}
     est = {bn: gemm_cost.estimate(Sm90Config(128, bn, 4, 2), 4096, 4096, 4096, 2, h100).total for bn in square}
@@ -116,11 +141,9 @@ H100_TMA_TIMINGS = [  # benchmarks/sm90_gemm.py --study on an H100 SXM, 2026-12-
 ]
 
 
-def test_the_tma_epilogue_estimate_is_within_ten_percent_of_its_h100_timings():
+def test_the_tma_epilogue_keeps_a_share_of_the_register_epilogue_s_stall():
     h100 = devices.DEVICES["H100"]
     tma, registers = Sm90Config(128, 256, 3, 2, epilogue="tma"), Sm90Config(128, 256, 3, 2)
-    ratios = [us * 1e-6 / gemm_cost.estimate(tma, M, N, K, 2, h100).total for M, N, K, us in H100_TMA_TIMINGS]
-    assert all(0.9 < r < 1.1 for r in ratios), ratios
     # the stall it keeps is STAGED_EPILOGUE of the stores from registers; the rest of the estimate is the same
     a, b = gemm_cost.estimate(tma, 4096, 4096, 4096, 2, h100), gemm_cost.estimate(registers, 4096, 4096, 4096, 2, h100)
     assert a.epilogue == pytest.approx(gemm_cost.STAGED_EPILOGUE * b.epilogue) and a.compute == b.compute
@@ -155,7 +178,8 @@ def test_the_plan_is_a_frozen_record_whose_json_is_the_summary():
     (GemmProblem(8, 64, 64, "bf16", "nt", "i32"), "out_dtype", "dtype"),
     (GemmProblem(None, 64, 64, "bf16", "nn"), "layout", "layout"),  # dynamic M: the same refusals
     (GemmProblem(None, 64, 60, "bf16", "nt"), "K", "alignment"),
-    (GemmProblem(None, 64, 64, "bf16", "nt", groups=4), "M", "shape"),
+    (GemmProblem(None, 64, 64, "fp8", "nt", "bf16", groups=4), "dtype", "dtype"),  # grouped: f16 / bf16 only
+    (GemmProblem(None, 64, 64, "bf16", "nn", groups=4), "layout", "layout"),
     (bf16(65536, 32768, 64), "C", "shape"),                           # 2^31 elements: int32 offsets
 ])
 def test_a_problem_sm90_does_not_run_is_refused_naming_the_operand(problem, operand, check):

@@ -46,6 +46,11 @@ TARGETS = {
     "gfx950": Target("gfx950", "tvm_cdna4.kernels.gfx950.attention_target"),
     "sm80": Target("sm80", "tvm_cdna4.kernels.sm80.attention_target"),
 }
+PAGED_TARGETS = {
+    "sm80": Target("sm80", "tvm_cdna4.kernels.sm80.paged_target"),
+}
+"""Paged decode attention (``kernels.attention.paged``, issue 37): the targets whose ``paged_target`` module
+implements ``plan``, ``choose``, ``emit``, ``build``, ``execute``, ``summary`` of a ``PagedDecodeProblem``."""
 AttentionTarget = Target
 """Deprecated (0.2.0): the rows of ``TARGETS`` are ``kernels.common.Target`` records (a module of verbs)."""
 
@@ -156,5 +161,26 @@ def validate(problem: AttentionProblem, target: str = "gfx950", config=None, see
                       seconds)
 
 
-__all__ = ["SM80_EMULATED_PAIRS", "TARGETS", "AttentionConfig", "AttentionProblem", "AttentionTarget", "Validation", "build",
-           "build_gfx950", "cache_key", "choose", "emit", "emit_gfx950", "plan", "schedule_digest", "target_of", "validate"]
+def paged_verb(target: str, verb: str):
+    """The paged decode attention's ``verb`` on ``target`` (``PAGED_TARGETS``)."""
+    return row(PAGED_TARGETS, "paged decode attention", target).verb(verb)
+
+
+def validate_paged(problem, target: str = "sm80", config=None, seed: int = 0, contexts=None, run=None,
+                   **options) -> Validation:
+    """The paged decode kernel on ``paged.random_inputs(problem, seed, contexts)`` against ``paged.reference``
+    within ``paged.error_bound`` (``paged.compare``): on a GPU through ``run``, else the target's emulator
+    for small problems. ``options``: the planner's (``context``, ``sms``)."""
+    from . import paged
+
+    p = paged_verb(target, "plan")(problem, config, **options)
+    arrays = paged.random_inputs(problem, seed, contexts)
+    start = time.perf_counter()
+    (o, lse), where = paged_verb(target, "execute")(p, arrays, run)
+    seconds = time.perf_counter() - start
+    o_ratio, lse_ratio = paged.compare(problem, arrays, o, lse)
+    return Validation(o_ratio, lse_ratio, where, seconds)
+
+
+__all__ = ["PAGED_TARGETS", "SM80_EMULATED_PAIRS", "TARGETS", "AttentionConfig", "AttentionProblem", "AttentionTarget", "Validation", "build",
+           "build_gfx950", "cache_key", "choose", "emit", "emit_gfx950", "plan", "schedule_digest", "target_of", "paged_verb", "validate", "validate_paged"]

@@ -3,18 +3,19 @@
 For a ``Sm90Config`` on problem (M, N, K) and a ``devices.DeviceSpec`` (the SM count, clock, HBM
 bandwidth: ``kernels.devices``, never written here), the estimate in seconds is
 
-    max(compute, memory) + fill + epilogue
+    (compute^p + memory^p)^(1/p) + fill + epilogue        (p = ``OVERLAP``: they overlap, not wholly)
 
 - compute: the persistent grid's busiest CTA, ``ceil(tiles / ctas)`` tiles, each ``block_m x block_n x
   k_tiles*64`` multiply-adds at ``TENSOR_FLOPS_PER_CLK`` flops per SM clock times the tile's
   efficiency: ``TENSOR_EFFICIENCY`` (issue and synchronization, fitted) times the share of the
   tensor rate that shared memory keeps up with: per k-tile the tensor cores need ``block_m block_n 64 2
   / TENSOR_FLOPS_PER_CLK`` clocks while shared memory, at ``SMEM_BYTES_PER_CLK``, takes the TMA's writes
-  of both tiles and every wgmma's reads (each m64nNk16 reads its ``(64 + N) x 16`` elements), and one
-  consumer warpgroup (no second one to hide its epilogue and waits) at ``ONE_CONSUMER`` of that;
+  of both tiles and every wgmma's reads (each m64nNk16 reads its ``(64 + N) x 16`` elements), and at most
+  ``N / WGMMA_FULL_N`` of it (a narrow wgmma does not reach the full rate), and one consumer warpgroup (no
+  second one to hide its epilogue and waits) at ``ONE_CONSUMER`` of that;
 - memory: A and B read once and C written once (the grouped tile order keeps the panels of one group
-  in L2) at the HBM bandwidth, or the busiest CTA's own bytes at ``SM_BYTES_PER_CLK`` when fewer
-  CTAs than SMs stream (small M);
+  in L2) at ``HBM_EFFICIENCY`` of the HBM bandwidth, or the busiest CTA's own bytes at ``SM_BYTES_PER_CLK``
+  when fewer CTAs than SMs stream (small M);
 - fill: the first stage of every CTA before its first wgmma (the ring's latency);
 - epilogue: the consumers store each tile's C from registers while the tensor cores wait, and every
   CTA reaches its epilogue at about the same time: the busiest CTA's tiles' C bytes, times the CTAs,
@@ -26,28 +27,33 @@ With a K split (``split_k`` = S > 1; ``gemm_plan``'s docstring) the work units a
 its share of the tiles (``ceil(tiles / ctas)``, whoever gathers them), and a fourth term is added:
 
 - reduction: the workspace traffic, every slice's f32 partial of C written and read back (``S M N 4`` bytes
-  twice, as ``reduction="ordered"`` moves them; the chooser builds only ordered splits) at the HBM bandwidth, plus the tile's gather by one warpgroup's SM
-  (``ceil(tiles / ctas)`` tiles of ``S block_m block_n 4`` bytes) at ``SM_BYTES_PER_CLK``: the last unit of
-  a tile waits for it (assumed: no timing has tested the term yet).
+  twice, as ``reduction="ordered"`` moves them; the chooser builds only ordered splits) at the loads' HBM rate,
+  plus the tile's gather by one warpgroup's SM (``ceil(tiles / ctas)`` tiles of ``S block_m block_n 4`` bytes)
+  at ``SM_BYTES_PER_CLK``, both at ``REDUCTION_EFFICIENCY`` of those rates: the last unit of a tile waits.
 
 The choice weighs ``SPLITS`` for every candidate tile whose tiles leave SMs idle (fewer tiles than SMs; a
 split of a full grid, for its last wave, measured slower), those that leave every slice ``MIN_SLICE_TILES``
 k-tiles and keep the workspace's offsets 32-bit.
 
-Rates marked *fitted* were fitted to the 13 timings of ``benchmarks/sm90_gemm.py`` on an H100 SXM
-(2026-12-06; docs/sm90_gemm.md: 4096^3 at four tilings and the Llama-3-8B set, 41 us to 1.5 ms; the
-estimate with the H100's ``DeviceSpec`` is within 3.9% rms of them, 10% at worst), ``STAGED_EPILOGUE``
-to the 10 timings of the TMA epilogue (``--study``, the same card and day: 4.5% rms, 8% at worst); those marked
-*assumed* are first estimates no timing has tested yet (small M). The sm80 target's ``Device`` holds its
-fitted rates the same way. The choice is over ``CANDIDATES`` with the deepest ring that fits the SM's
+Rates marked *fitted* were fitted together (``benchmarks/sm90_fit.py``: a coordinate search for the least rms
+log error) to 167 timings on an H100 SXM (2026-12-06): the 144 of ``benchmarks/sm90_sweep.py`` (M = 96, 200,
+768 and 3000 on the twelve projections of Qwen2.5-7B, Gemma-2-9B and Phi-3-medium, the model's three first
+configs each: 12 to 1,760 us; ``benchmarks/runs/sm90_sweep_h100_2026-12-06.json``), 13 of
+``benchmarks/sm90_gemm.py`` (4096^3 at four tilings and the Llama-3-8B set) and 10 of its TMA epilogue
+(``--study``). With the H100's ``DeviceSpec`` the estimate is within 6.5% rms of them (18% at worst), and of
+each swept shape's three configs the one it ranks first is within 15% of the fastest (1.4% on geometric
+mean; docs/sm90_gemm.md "Cost model"). The sm80 target's ``Device`` holds its fitted rates the same way. The
+choice is over ``CANDIDATES`` with the deepest ring that fits the SM's
 shared memory (at most ``MAX_STAGES``).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from ..common import ceil_div
+from ..gemm.grouped import expected_row_tiles
 from .gemm_plan import BARRIER_BYTES, BLOCK_K, ELEMENT_BYTES, INT32_ELEMENTS, WGMMA_K, WGMMA_M, Sm90Config, block_k
 
 TENSOR_FLOPS_PER_CLK = 4096
@@ -60,19 +66,32 @@ TFLOP/s on the H100 SXM, both without sparsity). With fp8's 128-element K tile (
 cores as many clocks as a 64-element f16/bf16 one and shared memory the same bytes: ``efficiency`` holds."""
 SMEM_BYTES_PER_CLK = 128
 """Shared-memory bandwidth per SM per clock (32 banks of 4 bytes: the CUDA C++ Programming Guide)."""
-SM_BYTES_PER_CLK = 64
-"""What one SM pulls from L2/HBM per clock (assumed; bounds a small grid's streaming)."""
-TENSOR_EFFICIENCY = 0.75
+SM_BYTES_PER_CLK = 77
+"""What one SM pulls from L2/HBM per clock (fitted; bounds a small grid's streaming)."""
+TENSOR_EFFICIENCY = 0.82
 """The share of the tensor rate (at the datasheet clock) a two-consumer tile keeps (fitted: the module
 docstring)."""
-STORE_EFFICIENCY = 0.35
+STORE_EFFICIENCY = 0.31
 """The share of the HBM bandwidth the epilogue's stores reach when every CTA stores its tile at once
-(fitted: 9 GB/s per SM; direct 4-byte stores from registers, not overlapped with the next tile)."""
-STAGED_EPILOGUE = 0.16
+(fitted; direct 4-byte stores from registers, not overlapped with the next tile)."""
+STAGED_EPILOGUE = 0.28
 """The share of that stall the TMA epilogue keeps (fitted: the consumers convert and write C into shared
 memory, bank-conflict free, and wait only for the previous tile's stores, long drained)."""
-ONE_CONSUMER = 0.85
-"""The share of that a single consumer warpgroup keeps (assumed: nothing overlaps its epilogue)."""
+ONE_CONSUMER = 0.98
+"""The share of that a single consumer warpgroup keeps (fitted: nothing overlaps its epilogue)."""
+HBM_EFFICIENCY = 0.80
+"""The share of the datasheet HBM bandwidth the kernel's loads reach (fitted; the H100's measured read rate is
+about 0.8 of its 3.35 TB/s)."""
+OVERLAP = 3.6
+"""How compute and memory overlap: the body is ``(compute^p + memory^p)^(1/p)`` (fitted; a large p is their
+maximum, 1 their sum; ``None``: their maximum)."""
+REDUCTION_EFFICIENCY = 0.61
+"""The share of the rates of the reduction term (workspace at ``HBM_EFFICIENCY``, gather at ``SM_BYTES_PER_CLK``)
+the K split's ordered reduction reaches: its slices wait for each other (fitted)."""
+WGMMA_FULL_N = 128
+"""The narrowest wgmma (m64nNk16) that runs at the full tensor rate: an N = 64 tile keeps half of it (fitted:
+of 64, 80, 96, 112 and 128, the value that fits the timings best; 128x64 tiles measured 1.2-1.3x slower than
+the shared-memory bound alone says)."""
 MAX_STAGES = 8
 CANDIDATES = ((128, 256, 2), (256, 128, 2), (128, 192, 2), (128, 128, 2), (128, 64, 2), (64, 256, 1),
               (64, 128, 1), (64, 64, 1))
@@ -99,7 +118,9 @@ class Estimate:
 
     @property
     def total(self) -> float:
-        return max(self.compute, self.memory) + self.fill + self.epilogue + self.reduction
+        body = (max(self.compute, self.memory) if OVERLAP is None
+                else (self.compute ** OVERLAP + self.memory ** OVERLAP) ** (1 / OVERLAP))
+        return body + self.fill + self.epilogue + self.reduction
 
     def to_json(self) -> dict:
         return {"us": round(self.total * 1e6, 3), "compute_us": round(self.compute * 1e6, 3),
@@ -112,12 +133,14 @@ def efficiency(cfg: Sm90Config, bytes_per: int = 2) -> float:
     tensor_clk = cfg.block_m * cfg.block_n * BLOCK_K * 2 / TENSOR_FLOPS_PER_CLK
     reads = cfg.block_m // WGMMA_M * (BLOCK_K // WGMMA_K) * (WGMMA_M + cfg.block_n) * WGMMA_K * bytes_per
     smem_clk = (reads + cfg.stage_bytes(bytes_per)) / SMEM_BYTES_PER_CLK
-    share = min(1.0, tensor_clk / smem_clk) * TENSOR_EFFICIENCY
+    share = min(1.0, tensor_clk / smem_clk, cfg.block_n / WGMMA_FULL_N) * TENSOR_EFFICIENCY
     return share * (ONE_CONSUMER if cfg.consumers == 1 else 1.0)
 
 
-def estimate(cfg: Sm90Config, M: int, N: int, K: int, out_bytes: int, device, dtype: str = "bf16") -> Estimate:
-    """The estimate of ``cfg`` on (M, N, K) of ``dtype`` inputs on ``device`` (a ``devices.DeviceSpec``)."""
+def estimate(cfg: Sm90Config, M: int, N: int, K: int, out_bytes: int, device, dtype: str = "bf16",
+             groups: int = 1) -> Estimate:
+    """The estimate of ``cfg`` on (M, N, K) of ``dtype`` inputs on ``device`` (a ``devices.DeviceSpec``);
+    ``groups`` > 1: a grouped GEMM's (``grouped_estimate``), whose weights ``groups N K`` are read once each."""
     tiles = ceil_div(M, cfg.block_m) * ceil_div(N, cfg.block_n)
     ctas = min(tiles * cfg.split_k, cfg.ctas or device.units)
     per_cta = ceil_div(tiles * cfg.split_k, ctas)  # work units (tiles without a split)
@@ -126,9 +149,9 @@ def estimate(cfg: Sm90Config, M: int, N: int, K: int, out_bytes: int, device, dt
     k = ceil_div(ceil_div(K, bk), cfg.split_k) * bk
     flops_per_clk = TENSOR_FLOPS_PER_CLK * TENSOR_RATE[dtype]
     tile_s = cfg.block_m * cfg.block_n * k * 2 / (flops_per_clk * device.clock_hz * efficiency(cfg))
-    moved = (M * K + N * K) * bytes_per + M * N * out_bytes
+    moved = (M * K + groups * N * K) * bytes_per + M * N * out_bytes
     cta_bytes = per_cta * ((cfg.block_m + cfg.block_n) * k * bytes_per + cfg.block_m * cfg.block_n * out_bytes)
-    memory = max(moved / device.hbm_bytes_s, cta_bytes / (SM_BYTES_PER_CLK * device.clock_hz))
+    memory = max(moved / (device.hbm_bytes_s * HBM_EFFICIENCY), cta_bytes / (SM_BYTES_PER_CLK * device.clock_hz))
     fill = cfg.stage_bytes() * ctas / device.hbm_bytes_s
     epilogue = per_tile * cfg.block_m * cfg.block_n * out_bytes * ctas / (device.hbm_bytes_s * STORE_EFFICIENCY)
     return Estimate(per_cta * tile_s, memory, fill, epilogue * (STAGED_EPILOGUE if cfg.epilogue == "tma" else 1.0),
@@ -139,9 +162,9 @@ def reduction(cfg: Sm90Config, M: int, N: int, per_tile: int, device) -> float:
     """The K split's reduction term (the module docstring), 0 without a split."""
     if cfg.split_k == 1:
         return 0.0
-    workspace = 2 * cfg.split_k * M * N * WORKSPACE_BYTES / device.hbm_bytes_s
+    workspace = 2 * cfg.split_k * M * N * WORKSPACE_BYTES / (device.hbm_bytes_s * HBM_EFFICIENCY)
     gather = per_tile * cfg.split_k * cfg.block_m * cfg.block_n * WORKSPACE_BYTES / (SM_BYTES_PER_CLK * device.clock_hz)
-    return workspace + gather
+    return (workspace + gather) / REDUCTION_EFFICIENCY
 
 
 def splits(M: int, N: int, K: int, dtype: str = "bf16") -> tuple:
@@ -183,10 +206,63 @@ def ranked(M: int, N: int, K: int, out_bytes: int, device, dtype: str = "bf16") 
     return [(t, cfg) for t, _, _, cfg in out]
 
 
+def grouped_estimate(cfg: Sm90Config, rows: int, groups: int, N: int, K: int, out_bytes: int, device,
+                     dtype: str = "bf16") -> Estimate:
+    """A grouped GEMM's estimate (``kernels.sm90.grouped_plan``): ``estimate`` of the row tiles ``groups`` groups
+    of ``rows`` rows fill (``kernels.gemm.grouped.expected_row_tiles`` each: a group's last tile is half empty on
+    average), every group's weights read once."""
+    tiles = math.ceil(groups * expected_row_tiles(rows, cfg.block_m))
+    return estimate(cfg, tiles * cfg.block_m, N, K, out_bytes, device, dtype, groups)
+
+
+def choose_grouped(rows: int, groups: int, N: int, K: int, out_bytes: int, device, dtype: str = "bf16") -> Sm90Config:
+    """The grouped kernel's tile at ``rows`` rows per group: the ``CANDIDATES`` with the deepest ring, the
+    ``registers`` epilogue, no K split (``grouped_plan.check_grouped_config``), the least ``grouped_estimate``
+    (ties: the larger tile)."""
+    k_tiles = ceil_div(K, block_k(dtype))
+    ranked_ = []
+    for bm, bn, consumers in CANDIDATES:
+        cfg = Sm90Config(bm, bn, deepest(bm, bn, consumers, device.smem_per_unit, k_tiles), consumers)
+        ranked_.append((grouped_estimate(cfg, rows, groups, N, K, out_bytes, device, dtype).total, -bm * bn, cfg))
+    return min(ranked_, key=lambda x: x[:2])[2]
+
+
 def choose_config(M: int, N: int, K: int, out_bytes: int, device, dtype: str = "bf16") -> Sm90Config:
     """The cost model's choice for (M, N, K) of ``dtype`` inputs on ``device``."""
     return ranked(M, N, K, out_bytes, device, dtype)[0][1]
 
 
-__all__ = ["CANDIDATES", "MIN_SLICE_TILES", "SPLITS", "STAGED_EPILOGUE", "STORE_EFFICIENCY", "TENSOR_EFFICIENCY", "TENSOR_RATE", "Estimate", "choose_config",
-           "deepest", "efficiency", "epilogues", "estimate", "ranked", "reduction", "splits"]
+RANGE_SAMPLES = 5
+"""The M values ``choose_for_range`` weighs a range of M at: its ends and the points between them spaced
+evenly on a log scale."""
+
+
+def range_samples(lo: int, hi: int) -> tuple[int, ...]:
+    """``RANGE_SAMPLES`` values of M from ``lo`` to ``hi`` (both included), evenly spaced on a log scale."""
+    steps = RANGE_SAMPLES - 1
+    return tuple(sorted({lo, hi, *(round(lo * (hi / lo) ** (i / steps)) for i in range(1, steps))}))
+
+
+def choose_for_range(lo: int, hi: int, N: int, K: int, out_bytes: int, device, dtype: str = "bf16") -> Sm90Config:
+    """The config one kernel serving every M in ``lo..hi`` runs (a dynamic-M bucket): the one whose worst
+    loss against the best config of each M (its estimate over the best estimate, at ``range_samples``) is
+    least: the minimax regret over the range, so that no M of the range pays much for sharing the kernel
+    (the choice at the range's largest M alone leaves the smaller M with too many idle SMs or a second wave:
+    by the model up to 2.5x slower at M = 257 of a 257..1024 bucket). The candidates are every config
+    ``ranked`` weighs at a sample; a K split must keep its workspace's offsets 32-bit at ``hi``
+    (``splits``). Ties: the better estimate at ``hi``."""
+    samples = range_samples(lo, hi)
+    rankings = {m: ranked(m, N, K, out_bytes, device, dtype) for m in samples}
+    allowed = set(splits(hi, N, K, dtype))
+    configs = {cfg: None for r in rankings.values() for _, cfg in r if cfg.split_k in allowed}
+
+    def regret(cfg: Sm90Config) -> tuple[float, float]:
+        worst = max(estimate(cfg, m, N, K, out_bytes, device, dtype).total / rankings[m][0][0] for m in samples)
+        return round(worst, 9), estimate(cfg, hi, N, K, out_bytes, device, dtype).total
+
+    return min(configs, key=regret)
+
+
+__all__ = ["CANDIDATES", "MIN_SLICE_TILES", "RANGE_SAMPLES", "SPLITS", "STAGED_EPILOGUE", "STORE_EFFICIENCY", "TENSOR_EFFICIENCY",
+           "TENSOR_RATE", "Estimate", "choose_config", "choose_for_range", "choose_grouped", "grouped_estimate", "deepest", "efficiency", "epilogues", "estimate",
+           "range_samples", "ranked", "reduction", "splits"]

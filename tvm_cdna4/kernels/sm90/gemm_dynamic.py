@@ -3,14 +3,23 @@
 N, K, the dtypes, the layout (``nt``) and the fused epilogue are fixed at build time; M is the TIR variable
 ``M`` bound at launch from A's shape (checked against C's): the host part encodes A's tensor map (and a TMA
 epilogue's C map) with the run-time M, and the persistent grid is ``min(tiles, SMs)`` of the run-time tiles
-(``kernels.sm90.gemm_plan``). Each bucket of M (``dynamic_buckets``) gets the plan chosen at its
-representative M (``MBucket.representative``: its largest):
+(``kernels.sm90.gemm_plan``). The buckets of M (``dynamic_buckets``) are the shared ones
+(``kernels.gemm.dynamic_m.BUCKET_EDGES``) cut further at ``EDGES``, and each gets the plan that serves its
+range of M best (``planned_range``):
 
 * the bucket ``1..16`` keeps the sm80 weight-streaming decode kernel (``kernels.sm80.decode_plan``, its own
   cost model's ``DecodeConfig`` at M = 16, built for ``sm_90a``) while ``decode_keeps`` (the target's
   ``DECODE_KEEPS``): measured at 1.0x torch.matmul on the H200, where the sm90 tile kernel has no timing
   at such M yet (docs/sm90_gemm.md);
-* every other bucket: the sm90 cost model's ``Sm90Config`` (``gemm_cost.choose_config``).
+* every other bucket: the sm90 cost model's ``Sm90Config`` for the whole range (``gemm_cost.choose_for_range``:
+  the least worst loss against each M's own best config).
+
+Why the finer buckets: this kernel's tile is right for an M when its tiles fill the SMs' waves, and that
+changes with every 1.3-2x of M (at 132 SMs); the model's worst loss over M = 17..8192 on sixteen LLM
+projections (N, K of 2k-38k) is 2.5x with the shared buckets planned at their largest M, 1.6x with the shared
+buckets planned over their range, 1.23x (geometric mean 1.0%) with ``EDGES`` added and planned over their
+range (`docs/sm90_gemm.md` "Dynamic M"). A bucket is a kernel built on its first use (about 3 s of TIRx
+lowering, then the driver's compile; the build cache keeps it across processes).
 
 The buckets end where C's 32-bit offsets do (``m_limit(N)``: ``M N < 2^31``, the sm90 epilogue's rule); a
 larger M is refused by ``DynamicGemm.bucket`` (a ``ContractError`` naming A). What the sm90 kernel does not
@@ -25,22 +34,33 @@ from . import gemm_cost
 from .gemm_plan import check_problem, plan as make_plan
 
 
+EDGES = (96, 192, 384, 512, 768, 1536, 2048, 3072, 6144, 8192)
+"""The sm90 buckets' last M beside the shared ``BUCKET_EDGES`` (the module docstring says why)."""
+
+
 def dynamic_buckets(N: int) -> tuple[MBucket, ...]:
-    """The M buckets (``kernels.gemm.dynamic_m.buckets``) up to the largest M with ``M N < 2^31``."""
-    return buckets(m_limit(N))
+    """The M buckets (``kernels.gemm.dynamic_m.buckets`` with ``EDGES``) up to the largest M with ``M N < 2^31``."""
+    return buckets(m_limit(N), *EDGES)
+
+
+def planned_range(bucket: MBucket) -> tuple[int, int]:
+    """The M values a bucket's plan is weighed over: ``lo`` to its representative M (its largest), and for
+    the last, unbounded bucket ``lo`` to ``2 lo`` (past 8192 rows the tile count no longer changes the
+    choice)."""
+    return bucket.lo, min(bucket.hi, max(bucket.representative, 2 * bucket.lo))
 
 
 def plan_bucket(bucket: MBucket, N: int, K: int, dtype: str, layout: str, out_dtype: str, fusion: Fusion, device,
                 decode_keeps: bool = True):
     """The plan of one bucket (the module docstring): the decode kernel's ``DecodePlan`` for ``1..16`` where
-    ``decode_keeps``, else the sm90 cost model's ``Sm90Plan`` at the bucket's representative M, on
+    ``decode_keeps``, else the sm90 cost model's ``Sm90Plan`` over the bucket's ``planned_range``, on
     ``device`` (a ``devices.DeviceSpec``)."""
     from ..sm80.decode_plan import choose_decode, decode_fits, plan_decode
 
     if decode_keeps and decode_fits(bucket.hi, layout):
         cfg = choose_decode(bucket.representative, N, K, out_dtype, device.units)[0]
         return plan_decode(bucket, N, K, dtype, layout, out_dtype, cfg, fusion)
-    cfg = gemm_cost.choose_config(bucket.representative, N, K, 4 if out_dtype == "f32" else 2, device, dtype)
+    cfg = gemm_cost.choose_for_range(*planned_range(bucket), N, K, 4 if out_dtype == "f32" else 2, device, dtype)
     return make_plan(bucket, N, K, dtype, layout, out_dtype, cfg, device.units, device.smem_per_unit, fusion)
 
 
@@ -56,4 +76,4 @@ def build_dynamic(N: int, K: int, dtype: str, layout: str, out_dtype: str, devic
                            "" if fusion.empty else f" epilogue {fusion.describe()}"))
 
 
-__all__ = ["build_dynamic", "dynamic_buckets", "plan_bucket"]
+__all__ = ["EDGES", "build_dynamic", "dynamic_buckets", "plan_bucket", "planned_range"]

@@ -126,14 +126,22 @@ def producer(p, SMH, MB, maps, pid):
         tile = p.tile_of(unit[1], T.truncdiv, T.truncmod, T.min)
         m0 = tile[0] * c.block_m
         n0 = tile[1] * c.block_n
-        for kt in range(p.slice_tiles):
-            it = i * p.slice_tiles + kt
-            s = it % c.stages
-            T.cuda.mbarrier_wait(MB.ptr_to([c.stages + s]), (it // c.stages + 1) % 2)
-            T.ptx.mbarrier.arrive.expect_tx.shared.b64(MB.ptr_to([s]), T.uint32(c.stage_bytes()))
-            tma_load(p, SMH, s * c.block_m * BLOCK_K, maps[0], k_first(p, unit[0], kt), m0, MB.ptr_to([s]))
-            tma_load(p, SMH, c.stages * c.block_m * BLOCK_K + s * c.block_n * BLOCK_K, maps[1], k_first(p, unit[0], kt),
-                     n0, MB.ptr_to([s]))
+        load_tile(p, SMH, MB, maps, i * p.slice_tiles, unit[0], m0, n0)
+
+
+@T.macro
+def load_tile(p, SMH, MB, maps, pos, k_slice, a_row, b_row):
+    # one work unit's k-tiles at ring positions pos, pos + 1, ...: wait on "empty", arm "full", the TMA
+    # loads of A's box at row a_row and B's at row b_row (a grouped GEMM's: its group's weights)
+    c = p.config
+    for kt in range(p.slice_tiles):
+        it = pos + kt
+        s = it % c.stages
+        T.cuda.mbarrier_wait(MB.ptr_to([c.stages + s]), (it // c.stages + 1) % 2)
+        T.ptx.mbarrier.arrive.expect_tx.shared.b64(MB.ptr_to([s]), T.uint32(c.stage_bytes()))
+        tma_load(p, SMH, s * c.block_m * BLOCK_K, maps[0], k_first(p, k_slice, kt), a_row, MB.ptr_to([s]))
+        tma_load(p, SMH, c.stages * c.block_m * BLOCK_K + s * c.block_n * BLOCK_K, maps[1], k_first(p, k_slice, kt),
+                 b_row, MB.ptr_to([s]))
 
 
 def k_first(p: Sm90Plan, k_slice, kt):
@@ -151,25 +159,22 @@ barrier ``ORDER_BARRIER + wg`` lets consumer ``wg`` start its next mainloop once
 def consumer(p, SMH, MB, args, maps, pid, wg, t):
     c = p.config
     acc = T.alloc_tensor(ty_args=[T.Tensor((c.rows // WGMMA_M * c.block_n // 2,), "float32", scope="local", layout="default")])
-    D = T.decl_tensor(acc.ptr_to([0]), ty_args=[operand_type(p, "D")])
-    SA = T.decl_tensor(SMH.ptr_to([0]), ty_args=[operand_type(p, "A")])
-    SB = T.decl_tensor(SMH.ptr_to([c.stages * c.block_m * BLOCK_K]), ty_args=[operand_type(p, "B")])
     if I.constexpr(c.pingpong):
         # the CTA's tiles i = wg, wg + 2, ...: whole tiles, alternating; the ring position of a tile's k-tile is
         # the producer's, so a consumer waits on "full" at most one lap ahead only because the other consumer
         # has waited on every earlier position (the ordering barriers below)
         for j in range(T.truncdiv(T.truncdiv(p.units - 1 - pid, p.ctas) + 2 - wg, 2)):
-            consumer_tile(p, SMH, MB, args, maps, pid, 2 * j + wg, 0, wg, t, acc, (D, SA, SB))
+            consumer_tile(p, SMH, MB, args, maps, pid, 2 * j + wg, 0, wg, t, acc)
     else:
         for i in range(T.truncdiv(p.units - 1 - pid, p.ctas) + 1):
-            consumer_tile(p, SMH, MB, args, maps, pid, i, wg, wg, t, acc, (D, SA, SB))
+            consumer_tile(p, SMH, MB, args, maps, pid, i, wg, wg, t, acc)
     if I.constexpr(c.epilogue == "tma"):
         if t == 0:
             T.ptx["cp.async.bulk.wait_group"](0)  # the last tile's stores are done before the CTA exits
 
 
 @T.macro
-def consumer_tile(p, SMH, MB, args, maps, pid, i, part, wg, t, acc, ops):
+def consumer_tile(p, SMH, MB, args, maps, pid, i, part, wg, t, acc):
     # the CTA's i-th tile: its rows part * rows .. (part + 1) * rows, by consumer warpgroup wg
     c = p.config
     unit = p.unit_of(pid + i * p.ctas, T.truncdiv, T.truncmod)
@@ -181,23 +186,11 @@ def consumer_tile(p, SMH, MB, args, maps, pid, i, part, wg, t, acc, ops):
     if I.constexpr(c.pingpong):
         if i > 0:  # the other consumer has issued tile i - 1's mainloop
             T.ptx["bar.sync"](T.Cast("uint32", ORDER_BARRIER + wg), T.uint32(2 * WARPGROUP))
-    for kt in range(p.slice_tiles):
-        it = i * p.slice_tiles + kt
-        s = it % c.stages
-        T.cuda.mbarrier_wait(MB.ptr_to([s]), (it // c.stages) % 2)
-        # A: 64-row block part * rows / 64 of stage s (``part % consumers``: the same value, its range provable
-        # where the pattern checks the region's bounds; the analyzer does not read the branch's tid >= 128)
-        wgmma_issue(p, ops[0], ops[1], ops[2], s * (c.block_m // WGMMA_M) + part % c.consumers * (c.rows // WGMMA_M), s)
-        T.ptx["wgmma.wait_group.sync.aligned"](1)
-        if kt > 0:
-            if t == 0:
-                T.ptx.mbarrier.arrive.shared.b64(MB.ptr_to([c.stages + (it + c.stages - 1) % c.stages]), T.uint32(1))
+    mainloop(p, SMH, MB, acc, i * p.slice_tiles, part, t)
     if I.constexpr(c.pingpong):
         if i + 1 < T.truncdiv(p.units - 1 - pid, p.ctas) + 1:  # the other consumer's next tile may start
             T.ptx["bar.arrive"](T.Cast("uint32", ORDER_BARRIER + 1 - wg), T.uint32(2 * WARPGROUP))
-    T.ptx["wgmma.wait_group.sync.aligned"](0)
-    for r in T.unroll(c.rows // WGMMA_M * c.block_n // 2):
-        T.sm90.fence_operand(acc[r])  # no read of the accumulator above the wait (patterns.wgmma_fence)
+    retire(p, acc)
     if t == 0:
         T.ptx.mbarrier.arrive.shared.b64(MB.ptr_to([c.stages + (i * p.slice_tiles + p.slice_tiles - 1) % c.stages]), T.uint32(1))
     if I.constexpr(p.split > 1):
@@ -205,14 +198,46 @@ def consumer_tile(p, SMH, MB, args, maps, pid, i, part, wg, t, acc, ops):
     elif I.constexpr(c.epilogue == "tma"):
         store_tma(p, SMH, acc, args, maps[2], part, wg, t, m0, n0)
     else:
-        store(p, acc, args, m0 + part * c.rows + (t // 32) * 16 + (t % 32) // 4, n0 + 2 * (t % 4))
+        store(p, acc, args, m0 + part * c.rows + (t // 32) * 16 + (t % 32) // 4, n0 + 2 * (t % 4), p.M, None)
 
 
 @T.macro
-def store(p, acc, args, row, col):
+def mainloop(p, SMH, MB, acc, pos, part, t):
+    # the k-tiles at ring positions pos, pos + 1, ...: wait on "full", the wgmma of the warpgroup's rows
+    # (part * rows ..) through the checked pattern (its operands: operand_type's views of acc and the ring),
+    # commit, wait for the previous k-tile's group and release its stage
+    c = p.config
+    D = T.decl_tensor(acc.ptr_to([0]), ty_args=[operand_type(p, "D")])
+    SA = T.decl_tensor(SMH.ptr_to([0]), ty_args=[operand_type(p, "A")])
+    SB = T.decl_tensor(SMH.ptr_to([c.stages * c.block_m * BLOCK_K]), ty_args=[operand_type(p, "B")])
+    for kt in range(p.slice_tiles):
+        it = pos + kt
+        s = it % c.stages
+        T.cuda.mbarrier_wait(MB.ptr_to([s]), (it // c.stages) % 2)
+        # A: 64-row block part * rows / 64 of stage s (``part % consumers``: the same value, its range provable
+        # where the pattern checks the region's bounds; the analyzer does not read the branch's tid >= 128)
+        wgmma_issue(p, D, SA, SB, s * (c.block_m // WGMMA_M) + part % c.consumers * (c.rows // WGMMA_M), s)
+        T.ptx["wgmma.wait_group.sync.aligned"](1)
+        if kt > 0:
+            if t == 0:
+                T.ptx.mbarrier.arrive.shared.b64(MB.ptr_to([c.stages + (it + c.stages - 1) % c.stages]), T.uint32(1))
+
+
+@T.macro
+def retire(p, acc):
+    # after the mainloop: every wgmma group retired (wait_group 0), then a register fence on each accumulator
+    # (patterns.wgmma_fence), so that the compiler moves no read of acc above the wait
+    T.ptx["wgmma.wait_group.sync.aligned"](0)
+    for r in T.unroll(p.config.rows // WGMMA_M * p.config.block_n // 2):
+        T.sm90.fence_operand(acc[r])
+
+
+@T.macro
+def store(p, acc, args, row, col, m_end, group):
     # acc[mi * N/2 + j * 4 + h * 2 + e] is C[row + 64 mi + 8 h, col + 8 j + e] (PTX ISA 9.7.17.5.1.1.1,
     # the wgmma D fragment: thread t of the warpgroup holds rows 16 (t / 32) + (t % 32) / 4 + 8 h), the
-    # fused epilogue applied first (out_value)
+    # fused epilogue applied first (out_value); rows below m_end stored (p.M; a grouped tile's group end),
+    # the per-column fused inputs of ``group`` (a grouped GEMM's; None: one GEMM)
     c = p.config
     C = args["C"]
     n2 = c.block_n // 2
@@ -222,9 +247,9 @@ def store(p, acc, args, row, col):
                 for h in T.unroll(2):
                     r = row + mi * WGMMA_M + 8 * h
                     T.ptx["st.global.v2.f32"](C.ptr_to([r, col + 8 * j]),
-                                              out_value(p, args, acc[mi * n2 + j * 4 + h * 2], r, col + 8 * j),
-                                              out_value(p, args, acc[mi * n2 + j * 4 + h * 2 + 1], r, col + 8 * j + 1),
-                                              pred=T.and_(r < p.M, col + 8 * j < p.N))
+                                              out_value(p, args, acc[mi * n2 + j * 4 + h * 2], r, col + 8 * j, group),
+                                              out_value(p, args, acc[mi * n2 + j * 4 + h * 2 + 1], r, col + 8 * j + 1, group),
+                                              pred=T.and_(r < m_end, col + 8 * j < p.N))
     elif I.constexpr(p.N % 2 == 0):
         word = T.alloc_tensor(ty_args=[T.Tensor((1,), "uint32", scope="local", layout="default")])
         for mi in T.unroll(c.rows // WGMMA_M):
@@ -232,17 +257,17 @@ def store(p, acc, args, row, col):
                 for h in T.unroll(2):
                     r = row + mi * WGMMA_M + 8 * h
                     T.ptx[f"cvt.rn.{p.out_dtype}x2.f32"](
-                        word[0], out_value(p, args, acc[mi * n2 + j * 4 + h * 2 + 1], r, col + 8 * j + 1),
-                        out_value(p, args, acc[mi * n2 + j * 4 + h * 2], r, col + 8 * j))
-                    T.ptx["st.global.b32"](C.ptr_to([r, col + 8 * j]), word[0], pred=T.and_(r < p.M, col + 8 * j < p.N))
+                        word[0], out_value(p, args, acc[mi * n2 + j * 4 + h * 2 + 1], r, col + 8 * j + 1, group),
+                        out_value(p, args, acc[mi * n2 + j * 4 + h * 2], r, col + 8 * j, group))
+                    T.ptx["st.global.b32"](C.ptr_to([r, col + 8 * j]), word[0], pred=T.and_(r < m_end, col + 8 * j < p.N))
     else:
         for mi in T.unroll(c.rows // WGMMA_M):
             for j in T.unroll(c.block_n // 8):
                 for h in T.unroll(2):
                     for e in T.unroll(2):
-                        if T.and_(row + mi * WGMMA_M + 8 * h < p.M, col + 8 * j + e < p.N):
+                        if T.and_(row + mi * WGMMA_M + 8 * h < m_end, col + 8 * j + e < p.N):
                             C[row + mi * WGMMA_M + 8 * h, col + 8 * j + e] = T.Cast(p.tir_out, out_value(
-                                p, args, acc[mi * n2 + j * 4 + h * 2 + e], row + mi * WGMMA_M + 8 * h, col + 8 * j + e))
+                                p, args, acc[mi * n2 + j * 4 + h * 2 + e], row + mi * WGMMA_M + 8 * h, col + 8 * j + e, group))
 
 
 @T.macro
@@ -367,7 +392,7 @@ def split_store(p, SMH, acc, args, maps, part, wg, t, m0, n0, unit):
         if I.constexpr(c.epilogue == "tma"):
             store_tma(p, SMH, acc, args, maps[2], part, wg, t, m0, n0)
         else:
-            store(p, acc, args, row, col)
+            store(p, acc, args, row, col, p.M, None)
 
 
 @T.macro
@@ -425,14 +450,15 @@ def gather_at(p, W, acc, part, row, col, e):
                 acc[e] = acc[e] + part[0]
 
 
-def out_value(p: Sm90Plan, args, v, row, col):
+def out_value(p: Sm90Plan, args, v, row, col, group=None):
     """The f32 value stored at (``row``, ``col``) of accumulator value ``v``: the plan's fused epilogue
-    (``kernels.gemm.epilogue.apply``) with its inputs read there, the indices clamped into C (a value
-    outside C is computed, never stored, and reads no input out of range); ``v`` itself without one."""
+    (``kernels.gemm.epilogue.apply``) with its inputs read there (a grouped GEMM's per-column inputs at
+    ``group``'s row, ``Input.at``), the indices clamped into C (a value outside C is computed, never stored,
+    and reads no input out of range); ``v`` itself without one."""
     if p.fusion.empty:
         return v
     r, c = T.min(row, p.M - 1), T.min(col, p.N - 1)
-    return fused.apply(p.fusion, v, {i.name: i.at(args[i.name], r, c) for i in p.fusion.steps()}, TIR_OPS)
+    return fused.apply(p.fusion, v, {i.name: i.at(args[i.name], r, c, group) for i in p.fusion.steps()}, TIR_OPS)
 
 
 L2_PROMOTION_256B = 2
@@ -469,5 +495,5 @@ def emit(p: Sm90Plan):
     return parse(signature_source(p), {"T": T, "kernel": kernel, "p": p, "types": types})
 
 
-__all__ = ["TMA_LOAD", "TMA_STORE", "emit", "operand_type", "ring_layout", "signature_source", "tma_load", "wgmma_instr",
+__all__ = ["TMA_LOAD", "TMA_STORE", "emit", "retire", "operand_type", "ring_layout", "signature_source", "tma_load", "wgmma_instr",
            "wgmma_issue", "out_value"]

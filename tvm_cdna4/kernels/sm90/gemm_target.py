@@ -14,9 +14,14 @@ plan fills), ``arch`` (build: default ``sm_90a``, the arch wgmma and ``setmaxnre
 ``compiler`` (``"nvcc"`` / ``"nvrtc"``, None: TIRx's), ``cache``.
 
 Dynamic M (``GemmProblem(None, N, K, ...)``): ``build`` returns the ``DynamicGemm`` of ``gemm_dynamic`` (one
-kernel per bucket of M, each the cost model's plan at the bucket's representative M, the bucket 1..16 the
+kernel per bucket of M, each the cost model's plan over the bucket's range of M, the bucket 1..16 the
 decode kernel's while ``DECODE_KEEPS``); ``plan(problem, m=...)`` / ``choose`` give the plan of ``m``'s
 bucket; a config is refused (every bucket is the cost model's).
+
+Grouped (``GemmProblem(None, N, K, ..., groups=G)``): ``build`` returns the ``GroupedGemm`` of ``_grouped``
+(``grouped_plan.plan_bucket`` per bucket of rows per group: the sm80 grouped kernel's plan up to
+``grouped_plan.DECODE_ROWS`` rows per group, the sm90 grouped kernel's above; an ``Sm90Config``: that tiling for
+every bucket); ``plan(problem, m=T)`` the plan of T's bucket.
 
 ``execute`` runs a plan through a GPU runner (``runtime.cuda.run_gemm``), else in the CUDA emulator
 (``emulate(..., target="sm90")``: TMA, wgmma, mbarriers, the warp-specialized branches as tasks; at most
@@ -47,7 +52,7 @@ CODE = {"cuda": "source"}
 """The code ``--emit`` prints of a build (``CudaBuild``), by kind: the attribute that holds it."""
 
 ARCH = "sm_90a"
-SOURCES = ("gemm_plan.py", "gemm_emit.py")
+SOURCES = ("gemm_plan.py", "gemm_emit.py", "grouped_plan.py", "grouped_emit.py")
 """The modules the kernel comes from: their digest keys the build cache."""
 
 
@@ -69,13 +74,32 @@ def _out_bytes(out: str) -> int:
 
 
 def _static(problem: GemmProblem) -> None:
-    if problem.grouped or problem.batch:
+    if problem.batch:
         from ...errors import ContractError
 
-        kind = "grouped" if problem.grouped else "batched"
-        raise ContractError(f"sm90 GEMM M: a {kind} problem is not planned on sm90 yet (static or dynamic M)",
-                            operand="M", check="shape", expected="groups=0, batch=0",
+        raise ContractError("sm90 GEMM M: a batched problem is not planned on sm90 yet (static, dynamic M or grouped)",
+                            operand="M", check="shape", expected="batch=0",
                             found=f"M={problem.M}, groups={problem.groups}, batch={problem.batch}")
+
+
+def _grouped(problem: GemmProblem, config=None, sms=None, arch: str = ARCH, compiler=None, cache: bool = True):
+    """The ``GroupedGemm`` of a grouped problem (``grouped_plan.plan_bucket`` per bucket of rows per group: the
+    sm80 grouped kernel's plan for the decode buckets, this target's above); ``config`` (an ``Sm90Config``): that
+    tiling for every bucket."""
+    from ..gemm.grouped import GroupedGemm
+    from .grouped_plan import check_grouped_problem, plan_bucket
+
+    if config is not None and not isinstance(config, Sm90Config):
+        raise TypeError(f"sm90 grouped GEMM config: an Sm90Config (every bucket), found {type(config).__name__}")
+    check_compiler(compiler)
+    G, N, K, f = problem.groups, problem.N, problem.K, problem.fusion
+    t_limit = check_grouped_problem(G, N, K, problem.dtype, problem.layout, problem.out)
+    device = _device(sms)
+    return GroupedGemm("cuda", G, t_limit,
+                       lambda b: plan_bucket(b, G, N, K, problem.dtype, problem.out, device, f, config, problem.layout),
+                       lambda p: build_plan(p, arch, compiler, cache), emit,
+                       describe=f" sm90 {problem.layout} {problem.dtype}->{problem.out} G={G} N={N} K={K}" + (
+                           "" if f.empty else f" epilogue {f.describe()}"))
 
 
 def _dynamic(problem: GemmProblem, config=None, sms=None, arch: str = ARCH, compiler=None, cache: bool = True):
@@ -99,7 +123,7 @@ def choose(problem: GemmProblem, *, m: int | None = None, sms: int | None = None
     from ..sm80.decode_plan import choose_decode, decode_fits
 
     _static(problem)
-    if problem.dynamic:
+    if problem.dynamic or problem.grouped:
         return plan(problem, m=m, sms=sms).config
     check_problem(problem.M, problem.N, problem.K, problem.dtype, problem.layout, problem.out)
     device = _device(sms)
@@ -118,6 +142,8 @@ def plan(problem: GemmProblem, config=None, *, m: int | None = None, sms: int | 
     from ..sm80.decode_plan import DecodeConfig, plan_decode
 
     _static(problem)
+    if problem.grouped:
+        return _grouped(problem, config, sms).plan(m)
     if problem.dynamic:
         return _dynamic(problem, config, sms).plan(problem.rows(m))
     device = _device(sms)
@@ -136,6 +162,12 @@ def emit(p):
         from ..sm80.gemm import emit_any
 
         return emit_any(p)
+    from .grouped_plan import Sm90GroupedPlan
+
+    if isinstance(p, Sm90GroupedPlan):
+        from .grouped_emit import emit as emit_grouped
+
+        return emit_grouped(p)
     from .gemm_emit import emit as emit_plan
 
     return emit_plan(p)
@@ -168,6 +200,8 @@ def build(problem: GemmProblem, config: Sm90Config | None = None, *, arch: str =
     """The compiled kernel (``cuda.build.CudaBuild``) of ``plan(problem, config)``; dynamic M: the
     ``DynamicGemm`` that builds each bucket's kernel on first use."""
     _static(problem)
+    if problem.grouped:
+        return _grouped(problem, config, sms, arch, compiler, cache)
     if problem.dynamic:
         return _dynamic(problem, config, sms, arch, compiler, cache)
     return build_plan(plan(problem, config, sms=sms), arch, compiler, cache)
@@ -233,7 +267,8 @@ def replace_config(cfg: Sm90Config, **updates) -> Sm90Config:
 
 def summary(p, sms: int | None = None) -> dict:
     """A plan as ``--emit config``'s JSON object: the problem, the config, the launch, the estimate (the
-    decode kernel's plan: sm80's summary of it)."""
+    decode kernel's plan: sm80's summary of it). A dynamic-M plan's estimate is at the largest M its bucket's
+    plan was weighed at (``planned_at_m``; ``planned_over_m``: ``gemm_dynamic.planned_range``)."""
     import attrs
 
     device = _device(sms)
@@ -243,11 +278,20 @@ def summary(p, sms: int | None = None) -> dict:
         return summary_sm80(p, device.units)
     from ..common import extent_record
     from ..sm80.gemm_plan import bucket_summary
+    from .gemm_dynamic import planned_range
 
-    m = p.M if p.dynamic_m is None else p.dynamic_m.representative
-    est = gemm_cost.estimate(p.config, m, p.N, p.K, _out_bytes(p.out_dtype), device, p.dtype)
-    return {"target": "sm90", "kernel": "tma-wgmma-warp-specialized", "M": extent_record(p.M),
-            **bucket_summary(p.dynamic_m), "N": p.N, "K": p.K,
+    grouping, bucket = getattr(p, "grouping", None), bucket_summary(p.dynamic_m)
+    if grouping is not None:  # a grouped plan: the estimate at its bucket's rows per group
+        est = gemm_cost.grouped_estimate(p.config, grouping.rows.representative, grouping.count, p.N, p.K,
+                                         _out_bytes(p.out_dtype), device, p.dtype)
+    else:
+        m = p.M
+        if p.dynamic_m is not None:
+            lo, m = planned_range(p.dynamic_m)
+            bucket = {**bucket, "planned_at_m": m, "planned_over_m": [lo, m]}
+        est = gemm_cost.estimate(p.config, m, p.N, p.K, _out_bytes(p.out_dtype), device, p.dtype)
+    return {"target": "sm90", "kernel": "tma-wgmma-" + ("grouped" if grouping else "warp-specialized"),
+            "M": extent_record(p.M), **bucket, **(grouping.summary() if grouping else {}), "N": p.N, "K": p.K,
             "dtype": p.dtype, "layout": p.layout, "out_dtype": p.out_dtype, "config": attrs.asdict(p.config),
             "tiles": [extent_record(p.tiles_m), p.tiles_n], "k_tiles": p.k_tiles, "grid": extent_record(p.ctas), "threads": p.config.threads,
             "smem_bytes": p.smem_bytes, "split_k": p.config.split_k, "fusion": {**p.fusion.as_dict(), "steps": p.fusion.describe()},

@@ -1,0 +1,95 @@
+"""Fit the sm90 cost model's rates (``kernels.sm90.gemm_cost``, those marked *fitted*) to H100 timings; CPU only.
+
+    python benchmarks/sm90_fit.py [--start current|datasheet] [--rounds 4]
+
+The timings: ``benchmarks/runs/sm90_sweep_h100_2026-12-06.json`` (``benchmarks/sm90_sweep.py``) and the
+two tables of ``tests/kernels/sm90/test_sm90_gemm.py`` (``h100_timings``), each a config, a shape and
+its median time. A coordinate search (each rate scaled by a ladder of factors in turn, the best kept,
+``--rounds`` passes) minimizes the rms of ``log(measured / estimate)`` with the H100's ``DeviceSpec``.
+It prints the rates, the rms and worst error, and the choice's loss on the swept shapes (the measured time
+of the config the model ranks first over the fastest measured, of the configs timed there); the values in
+``gemm_cost`` are these, rounded. ``WGMMA_FULL_N`` is chosen over 64..128 by the same error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [ROOT, os.path.join(ROOT, "tests", "kernels", "sm90")]
+
+FITTED = ("TENSOR_EFFICIENCY", "ONE_CONSUMER", "HBM_EFFICIENCY", "SM_BYTES_PER_CLK", "OVERLAP", "STORE_EFFICIENCY",
+          "STAGED_EPILOGUE", "REDUCTION_EFFICIENCY")
+SHARES = {"TENSOR_EFFICIENCY", "ONE_CONSUMER", "HBM_EFFICIENCY", "STAGED_EPILOGUE", "REDUCTION_EFFICIENCY"}
+"""Rates that are a share of a datasheet rate: at most 1."""
+DATASHEET = dict(TENSOR_EFFICIENCY=0.75, ONE_CONSUMER=0.85, HBM_EFFICIENCY=0.8, SM_BYTES_PER_CLK=64, OVERLAP=4.0,
+                 STORE_EFFICIENCY=0.35, STAGED_EPILOGUE=0.16, REDUCTION_EFFICIENCY=0.5)
+"""``--start datasheet``: where the search starts (the rates before the 2026-12-06 sweep, and first guesses)."""
+LADDER = (0.5, 0.7, 0.8, 0.9, 0.95, 0.98, 1.02, 1.05, 1.1, 1.2, 1.4, 2)
+
+
+def errors(cost, data, device):
+    logs = [math.log(us * 1e-6 / cost.estimate(cfg, M, N, K, 2, device).total) for cfg, M, N, K, us in data]
+    return math.sqrt(sum(x * x for x in logs) / len(logs)), max(map(abs, logs))
+
+
+def choice_loss(cost, data, device):
+    shapes = {}
+    for cfg, M, N, K, us in data:
+        shapes.setdefault((M, N, K), []).append((cost.estimate(cfg, M, N, K, 2, device).total, us))
+    losses = [min(runs)[1] / min(u for _, u in runs) for runs in shapes.values() if len(runs) > 1]
+    return math.exp(sum(map(math.log, losses)) / len(losses)), max(losses)
+
+
+def search(cost, data, device, rounds: int):
+    for _ in range(rounds):
+        for name in FITTED:
+            best = (errors(cost, data, device)[0], getattr(cost, name))
+            for f in LADDER:
+                v = best[1] * f
+                if name in SHARES and v > 1:
+                    continue
+                setattr(cost, name, v)
+                e = errors(cost, data, device)[0]
+                if e < best[0]:
+                    best = (e, v)
+            setattr(cost, name, best[1])
+    return errors(cost, data, device)[0]
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--start", choices=("current", "datasheet"), default="current")
+    ap.add_argument("--rounds", type=int, default=4)
+    args = ap.parse_args(argv)
+    from test_sm90_gemm import h100_timings
+    from tvm_cdna4.kernels import devices
+    from tvm_cdna4.kernels.sm90 import gemm_cost as cost
+
+    device, data = devices.DEVICES["H100"], h100_timings()
+    if args.start == "datasheet":
+        for k, v in DATASHEET.items():
+            setattr(cost, k, v)
+    results = {}
+    for full_n in (64, 96, 128):
+        cost.WGMMA_FULL_N = full_n
+        results[full_n] = (search(cost, data, device, args.rounds), {k: getattr(cost, k) for k in FITTED})
+    full_n = min(results, key=lambda n: results[n][0])
+    cost.WGMMA_FULL_N = full_n
+    for k, v in results[full_n][1].items():
+        setattr(cost, k, v)
+    print(f"{len(data)} timings; WGMMA_FULL_N = {full_n}")
+    for k in FITTED:
+        print(f"  {k} = {getattr(cost, k):.3g}")
+    rms, worst = errors(cost, data, device)
+    geo, most = choice_loss(cost, data[:144], device)
+    print(f"rms {rms:.1%}, worst {worst:.1%} (log error); the first-ranked config's loss on the swept shapes: "
+          f"{geo - 1:.1%} geometric mean, {most - 1:.1%} at worst")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

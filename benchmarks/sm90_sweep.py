@@ -1,0 +1,105 @@
+"""The sm90 cost model against the GPU: the model's best configs at medium and large M, each timed.
+
+    python3 benchmarks/sm90_sweep.py --out $OUT [--top 6] [--ms 96,200,768,3000]
+
+For each LLM projection of ``torch_gemm.MODELS`` (bf16, ``nt``) and each M of ``--ms``, the ``--top``
+configs the cost model ranks first (``gemm_cost.ranked`` on the GPU present: ``devices.planned``) are
+built as static-M kernels (``benchmarks/sm90_gemm.py``'s spawned build pool), each checked once against
+torch's product, and timed (``sm90_gemm.bench``: CUDA graphs over input copies beyond the L2) beside
+``torch.mm`` in the same run. Every row (config, the model's estimate, the measured time, cuBLAS's) goes to
+``$OUT/sm90_sweep.json``: the data the model's fitted rates are checked and refitted against
+(docs/sm90_gemm.md "Cost model"). The table printed last: per shape, the model's first choice, the fastest
+measured config, and cuBLAS.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+
+def shapes(models):
+    from torch_gemm import projections
+
+    return [(model, proj, N, K) for model in models for proj, N, K in projections(model)]
+
+
+def jobs(args):
+    import attrs
+
+    from tvm_cdna4.kernels import devices
+    from tvm_cdna4.kernels.sm90 import gemm_cost
+
+    device = devices.planned("sm80")
+    out = []
+    for model, proj, N, K in shapes(args.models.split(",")):
+        for M in map(int, args.ms.split(",")):
+            for rank, (t, cfg) in enumerate(gemm_cost.ranked(M, N, K, 2, device)[:args.top]):
+                out.append(((model, proj, M, N, K, rank, round(t * 1e6, 2)), (M, N, K), attrs.asdict(cfg)))
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    ap.add_argument("--models", default="qwen2.5-7b,gemma-2-9b,phi-3-medium")
+    ap.add_argument("--ms", default="96,200,768,3000")
+    ap.add_argument("--top", type=int, default=6)
+    ap.add_argument("--workers", type=int, default=min(14, os.cpu_count() or 1))
+    ap.add_argument("--build-s", type=float, default=300)
+    args = ap.parse_args(argv)
+    import torch
+
+    from sm90_gemm import bench, build_all, check
+    from tvm_cdna4.runtime.cuda import Kernel, load_build
+
+    todo = jobs(args)
+    built = build_all(todo, args.workers, args.build_s)
+    rows, cublas = [], {}
+    with open(os.path.join(args.out, "sm90_sweep_checks.jsonl"), "w") as log:
+        for key, shape, _ in todo:
+            value = built[key]
+            model, proj, M, N, K, rank, est_us = key
+            row = dict(model=model, proj=proj, M=M, N=N, K=K, rank=rank, est_us=est_us)
+            if isinstance(value, str):
+                rows.append({**row, "error": value})
+                continue
+            p, b, _, cfg = value
+            kernel = Kernel(load_build(b), p)
+            ok, err = check(kernel, p, (*shape, "bf16", "bf16"), log)
+            ours, theirs = bench(kernel, (*shape, "bf16", "bf16"))
+            cublas.setdefault((M, N, K), theirs)
+            rows.append({**row, "config": cfg, "ok": ok, "err": err, "us": ours * 1e6,
+                         "cublas_us": cublas[(M, N, K)] * 1e6})
+            print(json.dumps(rows[-1]), flush=True)
+            torch.cuda.empty_cache()
+    with open(os.path.join(args.out, "sm90_sweep.json"), "w") as f:
+        json.dump({"device": torch.cuda.get_device_name(), "rows": rows}, f, indent=1)
+    print(*summary(rows), sep="\n")
+    return 0
+
+
+def summary(rows) -> list[str]:
+    """Per shape: the model's first choice, the fastest measured, cuBLAS (markdown)."""
+    out = ["| model | proj | M | N | K | model's choice µs | best measured µs (rank) | cuBLAS µs | choice/cuBLAS | best/cuBLAS |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
+    groups = {}
+    for r in rows:
+        if "us" in r and r["ok"]:
+            groups.setdefault((r["model"], r["proj"], r["M"], r["N"], r["K"]), []).append(r)
+    for (model, proj, M, N, K), rs in groups.items():
+        first = min(rs, key=lambda r: r["rank"])
+        best = min(rs, key=lambda r: r["us"])
+        c = first["cublas_us"]
+        out.append(f"| {model} | {proj} | {M} | {N} | {K} | {first['us']:.1f} | {best['us']:.1f} ({best['rank']}) | "
+                   f"{c:.1f} | {c / first['us']:.2f}x | {c / best['us']:.2f}x |")
+    return out
+
+
+if __name__ == "__main__":
+    sys.exit(main())

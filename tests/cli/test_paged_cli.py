@@ -1,0 +1,44 @@
+"""``python -m tvm_cdna4 attention --kv-cache paged``: the plan as JSON with split_kv, the clean one-line
+refusals (no GPU for --bench, options of the other cache), in-process like tests/cli/test_cli.py."""
+
+import json
+
+import pytest
+
+from tvm_cdna4.cli import main
+
+
+def run(capsys, *argv):
+    code = main(["attention", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_emit_config_has_the_split(capsys):
+    code, out, _ = run(capsys, "--target", "sm80", "--kv-cache", "paged", "--context", "4096,8192", "--seq", "1",
+                       "--heads", "32", "--kv-heads", "8", "--emit", "config")
+    record = json.loads(out)
+    assert code == 0 and record["split_kv"] == 17 and record["ctas"] == 2 * 8 * 17 and record["context"] == 8192
+
+
+@pytest.mark.parametrize("argv, message", [
+    (("--seq", "4", "--page-size", "32", "--emit", "config"), "error: --page-size is for --kv-cache paged"),
+    (("--seq", "4", "--context", "3", "--emit", "config"), "error: --context is for --kv-cache paged"),
+    (("--target", "sm80", "--kv-cache", "paged", "--context", "40,x", "--seq", "1", "--emit", "config"),
+     "error: --context: expected comma-separated integers, found '40,x'"),
+    (("--target", "gfx950", "--kv-cache", "paged", "--context", "40", "--seq", "1", "--emit", "config"),
+     "error: --kv-cache paged runs on --target sm80 (no gfx950 paged decode kernel yet)"),
+    (("--target", "sm80", "--kv-cache", "paged", "--context", "40", "--seq", "9", "--emit", "config"),
+     "error: operand queries:"),
+])
+def test_usage_errors_are_one_line(capsys, argv, message):
+    code, _, err = run(capsys, *argv)
+    assert code == 2 and err.startswith(message) and len(err.strip().splitlines()) == 1, err
+
+
+def test_bench_without_a_gpu_refuses_cleanly(capsys):
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("checks the no-GPU message")
+    code, _, err = run(capsys, "--target", "sm80", "--kv-cache", "paged", "--context", "40", "--seq", "1", "--bench")
+    assert code == 2 and err.startswith("error: --bench needs an NVIDIA GPU"), err

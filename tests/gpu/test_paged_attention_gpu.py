@@ -1,0 +1,47 @@
+"""``tvm_cdna4.torch.paged_attention`` on an NVIDIA GPU against ``kernels.attention.paged.reference`` (odd
+contexts, 4 queries, fp8 KV, page sizes 16 and 64, lying device data); CUDA-graph capture. Skipped without a GPU."""
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs an NVIDIA GPU")
+
+from tvm_cdna4.kernels import attention  # noqa: E402
+from tvm_cdna4.kernels.attention import paged  # noqa: E402
+from tvm_cdna4.kernels.attention.paged import PagedDecodeProblem  # noqa: E402
+
+
+@pytest.mark.parametrize("page_size", [16, 64])
+@pytest.mark.parametrize("kv_dtype, queries", [("bf16", 1), ("bf16", 4), ("fp8", 4), ("f16", 2)])
+def test_exact_against_the_reference(page_size, kv_dtype, queries):
+    from tvm_cdna4.torch import run_paged_attention
+
+    q_dtype = "f16" if kv_dtype == "f16" else "bf16"
+    contexts = [1, 77, 300, 5000]
+    pages = sum(-(-L // page_size) for L in contexts)
+    problem = PagedDecodeProblem(4, 32, 8, 128, queries, page_size, -(-5000 // page_size), pages + 3,
+                                 kv_dtype=kv_dtype, q_dtype=q_dtype)
+    result = attention.validate_paged(problem, "sm80", seed=1, contexts=contexts, run=run_paged_attention)
+    assert result.ok and result.where == "the NVIDIA GPU", result
+
+
+def test_lying_data_and_graph_capture():
+    from tvm_cdna4.torch import paged_attention
+
+    problem = PagedDecodeProblem(3, 16, 4, 64, 2, 16, 8, 30)
+    arrays = paged.random_inputs(problem, seed=2, contexts=[40, 100, 128])
+    arrays["CONTEXT_LENS"][:] = [-4, 10_000, 100]
+    arrays["BLOCK_TABLE"][2, 1] = 1 << 30
+    q = torch.from_numpy(arrays["Q"].astype(np.float32)).cuda().bfloat16()
+    k, v = (torch.from_numpy(arrays[n].astype(np.float32)).cuda().bfloat16() for n in ("K_CACHE", "V_CACHE"))
+    table, lens = (torch.from_numpy(arrays[n]).cuda() for n in ("BLOCK_TABLE", "CONTEXT_LENS"))
+    o, lse = paged_attention(q, k, v, table, lens, return_lse=True)
+    o_ratio, lse_ratio = paged.compare(problem, arrays, o.float().cpu().numpy(), lse.cpu().numpy())
+    assert o_ratio <= 1 and lse_ratio <= 1, (o_ratio, lse_ratio)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        o2, lse2 = paged_attention(q, k, v, table, lens, return_lse=True)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(o2, o) and torch.equal(lse2, lse)

@@ -1,0 +1,67 @@
+"""The sm80 paged decode attention (``kernels.sm80.paged_decode_*``) in the CUDA emulator: odd contexts, 4
+queries, fp8 KV, small pages, and lying device data (the emulator's out-of-bounds checks stay silent; the
+output follows ``kernels.attention.paged``'s clamps); the split count's cost model; the plan's refusals."""
+
+import json
+
+import numpy as np
+import pytest
+
+from tvm_cdna4.errors import ContractError
+from tvm_cdna4.kernels import attention
+from tvm_cdna4.kernels.attention import paged
+from tvm_cdna4.kernels.attention.paged import PagedDecodeProblem
+from tvm_cdna4.kernels.sm80 import paged_target
+from tvm_cdna4.kernels.sm80.paged_decode_plan import PagedDecodeConfig, choose_splits, plan_paged_decode
+
+
+def test_odd_contexts_4_queries_fp8_kv_d128_match_the_reference():
+    problem = PagedDecodeProblem(3, 8, 2, 128, 4, 32, 10, 40, kv_dtype="fp8")
+    result = attention.validate_paged(problem, "sm80", PagedDecodeConfig(warps=4, stages=3, splits=2), seed=1,
+                                      contexts=[1, 77, 300])
+    assert result.ok and result.where.startswith("the CUDA emulator") and 0 < result.o_ratio <= 1, result
+
+
+@pytest.mark.parametrize("q_dtype, kv_dtype", [("bf16", "bf16"), ("f16", "fp8")])
+def test_small_pages_and_each_dtype(q_dtype, kv_dtype):
+    problem = PagedDecodeProblem(2, 4, 2, 64, 2, 16, 4, 12, kv_dtype=kv_dtype, q_dtype=q_dtype)
+    result = attention.validate_paged(problem, "sm80", PagedDecodeConfig(warps=2, stages=2, splits=2), seed=2,
+                                      contexts=[5, 40])
+    assert result.ok and 0 < result.o_ratio <= 1, result
+
+
+def test_lying_device_data_stays_in_bounds_and_follows_the_clamps():
+    problem = PagedDecodeProblem(3, 4, 2, 64, 2, 16, 4, 12)
+    p = plan_paged_decode(problem, PagedDecodeConfig(warps=2, stages=2, splits=2))
+    arrays = paged.random_inputs(problem, seed=3, contexts=[5, 40, 40])
+    arrays["CONTEXT_LENS"][:] = [-3, 1000, 40]  # negative; past the capacity (64)
+    arrays["BLOCK_TABLE"][2, 1] = 99  # outside the 12 pages
+    arrays["BLOCK_TABLE"][1, 0] = -7
+    (o, lse), where = paged_target.execute(p, arrays)  # the emulator raises on any out-of-bounds access
+    assert where.startswith("the CUDA emulator")
+    assert np.all(np.asarray(o[0], np.float64) == 0) and np.all(lse[0] == -np.inf)  # negative: empty rows
+    o_ratio, lse_ratio = paged.compare(problem, arrays, o, lse)
+    assert o_ratio <= 1 and lse_ratio <= 1, (o_ratio, lse_ratio)
+
+
+def test_the_split_count_fills_the_gpu_and_keeps_each_warp_busy():
+    problem = PagedDecodeProblem(1, 32, 8, 128, 1, 16, 2048, 4096)
+    assert choose_splits(problem, 32768, 132, 4) == 33  # 2 x 132 CTAs over 8 (sequence, kv head) pairs
+    assert choose_splits(problem, 512, 132, 4) == 2  # 32 tiles: 4 warps x 4 tiles per split
+    big = PagedDecodeProblem(64, 32, 8, 128, 1, 16, 2048, 4096)
+    assert choose_splits(big, 32768, 132, 4) == 1  # 512 CTAs already
+    p = plan_paged_decode(problem, context=4096, sms=132)
+    summary = json.loads(p.to_json())
+    assert summary["split_kv"] == p.split_kv == choose_splits(problem, 4096, 132, 4) and summary["ctas"] == 8 * p.split_kv
+
+
+def test_the_plan_refuses_by_name():
+    with pytest.raises(ContractError, match="query rows per kv head") as info:
+        plan_paged_decode(PagedDecodeProblem(1, 64, 1, 64, 2, 16, 1, 1))
+    assert info.value.operand == "queries"
+    with pytest.raises(ContractError, match="config warps") as info:
+        PagedDecodeConfig(warps=0)
+    with pytest.raises(ContractError, match="context") as info:
+        plan_paged_decode(PagedDecodeProblem(1, 8, 8, 64, 1, 16, 1, 1), context=0)
+    with pytest.raises(ValueError, match=r"paged decode attention target: expected one of \('sm80',\)"):
+        attention.paged_verb("sm90", "plan")

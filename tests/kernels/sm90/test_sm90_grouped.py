@@ -1,0 +1,169 @@
+"""The sm90 grouped GEMM (``kernels.sm90.grouped_plan`` / ``grouped_emit``): in the CUDA emulator on small shapes
+(empty groups, ragged rows, odd N, the fused per-group epilogue; bad offsets never write outside C), the plan
+per bucket of rows per group (the decode buckets keep the sm80 grouped kernel), the refusals, the cost model's
+choice, the CLI; on a Hopper GPU through ``tvm_cdna4.torch.grouped_gemm`` against a float64 reference."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from tvm_cdna4.errors import ContractError
+from tvm_cdna4.kernels import devices, gemm
+from tvm_cdna4.kernels.gemm import GemmProblem
+from tvm_cdna4.kernels.gemm.epilogue import Fusion
+from tvm_cdna4.kernels.gemm.grouped import offsets_of, reference
+from tvm_cdna4.kernels.sm80.gemm_plan import GemmPlan
+from tvm_cdna4.kernels.sm90 import gemm_cost
+from tvm_cdna4.kernels.sm90.gemm_plan import Sm90Config
+from tvm_cdna4.kernels.sm90.grouped_plan import DECODE_ROWS, Sm90GroupedPlan
+
+EMULATOR = "the CUDA emulator (no GPU runner)"
+
+
+@pytest.mark.parametrize("problem, config, sizes", [
+    # two consumer warpgroups, an empty group, a group across two row tiles, one of 5 rows; 3 k-tiles over 2 stages
+    (GemmProblem(None, 40, 136, "bf16", "nt", "f32", groups=4), Sm90Config(128, 64, 2, 2, ctas=2), [9, 0, 130, 5]),
+    # one persistent CTA walking every unit (the gap tiles skipped), odd N, f16 C, the fused per-group epilogue
+    (GemmProblem(None, 41, 72, "f16", "nt", "f16", Fusion(bias=True, col_scale=True, row_scale=True,
+                                                          activation="silu", residual=True), groups=3),
+     Sm90Config(64, 64, 2, 1, ctas=1), [0, 50, 17]),
+])
+def test_the_emulator_validates_sm90_grouped_plans(problem, config, sizes):
+    p = gemm.plan(problem, "sm90", config, m=sum(sizes))
+    assert isinstance(p, Sm90GroupedPlan) and [q.name for q in p.params[:4]] == ["A", "B", "C", "offsets"]
+    v = gemm.validate(problem, "sm90", config, group_rows=sizes)
+    assert v.ok and v.where == EMULATOR and v.ratio <= 1.0
+
+
+@pytest.mark.parametrize("offsets, rows", [
+    ([0, 50, 60, 70], {0: (0, 40)}),            # past T: group 0's rows end at T, groups 1 and 2 start past it
+    ([0, -70, 40, 40], {}),                     # negative: group 1's first tile starts at row -6 and is skipped
+    ([0, 7, 90, 40], {0: (0, 7), 1: (7, 40)}),  # decreasing: group 2 has no rows (90 .. 40)
+])
+def test_bad_offsets_never_write_outside_c(offsets, rows):
+    """The emulator checks every global access against its array: a kernel given bad offsets stays inside
+    A, B and C; the rows of the groups that still hold rows are right, every other row is left unwritten."""
+    import ml_dtypes
+
+    from tvm_cdna4.emulator import emulate
+
+    G, N, K, T = 3, 24, 64, 40
+    grp = gemm.build(GemmProblem(None, N, K, "bf16", "nt", "f32", groups=G), "sm90", Sm90Config(64, 64, 2, 1))
+    rng = np.random.default_rng(3)
+    a = (rng.integers(-4, 5, (T, K)) / 8).astype(ml_dtypes.bfloat16)
+    b = (rng.integers(-4, 5, (G, N, K)) / 8).astype(ml_dtypes.bfloat16)
+    c = np.full((T, N), np.nan, np.float32)
+    emulate(grp.primfunc(T), a, b, c, np.asarray(offsets, np.int32), target="sm90")
+    want = np.full((T, N), np.nan, np.float32)
+    for g, (lo, hi) in rows.items():
+        want[lo:hi] = a[lo:hi].astype(np.float64) @ b[g].astype(np.float64).T
+    assert np.array_equal(c, want, equal_nan=True)
+
+
+def test_the_decode_buckets_keep_the_sm80_grouped_kernel():
+    problem = GemmProblem(None, 1536, 2048, "bf16", "nt", "bf16", groups=128)
+    kinds = {T: type(gemm.plan(problem, "sm90", m=T)) for T in (1, 512, 128 * DECODE_ROWS, 128 * DECODE_ROWS + 1, 16384)}
+    assert kinds == {1: GemmPlan, 512: GemmPlan, 2048: GemmPlan, 2049: Sm90GroupedPlan, 16384: Sm90GroupedPlan}
+    p = gemm.plan(problem, "sm90", m=16384)  # 128 rows per group
+    assert (p.grouping.count, p.grouping.block_m, p.grouping.rows.representative) == (128, p.config.block_m, 128)
+    # a config plans every bucket with the sm90 kernel
+    assert isinstance(gemm.plan(problem, "sm90", Sm90Config(64, 128, 4, 1), m=8), Sm90GroupedPlan)
+
+
+def test_the_cost_model_reads_every_groups_weights():
+    dev = devices.DEVICES["H100"]
+    cfg = Sm90Config(64, 64, 4, 1)
+    est = gemm_cost.grouped_estimate(cfg, 1, 256, 256, 4096, 2, dev)
+    # 256 groups of one row: one 64-row tile each (expected_row_tiles, at least one), A's padded rows, every
+    # group's weights [256, 4096] and C read or written once: the memory term
+    moved = (256 * 64 * 4096 + 256 * 256 * 4096) * 2 + 256 * 64 * 256 * 2
+    assert est.memory == pytest.approx(moved / (dev.hbm_bytes_s * gemm_cost.HBM_EFFICIENCY), rel=1e-12)
+    # the many-small-experts prefill (Qwen3-30B-A3B gate/up at 2048 tokens, top-8: 128 rows per group)
+    choice = gemm_cost.choose_grouped(128, 128, 1536, 2048, 2, dev)
+    assert choice.epilogue == "registers" and choice.split_k == 1 and choice.schedule == "cooperative"
+
+
+@pytest.mark.parametrize("problem, config, operand", [
+    (GemmProblem(None, 64, 64, "bf16", "nn", "f32", groups=2), None, "layout"),
+    (GemmProblem(None, 64, 60, "bf16", "nt", "f32", groups=2), None, "K"),
+    (GemmProblem(None, 64, 64, "bf16", "nt", "bf16", groups=2), Sm90Config(128, 64, 2, 2, epilogue="tma"), "epilogue"),
+    (GemmProblem(None, 64, 64, "bf16", "nt", "bf16", groups=2), Sm90Config(128, 64, 2, 2, schedule="pingpong"),
+     "schedule"),
+])
+def test_refusals_name_the_operand(problem, config, operand):
+    with pytest.raises(ContractError) as e:
+        gemm.plan(problem, "sm90", config, m=100)
+    assert e.value.operand == operand
+
+
+def test_the_cli_plans_the_sm90_grouped_kernel(gemm_cli):
+    run = gemm_cli("--target", "sm90", "--groups", "300,0,1,77", "-N", "4096", "-K", "4096", "--dtype", "bf16",
+                   "--emit", "config")
+    assert run.returncode == 0, run.stderr
+    config = json.loads(run.stdout)
+    assert (config["kernel"], config["groups"], config["rows_per_group"], config["T"]) == (
+        "tma-wgmma-grouped", 4, [65, 128], 378)
+    run = gemm_cli("--target", "sm90", "--groups", "3,4", "-N", "4096", "-K", "4096", "--dtype", "bf16",
+                   "--emit", "config")
+    assert run.returncode == 0, run.stderr
+    config = json.loads(run.stdout)  # a decode bucket: the sm80 grouped kernel's plan
+    assert "tma-wgmma" not in config.get("kernel", "") and config["rows_per_group"] == [1, 16], config
+
+
+# ---------------------------------------------------------------------------------------- on a Hopper GPU
+
+GPU_SIZES = (0, 1, 129, 7, 0, 300, 16, 33, 2000, 0)  # empty groups, one row, odd sizes, one large group
+
+
+def _gpu_inputs(sizes, N, K, seed=0):
+    import torch
+
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    x = torch.empty((sum(sizes), K), dtype=torch.bfloat16, device="cuda").uniform_(-1, 1, generator=gen)
+    w = torch.empty((len(sizes), N, K), dtype=torch.bfloat16, device="cuda").uniform_(-1, 1, generator=gen)
+    return x, w, torch.tensor(offsets_of(sizes), dtype=torch.int32, device="cuda")
+
+
+@pytest.mark.cuda(arch="sm_90a")
+@pytest.mark.parametrize("N, K", [(200, 392), (1536, 2048)])
+def test_torch_grouped_gemm_runs_the_sm90_kernel_exactly(N, K):
+    """Prefill (T / G above DECODE_ROWS: the sm90 kernel) and decode (the sm80 grouped kernel) counts against the
+    float64 reference, within bf16's rounding of C; the kernel cache names sm90."""
+    import torch
+
+    tt = pytest.importorskip("tvm_cdna4.torch")
+    assert tt.cuda_target(torch.device("cuda"))[1] == "sm90"
+    for sizes in (GPU_SIZES, (1, 0, 3, 2, 0, 1, 0, 4, 2, 1)):
+        x, w, off = _gpu_inputs(sizes, N, K)
+        y = tt.grouped_gemm(x, w, off)
+        want = reference(x.float().cpu().numpy(), w.float().cpu().numpy(), off.cpu().numpy(), "nt")
+        err = np.abs(y.float().cpu().numpy() - want).max() / max(1.0, np.abs(want).max())
+        assert err < 2 ** -7, (sizes, err)
+    assert any(k[-1] == "sm90" and k[0] == "grouped" for k in tt.kernel_cache())
+
+
+@pytest.mark.cuda(arch="sm_90a")
+def test_torch_grouped_gemm_sm90_per_group_epilogue_graph_and_compile():
+    import torch
+
+    tt = pytest.importorskip("tvm_cdna4.torch")
+    x, w, off = _gpu_inputs(GPU_SIZES, 256, 512, seed=1)
+    bias = torch.randn((w.shape[0], 256), device="cuda")
+    y = tt.grouped_gemm(x, w, off, bias=bias, activation="silu", out_dtype=torch.float32)
+    rows = torch.repeat_interleave(torch.arange(w.shape[0], device="cuda"), off.diff())
+    acc = torch.from_numpy(reference(x.float().cpu().numpy(), w.float().cpu().numpy(), off.cpu().numpy(), "nt"))
+    want = torch.nn.functional.silu(acc.cuda().float() + bias[rows])
+    assert torch.allclose(y, want, rtol=1e-3, atol=1e-3)
+    out = torch.empty_like(y)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        tt.grouped_gemm(x, w, off, bias=bias, activation="silu", out_dtype=torch.float32, out=out)
+    out.zero_()
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(out, y)
+    compiled = torch.compile(lambda a, b, o: tt.grouped_gemm(a, b, o), fullgraph=True)
+    assert torch.equal(compiled(x, w, off), tt.grouped_gemm(x, w, off))

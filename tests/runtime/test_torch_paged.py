@@ -1,0 +1,60 @@
+"""``tvm_cdna4.torch.paged_attention`` without a GPU: its argument errors (a ContractError naming the tensor)
+and its fake implementation (meta tensors: the shapes ``torch.compile`` traces with)."""
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from tvm_cdna4.errors import ContractError  # noqa: E402
+from tvm_cdna4.torch import check_paged_arguments, paged_attention  # noqa: E402
+
+
+def _args(B=2, nq=4, H=8, Hkv=2, D=128, pages=10, P=16, max_pages=3, kv=torch.bfloat16, device="meta"):
+    q = torch.empty(B, nq, H, D, dtype=torch.bfloat16, device=device)
+    k = torch.empty(pages, P, Hkv, D, dtype=kv, device=device)
+    v = torch.empty(pages, P, Hkv, D, dtype=kv, device=device)
+    table = torch.empty(B, max_pages, dtype=torch.int32, device=device)
+    lens = torch.empty(B, dtype=torch.int32, device=device)
+    return q, k, v, table, lens
+
+
+def test_the_fake_implementation_gives_o_and_lse_shapes():
+    q, k, v, table, lens = _args()
+    o, lse = torch.ops.tvm_cdna4.paged_attention(q, k, v, table, lens, None, None, None)
+    assert o.shape == (2, 4, 8, 128) and o.dtype == torch.bfloat16 and lse.shape == (2, 4, 8)
+    assert lse.dtype == torch.float32 and o.device.type == "meta"
+    o = paged_attention(q, k, v, table, lens)
+    assert o.shape == q.shape
+    problem = check_paged_arguments(*_args(kv=torch.float8_e4m3fn), None, torch.empty(2, device="meta"),
+                                    torch.empty(2, device="meta"))
+    assert problem.kv_dtype == "fp8" and problem.page_size == 16 and problem.max_pages == 3 and problem.num_pages == 10
+
+
+@pytest.mark.parametrize("change, operand, match", [
+    (lambda a: (a[0].float(), *a[1:]), "q", "dtype"),
+    (lambda a: (a[0], a[1], a[2][:, :, :1].contiguous(), *a[3:]), "v_cache", "shape"),
+    (lambda a: (a[0], a[1], a[2], a[3].long(), a[4]), "block_table", "dtype"),
+    (lambda a: (*a[:4], a[4][:1]), "context_lens", "shape"),
+    (lambda a: (a[0][:, :, :, :64].contiguous(), *a[1:]), "k_cache", "head dim"),
+    (lambda a: (a[0].transpose(1, 2), *a[1:]), "q", "contiguous"),
+])
+def test_each_bad_tensor_is_named(change, operand, match):
+    with pytest.raises(ContractError, match=match) as info:
+        paged_attention(*change(_args()))
+    assert info.value.operand == operand
+
+
+def test_fields_of_the_problem_and_the_fp8_scales_are_named():
+    with pytest.raises(ContractError, match="page_size") as info:
+        paged_attention(*_args(P=24))
+    assert info.value.operand == "k_cache"
+    with pytest.raises(ContractError, match="queries") as info:
+        paged_attention(*_args(nq=9))
+    assert info.value.operand == "q"
+    with pytest.raises(ContractError, match="fp8 caches take per-kv-head scales") as info:
+        paged_attention(*_args(kv=torch.float8_e4m3fn))
+    assert info.value.operand == "k_scale"
+    with pytest.raises(ContractError, match="only fp8") as info:
+        paged_attention(*_args(), k_scale=torch.empty(2, device="meta"), v_scale=torch.empty(2, device="meta"))
+    with pytest.raises(ContractError, match="CUDA tensor"):
+        paged_attention(*_args(device="cpu"))

@@ -1,0 +1,132 @@
+"""``python -m tvm_cdna4 attention --kv-cache paged``: paged decode attention (``kernels.attention.paged``).
+
+    python -m tvm_cdna4 attention --target sm80 --kv-cache paged --page-size 16 --context 1,77,300 --seq 4 \\
+        --heads 8 --kv-heads 2 --kv-dtype fp8 --validate     # the CUDA emulator without a GPU
+    python -m tvm_cdna4 attention --target sm80 --kv-cache paged --context 4096,8192 --seq 1 --heads 32 \\
+        --kv-heads 8 --emit config                            # the plan: split_kv, ctas, workspace
+
+``--seq`` is the queries per sequence (1..8); ``--context`` the batch's context lengths (the cache holds
+exactly their pages); ``--dtype`` Q's (bf16, f16), ``--kv-dtype`` the cache's (default: ``--dtype``).
+Actions: ``--validate``, ``--emit tir|cuda|config``, ``--bench`` (an NVIDIA GPU)."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+
+def _usage(message: str) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return 2
+
+
+def contexts_of(text) -> list[int]:
+    """``--context``: comma-separated non-negative ints (ValueError naming the option)."""
+    if not text:
+        raise ValueError("--kv-cache paged needs --context L1,L2,... (the context length of each sequence)")
+    try:
+        values = [int(x) for x in text.split(",")]
+    except ValueError:
+        raise ValueError(f"--context: expected comma-separated integers, found {text!r}") from None
+    if min(values) < 1:
+        raise ValueError(f"--context: every context length is at least 1, found {min(values)}")
+    return values
+
+
+def problem_of(args, contexts):
+    from ..kernels.attention.paged import PagedDecodeProblem
+    from ..kernels.gemm.dynamic_m import ceil_div
+
+    if args.dtype == "fp8":
+        raise ValueError("--dtype is Q's (bf16 or f16) with --kv-cache paged; fp8 is --kv-dtype fp8")
+    pages = [ceil_div(L, args.page_size) for L in contexts]
+    return PagedDecodeProblem(len(contexts), args.heads, args.heads if args.kv_heads is None else args.kv_heads,
+                              args.head_dim, args.seq, args.page_size, max(pages), sum(pages),
+                              args.kv_dtype or args.dtype, args.dtype, args.scale)
+
+
+def _refusal(args) -> str | None:
+    if not (args.validate or args.emit or args.bench):
+        return "attention --kv-cache paged needs an action: --validate, --emit tir|cuda|config, --bench"
+    if args.target != "sm80":
+        return f"--kv-cache paged runs on --target sm80 (no {args.target} paged decode kernel yet)"
+    if args.report or args.emit == "asm":
+        return "--report and --emit asm are gfx950's; paged decode on sm80 takes --validate, --emit tir|cuda|config, --bench"
+    if args.causal or args.seq_kv or args.block_q or args.block_kv:
+        return "--causal, --seq-kv, --block-q, --block-kv are dense attention's; paged decode reads --context"
+    return None
+
+
+def run_paged(args, present_arch) -> int:
+    """``attention --kv-cache paged``: 0, 1 (validation failed) or 2 (usage, no GPU); ``present_arch``: the
+    caller's (``cli.attention.present_arch``: the NVIDIA GPU's arch, None without one)."""
+    from ..kernels import attention
+
+    why = _refusal(args)
+    if why:
+        return _usage(why)
+    try:
+        contexts = contexts_of(args.context)
+        problem = problem_of(args, contexts)
+        device = present_arch()
+        options = {"context": max(contexts)}
+        p = attention.paged_verb("sm80", "plan")(problem, None, **options)
+        if args.emit == "config":
+            print(json.dumps(p.summary(), default=str))
+        elif args.emit == "tir":
+            for func in attention.paged_verb("sm80", "emit")(p):
+                print(func.script())
+        elif args.emit == "cuda":
+            for exe in attention.paged_verb("sm80", "build")(problem, arch=args.arch or device or "sm_80",
+                                                            cache=not args.no_cache, **options):
+                print(exe.source)
+        status = _validate(args, problem, contexts, device, options) if args.validate else 0
+        if args.bench:
+            _bench(problem, contexts, device)
+    except ValueError as err:  # ContractError too: one line
+        return _usage(str(err).splitlines()[0])
+    return status
+
+
+def _describe(problem, contexts) -> str:
+    p = problem
+    return (f"paged decode B={p.batch} H={p.heads} Hkv={p.kv_heads} D={p.head_dim} queries={p.queries} "
+            f"page={p.page_size} kv={p.kv_dtype} q={p.q_dtype} contexts={','.join(map(str, contexts))}")
+
+
+def _validate(args, problem, contexts, device, options) -> int:
+    from ..kernels import attention
+
+    run = None
+    if device is not None:
+        from ..torch import run_paged_attention as run
+    result = attention.validate_paged(problem, "sm80", None, args.seed, contexts, run=run, **options)
+    print(f"validated sm80 {_describe(problem, contexts)} on {result.where} in {result.seconds:.2f} s: largest error "
+          f"/ bound: O {result.o_ratio:.3f}, LSE {result.lse_ratio:.3f} (kernels.attention.paged.error_bound)")
+    print("PASS" if result.ok else "FAIL")
+    return 0 if result.ok else 1
+
+
+def _bench(problem, contexts, device) -> None:
+    """``--bench``: ``tvm_cdna4.torch.paged_attention`` timed on the GPU (``runtime.cuda.bench_ms``)."""
+    if device is None:
+        from ..runtime import cuda as runner
+
+        raise ValueError(f"--bench needs an NVIDIA GPU, and none is available here ({runner.have_cuda_gpu()[1]})")
+    import torch
+
+    from ..kernels.attention.paged import random_inputs
+    from ..runtime import cuda as runner
+    from ..torch import paged_attention
+
+    arrays = random_inputs(problem, 0, contexts)
+    dtype = torch.bfloat16 if problem.q_dtype == "bf16" else torch.float16
+    q = torch.from_numpy(arrays["Q"].astype("float32")).to("cuda", dtype)
+    kv = {n: torch.randn(arrays[n].shape, device="cuda").to(torch.float8_e4m3fn if problem.scaled else dtype)
+          for n in ("K_CACHE", "V_CACHE")}
+    scales = {n.lower(): torch.ones(problem.kv_heads, device="cuda") for n in ("K_SCALE", "V_SCALE")} \
+        if problem.scaled else {}
+    table, lens = (torch.from_numpy(arrays[n]).cuda() for n in ("BLOCK_TABLE", "CONTEXT_LENS"))
+    ms = runner.bench_ms(lambda: paged_attention(q, kv["K_CACHE"], kv["V_CACHE"], table, lens, **scales))
+    moved = problem.bytes_moved(contexts)
+    print(f"bench sm80 {_describe(problem, contexts)}: {ms * 1e3:.1f} us, {moved / ms / 1e9:.0f} GB/s")

@@ -1,0 +1,380 @@
+"""Emission of the sm80 paged decode attention: a ``PagedDecodePlan`` to two TIRx PrimFuncs, ``main``
+(the split-KV partials) and ``merge`` (``paged_decode_plan``'s docstring tells the whole kernel).
+
+A lane (g = lane / 4, t = lane % 4) of a warp holds, per m16 tile ``mi`` of the query rows: Q's A
+fragments (``qf``, 4 words per k16 step), the scores of the tile's 16 keys (``s``: n-tile n, element c:
+row g + 8 (c // 2), key 8 n + 2 t + c % 2), P packed (``pf``), the O accumulators (``o``: d-tile dn,
+element c: row g + 8 (c // 2), dim 8 dn + 2 t + c % 2) and the running max (base-2 units) and sum of its
+rows g and g + 8 (``row``: max at ``2 mi + h``, sum at ``2 m + 2 mi + h``).
+"""
+
+from __future__ import annotations
+
+import attrs
+from tvm_tirx.script import tirx as T
+from tvm_tirx.script.parser import parse
+
+from ...tirx_private import transpile_once
+from ..attention.paged import LN2
+from ..gemm.epilogue import LOG2E
+from .gemm_emit import signature_source
+from .gemm_emit_epilogue import TIR_OPS
+from .paged_decode_plan import COPY, TILE_KEYS, PagedDecodePlan
+
+FULL = 0xFFFFFFFF
+NEG_INF = float("-inf")
+FP8_WIDEN = 256.0  # e4m3 bits moved into f16 give x / 256 (paged_decode_plan's docstring)
+
+
+def fmax(a, b):
+    return T.call_pure_extern("fmaxf", a, b, ty=T.float32)
+
+
+@attrs.frozen
+class Lane:
+    """A thread's kernel-wide values (module docstring)."""
+
+    SMW: object
+    qf: object
+    s: object
+    pf: object
+    o: object
+    row: object
+    kb: object  # two B fragment words
+    mx: object  # two f32 scratch values
+    b: object
+    hk: object
+    L: object  # the clamped context
+    c: object  # raw score -> base-2 units (fp8: times K_SCALE 256)
+
+
+def swz(p: PagedDecodePlan, key, word):
+    """The shared-memory word of word ``word`` of K / V row ``key`` (16-byte chunks XOR ``key % swizzle``)."""
+    return key * p.row_words + ((word // 4) ^ (key % p.swizzle)) * 4 + word % 4
+
+
+def widen(p: PagedDecodePlan, bits):
+    """Two e4m3 bytes (bits 0-7, 8-15 of ``bits``) as one 32-bit pair of the MMA's 16-bit type, each
+    ``x / 256`` (f16 by moving the bits; bf16 through f32, exact)."""
+    lo, hi = bits & T.uint32(0xFF), (bits >> T.uint32(8)) & T.uint32(0xFF)
+    f16 = [((x & T.uint32(0x7F)) << T.uint32(7)) | ((x & T.uint32(0x80)) << T.uint32(8)) for x in (lo, hi)]
+    if p.problem.q_dtype == "f16":
+        return f16[0] | (f16[1] << T.uint32(16))
+    # bf16: the f32 of each f16 (exact), whose upper half is the bf16 (exact: 4 significant bits)
+    f32 = [T.reinterpret(T.Cast("float32", T.reinterpret(T.Cast("uint16", x), ty="float16")), ty="uint32") for x in f16]
+    return (f32[0] >> T.uint32(16)) | (f32[1] & T.uint32(0xFFFF0000))
+
+
+def k_word(p: PagedDecodePlan, ln: Lane, base, key, kk, half):
+    """B fragment word ``half`` of k16 step ``kk`` for key ``key``: K[key][16 kk + 2t + 8 half, +1] (16-bit)
+    or, fp8, the pair ``half`` of K[key][16 kk + 4t .. 4t + 3] (Q permuted alike)."""
+    t = T.cuda.lane_id() % 4
+    if p.elem_bytes == 2:
+        return ln.SMW[base + swz(p, key, 8 * kk + t + 4 * half)]
+    word = ln.SMW[base + swz(p, key, 4 * kk + t)]
+    return widen(p, word >> T.uint32(16 * half))
+
+
+def v_half(p: PagedDecodePlan, ln: Lane, base, key, dim):
+    """The bits of V[key][dim] (16 or 8 of them, in the low bits)."""
+    if p.elem_bytes == 2:
+        return (ln.SMW[base + swz(p, key, dim // 2)] >> T.Cast("uint32", 16 * (dim % 2))) & T.uint32(0xFFFF)
+    return (ln.SMW[base + swz(p, key, dim // 4)] >> T.Cast("uint32", 8 * (dim % 4))) & T.uint32(0xFF)
+
+
+def v_word(p: PagedDecodePlan, ln: Lane, base, key0, dim):
+    """B fragment word of P V: V[key0][dim] low, V[key0 + 1][dim] high, in the MMA's type."""
+    lo, hi = v_half(p, ln, base, key0, dim), v_half(p, ln, base, key0 + 1, dim)
+    if p.elem_bytes == 2:
+        return lo | (hi << T.uint32(16))
+    return widen(p, lo | (hi << T.uint32(8)))
+
+
+def q_word(p: PagedDecodePlan, kk, t, a):
+    """The word of Q's row holding A fragment word ``a`` of k16 step ``kk`` (``a // 2``: the upper dims)."""
+    if p.elem_bytes == 2:
+        return 8 * kk + t + 4 * (a // 2)
+    return 8 * kk + 2 * t + a // 2  # fp8 K: dims 4t .. 4t + 3 of the step
+
+
+def score_factor(p: PagedDecodePlan, args, hk):
+    """Raw score -> base-2 units: ``scale log2(e)``, fp8 times ``K_SCALE[hk] 256``."""
+    c = p.problem.softmax_scale * LOG2E
+    return args["K_SCALE"][hk] * T.float32(c * FP8_WIDEN) if p.problem.scaled else T.float32(c)
+
+
+def value_factor(p: PagedDecodePlan, args, hk):
+    """O's factor: fp8 ``V_SCALE[hk] 256``, else 1."""
+    return args["V_SCALE"][hk] * T.float32(FP8_WIDEN) if p.problem.scaled else T.float32(1)
+
+
+def page_of(p: PagedDecodePlan, args, ln: Lane, tile):
+    """The cache page of kv tile ``tile`` of the lane's sequence (read from BLOCK_TABLE; any int32)."""
+    return args["BLOCK_TABLE"][ln.b, tile * TILE_KEYS // p.problem.page_size]
+
+
+def page_ok(p: PagedDecodePlan, page):
+    return T.and_(page >= 0, page < p.problem.num_pages)
+
+
+@T.macro
+def copy_tile(p, args, ln, tile, stage):
+    # the tile's 16 K and V rows into the warp's ring; rows of a missing page or past L: zeros, from page 0
+    lane = T.cuda.lane_id()
+    page = page_of(p, args, ln, tile)
+    safe = T.if_then_else(page_ok(p, page), page, 0)
+    r0 = tile * TILE_KEYS % p.problem.page_size
+    for i in T.unroll(TILE_KEYS * p.chunks // 32):
+        key = (lane + 32 * i) // p.chunks
+        chunk = (lane + 32 * i) % p.chunks
+        size = T.if_then_else(T.and_(page_ok(p, page), tile * TILE_KEYS + key < ln.L), T.uint32(16), T.uint32(0))
+        dst = key * p.row_words + (chunk ^ (key % p.swizzle)) * 4
+        T.ptx[COPY](ln.SMW.ptr_to([p.ring_word(T.cuda.warp_id(), stage, 0) + dst]),
+                    args["K_CACHE"].ptr_to([safe, r0 + key, ln.hk, chunk * 16 // p.elem_bytes]), 16, size)
+        T.ptx[COPY](ln.SMW.ptr_to([p.ring_word(T.cuda.warp_id(), stage, 1) + dst]),
+                    args["V_CACHE"].ptr_to([safe, r0 + key, ln.hk, chunk * 16 // p.elem_bytes]), 16, size)
+
+
+@T.macro
+def scores(p, ln, base):
+    lane = T.cuda.lane_id()
+    g = lane // 4
+    for i in T.unroll(8 * p.m_tiles):
+        ln.s[i] = T.float32(0)
+    for kk in T.unroll(p.problem.head_dim // 16):
+        for n in T.unroll(2):
+            b0 = ln.kb
+            b0[0] = k_word(p, ln, base, 8 * n + g, kk, 0)
+            b0[1] = k_word(p, ln, base, 8 * n + g, kk, 1)
+            for mi in T.unroll(p.m_tiles):
+                q = (mi * (p.problem.head_dim // 16) + kk) * 4
+                at = (mi * 2 + n) * 4
+                T.ptx[p.mma_instr](ln.s[at], ln.s[at + 1], ln.s[at + 2], ln.s[at + 3], ln.qf[q], ln.qf[q + 1],
+                                   ln.qf[q + 2], ln.qf[q + 3], b0[0], b0[1], ln.s[at], ln.s[at + 1], ln.s[at + 2],
+                                   ln.s[at + 3])
+
+
+@T.macro
+def mask_softmax(p, args, ln, tile):
+    # base-2 scores, the mask (paged module: j <= L - q + query, a page inside the cache), the online softmax
+    lane = T.cuda.lane_id()
+    ok = page_ok(p, page_of(p, args, ln, tile))
+    m2 = 2 * p.m_tiles
+    mx = ln.mx
+    for mi in T.unroll(p.m_tiles):
+        for h in T.unroll(2):
+            r = 16 * mi + lane // 4 + 8 * h
+            limit = ln.L - p.problem.queries + r // p.problem.group
+            mx[0] = T.float32(NEG_INF)
+            for n in T.unroll(2):
+                for e in T.unroll(2):
+                    key = tile * TILE_KEYS + 8 * n + 2 * (lane % 4) + e
+                    at = (mi * 2 + n) * 4 + 2 * h + e
+                    ln.s[at] = T.if_then_else(T.and_(ok, T.and_(key <= limit, r < p.rows)), ln.s[at] * ln.c,
+                                              T.float32(NEG_INF))
+                    mx[0] = fmax(mx[0], ln.s[at])
+            for sh in T.unroll(2):
+                mx[0] = fmax(mx[0], T.cuda.__shfl_xor_sync(T.uint32(FULL), mx[0], 1 << sh, 32))
+            mx[0] = fmax(mx[0], ln.row[2 * mi + h])  # the new max
+            mx[1] = T.if_then_else(mx[0] == T.float32(NEG_INF), T.float32(0), mx[0])  # its offset (empty: 0)
+            alpha = TIR_OPS.exp2(ln.row[2 * mi + h] - mx[1])
+            ln.row[2 * mi + h] = mx[0]
+            ln.row[m2 + 2 * mi + h] = ln.row[m2 + 2 * mi + h] * alpha
+            for dn in T.unroll(p.problem.head_dim // 8):
+                for e in T.unroll(2):
+                    ln.o[(mi * (p.problem.head_dim // 8) + dn) * 4 + 2 * h + e] = \
+                        ln.o[(mi * (p.problem.head_dim // 8) + dn) * 4 + 2 * h + e] * alpha
+            for n in T.unroll(2):
+                for e in T.unroll(2):
+                    at = (mi * 2 + n) * 4 + 2 * h + e
+                    ln.s[at] = TIR_OPS.exp2(ln.s[at] - mx[1])
+                    ln.row[m2 + 2 * mi + h] = ln.row[m2 + 2 * mi + h] + ln.s[at]
+
+
+@T.macro
+def pv(p, ln, base):
+    lane = T.cuda.lane_id()
+    g, t = lane // 4, lane % 4
+    for mi in T.unroll(p.m_tiles):
+        for q in T.unroll(4):  # a0: keys 2t.. row g, a1: row g + 8, a2 / a3: keys 8 + 2t..
+            T.ptx[p.pack_instr](ln.pf[4 * mi + q], ln.s[(mi * 2 + q // 2) * 4 + 2 * (q % 2) + 1],
+                                ln.s[(mi * 2 + q // 2) * 4 + 2 * (q % 2)])
+    for dn in T.unroll(p.problem.head_dim // 8):
+        b = ln.kb
+        b[0] = v_word(p, ln, base, 2 * t, 8 * dn + g)
+        b[1] = v_word(p, ln, base, 2 * t + 8, 8 * dn + g)
+        for mi in T.unroll(p.m_tiles):
+            at = (mi * (p.problem.head_dim // 8) + dn) * 4
+            T.ptx[p.mma_instr](ln.o[at], ln.o[at + 1], ln.o[at + 2], ln.o[at + 3], ln.pf[4 * mi], ln.pf[4 * mi + 1],
+                               ln.pf[4 * mi + 2], ln.pf[4 * mi + 3], b[0], b[1], ln.o[at], ln.o[at + 1], ln.o[at + 2],
+                               ln.o[at + 3])
+
+
+@T.macro
+def load_q(p, args, ln):
+    # Q's rows (r: query r // group, head hk group + r % group; rows past group x queries: zeros) into shared
+    # memory, then the A fragments (fp8 K: dims permuted as K's words: 4t .. 4t + 3 per k16 step)
+    lane = T.cuda.lane_id()
+    D, G = p.problem.head_dim, p.problem.group
+    chunks = D // 8
+    for i in T.unroll((16 * p.m_tiles * chunks + p.threads - 1) // p.threads):
+        idx = T.cuda.thread_idx("x") + p.threads * i
+        r = idx // chunks
+        if idx < 16 * p.m_tiles * chunks:
+            rr = T.min(r, p.rows - 1)
+            T.ptx[COPY](ln.SMW.ptr_to([r * (D // 2) + idx % chunks * 4]),
+                        args["Q"].ptr_to([ln.b, rr // G, ln.hk * G + rr % G, idx % chunks * 8]), 16,
+                        T.if_then_else(r < p.rows, T.uint32(16), T.uint32(0)))
+    T.ptx["cp.async.commit_group"]()
+    T.ptx["cp.async.wait_group"](0)
+    T.cuda.cta_sync()
+    g, t = lane // 4, lane % 4
+    for mi in T.unroll(p.m_tiles):
+        for kk in T.unroll(D // 16):
+            for a in T.unroll(4):  # a0 row g, a1 row g + 8, a2 / a3 the upper dims
+                ln.qf[(mi * (D // 16) + kk) * 4 + a] = ln.SMW[(16 * mi + g + 8 * (a % 2)) * (D // 2) + q_word(p, kk, t, a)]
+    T.cuda.cta_sync()
+
+
+@T.macro
+def write_partial(p, args, ln, slot, vscale):
+    lane = T.cuda.lane_id()
+    m2 = 2 * p.m_tiles
+    for mi in T.unroll(p.m_tiles):
+        for h in T.unroll(2):
+            r = 16 * mi + lane // 4 + 8 * h
+            for sh in T.unroll(2):
+                ln.row[m2 + 2 * mi + h] = ln.row[m2 + 2 * mi + h] + T.cuda.__shfl_xor_sync(
+                    T.uint32(FULL), ln.row[m2 + 2 * mi + h], 1 << sh, 32)
+            if r < p.rows:
+                for dn in T.unroll(p.problem.head_dim // 8):
+                    for e in T.unroll(2):
+                        args["WO"][slot, r, 8 * dn + 2 * (lane % 4) + e] = \
+                            ln.o[(mi * (p.problem.head_dim // 8) + dn) * 4 + 2 * h + e] * vscale
+                if lane % 4 == 0:
+                    args["WM"][slot, r] = ln.row[2 * mi + h]
+                    args["WL"][slot, r] = ln.row[m2 + 2 * mi + h]
+
+
+@T.macro
+def warp_loop(p, args, ln, first, count):
+    # the warp's tiles first, first + warps, ... (count of them) through its stages-deep ring
+    S, W = p.config.stages, p.config.warps
+    for st in T.unroll(S - 1):
+        if st < count:
+            copy_tile(p, args, ln, first + st * W, st)
+        T.ptx["cp.async.commit_group"]()
+    for i in range(count):
+        T.ptx["cp.async.wait_group"](S - 2)
+        T.cuda.warp_sync()
+        if i + S - 1 < count:
+            copy_tile(p, args, ln, first + (i + S - 1) * W, (i + S - 1) % S)
+        T.ptx["cp.async.commit_group"]()
+        scores(p, ln, p.ring_word(T.cuda.warp_id(), i % S, 0))
+        mask_softmax(p, args, ln, first + i * W)
+        pv(p, ln, p.ring_word(T.cuda.warp_id(), i % S, 1))
+    T.ptx["cp.async.wait_group"](0)
+
+
+@T.macro
+def paged_kernel(p, args):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=p.ctas, block=p.threads, dynamic_smem_bytes=p.smem_bytes))
+    pid = T.cuda.block_idx("x")
+    split = pid % p.split_kv
+    bh = pid // p.split_kv
+    b = bh // p.problem.kv_heads
+    hk = bh % p.problem.kv_heads
+    SMW = T.alloc_tensor(ty_args=[T.Tensor((p.smem_bytes // 4,), "uint32", scope="shared.dyn", layout="default",
+                                           align=1024)])
+    m, D = p.m_tiles, p.problem.head_dim
+    qf = T.alloc_tensor(ty_args=[T.Tensor((4 * m * (D // 16),), "uint32", scope="local", layout="default")])
+    s = T.alloc_tensor(ty_args=[T.Tensor((8 * m,), "float32", scope="local", layout="default")])
+    pf = T.alloc_tensor(ty_args=[T.Tensor((4 * m,), "uint32", scope="local", layout="default")])
+    o = T.alloc_tensor(ty_args=[T.Tensor((4 * m * (D // 8),), "float32", scope="local", layout="default")])
+    row = T.alloc_tensor(ty_args=[T.Tensor((4 * m,), "float32", scope="local", layout="default")])
+    kb = T.alloc_tensor(ty_args=[T.Tensor((2,), "uint32", scope="local", layout="default")])
+    mx = T.alloc_tensor(ty_args=[T.Tensor((2,), "float32", scope="local", layout="default")])
+    L = T.min(T.max(args["CONTEXT_LENS"][b], 0), p.problem.capacity)
+    ln = Lane(SMW, qf, s, pf, o, row, kb, mx, b, hk, L, score_factor(p, args, hk))
+    paged_body(p, args, ln, split, bh)
+
+
+@T.macro
+def paged_body(p, args, ln, split, bh):
+    W = p.config.warps
+    tiles = (ln.L + TILE_KEYS - 1) // TILE_KEYS
+    per = (tiles + p.split_kv - 1) // p.split_kv
+    t0 = T.min(split * per, tiles)
+    t1 = T.min(t0 + per, tiles)
+    w = T.cuda.warp_id()
+    count = T.max(t1 - t0 - w + W - 1, 0) // W
+    load_q(p, args, ln)
+    for i in T.unroll(4 * p.m_tiles * (p.problem.head_dim // 8)):
+        ln.o[i] = T.float32(0)
+    for r in T.unroll(2 * p.m_tiles):
+        ln.row[r] = T.float32(NEG_INF)
+        ln.row[2 * p.m_tiles + r] = T.float32(0)
+    warp_loop(p, args, ln, t0 + w, count)
+    write_partial(p, args, ln, (bh * p.split_kv + split) * W + w, value_factor(p, args, ln.hk))
+
+
+@T.macro
+def merge_kernel(p, args):
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=p.merge_ctas, block=p.merge_threads))
+    half = p.problem.head_dim // 2
+    item = T.cuda.block_idx("x") * p.merge_threads + T.cuda.thread_idx("x")
+    if item < p.problem.batch * p.problem.kv_heads * p.rows * half:
+        dp = item % half
+        r = item // half % p.rows
+        bh = item // half // p.rows
+        parts = p.split_kv * p.config.warps
+        acc = T.alloc_tensor(ty_args=[T.Tensor((5,), "float32", scope="local", layout="default")])
+        acc[0] = T.float32(NEG_INF)
+        for k in range(parts):
+            acc[0] = fmax(acc[0], args["WM"][bh * parts + k, r])
+        acc[1] = T.if_then_else(acc[0] == T.float32(NEG_INF), T.float32(0), acc[0])
+        acc[2] = T.float32(0)
+        acc[3] = T.float32(0)
+        acc[4] = T.float32(0)
+        for k in range(parts):
+            f = TIR_OPS.exp2(args["WM"][bh * parts + k, r] - acc[1])
+            acc[2] = acc[2] + f * args["WL"][bh * parts + k, r]
+            acc[3] = acc[3] + f * args["WO"][bh * parts + k, r, 2 * dp]
+            acc[4] = acc[4] + f * args["WO"][bh * parts + k, r, 2 * dp + 1]
+        merge_store(p, args, acc, bh, r, dp)
+
+
+@T.macro
+def merge_store(p, args, acc, bh, r, dp):
+    G = p.problem.group
+    b, hk = bh // p.problem.kv_heads, bh % p.problem.kv_heads
+    inv = T.if_then_else(acc[2] > T.float32(0), T.float32(1) / acc[2], T.float32(0))
+    packed = T.alloc_tensor(ty_args=[T.Tensor((1,), "uint32", scope="local", layout="default")])
+    T.ptx[p.pack_instr](packed[0], acc[4] * inv, acc[3] * inv)
+    T.ptx["st.global.b32"](args["O"].ptr_to([b, r // G, hk * G + r % G, 2 * dp]), packed[0])
+    if dp == 0:
+        args["LSE"][b, r // G, hk * G + r % G] = T.if_then_else(
+            acc[2] > T.float32(0), (acc[0] + T.log2(acc[2])) * T.float32(LN2), T.float32(NEG_INF))
+
+
+@transpile_once
+def emit_paged_decode(p: PagedDecodePlan):
+    """The TIRx PrimFunc ``main`` of a plan: the partials (its parameters ``p.params``)."""
+    types = [T.Tensor(q.shape, q.dtype) for q in p.params]
+    return parse(signature_source(p, "paged_kernel"), {"T": T, "paged_kernel": paged_kernel, "p": p, "types": types})
+
+
+@attrs.frozen
+class _MergeView:
+    params: tuple
+
+
+@transpile_once
+def emit_paged_merge(p: PagedDecodePlan):
+    """The TIRx PrimFunc ``main`` of the merge (its parameters ``p.merge_params``)."""
+    types = [T.Tensor(q.shape, q.dtype) for q in p.merge_params]
+    source = signature_source(_MergeView(p.merge_params), "merge_kernel")
+    return parse(source, {"T": T, "merge_kernel": merge_kernel, "p": p, "types": types})
+
+
+__all__ = ["emit_paged_decode", "emit_paged_merge"]

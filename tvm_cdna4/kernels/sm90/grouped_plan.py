@@ -1,0 +1,122 @@
+"""The sm90 grouped GEMM's plan (mixture of experts, ``kernels.gemm.grouped``): pure Python, no TIRx.
+
+G GEMMs sharing N and K in one launch: A ``[T, K]`` (tokens sorted by expert), B ``[G, N, K]`` (layout ``nt``:
+what wgmma reads without a transpose), C ``[T, N]``, the device offsets ``int32 [G + 1]`` (``OFFSETS``) after
+C, the fused epilogue's inputs after them (``bias`` and ``col_scale`` per group, ``[G, N]``). T is the run-time
+M (the TIR variable A's shape binds), up to what A and C index in 32 bits (``kernels.sm80.gemm_plan.check_grouped``:
+the sm80 grouped kernel's limit, the same offsets).
+
+The kernel (``grouped_emit``) is the dense sm90 kernel's (``gemm_plan``'s docstring: a producer warpgroup's TMA
+loads into a ring of stages, consumer warpgroups' wgmma) with persistent CTAs over the work units (row tile
+``r`` of ``Groups``, column tile) in the dense grouped order (``Sm90Plan.tile_of`` over ``Groups.row_tiles(T)``
+row tiles): each unit's group found on the device from the offsets (``kernels.gemm.grouped_emit.find_group``,
+``Groups.origin``), a unit without rows skipped by both roles (the ring positions count the units with rows:
+both roles skip the same ones). A's boxes come through a tensor map over the whole ``[T, K]`` (rows of the next
+group loaded into a tile are computed, never stored; rows past T are zero-filled), B's through one over
+``[G N, K]`` at row ``g N + n0`` (columns past N, the next group's weights, are never stored). C is stored from
+registers, masked at the group's ``m_end`` and at N (no TMA store: its boxes would write the next group's rows),
+the fused epilogue's per-group inputs read at the group's row (``Input.at``), as the sm80 grouped kernel reads
+them. Scope: f16/bf16 inputs, the cooperative schedule, the ``registers`` epilogue, no K split
+(``check_grouped_config``: a ``ContractError`` naming the field otherwise).
+
+Which kernel serves a bucket of rows per group (``plan_bucket``; ``GroupedGemm``'s buckets): up to
+``DECODE_ROWS`` rows per group the sm80 grouped kernel (its cost model's small-M tiling, built for ``sm_90a``):
+measured 1.35x ``torch._grouped_mm`` on the H200 at decode (benchmarks/RESULTS.md, DeepSeek-V3-like decode,
+2 rows per group), where a 64-row wgmma tile would compute 32 times the rows; above it this kernel, its tile
+chosen by ``gemm_cost.choose_grouped`` at the bucket's representative rows per group.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from ...errors import ContractError
+from ..common import Param, ceil_div
+from ..gemm.dynamic_m import MBucket, resolve_m
+from ..gemm.epilogue import Fusion
+from ..gemm.grouped import OFFSETS, Groups
+from .gemm_plan import DTYPES, OUT_DTYPES, Sm90Config, Sm90Plan, _min, block_k, check_problem
+
+DECODE_ROWS = 16
+"""The rows per group up to which a bucket keeps the sm80 grouped kernel (the module docstring: its measured
+decode lead; the dense target's weight-streaming decode kernel keeps M <= 16 the same way)."""
+GROUPED_DTYPES = ("f16", "bf16")
+"""The inputs the grouped kernel runs (fp8 grouped: not planned yet; the sm80 decode buckets have no fp8)."""
+
+
+@attrs.frozen
+class Sm90GroupedPlan(Sm90Plan):
+    """The frozen plan of one bucket of an sm90 grouped GEMM: an ``Sm90Plan`` whose ``M`` is the run-time T,
+    ``tiles_m`` the launched row tiles (``grouping.row_tiles(T)``, a TIR expression), ``dynamic_m`` the bucket
+    of T (``1 .. t_limit``), and ``grouping`` the ``Groups`` record (G, the row tile, the rows-per-group
+    bucket the tile was chosen for)."""
+
+    grouping: Groups | None = None
+
+    @property
+    def groups(self) -> int:
+        return self.grouping.count
+
+
+def check_grouped_config(config: Sm90Config) -> None:
+    """A ContractError naming the field of ``config`` the grouped kernel does not run (the module docstring)."""
+    for field, value, want in (("epilogue", config.epilogue, "registers"), ("schedule", config.schedule, "cooperative"),
+                               ("split_k", config.split_k, 1)):
+        if value != want:
+            raise ContractError(f"sm90 grouped GEMM config {field}: the grouped kernel stores C from registers "
+                                "(masked at each group's last row), cooperatively, without a K split",
+                                operand=field, check="parameters", expected=repr(want), found=repr(value))
+
+
+def check_grouped_problem(G: int, N: int, K: int, dtype: str, layout: str, out_dtype: str) -> int:
+    """What the sm90 grouped kernel runs (a ContractError naming the operand otherwise); the largest T."""
+    from ..sm80.gemm_plan import check_grouped
+
+    check_problem(MBucket(1, 1), N, K, dtype, layout, out_dtype)
+    if dtype not in GROUPED_DTYPES:
+        raise ContractError("sm90 grouped GEMM dtype: f16 or bf16 inputs (fp8 grouped is not planned yet)",
+                            operand="dtype", check="dtype", expected=GROUPED_DTYPES, found=dtype)
+    if isinstance(G, bool) or not isinstance(G, int) or G < 1:
+        raise ContractError("sm90 grouped GEMM groups: at least one group", operand="B", check="shape",
+                            expected="G >= 1", found=repr(G))
+    return check_grouped(MBucket(1, 1), G, N, K, layout)[2]
+
+
+def plan_grouped(rows: MBucket, G: int, N: int, K: int, dtype: str, out_dtype: str, config: Sm90Config, sms: int,
+                 smem_bytes: int, fusion: Fusion = Fusion(), layout: str = "nt") -> Sm90GroupedPlan:
+    """Check the problem and ``config`` and freeze the plan of the bucket ``rows`` (rows per group) of a
+    grouped GEMM of ``G`` groups (``sms``: the SMs the persistent grid fills)."""
+    t_limit = check_grouped_problem(G, N, K, dtype, layout, out_dtype)
+    config.check(smem_bytes)
+    check_grouped_config(config)
+    M, bucket, _ = resolve_m(MBucket(1, t_limit), "kernels.sm90.grouped_plan.plan_grouped")
+    grouping = Groups(G, config.block_m, rows)
+    tiles_m, tiles_n = grouping.row_tiles(M), ceil_div(N, config.block_n)
+    ctas = _min(tiles_m * tiles_n, config.ctas or sms)
+    params = (Param("A", (M, K), DTYPES[dtype]), Param("B", (G, N, K), DTYPES[dtype]),
+              Param("C", (M, N), OUT_DTYPES[out_dtype]), Param(OFFSETS, (G + 1,), "int32"),
+              *fusion.params(M, N, OUT_DTYPES[out_dtype], G))
+    return Sm90GroupedPlan(M, N, K, dtype, out_dtype, config, tiles_m, tiles_n, ceil_div(K, block_k(dtype)), ctas,
+                           config.stages * config.stage_bytes(), params, layout, fusion, bucket, grouping)
+
+
+def plan_bucket(rows: MBucket, G: int, N: int, K: int, dtype: str, out_dtype: str, device, fusion: Fusion = Fusion(),
+                config: Sm90Config | None = None, layout: str = "nt"):
+    """The plan of one bucket of rows per group (the module docstring): the sm80 grouped kernel's plan (its
+    cost model's tiling) up to ``DECODE_ROWS`` rows per group, else this kernel's with the tile of
+    ``gemm_cost.choose_grouped`` at the bucket's representative rows, on ``device`` (a ``devices.DeviceSpec``).
+    ``config``: this tiling for every bucket (the sm90 kernel at every count)."""
+    from . import gemm_cost
+
+    if config is None and rows.hi <= DECODE_ROWS:
+        from ..sm80.gemm_plan import plan as plan_sm80
+
+        check_grouped_problem(G, N, K, dtype, layout, out_dtype)
+        return plan_sm80(rows, N, K, dtype, layout, out_dtype, None, device.units, fusion=fusion, groups=G)
+    cfg = config or gemm_cost.choose_grouped(rows.representative, G, N, K, 4 if out_dtype == "f32" else 2, device,
+                                             dtype)
+    return plan_grouped(rows, G, N, K, dtype, out_dtype, cfg, device.units, device.smem_per_unit, fusion, layout)
+
+
+__all__ = ["DECODE_ROWS", "GROUPED_DTYPES", "Sm90GroupedPlan", "check_grouped_config", "check_grouped_problem", "plan_bucket",
+           "plan_grouped"]

@@ -1,0 +1,198 @@
+"""``tvm_cdna4.torch.paged_attention``: paged decode attention on CUDA tensors (issue 37; the problem is
+``kernels.attention.paged``, the kernels ``kernels.sm80.paged_decode_*``).
+
+``paged_attention(q, k_cache, v_cache, block_table, context_lens, *, scale=None, k_scale=None,
+v_scale=None, return_lse=False)``: ``q`` [B, Q, H, D] (Q queries per sequence, 1..8) bfloat16 or
+float16; ``k_cache``, ``v_cache`` [num_pages, page_size, Hkv, D] of q's dtype, or both
+``torch.float8_e4m3fn`` with ``k_scale``, ``v_scale`` float32 [Hkv]; ``block_table`` int32 [B,
+max_pages]; ``context_lens`` int32 [B] (each sequence's keys, its Q new tokens included). Returns ``O``
+[B, Q, H, D] in q's dtype, or ``(O, LSE)`` with LSE float32 [B, Q, H], natural. Query ``i`` sees keys
+``j <= L - Q + i``; lying lengths and page indices follow ``kernels.attention.paged``'s clamps (never
+an access outside the buffers).
+
+Two launches (partials, merge) on torch's current stream, the workspace from torch's allocator; the
+contexts and the table are read on the device only: no host synchronization, so the call is
+CUDA-graph capturable. The split count is planned from ``max_pages x page_size`` (the host does not
+know the contexts). It is the custom op ``torch.ops.tvm_cdna4.paged_attention`` with a fake
+implementation (``torch.compile``); eagerly, a call whose shape class ran before takes its prepared
+launch (one dict lookup: ``torch._key`` / ``_prepared``, as the other ops). Bad arguments: a
+``ContractError`` naming the tensor, the rule, what was expected and found.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+from .errors import ContractError
+
+OP = "tvm_cdna4.torch.paged_attention"
+Q_DTYPES = {torch.bfloat16: "bf16", torch.float16: "f16"}
+FP8 = torch.float8_e4m3fn
+
+
+def _fail(name: str, rule: str, expected, found, check: str = "shape"):
+    raise ContractError(f"{OP}: {rule}", operand=name, check=check, expected=expected, found=found)
+
+
+def _tensor(name, t, device, dtypes, rank: int):
+    if not isinstance(t, torch.Tensor):
+        _fail(name, "a torch.Tensor", "a tensor", type(t).__name__, "operands")
+    if t.device != device:
+        _fail(name, "every tensor on q's device", device, t.device, "operands")
+    if t.dtype not in dtypes:
+        _fail(name, "dtype", " or ".join(map(str, dtypes)), t.dtype, "dtype")
+    if t.dim() != rank:
+        _fail(name, "rank", f"{rank} dimensions", f"shape {tuple(t.shape)}")
+    if not t.is_contiguous():
+        _fail(name, "contiguous strides (non-contiguous tensors are refused, not copied)", "contiguous",
+              tuple(t.stride()), "layout")
+
+
+def _same(name, t, shape):
+    if tuple(t.shape) != tuple(shape):
+        _fail(name, "shape", tuple(shape), tuple(t.shape))
+
+
+def check_paged_arguments(q, k_cache, v_cache, block_table, context_lens, scale, k_scale, v_scale):
+    """The ``PagedDecodeProblem`` of a call (its fake implementation runs this too); a ``ContractError``
+    naming the first tensor that breaks a rule."""
+    from .kernels.attention.paged import PagedDecodeProblem
+
+    if not isinstance(q, torch.Tensor):
+        _fail("q", "a torch.Tensor", "a tensor", type(q).__name__, "operands")
+    if q.device.type not in ("cuda", "meta"):
+        _fail("q", "a CUDA tensor", "device cuda", q.device, "operands")
+    _tensor("q", q, q.device, tuple(Q_DTYPES), 4)
+    fp8 = isinstance(k_cache, torch.Tensor) and k_cache.dtype == FP8
+    _tensor("k_cache", k_cache, q.device, (FP8,) if fp8 else (q.dtype, FP8), 4)
+    _tensor("v_cache", v_cache, q.device, (k_cache.dtype,), 4)
+    _same("v_cache", v_cache, k_cache.shape)
+    B, nq, H, D = q.shape
+    pages, page_size, Hkv, Dk = k_cache.shape
+    if Dk != D:
+        _fail("k_cache", "head dim (the last dimension) equal to q's", D, Dk)
+    _tensor("block_table", block_table, q.device, (torch.int32,), 2)
+    _tensor("context_lens", context_lens, q.device, (torch.int32,), 1)
+    if block_table.shape[0] != B:
+        _fail("block_table", "one row per sequence of q", f"[{B}, max_pages]", tuple(block_table.shape))
+    _same("context_lens", context_lens, (B,))
+    for name, s in (("k_scale", k_scale), ("v_scale", v_scale)):
+        if fp8 and s is None:
+            _fail(name, "fp8 caches take per-kv-head scales", f"float32 [{Hkv}]", None, "operands")
+        if not fp8 and s is not None:
+            _fail(name, "only fp8 (float8_e4m3fn) caches take scales", "None", "a tensor", "operands")
+        if s is not None:
+            _tensor(name, s, q.device, (torch.float32,), 1)
+            _same(name, s, (Hkv,))
+    try:
+        return PagedDecodeProblem(B, H, Hkv, D, nq, page_size, block_table.shape[1], pages,
+                                  "fp8" if fp8 else Q_DTYPES[q.dtype], Q_DTYPES[q.dtype], scale)
+    except ContractError as err:  # the record's field, said in the tensors' words
+        where = {"batch": "q", "heads": "q", "queries": "q", "head_dim": "q", "kv_heads": "k_cache",
+                 "page_size": "k_cache", "num_pages": "k_cache", "max_pages": "block_table", "scale": "scale"}
+        _fail(where.get(err.operand, err.operand), f"{err.operand}: {err.rule.split(': ', 1)[-1]}", err.expected,
+              err.found, err.check)
+
+
+_KERNELS: dict = {}
+HOOKS: dict = {}
+"""``tvm_cdna4.torch``'s dispatch helpers (``_key``, ``_prepared``, ``_store``, ``_ready``, ``_arch``), set by it
+on import (this module sits below it: no import back)."""
+
+
+def _kernels(q, problem):
+    """The cached (main, merge) of the problem on q's device."""
+    from .runtime.cuda import load_build
+    from .kernels.sm80.paged_target import build, plan
+
+    arch = HOOKS["_arch"](q)
+    key = (problem, arch, q.device.index)
+    if key not in _KERNELS:
+        with torch.cuda.device(q.device):
+            main, merge = build(problem, arch=arch)
+        _KERNELS[key] = (load_build(main, "paged_"), load_build(merge, "paged_merge_"), plan(problem))
+    return _KERNELS[key]
+
+
+def _outputs(q):
+    return q.new_empty(q.shape), q.new_empty(q.shape[:3], dtype=torch.float32)
+
+
+def _run(q, k_cache, v_cache, block_table, context_lens, k_scale, v_scale, kernels):
+    main, merge, p = kernels
+    o, lse = _outputs(q)
+    work = [torch.empty(w.shape, dtype=torch.float32, device=q.device) for w in p.params if w.name[0] == "W"]
+    kv = (k_cache.view(torch.uint8), v_cache.view(torch.uint8)) if k_cache.dtype == FP8 else (k_cache, v_cache)
+    scales = (k_scale, v_scale) if k_scale is not None else ()
+    with torch.cuda.device(q.device):
+        main(q, *kv, block_table, context_lens, *scales, *work)
+        merge(*work, o, lse)
+    return o, lse
+
+
+@torch.library.custom_op("tvm_cdna4::paged_attention", mutates_args=())
+def _paged_op(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_table: torch.Tensor,
+              context_lens: torch.Tensor, scale: Optional[float], k_scale: Optional[torch.Tensor],  # noqa: UP045
+              v_scale: Optional[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:  # noqa: UP045
+    problem = check_paged_arguments(q, k_cache, v_cache, block_table, context_lens, scale, k_scale, v_scale)
+    return _run(q, k_cache, v_cache, block_table, context_lens, k_scale, v_scale, _kernels(q, problem))
+
+
+@_paged_op.register_fake
+def _paged_fake(q, k_cache, v_cache, block_table, context_lens, scale, k_scale, v_scale):
+    check_paged_arguments(q, k_cache, v_cache, block_table, context_lens, scale, k_scale, v_scale)
+    return _outputs(q)
+
+
+def paged_attention(q, k_cache, v_cache, block_table, context_lens, *, scale=None, k_scale=None, v_scale=None,
+                    return_lse: bool = False):
+    """Paged decode attention (the module docstring): ``O``, or ``(O, LSE)`` with ``return_lse``."""
+    _key, _prepared, _store = HOOKS["_key"], HOOKS["_prepared"], HOOKS["_store"]
+    if scale is not None:
+        try:
+            scale = float(scale)
+        except (TypeError, ValueError):
+            _fail("scale", "the softmax scale", "a positive finite float or None", repr(scale), "parameters")
+    tensors = (q, k_cache, v_cache, block_table, context_lens, k_scale, v_scale)
+    key = _key("paged_attention", (scale,), *tensors)
+    launch = _prepared(key)
+    if launch is not None:
+        pair = launch(*tensors)
+        if pair is not None:
+            return pair if return_lse else pair[0]
+    o, lse = torch.ops.tvm_cdna4.paged_attention(q, k_cache, v_cache, block_table, context_lens, scale, k_scale, v_scale)
+    if key is not None and q.device.type == "cuda":
+        problem = check_paged_arguments(*tensors[:5], scale, k_scale, v_scale)
+        kernels = _kernels(q, problem)
+        _store(key, lambda *t: _run(*t, kernels) if _aligned(t) else None)
+    return (o, lse) if return_lse else o
+
+
+def _aligned(tensors) -> bool:
+    return HOOKS["_ready"]([t for t in tensors if t is not None])
+
+
+def run_paged_attention(problem, arrays):
+    """``(o, lse)`` numpy of ``paged_attention`` on the GPU from ``kernels.attention.paged.random_inputs``'
+    arrays: the ``run`` of ``kernels.attention.validate_paged`` (the CLI passes it where a GPU is present)."""
+    import numpy as np
+
+    dtype = {v: k for k, v in Q_DTYPES.items()}[problem.q_dtype]
+
+    def cache(name):
+        a = arrays[name]
+        if problem.scaled:
+            return torch.from_numpy(np.ascontiguousarray(a).view(np.uint8)).to("cuda").view(FP8)
+        return torch.from_numpy(a.astype(np.float32)).to("cuda", dtype)
+
+    q = torch.from_numpy(arrays["Q"].astype(np.float32)).to("cuda", dtype)
+    scales = {n.lower(): torch.from_numpy(arrays[n]).cuda() for n in ("K_SCALE", "V_SCALE") if n in arrays}
+    o, lse = paged_attention(q, cache("K_CACHE"), cache("V_CACHE"), torch.from_numpy(arrays["BLOCK_TABLE"]).cuda(),
+                             torch.from_numpy(arrays["CONTEXT_LENS"]).cuda(), scale=problem.scale, return_lse=True,
+                             **scales)
+    return o.float().cpu().numpy(), lse.cpu().numpy()
+
+
+__all__ = ["check_paged_arguments", "paged_attention", "run_paged_attention"]
