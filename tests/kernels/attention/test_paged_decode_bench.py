@@ -121,3 +121,15 @@ def test_the_dense_gather_holds_each_sequences_keys():
     for b, L in enumerate(contexts):
         for j in (0, 17, L - 1):
             assert torch.equal(k[b, :, j], cache[table[b, j // 16], j % 16])
+
+
+def test_the_table_row():
+    row = dict(_row("bf16", 8, 8192, 123.4, 87.6), page_size=16, queries=1, kv_dtype="bf16", context_mean=9412.6,
+               context_min=2100, context_max=30000, split_kv=5, bytes=308_740_096, ok=True,
+               flashinfer=dict(error="flashinfer: not installed"),
+               sdpa=dict(flash=dict(us=200.0, pct_rate=70.2, ok=True), cudnn=dict(us=150.0, pct_rate=80.4, ok=False),
+                         efficient=dict(error="No available kernel")))
+    header, rule, line = bench.table([row])
+    assert header.count("|") == rule.count("|") == line.count("|") == 18
+    assert line == ("| bf16 | 8 | 32/8 | 16 | 1 | bf16 | 9413 (2100..30000) | 5 | 123.4 | 308.7 | 88 | — | 200.0 "
+                    "| 150.0 ✗ | — | 80 | yes |")
