@@ -14,6 +14,11 @@
 
 ``--validate-only``: only ``gemm.validate(problem, "sm90", run=run_gemm)`` on ``VALIDATE`` (fused
 epilogues, odd N, every output dtype), each against the family's float64 reference and bound.
+``--study``: only the epilogue / schedule study (``STUDY``: stores from registers, TMA, TMA in 64-column
+chunks, ping-pong) at 4096^3 and the Llama set. ``--epilogue``: only the fused epilogue's cost, each of the five
+steps alone and all five (``epilogue_cases``) beside the plain GEMM at 4096^3 with the cost model's choice,
+each checked once against a torch reference, timed with CUDA graphs, the overhead over plain against the
+issue's 3% bar; the table also in ``--out``'s ``sm90_epilogue.md`` / ``.json``.
 """
 
 from __future__ import annotations
@@ -28,10 +33,11 @@ import time
 L2_BYTES = 50 * 2**20
 
 
-def _problem(M, N, K, dtype="bf16", out="bf16"):
+def _problem(M, N, K, dtype="bf16", out="bf16", fusion=None):
     from tvm_cdna4.kernels import gemm
+    from tvm_cdna4.kernels.gemm.epilogue import Fusion
 
-    return gemm.GemmProblem(M=M, N=N, K=K, dtype=dtype, layout="nt", out_dtype=out)
+    return gemm.GemmProblem(M=M, N=N, K=K, dtype=dtype, layout="nt", out_dtype=out, fusion=fusion or Fusion())
 
 
 def _build(job):
@@ -84,12 +90,35 @@ STUDY = [{"block_m": 128, "block_n": 256, "stages": 4, "consumers": 2},
          {"block_m": 128, "block_n": 128, "stages": 7, "consumers": 2, "schedule": "pingpong"},
          {"block_m": 128, "block_n": 128, "stages": 5, "consumers": 2, "schedule": "pingpong", "epilogue": "tma"},
          {"block_m": 64, "block_n": 256, "stages": 5, "consumers": 2, "schedule": "pingpong"},
-         {"block_m": 64, "block_n": 256, "stages": 4, "consumers": 2, "schedule": "pingpong", "epilogue": "tma"}]
+         {"block_m": 64, "block_n": 256, "stages": 4, "consumers": 2, "schedule": "pingpong", "epilogue": "tma"},
+         {"block_m": 128, "block_n": 256, "stages": 4, "consumers": 2, "epilogue": "tma", "epilogue_tile": 64}]
 """``--study``: the epilogue and consumer schedules (cooperative / ping-pong, stores from registers / TMA)
-at 4096^3 and on the Llama-3-8B set, each checked at ragged shapes too."""
+at 4096^3 and on the Llama-3-8B set, each checked at ragged shapes too. The last: C staged in 64-column
+chunks through two buffers (``Sm90Config.epilogue_tile``), which leaves 128x256 room for a fourth stage."""
 SMALL_M = (1, 16, 64, 128)
 """Small M, timed with the target's choice (the decode kernel for M <= 16) and the sm90 tile kernel: the
 timing ``gemm_target.DECODE_KEEPS`` waits for."""
+
+
+EPILOGUE_SHAPE = (4096, 4096, 4096)
+EPILOGUE_BAR = 0.03
+"""``--epilogue``: the issue's bar, a fused epilogue at most 3% over the plain GEMM of the same config."""
+
+
+def epilogue_cases():
+    """``--epilogue``: the plain GEMM, each of the five epilogue steps alone (``kernels.gemm.epilogue.Fusion``:
+    bias, the activation (silu and gelu), residual, row_scale, col_scale) and all five at once."""
+    from tvm_cdna4.kernels.gemm.epilogue import Fusion
+
+    return [("plain", Fusion()), ("bias", Fusion(bias=True)), ("activation silu", Fusion(activation="silu")),
+            ("activation gelu", Fusion(activation="gelu")), ("residual", Fusion(residual=True)),
+            ("row_scale", Fusion(row_scale=True)), ("col_scale", Fusion(col_scale=True)),
+            ("all five", Fusion(bias=True, activation="gelu", residual=True, row_scale=True, col_scale=True))]
+
+
+def epilogue_jobs():
+    """``--epilogue``'s builds: each case at ``EPILOGUE_SHAPE`` (bf16 in and out), the cost model's choice."""
+    return [(("epilogue", name), (*EPILOGUE_SHAPE, "bf16", "bf16", fusion), None) for name, fusion in epilogue_cases()]
 
 
 def validate_cases():
@@ -228,6 +257,102 @@ def bench(kernel, shape):
     return ours, theirs
 
 
+def fused_tensors(p, M, N, sets, seed=0):
+    """Per input set, the fused epilogue's inputs of plan ``p`` by name (``p.params`` after C): each drawn from
+    its ``Input.values`` on the GPU; the residual (C's shape) one per set, like A and B, so that it streams
+    from beyond the L2 as it would in a model; the vectors shared."""
+    import torch
+
+    from tvm_cdna4.kernels.gemm.epilogue import INPUT
+
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    dt = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+    def draw(q):
+        lo, hi = INPUT[q.name].values
+        return (torch.rand(q.shape, device="cuda", generator=g) * (hi - lo) + lo).to(dt[q.dtype])
+    fused = [q for q in p.params[3:] if q.name in INPUT]  # a split-K workspace is the runtime's
+    shared = {q.name: draw(q) for q in fused if len(q.shape) == 1}
+    return [{**shared, **{q.name: draw(q) for q in fused if len(q.shape) == 2}} for _ in range(sets)]
+
+
+def fused_error(p, a, b, c, inputs) -> float:
+    """``|C - ref|_max / |ref|_max`` of one launch's C against the fused epilogue (``epilogue.apply``) of the
+    f32 product in torch (float32)."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from tvm_cdna4.kernels.gemm.epilogue import INPUT, apply
+
+    ops = SimpleNamespace(max=lambda x, y: torch.clamp_min(x, y), exp2=torch.exp2, const=float, f32=lambda x: x.float())
+    at = {k: v[:, None] if INPUT[k].broadcast == "row" else v for k, v in inputs.items()}
+    ref = apply(p.fusion, a.float() @ b.float().t(), at, ops)
+    return ((c.float() - ref).abs().max() / ref.abs().max()).item()
+
+
+def epilogue_run(todo, built, out_dir) -> int:
+    """``--epilogue``: each case checked once against the torch reference, then timed (CUDA graphs, A, B and
+    a residual rotated beyond the L2); the table (overhead over "plain", the issue's bar) printed and
+    written to ``sm90_epilogue.md`` / ``.json`` in ``out_dir``; the failures (builds, checks; a case over the
+    bar is reported, not failed)."""
+    import torch
+
+    from tvm_cdna4.runtime.cuda import Kernel, load_build
+
+    M, N, K = EPILOGUE_SHAPE
+    sets = max(2, -(-3 * L2_BYTES // ((M * K + N * K + M * N) * 2)))
+    a = [torch.randn(M, K, device="cuda").to(torch.bfloat16) for _ in range(sets)]
+    b = [torch.randn(N, K, device="cuda").to(torch.bfloat16) for _ in range(sets)]
+    c = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
+    rows, failures = [], 0
+    for key, _, _ in todo:
+        if isinstance(built[key], str):
+            print(f"{key}: BUILD FAILED {built[key]}", flush=True)
+            failures += 1
+            continue
+        p, cb, _, cfgd = built[key]
+        kernel, inputs = Kernel(load_build(cb), p), fused_tensors(p, M, N, sets)
+        names = list(p.fusion.inputs())
+        kernel.launch(a[0], b[0], c, *[inputs[0][n] for n in names])
+        torch.cuda.synchronize()
+        err = fused_error(p, a[0], b[0], c, inputs[0])
+        ok = err <= 1e-2 and not torch.isnan(c.float()).any().item()
+        failures += not ok
+        us = timed(lambda i: kernel.launch(a[i], b[i], c, *[inputs[i][n] for n in names]), sets) * 1e6
+        rows.append({"case": key[1], "steps": p.fusion.describe(), "config": cfgd, "ok": ok, "err": err, "us": us})
+        print(json.dumps(rows[-1]), flush=True)
+    over = epilogue_report(rows, out_dir, torch.cuda.get_device_name(0))
+    print(f"{over} fused case(s) over the {EPILOGUE_BAR:.0%} bar; {failures} failure(s)", flush=True)
+    return failures
+
+
+def epilogue_report(rows, out_dir, device) -> int:
+    """The ``--epilogue`` table: each case's time and its overhead over "plain" against ``EPILOGUE_BAR``;
+    printed, and written as markdown and JSON; the cases over the bar."""
+    plain = next((r["us"] for r in rows if r["case"] == "plain"), None)
+    lines = [f"sm90 GEMM {'x'.join(map(str, EPILOGUE_SHAPE))} bf16, the cost model's choice, fused epilogues "
+             f"vs plain (CUDA graphs; bar: <= {EPILOGUE_BAR:.0%} over plain), {device}", "",
+             "| case | steps | config | ok | us | over plain | bar |", "|---|---|---|---|---|---|---|"]
+    over = 0
+    for r in rows:
+        cfg = r["config"]
+        r["overhead"] = None if plain is None else r["us"] / plain - 1.0
+        passed = r["overhead"] is not None and r["overhead"] <= EPILOGUE_BAR
+        over += r["case"] != "plain" and not passed
+        pct = "-" if r["overhead"] is None else f"{r['overhead'] * 100:+.1f}%"
+        verdict = "" if r["case"] == "plain" else "PASS" if passed else "OVER"
+        lines.append(f"| {r['case']} | {r['steps']} | {cfg['block_m']}x{cfg['block_n']} s{cfg['stages']} "
+                     f"{cfg['epilogue']} | {'y' if r['ok'] else 'N'} | {r['us']:.1f} | {pct} | {verdict} |")
+    text = "\n".join(lines)
+    print("\n" + text, flush=True)
+    with open(os.path.join(out_dir, "sm90_epilogue.md"), "w") as f:
+        f.write(text + "\n")
+    with open(os.path.join(out_dir, "sm90_epilogue.json"), "w") as f:
+        json.dump({"device": device, "shape": EPILOGUE_SHAPE, "bar": EPILOGUE_BAR, "rows": rows}, f, indent=1)
+    return over
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
@@ -235,6 +360,7 @@ def main(argv=None):
     ap.add_argument("--workers", type=int, default=min(12, os.cpu_count() or 1))
     ap.add_argument("--validate-only", action="store_true", help="only validate the fused and odd cases")
     ap.add_argument("--study", action="store_true", help="only the epilogue / schedule study (STUDY)")
+    ap.add_argument("--epilogue", action="store_true", help="only the fused epilogues vs the plain GEMM at 4096^3")
     ap.add_argument("--limit", type=int, default=0, help="run only the first LIMIT kernels")
     ap.add_argument("--build-s", type=float, default=240, help="stop waiting for builds after this many seconds")
     ap.add_argument("--prebuild", help="only build every kernel (no GPU) and pickle them into this file")
@@ -242,7 +368,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     if args.validate_only:
         return 1 if validate_only() else 0
-    todo = (study_jobs() if args.study else jobs(args.quick))[:args.limit or None]
+    todo = (epilogue_jobs() if args.epilogue else study_jobs() if args.study else jobs(args.quick))[:args.limit or None]
     if args.prebuild:
         import pickle
 
@@ -270,6 +396,8 @@ def main(argv=None):
     else:
         built = build_all(todo, args.workers, args.build_s)
     print(f"built {len(built)} kernels in {time.time() - t0:.0f} s", flush=True)
+    if args.epilogue:
+        return 1 if epilogue_run(todo, built, args.out) else 0
     rows, failures = [], 0
     for key, shape, cfg in todo:
         b = built[key]
@@ -308,12 +436,14 @@ def main(argv=None):
         print(f"validate FAILED {type(e).__name__}: {str(e)[:300]}", flush=True)
     print(f"\n{name}; {failures} failures")
     print(f"{'case':<26}{'M':>6}{'N':>7}{'K':>7}  {'config':<22}{'ok':>4}{'us':>10}{'torch us':>10}{'TF/s':>8}{'x torch':>8}")
+    chunk = "epilogue_tile"
     for r in rows:
         if "us" not in r:
             continue
         cfg = r["config"]
         text = (f"{cfg['block_m']}x{cfg['block_n']} s{cfg['stages']} c{cfg['consumers']}"
-                f"{' tma' if cfg.get('epilogue') == 'tma' else ''}{' pp' if cfg.get('schedule') == 'pingpong' else ''}"
+                f"{' tma' if cfg.get('epilogue') == 'tma' else ''}{f'/{cfg[chunk]}' if cfg.get(chunk) else ''}"
+                f"{' pp' if cfg.get('schedule') == 'pingpong' else ''}"
                 if "consumers" in cfg
                 else f"decode w{cfg['warps']} k{cfg['split_k']}")
         print(f"{str(r['key'][0]) + str(r['key'][1:2]):<26}{r['shape'][0]:>6}{r['shape'][1]:>7}{r['shape'][2]:>7}  "

@@ -169,10 +169,21 @@ def measure(torch, ours, model, proj, M, N, K, args, rate) -> dict:
         row[f"{name}_graph_us"] = _graph_seconds(torch, calls, args.reps) * 1e6
         row[f"{name}_eager_us"] = _eager_seconds(torch, calls, max(3, args.reps // 4)) * 1e6
         row[f"{name}_roofline"] = roof * 1e6 / row[f"{name}_graph_us"]
+    row["plan"] = _plan_of(ours, N, K, M)
     row["speedup_graph"] = row["torch_graph_us"] / row["ours_graph_us"]
     row["speedup_eager"] = row["torch_eager_us"] / row["ours_eager_us"]
     del ws
     return row
+
+
+def _plan_of(ours, N: int, K: int, M: int) -> str:
+    """The plan the torch op ran for M (its kernel cache's entry of the shape class: ``kernel_cache``)."""
+    for key, kernel in ours.kernel_cache().items():
+        if key[:2] == (N, K) and not isinstance(key[0], str):
+            dynamic = getattr(kernel, "dynamic", None)
+            p = dynamic.plan(M) if dynamic is not None else None
+            return f"{type(p).__name__} {p.config}" if p is not None else "?"
+    return "?"
 
 
 def table(rows) -> list[str]:

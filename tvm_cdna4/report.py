@@ -586,3 +586,120 @@ def wave_cycles(body: list[str], iterations: int = 8) -> float:
             now = t + 1
     half = iterations // 2
     return (now - starts[half]) / (iterations - half)
+
+
+# ------------------------------------------------------------------------- paged decode attention
+
+_LOAD_BYTES = re.compile(r"^(?:buffer|global)_load_(?:dword(?:x(\d))?|(b|ub|sb)(\d+)|(ubyte|sbyte|ushort|sshort)\w*)$")
+
+
+def load_bytes(line: str) -> int:
+    """Bytes a wave's global (or buffer) load line reads: 64 lanes x its width (``dwordxN`` ``4 N``,
+    ``ubyte`` 1, ``ushort`` 2); 0 for any other line."""
+    m = _LOAD_BYTES.match(line.split()[0])
+    if not m:
+        return 0
+    if m.group(4):
+        return LANES * (1 if "byte" in m.group(4) else 2)
+    if m.group(3):
+        return LANES * int(m.group(3)) // 8
+    return LANES * 4 * int(m.group(1) or 1)
+
+
+def whole_loop(asm: str) -> list[str]:
+    """Instruction lines from the loop label with the most MFMAs to the *last* branch back to it:
+    ``main_loop``'s block with the blocks LLVM laid out after it that also return to its label (a
+    conditional part of the body, such as the paged decode kernel's next-tile loads)."""
+    lines = asm.splitlines()
+    best: list[str] = []
+    for i, line in enumerate(lines):
+        m = re.match(r"^(\.LBB\d+_\d+):", line)
+        if not m:
+            continue
+        back = [j for j in range(i + 1, len(lines))
+                if re.match(r"^\s+s_c?branch\w*\s+" + re.escape(m.group(1)) + r"\s*$", lines[j])]
+        if not back:
+            continue
+        body = [ln for ln in lines[i + 1 : back[-1] + 1] if re.match(r"^\s+[a-z]", ln)]
+        if any(ln.split()[0] == "s_endpgm" for ln in body):
+            continue
+        if sum(ln.split()[0].startswith("v_mfma") for ln in body) > sum(ln.split()[0].startswith("v_mfma") for ln in best):
+            best = body
+    return best
+
+
+@attrs.frozen
+class PagedReport:
+    """The static report of a compiled paged decode kernel (``paged_kernel_report``): its resources,
+    the kv loop's instruction mix, the bytes a wave has in flight, the in-order issue cycles of one
+    iteration, and the whole-GPU estimate (``kernels.gfx950.paged_decode_cost.decode_estimate``)."""
+
+    title: str
+    problem: object  # PagedDecodeProblem
+    contexts: tuple[int, ...]
+    info: KernelInfo
+    loop: LoopReport
+    flight_bytes: int
+    tile_cycles: float
+    estimate: object  # PagedEstimate
+
+
+def paged_kernel_report(asm: str, info: KernelInfo, problem, contexts, *, block_kv: int, splits: int, units: int,
+                        waves: int = 1, keys_per_iteration: int | None = None, work_bytes: int = 0,
+                        title: str = "") -> PagedReport:
+    """One analysis for any gfx950 paged decode kernel's assembly (ours, Triton's): the kv loop's
+    (``whole_loop``) mix, its global-load bytes (what a wave keeps in flight over an iteration) and in-order cycles
+    (``wave_cycles``), the occupancy of ``info``, and the estimate for ``contexts``.
+    ``keys_per_iteration``: keys one loop iteration takes (default ``block_kv``)."""
+    from .kernels.gfx950.paged_decode_cost import decode_estimate
+
+    body = whole_loop(asm)
+    if not body:
+        raise ValueError("paged decode report: the assembly has no main loop")
+    mix: dict[str, int] = {}
+    for line in body:
+        mix[instruction_kind(line)] = mix.get(instruction_kind(line), 0) + 1
+    loop = LoopReport(len(body), mix, sum(mfma_use(ln).cycles for ln in body if instruction_kind(ln) == "mfma"), None,
+                      None)
+    flight = sum(load_bytes(ln) for ln in body)
+    cycles = wave_cycles(body) * block_kv / (keys_per_iteration or block_kv)
+    wps = info.waves_per_simd(waves)
+    estimate = decode_estimate(problem, contexts, block_kv=block_kv, splits=splits, units=units, waves=waves,
+                               waves_per_simd=wps, flight_bytes=flight, tile_cycles=cycles, work_bytes=work_bytes)
+    return PagedReport(title, problem, tuple(contexts), info, loop, flight, cycles, estimate)
+
+
+def paged_report(problem, contexts, config=None, cache: bool = True) -> PagedReport:
+    """Build our gfx950 paged decode kernel for ``problem`` (``PAGED_TARGETS["gfx950"]``, the split for the
+    longest of ``contexts``) and report it (``paged_kernel_report``)."""
+    from .kernels import attention
+
+    plan = attention.paged_verb("gfx950", "plan")(problem, config, context=max(1, max(contexts)))
+    result = attention.paged_verb("gfx950", "build")(problem, config, cache=cache, context=max(1, max(contexts)))
+    p = problem
+    work = 2 * plan.units * plan.splits * min(plan.rows, plan.block_rows) * (p.head_dim + 1) * 4
+    return paged_kernel_report(result.asm, result.kernel(), problem, contexts, block_kv=plan.config.block_kv,
+                               splits=plan.splits, units=p.kv_heads * plan.row_blocks, work_bytes=work,
+                               title=f"ours block_kv {plan.config.block_kv}, split_kv {plan.splits}, "
+                                     f"{plan.row_tiles} row tile(s)")
+
+
+def format_paged_report(r: PagedReport) -> str:
+    """The report's lines: the problem, resources, the loop, the whole-GPU estimate against 8 TB/s."""
+    from .kernels.gfx950.gemm_cost import HBM_BYTES_PER_S
+
+    p, e, info, loop = r.problem, r.estimate, r.info, r.loop
+    mix = ", ".join(f"{k} {v}" for k, v in sorted(loop.mix.items(), key=lambda kv: -kv[1]))
+    return "\n".join([
+        f"static paged decode report (an estimate from the compiled code, not a measurement): {r.title}",
+        f"  problem: B {p.batch}, H {p.heads}/{p.kv_heads}, D {p.head_dim}, queries {p.queries}, page {p.page_size}, "
+        f"KV {p.kv_dtype}, Q {p.q_dtype}; contexts {min(r.contexts)}..{max(r.contexts)} (sum {sum(r.contexts)})",
+        f"  resources: VGPRs {info.vgprs} (AGPRs {info.agprs}), LDS {info.lds_bytes} B, scratch {info.scratch_bytes} B, "
+        f"waves/SIMD {e.waves_per_simd}",
+        f"  kv loop per wave: {loop.instructions} instructions ({mix}); {r.flight_bytes} B of global loads in flight; "
+        f"issued in order {r.tile_cycles:.0f} cycles per tile",
+        f"  whole GPU (MI355X, static): {e.workgroups} workgroups (split_kv {e.splits}), {e.waves_in_flight} waves "
+        f"resident drawing {e.drawn_bytes_s / 1e12:.2f} TB/s; HBM {e.hbm_bytes / 1e6:.1f} MB = {1e6 * e.memory_s:.1f} us, "
+        f"busiest CU {1e6 * e.compute_s:.1f} us; estimate {1e6 * e.time_s:.1f} us = "
+        f"{e.problem_bytes / e.time_s / 1e12:.2f} TB/s, {100 * e.hbm_fraction:.0f}% of "
+        f"{HBM_BYTES_PER_S / 1e12:.0f} TB/s"])

@@ -26,8 +26,8 @@ def test_emit_config_has_the_split(capsys):
     (("--seq", "4", "--context", "3", "--emit", "config"), "error: --context is for --kv-cache paged"),
     (("--target", "sm80", "--kv-cache", "paged", "--context", "40,x", "--seq", "1", "--emit", "config"),
      "error: --context: expected comma-separated integers, found '40,x'"),
-    (("--target", "gfx950", "--kv-cache", "paged", "--context", "40", "--seq", "1", "--emit", "config"),
-     "error: --kv-cache paged runs on --target sm80 (no gfx950 paged decode kernel yet)"),
+    (("--target", "gfx950", "--kv-cache", "paged", "--context", "40", "--seq", "1", "--emit", "cuda"),
+     "error: --emit cuda is sm80's; paged decode on gfx950 takes --emit asm|tir|config"),
     (("--target", "sm80", "--kv-cache", "paged", "--context", "40", "--seq", "9", "--emit", "config"),
      "error: operand queries:"),
 ])

@@ -4,10 +4,15 @@
         --heads 8 --kv-heads 2 --kv-dtype fp8 --validate     # the CUDA emulator without a GPU
     python -m tvm_cdna4 attention --target sm80 --kv-cache paged --context 4096,8192 --seq 1 --heads 32 \\
         --kv-heads 8 --emit config                            # the plan: split_kv, ctas, workspace
+    python -m tvm_cdna4 attention --target gfx950 --kv-cache paged --context 1,77,300 --seq 4 --heads 8 \
+        --kv-heads 2 --kv-dtype fp8 --validate                # the CPU wavefront emulator
+    python -m tvm_cdna4 attention --target gfx950 --kv-cache paged --context 4096,4096,4096,4096,4096,4096,4096,4096 \
+        --seq 1 --heads 32 --kv-heads 8 --report             # the static whole-GPU estimate against 8 TB/s
 
 ``--seq`` is the queries per sequence (1..8); ``--context`` the batch's context lengths (the cache holds
 exactly their pages); ``--dtype`` Q's (bf16, f16), ``--kv-dtype`` the cache's (default: ``--dtype``).
-Actions: ``--validate``, ``--emit tir|cuda|config``, ``--bench`` (an NVIDIA GPU)."""
+Actions: ``--validate``, ``--emit tir|cuda|config``, ``--bench`` (an NVIDIA GPU); gfx950: ``--validate`` (the
+CPU wavefront emulator), ``--emit asm|tir|config``, ``--report`` (``report.paged_report``)."""
 
 from __future__ import annotations
 
@@ -46,11 +51,14 @@ def problem_of(args, contexts):
 
 
 def _refusal(args) -> str | None:
-    if not (args.validate or args.emit or args.bench):
-        return "attention --kv-cache paged needs an action: --validate, --emit tir|cuda|config, --bench"
-    if args.target != "sm80":
-        return f"--kv-cache paged runs on --target sm80 (no {args.target} paged decode kernel yet)"
-    if args.report or args.emit == "asm":
+    if not (args.validate or args.emit or args.bench or args.report):
+        return "attention --kv-cache paged needs an action: --validate, --emit tir|cuda|config, --bench (gfx950: --report, --emit asm)"
+    if args.target == "gfx950":
+        if args.bench:
+            return "--bench needs a gfx950 GPU; use --report for the static estimate or --validate for the emulator"
+        if args.emit == "cuda":
+            return "--emit cuda is sm80's; paged decode on gfx950 takes --emit asm|tir|config"
+    elif args.report or args.emit == "asm":
         return "--report and --emit asm are gfx950's; paged decode on sm80 takes --validate, --emit tir|cuda|config, --bench"
     if args.causal or args.seq_kv or args.block_q or args.block_kv:
         return "--causal, --seq-kv, --block-q, --block-kv are dense attention's; paged decode reads --context"
@@ -70,6 +78,8 @@ def run_paged(args, present_arch) -> int:
         problem = problem_of(args, contexts)
         device = present_arch()
         options = {"context": max(contexts)}
+        if args.target == "gfx950":
+            return _gfx950(args, problem, contexts, options)
         p = attention.paged_verb("sm80", "plan")(problem, None, **options)
         if args.emit == "config":
             print(json.dumps(p.summary(), default=str))
@@ -88,20 +98,39 @@ def run_paged(args, present_arch) -> int:
     return status
 
 
+def _gfx950(args, problem, contexts, options) -> int:
+    """``--target gfx950``: ``--emit asm|tir|config``, ``--report`` (``report.paged_report``: the static
+    whole-GPU estimate against the 8 TB/s HBM), ``--validate`` (the CPU wavefront emulator)."""
+    from ..kernels import attention
+
+    p = attention.paged_verb("gfx950", "plan")(problem, None, **options)
+    if args.emit == "config":
+        print(json.dumps(p.summary(), default=str))
+    elif args.emit == "tir":
+        print(attention.paged_verb("gfx950", "emit")(p).script())
+    elif args.emit == "asm":
+        print(attention.paged_verb("gfx950", "build")(problem, cache=not args.no_cache, **options).asm)
+    if args.report:
+        from .. import report
+
+        print(report.format_paged_report(report.paged_report(problem, contexts, cache=not args.no_cache)))
+    return _validate(args, problem, contexts, None, options, "gfx950") if args.validate else 0
+
+
 def _describe(problem, contexts) -> str:
     p = problem
     return (f"paged decode B={p.batch} H={p.heads} Hkv={p.kv_heads} D={p.head_dim} queries={p.queries} "
             f"page={p.page_size} kv={p.kv_dtype} q={p.q_dtype} contexts={','.join(map(str, contexts))}")
 
 
-def _validate(args, problem, contexts, device, options) -> int:
+def _validate(args, problem, contexts, device, options, target: str = "sm80") -> int:
     from ..kernels import attention
 
     run = None
-    if device is not None:
+    if device is not None and target == "sm80":
         from ..torch import run_paged_attention as run
-    result = attention.validate_paged(problem, "sm80", None, args.seed, contexts, run=run, **options)
-    print(f"validated sm80 {_describe(problem, contexts)} on {result.where} in {result.seconds:.2f} s: largest error "
+    result = attention.validate_paged(problem, target, None, args.seed, contexts, run=run, **options)
+    print(f"validated {target} {_describe(problem, contexts)} on {result.where} in {result.seconds:.2f} s: largest error "
           f"/ bound: O {result.o_ratio:.3f}, LSE {result.lse_ratio:.3f} (kernels.attention.paged.error_bound)")
     print("PASS" if result.ok else "FAIL")
     return 0 if result.ok else 1

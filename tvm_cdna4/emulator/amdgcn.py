@@ -16,6 +16,7 @@ from ..isa.llvm_helpers import (
     BARRIER,
     BUFFER_LOAD_DTYPES,
     BUFFER_LOAD_LDS_MNEMONICS,
+    CVT_PK_BF16_FP8,
     CVT_PK_FP8,
     EXP2,
     LOG2,
@@ -505,6 +506,25 @@ def _cvt_pk_fp8(compiler, node, args):
     return run
 
 
+def _cvt_pk_bf16_fp8(high: bool):
+    """``CVT_PK_BF16_FP8[high](word)`` (``v_cvt_scalef32_pk_bf16_fp8``, scale 1): bytes 0-1 (or 2-3) of
+    ``word`` as OCP e4m3, to two bf16 (exact) in one 32-bit word, the first in the low half."""
+    def factory(compiler, node, args):
+        import ml_dtypes
+
+        (word,) = (compiler.expr(x) for x in args)
+        dtype, _ = np_dtype(node.ty.dtype)
+
+        def run(env, mask):
+            w = np.asarray(word(env, mask)).astype(np.uint32) >> np.uint32(16 if high else 0)
+            pair = [((w >> np.uint32(8 * i)) & np.uint32(0xFF)).astype(np.uint8).view(ml_dtypes.float8_e4m3fn)
+                    for i in (0, 1)]
+            lo, hi = (v.astype(ml_dtypes.bfloat16).view(np.uint16).astype(np.uint32) for v in pair)
+            return (lo | (hi << np.uint32(16))).astype(np.uint32).view(dtype)
+        return run
+    return factory
+
+
 def _noop(compiler, node, args):
     return lambda env, mask: None
 
@@ -524,6 +544,8 @@ def calls() -> dict:
         EXP2: _exp2,
         LOG2: _log2,
         CVT_PK_FP8: _cvt_pk_fp8,
+        CVT_PK_BF16_FP8[False]: _cvt_pk_bf16_fp8(False),
+        CVT_PK_BF16_FP8[True]: _cvt_pk_bf16_fp8(True),
         "llvm.fmuladd": _fmuladd,
         **{f"llvm.amdgcn.workitem.id.{d}": _workitem(d) for d in "xyz"},
         **{f"llvm.amdgcn.workgroup.id.{d}": _workgroup(d) for d in "xyz"},

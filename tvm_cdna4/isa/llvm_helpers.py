@@ -57,6 +57,12 @@ LOG2 = "llvm.amdgcn.log"
 # false) or high 16 bits of ``old``, the rest of ``old`` kept: the fp8 attention kernel's P
 # (``kernels.gfx950.attention_emit``), four scores per 32-bit word
 CVT_PK_FP8 = "llvm.amdgcn.cvt.pk.fp8.f32"
+# v_cvt_scalef32_pk_bf16_fp8 (gfx950) with the scale 1.0: bytes 0-1 (``_lo``) or 2-3 (``_hi``) of a word,
+# OCP e4m3, to two bf16 in one 32-bit word (exact: every e4m3 value is a bf16 value); the paged decode
+# kernel's fp8 KV dequantization (``kernels.gfx950.paged_decode_emit``). The intrinsic returns
+# <2 x bfloat>, which TIR cannot carry: the helper returns its bits as i32
+CVT_PK_BF16_FP8 = {False: PREFIX + "cvt_pk_bf16_fp8_lo", True: PREFIX + "cvt_pk_bf16_fp8_hi"}
+_CVT_PK_BF16_FP8_INTRINSIC = "llvm.amdgcn.cvt.scalef32.pk.bf16.fp8"
 
 
 def bf16_mfma_helper(op: MfmaOp, blgp: int) -> str:
@@ -87,6 +93,15 @@ def _sched_helpers() -> list[str]:
     for name, program in sorted(_SCHED_PROGRAMS.items()):
         calls = "".join(f"  call void @llvm.amdgcn.sched.group.barrier(i32 {m}, i32 {c}, i32 0)\n" for m, c in program)
         out.append(f"define linkonce_odr void @{name}() {{\n{calls}  ret void\n}}")
+    return out
+
+
+def _dequant_helpers() -> list[str]:
+    out = [f"declare <2 x bfloat> @{_CVT_PK_BF16_FP8_INTRINSIC}(i32, float, i1 immarg)"]
+    for high, name in CVT_PK_BF16_FP8.items():
+        out.append(f"define linkonce_odr i32 @{name}(i32 %x) {{\n"
+                   f"  %r = call <2 x bfloat> @{_CVT_PK_BF16_FP8_INTRINSIC}(i32 %x, float 1.0, i1 {str(high).lower()})\n"
+                   f"  %i = bitcast <2 x bfloat> %r to i32\n  ret i32 %i\n}}")
     return out
 
 
@@ -319,7 +334,7 @@ def helpers_ll() -> str:
         "declare void @llvm.amdgcn.s.barrier()"
     )
     body = "\n".join([*_mfma_helpers(), *_tr_helpers(), *_buffer_helpers(), *_buffer_lds_helpers(), *_sched_helpers(),
-                      barrier, *_atomic_helpers(), *wave_reduce_helpers()])
+                      barrier, *_atomic_helpers(), *wave_reduce_helpers(), *_dequant_helpers()])
     return f'target triple = "amdgcn-amd-amdhsa"\n\n{body}\n'
 
 

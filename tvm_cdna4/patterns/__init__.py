@@ -131,14 +131,14 @@ def register_patterns() -> dict:
     """Register the patterns once; returns ``{"rocm": T.rocm namespace, "amdgcn": T.amdgcn}``."""
     if _REGISTERED:
         return _REGISTERED
-    from tvm_tirx.ir import StringImm, Tuple
+    from tvm_tirx.ir import StringImm
     from tvm_tirx.script.ir_builder.base import auto_emit_void_call
     from tvm_tirx.tirx.script.ir_builder import op as builder_op
     from tvm_tirx.tirx.tile.instruction import Instruction, Operand
 
     from .. import tirx_private
     from . import atomic, wave
-    from .common import SCOPES, check_operands, check_scope
+    from .common import SCOPES, check_operands, check_scope, printed_call
 
     tirx_private.register_rocm_axes()
     construct = Instruction(
@@ -153,16 +153,7 @@ def register_patterns() -> dict:
     def apply(instruction, *operands, scope="wave", **parameters):  # the docstring: TILE_APPLY_DOC
         if isinstance(instruction, StringImm):
             instruction = instruction.value
-        # the printer spells the registered three-argument call: (opcode, operands, params)
-        if len(operands) == 2 and all(isinstance(x, Tuple | tuple | list) for x in operands):
-            operands, encoded = operands
-            decoded = {}
-            for pair in encoded.fields if isinstance(encoded, Tuple) else encoded:
-                pair = pair.fields if isinstance(pair, Tuple) else pair
-                decoded[pair[0].value if isinstance(pair[0], StringImm) else pair[0]] = pair[1]
-            decoded.update(parameters)
-            parameters = decoded
-            operands = tuple(operands.fields if isinstance(operands, Tuple) else operands)
+        operands, parameters = printed_call(operands, parameters)
         opcode = amdgcn[instruction]
         check_scope(opcode, scope)
         if not operands:  # TIRx refuses an empty operand tuple with a TypeError of its own

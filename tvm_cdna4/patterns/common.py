@@ -59,6 +59,23 @@ def keep_bit_storage():
     finally:
         _lowering.bits_kept = previous
 
+def printed_call(operands: tuple, parameters: dict) -> tuple[tuple, dict]:
+    """The operands and parameters of a tile ``apply`` call as the printer spells the registered
+    three-argument op, ``(instruction, (operands...), ((name, value), ...))``, so printed IR parses
+    back; a call as written passes through."""
+    from tvm_tirx.ir import StringImm, Tuple
+
+    if not (len(operands) == 2 and all(isinstance(x, Tuple | tuple | list) for x in operands)):
+        return operands, parameters
+    operands, encoded = operands
+    decoded = {}
+    for pair in encoded.fields if isinstance(encoded, Tuple) else encoded:
+        pair = pair.fields if isinstance(pair, Tuple) else pair
+        decoded[pair[0].value if isinstance(pair[0], StringImm) else pair[0]] = pair[1]
+    decoded.update(parameters)
+    return tuple(operands.fields if isinstance(operands, Tuple) else operands), decoded
+
+
 def check_scope(opcode: str, scope) -> None:
     """Refuse any scope but the two wave-collective ones (``scope`` a name or a ``ThreadScope``).
     ``T.rocm.tile.apply`` calls it; TIRx's own validation (``SCOPES`` are the registered scopes)

@@ -60,6 +60,7 @@ from ..errors import ContractError
 from ..isa import hopper_layout as L
 from ..isa import wgmma_table as W
 from ..tirx_private import CudaContext, CudaRegion
+from .common import printed_call
 from .wgmma_fence import fence_operand, fenced
 
 SCOPE = "warpgroup"
@@ -353,6 +354,7 @@ def register() -> dict:
     def apply(instruction, *operands, scope=SCOPE, **parameters):
         if isinstance(instruction, StringImm):
             instruction = instruction.value
+        operands, parameters = printed_call(operands, parameters)  # printed IR parses back
         form = wgmma[instruction]
         check_scope(form, scope)
         if len(operands) != len(OPERANDS):
@@ -364,6 +366,11 @@ def register() -> dict:
     apply.__doc__ = __doc__
     sm90 = SimpleNamespace(tile=SimpleNamespace(apply=auto_emit_void_call(apply)), fence_operand=fence_operand)
     builder_op.register_script_namespace("sm90", sm90)
+    # the printer spells the op by its name, tirx.cuda.sm90.tile.apply: T.cuda.sm90.tile.apply, so printed IR
+    # parses back (T.cuda is TIRx's public CUDA script namespace, a module; nothing of it is replaced)
+    import tvm_tirx.backend.cuda.script as cuda_script
+
+    cuda_script.sm90 = sm90
     builder_op.register_script_namespace("wgmma", wgmma)
     _REGISTERED.update(sm90=sm90, wgmma=wgmma)
     return _REGISTERED

@@ -446,6 +446,8 @@ class _LaneDependence:
             return _substitute(node.body, node.var, node.value)
         shifts = isinstance(node, prim.RShift | prim.LShift | prim.BitwiseAnd) and _scalar_int(node.a)
         shift = _const(node.b) if shifts else None  # a boolean `cond & True` is no floor-mod
+        if isinstance(node, prim.RShift | prim.LShift) and shift is not None and shift >= node.a.ty.dtype.bits - 1:
+            shift = None  # 2^shift is no int32 literal (a sign test, x >> 31): left as it is
         if shift is not None and shift >= 0:  # exact in two's complement: >> floors, & 2^n-1 is floormod
             if isinstance(node, prim.RShift):
                 return prim.FloorDiv(node.a, ir.IntImm(node.a.ty, 1 << shift))

@@ -28,6 +28,10 @@ EMULATOR = "the CUDA emulator (no GPU runner)"
     # C staged in shared memory and stored with TMA (clipped at C's edges), f16
     (GemmProblem(77, 64, 72, "f16", "nt", "f16", Fusion(row_scale=True, col_scale=True)),
      Sm90Config(128, 64, 2, 2, epilogue="tma")),
+    # C staged in 64-column chunks through two buffers per warpgroup (epilogue_tile): one CTA walking four
+    # ragged tiles, so a buffer is reused across chunks and tiles; the fused epilogue, bf16
+    (GemmProblem(130, 200, 64, "bf16", "nt", "bf16", Fusion(residual=True, col_scale=True)),
+     Sm90Config(128, 128, 2, 2, ctas=1, epilogue="tma", epilogue_tile=64)),
     # odd N: C stored one element at a time
     (GemmProblem(20, 41, 64, "bf16", "nt", "f32"), Sm90Config(64, 64, 2, 1)),
     # ping-pong: one CTA, three tiles alternating between the consumers (named barriers 3 and 4 order them)

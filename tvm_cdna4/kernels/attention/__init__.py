@@ -47,6 +47,7 @@ TARGETS = {
     "sm80": Target("sm80", "tvm_cdna4.kernels.sm80.attention_target"),
 }
 PAGED_TARGETS = {
+    "gfx950": Target("gfx950", "tvm_cdna4.kernels.gfx950.paged_target"),
     "sm80": Target("sm80", "tvm_cdna4.kernels.sm80.paged_target"),
 }
 """Paged decode attention (``kernels.attention.paged``, issue 37): the targets whose ``paged_target`` module

@@ -177,10 +177,11 @@ def splits(M: int, N: int, K: int, dtype: str = "bf16") -> tuple:
 
 
 def deepest(block_m: int, block_n: int, consumers: int, smem_bytes: int, k_tiles: int,
-            epilogue: str = "registers") -> int:
-    """The most ring stages that fit ``smem_bytes`` beside C's staging buffer (``epilogue="tma"``), at
-    most ``MAX_STAGES``, no more than the k-tiles of two tiles, at least 2."""
-    cfg = Sm90Config(block_m, block_n, 2, consumers, epilogue=epilogue)
+            epilogue: str = "registers", epilogue_tile: int = 0) -> int:
+    """The most ring stages that fit ``smem_bytes`` beside C's staging buffers (``epilogue="tma"``: the whole
+    tile, or two chunks of ``epilogue_tile`` columns, ``Sm90Config.staging_bytes``), at most ``MAX_STAGES``,
+    no more than the k-tiles of two tiles, at least 2."""
+    cfg = Sm90Config(block_m, block_n, 2, consumers, epilogue=epilogue, epilogue_tile=epilogue_tile)
     room = smem_bytes - BARRIER_BYTES - cfg.staging_bytes()
     return max(2, min(MAX_STAGES, room // cfg.stage_bytes(), max(2, 2 * k_tiles)))
 

@@ -9,7 +9,7 @@ through the ``CUtensorMap`` of A and B that ``main``'s host part encodes at each
 them as ``__grid_constant__`` kernel parameters; TIRx's TMA tile pattern would encode them too, but it
 proves the swizzled shared view element by element: minutes of lowering for a 128x256 tile);
 warpgroups 1.. are the consumers (``setmaxnreg.inc`` to ``CONSUMER_REGS``): per k-tile they wait on "full", issue
-``wgmma.mma_async`` from the stage's 128-byte-swizzled tiles (``wgmma_issue``: the one place the
+``wgmma.mma_async`` from the stage's 128-byte-swizzled tiles (``wgmma_issue``, the checked tile pattern: the one place the
 instruction is written), commit, wait for the previous k-tile's group and release its stage (one
 arrival per consumer warpgroup on "empty"). After the tile's last k-tile the consumers store C from
 their registers, the fused epilogue applied first (``out_value``), in column pairs
@@ -28,26 +28,19 @@ from tvm_tirx.script import ir as I
 from tvm_tirx.script import tirx as T
 from tvm_tirx.script.parser import parse
 
+from ...isa import hopper_layout as L
+from ...probes_wgmma import acc_layout, shared_layout
+from ...rocm.build import register
 from ...tirx_private import transpile_once
 from ..gemm import epilogue as fused
 from ..sm80.gemm_emit_epilogue import TIR_OPS
-from .gemm_plan import (BLOCK_K, CONSUMER_REGS, ELEMENT_BYTES, PRODUCER_REGS, SWIZZLE_COLUMNS, WARPGROUP, WGMMA_K,
+from .gemm_plan import (BLOCK_K, CONSUMER_REGS, ELEMENT_BYTES, PRODUCER_REGS, SWIZZLE_COLUMNS, WARPGROUP,
                         WGMMA_M, WGMMA_TYPES, Sm90Plan, wgmma_k)
 
 TMA_LOAD = "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
 TMA_STORE = "cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group"
 SWIZZLE_128B = 3
 """The TMA swizzle mode (``CU_TENSOR_MAP_SWIZZLE_128B``, CUDA driver API ``CUtensorMapSwizzle``)."""
-DESCRIPTOR_BITS = (1 << 16) | ((8 * 128 // 16) << 32) | (1 << 62)
-"""A K-major, 128-byte-swizzled wgmma matrix descriptor's fixed fields (PTX ISA 9.7.17.5.1.2, "Matrix
-Descriptor Format"): leading byte offset 1 (unused for a swizzled K-major operand), stride byte offset
-1024 >> 4 (eight 128-byte rows to the next 8-row group), layout type 1 (128B swizzle) in bits 62-63.
-The start address (bits 0-13) is the shared address >> 4."""
-
-
-def descriptor(address):
-    """The wgmma matrix descriptor of a 128-byte-swizzled K-major tile at shared ``address`` (uint32)."""
-    return T.cast((address & T.uint32(0x3FFFF)) >> T.uint32(4), "uint64") | T.uint64(DESCRIPTOR_BITS)
 
 
 def wgmma_instr(p: Sm90Plan) -> str:
@@ -55,14 +48,44 @@ def wgmma_instr(p: Sm90Plan) -> str:
     return f"wgmma.mma_async.sync.aligned.m{WGMMA_M}n{p.config.block_n}k{wgmma_k(p.dtype)}.f32.{t}.{t}"
 
 
-def wgmma_issue(p: Sm90Plan, acc, base: int, a_desc, b_desc):
-    """One ``wgmma.mma_async`` (SS, both K-major: no transposes) accumulating into ``acc[base:base + N/2]``:
-    the one call a wgmma tile pattern can replace."""
-    n = p.config.block_n // 2
-    # scale-d, imm-scale-a, imm-scale-b, then imm-trans-a, imm-trans-b: f16/bf16 only (fp8 operands are
-    # K-major, no transpose operands: PTX ISA 9.7.17.5.2)
-    trans = (0, 0) if ELEMENT_BYTES[p.dtype] == 2 else ()
-    T.ptx[wgmma_instr(p)](*[acc[base + i] for i in range(n)], a_desc, b_desc, T.bool(True), 1, 1, *trans)
+def operand_type(p: Sm90Plan, operand: str):
+    """The tensor type of a checked wgmma operand (``patterns.wgmma``) over the accumulator (D) or the ring
+    (A, B): D ``(rows / 64, 1, 64, block_n)`` by the owner map (``probes_wgmma.acc_layout``: ``acc[mi * N/2 +
+    r]`` is register r of the mi-th 64 rows); A ``(stages * block_m / 64, K / k, 64, k)`` and B ``(stages, K /
+    k, block_n, k)`` in the input dtype (fp8: the bytes of the ring's 2-byte words), K-major rows of 128 bytes,
+    128-byte swizzled (``ring_layout``: the canonical layout the descriptor names and TMA's
+    ``CU_TENSOR_MAP_SWIZZLE_128B`` writes)."""
+    c = p.config
+    k = wgmma_k(p.dtype)
+    bits = 8 * ELEMENT_BYTES[p.dtype]
+    if operand == "D":
+        m = c.rows // WGMMA_M
+        return T.Tensor((m, 1, WGMMA_M, c.block_n), "float32", scope="local", layout=acc_layout(c.block_n, (m, 1)))
+    blocks, rows = (c.stages * c.block_m // WGMMA_M, WGMMA_M) if operand == "A" else (c.stages, c.block_n)
+    return T.Tensor((blocks, p.block_k // k, rows, k), p.tir_dtype, scope="shared.dyn",
+                    layout=ring_layout(blocks, rows, p.block_k, bits), align=1024)
+
+
+def ring_layout(blocks: int, rows: int, row_elements: int, bits: int):
+    """A ring operand ``(blocks, row_elements / k, rows, k)``: blocks of ``rows`` K-major rows of 128 bytes,
+    one after another, each row's ``k``-element wgmma slices side by side, 128-byte swizzled: one block is
+    ``probes_wgmma.shared_layout`` (its swizzle taken from there), the blocks stacked."""
+    from tvm_tirx.tirx.layout import ComposeLayout, S, TileLayout
+
+    k = L.k_of(bits)
+    one = shared_layout(rows, k, row_elements // k, bits)
+    tile = TileLayout(S[(blocks, row_elements // k, rows, k): (rows * row_elements, k, row_elements, 1)])
+    return ComposeLayout(one.per_element, one.swizzle_len, one.atom_len, tile)
+
+
+@T.macro
+def wgmma_issue(p, D, SA, SB, a_block, s):
+    """The k-tile's wgmma group on stage ``s``: ``rows / 64`` x ``K / k`` SS ``wgmma.mma_async`` (both K-major)
+    accumulating into D, A from 64-row block ``a_block`` of the ring, through the checked tile pattern
+    (register fences, ``wgmma.fence``, the instructions, ``wgmma.commit_group``): the one place the
+    instruction is written."""
+    T.sm90.tile.apply(T.wgmma[wgmma_instr(p)], D, SA[a_block:a_block + p.config.rows // WGMMA_M, :, :, :],
+                      SB[s:s + 1, :, :, :], scope="warpgroup")
 
 
 def tma_load(p: Sm90Plan, SMH, offset: int, tensor_map, k0, row0, mbar):
@@ -167,7 +190,7 @@ def consumer_tile(p, SMH, MB, args, maps, pid, i, part, wg, t, acc):
     if I.constexpr(c.pingpong):
         if i + 1 < T.truncdiv(p.units - 1 - pid, p.ctas) + 1:  # the other consumer's next tile may start
             T.ptx["bar.arrive"](T.Cast("uint32", ORDER_BARRIER + 1 - wg), T.uint32(2 * WARPGROUP))
-    T.ptx["wgmma.wait_group.sync.aligned"](0)
+    retire(p, acc)
     if t == 0:
         T.ptx.mbarrier.arrive.shared.b64(MB.ptr_to([c.stages + (i * p.slice_tiles + p.slice_tiles - 1) % c.stages]), T.uint32(1))
     if I.constexpr(p.split > 1):
@@ -181,25 +204,32 @@ def consumer_tile(p, SMH, MB, args, maps, pid, i, part, wg, t, acc):
 @T.macro
 def mainloop(p, SMH, MB, acc, pos, part, t):
     # the k-tiles at ring positions pos, pos + 1, ...: wait on "full", the wgmma of the warpgroup's rows
-    # (part * rows ..), commit, wait for the previous k-tile's group and release its stage
+    # (part * rows ..) through the checked pattern (its operands: operand_type's views of acc and the ring),
+    # commit, wait for the previous k-tile's group and release its stage
     c = p.config
+    D = T.decl_tensor(acc.ptr_to([0]), ty_args=[operand_type(p, "D")])
+    SA = T.decl_tensor(SMH.ptr_to([0]), ty_args=[operand_type(p, "A")])
+    SB = T.decl_tensor(SMH.ptr_to([c.stages * c.block_m * BLOCK_K]), ty_args=[operand_type(p, "B")])
     for kt in range(p.slice_tiles):
         it = pos + kt
         s = it % c.stages
         T.cuda.mbarrier_wait(MB.ptr_to([s]), (it // c.stages) % 2)
-        T.ptx["wgmma.fence.sync.aligned"]()
-        a_base = T.cuda.cvta_generic_to_shared(SMH.ptr_to([s * c.block_m * BLOCK_K + part * c.rows * BLOCK_K]))
-        b_base = T.cuda.cvta_generic_to_shared(SMH.ptr_to([c.stages * c.block_m * BLOCK_K + s * c.block_n * BLOCK_K]))
-        for kk in T.unroll(BLOCK_K // WGMMA_K):
-            for mi in T.unroll(c.rows // WGMMA_M):
-                wgmma_issue(p, acc, mi * c.block_n // 2,
-                            descriptor(a_base + T.uint32(mi * WGMMA_M * BLOCK_K * 2 + kk * WGMMA_K * 2)),
-                            descriptor(b_base + T.uint32(kk * WGMMA_K * 2)))
-        T.ptx["wgmma.commit_group.sync.aligned"]()
+        # A: 64-row block part * rows / 64 of stage s (``part % consumers``: the same value, its range provable
+        # where the pattern checks the region's bounds; the analyzer does not read the branch's tid >= 128)
+        wgmma_issue(p, D, SA, SB, s * (c.block_m // WGMMA_M) + part % c.consumers * (c.rows // WGMMA_M), s)
         T.ptx["wgmma.wait_group.sync.aligned"](1)
         if kt > 0:
             if t == 0:
                 T.ptx.mbarrier.arrive.shared.b64(MB.ptr_to([c.stages + (it + c.stages - 1) % c.stages]), T.uint32(1))
+
+
+@T.macro
+def retire(p, acc):
+    # after the mainloop: every wgmma group retired (wait_group 0), then a register fence on each accumulator
+    # (patterns.wgmma_fence), so that the compiler moves no read of acc above the wait
+    T.ptx["wgmma.wait_group.sync.aligned"](0)
+    for r in T.unroll(p.config.rows // WGMMA_M * p.config.block_n // 2):
+        T.sm90.fence_operand(acc[r])
 
 
 @T.macro
@@ -242,35 +272,79 @@ def store(p, acc, args, row, col, m_end, group):
 
 @T.macro
 def store_tma(p, SMH, acc, args, map_c, part, wg, t, m0, n0):
-    # epilogue="tma": the warpgroup's rows of the tile, converted (the fused epilogue first), into its part of
-    # the staging buffer, 128-byte swizzled in 64-column blocks (16-byte chunk j % 8 of row r at chunk
+    # epilogue="tma": the warpgroup's rows of the tile through shared memory and TMA stores, the whole tile at
+    # once (epilogue_tile 0) or in chunks of epilogue_tile columns alternating between two buffers
+    if I.constexpr(p.config.epilogue_tile == 0):
+        store_tma_chunk(p, SMH, acc, args, map_c, part, wg, t, m0, n0, 0, 0)
+    else:
+        for q in T.unroll(p.config.block_n // p.config.epilogue_tile):
+            store_tma_chunk(p, SMH, acc, args, map_c, part, wg, t, m0, n0, q, q % 2)
+
+
+@T.macro
+def store_tma_chunk(p, SMH, acc, args, map_c, part, wg, t, m0, n0, q, b):
+    # chunk q of the warpgroup's rows (the whole tile: q = 0), converted (the fused epilogue first), into its
+    # staging buffer b, 128-byte swizzled in 64-column blocks (16-byte chunk j % 8 of row r at chunk
     # (j % 8) ^ (r % 8): conflict-free, and what the TMA store's CU_TENSOR_MAP_SWIZZLE_128B reads); then one
-    # thread stores the blocks with TMA (clipped at C's edges) and the warpgroup goes on to the next tile.
-    # Before the buffer is written again, the previous tile's stores have read it (wait_group.read). Rows
-    # part * rows.. of the tile; the buffer and the named barrier are warpgroup wg's
+    # thread stores the blocks with TMA (clipped at C's edges) and commits them as one bulk group. Before the
+    # buffer is written again, the stores that read it have (wait_group.read: all of them before a tile's
+    # first chunk, all but the newest group, the other buffer's, before the next). Rows part * rows.. of the
+    # tile; the buffers and the named barrier are warpgroup wg's
     c = p.config
     SMW = T.decl_tensor(SMH.ptr_to([0]), ty_args=[T.Tensor((p.smem_bytes // 4,), "uint32", scope="shared.dyn", layout="default", align=1024)])
     word = T.alloc_tensor(ty_args=[T.Tensor((1,), "uint32", scope="local", layout="default")])
-    base = p.staging * 2 + wg * c.rows * c.block_n * 2
+    base = staging_byte(p, wg, b)
     if t == 0:
-        T.ptx["cp.async.bulk.wait_group.read"](0)
+        if I.constexpr(c.epilogue_tile == 0):
+            T.ptx["cp.async.bulk.wait_group.read"](0)
+        elif q == 0:
+            T.ptx["cp.async.bulk.wait_group.read"](0)
+        else:
+            T.ptx["cp.async.bulk.wait_group.read"](1)
     T.ptx["bar.sync"](T.Cast("uint32", 1 + wg), T.uint32(WARPGROUP))
     for mi in T.unroll(c.rows // WGMMA_M):
-        for j in T.unroll(c.block_n // 8):
+        for j in T.unroll(c.staging_columns // 8):
             for h in T.unroll(2):
                 r = mi * WGMMA_M + (t // 32) * 16 + (t % 32) // 4 + 8 * h
                 T.ptx[f"cvt.rn.{p.out_dtype}x2.f32"](
                     word[0],
-                    out_value(p, args, acc[mi * c.block_n // 2 + j * 4 + h * 2 + 1], m0 + part * c.rows + r, n0 + 8 * j + 2 * (t % 4) + 1),
-                    out_value(p, args, acc[mi * c.block_n // 2 + j * 4 + h * 2], m0 + part * c.rows + r, n0 + 8 * j + 2 * (t % 4)))
+                    out_value(p, args, acc[mi * c.block_n // 2 + tile_j(p, q, j) * 4 + h * 2 + 1], m0 + part * c.rows + r, n0 + 8 * tile_j(p, q, j) + 2 * (t % 4) + 1),
+                    out_value(p, args, acc[mi * c.block_n // 2 + tile_j(p, q, j) * 4 + h * 2], m0 + part * c.rows + r, n0 + 8 * tile_j(p, q, j) + 2 * (t % 4)))
                 SMW[(base + (j // 8) * c.rows * 128 + r * 128 + T.bitwise_xor(j % 8, (t % 32) // 4) * 16) // 4 + t % 4] = word[0]
     T.ptx["fence.proxy.async.shared::cta"]()
     T.ptx["bar.sync"](T.Cast("uint32", 1 + wg), T.uint32(WARPGROUP))
     if t == 0:
-        for cb in T.unroll(c.block_n // SWIZZLE_COLUMNS):
-            T.ptx[TMA_STORE](T.address_of(map_c), n0 + cb * SWIZZLE_COLUMNS, m0 + part * c.rows,
-                             T.cuda.cvta_generic_to_shared(SMH.ptr_to([p.staging + wg * c.rows * c.block_n + cb * c.rows * SWIZZLE_COLUMNS])))
+        for cb in T.unroll(c.staging_columns // SWIZZLE_COLUMNS):
+            T.ptx[TMA_STORE](T.address_of(map_c), chunk_column(p, n0, q) + cb * SWIZZLE_COLUMNS, m0 + part * c.rows,
+                             T.cuda.cvta_generic_to_shared(SMH.ptr_to([staging_element(p, wg, b) + cb * c.rows * SWIZZLE_COLUMNS])))
         T.ptx["cp.async.bulk.commit_group"]()
+
+
+def tile_j(p: Sm90Plan, q, j):
+    """The tile's 8-column group of group ``j`` of chunk ``q`` (the whole tile: ``j``)."""
+    return j if p.config.epilogue_tile == 0 else q * (p.config.epilogue_tile // 8) + j
+
+
+def chunk_column(p: Sm90Plan, n0, q):
+    """C's first column of chunk ``q`` of the tile at column ``n0``."""
+    return n0 if p.config.epilogue_tile == 0 else n0 + q * p.config.epilogue_tile
+
+
+def staging_element(p: Sm90Plan, wg, b):
+    """The first element of warpgroup ``wg``'s staging buffer ``b`` (``Sm90Config.staging_bytes``: each
+    warpgroup's ``staging_buffers`` buffers of ``rows x staging_columns``, after the ring)."""
+    c = p.config
+    if c.epilogue_tile == 0:
+        return p.staging + wg * c.rows * c.block_n
+    return p.staging + (wg * 2 + b) * c.rows * c.epilogue_tile
+
+
+def staging_byte(p: Sm90Plan, wg, b):
+    """``staging_element`` in bytes."""
+    c = p.config
+    if c.epilogue_tile == 0:
+        return p.staging * 2 + wg * c.rows * c.block_n * 2
+    return p.staging * 2 + (wg * 2 + b) * c.rows * c.epilogue_tile * 2
 
 
 # ---- split-K (Sm90Config.split_k): sm80's reduction through the workspace W and the tickets S -------------
@@ -416,9 +490,10 @@ def signature_source(p: Sm90Plan) -> str:
 @transpile_once
 def emit(p: Sm90Plan):
     """The TIRx PrimFunc ``main(A, B, C, ...)`` of a plan (its parameters: ``p.params``)."""
+    register()  # T.sm90 / T.wgmma
     types = [T.Tensor(q.shape, q.dtype) for q in p.params]
     return parse(signature_source(p), {"T": T, "kernel": kernel, "p": p, "types": types})
 
 
-__all__ = ["DESCRIPTOR_BITS", "TMA_LOAD", "TMA_STORE", "descriptor", "emit", "signature_source", "tma_load", "wgmma_instr",
+__all__ = ["TMA_LOAD", "TMA_STORE", "emit", "retire", "operand_type", "ring_layout", "signature_source", "tma_load", "wgmma_instr",
            "wgmma_issue", "out_value"]

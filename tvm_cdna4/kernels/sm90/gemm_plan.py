@@ -122,6 +122,13 @@ class Sm90Config:
     schedule: str = "cooperative"
     split_k: int = 1
     reduction: str = "ordered"
+    epilogue_tile: int = 0
+    """``epilogue="tma"``: the columns C is staged in at a time. 0: the whole tile, one buffer per consumer
+    warpgroup (its rows x ``block_n``); a multiple of ``SWIZZLE_COLUMNS`` that divides ``block_n`` and is
+    smaller: chunks of that many columns through two buffers per warpgroup (CUTLASS's sm90 epilogue: a chunk
+    is written while the previous one's TMA stores drain, ``cp.async.bulk.wait_group.read`` before a buffer
+    is reused), so the staging is ``2 epilogue_tile / block_n`` of the tile and the ring gets the rest
+    (128x256: 32 KB, not 64 KB, and four stages, not three)."""
 
     @property
     def pingpong(self) -> bool:
@@ -139,10 +146,22 @@ class Sm90Config:
     def stage_bytes(self, bytes_per: int = 2) -> int:
         return (self.block_m + self.block_n) * BLOCK_K * bytes_per
 
+    @property
+    def staging_columns(self) -> int:
+        """The columns of one staging buffer: the tile's, or ``epilogue_tile``'s."""
+        return self.epilogue_tile or self.block_n
+
+    @property
+    def staging_buffers(self) -> int:
+        """Staging buffers per consumer warpgroup: one for the whole tile, two for chunks (``epilogue_tile``)."""
+        return 2 if self.epilogue_tile else 1
+
     def staging_bytes(self) -> int:
-        """The shared staging buffers of C (``epilogue="tma"``: 16-bit C; one per consumer warpgroup, of its
-        rows), else 0."""
-        return self.consumers * self.rows * self.block_n * 2 if self.epilogue == "tma" else 0
+        """The shared staging buffers of C (``epilogue="tma"``: 16-bit C; per consumer warpgroup, of its rows:
+        ``staging_buffers`` of ``staging_columns``), else 0."""
+        if self.epilogue != "tma":
+            return 0
+        return self.consumers * self.staging_buffers * self.rows * self.staging_columns * 2
 
     def check(self, smem_bytes: int) -> None:
         """A ContractError naming the field that breaks a rule of the kernel or of ``smem_bytes``."""
@@ -167,6 +186,11 @@ class Sm90Config:
         if self.epilogue == "tma" and self.block_n % SWIZZLE_COLUMNS:
             bad("epilogue", f"TMA stores stage the tile in whole {SWIZZLE_COLUMNS}-column blocks",
                 f"block_n % {SWIZZLE_COLUMNS} == 0", self.block_n)
+        e = self.epilogue_tile
+        if e != 0 and (not isinstance(e, int) or e < 0 or self.epilogue != "tma" or e % SWIZZLE_COLUMNS or self.block_n % e or e >= self.block_n):
+            bad("epilogue_tile", f"the TMA epilogue's staged columns: 0 (the whole tile) or whole {SWIZZLE_COLUMNS}-column "
+                "blocks dividing block_n, fewer than it", f"0, or with epilogue='tma' a multiple of {SWIZZLE_COLUMNS} "
+                f"dividing and below block_n = {self.block_n}", (self.epilogue, e))
         room = smem_bytes - BARRIER_BYTES - self.staging_bytes()
         if self.stages < 2 or self.stages * self.stage_bytes() > room:
             bad("stages", "at least two ring stages within the SM's shared memory (beside C's staging buffer)",

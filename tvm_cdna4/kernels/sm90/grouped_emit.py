@@ -18,7 +18,7 @@ from tvm_tirx.script.parser import parse
 from ...tirx_private import transpile_once
 from ..gemm.grouped import OFFSETS
 from ..gemm.grouped_emit import find_group
-from .gemm_emit import L2_PROMOTION_256B, SWIZZLE_128B, load_tile, mainloop, store
+from .gemm_emit import L2_PROMOTION_256B, SWIZZLE_128B, load_tile, mainloop, retire, store
 from .gemm_plan import CONSUMER_REGS, ELEMENT_BYTES, PRODUCER_REGS, WARPGROUP, WGMMA_M
 from .grouped_plan import Sm90GroupedPlan
 
@@ -81,7 +81,7 @@ def consumer(p, SMH, MB, args, pid, wg, t):
             for r in T.unroll(c.rows // WGMMA_M * c.block_n // 2):
                 acc[r] = T.float32(0)
             mainloop(p, SMH, MB, acc, done[0] * p.slice_tiles, wg, t)
-            T.ptx["wgmma.wait_group.sync.aligned"](0)
+            retire(p, acc)
             if t == 0:
                 T.ptx.mbarrier.arrive.shared.b64(MB.ptr_to([c.stages + (done[0] * p.slice_tiles + p.slice_tiles - 1) % c.stages]), T.uint32(1))
             store(p, acc, args, span[0] + wg * c.rows + (t // 32) * 16 + (t % 32) // 4,
