@@ -38,6 +38,47 @@ def test_the_emulator_validates_sm90_grouped_plans(problem, config, sizes):
     assert v.ok and v.where == EMULATOR and v.ratio <= 1.0
 
 
+@pytest.mark.parametrize("config, sizes", [
+    # TMA stores: group 1's first tile full (both warpgroups' rows by TMA), its second split inside the tile
+    # (warpgroup 0's 64 rows by TMA, warpgroup 1's partial rows from registers), an empty group, group 2's one
+    # tile full for warpgroup 0 only; the per-group bias through the TMA staging; 64-column chunks
+    (Sm90Config(128, 128, 2, 2, epilogue="tma", epilogue_tile=64), [0, 200, 64]),
+])
+def test_the_emulator_validates_the_grouped_tma_epilogue(config, sizes):
+    problem = GemmProblem(None, 128, 64, "bf16", "nt", "bf16", Fusion(bias=True), groups=len(sizes))
+    p = gemm.plan(problem, "sm90", config, m=sum(sizes))
+    assert p.smem_bytes == config.stages * config.stage_bytes() + config.staging_bytes()
+    assert "address_of(mapC)" in gemm.emit(p).script()  # the TMA stores through C's tensor map
+    v = gemm.validate(problem, "sm90", config, group_rows=sizes)
+    assert v.ok and v.where == EMULATOR and v.ratio <= 1.0
+
+
+@pytest.mark.parametrize("offsets, rows", [
+    ([0, 64, 200, 70], {0: (0, 64), 1: (64, 80)}),  # group 0's tile by TMA; group 1 past T: from registers, to T
+    ([0, 90, 100, 100], {0: (0, 80)}),               # group 0 past T: its first tile by TMA, its second clipped at T
+    ([0, -70, 40, 80], {2: (40, 80)}),               # negative: group 1 skipped; group 2 partial tiles only
+])
+def test_bad_offsets_never_write_outside_c_with_tma_stores(offsets, rows):
+    """The TMA stores take only a warpgroup's rows wholly inside its group and below T: bad offsets still keep
+    every access inside A, B and C (the emulator's bounds check), the rows of groups with rows right."""
+    import ml_dtypes
+
+    from tvm_cdna4.emulator import emulate
+
+    G, N, K, T = 3, 64, 64, 80
+    grp = gemm.build(GemmProblem(None, N, K, "bf16", "nt", "bf16", groups=G), "sm90",
+                     Sm90Config(64, 64, 2, 1, epilogue="tma"))
+    rng = np.random.default_rng(4)
+    a = (rng.integers(-4, 5, (T, K)) / 8).astype(ml_dtypes.bfloat16)
+    b = (rng.integers(-4, 5, (G, N, K)) / 8).astype(ml_dtypes.bfloat16)
+    c = np.full((T, N), np.nan, ml_dtypes.bfloat16)
+    emulate(grp.primfunc(T), a, b, c, np.asarray(offsets, np.int32), target="sm90")
+    want = np.full((T, N), np.nan, np.float32)
+    for g, (lo, hi) in rows.items():
+        want[lo:hi] = a[lo:hi].astype(np.float64) @ b[g].astype(np.float64).T
+    assert np.array_equal(c.astype(np.float32), want.astype(ml_dtypes.bfloat16).astype(np.float32), equal_nan=True)
+
+
 @pytest.mark.parametrize("offsets, rows", [
     ([0, 50, 60, 70], {0: (0, 40)}),            # past T: group 0's rows end at T, groups 1 and 2 start past it
     ([0, -70, 40, 40], {}),                     # negative: group 1's first tile starts at row -6 and is skipped
@@ -89,7 +130,9 @@ def test_the_cost_model_reads_every_groups_weights():
 @pytest.mark.parametrize("problem, config, operand", [
     (GemmProblem(None, 64, 64, "bf16", "nn", "f32", groups=2), None, "layout"),
     (GemmProblem(None, 64, 60, "bf16", "nt", "f32", groups=2), None, "K"),
-    (GemmProblem(None, 64, 64, "bf16", "nt", "bf16", groups=2), Sm90Config(128, 64, 2, 2, epilogue="tma"), "epilogue"),
+    (GemmProblem(None, 64, 64, "bf16", "nt", "f32", groups=2), Sm90Config(128, 64, 2, 2, epilogue="tma"), "epilogue"),
+    (GemmProblem(None, 60, 64, "bf16", "nt", "bf16", groups=2), Sm90Config(128, 64, 2, 2, epilogue="tma"), "epilogue"),
+    (GemmProblem(None, 64, 64, "bf16", "nt", "bf16", groups=2), Sm90Config(128, 64, 2, 2, split_k=2), "split_k"),
     (GemmProblem(None, 64, 64, "bf16", "nt", "bf16", groups=2), Sm90Config(128, 64, 2, 2, schedule="pingpong"),
      "schedule"),
 ])
