@@ -127,6 +127,40 @@ def test_the_cost_model_reads_every_groups_weights():
     assert choice.epilogue == "registers" and choice.split_k == 1 and choice.schedule == "cooperative"
 
 
+def test_the_grouped_estimate_stores_a_groups_last_tile_from_registers():
+    dev = devices.DEVICES["H100"]
+    reg = Sm90Config(128, 256, 4, 2)
+    tma = Sm90Config(128, 256, 4, 2, epilogue="tma", epilogue_tile=64)
+    # 512 rows per group: 4.5 row tiles a group on average (expected_row_tiles), the last from registers
+    r = gemm_cost.grouped_estimate(reg, 512, 128, 1536, 2048, 2, dev)
+    t = gemm_cost.grouped_estimate(tma, 512, 128, 1536, 2048, 2, dev)
+    last = 1 / 4.5
+    assert t.epilogue == pytest.approx(r.epilogue * (last + (1 - last) * gemm_cost.STAGED_EPILOGUE), rel=1e-12)
+    assert (t.compute, t.memory) == (r.compute, r.memory)
+    # TMA stores are weighed only where C allows them (16-bit, N % 8 == 0), staged whole or in 64 columns
+    assert {(c.epilogue, c.epilogue_tile) for c in gemm_cost.grouped_configs(2048, 1536, 2, dev)} == {
+        ("registers", 0), ("tma", 0), ("tma", 64)}
+    assert {c.epilogue for c in gemm_cost.grouped_configs(2048, 1536, 4, dev)} == {"registers"}
+
+
+def test_a_prefill_bucket_is_planned_over_its_range_of_rows():
+    """Qwen3-30B-A3B gate/up at 8192 tokens (512 rows per group, the bucket 257..1024): the minimax-regret
+    config over the bucket (gemm_dynamic.planned_range) with TMA stores and the sub-tiled staging's fourth
+    stage; the choice at 1024 rows alone is another's when the range's small end loses by it."""
+    dev = devices.DEVICES["H100"]
+    problem = GemmProblem(None, 1536, 2048, "bf16", "nt", "bf16", groups=128)
+    p = gemm.plan(problem, "sm90", m=65536)
+    assert (p.grouping.rows.lo, p.grouping.rows.hi) == (257, 1024)
+    assert p.config == gemm_cost.choose_grouped(257, 128, 1536, 2048, 2, dev, hi=1024)
+    assert (p.config.block_m, p.config.block_n, p.config.stages, p.config.epilogue, p.config.epilogue_tile) == (
+        128, 256, 4, "tma", 64)
+    worst = max(gemm_cost.grouped_estimate(p.config, r, 128, 1536, 2048, 2, dev).total
+                / gemm_cost.grouped_ranked(r, 128, 1536, 2048, 2, dev)[0][0] for r in gemm_cost.range_samples(257, 1024))
+    assert 1.0 <= worst < 1.1
+    # f32 C: registers only (no TMA stores of f32 in the grouped kernel)
+    assert gemm.plan(GemmProblem(None, 1536, 2048, "bf16", "nt", "f32", groups=128), "sm90", m=65536).config.epilogue == "registers"
+
+
 @pytest.mark.parametrize("problem, config, operand", [
     (GemmProblem(None, 64, 64, "bf16", "nn", "f32", groups=2), None, "layout"),
     (GemmProblem(None, 64, 60, "bf16", "nt", "f32", groups=2), None, "K"),

@@ -26,8 +26,10 @@ otherwise).
 Which kernel serves a bucket of rows per group (``plan_bucket``; ``GroupedGemm``'s buckets): up to
 ``DECODE_ROWS`` rows per group the sm80 grouped kernel (its cost model's small-M tiling, built for ``sm_90a``):
 measured 1.35x ``torch._grouped_mm`` on the H200 at decode (benchmarks/RESULTS.md, DeepSeek-V3-like decode,
-2 rows per group), where a 64-row wgmma tile would compute 32 times the rows; above it this kernel, its tile
-chosen by ``gemm_cost.choose_grouped`` at the bucket's representative rows per group.
+2 rows per group), where a 64-row wgmma tile would compute 32 times the rows; above it this kernel, its config
+(tile, ring, epilogue) chosen by ``gemm_cost.choose_grouped`` over the bucket's range of rows per group
+(``gemm_dynamic.planned_range``): one kernel serves 257 to 1024 rows per group, and the tile best at 1024 is
+not the one that loses least at 257.
 """
 
 from __future__ import annotations
@@ -112,8 +114,9 @@ def plan_grouped(rows: MBucket, G: int, N: int, K: int, dtype: str, out_dtype: s
 def plan_bucket(rows: MBucket, G: int, N: int, K: int, dtype: str, out_dtype: str, device, fusion: Fusion = Fusion(),
                 config: Sm90Config | None = None, layout: str = "nt"):
     """The plan of one bucket of rows per group (the module docstring): the sm80 grouped kernel's plan (its
-    cost model's tiling) up to ``DECODE_ROWS`` rows per group, else this kernel's with the tile of
-    ``gemm_cost.choose_grouped`` at the bucket's representative rows, on ``device`` (a ``devices.DeviceSpec``).
+    cost model's tiling) up to ``DECODE_ROWS`` rows per group, else this kernel's with the config of
+    ``gemm_cost.choose_grouped`` over the bucket's range of rows per group (``gemm_dynamic.planned_range``: the
+    minimax regret, as the dense dynamic-M buckets), on ``device`` (a ``devices.DeviceSpec``).
     ``config``: this tiling for every bucket (the sm90 kernel at every count)."""
     from . import gemm_cost
 
@@ -122,8 +125,10 @@ def plan_bucket(rows: MBucket, G: int, N: int, K: int, dtype: str, out_dtype: st
 
         check_grouped_problem(G, N, K, dtype, layout, out_dtype)
         return plan_sm80(rows, N, K, dtype, layout, out_dtype, None, device.units, fusion=fusion, groups=G)
-    cfg = config or gemm_cost.choose_grouped(rows.representative, G, N, K, 4 if out_dtype == "f32" else 2, device,
-                                             dtype)
+    from .gemm_dynamic import planned_range
+
+    cfg = config or gemm_cost.choose_grouped(*planned_range(rows)[:1], G, N, K, 4 if out_dtype == "f32" else 2, device,
+                                             dtype, hi=planned_range(rows)[1])
     return plan_grouped(rows, G, N, K, dtype, out_dtype, cfg, device.units, device.smem_per_unit, fusion, layout)
 
 
