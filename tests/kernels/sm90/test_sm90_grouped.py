@@ -244,3 +244,49 @@ def test_torch_grouped_gemm_sm90_per_group_epilogue_graph_and_compile():
     assert torch.equal(out, y)
     compiled = torch.compile(lambda a, b, o: tt.grouped_gemm(a, b, o), fullgraph=True)
     assert torch.equal(compiled(x, w, off), tt.grouped_gemm(x, w, off))
+
+
+def test_the_sweep_times_the_models_first_configs_and_the_baselines():
+    """benchmarks/grouped_sm90_sweep.py (torch_grouped_sm90.py --sweep): per prefill shape, the cost model's first
+    three, the bucket's plan, the best register-store config and the first with group_m doubled, each once."""
+    import sys
+
+    from paths import TESTS
+
+    sys.path.insert(0, str(TESTS))
+    from benchmark_modules import benchmark_module
+
+    sweep = benchmark_module("grouped_sm90_sweep")
+    dev = devices.DEVICES["H100"]
+    plans = sweep.configs(128, 1536, 2048, 65536, 3)  # Qwen3-30B-A3B gate/up at 8192 tokens: 512 rows per group
+    ranked = [cfg for _, cfg in gemm_cost.grouped_ranked(512, 128, 1536, 2048, 2, dev)]
+    assert [cfg for _, cfg in plans[:3]] == ranked[:3]
+    assert len({cfg for _, cfg in plans}) == len(plans)
+    why = dict((w, cfg) for w, cfg in plans)
+    assert why["best registers"].epilogue == "registers" and why["best registers"] == next(
+        c for c in ranked if c.epilogue == "registers")
+    assert why["model #1 group_m x2"].group_m == 2 * ranked[0].group_m
+    assert gemm.plan(GemmProblem(None, 1536, 2048, "bf16", "nt", "bf16", groups=128), "sm90", m=65536).config in (
+        cfg for _, cfg in plans)
+
+
+@pytest.mark.cuda(arch="sm_90a")
+@pytest.mark.parametrize("config", [Sm90Config(128, 256, 3, 2, epilogue="tma"),
+                                    Sm90Config(128, 256, 4, 2, epilogue="tma", epilogue_tile=64),
+                                    Sm90Config(128, 128, 4, 2, epilogue="tma", group_m=16)])
+def test_the_grouped_tma_epilogue_on_a_hopper_gpu(config):
+    """TMA stores for the warpgroups inside a group, register stores for each group's last tile (ragged sizes,
+    empty groups, a 2000-row group), bf16 C, against the float64 reference."""
+    import torch
+
+    from tvm_cdna4.runtime.cuda import DynamicKernel
+
+    N, K = 512, 256
+    x, w, off = _gpu_inputs(GPU_SIZES, N, K, seed=2)
+    grp = gemm.build(GemmProblem(None, N, K, "bf16", "nt", "bf16", groups=len(GPU_SIZES)), "sm90", config)
+    y = torch.full((x.shape[0], N), float("nan"), dtype=torch.bfloat16, device="cuda")
+    DynamicKernel(grp, device=x.device).launch(x, w, y, off)
+    want = reference(x.float().cpu().numpy(), w.float().cpu().numpy(), off.cpu().numpy(), "nt")
+    got = y.float().cpu().numpy()
+    assert np.isfinite(got).all()
+    assert np.abs(got - want).max() / max(1.0, np.abs(want).max()) < 2 ** -7
