@@ -8,7 +8,9 @@ For every prefill shape (model, projection, token count; the same skewed routing
 ``sizes``, the same seeds) the configs (``configs``): the grouped cost model's first ``--top`` at the shape's
 rows per group (``gemm_cost.grouped_ranked``), the one the shape's bucket plans (``grouped_plan.plan_bucket``:
 over the bucket's range of rows), the best with C stored from registers (the TMA-store claim's baseline), and the
-model's first with ``group_m`` x2 (the tile order's L2 reuse: few large experts). Each config is a static plan
+model's first with ``group_m`` x2 (the tile order's L2 reuse: few large experts). A decode count given to
+``--tokens`` (e.g. Mixtral's 64 tokens: 16 rows per group, where the bucket keeps the sm80 grouped kernel) times
+the sm90 kernel's configs there, the evidence for ``grouped_plan.DECODE_ROWS``. Each config is a static plan
 (``gemm.build(problem, "sm90", config)``: that tiling for every bucket), built in ``--jobs`` spawned workers,
 launched directly (``runtime.cuda.DynamicKernel``), checked once against the f32 product (C poisoned with NaN;
 ``runtime.cuda.tolerance("bf16")``), and timed in a CUDA graph of ``--calls`` calls over weight copies that
@@ -55,14 +57,16 @@ def configs(G: int, N: int, K: int, T: int, top: int) -> list[tuple[str, object]
     from tvm_cdna4.kernels import devices
     from tvm_cdna4.kernels.gemm.grouped import row_bucket_table, rows_per_group
     from tvm_cdna4.kernels.sm90 import gemm_cost
-    from tvm_cdna4.kernels.sm90.grouped_plan import plan_bucket
+    from tvm_cdna4.kernels.sm90.grouped_plan import Sm90GroupedPlan, plan_bucket
 
     dev = devices.DEVICES["H100"]
     rows = rows_per_group(T, G)
     ranked = gemm_cost.grouped_ranked(rows, G, N, K, 2, dev)
     bucket = next(b for b in row_bucket_table(T, G) if b.lo <= rows <= b.hi)
     out = [(f"model #{i + 1}", cfg) for i, (_, cfg) in enumerate(ranked[:top])]
-    out.append(("bucket plan", plan_bucket(bucket, G, N, K, "bf16", "bf16", dev).config))
+    planned = plan_bucket(bucket, G, N, K, "bf16", "bf16", dev)
+    if isinstance(planned, Sm90GroupedPlan):  # a decode bucket's (<= DECODE_ROWS rows per group) is sm80's
+        out.append(("bucket plan", planned.config))
     out.append(("best registers", next(cfg for _, cfg in ranked if cfg.epilogue == "registers")))
     out.append(("model #1 group_m x2", attrs.evolve(ranked[0][1], group_m=2 * ranked[0][1].group_m)))
     seen, unique = set(), []
