@@ -124,6 +124,9 @@ def signature_source(p: Sm90GroupedPlan) -> str:
 @transpile_once
 def emit(p: Sm90GroupedPlan):
     """The TIRx PrimFunc ``main(A, B, C, offsets, ...)`` of a grouped plan (its parameters: ``p.params``)."""
+    from ...rocm.build import register
+
+    register()  # T.sm90 / T.wgmma, whatever route reached here first (a torch op's first grouped call)
     types = [T.Tensor(q.shape, q.dtype) for q in p.params]
     return parse(signature_source(p), {"T": T, "kernel": kernel, "p": p, "types": types})
 
