@@ -72,6 +72,10 @@ def check_grouped_config(config: Sm90Config, out_dtype: str = "bf16", N: int = 8
         if value != want:
             raise ContractError(f"sm90 grouped GEMM config {field}: the grouped kernel runs cooperatively, without "
                                 "a K split", operand=field, check="parameters", expected=repr(want), found=repr(value))
+    if config.residual_read != "global":
+        raise ContractError("sm90 grouped GEMM config residual_read: the grouped kernel reads a residual from "
+                            "global memory", operand="residual_read", check="parameters", expected="'global'",
+                            found=repr(config.residual_read))
     if config.epilogue == "tma" and (out_dtype == "f32" or N % 8):
         raise ContractError("sm90 grouped GEMM config epilogue: TMA stores of a 16-bit C whose rows are whole "
                             "16-byte chunks", operand="epilogue", check="parameters",
