@@ -24,6 +24,8 @@ so one's epilogue runs under the other's mainloop.
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 from tvm_tirx.script import ir as I
 from tvm_tirx.script import tirx as T
 from tvm_tirx.script.parser import parse
@@ -532,8 +534,13 @@ def out_value(p: Sm90Plan, args, v, row, col, group=None, residual=None):
     at = {i.name: i.at(args[i.name], r, c, group) for i in p.fusion.steps() if residual is None or i.name != "residual"}
     if residual is not None:
         at["residual"] = residual
-    return fused.apply(p.fusion, v, at, TIR_OPS)
+    return fused.apply(p.fusion, v, at, TANH_OPS if p.config.activation_form == "tanh" else TIR_OPS)
 
+
+TANH_OPS = SimpleNamespace(**vars(TIR_OPS), tanh=T.tanh)
+"""``TIR_OPS`` with ``tanh``: the activations' tanh form (``activation_form="tanh"``; ``kernels.gemm.epilogue``).
+TIRx lowers ``T.tanh`` on f32 to CUDA's ``tanhf``, which NVRTC with TIRx's ``--use_fast_math`` compiles to one
+``tanh.approx.f32`` (PTX ISA 9.7.3.22; tests/kernels/sm90 check the PTX)."""
 
 L2_PROMOTION_256B = 2
 """``CU_TENSOR_MAP_L2_PROMOTION_L2_256B`` (CUDA driver API ``CUtensorMapL2promotion``)."""
