@@ -82,3 +82,20 @@ def test_each_warpgroup_loads_its_residual_rows_once_a_tile_halfway_through_its_
     assert load.count("address_of(mapresidual)") == 128 // 64 and load.count("MB[(T.cuda.thread_idx(\"x\") >> 7) + 3]") == 3
     # the epilogue waits on the same barrier, phase i % 2, before it reads the buffer
     assert 'T.cuda.mbarrier_wait(T.address_of(MB[(T.cuda.thread_idx("x") >> 7) + 3]), i_1)' in text
+
+
+@pytest.mark.cuda(arch="sm_90a")
+@pytest.mark.parametrize("M, N, K, out, fusion", [
+    (1000, 1000, 520, "bf16", Fusion(residual=True)),                   # 128x64 tiles, ragged M and N
+    (777, 3000, 1000, "bf16", Fusion(bias=True, activation="gelu", residual=True, row_scale=True, col_scale=True)),
+    (3000, 1000, 1000, "f16", Fusion(activation="silu", residual=True)),  # 128x256: C's staging holds the residual
+])
+def test_the_cost_model_s_fused_choices_validate_on_a_hopper_gpu(M, N, K, out, fusion):
+    # the plan's own choices (residual_read="tma", activation_form="tanh") against the family's bound, on the GPU
+    from tvm_cdna4.runtime.cuda import run_gemm
+
+    problem = GemmProblem(M, N, K, "bf16", "nt", out, fusion)
+    cfg = gemm.plan(problem, "sm90").config
+    assert cfg.residual_read == "tma" and cfg.activation_form == ("tanh" if fusion.activation else "ex2")
+    v = gemm.validate(problem, "sm90", run=run_gemm)
+    assert v.ok and v.where == "the NVIDIA GPU"
