@@ -4,7 +4,6 @@ the cost model's choice, the emitted loads and the kernel in the CUDA emulator."
 
 from __future__ import annotations
 
-import re
 
 import pytest
 
