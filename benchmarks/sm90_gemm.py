@@ -55,7 +55,9 @@ def _build(job):
     key, args, cfg = job
     try:
         problem = _problem(*args)
-        if cfg in ("tile", "tma"):
+        if isinstance(cfg, tuple):  # ("choice", updates): the target's choice with some fields changed
+            cfg = attrs.evolve(gemm.plan(problem, "sm90").config, **cfg[1])
+        elif cfg in ("tile", "tma"):
             device = devices.planned("sm80")
             tile = choose_config(problem.M, problem.N, problem.K, 4 if problem.out == "f32" else 2, device)
             if cfg == "tma":
@@ -116,9 +118,25 @@ def epilogue_cases():
             ("all five", Fusion(bias=True, activation="gelu", residual=True, row_scale=True, col_scale=True))]
 
 
+EPILOGUE_BEFORE = {"residual_read": "global", "activation_form": "ex2"}
+"""The fused epilogue's choices before issue 36 (``Sm90Config.residual_read``, ``activation_form``): the
+``(before)`` rows of ``--epilogue`` time them beside the cost model's choice in the same run."""
+
+
 def epilogue_jobs():
-    """``--epilogue``'s builds: each case at ``EPILOGUE_SHAPE`` (bf16 in and out), the cost model's choice."""
-    return [(("epilogue", name), (*EPILOGUE_SHAPE, "bf16", "bf16", fusion), None) for name, fusion in epilogue_cases()]
+    """``--epilogue``'s builds: each case at ``EPILOGUE_SHAPE`` (bf16 in and out), the cost model's choice; the
+    cases the choice changes again as before (``EPILOGUE_BEFORE``); all five with the sub-tiled TMA epilogue
+    (64 columns, four stages: its residual from global memory)."""
+    from tvm_cdna4.kernels.gemm.epilogue import Fusion
+
+    shape = (*EPILOGUE_SHAPE, "bf16", "bf16")
+    jobs = [(("epilogue", name), (*shape, fusion), None) for name, fusion in epilogue_cases()]
+    jobs += [(("epilogue", f"{name} (before)"), (*shape, fusion), ("choice", EPILOGUE_BEFORE))
+             for name, fusion in epilogue_cases() if fusion.residual or fusion.activation in ("silu", "gelu")]
+    five = Fusion(bias=True, activation="gelu", residual=True, row_scale=True, col_scale=True)
+    jobs.append((("epilogue", "all five (tma/64, s4)"), (*shape, five),
+                 ("choice", {"residual_read": "global", "epilogue_tile": 64, "stages": 4})))
+    return jobs
 
 
 def validate_cases():
@@ -342,8 +360,10 @@ def epilogue_report(rows, out_dir, device) -> int:
         over += r["case"] != "plain" and not passed
         pct = "-" if r["overhead"] is None else f"{r['overhead'] * 100:+.1f}%"
         verdict = "" if r["case"] == "plain" else "PASS" if passed else "OVER"
+        how = f"{cfg['epilogue']}{'/' + str(cfg['epilogue_tile']) if cfg.get('epilogue_tile') else ''}"
+        choices = f" res {cfg.get('residual_read', '-')}, act {cfg.get('activation_form', '-')}"
         lines.append(f"| {r['case']} | {r['steps']} | {cfg['block_m']}x{cfg['block_n']} s{cfg['stages']} "
-                     f"{cfg['epilogue']} | {'y' if r['ok'] else 'N'} | {r['us']:.1f} | {pct} | {verdict} |")
+                     f"{how}{choices} | {'y' if r['ok'] else 'N'} | {r['us']:.1f} | {pct} | {verdict} |")
     text = "\n".join(lines)
     print("\n" + text, flush=True)
     with open(os.path.join(out_dir, "sm90_epilogue.md"), "w") as f:

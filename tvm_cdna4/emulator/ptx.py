@@ -37,6 +37,7 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
+from ..isa.ptx_math import TANH_APPROX_ERROR
 from ..tirx_private import ptx_entry
 from .interp import where_of
 from .memory import Pointer
@@ -104,6 +105,15 @@ def _exp2f(compiler, node, args):
     compiles it to ``ex2.approx.ftz.f32``, PTX ISA 9.7.3.21, relative error about 2^-22): numpy's
     ``exp2`` rounded to f32 (overflow to inf, as the hardware), within that error of the GPU's value."""
     return _f32_map(compiler, args, np.exp2, over="ignore", under="ignore")
+
+
+def _tanhf(compiler, node, args):
+    """``tanhf(x)`` on f32, what TIRx writes for ``T.tanh`` (NVRTC, with TIRx's ``--use_fast_math``, compiles it
+    to ``tanh.approx.f32``, PTX ISA 9.7.3.22): the worst case of that instruction, numpy's ``tanh`` moved toward
+    zero by its largest relative error (``isa.ptx_math.TANH_APPROX_ERROR``) and rounded to f32, so that a
+    kernel's validation in the emulator holds its error bound to the instruction's documented error (toward
+    zero: where ``1 + tanh`` cancels, the error grows the result most)."""
+    return _f32_map(compiler, args, lambda x: (np.tanh(x.astype(np.float64)) * (1.0 - TANH_APPROX_ERROR)).astype(np.float32))
 
 
 def _log2f(compiler, node, args):
@@ -192,6 +202,7 @@ def calls() -> dict:
         "tirx.cuda.mbarrier_wait": _mbarrier_wait_cuda,
         "exp2f": _exp2f,
         "log2f": _log2f,
+        "tanhf": _tanhf,
         "fmaxf": _fmaxf,
     }
     ptx_ops = dict(_ptx(name, sem) for name, sem in (

@@ -30,6 +30,14 @@ sm_80, ``v_exp_f32`` on gfx950: a relative error of about 2^-22), so a fused ker
 reference (``reference``) to the output dtype's rounding plus a few f32 ulps of the activation
 (``tolerance``).
 
+The tanh form (an ``ops`` namespace with ``tanh``: the sm90 kernel's ``activation_form="tanh"``) evaluates
+silu and gelu as ``h + h tanh(w)``, ``h = x / 2``, with ``w = h`` (silu: ``sigmoid(x) = (1 + tanh(x/2)) / 2``)
+or ``w = u`` (gelu): one hardware ``tanh.approx.f32`` (PTX ISA 9.7.3.22: relative error at most
+``TANH_APPROX_ERROR``) instead of an exponential and a reciprocal, two of the SM's slow multi-function
+operations. Its error is absolute, ``|h| TANH_APPROX_ERROR`` (where ``tanh(w)`` nears -1 the sum cancels),
+below half an ulp of ``|x|`` in bf16 (2^-9) and f16 (2^-11): ``error_bound`` admits it for 16-bit outputs
+(``TANH_OUTPUTS``), never for f32 ones.
+
 Each input is declared once, a row of ``INPUTS`` (``Input``: its name, how it broadcasts against C
 (row, column or element), its dtype (f32 or C's), its step (multiply or add), before or after the
 activation): ``Fusion``'s fields, ``PARAM_ORDER``, ``Fusion.params``, ``random_inputs``, ``reference``,
@@ -43,6 +51,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 import attrs
 
+from ...isa.ptx_math import TANH_APPROX_ERROR  # noqa: F401 (re-exported: the tanh form's error, times |x| / 2)
 from ..common import Extent, Param  # noqa: F401 (re-exported: the shared vocabulary)
 
 ACTIVATIONS = ("relu", "silu", "gelu")
@@ -153,6 +162,8 @@ GELU_A = -2.0 * LOG2E * SQRT_2_OVER_PI
 """gelu's exponent ``-2u log2 e = x (GELU_A + GELU_B x^2)``: its linear coefficient."""
 GELU_B = GELU_A * GELU_CUBIC
 """... and its cubic one."""
+TANH_OUTPUTS = ("f16", "bf16", "float16", "bfloat16")
+"""The output dtypes whose error bound admits the tanh form (its error is below half their ulp of ``|x|``)."""
 
 
 def _activation(instance, attribute, value):
@@ -233,6 +244,10 @@ def activation(name: str | None, x, ops):
         return x
     if name == "relu":
         return ops.max(x, c(0.0))
+    if getattr(ops, "tanh", None) is not None and name in ("silu", "gelu"):  # the tanh form (module docstring)
+        h = x * c(0.5)
+        w = h if name == "silu" else x * (c(SQRT_2_OVER_PI) + c(SQRT_2_OVER_PI * GELU_CUBIC) * (x * x))
+        return h + h * ops.tanh(w)
     if name == "silu":
         return x / (c(1.0) + ops.exp2(x * c(-LOG2E)))
     if name == "gelu":
@@ -315,7 +330,9 @@ def error_bound(acc, fusion: Fusion, inputs: dict, out_dtype: str, acc_error=0.0
     the smallest f16 subnormal (2^-25) for f16 outputs, the smallest normal f32 (2^-126: fast-math code
     flushes subnormal results to zero) for the others; plus ``acc_error`` (a bound of the
     accumulator's own error, per element or one number; 0 where the product is exact) times the scales
-    and the activation's slope (``SLOPES``)."""
+    and the activation's slope (``SLOPES``). A 16-bit output with silu or gelu (``TANH_OUTPUTS``) allows the
+    tanh form's error too (the module docstring): ``TANH_APPROX_ERROR / 2`` of the terms' magnitude (which
+    bounds ``|x|``)."""
     import numpy as np
 
     acc = np.asarray(acc, dtype=np.float64)
@@ -331,6 +348,8 @@ def error_bound(acc, fusion: Fusion, inputs: dict, out_dtype: str, acc_error=0.0
         magnitude = magnitude + a
     rel, absolute = tolerance(fusion, out_dtype)
     evaluation = 2.0 ** (-18 if fusion.activation else -21)
+    if fusion.activation in ("silu", "gelu") and out_dtype in TANH_OUTPUTS:  # the tanh form: |x| / 2 of its error
+        evaluation += TANH_APPROX_ERROR / 2
     floor = 2.0 ** -25 if out_dtype in ("f16", "float16") else 2.0 ** -126
     return (rel * np.abs(reference(acc, fusion, inputs)) + absolute + floor + evaluation * magnitude
             + SLOPES[fusion.activation] * scale * acc_error)
@@ -353,5 +372,5 @@ def check(out, acc, fusion: Fusion, inputs: dict, out_dtype: str, acc_error=0.0)
 
 
 __all__ = ["ACTIVATIONS", "BROADCASTS", "GELU_A", "GELU_B", "GELU_CUBIC", "INPUT", "INPUTS", "LOG2E", "PARAM_ORDER",
-           "SLOPES", "SQRT_2_OVER_PI", "STEPS", "Fusion", "Input", "Param", "activation", "apply", "check", "error_bound",
+           "SLOPES", "SQRT_2_OVER_PI", "STEPS", "TANH_APPROX_ERROR", "TANH_OUTPUTS", "Fusion", "Input", "Param", "activation", "apply", "check", "error_bound",
            "fusion_of", "random_inputs", "reference", "tolerance"]

@@ -31,7 +31,7 @@ from __future__ import annotations
 from ..gemm.dynamic_m import DynamicGemm, MBucket, buckets, m_limit
 from ..gemm.epilogue import Fusion
 from . import gemm_cost
-from .gemm_plan import check_problem, plan as make_plan
+from .gemm_plan import check_problem, epilogue_choices, plan as make_plan
 
 
 EDGES = (96, 192, 384, 512, 768, 1536, 2048, 3072, 6144, 8192)
@@ -60,7 +60,8 @@ def plan_bucket(bucket: MBucket, N: int, K: int, dtype: str, layout: str, out_dt
     if decode_keeps and decode_fits(bucket.hi, layout):
         cfg = choose_decode(bucket.representative, N, K, out_dtype, device.units)[0]
         return plan_decode(bucket, N, K, dtype, layout, out_dtype, cfg, fusion)
-    cfg = gemm_cost.choose_for_range(*planned_range(bucket), N, K, 4 if out_dtype == "f32" else 2, device, dtype)
+    cfg = epilogue_choices(gemm_cost.choose_for_range(*planned_range(bucket), N, K, 4 if out_dtype == "f32" else 2, device,
+                                                   dtype), fusion, out_dtype)
     return make_plan(bucket, N, K, dtype, layout, out_dtype, cfg, device.units, device.smem_per_unit, fusion)
 
 

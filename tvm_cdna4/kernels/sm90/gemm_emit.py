@@ -24,6 +24,8 @@ so one's epilogue runs under the other's mainloop.
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 from tvm_tirx.script import ir as I
 from tvm_tirx.script import tirx as T
 from tvm_tirx.script.parser import parse
@@ -100,13 +102,16 @@ def kernel(p, args, maps):
     T.device_entry(launch=T.cuda.LaunchConfig(grid=p.ctas, block=c.threads, dynamic_smem_bytes=p.smem_bytes),
                    kernel_attrs=T.cuda.KernelAttributes(min_blocks_per_sm=1))
     SMH = T.alloc_tensor(ty_args=[T.Tensor((p.smem_bytes // 2,), p.smem_dtype, scope="shared.dyn", layout="default", align=1024)])
-    MB = T.alloc_tensor(ty_args=[T.Tensor((2 * c.stages,), "uint64", scope="shared", layout="default")])
+    MB = T.alloc_tensor(ty_args=[T.Tensor((barriers(p),), "uint64", scope="shared", layout="default")])
     tid = T.cuda.thread_idx("x")
     pid = T.cuda.block_idx("x")
     if tid == 0:
         for s in T.unroll(c.stages):
             T.ptx.mbarrier.init.shared.b64(MB.ptr_to([s]), T.uint32(1))
             T.ptx.mbarrier.init.shared.b64(MB.ptr_to([c.stages + s]), T.uint32(1 if c.pingpong else c.consumers))
+        if I.constexpr(c.residual_read == "tma"):
+            for w in T.unroll(c.consumers):
+                T.ptx.mbarrier.init.shared.b64(MB.ptr_to([2 * c.stages + w]), T.uint32(1))
         T.ptx["fence.mbarrier_init.release.cluster"]()
     T.cuda.cta_sync()
     if tid < WARPGROUP:
@@ -150,6 +155,13 @@ def k_first(p: Sm90Plan, k_slice, kt):
     return kt * p.block_k if p.split == 1 else (k_slice * p.slice_tiles + kt) * p.block_k
 
 
+def barriers(p: Sm90Plan) -> int:
+    """The kernel's mbarriers: each stage's "full" and "empty" ones, then (``residual_read="tma"``) one per
+    consumer warpgroup on which its residual load completes."""
+    c = p.config
+    return 2 * c.stages + (c.consumers if c.residual_read == "tma" else 0)
+
+
 ORDER_BARRIER = 3
 """The first of the ping-pong schedule's two named barriers (0 is the CTA's, 1 + wg the TMA epilogue's):
 barrier ``ORDER_BARRIER + wg`` lets consumer ``wg`` start its next mainloop once the other's is issued."""
@@ -186,7 +198,8 @@ def consumer_tile(p, SMH, MB, args, maps, pid, i, part, wg, t, acc):
     if I.constexpr(c.pingpong):
         if i > 0:  # the other consumer has issued tile i - 1's mainloop
             T.ptx["bar.sync"](T.Cast("uint32", ORDER_BARRIER + wg), T.uint32(2 * WARPGROUP))
-    mainloop(p, SMH, MB, acc, i * p.slice_tiles, part, t)
+    res = residual_of(p, MB, maps, i, m0 + part * c.rows, n0)
+    mainloop(p, SMH, MB, acc, i * p.slice_tiles, part, wg, t, res)
     if I.constexpr(c.pingpong):
         if i + 1 < T.truncdiv(p.units - 1 - pid, p.ctas) + 1:  # the other consumer's next tile may start
             T.ptx["bar.arrive"](T.Cast("uint32", ORDER_BARRIER + 1 - wg), T.uint32(2 * WARPGROUP))
@@ -196,16 +209,17 @@ def consumer_tile(p, SMH, MB, args, maps, pid, i, part, wg, t, acc):
     if I.constexpr(p.split > 1):
         split_store(p, SMH, acc, args, maps, part, wg, t, m0, n0, unit)
     elif I.constexpr(c.epilogue == "tma"):
-        store_tma(p, SMH, acc, args, maps[2], part, wg, t, m0, n0, None)
+        store_tma(p, SMH, acc, args, maps[2], part, wg, t, m0, n0, None, res)
     else:
         store(p, acc, args, m0 + part * c.rows + (t // 32) * 16 + (t % 32) // 4, n0 + 2 * (t % 4), p.M, None)
 
 
 @T.macro
-def mainloop(p, SMH, MB, acc, pos, part, t):
+def mainloop(p, SMH, MB, acc, pos, part, wg, t, res):
     # the k-tiles at ring positions pos, pos + 1, ...: wait on "full", the wgmma of the warpgroup's rows
     # (part * rows ..) through the checked pattern (its operands: operand_type's views of acc and the ring),
-    # commit, wait for the previous k-tile's group and release its stage
+    # commit, wait for the previous k-tile's group and release its stage; with ``res`` (residual_read="tma":
+    # consumer_tile's tuple) warpgroup wg's residual load at k-tile RESIDUAL_AT
     c = p.config
     D = T.decl_tensor(acc.ptr_to([0]), ty_args=[operand_type(p, "D")])
     SA = T.decl_tensor(SMH.ptr_to([0]), ty_args=[operand_type(p, "A")])
@@ -221,6 +235,37 @@ def mainloop(p, SMH, MB, acc, pos, part, t):
         if kt > 0:
             if t == 0:
                 T.ptx.mbarrier.arrive.shared.b64(MB.ptr_to([c.stages + (it + c.stages - 1) % c.stages]), T.uint32(1))
+        if I.constexpr(res is not None):
+            if kt == residual_at(p):
+                if t == 0:
+                    load_residual(p, SMH, res, wg)
+
+
+def residual_of(p: Sm90Plan, MB, maps, i, row0, n0):
+    """``residual_read="tma"``: what the mainloop's residual load and the epilogue's reads need (the
+    mbarriers, the residual's tensor map, the CTA's tile index ``i``, the warpgroup's first row and the tile's
+    first column); None otherwise."""
+    return (MB, maps[3], i, row0, n0) if p.config.residual_read == "tma" else None
+
+
+def residual_at(p: Sm90Plan) -> int:
+    """The k-tile of a tile's mainloop after whose wgmma issue a warpgroup loads its residual rows
+    (``residual_read="tma"``): halfway, so the previous tile's TMA stores have long read the staging buffer
+    (the wait costs nothing) and half a mainloop remains for the load."""
+    return p.slice_tiles // 2
+
+
+@T.macro
+def load_residual(p, SMH, res, wg):
+    # residual_read="tma", thread 0 of warpgroup wg: once the previous tile's TMA stores have read its staging
+    # buffer, arm its residual barrier with the rows' bytes and load them there with TMA, in the layout C is
+    # staged in (64-column blocks, 128-byte swizzled: the residual's map has C's boxes; zero-filled past C)
+    c = p.config
+    T.ptx["cp.async.bulk.wait_group.read"](0)
+    T.ptx.mbarrier.arrive.expect_tx.shared.b64(res[0].ptr_to([2 * c.stages + wg]), T.uint32(c.rows * c.block_n * 2))
+    for cb in T.unroll(c.block_n // SWIZZLE_COLUMNS):
+        tma_load(p, SMH, staging_element(p, wg, 0) + cb * c.rows * SWIZZLE_COLUMNS, res[1], res[4] + cb * SWIZZLE_COLUMNS,
+                 res[3], res[0].ptr_to([2 * c.stages + wg]))
 
 
 @T.macro
@@ -271,26 +316,29 @@ def store(p, acc, args, row, col, m_end, group):
 
 
 @T.macro
-def store_tma(p, SMH, acc, args, map_c, part, wg, t, m0, n0, group):
+def store_tma(p, SMH, acc, args, map_c, part, wg, t, m0, n0, group, res):
     # epilogue="tma": the warpgroup's rows of the tile through shared memory and TMA stores, the whole tile at
     # once (epilogue_tile 0) or in chunks of epilogue_tile columns alternating between two buffers; the
-    # per-column fused inputs of ``group`` (a grouped GEMM's; None: one GEMM)
+    # per-column fused inputs of ``group`` (a grouped GEMM's; None: one GEMM); ``res``: the residual in the
+    # staging buffer (residual_read="tma", consumer_tile's tuple; None: read from global memory)
     if I.constexpr(p.config.epilogue_tile == 0):
-        store_tma_chunk(p, SMH, acc, args, map_c, part, wg, t, m0, n0, 0, 0, group)
+        store_tma_chunk(p, SMH, acc, args, map_c, part, wg, t, m0, n0, 0, 0, group, res)
     else:
         for q in T.unroll(p.config.block_n // p.config.epilogue_tile):
-            store_tma_chunk(p, SMH, acc, args, map_c, part, wg, t, m0, n0, q, q % 2, group)
+            store_tma_chunk(p, SMH, acc, args, map_c, part, wg, t, m0, n0, q, q % 2, group, None)
 
 
 @T.macro
-def store_tma_chunk(p, SMH, acc, args, map_c, part, wg, t, m0, n0, q, b, group):
+def store_tma_chunk(p, SMH, acc, args, map_c, part, wg, t, m0, n0, q, b, group, res):
     # chunk q of the warpgroup's rows (the whole tile: q = 0), converted (the fused epilogue first), into its
     # staging buffer b, 128-byte swizzled in 64-column blocks (16-byte chunk j % 8 of row r at chunk
     # (j % 8) ^ (r % 8): conflict-free, and what the TMA store's CU_TENSOR_MAP_SWIZZLE_128B reads); then one
     # thread stores the blocks with TMA (clipped at C's edges) and commits them as one bulk group. Before the
     # buffer is written again, the stores that read it have (wait_group.read: all of them before a tile's
     # first chunk, all but the newest group, the other buffer's, before the next). Rows part * rows.. of the
-    # tile; the buffers and the named barrier are warpgroup wg's
+    # tile; the buffers and the named barrier are warpgroup wg's. With ``res`` the buffer holds the residual
+    # (load_residual): once its barrier's phase of tile res[2] completes, each thread reads the word of each pair
+    # where it then writes C's
     c = p.config
     SMW = T.decl_tensor(SMH.ptr_to([0]), ty_args=[T.Tensor((p.smem_bytes // 4,), "uint32", scope="shared.dyn", layout="default", align=1024)])
     word = T.alloc_tensor(ty_args=[T.Tensor((1,), "uint32", scope="local", layout="default")])
@@ -303,15 +351,24 @@ def store_tma_chunk(p, SMH, acc, args, map_c, part, wg, t, m0, n0, q, b, group):
         else:
             T.ptx["cp.async.bulk.wait_group.read"](1)
     T.ptx["bar.sync"](T.Cast("uint32", 1 + wg), T.uint32(WARPGROUP))
+    if I.constexpr(res is not None):
+        T.cuda.mbarrier_wait(res[0].ptr_to([2 * c.stages + wg]), res[2] % 2)
     for mi in T.unroll(c.rows // WGMMA_M):
         for j in T.unroll(c.staging_columns // 8):
             for h in T.unroll(2):
                 r = mi * WGMMA_M + (t // 32) * 16 + (t % 32) // 4 + 8 * h
-                T.ptx[f"cvt.rn.{p.out_dtype}x2.f32"](
-                    word[0],
-                    out_value(p, args, acc[mi * c.block_n // 2 + tile_j(p, q, j) * 4 + h * 2 + 1], m0 + part * c.rows + r, n0 + 8 * tile_j(p, q, j) + 2 * (t % 4) + 1, group),
-                    out_value(p, args, acc[mi * c.block_n // 2 + tile_j(p, q, j) * 4 + h * 2], m0 + part * c.rows + r, n0 + 8 * tile_j(p, q, j) + 2 * (t % 4), group))
-                SMW[(base + (j // 8) * c.rows * 128 + r * 128 + T.bitwise_xor(j % 8, (t % 32) // 4) * 16) // 4 + t % 4] = word[0]
+                if I.constexpr(res is not None):
+                    word[0] = SMW[staging_word(p, base, j, r, t)]
+                    T.ptx[f"cvt.rn.{p.out_dtype}x2.f32"](
+                        word[0],
+                        out_value(p, args, acc[mi * c.block_n // 2 + tile_j(p, q, j) * 4 + h * 2 + 1], m0 + part * c.rows + r, n0 + 8 * tile_j(p, q, j) + 2 * (t % 4) + 1, group, residual_half(p, word[0], 1)),
+                        out_value(p, args, acc[mi * c.block_n // 2 + tile_j(p, q, j) * 4 + h * 2], m0 + part * c.rows + r, n0 + 8 * tile_j(p, q, j) + 2 * (t % 4), group, residual_half(p, word[0], 0)))
+                else:
+                    T.ptx[f"cvt.rn.{p.out_dtype}x2.f32"](
+                        word[0],
+                        out_value(p, args, acc[mi * c.block_n // 2 + tile_j(p, q, j) * 4 + h * 2 + 1], m0 + part * c.rows + r, n0 + 8 * tile_j(p, q, j) + 2 * (t % 4) + 1, group),
+                        out_value(p, args, acc[mi * c.block_n // 2 + tile_j(p, q, j) * 4 + h * 2], m0 + part * c.rows + r, n0 + 8 * tile_j(p, q, j) + 2 * (t % 4), group))
+                SMW[staging_word(p, base, j, r, t)] = word[0]
     T.ptx["fence.proxy.async.shared::cta"]()
     T.ptx["bar.sync"](T.Cast("uint32", 1 + wg), T.uint32(WARPGROUP))
     if t == 0:
@@ -319,6 +376,20 @@ def store_tma_chunk(p, SMH, acc, args, map_c, part, wg, t, m0, n0, q, b, group):
             T.ptx[TMA_STORE](T.address_of(map_c), chunk_column(p, n0, q) + cb * SWIZZLE_COLUMNS, m0 + part * c.rows,
                              T.cuda.cvta_generic_to_shared(SMH.ptr_to([staging_element(p, wg, b) + cb * c.rows * SWIZZLE_COLUMNS])))
         T.ptx["cp.async.bulk.commit_group"]()
+
+
+def staging_word(p: Sm90Plan, base, j, r, t):
+    """The 4-byte word of a staging buffer (at byte ``base``) holding the column pair of group ``j`` (of the
+    chunk) in row ``r`` that thread ``t`` of the warpgroup owns: 64-column blocks of ``rows`` 128-byte rows,
+    16-byte chunk ``j % 8`` of row ``r`` at chunk ``(j % 8) ^ (r % 8)`` (``(t % 32) // 4`` is ``r % 8``)."""
+    return (base + (j // 8) * p.config.rows * 128 + r * 128 + T.bitwise_xor(j % 8, (t % 32) // 4) * 16) // 4 + t % 4
+
+
+def residual_half(p: Sm90Plan, w, high: int):
+    """The f32 value of the 16-bit C element in the low (``high`` 0: the pair's even column) or high half of
+    the staged word ``w`` (the order ``cvt.rn.{bf16,f16}x2.f32`` packs a pair in)."""
+    bits = T.shift_right(w, T.uint32(16)) if high else T.bitwise_and(w, T.uint32(0xFFFF))
+    return T.Cast("float32", T.reinterpret(T.Cast("uint16", bits), ty=p.tir_out))
 
 
 def tile_j(p: Sm90Plan, q, j):
@@ -391,7 +462,7 @@ def split_store(p, SMH, acc, args, maps, part, wg, t, m0, n0, unit):
         if t == 0:
             args["S"][ticket] = T.uint32(0)
         if I.constexpr(c.epilogue == "tma"):
-            store_tma(p, SMH, acc, args, maps[2], part, wg, t, m0, n0, None)
+            store_tma(p, SMH, acc, args, maps[2], part, wg, t, m0, n0, None, None)
         else:
             store(p, acc, args, row, col, p.M, None)
 
@@ -451,16 +522,25 @@ def gather_at(p, W, acc, part, row, col, e):
                 acc[e] = acc[e] + part[0]
 
 
-def out_value(p: Sm90Plan, args, v, row, col, group=None):
+def out_value(p: Sm90Plan, args, v, row, col, group=None, residual=None):
     """The f32 value stored at (``row``, ``col``) of accumulator value ``v``: the plan's fused epilogue
     (``kernels.gemm.epilogue.apply``) with its inputs read there (a grouped GEMM's per-column inputs at
     ``group``'s row, ``Input.at``), the indices clamped into C (a value outside C is computed, never stored,
-    and reads no input out of range); ``v`` itself without one."""
+    and reads no input out of range), the residual ``residual`` where given (its f32 value, read from the
+    staging buffer); ``v`` itself without one."""
     if p.fusion.empty:
         return v
     r, c = T.min(row, p.M - 1), T.min(col, p.N - 1)
-    return fused.apply(p.fusion, v, {i.name: i.at(args[i.name], r, c, group) for i in p.fusion.steps()}, TIR_OPS)
+    at = {i.name: i.at(args[i.name], r, c, group) for i in p.fusion.steps() if residual is None or i.name != "residual"}
+    if residual is not None:
+        at["residual"] = residual
+    return fused.apply(p.fusion, v, at, TANH_OPS if p.config.activation_form == "tanh" else TIR_OPS)
 
+
+TANH_OPS = SimpleNamespace(**vars(TIR_OPS), tanh=T.tanh)
+"""``TIR_OPS`` with ``tanh``: the activations' tanh form (``activation_form="tanh"``; ``kernels.gemm.epilogue``).
+TIRx lowers ``T.tanh`` on f32 to CUDA's ``tanhf``, which NVRTC with TIRx's ``--use_fast_math`` compiles to one
+``tanh.approx.f32`` (PTX ISA 9.7.3.22; tests/kernels/sm90 check the PTX)."""
 
 L2_PROMOTION_256B = 2
 """``CU_TENSOR_MAP_L2_PROMOTION_L2_256B`` (CUDA driver API ``CUtensorMapL2promotion``)."""
@@ -479,10 +559,12 @@ def signature_source(p: Sm90Plan) -> str:
     maps = [("A", m, p.K, c.block_m, p.block_k, p.tir_dtype, e), ("B", p.N, p.K, c.block_n, p.block_k, p.tir_dtype, e)]
     if c.epilogue == "tma":  # C's stores: boxes of a consumer's rows x 64 columns
         maps.append(("C", m, p.N, c.rows, SWIZZLE_COLUMNS, p.tir_out, 2))
+    if c.residual_read == "tma":  # the residual's loads into the staging buffer: C's boxes
+        maps.append(("residual", m, p.N, c.rows, SWIZZLE_COLUMNS, p.tir_out, 2))
     for name, rows, cols, box_rows, box_cols, dtype, size in maps:
         lines += tensor_map_source(name, "[0, 0]", rows, cols, box_rows, box_cols, dtype, size)
     args = ", ".join(f"{n!r}: {n}" for n in names)
-    return "\n".join([*lines, f"    kernel(p, {{{args}}}, ({', '.join(f'map{m[0]}' for m in maps)},))", ""])
+    return "\n".join([*lines, f"    kernel(p, {{{args}}}, ({', '.join(f'map{q[0]}' for q in maps)},))", ""])
 
 
 def tensor_map_source(name: str, origin: str, rows, cols, box_rows, box_cols, dtype: str, size: int) -> list[str]:

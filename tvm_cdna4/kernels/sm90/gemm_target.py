@@ -36,7 +36,7 @@ from ..common import cache_key
 from ..gemm.problem import GemmProblem
 from ..sm80.gemm_target import EMULATED_MACS
 from . import gemm_cost
-from .gemm_plan import OUT_DTYPES, Sm90Config, Sm90Plan, block_k, check_problem, plan as make_plan
+from .gemm_plan import OUT_DTYPES, Sm90Config, Sm90Plan, block_k, check_problem, epilogue_choices, plan as make_plan
 
 DECODE_KEEPS = True
 """Whether the decode kernel keeps M <= 16 (nt) without a config (the module docstring: until a timing
@@ -129,7 +129,8 @@ def choose(problem: GemmProblem, *, m: int | None = None, sms: int | None = None
     device = _device(sms)
     if decode_keeps(problem.dtype) and decode_fits(problem.M, problem.layout):
         return choose_decode(problem.M, problem.N, problem.K, problem.out, device.units)[0]
-    return gemm_cost.choose_config(problem.M, problem.N, problem.K, _out_bytes(problem.out), device, problem.dtype)
+    return epilogue_choices(gemm_cost.choose_config(problem.M, problem.N, problem.K, _out_bytes(problem.out), device,
+                                                 problem.dtype), problem.fusion, problem.out)
 
 
 def plan(problem: GemmProblem, config=None, *, m: int | None = None, sms: int | None = None,

@@ -81,7 +81,7 @@ def consumer(p, SMH, MB, args, maps, pid, wg, t):
         if T.And(span[0] >= 0, span[0] < span[1]):
             for r in T.unroll(c.rows // WGMMA_M * c.block_n // 2):
                 acc[r] = T.float32(0)
-            mainloop(p, SMH, MB, acc, done[0] * p.slice_tiles, wg, t)
+            mainloop(p, SMH, MB, acc, done[0] * p.slice_tiles, wg, wg, t, None)
             retire(p, acc)
             if t == 0:
                 T.ptx.mbarrier.arrive.shared.b64(MB.ptr_to([c.stages + (done[0] * p.slice_tiles + p.slice_tiles - 1) % c.stages]), T.uint32(1))
@@ -89,7 +89,7 @@ def consumer(p, SMH, MB, args, maps, pid, wg, t):
                 # the warpgroup's rows wholly inside the group: TMA stores (uniform across the warpgroup, whose
                 # named barrier the staging takes); else, a group's last tile, masked stores from registers
                 if span[0] + (wg + 1) * c.rows <= span[1]:
-                    store_tma(p, SMH, acc, args, maps[2], wg, wg, t, span[0], tile[1] * c.block_n, g)
+                    store_tma(p, SMH, acc, args, maps[2], wg, wg, t, span[0], tile[1] * c.block_n, g, None)
                 else:
                     store(p, acc, args, span[0] + wg * c.rows + (t // 32) * 16 + (t % 32) // 4,
                           tile[1] * c.block_n + 2 * (t % 4), span[1], g)

@@ -41,7 +41,7 @@ from ..common import Param, ceil_div
 from ..gemm.dynamic_m import MBucket, resolve_m
 from ..gemm.epilogue import Fusion
 from ..gemm.grouped import OFFSETS, Groups
-from .gemm_plan import DTYPES, OUT_DTYPES, Sm90Config, Sm90Plan, _min, block_k, check_problem
+from .gemm_plan import DTYPES, OUT_DTYPES, Sm90Config, Sm90Plan, _min, block_k, check_fused, check_problem
 
 DECODE_ROWS = 16
 """The rows per group up to which a bucket keeps the sm80 grouped kernel (the module docstring: its measured
@@ -72,6 +72,10 @@ def check_grouped_config(config: Sm90Config, out_dtype: str = "bf16", N: int = 8
         if value != want:
             raise ContractError(f"sm90 grouped GEMM config {field}: the grouped kernel runs cooperatively, without "
                                 "a K split", operand=field, check="parameters", expected=repr(want), found=repr(value))
+    if config.residual_read != "global":
+        raise ContractError("sm90 grouped GEMM config residual_read: the grouped kernel reads a residual from "
+                            "global memory", operand="residual_read", check="parameters", expected="'global'",
+                            found=repr(config.residual_read))
     if config.epilogue == "tma" and (out_dtype == "f32" or N % 8):
         raise ContractError("sm90 grouped GEMM config epilogue: TMA stores of a 16-bit C whose rows are whole "
                             "16-byte chunks", operand="epilogue", check="parameters",
@@ -99,6 +103,7 @@ def plan_grouped(rows: MBucket, G: int, N: int, K: int, dtype: str, out_dtype: s
     t_limit = check_grouped_problem(G, N, K, dtype, layout, out_dtype)
     config.check(smem_bytes)
     check_grouped_config(config, out_dtype, N)
+    check_fused(config, fusion, out_dtype)
     M, bucket, _ = resolve_m(MBucket(1, t_limit), "kernels.sm90.grouped_plan.plan_grouped")
     grouping = Groups(G, config.block_m, rows)
     tiles_m, tiles_n = grouping.row_tiles(M), ceil_div(N, config.block_n)
