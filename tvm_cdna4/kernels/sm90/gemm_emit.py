@@ -122,19 +122,19 @@ def kernel(p, args, maps):
 def producer(p, SMH, MB, maps, pid):
     c = p.config
     for i in range(T.truncdiv(p.units - 1 - pid, p.ctas) + 1):
-        unit = p.unit_of(pid + i * p.ctas, T.truncdiv, T.truncmod)
+        unit = p.unit_of(pid + i * p.ctas, T.truncdiv, T.truncmod, T.if_then_else)
         tile = p.tile_of(unit[1], T.truncdiv, T.truncmod, T.min)
         m0 = tile[0] * c.block_m
         n0 = tile[1] * c.block_n
-        load_tile(p, SMH, MB, maps, i * p.slice_tiles, unit[0], m0, n0)
+        load_tile(p, SMH, MB, maps, p.unit_pos(i, T.min), p.unit_k_tiles(i, T.if_then_else), unit[0], m0, n0)
 
 
 @T.macro
-def load_tile(p, SMH, MB, maps, pos, k_slice, a_row, b_row):
-    # one work unit's k-tiles at ring positions pos, pos + 1, ...: wait on "empty", arm "full", the TMA
+def load_tile(p, SMH, MB, maps, pos, count, k_slice, a_row, b_row):
+    # one work unit's count k-tiles at ring positions pos, pos + 1, ...: wait on "empty", arm "full", the TMA
     # loads of A's box at row a_row and B's at row b_row (a grouped GEMM's: its group's weights)
     c = p.config
-    for kt in range(p.slice_tiles):
+    for kt in range(count):
         it = pos + kt
         s = it % c.stages
         T.cuda.mbarrier_wait(MB.ptr_to([c.stages + s]), (it // c.stages + 1) % 2)
@@ -177,7 +177,7 @@ def consumer(p, SMH, MB, args, maps, pid, wg, t):
 def consumer_tile(p, SMH, MB, args, maps, pid, i, part, wg, t, acc):
     # the CTA's i-th tile: its rows part * rows .. (part + 1) * rows, by consumer warpgroup wg
     c = p.config
-    unit = p.unit_of(pid + i * p.ctas, T.truncdiv, T.truncmod)
+    unit = p.unit_of(pid + i * p.ctas, T.truncdiv, T.truncmod, T.if_then_else)
     tile = p.tile_of(unit[1], T.truncdiv, T.truncmod, T.min)
     m0 = tile[0] * c.block_m
     n0 = tile[1] * c.block_n
@@ -186,31 +186,44 @@ def consumer_tile(p, SMH, MB, args, maps, pid, i, part, wg, t, acc):
     if I.constexpr(c.pingpong):
         if i > 0:  # the other consumer has issued tile i - 1's mainloop
             T.ptx["bar.sync"](T.Cast("uint32", ORDER_BARRIER + wg), T.uint32(2 * WARPGROUP))
-    mainloop(p, SMH, MB, acc, i * p.slice_tiles, part, t)
+    mainloop(p, SMH, MB, acc, p.unit_pos(i, T.min), p.unit_k_tiles(i, T.if_then_else), part, t)
     if I.constexpr(c.pingpong):
         if i + 1 < T.truncdiv(p.units - 1 - pid, p.ctas) + 1:  # the other consumer's next tile may start
             T.ptx["bar.arrive"](T.Cast("uint32", ORDER_BARRIER + 1 - wg), T.uint32(2 * WARPGROUP))
     retire(p, acc)
     if t == 0:
-        T.ptx.mbarrier.arrive.shared.b64(MB.ptr_to([c.stages + (i * p.slice_tiles + p.slice_tiles - 1) % c.stages]), T.uint32(1))
-    if I.constexpr(p.split > 1):
+        T.ptx.mbarrier.arrive.shared.b64(MB.ptr_to([c.stages + (p.unit_pos(i, T.min) + p.unit_k_tiles(i, T.if_then_else) - 1) % c.stages]), T.uint32(1))
+    if I.constexpr(p.hybrid):
+        if i < p.waves:  # a whole tile of the full waves
+            store_tile(p, SMH, acc, args, maps, part, wg, t, m0, n0)
+        else:  # a K slice of a tile of the last wave
+            split_store(p, SMH, acc, args, maps, part, wg, t, m0, n0, unit)
+    elif I.constexpr(p.split > 1):
         split_store(p, SMH, acc, args, maps, part, wg, t, m0, n0, unit)
-    elif I.constexpr(c.epilogue == "tma"):
+    else:
+        store_tile(p, SMH, acc, args, maps, part, wg, t, m0, n0)
+
+
+@T.macro
+def store_tile(p, SMH, acc, args, maps, part, wg, t, m0, n0):
+    # a whole tile's C (the warpgroup's rows part * rows..): through TMA or from registers
+    c = p.config
+    if I.constexpr(c.epilogue == "tma"):
         store_tma(p, SMH, acc, args, maps[2], part, wg, t, m0, n0)
     else:
         store(p, acc, args, m0 + part * c.rows + (t // 32) * 16 + (t % 32) // 4, n0 + 2 * (t % 4), p.M, None)
 
 
 @T.macro
-def mainloop(p, SMH, MB, acc, pos, part, t):
-    # the k-tiles at ring positions pos, pos + 1, ...: wait on "full", the wgmma of the warpgroup's rows
+def mainloop(p, SMH, MB, acc, pos, count, part, t):
+    # the count k-tiles at ring positions pos, pos + 1, ...: wait on "full", the wgmma of the warpgroup's rows
     # (part * rows ..) through the checked pattern (its operands: operand_type's views of acc and the ring),
     # commit, wait for the previous k-tile's group and release its stage
     c = p.config
     D = T.decl_tensor(acc.ptr_to([0]), ty_args=[operand_type(p, "D")])
     SA = T.decl_tensor(SMH.ptr_to([0]), ty_args=[operand_type(p, "A")])
     SB = T.decl_tensor(SMH.ptr_to([c.stages * c.block_m * BLOCK_K]), ty_args=[operand_type(p, "B")])
-    for kt in range(p.slice_tiles):
+    for kt in range(count):
         it = pos + kt
         s = it % c.stages
         T.cuda.mbarrier_wait(MB.ptr_to([s]), (it // c.stages) % 2)

@@ -90,6 +90,12 @@ REDUCTIONS = ("ordered", "atomic")
 """How a K split's partial sums meet (sm80's ``GemmConfig.reduction``): ``ordered`` (each slice stores its
 partial into its own workspace slice; the tile's last warpgroup adds them in slice order: deterministic) or
 ``atomic`` (``red.global.add.f32`` into one slice: less workspace, the order of the additions unknown)."""
+DECOMPOSITIONS = ("data-parallel", "split-k", "hybrid")
+"""How the work is cut into the persistent CTAs' units (``Sm90Config.decomposition``): ``data-parallel`` (one
+unit per tile), ``split-k`` (every tile in ``split_k`` K slices, the partial sums reduced through the workspace)
+or ``hybrid`` (CUTLASS's and Triton's data-parallel + stream-K at tile granularity: the full waves of tiles
+unsplit, the tiles of the last, partial wave in ``split_k`` K slices each, so that their units fill the SMs; the
+module docstring)."""
 BARRIER_BYTES = 1024
 """Shared memory kept beside the ring (the mbarriers live in static shared memory; slack for them)."""
 
@@ -129,6 +135,14 @@ class Sm90Config:
     is written while the previous one's TMA stores drain, ``cp.async.bulk.wait_group.read`` before a buffer
     is reused), so the staging is ``2 epilogue_tile / block_n`` of the tile and the ring gets the rest
     (128x256: 32 KB, not 64 KB, and four stages, not three)."""
+    decomposition: str = attrs.field()
+    """How the work is cut into units (``DECOMPOSITIONS``): by default ``split-k`` with ``split_k`` > 1, else
+    ``data-parallel``; ``hybrid`` (with ``split_k`` > 1) splits only the tiles of the last, partial wave into
+    ``split_k`` K slices (``Sm90Plan.waves``)."""
+
+    @decomposition.default
+    def _decomposition(self) -> str:
+        return "split-k" if self.split_k > 1 else "data-parallel"
 
     @property
     def pingpong(self) -> bool:
@@ -198,6 +212,10 @@ class Sm90Config:
         if self.split_k < 1 or self.reduction not in REDUCTIONS:
             bad("split_k/reduction", "split_k >= 1 K slices, reduced 'ordered' or 'atomic'", f">= 1, {REDUCTIONS}",
                 (self.split_k, self.reduction))
+        d = self.decomposition
+        if d not in DECOMPOSITIONS or (d == "data-parallel") != (self.split_k == 1):
+            bad("decomposition", "data-parallel without a K split; split-k or hybrid with split_k >= 2 K slices",
+                f"{DECOMPOSITIONS[0]!r} (split_k 1) or {DECOMPOSITIONS[1:]} (split_k >= 2)", (d, self.split_k))
         if self.group_m < 1 or self.ctas < 0:
             bad("group_m/ctas", "group_m >= 1 and ctas >= 0", ">= 1, >= 0", (self.group_m, self.ctas))
 
@@ -233,8 +251,26 @@ class Sm90Plan(PlanRecord, family="gemm"):
         return self.config.split_k
 
     @property
+    def hybrid(self) -> bool:
+        return self.config.decomposition == "hybrid"
+
+    @property
+    def waves(self):
+        """The full waves of tiles a hybrid plan runs unsplit (``tiles // ctas``: while a wave is full the grid
+        is ``config.ctas`` or every SM, ``plan``); 0 otherwise (none, or every tile split)."""
+        return self.tiles // self.ctas if self.hybrid else 0
+
+    @property
+    def dp_tiles(self):
+        """The tiles run unsplit by a hybrid plan (the first ``waves * ctas`` of the tile order)."""
+        return self.waves * self.ctas
+
+    @property
     def units(self):
-        """The persistent work units: the tiles, times the K slices with a split."""
+        """The persistent work units: the tiles, times the K slices with a split (hybrid: of the tiles past
+        ``dp_tiles`` only)."""
+        if self.hybrid:
+            return self.dp_tiles + (self.tiles - self.dp_tiles) * self.split
         return self.tiles if self.split == 1 else self.tiles * self.split
 
     @property
@@ -247,9 +283,28 @@ class Sm90Plan(PlanRecord, family="gemm"):
         """The tickets per tile: one per consumer warpgroup that owns rows of it (ping-pong: whole tiles)."""
         return 1 if self.config.pingpong else self.config.consumers
 
-    def unit_of(self, u, div, mod):
-        """(K slice, linear tile) of work unit ``u`` (the module docstring)."""
+    def unit_of(self, u, div, mod, select=None):
+        """(K slice, linear tile) of work unit ``u`` (the module docstring); hybrid: unit ``u < dp_tiles`` is
+        tile ``u`` whole, then slice ``v // rest`` of tile ``dp_tiles + v % rest`` (``v = u - dp_tiles``, ``rest``
+        the split tiles; ``select(cond, a, b)``: Python's by default, or ``T.if_then_else``)."""
+        if self.hybrid:
+            select = select or (lambda c, a, b: a if c else b)
+            dp, v = self.dp_tiles, u - self.dp_tiles
+            rest = self.tiles - dp
+            rest = max(rest, 1) if isinstance(rest, int) else _max(rest, 1)  # no split tiles: never taken
+            return select(u < dp, 0, div(v, rest)), select(u < dp, u, dp + mod(v, rest))
         return (0, u) if self.split == 1 else (div(u, self.tiles), mod(u, self.tiles))
+
+    def unit_pos(self, i, min_):
+        """The ring position of the first k-tile of the CTA's ``i``-th unit (both roles count the same): its
+        earlier units' k-tiles, ``k_tiles`` for each whole tile of a hybrid plan (its first ``waves`` units)."""
+        if self.hybrid:
+            return i * self.slice_tiles + min_(i, self.waves) * (self.k_tiles - self.slice_tiles)
+        return i * self.slice_tiles
+
+    def unit_k_tiles(self, i, select):
+        """The k-tiles of the CTA's ``i``-th unit: ``slice_tiles``; hybrid: ``k_tiles`` for its first ``waves``."""
+        return select(i < self.waves, self.k_tiles, self.slice_tiles) if self.hybrid else self.slice_tiles
 
     @property
     def staging(self) -> int:
@@ -324,7 +379,11 @@ def plan(M, N, K, dtype, layout, out_dtype, config: Sm90Config, sms: int, smem_b
     k_tiles = ceil_div(K, block_k(dtype))
     check_split(config, k_tiles)
     units = tiles_m * tiles_n * config.split_k
-    ctas = min(units, config.ctas or sms) if bucket is None else _min(units, config.ctas or sms)
+    cap = config.ctas or sms
+    if config.decomposition == "hybrid":  # the full waves whole, the last wave's tiles split
+        dp = tiles_m * tiles_n // cap * cap
+        units = dp + (tiles_m * tiles_n - dp) * config.split_k
+    ctas = min(units, cap) if bucket is None else _min(units, cap)
     params = (Param("A", (M, K), DTYPES[dtype]), Param("B", (N, K), DTYPES[dtype]),
               Param("C", (M, N), OUT_DTYPES[out_dtype]), *fusion.params(M, N, OUT_DTYPES[out_dtype]))
     if config.split_k > 1:  # sm80's workspace protocol (runtime.cuda.WORKSPACE), at the largest M
@@ -359,4 +418,11 @@ def _min(x, cap: int):
     return tirx.min(x, cap)
 
 
-__all__ = ["BLOCK_K", "DTYPES", "ELEMENT_BYTES", "ROW_BYTES", "WGMMA_TYPES", "block_k", "wgmma_k", "EPILOGUES", "LAYOUTS", "OUT_DTYPES", "REDUCTIONS", "SCHEDULES", "check_split", "Sm90Config", "Sm90Plan", "check_problem", "plan"]
+def _max(x, floor: int):
+    """``max(x, floor)`` of a TIR expression."""
+    from tvm_tirx import tirx
+
+    return tirx.max(x, floor)
+
+
+__all__ = ["BLOCK_K", "DECOMPOSITIONS", "DTYPES", "ELEMENT_BYTES", "ROW_BYTES", "WGMMA_TYPES", "block_k", "wgmma_k", "EPILOGUES", "LAYOUTS", "OUT_DTYPES", "REDUCTIONS", "SCHEDULES", "check_split", "Sm90Config", "Sm90Plan", "check_problem", "plan"]
