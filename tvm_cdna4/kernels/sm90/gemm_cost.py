@@ -142,20 +142,29 @@ def estimate(cfg: Sm90Config, M: int, N: int, K: int, out_bytes: int, device, dt
     """The estimate of ``cfg`` on (M, N, K) of ``dtype`` inputs on ``device`` (a ``devices.DeviceSpec``);
     ``groups`` > 1: a grouped GEMM's (``grouped_estimate``), whose weights ``groups N K`` are read once each."""
     tiles = ceil_div(M, cfg.block_m) * ceil_div(N, cfg.block_n)
-    ctas = min(tiles * cfg.split_k, cfg.ctas or device.units)
-    per_cta = ceil_div(tiles * cfg.split_k, ctas)  # work units (tiles without a split)
+    cap = cfg.ctas or device.units
+    whole = tiles // cap * cap if cfg.decomposition == "hybrid" else 0  # a hybrid's unsplit tiles: its full waves
+    ctas = min(whole + (tiles - whole) * cfg.split_k, cap)
+    waves = whole // ctas  # whole tiles per CTA (0 but in a hybrid)
+    per_cta = ceil_div((tiles - whole) * cfg.split_k, ctas)  # the other work units (tiles without a split)
     per_tile = ceil_div(tiles, ctas)
     bytes_per, bk = ELEMENT_BYTES[dtype], block_k(dtype)
-    k = ceil_div(ceil_div(K, bk), cfg.split_k) * bk
+    k, k_whole = ceil_div(ceil_div(K, bk), cfg.split_k) * bk, ceil_div(K, bk) * bk
     flops_per_clk = TENSOR_FLOPS_PER_CLK * TENSOR_RATE[dtype]
     tile_s = cfg.block_m * cfg.block_n * k * 2 / (flops_per_clk * device.clock_hz * efficiency(cfg))
     moved = (M * K + groups * N * K) * bytes_per + M * N * out_bytes
     cta_bytes = per_cta * ((cfg.block_m + cfg.block_n) * k * bytes_per + cfg.block_m * cfg.block_n * out_bytes)
+    compute = per_cta * tile_s
+    if waves:  # a hybrid's full waves: whole tiles before the split ones
+        compute += waves * tile_s * k_whole / k
+        cta_bytes += waves * ((cfg.block_m + cfg.block_n) * k_whole * bytes_per + cfg.block_m * cfg.block_n * out_bytes)
     memory = max(moved / (device.hbm_bytes_s * HBM_EFFICIENCY), cta_bytes / (SM_BYTES_PER_CLK * device.clock_hz))
     fill = cfg.stage_bytes() * ctas / device.hbm_bytes_s
     epilogue = per_tile * cfg.block_m * cfg.block_n * out_bytes * ctas / (device.hbm_bytes_s * STORE_EFFICIENCY)
-    return Estimate(per_cta * tile_s, memory, fill, epilogue * (STAGED_EPILOGUE if cfg.epilogue == "tma" else 1.0),
-                    reduction(cfg, M, N, per_tile, device))
+    split = (M, N, per_tile) if cfg.decomposition != "hybrid" else (  # a hybrid: only its split tiles' partials
+        (tiles - whole) * cfg.block_m, cfg.block_n, ceil_div(tiles - whole, ctas))
+    return Estimate(compute, memory, fill, epilogue * (STAGED_EPILOGUE if cfg.epilogue == "tma" else 1.0),
+                    reduction(cfg, *split, device))
 
 
 def reduction(cfg: Sm90Config, M: int, N: int, per_tile: int, device) -> float:
@@ -174,6 +183,16 @@ def splits(M: int, N: int, K: int, dtype: str = "bf16") -> tuple:
     return tuple(s for s in SPLITS if s == 1 or (ceil_div(k_tiles, s) >= MIN_SLICE_TILES
                                                   and (s - 1) * ceil_div(k_tiles, s) < k_tiles
                                                   and s * M * N < INT32_ELEMENTS))
+
+
+def decompositions(tiles: int, sms: int, allowed: tuple) -> tuple:
+    """(split_k, decomposition) pairs the model weighs for a grid of ``tiles`` on ``sms`` SMs (``allowed``: the
+    ``splits``): unsplit always; every split of every tile while the tiles leave SMs idle (a split of a full
+    grid, for its last wave, measured slower); past a full wave with a partial last one, every split of the last
+    wave's tiles alone (``hybrid``)."""
+    split = tuple((s, "split-k") for s in allowed if s > 1) if tiles < sms else ()
+    hybrid = tuple((s, "hybrid") for s in allowed if s > 1) if tiles > sms and tiles % sms else ()
+    return ((1, "data-parallel"), *split, *hybrid)
 
 
 def deepest(block_m: int, block_n: int, consumers: int, smem_bytes: int, k_tiles: int,
@@ -198,9 +217,9 @@ def ranked(M: int, N: int, K: int, out_bytes: int, device, dtype: str = "bf16") 
     are fewer than the SMs, every K split (``splits``), and its estimate, best first (ties: the larger tile, then the fewer slices)."""
     out, k_tiles = [], ceil_div(K, block_k(dtype))
     for (bm, bn, consumers), how in ((c, how) for c in CANDIDATES for how in epilogues(N, out_bytes, c[2])):
-        for split in splits(M, N, K, dtype) if ceil_div(M, bm) * ceil_div(N, bn) < device.units else (1,):
+        for split, way in decompositions(ceil_div(M, bm) * ceil_div(N, bn), device.units, splits(M, N, K, dtype)):
             stages = deepest(bm, bn, consumers, device.smem_per_unit, ceil_div(k_tiles, split), how)
-            cfg = Sm90Config(bm, bn, stages, consumers, epilogue=how, split_k=split)
+            cfg = Sm90Config(bm, bn, stages, consumers, epilogue=how, split_k=split, decomposition=way)
             out.append((estimate(cfg, M, N, K, out_bytes, device, dtype).total, -bm * bn, split, cfg))
     out.sort(key=lambda x: x[:3])
     return [(t, cfg) for t, _, _, cfg in out]
@@ -264,5 +283,5 @@ def choose_for_range(lo: int, hi: int, N: int, K: int, out_bytes: int, device, d
 
 
 __all__ = ["CANDIDATES", "MIN_SLICE_TILES", "RANGE_SAMPLES", "SPLITS", "STAGED_EPILOGUE", "STORE_EFFICIENCY", "TENSOR_EFFICIENCY",
-           "TENSOR_RATE", "Estimate", "choose_config", "choose_for_range", "choose_grouped", "grouped_estimate", "deepest", "efficiency", "epilogues", "estimate",
+           "TENSOR_RATE", "Estimate", "choose_config", "choose_for_range", "choose_grouped", "grouped_estimate", "decompositions", "deepest", "efficiency", "epilogues", "estimate",
            "range_samples", "ranked", "reduction", "splits"]

@@ -216,6 +216,9 @@ class Sm90Config:
         if d not in DECOMPOSITIONS or (d == "data-parallel") != (self.split_k == 1):
             bad("decomposition", "data-parallel without a K split; split-k or hybrid with split_k >= 2 K slices",
                 f"{DECOMPOSITIONS[0]!r} (split_k 1) or {DECOMPOSITIONS[1:]} (split_k >= 2)", (d, self.split_k))
+        if d == "hybrid" and self.pingpong:
+            bad("decomposition", "the hybrid decomposition runs the cooperative schedule", "schedule 'cooperative'",
+                (d, self.schedule))
         if self.group_m < 1 or self.ctas < 0:
             bad("group_m/ctas", "group_m >= 1 and ctas >= 0", ">= 1, >= 0", (self.group_m, self.ctas))
 
@@ -241,6 +244,8 @@ class Sm90Plan(PlanRecord, family="gemm"):
     dynamic_m: MBucket | None = None
     """Dynamic M: the bucket of M values the kernel serves (``M`` is then the TIR variable ``M``; ``tiles_m`` and
     ``ctas`` expressions of it); None: M is static."""
+    grid_cap: int = 0
+    """The most persistent CTAs (``config.ctas`` or the SMs): a wave of tiles, which a hybrid plan runs whole."""
 
     @property
     def tiles(self) -> int:
@@ -256,21 +261,21 @@ class Sm90Plan(PlanRecord, family="gemm"):
 
     @property
     def waves(self):
-        """The full waves of tiles a hybrid plan runs unsplit (``tiles // ctas``: while a wave is full the grid
-        is ``config.ctas`` or every SM, ``plan``); 0 otherwise (none, or every tile split)."""
-        return self.tiles // self.ctas if self.hybrid else 0
+        """The full waves of tiles a hybrid plan runs unsplit (``tiles // grid_cap``); 0 otherwise."""
+        return self.tiles // self.grid_cap if self.hybrid else 0
 
     @property
     def dp_tiles(self):
-        """The tiles run unsplit by a hybrid plan (the first ``waves * ctas`` of the tile order)."""
-        return self.waves * self.ctas
+        """The tiles run unsplit by a hybrid plan (the first ``waves * grid_cap`` of the tile order: with a full
+        wave the grid is ``grid_cap`` CTAs, each taking one tile of each wave)."""
+        return self.waves * self.grid_cap
 
     @property
     def units(self):
         """The persistent work units: the tiles, times the K slices with a split (hybrid: of the tiles past
         ``dp_tiles`` only)."""
         if self.hybrid:
-            return self.dp_tiles + (self.tiles - self.dp_tiles) * self.split
+            return self.dp_tiles + self.split_units
         return self.tiles if self.split == 1 else self.tiles * self.split
 
     @property
@@ -283,28 +288,22 @@ class Sm90Plan(PlanRecord, family="gemm"):
         """The tickets per tile: one per consumer warpgroup that owns rows of it (ping-pong: whole tiles)."""
         return 1 if self.config.pingpong else self.config.consumers
 
-    def unit_of(self, u, div, mod, select=None):
+    def unit_of(self, u, div, mod):
         """(K slice, linear tile) of work unit ``u`` (the module docstring); hybrid: unit ``u < dp_tiles`` is
-        tile ``u`` whole, then slice ``v // rest`` of tile ``dp_tiles + v % rest`` (``v = u - dp_tiles``, ``rest``
-        the split tiles; ``select(cond, a, b)``: Python's by default, or ``T.if_then_else``)."""
+        tile ``u`` whole, then ``split_unit(u - dp_tiles)``."""
         if self.hybrid:
-            select = select or (lambda c, a, b: a if c else b)
-            dp, v = self.dp_tiles, u - self.dp_tiles
-            rest = self.tiles - dp
-            rest = max(rest, 1) if isinstance(rest, int) else _max(rest, 1)  # no split tiles: never taken
-            return select(u < dp, 0, div(v, rest)), select(u < dp, u, dp + mod(v, rest))
+            return (0, u) if u < self.dp_tiles else self.split_unit(u - self.dp_tiles, div, mod)
         return (0, u) if self.split == 1 else (div(u, self.tiles), mod(u, self.tiles))
 
-    def unit_pos(self, i, min_):
-        """The ring position of the first k-tile of the CTA's ``i``-th unit (both roles count the same): its
-        earlier units' k-tiles, ``k_tiles`` for each whole tile of a hybrid plan (its first ``waves`` units)."""
-        if self.hybrid:
-            return i * self.slice_tiles + min_(i, self.waves) * (self.k_tiles - self.slice_tiles)
-        return i * self.slice_tiles
+    @property
+    def split_units(self):
+        """A hybrid plan's split units: the ``split_k`` slices of each tile past ``dp_tiles``."""
+        return (self.tiles - self.dp_tiles) * self.split
 
-    def unit_k_tiles(self, i, select):
-        """The k-tiles of the CTA's ``i``-th unit: ``slice_tiles``; hybrid: ``k_tiles`` for its first ``waves``."""
-        return select(i < self.waves, self.k_tiles, self.slice_tiles) if self.hybrid else self.slice_tiles
+    def split_unit(self, v, div, mod):
+        """(K slice, linear tile) of a hybrid plan's ``v``-th split unit: slice ``v % split_k`` of tile
+        ``dp_tiles + v // split_k`` (a tile's slices on neighbouring CTAs, at once)."""
+        return mod(v, self.split), self.dp_tiles + div(v, self.split)
 
     @property
     def staging(self) -> int:
@@ -398,7 +397,7 @@ def plan(M, N, K, dtype, layout, out_dtype, config: Sm90Config, sms: int, smem_b
         params += (Param("W", (slices, m_max, N), "float32"),
                    Param("S", (ceil_div(m_max, config.block_m) * tiles_n * parts,), "uint32"))
     return Sm90Plan(M, N, K, dtype, out_dtype, config, tiles_m, tiles_n, k_tiles, ctas,
-                    config.stages * config.stage_bytes() + config.staging_bytes(), params, layout, fusion, bucket)
+                    config.stages * config.stage_bytes() + config.staging_bytes(), params, layout, fusion, bucket, cap)
 
 
 def check_split(config: Sm90Config, k_tiles: int) -> None:
@@ -416,13 +415,6 @@ def _min(x, cap: int):
     from tvm_tirx import tirx
 
     return tirx.min(x, cap)
-
-
-def _max(x, floor: int):
-    """``max(x, floor)`` of a TIR expression."""
-    from tvm_tirx import tirx
-
-    return tirx.max(x, floor)
 
 
 __all__ = ["BLOCK_K", "DECOMPOSITIONS", "DTYPES", "ELEMENT_BYTES", "ROW_BYTES", "WGMMA_TYPES", "block_k", "wgmma_k", "EPILOGUES", "LAYOUTS", "OUT_DTYPES", "REDUCTIONS", "SCHEDULES", "check_split", "Sm90Config", "Sm90Plan", "check_problem", "plan"]
