@@ -127,3 +127,22 @@ def test_hybrid_plans_validate_on_a_hopper_gpu(M, N, K, cfg, fusion):
 
     v = gemm.validate(GemmProblem(M, N, K, "bf16", "nt", "bf16", fusion), "sm90", cfg, run=run_gemm)
     assert v.ok and v.where == "the NVIDIA GPU"
+
+
+def test_the_sweep_times_the_hybrid_where_the_model_ranks_it_and_the_best_one_below_the_top():
+    import argparse
+
+    from benchmark_modules import benchmark_module
+
+    sweep = benchmark_module("sm90_sweep")
+    args = argparse.Namespace(models="qwen2.5-7b", ms="3000,768", top=2, hybrid=True)
+    jobs = {(key[1], key[2], key[5]): cfg for key, _, cfg in sweep.jobs(args)}
+    # M = 3000, down (336 tiles of 128x256): the model's first choice is the hybrid, timed as rank 0
+    assert jobs[("down", 3000, 0)]["decomposition"] == "hybrid" and jobs[("down", 3000, 0)]["split_k"] == 3
+    # M = 768, down: the hybrid ranked below the top two is timed too, at its rank
+    below = [(rank, cfg) for (proj, m, rank), cfg in jobs.items() if (proj, m) == ("down", 768) and rank >= 2]
+    assert len(below) == 1 and below[0][1]["decomposition"] == "hybrid"
+    # the qkv projection at M = 3000 (432 tiles, K = 3584: slices below MIN_SLICE_TILES): no hybrid weighed
+    assert all(cfg["decomposition"] != "hybrid" for (proj, m, _), cfg in jobs.items() if (proj, m) == ("qkv", 3000))
+    args.hybrid = False
+    assert len(sweep.jobs(args)) == 2 * 4 * 2

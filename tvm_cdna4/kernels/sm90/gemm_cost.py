@@ -31,9 +31,17 @@ its share of the tiles (``ceil(tiles / ctas)``, whoever gathers them), and a fou
   plus the tile's gather by one warpgroup's SM (``ceil(tiles / ctas)`` tiles of ``S block_m block_n 4`` bytes)
   at ``SM_BYTES_PER_CLK``, both at ``REDUCTION_EFFICIENCY`` of those rates: the last unit of a tile waits.
 
-The choice weighs ``SPLITS`` for every candidate tile whose tiles leave SMs idle (fewer tiles than SMs; a
-split of a full grid, for its last wave, measured slower), those that leave every slice ``MIN_SLICE_TILES``
-k-tiles and keep the workspace's offsets 32-bit.
+With the hybrid decomposition (``decomposition="hybrid"``: the full waves' tiles whole, the last wave's tiles
+in ``split_k`` slices; ``gemm_plan``'s docstring) the busiest CTA runs its ``waves`` whole tiles, then
+``ceil(rest S / ctas)`` slices of the ``rest`` split tiles; the C epilogue counts ``ceil(tiles / ctas)`` tiles
+as before, and the reduction term is ``reduction`` of the split tiles only (``rest block_m`` rows of
+``block_n``, ``ceil(rest / ctas)`` gathers a CTA): the same rates as split-K's, not fitted to a hybrid timing
+yet (``benchmarks/sm90_sweep.py`` times the hybrid configs for that).
+
+The choice (``decompositions``) weighs ``SPLITS`` for every candidate tile whose tiles leave SMs idle (fewer
+tiles than SMs; a split of every tile of a full grid measured slower), and the same splits of the last wave
+alone (hybrid) for a grid past a full wave whose last wave is partial; only those that leave every slice
+``MIN_SLICE_TILES`` k-tiles and keep the workspace's offsets 32-bit (``splits``).
 
 Rates marked *fitted* were fitted together (``benchmarks/sm90_fit.py``: a coordinate search for the least rms
 log error) to 167 timings on an H100 SXM (2026-12-06): the 144 of ``benchmarks/sm90_sweep.py`` (M = 96, 200,

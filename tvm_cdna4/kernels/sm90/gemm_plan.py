@@ -30,6 +30,15 @@ ticket ``S[tile * parts + part]`` (``atom.global.add.u32``); the last of the til
 leaves ``W`` (atomic) and its ticket zero for the next launch, and runs the fused epilogue and C's store
 once. ``W`` and ``S`` are sized at the largest M (a dynamic M's bucket's) and allocated zeroed by the runtime
 (``runtime.cuda.WORKSPACE``), as sm80's are.
+
+Hybrid (``Sm90Config.decomposition="hybrid"``, CUTLASS's and Triton's data-parallel + stream-K at tile
+granularity): with ``tiles`` past a full wave of ``grid_cap`` CTAs (``config.ctas`` or the SMs), the first
+``waves * grid_cap`` tiles (``Sm90Plan.dp_tiles``) run whole, one per CTA per wave, and each tile of the last,
+partial wave runs in ``split_k`` K slices (``split_unit``: a tile's slices on neighbouring CTAs) reduced
+through the same workspace and tickets (sized for every tile) as split-K's. Each CTA walks its ``waves`` whole
+tiles, then its split units ``pid, pid + ctas, ...``; the ring positions count their k-tiles (``k_tiles``
+each, then ``slice_tiles`` each) in both roles. With fewer tiles than a wave every tile is split (split-K);
+with whole waves only, none is. Cooperative schedule only.
 """
 
 from __future__ import annotations
