@@ -84,9 +84,12 @@ def test_the_cost_model_splits_only_the_last_wave_and_chooses_it_where_it_gains(
     assert gemm_cost.decompositions(336, 132, (1, 2, 3)) == ((1, "data-parallel"), (2, "hybrid"), (3, "hybrid"))
     assert gemm_cost.decompositions(264, 132, (1, 2)) == ((1, "data-parallel"),)
     assert gemm_cost.decompositions(28, 132, (1, 2)) == ((1, "data-parallel"), (2, "split-k"))
-    # a dynamic-M bucket may keep it (its workspace sized at the bucket's largest M)
-    cfg_range = gemm_cost.choose_for_range(2049, 4096, 3584, 18944, 2, H100)
-    assert cfg_range.decomposition in ("data-parallel", "hybrid")
+    # a dynamic-M bucket weighs it too, its workspace sized at the bucket's largest M: within 32-bit offsets
+    assert gemm_cost.choose_for_range(2049, 3072, 3584, 18944, 2, H100) == Sm90Config(
+        128, 256, 3, 2, epilogue="tma", split_k=2, decomposition="hybrid")
+    assert gemm_cost.choose_for_range(8193, 16386, 3584, 18944, 2, H100).decomposition == "hybrid"
+    last = gemm_cost.choose_for_range(8193, 16386, 3584, 18944, 2, H100, m_max=599186)  # the last bucket's rows
+    assert last.split_k == 1 and last.decomposition == "data-parallel"
 
 
 def test_the_emulator_validates_a_ragged_problem_whose_last_wave_is_split():

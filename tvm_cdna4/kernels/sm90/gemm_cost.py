@@ -270,17 +270,19 @@ def range_samples(lo: int, hi: int) -> tuple[int, ...]:
     return tuple(sorted({lo, hi, *(round(lo * (hi / lo) ** (i / steps)) for i in range(1, steps))}))
 
 
-def choose_for_range(lo: int, hi: int, N: int, K: int, out_bytes: int, device, dtype: str = "bf16") -> Sm90Config:
+def choose_for_range(lo: int, hi: int, N: int, K: int, out_bytes: int, device, dtype: str = "bf16",
+                     m_max: int | None = None) -> Sm90Config:
     """The config one kernel serving every M in ``lo..hi`` runs (a dynamic-M bucket): the one whose worst
     loss against the best config of each M (its estimate over the best estimate, at ``range_samples``) is
     least: the minimax regret over the range, so that no M of the range pays much for sharing the kernel
     (the choice at the range's largest M alone leaves the smaller M with too many idle SMs or a second wave:
     by the model up to 2.5x slower at M = 257 of a 257..1024 bucket). The candidates are every config
-    ``ranked`` weighs at a sample; a K split must keep its workspace's offsets 32-bit at ``hi``
-    (``splits``). Ties: the better estimate at ``hi``."""
+    ``ranked`` weighs at a sample; a K split (split-K or hybrid) must keep its workspace's offsets 32-bit at
+    ``m_max`` (the largest M the kernel serves, its workspace's rows: a dynamic bucket's; default ``hi``;
+    ``splits``). Ties: the better estimate at ``hi``."""
     samples = range_samples(lo, hi)
     rankings = {m: ranked(m, N, K, out_bytes, device, dtype) for m in samples}
-    allowed = set(splits(hi, N, K, dtype))
+    allowed = set(splits(m_max or hi, N, K, dtype))
     configs = {cfg: None for r in rankings.values() for _, cfg in r if cfg.split_k in allowed}
 
     def regret(cfg: Sm90Config) -> tuple[float, float]:

@@ -60,7 +60,8 @@ def plan_bucket(bucket: MBucket, N: int, K: int, dtype: str, layout: str, out_dt
     if decode_keeps and decode_fits(bucket.hi, layout):
         cfg = choose_decode(bucket.representative, N, K, out_dtype, device.units)[0]
         return plan_decode(bucket, N, K, dtype, layout, out_dtype, cfg, fusion)
-    cfg = gemm_cost.choose_for_range(*planned_range(bucket), N, K, 4 if out_dtype == "f32" else 2, device, dtype)
+    cfg = gemm_cost.choose_for_range(*planned_range(bucket), N, K, 4 if out_dtype == "f32" else 2, device, dtype,
+                                     m_max=bucket.hi)  # a split's workspace has the bucket's rows
     return make_plan(bucket, N, K, dtype, layout, out_dtype, cfg, device.units, device.smem_per_unit, fusion)
 
 
