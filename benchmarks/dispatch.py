@@ -12,7 +12,9 @@ and ``sync`` (a synchronize after every call: launch latency included). The rows
 * ``gemm`` M = 1, bf16, N = K = 4096 and N = K = 256, beside ``torch.nn.functional.linear``;
 * ``grouped_gemm`` 2 groups of 8 rows, N = K = 256, beside ``torch._grouped_mm`` where torch has it;
 * ``attention`` batch 1, 1 head, seq 64, head dim 64, beside
-  ``torch.nn.functional.scaled_dot_product_attention``.
+  ``torch.nn.functional.scaled_dot_product_attention``;
+* ``paged_attention`` one sequence of 64 keys in 4 pages of 16, 8 heads, head dim 64, beside SDPA on the
+  same keys held densely.
 
 CPU (``--cpu``): the ops' Python path with the kernel launch stubbed (``stubbed``: CPU tensors pass the
 device check, the loaded kernels are tvm_ffi's ``testing.nop``, nothing is built), each stage timed
@@ -171,6 +173,15 @@ def gpu_rows() -> list[tuple[str, object, object]]:
     q, k, v = (torch.randn(1, 1, 64, 64, **bf) for _ in range(3))
     rows.append(("attention 1x1x64x64", lambda: tt.attention(q, k, v),
                  lambda: F.scaled_dot_product_attention(q, k, v)))
+    # paged decode: one sequence of 64 keys in 4 pages of 16, 8 heads on 8 kv heads, D 64; torch's equivalent
+    # is SDPA on the same keys held densely (a serving stack without paged attention)
+    qp = torch.randn(1, 1, 8, 64, **bf)
+    kc, vc = (torch.randn(4, 16, 8, 64, **bf) for _ in range(2))
+    table = torch.arange(4, dtype=torch.int32, device="cuda").view(1, 4)
+    lens = torch.tensor([64], dtype=torch.int32, device="cuda")
+    qd, kd, vd = qp.transpose(1, 2), kc.reshape(1, 64, 8, 64).transpose(1, 2), vc.reshape(1, 64, 8, 64).transpose(1, 2)
+    rows.append(("paged_attention B=1 8/8 heads 64 keys", lambda: tt.paged_attention(qp, kc, vc, table, lens),
+                 lambda: F.scaled_dot_product_attention(qd, kd, vd)))
     return rows
 
 

@@ -19,7 +19,7 @@ import os
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path[:0] = [ROOT, os.path.join(ROOT, "tests", "kernels", "sm90")]
+sys.path[:0] = [ROOT, os.path.join(ROOT, "tests"), os.path.join(ROOT, "tests", "kernels", "sm90")]
 
 FITTED = ("TENSOR_EFFICIENCY", "ONE_CONSUMER", "HBM_EFFICIENCY", "SM_BYTES_PER_CLK", "OVERLAP", "STORE_EFFICIENCY",
           "STAGED_EPILOGUE", "REDUCTION_EFFICIENCY")

@@ -2,6 +2,7 @@
 
     python3 benchmarks/torch_grouped_sm90.py --out $OUT                      # both models, every token count
     python3 benchmarks/torch_grouped_sm90.py --models mixtral-8x7b --tokens 2048 --out $OUT
+    python3 benchmarks/torch_grouped_sm90.py --sweep --out $OUT     # the sm90 configs one by one (prefill)
 
 y[offsets[g]:offsets[g+1]] = x[...] · W[g]ᵀ, bf16 in and out (layout ``nt``, W ``[G, N, K]``), the two expert
 projections (fused gate/up, down: ``MODELS``) of a many-small-experts model (Qwen3-30B-A3B: 128 experts,
@@ -194,7 +195,16 @@ def main(argv=None) -> int:
     ap.add_argument("--no-sm80", dest="sm80", action="store_false", help="without the sm80 grouped kernel's timing")
     ap.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) - 2))
     ap.add_argument("--out", default=".")
+    ap.add_argument("--sweep", action="store_true", help="time the sm90 grouped cost model's configs one by one on the "
+                    "prefill counts (benchmarks/grouped_sm90_sweep.py) instead")
+    import grouped_sm90_sweep
+
+    grouped_sm90_sweep.add_arguments(ap)
     args = ap.parse_args(argv)
+    if args.sweep:
+        if args.tokens == ap.get_default("tokens"):
+            args.tokens = ",".join(map(str, PREFILL))
+        return grouped_sm90_sweep.run(args)
     import torch
 
     import tvm_cdna4.torch as ours

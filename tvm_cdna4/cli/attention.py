@@ -61,7 +61,7 @@ def add_attention_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--kv-cache", choices=("dense", "paged"), default="dense",
                    help="paged: decode attention over a paged KV cache (--seq is the queries per sequence, 1..8)")
     p.add_argument("--page-size", type=positive_int, default=Default(16), help="paged: keys per page (16..128, a power of two)")
-    p.add_argument("--context", help="paged: the sequences' context lengths, comma-separated (the batch)")
+    p.add_argument("--context", help="paged: the sequences' context lengths, comma-separated (the batch); required with --kv-cache paged, no default")
     p.add_argument("--kv-dtype", choices=("bf16", "f16", "fp8"), help="paged: the KV cache's dtype (default: --dtype)")
     p.add_argument("--no-cache", action="store_true", help="build with TIRx even when the build cache has it")
     p.add_argument("--arch", type=cuda_arch,

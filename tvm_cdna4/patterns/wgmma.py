@@ -337,6 +337,9 @@ def register() -> dict:
         return _REGISTERED
     from types import SimpleNamespace
 
+    # T.cuda's module makes a script function of every tirx.cuda.* op it finds when first imported, and refuses
+    # one under a namespace it lacks (sm90): import it before tirx.cuda.sm90.tile.apply exists
+    import tvm_tirx.backend.cuda.script as cuda_script
     from tvm_tirx.ir import StringImm
     from tvm_tirx.script.ir_builder.base import auto_emit_void_call
     from tvm_tirx.tirx.script.ir_builder import op as builder_op
@@ -368,8 +371,6 @@ def register() -> dict:
     builder_op.register_script_namespace("sm90", sm90)
     # the printer spells the op by its name, tirx.cuda.sm90.tile.apply: T.cuda.sm90.tile.apply, so printed IR
     # parses back (T.cuda is TIRx's public CUDA script namespace, a module; nothing of it is replaced)
-    import tvm_tirx.backend.cuda.script as cuda_script
-
     cuda_script.sm90 = sm90
     builder_op.register_script_namespace("wgmma", wgmma)
     _REGISTERED.update(sm90=sm90, wgmma=wgmma)

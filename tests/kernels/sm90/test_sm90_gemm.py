@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import math
-import pathlib
+import paths
 import shutil
 import subprocess
 
@@ -106,7 +106,7 @@ H100_TIMINGS = [  # benchmarks/sm90_gemm.py on an H100 SXM, 2026-12-06 (docs/sm9
 ]
 
 
-SWEEP = pathlib.Path(__file__).parents[3] / "benchmarks" / "runs" / "sm90_sweep_h100_2026-12-06.json"
+SWEEP = paths.RUNS / "sm90_sweep_h100_2026-12-06.json"
 
 
 def h100_timings():

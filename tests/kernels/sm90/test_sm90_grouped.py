@@ -38,6 +38,47 @@ def test_the_emulator_validates_sm90_grouped_plans(problem, config, sizes):
     assert v.ok and v.where == EMULATOR and v.ratio <= 1.0
 
 
+@pytest.mark.parametrize("config, sizes", [
+    # TMA stores: group 1's first tile full (both warpgroups' rows by TMA), its second split inside the tile
+    # (warpgroup 0's 64 rows by TMA, warpgroup 1's partial rows from registers), an empty group, group 2's one
+    # tile full for warpgroup 0 only; the per-group bias through the TMA staging; 64-column chunks
+    (Sm90Config(128, 128, 2, 2, epilogue="tma", epilogue_tile=64), [0, 200, 64]),
+])
+def test_the_emulator_validates_the_grouped_tma_epilogue(config, sizes):
+    problem = GemmProblem(None, 128, 64, "bf16", "nt", "bf16", Fusion(bias=True), groups=len(sizes))
+    p = gemm.plan(problem, "sm90", config, m=sum(sizes))
+    assert p.smem_bytes == config.stages * config.stage_bytes() + config.staging_bytes()
+    assert "address_of(mapC)" in gemm.emit(p).script()  # the TMA stores through C's tensor map
+    v = gemm.validate(problem, "sm90", config, group_rows=sizes)
+    assert v.ok and v.where == EMULATOR and v.ratio <= 1.0
+
+
+@pytest.mark.parametrize("offsets, rows", [
+    ([0, 64, 200, 70], {0: (0, 64), 1: (64, 80)}),  # group 0's tile by TMA; group 1 past T: from registers, to T
+    ([0, 90, 100, 100], {0: (0, 80)}),               # group 0 past T: its first tile by TMA, its second clipped at T
+    ([0, -70, 40, 80], {2: (40, 80)}),               # negative: group 1 skipped; group 2 partial tiles only
+])
+def test_bad_offsets_never_write_outside_c_with_tma_stores(offsets, rows):
+    """The TMA stores take only a warpgroup's rows wholly inside its group and below T: bad offsets still keep
+    every access inside A, B and C (the emulator's bounds check), the rows of groups with rows right."""
+    import ml_dtypes
+
+    from tvm_cdna4.emulator import emulate
+
+    G, N, K, T = 3, 64, 64, 80
+    grp = gemm.build(GemmProblem(None, N, K, "bf16", "nt", "bf16", groups=G), "sm90",
+                     Sm90Config(64, 64, 2, 1, epilogue="tma"))
+    rng = np.random.default_rng(4)
+    a = (rng.integers(-4, 5, (T, K)) / 8).astype(ml_dtypes.bfloat16)
+    b = (rng.integers(-4, 5, (G, N, K)) / 8).astype(ml_dtypes.bfloat16)
+    c = np.full((T, N), np.nan, ml_dtypes.bfloat16)
+    emulate(grp.primfunc(T), a, b, c, np.asarray(offsets, np.int32), target="sm90")
+    want = np.full((T, N), np.nan, np.float32)
+    for g, (lo, hi) in rows.items():
+        want[lo:hi] = a[lo:hi].astype(np.float64) @ b[g].astype(np.float64).T
+    assert np.array_equal(c.astype(np.float32), want.astype(ml_dtypes.bfloat16).astype(np.float32), equal_nan=True)
+
+
 @pytest.mark.parametrize("offsets, rows", [
     ([0, 50, 60, 70], {0: (0, 40)}),            # past T: group 0's rows end at T, groups 1 and 2 start past it
     ([0, -70, 40, 40], {}),                     # negative: group 1's first tile starts at row -6 and is skipped
@@ -86,10 +127,46 @@ def test_the_cost_model_reads_every_groups_weights():
     assert choice.epilogue == "registers" and choice.split_k == 1 and choice.schedule == "cooperative"
 
 
+def test_the_grouped_estimate_stores_a_groups_last_tile_from_registers():
+    dev = devices.DEVICES["H100"]
+    reg = Sm90Config(128, 256, 4, 2)
+    tma = Sm90Config(128, 256, 4, 2, epilogue="tma", epilogue_tile=64)
+    # 512 rows per group: 4.5 row tiles a group on average (expected_row_tiles), the last from registers
+    r = gemm_cost.grouped_estimate(reg, 512, 128, 1536, 2048, 2, dev)
+    t = gemm_cost.grouped_estimate(tma, 512, 128, 1536, 2048, 2, dev)
+    last = 1 / 4.5
+    assert t.epilogue == pytest.approx(r.epilogue * (last + (1 - last) * gemm_cost.STAGED_EPILOGUE), rel=1e-12)
+    assert (t.compute, t.memory) == (r.compute, r.memory)
+    # TMA stores are weighed only where C allows them (16-bit, N % 8 == 0), staged whole or in 64 columns
+    assert {(c.epilogue, c.epilogue_tile) for c in gemm_cost.grouped_configs(2048, 1536, 2, dev)} == {
+        ("registers", 0), ("tma", 0), ("tma", 64)}
+    assert {c.epilogue for c in gemm_cost.grouped_configs(2048, 1536, 4, dev)} == {"registers"}
+
+
+def test_a_prefill_bucket_is_planned_over_its_range_of_rows():
+    """Qwen3-30B-A3B gate/up at 8192 tokens (512 rows per group, the bucket 257..1024): the minimax-regret
+    config over the bucket (gemm_dynamic.planned_range) with TMA stores and the sub-tiled staging's fourth
+    stage; the choice at 1024 rows alone is another's when the range's small end loses by it."""
+    dev = devices.DEVICES["H100"]
+    problem = GemmProblem(None, 1536, 2048, "bf16", "nt", "bf16", groups=128)
+    p = gemm.plan(problem, "sm90", m=65536)
+    assert (p.grouping.rows.lo, p.grouping.rows.hi) == (257, 1024)
+    assert p.config == gemm_cost.choose_grouped(257, 128, 1536, 2048, 2, dev, hi=1024)
+    assert (p.config.block_m, p.config.block_n, p.config.stages, p.config.epilogue, p.config.epilogue_tile) == (
+        128, 256, 4, "tma", 64)
+    worst = max(gemm_cost.grouped_estimate(p.config, r, 128, 1536, 2048, 2, dev).total
+                / gemm_cost.grouped_ranked(r, 128, 1536, 2048, 2, dev)[0][0] for r in gemm_cost.range_samples(257, 1024))
+    assert 1.0 <= worst < 1.1
+    # f32 C: registers only (no TMA stores of f32 in the grouped kernel)
+    assert gemm.plan(GemmProblem(None, 1536, 2048, "bf16", "nt", "f32", groups=128), "sm90", m=65536).config.epilogue == "registers"
+
+
 @pytest.mark.parametrize("problem, config, operand", [
     (GemmProblem(None, 64, 64, "bf16", "nn", "f32", groups=2), None, "layout"),
     (GemmProblem(None, 64, 60, "bf16", "nt", "f32", groups=2), None, "K"),
-    (GemmProblem(None, 64, 64, "bf16", "nt", "bf16", groups=2), Sm90Config(128, 64, 2, 2, epilogue="tma"), "epilogue"),
+    (GemmProblem(None, 64, 64, "bf16", "nt", "f32", groups=2), Sm90Config(128, 64, 2, 2, epilogue="tma"), "epilogue"),
+    (GemmProblem(None, 60, 64, "bf16", "nt", "bf16", groups=2), Sm90Config(128, 64, 2, 2, epilogue="tma"), "epilogue"),
+    (GemmProblem(None, 64, 64, "bf16", "nt", "bf16", groups=2), Sm90Config(128, 64, 2, 2, split_k=2), "split_k"),
     (GemmProblem(None, 64, 64, "bf16", "nt", "bf16", groups=2), Sm90Config(128, 64, 2, 2, schedule="pingpong"),
      "schedule"),
 ])
@@ -167,3 +244,49 @@ def test_torch_grouped_gemm_sm90_per_group_epilogue_graph_and_compile():
     assert torch.equal(out, y)
     compiled = torch.compile(lambda a, b, o: tt.grouped_gemm(a, b, o), fullgraph=True)
     assert torch.equal(compiled(x, w, off), tt.grouped_gemm(x, w, off))
+
+
+def test_the_sweep_times_the_models_first_configs_and_the_baselines():
+    """benchmarks/grouped_sm90_sweep.py (torch_grouped_sm90.py --sweep): per prefill shape, the cost model's first
+    three, the bucket's plan, the best register-store config and the first with group_m doubled, each once."""
+    import sys
+
+    from paths import TESTS
+
+    sys.path.insert(0, str(TESTS))
+    from benchmark_modules import benchmark_module
+
+    sweep = benchmark_module("grouped_sm90_sweep")
+    dev = devices.DEVICES["H100"]
+    plans = sweep.configs(128, 1536, 2048, 65536, 3)  # Qwen3-30B-A3B gate/up at 8192 tokens: 512 rows per group
+    ranked = [cfg for _, cfg in gemm_cost.grouped_ranked(512, 128, 1536, 2048, 2, dev)]
+    assert [cfg for _, cfg in plans[:3]] == ranked[:3]
+    assert len({cfg for _, cfg in plans}) == len(plans)
+    why = dict((w, cfg) for w, cfg in plans)
+    assert why["best registers"].epilogue == "registers" and why["best registers"] == next(
+        c for c in ranked if c.epilogue == "registers")
+    assert why["model #1 group_m x2"].group_m == 2 * ranked[0].group_m
+    assert gemm.plan(GemmProblem(None, 1536, 2048, "bf16", "nt", "bf16", groups=128), "sm90", m=65536).config in (
+        cfg for _, cfg in plans)
+
+
+@pytest.mark.cuda(arch="sm_90a")
+@pytest.mark.parametrize("config", [Sm90Config(128, 256, 3, 2, epilogue="tma"),
+                                    Sm90Config(128, 256, 4, 2, epilogue="tma", epilogue_tile=64),
+                                    Sm90Config(128, 128, 4, 2, epilogue="tma", group_m=16)])
+def test_the_grouped_tma_epilogue_on_a_hopper_gpu(config):
+    """TMA stores for the warpgroups inside a group, register stores for each group's last tile (ragged sizes,
+    empty groups, a 2000-row group), bf16 C, against the float64 reference."""
+    import torch
+
+    from tvm_cdna4.runtime.cuda import DynamicKernel
+
+    N, K = 512, 256
+    x, w, off = _gpu_inputs(GPU_SIZES, N, K, seed=2)
+    grp = gemm.build(GemmProblem(None, N, K, "bf16", "nt", "bf16", groups=len(GPU_SIZES)), "sm90", config)
+    y = torch.full((x.shape[0], N), float("nan"), dtype=torch.bfloat16, device="cuda")
+    DynamicKernel(grp, device=x.device).launch(x, w, y, off)
+    want = reference(x.float().cpu().numpy(), w.float().cpu().numpy(), off.cpu().numpy(), "nt")
+    got = y.float().cpu().numpy()
+    assert np.isfinite(got).all()
+    assert np.abs(got - want).max() / max(1.0, np.abs(want).max()) < 2 ** -7

@@ -58,7 +58,7 @@ shared memory (at most ``MAX_STAGES``).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..common import ceil_div
 from ..gemm.grouped import expected_row_tiles
@@ -237,21 +237,62 @@ def grouped_estimate(cfg: Sm90Config, rows: int, groups: int, N: int, K: int, ou
                      dtype: str = "bf16") -> Estimate:
     """A grouped GEMM's estimate (``kernels.sm90.grouped_plan``): ``estimate`` of the row tiles ``groups`` groups
     of ``rows`` rows fill (``kernels.gemm.grouped.expected_row_tiles`` each: a group's last tile is half empty on
-    average), every group's weights read once."""
-    tiles = math.ceil(groups * expected_row_tiles(rows, cfg.block_m))
-    return estimate(cfg, tiles * cfg.block_m, N, K, out_bytes, device, dtype, groups)
+    average), every group's weights read once. With ``epilogue="tma"`` only the tiles wholly inside their group
+    store through TMA (``STAGED_EPILOGUE``); a group's last tile (one of ``expected_row_tiles``) stores from
+    registers at the full stall."""
+    per_group = expected_row_tiles(rows, cfg.block_m)
+    est = estimate(cfg, math.ceil(groups * per_group) * cfg.block_m, N, K, out_bytes, device, dtype, groups)
+    if cfg.epilogue != "tma":
+        return est
+    last = 1 / per_group
+    return replace(est, epilogue=est.epilogue / STAGED_EPILOGUE * (last + (1 - last) * STAGED_EPILOGUE))
 
 
-def choose_grouped(rows: int, groups: int, N: int, K: int, out_bytes: int, device, dtype: str = "bf16") -> Sm90Config:
-    """The grouped kernel's tile at ``rows`` rows per group: the ``CANDIDATES`` with the deepest ring, the
-    ``registers`` epilogue, no K split (``grouped_plan.check_grouped_config``), the least ``grouped_estimate``
-    (ties: the larger tile)."""
-    k_tiles = ceil_div(K, block_k(dtype))
-    ranked_ = []
+GROUPED_EPILOGUE_TILES = (0, 64)
+"""The ``epilogue_tile`` values the grouped choice weighs with TMA stores (0: the whole tile staged; 64: chunks
+of 64 columns through two buffers, which frees ring stages: ``Sm90Config.epilogue_tile``)."""
+
+
+def grouped_configs(K: int, N: int, out_bytes: int, device, dtype: str = "bf16") -> list[Sm90Config]:
+    """The configs the grouped kernel may run (``grouped_plan.check_grouped_config``): the ``CANDIDATES`` with each
+    epilogue C allows (``epilogues``; TMA stores staged whole or in ``GROUPED_EPILOGUE_TILES`` chunks that divide
+    the tile), the deepest ring beside the staging, the cooperative schedule, no K split."""
+    k_tiles, out = ceil_div(K, block_k(dtype)), []
     for bm, bn, consumers in CANDIDATES:
-        cfg = Sm90Config(bm, bn, deepest(bm, bn, consumers, device.smem_per_unit, k_tiles), consumers)
-        ranked_.append((grouped_estimate(cfg, rows, groups, N, K, out_bytes, device, dtype).total, -bm * bn, cfg))
-    return min(ranked_, key=lambda x: x[:2])[2]
+        for how in epilogues(N, out_bytes, consumers):
+            for tile in (GROUPED_EPILOGUE_TILES if how == "tma" else (0,)):
+                if tile and (bn % tile or tile >= bn):
+                    continue
+                stages = deepest(bm, bn, consumers, device.smem_per_unit, k_tiles, how, tile)
+                out.append(Sm90Config(bm, bn, stages, consumers, epilogue=how, epilogue_tile=tile))
+    return out
+
+
+def grouped_ranked(rows: int, groups: int, N: int, K: int, out_bytes: int, device,
+                   dtype: str = "bf16") -> list[tuple[float, Sm90Config]]:
+    """Every ``grouped_configs`` config and its ``grouped_estimate`` at ``rows`` rows per group, best first (ties:
+    the larger tile, then the deeper ring)."""
+    out = [(grouped_estimate(cfg, rows, groups, N, K, out_bytes, device, dtype).total, -cfg.block_m * cfg.block_n,
+            -cfg.stages, i, cfg) for i, cfg in enumerate(grouped_configs(K, N, out_bytes, device, dtype))]
+    out.sort(key=lambda x: x[:4])
+    return [(t, cfg) for t, *_, cfg in out]
+
+
+def choose_grouped(rows: int, groups: int, N: int, K: int, out_bytes: int, device, dtype: str = "bf16",
+                   hi: int | None = None) -> Sm90Config:
+    """The grouped kernel's tile at ``rows`` rows per group (``grouped_ranked``'s first), or, with ``hi``, for a
+    bucket serving ``rows .. hi`` rows per group: the minimax regret over ``range_samples`` (``choose_for_range``'s
+    rule; ties: the better estimate at ``hi``, then the deeper ring)."""
+    if hi is None or hi <= rows:
+        return grouped_ranked(rows, groups, N, K, out_bytes, device, dtype)[0][1]
+    samples = range_samples(rows, hi)
+    best = {r: grouped_ranked(r, groups, N, K, out_bytes, device, dtype)[0][0] for r in samples}
+
+    def regret(cfg: Sm90Config) -> tuple[float, float, int]:
+        worst = max(grouped_estimate(cfg, r, groups, N, K, out_bytes, device, dtype).total / best[r] for r in samples)
+        return round(worst, 9), round(grouped_estimate(cfg, hi, groups, N, K, out_bytes, device, dtype).total, 12), -cfg.stages
+
+    return min(grouped_configs(K, N, out_bytes, device, dtype), key=regret)
 
 
 def choose_config(M: int, N: int, K: int, out_bytes: int, device, dtype: str = "bf16") -> Sm90Config:
@@ -293,5 +334,6 @@ def choose_for_range(lo: int, hi: int, N: int, K: int, out_bytes: int, device, d
 
 
 __all__ = ["CANDIDATES", "MIN_SLICE_TILES", "RANGE_SAMPLES", "SPLITS", "STAGED_EPILOGUE", "STORE_EFFICIENCY", "TENSOR_EFFICIENCY",
-           "TENSOR_RATE", "Estimate", "choose_config", "choose_for_range", "choose_grouped", "grouped_estimate", "decompositions", "deepest", "efficiency", "epilogues", "estimate",
+           "TENSOR_RATE", "Estimate", "choose_config", "choose_for_range", "choose_grouped", "decompositions", "grouped_configs",
+           "grouped_estimate", "grouped_ranked", "GROUPED_EPILOGUE_TILES", "deepest", "efficiency", "epilogues", "estimate",
            "range_samples", "ranked", "reduction", "splits"]

@@ -225,7 +225,7 @@ def consumer_tile(p, SMH, MB, args, maps, pid, i, part, wg, t, acc, unit, pos, c
     if I.constexpr(split):
         split_store(p, SMH, acc, args, maps, part, wg, t, m0, n0, unit)
     elif I.constexpr(c.epilogue == "tma"):
-        store_tma(p, SMH, acc, args, maps[2], part, wg, t, m0, n0)
+        store_tma(p, SMH, acc, args, maps[2], part, wg, t, m0, n0, None)
     else:
         store(p, acc, args, m0 + part * c.rows + (t // 32) * 16 + (t % 32) // 4, n0 + 2 * (t % 4), p.M, None)
 
@@ -300,18 +300,19 @@ def store(p, acc, args, row, col, m_end, group):
 
 
 @T.macro
-def store_tma(p, SMH, acc, args, map_c, part, wg, t, m0, n0):
+def store_tma(p, SMH, acc, args, map_c, part, wg, t, m0, n0, group):
     # epilogue="tma": the warpgroup's rows of the tile through shared memory and TMA stores, the whole tile at
-    # once (epilogue_tile 0) or in chunks of epilogue_tile columns alternating between two buffers
+    # once (epilogue_tile 0) or in chunks of epilogue_tile columns alternating between two buffers; the
+    # per-column fused inputs of ``group`` (a grouped GEMM's; None: one GEMM)
     if I.constexpr(p.config.epilogue_tile == 0):
-        store_tma_chunk(p, SMH, acc, args, map_c, part, wg, t, m0, n0, 0, 0)
+        store_tma_chunk(p, SMH, acc, args, map_c, part, wg, t, m0, n0, 0, 0, group)
     else:
         for q in T.unroll(p.config.block_n // p.config.epilogue_tile):
-            store_tma_chunk(p, SMH, acc, args, map_c, part, wg, t, m0, n0, q, q % 2)
+            store_tma_chunk(p, SMH, acc, args, map_c, part, wg, t, m0, n0, q, q % 2, group)
 
 
 @T.macro
-def store_tma_chunk(p, SMH, acc, args, map_c, part, wg, t, m0, n0, q, b):
+def store_tma_chunk(p, SMH, acc, args, map_c, part, wg, t, m0, n0, q, b, group):
     # chunk q of the warpgroup's rows (the whole tile: q = 0), converted (the fused epilogue first), into its
     # staging buffer b, 128-byte swizzled in 64-column blocks (16-byte chunk j % 8 of row r at chunk
     # (j % 8) ^ (r % 8): conflict-free, and what the TMA store's CU_TENSOR_MAP_SWIZZLE_128B reads); then one
@@ -337,8 +338,8 @@ def store_tma_chunk(p, SMH, acc, args, map_c, part, wg, t, m0, n0, q, b):
                 r = mi * WGMMA_M + (t // 32) * 16 + (t % 32) // 4 + 8 * h
                 T.ptx[f"cvt.rn.{p.out_dtype}x2.f32"](
                     word[0],
-                    out_value(p, args, acc[mi * c.block_n // 2 + tile_j(p, q, j) * 4 + h * 2 + 1], m0 + part * c.rows + r, n0 + 8 * tile_j(p, q, j) + 2 * (t % 4) + 1),
-                    out_value(p, args, acc[mi * c.block_n // 2 + tile_j(p, q, j) * 4 + h * 2], m0 + part * c.rows + r, n0 + 8 * tile_j(p, q, j) + 2 * (t % 4)))
+                    out_value(p, args, acc[mi * c.block_n // 2 + tile_j(p, q, j) * 4 + h * 2 + 1], m0 + part * c.rows + r, n0 + 8 * tile_j(p, q, j) + 2 * (t % 4) + 1, group),
+                    out_value(p, args, acc[mi * c.block_n // 2 + tile_j(p, q, j) * 4 + h * 2], m0 + part * c.rows + r, n0 + 8 * tile_j(p, q, j) + 2 * (t % 4), group))
                 SMW[(base + (j // 8) * c.rows * 128 + r * 128 + T.bitwise_xor(j % 8, (t % 32) // 4) * 16) // 4 + t % 4] = word[0]
     T.ptx["fence.proxy.async.shared::cta"]()
     T.ptx["bar.sync"](T.Cast("uint32", 1 + wg), T.uint32(WARPGROUP))
@@ -419,7 +420,7 @@ def split_store(p, SMH, acc, args, maps, part, wg, t, m0, n0, unit):
         if t == 0:
             args["S"][ticket] = T.uint32(0)
         if I.constexpr(c.epilogue == "tma"):
-            store_tma(p, SMH, acc, args, maps[2], part, wg, t, m0, n0)
+            store_tma(p, SMH, acc, args, maps[2], part, wg, t, m0, n0, None)
         else:
             store(p, acc, args, row, col, p.M, None)
 
@@ -508,12 +509,19 @@ def signature_source(p: Sm90Plan) -> str:
     if c.epilogue == "tma":  # C's stores: boxes of a consumer's rows x 64 columns
         maps.append(("C", m, p.N, c.rows, SWIZZLE_COLUMNS, p.tir_out, 2))
     for name, rows, cols, box_rows, box_cols, dtype, size in maps:
-        lines += [f"    map{name} = T.stack_alloca('tensormap', 1)",
-                  f"    T.cuda.tensormap_encode_tiled(map{name}, {name}.ptr_to([0, 0]), {cols}, {rows}, {cols * size}, "
-                  f"{box_cols}, {box_rows}, 1, 1, descriptor_dtype='{dtype}', rank=2, swizzle={SWIZZLE_128B}, "
-                  f"l2_promotion={L2_PROMOTION_256B})"]
+        lines += tensor_map_source(name, "[0, 0]", rows, cols, box_rows, box_cols, dtype, size)
     args = ", ".join(f"{n!r}: {n}" for n in names)
     return "\n".join([*lines, f"    kernel(p, {{{args}}}, ({', '.join(f'map{m[0]}' for m in maps)},))", ""])
+
+
+def tensor_map_source(name: str, origin: str, rows, cols, box_rows, box_cols, dtype: str, size: int) -> list[str]:
+    """The host lines encoding ``map<name>``: a 2-D ``rows x cols`` tensor map over ``name`` from element
+    ``origin`` (rows of ``cols * size`` bytes), boxes ``box_rows x box_cols``, 128-byte swizzled, innermost
+    dimension first (the driver's order)."""
+    return [f"    map{name} = T.stack_alloca('tensormap', 1)",
+            f"    T.cuda.tensormap_encode_tiled(map{name}, {name}.ptr_to({origin}), {cols}, {rows}, {cols * size}, "
+            f"{box_cols}, {box_rows}, 1, 1, descriptor_dtype='{dtype}', rank=2, swizzle={SWIZZLE_128B}, "
+            f"l2_promotion={L2_PROMOTION_256B})"]
 
 
 @transpile_once
@@ -524,5 +532,5 @@ def emit(p: Sm90Plan):
     return parse(signature_source(p), {"T": T, "kernel": kernel, "p": p, "types": types})
 
 
-__all__ = ["TMA_LOAD", "TMA_STORE", "emit", "retire", "operand_type", "ring_layout", "signature_source", "tma_load", "wgmma_instr",
+__all__ = ["TMA_LOAD", "TMA_STORE", "emit", "retire", "store_tma", "tensor_map_source", "operand_type", "ring_layout", "signature_source", "tma_load", "wgmma_instr",
            "wgmma_issue", "out_value"]

@@ -12,14 +12,15 @@ N, the per-group fused inputs at row ``g``.
 
 from __future__ import annotations
 
+from tvm_tirx.script import ir as I
 from tvm_tirx.script import tirx as T
 from tvm_tirx.script.parser import parse
 
 from ...tirx_private import transpile_once
 from ..gemm.grouped import OFFSETS
 from ..gemm.grouped_emit import find_group
-from .gemm_emit import L2_PROMOTION_256B, SWIZZLE_128B, load_tile, mainloop, retire, store
-from .gemm_plan import CONSUMER_REGS, ELEMENT_BYTES, PRODUCER_REGS, WARPGROUP, WGMMA_M
+from .gemm_emit import load_tile, mainloop, retire, store, store_tma, tensor_map_source
+from .gemm_plan import CONSUMER_REGS, ELEMENT_BYTES, PRODUCER_REGS, SWIZZLE_COLUMNS, WARPGROUP, WGMMA_M
 from .grouped_plan import Sm90GroupedPlan
 
 
@@ -44,7 +45,7 @@ def kernel(p, args, maps):
             producer(p, SMH, MB, args, maps, pid)
     else:
         T.ptx["setmaxnreg.inc.sync.aligned.u32"](CONSUMER_REGS)
-        consumer(p, SMH, MB, args, pid, tid // WARPGROUP - 1, tid % WARPGROUP)
+        consumer(p, SMH, MB, args, maps, pid, tid // WARPGROUP - 1, tid % WARPGROUP)
 
 
 @T.macro
@@ -65,7 +66,7 @@ def producer(p, SMH, MB, args, maps, pid):
 
 
 @T.macro
-def consumer(p, SMH, MB, args, pid, wg, t):
+def consumer(p, SMH, MB, args, maps, pid, wg, t):
     c = p.config
     offsets = args[OFFSETS]
     acc = T.alloc_tensor(ty_args=[T.Tensor((c.rows // WGMMA_M * c.block_n // 2,), "float32", scope="local", layout="default")])
@@ -84,32 +85,48 @@ def consumer(p, SMH, MB, args, pid, wg, t):
             retire(p, acc)
             if t == 0:
                 T.ptx.mbarrier.arrive.shared.b64(MB.ptr_to([c.stages + (done[0] * p.slice_tiles + p.slice_tiles - 1) % c.stages]), T.uint32(1))
-            store(p, acc, args, span[0] + wg * c.rows + (t // 32) * 16 + (t % 32) // 4,
-                  tile[1] * c.block_n + 2 * (t % 4), span[1], g)
+            if I.constexpr(c.epilogue == "tma"):
+                # the warpgroup's rows wholly inside the group: TMA stores (uniform across the warpgroup, whose
+                # named barrier the staging takes); else, a group's last tile, masked stores from registers
+                if span[0] + (wg + 1) * c.rows <= span[1]:
+                    store_tma(p, SMH, acc, args, maps[2], wg, wg, t, span[0], tile[1] * c.block_n, g)
+                else:
+                    store(p, acc, args, span[0] + wg * c.rows + (t // 32) * 16 + (t % 32) // 4,
+                          tile[1] * c.block_n + 2 * (t % 4), span[1], g)
+            else:
+                store(p, acc, args, span[0] + wg * c.rows + (t // 32) * 16 + (t % 32) // 4,
+                      tile[1] * c.block_n + 2 * (t % 4), span[1], g)
             done[0] = done[0] + 1
+    if I.constexpr(c.epilogue == "tma"):
+        if t == 0:
+            T.ptx["cp.async.bulk.wait_group"](0)  # the last tile's stores are done before the CTA exits
 
 
 def signature_source(p: Sm90GroupedPlan) -> str:
     """``main(A, B, C, offsets, <the fused inputs>)`` (``p.params``): the host part encodes the tensor maps of A
-    (``[T, K]`` at the run-time T, boxes ``block_m x block_k``) and of the weights as ``[G N, K]`` (boxes
-    ``block_n x block_k``), innermost dimension first (the driver's order), then the kernel."""
+    (``[T, K]`` at the run-time T, boxes ``block_m x block_k``), of the weights as ``[G N, K]`` (boxes
+    ``block_n x block_k``) and, with ``epilogue="tma"``, of C (``[T, N]``, boxes of a consumer's rows x 64),
+    innermost dimension first (the driver's order), then the kernel."""
     c = p.config
     names = [q.name for q in p.params]
     lines = ["@T.function", f"def main({', '.join(f'{n}: types[{i}]' for i, n in enumerate(names))}):"]
     e = ELEMENT_BYTES[p.dtype]
     maps = [("A", "p.M", "[0, 0]", c.block_m), ("B", p.groups * p.N, "[0, 0, 0]", c.block_n)]
     for name, rows, origin, box_rows in maps:
-        lines += [f"    map{name} = T.stack_alloca('tensormap', 1)",
-                  f"    T.cuda.tensormap_encode_tiled(map{name}, {name}.ptr_to({origin}), {p.K}, {rows}, {p.K * e}, "
-                  f"{p.block_k}, {box_rows}, 1, 1, descriptor_dtype='{p.tir_dtype}', rank=2, swizzle={SWIZZLE_128B}, "
-                  f"l2_promotion={L2_PROMOTION_256B})"]
+        lines += tensor_map_source(name, origin, rows, p.K, box_rows, p.block_k, p.tir_dtype, e)
+    if c.epilogue == "tma":  # C's stores of the tiles inside a group: boxes of a consumer's rows x 64 columns
+        maps.append(("C", "p.M", "[0, 0]", c.rows))
+        lines += tensor_map_source("C", "[0, 0]", "p.M", p.N, c.rows, SWIZZLE_COLUMNS, p.tir_out, 2)
     args = ", ".join(f"{n!r}: {n}" for n in names)
-    return "\n".join([*lines, f"    kernel(p, {{{args}}}, (mapA, mapB))", ""])
+    return "\n".join([*lines, f"    kernel(p, {{{args}}}, ({', '.join(f'map{m[0]}' for m in maps)},))", ""])
 
 
 @transpile_once
 def emit(p: Sm90GroupedPlan):
     """The TIRx PrimFunc ``main(A, B, C, offsets, ...)`` of a grouped plan (its parameters: ``p.params``)."""
+    from ...rocm.build import register
+
+    register()  # T.sm90 / T.wgmma, whatever route reached here first (a torch op's first grouped call)
     types = [T.Tensor(q.shape, q.dtype) for q in p.params]
     return parse(signature_source(p), {"T": T, "kernel": kernel, "p": p, "types": types})
 

@@ -14,16 +14,22 @@ row tiles): each unit's group found on the device from the offsets (``kernels.ge
 both roles skip the same ones). A's boxes come through a tensor map over the whole ``[T, K]`` (rows of the next
 group loaded into a tile are computed, never stored; rows past T are zero-filled), B's through one over
 ``[G N, K]`` at row ``g N + n0`` (columns past N, the next group's weights, are never stored). C is stored from
-registers, masked at the group's ``m_end`` and at N (no TMA store: its boxes would write the next group's rows),
-the fused epilogue's per-group inputs read at the group's row (``Input.at``), as the sm80 grouped kernel reads
-them. Scope: f16/bf16 inputs, the cooperative schedule, the ``registers`` epilogue, no K split
-(``check_grouped_config``: a ``ContractError`` naming the field otherwise).
+registers, masked at the group's ``m_end`` and at N, or, with ``epilogue="tma"`` (the dense kernel's TMA
+epilogue, ``gemm_emit.store_tma``, ``epilogue_tile`` included), a consumer warpgroup whose rows lie wholly inside
+the group (``m0 + (wg + 1) rows <= m_end``: every tile but a group's last at 128 or more rows per group) stores
+them through shared memory and TMA stores over a tensor map of C ``[T, N]``, and only the rest (a group's last,
+partial tile: a TMA box would write the next group's rows) from registers, masked; the fused epilogue's
+per-group inputs read at the group's row (``Input.at``), as the sm80 grouped kernel reads them. Scope: f16/bf16
+inputs, the cooperative schedule, no K split (``check_grouped_config``: a ``ContractError`` naming the field
+otherwise).
 
 Which kernel serves a bucket of rows per group (``plan_bucket``; ``GroupedGemm``'s buckets): up to
 ``DECODE_ROWS`` rows per group the sm80 grouped kernel (its cost model's small-M tiling, built for ``sm_90a``):
 measured 1.35x ``torch._grouped_mm`` on the H200 at decode (benchmarks/RESULTS.md, DeepSeek-V3-like decode,
-2 rows per group), where a 64-row wgmma tile would compute 32 times the rows; above it this kernel, its tile
-chosen by ``gemm_cost.choose_grouped`` at the bucket's representative rows per group.
+2 rows per group), where a 64-row wgmma tile would compute 32 times the rows; above it this kernel, its config
+(tile, ring, epilogue) chosen by ``gemm_cost.choose_grouped`` over the bucket's range of rows per group
+(``gemm_dynamic.planned_range``): one kernel serves 257 to 1024 rows per group, and the tile best at 1024 is
+not the one that loses least at 257.
 """
 
 from __future__ import annotations
@@ -58,14 +64,18 @@ class Sm90GroupedPlan(Sm90Plan):
         return self.grouping.count
 
 
-def check_grouped_config(config: Sm90Config) -> None:
-    """A ContractError naming the field of ``config`` the grouped kernel does not run (the module docstring)."""
-    for field, value, want in (("epilogue", config.epilogue, "registers"), ("schedule", config.schedule, "cooperative"),
-                               ("split_k", config.split_k, 1)):
+def check_grouped_config(config: Sm90Config, out_dtype: str = "bf16", N: int = 8) -> None:
+    """A ContractError naming the field of ``config`` the grouped kernel does not run (the module docstring):
+    the cooperative schedule, no K split, and TMA stores (``epilogue="tma"``) only of a 16-bit C whose rows are
+    whole 16-byte chunks (the dense kernel's rule, ``gemm_plan.plan``)."""
+    for field, value, want in (("schedule", config.schedule, "cooperative"), ("split_k", config.split_k, 1)):
         if value != want:
-            raise ContractError(f"sm90 grouped GEMM config {field}: the grouped kernel stores C from registers "
-                                "(masked at each group's last row), cooperatively, without a K split",
-                                operand=field, check="parameters", expected=repr(want), found=repr(value))
+            raise ContractError(f"sm90 grouped GEMM config {field}: the grouped kernel runs cooperatively, without "
+                                "a K split", operand=field, check="parameters", expected=repr(want), found=repr(value))
+    if config.epilogue == "tma" and (out_dtype == "f32" or N % 8):
+        raise ContractError("sm90 grouped GEMM config epilogue: TMA stores of a 16-bit C whose rows are whole "
+                            "16-byte chunks", operand="epilogue", check="parameters",
+                            expected="f16/bf16 C, N % 8 == 0", found=f"{out_dtype} C, N = {N}")
 
 
 def check_grouped_problem(G: int, N: int, K: int, dtype: str, layout: str, out_dtype: str) -> int:
@@ -88,7 +98,7 @@ def plan_grouped(rows: MBucket, G: int, N: int, K: int, dtype: str, out_dtype: s
     grouped GEMM of ``G`` groups (``sms``: the SMs the persistent grid fills)."""
     t_limit = check_grouped_problem(G, N, K, dtype, layout, out_dtype)
     config.check(smem_bytes)
-    check_grouped_config(config)
+    check_grouped_config(config, out_dtype, N)
     M, bucket, _ = resolve_m(MBucket(1, t_limit), "kernels.sm90.grouped_plan.plan_grouped")
     grouping = Groups(G, config.block_m, rows)
     tiles_m, tiles_n = grouping.row_tiles(M), ceil_div(N, config.block_n)
@@ -97,14 +107,16 @@ def plan_grouped(rows: MBucket, G: int, N: int, K: int, dtype: str, out_dtype: s
               Param("C", (M, N), OUT_DTYPES[out_dtype]), Param(OFFSETS, (G + 1,), "int32"),
               *fusion.params(M, N, OUT_DTYPES[out_dtype], G))
     return Sm90GroupedPlan(M, N, K, dtype, out_dtype, config, tiles_m, tiles_n, ceil_div(K, block_k(dtype)), ctas,
-                           config.stages * config.stage_bytes(), params, layout, fusion, bucket, grouping=grouping)
+                           config.stages * config.stage_bytes() + config.staging_bytes(), params, layout, fusion, bucket,
+                           grouping=grouping)
 
 
 def plan_bucket(rows: MBucket, G: int, N: int, K: int, dtype: str, out_dtype: str, device, fusion: Fusion = Fusion(),
                 config: Sm90Config | None = None, layout: str = "nt"):
     """The plan of one bucket of rows per group (the module docstring): the sm80 grouped kernel's plan (its
-    cost model's tiling) up to ``DECODE_ROWS`` rows per group, else this kernel's with the tile of
-    ``gemm_cost.choose_grouped`` at the bucket's representative rows, on ``device`` (a ``devices.DeviceSpec``).
+    cost model's tiling) up to ``DECODE_ROWS`` rows per group, else this kernel's with the config of
+    ``gemm_cost.choose_grouped`` over the bucket's range of rows per group (``gemm_dynamic.planned_range``: the
+    minimax regret, as the dense dynamic-M buckets), on ``device`` (a ``devices.DeviceSpec``).
     ``config``: this tiling for every bucket (the sm90 kernel at every count)."""
     from . import gemm_cost
 
@@ -113,8 +125,10 @@ def plan_bucket(rows: MBucket, G: int, N: int, K: int, dtype: str, out_dtype: st
 
         check_grouped_problem(G, N, K, dtype, layout, out_dtype)
         return plan_sm80(rows, N, K, dtype, layout, out_dtype, None, device.units, fusion=fusion, groups=G)
-    cfg = config or gemm_cost.choose_grouped(rows.representative, G, N, K, 4 if out_dtype == "f32" else 2, device,
-                                             dtype)
+    from .gemm_dynamic import planned_range
+
+    cfg = config or gemm_cost.choose_grouped(*planned_range(rows)[:1], G, N, K, 4 if out_dtype == "f32" else 2, device,
+                                             dtype, hi=planned_range(rows)[1])
     return plan_grouped(rows, G, N, K, dtype, out_dtype, cfg, device.units, device.smem_per_unit, fusion, layout)
 
 

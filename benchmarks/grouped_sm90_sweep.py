@@ -1,0 +1,199 @@
+"""The sm90 grouped GEMM's configs timed one by one on the prefill shapes of ``torch_grouped_sm90.py``: the data
+``gemm_cost.grouped_estimate`` is checked and refitted against.
+
+    python3 benchmarks/torch_grouped_sm90.py --sweep --out $OUT            # both models, the prefill counts
+    python3 benchmarks/grouped_sm90_sweep.py --models mixtral-8x7b --tokens 8192 --top 3 --out $OUT
+
+For every prefill shape (model, projection, token count; the same skewed routing as ``torch_grouped_sm90.py``,
+``sizes``, the same seeds) the configs (``configs``): the grouped cost model's first ``--top`` at the shape's
+rows per group (``gemm_cost.grouped_ranked``), the one the shape's bucket plans (``grouped_plan.plan_bucket``:
+over the bucket's range of rows), the best with C stored from registers (the TMA-store claim's baseline), and the
+model's first with ``group_m`` x2 (the tile order's L2 reuse: few large experts). A decode count given to
+``--tokens`` (e.g. Mixtral's 64 tokens: 16 rows per group, where the bucket keeps the sm80 grouped kernel) times
+the sm90 kernel's configs there, the evidence for ``grouped_plan.DECODE_ROWS``. Each config is a static plan
+(``gemm.build(problem, "sm90", config)``: that tiling for every bucket), built in ``--jobs`` spawned workers,
+launched directly (``runtime.cuda.DynamicKernel``), checked once against the f32 product (C poisoned with NaN;
+``runtime.cuda.tolerance("bf16")``), and timed in a CUDA graph of ``--calls`` calls over weight copies that
+exceed three L2s (``torch_gemm._graph_seconds``), ``torch._grouped_mm`` beside it once per shape. Output: a
+markdown table (per shape: each config's time, the model's estimate, its rank) in ``$OUT/grouped_sm90_sweep.md``
+and every figure, with the group sizes and each config's estimate terms, in ``$OUT/grouped_sm90_sweep.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures as cf
+import json
+import math
+import multiprocessing as mp
+import os
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+for path in (ROOT, HERE):
+    if path not in sys.path:
+        sys.path.append(path)  # after PYTHONPATH: a package given there is the one measured
+
+from torch_grouped_sm90 import MODELS, PREFILL, itertools_accumulate, projections, sizes  # noqa: E402
+
+CONFIG_FIELDS = ("block_m", "block_n", "stages", "consumers", "group_m", "epilogue", "epilogue_tile")
+
+
+def config_dict(cfg) -> dict:
+    return {f: getattr(cfg, f) for f in CONFIG_FIELDS}
+
+
+def config_name(cfg) -> str:
+    return (f"{cfg.block_m}x{cfg.block_n} s{cfg.stages} c{cfg.consumers} g{cfg.group_m} {cfg.epilogue}"
+            + (f"/{cfg.epilogue_tile}" if cfg.epilogue_tile else ""))
+
+
+def configs(G: int, N: int, K: int, T: int, top: int) -> list[tuple[str, object]]:
+    """(why, config) of one shape (the module docstring), each config once, the model's ranking first."""
+    import attrs
+
+    from tvm_cdna4.kernels import devices
+    from tvm_cdna4.kernels.gemm.grouped import row_bucket_table, rows_per_group
+    from tvm_cdna4.kernels.sm90 import gemm_cost
+    from tvm_cdna4.kernels.sm90.grouped_plan import Sm90GroupedPlan, plan_bucket
+
+    dev = devices.DEVICES["H100"]
+    rows = rows_per_group(T, G)
+    ranked = gemm_cost.grouped_ranked(rows, G, N, K, 2, dev)
+    bucket = next(b for b in row_bucket_table(T, G) if b.lo <= rows <= b.hi)
+    out = [(f"model #{i + 1}", cfg) for i, (_, cfg) in enumerate(ranked[:top])]
+    planned = plan_bucket(bucket, G, N, K, "bf16", "bf16", dev)
+    if isinstance(planned, Sm90GroupedPlan):  # a decode bucket's (<= DECODE_ROWS rows per group) is sm80's
+        out.append(("bucket plan", planned.config))
+    out.append(("best registers", next(cfg for _, cfg in ranked if cfg.epilogue == "registers")))
+    out.append(("model #1 group_m x2", attrs.evolve(ranked[0][1], group_m=2 * ranked[0][1].group_m)))
+    seen, unique = set(), []
+    for why, cfg in out:
+        if cfg not in seen:
+            seen.add(cfg)
+            unique.append((why, cfg))
+    return unique
+
+
+def _build(job) -> str:
+    """Worker: build one config's kernel of T's bucket and compile its device code (the timing process loads)."""
+    G, N, K, T, fields = job
+    from tvm_cdna4.kernels import gemm
+    from tvm_cdna4.kernels.gemm.problem import GemmProblem
+    from tvm_cdna4.kernels.sm90.gemm_plan import Sm90Config
+    from tvm_cdna4.runtime.cuda import precompile
+
+    cfg = Sm90Config(**fields)
+    precompile(gemm.build(GemmProblem(None, N, K, "bf16", "nt", "bf16", groups=G), "sm90", cfg).kernel_for(T))
+    return f"G={G} {N}x{K} T={T}: {config_name(cfg)}"
+
+
+def cases(args) -> list[tuple]:
+    """(model, proj, G, N, K, tokens, rows) of every prefill shape (``torch_grouped_sm90.main``'s routing)."""
+    out = []
+    for model in args.models.split(","):
+        for n in (int(v) for v in args.tokens.split(",")):
+            rows = sizes(MODELS[model]["experts"], MODELS[model]["top"], n, args.zipf, args.seed + n)
+            out += [(model, proj, G, N, K, n, rows) for proj, G, N, K in projections(model)]
+    return out
+
+
+def time_shape(torch, case, plans, args) -> list[dict]:
+    """Every config of one shape (and ``torch._grouped_mm`` once): checked, then timed."""
+    from torch_gemm import _graph_seconds
+
+    from tvm_cdna4.kernels import devices, gemm
+    from tvm_cdna4.kernels.gemm.problem import GemmProblem
+    from tvm_cdna4.kernels.sm90 import gemm_cost
+    from tvm_cdna4.runtime.cuda import DynamicKernel, tolerance
+
+    model, proj, G, N, K, tokens, rows = case
+    T, dev = sum(rows), devices.DEVICES["H100"]
+    copies = max(2, min(16, math.ceil(3 * torch.cuda.get_device_properties(0).L2_cache_size / (G * N * K * 2))))
+    g = torch.Generator(device="cuda").manual_seed(tokens * 7919 + N + K)
+    x = torch.randn(T, K, device="cuda", dtype=torch.bfloat16, generator=g)
+    ws = [torch.randn(G, N, K, device="cuda", dtype=torch.bfloat16, generator=g) / math.sqrt(K) for _ in range(copies)]
+    offsets = torch.tensor([0, *itertools_accumulate(rows)], dtype=torch.int32, device="cuda")
+    y = torch.empty(T, N, device="cuda", dtype=torch.bfloat16)
+    ref, lo = torch.empty(T, N, device="cuda"), 0
+    for grp, m in enumerate(rows):
+        ref[lo:lo + m] = x[lo:lo + m].float() @ ws[0][grp].float().t()
+        lo += m
+    calls = lambda fn: [(lambda w=w: fn(w)) for w in (ws * math.ceil(args.calls / copies))[:args.calls]]  # noqa: E731
+    ends = offsets[1:].clone()
+    torch_us = _graph_seconds(torch, calls(lambda w: torch._grouped_mm(x, w.transpose(-2, -1), offs=ends)), args.reps) * 1e6
+    base = dict(model=model, proj=proj, G=G, N=N, K=K, tokens=tokens, T=T, rows_per_group=-(-T // G), sizes=rows,
+                copies=copies, torch_graph_us=torch_us)
+    out = []
+    for why, cfg in plans:
+        kernel = DynamicKernel(gemm.build(GemmProblem(None, N, K, "bf16", "nt", "bf16", groups=G), "sm90", cfg),
+                               device=x.device).kernel(T)
+        y.fill_(float("nan"))
+        kernel.launch(x, ws[0], y, offsets)
+        torch.cuda.synchronize()
+        err = ((y.float() - ref).norm() / ref.norm()).item()
+        us = _graph_seconds(torch, calls(lambda w: kernel.launch(x, w, y, offsets)), args.reps) * 1e6
+        est = gemm_cost.grouped_estimate(cfg, -(-T // G), G, N, K, 2, dev)
+        out.append(dict(base, why=why, config=config_dict(cfg), name=config_name(cfg), graph_us=us,
+                        speedup=torch_us / us, err=err, ok=bool(torch.isfinite(y).all().item()) and err <= tolerance("bf16"),
+                        estimate=est.to_json()))
+        print(f"{model} {proj} T={T} {config_name(cfg)} ({why}): {us:.1f} us, est {est.total * 1e6:.1f}, torch "
+              f"{torch_us:.1f} ({torch_us / us:.2f}x), ok={out[-1]['ok']}", flush=True)
+    ws.clear()  # the weight copies freed before the next shape's
+    return out
+
+
+def table(rows) -> list[str]:
+    out = ["| model | proj | T | config | why | ours µs | model µs | torch µs | torch/ours | ok |", "|" + "---|" * 10]
+    for r in rows:
+        out.append(f"| {r['model']} | {r['proj']} | {r['T']} | {r['name']} | {r['why']} | {r['graph_us']:.1f} | "
+                   f"{r['estimate']['us']:.1f} | {r['torch_graph_us']:.1f} | {r['speedup']:.2f}x | "
+                   f"{'yes' if r['ok'] else 'NO'} |")
+    return out
+
+
+def add_arguments(ap) -> None:
+    ap.add_argument("--top", type=int, default=3, help="the cost model's first configs per shape")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--tokens", default=",".join(map(str, PREFILL)))
+    ap.add_argument("--zipf", type=float, default=1.0)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--calls", type=int, default=20)
+    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) - 2))
+    ap.add_argument("--out", default=".")
+    add_arguments(ap)
+    return run(ap.parse_args(argv))
+
+
+def run(args) -> int:
+    """The sweep of ``args`` (``main``'s options; ``torch_grouped_sm90.py --sweep`` passes its own)."""
+    import torch
+
+    t0 = time.time()
+    shapes = [(case, configs(case[2], case[3], case[4], sum(case[6]), args.top)) for case in cases(args)]
+    jobs = [(G, N, K, sum(rows), config_dict(cfg)) for (_, _, G, N, K, _, rows), plans in shapes for _, cfg in plans]
+    with cf.ProcessPoolExecutor(max_workers=args.jobs, mp_context=mp.get_context("spawn")) as pool:
+        for line in pool.map(_build, jobs):
+            print(line, flush=True)
+    print(f"built {len(jobs)} kernels in {time.time() - t0:.0f} s on {args.jobs} workers", flush=True)
+    rows = [r for case, plans in shapes for r in time_shape(torch, case, plans, args)]
+    meta = dict(device=torch.cuda.get_device_name(0), torch=torch.__version__, date=time.strftime("%Y-%m-%d"),
+                zipf=args.zipf, seed=args.seed, calls=args.calls, reps=args.reps, seconds=time.time() - t0)
+    with open(os.path.join(args.out, "grouped_sm90_sweep.json"), "w") as f:
+        json.dump(dict(meta=meta, rows=rows), f, indent=1)
+    lines = table(rows)
+    with open(os.path.join(args.out, "grouped_sm90_sweep.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 0 if all(r["ok"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,495 @@
+"""Paged decode attention through ``tvm_cdna4.torch.paged_attention`` beside FlashInfer and torch SDPA, on one CUDA GPU.
+
+    python3 benchmarks/paged_decode.py --out $OUT                      # the default run (< 4 min on an H100)
+    python3 benchmarks/paged_decode.py --batches 8,32 --means 8192 --sets bf16,fp8 --out $OUT
+
+The problem is ``kernels.attention.paged`` (issue 37): bf16 Q, D 128, GQA ``--gqa`` (32/8 and 64/8), batch
+``--batches`` (1, 8, 32, 64), each batch's contexts uneven (``draw_contexts``: log-uniform in ``mean / SPREAD
+.. mean x SPREAD`` cut to ``MIN_CONTEXT .. MAX_CONTEXT``, around ``--means`` 2k, 8k, 32k; seeded by batch
+and mean, so every set sees the same contexts), each sequence's pages distinct and shuffled through the cache,
+``max_pages`` sized for the batch's longest context and the cache exactly the pages the batch needs. Row sets
+(``SETS``): ``bf16`` (bf16 KV, page 16, 1 query), ``fp8`` (e4m3 KV with per-kv-head f32 scales), ``q4`` (4
+speculative queries), ``page64`` (page 64; GQA 32/8 only).
+
+Method (as ``benchmarks/torch_gemm.py``): every kernel is built first in ``--jobs`` spawned worker processes
+(build and device-code caches), so the timing process only loads. Per row, ours is checked once against the
+problem's float64 reference and error bound (``paged.compare``) on a sample (the batch's shortest sequence, kv
+head 0: a sub-problem of its own pages), then timed in one CUDA graph (``torch_gemm._graph_seconds``, the median
+replay over ``--reps``) of calls over ``copies`` KV caches whose bytes together exceed three L2s where one cache
+is small (``copies_for``). The figure of merit is ``PagedDecodeProblem.bytes_moved`` (K and V's whole pages, Q,
+O, LSE) over the time as a % of the HBM read rate measured in the same run (``torch_gemm.read_rate``).
+
+Peers (1-query rows): FlashInfer's ``BatchDecodeWithPagedKVCacheWrapper`` on the same pages where ``import
+flashinfer`` works ("flashinfer: not installed" otherwise; its fp8 takes one scale per tensor, so its fp8 rows are
+timed, not checked); torch SDPA (``sdpa_kernel`` flash, cuDNN, efficient; each where it runs) on the bf16 rows'
+KV gathered into a dense ``[B, Hkv, Lmax, D]`` cache padded to the batch's longest context (the gather not
+timed; ``enable_gqa``, else the KV expanded to every head where that fits ``EXPANDED_BYTES``). SDPA reads the
+padded cache, so its % is of its own bytes; its output is checked against ours on the longest sequence (the one
+the padding does not change; ``runtime.cuda.tolerance("bf16")``, relative Frobenius).
+
+Bars (issue 37, ``bars``; judged in the memory-bound region ``batch >= 8`` and mean context ``>= 2k``, the
+all-row worst printed beside): bf16 >= 85 % of the read rate; fp8 >= 1.7x bf16's speed on the same shapes; 4
+queries <= 1.3x the 1-query time. Output: the table and the bars on stdout and in ``$OUT/paged_decode.md``,
+every figure in ``$OUT/paged_decode.json`` (rows also appended to ``paged_decode.partial.jsonl`` as measured).
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures as cf
+import importlib.util
+import json
+import math
+import multiprocessing as mp
+import os
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+for path in (ROOT, HERE):
+    if path not in sys.path:
+        sys.path.append(path)  # after PYTHONPATH: a package given there is the one measured
+
+BATCHES = (1, 8, 32, 64)
+MEANS = (2048, 8192, 32768)
+GQAS = ((32, 8), (64, 8))
+HEAD_DIM = 128
+MIN_CONTEXT, MAX_CONTEXT = 512, 32768
+SPREAD = 4  # contexts log-uniform in mean / SPREAD .. mean x SPREAD (cut to MIN_CONTEXT .. MAX_CONTEXT)
+SETS = {  # name: (kv dtype, page size, queries, GQAs it runs on: None every one)
+    "bf16": ("bf16", 16, 1, None),
+    "fp8": ("fp8", 16, 1, None),
+    "q4": ("bf16", 16, 4, None),
+    "page64": ("bf16", 64, 1, ((32, 8),)),
+}
+BACKENDS = ("flash", "cudnn", "efficient")  # torch.nn.attention.SDPBackend names, lower case
+GRAPH_BYTES = 4e9  # the KV bytes one graph replay reads at most beyond the rotation's copies
+MAX_COPIES = 64
+EXPANDED_BYTES = 16e9  # the most a dense KV expanded to every query head (SDPA without GQA) may take
+BAR_REGION = dict(batch=8, mean=2048)  # the bars' memory-bound region: batch and mean context at least these
+BARS = dict(read_rate=0.85, fp8_speedup=1.7, q4_ratio=1.3)  # issue 37's "Must show"
+
+
+def draw_contexts(batch: int, mean: int, seed: int = 0) -> list[int]:
+    """``batch`` context lengths log-uniform in ``mean / SPREAD .. mean x SPREAD``, that range cut to
+    ``MIN_CONTEXT .. MAX_CONTEXT`` (no pile-up at the ends; seeded by ``seed``, batch and mean)."""
+    import numpy as np
+
+    rng = np.random.default_rng([seed, batch, mean])
+    low, high = math.log(max(MIN_CONTEXT, mean / SPREAD)), math.log(min(MAX_CONTEXT, mean * SPREAD))
+    return [int(v) for v in np.round(np.exp(rng.uniform(low, high, batch)))]
+
+
+def row_specs(batches=BATCHES, means=MEANS, gqas=GQAS, sets=tuple(SETS)) -> list[dict]:
+    """The rows of a run: one per (set, GQA, batch, mean), the sets' own GQA lists respected."""
+    rows = []
+    for name in sets:
+        kv_dtype, page_size, queries, only = SETS[name]
+        for heads, kv_heads in gqas:
+            if only is not None and (heads, kv_heads) not in only:
+                continue
+            rows += [dict(set=name, batch=b, mean=m, heads=heads, kv_heads=kv_heads, page_size=page_size,
+                          queries=queries, kv_dtype=kv_dtype) for b in batches for m in means]
+    return rows
+
+
+def problem_of(spec: dict, contexts):
+    """The ``PagedDecodeProblem`` of a row: ``max_pages`` for the longest context, the cache the pages needed."""
+    from tvm_cdna4.kernels.attention.paged import PagedDecodeProblem
+    from tvm_cdna4.kernels.gemm.dynamic_m import ceil_div
+
+    ps = spec["page_size"]
+    return PagedDecodeProblem(spec["batch"], spec["heads"], spec["kv_heads"], HEAD_DIM, spec["queries"], ps,
+                              ceil_div(max(contexts), ps), sum(ceil_div(L, ps) for L in contexts),
+                              kv_dtype=spec["kv_dtype"], q_dtype="bf16")
+
+
+def copies_for(kv_bytes: int, l2_bytes: int) -> int:
+    """KV caches to rotate so that one pass over them reads more than three L2s (1 where one cache does)."""
+    return max(1, min(MAX_COPIES, math.ceil(3 * l2_bytes / kv_bytes)))
+
+
+def calls_for(kv_bytes: int, copies: int, calls: int) -> int:
+    """Calls per graph: every copy at least once, ``calls`` where the replay stays under ``GRAPH_BYTES``."""
+    return max(copies, min(calls, max(2, int(GRAPH_BYTES // kv_bytes))))
+
+
+def _prebuild(job) -> str:
+    """Worker: build the two kernels ``tvm_cdna4.torch.paged_attention`` runs for ``problem`` (build cache) and
+    compile their device code (device-code cache), so that the timing process only loads."""
+    problem, arch = job
+    from tvm_cdna4.kernels.sm80.paged_target import build
+    from tvm_cdna4.runtime.cuda import precompile
+
+    name = f"B={problem.batch} {problem.heads}/{problem.kv_heads} {problem.kv_dtype} q{problem.queries}"
+    try:
+        main, merge = build(problem, arch=arch)
+        precompile(main)
+        precompile(merge)
+    except Exception as err:  # the row fails when measured; the other builds go on
+        return f"{name}: build failed: {str(err).splitlines()[0][:200]}"
+    return ""
+
+
+def _inputs(torch, problem, contexts, copies: int, seed: int, device: str = "cuda") -> dict:
+    """Q, ``copies`` (K, V) caches (fp8: quantized per kv head, scales ``amax / 448``), the block table (each
+    sequence's pages distinct, shuffled) and the lengths, on ``device``."""
+    from tvm_cdna4.kernels.gemm.dynamic_m import ceil_div
+
+    g = torch.Generator(device=device).manual_seed(seed)
+    ps = problem.page_size
+    shapes = problem.shapes()
+    order = torch.randperm(problem.num_pages, device=device, generator=g).to(torch.int32)
+    table = torch.zeros(shapes["BLOCK_TABLE"], dtype=torch.int32, device=device)
+    start = 0
+    for b, L in enumerate(contexts):
+        n = ceil_div(L, ps)
+        table[b, :n], start = order[start:start + n], start + n
+    out = dict(q=torch.randn(shapes["Q"], device=device, dtype=torch.bfloat16, generator=g), table=table,
+               lens=torch.tensor(contexts, dtype=torch.int32, device=device), caches=[], scales=[])
+    for _ in range(copies):
+        pair, scales = [], []
+        for _kv in "kv":
+            x = torch.randn(shapes["K_CACHE"], device=device, dtype=torch.bfloat16, generator=g)
+            if problem.scaled:
+                s = (x.abs().amax(dim=(0, 1, 3)).float() / torch.finfo(torch.float8_e4m3fn).max).contiguous()
+                x = (x.float() / s[None, None, :, None]).to(torch.float8_e4m3fn)
+                scales.append(s)
+            pair.append(x)
+        out["caches"].append(tuple(pair))
+        out["scales"].append(tuple(scales) if scales else (None, None))
+    return out
+
+
+def _numpy(t, dtype: str):
+    """A CUDA tensor as numpy of the package's format ``dtype`` (bits kept)."""
+    import numpy as np
+
+    from tvm_cdna4.isa.formats import fmt
+
+    if dtype == "fp8":
+        return t.contiguous().view(__import__("torch").uint8).cpu().numpy().view(fmt("fp8").dtype)
+    if dtype == "f32":
+        return t.float().cpu().numpy()
+    return t.float().cpu().numpy().astype(fmt(dtype).dtype) if dtype != "i32" else t.cpu().numpy().astype(np.int32)
+
+
+def check_sample(torch, problem, contexts, inputs, o, lse) -> tuple[float, float]:
+    """``paged.compare``'s ``(o_ratio, lse_ratio)`` (pass: both <= 1) of ours on the batch's shortest sequence,
+    kv head 0: a one-sequence, one-kv-head sub-problem over that sequence's own pages."""
+    import attrs
+    import numpy as np
+
+    from tvm_cdna4.kernels.attention import paged
+    from tvm_cdna4.kernels.gemm.dynamic_m import ceil_div
+
+    b = int(np.argmin(contexts))
+    L, group = contexts[b], problem.group
+    n = ceil_div(L, problem.page_size)
+    sub = attrs.evolve(problem, batch=1, heads=group, kv_heads=1, max_pages=n, num_pages=n)
+    pages = inputs["table"][b, :n].long()
+    k, v = ((c.view(torch.uint8) if problem.scaled else c)[pages][:, :, :1].contiguous() for c in inputs["caches"][0])
+    arrays = {"Q": _numpy(inputs["q"][b:b + 1, :, :group], "bf16"), "K_CACHE": _numpy(k, problem.kv_dtype),
+              "V_CACHE": _numpy(v, problem.kv_dtype), "BLOCK_TABLE": np.arange(n, dtype=np.int32)[None],
+              "CONTEXT_LENS": np.array([L], np.int32)}
+    if problem.scaled:
+        arrays["K_SCALE"], arrays["V_SCALE"] = (_numpy(s[:1], "f32") for s in inputs["scales"][0])
+    return paged.compare(sub, arrays, o[b:b + 1, :, :group].float().cpu().numpy(),
+                         lse[b:b + 1, :, :group].cpu().numpy())
+
+
+def _dense(torch, problem, contexts, inputs, cache):
+    """One (K, V) cache gathered into dense ``[B, Hkv, Lmax, D]`` bf16, each sequence padded to the longest."""
+    Lmax, ps = max(contexts), problem.page_size
+    j = torch.arange(Lmax, device=inputs["table"].device)
+    index = (inputs["table"][:, j // ps].long() * ps + j % ps)  # [B, Lmax]; padding reads page rows, unused
+    flat = [c.view(-1, problem.kv_heads, HEAD_DIM) for c in cache]
+    return tuple(f[index].transpose(1, 2).contiguous() for f in flat)
+
+
+def sdpa_peers(torch, graph_seconds, problem, contexts, inputs, o, args, l2: int) -> dict:
+    """Each SDPA backend's graph time, mode (``gqa`` / ``expanded``), own bytes and error against ours on the
+    longest sequence, or the reason it did not run."""
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    from tvm_cdna4.runtime.cuda import tolerance
+
+    B, H, Hkv = problem.batch, problem.heads, problem.kv_heads
+    dense_bytes = 2 * B * Hkv * max(contexts) * HEAD_DIM * 2
+    copies = copies_for(dense_bytes, l2)
+    dense = [_dense(torch, problem, contexts, inputs, inputs["caches"][i % len(inputs["caches"])])
+             for i in range(copies)]
+    q = inputs["q"][:, 0].unsqueeze(2)  # [B, H, 1, D]
+    top = max(range(B), key=lambda i: contexts[i])
+    out = {}
+    for name in BACKENDS:
+        backend = getattr(SDPBackend, name.upper() if name != "efficient" else "EFFICIENT_ATTENTION")
+        for mode in ("gqa", "expanded"):
+            if mode == "expanded" and dense_bytes * H // Hkv > EXPANDED_BYTES:
+                out[name] = dict(error=f"{out[name]['error']}; expanded KV over {EXPANDED_BYTES / 1e9:.0f} GB")
+                break
+            kvs = dense if mode == "gqa" else [tuple(t.repeat_interleave(H // Hkv, 1) for t in kv) for kv in dense]
+
+            def call(kv, backend=backend, mode=mode):
+                with sdpa_kernel([backend]):
+                    return F.scaled_dot_product_attention(q, *kv, enable_gqa=True) if mode == "gqa" else \
+                        F.scaled_dot_product_attention(q, *kv)
+            try:
+                got = call(kvs[0])
+                torch.cuda.synchronize()
+            except RuntimeError as err:
+                out[name] = dict(error=str(err).splitlines()[0][:160])
+                continue
+            ref = o[top, 0].float()
+            err = ((got[top, :, 0].float() - ref).norm() / ref.norm()).item()
+            calls = [(lambda kv=kv: call(kv)) for kv in (kvs * math.ceil(args.calls / len(kvs)))[:max(args.calls,
+                                                                                                       len(kvs))]]
+            bytes_ = dense_bytes * (1 if mode == "gqa" else H // Hkv) + B * H * (2 * 2 * HEAD_DIM)
+            try:
+                us = graph_seconds(torch, calls, args.reps) * 1e6
+            except RuntimeError as failure:  # a backend that cannot be captured: said in the row
+                out[name] = dict(error=f"graph: {str(failure).splitlines()[0][:160]}")
+                break
+            out[name] = dict(us=us, mode=mode, bytes=bytes_, err=err,
+                             ok=bool(math.isfinite(err) and err <= tolerance("bf16")))
+            del kvs
+            break
+    return out
+
+
+def flashinfer_peer(torch, graph_seconds, problem, contexts, inputs, o, args) -> dict:
+    """FlashInfer's ``BatchDecodeWithPagedKVCacheWrapper`` (NHD: the same cache layout) on the same pages and
+    copies: its graph time and, bf16, its error against ours (relative Frobenius over the batch); ``error`` where
+    it is not installed or refuses."""
+    try:
+        import flashinfer
+    except ImportError:
+        return dict(error="flashinfer: not installed")
+    from tvm_cdna4.kernels.gemm.dynamic_m import ceil_div
+    from tvm_cdna4.runtime.cuda import tolerance
+
+    ps = problem.page_size
+    pages = [ceil_div(L, ps) for L in contexts]
+    indptr = torch.tensor([0] + list(itertools_accumulate(pages)), dtype=torch.int32, device="cuda")
+    indices = torch.cat([inputs["table"][b, :n] for b, n in enumerate(pages)])
+    last = torch.tensor([L - (n - 1) * ps for L, n in zip(contexts, pages)], dtype=torch.int32, device="cuda")
+    try:
+        wrapper = flashinfer.BatchDecodeWithPagedKVCacheWrapper(
+            torch.empty(256 * 2**20, dtype=torch.uint8, device="cuda"), "NHD")
+        wrapper.plan(indptr, indices, last, problem.heads, problem.kv_heads, HEAD_DIM, ps, pos_encoding_mode="NONE",
+                     q_data_type=torch.bfloat16, kv_data_type=inputs["caches"][0][0].dtype)
+        q = inputs["q"][:, 0].contiguous()
+        got = wrapper.run(q, inputs["caches"][0])
+        torch.cuda.synchronize()
+    except Exception as err:  # an API it does not have, a shape it refuses: said in the row
+        return dict(error=f"flashinfer {getattr(flashinfer, '__version__', '?')}: {str(err).splitlines()[0][:160]}")
+    out = dict(version=getattr(flashinfer, "__version__", "?"))
+    if not problem.scaled:
+        ref = o[:, 0].float()
+        out["err"] = ((got.float() - ref).norm() / ref.norm()).item()
+        out["ok"] = bool(math.isfinite(out["err"]) and out["err"] <= tolerance("bf16"))
+    caches = inputs["caches"]
+    n = calls_for(problem.kv_bytes(contexts), len(caches), args.calls)
+    calls = [(lambda c=c: wrapper.run(q, c)) for c in (caches * math.ceil(n / len(caches)))[:n]]
+    try:
+        out["us"] = graph_seconds(torch, calls, args.reps) * 1e6
+    except RuntimeError as err:
+        out["error"] = f"graph: {str(err).splitlines()[0][:160]}"
+    return out
+
+
+def itertools_accumulate(values):
+    total = 0
+    for v in values:
+        total += v
+        yield total
+
+
+def measure(torch, ours, graph_seconds, spec: dict, args, rate: float, l2: int) -> dict:
+    """One row: ours checked on a sample and timed; the peers where the row has them (1 query)."""
+    from tvm_cdna4.kernels.sm80.paged_target import plan
+
+    contexts = draw_contexts(spec["batch"], spec["mean"], args.seed)
+    problem = problem_of(spec, contexts)
+    kv_bytes = problem.kv_bytes(contexts)
+    copies = copies_for(kv_bytes, l2)
+    inputs = _inputs(torch, problem, contexts, copies, args.seed + spec["batch"] + spec["mean"])
+    row = dict(spec, contexts=contexts, context_mean=sum(contexts) / len(contexts), context_min=min(contexts),
+               context_max=max(contexts), split_kv=plan(problem).split_kv, copies=copies, kv_bytes=kv_bytes,
+               bytes=problem.bytes_moved(contexts))
+
+    def call(i):
+        k, v = inputs["caches"][i]
+        ks, vs = inputs["scales"][i]
+        return ours.paged_attention(inputs["q"], k, v, inputs["table"], inputs["lens"], k_scale=ks, v_scale=vs,
+                                    return_lse=True)
+
+    o, lse = call(0)
+    torch.cuda.synchronize()
+    row["o_ratio"], row["lse_ratio"] = check_sample(torch, problem, contexts, inputs, o, lse)
+    row["ok"] = row["o_ratio"] <= 1 and row["lse_ratio"] <= 1
+    n = calls_for(kv_bytes, copies, args.calls)
+    row["calls"] = n
+    row["us"] = graph_seconds(torch, [(lambda i=i % copies: call(i)) for i in range(n)], args.reps) * 1e6
+    row["pct_rate"] = 100 * row["bytes"] / (row["us"] * 1e-6) / rate
+    if spec["queries"] == 1 and spec["set"] in ("bf16", "fp8") and args.peers:
+        row["flashinfer"] = flashinfer_peer(torch, graph_seconds, problem, contexts, inputs, o, args)
+    if spec["set"] == "bf16" and args.peers:
+        row["sdpa"] = sdpa_peers(torch, graph_seconds, problem, contexts, inputs, o, args, l2)
+        for peer in row["sdpa"].values():
+            if "us" in peer:
+                peer["pct_rate"] = 100 * peer["bytes"] / (peer["us"] * 1e-6) / rate
+    inputs.clear()  # the caches freed before the next row's
+    del o, lse
+    torch.cuda.empty_cache()
+    return row
+
+
+def _key(r) -> tuple:
+    return (r["batch"], r["mean"], r["heads"], r["kv_heads"])
+
+
+def in_region(r) -> bool:
+    return r["batch"] >= BAR_REGION["batch"] and r["mean"] >= BAR_REGION["mean"]
+
+
+def bars(rows) -> list[dict]:
+    """Issue 37's three bars over ``rows``: each ``name``, ``values`` (one per shape of the memory-bound
+    region, ``BAR_REGION``), ``worst`` over the region and over every row, ``ok`` (the region's worst meets
+    the bar; None where the run has no such shape)."""
+    base = {_key(r): r for r in rows if r["set"] == "bf16"}
+    measures = [  # name, rows, value of a row, higher is better, bar
+        ("bf16 % of the read rate", [r for r in rows if r["set"] in ("bf16", "page64")], lambda r: r["pct_rate"],
+         True, 100 * BARS["read_rate"]),
+        ("fp8 speed / bf16", [r for r in rows if r["set"] == "fp8" and _key(r) in base],
+         lambda r: base[_key(r)]["us"] / r["us"], True, BARS["fp8_speedup"]),
+        ("4q time / 1q", [r for r in rows if r["set"] == "q4" and _key(r) in base],
+         lambda r: r["us"] / base[_key(r)]["us"], False, BARS["q4_ratio"]),
+    ]
+    out = []
+    for name, subset, value, higher, bar in measures:
+        pick = max if not higher else min
+        region = [value(r) for r in subset if in_region(r)]
+        every = [value(r) for r in subset]
+        worst = pick(region) if region else None
+        out.append(dict(name=name, bar=bar, higher=higher, values=region, worst=worst,
+                        worst_all=pick(every) if every else None,
+                        ok=None if worst is None else (worst >= bar if higher else worst <= bar)))
+    return out
+
+
+def bar_lines(results) -> list[str]:
+    out = []
+    for b in results:
+        sign = ">=" if b["higher"] else "<="
+        if b["worst"] is None:
+            out.append(f"bar {b['name']} {sign} {b['bar']:g}: no shape in the region (batch >= "
+                       f"{BAR_REGION['batch']}, mean context >= {BAR_REGION['mean']})")
+            continue
+        out.append(f"bar {b['name']} {sign} {b['bar']:g}: worst {b['worst']:.2f} over {len(b['values'])} shapes "
+                   f"(batch >= {BAR_REGION['batch']}, mean context >= {BAR_REGION['mean']}), all rows' worst "
+                   f"{b['worst_all']:.2f}: {'PASS' if b['ok'] else 'FAIL'}")
+    return out
+
+
+def _peer_cell(peer) -> str:
+    if not peer:
+        return ""
+    if "us" not in peer:
+        return "—"
+    return f"{peer['us']:.1f}" + (" ✗" if peer.get("ok") is False else "")
+
+
+def table(rows) -> list[str]:
+    out = ["| set | B | H/Hkv | page | q | KV | contexts mean (min..max) | splits | ours µs | MB | ours % read "
+           "| FlashInfer µs | SDPA flash µs | cuDNN µs | efficient µs | best SDPA % own bytes | ok |",
+           "|" + "---|" * 17]
+    for r in rows:
+        sdpa = r.get("sdpa", {})
+        best = max((p["pct_rate"] for p in sdpa.values() if "pct_rate" in p), default=None)
+        out.append(f"| {r['set']} | {r['batch']} | {r['heads']}/{r['kv_heads']} | {r['page_size']} | {r['queries']} "
+                   f"| {r['kv_dtype']} | {r['context_mean']:.0f} ({r['context_min']}..{r['context_max']}) "
+                   f"| {r['split_kv']} | {r['us']:.1f} | {r['bytes'] / 1e6:.1f} | {r['pct_rate']:.0f} "
+                   f"| {_peer_cell(r.get('flashinfer'))} | {_peer_cell(sdpa.get('flash'))} "
+                   f"| {_peer_cell(sdpa.get('cudnn'))} | {_peer_cell(sdpa.get('efficient'))} "
+                   f"| {'' if best is None else f'{best:.0f}'} | {'yes' if r['ok'] else 'NO'} |")
+    return out
+
+
+def parse(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--batches", default=",".join(map(str, BATCHES)))
+    ap.add_argument("--means", default=",".join(map(str, MEANS)), help="mean contexts of the draws")
+    ap.add_argument("--gqa", default=",".join(f"{h}/{k}" for h, k in GQAS), help="heads/kv_heads pairs")
+    ap.add_argument("--sets", default=",".join(SETS), help=f"row sets, of {tuple(SETS)}")
+    ap.add_argument("--no-peers", dest="peers", action="store_false", help="ours only (no FlashInfer, no SDPA)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--calls", type=int, default=10, help="calls per graph (at least the rotation's copies)")
+    ap.add_argument("--reps", type=int, default=10, help="graph replays (the median)")
+    ap.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) - 2))
+    ap.add_argument("--out", default=".")
+    args = ap.parse_args(argv)
+    args.batches = [int(v) for v in args.batches.split(",")]
+    args.means = [int(v) for v in args.means.split(",")]
+    args.gqa = [tuple(int(x) for x in v.split("/")) for v in args.gqa.split(",")]
+    args.sets = args.sets.split(",")
+    unknown = [s for s in args.sets if s not in SETS]
+    if unknown:
+        ap.error(f"--sets: unknown {unknown}; expected of {tuple(SETS)}")
+    return args
+
+
+def main(argv=None) -> int:
+    args = parse(argv)
+    import torch
+
+    import tvm_cdna4.torch as ours
+    from torch_gemm import _graph_seconds, read_rate
+
+    arch, target = ours.cuda_target(torch.device("cuda", 0))
+    specs = row_specs(args.batches, args.means, args.gqa, args.sets)
+    t0 = time.time()
+    jobs = [(problem_of(s, draw_contexts(s["batch"], s["mean"], args.seed)), arch) for s in specs]
+    with cf.ProcessPoolExecutor(max_workers=args.jobs, mp_context=mp.get_context("spawn")) as pool:
+        for line in pool.map(_prebuild, jobs):
+            if line:
+                print(line, flush=True)
+    print(f"built {2 * len(jobs)} kernels ({len(jobs)} problems) in {time.time() - t0:.0f} s on {args.jobs} workers",
+          flush=True)
+    rate = read_rate(torch)
+    name, l2 = torch.cuda.get_device_name(0), torch.cuda.get_device_properties(0).L2_cache_size
+    print(f"{name} ({arch}): read rate {rate / 1e12:.2f} TB/s (4 GiB sum), L2 {l2 / 2**20:.0f} MiB", flush=True)
+    if importlib.util.find_spec("flashinfer") is None:
+        print("flashinfer: not installed", flush=True)
+    rows, failed, partial = [], [], os.path.join(args.out, "paged_decode.partial.jsonl")
+    for spec in specs:
+        try:
+            rows.append(measure(torch, ours, _graph_seconds, spec, args, rate, l2))
+        except Exception as err:  # one device call: the other rows still run
+            failed.append(dict(spec, error=f"{type(err).__name__}: {str(err).splitlines()[0][:300]}"))
+            print(f"FAILED {spec}: {failed[-1]['error']}", flush=True)
+            torch.cuda.empty_cache()
+            continue
+        r = rows[-1]
+        with open(partial, "a") as f:
+            f.write(json.dumps(r) + "\n")
+        print(f"{r['set']} B={r['batch']} {r['heads']}/{r['kv_heads']} mean {r['mean']}: {r['us']:.1f} us, "
+              f"{r['pct_rate']:.0f} % of the read rate, split {r['split_kv']}, ok={r['ok']}", flush=True)
+    results = bars(rows)
+    meta = dict(device=name, arch=arch, target=target, read_rate=rate, l2_bytes=l2, torch=torch.__version__,
+                date=time.strftime("%Y-%m-%d"), calls=args.calls, reps=args.reps, seconds=time.time() - t0)
+    with open(os.path.join(args.out, "paged_decode.json"), "w") as f:
+        json.dump(dict(meta=meta, rows=rows, failed=failed, bars=results), f, indent=1)
+    lines = [f"{name}, read rate {rate / 1e12:.2f} TB/s", "", *table(rows), "", *bar_lines(results),
+             *(f"FAILED {f['set']} B={f['batch']} {f['heads']}/{f['kv_heads']} mean {f['mean']}: {f['error']}"
+               for f in failed)]
+    with open(os.path.join(args.out, "paged_decode.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 0 if all(r["ok"] for r in rows) and not failed else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,135 @@
+"""``benchmarks/paged_decode.py``'s CPU parts: its arguments, its shape list and contexts, the bytes it divides by,
+the rotation, the bars, and its correctness check and dense gather run on CPU torch tensors (the GPU run is the
+lead's: the command in ``docs/paged_attention.md``)."""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pytest
+
+from paths import TESTS
+
+sys.path.insert(0, str(TESTS))
+
+from benchmark_modules import benchmark_module  # noqa: E402
+
+from tvm_cdna4.kernels.attention import paged  # noqa: E402
+
+bench = benchmark_module("paged_decode")
+
+
+def test_the_default_arguments_and_a_refused_set():
+    args = bench.parse([])
+    assert args.batches == [1, 8, 32, 64] and args.means == [2048, 8192, 32768]
+    assert args.gqa == [(32, 8), (64, 8)] and args.sets == ["bf16", "fp8", "q4", "page64"] and args.peers
+    args = bench.parse(["--batches", "8", "--gqa", "64/8", "--sets", "fp8", "--no-peers"])
+    assert (args.batches, args.gqa, args.sets, args.peers) == ([8], [(64, 8)], ["fp8"], False)
+    with pytest.raises(SystemExit):
+        bench.parse(["--sets", "bf8"])
+
+
+def test_the_shape_list():
+    rows = bench.row_specs()
+    # bf16, fp8, q4: 2 GQAs x 4 batches x 3 means; page64: GQA 32/8 only
+    assert len(rows) == 3 * 24 + 12
+    page64 = [r for r in rows if r["set"] == "page64"]
+    assert {(r["heads"], r["kv_heads"], r["page_size"], r["queries"]) for r in page64} == {(32, 8, 64, 1)}
+    q4 = [r for r in rows if r["set"] == "q4"]
+    assert {r["queries"] for r in q4} == {4} and {r["kv_dtype"] for r in rows if r["set"] == "fp8"} == {"fp8"}
+
+
+def test_contexts_uneven_within_bounds_and_shared_by_the_sets():
+    for batch, mean in ((64, 2048), (64, 32768), (8, 8192)):
+        contexts = bench.draw_contexts(batch, mean)
+        assert len(contexts) == batch and len(set(contexts)) > batch // 2
+        assert min(contexts) >= max(512, mean // 4) and max(contexts) <= min(32768, mean * 4)
+        assert contexts == bench.draw_contexts(batch, mean)
+    assert bench.draw_contexts(8, 8192, seed=1) != bench.draw_contexts(8, 8192)
+
+
+def test_the_problem_and_its_bytes():
+    spec = dict(set="fp8", batch=2, mean=2048, heads=64, kv_heads=8, page_size=16, queries=1, kv_dtype="fp8")
+    problem = bench.problem_of(spec, [1000, 33])
+    assert (problem.max_pages, problem.num_pages) == (63, 63 + 3) and problem.group == 8
+    # whole pages of K and V, one byte each, then Q and O in bf16 and LSE in f32
+    kv = 2 * (63 + 3) * 16 * 8 * 128
+    assert problem.kv_bytes([1000, 33]) == kv
+    assert problem.bytes_moved([1000, 33]) == kv + 2 * 64 * (2 * 2 * 128 + 4)
+    bf16 = bench.problem_of({**spec, "kv_dtype": "bf16"}, [1000, 33])
+    assert bf16.kv_bytes([1000, 33]) == 2 * kv
+
+
+def test_the_rotation_and_the_calls():
+    l2 = 50 * 2**20
+    assert bench.copies_for(8 * 2**20, l2) == 19 and bench.copies_for(4 * 2**30, l2) == 1
+    assert bench.copies_for(1000, l2) == bench.MAX_COPIES
+    assert bench.calls_for(8 * 2**20, 19, 10) == 19 and bench.calls_for(2**30, 1, 10) == 3
+    assert bench.calls_for(10 * 2**30, 1, 10) == 2
+
+
+def _row(set_, batch, mean, us, pct=90.0):
+    return dict(set=set_, batch=batch, mean=mean, heads=32, kv_heads=8, us=us, pct_rate=pct)
+
+
+def test_the_bars_judge_the_region_only():
+    rows = [_row("bf16", 8, 8192, 100.0, 88), _row("bf16", 1, 2048, 10.0, 20), _row("fp8", 8, 8192, 55.0),
+            _row("fp8", 1, 2048, 9.0), _row("q4", 8, 8192, 140.0), _row("q4", 1, 2048, 30.0)]
+    rate, fp8, q4 = bench.bars(rows)
+    assert (rate["worst"], rate["worst_all"], rate["ok"]) == (88, 20, True)
+    assert fp8["values"] == [pytest.approx(100 / 55)] and fp8["ok"] and fp8["worst_all"] == pytest.approx(10 / 9)
+    assert q4["worst"] == pytest.approx(1.4) and q4["ok"] is False and q4["worst_all"] == pytest.approx(3.0)
+    lines = bench.bar_lines([rate, fp8, q4])
+    assert "PASS" in lines[0] and "FAIL" in lines[2]
+    assert bench.bars([_row("bf16", 1, 512, 5.0)])[1]["ok"] is None
+
+
+@pytest.mark.parametrize("kv_dtype, queries", [("bf16", 1), ("fp8", 4)])
+def test_the_sample_check_passes_the_reference_and_catches_an_error(kv_dtype, queries):
+    torch = pytest.importorskip("torch")
+    spec = dict(set="x", batch=3, mean=64, heads=8, kv_heads=2, page_size=16, queries=queries, kv_dtype=kv_dtype)
+    contexts = [70, 37, 100]
+    problem = bench.problem_of(spec, contexts)
+    inputs = bench._inputs(torch, problem, contexts, 1, seed=3, device="cpu")
+    arrays = {"Q": bench._numpy(inputs["q"], "bf16"), "BLOCK_TABLE": inputs["table"].numpy(),
+              "CONTEXT_LENS": np.array(contexts, np.int32)}
+    for name, t in zip(("K_CACHE", "V_CACHE"), inputs["caches"][0]):
+        arrays[name] = bench._numpy(t, kv_dtype)
+    if problem.scaled:
+        arrays["K_SCALE"], arrays["V_SCALE"] = (s.numpy() for s in inputs["scales"][0])
+    o, lse = paged.reference(problem, arrays)
+    o, lse = torch.from_numpy(o).to(torch.bfloat16), torch.from_numpy(lse).float()
+    o_ratio, lse_ratio = bench.check_sample(torch, problem, contexts, inputs, o, lse)
+    assert o_ratio <= 1 and lse_ratio <= 1
+    o[1, 0, 5, 5] += 0.25  # the shortest sequence (37 keys), head 5 of kv head 1: outside the sample
+    assert bench.check_sample(torch, problem, contexts, inputs, o, lse)[0] <= 1
+    o[1, 0, 1, 5] += 0.25  # head 1: kv head 0 (heads 0..3)
+    assert bench.check_sample(torch, problem, contexts, inputs, o, lse)[0] > 1
+
+
+def test_the_dense_gather_holds_each_sequences_keys():
+    torch = pytest.importorskip("torch")
+    spec = dict(set="bf16", batch=2, mean=64, heads=4, kv_heads=2, page_size=16, queries=1, kv_dtype="bf16")
+    contexts = [50, 20]
+    problem = bench.problem_of(spec, contexts)
+    inputs = bench._inputs(torch, problem, contexts, 1, seed=0, device="cpu")
+    k, v = bench._dense(torch, problem, contexts, inputs, inputs["caches"][0])
+    assert k.shape == (2, 2, 50, 128)
+    cache = inputs["caches"][0][0]
+    table = inputs["table"]
+    for b, L in enumerate(contexts):
+        for j in (0, 17, L - 1):
+            assert torch.equal(k[b, :, j], cache[table[b, j // 16], j % 16])
+
+
+def test_the_table_row():
+    row = dict(_row("bf16", 8, 8192, 123.4, 87.6), page_size=16, queries=1, kv_dtype="bf16", context_mean=9412.6,
+               context_min=2100, context_max=30000, split_kv=5, bytes=308_740_096, ok=True,
+               flashinfer=dict(error="flashinfer: not installed"),
+               sdpa=dict(flash=dict(us=200.0, pct_rate=70.2, ok=True), cudnn=dict(us=150.0, pct_rate=80.4, ok=False),
+                         efficient=dict(error="No available kernel")))
+    header, rule, line = bench.table([row])
+    assert header.count("|") == rule.count("|") == line.count("|") == 18
+    assert line == ("| bf16 | 8 | 32/8 | 16 | 1 | bf16 | 9413 (2100..30000) | 5 | 123.4 | 308.7 | 88 | — | 200.0 "
+                    "| 150.0 ✗ | — | 80 | yes |")
