@@ -5,8 +5,10 @@
 For each LLM projection of ``torch_gemm.MODELS`` (bf16, ``nt``) and each M of ``--ms``, the ``--top``
 configs the cost model ranks first (``gemm_cost.ranked`` on the GPU present: ``devices.planned``; the hybrid
 decomposition among them where the model ranks it there) and, unless ``--no-hybrid``, the best-ranked hybrid
-config below them (``Sm90Config.decomposition="hybrid"``: the last wave's tiles split; its rank recorded) are
-built as static-M kernels (``benchmarks/sm90_gemm.py``'s spawned build pool), each checked once against
+config below them (``Sm90Config.decomposition="hybrid"``: the last wave's tiles split; its rank recorded),
+or, where the model weighs none, the best with slices of ``--hybrid-min-slice`` k-tiles or more (default 1: the
+short slices the model's ``MIN_SLICE_TILES`` keeps it from choosing, so that the timings can refit that rule;
+recorded at a rank past every config the model weighs) are built as static-M kernels (``benchmarks/sm90_gemm.py``'s spawned build pool), each checked once against
 torch's product, and timed (``sm90_gemm.bench``: CUDA graphs over input copies beyond the L2) beside
 ``torch.mm`` in the same run. Every row (config, the model's estimate, the measured time, cuBLAS's) goes to
 ``$OUT/sm90_sweep.json``: the data the model's fitted rates are checked and refitted against
@@ -41,18 +43,22 @@ def jobs(args):
     out = []
     for model, proj, N, K in shapes(args.models.split(",")):
         for M in map(int, args.ms.split(",")):
-            for rank, (t, cfg) in picks(gemm_cost.ranked(M, N, K, 2, device), args.top, args.hybrid):
+            ranked = gemm_cost.ranked(M, N, K, 2, device)
+            wide = gemm_cost.ranked(M, N, K, 2, device, min_slice=args.hybrid_min_slice) if args.hybrid else ranked
+            for rank, (t, cfg) in picks(ranked, args.top, args.hybrid, wide):
                 out.append(((model, proj, M, N, K, rank, round(t * 1e6, 2)), (M, N, K), attrs.asdict(cfg)))
     return out
 
 
-def picks(ranked, top: int, hybrid: bool = True) -> list:
-    """(rank, (estimate, config)) of the ``top`` first of ``ranked`` and, with ``hybrid``, the first hybrid
-    config below them (where the model weighs one: ``gemm_cost.decompositions``)."""
+def picks(ranked, top: int, hybrid: bool = True, wide=()) -> list:
+    """(rank, (estimate, config)) of the ``top`` first of ``ranked`` and, with ``hybrid`` and none among them,
+    the first hybrid config of ``ranked`` (at its rank) or else of ``wide`` (``ranked`` with shorter slices
+    allowed), at ``len(ranked)`` + its rank there: past every config the model weighs."""
     out = list(enumerate(ranked[:top]))
-    below = next(((i, rc) for i, rc in enumerate(ranked) if rc[1].decomposition == "hybrid"), None)
-    if hybrid and below is not None and below[0] >= top:
-        out.append(below)
+    first = [(i, rc) for i, rc in enumerate(ranked) if rc[1].decomposition == "hybrid"][:1] or [
+        (len(ranked) + i, rc) for i, rc in enumerate(wide) if rc[1].decomposition == "hybrid"][:1]
+    if hybrid and first and all(cfg.decomposition != "hybrid" for _, (_, cfg) in out):
+        out.append(first[0])
     return out
 
 
@@ -64,6 +70,8 @@ def main(argv=None) -> int:
     ap.add_argument("--top", type=int, default=6)
     ap.add_argument("--no-hybrid", dest="hybrid", action="store_false",
                     help="time the --top configs only (not also the best-ranked hybrid below them)")
+    ap.add_argument("--hybrid-min-slice", type=int, default=1,
+                    help="the shortest K slice (k-tiles) of the extra hybrid config (the model's rule: MIN_SLICE_TILES)")
     ap.add_argument("--workers", type=int, default=min(14, os.cpu_count() or 1))
     ap.add_argument("--build-s", type=float, default=300)
     args = ap.parse_args(argv)

@@ -138,14 +138,20 @@ def test_the_sweep_times_the_hybrid_where_the_model_ranks_it_and_the_best_one_be
     from benchmark_modules import benchmark_module
 
     sweep = benchmark_module("sm90_sweep")
-    args = argparse.Namespace(models="qwen2.5-7b", ms="3000,768", top=2, hybrid=True)
+    args = argparse.Namespace(models="qwen2.5-7b", ms="3000,768", top=2, hybrid=True, hybrid_min_slice=1)
     jobs = {(key[1], key[2], key[5]): cfg for key, _, cfg in sweep.jobs(args)}
-    # M = 3000, down (336 tiles of 128x256): the model's first choice is the hybrid, timed as rank 0
+    # M = 3000, down (336 tiles of 128x256): the model's first choice is the hybrid, timed as rank 0, no other
     assert jobs[("down", 3000, 0)]["decomposition"] == "hybrid" and jobs[("down", 3000, 0)]["split_k"] == 3
+    assert len([k for k in jobs if k[:2] == ("down", 3000)]) == 2
     # M = 768, down: the hybrid ranked below the top two is timed too, at its rank
     below = [(rank, cfg) for (proj, m, rank), cfg in jobs.items() if (proj, m) == ("down", 768) and rank >= 2]
     assert len(below) == 1 and below[0][1]["decomposition"] == "hybrid"
-    # the qkv projection at M = 3000 (432 tiles, K = 3584: slices below MIN_SLICE_TILES): no hybrid weighed
-    assert all(cfg["decomposition"] != "hybrid" for (proj, m, _), cfg in jobs.items() if (proj, m) == ("qkv", 3000))
+    # qkv at M = 3000 (432 tiles, K = 3584): its slices are below MIN_SLICE_TILES, so the model never chooses
+    # the hybrid, but the sweep times the best one with shorter slices (the rule's data), and not with the rule
+    qkv = [(rank, cfg) for (proj, m, rank), cfg in jobs.items() if (proj, m) == ("qkv", 3000) and rank >= 2]
+    assert len(qkv) == 1 and qkv[0][1]["decomposition"] == "hybrid" and qkv[0][0] >= len(
+        gemm_cost.ranked(3000, 4608, 3584, 2, devices.planned("sm80")))  # ranked past every config the model weighs
+    args.hybrid_min_slice = gemm_cost.MIN_SLICE_TILES
+    assert all(key[5] < 2 for key, _, _ in sweep.jobs(args) if key[1:3] == ("qkv", 3000))
     args.hybrid = False
     assert len(sweep.jobs(args)) == 2 * 4 * 2

@@ -184,11 +184,11 @@ def reduction(cfg: Sm90Config, M: int, N: int, per_tile: int, device) -> float:
     return (workspace + gather) / REDUCTION_EFFICIENCY
 
 
-def splits(M: int, N: int, K: int, dtype: str = "bf16") -> tuple:
-    """The ``SPLITS`` the model weighs for (M, N, K): every slice ``MIN_SLICE_TILES`` k-tiles or more, every
-    slice with k-tiles of its own, the workspace ``[split_k, M, N]`` within 32-bit offsets."""
+def splits(M: int, N: int, K: int, dtype: str = "bf16", min_slice: int = MIN_SLICE_TILES) -> tuple:
+    """The ``SPLITS`` the model weighs for (M, N, K): every slice ``min_slice`` (``MIN_SLICE_TILES``) k-tiles or
+    more, every slice with k-tiles of its own, the workspace ``[split_k, M, N]`` within 32-bit offsets."""
     k_tiles = ceil_div(K, block_k(dtype))
-    return tuple(s for s in SPLITS if s == 1 or (ceil_div(k_tiles, s) >= MIN_SLICE_TILES
+    return tuple(s for s in SPLITS if s == 1 or (ceil_div(k_tiles, s) >= min_slice
                                                   and (s - 1) * ceil_div(k_tiles, s) < k_tiles
                                                   and s * M * N < INT32_ELEMENTS))
 
@@ -220,12 +220,14 @@ def epilogues(N: int, out_bytes: int, consumers: int) -> tuple:
     return ("registers", "tma") if out_bytes == 2 and N % 8 == 0 and consumers == 2 else ("registers",)
 
 
-def ranked(M: int, N: int, K: int, out_bytes: int, device, dtype: str = "bf16") -> list[tuple[float, Sm90Config]]:
-    """Every candidate config (deepest ring) with every epilogue C allows (``epilogues``) and, where its tiles
-    are fewer than the SMs, every K split (``splits``), and its estimate, best first (ties: the larger tile, then the fewer slices)."""
+def ranked(M: int, N: int, K: int, out_bytes: int, device, dtype: str = "bf16",
+           min_slice: int = MIN_SLICE_TILES) -> list[tuple[float, Sm90Config]]:
+    """Every candidate config (deepest ring) with every epilogue C allows (``epilogues``) and every K split
+    ``decompositions`` weighs (``splits`` with slices of ``min_slice`` k-tiles or more), and its estimate, best
+    first (ties: the larger tile, then the fewer slices)."""
     out, k_tiles = [], ceil_div(K, block_k(dtype))
     for (bm, bn, consumers), how in ((c, how) for c in CANDIDATES for how in epilogues(N, out_bytes, c[2])):
-        for split, way in decompositions(ceil_div(M, bm) * ceil_div(N, bn), device.units, splits(M, N, K, dtype)):
+        for split, way in decompositions(ceil_div(M, bm) * ceil_div(N, bn), device.units, splits(M, N, K, dtype, min_slice)):
             stages = deepest(bm, bn, consumers, device.smem_per_unit, ceil_div(k_tiles, split), how)
             cfg = Sm90Config(bm, bn, stages, consumers, epilogue=how, split_k=split, decomposition=way)
             out.append((estimate(cfg, M, N, K, out_bytes, device, dtype).total, -bm * bn, split, cfg))
