@@ -93,12 +93,14 @@ def test_the_cost_model_splits_only_the_last_wave_and_chooses_it_where_it_gains(
 
 
 def test_the_emulator_validates_a_ragged_problem_whose_last_wave_is_split():
-    # 130 x 72: 3 x 2 = 6 tiles of 64x64 on 4 CTAs: one whole wave (tiles 0-3), tiles 4 and 5 in two K slices
-    # (5 k-tiles: 3 and 2, the last box past K zero-filled), the fused epilogue, bf16 C
-    problem = GemmProblem(130, 72, 320, "bf16", "nt", "bf16", Fusion(bias=True, activation="silu", residual=True))
-    cfg = Sm90Config(64, 64, 2, 1, ctas=4, split_k=2, decomposition="hybrid")
+    # 130 x 72: 2 x 2 = 4 tiles of 128x64 (two consumer warpgroups) on 3 CTAs: one whole wave (tiles 0-2, C
+    # through the TMA epilogue), tile 3 in two K slices (5 k-tiles: 3 and 2, the last box past K zero-filled)
+    # gathered by the last of its slices' warpgroups, the fused epilogue (with the scales), f16 C
+    problem = GemmProblem(130, 72, 320, "f16", "nt", "f16", Fusion(bias=True, activation="silu", residual=True,
+                                                                   row_scale=True, col_scale=True))
+    cfg = Sm90Config(128, 64, 2, 2, ctas=3, epilogue="tma", split_k=2, decomposition="hybrid")
     p = gemm.plan(problem, "sm90", cfg)
-    assert (p.waves, p.units, [p.unit_of(u, q, r) for u in range(4, 8)]) == (1, 8, [(0, 4), (1, 4), (0, 5), (1, 5)])
+    assert (p.waves, p.units, [p.unit_of(u, q, r) for u in range(2, 5)]) == (1, 5, [(0, 2), (0, 3), (1, 3)])
     v = gemm.validate(problem, "sm90", cfg)
     assert v.ok and v.where == EMULATOR and v.ratio <= 1.0
 
