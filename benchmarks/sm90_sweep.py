@@ -1,10 +1,14 @@
 """The sm90 cost model against the GPU: the model's best configs at medium and large M, each timed.
 
-    python3 benchmarks/sm90_sweep.py --out $OUT [--top 6] [--ms 96,200,768,3000]
+    python3 benchmarks/sm90_sweep.py --out $OUT [--top 6] [--ms 96,200,768,3000] [--no-hybrid]
 
 For each LLM projection of ``torch_gemm.MODELS`` (bf16, ``nt``) and each M of ``--ms``, the ``--top``
-configs the cost model ranks first (``gemm_cost.ranked`` on the GPU present: ``devices.planned``) are
-built as static-M kernels (``benchmarks/sm90_gemm.py``'s spawned build pool), each checked once against
+configs the cost model ranks first (``gemm_cost.ranked`` on the GPU present: ``devices.planned``; the hybrid
+decomposition among them where the model ranks it there) and, unless ``--no-hybrid``, the best-ranked hybrid
+config below them (``Sm90Config.decomposition="hybrid"``: the last wave's tiles split; its rank recorded),
+or, where the model weighs none, the best with slices of ``--hybrid-min-slice`` k-tiles or more (default 1: the
+short slices the model's ``MIN_SLICE_TILES`` keeps it from choosing, so that the timings can refit that rule;
+recorded at a rank past every config the model weighs) are built as static-M kernels (``benchmarks/sm90_gemm.py``'s spawned build pool), each checked once against
 torch's product, and timed (``sm90_gemm.bench``: CUDA graphs over input copies beyond the L2) beside
 ``torch.mm`` in the same run. Every row (config, the model's estimate, the measured time, cuBLAS's) goes to
 ``$OUT/sm90_sweep.json``: the data the model's fitted rates are checked and refitted against
@@ -39,8 +43,22 @@ def jobs(args):
     out = []
     for model, proj, N, K in shapes(args.models.split(",")):
         for M in map(int, args.ms.split(",")):
-            for rank, (t, cfg) in enumerate(gemm_cost.ranked(M, N, K, 2, device)[:args.top]):
+            ranked = gemm_cost.ranked(M, N, K, 2, device)
+            wide = gemm_cost.ranked(M, N, K, 2, device, min_slice=args.hybrid_min_slice) if args.hybrid else ranked
+            for rank, (t, cfg) in picks(ranked, args.top, args.hybrid, wide):
                 out.append(((model, proj, M, N, K, rank, round(t * 1e6, 2)), (M, N, K), attrs.asdict(cfg)))
+    return out
+
+
+def picks(ranked, top: int, hybrid: bool = True, wide=()) -> list:
+    """(rank, (estimate, config)) of the ``top`` first of ``ranked`` and, with ``hybrid`` and none among them,
+    the first hybrid config of ``ranked`` (at its rank) or else of ``wide`` (``ranked`` with shorter slices
+    allowed), at ``len(ranked)`` + its rank there: past every config the model weighs."""
+    out = list(enumerate(ranked[:top]))
+    first = [(i, rc) for i, rc in enumerate(ranked) if rc[1].decomposition == "hybrid"][:1] or [
+        (len(ranked) + i, rc) for i, rc in enumerate(wide) if rc[1].decomposition == "hybrid"][:1]
+    if hybrid and first and all(cfg.decomposition != "hybrid" for _, (_, cfg) in out):
+        out.append(first[0])
     return out
 
 
@@ -50,6 +68,10 @@ def main(argv=None) -> int:
     ap.add_argument("--models", default="qwen2.5-7b,gemma-2-9b,phi-3-medium")
     ap.add_argument("--ms", default="96,200,768,3000")
     ap.add_argument("--top", type=int, default=6)
+    ap.add_argument("--no-hybrid", dest="hybrid", action="store_false",
+                    help="time the --top configs only (not also the best-ranked hybrid below them)")
+    ap.add_argument("--hybrid-min-slice", type=int, default=1,
+                    help="the shortest K slice (k-tiles) of the extra hybrid config (the model's rule: MIN_SLICE_TILES)")
     ap.add_argument("--workers", type=int, default=min(14, os.cpu_count() or 1))
     ap.add_argument("--build-s", type=float, default=300)
     args = ap.parse_args(argv)
@@ -85,9 +107,10 @@ def main(argv=None) -> int:
 
 
 def summary(rows) -> list[str]:
-    """Per shape: the model's first choice, the fastest measured, cuBLAS (markdown)."""
-    out = ["| model | proj | M | N | K | model's choice µs | best measured µs (rank) | cuBLAS µs | choice/cuBLAS | best/cuBLAS |",
-           "|---|---|---|---|---|---|---|---|---|---|"]
+    """Per shape: the model's first choice (its decomposition), the fastest measured, the fastest hybrid, cuBLAS
+    (markdown)."""
+    out = ["| model | proj | M | N | K | model's choice µs | best measured µs (rank) | best hybrid µs (rank) | cuBLAS µs | "
+           "choice/cuBLAS | best/cuBLAS |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     groups = {}
     for r in rows:
         if "us" in r and r["ok"]:
@@ -96,8 +119,12 @@ def summary(rows) -> list[str]:
         first = min(rs, key=lambda r: r["rank"])
         best = min(rs, key=lambda r: r["us"])
         c = first["cublas_us"]
-        out.append(f"| {model} | {proj} | {M} | {N} | {K} | {first['us']:.1f} | {best['us']:.1f} ({best['rank']}) | "
-                   f"{c:.1f} | {c / first['us']:.2f}x | {c / best['us']:.2f}x |")
+        hybrids = [r for r in rs if r["config"].get("decomposition") == "hybrid"]
+        hyb = min(hybrids, key=lambda r: r["us"]) if hybrids else None
+        way = first["config"].get("decomposition", "data-parallel")
+        out.append(f"| {model} | {proj} | {M} | {N} | {K} | {first['us']:.1f} ({way}) | {best['us']:.1f} ({best['rank']}) | "
+                   + (f"{hyb['us']:.1f} ({hyb['rank']}) | " if hyb else "- | ")
+                   + f"{c:.1f} | {c / first['us']:.2f}x | {c / best['us']:.2f}x |")
     return out
 
 

@@ -31,9 +31,17 @@ its share of the tiles (``ceil(tiles / ctas)``, whoever gathers them), and a fou
   plus the tile's gather by one warpgroup's SM (``ceil(tiles / ctas)`` tiles of ``S block_m block_n 4`` bytes)
   at ``SM_BYTES_PER_CLK``, both at ``REDUCTION_EFFICIENCY`` of those rates: the last unit of a tile waits.
 
-The choice weighs ``SPLITS`` for every candidate tile whose tiles leave SMs idle (fewer tiles than SMs; a
-split of a full grid, for its last wave, measured slower), those that leave every slice ``MIN_SLICE_TILES``
-k-tiles and keep the workspace's offsets 32-bit.
+With the hybrid decomposition (``decomposition="hybrid"``: the full waves' tiles whole, the last wave's tiles
+in ``split_k`` slices; ``gemm_plan``'s docstring) the busiest CTA runs its ``waves`` whole tiles, then
+``ceil(rest S / ctas)`` slices of the ``rest`` split tiles; the C epilogue counts ``ceil(tiles / ctas)`` tiles
+as before, and the reduction term is ``reduction`` of the split tiles only (``rest block_m`` rows of
+``block_n``, ``ceil(rest / ctas)`` gathers a CTA): the same rates as split-K's, not fitted to a hybrid timing
+yet (``benchmarks/sm90_sweep.py`` times the hybrid configs for that).
+
+The choice (``decompositions``) weighs ``SPLITS`` for every candidate tile whose tiles leave SMs idle (fewer
+tiles than SMs; a split of every tile of a full grid measured slower), and the same splits of the last wave
+alone (hybrid) for a grid past a full wave whose last wave is partial; only those that leave every slice
+``MIN_SLICE_TILES`` k-tiles and keep the workspace's offsets 32-bit (``splits``).
 
 Rates marked *fitted* were fitted together (``benchmarks/sm90_fit.py``: a coordinate search for the least rms
 log error) to 167 timings on an H100 SXM (2026-12-06): the 144 of ``benchmarks/sm90_sweep.py`` (M = 96, 200,
@@ -142,20 +150,29 @@ def estimate(cfg: Sm90Config, M: int, N: int, K: int, out_bytes: int, device, dt
     """The estimate of ``cfg`` on (M, N, K) of ``dtype`` inputs on ``device`` (a ``devices.DeviceSpec``);
     ``groups`` > 1: a grouped GEMM's (``grouped_estimate``), whose weights ``groups N K`` are read once each."""
     tiles = ceil_div(M, cfg.block_m) * ceil_div(N, cfg.block_n)
-    ctas = min(tiles * cfg.split_k, cfg.ctas or device.units)
-    per_cta = ceil_div(tiles * cfg.split_k, ctas)  # work units (tiles without a split)
+    cap = cfg.ctas or device.units
+    whole = tiles // cap * cap if cfg.decomposition == "hybrid" else 0  # a hybrid's unsplit tiles: its full waves
+    ctas = min(whole + (tiles - whole) * cfg.split_k, cap)
+    waves = whole // ctas  # whole tiles per CTA (0 but in a hybrid)
+    per_cta = ceil_div((tiles - whole) * cfg.split_k, ctas)  # the other work units (tiles without a split)
     per_tile = ceil_div(tiles, ctas)
     bytes_per, bk = ELEMENT_BYTES[dtype], block_k(dtype)
-    k = ceil_div(ceil_div(K, bk), cfg.split_k) * bk
+    k, k_whole = ceil_div(ceil_div(K, bk), cfg.split_k) * bk, ceil_div(K, bk) * bk
     flops_per_clk = TENSOR_FLOPS_PER_CLK * TENSOR_RATE[dtype]
     tile_s = cfg.block_m * cfg.block_n * k * 2 / (flops_per_clk * device.clock_hz * efficiency(cfg))
     moved = (M * K + groups * N * K) * bytes_per + M * N * out_bytes
     cta_bytes = per_cta * ((cfg.block_m + cfg.block_n) * k * bytes_per + cfg.block_m * cfg.block_n * out_bytes)
+    compute = per_cta * tile_s
+    if waves:  # a hybrid's full waves: whole tiles before the split ones
+        compute += waves * tile_s * k_whole / k
+        cta_bytes += waves * ((cfg.block_m + cfg.block_n) * k_whole * bytes_per + cfg.block_m * cfg.block_n * out_bytes)
     memory = max(moved / (device.hbm_bytes_s * HBM_EFFICIENCY), cta_bytes / (SM_BYTES_PER_CLK * device.clock_hz))
     fill = cfg.stage_bytes() * ctas / device.hbm_bytes_s
     epilogue = per_tile * cfg.block_m * cfg.block_n * out_bytes * ctas / (device.hbm_bytes_s * STORE_EFFICIENCY)
-    return Estimate(per_cta * tile_s, memory, fill, epilogue * (STAGED_EPILOGUE if cfg.epilogue == "tma" else 1.0),
-                    reduction(cfg, M, N, per_tile, device))
+    split = (M, N, per_tile) if cfg.decomposition != "hybrid" else (  # a hybrid: only its split tiles' partials
+        (tiles - whole) * cfg.block_m, cfg.block_n, ceil_div(tiles - whole, ctas))
+    return Estimate(compute, memory, fill, epilogue * (STAGED_EPILOGUE if cfg.epilogue == "tma" else 1.0),
+                    reduction(cfg, *split, device))
 
 
 def reduction(cfg: Sm90Config, M: int, N: int, per_tile: int, device) -> float:
@@ -167,13 +184,30 @@ def reduction(cfg: Sm90Config, M: int, N: int, per_tile: int, device) -> float:
     return (workspace + gather) / REDUCTION_EFFICIENCY
 
 
-def splits(M: int, N: int, K: int, dtype: str = "bf16") -> tuple:
-    """The ``SPLITS`` the model weighs for (M, N, K): every slice ``MIN_SLICE_TILES`` k-tiles or more, every
-    slice with k-tiles of its own, the workspace ``[split_k, M, N]`` within 32-bit offsets."""
+def splits(M: int, N: int, K: int, dtype: str = "bf16", min_slice: int = MIN_SLICE_TILES) -> tuple:
+    """The ``SPLITS`` the model weighs for (M, N, K): every slice ``min_slice`` (``MIN_SLICE_TILES``) k-tiles or
+    more, every slice with k-tiles of its own, the workspace ``[split_k, M, N]`` within 32-bit offsets."""
     k_tiles = ceil_div(K, block_k(dtype))
-    return tuple(s for s in SPLITS if s == 1 or (ceil_div(k_tiles, s) >= MIN_SLICE_TILES
+    return tuple(s for s in SPLITS if s == 1 or (ceil_div(k_tiles, s) >= min_slice
                                                   and (s - 1) * ceil_div(k_tiles, s) < k_tiles
                                                   and s * M * N < INT32_ELEMENTS))
+
+
+WEIGH_HYBRID = False
+"""Whether the choice weighs the hybrid decomposition (``decompositions``): not until a GPU timing of it has
+tested its terms (the split-K reduction's fitted rates, applied to the last wave's tiles): its 128x256 build
+spills registers under ptxas, and the model expects 2-4% at most (docs/sm90_gemm.md "Hybrid");
+``benchmarks/sm90_sweep.py`` times the best-ranked hybrid of each shape for that fit."""
+
+
+def decompositions(tiles: int, sms: int, allowed: tuple) -> tuple:
+    """(split_k, decomposition) pairs the model weighs for a grid of ``tiles`` on ``sms`` SMs (``allowed``: the
+    ``splits``): unsplit always; every split of every tile while the tiles leave SMs idle (a split of a full
+    grid, for its last wave, measured slower); past a full wave with a partial last one, every split of the last
+    wave's tiles alone (``hybrid``, while ``WEIGH_HYBRID``)."""
+    split = tuple((s, "split-k") for s in allowed if s > 1) if tiles < sms else ()
+    hybrid = tuple((s, "hybrid") for s in allowed if s > 1) if WEIGH_HYBRID and tiles > sms and tiles % sms else ()
+    return ((1, "data-parallel"), *split, *hybrid)
 
 
 def deepest(block_m: int, block_n: int, consumers: int, smem_bytes: int, k_tiles: int,
@@ -193,14 +227,16 @@ def epilogues(N: int, out_bytes: int, consumers: int) -> tuple:
     return ("registers", "tma") if out_bytes == 2 and N % 8 == 0 and consumers == 2 else ("registers",)
 
 
-def ranked(M: int, N: int, K: int, out_bytes: int, device, dtype: str = "bf16") -> list[tuple[float, Sm90Config]]:
-    """Every candidate config (deepest ring) with every epilogue C allows (``epilogues``) and, where its tiles
-    are fewer than the SMs, every K split (``splits``), and its estimate, best first (ties: the larger tile, then the fewer slices)."""
+def ranked(M: int, N: int, K: int, out_bytes: int, device, dtype: str = "bf16",
+           min_slice: int = MIN_SLICE_TILES) -> list[tuple[float, Sm90Config]]:
+    """Every candidate config (deepest ring) with every epilogue C allows (``epilogues``) and every K split
+    ``decompositions`` weighs (``splits`` with slices of ``min_slice`` k-tiles or more), and its estimate, best
+    first (ties: the larger tile, then the fewer slices)."""
     out, k_tiles = [], ceil_div(K, block_k(dtype))
     for (bm, bn, consumers), how in ((c, how) for c in CANDIDATES for how in epilogues(N, out_bytes, c[2])):
-        for split in splits(M, N, K, dtype) if ceil_div(M, bm) * ceil_div(N, bn) < device.units else (1,):
+        for split, way in decompositions(ceil_div(M, bm) * ceil_div(N, bn), device.units, splits(M, N, K, dtype, min_slice)):
             stages = deepest(bm, bn, consumers, device.smem_per_unit, ceil_div(k_tiles, split), how)
-            cfg = Sm90Config(bm, bn, stages, consumers, epilogue=how, split_k=split)
+            cfg = Sm90Config(bm, bn, stages, consumers, epilogue=how, split_k=split, decomposition=way)
             out.append((estimate(cfg, M, N, K, out_bytes, device, dtype).total, -bm * bn, split, cfg))
     out.sort(key=lambda x: x[:3])
     return [(t, cfg) for t, _, _, cfg in out]
@@ -284,17 +320,19 @@ def range_samples(lo: int, hi: int) -> tuple[int, ...]:
     return tuple(sorted({lo, hi, *(round(lo * (hi / lo) ** (i / steps)) for i in range(1, steps))}))
 
 
-def choose_for_range(lo: int, hi: int, N: int, K: int, out_bytes: int, device, dtype: str = "bf16") -> Sm90Config:
+def choose_for_range(lo: int, hi: int, N: int, K: int, out_bytes: int, device, dtype: str = "bf16",
+                     m_max: int | None = None) -> Sm90Config:
     """The config one kernel serving every M in ``lo..hi`` runs (a dynamic-M bucket): the one whose worst
     loss against the best config of each M (its estimate over the best estimate, at ``range_samples``) is
     least: the minimax regret over the range, so that no M of the range pays much for sharing the kernel
     (the choice at the range's largest M alone leaves the smaller M with too many idle SMs or a second wave:
     by the model up to 2.5x slower at M = 257 of a 257..1024 bucket). The candidates are every config
-    ``ranked`` weighs at a sample; a K split must keep its workspace's offsets 32-bit at ``hi``
-    (``splits``). Ties: the better estimate at ``hi``."""
+    ``ranked`` weighs at a sample; a K split (split-K or hybrid) must keep its workspace's offsets 32-bit at
+    ``m_max`` (the largest M the kernel serves, its workspace's rows: a dynamic bucket's; default ``hi``;
+    ``splits``). Ties: the better estimate at ``hi``."""
     samples = range_samples(lo, hi)
     rankings = {m: ranked(m, N, K, out_bytes, device, dtype) for m in samples}
-    allowed = set(splits(hi, N, K, dtype))
+    allowed = set(splits(m_max or hi, N, K, dtype))
     configs = {cfg: None for r in rankings.values() for _, cfg in r if cfg.split_k in allowed}
 
     def regret(cfg: Sm90Config) -> tuple[float, float]:
@@ -305,5 +343,6 @@ def choose_for_range(lo: int, hi: int, N: int, K: int, out_bytes: int, device, d
 
 
 __all__ = ["CANDIDATES", "MIN_SLICE_TILES", "RANGE_SAMPLES", "SPLITS", "STAGED_EPILOGUE", "STORE_EFFICIENCY", "TENSOR_EFFICIENCY",
-           "TENSOR_RATE", "Estimate", "choose_config", "choose_for_range", "choose_grouped", "grouped_configs", "grouped_estimate", "grouped_ranked", "GROUPED_EPILOGUE_TILES", "deepest", "efficiency", "epilogues", "estimate",
+           "TENSOR_RATE", "WEIGH_HYBRID", "Estimate", "choose_config", "choose_for_range", "choose_grouped", "decompositions", "grouped_configs",
+           "grouped_estimate", "grouped_ranked", "GROUPED_EPILOGUE_TILES", "deepest", "efficiency", "epilogues", "estimate",
            "range_samples", "ranked", "reduction", "splits"]

@@ -61,7 +61,7 @@ def plan_bucket(bucket: MBucket, N: int, K: int, dtype: str, layout: str, out_dt
         cfg = choose_decode(bucket.representative, N, K, out_dtype, device.units)[0]
         return plan_decode(bucket, N, K, dtype, layout, out_dtype, cfg, fusion)
     cfg = epilogue_choices(gemm_cost.choose_for_range(*planned_range(bucket), N, K, 4 if out_dtype == "f32" else 2, device,
-                                                   dtype), fusion, out_dtype)
+                                                   dtype, m_max=bucket.hi), fusion, out_dtype)  # a split's workspace: the bucket's rows
     return make_plan(bucket, N, K, dtype, layout, out_dtype, cfg, device.units, device.smem_per_unit, fusion)
 
 

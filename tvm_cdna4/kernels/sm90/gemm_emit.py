@@ -125,21 +125,39 @@ def kernel(p, args, maps):
 
 @T.macro
 def producer(p, SMH, MB, maps, pid):
-    c = p.config
-    for i in range(T.truncdiv(p.units - 1 - pid, p.ctas) + 1):
-        unit = p.unit_of(pid + i * p.ctas, T.truncdiv, T.truncmod)
-        tile = p.tile_of(unit[1], T.truncdiv, T.truncmod, T.min)
-        m0 = tile[0] * c.block_m
-        n0 = tile[1] * c.block_n
-        load_tile(p, SMH, MB, maps, i * p.slice_tiles, unit[0], m0, n0)
+    if I.constexpr(p.hybrid):
+        for i in range(p.waves):  # the full waves' whole tiles, then the CTA's split units
+            producer_unit(p, SMH, MB, maps, (0, pid + i * p.grid_cap), i * p.k_tiles, p.k_tiles)
+        for j in range(split_count(p, pid)):
+            producer_unit(p, SMH, MB, maps, p.split_unit(pid + j * p.ctas, T.truncdiv, T.truncmod),
+                          p.waves * p.k_tiles + j * p.slice_tiles, p.slice_tiles)
+    else:
+        for i in range(T.truncdiv(p.units - 1 - pid, p.ctas) + 1):
+            producer_unit(p, SMH, MB, maps, p.unit_of(pid + i * p.ctas, T.truncdiv, T.truncmod), i * p.slice_tiles,
+                          p.slice_tiles)
 
 
 @T.macro
-def load_tile(p, SMH, MB, maps, pos, k_slice, a_row, b_row):
-    # one work unit's k-tiles at ring positions pos, pos + 1, ...: wait on "empty", arm "full", the TMA
+def producer_unit(p, SMH, MB, maps, unit, pos, count):
+    # work unit (K slice, linear tile): its count k-tiles from ring position pos
+    c = p.config
+    tile = p.tile_of(unit[1], T.truncdiv, T.truncmod, T.min)
+    m0 = tile[0] * c.block_m
+    n0 = tile[1] * c.block_n
+    load_tile(p, SMH, MB, maps, pos, count, unit[0], m0, n0)
+
+
+def split_count(p: Sm90Plan, pid):
+    """The split units of a hybrid plan's CTA ``pid``: ``pid, pid + ctas, ...`` below ``split_units``."""
+    return T.truncdiv(p.split_units + p.ctas - 1 - pid, p.ctas)
+
+
+@T.macro
+def load_tile(p, SMH, MB, maps, pos, count, k_slice, a_row, b_row):
+    # one work unit's count k-tiles at ring positions pos, pos + 1, ...: wait on "empty", arm "full", the TMA
     # loads of A's box at row a_row and B's at row b_row (a grouped GEMM's: its group's weights)
     c = p.config
-    for kt in range(p.slice_tiles):
+    for kt in range(count):
         it = pos + kt
         s = it % c.stages
         T.cuda.mbarrier_wait(MB.ptr_to([c.stages + s]), (it // c.stages + 1) % 2)
@@ -176,20 +194,31 @@ def consumer(p, SMH, MB, args, maps, pid, wg, t):
         # the producer's, so a consumer waits on "full" at most one lap ahead only because the other consumer
         # has waited on every earlier position (the ordering barriers below)
         for j in range(T.truncdiv(T.truncdiv(p.units - 1 - pid, p.ctas) + 2 - wg, 2)):
-            consumer_tile(p, SMH, MB, args, maps, pid, 2 * j + wg, 0, wg, t, acc)
+            consumer_tile(p, SMH, MB, args, maps, pid, 2 * j + wg, 0, wg, t, acc,
+                          p.unit_of(pid + (2 * j + wg) * p.ctas, T.truncdiv, T.truncmod), (2 * j + wg) * p.slice_tiles,
+                          p.slice_tiles, p.split > 1)
+    elif I.constexpr(p.hybrid):  # the full waves' whole tiles, then the CTA's split units (Sm90Plan.split_unit)
+        for i in range(p.waves):
+            consumer_tile(p, SMH, MB, args, maps, pid, i, wg, wg, t, acc, (0, pid + i * p.grid_cap), i * p.k_tiles,
+                          p.k_tiles, False)
+        for j in range(split_count(p, pid)):
+            consumer_tile(p, SMH, MB, args, maps, pid, j, wg, wg, t, acc,
+                          p.split_unit(pid + j * p.ctas, T.truncdiv, T.truncmod), p.waves * p.k_tiles + j * p.slice_tiles,
+                          p.slice_tiles, True)
     else:
         for i in range(T.truncdiv(p.units - 1 - pid, p.ctas) + 1):
-            consumer_tile(p, SMH, MB, args, maps, pid, i, wg, wg, t, acc)
+            consumer_tile(p, SMH, MB, args, maps, pid, i, wg, wg, t, acc, p.unit_of(pid + i * p.ctas, T.truncdiv, T.truncmod),
+                          i * p.slice_tiles, p.slice_tiles, p.split > 1)
     if I.constexpr(c.epilogue == "tma"):
         if t == 0:
             T.ptx["cp.async.bulk.wait_group"](0)  # the last tile's stores are done before the CTA exits
 
 
 @T.macro
-def consumer_tile(p, SMH, MB, args, maps, pid, i, part, wg, t, acc):
-    # the CTA's i-th tile: its rows part * rows .. (part + 1) * rows, by consumer warpgroup wg
+def consumer_tile(p, SMH, MB, args, maps, pid, i, part, wg, t, acc, unit, pos, count, split):
+    # the CTA's i-th tile, work unit (K slice, linear tile) of count k-tiles from ring position pos (split: a K
+    # slice, reduced through the workspace): its rows part * rows .. (part + 1) * rows, by consumer warpgroup wg
     c = p.config
-    unit = p.unit_of(pid + i * p.ctas, T.truncdiv, T.truncmod)
     tile = p.tile_of(unit[1], T.truncdiv, T.truncmod, T.min)
     m0 = tile[0] * c.block_m
     n0 = tile[1] * c.block_n
@@ -199,14 +228,14 @@ def consumer_tile(p, SMH, MB, args, maps, pid, i, part, wg, t, acc):
         if i > 0:  # the other consumer has issued tile i - 1's mainloop
             T.ptx["bar.sync"](T.Cast("uint32", ORDER_BARRIER + wg), T.uint32(2 * WARPGROUP))
     res = residual_of(p, MB, maps, i, m0 + part * c.rows, n0)
-    mainloop(p, SMH, MB, acc, i * p.slice_tiles, part, wg, t, res)
+    mainloop(p, SMH, MB, acc, pos, count, part, wg, t, res)
     if I.constexpr(c.pingpong):
         if i + 1 < T.truncdiv(p.units - 1 - pid, p.ctas) + 1:  # the other consumer's next tile may start
             T.ptx["bar.arrive"](T.Cast("uint32", ORDER_BARRIER + 1 - wg), T.uint32(2 * WARPGROUP))
     retire(p, acc)
     if t == 0:
-        T.ptx.mbarrier.arrive.shared.b64(MB.ptr_to([c.stages + (i * p.slice_tiles + p.slice_tiles - 1) % c.stages]), T.uint32(1))
-    if I.constexpr(p.split > 1):
+        T.ptx.mbarrier.arrive.shared.b64(MB.ptr_to([c.stages + (pos + count - 1) % c.stages]), T.uint32(1))
+    if I.constexpr(split):
         split_store(p, SMH, acc, args, maps, part, wg, t, m0, n0, unit)
     elif I.constexpr(c.epilogue == "tma"):
         store_tma(p, SMH, acc, args, maps[2], part, wg, t, m0, n0, None, res)
@@ -215,8 +244,8 @@ def consumer_tile(p, SMH, MB, args, maps, pid, i, part, wg, t, acc):
 
 
 @T.macro
-def mainloop(p, SMH, MB, acc, pos, part, wg, t, res):
-    # the k-tiles at ring positions pos, pos + 1, ...: wait on "full", the wgmma of the warpgroup's rows
+def mainloop(p, SMH, MB, acc, pos, count, part, wg, t, res):
+    # the count k-tiles at ring positions pos, pos + 1, ...: wait on "full", the wgmma of the warpgroup's rows
     # (part * rows ..) through the checked pattern (its operands: operand_type's views of acc and the ring),
     # commit, wait for the previous k-tile's group and release its stage; with ``res`` (residual_read="tma":
     # consumer_tile's tuple) warpgroup wg's residual load at k-tile RESIDUAL_AT
@@ -224,7 +253,7 @@ def mainloop(p, SMH, MB, acc, pos, part, wg, t, res):
     D = T.decl_tensor(acc.ptr_to([0]), ty_args=[operand_type(p, "D")])
     SA = T.decl_tensor(SMH.ptr_to([0]), ty_args=[operand_type(p, "A")])
     SB = T.decl_tensor(SMH.ptr_to([c.stages * c.block_m * BLOCK_K]), ty_args=[operand_type(p, "B")])
-    for kt in range(p.slice_tiles):
+    for kt in range(count):
         it = pos + kt
         s = it % c.stages
         T.cuda.mbarrier_wait(MB.ptr_to([s]), (it // c.stages) % 2)

@@ -30,6 +30,15 @@ ticket ``S[tile * parts + part]`` (``atom.global.add.u32``); the last of the til
 leaves ``W`` (atomic) and its ticket zero for the next launch, and runs the fused epilogue and C's store
 once. ``W`` and ``S`` are sized at the largest M (a dynamic M's bucket's) and allocated zeroed by the runtime
 (``runtime.cuda.WORKSPACE``), as sm80's are.
+
+Hybrid (``Sm90Config.decomposition="hybrid"``, CUTLASS's and Triton's data-parallel + stream-K at tile
+granularity): with ``tiles`` past a full wave of ``grid_cap`` CTAs (``config.ctas`` or the SMs), the first
+``waves * grid_cap`` tiles (``Sm90Plan.dp_tiles``) run whole, one per CTA per wave, and each tile of the last,
+partial wave runs in ``split_k`` K slices (``split_unit``: a tile's slices on neighbouring CTAs) reduced
+through the same workspace and tickets (sized for every tile) as split-K's. Each CTA walks its ``waves`` whole
+tiles, then its split units ``pid, pid + ctas, ...``; the ring positions count their k-tiles (``k_tiles``
+each, then ``slice_tiles`` each) in both roles. With fewer tiles than a wave every tile is split (split-K);
+with whole waves only, none is. Cooperative schedule only.
 """
 
 from __future__ import annotations
@@ -102,6 +111,12 @@ ACTIVATION_FORMS = ("ex2", "tanh")
 docstring): ``ex2`` (``x / (1 + 2^y)``: ``ex2.approx`` and a reciprocal, two multi-function operations an
 element) or ``tanh`` (``h + h tanh(w)``: one ``tanh.approx.f32``, PTX ISA 9.7.3.22; 16-bit C only, where the
 family's error bound admits its error, ``epilogue.TANH_OUTPUTS``)."""
+DECOMPOSITIONS = ("data-parallel", "split-k", "hybrid")
+"""How the work is cut into the persistent CTAs' units (``Sm90Config.decomposition``): ``data-parallel`` (one
+unit per tile), ``split-k`` (every tile in ``split_k`` K slices, the partial sums reduced through the workspace)
+or ``hybrid`` (CUTLASS's and Triton's data-parallel + stream-K at tile granularity: the full waves of tiles
+unsplit, the tiles of the last, partial wave in ``split_k`` K slices each, so that their units fill the SMs; the
+module docstring)."""
 BARRIER_BYTES = 1024
 """Shared memory kept beside the ring (the mbarriers live in static shared memory; slack for them)."""
 
@@ -141,6 +156,14 @@ class Sm90Config:
     is written while the previous one's TMA stores drain, ``cp.async.bulk.wait_group.read`` before a buffer
     is reused), so the staging is ``2 epilogue_tile / block_n`` of the tile and the ring gets the rest
     (128x256: 32 KB, not 64 KB, and four stages, not three)."""
+    decomposition: str = attrs.field()
+    """How the work is cut into units (``DECOMPOSITIONS``): by default ``split-k`` with ``split_k`` > 1, else
+    ``data-parallel``; ``hybrid`` (with ``split_k`` > 1) splits only the tiles of the last, partial wave into
+    ``split_k`` K slices (``Sm90Plan.waves``)."""
+
+    @decomposition.default
+    def _decomposition(self) -> str:
+        return "split-k" if self.split_k > 1 else "data-parallel"
 
     residual_read: str = "global"
     """How a fused residual is read (``RESIDUAL_READS``): from global memory in the epilogue, or through TMA into
@@ -225,6 +248,13 @@ class Sm90Config:
         if self.split_k < 1 or self.reduction not in REDUCTIONS:
             bad("split_k/reduction", "split_k >= 1 K slices, reduced 'ordered' or 'atomic'", f">= 1, {REDUCTIONS}",
                 (self.split_k, self.reduction))
+        d = self.decomposition
+        if d not in DECOMPOSITIONS or (d == "data-parallel") != (self.split_k == 1):
+            bad("decomposition", "data-parallel without a K split; split-k or hybrid with split_k >= 2 K slices",
+                f"{DECOMPOSITIONS[0]!r} (split_k 1) or {DECOMPOSITIONS[1:]} (split_k >= 2)", (d, self.split_k))
+        if d == "hybrid" and self.pingpong:
+            bad("decomposition", "the hybrid decomposition runs the cooperative schedule", "schedule 'cooperative'",
+                (d, self.schedule))
         if self.group_m < 1 or self.ctas < 0:
             bad("group_m/ctas", "group_m >= 1 and ctas >= 0", ">= 1, >= 0", (self.group_m, self.ctas))
 
@@ -250,6 +280,8 @@ class Sm90Plan(PlanRecord, family="gemm"):
     dynamic_m: MBucket | None = None
     """Dynamic M: the bucket of M values the kernel serves (``M`` is then the TIR variable ``M``; ``tiles_m`` and
     ``ctas`` expressions of it); None: M is static."""
+    grid_cap: int = 0
+    """The most persistent CTAs (``config.ctas`` or the SMs): a wave of tiles, which a hybrid plan runs whole."""
 
     @property
     def tiles(self) -> int:
@@ -260,8 +292,26 @@ class Sm90Plan(PlanRecord, family="gemm"):
         return self.config.split_k
 
     @property
+    def hybrid(self) -> bool:
+        return self.config.decomposition == "hybrid"
+
+    @property
+    def waves(self):
+        """The full waves of tiles a hybrid plan runs unsplit (``tiles // grid_cap``); 0 otherwise."""
+        return self.tiles // self.grid_cap if self.hybrid else 0
+
+    @property
+    def dp_tiles(self):
+        """The tiles run unsplit by a hybrid plan (the first ``waves * grid_cap`` of the tile order: with a full
+        wave the grid is ``grid_cap`` CTAs, each taking one tile of each wave)."""
+        return self.waves * self.grid_cap
+
+    @property
     def units(self):
-        """The persistent work units: the tiles, times the K slices with a split."""
+        """The persistent work units: the tiles, times the K slices with a split (hybrid: of the tiles past
+        ``dp_tiles`` only)."""
+        if self.hybrid:
+            return self.dp_tiles + self.split_units
         return self.tiles if self.split == 1 else self.tiles * self.split
 
     @property
@@ -275,8 +325,21 @@ class Sm90Plan(PlanRecord, family="gemm"):
         return 1 if self.config.pingpong else self.config.consumers
 
     def unit_of(self, u, div, mod):
-        """(K slice, linear tile) of work unit ``u`` (the module docstring)."""
+        """(K slice, linear tile) of work unit ``u`` (the module docstring); hybrid: unit ``u < dp_tiles`` is
+        tile ``u`` whole, then ``split_unit(u - dp_tiles)``."""
+        if self.hybrid:
+            return (0, u) if u < self.dp_tiles else self.split_unit(u - self.dp_tiles, div, mod)
         return (0, u) if self.split == 1 else (div(u, self.tiles), mod(u, self.tiles))
+
+    @property
+    def split_units(self):
+        """A hybrid plan's split units: the ``split_k`` slices of each tile past ``dp_tiles``."""
+        return (self.tiles - self.dp_tiles) * self.split
+
+    def split_unit(self, v, div, mod):
+        """(K slice, linear tile) of a hybrid plan's ``v``-th split unit: slice ``v % split_k`` of tile
+        ``dp_tiles + v // split_k`` (a tile's slices on neighbouring CTAs, at once)."""
+        return mod(v, self.split), self.dp_tiles + div(v, self.split)
 
     @property
     def staging(self) -> int:
@@ -352,7 +415,11 @@ def plan(M, N, K, dtype, layout, out_dtype, config: Sm90Config, sms: int, smem_b
     k_tiles = ceil_div(K, block_k(dtype))
     check_split(config, k_tiles)
     units = tiles_m * tiles_n * config.split_k
-    ctas = min(units, config.ctas or sms) if bucket is None else _min(units, config.ctas or sms)
+    cap = config.ctas or sms
+    if config.decomposition == "hybrid":  # the full waves whole, the last wave's tiles split
+        dp = tiles_m * tiles_n // cap * cap
+        units = dp + (tiles_m * tiles_n - dp) * config.split_k
+    ctas = min(units, cap) if bucket is None else _min(units, cap)
     params = (Param("A", (M, K), DTYPES[dtype]), Param("B", (N, K), DTYPES[dtype]),
               Param("C", (M, N), OUT_DTYPES[out_dtype]), *fusion.params(M, N, OUT_DTYPES[out_dtype]))
     if config.split_k > 1:  # sm80's workspace protocol (runtime.cuda.WORKSPACE), at the largest M
@@ -367,7 +434,7 @@ def plan(M, N, K, dtype, layout, out_dtype, config: Sm90Config, sms: int, smem_b
         params += (Param("W", (slices, m_max, N), "float32"),
                    Param("S", (ceil_div(m_max, config.block_m) * tiles_n * parts,), "uint32"))
     return Sm90Plan(M, N, K, dtype, out_dtype, config, tiles_m, tiles_n, k_tiles, ctas,
-                    config.stages * config.stage_bytes() + config.staging_bytes(), params, layout, fusion, bucket)
+                    config.stages * config.stage_bytes() + config.staging_bytes(), params, layout, fusion, bucket, cap)
 
 
 def check_fused(config: Sm90Config, fusion: Fusion, out_dtype: str) -> None:
@@ -416,4 +483,4 @@ def _min(x, cap: int):
     return tirx.min(x, cap)
 
 
-__all__ = ["BLOCK_K", "DTYPES", "ELEMENT_BYTES", "ROW_BYTES", "WGMMA_TYPES", "block_k", "wgmma_k", "EPILOGUES", "LAYOUTS", "OUT_DTYPES", "REDUCTIONS", "ACTIVATION_FORMS", "RESIDUAL_READS", "SCHEDULES", "check_fused", "epilogue_choices", "check_split", "Sm90Config", "Sm90Plan", "check_problem", "plan"]
+__all__ = ["BLOCK_K", "DECOMPOSITIONS", "DTYPES", "ELEMENT_BYTES", "ROW_BYTES", "WGMMA_TYPES", "block_k", "wgmma_k", "EPILOGUES", "LAYOUTS", "OUT_DTYPES", "REDUCTIONS", "ACTIVATION_FORMS", "RESIDUAL_READS", "SCHEDULES", "check_fused", "epilogue_choices", "check_split", "Sm90Config", "Sm90Plan", "check_problem", "plan"]

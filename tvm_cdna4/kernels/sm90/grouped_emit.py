@@ -61,7 +61,7 @@ def producer(p, SMH, MB, args, maps, pid):
         g = found[0]
         span = p.grouping.origin(g, offsets[g], offsets[g + 1], tile[0], p.M, T.min)
         if T.And(span[0] >= 0, span[0] < span[1]):
-            load_tile(p, SMH, MB, maps, done[0] * p.slice_tiles, 0, span[0], g * p.N + tile[1] * c.block_n)
+            load_tile(p, SMH, MB, maps, done[0] * p.slice_tiles, p.slice_tiles, 0, span[0], g * p.N + tile[1] * c.block_n)
             done[0] = done[0] + 1
 
 
@@ -81,7 +81,7 @@ def consumer(p, SMH, MB, args, maps, pid, wg, t):
         if T.And(span[0] >= 0, span[0] < span[1]):
             for r in T.unroll(c.rows // WGMMA_M * c.block_n // 2):
                 acc[r] = T.float32(0)
-            mainloop(p, SMH, MB, acc, done[0] * p.slice_tiles, wg, wg, t, None)
+            mainloop(p, SMH, MB, acc, done[0] * p.slice_tiles, p.slice_tiles, wg, wg, t, None)
             retire(p, acc)
             if t == 0:
                 T.ptx.mbarrier.arrive.shared.b64(MB.ptr_to([c.stages + (done[0] * p.slice_tiles + p.slice_tiles - 1) % c.stages]), T.uint32(1))

@@ -113,7 +113,7 @@ def plan_grouped(rows: MBucket, G: int, N: int, K: int, dtype: str, out_dtype: s
               *fusion.params(M, N, OUT_DTYPES[out_dtype], G))
     return Sm90GroupedPlan(M, N, K, dtype, out_dtype, config, tiles_m, tiles_n, ceil_div(K, block_k(dtype)), ctas,
                            config.stages * config.stage_bytes() + config.staging_bytes(), params, layout, fusion, bucket,
-                           grouping)
+                           grouping=grouping)
 
 
 def plan_bucket(rows: MBucket, G: int, N: int, K: int, dtype: str, out_dtype: str, device, fusion: Fusion = Fusion(),
