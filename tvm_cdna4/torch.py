@@ -714,7 +714,7 @@ def run_attention(problem, arrays):
 from . import torch_paged as _paged  # noqa: E402  (handed the dispatch helpers above)
 from .torch_paged import check_paged_arguments, paged_attention, run_paged_attention  # noqa: E402
 
-_paged.HOOKS.update(_key=_key, _prepared=_prepared, _store=_store, _ready=_ready, _arch=_arch)
+_paged.HOOKS.update(_key=_key, _prepared=_prepared, _store=_store, _ready=_ready, _arch=_arch, ALIGNMENT=ALIGNMENT)
 
 __all__ = ["ALIGNMENT", "CUDA_TARGET", "LAYOUTS", "TARGET_ENV", "attention", "check_paged_arguments", "paged_attention",
            "run_paged_attention", "choose_target", "cuda_target", "attention_dtype", "check_arguments", "check_attention_arguments",

@@ -96,10 +96,22 @@ def check_paged_arguments(q, k_cache, v_cache, block_table, context_lens, scale,
               err.found, err.check)
 
 
+def check_paged_alignment(q, k_cache, v_cache) -> None:
+    """A ``ContractError`` naming the first of ``q``, ``k_cache``, ``v_cache`` whose data pointer is not
+    ``tvm_cdna4.torch.ALIGNMENT``-byte aligned (the kernels copy them in 16-byte ``cp.async`` chunks; a
+    contiguous view one element into a buffer is not): run on real tensors before a launch (a fake tensor
+    has no pointer)."""
+    alignment = HOOKS["ALIGNMENT"]
+    for name, t in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache)):
+        if t.data_ptr() % alignment:
+            _fail(name, f"its data pointer must be {alignment}-byte aligned (a view into another tensor may not be)",
+                  f"a multiple of {alignment}", hex(t.data_ptr()), "alignment")
+
+
 _KERNELS: dict = {}
 HOOKS: dict = {}
-"""``tvm_cdna4.torch``'s dispatch helpers (``_key``, ``_prepared``, ``_store``, ``_ready``, ``_arch``), set by it
-on import (this module sits below it: no import back)."""
+"""``tvm_cdna4.torch``'s dispatch helpers (``_key``, ``_prepared``, ``_store``, ``_ready``, ``_arch``) and its
+``ALIGNMENT``, set by it on import (this module sits below it: no import back)."""
 
 
 def _kernels(q, problem):
@@ -137,6 +149,7 @@ def _paged_op(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, blo
               context_lens: torch.Tensor, scale: Optional[float], k_scale: Optional[torch.Tensor],  # noqa: UP045
               v_scale: Optional[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:  # noqa: UP045
     problem = check_paged_arguments(q, k_cache, v_cache, block_table, context_lens, scale, k_scale, v_scale)
+    check_paged_alignment(q, k_cache, v_cache)
     return _run(q, k_cache, v_cache, block_table, context_lens, k_scale, v_scale, _kernels(q, problem))
 
 
@@ -195,4 +208,4 @@ def run_paged_attention(problem, arrays):
     return o.float().cpu().numpy(), lse.cpu().numpy()
 
 
-__all__ = ["check_paged_arguments", "paged_attention", "run_paged_attention"]
+__all__ = ["check_paged_alignment", "check_paged_arguments", "paged_attention", "run_paged_attention"]

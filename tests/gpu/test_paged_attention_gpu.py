@@ -45,3 +45,19 @@ def test_lying_data_and_graph_capture():
     graph.replay()
     torch.cuda.synchronize()
     assert torch.equal(o2, o) and torch.equal(lse2, lse)
+
+
+def test_a_misaligned_q_is_refused_not_launched():
+    from tvm_cdna4.errors import ContractError
+    from tvm_cdna4.torch import paged_attention
+
+    q = torch.randn(1 * 1 * 8 * 64 + 1, device="cuda", dtype=torch.bfloat16)[1:].view(1, 1, 8, 64)
+    k = torch.randn(4, 16, 2, 64, device="cuda", dtype=torch.bfloat16)
+    table = torch.arange(4, device="cuda", dtype=torch.int32).view(1, 4)
+    lens = torch.tensor([50], device="cuda", dtype=torch.int32)
+    with pytest.raises(ContractError, match="16-byte aligned") as info:
+        paged_attention(q, k, k.clone(), table, lens)
+    assert info.value.operand == "q"
+    o = paged_attention(q.clone(), k, k.clone(), table, lens)  # the device is still usable
+    torch.cuda.synchronize()
+    assert torch.isfinite(o.float()).all()

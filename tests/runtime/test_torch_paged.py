@@ -58,3 +58,20 @@ def test_fields_of_the_problem_and_the_fp8_scales_are_named():
         paged_attention(*_args(), k_scale=torch.empty(2, device="meta"), v_scale=torch.empty(2, device="meta"))
     with pytest.raises(ContractError, match="CUDA tensor"):
         paged_attention(*_args(device="cpu"))
+
+
+def test_a_misaligned_tensor_is_named_before_any_launch():
+    """The kernels copy Q, K and V in 16-byte cp.async chunks: a contiguous view whose data pointer is not
+    16-byte aligned (one element into a buffer) is refused by name, not run into a misaligned-address fault."""
+    from tvm_cdna4.torch_paged import check_paged_alignment
+
+    q, k, v, _, _ = _args(device="cpu")
+    check_paged_alignment(q, k, v)  # fresh tensors: aligned
+    for operand in ("q", "k_cache", "v_cache"):
+        t = {"q": q, "k_cache": k, "v_cache": v}[operand]
+        shifted = torch.empty(t.numel() + 1, dtype=t.dtype)[1:].view(t.shape)
+        assert shifted.is_contiguous() and shifted.data_ptr() % 16
+        tensors = {"q": q, "k_cache": k, "v_cache": v, operand: shifted}
+        with pytest.raises(ContractError, match="16-byte aligned") as info:
+            check_paged_alignment(**tensors)
+        assert info.value.operand == operand and info.value.check == "alignment"
