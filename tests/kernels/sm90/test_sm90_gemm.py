@@ -54,7 +54,7 @@ def test_the_cost_model_picks_the_tile_by_m(M, N, K, tile, epilogue, split):
     assert ranked[0][1] == cfg and all(a <= b for (a, _), (b, _) in zip(ranked, ranked[1:]))
 
 
-def test_the_split_k_term_and_the_splits_weighed():
+def test_the_split_k_term_and_the_splits_weighed(monkeypatch):
     # M = 200, N = 3584, K = 18944 (296 k-tiles): 28 tiles of 128x256 fill 28 of the 132 SMs unsplit
     one, four = Sm90Config(128, 256, 3, 2, epilogue="tma"), Sm90Config(128, 256, 3, 2, epilogue="tma", split_k=4)
     a, b = (gemm_cost.estimate(c, 200, 3584, 18944, 2, H200) for c in (one, four))
@@ -68,7 +68,8 @@ def test_the_split_k_term_and_the_splits_weighed():
     assert gemm_cost.splits(200, 3584, 8192) == (1, 2) and gemm_cost.splits(200, 3584, 4096) == (1,)
     assert gemm_cost.splits(2**20, 1024, 18944) == (1,)  # [2, M, N] past 32-bit offsets
     # a grid that fills the SMs is never split whole (measured slower, docs/sm90_gemm.md); only its last wave is
-    # (hybrid), and only past a full wave with a partial last one
+    # (hybrid, once weighed: gemm_cost.WEIGH_HYBRID), and only past a full wave with a partial last one
+    monkeypatch.setattr(gemm_cost, "WEIGH_HYBRID", True)
     ranked = gemm_cost.ranked(1024, 5120, 17920, 2, H200)
     assert all(c.decomposition != "split-k" for _, c in ranked if c.block_n >= 128)
     assert {c.decomposition for _, c in ranked if (c.block_m, c.block_n) == (128, 128)} == {"data-parallel", "hybrid"}

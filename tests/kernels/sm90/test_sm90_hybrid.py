@@ -70,7 +70,8 @@ def test_only_the_last_waves_tiles_are_split():
     assert [whole.unit_of(u, q, r) for u in (0, 131)] == [(0, 0), (0, 131)]
 
 
-def test_the_cost_model_splits_only_the_last_wave_and_chooses_it_where_it_gains():
+def test_the_cost_model_splits_only_the_last_wave_and_chooses_it_where_it_gains(monkeypatch):
+    monkeypatch.setattr(gemm_cost, "WEIGH_HYBRID", True)  # weighed once timed (gemm_cost.WEIGH_HYBRID)
     cfg = Sm90Config(128, 256, 3, 2, epilogue="tma", split_k=3, decomposition="hybrid")
     plain = Sm90Config(128, 256, 3, 2, epilogue="tma")
     h, d = (gemm_cost.estimate(c, 3000, 3584, 18944, 2, H100) for c in (cfg, plain))
@@ -134,7 +135,8 @@ def test_hybrid_plans_validate_on_a_hopper_gpu(M, N, K, cfg, fusion):
     assert v.ok and v.where == "the NVIDIA GPU"
 
 
-def test_the_sweep_times_the_hybrid_where_the_model_ranks_it_and_the_best_one_below_the_top():
+def test_the_sweep_times_the_hybrid_where_the_model_ranks_it_and_the_best_one_below_the_top(monkeypatch):
+    monkeypatch.setattr(gemm_cost, "WEIGH_HYBRID", True)
     import argparse
 
     from benchmark_modules import benchmark_module
@@ -157,3 +159,9 @@ def test_the_sweep_times_the_hybrid_where_the_model_ranks_it_and_the_best_one_be
     assert all(key[5] < 2 for key, _, _ in sweep.jobs(args) if key[1:3] == ("qkv", 3000))
     args.hybrid = False
     assert len(sweep.jobs(args)) == 2 * 4 * 2
+
+
+def test_the_choice_leaves_the_hybrid_out_until_a_timing_tests_it():
+    device = devices.DEVICES["H100"]
+    assert not gemm_cost.WEIGH_HYBRID
+    assert all(c.decomposition != "hybrid" for _, c in gemm_cost.ranked(3000, 3584, 18944, 2, device))
