@@ -39,9 +39,11 @@ def test_the_bound_admits_tanh_approx_for_16_bit_outputs_only(act):
     got = e.activation(act, X, tanh_ops(lambda w: np.tanh(w) * (1.0 - e.TANH_APPROX_ERROR)))
     fusion = Fusion(activation=act)
     for out in ("bf16", "f16"):
-        ratio, ok = e.check(got, X[None, :], fusion, {}, out)
+        ratio, ok = e.check(got, X[None, :], fusion, {}, out, approx_tanh=True)
         assert ok and ratio > 0.5, (out, ratio)  # the tanh term is most of the bound somewhere
-    ratio, ok = e.check(got, X[None, :], fusion, {}, "f32")
+        # a kernel that does not use the tanh form keeps the tight bound: the same outputs fail it
+        assert not e.check(got, X[None, :], fusion, {}, out)[1]
+    ratio, ok = e.check(got, X[None, :], fusion, {}, "f32", approx_tanh=True)
     assert not ok and ratio > 10
 
 
@@ -50,6 +52,8 @@ def test_the_emulator_validates_the_tanh_form_with_tanh_approx_s_worst_error():
     problem = GemmProblem(70, 64, 72, "bf16", "nt", "f16", Fusion(bias=True, activation="gelu"))
     v = gemm.validate(problem, "sm90", Sm90Config(64, 64, 2, 1, ctas=1, activation_form="tanh"))
     assert v.ok and v.where == "the CUDA emulator (no GPU runner)" and v.ratio <= 1.0
+    assert gemm.plan(problem, "sm90", Sm90Config(64, 64, 2, 1, activation_form="tanh")).approx_tanh
+    assert not gemm.plan(problem, "sm90", Sm90Config(64, 64, 2, 1, activation_form="ex2")).approx_tanh
 
 
 def test_the_kernel_calls_tanhf_and_no_exponential():

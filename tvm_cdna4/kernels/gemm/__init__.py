@@ -115,7 +115,7 @@ def validate(problem: GemmProblem, target: str, config=None, seed: int = 0, *, m
     _check(problem)
     rows = problem.rows(m, group_rows)
     p = plan(problem, target, config, m=None if problem.M is not None else rows, **options)
-    data = random_inputs(problem, seed, m=rows, group_rows=group_rows)
+    data = random_inputs(problem, seed, m=rows, group_rows=group_rows, approx_tanh=getattr(p, "approx_tanh", False))
     start = time.perf_counter()
     c, where = _verb(target, "execute")(p, data, run=run)
     return Validation(data.ratio(c), where, time.perf_counter() - start, data.relative(c))

@@ -227,9 +227,11 @@ def element_numpy(dtype: str):
     return one[dtype], one[dtype]
 
 
-def random_inputs(problem: GemmProblem, seed: int = 0, m: int | None = None, group_rows=None) -> GemmData:
+def random_inputs(problem: GemmProblem, seed: int = 0, m: int | None = None, group_rows=None,
+                  approx_tanh: bool = False) -> GemmData:
     """The inputs of one validation of ``problem`` (the module docstring: why these values) at its
-    concrete rows (``GemmProblem.rows``), with C's float64 reference and error bound."""
+    concrete rows (``GemmProblem.rows``), with C's float64 reference and error bound (``approx_tanh``: the
+    kernel evaluates silu / gelu in the tanh form, ``epilogue.error_bound``)."""
     import numpy as np
 
     from . import epilogue, grouped
@@ -257,7 +259,7 @@ def random_inputs(problem: GemmProblem, seed: int = 0, m: int | None = None, gro
     arrays.update(fused)
     rowwise = grouped.per_row(fused, arrays["offsets"]) if G else fused
     want = epilogue.reference(acc, f, rowwise)
-    bound = epilogue.error_bound(acc, f, rowwise, problem.out)
+    bound = epilogue.error_bound(acc, f, rowwise, problem.out, approx_tanh=approx_tanh)
     return GemmData(arrays, want, bound, problem.out, (*batch, M, N))
 
 

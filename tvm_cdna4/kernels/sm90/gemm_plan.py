@@ -284,6 +284,12 @@ class Sm90Plan(PlanRecord, family="gemm"):
     """The most persistent CTAs (``config.ctas`` or the SMs): a wave of tiles, which a hybrid plan runs whole."""
 
     @property
+    def approx_tanh(self) -> bool:
+        """Whether the kernel evaluates a fused silu / gelu by ``tanh.approx`` (``activation_form="tanh"``): its
+        validation allows that error (``kernels.gemm.epilogue.error_bound``)."""
+        return self.config.activation_form == "tanh" and self.fusion.activation in ("silu", "gelu")
+
+    @property
     def tiles(self) -> int:
         return self.tiles_m * self.tiles_n
 
