@@ -63,7 +63,13 @@ SETS = {  # name: (kv dtype, page size, queries, GQAs it runs on: None every one
     "q4": ("bf16", 16, 4, None),
     "page64": ("bf16", 64, 1, ((32, 8),)),
 }
-BACKENDS = ("flash", "cudnn", "efficient")  # torch.nn.attention.SDPBackend names, lower case
+BACKENDS = {  # ours: torch.nn.attention.SDPBackend's names for it, newest first (torch 2.11: FLASH_ATTENTION)
+    "flash": ("FLASH_ATTENTION", "FLASH"),
+    "cudnn": ("CUDNN_ATTENTION",),
+    "efficient": ("EFFICIENT_ATTENTION",),
+}
+FLASHINFER_PUBLISHED = ("compare with FlashInfer's published decode figures (flashinfer.ai/2024/02/02/"
+                        "introduce-flashinfer.html; FlashInfer paper, arXiv 2501.01005)")
 GRAPH_BYTES = 4e9  # the KV bytes one graph replay reads at most beyond the rotation's copies
 MAX_COPIES = 64
 EXPANDED_BYTES = 16e9  # the most a dense KV expanded to every query head (SDPA without GQA) may take
@@ -208,6 +214,26 @@ def _dense(torch, problem, contexts, inputs, cache):
     return tuple(f[index].transpose(1, 2).contiguous() for f in flat)
 
 
+def sdpa_backend(enum, name: str):
+    """The ``SDPBackend`` member of our backend ``name`` (``BACKENDS``: the first of its spellings this torch has),
+    None where it has none."""
+    for attr in BACKENDS[name]:
+        member = getattr(enum, attr, None)
+        if member is not None:
+            return member
+    return None
+
+
+def peer_safely(fn, *args, keys=None) -> dict:
+    """``fn(*args)``, or its exception as ``dict(error=...)`` (per backend of ``keys`` where given): a peer's failure
+    is said in the row and never drops our timing."""
+    try:
+        return fn(*args)
+    except Exception as err:  # noqa: BLE001
+        error = dict(error=f"{type(err).__name__}: {str(err).splitlines()[0][:200] if str(err) else ''}")
+        return {k: dict(error) for k in keys} if keys is not None else error
+
+
 def sdpa_peers(torch, graph_seconds, problem, contexts, inputs, o, args, l2: int) -> dict:
     """Each SDPA backend's graph time, mode (``gqa`` / ``expanded``), own bytes and error against ours on the
     longest sequence, or the reason it did not run."""
@@ -225,7 +251,10 @@ def sdpa_peers(torch, graph_seconds, problem, contexts, inputs, o, args, l2: int
     top = max(range(B), key=lambda i: contexts[i])
     out = {}
     for name in BACKENDS:
-        backend = getattr(SDPBackend, name.upper() if name != "efficient" else "EFFICIENT_ATTENTION")
+        backend = sdpa_backend(SDPBackend, name)
+        if backend is None:
+            out[name] = dict(error=f"torch {torch.__version__}: no SDPBackend {' / '.join(BACKENDS[name])}")
+            continue
         for mode in ("gqa", "expanded"):
             if mode == "expanded" and dense_bytes * H // Hkv > EXPANDED_BYTES:
                 out[name] = dict(error=f"{out[name]['error']}; expanded KV over {EXPANDED_BYTES / 1e9:.0f} GB")
@@ -239,8 +268,8 @@ def sdpa_peers(torch, graph_seconds, problem, contexts, inputs, o, args, l2: int
             try:
                 got = call(kvs[0])
                 torch.cuda.synchronize()
-            except RuntimeError as err:
-                out[name] = dict(error=str(err).splitlines()[0][:160])
+            except Exception as err:  # noqa: BLE001 (a backend that refuses the shape: said in the row)
+                out[name] = dict(error=f"{type(err).__name__}: {str(err).splitlines()[0][:160]}")
                 continue
             ref = o[top, 0].float()
             err = ((got[top, :, 0].float() - ref).norm() / ref.norm()).item()
@@ -249,7 +278,7 @@ def sdpa_peers(torch, graph_seconds, problem, contexts, inputs, o, args, l2: int
             bytes_ = dense_bytes * (1 if mode == "gqa" else H // Hkv) + B * H * (2 * 2 * HEAD_DIM)
             try:
                 us = graph_seconds(torch, calls, args.reps) * 1e6
-            except RuntimeError as failure:  # a backend that cannot be captured: said in the row
+            except Exception as failure:  # noqa: BLE001 (a backend that cannot be captured: said in the row
                 out[name] = dict(error=f"graph: {str(failure).splitlines()[0][:160]}")
                 break
             out[name] = dict(us=us, mode=mode, bytes=bytes_, err=err,
@@ -335,9 +364,10 @@ def measure(torch, ours, graph_seconds, spec: dict, args, rate: float, l2: int) 
     row["us"] = graph_seconds(torch, [(lambda i=i % copies: call(i)) for i in range(n)], args.reps) * 1e6
     row["pct_rate"] = 100 * row["bytes"] / (row["us"] * 1e-6) / rate
     if spec["queries"] == 1 and spec["set"] in ("bf16", "fp8") and args.peers:
-        row["flashinfer"] = flashinfer_peer(torch, graph_seconds, problem, contexts, inputs, o, args)
+        row["flashinfer"] = peer_safely(flashinfer_peer, torch, graph_seconds, problem, contexts, inputs, o, args)
     if spec["set"] == "bf16" and args.peers:
-        row["sdpa"] = sdpa_peers(torch, graph_seconds, problem, contexts, inputs, o, args, l2)
+        row["sdpa"] = peer_safely(sdpa_peers, torch, graph_seconds, problem, contexts, inputs, o, args, l2,
+                                  keys=BACKENDS)
         for peer in row["sdpa"].values():
             if "us" in peer:
                 peer["pct_rate"] = 100 * peer["bytes"] / (peer["us"] * 1e-6) / rate
@@ -391,6 +421,24 @@ def bar_lines(results) -> list[str]:
         out.append(f"bar {b['name']} {sign} {b['bar']:g}: worst {b['worst']:.2f} over {len(b['values'])} shapes "
                    f"(batch >= {BAR_REGION['batch']}, mean context >= {BAR_REGION['mean']}), all rows' worst "
                    f"{b['worst_all']:.2f}: {'PASS' if b['ok'] else 'FAIL'}")
+    return out
+
+
+def peer_lines(rows) -> list[str]:
+    """Ours against the peers in the bars' region: the best SDPA backend's time over ours (>= 1.0 passes; SDPA reads
+    a dense cache padded to the longest context), and FlashInfer's where it ran, else where to compare."""
+    out = []
+    for name, pick in (("the best SDPA backend", lambda r: [p["us"] for p in r.get("sdpa", {}).values() if "us" in p]),
+                       ("FlashInfer", lambda r: [r["flashinfer"]["us"]] if "us" in r.get("flashinfer", {}) else [])):
+        ratios = [min(pick(r)) / r["us"] for r in rows if in_region(r) and pick(r)]
+        if not ratios:
+            why = {r.get("flashinfer", {}).get("error") for r in rows} - {None} if name == "FlashInfer" else set()
+            out.append(f"peer {name}: no time in the region" + (f" ({'; '.join(sorted(why))})" if why else "")
+                       + (f": {FLASHINFER_PUBLISHED}" if name == "FlashInfer" else ""))
+            continue
+        worst = min(ratios)
+        out.append(f"peer {name} time / ours >= 1.0: worst {worst:.2f}x over {len(ratios)} shapes (batch >= "
+                   f"{BAR_REGION['batch']}, mean context >= {BAR_REGION['mean']}): {'PASS' if worst >= 1 else 'FAIL'}")
     return out
 
 
@@ -481,8 +529,9 @@ def main(argv=None) -> int:
     meta = dict(device=name, arch=arch, target=target, read_rate=rate, l2_bytes=l2, torch=torch.__version__,
                 date=time.strftime("%Y-%m-%d"), calls=args.calls, reps=args.reps, seconds=time.time() - t0)
     with open(os.path.join(args.out, "paged_decode.json"), "w") as f:
-        json.dump(dict(meta=meta, rows=rows, failed=failed, bars=results), f, indent=1)
+        json.dump(dict(meta=meta, rows=rows, failed=failed, bars=results, peers=peer_lines(rows)), f, indent=1)
     lines = [f"{name}, read rate {rate / 1e12:.2f} TB/s", "", *table(rows), "", *bar_lines(results),
+             *peer_lines(rows),
              *(f"FAILED {f['set']} B={f['batch']} {f['heads']}/{f['kv_heads']} mean {f['mean']}: {f['error']}"
                for f in failed)]
     with open(os.path.join(args.out, "paged_decode.md"), "w") as f:
