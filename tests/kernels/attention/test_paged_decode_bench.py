@@ -136,7 +136,7 @@ def test_the_table_row():
 
 
 def test_each_sdpa_backend_is_found_by_its_torch_name():
-    torch = pytest.importorskip("torch")
+    pytest.importorskip("torch")
     from torch.nn.attention import SDPBackend
 
     assert bench.sdpa_backend(SDPBackend, "flash") is SDPBackend.FLASH_ATTENTION
