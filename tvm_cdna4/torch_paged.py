@@ -140,7 +140,7 @@ def _run(q, k_cache, v_cache, block_table, context_lens, k_scale, v_scale, kerne
     scales = (k_scale, v_scale) if k_scale is not None else ()
     with torch.cuda.device(q.device):
         main(q, *kv, block_table, context_lens, *scales, *work)
-        merge(*work, o, lse)
+        merge(context_lens, *work, o, lse)
     return o, lse
 
 

@@ -12,7 +12,7 @@ from tvm_cdna4.kernels import attention
 from tvm_cdna4.kernels.attention import paged
 from tvm_cdna4.kernels.attention.paged import PagedDecodeProblem
 from tvm_cdna4.kernels.sm80 import paged_target
-from tvm_cdna4.kernels.sm80.paged_decode_plan import PagedDecodeConfig, choose_splits, plan_paged_decode
+from tvm_cdna4.kernels.sm80.paged_decode_plan import PagedDecodeConfig, choose_partition, plan_paged_decode
 
 
 def test_odd_contexts_4_queries_fp8_kv_d128_match_the_reference():
@@ -44,15 +44,39 @@ def test_lying_device_data_stays_in_bounds_and_follows_the_clamps():
     assert o_ratio <= 1 and lse_ratio <= 1, (o_ratio, lse_ratio)
 
 
-def test_the_split_count_fills_the_gpu_and_keeps_each_warp_busy():
-    problem = PagedDecodeProblem(1, 32, 8, 128, 1, 16, 2048, 4096)
-    assert choose_splits(problem, 32768, 132, 4) == 33  # 2 x 132 CTAs over 8 (sequence, kv head) pairs
-    assert choose_splits(problem, 512, 132, 4) == 2  # 32 tiles: 4 warps x 4 tiles per split
+def test_the_partition_fills_the_gpu_and_bounds_each_ctas_keys():
+    one = PagedDecodeProblem(1, 32, 8, 128, 1, 16, 2048, 4096)
+    assert choose_partition(one, 32768, 132, 4) == 256  # 4 warps x 4 tiles: 128 partitions x 8 kv heads
     big = PagedDecodeProblem(64, 32, 8, 128, 1, 16, 2048, 4096)
-    assert choose_splits(big, 32768, 132, 4) == 1  # 512 CTAs already
-    p = plan_paged_decode(problem, context=4096, sms=132)
+    assert choose_partition(big, 32768, 132, 4) == 512  # 256 KiB of K and V per CTA, whatever the lengths
+    fp8 = PagedDecodeProblem(64, 32, 8, 128, 1, 16, 2048, 4096, kv_dtype="fp8")
+    assert choose_partition(fp8, 32768, 132, 4) == 1024  # the same bytes, twice the keys
+    assert choose_partition(PagedDecodeProblem(8, 32, 8, 128, 1, 16, 295, 4096), 4712, 132, 4) == 320  # fill
+    q4 = PagedDecodeProblem(64, 32, 8, 128, 4, 16, 2048, 4096)
+    assert choose_partition(q4, 32768, 132, 4) == 576  # 16 rows: the partial amortized (16 x its 16.6 KB)
+    p = plan_paged_decode(big, context=32768, sms=132)
     summary = json.loads(p.to_json())
-    assert summary["split_kv"] == p.split_kv == choose_splits(problem, 4096, 132, 4) and summary["ctas"] == 8 * p.split_kv
+    assert summary["split_kv"] == p.split_kv == 64 and summary["ctas"] == 64 * 8 * 64 and p.slots == p.ctas
+    assert summary["partition"] == 512
+
+
+def test_empty_partitions_exit_and_a_short_hint_loses_no_key():
+    # the grid sized for 64 keys (partition 32): sequence 0's partitions past its 5 keys write nothing (their
+    # slots stay NaN) and the merge never reads them; sequence 1's 100 keys go to the grid's last CTA
+    problem = PagedDecodeProblem(2, 4, 2, 64, 1, 16, 7, 14)
+    p = plan_paged_decode(problem, PagedDecodeConfig(warps=2, stages=2, splits=2), context=64)
+    assert (p.partition, p.split_kv) == (32, 2)
+    arrays = paged.random_inputs(problem, seed=4, contexts=[5, 100])
+    from tvm_cdna4.emulator import emulate
+
+    out = {**arrays, **paged.output_arrays(problem), **paged_target.workspace(p)}
+    main, merge = paged_target.emit(p)
+    emulate(main, *(out[q.name] for q in p.params), target="sm80")
+    assert np.isnan(out["WM"][1]).all() and np.isnan(out["WM"][3]).all()  # (b 0, kv heads 0 / 1, partition 1)
+    assert np.isfinite(out["WM"][[0, 2, 4, 5, 6, 7]]).all()
+    emulate(merge, *(out[q.name] for q in p.merge_params), target="sm80")
+    assert np.isfinite(np.asarray(out["O"], np.float64)).all()
+    assert max(paged.compare(problem, arrays, out["O"], out["LSE"])) <= 1
 
 
 def test_the_plan_refuses_by_name():

@@ -236,24 +236,87 @@ def load_q(p, args, ln):
     T.cuda.cta_sync()
 
 
+def smf(ln: Lane, word):
+    """The f32 at word ``word`` of shared memory (the CTA's merge area, ``PagedDecodePlan.o_word``)."""
+    return T.reinterpret(ln.SMW[word], ty="float32")
+
+
 @T.macro
-def write_partial(p, args, ln, slot, vscale):
+def put(ln, word, value, add):
+    if add:
+        ln.SMW[word] = T.reinterpret(smf(ln, word) + value, ty="uint32")
+    else:
+        ln.SMW[word] = T.reinterpret(value, ty="uint32")
+
+
+@T.macro
+def rescale_to_cta_max(p, ln):
+    # each warp's rows to the CTA's maxima (the warps' maxima in shared memory): O and the sum times 2^(m - M)
     lane = T.cuda.lane_id()
     m2 = 2 * p.m_tiles
+    for mi in T.unroll(p.m_tiles):
+        for h in T.unroll(2):
+            r = T.min(16 * mi + lane // 4 + 8 * h, p.rows - 1)
+            ln.mx[0] = T.float32(NEG_INF)
+            for w in T.unroll(p.config.warps):
+                ln.mx[0] = fmax(ln.mx[0], smf(ln, w * p.rows + r))
+            ln.mx[1] = TIR_OPS.exp2(ln.row[2 * mi + h] - T.if_then_else(ln.mx[0] == T.float32(NEG_INF), T.float32(0),
+                                                                        ln.mx[0]))
+            ln.row[m2 + 2 * mi + h] = ln.row[m2 + 2 * mi + h] * ln.mx[1]
+            for dn in T.unroll(p.problem.head_dim // 8):
+                for e in T.unroll(2):
+                    ln.o[(mi * (p.problem.head_dim // 8) + dn) * 4 + 2 * h + e] = \
+                        ln.o[(mi * (p.problem.head_dim // 8) + dn) * 4 + 2 * h + e] * ln.mx[1]
+
+
+@T.macro
+def add_warp_state(p, ln, add):
+    # this warp's rescaled O and sums into the CTA's (``add`` False: the first warp stores)
+    lane = T.cuda.lane_id()
+    m2, D = 2 * p.m_tiles, p.problem.head_dim
+    for mi in T.unroll(p.m_tiles):
+        for h in T.unroll(2):
+            r = 16 * mi + lane // 4 + 8 * h
+            if r < p.rows:
+                for dn in T.unroll(D // 8):
+                    for e in T.unroll(2):
+                        put(ln, p.o_word + r * D + 8 * dn + 2 * (lane % 4) + e,
+                            ln.o[(mi * (D // 8) + dn) * 4 + 2 * h + e], add)
+                if lane % 4 == 0:
+                    put(ln, p.l_word + r, ln.row[m2 + 2 * mi + h], add)
+
+
+@T.macro
+def write_partial(p, args, ln, slot, vscale):
+    # the warps' states merged in shared memory (over Q and the rings), then the CTA's one partial
+    lane = T.cuda.lane_id()
+    m2, W, D = 2 * p.m_tiles, p.config.warps, p.problem.head_dim
+    T.cuda.cta_sync()  # every warp is past its loop: Q and the rings are free
     for mi in T.unroll(p.m_tiles):
         for h in T.unroll(2):
             r = 16 * mi + lane // 4 + 8 * h
             for sh in T.unroll(2):
                 ln.row[m2 + 2 * mi + h] = ln.row[m2 + 2 * mi + h] + T.cuda.__shfl_xor_sync(
                     T.uint32(FULL), ln.row[m2 + 2 * mi + h], 1 << sh, 32)
-            if r < p.rows:
-                for dn in T.unroll(p.problem.head_dim // 8):
-                    for e in T.unroll(2):
-                        args["WO"][slot, r, 8 * dn + 2 * (lane % 4) + e] = \
-                            ln.o[(mi * (p.problem.head_dim // 8) + dn) * 4 + 2 * h + e] * vscale
-                if lane % 4 == 0:
-                    args["WM"][slot, r] = ln.row[2 * mi + h]
-                    args["WL"][slot, r] = ln.row[m2 + 2 * mi + h]
+            if T.and_(r < p.rows, lane % 4 == 0):
+                put(ln, T.cuda.warp_id() * p.rows + r, ln.row[2 * mi + h], False)
+    T.cuda.cta_sync()
+    rescale_to_cta_max(p, ln)
+    for w in T.unroll(W):
+        if T.cuda.warp_id() == w:
+            add_warp_state(p, ln, w > 0)
+        T.cuda.cta_sync()
+    tid = T.cuda.thread_idx("x")
+    for i in T.unroll((p.rows * D + p.threads - 1) // p.threads):
+        idx = tid + p.threads * i
+        if idx < p.rows * D:
+            args["WO"][slot, idx // D, idx % D] = smf(ln, p.o_word + idx) * vscale
+    if tid < p.rows:
+        ln.mx[0] = T.float32(NEG_INF)
+        for w in T.unroll(W):
+            ln.mx[0] = fmax(ln.mx[0], smf(ln, w * p.rows + tid))
+        args["WM"][slot, tid] = ln.mx[0]
+        args["WL"][slot, tid] = smf(ln, p.l_word + tid)
 
 
 @T.macro
@@ -301,21 +364,22 @@ def paged_kernel(p, args):
 
 @T.macro
 def paged_body(p, args, ln, split, bh):
+    # the CTA's partition (paged_decode_plan: fixed keys; the grid's last takes the rest; past L: exit at once)
     W = p.config.warps
     tiles = (ln.L + TILE_KEYS - 1) // TILE_KEYS
-    per = (tiles + p.split_kv - 1) // p.split_kv
-    t0 = T.min(split * per, tiles)
-    t1 = T.min(t0 + per, tiles)
-    w = T.cuda.warp_id()
-    count = T.max(t1 - t0 - w + W - 1, 0) // W
-    load_q(p, args, ln)
-    for i in T.unroll(4 * p.m_tiles * (p.problem.head_dim // 8)):
-        ln.o[i] = T.float32(0)
-    for r in T.unroll(2 * p.m_tiles):
-        ln.row[r] = T.float32(NEG_INF)
-        ln.row[2 * p.m_tiles + r] = T.float32(0)
-    warp_loop(p, args, ln, t0 + w, count)
-    write_partial(p, args, ln, (bh * p.split_kv + split) * W + w, value_factor(p, args, ln.hk))
+    t0 = split * p.part_tiles
+    if t0 < tiles:
+        t1 = T.if_then_else(split == p.split_kv - 1, tiles, T.min(t0 + p.part_tiles, tiles))
+        w = T.cuda.warp_id()
+        count = T.max(t1 - t0 - w + W - 1, 0) // W
+        load_q(p, args, ln)
+        for i in T.unroll(4 * p.m_tiles * (p.problem.head_dim // 8)):
+            ln.o[i] = T.float32(0)
+        for r in T.unroll(2 * p.m_tiles):
+            ln.row[r] = T.float32(NEG_INF)
+            ln.row[2 * p.m_tiles + r] = T.float32(0)
+        warp_loop(p, args, ln, t0 + w, count)
+        write_partial(p, args, ln, bh * p.split_kv + split, value_factor(p, args, ln.hk))
 
 
 @T.macro
@@ -327,16 +391,18 @@ def merge_kernel(p, args):
         dp = item % half
         r = item // half % p.rows
         bh = item // half // p.rows
-        parts = p.split_kv * p.config.warps
+        parts = p.split_kv
+        L = T.min(T.max(args["CONTEXT_LENS"][bh // p.problem.kv_heads], 0), p.problem.capacity)
+        n = T.min((L + p.partition - 1) // p.partition, parts)  # the partitions written (empty ones: never)
         acc = T.alloc_tensor(ty_args=[T.Tensor((5,), "float32", scope="local", layout="default")])
         acc[0] = T.float32(NEG_INF)
-        for k in range(parts):
+        for k in range(n):
             acc[0] = fmax(acc[0], args["WM"][bh * parts + k, r])
         acc[1] = T.if_then_else(acc[0] == T.float32(NEG_INF), T.float32(0), acc[0])
         acc[2] = T.float32(0)
         acc[3] = T.float32(0)
         acc[4] = T.float32(0)
-        for k in range(parts):
+        for k in range(n):
             f = TIR_OPS.exp2(args["WM"][bh * parts + k, r] - acc[1])
             acc[2] = acc[2] + f * args["WL"][bh * parts + k, r]
             acc[3] = acc[3] + f * args["WO"][bh * parts + k, r, 2 * dp]

@@ -3,16 +3,28 @@
 The problem, its reference and the clamps of lying device data are ``kernels.attention.paged``'s;
 this module decides how the CUDA kernels (``paged_decode_emit``) compute them.
 
-**Split-KV ("flash-decoding"), two kernels.** ``main``: grid ``batch x kv_heads x splits`` CTAs of
-``warps`` warps. A CTA takes one kv head of one sequence and a contiguous range of its kv tiles (of
-``TILE_KEYS`` = 16 keys, inside one page: ``page_size >= 16``); its warps take the range's tiles round
-robin, each warp an independent online-softmax state over **all** ``rows = group x queries`` query rows
-of the kv head (row ``r``: query ``r // group``, head ``kv_head * group + r % group``), so that one load
-of a K / V tile serves the whole GQA group and every speculative query. Each warp writes its partial
-state (unnormalized O, row max in base-2 units, row sum) to the workspace slot ``((b Hkv + g) splits +
-s) warps + w`` (``WO``, ``WM``, ``WL``). ``merge``: one thread per (slot group, row, 2 dims) combines
-the ``splits x warps`` partials by their maxima (``O = sum_s 2^(m_s - M) O_s / sum_s 2^(m_s - M) l_s``,
-``LSE = (M + log2 l) ln 2``; a row no partial saw: ``O = 0``, ``LSE = -inf``) and writes O and LSE.
+**Split-KV ("flash-decoding") over fixed-size partitions, two kernels.** ``main``: grid ``batch x
+kv_heads x split_kv`` CTAs of ``warps`` warps, ``split_kv = ceil(context / partition)``. CTA ``s`` of a
+(sequence, kv head) takes the keys ``s partition .. (s + 1) partition - 1`` of that sequence, cut to its
+length ``L`` (the last CTA of the grid also takes every key past the grid, so a hint shorter than a
+sequence loses nothing); a CTA whose partition starts at or past ``L`` exits at once (no load, no
+write). Its warps take the partition's kv tiles (of ``TILE_KEYS`` = 16 keys, inside one page:
+``page_size >= 16``) round robin, each warp an independent online-softmax state over **all** ``rows =
+group x queries`` query rows of the kv head (row ``r``: query ``r // group``, head ``kv_head * group +
+r % group``), so that one load of a K / V tile serves the whole GQA group and every speculative query.
+At the end the CTA merges its warps' states in shared memory (by their maxima, as below) and writes one
+partial state (unnormalized O, row max in base-2 units, row sum) to the workspace slot ``(b Hkv + g)
+split_kv + s`` (``WO``, ``WM``, ``WL``). ``merge``: one thread per (sequence x kv head, row, 2 dims)
+combines the partials of the partitions its sequence has (``min(split_kv, ceil(L / partition))``: the
+empty ones never written, never read) by their maxima (``O = sum_s 2^(m_s - M) O_s / sum_s 2^(m_s - M)
+l_s``, ``LSE = (M + log2 l) ln 2``; a row no partial saw: ``O = 0``, ``LSE = -inf``) and writes O and LSE.
+
+**Why fixed partitions** (not "each sequence's tiles cut into ``splits`` ranges"): the host does not
+know the contexts, and a batch's contexts are uneven. Ranges per sequence make a CTA's work
+proportional to its sequence's length: at batch 64 one split per sequence, and a 32k-key sequence's CTA
+runs ~10x longer than a 3k one's: the last CTAs' tail dominates. Fixed partitions (vLLM's paged
+attention v2, flash-decoding) make every CTA's work at most ``partition`` keys whatever the lengths: the
+grid is many short CTAs, the SMs take them as they free, the tail is one partition's time.
 
 **Per warp, per tile** (``mma.sync.aligned.m16n8k16``, f32 accumulate, the query dtype's MMA):
 * the tile's K and V rows (16 keys x D of one kv head, rows of one page: ``Hkv D`` elements apart in
@@ -33,10 +45,17 @@ the ``splits x warps`` partials by their maxima (``O = sum_s 2^(m_s - M) O_s / s
 kernel; the CTA reads ``BLOCK_TABLE[b, p]`` only for ``p < ceil(L / page_size)``; a page index outside
 ``0 .. num_pages - 1`` copies nothing (``src-size`` 0 from page 0: zeros) and its keys are masked.
 
-**The split count** (``choose_splits``): the host does not know the contexts (they are on the device;
-reading them would synchronize), so the planner takes ``context`` (a caller's hint of the longest, or
-``capacity``) and picks the fewest splits that give ``CTAS_PER_SM`` CTAs per SM of ``sms`` (the present
-GPU's, ``kernels.devices``) while leaving every warp at least ``MIN_TILES_PER_WARP`` tiles.
+**The partition** (``choose_partition``; a cost model from the device, no host synchronization: the
+grid is sized by ``context``, a caller's hint of the longest context, or ``capacity``): the largest of
+
+* ``fill``: the keys that give ``FILL_CTAS_PER_SM`` CTAs per SM of ``sms`` over ``batch x kv_heads``
+  sequences of ``context`` keys (enough CTAs to fill the GPU at a small batch), cut to ``max_keys``:
+  the keys of ``MAX_PARTITION_BYTES`` of K and V (a short CTA: a small tail at a large batch);
+* ``min_keys``: ``MIN_TILES_PER_WARP`` tiles per warp (the cp.async ring fills), and K and V bytes at
+  least ``AMORTIZE`` x the partial's (written, then read back by the merge: ``2 rows (D + 2) 4``);
+
+rounded up to ``TILE_KEYS x warps`` (every warp the same tiles). ``PagedDecodeConfig.splits`` forces a
+count instead (``partition = TILE_KEYS ceil(ceil(context / TILE_KEYS) / splits)``).
 """
 
 from __future__ import annotations
@@ -54,8 +73,10 @@ from .gemm_config import DTYPES, MMA
 TILE_KEYS = 16  # keys per tile: one k16 step of P V, two n8 tiles of S
 CHUNK_BYTES = 16  # cp.async
 MAX_ROWS = 64  # group x queries: 4 m16 tiles of accumulators per warp
-CTAS_PER_SM = 2  # resident CTAs the split count aims for (2 x 4 warps x 3 stages of 8 KiB fit 227 KiB)
-MIN_TILES_PER_WARP = 4  # 64 keys: the pipeline fills and the partial's write is amortized
+FILL_CTAS_PER_SM = 8  # CTAs per SM at the hint: ~2-3 resident (4 warps x 3 stages of 8 KiB), 3-4 waves
+MIN_TILES_PER_WARP = 4  # 64 keys: the pipeline fills
+AMORTIZE = 16  # a partition's K and V bytes over its partial's (written and read back)
+MAX_PARTITION_BYTES = 256 * 1024  # K and V of one kv head per CTA: ~20 us at a resident CTA's HBM share
 PACK = "cvt.rn.{t}x2.f32"
 COPY = "cp.async.cg.shared.global"
 STORAGE = {**DTYPES, "fp8": "uint8"}  # the kernel's parameter dtypes (fp8 caches as their bytes)
@@ -63,8 +84,8 @@ STORAGE = {**DTYPES, "fp8": "uint8"}  # the kernel's parameter dtypes (fp8 cache
 
 @attrs.frozen
 class PagedDecodeConfig:
-    """The kernel's tuning: ``warps`` per CTA, ``stages`` of each warp's cp.async ring, ``splits`` CTAs
-    per (sequence, kv head) (None: ``choose_splits``)."""
+    """The kernel's tuning: ``warps`` per CTA, ``stages`` of each warp's cp.async ring, ``splits``: the
+    partitions of a hint-long sequence (None: ``choose_partition``'s)."""
 
     warps: int = 4
     stages: int = 3
@@ -88,8 +109,9 @@ class PagedDecodePlan(PlanRecord, family="paged"):
 
     problem: PagedDecodeProblem
     config: PagedDecodeConfig
-    split_kv: int
-    context: int  # the longest context the split was chosen for
+    split_kv: int  # partitions per (sequence, kv head): ceil(context / partition)
+    partition: int  # keys per CTA (a multiple of TILE_KEYS x warps)
+    context: int  # the longest context the grid was sized for
     sms: int
     mma_instr: str
     pack_instr: str
@@ -137,13 +159,28 @@ class PagedDecodePlan(PlanRecord, family="paged"):
         return self.q_words + ((warp * self.config.stages + stage) * 2 + which) * self.tile_words
 
     @property
+    def part_tiles(self) -> int:
+        return self.partition // TILE_KEYS
+
+    @property
+    def o_word(self) -> int:
+        """The CTA's merge in shared memory (after the loop, over Q and the rings): the warps' row maxima
+        (``warps x rows`` f32 from word 0), then O (``rows x D`` f32), then the row sums (``rows``)."""
+        return self.config.warps * self.rows
+
+    @property
+    def l_word(self) -> int:
+        return self.o_word + self.rows * self.problem.head_dim
+
+    @property
     def smem_bytes(self) -> int:
-        return 4 * (self.q_words + self.config.warps * self.config.stages * 2 * self.tile_words)
+        ring = self.q_words + self.config.warps * self.config.stages * 2 * self.tile_words
+        return 4 * max(ring, self.l_word + self.rows)
 
     @property
     def slots(self) -> int:
-        """Workspace partials: one per (sequence, kv head, split, warp)."""
-        return self.problem.batch * self.problem.kv_heads * self.split_kv * self.config.warps
+        """Workspace partials: one per (sequence, kv head, partition)."""
+        return self.problem.batch * self.problem.kv_heads * self.split_kv
 
     @property
     def ctas(self) -> int:
@@ -166,13 +203,21 @@ class PagedDecodePlan(PlanRecord, family="paged"):
         return 4 * self.slots * self.rows * (self.problem.head_dim + 2)
 
 
-def choose_splits(problem: PagedDecodeProblem, context: int, sms: int, warps: int) -> int:
-    """The split count (module docstring): enough CTAs for ``CTAS_PER_SM`` per SM, no more than leaves
-    each warp ``MIN_TILES_PER_WARP`` tiles of a ``context``-key sequence, at least 1."""
-    heads = problem.batch * problem.kv_heads
-    wanted = ceil_div(CTAS_PER_SM * sms, heads)
-    affordable = max(1, ceil_div(max(context, 1), TILE_KEYS) // (warps * MIN_TILES_PER_WARP))
-    return max(1, min(wanted, affordable))
+def choose_partition(problem: PagedDecodeProblem, context: int, sms: int, warps: int) -> int:
+    """The keys per CTA (module docstring): enough CTAs to fill ``sms`` SMs at ``context`` keys, at most
+    ``MAX_PARTITION_BYTES`` of K and V, at least what amortizes the partial and fills the ring."""
+    step = TILE_KEYS * warps
+    key_bytes = 2 * problem.head_dim * (1 if problem.kv_dtype == "fp8" else 2)  # K and V of one kv head
+    partial_bytes = 2 * problem.group * problem.queries * (problem.head_dim + 2) * 4
+    min_keys = max(MIN_TILES_PER_WARP * step, ceil_div(AMORTIZE * partial_bytes, key_bytes))
+    parts = ceil_div(FILL_CTAS_PER_SM * sms, problem.batch * problem.kv_heads)
+    fill = min(ceil_div(max(context, 1), parts), MAX_PARTITION_BYTES // key_bytes)
+    return ceil_div(max(fill, min_keys), step) * step
+
+
+def forced_partition(context: int, splits: int, warps: int) -> int:
+    """The partition of ``splits`` forced partitions of a ``context``-key sequence (whole tiles, every warp alike)."""
+    return ceil_div(ceil_div(ceil_div(max(context, 1), TILE_KEYS), splits), warps) * warps * TILE_KEYS
 
 
 def check_context(problem: PagedDecodeProblem, context) -> int:
@@ -186,7 +231,7 @@ def check_context(problem: PagedDecodeProblem, context) -> int:
 
 def plan_paged_decode(problem: PagedDecodeProblem, config: PagedDecodeConfig | None = None, context: int | None = None,
                       sms: int | None = None) -> PagedDecodePlan:
-    """The plan of ``problem`` (``config`` None: the default, its splits by ``choose_splits`` for
+    """The plan of ``problem`` (``config`` None: the default, its partition by ``choose_partition`` for
     ``context``, default the capacity, on ``sms`` SMs, default ``kernels.devices.planned("sm80")``)."""
     config = config or PagedDecodeConfig()
     if problem.group * problem.queries > MAX_ROWS:
@@ -194,18 +239,20 @@ def plan_paged_decode(problem: PagedDecodeProblem, config: PagedDecodeConfig | N
                             check="shape", expected=f"at most {MAX_ROWS}", found=problem.group * problem.queries)
     context = check_context(problem, context)
     sms = sms or planned("sm80").units
-    splits = config.splits or choose_splits(problem, context, sms, config.warps)
+    partition = (forced_partition(context, config.splits, config.warps) if config.splits
+                 else choose_partition(problem, context, sms, config.warps))
+    splits = ceil_div(context, partition)
     shapes, dtypes = problem.shapes(), problem.dtypes()
     storage = {name: STORAGE.get(d, {"i32": "int32", "f32": "float32"}.get(d)) for name, d in dtypes.items()}
     names = ("Q", "K_CACHE", "V_CACHE", "BLOCK_TABLE", "CONTEXT_LENS") + (("K_SCALE", "V_SCALE") if problem.scaled
                                                                            else ())
     rows = problem.group * problem.queries
-    slots = problem.batch * problem.kv_heads * splits * config.warps
+    slots = problem.batch * problem.kv_heads * splits
     work = (Param("WO", (slots, rows, problem.head_dim), "float32"), Param("WM", (slots, rows), "float32"),
             Param("WL", (slots, rows), "float32"))
     params = tuple(Param(n, shapes[n], storage[n]) for n in names) + work
-    merge = work + (Param("O", shapes["O"], storage["O"]), Param("LSE", shapes["LSE"], "float32"))
-    plan = PagedDecodePlan(problem, config, splits, context, sms, MMA.format(t=problem.q_dtype),
+    merge = (params[4],) + work + (Param("O", shapes["O"], storage["O"]), Param("LSE", shapes["LSE"], "float32"))
+    plan = PagedDecodePlan(problem, config, splits, partition, context, sms, MMA.format(t=problem.q_dtype),
                            PACK.format(t=problem.q_dtype), params, merge)
     if plan.smem_bytes > planned("sm80").smem_per_unit:
         raise ContractError("sm80 paged decode: the warps' rings exceed the shared memory", operand="stages",
@@ -214,5 +261,5 @@ def plan_paged_decode(problem: PagedDecodeProblem, config: PagedDecodeConfig | N
     return plan
 
 
-__all__ = ["CTAS_PER_SM", "MAX_ROWS", "MIN_TILES_PER_WARP", "TILE_KEYS", "PagedDecodeConfig", "PagedDecodePlan",
-           "choose_splits", "plan_paged_decode"]
+__all__ = ["AMORTIZE", "FILL_CTAS_PER_SM", "MAX_PARTITION_BYTES", "MAX_ROWS", "MIN_TILES_PER_WARP", "TILE_KEYS",
+           "PagedDecodeConfig", "PagedDecodePlan", "choose_partition", "forced_partition", "plan_paged_decode"]
