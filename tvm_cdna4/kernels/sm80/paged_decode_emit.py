@@ -4,7 +4,7 @@
 A lane (g = lane / 4, t = lane % 4) of a warp holds, per m16 tile ``mi`` of the query rows: Q's A
 fragments (``qf``, 4 words per k16 step), the scores of the tile's 16 keys (``s``: n-tile n, element c:
 row g + 8 (c // 2), key 8 n + 2 t + c % 2), P packed (``pf``), the O accumulators (``o``: d-tile dn,
-element c: row g + 8 (c // 2), dim 8 dn + 2 t + c % 2) and the running max (base-2 units) and sum of its
+element c: row g + 8 (c // 2), dim ``o_dim(dn, 2 t + c % 2)``) and the running max (base-2 units) and sum of its
 rows g and g + 8 (``row``: max at ``2 mi + h``, sum at ``2 m + 2 mi + h``).
 """
 
@@ -41,6 +41,7 @@ class Lane:
     o: object
     row: object
     kb: object  # two B fragment words
+    vw: object  # four V words (P V's B fragments of v_per d-tiles)
     mx: object  # two f32 scratch values
     b: object
     hk: object
@@ -53,16 +54,11 @@ def swz(p: PagedDecodePlan, key, word):
     return key * p.row_words + ((word // 4) ^ (key % p.swizzle)) * 4 + word % 4
 
 
-def widen(p: PagedDecodePlan, bits):
-    """Two e4m3 bytes (bits 0-7, 8-15 of ``bits``) as one 32-bit pair of the MMA's 16-bit type, each
-    ``x / 256`` (f16 by moving the bits; bf16 through f32, exact)."""
-    lo, hi = bits & T.uint32(0xFF), (bits >> T.uint32(8)) & T.uint32(0xFF)
-    f16 = [((x & T.uint32(0x7F)) << T.uint32(7)) | ((x & T.uint32(0x80)) << T.uint32(8)) for x in (lo, hi)]
-    if p.problem.q_dtype == "f16":
-        return f16[0] | (f16[1] << T.uint32(16))
-    # bf16: the f32 of each f16 (exact), whose upper half is the bf16 (exact: 4 significant bits)
-    f32 = [T.reinterpret(T.Cast("float32", T.reinterpret(T.Cast("uint16", x), ty="float16")), ty="uint32") for x in f16]
-    return (f32[0] >> T.uint32(16)) | (f32[1] & T.uint32(0xFFFF0000))
+def widen(bits):
+    """Two e4m3 bytes (bits 0-7, 8-15 of ``bits``) as one f16x2 word, each ``x / 256`` (bits moved: the
+    bytes spread to the halves, then the magnitude and the sign each moved by one shift)."""
+    t = (bits & T.uint32(0xFF)) | ((bits & T.uint32(0xFF00)) << T.uint32(8))
+    return ((t & T.uint32(0x007F007F)) << T.uint32(7)) | ((t & T.uint32(0x00800080)) << T.uint32(8))
 
 
 def k_word(p: PagedDecodePlan, ln: Lane, base, key, kk, half):
@@ -72,22 +68,26 @@ def k_word(p: PagedDecodePlan, ln: Lane, base, key, kk, half):
     if p.elem_bytes == 2:
         return ln.SMW[base + swz(p, key, 8 * kk + t + 4 * half)]
     word = ln.SMW[base + swz(p, key, 4 * kk + t)]
-    return widen(p, word >> T.uint32(16 * half))
+    return widen(word >> T.uint32(16 * half))
 
 
-def v_half(p: PagedDecodePlan, ln: Lane, base, key, dim):
-    """The bits of V[key][dim] (16 or 8 of them, in the low bits)."""
+def v_per(p: PagedDecodePlan) -> int:
+    """V elements per 32-bit word (2 for 16-bit, 4 for fp8): the d-tiles one word load serves."""
+    return 4 // p.elem_bytes
+
+
+def o_dim(p: PagedDecodePlan, dn, n):
+    """The dim of column ``n`` of P V's d-tile ``dn``: ``v_per`` consecutive d-tiles share a word of V per
+    column (dims ``v_per (n + 8 (dn // v_per)) + dn % v_per``), so that one load gives ``v_per`` B words."""
+    return v_per(p) * (n + 8 * (dn // v_per(p))) + dn % v_per(p)
+
+
+def v_pair(p: PagedDecodePlan, lo, hi, c):
+    """B fragment word of P V from two keys' V words: element ``c`` of ``lo`` low, of ``hi`` high, in the MMA's
+    type (fp8: widened)."""
     if p.elem_bytes == 2:
-        return (ln.SMW[base + swz(p, key, dim // 2)] >> T.Cast("uint32", 16 * (dim % 2))) & T.uint32(0xFFFF)
-    return (ln.SMW[base + swz(p, key, dim // 4)] >> T.Cast("uint32", 8 * (dim % 4))) & T.uint32(0xFF)
-
-
-def v_word(p: PagedDecodePlan, ln: Lane, base, key0, dim):
-    """B fragment word of P V: V[key0][dim] low, V[key0 + 1][dim] high, in the MMA's type."""
-    lo, hi = v_half(p, ln, base, key0, dim), v_half(p, ln, base, key0 + 1, dim)
-    if p.elem_bytes == 2:
-        return lo | (hi << T.uint32(16))
-    return widen(p, lo | (hi << T.uint32(8)))
+        return ((lo >> T.uint32(16 * c)) & T.uint32(0xFFFF)) | ((hi >> T.uint32(16 * c)) << T.uint32(16))
+    return widen(((lo >> T.uint32(8 * c)) & T.uint32(0xFF)) | (((hi >> T.uint32(8 * c)) & T.uint32(0xFF)) << T.uint32(8)))
 
 
 def q_word(p: PagedDecodePlan, kk, t, a):
@@ -98,8 +98,8 @@ def q_word(p: PagedDecodePlan, kk, t, a):
 
 
 def score_factor(p: PagedDecodePlan, args, hk):
-    """Raw score -> base-2 units: ``scale log2(e)``, fp8 times ``K_SCALE[hk] 256``."""
-    c = p.problem.softmax_scale * LOG2E
+    """Raw score -> base-2 units: ``scale log2(e)``, fp8 times ``K_SCALE[hk] 256 / q_factor``."""
+    c = p.problem.softmax_scale * LOG2E / p.q_factor
     return args["K_SCALE"][hk] * T.float32(c * FP8_WIDEN) if p.problem.scaled else T.float32(c)
 
 
@@ -199,15 +199,19 @@ def pv(p, ln, base):
         for q in T.unroll(4):  # a0: keys 2t.. row g, a1: row g + 8, a2 / a3: keys 8 + 2t..
             T.ptx[p.pack_instr](ln.pf[4 * mi + q], ln.s[(mi * 2 + q // 2) * 4 + 2 * (q % 2) + 1],
                                 ln.s[(mi * 2 + q // 2) * 4 + 2 * (q % 2)])
-    for dn in T.unroll(p.problem.head_dim // 8):
-        b = ln.kb
-        b[0] = v_word(p, ln, base, 2 * t, 8 * dn + g)
-        b[1] = v_word(p, ln, base, 2 * t + 8, 8 * dn + g)
-        for mi in T.unroll(p.m_tiles):
-            at = (mi * (p.problem.head_dim // 8) + dn) * 4
-            T.ptx[p.mma_instr](ln.o[at], ln.o[at + 1], ln.o[at + 2], ln.o[at + 3], ln.pf[4 * mi], ln.pf[4 * mi + 1],
-                               ln.pf[4 * mi + 2], ln.pf[4 * mi + 3], b[0], b[1], ln.o[at], ln.o[at + 1], ln.o[at + 2],
-                               ln.o[at + 3])
+    per = v_per(p)
+    for j in T.unroll(p.problem.head_dim // 8 // per):
+        for kq in T.unroll(4):  # the words of keys 2t, 2t + 1, 2t + 8, 2t + 9 at dims o_dim(8 j per.., g)
+            ln.vw[kq] = ln.SMW[base + swz(p, 2 * t + kq % 2 + 8 * (kq // 2), g + 8 * j)]
+        for c in T.unroll(per):
+            b = ln.kb
+            b[0] = v_pair(p, ln.vw[0], ln.vw[1], c)
+            b[1] = v_pair(p, ln.vw[2], ln.vw[3], c)
+            for mi in T.unroll(p.m_tiles):
+                at = (mi * (p.problem.head_dim // 8) + per * j + c) * 4
+                T.ptx[p.mma_instr](ln.o[at], ln.o[at + 1], ln.o[at + 2], ln.o[at + 3], ln.pf[4 * mi],
+                                   ln.pf[4 * mi + 1], ln.pf[4 * mi + 2], ln.pf[4 * mi + 3], b[0], b[1], ln.o[at],
+                                   ln.o[at + 1], ln.o[at + 2], ln.o[at + 3])
 
 
 @T.macro
@@ -232,7 +236,13 @@ def load_q(p, args, ln):
     for mi in T.unroll(p.m_tiles):
         for kk in T.unroll(D // 16):
             for a in T.unroll(4):  # a0 row g, a1 row g + 8, a2 / a3 the upper dims
-                ln.qf[(mi * (D // 16) + kk) * 4 + a] = ln.SMW[(16 * mi + g + 8 * (a % 2)) * (D // 2) + q_word(p, kk, t, a)]
+                word = ln.SMW[(16 * mi + g + 8 * (a % 2)) * (D // 2) + q_word(p, kk, t, a)]
+                if p.q_factor == 1:
+                    ln.qf[(mi * (D // 16) + kk) * 4 + a] = word
+                else:  # bf16 -> f32 (exact) x q_factor -> f16 (paged_decode_plan's docstring)
+                    T.ptx[p.pack_instr](ln.qf[(mi * (D // 16) + kk) * 4 + a],
+                                        T.reinterpret(word & T.uint32(0xFFFF0000), ty="float32") * T.float32(p.q_factor),
+                                        T.reinterpret(word << T.uint32(16), ty="float32") * T.float32(p.q_factor))
     T.cuda.cta_sync()
 
 
@@ -280,7 +290,7 @@ def add_warp_state(p, ln, add):
             if r < p.rows:
                 for dn in T.unroll(D // 8):
                     for e in T.unroll(2):
-                        put(ln, p.o_word + r * D + 8 * dn + 2 * (lane % 4) + e,
+                        put(ln, p.o_word + r * D + o_dim(p, dn, 2 * (lane % 4) + e),
                             ln.o[(mi * (D // 8) + dn) * 4 + 2 * h + e], add)
                 if lane % 4 == 0:
                     put(ln, p.l_word + r, ln.row[m2 + 2 * mi + h], add)
@@ -357,8 +367,9 @@ def paged_kernel(p, args):
     row = T.alloc_tensor(ty_args=[T.Tensor((4 * m,), "float32", scope="local", layout="default")])
     kb = T.alloc_tensor(ty_args=[T.Tensor((2,), "uint32", scope="local", layout="default")])
     mx = T.alloc_tensor(ty_args=[T.Tensor((2,), "float32", scope="local", layout="default")])
+    vw = T.alloc_tensor(ty_args=[T.Tensor((4,), "uint32", scope="local", layout="default")])
     L = T.min(T.max(args["CONTEXT_LENS"][b], 0), p.problem.capacity)
-    ln = Lane(SMW, qf, s, pf, o, row, kb, mx, b, hk, L, score_factor(p, args, hk))
+    ln = Lane(SMW, qf, s, pf, o, row, kb, vw, mx, b, hk, L, score_factor(p, args, hk))
     paged_body(p, args, ln, split, bh)
 
 
@@ -416,7 +427,7 @@ def merge_store(p, args, acc, bh, r, dp):
     b, hk = bh // p.problem.kv_heads, bh % p.problem.kv_heads
     inv = T.if_then_else(acc[2] > T.float32(0), T.float32(1) / acc[2], T.float32(0))
     packed = T.alloc_tensor(ty_args=[T.Tensor((1,), "uint32", scope="local", layout="default")])
-    T.ptx[p.pack_instr](packed[0], acc[4] * inv, acc[3] * inv)
+    T.ptx[p.out_pack](packed[0], acc[4] * inv, acc[3] * inv)
     T.ptx["st.global.b32"](args["O"].ptr_to([b, r // G, hk * G + r % G, 2 * dp]), packed[0])
     if dp == 0:
         args["LSE"][b, r // G, hk * G + r % G] = T.if_then_else(

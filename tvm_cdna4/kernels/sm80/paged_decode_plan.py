@@ -33,10 +33,15 @@ grid is many short CTAs, the SMs take them as they free, the tail is one partiti
   no CTA barrier in the loop), the 16-byte chunk ``c`` of row ``k`` stored at ``c ^ (k % swizzle)``;
 * ``S = Q K^T``: A = Q's fragments (registers for the whole kernel, read once from shared memory), B =
   K words read from shared memory; fp8 K: the word ``K[key][4t .. 4t + 3]`` feeds both halves of a
-  k16 step (Q's dims permuted the same way: the sum is unchanged), each fp8 pair widened to the MMA's
-  16-bit type in registers (``e4m3 -> f16`` by moving bits: ``(b & 0x7f) << 7 | (b & 0x80) << 8`` is
-  ``x / 256`` exactly, subnormals included; bf16 Q: through f32), the ``256`` and the per-head scales
-  folded into f32 factors (``K_SCALE 256`` into the score scale, ``V_SCALE 256`` into O at the end);
+  k16 step (Q's dims permuted the same way: the sum is unchanged), each fp8 pair widened to f16 in
+  registers by moving bits (``(b & 0x7f) << 7 | (b & 0x80) << 8`` is ``x / 256`` exactly, subnormals
+  included: a few integer instructions a pair, no conversion), so **fp8 KV runs f16 MMAs whatever Q's
+  dtype** (``mma_type``): a bf16 Q is rounded once to f16 after ``Q_PRESCALE`` (``2^-8``, exact: f16 holds
+  bf16's 8 significant bits for ``|q|`` in ``2^-6 .. 2^24``; below, f16's subnormal steps of ``2^-16``
+  in ``q``), and P packs as f16 (finer than bf16 on ``0 .. 1``); ``256``, ``1 / Q_PRESCALE`` and the
+  per-head scales fold into f32 factors (``K_SCALE 256 / Q_PRESCALE`` into the score scale, ``V_SCALE
+  256`` into O at the end). A bf16 path (f16 -> f32 -> bf16) cost two conversions per pair: 128 per lane
+  per 16-key tile, the fp8 loop's bound;
 * the mask (every tile: key ``j`` of row ``r`` counts iff ``j <= L - q + r // group`` and its page
   index is inside the cache), the online softmax in base 2 (a row with no key yet keeps max ``-inf``
   and adds nothing), ``O += P V`` with P packed from the score accumulators and V by word loads.
@@ -78,6 +83,7 @@ MIN_TILES_PER_WARP = 4  # 64 keys: the pipeline fills
 AMORTIZE = 16  # a partition's K and V bytes over its partial's (written and read back)
 MAX_PARTITION_BYTES = 256 * 1024  # K and V of one kv head per CTA: ~20 us at a resident CTA's HBM share
 PACK = "cvt.rn.{t}x2.f32"
+Q_PRESCALE = 2.0**-8  # a bf16 Q's factor before its f16 rounding, fp8 KV (module docstring)
 COPY = "cp.async.cg.shared.global"
 STORAGE = {**DTYPES, "fp8": "uint8"}  # the kernel's parameter dtypes (fp8 caches as their bytes)
 
@@ -113,8 +119,9 @@ class PagedDecodePlan(PlanRecord, family="paged"):
     partition: int  # keys per CTA (a multiple of TILE_KEYS x warps)
     context: int  # the longest context the grid was sized for
     sms: int
-    mma_instr: str
-    pack_instr: str
+    mma_instr: str  # of mma_type
+    pack_instr: str  # P: two f32 -> a b32 of mma_type
+    out_pack: str  # O (the merge): two f32 -> a b32 of the query dtype
     params: tuple[Param, ...]  # main's
     merge_params: tuple[Param, ...]
 
@@ -125,6 +132,16 @@ class PagedDecodePlan(PlanRecord, family="paged"):
     @property
     def m_tiles(self) -> int:
         return ceil_div(self.rows, 16)
+
+    @property
+    def mma_type(self) -> str:
+        """The MMAs' 16-bit type: the query dtype, f16 with fp8 KV (module docstring)."""
+        return "f16" if self.problem.kv_dtype == "fp8" else self.problem.q_dtype
+
+    @property
+    def q_factor(self) -> float:
+        """What Q is multiplied by before its MMA type (``Q_PRESCALE`` where a bf16 Q becomes f16)."""
+        return Q_PRESCALE if self.mma_type != self.problem.q_dtype else 1.0
 
     @property
     def elem_bytes(self) -> int:
@@ -252,8 +269,9 @@ def plan_paged_decode(problem: PagedDecodeProblem, config: PagedDecodeConfig | N
             Param("WL", (slots, rows), "float32"))
     params = tuple(Param(n, shapes[n], storage[n]) for n in names) + work
     merge = (params[4],) + work + (Param("O", shapes["O"], storage["O"]), Param("LSE", shapes["LSE"], "float32"))
-    plan = PagedDecodePlan(problem, config, splits, partition, context, sms, MMA.format(t=problem.q_dtype),
-                           PACK.format(t=problem.q_dtype), params, merge)
+    mma_type = "f16" if problem.kv_dtype == "fp8" else problem.q_dtype
+    plan = PagedDecodePlan(problem, config, splits, partition, context, sms, MMA.format(t=mma_type),
+                           PACK.format(t=mma_type), PACK.format(t=problem.q_dtype), params, merge)
     if plan.smem_bytes > planned("sm80").smem_per_unit:
         raise ContractError("sm80 paged decode: the warps' rings exceed the shared memory", operand="stages",
                             check="shape", expected=f"at most {planned('sm80').smem_per_unit} bytes",
@@ -261,5 +279,6 @@ def plan_paged_decode(problem: PagedDecodeProblem, config: PagedDecodeConfig | N
     return plan
 
 
-__all__ = ["AMORTIZE", "FILL_CTAS_PER_SM", "MAX_PARTITION_BYTES", "MAX_ROWS", "MIN_TILES_PER_WARP", "TILE_KEYS",
+__all__ = ["AMORTIZE", "FILL_CTAS_PER_SM", "MAX_PARTITION_BYTES", "MAX_ROWS", "MIN_TILES_PER_WARP", "Q_PRESCALE",
+           "TILE_KEYS",
            "PagedDecodeConfig", "PagedDecodePlan", "choose_partition", "forced_partition", "plan_paged_decode"]
