@@ -54,21 +54,32 @@ def swz(p: PagedDecodePlan, key, word):
     return key * p.row_words + ((word // 4) ^ (key % p.swizzle)) * 4 + word % 4
 
 
-def widen(bits):
-    """Two e4m3 bytes (bits 0-7, 8-15 of ``bits``) as one f16x2 word, each ``x / 256`` (bits moved: the
-    bytes spread to the halves, then the magnitude and the sign each moved by one shift)."""
-    t = (bits & T.uint32(0xFF)) | ((bits & T.uint32(0xFF00)) << T.uint32(8))
-    return ((t & T.uint32(0x007F007F)) << T.uint32(7)) | ((t & T.uint32(0x00800080)) << T.uint32(8))
+PRMT = "prmt.b32"
+K_PAIRS = (0x1000, 0x3020)  # prmt selectors: an fp8 K word's bytes 0, 1 (2, 3) to bits 8-15, 24-31
+
+
+def v_pairs(c: int) -> int:
+    """The prmt selector of byte ``c`` of two V words (``a``'s to bits 8-15, ``b``'s to bits 24-31)."""
+    return ((4 + c) << 12) | (c << 4)
+
+
+def f16_of_e4m3(v):
+    """Two e4m3 bytes at bits 8-15 and 24-31 of ``v`` (the other bits anything) as f16x2, each ``x / 256``: the
+    sign stays, the magnitude moves down one bit (paged_decode_plan's docstring)."""
+    return (v & T.uint32(0x80008000)) | ((v & T.uint32(0x7F007F00)) >> T.uint32(1))
+
+
+@T.macro
+def widen(buf, i, a, b, sel):
+    # buf[i] = two e4m3 bytes of a, b (prmt selector sel) as f16x2
+    T.ptx[PRMT](buf[i], a, b, T.uint32(sel))
+    buf[i] = f16_of_e4m3(buf[i])
 
 
 def k_word(p: PagedDecodePlan, ln: Lane, base, key, kk, half):
-    """B fragment word ``half`` of k16 step ``kk`` for key ``key``: K[key][16 kk + 2t + 8 half, +1] (16-bit)
-    or, fp8, the pair ``half`` of K[key][16 kk + 4t .. 4t + 3] (Q permuted alike)."""
+    """B fragment word ``half`` of k16 step ``kk`` for key ``key``: K[key][16 kk + 2t + 8 half, +1] (16-bit)."""
     t = T.cuda.lane_id() % 4
-    if p.elem_bytes == 2:
-        return ln.SMW[base + swz(p, key, 8 * kk + t + 4 * half)]
-    word = ln.SMW[base + swz(p, key, 4 * kk + t)]
-    return widen(word >> T.uint32(16 * half))
+    return ln.SMW[base + swz(p, key, 8 * kk + t + 4 * half)]
 
 
 def v_per(p: PagedDecodePlan) -> int:
@@ -82,12 +93,9 @@ def o_dim(p: PagedDecodePlan, dn, n):
     return v_per(p) * (n + 8 * (dn // v_per(p))) + dn % v_per(p)
 
 
-def v_pair(p: PagedDecodePlan, lo, hi, c):
-    """B fragment word of P V from two keys' V words: element ``c`` of ``lo`` low, of ``hi`` high, in the MMA's
-    type (fp8: widened)."""
-    if p.elem_bytes == 2:
-        return ((lo >> T.uint32(16 * c)) & T.uint32(0xFFFF)) | ((hi >> T.uint32(16 * c)) << T.uint32(16))
-    return widen(((lo >> T.uint32(8 * c)) & T.uint32(0xFF)) | (((hi >> T.uint32(8 * c)) & T.uint32(0xFF)) << T.uint32(8)))
+def v_pair(lo, hi, c):
+    """B fragment word of P V from two keys' 16-bit V words: element ``c`` of ``lo`` low, of ``hi`` high."""
+    return ((lo >> T.uint32(16 * c)) & T.uint32(0xFFFF)) | ((hi >> T.uint32(16 * c)) << T.uint32(16))
 
 
 def q_word(p: PagedDecodePlan, kk, t, a):
@@ -144,8 +152,13 @@ def scores(p, ln, base):
     for kk in T.unroll(p.problem.head_dim // 16):
         for n in T.unroll(2):
             b0 = ln.kb
-            b0[0] = k_word(p, ln, base, 8 * n + g, kk, 0)
-            b0[1] = k_word(p, ln, base, 8 * n + g, kk, 1)
+            if p.elem_bytes == 2:
+                b0[0] = k_word(p, ln, base, 8 * n + g, kk, 0)
+                b0[1] = k_word(p, ln, base, 8 * n + g, kk, 1)
+            else:  # fp8: the word K[key][16 kk + 4t .. + 3] feeds both halves (Q permuted alike)
+                ln.vw[0] = ln.SMW[base + swz(p, 8 * n + g, 4 * kk + lane % 4)]
+                widen(b0, 0, ln.vw[0], ln.vw[0], K_PAIRS[0])
+                widen(b0, 1, ln.vw[0], ln.vw[0], K_PAIRS[1])
             for mi in T.unroll(p.m_tiles):
                 q = (mi * (p.problem.head_dim // 16) + kk) * 4
                 at = (mi * 2 + n) * 4
@@ -203,10 +216,14 @@ def pv(p, ln, base):
     for j in T.unroll(p.problem.head_dim // 8 // per):
         for kq in T.unroll(4):  # the words of keys 2t, 2t + 1, 2t + 8, 2t + 9 at dims o_dim(8 j per.., g)
             ln.vw[kq] = ln.SMW[base + swz(p, 2 * t + kq % 2 + 8 * (kq // 2), g + 8 * j)]
-        for c in T.unroll(per):
+        for c in range(per):  # Python: the selectors are constants
             b = ln.kb
-            b[0] = v_pair(p, ln.vw[0], ln.vw[1], c)
-            b[1] = v_pair(p, ln.vw[2], ln.vw[3], c)
+            if p.elem_bytes == 2:
+                b[0] = v_pair(ln.vw[0], ln.vw[1], c)
+                b[1] = v_pair(ln.vw[2], ln.vw[3], c)
+            else:
+                widen(b, 0, ln.vw[0], ln.vw[1], v_pairs(c))
+                widen(b, 1, ln.vw[2], ln.vw[3], v_pairs(c))
             for mi in T.unroll(p.m_tiles):
                 at = (mi * (p.problem.head_dim // 8) + per * j + c) * 4
                 T.ptx[p.mma_instr](ln.o[at], ln.o[at + 1], ln.o[at + 2], ln.o[at + 3], ln.pf[4 * mi],
