@@ -42,6 +42,7 @@ class Lane:
     row: object
     kb: object  # two B fragment words
     vw: object  # four V words (P V's B fragments of v_per d-tiles)
+    pg: object  # the cache pages of the warp's next stages + 1 tiles (warp_loop)
     mx: object  # two f32 scratch values
     b: object
     hk: object
@@ -126,10 +127,9 @@ def page_ok(p: PagedDecodePlan, page):
 
 
 @T.macro
-def copy_tile(p, args, ln, tile, stage):
+def copy_tile(p, args, ln, tile, stage, page):
     # the tile's 16 K and V rows into the warp's ring; rows of a missing page or past L: zeros, from page 0
     lane = T.cuda.lane_id()
-    page = page_of(p, args, ln, tile)
     safe = T.if_then_else(page_ok(p, page), page, 0)
     r0 = tile * TILE_KEYS % p.problem.page_size
     for i in T.unroll(TILE_KEYS * p.chunks // 32):
@@ -168,10 +168,10 @@ def scores(p, ln, base):
 
 
 @T.macro
-def mask_softmax(p, args, ln, tile):
+def mask_softmax(p, ln, tile, page):
     # base-2 scores, the mask (paged module: j <= L - q + query, a page inside the cache), the online softmax
     lane = T.cuda.lane_id()
-    ok = page_ok(p, page_of(p, args, ln, tile))
+    ok = page_ok(p, page)
     m2 = 2 * p.m_tiles
     mx = ln.mx
     for mi in T.unroll(p.m_tiles):
@@ -190,13 +190,14 @@ def mask_softmax(p, args, ln, tile):
                 mx[0] = fmax(mx[0], T.cuda.__shfl_xor_sync(T.uint32(FULL), mx[0], 1 << sh, 32))
             mx[0] = fmax(mx[0], ln.row[2 * mi + h])  # the new max
             mx[1] = T.if_then_else(mx[0] == T.float32(NEG_INF), T.float32(0), mx[0])  # its offset (empty: 0)
-            alpha = TIR_OPS.exp2(ln.row[2 * mi + h] - mx[1])
-            ln.row[2 * mi + h] = mx[0]
-            ln.row[m2 + 2 * mi + h] = ln.row[m2 + 2 * mi + h] * alpha
-            for dn in T.unroll(p.problem.head_dim // 8):
-                for e in T.unroll(2):
-                    ln.o[(mi * (p.problem.head_dim // 8) + dn) * 4 + 2 * h + e] = \
-                        ln.o[(mi * (p.problem.head_dim // 8) + dn) * 4 + 2 * h + e] * alpha
+            if mx[0] > ln.row[2 * mi + h]:  # O and the sum rescaled only where the max grew (mostly early tiles)
+                alpha = TIR_OPS.exp2(ln.row[2 * mi + h] - mx[1])
+                ln.row[2 * mi + h] = mx[0]
+                ln.row[m2 + 2 * mi + h] = ln.row[m2 + 2 * mi + h] * alpha
+                for dn in T.unroll(p.problem.head_dim // 8):
+                    for e in T.unroll(2):
+                        ln.o[(mi * (p.problem.head_dim // 8) + dn) * 4 + 2 * h + e] = \
+                            ln.o[(mi * (p.problem.head_dim // 8) + dn) * 4 + 2 * h + e] * alpha
             for n in T.unroll(2):
                 for e in T.unroll(2):
                     at = (mi * 2 + n) * 4 + 2 * h + e
@@ -348,20 +349,28 @@ def write_partial(p, args, ln, slot, vscale):
 
 @T.macro
 def warp_loop(p, args, ln, first, count):
-    # the warp's tiles first, first + warps, ... (count of them) through its stages-deep ring
+    # the warp's tiles first, first + warps, ... (count of them) through its stages-deep ring; the pages of tiles
+    # i .. i + S in registers (pg[k]: tile i + k), each read from the table two iterations before its copy
     S, W = p.config.stages, p.config.warps
+    for k in T.unroll(S + 1):
+        if k < count:
+            ln.pg[k] = page_of(p, args, ln, first + k * W)
     for st in T.unroll(S - 1):
         if st < count:
-            copy_tile(p, args, ln, first + st * W, st)
+            copy_tile(p, args, ln, first + st * W, st, ln.pg[st])
         T.ptx["cp.async.commit_group"]()
     for i in range(count):
         T.ptx["cp.async.wait_group"](S - 2)
         T.cuda.warp_sync()
         if i + S - 1 < count:
-            copy_tile(p, args, ln, first + (i + S - 1) * W, (i + S - 1) % S)
+            copy_tile(p, args, ln, first + (i + S - 1) * W, (i + S - 1) % S, ln.pg[S - 1])
         T.ptx["cp.async.commit_group"]()
         scores(p, ln, p.ring_word(T.cuda.warp_id(), i % S, 0))
-        mask_softmax(p, args, ln, first + i * W)
+        mask_softmax(p, ln, first + i * W, ln.pg[0])
+        for k in T.unroll(S):
+            ln.pg[k] = ln.pg[k + 1]
+        if i + 1 + S < count:
+            ln.pg[S] = page_of(p, args, ln, first + (i + 1 + S) * W)
         pv(p, ln, p.ring_word(T.cuda.warp_id(), i % S, 1))
     T.ptx["cp.async.wait_group"](0)
 
@@ -385,8 +394,9 @@ def paged_kernel(p, args):
     kb = T.alloc_tensor(ty_args=[T.Tensor((2,), "uint32", scope="local", layout="default")])
     mx = T.alloc_tensor(ty_args=[T.Tensor((2,), "float32", scope="local", layout="default")])
     vw = T.alloc_tensor(ty_args=[T.Tensor((4,), "uint32", scope="local", layout="default")])
+    pg = T.alloc_tensor(ty_args=[T.Tensor((p.config.stages + 1,), "int32", scope="local", layout="default")])
     L = T.min(T.max(args["CONTEXT_LENS"][b], 0), p.problem.capacity)
-    ln = Lane(SMW, qf, s, pf, o, row, kb, vw, mx, b, hk, L, score_factor(p, args, hk))
+    ln = Lane(SMW, qf, s, pf, o, row, kb, vw, pg, mx, b, hk, L, score_factor(p, args, hk))
     paged_body(p, args, ln, split, bh)
 
 
