@@ -346,7 +346,8 @@ def measure(torch, ours, graph_seconds, spec: dict, args, rate: float, l2: int) 
     copies = copies_for(kv_bytes, l2)
     inputs = _inputs(torch, problem, contexts, copies, args.seed + spec["batch"] + spec["mean"])
     row = dict(spec, contexts=contexts, context_mean=sum(contexts) / len(contexts), context_min=min(contexts),
-               context_max=max(contexts), split_kv=plan(problem).split_kv, copies=copies, kv_bytes=kv_bytes,
+               context_max=max(contexts), split_kv=plan(problem).split_kv, partition=plan(problem).partition,
+               copies=copies, kv_bytes=kv_bytes,
                bytes=problem.bytes_moved(contexts))
 
     def call(i):
