@@ -67,7 +67,7 @@ def v_pairs(c: int) -> int:
 def f16_of_e4m3(v):
     """Two e4m3 bytes at bits 8-15 and 24-31 of ``v`` (the other bits anything) as f16x2, each ``x / 256``: the
     sign stays, the magnitude moves down one bit (paged_decode_plan's docstring)."""
-    return (v & T.uint32(0x80008000)) | ((v & T.uint32(0x7F007F00)) >> T.uint32(1))
+    return (v & T.uint32(0x80008000)) | ((v >> T.uint32(1)) & T.uint32(0x3F803F80))
 
 
 @T.macro
