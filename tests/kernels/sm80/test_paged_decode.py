@@ -89,3 +89,15 @@ def test_the_plan_refuses_by_name():
         plan_paged_decode(PagedDecodeProblem(1, 8, 8, 64, 1, 16, 1, 1), context=0)
     with pytest.raises(ValueError, match=r"paged decode attention target: expected one of \('gfx950', 'sm80'\)"):
         attention.paged_verb("sm90", "plan")
+
+
+def test_a_forced_partition_and_its_refusals():
+    problem = PagedDecodeProblem(2, 8, 2, 64, 1, 16, 64, 128)
+    p = plan_paged_decode(problem, PagedDecodeConfig(partition=96, warps=2))
+    assert (p.partition, p.split_kv, p.ctas) == (96, 11, 2 * 2 * 11)  # ceil(1024 / 96)
+    for bad in (0, 40, True):
+        with pytest.raises(ContractError, match="partition") as info:
+            PagedDecodeConfig(partition=bad)
+        assert info.value.operand == "partition"
+    with pytest.raises(ContractError, match="splits or partition"):
+        PagedDecodeConfig(splits=2, partition=64)

@@ -90,12 +90,14 @@ STORAGE = {**DTYPES, "fp8": "uint8"}  # the kernel's parameter dtypes (fp8 cache
 
 @attrs.frozen
 class PagedDecodeConfig:
-    """The kernel's tuning: ``warps`` per CTA, ``stages`` of each warp's cp.async ring, ``splits``: the
-    partitions of a hint-long sequence (None: ``choose_partition``'s)."""
+    """The kernel's tuning: ``warps`` per CTA, ``stages`` of each warp's cp.async ring; ``splits``: the
+    partitions of a hint-long sequence, or ``partition``: the keys per CTA (a multiple of ``TILE_KEYS``);
+    neither: ``choose_partition``'s."""
 
     warps: int = 4
     stages: int = 3
     splits: int | None = None
+    partition: int | None = None
 
     def __attrs_post_init__(self):
         for name, low, high in (("warps", 1, 8), ("stages", 2, 8)):
@@ -107,6 +109,15 @@ class PagedDecodeConfig:
                                         or self.splits < 1):
             raise ContractError("paged decode config splits: a positive int or None", operand="splits",
                                 check="parameters", expected=">= 1", found=repr(self.splits))
+        if self.partition is not None and (isinstance(self.partition, bool) or not isinstance(self.partition, int)
+                                           or self.partition < TILE_KEYS or self.partition % TILE_KEYS):
+            raise ContractError("paged decode config partition: keys per CTA, whole tiles", operand="partition",
+                                check="parameters", expected=f"a positive multiple of {TILE_KEYS}",
+                                found=repr(self.partition))
+        if self.splits is not None and self.partition is not None:
+            raise ContractError("paged decode config: splits or partition, not both", operand="partition",
+                                check="parameters", expected="one of them (or neither)",
+                                found=f"splits={self.splits}, partition={self.partition}")
 
 
 @attrs.frozen
@@ -256,8 +267,8 @@ def plan_paged_decode(problem: PagedDecodeProblem, config: PagedDecodeConfig | N
                             check="shape", expected=f"at most {MAX_ROWS}", found=problem.group * problem.queries)
     context = check_context(problem, context)
     sms = sms or planned("sm80").units
-    partition = (forced_partition(context, config.splits, config.warps) if config.splits
-                 else choose_partition(problem, context, sms, config.warps))
+    partition = config.partition or (forced_partition(context, config.splits, config.warps) if config.splits
+                                     else choose_partition(problem, context, sms, config.warps))
     splits = ceil_div(context, partition)
     shapes, dtypes = problem.shapes(), problem.dtypes()
     storage = {name: STORAGE.get(d, {"i32": "int32", "f32": "float32"}.get(d)) for name, d in dtypes.items()}

@@ -25,7 +25,7 @@ def choose(problem: PagedDecodeProblem, **options) -> PagedDecodeConfig:
     import attrs
 
     p = plan(problem, None, **options)
-    return attrs.evolve(p.config, splits=p.split_kv)
+    return attrs.evolve(p.config, partition=p.partition)
 
 
 def emit(p: PagedDecodePlan):
