@@ -123,14 +123,17 @@ def calls_for(kv_bytes: int, copies: int, calls: int) -> int:
 
 def _prebuild(job) -> str:
     """Worker: build the two kernels ``tvm_cdna4.torch.paged_attention`` runs for ``problem`` (build cache) and
-    compile their device code (device-code cache), so that the timing process only loads."""
-    problem, arch = job
+    compile their device code (device-code cache), so that the timing process only loads; ``partition``: those of
+    that forced partition (``--partitions``) instead."""
+    problem, arch, *partition = job
+    from tvm_cdna4.kernels.sm80.paged_decode_plan import PagedDecodeConfig
     from tvm_cdna4.kernels.sm80.paged_target import build
     from tvm_cdna4.runtime.cuda import precompile
 
     name = f"B={problem.batch} {problem.heads}/{problem.kv_heads} {problem.kv_dtype} q{problem.queries}"
+    config = PagedDecodeConfig(partition=partition[0]) if partition else None
     try:
-        main, merge = build(problem, arch=arch)
+        main, merge = build(problem, config, arch=arch)
         precompile(main)
         precompile(merge)
     except Exception as err:  # the row fails when measured; the other builds go on
@@ -336,6 +339,31 @@ def itertools_accumulate(values):
         yield total
 
 
+def forced_runs(torch, graph_seconds, problem, arch, inputs, n: int, args) -> dict:
+    """Ours at each ``--partitions`` keys per CTA (``PagedDecodeConfig.partition``; the torch op's launch with
+    those kernels): ``{partition: us}`` or ``{partition: error}``, to check the cost model's choice."""
+    from tvm_cdna4.kernels.sm80.paged_decode_plan import PagedDecodeConfig
+    from tvm_cdna4.kernels.sm80.paged_target import build, plan
+    from tvm_cdna4.runtime.cuda import load_build
+    from tvm_cdna4.torch_paged import _run
+
+    out = {}
+    for partition in args.partitions:
+        try:
+            config = PagedDecodeConfig(partition=partition)
+            main, merge = build(problem, config, arch=arch)
+            kernels = (load_build(main, "paged_"), load_build(merge, "paged_merge_"), plan(problem, config))
+            copies = len(inputs["caches"])
+
+            def call(i, kernels=kernels):
+                (k, v), (ks, vs) = inputs["caches"][i], inputs["scales"][i]
+                return _run(inputs["q"], k, v, inputs["table"], inputs["lens"], ks, vs, kernels)
+            out[partition] = graph_seconds(torch, [(lambda i=i % copies: call(i)) for i in range(n)], args.reps) * 1e6
+        except Exception as err:  # noqa: BLE001 (said in the row)
+            out[partition] = f"{type(err).__name__}: {str(err).splitlines()[0][:160]}"
+    return out
+
+
 def measure(torch, ours, graph_seconds, spec: dict, args, rate: float, l2: int) -> dict:
     """One row: ours checked on a sample and timed; the peers where the row has them (1 query)."""
     from tvm_cdna4.kernels.sm80.paged_target import plan
@@ -364,6 +392,8 @@ def measure(torch, ours, graph_seconds, spec: dict, args, rate: float, l2: int) 
     row["calls"] = n
     row["us"] = graph_seconds(torch, [(lambda i=i % copies: call(i)) for i in range(n)], args.reps) * 1e6
     row["pct_rate"] = 100 * row["bytes"] / (row["us"] * 1e-6) / rate
+    if args.partitions:
+        row["forced"] = forced_runs(torch, graph_seconds, problem, args.arch, inputs, n, args)
     if spec["queries"] == 1 and spec["set"] in ("bf16", "fp8") and args.peers:
         row["flashinfer"] = peer_safely(flashinfer_peer, torch, graph_seconds, problem, contexts, inputs, o, args)
     if spec["set"] == "bf16" and args.peers:
@@ -477,6 +507,7 @@ def parse(argv=None):
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--calls", type=int, default=10, help="calls per graph (at least the rotation's copies)")
     ap.add_argument("--reps", type=int, default=10, help="graph replays (the median)")
+    ap.add_argument("--partitions", default="", help="also time ours at these keys per CTA (e.g. 256,512,1024)")
     ap.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) - 2))
     ap.add_argument("--out", default=".")
     args = ap.parse_args(argv)
@@ -484,6 +515,7 @@ def parse(argv=None):
     args.means = [int(v) for v in args.means.split(",")]
     args.gqa = [tuple(int(x) for x in v.split("/")) for v in args.gqa.split(",")]
     args.sets = args.sets.split(",")
+    args.partitions = [int(v) for v in args.partitions.split(",") if v]
     unknown = [s for s in args.sets if s not in SETS]
     if unknown:
         ap.error(f"--sets: unknown {unknown}; expected of {tuple(SETS)}")
@@ -500,7 +532,9 @@ def main(argv=None) -> int:
     arch, target = ours.cuda_target(torch.device("cuda", 0))
     specs = row_specs(args.batches, args.means, args.gqa, args.sets)
     t0 = time.time()
-    jobs = [(problem_of(s, draw_contexts(s["batch"], s["mean"], args.seed)), arch) for s in specs]
+    args.arch = arch
+    problems = [problem_of(s, draw_contexts(s["batch"], s["mean"], args.seed)) for s in specs]
+    jobs = [(pr, arch) for pr in problems] + [(pr, arch, part) for pr in problems for part in args.partitions]
     with cf.ProcessPoolExecutor(max_workers=args.jobs, mp_context=mp.get_context("spawn")) as pool:
         for line in pool.map(_prebuild, jobs):
             if line:
@@ -525,7 +559,9 @@ def main(argv=None) -> int:
         with open(partial, "a") as f:
             f.write(json.dumps(r) + "\n")
         print(f"{r['set']} B={r['batch']} {r['heads']}/{r['kv_heads']} mean {r['mean']}: {r['us']:.1f} us, "
-              f"{r['pct_rate']:.0f} % of the read rate, split {r['split_kv']}, ok={r['ok']}", flush=True)
+              f"{r['pct_rate']:.0f} % of the read rate, partition {r['partition']} x {r['split_kv']}, ok={r['ok']}"
+              + "".join(f", {k}: {v:.1f} us" if isinstance(v, float) else f", {k}: {v}"
+                        for k, v in r.get("forced", {}).items()), flush=True)
     results = bars(rows)
     meta = dict(device=name, arch=arch, target=target, read_rate=rate, l2_bytes=l2, torch=torch.__version__,
                 date=time.strftime("%Y-%m-%d"), calls=args.calls, reps=args.reps, seconds=time.time() - t0)

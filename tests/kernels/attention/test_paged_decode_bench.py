@@ -26,6 +26,7 @@ def test_the_default_arguments_and_a_refused_set():
     assert args.gqa == [(32, 8), (64, 8)] and args.sets == ["bf16", "fp8", "q4", "page64"] and args.peers
     args = bench.parse(["--batches", "8", "--gqa", "64/8", "--sets", "fp8", "--no-peers"])
     assert (args.batches, args.gqa, args.sets, args.peers) == ([8], [(64, 8)], ["fp8"], False)
+    assert args.partitions == [] and bench.parse(["--partitions", "256,1024"]).partitions == [256, 1024]
     with pytest.raises(SystemExit):
         bench.parse(["--sets", "bf8"])
 
