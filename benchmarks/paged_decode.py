@@ -21,16 +21,22 @@ O, LSE) over the time as a % of the HBM read rate measured in the same run (``to
 
 Peers (1-query rows): FlashInfer's ``BatchDecodeWithPagedKVCacheWrapper`` on the same pages where ``import
 flashinfer`` works ("flashinfer: not installed" otherwise; its fp8 takes one scale per tensor, so its fp8 rows are
-timed, not checked); torch SDPA (``sdpa_kernel`` flash, cuDNN, efficient; each where it runs) on the bf16 rows'
+timed, not checked); torch SDPA (``sdpa_kernel`` flash, cuDNN, efficient: ``BACKENDS``, by torch's own names,
+``FLASH_ATTENTION`` ...; each where it runs) on the bf16 rows'
 KV gathered into a dense ``[B, Hkv, Lmax, D]`` cache padded to the batch's longest context (the gather not
 timed; ``enable_gqa``, else the KV expanded to every head where that fits ``EXPANDED_BYTES``). SDPA reads the
 padded cache, so its % is of its own bytes; its output is checked against ours on the longest sequence (the one
-the padding does not change; ``runtime.cuda.tolerance("bf16")``, relative Frobenius).
+the padding does not change; ``runtime.cuda.tolerance("bf16")``, relative Frobenius). A peer's failure (a backend
+this torch lacks, a shape it refuses, an exception of any kind) is said in its cell (``peer_safely``) and never
+drops our row. ``--partitions 256,512,...`` also times ours at those forced keys per CTA (``forced_runs``): the
+check of the partition cost model's choice in the same run.
 
 Bars (issue 37, ``bars``; judged in the memory-bound region ``batch >= 8`` and mean context ``>= 2k``, the
 all-row worst printed beside): bf16 >= 85 % of the read rate; fp8 >= 1.7x bf16's speed on the same shapes; 4
-queries <= 1.3x the 1-query time. Output: the table and the bars on stdout and in ``$OUT/paged_decode.md``,
-every figure in ``$OUT/paged_decode.json`` (rows also appended to ``paged_decode.partial.jsonl`` as measured).
+queries <= 1.3x the 1-query time; then the peer lines (``peer_lines``: the best SDPA backend's time over ours,
+FlashInfer's, else where its published figures are). Output: the table and the bars on stdout and in
+``$OUT/paged_decode.md``, every figure in ``$OUT/paged_decode.json`` (rows also appended to
+``paged_decode.partial.jsonl`` as measured).
 """
 
 from __future__ import annotations
