@@ -258,9 +258,10 @@ def load_q(p, args, ln):
                 if p.q_factor == 1:
                     ln.qf[(mi * (D // 16) + kk) * 4 + a] = word
                 else:  # bf16 -> f32 (exact) x q_factor -> f16 (paged_decode_plan's docstring)
+                    f = T.float32(p.q_factor)
                     T.ptx[p.pack_instr](ln.qf[(mi * (D // 16) + kk) * 4 + a],
-                                        T.reinterpret(word & T.uint32(0xFFFF0000), ty="float32") * T.float32(p.q_factor),
-                                        T.reinterpret(word << T.uint32(16), ty="float32") * T.float32(p.q_factor))
+                                        T.reinterpret(word & T.uint32(0xFFFF0000), ty="float32") * f,
+                                        T.reinterpret(word << T.uint32(16), ty="float32") * f)
     T.cuda.cta_sync()
 
 
