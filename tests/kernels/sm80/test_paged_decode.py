@@ -91,6 +91,15 @@ def test_the_plan_refuses_by_name():
         attention.paged_verb("sm90", "plan")
 
 
+def test_many_partitions_merge_in_batches():
+    # 32-key partitions: the 300-key sequence's 10 partials merge in batches of 4, 4 and 2; the 5-key one's 1
+    problem = PagedDecodeProblem(2, 4, 2, 64, 1, 16, 19, 24)
+    config = PagedDecodeConfig(partition=32, warps=2, stages=2)
+    assert attention.paged_verb("sm80", "plan")(problem, config).split_kv == 10
+    result = attention.validate_paged(problem, "sm80", config, seed=6, contexts=[5, 300])
+    assert result.ok and 0 < result.o_ratio <= 1, result
+
+
 def test_a_forced_partition_and_its_refusals():
     problem = PagedDecodeProblem(2, 8, 2, 64, 1, 16, 64, 128)
     p = plan_paged_decode(problem, PagedDecodeConfig(partition=96, warps=2))

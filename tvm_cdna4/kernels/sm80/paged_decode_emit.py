@@ -23,6 +23,7 @@ from .paged_decode_plan import COPY, TILE_KEYS, PagedDecodePlan
 
 FULL = 0xFFFFFFFF
 NEG_INF = float("-inf")
+MERGE_BATCH = 4  # partials the merge loads at once (one round trip of latency per batch)
 FP8_WIDEN = 256.0  # e4m3 bits moved into f16 give x / 256 (paged_decode_plan's docstring)
 
 
@@ -422,6 +423,31 @@ def paged_body(p, args, ln, split, bh):
 
 
 @T.macro
+def merge_batch(p, args, acc, w, valid, slot, r, dp):
+    # an online merge of MERGE_BATCH partials at once (their loads in flight together; past valid: max -inf,
+    # the last valid slot's values weighted 0): acc = (max, -, sum, O pair)
+    for j in T.unroll(MERGE_BATCH):
+        at = T.min(slot + j, slot + valid - 1)
+        w[4 * j] = T.if_then_else(j < valid, args["WM"][at, r], T.float32(NEG_INF))
+        w[4 * j + 1] = args["WL"][at, r]
+        w[4 * j + 2] = args["WO"][at, r, 2 * dp]
+        w[4 * j + 3] = args["WO"][at, r, 2 * dp + 1]
+    acc[1] = acc[0]
+    for j in T.unroll(MERGE_BATCH):
+        acc[1] = fmax(acc[1], w[4 * j])
+    f = TIR_OPS.exp2(acc[0] - T.if_then_else(acc[1] == T.float32(NEG_INF), T.float32(0), acc[1]))
+    acc[2] = acc[2] * f
+    acc[3] = acc[3] * f
+    acc[4] = acc[4] * f
+    acc[0] = acc[1]
+    for j in T.unroll(MERGE_BATCH):
+        g = TIR_OPS.exp2(w[4 * j] - T.if_then_else(acc[0] == T.float32(NEG_INF), T.float32(0), acc[0]))
+        acc[2] = acc[2] + g * w[4 * j + 1]
+        acc[3] = acc[3] + g * w[4 * j + 2]
+        acc[4] = acc[4] + g * w[4 * j + 3]
+
+
+@T.macro
 def merge_kernel(p, args):
     T.device_entry(launch=T.cuda.LaunchConfig(grid=p.merge_ctas, block=p.merge_threads))
     half = p.problem.head_dim // 2
@@ -434,18 +460,13 @@ def merge_kernel(p, args):
         L = T.min(T.max(args["CONTEXT_LENS"][bh // p.problem.kv_heads], 0), p.problem.capacity)
         n = T.min((L + p.partition - 1) // p.partition, parts)  # the partitions written (empty ones: never)
         acc = T.alloc_tensor(ty_args=[T.Tensor((5,), "float32", scope="local", layout="default")])
+        w = T.alloc_tensor(ty_args=[T.Tensor((4 * MERGE_BATCH,), "float32", scope="local", layout="default")])
         acc[0] = T.float32(NEG_INF)
-        for k in range(n):
-            acc[0] = fmax(acc[0], args["WM"][bh * parts + k, r])
-        acc[1] = T.if_then_else(acc[0] == T.float32(NEG_INF), T.float32(0), acc[0])
         acc[2] = T.float32(0)
         acc[3] = T.float32(0)
         acc[4] = T.float32(0)
-        for k in range(n):
-            f = TIR_OPS.exp2(args["WM"][bh * parts + k, r] - acc[1])
-            acc[2] = acc[2] + f * args["WL"][bh * parts + k, r]
-            acc[3] = acc[3] + f * args["WO"][bh * parts + k, r, 2 * dp]
-            acc[4] = acc[4] + f * args["WO"][bh * parts + k, r, 2 * dp + 1]
+        for k4 in range((n + MERGE_BATCH - 1) // MERGE_BATCH):
+            merge_batch(p, args, acc, w, T.min(n - MERGE_BATCH * k4, MERGE_BATCH), bh * parts + MERGE_BATCH * k4, r, dp)
         merge_store(p, args, acc, bh, r, dp)
 
 

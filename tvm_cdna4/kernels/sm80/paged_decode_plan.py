@@ -16,7 +16,8 @@ At the end the CTA merges its warps' states in shared memory (by their maxima, a
 partial state (unnormalized O, row max in base-2 units, row sum) to the workspace slot ``(b Hkv + g)
 split_kv + s`` (``WO``, ``WM``, ``WL``). ``merge``: one thread per (sequence x kv head, row, 2 dims)
 combines the partials of the partitions its sequence has (``min(split_kv, ceil(L / partition))``: the
-empty ones never written, never read) by their maxima (``O = sum_s 2^(m_s - M) O_s / sum_s 2^(m_s - M)
+empty ones never written, never read), ``MERGE_BATCH`` at a time (their loads in flight together, an
+online merge across batches), by their maxima (``O = sum_s 2^(m_s - M) O_s / sum_s 2^(m_s - M)
 l_s``, ``LSE = (M + log2 l) ln 2``; a row no partial saw: ``O = 0``, ``LSE = -inf``) and writes O and LSE.
 
 **Why fixed partitions** (not "each sequence's tiles cut into ``splits`` ranges"): the host does not
