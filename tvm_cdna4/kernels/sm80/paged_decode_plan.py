@@ -27,25 +27,36 @@ runs ~10x longer than a 3k one's: the last CTAs' tail dominates. Fixed partition
 attention v2, flash-decoding) make every CTA's work at most ``partition`` keys whatever the lengths: the
 grid is many short CTAs, the SMs take them as they free, the tail is one partition's time.
 
-**Per warp, per tile** (``mma.sync.aligned.m16n8k16``, f32 accumulate, the query dtype's MMA):
+**Per warp, per tile** (``mma.sync.aligned.m16n8k16``, f32 accumulate, of ``mma_type``: the query dtype,
+f16 with fp8 KV):
 * the tile's K and V rows (16 keys x D of one kv head, rows of one page: ``Hkv D`` elements apart in
   the cache) stream into the warp's own ``stages``-deep ring in shared memory by ``cp.async`` 16-byte
   chunks (``.cg``; the warp's 32 lanes copy, ``cp.async.wait_group`` + ``__syncwarp`` hand them over:
-  no CTA barrier in the loop), the 16-byte chunk ``c`` of row ``k`` stored at ``c ^ (k % swizzle)``;
+  no CTA barrier in the loop), the 16-byte chunk ``c`` of row ``k`` stored at ``c ^ (k % swizzle)``; the
+  tiles' pages sit in a register ring (``stages + 1`` of them), each read from the block table two
+  iterations before its copy, so no copy's address waits on the table (page 16: a new page every tile);
 * ``S = Q K^T``: A = Q's fragments (registers for the whole kernel, read once from shared memory), B =
   K words read from shared memory; fp8 K: the word ``K[key][4t .. 4t + 3]`` feeds both halves of a
   k16 step (Q's dims permuted the same way: the sum is unchanged), each fp8 pair widened to f16 in
-  registers by moving bits (``(b & 0x7f) << 7 | (b & 0x80) << 8`` is ``x / 256`` exactly, subnormals
-  included: a few integer instructions a pair, no conversion), so **fp8 KV runs f16 MMAs whatever Q's
+  registers by moving bits (``prmt`` puts the two bytes in the high bytes of the halves, then
+  ``(v & 0x80008000) | (v >> 1 & 0x3F803F80)``: ``(b & 0x7f) << 7 | (b & 0x80) << 8`` per byte, ``x /
+  256`` exactly, subnormals included; 4 instructions a pair, no conversion), so **fp8 KV runs f16 MMAs whatever Q's
   dtype** (``mma_type``): a bf16 Q is rounded once to f16 after ``Q_PRESCALE`` (``2^-8``, exact: f16 holds
   bf16's 8 significant bits for ``|q|`` in ``2^-6 .. 2^24``; below, f16's subnormal steps of ``2^-16``
   in ``q``), and P packs as f16 (finer than bf16 on ``0 .. 1``); ``256``, ``1 / Q_PRESCALE`` and the
   per-head scales fold into f32 factors (``K_SCALE 256 / Q_PRESCALE`` into the score scale, ``V_SCALE
-  256`` into O at the end). A bf16 path (f16 -> f32 -> bf16) cost two conversions per pair: 128 per lane
-  per 16-key tile, the fp8 loop's bound;
+  256`` into O at the end). Why: the first H100 run had fp8 at 9-53 % of the read rate, no faster than
+  bf16; its loop was instruction-bound (~1500 PTX instructions per 16-key tile, 128 f16 -> f32
+  conversions per lane for a bf16 MMA, V's bytes picked one load each). Now (nvcc 13, sm_80, ptxas -v:
+  no spills) the loop is 648 SASS instructions per fp8 tile (4 KiB) and 552 per bf16 tile (8 KiB), 32
+  HMMA each: about 145 and 120 issue cycles of the ~340 and ~680 an SM has per tile at its share of
+  ~3 TB/s, so both are memory-bound and a 32-key fp8 tile (halving the per-tile softmax) is not needed;
 * the mask (every tile: key ``j`` of row ``r`` counts iff ``j <= L - q + r // group`` and its page
   index is inside the cache), the online softmax in base 2 (a row with no key yet keeps max ``-inf``
-  and adds nothing), ``O += P V`` with P packed from the score accumulators and V by word loads.
+  and adds nothing; O and the sum are rescaled only where a row's max grew), ``O += P V`` with P
+  packed from the score accumulators and V's B words from word loads, each load serving ``4 / elem
+  bytes`` d-tiles (d-tile ``dn``'s column ``n`` is dim ``o_dim``: the dims permuted, undone where O is
+  stored).
 
 **Lying device data** (``kernels.attention.paged``): ``L`` is clamped to ``0 .. capacity`` in the
 kernel; the CTA reads ``BLOCK_TABLE[b, p]`` only for ``p < ceil(L / page_size)``; a page index outside
@@ -60,8 +71,9 @@ grid is sized by ``context``, a caller's hint of the longest context, or ``capac
 * ``min_keys``: ``MIN_TILES_PER_WARP`` tiles per warp (the cp.async ring fills), and K and V bytes at
   least ``AMORTIZE`` x the partial's (written, then read back by the merge: ``2 rows (D + 2) 4``);
 
-rounded up to ``TILE_KEYS x warps`` (every warp the same tiles). ``PagedDecodeConfig.splits`` forces a
-count instead (``partition = TILE_KEYS ceil(ceil(context / TILE_KEYS) / splits)``).
+rounded up to ``TILE_KEYS x warps`` (every warp the same tiles). ``PagedDecodeConfig.partition``
+forces the keys, ``splits`` a count (``forced_partition``: the hint's tiles over ``splits``, rounded up to
+whole warps' tiles).
 """
 
 from __future__ import annotations
