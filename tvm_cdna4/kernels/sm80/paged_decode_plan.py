@@ -49,8 +49,9 @@ f16 with fp8 KV):
   bf16; its loop was instruction-bound (~1500 PTX instructions per 16-key tile, 128 f16 -> f32
   conversions per lane for a bf16 MMA, V's bytes picked one load each). Now (nvcc 13, sm_80, ptxas -v:
   no spills) the loop is 648 SASS instructions per fp8 tile (4 KiB) and 552 per bf16 tile (8 KiB), 32
-  HMMA each: about 145 and 120 issue cycles of the ~340 and ~680 an SM has per tile at its share of
-  ~3 TB/s, so both are memory-bound and a 32-key fp8 tile (halving the per-tile softmax) is not needed;
+  HMMA each (the conditional rescale included): at most ~160 and ~140 issue cycles (4 schedulers) of the
+  ~340 and ~680 an SM has per tile at its share of ~3 TB/s, so both should be memory-bound and a 32-key
+  fp8 tile (halving the per-tile softmax) is not needed (the GPU run is the check);
 * the mask (every tile: key ``j`` of row ``r`` counts iff ``j <= L - q + r // group`` and its page
   index is inside the cache), the online softmax in base 2 (a row with no key yet keeps max ``-inf``
   and adds nothing; O and the sum are rescaled only where a row's max grew), ``O += P V`` with P
