@@ -234,10 +234,9 @@ def pv(p, ln, base):
 
 
 @T.macro
-def load_q(p, args, ln):
+def issue_q(p, args, ln):
     # Q's rows (r: query r // group, head hk group + r % group; rows past group x queries: zeros) into shared
-    # memory, then the A fragments (fp8 K: dims permuted as K's words: 4t .. 4t + 3 per k16 step)
-    lane = T.cuda.lane_id()
+    # memory: one cp.async group, committed before the warps' first tiles (q_fragments waits for it alone)
     D, G = p.problem.head_dim, p.problem.group
     chunks = D // 8
     for i in T.unroll((16 * p.m_tiles * chunks + p.threads - 1) // p.threads):
@@ -249,7 +248,15 @@ def load_q(p, args, ln):
                         args["Q"].ptr_to([ln.b, rr // G, ln.hk * G + rr % G, idx % chunks * 8]), 16,
                         T.if_then_else(r < p.rows, T.uint32(16), T.uint32(0)))
     T.ptx["cp.async.commit_group"]()
-    T.ptx["cp.async.wait_group"](0)
+
+
+@T.macro
+def q_fragments(p, ln):
+    # Q's A fragments once its group landed (the stages - 1 tile groups after it may still fly; fp8 K: dims
+    # permuted as K's words, 4t .. 4t + 3 per k16 step)
+    lane = T.cuda.lane_id()
+    D = p.problem.head_dim
+    T.ptx["cp.async.wait_group"](p.config.stages - 1)
     T.cuda.cta_sync()
     g, t = lane // 4, lane % 4
     for mi in T.unroll(p.m_tiles):
@@ -263,7 +270,6 @@ def load_q(p, args, ln):
                     T.ptx[p.pack_instr](ln.qf[(mi * (D // 16) + kk) * 4 + a],
                                         T.reinterpret(word & T.uint32(0xFFFF0000), ty="float32") * f,
                                         T.reinterpret(word << T.uint32(16), ty="float32") * f)
-    T.cuda.cta_sync()
 
 
 def smf(ln: Lane, word):
@@ -350,9 +356,8 @@ def write_partial(p, args, ln, slot, vscale):
 
 
 @T.macro
-def warp_loop(p, args, ln, first, count):
-    # the warp's tiles first, first + warps, ... (count of them) through its stages-deep ring; the pages of tiles
-    # i .. i + S in registers (pg[k]: tile i + k), each read from the table two iterations before its copy
+def warp_prologue(p, args, ln, first, count):
+    # the pages of the warp's first S + 1 tiles (pg[k]: tile i + k in the loop), its first S - 1 tiles' copies
     S, W = p.config.stages, p.config.warps
     for k in T.unroll(S + 1):
         if k < count:
@@ -361,6 +366,13 @@ def warp_loop(p, args, ln, first, count):
         if st < count:
             copy_tile(p, args, ln, first + st * W, st, ln.pg[st])
         T.ptx["cp.async.commit_group"]()
+
+
+@T.macro
+def warp_loop(p, args, ln, first, count):
+    # the warp's tiles first, first + warps, ... (count of them) through its stages-deep ring; each tile's page
+    # read from the table two iterations before its copy (warp_prologue read the first ones)
+    S, W = p.config.stages, p.config.warps
     for i in range(count):
         T.ptx["cp.async.wait_group"](S - 2)
         T.cuda.warp_sync()
@@ -412,7 +424,9 @@ def paged_body(p, args, ln, split, bh):
         t1 = T.if_then_else(split == p.split_kv - 1, tiles, T.min(t0 + p.part_tiles, tiles))
         w = T.cuda.warp_id()
         count = T.max(t1 - t0 - w + W - 1, 0) // W
-        load_q(p, args, ln)
+        issue_q(p, args, ln)
+        warp_prologue(p, args, ln, t0 + w, count)  # the table and the first tiles in flight while Q lands
+        q_fragments(p, ln)
         for i in T.unroll(4 * p.m_tiles * (p.problem.head_dim // 8)):
             ln.o[i] = T.float32(0)
         for r in T.unroll(2 * p.m_tiles):

@@ -35,6 +35,7 @@ f16 with fp8 KV):
   no CTA barrier in the loop), the 16-byte chunk ``c`` of row ``k`` stored at ``c ^ (k % swizzle)``; the
   tiles' pages sit in a register ring (``stages + 1`` of them), each read from the block table two
   iterations before its copy, so no copy's address waits on the table (page 16: a new page every tile);
+  a CTA starts with Q's copy, its warps' first pages and first ``stages - 1`` tiles all in flight at once;
 * ``S = Q K^T``: A = Q's fragments (registers for the whole kernel, read once from shared memory), B =
   K words read from shared memory; fp8 K: the word ``K[key][4t .. 4t + 3]`` feeds both halves of a
   k16 step (Q's dims permuted the same way: the sum is unchanged), each fp8 pair widened to f16 in
