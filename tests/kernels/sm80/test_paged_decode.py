@@ -100,6 +100,13 @@ def test_many_partitions_merge_in_batches():
     assert result.ok and 0 < result.o_ratio <= 1, result
 
 
+def test_one_warp_writes_every_rows_partial():
+    # 64 query rows (16 heads of one kv head x 4 queries) over a 32-thread CTA: the row maxima and sums too
+    problem = PagedDecodeProblem(1, 16, 1, 64, 4, 16, 2, 2)
+    result = attention.validate_paged(problem, "sm80", PagedDecodeConfig(warps=1, stages=2), seed=7, contexts=[20])
+    assert result.ok and 0 < result.o_ratio <= 1, result
+
+
 def test_a_forced_partition_and_its_refusals():
     problem = PagedDecodeProblem(2, 8, 2, 64, 1, 16, 64, 128)
     p = plan_paged_decode(problem, PagedDecodeConfig(partition=96, warps=2))

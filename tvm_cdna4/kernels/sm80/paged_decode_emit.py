@@ -347,12 +347,14 @@ def write_partial(p, args, ln, slot, vscale):
         idx = tid + p.threads * i
         if idx < p.rows * D:
             args["WO"][slot, idx // D, idx % D] = smf(ln, p.o_word + idx) * vscale
-    if tid < p.rows:
-        ln.mx[0] = T.float32(NEG_INF)
-        for w in T.unroll(W):
-            ln.mx[0] = fmax(ln.mx[0], smf(ln, w * p.rows + tid))
-        args["WM"][slot, tid] = ln.mx[0]
-        args["WL"][slot, tid] = smf(ln, p.l_word + tid)
+    for i in T.unroll((p.rows + p.threads - 1) // p.threads):  # rows may outnumber the threads (one warp)
+        r = tid + p.threads * i
+        if r < p.rows:
+            ln.mx[0] = T.float32(NEG_INF)
+            for w in T.unroll(W):
+                ln.mx[0] = fmax(ln.mx[0], smf(ln, w * p.rows + r))
+            args["WM"][slot, r] = ln.mx[0]
+            args["WL"][slot, r] = smf(ln, p.l_word + r)
 
 
 @T.macro
