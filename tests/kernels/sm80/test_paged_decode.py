@@ -107,6 +107,19 @@ def test_one_warp_writes_every_rows_partial():
     assert result.ok and 0 < result.o_ratio <= 1, result
 
 
+@pytest.mark.parametrize("factor", [3e5, 1e-4])
+def test_fp8_kv_with_a_bf16_q_beyond_f16s_range(factor):
+    # fp8 KV runs f16 MMAs: a bf16 Q of |q| ~ 1e6 (past f16's 65504) or ~ 3e-4 goes through Q_PRESCALE intact
+    problem = PagedDecodeProblem(1, 4, 2, 64, 1, 16, 2, 2, kv_dtype="fp8")
+    p = plan_paged_decode(problem, PagedDecodeConfig(warps=2, stages=2))
+    assert p.mma_type == "f16" and p.q_factor == 2.0**-8
+    arrays = paged.random_inputs(problem, seed=8, contexts=[24])
+    arrays["Q"] = (arrays["Q"].astype(np.float32) * factor).astype(arrays["Q"].dtype)
+    (o, lse), _ = paged_target.execute(p, arrays)
+    o_ratio, lse_ratio = paged.compare(problem, arrays, o, lse)
+    assert o_ratio <= 1 and lse_ratio <= 1, (o_ratio, lse_ratio)
+
+
 def test_a_forced_partition_and_its_refusals():
     problem = PagedDecodeProblem(2, 8, 2, 64, 1, 16, 64, 128)
     p = plan_paged_decode(problem, PagedDecodeConfig(partition=96, warps=2))
