@@ -162,6 +162,34 @@ def shfl_expected(x: np.ndarray) -> np.ndarray:
                      x[np.where(lane >= 1, t - 1, t)]])
 
 
+def prmt_kernel():
+    """One warp: ``prmt.b32 d, a, b, c`` (default mode) of each lane's ``A``, ``B`` and selector ``C``."""
+    from tvm_tirx.script import tirx as T
+
+    @T.function
+    def kernel(A: T.Tensor((32,), "uint32"), B: T.Tensor((32,), "uint32"), C: T.Tensor((32,), "uint32"),
+               Out: T.Tensor((32,), "uint32")):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=32))
+        tid = T.cuda.thread_idx("x")
+        d = T.alloc_tensor(ty_args=[T.Tensor((1,), "uint32", scope="local", layout="default")])
+        T.ptx["prmt.b32"](d[0], A[tid], B[tid], C[tid])
+        Out[tid] = d[0]
+
+    return kernel
+
+
+def prmt_expected(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """PTX ISA 9.7.10.7: byte i of d is byte c[4i+2..4i] of {b, a}, or its sign replicated where c[4i+3]."""
+    src = np.concatenate([a.view(np.uint8).reshape(-1, 4), b.view(np.uint8).reshape(-1, 4)], axis=1)
+    out = np.zeros((len(a), 4), np.uint8)
+    for lane in range(len(a)):
+        for i in range(4):
+            nib = (int(c[lane]) >> (4 * i)) & 0xF
+            byte = int(src[lane, nib & 7])
+            out[lane, i] = (0xFF if byte & 0x80 else 0) if nib & 8 else byte
+    return out.view(np.uint32)[:, 0]
+
+
 def ldst_kernel():
     """Two warps: ``ld.global.v4.b32`` -> ``st.shared.v4.b32``, barrier, then ``ld.shared.v2.f32`` and
     ``ld.shared.b32`` of the mirrored row (the other warp's) -> ``st.global.v4.f32``."""
@@ -236,6 +264,11 @@ def build_cases(quick: bool = False) -> list[Case]:
     xs = rng.integers(-(1 << 31), 1 << 31, size=64).astype(np.int32)
     cases.append(Case("__shfl_sync / xor / down / up", shfl_kernel, [xs, np.zeros((4, 64), np.int32)], [1],
                       [shfl_expected(xs)]))
+
+    pa, pb, pc = (rng.integers(0, 1 << 32, size=32, dtype=np.uint64).astype(np.uint32) for _ in range(3))
+    pc[:4] = (0x1000, 0x3020, 0x7610, 0x5410)  # the paged decode kernel's selectors
+    cases.append(Case("prmt.b32", prmt_kernel, [pa, pb, pc, np.zeros(32, np.uint32)], [3],
+                      [prmt_expected(pa, pb, pc)]))
 
     words = rng.integers(-64, 64, size=(64, 4)).astype(np.float32).view(np.uint32)
     cases.append(Case("ld/st .global/.shared vector", ldst_kernel, [words, np.zeros((64, 4), np.float32)], [1],

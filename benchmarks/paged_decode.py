@@ -21,16 +21,22 @@ O, LSE) over the time as a % of the HBM read rate measured in the same run (``to
 
 Peers (1-query rows): FlashInfer's ``BatchDecodeWithPagedKVCacheWrapper`` on the same pages where ``import
 flashinfer`` works ("flashinfer: not installed" otherwise; its fp8 takes one scale per tensor, so its fp8 rows are
-timed, not checked); torch SDPA (``sdpa_kernel`` flash, cuDNN, efficient; each where it runs) on the bf16 rows'
+timed, not checked); torch SDPA (``sdpa_kernel`` flash, cuDNN, efficient: ``BACKENDS``, by torch's own names,
+``FLASH_ATTENTION`` ...; each where it runs) on the bf16 rows'
 KV gathered into a dense ``[B, Hkv, Lmax, D]`` cache padded to the batch's longest context (the gather not
 timed; ``enable_gqa``, else the KV expanded to every head where that fits ``EXPANDED_BYTES``). SDPA reads the
 padded cache, so its % is of its own bytes; its output is checked against ours on the longest sequence (the one
-the padding does not change; ``runtime.cuda.tolerance("bf16")``, relative Frobenius).
+the padding does not change; ``runtime.cuda.tolerance("bf16")``, relative Frobenius). A peer's failure (a backend
+this torch lacks, a shape it refuses, an exception of any kind) is said in its cell (``peer_safely``) and never
+drops our row. ``--partitions 256,512,...`` also times ours at those forced keys per CTA (``forced_runs``): the
+check of the partition cost model's choice in the same run.
 
 Bars (issue 37, ``bars``; judged in the memory-bound region ``batch >= 8`` and mean context ``>= 2k``, the
 all-row worst printed beside): bf16 >= 85 % of the read rate; fp8 >= 1.7x bf16's speed on the same shapes; 4
-queries <= 1.3x the 1-query time. Output: the table and the bars on stdout and in ``$OUT/paged_decode.md``,
-every figure in ``$OUT/paged_decode.json`` (rows also appended to ``paged_decode.partial.jsonl`` as measured).
+queries <= 1.3x the 1-query time; then the peer lines (``peer_lines``: the best SDPA backend's time over ours,
+FlashInfer's, else where its published figures are). Output: the table and the bars on stdout and in
+``$OUT/paged_decode.md``, every figure in ``$OUT/paged_decode.json`` (rows also appended to
+``paged_decode.partial.jsonl`` as measured).
 """
 
 from __future__ import annotations
@@ -63,7 +69,13 @@ SETS = {  # name: (kv dtype, page size, queries, GQAs it runs on: None every one
     "q4": ("bf16", 16, 4, None),
     "page64": ("bf16", 64, 1, ((32, 8),)),
 }
-BACKENDS = ("flash", "cudnn", "efficient")  # torch.nn.attention.SDPBackend names, lower case
+BACKENDS = {  # ours: torch.nn.attention.SDPBackend's names for it, newest first (torch 2.11: FLASH_ATTENTION)
+    "flash": ("FLASH_ATTENTION", "FLASH"),
+    "cudnn": ("CUDNN_ATTENTION",),
+    "efficient": ("EFFICIENT_ATTENTION",),
+}
+FLASHINFER_PUBLISHED = ("compare with FlashInfer's published decode figures (flashinfer.ai/2024/02/02/"
+                        "introduce-flashinfer.html; FlashInfer paper, arXiv 2501.01005)")
 GRAPH_BYTES = 4e9  # the KV bytes one graph replay reads at most beyond the rotation's copies
 MAX_COPIES = 64
 EXPANDED_BYTES = 16e9  # the most a dense KV expanded to every query head (SDPA without GQA) may take
@@ -117,14 +129,17 @@ def calls_for(kv_bytes: int, copies: int, calls: int) -> int:
 
 def _prebuild(job) -> str:
     """Worker: build the two kernels ``tvm_cdna4.torch.paged_attention`` runs for ``problem`` (build cache) and
-    compile their device code (device-code cache), so that the timing process only loads."""
-    problem, arch = job
+    compile their device code (device-code cache), so that the timing process only loads; ``partition``: those of
+    that forced partition (``--partitions``) instead."""
+    problem, arch, *partition = job
+    from tvm_cdna4.kernels.sm80.paged_decode_plan import PagedDecodeConfig
     from tvm_cdna4.kernels.sm80.paged_target import build
     from tvm_cdna4.runtime.cuda import precompile
 
     name = f"B={problem.batch} {problem.heads}/{problem.kv_heads} {problem.kv_dtype} q{problem.queries}"
+    config = PagedDecodeConfig(partition=partition[0]) if partition else None
     try:
-        main, merge = build(problem, arch=arch)
+        main, merge = build(problem, config, arch=arch)
         precompile(main)
         precompile(merge)
     except Exception as err:  # the row fails when measured; the other builds go on
@@ -208,6 +223,26 @@ def _dense(torch, problem, contexts, inputs, cache):
     return tuple(f[index].transpose(1, 2).contiguous() for f in flat)
 
 
+def sdpa_backend(enum, name: str):
+    """The ``SDPBackend`` member of our backend ``name`` (``BACKENDS``: the first of its spellings this torch has),
+    None where it has none."""
+    for attr in BACKENDS[name]:
+        member = getattr(enum, attr, None)
+        if member is not None:
+            return member
+    return None
+
+
+def peer_safely(fn, *args, keys=None) -> dict:
+    """``fn(*args)``, or its exception as ``dict(error=...)`` (per backend of ``keys`` where given): a peer's failure
+    is said in the row and never drops our timing."""
+    try:
+        return fn(*args)
+    except Exception as err:  # noqa: BLE001
+        error = dict(error=f"{type(err).__name__}: {str(err).splitlines()[0][:200] if str(err) else ''}")
+        return {k: dict(error) for k in keys} if keys is not None else error
+
+
 def sdpa_peers(torch, graph_seconds, problem, contexts, inputs, o, args, l2: int) -> dict:
     """Each SDPA backend's graph time, mode (``gqa`` / ``expanded``), own bytes and error against ours on the
     longest sequence, or the reason it did not run."""
@@ -225,7 +260,10 @@ def sdpa_peers(torch, graph_seconds, problem, contexts, inputs, o, args, l2: int
     top = max(range(B), key=lambda i: contexts[i])
     out = {}
     for name in BACKENDS:
-        backend = getattr(SDPBackend, name.upper() if name != "efficient" else "EFFICIENT_ATTENTION")
+        backend = sdpa_backend(SDPBackend, name)
+        if backend is None:
+            out[name] = dict(error=f"torch {torch.__version__}: no SDPBackend {' / '.join(BACKENDS[name])}")
+            continue
         for mode in ("gqa", "expanded"):
             if mode == "expanded" and dense_bytes * H // Hkv > EXPANDED_BYTES:
                 out[name] = dict(error=f"{out[name]['error']}; expanded KV over {EXPANDED_BYTES / 1e9:.0f} GB")
@@ -239,8 +277,8 @@ def sdpa_peers(torch, graph_seconds, problem, contexts, inputs, o, args, l2: int
             try:
                 got = call(kvs[0])
                 torch.cuda.synchronize()
-            except RuntimeError as err:
-                out[name] = dict(error=str(err).splitlines()[0][:160])
+            except Exception as err:  # noqa: BLE001 (a backend that refuses the shape: said in the row)
+                out[name] = dict(error=f"{type(err).__name__}: {str(err).splitlines()[0][:160]}")
                 continue
             ref = o[top, 0].float()
             err = ((got[top, :, 0].float() - ref).norm() / ref.norm()).item()
@@ -249,7 +287,7 @@ def sdpa_peers(torch, graph_seconds, problem, contexts, inputs, o, args, l2: int
             bytes_ = dense_bytes * (1 if mode == "gqa" else H // Hkv) + B * H * (2 * 2 * HEAD_DIM)
             try:
                 us = graph_seconds(torch, calls, args.reps) * 1e6
-            except RuntimeError as failure:  # a backend that cannot be captured: said in the row
+            except Exception as failure:  # noqa: BLE001 (a backend that cannot be captured: said in the row
                 out[name] = dict(error=f"graph: {str(failure).splitlines()[0][:160]}")
                 break
             out[name] = dict(us=us, mode=mode, bytes=bytes_, err=err,
@@ -307,6 +345,31 @@ def itertools_accumulate(values):
         yield total
 
 
+def forced_runs(torch, graph_seconds, problem, arch, inputs, n: int, args) -> dict:
+    """Ours at each ``--partitions`` keys per CTA (``PagedDecodeConfig.partition``; the torch op's launch with
+    those kernels): ``{partition: us}`` or ``{partition: error}``, to check the cost model's choice."""
+    from tvm_cdna4.kernels.sm80.paged_decode_plan import PagedDecodeConfig
+    from tvm_cdna4.kernels.sm80.paged_target import build, plan
+    from tvm_cdna4.runtime.cuda import load_build
+    from tvm_cdna4.torch_paged import _run
+
+    out = {}
+    for partition in args.partitions:
+        try:
+            config = PagedDecodeConfig(partition=partition)
+            main, merge = build(problem, config, arch=arch)
+            kernels = (load_build(main, "paged_"), load_build(merge, "paged_merge_"), plan(problem, config))
+            copies = len(inputs["caches"])
+
+            def call(i, kernels=kernels):
+                (k, v), (ks, vs) = inputs["caches"][i], inputs["scales"][i]
+                return _run(inputs["q"], k, v, inputs["table"], inputs["lens"], ks, vs, kernels)
+            out[partition] = graph_seconds(torch, [(lambda i=i % copies: call(i)) for i in range(n)], args.reps) * 1e6
+        except Exception as err:  # noqa: BLE001 (said in the row)
+            out[partition] = f"{type(err).__name__}: {str(err).splitlines()[0][:160]}"
+    return out
+
+
 def measure(torch, ours, graph_seconds, spec: dict, args, rate: float, l2: int) -> dict:
     """One row: ours checked on a sample and timed; the peers where the row has them (1 query)."""
     from tvm_cdna4.kernels.sm80.paged_target import plan
@@ -317,7 +380,8 @@ def measure(torch, ours, graph_seconds, spec: dict, args, rate: float, l2: int) 
     copies = copies_for(kv_bytes, l2)
     inputs = _inputs(torch, problem, contexts, copies, args.seed + spec["batch"] + spec["mean"])
     row = dict(spec, contexts=contexts, context_mean=sum(contexts) / len(contexts), context_min=min(contexts),
-               context_max=max(contexts), split_kv=plan(problem).split_kv, copies=copies, kv_bytes=kv_bytes,
+               context_max=max(contexts), split_kv=plan(problem).split_kv, partition=plan(problem).partition,
+               copies=copies, kv_bytes=kv_bytes,
                bytes=problem.bytes_moved(contexts))
 
     def call(i):
@@ -334,10 +398,13 @@ def measure(torch, ours, graph_seconds, spec: dict, args, rate: float, l2: int) 
     row["calls"] = n
     row["us"] = graph_seconds(torch, [(lambda i=i % copies: call(i)) for i in range(n)], args.reps) * 1e6
     row["pct_rate"] = 100 * row["bytes"] / (row["us"] * 1e-6) / rate
+    if args.partitions:
+        row["forced"] = forced_runs(torch, graph_seconds, problem, args.arch, inputs, n, args)
     if spec["queries"] == 1 and spec["set"] in ("bf16", "fp8") and args.peers:
-        row["flashinfer"] = flashinfer_peer(torch, graph_seconds, problem, contexts, inputs, o, args)
+        row["flashinfer"] = peer_safely(flashinfer_peer, torch, graph_seconds, problem, contexts, inputs, o, args)
     if spec["set"] == "bf16" and args.peers:
-        row["sdpa"] = sdpa_peers(torch, graph_seconds, problem, contexts, inputs, o, args, l2)
+        row["sdpa"] = peer_safely(sdpa_peers, torch, graph_seconds, problem, contexts, inputs, o, args, l2,
+                                  keys=BACKENDS)
         for peer in row["sdpa"].values():
             if "us" in peer:
                 peer["pct_rate"] = 100 * peer["bytes"] / (peer["us"] * 1e-6) / rate
@@ -394,6 +461,24 @@ def bar_lines(results) -> list[str]:
     return out
 
 
+def peer_lines(rows) -> list[str]:
+    """Ours against the peers in the bars' region: the best SDPA backend's time over ours (>= 1.0 passes; SDPA reads
+    a dense cache padded to the longest context), and FlashInfer's where it ran, else where to compare."""
+    out = []
+    for name, pick in (("the best SDPA backend", lambda r: [p["us"] for p in r.get("sdpa", {}).values() if "us" in p]),
+                       ("FlashInfer", lambda r: [r["flashinfer"]["us"]] if "us" in r.get("flashinfer", {}) else [])):
+        ratios = [min(pick(r)) / r["us"] for r in rows if in_region(r) and pick(r)]
+        if not ratios:
+            why = {r.get("flashinfer", {}).get("error") for r in rows} - {None} if name == "FlashInfer" else set()
+            out.append(f"peer {name}: no time in the region" + (f" ({'; '.join(sorted(why))})" if why else "")
+                       + (f": {FLASHINFER_PUBLISHED}" if name == "FlashInfer" else ""))
+            continue
+        worst = min(ratios)
+        out.append(f"peer {name} time / ours >= 1.0: worst {worst:.2f}x over {len(ratios)} shapes (batch >= "
+                   f"{BAR_REGION['batch']}, mean context >= {BAR_REGION['mean']}): {'PASS' if worst >= 1 else 'FAIL'}")
+    return out
+
+
 def _peer_cell(peer) -> str:
     if not peer:
         return ""
@@ -428,6 +513,7 @@ def parse(argv=None):
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--calls", type=int, default=10, help="calls per graph (at least the rotation's copies)")
     ap.add_argument("--reps", type=int, default=10, help="graph replays (the median)")
+    ap.add_argument("--partitions", default="", help="also time ours at these keys per CTA (e.g. 256,512,1024)")
     ap.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) - 2))
     ap.add_argument("--out", default=".")
     args = ap.parse_args(argv)
@@ -435,6 +521,7 @@ def parse(argv=None):
     args.means = [int(v) for v in args.means.split(",")]
     args.gqa = [tuple(int(x) for x in v.split("/")) for v in args.gqa.split(",")]
     args.sets = args.sets.split(",")
+    args.partitions = [int(v) for v in args.partitions.split(",") if v]
     unknown = [s for s in args.sets if s not in SETS]
     if unknown:
         ap.error(f"--sets: unknown {unknown}; expected of {tuple(SETS)}")
@@ -451,7 +538,9 @@ def main(argv=None) -> int:
     arch, target = ours.cuda_target(torch.device("cuda", 0))
     specs = row_specs(args.batches, args.means, args.gqa, args.sets)
     t0 = time.time()
-    jobs = [(problem_of(s, draw_contexts(s["batch"], s["mean"], args.seed)), arch) for s in specs]
+    args.arch = arch
+    problems = [problem_of(s, draw_contexts(s["batch"], s["mean"], args.seed)) for s in specs]
+    jobs = [(pr, arch) for pr in problems] + [(pr, arch, part) for pr in problems for part in args.partitions]
     with cf.ProcessPoolExecutor(max_workers=args.jobs, mp_context=mp.get_context("spawn")) as pool:
         for line in pool.map(_prebuild, jobs):
             if line:
@@ -476,13 +565,16 @@ def main(argv=None) -> int:
         with open(partial, "a") as f:
             f.write(json.dumps(r) + "\n")
         print(f"{r['set']} B={r['batch']} {r['heads']}/{r['kv_heads']} mean {r['mean']}: {r['us']:.1f} us, "
-              f"{r['pct_rate']:.0f} % of the read rate, split {r['split_kv']}, ok={r['ok']}", flush=True)
+              f"{r['pct_rate']:.0f} % of the read rate, partition {r['partition']} x {r['split_kv']}, ok={r['ok']}"
+              + "".join(f", {k}: {v:.1f} us" if isinstance(v, float) else f", {k}: {v}"
+                        for k, v in r.get("forced", {}).items()), flush=True)
     results = bars(rows)
     meta = dict(device=name, arch=arch, target=target, read_rate=rate, l2_bytes=l2, torch=torch.__version__,
                 date=time.strftime("%Y-%m-%d"), calls=args.calls, reps=args.reps, seconds=time.time() - t0)
     with open(os.path.join(args.out, "paged_decode.json"), "w") as f:
-        json.dump(dict(meta=meta, rows=rows, failed=failed, bars=results), f, indent=1)
+        json.dump(dict(meta=meta, rows=rows, failed=failed, bars=results, peers=peer_lines(rows)), f, indent=1)
     lines = [f"{name}, read rate {rate / 1e12:.2f} TB/s", "", *table(rows), "", *bar_lines(results),
+             *peer_lines(rows),
              *(f"FAILED {f['set']} B={f['batch']} {f['heads']}/{f['kv_heads']} mean {f['mean']}: {f['error']}"
                for f in failed)]
     with open(os.path.join(args.out, "paged_decode.md"), "w") as f:

@@ -12,10 +12,11 @@ an access outside the buffers).
 
 Two launches (partials, merge) on torch's current stream, the workspace from torch's allocator; the
 contexts and the table are read on the device only: no host synchronization, so the call is
-CUDA-graph capturable. The split count is planned from ``max_pages x page_size`` (the host does not
-know the contexts). It is the custom op ``torch.ops.tvm_cdna4.paged_attention`` with a fake
-implementation (``torch.compile``); eagerly, a call whose shape class ran before takes its prepared
-launch (one dict lookup: ``torch._key`` / ``_prepared``, as the other ops). Bad arguments: a
+CUDA-graph capturable. The grid of fixed-size partitions is planned for ``max_pages x page_size`` keys (the
+host does not know the contexts; the CTAs past a sequence's length exit at once). It is the custom op
+``torch.ops.tvm_cdna4.paged_attention`` with a fake implementation (``torch.compile``); eagerly, a call
+whose shape class ran before takes its prepared launch (one dict lookup: ``torch._key`` / ``_prepared``,
+as the other ops). Bad arguments: a
 ``ContractError`` naming the tensor, the rule, what was expected and found.
 """
 
@@ -140,7 +141,7 @@ def _run(q, k_cache, v_cache, block_table, context_lens, k_scale, v_scale, kerne
     scales = (k_scale, v_scale) if k_scale is not None else ()
     with torch.cuda.device(q.device):
         main(q, *kv, block_table, context_lens, *scales, *work)
-        merge(*work, o, lse)
+        merge(context_lens, *work, o, lse)
     return o, lse
 
 

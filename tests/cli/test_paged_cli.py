@@ -18,7 +18,9 @@ def test_emit_config_has_the_split(capsys):
     code, out, _ = run(capsys, "--target", "sm80", "--kv-cache", "paged", "--context", "4096,8192", "--seq", "1",
                        "--heads", "32", "--kv-heads", "8", "--emit", "config")
     record = json.loads(out)
-    assert code == 0 and record["split_kv"] == 17 and record["ctas"] == 2 * 8 * 17 and record["context"] == 8192
+    # partitions of 256 keys (4 warps x 4 tiles: the fill of 8 CTAs per SM would take fewer) over 8192
+    assert code == 0 and record["split_kv"] == 32 and record["partition"] == 256 and record["ctas"] == 2 * 8 * 32
+    assert record["context"] == 8192
 
 
 @pytest.mark.parametrize("argv, message", [

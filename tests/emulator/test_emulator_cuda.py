@@ -381,7 +381,7 @@ def test_cuda_gemm_random_data_within_tolerance():
 
 def test_crosscheck_script_cpu_only(capsys):
     assert xc.main(["--cpu-only", "--quick"]) == 0
-    assert "SUMMARY: 7/7 cases emulated == numpy" in capsys.readouterr().out
+    assert "SUMMARY: 8/8 cases emulated == numpy" in capsys.readouterr().out
 
 
 # ------------------------------------------------------------------------------------------------
@@ -503,3 +503,13 @@ def test_atom_returns_the_old_value_in_thread_order():
     emulate(kernel, s, out, target="sm80")
     assert s[0] == 10 + 2 * 64
     np.testing.assert_array_equal(out, 10 + 2 * np.arange(64))
+
+
+def test_prmt_picks_and_sign_replicates_bytes():
+    rng = np.random.default_rng(7)
+    a, b, c = (rng.integers(0, 1 << 32, size=32, dtype=np.uint64).astype(np.uint32) for _ in range(3))
+    a[0], b[0], c[0] = 0x44332211, 0x88776655, 0xF740  # a's byte 0, b's 0, b's 3, its sign (0x88: 0xFF)
+    out = np.zeros(32, np.uint32)
+    emulate(xc.prmt_kernel(), a, b, c, out, target="sm80")
+    assert out[0] == 0xFF885511
+    np.testing.assert_array_equal(out, xc.prmt_expected(a, b, c))

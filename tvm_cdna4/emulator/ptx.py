@@ -50,7 +50,7 @@ from .ptx_operands import (  # noqa: F401 (re-exported)
     _LANE, WARP, PtxCall, _check_span, _per_thread, _pointer, _predicated, _reader, _type_dtype, _warps, _writer,
 )
 from .ptx_registers import (  # noqa: F401 (re-exported)
-    _CANONICAL_NAN, _FLOATS, _cvt, _cvt_x2, _gather_lanes, _mov, _round, _shfl_cuda, _shfl_ptx, _toward_zero,
+    _CANONICAL_NAN, _FLOATS, _cvt, _cvt_x2, _gather_lanes, _mov, _prmt, _round, _shfl_cuda, _shfl_ptx, _toward_zero,
 )
 from .ptx_sync import (  # noqa: F401 (re-exported)
     _bar_sync, _barrier, _mbarrier_op, _mbarrier_wait_cuda, _mbarrier_wait_ptx, _mbarriers, _named_barrier, _waiters,
@@ -216,7 +216,7 @@ def calls() -> dict:
         ("st", _ld_st(False)), ("st_vec", _ld_st(False)),
         ("cvt_f16x2_f32", _cvt_x2(np.dtype(np.float16))),
         ("cvt_bf16x2_f32", _cvt_x2(np.dtype(ml_dtypes.bfloat16))),
-        ("cvt", _cvt),
+        ("cvt", _cvt), ("prmt", _prmt),
         ("mov", _mov), *((f"mov_{d}_{w}", _mov) for d in ("pack", "unpack")
                          for w in ("b16x2", "b32x2", "b16x4", "b64x2", "b32x4")),
         ("shfl_sync", _shfl_ptx), ("shfl_sync_p", _shfl_ptx),

@@ -1,5 +1,5 @@
-"""The register instructions: conversions (``cvt``), moves (``mov``, pack and unpack) and warp shuffles
-(``shfl.sync``, CUDA's ``__shfl*_sync``).
+"""The register instructions: conversions (``cvt``), moves (``mov``, pack and unpack), byte permutes (``prmt``) and
+warp shuffles (``shfl.sync``, CUDA's ``__shfl*_sync``).
 Part of the CUDA device ops' semantics (``emulator.ptx``, whose docstring tells the conventions)."""
 
 from __future__ import annotations
@@ -105,6 +105,29 @@ def _mov(compiler, call: PtxCall):
         raw = np.concatenate([r(env, mask) for r in reads], axis=1).reshape(machine.nthreads, len(writes), -1)
         for i, write in enumerate(writes):
             write(env, mask, raw[:, i])
+    return run
+
+
+def _prmt(compiler, call: PtxCall):
+    """``prmt.b32 d, a, b, c`` (PTX ISA 9.7.10.7, the default mode): byte ``i`` of ``d`` is byte ``c[4i + 2 ..
+    4i]`` of ``{b, a}`` (``a``'s bytes 0-3, ``b``'s 4-7), or that byte's sign replicated where ``c[4i + 3]``."""
+    if call.mods.get("mode"):
+        raise NotImplementedError(f"emulator: prmt.b32.{call.mods['mode']}")
+    machine = compiler.machine
+    (d,), (a,), (b,), (c,) = (call.operands[k] for k in ("d", "a", "b", "c"))
+    write = _writer(compiler, d)
+    ra, rb, rc = (_reader(compiler, x, 4, "b32") for x in (a, b, c))
+
+    def run(env, mask):
+        src = np.concatenate([ra(env, mask), rb(env, mask)], axis=1)
+        sel = rc(env, mask).view(np.uint32)[:, 0]
+        rows = np.arange(machine.nthreads)
+        out = np.empty((machine.nthreads, 4), np.uint8)
+        for i in range(4):
+            nib = (sel >> np.uint32(4 * i)) & np.uint32(0xF)
+            byte = src[rows, (nib & np.uint32(7)).astype(np.intp)]
+            out[:, i] = np.where(nib & np.uint32(8), np.where(byte & 0x80, 0xFF, 0), byte)
+        write(env, mask, out)
     return run
 
 

@@ -26,6 +26,7 @@ def test_the_default_arguments_and_a_refused_set():
     assert args.gqa == [(32, 8), (64, 8)] and args.sets == ["bf16", "fp8", "q4", "page64"] and args.peers
     args = bench.parse(["--batches", "8", "--gqa", "64/8", "--sets", "fp8", "--no-peers"])
     assert (args.batches, args.gqa, args.sets, args.peers) == ([8], [(64, 8)], ["fp8"], False)
+    assert args.partitions == [] and bench.parse(["--partitions", "256,1024"]).partitions == [256, 1024]
     with pytest.raises(SystemExit):
         bench.parse(["--sets", "bf8"])
 
@@ -133,3 +134,36 @@ def test_the_table_row():
     assert header.count("|") == rule.count("|") == line.count("|") == 18
     assert line == ("| bf16 | 8 | 32/8 | 16 | 1 | bf16 | 9413 (2100..30000) | 5 | 123.4 | 308.7 | 88 | — | 200.0 "
                     "| 150.0 ✗ | — | 80 | yes |")
+
+
+def test_each_sdpa_backend_is_found_by_its_torch_name():
+    pytest.importorskip("torch")
+    from torch.nn.attention import SDPBackend
+
+    assert bench.sdpa_backend(SDPBackend, "flash") is SDPBackend.FLASH_ATTENTION
+    assert bench.sdpa_backend(SDPBackend, "cudnn") is SDPBackend.CUDNN_ATTENTION
+    assert bench.sdpa_backend(SDPBackend, "efficient") is SDPBackend.EFFICIENT_ATTENTION
+
+    class Old:  # a torch whose enum spells flash FLASH and has no cuDNN backend
+        FLASH = "flash-old"
+    assert bench.sdpa_backend(Old, "flash") == "flash-old" and bench.sdpa_backend(Old, "cudnn") is None
+
+
+def test_a_peers_failure_is_said_and_never_drops_our_row():
+    def broken(*_args):
+        raise AttributeError("type object 'SDPBackend' has no attribute 'FLASH'")
+
+    assert bench.peer_safely(broken, 1, 2) == dict(error="AttributeError: type object 'SDPBackend' has no "
+                                                         "attribute 'FLASH'")
+    assert bench.peer_safely(lambda a: dict(us=a), 3.0) == dict(us=3.0)
+    sdpa = bench.peer_safely(broken, keys=bench.BACKENDS)
+    assert set(sdpa) == set(bench.BACKENDS) and all("AttributeError" in v["error"] for v in sdpa.values())
+
+
+def test_the_peer_line_compares_with_the_best_sdpa_backend_in_the_region():
+    rows = [dict(_row("bf16", 8, 8192, 100.0), sdpa=dict(flash=dict(us=150.0), cudnn=dict(us=120.0),
+                                                           efficient=dict(error="x")), flashinfer=dict(error="no")),
+            dict(_row("bf16", 1, 2048, 10.0), sdpa=dict(flash=dict(us=5.0)))]
+    line = bench.peer_lines(rows)
+    assert "1.20x" in line[0] and "1 shapes" in line[0] and "PASS" in line[0]
+    assert "FlashInfer" in line[1] and "published" in line[1]

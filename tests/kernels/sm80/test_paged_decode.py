@@ -12,7 +12,7 @@ from tvm_cdna4.kernels import attention
 from tvm_cdna4.kernels.attention import paged
 from tvm_cdna4.kernels.attention.paged import PagedDecodeProblem
 from tvm_cdna4.kernels.sm80 import paged_target
-from tvm_cdna4.kernels.sm80.paged_decode_plan import PagedDecodeConfig, choose_splits, plan_paged_decode
+from tvm_cdna4.kernels.sm80.paged_decode_plan import PagedDecodeConfig, choose_partition, plan_paged_decode
 
 
 def test_odd_contexts_4_queries_fp8_kv_d128_match_the_reference():
@@ -44,15 +44,39 @@ def test_lying_device_data_stays_in_bounds_and_follows_the_clamps():
     assert o_ratio <= 1 and lse_ratio <= 1, (o_ratio, lse_ratio)
 
 
-def test_the_split_count_fills_the_gpu_and_keeps_each_warp_busy():
-    problem = PagedDecodeProblem(1, 32, 8, 128, 1, 16, 2048, 4096)
-    assert choose_splits(problem, 32768, 132, 4) == 33  # 2 x 132 CTAs over 8 (sequence, kv head) pairs
-    assert choose_splits(problem, 512, 132, 4) == 2  # 32 tiles: 4 warps x 4 tiles per split
+def test_the_partition_fills_the_gpu_and_bounds_each_ctas_keys():
+    one = PagedDecodeProblem(1, 32, 8, 128, 1, 16, 2048, 4096)
+    assert choose_partition(one, 32768, 132, 4) == 256  # 4 warps x 4 tiles: 128 partitions x 8 kv heads
     big = PagedDecodeProblem(64, 32, 8, 128, 1, 16, 2048, 4096)
-    assert choose_splits(big, 32768, 132, 4) == 1  # 512 CTAs already
-    p = plan_paged_decode(problem, context=4096, sms=132)
+    assert choose_partition(big, 32768, 132, 4) == 512  # 256 KiB of K and V per CTA, whatever the lengths
+    fp8 = PagedDecodeProblem(64, 32, 8, 128, 1, 16, 2048, 4096, kv_dtype="fp8")
+    assert choose_partition(fp8, 32768, 132, 4) == 1024  # the same bytes, twice the keys
+    assert choose_partition(PagedDecodeProblem(8, 32, 8, 128, 1, 16, 295, 4096), 4712, 132, 4) == 320  # fill
+    q4 = PagedDecodeProblem(64, 32, 8, 128, 4, 16, 2048, 4096)
+    assert choose_partition(q4, 32768, 132, 4) == 576  # 16 rows: the partial amortized (16 x its 16.6 KB)
+    p = plan_paged_decode(big, context=32768, sms=132)
     summary = json.loads(p.to_json())
-    assert summary["split_kv"] == p.split_kv == choose_splits(problem, 4096, 132, 4) and summary["ctas"] == 8 * p.split_kv
+    assert summary["split_kv"] == p.split_kv == 64 and summary["ctas"] == 64 * 8 * 64 and p.slots == p.ctas
+    assert summary["partition"] == 512
+
+
+def test_empty_partitions_exit_and_a_short_hint_loses_no_key():
+    # the grid sized for 64 keys (partition 32): sequence 0's partitions past its 5 keys write nothing (their
+    # slots stay NaN) and the merge never reads them; sequence 1's 100 keys go to the grid's last CTA
+    problem = PagedDecodeProblem(2, 4, 2, 64, 1, 16, 7, 14)
+    p = plan_paged_decode(problem, PagedDecodeConfig(warps=2, stages=2, splits=2), context=64)
+    assert (p.partition, p.split_kv) == (32, 2)
+    arrays = paged.random_inputs(problem, seed=4, contexts=[5, 100])
+    from tvm_cdna4.emulator import emulate
+
+    out = {**arrays, **paged.output_arrays(problem), **paged_target.workspace(p)}
+    main, merge = paged_target.emit(p)
+    emulate(main, *(out[q.name] for q in p.params), target="sm80")
+    assert np.isnan(out["WM"][1]).all() and np.isnan(out["WM"][3]).all()  # (b 0, kv heads 0 / 1, partition 1)
+    assert np.isfinite(out["WM"][[0, 2, 4, 5, 6, 7]]).all()
+    emulate(merge, *(out[q.name] for q in p.merge_params), target="sm80")
+    assert np.isfinite(np.asarray(out["O"], np.float64)).all()
+    assert max(paged.compare(problem, arrays, out["O"], out["LSE"])) <= 1
 
 
 def test_the_plan_refuses_by_name():
@@ -65,3 +89,44 @@ def test_the_plan_refuses_by_name():
         plan_paged_decode(PagedDecodeProblem(1, 8, 8, 64, 1, 16, 1, 1), context=0)
     with pytest.raises(ValueError, match=r"paged decode attention target: expected one of \('gfx950', 'sm80'\)"):
         attention.paged_verb("sm90", "plan")
+
+
+def test_many_partitions_merge_in_batches():
+    # 32-key partitions: the 300-key sequence's 10 partials merge in batches of 4, 4 and 2; the 5-key one's 1
+    problem = PagedDecodeProblem(2, 4, 2, 64, 1, 16, 19, 24)
+    config = PagedDecodeConfig(partition=32, warps=2, stages=2)
+    assert attention.paged_verb("sm80", "plan")(problem, config).split_kv == 10
+    result = attention.validate_paged(problem, "sm80", config, seed=6, contexts=[5, 300])
+    assert result.ok and 0 < result.o_ratio <= 1, result
+
+
+def test_one_warp_writes_every_rows_partial():
+    # 64 query rows (16 heads of one kv head x 4 queries) over a 32-thread CTA: the row maxima and sums too
+    problem = PagedDecodeProblem(1, 16, 1, 64, 4, 16, 2, 2)
+    result = attention.validate_paged(problem, "sm80", PagedDecodeConfig(warps=1, stages=2), seed=7, contexts=[20])
+    assert result.ok and 0 < result.o_ratio <= 1, result
+
+
+@pytest.mark.parametrize("factor", [3e5, 1e-4])
+def test_fp8_kv_with_a_bf16_q_beyond_f16s_range(factor):
+    # fp8 KV runs f16 MMAs: a bf16 Q of |q| ~ 1e6 (past f16's 65504) or ~ 3e-4 goes through Q_PRESCALE intact
+    problem = PagedDecodeProblem(1, 4, 2, 64, 1, 16, 2, 2, kv_dtype="fp8")
+    p = plan_paged_decode(problem, PagedDecodeConfig(warps=2, stages=2))
+    assert p.mma_type == "f16" and p.q_factor == 2.0**-8
+    arrays = paged.random_inputs(problem, seed=8, contexts=[24])
+    arrays["Q"] = (arrays["Q"].astype(np.float32) * factor).astype(arrays["Q"].dtype)
+    (o, lse), _ = paged_target.execute(p, arrays)
+    o_ratio, lse_ratio = paged.compare(problem, arrays, o, lse)
+    assert o_ratio <= 1 and lse_ratio <= 1, (o_ratio, lse_ratio)
+
+
+def test_a_forced_partition_and_its_refusals():
+    problem = PagedDecodeProblem(2, 8, 2, 64, 1, 16, 64, 128)
+    p = plan_paged_decode(problem, PagedDecodeConfig(partition=96, warps=2))
+    assert (p.partition, p.split_kv, p.ctas) == (96, 11, 2 * 2 * 11)  # ceil(1024 / 96)
+    for bad in (0, 40, True):
+        with pytest.raises(ContractError, match="partition") as info:
+            PagedDecodeConfig(partition=bad)
+        assert info.value.operand == "partition"
+    with pytest.raises(ContractError, match="splits or partition"):
+        PagedDecodeConfig(splits=2, partition=64)

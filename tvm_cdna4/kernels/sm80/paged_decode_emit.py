@@ -4,7 +4,7 @@
 A lane (g = lane / 4, t = lane % 4) of a warp holds, per m16 tile ``mi`` of the query rows: Q's A
 fragments (``qf``, 4 words per k16 step), the scores of the tile's 16 keys (``s``: n-tile n, element c:
 row g + 8 (c // 2), key 8 n + 2 t + c % 2), P packed (``pf``), the O accumulators (``o``: d-tile dn,
-element c: row g + 8 (c // 2), dim 8 dn + 2 t + c % 2) and the running max (base-2 units) and sum of its
+element c: row g + 8 (c // 2), dim ``o_dim(dn, 2 t + c % 2)``) and the running max (base-2 units) and sum of its
 rows g and g + 8 (``row``: max at ``2 mi + h``, sum at ``2 m + 2 mi + h``).
 """
 
@@ -23,6 +23,7 @@ from .paged_decode_plan import COPY, TILE_KEYS, PagedDecodePlan
 
 FULL = 0xFFFFFFFF
 NEG_INF = float("-inf")
+MERGE_BATCH = 4  # partials the merge loads at once (one round trip of latency per batch)
 FP8_WIDEN = 256.0  # e4m3 bits moved into f16 give x / 256 (paged_decode_plan's docstring)
 
 
@@ -41,6 +42,8 @@ class Lane:
     o: object
     row: object
     kb: object  # two B fragment words
+    vw: object  # four V words (P V's B fragments of v_per d-tiles)
+    pg: object  # the cache pages of the warp's next stages + 1 tiles (warp_loop)
     mx: object  # two f32 scratch values
     b: object
     hk: object
@@ -53,41 +56,48 @@ def swz(p: PagedDecodePlan, key, word):
     return key * p.row_words + ((word // 4) ^ (key % p.swizzle)) * 4 + word % 4
 
 
-def widen(p: PagedDecodePlan, bits):
-    """Two e4m3 bytes (bits 0-7, 8-15 of ``bits``) as one 32-bit pair of the MMA's 16-bit type, each
-    ``x / 256`` (f16 by moving the bits; bf16 through f32, exact)."""
-    lo, hi = bits & T.uint32(0xFF), (bits >> T.uint32(8)) & T.uint32(0xFF)
-    f16 = [((x & T.uint32(0x7F)) << T.uint32(7)) | ((x & T.uint32(0x80)) << T.uint32(8)) for x in (lo, hi)]
-    if p.problem.q_dtype == "f16":
-        return f16[0] | (f16[1] << T.uint32(16))
-    # bf16: the f32 of each f16 (exact), whose upper half is the bf16 (exact: 4 significant bits)
-    f32 = [T.reinterpret(T.Cast("float32", T.reinterpret(T.Cast("uint16", x), ty="float16")), ty="uint32") for x in f16]
-    return (f32[0] >> T.uint32(16)) | (f32[1] & T.uint32(0xFFFF0000))
+PRMT = "prmt.b32"
+K_PAIRS = (0x1000, 0x3020)  # prmt selectors: an fp8 K word's bytes 0, 1 (2, 3) to bits 8-15, 24-31
+
+
+def v_pairs(c: int) -> int:
+    """The prmt selector of byte ``c`` of two V words (``a``'s to bits 8-15, ``b``'s to bits 24-31)."""
+    return ((4 + c) << 12) | (c << 4)
+
+
+def f16_of_e4m3(v):
+    """Two e4m3 bytes at bits 8-15 and 24-31 of ``v`` (the other bits anything) as f16x2, each ``x / 256``: the
+    sign stays, the magnitude moves down one bit (paged_decode_plan's docstring)."""
+    return (v & T.uint32(0x80008000)) | ((v >> T.uint32(1)) & T.uint32(0x3F803F80))
+
+
+@T.macro
+def widen(buf, i, a, b, sel):
+    # buf[i] = two e4m3 bytes of a, b (prmt selector sel) as f16x2
+    T.ptx[PRMT](buf[i], a, b, T.uint32(sel))
+    buf[i] = f16_of_e4m3(buf[i])
 
 
 def k_word(p: PagedDecodePlan, ln: Lane, base, key, kk, half):
-    """B fragment word ``half`` of k16 step ``kk`` for key ``key``: K[key][16 kk + 2t + 8 half, +1] (16-bit)
-    or, fp8, the pair ``half`` of K[key][16 kk + 4t .. 4t + 3] (Q permuted alike)."""
+    """B fragment word ``half`` of k16 step ``kk`` for key ``key``: K[key][16 kk + 2t + 8 half, +1] (16-bit)."""
     t = T.cuda.lane_id() % 4
-    if p.elem_bytes == 2:
-        return ln.SMW[base + swz(p, key, 8 * kk + t + 4 * half)]
-    word = ln.SMW[base + swz(p, key, 4 * kk + t)]
-    return widen(p, word >> T.uint32(16 * half))
+    return ln.SMW[base + swz(p, key, 8 * kk + t + 4 * half)]
 
 
-def v_half(p: PagedDecodePlan, ln: Lane, base, key, dim):
-    """The bits of V[key][dim] (16 or 8 of them, in the low bits)."""
-    if p.elem_bytes == 2:
-        return (ln.SMW[base + swz(p, key, dim // 2)] >> T.Cast("uint32", 16 * (dim % 2))) & T.uint32(0xFFFF)
-    return (ln.SMW[base + swz(p, key, dim // 4)] >> T.Cast("uint32", 8 * (dim % 4))) & T.uint32(0xFF)
+def v_per(p: PagedDecodePlan) -> int:
+    """V elements per 32-bit word (2 for 16-bit, 4 for fp8): the d-tiles one word load serves."""
+    return 4 // p.elem_bytes
 
 
-def v_word(p: PagedDecodePlan, ln: Lane, base, key0, dim):
-    """B fragment word of P V: V[key0][dim] low, V[key0 + 1][dim] high, in the MMA's type."""
-    lo, hi = v_half(p, ln, base, key0, dim), v_half(p, ln, base, key0 + 1, dim)
-    if p.elem_bytes == 2:
-        return lo | (hi << T.uint32(16))
-    return widen(p, lo | (hi << T.uint32(8)))
+def o_dim(p: PagedDecodePlan, dn, n):
+    """The dim of column ``n`` of P V's d-tile ``dn``: ``v_per`` consecutive d-tiles share a word of V per
+    column (dims ``v_per (n + 8 (dn // v_per)) + dn % v_per``), so that one load gives ``v_per`` B words."""
+    return v_per(p) * (n + 8 * (dn // v_per(p))) + dn % v_per(p)
+
+
+def v_pair(lo, hi, c):
+    """B fragment word of P V from two keys' 16-bit V words: element ``c`` of ``lo`` low, of ``hi`` high."""
+    return ((lo >> T.uint32(16 * c)) & T.uint32(0xFFFF)) | ((hi >> T.uint32(16 * c)) << T.uint32(16))
 
 
 def q_word(p: PagedDecodePlan, kk, t, a):
@@ -98,8 +108,8 @@ def q_word(p: PagedDecodePlan, kk, t, a):
 
 
 def score_factor(p: PagedDecodePlan, args, hk):
-    """Raw score -> base-2 units: ``scale log2(e)``, fp8 times ``K_SCALE[hk] 256``."""
-    c = p.problem.softmax_scale * LOG2E
+    """Raw score -> base-2 units: ``scale log2(e)``, fp8 times ``K_SCALE[hk] 256 / q_factor``."""
+    c = p.problem.softmax_scale * LOG2E / p.q_factor
     return args["K_SCALE"][hk] * T.float32(c * FP8_WIDEN) if p.problem.scaled else T.float32(c)
 
 
@@ -118,10 +128,9 @@ def page_ok(p: PagedDecodePlan, page):
 
 
 @T.macro
-def copy_tile(p, args, ln, tile, stage):
+def copy_tile(p, args, ln, tile, stage, page):
     # the tile's 16 K and V rows into the warp's ring; rows of a missing page or past L: zeros, from page 0
     lane = T.cuda.lane_id()
-    page = page_of(p, args, ln, tile)
     safe = T.if_then_else(page_ok(p, page), page, 0)
     r0 = tile * TILE_KEYS % p.problem.page_size
     for i in T.unroll(TILE_KEYS * p.chunks // 32):
@@ -144,8 +153,13 @@ def scores(p, ln, base):
     for kk in T.unroll(p.problem.head_dim // 16):
         for n in T.unroll(2):
             b0 = ln.kb
-            b0[0] = k_word(p, ln, base, 8 * n + g, kk, 0)
-            b0[1] = k_word(p, ln, base, 8 * n + g, kk, 1)
+            if p.elem_bytes == 2:
+                b0[0] = k_word(p, ln, base, 8 * n + g, kk, 0)
+                b0[1] = k_word(p, ln, base, 8 * n + g, kk, 1)
+            else:  # fp8: the word K[key][16 kk + 4t .. + 3] feeds both halves (Q permuted alike)
+                ln.vw[0] = ln.SMW[base + swz(p, 8 * n + g, 4 * kk + lane % 4)]
+                widen(b0, 0, ln.vw[0], ln.vw[0], K_PAIRS[0])
+                widen(b0, 1, ln.vw[0], ln.vw[0], K_PAIRS[1])
             for mi in T.unroll(p.m_tiles):
                 q = (mi * (p.problem.head_dim // 16) + kk) * 4
                 at = (mi * 2 + n) * 4
@@ -155,10 +169,10 @@ def scores(p, ln, base):
 
 
 @T.macro
-def mask_softmax(p, args, ln, tile):
+def mask_softmax(p, ln, tile, page):
     # base-2 scores, the mask (paged module: j <= L - q + query, a page inside the cache), the online softmax
     lane = T.cuda.lane_id()
-    ok = page_ok(p, page_of(p, args, ln, tile))
+    ok = page_ok(p, page)
     m2 = 2 * p.m_tiles
     mx = ln.mx
     for mi in T.unroll(p.m_tiles):
@@ -177,13 +191,14 @@ def mask_softmax(p, args, ln, tile):
                 mx[0] = fmax(mx[0], T.cuda.__shfl_xor_sync(T.uint32(FULL), mx[0], 1 << sh, 32))
             mx[0] = fmax(mx[0], ln.row[2 * mi + h])  # the new max
             mx[1] = T.if_then_else(mx[0] == T.float32(NEG_INF), T.float32(0), mx[0])  # its offset (empty: 0)
-            alpha = TIR_OPS.exp2(ln.row[2 * mi + h] - mx[1])
-            ln.row[2 * mi + h] = mx[0]
-            ln.row[m2 + 2 * mi + h] = ln.row[m2 + 2 * mi + h] * alpha
-            for dn in T.unroll(p.problem.head_dim // 8):
-                for e in T.unroll(2):
-                    ln.o[(mi * (p.problem.head_dim // 8) + dn) * 4 + 2 * h + e] = \
-                        ln.o[(mi * (p.problem.head_dim // 8) + dn) * 4 + 2 * h + e] * alpha
+            if mx[0] > ln.row[2 * mi + h]:  # O and the sum rescaled only where the max grew (mostly early tiles)
+                alpha = TIR_OPS.exp2(ln.row[2 * mi + h] - mx[1])
+                ln.row[2 * mi + h] = mx[0]
+                ln.row[m2 + 2 * mi + h] = ln.row[m2 + 2 * mi + h] * alpha
+                for dn in T.unroll(p.problem.head_dim // 8):
+                    for e in T.unroll(2):
+                        ln.o[(mi * (p.problem.head_dim // 8) + dn) * 4 + 2 * h + e] = \
+                            ln.o[(mi * (p.problem.head_dim // 8) + dn) * 4 + 2 * h + e] * alpha
             for n in T.unroll(2):
                 for e in T.unroll(2):
                     at = (mi * 2 + n) * 4 + 2 * h + e
@@ -199,22 +214,29 @@ def pv(p, ln, base):
         for q in T.unroll(4):  # a0: keys 2t.. row g, a1: row g + 8, a2 / a3: keys 8 + 2t..
             T.ptx[p.pack_instr](ln.pf[4 * mi + q], ln.s[(mi * 2 + q // 2) * 4 + 2 * (q % 2) + 1],
                                 ln.s[(mi * 2 + q // 2) * 4 + 2 * (q % 2)])
-    for dn in T.unroll(p.problem.head_dim // 8):
-        b = ln.kb
-        b[0] = v_word(p, ln, base, 2 * t, 8 * dn + g)
-        b[1] = v_word(p, ln, base, 2 * t + 8, 8 * dn + g)
-        for mi in T.unroll(p.m_tiles):
-            at = (mi * (p.problem.head_dim // 8) + dn) * 4
-            T.ptx[p.mma_instr](ln.o[at], ln.o[at + 1], ln.o[at + 2], ln.o[at + 3], ln.pf[4 * mi], ln.pf[4 * mi + 1],
-                               ln.pf[4 * mi + 2], ln.pf[4 * mi + 3], b[0], b[1], ln.o[at], ln.o[at + 1], ln.o[at + 2],
-                               ln.o[at + 3])
+    per = v_per(p)
+    for j in T.unroll(p.problem.head_dim // 8 // per):
+        for kq in T.unroll(4):  # the words of keys 2t, 2t + 1, 2t + 8, 2t + 9 at dims o_dim(8 j per.., g)
+            ln.vw[kq] = ln.SMW[base + swz(p, 2 * t + kq % 2 + 8 * (kq // 2), g + 8 * j)]
+        for c in range(per):  # Python: the selectors are constants
+            b = ln.kb
+            if p.elem_bytes == 2:
+                b[0] = v_pair(ln.vw[0], ln.vw[1], c)
+                b[1] = v_pair(ln.vw[2], ln.vw[3], c)
+            else:
+                widen(b, 0, ln.vw[0], ln.vw[1], v_pairs(c))
+                widen(b, 1, ln.vw[2], ln.vw[3], v_pairs(c))
+            for mi in T.unroll(p.m_tiles):
+                at = (mi * (p.problem.head_dim // 8) + per * j + c) * 4
+                T.ptx[p.mma_instr](ln.o[at], ln.o[at + 1], ln.o[at + 2], ln.o[at + 3], ln.pf[4 * mi],
+                                   ln.pf[4 * mi + 1], ln.pf[4 * mi + 2], ln.pf[4 * mi + 3], b[0], b[1], ln.o[at],
+                                   ln.o[at + 1], ln.o[at + 2], ln.o[at + 3])
 
 
 @T.macro
-def load_q(p, args, ln):
+def issue_q(p, args, ln):
     # Q's rows (r: query r // group, head hk group + r % group; rows past group x queries: zeros) into shared
-    # memory, then the A fragments (fp8 K: dims permuted as K's words: 4t .. 4t + 3 per k16 step)
-    lane = T.cuda.lane_id()
+    # memory: one cp.async group, committed before the warps' first tiles (q_fragments waits for it alone)
     D, G = p.problem.head_dim, p.problem.group
     chunks = D // 8
     for i in T.unroll((16 * p.m_tiles * chunks + p.threads - 1) // p.threads):
@@ -226,52 +248,145 @@ def load_q(p, args, ln):
                         args["Q"].ptr_to([ln.b, rr // G, ln.hk * G + rr % G, idx % chunks * 8]), 16,
                         T.if_then_else(r < p.rows, T.uint32(16), T.uint32(0)))
     T.ptx["cp.async.commit_group"]()
-    T.ptx["cp.async.wait_group"](0)
+
+
+@T.macro
+def q_fragments(p, ln):
+    # Q's A fragments once its group landed (the stages - 1 tile groups after it may still fly; fp8 K: dims
+    # permuted as K's words, 4t .. 4t + 3 per k16 step)
+    lane = T.cuda.lane_id()
+    D = p.problem.head_dim
+    T.ptx["cp.async.wait_group"](p.config.stages - 1)
     T.cuda.cta_sync()
     g, t = lane // 4, lane % 4
     for mi in T.unroll(p.m_tiles):
         for kk in T.unroll(D // 16):
             for a in T.unroll(4):  # a0 row g, a1 row g + 8, a2 / a3 the upper dims
-                ln.qf[(mi * (D // 16) + kk) * 4 + a] = ln.SMW[(16 * mi + g + 8 * (a % 2)) * (D // 2) + q_word(p, kk, t, a)]
-    T.cuda.cta_sync()
+                word = ln.SMW[(16 * mi + g + 8 * (a % 2)) * (D // 2) + q_word(p, kk, t, a)]
+                if p.q_factor == 1:
+                    ln.qf[(mi * (D // 16) + kk) * 4 + a] = word
+                else:  # bf16 -> f32 (exact) x q_factor -> f16 (paged_decode_plan's docstring)
+                    f = T.float32(p.q_factor)
+                    T.ptx[p.pack_instr](ln.qf[(mi * (D // 16) + kk) * 4 + a],
+                                        T.reinterpret(word & T.uint32(0xFFFF0000), ty="float32") * f,
+                                        T.reinterpret(word << T.uint32(16), ty="float32") * f)
+
+
+def smf(ln: Lane, word):
+    """The f32 at word ``word`` of shared memory (the CTA's merge area, ``PagedDecodePlan.o_word``)."""
+    return T.reinterpret(ln.SMW[word], ty="float32")
+
+
+@T.macro
+def put(ln, word, value, add):
+    if add:
+        ln.SMW[word] = T.reinterpret(smf(ln, word) + value, ty="uint32")
+    else:
+        ln.SMW[word] = T.reinterpret(value, ty="uint32")
+
+
+@T.macro
+def rescale_to_cta_max(p, ln):
+    # each warp's rows to the CTA's maxima (the warps' maxima in shared memory): O and the sum times 2^(m - M)
+    lane = T.cuda.lane_id()
+    m2 = 2 * p.m_tiles
+    for mi in T.unroll(p.m_tiles):
+        for h in T.unroll(2):
+            r = T.min(16 * mi + lane // 4 + 8 * h, p.rows - 1)
+            ln.mx[0] = T.float32(NEG_INF)
+            for w in T.unroll(p.config.warps):
+                ln.mx[0] = fmax(ln.mx[0], smf(ln, w * p.rows + r))
+            ln.mx[1] = TIR_OPS.exp2(ln.row[2 * mi + h] - T.if_then_else(ln.mx[0] == T.float32(NEG_INF), T.float32(0),
+                                                                        ln.mx[0]))
+            ln.row[m2 + 2 * mi + h] = ln.row[m2 + 2 * mi + h] * ln.mx[1]
+            for dn in T.unroll(p.problem.head_dim // 8):
+                for e in T.unroll(2):
+                    ln.o[(mi * (p.problem.head_dim // 8) + dn) * 4 + 2 * h + e] = \
+                        ln.o[(mi * (p.problem.head_dim // 8) + dn) * 4 + 2 * h + e] * ln.mx[1]
+
+
+@T.macro
+def add_warp_state(p, ln, add):
+    # this warp's rescaled O and sums into the CTA's (``add`` False: the first warp stores)
+    lane = T.cuda.lane_id()
+    m2, D = 2 * p.m_tiles, p.problem.head_dim
+    for mi in T.unroll(p.m_tiles):
+        for h in T.unroll(2):
+            r = 16 * mi + lane // 4 + 8 * h
+            if r < p.rows:
+                for dn in T.unroll(D // 8):
+                    for e in T.unroll(2):
+                        put(ln, p.o_word + r * D + o_dim(p, dn, 2 * (lane % 4) + e),
+                            ln.o[(mi * (D // 8) + dn) * 4 + 2 * h + e], add)
+                if lane % 4 == 0:
+                    put(ln, p.l_word + r, ln.row[m2 + 2 * mi + h], add)
 
 
 @T.macro
 def write_partial(p, args, ln, slot, vscale):
+    # the warps' states merged in shared memory (over Q and the rings), then the CTA's one partial
     lane = T.cuda.lane_id()
-    m2 = 2 * p.m_tiles
+    m2, W, D = 2 * p.m_tiles, p.config.warps, p.problem.head_dim
+    T.cuda.cta_sync()  # every warp is past its loop: Q and the rings are free
     for mi in T.unroll(p.m_tiles):
         for h in T.unroll(2):
             r = 16 * mi + lane // 4 + 8 * h
             for sh in T.unroll(2):
                 ln.row[m2 + 2 * mi + h] = ln.row[m2 + 2 * mi + h] + T.cuda.__shfl_xor_sync(
                     T.uint32(FULL), ln.row[m2 + 2 * mi + h], 1 << sh, 32)
-            if r < p.rows:
-                for dn in T.unroll(p.problem.head_dim // 8):
-                    for e in T.unroll(2):
-                        args["WO"][slot, r, 8 * dn + 2 * (lane % 4) + e] = \
-                            ln.o[(mi * (p.problem.head_dim // 8) + dn) * 4 + 2 * h + e] * vscale
-                if lane % 4 == 0:
-                    args["WM"][slot, r] = ln.row[2 * mi + h]
-                    args["WL"][slot, r] = ln.row[m2 + 2 * mi + h]
+            if T.and_(r < p.rows, lane % 4 == 0):
+                put(ln, T.cuda.warp_id() * p.rows + r, ln.row[2 * mi + h], False)
+    T.cuda.cta_sync()
+    rescale_to_cta_max(p, ln)
+    for w in T.unroll(W):
+        if T.cuda.warp_id() == w:
+            add_warp_state(p, ln, w > 0)
+        T.cuda.cta_sync()
+    tid = T.cuda.thread_idx("x")
+    for i in T.unroll((p.rows * D + p.threads - 1) // p.threads):
+        idx = tid + p.threads * i
+        if idx < p.rows * D:
+            args["WO"][slot, idx // D, idx % D] = smf(ln, p.o_word + idx) * vscale
+    for i in T.unroll((p.rows + p.threads - 1) // p.threads):  # rows may outnumber the threads (one warp)
+        r = tid + p.threads * i
+        if r < p.rows:
+            ln.mx[0] = T.float32(NEG_INF)
+            for w in T.unroll(W):
+                ln.mx[0] = fmax(ln.mx[0], smf(ln, w * p.rows + r))
+            args["WM"][slot, r] = ln.mx[0]
+            args["WL"][slot, r] = smf(ln, p.l_word + r)
+
+
+@T.macro
+def warp_prologue(p, args, ln, first, count):
+    # the pages of the warp's first S + 1 tiles (pg[k]: tile i + k in the loop), its first S - 1 tiles' copies
+    S, W = p.config.stages, p.config.warps
+    for k in T.unroll(S + 1):
+        if k < count:
+            ln.pg[k] = page_of(p, args, ln, first + k * W)
+    for st in T.unroll(S - 1):
+        if st < count:
+            copy_tile(p, args, ln, first + st * W, st, ln.pg[st])
+        T.ptx["cp.async.commit_group"]()
 
 
 @T.macro
 def warp_loop(p, args, ln, first, count):
-    # the warp's tiles first, first + warps, ... (count of them) through its stages-deep ring
+    # the warp's tiles first, first + warps, ... (count of them) through its stages-deep ring; each tile's page
+    # read from the table two iterations before its copy (warp_prologue read the first ones)
     S, W = p.config.stages, p.config.warps
-    for st in T.unroll(S - 1):
-        if st < count:
-            copy_tile(p, args, ln, first + st * W, st)
-        T.ptx["cp.async.commit_group"]()
     for i in range(count):
         T.ptx["cp.async.wait_group"](S - 2)
         T.cuda.warp_sync()
         if i + S - 1 < count:
-            copy_tile(p, args, ln, first + (i + S - 1) * W, (i + S - 1) % S)
+            copy_tile(p, args, ln, first + (i + S - 1) * W, (i + S - 1) % S, ln.pg[S - 1])
         T.ptx["cp.async.commit_group"]()
         scores(p, ln, p.ring_word(T.cuda.warp_id(), i % S, 0))
-        mask_softmax(p, args, ln, first + i * W)
+        mask_softmax(p, ln, first + i * W, ln.pg[0])
+        for k in T.unroll(S):
+            ln.pg[k] = ln.pg[k + 1]
+        if i + 1 + S < count:
+            ln.pg[S] = page_of(p, args, ln, first + (i + 1 + S) * W)
         pv(p, ln, p.ring_word(T.cuda.warp_id(), i % S, 1))
     T.ptx["cp.async.wait_group"](0)
 
@@ -294,28 +409,58 @@ def paged_kernel(p, args):
     row = T.alloc_tensor(ty_args=[T.Tensor((4 * m,), "float32", scope="local", layout="default")])
     kb = T.alloc_tensor(ty_args=[T.Tensor((2,), "uint32", scope="local", layout="default")])
     mx = T.alloc_tensor(ty_args=[T.Tensor((2,), "float32", scope="local", layout="default")])
+    vw = T.alloc_tensor(ty_args=[T.Tensor((4,), "uint32", scope="local", layout="default")])
+    pg = T.alloc_tensor(ty_args=[T.Tensor((p.config.stages + 1,), "int32", scope="local", layout="default")])
     L = T.min(T.max(args["CONTEXT_LENS"][b], 0), p.problem.capacity)
-    ln = Lane(SMW, qf, s, pf, o, row, kb, mx, b, hk, L, score_factor(p, args, hk))
+    ln = Lane(SMW, qf, s, pf, o, row, kb, vw, pg, mx, b, hk, L, score_factor(p, args, hk))
     paged_body(p, args, ln, split, bh)
 
 
 @T.macro
 def paged_body(p, args, ln, split, bh):
+    # the CTA's partition (paged_decode_plan: fixed keys; the grid's last takes the rest; past L: exit at once)
     W = p.config.warps
     tiles = (ln.L + TILE_KEYS - 1) // TILE_KEYS
-    per = (tiles + p.split_kv - 1) // p.split_kv
-    t0 = T.min(split * per, tiles)
-    t1 = T.min(t0 + per, tiles)
-    w = T.cuda.warp_id()
-    count = T.max(t1 - t0 - w + W - 1, 0) // W
-    load_q(p, args, ln)
-    for i in T.unroll(4 * p.m_tiles * (p.problem.head_dim // 8)):
-        ln.o[i] = T.float32(0)
-    for r in T.unroll(2 * p.m_tiles):
-        ln.row[r] = T.float32(NEG_INF)
-        ln.row[2 * p.m_tiles + r] = T.float32(0)
-    warp_loop(p, args, ln, t0 + w, count)
-    write_partial(p, args, ln, (bh * p.split_kv + split) * W + w, value_factor(p, args, ln.hk))
+    t0 = split * p.part_tiles
+    if t0 < tiles:
+        t1 = T.if_then_else(split == p.split_kv - 1, tiles, T.min(t0 + p.part_tiles, tiles))
+        w = T.cuda.warp_id()
+        count = T.max(t1 - t0 - w + W - 1, 0) // W
+        issue_q(p, args, ln)
+        warp_prologue(p, args, ln, t0 + w, count)  # the table and the first tiles in flight while Q lands
+        q_fragments(p, ln)
+        for i in T.unroll(4 * p.m_tiles * (p.problem.head_dim // 8)):
+            ln.o[i] = T.float32(0)
+        for r in T.unroll(2 * p.m_tiles):
+            ln.row[r] = T.float32(NEG_INF)
+            ln.row[2 * p.m_tiles + r] = T.float32(0)
+        warp_loop(p, args, ln, t0 + w, count)
+        write_partial(p, args, ln, bh * p.split_kv + split, value_factor(p, args, ln.hk))
+
+
+@T.macro
+def merge_batch(p, args, acc, w, valid, slot, r, dp):
+    # an online merge of MERGE_BATCH partials at once (their loads in flight together; past valid: max -inf,
+    # the last valid slot's values weighted 0): acc = (max, -, sum, O pair)
+    for j in T.unroll(MERGE_BATCH):
+        at = T.min(slot + j, slot + valid - 1)
+        w[4 * j] = T.if_then_else(j < valid, args["WM"][at, r], T.float32(NEG_INF))
+        w[4 * j + 1] = args["WL"][at, r]
+        w[4 * j + 2] = args["WO"][at, r, 2 * dp]
+        w[4 * j + 3] = args["WO"][at, r, 2 * dp + 1]
+    acc[1] = acc[0]
+    for j in T.unroll(MERGE_BATCH):
+        acc[1] = fmax(acc[1], w[4 * j])
+    f = TIR_OPS.exp2(acc[0] - T.if_then_else(acc[1] == T.float32(NEG_INF), T.float32(0), acc[1]))
+    acc[2] = acc[2] * f
+    acc[3] = acc[3] * f
+    acc[4] = acc[4] * f
+    acc[0] = acc[1]
+    for j in T.unroll(MERGE_BATCH):
+        g = TIR_OPS.exp2(w[4 * j] - T.if_then_else(acc[0] == T.float32(NEG_INF), T.float32(0), acc[0]))
+        acc[2] = acc[2] + g * w[4 * j + 1]
+        acc[3] = acc[3] + g * w[4 * j + 2]
+        acc[4] = acc[4] + g * w[4 * j + 3]
 
 
 @T.macro
@@ -327,20 +472,17 @@ def merge_kernel(p, args):
         dp = item % half
         r = item // half % p.rows
         bh = item // half // p.rows
-        parts = p.split_kv * p.config.warps
+        parts = p.split_kv
+        L = T.min(T.max(args["CONTEXT_LENS"][bh // p.problem.kv_heads], 0), p.problem.capacity)
+        n = T.min((L + p.partition - 1) // p.partition, parts)  # the partitions written (empty ones: never)
         acc = T.alloc_tensor(ty_args=[T.Tensor((5,), "float32", scope="local", layout="default")])
+        w = T.alloc_tensor(ty_args=[T.Tensor((4 * MERGE_BATCH,), "float32", scope="local", layout="default")])
         acc[0] = T.float32(NEG_INF)
-        for k in range(parts):
-            acc[0] = fmax(acc[0], args["WM"][bh * parts + k, r])
-        acc[1] = T.if_then_else(acc[0] == T.float32(NEG_INF), T.float32(0), acc[0])
         acc[2] = T.float32(0)
         acc[3] = T.float32(0)
         acc[4] = T.float32(0)
-        for k in range(parts):
-            f = TIR_OPS.exp2(args["WM"][bh * parts + k, r] - acc[1])
-            acc[2] = acc[2] + f * args["WL"][bh * parts + k, r]
-            acc[3] = acc[3] + f * args["WO"][bh * parts + k, r, 2 * dp]
-            acc[4] = acc[4] + f * args["WO"][bh * parts + k, r, 2 * dp + 1]
+        for k4 in range((n + MERGE_BATCH - 1) // MERGE_BATCH):
+            merge_batch(p, args, acc, w, T.min(n - MERGE_BATCH * k4, MERGE_BATCH), bh * parts + MERGE_BATCH * k4, r, dp)
         merge_store(p, args, acc, bh, r, dp)
 
 
@@ -350,7 +492,7 @@ def merge_store(p, args, acc, bh, r, dp):
     b, hk = bh // p.problem.kv_heads, bh % p.problem.kv_heads
     inv = T.if_then_else(acc[2] > T.float32(0), T.float32(1) / acc[2], T.float32(0))
     packed = T.alloc_tensor(ty_args=[T.Tensor((1,), "uint32", scope="local", layout="default")])
-    T.ptx[p.pack_instr](packed[0], acc[4] * inv, acc[3] * inv)
+    T.ptx[p.out_pack](packed[0], acc[4] * inv, acc[3] * inv)
     T.ptx["st.global.b32"](args["O"].ptr_to([b, r // G, hk * G + r % G, 2 * dp]), packed[0])
     if dp == 0:
         args["LSE"][b, r // G, hk * G + r % G] = T.if_then_else(

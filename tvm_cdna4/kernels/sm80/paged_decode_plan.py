@@ -3,40 +3,79 @@
 The problem, its reference and the clamps of lying device data are ``kernels.attention.paged``'s;
 this module decides how the CUDA kernels (``paged_decode_emit``) compute them.
 
-**Split-KV ("flash-decoding"), two kernels.** ``main``: grid ``batch x kv_heads x splits`` CTAs of
-``warps`` warps. A CTA takes one kv head of one sequence and a contiguous range of its kv tiles (of
-``TILE_KEYS`` = 16 keys, inside one page: ``page_size >= 16``); its warps take the range's tiles round
-robin, each warp an independent online-softmax state over **all** ``rows = group x queries`` query rows
-of the kv head (row ``r``: query ``r // group``, head ``kv_head * group + r % group``), so that one load
-of a K / V tile serves the whole GQA group and every speculative query. Each warp writes its partial
-state (unnormalized O, row max in base-2 units, row sum) to the workspace slot ``((b Hkv + g) splits +
-s) warps + w`` (``WO``, ``WM``, ``WL``). ``merge``: one thread per (slot group, row, 2 dims) combines
-the ``splits x warps`` partials by their maxima (``O = sum_s 2^(m_s - M) O_s / sum_s 2^(m_s - M) l_s``,
-``LSE = (M + log2 l) ln 2``; a row no partial saw: ``O = 0``, ``LSE = -inf``) and writes O and LSE.
+**Split-KV ("flash-decoding") over fixed-size partitions, two kernels.** ``main``: grid ``batch x
+kv_heads x split_kv`` CTAs of ``warps`` warps, ``split_kv = ceil(context / partition)``. CTA ``s`` of a
+(sequence, kv head) takes the keys ``s partition .. (s + 1) partition - 1`` of that sequence, cut to its
+length ``L`` (the last CTA of the grid also takes every key past the grid, so a hint shorter than a
+sequence loses nothing); a CTA whose partition starts at or past ``L`` exits at once (no load, no
+write). Its warps take the partition's kv tiles (of ``TILE_KEYS`` = 16 keys, inside one page:
+``page_size >= 16``) round robin, each warp an independent online-softmax state over **all** ``rows =
+group x queries`` query rows of the kv head (row ``r``: query ``r // group``, head ``kv_head * group +
+r % group``), so that one load of a K / V tile serves the whole GQA group and every speculative query.
+At the end the CTA merges its warps' states in shared memory (by their maxima, as below) and writes one
+partial state (unnormalized O, row max in base-2 units, row sum) to the workspace slot ``(b Hkv + g)
+split_kv + s`` (``WO``, ``WM``, ``WL``). ``merge``: one thread per (sequence x kv head, row, 2 dims)
+combines the partials of the partitions its sequence has (``min(split_kv, ceil(L / partition))``: the
+empty ones never written, never read), ``MERGE_BATCH`` at a time (their loads in flight together, an
+online merge across batches), by their maxima (``O = sum_s 2^(m_s - M) O_s / sum_s 2^(m_s - M)
+l_s``, ``LSE = (M + log2 l) ln 2``; a row no partial saw: ``O = 0``, ``LSE = -inf``) and writes O and LSE.
 
-**Per warp, per tile** (``mma.sync.aligned.m16n8k16``, f32 accumulate, the query dtype's MMA):
+**Why fixed partitions** (not "each sequence's tiles cut into ``splits`` ranges"): the host does not
+know the contexts, and a batch's contexts are uneven. Ranges per sequence make a CTA's work
+proportional to its sequence's length: at batch 64 one split per sequence, and a 32k-key sequence's CTA
+runs ~10x longer than a 3k one's: the last CTAs' tail dominates. Fixed partitions (vLLM's paged
+attention v2, flash-decoding) make every CTA's work at most ``partition`` keys whatever the lengths: the
+grid is many short CTAs, the SMs take them as they free, the tail is one partition's time.
+
+**Per warp, per tile** (``mma.sync.aligned.m16n8k16``, f32 accumulate, of ``mma_type``: the query dtype,
+f16 with fp8 KV):
 * the tile's K and V rows (16 keys x D of one kv head, rows of one page: ``Hkv D`` elements apart in
   the cache) stream into the warp's own ``stages``-deep ring in shared memory by ``cp.async`` 16-byte
   chunks (``.cg``; the warp's 32 lanes copy, ``cp.async.wait_group`` + ``__syncwarp`` hand them over:
-  no CTA barrier in the loop), the 16-byte chunk ``c`` of row ``k`` stored at ``c ^ (k % swizzle)``;
+  no CTA barrier in the loop), the 16-byte chunk ``c`` of row ``k`` stored at ``c ^ (k % swizzle)``; the
+  tiles' pages sit in a register ring (``stages + 1`` of them), each read from the block table two
+  iterations before its copy, so no copy's address waits on the table (page 16: a new page every tile);
+  a CTA starts with Q's copy, its warps' first pages and first ``stages - 1`` tiles all in flight at once;
 * ``S = Q K^T``: A = Q's fragments (registers for the whole kernel, read once from shared memory), B =
   K words read from shared memory; fp8 K: the word ``K[key][4t .. 4t + 3]`` feeds both halves of a
-  k16 step (Q's dims permuted the same way: the sum is unchanged), each fp8 pair widened to the MMA's
-  16-bit type in registers (``e4m3 -> f16`` by moving bits: ``(b & 0x7f) << 7 | (b & 0x80) << 8`` is
-  ``x / 256`` exactly, subnormals included; bf16 Q: through f32), the ``256`` and the per-head scales
-  folded into f32 factors (``K_SCALE 256`` into the score scale, ``V_SCALE 256`` into O at the end);
+  k16 step (Q's dims permuted the same way: the sum is unchanged), each fp8 pair widened to f16 in
+  registers by moving bits (``prmt`` puts the two bytes in the high bytes of the halves, then
+  ``(v & 0x80008000) | (v >> 1 & 0x3F803F80)``: ``(b & 0x7f) << 7 | (b & 0x80) << 8`` per byte, ``x /
+  256`` exactly, subnormals included; 4 instructions a pair, no conversion), so **fp8 KV runs f16 MMAs whatever Q's
+  dtype** (``mma_type``): a bf16 Q is rounded once to f16 after ``Q_PRESCALE`` (``2^-8``, exact: f16 holds
+  bf16's 8 significant bits for ``|q|`` in ``2^-6 .. 2^24``; below, f16's subnormal steps of ``2^-16``
+  in ``q``), and P packs as f16 (finer than bf16 on ``0 .. 1``); ``256``, ``1 / Q_PRESCALE`` and the
+  per-head scales fold into f32 factors (``K_SCALE 256 / Q_PRESCALE`` into the score scale, ``V_SCALE
+  256`` into O at the end). Why: the first H100 run had fp8 at 9-53 % of the read rate, no faster than
+  bf16; its loop was instruction-bound (~1500 PTX instructions per 16-key tile, 128 f16 -> f32
+  conversions per lane for a bf16 MMA, V's bytes picked one load each). Now (nvcc 13, sm_80, ptxas -v:
+  no spills) the loop is 648 SASS instructions per fp8 tile (4 KiB) and 552 per bf16 tile (8 KiB), 32
+  HMMA each (the conditional rescale included): at most ~160 and ~140 issue cycles (4 schedulers) of the
+  ~340 and ~680 an SM has per tile at its share of ~3 TB/s, so both should be memory-bound and a 32-key
+  fp8 tile (halving the per-tile softmax) is not needed (the GPU run is the check);
 * the mask (every tile: key ``j`` of row ``r`` counts iff ``j <= L - q + r // group`` and its page
   index is inside the cache), the online softmax in base 2 (a row with no key yet keeps max ``-inf``
-  and adds nothing), ``O += P V`` with P packed from the score accumulators and V by word loads.
+  and adds nothing; O and the sum are rescaled only where a row's max grew), ``O += P V`` with P
+  packed from the score accumulators and V's B words from word loads, each load serving ``4 / elem
+  bytes`` d-tiles (d-tile ``dn``'s column ``n`` is dim ``o_dim``: the dims permuted, undone where O is
+  stored).
 
 **Lying device data** (``kernels.attention.paged``): ``L`` is clamped to ``0 .. capacity`` in the
 kernel; the CTA reads ``BLOCK_TABLE[b, p]`` only for ``p < ceil(L / page_size)``; a page index outside
 ``0 .. num_pages - 1`` copies nothing (``src-size`` 0 from page 0: zeros) and its keys are masked.
 
-**The split count** (``choose_splits``): the host does not know the contexts (they are on the device;
-reading them would synchronize), so the planner takes ``context`` (a caller's hint of the longest, or
-``capacity``) and picks the fewest splits that give ``CTAS_PER_SM`` CTAs per SM of ``sms`` (the present
-GPU's, ``kernels.devices``) while leaving every warp at least ``MIN_TILES_PER_WARP`` tiles.
+**The partition** (``choose_partition``; a cost model from the device, no host synchronization: the
+grid is sized by ``context``, a caller's hint of the longest context, or ``capacity``): the largest of
+
+* ``fill``: the keys that give ``FILL_CTAS_PER_SM`` CTAs per SM of ``sms`` over ``batch x kv_heads``
+  sequences of ``context`` keys (enough CTAs to fill the GPU at a small batch), cut to ``max_keys``:
+  the keys of ``MAX_PARTITION_BYTES`` of K and V (a short CTA: a small tail at a large batch);
+* ``min_keys``: ``MIN_TILES_PER_WARP`` tiles per warp (the cp.async ring fills), and K and V bytes at
+  least ``AMORTIZE`` x the partial's (written, then read back by the merge: ``2 rows (D + 2) 4``);
+
+rounded up to ``TILE_KEYS x warps`` (every warp the same tiles). ``PagedDecodeConfig.partition``
+forces the keys, ``splits`` a count (``forced_partition``: the hint's tiles over ``splits``, rounded up to
+whole warps' tiles).
 """
 
 from __future__ import annotations
@@ -54,21 +93,26 @@ from .gemm_config import DTYPES, MMA
 TILE_KEYS = 16  # keys per tile: one k16 step of P V, two n8 tiles of S
 CHUNK_BYTES = 16  # cp.async
 MAX_ROWS = 64  # group x queries: 4 m16 tiles of accumulators per warp
-CTAS_PER_SM = 2  # resident CTAs the split count aims for (2 x 4 warps x 3 stages of 8 KiB fit 227 KiB)
-MIN_TILES_PER_WARP = 4  # 64 keys: the pipeline fills and the partial's write is amortized
+FILL_CTAS_PER_SM = 8  # CTAs per SM at the hint: ~2-3 resident (4 warps x 3 stages of 8 KiB), 3-4 waves
+MIN_TILES_PER_WARP = 4  # 64 keys: the pipeline fills
+AMORTIZE = 16  # a partition's K and V bytes over its partial's (written and read back)
+MAX_PARTITION_BYTES = 256 * 1024  # K and V of one kv head per CTA: ~20 us at a resident CTA's HBM share
 PACK = "cvt.rn.{t}x2.f32"
+Q_PRESCALE = 2.0**-8  # a bf16 Q's factor before its f16 rounding, fp8 KV (module docstring)
 COPY = "cp.async.cg.shared.global"
 STORAGE = {**DTYPES, "fp8": "uint8"}  # the kernel's parameter dtypes (fp8 caches as their bytes)
 
 
 @attrs.frozen
 class PagedDecodeConfig:
-    """The kernel's tuning: ``warps`` per CTA, ``stages`` of each warp's cp.async ring, ``splits`` CTAs
-    per (sequence, kv head) (None: ``choose_splits``)."""
+    """The kernel's tuning: ``warps`` per CTA, ``stages`` of each warp's cp.async ring; ``splits``: the
+    partitions of a hint-long sequence, or ``partition``: the keys per CTA (a multiple of ``TILE_KEYS``);
+    neither: ``choose_partition``'s."""
 
     warps: int = 4
     stages: int = 3
     splits: int | None = None
+    partition: int | None = None
 
     def __attrs_post_init__(self):
         for name, low, high in (("warps", 1, 8), ("stages", 2, 8)):
@@ -80,6 +124,15 @@ class PagedDecodeConfig:
                                         or self.splits < 1):
             raise ContractError("paged decode config splits: a positive int or None", operand="splits",
                                 check="parameters", expected=">= 1", found=repr(self.splits))
+        if self.partition is not None and (isinstance(self.partition, bool) or not isinstance(self.partition, int)
+                                           or self.partition < TILE_KEYS or self.partition % TILE_KEYS):
+            raise ContractError("paged decode config partition: keys per CTA, whole tiles", operand="partition",
+                                check="parameters", expected=f"a positive multiple of {TILE_KEYS}",
+                                found=repr(self.partition))
+        if self.splits is not None and self.partition is not None:
+            raise ContractError("paged decode config: splits or partition, not both", operand="partition",
+                                check="parameters", expected="one of them (or neither)",
+                                found=f"splits={self.splits}, partition={self.partition}")
 
 
 @attrs.frozen
@@ -88,11 +141,13 @@ class PagedDecodePlan(PlanRecord, family="paged"):
 
     problem: PagedDecodeProblem
     config: PagedDecodeConfig
-    split_kv: int
-    context: int  # the longest context the split was chosen for
+    split_kv: int  # partitions per (sequence, kv head): ceil(context / partition)
+    partition: int  # keys per CTA (a multiple of TILE_KEYS x warps)
+    context: int  # the longest context the grid was sized for
     sms: int
-    mma_instr: str
-    pack_instr: str
+    mma_instr: str  # of mma_type
+    pack_instr: str  # P: two f32 -> a b32 of mma_type
+    out_pack: str  # O (the merge): two f32 -> a b32 of the query dtype
     params: tuple[Param, ...]  # main's
     merge_params: tuple[Param, ...]
 
@@ -103,6 +158,16 @@ class PagedDecodePlan(PlanRecord, family="paged"):
     @property
     def m_tiles(self) -> int:
         return ceil_div(self.rows, 16)
+
+    @property
+    def mma_type(self) -> str:
+        """The MMAs' 16-bit type: the query dtype, f16 with fp8 KV (module docstring)."""
+        return "f16" if self.problem.kv_dtype == "fp8" else self.problem.q_dtype
+
+    @property
+    def q_factor(self) -> float:
+        """What Q is multiplied by before its MMA type (``Q_PRESCALE`` where a bf16 Q becomes f16)."""
+        return Q_PRESCALE if self.mma_type != self.problem.q_dtype else 1.0
 
     @property
     def elem_bytes(self) -> int:
@@ -137,13 +202,28 @@ class PagedDecodePlan(PlanRecord, family="paged"):
         return self.q_words + ((warp * self.config.stages + stage) * 2 + which) * self.tile_words
 
     @property
+    def part_tiles(self) -> int:
+        return self.partition // TILE_KEYS
+
+    @property
+    def o_word(self) -> int:
+        """The CTA's merge in shared memory (after the loop, over Q and the rings): the warps' row maxima
+        (``warps x rows`` f32 from word 0), then O (``rows x D`` f32), then the row sums (``rows``)."""
+        return self.config.warps * self.rows
+
+    @property
+    def l_word(self) -> int:
+        return self.o_word + self.rows * self.problem.head_dim
+
+    @property
     def smem_bytes(self) -> int:
-        return 4 * (self.q_words + self.config.warps * self.config.stages * 2 * self.tile_words)
+        ring = self.q_words + self.config.warps * self.config.stages * 2 * self.tile_words
+        return 4 * max(ring, self.l_word + self.rows)
 
     @property
     def slots(self) -> int:
-        """Workspace partials: one per (sequence, kv head, split, warp)."""
-        return self.problem.batch * self.problem.kv_heads * self.split_kv * self.config.warps
+        """Workspace partials: one per (sequence, kv head, partition)."""
+        return self.problem.batch * self.problem.kv_heads * self.split_kv
 
     @property
     def ctas(self) -> int:
@@ -166,13 +246,21 @@ class PagedDecodePlan(PlanRecord, family="paged"):
         return 4 * self.slots * self.rows * (self.problem.head_dim + 2)
 
 
-def choose_splits(problem: PagedDecodeProblem, context: int, sms: int, warps: int) -> int:
-    """The split count (module docstring): enough CTAs for ``CTAS_PER_SM`` per SM, no more than leaves
-    each warp ``MIN_TILES_PER_WARP`` tiles of a ``context``-key sequence, at least 1."""
-    heads = problem.batch * problem.kv_heads
-    wanted = ceil_div(CTAS_PER_SM * sms, heads)
-    affordable = max(1, ceil_div(max(context, 1), TILE_KEYS) // (warps * MIN_TILES_PER_WARP))
-    return max(1, min(wanted, affordable))
+def choose_partition(problem: PagedDecodeProblem, context: int, sms: int, warps: int) -> int:
+    """The keys per CTA (module docstring): enough CTAs to fill ``sms`` SMs at ``context`` keys, at most
+    ``MAX_PARTITION_BYTES`` of K and V, at least what amortizes the partial and fills the ring."""
+    step = TILE_KEYS * warps
+    key_bytes = 2 * problem.head_dim * (1 if problem.kv_dtype == "fp8" else 2)  # K and V of one kv head
+    partial_bytes = 2 * problem.group * problem.queries * (problem.head_dim + 2) * 4
+    min_keys = max(MIN_TILES_PER_WARP * step, ceil_div(AMORTIZE * partial_bytes, key_bytes))
+    parts = ceil_div(FILL_CTAS_PER_SM * sms, problem.batch * problem.kv_heads)
+    fill = min(ceil_div(max(context, 1), parts), MAX_PARTITION_BYTES // key_bytes)
+    return ceil_div(max(fill, min_keys), step) * step
+
+
+def forced_partition(context: int, splits: int, warps: int) -> int:
+    """The partition of ``splits`` forced partitions of a ``context``-key sequence (whole tiles, every warp alike)."""
+    return ceil_div(ceil_div(ceil_div(max(context, 1), TILE_KEYS), splits), warps) * warps * TILE_KEYS
 
 
 def check_context(problem: PagedDecodeProblem, context) -> int:
@@ -186,7 +274,7 @@ def check_context(problem: PagedDecodeProblem, context) -> int:
 
 def plan_paged_decode(problem: PagedDecodeProblem, config: PagedDecodeConfig | None = None, context: int | None = None,
                       sms: int | None = None) -> PagedDecodePlan:
-    """The plan of ``problem`` (``config`` None: the default, its splits by ``choose_splits`` for
+    """The plan of ``problem`` (``config`` None: the default, its partition by ``choose_partition`` for
     ``context``, default the capacity, on ``sms`` SMs, default ``kernels.devices.planned("sm80")``)."""
     config = config or PagedDecodeConfig()
     if problem.group * problem.queries > MAX_ROWS:
@@ -194,19 +282,22 @@ def plan_paged_decode(problem: PagedDecodeProblem, config: PagedDecodeConfig | N
                             check="shape", expected=f"at most {MAX_ROWS}", found=problem.group * problem.queries)
     context = check_context(problem, context)
     sms = sms or planned("sm80").units
-    splits = config.splits or choose_splits(problem, context, sms, config.warps)
+    partition = config.partition or (forced_partition(context, config.splits, config.warps) if config.splits
+                                     else choose_partition(problem, context, sms, config.warps))
+    splits = ceil_div(context, partition)
     shapes, dtypes = problem.shapes(), problem.dtypes()
     storage = {name: STORAGE.get(d, {"i32": "int32", "f32": "float32"}.get(d)) for name, d in dtypes.items()}
     names = ("Q", "K_CACHE", "V_CACHE", "BLOCK_TABLE", "CONTEXT_LENS") + (("K_SCALE", "V_SCALE") if problem.scaled
                                                                            else ())
     rows = problem.group * problem.queries
-    slots = problem.batch * problem.kv_heads * splits * config.warps
+    slots = problem.batch * problem.kv_heads * splits
     work = (Param("WO", (slots, rows, problem.head_dim), "float32"), Param("WM", (slots, rows), "float32"),
             Param("WL", (slots, rows), "float32"))
     params = tuple(Param(n, shapes[n], storage[n]) for n in names) + work
-    merge = work + (Param("O", shapes["O"], storage["O"]), Param("LSE", shapes["LSE"], "float32"))
-    plan = PagedDecodePlan(problem, config, splits, context, sms, MMA.format(t=problem.q_dtype),
-                           PACK.format(t=problem.q_dtype), params, merge)
+    merge = (params[4],) + work + (Param("O", shapes["O"], storage["O"]), Param("LSE", shapes["LSE"], "float32"))
+    mma_type = "f16" if problem.kv_dtype == "fp8" else problem.q_dtype
+    plan = PagedDecodePlan(problem, config, splits, partition, context, sms, MMA.format(t=mma_type),
+                           PACK.format(t=mma_type), PACK.format(t=problem.q_dtype), params, merge)
     if plan.smem_bytes > planned("sm80").smem_per_unit:
         raise ContractError("sm80 paged decode: the warps' rings exceed the shared memory", operand="stages",
                             check="shape", expected=f"at most {planned('sm80').smem_per_unit} bytes",
@@ -214,5 +305,6 @@ def plan_paged_decode(problem: PagedDecodeProblem, config: PagedDecodeConfig | N
     return plan
 
 
-__all__ = ["CTAS_PER_SM", "MAX_ROWS", "MIN_TILES_PER_WARP", "TILE_KEYS", "PagedDecodeConfig", "PagedDecodePlan",
-           "choose_splits", "plan_paged_decode"]
+__all__ = ["AMORTIZE", "FILL_CTAS_PER_SM", "MAX_PARTITION_BYTES", "MAX_ROWS", "MIN_TILES_PER_WARP", "Q_PRESCALE",
+           "TILE_KEYS",
+           "PagedDecodeConfig", "PagedDecodePlan", "choose_partition", "forced_partition", "plan_paged_decode"]

@@ -25,7 +25,7 @@ def choose(problem: PagedDecodeProblem, **options) -> PagedDecodeConfig:
     import attrs
 
     p = plan(problem, None, **options)
-    return attrs.evolve(p.config, splits=p.split_kv)
+    return attrs.evolve(p.config, partition=p.partition)
 
 
 def emit(p: PagedDecodePlan):
@@ -94,7 +94,7 @@ def summary(p: PagedDecodePlan) -> dict:
 
     return {"target": "sm80", "kernel": "paged decode", "problem": attrs.asdict(p.problem),
             "config": attrs.asdict(p.config), "split_kv": p.split_kv, "context": p.context, "sms": p.sms,
-            "ctas": p.ctas, "threads": p.threads, "smem_bytes": p.smem_bytes, "merge_ctas": p.merge_ctas,
+            "partition": p.partition, "ctas": p.ctas, "threads": p.threads, "smem_bytes": p.smem_bytes, "merge_ctas": p.merge_ctas,
             "workspace_bytes": p.workspace_bytes()}
 
 
