@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
-pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs an NVIDIA GPU")
+pytestmark = pytest.mark.cuda  # the project plugin (tvm_cdna4.testing): skipped without an NVIDIA GPU
 
 from tvm_cdna4.kernels import attention  # noqa: E402
 from tvm_cdna4.kernels.attention import paged  # noqa: E402
