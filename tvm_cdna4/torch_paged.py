@@ -116,7 +116,7 @@ HOOKS: dict = {}
 
 
 def _kernels(q, problem):
-    """The cached (main, merge) of the problem on q's device."""
+    """The cached (main, merge, plan, workspace) of the problem on q's device (the workspace: see below)."""
     from .runtime.cuda import load_build
     from .kernels.sm80.paged_target import build, plan
 
@@ -125,7 +125,11 @@ def _kernels(q, problem):
     if key not in _KERNELS:
         with torch.cuda.device(q.device):
             main, merge = build(problem, arch=arch)
-        _KERNELS[key] = (load_build(main, "paged_"), load_build(merge, "paged_merge_"), plan(problem))
+        p = plan(problem)
+        # the partials' workspace, allocated once per (problem, device) and reused by every call, as the GEMM's
+        # split-K workspace is (runtime.cuda.Kernel.extra): calls of one problem on one stream run in order
+        work = tuple(torch.empty(w.shape, dtype=torch.float32, device=q.device) for w in p.params if w.name[0] == "W")
+        _KERNELS[key] = (load_build(main, "paged_"), load_build(merge, "paged_merge_"), p, work)
     return _KERNELS[key]
 
 
@@ -134,9 +138,8 @@ def _outputs(q):
 
 
 def _run(q, k_cache, v_cache, block_table, context_lens, k_scale, v_scale, kernels):
-    main, merge, p = kernels
+    main, merge, _, work = kernels
     o, lse = _outputs(q)
-    work = [torch.empty(w.shape, dtype=torch.float32, device=q.device) for w in p.params if w.name[0] == "W"]
     kv = (k_cache.view(torch.uint8), v_cache.view(torch.uint8)) if k_cache.dtype == FP8 else (k_cache, v_cache)
     scales = (k_scale, v_scale) if k_scale is not None else ()
     with torch.cuda.device(q.device):
