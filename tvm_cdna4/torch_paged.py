@@ -128,9 +128,13 @@ def _kernels(q, problem):
         p = plan(problem)
         # the partials' workspace, allocated once per (problem, device) and reused by every call, as the GEMM's
         # split-K workspace is (runtime.cuda.Kernel.extra): calls of one problem on one stream run in order
-        work = tuple(torch.empty(w.shape, dtype=torch.float32, device=q.device) for w in p.params if w.name[0] == "W")
-        _KERNELS[key] = (load_build(main, "paged_"), load_build(merge, "paged_merge_"), p, work)
+        _KERNELS[key] = (load_build(main, "paged_"), load_build(merge, "paged_merge_"), p, workspace(p, q.device))
     return _KERNELS[key]
+
+
+def workspace(p, device) -> tuple:
+    """The partials' workspace tensors of plan ``p`` (its ``W*`` parameters, f32) on ``device``."""
+    return tuple(torch.empty(w.shape, dtype=torch.float32, device=device) for w in p.params if w.name[0] == "W")
 
 
 def _outputs(q):

@@ -71,7 +71,7 @@ def test_forced_partitions_and_a_short_hint_match_the_reference(partition, hint)
     from tvm_cdna4.kernels.sm80.paged_decode_plan import PagedDecodeConfig
     from tvm_cdna4.kernels.sm80.paged_target import build, plan
     from tvm_cdna4.runtime.cuda import load_build
-    from tvm_cdna4.torch_paged import _run
+    from tvm_cdna4.torch_paged import _run, workspace
 
     contexts = [1, 77, 300, 5000]
     problem = PagedDecodeProblem(4, 32, 8, 128, 2, 16, 313, 400)
@@ -85,6 +85,7 @@ def test_forced_partitions_and_a_short_hint_match_the_reference(partition, hint)
     q = torch.from_numpy(arrays["Q"].astype(np.float32)).cuda().bfloat16()
     k, v = (torch.from_numpy(arrays[n].astype(np.float32)).cuda().bfloat16() for n in ("K_CACHE", "V_CACHE"))
     table, lens = (torch.from_numpy(arrays[n]).cuda() for n in ("BLOCK_TABLE", "CONTEXT_LENS"))
-    o, lse = _run(q, k, v, table, lens, None, None, (load_build(main, "paged_"), load_build(merge, "paged_merge_"), p))
+    kernels = (load_build(main, "paged_"), load_build(merge, "paged_merge_"), p, workspace(p, q.device))
+    o, lse = _run(q, k, v, table, lens, None, None, kernels)
     o_ratio, lse_ratio = paged.compare(problem, arrays, o.float().cpu().numpy(), lse.cpu().numpy())
     assert o_ratio <= 1 and lse_ratio <= 1, (o_ratio, lse_ratio)
