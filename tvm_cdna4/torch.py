@@ -71,6 +71,8 @@ return_lse=False)`` is paged decode attention (``tvm_cdna4.torch_paged``, whose 
 
 from __future__ import annotations
 
+import contextlib
+
 try:
     import torch
 except ImportError as err:  # the runtime extra, not a hard dependency of the package
@@ -314,7 +316,8 @@ def _launch(a, b, out, layout, bias, activation, residual, row_scale, col_scale)
     inputs = dict(bias=bias, residual=residual, row_scale=row_scale, col_scale=col_scale)
     fusion = _fusion(activation, inputs)
     _check_alignment(a=a, b=b, out=out, **inputs)
-    _kernel(a, N, K, odt, layout, fusion, M).launch(a, b, out, *(inputs[name] for name in fusion.inputs()))
+    with on_device(a.device):  # the loaded kernels launch on the current CUDA device
+        _kernel(a, N, K, odt, layout, fusion, M).launch(a, b, out, *(inputs[name] for name in fusion.inputs()))
 
 
 # ------------------------------------------------------------------------------------ eager calls
@@ -382,8 +385,8 @@ def _prepare(key, kernel, shape: tuple, odt, device, fusion: Fusion, leading: in
     """Store the launch of a GEMM call that passed its checks: ``launch(a, b, out, more)`` with ``more``
     the ``leading`` tensors before the epilogue keywords (a grouped GEMM's offsets) then those in
     ``FUSED_KEYWORDS`` order; it runs the bucket's loaded ``kernel`` (``runtime.cuda.Kernel``: its
-    workspace converted once) on torch's current stream and returns the output, or None (nothing run)
-    where ``_ready`` refuses a tensor."""
+    workspace converted once) on torch's current stream, with the tensors' device current (``on_device``), and
+    returns the output, or None (nothing run) where ``_ready`` refuses a tensor."""
     fn, extra = kernel.fn, kernel.extra()
     picks = (*range(leading), *(leading + FUSED_KEYWORDS.index(n) for n in fusion.inputs()))
 
@@ -395,11 +398,25 @@ def _prepare(key, kernel, shape: tuple, odt, device, fusion: Fusion, leading: in
         if out is None:
             out = torch.empty(shape, dtype=odt, device=device)
             args = (a, b, out, *args[2:])
-        fn(*args, *extra)
+        with on_device(device):
+            fn(*args, *extra)
         if given_out:  # what the custom op's mutates_args does: autograd sees out was written
             torch.autograd.graph.increment_version(out)
         return out
     _store(key, launch)
+
+
+_SAME_DEVICE = contextlib.nullcontext()
+
+
+def on_device(device):
+    """A context that makes ``device`` the current CUDA device for a launch (the loaded kernels launch on the
+    current one): nothing where it already is (the common case, one ``current_device`` read), else
+    ``torch.cuda.device(device)``."""
+    index = device.index
+    if index is None or index == torch.cuda.current_device():
+        return _SAME_DEVICE
+    return torch.cuda.device(device)
 
 
 def _prepare_attention(key, kernel, shape: tuple, dtype, device) -> None:
@@ -412,7 +429,7 @@ def _prepare_attention(key, kernel, shape: tuple, dtype, device) -> None:
             return None
         o, lse = torch.empty(shape, dtype=dtype, device=device), torch.empty(shape[:3], dtype=torch.float32,
                                                                             device=device)
-        with torch.cuda.device(device):
+        with on_device(device):
             fn(q, k, v, o, lse, *extra)
         return o, lse
     _store(key, launch)
@@ -527,8 +544,9 @@ def _grouped_launch(x, w, offsets, out, layout, bias, activation, residual, row_
     inputs = dict(bias=bias, residual=residual, row_scale=row_scale, col_scale=col_scale)
     fusion = _fusion(activation, inputs)
     _check_alignment("grouped_gemm", x=x, w=w, offsets=offsets, out=out, **inputs)
-    _grouped_kernel(x, G, N, K, odt, layout, fusion).launch(x, w, out, offsets,
-                                                            *(inputs[name] for name in fusion.inputs()))
+    with on_device(x.device):
+        _grouped_kernel(x, G, N, K, odt, layout, fusion).launch(x, w, out, offsets,
+                                                                *(inputs[name] for name in fusion.inputs()))
 
 
 def _grouped_shape(x, w, layout):
@@ -714,7 +732,8 @@ def run_attention(problem, arrays):
 from . import torch_paged as _paged  # noqa: E402  (handed the dispatch helpers above)
 from .torch_paged import check_paged_arguments, paged_attention, run_paged_attention  # noqa: E402
 
-_paged.HOOKS.update(_key=_key, _prepared=_prepared, _store=_store, _ready=_ready, _arch=_arch, ALIGNMENT=ALIGNMENT)
+_paged.HOOKS.update(_key=_key, _prepared=_prepared, _store=_store, _ready=_ready, _arch=_arch, ALIGNMENT=ALIGNMENT,
+                   on_device=on_device)
 
 __all__ = ["ALIGNMENT", "CUDA_TARGET", "LAYOUTS", "TARGET_ENV", "attention", "check_paged_arguments", "paged_attention",
            "run_paged_attention", "choose_target", "cuda_target", "attention_dtype", "check_arguments", "check_attention_arguments",

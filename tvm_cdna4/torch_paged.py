@@ -146,7 +146,7 @@ def _run(q, k_cache, v_cache, block_table, context_lens, k_scale, v_scale, kerne
     o, lse = _outputs(q)
     kv = (k_cache.view(torch.uint8), v_cache.view(torch.uint8)) if k_cache.dtype == FP8 else (k_cache, v_cache)
     scales = (k_scale, v_scale) if k_scale is not None else ()
-    with torch.cuda.device(q.device):
+    with HOOKS["on_device"](q.device):
         main(q, *kv, block_table, context_lens, *scales, *work)
         merge(context_lens, *work, o, lse)
     return o, lse

@@ -137,3 +137,17 @@ def test_past_the_limit_the_oldest_prepared_launch_goes(calls, monkeypatch):
     assert len(calls.checks) == 6
     tt.gemm(torch.zeros(1, 64, **BF), b)  # the oldest went: checked again
     assert len(calls.checks) == 8
+
+
+def test_a_launch_makes_the_tensors_device_current_only_where_it_is_not(monkeypatch):
+    """The loaded kernels launch on the current CUDA device: ``on_device`` switches to the tensors' device where
+    another is current (a second GPU), and costs one read where it already is."""
+    import torch
+
+    import tvm_cdna4.torch as tt
+
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    assert tt.on_device(torch.device("cuda", 0)) is tt._SAME_DEVICE
+    assert tt.on_device(torch.device("cpu")) is tt._SAME_DEVICE
+    other = tt.on_device(torch.device("cuda", 1))
+    assert isinstance(other, torch.cuda.device) and other.idx == 1
