@@ -265,6 +265,25 @@ def test_the_sweep_times_the_models_first_configs_and_the_baselines():
         cfg for _, cfg in plans)
 
 
+def test_the_benchmarks_write_their_results_through_one_helper(tmp_path, capsys):
+    """torch_gemm.write_results: NAME.json (meta, rows) and NAME.md (the table, also printed), the one writer of
+    the dense, fp8 and grouped benchmarks."""
+    import sys
+
+    from paths import TESTS
+
+    sys.path.insert(0, str(TESTS))
+    from benchmark_modules import benchmark_module
+
+    write = benchmark_module("torch_gemm").write_results
+    assert all(benchmark_module(name).write_results is write
+               for name in ("torch_fp8_gemm", "grouped_sm90_sweep", "torch_grouped_sm90"))
+    write(str(tmp_path), "bench", {"device": "H100"}, [{"M": 1, "ok": True}], ["| M |", "|---|", "| 1 |"])
+    assert json.loads((tmp_path / "bench.json").read_text()) == {"meta": {"device": "H100"}, "rows": [{"M": 1, "ok": True}]}
+    assert (tmp_path / "bench.md").read_text() == "| M |\n|---|\n| 1 |\n"
+    assert capsys.readouterr().out == "| M |\n|---|\n| 1 |\n"
+
+
 @pytest.mark.cuda(arch="sm_90a")
 @pytest.mark.parametrize("config", [Sm90Config(128, 256, 3, 2, epilogue="tma"),
                                     Sm90Config(128, 256, 4, 2, epilogue="tma", epilogue_tile=64),
