@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures as cf
-import json
 import math
 import multiprocessing as mp
 import os
@@ -36,6 +35,7 @@ for path in (ROOT, HERE):
     if path not in sys.path:
         sys.path.append(path)  # after PYTHONPATH: a package given there is the one measured
 
+from torch_gemm import write_results  # noqa: E402
 from torch_grouped_sm90 import MODELS, PREFILL, itertools_accumulate, projections, sizes  # noqa: E402
 
 CONFIG_FIELDS = ("block_m", "block_n", "stages", "consumers", "group_m", "epilogue", "epilogue_tile")
@@ -186,12 +186,7 @@ def run(args) -> int:
     rows = [r for case, plans in shapes for r in time_shape(torch, case, plans, args)]
     meta = dict(device=torch.cuda.get_device_name(0), torch=torch.__version__, date=time.strftime("%Y-%m-%d"),
                 zipf=args.zipf, seed=args.seed, calls=args.calls, reps=args.reps, seconds=time.time() - t0)
-    with open(os.path.join(args.out, "grouped_sm90_sweep.json"), "w") as f:
-        json.dump(dict(meta=meta, rows=rows), f, indent=1)
-    lines = table(rows)
-    with open(os.path.join(args.out, "grouped_sm90_sweep.md"), "w") as f:
-        f.write("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    write_results(args.out, "grouped_sm90_sweep", meta, rows, table(rows))
     return 0 if all(r["ok"] for r in rows) else 1
 
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures as cf
-import json
 import math
 import multiprocessing as mp
 import os
@@ -34,7 +33,7 @@ for path in (ROOT, HERE):
     if path not in sys.path:
         sys.path.append(path)  # after PYTHONPATH: a package given there is the one measured
 
-from torch_gemm import DENSE_BF16_FLOPS, _graph_seconds, by_m, read_rate  # noqa: E402
+from torch_gemm import DENSE_BF16_FLOPS, _graph_seconds, by_m, read_rate, write_results  # noqa: E402
 
 LLAMA3_8B = (("qkv", 6144, 4096), ("o", 4096, 4096), ("gate_up", 28672, 4096), ("down", 4096, 14336))
 """(name, N, K) of Llama-3-8B's projections (Hugging Face config.json: hidden 4096, 32 heads, 8 kv heads of
@@ -153,12 +152,7 @@ def main(argv=None) -> int:
     meta = dict(device=name, arch=arch, target=target, read_rate=rate, torch=torch.__version__,
                 date=time.strftime("%Y-%m-%d"), calls=args.calls, reps=args.reps,
                 seconds=time.time() - t0)
-    with open(os.path.join(args.out, "torch_fp8_gemm.json"), "w") as f:
-        json.dump(dict(meta=meta, rows=rows), f, indent=1)
-    lines = table(rows)
-    with open(os.path.join(args.out, "torch_fp8_gemm.md"), "w") as f:
-        f.write("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    write_results(args.out, "torch_fp8_gemm", meta, rows, table(rows))
     return 0 if all(r["ours_ok"] and r["torch_ok"] for r in rows) else 1
 
 

@@ -197,6 +197,16 @@ def table(rows) -> list[str]:
     return out + ["", *by_m(rows, "speedup_graph", "ours/cuBLAS (graph)", eager="speedup_eager")]
 
 
+def write_results(out: str, name: str, meta: dict, rows: list, lines: list[str]) -> None:
+    """A benchmark's results into the folder ``out``: ``name.json`` (``meta`` and ``rows``) and ``name.md`` (the
+    markdown table ``lines``), the table also printed."""
+    with open(os.path.join(out, f"{name}.json"), "w") as f:
+        json.dump(dict(meta=meta, rows=rows), f, indent=1)
+    with open(os.path.join(out, f"{name}.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
 def geomean(values) -> float:
     values = list(values)
     return math.prod(values) ** (1 / len(values))
@@ -253,12 +263,7 @@ def main(argv=None) -> int:
                   f"({r['speedup_graph']:.2f}x), ok={r['ours_ok']}", flush=True)
     meta = dict(device=name, arch=arch, target=target, read_rate=rate, torch=torch.__version__, date=time.strftime("%Y-%m-%d"),
                 calls=args.calls, reps=args.reps, seconds=time.time() - t0)
-    with open(os.path.join(args.out, f"torch_gemm{tag}.json"), "w") as f:
-        json.dump(dict(meta=meta, rows=rows), f, indent=1)
-    lines = table(rows)
-    with open(os.path.join(args.out, f"torch_gemm{tag}.md"), "w") as f:
-        f.write("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    write_results(args.out, f"torch_gemm{tag}", meta, rows, table(rows))
     return 0 if all(r["ours_ok"] and r["torch_ok"] for r in rows) else 1
 
 

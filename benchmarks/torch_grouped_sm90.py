@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures as cf
-import json
 import math
 import multiprocessing as mp
 import os
@@ -43,6 +42,8 @@ ROOT = os.path.dirname(HERE)
 for path in (ROOT, HERE):
     if path not in sys.path:
         sys.path.append(path)  # after PYTHONPATH: a package given there is the one measured
+
+from torch_gemm import write_results  # noqa: E402
 
 MODELS = {
     # name: experts, top-k, hidden, expert intermediate (Hugging Face config.json of each)
@@ -232,12 +233,7 @@ def main(argv=None) -> int:
               f"{r['torch_graph_us']:.1f} us ({r['speedup']:.2f}x), ok={r['ours_ok']}", flush=True)
     meta = dict(device=name, arch=arch, target=target, torch=torch.__version__, date=time.strftime("%Y-%m-%d"),
                 zipf=args.zipf, seed=args.seed, calls=args.calls, reps=args.reps, seconds=time.time() - t0)
-    with open(os.path.join(args.out, "torch_grouped_sm90.json"), "w") as f:
-        json.dump(dict(meta=meta, rows=out_rows), f, indent=1)
-    lines = table(out_rows, args.sm80)
-    with open(os.path.join(args.out, "torch_grouped_sm90.md"), "w") as f:
-        f.write("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    write_results(args.out, "torch_grouped_sm90", meta, out_rows, table(out_rows, args.sm80))
     return 0 if all(r["ours_ok"] and r["torch_ok"] for r in out_rows) else 1
 
 

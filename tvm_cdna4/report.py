@@ -129,24 +129,34 @@ def main_loop(asm: str) -> list[str]:
     """Instruction lines of the loop block with the most MFMAs (label ... branch back to label; a
     span that ends the program, ``s_endpgm``, is a block laid out after the exit that branches
     back, not a loop)."""
+    return _loop(asm, first=True)
+
+
+def _loop(asm: str, first: bool) -> list[str]:
+    """The instruction lines from the loop label with the most MFMAs to its ``first`` (else last) branch
+    back: ``main_loop`` and ``whole_loop``; a span reaching ``s_endpgm`` is not a loop."""
     lines = asm.splitlines()
+    back: dict[str, list[int]] = {}  # label -> the lines branching to it
+    for j, line in enumerate(lines):
+        m = re.match(r"^\s+s_c?branch\w*\s+(\.LBB\d+_\d+)\s*$", line)
+        if m:
+            back.setdefault(m.group(1), []).append(j)
     best: list[str] = []
     for i, line in enumerate(lines):
         m = re.match(r"^(\.LBB\d+_\d+):", line)
-        if not m:
+        ends = [j for j in back.get(m.group(1), ()) if j > i] if m else []
+        if not ends:
             continue
-        label = m.group(1)
-        for j in range(i + 1, len(lines)):
-            if re.match(r"^\s+s_cbranch_\w+\s+" + re.escape(label) + r"\s*$", lines[j]) or re.match(
-                    r"^\s+s_branch\s+" + re.escape(label) + r"\s*$", lines[j]):
-                body = [ln for ln in lines[i + 1 : j + 1] if re.match(r"^\s+[a-z]", ln)]
-                if any(ln.split()[0] == "s_endpgm" for ln in body):
-                    break
-                if sum(ln.split()[0].startswith("v_mfma") for ln in body) > sum(
-                        ln.split()[0].startswith("v_mfma") for ln in best):
-                    best = body
-                break
+        body = [ln for ln in lines[i + 1 : ends[0 if first else -1] + 1] if re.match(r"^\s+[a-z]", ln)]
+        if any(ln.split()[0] == "s_endpgm" for ln in body):
+            continue
+        if _mfmas(body) > _mfmas(best):
+            best = body
     return best
+
+
+def _mfmas(lines: list[str]) -> int:
+    return sum(ln.split()[0].startswith("v_mfma") for ln in lines)
 
 
 def instruction_kind(line: str) -> str:
@@ -610,22 +620,7 @@ def whole_loop(asm: str) -> list[str]:
     """Instruction lines from the loop label with the most MFMAs to the *last* branch back to it:
     ``main_loop``'s block with the blocks LLVM laid out after it that also return to its label (a
     conditional part of the body, such as the paged decode kernel's next-tile loads)."""
-    lines = asm.splitlines()
-    best: list[str] = []
-    for i, line in enumerate(lines):
-        m = re.match(r"^(\.LBB\d+_\d+):", line)
-        if not m:
-            continue
-        back = [j for j in range(i + 1, len(lines))
-                if re.match(r"^\s+s_c?branch\w*\s+" + re.escape(m.group(1)) + r"\s*$", lines[j])]
-        if not back:
-            continue
-        body = [ln for ln in lines[i + 1 : back[-1] + 1] if re.match(r"^\s+[a-z]", ln)]
-        if any(ln.split()[0] == "s_endpgm" for ln in body):
-            continue
-        if sum(ln.split()[0].startswith("v_mfma") for ln in body) > sum(ln.split()[0].startswith("v_mfma") for ln in best):
-            best = body
-    return best
+    return _loop(asm, first=False)
 
 
 @attrs.frozen

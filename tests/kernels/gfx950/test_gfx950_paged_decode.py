@@ -98,3 +98,19 @@ def test_the_cli_emits_the_gfx950_config_and_refuses_bench(capsys):
     assert (config["target"], config["split_kv"], config["mfma"]) == ("gfx950", 16, "mfma_f32_16x16x32_bf16")
     assert main(base + ["--bench"]) == 2
     assert "--bench needs a gfx950 GPU" in capsys.readouterr().err
+
+
+def test_the_loop_scans_take_the_first_or_the_last_branch_back():
+    """report.main_loop ends a loop at its first branch back, whole_loop at its last (the blocks laid out
+    after it, a conditional part of the body); the span with the most MFMAs wins; one reaching s_endpgm is
+    not a loop."""
+    from tvm_cdna4.report import main_loop, whole_loop
+
+    asm = "\n".join([
+        ".LBB0_1:", "\tv_mfma_f32_16x16x32_bf16 v[0:3], v[4:7], v[8:11], v[0:3]", "\ts_cbranch_scc1 .LBB0_1",
+        "\tbuffer_load_dwordx4 v[12:15], v16, s[0:3], 0 offen", "\ts_branch .LBB0_1",
+        ".LBB0_2:", "\tv_mfma_f32_16x16x32_bf16 v[0:3], v[4:7], v[8:11], v[0:3]",
+        "\tv_mfma_f32_16x16x32_bf16 v[0:3], v[4:7], v[8:11], v[0:3]", "\ts_endpgm", "\ts_branch .LBB0_2"])
+    assert [ln.split()[0] for ln in main_loop(asm)] == ["v_mfma_f32_16x16x32_bf16", "s_cbranch_scc1"]
+    assert [ln.split()[0] for ln in whole_loop(asm)] == ["v_mfma_f32_16x16x32_bf16", "s_cbranch_scc1",
+                                                         "buffer_load_dwordx4", "s_branch"]

@@ -61,22 +61,30 @@ def test_the_emulator_validates_the_grouped_tma_epilogue(config, sizes):
 def test_bad_offsets_never_write_outside_c_with_tma_stores(offsets, rows):
     """The TMA stores take only a warpgroup's rows wholly inside its group and below T: bad offsets still keep
     every access inside A, B and C (the emulator's bounds check), the rows of groups with rows right."""
+    c, want = _bad_offsets_run(offsets, rows, 64, 80, "bf16", Sm90Config(64, 64, 2, 1, epilogue="tma"), 4)
+    assert np.array_equal(c, want, equal_nan=True)
+
+
+def _bad_offsets_run(offsets, rows, N, T, out, config, seed):
+    """Three groups (K = 64) of a ``T x N`` C (``out``: bf16 or f32, NaN before the run) in the emulator with
+    ``offsets``: C as float32 and what it should hold, the rows ``rows[g] = (lo, hi)`` of A times group g's
+    weights rounded to ``out``, NaN elsewhere."""
     import ml_dtypes
 
     from tvm_cdna4.emulator import emulate
 
-    G, N, K, T = 3, 64, 64, 80
-    grp = gemm.build(GemmProblem(None, N, K, "bf16", "nt", "bf16", groups=G), "sm90",
-                     Sm90Config(64, 64, 2, 1, epilogue="tma"))
-    rng = np.random.default_rng(4)
+    G, K = 3, 64
+    dtype = ml_dtypes.bfloat16 if out == "bf16" else np.float32
+    grp = gemm.build(GemmProblem(None, N, K, "bf16", "nt", out, groups=G), "sm90", config)
+    rng = np.random.default_rng(seed)
     a = (rng.integers(-4, 5, (T, K)) / 8).astype(ml_dtypes.bfloat16)
     b = (rng.integers(-4, 5, (G, N, K)) / 8).astype(ml_dtypes.bfloat16)
-    c = np.full((T, N), np.nan, ml_dtypes.bfloat16)
+    c = np.full((T, N), np.nan, dtype)
     emulate(grp.primfunc(T), a, b, c, np.asarray(offsets, np.int32), target="sm90")
     want = np.full((T, N), np.nan, np.float32)
     for g, (lo, hi) in rows.items():
         want[lo:hi] = a[lo:hi].astype(np.float64) @ b[g].astype(np.float64).T
-    assert np.array_equal(c.astype(np.float32), want.astype(ml_dtypes.bfloat16).astype(np.float32), equal_nan=True)
+    return c.astype(np.float32), want.astype(dtype).astype(np.float32)
 
 
 @pytest.mark.parametrize("offsets, rows", [
@@ -87,20 +95,7 @@ def test_bad_offsets_never_write_outside_c_with_tma_stores(offsets, rows):
 def test_bad_offsets_never_write_outside_c(offsets, rows):
     """The emulator checks every global access against its array: a kernel given bad offsets stays inside
     A, B and C; the rows of the groups that still hold rows are right, every other row is left unwritten."""
-    import ml_dtypes
-
-    from tvm_cdna4.emulator import emulate
-
-    G, N, K, T = 3, 24, 64, 40
-    grp = gemm.build(GemmProblem(None, N, K, "bf16", "nt", "f32", groups=G), "sm90", Sm90Config(64, 64, 2, 1))
-    rng = np.random.default_rng(3)
-    a = (rng.integers(-4, 5, (T, K)) / 8).astype(ml_dtypes.bfloat16)
-    b = (rng.integers(-4, 5, (G, N, K)) / 8).astype(ml_dtypes.bfloat16)
-    c = np.full((T, N), np.nan, np.float32)
-    emulate(grp.primfunc(T), a, b, c, np.asarray(offsets, np.int32), target="sm90")
-    want = np.full((T, N), np.nan, np.float32)
-    for g, (lo, hi) in rows.items():
-        want[lo:hi] = a[lo:hi].astype(np.float64) @ b[g].astype(np.float64).T
+    c, want = _bad_offsets_run(offsets, rows, 24, 40, "f32", Sm90Config(64, 64, 2, 1), 3)
     assert np.array_equal(c, want, equal_nan=True)
 
 
@@ -268,6 +263,25 @@ def test_the_sweep_times_the_models_first_configs_and_the_baselines():
     assert why["model #1 group_m x2"].group_m == 2 * ranked[0].group_m
     assert gemm.plan(GemmProblem(None, 1536, 2048, "bf16", "nt", "bf16", groups=128), "sm90", m=65536).config in (
         cfg for _, cfg in plans)
+
+
+def test_the_benchmarks_write_their_results_through_one_helper(tmp_path, capsys):
+    """torch_gemm.write_results: NAME.json (meta, rows) and NAME.md (the table, also printed), the one writer of
+    the dense, fp8 and grouped benchmarks."""
+    import sys
+
+    from paths import TESTS
+
+    sys.path.insert(0, str(TESTS))
+    from benchmark_modules import benchmark_module
+
+    write = benchmark_module("torch_gemm").write_results
+    assert all(benchmark_module(name).write_results is write
+               for name in ("torch_fp8_gemm", "grouped_sm90_sweep", "torch_grouped_sm90"))
+    write(str(tmp_path), "bench", {"device": "H100"}, [{"M": 1, "ok": True}], ["| M |", "|---|", "| 1 |"])
+    assert json.loads((tmp_path / "bench.json").read_text()) == {"meta": {"device": "H100"}, "rows": [{"M": 1, "ok": True}]}
+    assert (tmp_path / "bench.md").read_text() == "| M |\n|---|\n| 1 |\n"
+    assert capsys.readouterr().out == "| M |\n|---|\n| 1 |\n"
 
 
 @pytest.mark.cuda(arch="sm_90a")

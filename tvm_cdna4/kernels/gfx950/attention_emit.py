@@ -42,8 +42,8 @@ from ...tirx_private import transpile_once
 from ..attention.problem import LN2
 from .attention_plan import (WAVE_ROWS, AttentionPlan, kv_full_tiles_for, kv_tiles_for, v_lds_key,
                              v_lds_row)
-from .emit import (decode, epilogue_value, fragment_reader, fused_ops, kernel_function, mfma_step,
-                          unit_scaled_step)
+from .emit import (AttentionRegs, decode, epilogue_value, fragment_reader, fused_ops, kernel_function, mfma_step,
+                   unit_scaled_step)
 from .gemm_config import DTYPES, FORMAT_CODES
 from .pipeline import lds_stage, period_wait
 
@@ -248,34 +248,16 @@ def _softmax(plan: AttentionPlan, masked: bool, deferred: bool):
 
 
 @attrs.frozen(eq=False)
-class KvState:
-    """What every kv-loop step of a thread works on (``_kv_step``): the LDS tiles, the (batch, kv
-    head)'s K and V views, the staging registers, the register tensors of K, V^T, P^T, S^T, O^T and
-    the running max and sum, their MFMA operand views, the lane's query row, lane and thread, and
-    the score factor into base 2."""
+class KvState(AttentionRegs):
+    """What every kv-loop step of a thread works on (``_kv_step``): the registers and views of
+    ``emit.AttentionRegs``, the LDS K tile, the (batch, kv head)'s K and V views, the staging registers and
+    the lane's query row."""
 
     SK: object
-    SV: object
     Kh: object
     Vh: object
     rkv: object
-    rk: object
-    rv: object
-    rp: object
-    rs: object
-    ro: object
-    m: object
-    l: object
-    Qf: object
-    Kf: object
-    Vf: object
-    Pf: object
-    Sd: object
-    Od: object
     q: object
-    lane: object
-    tx: object
-    scale: object  # the factor from a raw score to base 2 (``_scales``)
 
 
 def _pv(plan: AttentionPlan):
@@ -406,7 +388,8 @@ def _tile(plan: AttentionPlan):
         Qf, Kf = view(rq, (1, KS, op.n, op.k), lq), view(rk, (RKV, KS, op.m, op.k), lk)
         Vf, Pf = view(rv, (RD, PS, op.m, op.k), lv), view(rp, (1, PS, op.n, op.k), lp)
         Sd, Od = view(rs, (RKV, 1, op.m, op.n), ls, "float32"), view(ro, (RD, 1, op.m, op.n), lo, "float32")
-        s = KvState(SK, SV, Kh, Vh, rkv, rk, rv, rp, rs, ro, m, l, Qf, Kf, Vf, Pf, Sd, Od, q, lane, tx, score(args))
+        s = KvState(SK, Kh, Vh, rkv, q, rk=rk, rv=rv, rp=rp, rs=rs, ro=ro, m=m, l=l, Qf=Qf, Kf=Kf, Vf=Vf, Pf=Pf,
+                    Sd=Sd, Od=Od, SV=SV, lane=lane, tx=tx, scale=score(args))
         for kk in T.unroll(KS):  # the lane's Q row, head-dim elements k kk + E (lane // 32) ..., zeros past Sq
             for c in T.unroll(E // QV):
                 rq[T.ramp(kk * E + c * QV, 1, QV)] = T.rocm.buffer_load(

@@ -137,6 +137,31 @@ class WaveState:
     tx: object  # thread index in the workgroup
 
 
+@attrs.frozen(eq=False, kw_only=True)
+class AttentionRegs:
+    """What every kv step of an attention wave works on (the dense kernel's ``KvState``, the paged decode's
+    ``Wave`` add their own): the register tensors of K, V^T, P^T, S^T and O^T, the running max and sum, their
+    MFMA operand views, the LDS V tile, the lane and thread, and the factor from a raw score to base 2."""
+
+    rk: object
+    rv: object
+    rp: object
+    rs: object
+    ro: object
+    m: object
+    l: object
+    Qf: object
+    Kf: object
+    Vf: object
+    Pf: object
+    Sd: object
+    Od: object
+    SV: object
+    lane: object
+    tx: object
+    scale: object
+
+
 def staging_sets(load_ahead: int, first: Staging, second: Staging) -> tuple[Staging, Staging]:
     """The staging register sets of even and odd tiles: one set when loads are one tile ahead."""
     return (first, second) if load_ahead == 2 else (first, first)

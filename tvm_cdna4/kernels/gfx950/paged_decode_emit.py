@@ -31,7 +31,7 @@ from ...patterns.wave import BUFFER_OOB
 from ...tirx_private import transpile_once
 from ..attention.problem import LN2
 from .attention_plan import p_convert
-from .emit import epilogue_value, fragment_reader, fused_ops, kernel_function, mfma_step
+from .emit import AttentionRegs, epilogue_value, fragment_reader, fused_ops, kernel_function, mfma_step
 from .paged_decode_plan import MFMA_ROWS, THREADS, PagedDecodePlan, head_dim_of, v_lds_row
 from .pipeline import lds_stage
 
@@ -39,9 +39,10 @@ NEG_INF = -math.inf
 
 
 @attrs.frozen(eq=False)
-class Wave:
-    """What every step of the wave works on: the arguments, the unit's indices and context, the
-    lane's ids, the register tensors and their MFMA views, the LDS V tile, the score factor."""
+class Wave(AttentionRegs):
+    """What every step of the wave works on: the registers and views of ``emit.AttentionRegs``, the
+    arguments, the unit's indices and context, the block-table entries, the raw staging registers (the
+    score factor: fp8 times K_SCALE)."""
 
     args: object
     b: object
@@ -50,28 +51,11 @@ class Wave:
     unit: object
     split: object
     L: object  # the clamped context
-    lane: object
-    tx: object
     pg: object  # block-table entries of the tile being loaded (-1: absent)
     pgc: object  # ... of the tile being computed
     kraw: object
     vraw: object
-    rk: object
     rkw: object  # rk as 32-bit words
-    rs: object
-    rp: object
-    rv: object
-    ro: object
-    m: object
-    l: object
-    Qf: object
-    Kf: object
-    Vf: object
-    Pf: object
-    Sd: object
-    Od: object
-    SV: object
-    scale: object  # raw score -> base 2 (fp8: times K_SCALE)
 
 
 def _dequant(word, high: bool):
@@ -400,8 +384,8 @@ def _body(plan: PagedDecodePlan):
         Qf, Kf = _view(rq, (RN, KS, op.n, op.k), lq, st), _view(rk, (RKV, KS, op.m, op.k), lk, st)
         Vf, Pf = _view(rv, (RD, PS, op.m, op.k), lv, st), _view(rp, (RN, PS, op.n, op.k), lp, st)
         Sd, Od = _view(rs, (RKV, RN, op.m, op.n), ls, "float32"), _view(ro, (RD, RN, op.m, op.n), lo, "float32")
-        s = Wave(args, b, kvh, r0, unit, bid % S, L, lane, tx, pg, pgc, kraw, vraw, rk, rkw, rs, rp, rv, ro, m, l,
-                 Qf, Kf, Vf, Pf, Sd, Od, SV, scale)
+        s = Wave(args, b, kvh, r0, unit, bid % S, L, pg, pgc, kraw, vraw, rkw, rk=rk, rv=rv, rp=rp, rs=rs, ro=ro,
+                 m=m, l=l, Qf=Qf, Kf=Kf, Vf=Vf, Pf=Pf, Sd=Sd, Od=Od, SV=SV, lane=lane, tx=tx, scale=scale)
         for ni in T.unroll(RN):  # the lane's row (lane % 16) of each row tile, zeros past the rows
             for kk in T.unroll(KS):
                 rq[T.ramp((ni * KS + kk) * 8, 1, 8)] = T.rocm.buffer_load(

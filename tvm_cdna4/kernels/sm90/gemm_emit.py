@@ -98,6 +98,14 @@ def tma_load(p: Sm90Plan, SMH, offset: int, tensor_map, k0, row0, mbar):
 
 @T.macro
 def kernel(p, args, maps):
+    cta(p, args, maps, producer, consumer)
+
+
+@T.macro
+def cta(p, args, maps, producer_role, consumer_role):
+    # the CTA of the dense and the grouped kernels: shared memory, the mbarriers, one producer warpgroup
+    # (``producer_role(p, SMH, MB, args, maps, pid)``: its one thread issues the TMA loads) and the consumer
+    # warpgroups (``consumer_role(p, SMH, MB, args, maps, pid, wg, t)``)
     c = p.config
     T.device_entry(launch=T.cuda.LaunchConfig(grid=p.ctas, block=c.threads, dynamic_smem_bytes=p.smem_bytes),
                    kernel_attrs=T.cuda.KernelAttributes(min_blocks_per_sm=1))
@@ -117,14 +125,14 @@ def kernel(p, args, maps):
     if tid < WARPGROUP:
         T.ptx["setmaxnreg.dec.sync.aligned.u32"](PRODUCER_REGS)
         if tid == 0:
-            producer(p, SMH, MB, maps, pid)
+            producer_role(p, SMH, MB, args, maps, pid)
     else:
         T.ptx["setmaxnreg.inc.sync.aligned.u32"](CONSUMER_REGS)
-        consumer(p, SMH, MB, args, maps, pid, tid // WARPGROUP - 1, tid % WARPGROUP)
+        consumer_role(p, SMH, MB, args, maps, pid, tid // WARPGROUP - 1, tid % WARPGROUP)
 
 
 @T.macro
-def producer(p, SMH, MB, maps, pid):
+def producer(p, SMH, MB, args, maps, pid):
     if I.constexpr(p.hybrid):
         for i in range(p.waves):  # the full waves' whole tiles, then the CTA's split units
             producer_unit(p, SMH, MB, maps, (0, pid + i * p.grid_cap), i * p.k_tiles, p.k_tiles)
