@@ -28,7 +28,9 @@ timed; ``enable_gqa``, else the KV expanded to every head where that fits ``EXPA
 padded cache, so its % is of its own bytes; its output is checked against ours on the longest sequence (the one
 the padding does not change; ``runtime.cuda.tolerance("bf16")``, relative Frobenius). A peer's failure (a backend
 this torch lacks, a shape it refuses, an exception of any kind) is said in its cell (``peer_safely``) and never
-drops our row. ``--partitions 256,512,...`` also times ours at those forced keys per CTA (``forced_runs``): the
+drops our row. ``--merge last-cta,kernel`` also times ours with each merge forced (one launch or two, at the
+model's partition; the row's ``merge`` is the model's choice). ``--partitions 256,512,...`` also times ours at
+those forced keys per CTA (``forced_runs``): the
 check of the partition cost model's choice in the same run.
 
 Bars (issue 37, ``bars``; judged in the memory-bound region ``batch >= 8`` and mean context ``>= 2k``, the
@@ -129,19 +131,20 @@ def calls_for(kv_bytes: int, copies: int, calls: int) -> int:
 
 def _prebuild(job) -> str:
     """Worker: build the two kernels ``tvm_cdna4.torch.paged_attention`` runs for ``problem`` (build cache) and
-    compile their device code (device-code cache), so that the timing process only loads; ``partition``: those of
-    that forced partition (``--partitions``) instead."""
-    problem, arch, *partition = job
+    compile their device code (device-code cache), so that the timing process only loads; ``forced``: those of
+    that ``PagedDecodeConfig``'s fields (``--partitions``, ``--merge``) instead."""
+    problem, arch, *forced = job
     from tvm_cdna4.kernels.sm80.paged_decode_plan import PagedDecodeConfig
     from tvm_cdna4.kernels.sm80.paged_target import build
     from tvm_cdna4.runtime.cuda import precompile
 
     name = f"B={problem.batch} {problem.heads}/{problem.kv_heads} {problem.kv_dtype} q{problem.queries}"
-    config = PagedDecodeConfig(partition=partition[0]) if partition else None
+    config = PagedDecodeConfig(**forced[0]) if forced else None
     try:
         main, merge = build(problem, config, arch=arch)
         precompile(main)
-        precompile(merge)
+        if merge is not None:  # the last-CTA merge: one kernel
+            precompile(merge)
     except Exception as err:  # the row fails when measured; the other builds go on
         return f"{name}: build failed: {str(err).splitlines()[0][:200]}"
     return ""
@@ -345,28 +348,41 @@ def itertools_accumulate(values):
         yield total
 
 
+def forced_configs(problem, args) -> dict:
+    """``{label: PagedDecodeConfig fields}`` of the forced runs: each ``--partitions`` keys per CTA, each ``--merge``
+    (at the model's partition)."""
+    from tvm_cdna4.kernels.sm80.paged_target import plan
+
+    out = {partition: {"partition": partition} for partition in args.partitions}
+    for merge in args.merges:
+        out[f"merge {merge}"] = {"partition": plan(problem).partition, "merge": merge}
+    return out
+
+
 def forced_runs(torch, graph_seconds, problem, arch, inputs, n: int, args) -> dict:
-    """Ours at each ``--partitions`` keys per CTA (``PagedDecodeConfig.partition``; the torch op's launch with
-    those kernels): ``{partition: us}`` or ``{partition: error}``, to check the cost model's choice."""
+    """Ours at each forced config (``forced_configs``: ``--partitions`` keys per CTA, ``--merge`` places; the torch
+    op's launch with those kernels): ``{label: us}`` or ``{label: error}``, to check the cost model's choices."""
     from tvm_cdna4.kernels.sm80.paged_decode_plan import PagedDecodeConfig
     from tvm_cdna4.kernels.sm80.paged_target import build, plan
     from tvm_cdna4.runtime.cuda import load_build
-    from tvm_cdna4.torch_paged import _run
+    from tvm_cdna4.torch_paged import _run, workspace
 
     out = {}
-    for partition in args.partitions:
+    for label, fields in forced_configs(problem, args).items():
         try:
-            config = PagedDecodeConfig(partition=partition)
+            config = PagedDecodeConfig(**fields)
             main, merge = build(problem, config, arch=arch)
-            kernels = (load_build(main, "paged_"), load_build(merge, "paged_merge_"), plan(problem, config))
+            p = plan(problem, config)
+            kernels = (load_build(main, "paged_"), merge and load_build(merge, "paged_merge_"), p,
+                       workspace(p, inputs["q"].device))
             copies = len(inputs["caches"])
 
             def call(i, kernels=kernels):
                 (k, v), (ks, vs) = inputs["caches"][i], inputs["scales"][i]
                 return _run(inputs["q"], k, v, inputs["table"], inputs["lens"], ks, vs, kernels)
-            out[partition] = graph_seconds(torch, [(lambda i=i % copies: call(i)) for i in range(n)], args.reps) * 1e6
+            out[label] = graph_seconds(torch, [(lambda i=i % copies: call(i)) for i in range(n)], args.reps) * 1e6
         except Exception as err:  # noqa: BLE001 (said in the row)
-            out[partition] = f"{type(err).__name__}: {str(err).splitlines()[0][:160]}"
+            out[label] = f"{type(err).__name__}: {str(err).splitlines()[0][:160]}"
     return out
 
 
@@ -381,6 +397,7 @@ def measure(torch, ours, graph_seconds, spec: dict, args, rate: float, l2: int) 
     inputs = _inputs(torch, problem, contexts, copies, args.seed + spec["batch"] + spec["mean"])
     row = dict(spec, contexts=contexts, context_mean=sum(contexts) / len(contexts), context_min=min(contexts),
                context_max=max(contexts), split_kv=plan(problem).split_kv, partition=plan(problem).partition,
+               merge=plan(problem).merge,
                copies=copies, kv_bytes=kv_bytes,
                bytes=problem.bytes_moved(contexts))
 
@@ -398,7 +415,7 @@ def measure(torch, ours, graph_seconds, spec: dict, args, rate: float, l2: int) 
     row["calls"] = n
     row["us"] = graph_seconds(torch, [(lambda i=i % copies: call(i)) for i in range(n)], args.reps) * 1e6
     row["pct_rate"] = 100 * row["bytes"] / (row["us"] * 1e-6) / rate
-    if args.partitions:
+    if args.partitions or args.merges:
         row["forced"] = forced_runs(torch, graph_seconds, problem, args.arch, inputs, n, args)
     if spec["queries"] == 1 and spec["set"] in ("bf16", "fp8") and args.peers:
         row["flashinfer"] = peer_safely(flashinfer_peer, torch, graph_seconds, problem, contexts, inputs, o, args)
@@ -514,6 +531,8 @@ def parse(argv=None):
     ap.add_argument("--calls", type=int, default=10, help="calls per graph (at least the rotation's copies)")
     ap.add_argument("--reps", type=int, default=10, help="graph replays (the median)")
     ap.add_argument("--partitions", default="", help="also time ours at these keys per CTA (e.g. 256,512,1024)")
+    ap.add_argument("--merge", default="", help="also time ours with the partials merged in these places "
+                    "(last-cta,kernel: PagedDecodeConfig.merge, at the model's partition)")
     ap.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) - 2))
     ap.add_argument("--out", default=".")
     args = ap.parse_args(argv)
@@ -522,6 +541,7 @@ def parse(argv=None):
     args.gqa = [tuple(int(x) for x in v.split("/")) for v in args.gqa.split(",")]
     args.sets = args.sets.split(",")
     args.partitions = [int(v) for v in args.partitions.split(",") if v]
+    args.merges = [v for v in args.merge.split(",") if v]
     unknown = [s for s in args.sets if s not in SETS]
     if unknown:
         ap.error(f"--sets: unknown {unknown}; expected of {tuple(SETS)}")
@@ -540,7 +560,8 @@ def main(argv=None) -> int:
     t0 = time.time()
     args.arch = arch
     problems = [problem_of(s, draw_contexts(s["batch"], s["mean"], args.seed)) for s in specs]
-    jobs = [(pr, arch) for pr in problems] + [(pr, arch, part) for pr in problems for part in args.partitions]
+    jobs = [(pr, arch) for pr in problems] + [(pr, arch, fields) for pr in problems
+                                              for fields in forced_configs(pr, args).values()]
     with cf.ProcessPoolExecutor(max_workers=args.jobs, mp_context=mp.get_context("spawn")) as pool:
         for line in pool.map(_prebuild, jobs):
             if line:
@@ -565,7 +586,8 @@ def main(argv=None) -> int:
         with open(partial, "a") as f:
             f.write(json.dumps(r) + "\n")
         print(f"{r['set']} B={r['batch']} {r['heads']}/{r['kv_heads']} mean {r['mean']}: {r['us']:.1f} us, "
-              f"{r['pct_rate']:.0f} % of the read rate, partition {r['partition']} x {r['split_kv']}, ok={r['ok']}"
+              f"{r['pct_rate']:.0f} % of the read rate, partition {r['partition']} x {r['split_kv']}, "
+              f"merge {r['merge']}, ok={r['ok']}"
               + "".join(f", {k}: {v:.1f} us" if isinstance(v, float) else f", {k}: {v}"
                         for k, v in r.get("forced", {}).items()), flush=True)
     results = bars(rows)

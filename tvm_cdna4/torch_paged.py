@@ -10,7 +10,8 @@ max_pages]; ``context_lens`` int32 [B] (each sequence's keys, its Q new tokens i
 ``j <= L - Q + i``; lying lengths and page indices follow ``kernels.attention.paged``'s clamps (never
 an access outside the buffers).
 
-Two launches (partials, merge) on torch's current stream, the workspace from torch's allocator; the
+Two launches (partials, merge), or one where the plan merges in each sequence's last CTA
+(``kernels.sm80.paged_decode_plan``, its ``merge``), on torch's current stream, the workspace from torch's allocator; the
 contexts and the table are read on the device only: no host synchronization, so the call is
 CUDA-graph capturable. The grid of fixed-size partitions is planned for ``max_pages x page_size`` keys (the
 host does not know the contexts; the CTAs past a sequence's length exit at once). It is the custom op
@@ -128,13 +129,19 @@ def _kernels(q, problem):
         p = plan(problem)
         # the partials' workspace, allocated once per (problem, device) and reused by every call, as the GEMM's
         # split-K workspace is (runtime.cuda.Kernel.extra): calls of one problem on one stream run in order
-        _KERNELS[key] = (load_build(main, "paged_"), load_build(merge, "paged_merge_"), p, workspace(p, q.device))
+        _KERNELS[key] = (load_build(main, "paged_"), merge and load_build(merge, "paged_merge_"), p,
+                         workspace(p, q.device))
     return _KERNELS[key]
 
 
 def workspace(p, device) -> tuple:
-    """The partials' workspace tensors of plan ``p`` (its ``W*`` parameters, f32) on ``device``."""
-    return tuple(torch.empty(w.shape, dtype=torch.float32, device=device) for w in p.params if w.name[0] == "W")
+    """The workspace tensors of plan ``p`` on ``device``: its partials (the ``W*`` parameters, f32, never read
+    before written) and, with the last-CTA merge, its ``TICKETS`` (uint32, zeroed here once: every call leaves
+    them zeroed, CUDA-graph replays included)."""
+    work = tuple(torch.empty(w.shape, dtype=torch.float32, device=device) for w in p.params if w.name[0] == "W")
+    tickets = tuple(torch.zeros(w.shape, dtype=torch.int32, device=device).view(torch.uint32) for w in p.params
+                    if w.name == "TICKETS")
+    return work + tickets
 
 
 def _outputs(q):
@@ -146,9 +153,18 @@ def _run(q, k_cache, v_cache, block_table, context_lens, k_scale, v_scale, kerne
     o, lse = _outputs(q)
     kv = (k_cache.view(torch.uint8), v_cache.view(torch.uint8)) if k_cache.dtype == FP8 else (k_cache, v_cache)
     scales = (k_scale, v_scale) if k_scale is not None else ()
+<<<<<<< HEAD
     with HOOKS["on_device"](q.device):
         main(q, *kv, block_table, context_lens, *scales, *work)
         merge(context_lens, *work, o, lse)
+=======
+    with torch.cuda.device(q.device):
+        if merge is None:  # the last-CTA merge: main writes O and LSE (its parameters end TICKETS, O, LSE)
+            main(q, *kv, block_table, context_lens, *scales, *work, o, lse)
+        else:
+            main(q, *kv, block_table, context_lens, *scales, *work)
+            merge(context_lens, *work, o, lse)
+>>>>>>> h-pagedsmall
     return o, lse
 
 

@@ -63,8 +63,9 @@ def test_a_misaligned_q_is_refused_not_launched():
     assert torch.isfinite(o.float()).all()
 
 
+@pytest.mark.parametrize("merge", ["kernel", "last-cta"])
 @pytest.mark.parametrize("partition, hint", [(64, None), (4096, None), (256, 1000)])
-def test_forced_partitions_and_a_short_hint_match_the_reference(partition, hint):
+def test_forced_partitions_and_a_short_hint_match_the_reference(partition, hint, merge):
     """Fixed partitions of 64 keys (many per sequence, most CTAs of the short sequences empty), of 4096 (one per
     sequence but the longest), and a grid sized for 1000 keys whose last CTA takes the rest of the 5000-key one."""
     import tvm_cdna4.torch as ours
@@ -75,17 +76,20 @@ def test_forced_partitions_and_a_short_hint_match_the_reference(partition, hint)
 
     contexts = [1, 77, 300, 5000]
     problem = PagedDecodeProblem(4, 32, 8, 128, 2, 16, 313, 400)
-    config = PagedDecodeConfig(partition=partition)
+    config = PagedDecodeConfig(partition=partition, merge=merge)
     arch = ours.cuda_target(torch.device("cuda", 0))[0]
     options = {} if hint is None else {"context": hint}
-    main, merge = build(problem, config, arch=arch, **options)
+    main, merge_kernel = build(problem, config, arch=arch, **options)
     p = plan(problem, config, **options)
     assert p.partition == partition and p.split_kv == -(-(hint or 313 * 16) // partition)
     arrays = paged.random_inputs(problem, seed=5, contexts=contexts)
     q = torch.from_numpy(arrays["Q"].astype(np.float32)).cuda().bfloat16()
     k, v = (torch.from_numpy(arrays[n].astype(np.float32)).cuda().bfloat16() for n in ("K_CACHE", "V_CACHE"))
     table, lens = (torch.from_numpy(arrays[n]).cuda() for n in ("BLOCK_TABLE", "CONTEXT_LENS"))
-    kernels = (load_build(main, "paged_"), load_build(merge, "paged_merge_"), p, workspace(p, q.device))
-    o, lse = _run(q, k, v, table, lens, None, None, kernels)
-    o_ratio, lse_ratio = paged.compare(problem, arrays, o.float().cpu().numpy(), lse.cpu().numpy())
-    assert o_ratio <= 1 and lse_ratio <= 1, (o_ratio, lse_ratio)
+    kernels = (load_build(main, "paged_"), merge_kernel and load_build(merge_kernel, "paged_merge_"), p, workspace(p, q.device))
+    for _ in range(2):  # the second call through the same tickets (the last CTAs zeroed them)
+        o, lse = _run(q, k, v, table, lens, None, None, kernels)
+        o_ratio, lse_ratio = paged.compare(problem, arrays, o.float().cpu().numpy(), lse.cpu().numpy())
+        assert o_ratio <= 1 and lse_ratio <= 1, (o_ratio, lse_ratio)
+    tickets = [w for w in kernels[3] if w.dtype == torch.uint32]
+    assert all(int(t.view(torch.int32).abs().sum()) == 0 for t in tickets) and len(tickets) == (p.merge == "last-cta")

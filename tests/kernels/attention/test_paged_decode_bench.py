@@ -167,3 +167,14 @@ def test_the_peer_line_compares_with_the_best_sdpa_backend_in_the_region():
     line = bench.peer_lines(rows)
     assert "1.20x" in line[0] and "1 shapes" in line[0] and "PASS" in line[0]
     assert "FlashInfer" in line[1] and "published" in line[1]
+
+
+def test_merge_forces_each_place_at_the_models_partition():
+    from tvm_cdna4.kernels.sm80.paged_target import plan
+
+    args = bench.parse(["--merge", "last-cta,kernel", "--partitions", "256", "--sets", "bf16", "--batches", "8"])
+    problem = paged.PagedDecodeProblem(8, 32, 8, 128, 1, 16, 295, 4096)
+    forced = bench.forced_configs(problem, args)
+    assert forced == {256: {"partition": 256},
+                      "merge last-cta": {"partition": plan(problem).partition, "merge": "last-cta"},
+                      "merge kernel": {"partition": plan(problem).partition, "merge": "kernel"}}

@@ -32,7 +32,7 @@ def test_small_pages_and_each_dtype(q_dtype, kv_dtype):
 
 def test_lying_device_data_stays_in_bounds_and_follows_the_clamps():
     problem = PagedDecodeProblem(3, 4, 2, 64, 2, 16, 4, 12)
-    p = plan_paged_decode(problem, PagedDecodeConfig(warps=2, stages=2, splits=2))
+    p = plan_paged_decode(problem, PagedDecodeConfig(warps=2, stages=2, splits=2, merge="kernel"))
     arrays = paged.random_inputs(problem, seed=3, contexts=[5, 40, 40])
     arrays["CONTEXT_LENS"][:] = [-3, 1000, 40]  # negative; past the capacity (64)
     arrays["BLOCK_TABLE"][2, 1] = 99  # outside the 12 pages
@@ -64,7 +64,7 @@ def test_empty_partitions_exit_and_a_short_hint_loses_no_key():
     # the grid sized for 64 keys (partition 32): sequence 0's partitions past its 5 keys write nothing (their
     # slots stay NaN) and the merge never reads them; sequence 1's 100 keys go to the grid's last CTA
     problem = PagedDecodeProblem(2, 4, 2, 64, 1, 16, 7, 14)
-    p = plan_paged_decode(problem, PagedDecodeConfig(warps=2, stages=2, splits=2), context=64)
+    p = plan_paged_decode(problem, PagedDecodeConfig(warps=2, stages=2, splits=2, merge="kernel"), context=64)
     assert (p.partition, p.split_kv) == (32, 2)
     arrays = paged.random_inputs(problem, seed=4, contexts=[5, 100])
     from tvm_cdna4.emulator import emulate
@@ -130,3 +130,67 @@ def test_a_forced_partition_and_its_refusals():
         assert info.value.operand == "partition"
     with pytest.raises(ContractError, match="splits or partition"):
         PagedDecodeConfig(splits=2, partition=64)
+
+
+def _emulate_main(p, arrays, out):
+    from tvm_cdna4.emulator import emulate
+
+    main, merge = paged_target.emit(p)
+    assert merge is None and p.merge_params == () and p.merge_ctas == 0
+    emulate(main, *(out[q.name] for q in p.params), target="sm80")
+
+
+def test_the_last_cta_merges_in_one_launch_and_leaves_the_tickets_zeroed_over_two_calls():
+    # 32-key partitions: 160 keys (5 partials, tickets 0..4, the 5th merges: batches of 4 and 1), 5 keys (one partial: no ticket),
+    # 0 keys (no partial: partition 0 writes O = 0, LSE = -inf); two calls through one workspace
+    problem = PagedDecodeProblem(3, 4, 2, 64, 1, 16, 19, 24)
+    p = plan_paged_decode(problem, PagedDecodeConfig(partition=32, warps=2, stages=2, merge="last-cta"))
+    assert p.merge == "last-cta" and p.params[-3].name == "TICKETS" and p.params[-3].shape == (6,)
+    out = {**paged.output_arrays(problem), **paged_target.workspace(p)}
+    assert (out["TICKETS"] == 0).all() and out["TICKETS"].dtype == np.uint32
+    for seed in (9, 10):
+        arrays = paged.random_inputs(problem, seed=seed, contexts=[160, 5, 0])
+        out.update(arrays)
+        out["O"][:] = np.nan
+        _emulate_main(p, arrays, out)
+        assert (out["TICKETS"] == 0).all()  # the last CTA reset every counter it drew on
+        assert np.isnan(out["WM"][2 * 10 + 1]).all() and np.isnan(out["WM"][2 * 2 * 10]).all()  # empty: unwritten
+        assert np.all(np.asarray(out["O"][2], np.float64) == 0) and np.all(out["LSE"][2] == -np.inf)
+        o_ratio, lse_ratio = paged.compare(problem, arrays, out["O"], out["LSE"])
+        assert o_ratio <= 1 and lse_ratio <= 1, (seed, o_ratio, lse_ratio)
+
+
+def test_the_last_cta_merge_keeps_the_lying_data_clamps():
+    problem = PagedDecodeProblem(3, 8, 2, 64, 4, 16, 4, 12)  # 16 rows x 32 dim pairs: 2 passes of 2 warps
+    p = plan_paged_decode(problem, PagedDecodeConfig(warps=2, stages=2, splits=2, merge="last-cta"))
+    assert p.merge_passes == 2
+    arrays = paged.random_inputs(problem, seed=3, contexts=[5, 40, 40])
+    arrays["CONTEXT_LENS"][:] = [-3, 1000, 40]
+    arrays["BLOCK_TABLE"][2, 1] = 99
+    arrays["BLOCK_TABLE"][1, 0] = -7
+    (o, lse), where = paged_target.execute(p, arrays)
+    assert where.startswith("the CUDA emulator")
+    assert np.all(np.asarray(o[0], np.float64) == 0) and np.all(lse[0] == -np.inf)
+    assert max(paged.compare(problem, arrays, o, lse)) <= 1
+
+
+def test_the_merge_model_takes_one_launch_at_small_batch_and_two_at_large():
+    from tvm_cdna4.kernels.sm80.paged_decode_plan import choose_merge, merge_seconds
+
+    small = PagedDecodeProblem(8, 32, 8, 128, 1, 16, 295, 4096)
+    p = plan_paged_decode(small, context=4712, sms=132)
+    assert (p.split_kv, p.merge) == (15, "last-cta")
+    cost = merge_seconds(small, 15, 4, 132)
+    assert cost["last-cta"] == pytest.approx(3.6e-6) and cost["kernel"] == pytest.approx(5.8e-6)
+    big = PagedDecodeProblem(64, 32, 8, 128, 1, 16, 2048, 4096)
+    assert plan_paged_decode(big, context=32768, sms=132).merge == "kernel"
+    assert merge_seconds(big, 64, 4, 132)["last-cta"] == pytest.approx(36.2e-6)
+    q4 = PagedDecodeProblem(8, 64, 8, 128, 4, 16, 295, 4096)  # 32 rows: 4 passes in the last CTA
+    assert choose_merge(q4, 5, 4, 132) == "kernel"
+    assert choose_merge(big, 1, 4, 132) == "last-cta" and merge_seconds(big, 1, 4, 132)["last-cta"] == 0
+    forced = plan_paged_decode(big, PagedDecodeConfig(merge="last-cta"), context=32768, sms=132)
+    assert forced.merge == "last-cta" and forced.workspace_bytes() == plan_paged_decode(
+        big, context=32768, sms=132).workspace_bytes() + 4 * 64 * 8
+    with pytest.raises(ContractError, match="config merge") as info:
+        PagedDecodeConfig(merge="atomic")
+    assert info.value.operand == "merge" and info.value.expected.startswith("one of ('last-cta', 'kernel')")

@@ -11,6 +11,7 @@ rows g and g + 8 (``row``: max at ``2 mi + h``, sum at ``2 m + 2 mi + h``).
 from __future__ import annotations
 
 import attrs
+from tvm_tirx.script import ir as I
 from tvm_tirx.script import tirx as T
 from tvm_tirx.script.parser import parse
 
@@ -19,11 +20,10 @@ from ..attention.paged import LN2
 from ..gemm.epilogue import LOG2E
 from .gemm_emit import signature_source
 from .gemm_emit_epilogue import TIR_OPS
-from .paged_decode_plan import COPY, TILE_KEYS, PagedDecodePlan
+from .paged_decode_plan import COPY, MERGE_BATCH, MERGE_PASS, TILE_KEYS, PagedDecodePlan
 
 FULL = 0xFFFFFFFF
 NEG_INF = float("-inf")
-MERGE_BATCH = 4  # partials the merge loads at once (one round trip of latency per batch)
 FP8_WIDEN = 256.0  # e4m3 bits moved into f16 give x / 256 (paged_decode_plan's docstring)
 
 
@@ -436,31 +436,51 @@ def paged_body(p, args, ln, split, bh):
             ln.row[2 * p.m_tiles + r] = T.float32(0)
         warp_loop(p, args, ln, t0 + w, count)
         write_partial(p, args, ln, bh * p.split_kv + split, value_factor(p, args, ln.hk))
+        if I.constexpr(p.last_cta):
+            last_cta(p, args, bh, tiles)
+    if I.constexpr(p.last_cta):
+        if T.and_(tiles == 0, split == 0):  # a sequence of no key: its first CTA writes O = 0, LSE = -inf
+            cta_merge(p, args, bh, 0)
+
+
+def off(base, i):
+    """``base + i`` (``base`` 0: ``i`` itself, the merge kernel's indices as they were)."""
+    return i if isinstance(base, int) and base == 0 else base + i
 
 
 @T.macro
-def merge_batch(p, args, acc, w, valid, slot, r, dp):
+def merge_batch(p, args, acc, w, valid, slot, r, dp, cg=False, a=0, b=0):
     # an online merge of MERGE_BATCH partials at once (their loads in flight together; past valid: max -inf,
-    # the last valid slot's values weighted 0): acc = (max, -, sum, O pair)
+    # the last valid slot's values weighted 0): acc[a ..] = (max, -, sum, O pair), w[b ..] the loads; cg: the
+    # loads through ld.global.cg (the last-CTA merge reads what other CTAs of the launch wrote)
     for j in T.unroll(MERGE_BATCH):
         at = T.min(slot + j, slot + valid - 1)
-        w[4 * j] = T.if_then_else(j < valid, args["WM"][at, r], T.float32(NEG_INF))
-        w[4 * j + 1] = args["WL"][at, r]
-        w[4 * j + 2] = args["WO"][at, r, 2 * dp]
-        w[4 * j + 3] = args["WO"][at, r, 2 * dp + 1]
-    acc[1] = acc[0]
+        if I.constexpr(cg):
+            T.ptx["ld.global.cg.f32"](w[off(b, 4 * j)], args["WM"].ptr_to([at, r]))
+            w[off(b, 4 * j)] = T.if_then_else(j < valid, w[off(b, 4 * j)], T.float32(NEG_INF))
+            T.ptx["ld.global.cg.f32"](w[off(b, 4 * j + 1)], args["WL"].ptr_to([at, r]))
+            T.ptx["ld.global.cg.f32"](w[off(b, 4 * j + 2)], args["WO"].ptr_to([at, r, 2 * dp]))
+            T.ptx["ld.global.cg.f32"](w[off(b, 4 * j + 3)], args["WO"].ptr_to([at, r, 2 * dp + 1]))
+        else:
+            w[4 * j] = T.if_then_else(j < valid, args["WM"][at, r], T.float32(NEG_INF))
+            w[4 * j + 1] = args["WL"][at, r]
+            w[4 * j + 2] = args["WO"][at, r, 2 * dp]
+            w[4 * j + 3] = args["WO"][at, r, 2 * dp + 1]
+    acc[off(a, 1)] = acc[off(a, 0)]
     for j in T.unroll(MERGE_BATCH):
-        acc[1] = fmax(acc[1], w[4 * j])
-    f = TIR_OPS.exp2(acc[0] - T.if_then_else(acc[1] == T.float32(NEG_INF), T.float32(0), acc[1]))
-    acc[2] = acc[2] * f
-    acc[3] = acc[3] * f
-    acc[4] = acc[4] * f
-    acc[0] = acc[1]
+        acc[off(a, 1)] = fmax(acc[off(a, 1)], w[off(b, 4 * j)])
+    f = TIR_OPS.exp2(acc[off(a, 0)] - T.if_then_else(acc[off(a, 1)] == T.float32(NEG_INF), T.float32(0),
+                                                      acc[off(a, 1)]))
+    acc[off(a, 2)] = acc[off(a, 2)] * f
+    acc[off(a, 3)] = acc[off(a, 3)] * f
+    acc[off(a, 4)] = acc[off(a, 4)] * f
+    acc[off(a, 0)] = acc[off(a, 1)]
     for j in T.unroll(MERGE_BATCH):
-        g = TIR_OPS.exp2(w[4 * j] - T.if_then_else(acc[0] == T.float32(NEG_INF), T.float32(0), acc[0]))
-        acc[2] = acc[2] + g * w[4 * j + 1]
-        acc[3] = acc[3] + g * w[4 * j + 2]
-        acc[4] = acc[4] + g * w[4 * j + 3]
+        g = TIR_OPS.exp2(w[off(b, 4 * j)] - T.if_then_else(acc[off(a, 0)] == T.float32(NEG_INF), T.float32(0),
+                                                          acc[off(a, 0)]))
+        acc[off(a, 2)] = acc[off(a, 2)] + g * w[off(b, 4 * j + 1)]
+        acc[off(a, 3)] = acc[off(a, 3)] + g * w[off(b, 4 * j + 2)]
+        acc[off(a, 4)] = acc[off(a, 4)] + g * w[off(b, 4 * j + 3)]
 
 
 @T.macro
@@ -487,21 +507,72 @@ def merge_kernel(p, args):
 
 
 @T.macro
-def merge_store(p, args, acc, bh, r, dp):
+def merge_store(p, args, acc, bh, r, dp, a=0):
     G = p.problem.group
     b, hk = bh // p.problem.kv_heads, bh % p.problem.kv_heads
-    inv = T.if_then_else(acc[2] > T.float32(0), T.float32(1) / acc[2], T.float32(0))
+    inv = T.if_then_else(acc[off(a, 2)] > T.float32(0), T.float32(1) / acc[off(a, 2)], T.float32(0))
     packed = T.alloc_tensor(ty_args=[T.Tensor((1,), "uint32", scope="local", layout="default")])
-    T.ptx[p.out_pack](packed[0], acc[4] * inv, acc[3] * inv)
+    T.ptx[p.out_pack](packed[0], acc[off(a, 4)] * inv, acc[off(a, 3)] * inv)
     T.ptx["st.global.b32"](args["O"].ptr_to([b, r // G, hk * G + r % G, 2 * dp]), packed[0])
     if dp == 0:
         args["LSE"][b, r // G, hk * G + r % G] = T.if_then_else(
-            acc[2] > T.float32(0), (acc[0] + T.log2(acc[2])) * T.float32(LN2), T.float32(NEG_INF))
+            acc[off(a, 2)] > T.float32(0), (acc[off(a, 0)] + T.log2(acc[off(a, 2)])) * T.float32(LN2), T.float32(NEG_INF))
+
+
+@T.macro
+def cta_merge(p, args, bh, n):
+    # the last CTA of (sequence, kv head) bh merges its n partials (n 0: O = 0, LSE = -inf), MERGE_PASS
+    # (row, dim pair) items per thread a pass, their loads in flight together (paged_decode_plan's docstring)
+    tid = T.cuda.thread_idx("x")
+    half = p.problem.head_dim // 2
+    acc = T.alloc_tensor(ty_args=[T.Tensor((5 * MERGE_PASS,), "float32", scope="local", layout="default")])
+    w = T.alloc_tensor(ty_args=[T.Tensor((4 * MERGE_BATCH * MERGE_PASS,), "float32", scope="local",
+                                         layout="default")])
+    for ps in range(p.merge_passes):
+        for k in T.unroll(MERGE_PASS):
+            acc[5 * k] = T.float32(NEG_INF)
+            acc[5 * k + 2] = T.float32(0)
+            acc[5 * k + 3] = T.float32(0)
+            acc[5 * k + 4] = T.float32(0)
+        for k4 in range((n + MERGE_BATCH - 1) // MERGE_BATCH):
+            for k in T.unroll(MERGE_PASS):
+                item = (ps * MERGE_PASS + k) * p.threads + tid
+                merge_batch(p, args, acc, w, T.min(n - MERGE_BATCH * k4, MERGE_BATCH),
+                            bh * p.split_kv + MERGE_BATCH * k4, item // half % p.rows, item % half, True, 5 * k,
+                            4 * MERGE_BATCH * k)
+        for k in T.unroll(MERGE_PASS):
+            item = (ps * MERGE_PASS + k) * p.threads + tid
+            if item < p.rows * half:
+                merge_store(p, args, acc, bh, item // half, item % half, 5 * k)
+
+
+@T.macro
+def last_cta(p, args, bh, tiles):
+    # after the partial: a fence, the ticket of bh (none where the sequence has one partition); the CTA that
+    # draws the last merges, then zeroes the counter for the next call
+    tid = T.cuda.thread_idx("x")
+    n = T.min((tiles + p.part_tiles - 1) // p.part_tiles, p.split_kv)
+    T.ptx["fence.acq_rel.gpu"]()
+    T.cuda.cta_sync()
+    ticket = T.alloc_tensor(ty_args=[T.Tensor((1,), "uint32", scope="shared", layout="default")])
+    drawn = T.alloc_tensor(ty_args=[T.Tensor((1,), "uint32", scope="local", layout="default")])
+    if tid == 0:
+        drawn[0] = T.uint32(0)
+        if n > 1:
+            T.ptx["atom.global.add.u32"](drawn[0], args["TICKETS"].ptr_to([bh]), T.uint32(1))
+        ticket[0] = drawn[0]
+    T.cuda.cta_sync()
+    if ticket[0] == T.Cast("uint32", n - 1):
+        T.ptx["fence.acq_rel.gpu"]()
+        if tid == 0:
+            args["TICKETS"][bh] = T.uint32(0)
+        cta_merge(p, args, bh, n)
 
 
 @transpile_once
 def emit_paged_decode(p: PagedDecodePlan):
-    """The TIRx PrimFunc ``main`` of a plan: the partials (its parameters ``p.params``)."""
+    """The TIRx PrimFunc ``main`` of a plan: the partials, with merge "last-cta" O and LSE too (its parameters
+    ``p.params``)."""
     types = [T.Tensor(q.shape, q.dtype) for q in p.params]
     return parse(signature_source(p, "paged_kernel"), {"T": T, "paged_kernel": paged_kernel, "p": p, "types": types})
 

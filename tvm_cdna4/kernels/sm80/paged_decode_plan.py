@@ -76,6 +76,29 @@ grid is sized by ``context``, a caller's hint of the longest context, or ``capac
 rounded up to ``TILE_KEYS x warps`` (every warp the same tiles). ``PagedDecodeConfig.partition``
 forces the keys, ``splits`` a count (``forced_partition``: the hint's tiles over ``splits``, rounded up to
 whole warps' tiles).
+
+**The merge** (``PagedDecodePlan.merge``, ``choose_merge`` unless ``PagedDecodeConfig.merge`` forces it):
+``"kernel"``, the ``merge`` launch above; or ``"last-cta"``, one launch: after its partial, a CTA fences
+(``fence.acq_rel.gpu``), draws a ticket of its (sequence, kv head) (``atom.global.add.u32`` on ``TICKETS[b
+Hkv + g]``, a counter zeroed at allocation), and the CTA that draws the last (``n - 1``, ``n`` the
+sequence's non-empty partitions; ``n = 1``: no atomic) fences again, merges the ``n`` partials as the merge
+kernel does (``ld.global.cg``, ``MERGE_PASS`` (row, dim pair) items per thread at a time), writes O and LSE
+and resets the counter to 0: every call leaves it zeroed (CUDA-graph replays included; the GEMM's split-K
+tickets, ``kernels.sm80.gemm_emit_epilogue.split_epilogue``, and the gfx950 paged kernel do the same). A
+sequence of no key (``L = 0``): its partition-0 CTA writes ``O = 0``, ``LSE = -inf`` alone.
+
+Why both (``merge_seconds``, a model in seconds): the merge kernel costs ``LAUNCH_S`` (a second, dependent
+launch: the H100 run of 2026-12-06 timed 9.8 us for one 2k-key sequence whose 8.3 MB read takes 2.7 us)
+plus its rounds of ``MERGE_BATCH`` partials at ``ROUND_TRIP_S`` each (one thread per item: one pass); the
+last-CTA merge costs ``TICKET_S`` per wave of ``RESIDENT_CTAS`` CTAs per SM (the part of a CTA's fence and
+atomic round trip the other resident CTAs' loads do not hide) plus, on the call's path, the last CTA's merge:
+``merge_passes`` passes of those rounds (``ceil(rows D / 2 / (threads MERGE_PASS))``: 1 at 8 rows, 4 at 32).
+Batch 8, 32/8 heads, a 4.7k hint (15 partitions of 320 keys, 960 CTAs on 132 SMs): last-CTA ~3.6 us (4
+waves x 0.2 + 4 rounds x 0.7), kernel ~5.8 us (3 + 4 x 0.7): one launch wins. Batch 64, 32k hint (64
+partitions, 32768 CTAs): last-CTA ~36 us (125 waves of tickets + 16 rounds), kernel ~14 us: many short CTAs'
+tickets weigh more than a launch, two launches win; so do 32 rows (4 queries x group 8: 4 passes of
+rounds in one CTA against one in the kernel). One partition (``split_kv`` 1): no ticket, no rounds, the
+last-CTA merge always. The GPU run (``benchmarks/paged_decode.py --merge``) is the check.
 """
 
 from __future__ import annotations
@@ -97,6 +120,13 @@ FILL_CTAS_PER_SM = 8  # CTAs per SM at the hint: ~2-3 resident (4 warps x 3 stag
 MIN_TILES_PER_WARP = 4  # 64 keys: the pipeline fills
 AMORTIZE = 16  # a partition's K and V bytes over its partial's (written and read back)
 MAX_PARTITION_BYTES = 256 * 1024  # K and V of one kv head per CTA: ~20 us at a resident CTA's HBM share
+MERGES = ("last-cta", "kernel")  # PagedDecodePlan.merge (module docstring)
+MERGE_BATCH = 4  # partials a merge thread loads at once (one round trip of latency per batch)
+MERGE_PASS = 4  # (row, dim pair) items a last-CTA merge thread takes per pass (their loads in flight together)
+LAUNCH_S = 3e-6  # the merge launch's fixed cost (module docstring: the H100 run of 2026-12-06)
+ROUND_TRIP_S = 0.7e-6  # one dependent round of global loads (L2 / HBM latency under load)
+TICKET_S = 0.2e-6  # per wave: the part of a CTA's fence and ticket (an atomic round trip) not hidden
+RESIDENT_CTAS = 2  # paged CTAs resident per SM (FILL_CTAS_PER_SM's comment): a wave is sms x this
 PACK = "cvt.rn.{t}x2.f32"
 Q_PRESCALE = 2.0**-8  # a bf16 Q's factor before its f16 rounding, fp8 KV (module docstring)
 COPY = "cp.async.cg.shared.global"
@@ -113,6 +143,7 @@ class PagedDecodeConfig:
     stages: int = 3
     splits: int | None = None
     partition: int | None = None
+    merge: str | None = None  # "last-cta" or "kernel" (module docstring); None: choose_merge's
 
     def __attrs_post_init__(self):
         for name, low, high in (("warps", 1, 8), ("stages", 2, 8)):
@@ -129,6 +160,9 @@ class PagedDecodeConfig:
             raise ContractError("paged decode config partition: keys per CTA, whole tiles", operand="partition",
                                 check="parameters", expected=f"a positive multiple of {TILE_KEYS}",
                                 found=repr(self.partition))
+        if self.merge is not None and self.merge not in MERGES:
+            raise ContractError("paged decode config merge: where the partials merge", operand="merge",
+                                check="parameters", expected=f"one of {MERGES} or None", found=repr(self.merge))
         if self.splits is not None and self.partition is not None:
             raise ContractError("paged decode config: splits or partition, not both", operand="partition",
                                 check="parameters", expected="one of them (or neither)",
@@ -149,7 +183,8 @@ class PagedDecodePlan(PlanRecord, family="paged"):
     pack_instr: str  # P: two f32 -> a b32 of mma_type
     out_pack: str  # O (the merge): two f32 -> a b32 of the query dtype
     params: tuple[Param, ...]  # main's
-    merge_params: tuple[Param, ...]
+    merge_params: tuple[Param, ...]  # the merge kernel's (none with merge "last-cta")
+    merge: str = "kernel"  # where the partials merge: "last-cta" (main's last CTA per sequence, kv head) or "kernel"
 
     @property
     def rows(self) -> int:
@@ -239,11 +274,26 @@ class PagedDecodePlan(PlanRecord, family="paged"):
 
     @property
     def merge_ctas(self) -> int:
+        """The merge kernel's CTAs (0 with the last-CTA merge: no merge launch)."""
+        if self.merge == "last-cta":
+            return 0
         items = self.problem.batch * self.problem.kv_heads * self.rows * (self.problem.head_dim // 2)
         return ceil_div(items, self.merge_threads)
 
+    @property
+    def last_cta(self) -> bool:
+        """The last-CTA merge (one launch): main takes ``TICKETS`` and writes O and LSE."""
+        return self.merge == "last-cta"
+
+    @property
+    def merge_passes(self) -> int:
+        """The last-CTA merge's passes: ``MERGE_PASS`` (row, dim pair) items per thread each."""
+        return ceil_div(self.rows * (self.problem.head_dim // 2), self.threads * MERGE_PASS)
+
     def workspace_bytes(self) -> int:
-        return 4 * self.slots * self.rows * (self.problem.head_dim + 2)
+        """The partials' bytes, and the tickets' (4 bytes per sequence x kv head) with the last-CTA merge."""
+        tickets = 4 * self.problem.batch * self.problem.kv_heads if self.merge == "last-cta" else 0
+        return 4 * self.slots * self.rows * (self.problem.head_dim + 2) + tickets
 
 
 def choose_partition(problem: PagedDecodeProblem, context: int, sms: int, warps: int) -> int:
@@ -256,6 +306,21 @@ def choose_partition(problem: PagedDecodeProblem, context: int, sms: int, warps:
     parts = ceil_div(FILL_CTAS_PER_SM * sms, problem.batch * problem.kv_heads)
     fill = min(ceil_div(max(context, 1), parts), MAX_PARTITION_BYTES // key_bytes)
     return ceil_div(max(fill, min_keys), step) * step
+
+
+def merge_seconds(problem: PagedDecodeProblem, split_kv: int, warps: int, sms: int) -> dict:
+    """The model's cost in seconds of each merge (module docstring) for ``split_kv`` partitions per sequence."""
+    rounds = ceil_div(split_kv, MERGE_BATCH) * ROUND_TRIP_S
+    waves = ceil_div(problem.batch * problem.kv_heads * split_kv, sms * RESIDENT_CTAS)
+    passes = ceil_div(problem.group * problem.queries * (problem.head_dim // 2), 32 * warps * MERGE_PASS)
+    last = waves * TICKET_S + passes * rounds if split_kv > 1 else 0.0
+    return {"last-cta": last, "kernel": LAUNCH_S + rounds}
+
+
+def choose_merge(problem: PagedDecodeProblem, split_kv: int, warps: int, sms: int) -> str:
+    """The cheaper merge of ``merge_seconds`` (a tie: one launch)."""
+    cost = merge_seconds(problem, split_kv, warps, sms)
+    return min(MERGES, key=lambda m: cost[m])
 
 
 def forced_partition(context: int, splits: int, warps: int) -> int:
@@ -294,10 +359,14 @@ def plan_paged_decode(problem: PagedDecodeProblem, config: PagedDecodeConfig | N
     work = (Param("WO", (slots, rows, problem.head_dim), "float32"), Param("WM", (slots, rows), "float32"),
             Param("WL", (slots, rows), "float32"))
     params = tuple(Param(n, shapes[n], storage[n]) for n in names) + work
-    merge = (params[4],) + work + (Param("O", shapes["O"], storage["O"]), Param("LSE", shapes["LSE"], "float32"))
+    outputs = (Param("O", shapes["O"], storage["O"]), Param("LSE", shapes["LSE"], "float32"))
+    merge = (params[4],) + work + outputs
+    where = config.merge or choose_merge(problem, splits, config.warps, sms)
+    if where == "last-cta":  # main takes the tickets and writes O and LSE itself: no merge kernel
+        params, merge = params + (Param("TICKETS", (problem.batch * problem.kv_heads,), "uint32"),) + outputs, ()
     mma_type = "f16" if problem.kv_dtype == "fp8" else problem.q_dtype
     plan = PagedDecodePlan(problem, config, splits, partition, context, sms, MMA.format(t=mma_type),
-                           PACK.format(t=mma_type), PACK.format(t=problem.q_dtype), params, merge)
+                           PACK.format(t=mma_type), PACK.format(t=problem.q_dtype), params, merge, where)
     if plan.smem_bytes > planned("sm80").smem_per_unit:
         raise ContractError("sm80 paged decode: the warps' rings exceed the shared memory", operand="stages",
                             check="shape", expected=f"at most {planned('sm80').smem_per_unit} bytes",
@@ -305,6 +374,7 @@ def plan_paged_decode(problem: PagedDecodeProblem, config: PagedDecodeConfig | N
     return plan
 
 
-__all__ = ["AMORTIZE", "FILL_CTAS_PER_SM", "MAX_PARTITION_BYTES", "MAX_ROWS", "MIN_TILES_PER_WARP", "Q_PRESCALE",
-           "TILE_KEYS",
-           "PagedDecodeConfig", "PagedDecodePlan", "choose_partition", "forced_partition", "plan_paged_decode"]
+__all__ = ["AMORTIZE", "FILL_CTAS_PER_SM", "MAX_PARTITION_BYTES", "MAX_ROWS", "MERGES", "MERGE_BATCH", "MERGE_PASS",
+           "MIN_TILES_PER_WARP", "Q_PRESCALE", "TILE_KEYS",
+           "PagedDecodeConfig", "PagedDecodePlan", "choose_merge", "choose_partition", "forced_partition",
+           "merge_seconds", "plan_paged_decode"]

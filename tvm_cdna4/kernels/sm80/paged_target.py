@@ -1,7 +1,9 @@
 """The paged decode attention's verbs on sm80-class CUDA (``kernels.attention.PAGED_TARGETS["sm80"]``):
 ``plan``, ``choose``, ``emit``, ``build``, ``execute``, ``summary``, from a ``PagedDecodeProblem``
 (``kernels.attention.paged``). Two kernels (``paged_decode_plan``): ``main`` (the split-KV partials into
-the workspace ``WO``, ``WM``, ``WL``) and ``merge`` (O and LSE).
+the workspace ``WO``, ``WM``, ``WL``) and ``merge`` (O and LSE); or, with the plan's merge ``"last-cta"``,
+``main`` alone (its last CTA per sequence and kv head merges, through the ``TICKETS`` counters: ``merge`` is
+None).
 
 ``execute`` runs through a GPU runner (``run(problem, arrays) -> (O, LSE)``, the runtime layer's
 ``tvm_cdna4.torch.paged_attention``) or, up to ``EMULATED_KEYS`` keys over the batch, the CUDA emulator."""
@@ -29,10 +31,10 @@ def choose(problem: PagedDecodeProblem, **options) -> PagedDecodeConfig:
 
 
 def emit(p: PagedDecodePlan):
-    """``(main, merge)``: the two PrimFuncs."""
+    """``(main, merge)``: the two PrimFuncs (merge None with the last-CTA merge)."""
     from .paged_decode_emit import emit_paged_decode, emit_paged_merge
 
-    return emit_paged_decode(p), emit_paged_merge(p)
+    return emit_paged_decode(p), (emit_paged_merge(p) if p.merge_params else None)
 
 
 def build_key(p: PagedDecodePlan, which: str, arch: str, compiler: str | None) -> dict:
@@ -46,7 +48,8 @@ def build_key(p: PagedDecodePlan, which: str, arch: str, compiler: str | None) -
 
 def build(problem: PagedDecodeProblem, config: PagedDecodeConfig | None = None, arch: str = "sm_80",
           compiler: str | None = None, cache: bool = True, **options):
-    """``(main, merge)``: the two compiled kernels (``kernels.sm80.gemm.CudaBuild``), through the build cache."""
+    """``(main, merge)``: the two compiled kernels (``kernels.sm80.gemm.CudaBuild``), through the build cache
+    (merge None with the last-CTA merge)."""
     from .gemm import _check_compiler, cached_build
     from .paged_decode_emit import emit_paged_decode, emit_paged_merge
 
@@ -55,16 +58,19 @@ def build(problem: PagedDecodeProblem, config: PagedDecodeConfig | None = None, 
     return (cached_build("cuda-paged", build_key(p, "main", arch, compiler), p, arch, compiler, emit_paged_decode,
                          cache),
             cached_build("cuda-paged-merge", build_key(p, "merge", arch, compiler), p, arch, compiler,
-                         emit_paged_merge, cache))
+                         emit_paged_merge, cache) if p.merge_params else None)
 
 
 def workspace(p: PagedDecodePlan) -> dict:
-    """The workspace arrays (numpy f32, NaN: the kernel writes every slot it reads)."""
+    """The workspace arrays (numpy f32, NaN: the kernel writes every slot it reads; the last-CTA merge's
+    ``TICKETS``: zeros, as every call leaves them)."""
     import numpy as np
 
     D = p.problem.head_dim
+    tickets = {"TICKETS": np.zeros(p.problem.batch * p.problem.kv_heads, np.uint32)} if p.merge == "last-cta" else {}
     return {"WO": np.full((p.slots, p.rows, D), np.nan, np.float32),
-            "WM": np.full((p.slots, p.rows), np.nan, np.float32), "WL": np.full((p.slots, p.rows), np.nan, np.float32)}
+            "WM": np.full((p.slots, p.rows), np.nan, np.float32), "WL": np.full((p.slots, p.rows), np.nan, np.float32),
+            **tickets}
 
 
 def execute(p: PagedDecodePlan, arrays: dict, run=None):
@@ -84,7 +90,8 @@ def execute(p: PagedDecodePlan, arrays: dict, run=None):
     raw = {name: a.view(np.uint8) if name.endswith("_CACHE") and a.dtype.itemsize == 1 else a for name, a in out.items()}
     main, merge = emit(p)
     emulate(main, *(raw[q.name] for q in p.params), target="sm80")
-    emulate(merge, *(raw[q.name] for q in p.merge_params), target="sm80")
+    if merge is not None:
+        emulate(merge, *(raw[q.name] for q in p.merge_params), target="sm80")
     return (out["O"], out["LSE"]), "the CUDA emulator (no GPU runner)"
 
 
@@ -93,7 +100,7 @@ def summary(p: PagedDecodePlan) -> dict:
     import attrs
 
     return {"target": "sm80", "kernel": "paged decode", "problem": attrs.asdict(p.problem),
-            "config": attrs.asdict(p.config), "split_kv": p.split_kv, "context": p.context, "sms": p.sms,
+            "config": attrs.asdict(p.config), "split_kv": p.split_kv, "merge": p.merge, "context": p.context, "sms": p.sms,
             "partition": p.partition, "ctas": p.ctas, "threads": p.threads, "smem_bytes": p.smem_bytes, "merge_ctas": p.merge_ctas,
             "workspace_bytes": p.workspace_bytes()}
 
