@@ -153,18 +153,12 @@ def _run(q, k_cache, v_cache, block_table, context_lens, k_scale, v_scale, kerne
     o, lse = _outputs(q)
     kv = (k_cache.view(torch.uint8), v_cache.view(torch.uint8)) if k_cache.dtype == FP8 else (k_cache, v_cache)
     scales = (k_scale, v_scale) if k_scale is not None else ()
-<<<<<<< HEAD
     with HOOKS["on_device"](q.device):
-        main(q, *kv, block_table, context_lens, *scales, *work)
-        merge(context_lens, *work, o, lse)
-=======
-    with torch.cuda.device(q.device):
         if merge is None:  # the last-CTA merge: main writes O and LSE (its parameters end TICKETS, O, LSE)
             main(q, *kv, block_table, context_lens, *scales, *work, o, lse)
         else:
             main(q, *kv, block_table, context_lens, *scales, *work)
             merge(context_lens, *work, o, lse)
->>>>>>> h-pagedsmall
     return o, lse
 
 
