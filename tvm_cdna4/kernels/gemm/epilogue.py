@@ -376,7 +376,7 @@ def check(out, acc, fusion: Fusion, inputs: dict, out_dtype: str, acc_error=0.0,
 
 
 __all__ = ["ACTIVATIONS", "BROADCASTS", "GELU_A", "GELU_B", "GELU_CUBIC", "INPUT", "INPUTS", "LOG2E", "PARAM_ORDER",
-           "SLOPES", "SQRT_2_OVER_PI", "STEPS", "TANH_APPROX_ERROR", "TANH_OUTPUTS", "Fusion", "Input", "Param", "activation", "apply", "check", "error_bound",
+           "SLOPES", "SQRT_2_OVER_PI", "STEPS", "TANH_OUTPUTS", "Fusion", "Input", "Param", "activation", "apply", "check", "error_bound",
            "fusion_of", "random_inputs", "reference", "tolerance"]
 
 
