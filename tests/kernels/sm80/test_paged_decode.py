@@ -174,10 +174,13 @@ def test_the_last_cta_merge_keeps_the_lying_data_clamps():
     assert max(paged.compare(problem, arrays, o, lse)) <= 1
 
 
-def test_the_merge_model_takes_one_launch_at_small_batch_and_two_at_large():
+def test_the_merge_model_takes_one_launch_at_small_batch_and_two_at_large(monkeypatch):
+    from tvm_cdna4.kernels.sm80 import paged_decode_plan
     from tvm_cdna4.kernels.sm80.paged_decode_plan import choose_merge, merge_seconds
 
     small = PagedDecodeProblem(8, 32, 8, 128, 1, 16, 295, 4096)
+    assert plan_paged_decode(small, context=4712, sms=132).merge == "kernel"  # not weighed until timed on a GPU
+    monkeypatch.setattr(paged_decode_plan, "WEIGH_LAST_CTA", True)
     p = plan_paged_decode(small, context=4712, sms=132)
     assert (p.split_kv, p.merge) == (15, "last-cta")
     cost = merge_seconds(small, 15, 4, 132)

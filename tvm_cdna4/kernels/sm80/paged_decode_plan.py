@@ -317,8 +317,17 @@ def merge_seconds(problem: PagedDecodeProblem, split_kv: int, warps: int, sms: i
     return {"last-cta": last, "kernel": LAUNCH_S + rounds}
 
 
+WEIGH_LAST_CTA = False
+"""Whether the choice weighs the last-CTA merge (``choose_merge``): not until a GPU run has timed it (its
+``merge_seconds`` constants are first guesses) and run its tickets on hardware; ``PagedDecodeConfig(merge=
+"last-cta")`` forces it, and ``benchmarks/paged_decode.py --merge last-cta,kernel`` times both."""
+
+
 def choose_merge(problem: PagedDecodeProblem, split_kv: int, warps: int, sms: int) -> str:
-    """The cheaper merge of ``merge_seconds`` (a tie: one launch)."""
+    """The cheaper merge of ``merge_seconds`` (a tie: one launch), the merge kernel while ``WEIGH_LAST_CTA`` is
+    off."""
+    if not WEIGH_LAST_CTA:
+        return "kernel"
     cost = merge_seconds(problem, split_kv, warps, sms)
     return min(MERGES, key=lambda m: cost[m])
 
@@ -374,7 +383,7 @@ def plan_paged_decode(problem: PagedDecodeProblem, config: PagedDecodeConfig | N
     return plan
 
 
-__all__ = ["AMORTIZE", "FILL_CTAS_PER_SM", "MAX_PARTITION_BYTES", "MAX_ROWS", "MERGES", "MERGE_BATCH", "MERGE_PASS",
+__all__ = ["AMORTIZE", "WEIGH_LAST_CTA", "FILL_CTAS_PER_SM", "MAX_PARTITION_BYTES", "MAX_ROWS", "MERGES", "MERGE_BATCH", "MERGE_PASS",
            "MIN_TILES_PER_WARP", "Q_PRESCALE", "TILE_KEYS",
            "PagedDecodeConfig", "PagedDecodePlan", "choose_merge", "choose_partition", "forced_partition",
            "merge_seconds", "plan_paged_decode"]
