@@ -20,6 +20,7 @@ def test_the_table_names_each_targets_plan_emit_and_build():
         attention.emit(AttentionConfig())
 
 
+@pytest.mark.slow  # tests/kernels/sm80/test_attention_sm80.py validates the sm80 plans in the emulator
 def test_sm80_is_the_real_planner_and_validates_small_shapes_in_the_cuda_emulator():
     from tvm_cdna4.kernels.sm80.attention_plan import Sm80AttentionPlan
 

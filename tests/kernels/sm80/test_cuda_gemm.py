@@ -285,6 +285,7 @@ def nvrtc_logs(tmp_path_factory):
 
 
 @need_nvrtc
+@pytest.mark.slow  # 11 s of NVRTC; nvcc's spill checks of the large kernels run by default
 @pytest.mark.xdist_group("cuda-4096")  # nt f16 and nn bf16 with the golden test's builds
 @pytest.mark.parametrize("layout,dtype", NVRTC_CASES)
 def test_large_default_kernel_does_not_spill_under_nvrtc(layout, dtype, nvrtc_logs):
