@@ -167,3 +167,17 @@ def test_the_choice_leaves_the_hybrid_out_until_a_timing_tests_it():
     device = devices.DEVICES["H100"]
     assert not gemm_cost.WEIGH_HYBRID
     assert all(c.decomposition != "hybrid" for _, c in gemm_cost.ranked(3000, 3584, 18944, 2, device))
+
+
+def test_the_sweep_times_a_hybrid_while_the_choice_leaves_it_out():
+    import argparse
+
+    from benchmark_modules import benchmark_module
+
+    sweep = benchmark_module("sm90_sweep")
+    args = argparse.Namespace(models="qwen2.5-7b", ms="3000", top=2, hybrid=True, hybrid_min_slice=1)
+    jobs = {(key[1], key[2], key[5]): cfg for key, _, cfg in sweep.jobs(args)}
+    # the model's two first configs are not hybrids (not weighed), the extra one below them is
+    assert all(cfg["decomposition"] != "hybrid" for (_, _, rank), cfg in jobs.items() if rank < 2)
+    assert any(cfg["decomposition"] == "hybrid" for (_, _, rank), cfg in jobs.items() if rank >= 2)
+    assert gemm_cost.WEIGH_HYBRID is False
