@@ -80,10 +80,10 @@ def check_target(what: str, target) -> None:
 
 
 def _lower(view, sctx):
-    opcode, packed_args, packed_params = view.args
-    args = list(packed_args.fields)
-    params = {p.fields[0].value: p.fields[1] for p in (packed_params.fields if packed_params is not None else ())}
-    record = lookup(opcode.value)
+    from .common import unpacked
+
+    opcode, args, params = unpacked(view)
+    record = lookup(opcode)
     try:
         check_target(record.name, sctx.target)
         lowered = _family(record).lower(record, args, params, sctx)

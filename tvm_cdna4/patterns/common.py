@@ -76,6 +76,15 @@ def printed_call(operands: tuple, parameters: dict) -> tuple[tuple, dict]:
     return tuple(operands.fields if isinstance(operands, Tuple) else operands), decoded
 
 
+def unpacked(view) -> tuple:
+    """``(instruction, operands, parameters)`` of a registered three-argument tile op at lowering (its
+    ``view.args``: the instruction, the packed operands, the packed ``(name, value)`` parameters or None): the
+    instruction's string, the operands as a list, the parameters as a dict."""
+    instruction, packed_args, packed_params = view.args
+    params = {p.fields[0].value: p.fields[1] for p in (packed_params.fields if packed_params is not None else ())}
+    return instruction.value, list(packed_args.fields), params
+
+
 def check_scope(opcode: str, scope) -> None:
     """Refuse any scope but the two wave-collective ones (``scope`` a name or a ``ThreadScope``).
     ``T.rocm.tile.apply`` calls it; TIRx's own validation (``SCOPES`` are the registered scopes)

@@ -60,7 +60,7 @@ from ..errors import ContractError
 from ..isa import hopper_layout as L
 from ..isa import wgmma_table as W
 from ..tirx_private import CudaContext, CudaRegion
-from .common import printed_call
+from .common import printed_call, unpacked
 from .wgmma_fence import fence_operand, fenced
 
 SCOPE = "warpgroup"
@@ -315,10 +315,8 @@ def lower(form: Form, args, params, sctx):
 
 
 def _lower(view, sctx):
-    form, packed_args, packed_params = view.args
-    args = list(packed_args.fields)
-    params = {p.fields[0].value: p.fields[1] for p in (packed_params.fields if packed_params is not None else ())}
-    form = Form(form.value)
+    form, args, params = unpacked(view)
+    form = Form(form)
     try:
         check_target(form, sctx.target)
         return lower(form, args, params, sctx)
