@@ -111,26 +111,20 @@ def probe(atype: str, form: str = "ss", n: int = 16, k_repeats: int = 4, swizzle
     scope, rs, a_sh, a_align, a_scope, a_elems, final_wait = (v[x] for x in ("scope", "rs", "a_sh", "a_align",
                                                                              "a_scope", "a_elems", "final_wait"))
 
-    @T.function
-    def kernel_ss(A: T.Tensor((L.M, kk), g_a), B: T.Tensor((n, kk), g_a), D: T.Tensor((L.M, n), ACC)):
-        T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=threads))
-        t = T.cuda.thread_in_warpgroup()
-        SB = T.alloc_tensor(ty_args=[T.Tensor((1, k_repeats, n, k), b_dt, scope="shared", layout=b_sh,
-                                              align=b_align)])
-        for q in range(n * kk // threads):
+    @T.macro
+    def stage(S, G, rows, t, dt):  # G [rows, kk] (global) into S's shared tile, k-element rows per repeat
+        for q in range(rows * kk // threads):
             e = t + threads * q
-            SB[0, (e % kk) // k, e // kk, e % k] = T.reinterpret(B[e // kk, e % kk], ty=b_dt)
-        SA = T.alloc_tensor(ty_args=[T.Tensor((1, k_repeats, L.M, k), a_dt, scope=a_scope, layout=a_sh,
-                                              align=a_align)])
-        for q in range(L.M * kk // threads):
-            e = t + threads * q
-            SA[0, (e % kk) // k, e // kk, e % k] = T.reinterpret(A[e // kk, e % kk], ty=a_dt)
+            S[0, (e % kk) // k, e // kk, e % k] = T.reinterpret(G[e // kk, e % kk], ty=dt)
+
+    @T.macro
+    def finish(Aop, SB, D, t):  # the wgmma, its wait, the accumulator's fences, then D read
         acc_raw = T.alloc_tensor(ty_args=[T.Tensor((n // 2,), d_dt, scope="local", layout="default")])
         Dr = T.decl_tensor(acc_raw.ptr_to([0]), ty_args=[T.Tensor((1, 1, L.M, n), d_dt, scope="local",
                                                                   layout=d_layout)])
         T.ptx[PROXY_FENCE]()
         T.cuda.cta_sync()
-        T.sm90.tile.apply(T.wgmma[shape.ptx], Dr, SA, SB, scope=scope, **params)
+        T.sm90.tile.apply(T.wgmma[shape.ptx], Dr, Aop, SB, scope=scope, **params)
         T.ptx[WAIT](final_wait)
         for r in T.unroll(n // 2):
             _fence(acc_raw[r])  # no read of D above the wait (patterns.wgmma_fence)
@@ -138,14 +132,24 @@ def probe(atype: str, form: str = "ss", n: int = 16, k_repeats: int = 4, swizzle
             D[_acc_row(t, r), _acc_col(t, r)] = acc_raw[r]
 
     @T.function
+    def kernel_ss(A: T.Tensor((L.M, kk), g_a), B: T.Tensor((n, kk), g_a), D: T.Tensor((L.M, n), ACC)):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=threads))
+        t = T.cuda.thread_in_warpgroup()
+        SB = T.alloc_tensor(ty_args=[T.Tensor((1, k_repeats, n, k), b_dt, scope="shared", layout=b_sh,
+                                              align=b_align)])
+        stage(SB, B, n, t, b_dt)
+        SA = T.alloc_tensor(ty_args=[T.Tensor((1, k_repeats, L.M, k), a_dt, scope=a_scope, layout=a_sh,
+                                              align=a_align)])
+        stage(SA, A, L.M, t, a_dt)
+        finish(SA, SB, D, t)
+
+    @T.function
     def kernel_rs(A: T.Tensor((L.M, kk), g_a), B: T.Tensor((n, kk), g_a), D: T.Tensor((L.M, n), ACC)):
         T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=threads))
         t = T.cuda.thread_in_warpgroup()
         SB = T.alloc_tensor(ty_args=[T.Tensor((1, k_repeats, n, k), b_dt, scope="shared", layout=b_sh,
                                               align=b_align)])
-        for q in range(n * kk // threads):
-            e = t + threads * q
-            SB[0, (e % kk) // k, e // kk, e % k] = T.reinterpret(B[e // kk, e % kk], ty=b_dt)
+        stage(SB, B, n, t, b_dt)
         a_raw = T.alloc_tensor(ty_args=[T.Tensor((a_elems // L.WARPGROUP_THREADS,), a_dt, scope=a_scope,
                                                  layout="default")])
         Ar = T.decl_tensor(a_raw.ptr_to([0]), ty_args=[T.Tensor((1, k_repeats, L.M, k), a_dt, scope=a_scope,
@@ -154,17 +158,7 @@ def probe(atype: str, form: str = "ss", n: int = 16, k_repeats: int = 4, swizzle
             for e in T.unroll(ka.k * L.M // L.WARPGROUP_THREADS):
                 a_raw[kr * (ka.k * L.M // L.WARPGROUP_THREADS) + e] = T.reinterpret(
                     A[_a_row(ka, t, e), kr * k + _a_col(ka, t, e)], ty=a_dt)
-        acc_raw = T.alloc_tensor(ty_args=[T.Tensor((n // 2,), d_dt, scope="local", layout="default")])
-        Dr = T.decl_tensor(acc_raw.ptr_to([0]), ty_args=[T.Tensor((1, 1, L.M, n), d_dt, scope="local",
-                                                                  layout=d_layout)])
-        T.ptx[PROXY_FENCE]()
-        T.cuda.cta_sync()
-        T.sm90.tile.apply(T.wgmma[shape.ptx], Dr, Ar, SB, scope=scope, **params)
-        T.ptx[WAIT](final_wait)
-        for r in T.unroll(n // 2):
-            _fence(acc_raw[r])  # no read of D above the wait (patterns.wgmma_fence)
-        for r in T.unroll(n // 2):
-            D[_acc_row(t, r), _acc_col(t, r)] = acc_raw[r]
+        finish(Ar, SB, D, t)
 
     kernel = kernel_rs if rs else kernel_ss
     return kernel
