@@ -33,17 +33,6 @@ def shapes(models):
     return [(model, proj, N, K) for model in models for proj, N, K in projections(model)]
 
 
-def hybrid_ranked(gemm_cost, M, N, K, device, min_slice: int) -> list:
-    """``gemm_cost.ranked`` with the hybrid weighed (``WEIGH_HYBRID`` on for this call only: the choice leaves it
-    out until a timing like this sweep's tests it) and slices of ``min_slice`` k-tiles or more."""
-    weigh = gemm_cost.WEIGH_HYBRID
-    gemm_cost.WEIGH_HYBRID = True
-    try:
-        return gemm_cost.ranked(M, N, K, 2, device, min_slice=min_slice)
-    finally:
-        gemm_cost.WEIGH_HYBRID = weigh
-
-
 def jobs(args):
     import attrs
 
@@ -55,7 +44,9 @@ def jobs(args):
     for model, proj, N, K in shapes(args.models.split(",")):
         for M in map(int, args.ms.split(",")):
             ranked = gemm_cost.ranked(M, N, K, 2, device)
-            wide = hybrid_ranked(gemm_cost, M, N, K, device, args.hybrid_min_slice) if args.hybrid else ranked
+            # the hybrid weighed here whatever the choice does (gemm_cost.WEIGH_HYBRID): this sweep is its timing
+            wide = (gemm_cost.ranked(M, N, K, 2, device, min_slice=args.hybrid_min_slice, hybrid=True) if args.hybrid
+                    else ranked)
             for rank, (t, cfg) in picks(ranked, args.top, args.hybrid, wide):
                 out.append(((model, proj, M, N, K, rank, round(t * 1e6, 2)), (M, N, K), attrs.asdict(cfg)))
     return out

@@ -200,13 +200,14 @@ spills registers under ptxas, and the model expects 2-4% at most (docs/sm90_gemm
 ``benchmarks/sm90_sweep.py`` times the best-ranked hybrid of each shape for that fit."""
 
 
-def decompositions(tiles: int, sms: int, allowed: tuple) -> tuple:
+def decompositions(tiles: int, sms: int, allowed: tuple, hybrid: bool | None = None) -> tuple:
     """(split_k, decomposition) pairs the model weighs for a grid of ``tiles`` on ``sms`` SMs (``allowed``: the
     ``splits``): unsplit always; every split of every tile while the tiles leave SMs idle (a split of a full
     grid, for its last wave, measured slower); past a full wave with a partial last one, every split of the last
-    wave's tiles alone (``hybrid``, while ``WEIGH_HYBRID``)."""
+    wave's tiles alone (``hybrid``: where ``hybrid`` is True, or None and ``WEIGH_HYBRID``)."""
+    weigh = WEIGH_HYBRID if hybrid is None else hybrid
     split = tuple((s, "split-k") for s in allowed if s > 1) if tiles < sms else ()
-    hybrid = tuple((s, "hybrid") for s in allowed if s > 1) if WEIGH_HYBRID and tiles > sms and tiles % sms else ()
+    hybrid = tuple((s, "hybrid") for s in allowed if s > 1) if weigh and tiles > sms and tiles % sms else ()
     return ((1, "data-parallel"), *split, *hybrid)
 
 
@@ -228,13 +229,15 @@ def epilogues(N: int, out_bytes: int, consumers: int) -> tuple:
 
 
 def ranked(M: int, N: int, K: int, out_bytes: int, device, dtype: str = "bf16",
-           min_slice: int = MIN_SLICE_TILES) -> list[tuple[float, Sm90Config]]:
+           min_slice: int = MIN_SLICE_TILES, hybrid: bool | None = None) -> list[tuple[float, Sm90Config]]:
     """Every candidate config (deepest ring) with every epilogue C allows (``epilogues``) and every K split
-    ``decompositions`` weighs (``splits`` with slices of ``min_slice`` k-tiles or more), and its estimate, best
-    first (ties: the larger tile, then the fewer slices)."""
+    ``decompositions`` weighs (``splits`` with slices of ``min_slice`` k-tiles or more; the hybrid where
+    ``hybrid``, default ``WEIGH_HYBRID``), and its estimate, best first (ties: the larger tile, then the fewer
+    slices)."""
     out, k_tiles = [], ceil_div(K, block_k(dtype))
     for (bm, bn, consumers), how in ((c, how) for c in CANDIDATES for how in epilogues(N, out_bytes, c[2])):
-        for split, way in decompositions(ceil_div(M, bm) * ceil_div(N, bn), device.units, splits(M, N, K, dtype, min_slice)):
+        for split, way in decompositions(ceil_div(M, bm) * ceil_div(N, bn), device.units, splits(M, N, K, dtype, min_slice),
+                                         hybrid):
             stages = deepest(bm, bn, consumers, device.smem_per_unit, ceil_div(k_tiles, split), how)
             cfg = Sm90Config(bm, bn, stages, consumers, epilogue=how, split_k=split, decomposition=way)
             out.append((estimate(cfg, M, N, K, out_bytes, device, dtype).total, -bm * bn, split, cfg))
