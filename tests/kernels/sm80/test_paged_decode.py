@@ -199,3 +199,20 @@ def test_the_merge_model_takes_one_launch_at_small_batch_and_two_at_large(monkey
     with pytest.raises(ContractError, match="config merge") as info:
         PagedDecodeConfig(merge="atomic")
     assert info.value.operand == "merge" and info.value.expected.startswith("one of ('last-cta', 'kernel')")
+
+
+def test_one_partition_is_one_launch_whatever_the_weighing():
+    # split_kv 1 (the dispatch benchmark's 64 keys): the last-CTA merge, no ticket drawn, no merge kernel to launch,
+    # while WEIGH_LAST_CTA is off; two partitions keep the merge kernel; a forced merge stays forced
+    from tvm_cdna4.kernels.sm80 import paged_decode_plan
+    from tvm_cdna4.kernels.sm80.paged_decode_plan import choose_merge
+
+    assert paged_decode_plan.WEIGH_LAST_CTA is False
+    one = PagedDecodeProblem(1, 8, 8, 64, 1, 16, 4, 4)
+    p = plan_paged_decode(one)
+    assert (p.split_kv, p.merge, p.merge_params, p.merge_ctas) == (1, "last-cta", (), 0)
+    assert [q.name for q in p.params[-3:]] == ["TICKETS", "O", "LSE"]
+    assert choose_merge(one, 1, 4, 132) == "last-cta" and choose_merge(one, 2, 4, 132) == "kernel"
+    assert plan_paged_decode(one, PagedDecodeConfig(merge="kernel")).merge == "kernel"
+    assert plan_paged_decode(one, context=64, sms=132).merge == "last-cta"
+    assert plan_paged_decode(one, PagedDecodeConfig(partition=32)).merge == "kernel"  # two partitions

@@ -98,7 +98,8 @@ waves x 0.2 + 4 rounds x 0.7), kernel ~5.8 us (3 + 4 x 0.7): one launch wins. Ba
 partitions, 32768 CTAs): last-CTA ~36 us (125 waves of tickets + 16 rounds), kernel ~14 us: many short CTAs'
 tickets weigh more than a launch, two launches win; so do 32 rows (4 queries x group 8: 4 passes of
 rounds in one CTA against one in the kernel). One partition (``split_kv`` 1): no ticket, no rounds, the
-last-CTA merge always. The GPU run (``benchmarks/paged_decode.py --merge``) is the check.
+last-CTA merge always, chosen even while ``WEIGH_LAST_CTA`` is off (one launch: what an eager call of a small
+problem costs on the host, issue 37 item 5). The GPU run (``benchmarks/paged_decode.py --merge``) is the check.
 """
 
 from __future__ import annotations
@@ -318,14 +319,18 @@ def merge_seconds(problem: PagedDecodeProblem, split_kv: int, warps: int, sms: i
 
 
 WEIGH_LAST_CTA = False
-"""Whether the choice weighs the last-CTA merge (``choose_merge``): not until a GPU run has timed it (its
-``merge_seconds`` constants are first guesses) and run its tickets on hardware; ``PagedDecodeConfig(merge=
-"last-cta")`` forces it, and ``benchmarks/paged_decode.py --merge last-cta,kernel`` times both."""
+"""Whether the choice weighs the last-CTA merge (``choose_merge``; one partition takes it anyway): not until a
+GPU run has timed it (its ``merge_seconds`` constants are first guesses) and run its tickets on hardware;
+``PagedDecodeConfig(merge="last-cta")`` forces it, and ``benchmarks/paged_decode.py --merge last-cta,kernel``
+times both."""
 
 
 def choose_merge(problem: PagedDecodeProblem, split_kv: int, warps: int, sms: int) -> str:
     """The cheaper merge of ``merge_seconds`` (a tie: one launch), the merge kernel while ``WEIGH_LAST_CTA`` is
-    off."""
+    off; one partition (``split_kv`` 1): the last-CTA merge whatever ``WEIGH_LAST_CTA`` says (no ticket, no
+    rounds: main writes O and LSE, one launch instead of two)."""
+    if split_kv == 1:
+        return "last-cta"
     if not WEIGH_LAST_CTA:
         return "kernel"
     cost = merge_seconds(problem, split_kv, warps, sms)
