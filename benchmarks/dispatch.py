@@ -20,7 +20,8 @@ and the kernel included). The rows:
 
 CPU (``--cpu``): the ops' Python path with the kernel launch stubbed (``stubbed``: CPU tensors pass the
 device check, the loaded kernels are tvm_ffi's ``testing.nop``, nothing is built), each stage timed
-with ``time.perf_counter_ns`` over ``--cpu-calls`` calls: where the host time of a call goes.
+with ``time.perf_counter_ns`` over ``--cpu-calls`` calls (the median and the minimum of 20 interleaved rounds:
+the machine may be shared): where the host time of a call goes.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import argparse
 import contextlib
 import json
 import os
+import statistics
 import sys
 import time
 import types
@@ -56,7 +58,9 @@ def stubbed(arch: str = "sm_80", target: str = "sm80"):
     from tvm_cdna4.kernels.gemm.dynamic_m import DynamicGemm
     from tvm_cdna4.kernels.sm80 import attention as sm80_attention
     from tvm_cdna4.kernels.sm80.attention_plan import plan_sm80_attention
+    from tvm_cdna4.kernels.sm80 import paged_target
     from tvm_cdna4.runtime import cuda
+    from tvm_cdna4.torch_paged import HOOKS as paged_hooks
 
     nop = tvm_ffi.get_global_func("testing.nop")
 
@@ -72,11 +76,14 @@ def stubbed(arch: str = "sm_80", target: str = "sm80"):
 
     saved = dict(DEVICE_TYPES=tt.DEVICE_TYPES, _DEVICES=tt._DEVICES, _KERNELS=tt._KERNELS,
                  _SM90_REFUSED=tt._SM90_REFUSED)
+    paged_kernels = tt._paged._KERNELS
     patches = [(DynamicGemm, "kernel_for", lambda self, M: None),
                (cuda, "load_build", lambda exe, prefix="", workdir=None: launch),
                (sm80_attention, "build_sm80_attention",
                 lambda problem, arch="sm_80": types.SimpleNamespace(config=plan_sm80_attention(problem, None,
                                                                                               arch=arch).config)),
+               (paged_target, "build", lambda problem, arch="sm_80": (
+                   "main", "merge" if paged_target.plan(problem).merge_params else None)),
                (torch.cuda, "current_device", lambda: 0),
                (torch.cuda, "device", lambda device: contextlib.nullcontext())]
     old = [(obj, name, getattr(obj, name)) for obj, name, _ in patches]
@@ -84,6 +91,8 @@ def stubbed(arch: str = "sm_80", target: str = "sm80"):
         for obj, name, value in patches:
             setattr(obj, name, value)
         tt.DEVICE_TYPES = (*tt.DEVICE_TYPES, "cpu")
+        paged_hooks["DEVICE_TYPES"] = tt.DEVICE_TYPES
+        tt._paged._KERNELS = {}
         tt._DEVICES, tt._KERNELS, tt._SM90_REFUSED = {0: (arch, target)}, type(tt._KERNELS)(), set()
         tt.__dict__.get("_CALLS", {}).clear()
         yield calls
@@ -92,6 +101,7 @@ def stubbed(arch: str = "sm_80", target: str = "sm80"):
             setattr(obj, name, value)
         for name, value in saved.items():
             setattr(tt, name, value)
+        paged_hooks["DEVICE_TYPES"], tt._paged._KERNELS = tt.DEVICE_TYPES, paged_kernels
         tt.__dict__.get("_CALLS", {}).clear()
 
 
@@ -100,26 +110,38 @@ def cpu_inputs() -> dict:
     bf = dict(dtype=torch.bfloat16)
     x, w = torch.zeros(16, 256, **bf), torch.zeros(2, 256, 256, **bf)
     q = torch.zeros(1, 1, 64, 64, **bf)
+    kc = torch.zeros(4, 16, 8, 64, **bf)  # the GPU row's: one sequence of 64 keys in 4 pages of 16, 8/8 heads
+    paged = (torch.zeros(1, 1, 8, 64, **bf), kc, kc.clone(), torch.arange(4, dtype=torch.int32).view(1, 4),
+             torch.tensor([64], dtype=torch.int32))
     return {"gemm": ((torch.zeros(1, 256, **bf), torch.zeros(256, 256, **bf)), {}),
             "gemm_bias_silu": ((torch.zeros(1, 256, **bf), torch.zeros(256, 256, **bf)),
                                dict(bias=torch.zeros(256), activation="silu")),
             "grouped_gemm": ((x, w, torch.tensor([0, 8, 16], dtype=torch.int32)), {}),
-            "attention": ((q, q.clone(), q.clone()), {})}
+            "attention": ((q, q.clone(), q.clone()), {}),
+            "paged_attention": (paged, {})}
 
 
-def per_call_ns(fn, calls: int) -> float:
-    """Mean ns of ``fn()`` over ``calls`` calls after ``calls // 10`` warm-up calls."""
-    for _ in range(max(1, calls // 10)):
-        fn()
-    t0 = time.perf_counter_ns()
-    for _ in range(calls):
-        fn()
-    return (time.perf_counter_ns() - t0) / calls
+def per_call_ns(stages: dict, calls: int, rounds: int = 20) -> dict:
+    """``{stage: (median, min)}`` ns per call of each zero-argument callable of ``stages``, after ``calls // 10``
+    warm-up calls each: ``rounds`` rounds of ``calls // rounds`` calls per stage, the stages interleaved in each
+    round (a shared, noisy machine's slow spells fall on every stage alike), the median and the minimum of the
+    rounds' means."""
+    for fn in stages.values():
+        for _ in range(max(1, calls // 10)):
+            fn()
+    n, means = max(1, calls // rounds), {name: [] for name in stages}
+    for _ in range(rounds):
+        for name, fn in stages.items():
+            t0 = time.perf_counter_ns()
+            for _ in range(n):
+                fn()
+            means[name].append((time.perf_counter_ns() - t0) / n)
+    return {name: (statistics.median(m), min(m)) for name, m in means.items()}
 
 
 def cpu_stages(calls: int = 10_000) -> dict:
-    """``{stage: µs per call}`` of the ops' Python path (``stubbed``): the whole eager call of each op,
-    and the pieces it is made of."""
+    """``{stage: (median, min) µs per call}`` of the ops' Python path (``stubbed``): the whole eager call of each
+    op, and the pieces it is made of (``per_call_ns``)."""
     import tvm_ffi
 
     nop = tvm_ffi.get_global_func("testing.nop")
@@ -134,6 +156,10 @@ def cpu_stages(calls: int = 10_000) -> dict:
             "gemm bias+silu: the whole call": lambda: tt.gemm(*ins["gemm_bias_silu"][0], **ins["gemm_bias_silu"][1]),
             "grouped_gemm: the whole call": lambda: tt.grouped_gemm(*ins["grouped_gemm"][0]),
             "attention: the whole call": lambda: tt.attention(*ins["attention"][0]),
+            "attention return_lse: the whole call": lambda: tt.attention(*ins["attention"][0], return_lse=True),
+            "paged_attention: the whole call": lambda: tt.paged_attention(*ins["paged_attention"][0]),
+            "paged_attention return_lse: the whole call":
+                lambda: tt.paged_attention(*ins["paged_attention"][0], return_lse=True),
             "check_arguments (gemm)": lambda: tt.check_arguments(a, b, "nt", None, None, None, None, None, None, None),
             "torch.ops.tvm_cdna4.gemm (op dispatch + body)":
                 lambda: torch.ops.tvm_cdna4.gemm(a, b, "nt", None, None, None, None, None, None),
@@ -145,15 +171,15 @@ def cpu_stages(calls: int = 10_000) -> dict:
             "nop(a, b, c): tvm_ffi tensors": lambda: nop(fa, fb, fc),
             "tvm_ffi.from_dlpack, 3 tensors": lambda: [tvm_ffi.from_dlpack(t) for t in (a, b, c)],
         }
-        for name, fn in stages.items():
-            out[name] = per_call_ns(fn, calls) / 1e3
+        for name, (median, least) in per_call_ns(stages, calls).items():
+            out[name] = (median / 1e3, least / 1e3)
     return out
 
 
 def cpu_report(calls: int) -> str:
-    """``cpu_stages`` as lines of text, slowest first."""
-    rows = sorted(cpu_stages(calls).items(), key=lambda kv: -kv[1])
-    return "\n".join(f"{us:9.2f} µs  {name}" for name, us in rows)
+    """``cpu_stages`` as lines of text (median µs, min µs), slowest first."""
+    rows = sorted(cpu_stages(calls).items(), key=lambda kv: -kv[1][0])
+    return "\n".join(["   median       min"] + [f"{us:9.2f} {least:9.2f} µs  {name}" for name, (us, least) in rows])
 
 
 # ------------------------------------------------------------------------------------ on the GPU

@@ -326,6 +326,8 @@ FUSED_KEYWORDS = ("bias", "residual", "row_scale", "col_scale")
 """The GEMMs' epilogue keywords in the order the eager path passes them (``_prepare``)."""
 _UNCACHED = object()
 """What ``_sig`` gives for an argument no prepared launch may serve: no key holds it."""
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
+"""The tensor classes a key may hold (``_sig``)."""
 
 
 def _eager() -> bool:
@@ -342,23 +344,30 @@ def _sig(t):
     requires grad while grad is enabled (the custom op's autograd answer stays the op's)."""
     if t is None:
         return None
-    if (type(t) is not torch.Tensor and type(t) is not torch.nn.Parameter) or (
-            t.requires_grad and torch.is_grad_enabled()):
+    if t.__class__ not in _PLAIN or (t.requires_grad and torch.is_grad_enabled()):
         return _UNCACHED
     return t.shape, t.dtype, t.device
 
 
-def _key(op: str, options: tuple, *tensors):
-    """The call's key in ``_CALLS`` (the op, its non-tensor ``options``, each tensor's ``_sig``), or None
+def _lookup(op: str, options: tuple, *tensors):
+    """``(key, launch)``: the call's key in ``_CALLS`` (the op, its non-tensor ``options``, each tensor's
+    ``_sig``) and its prepared launch (None where none is prepared yet), the key hashed once; ``(None, None)``
     where the call must take the custom op (``_eager``) or no launch may be prepared for it."""
     if not _eager():
-        return None
+        return None, None
     key = (op, options, *map(_sig, tensors))
     try:
-        hash(key)
+        launch = _CALLS.get(key)
     except TypeError:  # an unhashable option (a list for a layout ...): the checks name it
-        return None
-    return None if _UNCACHED in key else key
+        return None, None
+    if launch is None and _UNCACHED in key:  # never stored: such a key finds nothing
+        return None, None
+    return key, launch
+
+
+def _key(op: str, options: tuple, *tensors):
+    """The call's key in ``_CALLS`` (``_lookup``'s), or None where no launch may be prepared for it."""
+    return _lookup(op, options, *tensors)[0]
 
 
 def _prepared(key):
@@ -385,9 +394,9 @@ def _prepare(key, kernel, shape: tuple, odt, device, fusion: Fusion, leading: in
     """Store the launch of a GEMM call that passed its checks: ``launch(a, b, out, more)`` with ``more``
     the ``leading`` tensors before the epilogue keywords (a grouped GEMM's offsets) then those in
     ``FUSED_KEYWORDS`` order; it runs the bucket's loaded ``kernel`` (``runtime.cuda.Kernel``: its
-    workspace converted once) on torch's current stream, with the tensors' device current (``on_device``), and
+    workspace converted once) on torch's current stream, with the tensors' device current (``bound``), and
     returns the output, or None (nothing run) where ``_ready`` refuses a tensor."""
-    fn, extra = kernel.fn, kernel.extra()
+    fn, extra = bound(kernel.fn, device), kernel.extra()
     picks = (*range(leading), *(leading + FUSED_KEYWORDS.index(n) for n in fusion.inputs()))
 
     def launch(a, b, out, more):
@@ -398,8 +407,7 @@ def _prepare(key, kernel, shape: tuple, odt, device, fusion: Fusion, leading: in
         if out is None:
             out = torch.empty(shape, dtype=odt, device=device)
             args = (a, b, out, *args[2:])
-        with on_device(device):
-            fn(*args, *extra)
+        fn(*args, *extra)
         if given_out:  # what the custom op's mutates_args does: autograd sees out was written
             torch.autograd.graph.increment_version(out)
         return out
@@ -407,6 +415,7 @@ def _prepare(key, kernel, shape: tuple, odt, device, fusion: Fusion, leading: in
 
 
 _SAME_DEVICE = contextlib.nullcontext()
+_CONTIGUOUS = torch.contiguous_format
 
 
 def on_device(device):
@@ -419,18 +428,39 @@ def on_device(device):
     return torch.cuda.device(device)
 
 
-def _prepare_attention(key, kernel, shape: tuple, dtype, device) -> None:
-    """Store the launch of an attention call that passed its checks: ``launch(q, k, v, ())`` -> ``(O, LSE)``,
-    or None (nothing run) where ``_ready`` refuses a tensor."""
-    fn, extra = kernel.fn, kernel.extra()
+def bound(fn, device):
+    """``fn`` launching with ``device`` current (the loaded kernels launch on the current CUDA device): ``fn``
+    itself where no other device can be current (a process of one GPU, or a device that is not CUDA: the
+    count read once, here), else ``fn`` under ``on_device`` (one ``current_device`` read per call)."""
+    if device.type != "cuda" or torch.cuda.device_count() <= 1:
+        return fn
 
-    def launch(q, k, v, _):
+    def switched(*args):
+        with on_device(device):
+            return fn(*args)
+    return switched
+
+
+def empty_lse(shape: tuple, device):
+    """The LSE scratch of a prepared launch: where a call does not return the LSE, the kernel writes it here
+    (``_prepare_attention``, ``torch_paged``) and nobody reads it; also the template of a fresh LSE
+    (``torch.empty_like`` of it: contiguous, cheaper than ``torch.empty``)."""
+    return torch.empty(shape, dtype=torch.float32, device=device)
+
+
+def _prepare_attention(key, kernel, q) -> None:
+    """Store the launch of an attention call that passed its checks: ``launch(q, k, v, return_lse)`` ->
+    ``(O, LSE)``, or None (nothing run) where ``_ready`` refuses a tensor. O is a new tensor every call; LSE
+    is a new tensor where the call returns it, else the key's scratch (``empty_lse``: its values are
+    nobody's; two streams' calls of one key may write it at once, garbage over garbage, never read)."""
+    fn, extra, scratch = bound(kernel.fn, q.device), kernel.extra(), empty_lse(q.shape[:3], q.device)
+
+    def launch(q, k, v, return_lse):
         if not _ready((q, k, v)):
             return None
-        o, lse = torch.empty(shape, dtype=dtype, device=device), torch.empty(shape[:3], dtype=torch.float32,
-                                                                            device=device)
-        with on_device(device):
-            fn(q, k, v, o, lse, *extra)
+        o = torch.empty_like(q, memory_format=_CONTIGUOUS)
+        lse = torch.empty_like(scratch) if return_lse else scratch
+        fn(q, k, v, o, lse, *extra)
         return o, lse
     _store(key, launch)
 
@@ -470,8 +500,7 @@ def gemm(a, b, *, layout: str = "nt", out_dtype=None, bias=None, activation=None
          col_scale=None, out=None):
     """``epilogue(a @ op(b))`` on CUDA tensors (the module docstring): a new tensor, or ``out`` filled."""
     fused = (bias, residual, row_scale, col_scale)
-    key = _key("gemm", (layout, out_dtype, activation), a, b, out, *fused)
-    launch = _prepared(key)
+    key, launch = _lookup("gemm", (layout, out_dtype, activation), a, b, out, *fused)
     if launch is not None:
         y = launch(a, b, out, fused)
         if y is not None:
@@ -587,8 +616,7 @@ def grouped_gemm(x, w, offsets, *, layout: str = "nt", out_dtype=None, bias=None
                  row_scale=None, col_scale=None, out=None):
     """The grouped GEMM on CUDA tensors (the module docstring): a new [T, N] tensor, or ``out`` filled."""
     fused = (bias, residual, row_scale, col_scale)
-    key = _key("grouped_gemm", (layout, out_dtype, activation), x, w, out, offsets, *fused)
-    launch = _prepared(key)
+    key, launch = _lookup("grouped_gemm", (layout, out_dtype, activation), x, w, out, offsets, *fused)
     if launch is not None:
         y = launch(x, w, out, (offsets, *fused))
         if y is not None:
@@ -702,16 +730,15 @@ def attention(q, k, v, *, causal: bool = False, scale=None, return_lse: bool = F
             scale = float(scale)
         except (TypeError, ValueError):
             _fail("scale", "the softmax scale", "a positive finite float or None", repr(scale), "attention")
-    key = _key("attention", (causal, scale), q, k, v)
-    launch = _prepared(key)
+    key, launch = _lookup("attention", (causal, scale), q, k, v)
     if launch is not None:
-        pair = launch(q, k, v, ())
+        pair = launch(q, k, v, return_lse)
         if pair is not None:
             return pair if return_lse else pair[0]
     o, lse = torch.ops.tvm_cdna4.attention(q, k, v, causal, scale)
     if key is not None and q.device.type != "meta":
         problem = check_attention_arguments(q, k, v, causal, scale)
-        _prepare_attention(key, _attention_kernel(q, problem), q.shape, q.dtype, q.device)
+        _prepare_attention(key, _attention_kernel(q, problem), q)
     return (o, lse) if return_lse else o
 
 
@@ -732,8 +759,8 @@ def run_attention(problem, arrays):
 from . import torch_paged as _paged  # noqa: E402  (handed the dispatch helpers above)
 from .torch_paged import check_paged_arguments, paged_attention, run_paged_attention  # noqa: E402
 
-_paged.HOOKS.update(_key=_key, _prepared=_prepared, _store=_store, _ready=_ready, _arch=_arch, ALIGNMENT=ALIGNMENT,
-                   on_device=on_device)
+_paged.bind(_lookup=_lookup, _store=_store, _ready=_ready, _arch=_arch, ALIGNMENT=ALIGNMENT, on_device=on_device,
+            bound=bound, empty_lse=empty_lse, DEVICE_TYPES=DEVICE_TYPES)
 
 __all__ = ["ALIGNMENT", "CUDA_TARGET", "LAYOUTS", "TARGET_ENV", "attention", "check_paged_arguments", "paged_attention",
            "run_paged_attention", "choose_target", "cuda_target", "attention_dtype", "check_arguments", "check_attention_arguments",

@@ -11,14 +11,16 @@ max_pages]; ``context_lens`` int32 [B] (each sequence's keys, its Q new tokens i
 an access outside the buffers).
 
 Two launches (partials, merge), or one where the plan merges in each sequence's last CTA
-(``kernels.sm80.paged_decode_plan``, its ``merge``), on torch's current stream, the workspace from torch's allocator; the
-contexts and the table are read on the device only: no host synchronization, so the call is
-CUDA-graph capturable. The grid of fixed-size partitions is planned for ``max_pages x page_size`` keys (the
-host does not know the contexts; the CTAs past a sequence's length exit at once). It is the custom op
-``torch.ops.tvm_cdna4.paged_attention`` with a fake implementation (``torch.compile``); eagerly, a call
-whose shape class ran before takes its prepared launch (one dict lookup: ``torch._key`` / ``_prepared``,
-as the other ops). Bad arguments: a
-``ContractError`` naming the tensor, the rule, what was expected and found.
+(``kernels.sm80.paged_decode_plan``, its ``merge``; a plan of one partition always does), on torch's current
+stream, the workspace from torch's allocator; the contexts and the table are read on the device only: no host
+synchronization, so the call is CUDA-graph capturable. The grid of fixed-size partitions is planned for
+``max_pages x page_size`` keys (the host does not know the contexts; the CTAs past a sequence's length exit at
+once). It is the custom op ``torch.ops.tvm_cdna4.paged_attention`` with a fake implementation
+(``torch.compile``); eagerly, a call whose shape class ran before takes its prepared launch (one dict lookup:
+``torch._lookup``, as the other ops; ``_prepare``): the workspace converted for tvm_ffi once, O allocated per
+call, the LSE a per-key scratch where the call does not return it. Bad arguments: a ``ContractError`` naming
+the tensor, the rule, what was expected and found (a prepared launch refuses what its key does not hold,
+strides and alignment, and the call takes the checked path, which names it).
 """
 
 from __future__ import annotations
@@ -64,7 +66,7 @@ def check_paged_arguments(q, k_cache, v_cache, block_table, context_lens, scale,
 
     if not isinstance(q, torch.Tensor):
         _fail("q", "a torch.Tensor", "a tensor", type(q).__name__, "operands")
-    if q.device.type not in ("cuda", "meta"):
+    if q.device.type not in HOOKS["DEVICE_TYPES"]:
         _fail("q", "a CUDA tensor", "device cuda", q.device, "operands")
     _tensor("q", q, q.device, tuple(Q_DTYPES), 4)
     fp8 = isinstance(k_cache, torch.Tensor) and k_cache.dtype == FP8
@@ -112,8 +114,17 @@ def check_paged_alignment(q, k_cache, v_cache) -> None:
 
 _KERNELS: dict = {}
 HOOKS: dict = {}
-"""``tvm_cdna4.torch``'s dispatch helpers (``_key``, ``_prepared``, ``_store``, ``_ready``, ``_arch``) and its
-``ALIGNMENT``, set by it on import (this module sits below it: no import back)."""
+"""``tvm_cdna4.torch``'s dispatch helpers (``_lookup``, ``_store``, ``_ready``, ``_arch``, ``on_device``,
+``bound``, ``empty_lse``) and its ``ALIGNMENT`` and ``DEVICE_TYPES``, set by it on import (``bind``; this
+module sits below it: no import back)."""
+_lookup = _store = None  # HOOKS' of the eager path, bound once (``bind``): no dict lookup per call
+
+
+def bind(**hooks) -> None:
+    """Set ``HOOKS`` (``tvm_cdna4.torch`` calls it on import) and bind the eager path's."""
+    global _lookup, _store
+    HOOKS.update(hooks)
+    _lookup, _store = hooks["_lookup"], hooks["_store"]
 
 
 def _kernels(q, problem):
@@ -123,7 +134,7 @@ def _kernels(q, problem):
 
     arch = HOOKS["_arch"](q)
     key = (problem, arch, q.device.index)
-    if key not in _KERNELS:
+    if key not in _KERNELS:  # a plan of one partition: merge None (the last-CTA merge, one launch)
         with torch.cuda.device(q.device):
             main, merge = build(problem, arch=arch)
         p = plan(problem)
@@ -177,32 +188,62 @@ def _paged_fake(q, k_cache, v_cache, block_table, context_lens, scale, k_scale, 
     return _outputs(q)
 
 
+def _prepare(key, kernels, q, scaled: bool) -> None:
+    """Store the launch of a call that passed its checks: ``launch(q, k_cache, v_cache, block_table,
+    context_lens, k_scale, v_scale, return_lse)`` -> ``(O, LSE)``, or None (nothing run) where ``_ready``
+    refuses a tensor (the checked path then names it). The workspace is converted to tvm_ffi tensors once (as
+    ``runtime.cuda.Kernel.extra`` does the GEMM's); O is a new tensor every call; LSE a new one where the call
+    returns it, else the key's scratch (``empty_lse``: nobody reads it; calls on one stream run in order, and
+    two streams' calls of one key both write garbage nobody reads). One launch where the plan merges in main's
+    last CTA (``merge`` None: a plan of one partition always), else main then merge."""
+    import tvm_ffi
+
+    main, merge, _, work = kernels
+    bound, ready, device = HOOKS["bound"], HOOKS["_ready"], q.device
+    main, merge = bound(main, device), merge and bound(merge, device)
+    work = tuple(tvm_ffi.from_dlpack(w) for w in work)
+    scratch, contiguous = HOOKS["empty_lse"](q.shape[:3], device), torch.contiguous_format
+
+    def launch(q, k_cache, v_cache, block_table, context_lens, k_scale, v_scale, return_lse):
+        if scaled:  # fp8 caches (their bytes to the kernel) and their scales: the key holds which
+            if not ready((q, k_cache, v_cache, block_table, context_lens, k_scale, v_scale)):
+                return None
+            tensors = (q, k_cache.view(torch.uint8), v_cache.view(torch.uint8), block_table, context_lens, k_scale,
+                       v_scale)
+        else:
+            tensors = (q, k_cache, v_cache, block_table, context_lens)
+            if not ready(tensors):
+                return None
+        o = torch.empty_like(q, memory_format=contiguous)
+        lse = torch.empty_like(scratch) if return_lse else scratch
+        if merge is None:  # the last-CTA merge: main writes O and LSE (its parameters end TICKETS, O, LSE)
+            main(*tensors, *work, o, lse)
+        else:
+            main(*tensors, *work)
+            merge(context_lens, *work, o, lse)
+        return o, lse
+    _store(key, launch)
+
+
 def paged_attention(q, k_cache, v_cache, block_table, context_lens, *, scale=None, k_scale=None, v_scale=None,
                     return_lse: bool = False):
     """Paged decode attention (the module docstring): ``O``, or ``(O, LSE)`` with ``return_lse``."""
-    _key, _prepared, _store = HOOKS["_key"], HOOKS["_prepared"], HOOKS["_store"]
     if scale is not None:
         try:
             scale = float(scale)
         except (TypeError, ValueError):
             _fail("scale", "the softmax scale", "a positive finite float or None", repr(scale), "parameters")
-    tensors = (q, k_cache, v_cache, block_table, context_lens, k_scale, v_scale)
-    key = _key("paged_attention", (scale,), *tensors)
-    launch = _prepared(key)
+    key, launch = _lookup("paged_attention", (scale,), q, k_cache, v_cache, block_table, context_lens, k_scale,
+                          v_scale)
     if launch is not None:
-        pair = launch(*tensors)
+        pair = launch(q, k_cache, v_cache, block_table, context_lens, k_scale, v_scale, return_lse)
         if pair is not None:
             return pair if return_lse else pair[0]
     o, lse = torch.ops.tvm_cdna4.paged_attention(q, k_cache, v_cache, block_table, context_lens, scale, k_scale, v_scale)
-    if key is not None and q.device.type == "cuda":
-        problem = check_paged_arguments(*tensors[:5], scale, k_scale, v_scale)
-        kernels = _kernels(q, problem)
-        _store(key, lambda *t: _run(*t, kernels) if _aligned(t) else None)
+    if key is not None and q.device.type != "meta":  # meta: a trace, nothing launched
+        problem = check_paged_arguments(q, k_cache, v_cache, block_table, context_lens, scale, k_scale, v_scale)
+        _prepare(key, _kernels(q, problem), q, problem.scaled)
     return (o, lse) if return_lse else o
-
-
-def _aligned(tensors) -> bool:
-    return HOOKS["_ready"]([t for t in tensors if t is not None])
 
 
 def run_paged_attention(problem, arrays):

@@ -151,3 +151,90 @@ def test_a_launch_makes_the_tensors_device_current_only_where_it_is_not(monkeypa
     assert tt.on_device(torch.device("cpu")) is tt._SAME_DEVICE
     other = tt.on_device(torch.device("cuda", 1))
     assert isinstance(other, torch.cuda.device) and other.idx == 1
+
+
+def _paged(pages=4, max_pages=4, kv=torch.bfloat16):
+    """The dispatch benchmark's paged call (one sequence of 64 keys in pages of 16, 8/8 heads, D 64), CPU tensors;
+    ``max_pages`` 32: 512 keys of capacity, two partitions (the merge kernel)."""
+    q, k = torch.zeros(1, 1, 8, 64, **BF), torch.zeros(max(pages, max_pages), 16, 8, 64, dtype=kv)
+    table = torch.arange(max_pages, dtype=torch.int32).view(1, max_pages)
+    return q, k, k.clone(), table, torch.tensor([64], dtype=torch.int32)
+
+
+def test_a_paged_call_of_one_partition_is_one_launch_its_workspace_converted_once(calls):
+    import tvm_ffi
+
+    args = _paged()
+    o0 = tt.paged_attention(*args)  # the checked path (the custom op): one launch, O and LSE its own
+    assert len(calls) == 1 and len(tt._CALLS) == 1
+    o1, o2 = tt.paged_attention(*args), tt.paged_attention(*args)  # the prepared launch
+    assert len(calls) == 3  # one launch a call: main merges in its last CTA (no merge kernel)
+    main = calls[-1]
+    assert main[:5] == args and all(isinstance(t, tvm_ffi.Tensor) for t in main[5:9])  # WO, WM, WL, TICKETS
+    assert [tuple(t.shape) for t in main[5:9]] == [(8, 1, 64), (8, 1), (8, 1), (8,)]  # 8 slots of 1 row
+    assert all(a is b for a, b in zip(calls[-2][5:9], main[5:9]))  # converted once, the same objects every call
+    assert main[9] is o2 and len({o0.data_ptr(), o1.data_ptr(), o2.data_ptr()}) == 3  # O: a new tensor per call
+    assert (o2.shape, o2.dtype) == (args[0].shape, torch.bfloat16) and main[10].shape == (1, 1, 8)
+
+
+def test_the_lse_nobody_reads_goes_to_a_scratch_and_a_returned_one_is_new(calls):
+    args = _paged()
+    tt.paged_attention(*args)
+    tt.paged_attention(*args)
+    tt.paged_attention(*args)
+    scratch = calls[-1][-1]
+    assert calls[-2][-1] is scratch and scratch.dtype == torch.float32  # return_lse False: the key's scratch
+    o, lse = tt.paged_attention(*args, return_lse=True)
+    o2, lse2 = tt.paged_attention(*args, return_lse=True)
+    assert calls[-1][-1] is lse2 and lse2.shape == (1, 1, 8) and lse2.dtype == torch.float32
+    assert len({lse.data_ptr(), lse2.data_ptr(), scratch.data_ptr()}) == 3 and o.data_ptr() != o2.data_ptr()
+    q, k = torch.zeros(1, 2, 64, 64, **BF), torch.zeros(1, 1, 64, 64, **BF)  # attention: the same
+    tt.attention(q, k, k)
+    tt.attention(q, k, k)
+    tt.attention(q, k, k)
+    scratch = calls[-1][-1]
+    assert calls[-2][-1] is scratch and calls[-1][3].data_ptr() != calls[-2][3].data_ptr()
+    o, lse = tt.attention(q, k, k, return_lse=True)
+    assert calls[-1][3:] == (o, lse) and lse.data_ptr() != scratch.data_ptr() and lse.shape == (1, 2, 64)
+    assert o.is_contiguous() and lse.is_contiguous()
+
+
+def test_a_paged_call_of_two_partitions_launches_main_then_merge(calls):
+    args = _paged(max_pages=32)  # 512 keys of capacity: two partitions of 256
+    for _ in range(3):
+        o = tt.paged_attention(*args)
+    assert len(calls) == 6 and len(tt._CALLS) == 1
+    main, merge = calls[-2:]
+    assert main[:5] == args and len(main) == 8  # no O, no LSE: the partials into WO, WM, WL
+    assert merge[0] is args[4] and merge[1:4] == main[5:8] and merge[4] is o and merge[5].shape == (1, 1, 8)
+
+
+def test_fp8_caches_launch_as_bytes_with_their_scales(calls):
+    q, k, v, table, lens = _paged(kv=torch.float8_e4m3fn)
+    scales = dict(k_scale=torch.ones(8), v_scale=torch.ones(8))
+    for _ in range(2):
+        tt.paged_attention(q, k, v, table, lens, **scales)
+    assert len(calls) == 2 and len(tt._CALLS) == 1
+    main = calls[-1]
+    assert main[1].dtype == main[2].dtype == torch.uint8 and main[1].data_ptr() == k.data_ptr()
+    assert main[5] is scales["k_scale"] and main[6] is scales["v_scale"]
+
+
+@pytest.mark.parametrize("operand", ["q", "k_cache", "v_cache"])
+def test_a_misaligned_or_strided_tensor_of_a_prepared_paged_shape_gets_the_checked_error(calls, operand):
+    from tvm_cdna4.errors import ContractError
+
+    args = _paged()
+    tt.paged_attention(*args)
+    tt.paged_attention(*args)
+    n, at = len(calls), ("q", "k_cache", "v_cache").index(operand)
+    t = args[at]
+    shifted = torch.empty(t.numel() + 1, dtype=t.dtype)[1:].view(t.shape)
+    with pytest.raises(ContractError, match="16-byte aligned") as info:
+        tt.paged_attention(*args[:at], shifted, *args[at + 1:])
+    assert info.value.operand == operand and info.value.check == "alignment"
+    strided = torch.zeros(*t.shape[:-1], 2 * t.shape[-1], dtype=t.dtype)[..., ::2]
+    with pytest.raises(ContractError, match="contiguous") as info:
+        tt.paged_attention(*args[:at], strided, *args[at + 1:])
+    assert info.value.operand == operand and info.value.check == "layout"
+    assert len(calls) == n  # nothing launched
