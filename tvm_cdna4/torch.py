@@ -28,7 +28,9 @@ row_scale=None, col_scale=None, out=None)`` computes ``out = epilogue(a @ op(b))
   the sm80-class kernel on every GPU for now.
 * An eager call runs the launch prepared for its key (shapes, dtypes, device, options: ``_CALLS``) after
   its first call of that key, which takes the checked path and the custom op (docs/dynamic_m.md
-  "Dispatch cost"); ``torch.compile``, dispatch modes and functorch transforms always take the op.
+  "Dispatch cost"); ``torch.compile``, dispatch modes and functorch transforms always take the op. The
+  outputs are new tensors every call, but for the LSE of ``attention`` and ``paged_attention`` where the call
+  does not return it: the kernel writes that into a scratch of the prepared launch, which nobody reads.
 * It launches on torch's current CUDA stream, so it can be captured in a CUDA graph (build and load
   happen at a bucket's first call: run each bucket once before capturing).
 * It is the custom op ``torch.ops.tvm_cdna4.gemm`` (``out=``: ``tvm_cdna4.gemm_out``) with a fake
@@ -381,11 +383,11 @@ def _store(key, launch) -> None:
     _CALLS[key] = launch
 
 
-def _ready(tensors) -> bool:
+def _ready(tensors, strided=torch.strided) -> bool:
     """What the key does not hold: every tensor contiguous, its data pointer ``ALIGNMENT``-byte aligned
     (where not, the call takes the checked path, which names the argument)."""
     for t in tensors:
-        if t.layout is not torch.strided or not t.is_contiguous() or t.data_ptr() % ALIGNMENT:
+        if t.layout is not strided or not t.is_contiguous() or t.data_ptr() % ALIGNMENT:
             return False
     return True
 

@@ -93,3 +93,28 @@ def test_forced_partitions_and_a_short_hint_match_the_reference(partition, hint,
         assert o_ratio <= 1 and lse_ratio <= 1, (o_ratio, lse_ratio)
     tickets = [w for w in kernels[3] if w.dtype == torch.uint32]
     assert all(int(t.view(torch.int32).abs().sum()) == 0 for t in tickets) and len(tickets) == (p.merge == "last-cta")
+
+
+@pytest.mark.parametrize("max_pages", [4, 32])
+def test_the_prepared_launch_gives_the_checked_paths_results(max_pages):
+    """The dispatch benchmark's call (one sequence of 64 keys in pages of 16, 8/8 heads, D 64): 4 pages are one
+    partition (one launch, the last-CTA merge), 32 pages two (main, then the merge kernel). The first call takes
+    the checked path, the next ones the prepared launch (its LSE a scratch where not returned): the same O and
+    LSE, O a new tensor each call."""
+    from tvm_cdna4.kernels.sm80.paged_target import plan
+    from tvm_cdna4.torch import paged_attention
+
+    problem = PagedDecodeProblem(1, 8, 8, 64, 1, 16, max_pages, max_pages)
+    assert (plan(problem).split_kv, plan(problem).merge) == ((1, "last-cta") if max_pages == 4 else (2, "kernel"))
+    arrays = paged.random_inputs(problem, seed=6, contexts=[64])
+    q = torch.from_numpy(arrays["Q"].astype(np.float32)).cuda().bfloat16()
+    k, v = (torch.from_numpy(arrays[n].astype(np.float32)).cuda().bfloat16() for n in ("K_CACHE", "V_CACHE"))
+    table, lens = (torch.from_numpy(arrays[n]).cuda() for n in ("BLOCK_TABLE", "CONTEXT_LENS"))
+    o, lse = paged_attention(q, k, v, table, lens, return_lse=True)
+    o_ratio, lse_ratio = paged.compare(problem, arrays, o.float().cpu().numpy(), lse.cpu().numpy())
+    assert o_ratio <= 1 and lse_ratio <= 1, (o_ratio, lse_ratio)
+    o2 = paged_attention(q, k, v, table, lens)
+    o3, lse3 = paged_attention(q, k, v, table, lens, return_lse=True)
+    torch.cuda.synchronize()
+    assert torch.equal(o2, o) and torch.equal(o3, o) and torch.equal(lse3, lse)
+    assert len({o.data_ptr(), o2.data_ptr(), o3.data_ptr()}) == 3 and lse3.data_ptr() != lse.data_ptr()

@@ -237,5 +237,8 @@ def test_attention_matches_sdpa(causal, hkv, seq, dtype):
     ref = torch.softmax(s, -1) @ vr
     assert float(torch.linalg.norm(o.float() - ref) / torch.linalg.norm(ref)) < 1e-2
     assert float((lse - torch.logsumexp(s, -1)).abs().max()) < 1e-3
+    o2, (o3, lse3) = tt.attention(q, k, v, causal=causal), tt.attention(q, k, v, causal=causal, return_lse=True)
+    assert torch.equal(o2, o) and torch.equal(o3, o) and torch.equal(lse3, lse)  # the prepared launch, LSE scratch
+    assert len({o.data_ptr(), o2.data_ptr(), o3.data_ptr()}) == 3 and lse3.data_ptr() != lse.data_ptr()
     compiled = torch.compile(lambda a, b, c: tt.attention(a, b, c, causal=causal), fullgraph=True)
     assert torch.equal(compiled(q, k, v), o)
