@@ -237,4 +237,27 @@ def test_a_misaligned_or_strided_tensor_of_a_prepared_paged_shape_gets_the_check
     with pytest.raises(ContractError, match="contiguous") as info:
         tt.paged_attention(*args[:at], strided, *args[at + 1:])
     assert info.value.operand == operand and info.value.check == "layout"
+    with pytest.raises(ContractError, match="dtype") as info:  # another key: the checked path
+        tt.paged_attention(*args[:at], t.half(), *args[at + 1:])
+    assert info.value.operand == ("k_cache" if operand == "q" else operand)
+    with pytest.raises(ContractError, match="q's device") as info:
+        tt.paged_attention(*args[:at], t.to("meta"), *args[at + 1:])
+    assert info.value.operand == ("k_cache" if operand == "q" else operand)
     assert len(calls) == n  # nothing launched
+
+
+def test_a_launch_is_bound_to_its_device_once(monkeypatch):
+    """``bound``: the kernel itself where no other device can be current (one GPU, or not CUDA), else under
+    ``on_device`` each call."""
+    import contextlib
+
+    def fn(*args):
+        return args
+
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    assert tt.bound(fn, torch.device("cuda", 0)) is fn and tt.bound(fn, torch.device("cpu")) is fn
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    entered = []
+    monkeypatch.setattr(tt, "on_device", lambda device: contextlib.nullcontext(entered.append(device)))
+    switched = tt.bound(fn, torch.device("cuda", 1))
+    assert switched is not fn and switched(1, 2) == (1, 2) and entered == [torch.device("cuda", 1)]
