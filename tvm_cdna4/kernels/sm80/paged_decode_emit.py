@@ -52,8 +52,20 @@ class Lane:
 
 
 def swz(p: PagedDecodePlan, key, word):
-    """The shared-memory word of word ``word`` of K / V row ``key`` (16-byte chunks XOR ``key % swizzle``)."""
-    return key * p.row_words + ((word // 4) ^ (key % p.swizzle)) * 4 + word % 4
+    """The shared-memory word of word ``word`` of K / V row ``key`` (the plan's layout: ``smem_word``)."""
+    return p.smem_word(key, word)
+
+
+CONSUMER_BARRIER = 1
+"""The named barrier of a CTA's consumer warps where it has a producer warp besides (sm90's TMA kernel)."""
+
+
+def consumer_sync(p: PagedDecodePlan):
+    """A barrier of the CTA's consumer warps: the CTA's own where they are all of it, else ``bar.sync
+    CONSUMER_BARRIER`` of their threads."""
+    if p.block_threads == p.threads:
+        return T.cuda.cta_sync()
+    return T.ptx["bar.sync"](T.Cast("uint32", CONSUMER_BARRIER), T.uint32(p.threads))
 
 
 PRMT = "prmt.b32"
@@ -256,8 +268,8 @@ def q_fragments(p, ln):
     # permuted as K's words, 4t .. 4t + 3 per k16 step)
     lane = T.cuda.lane_id()
     D = p.problem.head_dim
-    T.ptx["cp.async.wait_group"](p.config.stages - 1)
-    T.cuda.cta_sync()
+    T.ptx["cp.async.wait_group"](p.q_wait_groups)
+    consumer_sync(p)
     g, t = lane // 4, lane % 4
     for mi in T.unroll(p.m_tiles):
         for kk in T.unroll(D // 16):
@@ -327,7 +339,7 @@ def write_partial(p, args, ln, slot, vscale):
     # the warps' states merged in shared memory (over Q and the rings), then the CTA's one partial
     lane = T.cuda.lane_id()
     m2, W, D = 2 * p.m_tiles, p.config.warps, p.problem.head_dim
-    T.cuda.cta_sync()  # every warp is past its loop: Q and the rings are free
+    consumer_sync(p)  # every warp is past its loop: Q and the rings are free
     for mi in T.unroll(p.m_tiles):
         for h in T.unroll(2):
             r = 16 * mi + lane // 4 + 8 * h
@@ -336,12 +348,12 @@ def write_partial(p, args, ln, slot, vscale):
                     T.uint32(FULL), ln.row[m2 + 2 * mi + h], 1 << sh, 32)
             if T.and_(r < p.rows, lane % 4 == 0):
                 put(ln, T.cuda.warp_id() * p.rows + r, ln.row[2 * mi + h], False)
-    T.cuda.cta_sync()
+    consumer_sync(p)
     rescale_to_cta_max(p, ln)
     for w in T.unroll(W):
         if T.cuda.warp_id() == w:
             add_warp_state(p, ln, w > 0)
-        T.cuda.cta_sync()
+        consumer_sync(p)
     tid = T.cuda.thread_idx("x")
     for i in T.unroll((p.rows * D + p.threads - 1) // p.threads):
         idx = tid + p.threads * i
@@ -393,7 +405,13 @@ def warp_loop(p, args, ln, first, count):
 
 @T.macro
 def paged_kernel(p, args):
-    T.device_entry(launch=T.cuda.LaunchConfig(grid=p.ctas, block=p.threads, dynamic_smem_bytes=p.smem_bytes))
+    cta_kernel(p, args, paged_body)
+
+
+@T.macro
+def cta_kernel(p, args, body):
+    # the launch, the CTA's (sequence, kv head, partition) and its lanes' state; then body(p, args, ln, split, bh)
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=p.ctas, block=p.block_threads, dynamic_smem_bytes=p.smem_bytes))
     pid = T.cuda.block_idx("x")
     split = pid % p.split_kv
     bh = pid // p.split_kv
@@ -413,7 +431,17 @@ def paged_kernel(p, args):
     pg = T.alloc_tensor(ty_args=[T.Tensor((p.config.stages + 1,), "int32", scope="local", layout="default")])
     L = T.min(T.max(args["CONTEXT_LENS"][b], 0), p.problem.capacity)
     ln = Lane(SMW, qf, s, pf, o, row, kb, vw, pg, mx, b, hk, L, score_factor(p, args, hk))
-    paged_body(p, args, ln, split, bh)
+    body(p, args, ln, split, bh)
+
+
+@T.macro
+def empty_state(p, ln):
+    # O = 0, every row's max -inf and sum 0: no key seen yet
+    for i in T.unroll(4 * p.m_tiles * (p.problem.head_dim // 8)):
+        ln.o[i] = T.float32(0)
+    for r in T.unroll(2 * p.m_tiles):
+        ln.row[r] = T.float32(NEG_INF)
+        ln.row[2 * p.m_tiles + r] = T.float32(0)
 
 
 @T.macro
@@ -429,11 +457,7 @@ def paged_body(p, args, ln, split, bh):
         issue_q(p, args, ln)
         warp_prologue(p, args, ln, t0 + w, count)  # the table and the first tiles in flight while Q lands
         q_fragments(p, ln)
-        for i in T.unroll(4 * p.m_tiles * (p.problem.head_dim // 8)):
-            ln.o[i] = T.float32(0)
-        for r in T.unroll(2 * p.m_tiles):
-            ln.row[r] = T.float32(NEG_INF)
-            ln.row[2 * p.m_tiles + r] = T.float32(0)
+        empty_state(p, ln)
         warp_loop(p, args, ln, t0 + w, count)
         write_partial(p, args, ln, bh * p.split_kv + split, value_factor(p, args, ln.hk))
         if I.constexpr(p.last_cta):
@@ -553,7 +577,7 @@ def last_cta(p, args, bh, tiles):
     tid = T.cuda.thread_idx("x")
     n = T.min((tiles + p.part_tiles - 1) // p.part_tiles, p.split_kv)
     T.ptx["fence.acq_rel.gpu"]()
-    T.cuda.cta_sync()
+    consumer_sync(p)
     ticket = T.alloc_tensor(ty_args=[T.Tensor((1,), "uint32", scope="shared", layout="default")])
     drawn = T.alloc_tensor(ty_args=[T.Tensor((1,), "uint32", scope="local", layout="default")])
     if tid == 0:
@@ -561,7 +585,7 @@ def last_cta(p, args, bh, tiles):
         if n > 1:
             T.ptx["atom.global.add.u32"](drawn[0], args["TICKETS"].ptr_to([bh]), T.uint32(1))
         ticket[0] = drawn[0]
-    T.cuda.cta_sync()
+    consumer_sync(p)
     if ticket[0] == T.Cast("uint32", n - 1):
         T.ptx["fence.acq_rel.gpu"]()
         if tid == 0:

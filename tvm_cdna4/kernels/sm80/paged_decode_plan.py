@@ -233,6 +233,21 @@ class PagedDecodePlan(PlanRecord, family="paged"):
         """Q's rows in shared memory (16-bit, ``16 m_tiles x D``), before the warps' rings."""
         return 16 * self.m_tiles * self.problem.head_dim // 2
 
+    def smem_word(self, key, word):
+        """The shared-memory word of word ``word`` of a tile's K / V row ``key`` (16-byte chunks XOR ``key %
+        swizzle``)."""
+        return key * self.row_words + ((word // 4) ^ (key % self.swizzle)) * 4 + word % 4
+
+    @property
+    def q_wait_groups(self) -> int:
+        """The cp.async groups that may still fly once Q's has landed: the warps' first ``stages - 1`` tiles'."""
+        return self.config.stages - 1
+
+    @property
+    def block_threads(self) -> int:
+        """The CTA's threads: its warps (every one a consumer of its own tiles)."""
+        return self.threads
+
     def ring_word(self, warp, stage, which: int):
         """First word of warp ``warp``'s K (``which`` 0) or V (1) tile of ``stage``."""
         return self.q_words + ((warp * self.config.stages + stage) * 2 + which) * self.tile_words
@@ -352,13 +367,16 @@ def check_context(problem: PagedDecodeProblem, context) -> int:
 
 
 def plan_paged_decode(problem: PagedDecodeProblem, config: PagedDecodeConfig | None = None, context: int | None = None,
-                      sms: int | None = None) -> PagedDecodePlan:
+                      sms: int | None = None, target: str = "sm80", record=PagedDecodePlan) -> PagedDecodePlan:
     """The plan of ``problem`` (``config`` None: the default, its partition by ``choose_partition`` for
-    ``context``, default the capacity, on ``sms`` SMs, default ``kernels.devices.planned("sm80")``)."""
+    ``context``, default the capacity, on ``sms`` SMs, default ``kernels.devices.planned("sm80")``: the NVIDIA
+    GPU); ``target`` names the kernel in errors, ``record`` is its plan's class (the sm90 kernel's extends this
+    one)."""
     config = config or PagedDecodeConfig()
     if problem.group * problem.queries > MAX_ROWS:
-        raise ContractError("sm80 paged decode: heads / kv_heads x queries query rows per kv head", operand="queries",
-                            check="shape", expected=f"at most {MAX_ROWS}", found=problem.group * problem.queries)
+        raise ContractError(f"{target} paged decode: heads / kv_heads x queries query rows per kv head",
+                            operand="queries", check="shape", expected=f"at most {MAX_ROWS}",
+                            found=problem.group * problem.queries)
     context = check_context(problem, context)
     sms = sms or planned("sm80").units
     partition = config.partition or (forced_partition(context, config.splits, config.warps) if config.splits
@@ -379,10 +397,10 @@ def plan_paged_decode(problem: PagedDecodeProblem, config: PagedDecodeConfig | N
     if where == "last-cta":  # main takes the tickets and writes O and LSE itself: no merge kernel
         params, merge = params + (Param("TICKETS", (problem.batch * problem.kv_heads,), "uint32"),) + outputs, ()
     mma_type = "f16" if problem.kv_dtype == "fp8" else problem.q_dtype
-    plan = PagedDecodePlan(problem, config, splits, partition, context, sms, MMA.format(t=mma_type),
-                           PACK.format(t=mma_type), PACK.format(t=problem.q_dtype), params, merge, where)
+    plan = record(problem, config, splits, partition, context, sms, MMA.format(t=mma_type), PACK.format(t=mma_type),
+                  PACK.format(t=problem.q_dtype), params, merge, where)
     if plan.smem_bytes > planned("sm80").smem_per_unit:
-        raise ContractError("sm80 paged decode: the warps' rings exceed the shared memory", operand="stages",
+        raise ContractError(f"{target} paged decode: the warps' rings exceed the shared memory", operand="stages",
                             check="shape", expected=f"at most {planned('sm80').smem_per_unit} bytes",
                             found=plan.smem_bytes)
     return plan
