@@ -44,3 +44,22 @@ def test_bench_without_a_gpu_refuses_cleanly(capsys):
         pytest.skip("checks the no-GPU message")
     code, _, err = run(capsys, "--target", "sm80", "--kv-cache", "paged", "--context", "40", "--seq", "1", "--bench")
     assert code == 2 and err.startswith("error: --bench needs an NVIDIA GPU"), err
+
+
+def test_sm90_validates_in_the_emulator_and_plans_the_producer_warp(capsys):
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("checks the CUDA emulator's validation (a GPU validates on itself)")
+    code, out, _ = run(capsys, "--target", "sm90", "--kv-cache", "paged", "--context", "3,20", "--seq", "1",
+                       "--heads", "2", "--kv-heads", "1", "--head-dim", "64", "--validate")
+    assert code == 0 and out.startswith("validated sm90 paged decode B=2") and "CUDA emulator" in out, out
+    assert out.strip().endswith("PASS")
+    code, out, _ = run(capsys, "--target", "sm90", "--kv-cache", "paged", "--context", "4096,8192", "--seq", "1",
+                       "--heads", "32", "--kv-heads", "8", "--emit", "config")
+    record = json.loads(out)
+    assert code == 0 and record["target"] == "sm90" and record["block_threads"] == 32 * 5 and record["split_kv"] == 32
+
+
+def test_sm90_is_paged_decode_only(capsys):
+    code, _, err = run(capsys, "--target", "sm90", "--seq", "4", "--emit", "config")
+    assert code == 2 and err.startswith("error: --target sm90 is paged decode's only (--kv-cache paged)"), err

@@ -29,6 +29,7 @@ from .args import (FLAGS_OFF, Default, DefaultsFormatter, check_attention, cuda_
                    positive_int)
 
 TARGETS = ("gfx950", "sm80")  # attention.TARGETS' keys (that module imports the planners: not at parse time)
+PAGED_ONLY = ("sm90",)  # attention.PAGED_TARGETS' keys beyond them: paged decode only
 ACTIONS = "--validate, --emit asm|tir|cuda|config, --report (gfx950), --bench (sm80 GPU)"
 
 
@@ -36,7 +37,8 @@ def add_attention_parser(subparsers) -> argparse.ArgumentParser:
     """Register the ``attention`` subcommand on an argparse subparsers object."""
     p = subparsers.add_parser("attention", help="attention forward (FlashAttention-2): --validate, --emit, --report, "
                               "--bench", description=f"{__doc__}{FLAGS_OFF}\n", formatter_class=DefaultsFormatter)
-    p.add_argument("--target", default="gfx950", choices=TARGETS, help="gfx950 (CDNA4) or sm80 (CUDA)")
+    p.add_argument("--target", default="gfx950", choices=TARGETS + PAGED_ONLY,
+                   help="gfx950 (CDNA4), sm80 (CUDA) or sm90 (Hopper: --kv-cache paged only)")
     p.add_argument("--dtype", default="bf16", choices=DTYPES,
                    help="Q, K, V dtype; fp8: OCP e4m3 with per-tensor f32 scales, bf16 O (gfx950)")
     p.add_argument("--batch", type=positive_int, default=Default(1), help="batch size B")
@@ -157,6 +159,9 @@ def run_attention(args) -> int:
         from .attention_paged import run_paged
 
         return run_paged(args, present_arch)
+    if args.target in PAGED_ONLY:
+        return _usage(f"--target {args.target} is paged decode's only (--kv-cache paged); dense attention runs on "
+                      f"{' or '.join(TARGETS)}")
     paged_only = [flag for flag, value in (("--context", args.context), ("--kv-dtype", args.kv_dtype)) if value]
     if paged_only:
         return _usage(f"{', '.join(paged_only)} is for --kv-cache paged")

@@ -80,7 +80,8 @@ def test_the_row_shares_sm80s_partition_merge_and_refusals():
     problem = PagedDecodeProblem(64, 32, 8, 128, 1, 16, 2048, 4096)
     p = paged_target.plan(problem, context=32768, sms=132)
     q = plan_paged_decode(problem, context=32768, sms=132)
-    assert isinstance(p, Sm90PagedDecodePlan) and (p.partition, p.split_kv, p.merge) == (q.partition, q.split_kv, q.merge)
+    assert isinstance(p, Sm90PagedDecodePlan)
+    assert (p.partition, p.split_kv, p.merge) == (q.partition, q.split_kv, q.merge)
     summary = json.loads(p.to_json())
     assert summary["target"] == "sm90" and summary["block_threads"] == p.threads + 32 and summary["tma_slices"] == 2
     assert attention.paged_verb("sm90", "choose")(problem, context=32768, sms=132).partition == q.partition

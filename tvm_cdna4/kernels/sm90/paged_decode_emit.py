@@ -15,8 +15,8 @@ from tvm_tirx.script.parser import parse
 
 from ...isa.hopper_layout import TMA_SWIZZLE
 from ...tirx_private import transpile_once
-from ..sm80.paged_decode_emit import (FULL, cta_kernel, cta_merge, empty_state, issue_q, last_cta, mask_softmax, page_ok,
-                                      pv, q_fragments, scores, value_factor, write_partial)
+from ..sm80.paged_decode_emit import (FULL, cta_kernel, cta_merge, empty_state, issue_q, last_cta, mask_softmax,
+                                      page_ok, pv, q_fragments, scores, value_factor, write_partial)
 from ..sm80.paged_decode_plan import TILE_KEYS
 from .gemm_emit import TMA_LOAD, tensor_map_lines
 from .paged_decode_plan import TABLE_CHUNK, Sm90PagedDecodePlan

@@ -38,9 +38,11 @@ def emit(p: Sm90PagedDecodePlan):
 
 def build(problem: PagedDecodeProblem, config: PagedDecodeConfig | None = None, arch: str = ARCH,
           compiler: str | None = None, cache: bool = True, **options):
-    """``(main, merge)``: the two compiled kernels through the build cache (merge None with the last-CTA merge)."""
+    """``(main, merge)``: the two compiled kernels through the build cache (merge None with the last-CTA merge);
+    ``sm_90`` (what ``runtime.cuda.device_arch`` reads off an H100 / H200) builds for ``sm_90a``, as the GEMM."""
     from .paged_decode_emit import emit_paged_decode
 
+    arch = ARCH if arch == "sm_90" else arch
     return sm80.build_with(plan(problem, config, **options), emit_paged_decode, arch, compiler, cache, "sm90")
 
 
