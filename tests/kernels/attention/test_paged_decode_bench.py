@@ -178,3 +178,5 @@ def test_merge_forces_each_place_at_the_models_partition():
     assert forced == {256: {"partition": 256},
                       "merge last-cta": {"partition": plan(problem).partition, "merge": "last-cta"},
                       "merge kernel": {"partition": plan(problem).partition, "merge": "kernel"}}
+    assert bench.forced_configs(problem, bench.parse(["--merge", "kernel", "--target", "sm90"])) == {
+        "merge kernel": {"partition": plan(problem).partition, "merge": "kernel"}}
