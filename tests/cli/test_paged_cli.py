@@ -46,7 +46,8 @@ def test_bench_without_a_gpu_refuses_cleanly(capsys):
     assert code == 2 and err.startswith("error: --bench needs an NVIDIA GPU"), err
 
 
-def test_sm90_validates_in_the_emulator_and_plans_the_producer_warp(capsys):
+@pytest.mark.slow  # ~3 s of emulation; tests/kernels/sm90/test_sm90_paged_decode.py validates the kernels
+def test_sm90_validates_in_the_emulator(capsys):
     torch = pytest.importorskip("torch")
     if torch.cuda.is_available():
         pytest.skip("checks the CUDA emulator's validation (a GPU validates on itself)")
@@ -54,6 +55,9 @@ def test_sm90_validates_in_the_emulator_and_plans_the_producer_warp(capsys):
                        "--heads", "2", "--kv-heads", "1", "--head-dim", "64", "--validate")
     assert code == 0 and out.startswith("validated sm90 paged decode B=2") and "CUDA emulator" in out, out
     assert out.strip().endswith("PASS")
+
+
+def test_sm90_plans_the_producer_warp(capsys):
     code, out, _ = run(capsys, "--target", "sm90", "--kv-cache", "paged", "--context", "4096,8192", "--seq", "1",
                        "--heads", "32", "--kv-heads", "8", "--emit", "config")
     record = json.loads(out)

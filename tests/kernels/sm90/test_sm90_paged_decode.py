@@ -90,3 +90,17 @@ def test_the_row_shares_sm80s_partition_merge_and_refusals():
     with pytest.raises(ContractError, match="sm90 paged decode: heads / kv_heads x queries") as info:
         paged_target.plan(PagedDecodeProblem(1, 64, 1, 64, 2, 16, 1, 1))
     assert info.value.operand == "queries"
+
+
+def test_fp8_pairs_widen_by_one_cvt_and_a_bf16_q_beyond_f16s_range_stays_exact():
+    # sm_89+'s cvt.rn.f16x2.e4m3x2 gives exact values (no x / 256, no bit moves): a bf16 Q of |q| ~ 1e6 still goes
+    # through Q_PRESCALE into f16 and the scores' factor
+    problem = PagedDecodeProblem(1, 4, 2, 64, 1, 16, 2, 2, kv_dtype="fp8")
+    p = paged_target.plan(problem, PagedDecodeConfig(warps=2, stages=2))
+    assert p.fp8_cvt and p.q_factor == 2.0**-8
+    arrays = paged.random_inputs(problem, seed=8, contexts=[24])
+    arrays["Q"] = (arrays["Q"].astype(np.float32) * 3e5).astype(arrays["Q"].dtype)
+    (o, lse), _ = paged_target.execute(p, arrays)
+    assert max(paged.compare(problem, arrays, o, lse)) <= 1
+    script = paged_target.emit(p)[0].script()
+    assert "e4m3x2" in script and str(0x3F803F80) not in script  # sm80's bit-moving mask is absent

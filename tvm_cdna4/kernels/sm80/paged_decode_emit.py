@@ -69,12 +69,18 @@ def consumer_sync(p: PagedDecodePlan):
 
 
 PRMT = "prmt.b32"
-K_PAIRS = (0x1000, 0x3020)  # prmt selectors: an fp8 K word's bytes 0, 1 (2, 3) to bits 8-15, 24-31
+CVT_E4M3 = "cvt.rn.f16x2.e4m3x2"  # PTX ISA 9.7.10.24 (sm_89+): an e4m3 pair (a b16) to f16x2, exactly
+K_PAIRS = ((0, 1), (2, 3))  # an fp8 K word's byte pairs (prmt byte indices: a's 0-3)
 
 
-def v_pairs(c: int) -> int:
-    """The prmt selector of byte ``c`` of two V words (``a``'s to bits 8-15, ``b``'s to bits 24-31)."""
-    return ((4 + c) << 12) | (c << 4)
+def v_pairs(c: int) -> tuple[int, int]:
+    """The pair of byte ``c`` of two V words (prmt byte indices: ``a``'s ``c``, ``b``'s ``4 + c``)."""
+    return c, 4 + c
+
+
+def fp8_widen(p: PagedDecodePlan) -> float:
+    """A widened fp8 value's factor: ``FP8_WIDEN`` where the bits move (``x / 256``), 1 through ``CVT_E4M3``."""
+    return 1.0 if p.fp8_cvt else FP8_WIDEN
 
 
 def f16_of_e4m3(v):
@@ -84,10 +90,17 @@ def f16_of_e4m3(v):
 
 
 @T.macro
-def widen(buf, i, a, b, sel):
-    # buf[i] = two e4m3 bytes of a, b (prmt selector sel) as f16x2
-    T.ptx[PRMT](buf[i], a, b, T.uint32(sel))
-    buf[i] = f16_of_e4m3(buf[i])
+def widen(p, buf, i, a, b, pair):
+    # buf[i] = the e4m3 bytes pair[0], pair[1] of {b, a} (prmt byte indices) as f16x2 (pair[0] low): moved bits
+    # (prmt to bits 8-15 and 24-31, x / 256), or the plan's fp8_cvt (one cvt; a pair of one word, a half of it)
+    if I.constexpr(not p.fp8_cvt):
+        T.ptx[PRMT](buf[i], a, b, T.uint32(pair[1] << 12 | pair[0] << 4))
+        buf[i] = f16_of_e4m3(buf[i])
+    elif I.constexpr(pair[1] == pair[0] + 1 and pair[0] % 2 == 0):
+        T.ptx[CVT_E4M3](buf[i], T.Cast("uint16", a >> T.uint32(8 * pair[0])))
+    else:
+        T.ptx[PRMT](buf[i], a, b, T.uint32(pair[1] << 4 | pair[0]))
+        T.ptx[CVT_E4M3](buf[i], T.Cast("uint16", buf[i]))
 
 
 def k_word(p: PagedDecodePlan, ln: Lane, base, key, kk, half):
@@ -122,12 +135,12 @@ def q_word(p: PagedDecodePlan, kk, t, a):
 def score_factor(p: PagedDecodePlan, args, hk):
     """Raw score -> base-2 units: ``scale log2(e)``, fp8 times ``K_SCALE[hk] 256 / q_factor``."""
     c = p.problem.softmax_scale * LOG2E / p.q_factor
-    return args["K_SCALE"][hk] * T.float32(c * FP8_WIDEN) if p.problem.scaled else T.float32(c)
+    return args["K_SCALE"][hk] * T.float32(c * fp8_widen(p)) if p.problem.scaled else T.float32(c)
 
 
 def value_factor(p: PagedDecodePlan, args, hk):
     """O's factor: fp8 ``V_SCALE[hk] 256``, else 1."""
-    return args["V_SCALE"][hk] * T.float32(FP8_WIDEN) if p.problem.scaled else T.float32(1)
+    return args["V_SCALE"][hk] * T.float32(fp8_widen(p)) if p.problem.scaled else T.float32(1)
 
 
 def page_of(p: PagedDecodePlan, args, ln: Lane, tile):
@@ -170,8 +183,8 @@ def scores(p, ln, base):
                 b0[1] = k_word(p, ln, base, 8 * n + g, kk, 1)
             else:  # fp8: the word K[key][16 kk + 4t .. + 3] feeds both halves (Q permuted alike)
                 ln.vw[0] = ln.SMW[base + swz(p, 8 * n + g, 4 * kk + lane % 4)]
-                widen(b0, 0, ln.vw[0], ln.vw[0], K_PAIRS[0])
-                widen(b0, 1, ln.vw[0], ln.vw[0], K_PAIRS[1])
+                widen(p, b0, 0, ln.vw[0], ln.vw[0], K_PAIRS[0])
+                widen(p, b0, 1, ln.vw[0], ln.vw[0], K_PAIRS[1])
             for mi in T.unroll(p.m_tiles):
                 q = (mi * (p.problem.head_dim // 16) + kk) * 4
                 at = (mi * 2 + n) * 4
@@ -236,8 +249,8 @@ def pv(p, ln, base):
                 b[0] = v_pair(ln.vw[0], ln.vw[1], c)
                 b[1] = v_pair(ln.vw[2], ln.vw[3], c)
             else:
-                widen(b, 0, ln.vw[0], ln.vw[1], v_pairs(c))
-                widen(b, 1, ln.vw[2], ln.vw[3], v_pairs(c))
+                widen(p, b, 0, ln.vw[0], ln.vw[1], v_pairs(c))
+                widen(p, b, 1, ln.vw[2], ln.vw[3], v_pairs(c))
             for mi in T.unroll(p.m_tiles):
                 at = (mi * (p.problem.head_dim // 8) + per * j + c) * 4
                 T.ptx[p.mma_instr](ln.o[at], ln.o[at + 1], ln.o[at + 2], ln.o[at + 3], ln.pf[4 * mi],

@@ -239,6 +239,12 @@ class PagedDecodePlan(PlanRecord, family="paged"):
         return key * self.row_words + ((word // 4) ^ (key % self.swizzle)) * 4 + word % 4
 
     @property
+    def fp8_cvt(self) -> bool:
+        """Whether fp8 pairs widen by one ``cvt.rn.f16x2.e4m3x2`` (sm_89+, exact values) instead of by moving
+        their bits (``x / 256``, 4 instructions a pair: the module docstring); sm80's kernel runs on sm_80."""
+        return False
+
+    @property
     def q_wait_groups(self) -> int:
         """The cp.async groups that may still fly once Q's has landed: the warps' first ``stages - 1`` tiles'."""
         return self.config.stages - 1

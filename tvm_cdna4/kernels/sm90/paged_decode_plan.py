@@ -35,6 +35,14 @@ of a never-written cache row is NaN).
 / ``64B``, ``isa.hopper_layout.swizzle``), the slices of a tile one after another: the consumers' word reads
 (8 rows x 4 words per fragment load) hit 32 distinct banks as sm80's XOR does.
 
+**fp8 pairs widen by one instruction** (``fp8_cvt``): ``cvt.rn.f16x2.e4m3x2`` (PTX ISA 9.7.10.24, sm_89+) turns
+an e4m3 pair (a 16-bit register) into f16x2 exactly, where the sm80 kernel moves bits in 4 instructions (``prmt``,
+then a mask, a shift and a mask: ``x / 256``): a K word's two pairs are its halves (one ``cvt`` each), a V pair
+is gathered from two words by one ``prmt`` first. The values are exact, so the sm80 kernel's ``256`` factors
+(``paged_decode_emit.fp8_widen``) are 1 here; Q's ``Q_PRESCALE`` rounding to f16 is unchanged. Why: fp8 KV was
+82-86 % of the read rate at batch 64 on the H100 with the bit moves (648 SASS per 4 KiB tile), short of the
+issue's 1.7x over bf16.
+
 **No setmaxnreg**: the CTA is ``warps + 1`` warps (5 by default), not whole warpgroups, and its consumers need
 ~128 registers: the register file does not bound the resident CTAs, shared memory does.
 """
@@ -79,6 +87,11 @@ class Sm90PagedDecodePlan(PagedDecodePlan):
         within = word % sw
         xor = (key // (SWIZZLE_MAX // self.swizzle_bytes)) % (self.swizzle_bytes // 16)
         return word // sw * (TILE_KEYS * sw) + key * sw + ((within // 4) ^ xor) * 4 + word % 4
+
+    @property
+    def fp8_cvt(self) -> bool:
+        """fp8 pairs widen by ``cvt.rn.f16x2.e4m3x2`` (sm_89+; module docstring)."""
+        return True
 
     @property
     def q_wait_groups(self) -> int:
