@@ -104,3 +104,18 @@ def test_fp8_pairs_widen_by_one_cvt_and_a_bf16_q_beyond_f16s_range_stays_exact()
     assert max(paged.compare(problem, arrays, o, lse)) <= 1
     script = paged_target.emit(p)[0].script()
     assert "e4m3x2" in script and str(0x3F803F80) not in script  # sm80's bit-moving mask is absent
+
+
+def test_the_last_cta_merge_with_and_without_tickets():
+    # one partition: the plan's last-CTA merge (one launch, no ticket); forced over 2 partitions of 32 keys: 40 keys
+    # draw tickets (the consumers' named barrier orders them; the producer warp takes no part), 5 keys merge alone,
+    # 0 keys get O = 0, LSE = -inf from the first CTA
+    problem = PagedDecodeProblem(3, 4, 2, 64, 1, 16, 4, 12)
+    one = paged_target.plan(problem)
+    assert one.split_kv == 1 and one.merge == "last-cta" and one.merge_params == ()
+    p = paged_target.plan(problem, PagedDecodeConfig(warps=2, stages=2, partition=32, merge="last-cta"))
+    assert p.split_kv == 2 and p.params[-3].name == "TICKETS"
+    arrays = paged.random_inputs(problem, seed=9, contexts=[40, 5, 0])
+    (o, lse), where = paged_target.execute(p, arrays)
+    assert where == EMULATOR and np.all(lse[2] == -np.inf) and not np.asarray(o[2], np.float64).any()
+    assert max(paged.compare(problem, arrays, o, lse)) <= 1
