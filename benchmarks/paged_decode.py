@@ -358,13 +358,15 @@ def itertools_accumulate(values):
 
 def forced_configs(problem, args) -> dict:
     """``{label: PagedDecodeConfig fields}`` of the forced runs: each ``--partitions`` keys per CTA, each ``--merge``
-    (at the model's partition)."""
+    (at the model's partition), each ``--configs`` entry (``warps=8:stages=4``: those fields, the rest the model's)."""
     from tvm_cdna4.kernels.attention import paged_verb
 
     plan = paged_verb(args.target or "sm80", "plan")  # not resolved yet: the CUDA rows plan the same partition
     out = {partition: {"partition": partition} for partition in args.partitions}
     for merge in args.merges:
         out[f"merge {merge}"] = {"partition": plan(problem).partition, "merge": merge}
+    for entry in args.configs:
+        out[entry] = {k: int(v) if v.isdigit() else v for k, v in (f.split("=") for f in entry.split(":"))}
     return out
 
 
@@ -431,7 +433,7 @@ def measure(torch, ours, graph_seconds, spec: dict, args, rate: float, l2: int) 
     row["calls"] = n
     row["us"] = graph_seconds(torch, [(lambda i=i % copies: call(i)) for i in range(n)], args.reps) * 1e6
     row["pct_rate"] = 100 * row["bytes"] / (row["us"] * 1e-6) / rate
-    if args.partitions or args.merges:
+    if args.partitions or args.merges or args.configs:
         row["forced"] = forced_runs(torch, graph_seconds, problem, args.arch, inputs, n, args)
     if spec["queries"] == 1 and spec["set"] in ("bf16", "fp8") and args.peers:
         row["flashinfer"] = peer_safely(flashinfer_peer, torch, graph_seconds, problem, contexts, inputs, o, args)
@@ -549,6 +551,8 @@ def parse(argv=None):
     ap.add_argument("--partitions", default="", help="also time ours at these keys per CTA (e.g. 256,512,1024)")
     ap.add_argument("--merge", default="", help="also time ours with the partials merged in these places "
                     "(last-cta,kernel: PagedDecodeConfig.merge, at the model's partition)")
+    ap.add_argument("--configs", default="", help="also time ours at these PagedDecodeConfig fields, comma-separated "
+                    "entries of colon-separated field=value (e.g. warps=8:stages=4,warps=2)")
     ap.add_argument("--target", default="", choices=("", "sm80", "sm90"),
                     help="the kernels' row (default: the one tvm_cdna4.torch.paged_attention runs on this GPU)")
     ap.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) - 2))
@@ -560,6 +564,7 @@ def parse(argv=None):
     args.sets = args.sets.split(",")
     args.partitions = [int(v) for v in args.partitions.split(",") if v]
     args.merges = [v for v in args.merge.split(",") if v]
+    args.configs = [v for v in args.configs.split(",") if v]
     unknown = [s for s in args.sets if s not in SETS]
     if unknown:
         ap.error(f"--sets: unknown {unknown}; expected of {tuple(SETS)}")

@@ -20,7 +20,7 @@ from ..attention.paged import LN2
 from ..gemm.epilogue import LOG2E
 from .gemm_emit import signature_source
 from .gemm_emit_epilogue import TIR_OPS
-from .paged_decode_plan import COPY, MERGE_BATCH, MERGE_PASS, TILE_KEYS, PagedDecodePlan
+from .paged_decode_plan import COPY, MERGE_BATCH, MERGE_LANES, MERGE_PASS, TILE_KEYS, PagedDecodePlan
 
 FULL = 0xFFFFFFFF
 NEG_INF = float("-inf")
@@ -522,9 +522,13 @@ def merge_batch(p, args, acc, w, valid, slot, r, dp, cg=False, a=0, b=0):
 
 @T.macro
 def merge_kernel(p, args):
+    # MERGE_LANES adjacent lanes per (row, dim pair) item (whole warps: the items are a multiple of 64), each
+    # merging a contiguous share of the n partials, then combined across the lanes by shfl.xor
     T.device_entry(launch=T.cuda.LaunchConfig(grid=p.merge_ctas, block=p.merge_threads))
     half = p.problem.head_dim // 2
-    item = T.cuda.block_idx("x") * p.merge_threads + T.cuda.thread_idx("x")
+    lanes = T.cuda.block_idx("x") * p.merge_threads + T.cuda.thread_idx("x")
+    item = lanes // MERGE_LANES
+    lane = lanes % MERGE_LANES
     if item < p.problem.batch * p.problem.kv_heads * p.rows * half:
         dp = item % half
         r = item // half % p.rows
@@ -532,15 +536,40 @@ def merge_kernel(p, args):
         parts = p.split_kv
         L = T.min(T.max(args["CONTEXT_LENS"][bh // p.problem.kv_heads], 0), p.problem.capacity)
         n = T.min((L + p.partition - 1) // p.partition, parts)  # the partitions written (empty ones: never)
+        share = (n + MERGE_LANES - 1) // MERGE_LANES
+        first = T.min(lane * share, n)
+        count = T.min(n - first, share)
         acc = T.alloc_tensor(ty_args=[T.Tensor((5,), "float32", scope="local", layout="default")])
         w = T.alloc_tensor(ty_args=[T.Tensor((4 * MERGE_BATCH,), "float32", scope="local", layout="default")])
         acc[0] = T.float32(NEG_INF)
         acc[2] = T.float32(0)
         acc[3] = T.float32(0)
         acc[4] = T.float32(0)
-        for k4 in range((n + MERGE_BATCH - 1) // MERGE_BATCH):
-            merge_batch(p, args, acc, w, T.min(n - MERGE_BATCH * k4, MERGE_BATCH), bh * parts + MERGE_BATCH * k4, r, dp)
-        merge_store(p, args, acc, bh, r, dp)
+        for k4 in range((count + MERGE_BATCH - 1) // MERGE_BATCH):
+            merge_batch(p, args, acc, w, T.min(count - MERGE_BATCH * k4, MERGE_BATCH),
+                        bh * parts + first + MERGE_BATCH * k4, r, dp)
+        merge_lanes(acc, w)
+        if lane == 0:
+            merge_store(p, args, acc, bh, r, dp)
+
+
+@T.macro
+def merge_lanes(acc, w):
+    # the butterfly over MERGE_LANES lanes of the states acc (max, -, sum, O pair): w[0 .. 3] the partner's,
+    # acc[1] the joint max, w[4] and w[5] the two states' factors (a state of max -inf: factor 0)
+    for sh in T.unroll(MERGE_LANES.bit_length() - 1):
+        w[0] = T.cuda.__shfl_xor_sync(T.uint32(FULL), acc[0], 1 << sh, 32)
+        w[1] = T.cuda.__shfl_xor_sync(T.uint32(FULL), acc[2], 1 << sh, 32)
+        w[2] = T.cuda.__shfl_xor_sync(T.uint32(FULL), acc[3], 1 << sh, 32)
+        w[3] = T.cuda.__shfl_xor_sync(T.uint32(FULL), acc[4], 1 << sh, 32)
+        acc[1] = fmax(acc[0], w[0])
+        w[5] = T.if_then_else(acc[1] == T.float32(NEG_INF), T.float32(0), acc[1])
+        w[4] = TIR_OPS.exp2(acc[0] - w[5])
+        w[5] = TIR_OPS.exp2(w[0] - w[5])
+        acc[2] = acc[2] * w[4] + w[1] * w[5]
+        acc[3] = acc[3] * w[4] + w[2] * w[5]
+        acc[4] = acc[4] * w[4] + w[3] * w[5]
+        acc[0] = acc[1]
 
 
 @T.macro

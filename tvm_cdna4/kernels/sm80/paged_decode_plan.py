@@ -89,12 +89,15 @@ sequence of no key (``L = 0``): its partition-0 CTA writes ``O = 0``, ``LSE = -i
 
 Why both (``merge_seconds``, a model in seconds): the merge kernel costs ``LAUNCH_S`` (a second, dependent
 launch: the H100 run of 2026-12-06 timed 9.8 us for one 2k-key sequence whose 8.3 MB read takes 2.7 us)
-plus its rounds of ``MERGE_BATCH`` partials at ``ROUND_TRIP_S`` each (one thread per item: one pass); the
+plus its rounds of ``MERGE_BATCH`` partials at ``ROUND_TRIP_S`` each: ``MERGE_LANES`` adjacent lanes per (row, dim
+pair) item, each merging its contiguous share of the partitions, then combined by ``shfl.xor`` (the H100 run
+of 2026-12-06, ncu, batch 8 with 47 partitions: one thread per item took 12 rounds, 16 us against the main
+kernel's 118 us; eight lanes take 2); the
 last-CTA merge costs ``TICKET_S`` per wave of ``RESIDENT_CTAS`` CTAs per SM (the part of a CTA's fence and
 atomic round trip the other resident CTAs' loads do not hide) plus, on the call's path, the last CTA's merge:
 ``merge_passes`` passes of those rounds (``ceil(rows D / 2 / (threads MERGE_PASS))``: 1 at 8 rows, 4 at 32).
 Batch 8, 32/8 heads, a 4.7k hint (15 partitions of 320 keys, 960 CTAs on 132 SMs): last-CTA ~3.6 us (4
-waves x 0.2 + 4 rounds x 0.7), kernel ~5.8 us (3 + 4 x 0.7): one launch wins. Batch 64, 32k hint (64
+waves x 0.2 + 4 rounds x 0.7), kernel ~3.7 us (3 + 1 round x 0.7: 15 partitions over 8 lanes): one launch wins, barely. Batch 64, 32k hint (64
 partitions, 32768 CTAs): last-CTA ~36 us (125 waves of tickets + 16 rounds), kernel ~14 us: many short CTAs'
 tickets weigh more than a launch, two launches win; so do 32 rows (4 queries x group 8: 4 passes of
 rounds in one CTA against one in the kernel). One partition (``split_kv`` 1): no ticket, no rounds, the
@@ -123,6 +126,7 @@ AMORTIZE = 16  # a partition's K and V bytes over its partial's (written and rea
 MAX_PARTITION_BYTES = 256 * 1024  # K and V of one kv head per CTA: ~20 us at a resident CTA's HBM share
 MERGES = ("last-cta", "kernel")  # PagedDecodePlan.merge (module docstring)
 MERGE_BATCH = 4  # partials a merge thread loads at once (one round trip of latency per batch)
+MERGE_LANES = 8  # merge-kernel lanes per (row, dim pair) item: each merges a 1/8 share of the partitions, then shuffles
 MERGE_PASS = 4  # (row, dim pair) items a last-CTA merge thread takes per pass (their loads in flight together)
 LAUNCH_S = 3e-6  # the merge launch's fixed cost (module docstring: the H100 run of 2026-12-06)
 ROUND_TRIP_S = 0.7e-6  # one dependent round of global loads (L2 / HBM latency under load)
@@ -300,7 +304,7 @@ class PagedDecodePlan(PlanRecord, family="paged"):
         if self.merge == "last-cta":
             return 0
         items = self.problem.batch * self.problem.kv_heads * self.rows * (self.problem.head_dim // 2)
-        return ceil_div(items, self.merge_threads)
+        return ceil_div(items * MERGE_LANES, self.merge_threads)
 
     @property
     def last_cta(self) -> bool:
@@ -333,10 +337,11 @@ def choose_partition(problem: PagedDecodeProblem, context: int, sms: int, warps:
 def merge_seconds(problem: PagedDecodeProblem, split_kv: int, warps: int, sms: int) -> dict:
     """The model's cost in seconds of each merge (module docstring) for ``split_kv`` partitions per sequence."""
     rounds = ceil_div(split_kv, MERGE_BATCH) * ROUND_TRIP_S
+    lane_rounds = ceil_div(ceil_div(split_kv, MERGE_LANES), MERGE_BATCH) * ROUND_TRIP_S
     waves = ceil_div(problem.batch * problem.kv_heads * split_kv, sms * RESIDENT_CTAS)
     passes = ceil_div(problem.group * problem.queries * (problem.head_dim // 2), 32 * warps * MERGE_PASS)
     last = waves * TICKET_S + passes * rounds if split_kv > 1 else 0.0
-    return {"last-cta": last, "kernel": LAUNCH_S + rounds}
+    return {"last-cta": last, "kernel": LAUNCH_S + lane_rounds}
 
 
 WEIGH_LAST_CTA = False
