@@ -42,8 +42,8 @@ FlashInfer's, else where its published figures are). Output: the table and the b
 ``paged_decode.partial.jsonl`` as measured).
 
 ``--target`` (``kernels.attention.PAGED_TARGETS``' CUDA rows): whose kernels are built and timed, by default the
-row ``tvm_cdna4.torch.paged_attention`` runs on the GPU (``tvm_cdna4.torch.cuda_target``: sm90 on an H100 / H200,
-sm80 elsewhere or under ``TVM_CDNA4_CUDA_TARGET=sm80``); another row is launched as the op launches it
+row ``tvm_cdna4.torch.paged_attention`` runs on the GPU (``torch_paged.PAGED_ROW`` of ``tvm_cdna4.torch.cuda_target``:
+sm80's on every NVIDIA GPU today); another row is launched as the op launches it
 (``torch_paged.paged_launch``).
 """
 
@@ -578,7 +578,10 @@ def main(argv=None) -> int:
     import tvm_cdna4.torch as ours
     from torch_gemm import _graph_seconds, read_rate
 
-    arch, args.op_target = ours.cuda_target(torch.device("cuda", 0))
+    from tvm_cdna4.torch_paged import PAGED_ROW
+
+    arch, device_target = ours.cuda_target(torch.device("cuda", 0))
+    args.op_target = PAGED_ROW.get(device_target, device_target)
     target = args.target = args.target or args.op_target
     specs = row_specs(args.batches, args.means, args.gqa, args.sets)
     t0 = time.time()

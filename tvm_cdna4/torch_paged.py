@@ -1,6 +1,7 @@
 """``tvm_cdna4.torch.paged_attention``: paged decode attention on CUDA tensors (issue 37; the problem is
-``kernels.attention.paged``, the kernels ``kernels.sm80.paged_decode_*``, on sm_90 GPUs
-``kernels.sm90.paged_decode_*`` unless ``TVM_CDNA4_CUDA_TARGET=sm80``: ``tvm_cdna4.torch.cuda_target``, as the GEMM).
+``kernels.attention.paged``, the kernels ``kernels.sm80.paged_decode_*`` on every NVIDIA GPU: ``PAGED_ROW``
+maps the device's target (``tvm_cdna4.torch.cuda_target``) to the row the op runs, the sm80 row on sm_90 too
+until the sm90 row, ``kernels.sm90.paged_decode_*``, times faster there).
 
 ``paged_attention(q, k_cache, v_cache, block_table, context_lens, *, scale=None, k_scale=None,
 v_scale=None, return_lse=False)``: ``q`` [B, Q, H, D] (Q queries per sequence, 1..8) bfloat16 or
@@ -128,6 +129,14 @@ def bind(**hooks) -> None:
     _lookup, _store = hooks["_lookup"], hooks["_store"]
 
 
+PAGED_ROW = {"sm90": "sm80"}
+"""The paged-decode row the op runs on a device of each CUDA target (``cuda_target``'s second value; a target
+not here runs its own row). sm_90: the sm80 row, measured faster than the sm90 row (TMA into mbarrier rings)
+on every shape of ``benchmarks/paged_decode.py --target`` (H100, 2026-12-06: 2-8 % at batch 8 and 64, bf16 and
+fp8 KV; benchmarks/RESULTS.md "Paged decode attention"). ``run_paged_attention(..., target=)`` and
+``paged_launch`` run a named row; setting ``PAGED_ROW["sm90"] = "sm90"`` makes the op take it."""
+
+
 def _kernels(q, problem, target: str | None = None):
     """The cached (main, merge, plan, workspace) of the problem on q's device (the workspace: see below), of
     ``target``, default the device's (``tvm_cdna4.torch.cuda_target``: sm90 on sm_90 GPUs unless
@@ -136,7 +145,7 @@ def _kernels(q, problem, target: str | None = None):
     from .runtime.cuda import load_build
 
     arch, default = HOOKS["cuda_target"](q.device)
-    target = target or default
+    target = target or PAGED_ROW.get(default, default)
     key = (problem, arch, target, q.device.index)
     if key not in _KERNELS:  # a plan of one partition: merge None (the last-CTA merge, one launch)
         with torch.cuda.device(q.device):

@@ -38,13 +38,17 @@ def test_exact_against_the_reference(page_size, kv_dtype, queries, head_dim):
     assert result.ok and result.where == "the NVIDIA GPU", result
 
 
-def test_the_op_takes_the_sm90_row_and_keeps_the_clamps_under_graph_capture():
+@pytest.mark.parametrize("row", ["sm80", "sm90"])
+def test_the_op_takes_paged_rows_row_and_keeps_the_clamps_under_graph_capture(row, monkeypatch):
     import tvm_cdna4.torch as ours
+    from tvm_cdna4 import torch_paged
     from tvm_cdna4.torch import paged_attention
     from tvm_cdna4.torch_paged import _KERNELS
 
     if ours.CUDA_TARGET != "auto":
         pytest.skip("TVM_CDNA4_CUDA_TARGET=sm80 keeps the sm80 row")
+    assert torch_paged.PAGED_ROW["sm90"] == "sm80"  # the measured default (its docstring)
+    monkeypatch.setitem(torch_paged.PAGED_ROW, "sm90", row)
     problem = PagedDecodeProblem(3, 16, 4, 64, 2, 16, 8, 30)
     arrays = paged.random_inputs(problem, seed=2, contexts=[40, 100, 128])
     arrays["CONTEXT_LENS"][:] = [-4, 10_000, 100]
@@ -54,7 +58,7 @@ def test_the_op_takes_the_sm90_row_and_keeps_the_clamps_under_graph_capture():
     k, v = (torch.from_numpy(arrays[n].astype(np.float32)).cuda().bfloat16() for n in ("K_CACHE", "V_CACHE"))
     table, lens = (torch.from_numpy(arrays[n]).cuda() for n in ("BLOCK_TABLE", "CONTEXT_LENS"))
     o, lse = paged_attention(q, k, v, table, lens, return_lse=True)
-    assert any(key[0] == problem and key[2] == "sm90" for key in _KERNELS)
+    assert any(key[0] == problem and key[2] == row for key in _KERNELS)
     o_ratio, lse_ratio = paged.compare(problem, arrays, o.float().cpu().numpy(), lse.cpu().numpy())
     assert o_ratio <= 1 and lse_ratio <= 1, (o_ratio, lse_ratio)
     graph = torch.cuda.CUDAGraph()
