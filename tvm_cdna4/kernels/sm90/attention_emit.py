@@ -1,0 +1,339 @@
+"""Emission of the sm90 attention forward: a ``Sm90AttentionPlan`` to a TIRx PrimFunc ``main(Q, K, V, O, LSE)``.
+
+Every decision is in the plan (``attention_plan``'s docstring: the work split, the shared memory, the
+tensor maps, the per-tile steps). Both GEMMs go through the checked wgmma tile pattern
+(``T.sm90.tile.apply(T.wgmma[...])``, ``patterns.wgmma``): ``S = Q K^T`` in the SS form, ``O += P V`` in the
+RS form with P in the registers of S (``p_operand``), each operand a view whose declared layout the pattern
+proves against the descriptor (``q_layout``, ``k_layout``, ``v_layout``). The TMA loads, the mbarrier
+protocol and the ``setmaxnreg`` split are the sm90 GEMM's (``gemm_emit``: ``TMA_LOAD``'s 3-D form here).
+
+A consumer thread's registers (``Regs``): ``s`` the S accumulators (``block_kv / 2`` f32: register ``r``
+is row ``16 w + l / 4 + 8 ((r % 4) / 2)``, key ``8 (r / 4) + 2 (l % 4) + r % 2``), ``pa`` P in 16 bits
+(the same order, the RS A fragment), ``o`` the O accumulators (``D / 2``, the same map over head-dim
+columns), ``row`` the state of its two rows: max (raw score units) 0-1, sum 2-3, scratch 4-5.
+"""
+
+from __future__ import annotations
+
+import attrs
+from tvm_tirx.script import ir as I
+from tvm_tirx.script import tirx as T
+from tvm_tirx.script.parser import parse
+
+from ...probes_wgmma import SWIZZLE_LEN, acc_layout, a_register_layout
+from ...isa import wgmma_table as W
+from ...rocm.build import register
+from ...tirx_private import transpile_once
+from ..attention.problem import LN2, kv_full_tiles_for, kv_tiles_for
+from ..sm80.gemm_emit_epilogue import TIR_OPS
+from .attention_plan import BLOCK_Q, COLUMNS, CONSUMER_REGS, CONSUMERS, PRODUCER_REGS, Sm90AttentionPlan
+from .gemm_emit import L2_PROMOTION_256B, SWIZZLE_128B
+from .gemm_plan import WARPGROUP, WGMMA_M
+
+TMA_LOAD_3D = "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+FULL = 0xFFFFFFFF
+K_STEP = 16  # one bf16 / f16 wgmma's K
+PER_ELEMENT = 3  # log2(16 bytes / 2-byte element): the swizzle's unit, ComposeLayout's per_element
+
+
+def _swizzled(tile):
+    from tvm_tirx.tirx.layout import ComposeLayout
+
+    return ComposeLayout(PER_ELEMENT, SWIZZLE_LEN[128], 3, tile)
+
+
+def q_layout(p: Sm90AttentionPlan):
+    """Q as SS A operands ``(CONSUMERS, D / 16, 64, 16)``: warpgroup ``w``'s 64 rows of the ``128 x 64``
+    column blocks, K-major, 128-byte swizzled (k-step ``kk`` in block ``kk / 4`` at column ``16 (kk % 4)``)."""
+    from tvm_tirx.tirx.layout import S, TileLayout
+
+    return _swizzled(TileLayout(S[(CONSUMERS, p.d_blocks, 4, WGMMA_M, K_STEP):
+                                  (WGMMA_M * COLUMNS, BLOCK_Q * COLUMNS, K_STEP, COLUMNS, 1)]))
+
+
+def k_layout(p: Sm90AttentionPlan):
+    """The K tiles as SS B operands ``(stages, D / 16, block_kv, 16)``: K-major, a stage's K tile at
+    ``stage_offset(s, 0)`` (the view's base is stage 0's), 128-byte swizzled."""
+    from tvm_tirx.tirx.layout import S, TileLayout
+
+    kv = p.config.block_kv
+    return _swizzled(TileLayout(S[(p.config.stages, p.d_blocks, 4, kv, K_STEP):
+                                  (2 * p.tile_elems, kv * COLUMNS, K_STEP, COLUMNS, 1)]))
+
+
+def v_layout(p: Sm90AttentionPlan):
+    """The V tiles as M/N-major B operands ``(stages, block_kv / 16, D, 16)`` (N = head dim, K = keys):
+    each 128-byte row is 64 head-dim columns of one key, the column blocks ``block_kv`` rows apart (LBO),
+    8 keys 1024 bytes apart (SBO)."""
+    from tvm_tirx.tirx.layout import S, TileLayout
+
+    kv = p.config.block_kv
+    return _swizzled(TileLayout(S[(p.config.stages, kv // K_STEP, p.d_blocks, COLUMNS, 2, 8):
+                                  (2 * p.tile_elems, K_STEP * COLUMNS, kv * COLUMNS, 1, 8 * COLUMNS, COLUMNS)]))
+
+
+@attrs.frozen
+class Regs:
+    """A consumer thread's kernel-wide values (module docstring)."""
+
+    s: object
+    pa: object
+    pw: object
+    o: object
+    row: object
+    b: object
+    h: object
+    q0: object
+    wg: object
+    t: object
+
+
+# ---- the producer ---------------------------------------------------------------------------------
+
+
+def tma_load(SMH, offset, tensor_map, c0, c1, c2, mbar):
+    """One 3-D TMA load of a box at (``c0``, ``c1``, ``c2``) into the shared tile at element ``offset``."""
+    T.ptx[TMA_LOAD_3D](T.cuda.cvta_generic_to_shared(SMH.ptr_to([offset])), T.address_of(tensor_map), c0, c1, c2, mbar)
+
+
+@T.macro
+def producer(p, SMH, MB, maps, b, h, q0, n_kv):
+    # Q once, then tile j's K and V into stage j % stages once both consumers released its previous use
+    c = p.config
+    hk = p.problem.kv_head(h)
+    T.ptx.mbarrier.arrive.expect_tx.shared.b64(MB.ptr_to([0]), T.uint32(p.q_elems * 2))
+    for db in T.unroll(p.d_blocks):
+        tma_load(SMH, db * BLOCK_Q * COLUMNS, maps[0], db * COLUMNS, q0, b * p.problem.heads + h, MB.ptr_to([0]))
+    for j in range(n_kv):
+        s = j % c.stages
+        T.cuda.mbarrier_wait(MB.ptr_to([1 + c.stages + s]), (j // c.stages + 1) % 2)
+        T.ptx.mbarrier.arrive.expect_tx.shared.b64(MB.ptr_to([1 + s]), T.uint32(p.kv_bytes))
+        for db in T.unroll(p.d_blocks):
+            tma_load(SMH, p.stage_offset(s, 0) + db * c.block_kv * COLUMNS, maps[1], db * COLUMNS, j * c.block_kv,
+                     b * p.problem.kv_heads + hk, MB.ptr_to([1 + s]))
+        for db in T.unroll(p.d_blocks):
+            tma_load(SMH, p.stage_offset(s, 1) + db * c.block_kv * COLUMNS, maps[2], db * COLUMNS, j * c.block_kv,
+                     b * p.problem.kv_heads + hk, MB.ptr_to([1 + s]))
+
+
+# ---- the consumers --------------------------------------------------------------------------------
+
+
+def row_of(p: Sm90AttentionPlan, rg, h):
+    """The query row of the thread's fragment row ``h`` (0: ``l / 4``, 1: ``+ 8``)."""
+    return rg.q0 + rg.wg * WGMMA_M + 16 * (rg.t // 32) + (rg.t % 32) // 4 + 8 * h
+
+
+def key_of(p: Sm90AttentionPlan, rg, j, r):
+    """The key of S register ``r`` in kv tile ``j``."""
+    return j * p.config.block_kv + 8 * (r // 4) + 2 * (rg.t % 4) + r % 2
+
+
+@T.macro
+def mask(p, rg, j):
+    # -inf for keys past the sequence and, causal, above the row's diagonal
+    for r in T.unroll(p.config.block_kv // 2):
+        if I.constexpr(p.problem.causal):
+            rg.s[r] = T.if_then_else(T.or_(key_of(p, rg, j, r) >= p.problem.seq_kv,
+                                           key_of(p, rg, j, r) > row_of(p, rg, (r % 4) // 2)),
+                                     T.float32(float("-inf")), rg.s[r])
+        else:
+            rg.s[r] = T.if_then_else(key_of(p, rg, j, r) >= p.problem.seq_kv, T.float32(float("-inf")), rg.s[r])
+
+
+def fmax(a, b):
+    return T.call_pure_extern("fmaxf", a, b, ty=T.float32)
+
+
+@T.macro
+def softmax(p, rg):
+    # per row h: m' = max(m, rowmax s) over the quad; alpha = 2^((m - m') c); p = 2^(s c - m' c); l = alpha l +
+    # sum p; O *= alpha; P packed into the RS A fragment (pw: two 16-bit values a word, the even key low)
+    c = p.problem.scale_log2
+    n = p.config.block_kv // 2
+    for h in T.unroll(2):
+        rg.row[4 + h] = rg.row[h]
+        for r in T.unroll(n // 2):
+            rg.row[4 + h] = fmax(rg.row[4 + h], rg.s[(r // 2) * 4 + 2 * h + r % 2])
+        for sh in T.unroll(2):
+            rg.row[4 + h] = fmax(rg.row[4 + h], T.cuda.__shfl_xor_sync(T.uint32(FULL), rg.row[4 + h], 1 << sh, 32))
+        alpha = TIR_OPS.exp2(rg.row[h] * T.float32(c) - rg.row[4 + h] * T.float32(c))
+        rg.row[h] = rg.row[4 + h]
+        rg.row[2 + h] = rg.row[2 + h] * alpha
+        for r in T.unroll(p.problem.head_dim // 4):
+            rg.o[(r // 2) * 4 + 2 * h + r % 2] = rg.o[(r // 2) * 4 + 2 * h + r % 2] * alpha
+        rg.row[4 + h] = rg.row[h] * T.float32(c)
+        for r in T.unroll(n // 2):
+            rg.s[(r // 2) * 4 + 2 * h + r % 2] = TIR_OPS.exp2(rg.s[(r // 2) * 4 + 2 * h + r % 2] * T.float32(c)
+                                                              - rg.row[4 + h])
+            rg.row[2 + h] = rg.row[2 + h] + rg.s[(r // 2) * 4 + 2 * h + r % 2]
+    for w in T.unroll(n // 2):
+        T.ptx[p.pack_instr](rg.pw[w], rg.s[2 * w + 1], rg.s[2 * w])
+
+
+@T.macro
+def kv_tile(p, SMH, MB, rg, ops, j, masked):
+    # tile j: S = Q K^T (SS), the mask, the softmax, O += P V (RS), then the stage released
+    c = p.config
+    s = j % c.stages
+    T.cuda.mbarrier_wait(MB.ptr_to([1 + s]), (j // c.stages) % 2)
+    T.sm90.tile.apply(T.wgmma[p.wgmma_s], ops["S"], ops["Q"][rg.wg % CONSUMERS:rg.wg % CONSUMERS + 1, :, :, :],
+                      ops["K"][s:s + 1, :, :, :], scope="warpgroup", scale_d=False)
+    T.ptx["wgmma.wait_group.sync.aligned"](0)
+    for r in T.unroll(c.block_kv // 2):
+        T.sm90.fence_operand(rg.s[r])
+    if I.constexpr(masked):
+        mask(p, rg, j)
+    softmax(p, rg)
+    T.sm90.tile.apply(T.wgmma[p.wgmma_o], ops["O"], ops["P"], ops["V"][s:s + 1, :, :, :], scope="warpgroup",
+                      b_major="mn")
+    T.ptx["wgmma.wait_group.sync.aligned"](0)
+    for r in T.unroll(p.problem.head_dim // 2):
+        T.sm90.fence_operand(rg.o[r])
+    if rg.t == 0:
+        T.ptx.mbarrier.arrive.shared.b64(MB.ptr_to([1 + c.stages + s]), T.uint32(1))
+
+
+@T.macro
+def finish(p, args, rg):
+    # the row sums over the quad, O / l packed and stored (rows inside the sequence), LSE by the quad's first
+    word = T.alloc_tensor(ty_args=[T.Tensor((1,), "uint32", scope="local", layout="default")])
+    for h in T.unroll(2):
+        for sh in T.unroll(2):
+            rg.row[2 + h] = rg.row[2 + h] + T.cuda.__shfl_xor_sync(T.uint32(FULL), rg.row[2 + h], 1 << sh, 32)
+        rg.row[4 + h] = T.float32(1) / rg.row[2 + h]
+        if row_of(p, rg, h) < p.problem.seq_q:
+            for dn in T.unroll(p.problem.head_dim // 8):
+                T.ptx[p.pack_instr](word[0], rg.o[dn * 4 + 2 * h + 1] * rg.row[4 + h], rg.o[dn * 4 + 2 * h] * rg.row[4 + h])
+                T.ptx["st.global.b32"](args["O"].ptr_to([rg.b, rg.h, row_of(p, rg, h), 8 * dn + 2 * (rg.t % 4)]), word[0])
+            if rg.t % 4 == 0:
+                args["LSE"][rg.b, rg.h, row_of(p, rg, h)] = (rg.row[h] * T.float32(p.problem.scale_log2)
+                                                             + T.log2(rg.row[2 + h])) * T.float32(LN2)
+
+
+def kv_tiles(p: Sm90AttentionPlan, q0):
+    """The kv tiles the query block at row ``q0`` runs (``kv_tiles_for``): an int or a TIR expression."""
+    return kv_tiles_for(p.problem, BLOCK_Q, p.config.block_kv, q0, p.config.skip_masked, T.min)
+
+
+def full_tiles(p: Sm90AttentionPlan, q0):
+    """Its leading tiles that need no mask (``kv_full_tiles_for``), at most ``kv_tiles``; 0 where every tile
+    holds the sequence's end (a constant, so that ``maybe_positive`` leaves the loop out)."""
+    if p.problem.seq_kv < p.config.block_kv:
+        return 0
+    return T.min(kv_tiles(p, q0), kv_full_tiles_for(p.problem, BLOCK_Q, p.config.block_kv, q0, T.min))
+
+
+def maybe_positive(extent) -> bool:
+    """Whether a loop of ``extent`` iterations may run (False for a constant 0: such a loop is left out, since
+    the pattern cannot prove its operands' bounds over an empty range)."""
+    from tvm_tirx.ir import IntImm
+    from tvm_tirx.sym import Analyzer
+
+    value = Analyzer().simplify(extent) if not isinstance(extent, int) else extent
+    return not (isinstance(value, int | IntImm) and int(value) <= 0)
+
+
+@T.macro
+def consumer(p, SMH, MB, args, b, h, q0, wg, t, n_kv, n_full):
+    c = p.config
+    s = T.alloc_tensor(ty_args=[T.Tensor((c.block_kv // 2,), "float32", scope="local", layout="default")])
+    o = T.alloc_tensor(ty_args=[T.Tensor((p.problem.head_dim // 2,), "float32", scope="local", layout="default")])
+    pa = T.alloc_tensor(ty_args=[T.Tensor((c.block_kv // 2,), p.storage, scope="local", layout="default")])
+    pw = T.decl_tensor(pa.ptr_to([0]), ty_args=[T.Tensor((c.block_kv // 4,), "uint32", scope="local", layout="default")])
+    row = T.alloc_tensor(ty_args=[T.Tensor((6,), "float32", scope="local", layout="default")])
+    kind = W.KIND[p.problem.dtype]
+    SS = T.decl_tensor(s.ptr_to([0]), ty_args=[T.Tensor((1, 1, WGMMA_M, c.block_kv), "float32", scope="local",
+                                                        layout=acc_layout(c.block_kv))])
+    SO = T.decl_tensor(o.ptr_to([0]), ty_args=[T.Tensor((1, 1, WGMMA_M, p.problem.head_dim), "float32", scope="local",
+                                                        layout=acc_layout(p.problem.head_dim))])
+    SP = T.decl_tensor(pa.ptr_to([0]), ty_args=[T.Tensor((1, c.block_kv // 16, WGMMA_M, 16), p.storage, scope="local",
+                                                         layout=a_register_layout(kind, (1, c.block_kv // 16)))])
+    SQ = T.decl_tensor(SMH.ptr_to([0]), ty_args=[T.Tensor((CONSUMERS, p.problem.head_dim // 16, WGMMA_M, 16), p.storage,
+                                                          scope="shared.dyn", layout=q_layout(p), align=1024)])
+    SK = T.decl_tensor(SMH.ptr_to([p.stage_offset(0, 0)]), ty_args=[T.Tensor(
+        (c.stages, p.problem.head_dim // 16, c.block_kv, 16), p.storage, scope="shared.dyn", layout=k_layout(p), align=1024)])
+    SV = T.decl_tensor(SMH.ptr_to([p.stage_offset(0, 1)]), ty_args=[T.Tensor(
+        (c.stages, c.block_kv // 16, p.problem.head_dim, 16), p.storage, scope="shared.dyn", layout=v_layout(p), align=1024)])
+    ops = {"S": SS, "O": SO, "P": SP, "Q": SQ, "K": SK, "V": SV}
+    rg = Regs(s, pa, pw, o, row, b, h, q0, wg, t)
+    for r in T.unroll(p.problem.head_dim // 2):
+        o[r] = T.float32(0)
+    for r in T.unroll(2):
+        row[r] = T.float32(float("-inf"))
+        row[2 + r] = T.float32(0)
+    T.cuda.mbarrier_wait(MB.ptr_to([0]), 0)
+    if I.constexpr(maybe_positive(n_full)):
+        for j in range(n_full):
+            kv_tile(p, SMH, MB, rg, ops, j, False)
+    if I.constexpr(maybe_positive(n_kv - n_full)):
+        for j in range(n_full, n_kv):
+            kv_tile(p, SMH, MB, rg, ops, j, True)
+    finish(p, args, rg)
+
+
+# ---- the kernel -----------------------------------------------------------------------------------
+
+
+@T.macro
+def kernel(p, args, maps):
+    c = p.config
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=p.ctas, block=p.threads, dynamic_smem_bytes=p.smem_bytes),
+                   kernel_attrs=T.cuda.KernelAttributes(min_blocks_per_sm=1))
+    SMH = T.alloc_tensor(ty_args=[T.Tensor((p.smem_bytes // 2,), p.storage, scope="shared.dyn", layout="default",
+                                           align=1024)])
+    MB = T.alloc_tensor(ty_args=[T.Tensor((p.barriers,), "uint64", scope="shared", layout="default")])
+    tid = T.cuda.thread_idx("x")
+    pid = T.cuda.block_idx("x")
+    bh = T.truncmod(pid, p.heads_total)  # the query blocks longest first, every head's at once
+    q0 = (p.q_blocks - 1 - T.truncdiv(pid, p.heads_total)) * BLOCK_Q
+    b = T.truncdiv(bh, p.problem.heads)
+    h = T.truncmod(bh, p.problem.heads)
+    if tid == 0:
+        T.ptx.mbarrier.init.shared.b64(MB.ptr_to([0]), T.uint32(1))
+        for s in T.unroll(c.stages):
+            T.ptx.mbarrier.init.shared.b64(MB.ptr_to([1 + s]), T.uint32(1))
+            T.ptx.mbarrier.init.shared.b64(MB.ptr_to([1 + c.stages + s]), T.uint32(CONSUMERS))
+        T.ptx["fence.mbarrier_init.release.cluster"]()
+    T.cuda.cta_sync()
+    if tid < WARPGROUP:
+        T.ptx["setmaxnreg.dec.sync.aligned.u32"](PRODUCER_REGS)
+        if tid == 0:
+            producer(p, SMH, MB, maps, b, h, q0, kv_tiles(p, q0))
+    else:
+        T.ptx["setmaxnreg.inc.sync.aligned.u32"](CONSUMER_REGS)
+        consumer(p, SMH, MB, args, b, h, q0, tid // WARPGROUP - 1, tid % WARPGROUP, kv_tiles(p, q0),
+                 full_tiles(p, q0))
+
+
+def map_source(name: str, dims, box_rows: int, dtype: str) -> list[str]:
+    """The host lines encoding ``map<name>``: a 3-D tensor map ``(D, S, heads)`` of ``name`` (innermost
+    first, 16-bit), boxes of ``COLUMNS x box_rows x 1``, 128-byte swizzled."""
+    D, S, heads = dims
+    return [f"    map{name} = T.stack_alloca('tensormap', 1)",
+            f"    T.cuda.tensormap_encode_tiled(map{name}, {name}.ptr_to([0, 0, 0, 0]), {D}, {S}, {heads}, {D * 2}, "
+            f"{S * D * 2}, {COLUMNS}, {box_rows}, 1, 1, 1, 1, descriptor_dtype='{dtype}', rank=3, "
+            f"swizzle={SWIZZLE_128B}, l2_promotion={L2_PROMOTION_256B})"]
+
+
+def signature_source(p: Sm90AttentionPlan) -> str:
+    """``main(Q, K, V, O, LSE)``: the host part encodes the tensor maps of Q, K, V, then the kernel."""
+    pr = p.problem
+    names = [q.name for q in p.params]
+    lines = ["@T.function", f"def main({', '.join(f'{n}: types[{i}]' for i, n in enumerate(names))}):"]
+    lines += map_source("Q", (pr.head_dim, pr.seq_q, pr.batch * pr.heads), BLOCK_Q, p.storage)
+    for name in ("K", "V"):
+        lines += map_source(name, (pr.head_dim, pr.seq_kv, pr.batch * pr.kv_heads), p.config.block_kv, p.storage)
+    args = ", ".join(f"{n!r}: {n}" for n in names)
+    return "\n".join([*lines, f"    kernel(p, {{{args}}}, (mapQ, mapK, mapV))", ""])
+
+
+@transpile_once
+def emit_sm90_attention(p: Sm90AttentionPlan):
+    """The TIRx PrimFunc ``main(Q, K, V, O, LSE)`` of a plan (its parameters: ``p.params``)."""
+    register()  # T.sm90 / T.wgmma
+    types = [T.Tensor(q.shape, q.dtype) for q in p.params]
+    return parse(signature_source(p), {"T": T, "kernel": kernel, "p": p, "types": types})
+
+
+__all__ = ["emit_sm90_attention", "k_layout", "q_layout", "signature_source", "v_layout"]

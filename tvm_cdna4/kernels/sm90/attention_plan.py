@@ -1,0 +1,200 @@
+"""Attention forward on Hopper (FlashAttention-3 class, issue 38): the plan.
+
+The problem, its reference, error bound and kv tiling are the target-neutral ones
+(``kernels.attention.problem``: ``AttentionProblem``, ``kv_tiles_for``, the base-2 online softmax); this
+module decides how an sm_90a CTA computes them. Pure Python (attrs): no TIRx.
+
+**Work split** (FA3, Shah et al. 2024, "FlashAttention-3", §3.1). One CTA per (query block of
+``BLOCK_Q`` = 128 rows, batch x head), longest query blocks first (causal: the last block runs the most kv
+tiles). Three warpgroups: warpgroup 0 the producer (``setmaxnreg.dec`` to ``PRODUCER_REGS``; one
+thread issues every TMA load), warpgroups 1 and 2 the consumers (``setmaxnreg.inc`` to
+``CONSUMER_REGS``), each owning 64 query rows (one ``wgmma`` M). The sm90 GEMM's pair of register targets
+and its TMA / mbarrier conventions (``kernels.sm90.gemm_plan``, ``gemm_emit``) are reused as they are.
+
+**Shared memory.** Q (``128 x D``, loaded once by TMA) and a ring of ``stages`` (K tile, V tile) pairs,
+each tile ``block_kv x D``. Every tile is stored as ``D / 64`` column blocks of 64 elements (128 bytes a
+row: one ``CU_TENSOR_MAP_SWIZZLE_128B`` box each, the widest 128-byte-swizzled box), the blocks one after
+another: what TMA writes and what the ``wgmma`` descriptors read (K-major Q and K, M/N-major V).
+mbarriers: Q's "full", each stage's "full" (the producer's ``expect_tx`` of K and V's bytes) and "empty"
+(one arrival per consumer warpgroup once its ``P V`` of the stage retired).
+
+**Tensor maps.** Q, K, V are viewed 3-D, ``(D, S, B x H)`` innermost first, so that a box past a
+sequence's end is out of the tensor (TMA fills it with zeros) rather than the next head's rows: the
+odd lengths need no copy predicate. GQA: K / V's map is over the ``B x Hkv`` kv heads, a CTA reading
+kv head ``h // group``.
+
+**Per consumer warpgroup, per kv tile** (``wgmma.mma_async``, f32 accumulate):
+
+* ``S = Q K^T``: SS-form ``m64n{block_kv}k16``, ``D / 16`` k-steps, both operands K-major in shared
+  memory; ``block_kv / 2`` f32 accumulators a thread.
+* The online softmax on the accumulator fragment (thread ``32 w + l`` holds rows ``16 w + l / 4`` and
+  ``+ 8`` of its 64, keys ``8 c + 2 (l % 4) + {0, 1}``): the row max over the thread's registers and
+  the quad (``shfl.xor`` 1, 2), ``p = 2^(s c - m c)`` (``c = scale_log2``), the row sum, ``O *= alpha``.
+  Masked (element by element) only on the tiles ``kv_full_tiles_for`` leaves: causal's diagonal tiles
+  and the tail past ``Skv``; tiles wholly above the diagonal are not run (``kv_tiles_for``).
+* ``O += P V``: the S accumulators of key columns ``16 kk .. 16 kk + 15`` are, register for register,
+  the RS-form A fragment of k-step ``kk`` (PTX ISA 9.7.17.5.1.1: ``isa.hopper_layout.a_fragment_coords``
+  and ``accumulator_coords`` agree), so P is S converted to 16 bits in place of the registers
+  (``cvt.rn.{bf16,f16}x2.f32``), never through shared memory; B = the V tile, M/N-major
+  (``b_major="mn"``: ``imm-trans-b`` 1), ``m64n{D}k16``, ``block_kv / 16`` k-steps.
+
+**The end.** ``O / l`` stored from the registers (column pairs, rows past ``Sq`` not stored) and
+``LSE = (m c + log2 l) ln 2`` per row by the quad's first thread.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from ...errors import ContractError
+from ..attention.problem import AttentionProblem, check_indexing, workgroup_tiles
+from ..common import Param, PlanRecord, ceil_div
+from .gemm_plan import CONSUMER_REGS, DTYPES, PRODUCER_REGS, TMA_BOX_MAX, WARPGROUP, WGMMA_M
+
+CONSUMERS = 2
+"""Consumer warpgroups per CTA (FA3's choice for D 64 and 128), ``WGMMA_M`` query rows each."""
+BLOCK_Q = CONSUMERS * WGMMA_M
+COLUMNS = 64
+"""Elements of one 128-byte swizzled row (16-bit data): a tile's column block, TMA's box width."""
+BARRIER_BYTES = 1024
+"""Shared memory kept beside the tiles for the static mbarriers (``kernels.sm90.gemm_plan``'s slack)."""
+STORAGE = {k: DTYPES[k] for k in ("bf16", "f16")}
+"""The input dtypes this kernel takes (wgmma ``.bf16`` / ``.f16``); fp8 is not planned yet."""
+PACK = "cvt.rn.{t}x2.f32"
+
+
+@attrs.frozen
+class Sm90AttentionConfig:
+    """The sm90 attention kernel's choices: ``block_kv`` keys per K / V tile (a multiple of 16, at most
+    ``TMA_BOX_MAX``: the S wgmma's N), ``stages`` (K, V) pairs in the ring, ``skip_masked`` (causal:
+    skip the kv tiles wholly above a query block's diagonal)."""
+
+    block_kv: int = 128
+    stages: int = 2
+    skip_masked: bool = True
+
+    def check(self, problem: AttentionProblem, smem_bytes: int) -> None:
+        """A ContractError naming the field that breaks a rule of the kernel or of the SM's shared memory."""
+        def bad(field, rule, expected, found):
+            raise ContractError(f"sm90 attention config {field}: {rule}", operand=field, check="parameters",
+                                expected=expected, found=found)
+        if not isinstance(self.block_kv, int) or self.block_kv % 16 or not 16 <= self.block_kv <= TMA_BOX_MAX:
+            bad("block_kv", "whole 16-key wgmma k-steps, at most one TMA box of rows", "16, 32, ..., 256", self.block_kv)
+        if not isinstance(self.stages, int) or self.stages < 1:
+            bad("stages", "at least one (K, V) stage", ">= 1", self.stages)
+        need = smem_for(problem, self)
+        if need > smem_bytes:
+            bad("stages", "Q and the (K, V) stages within the SM's shared memory",
+                f"<= {smem_bytes} bytes", f"{need} bytes ({self.stages} stages of {self.block_kv} keys)")
+
+
+def smem_for(problem: AttentionProblem, config: Sm90AttentionConfig) -> int:
+    """Dynamic shared memory: the Q tile and ``stages`` (K, V) tiles, 16-bit, plus the barriers' slack."""
+    return 2 * problem.head_dim * (BLOCK_Q + 2 * config.stages * config.block_kv) + BARRIER_BYTES
+
+
+@attrs.frozen
+class Sm90AttentionPlan(PlanRecord, family="attention"):
+    """Everything ``kernels.sm90.attention_emit`` reads (module docstring)."""
+
+    problem: AttentionProblem
+    config: Sm90AttentionConfig
+    storage: str  # TIR dtype of Q, K, V, O
+    wgmma_s: str  # S = Q K^T (SS)
+    wgmma_o: str  # O += P V (RS)
+    pack_instr: str
+    q_blocks: int
+    heads_total: int  # batch x heads: CTAs per query block
+    kv_tiles: int
+    smem_bytes: int
+    params: tuple[Param, ...]
+
+    @property
+    def threads(self) -> int:
+        return WARPGROUP * (1 + CONSUMERS)
+
+    @property
+    def ctas(self) -> int:
+        return self.q_blocks * self.heads_total
+
+    @property
+    def block_q(self) -> int:
+        return BLOCK_Q
+
+    @property
+    def d_blocks(self) -> int:
+        """The 64-column blocks of a tile row (``D / COLUMNS``)."""
+        return self.problem.head_dim // COLUMNS
+
+    @property
+    def tile_elems(self) -> int:
+        """Elements of one K (or V) tile."""
+        return self.config.block_kv * self.problem.head_dim
+
+    @property
+    def q_elems(self) -> int:
+        return BLOCK_Q * self.problem.head_dim
+
+    def stage_offset(self, stage, which: int):
+        """Element offset of the K (``which`` 0) or V (1) tile of stage ``stage`` (after the Q tile)."""
+        return self.q_elems + (2 * stage + which) * self.tile_elems
+
+    @property
+    def barriers(self) -> int:
+        """mbarriers: Q's "full" (0), each stage's "full" (``1 + s``) and "empty" (``1 + stages + s``)."""
+        return 1 + 2 * self.config.stages
+
+    @property
+    def kv_bytes(self) -> int:
+        """Bytes one stage's TMA loads bring (K and V)."""
+        return 2 * self.tile_elems * 2
+
+
+def plan_sm90_attention(problem: AttentionProblem, config: Sm90AttentionConfig | None = None,
+                        sms: int | None = None, smem_bytes: int | None = None) -> Sm90AttentionPlan:
+    """The plan of ``problem`` with ``config`` (None: ``default_config``). A ContractError for a dtype the
+    kernel does not take (``STORAGE``) or a config that breaks its rules."""
+    from ..devices import DEVICES
+
+    if problem.dtype not in STORAGE:
+        raise ContractError("sm90 attention dtype: the kernel runs 16-bit Q, K, V (wgmma .bf16 / .f16); fp8 "
+                            "attention runs on --target gfx950", operand="dtype", check="dtype",
+                            expected=tuple(STORAGE), found=problem.dtype)
+    check_indexing(problem)
+    smem = smem_bytes or DEVICES["H200"].smem_per_unit
+    config = config or default_config(problem, sms, smem)
+    config.check(problem, smem)
+    shapes = problem.shapes()
+    storage = STORAGE[problem.dtype]
+    params = tuple(Param(name, shapes[name], storage if name != "LSE" else "float32")
+                   for name in ("Q", "K", "V", "O", "LSE"))
+    t = problem.dtype
+    return Sm90AttentionPlan(
+        problem, config, storage, f"m{WGMMA_M}n{config.block_kv}k16.f32.{t}.{t}",
+        f"m{WGMMA_M}n{problem.head_dim}k16.f32.{t}.{t}", PACK.format(t=t), ceil_div(problem.seq_q, BLOCK_Q),
+        problem.batch * problem.heads, ceil_div(problem.seq_kv, config.block_kv), smem_for(problem, config) - BARRIER_BYTES,
+        params)
+
+
+def deepest(problem: AttentionProblem, block_kv: int, smem_bytes: int) -> int:
+    """The most (K, V) stages of ``block_kv`` keys that fit ``smem_bytes`` beside Q."""
+    per = 4 * problem.head_dim * block_kv
+    return (smem_bytes - BARRIER_BYTES - 2 * problem.head_dim * BLOCK_Q) // per
+
+
+def default_config(problem: AttentionProblem, sms: int | None = None, smem_bytes: int | None = None) -> Sm90AttentionConfig:
+    """128 keys a tile (FA3's tile for D 64 and 128) with as many stages as fit, up to 2 (two stages keep
+    the next tile's loads under this tile's GEMMs)."""
+    from ..devices import DEVICES
+
+    smem = smem_bytes or DEVICES["H200"].smem_per_unit
+    return Sm90AttentionConfig(128, max(1, min(2, deepest(problem, 128, smem))))
+
+
+def estimate_tiles(problem: AttentionProblem, config: Sm90AttentionConfig) -> int:
+    """The kv tiles all CTAs run (causal: fewer, ``workgroup_tiles``)."""
+    return sum(workgroup_tiles(problem, BLOCK_Q, config.block_kv, config.skip_masked)) * problem.batch * problem.heads
+
+
+__all__ = ["BLOCK_Q", "COLUMNS", "CONSUMERS", "CONSUMER_REGS", "PRODUCER_REGS", "STORAGE", "Sm90AttentionConfig",
+           "Sm90AttentionPlan", "default_config", "deepest", "estimate_tiles", "plan_sm90_attention", "smem_for"]
