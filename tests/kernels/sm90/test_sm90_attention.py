@@ -1,0 +1,118 @@
+"""The sm90 attention forward (issue 38) in the CUDA emulator against the float64 reference within the
+documented bound (causal, GQA, odd lengths, Sq != Skv, D 64 and 128, LSE), its plan record and refusals,
+the ``TARGETS`` row and the CLI."""
+
+import json
+
+import numpy as np
+import pytest
+
+from tvm_cdna4.cli import main
+from tvm_cdna4.errors import ContractError
+from tvm_cdna4.kernels import attention
+from tvm_cdna4.kernels.attention.problem import AttentionProblem
+from tvm_cdna4.kernels.sm90.attention_plan import (BLOCK_Q, Sm90AttentionConfig, Sm90AttentionPlan, default_config,
+                                                   plan_sm90_attention)
+
+C = Sm90AttentionConfig
+EMULATOR = "the CUDA emulator (no GPU runner)"
+CASES = {
+    # one query block of 70 rows over 200 keys: causal (the diagonal tile masked), GQA 2:1, the tail past Skv
+    "causal, GQA 2:1, 70 queries over 200 keys, D 64": (AttentionProblem(1, 2, 1, 70, 200, 64, causal=True), C(64, 2)),
+    # one token: a query block of 1 row (TMA zero-fills the others), one key
+    "one token, causal, GQA 2:1": (AttentionProblem(1, 4, 2, 1, 1, 64, causal=True), C(64, 2)),
+    # D 128 (two 64-column blocks a tile row), one unmasked 128-key tile
+    "D 128, MHA, one full tile": (AttentionProblem(1, 1, 1, 128, 128, 128), None),
+}
+SLOW_CASES = {
+    "odd lengths 130, causal, GQA 2:1, D 64": (AttentionProblem(1, 2, 1, 130, 130, 64, causal=True), C(64, 2)),
+    "odd lengths 130, D 128, f16": (AttentionProblem(1, 1, 1, 130, 130, 128, dtype="f16"), C(64, 2)),
+    "more queries than keys, causal, one stage": (AttentionProblem(1, 2, 1, 200, 130, 64, causal=True), C(64, 1)),
+    "three stages, 4 kv tiles": (AttentionProblem(1, 1, 1, 128, 256, 64), C(64, 3)),
+}
+
+
+def _check(problem, config):
+    v = attention.validate(problem, "sm90", config)
+    assert v.ok and v.where == EMULATOR, v
+    assert v.o_ratio > 0 or problem.seq_kv == 1  # not vacuous: P and O round to 16 bits
+    return v
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_emulated_attention_is_within_the_documented_bound(name):
+    _check(*CASES[name])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", SLOW_CASES)
+def test_more_emulated_shapes_within_the_bound(name):
+    _check(*SLOW_CASES[name])
+
+
+def test_the_plan_record():
+    p = plan_sm90_attention(AttentionProblem(2, 32, 8, 4096, 4000, 128, causal=True))
+    assert isinstance(p, Sm90AttentionPlan) and attention.target_of(p) == "sm90"
+    assert p.config == default_config(p.problem) == C(128, 2)
+    assert (p.threads, p.block_q, p.q_blocks, p.ctas, p.kv_tiles) == (384, BLOCK_Q, 32, 32 * 64, 32)
+    assert (p.wgmma_s, p.wgmma_o) == ("m64n128k16.f32.bf16.bf16", "m64n128k16.f32.bf16.bf16")
+    # Q (128 x 128) and two stages of K, V (128 x 128 each), 2 bytes an element
+    assert p.smem_bytes == 2 * 128 * (128 + 2 * 2 * 128) and p.kv_bytes == 2 * 128 * 128 * 2
+    assert p.barriers == 5 and p.stage_offset(1, 1) == 128 * 128 * 4
+    assert [q.name for q in p.params] == ["Q", "K", "V", "O", "LSE"] and p.params[1].shape == (2, 8, 4000, 128)
+    with pytest.raises(AttributeError):
+        p.config = C()  # frozen
+    assert json.loads(p.to_json())["target"] == "sm90" and p.summary()["grid"] == p.ctas
+    d64 = plan_sm90_attention(AttentionProblem(1, 4, 4, 1000, 1000, 64))
+    assert d64.wgmma_o == "m64n64k16.f32.bf16.bf16" and d64.smem_bytes == 2 * 64 * (128 + 4 * 128)
+
+
+@pytest.mark.parametrize("problem, config, operand", [
+    (AttentionProblem(1, 1, 1, 64, 64, 64, dtype="fp8"), None, "dtype"),
+    (AttentionProblem(1, 1, 1, 64, 64, 64), C(72, 2), "block_kv"),
+    (AttentionProblem(1, 1, 1, 64, 64, 64), C(512, 2), "block_kv"),
+    (AttentionProblem(1, 1, 1, 64, 64, 128), C(256, 2), "stages"),  # 32 + 256 KB of shared memory
+    (AttentionProblem(1, 1, 1, 64, 64, 64), C(64, 0), "stages"),
+])
+def test_refusals_name_the_operand(problem, config, operand):
+    with pytest.raises(ContractError) as err:
+        plan_sm90_attention(problem, config)
+    assert err.value.operand == operand
+
+
+def test_validate_beyond_the_emulated_pairs_asks_for_a_gpu():
+    with pytest.raises(ValueError, match="needs an NVIDIA Hopper GPU"):
+        attention.validate(AttentionProblem(1, 1, 1, 257, 257, 64), "sm90")  # 66049 pairs
+
+
+def test_the_cli_plans_and_emits_sm90(capsys):
+    assert main(["attention", "--target", "sm90", "--seq", "3000", "--heads", "8", "--kv-heads", "2", "--causal",
+                 "--emit", "config"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert record["target"] == "sm90" and record["config"]["block_kv"] == 128 and record["grid"] == 24 * 8
+    assert main(["attention", "--target", "sm90", "--seq", "64", "--emit", "asm"]) == 2
+    assert "--emit asm is for --target gfx950; sm90 emits cuda" in capsys.readouterr().err
+    assert main(["attention", "--target", "sm90", "--seq", "64", "--arch", "sm_80", "--emit", "config"]) == 2
+
+
+def test_the_cli_validates_sm90_without_a_gpu(capsys):
+    from tvm_cdna4.runtime import cuda
+
+    if cuda.have_cuda_gpu()[0]:
+        pytest.skip("a GPU is present: --validate runs on it")
+    assert main(["attention", "--target", "sm90", "--seq", "1", "--seq-kv", "70", "--heads", "2", "--kv-heads", "1",
+                 "--head-dim", "64", "--block-kv", "64", "--validate"]) == 0
+    out = capsys.readouterr().out
+    assert "validated sm90 bf16 attention B=1 H=2 Hkv=1 Sq=1 Skv=70 D=64 on the CUDA emulator" in out
+    assert out.strip().endswith("PASS")
+
+
+def test_the_emitted_kernel_uses_the_checked_wgmma_forms():
+    """Both GEMMs are pattern applications (S: SS, Q and K in shared memory; O: RS, P in registers, V
+    M/N-major) and every global read is a TMA load (no ld.global of Q, K, V)."""
+    p = plan_sm90_attention(AttentionProblem(1, 2, 1, 70, 200, 64, causal=True), C(64, 2))
+    text = attention.emit(p).script()
+    # two GEMMs in each of the two loops (the unmasked tiles, then the masked ones)
+    assert text.count("T.cuda.sm90.tile.apply(") == 4 and text.count('("b_major", "mn")') == 2
+    assert text.count('"tensor", "3d"') == 3 and "setmaxnreg" in text
+    assert np.prod(p.params[0].shape) == 70 * 2 * 64
