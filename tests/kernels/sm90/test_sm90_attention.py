@@ -27,7 +27,10 @@ CASES = {
 SLOW_CASES = {
     "odd lengths 130, causal, GQA 2:1, D 64": (AttentionProblem(1, 2, 1, 130, 130, 64, causal=True), C(64, 2)),
     "odd lengths 130, D 128, f16": (AttentionProblem(1, 1, 1, 130, 130, 128, dtype="f16"), C(64, 2)),
-    "more queries than keys, causal, one stage": (AttentionProblem(1, 2, 1, 200, 130, 64, causal=True), C(64, 1)),
+    "more queries than keys, causal": (AttentionProblem(1, 2, 1, 200, 130, 64, causal=True), C(64, 2)),
+    # one stage: the producer's load of tile j + 1 waits for both consumers' release of tile j. One CTA: two CTAs
+    # of different trip counts in one lockstep batch report a deadlock in the emulator (each alone runs)
+    "one stage, causal, 130 keys": (AttentionProblem(1, 1, 1, 128, 130, 64, causal=True), C(64, 1)),
     "three stages, 4 kv tiles": (AttentionProblem(1, 1, 1, 128, 256, 64), C(64, 3)),
 }
 

@@ -10,7 +10,8 @@ protocol and the ``setmaxnreg`` split are the sm90 GEMM's (``gemm_emit``: ``TMA_
 A consumer thread's registers (``Regs``): ``s`` the S accumulators (``block_kv / 2`` f32: register ``r``
 is row ``16 w + l / 4 + 8 ((r % 4) / 2)``, key ``8 (r / 4) + 2 (l % 4) + r % 2``), ``pa`` P in 16 bits
 (the same order, the RS A fragment), ``o`` the O accumulators (``D / 2``, the same map over head-dim
-columns), ``row`` the state of its two rows: max (raw score units) 0-1, sum 2-3, scratch 4-5.
+columns), ``row`` the state of its two rows: max (raw score units) 0-1, sum 2-3, the exponent's offset 4-5,
+the last rescale factor alpha 6-7.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from ...tirx_private import transpile_once
 from ..attention.problem import LN2, kv_full_tiles_for, kv_tiles_for
 from ..sm80.gemm_emit_epilogue import TIR_OPS
 from .attention_plan import BLOCK_Q, COLUMNS, CONSUMER_REGS, CONSUMERS, PRODUCER_REGS, Sm90AttentionPlan
-from .gemm_emit import L2_PROMOTION_256B, SWIZZLE_128B
+from .gemm_emit import L2_PROMOTION_256B, ORDER_BARRIER, SWIZZLE_128B
 from .gemm_plan import WARPGROUP, WGMMA_M
 
 TMA_LOAD_3D = "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
@@ -147,8 +148,8 @@ def fmax(a, b):
 
 @T.macro
 def softmax(p, rg):
-    # per row h: m' = max(m, rowmax s) over the quad; alpha = 2^((m - m') c); p = 2^(s c - m' c); l = alpha l +
-    # sum p; O *= alpha; P packed into the RS A fragment (pw: two 16-bit values a word, the even key low)
+    # per row h: m' = max(m, rowmax s) over the quad; alpha = 2^((m - m') c) (row[6 + h]); p = 2^(s c - m' c) in
+    # place of s; l = alpha l + sum p. O is not touched (``rescale_pack``: after the P V that reads it retired)
     c = p.problem.scale_log2
     n = p.config.block_kv // 2
     for h in T.unroll(2):
@@ -157,41 +158,123 @@ def softmax(p, rg):
             rg.row[4 + h] = fmax(rg.row[4 + h], rg.s[(r // 2) * 4 + 2 * h + r % 2])
         for sh in T.unroll(2):
             rg.row[4 + h] = fmax(rg.row[4 + h], T.cuda.__shfl_xor_sync(T.uint32(FULL), rg.row[4 + h], 1 << sh, 32))
-        alpha = TIR_OPS.exp2(rg.row[h] * T.float32(c) - rg.row[4 + h] * T.float32(c))
+        rg.row[6 + h] = TIR_OPS.exp2(rg.row[h] * T.float32(c) - rg.row[4 + h] * T.float32(c))
         rg.row[h] = rg.row[4 + h]
-        rg.row[2 + h] = rg.row[2 + h] * alpha
-        for r in T.unroll(p.problem.head_dim // 4):
-            rg.o[(r // 2) * 4 + 2 * h + r % 2] = rg.o[(r // 2) * 4 + 2 * h + r % 2] * alpha
+        rg.row[2 + h] = rg.row[2 + h] * rg.row[6 + h]
         rg.row[4 + h] = rg.row[h] * T.float32(c)
         for r in T.unroll(n // 2):
             rg.s[(r // 2) * 4 + 2 * h + r % 2] = TIR_OPS.exp2(rg.s[(r // 2) * 4 + 2 * h + r % 2] * T.float32(c)
                                                               - rg.row[4 + h])
             rg.row[2 + h] = rg.row[2 + h] + rg.s[(r // 2) * 4 + 2 * h + r % 2]
-    for w in T.unroll(n // 2):
+
+
+@T.macro
+def rescale_pack(p, rg):
+    # O *= alpha per row; P packed into the RS A fragment (pw: two 16-bit values a word, the even key low)
+    for h in T.unroll(2):
+        for r in T.unroll(p.problem.head_dim // 4):
+            rg.o[(r // 2) * 4 + 2 * h + r % 2] = rg.o[(r // 2) * 4 + 2 * h + r % 2] * rg.row[6 + h]
+    for w in T.unroll(p.config.block_kv // 4):
         T.ptx[p.pack_instr](rg.pw[w], rg.s[2 * w + 1], rg.s[2 * w])
 
 
 @T.macro
-def kv_tile(p, SMH, MB, rg, ops, j, masked):
-    # tile j: S = Q K^T (SS), the mask, the softmax, O += P V (RS), then the stage released
-    c = p.config
-    s = j % c.stages
-    T.cuda.mbarrier_wait(MB.ptr_to([1 + s]), (j // c.stages) % 2)
+def issue_s(p, MB, rg, ops, j):
+    # tile j's K landed, then S = Q K^T (SS) issued as one wgmma group
+    s = j % p.config.stages
+    T.cuda.mbarrier_wait(MB.ptr_to([1 + s]), (j // p.config.stages) % 2)
     T.sm90.tile.apply(T.wgmma[p.wgmma_s], ops["S"], ops["Q"][rg.wg % CONSUMERS:rg.wg % CONSUMERS + 1, :, :, :],
                       ops["K"][s:s + 1, :, :, :], scope="warpgroup", scale_d=False)
-    T.ptx["wgmma.wait_group.sync.aligned"](0)
-    for r in T.unroll(c.block_kv // 2):
+
+
+@T.macro
+def issue_pv(p, rg, ops, j):
+    # O += P V of tile j (RS: P in registers; V M/N-major) issued as one wgmma group
+    T.sm90.tile.apply(T.wgmma[p.wgmma_o], ops["O"], ops["P"], ops["V"][j % p.config.stages:j % p.config.stages + 1, :, :, :],
+                      scope="warpgroup", b_major="mn")
+
+
+@T.macro
+def scores_ready(p, rg, pending):
+    # the S group retired (``pending``: the newer groups left in flight), its registers fenced
+    T.ptx["wgmma.wait_group.sync.aligned"](pending)
+    for r in T.unroll(p.config.block_kv // 2):
         T.sm90.fence_operand(rg.s[r])
-    if I.constexpr(masked):
-        mask(p, rg, j)
-    softmax(p, rg)
-    T.sm90.tile.apply(T.wgmma[p.wgmma_o], ops["O"], ops["P"], ops["V"][s:s + 1, :, :, :], scope="warpgroup",
-                      b_major="mn")
+
+
+@T.macro
+def pv_retired(p, MB, rg, j):
+    # every group retired, O fenced, tile j's stage released (one arrival per consumer warpgroup)
     T.ptx["wgmma.wait_group.sync.aligned"](0)
     for r in T.unroll(p.problem.head_dim // 2):
         T.sm90.fence_operand(rg.o[r])
     if rg.t == 0:
-        T.ptx.mbarrier.arrive.shared.b64(MB.ptr_to([1 + c.stages + s]), T.uint32(1))
+        T.ptx.mbarrier.arrive.shared.b64(MB.ptr_to([1 + p.config.stages + j % p.config.stages]), T.uint32(1))
+
+
+@T.macro
+def kv_tile(p, SMH, MB, rg, ops, j, masked):
+    # tile j, one GEMM after the other: S = Q K^T, the mask, the softmax, O += P V, the stage released
+    issue_s(p, MB, rg, ops, j)
+    scores_ready(p, rg, 0)
+    if I.constexpr(masked):
+        mask(p, rg, j)
+    softmax(p, rg)
+    rescale_pack(p, rg)
+    issue_pv(p, rg, ops, j)
+    pv_retired(p, MB, rg, j)
+
+
+@T.macro
+def ordered(p, rg):
+    # ping-pong: wait for this warpgroup's turn to issue (the other one issued its GEMMs)
+    if I.constexpr(p.config.pingpong):
+        T.ptx["bar.sync"](T.Cast("uint32", ORDER_BARRIER + rg.wg), T.uint32(2 * WARPGROUP))
+
+
+@T.macro
+def hand_over(p, rg, last):
+    # ping-pong: the other warpgroup's turn (warpgroup 1's last turn hands over nothing: warpgroup 0 is done)
+    if I.constexpr(p.config.pingpong):
+        if I.constexpr(last):
+            if rg.wg == 0:
+                T.ptx["bar.arrive"](T.Cast("uint32", ORDER_BARRIER + 1), T.uint32(2 * WARPGROUP))
+        else:
+            T.ptx["bar.arrive"](T.Cast("uint32", ORDER_BARRIER + 1 - rg.wg), T.uint32(2 * WARPGROUP))
+
+
+@T.macro
+def overlapped_loop(p, MB, rg, ops, n_kv, n_full):
+    # Sm90AttentionConfig.overlap: tile j's S issued before tile j - 1's P V, so tile j's softmax runs while that
+    # P V is in the tensor cores; pingpong: each warpgroup's GEMM issues in turns with the other's (named
+    # barriers), so one's softmax runs under the other's GEMMs
+    if I.constexpr(p.config.pingpong):
+        if rg.wg == 1:  # warpgroup 0 issues first
+            T.ptx["bar.arrive"](T.Cast("uint32", ORDER_BARRIER), T.uint32(2 * WARPGROUP))
+    ordered(p, rg)
+    issue_s(p, MB, rg, ops, 0)
+    hand_over(p, rg, False)
+    scores_ready(p, rg, 0)
+    if 0 >= n_full:
+        mask(p, rg, 0)
+    softmax(p, rg)
+    rescale_pack(p, rg)
+    if I.constexpr(maybe_positive(n_kv - 1)):
+        for j in range(1, n_kv):
+            ordered(p, rg)
+            issue_s(p, MB, rg, ops, j)
+            issue_pv(p, rg, ops, j - 1)
+            hand_over(p, rg, False)
+            scores_ready(p, rg, 1)
+            if j >= n_full:
+                mask(p, rg, j)
+            softmax(p, rg)
+            pv_retired(p, MB, rg, j - 1)
+            rescale_pack(p, rg)
+    ordered(p, rg)
+    issue_pv(p, rg, ops, n_kv - 1)
+    hand_over(p, rg, True)
+    pv_retired(p, MB, rg, n_kv - 1)
 
 
 @T.macro
@@ -225,13 +308,11 @@ def full_tiles(p: Sm90AttentionPlan, q0):
 
 
 def maybe_positive(extent) -> bool:
-    """Whether a loop of ``extent`` iterations may run (False for a constant 0: such a loop is left out, since
-    the pattern cannot prove its operands' bounds over an empty range)."""
-    from tvm_tirx.ir import IntImm
+    """Whether a loop of ``extent`` iterations may run (False where the extent is provably at most 0: such a
+    loop is left out, since the pattern cannot prove its operands' bounds over an empty range)."""
     from tvm_tirx.sym import Analyzer
 
-    value = Analyzer().simplify(extent) if not isinstance(extent, int) else extent
-    return not (isinstance(value, int | IntImm) and int(value) <= 0)
+    return extent > 0 if isinstance(extent, int) else not Analyzer().can_prove(extent <= 0)
 
 
 @T.macro
@@ -241,7 +322,7 @@ def consumer(p, SMH, MB, args, b, h, q0, wg, t, n_kv, n_full):
     o = T.alloc_tensor(ty_args=[T.Tensor((p.problem.head_dim // 2,), "float32", scope="local", layout="default")])
     pa = T.alloc_tensor(ty_args=[T.Tensor((c.block_kv // 2,), p.storage, scope="local", layout="default")])
     pw = T.decl_tensor(pa.ptr_to([0]), ty_args=[T.Tensor((c.block_kv // 4,), "uint32", scope="local", layout="default")])
-    row = T.alloc_tensor(ty_args=[T.Tensor((6,), "float32", scope="local", layout="default")])
+    row = T.alloc_tensor(ty_args=[T.Tensor((8,), "float32", scope="local", layout="default")])
     kind = W.KIND[p.problem.dtype]
     SS = T.decl_tensor(s.ptr_to([0]), ty_args=[T.Tensor((1, 1, WGMMA_M, c.block_kv), "float32", scope="local",
                                                         layout=acc_layout(c.block_kv))])
@@ -263,12 +344,15 @@ def consumer(p, SMH, MB, args, b, h, q0, wg, t, n_kv, n_full):
         row[r] = T.float32(float("-inf"))
         row[2 + r] = T.float32(0)
     T.cuda.mbarrier_wait(MB.ptr_to([0]), 0)
-    if I.constexpr(maybe_positive(n_full)):
-        for j in range(n_full):
-            kv_tile(p, SMH, MB, rg, ops, j, False)
-    if I.constexpr(maybe_positive(n_kv - n_full)):
-        for j in range(n_full, n_kv):
-            kv_tile(p, SMH, MB, rg, ops, j, True)
+    if I.constexpr(c.overlap):
+        overlapped_loop(p, MB, rg, ops, n_kv, n_full)
+    else:
+        if I.constexpr(maybe_positive(n_full)):
+            for j in range(n_full):
+                kv_tile(p, SMH, MB, rg, ops, j, False)
+        if I.constexpr(maybe_positive(n_kv - n_full)):
+            for j in range(n_full, n_kv):
+                kv_tile(p, SMH, MB, rg, ops, j, True)
     finish(p, args, rg)
 
 

@@ -67,11 +67,17 @@ PACK = "cvt.rn.{t}x2.f32"
 class Sm90AttentionConfig:
     """The sm90 attention kernel's choices: ``block_kv`` keys per K / V tile (a multiple of 16, at most
     ``TMA_BOX_MAX``: the S wgmma's N), ``stages`` (K, V) pairs in the ring, ``skip_masked`` (causal:
-    skip the kv tiles wholly above a query block's diagonal)."""
+    skip the kv tiles wholly above a query block's diagonal), the schedule (``overlap``, ``pingpong``)."""
 
     block_kv: int = 128
     stages: int = 2
     skip_masked: bool = True
+    overlap: bool = False
+    """FA3's intra-warpgroup overlap: tile ``j``'s ``S`` issued before tile ``j - 1``'s ``P V``, so that tile ``j``'s
+    softmax runs while that ``P V`` is in the tensor cores (P of ``j - 1`` and S of ``j`` live at once)."""
+    pingpong: bool = False
+    """FA3's ping-pong (needs ``overlap``): the two consumer warpgroups issue their GEMMs in turns (named barriers
+    ``gemm_emit.ORDER_BARRIER + wg``), so that one's softmax runs under the other's GEMMs."""
 
     def check(self, problem: AttentionProblem, smem_bytes: int) -> None:
         """A ContractError naming the field that breaks a rule of the kernel or of the SM's shared memory."""
@@ -82,6 +88,9 @@ class Sm90AttentionConfig:
             bad("block_kv", "whole 16-key wgmma k-steps, at most one TMA box of rows", "16, 32, ..., 256", self.block_kv)
         if not isinstance(self.stages, int) or self.stages < 1:
             bad("stages", "at least one (K, V) stage", ">= 1", self.stages)
+        if self.pingpong and not self.overlap:
+            bad("pingpong", "the warpgroups take turns at the overlapped loop's GEMM issues", "overlap=True with "
+                "pingpong=True", (self.overlap, self.pingpong))
         need = smem_for(problem, self)
         if need > smem_bytes:
             bad("stages", "Q and the (K, V) stages within the SM's shared memory",
