@@ -18,11 +18,12 @@ C = Sm90AttentionConfig
 EMULATOR = "the CUDA emulator (no GPU runner)"
 CASES = {
     # one query block of 70 rows over 200 keys: causal (the diagonal tile masked), GQA 2:1, the tail past Skv
-    "causal, GQA 2:1, 70 queries over 200 keys, D 64": (AttentionProblem(1, 2, 1, 70, 200, 64, causal=True), C(64, 2)),
+    "causal, GQA 2:1, 70 queries over 200 keys, D 64, ping-pong": (AttentionProblem(1, 2, 1, 70, 200, 64, causal=True),
+                                                                   C(64, 2, overlap=True, pingpong=True)),
     # one token: a query block of 1 row (TMA zero-fills the others), one key
     "one token, causal, GQA 2:1": (AttentionProblem(1, 4, 2, 1, 1, 64, causal=True), C(64, 2)),
-    # D 128 (two 64-column blocks a tile row), one unmasked 128-key tile
-    "D 128, MHA, one full tile": (AttentionProblem(1, 1, 1, 128, 128, 128), None),
+    # D 128 (two 64-column blocks a tile row), the cost model's config (176 keys, ping-pong): one masked tile
+    "D 128, MHA, the default config": (AttentionProblem(1, 1, 1, 128, 128, 128), None),
 }
 SLOW_CASES = {
     "odd lengths 130, causal, GQA 2:1, D 64": (AttentionProblem(1, 2, 1, 130, 130, 64, causal=True), C(64, 2)),
@@ -32,6 +33,9 @@ SLOW_CASES = {
     # of different trip counts in one lockstep batch report a deadlock in the emulator (each alone runs)
     "one stage, causal, 130 keys": (AttentionProblem(1, 1, 1, 128, 130, 64, causal=True), C(64, 1)),
     "three stages, 4 kv tiles": (AttentionProblem(1, 1, 1, 128, 256, 64), C(64, 3)),
+    "overlap without ping-pong, causal, 3 tiles": (AttentionProblem(1, 2, 1, 130, 130, 64, causal=True),
+                                                   C(64, 2, overlap=True)),
+    "192-key tiles, causal, 3000 keys": (AttentionProblem(1, 1, 1, 40, 3000, 64, causal=True), C(192, 2, True, True, True)),
 }
 
 
@@ -54,9 +58,8 @@ def test_more_emulated_shapes_within_the_bound(name):
 
 
 def test_the_plan_record():
-    p = plan_sm90_attention(AttentionProblem(2, 32, 8, 4096, 4000, 128, causal=True))
+    p = plan_sm90_attention(AttentionProblem(2, 32, 8, 4096, 4000, 128, causal=True), C(128, 2))
     assert isinstance(p, Sm90AttentionPlan) and attention.target_of(p) == "sm90"
-    assert p.config == default_config(p.problem) == C(128, 2)
     assert (p.threads, p.block_q, p.q_blocks, p.ctas, p.kv_tiles) == (384, BLOCK_Q, 32, 32 * 64, 32)
     assert (p.wgmma_s, p.wgmma_o) == ("m64n128k16.f32.bf16.bf16", "m64n128k16.f32.bf16.bf16")
     # Q (128 x 128) and two stages of K, V (128 x 128 each), 2 bytes an element
@@ -66,8 +69,26 @@ def test_the_plan_record():
     with pytest.raises(AttributeError):
         p.config = C()  # frozen
     assert json.loads(p.to_json())["target"] == "sm90" and p.summary()["grid"] == p.ctas
-    d64 = plan_sm90_attention(AttentionProblem(1, 4, 4, 1000, 1000, 64))
-    assert d64.wgmma_o == "m64n64k16.f32.bf16.bf16" and d64.smem_bytes == 2 * 64 * (128 + 4 * 128)
+    d64 = plan_sm90_attention(AttentionProblem(1, 4, 4, 8192, 8192, 64))  # the cost model's: 192 keys, 3 stages
+    assert (d64.wgmma_s, d64.wgmma_o) == ("m64n192k16.f32.bf16.bf16", "m64n64k16.f32.bf16.bf16")
+    assert d64.smem_bytes == 2 * 64 * (128 + 2 * 3 * 192)
+
+
+@pytest.mark.parametrize("problem, config", [
+    # FA3's tiles (hopper/tile_size.h): D 128 non-causal 176 keys, causal 128 (the diagonal's waste), D 64 192
+    (AttentionProblem(1, 16, 16, 16384, 16384, 128), C(176, 2, True, True, True)),
+    (AttentionProblem(8, 16, 4, 2048, 2048, 128, causal=True), C(128, 3, True, True, True)),
+    (AttentionProblem(2, 32, 8, 8192, 8192, 64, causal=True), C(192, 3, True, True, True)),
+    (AttentionProblem(1, 8, 8, 1, 1, 128), C(64, 3, True, True, True)),  # one key: the least padded tile
+])
+def test_the_cost_model_chooses_tiles_stages_and_the_schedule(problem, config):
+    from tvm_cdna4.kernels.sm90 import attention_cost
+
+    assert default_config(problem) == config == attention.choose(problem, "sm90")
+    assert all(attention_cost.registers(problem, c) <= 232 for c in attention_cost.candidates(problem, 227 * 1024))
+    plain, overlapped, pingpong = (attention_cost.estimate(problem, C(128, 2, True, o, p))
+                                   for o, p in ((False, False), (True, False), (True, True)))
+    assert plain > overlapped > pingpong
 
 
 @pytest.mark.parametrize("problem, config, operand", [
@@ -76,6 +97,7 @@ def test_the_plan_record():
     (AttentionProblem(1, 1, 1, 64, 64, 64), C(512, 2), "block_kv"),
     (AttentionProblem(1, 1, 1, 64, 64, 128), C(256, 2), "stages"),  # 32 + 256 KB of shared memory
     (AttentionProblem(1, 1, 1, 64, 64, 64), C(64, 0), "stages"),
+    (AttentionProblem(1, 1, 1, 64, 64, 64), C(64, 2, pingpong=True), "pingpong"),
 ])
 def test_refusals_name_the_operand(problem, config, operand):
     with pytest.raises(ContractError) as err:
@@ -92,7 +114,8 @@ def test_the_cli_plans_and_emits_sm90(capsys):
     assert main(["attention", "--target", "sm90", "--seq", "3000", "--heads", "8", "--kv-heads", "2", "--causal",
                  "--emit", "config"]) == 0
     record = json.loads(capsys.readouterr().out)
-    assert record["target"] == "sm90" and record["config"]["block_kv"] == 128 and record["grid"] == 24 * 8
+    assert record["target"] == "sm90" and record["config"]["block_kv"] == 176 and record["grid"] == 24 * 8
+    assert record["config"]["pingpong"] and record["kernel"] == "tma-wgmma-warp-specialized"
     assert main(["attention", "--target", "sm90", "--seq", "64", "--emit", "asm"]) == 2
     assert "--emit asm is for --target gfx950; sm90 emits cuda" in capsys.readouterr().err
     assert main(["attention", "--target", "sm90", "--seq", "64", "--arch", "sm_80", "--emit", "config"]) == 2

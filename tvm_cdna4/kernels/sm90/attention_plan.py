@@ -192,12 +192,10 @@ def deepest(problem: AttentionProblem, block_kv: int, smem_bytes: int) -> int:
 
 
 def default_config(problem: AttentionProblem, sms: int | None = None, smem_bytes: int | None = None) -> Sm90AttentionConfig:
-    """128 keys a tile (FA3's tile for D 64 and 128) with as many stages as fit, up to 2 (two stages keep
-    the next tile's loads under this tile's GEMMs)."""
-    from ..devices import DEVICES
+    """The cost model's choice (``attention_cost.choose``: the tile, the ring depth and the schedule)."""
+    from .attention_cost import choose
 
-    smem = smem_bytes or DEVICES["H200"].smem_per_unit
-    return Sm90AttentionConfig(128, max(1, min(2, deepest(problem, 128, smem))))
+    return choose(problem, sms, smem_bytes)
 
 
 def estimate_tiles(problem: AttentionProblem, config: Sm90AttentionConfig) -> int:
