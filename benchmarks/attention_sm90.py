@@ -37,7 +37,8 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from tvm_cdna4.kernels.attention.problem import AttentionProblem  # noqa: E402
-from tvm_cdna4.kernels.sm90.attention_plan import Sm90AttentionConfig, default_config  # noqa: E402
+from tvm_cdna4.kernels.sm90.attention_cost import choose as default_config  # noqa: E402
+from tvm_cdna4.kernels.sm90.attention_plan import Sm90AttentionConfig  # noqa: E402
 
 C = Sm90AttentionConfig
 TOKENS, HIDDEN = 16384, 2048
@@ -163,7 +164,7 @@ def main(argv=None) -> int:
                 fn = load_kernel(path)
                 checks[name] = check(fn, p, q, k, v)
                 if checks[name]["ok"]:
-                    calls[name] = lambda fn=fn: fn(q, k, v, o, lse)
+                    calls[name] = lambda fn=fn, q=q, k=k, v=v, o=o, lse=lse: fn(q, k, v, o, lse)
             else:
                 checks[name] = {"ok": False, "error": err}
         samples = {name: [] for name, fn in calls.items() if fn}

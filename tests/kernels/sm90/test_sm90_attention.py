@@ -11,8 +11,8 @@ from tvm_cdna4.cli import main
 from tvm_cdna4.errors import ContractError
 from tvm_cdna4.kernels import attention
 from tvm_cdna4.kernels.attention.problem import AttentionProblem
-from tvm_cdna4.kernels.sm90.attention_plan import (BLOCK_Q, Sm90AttentionConfig, Sm90AttentionPlan, default_config,
-                                                   plan_sm90_attention)
+from tvm_cdna4.kernels.sm90.attention_cost import choose as default_config
+from tvm_cdna4.kernels.sm90.attention_plan import BLOCK_Q, Sm90AttentionConfig, Sm90AttentionPlan, plan_sm90_attention
 
 C = Sm90AttentionConfig
 EMULATOR = "the CUDA emulator (no GPU runner)"
@@ -69,7 +69,7 @@ def test_the_plan_record():
     with pytest.raises(AttributeError):
         p.config = C()  # frozen
     assert json.loads(p.to_json())["target"] == "sm90" and p.summary()["grid"] == p.ctas
-    d64 = plan_sm90_attention(AttentionProblem(1, 4, 4, 8192, 8192, 64))  # the cost model's: 192 keys, 3 stages
+    d64 = attention.plan(AttentionProblem(1, 4, 4, 8192, 8192, 64), "sm90")  # the cost model's: 192 keys, 3 stages
     assert (d64.wgmma_s, d64.wgmma_o) == ("m64n192k16.f32.bf16.bf16", "m64n64k16.f32.bf16.bf16")
     assert d64.smem_bytes == 2 * 64 * (128 + 2 * 3 * 192)
 
@@ -101,7 +101,7 @@ def test_the_cost_model_chooses_tiles_stages_and_the_schedule(problem, config):
 ])
 def test_refusals_name_the_operand(problem, config, operand):
     with pytest.raises(ContractError) as err:
-        plan_sm90_attention(problem, config)
+        attention.plan(problem, "sm90", config)
     assert err.value.operand == operand
 
 

@@ -159,10 +159,11 @@ class Sm90AttentionPlan(PlanRecord, family="attention"):
         return 2 * self.tile_elems * 2
 
 
-def plan_sm90_attention(problem: AttentionProblem, config: Sm90AttentionConfig | None = None,
-                        sms: int | None = None, smem_bytes: int | None = None) -> Sm90AttentionPlan:
-    """The plan of ``problem`` with ``config`` (None: ``default_config``). A ContractError for a dtype the
-    kernel does not take (``STORAGE``) or a config that breaks its rules."""
+def plan_sm90_attention(problem: AttentionProblem, config: Sm90AttentionConfig,
+                        smem_bytes: int | None = None) -> Sm90AttentionPlan:
+    """The plan of ``problem`` with ``config`` (``attention_target.plan``: the cost model's, ``attention_cost.choose``,
+    when given none). A ContractError for a dtype the kernel does not take (``STORAGE``) or a config that breaks its
+    rules."""
     from ..devices import DEVICES
 
     if problem.dtype not in STORAGE:
@@ -171,7 +172,6 @@ def plan_sm90_attention(problem: AttentionProblem, config: Sm90AttentionConfig |
                             expected=tuple(STORAGE), found=problem.dtype)
     check_indexing(problem)
     smem = smem_bytes or DEVICES["H200"].smem_per_unit
-    config = config or default_config(problem, sms, smem)
     config.check(problem, smem)
     shapes = problem.shapes()
     storage = STORAGE[problem.dtype]
@@ -191,17 +191,10 @@ def deepest(problem: AttentionProblem, block_kv: int, smem_bytes: int) -> int:
     return (smem_bytes - BARRIER_BYTES - 2 * problem.head_dim * BLOCK_Q) // per
 
 
-def default_config(problem: AttentionProblem, sms: int | None = None, smem_bytes: int | None = None) -> Sm90AttentionConfig:
-    """The cost model's choice (``attention_cost.choose``: the tile, the ring depth and the schedule)."""
-    from .attention_cost import choose
-
-    return choose(problem, sms, smem_bytes)
-
-
 def estimate_tiles(problem: AttentionProblem, config: Sm90AttentionConfig) -> int:
     """The kv tiles all CTAs run (causal: fewer, ``workgroup_tiles``)."""
     return sum(workgroup_tiles(problem, BLOCK_Q, config.block_kv, config.skip_masked)) * problem.batch * problem.heads
 
 
 __all__ = ["BLOCK_Q", "COLUMNS", "CONSUMERS", "CONSUMER_REGS", "PRODUCER_REGS", "STORAGE", "Sm90AttentionConfig",
-           "Sm90AttentionPlan", "default_config", "deepest", "estimate_tiles", "plan_sm90_attention", "smem_for"]
+           "Sm90AttentionPlan", "deepest", "estimate_tiles", "plan_sm90_attention", "smem_for"]

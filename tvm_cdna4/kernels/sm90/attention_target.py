@@ -3,7 +3,7 @@
 
 The kernel: the warp-specialized TMA + wgmma forward of ``attention_plan`` / ``attention_emit`` (bf16 and
 f16; fp8 is refused with a ``ContractError``). ``config`` None: the cost model's choice
-(``attention_plan.default_config``). ``build`` compiles for ``sm_90a`` (wgmma and ``setmaxnreg`` need the
+(``attention_cost.choose``). ``build`` compiles for ``sm_90a`` (wgmma and ``setmaxnreg`` need the
 architecture-specific target) through the build cache. ``execute`` runs through a GPU runner (``run(problem,
 arrays) -> (O, LSE)``: ``tvm_cdna4.torch.run_attention``) or, for at most ``EMULATED_PAIRS`` scored pairs
 (sm80's bound), the CUDA emulator (TMA, wgmma, mbarriers: ``emulate(..., target="sm90")``)."""
@@ -14,16 +14,22 @@ from ...cuda.build import cached_build, check_compiler, compile_blobs
 from ..attention.problem import AttentionProblem, output_arrays
 from ..common import cache_key
 from ..sm80.attention_target import EMULATED_PAIRS
-from .attention_plan import Sm90AttentionConfig, plan_sm90_attention
+from .attention_plan import STORAGE, Sm90AttentionConfig, plan_sm90_attention
 
 ARCH = "sm_90a"
 SOURCES = ("attention_plan.py", "attention_emit.py", "gemm_plan.py", "gemm_emit.py")
 """The modules the kernel comes from: their digest keys the build cache."""
 
 
-def plan(problem: AttentionProblem, config: Sm90AttentionConfig | None = None, **options):
-    """The frozen ``Sm90AttentionPlan`` of ``problem`` (``options``: ``sms``, ``smem_bytes``)."""
-    return plan_sm90_attention(problem, config, **options)
+def plan(problem: AttentionProblem, config: Sm90AttentionConfig | None = None, sms: int | None = None,
+         smem_bytes: int | None = None):
+    """The frozen ``Sm90AttentionPlan`` of ``problem`` with ``config`` (None: ``attention_cost.choose`` for ``sms``
+    SMs of ``smem_bytes`` shared memory, the H200's by default)."""
+    from .attention_cost import choose as choose_config
+
+    if problem.dtype in STORAGE and config is None:  # an fp8 problem: the planner's refusal, not the model's
+        config = choose_config(problem, sms, smem_bytes)
+    return plan_sm90_attention(problem, config or Sm90AttentionConfig(), smem_bytes)
 
 
 def choose(problem: AttentionProblem, **options) -> Sm90AttentionConfig:
