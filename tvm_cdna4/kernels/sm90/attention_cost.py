@@ -11,7 +11,8 @@ Per kv tile of one CTA (two consumer warpgroups of 64 rows each, ``block_kv`` ke
 - exposed: the part of the softmax the schedule leaves outside the tensor cores' time: ``EXPOSED`` by
   (``overlap``, ``pingpong``): both warpgroups issuing freely hide some of one's softmax under the other's
   GEMMs; the intra-warpgroup overlap hides more; ping-pong orders them so that one's softmax runs under the
-  other's GEMMs (FA3, Shah et al. 2024, §3.1-3.2: 570 -> 620-660 TFLOP/s at D 128 on the H100 from the two);
+  other's GEMMs (FA3, Shah et al. 2024, §3.1-3.2; its ablation credits the two with about 15 % at D 128 on
+  an H100);
 - ``TILE_CLOCKS`` fixed clocks a tile (the barrier waits, the wgmma latency before the softmax can start).
 
 A CTA's clocks are its tiles' (``workgroup_tiles``: causal, the tiles below the diagonal); the launch's are
