@@ -142,3 +142,36 @@ def test_the_emitted_kernel_uses_the_checked_wgmma_forms():
     assert text.count("T.cuda.sm90.tile.apply(") == 4 and text.count('("b_major", "mn")') == 2
     assert text.count('"tensor", "3d"') == 3 and "setmaxnreg" in text
     assert np.prod(p.params[0].shape) == 70 * 2 * 64
+
+
+def _dropping(func, op: str, nth: int):
+    """``func`` with the ``nth`` (1-based, in program order) statement calling ``op`` removed."""
+    import tvm_ffi
+    from tvm_tirx.ir import Call, Evaluate
+
+    seen = []
+
+    def drop(ev):
+        if isinstance(ev.value, Call) and getattr(ev.value.op, "name", "") == op:
+            seen.append(ev)
+            if len(seen) == nth:
+                return Evaluate(0)
+        return ev
+    return tvm_ffi.structural_map(func, (Evaluate, drop), order="post")
+
+
+@pytest.mark.parametrize("op, nth, words", [
+    # the consumers' wait on Q's mbarrier: the S wgmma reads Q while its TMA load is in flight
+    ("tirx.cuda.mbarrier_wait", 2, "while an asynchronous copy into it is still in flight"),
+    # the producer's wait on "empty": tile 2 re-arms stage 0's "full" barrier whose phase is still pending
+    pytest.param("tirx.cuda.mbarrier_wait", 1, "arrivals pending", marks=pytest.mark.slow),
+])
+def test_a_dropped_wait_is_reported(op, nth, words):
+    from tvm_cdna4.emulator import EmulationError, emulate
+    from tvm_cdna4.kernels.attention.problem import output_arrays, random_inputs
+
+    problem = AttentionProblem(1, 1, 1, 64, 200, 64)
+    p = attention.plan(problem, "sm90", C(64, 2))
+    arrays = {**random_inputs(problem, 0), **output_arrays(problem)}
+    with pytest.raises(EmulationError, match=words):
+        emulate(_dropping(attention.emit(p), op, nth), *(arrays[q.name] for q in p.params), target="sm90")
