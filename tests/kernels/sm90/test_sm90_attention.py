@@ -175,3 +175,17 @@ def test_a_dropped_wait_is_reported(op, nth, words):
     arrays = {**random_inputs(problem, 0), **output_arrays(problem)}
     with pytest.raises(EmulationError, match=words):
         emulate(_dropping(attention.emit(p), op, nth), *(arrays[q.name] for q in p.params), target="sm90")
+
+
+def test_the_benchmark_covers_the_issues_shapes():
+    """benchmarks/attention_sm90.py: bf16, D 64 and 128, 2k-32k tokens a sequence, MHA and GQA, causal and not
+    (40 shapes, each planned by the cost model), and a sweep of every schedule."""
+    from benchmark_modules import benchmark_module
+
+    bench = benchmark_module("attention_sm90")
+    shapes = bench.problems()
+    assert len(shapes) == 40 and {p.head_dim for p in shapes} == {64, 128} and {p.causal for p in shapes} == {False, True}
+    assert {p.seq_q for p in shapes} == {2048, 4096, 8192, 16384, 32768} and all(p.batch * p.seq_q >= 16384 for p in shapes)
+    assert {p.heads // p.kv_heads for p in shapes} == {1, 4} and {p.dtype for p in shapes} == {"bf16"}
+    assert all(attention.plan(p, "sm90").config.pingpong for p in shapes)
+    assert {(c.overlap, c.pingpong) for c in bench.SWEEP} == {(False, False), (True, False), (True, True)}
