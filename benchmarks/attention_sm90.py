@@ -43,7 +43,8 @@ from tvm_cdna4.kernels.sm90.attention_plan import Sm90AttentionConfig  # noqa: E
 C = Sm90AttentionConfig
 TOKENS, HIDDEN = 16384, 2048
 SEQS = (2048, 4096, 8192, 16384, 32768)
-SCHEDULES = {"plain": {}, "overlap": {"overlap": True}, "pingpong": {"overlap": True, "pingpong": True}}
+SCHEDULES = {"plain": {}, "overlap": {"overlap": True}, "pingpong": {"overlap": True, "pingpong": True},
+             "pingpong-persistent": {"overlap": True, "pingpong": True, "persistent": True}}
 SWEEP = [C(kv, stages, **SCHEDULES[s]) for kv, stages in ((128, 2), (176, 2), (128, 3), (64, 4), (192, 2))
          for s in SCHEDULES]
 """``--configs sweep``: the tiles, ring depths and schedules timed beside the default (those the planner refuses

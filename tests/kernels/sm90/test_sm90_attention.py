@@ -20,8 +20,10 @@ CASES = {
     # one query block of 70 rows over 200 keys: causal (the diagonal tile masked), GQA 2:1, the tail past Skv
     "causal, GQA 2:1, 70 queries over 200 keys, D 64, ping-pong": (AttentionProblem(1, 2, 1, 70, 200, 64, causal=True),
                                                                    C(64, 2, overlap=True, pingpong=True)),
-    # one token: a query block of 1 row (TMA zero-fills the others), one key
-    "one token, causal, GQA 2:1": (AttentionProblem(1, 4, 2, 1, 1, 64, causal=True), C(64, 2)),
+    # one token: a query block of 1 row (TMA zero-fills the others), one key; persistent: one CTA, 4 items (the
+    # ring and Q's barriers carried from item to item)
+    "one token, causal, GQA 2:1, persistent": (AttentionProblem(1, 4, 2, 1, 1, 64, causal=True),
+                                                C(64, 2, persistent=True, ctas=1)),
     # D 128 (two 64-column blocks a tile row), the cost model's config (176 keys, ping-pong): one masked tile
     "D 128, MHA, the default config": (AttentionProblem(1, 1, 1, 128, 128, 128), None),
 }
@@ -35,6 +37,9 @@ SLOW_CASES = {
     "three stages, 4 kv tiles": (AttentionProblem(1, 1, 1, 128, 256, 64), C(64, 3)),
     "overlap without ping-pong, causal, 3 tiles": (AttentionProblem(1, 2, 1, 130, 130, 64, causal=True),
                                                    C(64, 2, overlap=True)),
+    "persistent, one CTA walking 6 items, ping-pong": (AttentionProblem(1, 3, 1, 200, 130, 64, causal=True),
+                                                       C(64, 2, True, True, True, persistent=True, ctas=1)),
+    "persistent, 3 CTAs over 4 items, 3 stages": (AttentionProblem(1, 2, 1, 130, 200, 64), C(64, 3, persistent=True, ctas=3)),
     "192-key tiles, causal, 3000 keys": (AttentionProblem(1, 1, 1, 40, 3000, 64, causal=True), C(192, 2, True, True, True)),
 }
 
@@ -64,7 +69,7 @@ def test_the_plan_record():
     assert (p.wgmma_s, p.wgmma_o) == ("m64n128k16.f32.bf16.bf16", "m64n128k16.f32.bf16.bf16")
     # Q (128 x 128) and two stages of K, V (128 x 128 each), 2 bytes an element
     assert p.smem_bytes == 2 * 128 * (128 + 2 * 2 * 128) and p.kv_bytes == 2 * 128 * 128 * 2
-    assert p.barriers == 5 and p.stage_offset(1, 1) == 128 * 128 * 4
+    assert p.barriers == 6 and p.stage_offset(1, 1) == 128 * 128 * 4 and p.items == p.ctas
     assert [q.name for q in p.params] == ["Q", "K", "V", "O", "LSE"] and p.params[1].shape == (2, 8, 4000, 128)
     with pytest.raises(AttributeError):
         p.config = C()  # frozen
@@ -75,10 +80,13 @@ def test_the_plan_record():
 
 
 @pytest.mark.parametrize("problem, config", [
-    # FA3's tiles (hopper/tile_size.h): D 128 non-causal 176 keys, causal 128 (the diagonal's waste), D 64 192
-    (AttentionProblem(1, 16, 16, 16384, 16384, 128), C(176, 2, True, True, True)),
-    (AttentionProblem(8, 16, 4, 2048, 2048, 128, causal=True), C(128, 3, True, True, True)),
-    (AttentionProblem(2, 32, 8, 8192, 8192, 64, causal=True), C(192, 3, True, True, True)),
+    # FA3's tiles (hopper/tile_size.h): D 128 non-causal 176 keys, causal 128 (the diagonal's waste), D 64 192;
+    # persistent CTAs where the items are many and alike, the block scheduler for long causal sequences (its
+    # dynamic order balances the unequal items better than a static round robin) and for a handful of items
+    (AttentionProblem(1, 16, 16, 16384, 16384, 128), C(176, 2, True, True, True, persistent=True)),
+    (AttentionProblem(8, 16, 4, 2048, 2048, 128, causal=True), C(128, 3, True, True, True, persistent=True)),
+    (AttentionProblem(2, 32, 8, 8192, 8192, 64, causal=True), C(192, 3, True, True, True, persistent=True)),
+    (AttentionProblem(1, 16, 4, 32768, 32768, 128, causal=True), C(176, 2, True, True, True)),
     (AttentionProblem(1, 8, 8, 1, 1, 128), C(64, 3, True, True, True)),  # one key: the least padded tile
 ])
 def test_the_cost_model_chooses_tiles_stages_and_the_schedule(problem, config):
@@ -98,6 +106,7 @@ def test_the_cost_model_chooses_tiles_stages_and_the_schedule(problem, config):
     (AttentionProblem(1, 1, 1, 64, 64, 128), C(256, 2), "stages"),  # 32 + 256 KB of shared memory
     (AttentionProblem(1, 1, 1, 64, 64, 64), C(64, 0), "stages"),
     (AttentionProblem(1, 1, 1, 64, 64, 64), C(64, 2, pingpong=True), "pingpong"),
+    (AttentionProblem(1, 1, 1, 64, 64, 64), C(64, 2, ctas=4), "ctas"),  # a grid size without persistent=True
 ])
 def test_refusals_name_the_operand(problem, config, operand):
     with pytest.raises(ContractError) as err:
@@ -160,21 +169,26 @@ def _dropping(func, op: str, nth: int):
     return tvm_ffi.structural_map(func, (Evaluate, drop), order="post")
 
 
-@pytest.mark.parametrize("op, nth, words", [
-    # the consumers' wait on Q's mbarrier: the S wgmma reads Q while its TMA load is in flight
-    ("tirx.cuda.mbarrier_wait", 2, "while an asynchronous copy into it is still in flight"),
-    # the producer's wait on "empty": tile 2 re-arms stage 0's "full" barrier whose phase is still pending
-    pytest.param("tirx.cuda.mbarrier_wait", 1, "arrivals pending", marks=pytest.mark.slow),
+@pytest.mark.parametrize("nth, config, words", [
+    # the consumers' wait on Q's "full" barrier: the S wgmma reads Q while its TMA load is in flight
+    (3, C(64, 2), "while an asynchronous copy into it is still in flight"),
+    # the producer's wait on Q's "empty" barrier (one CTA walking two items): item 1's Q load lands while item 0's
+    # S wgmmas read Q
+    pytest.param(1, C(64, 2, persistent=True, ctas=1), "while an asynchronous copy into it is still in flight",
+                 marks=pytest.mark.slow),
+    # the producer's wait on a stage's "empty" barrier: tile 2 re-arms stage 0's "full" barrier still pending
+    pytest.param(2, C(64, 2), "arrivals pending", marks=pytest.mark.slow),
 ])
-def test_a_dropped_wait_is_reported(op, nth, words):
+def test_a_dropped_wait_is_reported(nth, config, words):
     from tvm_cdna4.emulator import EmulationError, emulate
     from tvm_cdna4.kernels.attention.problem import output_arrays, random_inputs
 
-    problem = AttentionProblem(1, 1, 1, 64, 200, 64)
-    p = attention.plan(problem, "sm90", C(64, 2))
+    problem = AttentionProblem(1, 2, 1, 64, 200, 64)
+    p = attention.plan(problem, "sm90", config)
     arrays = {**random_inputs(problem, 0), **output_arrays(problem)}
     with pytest.raises(EmulationError, match=words):
-        emulate(_dropping(attention.emit(p), op, nth), *(arrays[q.name] for q in p.params), target="sm90")
+        emulate(_dropping(attention.emit(p), "tirx.cuda.mbarrier_wait", nth), *(arrays[q.name] for q in p.params),
+                target="sm90")
 
 
 def test_the_benchmark_covers_the_issues_shapes():
@@ -188,4 +202,5 @@ def test_the_benchmark_covers_the_issues_shapes():
     assert {p.seq_q for p in shapes} == {2048, 4096, 8192, 16384, 32768} and all(p.batch * p.seq_q >= 16384 for p in shapes)
     assert {p.heads // p.kv_heads for p in shapes} == {1, 4} and {p.dtype for p in shapes} == {"bf16"}
     assert all(attention.plan(p, "sm90").config.pingpong for p in shapes)
-    assert {(c.overlap, c.pingpong) for c in bench.SWEEP} == {(False, False), (True, False), (True, True)}
+    assert {(c.overlap, c.pingpong, c.persistent) for c in bench.SWEEP} == {
+        (False, False, False), (True, False, False), (True, True, False), (True, True, True)}

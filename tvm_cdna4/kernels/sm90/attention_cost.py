@@ -15,14 +15,21 @@ Per kv tile of one CTA (two consumer warpgroups of 64 rows each, ``block_kv`` ke
   an H100);
 - ``TILE_CLOCKS`` fixed clocks a tile (the barrier waits, the wgmma latency before the softmax can start).
 
-A CTA's clocks are its tiles' (``workgroup_tiles``: causal, the tiles below the diagonal); the launch's are
-the CTAs' spread over the SMs, one CTA each (the ring of two 128-key stages and Q fill most of the shared
-memory), longest first: the larger of the average and the longest CTA. ``EXPOSED``, ``MASK_COST`` and
-``TILE_CLOCKS`` are priors from FA3's published ablation, not fitted to a timing of this kernel yet
-(``benchmarks/attention_sm90.py --configs sweep`` times the candidates for that).
+A work item's clocks are its tiles' (``workgroup_tiles``: causal, the tiles below the diagonal). One CTA per
+item: ``ITEM_CLOCKS`` more each (the CTA's start, Q's and the first tile's load latency, the O store while
+the tensor cores wait), the CTAs spread over the SMs (one each: the ring and Q fill most of the shared
+memory) in launch order (longest first), each on the SM that frees first. ``persistent``: each CTA walks its items
+``pid, pid + ctas, ...`` with ``PERSISTENT_ITEM_CLOCKS`` each (the next item's loads run under the last
+one's O store) and ``ITEM_CLOCKS`` once; the busiest CTA's sum. ``EXPOSED``, ``MASK_COST``, ``TILE_CLOCKS``,
+``ITEM_CLOCKS`` and ``PERSISTENT_ITEM_CLOCKS`` are priors (FA3's published ablation; a microsecond or so of
+load latency), not fitted to a timing of this kernel yet (``benchmarks/attention_sm90.py --configs sweep``
+times the candidates for that).
 """
 
 from __future__ import annotations
+
+import heapq
+import itertools
 
 from ..attention.problem import AttentionProblem, kv_full_tiles_for, workgroup_tiles
 from ..devices import DEVICES
@@ -35,6 +42,11 @@ Instructions" throughput table: base-2 exponential, 16 per clock per multiproces
 EXPOSED = {(False, False): 0.5, (True, False): 0.3, (True, True): 0.1}
 MASK_COST = 0.5
 TILE_CLOCKS = 300
+ITEM_CLOCKS = 3000
+PERSISTENT_ITEM_CLOCKS = 1000
+SIMULATED_ITEMS = 8192
+"""The most work items whose schedule ``estimate`` simulates (the block scheduler's, or the persistent CTAs'
+round robin); more: their average over the SMs plus the longest."""
 REGISTER_SLACK = 32
 """Registers a consumer thread needs beside its S, P and O fragments (addresses, the row state, loop
 counters); a config past ``CONSUMER_REGS`` is not a candidate (ptxas would spill)."""
@@ -50,15 +62,15 @@ def registers(problem: AttentionProblem, config: Sm90AttentionConfig) -> int:
 
 
 def candidates(problem: AttentionProblem, smem_bytes: int):
-    """The configs ``choose`` weighs: every tile of ``TILES`` and schedule of ``SCHEDULES`` with the deepest
-    ring that fits (2 or 3 stages) and registers within ``CONSUMER_REGS``."""
+    """The configs ``choose`` weighs: every tile of ``TILES``, schedule of ``SCHEDULES`` and grid (one CTA per
+    item, persistent) with the deepest ring that fits (2 or 3 stages) and registers within ``CONSUMER_REGS``."""
     out = []
     for kv in TILES:
         stages = min(3, deepest(problem, kv, smem_bytes))
         if stages < 2:
             continue
-        for overlap, pingpong in SCHEDULES:
-            c = Sm90AttentionConfig(kv, stages, overlap=overlap, pingpong=pingpong)
+        for (overlap, pingpong), persistent in itertools.product(SCHEDULES, (False, True)):
+            c = Sm90AttentionConfig(kv, stages, overlap=overlap, pingpong=pingpong, persistent=persistent)
             if registers(problem, c) <= CONSUMER_REGS and smem_for(problem, c) <= smem_bytes:
                 out.append(c)
     return out
@@ -78,12 +90,23 @@ def estimate(problem: AttentionProblem, config: Sm90AttentionConfig, sms: int | 
     sms = sms or DEVICES["H200"].units
     kv = config.block_kv
     plain, masked = tile_clocks(problem, config), tile_clocks(problem, config, True)
-    per_cta = []
+    per_block = []
     for qb, t in enumerate(workgroup_tiles(problem, BLOCK_Q, kv, config.skip_masked)):
         full = min(t, kv_full_tiles_for(problem, BLOCK_Q, kv, qb * BLOCK_Q))
-        per_cta.append(full * plain + (t - full) * masked)
-    total = sum(per_cta) * problem.batch * problem.heads
-    return max(total / sms, max(per_cta))
+        per_block.append(full * plain + (t - full) * masked)
+    heads = problem.batch * problem.heads
+    if len(per_block) * heads > SIMULATED_ITEMS:  # many short items: the average (the schedule's tail is small)
+        extra = PERSISTENT_ITEM_CLOCKS if config.persistent else ITEM_CLOCKS
+        return (sum(per_block) + extra * len(per_block)) * heads / sms + max(per_block) + ITEM_CLOCKS
+    if not config.persistent:  # the block scheduler: each CTA, in launch order, on the SM that frees first
+        free = [0.0] * sms
+        for clocks in reversed(per_block):
+            for _ in range(heads):
+                heapq.heapreplace(free, free[0] + clocks + ITEM_CLOCKS)
+        return max(free)
+    items = [c + PERSISTENT_ITEM_CLOCKS for c in reversed(per_block) for _ in range(heads)]  # longest first
+    ctas = min(len(items), config.ctas or sms)
+    return ITEM_CLOCKS + max(sum(items[k::ctas]) for k in range(ctas))
 
 
 def choose(problem: AttentionProblem, sms: int | None = None, smem_bytes: int | None = None) -> Sm90AttentionConfig:
@@ -92,5 +115,5 @@ def choose(problem: AttentionProblem, sms: int | None = None, smem_bytes: int | 
     return min(candidates(problem, smem), key=lambda c: estimate(problem, c, sms))
 
 
-__all__ = ["EXPOSED", "MASK_COST", "MUFU_PER_CLK", "SCHEDULES", "TILES", "TILE_CLOCKS", "candidates", "choose",
+__all__ = ["EXPOSED", "ITEM_CLOCKS", "MASK_COST", "PERSISTENT_ITEM_CLOCKS", "MUFU_PER_CLK", "SCHEDULES", "TILES", "TILE_CLOCKS", "candidates", "choose",
            "estimate", "registers", "tile_clocks"]

@@ -82,6 +82,10 @@ class Regs:
     pw: object
     o: object
     row: object
+    pos: object
+    """The ring position of the item's first kv tile (a one-element local array, carried across items)."""
+    base: object
+    """``pos[0]`` read at the item's start: kv tile ``j`` is at ring position ``base + j``."""
     b: object
     h: object
     q0: object
@@ -97,24 +101,45 @@ def tma_load(SMH, offset, tensor_map, c0, c1, c2, mbar):
     T.ptx[TMA_LOAD_3D](T.cuda.cvta_generic_to_shared(SMH.ptr_to([offset])), T.address_of(tensor_map), c0, c1, c2, mbar)
 
 
+def item_of(p: Sm90AttentionPlan, u):
+    """(batch, head, first query row) of work item ``u`` (``Sm90AttentionPlan.items``: longest query blocks
+    first, every batch x head of a block before the next block)."""
+    bh = T.truncmod(u, p.heads_total)
+    return (T.truncdiv(bh, p.problem.heads), T.truncmod(bh, p.problem.heads),
+            (p.q_blocks - 1 - T.truncdiv(u, p.heads_total)) * BLOCK_Q)
+
+
 @T.macro
-def producer(p, SMH, MB, maps, b, h, q0, n_kv):
-    # Q once, then tile j's K and V into stage j % stages once both consumers released its previous use
+def producer(p, SMH, MB, maps, pid):
+    # the CTA's items pid, pid + ctas, ...; pos[0]: the ring position of the item's first kv tile
+    pos = T.alloc_tensor(ty_args=[T.Tensor((1,), "int32", scope="local", layout="default")])
+    pos[0] = 0
+    for i in range(p.items_of(pid)):
+        producer_item(p, SMH, MB, maps, item_of(p, pid + i * p.ctas), i, pos)
+
+
+@T.macro
+def producer_item(p, SMH, MB, maps, item, i, pos):
+    # the CTA's i-th item: Q once both consumers are done with the last item's (Q's "empty" barrier), then kv
+    # tile j's K and V into the stage of ring position pos + j once both consumers released its previous use
     c = p.config
-    hk = p.problem.kv_head(h)
+    base = pos[0]
+    T.cuda.mbarrier_wait(MB.ptr_to([1 + 2 * c.stages]), (i + 1) % 2)
     T.ptx.mbarrier.arrive.expect_tx.shared.b64(MB.ptr_to([0]), T.uint32(p.q_elems * 2))
     for db in T.unroll(p.d_blocks):
-        tma_load(SMH, db * BLOCK_Q * COLUMNS, maps[0], db * COLUMNS, q0, b * p.problem.heads + h, MB.ptr_to([0]))
-    for j in range(n_kv):
-        s = j % c.stages
-        T.cuda.mbarrier_wait(MB.ptr_to([1 + c.stages + s]), (j // c.stages + 1) % 2)
+        tma_load(SMH, db * BLOCK_Q * COLUMNS, maps[0], db * COLUMNS, item[2], item[0] * p.problem.heads + item[1],
+                 MB.ptr_to([0]))
+    for j in range(kv_tiles(p, item[2])):
+        s = T.floormod(base + j, c.stages)
+        T.cuda.mbarrier_wait(MB.ptr_to([1 + c.stages + s]), T.floormod(T.floordiv(base + j, c.stages) + 1, 2))
         T.ptx.mbarrier.arrive.expect_tx.shared.b64(MB.ptr_to([1 + s]), T.uint32(p.kv_bytes))
         for db in T.unroll(p.d_blocks):
             tma_load(SMH, p.stage_offset(s, 0) + db * c.block_kv * COLUMNS, maps[1], db * COLUMNS, j * c.block_kv,
-                     b * p.problem.kv_heads + hk, MB.ptr_to([1 + s]))
+                     item[0] * p.problem.kv_heads + p.problem.kv_head(item[1]), MB.ptr_to([1 + s]))
         for db in T.unroll(p.d_blocks):
             tma_load(SMH, p.stage_offset(s, 1) + db * c.block_kv * COLUMNS, maps[2], db * COLUMNS, j * c.block_kv,
-                     b * p.problem.kv_heads + hk, MB.ptr_to([1 + s]))
+                     item[0] * p.problem.kv_heads + p.problem.kv_head(item[1]), MB.ptr_to([1 + s]))
+    pos[0] = base + kv_tiles(p, item[2])
 
 
 # ---- the consumers --------------------------------------------------------------------------------
@@ -178,19 +203,26 @@ def rescale_pack(p, rg):
         T.ptx[p.pack_instr](rg.pw[w], rg.s[2 * w + 1], rg.s[2 * w])
 
 
+def stage(p: Sm90AttentionPlan, position):
+    """The ring stage of ring position ``position`` (a floor modulo: the analyzer proves it in range, written
+    inline, not bound to a name, where a wgmma operand's region starts at it)."""
+    return T.floormod(position, p.config.stages)
+
+
 @T.macro
 def issue_s(p, MB, rg, ops, j):
-    # tile j's K landed, then S = Q K^T (SS) issued as one wgmma group
-    s = j % p.config.stages
-    T.cuda.mbarrier_wait(MB.ptr_to([1 + s]), (j // p.config.stages) % 2)
+    # kv tile j's K landed (ring position base + j), then S = Q K^T (SS) issued as one wgmma group
+    T.cuda.mbarrier_wait(MB.ptr_to([1 + stage(p, rg.base + j)]), T.floormod(T.floordiv(rg.base + j, p.config.stages), 2))
     T.sm90.tile.apply(T.wgmma[p.wgmma_s], ops["S"], ops["Q"][rg.wg % CONSUMERS:rg.wg % CONSUMERS + 1, :, :, :],
-                      ops["K"][s:s + 1, :, :, :], scope="warpgroup", scale_d=False)
+                      ops["K"][stage(p, rg.base + j):stage(p, rg.base + j) + 1, :, :, :], scope="warpgroup",
+                      scale_d=False)
 
 
 @T.macro
 def issue_pv(p, rg, ops, j):
-    # O += P V of tile j (RS: P in registers; V M/N-major) issued as one wgmma group
-    T.sm90.tile.apply(T.wgmma[p.wgmma_o], ops["O"], ops["P"], ops["V"][j % p.config.stages:j % p.config.stages + 1, :, :, :],
+    # O += P V of kv tile j (RS: P in registers; V M/N-major) issued as one wgmma group
+    T.sm90.tile.apply(T.wgmma[p.wgmma_o], ops["O"], ops["P"],
+                      ops["V"][stage(p, rg.base + j):stage(p, rg.base + j) + 1, :, :, :],
                       scope="warpgroup", b_major="mn")
 
 
@@ -204,12 +236,13 @@ def scores_ready(p, rg, pending):
 
 @T.macro
 def pv_retired(p, MB, rg, j):
-    # every group retired, O fenced, tile j's stage released (one arrival per consumer warpgroup)
+    # every group retired, O fenced, kv tile j's stage released (one arrival per consumer warpgroup)
     T.ptx["wgmma.wait_group.sync.aligned"](0)
     for r in T.unroll(p.problem.head_dim // 2):
         T.sm90.fence_operand(rg.o[r])
     if rg.t == 0:
-        T.ptx.mbarrier.arrive.shared.b64(MB.ptr_to([1 + p.config.stages + j % p.config.stages]), T.uint32(1))
+        T.ptx.mbarrier.arrive.shared.b64(MB.ptr_to([1 + p.config.stages + T.floormod(rg.base + j, p.config.stages)]),
+                                         T.uint32(1))
 
 
 @T.macro
@@ -316,7 +349,7 @@ def maybe_positive(extent) -> bool:
 
 
 @T.macro
-def consumer(p, SMH, MB, args, b, h, q0, wg, t, n_kv, n_full):
+def consumer(p, SMH, MB, args, pid, wg, t):
     c = p.config
     s = T.alloc_tensor(ty_args=[T.Tensor((c.block_kv // 2,), "float32", scope="local", layout="default")])
     o = T.alloc_tensor(ty_args=[T.Tensor((p.problem.head_dim // 2,), "float32", scope="local", layout="default")])
@@ -337,23 +370,37 @@ def consumer(p, SMH, MB, args, b, h, q0, wg, t, n_kv, n_full):
     SV = T.decl_tensor(SMH.ptr_to([p.stage_offset(0, 1)]), ty_args=[T.Tensor(
         (c.stages, c.block_kv // 16, p.problem.head_dim, 16), p.storage, scope="shared.dyn", layout=v_layout(p), align=1024)])
     ops = {"S": SS, "O": SO, "P": SP, "Q": SQ, "K": SK, "V": SV}
-    rg = Regs(s, pa, pw, o, row, b, h, q0, wg, t)
+    pos = T.alloc_tensor(ty_args=[T.Tensor((1,), "int32", scope="local", layout="default")])
+    pos[0] = 0
+    for i in range(p.items_of(pid)):
+        consumer_item(p, SMH, MB, args, ops, Regs(s, pa, pw, o, row, pos, 0, *item_of(p, pid + i * p.ctas), wg, t), i)
+
+
+@T.macro
+def consumer_item(p, SMH, MB, args, ops, regs, i):
+    # the CTA's i-th item: its kv tiles from ring position pos[0] (``Regs.base``), Q's "empty" arrival once its
+    # GEMMs retired, then O and LSE
+    c = p.config
+    rg = attrs.evolve(regs, base=regs.pos[0])
     for r in T.unroll(p.problem.head_dim // 2):
-        o[r] = T.float32(0)
+        rg.o[r] = T.float32(0)
     for r in T.unroll(2):
-        row[r] = T.float32(float("-inf"))
-        row[2 + r] = T.float32(0)
-    T.cuda.mbarrier_wait(MB.ptr_to([0]), 0)
+        rg.row[r] = T.float32(float("-inf"))
+        rg.row[2 + r] = T.float32(0)
+    T.cuda.mbarrier_wait(MB.ptr_to([0]), i % 2)
     if I.constexpr(c.overlap):
-        overlapped_loop(p, MB, rg, ops, n_kv, n_full)
+        overlapped_loop(p, MB, rg, ops, kv_tiles(p, rg.q0), full_tiles(p, rg.q0))
     else:
-        if I.constexpr(maybe_positive(n_full)):
-            for j in range(n_full):
+        if I.constexpr(maybe_positive(full_tiles(p, rg.q0))):
+            for j in range(full_tiles(p, rg.q0)):
                 kv_tile(p, SMH, MB, rg, ops, j, False)
-        if I.constexpr(maybe_positive(n_kv - n_full)):
-            for j in range(n_full, n_kv):
+        if I.constexpr(maybe_positive(kv_tiles(p, rg.q0) - full_tiles(p, rg.q0))):
+            for j in range(full_tiles(p, rg.q0), kv_tiles(p, rg.q0)):
                 kv_tile(p, SMH, MB, rg, ops, j, True)
+    if rg.t == 0:
+        T.ptx.mbarrier.arrive.shared.b64(MB.ptr_to([1 + 2 * c.stages]), T.uint32(1))
     finish(p, args, rg)
+    rg.pos[0] = rg.base + kv_tiles(p, rg.q0)
 
 
 # ---- the kernel -----------------------------------------------------------------------------------
@@ -369,25 +416,21 @@ def kernel(p, args, maps):
     MB = T.alloc_tensor(ty_args=[T.Tensor((p.barriers,), "uint64", scope="shared", layout="default")])
     tid = T.cuda.thread_idx("x")
     pid = T.cuda.block_idx("x")
-    bh = T.truncmod(pid, p.heads_total)  # the query blocks longest first, every head's at once
-    q0 = (p.q_blocks - 1 - T.truncdiv(pid, p.heads_total)) * BLOCK_Q
-    b = T.truncdiv(bh, p.problem.heads)
-    h = T.truncmod(bh, p.problem.heads)
     if tid == 0:
         T.ptx.mbarrier.init.shared.b64(MB.ptr_to([0]), T.uint32(1))
         for s in T.unroll(c.stages):
             T.ptx.mbarrier.init.shared.b64(MB.ptr_to([1 + s]), T.uint32(1))
             T.ptx.mbarrier.init.shared.b64(MB.ptr_to([1 + c.stages + s]), T.uint32(CONSUMERS))
+        T.ptx.mbarrier.init.shared.b64(MB.ptr_to([1 + 2 * c.stages]), T.uint32(CONSUMERS))
         T.ptx["fence.mbarrier_init.release.cluster"]()
     T.cuda.cta_sync()
     if tid < WARPGROUP:
         T.ptx["setmaxnreg.dec.sync.aligned.u32"](PRODUCER_REGS)
         if tid == 0:
-            producer(p, SMH, MB, maps, b, h, q0, kv_tiles(p, q0))
+            producer(p, SMH, MB, maps, pid)
     else:
         T.ptx["setmaxnreg.inc.sync.aligned.u32"](CONSUMER_REGS)
-        consumer(p, SMH, MB, args, b, h, q0, tid // WARPGROUP - 1, tid % WARPGROUP, kv_tiles(p, q0),
-                 full_tiles(p, q0))
+        consumer(p, SMH, MB, args, pid, tid // WARPGROUP - 1, tid % WARPGROUP)
 
 
 def map_source(name: str, dims, box_rows: int, dtype: str) -> list[str]:

@@ -4,9 +4,10 @@ The problem, its reference, error bound and kv tiling are the target-neutral one
 (``kernels.attention.problem``: ``AttentionProblem``, ``kv_tiles_for``, the base-2 online softmax); this
 module decides how an sm_90a CTA computes them. Pure Python (attrs): no TIRx.
 
-**Work split** (FA3, Shah et al. 2024, "FlashAttention-3", §3.1). One CTA per (query block of
-``BLOCK_Q`` = 128 rows, batch x head), longest query blocks first (causal: the last block runs the most kv
-tiles). Three warpgroups: warpgroup 0 the producer (``setmaxnreg.dec`` to ``PRODUCER_REGS``; one
+**Work split** (FA3, Shah et al. 2024, "FlashAttention-3", §3.1). A work item is a (query block of
+``BLOCK_Q`` = 128 rows, batch x head), the items longest query blocks first (causal: the last block runs the
+most kv tiles); one CTA per item, or (``persistent``) one per SM walking the items ``pid, pid + ctas, ...``
+with the mbarrier ring running on from one item into the next. Three warpgroups: warpgroup 0 the producer (``setmaxnreg.dec`` to ``PRODUCER_REGS``; one
 thread issues every TMA load), warpgroups 1 and 2 the consumers (``setmaxnreg.inc`` to
 ``CONSUMER_REGS``), each owning 64 query rows (one ``wgmma`` M). The sm90 GEMM's pair of register targets
 and its TMA / mbarrier conventions (``kernels.sm90.gemm_plan``, ``gemm_emit``) are reused as they are.
@@ -15,7 +16,8 @@ and its TMA / mbarrier conventions (``kernels.sm90.gemm_plan``, ``gemm_emit``) a
 each tile ``block_kv x D``. Every tile is stored as ``D / 64`` column blocks of 64 elements (128 bytes a
 row: one ``CU_TENSOR_MAP_SWIZZLE_128B`` box each, the widest 128-byte-swizzled box), the blocks one after
 another: what TMA writes and what the ``wgmma`` descriptors read (K-major Q and K, M/N-major V).
-mbarriers: Q's "full", each stage's "full" (the producer's ``expect_tx`` of K and V's bytes) and "empty"
+mbarriers: Q's "full" and "empty" (one arrival per consumer warpgroup once its GEMMs of an item retired: the
+next item's Q may land), each stage's "full" (the producer's ``expect_tx`` of K and V's bytes) and "empty"
 (one arrival per consumer warpgroup once its ``P V`` of the stage retired).
 
 **Tensor maps.** Q, K, V are viewed 3-D, ``(D, S, B x H)`` innermost first, so that a box past a
@@ -78,6 +80,12 @@ class Sm90AttentionConfig:
     pingpong: bool = False
     """FA3's ping-pong (needs ``overlap``): the two consumer warpgroups issue their GEMMs in turns (named barriers
     ``gemm_emit.ORDER_BARRIER + wg``), so that one's softmax runs under the other's GEMMs."""
+    persistent: bool = False
+    """One CTA per SM (``ctas``: at most that many), each walking the work items (query block, batch x head)
+    ``pid, pid + ctas, ...`` longest first, the ring continuing from one item into the next: the producer loads
+    the next item's Q and K / V while the consumers store the last one's O. False: one CTA per item."""
+    ctas: int = 0
+    """``persistent``: the CTAs (0: one per SM)."""
 
     def check(self, problem: AttentionProblem, smem_bytes: int) -> None:
         """A ContractError naming the field that breaks a rule of the kernel or of the SM's shared memory."""
@@ -88,6 +96,9 @@ class Sm90AttentionConfig:
             bad("block_kv", "whole 16-key wgmma k-steps, at most one TMA box of rows", "16, 32, ..., 256", self.block_kv)
         if not isinstance(self.stages, int) or self.stages < 1:
             bad("stages", "at least one (K, V) stage", ">= 1", self.stages)
+        if not isinstance(self.ctas, int) or self.ctas < 0 or (self.ctas and not self.persistent):
+            bad("ctas", "the persistent grid's CTAs", "0 (one per SM), or a count with persistent=True",
+                (self.persistent, self.ctas))
         if self.pingpong and not self.overlap:
             bad("pingpong", "the warpgroups take turns at the overlapped loop's GEMM issues", "overlap=True with "
                 "pingpong=True", (self.overlap, self.pingpong))
@@ -113,18 +124,26 @@ class Sm90AttentionPlan(PlanRecord, family="attention"):
     wgmma_o: str  # O += P V (RS)
     pack_instr: str
     q_blocks: int
-    heads_total: int  # batch x heads: CTAs per query block
+    heads_total: int  # batch x heads: work items per query block
     kv_tiles: int
     smem_bytes: int
     params: tuple[Param, ...]
+    ctas: int
+    """The grid: one CTA per work item, or (``persistent``) at most one per SM."""
 
     @property
     def threads(self) -> int:
         return WARPGROUP * (1 + CONSUMERS)
 
     @property
-    def ctas(self) -> int:
+    def items(self) -> int:
+        """Work items: (query block, batch x head) pairs; item ``u`` is query block ``q_blocks - 1 - u //
+        heads_total`` (longest first) of batch x head ``u % heads_total``."""
         return self.q_blocks * self.heads_total
+
+    def items_of(self, pid):
+        """The work items CTA ``pid`` walks: ``pid, pid + ctas, ...`` below ``items`` (an int or TIR expression)."""
+        return (self.items - 1 - pid) // self.ctas + 1
 
     @property
     def block_q(self) -> int:
@@ -150,8 +169,9 @@ class Sm90AttentionPlan(PlanRecord, family="attention"):
 
     @property
     def barriers(self) -> int:
-        """mbarriers: Q's "full" (0), each stage's "full" (``1 + s``) and "empty" (``1 + stages + s``)."""
-        return 1 + 2 * self.config.stages
+        """mbarriers: Q's "full" (0), each stage's "full" (``1 + s``) and "empty" (``1 + stages + s``), Q's
+        "empty" (``1 + 2 stages``: one arrival per consumer warpgroup once its GEMMs of an item retired)."""
+        return 2 + 2 * self.config.stages
 
     @property
     def kv_bytes(self) -> int:
@@ -160,10 +180,10 @@ class Sm90AttentionPlan(PlanRecord, family="attention"):
 
 
 def plan_sm90_attention(problem: AttentionProblem, config: Sm90AttentionConfig,
-                        smem_bytes: int | None = None) -> Sm90AttentionPlan:
+                        smem_bytes: int | None = None, sms: int | None = None) -> Sm90AttentionPlan:
     """The plan of ``problem`` with ``config`` (``attention_target.plan``: the cost model's, ``attention_cost.choose``,
     when given none). A ContractError for a dtype the kernel does not take (``STORAGE``) or a config that breaks its
-    rules."""
+    rules. ``sms``: the SMs a persistent grid fills (the H200's by default)."""
     from ..devices import DEVICES
 
     if problem.dtype not in STORAGE:
@@ -178,11 +198,13 @@ def plan_sm90_attention(problem: AttentionProblem, config: Sm90AttentionConfig,
     params = tuple(Param(name, shapes[name], storage if name != "LSE" else "float32")
                    for name in ("Q", "K", "V", "O", "LSE"))
     t = problem.dtype
+    q_blocks, heads_total = ceil_div(problem.seq_q, BLOCK_Q), problem.batch * problem.heads
+    items = q_blocks * heads_total
+    ctas = min(items, config.ctas or sms or DEVICES["H200"].units) if config.persistent else items
     return Sm90AttentionPlan(
         problem, config, storage, f"m{WGMMA_M}n{config.block_kv}k16.f32.{t}.{t}",
-        f"m{WGMMA_M}n{problem.head_dim}k16.f32.{t}.{t}", PACK.format(t=t), ceil_div(problem.seq_q, BLOCK_Q),
-        problem.batch * problem.heads, ceil_div(problem.seq_kv, config.block_kv), smem_for(problem, config) - BARRIER_BYTES,
-        params)
+        f"m{WGMMA_M}n{problem.head_dim}k16.f32.{t}.{t}", PACK.format(t=t), q_blocks, heads_total,
+        ceil_div(problem.seq_kv, config.block_kv), smem_for(problem, config) - BARRIER_BYTES, params, ctas)
 
 
 def deepest(problem: AttentionProblem, block_kv: int, smem_bytes: int) -> int:
