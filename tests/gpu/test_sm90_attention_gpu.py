@@ -26,7 +26,7 @@ CASES = [
     (AttentionProblem(1, 4, 2, 2049, 2049, 128, causal=True), C(128, 1)),
     (AttentionProblem(2, 8, 2, 3000, 3001, 128, causal=True), C(128, 2, True, True, True, persistent=True)),
     (AttentionProblem(1, 32, 8, 1500, 1500, 64), C(192, 3, True, True, True, persistent=True, ctas=7)),
-    (AttentionProblem(1, 8, 8, 3000, 3000, 128), C(176, 2, True)),
+    (AttentionProblem(1, 8, 8, 3000, 3000, 128), C(176, 2, overlap=True)),
 ]
 
 
