@@ -204,3 +204,27 @@ def test_the_benchmark_covers_the_issues_shapes():
     assert all(attention.plan(p, "sm90").config.pingpong for p in shapes)
     assert {(c.overlap, c.pingpong, c.persistent) for c in bench.SWEEP} == {
         (False, False, False), (True, False, False), (True, True, False), (True, True, True)}
+
+
+@pytest.mark.slow  # about 15 s: three TIRx builds and NVRTC
+def test_the_largest_configs_do_not_spill_under_nvrtc(tmp_path, capsys):
+    """TIRx compiles the CUDA C with NVRTC when the module is loaded (the torch op's path): the cost model's
+    widest tiles (176 keys at D 128, 192 at D 64, ping-pong, persistent) fit the consumers' registers there,
+    and ``--emit cuda`` prints that source."""
+    import nvrtc_shim
+    import paths
+
+    from tvm_cdna4.runtime.cuda import ptxas_usage
+
+    if nvrtc_shim.find_libnvrtc() is None or nvrtc_shim.find_cuda_root() is None:
+        pytest.skip("needs NVRTC and the CUDA headers")
+    sources = []
+    for args in (["--head-dim", "128", "--heads", "16"], ["--head-dim", "64", "--heads", "32", "--causal"],
+                 ["--head-dim", "128", "--heads", "16", "--causal", "--block-kv", "128"]):
+        assert main(["attention", "--target", "sm90", "--seq", "2048", "--batch", "8", *args, "--emit", "cuda"]) == 0
+        path = tmp_path / f"{len(sources)}.cu"
+        path.write_text(capsys.readouterr().out)
+        sources.append(str(path))
+    for log in nvrtc_shim.compile_logs(sources, "sm_90a", str(paths.ROOT)):
+        usage = ptxas_usage(log)
+        assert usage["registers"] > 0 and usage["spill_stores"] == 0 and usage["spill_loads"] == 0, log[-2000:]
