@@ -27,50 +27,62 @@ from ...rocm.build import register
 from ...tirx_private import transpile_once
 from ..attention.problem import LN2, kv_full_tiles_for, kv_tiles_for
 from ..sm80.gemm_emit_epilogue import TIR_OPS
-from .attention_plan import BLOCK_Q, COLUMNS, CONSUMER_REGS, CONSUMERS, PRODUCER_REGS, Sm90AttentionPlan
+from .attention_plan import BLOCK_Q, CONSUMER_REGS, CONSUMERS, PRODUCER_REGS, TRANSPOSERS, Sm90AttentionPlan
 from .gemm_emit import L2_PROMOTION_256B, ORDER_BARRIER, SWIZZLE_128B
 from .gemm_plan import WARPGROUP, WGMMA_M
 
 TMA_LOAD_3D = "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
 FULL = 0xFFFFFFFF
-K_STEP = 16  # one bf16 / f16 wgmma's K
-PER_ELEMENT = 3  # log2(16 bytes / 2-byte element): the swizzle's unit, ComposeLayout's per_element
 
 
-def _swizzled(tile):
+def _swizzled(p: Sm90AttentionPlan, tile):
+    """``tile`` 128-byte swizzled (the swizzle's unit is 16 bytes: ``per_element`` log2 of its elements)."""
     from tvm_tirx.tirx.layout import ComposeLayout
 
-    return ComposeLayout(PER_ELEMENT, SWIZZLE_LEN[128], 3, tile)
+    return ComposeLayout((16 // p.elem_bytes).bit_length() - 1, SWIZZLE_LEN[128], 3, tile)
+
+
+def kmajor_layout(p: Sm90AttentionPlan, outer: tuple[int, int], rows: int, blocks: int, block_stride: int):
+    """A K-major wgmma operand ``(outer[0], K / k, rows, k)`` (``k = p.k_step``) over tiles of 128-byte rows:
+    ``outer[1]`` elements between the outer index's tiles, the K axis ``blocks`` column blocks of ``rows`` rows
+    (``block_stride`` elements apart), each ``columns / k`` k-steps wide, 128-byte swizzled."""
+    from tvm_tirx.tirx.layout import S, TileLayout
+
+    k, cols = p.k_step, p.columns
+    return _swizzled(p, TileLayout(S[(outer[0], blocks, cols // k, rows, k): (outer[1], block_stride, k, cols, 1)]))
 
 
 def q_layout(p: Sm90AttentionPlan):
-    """Q as SS A operands ``(CONSUMERS, D / 16, 64, 16)``: warpgroup ``w``'s 64 rows of the ``128 x 64``
-    column blocks, K-major, 128-byte swizzled (k-step ``kk`` in block ``kk / 4`` at column ``16 (kk % 4)``)."""
-    from tvm_tirx.tirx.layout import S, TileLayout
-
-    return _swizzled(TileLayout(S[(CONSUMERS, p.d_blocks, 4, WGMMA_M, K_STEP):
-                                  (WGMMA_M * COLUMNS, BLOCK_Q * COLUMNS, K_STEP, COLUMNS, 1)]))
+    """Q as SS A operands ``(CONSUMERS, D / k, 64, k)``: warpgroup ``w``'s 64 rows of the ``128 x columns``
+    column blocks, K-major, 128-byte swizzled (k-step ``kk`` in block ``kk k / columns``)."""
+    return kmajor_layout(p, (CONSUMERS, WGMMA_M * p.columns), WGMMA_M, p.d_blocks, BLOCK_Q * p.columns)
 
 
 def k_layout(p: Sm90AttentionPlan):
-    """The K tiles as SS B operands ``(stages, D / 16, block_kv, 16)``: K-major, a stage's K tile at
+    """The K tiles as SS B operands ``(stages, D / k, block_kv, k)``: K-major, a stage's K tile at
     ``stage_offset(s, 0)`` (the view's base is stage 0's), 128-byte swizzled."""
-    from tvm_tirx.tirx.layout import S, TileLayout
-
     kv = p.config.block_kv
-    return _swizzled(TileLayout(S[(p.config.stages, p.d_blocks, 4, kv, K_STEP):
-                                  (2 * p.tile_elems, kv * COLUMNS, K_STEP, COLUMNS, 1)]))
+    return kmajor_layout(p, (p.config.stages, p.stage_offset(1, 0) - p.stage_offset(0, 0)), kv, p.d_blocks,
+                         kv * p.columns)
+
+
+def vt_layout(p: Sm90AttentionPlan):
+    """fp8: the transposed V tiles as K-major B operands ``(stages, block_kv / 32, D, 32)`` (N = head dim, K =
+    key positions: one 128-byte row of keys per head-dim column), written by ``transpose_v``."""
+    return kmajor_layout(p, (p.config.stages, p.stage_offset(1, 0) - p.stage_offset(0, 0)), p.problem.head_dim, 1,
+                         0)
 
 
 def v_layout(p: Sm90AttentionPlan):
-    """The V tiles as M/N-major B operands ``(stages, block_kv / 16, D, 16)`` (N = head dim, K = keys):
+    """16-bit: the V tiles as M/N-major B operands ``(stages, block_kv / 16, D, 16)`` (N = head dim, K = keys):
     each 128-byte row is 64 head-dim columns of one key, the column blocks ``block_kv`` rows apart (LBO),
     8 keys 1024 bytes apart (SBO)."""
     from tvm_tirx.tirx.layout import S, TileLayout
 
-    kv = p.config.block_kv
-    return _swizzled(TileLayout(S[(p.config.stages, kv // K_STEP, p.d_blocks, COLUMNS, 2, 8):
-                                  (2 * p.tile_elems, K_STEP * COLUMNS, kv * COLUMNS, 1, 8 * COLUMNS, COLUMNS)]))
+    kv, k, cols = p.config.block_kv, p.k_step, p.columns
+    return _swizzled(p, TileLayout(S[(p.config.stages, kv // k, p.d_blocks, cols, 2, 8):
+                                     (p.stage_offset(1, 0) - p.stage_offset(0, 0), k * cols, kv * cols, 1, 8 * cols,
+                                      cols)]))
 
 
 @attrs.frozen
@@ -127,17 +139,17 @@ def producer_item(p, SMH, MB, maps, item, i, pos):
     T.cuda.mbarrier_wait(MB.ptr_to([1 + 2 * c.stages]), (i + 1) % 2)
     T.ptx.mbarrier.arrive.expect_tx.shared.b64(MB.ptr_to([0]), T.uint32(p.q_elems * 2))
     for db in T.unroll(p.d_blocks):
-        tma_load(SMH, db * BLOCK_Q * COLUMNS, maps[0], db * COLUMNS, item[2], item[0] * p.problem.heads + item[1],
+        tma_load(SMH, db * BLOCK_Q * p.columns, maps[0], db * p.columns, item[2], item[0] * p.problem.heads + item[1],
                  MB.ptr_to([0]))
     for j in range(kv_tiles(p, item[2])):
         s = T.floormod(base + j, c.stages)
         T.cuda.mbarrier_wait(MB.ptr_to([1 + c.stages + s]), T.floormod(T.floordiv(base + j, c.stages) + 1, 2))
         T.ptx.mbarrier.arrive.expect_tx.shared.b64(MB.ptr_to([1 + s]), T.uint32(p.kv_bytes))
         for db in T.unroll(p.d_blocks):
-            tma_load(SMH, p.stage_offset(s, 0) + db * c.block_kv * COLUMNS, maps[1], db * COLUMNS, j * c.block_kv,
+            tma_load(SMH, p.stage_offset(s, 0) + db * c.block_kv * p.columns, maps[1], db * p.columns, j * c.block_kv,
                      item[0] * p.problem.kv_heads + p.problem.kv_head(item[1]), MB.ptr_to([1 + s]))
         for db in T.unroll(p.d_blocks):
-            tma_load(SMH, p.stage_offset(s, 1) + db * c.block_kv * COLUMNS, maps[2], db * COLUMNS, j * c.block_kv,
+            tma_load(SMH, p.stage_offset(s, 1) + db * c.block_kv * p.columns, maps[2], db * p.columns, j * c.block_kv,
                      item[0] * p.problem.kv_heads + p.problem.kv_head(item[1]), MB.ptr_to([1 + s]))
     pos[0] = base + kv_tiles(p, item[2])
 
@@ -354,6 +366,7 @@ def consumer(p, SMH, MB, args, pid, wg, t):
     s = T.alloc_tensor(ty_args=[T.Tensor((c.block_kv // 2,), "float32", scope="local", layout="default")])
     o = T.alloc_tensor(ty_args=[T.Tensor((p.problem.head_dim // 2,), "float32", scope="local", layout="default")])
     pa = T.alloc_tensor(ty_args=[T.Tensor((c.block_kv // 2,), p.storage, scope="local", layout="default")])
+    # (P: per thread 2 rows x block_kv / 4 keys of the 64 x block_kv tile: block_kv / 2 elements)
     pw = T.decl_tensor(pa.ptr_to([0]), ty_args=[T.Tensor((c.block_kv // 4,), "uint32", scope="local", layout="default")])
     row = T.alloc_tensor(ty_args=[T.Tensor((8,), "float32", scope="local", layout="default")])
     kind = W.KIND[p.problem.dtype]
@@ -361,14 +374,18 @@ def consumer(p, SMH, MB, args, pid, wg, t):
                                                         layout=acc_layout(c.block_kv))])
     SO = T.decl_tensor(o.ptr_to([0]), ty_args=[T.Tensor((1, 1, WGMMA_M, p.problem.head_dim), "float32", scope="local",
                                                         layout=acc_layout(p.problem.head_dim))])
-    SP = T.decl_tensor(pa.ptr_to([0]), ty_args=[T.Tensor((1, c.block_kv // 16, WGMMA_M, 16), p.storage, scope="local",
-                                                         layout=a_register_layout(kind, (1, c.block_kv // 16)))])
-    SQ = T.decl_tensor(SMH.ptr_to([0]), ty_args=[T.Tensor((CONSUMERS, p.problem.head_dim // 16, WGMMA_M, 16), p.storage,
+    SP = T.decl_tensor(pa.ptr_to([0]), ty_args=[T.Tensor((1, c.block_kv // p.k_step, WGMMA_M, p.k_step), p.storage,
+                                                         scope="local",
+                                                         layout=a_register_layout(kind, (1, c.block_kv // p.k_step)))])
+    SQ = T.decl_tensor(SMH.ptr_to([0]), ty_args=[T.Tensor((CONSUMERS, p.problem.head_dim // p.k_step, WGMMA_M, p.k_step),
+                                                          p.smem_dtype,
                                                           scope="shared.dyn", layout=q_layout(p), align=1024)])
     SK = T.decl_tensor(SMH.ptr_to([p.stage_offset(0, 0)]), ty_args=[T.Tensor(
-        (c.stages, p.problem.head_dim // 16, c.block_kv, 16), p.storage, scope="shared.dyn", layout=k_layout(p), align=1024)])
-    SV = T.decl_tensor(SMH.ptr_to([p.stage_offset(0, 1)]), ty_args=[T.Tensor(
-        (c.stages, c.block_kv // 16, p.problem.head_dim, 16), p.storage, scope="shared.dyn", layout=v_layout(p), align=1024)])
+        (c.stages, p.problem.head_dim // p.k_step, c.block_kv, p.k_step), p.smem_dtype, scope="shared.dyn",
+        layout=k_layout(p), align=1024)])
+    SV = T.decl_tensor(SMH.ptr_to([p.stage_offset(0, 2 if p.fp8 else 1)]), ty_args=[T.Tensor(
+        (c.stages, c.block_kv // p.k_step, p.problem.head_dim, p.k_step), p.smem_dtype, scope="shared.dyn",
+        layout=vt_layout(p) if p.fp8 else v_layout(p), align=1024)])
     ops = {"S": SS, "O": SO, "P": SP, "Q": SQ, "K": SK, "V": SV}
     pos = T.alloc_tensor(ty_args=[T.Tensor((1,), "int32", scope="local", layout="default")])
     pos[0] = 0
@@ -411,7 +428,7 @@ def kernel(p, args, maps):
     c = p.config
     T.device_entry(launch=T.cuda.LaunchConfig(grid=p.ctas, block=p.threads, dynamic_smem_bytes=p.smem_bytes),
                    kernel_attrs=T.cuda.KernelAttributes(min_blocks_per_sm=1))
-    SMH = T.alloc_tensor(ty_args=[T.Tensor((p.smem_bytes // 2,), p.storage, scope="shared.dyn", layout="default",
+    SMH = T.alloc_tensor(ty_args=[T.Tensor((p.smem_bytes // p.elem_bytes,), p.smem_dtype, scope="shared.dyn", layout="default",
                                            align=1024)])
     MB = T.alloc_tensor(ty_args=[T.Tensor((p.barriers,), "uint64", scope="shared", layout="default")])
     tid = T.cuda.thread_idx("x")
@@ -433,13 +450,14 @@ def kernel(p, args, maps):
         consumer(p, SMH, MB, args, pid, tid // WARPGROUP - 1, tid % WARPGROUP)
 
 
-def map_source(name: str, dims, box_rows: int, dtype: str) -> list[str]:
+def map_source(p: Sm90AttentionPlan, name: str, dims, box_rows: int) -> list[str]:
     """The host lines encoding ``map<name>``: a 3-D tensor map ``(D, S, heads)`` of ``name`` (innermost
-    first, 16-bit), boxes of ``COLUMNS x box_rows x 1``, 128-byte swizzled."""
+    first), boxes of ``columns x box_rows x 1`` (128 bytes x rows), 128-byte swizzled."""
     D, S, heads = dims
+    e = p.elem_bytes
     return [f"    map{name} = T.stack_alloca('tensormap', 1)",
-            f"    T.cuda.tensormap_encode_tiled(map{name}, {name}.ptr_to([0, 0, 0, 0]), {D}, {S}, {heads}, {D * 2}, "
-            f"{S * D * 2}, {COLUMNS}, {box_rows}, 1, 1, 1, 1, descriptor_dtype='{dtype}', rank=3, "
+            f"    T.cuda.tensormap_encode_tiled(map{name}, {name}.ptr_to([0, 0, 0, 0]), {D}, {S}, {heads}, {D * e}, "
+            f"{S * D * e}, {p.columns}, {box_rows}, 1, 1, 1, 1, descriptor_dtype='{p.storage}', rank=3, "
             f"swizzle={SWIZZLE_128B}, l2_promotion={L2_PROMOTION_256B})"]
 
 
@@ -448,9 +466,9 @@ def signature_source(p: Sm90AttentionPlan) -> str:
     pr = p.problem
     names = [q.name for q in p.params]
     lines = ["@T.function", f"def main({', '.join(f'{n}: types[{i}]' for i, n in enumerate(names))}):"]
-    lines += map_source("Q", (pr.head_dim, pr.seq_q, pr.batch * pr.heads), BLOCK_Q, p.storage)
+    lines += map_source(p, "Q", (pr.head_dim, pr.seq_q, pr.batch * pr.heads), BLOCK_Q)
     for name in ("K", "V"):
-        lines += map_source(name, (pr.head_dim, pr.seq_kv, pr.batch * pr.kv_heads), p.config.block_kv, p.storage)
+        lines += map_source(p, name, (pr.head_dim, pr.seq_kv, pr.batch * pr.kv_heads), p.config.block_kv)
     args = ", ".join(f"{n!r}: {n}" for n in names)
     return "\n".join([*lines, f"    kernel(p, {{{args}}}, (mapQ, mapK, mapV))", ""])
 

@@ -49,19 +49,28 @@ from __future__ import annotations
 import attrs
 
 from ...errors import ContractError
-from ..attention.problem import AttentionProblem, check_indexing, workgroup_tiles
+from ..attention.problem import OUT_DTYPES, P_SHIFT, SCALED, AttentionProblem, check_indexing, workgroup_tiles
 from ..common import Param, PlanRecord, ceil_div
-from .gemm_plan import CONSUMER_REGS, DTYPES, PRODUCER_REGS, TMA_BOX_MAX, WARPGROUP, WGMMA_M
+from .gemm_plan import (CONSUMER_REGS, DTYPES, ELEMENT_BYTES, PRODUCER_REGS, ROW_BYTES, TMA_BOX_MAX, WARPGROUP,
+                        WGMMA_M, WGMMA_TYPES, wgmma_k)
 
 CONSUMERS = 2
 """Consumer warpgroups per CTA (FA3's choice for D 64 and 128), ``WGMMA_M`` query rows each."""
 BLOCK_Q = CONSUMERS * WGMMA_M
 COLUMNS = 64
-"""Elements of one 128-byte swizzled row (16-bit data): a tile's column block, TMA's box width."""
+"""Elements of one 128-byte swizzled row of 16-bit data: a tile's column block, TMA's box width
+(``Sm90AttentionPlan.columns``: 128 for fp8)."""
 BARRIER_BYTES = 1024
 """Shared memory kept beside the tiles for the static mbarriers (``kernels.sm90.gemm_plan``'s slack)."""
-STORAGE = {k: DTYPES[k] for k in ("bf16", "f16")}
-"""The input dtypes this kernel takes (wgmma ``.bf16`` / ``.f16``); fp8 is not planned yet."""
+STORAGE = {k: DTYPES[k] for k in ("bf16", "f16", "fp8")}
+"""The input dtypes this kernel takes (wgmma ``.bf16`` / ``.f16`` / ``.e4m3``)."""
+SMEM_DTYPES = {"bf16": DTYPES["bf16"], "f16": DTYPES["f16"], "fp8": "uint8"}
+"""The shared memory's element type: the inputs', bytes for fp8 (the wgmma views of it are ``.e4m3``: the
+pattern takes ``uint8`` for it)."""
+FP8_HEAD_DIM = FP8_BLOCK_KV = ROW_BYTES
+"""fp8: D and ``block_kv`` are one 128-byte swizzled row (Q and K rows; the transposed V tile's rows of keys)."""
+TRANSPOSERS = 3
+"""fp8: the producer warpgroup's warps 1-3 transpose V (warp 0's first thread issues the TMA loads)."""
 PACK = "cvt.rn.{t}x2.f32"
 
 
@@ -99,6 +108,9 @@ class Sm90AttentionConfig:
         if not isinstance(self.ctas, int) or self.ctas < 0 or (self.ctas and not self.persistent):
             bad("ctas", "the persistent grid's CTAs", "0 (one per SM), or a count with persistent=True",
                 (self.persistent, self.ctas))
+        if problem.dtype in SCALED and (problem.head_dim != FP8_HEAD_DIM or self.block_kv != FP8_BLOCK_KV):
+            bad("block_kv", "fp8 runs D 128 and 128-key tiles (one 128-byte swizzled row: Q and K, and V transposed)",
+                f"head_dim {FP8_HEAD_DIM}, block_kv {FP8_BLOCK_KV}", (problem.head_dim, self.block_kv))
         if self.pingpong and not self.overlap:
             bad("pingpong", "the warpgroups take turns at the overlapped loop's GEMM issues", "overlap=True with "
                 "pingpong=True", (self.overlap, self.pingpong))
@@ -108,9 +120,16 @@ class Sm90AttentionConfig:
                 f"<= {smem_bytes} bytes", f"{need} bytes ({self.stages} stages of {self.block_kv} keys)")
 
 
+def tiles_per_stage(dtype: str) -> int:
+    """Tiles a ring stage holds: K and V; fp8 also V transposed (wgmma's e4m3 B operand is K-major only)."""
+    return 3 if dtype in SCALED else 2
+
+
 def smem_for(problem: AttentionProblem, config: Sm90AttentionConfig) -> int:
-    """Dynamic shared memory: the Q tile and ``stages`` (K, V) tiles, 16-bit, plus the barriers' slack."""
-    return 2 * problem.head_dim * (BLOCK_Q + 2 * config.stages * config.block_kv) + BARRIER_BYTES
+    """Dynamic shared memory: the Q tile and ``stages`` stages of ``tiles_per_stage`` tiles, plus the barriers'
+    slack."""
+    per = tiles_per_stage(problem.dtype) * config.stages * config.block_kv
+    return ELEMENT_BYTES[problem.dtype] * problem.head_dim * (BLOCK_Q + per) + BARRIER_BYTES
 
 
 @attrs.frozen
@@ -150,9 +169,36 @@ class Sm90AttentionPlan(PlanRecord, family="attention"):
         return BLOCK_Q
 
     @property
+    def fp8(self) -> bool:
+        return self.problem.dtype in SCALED
+
+    @property
+    def elem_bytes(self) -> int:
+        return ELEMENT_BYTES[self.problem.dtype]
+
+    @property
+    def smem_dtype(self) -> str:
+        return SMEM_DTYPES[self.problem.dtype]
+
+    @property
+    def columns(self) -> int:
+        """Elements of one 128-byte swizzled row: a tile's column block, TMA's box width (64 16-bit, 128 fp8)."""
+        return ROW_BYTES // self.elem_bytes
+
+    @property
+    def k_step(self) -> int:
+        """One wgmma's K in elements (16 16-bit, 32 fp8: ``gemm_plan.wgmma_k``)."""
+        return wgmma_k(self.problem.dtype)
+
+    @property
+    def p_shift(self) -> int:
+        """log2 of the factor P is computed with (``problem.P_SHIFT``: fp8 8)."""
+        return P_SHIFT[self.problem.dtype]
+
+    @property
     def d_blocks(self) -> int:
-        """The 64-column blocks of a tile row (``D / COLUMNS``)."""
-        return self.problem.head_dim // COLUMNS
+        """The column blocks of a tile row (``D / columns``)."""
+        return self.problem.head_dim // self.columns
 
     @property
     def tile_elems(self) -> int:
@@ -164,19 +210,21 @@ class Sm90AttentionPlan(PlanRecord, family="attention"):
         return BLOCK_Q * self.problem.head_dim
 
     def stage_offset(self, stage, which: int):
-        """Element offset of the K (``which`` 0) or V (1) tile of stage ``stage`` (after the Q tile)."""
-        return self.q_elems + (2 * stage + which) * self.tile_elems
+        """Element offset of the K (``which`` 0), V (1) or, fp8, transposed V (2) tile of stage ``stage`` (after
+        the Q tile)."""
+        return self.q_elems + (tiles_per_stage(self.problem.dtype) * stage + which) * self.tile_elems
 
     @property
     def barriers(self) -> int:
         """mbarriers: Q's "full" (0), each stage's "full" (``1 + s``) and "empty" (``1 + stages + s``), Q's
-        "empty" (``1 + 2 stages``: one arrival per consumer warpgroup once its GEMMs of an item retired)."""
-        return 2 + 2 * self.config.stages
+        "empty" (``1 + 2 stages``: one arrival per consumer warpgroup once its GEMMs of an item retired); fp8, each
+        stage's "transposed" (``2 + 2 stages + s``: one arrival per transposing thread once V^T is written)."""
+        return 2 + (3 if self.fp8 else 2) * self.config.stages
 
     @property
     def kv_bytes(self) -> int:
         """Bytes one stage's TMA loads bring (K and V)."""
-        return 2 * self.tile_elems * 2
+        return 2 * self.tile_elems * self.elem_bytes
 
 
 def plan_sm90_attention(problem: AttentionProblem, config: Sm90AttentionConfig,
@@ -187,30 +235,31 @@ def plan_sm90_attention(problem: AttentionProblem, config: Sm90AttentionConfig,
     from ..devices import DEVICES
 
     if problem.dtype not in STORAGE:
-        raise ContractError("sm90 attention dtype: the kernel runs 16-bit Q, K, V (wgmma .bf16 / .f16); fp8 "
-                            "attention runs on --target gfx950", operand="dtype", check="dtype",
-                            expected=tuple(STORAGE), found=problem.dtype)
+        raise ContractError("sm90 attention dtype: the kernel runs bf16, f16 and fp8 (e4m3) Q, K, V", operand="dtype",
+                            check="dtype", expected=tuple(STORAGE), found=problem.dtype)
     check_indexing(problem)
     smem = smem_bytes or DEVICES["H200"].smem_per_unit
     config.check(problem, smem)
     shapes = problem.shapes()
     storage = STORAGE[problem.dtype]
-    params = tuple(Param(name, shapes[name], storage if name != "LSE" else "float32")
-                   for name in ("Q", "K", "V", "O", "LSE"))
-    t = problem.dtype
+    dtypes = {"Q": storage, "K": storage, "V": storage, "O": DTYPES[OUT_DTYPES[problem.dtype]], "LSE": "float32",
+              "SCALES": "float32"}
+    params = tuple(Param(name, shape, dtypes[name]) for name, shape in shapes.items())
+    t, k = WGMMA_TYPES[problem.dtype], wgmma_k(problem.dtype)
     q_blocks, heads_total = ceil_div(problem.seq_q, BLOCK_Q), problem.batch * problem.heads
     items = q_blocks * heads_total
     ctas = min(items, config.ctas or sms or DEVICES["H200"].units) if config.persistent else items
     return Sm90AttentionPlan(
-        problem, config, storage, f"m{WGMMA_M}n{config.block_kv}k16.f32.{t}.{t}",
-        f"m{WGMMA_M}n{problem.head_dim}k16.f32.{t}.{t}", PACK.format(t=t), q_blocks, heads_total,
+        problem, config, storage, f"m{WGMMA_M}n{config.block_kv}k{k}.f32.{t}.{t}",
+        f"m{WGMMA_M}n{problem.head_dim}k{k}.f32.{t}.{t}", PACK.format(t=OUT_DTYPES[problem.dtype]), q_blocks, heads_total,
         ceil_div(problem.seq_kv, config.block_kv), smem_for(problem, config) - BARRIER_BYTES, params, ctas)
 
 
 def deepest(problem: AttentionProblem, block_kv: int, smem_bytes: int) -> int:
-    """The most (K, V) stages of ``block_kv`` keys that fit ``smem_bytes`` beside Q."""
-    per = 4 * problem.head_dim * block_kv
-    return (smem_bytes - BARRIER_BYTES - 2 * problem.head_dim * BLOCK_Q) // per
+    """The most stages of ``block_kv`` keys that fit ``smem_bytes`` beside Q."""
+    e = ELEMENT_BYTES[problem.dtype]
+    per = tiles_per_stage(problem.dtype) * e * problem.head_dim * block_kv
+    return (smem_bytes - BARRIER_BYTES - e * problem.head_dim * BLOCK_Q) // per
 
 
 def estimate_tiles(problem: AttentionProblem, config: Sm90AttentionConfig) -> int:
@@ -218,5 +267,6 @@ def estimate_tiles(problem: AttentionProblem, config: Sm90AttentionConfig) -> in
     return sum(workgroup_tiles(problem, BLOCK_Q, config.block_kv, config.skip_masked)) * problem.batch * problem.heads
 
 
-__all__ = ["BLOCK_Q", "COLUMNS", "CONSUMERS", "CONSUMER_REGS", "PRODUCER_REGS", "STORAGE", "Sm90AttentionConfig",
-           "Sm90AttentionPlan", "deepest", "estimate_tiles", "plan_sm90_attention", "smem_for"]
+__all__ = ["BLOCK_Q", "COLUMNS", "CONSUMERS", "CONSUMER_REGS", "FP8_BLOCK_KV", "FP8_HEAD_DIM", "PRODUCER_REGS",
+           "SMEM_DTYPES", "STORAGE", "Sm90AttentionConfig", "Sm90AttentionPlan", "TRANSPOSERS", "deepest", "estimate_tiles",
+           "plan_sm90_attention", "smem_for", "tiles_per_stage"]
