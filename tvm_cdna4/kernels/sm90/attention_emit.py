@@ -29,7 +29,7 @@ from ..attention.problem import LN2, kv_full_tiles_for, kv_tiles_for
 from ..sm80.gemm_emit_epilogue import TIR_OPS
 from .attention_plan import BLOCK_Q, CONSUMER_REGS, CONSUMERS, PRODUCER_REGS, TRANSPOSERS, Sm90AttentionPlan
 from .gemm_emit import L2_PROMOTION_256B, ORDER_BARRIER, SWIZZLE_128B
-from .gemm_plan import WARPGROUP, WGMMA_M
+from .gemm_plan import WARPGROUP, WGMMA_M, WGMMA_TYPES
 
 TMA_LOAD_3D = "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
 FULL = 0xFFFFFFFF
@@ -137,7 +137,7 @@ def producer_item(p, SMH, MB, maps, item, i, pos):
     c = p.config
     base = pos[0]
     T.cuda.mbarrier_wait(MB.ptr_to([1 + 2 * c.stages]), (i + 1) % 2)
-    T.ptx.mbarrier.arrive.expect_tx.shared.b64(MB.ptr_to([0]), T.uint32(p.q_elems * 2))
+    T.ptx.mbarrier.arrive.expect_tx.shared.b64(MB.ptr_to([0]), T.uint32(p.q_elems * p.elem_bytes))
     for db in T.unroll(p.d_blocks):
         tma_load(SMH, db * BLOCK_Q * p.columns, maps[0], db * p.columns, item[2], item[0] * p.problem.heads + item[1],
                  MB.ptr_to([0]))
@@ -152,6 +152,69 @@ def producer_item(p, SMH, MB, maps, item, i, pos):
             tma_load(SMH, p.stage_offset(s, 1) + db * c.block_kv * p.columns, maps[2], db * p.columns, j * c.block_kv,
                      item[0] * p.problem.kv_heads + p.problem.kv_head(item[1]), MB.ptr_to([1 + s]))
     pos[0] = base + kv_tiles(p, item[2])
+
+
+# ---- fp8: V transposed by the producer warpgroup's warps 1-3 --------------------------------------------
+
+PRMT = "prmt.b32"
+PAIRS = (0x5140, 0x7362)  # prmt: bytes 0, 1 (2, 3) of two words interleaved: a0 b0 a1 b1 (a2 b2 a3 b3)
+HALVES = (0x5410, 0x7632)  # prmt: halves 0 (1) of two words: a's then b's
+
+
+@T.macro
+def transposer(p, SMH, MB, pid, w):
+    # fp8, transposing thread w (0 .. 95): per kv tile of the CTA's items, once its V landed (the stage's "full"
+    # barrier), V^T into the stage's third tile, the async proxy fenced, one arrival on its "transposed" barrier
+    pos = T.alloc_tensor(ty_args=[T.Tensor((1,), "int32", scope="local", layout="default")])
+    SW = T.decl_tensor(SMH.ptr_to([0]), ty_args=[T.Tensor((p.smem_bytes // 4,), "uint32", scope="shared.dyn",
+                                                          layout="default")])
+    pos[0] = 0
+    for i in range(p.items_of(pid)):
+        for j in range(kv_tiles(p, item_of(p, pid + i * p.ctas)[2])):
+            T.cuda.mbarrier_wait(MB.ptr_to([1 + stage(p, pos[0] + j)]),
+                                 T.floormod(T.floordiv(pos[0] + j, p.config.stages), 2))
+            transpose_v(p, SW, stage(p, pos[0] + j), w)
+            T.ptx["fence.proxy.async.shared::cta"]()
+            T.ptx.mbarrier.arrive.shared.b64(MB.ptr_to([2 + 2 * p.config.stages + stage(p, pos[0] + j)]), T.uint32(1))
+        pos[0] = pos[0] + kv_tiles(p, item_of(p, pid + i * p.ctas)[2])
+
+
+def swizzled_word(p: Sm90AttentionPlan, base, row, byte):
+    """The 4-byte word of byte ``byte`` (a multiple of 4) of row ``row`` of a 128-byte-swizzled tile at element
+    (byte) ``base``: 16-byte chunk ``byte / 16`` stored at chunk ``(byte / 16) ^ (row % 8)``."""
+    return (base + row * 128 + T.bitwise_xor(byte // 16, row % 8) * 16 + byte % 16) // 4
+
+
+@T.macro
+def transpose_v(p, SW, s, w):
+    # V^T[d][position] = V[fp8_key(position)][d] of stage s: 4 x 4-byte blocks, block (g, q) the positions 4g ..
+    # 4g + 3 (keys base, base + 1, base + 8, base + 9: ``fp8_key``) of dims 4q .. 4q + 3, the 1024 blocks over
+    # the 96 threads; four words read, eight prmt, four words written
+    words = T.alloc_tensor(ty_args=[T.Tensor((8,), "uint32", scope="local", layout="default")])
+    blocks = p.config.block_kv // 4 * (p.problem.head_dim // 4)
+    for it in range((blocks + TRANSPOSERS * 32 - 1) // (TRANSPOSERS * 32)):
+        if it * TRANSPOSERS * 32 + w < blocks:
+            for e in T.unroll(4):
+                words[e] = SW[swizzled_word(p, p.stage_offset(s, 1), v_key(p, it * TRANSPOSERS * 32 + w, e),
+                                            4 * ((it * TRANSPOSERS * 32 + w) % (p.problem.head_dim // 4)))]
+            T.ptx[PRMT](words[4], words[0], words[1], T.uint32(PAIRS[0]))
+            T.ptx[PRMT](words[5], words[0], words[1], T.uint32(PAIRS[1]))
+            T.ptx[PRMT](words[6], words[2], words[3], T.uint32(PAIRS[0]))
+            T.ptx[PRMT](words[7], words[2], words[3], T.uint32(PAIRS[1]))
+            T.ptx[PRMT](words[0], words[4], words[6], T.uint32(HALVES[0]))
+            T.ptx[PRMT](words[1], words[4], words[6], T.uint32(HALVES[1]))
+            T.ptx[PRMT](words[2], words[5], words[7], T.uint32(HALVES[0]))
+            T.ptx[PRMT](words[3], words[5], words[7], T.uint32(HALVES[1]))
+            for d in T.unroll(4):
+                SW[swizzled_word(p, p.stage_offset(s, 2), 4 * ((it * TRANSPOSERS * 32 + w) % (p.problem.head_dim // 4)) + d,
+                                 4 * ((it * TRANSPOSERS * 32 + w) // (p.problem.head_dim // 4)))] = words[d]
+
+
+def v_key(p: Sm90AttentionPlan, block, e):
+    """The key (row of V) of byte ``e`` of transpose block ``block``'s output words: ``fp8_key`` of position
+    ``4 g + e`` (``g = block / (D / 4)``)."""
+    g = block // (p.problem.head_dim // 4)
+    return 32 * (g // 8) + fp8_key(4 * (g % 8) + e)
 
 
 # ---- the consumers --------------------------------------------------------------------------------
@@ -183,11 +246,22 @@ def fmax(a, b):
     return T.call_pure_extern("fmaxf", a, b, ty=T.float32)
 
 
+def score_scale(p: Sm90AttentionPlan, rg):
+    """``c``: a raw score to base-2 units, ``scale log2 e`` (fp8: times Q's and K's scales, ``row[8]``)."""
+    return rg.row[8] if p.fp8 else T.float32(p.problem.scale_log2)
+
+
+def exponent_offset(p: Sm90AttentionPlan, rg, h):
+    """What the exponent of row ``h`` subtracts: ``m c`` (fp8: less ``P_SHIFT``, so that ``p <= 2^8``)."""
+    if not p.p_shift:
+        return rg.row[h] * score_scale(p, rg)
+    return rg.row[h] * score_scale(p, rg) - T.float32(p.p_shift)
+
+
 @T.macro
 def softmax(p, rg):
-    # per row h: m' = max(m, rowmax s) over the quad; alpha = 2^((m - m') c) (row[6 + h]); p = 2^(s c - m' c) in
-    # place of s; l = alpha l + sum p. O is not touched (``rescale_pack``: after the P V that reads it retired)
-    c = p.problem.scale_log2
+    # per row h: m' = max(m, rowmax s) over the quad; alpha = 2^((m - m') c) (row[6 + h]); p = 2^(s c - m' c +
+    # shift) in place of s; l = alpha l + sum p. O is not touched (``rescale_pack``: after the P V that reads it)
     n = p.config.block_kv // 2
     for h in T.unroll(2):
         rg.row[4 + h] = rg.row[h]
@@ -195,24 +269,54 @@ def softmax(p, rg):
             rg.row[4 + h] = fmax(rg.row[4 + h], rg.s[(r // 2) * 4 + 2 * h + r % 2])
         for sh in T.unroll(2):
             rg.row[4 + h] = fmax(rg.row[4 + h], T.cuda.__shfl_xor_sync(T.uint32(FULL), rg.row[4 + h], 1 << sh, 32))
-        rg.row[6 + h] = TIR_OPS.exp2(rg.row[h] * T.float32(c) - rg.row[4 + h] * T.float32(c))
+        rg.row[6 + h] = TIR_OPS.exp2(rg.row[h] * score_scale(p, rg) - rg.row[4 + h] * score_scale(p, rg))
         rg.row[h] = rg.row[4 + h]
         rg.row[2 + h] = rg.row[2 + h] * rg.row[6 + h]
-        rg.row[4 + h] = rg.row[h] * T.float32(c)
+        rg.row[4 + h] = exponent_offset(p, rg, h)
         for r in T.unroll(n // 2):
-            rg.s[(r // 2) * 4 + 2 * h + r % 2] = TIR_OPS.exp2(rg.s[(r // 2) * 4 + 2 * h + r % 2] * T.float32(c)
+            rg.s[(r // 2) * 4 + 2 * h + r % 2] = TIR_OPS.exp2(rg.s[(r // 2) * 4 + 2 * h + r % 2] * score_scale(p, rg)
                                                               - rg.row[4 + h])
             rg.row[2 + h] = rg.row[2 + h] + rg.s[(r // 2) * 4 + 2 * h + r % 2]
 
 
+def fp8_source(q):
+    """fp8: the S register (of a 32-key k-step's 16) whose value is element ``q`` of the thread's e4m3 A fragment
+    (register ``q / 4``: row half ``h``, key half ``half``; byte ``e``): ``8 half + 4 (e / 2) + 2 h + e % 2``. The
+    A fragment's key position ``16 half + 4 t + e`` then holds key ``16 half + 8 (e / 2) + 2 t + e % 2``
+    (``fp8_key``), which ``transpose_v`` writes V^T in the order of: no register moves between threads."""
+    reg, e = q // 4, q % 4
+    return 8 * (reg // 2) + 4 * (e // 2) + 2 * (reg % 2) + e % 2
+
+
+def e4m3_bits(p: Sm90AttentionPlan, x):
+    """The 8 bits of f32 ``x`` rounded to e4m3 (fp8 P: at most ``2^P_SHIFT``, within e4m3's range), as a uint32."""
+    return T.Cast("uint32", T.reinterpret(T.Cast(p.storage, x), ty="uint8"))
+
+
+def fp8_key(position):
+    """fp8: the key (of a 32-key k-step) at A-fragment key position ``position`` (``fp8_source``; an int or a TIR
+    expression)."""
+    half, t, e = position // 16, (position % 16) // 4, position % 4
+    return 16 * half + 8 * (e // 2) + 2 * t + e % 2
+
+
 @T.macro
 def rescale_pack(p, rg):
-    # O *= alpha per row; P packed into the RS A fragment (pw: two 16-bit values a word, the even key low)
+    # O *= alpha per row; P packed into the RS A fragment (16-bit, pw: two values a word, the even key low; fp8:
+    # e4m3 in the A fragment's order, ``fp8_source``)
     for h in T.unroll(2):
         for r in T.unroll(p.problem.head_dim // 4):
             rg.o[(r // 2) * 4 + 2 * h + r % 2] = rg.o[(r // 2) * 4 + 2 * h + r % 2] * rg.row[6 + h]
-    for w in T.unroll(p.config.block_kv // 4):
-        T.ptx[p.pack_instr](rg.pw[w], rg.s[2 * w + 1], rg.s[2 * w])
+    if I.constexpr(p.fp8):  # whole words (byte stores would keep the fragment out of registers)
+        for kk in T.unroll(p.config.block_kv // p.k_step):
+            for reg in T.unroll(4):
+                rg.pw[4 * kk + reg] = (e4m3_bits(p, rg.s[16 * kk + fp8_source(4 * reg)])
+                                       | (e4m3_bits(p, rg.s[16 * kk + fp8_source(4 * reg + 1)]) << T.uint32(8))
+                                       | (e4m3_bits(p, rg.s[16 * kk + fp8_source(4 * reg + 2)]) << T.uint32(16))
+                                       | (e4m3_bits(p, rg.s[16 * kk + fp8_source(4 * reg + 3)]) << T.uint32(24)))
+    else:
+        for w in T.unroll(p.config.block_kv // 4):
+            T.ptx[p.pack_instr](rg.pw[w], rg.s[2 * w + 1], rg.s[2 * w])
 
 
 def stage(p: Sm90AttentionPlan, position):
@@ -231,11 +335,17 @@ def issue_s(p, MB, rg, ops, j):
 
 
 @T.macro
-def issue_pv(p, rg, ops, j):
-    # O += P V of kv tile j (RS: P in registers; V M/N-major) issued as one wgmma group
-    T.sm90.tile.apply(T.wgmma[p.wgmma_o], ops["O"], ops["P"],
-                      ops["V"][stage(p, rg.base + j):stage(p, rg.base + j) + 1, :, :, :],
-                      scope="warpgroup", b_major="mn")
+def issue_pv(p, MB, rg, ops, j):
+    # O += P V of kv tile j (RS: P in registers; V M/N-major, fp8 V^T K-major once transposed) as one wgmma group
+    if I.constexpr(p.fp8):
+        T.cuda.mbarrier_wait(MB.ptr_to([2 + 2 * p.config.stages + stage(p, rg.base + j)]),
+                             T.floormod(T.floordiv(rg.base + j, p.config.stages), 2))
+        T.sm90.tile.apply(T.wgmma[p.wgmma_o], ops["O"], ops["P"],
+                          ops["V"][stage(p, rg.base + j):stage(p, rg.base + j) + 1, :, :, :], scope="warpgroup")
+    else:
+        T.sm90.tile.apply(T.wgmma[p.wgmma_o], ops["O"], ops["P"],
+                          ops["V"][stage(p, rg.base + j):stage(p, rg.base + j) + 1, :, :, :],
+                          scope="warpgroup", b_major="mn")
 
 
 @T.macro
@@ -266,7 +376,7 @@ def kv_tile(p, SMH, MB, rg, ops, j, masked):
         mask(p, rg, j)
     softmax(p, rg)
     rescale_pack(p, rg)
-    issue_pv(p, rg, ops, j)
+    issue_pv(p, MB, rg, ops, j)
     pv_retired(p, MB, rg, j)
 
 
@@ -308,7 +418,7 @@ def overlapped_loop(p, MB, rg, ops, n_kv, n_full):
         for j in range(1, n_kv):
             ordered(p, rg)
             issue_s(p, MB, rg, ops, j)
-            issue_pv(p, rg, ops, j - 1)
+            issue_pv(p, MB, rg, ops, j - 1)
             hand_over(p, rg, False)
             scores_ready(p, rg, 1)
             if j >= n_full:
@@ -317,7 +427,7 @@ def overlapped_loop(p, MB, rg, ops, n_kv, n_full):
             pv_retired(p, MB, rg, j - 1)
             rescale_pack(p, rg)
     ordered(p, rg)
-    issue_pv(p, rg, ops, n_kv - 1)
+    issue_pv(p, MB, rg, ops, n_kv - 1)
     hand_over(p, rg, True)
     pv_retired(p, MB, rg, n_kv - 1)
 
@@ -329,14 +439,13 @@ def finish(p, args, rg):
     for h in T.unroll(2):
         for sh in T.unroll(2):
             rg.row[2 + h] = rg.row[2 + h] + T.cuda.__shfl_xor_sync(T.uint32(FULL), rg.row[2 + h], 1 << sh, 32)
-        rg.row[4 + h] = T.float32(1) / rg.row[2 + h]
+        rg.row[4 + h] = (rg.row[9] if p.fp8 else T.float32(1)) / rg.row[2 + h]  # fp8: V's scale too
         if row_of(p, rg, h) < p.problem.seq_q:
             for dn in T.unroll(p.problem.head_dim // 8):
                 T.ptx[p.pack_instr](word[0], rg.o[dn * 4 + 2 * h + 1] * rg.row[4 + h], rg.o[dn * 4 + 2 * h] * rg.row[4 + h])
                 T.ptx["st.global.b32"](args["O"].ptr_to([rg.b, rg.h, row_of(p, rg, h), 8 * dn + 2 * (rg.t % 4)]), word[0])
             if rg.t % 4 == 0:
-                args["LSE"][rg.b, rg.h, row_of(p, rg, h)] = (rg.row[h] * T.float32(p.problem.scale_log2)
-                                                             + T.log2(rg.row[2 + h])) * T.float32(LN2)
+                args["LSE"][rg.b, rg.h, row_of(p, rg, h)] = (exponent_offset(p, rg, h) + T.log2(rg.row[2 + h])) * T.float32(LN2)
 
 
 def kv_tiles(p: Sm90AttentionPlan, q0):
@@ -367,9 +476,13 @@ def consumer(p, SMH, MB, args, pid, wg, t):
     o = T.alloc_tensor(ty_args=[T.Tensor((p.problem.head_dim // 2,), "float32", scope="local", layout="default")])
     pa = T.alloc_tensor(ty_args=[T.Tensor((c.block_kv // 2,), p.storage, scope="local", layout="default")])
     # (P: per thread 2 rows x block_kv / 4 keys of the 64 x block_kv tile: block_kv / 2 elements)
-    pw = T.decl_tensor(pa.ptr_to([0]), ty_args=[T.Tensor((c.block_kv // 4,), "uint32", scope="local", layout="default")])
-    row = T.alloc_tensor(ty_args=[T.Tensor((8,), "float32", scope="local", layout="default")])
-    kind = W.KIND[p.problem.dtype]
+    pw = T.decl_tensor(pa.ptr_to([0]), ty_args=[T.Tensor((c.block_kv * p.elem_bytes // 8,), "uint32", scope="local",
+                                                         layout="default")])
+    row = T.alloc_tensor(ty_args=[T.Tensor((10 if p.fp8 else 8,), "float32", scope="local", layout="default")])
+    if I.constexpr(p.fp8):  # c times Q's and K's scales; V's
+        row[8] = T.float32(p.problem.scale_log2) * args["SCALES"][0] * args["SCALES"][1]
+        row[9] = args["SCALES"][2]
+    kind = W.KIND[WGMMA_TYPES[p.problem.dtype]]
     SS = T.decl_tensor(s.ptr_to([0]), ty_args=[T.Tensor((1, 1, WGMMA_M, c.block_kv), "float32", scope="local",
                                                         layout=acc_layout(c.block_kv))])
     SO = T.decl_tensor(o.ptr_to([0]), ty_args=[T.Tensor((1, 1, WGMMA_M, p.problem.head_dim), "float32", scope="local",
@@ -439,12 +552,18 @@ def kernel(p, args, maps):
             T.ptx.mbarrier.init.shared.b64(MB.ptr_to([1 + s]), T.uint32(1))
             T.ptx.mbarrier.init.shared.b64(MB.ptr_to([1 + c.stages + s]), T.uint32(CONSUMERS))
         T.ptx.mbarrier.init.shared.b64(MB.ptr_to([1 + 2 * c.stages]), T.uint32(CONSUMERS))
+        if I.constexpr(p.fp8):
+            for s in T.unroll(c.stages):
+                T.ptx.mbarrier.init.shared.b64(MB.ptr_to([2 + 2 * c.stages + s]), T.uint32(TRANSPOSERS * 32))
         T.ptx["fence.mbarrier_init.release.cluster"]()
     T.cuda.cta_sync()
     if tid < WARPGROUP:
         T.ptx["setmaxnreg.dec.sync.aligned.u32"](PRODUCER_REGS)
         if tid == 0:
             producer(p, SMH, MB, maps, pid)
+        if I.constexpr(p.fp8):
+            if tid >= 32:
+                transposer(p, SMH, MB, pid, tid - 32)
     else:
         T.ptx["setmaxnreg.inc.sync.aligned.u32"](CONSUMER_REGS)
         consumer(p, SMH, MB, args, pid, tid // WARPGROUP - 1, tid % WARPGROUP)
