@@ -25,7 +25,8 @@ compiled into the device-code cache: ``runtime.cuda.precompile``). Then, on the 
    inputs. TFLOP/s = ``AttentionProblem.flops()`` (4 D per visible pair; causal: the pairs it needs,
    the convention of FlashAttention's tables) over the median time.
 
-Prints a markdown table last; writes every figure to ``$OUT/attention_h200.json``.
+Prints a markdown table last; writes every figure to ``$OUT/attention_h200.json``. The Hopper kernel
+(``--target sm90`` of the CLI, issue 38) has its own script on these helpers: ``benchmarks/attention_sm90.py``.
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ row_scale=None, col_scale=None, out=None)`` computes ``out = epilogue(a @ op(b))
   (its 32-bit epilogue offsets). ``grouped_gemm`` takes the same choice (on sm_90 the Hopper
   grouped kernel, ``kernels.sm90.grouped_plan``, whose decode buckets of at most 16 rows per group keep the
   sm80 grouped kernel; layout ``"nn"`` or K not a multiple of 8: the sm80-class kernel); ``attention`` runs
-  the sm80-class kernel on every GPU for now.
+  the device's target too (``attention_kernel``: on sm_90 ``kernels.sm90``'s TMA + wgmma forward).
 * An eager call runs the launch prepared for its key (shapes, dtypes, device, options: ``_CALLS``) after
   its first call of that key, which takes the checked path and the custom op (docs/dynamic_m.md
   "Dispatch cost"); ``torch.compile``, dispatch modes and functorch transforms always take the op. The
@@ -55,14 +55,14 @@ shape class for the bucket of ``ceil(T / G)`` rows per group (``kernel_cache``),
 ``torch.ops.tvm_cdna4.grouped_gemm`` (``out=``: ``grouped_gemm_out``).
 
 ``attention(q, k, v, *, causal=False, scale=None, return_lse=False)`` is the attention forward
-(FlashAttention-2, ``kernels.sm80.attention_plan``): ``q`` [B, H, Sq, D], ``k`` and ``v`` [B, Hkv,
+(``kernels.sm80.attention_plan``; on sm_90 ``kernels.sm90.attention_plan``): ``q`` [B, H, Sq, D], ``k`` and ``v`` [B, Hkv,
 Skv, D] (GQA: ``Hkv`` divides ``H``; query head ``h`` reads kv head ``h // (H / Hkv)``), all float16 or
 all bfloat16, D 64 or 128, contiguous; ``causal``: row ``i`` sees keys ``j <= i`` (``is_causal`` of
 ``torch.nn.functional.scaled_dot_product_attention``); ``scale`` defaults to ``1 / sqrt(D)``. Returns
 ``O`` [B, H, Sq, D] in the inputs' dtype, or with ``return_lse=True`` the pair ``(O, LSE)``, LSE the
 float32 [B, H, Sq] natural log-sum-exp of each row's scaled scores (what a backward pass reads). The
 kernel bakes every extent in, so its cache key (``kernel_cache``: ``("attention", B, H, Hkv, Sq, Skv, D,
-causal, scale, dtype, arch, device)``) is the whole shape: a new shape builds once (a few seconds;
+causal, scale, dtype, arch, device, target)``) is the whole shape: a new shape builds once (a few seconds;
 then the on-disk build cache). It is the custom op ``torch.ops.tvm_cdna4.attention`` (both outputs)
 with a fake implementation; the argument checks are those of ``gemm`` (device, dtypes, shapes,
 contiguous strides, 16-byte aligned data) plus the head rules above.
@@ -678,17 +678,19 @@ def check_attention_arguments(q, k, v, causal, scale):
         _fail("scale", "the softmax scale", "a positive finite float or None", repr(scale), op)
 
 
-def _attention_kernel(q, problem):
-    """The cached kernel of the call's shape (built on first use; ``kernel_cache``)."""
+def attention_kernel(q, problem, target: str | None = None):
+    """The cached kernel of the call's shape on ``target`` (None: the device's, ``cuda_target``: sm90 on sm_90,
+    else sm80), built on first use (``kernel_cache``)."""
+    from .kernels.attention import TARGETS
     from .runtime.cuda import Kernel, load_build
-    from .kernels.sm80.attention import build_sm80_attention
-    from .kernels.sm80.attention_plan import plan_sm80_attention
 
-    arch = _arch(q)
-    key = ("attention", *attrs_tuple(problem), arch, q.device.index)
+    arch, chosen = cuda_target(q.device)
+    target = target or chosen
+    key = ("attention", *attrs_tuple(problem), arch, q.device.index, target)
     if key not in _KERNELS:
-        exe = build_sm80_attention(problem, arch=arch)
-        _KERNELS[key] = Kernel(load_build(exe, "attention_"), plan_sm80_attention(problem, exe.config))
+        verbs = TARGETS[target]
+        exe = verbs.verb("build")(problem, arch=arch)
+        _KERNELS[key] = Kernel(load_build(exe, "attention_"), verbs.verb("plan")(problem, exe.config))
     return _KERNELS[key]
 
 
@@ -711,7 +713,7 @@ def _attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: boo
     _check_alignment("attention", q=q, k=k, v=v)
     o, lse = _attention_outputs(q, problem)
     with torch.cuda.device(q.device):
-        _attention_kernel(q, problem).launch(q, k, v, o, lse)
+        attention_kernel(q, problem).launch(q, k, v, o, lse)
     return o, lse
 
 
@@ -740,7 +742,7 @@ def attention(q, k, v, *, causal: bool = False, scale=None, return_lse: bool = F
     o, lse = torch.ops.tvm_cdna4.attention(q, k, v, causal, scale)
     if key is not None and q.device.type != "meta":
         problem = check_attention_arguments(q, k, v, causal, scale)
-        _prepare_attention(key, _attention_kernel(q, problem), q)
+        _prepare_attention(key, attention_kernel(q, problem), q)
     return (o, lse) if return_lse else o
 
 
@@ -749,12 +751,16 @@ def attention_dtype(problem):
     return {name: dtype for dtype, name in IN_DTYPES.items()}[problem.dtype]
 
 
-def run_attention(problem, arrays):
+def run_attention(problem, arrays, target: str | None = None):
     """``(o, lse)`` of ``attention(..., return_lse=True)`` on the GPU, numpy in and out: the ``run`` of
-    ``kernels.attention.validate`` for sm80 (the CLI passes it where an NVIDIA GPU is present; the
-    GEMM's is ``runtime.cuda.run_gemm``)."""
+    ``kernels.attention.validate`` for sm80 and sm90 (the CLI passes it where an NVIDIA GPU is present; the
+    GEMM's is ``runtime.cuda.run_gemm``); ``target``: that target's kernel (``attention_kernel``), not the device's."""
     q, k, v = (torch.from_numpy(arrays[n].astype("float32")).to("cuda", attention_dtype(problem)) for n in ("Q", "K", "V"))
-    o, lse = attention(q, k, v, causal=problem.causal, scale=problem.scale, return_lse=True)
+    if target is None:
+        o, lse = attention(q, k, v, causal=problem.causal, scale=problem.scale, return_lse=True)
+    else:
+        o, lse = _attention_outputs(q, problem)
+        attention_kernel(q, problem, target).launch(q, k, v, o, lse)
     return o.float().cpu().numpy(), lse.float().cpu().numpy()
 
 
@@ -764,6 +770,6 @@ from .torch_paged import check_paged_arguments, paged_attention, run_paged_atten
 _paged.bind(_lookup=_lookup, _store=_store, _ready=_ready, _arch=_arch, ALIGNMENT=ALIGNMENT, on_device=on_device,
             bound=bound, empty_lse=empty_lse, DEVICE_TYPES=DEVICE_TYPES, cuda_target=cuda_target)
 
-__all__ = ["ALIGNMENT", "CUDA_TARGET", "LAYOUTS", "TARGET_ENV", "attention", "check_paged_arguments", "paged_attention",
+__all__ = ["ALIGNMENT", "CUDA_TARGET", "LAYOUTS", "TARGET_ENV", "attention", "attention_kernel", "check_paged_arguments", "paged_attention",
            "run_paged_attention", "choose_target", "cuda_target", "attention_dtype", "check_arguments", "check_attention_arguments",
            "check_grouped_arguments", "gemm", "grouped_gemm", "kernel_cache", "run_attention"]

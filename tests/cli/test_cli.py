@@ -249,7 +249,7 @@ def test_attention_gpu_runs_refuse_what_they_would_ignore():
     (("--arch", "sm_90", "--emit", "config"), "error: --arch is for --target sm80"),
     (("--target", "sm80", "--arch", "gfx950", "--emit", "config"),
      "python -m tvm_cdna4 attention: error: argument --arch: expected a CUDA arch sm_80 or newer"),
-    (("--emit", "cuda"), "error: --emit cuda is for --target sm80; gfx950 emits asm, tir or config"),
+    (("--emit", "cuda"), "error: --emit cuda is for --target sm80 / sm90; gfx950 emits asm, tir or config"),
     (("--target", "sm80", "--emit", "asm"), "error: --emit asm is for --target gfx950"),
     (("--target", "sm80", "--report"), "error: --report is the gfx950 static report"),
     (("--bench",), "error: --bench needs a gfx950 GPU"),

@@ -64,6 +64,7 @@ def test_sm90_plans_the_producer_warp(capsys):
     assert code == 0 and record["target"] == "sm90" and record["block_threads"] == 32 * 5 and record["split_kv"] == 32
 
 
-def test_sm90_is_paged_decode_only(capsys):
-    code, _, err = run(capsys, "--target", "sm90", "--seq", "4", "--emit", "config")
-    assert code == 2 and err.startswith("error: --target sm90 is paged decode's only (--kv-cache paged)"), err
+def test_sm90_plans_dense_attention_too(capsys):
+    # the sm90 row serves both families (issue 38's dense attention beside paged decode)
+    code, out, _ = run(capsys, "--target", "sm90", "--seq", "256", "--emit", "config")
+    assert code == 0 and json.loads(out)["target"] == "sm90", out

@@ -162,3 +162,33 @@ def test_cuda_graph_capture_of_two_m_in_different_buckets_on_sm90():
     graph.replay()
     torch.cuda.synchronize()
     assert _err(outs[1], _want(*runs[1])) < 1e-2
+
+
+class FakeQ(FakeA):
+    """What ``attention_kernel`` reads of ``q``: its device."""
+
+
+@pytest.mark.parametrize("setting, target", [("auto", "sm90"), ("sm80", "sm80")])
+def test_attention_runs_the_devices_target(hopper, monkeypatch, setting, target):
+    """On sm_90 ``attention`` builds the sm90 kernel (TMA + wgmma), built for the device's arch; with
+    ``TVM_CDNA4_CUDA_TARGET=sm80`` the sm80-class one; ``target=`` names one whatever the device (the
+    builds faked: no GPU here)."""
+    import importlib
+
+    from tvm_cdna4.cuda.build import CudaBuild
+    from tvm_cdna4.kernels.attention.problem import AttentionProblem
+    from tvm_cdna4.runtime import cuda
+
+    built = []
+    for name in ("sm80", "sm90"):
+        module = importlib.import_module(f"tvm_cdna4.kernels.{name}.attention_target")
+        monkeypatch.setattr(module, "build", lambda problem, config=None, name=name, **options: built.append(
+            (name, options["arch"])) or CudaBuild("", b"", module.choose(problem) if name == "sm90" else None))
+    monkeypatch.setattr(cuda, "load_build", lambda exe, prefix: "fn")
+    monkeypatch.setattr(tt, "CUDA_TARGET", setting)
+    problem = AttentionProblem(1, 4, 2, 300, 300, 128, causal=True)
+    kernel = tt.attention_kernel(FakeQ(), problem)
+    assert built == [(target, "sm_90")] and type(kernel.plan).__module__.endswith(f"{target}.attention_plan")
+    assert tt.attention_kernel(FakeQ(), problem) is kernel  # cached
+    other = {"sm80": "sm90", "sm90": "sm80"}[target]
+    assert type(tt.attention_kernel(FakeQ(), problem, other).plan).__module__.endswith(f"{other}.attention_plan")

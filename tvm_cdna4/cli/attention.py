@@ -5,14 +5,15 @@
     python -m tvm_cdna4 attention --batch 16 --heads 64 --kv-heads 8 --seq 8192 --emit config
     python -m tvm_cdna4 attention --seq 8192 --heads 64 --kv-heads 8 --report             # gfx950 static report
     python -m tvm_cdna4 attention --target sm80 --seq 4096 --heads 32 --validate --bench  # NVIDIA GPU
+    python -m tvm_cdna4 attention --target sm90 --seq 130 --heads 2 --kv-heads 1 --causal --validate  # emulator
     python -m tvm_cdna4 attention --target sm80 --kv-cache paged --page-size 16 --context 1,77,300 --seq 4 \
         --heads 8 --kv-heads 2 --kv-dtype fp8 --validate                              # paged decode (cli.attention_paged)
 
 The API behind it: ``tvm_cdna4.kernels.attention`` (``plan``, ``emit``, ``build``, ``validate``) and
-``tvm_cdna4.report.attention_report`` (--report). Actions: --validate (gfx950: the CPU wavefront emulator; sm80: the NVIDIA GPU, without
-one the CUDA emulator up to ``attention.SM80_EMULATED_PAIRS`` scored pairs),
---emit asm|tir|cuda|config (asm gfx950, cuda sm80, config: the plan as one JSON object),
---report (gfx950: the static report), --bench (sm80: time on the NVIDIA GPU). Exit codes: 0 success,
+``tvm_cdna4.report.attention_report`` (--report). Actions: --validate (gfx950: the CPU wavefront emulator; sm80, sm90: the NVIDIA
+GPU, without one the CUDA emulator up to ``attention.SM80_EMULATED_PAIRS`` scored pairs),
+--emit asm|tir|cuda|config (asm gfx950, cuda sm80 / sm90, config: the plan as one JSON object),
+--report (gfx950: the static report), --bench (sm80, sm90: time on the NVIDIA GPU). Exit codes: 0 success,
 1 validation failed, 2 usage error / unavailable target / no GPU.
 """
 
@@ -28,17 +29,16 @@ from ..kernels.attention.problem import ATTENTION_DTYPES as DTYPES
 from .args import (FLAGS_OFF, Default, DefaultsFormatter, check_attention, cuda_arch, nonnegative_int, positive_float,
                    positive_int)
 
-TARGETS = ("gfx950", "sm80")  # attention.TARGETS' keys (that module imports the planners: not at parse time)
-PAGED_ONLY = ("sm90",)  # attention.PAGED_TARGETS' keys beyond them: paged decode only
-ACTIONS = "--validate, --emit asm|tir|cuda|config, --report (gfx950), --bench (sm80 GPU)"
+TARGETS = ("gfx950", "sm80", "sm90")  # attention.TARGETS' keys (that module imports the planners: not at parse time)
+ACTIONS = "--validate, --emit asm|tir|cuda|config, --report (gfx950), --bench (sm80 / sm90 GPU)"
+CUDA_TARGETS = ("sm80", "sm90")
 
 
 def add_attention_parser(subparsers) -> argparse.ArgumentParser:
     """Register the ``attention`` subcommand on an argparse subparsers object."""
     p = subparsers.add_parser("attention", help="attention forward (FlashAttention-2): --validate, --emit, --report, "
                               "--bench", description=f"{__doc__}{FLAGS_OFF}\n", formatter_class=DefaultsFormatter)
-    p.add_argument("--target", default="gfx950", choices=TARGETS + PAGED_ONLY,
-                   help="gfx950 (CDNA4), sm80 (CUDA) or sm90 (Hopper: --kv-cache paged only)")
+    p.add_argument("--target", default="gfx950", choices=TARGETS, help="gfx950 (CDNA4), sm80 (CUDA) or sm90 (Hopper: TMA + wgmma)")
     p.add_argument("--dtype", default="bf16", choices=DTYPES,
                    help="Q, K, V dtype; fp8: OCP e4m3 with per-tensor f32 scales, bf16 O (gfx950)")
     p.add_argument("--batch", type=positive_int, default=Default(1), help="batch size B")
@@ -112,15 +112,17 @@ def _refusal(args) -> str | None:
     if not (args.validate or args.emit or args.report or args.bench):
         return f"attention needs an action: {ACTIONS}"
     if args.target == "gfx950" and args.emit == "cuda":
-        return "--emit cuda is for --target sm80; gfx950 emits asm, tir or config"
-    if args.target == "sm80" and args.emit == "asm":
-        return "--emit asm is for --target gfx950; sm80 emits cuda, tir or config"
-    if args.target == "sm80" and args.report:
-        return "--report is the gfx950 static report; on sm80 use --bench on an NVIDIA GPU"
+        return "--emit cuda is for --target sm80 / sm90; gfx950 emits asm, tir or config"
+    if args.target in CUDA_TARGETS and args.emit == "asm":
+        return f"--emit asm is for --target gfx950; {args.target} emits cuda, tir or config"
+    if args.target in CUDA_TARGETS and args.report:
+        return f"--report is the gfx950 static report; on {args.target} use --bench on an NVIDIA GPU"
     if args.target == "gfx950" and args.bench:
         return "--bench needs a gfx950 GPU; use --report for the static estimate or --validate for the emulator"
     if args.target == "gfx950" and args.arch:
         return "--arch is for --target sm80 (a CUDA arch); gfx950 is one arch"
+    if args.target == "sm90" and args.arch not in (None, "sm_90", "sm_90a"):
+        return f"--arch {args.arch}: --target sm90 builds for sm_90a (wgmma, setmaxnreg)"
     return None
 
 
@@ -159,16 +161,13 @@ def run_attention(args) -> int:
         from .attention_paged import run_paged
 
         return run_paged(args, present_arch)
-    if args.target in PAGED_ONLY:
-        return _usage(f"--target {args.target} is paged decode's only (--kv-cache paged); dense attention runs on "
-                      f"{' or '.join(TARGETS)}")
     paged_only = [flag for flag, value in (("--context", args.context), ("--kv-dtype", args.kv_dtype)) if value]
     if paged_only:
         return _usage(f"{', '.join(paged_only)} is for --kv-cache paged")
     why = _refusal(args)
     if why:
         return _usage(why)
-    device = present_arch() if args.target == "sm80" else None
+    device = present_arch() if args.target in CUDA_TARGETS else None
     why = _gpu_refusal(args, device)
     if why:
         return _usage(why)
@@ -184,12 +183,12 @@ def run_attention(args) -> int:
         elif args.emit == "asm":
             print(attention.build(problem, "gfx950", config, cache=not args.no_cache).asm)
         elif args.emit == "cuda":
-            print(attention.build(problem, "sm80", config, cache=not args.no_cache, **options).source)
+            print(attention.build(problem, args.target, config, cache=not args.no_cache, **options).source)
         if args.report:
             print(gfx950_report(problem, config, cache=not args.no_cache))
         status = _validate(args, problem, config, device is not None, options) if args.validate else 0
         if args.bench:
-            _bench(problem)
+            _bench(problem, args.target)
     except ContractError:
         raise
     except ValueError as err:
@@ -217,8 +216,11 @@ def _validate(args, problem, config, gpu: bool, options) -> int:
 
     run = None
     if gpu:  # the GPU runner of the runtime layer (the family's validate does the rest)
-        _torch_attention()  # first: it says why there is no GPU (or no torch)
-        from ..torch import run_attention as run
+        _torch_attention(args.target)  # first: it says why there is no GPU (or no torch)
+        from functools import partial
+
+        from ..torch import run_attention
+        run = partial(run_attention, target=args.target)
     result = attention.validate(problem, args.target, config, args.seed, run=run, **options)
     lse = "not returned" if result.lse_ratio is None else f"{result.lse_ratio:.3f}"
     print(f"validated {args.target} {_title(problem)} on {result.where} in {result.seconds:.2f} s: largest error / "
@@ -227,28 +229,31 @@ def _validate(args, problem, config, gpu: bool, options) -> int:
     return 0 if result.ok else 1
 
 
-def _torch_attention():
+def _torch_attention(target: str = "sm80"):
     """``tvm_cdna4.torch.attention`` on a present NVIDIA GPU (ValueError naming what is missing)."""
     from ..runtime import cuda as runner
 
     ok, why = runner.have_cuda_gpu()
     if not ok:
-        raise ValueError(f"sm80 attention on the GPU (--validate, --bench) needs an NVIDIA GPU, and none is available "
+        raise ValueError(f"{target} attention on the GPU (--validate, --bench) needs an NVIDIA GPU, and none is available "
                          f"here ({why})")
     from .. import torch as tt
 
     return tt.attention
 
 
-def _bench(problem) -> None:
-    """``--bench`` (sm80): ``tvm_cdna4.torch.attention`` timed on the GPU (``runtime.cuda.bench_ms``)."""
-    attend = _torch_attention()  # first: it says why there is no GPU (or no torch)
+def _bench(problem, target: str = "sm80") -> None:
+    """``--bench`` (sm80, sm90): the target's kernel (``tvm_cdna4.torch.attention_kernel``) timed on the GPU
+    (``runtime.cuda.bench_ms``)."""
+    _torch_attention(target)  # first: it says why there is no GPU (or no torch)
     import torch
 
     from ..runtime import cuda as runner
-    from ..torch import attention_dtype
+    from ..torch import attention_dtype, attention_kernel
 
     shapes = problem.shapes()
     q, k, v = (torch.randn(shapes[n], dtype=attention_dtype(problem), device="cuda") for n in ("Q", "K", "V"))
-    ms = runner.bench_ms(lambda: attend(q, k, v, causal=problem.causal, scale=problem.scale))
-    print(f"bench sm80 {_title(problem)}: {ms:.3f} ms, {problem.flops() / ms / 1e9:.1f} TFLOP/s")
+    o, lse = torch.empty_like(q), torch.empty(shapes["LSE"], dtype=torch.float32, device="cuda")
+    kernel = attention_kernel(q, problem, target)
+    ms = runner.bench_ms(lambda: kernel.launch(q, k, v, o, lse))
+    print(f"bench {target} {_title(problem)}: {ms:.3f} ms, {problem.flops() / ms / 1e9:.1f} TFLOP/s")

@@ -10,12 +10,12 @@ SMALL = AttentionProblem(1, 2, 1, 40, 40, 64, causal=True)
 
 
 def test_the_table_names_each_targets_plan_emit_and_build():
-    assert set(attention.TARGETS) == {"gfx950", "sm80"}
+    assert set(attention.TARGETS) == {"gfx950", "sm80", "sm90"}
     p = attention.plan(SMALL, "gfx950", AttentionConfig(64, 32))
     assert isinstance(p, AttentionPlan) and attention.target_of(p) == "gfx950"
     assert attention.emit(p).attrs["global_symbol"] == "attention"
-    with pytest.raises(ValueError, match=r"attention target: expected one of \('gfx950', 'sm80'\), found 'sm90'"):
-        attention.plan(SMALL, "sm90")
+    with pytest.raises(ValueError, match=r"attention target: expected one of \('gfx950', 'sm80', 'sm90'\), found 'sm70'"):
+        attention.plan(SMALL, "sm70")
     with pytest.raises(ValueError, match="attention emit: expected a plan of"):
         attention.emit(AttentionConfig())
 

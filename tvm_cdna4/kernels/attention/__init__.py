@@ -8,8 +8,9 @@ same verbs on every target (the GEMM family's shape: ``kernels.gemm``).
 (``kernels.<target>.attention_target``: ``plan(problem, config=None, **options)``, ``choose``,
 ``emit(plan)``, ``build(problem, config=None, **options)``, ``execute(plan, arrays, run=None)``,
 ``summary(plan)``): gfx950 (``AttentionPlan``: S^T = K Q^T, ds_read_tr, direct-to-LDS K/V; the CPU
-wavefront emulator) and sm80 (cp.async, ldmatrix, mma.sync; bf16 and f16, fp8 refused by its planner;
-the GPU through a runner, or the CUDA emulator for small problems).
+wavefront emulator), sm80 (cp.async, ldmatrix, mma.sync; bf16 and f16, fp8 refused by its planner;
+the GPU through a runner, or the CUDA emulator for small problems) and sm90 (Hopper: a TMA producer
+warpgroup, two wgmma consumer warpgroups; bf16 and f16; the GPU or the CUDA emulator, as sm80).
 
 ``plan(problem, target, config)``, ``emit(plan)`` (the target read off the plan's folder), ``build(problem,
 target, config, ...)`` and ``validate(problem, target, config, seed)``: the kernel on random inputs
@@ -45,6 +46,7 @@ def __getattr__(name: str):
 TARGETS = {
     "gfx950": Target("gfx950", "tvm_cdna4.kernels.gfx950.attention_target"),
     "sm80": Target("sm80", "tvm_cdna4.kernels.sm80.attention_target"),
+    "sm90": Target("sm90", "tvm_cdna4.kernels.sm90.attention_target"),
 }
 PAGED_TARGETS = {
     "gfx950": Target("gfx950", "tvm_cdna4.kernels.gfx950.paged_target"),
@@ -95,8 +97,8 @@ def emit_gfx950(plan_):
 
 
 def build(problem: AttentionProblem, target: str = "gfx950", config=None, **options):
-    """The compiled kernel: gfx950 a ``rocm.build.BuildResult`` (``build_gfx950``: ``cache``), sm80
-    the target's build (``arch``, ``compiler``, ...)."""
+    """The compiled kernel: gfx950 a ``rocm.build.BuildResult`` (``build_gfx950``: ``cache``), sm80 and
+    sm90 the target's ``CudaBuild`` (``arch``, ``compiler``, ...)."""
     return _function(target, "build")(problem, config, **options)
 
 
@@ -147,7 +149,7 @@ def validate(problem: AttentionProblem, target: str = "gfx950", config=None, see
              **options) -> Validation:
     """Run the kernel on ``random_inputs(problem, seed)`` and compare ``O`` and ``LSE`` with
     ``reference`` (of the dequantized inputs) within ``error_bound``. gfx950: the CPU emulator (a
-    ``run`` is refused, not ignored). sm80: an NVIDIA GPU, which this layer does not reach: ``run(problem,
+    ``run`` is refused, not ignored). sm80 and sm90: an NVIDIA GPU, which this layer does not reach: ``run(problem,
     arrays) -> (o, lse or None)`` does (the CLI passes ``tvm_cdna4.torch.run_attention`` where a GPU is
     present); without it, the CUDA emulator up to ``SM80_EMULATED_PAIRS`` pairs, beyond a ValueError
     saying a GPU is needed. ``options``: the planner's (sm80 ``arch``)."""

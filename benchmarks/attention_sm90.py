@@ -1,0 +1,207 @@
+"""Issue 38 on an H100 / H200: the sm90 attention forward (``kernels.sm90.attention_plan``: TMA + wgmma,
+warp-specialized) against torch SDPA's cuDNN backend (the bar: >= 1.0x on every shape) and FlashAttention-2
+backend, with the sm80-class kernel's default for context.
+
+    python3 benchmarks/attention_sm90.py --out $OUT                 # the issue's shapes, the cost model's configs
+    python3 benchmarks/attention_sm90.py --out $OUT --configs sweep # and every config of SWEEP per shape
+    python3 benchmarks/attention_sm90.py --out $OUT --quick         # D 128, 4k and 16k tokens only
+
+Shapes: bf16, 16k tokens (batch x seq) at seq 2k, 4k, 8k, 16k and 32k (batch 1), hidden 2048 (32 heads at D
+64, 16 at D 128: FlashAttention-3's benchmark convention), MHA and GQA (a quarter of the heads for K / V),
+causal and not. SDPA gets GQA by ``enable_gqa=True`` where the backend takes it, else K / V repeated.
+
+Method. Every kernel is built first in spawned worker processes (``attention_target.build``, device code
+compiled into the device-code cache: ``runtime.cuda.precompile``). On the GPU each kernel is first checked
+(O and LSE of two heads against an f32 reference: ``attention_h200.f32_check``), then timed by CUDA-graph
+replay (``torch_gemm._graph_seconds``: ``--calls`` launches captured in one graph, the median of ``--reps``
+replays; SDPA the same way), interleaved over ``--rounds`` rounds (median). TFLOP/s =
+``AttentionProblem.flops()`` (causal: the pairs it needs). Prints a markdown table; writes
+``$OUT/attention_sm90.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures as cf
+import hashlib
+import json
+import multiprocessing as mp
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from tvm_cdna4.kernels.attention.problem import AttentionProblem  # noqa: E402
+from tvm_cdna4.kernels.sm90.attention_cost import choose as default_config  # noqa: E402
+from tvm_cdna4.kernels.sm90.attention_plan import Sm90AttentionConfig  # noqa: E402
+
+C = Sm90AttentionConfig
+TOKENS, HIDDEN = 16384, 2048
+SEQS = (2048, 4096, 8192, 16384, 32768)
+SCHEDULES = {"plain": {}, "overlap": {"overlap": True}, "pingpong": {"overlap": True, "pingpong": True},
+             "pingpong-persistent": {"overlap": True, "pingpong": True, "persistent": True}}
+SWEEP = [C(kv, stages, **SCHEDULES[s]) for kv, stages in ((128, 2), (176, 2), (128, 3), (64, 4), (192, 2))
+         for s in SCHEDULES]
+"""``--configs sweep``: the tiles, ring depths and schedules timed beside the default (those the planner refuses
+for the shape, such as 192 keys at D 128 past the shared memory, are reported as build failures): what the cost
+model's priors (``attention_cost.EXPOSED``, ``TILE_CLOCKS``) are to be fitted to."""
+
+
+def problems(quick: bool = False):
+    seqs = (4096, 16384) if quick else SEQS
+    dims = (128,) if quick else (64, 128)
+    out = []
+    for d in dims:
+        heads = HIDDEN // d
+        for s in seqs:
+            for kv in (heads, heads // 4):
+                for causal in (False, True):
+                    out.append(AttentionProblem(max(1, TOKENS // s), heads, kv, s, s, d, causal=causal))
+    return out
+
+
+def _build(job):
+    """Worker: build, export and precompile one kernel; (key, path or None, error, seconds)."""
+    key, target, problem, config, workdir = job
+    from tvm_cdna4.kernels.attention import TARGETS
+    from tvm_cdna4.runtime.cuda import device_arch, precompile
+
+    t0 = time.perf_counter()
+    try:
+        exe = TARGETS[target].verb("build")(problem, config, arch=device_arch())
+        path = os.path.join(workdir, "attn_" + hashlib.sha256(repr(key).encode()).hexdigest()[:16] + ".so")
+        exe.export_library(path)
+        precompile(exe)
+        return key, path, None, time.perf_counter() - t0
+    except Exception as e:  # noqa: BLE001 - a kernel that fails to build is reported, not timed
+        return key, None, f"{type(e).__name__}: {e}", time.perf_counter() - t0
+
+
+def sdpa_call(backend, q, k, v, causal):
+    """The SDPA call of ``backend`` (GQA: ``enable_gqa``, else K / V repeated), or None where it does not run."""
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention import sdpa_kernel
+
+    group = q.shape[1] // k.shape[1]
+    variants = [(k, v, {"enable_gqa": True})] if group > 1 else []
+    variants.append((k.repeat_interleave(group, 1), v.repeat_interleave(group, 1), {}) if group > 1 else (k, v, {}))
+    for kk, vv, extra in variants:
+        def fn(kk=kk, vv=vv, extra=extra):
+            with sdpa_kernel(backend):
+                return F.scaled_dot_product_attention(q, kk, vv, is_causal=causal, **extra)
+        try:
+            fn()
+            torch.cuda.synchronize()
+            return fn
+        except Exception as e:  # noqa: BLE001 - a backend that does not run here is reported, not timed
+            print(f"sdpa {backend} {extra}: {type(e).__name__}: {str(e)[:120]}", flush=True)
+    return None
+
+
+def check(fn, p, q, k, v) -> dict:
+    """O and LSE of two heads of batch 0 against an f32 reference (GQA: K / V repeated for it)."""
+    from attention_h200 import f32_check, run_ours
+
+    o, lse = run_ours(fn, p, q, k, v)
+    group = p.group
+    kk, vv = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
+    return f32_check(o, lse, q, kk, vv, p.causal, heads=(0, p.heads - 1))
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", default=os.environ.get("OUT", "."), help="folder of the JSON (default: $OUT, else .)")
+    ap.add_argument("--configs", default="default", choices=("default", "sweep"))
+    ap.add_argument("--quick", action="store_true", help="D 128 at 4k and 16k tokens only")
+    ap.add_argument("--no-sm80", action="store_true", help="leave out the sm80-class kernel's default")
+    ap.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) - 2))
+    ap.add_argument("--calls", type=int, default=10, help="launches per CUDA graph")
+    ap.add_argument("--reps", type=int, default=20, help="graph replays per round (median)")
+    ap.add_argument("--rounds", type=int, default=3)
+    args = ap.parse_args(argv)
+
+    import torch
+    from torch.nn.attention import SDPBackend
+
+    from torch_gemm import _graph_seconds
+    from tvm_cdna4.runtime.cuda import load_kernel
+
+    timed = problems(args.quick)
+    configs = {p: [default_config(p)] for p in timed}
+    if args.configs == "sweep":
+        for p in timed:
+            configs[p] += [c for c in SWEEP if c != configs[p][0]]
+    jobs = [(("sm90", str(p), str(c)), "sm90", p, c) for p in timed for c in configs[p]]
+    if not args.no_sm80:
+        jobs += [(("sm80", str(p), "default"), "sm80", p, None) for p in timed]
+    workdir = tempfile.mkdtemp(prefix="attn_sm90_")
+    t0 = time.time()
+    built = {}
+    with cf.ProcessPoolExecutor(max_workers=args.jobs, mp_context=mp.get_context("spawn")) as pool:
+        for key, path, err, _ in pool.map(_build, [(*j[:1], j[1], j[2], j[3], workdir) for j in jobs]):
+            built[key] = (path, err)
+            if err:
+                print(f"build failed {key}: {err[:300]}", flush=True)
+    print(f"built {len(jobs)} kernels in {time.time() - t0:.0f} s", flush=True)
+
+    report = dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__, date=time.strftime("%Y-%m-%d"),
+                  method=f"CUDA graph of {args.calls} calls, median of {args.reps} replays, median of {args.rounds} "
+                         "rounds; flops = AttentionProblem.flops()", rows=[])
+    for p in timed:
+        gen = torch.Generator(device="cuda").manual_seed(p.seq_q + p.causal)
+        s = p.shapes()
+        q, k, v = (torch.randn(s[n], generator=gen, device="cuda").to(torch.bfloat16) for n in ("Q", "K", "V"))
+        o = torch.empty_like(q)
+        lse = torch.empty(s["LSE"], dtype=torch.float32, device="cuda")
+        calls = {"cudnn": sdpa_call(SDPBackend.CUDNN_ATTENTION, q, k, v, p.causal),
+                 "flash": sdpa_call(SDPBackend.FLASH_ATTENTION, q, k, v, p.causal)}
+        checks = {}
+        for key in [k_ for k_ in built if k_[1] == str(p)]:
+            path, err = built[key]
+            name = f"{key[0]} {key[2]}"
+            if path:
+                fn = load_kernel(path)
+                checks[name] = check(fn, p, q, k, v)
+                if checks[name]["ok"]:
+                    calls[name] = lambda fn=fn, q=q, k=k, v=v, o=o, lse=lse: fn(q, k, v, o, lse)
+            else:
+                checks[name] = {"ok": False, "error": err}
+        samples = {name: [] for name, fn in calls.items() if fn}
+        for _ in range(args.rounds):
+            for name in samples:
+                samples[name].append(_graph_seconds(torch, [calls[name]] * args.calls, args.reps))
+        tflops = {name: p.flops() / statistics.median(t) / 1e12 for name, t in samples.items()}
+        ours = {n: t for n, t in tflops.items() if n.startswith("sm90")}
+        best = max(ours, key=ours.get) if ours else None
+        row = dict(problem=str(p), batch=p.batch, seq=p.seq_q, heads=p.heads, kv_heads=p.kv_heads, head_dim=p.head_dim,
+                   causal=p.causal, tflops=tflops, checks=checks, default=f"sm90 {configs[p][0]}", best=best,
+                   default_over_cudnn=(tflops.get(f"sm90 {configs[p][0]}", 0) / tflops["cudnn"]) if "cudnn" in tflops
+                   else None)
+        report["rows"].append(row)
+        print(json.dumps({k_: row[k_] for k_ in ("problem", "tflops", "default_over_cudnn")}, default=str), flush=True)
+        del q, k, v, o, lse, calls
+        torch.cuda.empty_cache()
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "attention_sm90.json"), "w") as f:
+        json.dump(report, f, indent=1, default=str)
+    print("\n| D | B x S | H / Hkv | causal | cuDNN | FA2 | sm80 | sm90 default | sm90 best | default / cuDNN | best config |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in report["rows"]:
+        t = r["tflops"]
+
+        def fmt(x, spec=".0f"):
+            return "-" if x is None else format(x, spec)
+        print(f"| {r['head_dim']} | {r['batch']} x {r['seq']} | {r['heads']} / {r['kv_heads']} | {r['causal']} | "
+              f"{fmt(t.get('cudnn'))} | {fmt(t.get('flash'))} | {fmt(t.get('sm80 default'))} | {fmt(t.get(r['default']))} | "
+              f"{fmt(t.get(r['best']))} | {fmt(r['default_over_cudnn'], '.2f')} | {r['best']} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,230 @@
+"""The sm90 attention forward (issue 38) in the CUDA emulator against the float64 reference within the
+documented bound (causal, GQA, odd lengths, Sq != Skv, D 64 and 128, LSE), its plan record and refusals,
+the ``TARGETS`` row and the CLI."""
+
+import json
+
+import numpy as np
+import pytest
+
+from tvm_cdna4.cli import main
+from tvm_cdna4.errors import ContractError
+from tvm_cdna4.kernels import attention
+from tvm_cdna4.kernels.attention.problem import AttentionProblem
+from tvm_cdna4.kernels.sm90.attention_cost import choose as default_config
+from tvm_cdna4.kernels.sm90.attention_plan import BLOCK_Q, Sm90AttentionConfig, Sm90AttentionPlan, plan_sm90_attention
+
+C = Sm90AttentionConfig
+EMULATOR = "the CUDA emulator (no GPU runner)"
+CASES = {
+    # one query block of 70 rows over 200 keys: causal (the diagonal tile masked), GQA 2:1, the tail past Skv
+    "causal, GQA 2:1, 70 queries over 200 keys, D 64, ping-pong": (AttentionProblem(1, 2, 1, 70, 200, 64, causal=True),
+                                                                   C(64, 2, overlap=True, pingpong=True)),
+    # one token: a query block of 1 row (TMA zero-fills the others), one key; persistent: one CTA, 4 items (the
+    # ring and Q's barriers carried from item to item)
+    "one token, causal, GQA 2:1, persistent": (AttentionProblem(1, 4, 2, 1, 1, 64, causal=True),
+                                                C(64, 2, persistent=True, ctas=1)),
+    # D 128 (two 64-column blocks a tile row), the cost model's config (176 keys, ping-pong): one masked tile
+    "D 128, MHA, the default config": (AttentionProblem(1, 1, 1, 128, 128, 128), None),
+}
+SLOW_CASES = {
+    "odd lengths 130, causal, GQA 2:1, D 64": (AttentionProblem(1, 2, 1, 130, 130, 64, causal=True), C(64, 2)),
+    "odd lengths 130, D 128, f16": (AttentionProblem(1, 1, 1, 130, 130, 128, dtype="f16"), C(64, 2)),
+    "more queries than keys, causal": (AttentionProblem(1, 2, 1, 200, 130, 64, causal=True), C(64, 2)),
+    # one stage: the producer's load of tile j + 1 waits for both consumers' release of tile j. One CTA: two CTAs
+    # of different trip counts in one lockstep batch report a deadlock in the emulator (each alone runs)
+    "one stage, causal, 130 keys": (AttentionProblem(1, 1, 1, 128, 130, 64, causal=True), C(64, 1)),
+    "three stages, 4 kv tiles": (AttentionProblem(1, 1, 1, 128, 256, 64), C(64, 3)),
+    "overlap without ping-pong, causal, 3 tiles": (AttentionProblem(1, 2, 1, 130, 130, 64, causal=True),
+                                                   C(64, 2, overlap=True)),
+    "persistent, one CTA walking 6 items, ping-pong": (AttentionProblem(1, 3, 1, 200, 130, 64, causal=True),
+                                                       C(64, 2, True, True, True, persistent=True, ctas=1)),
+    "persistent, 3 CTAs over 4 items, 3 stages": (AttentionProblem(1, 2, 1, 130, 200, 64), C(64, 3, persistent=True, ctas=3)),
+    "192-key tiles, causal, 3000 keys": (AttentionProblem(1, 1, 1, 40, 3000, 64, causal=True), C(192, 2, True, True, True)),
+}
+
+
+def _check(problem, config):
+    v = attention.validate(problem, "sm90", config)
+    assert v.ok and v.where == EMULATOR, v
+    assert v.o_ratio > 0 or problem.seq_kv == 1  # not vacuous: P and O round to 16 bits
+    return v
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_emulated_attention_is_within_the_documented_bound(name):
+    _check(*CASES[name])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", SLOW_CASES)
+def test_more_emulated_shapes_within_the_bound(name):
+    _check(*SLOW_CASES[name])
+
+
+def test_the_plan_record():
+    p = plan_sm90_attention(AttentionProblem(2, 32, 8, 4096, 4000, 128, causal=True), C(128, 2))
+    assert isinstance(p, Sm90AttentionPlan) and attention.target_of(p) == "sm90"
+    assert (p.threads, p.block_q, p.q_blocks, p.ctas, p.kv_tiles) == (384, BLOCK_Q, 32, 32 * 64, 32)
+    assert (p.wgmma_s, p.wgmma_o) == ("m64n128k16.f32.bf16.bf16", "m64n128k16.f32.bf16.bf16")
+    # Q (128 x 128) and two stages of K, V (128 x 128 each), 2 bytes an element
+    assert p.smem_bytes == 2 * 128 * (128 + 2 * 2 * 128) and p.kv_bytes == 2 * 128 * 128 * 2
+    assert p.barriers == 6 and p.stage_offset(1, 1) == 128 * 128 * 4 and p.items == p.ctas
+    assert [q.name for q in p.params] == ["Q", "K", "V", "O", "LSE"] and p.params[1].shape == (2, 8, 4000, 128)
+    with pytest.raises(AttributeError):
+        p.config = C()  # frozen
+    assert json.loads(p.to_json())["target"] == "sm90" and p.summary()["grid"] == p.ctas
+    d64 = attention.plan(AttentionProblem(1, 4, 4, 8192, 8192, 64), "sm90")  # the cost model's: 192 keys, 3 stages
+    assert (d64.wgmma_s, d64.wgmma_o) == ("m64n192k16.f32.bf16.bf16", "m64n64k16.f32.bf16.bf16")
+    assert d64.smem_bytes == 2 * 64 * (128 + 2 * 3 * 192)
+
+
+@pytest.mark.parametrize("problem, config", [
+    # FA3's tiles (hopper/tile_size.h): D 128 non-causal 176 keys, causal 128 (the diagonal's waste), D 64 192;
+    # persistent CTAs where the items are many and alike, the block scheduler for long causal sequences (its
+    # dynamic order balances the unequal items better than a static round robin) and for a handful of items
+    (AttentionProblem(1, 16, 16, 16384, 16384, 128), C(176, 2, True, True, True, persistent=True)),
+    (AttentionProblem(8, 16, 4, 2048, 2048, 128, causal=True), C(128, 3, True, True, True, persistent=True)),
+    (AttentionProblem(2, 32, 8, 8192, 8192, 64, causal=True), C(192, 3, True, True, True, persistent=True)),
+    (AttentionProblem(1, 16, 4, 32768, 32768, 128, causal=True), C(176, 2, True, True, True)),
+    (AttentionProblem(1, 8, 8, 1, 1, 128), C(64, 3, True, True, True)),  # one key: the least padded tile
+])
+def test_the_cost_model_chooses_tiles_stages_and_the_schedule(problem, config):
+    from tvm_cdna4.kernels.sm90 import attention_cost
+
+    assert default_config(problem) == config == attention.choose(problem, "sm90")
+    assert all(attention_cost.registers(problem, c) <= 232 for c in attention_cost.candidates(problem, 227 * 1024))
+    plain, overlapped, pingpong = (attention_cost.estimate(problem, C(128, 2, True, o, p))
+                                   for o, p in ((False, False), (True, False), (True, True)))
+    assert plain > overlapped > pingpong
+
+
+@pytest.mark.parametrize("problem, config, operand", [
+    (AttentionProblem(1, 1, 1, 64, 64, 64, dtype="fp8"), None, "dtype"),
+    (AttentionProblem(1, 1, 1, 64, 64, 64), C(72, 2), "block_kv"),
+    (AttentionProblem(1, 1, 1, 64, 64, 64), C(512, 2), "block_kv"),
+    (AttentionProblem(1, 1, 1, 64, 64, 128), C(256, 2), "stages"),  # 32 + 256 KB of shared memory
+    (AttentionProblem(1, 1, 1, 64, 64, 64), C(64, 0), "stages"),
+    (AttentionProblem(1, 1, 1, 64, 64, 64), C(64, 2, pingpong=True), "pingpong"),
+    (AttentionProblem(1, 1, 1, 64, 64, 64), C(64, 2, ctas=4), "ctas"),  # a grid size without persistent=True
+])
+def test_refusals_name_the_operand(problem, config, operand):
+    with pytest.raises(ContractError) as err:
+        attention.plan(problem, "sm90", config)
+    assert err.value.operand == operand
+
+
+def test_validate_beyond_the_emulated_pairs_asks_for_a_gpu():
+    with pytest.raises(ValueError, match="needs an NVIDIA Hopper GPU"):
+        attention.validate(AttentionProblem(1, 1, 1, 257, 257, 64), "sm90")  # 66049 pairs
+
+
+def test_the_cli_plans_and_emits_sm90(capsys):
+    assert main(["attention", "--target", "sm90", "--seq", "3000", "--heads", "8", "--kv-heads", "2", "--causal",
+                 "--emit", "config"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert record["target"] == "sm90" and record["config"]["block_kv"] == 176 and record["grid"] == 24 * 8
+    assert record["config"]["pingpong"] and record["kernel"] == "tma-wgmma-warp-specialized"
+    assert main(["attention", "--target", "sm90", "--seq", "64", "--emit", "asm"]) == 2
+    assert "--emit asm is for --target gfx950; sm90 emits cuda" in capsys.readouterr().err
+    assert main(["attention", "--target", "sm90", "--seq", "64", "--arch", "sm_80", "--emit", "config"]) == 2
+
+
+def test_the_cli_validates_sm90_without_a_gpu(capsys):
+    from tvm_cdna4.runtime import cuda
+
+    if cuda.have_cuda_gpu()[0]:
+        pytest.skip("a GPU is present: --validate runs on it")
+    assert main(["attention", "--target", "sm90", "--seq", "1", "--seq-kv", "70", "--heads", "2", "--kv-heads", "1",
+                 "--head-dim", "64", "--block-kv", "64", "--validate"]) == 0
+    out = capsys.readouterr().out
+    assert "validated sm90 bf16 attention B=1 H=2 Hkv=1 Sq=1 Skv=70 D=64 on the CUDA emulator" in out
+    assert out.strip().endswith("PASS")
+
+
+def test_the_emitted_kernel_uses_the_checked_wgmma_forms():
+    """Both GEMMs are pattern applications (S: SS, Q and K in shared memory; O: RS, P in registers, V
+    M/N-major) and every global read is a TMA load (no ld.global of Q, K, V)."""
+    p = plan_sm90_attention(AttentionProblem(1, 2, 1, 70, 200, 64, causal=True), C(64, 2))
+    text = attention.emit(p).script()
+    # two GEMMs in each of the two loops (the unmasked tiles, then the masked ones)
+    assert text.count("T.cuda.sm90.tile.apply(") == 4 and text.count('("b_major", "mn")') == 2
+    assert text.count('"tensor", "3d"') == 3 and "setmaxnreg" in text
+    assert np.prod(p.params[0].shape) == 70 * 2 * 64
+
+
+def _dropping(func, op: str, nth: int):
+    """``func`` with the ``nth`` (1-based, in program order) statement calling ``op`` removed."""
+    import tvm_ffi
+    from tvm_tirx.ir import Call, Evaluate
+
+    seen = []
+
+    def drop(ev):
+        if isinstance(ev.value, Call) and getattr(ev.value.op, "name", "") == op:
+            seen.append(ev)
+            if len(seen) == nth:
+                return Evaluate(0)
+        return ev
+    return tvm_ffi.structural_map(func, (Evaluate, drop), order="post")
+
+
+@pytest.mark.parametrize("nth, config, words", [
+    # the consumers' wait on Q's "full" barrier: the S wgmma reads Q while its TMA load is in flight
+    (3, C(64, 2), "while an asynchronous copy into it is still in flight"),
+    # the producer's wait on Q's "empty" barrier (one CTA walking two items): item 1's Q load lands while item 0's
+    # S wgmmas read Q
+    pytest.param(1, C(64, 2, persistent=True, ctas=1), "while an asynchronous copy into it is still in flight",
+                 marks=pytest.mark.slow),
+    # the producer's wait on a stage's "empty" barrier: tile 2 re-arms stage 0's "full" barrier still pending
+    pytest.param(2, C(64, 2), "arrivals pending", marks=pytest.mark.slow),
+])
+def test_a_dropped_wait_is_reported(nth, config, words):
+    from tvm_cdna4.emulator import EmulationError, emulate
+    from tvm_cdna4.kernels.attention.problem import output_arrays, random_inputs
+
+    problem = AttentionProblem(1, 2, 1, 64, 200, 64)
+    p = attention.plan(problem, "sm90", config)
+    arrays = {**random_inputs(problem, 0), **output_arrays(problem)}
+    with pytest.raises(EmulationError, match=words):
+        emulate(_dropping(attention.emit(p), "tirx.cuda.mbarrier_wait", nth), *(arrays[q.name] for q in p.params),
+                target="sm90")
+
+
+def test_the_benchmark_covers_the_issues_shapes():
+    """benchmarks/attention_sm90.py: bf16, D 64 and 128, 2k-32k tokens a sequence, MHA and GQA, causal and not
+    (40 shapes, each planned by the cost model), and a sweep of every schedule."""
+    from benchmark_modules import benchmark_module
+
+    bench = benchmark_module("attention_sm90")
+    shapes = bench.problems()
+    assert len(shapes) == 40 and {p.head_dim for p in shapes} == {64, 128} and {p.causal for p in shapes} == {False, True}
+    assert {p.seq_q for p in shapes} == {2048, 4096, 8192, 16384, 32768} and all(p.batch * p.seq_q >= 16384 for p in shapes)
+    assert {p.heads // p.kv_heads for p in shapes} == {1, 4} and {p.dtype for p in shapes} == {"bf16"}
+    assert all(attention.plan(p, "sm90").config.pingpong for p in shapes)
+    assert {(c.overlap, c.pingpong, c.persistent) for c in bench.SWEEP} == {
+        (False, False, False), (True, False, False), (True, True, False), (True, True, True)}
+
+
+@pytest.mark.slow  # about 15 s: three TIRx builds and NVRTC
+def test_the_largest_configs_do_not_spill_under_nvrtc(tmp_path, capsys):
+    """TIRx compiles the CUDA C with NVRTC when the module is loaded (the torch op's path): the cost model's
+    widest tiles (176 keys at D 128, 192 at D 64, ping-pong, persistent) fit the consumers' registers there,
+    and ``--emit cuda`` prints that source."""
+    import nvrtc_shim
+    import paths
+
+    from tvm_cdna4.runtime.cuda import ptxas_usage
+
+    if nvrtc_shim.find_libnvrtc() is None or nvrtc_shim.find_cuda_root() is None:
+        pytest.skip("needs NVRTC and the CUDA headers")
+    sources = []
+    for args in (["--head-dim", "128", "--heads", "16"], ["--head-dim", "64", "--heads", "32", "--causal"],
+                 ["--head-dim", "128", "--heads", "16", "--causal", "--block-kv", "128"]):
+        assert main(["attention", "--target", "sm90", "--seq", "2048", "--batch", "8", *args, "--emit", "cuda"]) == 0
+        path = tmp_path / f"{len(sources)}.cu"
+        path.write_text(capsys.readouterr().out)
+        sources.append(str(path))
+    for log in nvrtc_shim.compile_logs(sources, "sm_90a", str(paths.ROOT)):
+        usage = ptxas_usage(log)
+        assert usage["registers"] > 0 and usage["spill_stores"] == 0 and usage["spill_loads"] == 0, log[-2000:]

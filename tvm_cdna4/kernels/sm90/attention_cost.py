@@ -1,0 +1,119 @@
+"""The sm90 attention forward's cost model: an estimate of one config's clocks on a GPU, and the choice over
+``CANDIDATES`` (tile, stages, schedule) per shape.
+
+Per kv tile of one CTA (two consumer warpgroups of 64 rows each, ``block_kv`` keys; ``attention_plan``):
+
+- tensor: the two GEMMs, ``4 x 128 x block_kv x D`` flops at ``gemm_cost.TENSOR_FLOPS_PER_CLK`` (the dense
+  bf16 / f16 wgmma rate of an SM), ``block_kv / WGMMA_FULL_N`` of it for an S wgmma narrower than 128 (the
+  GEMM model's observation that a narrow wgmma does not reach the full rate);
+- softmax: one ``ex2`` a score, ``128 x block_kv`` a tile, at ``MUFU_PER_CLK`` (the other FP32 work of the
+  softmax issues beside it); masked tiles (the diagonal and the tail) ``MASK_COST`` more;
+- exposed: the part of the softmax the schedule leaves outside the tensor cores' time: ``EXPOSED`` by
+  (``overlap``, ``pingpong``): both warpgroups issuing freely hide some of one's softmax under the other's
+  GEMMs; the intra-warpgroup overlap hides more; ping-pong orders them so that one's softmax runs under the
+  other's GEMMs (FA3, Shah et al. 2024, §3.1-3.2; its ablation credits the two with about 15 % at D 128 on
+  an H100);
+- ``TILE_CLOCKS`` fixed clocks a tile (the barrier waits, the wgmma latency before the softmax can start).
+
+A work item's clocks are its tiles' (``workgroup_tiles``: causal, the tiles below the diagonal). One CTA per
+item: ``ITEM_CLOCKS`` more each (the CTA's start, Q's and the first tile's load latency, the O store while
+the tensor cores wait), the CTAs spread over the SMs (one each: the ring and Q fill most of the shared
+memory) in launch order (longest first), each on the SM that frees first. ``persistent``: each CTA walks its items
+``pid, pid + ctas, ...`` with ``PERSISTENT_ITEM_CLOCKS`` each (the next item's loads run under the last
+one's O store) and ``ITEM_CLOCKS`` once; the busiest CTA's sum. ``EXPOSED``, ``MASK_COST``, ``TILE_CLOCKS``,
+``ITEM_CLOCKS`` and ``PERSISTENT_ITEM_CLOCKS`` are priors (FA3's published ablation; a microsecond or so of
+load latency), not fitted to a timing of this kernel yet (``benchmarks/attention_sm90.py --configs sweep``
+times the candidates for that).
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+
+from ..attention.problem import AttentionProblem, kv_full_tiles_for, workgroup_tiles
+from ..devices import DEVICES
+from .attention_plan import BLOCK_Q, CONSUMER_REGS, Sm90AttentionConfig, deepest, smem_for
+from .gemm_cost import TENSOR_FLOPS_PER_CLK, WGMMA_FULL_N
+
+MUFU_PER_CLK = 16
+"""``ex2`` results per SM per clock on compute capability 9.0 (CUDA C++ Programming Guide, "Arithmetic
+Instructions" throughput table: base-2 exponential, 16 per clock per multiprocessor)."""
+EXPOSED = {(False, False): 0.5, (True, False): 0.3, (True, True): 0.1}
+MASK_COST = 0.5
+TILE_CLOCKS = 300
+ITEM_CLOCKS = 3000
+PERSISTENT_ITEM_CLOCKS = 1000
+SIMULATED_ITEMS = 8192
+"""The most work items whose schedule ``estimate`` simulates (the block scheduler's, or the persistent CTAs'
+round robin); more: their average over the SMs plus the longest."""
+REGISTER_SLACK = 32
+"""Registers a consumer thread needs beside its S, P and O fragments (addresses, the row state, loop
+counters); a config past ``CONSUMER_REGS`` is not a candidate (ptxas would spill)."""
+
+TILES = (64, 128, 176, 192)
+SCHEDULES = ((False, False), (True, False), (True, True))
+
+
+def registers(problem: AttentionProblem, config: Sm90AttentionConfig) -> int:
+    """A consumer thread's registers, estimated: S (``block_kv / 2``), P (``block_kv / 4`` words), O (``D / 2``)
+    and ``REGISTER_SLACK``."""
+    return config.block_kv // 2 + config.block_kv // 4 + problem.head_dim // 2 + REGISTER_SLACK
+
+
+def candidates(problem: AttentionProblem, smem_bytes: int):
+    """The configs ``choose`` weighs: every tile of ``TILES``, schedule of ``SCHEDULES`` and grid (one CTA per
+    item, persistent) with the deepest ring that fits (2 or 3 stages) and registers within ``CONSUMER_REGS``."""
+    out = []
+    for kv in TILES:
+        stages = min(3, deepest(problem, kv, smem_bytes))
+        if stages < 2:
+            continue
+        for (overlap, pingpong), persistent in itertools.product(SCHEDULES, (False, True)):
+            c = Sm90AttentionConfig(kv, stages, overlap=overlap, pingpong=pingpong, persistent=persistent)
+            if registers(problem, c) <= CONSUMER_REGS and smem_for(problem, c) <= smem_bytes:
+                out.append(c)
+    return out
+
+
+def tile_clocks(problem: AttentionProblem, config: Sm90AttentionConfig, masked: bool = False) -> float:
+    """SM clocks of one kv tile of a CTA (the module docstring)."""
+    kv = config.block_kv
+    rate = TENSOR_FLOPS_PER_CLK * min(1.0, kv / WGMMA_FULL_N)
+    tensor = 4 * BLOCK_Q * kv * problem.head_dim / rate
+    softmax = BLOCK_Q * kv / MUFU_PER_CLK * (1 + (MASK_COST if masked else 0))
+    return tensor + EXPOSED[(config.overlap, config.pingpong)] * softmax + TILE_CLOCKS
+
+
+def estimate(problem: AttentionProblem, config: Sm90AttentionConfig, sms: int | None = None) -> float:
+    """Model clocks of the whole launch (the module docstring)."""
+    sms = sms or DEVICES["H200"].units
+    kv = config.block_kv
+    plain, masked = tile_clocks(problem, config), tile_clocks(problem, config, True)
+    per_block = []
+    for qb, t in enumerate(workgroup_tiles(problem, BLOCK_Q, kv, config.skip_masked)):
+        full = min(t, kv_full_tiles_for(problem, BLOCK_Q, kv, qb * BLOCK_Q))
+        per_block.append(full * plain + (t - full) * masked)
+    heads = problem.batch * problem.heads
+    if len(per_block) * heads > SIMULATED_ITEMS:  # many short items: the average (the schedule's tail is small)
+        extra = PERSISTENT_ITEM_CLOCKS if config.persistent else ITEM_CLOCKS
+        return (sum(per_block) + extra * len(per_block)) * heads / sms + max(per_block) + ITEM_CLOCKS
+    if not config.persistent:  # the block scheduler: each CTA, in launch order, on the SM that frees first
+        free = [0.0] * sms
+        for clocks in reversed(per_block):
+            for _ in range(heads):
+                heapq.heapreplace(free, free[0] + clocks + ITEM_CLOCKS)
+        return max(free)
+    items = [c + PERSISTENT_ITEM_CLOCKS for c in reversed(per_block) for _ in range(heads)]  # longest first
+    ctas = min(len(items), config.ctas or sms)
+    return ITEM_CLOCKS + max(sum(items[k::ctas]) for k in range(ctas))
+
+
+def choose(problem: AttentionProblem, sms: int | None = None, smem_bytes: int | None = None) -> Sm90AttentionConfig:
+    """The candidate with the least ``estimate`` (ties: the first listed)."""
+    smem = smem_bytes or DEVICES["H200"].smem_per_unit
+    return min(candidates(problem, smem), key=lambda c: estimate(problem, c, sms))
+
+
+__all__ = ["EXPOSED", "ITEM_CLOCKS", "MASK_COST", "PERSISTENT_ITEM_CLOCKS", "MUFU_PER_CLK", "SCHEDULES", "TILES", "TILE_CLOCKS", "candidates", "choose",
+           "estimate", "registers", "tile_clocks"]

@@ -1,0 +1,603 @@
+"""Emission of the sm90 attention forward: a ``Sm90AttentionPlan`` to a TIRx PrimFunc ``main(Q, K, V, O, LSE)``.
+
+Every decision is in the plan (``attention_plan``'s docstring: the work split, the shared memory, the
+tensor maps, the per-tile steps). Both GEMMs go through the checked wgmma tile pattern
+(``T.sm90.tile.apply(T.wgmma[...])``, ``patterns.wgmma``): ``S = Q K^T`` in the SS form, ``O += P V`` in the
+RS form with P in the registers of S (``p_operand``), each operand a view whose declared layout the pattern
+proves against the descriptor (``q_layout``, ``k_layout``, ``v_layout``). The TMA loads, the mbarrier
+protocol and the ``setmaxnreg`` split are the sm90 GEMM's (``gemm_emit``: ``TMA_LOAD``'s 3-D form here).
+
+A consumer thread's registers (``Regs``): ``s`` the S accumulators (``block_kv / 2`` f32: register ``r``
+is row ``16 w + l / 4 + 8 ((r % 4) / 2)``, key ``8 (r / 4) + 2 (l % 4) + r % 2``), ``pa`` P in 16 bits
+(the same order, the RS A fragment), ``o`` the O accumulators (``D / 2``, the same map over head-dim
+columns), ``row`` the state of its two rows: max (raw score units) 0-1, sum 2-3, the exponent's offset 4-5,
+the last rescale factor alpha 6-7.
+"""
+
+from __future__ import annotations
+
+import attrs
+from tvm_tirx.script import ir as I
+from tvm_tirx.script import tirx as T
+from tvm_tirx.script.parser import parse
+
+from ...probes_wgmma import SWIZZLE_LEN, acc_layout, a_register_layout
+from ...isa import wgmma_table as W
+from ...rocm.build import register
+from ...tirx_private import transpile_once
+from ..attention.problem import LN2, kv_full_tiles_for, kv_tiles_for
+from ..sm80.gemm_emit_epilogue import TIR_OPS
+from .attention_plan import BLOCK_Q, CONSUMER_REGS, CONSUMERS, PRODUCER_REGS, TRANSPOSERS, Sm90AttentionPlan
+from .gemm_emit import L2_PROMOTION_256B, ORDER_BARRIER, SWIZZLE_128B
+from .gemm_plan import WARPGROUP, WGMMA_M, WGMMA_TYPES
+
+TMA_LOAD_3D = "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+FULL = 0xFFFFFFFF
+
+
+def _swizzled(p: Sm90AttentionPlan, tile):
+    """``tile`` 128-byte swizzled (the swizzle's unit is 16 bytes: ``per_element`` log2 of its elements)."""
+    from tvm_tirx.tirx.layout import ComposeLayout
+
+    return ComposeLayout((16 // p.elem_bytes).bit_length() - 1, SWIZZLE_LEN[128], 3, tile)
+
+
+def kmajor_layout(p: Sm90AttentionPlan, outer: tuple[int, int], rows: int, blocks: int, block_stride: int):
+    """A K-major wgmma operand ``(outer[0], K / k, rows, k)`` (``k = p.k_step``) over tiles of 128-byte rows:
+    ``outer[1]`` elements between the outer index's tiles, the K axis ``blocks`` column blocks of ``rows`` rows
+    (``block_stride`` elements apart), each ``columns / k`` k-steps wide, 128-byte swizzled."""
+    from tvm_tirx.tirx.layout import S, TileLayout
+
+    k, cols = p.k_step, p.columns
+    return _swizzled(p, TileLayout(S[(outer[0], blocks, cols // k, rows, k): (outer[1], block_stride, k, cols, 1)]))
+
+
+def q_layout(p: Sm90AttentionPlan):
+    """Q as SS A operands ``(CONSUMERS, D / k, 64, k)``: warpgroup ``w``'s 64 rows of the ``128 x columns``
+    column blocks, K-major, 128-byte swizzled (k-step ``kk`` in block ``kk k / columns``)."""
+    return kmajor_layout(p, (CONSUMERS, WGMMA_M * p.columns), WGMMA_M, p.d_blocks, BLOCK_Q * p.columns)
+
+
+def k_layout(p: Sm90AttentionPlan):
+    """The K tiles as SS B operands ``(stages, D / k, block_kv, k)``: K-major, a stage's K tile at
+    ``stage_offset(s, 0)`` (the view's base is stage 0's), 128-byte swizzled."""
+    kv = p.config.block_kv
+    return kmajor_layout(p, (p.config.stages, p.stage_offset(1, 0) - p.stage_offset(0, 0)), kv, p.d_blocks,
+                         kv * p.columns)
+
+
+def vt_layout(p: Sm90AttentionPlan):
+    """fp8: the transposed V tiles as K-major B operands ``(stages, block_kv / 32, D, 32)`` (N = head dim, K =
+    key positions: one 128-byte row of keys per head-dim column), written by ``transpose_v``."""
+    return kmajor_layout(p, (p.config.stages, p.stage_offset(1, 0) - p.stage_offset(0, 0)), p.problem.head_dim, 1,
+                         0)
+
+
+def v_layout(p: Sm90AttentionPlan):
+    """16-bit: the V tiles as M/N-major B operands ``(stages, block_kv / 16, D, 16)`` (N = head dim, K = keys):
+    each 128-byte row is 64 head-dim columns of one key, the column blocks ``block_kv`` rows apart (LBO),
+    8 keys 1024 bytes apart (SBO)."""
+    from tvm_tirx.tirx.layout import S, TileLayout
+
+    kv, k, cols = p.config.block_kv, p.k_step, p.columns
+    return _swizzled(p, TileLayout(S[(p.config.stages, kv // k, p.d_blocks, cols, 2, 8):
+                                     (p.stage_offset(1, 0) - p.stage_offset(0, 0), k * cols, kv * cols, 1, 8 * cols,
+                                      cols)]))
+
+
+@attrs.frozen
+class Regs:
+    """A consumer thread's kernel-wide values (module docstring)."""
+
+    s: object
+    pa: object
+    pw: object
+    o: object
+    row: object
+    pos: object
+    """The ring position of the item's first kv tile (a one-element local array, carried across items)."""
+    base: object
+    """``pos[0]`` read at the item's start: kv tile ``j`` is at ring position ``base + j``."""
+    b: object
+    h: object
+    q0: object
+    wg: object
+    t: object
+
+
+# ---- the producer ---------------------------------------------------------------------------------
+
+
+def tma_load(SMH, offset, tensor_map, c0, c1, c2, mbar):
+    """One 3-D TMA load of a box at (``c0``, ``c1``, ``c2``) into the shared tile at element ``offset``."""
+    T.ptx[TMA_LOAD_3D](T.cuda.cvta_generic_to_shared(SMH.ptr_to([offset])), T.address_of(tensor_map), c0, c1, c2, mbar)
+
+
+def item_of(p: Sm90AttentionPlan, u):
+    """(batch, head, first query row) of work item ``u`` (``Sm90AttentionPlan.items``: longest query blocks
+    first, every batch x head of a block before the next block)."""
+    bh = T.truncmod(u, p.heads_total)
+    return (T.truncdiv(bh, p.problem.heads), T.truncmod(bh, p.problem.heads),
+            (p.q_blocks - 1 - T.truncdiv(u, p.heads_total)) * BLOCK_Q)
+
+
+@T.macro
+def producer(p, SMH, MB, maps, pid):
+    # the CTA's items pid, pid + ctas, ...; pos[0]: the ring position of the item's first kv tile
+    pos = T.alloc_tensor(ty_args=[T.Tensor((1,), "int32", scope="local", layout="default")])
+    pos[0] = 0
+    for i in range(p.items_of(pid)):
+        producer_item(p, SMH, MB, maps, item_of(p, pid + i * p.ctas), i, pos)
+
+
+@T.macro
+def producer_item(p, SMH, MB, maps, item, i, pos):
+    # the CTA's i-th item: Q once both consumers are done with the last item's (Q's "empty" barrier), then kv
+    # tile j's K and V into the stage of ring position pos + j once both consumers released its previous use
+    c = p.config
+    base = pos[0]
+    T.cuda.mbarrier_wait(MB.ptr_to([1 + 2 * c.stages]), (i + 1) % 2)
+    T.ptx.mbarrier.arrive.expect_tx.shared.b64(MB.ptr_to([0]), T.uint32(p.q_elems * p.elem_bytes))
+    for db in T.unroll(p.d_blocks):
+        tma_load(SMH, db * BLOCK_Q * p.columns, maps[0], db * p.columns, item[2], item[0] * p.problem.heads + item[1],
+                 MB.ptr_to([0]))
+    for j in range(kv_tiles(p, item[2])):
+        s = T.floormod(base + j, c.stages)
+        T.cuda.mbarrier_wait(MB.ptr_to([1 + c.stages + s]), T.floormod(T.floordiv(base + j, c.stages) + 1, 2))
+        T.ptx.mbarrier.arrive.expect_tx.shared.b64(MB.ptr_to([1 + s]), T.uint32(p.kv_bytes))
+        for db in T.unroll(p.d_blocks):
+            tma_load(SMH, p.stage_offset(s, 0) + db * c.block_kv * p.columns, maps[1], db * p.columns, j * c.block_kv,
+                     item[0] * p.problem.kv_heads + p.problem.kv_head(item[1]), MB.ptr_to([1 + s]))
+        for db in T.unroll(p.d_blocks):
+            tma_load(SMH, p.stage_offset(s, 1) + db * c.block_kv * p.columns, maps[2], db * p.columns, j * c.block_kv,
+                     item[0] * p.problem.kv_heads + p.problem.kv_head(item[1]), MB.ptr_to([1 + s]))
+    pos[0] = base + kv_tiles(p, item[2])
+
+
+# ---- fp8: V transposed by the producer warpgroup's warps 1-3 --------------------------------------------
+
+PRMT = "prmt.b32"
+PAIRS = (0x5140, 0x7362)  # prmt: bytes 0, 1 (2, 3) of two words interleaved: a0 b0 a1 b1 (a2 b2 a3 b3)
+HALVES = (0x5410, 0x7632)  # prmt: halves 0 (1) of two words: a's then b's
+
+
+@T.macro
+def transposer(p, SMH, MB, pid, w):
+    # fp8, transposing thread w (0 .. 95): per kv tile of the CTA's items, once its V landed (the stage's "full"
+    # barrier), V^T into the stage's third tile, the async proxy fenced, one arrival on its "transposed" barrier
+    pos = T.alloc_tensor(ty_args=[T.Tensor((1,), "int32", scope="local", layout="default")])
+    SW = T.decl_tensor(SMH.ptr_to([0]), ty_args=[T.Tensor((p.smem_bytes // 4,), "uint32", scope="shared.dyn",
+                                                          layout="default")])
+    pos[0] = 0
+    for i in range(p.items_of(pid)):
+        for j in range(kv_tiles(p, item_of(p, pid + i * p.ctas)[2])):
+            T.cuda.mbarrier_wait(MB.ptr_to([1 + stage(p, pos[0] + j)]),
+                                 T.floormod(T.floordiv(pos[0] + j, p.config.stages), 2))
+            transpose_v(p, SW, stage(p, pos[0] + j), w)
+            T.ptx["fence.proxy.async.shared::cta"]()
+            T.ptx.mbarrier.arrive.shared.b64(MB.ptr_to([2 + 2 * p.config.stages + stage(p, pos[0] + j)]), T.uint32(1))
+        pos[0] = pos[0] + kv_tiles(p, item_of(p, pid + i * p.ctas)[2])
+
+
+def swizzled_word(p: Sm90AttentionPlan, base, row, byte):
+    """The 4-byte word of byte ``byte`` (a multiple of 4) of row ``row`` of a 128-byte-swizzled tile at element
+    (byte) ``base``: 16-byte chunk ``byte / 16`` stored at chunk ``(byte / 16) ^ (row % 8)``."""
+    return (base + row * 128 + T.bitwise_xor(byte // 16, row % 8) * 16 + byte % 16) // 4
+
+
+@T.macro
+def transpose_v(p, SW, s, w):
+    # V^T[d][position] = V[fp8_key(position)][d] of stage s: 4 x 4-byte blocks, block (g, q) the positions 4g ..
+    # 4g + 3 (keys base, base + 1, base + 8, base + 9: ``fp8_key``) of dims 4q .. 4q + 3, the 1024 blocks over
+    # the 96 threads; four words read, eight prmt, four words written
+    words = T.alloc_tensor(ty_args=[T.Tensor((8,), "uint32", scope="local", layout="default")])
+    blocks = p.config.block_kv // 4 * (p.problem.head_dim // 4)
+    for it in range((blocks + TRANSPOSERS * 32 - 1) // (TRANSPOSERS * 32)):
+        if it * TRANSPOSERS * 32 + w < blocks:
+            for e in T.unroll(4):
+                words[e] = SW[swizzled_word(p, p.stage_offset(s, 1), v_key(p, it * TRANSPOSERS * 32 + w, e),
+                                            4 * ((it * TRANSPOSERS * 32 + w) % (p.problem.head_dim // 4)))]
+            T.ptx[PRMT](words[4], words[0], words[1], T.uint32(PAIRS[0]))
+            T.ptx[PRMT](words[5], words[0], words[1], T.uint32(PAIRS[1]))
+            T.ptx[PRMT](words[6], words[2], words[3], T.uint32(PAIRS[0]))
+            T.ptx[PRMT](words[7], words[2], words[3], T.uint32(PAIRS[1]))
+            T.ptx[PRMT](words[0], words[4], words[6], T.uint32(HALVES[0]))
+            T.ptx[PRMT](words[1], words[4], words[6], T.uint32(HALVES[1]))
+            T.ptx[PRMT](words[2], words[5], words[7], T.uint32(HALVES[0]))
+            T.ptx[PRMT](words[3], words[5], words[7], T.uint32(HALVES[1]))
+            for d in T.unroll(4):
+                SW[swizzled_word(p, p.stage_offset(s, 2), 4 * ((it * TRANSPOSERS * 32 + w) % (p.problem.head_dim // 4)) + d,
+                                 4 * ((it * TRANSPOSERS * 32 + w) // (p.problem.head_dim // 4)))] = words[d]
+
+
+def v_key(p: Sm90AttentionPlan, block, e):
+    """The key (row of V) of byte ``e`` of transpose block ``block``'s output words: ``fp8_key`` of position
+    ``4 g + e`` (``g = block / (D / 4)``)."""
+    g = block // (p.problem.head_dim // 4)
+    return 32 * (g // 8) + fp8_key(4 * (g % 8) + e)
+
+
+# ---- the consumers --------------------------------------------------------------------------------
+
+
+def row_of(p: Sm90AttentionPlan, rg, h):
+    """The query row of the thread's fragment row ``h`` (0: ``l / 4``, 1: ``+ 8``)."""
+    return rg.q0 + rg.wg * WGMMA_M + 16 * (rg.t // 32) + (rg.t % 32) // 4 + 8 * h
+
+
+def key_of(p: Sm90AttentionPlan, rg, j, r):
+    """The key of S register ``r`` in kv tile ``j``."""
+    return j * p.config.block_kv + 8 * (r // 4) + 2 * (rg.t % 4) + r % 2
+
+
+@T.macro
+def mask(p, rg, j):
+    # -inf for keys past the sequence and, causal, above the row's diagonal
+    for r in T.unroll(p.config.block_kv // 2):
+        if I.constexpr(p.problem.causal):
+            rg.s[r] = T.if_then_else(T.or_(key_of(p, rg, j, r) >= p.problem.seq_kv,
+                                           key_of(p, rg, j, r) > row_of(p, rg, (r % 4) // 2)),
+                                     T.float32(float("-inf")), rg.s[r])
+        else:
+            rg.s[r] = T.if_then_else(key_of(p, rg, j, r) >= p.problem.seq_kv, T.float32(float("-inf")), rg.s[r])
+
+
+def fmax(a, b):
+    return T.call_pure_extern("fmaxf", a, b, ty=T.float32)
+
+
+def score_scale(p: Sm90AttentionPlan, rg):
+    """``c``: a raw score to base-2 units, ``scale log2 e`` (fp8: times Q's and K's scales, ``row[8]``)."""
+    return rg.row[8] if p.fp8 else T.float32(p.problem.scale_log2)
+
+
+def exponent_offset(p: Sm90AttentionPlan, rg, h):
+    """What the exponent of row ``h`` subtracts: ``m c`` (fp8: less ``P_SHIFT``, so that ``p <= 2^8``)."""
+    if not p.p_shift:
+        return rg.row[h] * score_scale(p, rg)
+    return rg.row[h] * score_scale(p, rg) - T.float32(p.p_shift)
+
+
+@T.macro
+def softmax(p, rg):
+    # per row h: m' = max(m, rowmax s) over the quad; alpha = 2^((m - m') c) (row[6 + h]); p = 2^(s c - m' c +
+    # shift) in place of s; l = alpha l + sum p. O is not touched (``rescale_pack``: after the P V that reads it)
+    n = p.config.block_kv // 2
+    for h in T.unroll(2):
+        rg.row[4 + h] = rg.row[h]
+        for r in T.unroll(n // 2):
+            rg.row[4 + h] = fmax(rg.row[4 + h], rg.s[(r // 2) * 4 + 2 * h + r % 2])
+        for sh in T.unroll(2):
+            rg.row[4 + h] = fmax(rg.row[4 + h], T.cuda.__shfl_xor_sync(T.uint32(FULL), rg.row[4 + h], 1 << sh, 32))
+        rg.row[6 + h] = TIR_OPS.exp2(rg.row[h] * score_scale(p, rg) - rg.row[4 + h] * score_scale(p, rg))
+        rg.row[h] = rg.row[4 + h]
+        rg.row[2 + h] = rg.row[2 + h] * rg.row[6 + h]
+        rg.row[4 + h] = exponent_offset(p, rg, h)
+        for r in T.unroll(n // 2):
+            rg.s[(r // 2) * 4 + 2 * h + r % 2] = TIR_OPS.exp2(rg.s[(r // 2) * 4 + 2 * h + r % 2] * score_scale(p, rg)
+                                                              - rg.row[4 + h])
+            rg.row[2 + h] = rg.row[2 + h] + rg.s[(r // 2) * 4 + 2 * h + r % 2]
+
+
+def fp8_source(q):
+    """fp8: the S register (of a 32-key k-step's 16) whose value is element ``q`` of the thread's e4m3 A fragment
+    (register ``q / 4``: row half ``h``, key half ``half``; byte ``e``): ``8 half + 4 (e / 2) + 2 h + e % 2``. The
+    A fragment's key position ``16 half + 4 t + e`` then holds key ``16 half + 8 (e / 2) + 2 t + e % 2``
+    (``fp8_key``), which ``transpose_v`` writes V^T in the order of: no register moves between threads."""
+    reg, e = q // 4, q % 4
+    return 8 * (reg // 2) + 4 * (e // 2) + 2 * (reg % 2) + e % 2
+
+
+def e4m3_bits(p: Sm90AttentionPlan, x):
+    """The 8 bits of f32 ``x`` rounded to e4m3 (fp8 P: at most ``2^P_SHIFT``, within e4m3's range), as a uint32."""
+    return T.Cast("uint32", T.reinterpret(T.Cast(p.storage, x), ty="uint8"))
+
+
+def fp8_key(position):
+    """fp8: the key (of a 32-key k-step) at A-fragment key position ``position`` (``fp8_source``; an int or a TIR
+    expression)."""
+    half, t, e = position // 16, (position % 16) // 4, position % 4
+    return 16 * half + 8 * (e // 2) + 2 * t + e % 2
+
+
+@T.macro
+def rescale_pack(p, rg):
+    # O *= alpha per row; P packed into the RS A fragment (16-bit, pw: two values a word, the even key low; fp8:
+    # e4m3 in the A fragment's order, ``fp8_source``)
+    for h in T.unroll(2):
+        for r in T.unroll(p.problem.head_dim // 4):
+            rg.o[(r // 2) * 4 + 2 * h + r % 2] = rg.o[(r // 2) * 4 + 2 * h + r % 2] * rg.row[6 + h]
+    if I.constexpr(p.fp8):  # whole words (byte stores would keep the fragment out of registers)
+        for kk in T.unroll(p.config.block_kv // p.k_step):
+            for reg in T.unroll(4):
+                rg.pw[4 * kk + reg] = (e4m3_bits(p, rg.s[16 * kk + fp8_source(4 * reg)])
+                                       | (e4m3_bits(p, rg.s[16 * kk + fp8_source(4 * reg + 1)]) << T.uint32(8))
+                                       | (e4m3_bits(p, rg.s[16 * kk + fp8_source(4 * reg + 2)]) << T.uint32(16))
+                                       | (e4m3_bits(p, rg.s[16 * kk + fp8_source(4 * reg + 3)]) << T.uint32(24)))
+    else:
+        for w in T.unroll(p.config.block_kv // 4):
+            T.ptx[p.pack_instr](rg.pw[w], rg.s[2 * w + 1], rg.s[2 * w])
+
+
+def stage(p: Sm90AttentionPlan, position):
+    """The ring stage of ring position ``position`` (a floor modulo: the analyzer proves it in range, written
+    inline, not bound to a name, where a wgmma operand's region starts at it)."""
+    return T.floormod(position, p.config.stages)
+
+
+@T.macro
+def issue_s(p, MB, rg, ops, j):
+    # kv tile j's K landed (ring position base + j), then S = Q K^T (SS) issued as one wgmma group
+    T.cuda.mbarrier_wait(MB.ptr_to([1 + stage(p, rg.base + j)]), T.floormod(T.floordiv(rg.base + j, p.config.stages), 2))
+    T.sm90.tile.apply(T.wgmma[p.wgmma_s], ops["S"], ops["Q"][rg.wg % CONSUMERS:rg.wg % CONSUMERS + 1, :, :, :],
+                      ops["K"][stage(p, rg.base + j):stage(p, rg.base + j) + 1, :, :, :], scope="warpgroup",
+                      scale_d=False)
+
+
+@T.macro
+def issue_pv(p, MB, rg, ops, j):
+    # O += P V of kv tile j (RS: P in registers; V M/N-major, fp8 V^T K-major once transposed) as one wgmma group
+    if I.constexpr(p.fp8):
+        T.cuda.mbarrier_wait(MB.ptr_to([2 + 2 * p.config.stages + stage(p, rg.base + j)]),
+                             T.floormod(T.floordiv(rg.base + j, p.config.stages), 2))
+        T.sm90.tile.apply(T.wgmma[p.wgmma_o], ops["O"], ops["P"],
+                          ops["V"][stage(p, rg.base + j):stage(p, rg.base + j) + 1, :, :, :], scope="warpgroup")
+    else:
+        T.sm90.tile.apply(T.wgmma[p.wgmma_o], ops["O"], ops["P"],
+                          ops["V"][stage(p, rg.base + j):stage(p, rg.base + j) + 1, :, :, :],
+                          scope="warpgroup", b_major="mn")
+
+
+@T.macro
+def scores_ready(p, rg, pending):
+    # the S group retired (``pending``: the newer groups left in flight), its registers fenced
+    T.ptx["wgmma.wait_group.sync.aligned"](pending)
+    for r in T.unroll(p.config.block_kv // 2):
+        T.sm90.fence_operand(rg.s[r])
+
+
+@T.macro
+def pv_retired(p, MB, rg, j):
+    # every group retired, O fenced, kv tile j's stage released (one arrival per consumer warpgroup)
+    T.ptx["wgmma.wait_group.sync.aligned"](0)
+    for r in T.unroll(p.problem.head_dim // 2):
+        T.sm90.fence_operand(rg.o[r])
+    if rg.t == 0:
+        T.ptx.mbarrier.arrive.shared.b64(MB.ptr_to([1 + p.config.stages + T.floormod(rg.base + j, p.config.stages)]),
+                                         T.uint32(1))
+
+
+@T.macro
+def kv_tile(p, SMH, MB, rg, ops, j, masked):
+    # tile j, one GEMM after the other: S = Q K^T, the mask, the softmax, O += P V, the stage released
+    issue_s(p, MB, rg, ops, j)
+    scores_ready(p, rg, 0)
+    if I.constexpr(masked):
+        mask(p, rg, j)
+    softmax(p, rg)
+    rescale_pack(p, rg)
+    issue_pv(p, MB, rg, ops, j)
+    pv_retired(p, MB, rg, j)
+
+
+@T.macro
+def ordered(p, rg):
+    # ping-pong: wait for this warpgroup's turn to issue (the other one issued its GEMMs)
+    if I.constexpr(p.config.pingpong):
+        T.ptx["bar.sync"](T.Cast("uint32", ORDER_BARRIER + rg.wg), T.uint32(2 * WARPGROUP))
+
+
+@T.macro
+def hand_over(p, rg, last):
+    # ping-pong: the other warpgroup's turn (warpgroup 1's last turn hands over nothing: warpgroup 0 is done)
+    if I.constexpr(p.config.pingpong):
+        if I.constexpr(last):
+            if rg.wg == 0:
+                T.ptx["bar.arrive"](T.Cast("uint32", ORDER_BARRIER + 1), T.uint32(2 * WARPGROUP))
+        else:
+            T.ptx["bar.arrive"](T.Cast("uint32", ORDER_BARRIER + 1 - rg.wg), T.uint32(2 * WARPGROUP))
+
+
+@T.macro
+def overlapped_loop(p, MB, rg, ops, n_kv, n_full):
+    # Sm90AttentionConfig.overlap: tile j's S issued before tile j - 1's P V, so tile j's softmax runs while that
+    # P V is in the tensor cores; pingpong: each warpgroup's GEMM issues in turns with the other's (named
+    # barriers), so one's softmax runs under the other's GEMMs
+    if I.constexpr(p.config.pingpong):
+        if rg.wg == 1:  # warpgroup 0 issues first
+            T.ptx["bar.arrive"](T.Cast("uint32", ORDER_BARRIER), T.uint32(2 * WARPGROUP))
+    ordered(p, rg)
+    issue_s(p, MB, rg, ops, 0)
+    hand_over(p, rg, False)
+    scores_ready(p, rg, 0)
+    if 0 >= n_full:
+        mask(p, rg, 0)
+    softmax(p, rg)
+    rescale_pack(p, rg)
+    if I.constexpr(maybe_positive(n_kv - 1)):
+        for j in range(1, n_kv):
+            ordered(p, rg)
+            issue_s(p, MB, rg, ops, j)
+            issue_pv(p, MB, rg, ops, j - 1)
+            hand_over(p, rg, False)
+            scores_ready(p, rg, 1)
+            if j >= n_full:
+                mask(p, rg, j)
+            softmax(p, rg)
+            pv_retired(p, MB, rg, j - 1)
+            rescale_pack(p, rg)
+    ordered(p, rg)
+    issue_pv(p, MB, rg, ops, n_kv - 1)
+    hand_over(p, rg, True)
+    pv_retired(p, MB, rg, n_kv - 1)
+
+
+@T.macro
+def finish(p, args, rg):
+    # the row sums over the quad, O / l packed and stored (rows inside the sequence), LSE by the quad's first
+    word = T.alloc_tensor(ty_args=[T.Tensor((1,), "uint32", scope="local", layout="default")])
+    for h in T.unroll(2):
+        for sh in T.unroll(2):
+            rg.row[2 + h] = rg.row[2 + h] + T.cuda.__shfl_xor_sync(T.uint32(FULL), rg.row[2 + h], 1 << sh, 32)
+        rg.row[4 + h] = (rg.row[9] if p.fp8 else T.float32(1)) / rg.row[2 + h]  # fp8: V's scale too
+        if row_of(p, rg, h) < p.problem.seq_q:
+            for dn in T.unroll(p.problem.head_dim // 8):
+                T.ptx[p.pack_instr](word[0], rg.o[dn * 4 + 2 * h + 1] * rg.row[4 + h], rg.o[dn * 4 + 2 * h] * rg.row[4 + h])
+                T.ptx["st.global.b32"](args["O"].ptr_to([rg.b, rg.h, row_of(p, rg, h), 8 * dn + 2 * (rg.t % 4)]), word[0])
+            if rg.t % 4 == 0:
+                args["LSE"][rg.b, rg.h, row_of(p, rg, h)] = (exponent_offset(p, rg, h) + T.log2(rg.row[2 + h])) * T.float32(LN2)
+
+
+def kv_tiles(p: Sm90AttentionPlan, q0):
+    """The kv tiles the query block at row ``q0`` runs (``kv_tiles_for``): an int or a TIR expression."""
+    return kv_tiles_for(p.problem, BLOCK_Q, p.config.block_kv, q0, p.config.skip_masked, T.min)
+
+
+def full_tiles(p: Sm90AttentionPlan, q0):
+    """Its leading tiles that need no mask (``kv_full_tiles_for``), at most ``kv_tiles``; 0 where every tile
+    holds the sequence's end (a constant, so that ``maybe_positive`` leaves the loop out)."""
+    if p.problem.seq_kv < p.config.block_kv:
+        return 0
+    return T.min(kv_tiles(p, q0), kv_full_tiles_for(p.problem, BLOCK_Q, p.config.block_kv, q0, T.min))
+
+
+def maybe_positive(extent) -> bool:
+    """Whether a loop of ``extent`` iterations may run (False where the extent is provably at most 0: such a
+    loop is left out, since the pattern cannot prove its operands' bounds over an empty range)."""
+    from tvm_tirx.sym import Analyzer
+
+    return extent > 0 if isinstance(extent, int) else not Analyzer().can_prove(extent <= 0)
+
+
+@T.macro
+def consumer(p, SMH, MB, args, pid, wg, t):
+    c = p.config
+    s = T.alloc_tensor(ty_args=[T.Tensor((c.block_kv // 2,), "float32", scope="local", layout="default")])
+    o = T.alloc_tensor(ty_args=[T.Tensor((p.problem.head_dim // 2,), "float32", scope="local", layout="default")])
+    pa = T.alloc_tensor(ty_args=[T.Tensor((c.block_kv // 2,), p.storage, scope="local", layout="default")])
+    # (P: per thread 2 rows x block_kv / 4 keys of the 64 x block_kv tile: block_kv / 2 elements)
+    pw = T.decl_tensor(pa.ptr_to([0]), ty_args=[T.Tensor((c.block_kv * p.elem_bytes // 8,), "uint32", scope="local",
+                                                         layout="default")])
+    row = T.alloc_tensor(ty_args=[T.Tensor((10 if p.fp8 else 8,), "float32", scope="local", layout="default")])
+    if I.constexpr(p.fp8):  # c times Q's and K's scales; V's
+        row[8] = T.float32(p.problem.scale_log2) * args["SCALES"][0] * args["SCALES"][1]
+        row[9] = args["SCALES"][2]
+    kind = W.KIND[WGMMA_TYPES[p.problem.dtype]]
+    SS = T.decl_tensor(s.ptr_to([0]), ty_args=[T.Tensor((1, 1, WGMMA_M, c.block_kv), "float32", scope="local",
+                                                        layout=acc_layout(c.block_kv))])
+    SO = T.decl_tensor(o.ptr_to([0]), ty_args=[T.Tensor((1, 1, WGMMA_M, p.problem.head_dim), "float32", scope="local",
+                                                        layout=acc_layout(p.problem.head_dim))])
+    SP = T.decl_tensor(pa.ptr_to([0]), ty_args=[T.Tensor((1, c.block_kv // p.k_step, WGMMA_M, p.k_step), p.storage,
+                                                         scope="local",
+                                                         layout=a_register_layout(kind, (1, c.block_kv // p.k_step)))])
+    SQ = T.decl_tensor(SMH.ptr_to([0]), ty_args=[T.Tensor((CONSUMERS, p.problem.head_dim // p.k_step, WGMMA_M, p.k_step),
+                                                          p.smem_dtype,
+                                                          scope="shared.dyn", layout=q_layout(p), align=1024)])
+    SK = T.decl_tensor(SMH.ptr_to([p.stage_offset(0, 0)]), ty_args=[T.Tensor(
+        (c.stages, p.problem.head_dim // p.k_step, c.block_kv, p.k_step), p.smem_dtype, scope="shared.dyn",
+        layout=k_layout(p), align=1024)])
+    SV = T.decl_tensor(SMH.ptr_to([p.stage_offset(0, 2 if p.fp8 else 1)]), ty_args=[T.Tensor(
+        (c.stages, c.block_kv // p.k_step, p.problem.head_dim, p.k_step), p.smem_dtype, scope="shared.dyn",
+        layout=vt_layout(p) if p.fp8 else v_layout(p), align=1024)])
+    ops = {"S": SS, "O": SO, "P": SP, "Q": SQ, "K": SK, "V": SV}
+    pos = T.alloc_tensor(ty_args=[T.Tensor((1,), "int32", scope="local", layout="default")])
+    pos[0] = 0
+    for i in range(p.items_of(pid)):
+        consumer_item(p, SMH, MB, args, ops, Regs(s, pa, pw, o, row, pos, 0, *item_of(p, pid + i * p.ctas), wg, t), i)
+
+
+@T.macro
+def consumer_item(p, SMH, MB, args, ops, regs, i):
+    # the CTA's i-th item: its kv tiles from ring position pos[0] (``Regs.base``), Q's "empty" arrival once its
+    # GEMMs retired, then O and LSE
+    c = p.config
+    rg = attrs.evolve(regs, base=regs.pos[0])
+    for r in T.unroll(p.problem.head_dim // 2):
+        rg.o[r] = T.float32(0)
+    for r in T.unroll(2):
+        rg.row[r] = T.float32(float("-inf"))
+        rg.row[2 + r] = T.float32(0)
+    T.cuda.mbarrier_wait(MB.ptr_to([0]), i % 2)
+    if I.constexpr(c.overlap):
+        overlapped_loop(p, MB, rg, ops, kv_tiles(p, rg.q0), full_tiles(p, rg.q0))
+    else:
+        if I.constexpr(maybe_positive(full_tiles(p, rg.q0))):
+            for j in range(full_tiles(p, rg.q0)):
+                kv_tile(p, SMH, MB, rg, ops, j, False)
+        if I.constexpr(maybe_positive(kv_tiles(p, rg.q0) - full_tiles(p, rg.q0))):
+            for j in range(full_tiles(p, rg.q0), kv_tiles(p, rg.q0)):
+                kv_tile(p, SMH, MB, rg, ops, j, True)
+    if rg.t == 0:
+        T.ptx.mbarrier.arrive.shared.b64(MB.ptr_to([1 + 2 * c.stages]), T.uint32(1))
+    finish(p, args, rg)
+    rg.pos[0] = rg.base + kv_tiles(p, rg.q0)
+
+
+# ---- the kernel -----------------------------------------------------------------------------------
+
+
+@T.macro
+def kernel(p, args, maps):
+    c = p.config
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=p.ctas, block=p.threads, dynamic_smem_bytes=p.smem_bytes),
+                   kernel_attrs=T.cuda.KernelAttributes(min_blocks_per_sm=1))
+    SMH = T.alloc_tensor(ty_args=[T.Tensor((p.smem_bytes // p.elem_bytes,), p.smem_dtype, scope="shared.dyn", layout="default",
+                                           align=1024)])
+    MB = T.alloc_tensor(ty_args=[T.Tensor((p.barriers,), "uint64", scope="shared", layout="default")])
+    tid = T.cuda.thread_idx("x")
+    pid = T.cuda.block_idx("x")
+    if tid == 0:
+        T.ptx.mbarrier.init.shared.b64(MB.ptr_to([0]), T.uint32(1))
+        for s in T.unroll(c.stages):
+            T.ptx.mbarrier.init.shared.b64(MB.ptr_to([1 + s]), T.uint32(1))
+            T.ptx.mbarrier.init.shared.b64(MB.ptr_to([1 + c.stages + s]), T.uint32(CONSUMERS))
+        T.ptx.mbarrier.init.shared.b64(MB.ptr_to([1 + 2 * c.stages]), T.uint32(CONSUMERS))
+        if I.constexpr(p.fp8):
+            for s in T.unroll(c.stages):
+                T.ptx.mbarrier.init.shared.b64(MB.ptr_to([2 + 2 * c.stages + s]), T.uint32(TRANSPOSERS * 32))
+        T.ptx["fence.mbarrier_init.release.cluster"]()
+    T.cuda.cta_sync()
+    if tid < WARPGROUP:
+        T.ptx["setmaxnreg.dec.sync.aligned.u32"](PRODUCER_REGS)
+        if tid == 0:
+            producer(p, SMH, MB, maps, pid)
+        if I.constexpr(p.fp8):
+            if tid >= 32:
+                transposer(p, SMH, MB, pid, tid - 32)
+    else:
+        T.ptx["setmaxnreg.inc.sync.aligned.u32"](CONSUMER_REGS)
+        consumer(p, SMH, MB, args, pid, tid // WARPGROUP - 1, tid % WARPGROUP)
+
+
+def map_source(p: Sm90AttentionPlan, name: str, dims, box_rows: int) -> list[str]:
+    """The host lines encoding ``map<name>``: a 3-D tensor map ``(D, S, heads)`` of ``name`` (innermost
+    first), boxes of ``columns x box_rows x 1`` (128 bytes x rows), 128-byte swizzled."""
+    D, S, heads = dims
+    e = p.elem_bytes
+    return [f"    map{name} = T.stack_alloca('tensormap', 1)",
+            f"    T.cuda.tensormap_encode_tiled(map{name}, {name}.ptr_to([0, 0, 0, 0]), {D}, {S}, {heads}, {D * e}, "
+            f"{S * D * e}, {p.columns}, {box_rows}, 1, 1, 1, 1, descriptor_dtype='{p.storage}', rank=3, "
+            f"swizzle={SWIZZLE_128B}, l2_promotion={L2_PROMOTION_256B})"]
+
+
+def signature_source(p: Sm90AttentionPlan) -> str:
+    """``main(Q, K, V, O, LSE)``: the host part encodes the tensor maps of Q, K, V, then the kernel."""
+    pr = p.problem
+    names = [q.name for q in p.params]
+    lines = ["@T.function", f"def main({', '.join(f'{n}: types[{i}]' for i, n in enumerate(names))}):"]
+    lines += map_source(p, "Q", (pr.head_dim, pr.seq_q, pr.batch * pr.heads), BLOCK_Q)
+    for name in ("K", "V"):
+        lines += map_source(p, name, (pr.head_dim, pr.seq_kv, pr.batch * pr.kv_heads), p.config.block_kv)
+    args = ", ".join(f"{n!r}: {n}" for n in names)
+    return "\n".join([*lines, f"    kernel(p, {{{args}}}, (mapQ, mapK, mapV))", ""])
+
+
+@transpile_once
+def emit_sm90_attention(p: Sm90AttentionPlan):
+    """The TIRx PrimFunc ``main(Q, K, V, O, LSE)`` of a plan (its parameters: ``p.params``)."""
+    register()  # T.sm90 / T.wgmma
+    types = [T.Tensor(q.shape, q.dtype) for q in p.params]
+    return parse(signature_source(p), {"T": T, "kernel": kernel, "p": p, "types": types})
+
+
+__all__ = ["emit_sm90_attention", "k_layout", "q_layout", "signature_source", "v_layout"]

@@ -1,0 +1,272 @@
+"""Attention forward on Hopper (FlashAttention-3 class, issue 38): the plan.
+
+The problem, its reference, error bound and kv tiling are the target-neutral ones
+(``kernels.attention.problem``: ``AttentionProblem``, ``kv_tiles_for``, the base-2 online softmax); this
+module decides how an sm_90a CTA computes them. Pure Python (attrs): no TIRx.
+
+**Work split** (FA3, Shah et al. 2024, "FlashAttention-3", §3.1). A work item is a (query block of
+``BLOCK_Q`` = 128 rows, batch x head), the items longest query blocks first (causal: the last block runs the
+most kv tiles); one CTA per item, or (``persistent``) one per SM walking the items ``pid, pid + ctas, ...``
+with the mbarrier ring running on from one item into the next. Three warpgroups: warpgroup 0 the producer (``setmaxnreg.dec`` to ``PRODUCER_REGS``; one
+thread issues every TMA load), warpgroups 1 and 2 the consumers (``setmaxnreg.inc`` to
+``CONSUMER_REGS``), each owning 64 query rows (one ``wgmma`` M). The sm90 GEMM's pair of register targets
+and its TMA / mbarrier conventions (``kernels.sm90.gemm_plan``, ``gemm_emit``) are reused as they are.
+
+**Shared memory.** Q (``128 x D``, loaded once by TMA) and a ring of ``stages`` (K tile, V tile) pairs,
+each tile ``block_kv x D``. Every tile is stored as ``D / 64`` column blocks of 64 elements (128 bytes a
+row: one ``CU_TENSOR_MAP_SWIZZLE_128B`` box each, the widest 128-byte-swizzled box), the blocks one after
+another: what TMA writes and what the ``wgmma`` descriptors read (K-major Q and K, M/N-major V).
+mbarriers: Q's "full" and "empty" (one arrival per consumer warpgroup once its GEMMs of an item retired: the
+next item's Q may land), each stage's "full" (the producer's ``expect_tx`` of K and V's bytes) and "empty"
+(one arrival per consumer warpgroup once its ``P V`` of the stage retired).
+
+**Tensor maps.** Q, K, V are viewed 3-D, ``(D, S, B x H)`` innermost first, so that a box past a
+sequence's end is out of the tensor (TMA fills it with zeros) rather than the next head's rows: the
+odd lengths need no copy predicate. GQA: K / V's map is over the ``B x Hkv`` kv heads, a CTA reading
+kv head ``h // group``.
+
+**Per consumer warpgroup, per kv tile** (``wgmma.mma_async``, f32 accumulate):
+
+* ``S = Q K^T``: SS-form ``m64n{block_kv}k16``, ``D / 16`` k-steps, both operands K-major in shared
+  memory; ``block_kv / 2`` f32 accumulators a thread.
+* The online softmax on the accumulator fragment (thread ``32 w + l`` holds rows ``16 w + l / 4`` and
+  ``+ 8`` of its 64, keys ``8 c + 2 (l % 4) + {0, 1}``): the row max over the thread's registers and
+  the quad (``shfl.xor`` 1, 2), ``p = 2^(s c - m c)`` (``c = scale_log2``), the row sum, ``O *= alpha``.
+  Masked (element by element) only on the tiles ``kv_full_tiles_for`` leaves: causal's diagonal tiles
+  and the tail past ``Skv``; tiles wholly above the diagonal are not run (``kv_tiles_for``).
+* ``O += P V``: the S accumulators of key columns ``16 kk .. 16 kk + 15`` are, register for register,
+  the RS-form A fragment of k-step ``kk`` (PTX ISA 9.7.17.5.1.1: ``isa.hopper_layout.a_fragment_coords``
+  and ``accumulator_coords`` agree), so P is S converted to 16 bits in place of the registers
+  (``cvt.rn.{bf16,f16}x2.f32``), never through shared memory; B = the V tile, M/N-major
+  (``b_major="mn"``: ``imm-trans-b`` 1), ``m64n{D}k16``, ``block_kv / 16`` k-steps.
+
+**The end.** ``O / l`` stored from the registers (column pairs, rows past ``Sq`` not stored) and
+``LSE = (m c + log2 l) ln 2`` per row by the quad's first thread.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from ...errors import ContractError
+from ..attention.problem import OUT_DTYPES, P_SHIFT, SCALED, AttentionProblem, check_indexing, workgroup_tiles
+from ..common import Param, PlanRecord, ceil_div
+from .gemm_plan import (CONSUMER_REGS, DTYPES, ELEMENT_BYTES, PRODUCER_REGS, ROW_BYTES, TMA_BOX_MAX, WARPGROUP,
+                        WGMMA_M, WGMMA_TYPES, wgmma_k)
+
+CONSUMERS = 2
+"""Consumer warpgroups per CTA (FA3's choice for D 64 and 128), ``WGMMA_M`` query rows each."""
+BLOCK_Q = CONSUMERS * WGMMA_M
+COLUMNS = 64
+"""Elements of one 128-byte swizzled row of 16-bit data: a tile's column block, TMA's box width
+(``Sm90AttentionPlan.columns``: 128 for fp8)."""
+BARRIER_BYTES = 1024
+"""Shared memory kept beside the tiles for the static mbarriers (``kernels.sm90.gemm_plan``'s slack)."""
+STORAGE = {k: DTYPES[k] for k in ("bf16", "f16", "fp8")}
+"""The input dtypes this kernel takes (wgmma ``.bf16`` / ``.f16`` / ``.e4m3``)."""
+SMEM_DTYPES = {"bf16": DTYPES["bf16"], "f16": DTYPES["f16"], "fp8": "uint8"}
+"""The shared memory's element type: the inputs', bytes for fp8 (the wgmma views of it are ``.e4m3``: the
+pattern takes ``uint8`` for it)."""
+FP8_HEAD_DIM = FP8_BLOCK_KV = ROW_BYTES
+"""fp8: D and ``block_kv`` are one 128-byte swizzled row (Q and K rows; the transposed V tile's rows of keys)."""
+TRANSPOSERS = 3
+"""fp8: the producer warpgroup's warps 1-3 transpose V (warp 0's first thread issues the TMA loads)."""
+PACK = "cvt.rn.{t}x2.f32"
+
+
+@attrs.frozen
+class Sm90AttentionConfig:
+    """The sm90 attention kernel's choices: ``block_kv`` keys per K / V tile (a multiple of 16, at most
+    ``TMA_BOX_MAX``: the S wgmma's N), ``stages`` (K, V) pairs in the ring, ``skip_masked`` (causal:
+    skip the kv tiles wholly above a query block's diagonal), the schedule (``overlap``, ``pingpong``)."""
+
+    block_kv: int = 128
+    stages: int = 2
+    skip_masked: bool = True
+    overlap: bool = False
+    """FA3's intra-warpgroup overlap: tile ``j``'s ``S`` issued before tile ``j - 1``'s ``P V``, so that tile ``j``'s
+    softmax runs while that ``P V`` is in the tensor cores (P of ``j - 1`` and S of ``j`` live at once)."""
+    pingpong: bool = False
+    """FA3's ping-pong (needs ``overlap``): the two consumer warpgroups issue their GEMMs in turns (named barriers
+    ``gemm_emit.ORDER_BARRIER + wg``), so that one's softmax runs under the other's GEMMs."""
+    persistent: bool = False
+    """One CTA per SM (``ctas``: at most that many), each walking the work items (query block, batch x head)
+    ``pid, pid + ctas, ...`` longest first, the ring continuing from one item into the next: the producer loads
+    the next item's Q and K / V while the consumers store the last one's O. False: one CTA per item."""
+    ctas: int = 0
+    """``persistent``: the CTAs (0: one per SM)."""
+
+    def check(self, problem: AttentionProblem, smem_bytes: int) -> None:
+        """A ContractError naming the field that breaks a rule of the kernel or of the SM's shared memory."""
+        def bad(field, rule, expected, found):
+            raise ContractError(f"sm90 attention config {field}: {rule}", operand=field, check="parameters",
+                                expected=expected, found=found)
+        if not isinstance(self.block_kv, int) or self.block_kv % 16 or not 16 <= self.block_kv <= TMA_BOX_MAX:
+            bad("block_kv", "whole 16-key wgmma k-steps, at most one TMA box of rows", "16, 32, ..., 256", self.block_kv)
+        if not isinstance(self.stages, int) or self.stages < 1:
+            bad("stages", "at least one (K, V) stage", ">= 1", self.stages)
+        if not isinstance(self.ctas, int) or self.ctas < 0 or (self.ctas and not self.persistent):
+            bad("ctas", "the persistent grid's CTAs", "0 (one per SM), or a count with persistent=True",
+                (self.persistent, self.ctas))
+        if problem.dtype in SCALED and (problem.head_dim != FP8_HEAD_DIM or self.block_kv != FP8_BLOCK_KV):
+            bad("block_kv", "fp8 runs D 128 and 128-key tiles (one 128-byte swizzled row: Q and K, and V transposed)",
+                f"head_dim {FP8_HEAD_DIM}, block_kv {FP8_BLOCK_KV}", (problem.head_dim, self.block_kv))
+        if self.pingpong and not self.overlap:
+            bad("pingpong", "the warpgroups take turns at the overlapped loop's GEMM issues", "overlap=True with "
+                "pingpong=True", (self.overlap, self.pingpong))
+        need = smem_for(problem, self)
+        if need > smem_bytes:
+            bad("stages", "Q and the (K, V) stages within the SM's shared memory",
+                f"<= {smem_bytes} bytes", f"{need} bytes ({self.stages} stages of {self.block_kv} keys)")
+
+
+def tiles_per_stage(dtype: str) -> int:
+    """Tiles a ring stage holds: K and V; fp8 also V transposed (wgmma's e4m3 B operand is K-major only)."""
+    return 3 if dtype in SCALED else 2
+
+
+def smem_for(problem: AttentionProblem, config: Sm90AttentionConfig) -> int:
+    """Dynamic shared memory: the Q tile and ``stages`` stages of ``tiles_per_stage`` tiles, plus the barriers'
+    slack."""
+    per = tiles_per_stage(problem.dtype) * config.stages * config.block_kv
+    return ELEMENT_BYTES[problem.dtype] * problem.head_dim * (BLOCK_Q + per) + BARRIER_BYTES
+
+
+@attrs.frozen
+class Sm90AttentionPlan(PlanRecord, family="attention"):
+    """Everything ``kernels.sm90.attention_emit`` reads (module docstring)."""
+
+    problem: AttentionProblem
+    config: Sm90AttentionConfig
+    storage: str  # TIR dtype of Q, K, V, O
+    wgmma_s: str  # S = Q K^T (SS)
+    wgmma_o: str  # O += P V (RS)
+    pack_instr: str
+    q_blocks: int
+    heads_total: int  # batch x heads: work items per query block
+    kv_tiles: int
+    smem_bytes: int
+    params: tuple[Param, ...]
+    ctas: int
+    """The grid: one CTA per work item, or (``persistent``) at most one per SM."""
+
+    @property
+    def threads(self) -> int:
+        return WARPGROUP * (1 + CONSUMERS)
+
+    @property
+    def items(self) -> int:
+        """Work items: (query block, batch x head) pairs; item ``u`` is query block ``q_blocks - 1 - u //
+        heads_total`` (longest first) of batch x head ``u % heads_total``."""
+        return self.q_blocks * self.heads_total
+
+    def items_of(self, pid):
+        """The work items CTA ``pid`` walks: ``pid, pid + ctas, ...`` below ``items`` (an int or TIR expression)."""
+        return (self.items - 1 - pid) // self.ctas + 1
+
+    @property
+    def block_q(self) -> int:
+        return BLOCK_Q
+
+    @property
+    def fp8(self) -> bool:
+        return self.problem.dtype in SCALED
+
+    @property
+    def elem_bytes(self) -> int:
+        return ELEMENT_BYTES[self.problem.dtype]
+
+    @property
+    def smem_dtype(self) -> str:
+        return SMEM_DTYPES[self.problem.dtype]
+
+    @property
+    def columns(self) -> int:
+        """Elements of one 128-byte swizzled row: a tile's column block, TMA's box width (64 16-bit, 128 fp8)."""
+        return ROW_BYTES // self.elem_bytes
+
+    @property
+    def k_step(self) -> int:
+        """One wgmma's K in elements (16 16-bit, 32 fp8: ``gemm_plan.wgmma_k``)."""
+        return wgmma_k(self.problem.dtype)
+
+    @property
+    def p_shift(self) -> int:
+        """log2 of the factor P is computed with (``problem.P_SHIFT``: fp8 8)."""
+        return P_SHIFT[self.problem.dtype]
+
+    @property
+    def d_blocks(self) -> int:
+        """The column blocks of a tile row (``D / columns``)."""
+        return self.problem.head_dim // self.columns
+
+    @property
+    def tile_elems(self) -> int:
+        """Elements of one K (or V) tile."""
+        return self.config.block_kv * self.problem.head_dim
+
+    @property
+    def q_elems(self) -> int:
+        return BLOCK_Q * self.problem.head_dim
+
+    def stage_offset(self, stage, which: int):
+        """Element offset of the K (``which`` 0), V (1) or, fp8, transposed V (2) tile of stage ``stage`` (after
+        the Q tile)."""
+        return self.q_elems + (tiles_per_stage(self.problem.dtype) * stage + which) * self.tile_elems
+
+    @property
+    def barriers(self) -> int:
+        """mbarriers: Q's "full" (0), each stage's "full" (``1 + s``) and "empty" (``1 + stages + s``), Q's
+        "empty" (``1 + 2 stages``: one arrival per consumer warpgroup once its GEMMs of an item retired); fp8, each
+        stage's "transposed" (``2 + 2 stages + s``: one arrival per transposing thread once V^T is written)."""
+        return 2 + (3 if self.fp8 else 2) * self.config.stages
+
+    @property
+    def kv_bytes(self) -> int:
+        """Bytes one stage's TMA loads bring (K and V)."""
+        return 2 * self.tile_elems * self.elem_bytes
+
+
+def plan_sm90_attention(problem: AttentionProblem, config: Sm90AttentionConfig,
+                        smem_bytes: int | None = None, sms: int | None = None) -> Sm90AttentionPlan:
+    """The plan of ``problem`` with ``config`` (``attention_target.plan``: the cost model's, ``attention_cost.choose``,
+    when given none). A ContractError for a dtype the kernel does not take (``STORAGE``) or a config that breaks its
+    rules. ``sms``: the SMs a persistent grid fills (the H200's by default)."""
+    from ..devices import DEVICES
+
+    if problem.dtype not in STORAGE:
+        raise ContractError("sm90 attention dtype: the kernel runs bf16, f16 and fp8 (e4m3) Q, K, V", operand="dtype",
+                            check="dtype", expected=tuple(STORAGE), found=problem.dtype)
+    check_indexing(problem)
+    smem = smem_bytes or DEVICES["H200"].smem_per_unit
+    config.check(problem, smem)
+    shapes = problem.shapes()
+    storage = STORAGE[problem.dtype]
+    dtypes = {"Q": storage, "K": storage, "V": storage, "O": DTYPES[OUT_DTYPES[problem.dtype]], "LSE": "float32",
+              "SCALES": "float32"}
+    params = tuple(Param(name, shape, dtypes[name]) for name, shape in shapes.items())
+    t, k = WGMMA_TYPES[problem.dtype], wgmma_k(problem.dtype)
+    q_blocks, heads_total = ceil_div(problem.seq_q, BLOCK_Q), problem.batch * problem.heads
+    items = q_blocks * heads_total
+    ctas = min(items, config.ctas or sms or DEVICES["H200"].units) if config.persistent else items
+    return Sm90AttentionPlan(
+        problem, config, storage, f"m{WGMMA_M}n{config.block_kv}k{k}.f32.{t}.{t}",
+        f"m{WGMMA_M}n{problem.head_dim}k{k}.f32.{t}.{t}", PACK.format(t=OUT_DTYPES[problem.dtype]), q_blocks, heads_total,
+        ceil_div(problem.seq_kv, config.block_kv), smem_for(problem, config) - BARRIER_BYTES, params, ctas)
+
+
+def deepest(problem: AttentionProblem, block_kv: int, smem_bytes: int) -> int:
+    """The most stages of ``block_kv`` keys that fit ``smem_bytes`` beside Q."""
+    e = ELEMENT_BYTES[problem.dtype]
+    per = tiles_per_stage(problem.dtype) * e * problem.head_dim * block_kv
+    return (smem_bytes - BARRIER_BYTES - e * problem.head_dim * BLOCK_Q) // per
+
+
+def estimate_tiles(problem: AttentionProblem, config: Sm90AttentionConfig) -> int:
+    """The kv tiles all CTAs run (causal: fewer, ``workgroup_tiles``)."""
+    return sum(workgroup_tiles(problem, BLOCK_Q, config.block_kv, config.skip_masked)) * problem.batch * problem.heads
+
+
+__all__ = ["BLOCK_Q", "COLUMNS", "CONSUMERS", "CONSUMER_REGS", "FP8_BLOCK_KV", "FP8_HEAD_DIM", "PRODUCER_REGS",
+           "SMEM_DTYPES", "STORAGE", "Sm90AttentionConfig", "Sm90AttentionPlan", "TRANSPOSERS", "deepest", "estimate_tiles",
+           "plan_sm90_attention", "smem_for", "tiles_per_stage"]

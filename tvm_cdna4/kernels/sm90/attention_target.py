@@ -1,0 +1,90 @@
+"""The attention family's verbs on Hopper (``kernels.attention.TARGETS["sm90"]``): ``plan``, ``choose``,
+``emit``, ``build``, ``execute``, ``summary``, from an ``AttentionProblem``.
+
+The kernel: the warp-specialized TMA + wgmma forward of ``attention_plan`` / ``attention_emit`` (bf16 and
+f16; fp8 is refused with a ``ContractError``). ``config`` None: the cost model's choice
+(``attention_cost.choose``). ``build`` compiles for ``sm_90a`` (wgmma and ``setmaxnreg`` need the
+architecture-specific target) through the build cache. ``execute`` runs through a GPU runner (``run(problem,
+arrays) -> (O, LSE)``: ``tvm_cdna4.torch.run_attention``) or, for at most ``EMULATED_PAIRS`` scored pairs
+(sm80's bound), the CUDA emulator (TMA, wgmma, mbarriers: ``emulate(..., target="sm90")``)."""
+
+from __future__ import annotations
+
+from ...cuda.build import cached_build, check_compiler, compile_blobs
+from ..attention.problem import AttentionProblem, output_arrays
+from ..common import cache_key
+from ..sm80.attention_target import EMULATED_PAIRS
+from .attention_plan import STORAGE, Sm90AttentionConfig, plan_sm90_attention
+
+ARCH = "sm_90a"
+SOURCES = ("attention_plan.py", "attention_emit.py", "gemm_plan.py", "gemm_emit.py")
+"""The modules the kernel comes from: their digest keys the build cache."""
+
+
+def plan(problem: AttentionProblem, config: Sm90AttentionConfig | None = None, sms: int | None = None,
+         smem_bytes: int | None = None):
+    """The frozen ``Sm90AttentionPlan`` of ``problem`` with ``config`` (None: ``attention_cost.choose`` for ``sms``
+    SMs of ``smem_bytes`` shared memory, the H200's by default)."""
+    from .attention_cost import choose as choose_config
+
+    if problem.dtype in STORAGE and config is None:  # an fp8 problem: the planner's refusal, not the model's
+        config = choose_config(problem, sms, smem_bytes)
+    return plan_sm90_attention(problem, config or Sm90AttentionConfig(), smem_bytes)
+
+
+def choose(problem: AttentionProblem, **options) -> Sm90AttentionConfig:
+    return plan(problem, None, **options).config
+
+
+def emit(p):
+    from .attention_emit import emit_sm90_attention
+
+    return emit_sm90_attention(p)
+
+
+def schedule_digest() -> str:
+    import hashlib
+    import pathlib
+
+    here = pathlib.Path(__file__).parent
+    return hashlib.sha256(b"".join((here / name).read_bytes() for name in SOURCES)).hexdigest()[:16]
+
+
+def build(problem: AttentionProblem, config: Sm90AttentionConfig | None = None, arch: str = ARCH,
+          compiler: str | None = None, cache: bool = True, **options):
+    """The compiled kernel (``cuda.build.CudaBuild``) of ``plan(problem, config)`` for ``sm_90a`` (``sm_90``,
+    what ``runtime.cuda.device_arch`` reads off an H100 / H200, builds for it too; another arch is refused)."""
+    check_compiler(compiler)
+    arch = ARCH if arch == "sm_90" else arch
+    if arch != ARCH:
+        raise ValueError(f"sm90 attention arch: wgmma and setmaxnreg need {ARCH!r} (or 'sm_90'), found {arch!r}")
+    p = plan(problem, config, **options)
+    key = cache_key("sm90", p, schedule_digest(), arch=arch, compiler=compiler)
+    return cached_build("cuda-attention-sm90", key, lambda: compile_blobs(emit(p), arch, compiler), p.config, cache)
+
+
+def execute(p, arrays: dict, run=None):
+    """((O, LSE), where): through ``run`` on the GPU, else the CUDA emulator for small problems."""
+    problem = p.problem
+    if run is not None:
+        return run(problem, arrays), "the NVIDIA GPU"
+    if problem.visible_pairs() > EMULATED_PAIRS:
+        raise ValueError(f"sm90 attention validation of {problem.visible_pairs()} scored pairs needs an NVIDIA Hopper "
+                         f"GPU (the CUDA emulator takes at most {EMULATED_PAIRS}); run it where one is present")
+    from ...emulator import emulate
+
+    out = {**arrays, **output_arrays(problem)}
+    emulate(emit(p), *(out[param.name] for param in p.params), target="sm90")
+    return (out["O"], out["LSE"]), "the CUDA emulator (no GPU runner)"
+
+
+def summary(p) -> dict:
+    """``--emit config``: the plan record as one JSON object, with the target, the launch and the problem's
+    flops."""
+    import attrs
+
+    return {"target": "sm90", "kernel": "tma-wgmma-warp-specialized", **attrs.asdict(p), "block_q": p.block_q,
+            "threads": p.threads, "grid": p.ctas, "flops": p.problem.flops()}
+
+
+__all__ = ["ARCH", "EMULATED_PAIRS", "build", "choose", "emit", "execute", "plan", "schedule_digest", "summary"]
