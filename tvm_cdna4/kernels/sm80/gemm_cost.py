@@ -298,6 +298,14 @@ def choose_config(M: int, N: int, K: int, dtype: str = "f16", layout: str = "nt"
     return default_config(dtype, M, N)
 
 
+def device_model(spec) -> Device:
+    """The model of the GPU ``spec`` (a ``kernels.devices.DeviceSpec``): its SMs, and the fitted H200 HBM rate
+    scaled by the datasheets' ratio (``spec.hbm_bytes_s / DEVICES["H200"].hbm_bytes_s``: the H100's 3.35 of
+    4.8 TB/s). What the decode choice (``choose_decode``) weighs: at decode the weights' stream is the time."""
+    h200 = Device()
+    return Device(sms=spec.units, hbm_bytes_s=h200.hbm_bytes_s * spec.hbm_bytes_s / DEVICES["H200"].hbm_bytes_s)
+
+
 def active_groups(groups: int, tokens: int) -> int:
     """The groups a decode launch of ``tokens`` rows in all is expected to give rows: ``min(G, T)`` (each row
     routed to one group; at most every group), at least one. The decode cost term of a grouped plan
@@ -308,10 +316,10 @@ def active_groups(groups: int, tokens: int) -> int:
 def decode_estimate(tokens: int, N: int, K: int, cfg: GemmConfig, out_bytes: int, dev: Device,
                     groups: int) -> Estimate:
     """The cost model of a grouped GEMM at decode, ``tokens`` (T) rows in all: ``estimate`` of the
-    ``active_groups(G, T)`` groups with rows, ``T / active`` rows each (the groups without rows stream no
-    weights; their CTAs exit after the search)."""
+    ``active_groups(G, T)`` groups with rows, ``ceil(T / active)`` rows each (the groups without rows stream
+    no weights; their CTAs exit after the search)."""
     active = active_groups(groups, tokens)
-    return estimate(tokens / active, N, K, cfg, out_bytes, dev, active)
+    return estimate(ceil_div(tokens, active), N, K, cfg, out_bytes, dev, active)
 
 
 def decode_points(rows: MBucket, groups: int) -> tuple[int, ...]:
@@ -329,16 +337,17 @@ def decode_candidates(M: int, N: int, K: int, dtype: str, groups: int) -> list[G
     return grouped_candidates(M, N, K, dtype, groups) + split
 
 
-def choose_decode(rows: MBucket, N: int, K: int, dtype: str, layout: str, out_dtype: str, sms: int,
+def choose_decode(rows: MBucket, N: int, K: int, dtype: str, layout: str, out_dtype: str, dev: Device,
                   groups: int) -> GemmConfig:
     """The tiling of a grouped decode bucket: of ``decode_candidates`` (at the bucket's largest rows per group)
     that plan for the problem, the least worst ratio to the best candidate over ``decode_points``
     (``decode_estimate``: the minimax regret, as the dense dynamic-M buckets are planned over their range);
-    ties keep the earlier candidate."""
-    dev = Device(sms=sms)
+    ties keep the earlier candidate, the first being ``choose_config``'s at the bucket's representative rows
+    (where the weights' stream bounds every candidate alike, the plan stays the grouped plan of every bucket). ``dev``: the GPU's model (``device_model``)."""
     ob = 4 if _short_out(out_dtype) == "f32" else 2
     pool = []
-    for cfg in decode_candidates(rows.hi, N, K, dtype, groups):
+    first = choose_config(rows.representative, N, K, dtype, layout, out_dtype, dev.sms, groups)
+    for cfg in [first] + decode_candidates(rows.hi, N, K, dtype, groups):
         try:
             cfg.check()
             make_operands(rows.hi, N, K, layout, cfg)

@@ -257,17 +257,16 @@ def split_epilogue(p, args, acc, tile, wm, wn, lane, pid):
     col_t = tile.n0 + wn * p.tiling.warp_n + (lane % 4) * 2
     per_split = p.grid.grid_m * p.grid.grid_n
     k_slice = T.truncdiv(pid, per_split)
-    m_end = rows_end(p, tile)
     if I.constexpr(p.epilogue.reduce.branch_free):
-        reduce_branch_free(p, args["W"], acc, row_t, col_t, workspace_slice(p, k_slice), False, m_end)
+        reduce_branch_free(p, args["W"], acc, row_t, col_t, workspace_slice(p, k_slice), False, rows_end(p, tile))
     elif I.constexpr(p.epilogue.reduce.vector == 2):
-        partials_pairs(p, args["W"], acc, row_t, col_t, workspace_slice(p, k_slice), m_end)
+        partials_pairs(p, args["W"], acc, row_t, col_t, workspace_slice(p, k_slice), rows_end(p, tile))
     else:
         for mi in T.unroll(p.tiling.mma_m):
             for ni in T.unroll(p.tiling.mma_n):
                 for rh in T.unroll(2):
                     for c2 in T.unroll(2):
-                        if T.and_(row_t + mi * 16 + rh * 8 < m_end, col_t + ni * 8 + c2 < p.N):
+                        if T.and_(row_t + mi * 16 + rh * 8 < rows_end(p, tile), col_t + ni * 8 + c2 < p.N):
                             T.ptx[p.epilogue.reduce.instr](
                                 args["W"].ptr_to(wide_at(p, "W", workspace_slice(p, k_slice), row_t + mi * 16 + rh * 8,
                                                          col_t + ni * 8 + c2)),
@@ -283,11 +282,11 @@ def split_epilogue(p, args, acc, tile, wm, wn, lane, pid):
     if ticket[0] == T.uint32(p.grid.k_splits - 1):
         T.ptx["fence.acq_rel.gpu"]()
         if I.constexpr(p.epilogue.reduce.branch_free):
-            reduce_branch_free(p, args["W"], acc, row_t, col_t, 0, True, m_end)
+            reduce_branch_free(p, args["W"], acc, row_t, col_t, 0, True, rows_end(p, tile))
         elif I.constexpr(p.epilogue.reduce.vector == 2):
-            gather_pairs(p, args["W"], acc, row_t, col_t, m_end)
+            gather_pairs(p, args["W"], acc, row_t, col_t, rows_end(p, tile))
         else:
-            gather(p, args["W"], acc, row_t, col_t, m_end)
+            gather(p, args["W"], acc, row_t, col_t, rows_end(p, tile))
         if tid == 0:
             args["S"][T.truncmod(pid, per_split)] = T.uint32(0)
         epilogue(p, args, acc, tile, wm, wn, lane)
