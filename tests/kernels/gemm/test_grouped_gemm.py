@@ -354,3 +354,30 @@ def test_grouped_tiling_given_clamps_a_rows_in_the_emulator():
     c = np.full((T, N), np.nan, np.float32)
     emulate(grp.primfunc(T), a, b, c, off, target="sm80")
     assert np.array_equal(c, acc.astype(np.float32))
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("reduction,vector", [("atomic", 1), ("ordered", 2)])
+def test_grouped_split_k_on_the_gpu(reduction, vector):
+    """The grouped K split (``test_grouped_split_k_in_the_emulator``) on the GPU at decode sizes (one row per
+    group, empty groups, a 17-row group), launched twice: the tickets and the atomic workspace are left zero."""
+    import torch
+
+    from tvm_cdna4.kernels.sm80.gemm_plan import GemmConfig
+    from tvm_cdna4.runtime.cuda import DynamicKernel
+
+    torch_mod = pytest.importorskip("tvm_cdna4.torch")
+    sizes = (1, 0, 1, 17, 0, 1, 2, 0)
+    x, w, offsets = _gpu_inputs("nt", N=256, K=1032, sizes=sizes)
+    cfg = GemmConfig(block_m=16, block_n=64, block_k=64, warps_m=1, warps_n=4, stages=4, split_k=4,
+                     reduction=reduction, reduce_vector=vector)
+    grp = cuda_gemm.build_grouped(len(sizes), 256, 1032, "bf16", "nt", "bf16", torch_mod.cuda_target(x.device)[0],
+                                  config=cfg)
+    kernel = DynamicKernel(grp, device=x.device).kernel(x.shape[0])
+    for _ in range(2):
+        y = torch.full((x.shape[0], 256), float("nan"), dtype=torch.bfloat16, device="cuda")
+        kernel.launch(x, w, y, offsets)
+        torch.cuda.synchronize()
+        _gpu_close(y, x, w, offsets, "nt")
+    work, tickets = kernel.workspace()
+    assert not tickets.any() and (reduction == "ordered" or not work.any())
