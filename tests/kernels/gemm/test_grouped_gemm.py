@@ -95,11 +95,49 @@ def test_refusals_and_offsets_checks(call, error, match):
         call()
 
 
-def test_grouped_split_k_config_is_refused():
+def test_grouped_persistent_config_is_refused_and_split_k_plans_the_decode_workspace():
     from tvm_cdna4.kernels.sm80.gemm_plan import GemmConfig, plan
 
-    with pytest.raises(ValueError, match="split_k=1, ctas=0"):
-        plan(MBucket(1, 16), 64, 256, "f16", "nt", "f16", GemmConfig(block_m=16, warps_m=1, split_k=2), groups=3)
+    with pytest.raises(ValueError, match="ctas=0"):
+        plan(MBucket(1, 16), 64, 256, "f16", "nt", "f16", GemmConfig(block_m=16, warps_m=1, ctas=8), groups=3)
+    p = plan(MBucket(1, 16), 64, 256, "f16", "nt", "f16", GemmConfig(block_m=16, warps_m=1, split_k=2), groups=3)
+    # T of the bucket at most 16 x 3 rows: the workspace's rows; a ticket per (row tile, column tile)
+    assert p.dynamic_m == MBucket(1, 48) and p.grid.k_splits == 2
+    assert {q.name: q.shape for q in p.params[-2:]} == {"W": (1, 48, 64), "S": ((48 // 16 + 3) * 1,)}
+
+
+SPLIT_SIZES = (3, 0, 1, 1, 17, 0)  # empty groups (one last), groups of one row, a group over a 16-row tile
+
+
+@pytest.mark.parametrize("reduction,vector", [("atomic", 1), ("ordered", 2)])
+def test_grouped_split_k_in_the_emulator(reduction, vector):
+    """A K split of 3 slices (the last one partly past K) over the groups of ``SPLIT_SIZES``: exact on the grid
+    inputs, every ticket reset, the atomic workspace cleared; then bad offsets (a negative first, a last past T): the
+    emulator's bounds and race checks pass (nothing read or written outside A, B, C, W, S), rows of no group stay
+    unwritten, the tickets are reset."""
+    from tvm_cdna4.emulator import emulate
+    from tvm_cdna4.kernels.sm80.gemm_plan import GemmConfig
+
+    N, K = 40, 200
+    cfg = GemmConfig(block_m=16, block_n=32, block_k=32, warps_m=1, warps_n=2, stages=2, split_k=3,
+                     reduction=reduction, reduce_vector=vector)
+    grp = cuda_gemm.build_grouped(len(SPLIT_SIZES), N, K, "f16", "nt", "f32", config=cfg)
+    rng = np.random.default_rng(3)
+    off = np.asarray(offsets_of(SPLIT_SIZES), np.int32)
+    T = int(off[-1])
+    a = (rng.integers(-4, 5, (T, K)) / 8).astype(np.float16)
+    b = (rng.integers(-4, 5, (len(SPLIT_SIZES), N, K)) / 8).astype(np.float16)
+    p = grp.plan(T)
+    assert p.grid.k_splits == 3 and [q.name for q in p.params[4:]] == ["W", "S"]
+    work = [np.zeros(q.shape, np.uint32 if q.dtype == "uint32" else np.float32) for q in p.params[4:]]
+    # bad offsets: a negative first one (group 0 gets no row tile with rows: rows 0..2 unwritten), a last one past T
+    for offsets, rows in ((off, slice(0, T)), (np.array([-5, 3, 3, 4, 5, 22, 99], np.int32), slice(3, T))):
+        c = np.full((T, N), np.nan, np.float32)
+        emulate(grp.primfunc(T), a, b, c, offsets, *work, target="sm80", uninitialized="allow")
+        assert np.array_equal(c[rows], reference(a, b, np.clip(offsets, 0, T), "nt").astype(np.float32)[rows])
+        assert np.isnan(c[:rows.start]).all()
+        assert not work[1].any(), "every tile's ticket is reset by its last CTA"
+        assert reduction == "ordered" or not work[0].any(), "the atomic workspace is cleared by each tile's last CTA"
 
 
 def test_the_cta_search_and_short_tiles_in_the_cost_model():
@@ -316,3 +354,30 @@ def test_grouped_tiling_given_clamps_a_rows_in_the_emulator():
     c = np.full((T, N), np.nan, np.float32)
     emulate(grp.primfunc(T), a, b, c, off, target="sm80")
     assert np.array_equal(c, acc.astype(np.float32))
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("reduction,vector", [("atomic", 1), ("ordered", 2)])
+def test_grouped_split_k_on_the_gpu(reduction, vector):
+    """The grouped K split (``test_grouped_split_k_in_the_emulator``) on the GPU at decode sizes (one row per
+    group, empty groups, a 17-row group), launched twice: the tickets and the atomic workspace are left zero."""
+    import torch
+
+    from tvm_cdna4.kernels.sm80.gemm_plan import GemmConfig
+    from tvm_cdna4.runtime.cuda import DynamicKernel
+
+    torch_mod = pytest.importorskip("tvm_cdna4.torch")
+    sizes = (1, 0, 1, 17, 0, 1, 2, 0)
+    x, w, offsets = _gpu_inputs("nt", N=256, K=1032, sizes=sizes)
+    cfg = GemmConfig(block_m=16, block_n=64, block_k=64, warps_m=1, warps_n=4, stages=4, split_k=4,
+                     reduction=reduction, reduce_vector=vector)
+    grp = cuda_gemm.build_grouped(len(sizes), 256, 1032, "bf16", "nt", "bf16", torch_mod.cuda_target(x.device)[0],
+                                  config=cfg)
+    kernel = DynamicKernel(grp, device=x.device).kernel(x.shape[0])
+    for _ in range(2):
+        y = torch.full((x.shape[0], 256), float("nan"), dtype=torch.bfloat16, device="cuda")
+        kernel.launch(x, w, y, offsets)
+        torch.cuda.synchronize()
+        _gpu_close(y, x, w, offsets, "nt")
+    work, tickets = kernel.workspace()
+    assert not tickets.any() and (reduction == "ordered" or not work.any())

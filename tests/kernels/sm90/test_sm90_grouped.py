@@ -304,3 +304,32 @@ def test_the_grouped_tma_epilogue_on_a_hopper_gpu(config):
     got = y.float().cpu().numpy()
     assert np.isfinite(got).all()
     assert np.abs(got - want).max() / max(1.0, np.abs(want).max()) < 2 ** -7
+
+
+def test_decode_buckets_split_k_only_where_never_predicted_slower():
+    """The decode bucket's plan (``choose_decode``, the expected active groups ``min(G, T)``): a K split replaces
+    the unsplit plan only where the model predicts it no slower at every total T of the bucket. Mixtral's down
+    projection (8 groups, K = 14336) would win 1.3-1.8x at T = 1 (one active group: 64 CTAs) but lose 3-10 % from
+    T = 4 on: it stays unsplit; two groups of N = 2048, K = 8192 (at most 2 active groups at every T) split K;
+    Qwen3's (128 groups, K = 768) does not. The split plan's workspace is sized for T <= 16 G."""
+    from tvm_cdna4.kernels.gemm.dynamic_m import MBucket
+    from tvm_cdna4.kernels.sm80.gemm_cost import (active_groups, choose_config, choose_decode, decode_estimate,
+                                                  decode_points, device_model)
+    from tvm_cdna4.kernels.sm90.grouped_plan import plan_bucket
+
+    h100 = devices.DEVICES["H100"]
+    assert [active_groups(8, t) for t in (0, 2, 8, 128)] == [1, 2, 8, 8]
+    assert decode_points(MBucket(1, 16), 8) == (1, 2, 4, 8, 16, 32, 64, 128)
+    dev = device_model(h100)
+    assert dev.sms == 132 and dev.hbm_bytes_s == pytest.approx(4.0e12 * 3.35 / 4.8)
+    mixtral = plan_bucket(MBucket(1, 16), 8, 4096, 14336, "bf16", "bf16", h100)
+    qwen = plan_bucket(MBucket(1, 16), 128, 2048, 768, "bf16", "bf16", h100)
+    two = plan_bucket(MBucket(1, 16), 2, 2048, 8192, "bf16", "bf16", h100)
+    assert mixtral.grid.k_splits == 1 and qwen.grid.k_splits == 1 and two.grid.k_splits > 1
+    assert two.dynamic_m == MBucket(1, 32) and two.params[-2].shape[1:] == (32, 2048)
+    first = choose_config(MBucket(1, 16).representative, 2048, 8192, "bf16", "nt", "bf16", dev.sms, 2)
+    chosen = choose_decode(MBucket(1, 16), 2048, 8192, "bf16", "nt", "bf16", dev, 2)
+    assert chosen == two.config and first.split_k == 1
+    ratio = [decode_estimate(t, 2048, 8192, first, 2, dev, 2).time_s / decode_estimate(t, 2048, 8192, chosen, 2, dev, 2).time_s
+             for t in decode_points(MBucket(1, 16), 2)]
+    assert min(ratio) >= 1.0 and max(ratio) > 1.2

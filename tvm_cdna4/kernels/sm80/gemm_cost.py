@@ -298,6 +298,78 @@ def choose_config(M: int, N: int, K: int, dtype: str = "f16", layout: str = "nt"
     return default_config(dtype, M, N)
 
 
+def device_model(spec) -> Device:
+    """The model of the GPU ``spec`` (a ``kernels.devices.DeviceSpec``): its SMs, and the fitted H200 HBM rate
+    scaled by the datasheets' ratio (``spec.hbm_bytes_s / DEVICES["H200"].hbm_bytes_s``: the H100's 3.35 of
+    4.8 TB/s). What the decode choice (``choose_decode``) weighs: at decode the weights' stream is the time."""
+    h200 = Device()
+    return Device(sms=spec.units, hbm_bytes_s=h200.hbm_bytes_s * spec.hbm_bytes_s / DEVICES["H200"].hbm_bytes_s)
+
+
+def active_groups(groups: int, tokens: int) -> int:
+    """The groups a decode launch of ``tokens`` rows in all is expected to give rows: ``min(G, T)`` (each row
+    routed to one group; at most every group), at least one. The decode cost term of a grouped plan
+    (``decode_estimate``): few active groups with long K leave SMs idle unless K is split across CTAs."""
+    return max(1, min(groups, tokens))
+
+
+def decode_estimate(tokens: int, N: int, K: int, cfg: GemmConfig, out_bytes: int, dev: Device,
+                    groups: int) -> Estimate:
+    """The cost model of a grouped GEMM at decode, ``tokens`` (T) rows in all: ``estimate`` of the
+    ``active_groups(G, T)`` groups with rows, ``ceil(T / active)`` rows each (the groups without rows stream
+    no weights; their CTAs exit after the search)."""
+    active = active_groups(groups, tokens)
+    return estimate(ceil_div(tokens, active), N, K, cfg, out_bytes, dev, active)
+
+
+def decode_points(rows: MBucket, groups: int) -> tuple[int, ...]:
+    """The totals T a grouped decode bucket (``rows``: rows per group, ``ceil(T / G)``) is planned over: the
+    powers of two from 1 and the bucket's largest T, ``rows.hi * G`` (its least T is ``(rows.lo - 1) G + 1``)."""
+    lo, hi = (rows.lo - 1) * groups + 1, rows.hi * groups
+    return tuple(sorted({hi, lo} | {1 << i for i in range(hi.bit_length()) if lo <= 1 << i <= hi}))
+
+
+def decode_candidates(M: int, N: int, K: int, dtype: str, groups: int) -> list[GemmConfig]:
+    """The tilings a grouped decode bucket weighs: ``grouped_candidates`` and the small-M tilings with K
+    split (``candidates``: 2..16 slices; a split-K grouped plan reduces through the workspace of the
+    bucket's largest T, ``gemm_plan.plan``)."""
+    split = [cfg for cfg in candidates(min(M, SMALL_M), N, K, dtype) if cfg.split_k > 1]
+    return grouped_candidates(M, N, K, dtype, groups) + split
+
+
+def choose_decode(rows: MBucket, N: int, K: int, dtype: str, layout: str, out_dtype: str, dev: Device,
+                  groups: int) -> GemmConfig:
+    """The tiling of a grouped decode bucket: ``choose_config``'s at the bucket's representative rows (the
+    plan every grouped bucket had before the K split), unless one of ``decode_candidates`` (at the bucket's
+    largest rows per group) that plans for the problem is predicted no slower at every total of
+    ``decode_points`` (``decode_estimate``, within ``DECODE_TOLERANCE``) and faster on their geometric mean:
+    then the fastest such on that mean. Why not the least worst regret against each point's best: a split
+    that wins by 2x at one T and loses 5-8 % at another was chosen by it (Mixtral's down projection at 8-64
+    tokens, the model's own figures), and a decode launch must never get slower for the split's sake.
+    ``dev``: the GPU's model (``device_model``)."""
+    ob = 4 if _short_out(out_dtype) == "f32" else 2
+    pool = []
+    first = choose_config(rows.representative, N, K, dtype, layout, out_dtype, dev.sms, groups)
+    for cfg in [first] + decode_candidates(rows.hi, N, K, dtype, groups):
+        try:
+            cfg.check()
+            make_operands(rows.hi, N, K, layout, cfg)
+        except ValueError:
+            continue
+        pool.append(cfg)
+    if not pool or pool[0] is not first:
+        return first
+    points = decode_points(rows, groups)
+    times = [[decode_estimate(t, N, K, cfg, ob, dev, groups).time_s for t in points] for cfg in pool]
+    base = times[0]
+    safe = [i for i, row in enumerate(times) if all(x <= b * (1 + DECODE_TOLERANCE) for x, b in zip(row, base))]
+    return pool[min(safe, key=lambda i: (sum(math.log(x / b) for x, b in zip(times[i], base)), i))]
+
+
+DECODE_TOLERANCE = 0.0
+"""How much slower than the first plan ``choose_decode`` lets a candidate be predicted at any total: none."""
+
+
 def replan_stages(cfg: GemmConfig, M: int, N: int, K: int, out_dtype: str = "f32", sms: int = H200_SMS) -> GemmConfig:
     """``cfg`` (a tiling given by hand) with the stage count the planner's rule gives it: of 2 to the
     deepest of ``PIPELINES``, each capped at the k-tiles (``fit_stages``), those whose shared memory

@@ -258,15 +258,15 @@ def split_epilogue(p, args, acc, tile, wm, wn, lane, pid):
     per_split = p.grid.grid_m * p.grid.grid_n
     k_slice = T.truncdiv(pid, per_split)
     if I.constexpr(p.epilogue.reduce.branch_free):
-        reduce_branch_free(p, args["W"], acc, row_t, col_t, workspace_slice(p, k_slice), False)
+        reduce_branch_free(p, args["W"], acc, row_t, col_t, workspace_slice(p, k_slice), False, rows_end(p, tile))
     elif I.constexpr(p.epilogue.reduce.vector == 2):
-        partials_pairs(p, args["W"], acc, row_t, col_t, workspace_slice(p, k_slice))
+        partials_pairs(p, args["W"], acc, row_t, col_t, workspace_slice(p, k_slice), rows_end(p, tile))
     else:
         for mi in T.unroll(p.tiling.mma_m):
             for ni in T.unroll(p.tiling.mma_n):
                 for rh in T.unroll(2):
                     for c2 in T.unroll(2):
-                        if T.and_(row_t + mi * 16 + rh * 8 < p.M, col_t + ni * 8 + c2 < p.N):
+                        if T.and_(row_t + mi * 16 + rh * 8 < rows_end(p, tile), col_t + ni * 8 + c2 < p.N):
                             T.ptx[p.epilogue.reduce.instr](
                                 args["W"].ptr_to(wide_at(p, "W", workspace_slice(p, k_slice), row_t + mi * 16 + rh * 8,
                                                          col_t + ni * 8 + c2)),
@@ -282,26 +282,26 @@ def split_epilogue(p, args, acc, tile, wm, wn, lane, pid):
     if ticket[0] == T.uint32(p.grid.k_splits - 1):
         T.ptx["fence.acq_rel.gpu"]()
         if I.constexpr(p.epilogue.reduce.branch_free):
-            reduce_branch_free(p, args["W"], acc, row_t, col_t, 0, True)
+            reduce_branch_free(p, args["W"], acc, row_t, col_t, 0, True, rows_end(p, tile))
         elif I.constexpr(p.epilogue.reduce.vector == 2):
-            gather_pairs(p, args["W"], acc, row_t, col_t)
+            gather_pairs(p, args["W"], acc, row_t, col_t, rows_end(p, tile))
         else:
-            gather(p, args["W"], acc, row_t, col_t)
+            gather(p, args["W"], acc, row_t, col_t, rows_end(p, tile))
         if tid == 0:
             args["S"][T.truncmod(pid, per_split)] = T.uint32(0)
         epilogue(p, args, acc, tile, wm, wn, lane)
 
 
 @T.macro
-def gather(p, W, acc, row_t, col_t):
+def gather(p, W, acc, row_t, col_t, m_end):
     # the tile's sum into the accumulators: atomic, W's one slice (then cleared for the next launch);
-    # ordered, the slices added in index order (deterministic)
+    # ordered, the slices added in index order (deterministic); rows below m_end (rows_end)
     part = T.alloc_tensor(ty_args=[T.Tensor((1,), "float32", scope="local", layout="default")])
     for mi in T.unroll(p.tiling.mma_m):
         for ni in T.unroll(p.tiling.mma_n):
             for rh in T.unroll(2):
                 for c2 in T.unroll(2):
-                    if T.and_(row_t + mi * 16 + rh * 8 < p.M, col_t + ni * 8 + c2 < p.N):
+                    if T.and_(row_t + mi * 16 + rh * 8 < m_end, col_t + ni * 8 + c2 < p.N):
                         T.ptx["ld.global.cg.f32"](acc[acc_element(p, mi, ni, rh, c2)],
                                                   W.ptr_to(wide_at(p, "W", 0, row_t + mi * 16 + rh * 8, col_t + ni * 8 + c2)))
                         if I.constexpr(is_atomic(p)):
@@ -315,22 +315,22 @@ def gather(p, W, acc, row_t, col_t):
 
 
 @T.macro
-def partials_pairs(p, W, acc, row_t, col_t, k_slice):
+def partials_pairs(p, W, acc, row_t, col_t, k_slice, m_end):
     # the ordered reduction by column pairs: the slice's partial tile into its own workspace slice,
     # one st.global.v2.f32 per pair (N even: a pair is inside C or outside it whole)
     for mi in T.unroll(p.tiling.mma_m):
         for ni in T.unroll(p.tiling.mma_n):
             for rh in T.unroll(2):
-                if T.and_(row_t + mi * 16 + rh * 8 < p.M, col_t + ni * 8 < p.N):
+                if T.and_(row_t + mi * 16 + rh * 8 < m_end, col_t + ni * 8 < p.N):
                     T.ptx[p.epilogue.reduce.instr](
                         W.ptr_to(wide_at(p, "W", k_slice, row_t + mi * 16 + rh * 8, col_t + ni * 8)),
                         acc[acc_element(p, mi, ni, rh, 0)], acc[acc_element(p, mi, ni, rh, 1)])
 
 
 @T.macro
-def partial_group(p, W, acc, k_slice, row, col, e):
+def partial_group(p, W, acc, k_slice, row, col, e, m_end):
     # one pair (vector 2: accumulators e, e + 1) or element of the branch-free partial store
-    ok = T.and_(row < p.M, col + p.epilogue.reduce.vector - 1 < p.N)
+    ok = T.and_(row < m_end, col + p.epilogue.reduce.vector - 1 < p.N)
     if I.constexpr(p.epilogue.reduce.vector == 2):
         T.ptx[p.epilogue.reduce.instr](W.ptr_to(wide_at(p, "W", k_slice, row, col)), acc[e], acc[e + 1], pred=ok)
     else:
@@ -338,7 +338,7 @@ def partial_group(p, W, acc, k_slice, row, col, e):
 
 
 @T.macro
-def reduce_branch_free(p, W, acc, row_t, col_t, k_slice, gathering):
+def reduce_branch_free(p, W, acc, row_t, col_t, k_slice, gathering, m_end):
     # EpilogueOp.branch_free, over the thread's column pairs (or elements): the slice's partial tile
     # into the workspace, each store predicated on being inside C (``gathering`` False), or the last
     # CTA's gather, every load at its row and column clamped into C (a sum outside C is never stored),
@@ -350,15 +350,15 @@ def reduce_branch_free(p, W, acc, row_t, col_t, k_slice, gathering):
                 for c in T.unroll(2 // p.epilogue.reduce.vector):
                     if I.constexpr(gathering):
                         gather_group(p, W, acc, part, row_t + mi * 16 + rh * 8, col_t + ni * 8 + c * p.epilogue.reduce.vector,
-                                     acc_element(p, mi, ni, rh, c * p.epilogue.reduce.vector))
+                                     acc_element(p, mi, ni, rh, c * p.epilogue.reduce.vector), m_end)
                     else:
                         partial_group(p, W, acc, k_slice, row_t + mi * 16 + rh * 8,
                                       col_t + ni * 8 + c * p.epilogue.reduce.vector,
-                                      acc_element(p, mi, ni, rh, c * p.epilogue.reduce.vector))
+                                      acc_element(p, mi, ni, rh, c * p.epilogue.reduce.vector), m_end)
 
 
 @T.macro
-def gather_group(p, W, acc, part, row, col, e):
+def gather_group(p, W, acc, part, row, col, e, m_end):
     # one element (vector 1) or column pair (vector 2) of the branch-free gather, accumulator index e
     r = T.min(row, p.M - 1)
     c = T.min(col, p.N - p.epilogue.reduce.vector)
@@ -371,7 +371,7 @@ def gather_group(p, W, acc, part, row, col, e):
     else:
         T.ptx[p.epilogue.reduce.gather](acc[e], W.ptr_to(wide_at(p, "W", 0, r, c)))
         if I.constexpr(is_atomic(p)):
-            T.ptx["st.global.f32"](W.ptr_to(wide_at(p, "W", 0, r, c)), T.float32(0), pred=T.and_(row < p.M, col < p.N))
+            T.ptx["st.global.f32"](W.ptr_to(wide_at(p, "W", 0, r, c)), T.float32(0), pred=T.and_(row < m_end, col < p.N))
         else:
             for s in T.unroll(1, p.grid.k_splits):
                 T.ptx[p.epilogue.reduce.gather](part[0], W.ptr_to(wide_at(p, "W", s, r, c)))
@@ -379,13 +379,13 @@ def gather_group(p, W, acc, part, row, col, e):
 
 
 @T.macro
-def gather_pairs(p, W, acc, row_t, col_t):
+def gather_pairs(p, W, acc, row_t, col_t, m_end):
     # the ordered gather by column pairs: slices 0, 1, ... added in index order (deterministic)
     part = T.alloc_tensor(ty_args=[T.Tensor((2,), "float32", scope="local", layout="default")])
     for mi in T.unroll(p.tiling.mma_m):
         for ni in T.unroll(p.tiling.mma_n):
             for rh in T.unroll(2):
-                if T.and_(row_t + mi * 16 + rh * 8 < p.M, col_t + ni * 8 < p.N):
+                if T.and_(row_t + mi * 16 + rh * 8 < m_end, col_t + ni * 8 < p.N):
                     T.ptx[p.epilogue.reduce.gather](
                         acc[acc_element(p, mi, ni, rh, 0)], acc[acc_element(p, mi, ni, rh, 1)],
                         W.ptr_to(wide_at(p, "W", 0, row_t + mi * 16 + rh * 8, col_t + ni * 8)))

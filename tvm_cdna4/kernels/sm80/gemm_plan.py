@@ -258,6 +258,9 @@ def plan(M: int | MBucket, N: int, K: int, dtype: str = "f16", layout: str = "nt
     cfg.check()
     cfg = fit_stages(cfg, K)
     check_dynamic(bucket, layout, cfg)
+    if groups and cfg.split_k > 1:  # the workspace of the bucket's largest T (GroupedGemm dispatches no more)
+        bucket = MBucket(1, min(m_max, rows.hi * groups))
+        m_max = bucket.hi
     grouping = grouped_tiles(groups, rows, cfg)
     opa, opb = make_operands(M, N, K, layout, cfg)
     a_shape, b_shape = operand_shapes(M, N, K, layout)
@@ -295,7 +298,8 @@ def plan(M: int | MBucket, N: int, K: int, dtype: str = "f16", layout: str = "nt
               *((Param(OFFSETS, (groups + 1,), "int32"),) if groups else ()), *fusion.params(M, N, ot, groups))
     if cfg.split_k > 1:
         slices = cfg.split_k if cfg.reduction == "ordered" else 1
-        params += (Param("W", (slices, m_max, N), "float32"), Param("S", (ceil_div(m_max, cfg.block_m) * gn,), "uint32"))
+        tickets = grouping.row_tiles(m_max) if grouping else ceil_div(m_max, cfg.block_m)
+        params += (Param("W", (slices, m_max, N), "float32"), Param("S", (tickets * gn,), "uint32"))
     wide = plan_offsets(params, (a, b), (a_shape, b_shape), m_max, K, cfg, kt, grouping)
     return GemmPlan(M, N, K, dt, layout, cfg, tiling, grid, a, b, MMA.format(t=ab),
                     stage_elems, cfg.stages * stage_elems, kloop, epilogue, params, fusion, bucket, wide)
@@ -359,16 +363,18 @@ def check_grouped(rows, groups: int, N: int, K: int, layout: str) -> tuple[MBuck
 
 
 def grouped_tiles(groups: int, rows: MBucket | None, cfg: GemmConfig) -> Groups | None:
-    """The grid's ``Groups`` record of a grouped plan (None for one GEMM): no K split and no persistent
-    CTAs (a CTA's rows are known only after its search)."""
+    """The grid's ``Groups`` record of a grouped plan (None for one GEMM): no persistent CTAs (a CTA's rows
+    are known only after its search). A K split (a decode plan, ``gemm_cost.choose_decode``) reduces through
+    the workspace at the global rows, every slice's partial and the gather masked at the group's end (a
+    tile's rows past it are the next group's), a ticket per (row tile, column tile); its bucket of T ends at
+    ``rows.hi * G`` (the workspace's rows: ``plan``)."""
     if not groups:
         if getattr(cfg, "live_rows", False) or getattr(cfg, "group_search", "binary") != "binary":
             raise ValueError("live_rows (short row tiles) and group_search are grouped GEMM options (a group's "
                              "last row tile, finding a CTA's group)")
         return None
-    if cfg.split_k != 1 or cfg.ctas:
-        raise ValueError(f"grouped CUDA GEMM: one CTA per output tile (split_k=1, ctas=0); got split_k={cfg.split_k}, "
-                         f"ctas={cfg.ctas}")
+    if cfg.ctas:
+        raise ValueError(f"grouped CUDA GEMM: one CTA per output tile and K slice (ctas=0); got ctas={cfg.ctas}")
     return Groups(groups, cfg.block_m, rows, cfg.group_search, cfg.live_rows)
 
 

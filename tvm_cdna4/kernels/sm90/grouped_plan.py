@@ -24,7 +24,9 @@ inputs, the cooperative schedule, no K split (``check_grouped_config``: a ``Cont
 otherwise).
 
 Which kernel serves a bucket of rows per group (``plan_bucket``; ``GroupedGemm``'s buckets): up to
-``DECODE_ROWS`` rows per group the sm80 grouped kernel (its cost model's small-M tiling, built for ``sm_90a``):
+``DECODE_ROWS`` rows per group the sm80 grouped kernel (built for ``sm_90a``), its tiling and K split chosen by
+``kernels.sm80.gemm_cost.choose_decode`` over the bucket's totals T (the expected active groups ``min(G, T)``:
+few groups with long K split K across CTAs so that every SM streams weights):
 measured 1.35x ``torch._grouped_mm`` on the H200 at decode (benchmarks/RESULTS.md, DeepSeek-V3-like decode,
 2 rows per group), where a 64-row wgmma tile would compute 32 times the rows; above it this kernel, its config
 (tile, ring, epilogue) chosen by ``gemm_cost.choose_grouped`` over the bucket's range of rows per group
@@ -118,18 +120,20 @@ def plan_grouped(rows: MBucket, G: int, N: int, K: int, dtype: str, out_dtype: s
 
 def plan_bucket(rows: MBucket, G: int, N: int, K: int, dtype: str, out_dtype: str, device, fusion: Fusion = Fusion(),
                 config: Sm90Config | None = None, layout: str = "nt"):
-    """The plan of one bucket of rows per group (the module docstring): the sm80 grouped kernel's plan (its
-    cost model's tiling) up to ``DECODE_ROWS`` rows per group, else this kernel's with the config of
+    """The plan of one bucket of rows per group (the module docstring): the sm80 grouped kernel's plan (the
+    tiling and K split of ``choose_decode``) up to ``DECODE_ROWS`` rows per group, else this kernel's with the config of
     ``gemm_cost.choose_grouped`` over the bucket's range of rows per group (``gemm_dynamic.planned_range``: the
     minimax regret, as the dense dynamic-M buckets), on ``device`` (a ``devices.DeviceSpec``).
     ``config``: this tiling for every bucket (the sm90 kernel at every count)."""
     from . import gemm_cost
 
     if config is None and rows.hi <= DECODE_ROWS:
+        from ..sm80.gemm_cost import choose_decode, device_model
         from ..sm80.gemm_plan import plan as plan_sm80
 
         check_grouped_problem(G, N, K, dtype, layout, out_dtype)
-        return plan_sm80(rows, N, K, dtype, layout, out_dtype, None, device.units, fusion=fusion, groups=G)
+        cfg = choose_decode(rows, N, K, dtype, layout, out_dtype, device_model(device), G)
+        return plan_sm80(rows, N, K, dtype, layout, out_dtype, cfg, device.units, fusion=fusion, groups=G)
     from .gemm_dynamic import planned_range
 
     cfg = config or gemm_cost.choose_grouped(*planned_range(rows)[:1], G, N, K, 4 if out_dtype == "f32" else 2, device,
