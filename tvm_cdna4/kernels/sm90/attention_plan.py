@@ -109,8 +109,9 @@ class Sm90AttentionConfig:
             bad("ctas", "the persistent grid's CTAs", "0 (one per SM), or a count with persistent=True",
                 (self.persistent, self.ctas))
         if problem.dtype in SCALED and (problem.head_dim != FP8_HEAD_DIM or self.block_kv != FP8_BLOCK_KV):
-            bad("block_kv", "fp8 runs D 128 and 128-key tiles (one 128-byte swizzled row: Q and K, and V transposed)",
-                f"head_dim {FP8_HEAD_DIM}, block_kv {FP8_BLOCK_KV}", (problem.head_dim, self.block_kv))
+            bad("head_dim" if problem.head_dim != FP8_HEAD_DIM else "block_kv", "fp8 runs D 128 and 128-key tiles (one "
+                "128-byte swizzled row: Q and K, and V transposed)", f"head_dim {FP8_HEAD_DIM}, block_kv {FP8_BLOCK_KV}",
+                (problem.head_dim, self.block_kv))
         if self.pingpong and not self.overlap:
             bad("pingpong", "the warpgroups take turns at the overlapped loop's GEMM issues", "overlap=True with "
                 "pingpong=True", (self.overlap, self.pingpong))
