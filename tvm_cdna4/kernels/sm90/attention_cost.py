@@ -34,7 +34,7 @@ import itertools
 from ...errors import ContractError
 from ..attention.problem import AttentionProblem, kv_full_tiles_for, workgroup_tiles
 from ..devices import DEVICES
-from .attention_plan import BLOCK_Q, CONSUMER_REGS, Sm90AttentionConfig, deepest, smem_for
+from .attention_plan import BLOCK_Q, CONSUMER_REGS, Sm90AttentionConfig, deepest
 from .gemm_cost import TENSOR_FLOPS_PER_CLK, TENSOR_RATE, WGMMA_FULL_N
 from .gemm_plan import ELEMENT_BYTES
 
