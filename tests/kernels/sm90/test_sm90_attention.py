@@ -239,6 +239,9 @@ def test_the_benchmark_covers_the_issues_shapes():
     assert {p.seq_q for p in shapes} == {2048, 4096, 8192, 16384, 32768} and all(p.batch * p.seq_q >= 16384 for p in shapes)
     assert {p.heads // p.kv_heads for p in shapes} == {1, 4} and {p.dtype for p in shapes} == {"bf16"}
     assert all(attention.plan(p, "sm90").config.pingpong for p in shapes)
+    fp8 = bench.problems(fp8=True)  # --fp8: the D 128 shapes in e4m3
+    assert len(fp8) == 20 and {(p.dtype, p.head_dim) for p in fp8} == {("fp8", 128)}
+    assert all(attention.plan(p, "sm90").config.block_kv == 128 for p in fp8)
     assert {(c.overlap, c.pingpong, c.persistent) for c in bench.SWEEP} == {
         (False, False, False), (True, False, False), (True, True, False), (True, True, True)}
 

@@ -40,6 +40,14 @@ kv head ``h // group``.
   (``cvt.rn.{bf16,f16}x2.f32``), never through shared memory; B = the V tile, M/N-major
   (``b_major="mn"``: ``imm-trans-b`` 1), ``m64n{D}k16``, ``block_kv / 16`` k-steps.
 
+**fp8** (e4m3 Q, K, V with per-tensor scales ``SCALES = [sq, sk, sv]``, bf16 O; D 128 and 128-key tiles: one
+128-byte swizzled row each). Both GEMMs are e4m3 wgmma (k32); e4m3's B operand has no transposed form, so V is
+transposed in shared memory by the producer warpgroup's warps 1-3 (``TRANSPOSERS``: 4 x 4-byte blocks, ``prmt``)
+into a third tile of the stage, in the key order of P's A fragment (``attention_emit.fp8_key``): the e4m3 A
+fragment of a 32-key k-step holds, per thread, exactly the keys of its S registers, only in another order, so P
+is S converted in registers with no move between threads. The scores' factor is ``c sq sk``, P is computed as
+``2^(s c - m c + P_SHIFT)`` (``problem.P_SHIFT``), O is ``sv P V / l`` and the LSE subtracts the shift.
+
 **The end.** ``O / l`` stored from the registers (column pairs, rows past ``Sq`` not stored) and
 ``LSE = (m c + log2 l) ln 2`` per row by the quad's first thread.
 """
