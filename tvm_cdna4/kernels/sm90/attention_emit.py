@@ -3,15 +3,19 @@
 Every decision is in the plan (``attention_plan``'s docstring: the work split, the shared memory, the
 tensor maps, the per-tile steps). Both GEMMs go through the checked wgmma tile pattern
 (``T.sm90.tile.apply(T.wgmma[...])``, ``patterns.wgmma``): ``S = Q K^T`` in the SS form, ``O += P V`` in the
-RS form with P in the registers of S (``p_operand``), each operand a view whose declared layout the pattern
-proves against the descriptor (``q_layout``, ``k_layout``, ``v_layout``). The TMA loads, the mbarrier
-protocol and the ``setmaxnreg`` split are the sm90 GEMM's (``gemm_emit``: ``TMA_LOAD``'s 3-D form here).
+RS form with P in the registers of S (``rescale_pack``), each operand a view whose declared layout the pattern
+proves against the descriptor (``q_layout``, ``k_layout``, ``v_layout``; fp8 ``vt_layout``). The TMA loads,
+the mbarrier protocol and the ``setmaxnreg`` split are the sm90 GEMM's (``gemm_emit``; 3-D TMA loads here).
+The schedules: ``kv_tile`` (one GEMM after the other), ``overlapped_loop`` (``overlap``; ``pingpong`` with
+``ordered`` / ``hand_over``); the items of a persistent CTA: ``producer_item`` / ``consumer_item``, the ring
+position carried in ``pos``; fp8's V transpose: ``transposed`` / ``transpose_v``.
 
 A consumer thread's registers (``Regs``): ``s`` the S accumulators (``block_kv / 2`` f32: register ``r``
 is row ``16 w + l / 4 + 8 ((r % 4) / 2)``, key ``8 (r / 4) + 2 (l % 4) + r % 2``), ``pa`` P in 16 bits
-(the same order, the RS A fragment), ``o`` the O accumulators (``D / 2``, the same map over head-dim
-columns), ``row`` the state of its two rows: max (raw score units) 0-1, sum 2-3, the exponent's offset 4-5,
-the last rescale factor alpha 6-7.
+(the same order, the RS A fragment; fp8: e4m3 in the A fragment's order, ``fp8_source``), ``o`` the O
+accumulators (``D / 2``, the same map over head-dim columns), ``row`` the state of its two rows: max (raw score
+units) 0-1, sum 2-3, the exponent's offset 4-5, the last rescale factor alpha 6-7; fp8 the scores' factor 8
+and V's scale 9.
 """
 
 from __future__ import annotations
