@@ -14,7 +14,7 @@ from ...cuda.build import cached_build, check_compiler, compile_blobs
 from ..attention.problem import AttentionProblem, output_arrays
 from ..common import cache_key
 from ..sm80.attention_target import EMULATED_PAIRS
-from .attention_plan import STORAGE, Sm90AttentionConfig, plan_sm90_attention
+from .attention_plan import Sm90AttentionConfig, plan_sm90_attention
 
 ARCH = "sm_90a"
 SOURCES = ("attention_plan.py", "attention_emit.py", "gemm_plan.py", "gemm_emit.py")
