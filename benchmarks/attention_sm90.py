@@ -17,7 +17,9 @@ compiled into the device-code cache: ``runtime.cuda.precompile``). On the GPU ea
 replay (``torch_gemm._graph_seconds``: ``--calls`` launches captured in one graph, the median of ``--reps``
 replays; SDPA the same way), interleaved over ``--rounds`` rounds (median). TFLOP/s =
 ``AttentionProblem.flops()`` (causal: the pairs it needs). Prints a markdown table; writes
-``$OUT/attention_sm90.json``.
+``$OUT/attention_sm90.json`` after every shape (a run cut short keeps what it timed). About five minutes for the
+40 default shapes on an H100 (builds in parallel first); ``--configs sweep`` with ``--quick`` (8 shapes) about as
+long.
 """
 
 from __future__ import annotations
@@ -139,8 +141,8 @@ def main(argv=None) -> int:
     ap.add_argument("--fp8", action="store_true", help="e4m3 Q, K, V at D 128 (SDPA timed on their bf16 values)")
     ap.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) - 2))
     ap.add_argument("--calls", type=int, default=10, help="launches per CUDA graph")
-    ap.add_argument("--reps", type=int, default=20, help="graph replays per round (median)")
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--reps", type=int, default=10, help="graph replays per round (median)")
+    ap.add_argument("--rounds", type=int, default=2)
     args = ap.parse_args(argv)
 
     import torch
@@ -205,11 +207,11 @@ def main(argv=None) -> int:
                    else None)
         report["rows"].append(row)
         print(json.dumps({k_: row[k_] for k_ in ("problem", "tflops", "default_over_cudnn")}, default=str), flush=True)
+        os.makedirs(args.out, exist_ok=True)  # after every shape: a run cut short keeps what it timed
+        with open(os.path.join(args.out, "attention_sm90.json"), "w") as f:
+            json.dump(report, f, indent=1, default=str)
         del q, k, v, o, lse, calls, qb, kb, vb
         torch.cuda.empty_cache()
-    os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "attention_sm90.json"), "w") as f:
-        json.dump(report, f, indent=1, default=str)
     print("\n| D | B x S | H / Hkv | causal | cuDNN | FA2 | sm80 | sm90 default | sm90 best | default / cuDNN | best config |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in report["rows"]:
