@@ -2,6 +2,7 @@
 
     python3 benchmarks/paged_decode.py --out $OUT                      # the default run (< 4 min on an H100)
     python3 benchmarks/paged_decode.py --batches 8,32 --means 8192 --sets bf16,fp8 --out $OUT
+    python3 benchmarks/paged_decode.py --target sm80 --out $OUT      # the sm80 row on an H100 (default: the op's)
 
 The problem is ``kernels.attention.paged`` (issue 37): bf16 Q, D 128, GQA ``--gqa`` (32/8 and 64/8), batch
 ``--batches`` (1, 8, 32, 64), each batch's contexts uneven (``draw_contexts``: log-uniform in ``mean / SPREAD
@@ -39,6 +40,11 @@ queries <= 1.3x the 1-query time; then the peer lines (``peer_lines``: the best 
 FlashInfer's, else where its published figures are). Output: the table and the bars on stdout and in
 ``$OUT/paged_decode.md``, every figure in ``$OUT/paged_decode.json`` (rows also appended to
 ``paged_decode.partial.jsonl`` as measured).
+
+``--target`` (``kernels.attention.PAGED_TARGETS``' CUDA rows): whose kernels are built and timed, by default the
+row ``tvm_cdna4.torch.paged_attention`` runs on the GPU (``torch_paged.PAGED_ROW`` of ``tvm_cdna4.torch.cuda_target``:
+sm80's on every NVIDIA GPU today); another row is launched as the op launches it
+(``torch_paged.paged_launch``).
 """
 
 from __future__ import annotations
@@ -133,10 +139,12 @@ def _prebuild(job) -> str:
     """Worker: build the two kernels ``tvm_cdna4.torch.paged_attention`` runs for ``problem`` (build cache) and
     compile their device code (device-code cache), so that the timing process only loads; ``forced``: those of
     that ``PagedDecodeConfig``'s fields (``--partitions``, ``--merge``) instead."""
-    problem, arch, *forced = job
+    problem, arch, target, *forced = job
+    from tvm_cdna4.kernels.attention import paged_verb
     from tvm_cdna4.kernels.sm80.paged_decode_plan import PagedDecodeConfig
-    from tvm_cdna4.kernels.sm80.paged_target import build
     from tvm_cdna4.runtime.cuda import precompile
+
+    build = paged_verb(target, "build")
 
     name = f"B={problem.batch} {problem.heads}/{problem.kv_heads} {problem.kv_dtype} q{problem.queries}"
     config = PagedDecodeConfig(**forced[0]) if forced else None
@@ -350,23 +358,27 @@ def itertools_accumulate(values):
 
 def forced_configs(problem, args) -> dict:
     """``{label: PagedDecodeConfig fields}`` of the forced runs: each ``--partitions`` keys per CTA, each ``--merge``
-    (at the model's partition)."""
-    from tvm_cdna4.kernels.sm80.paged_target import plan
+    (at the model's partition), each ``--configs`` entry (``warps=8:stages=4``: those fields, the rest the model's)."""
+    from tvm_cdna4.kernels.attention import paged_verb
 
+    plan = paged_verb(args.target or "sm80", "plan")  # not resolved yet: the CUDA rows plan the same partition
     out = {partition: {"partition": partition} for partition in args.partitions}
     for merge in args.merges:
         out[f"merge {merge}"] = {"partition": plan(problem).partition, "merge": merge}
+    for entry in args.configs:
+        out[entry] = {k: int(v) if v.isdigit() else v for k, v in (f.split("=") for f in entry.split(":"))}
     return out
 
 
 def forced_runs(torch, graph_seconds, problem, arch, inputs, n: int, args) -> dict:
     """Ours at each forced config (``forced_configs``: ``--partitions`` keys per CTA, ``--merge`` places; the torch
     op's launch with those kernels): ``{label: us}`` or ``{label: error}``, to check the cost model's choices."""
+    from tvm_cdna4.kernels.attention import paged_verb
     from tvm_cdna4.kernels.sm80.paged_decode_plan import PagedDecodeConfig
-    from tvm_cdna4.kernels.sm80.paged_target import build, plan
     from tvm_cdna4.runtime.cuda import load_build
     from tvm_cdna4.torch_paged import _run, workspace
 
+    build, plan = paged_verb(args.target, "build"), paged_verb(args.target, "plan")
     out = {}
     for label, fields in forced_configs(problem, args).items():
         try:
@@ -388,8 +400,10 @@ def forced_runs(torch, graph_seconds, problem, arch, inputs, n: int, args) -> di
 
 def measure(torch, ours, graph_seconds, spec: dict, args, rate: float, l2: int) -> dict:
     """One row: ours checked on a sample and timed; the peers where the row has them (1 query)."""
-    from tvm_cdna4.kernels.sm80.paged_target import plan
+    from tvm_cdna4.kernels.attention import paged_verb
+    from tvm_cdna4.torch_paged import paged_launch
 
+    plan = paged_verb(args.target, "plan")
     contexts = draw_contexts(spec["batch"], spec["mean"], args.seed)
     problem = problem_of(spec, contexts)
     kv_bytes = problem.kv_bytes(contexts)
@@ -401,9 +415,13 @@ def measure(torch, ours, graph_seconds, spec: dict, args, rate: float, l2: int) 
                copies=copies, kv_bytes=kv_bytes,
                bytes=problem.bytes_moved(contexts))
 
+    launch = None if args.target == args.op_target else paged_launch(problem, inputs["q"], args.target)
+
     def call(i):
         k, v = inputs["caches"][i]
         ks, vs = inputs["scales"][i]
+        if launch is not None:  # another row than the op's (--target)
+            return launch(inputs["q"], k, v, inputs["table"], inputs["lens"], ks, vs)
         return ours.paged_attention(inputs["q"], k, v, inputs["table"], inputs["lens"], k_scale=ks, v_scale=vs,
                                     return_lse=True)
 
@@ -415,7 +433,7 @@ def measure(torch, ours, graph_seconds, spec: dict, args, rate: float, l2: int) 
     row["calls"] = n
     row["us"] = graph_seconds(torch, [(lambda i=i % copies: call(i)) for i in range(n)], args.reps) * 1e6
     row["pct_rate"] = 100 * row["bytes"] / (row["us"] * 1e-6) / rate
-    if args.partitions or args.merges:
+    if args.partitions or args.merges or args.configs:
         row["forced"] = forced_runs(torch, graph_seconds, problem, args.arch, inputs, n, args)
     if spec["queries"] == 1 and spec["set"] in ("bf16", "fp8") and args.peers:
         row["flashinfer"] = peer_safely(flashinfer_peer, torch, graph_seconds, problem, contexts, inputs, o, args)
@@ -533,6 +551,10 @@ def parse(argv=None):
     ap.add_argument("--partitions", default="", help="also time ours at these keys per CTA (e.g. 256,512,1024)")
     ap.add_argument("--merge", default="", help="also time ours with the partials merged in these places "
                     "(last-cta,kernel: PagedDecodeConfig.merge, at the model's partition)")
+    ap.add_argument("--configs", default="", help="also time ours at these PagedDecodeConfig fields, comma-separated "
+                    "entries of colon-separated field=value (e.g. warps=8:stages=4,warps=2)")
+    ap.add_argument("--target", default="", choices=("", "sm80", "sm90"),
+                    help="the kernels' row (default: the one tvm_cdna4.torch.paged_attention runs on this GPU)")
     ap.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) - 2))
     ap.add_argument("--out", default=".")
     args = ap.parse_args(argv)
@@ -542,6 +564,7 @@ def parse(argv=None):
     args.sets = args.sets.split(",")
     args.partitions = [int(v) for v in args.partitions.split(",") if v]
     args.merges = [v for v in args.merge.split(",") if v]
+    args.configs = [v for v in args.configs.split(",") if v]
     unknown = [s for s in args.sets if s not in SETS]
     if unknown:
         ap.error(f"--sets: unknown {unknown}; expected of {tuple(SETS)}")
@@ -555,13 +578,17 @@ def main(argv=None) -> int:
     import tvm_cdna4.torch as ours
     from torch_gemm import _graph_seconds, read_rate
 
-    arch, target = ours.cuda_target(torch.device("cuda", 0))
+    from tvm_cdna4.torch_paged import PAGED_ROW
+
+    arch, device_target = ours.cuda_target(torch.device("cuda", 0))
+    args.op_target = PAGED_ROW.get(device_target, device_target)
+    target = args.target = args.target or args.op_target
     specs = row_specs(args.batches, args.means, args.gqa, args.sets)
     t0 = time.time()
     args.arch = arch
     problems = [problem_of(s, draw_contexts(s["batch"], s["mean"], args.seed)) for s in specs]
-    jobs = [(pr, arch) for pr in problems] + [(pr, arch, fields) for pr in problems
-                                              for fields in forced_configs(pr, args).values()]
+    jobs = [(pr, arch, target) for pr in problems] + [(pr, arch, target, fields) for pr in problems
+                                                      for fields in forced_configs(pr, args).values()]
     with cf.ProcessPoolExecutor(max_workers=args.jobs, mp_context=mp.get_context("spawn")) as pool:
         for line in pool.map(_prebuild, jobs):
             if line:
@@ -570,7 +597,7 @@ def main(argv=None) -> int:
           flush=True)
     rate = read_rate(torch)
     name, l2 = torch.cuda.get_device_name(0), torch.cuda.get_device_properties(0).L2_cache_size
-    print(f"{name} ({arch}): read rate {rate / 1e12:.2f} TB/s (4 GiB sum), L2 {l2 / 2**20:.0f} MiB", flush=True)
+    print(f"{name} ({arch}, the {target} kernels): read rate {rate / 1e12:.2f} TB/s (4 GiB sum), L2 {l2 / 2**20:.0f} MiB", flush=True)
     if importlib.util.find_spec("flashinfer") is None:
         print("flashinfer: not installed", flush=True)
     rows, failed, partial = [], [], os.path.join(args.out, "paged_decode.partial.jsonl")
@@ -595,7 +622,7 @@ def main(argv=None) -> int:
                 date=time.strftime("%Y-%m-%d"), calls=args.calls, reps=args.reps, seconds=time.time() - t0)
     with open(os.path.join(args.out, "paged_decode.json"), "w") as f:
         json.dump(dict(meta=meta, rows=rows, failed=failed, bars=results, peers=peer_lines(rows)), f, indent=1)
-    lines = [f"{name}, read rate {rate / 1e12:.2f} TB/s", "", *table(rows), "", *bar_lines(results),
+    lines = [f"{name}, the {target} kernels, read rate {rate / 1e12:.2f} TB/s", "", *table(rows), "", *bar_lines(results),
              *peer_lines(rows),
              *(f"FAILED {f['set']} B={f['batch']} {f['heads']}/{f['kv_heads']} mean {f['mean']}: {f['error']}"
                for f in failed)]

@@ -774,7 +774,7 @@ from . import torch_paged as _paged  # noqa: E402  (handed the dispatch helpers 
 from .torch_paged import check_paged_arguments, paged_attention, run_paged_attention  # noqa: E402
 
 _paged.bind(_lookup=_lookup, _store=_store, _ready=_ready, _arch=_arch, ALIGNMENT=ALIGNMENT, on_device=on_device,
-            bound=bound, empty_lse=empty_lse, DEVICE_TYPES=DEVICE_TYPES)
+            bound=bound, empty_lse=empty_lse, DEVICE_TYPES=DEVICE_TYPES, cuda_target=cuda_target)
 
 __all__ = ["ALIGNMENT", "CUDA_TARGET", "LAYOUTS", "TARGET_ENV", "attention", "attention_kernel", "check_paged_arguments", "paged_attention",
            "run_paged_attention", "choose_target", "cuda_target", "attention_dtype", "check_arguments", "check_attention_arguments",

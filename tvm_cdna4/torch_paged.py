@@ -1,5 +1,7 @@
 """``tvm_cdna4.torch.paged_attention``: paged decode attention on CUDA tensors (issue 37; the problem is
-``kernels.attention.paged``, the kernels ``kernels.sm80.paged_decode_*``).
+``kernels.attention.paged``, the kernels ``kernels.sm80.paged_decode_*`` on every NVIDIA GPU: ``PAGED_ROW``
+maps the device's target (``tvm_cdna4.torch.cuda_target``) to the row the op runs, the sm80 row on sm_90 too
+until the sm90 row, ``kernels.sm90.paged_decode_*``, times faster there).
 
 ``paged_attention(q, k_cache, v_cache, block_table, context_lens, *, scale=None, k_scale=None,
 v_scale=None, return_lse=False)``: ``q`` [B, Q, H, D] (Q queries per sequence, 1..8) bfloat16 or
@@ -115,8 +117,8 @@ def check_paged_alignment(q, k_cache, v_cache) -> None:
 _KERNELS: dict = {}
 HOOKS: dict = {}
 """``tvm_cdna4.torch``'s dispatch helpers (``_lookup``, ``_store``, ``_ready``, ``_arch``, ``on_device``,
-``bound``, ``empty_lse``) and its ``ALIGNMENT`` and ``DEVICE_TYPES``, set by it on import (``bind``; this
-module sits below it: no import back)."""
+``bound``, ``empty_lse``, ``cuda_target``) and its ``ALIGNMENT`` and ``DEVICE_TYPES``, set by it on import
+(``bind``; this module sits below it: no import back)."""
 _lookup = _store = None  # HOOKS' of the eager path, bound once (``bind``): no dict lookup per call
 
 
@@ -127,17 +129,28 @@ def bind(**hooks) -> None:
     _lookup, _store = hooks["_lookup"], hooks["_store"]
 
 
-def _kernels(q, problem):
-    """The cached (main, merge, plan, workspace) of the problem on q's device (the workspace: see below)."""
-    from .runtime.cuda import load_build
-    from .kernels.sm80.paged_target import build, plan
+PAGED_ROW = {"sm90": "sm80"}
+"""The paged-decode row the op runs on a device of each CUDA target (``cuda_target``'s second value; a target
+not here runs its own row). sm_90: the sm80 row, measured faster than the sm90 row (TMA into mbarrier rings)
+on every shape of ``benchmarks/paged_decode.py --target`` (H100, 2026-12-06: 2-8 % at batch 8 and 64, bf16 and
+fp8 KV; benchmarks/RESULTS.md "Paged decode attention"). ``run_paged_attention(..., target=)`` and
+``paged_launch`` run a named row; setting ``PAGED_ROW["sm90"] = "sm90"`` makes the op take it."""
 
-    arch = HOOKS["_arch"](q)
-    key = (problem, arch, q.device.index)
+
+def _kernels(q, problem, target: str | None = None):
+    """The cached (main, merge, plan, workspace) of the problem on q's device (the workspace: see below), of
+    ``target``, default the device's (``tvm_cdna4.torch.cuda_target``: sm90 on sm_90 GPUs unless
+    ``TVM_CDNA4_CUDA_TARGET=sm80``)."""
+    from .kernels.attention import paged_verb
+    from .runtime.cuda import load_build
+
+    arch, default = HOOKS["cuda_target"](q.device)
+    target = target or PAGED_ROW.get(default, default)
+    key = (problem, arch, target, q.device.index)
     if key not in _KERNELS:  # a plan of one partition: merge None (the last-CTA merge, one launch)
         with torch.cuda.device(q.device):
-            main, merge = build(problem, arch=arch)
-        p = plan(problem)
+            main, merge = paged_verb(target, "build")(problem, arch=arch)
+        p = paged_verb(target, "plan")(problem)
         # the partials' workspace, allocated once per (problem, device) and reused by every call, as the GEMM's
         # split-K workspace is (runtime.cuda.Kernel.extra): calls of one problem on one stream run in order
         _KERNELS[key] = (load_build(main, "paged_"), merge and load_build(merge, "paged_merge_"), p,
@@ -246,9 +259,19 @@ def paged_attention(q, k_cache, v_cache, block_table, context_lens, *, scale=Non
     return (o, lse) if return_lse else o
 
 
-def run_paged_attention(problem, arrays):
+def paged_launch(problem, q, target: str | None = None):
+    """``launch(q, k_cache, v_cache, block_table, context_lens, k_scale, v_scale) -> (O, LSE)``: the kernels of
+    ``problem`` on q's device of ``target`` (default the device's row), launched as the op launches them (no
+    argument checks: the caller's tensors are the problem's; the CLI's ``--bench`` and ``--validate`` of a row)."""
+    kernels = _kernels(q, problem, target)
+    return lambda *tensors: _run(*tensors, kernels)
+
+
+def run_paged_attention(problem, arrays, target: str | None = None):
     """``(o, lse)`` numpy of ``paged_attention`` on the GPU from ``kernels.attention.paged.random_inputs``'
-    arrays: the ``run`` of ``kernels.attention.validate_paged`` (the CLI passes it where a GPU is present)."""
+    arrays: the ``run`` of ``kernels.attention.validate_paged`` (the CLI passes it where a GPU is present);
+    ``target`` (``"sm80"``, ``"sm90"``): that row's kernels, launched as the op launches them, whatever the
+    device's default row."""
     import numpy as np
 
     dtype = {v: k for k, v in Q_DTYPES.items()}[problem.q_dtype]
@@ -261,10 +284,14 @@ def run_paged_attention(problem, arrays):
 
     q = torch.from_numpy(arrays["Q"].astype(np.float32)).to("cuda", dtype)
     scales = {n.lower(): torch.from_numpy(arrays[n]).cuda() for n in ("K_SCALE", "V_SCALE") if n in arrays}
-    o, lse = paged_attention(q, cache("K_CACHE"), cache("V_CACHE"), torch.from_numpy(arrays["BLOCK_TABLE"]).cuda(),
-                             torch.from_numpy(arrays["CONTEXT_LENS"]).cuda(), scale=problem.scale, return_lse=True,
-                             **scales)
+    tensors = (q, cache("K_CACHE"), cache("V_CACHE"), torch.from_numpy(arrays["BLOCK_TABLE"]).cuda(),
+               torch.from_numpy(arrays["CONTEXT_LENS"]).cuda())
+    if target is None:
+        o, lse = paged_attention(*tensors, scale=problem.scale, return_lse=True, **scales)
+    else:
+        check_paged_alignment(*tensors[:3])
+        o, lse = paged_launch(problem, q, target)(*tensors, scales.get("k_scale"), scales.get("v_scale"))
     return o.float().cpu().numpy(), lse.cpu().numpy()
 
 
-__all__ = ["check_paged_alignment", "check_paged_arguments", "paged_attention", "run_paged_attention"]
+__all__ = ["check_paged_alignment", "check_paged_arguments", "paged_attention", "paged_launch", "run_paged_attention"]

@@ -44,3 +44,27 @@ def test_bench_without_a_gpu_refuses_cleanly(capsys):
         pytest.skip("checks the no-GPU message")
     code, _, err = run(capsys, "--target", "sm80", "--kv-cache", "paged", "--context", "40", "--seq", "1", "--bench")
     assert code == 2 and err.startswith("error: --bench needs an NVIDIA GPU"), err
+
+
+@pytest.mark.slow  # ~3 s of emulation; tests/kernels/sm90/test_sm90_paged_decode.py validates the kernels
+def test_sm90_validates_in_the_emulator(capsys):
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("checks the CUDA emulator's validation (a GPU validates on itself)")
+    code, out, _ = run(capsys, "--target", "sm90", "--kv-cache", "paged", "--context", "3,20", "--seq", "1",
+                       "--heads", "2", "--kv-heads", "1", "--head-dim", "64", "--validate")
+    assert code == 0 and out.startswith("validated sm90 paged decode B=2") and "CUDA emulator" in out, out
+    assert out.strip().endswith("PASS")
+
+
+def test_sm90_plans_the_producer_warp(capsys):
+    code, out, _ = run(capsys, "--target", "sm90", "--kv-cache", "paged", "--context", "4096,8192", "--seq", "1",
+                       "--heads", "32", "--kv-heads", "8", "--emit", "config")
+    record = json.loads(out)
+    assert code == 0 and record["target"] == "sm90" and record["block_threads"] == 32 * 5 and record["split_kv"] == 32
+
+
+def test_sm90_plans_dense_attention_too(capsys):
+    # the sm90 row serves both families (issue 38's dense attention beside paged decode)
+    code, out, _ = run(capsys, "--target", "sm90", "--seq", "256", "--emit", "config")
+    assert code == 0 and json.loads(out)["target"] == "sm90", out

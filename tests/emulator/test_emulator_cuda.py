@@ -513,3 +513,23 @@ def test_prmt_picks_and_sign_replicates_bytes():
     emulate(xc.prmt_kernel(), a, b, c, out, target="sm80")
     assert out[0] == 0xFF885511
     np.testing.assert_array_equal(out, xc.prmt_expected(a, b, c))
+
+
+def test_cvt_f16x2_e4m3x2_widens_every_byte_exactly_upper_byte_to_the_upper_half():
+    from tvm_tirx.script import tirx as T
+
+    @T.function
+    def kernel(A: T.Tensor((256,), "uint16"), Out: T.Tensor((256,), "uint32")):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=256))
+        tid = T.cuda.thread_idx("x")
+        d = T.alloc_tensor(ty_args=[T.Tensor((1,), "uint32", scope="local", layout="default")])
+        T.ptx["cvt.rn.f16x2.e4m3x2"](d[0], A[tid])
+        Out[tid] = d[0]
+
+    low = np.arange(256, dtype=np.uint16)
+    a = low | ((255 - low) << 8).astype(np.uint16)  # every e4m3 byte in each half, NaN (0x7f, 0xff) included
+    out = np.zeros(256, np.uint32)
+    emulate(kernel, a, out, target="sm90")
+    halves = out.view(np.float16).reshape(256, 2)
+    expected = a.view(np.uint8).reshape(256, 2).view(ml_dtypes.float8_e4m3fn).astype(np.float16)
+    np.testing.assert_array_equal(halves, expected)  # NaN where NaN (assert_array_equal matches NaNs)

@@ -80,19 +80,22 @@ def run_paged(args, present_arch) -> int:
         options = {"context": max(contexts)}
         if args.target == "gfx950":
             return _gfx950(args, problem, contexts, options)
-        p = attention.paged_verb("sm80", "plan")(problem, None, **options)
+        target = args.target
+        p = attention.paged_verb(target, "plan")(problem, None, **options)
         if args.emit == "config":
             print(json.dumps(p.summary(), default=str))
         elif args.emit == "tir":
-            for func in attention.paged_verb("sm80", "emit")(p):
-                print(func.script())
+            for func in attention.paged_verb(target, "emit")(p):
+                if func is not None:
+                    print(func.script())
         elif args.emit == "cuda":
-            for exe in attention.paged_verb("sm80", "build")(problem, arch=args.arch or device or "sm_80",
-                                                            cache=not args.no_cache, **options):
-                print(exe.source)
-        status = _validate(args, problem, contexts, device, options) if args.validate else 0
+            arch = args.arch or device or ("sm_90a" if target == "sm90" else "sm_80")
+            for exe in attention.paged_verb(target, "build")(problem, arch=arch, cache=not args.no_cache, **options):
+                if exe is not None:
+                    print(exe.source)
+        status = _validate(args, problem, contexts, device, options, target) if args.validate else 0
         if args.bench:
-            _bench(problem, contexts, device)
+            _bench(problem, contexts, device, target)
     except ValueError as err:  # ContractError too: one line
         return _usage(str(err).splitlines()[0])
     return status
@@ -127,8 +130,15 @@ def _validate(args, problem, contexts, device, options, target: str = "sm80") ->
     from ..kernels import attention
 
     run = None
-    if device is not None and target == "sm80":
-        from ..torch import run_paged_attention as run
+    if device is not None and target in ("sm80", "sm90"):  # that row's kernels, launched as the torch op does
+        if target == "sm90" and device != "sm_90":
+            raise ValueError(f"--target sm90 --validate: the sm90 kernel runs on an sm_90 GPU (H100, H200); the GPU "
+                             f"here is {device}")
+        from functools import partial
+
+        from ..torch import run_paged_attention
+
+        run = partial(run_paged_attention, target=target)
     result = attention.validate_paged(problem, target, None, args.seed, contexts, run=run, **options)
     print(f"validated {target} {_describe(problem, contexts)} on {result.where} in {result.seconds:.2f} s: largest error "
           f"/ bound: O {result.o_ratio:.3f}, LSE {result.lse_ratio:.3f} (kernels.attention.paged.error_bound)")
@@ -136,8 +146,9 @@ def _validate(args, problem, contexts, device, options, target: str = "sm80") ->
     return 0 if result.ok else 1
 
 
-def _bench(problem, contexts, device) -> None:
-    """``--bench``: ``tvm_cdna4.torch.paged_attention`` timed on the GPU (``runtime.cuda.bench_ms``)."""
+def _bench(problem, contexts, device, target: str = "sm80") -> None:
+    """``--bench``: ``target``'s kernels, launched as ``tvm_cdna4.torch.paged_attention`` launches them
+    (``torch_paged.paged_launch``), timed on the GPU (``runtime.cuda.bench_ms``)."""
     if device is None:
         from ..runtime import cuda as runner
 
@@ -146,7 +157,7 @@ def _bench(problem, contexts, device) -> None:
 
     from ..kernels.attention.paged import random_inputs
     from ..runtime import cuda as runner
-    from ..torch import paged_attention
+    from ..torch_paged import paged_launch
 
     arrays = random_inputs(problem, 0, contexts)
     dtype = torch.bfloat16 if problem.q_dtype == "bf16" else torch.float16
@@ -156,6 +167,8 @@ def _bench(problem, contexts, device) -> None:
     scales = {n.lower(): torch.ones(problem.kv_heads, device="cuda") for n in ("K_SCALE", "V_SCALE")} \
         if problem.scaled else {}
     table, lens = (torch.from_numpy(arrays[n]).cuda() for n in ("BLOCK_TABLE", "CONTEXT_LENS"))
-    ms = runner.bench_ms(lambda: paged_attention(q, kv["K_CACHE"], kv["V_CACHE"], table, lens, **scales))
+    launch = paged_launch(problem, q, target)
+    ms = runner.bench_ms(lambda: launch(q, kv["K_CACHE"], kv["V_CACHE"], table, lens, scales.get("k_scale"),
+                                        scales.get("v_scale")))
     moved = problem.bytes_moved(contexts)
-    print(f"bench sm80 {_describe(problem, contexts)}: {ms * 1e3:.1f} us, {moved / ms / 1e9:.0f} GB/s")
+    print(f"bench {target} {_describe(problem, contexts)}: {ms * 1e3:.1f} us, {moved / ms / 1e9:.0f} GB/s")

@@ -50,7 +50,7 @@ from .ptx_operands import (  # noqa: F401 (re-exported)
     _LANE, WARP, PtxCall, _check_span, _per_thread, _pointer, _predicated, _reader, _type_dtype, _warps, _writer,
 )
 from .ptx_registers import (  # noqa: F401 (re-exported)
-    _CANONICAL_NAN, _FLOATS, _cvt, _cvt_x2, _gather_lanes, _mov, _prmt, _round, _shfl_cuda, _shfl_ptx, _toward_zero,
+    _CANONICAL_NAN, _FLOATS, _cvt, _cvt_f16x2_f8x2, _cvt_x2, _gather_lanes, _mov, _prmt, _round, _shfl_cuda, _shfl_ptx, _toward_zero,
 )
 from .ptx_sync import (  # noqa: F401 (re-exported)
     _bar_sync, _barrier, _mbarrier_op, _mbarrier_wait_cuda, _mbarrier_wait_ptx, _mbarriers, _named_barrier, _waiters,
@@ -214,7 +214,7 @@ def calls() -> dict:
         ("cp_async_wait_all", _cp_async_wait_all),
         ("ld", _ld_st(True)), ("ld_vec", _ld_st(True)),
         ("st", _ld_st(False)), ("st_vec", _ld_st(False)),
-        ("cvt_f16x2_f32", _cvt_x2(np.dtype(np.float16))),
+        ("cvt_f16x2_f32", _cvt_x2(np.dtype(np.float16))), ("cvt_f16x2_f8x2", _cvt_f16x2_f8x2),
         ("cvt_bf16x2_f32", _cvt_x2(np.dtype(ml_dtypes.bfloat16))),
         ("cvt", _cvt), ("prmt", _prmt),
         ("mov", _mov), *((f"mov_{d}_{w}", _mov) for d in ("pack", "unpack")

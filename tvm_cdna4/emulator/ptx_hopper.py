@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from .errors import EmulationError
-from .ptx_operands import PtxCall, _per_thread, _pointer, _writer
+from .ptx_operands import PtxCall, _active_address, _per_thread, _pointer, _writer
 from .ptx_sync import _mbarriers
 
 SETMAXNREG = range(24, 257, 8)  # setmaxnreg's register counts (PTX ISA: a multiple of 8 in [24, 256])
@@ -27,7 +27,7 @@ def _mbarrier_tx(action: str):
             threads = np.flatnonzero(machine.active(mask))
             if not threads.size:
                 return
-            ptr = _pointer(addr(env, mask), "shared", f"mbarrier {action}", where, machine)
+            ptr = _pointer(_active_address(addr(env, mask), threads), "shared", f"mbarrier {action}", where, machine)
             bars = _mbarriers(machine)
             n = _per_thread(np.asarray(tx(env, mask), np.int64), machine.nthreads)[threads]
             snaps, _ = bars.snapshot(threads) if action == "complete_tx" else (None, None)

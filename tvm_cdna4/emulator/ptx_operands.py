@@ -59,6 +59,17 @@ def _per_thread(value, T: int, tail: tuple = ()) -> np.ndarray:
     return v if v.shape == shape else np.broadcast_to(v, shape)
 
 
+def _active_address(value, threads):
+    """An address operand with the inactive threads' values replaced by the first active thread's: an
+    integer shared-window address (sm90) is resolved over every thread, and an inactive one's may lie anywhere
+    (a warp-dependent mbarrier index evaluated for the warps a branch left out)."""
+    if isinstance(value, np.ndarray) and value.ndim == 1 and len(threads) and value.shape[0] > int(threads[-1]):
+        out = np.full_like(value, value[threads[0]])
+        out[threads] = value[threads]
+        return out
+    return value
+
+
 def _reader(compiler, node, nbytes: int | None = None, token: str | None = None):
     """(env, mask) -> (T, nbytes) uint8: the raw register bits of a source operand. A value of
     another width (an integer constant for a .b16 operand, say) is converted to the PTX type."""

@@ -68,6 +68,25 @@ def _cvt_x2(dtype):
     return factory
 
 
+def _cvt_f16x2_f8x2(compiler, call: PtxCall):
+    """``cvt.rn{.relu}.f16x2.{e4m3x2,e5m2x2} d, a`` (PTX ISA 9.7.10.24, sm_89+): the two fp8 values of the 16-bit
+    ``a`` widened to f16, ``a``'s upper byte to the upper half of ``d`` (exact: f16 holds every e4m3 / e5m2
+    value; ``.relu`` clamps negatives to 0)."""
+    import ml_dtypes
+
+    machine = compiler.machine
+    src = {"e4m3x2": ml_dtypes.float8_e4m3fn, "e5m2x2": ml_dtypes.float8_e5m2}[call.mods["atype"]]
+    read = _reader(compiler, call.operands["a"][0], 2, "b16")
+    write = _writer(compiler, call.operands["d"][0])
+
+    def run(env, mask):
+        wide = read(env, mask).view(src).astype(np.float16)  # (T, 2): byte 0 low, byte 1 high
+        if call.mods.get("relu"):
+            wide = np.where(wide < 0, np.float16(0), wide)
+        write(env, mask, np.ascontiguousarray(wide).view(np.uint8).reshape(machine.nthreads, 4))
+    return run
+
+
 _FLOATS = ("f16", "bf16", "f32", "f64")
 
 

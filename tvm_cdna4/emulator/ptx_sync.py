@@ -12,7 +12,7 @@ from .interp import where_of
 from .machine import NamedBarrier
 from .mbarrier import MBarriers
 from .ptx_async import _async_copies
-from .ptx_operands import PtxCall, _per_thread, _pointer, _writer
+from .ptx_operands import PtxCall, _active_address, _per_thread, _pointer, _writer
 
 
 # ----------------------------------------------------------------------------------------------
@@ -108,7 +108,7 @@ def _mbarrier_op(action: str):
             threads = np.flatnonzero(machine.active(mask))
             if not threads.size:
                 return
-            ptr = _pointer(addr(env, mask), "shared", f"mbarrier {action}", where, machine)
+            ptr = _pointer(_active_address(addr(env, mask), threads), "shared", f"mbarrier {action}", where, machine)
             bars = _mbarriers(machine)
             n = (np.ones(len(threads), np.int64) if count is None else
                  _per_thread(np.asarray(count(env, mask), np.int64), machine.nthreads)[threads])
@@ -129,7 +129,7 @@ def _waiters(machine, addr, parity, env, mask, where):
     threads = np.flatnonzero(machine.active(mask))
     if not threads.size:
         return None
-    ptr = _pointer(addr(env, mask), "shared", "mbarrier wait", where, machine)
+    ptr = _pointer(_active_address(addr(env, mask), threads), "shared", "mbarrier wait", where, machine)
     return threads, ptr, _per_thread(np.asarray(parity(env, mask), np.int64), machine.nthreads)[threads] & 1
 
 

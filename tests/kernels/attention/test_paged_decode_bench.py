@@ -178,3 +178,12 @@ def test_merge_forces_each_place_at_the_models_partition():
     assert forced == {256: {"partition": 256},
                       "merge last-cta": {"partition": plan(problem).partition, "merge": "last-cta"},
                       "merge kernel": {"partition": plan(problem).partition, "merge": "kernel"}}
+    assert bench.forced_configs(problem, bench.parse(["--merge", "kernel", "--target", "sm90"])) == {
+        "merge kernel": {"partition": plan(problem).partition, "merge": "kernel"}}
+
+
+def test_configs_force_named_fields_and_leave_the_rest_to_the_model():
+    args = bench.parse(["--configs", "warps=8:stages=4,warps=2,merge=last-cta"])
+    problem = paged.PagedDecodeProblem(8, 32, 8, 128, 1, 16, 295, 4096)
+    assert bench.forced_configs(problem, args) == {"warps=8:stages=4": {"warps": 8, "stages": 4},
+                                                   "warps=2": {"warps": 2}, "merge=last-cta": {"merge": "last-cta"}}

@@ -51,6 +51,7 @@ TARGETS = {
 PAGED_TARGETS = {
     "gfx950": Target("gfx950", "tvm_cdna4.kernels.gfx950.paged_target"),
     "sm80": Target("sm80", "tvm_cdna4.kernels.sm80.paged_target"),
+    "sm90": Target("sm90", "tvm_cdna4.kernels.sm90.paged_target"),
 }
 """Paged decode attention (``kernels.attention.paged``, issue 37): the targets whose ``paged_target`` module
 implements ``plan``, ``choose``, ``emit``, ``build``, ``execute``, ``summary`` of a ``PagedDecodeProblem``."""

@@ -20,7 +20,7 @@ from ..attention.paged import LN2
 from ..gemm.epilogue import LOG2E
 from .gemm_emit import signature_source
 from .gemm_emit_epilogue import TIR_OPS
-from .paged_decode_plan import COPY, MERGE_BATCH, MERGE_PASS, TILE_KEYS, PagedDecodePlan
+from .paged_decode_plan import COPY, MERGE_BATCH, MERGE_LANES, MERGE_PASS, TILE_KEYS, PagedDecodePlan
 
 FULL = 0xFFFFFFFF
 NEG_INF = float("-inf")
@@ -52,17 +52,35 @@ class Lane:
 
 
 def swz(p: PagedDecodePlan, key, word):
-    """The shared-memory word of word ``word`` of K / V row ``key`` (16-byte chunks XOR ``key % swizzle``)."""
-    return key * p.row_words + ((word // 4) ^ (key % p.swizzle)) * 4 + word % 4
+    """The shared-memory word of word ``word`` of K / V row ``key`` (the plan's layout: ``smem_word``)."""
+    return p.smem_word(key, word)
+
+
+CONSUMER_BARRIER = 1
+"""The named barrier of a CTA's consumer warps where it has a producer warp besides (sm90's TMA kernel)."""
+
+
+def consumer_sync(p: PagedDecodePlan):
+    """A barrier of the CTA's consumer warps: the CTA's own where they are all of it, else ``bar.sync
+    CONSUMER_BARRIER`` of their threads."""
+    if p.block_threads == p.threads:
+        return T.cuda.cta_sync()
+    return T.ptx["bar.sync"](T.Cast("uint32", CONSUMER_BARRIER), T.uint32(p.threads))
 
 
 PRMT = "prmt.b32"
-K_PAIRS = (0x1000, 0x3020)  # prmt selectors: an fp8 K word's bytes 0, 1 (2, 3) to bits 8-15, 24-31
+CVT_E4M3 = "cvt.rn.f16x2.e4m3x2"  # PTX ISA 9.7.10.24 (sm_89+): an e4m3 pair (a b16) to f16x2, exactly
+K_PAIRS = ((0, 1), (2, 3))  # an fp8 K word's byte pairs (prmt byte indices: a's 0-3)
 
 
-def v_pairs(c: int) -> int:
-    """The prmt selector of byte ``c`` of two V words (``a``'s to bits 8-15, ``b``'s to bits 24-31)."""
-    return ((4 + c) << 12) | (c << 4)
+def v_pairs(c: int) -> tuple[int, int]:
+    """The pair of byte ``c`` of two V words (prmt byte indices: ``a``'s ``c``, ``b``'s ``4 + c``)."""
+    return c, 4 + c
+
+
+def fp8_widen(p: PagedDecodePlan) -> float:
+    """A widened fp8 value's factor: ``FP8_WIDEN`` where the bits move (``x / 256``), 1 through ``CVT_E4M3``."""
+    return 1.0 if p.fp8_cvt else FP8_WIDEN
 
 
 def f16_of_e4m3(v):
@@ -72,10 +90,17 @@ def f16_of_e4m3(v):
 
 
 @T.macro
-def widen(buf, i, a, b, sel):
-    # buf[i] = two e4m3 bytes of a, b (prmt selector sel) as f16x2
-    T.ptx[PRMT](buf[i], a, b, T.uint32(sel))
-    buf[i] = f16_of_e4m3(buf[i])
+def widen(p, buf, i, a, b, pair):
+    # buf[i] = the e4m3 bytes pair[0], pair[1] of {b, a} (prmt byte indices) as f16x2 (pair[0] low): moved bits
+    # (prmt to bits 8-15 and 24-31, x / 256), or the plan's fp8_cvt (one cvt; a pair of one word, a half of it)
+    if I.constexpr(not p.fp8_cvt):
+        T.ptx[PRMT](buf[i], a, b, T.uint32(pair[1] << 12 | pair[0] << 4))
+        buf[i] = f16_of_e4m3(buf[i])
+    elif I.constexpr(pair[1] == pair[0] + 1 and pair[0] % 2 == 0):
+        T.ptx[CVT_E4M3](buf[i], T.Cast("uint16", a >> T.uint32(8 * pair[0])))
+    else:
+        T.ptx[PRMT](buf[i], a, b, T.uint32(pair[1] << 4 | pair[0]))
+        T.ptx[CVT_E4M3](buf[i], T.Cast("uint16", buf[i]))
 
 
 def k_word(p: PagedDecodePlan, ln: Lane, base, key, kk, half):
@@ -110,12 +135,12 @@ def q_word(p: PagedDecodePlan, kk, t, a):
 def score_factor(p: PagedDecodePlan, args, hk):
     """Raw score -> base-2 units: ``scale log2(e)``, fp8 times ``K_SCALE[hk] 256 / q_factor``."""
     c = p.problem.softmax_scale * LOG2E / p.q_factor
-    return args["K_SCALE"][hk] * T.float32(c * FP8_WIDEN) if p.problem.scaled else T.float32(c)
+    return args["K_SCALE"][hk] * T.float32(c * fp8_widen(p)) if p.problem.scaled else T.float32(c)
 
 
 def value_factor(p: PagedDecodePlan, args, hk):
     """O's factor: fp8 ``V_SCALE[hk] 256``, else 1."""
-    return args["V_SCALE"][hk] * T.float32(FP8_WIDEN) if p.problem.scaled else T.float32(1)
+    return args["V_SCALE"][hk] * T.float32(fp8_widen(p)) if p.problem.scaled else T.float32(1)
 
 
 def page_of(p: PagedDecodePlan, args, ln: Lane, tile):
@@ -158,8 +183,8 @@ def scores(p, ln, base):
                 b0[1] = k_word(p, ln, base, 8 * n + g, kk, 1)
             else:  # fp8: the word K[key][16 kk + 4t .. + 3] feeds both halves (Q permuted alike)
                 ln.vw[0] = ln.SMW[base + swz(p, 8 * n + g, 4 * kk + lane % 4)]
-                widen(b0, 0, ln.vw[0], ln.vw[0], K_PAIRS[0])
-                widen(b0, 1, ln.vw[0], ln.vw[0], K_PAIRS[1])
+                widen(p, b0, 0, ln.vw[0], ln.vw[0], K_PAIRS[0])
+                widen(p, b0, 1, ln.vw[0], ln.vw[0], K_PAIRS[1])
             for mi in T.unroll(p.m_tiles):
                 q = (mi * (p.problem.head_dim // 16) + kk) * 4
                 at = (mi * 2 + n) * 4
@@ -224,8 +249,8 @@ def pv(p, ln, base):
                 b[0] = v_pair(ln.vw[0], ln.vw[1], c)
                 b[1] = v_pair(ln.vw[2], ln.vw[3], c)
             else:
-                widen(b, 0, ln.vw[0], ln.vw[1], v_pairs(c))
-                widen(b, 1, ln.vw[2], ln.vw[3], v_pairs(c))
+                widen(p, b, 0, ln.vw[0], ln.vw[1], v_pairs(c))
+                widen(p, b, 1, ln.vw[2], ln.vw[3], v_pairs(c))
             for mi in T.unroll(p.m_tiles):
                 at = (mi * (p.problem.head_dim // 8) + per * j + c) * 4
                 T.ptx[p.mma_instr](ln.o[at], ln.o[at + 1], ln.o[at + 2], ln.o[at + 3], ln.pf[4 * mi],
@@ -256,8 +281,8 @@ def q_fragments(p, ln):
     # permuted as K's words, 4t .. 4t + 3 per k16 step)
     lane = T.cuda.lane_id()
     D = p.problem.head_dim
-    T.ptx["cp.async.wait_group"](p.config.stages - 1)
-    T.cuda.cta_sync()
+    T.ptx["cp.async.wait_group"](p.q_wait_groups)
+    consumer_sync(p)
     g, t = lane // 4, lane % 4
     for mi in T.unroll(p.m_tiles):
         for kk in T.unroll(D // 16):
@@ -327,7 +352,7 @@ def write_partial(p, args, ln, slot, vscale):
     # the warps' states merged in shared memory (over Q and the rings), then the CTA's one partial
     lane = T.cuda.lane_id()
     m2, W, D = 2 * p.m_tiles, p.config.warps, p.problem.head_dim
-    T.cuda.cta_sync()  # every warp is past its loop: Q and the rings are free
+    consumer_sync(p)  # every warp is past its loop: Q and the rings are free
     for mi in T.unroll(p.m_tiles):
         for h in T.unroll(2):
             r = 16 * mi + lane // 4 + 8 * h
@@ -336,12 +361,12 @@ def write_partial(p, args, ln, slot, vscale):
                     T.uint32(FULL), ln.row[m2 + 2 * mi + h], 1 << sh, 32)
             if T.and_(r < p.rows, lane % 4 == 0):
                 put(ln, T.cuda.warp_id() * p.rows + r, ln.row[2 * mi + h], False)
-    T.cuda.cta_sync()
+    consumer_sync(p)
     rescale_to_cta_max(p, ln)
     for w in T.unroll(W):
         if T.cuda.warp_id() == w:
             add_warp_state(p, ln, w > 0)
-        T.cuda.cta_sync()
+        consumer_sync(p)
     tid = T.cuda.thread_idx("x")
     for i in T.unroll((p.rows * D + p.threads - 1) // p.threads):
         idx = tid + p.threads * i
@@ -393,7 +418,13 @@ def warp_loop(p, args, ln, first, count):
 
 @T.macro
 def paged_kernel(p, args):
-    T.device_entry(launch=T.cuda.LaunchConfig(grid=p.ctas, block=p.threads, dynamic_smem_bytes=p.smem_bytes))
+    cta_kernel(p, args, paged_body)
+
+
+@T.macro
+def cta_kernel(p, args, body):
+    # the launch, the CTA's (sequence, kv head, partition) and its lanes' state; then body(p, args, ln, split, bh)
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=p.ctas, block=p.block_threads, dynamic_smem_bytes=p.smem_bytes))
     pid = T.cuda.block_idx("x")
     split = pid % p.split_kv
     bh = pid // p.split_kv
@@ -413,7 +444,17 @@ def paged_kernel(p, args):
     pg = T.alloc_tensor(ty_args=[T.Tensor((p.config.stages + 1,), "int32", scope="local", layout="default")])
     L = T.min(T.max(args["CONTEXT_LENS"][b], 0), p.problem.capacity)
     ln = Lane(SMW, qf, s, pf, o, row, kb, vw, pg, mx, b, hk, L, score_factor(p, args, hk))
-    paged_body(p, args, ln, split, bh)
+    body(p, args, ln, split, bh)
+
+
+@T.macro
+def empty_state(p, ln):
+    # O = 0, every row's max -inf and sum 0: no key seen yet
+    for i in T.unroll(4 * p.m_tiles * (p.problem.head_dim // 8)):
+        ln.o[i] = T.float32(0)
+    for r in T.unroll(2 * p.m_tiles):
+        ln.row[r] = T.float32(NEG_INF)
+        ln.row[2 * p.m_tiles + r] = T.float32(0)
 
 
 @T.macro
@@ -429,11 +470,7 @@ def paged_body(p, args, ln, split, bh):
         issue_q(p, args, ln)
         warp_prologue(p, args, ln, t0 + w, count)  # the table and the first tiles in flight while Q lands
         q_fragments(p, ln)
-        for i in T.unroll(4 * p.m_tiles * (p.problem.head_dim // 8)):
-            ln.o[i] = T.float32(0)
-        for r in T.unroll(2 * p.m_tiles):
-            ln.row[r] = T.float32(NEG_INF)
-            ln.row[2 * p.m_tiles + r] = T.float32(0)
+        empty_state(p, ln)
         warp_loop(p, args, ln, t0 + w, count)
         write_partial(p, args, ln, bh * p.split_kv + split, value_factor(p, args, ln.hk))
         if I.constexpr(p.last_cta):
@@ -485,9 +522,13 @@ def merge_batch(p, args, acc, w, valid, slot, r, dp, cg=False, a=0, b=0):
 
 @T.macro
 def merge_kernel(p, args):
+    # MERGE_LANES adjacent lanes per (row, dim pair) item (whole warps: the items are a multiple of 64), each
+    # merging a contiguous share of the n partials, then combined across the lanes by shfl.xor
     T.device_entry(launch=T.cuda.LaunchConfig(grid=p.merge_ctas, block=p.merge_threads))
     half = p.problem.head_dim // 2
-    item = T.cuda.block_idx("x") * p.merge_threads + T.cuda.thread_idx("x")
+    lanes = T.cuda.block_idx("x") * p.merge_threads + T.cuda.thread_idx("x")
+    item = lanes // MERGE_LANES
+    lane = lanes % MERGE_LANES
     if item < p.problem.batch * p.problem.kv_heads * p.rows * half:
         dp = item % half
         r = item // half % p.rows
@@ -495,15 +536,40 @@ def merge_kernel(p, args):
         parts = p.split_kv
         L = T.min(T.max(args["CONTEXT_LENS"][bh // p.problem.kv_heads], 0), p.problem.capacity)
         n = T.min((L + p.partition - 1) // p.partition, parts)  # the partitions written (empty ones: never)
+        share = (n + MERGE_LANES - 1) // MERGE_LANES
+        first = T.min(lane * share, n)
+        count = T.min(n - first, share)
         acc = T.alloc_tensor(ty_args=[T.Tensor((5,), "float32", scope="local", layout="default")])
         w = T.alloc_tensor(ty_args=[T.Tensor((4 * MERGE_BATCH,), "float32", scope="local", layout="default")])
         acc[0] = T.float32(NEG_INF)
         acc[2] = T.float32(0)
         acc[3] = T.float32(0)
         acc[4] = T.float32(0)
-        for k4 in range((n + MERGE_BATCH - 1) // MERGE_BATCH):
-            merge_batch(p, args, acc, w, T.min(n - MERGE_BATCH * k4, MERGE_BATCH), bh * parts + MERGE_BATCH * k4, r, dp)
-        merge_store(p, args, acc, bh, r, dp)
+        for k4 in range((count + MERGE_BATCH - 1) // MERGE_BATCH):
+            merge_batch(p, args, acc, w, T.min(count - MERGE_BATCH * k4, MERGE_BATCH),
+                        bh * parts + first + MERGE_BATCH * k4, r, dp)
+        merge_lanes(acc, w)
+        if lane == 0:
+            merge_store(p, args, acc, bh, r, dp)
+
+
+@T.macro
+def merge_lanes(acc, w):
+    # the butterfly over MERGE_LANES lanes of the states acc (max, -, sum, O pair): w[0 .. 3] the partner's,
+    # acc[1] the joint max, w[4] and w[5] the two states' factors (a state of max -inf: factor 0)
+    for sh in T.unroll(MERGE_LANES.bit_length() - 1):
+        w[0] = T.cuda.__shfl_xor_sync(T.uint32(FULL), acc[0], 1 << sh, 32)
+        w[1] = T.cuda.__shfl_xor_sync(T.uint32(FULL), acc[2], 1 << sh, 32)
+        w[2] = T.cuda.__shfl_xor_sync(T.uint32(FULL), acc[3], 1 << sh, 32)
+        w[3] = T.cuda.__shfl_xor_sync(T.uint32(FULL), acc[4], 1 << sh, 32)
+        acc[1] = fmax(acc[0], w[0])
+        w[5] = T.if_then_else(acc[1] == T.float32(NEG_INF), T.float32(0), acc[1])
+        w[4] = TIR_OPS.exp2(acc[0] - w[5])
+        w[5] = TIR_OPS.exp2(w[0] - w[5])
+        acc[2] = acc[2] * w[4] + w[1] * w[5]
+        acc[3] = acc[3] * w[4] + w[2] * w[5]
+        acc[4] = acc[4] * w[4] + w[3] * w[5]
+        acc[0] = acc[1]
 
 
 @T.macro
@@ -553,7 +619,7 @@ def last_cta(p, args, bh, tiles):
     tid = T.cuda.thread_idx("x")
     n = T.min((tiles + p.part_tiles - 1) // p.part_tiles, p.split_kv)
     T.ptx["fence.acq_rel.gpu"]()
-    T.cuda.cta_sync()
+    consumer_sync(p)
     ticket = T.alloc_tensor(ty_args=[T.Tensor((1,), "uint32", scope="shared", layout="default")])
     drawn = T.alloc_tensor(ty_args=[T.Tensor((1,), "uint32", scope="local", layout="default")])
     if tid == 0:
@@ -561,7 +627,7 @@ def last_cta(p, args, bh, tiles):
         if n > 1:
             T.ptx["atom.global.add.u32"](drawn[0], args["TICKETS"].ptr_to([bh]), T.uint32(1))
         ticket[0] = drawn[0]
-    T.cuda.cta_sync()
+    consumer_sync(p)
     if ticket[0] == T.Cast("uint32", n - 1):
         T.ptx["fence.acq_rel.gpu"]()
         if tid == 0:

@@ -89,12 +89,15 @@ sequence of no key (``L = 0``): its partition-0 CTA writes ``O = 0``, ``LSE = -i
 
 Why both (``merge_seconds``, a model in seconds): the merge kernel costs ``LAUNCH_S`` (a second, dependent
 launch: the H100 run of 2026-12-06 timed 9.8 us for one 2k-key sequence whose 8.3 MB read takes 2.7 us)
-plus its rounds of ``MERGE_BATCH`` partials at ``ROUND_TRIP_S`` each (one thread per item: one pass); the
+plus its rounds of ``MERGE_BATCH`` partials at ``ROUND_TRIP_S`` each: ``MERGE_LANES`` adjacent lanes per (row, dim
+pair) item, each merging its contiguous share of the partitions, then combined by ``shfl.xor`` (the H100 run
+of 2026-12-06, ncu, batch 8 with 47 partitions: one thread per item took 12 rounds, 16 us against the main
+kernel's 118 us; eight lanes take 2); the
 last-CTA merge costs ``TICKET_S`` per wave of ``RESIDENT_CTAS`` CTAs per SM (the part of a CTA's fence and
 atomic round trip the other resident CTAs' loads do not hide) plus, on the call's path, the last CTA's merge:
 ``merge_passes`` passes of those rounds (``ceil(rows D / 2 / (threads MERGE_PASS))``: 1 at 8 rows, 4 at 32).
 Batch 8, 32/8 heads, a 4.7k hint (15 partitions of 320 keys, 960 CTAs on 132 SMs): last-CTA ~3.6 us (4
-waves x 0.2 + 4 rounds x 0.7), kernel ~5.8 us (3 + 4 x 0.7): one launch wins. Batch 64, 32k hint (64
+waves x 0.2 + 4 rounds x 0.7), kernel ~3.7 us (3 + 1 round x 0.7: 15 partitions over 8 lanes): one launch wins, barely. Batch 64, 32k hint (64
 partitions, 32768 CTAs): last-CTA ~36 us (125 waves of tickets + 16 rounds), kernel ~14 us: many short CTAs'
 tickets weigh more than a launch, two launches win; so do 32 rows (4 queries x group 8: 4 passes of
 rounds in one CTA against one in the kernel). One partition (``split_kv`` 1): no ticket, no rounds, the
@@ -123,6 +126,7 @@ AMORTIZE = 16  # a partition's K and V bytes over its partial's (written and rea
 MAX_PARTITION_BYTES = 256 * 1024  # K and V of one kv head per CTA: ~20 us at a resident CTA's HBM share
 MERGES = ("last-cta", "kernel")  # PagedDecodePlan.merge (module docstring)
 MERGE_BATCH = 4  # partials a merge thread loads at once (one round trip of latency per batch)
+MERGE_LANES = 8  # merge-kernel lanes per (row, dim pair) item: each merges a 1/8 share of the partitions, then shuffles
 MERGE_PASS = 4  # (row, dim pair) items a last-CTA merge thread takes per pass (their loads in flight together)
 LAUNCH_S = 3e-6  # the merge launch's fixed cost (module docstring: the H100 run of 2026-12-06)
 ROUND_TRIP_S = 0.7e-6  # one dependent round of global loads (L2 / HBM latency under load)
@@ -233,6 +237,27 @@ class PagedDecodePlan(PlanRecord, family="paged"):
         """Q's rows in shared memory (16-bit, ``16 m_tiles x D``), before the warps' rings."""
         return 16 * self.m_tiles * self.problem.head_dim // 2
 
+    def smem_word(self, key, word):
+        """The shared-memory word of word ``word`` of a tile's K / V row ``key`` (16-byte chunks XOR ``key %
+        swizzle``)."""
+        return key * self.row_words + ((word // 4) ^ (key % self.swizzle)) * 4 + word % 4
+
+    @property
+    def fp8_cvt(self) -> bool:
+        """Whether fp8 pairs widen by one ``cvt.rn.f16x2.e4m3x2`` (sm_89+, exact values) instead of by moving
+        their bits (``x / 256``, 4 instructions a pair: the module docstring); sm80's kernel runs on sm_80."""
+        return False
+
+    @property
+    def q_wait_groups(self) -> int:
+        """The cp.async groups that may still fly once Q's has landed: the warps' first ``stages - 1`` tiles'."""
+        return self.config.stages - 1
+
+    @property
+    def block_threads(self) -> int:
+        """The CTA's threads: its warps (every one a consumer of its own tiles)."""
+        return self.threads
+
     def ring_word(self, warp, stage, which: int):
         """First word of warp ``warp``'s K (``which`` 0) or V (1) tile of ``stage``."""
         return self.q_words + ((warp * self.config.stages + stage) * 2 + which) * self.tile_words
@@ -279,7 +304,7 @@ class PagedDecodePlan(PlanRecord, family="paged"):
         if self.merge == "last-cta":
             return 0
         items = self.problem.batch * self.problem.kv_heads * self.rows * (self.problem.head_dim // 2)
-        return ceil_div(items, self.merge_threads)
+        return ceil_div(items * MERGE_LANES, self.merge_threads)
 
     @property
     def last_cta(self) -> bool:
@@ -312,10 +337,11 @@ def choose_partition(problem: PagedDecodeProblem, context: int, sms: int, warps:
 def merge_seconds(problem: PagedDecodeProblem, split_kv: int, warps: int, sms: int) -> dict:
     """The model's cost in seconds of each merge (module docstring) for ``split_kv`` partitions per sequence."""
     rounds = ceil_div(split_kv, MERGE_BATCH) * ROUND_TRIP_S
+    lane_rounds = ceil_div(ceil_div(split_kv, MERGE_LANES), MERGE_BATCH) * ROUND_TRIP_S
     waves = ceil_div(problem.batch * problem.kv_heads * split_kv, sms * RESIDENT_CTAS)
     passes = ceil_div(problem.group * problem.queries * (problem.head_dim // 2), 32 * warps * MERGE_PASS)
     last = waves * TICKET_S + passes * rounds if split_kv > 1 else 0.0
-    return {"last-cta": last, "kernel": LAUNCH_S + rounds}
+    return {"last-cta": last, "kernel": LAUNCH_S + lane_rounds}
 
 
 WEIGH_LAST_CTA = False
@@ -352,13 +378,16 @@ def check_context(problem: PagedDecodeProblem, context) -> int:
 
 
 def plan_paged_decode(problem: PagedDecodeProblem, config: PagedDecodeConfig | None = None, context: int | None = None,
-                      sms: int | None = None) -> PagedDecodePlan:
+                      sms: int | None = None, target: str = "sm80", record=PagedDecodePlan) -> PagedDecodePlan:
     """The plan of ``problem`` (``config`` None: the default, its partition by ``choose_partition`` for
-    ``context``, default the capacity, on ``sms`` SMs, default ``kernels.devices.planned("sm80")``)."""
+    ``context``, default the capacity, on ``sms`` SMs, default ``kernels.devices.planned("sm80")``: the NVIDIA
+    GPU); ``target`` names the kernel in errors, ``record`` is its plan's class (the sm90 kernel's extends this
+    one)."""
     config = config or PagedDecodeConfig()
     if problem.group * problem.queries > MAX_ROWS:
-        raise ContractError("sm80 paged decode: heads / kv_heads x queries query rows per kv head", operand="queries",
-                            check="shape", expected=f"at most {MAX_ROWS}", found=problem.group * problem.queries)
+        raise ContractError(f"{target} paged decode: heads / kv_heads x queries query rows per kv head",
+                            operand="queries", check="shape", expected=f"at most {MAX_ROWS}",
+                            found=problem.group * problem.queries)
     context = check_context(problem, context)
     sms = sms or planned("sm80").units
     partition = config.partition or (forced_partition(context, config.splits, config.warps) if config.splits
@@ -379,10 +408,10 @@ def plan_paged_decode(problem: PagedDecodeProblem, config: PagedDecodeConfig | N
     if where == "last-cta":  # main takes the tickets and writes O and LSE itself: no merge kernel
         params, merge = params + (Param("TICKETS", (problem.batch * problem.kv_heads,), "uint32"),) + outputs, ()
     mma_type = "f16" if problem.kv_dtype == "fp8" else problem.q_dtype
-    plan = PagedDecodePlan(problem, config, splits, partition, context, sms, MMA.format(t=mma_type),
-                           PACK.format(t=mma_type), PACK.format(t=problem.q_dtype), params, merge, where)
+    plan = record(problem, config, splits, partition, context, sms, MMA.format(t=mma_type), PACK.format(t=mma_type),
+                  PACK.format(t=problem.q_dtype), params, merge, where)
     if plan.smem_bytes > planned("sm80").smem_per_unit:
-        raise ContractError("sm80 paged decode: the warps' rings exceed the shared memory", operand="stages",
+        raise ContractError(f"{target} paged decode: the warps' rings exceed the shared memory", operand="stages",
                             check="shape", expected=f"at most {planned('sm80').smem_per_unit} bytes",
                             found=plan.smem_bytes)
     return plan

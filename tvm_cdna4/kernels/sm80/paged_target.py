@@ -37,27 +37,35 @@ def emit(p: PagedDecodePlan):
     return emit_paged_decode(p), (emit_paged_merge(p) if p.merge_params else None)
 
 
-def build_key(p: PagedDecodePlan, which: str, arch: str, compiler: str | None) -> dict:
+def build_key(p: PagedDecodePlan, which: str, arch: str, compiler: str | None, target: str = "sm80") -> dict:
     from ...cache import source_digest
     from ..common import cache_key
     from .gemm import schedule_digest
 
-    return cache_key("sm80", p, schedule_digest(), arch=arch, compiler=compiler, kernel=which,
-                     paged=source_digest("kernels/attention/paged.py", "kernels/sm80/paged_decode*.py"))
+    sources = ("kernels/attention/paged.py", "kernels/sm80/paged_decode*.py") + (
+        ("kernels/sm90/paged_decode*.py", "kernels/sm90/gemm_emit.py") if target == "sm90" else ())
+    return cache_key(target, p, schedule_digest(), arch=arch, compiler=compiler, kernel=which,
+                     paged=source_digest(*sources))
 
 
 def build(problem: PagedDecodeProblem, config: PagedDecodeConfig | None = None, arch: str = "sm_80",
           compiler: str | None = None, cache: bool = True, **options):
     """``(main, merge)``: the two compiled kernels (``kernels.sm80.gemm.CudaBuild``), through the build cache
     (merge None with the last-CTA merge)."""
+    from .paged_decode_emit import emit_paged_decode
+
+    return build_with(plan(problem, config, **options), emit_paged_decode, arch, compiler, cache, "sm80")
+
+
+def build_with(p: PagedDecodePlan, emit_main, arch: str, compiler: str | None, cache: bool, target: str):
+    """``build`` of a plan whose ``main`` is ``emit_main``'s (the merge kernel is this target's)."""
     from .gemm import _check_compiler, cached_build
-    from .paged_decode_emit import emit_paged_decode, emit_paged_merge
+    from .paged_decode_emit import emit_paged_merge
 
     _check_compiler(compiler)
-    p = plan(problem, config, **options)
-    return (cached_build("cuda-paged", build_key(p, "main", arch, compiler), p, arch, compiler, emit_paged_decode,
+    return (cached_build("cuda-paged", build_key(p, "main", arch, compiler, target), p, arch, compiler, emit_main,
                          cache),
-            cached_build("cuda-paged-merge", build_key(p, "merge", arch, compiler), p, arch, compiler,
+            cached_build("cuda-paged-merge", build_key(p, "merge", arch, compiler, target), p, arch, compiler,
                          emit_paged_merge, cache) if p.merge_params else None)
 
 
@@ -75,6 +83,11 @@ def workspace(p: PagedDecodePlan) -> dict:
 
 def execute(p: PagedDecodePlan, arrays: dict, run=None):
     """((O, LSE), where): through ``run`` on the GPU, else the CUDA emulator (both kernels) for small problems."""
+    return execute_with(p, arrays, run, emit(p), "sm80")
+
+
+def execute_with(p: PagedDecodePlan, arrays: dict, run, kernels, target: str):
+    """``execute`` of a plan whose ``kernels`` are ``(main, merge)`` (``emit``'s), emulated as ``target``'s."""
     import numpy as np
 
     problem = p.problem
@@ -82,16 +95,16 @@ def execute(p: PagedDecodePlan, arrays: dict, run=None):
         return run(problem, arrays), "the NVIDIA GPU"
     keys = sum(clamped_contexts(problem, arrays["CONTEXT_LENS"]))
     if keys > EMULATED_KEYS:
-        raise ValueError(f"sm80 paged decode validation of {keys} keys needs an NVIDIA GPU (the CUDA emulator takes at "
-                         f"most {EMULATED_KEYS}); run it where one is present")
+        raise ValueError(f"{target} paged decode validation of {keys} keys needs an NVIDIA GPU (the CUDA emulator takes "
+                         f"at most {EMULATED_KEYS}); run it where one is present")
     from ...emulator import emulate
 
     out = {**arrays, **output_arrays(problem), **workspace(p)}
     raw = {name: a.view(np.uint8) if name.endswith("_CACHE") and a.dtype.itemsize == 1 else a for name, a in out.items()}
-    main, merge = emit(p)
-    emulate(main, *(raw[q.name] for q in p.params), target="sm80")
+    main, merge = kernels
+    emulate(main, *(raw[q.name] for q in p.params), target=target)
     if merge is not None:
-        emulate(merge, *(raw[q.name] for q in p.merge_params), target="sm80")
+        emulate(merge, *(raw[q.name] for q in p.merge_params), target=target)
     return (out["O"], out["LSE"]), "the CUDA emulator (no GPU runner)"
 
 
@@ -105,4 +118,5 @@ def summary(p: PagedDecodePlan) -> dict:
             "workspace_bytes": p.workspace_bytes()}
 
 
-__all__ = ["EMULATED_KEYS", "build", "choose", "emit", "execute", "plan", "summary", "workspace"]
+__all__ = ["EMULATED_KEYS", "build", "build_with", "choose", "emit", "execute", "execute_with", "plan", "summary",
+           "workspace"]

@@ -608,10 +608,17 @@ def tensor_map_source(name: str, origin: str, rows, cols, box_rows, box_cols, dt
     """The host lines encoding ``map<name>``: a 2-D ``rows x cols`` tensor map over ``name`` from element
     ``origin`` (rows of ``cols * size`` bytes), boxes ``box_rows x box_cols``, 128-byte swizzled, innermost
     dimension first (the driver's order)."""
+    return tensor_map_lines(name, origin, (cols, rows), (cols * size,), (box_cols, box_rows), dtype, SWIZZLE_128B)
+
+
+def tensor_map_lines(name: str, origin: str, dims, strides, box, dtype: str, swizzle: int) -> list[str]:
+    """The host lines encoding ``map<name>``: a tensor map of ``len(dims)`` dimensions over ``name`` from element
+    ``origin``, innermost first (the driver's order): ``dims``, the byte ``strides`` of dims 1.., ``box``, element
+    strides 1, the TMA swizzle mode ``swizzle`` (``CUtensorMapSwizzle``), out-of-bounds boxes zero-filled."""
+    numbers = ", ".join(str(v) for v in (*dims, *strides, *box, *(1,) * len(dims)))
     return [f"    map{name} = T.stack_alloca('tensormap', 1)",
-            f"    T.cuda.tensormap_encode_tiled(map{name}, {name}.ptr_to({origin}), {cols}, {rows}, {cols * size}, "
-            f"{box_cols}, {box_rows}, 1, 1, descriptor_dtype='{dtype}', rank=2, swizzle={SWIZZLE_128B}, "
-            f"l2_promotion={L2_PROMOTION_256B})"]
+            f"    T.cuda.tensormap_encode_tiled(map{name}, {name}.ptr_to({origin}), {numbers}, "
+            f"descriptor_dtype='{dtype}', rank={len(dims)}, swizzle={swizzle}, l2_promotion={L2_PROMOTION_256B})"]
 
 
 @transpile_once
@@ -622,5 +629,5 @@ def emit(p: Sm90Plan):
     return parse(signature_source(p), {"T": T, "kernel": kernel, "p": p, "types": types})
 
 
-__all__ = ["TMA_LOAD", "TMA_STORE", "emit", "retire", "store_tma", "tensor_map_source", "operand_type", "ring_layout", "signature_source", "tma_load", "wgmma_instr",
+__all__ = ["TMA_LOAD", "TMA_STORE", "emit", "retire", "store_tma", "tensor_map_lines", "tensor_map_source", "operand_type", "ring_layout", "signature_source", "tma_load", "wgmma_instr",
            "wgmma_issue", "out_value"]

@@ -1,0 +1,80 @@
+"""One warm call of a named case inside ``torch.cuda.profiler`` start/stop: what ``ncu --profile-from-start off``
+profiles (Nsight Compute's counters of that call's kernels only; the builds and warm-up calls stay outside).
+
+    ncu --profile-from-start off --clock-control none --set full python3 benchmarks/ncu_cases.py CASE
+
+Cases (``CASES``): the sm90 GEMM at 4096^3 bf16 nt plain and with each costly epilogue (issue 36's 3 % bar),
+and paged decode attention (issue 37) at the batch-8 and batch-64 rows of ``benchmarks/paged_decode.py``, bf16
+and fp8 KV. Diagnostic: the numbers of record are the benchmarks'.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+
+def gemm_case(torch, fused: tuple):
+    import tvm_cdna4.torch as ops
+
+    n = 4096
+    g = torch.Generator(device="cuda").manual_seed(0)
+    a, b = (torch.randn(n, n, device="cuda", dtype=torch.bfloat16, generator=g) for _ in range(2))
+    kw = {}
+    if "residual" in fused:
+        kw["residual"] = torch.randn(n, n, device="cuda", dtype=torch.bfloat16, generator=g)
+    if "bias" in fused:
+        kw["bias"] = torch.randn(n, device="cuda", dtype=torch.bfloat16, generator=g)
+    if "scales" in fused:
+        kw["row_scale"] = torch.rand(n, device="cuda", generator=g) + 0.5
+        kw["col_scale"] = torch.rand(n, device="cuda", generator=g) + 0.5
+    if "gelu" in fused:
+        kw["activation"] = "gelu"
+    return lambda: ops.gemm(a, b, layout="nt", **kw)
+
+
+def paged_case(torch, batch: int, mean: int, kv_dtype: str):
+    import paged_decode as pd
+    import tvm_cdna4.torch as ops
+
+    spec = dict(set="ncu", batch=batch, mean=mean, heads=32, kv_heads=8, page_size=16, queries=1, kv_dtype=kv_dtype)
+    contexts = pd.draw_contexts(batch, mean)
+    problem = pd.problem_of(spec, contexts)
+    x = pd._inputs(torch, problem, contexts, 1, 0)
+    (k, v), (ks, vs) = x["caches"][0], x["scales"][0]
+    return lambda: ops.paged_attention(x["q"], k, v, x["table"], x["lens"], k_scale=ks, v_scale=vs)
+
+
+CASES = {
+    "gemm-plain": lambda t: gemm_case(t, ()),
+    "gemm-residual": lambda t: gemm_case(t, ("residual",)),
+    "gemm-bias-scales": lambda t: gemm_case(t, ("bias", "scales")),
+    "gemm-all": lambda t: gemm_case(t, ("residual", "bias", "scales", "gelu")),
+    "paged-bf16-b8": lambda t: paged_case(t, 8, 8192, "bf16"),
+    "paged-fp8-b8": lambda t: paged_case(t, 8, 8192, "fp8"),
+    "paged-bf16-b64": lambda t: paged_case(t, 64, 8192, "bf16"),
+    "paged-fp8-b64": lambda t: paged_case(t, 64, 8192, "fp8"),
+}
+
+
+def main(argv=None) -> int:
+    import torch
+
+    names = (argv if argv is not None else sys.argv[1:]) or list(CASES)
+    for name in names:
+        fn = CASES[name](torch)
+        for _ in range(3):
+            fn()
+        torch.cuda.synchronize()
+        torch.cuda.profiler.start()
+        fn()
+        torch.cuda.synchronize()
+        torch.cuda.profiler.stop()
+        print(f"ncu case {name}: profiled one call", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
