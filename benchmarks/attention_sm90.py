@@ -5,6 +5,7 @@ backend, with the sm80-class kernel's default for context.
     python3 benchmarks/attention_sm90.py --out $OUT                 # the issue's shapes, the cost model's configs
     python3 benchmarks/attention_sm90.py --out $OUT --configs sweep # and every config of SWEEP per shape
     python3 benchmarks/attention_sm90.py --out $OUT --quick         # D 128, 4k and 16k tokens only
+    python3 benchmarks/attention_sm90.py --out $OUT --fp8           # e4m3 Q, K, V (D 128), SDPA in bf16 beside
 
 Shapes: bf16, 16k tokens (batch x seq) at seq 2k, 4k, 8k, 16k and 32k (batch 1), hidden 2048 (32 heads at D
 64, 16 at D 128: FlashAttention-3's benchmark convention), MHA and GQA (a quarter of the heads for K / V),
@@ -16,7 +17,10 @@ compiled into the device-code cache: ``runtime.cuda.precompile``). On the GPU ea
 replay (``torch_gemm._graph_seconds``: ``--calls`` launches captured in one graph, the median of ``--reps``
 replays; SDPA the same way), interleaved over ``--rounds`` rounds (median). TFLOP/s =
 ``AttentionProblem.flops()`` (causal: the pairs it needs). Prints a markdown table; writes
-``$OUT/attention_sm90.json``.
+``$OUT/attention_sm90.json`` after every shape (a run cut short keeps what it timed). Expected (not yet run) to take
+about five minutes for the
+40 default shapes on an H100 (builds in parallel first); ``--configs sweep`` with ``--quick`` (8 shapes) about as
+long.
 """
 
 from __future__ import annotations
@@ -52,16 +56,23 @@ for the shape, such as 192 keys at D 128 past the shared memory, are reported as
 model's priors (``attention_cost.EXPOSED``, ``TILE_CLOCKS``) are to be fitted to."""
 
 
-def problems(quick: bool = False):
+PLAUSIBLE_TFLOPS = 2000
+"""More than an H100 / H200's dense fp8 peak (about 1979 TFLOP/s): a timing above it is reported as suspect."""
+FP8_CHECK = 5e-2
+"""fp8: the f32 reference check's largest ``||O - ref|| / ||ref||`` (P rounds to e4m3: 2^-4 relative a term)."""
+
+
+def problems(quick: bool = False, fp8: bool = False):
     seqs = (4096, 16384) if quick else SEQS
-    dims = (128,) if quick else (64, 128)
+    dims = (128,) if quick or fp8 else (64, 128)
     out = []
     for d in dims:
         heads = HIDDEN // d
         for s in seqs:
             for kv in (heads, heads // 4):
                 for causal in (False, True):
-                    out.append(AttentionProblem(max(1, TOKENS // s), heads, kv, s, s, d, causal=causal))
+                    out.append(AttentionProblem(max(1, TOKENS // s), heads, kv, s, s, d, causal=causal,
+                                                dtype="fp8" if fp8 else "bf16"))
     return out
 
 
@@ -104,14 +115,24 @@ def sdpa_call(backend, q, k, v, causal):
     return None
 
 
-def check(fn, p, q, k, v) -> dict:
-    """O and LSE of two heads of batch 0 against an f32 reference (GQA: K / V repeated for it)."""
-    from attention_h200 import f32_check, run_ours
+def check(fn, p, q, k, v, extra=()) -> dict:
+    """O and LSE of two heads of batch 0 against an f32 reference (GQA: K / V repeated for it; fp8 unit scales,
+    the O check at ``FP8_CHECK``)."""
+    import torch
 
-    o, lse = run_ours(fn, p, q, k, v)
+    from attention_h200 import f32_check
+
+    s = p.shapes()
+    o = torch.full(s["O"], float("nan"), dtype=torch.bfloat16 if p.dtype == "fp8" else q.dtype, device="cuda")
+    lse = torch.full(s["LSE"], float("nan"), dtype=torch.float32, device="cuda")
+    fn(q, k, v, o, lse, *extra)
+    torch.cuda.synchronize()
     group = p.group
     kk, vv = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
-    return f32_check(o, lse, q, kk, vv, p.causal, heads=(0, p.heads - 1))
+    row = f32_check(o, lse, q, kk, vv, p.causal, heads=(0, p.heads - 1))
+    if p.dtype == "fp8":
+        row["ok"] = bool(row["o_rel"] < FP8_CHECK and row["lse_abs"] < 1e-2)
+    return row
 
 
 def main(argv=None) -> int:
@@ -120,25 +141,29 @@ def main(argv=None) -> int:
     ap.add_argument("--configs", default="default", choices=("default", "sweep"))
     ap.add_argument("--quick", action="store_true", help="D 128 at 4k and 16k tokens only")
     ap.add_argument("--no-sm80", action="store_true", help="leave out the sm80-class kernel's default")
+    ap.add_argument("--fp8", action="store_true", help="e4m3 Q, K, V at D 128 (SDPA timed on their bf16 values)")
     ap.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) - 2))
     ap.add_argument("--calls", type=int, default=10, help="launches per CUDA graph")
-    ap.add_argument("--reps", type=int, default=20, help="graph replays per round (median)")
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--reps", type=int, default=10, help="graph replays per round (median)")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--timing", default="graph", choices=("graph", "events"),
+                    help="graph: CUDA-graph replay (torch_gemm._graph_seconds); events: runtime.cuda.bench_ms "
+                         "(CUDA events around each call, method 'warm'), should a graph not capture a launch")
     args = ap.parse_args(argv)
 
     import torch
     from torch.nn.attention import SDPBackend
 
     from torch_gemm import _graph_seconds
-    from tvm_cdna4.runtime.cuda import load_kernel
+    from tvm_cdna4.runtime.cuda import bench_ms, load_kernel
 
-    timed = problems(args.quick)
+    timed = problems(args.quick, args.fp8)
     configs = {p: [default_config(p)] for p in timed}
     if args.configs == "sweep":
         for p in timed:
             configs[p] += [c for c in SWEEP if c != configs[p][0]]
     jobs = [(("sm90", str(p), str(c)), "sm90", p, c) for p in timed for c in configs[p]]
-    if not args.no_sm80:
+    if not (args.no_sm80 or args.fp8):
         jobs += [(("sm80", str(p), "default"), "sm80", p, None) for p in timed]
     workdir = tempfile.mkdtemp(prefix="attn_sm90_")
     t0 = time.time()
@@ -156,27 +181,36 @@ def main(argv=None) -> int:
     for p in timed:
         gen = torch.Generator(device="cuda").manual_seed(p.seq_q + p.causal)
         s = p.shapes()
-        q, k, v = (torch.randn(s[n], generator=gen, device="cuda").to(torch.bfloat16) for n in ("Q", "K", "V"))
-        o = torch.empty_like(q)
+        dtype = torch.float8_e4m3fn if p.dtype == "fp8" else torch.bfloat16
+        q, k, v = (torch.randn(s[n], generator=gen, device="cuda").to(dtype) for n in ("Q", "K", "V"))
+        o = torch.empty(s["O"], dtype=torch.bfloat16, device="cuda")
         lse = torch.empty(s["LSE"], dtype=torch.float32, device="cuda")
-        calls = {"cudnn": sdpa_call(SDPBackend.CUDNN_ATTENTION, q, k, v, p.causal),
-                 "flash": sdpa_call(SDPBackend.FLASH_ATTENTION, q, k, v, p.causal)}
+        extra = (torch.ones(3, dtype=torch.float32, device="cuda"),) if p.dtype == "fp8" else ()
+        qb, kb, vb = (x.to(torch.bfloat16) for x in (q, k, v))
+        calls = {"cudnn": sdpa_call(SDPBackend.CUDNN_ATTENTION, qb, kb, vb, p.causal),
+                 "flash": sdpa_call(SDPBackend.FLASH_ATTENTION, qb, kb, vb, p.causal)}
         checks = {}
         for key in [k_ for k_ in built if k_[1] == str(p)]:
             path, err = built[key]
             name = f"{key[0]} {key[2]}"
             if path:
                 fn = load_kernel(path)
-                checks[name] = check(fn, p, q, k, v)
+                checks[name] = check(fn, p, q, k, v, extra)
                 if checks[name]["ok"]:
-                    calls[name] = lambda fn=fn, q=q, k=k, v=v, o=o, lse=lse: fn(q, k, v, o, lse)
+                    calls[name] = lambda fn=fn, q=q, k=k, v=v, o=o, lse=lse, extra=extra: fn(q, k, v, o, lse, *extra)
             else:
                 checks[name] = {"ok": False, "error": err}
         samples = {name: [] for name, fn in calls.items() if fn}
         for _ in range(args.rounds):
             for name in samples:
-                samples[name].append(_graph_seconds(torch, [calls[name]] * args.calls, args.reps))
+                if args.timing == "graph":
+                    samples[name].append(_graph_seconds(torch, [calls[name]] * args.calls, args.reps))
+                else:
+                    samples[name].append(bench_ms(calls[name], rep_ms=50, method="warm") / 1e3)
         tflops = {name: p.flops() / statistics.median(t) / 1e12 for name, t in samples.items()}
+        for name, value in tflops.items():
+            if value > PLAUSIBLE_TFLOPS:  # a graph that captured no launch times nothing
+                print(f"suspect timing {name}: {value:.0f} TFLOP/s (try --timing events)", flush=True)
         ours = {n: t for n, t in tflops.items() if n.startswith("sm90")}
         best = max(ours, key=ours.get) if ours else None
         row = dict(problem=str(p), batch=p.batch, seq=p.seq_q, heads=p.heads, kv_heads=p.kv_heads, head_dim=p.head_dim,
@@ -185,11 +219,11 @@ def main(argv=None) -> int:
                    else None)
         report["rows"].append(row)
         print(json.dumps({k_: row[k_] for k_ in ("problem", "tflops", "default_over_cudnn")}, default=str), flush=True)
-        del q, k, v, o, lse, calls
+        os.makedirs(args.out, exist_ok=True)  # after every shape: a run cut short keeps what it timed
+        with open(os.path.join(args.out, "attention_sm90.json"), "w") as f:
+            json.dump(report, f, indent=1, default=str)
+        del q, k, v, o, lse, calls, qb, kb, vb
         torch.cuda.empty_cache()
-    os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "attention_sm90.json"), "w") as f:
-        json.dump(report, f, indent=1, default=str)
     print("\n| D | B x S | H / Hkv | causal | cuDNN | FA2 | sm80 | sm90 default | sm90 best | default / cuDNN | best config |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in report["rows"]:

@@ -56,8 +56,9 @@ def stubbed(arch: str = "sm_80", target: str = "sm80"):
     import tvm_ffi
 
     from tvm_cdna4.kernels.gemm.dynamic_m import DynamicGemm
-    from tvm_cdna4.kernels.sm80 import attention as sm80_attention
+    from tvm_cdna4.kernels.sm80 import attention_target as sm80_attention
     from tvm_cdna4.kernels.sm80.attention_plan import plan_sm80_attention
+    from tvm_cdna4.kernels.sm90 import attention_target as sm90_attention
     from tvm_cdna4.kernels.sm80 import paged_target
     from tvm_cdna4.runtime import cuda
     from tvm_cdna4.torch_paged import HOOKS as paged_hooks
@@ -79,9 +80,11 @@ def stubbed(arch: str = "sm_80", target: str = "sm80"):
     paged_kernels = tt._paged._KERNELS
     patches = [(DynamicGemm, "kernel_for", lambda self, M: None),
                (cuda, "load_build", lambda exe, prefix="", workdir=None: launch),
-               (sm80_attention, "build_sm80_attention",
-                lambda problem, arch="sm_80": types.SimpleNamespace(config=plan_sm80_attention(problem, None,
-                                                                                              arch=arch).config)),
+               (sm80_attention, "build",  # the attention targets' build verbs (torch.attention_kernel's)
+                lambda problem, config=None, arch="sm_80": types.SimpleNamespace(config=plan_sm80_attention(
+                    problem, config, arch=arch).config)),
+               (sm90_attention, "build",
+                lambda problem, config=None, arch="sm_90a": types.SimpleNamespace(config=sm90_attention.choose(problem))),
                (paged_target, "build", lambda problem, arch="sm_80": (
                    "main", "merge" if paged_target.plan(problem).merge_params else None)),
                (torch.cuda, "current_device", lambda: 0),

@@ -754,7 +754,13 @@ def attention_dtype(problem):
 def run_attention(problem, arrays, target: str | None = None):
     """``(o, lse)`` of ``attention(..., return_lse=True)`` on the GPU, numpy in and out: the ``run`` of
     ``kernels.attention.validate`` for sm80 and sm90 (the CLI passes it where an NVIDIA GPU is present; the
-    GEMM's is ``runtime.cuda.run_gemm``); ``target``: that target's kernel (``attention_kernel``), not the device's."""
+    GEMM's is ``runtime.cuda.run_gemm``); ``target``: that target's kernel (``attention_kernel``), not the device's;
+    fp8 (``target`` only: ``attention`` takes 16-bit tensors) the e4m3 bytes as they are, ``SCALES`` after LSE."""
+    if problem.dtype in FP8_DTYPES.values():
+        q, k, v = (torch.from_numpy(arrays[n].view("uint8")).cuda().view(torch.float8_e4m3fn) for n in ("Q", "K", "V"))
+        o, lse = torch.empty(q.shape, dtype=torch.bfloat16, device="cuda"), empty_lse(q.shape[:3], "cuda")
+        attention_kernel(q, problem, target).launch(q, k, v, o, lse, torch.from_numpy(arrays["SCALES"]).cuda())
+        return o.float().cpu().numpy(), lse.float().cpu().numpy()
     q, k, v = (torch.from_numpy(arrays[n].astype("float32")).to("cuda", attention_dtype(problem)) for n in ("Q", "K", "V"))
     if target is None:
         o, lse = attention(q, k, v, causal=problem.causal, scale=problem.scale, return_lse=True)

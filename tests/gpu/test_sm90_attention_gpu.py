@@ -1,5 +1,5 @@
 """The sm90 attention forward on a Hopper GPU (``cuda(arch="sm_90a")``) against the float64 reference within
-``error_bound`` (odd lengths 1, 130, 3000, causal GQA, D 64 and 128, Sq != Skv, f16, every config knob), and
+``error_bound`` (odd lengths 1, 130, 3000, causal GQA, D 64 and 128, Sq != Skv, f16, fp8, every config knob), and
 ``tvm_cdna4.torch.attention`` choosing it on sm_90. Skipped without such a GPU."""
 
 from functools import partial
@@ -27,6 +27,9 @@ CASES = [
     (AttentionProblem(2, 8, 2, 3000, 3001, 128, causal=True), C(128, 2, True, True, True, persistent=True)),
     (AttentionProblem(1, 32, 8, 1500, 1500, 64), C(192, 3, True, True, True, persistent=True, ctas=7)),
     (AttentionProblem(1, 8, 8, 3000, 3000, 128), C(176, 2, overlap=True)),
+    (AttentionProblem(1, 8, 2, 3000, 3000, 128, causal=True, dtype="fp8"), None),  # e4m3, scales, bf16 O
+    (AttentionProblem(2, 4, 4, 130, 1000, 128, dtype="fp8"), C(128, 2)),
+    (AttentionProblem(1, 4, 2, 1, 1, 128, causal=True, dtype="fp8"), None),
 ]
 
 

@@ -252,8 +252,13 @@ def _bench(problem, target: str = "sm80") -> None:
     from ..torch import attention_dtype, attention_kernel
 
     shapes = problem.shapes()
-    q, k, v = (torch.randn(shapes[n], dtype=attention_dtype(problem), device="cuda") for n in ("Q", "K", "V"))
-    o, lse = torch.empty_like(q), torch.empty(shapes["LSE"], dtype=torch.float32, device="cuda")
+    fp8 = problem.dtype == "fp8"  # e4m3 inputs, unit scales, bf16 O (sm90)
+    dtype = torch.float8_e4m3fn if fp8 else attention_dtype(problem)
+    q, k, v = (torch.randn(shapes[n], device="cuda").to(dtype) for n in ("Q", "K", "V"))
+    o = torch.empty(shapes["O"], dtype=torch.bfloat16 if fp8 else dtype, device="cuda")
+    lse, extra = torch.empty(shapes["LSE"], dtype=torch.float32, device="cuda"), ()
+    if fp8:
+        extra = (torch.ones(3, dtype=torch.float32, device="cuda"),)
     kernel = attention_kernel(q, problem, target)
-    ms = runner.bench_ms(lambda: kernel.launch(q, k, v, o, lse))
+    ms = runner.bench_ms(lambda: kernel.launch(q, k, v, o, lse, *extra))
     print(f"bench {target} {_title(problem)}: {ms:.3f} ms, {problem.flops() / ms / 1e9:.1f} TFLOP/s")

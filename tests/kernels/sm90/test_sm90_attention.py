@@ -40,6 +40,14 @@ SLOW_CASES = {
     "persistent, one CTA walking 6 items, ping-pong": (AttentionProblem(1, 3, 1, 200, 130, 64, causal=True),
                                                        C(64, 2, True, True, True, persistent=True, ctas=1)),
     "persistent, 3 CTAs over 4 items, 3 stages": (AttentionProblem(1, 2, 1, 130, 200, 64), C(64, 3, persistent=True, ctas=3)),
+    "fp8, causal, GQA 2:1, 130 queries over 300 keys, ping-pong": (
+        AttentionProblem(1, 2, 1, 130, 300, 128, causal=True, dtype="fp8"), C(128, 2, True, True, True)),
+    "fp8, 200 queries over 130 keys, overlap": (AttentionProblem(1, 2, 2, 200, 130, 128, dtype="fp8"),
+                                                 C(128, 2, overlap=True)),
+    "fp8, one token, causal, GQA 2:1, persistent": (AttentionProblem(1, 4, 2, 1, 1, 128, causal=True, dtype="fp8"),
+                                                     C(128, 2, persistent=True, ctas=1)),
+    "D 128, causal, GQA 2:1, 250 tokens, ping-pong, 2 persistent CTAs": (
+        AttentionProblem(1, 2, 1, 250, 250, 128, causal=True), C(128, 2, True, True, True, persistent=True, ctas=2)),
     "192-key tiles, causal, 3000 keys": (AttentionProblem(1, 1, 1, 40, 3000, 64, causal=True), C(192, 2, True, True, True)),
 }
 
@@ -100,7 +108,8 @@ def test_the_cost_model_chooses_tiles_stages_and_the_schedule(problem, config):
 
 
 @pytest.mark.parametrize("problem, config, operand", [
-    (AttentionProblem(1, 1, 1, 64, 64, 64, dtype="fp8"), None, "dtype"),
+    (AttentionProblem(1, 1, 1, 64, 64, 64, dtype="fp8"), None, "head_dim"),  # fp8: D 128 (one 128-byte row)
+    (AttentionProblem(1, 1, 1, 64, 64, 128, dtype="fp8"), C(64, 2), "block_kv"),  # fp8: 128-key tiles
     (AttentionProblem(1, 1, 1, 64, 64, 64), C(72, 2), "block_kv"),
     (AttentionProblem(1, 1, 1, 64, 64, 64), C(512, 2), "block_kv"),
     (AttentionProblem(1, 1, 1, 64, 64, 128), C(256, 2), "stages"),  # 32 + 256 KB of shared memory
@@ -112,6 +121,36 @@ def test_refusals_name_the_operand(problem, config, operand):
     with pytest.raises(ContractError) as err:
         attention.plan(problem, "sm90", config)
     assert err.value.operand == operand
+
+
+def test_the_fp8_plan():
+    """fp8: e4m3 wgmma (k32) for both GEMMs, a third tile a stage (V transposed by the producer warpgroup's warps
+    1-3, with its own "transposed" barrier), bf16 O, the scales as the last parameter."""
+    p = attention.plan(AttentionProblem(2, 16, 4, 4096, 4096, 128, causal=True, dtype="fp8"), "sm90")
+    assert (p.config.block_kv, p.columns, p.k_step, p.elem_bytes, p.p_shift) == (128, 128, 32, 1, 8)
+    assert (p.wgmma_s, p.wgmma_o) == ("m64n128k32.f32.e4m3.e4m3", "m64n128k32.f32.e4m3.e4m3")
+    assert [(q.name, q.dtype) for q in p.params] == [("Q", "float8_e4m3fn"), ("K", "float8_e4m3fn"),
+                                                     ("V", "float8_e4m3fn"), ("O", "bfloat16"), ("LSE", "float32"),
+                                                     ("SCALES", "float32")]
+    s = p.config.stages
+    assert p.barriers == 2 + 3 * s and p.smem_bytes == 128 * 128 * (1 + 3 * s) and p.kv_bytes == 2 * 128 * 128
+    text = attention.emit(p).script()
+    assert text.count('T.ptx.prmt(') == 8 and "m64n128k32.f32.e4m3.e4m3" in text and '("b_major", "mn")' not in text
+
+
+def test_fp8_keys_follow_the_a_fragment():
+    """The e4m3 A fragment's key positions hold S's keys in ``fp8_key``'s order: a bijection on each 32-key step,
+    and thread t's positions 4t..4t+3 (16 + 4t..) are exactly the keys of its S registers (2t, 2t + 1, 8 + 2t,
+    9 + 2t; + 16)."""
+    from tvm_cdna4.isa.hopper_layout import a_fragment_coords, accumulator_coords
+    from tvm_cdna4.kernels.sm90.attention_emit import fp8_key, fp8_source
+
+    assert sorted(fp8_key(k) for k in range(32)) == list(range(32))
+    for t in range(128):
+        for q in range(16):
+            row, k = a_fragment_coords(t, q, 8)
+            srow, key = accumulator_coords(t, fp8_source(q))
+            assert (row, fp8_key(k)) == (srow, key)
 
 
 def test_validate_beyond_the_emulated_pairs_asks_for_a_gpu():
@@ -202,15 +241,19 @@ def test_the_benchmark_covers_the_issues_shapes():
     assert {p.seq_q for p in shapes} == {2048, 4096, 8192, 16384, 32768} and all(p.batch * p.seq_q >= 16384 for p in shapes)
     assert {p.heads // p.kv_heads for p in shapes} == {1, 4} and {p.dtype for p in shapes} == {"bf16"}
     assert all(attention.plan(p, "sm90").config.pingpong for p in shapes)
+    fp8 = bench.problems(fp8=True)  # --fp8: the D 128 shapes in e4m3
+    assert len(fp8) == 20 and {(p.dtype, p.head_dim) for p in fp8} == {("fp8", 128)}
+    assert all(attention.plan(p, "sm90").config.block_kv == 128 for p in fp8)
     assert {(c.overlap, c.pingpong, c.persistent) for c in bench.SWEEP} == {
         (False, False, False), (True, False, False), (True, True, False), (True, True, True)}
 
 
-@pytest.mark.slow  # about 15 s: three TIRx builds and NVRTC
+@pytest.mark.slow  # about 20 s: four TIRx builds and NVRTC
 def test_the_largest_configs_do_not_spill_under_nvrtc(tmp_path, capsys):
     """TIRx compiles the CUDA C with NVRTC when the module is loaded (the torch op's path): the cost model's
-    widest tiles (176 keys at D 128, 192 at D 64, ping-pong, persistent) fit the consumers' registers there,
-    and ``--emit cuda`` prints that source."""
+    widest tiles (176 keys at D 128, 192 at D 64, ping-pong, persistent) fit the consumers' registers there, and
+    fp8's V transpose the producer warpgroup's 40 (its loop not unrolled: unrolled, it spilled 160 bytes); ``--emit
+    cuda`` prints that source."""
     import nvrtc_shim
     import paths
 
@@ -220,7 +263,8 @@ def test_the_largest_configs_do_not_spill_under_nvrtc(tmp_path, capsys):
         pytest.skip("needs NVRTC and the CUDA headers")
     sources = []
     for args in (["--head-dim", "128", "--heads", "16"], ["--head-dim", "64", "--heads", "32", "--causal"],
-                 ["--head-dim", "128", "--heads", "16", "--causal", "--block-kv", "128"]):
+                 ["--head-dim", "128", "--heads", "16", "--causal", "--block-kv", "128"],
+                 ["--head-dim", "128", "--heads", "16", "--causal", "--dtype", "fp8"]):
         assert main(["attention", "--target", "sm90", "--seq", "2048", "--batch", "8", *args, "--emit", "cuda"]) == 0
         path = tmp_path / f"{len(sources)}.cu"
         path.write_text(capsys.readouterr().out)

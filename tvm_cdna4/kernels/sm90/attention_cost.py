@@ -4,7 +4,7 @@
 Per kv tile of one CTA (two consumer warpgroups of 64 rows each, ``block_kv`` keys; ``attention_plan``):
 
 - tensor: the two GEMMs, ``4 x 128 x block_kv x D`` flops at ``gemm_cost.TENSOR_FLOPS_PER_CLK`` (the dense
-  bf16 / f16 wgmma rate of an SM), ``block_kv / WGMMA_FULL_N`` of it for an S wgmma narrower than 128 (the
+  bf16 / f16 wgmma rate of an SM; fp8 ``TENSOR_RATE`` times it), ``block_kv / WGMMA_FULL_N`` of it for an S wgmma narrower than 128 (the
   GEMM model's observation that a narrow wgmma does not reach the full rate);
 - softmax: one ``ex2`` a score, ``128 x block_kv`` a tile, at ``MUFU_PER_CLK`` (the other FP32 work of the
   softmax issues beside it); masked tiles (the diagonal and the tail) ``MASK_COST`` more;
@@ -31,10 +31,12 @@ from __future__ import annotations
 import heapq
 import itertools
 
+from ...errors import ContractError
 from ..attention.problem import AttentionProblem, kv_full_tiles_for, workgroup_tiles
 from ..devices import DEVICES
-from .attention_plan import BLOCK_Q, CONSUMER_REGS, Sm90AttentionConfig, deepest, smem_for
-from .gemm_cost import TENSOR_FLOPS_PER_CLK, WGMMA_FULL_N
+from .attention_plan import BLOCK_Q, CONSUMER_REGS, Sm90AttentionConfig, deepest
+from .gemm_cost import TENSOR_FLOPS_PER_CLK, TENSOR_RATE, WGMMA_FULL_N
+from .gemm_plan import ELEMENT_BYTES
 
 MUFU_PER_CLK = 16
 """``ex2`` results per SM per clock on compute capability 9.0 (CUDA C++ Programming Guide, "Arithmetic
@@ -56,9 +58,10 @@ SCHEDULES = ((False, False), (True, False), (True, True))
 
 
 def registers(problem: AttentionProblem, config: Sm90AttentionConfig) -> int:
-    """A consumer thread's registers, estimated: S (``block_kv / 2``), P (``block_kv / 4`` words), O (``D / 2``)
-    and ``REGISTER_SLACK``."""
-    return config.block_kv // 2 + config.block_kv // 4 + problem.head_dim // 2 + REGISTER_SLACK
+    """A consumer thread's registers, estimated: S (``block_kv / 2``), P (``block_kv / 4`` words, fp8 half), O
+    (``D / 2``) and ``REGISTER_SLACK``."""
+    p_words = config.block_kv * ELEMENT_BYTES[problem.dtype] // 8
+    return config.block_kv // 2 + p_words + problem.head_dim // 2 + REGISTER_SLACK
 
 
 def candidates(problem: AttentionProblem, smem_bytes: int):
@@ -71,15 +74,24 @@ def candidates(problem: AttentionProblem, smem_bytes: int):
             continue
         for (overlap, pingpong), persistent in itertools.product(SCHEDULES, (False, True)):
             c = Sm90AttentionConfig(kv, stages, overlap=overlap, pingpong=pingpong, persistent=persistent)
-            if registers(problem, c) <= CONSUMER_REGS and smem_for(problem, c) <= smem_bytes:
+            if registers(problem, c) <= CONSUMER_REGS and fits(problem, c, smem_bytes):
                 out.append(c)
     return out
+
+
+def fits(problem: AttentionProblem, config: Sm90AttentionConfig, smem_bytes: int) -> bool:
+    """Whether the planner takes ``config`` (``Sm90AttentionConfig.check``: shared memory, fp8's tile)."""
+    try:
+        config.check(problem, smem_bytes)
+    except ContractError:
+        return False
+    return True
 
 
 def tile_clocks(problem: AttentionProblem, config: Sm90AttentionConfig, masked: bool = False) -> float:
     """SM clocks of one kv tile of a CTA (the module docstring)."""
     kv = config.block_kv
-    rate = TENSOR_FLOPS_PER_CLK * min(1.0, kv / WGMMA_FULL_N)
+    rate = TENSOR_FLOPS_PER_CLK * TENSOR_RATE[problem.dtype] * min(1.0, kv / WGMMA_FULL_N)
     tensor = 4 * BLOCK_Q * kv * problem.head_dim / rate
     softmax = BLOCK_Q * kv / MUFU_PER_CLK * (1 + (MASK_COST if masked else 0))
     return tensor + EXPOSED[(config.overlap, config.pingpong)] * softmax + TILE_CLOCKS
@@ -112,7 +124,10 @@ def estimate(problem: AttentionProblem, config: Sm90AttentionConfig, sms: int | 
 def choose(problem: AttentionProblem, sms: int | None = None, smem_bytes: int | None = None) -> Sm90AttentionConfig:
     """The candidate with the least ``estimate`` (ties: the first listed)."""
     smem = smem_bytes or DEVICES["H200"].smem_per_unit
-    return min(candidates(problem, smem), key=lambda c: estimate(problem, c, sms))
+    found = candidates(problem, smem)
+    if not found:  # the planner's refusal of the problem (fp8 at D 64, say), naming its rule
+        Sm90AttentionConfig().check(problem, smem)
+    return min(found, key=lambda c: estimate(problem, c, sms))
 
 
 __all__ = ["EXPOSED", "ITEM_CLOCKS", "MASK_COST", "PERSISTENT_ITEM_CLOCKS", "MUFU_PER_CLK", "SCHEDULES", "TILES", "TILE_CLOCKS", "candidates", "choose",

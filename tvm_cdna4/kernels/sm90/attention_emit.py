@@ -3,15 +3,19 @@
 Every decision is in the plan (``attention_plan``'s docstring: the work split, the shared memory, the
 tensor maps, the per-tile steps). Both GEMMs go through the checked wgmma tile pattern
 (``T.sm90.tile.apply(T.wgmma[...])``, ``patterns.wgmma``): ``S = Q K^T`` in the SS form, ``O += P V`` in the
-RS form with P in the registers of S (``p_operand``), each operand a view whose declared layout the pattern
-proves against the descriptor (``q_layout``, ``k_layout``, ``v_layout``). The TMA loads, the mbarrier
-protocol and the ``setmaxnreg`` split are the sm90 GEMM's (``gemm_emit``: ``TMA_LOAD``'s 3-D form here).
+RS form with P in the registers of S (``rescale_pack``), each operand a view whose declared layout the pattern
+proves against the descriptor (``q_layout``, ``k_layout``, ``v_layout``; fp8 ``vt_layout``). The TMA loads,
+the mbarrier protocol and the ``setmaxnreg`` split are the sm90 GEMM's (``gemm_emit``; 3-D TMA loads here).
+The schedules: ``kv_tile`` (one GEMM after the other), ``overlapped_loop`` (``overlap``; ``pingpong`` with
+``ordered`` / ``hand_over``); the items of a persistent CTA: ``producer_item`` / ``consumer_item``, the ring
+position carried in ``pos``; fp8's V transpose: ``transposed`` / ``transpose_v``.
 
 A consumer thread's registers (``Regs``): ``s`` the S accumulators (``block_kv / 2`` f32: register ``r``
 is row ``16 w + l / 4 + 8 ((r % 4) / 2)``, key ``8 (r / 4) + 2 (l % 4) + r % 2``), ``pa`` P in 16 bits
-(the same order, the RS A fragment), ``o`` the O accumulators (``D / 2``, the same map over head-dim
-columns), ``row`` the state of its two rows: max (raw score units) 0-1, sum 2-3, the exponent's offset 4-5,
-the last rescale factor alpha 6-7.
+(the same order, the RS A fragment; fp8: e4m3 in the A fragment's order, ``fp8_source``), ``o`` the O
+accumulators (``D / 2``, the same map over head-dim columns), ``row`` the state of its two rows: max (raw score
+units) 0-1, sum 2-3, the exponent's offset 4-5, the last rescale factor alpha 6-7; fp8 the scores' factor 8
+and V's scale 9.
 """
 
 from __future__ import annotations
@@ -122,36 +126,52 @@ def item_of(p: Sm90AttentionPlan, u):
 
 
 @T.macro
-def producer(p, SMH, MB, maps, pid):
-    # the CTA's items pid, pid + ctas, ...; pos[0]: the ring position of the item's first kv tile
+def producer(p, SMH, MB, maps, pid, tid):
+    # the CTA's items pid, pid + ctas, ...; pos[0]: the ring position of the item's first kv tile. Thread 0 issues
+    # the loads; fp8, the warpgroup's warps 1-3 transpose V in the same loop (one program order for the
+    # warpgroup: on the GPU warp 0 runs ahead, the emulator's lockstep runs it as written)
     pos = T.alloc_tensor(ty_args=[T.Tensor((1,), "int32", scope="local", layout="default")])
+    SW = T.decl_tensor(SMH.ptr_to([0]), ty_args=[T.Tensor((p.smem_bytes // 4,), "uint32", scope="shared.dyn",
+                                                          layout="default")])
     pos[0] = 0
     for i in range(p.items_of(pid)):
-        producer_item(p, SMH, MB, maps, item_of(p, pid + i * p.ctas), i, pos)
+        producer_item(p, SMH, SW, MB, maps, item_of(p, pid + i * p.ctas), i, pos, tid)
 
 
 @T.macro
-def producer_item(p, SMH, MB, maps, item, i, pos):
+def producer_item(p, SMH, SW, MB, maps, item, i, pos, tid):
     # the CTA's i-th item: Q once both consumers are done with the last item's (Q's "empty" barrier), then kv
     # tile j's K and V into the stage of ring position pos + j once both consumers released its previous use
     c = p.config
     base = pos[0]
-    T.cuda.mbarrier_wait(MB.ptr_to([1 + 2 * c.stages]), (i + 1) % 2)
-    T.ptx.mbarrier.arrive.expect_tx.shared.b64(MB.ptr_to([0]), T.uint32(p.q_elems * p.elem_bytes))
-    for db in T.unroll(p.d_blocks):
-        tma_load(SMH, db * BLOCK_Q * p.columns, maps[0], db * p.columns, item[2], item[0] * p.problem.heads + item[1],
-                 MB.ptr_to([0]))
+    if tid == 0:
+        T.cuda.mbarrier_wait(MB.ptr_to([1 + 2 * c.stages]), (i + 1) % 2)
+        T.ptx.mbarrier.arrive.expect_tx.shared.b64(MB.ptr_to([0]), T.uint32(p.q_elems * p.elem_bytes))
+        for db in T.unroll(p.d_blocks):
+            tma_load(SMH, db * BLOCK_Q * p.columns, maps[0], db * p.columns, item[2],
+                     item[0] * p.problem.heads + item[1], MB.ptr_to([0]))
     for j in range(kv_tiles(p, item[2])):
-        s = T.floormod(base + j, c.stages)
-        T.cuda.mbarrier_wait(MB.ptr_to([1 + c.stages + s]), T.floormod(T.floordiv(base + j, c.stages) + 1, 2))
-        T.ptx.mbarrier.arrive.expect_tx.shared.b64(MB.ptr_to([1 + s]), T.uint32(p.kv_bytes))
-        for db in T.unroll(p.d_blocks):
-            tma_load(SMH, p.stage_offset(s, 0) + db * c.block_kv * p.columns, maps[1], db * p.columns, j * c.block_kv,
-                     item[0] * p.problem.kv_heads + p.problem.kv_head(item[1]), MB.ptr_to([1 + s]))
-        for db in T.unroll(p.d_blocks):
-            tma_load(SMH, p.stage_offset(s, 1) + db * c.block_kv * p.columns, maps[2], db * p.columns, j * c.block_kv,
-                     item[0] * p.problem.kv_heads + p.problem.kv_head(item[1]), MB.ptr_to([1 + s]))
+        if tid == 0:
+            load_kv(p, SMH, MB, maps, item, j, base + j)
+        if I.constexpr(p.fp8):
+            if tid >= 32:
+                transposed(p, SW, MB, base + j, tid - 32)
     pos[0] = base + kv_tiles(p, item[2])
+
+
+@T.macro
+def load_kv(p, SMH, MB, maps, item, j, t):
+    # kv tile j's K and V into the stage of ring position t once both consumers released its previous use
+    c = p.config
+    s = T.floormod(t, c.stages)
+    T.cuda.mbarrier_wait(MB.ptr_to([1 + c.stages + s]), T.floormod(T.floordiv(t, c.stages) + 1, 2))
+    T.ptx.mbarrier.arrive.expect_tx.shared.b64(MB.ptr_to([1 + s]), T.uint32(p.kv_bytes))
+    for db in T.unroll(p.d_blocks):
+        tma_load(SMH, p.stage_offset(s, 0) + db * c.block_kv * p.columns, maps[1], db * p.columns, j * c.block_kv,
+                 item[0] * p.problem.kv_heads + p.problem.kv_head(item[1]), MB.ptr_to([1 + s]))
+    for db in T.unroll(p.d_blocks):
+        tma_load(SMH, p.stage_offset(s, 1) + db * c.block_kv * p.columns, maps[2], db * p.columns, j * c.block_kv,
+                 item[0] * p.problem.kv_heads + p.problem.kv_head(item[1]), MB.ptr_to([1 + s]))
 
 
 # ---- fp8: V transposed by the producer warpgroup's warps 1-3 --------------------------------------------
@@ -162,21 +182,13 @@ HALVES = (0x5410, 0x7632)  # prmt: halves 0 (1) of two words: a's then b's
 
 
 @T.macro
-def transposer(p, SMH, MB, pid, w):
-    # fp8, transposing thread w (0 .. 95): per kv tile of the CTA's items, once its V landed (the stage's "full"
-    # barrier), V^T into the stage's third tile, the async proxy fenced, one arrival on its "transposed" barrier
-    pos = T.alloc_tensor(ty_args=[T.Tensor((1,), "int32", scope="local", layout="default")])
-    SW = T.decl_tensor(SMH.ptr_to([0]), ty_args=[T.Tensor((p.smem_bytes // 4,), "uint32", scope="shared.dyn",
-                                                          layout="default")])
-    pos[0] = 0
-    for i in range(p.items_of(pid)):
-        for j in range(kv_tiles(p, item_of(p, pid + i * p.ctas)[2])):
-            T.cuda.mbarrier_wait(MB.ptr_to([1 + stage(p, pos[0] + j)]),
-                                 T.floormod(T.floordiv(pos[0] + j, p.config.stages), 2))
-            transpose_v(p, SW, stage(p, pos[0] + j), w)
-            T.ptx["fence.proxy.async.shared::cta"]()
-            T.ptx.mbarrier.arrive.shared.b64(MB.ptr_to([2 + 2 * p.config.stages + stage(p, pos[0] + j)]), T.uint32(1))
-        pos[0] = pos[0] + kv_tiles(p, item_of(p, pid + i * p.ctas)[2])
+def transposed(p, SW, MB, t, w):
+    # fp8, transposing thread w (0 .. 95), ring position t: once its V landed (the stage's "full" barrier), V^T
+    # into the stage's third tile, the async proxy fenced, one arrival on the stage's "transposed" barrier
+    T.cuda.mbarrier_wait(MB.ptr_to([1 + stage(p, t)]), T.floormod(T.floordiv(t, p.config.stages), 2))
+    transpose_v(p, SW, stage(p, t), w)
+    T.ptx["fence.proxy.async.shared::cta"]()
+    T.ptx.mbarrier.arrive.shared.b64(MB.ptr_to([2 + 2 * p.config.stages + stage(p, t)]), T.uint32(1))
 
 
 def swizzled_word(p: Sm90AttentionPlan, base, row, byte):
@@ -559,11 +571,10 @@ def kernel(p, args, maps):
     T.cuda.cta_sync()
     if tid < WARPGROUP:
         T.ptx["setmaxnreg.dec.sync.aligned.u32"](PRODUCER_REGS)
-        if tid == 0:
-            producer(p, SMH, MB, maps, pid)
-        if I.constexpr(p.fp8):
-            if tid >= 32:
-                transposer(p, SMH, MB, pid, tid - 32)
+        if I.constexpr(p.fp8):  # every thread of the warpgroup: thread 0 loads, warps 1-3 transpose V
+            producer(p, SMH, MB, maps, pid, tid)
+        elif tid == 0:
+            producer(p, SMH, MB, maps, pid, tid)
     else:
         T.ptx["setmaxnreg.inc.sync.aligned.u32"](CONSUMER_REGS)
         consumer(p, SMH, MB, args, pid, tid // WARPGROUP - 1, tid % WARPGROUP)

@@ -7,12 +7,12 @@ module decides how an sm_90a CTA computes them. Pure Python (attrs): no TIRx.
 **Work split** (FA3, Shah et al. 2024, "FlashAttention-3", §3.1). A work item is a (query block of
 ``BLOCK_Q`` = 128 rows, batch x head), the items longest query blocks first (causal: the last block runs the
 most kv tiles); one CTA per item, or (``persistent``) one per SM walking the items ``pid, pid + ctas, ...``
-with the mbarrier ring running on from one item into the next. Three warpgroups: warpgroup 0 the producer (``setmaxnreg.dec`` to ``PRODUCER_REGS``; one
-thread issues every TMA load), warpgroups 1 and 2 the consumers (``setmaxnreg.inc`` to
+with the mbarrier ring running on from one item into the next. Three warpgroups: warpgroup 0 the producer
+(``setmaxnreg.dec`` to ``PRODUCER_REGS``; one thread issues every TMA load), warpgroups 1 and 2 the consumers (``setmaxnreg.inc`` to
 ``CONSUMER_REGS``), each owning 64 query rows (one ``wgmma`` M). The sm90 GEMM's pair of register targets
 and its TMA / mbarrier conventions (``kernels.sm90.gemm_plan``, ``gemm_emit``) are reused as they are.
 
-**Shared memory.** Q (``128 x D``, loaded once by TMA) and a ring of ``stages`` (K tile, V tile) pairs,
+**Shared memory.** Q (``128 x D``, loaded once an item by TMA) and a ring of ``stages`` (K tile, V tile) pairs,
 each tile ``block_kv x D``. Every tile is stored as ``D / 64`` column blocks of 64 elements (128 bytes a
 row: one ``CU_TENSOR_MAP_SWIZZLE_128B`` box each, the widest 128-byte-swizzled box), the blocks one after
 another: what TMA writes and what the ``wgmma`` descriptors read (K-major Q and K, M/N-major V).
@@ -31,7 +31,8 @@ kv head ``h // group``.
   memory; ``block_kv / 2`` f32 accumulators a thread.
 * The online softmax on the accumulator fragment (thread ``32 w + l`` holds rows ``16 w + l / 4`` and
   ``+ 8`` of its 64, keys ``8 c + 2 (l % 4) + {0, 1}``): the row max over the thread's registers and
-  the quad (``shfl.xor`` 1, 2), ``p = 2^(s c - m c)`` (``c = scale_log2``), the row sum, ``O *= alpha``.
+  the quad (``shfl.xor`` 1, 2), ``p = 2^(s c - m c)`` (``c = scale_log2``), the row sum, ``O *= alpha``
+  (``overlap`` / ``pingpong``: the schedules of ``Sm90AttentionConfig``, FA3 §3.1-3.2).
   Masked (element by element) only on the tiles ``kv_full_tiles_for`` leaves: causal's diagonal tiles
   and the tail past ``Skv``; tiles wholly above the diagonal are not run (``kv_tiles_for``).
 * ``O += P V``: the S accumulators of key columns ``16 kk .. 16 kk + 15`` are, register for register,
@@ -39,6 +40,14 @@ kv head ``h // group``.
   and ``accumulator_coords`` agree), so P is S converted to 16 bits in place of the registers
   (``cvt.rn.{bf16,f16}x2.f32``), never through shared memory; B = the V tile, M/N-major
   (``b_major="mn"``: ``imm-trans-b`` 1), ``m64n{D}k16``, ``block_kv / 16`` k-steps.
+
+**fp8** (e4m3 Q, K, V with per-tensor scales ``SCALES = [sq, sk, sv]``, bf16 O; D 128 and 128-key tiles: one
+128-byte swizzled row each). Both GEMMs are e4m3 wgmma (k32); e4m3's B operand has no transposed form, so V is
+transposed in shared memory by the producer warpgroup's warps 1-3 (``TRANSPOSERS``: 4 x 4-byte blocks, ``prmt``)
+into a third tile of the stage, in the key order of P's A fragment (``attention_emit.fp8_key``): the e4m3 A
+fragment of a 32-key k-step holds, per thread, exactly the keys of its S registers, only in another order, so P
+is S converted in registers with no move between threads. The scores' factor is ``c sq sk``, P is computed as
+``2^(s c - m c + P_SHIFT)`` (``problem.P_SHIFT``), O is ``sv P V / l`` and the LSE subtracts the shift.
 
 **The end.** ``O / l`` stored from the registers (column pairs, rows past ``Sq`` not stored) and
 ``LSE = (m c + log2 l) ln 2`` per row by the quad's first thread.
@@ -109,8 +118,9 @@ class Sm90AttentionConfig:
             bad("ctas", "the persistent grid's CTAs", "0 (one per SM), or a count with persistent=True",
                 (self.persistent, self.ctas))
         if problem.dtype in SCALED and (problem.head_dim != FP8_HEAD_DIM or self.block_kv != FP8_BLOCK_KV):
-            bad("block_kv", "fp8 runs D 128 and 128-key tiles (one 128-byte swizzled row: Q and K, and V transposed)",
-                f"head_dim {FP8_HEAD_DIM}, block_kv {FP8_BLOCK_KV}", (problem.head_dim, self.block_kv))
+            bad("head_dim" if problem.head_dim != FP8_HEAD_DIM else "block_kv", "fp8 runs D 128 and 128-key tiles (one "
+                "128-byte swizzled row: Q and K, and V transposed)", f"head_dim {FP8_HEAD_DIM}, block_kv {FP8_BLOCK_KV}",
+                (problem.head_dim, self.block_kv))
         if self.pingpong and not self.overlap:
             bad("pingpong", "the warpgroups take turns at the overlapped loop's GEMM issues", "overlap=True with "
                 "pingpong=True", (self.overlap, self.pingpong))

@@ -2,7 +2,7 @@
 ``emit``, ``build``, ``execute``, ``summary``, from an ``AttentionProblem``.
 
 The kernel: the warp-specialized TMA + wgmma forward of ``attention_plan`` / ``attention_emit`` (bf16 and
-f16; fp8 is refused with a ``ContractError``). ``config`` None: the cost model's choice
+f16, and fp8 e4m3 with per-tensor scales at D 128, bf16 O). ``config`` None: the cost model's choice
 (``attention_cost.choose``). ``build`` compiles for ``sm_90a`` (wgmma and ``setmaxnreg`` need the
 architecture-specific target) through the build cache. ``execute`` runs through a GPU runner (``run(problem,
 arrays) -> (O, LSE)``: ``tvm_cdna4.torch.run_attention``) or, for at most ``EMULATED_PAIRS`` scored pairs
@@ -14,7 +14,7 @@ from ...cuda.build import cached_build, check_compiler, compile_blobs
 from ..attention.problem import AttentionProblem, output_arrays
 from ..common import cache_key
 from ..sm80.attention_target import EMULATED_PAIRS
-from .attention_plan import STORAGE, Sm90AttentionConfig, plan_sm90_attention
+from .attention_plan import Sm90AttentionConfig, plan_sm90_attention
 
 ARCH = "sm_90a"
 SOURCES = ("attention_plan.py", "attention_emit.py", "gemm_plan.py", "gemm_emit.py")
@@ -27,9 +27,8 @@ def plan(problem: AttentionProblem, config: Sm90AttentionConfig | None = None, s
     SMs of ``smem_bytes`` shared memory, the H200's by default)."""
     from .attention_cost import choose as choose_config
 
-    if problem.dtype in STORAGE and config is None:  # an fp8 problem: the planner's refusal, not the model's
-        config = choose_config(problem, sms, smem_bytes)
-    return plan_sm90_attention(problem, config or Sm90AttentionConfig(), smem_bytes)
+    config = choose_config(problem, sms, smem_bytes) if config is None else config
+    return plan_sm90_attention(problem, config, smem_bytes, sms)
 
 
 def choose(problem: AttentionProblem, **options) -> Sm90AttentionConfig:
