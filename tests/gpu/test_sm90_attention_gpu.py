@@ -33,7 +33,14 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("case", range(len(CASES)))
+FP8_LSE = pytest.mark.xfail(strict=True, reason=(
+    "fp8: on the H100 (2026-12-06) O is within its bound but the LSE measured 17-160x its bound: the bound has no "
+    "term for the tensor cores' fp8 accumulation precision (about 14 bits kept: DeepSeek-V3 technical report, "
+    "section 3.3.2), which the CUDA emulator does not model either (docs/sm90_attention.md, Known issues)"))
+
+
+@pytest.mark.parametrize("case", [pytest.param(i, marks=FP8_LSE) if CASES[i][0].dtype == "fp8" else i
+                                  for i in range(len(CASES))])
 def test_exact_within_the_documented_bound(case):
     from tvm_cdna4.torch import run_attention
 
