@@ -194,10 +194,11 @@ def splits(M: int, N: int, K: int, dtype: str = "bf16", min_slice: int = MIN_SLI
 
 
 WEIGH_HYBRID = False
-"""Whether the choice weighs the hybrid decomposition (``decompositions``): not until a GPU timing of it has
-tested its terms (the split-K reduction's fitted rates, applied to the last wave's tiles): its 128x256 build
-spills registers under ptxas, and the model expects 2-4% at most (docs/sm90_gemm.md "Hybrid");
-``benchmarks/sm90_sweep.py`` times the best-ranked hybrid of each shape for that fit."""
+"""Whether the choice weighs the hybrid decomposition (``decompositions``): no. Timed on the H100 (2026-12-06,
+``benchmarks/sm90_sweep.py --ms 3000,768 --top 1``, 24 LLM projections): the best-ranked hybrid beat the model's
+first config on 7 shapes by 1-5 % and lost on 17 by up to 34 % (benchmarks/RESULTS.md "sm90"); the model's
+terms for it (the split-K reduction's fitted rates on the last wave's tiles) do not yet tell the 7 from the 17
+(docs/sm90_gemm.md "Hybrid")."""
 
 
 def decompositions(tiles: int, sms: int, allowed: tuple, hybrid: bool | None = None) -> tuple:
