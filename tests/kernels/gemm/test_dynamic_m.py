@@ -135,6 +135,7 @@ def test_dynamic_m_in_the_emulator(dynamic, target, M):
     compare("C", c, a64 @ b64.T, rtol=tol, atol=tol * (np.abs(a64) @ np.abs(b64).T))
 
 
+@pytest.mark.slow  # suite time (CI within 5 min on 2 cores): run with TVM_CDNA4_SLOW=1
 def test_dynamic_cuda_source_compiles(dynamic, tmp_path):
     """The kernel takes ``int M`` and divides by it only through ``truncdiv`` (``kernels.gemm.dynamic_m.ceil_div``): a
     floor division of unknown sign lowers to let-bound remainders, which CUDA codegen printed inside

@@ -15,6 +15,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from paths import ROOT
 
 BIAS_ROW = '''    Input("bias", "column", "f32", "add", (-1.0, 1.0), "add a per-column f32 bias [N]"),
@@ -70,6 +72,7 @@ CHECKS = textwrap.dedent('''
 ''')
 
 
+@pytest.mark.slow  # suite time (CI within 5 min on 2 cores): run with TVM_CDNA4_SLOW=1
 def test_a_new_input_is_one_row_of_the_table(tmp_path):
     copy = tmp_path / "tvm_cdna4"
     shutil.copytree(ROOT / "tvm_cdna4", copy, ignore=shutil.ignore_patterns("__pycache__"))

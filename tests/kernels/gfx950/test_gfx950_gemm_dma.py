@@ -58,6 +58,7 @@ def test_dma_gemm_matches_numpy(dtype, layout, shape, batch, rng):
     run_gemm(rng, dtype, layout, shape, config=dma_config(dtype), batch=batch)
 
 
+@pytest.mark.slow  # suite time (CI within 5 min on 2 cores): run with TVM_CDNA4_SLOW=1
 @pytest.mark.xdist_group("gfx950-dma")  # the golden test's f16_nt_dma kernel: one build, through the session cache
 def test_dma_main_loop_has_no_staging_and_one_wait_per_k_tile():
     """The compiled loop (16 K tiles: two iterations of six, one per stage and fragment set, and a

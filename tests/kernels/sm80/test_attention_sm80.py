@@ -50,7 +50,12 @@ def _run(plan, q, k, v):
     return o.astype(np.float64), lse, stats
 
 
-@pytest.mark.parametrize("name", CASES)
+SLOW_CASES = ("causal D 128, Q from shared memory", "odd lengths, D 128, 8 warps")
+"""Run with TVM_CDNA4_SLOW=1 (suite time): D 128 stays in the default run through the overlapped and the
+4-stage mbarrier cases."""
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW_CASES else n for n in CASES])
 def test_emulated_attention_is_within_the_documented_bound(name):
     problem, config = CASES[name]
     q, k, v = _inputs(problem)

@@ -15,6 +15,7 @@ from tvm_cdna4.kernels.sm80 import paged_target
 from tvm_cdna4.kernels.sm80.paged_decode_plan import PagedDecodeConfig, choose_partition, plan_paged_decode
 
 
+@pytest.mark.slow  # suite time (CI within 5 min on 2 cores): run with TVM_CDNA4_SLOW=1
 def test_odd_contexts_4_queries_fp8_kv_d128_match_the_reference():
     problem = PagedDecodeProblem(3, 8, 2, 128, 4, 32, 10, 40, kv_dtype="fp8")
     result = attention.validate_paged(problem, "sm80", PagedDecodeConfig(warps=4, stages=3, splits=2), seed=1,

@@ -101,6 +101,7 @@ def test_the_kernel_takes_m_and_the_host_encodes_as_map_with_it(dynamic_plan):
     assert "CUtensorMap mapB, nv_bfloat16* __restrict__ residual_ptr, int M)" in source
 
 
+@pytest.mark.slow  # suite time (CI within 5 min on 2 cores): run with TVM_CDNA4_SLOW=1
 def test_nvcc_assembles_the_dynamic_m_kernel_for_sm_90a(dynamic_plan, tmp_path):
     nvcc = shutil.which("nvcc") or shutil.which("/usr/local/cuda/bin/nvcc")
     if nvcc is None:

@@ -19,6 +19,7 @@ from tvm_cdna4.kernels.sm90.paged_decode_plan import Sm90PagedDecodePlan
 EMULATOR = "the CUDA emulator (no GPU runner)"
 
 
+@pytest.mark.slow  # suite time: the GPU tests run this shape on hardware; fp8 D 64 runs the pipeline here
 def test_bf16_d128_odd_contexts_two_boxes_per_row_match_the_reference():
     # 256-byte rows: two 128-byte-swizzled TMA boxes per tile; 1 key, 77 keys (a page's rows past L), 96 keys
     # over 2 partitions of 2 warps
