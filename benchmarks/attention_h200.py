@@ -202,6 +202,11 @@ def sdpa_fn(backend, q, k, v, causal):
         return None
 
 
+def cell(x, spec=".0f") -> str:
+    """A table cell: ``x`` formatted, ``-`` where there is none (a peer that did not run)."""
+    return "-" if x is None else format(x, spec)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=os.environ.get("OUT", RUNS), help="folder of the raw outputs (default: $OUT, else benchmarks/runs)")
@@ -303,10 +308,8 @@ def main(argv=None) -> int:
     print("\n| B x S | causal | SDPA flash | cuDNN | ours (default) | ours (best) | best / flash | best config |")
     print("|---|---|---|---|---|---|---|---|")
     for r in table:
-        def fmt(x, spec=".0f"):
-            return "-" if x is None else format(x, spec)
-        print(f"| {r['batch']} x {r['seq']} | {r['causal']} | {fmt(r['flash_tflops'])} | {fmt(r['cudnn_tflops'])} | "
-              f"{fmt(r['default_tflops'])} | {fmt(r['best_tflops'])} | {fmt(r['best_over_flash'], '.2f')} | "
+        print(f"| {r['batch']} x {r['seq']} | {r['causal']} | {cell(r['flash_tflops'])} | {cell(r['cudnn_tflops'])} | "
+              f"{cell(r['default_tflops'])} | {cell(r['best_tflops'])} | {cell(r['best_over_flash'], '.2f')} | "
               f"{r['best_config']} |")
     return 0
 

@@ -226,14 +226,13 @@ def main(argv=None) -> int:
         torch.cuda.empty_cache()
     print("\n| D | B x S | H / Hkv | causal | cuDNN | FA2 | sm80 | sm90 default | sm90 best | default / cuDNN | best config |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
+    from attention_h200 import cell
+
     for r in report["rows"]:
         t = r["tflops"]
-
-        def fmt(x, spec=".0f"):
-            return "-" if x is None else format(x, spec)
         print(f"| {r['head_dim']} | {r['batch']} x {r['seq']} | {r['heads']} / {r['kv_heads']} | {r['causal']} | "
-              f"{fmt(t.get('cudnn'))} | {fmt(t.get('flash'))} | {fmt(t.get('sm80 default'))} | {fmt(t.get(r['default']))} | "
-              f"{fmt(t.get(r['best']))} | {fmt(r['default_over_cudnn'], '.2f')} | {r['best']} |")
+              f"{cell(t.get('cudnn'))} | {cell(t.get('flash'))} | {cell(t.get('sm80 default'))} | "
+              f"{cell(t.get(r['default']))} | {cell(t.get(r['best']))} | {cell(r['default_over_cudnn'], '.2f')} | {r['best']} |")
     return 0
 
 
