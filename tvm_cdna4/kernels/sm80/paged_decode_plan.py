@@ -98,7 +98,7 @@ atomic round trip the other resident CTAs' loads do not hide) plus, on the call'
 ``merge_passes`` passes of those rounds (``ceil(rows D / 2 / (threads MERGE_PASS))``: 1 at 8 rows, 4 at 32).
 Batch 8, 32/8 heads, a 4.7k hint (15 partitions of 320 keys, 960 CTAs on 132 SMs): last-CTA ~3.6 us (4
 waves x 0.2 + 4 rounds x 0.7), kernel ~3.7 us (3 + 1 round x 0.7: 15 partitions over 8 lanes): one launch wins, barely. Batch 64, 32k hint (64
-partitions, 32768 CTAs): last-CTA ~36 us (125 waves of tickets + 16 rounds), kernel ~14 us: many short CTAs'
+partitions, 32768 CTAs): last-CTA ~36 us (125 waves of tickets + 16 rounds), kernel ~4.4 us (3 + 2 rounds): many short CTAs'
 tickets weigh more than a launch, two launches win; so do 32 rows (4 queries x group 8: 4 passes of
 rounds in one CTA against one in the kernel). One partition (``split_kv`` 1): no ticket, no rounds, the
 last-CTA merge always, chosen even while ``WEIGH_LAST_CTA`` is off (one launch: what an eager call of a small
@@ -345,10 +345,12 @@ def merge_seconds(problem: PagedDecodeProblem, split_kv: int, warps: int, sms: i
 
 
 WEIGH_LAST_CTA = False
-"""Whether the choice weighs the last-CTA merge (``choose_merge``; one partition takes it anyway): not until a
-GPU run has timed it (its ``merge_seconds`` constants are first guesses) and run its tickets on hardware;
-``PagedDecodeConfig(merge="last-cta")`` forces it, and ``benchmarks/paged_decode.py --merge last-cta,kernel``
-times both."""
+"""Whether the choice weighs the last-CTA merge (``choose_merge``; one partition takes it anyway): no. Timed on
+the H100 (2026-12-06, ``benchmarks/paged_decode.py --merge last-cta,kernel``, before the merge kernel's lanes): 7 %
+faster at batch 8 / 9.4k contexts, within +-2 % elsewhere; its tickets ran right on hardware. The lanes
+(``MERGE_LANES``) since took about 10 us off the merge kernel at that row, more than the 7 %, and the model's
+constants (``merge_seconds``) for the two are not fitted to timings. ``PagedDecodeConfig(merge="last-cta")``
+forces it."""
 
 
 def choose_merge(problem: PagedDecodeProblem, split_kv: int, warps: int, sms: int) -> str:
