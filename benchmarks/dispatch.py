@@ -98,6 +98,7 @@ def stubbed(arch: str = "sm_80", target: str = "sm80"):
         tt._paged._KERNELS = {}
         tt._DEVICES, tt._KERNELS, tt._SM90_REFUSED = {0: (arch, target)}, type(tt._KERNELS)(), set()
         tt.__dict__.get("_CALLS", {}).clear()
+        tt.__dict__.get("_SCRATCH", {}).clear()
         yield calls
     finally:
         for obj, name, value in old:
@@ -106,6 +107,7 @@ def stubbed(arch: str = "sm_80", target: str = "sm80"):
             setattr(tt, name, value)
         paged_hooks["DEVICE_TYPES"], tt._paged._KERNELS = tt.DEVICE_TYPES, paged_kernels
         tt.__dict__.get("_CALLS", {}).clear()
+        tt.__dict__.get("_SCRATCH", {}).clear()
 
 
 def cpu_inputs() -> dict:

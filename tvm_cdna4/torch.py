@@ -107,14 +107,18 @@ DEVICE_TYPES = ("cuda", "meta")
 
 
 class _KernelCache(dict):
-    """``kernel_cache()``: clearing it forgets the eager calls' prepared launches too (``_CALLS``)."""
+    """``kernel_cache()``: clearing it forgets the eager calls' prepared launches too (``_CALLS``) and their LSE
+    scratches (``_SCRATCH``)."""
 
     def clear(self) -> None:
         _CALLS.clear()
+        _SCRATCH.clear()
         super().clear()
 
 
 _KERNELS: dict = _KernelCache()
+_SCRATCH: dict = {}
+"""``{(LSE shape, device): tensor}``: ``empty_lse``'s scratches, kept as long as the kernels are."""
 _CALLS: dict = {}
 """``{call key: launch}``: the prepared launch of each shape class an eager call has run (``_prepared``)."""
 CALL_CACHE_LIMIT = 4096
@@ -444,10 +448,18 @@ def bound(fn, device):
 
 
 def empty_lse(shape: tuple, device):
-    """The LSE scratch of a prepared launch: where a call does not return the LSE, the kernel writes it here
-    (``_prepare_attention``, ``torch_paged``) and nobody reads it; also the template of a fresh LSE
-    (``torch.empty_like`` of it: contiguous, cheaper than ``torch.empty``)."""
-    return torch.empty(shape, dtype=torch.float32, device=device)
+    """The LSE scratch of prepared launches of this LSE shape on ``device``: where a call does not return the
+    LSE, the kernel writes it here (``_prepare_attention``, ``torch_paged``) and nobody reads it; also the
+    template of a fresh LSE (``torch.empty_like`` of it: contiguous, cheaper than ``torch.empty``). It is kept in
+    ``_SCRATCH`` as long as the kernels are, not with a prepared launch: a launch evicted from the call cache, or
+    prepared again, must not free memory that a CUDA graph captured through it, or a kernel on another stream,
+    still writes; ``kernel_cache().clear()`` frees it with the kernels and workspaces (drop graphs captured
+    before, as for those)."""
+    key = (tuple(shape), device)
+    scratch = _SCRATCH.get(key)
+    if scratch is None:
+        scratch = _SCRATCH[key] = torch.empty(shape, dtype=torch.float32, device=device)
+    return scratch
 
 
 def _prepare_attention(key, kernel, q) -> None:

@@ -134,7 +134,8 @@ PAGED_ROW = {"sm90": "sm80"}
 not here runs its own row). sm_90: the sm80 row, measured faster than the sm90 row (TMA into mbarrier rings)
 on every shape of ``benchmarks/paged_decode.py --target`` (H100, 2026-12-06: 2-8 % at batch 8 and 64, bf16 and
 fp8 KV; benchmarks/RESULTS.md "Paged decode attention"). ``run_paged_attention(..., target=)`` and
-``paged_launch`` run a named row; setting ``PAGED_ROW["sm90"] = "sm90"`` makes the op take it."""
+``paged_launch`` run a named row; setting ``PAGED_ROW["sm90"] = "sm90"`` makes the op take it (from the next
+call on, shapes that ran before included: the prepared launches' keys hold the mapping)."""
 
 
 def _kernels(q, problem, target: str | None = None):
@@ -246,8 +247,9 @@ def paged_attention(q, k_cache, v_cache, block_table, context_lens, *, scale=Non
             scale = float(scale)
         except (TypeError, ValueError):
             _fail("scale", "the softmax scale", "a positive finite float or None", repr(scale), "parameters")
-    key, launch = _lookup("paged_attention", (scale,), q, k_cache, v_cache, block_table, context_lens, k_scale,
-                          v_scale)
+    # PAGED_ROW in the key: a row changed by the user is taken by the shapes that ran before, too
+    key, launch = _lookup("paged_attention", (scale, tuple(PAGED_ROW.items())), q, k_cache, v_cache, block_table,
+                          context_lens, k_scale, v_scale)
     if launch is not None:
         pair = launch(q, k_cache, v_cache, block_table, context_lens, k_scale, v_scale, return_lse)
         if pair is not None:

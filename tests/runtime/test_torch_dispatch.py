@@ -261,3 +261,30 @@ def test_a_launch_is_bound_to_its_device_once(monkeypatch):
     monkeypatch.setattr(tt, "on_device", lambda device: contextlib.nullcontext(entered.append(device)))
     switched = tt.bound(fn, torch.device("cuda", 1))
     assert switched is not fn and switched(1, 2) == (1, 2) and entered == [torch.device("cuda", 1)]
+
+
+def test_the_lse_scratch_outlives_its_prepared_launch_and_goes_with_the_kernels(calls):
+    # a CUDA graph captured through a prepared launch keeps the scratch's address: evicting the launch from the
+    # call cache (its 4096-key limit) must not free it; kernel_cache().clear() frees it with the kernels
+    args = _paged()
+    for _ in range(2):
+        tt.paged_attention(*args)
+    scratch = calls[-1][-1]
+    tt._CALLS.clear()  # what _store's eviction does to the oldest key
+    for _ in range(2):
+        tt.paged_attention(*args)
+    assert calls[-1][-1] is scratch and any(t is scratch for t in tt._SCRATCH.values())
+    tt.kernel_cache().clear()
+    assert tt._SCRATCH == {} and tt._CALLS == {}
+
+
+def test_a_changed_paged_row_is_a_new_key(calls, monkeypatch):
+    from tvm_cdna4 import torch_paged
+
+    args = _paged()
+    for _ in range(2):
+        tt.paged_attention(*args)
+    assert len(tt._CALLS) == 1
+    monkeypatch.setitem(torch_paged.PAGED_ROW, "sm90", "sm90")  # the device here is sm80: its row stays sm80's
+    tt.paged_attention(*args)
+    assert len(tt._CALLS) == 2  # the shape that ran before is prepared again, under the new mapping

@@ -142,7 +142,7 @@ def _gpu_refusal(args, device: str | None) -> str | None:
     if args.block_q is not None or args.block_kv is not None:
         return ("--block-q / --block-kv with --validate / --bench on the GPU: the GPU runs tvm_cdna4.torch.attention, "
                 "whose config is the default; use --emit to see a chosen config, or validate it without a GPU")
-    if args.arch and args.arch != device:
+    if args.arch and args.arch.removesuffix("a") != device.removesuffix("a"):  # sm_90a runs on an sm_90 GPU
         return f"--arch {args.arch} with --validate / --bench: the GPU here is {device}"
     return None
 
@@ -168,6 +168,8 @@ def run_attention(args) -> int:
     if why:
         return _usage(why)
     device = present_arch() if args.target in CUDA_TARGETS else None
+    if args.target == "sm90" and device is not None and not device.startswith("sm_90"):
+        device = None  # the sm90 kernel runs on sm_90 only: elsewhere --validate takes the CUDA emulator
     why = _gpu_refusal(args, device)
     if why:
         return _usage(why)

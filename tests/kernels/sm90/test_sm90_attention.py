@@ -181,6 +181,23 @@ def test_the_cli_validates_sm90_without_a_gpu(capsys):
     assert out.strip().endswith("PASS")
 
 
+def test_the_cli_validates_sm90_in_the_emulator_beside_a_non_hopper_gpu_and_takes_sm_90a_on_hopper(capsys,
+                                                                                                   monkeypatch):
+    # an A100 present: --target sm90 --validate runs in the CUDA emulator (the sm90 kernel runs on sm_90 only);
+    # an H100 present: --arch sm_90a (the kernel's build arch) is the GPU's own, not a refusal
+    from types import SimpleNamespace
+
+    from tvm_cdna4.cli import attention as cli_attention
+
+    monkeypatch.setattr(cli_attention, "present_arch", lambda: "sm_80")
+    assert main(["attention", "--target", "sm90", "--seq", "1", "--seq-kv", "70", "--heads", "2", "--kv-heads", "1",
+                 "--head-dim", "64", "--block-kv", "64", "--validate"]) == 0
+    assert "on the CUDA emulator" in capsys.readouterr().out
+    args = SimpleNamespace(validate=True, bench=False, block_q=None, block_kv=None, arch="sm_90a")
+    assert cli_attention._gpu_refusal(args, "sm_90") is None
+    assert "the GPU here is sm_80" in cli_attention._gpu_refusal(args, "sm_80")
+
+
 def test_the_emitted_kernel_uses_the_checked_wgmma_forms():
     """Both GEMMs are pattern applications (S: SS, Q and K in shared memory; O: RS, P in registers, V
     M/N-major) and every global read is a TMA load (no ld.global of Q, K, V)."""
