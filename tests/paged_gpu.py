@@ -18,3 +18,13 @@ def cuda_tensors(arrays: dict, torch):
 def assert_within_bound(problem, arrays: dict, o, lse) -> None:
     o_ratio, lse_ratio = paged.compare(problem, arrays, o.float().cpu().numpy(), lse.cpu().numpy())
     assert o_ratio <= 1 and lse_ratio <= 1, (o_ratio, lse_ratio)
+
+
+def assert_graph_replays_the_same(torch, call, o, lse) -> None:
+    """``call()`` -> ``(O, LSE)`` captured in a CUDA graph and replayed gives ``o`` and ``lse`` bit for bit."""
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        o2, lse2 = call()
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(o2, o) and torch.equal(lse2, lse)

@@ -9,7 +9,7 @@ pytestmark = pytest.mark.cuda  # the project plugin (tvm_cdna4.testing): skipped
 from tvm_cdna4.kernels import attention  # noqa: E402
 from tvm_cdna4.kernels.attention import paged  # noqa: E402
 from tvm_cdna4.kernels.attention.paged import PagedDecodeProblem  # noqa: E402
-from paged_gpu import assert_within_bound, cuda_tensors  # noqa: E402
+from paged_gpu import assert_graph_replays_the_same, assert_within_bound, cuda_tensors  # noqa: E402
 
 
 @pytest.mark.parametrize("page_size", [16, 64])
@@ -39,12 +39,7 @@ def test_lying_data_and_graph_capture():
     q, k, v, table, lens = cuda_tensors(arrays, torch)
     o, lse = paged_attention(q, k, v, table, lens, return_lse=True)
     assert_within_bound(problem, arrays, o, lse)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        o2, lse2 = paged_attention(q, k, v, table, lens, return_lse=True)
-    graph.replay()
-    torch.cuda.synchronize()
-    assert torch.equal(o2, o) and torch.equal(lse2, lse)
+    assert_graph_replays_the_same(torch, lambda: paged_attention(q, k, v, table, lens, return_lse=True), o, lse)
 
 
 def test_a_misaligned_q_is_refused_not_launched():

@@ -14,7 +14,7 @@ pytestmark = pytest.mark.cuda  # the project plugin (tvm_cdna4.testing): skipped
 from tvm_cdna4.kernels import attention  # noqa: E402
 from tvm_cdna4.kernels.attention import paged  # noqa: E402
 from tvm_cdna4.kernels.attention.paged import PagedDecodeProblem  # noqa: E402
-from paged_gpu import assert_within_bound, cuda_tensors  # noqa: E402
+from paged_gpu import assert_graph_replays_the_same, assert_within_bound, cuda_tensors  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -59,12 +59,7 @@ def test_the_op_takes_paged_rows_row_and_keeps_the_clamps_under_graph_capture(ro
     o, lse = paged_attention(q, k, v, table, lens, return_lse=True)
     assert any(key[0] == problem and key[2] == row for key in _KERNELS)
     assert_within_bound(problem, arrays, o, lse)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        o2, lse2 = paged_attention(q, k, v, table, lens, return_lse=True)
-    graph.replay()
-    torch.cuda.synchronize()
-    assert torch.equal(o2, o) and torch.equal(lse2, lse)
+    assert_graph_replays_the_same(torch, lambda: paged_attention(q, k, v, table, lens, return_lse=True), o, lse)
 
 
 def test_nan_cache_rows_past_the_contexts_stay_out():
