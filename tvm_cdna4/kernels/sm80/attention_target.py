@@ -40,16 +40,23 @@ def build(problem: AttentionProblem, config: Sm80AttentionConfig | None = None, 
 
 def execute(p, arrays: dict, run=None):
     """((O, LSE), where): through ``run`` on the GPU, else the CUDA emulator for small problems."""
+    return execute_cuda(p, arrays, run, "sm80", emit, "an NVIDIA GPU")
+
+
+def execute_cuda(p, arrays: dict, run, target: str, emit_fn, gpu: str):
+    """A CUDA attention row's ``execute``: ``run(problem, arrays)`` on the GPU where given, else ``emit_fn(p)``
+    in the CUDA emulator (``target``) up to ``EMULATED_PAIRS`` scored pairs (beyond: a ValueError asking for
+    ``gpu``). ((O, LSE), where)."""
     problem = p.problem
     if run is not None:
         return run(problem, arrays), "the NVIDIA GPU"
     if problem.visible_pairs() > EMULATED_PAIRS:
-        raise ValueError(f"sm80 attention validation of {problem.visible_pairs()} scored pairs needs an NVIDIA GPU (the "
+        raise ValueError(f"{target} attention validation of {problem.visible_pairs()} scored pairs needs {gpu} (the "
                          f"CUDA emulator takes at most {EMULATED_PAIRS}); run it where one is present")
     from ...emulator import emulate
 
     out = {**arrays, **output_arrays(problem)}
-    emulate(emit(p), *(out[param.name] for param in p.params), target="sm80")
+    emulate(emit_fn(p), *(out[param.name] for param in p.params), target=target)
     return (out["O"], out["LSE"]), "the CUDA emulator (no GPU runner)"
 
 

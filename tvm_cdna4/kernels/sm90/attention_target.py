@@ -11,9 +11,9 @@ arrays) -> (O, LSE)``: ``tvm_cdna4.torch.run_attention``) or, for at most ``EMUL
 from __future__ import annotations
 
 from ...cuda.build import cached_build, check_compiler, compile_blobs
-from ..attention.problem import AttentionProblem, output_arrays
+from ..attention.problem import AttentionProblem
 from ..common import cache_key
-from ..sm80.attention_target import EMULATED_PAIRS
+from ..sm80.attention_target import EMULATED_PAIRS, execute_cuda
 from .attention_plan import Sm90AttentionConfig, plan_sm90_attention
 
 ARCH = "sm_90a"
@@ -64,17 +64,7 @@ def build(problem: AttentionProblem, config: Sm90AttentionConfig | None = None, 
 
 def execute(p, arrays: dict, run=None):
     """((O, LSE), where): through ``run`` on the GPU, else the CUDA emulator for small problems."""
-    problem = p.problem
-    if run is not None:
-        return run(problem, arrays), "the NVIDIA GPU"
-    if problem.visible_pairs() > EMULATED_PAIRS:
-        raise ValueError(f"sm90 attention validation of {problem.visible_pairs()} scored pairs needs an NVIDIA Hopper "
-                         f"GPU (the CUDA emulator takes at most {EMULATED_PAIRS}); run it where one is present")
-    from ...emulator import emulate
-
-    out = {**arrays, **output_arrays(problem)}
-    emulate(emit(p), *(out[param.name] for param in p.params), target="sm90")
-    return (out["O"], out["LSE"]), "the CUDA emulator (no GPU runner)"
+    return execute_cuda(p, arrays, run, "sm90", emit, "an NVIDIA Hopper GPU")
 
 
 def summary(p) -> dict:
