@@ -251,23 +251,21 @@ def _gathered(problem: PagedDecodeProblem, arrays: dict, b: int, values):
     return k, v, present
 
 
-def _attend(problem: PagedDecodeProblem, arrays: dict, value_map=lambda v: v, zero_q: bool = False,
-            score_map=lambda x: x):
+def _attend(problem: PagedDecodeProblem, arrays: dict, value_map=lambda v: v, zero_q: bool = False):
     """``(o [B, q, H, D], lse [B, q, H], seen [B, q, H], top [B, q, H])`` float64 of the problem with V mapped
-    by ``value_map`` (``abs`` for the bound's sums), Q and K by ``score_map`` (``abs``: the scores' sums of
-    magnitudes) and Q optionally zero (equal scores); ``top``: each row's largest visible score (``-inf`` for
-    an empty row)."""
+    by ``value_map`` (``abs`` for the bound's sums) and Q optionally zero (equal scores); ``top``: each row's
+    largest ``scale sum_i |q_i k_ji|`` over its visible keys (0 for an empty row: the bound's score term)."""
     import numpy as np
 
     values = dequantize(problem, arrays)
-    q = np.zeros_like(values[0]) if zero_q else score_map(values[0])
+    q = np.zeros_like(values[0]) if zero_q else values[0]
     B, nq, H, D = q.shape
     o, lse, seen = np.zeros((B, nq, H, D)), np.full((B, nq, H), -np.inf), np.zeros((B, nq, H))
-    top = np.full((B, nq, H), -np.inf)
+    top = np.zeros((B, nq, H))
     for b in range(B):
         k, v, present = _gathered(problem, arrays, b, values)
         L = k.shape[0]
-        k, v = score_map(np.repeat(k, problem.group, axis=1)), value_map(np.repeat(v, problem.group, axis=1))  # [L, H, D]
+        k, v = np.repeat(k, problem.group, axis=1), value_map(np.repeat(v, problem.group, axis=1))  # [L, H, D]
         s = np.einsum("ihd,jhd->ihj", q[b], k) * problem.softmax_scale  # [q, H, L]
         limit = np.array([visible_limit(problem, L, i) for i in range(nq)])
         mask = (np.arange(L)[None, :] <= limit[:, None]) & present[None, :]  # [q, L]
@@ -279,7 +277,8 @@ def _attend(problem: PagedDecodeProblem, arrays: dict, value_map=lambda v: v, ze
         o[b] = np.einsum("ihj,jhd->ihd", p / np.where(empty, 1.0, total), v)
         lse[b] = np.where(empty, -np.inf, m + np.log(np.where(empty, 1.0, total)))[..., 0]
         seen[b] = mask.sum(-1)[:, None]
-        top[b] = m[..., 0]
+        magnitude = np.einsum("ihd,jhd->ihj", np.abs(q[b]), np.abs(k)) * problem.softmax_scale
+        top[b] = np.where(mask[:, None, :], magnitude, 0.0).max(-1, initial=0.0)
     return o, lse, seen, top
 
 
@@ -297,9 +296,8 @@ def error_bound(problem: PagedDecodeProblem, arrays: dict, p_dtype: str | None =
     import numpy as np
 
     p_dtype = p_dtype or problem.q_dtype
-    o, lse, seen, _ = _attend(problem, arrays)
+    o, lse, seen, scores = _attend(problem, arrays)
     terms, _, _, _ = _attend(problem, arrays, np.abs)
-    _, _, _, scores = _attend(problem, arrays, score_map=np.abs)
     bound = UNIT_ROUNDOFF[problem.q_dtype] * np.abs(o) + (P_ROUNDOFF[p_dtype] + F32_TERMS) * terms
     if P_UNDERFLOW[p_dtype]:  # sum_j |v_j|: the mean over the visible keys (equal scores) times their count
         mean, _, _, _ = _attend(problem, arrays, np.abs, zero_q=True)
@@ -308,7 +306,7 @@ def error_bound(problem: PagedDecodeProblem, arrays: dict, p_dtype: str | None =
     # scale sum_i |q_i k_ji|: lse moves at most as far as its largest score does)
     finite = np.isfinite(lse)
     lse_bound = np.where(finite, LSE_F32 * (1 + np.abs(np.where(finite, lse, 0.0)))
-                         + F32_TERMS * np.where(finite, scores, 0.0), 0.0)
+                         + F32_TERMS * scores, 0.0)
     return bound, lse_bound
 
 
