@@ -30,7 +30,8 @@ row_scale=None, col_scale=None, out=None)`` computes ``out = epilogue(a @ op(b))
   its first call of that key, which takes the checked path and the custom op (docs/dynamic_m.md
   "Dispatch cost"); ``torch.compile``, dispatch modes and functorch transforms always take the op. The
   outputs are new tensors every call, but for the LSE of ``attention`` and ``paged_attention`` where the call
-  does not return it: the kernel writes that into a scratch of the prepared launch, which nobody reads.
+  does not return it: the kernel writes that into a scratch kept beside the kernels (``empty_lse``), which
+  nobody reads.
 * It launches on torch's current CUDA stream, so it can be captured in a CUDA graph (build and load
   happen at a bucket's first call: run each bucket once before capturing).
 * It is the custom op ``torch.ops.tvm_cdna4.gemm`` (``out=``: ``tvm_cdna4.gemm_out``) with a fake
@@ -120,7 +121,7 @@ _KERNELS: dict = _KernelCache()
 _SCRATCH: dict = {}
 """``{(LSE shape, device): tensor}``: ``empty_lse``'s scratches, kept as long as the kernels are."""
 _CALLS: dict = {}
-"""``{call key: launch}``: the prepared launch of each shape class an eager call has run (``_prepared``)."""
+"""``{call key: launch}``: the prepared launch of each shape class an eager call has run (``_lookup``)."""
 CALL_CACHE_LIMIT = 4096
 """Prepared launches kept (``_CALLS``; a key holds M, so a server's every M is one): past it the oldest goes."""
 
@@ -376,11 +377,6 @@ def _key(op: str, options: tuple, *tensors):
     return _lookup(op, options, *tensors)[0]
 
 
-def _prepared(key):
-    """The prepared launch of ``key`` (one dict lookup), None where there is none or no key."""
-    return None if key is None else _CALLS.get(key)
-
-
 def _store(key, launch) -> None:
     if len(_CALLS) >= CALL_CACHE_LIMIT:  # the oldest key goes (dicts keep insertion order)
         del _CALLS[next(iter(_CALLS))]
@@ -465,7 +461,7 @@ def empty_lse(shape: tuple, device):
 def _prepare_attention(key, kernel, q) -> None:
     """Store the launch of an attention call that passed its checks: ``launch(q, k, v, return_lse)`` ->
     ``(O, LSE)``, or None (nothing run) where ``_ready`` refuses a tensor. O is a new tensor every call; LSE
-    is a new tensor where the call returns it, else the key's scratch (``empty_lse``: its values are
+    is a new tensor where the call returns it, else the shape's scratch (``empty_lse``: its values are
     nobody's; two streams' calls of one key may write it at once, garbage over garbage, never read)."""
     fn, extra, scratch = bound(kernel.fn, q.device), kernel.extra(), empty_lse(q.shape[:3], q.device)
 

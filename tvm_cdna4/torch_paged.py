@@ -20,7 +20,7 @@ synchronization, so the call is CUDA-graph capturable. The grid of fixed-size pa
 once). It is the custom op ``torch.ops.tvm_cdna4.paged_attention`` with a fake implementation
 (``torch.compile``); eagerly, a call whose shape class ran before takes its prepared launch (one dict lookup:
 ``torch._lookup``, as the other ops; ``_prepare``): the workspace converted for tvm_ffi once, O allocated per
-call, the LSE a per-key scratch where the call does not return it. Bad arguments: a ``ContractError`` naming
+call, the LSE a scratch (``empty_lse``) where the call does not return it. Bad arguments: a ``ContractError`` naming
 the tensor, the rule, what was expected and found (a prepared launch refuses what its key does not hold,
 strides and alignment, and the call takes the checked path, which names it).
 """
@@ -207,7 +207,7 @@ def _prepare(key, kernels, q, scaled: bool) -> None:
     context_lens, k_scale, v_scale, return_lse)`` -> ``(O, LSE)``, or None (nothing run) where ``_ready``
     refuses a tensor (the checked path then names it). The workspace is converted to tvm_ffi tensors once (as
     ``runtime.cuda.Kernel.extra`` does the GEMM's); O is a new tensor every call; LSE a new one where the call
-    returns it, else the key's scratch (``empty_lse``: nobody reads it; calls on one stream run in order, and
+    returns it, else the shape's scratch (``empty_lse``: nobody reads it; calls on one stream run in order, and
     two streams' calls of one key both write garbage nobody reads). One launch where the plan merges in main's
     last CTA (``merge`` None: a plan of one partition always), else main then merge."""
     import tvm_ffi
