@@ -103,14 +103,16 @@ def problems(causals=(False, True), head_dim=HEAD_DIM):
 
 
 def _build(job):
-    """Worker: build, export and precompile one kernel; (key, path or None, error, seconds)."""
-    key, problem, config, arch, workdir = job
+    """Worker: build, export and precompile one kernel of an attention row (``target``: a key of
+    ``kernels.attention.TARGETS``; ``benchmarks/attention_sm90.py`` builds through it too); (key, path or None,
+    error, seconds)."""
+    key, target, problem, config, arch, workdir = job
+    from tvm_cdna4.kernels.attention import TARGETS
     from tvm_cdna4.runtime.cuda import precompile
-    from tvm_cdna4.kernels.sm80.attention import build_sm80_attention
 
     t0 = time.perf_counter()
     try:
-        exe = build_sm80_attention(problem, config, arch=arch)
+        exe = TARGETS[target].verb("build")(problem, config, arch=arch)
         path = os.path.join(workdir, "attn_" + hashlib.sha256(repr(key).encode()).hexdigest()[:16] + ".so")
         exe.export_library(path)
         precompile(exe)
@@ -123,7 +125,7 @@ def build_all(jobs_list, arch, jobs):
     workdir = tempfile.mkdtemp(prefix="attn_h200_")
     done = {}
     with cf.ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn")) as pool:
-        for key, path, err, sec in pool.map(_build, [(k, p, c, arch, workdir) for k, p, c in jobs_list]):
+        for key, path, err, sec in pool.map(_build, [(k, "sm80", p, c, arch, workdir) for k, p, c in jobs_list]):
             done[key] = (path, err)
             if err:
                 print(f"build failed {key}: {err}", flush=True)

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures as cf
-import hashlib
 import json
 import multiprocessing as mp
 import os
@@ -74,23 +73,6 @@ def problems(quick: bool = False, fp8: bool = False):
                     out.append(AttentionProblem(max(1, TOKENS // s), heads, kv, s, s, d, causal=causal,
                                                 dtype="fp8" if fp8 else "bf16"))
     return out
-
-
-def _build(job):
-    """Worker: build, export and precompile one kernel; (key, path or None, error, seconds)."""
-    key, target, problem, config, workdir = job
-    from tvm_cdna4.kernels.attention import TARGETS
-    from tvm_cdna4.runtime.cuda import device_arch, precompile
-
-    t0 = time.perf_counter()
-    try:
-        exe = TARGETS[target].verb("build")(problem, config, arch=device_arch())
-        path = os.path.join(workdir, "attn_" + hashlib.sha256(repr(key).encode()).hexdigest()[:16] + ".so")
-        exe.export_library(path)
-        precompile(exe)
-        return key, path, None, time.perf_counter() - t0
-    except Exception as e:  # noqa: BLE001 - a kernel that fails to build is reported, not timed
-        return key, None, f"{type(e).__name__}: {e}", time.perf_counter() - t0
 
 
 def sdpa_call(backend, q, k, v, causal):
@@ -165,11 +147,15 @@ def main(argv=None) -> int:
     jobs = [(("sm90", str(p), str(c)), "sm90", p, c) for p in timed for c in configs[p]]
     if not (args.no_sm80 or args.fp8):
         jobs += [(("sm80", str(p), "default"), "sm80", p, None) for p in timed]
-    workdir = tempfile.mkdtemp(prefix="attn_sm90_")
+    from attention_h200 import _build  # the build worker of every attention row
+
+    from tvm_cdna4.runtime.cuda import device_arch
+
+    arch, workdir = device_arch(), tempfile.mkdtemp(prefix="attn_sm90_")
     t0 = time.time()
     built = {}
     with cf.ProcessPoolExecutor(max_workers=args.jobs, mp_context=mp.get_context("spawn")) as pool:
-        for key, path, err, _ in pool.map(_build, [(*j[:1], j[1], j[2], j[3], workdir) for j in jobs]):
+        for key, path, err, _ in pool.map(_build, [(*j, arch, workdir) for j in jobs]):
             built[key] = (path, err)
             if err:
                 print(f"build failed {key}: {err[:300]}", flush=True)
