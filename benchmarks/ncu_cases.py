@@ -5,7 +5,7 @@ profiles (Nsight Compute's counters of that call's kernels only; the builds and 
 
 Cases (``CASES``): the sm90 GEMM at 4096^3 bf16 nt plain and with each costly epilogue (issue 36's 3 % bar),
 and paged decode attention (issue 37) at the batch-8 and batch-64 rows of ``benchmarks/paged_decode.py``, bf16
-and fp8 KV. Diagnostic: the numbers of record are the benchmarks'.
+and fp8 KV, and the sm90 attention forward at 8 x 2k tokens, hidden 2048 (issue 38). Diagnostic: the numbers of record are the benchmarks'.
 """
 
 from __future__ import annotations
@@ -47,6 +47,18 @@ def paged_case(torch, batch: int, mean: int, kv_dtype: str):
     return lambda: ops.paged_attention(x["q"], k, v, x["table"], x["lens"], k_scale=ks, v_scale=vs)
 
 
+def attention_case(torch, head_dim: int, causal: bool, kv_heads_div: int = 1):
+    import tvm_cdna4.torch as ops
+
+    heads = 2048 // head_dim
+    batch, seq = 8, 2048
+    g = torch.Generator(device="cuda").manual_seed(0)
+    q = torch.randn(batch, heads, seq, head_dim, device="cuda", dtype=torch.bfloat16, generator=g)
+    k, v = (torch.randn(batch, heads // kv_heads_div, seq, head_dim, device="cuda", dtype=torch.bfloat16,
+                        generator=g) for _ in range(2))
+    return lambda: ops.attention(q, k, v, causal=causal)
+
+
 CASES = {
     "gemm-plain": lambda t: gemm_case(t, ()),
     "gemm-residual": lambda t: gemm_case(t, ("residual",)),
@@ -56,6 +68,9 @@ CASES = {
     "paged-fp8-b8": lambda t: paged_case(t, 8, 8192, "fp8"),
     "paged-bf16-b64": lambda t: paged_case(t, 64, 8192, "bf16"),
     "paged-fp8-b64": lambda t: paged_case(t, 64, 8192, "fp8"),
+    "attn-d128": lambda t: attention_case(t, 128, False),
+    "attn-d128-causal": lambda t: attention_case(t, 128, True),
+    "attn-d64": lambda t: attention_case(t, 64, False),
 }
 
 
