@@ -3,7 +3,8 @@ profiles (Nsight Compute's counters of that call's kernels only; the builds and 
 
     ncu --profile-from-start off --clock-control none --set full python3 benchmarks/ncu_cases.py CASE
 
-Cases (``CASES``): the sm90 GEMM at 4096^3 bf16 nt plain and with each costly epilogue (issue 36's 3 % bar),
+Cases (``CASES``): the sm90 GEMM at 4096^3 bf16 nt plain and with each costly epilogue (issue 36's 3 % bar) and
+at medium M on Qwen2.5-7B projections,
 and paged decode attention (issue 37) at the batch-8 and batch-64 rows of ``benchmarks/paged_decode.py``, bf16
 and fp8 KV, and the sm90 attention forward at 8 x 2k tokens, hidden 2048 (issue 38). Diagnostic: the numbers of record are the benchmarks'.
 """
@@ -16,19 +17,20 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 
-def gemm_case(torch, fused: tuple):
+def gemm_case(torch, fused: tuple, mnk=(4096, 4096, 4096)):
     import tvm_cdna4.torch as ops
 
-    n = 4096
+    m, n, k = mnk
     g = torch.Generator(device="cuda").manual_seed(0)
-    a, b = (torch.randn(n, n, device="cuda", dtype=torch.bfloat16, generator=g) for _ in range(2))
+    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16, generator=g)
+    b = torch.randn(n, k, device="cuda", dtype=torch.bfloat16, generator=g)
     kw = {}
     if "residual" in fused:
-        kw["residual"] = torch.randn(n, n, device="cuda", dtype=torch.bfloat16, generator=g)
+        kw["residual"] = torch.randn(m, n, device="cuda", dtype=torch.bfloat16, generator=g)
     if "bias" in fused:
         kw["bias"] = torch.randn(n, device="cuda", dtype=torch.bfloat16, generator=g)
     if "scales" in fused:
-        kw["row_scale"] = torch.rand(n, device="cuda", generator=g) + 0.5
+        kw["row_scale"] = torch.rand(m, device="cuda", generator=g) + 0.5
         kw["col_scale"] = torch.rand(n, device="cuda", generator=g) + 0.5
     if "gelu" in fused:
         kw["activation"] = "gelu"
@@ -64,6 +66,10 @@ CASES = {
     "gemm-residual": lambda t: gemm_case(t, ("residual",)),
     "gemm-bias-scales": lambda t: gemm_case(t, ("bias", "scales")),
     "gemm-all": lambda t: gemm_case(t, ("residual", "bias", "scales", "gelu")),
+    # Qwen2.5-7B's fused gate/up projection (N 37888, K 3584) at the medium M rows of RESULTS.md "sm90 GEMM"
+    "gemm-m768": lambda t: gemm_case(t, (), (768, 37888, 3584)),
+    "gemm-m200": lambda t: gemm_case(t, (), (200, 37888, 3584)),
+    "gemm-m3000-o": lambda t: gemm_case(t, (), (3000, 3584, 3584)),
     "paged-bf16-b8": lambda t: paged_case(t, 8, 8192, "bf16"),
     "paged-fp8-b8": lambda t: paged_case(t, 8, 8192, "fp8"),
     "paged-bf16-b64": lambda t: paged_case(t, 64, 8192, "bf16"),

@@ -12,7 +12,9 @@ from tvm_cdna4.errors import ContractError
 from tvm_cdna4.kernels import attention
 from tvm_cdna4.kernels.attention.problem import AttentionProblem
 from tvm_cdna4.kernels.sm90.attention_cost import choose as default_config
-from tvm_cdna4.kernels.sm90.attention_plan import BLOCK_Q, Sm90AttentionConfig, Sm90AttentionPlan, plan_sm90_attention
+from tvm_cdna4.kernels.sm90 import attention_plan
+from tvm_cdna4.kernels.sm90.attention_plan import (BLOCK_Q, Sm90AttentionConfig, Sm90AttentionPlan, plan_sm90_attention,
+                                                  section_heads, work_item)
 
 C = Sm90AttentionConfig
 EMULATOR = "the CUDA emulator (no GPU runner)"
@@ -68,6 +70,50 @@ def test_emulated_attention_is_within_the_documented_bound(name):
 @pytest.mark.parametrize("name", SLOW_CASES)
 def test_more_emulated_shapes_within_the_bound(name):
     _check(*SLOW_CASES[name])
+
+
+@pytest.mark.parametrize("q_blocks, heads_total, section", [(16, 128, 32), (3, 6, 4), (5, 7, 1), (1, 2, 2), (4, 10, 10)])
+def test_work_items_cover_every_block_once_in_l2_sections_longest_first(q_blocks, heads_total, section):
+    items = [work_item(u, q_blocks, heads_total, section) for u in range(q_blocks * heads_total)]
+    assert sorted(items) == [(bh, qb) for bh in range(heads_total) for qb in range(q_blocks)]
+    for start in range(0, heads_total, section):  # a section's items are consecutive, longest query block first
+        width = min(section, heads_total - start)
+        run = items[start * q_blocks:(start + width) * q_blocks]
+        assert {bh for bh, _ in run} == set(range(start, start + width))
+        assert [qb for _, qb in run] == sorted((qb for _, qb in run), reverse=True)
+
+
+def test_the_tir_work_item_is_the_python_one():
+    """The kernel's item (``T.min`` / ``truncdiv`` / ``truncmod`` on a TIR variable) equals the cost model's."""
+    from tvm_tirx.ir import IntImm
+    from tvm_tirx.script import tirx as T
+    from tvm_tirx.sym import Analyzer
+
+    for k in range(18):
+        expr = work_item(IntImm("int32", k), 3, 6, 4, (T.min, T.truncdiv, T.truncmod))
+        assert tuple(int(Analyzer().simplify(e)) for e in expr) == work_item(k, 3, 6, 4)
+
+
+def test_l2_sections():
+    """Causal: the batch x heads whose K and V fit 32 MiB (kv heads a power of two, GQA's query heads with each);
+    not causal: one kv head's query heads (its query blocks run together)."""
+    mb = 1024 * 1024
+    assert attention_plan.L2_SECTION_BYTES == 32 * mb
+    # one kv head at 2k keys, D 128, bf16: 1 MiB of K and V -> 32 kv heads, x 4 query heads each
+    assert section_heads(AttentionProblem(8, 32, 8, 2048, 2048, 128, causal=True)) == 32 * 4
+    assert section_heads(AttentionProblem(1, 16, 16, 16384, 16384, 128, causal=True)) == 4  # 8 MiB each
+    assert section_heads(AttentionProblem(1, 16, 16, 3 * 16384, 3 * 16384, 128, causal=True)) == 1  # 24 MiB: one
+    assert section_heads(AttentionProblem(1, 2, 1, 300, 300, 64, causal=True)) == 2  # every batch x head
+    assert section_heads(AttentionProblem(8, 32, 8, 2048, 2048, 128)) == 4
+
+
+@pytest.mark.slow
+def test_emulated_attention_over_a_short_last_section(monkeypatch):
+    """Sections of 4 batch x heads over 6 (the last one of 2), persistent: the kernel's items are every one once."""
+    monkeypatch.setattr(attention_plan, "L2_SECTION_BYTES", 2 * 2 * 130 * 64 * 2)  # two kv heads' K and V
+    problem = AttentionProblem(3, 2, 1, 130, 130, 64, causal=True)
+    assert section_heads(problem) == 4
+    _check(problem, C(64, 2, True, True, True, persistent=True, ctas=5))
 
 
 def test_the_plan_record():
@@ -201,12 +247,12 @@ def test_the_cli_validates_sm90_in_the_emulator_beside_a_non_hopper_gpu_and_take
 def test_the_emitted_kernel_uses_the_checked_wgmma_forms():
     """Both GEMMs are pattern applications (S: SS, Q and K in shared memory; O: RS, P in registers, V
     M/N-major) and every global read is a TMA load (no ld.global of Q, K, V)."""
-    p = plan_sm90_attention(AttentionProblem(1, 2, 1, 70, 200, 64, causal=True), C(64, 2))
+    p = plan_sm90_attention(AttentionProblem(1, 2, 1, 170, 200, 64, causal=True), C(64, 2))
     text = attention.emit(p).script()
     # two GEMMs in each of the two loops (the unmasked tiles, then the masked ones)
     assert text.count("T.cuda.sm90.tile.apply(") == 4 and text.count('("b_major", "mn")') == 2
     assert text.count('"tensor", "3d"') == 3 and "setmaxnreg" in text
-    assert np.prod(p.params[0].shape) == 70 * 2 * 64
+    assert np.prod(p.params[0].shape) == 170 * 2 * 64
 
 
 def _dropping(func, op: str, nth: int):

@@ -18,7 +18,7 @@ Per kv tile of one CTA (two consumer warpgroups of 64 rows each, ``block_kv`` ke
 A work item's clocks are its tiles' (``workgroup_tiles``: causal, the tiles below the diagonal). One CTA per
 item: ``ITEM_CLOCKS`` more each (the CTA's start, Q's and the first tile's load latency, the O store while
 the tensor cores wait), the CTAs spread over the SMs (one each: the ring and Q fill most of the shared
-memory) in launch order (longest first), each on the SM that frees first. ``persistent``: each CTA walks its items
+memory) in launch order (``attention_plan.work_item``: sections of heads, longest first in each), each on the SM that frees first. ``persistent``: each CTA walks its items
 ``pid, pid + ctas, ...`` with ``PERSISTENT_ITEM_CLOCKS`` each (the next item's loads run under the last
 one's O store) and ``ITEM_CLOCKS`` once; the busiest CTA's sum. ``EXPOSED``, ``MASK_COST``, ``TILE_CLOCKS``,
 ``ITEM_CLOCKS`` and ``PERSISTENT_ITEM_CLOCKS`` are priors (FA3's published ablation; a microsecond or so of
@@ -34,7 +34,7 @@ import itertools
 from ...errors import ContractError
 from ..attention.problem import AttentionProblem, kv_full_tiles_for, workgroup_tiles
 from ..devices import DEVICES
-from .attention_plan import BLOCK_Q, CONSUMER_REGS, Sm90AttentionConfig, deepest
+from .attention_plan import BLOCK_Q, CONSUMER_REGS, Sm90AttentionConfig, deepest, section_heads, work_item
 from .gemm_cost import TENSOR_FLOPS_PER_CLK, TENSOR_RATE, WGMMA_FULL_N
 from .gemm_plan import ELEMENT_BYTES
 
@@ -110,13 +110,14 @@ def estimate(problem: AttentionProblem, config: Sm90AttentionConfig, sms: int | 
     if len(per_block) * heads > SIMULATED_ITEMS:  # many short items: the average (the schedule's tail is small)
         extra = PERSISTENT_ITEM_CLOCKS if config.persistent else ITEM_CLOCKS
         return (sum(per_block) + extra * len(per_block)) * heads / sms + max(per_block) + ITEM_CLOCKS
+    section = section_heads(problem)
+    order = [per_block[work_item(u, len(per_block), heads, section)[1]] for u in range(len(per_block) * heads)]
     if not config.persistent:  # the block scheduler: each CTA, in launch order, on the SM that frees first
         free = [0.0] * sms
-        for clocks in reversed(per_block):
-            for _ in range(heads):
-                heapq.heapreplace(free, free[0] + clocks + ITEM_CLOCKS)
+        for clocks in order:
+            heapq.heapreplace(free, free[0] + clocks + ITEM_CLOCKS)
         return max(free)
-    items = [c + PERSISTENT_ITEM_CLOCKS for c in reversed(per_block) for _ in range(heads)]  # longest first
+    items = [c + PERSISTENT_ITEM_CLOCKS for c in order]
     ctas = min(len(items), config.ctas or sms)
     return ITEM_CLOCKS + max(sum(items[k::ctas]) for k in range(ctas))
 

@@ -31,7 +31,7 @@ from ...rocm.build import register
 from ...tirx_private import transpile_once
 from ..attention.problem import LN2, kv_full_tiles_for, kv_tiles_for
 from ..sm80.gemm_emit_epilogue import TIR_OPS
-from .attention_plan import BLOCK_Q, CONSUMER_REGS, CONSUMERS, PRODUCER_REGS, TRANSPOSERS, Sm90AttentionPlan
+from .attention_plan import BLOCK_Q, CONSUMER_REGS, CONSUMERS, PRODUCER_REGS, TRANSPOSERS, Sm90AttentionPlan, work_item
 from .gemm_emit import L2_PROMOTION_256B, ORDER_BARRIER, SWIZZLE_128B
 from .gemm_plan import WARPGROUP, WGMMA_M, WGMMA_TYPES
 
@@ -118,11 +118,10 @@ def tma_load(SMH, offset, tensor_map, c0, c1, c2, mbar):
 
 
 def item_of(p: Sm90AttentionPlan, u):
-    """(batch, head, first query row) of work item ``u`` (``Sm90AttentionPlan.items``: longest query blocks
-    first, every batch x head of a block before the next block)."""
-    bh = T.truncmod(u, p.heads_total)
-    return (T.truncdiv(bh, p.problem.heads), T.truncmod(bh, p.problem.heads),
-            (p.q_blocks - 1 - T.truncdiv(u, p.heads_total)) * BLOCK_Q)
+    """(batch, head, first query row) of work item ``u`` (``attention_plan.work_item``: sections of batch x heads
+    sharing L2, longest query blocks first in each)."""
+    bh, qb = work_item(u, p.q_blocks, p.heads_total, p.section_heads, (T.min, T.truncdiv, T.truncmod))
+    return T.truncdiv(bh, p.problem.heads), T.truncmod(bh, p.problem.heads), qb * BLOCK_Q
 
 
 @T.macro
