@@ -366,8 +366,16 @@ def forced_configs(problem, args) -> dict:
     for merge in args.merges:
         out[f"merge {merge}"] = {"partition": plan(problem).partition, "merge": merge}
     for entry in args.configs:
-        out[entry] = {k: int(v) if v.isdigit() else v for k, v in (f.split("=") for f in entry.split(":"))}
+        out[entry] = {k: config_value(v) for k, v in (f.split("=") for f in entry.split(":"))}
     return out
+
+
+def config_value(text: str):
+    """A ``--configs`` field's value: an int (``stages=2``, ``min_ctas=0``), a bool (``fp8_cvt=false``), None
+    (``min_ctas=none``: the model's), else the text (``merge=kernel``)."""
+    if text.isdigit():
+        return int(text)
+    return {"true": True, "false": False, "none": None}.get(text.lower(), text)
 
 
 def forced_runs(torch, graph_seconds, problem, arch, inputs, n: int, args) -> dict:
@@ -552,7 +560,7 @@ def parse(argv=None):
     ap.add_argument("--merge", default="", help="also time ours with the partials merged in these places "
                     "(last-cta,kernel: PagedDecodeConfig.merge, at the model's partition)")
     ap.add_argument("--configs", default="", help="also time ours at these PagedDecodeConfig fields, comma-separated "
-                    "entries of colon-separated field=value (e.g. warps=8:stages=4,warps=2)")
+                    "entries of colon-separated field=value (e.g. warps=8:stages=4,warps=2,fp8_cvt=false:min_ctas=0)")
     ap.add_argument("--target", default="", choices=("", "sm80", "sm90"),
                     help="the kernels' row (default: the one tvm_cdna4.torch.paged_attention runs on this GPU)")
     ap.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) - 2))

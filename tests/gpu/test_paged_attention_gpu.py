@@ -108,3 +108,35 @@ def test_the_prepared_launch_gives_the_checked_paths_results(max_pages):
     torch.cuda.synchronize()
     assert torch.equal(o2, o) and torch.equal(o3, o) and torch.equal(lse3, lse)
     assert len({o.data_ptr(), o2.data_ptr(), o3.data_ptr()}) == 3 and lse3.data_ptr() != lse.data_ptr()
+
+
+@pytest.mark.parametrize("fields", [{}, {"fp8_cvt": False}, {"min_ctas": 0}, {"fp8_cvt": False, "min_ctas": 0}])
+def test_each_fp8_widening_and_register_cap_matches_the_reference(fields):
+    """fp8 KV, 4 queries, odd contexts: the model's kernel (cvt widening and the register cap on sm_89+) and each
+    choice undone (``PagedDecodeConfig.fp8_cvt``, ``min_ctas``), launched as ``benchmarks/paged_decode.py
+    --configs`` launches them."""
+    import numpy as np
+
+    import tvm_cdna4.torch as ours
+    from tvm_cdna4.kernels.sm80.paged_decode_plan import PagedDecodeConfig
+    from tvm_cdna4.kernels.sm80.paged_target import build, plan
+    from tvm_cdna4.runtime.cuda import load_build
+    from tvm_cdna4.torch_paged import _run, workspace
+
+    contexts = [1, 77, 300, 5000]
+    problem = PagedDecodeProblem(4, 32, 8, 128, 4, 16, 313, 400, kv_dtype="fp8")
+    config = PagedDecodeConfig(**fields)
+    arch = ours.cuda_target(torch.device("cuda", 0))[0]
+    main, merge_kernel = build(problem, config, arch=arch)
+    p = plan(problem, config, arch=arch)
+    assert p.fp8_cvt == fields.get("fp8_cvt", int(arch[3:5]) >= 89)
+    arrays = paged.random_inputs(problem, seed=6, contexts=contexts)
+    q = torch.from_numpy(arrays["Q"].astype(np.float32)).cuda().bfloat16()
+    k, v = (torch.from_numpy(np.ascontiguousarray(arrays[n]).view(np.uint8)).cuda().view(torch.float8_e4m3fn)
+            for n in ("K_CACHE", "V_CACHE"))
+    table, lens, ks, vs = (torch.from_numpy(arrays[n]).cuda()
+                           for n in ("BLOCK_TABLE", "CONTEXT_LENS", "K_SCALE", "V_SCALE"))
+    kernels = (load_build(main, "paged_"), merge_kernel and load_build(merge_kernel, "paged_merge_"), p,
+               workspace(p, q.device))
+    o, lse = _run(q, k, v, table, lens, ks, vs, kernels)
+    assert_within_bound(problem, arrays, o, lse)

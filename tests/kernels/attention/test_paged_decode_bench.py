@@ -31,6 +31,18 @@ def test_the_default_arguments_and_a_refused_set():
         bench.parse(["--sets", "bf8"])
 
 
+def test_forced_configs_take_ints_bools_and_none():
+    from tvm_cdna4.kernels.sm80.paged_decode_plan import PagedDecodeConfig
+
+    args = bench.parse(["--configs", "stages=2,fp8_cvt=false:min_ctas=0,min_ctas=none:merge=kernel,fp8_cvt=True"])
+    problem = paged.PagedDecodeProblem(8, 32, 8, 128, 1, 16, 128, 1024, kv_dtype="fp8")
+    forced = bench.forced_configs(problem, args)
+    assert forced == {"stages=2": {"stages": 2}, "fp8_cvt=false:min_ctas=0": {"fp8_cvt": False, "min_ctas": 0},
+                      "min_ctas=none:merge=kernel": {"min_ctas": None, "merge": "kernel"},
+                      "fp8_cvt=True": {"fp8_cvt": True}}
+    assert PagedDecodeConfig(**forced["fp8_cvt=false:min_ctas=0"]).fp8_cvt is False
+
+
 def test_the_shape_list():
     rows = bench.row_specs()
     # bf16, fp8, q4: 2 GQAs x 4 batches x 3 means; page64: GQA 32/8 only

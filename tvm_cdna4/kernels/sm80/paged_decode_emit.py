@@ -416,6 +416,12 @@ def warp_loop(p, args, ln, first, count):
     T.ptx["cp.async.wait_group"](0)
 
 
+def register_cap(p: PagedDecodePlan):
+    """main's ``__launch_bounds__(threads, min_ctas)`` (the plan's ``min_ctas``; 0: None, ``__launch_bounds__``
+    of the threads alone, as before)."""
+    return T.cuda.KernelAttributes(min_blocks_per_sm=p.min_ctas) if p.min_ctas else None
+
+
 @T.macro
 def paged_kernel(p, args):
     cta_kernel(p, args, paged_body)
@@ -424,7 +430,8 @@ def paged_kernel(p, args):
 @T.macro
 def cta_kernel(p, args, body):
     # the launch, the CTA's (sequence, kv head, partition) and its lanes' state; then body(p, args, ln, split, bh)
-    T.device_entry(launch=T.cuda.LaunchConfig(grid=p.ctas, block=p.block_threads, dynamic_smem_bytes=p.smem_bytes))
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=p.ctas, block=p.block_threads, dynamic_smem_bytes=p.smem_bytes),
+                   kernel_attrs=register_cap(p))
     pid = T.cuda.block_idx("x")
     split = pid % p.split_kv
     bh = pid // p.split_kv

@@ -41,7 +41,7 @@ f16 with fp8 KV):
   k16 step (Q's dims permuted the same way: the sum is unchanged), each fp8 pair widened to f16 in
   registers by moving bits (``prmt`` puts the two bytes in the high bytes of the halves, then
   ``(v & 0x80008000) | (v >> 1 & 0x3F803F80)``: ``(b & 0x7f) << 7 | (b & 0x80) << 8`` per byte, ``x /
-  256`` exactly, subnormals included; 4 instructions a pair, no conversion), so **fp8 KV runs f16 MMAs whatever Q's
+  256`` exactly, subnormals included; 4 instructions a pair, no conversion; sm_89+: one ``cvt``, below), so **fp8 KV runs f16 MMAs whatever Q's
   dtype** (``mma_type``): a bf16 Q is rounded once to f16 after ``Q_PRESCALE`` (``2^-8``, exact: f16 holds
   bf16's 8 significant bits for ``|q|`` in ``2^-6 .. 2^24``; below, f16's subnormal steps of ``2^-16``
   in ``q``), and P packs as f16 (finer than bf16 on ``0 .. 1``); ``256``, ``1 / Q_PRESCALE`` and the
@@ -59,6 +59,23 @@ f16 with fp8 KV):
   packed from the score accumulators and V's B words from word loads, each load serving ``4 / elem
   bytes`` d-tiles (d-tile ``dn``'s column ``n`` is dim ``o_dim``: the dims permuted, undone where O is
   stored).
+
+**fp8 on sm_89+** (``choose_cvt``, ``PagedDecodeConfig.fp8_cvt``): where the kernel is built for an arch with
+``cvt.rn.f16x2.e4m3x2`` (PTX ISA 9.7.10.24, sm_89+: H100, H200, L40), a K pair widens by that one instruction and a
+V pair by a ``prmt`` and it (the sm90 kernel's ``widen``), exact values: no ``256`` in the factors. ptxas 13.0
+(sm_90a), batch 8, 32/8 heads, D 128: the main kernel's PTX 1825 -> 1674 instructions, the loop's 32 pairs of K and
+32 of V three instructions each fewer. The arch is ``plan(arch=)``, the build's, default the present GPU's
+(``kernels.devices.planned``); on sm_80 the bits move as above.
+
+**The register cap** (``choose_min_ctas``, ``PagedDecodeConfig.min_ctas``): main's ``__launch_bounds__(threads,
+n)``, ``n`` the CTAs the shared memory holds, at most what the register file holds at ``state_registers +
+REG_HEADROOM`` a thread; none where the cap would not bind (``MAX_REGISTERS``). Little's law: an fp8 tile is half a
+bf16 tile's bytes, so at the same stages an SM needs more resident warps for the same bytes in flight, and the
+ncu run had the fp8 kernel latency-bound (0.42 eligible warps per scheduler, DRAM 74 %) at 3 CTAs per SM: ptxas
+gave it 156 registers where its 53 KB of shared memory hold 4 CTAs. Capped for 4 it takes 128, no spill (with or
+without ``fp8_cvt``). The bf16 D 128 kernel's 100 KB hold 2 CTAs: no cap, its code unchanged; bf16 D 64 (50 KB):
+4, ptxas 116 -> 114 registers, 4 CTAs either way. Not done: 32-key fp8 tiles (the same bytes per stage as bf16;
+a tile would span two 16-key pages).
 
 **Lying device data** (``kernels.attention.paged``): ``L`` is clamped to ``0 .. capacity`` in the
 kernel; the CTA reads ``BLOCK_TABLE[b, p]`` only for ``p < ceil(L / page_size)``; a page index outside
@@ -115,6 +132,7 @@ from ..devices import planned
 from ..gemm.dynamic_m import ceil_div
 from ..gemm.epilogue import Param
 from ...errors import ContractError
+from .attention_plan import MAX_REGISTERS, MAX_THREADS_PER_SM, arch_number
 from .gemm_config import DTYPES, MMA
 
 TILE_KEYS = 16  # keys per tile: one k16 step of P V, two n8 tiles of S
@@ -136,6 +154,12 @@ PACK = "cvt.rn.{t}x2.f32"
 Q_PRESCALE = 2.0**-8  # a bf16 Q's factor before its f16 rounding, fp8 KV (module docstring)
 COPY = "cp.async.cg.shared.global"
 STORAGE = {**DTYPES, "fp8": "uint8"}  # the kernel's parameter dtypes (fp8 caches as their bytes)
+CVT_ARCH = 89  # cvt.rn.f16x2.e4m3x2: PTX ISA 9.7.10.24, "requires sm_89 or higher"
+REG_GRANULE = 8  # registers per thread are allocated in warps of 256 (CUDA occupancy calculator: 8 a thread)
+REG_HEADROOM = 16
+"""Registers a thread needs past its kernel-wide state (``PagedDecodePlan.state_registers``) for the loop's
+temporaries: ptxas 13.0 (sm_90a) on the fp8 kernel, 4 warps, 3 stages, one m-tile, capped by ``min_ctas``: D 128
+(state 112) no spill at 128 registers, 144 bytes at 96; D 64 (state 64) no spill at 80."""
 
 
 @attrs.frozen
@@ -149,6 +173,8 @@ class PagedDecodeConfig:
     splits: int | None = None
     partition: int | None = None
     merge: str | None = None  # "last-cta" or "kernel" (module docstring); None: choose_merge's
+    fp8_cvt: bool | None = None  # fp8 pairs widen by cvt.rn.f16x2.e4m3x2 (sm_89+); None: where the arch has it
+    min_ctas: int | None = None  # the register cap's CTAs per SM (__launch_bounds__); 0: none; None: choose_min_ctas'
 
     def __attrs_post_init__(self):
         for name, low, high in (("warps", 1, 8), ("stages", 2, 8)):
@@ -165,6 +191,14 @@ class PagedDecodeConfig:
             raise ContractError("paged decode config partition: keys per CTA, whole tiles", operand="partition",
                                 check="parameters", expected=f"a positive multiple of {TILE_KEYS}",
                                 found=repr(self.partition))
+        if self.fp8_cvt is not None and not isinstance(self.fp8_cvt, bool):
+            raise ContractError("paged decode config fp8_cvt: a bool or None", operand="fp8_cvt", check="parameters",
+                                expected="True, False or None", found=repr(self.fp8_cvt))
+        if self.min_ctas is not None and (isinstance(self.min_ctas, bool) or not isinstance(self.min_ctas, int)
+                                          or not 0 <= self.min_ctas <= MAX_THREADS_PER_SM // 32):
+            raise ContractError("paged decode config min_ctas: the CTAs per SM the registers are capped for",
+                                operand="min_ctas", check="parameters",
+                                expected=f"an int in 0..{MAX_THREADS_PER_SM // 32} or None", found=repr(self.min_ctas))
         if self.merge is not None and self.merge not in MERGES:
             raise ContractError("paged decode config merge: where the partials merge", operand="merge",
                                 check="parameters", expected=f"one of {MERGES} or None", found=repr(self.merge))
@@ -190,6 +224,8 @@ class PagedDecodePlan(PlanRecord, family="paged"):
     params: tuple[Param, ...]  # main's
     merge_params: tuple[Param, ...]  # the merge kernel's (none with merge "last-cta")
     merge: str = "kernel"  # where the partials merge: "last-cta" (main's last CTA per sequence, kv head) or "kernel"
+    cvt: bool = False  # fp8 pairs widen by cvt.rn.f16x2.e4m3x2 (fp8_cvt)
+    min_ctas: int = 0  # main's __launch_bounds__ CTAs per SM (0: none; choose_min_ctas)
 
     @property
     def rows(self) -> int:
@@ -245,8 +281,22 @@ class PagedDecodePlan(PlanRecord, family="paged"):
     @property
     def fp8_cvt(self) -> bool:
         """Whether fp8 pairs widen by one ``cvt.rn.f16x2.e4m3x2`` (sm_89+, exact values) instead of by moving
-        their bits (``x / 256``, 4 instructions a pair: the module docstring); sm80's kernel runs on sm_80."""
-        return False
+        their bits (``x / 256``, 4 instructions a pair: the module docstring): the plan's ``cvt``, chosen where the
+        arch has the instruction (``plan_paged_decode``)."""
+        return self.cvt
+
+    @property
+    def register_model(self) -> bool:
+        """Whether ``choose_min_ctas`` caps this kernel's registers (``REG_HEADROOM`` is fitted to it); the sm90
+        kernel's (a producer warp besides) is not fitted: ``PagedDecodeConfig.min_ctas`` forces a cap there."""
+        return True
+
+    @property
+    def state_registers(self) -> int:
+        """A thread's kernel-wide registers: Q's fragments (``4 m D / 16``), O (``4 m D / 8``), the scores (``8
+        m``), P (``4 m``) and the rows' max and sum (``4 m``)."""
+        m, D = self.m_tiles, self.problem.head_dim
+        return m * (D // 4 + D // 2 + 16)
 
     @property
     def q_wait_groups(self) -> int:
@@ -334,6 +384,21 @@ def choose_partition(problem: PagedDecodeProblem, context: int, sms: int, warps:
     return ceil_div(max(fill, min_keys), step) * step
 
 
+def choose_min_ctas(p: PagedDecodePlan, device) -> int:
+    """The CTAs per SM main's registers are capped for (``__launch_bounds__(threads, n)``): as many as the shared
+    memory holds (``device.smem_per_unit // smem_bytes``) and the register file holds at ``state_registers +
+    REG_HEADROOM`` a thread; 0 (no cap) where that cap would be ``MAX_REGISTERS`` or more (it binds nothing). Why:
+    an uncapped ptxas gave the fp8 kernel (D 128, 4 warps) 156 registers, 3 CTAs per SM where its 53 KB of shared
+    memory hold 4, and ncu had it latency-bound (0.42 eligible warps per scheduler); capped for 4 it takes 128, no
+    spill. The bf16 kernel's 100 KB hold 2: no cap (its code unchanged)."""
+    threads = p.block_threads
+    need = ceil_div(p.state_registers + REG_HEADROOM, REG_GRANULE) * REG_GRANULE
+    n = min(device.smem_per_unit // p.smem_bytes, device.regs_per_unit // (threads * need),
+            MAX_THREADS_PER_SM // threads)
+    cap = device.regs_per_unit // (threads * max(n, 1)) // REG_GRANULE * REG_GRANULE
+    return n if n >= 1 and cap < MAX_REGISTERS else 0
+
+
 def merge_seconds(problem: PagedDecodeProblem, split_kv: int, warps: int, sms: int) -> dict:
     """The model's cost in seconds of each merge (module docstring) for ``split_kv`` partitions per sequence."""
     rounds = ceil_div(split_kv, MERGE_BATCH) * ROUND_TRIP_S
@@ -379,12 +444,23 @@ def check_context(problem: PagedDecodeProblem, context) -> int:
     return min(context, problem.capacity)
 
 
+def choose_cvt(problem: PagedDecodeProblem, config: PagedDecodeConfig, arch: str, target: str) -> bool:
+    """Whether fp8 pairs widen by ``cvt.rn.f16x2.e4m3x2``: ``config.fp8_cvt``, else wherever ``arch`` has it (sm_89+:
+    one instruction a K pair, two a V pair, where moving the bits takes five); never for a 16-bit cache."""
+    has = arch_number(arch) >= CVT_ARCH
+    if config.fp8_cvt and not has:
+        raise ContractError(f"{target} paged decode: fp8_cvt needs cvt.rn.f16x2.e4m3x2", operand="fp8_cvt",
+                            check="parameters", expected=f"an arch of sm_{CVT_ARCH} or newer", found=arch)
+    return problem.kv_dtype == "fp8" and (has if config.fp8_cvt is None else config.fp8_cvt)
+
+
 def plan_paged_decode(problem: PagedDecodeProblem, config: PagedDecodeConfig | None = None, context: int | None = None,
-                      sms: int | None = None, target: str = "sm80", record=PagedDecodePlan) -> PagedDecodePlan:
+                      sms: int | None = None, target: str = "sm80", record=PagedDecodePlan,
+                      arch: str | None = None) -> PagedDecodePlan:
     """The plan of ``problem`` (``config`` None: the default, its partition by ``choose_partition`` for
     ``context``, default the capacity, on ``sms`` SMs, default ``kernels.devices.planned("sm80")``: the NVIDIA
-    GPU); ``target`` names the kernel in errors, ``record`` is its plan's class (the sm90 kernel's extends this
-    one)."""
+    GPU, and ``arch``, the arch it is compiled for, default that GPU's: ``choose_cvt``); ``target`` names the
+    kernel in errors, ``record`` is its plan's class (the sm90 kernel's extends this one)."""
     config = config or PagedDecodeConfig()
     if problem.group * problem.queries > MAX_ROWS:
         raise ContractError(f"{target} paged decode: heads / kv_heads x queries query rows per kv head",
@@ -411,15 +487,18 @@ def plan_paged_decode(problem: PagedDecodeProblem, config: PagedDecodeConfig | N
         params, merge = params + (Param("TICKETS", (problem.batch * problem.kv_heads,), "uint32"),) + outputs, ()
     mma_type = "f16" if problem.kv_dtype == "fp8" else problem.q_dtype
     plan = record(problem, config, splits, partition, context, sms, MMA.format(t=mma_type), PACK.format(t=mma_type),
-                  PACK.format(t=problem.q_dtype), params, merge, where)
+                  PACK.format(t=problem.q_dtype), params, merge, where,
+                  choose_cvt(problem, config, arch or planned("sm80").arch, target))
     if plan.smem_bytes > planned("sm80").smem_per_unit:
         raise ContractError(f"{target} paged decode: the warps' rings exceed the shared memory", operand="stages",
                             check="shape", expected=f"at most {planned('sm80').smem_per_unit} bytes",
                             found=plan.smem_bytes)
-    return plan
+    ctas = config.min_ctas if config.min_ctas is not None else (
+        choose_min_ctas(plan, planned("sm80")) if plan.register_model else 0)
+    return attrs.evolve(plan, min_ctas=ctas) if ctas else plan
 
 
-__all__ = ["AMORTIZE", "WEIGH_LAST_CTA", "FILL_CTAS_PER_SM", "MAX_PARTITION_BYTES", "MAX_ROWS", "MERGES", "MERGE_BATCH", "MERGE_PASS",
+__all__ = ["AMORTIZE", "CVT_ARCH", "REG_HEADROOM", "WEIGH_LAST_CTA", "FILL_CTAS_PER_SM", "MAX_PARTITION_BYTES", "MAX_ROWS", "MERGES", "MERGE_BATCH", "MERGE_PASS",
            "MIN_TILES_PER_WARP", "Q_PRESCALE", "TILE_KEYS",
-           "PagedDecodeConfig", "PagedDecodePlan", "choose_merge", "choose_partition", "forced_partition",
+           "PagedDecodeConfig", "PagedDecodePlan", "choose_cvt", "choose_merge", "choose_min_ctas", "choose_partition", "forced_partition",
            "merge_seconds", "plan_paged_decode"]

@@ -19,7 +19,8 @@ runner (378 keys x 2 kv heads, D 128, 4 queries took 2.1 s on one core, 2026-12)
 
 
 def plan(problem: PagedDecodeProblem, config: PagedDecodeConfig | None = None, **options) -> PagedDecodePlan:
-    """The frozen plan (``options``: ``context``, the longest context's hint; ``sms``)."""
+    """The frozen plan (``options``: ``context``, the longest context's hint; ``sms``; ``arch``, the arch it is
+    compiled for: ``paged_decode_plan.choose_cvt``)."""
     return plan_paged_decode(problem, config, **options)
 
 
@@ -54,7 +55,7 @@ def build(problem: PagedDecodeProblem, config: PagedDecodeConfig | None = None, 
     (merge None with the last-CTA merge)."""
     from .paged_decode_emit import emit_paged_decode
 
-    return build_with(plan(problem, config, **options), emit_paged_decode, arch, compiler, cache, "sm80")
+    return build_with(plan(problem, config, arch=arch, **options), emit_paged_decode, arch, compiler, cache, "sm80")
 
 
 def build_with(p: PagedDecodePlan, emit_main, arch: str, compiler: str | None, cache: bool, target: str):

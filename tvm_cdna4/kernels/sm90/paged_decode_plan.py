@@ -94,6 +94,11 @@ class Sm90PagedDecodePlan(PagedDecodePlan):
         return True
 
     @property
+    def register_model(self) -> bool:
+        """No register cap unless ``PagedDecodeConfig.min_ctas`` forces one (the sm80 plan's ``register_model``)."""
+        return False
+
+    @property
     def q_wait_groups(self) -> int:
         """Q is the consumers' only cp.async group."""
         return 0
