@@ -40,6 +40,8 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from tvm_cdna4.kernels.attention.problem import AttentionProblem  # noqa: E402
+from tvm_cdna4.kernels.devices import DEVICES  # noqa: E402
+from tvm_cdna4.kernels.sm90.attention_cost import candidates, estimate  # noqa: E402
 from tvm_cdna4.kernels.sm90.attention_cost import choose as default_config  # noqa: E402
 from tvm_cdna4.kernels.sm90.attention_plan import Sm90AttentionConfig  # noqa: E402
 
@@ -55,15 +57,20 @@ for the shape, such as 192 keys at D 128 past the shared memory, are reported as
 model's priors (``attention_cost.EXPOSED``, ``TILE_CLOCKS``) are to be fitted to."""
 
 
+RANKED = 4
+"""``--configs sweep`` also times the cost model's first ``RANKED`` candidates of each shape (those not in ``SWEEP``:
+D 64's deeper rings of wider tiles, say)."""
+
+
 PLAUSIBLE_TFLOPS = 2000
 """More than an H100 / H200's dense fp8 peak (about 1979 TFLOP/s): a timing above it is reported as suspect."""
 FP8_CHECK = 5e-2
 """fp8: the f32 reference check's largest ``||O - ref|| / ||ref||`` (P rounds to e4m3: 2^-4 relative a term)."""
 
 
-def problems(quick: bool = False, fp8: bool = False):
+def problems(quick: bool = False, fp8: bool = False, dims=None):
     seqs = (4096, 16384) if quick else SEQS
-    dims = (128,) if quick or fp8 else (64, 128)
+    dims = dims or ((128,) if quick or fp8 else (64, 128))
     out = []
     for d in dims:
         heads = HIDDEN // d
@@ -121,7 +128,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=os.environ.get("OUT", "."), help="folder of the JSON (default: $OUT, else .)")
     ap.add_argument("--configs", default="default", choices=("default", "sweep"))
-    ap.add_argument("--quick", action="store_true", help="D 128 at 4k and 16k tokens only")
+    ap.add_argument("--quick", action="store_true", help="D 128 (or --head-dims) at 4k and 16k tokens only")
+    ap.add_argument("--head-dims", default="", help="comma-separated head dims (default: 64,128; --quick, --fp8: 128)")
     ap.add_argument("--no-sm80", action="store_true", help="leave out the sm80-class kernel's default")
     ap.add_argument("--fp8", action="store_true", help="e4m3 Q, K, V at D 128 (SDPA timed on their bf16 values)")
     ap.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) - 2))
@@ -139,11 +147,13 @@ def main(argv=None) -> int:
     from torch_gemm import _graph_seconds
     from tvm_cdna4.runtime.cuda import bench_ms, load_kernel
 
-    timed = problems(args.quick, args.fp8)
+    timed = problems(args.quick, args.fp8, tuple(int(x) for x in args.head_dims.split(",") if x))
     configs = {p: [default_config(p)] for p in timed}
     if args.configs == "sweep":
         for p in timed:
-            configs[p] += [c for c in SWEEP if c != configs[p][0]]
+            h100 = DEVICES["H100"]
+            ranked = sorted(candidates(p, h100.smem_per_unit), key=lambda c: estimate(p, c, h100.units))
+            configs[p] += [c for c in SWEEP + ranked[:RANKED] if c not in configs[p]]
     jobs = [(("sm90", str(p), str(c)), "sm90", p, c) for p in timed for c in configs[p]]
     if not (args.no_sm80 or args.fp8):
         jobs += [(("sm80", str(p), "default"), "sm80", p, None) for p in timed]

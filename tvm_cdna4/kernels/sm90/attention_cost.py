@@ -13,17 +13,20 @@ Per kv tile of one CTA (two consumer warpgroups of 64 rows each, ``block_kv`` ke
   GEMMs; the intra-warpgroup overlap hides more; ping-pong orders them so that one's softmax runs under the
   other's GEMMs (FA3, Shah et al. 2024, §3.1-3.2; its ablation credits the two with about 15 % at D 128 on
   an H100);
-- ``TILE_CLOCKS`` fixed clocks a tile (the barrier waits, the wgmma latency before the softmax can start).
+- ``TILE_CLOCKS`` fixed clocks a tile (the barrier waits, the wgmma latency before the softmax can start);
+- ``RING_CLOCKS`` for each stage the schedule keeps busy beyond the ring's spare ones (``ring_shortfall``: the
+  producer's next load waited for; the sweep's 2-stage rings with overlap or ping-pong ran 10-25 % slower than
+  without, the 3-stage ring with both the fastest on every shape);
+- the tensor rate times ``TENSOR_EFFICIENCY``.
 
 A work item's clocks are its tiles' (``workgroup_tiles``: causal, the tiles below the diagonal). One CTA per
 item: ``ITEM_CLOCKS`` more each (the CTA's start, Q's and the first tile's load latency, the O store while
 the tensor cores wait), the CTAs spread over the SMs (one each: the ring and Q fill most of the shared
 memory) in launch order (``attention_plan.work_item``: sections of heads, longest first in each), each on the SM that frees first. ``persistent``: each CTA walks its items
 ``pid, pid + ctas, ...`` with ``PERSISTENT_ITEM_CLOCKS`` each (the next item's loads run under the last
-one's O store) and ``ITEM_CLOCKS`` once; the busiest CTA's sum. ``EXPOSED``, ``MASK_COST``, ``TILE_CLOCKS``,
-``ITEM_CLOCKS`` and ``PERSISTENT_ITEM_CLOCKS`` are priors (FA3's published ablation; a microsecond or so of
-load latency), not fitted to a timing of this kernel yet (``benchmarks/attention_sm90.py --configs sweep``
-times the candidates for that).
+one's O store) and ``ITEM_CLOCKS`` once; the busiest CTA's sum. ``EXPOSED`` and ``FITTED`` are fitted to an
+H100's timings of this kernel (``benchmarks/attention_sm90.py --configs sweep``, ``benchmarks/attention_sm90_fit.py``;
+the fit's data and error at ``FITTED``); FA3's published ablation was the prior.
 """
 
 from __future__ import annotations
@@ -41,11 +44,18 @@ from .gemm_plan import ELEMENT_BYTES
 MUFU_PER_CLK = 16
 """``ex2`` results per SM per clock on compute capability 9.0 (CUDA C++ Programming Guide, "Arithmetic
 Instructions" throughput table: base-2 exponential, 16 per clock per multiprocessor)."""
-EXPOSED = {(False, False): 0.5, (True, False): 0.3, (True, True): 0.1}
-MASK_COST = 0.5
-TILE_CLOCKS = 300
-ITEM_CLOCKS = 3000
-PERSISTENT_ITEM_CLOCKS = 1000
+EXPOSED = {(False, False): 1.0, (True, False): 0.96, (True, True): 0.39}
+MASK_COST = 7.5
+TILE_CLOCKS = 4
+RING_CLOCKS = 570
+TENSOR_EFFICIENCY = 0.96
+ITEM_CLOCKS = 13500
+PERSISTENT_ITEM_CLOCKS = 13700
+FITTED = ("TENSOR_EFFICIENCY", "MASK_COST", "TILE_CLOCKS", "ITEM_CLOCKS", "PERSISTENT_ITEM_CLOCKS", "RING_CLOCKS")
+"""The rates ``benchmarks/attention_sm90_fit.py`` fits (beside ``EXPOSED``'s three shares) to the timed configs of
+``benchmarks/runs/attention_sm90_sweep_sections_h100_2026-12-06c.json`` (an H100, D 128, 16k tokens, MHA / GQA,
+causal or not, 16 configs a shape; clocks at ``DEVICES["H100"]``'s): rms 15 % of ``log(measured / estimate)``; the
+first-ranked config is within 1.5 % of the fastest timed on each of the 8 shapes."""
 SIMULATED_ITEMS = 8192
 """The most work items whose schedule ``estimate`` simulates (the block scheduler's, or the persistent CTAs'
 round robin); more: their average over the SMs plus the longest."""
@@ -91,10 +101,18 @@ def fits(problem: AttentionProblem, config: Sm90AttentionConfig, smem_bytes: int
 def tile_clocks(problem: AttentionProblem, config: Sm90AttentionConfig, masked: bool = False) -> float:
     """SM clocks of one kv tile of a CTA (the module docstring)."""
     kv = config.block_kv
-    rate = TENSOR_FLOPS_PER_CLK * TENSOR_RATE[problem.dtype] * min(1.0, kv / WGMMA_FULL_N)
+    rate = TENSOR_FLOPS_PER_CLK * TENSOR_RATE[problem.dtype] * min(1.0, kv / WGMMA_FULL_N) * TENSOR_EFFICIENCY
     tensor = 4 * BLOCK_Q * kv * problem.head_dim / rate
     softmax = BLOCK_Q * kv / MUFU_PER_CLK * (1 + (MASK_COST if masked else 0))
-    return tensor + EXPOSED[(config.overlap, config.pingpong)] * softmax + TILE_CLOCKS
+    return (tensor + EXPOSED[(config.overlap, config.pingpong)] * softmax + TILE_CLOCKS
+            + RING_CLOCKS * ring_shortfall(config))
+
+
+def ring_shortfall(config: Sm90AttentionConfig) -> int:
+    """Ring stages the schedule holds beyond what ``stages`` leaves for the producer's next load: the tile being
+    consumed, one more with ``overlap`` (tile ``j``'s V under tile ``j + 1``'s S), one more with ``pingpong`` (the
+    other warpgroup half a tile behind), against ``stages - 1`` (0 or less: the next load is never waited for)."""
+    return max(0, 1 + config.overlap + config.pingpong - (config.stages - 1))
 
 
 def estimate(problem: AttentionProblem, config: Sm90AttentionConfig, sms: int | None = None) -> float:
@@ -131,5 +149,5 @@ def choose(problem: AttentionProblem, sms: int | None = None, smem_bytes: int | 
     return min(found, key=lambda c: estimate(problem, c, sms))
 
 
-__all__ = ["EXPOSED", "ITEM_CLOCKS", "MASK_COST", "PERSISTENT_ITEM_CLOCKS", "MUFU_PER_CLK", "SCHEDULES", "TILES", "TILE_CLOCKS", "candidates", "choose",
-           "estimate", "registers", "tile_clocks"]
+__all__ = ["EXPOSED", "FITTED", "ITEM_CLOCKS", "MASK_COST", "PERSISTENT_ITEM_CLOCKS", "MUFU_PER_CLK", "RING_CLOCKS", "SCHEDULES", "TENSOR_EFFICIENCY", "TILES", "TILE_CLOCKS", "candidates", "choose",
+           "estimate", "registers", "ring_shortfall", "tile_clocks"]
