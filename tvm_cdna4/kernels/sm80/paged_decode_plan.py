@@ -409,6 +409,14 @@ def merge_seconds(problem: PagedDecodeProblem, split_kv: int, warps: int, sms: i
     return {"last-cta": last, "kernel": LAUNCH_S + lane_rounds}
 
 
+WEIGH_REGISTER_CAP = False
+"""Whether a plan without ``min_ctas`` takes ``choose_min_ctas``' cap: no. Timed on the H100 (2026-12-06, commit
+after h-pagedfp8, ``benchmarks/paged_decode.py --configs fp8_cvt=false:min_ctas=0,min_ctas=0,fp8_cvt=false``;
+``benchmarks/runs/paged_decode_fp8_h100_2026-12-06c.log``): the fp8 kernel capped for 4 CTAs at 128 registers
+ran 4-16 % slower than uncapped at 3 CTAs on all four fp8 rows (batch 8 / 64, 2k / 8k contexts), with or without
+the cvt widening; the cvt widening alone was 2-9 % faster than the bit moves. ``PagedDecodeConfig(min_ctas=n)``
+still forces a cap."""
+
 WEIGH_LAST_CTA = False
 """Whether the choice weighs the last-CTA merge (``choose_merge``; one partition takes it anyway): no. Timed on
 the H100 (2026-12-06, ``benchmarks/paged_decode.py --merge last-cta,kernel``, before the merge kernel's lanes): 7 %
@@ -494,11 +502,11 @@ def plan_paged_decode(problem: PagedDecodeProblem, config: PagedDecodeConfig | N
                             check="shape", expected=f"at most {planned('sm80').smem_per_unit} bytes",
                             found=plan.smem_bytes)
     ctas = config.min_ctas if config.min_ctas is not None else (
-        choose_min_ctas(plan, planned("sm80")) if plan.register_model else 0)
+        choose_min_ctas(plan, planned("sm80")) if plan.register_model and WEIGH_REGISTER_CAP else 0)
     return attrs.evolve(plan, min_ctas=ctas) if ctas else plan
 
 
-__all__ = ["AMORTIZE", "CVT_ARCH", "REG_HEADROOM", "WEIGH_LAST_CTA", "FILL_CTAS_PER_SM", "MAX_PARTITION_BYTES", "MAX_ROWS", "MERGES", "MERGE_BATCH", "MERGE_PASS",
+__all__ = ["AMORTIZE", "CVT_ARCH", "REG_HEADROOM", "WEIGH_LAST_CTA", "WEIGH_REGISTER_CAP", "FILL_CTAS_PER_SM", "MAX_PARTITION_BYTES", "MAX_ROWS", "MERGES", "MERGE_BATCH", "MERGE_PASS",
            "MIN_TILES_PER_WARP", "Q_PRESCALE", "TILE_KEYS",
            "PagedDecodeConfig", "PagedDecodePlan", "choose_cvt", "choose_merge", "choose_min_ctas", "choose_partition", "forced_partition",
            "merge_seconds", "plan_paged_decode"]
