@@ -194,13 +194,14 @@ class Accumulation:
         q, k = (np.asarray(x, np.float64) for x in (q, k))
         k = np.repeat(k, q.shape[1] // k.shape[1], axis=1)
         seen = visible(q.shape[2], k.shape[2]) if causal else True
-        partial, error = np.zeros(q.shape[:3] + k.shape[2:3]), np.zeros(q.shape[:3])
+        partial, error = 0.0, np.zeros(q.shape[:3])
         for d in range(0, q.shape[-1], self.k):
             qs, ks = q[..., d:d + self.k], k[..., d:d + self.k]
-            held = np.where(seen, np.abs(partial), 0.0).max(-1) + error
+            held = error + (np.where(seen, np.abs(partial), 0.0).max(-1) if d else 0.0)
             product = (np.abs(qs) * np.abs(ks).max(2)[:, :, None, :]).max(-1)
             error = error + (self.k + 1) * 2.0 ** (1 - self.bits) * np.maximum(held, product)
-            partial += np.einsum("bhid,bhjd->bhij", qs, ks)
+            if d + self.k < q.shape[-1]:  # the accumulator of the next k-step
+                partial = partial + np.einsum("bhid,bhjd->bhij", qs, ks)
         return error * softmax_scale(q.shape[-1], scale)
 
 
