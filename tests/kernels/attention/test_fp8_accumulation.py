@@ -5,6 +5,7 @@ the largest, 14 bits of each kept, the rest truncated), which reproduces the H10
 import numpy as np
 import pytest
 
+from tvm_cdna4.emulator.ptx_wgmma import fp8_accumulate
 from tvm_cdna4.isa.wgmma_table import FP8_ACCUMULATION_BITS
 from tvm_cdna4.kernels import attention
 from tvm_cdna4.kernels.attention.problem import (Accumulation, AttentionProblem, dequantize, error_bound,
@@ -14,14 +15,11 @@ HOPPER_FP8 = Accumulation(FP8_ACCUMULATION_BITS, 32)
 
 
 def hopper_dot(q, k, bits=FP8_ACCUMULATION_BITS, step=32):
-    """``q [i, D] @ k [j, D]^T`` of e4m3 values as the model has it: per ``step`` products, those and the
-    accumulator truncated toward zero to ``bits`` significant bits of the largest one, then summed."""
+    """``q [i, D] @ k [j, D]^T`` of e4m3 values as the model has it, one ``step`` of products at a time
+    (``emulator.ptx_wgmma.fp8_accumulate``: those and the accumulator truncated to ``bits`` of the largest)."""
     acc = np.zeros((q.shape[0], k.shape[0]))
     for d in range(0, q.shape[1], step):
-        add = np.concatenate([acc[..., None], q[:, None, d:d + step] * k[None, :, d:d + step]], -1)
-        _, e = np.frexp(np.abs(add).max(-1, keepdims=True))  # largest = f 2^e, f in [0.5, 1)
-        grid = np.ldexp(1.0, e - bits)
-        acc = (np.trunc(add / grid) * grid).sum(-1)
+        acc = fp8_accumulate(q[:, d:d + step], k[:, d:d + step].T, acc, bits)
     return acc
 
 
@@ -85,3 +83,25 @@ def test_only_sm90_fp8_charges_the_accumulation():
     delta = HOPPER_FP8.score_error(q, k)
     np.testing.assert_allclose(with_acc[1] - plain[1], delta, rtol=1e-12)
     assert np.all(with_acc[0] > plain[0])
+
+
+def test_the_emulator_truncates_fp8_wgmma_like_the_h100():
+    """``emulate(..., fp8_accumulation=14)``: the emulated kernel's LSE error is the H100's (case 15: 160.29x the
+    f32-only bound), within the new bound (f32 accumulation, the default: tests/kernels/sm90's fp8 cases)."""
+    from tvm_cdna4.emulator import emulate
+    from tvm_cdna4.kernels.attention.problem import output_arrays
+    from tvm_cdna4.kernels.sm90.attention_plan import Sm90AttentionConfig
+
+    problem = AttentionProblem(1, 4, 2, 1, 1, 128, causal=True, dtype="fp8")
+    p = attention.plan(problem, "sm90", Sm90AttentionConfig(128, 2, persistent=True, ctas=1))
+    kernel, arrays = attention.emit(p), random_inputs(problem, 15)
+    q, k, v = dequantize(problem, arrays)
+    _, lse = reference(q, k, v, True)
+    (_, old), (_, new) = (error_bound(q, k, v, True, dtype="fp8", accumulation=a) for a in (None, HOPPER_FP8))
+    out = {**arrays, **output_arrays(problem)}
+    emulate(kernel, *(out[param.name] for param in p.params), target="sm90", fp8_accumulation=FP8_ACCUMULATION_BITS)
+    err = np.abs(out["LSE"] - lse)
+    assert np.max(err / old) == pytest.approx(160.29064945119384, rel=1e-9)  # the H100 log's, to every digit
+    assert np.max(err / new) < 0.05
+    with pytest.raises(ValueError, match="fp8_accumulation"):
+        emulate(kernel, *(out[param.name] for param in p.params), target="sm90", fp8_accumulation=True)
