@@ -176,7 +176,8 @@ def _children(node):
 
 
 def emulate(kernel, *arrays, target: str = "gfx950", max_threads_per_batch: int = 8192,
-            uninitialized: str = "error", stats: dict | None = None, workgroups=None, **scalars):
+            uninitialized: str = "error", stats: dict | None = None, workgroups=None,
+            fp8_accumulation: int | None = None, **scalars):
     """Run ``kernel`` on the CPU. ``arrays`` bind the kernel's tensor parameters in order (numpy,
     C-contiguous, of the parameter's shape and dtype: ``arguments.check_argument``; outputs are
     written in place and must be writable); ``scalars`` bind scalar parameters by name (a keyword
@@ -189,11 +190,17 @@ def emulate(kernel, *arrays, target: str = "gfx950", max_threads_per_batch: int 
     bank conflicts as excess wavefronts, :mod:`tvm_cdna4.emulator.banks`). ``workgroups`` (linear
     indices, ``blockIdx.x`` fastest): run only those workgroups of the launch, each as the whole launch
     would (its ``blockIdx``, the grid's extents); with ``Window`` arguments (sm80), the part of each
-    tensor they touch: a few workgroups of a problem too large to emulate whole. A construct the emulator
+    tensor they touch: a few workgroups of a problem too large to emulate whole. ``fp8_accumulation`` (sm90): fp8
+    wgmma keeps that many bits of each addend of a k-step, as Hopper's tensor cores do (14:
+    ``isa.wgmma_table.FP8_ACCUMULATION_BITS``; ``ptx_wgmma.fp8_accumulate``); None: f32. A construct the emulator
     does not run is an ``EmulationUnsupported`` (a ``NotImplementedError``), one sentence."""
     from . import arguments
 
     arguments.check_options(kernel, target, max_threads_per_batch, uninitialized, stats, TARGETS)
+    if fp8_accumulation is not None and (isinstance(fp8_accumulation, bool) or not isinstance(fp8_accumulation, int)
+                                         or not 1 <= fp8_accumulation <= 24):
+        raise ValueError(f"emulate: fp8_accumulation: expected None or the significant bits kept, an int in 1..24; "
+                         f"found {fp8_accumulation!r}")
     check_backend(kernel, target)  # a kernel for another backend: that, before its arguments
     values, fixed = arguments.bind_scalars(kernel, scalars)
     bound = arguments.bind_arrays(kernel, arrays)
@@ -209,7 +216,8 @@ def emulate(kernel, *arrays, target: str = "gfx950", max_threads_per_batch: int 
     grid, block = _launch(func, kernel, shapes)
     chosen = arguments.check_workgroups(workgroups, int(np.prod([grid.get(d, 1) for d in "xyz"])))
     try:
-        _run(func, target, grid, block, globals_, scalars, max_threads_per_batch, uninitialized, stats, chosen, handles)
+        _run(func, target, grid, block, globals_, scalars, max_threads_per_batch, uninitialized, stats, chosen, handles,
+             fp8_accumulation)
     except NotImplementedError as e:
         raise EmulationUnsupported(str(e) if isinstance(e, EmulationUnsupported)
                                    else str(e).replace("emulator: ", "emulate: ", 1)) from None
@@ -231,7 +239,7 @@ def _global_buffer(name: str, arr, target: str):
 
 
 def _run(func, target, grid, block, globals_, scalars, max_threads_per_batch, uninitialized, stats, chosen,
-         handles=None) -> None:
+         handles=None, fp8_accumulation=None) -> None:
     """The launch, batch after batch of the ``chosen`` workgroups (``max_threads_per_batch`` threads at most);
     ``handles``: values of parameters by index (sm90: tensor maps, ``ptx_tma.TensorMap``)."""
     from .interp import Compiler, Env, np_dtype
@@ -247,6 +255,7 @@ def _run(func, target, grid, block, globals_, scalars, max_threads_per_batch, un
         machine.allow_uninitialized = uninitialized == "allow"
         machine.stats = stats
         machine.integer_shared = target == "sm90"
+        machine.fp8_accumulation = fp8_accumulation
         compiler = Compiler(machine, table)
         compiler.tasks = target in CUDA_ARCH
         params = []

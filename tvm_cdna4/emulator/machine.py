@@ -15,6 +15,7 @@ class Machine:
     def __init__(self, grid: dict[str, int], block: dict[str, int], wave_size: int, groups: np.ndarray,
                  global_buffers: dict[str, Buffer], lds_waits: bool = False):
         self.grid, self.block, self.wave_size = grid, block, wave_size
+        self.fp8_accumulation = None  # sm90: the bits fp8 wgmma keeps of each addend (emulate's fp8_accumulation)
         self.groups = np.asarray(groups)  # global workgroup indices in this batch
         self.block_threads = int(np.prod([block.get(d, 1) for d in _DIMS]))
         g = len(self.groups)

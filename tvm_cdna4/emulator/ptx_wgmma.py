@@ -8,7 +8,10 @@ Operands: shared A/B through matrix descriptors (``isa.hopper_layout.decode_desc
 imm-trans-a/b = 1), A of the RS form and the accumulator D through the register fragments
 (``a_fragment_coords``, ``accumulator_coords``). ``D = scale_a*A * scale_b*B + (scale-d ? D : 0)``;
 products exact in float64, summed in float64, rounded to f32 once (as ``mma``: bit-identical to the
-tensor cores when every product and partial sum is exact).
+tensor cores when every product and partial sum is exact). fp8 inputs with ``emulate(..., fp8_accumulation=bits)``
+(``isa.wgmma_table.FP8_ACCUMULATION_BITS``, Hopper's 14): each output's K products and its accumulator aligned to
+the largest one's exponent and truncated toward zero to ``bits`` significant bits, then summed
+(``fp8_accumulate``), as Hopper's tensor cores do (docs/sm90_attention.md, "fp8 accumulation").
 
 Asynchrony. The emulator computes D when the instruction issues, but until the ``wgmma.wait_group``
 that retires its group: a read or write of the D registers (and the RS form's A registers) by any
@@ -27,12 +30,23 @@ from tvm_tirx import ir as I
 
 from ..isa.hopper_layout import (WARPGROUP_THREADS as WARPGROUP, a_fragment_coords, accumulator_coords,
                                  decode_descriptor, k_of, operand_address)
+from ..isa.wgmma_table import FP8
 from .errors import EmulationError
 from .memory import check_lds_read
 from .ptx_operands import PtxCall, _per_thread, _reader, _writer
 
 INPUTS = {"f16": np.dtype(np.float16), "bf16": np.dtype(ml_dtypes.bfloat16),
           "e4m3": np.dtype(ml_dtypes.float8_e4m3fn), "e5m2": np.dtype(ml_dtypes.float8_e5m2)}
+
+
+def fp8_accumulate(a, b, d, bits: int):
+    """``a (M, K) @ b (K, N) + d (M, N)`` (float64) with Hopper's fp8 accumulation: per output, the K products and
+    ``d`` aligned to the largest one's exponent, each truncated toward zero to ``bits`` significant bits, summed
+    (exactly: K + 1 values on one grid of ``bits`` bits)."""
+    add = np.concatenate([d[:, None, :], a[:, :, None] * b[None, :, :]], axis=1)
+    _, e = np.frexp(np.abs(add).max(1, keepdims=True))  # the largest is f 2^e, f in [0.5, 1)
+    grid = np.ldexp(1.0, e - bits)
+    return (np.trunc(add / grid) * grid).sum(1)
 
 
 class Wgmmas:
@@ -169,6 +183,7 @@ def _wgmma(compiler, call: PtxCall):
     sa, sb = call.imm("scale_a"), call.imm("scale_b")
     trans_a = call.imm("trans_a") if "trans_a" in call.operands else 0
     trans_b = call.imm("trans_b") if "trans_b" in call.operands else 0
+    truncated = mods["atype"] in FP8 and machine.fp8_accumulation is not None
     tid = np.arange(WARPGROUP)
     d_rc = accumulator_coords(tid[:, None], np.arange(N // 2)[None])
     a_rc = a_fragment_coords(tid[:, None], np.arange(16 // e)[None], 8 * e)
@@ -206,7 +221,10 @@ def _wgmma(compiler, call: PtxCall):
                 D = np.zeros((64, N))
                 if scale:
                     D[d_rc] = np.stack([o[rows] for o in old], axis=1).reshape(WARPGROUP, -1).view(np.float32)
-                res = ((sa * A) @ (sb * B) + D).astype(np.float32)
+                if truncated:
+                    res = fp8_accumulate(sa * A, sb * B, D, machine.fp8_accumulation).astype(np.float32)
+                else:
+                    res = ((sa * A) @ (sb * B) + D).astype(np.float32)
                 out[rows] = res[d_rc]
                 state.issue(rows, _in_flight(d_slots + a_slots, env, mask, rows), smem, f"wgmma.mma_async.{mods['shape']}")
             raw = out.view(np.uint8).reshape(T, N // 2, 4)

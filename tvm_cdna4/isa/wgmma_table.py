@@ -10,6 +10,11 @@ Multiply-Accumulate Instructions" (numbered §9.7.17 in later editions, whose nu
 - §9.7.17.5.2 ``wgmma.mma_async``: ``imm-trans-a/b`` (an MN-major shared operand) exist for
   f16/bf16 only; the RS form takes no ``imm-trans-a``; ``imm-scale-a/b`` in {-1, 1}.
 - §9.7.17.7 ``wgmma.fence`` / ``commit_group`` / ``wait_group``.
+
+The fp8 forms' accumulation (``FP8_ACCUMULATION_BITS``) is not in the PTX ISA (which says f32): DeepSeek-V3
+technical report (arXiv 2412.19437), §3.3.2 "Increasing Accumulation Precision" and §3.5.2 "Compute Hardware":
+on Hopper an fp8 GEMM aligns the 32 products of a k-step by right-shifting them to the largest exponent and keeps
+the highest 14 bits of each, truncating the rest; the accumulation into the registers also keeps 14 bits.
 """
 
 from __future__ import annotations
@@ -52,6 +57,11 @@ KIND = {
 }
 FP8 = ("e4m3", "e5m2")
 ACC_DTYPE = "float32"  # the registered forms accumulate in f32 (dtype .f32)
+FP8_ACCUMULATION_BITS = 14
+"""e4m3 / e5m2 forms: the significant bits the tensor cores keep of each addend of a k-step (its 32 products and
+the accumulator, aligned to the largest one's exponent; the bits below truncated: the module docstring's DeepSeek-V3
+report). The sm90 fp8 attention's S = Q K^T on an H100 matched this model to 4 digits (docs/sm90_attention.md,
+"fp8 accumulation"); ``kernels.attention.problem.Accumulation`` charges it."""
 FORMS = ("ss", "rs")  # A from shared memory (descriptor) or from registers
 
 
@@ -111,4 +121,4 @@ def registered_forms() -> list[tuple[str, WgmmaShape]]:
     return [(form, WgmmaShape(16, t, t)) for t in KIND for form in FORMS]
 
 
-__all__ = ["ACC_DTYPE", "FORMS", "FP8", "KIND", "N_DOMAIN", "WgmmaKind", "WgmmaShape", "parse", "registered_forms"]
+__all__ = ["ACC_DTYPE", "FORMS", "FP8", "FP8_ACCUMULATION_BITS", "KIND", "N_DOMAIN", "WgmmaKind", "WgmmaShape", "parse", "registered_forms"]

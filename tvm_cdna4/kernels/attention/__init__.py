@@ -148,7 +148,8 @@ def _ratio(got, want, bound) -> float:
 def validate(problem: AttentionProblem, target: str = "gfx950", config=None, seed: int = 0, run=None,
              **options) -> Validation:
     """Run the kernel on ``random_inputs(problem, seed)`` and compare ``O`` and ``LSE`` with
-    ``reference`` (of the dequantized inputs) within ``error_bound``. gfx950: the CPU emulator (a
+    ``reference`` (of the dequantized inputs) within ``error_bound`` (with the target's ``score_accumulation``:
+    sm90's fp8 wgmma keeps 14 bits of the scores' addends). gfx950: the CPU emulator (a
     ``run`` is refused, not ignored). sm80 and sm90: an NVIDIA GPU, which this layer does not reach: ``run(problem,
     arrays) -> (o, lse or None)`` does (the CLI passes ``tvm_cdna4.torch.run_attention`` where a GPU is
     present); without it, the CUDA emulator up to ``SM80_EMULATED_PAIRS`` pairs, beyond a ValueError
@@ -157,7 +158,8 @@ def validate(problem: AttentionProblem, target: str = "gfx950", config=None, see
     arrays = random_inputs(problem, seed)
     q, k, v = dequantize(problem, arrays)
     want_o, want_lse = reference(q, k, v, problem.causal, problem.scale)
-    bound_o, bound_lse = error_bound(q, k, v, problem.causal, problem.scale, problem.dtype)
+    accumulation = _function(target, "score_accumulation")(problem)  # sm90 fp8: the tensor cores' 14 bits
+    bound_o, bound_lse = error_bound(q, k, v, problem.causal, problem.scale, problem.dtype, accumulation)
     start = time.perf_counter()
     (o, lse), where = _function(target, "execute")(p, arrays, run)
     seconds = time.perf_counter() - start

@@ -135,6 +135,13 @@ class AttentionProblem:
         return OUT_DTYPES[self.dtype]
 
 
+def visible(seq_q: int, seq_kv: int):
+    """The causal mask ``[Sq, Skv]``: row ``i`` sees keys ``j <= i`` (the module docstring)."""
+    import numpy as np
+
+    return np.arange(seq_kv)[None, :] <= np.arange(seq_q)[:, None]
+
+
 def reference(q, k, v, causal: bool = False, scale: float | None = None):
     """float64 numpy ``(o, lse)`` of the problem (module docstring): ``q [B, H, Sq, D]``, ``k, v
     [B, Hkv, Skv, D]`` (any float dtype, GQA by ``H / Hkv``), ``lse`` natural, ``[B, H, Sq]``."""
@@ -145,8 +152,7 @@ def reference(q, k, v, causal: bool = False, scale: float | None = None):
     k, v = np.repeat(k, group, axis=1), np.repeat(v, group, axis=1)
     s = np.einsum("bhid,bhjd->bhij", q, k) * softmax_scale(q.shape[-1], scale)
     if causal:
-        i, j = np.arange(q.shape[2])[:, None], np.arange(k.shape[2])[None, :]
-        s = np.where(j <= i, s, -np.inf)
+        s = np.where(visible(q.shape[2], k.shape[2]), s, -np.inf)
     m = s.max(-1, keepdims=True)
     p = np.exp(s - m)
     total = p.sum(-1, keepdims=True)
@@ -166,7 +172,41 @@ F32_TERMS = 2.0**-16  # the f32 scores, exponentials, sums and accumulation, rel
 LSE_F32 = 2.0**-20  # the f32 log-sum-exp (max, sum, v_log_f32), relative to 1 + |lse|
 
 
-def error_bound(q, k, v, causal: bool = False, scale: float | None = None, dtype: str = "bf16"):
+@attrs.frozen
+class Accumulation:
+    """A target whose tensor cores accumulate the scores ``S = Q K^T`` short of f32 (``error_bound``'s
+    ``accumulation``): per k-step of ``k`` products, the products and the accumulator are aligned to the largest
+    one's exponent and each keeps ``bits`` significant bits, the rest truncated, so that each of the ``k + 1``
+    addends is off by less than ``2^(1 - bits)`` times the largest. Hopper's fp8 wgmma (``k`` 32,
+    ``isa.wgmma_table.FP8_ACCUMULATION_BITS``): the sm90 target's ``score_accumulation``; None (the other targets,
+    and 16-bit inputs): f32's, already in ``F32_TERMS``."""
+
+    bits: int = attrs.field(validator=_positive)
+    k: int = attrs.field(validator=_positive)
+
+    def score_error(self, q, k, causal: bool = False, scale: float | None = None):
+        """Per query row ``[B, H, Sq]``, a bound of its scores' error (scaled: natural units) over the keys it
+        sees: per k-step, ``(k + 1) 2^(1 - bits)`` times the largest addend, which is at most the larger of the
+        accumulator (the partial scores, plus the error so far) and the largest product (``|q_d|`` times the
+        largest ``|k_d|`` of any key). One partial product per k-step: the cost of one more ``reference``."""
+        import numpy as np
+
+        q, k = (np.asarray(x, np.float64) for x in (q, k))
+        k = np.repeat(k, q.shape[1] // k.shape[1], axis=1)
+        seen = visible(q.shape[2], k.shape[2]) if causal else True
+        partial, error = 0.0, np.zeros(q.shape[:3])
+        for d in range(0, q.shape[-1], self.k):
+            qs, ks = q[..., d:d + self.k], k[..., d:d + self.k]
+            held = error + (np.where(seen, np.abs(partial), 0.0).max(-1) if d else 0.0)
+            product = (np.abs(qs) * np.abs(ks).max(2)[:, :, None, :]).max(-1)
+            error = error + (self.k + 1) * 2.0 ** (1 - self.bits) * np.maximum(held, product)
+            if d + self.k < q.shape[-1]:  # the accumulator of the next k-step
+                partial = partial + np.einsum("bhid,bhjd->bhij", qs, ks)
+        return error * softmax_scale(q.shape[-1], scale)
+
+
+def error_bound(q, k, v, causal: bool = False, scale: float | None = None, dtype: str = "bf16",
+                accumulation: Accumulation | None = None):
     """Per-element bounds ``(o_bound, lse_bound)`` of a kernel's ``O`` and ``LSE`` against
     ``reference`` of the same (dequantized, ``dequantize``) inputs::
 
@@ -176,7 +216,10 @@ def error_bound(q, k, v, causal: bool = False, scale: float | None = None, dtype
     ``p_j`` is rounded for the P V product, an error relative to its term ``p_j |v_j|``, not to
     their sum; ``P_ROUNDOFF``: fp8 P is e4m3, ``2^-4``), ``e_P`` P's underflow (``P_UNDERFLOW``),
     ``2^-16`` the f32 scores, exponentials and accumulation; ``2^-20 (1 + |lse|)`` for the f32
-    log-sum-exp. On random normal data the emulated kernels' documented cases reach at most 0.64 of
+    log-sum-exp. ``accumulation`` (the target's ``score_accumulation``: sm90's fp8): the scores are off by at
+    most ``delta`` per row (``Accumulation.score_error``), which moves the LSE by at most ``delta`` (1-Lipschitz
+    in the scores' max norm) and each ``p_j`` by a factor within ``e^(+-2 delta)``: ``+ delta`` and ``+ (e^(2
+    delta) - 1) sum_j p_j |v_j|``. On random normal data the emulated kernels' documented cases reach at most 0.64 of
     the O bound (16-bit) and 0.73 (fp8), and 0.3 of LSE's (docs/attention.md); other shapes reach more
     (batch 2 x 2 heads, 40 causal rows, bf16: 0.71; 2 x 4 heads, 20 causal rows, f16 D 128: 0.77)."""
     import numpy as np
@@ -189,7 +232,11 @@ def error_bound(q, k, v, causal: bool = False, scale: float | None = None, dtype
         mean, _ = reference(np.zeros_like(np.asarray(q, np.float64)), k, abs_v, causal, scale)
         seen = np.minimum(np.arange(1, o.shape[2] + 1), abs_v.shape[2]) if causal else np.full(o.shape[2], abs_v.shape[2])
         bound = bound + P_UNDERFLOW[dtype] * mean * seen[:, None]
-    return bound, LSE_F32 * (1 + np.abs(lse))
+    lse_bound = LSE_F32 * (1 + np.abs(lse))
+    if accumulation is not None:
+        delta = accumulation.score_error(q, k, causal, scale)
+        bound, lse_bound = bound + np.expm1(2 * delta)[..., None] * terms, lse_bound + delta
+    return bound, lse_bound
 
 
 def random_inputs(problem: AttentionProblem, seed: int = 0) -> dict:
@@ -274,7 +321,7 @@ def kv_full_tiles_for(problem: AttentionProblem, block_q: int, block_kv: int, q0
     return minimum(full, (q0 + 1) // block_kv) if problem.causal else full
 
 
-__all__ = ["ATTENTION_DTYPES", "F32_TERMS", "HEAD_DIMS", "LN2", "LSE_F32", "OUT_DTYPES", "P_ROUNDOFF", "P_SHIFT",
+__all__ = ["ATTENTION_DTYPES", "Accumulation", "F32_TERMS", "HEAD_DIMS", "LN2", "LSE_F32", "OUT_DTYPES", "P_ROUNDOFF", "P_SHIFT",
            "P_UNDERFLOW", "SCALED", "UNIT_ROUNDOFF", "AttentionProblem", "check_indexing", "dequantize", "error_bound",
            "kv_full_tiles_for", "kv_tiles_for", "output_arrays", "random_inputs", "reference", "softmax_scale",
-           "workgroup_tiles"]
+           "visible", "workgroup_tiles"]

@@ -52,6 +52,13 @@ def build(problem: AttentionProblem, config: AttentionConfig | None = None, cach
     return cached_build("gfx950-attention", cache_key(p), lambda: emit(p), enabled=cache)
 
 
+def score_accumulation(problem: AttentionProblem) -> None:
+    """None: the MFMA accumulates ``S = Q K^T`` in its f32 accumulator, fp8 inputs too (the CDNA4 ISA documents
+    no reduced accumulation, unlike Hopper's fp8 wgmma: ``kernels.sm90.attention_target``), what ``error_bound``'s
+    ``F32_TERMS`` charges."""
+    return None
+
+
 def execute(p, arrays: dict, run=None):
     """Run plan ``p`` on the inputs ``arrays`` (``random_inputs``) in the CPU wavefront emulator:
     ((O, LSE), where)."""
@@ -72,4 +79,5 @@ def summary(p) -> dict:
     return {"target": "gfx950", **attrs.asdict(p), "flops": p.problem.flops()}
 
 
-__all__ = ["build", "cache_key", "choose", "emit", "execute", "plan", "schedule_digest", "summary"]
+__all__ = ["build", "cache_key", "choose", "emit", "execute", "plan", "schedule_digest", "score_accumulation",
+           "summary"]

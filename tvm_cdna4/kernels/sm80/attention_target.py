@@ -38,6 +38,12 @@ def build(problem: AttentionProblem, config: Sm80AttentionConfig | None = None, 
     return build_sm80_attention(problem, config, **options)
 
 
+def score_accumulation(problem: AttentionProblem) -> None:
+    """None: ``mma.sync`` accumulates ``S = Q K^T`` in f32 (bf16 and f16; fp8 is refused by the planner), what
+    ``error_bound``'s ``F32_TERMS`` charges (sm90's fp8 wgmma does not: ``kernels.sm90.attention_target``)."""
+    return None
+
+
 def execute(p, arrays: dict, run=None):
     """((O, LSE), where): through ``run`` on the GPU, else the CUDA emulator for small problems."""
     return execute_cuda(p, arrays, run, "sm80", emit, "an NVIDIA GPU")
@@ -67,4 +73,4 @@ def summary(p) -> dict:
     return {"target": "sm80", **attrs.asdict(p), "flops": p.problem.flops()}
 
 
-__all__ = ["EMULATED_PAIRS", "build", "choose", "emit", "execute", "plan", "summary"]
+__all__ = ["EMULATED_PAIRS", "build", "choose", "emit", "execute", "plan", "score_accumulation", "summary"]

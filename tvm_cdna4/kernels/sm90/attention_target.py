@@ -11,7 +11,8 @@ arrays) -> (O, LSE)``: ``tvm_cdna4.torch.run_attention``) or, for at most ``EMUL
 from __future__ import annotations
 
 from ...cuda.build import cached_build, check_compiler, compile_blobs
-from ..attention.problem import AttentionProblem
+from ...isa.wgmma_table import FP8_ACCUMULATION_BITS, KIND
+from ..attention.problem import SCALED, Accumulation, AttentionProblem
 from ..common import cache_key
 from ..sm80.attention_target import EMULATED_PAIRS, execute_cuda
 from .attention_plan import Sm90AttentionConfig, plan_sm90_attention
@@ -62,6 +63,13 @@ def build(problem: AttentionProblem, config: Sm90AttentionConfig | None = None, 
     return cached_build("cuda-attention-sm90", key, lambda: compile_blobs(emit(p), arch, compiler), p.config, cache)
 
 
+def score_accumulation(problem: AttentionProblem) -> Accumulation | None:
+    """How ``S = Q K^T`` accumulates (``error_bound``'s ``accumulation``): fp8, Hopper's e4m3 wgmma keeps
+    ``FP8_ACCUMULATION_BITS`` of each addend of a k32 step (``isa.wgmma_table``; docs/sm90_attention.md, "fp8
+    accumulation"); bf16 and f16 in f32 (None)."""
+    return Accumulation(FP8_ACCUMULATION_BITS, KIND["e4m3"].k) if problem.dtype in SCALED else None
+
+
 def execute(p, arrays: dict, run=None):
     """((O, LSE), where): through ``run`` on the GPU, else the CUDA emulator for small problems."""
     return execute_cuda(p, arrays, run, "sm90", emit, "an NVIDIA Hopper GPU")
@@ -76,4 +84,5 @@ def summary(p) -> dict:
             "threads": p.threads, "grid": p.ctas, "flops": p.problem.flops()}
 
 
-__all__ = ["ARCH", "EMULATED_PAIRS", "build", "choose", "emit", "execute", "plan", "schedule_digest", "summary"]
+__all__ = ["ARCH", "EMULATED_PAIRS", "build", "choose", "emit", "execute", "plan", "schedule_digest", "score_accumulation",
+           "summary"]
