@@ -413,8 +413,8 @@ WEIGH_REGISTER_CAP = False
 """Whether a plan without ``min_ctas`` takes ``choose_min_ctas``' cap: no. Timed on the H100 (2026-12-06, commit
 after h-pagedfp8, ``benchmarks/paged_decode.py --configs fp8_cvt=false:min_ctas=0,min_ctas=0,fp8_cvt=false``;
 ``benchmarks/runs/paged_decode_fp8_h100_2026-12-06c.log``): the fp8 kernel capped for 4 CTAs at 128 registers
-ran 4-16 % slower than uncapped at 3 CTAs on all four fp8 rows (batch 8 / 64, 2k / 8k contexts), with or without
-the cvt widening; the cvt widening alone was 2-9 % faster than the bit moves. ``PagedDecodeConfig(min_ctas=n)``
+ran slower than uncapped at 3 CTAs on all four fp8 rows (batch 8 / 64, 2k / 8k contexts): by 4-26 % with the cvt
+widening, 1-18 % with the bit moves; the cvt widening alone was 1-9 % faster than the bit moves. ``PagedDecodeConfig(min_ctas=n)``
 still forces a cap."""
 
 WEIGH_LAST_CTA = False
