@@ -28,6 +28,8 @@ from tvm_cdna4.kernels.sm90 import attention_cost as cost  # noqa: E402
 from tvm_cdna4.kernels.sm90.attention_plan import Sm90AttentionConfig  # noqa: E402
 
 RUNS = ("runs/attention_sm90_sweep_sections_h100_2026-12-06c.json",)
+"""The fitted run (D 128); ``--runs`` adds others (``runs/attention_sm90_sweep_d64_h100_2026-12-06c.json``: D 64, held
+out of the fit, the rates checked on it)."""
 LADDER = (0.5, 0.7, 0.85, 0.95, 1.05, 1.2, 1.4, 2)
 SHARES = {"TENSOR_EFFICIENCY"}
 """Rates that are a share of a datasheet rate (and ``EXPOSED``'s): at most 1."""
