@@ -68,8 +68,8 @@ FP8_CHECK = 5e-2
 """fp8: the f32 reference check's largest ``||O - ref|| / ||ref||`` (P rounds to e4m3: 2^-4 relative a term)."""
 
 
-def problems(quick: bool = False, fp8: bool = False, dims=None):
-    seqs = (4096, 16384) if quick else SEQS
+def problems(quick: bool = False, fp8: bool = False, dims=None, seqs=None):
+    seqs = seqs or ((4096, 16384) if quick else SEQS)
     dims = dims or ((128,) if quick or fp8 else (64, 128))
     out = []
     for d in dims:
@@ -130,6 +130,7 @@ def main(argv=None) -> int:
     ap.add_argument("--configs", default="default", choices=("default", "sweep"))
     ap.add_argument("--quick", action="store_true", help="D 128 (or --head-dims) at 4k and 16k tokens only")
     ap.add_argument("--head-dims", default="", help="comma-separated head dims (default: 64,128; --quick, --fp8: 128)")
+    ap.add_argument("--seqs", default="", help="comma-separated tokens a sequence (default: SEQS; --quick: 4k, 16k)")
     ap.add_argument("--no-sm80", action="store_true", help="leave out the sm80-class kernel's default")
     ap.add_argument("--fp8", action="store_true", help="e4m3 Q, K, V at D 128 (SDPA timed on their bf16 values)")
     ap.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) - 2))
@@ -147,7 +148,8 @@ def main(argv=None) -> int:
     from torch_gemm import _graph_seconds
     from tvm_cdna4.runtime.cuda import bench_ms, load_kernel
 
-    timed = problems(args.quick, args.fp8, tuple(int(x) for x in args.head_dims.split(",") if x))
+    ints = lambda text: tuple(int(x) for x in text.split(",") if x)  # noqa: E731
+    timed = problems(args.quick, args.fp8, ints(args.head_dims), ints(args.seqs))
     configs = {p: [default_config(p)] for p in timed}
     if args.configs == "sweep":
         for p in timed:
