@@ -110,11 +110,11 @@ def test_the_prepared_launch_gives_the_checked_paths_results(max_pages):
     assert len({o.data_ptr(), o2.data_ptr(), o3.data_ptr()}) == 3 and lse3.data_ptr() != lse.data_ptr()
 
 
-@pytest.mark.parametrize("fields", [{}, {"fp8_cvt": False}, {"min_ctas": 0}, {"fp8_cvt": False, "min_ctas": 0}])
+@pytest.mark.parametrize("fields", [{}, {"fp8_cvt": False}, {"min_ctas": 4}, {"fp8_cvt": False, "min_ctas": 4}])
 def test_each_fp8_widening_and_register_cap_matches_the_reference(fields):
-    """fp8 KV, 4 queries, odd contexts: the model's kernel (cvt widening and the register cap on sm_89+) and each
-    choice undone (``PagedDecodeConfig.fp8_cvt``, ``min_ctas``), launched as ``benchmarks/paged_decode.py
-    --configs`` launches them."""
+    """fp8 KV, 4 queries, odd contexts: the model's kernel (cvt widening on sm_89+, no register cap:
+    ``WEIGH_REGISTER_CAP``), the bits moved instead, and the cap forced (``PagedDecodeConfig.fp8_cvt``,
+    ``min_ctas``), launched as ``benchmarks/paged_decode.py --configs`` launches them."""
     import numpy as np
 
     import tvm_cdna4.torch as ours

@@ -8,13 +8,14 @@ import json
 import numpy as np
 import pytest
 
+from tvm_cdna4.errors import ContractError
 from tvm_cdna4.isa.hopper_layout import swizzle
 from tvm_cdna4.kernels import attention
 from tvm_cdna4.kernels.attention import paged
 from tvm_cdna4.kernels.attention.paged import PagedDecodeProblem
 from tvm_cdna4.kernels.sm80.paged_decode_plan import PagedDecodeConfig, plan_paged_decode
 from tvm_cdna4.kernels.sm90 import paged_target
-from tvm_cdna4.kernels.sm90.paged_decode_plan import Sm90PagedDecodePlan
+from tvm_cdna4.kernels.sm90.paged_decode_plan import Sm90PagedDecodePlan, plan_paged_decode_sm90
 
 EMULATOR = "the CUDA emulator (no GPU runner)"
 
@@ -98,7 +99,9 @@ def test_fp8_pairs_widen_by_one_cvt_and_a_bf16_q_beyond_f16s_range_stays_exact()
     # through Q_PRESCALE into f16 and the scores' factor
     problem = PagedDecodeProblem(1, 4, 2, 64, 1, 16, 2, 2, kv_dtype="fp8")
     p = paged_target.plan(problem, PagedDecodeConfig(warps=2, stages=2))
-    assert p.fp8_cvt and p.q_factor == 2.0**-8
+    assert p.fp8_cvt and p.cvt and p.q_factor == 2.0**-8  # the record says what the kernel does
+    with pytest.raises(ContractError, match="fp8_cvt"):
+        plan_paged_decode_sm90(p.problem, PagedDecodeConfig(fp8_cvt=False))
     arrays = paged.random_inputs(problem, seed=8, contexts=[24])
     arrays["Q"] = (arrays["Q"].astype(np.float32) * 3e5).astype(arrays["Q"].dtype)
     (o, lse), _ = paged_target.execute(p, arrays)

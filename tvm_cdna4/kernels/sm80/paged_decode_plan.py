@@ -67,8 +67,9 @@ V pair by a ``prmt`` and it (the sm90 kernel's ``widen``), exact values: no ``25
 32 of V three instructions each fewer. The arch is ``plan(arch=)``, the build's, default the present GPU's
 (``kernels.devices.planned``); on sm_80 the bits move as above.
 
-**The register cap** (``choose_min_ctas``, ``PagedDecodeConfig.min_ctas``): main's ``__launch_bounds__(threads,
-n)``, ``n`` the CTAs the shared memory holds, at most what the register file holds at ``state_registers +
+**The register cap** (``choose_min_ctas``, ``PagedDecodeConfig.min_ctas``; taken only when forced:
+``WEIGH_REGISTER_CAP``, the H100 ran it slower): main's ``__launch_bounds__(threads, n)``, ``n`` the CTAs the
+shared memory holds, at most what the register file holds at ``state_registers +
 REG_HEADROOM`` a thread; none where the cap would not bind (``MAX_REGISTERS``). Little's law: an fp8 tile is half a
 bf16 tile's bytes, so at the same stages an SM needs more resident warps for the same bytes in flight, and the
 ncu run had the fp8 kernel latency-bound (0.42 eligible warps per scheduler, DRAM 74 %) at 3 CTAs per SM: ptxas
@@ -174,7 +175,7 @@ class PagedDecodeConfig:
     partition: int | None = None
     merge: str | None = None  # "last-cta" or "kernel" (module docstring); None: choose_merge's
     fp8_cvt: bool | None = None  # fp8 pairs widen by cvt.rn.f16x2.e4m3x2 (sm_89+); None: where the arch has it
-    min_ctas: int | None = None  # the register cap's CTAs per SM (__launch_bounds__); 0: none; None: choose_min_ctas'
+    min_ctas: int | None = None  # the register cap's CTAs per SM (__launch_bounds__); 0 / None: none (WEIGH_REGISTER_CAP)
 
     def __attrs_post_init__(self):
         for name, low, high in (("warps", 1, 8), ("stages", 2, 8)):
@@ -225,7 +226,7 @@ class PagedDecodePlan(PlanRecord, family="paged"):
     merge_params: tuple[Param, ...]  # the merge kernel's (none with merge "last-cta")
     merge: str = "kernel"  # where the partials merge: "last-cta" (main's last CTA per sequence, kv head) or "kernel"
     cvt: bool = False  # fp8 pairs widen by cvt.rn.f16x2.e4m3x2 (fp8_cvt)
-    min_ctas: int = 0  # main's __launch_bounds__ CTAs per SM (0: none; choose_min_ctas)
+    min_ctas: int = 0  # main's __launch_bounds__ CTAs per SM (0: none; forced, or choose_min_ctas' if WEIGH_REGISTER_CAP)
 
     @property
     def rows(self) -> int:
@@ -387,7 +388,8 @@ def choose_partition(problem: PagedDecodeProblem, context: int, sms: int, warps:
 def choose_min_ctas(p: PagedDecodePlan, device) -> int:
     """The CTAs per SM main's registers are capped for (``__launch_bounds__(threads, n)``): as many as the shared
     memory holds (``device.smem_per_unit // smem_bytes``) and the register file holds at ``state_registers +
-    REG_HEADROOM`` a thread; 0 (no cap) where that cap would be ``MAX_REGISTERS`` or more (it binds nothing). Why:
+    REG_HEADROOM`` a thread; 0 (no cap) where that cap would be ``MAX_REGISTERS`` or more (it binds nothing). The
+    plan takes it only where ``WEIGH_REGISTER_CAP`` (off: timed slower on the H100). The reasoning it was built on:
     an uncapped ptxas gave the fp8 kernel (D 128, 4 warps) 156 registers, 3 CTAs per SM where its 53 KB of shared
     memory hold 4, and ncu had it latency-bound (0.42 eligible warps per scheduler); capped for 4 it takes 128, no
     spill. The bf16 kernel's 100 KB hold 2: no cap (its code unchanged)."""

@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import attrs
 
+from ...errors import ContractError
 from ..attention.paged import PagedDecodeProblem
 from ..sm80.paged_decode_plan import TILE_KEYS, PagedDecodeConfig, PagedDecodePlan, plan_paged_decode
 
@@ -126,8 +127,12 @@ class Sm90PagedDecodePlan(PagedDecodePlan):
 
 def plan_paged_decode_sm90(problem: PagedDecodeProblem, config: PagedDecodeConfig | None = None,
                            context: int | None = None, sms: int | None = None) -> Sm90PagedDecodePlan:
-    """The plan of ``problem`` (the sm80 planner's partition, merge and checks: ``plan_paged_decode``)."""
-    return plan_paged_decode(problem, config, context, sms, target="sm90", record=Sm90PagedDecodePlan)
+    """The plan of ``problem`` (the sm80 planner's partition, merge and checks: ``plan_paged_decode``, for
+    ``sm_90a``: fp8 pairs always widen by ``cvt``, so ``fp8_cvt=False`` is refused)."""
+    if config is not None and config.fp8_cvt is False:
+        raise ContractError("sm90 paged decode fp8_cvt: this row always widens fp8 pairs by cvt.rn.f16x2.e4m3x2",
+                            operand="fp8_cvt", check="parameters", expected="None or True", found="False")
+    return plan_paged_decode(problem, config, context, sms, target="sm90", record=Sm90PagedDecodePlan, arch="sm_90a")
 
 
 __all__ = ["SWIZZLE_MAX", "TABLE_CHUNK", "Sm90PagedDecodePlan", "plan_paged_decode_sm90"]
