@@ -40,7 +40,7 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from tvm_cdna4.kernels.attention.problem import AttentionProblem  # noqa: E402
-from tvm_cdna4.kernels.devices import DEVICES  # noqa: E402
+from tvm_cdna4.kernels.devices import DEVICES, named  # noqa: E402
 from tvm_cdna4.kernels.sm90.attention_cost import candidates, estimate  # noqa: E402
 from tvm_cdna4.kernels.sm90.attention_cost import choose as default_config  # noqa: E402
 from tvm_cdna4.kernels.sm90.attention_plan import Sm90AttentionConfig  # noqa: E402
@@ -54,12 +54,12 @@ SWEEP = [C(kv, stages, **SCHEDULES[s]) for kv, stages in ((128, 2), (176, 2), (1
          for s in SCHEDULES]
 """``--configs sweep``: the tiles, ring depths and schedules timed beside the default (those the planner refuses
 for the shape, such as 192 keys at D 128 past the shared memory, are reported as build failures): what the cost
-model's priors (``attention_cost.EXPOSED``, ``TILE_CLOCKS``) are to be fitted to."""
+model's rates (``attention_cost.FITTED``, ``EXPOSED``) are fitted to (``benchmarks/attention_sm90_fit.py``)."""
 
 
 RANKED = 4
-"""``--configs sweep`` also times the cost model's first ``RANKED`` candidates of each shape (those not in ``SWEEP``:
-D 64's deeper rings of wider tiles, say)."""
+"""``--configs sweep`` also times the cost model's first ``RANKED`` candidates of each shape on the GPU present
+(``devices.named``; an unlisted one: the H100's) (those not in ``SWEEP``: D 64's deeper rings of wider tiles, say)."""
 
 
 PLAUSIBLE_TFLOPS = 2000
@@ -153,9 +153,9 @@ def main(argv=None) -> int:
     configs = {p: [default_config(p)] for p in timed}
     if args.configs == "sweep":
         for p in timed:
-            h100 = DEVICES["H100"]
-            ranked = sorted(candidates(p, h100.smem_per_unit), key=lambda c: estimate(p, c, h100.units))
-            configs[p] += [c for c in SWEEP + ranked[:RANKED] if c not in configs[p]]
+            gpu = named(torch.cuda.get_device_name()) or DEVICES["H100"]
+            ranked = sorted(candidates(p, gpu.smem_per_unit), key=lambda c: estimate(p, c, gpu.units))
+            configs[p] = list(dict.fromkeys(configs[p] + SWEEP + ranked[:RANKED]))
     jobs = [(("sm90", str(p), str(c)), "sm90", p, c) for p in timed for c in configs[p]]
     if not (args.no_sm80 or args.fp8):
         jobs += [(("sm80", str(p), "default"), "sm80", p, None) for p in timed]

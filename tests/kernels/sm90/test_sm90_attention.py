@@ -97,8 +97,6 @@ def test_the_tir_work_item_is_the_python_one():
 def test_l2_sections():
     """Causal: the batch x heads whose K and V fit 32 MiB (kv heads a power of two, GQA's query heads with each);
     not causal: one kv head's query heads (its query blocks run together)."""
-    mb = 1024 * 1024
-    assert attention_plan.L2_SECTION_BYTES == 32 * mb
     # one kv head at 2k keys, D 128, bf16: 1 MiB of K and V -> 32 kv heads, x 4 query heads each
     assert section_heads(AttentionProblem(8, 32, 8, 2048, 2048, 128, causal=True)) == 32 * 4
     assert section_heads(AttentionProblem(1, 16, 16, 16384, 16384, 128, causal=True)) == 4  # 8 MiB each

@@ -24,7 +24,10 @@ item: ``ITEM_CLOCKS`` more each (the CTA's start, Q's and the first tile's load 
 the tensor cores wait), the CTAs spread over the SMs (one each: the ring and Q fill most of the shared
 memory) in launch order (``attention_plan.work_item``: sections of heads, longest first in each), each on the SM that frees first. ``persistent``: each CTA walks its items
 ``pid, pid + ctas, ...`` with ``PERSISTENT_ITEM_CLOCKS`` each (the next item's loads run under the last
-one's O store) and ``ITEM_CLOCKS`` once; the busiest CTA's sum. ``EXPOSED`` and ``FITTED`` are fitted to an
+one's O store) and ``ITEM_CLOCKS`` once; the busiest CTA's sum. The fitted values are effective rates, not
+measured costs of their parts: nine of them over eight shapes, ``EXPOSED`` of the plain schedule at its cap of
+1, ``TILE_CLOCKS`` near 0 and ``PERSISTENT_ITEM_CLOCKS`` above ``ITEM_CLOCKS`` (the persistent CTAs timed no
+faster: their cross-item overlap does not pay yet). ``EXPOSED`` and ``FITTED`` are fitted to an
 H100's timings of this kernel (``benchmarks/attention_sm90.py --configs sweep``, ``benchmarks/attention_sm90_fit.py``;
 the fit's data and error at ``FITTED``); FA3's published ablation was the prior.
 """
@@ -53,7 +56,8 @@ ITEM_CLOCKS = 13500
 PERSISTENT_ITEM_CLOCKS = 13700
 FITTED = ("TENSOR_EFFICIENCY", "MASK_COST", "TILE_CLOCKS", "ITEM_CLOCKS", "PERSISTENT_ITEM_CLOCKS", "RING_CLOCKS")
 """The rates ``benchmarks/attention_sm90_fit.py`` fits (beside ``EXPOSED``'s three shares) to the timed configs of
-``benchmarks/runs/attention_sm90_sweep_sections_h100_2026-12-06c.json`` (an H100, D 128, 16k tokens, MHA / GQA,
+``benchmarks/runs/attention_sm90_sweep_sections_h100_2026-12-06c.json`` (an H100, D 128, 4k and 16k tokens a
+sequence (16k tokens a batch), MHA / GQA,
 causal or not, 16 configs a shape; clocks at ``DEVICES["H100"]``'s): rms 15 % of ``log(measured / estimate)``; the
 first-ranked config is within 1.5 % of the fastest timed on each of the 8 shapes. Held out, the same sweep at D 64
 (``runs/attention_sm90_sweep_d64_h100_2026-12-06c.json``, 20-23 configs a shape): the first-ranked config within

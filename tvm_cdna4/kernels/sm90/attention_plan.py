@@ -97,7 +97,8 @@ def section_heads(problem: AttentionProblem) -> int:
     power of two of kv heads (at least one) times the query heads sharing each (GQA), at most every batch x head
     (FA3's longest-processing-time-first scheduler: the long query blocks of the section first, spread over its
     heads). Not causal (every query block the same length): the query heads of one kv head, so that a kv head's
-    query blocks run together (FA3's static persistent scheduler: the query block the fastest index)."""
+    query blocks run together (FA3's static persistent scheduler runs a head's query blocks together; here, with
+    GQA, the query heads of the kv head alternate within each block)."""
     group = problem.heads // problem.kv_heads
     if not problem.causal:
         return group
@@ -136,7 +137,7 @@ class Sm90AttentionConfig:
     ``gemm_emit.ORDER_BARRIER + wg``), so that one's softmax runs under the other's GEMMs."""
     persistent: bool = False
     """One CTA per SM (``ctas``: at most that many), each walking the work items (query block, batch x head)
-    ``pid, pid + ctas, ...`` longest first, the ring continuing from one item into the next: the producer loads
+    ``pid, pid + ctas, ...`` (``work_item``'s order), the ring continuing from one item into the next: the producer loads
     the next item's Q and K / V while the consumers store the last one's O. False: one CTA per item."""
     ctas: int = 0
     """``persistent``: the CTAs (0: one per SM)."""
