@@ -120,3 +120,19 @@ def test_the_cli_plans_and_validates_with_swap_ab(capsys):
     assert main(["gemm", "--target", "sm90", "--dynamic-m", "-M", "77", "-N", "72", "-K", "128", "--swap-ab",
                  "--emit", "config"]) == 2
     assert "--swap-ab cannot be given" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_ptxas_assembles_the_swapped_m200_kernel_with_every_fused_step_without_spills(tmp_path):
+    import shutil
+    import subprocess
+
+    nvcc = shutil.which("nvcc") or shutil.which("/usr/local/cuda/bin/nvcc")
+    if nvcc is None:
+        pytest.skip("nvcc not found: nothing assembles the CUDA source here")
+    p = gemm.plan(GemmProblem(200, 37888, 3584, "bf16", "nt", "bf16", ALL), "sm90", Sm90Config(128, 200, 5, 2, swap_ab=True))
+    (tmp_path / "k.cu").write_text(gemm_target.build_plan(p, cache=False).source)
+    done = subprocess.run([nvcc, "-gencode=arch=compute_90a,code=sm_90a", "-c", "-Xptxas", "-v", "k.cu", "-o", "k.o"],
+                          cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "C7508" not in done.stderr and "0 bytes spill stores" in done.stderr
