@@ -39,6 +39,9 @@ through the same workspace and tickets (sized for every tile) as split-K's. Each
 tiles, then its split units ``pid, pid + ctas, ...``; the ring positions count their k-tiles (``k_tiles``
 each, then ``slice_tiles`` each) in both roles. With fewer tiles than a wave every tile is split (split-K);
 with whole waves only, none is. Cooperative schedule only.
+
+Swap AB (``Sm90Config.swap_ab``, opt-in): the kernel computes ``C^T = B A^T`` so that a small M is wgmma's N
+(``SWAP_AB``); ``block_m`` x ``block_n`` then tile C^T and ``tiles_m`` counts N's tiles.
 """
 
 from __future__ import annotations
