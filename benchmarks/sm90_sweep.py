@@ -1,6 +1,7 @@
 """The sm90 cost model against the GPU: the model's best configs at medium and large M, each timed.
 
     python3 benchmarks/sm90_sweep.py --out $OUT [--top 6] [--ms 96,200,768,3000] [--no-hybrid]
+    python3 benchmarks/sm90_sweep.py --out $OUT --swap-ab [--swap-top 1] [--ms 32,96,200]
 
 For each LLM projection of ``torch_gemm.MODELS`` (bf16, ``nt``) and each M of ``--ms``, the ``--top``
 configs the cost model ranks first (``gemm_cost.ranked`` on the GPU present: ``devices.planned``; the hybrid
@@ -14,6 +15,12 @@ torch's product, and timed (``sm90_gemm.bench``: CUDA graphs over input copies b
 ``$OUT/sm90_sweep.json``: the data the model's fitted rates are checked and refitted against
 (docs/sm90_gemm.md "Cost model"). The table printed last: per shape, the model's first choice, the fastest
 measured config, and cuBLAS.
+
+``--swap-ab`` (default M = 32, 96, 200): per shape, the model's first choice (rank ``"model"``) beside the
+``--swap-top`` best-estimated swapped configs (``gemm_cost.swap_ab_ranked``: ``Sm90Config.swap_ab``, C^T = B A^T,
+ranks ``"swap0"``, ...), each checked and timed as above, into ``$OUT/sm90_swap_ab.json``; the table: the model's
+choice, the best swapped config, cuBLAS and their ratios (the timing the cost model's weighing of the swap waits
+for, docs/sm90_gemm.md "Swap AB").
 """
 
 from __future__ import annotations
@@ -52,6 +59,24 @@ def jobs(args):
     return out
 
 
+def swap_jobs(args):
+    """``--swap-ab``: per shape and M, the model's first choice and the ``--swap-top`` best swapped configs."""
+    import attrs
+
+    from tvm_cdna4.kernels import devices
+    from tvm_cdna4.kernels.sm90 import gemm_cost
+
+    device = devices.planned("sm80")
+    out = []
+    for model, proj, N, K in shapes(args.models.split(",")):
+        for M in map(int, args.ms.split(",")):
+            t, cfg = gemm_cost.ranked(M, N, K, 2, device)[0]
+            out.append(((model, proj, M, N, K, "model", round(t * 1e6, 2)), (M, N, K), attrs.asdict(cfg)))
+            for i, (t, cfg) in enumerate(gemm_cost.swap_ab_ranked(M, N, K, 2, device)[:args.swap_top]):
+                out.append(((model, proj, M, N, K, f"swap{i}", round(t * 1e6, 2)), (M, N, K), attrs.asdict(cfg)))
+    return out
+
+
 def picks(ranked, top: int, hybrid: bool = True, wide=()) -> list:
     """(rank, (estimate, config)) of the ``top`` first of ``ranked`` and, with ``hybrid`` and none among them,
     the first hybrid config of ``ranked`` (at its rank) or else of ``wide`` (``ranked`` with shorter slices
@@ -68,7 +93,10 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--models", default="qwen2.5-7b,gemma-2-9b,phi-3-medium")
-    ap.add_argument("--ms", default="96,200,768,3000")
+    ap.add_argument("--ms", default=None, help="the M values (default 96,200,768,3000; with --swap-ab 32,96,200)")
+    ap.add_argument("--swap-ab", action="store_true",
+                    help="time the best-estimated swapped configs (Sm90Config.swap_ab) beside the model's choice")
+    ap.add_argument("--swap-top", type=int, default=1, help="with --swap-ab: the swapped configs per shape")
     ap.add_argument("--top", type=int, default=6)
     ap.add_argument("--no-hybrid", dest="hybrid", action="store_false",
                     help="time the --top configs only (not also the best-ranked hybrid below them)")
@@ -77,12 +105,13 @@ def main(argv=None) -> int:
     ap.add_argument("--workers", type=int, default=min(14, os.cpu_count() or 1))
     ap.add_argument("--build-s", type=float, default=300)
     args = ap.parse_args(argv)
+    args.ms = args.ms or ("32,96,200" if args.swap_ab else "96,200,768,3000")
     import torch
 
     from sm90_gemm import bench, build_all, check
     from tvm_cdna4.runtime.cuda import Kernel, load_build
 
-    todo = jobs(args)
+    todo = swap_jobs(args) if args.swap_ab else jobs(args)
     built = build_all(todo, args.workers, args.build_s)
     rows, cublas = [], {}
     with open(os.path.join(args.out, "sm90_sweep_checks.jsonl"), "w") as log:
@@ -102,9 +131,13 @@ def main(argv=None) -> int:
                          "cublas_us": cublas[(M, N, K)] * 1e6})
             print(json.dumps(rows[-1]), flush=True)
             torch.cuda.empty_cache()
-    with open(os.path.join(args.out, "sm90_sweep.json"), "w") as f:
+    name = "sm90_swap_ab" if args.swap_ab else "sm90_sweep"
+    with open(os.path.join(args.out, f"{name}.json"), "w") as f:
         json.dump({"device": torch.cuda.get_device_name(), "rows": rows}, f, indent=1)
-    print(*summary(rows), sep="\n")
+    table = (swap_summary if args.swap_ab else summary)(rows)
+    with open(os.path.join(args.out, f"{name}.md"), "w") as f:
+        f.write("\n".join([torch.cuda.get_device_name(), "", *table, ""]))
+    print(*table, sep="\n")
     return 0
 
 
@@ -127,6 +160,27 @@ def summary(rows) -> list[str]:
         out.append(f"| {model} | {proj} | {M} | {N} | {K} | {first['us']:.1f} ({way}) | {best['us']:.1f} ({best['rank']}) | "
                    + (f"{hyb['us']:.1f} ({hyb['rank']}) | " if hyb else "- | ")
                    + f"{c:.1f} | {c / first['us']:.2f}x | {c / best['us']:.2f}x |")
+    return out
+
+
+def swap_summary(rows) -> list[str]:
+    """``--swap-ab``: per shape, the model's choice, the best swapped config (its tile), cuBLAS, and the ratios
+    (markdown; a failed check leaves its row out)."""
+    out = ["| model | proj | M | N | K | model's choice µs | best swap µs (tile) | cuBLAS µs | model/cuBLAS | "
+           "swap/cuBLAS | swap speedup |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    groups = {}
+    for r in rows:
+        if "us" in r and r["ok"]:
+            groups.setdefault((r["model"], r["proj"], r["M"], r["N"], r["K"]), []).append(r)
+    for (model, proj, M, N, K), rs in groups.items():
+        first = [r for r in rs if r["rank"] == "model"]
+        swaps = [r for r in rs if r["rank"] != "model"]
+        if not first or not swaps:
+            continue
+        ours, best, c = first[0]["us"], min(swaps, key=lambda r: r["us"]), first[0]["cublas_us"]
+        tile = f"{best['config']['block_m']}x{best['config']['block_n']}/{best['config']['consumers']}"
+        out.append(f"| {model} | {proj} | {M} | {N} | {K} | {ours:.1f} | {best['us']:.1f} ({tile}) | {c:.1f} | "
+                   f"{c / ours:.2f}x | {c / best['us']:.2f}x | {ours / best['us']:.2f}x |")
     return out
 
 

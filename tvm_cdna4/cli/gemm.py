@@ -29,9 +29,9 @@ from ..kernels.gemm.epilogue import ACTIVATIONS, INPUTS, Fusion
 from .args import (FLAGS_OFF, Default, DefaultsFormatter, check_gemm, given, nonnegative_int, parse_row_counts,
                    positive_int, row_counts, tile)
 
-TILE_OPTIONS = ("block", "warps", "stages", "mfma", "lds_dma", "group_m", "ctas")
+TILE_OPTIONS = ("block", "warps", "stages", "mfma", "lds_dma", "group_m", "ctas", "swap_ab")
 """The tile flags, given by name to the target's ``config_from_options`` (``kernels.gemm.config_from_options``)."""
-PLANNED = ("block", "warps", "stages", "group_m", "ctas", "mfma", "lds_dma", "reduction", "tune")
+PLANNED = ("block", "warps", "stages", "group_m", "ctas", "mfma", "lds_dma", "swap_ab", "reduction", "tune")
 """The options a dynamic-M or grouped GEMM refuses: the cost model plans each of its buckets."""
 
 
@@ -107,6 +107,9 @@ def _tile_options(p) -> None:
                    help="gfx950 dense GEMMs: direct-to-LDS global loads, three LDS stages (its own default tile); "
                         "every row of A and B as stored (K for nt) must be whole 16-byte chunks: a multiple of 8 "
                         "elements for f16/bf16, 16 for fp8/bf8/i8, 4 for f32, 2 for f64")
+    p.add_argument("--swap-ab", action="store_true",
+                   help="sm90, static M: compute C^T = B A^T, the weights as wgmma's A and the small M as its N "
+                        "(Sm90Config.swap_ab; --block then tiles C^T: N side x M side) (default: off)")
     p.add_argument("--reduction", choices=("atomic", "ordered"),
                    help="split-K reduction: f32 atomics or per-split slices added in index order (deterministic) "
                         "(default: atomic)")

@@ -131,7 +131,7 @@ def _fixed(problem: GemmProblem, warps, stages, lds_dma: bool, group_m, ctas) ->
 
 def config_from_options(problem: GemmProblem, *, block: str | None = None, mfma: str | None = None,
                         lds_dma: bool = False, warps: str | None = None, stages: int | None = None,
-                        group_m: int | None = None, ctas: int | None = None):
+                        group_m: int | None = None, ctas: int | None = None, swap_ab: bool = False):
     """The config the CLI's tile options ask for: the dtype's default (``lds_dma``: the direct-to-LDS
     variant, ``dma_config``; MX: its format's) with ``block`` (``MxNxK``) and ``mfma`` applied, run as
     given (no K split); None without ``block``, ``mfma`` or ``lds_dma`` (the cost model's plan).
@@ -144,6 +144,8 @@ def config_from_options(problem: GemmProblem, *, block: str | None = None, mfma:
         raise ValueError(f"--out-dtype {problem.out} is not an output of --dtype {problem.dtype} on gfx950; "
                          f"expected {' or '.join(outs)}")
     _fixed(problem, warps, stages, lds_dma, group_m, ctas)
+    if swap_ab:
+        raise ValueError("--swap-ab is an sm90 option (Sm90Config.swap_ab): gfx950 plans C = A B as given")
     if not (block or mfma or lds_dma):
         return None
     if problem.M is None:

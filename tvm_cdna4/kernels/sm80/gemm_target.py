@@ -116,7 +116,7 @@ def _tile(text: str) -> tuple[int, ...]:
 
 def config_from_options(problem: GemmProblem, *, block: str | None = None, warps: str | None = None,
                         stages: int | None = None, group_m: int | None = None, ctas: int | None = None,
-                        mfma: str | None = None, lds_dma: bool = False, sms: int | None = None):
+                        mfma: str | None = None, lds_dma: bool = False, sms: int | None = None, swap_ab: bool = False):
     """The config the CLI's tile options ask for, None without any (the cost model's choice). ``block``
     (``MxNxK``), ``warps`` (``WMxWN``), ``group_m`` or ``ctas`` ask for the tile GEMM: its planner's
     choice (``gemm_cost.choose_config``) with them applied, the pipeline depth re-planned for a given
@@ -131,6 +131,8 @@ def config_from_options(problem: GemmProblem, *, block: str | None = None, warps
     for option, value in (("--mfma", mfma), ("--lds-dma", lds_dma)):
         if value:
             raise ValueError(f"{option} is a gfx950 option: the sm80 GEMM runs mma.sync with cp.async copies")
+    if swap_ab:
+        raise ValueError("--swap-ab is an sm90 option (Sm90Config.swap_ab): the sm80 GEMM plans C = A B as given")
     tile = block or warps or group_m or ctas is not None
     if not (tile or stages):
         return None

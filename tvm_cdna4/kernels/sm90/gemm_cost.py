@@ -62,7 +62,8 @@ from dataclasses import dataclass, replace
 
 from ..common import ceil_div
 from ..gemm.grouped import expected_row_tiles
-from .gemm_plan import BARRIER_BYTES, BLOCK_K, ELEMENT_BYTES, INT32_ELEMENTS, WGMMA_K, WGMMA_M, Sm90Config, block_k
+from .gemm_plan import (ACC_REGS_MAX, BARRIER_BYTES, BLOCK_K, ELEMENT_BYTES, INT32_ELEMENTS, TMA_BOX_MAX, WGMMA_K,
+                        WGMMA_M, Sm90Config, block_k)
 
 TENSOR_FLOPS_PER_CLK = 4096
 """Dense f16/bf16 tensor flops per SM per clock on Hopper (2048 FMA: the NVIDIA H100 Tensor Core GPU
@@ -148,7 +149,10 @@ def efficiency(cfg: Sm90Config, bytes_per: int = 2) -> float:
 def estimate(cfg: Sm90Config, M: int, N: int, K: int, out_bytes: int, device, dtype: str = "bf16",
              groups: int = 1) -> Estimate:
     """The estimate of ``cfg`` on (M, N, K) of ``dtype`` inputs on ``device`` (a ``devices.DeviceSpec``);
-    ``groups`` > 1: a grouped GEMM's (``grouped_estimate``), whose weights ``groups N K`` are read once each."""
+    ``groups`` > 1: a grouped GEMM's (``grouped_estimate``), whose weights ``groups N K`` are read once each.
+    ``cfg.swap_ab``: the kernel's product C^T, (N, M, K) (not fitted to a swapped timing yet)."""
+    if cfg.swap_ab:
+        M, N = N, M
     tiles = ceil_div(M, cfg.block_m) * ceil_div(N, cfg.block_n)
     cap = cfg.ctas or device.units
     whole = tiles // cap * cap if cfg.decomposition == "hybrid" else 0  # a hybrid's unsplit tiles: its full waves
@@ -313,6 +317,33 @@ def choose_config(M: int, N: int, K: int, out_bytes: int, device, dtype: str = "
     return ranked(M, N, K, out_bytes, device, dtype)[0][1]
 
 
+SWAP_AB_ROWS = (64, 128)
+"""The rows of N one consumer warpgroup owns in a swapped tile (``Sm90Config.swap_ab``): one or two m64 wgmmas."""
+
+
+def swap_ab_ranked(M: int, N: int, K: int, out_bytes: int, device, dtype: str = "bf16") -> list[tuple[float, Sm90Config]]:
+    """The swapped configs (``Sm90Config.swap_ab``: ``block_n = round_up(M, 8)`` up to ``TMA_BOX_MAX`` over M,
+    ``block_m`` = ``SWAP_AB_ROWS`` rows of N per consumer warpgroup, one or two consumers, accumulators within
+    ``ACC_REGS_MAX``, the deepest ring) and their estimates, best first (ties: the larger tile). Opt-in:
+    ``choose_config`` never weighs them until a GPU timing says where they win (``benchmarks/sm90_sweep.py
+    --swap-ab``)."""
+    bn, k_tiles, out = min(ceil_div(M, 8) * 8, TMA_BOX_MAX), ceil_div(K, block_k(dtype)), []
+    for consumers in (1, 2):
+        for rows in SWAP_AB_ROWS:
+            if rows // WGMMA_M * bn // 2 > ACC_REGS_MAX:
+                continue
+            stages = deepest(rows * consumers, bn, consumers, device.smem_per_unit, k_tiles)
+            cfg = Sm90Config(rows * consumers, bn, stages, consumers, swap_ab=True)
+            out.append((estimate(cfg, M, N, K, out_bytes, device, dtype).total, -cfg.block_m, cfg))
+    out.sort(key=lambda x: x[:2])
+    return [(t, cfg) for t, _, cfg in out]
+
+
+def swap_ab_config(M: int, N: int, K: int, out_bytes: int, device, dtype: str = "bf16") -> Sm90Config:
+    """The best-estimated swapped config (``swap_ab_ranked``)."""
+    return swap_ab_ranked(M, N, K, out_bytes, device, dtype)[0][1]
+
+
 RANGE_SAMPLES = 5
 """The M values ``choose_for_range`` weighs a range of M at: its ends and the points between them spaced
 evenly on a log scale."""
@@ -349,4 +380,4 @@ def choose_for_range(lo: int, hi: int, N: int, K: int, out_bytes: int, device, d
 __all__ = ["CANDIDATES", "MIN_SLICE_TILES", "RANGE_SAMPLES", "SPLITS", "STAGED_EPILOGUE", "STORE_EFFICIENCY", "TENSOR_EFFICIENCY",
            "TENSOR_RATE", "WEIGH_HYBRID", "Estimate", "choose_config", "choose_for_range", "choose_grouped", "decompositions", "grouped_configs",
            "grouped_estimate", "grouped_ranked", "GROUPED_EPILOGUE_TILES", "deepest", "efficiency", "epilogues", "estimate",
-           "range_samples", "ranked", "reduction", "splits"]
+           "range_samples", "ranked", "reduction", "splits", "SWAP_AB_ROWS", "swap_ab_config", "swap_ab_ranked"]

@@ -247,6 +247,8 @@ def consumer_tile(p, SMH, MB, args, maps, pid, i, part, wg, t, acc, unit, pos, c
         split_store(p, SMH, acc, args, maps, part, wg, t, m0, n0, unit)
     elif I.constexpr(c.epilogue == "tma"):
         store_tma(p, SMH, acc, args, maps[2], part, wg, t, m0, n0, None, res)
+    elif I.constexpr(c.swap_ab):
+        store_transposed(p, acc, args, m0 + part * c.rows + (t // 32) * 16 + (t % 32) // 4, n0 + 2 * (t % 4))
     else:
         store(p, acc, args, m0 + part * c.rows + (t // 32) * 16 + (t % 32) // 4, n0 + 2 * (t % 4), p.M, None)
 
@@ -350,6 +352,22 @@ def store(p, acc, args, row, col, m_end, group):
                         if T.and_(row + mi * WGMMA_M + 8 * h < m_end, col + 8 * j + e < p.N):
                             C[row + mi * WGMMA_M + 8 * h, col + 8 * j + e] = T.Cast(p.tir_out, out_value(
                                 p, args, acc[mi * n2 + j * 4 + h * 2 + e], row + mi * WGMMA_M + 8 * h, col + 8 * j + e, group))
+
+
+@T.macro
+def store_transposed(p, acc, args, n, m):
+    # swap_ab (gemm_plan.SWAP_AB): acc[mi * N/2 + j * 4 + h * 2 + e] is C^T[n + 64 mi + 8 h, m + 8 j + e] (``store``'s
+    # fragment over the kernel's product C^T), so C[m + 8 j + e, n + 64 mi + 8 h]: one element a store, predicated
+    # inside C, the fused epilogue read at C's (row, column) first (out_value)
+    c = p.config
+    C = args["C"]
+    for mi in T.unroll(c.rows // WGMMA_M):
+        for j in T.unroll(c.block_n // 8):
+            for h in T.unroll(2):
+                for e in T.unroll(2):
+                    if T.and_(m + 8 * j + e < p.M, n + mi * WGMMA_M + 8 * h < p.N):
+                        C[m + 8 * j + e, n + mi * WGMMA_M + 8 * h] = T.Cast(p.tir_out, out_value(
+                            p, args, acc[mi * c.block_n // 2 + j * 4 + h * 2 + e], m + 8 * j + e, n + mi * WGMMA_M + 8 * h))
 
 
 @T.macro
@@ -585,7 +603,8 @@ L2_PROMOTION_256B = 2
 
 def signature_source(p: Sm90Plan) -> str:
     """``main(A, B, C, <the fused inputs>)`` (``p.params``): the host part encodes the tensor maps of A
-    (``[M, K]``, boxes ``block_m x 64``), B (``[N, K]``, boxes ``block_n x 64``) and, with
+    (``[M, K]``, boxes ``block_m x 64``), B (``[N, K]``, boxes ``block_n x 64``; ``swap_ab``: B's boxes
+    ``block_m x 64`` first, the kernel's A role, then A's ``block_n x 64``) and, with
     ``epilogue="tma"``, C (``[M, N]``, boxes of a consumer's rows x 64), innermost dimension first (the
     driver's order), then the kernel."""
     c = p.config
@@ -594,6 +613,8 @@ def signature_source(p: Sm90Plan) -> str:
     m = p.M if p.dynamic_m is None else "p.M"  # dynamic M: the run-time M (the TIR variable A's shape binds)
     e = ELEMENT_BYTES[p.dtype]
     maps = [("A", m, p.K, c.block_m, p.block_k, p.tir_dtype, e), ("B", p.N, p.K, c.block_n, p.block_k, p.tir_dtype, e)]
+    if c.swap_ab:  # the kernel's A role: B's rows (boxes block_m x K tile); its B role: A's (block_n)
+        maps = [("B", p.N, p.K, c.block_m, p.block_k, p.tir_dtype, e), ("A", m, p.K, c.block_n, p.block_k, p.tir_dtype, e)]
     if c.epilogue == "tma":  # C's stores: boxes of a consumer's rows x 64 columns
         maps.append(("C", m, p.N, c.rows, SWIZZLE_COLUMNS, p.tir_out, 2))
     if c.residual_read == "tma":  # the residual's loads into the staging buffer: C's boxes

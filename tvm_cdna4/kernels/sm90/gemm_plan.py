@@ -39,6 +39,9 @@ through the same workspace and tickets (sized for every tile) as split-K's. Each
 tiles, then its split units ``pid, pid + ctas, ...``; the ring positions count their k-tiles (``k_tiles``
 each, then ``slice_tiles`` each) in both roles. With fewer tiles than a wave every tile is split (split-K);
 with whole waves only, none is. Cooperative schedule only.
+
+Swap AB (``Sm90Config.swap_ab``, opt-in): the kernel computes ``C^T = B A^T`` so that a small M is wgmma's N
+(``SWAP_AB``); ``block_m`` x ``block_n`` then tile C^T and ``tiles_m`` counts N's tiles.
 """
 
 from __future__ import annotations
@@ -117,6 +120,14 @@ unit per tile), ``split-k`` (every tile in ``split_k`` K slices, the partial sum
 or ``hybrid`` (CUTLASS's and Triton's data-parallel + stream-K at tile granularity: the full waves of tiles
 unsplit, the tiles of the last, partial wave in ``split_k`` K slices each, so that their units fill the SMs; the
 module docstring)."""
+SWAP_AB = "C^T = B A^T"
+"""``Sm90Config.swap_ab``: what the swapped kernel computes (CUTLASS's and TensorRT-LLM's small-M GEMMs). wgmma's
+M is 64 rows an instruction and its N any multiple of 8 up to 256 (PTX ISA 9.7.17.2, the wgmma shapes): a small
+M padded to 64-row tiles wastes tensor work (M = 200 in 128-row tiles: 28 %), as N it wastes at most 7 columns.
+The kernel is the unswapped one over the problem ``(N, M, K)``, its A role the weights ``B [N, K]`` and its B
+role the activations ``A [M, K]`` (both K-major: layout ``nt``); the accumulator holds ``C^T`` (rows n, columns m)
+and the epilogue stores each element at ``C[m, n]`` with the fused steps read there. Static M, the register
+epilogue (one element a store: a warp's 32 stores cover 4 rows of C, 16 bytes each), no K split."""
 BARRIER_BYTES = 1024
 """Shared memory kept beside the ring (the mbarriers live in static shared memory; slack for them)."""
 
@@ -172,6 +183,12 @@ class Sm90Config:
     activation_form: str = "ex2"
     """How silu / gelu are evaluated (``ACTIVATION_FORMS``): the cost model's configs take ``tanh`` for a 16-bit
     C (half the epilogue's multi-function operations)."""
+
+    swap_ab: bool = False
+    """Compute ``C^T = B A^T`` (``SWAP_AB``; the module docstring): the weights ``B`` are wgmma's A operand and the
+    activations ``A`` its B operand, so a small M is wgmma's N (any multiple of 8) instead of padding 64-row
+    instructions. ``block_m`` and ``block_n`` then tile ``C^T``: ``block_m`` over N (64 rows per wgmma per
+    consumer warpgroup), ``block_n`` over M (``round_up(M, 8)`` up to 256). Opt-in: the cost model never picks it."""
 
     @property
     def pingpong(self) -> bool:
@@ -255,6 +272,9 @@ class Sm90Config:
         if d == "hybrid" and self.pingpong:
             bad("decomposition", "the hybrid decomposition runs the cooperative schedule", "schedule 'cooperative'",
                 (d, self.schedule))
+        if self.swap_ab and (self.epilogue != "registers" or self.split_k != 1 or self.residual_read != "global"):
+            bad("swap_ab", "the swapped kernel stores C^T from registers, one K slice", "epilogue='registers', "
+                "split_k=1, residual_read='global'", (self.epilogue, self.split_k, self.residual_read))
         if self.group_m < 1 or self.ctas < 0:
             bad("group_m/ctas", "group_m >= 1 and ctas >= 0", ">= 1, >= 0", (self.group_m, self.ctas))
 
@@ -292,6 +312,12 @@ class Sm90Plan(PlanRecord, family="gemm"):
     @property
     def tiles(self) -> int:
         return self.tiles_m * self.tiles_n
+
+    @property
+    def swapped(self) -> bool:
+        """Whether the kernel computes ``C^T`` (``Sm90Config.swap_ab``): its tile rows run over N, its columns
+        over M."""
+        return self.config.swap_ab
 
     @property
     def split(self) -> int:
@@ -417,7 +443,11 @@ def plan(M, N, K, dtype, layout, out_dtype, config: Sm90Config, sms: int, smem_b
                             "chunks", operand="epilogue", check="parameters", expected="f16/bf16 C, N % 8 == 0",
                             found=f"{out_dtype} C, N = {N}")
     check_fused(config, fusion, out_dtype)
-    tiles_m, tiles_n = ceil_div(M, config.block_m), ceil_div(N, config.block_n)
+    if config.swap_ab and bucket is not None:
+        raise ContractError("sm90 GEMM config swap_ab: the swapped kernel is planned for a static M", operand="swap_ab",
+                            check="parameters", expected="a static M (an int)", found=f"M in {bucket}")
+    rows, cols = (N, M) if config.swap_ab else (M, N)  # the kernel's product: C^T with swap_ab
+    tiles_m, tiles_n = ceil_div(rows, config.block_m), ceil_div(cols, config.block_n)
     k_tiles = ceil_div(K, block_k(dtype))
     check_split(config, k_tiles)
     units = tiles_m * tiles_n * config.split_k
@@ -489,4 +519,4 @@ def _min(x, cap: int):
     return tirx.min(x, cap)
 
 
-__all__ = ["BLOCK_K", "DECOMPOSITIONS", "DTYPES", "ELEMENT_BYTES", "ROW_BYTES", "WGMMA_TYPES", "block_k", "wgmma_k", "EPILOGUES", "LAYOUTS", "OUT_DTYPES", "REDUCTIONS", "ACTIVATION_FORMS", "RESIDUAL_READS", "SCHEDULES", "check_fused", "epilogue_choices", "check_split", "Sm90Config", "Sm90Plan", "check_problem", "plan"]
+__all__ = ["BLOCK_K", "DECOMPOSITIONS", "SWAP_AB", "DTYPES", "ELEMENT_BYTES", "ROW_BYTES", "WGMMA_TYPES", "block_k", "wgmma_k", "EPILOGUES", "LAYOUTS", "OUT_DTYPES", "REDUCTIONS", "ACTIVATION_FORMS", "RESIDUAL_READS", "SCHEDULES", "check_fused", "epilogue_choices", "check_split", "Sm90Config", "Sm90Plan", "check_problem", "plan"]

@@ -74,6 +74,9 @@ def check_grouped_config(config: Sm90Config, out_dtype: str = "bf16", N: int = 8
         if value != want:
             raise ContractError(f"sm90 grouped GEMM config {field}: the grouped kernel runs cooperatively, without "
                                 "a K split", operand=field, check="parameters", expected=repr(want), found=repr(value))
+    if config.swap_ab:
+        raise ContractError("sm90 grouped GEMM config swap_ab: the grouped kernel is not swapped (C^T = B A^T is the "
+                            "dense kernel's)", operand="swap_ab", check="parameters", expected="False", found="True")
     if config.residual_read != "global":
         raise ContractError("sm90 grouped GEMM config residual_read: the grouped kernel reads a residual from "
                             "global memory", operand="residual_read", check="parameters", expected="'global'",
