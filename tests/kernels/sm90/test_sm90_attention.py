@@ -351,6 +351,14 @@ def test_the_benchmark_covers_the_issues_shapes():
     assert all(attention.plan(p, "sm90").config.block_kv == 128 for p in fp8)
     assert {(c.overlap, c.pingpong, c.persistent) for c in bench.SWEEP} == {
         (False, False, False), (True, False, False), (True, True, False), (True, True, True)}
+    # the opt-in options (not in the cost model's candidates) on the D 128 default, and --configs options
+    assert {(c.split_kv_barrier, c.epilogue) for c in bench.SWEEP if c.persistent and c.block_kv == 128} == {
+        (False, "registers"), (True, "registers"), (False, "tma"), (True, "tma")}
+    d128 = shapes[-1]
+    options = bench.option_configs(d128, attention.choose(d128, "sm90"))
+    assert len(options) == 7 and {(c.persistent, c.split_kv_barrier, c.epilogue) for c in options} == {
+        (g, s, e) for g in (False, True) for s in (False, True) for e in ("registers", "tma")} - {(False, False, "registers")}
+    assert len(bench.option_configs(fp8[0], attention.choose(fp8[0], "sm90"))) == 3  # fp8: no TMA epilogue
 
 
 @pytest.mark.slow  # about 20 s: four TIRx builds and NVRTC
