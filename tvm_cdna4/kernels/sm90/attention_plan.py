@@ -19,8 +19,9 @@ each tile ``block_kv x D``. Every tile is stored as ``D / 64`` column blocks of 
 row: one ``CU_TENSOR_MAP_SWIZZLE_128B`` box each, the widest 128-byte-swizzled box), the blocks one after
 another: what TMA writes and what the ``wgmma`` descriptors read (K-major Q and K, M/N-major V).
 mbarriers: Q's "full" and "empty" (one arrival per consumer warpgroup once its GEMMs of an item retired: the
-next item's Q may land), each stage's "full" (the producer's ``expect_tx`` of K and V's bytes) and "empty"
-(one arrival per consumer warpgroup once its ``P V`` of the stage retired).
+next item's Q may land), each stage's "full" (the producer's ``expect_tx`` of K and V's bytes; opt-in
+``split_kv_barrier``: K's, V's on a barrier of its own) and "empty" (one arrival per consumer warpgroup once its
+``P V`` of the stage retired).
 
 **Tensor maps.** Q, K, V are viewed 3-D, ``(D, S, B x H)`` innermost first, so that a box past a
 sequence's end is out of the tensor (TMA fills it with zeros) rather than the next head's rows: the
@@ -51,8 +52,9 @@ fragment of a 32-key k-step holds, per thread, exactly the keys of its S registe
 is S converted in registers with no move between threads. The scores' factor is ``c sq sk``, P is computed as
 ``2^(s c - m c + P_SHIFT)`` (``problem.P_SHIFT``), O is ``sv P V / l`` and the LSE subtracts the shift.
 
-**The end.** ``O / l`` stored from the registers (column pairs, rows past ``Sq`` not stored) and
-``LSE = (m c + log2 l) ln 2`` per row by the quad's first thread.
+**The end.** ``O / l`` stored from the registers (column pairs, rows past ``Sq`` not stored; opt-in
+``epilogue="tma"``: staged in the warpgroup's rows of the Q tile and stored by TMA, Q's "empty" arrival after the
+stores read them) and ``LSE = (m c + log2 l) ln 2`` per row by the quad's first thread.
 """
 
 from __future__ import annotations
