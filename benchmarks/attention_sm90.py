@@ -4,6 +4,7 @@ backend, with the sm80-class kernel's default for context.
 
     python3 benchmarks/attention_sm90.py --out $OUT                 # the issue's shapes, the cost model's configs
     python3 benchmarks/attention_sm90.py --out $OUT --configs sweep # and every config of SWEEP per shape
+    python3 benchmarks/attention_sm90.py --out $OUT --configs options --quick  # the default with each of OPTIONS
     python3 benchmarks/attention_sm90.py --out $OUT --quick         # D 128, 4k and 16k tokens only
     python3 benchmarks/attention_sm90.py --out $OUT --fp8           # e4m3 Q, K, V (D 128), SDPA in bf16 beside
 
@@ -41,7 +42,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from tvm_cdna4.kernels.attention.problem import AttentionProblem  # noqa: E402
 from tvm_cdna4.kernels.devices import DEVICES, named  # noqa: E402
-from tvm_cdna4.kernels.sm90.attention_cost import candidates, estimate  # noqa: E402
+from tvm_cdna4.kernels.sm90.attention_cost import candidates, estimate, fits  # noqa: E402
 from tvm_cdna4.kernels.sm90.attention_cost import choose as default_config  # noqa: E402
 from tvm_cdna4.kernels.sm90.attention_plan import Sm90AttentionConfig  # noqa: E402
 
@@ -52,9 +53,26 @@ SCHEDULES = {"plain": {}, "overlap": {"overlap": True}, "pingpong": {"overlap": 
              "pingpong-persistent": {"overlap": True, "pingpong": True, "persistent": True}}
 SWEEP = [C(kv, stages, **SCHEDULES[s]) for kv, stages in ((128, 2), (176, 2), (128, 3), (64, 4), (192, 2))
          for s in SCHEDULES]
+OPTIONS = {"split-kv": {"split_kv_barrier": True}, "tma-epilogue": {"epilogue": "tma"},
+           "split-kv+tma-epilogue": {"split_kv_barrier": True, "epilogue": "tma"}}
+"""The opt-in kernel options not yet in the cost model's candidates (``Sm90AttentionConfig.split_kv_barrier``,
+``epilogue``): ``--configs options`` times each shape's default config with each of them, one CTA per item and
+persistent; ``SWEEP`` has them on the D 128 default (128 keys, 3 stages, ping-pong)."""
+SWEEP += [C(128, 3, **SCHEDULES[s], **OPTIONS[o]) for s in ("pingpong", "pingpong-persistent") for o in OPTIONS]
 """``--configs sweep``: the tiles, ring depths and schedules timed beside the default (those the planner refuses
 for the shape, such as 192 keys at D 128 past the shared memory, are reported as build failures): what the cost
-model's rates (``attention_cost.FITTED``, ``EXPOSED``) are fitted to (``benchmarks/attention_sm90_fit.py``)."""
+model's rates (``attention_cost.FITTED``, ``EXPOSED``) are fitted to (``benchmarks/attention_sm90_fit.py``); and
+``OPTIONS`` on the D 128 default."""
+
+
+def option_configs(problem: AttentionProblem, default: Sm90AttentionConfig) -> list[Sm90AttentionConfig]:
+    """``--configs options``: ``default`` persistent, and each of ``OPTIONS`` with ``default``'s grid and
+    persistent, those the planner takes for ``problem`` (fp8: no TMA epilogue)."""
+    import attrs
+
+    grids = (default, attrs.evolve(default, persistent=True, ctas=0))
+    found = [grids[1]] + [attrs.evolve(g, **o) for g in grids for o in OPTIONS.values()]
+    return [c for c in found if fits(problem, c, DEVICES["H100"].smem_per_unit)]
 
 
 RANKED = 4
@@ -127,7 +145,7 @@ def check(fn, p, q, k, v, extra=()) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=os.environ.get("OUT", "."), help="folder of the JSON (default: $OUT, else .)")
-    ap.add_argument("--configs", default="default", choices=("default", "sweep"))
+    ap.add_argument("--configs", default="default", choices=("default", "sweep", "options"))
     ap.add_argument("--quick", action="store_true", help="D 128 (or --head-dims) at 4k and 16k tokens only")
     ap.add_argument("--head-dims", default="", help="comma-separated head dims (default: 64,128; --quick, --fp8: 128)")
     ap.add_argument("--seqs", default="", help="comma-separated tokens a sequence (default: SEQS; --quick: 4k, 16k)")
@@ -156,6 +174,9 @@ def main(argv=None) -> int:
             gpu = named(torch.cuda.get_device_name()) or DEVICES["H100"]
             ranked = sorted(candidates(p, gpu.smem_per_unit), key=lambda c: estimate(p, c, gpu.units))
             configs[p] = list(dict.fromkeys(configs[p] + SWEEP + ranked[:RANKED]))
+    elif args.configs == "options":
+        for p in timed:
+            configs[p] = list(dict.fromkeys(configs[p] + option_configs(p, configs[p][0])))
     jobs = [(("sm90", str(p), str(c)), "sm90", p, c) for p in timed for c in configs[p]]
     if not (args.no_sm80 or args.fp8):
         jobs += [(("sm80", str(p), "default"), "sm80", p, None) for p in timed]

@@ -686,18 +686,19 @@ def check_attention_arguments(q, k, v, causal, scale):
         _fail("scale", "the softmax scale", "a positive finite float or None", repr(scale), op)
 
 
-def attention_kernel(q, problem, target: str | None = None):
+def attention_kernel(q, problem, target: str | None = None, config=None):
     """The cached kernel of the call's shape on ``target`` (None: the device's, ``cuda_target``: sm90 on sm_90,
-    else sm80), built on first use (``kernel_cache``)."""
+    else sm80) with ``config`` (the target's config record; None: its cost model's), built on first use
+    (``kernel_cache``)."""
     from .kernels.attention import TARGETS
     from .runtime.cuda import Kernel, load_build
 
     arch, chosen = cuda_target(q.device)
     target = target or chosen
-    key = ("attention", *attrs_tuple(problem), arch, q.device.index, target)
+    key = ("attention", *attrs_tuple(problem), arch, q.device.index, target) + (() if config is None else (config,))
     if key not in _KERNELS:
         verbs = TARGETS[target]
-        exe = verbs.verb("build")(problem, arch=arch)
+        exe = verbs.verb("build")(problem, config, arch=arch)
         _KERNELS[key] = Kernel(load_build(exe, "attention_"), verbs.verb("plan")(problem, exe.config))
     return _KERNELS[key]
 
@@ -759,22 +760,23 @@ def attention_dtype(problem):
     return {name: dtype for dtype, name in IN_DTYPES.items()}[problem.dtype]
 
 
-def run_attention(problem, arrays, target: str | None = None):
+def run_attention(problem, arrays, target: str | None = None, config=None):
     """``(o, lse)`` of ``attention(..., return_lse=True)`` on the GPU, numpy in and out: the ``run`` of
     ``kernels.attention.validate`` for sm80 and sm90 (the CLI passes it where an NVIDIA GPU is present; the
-    GEMM's is ``runtime.cuda.run_gemm``); ``target``: that target's kernel (``attention_kernel``), not the device's;
+    GEMM's is ``runtime.cuda.run_gemm``); ``target``: that target's kernel (``attention_kernel``, with ``config``:
+    None the cost model's), not the device's;
     fp8 (``target`` only: ``attention`` takes 16-bit tensors) the e4m3 bytes as they are, ``SCALES`` after LSE."""
     if problem.dtype in FP8_DTYPES.values():
         q, k, v = (torch.from_numpy(arrays[n].view("uint8")).cuda().view(torch.float8_e4m3fn) for n in ("Q", "K", "V"))
         o, lse = torch.empty(q.shape, dtype=torch.bfloat16, device="cuda"), empty_lse(q.shape[:3], "cuda")
-        attention_kernel(q, problem, target).launch(q, k, v, o, lse, torch.from_numpy(arrays["SCALES"]).cuda())
+        attention_kernel(q, problem, target, config).launch(q, k, v, o, lse, torch.from_numpy(arrays["SCALES"]).cuda())
         return o.float().cpu().numpy(), lse.float().cpu().numpy()
     q, k, v = (torch.from_numpy(arrays[n].astype("float32")).to("cuda", attention_dtype(problem)) for n in ("Q", "K", "V"))
     if target is None:
         o, lse = attention(q, k, v, causal=problem.causal, scale=problem.scale, return_lse=True)
     else:
         o, lse = _attention_outputs(q, problem)
-        attention_kernel(q, problem, target).launch(q, k, v, o, lse)
+        attention_kernel(q, problem, target, config).launch(q, k, v, o, lse)
     return o.float().cpu().numpy(), lse.float().cpu().numpy()
 
 

@@ -30,6 +30,15 @@ CASES = [
     (AttentionProblem(1, 8, 2, 3000, 3000, 128, causal=True, dtype="fp8"), None),  # e4m3, scales, bf16 O
     (AttentionProblem(2, 4, 4, 130, 1000, 128, dtype="fp8"), C(128, 2)),
     (AttentionProblem(1, 4, 2, 1, 1, 128, causal=True, dtype="fp8"), None),
+    # the opt-in options: K and V on their own "full" barriers (fp8: the transposers wait for V's); O staged in the
+    # Q tile and stored by TMA (777 rows: the last box clipped), persistent (Q's next load after the stores' reads)
+    (AttentionProblem(2, 8, 2, 3000, 3001, 128, causal=True), C(128, 3, True, True, True, split_kv_barrier=True)),
+    (AttentionProblem(1, 8, 2, 3000, 3000, 128, causal=True, dtype="fp8"), C(128, 3, True, True, True,
+                                                                              split_kv_barrier=True)),
+    (AttentionProblem(1, 8, 2, 777, 1500, 128, causal=True, dtype="f16"), C(128, 3, True, True, True, epilogue="tma")),
+    (AttentionProblem(2, 8, 2, 3000, 3001, 128, causal=True), C(128, 3, True, True, True, persistent=True,
+                                                                split_kv_barrier=True, epilogue="tma")),
+    (AttentionProblem(1, 32, 8, 1500, 1500, 64), C(192, 3, True, True, True, persistent=True, ctas=7, epilogue="tma")),
 ]
 
 
@@ -41,7 +50,7 @@ def test_exact_within_the_documented_bound(case):
     from tvm_cdna4.torch import run_attention
 
     problem, config = CASES[case]
-    v = attention.validate(problem, "sm90", config, seed=case, run=partial(run_attention, target="sm90"))
+    v = attention.validate(problem, "sm90", config, seed=case, run=partial(run_attention, target="sm90", config=config))
     assert v.ok and v.where == "the NVIDIA GPU", v
 
 

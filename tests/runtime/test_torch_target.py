@@ -192,3 +192,24 @@ def test_attention_runs_the_devices_target(hopper, monkeypatch, setting, target)
     assert tt.attention_kernel(FakeQ(), problem) is kernel  # cached
     other = {"sm80": "sm90", "sm90": "sm80"}[target]
     assert type(tt.attention_kernel(FakeQ(), problem, other).plan).__module__.endswith(f"{other}.attention_plan")
+
+
+def test_attention_kernel_builds_a_named_config(hopper, monkeypatch):
+    """``attention_kernel(..., target, config)`` (``run_attention``'s, the GPU tests' runner) builds that config,
+    cached apart from the cost model's (the builds faked: no GPU here)."""
+    from tvm_cdna4.cuda.build import CudaBuild
+    from tvm_cdna4.kernels.attention.problem import AttentionProblem
+    from tvm_cdna4.kernels.sm90 import attention_target
+    from tvm_cdna4.kernels.sm90.attention_plan import Sm90AttentionConfig
+    from tvm_cdna4.runtime import cuda
+
+    built = []
+    monkeypatch.setattr(attention_target, "build", lambda problem, config=None, **options: built.append(config) or CudaBuild(
+        "", b"", config or attention_target.choose(problem)))
+    monkeypatch.setattr(cuda, "load_build", lambda exe, prefix: "fn")
+    problem = AttentionProblem(1, 4, 2, 300, 300, 128, causal=True)
+    named = Sm90AttentionConfig(128, 2, epilogue="tma", split_kv_barrier=True)
+    kernel = tt.attention_kernel(FakeQ(), problem, "sm90", named)
+    assert built == [named] and kernel.plan.config == named
+    assert tt.attention_kernel(FakeQ(), problem, "sm90").plan.config == attention_target.choose(problem)
+    assert tt.attention_kernel(FakeQ(), problem, "sm90", named) is kernel and len(built) == 2

@@ -28,6 +28,12 @@ CASES = {
                                                 C(64, 2, persistent=True, ctas=1)),
     # D 128 (two 64-column blocks a tile row), the cost model's config (128 keys, 3 stages, ping-pong): one masked tile
     "D 128, MHA, the default config": (AttentionProblem(1, 1, 1, 128, 128, 128), None),
+    # the opt-in options, each over one CTA walking 4 one-token items: K and V on their own "full" barriers; O
+    # staged in the Q tile and stored by TMA (Q's next load waits for the stores to read it)
+    "one token, persistent, split K / V barriers": (AttentionProblem(1, 4, 2, 1, 1, 64, causal=True),
+                                                     C(64, 2, persistent=True, ctas=1, split_kv_barrier=True)),
+    "one token, persistent, TMA epilogue": (AttentionProblem(1, 4, 2, 1, 1, 64, causal=True),
+                                             C(64, 2, persistent=True, ctas=1, epilogue="tma")),
 }
 SLOW_CASES = {
     "odd lengths 130, causal, GQA 2:1, D 64": (AttentionProblem(1, 2, 1, 130, 130, 64, causal=True), C(64, 2)),
@@ -51,6 +57,15 @@ SLOW_CASES = {
     "D 128, causal, GQA 2:1, 250 tokens, ping-pong, 2 persistent CTAs": (
         AttentionProblem(1, 2, 1, 250, 250, 128, causal=True), C(128, 2, True, True, True, persistent=True, ctas=2)),
     "192-key tiles, causal, 3000 keys": (AttentionProblem(1, 1, 1, 40, 3000, 64, causal=True), C(192, 2, True, True, True)),
+    "split K / V barriers, causal, GQA 2:1, 70 queries over 200 keys, ping-pong": (
+        AttentionProblem(1, 2, 1, 70, 200, 64, causal=True), C(64, 2, True, True, True, split_kv_barrier=True)),
+    "split K / V barriers, fp8 (the transposers wait for V), 200 queries over 130 keys": (
+        AttentionProblem(1, 2, 2, 200, 130, 128, dtype="fp8"), C(128, 2, overlap=True, split_kv_barrier=True)),
+    "TMA epilogue, causal, GQA 2:1, 70 queries (rows past Sq clipped), plain": (
+        AttentionProblem(1, 2, 1, 70, 200, 64, causal=True), C(64, 2, epilogue="tma")),
+    "both options, D 128, causal, 250 tokens, ping-pong, 2 persistent CTAs": (
+        AttentionProblem(1, 2, 1, 250, 250, 128, causal=True),
+        C(128, 2, True, True, True, persistent=True, ctas=2, split_kv_barrier=True, epilogue="tma")),
 }
 
 
@@ -160,6 +175,9 @@ def test_the_cost_model_chooses_tiles_stages_and_the_schedule(problem, config):
     (AttentionProblem(1, 1, 1, 64, 64, 64), C(64, 0), "stages"),
     (AttentionProblem(1, 1, 1, 64, 64, 64), C(64, 2, pingpong=True), "pingpong"),
     (AttentionProblem(1, 1, 1, 64, 64, 64), C(64, 2, ctas=4), "ctas"),  # a grid size without persistent=True
+    (AttentionProblem(1, 1, 1, 64, 64, 64), C(64, 2, epilogue="smem"), "epilogue"),
+    (AttentionProblem(1, 1, 1, 64, 64, 128, dtype="fp8"), C(128, 2, epilogue="tma"), "epilogue"),  # Q: half O's bytes
+    (AttentionProblem(1, 1, 1, 64, 64, 64), C(64, 2, split_kv_barrier=1), "split_kv_barrier"),
 ])
 def test_refusals_name_the_operand(problem, config, operand):
     with pytest.raises(ContractError) as err:
@@ -180,6 +198,27 @@ def test_the_fp8_plan():
     assert p.barriers == 2 + 3 * s and p.smem_bytes == 128 * 128 * (1 + 3 * s) and p.kv_bytes == 2 * 128 * 128
     text = attention.emit(p).script()
     assert text.count('T.ptx.prmt(') == 8 and "m64n128k32.f32.e4m3.e4m3" in text and '("b_major", "mn")' not in text
+
+
+def test_the_options_barriers_and_stores():
+    """split_kv_barrier: each stage's V on its own "full" barrier after the others (K's bytes on the stage's, V's on
+    its own); epilogue="tma": a fourth tensor map (O's, boxes of 64 rows) and one 3-D TMA store per 64-column block;
+    neither option on: neither in the script."""
+    problem = AttentionProblem(1, 2, 1, 70, 200, 128)
+    plain = attention.plan(problem, "sm90", C(64, 3))
+    split = attention.plan(problem, "sm90", C(64, 3, split_kv_barrier=True))
+    fp8 = attention.plan(AttentionProblem(1, 2, 1, 70, 200, 128, dtype="fp8"), "sm90", C(128, 2, split_kv_barrier=True))
+    assert (plain.barriers, plain.v_full(2)) == (8, 3) and (split.barriers, split.v_full(2)) == (11, 10)
+    assert (fp8.barriers, fp8.v_full(1)) == (2 + 3 * 2 + 2, 9) and split.tile_bytes == 64 * 128 * 2 == split.kv_bytes // 2
+    text = attention.emit(split).script()
+    assert text.count("expect_tx") == 3 and text.count(f"T.uint32({split.tile_bytes})") == 2
+    tma = attention.emit(attention.plan(problem, "sm90", C(64, 3, epilogue="tma"))).script()
+    # one store (in a loop over D 128's two column blocks), O's map of 64-row boxes, no st of O from the registers
+    assert tma.count('"tensor", "3d", "global", "shared::cta", "tile", "bulk_group"') == 1
+    assert "mapO, T.address_of(O[0, 0, 0, 0]), 128, 70, 2, 256, 17920, 64, 64, 1" in tma and "T.ptx.st(T.address_of(O[" not in tma
+    default = attention.emit(plain).script()
+    assert "mapO" not in default and "bulk_group" not in default and default.count("expect_tx") == 2
+    assert "T.ptx.st(T.address_of(O[" in default
 
 
 def test_fp8_keys_follow_the_a_fragment():
@@ -278,6 +317,9 @@ def _dropping(func, op: str, nth: int):
                  marks=pytest.mark.slow),
     # the producer's wait on a stage's "empty" barrier: tile 2 re-arms stage 0's "full" barrier still pending
     pytest.param(2, C(64, 2), "arrivals pending", marks=pytest.mark.slow),
+    # split_kv_barrier: the consumers' wait on V's own "full" barrier (the 5th: Q's empty, a stage's empty, Q's
+    # full, K's full, V's): the P V wgmma reads V while its TMA load is in flight
+    (5, C(64, 2, split_kv_barrier=True), "while an asynchronous copy into it is still in flight"),
 ])
 def test_a_dropped_wait_is_reported(nth, config, words):
     from tvm_cdna4.emulator import EmulationError, emulate
@@ -307,6 +349,14 @@ def test_the_benchmark_covers_the_issues_shapes():
     assert all(attention.plan(p, "sm90").config.block_kv == 128 for p in fp8)
     assert {(c.overlap, c.pingpong, c.persistent) for c in bench.SWEEP} == {
         (False, False, False), (True, False, False), (True, True, False), (True, True, True)}
+    # the opt-in options (not in the cost model's candidates) on the D 128 default, and --configs options
+    assert {(c.split_kv_barrier, c.epilogue) for c in bench.SWEEP if c.persistent and c.block_kv == 128} == {
+        (False, "registers"), (True, "registers"), (False, "tma"), (True, "tma")}
+    d128 = shapes[-1]
+    options = bench.option_configs(d128, attention.choose(d128, "sm90"))
+    assert len(options) == 7 and {(c.persistent, c.split_kv_barrier, c.epilogue) for c in options} == {
+        (g, s, e) for g in (False, True) for s in (False, True) for e in ("registers", "tma")} - {(False, False, "registers")}
+    assert len(bench.option_configs(fp8[0], attention.choose(fp8[0], "sm90"))) == 3  # fp8: no TMA epilogue
 
 
 @pytest.mark.slow  # about 20 s: four TIRx builds and NVRTC

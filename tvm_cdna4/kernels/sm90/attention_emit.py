@@ -8,7 +8,8 @@ proves against the descriptor (``q_layout``, ``k_layout``, ``v_layout``; fp8 ``v
 the mbarrier protocol and the ``setmaxnreg`` split are the sm90 GEMM's (``gemm_emit``; 3-D TMA loads here).
 The schedules: ``kv_tile`` (one GEMM after the other), ``overlapped_loop`` (``overlap``; ``pingpong`` with
 ``ordered`` / ``hand_over``); the items of a persistent CTA: ``producer_item`` / ``consumer_item``, the ring
-position carried in ``pos``; fp8's V transpose: ``transposed`` / ``transpose_v``.
+position carried in ``pos``; fp8's V transpose: ``transposed`` / ``transpose_v``. Opt-in: ``split_kv_barrier``
+(``load_kv``, ``issue_pv``, ``transposed``: V on ``plan.v_full``), ``epilogue="tma"`` (``finish_tma``).
 
 A consumer thread's registers (``Regs``): ``s`` the S accumulators (``block_kv / 2`` f32: register ``r``
 is row ``16 w + l / 4 + 8 ((r % 4) / 2)``, key ``8 (r / 4) + 2 (l % 4) + r % 2``), ``pa`` P in 16 bits
@@ -32,10 +33,11 @@ from ...tirx_private import transpile_once
 from ..attention.problem import LN2, kv_full_tiles_for, kv_tiles_for
 from ..sm80.gemm_emit_epilogue import TIR_OPS
 from .attention_plan import BLOCK_Q, CONSUMER_REGS, CONSUMERS, PRODUCER_REGS, TRANSPOSERS, Sm90AttentionPlan, work_item
-from .gemm_emit import L2_PROMOTION_256B, ORDER_BARRIER, SWIZZLE_128B
-from .gemm_plan import WARPGROUP, WGMMA_M, WGMMA_TYPES
+from .gemm_emit import EPILOGUE_BARRIER, L2_PROMOTION_256B, ORDER_BARRIER, SWIZZLE_128B
+from .gemm_plan import ROW_BYTES, WARPGROUP, WGMMA_M, WGMMA_TYPES
 
 TMA_LOAD_3D = "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+TMA_STORE_3D = "cp.async.bulk.tensor.3d.global.shared::cta.tile.bulk_group"
 FULL = 0xFFFFFFFF
 
 
@@ -164,13 +166,17 @@ def load_kv(p, SMH, MB, maps, item, j, t):
     c = p.config
     s = T.floormod(t, c.stages)
     T.cuda.mbarrier_wait(MB.ptr_to([1 + c.stages + s]), T.floormod(T.floordiv(t, c.stages) + 1, 2))
-    T.ptx.mbarrier.arrive.expect_tx.shared.b64(MB.ptr_to([1 + s]), T.uint32(p.kv_bytes))
+    # (split_kv_barrier: K's bytes on the stage's "full" barrier, V's on its own, ``v_full``)
+    T.ptx.mbarrier.arrive.expect_tx.shared.b64(MB.ptr_to([1 + s]),
+                                               T.uint32(p.tile_bytes if c.split_kv_barrier else p.kv_bytes))
     for db in T.unroll(p.d_blocks):
         tma_load(SMH, p.stage_offset(s, 0) + db * c.block_kv * p.columns, maps[1], db * p.columns, j * c.block_kv,
                  item[0] * p.problem.kv_heads + p.problem.kv_head(item[1]), MB.ptr_to([1 + s]))
+    if I.constexpr(c.split_kv_barrier):
+        T.ptx.mbarrier.arrive.expect_tx.shared.b64(MB.ptr_to([p.v_full(s)]), T.uint32(p.tile_bytes))
     for db in T.unroll(p.d_blocks):
         tma_load(SMH, p.stage_offset(s, 1) + db * c.block_kv * p.columns, maps[2], db * p.columns, j * c.block_kv,
-                 item[0] * p.problem.kv_heads + p.problem.kv_head(item[1]), MB.ptr_to([1 + s]))
+                 item[0] * p.problem.kv_heads + p.problem.kv_head(item[1]), MB.ptr_to([p.v_full(s)]))
 
 
 # ---- fp8: V transposed by the producer warpgroup's warps 1-3 --------------------------------------------
@@ -182,9 +188,9 @@ HALVES = (0x5410, 0x7632)  # prmt: halves 0 (1) of two words: a's then b's
 
 @T.macro
 def transposed(p, SW, MB, t, w):
-    # fp8, transposing thread w (0 .. 95), ring position t: once its V landed (the stage's "full" barrier), V^T
-    # into the stage's third tile, the async proxy fenced, one arrival on the stage's "transposed" barrier
-    T.cuda.mbarrier_wait(MB.ptr_to([1 + stage(p, t)]), T.floormod(T.floordiv(t, p.config.stages), 2))
+    # fp8, transposing thread w (0 .. 95), ring position t: once its V landed (``v_full``: the stage's "full" barrier,
+    # or V's own), V^T into the stage's third tile, the async proxy fenced, one arrival on its "transposed" barrier
+    T.cuda.mbarrier_wait(MB.ptr_to([p.v_full(stage(p, t))]), T.floormod(T.floordiv(t, p.config.stages), 2))
     transpose_v(p, SW, stage(p, t), w)
     T.ptx["fence.proxy.async.shared::cta"]()
     T.ptx.mbarrier.arrive.shared.b64(MB.ptr_to([2 + 2 * p.config.stages + stage(p, t)]), T.uint32(1))
@@ -348,12 +354,16 @@ def issue_s(p, MB, rg, ops, j):
 @T.macro
 def issue_pv(p, MB, rg, ops, j):
     # O += P V of kv tile j (RS: P in registers; V M/N-major, fp8 V^T K-major once transposed) as one wgmma group
+    # (split_kv_barrier: 16-bit V waited for here, on its own barrier; fp8's transposers wait for it)
     if I.constexpr(p.fp8):
         T.cuda.mbarrier_wait(MB.ptr_to([2 + 2 * p.config.stages + stage(p, rg.base + j)]),
                              T.floormod(T.floordiv(rg.base + j, p.config.stages), 2))
         T.sm90.tile.apply(T.wgmma[p.wgmma_o], ops["O"], ops["P"],
                           ops["V"][stage(p, rg.base + j):stage(p, rg.base + j) + 1, :, :, :], scope="warpgroup")
     else:
+        if I.constexpr(p.config.split_kv_barrier):
+            T.cuda.mbarrier_wait(MB.ptr_to([p.v_full(stage(p, rg.base + j))]),
+                                 T.floormod(T.floordiv(rg.base + j, p.config.stages), 2))
         T.sm90.tile.apply(T.wgmma[p.wgmma_o], ops["O"], ops["P"],
                           ops["V"][stage(p, rg.base + j):stage(p, rg.base + j) + 1, :, :, :],
                           scope="warpgroup", b_major="mn")
@@ -444,19 +454,69 @@ def overlapped_loop(p, MB, rg, ops, n_kv, n_full):
 
 
 @T.macro
+def row_total(p, rg, h):
+    # row h's sum over the quad (row[2 + h]) and O's factor 1 / l (row[4 + h]; fp8: V's scale too)
+    for sh in T.unroll(2):
+        rg.row[2 + h] = rg.row[2 + h] + T.cuda.__shfl_xor_sync(T.uint32(FULL), rg.row[2 + h], 1 << sh, 32)
+    rg.row[4 + h] = (rg.row[9] if p.fp8 else T.float32(1)) / rg.row[2 + h]
+
+
+@T.macro
+def store_lse(p, args, rg, h):
+    # row h's LSE, by the quad's first thread
+    if rg.t % 4 == 0:
+        args["LSE"][rg.b, rg.h, row_of(p, rg, h)] = (exponent_offset(p, rg, h) + T.log2(rg.row[2 + h])) * T.float32(LN2)
+
+
+@T.macro
 def finish(p, args, rg):
     # the row sums over the quad, O / l packed and stored (rows inside the sequence), LSE by the quad's first
     word = T.alloc_tensor(ty_args=[T.Tensor((1,), "uint32", scope="local", layout="default")])
     for h in T.unroll(2):
-        for sh in T.unroll(2):
-            rg.row[2 + h] = rg.row[2 + h] + T.cuda.__shfl_xor_sync(T.uint32(FULL), rg.row[2 + h], 1 << sh, 32)
-        rg.row[4 + h] = (rg.row[9] if p.fp8 else T.float32(1)) / rg.row[2 + h]  # fp8: V's scale too
+        row_total(p, rg, h)
         if row_of(p, rg, h) < p.problem.seq_q:
             for dn in T.unroll(p.problem.head_dim // 8):
                 T.ptx[p.pack_instr](word[0], rg.o[dn * 4 + 2 * h + 1] * rg.row[4 + h], rg.o[dn * 4 + 2 * h] * rg.row[4 + h])
                 T.ptx["st.global.b32"](args["O"].ptr_to([rg.b, rg.h, row_of(p, rg, h), 8 * dn + 2 * (rg.t % 4)]), word[0])
-            if rg.t % 4 == 0:
-                args["LSE"][rg.b, rg.h, row_of(p, rg, h)] = (exponent_offset(p, rg, h) + T.log2(rg.row[2 + h])) * T.float32(LN2)
+            store_lse(p, args, rg, h)
+
+
+@T.macro
+def finish_tma(p, SMH, MB, args, map_o, rg):
+    # epilogue="tma": O / l packed into the warpgroup's own rows of the Q tile once each of its warps has seen its
+    # GEMMs (the only readers of those rows) retire (its named barrier: a warp's wait_group covers only its own),
+    # 128-byte swizzled as Q landed (``o_word``), fenced for the async proxy; once the warpgroup's writes are done
+    # (the barrier again), one thread stores the D / 64 boxes of 64 rows by TMA (rows past Sq clipped), waits for
+    # the stores to read them and releases Q (its "empty" arrival). LSE as ``finish``
+    SW = T.decl_tensor(SMH.ptr_to([0]), ty_args=[T.Tensor((p.smem_bytes // 4,), "uint32", scope="shared.dyn",
+                                                          layout="default")])
+    word = T.alloc_tensor(ty_args=[T.Tensor((1,), "uint32", scope="local", layout="default")])
+    T.ptx["bar.sync"](T.Cast("uint32", EPILOGUE_BARRIER + rg.wg), T.uint32(WARPGROUP))
+    for h in T.unroll(2):
+        row_total(p, rg, h)
+        for dn in T.unroll(p.problem.head_dim // 8):
+            T.ptx[p.pack_instr](word[0], rg.o[dn * 4 + 2 * h + 1] * rg.row[4 + h], rg.o[dn * 4 + 2 * h] * rg.row[4 + h])
+            SW[o_word(p, rg, h, dn)] = word[0]
+        if row_of(p, rg, h) < p.problem.seq_q:
+            store_lse(p, args, rg, h)
+    T.ptx["fence.proxy.async.shared::cta"]()
+    T.ptx["bar.sync"](T.Cast("uint32", EPILOGUE_BARRIER + rg.wg), T.uint32(WARPGROUP))
+    if rg.t == 0:
+        for db in T.unroll(p.d_blocks):
+            T.ptx[TMA_STORE_3D](T.address_of(map_o), db * p.columns, rg.q0 + rg.wg * WGMMA_M,
+                                rg.b * p.problem.heads + rg.h,
+                                T.cuda.cvta_generic_to_shared(SMH.ptr_to([(db * BLOCK_Q + rg.wg * WGMMA_M) * p.columns])))
+        T.ptx["cp.async.bulk.commit_group"]()
+        T.ptx["cp.async.bulk.wait_group.read"](0)
+        T.ptx.mbarrier.arrive.shared.b64(MB.ptr_to([1 + 2 * p.config.stages]), T.uint32(1))
+
+
+def o_word(p: Sm90AttentionPlan, rg, h, dn):
+    """The 4-byte word of the Q tile where the thread's O pair of fragment row ``h`` and 8-column group ``dn`` is
+    staged (``epilogue="tma"``): its row of the warpgroup's 64 in column block ``dn / 8``, 16-byte chunk ``dn % 8``
+    (swizzled: ``swizzled_word``), word ``t % 4``."""
+    row = rg.wg * WGMMA_M + 16 * (rg.t // 32) + (rg.t % 32) // 4 + 8 * h
+    return swizzled_word(p, (dn // 8) * BLOCK_Q * ROW_BYTES, row, (dn % 8) * 16 + 4 * (rg.t % 4))
 
 
 def kv_tiles(p: Sm90AttentionPlan, q0):
@@ -481,7 +541,7 @@ def maybe_positive(extent) -> bool:
 
 
 @T.macro
-def consumer(p, SMH, MB, args, pid, wg, t):
+def consumer(p, SMH, MB, args, maps, pid, wg, t):
     c = p.config
     s = T.alloc_tensor(ty_args=[T.Tensor((c.block_kv // 2,), "float32", scope="local", layout="default")])
     o = T.alloc_tensor(ty_args=[T.Tensor((p.problem.head_dim // 2,), "float32", scope="local", layout="default")])
@@ -514,13 +574,17 @@ def consumer(p, SMH, MB, args, pid, wg, t):
     pos = T.alloc_tensor(ty_args=[T.Tensor((1,), "int32", scope="local", layout="default")])
     pos[0] = 0
     for i in range(p.items_of(pid)):
-        consumer_item(p, SMH, MB, args, ops, Regs(s, pa, pw, o, row, pos, 0, *item_of(p, pid + i * p.ctas), wg, t), i)
+        consumer_item(p, SMH, MB, args, maps, ops, Regs(s, pa, pw, o, row, pos, 0, *item_of(p, pid + i * p.ctas), wg, t),
+                      i)
+    if I.constexpr(c.epilogue == "tma"):
+        if t == 0:
+            T.ptx["cp.async.bulk.wait_group"](0)  # the last item's O stores are done before the CTA exits
 
 
 @T.macro
-def consumer_item(p, SMH, MB, args, ops, regs, i):
+def consumer_item(p, SMH, MB, args, maps, ops, regs, i):
     # the CTA's i-th item: its kv tiles from ring position pos[0] (``Regs.base``), Q's "empty" arrival once its
-    # GEMMs retired, then O and LSE
+    # GEMMs retired, then O and LSE (epilogue="tma": O through the Q tile, Q's "empty" arrival once stored)
     c = p.config
     rg = attrs.evolve(regs, base=regs.pos[0])
     for r in T.unroll(p.problem.head_dim // 2):
@@ -538,9 +602,12 @@ def consumer_item(p, SMH, MB, args, ops, regs, i):
         if I.constexpr(maybe_positive(kv_tiles(p, rg.q0) - full_tiles(p, rg.q0))):
             for j in range(full_tiles(p, rg.q0), kv_tiles(p, rg.q0)):
                 kv_tile(p, SMH, MB, rg, ops, j, True)
-    if rg.t == 0:
-        T.ptx.mbarrier.arrive.shared.b64(MB.ptr_to([1 + 2 * c.stages]), T.uint32(1))
-    finish(p, args, rg)
+    if I.constexpr(c.epilogue == "tma"):
+        finish_tma(p, SMH, MB, args, maps[3], rg)
+    else:
+        if rg.t == 0:
+            T.ptx.mbarrier.arrive.shared.b64(MB.ptr_to([1 + 2 * c.stages]), T.uint32(1))
+        finish(p, args, rg)
     rg.pos[0] = rg.base + kv_tiles(p, rg.q0)
 
 
@@ -566,6 +633,9 @@ def kernel(p, args, maps):
         if I.constexpr(p.fp8):
             for s in T.unroll(c.stages):
                 T.ptx.mbarrier.init.shared.b64(MB.ptr_to([2 + 2 * c.stages + s]), T.uint32(TRANSPOSERS * 32))
+        if I.constexpr(c.split_kv_barrier):
+            for s in T.unroll(c.stages):
+                T.ptx.mbarrier.init.shared.b64(MB.ptr_to([p.v_full(s)]), T.uint32(1))
         T.ptx["fence.mbarrier_init.release.cluster"]()
     T.cuda.cta_sync()
     if tid < WARPGROUP:
@@ -576,7 +646,7 @@ def kernel(p, args, maps):
             producer(p, SMH, MB, maps, pid, tid)
     else:
         T.ptx["setmaxnreg.inc.sync.aligned.u32"](CONSUMER_REGS)
-        consumer(p, SMH, MB, args, pid, tid // WARPGROUP - 1, tid % WARPGROUP)
+        consumer(p, SMH, MB, args, maps, pid, tid // WARPGROUP - 1, tid % WARPGROUP)
 
 
 def map_source(p: Sm90AttentionPlan, name: str, dims, box_rows: int) -> list[str]:
@@ -598,8 +668,12 @@ def signature_source(p: Sm90AttentionPlan) -> str:
     lines += map_source(p, "Q", (pr.head_dim, pr.seq_q, pr.batch * pr.heads), BLOCK_Q)
     for name in ("K", "V"):
         lines += map_source(p, name, (pr.head_dim, pr.seq_kv, pr.batch * pr.kv_heads), p.config.block_kv)
+    maps = "mapQ, mapK, mapV"
+    if p.config.epilogue == "tma":  # O's stores: boxes of a consumer warpgroup's 64 rows
+        lines += map_source(p, "O", (pr.head_dim, pr.seq_q, pr.batch * pr.heads), WGMMA_M)
+        maps += ", mapO"
     args = ", ".join(f"{n!r}: {n}" for n in names)
-    return "\n".join([*lines, f"    kernel(p, {{{args}}}, (mapQ, mapK, mapV))", ""])
+    return "\n".join([*lines, f"    kernel(p, {{{args}}}, ({maps}))", ""])
 
 
 @transpile_once

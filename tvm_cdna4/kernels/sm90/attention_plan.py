@@ -19,8 +19,9 @@ each tile ``block_kv x D``. Every tile is stored as ``D / 64`` column blocks of 
 row: one ``CU_TENSOR_MAP_SWIZZLE_128B`` box each, the widest 128-byte-swizzled box), the blocks one after
 another: what TMA writes and what the ``wgmma`` descriptors read (K-major Q and K, M/N-major V).
 mbarriers: Q's "full" and "empty" (one arrival per consumer warpgroup once its GEMMs of an item retired: the
-next item's Q may land), each stage's "full" (the producer's ``expect_tx`` of K and V's bytes) and "empty"
-(one arrival per consumer warpgroup once its ``P V`` of the stage retired).
+next item's Q may land), each stage's "full" (the producer's ``expect_tx`` of K and V's bytes; opt-in
+``split_kv_barrier``: K's, V's on a barrier of its own) and "empty" (one arrival per consumer warpgroup once its
+``P V`` of the stage retired).
 
 **Tensor maps.** Q, K, V are viewed 3-D, ``(D, S, B x H)`` innermost first, so that a box past a
 sequence's end is out of the tensor (TMA fills it with zeros) rather than the next head's rows: the
@@ -51,8 +52,9 @@ fragment of a 32-key k-step holds, per thread, exactly the keys of its S registe
 is S converted in registers with no move between threads. The scores' factor is ``c sq sk``, P is computed as
 ``2^(s c - m c + P_SHIFT)`` (``problem.P_SHIFT``), O is ``sv P V / l`` and the LSE subtracts the shift.
 
-**The end.** ``O / l`` stored from the registers (column pairs, rows past ``Sq`` not stored) and
-``LSE = (m c + log2 l) ln 2`` per row by the quad's first thread.
+**The end.** ``O / l`` stored from the registers (column pairs, rows past ``Sq`` not stored; opt-in
+``epilogue="tma"``: staged in the warpgroup's rows of the Q tile and stored by TMA, Q's "empty" arrival after the
+stores read them) and ``LSE = (m c + log2 l) ln 2`` per row by the quad's first thread.
 """
 
 from __future__ import annotations
@@ -85,6 +87,8 @@ FP8_HEAD_DIM = FP8_BLOCK_KV = ROW_BYTES
 TRANSPOSERS = 3
 """fp8: the producer warpgroup's warps 1-3 transpose V (warp 0's first thread issues the TMA loads)."""
 PACK = "cvt.rn.{t}x2.f32"
+EPILOGUES = ("registers", "tma")
+"""``Sm90AttentionConfig.epilogue``: how O is stored."""
 L2_SECTION_BYTES = 32 * 1024 * 1024
 """The K and V bytes of the batch x heads of one section of work items (``section_heads``): FlashAttention-3's
 tile scheduler's ``size_l2`` (``hopper/tile_scheduler.hpp``: 32 MB for K and V of an H100's 50 MB L2). Measured
@@ -141,6 +145,15 @@ class Sm90AttentionConfig:
     the next item's Q and K / V while the consumers store the last one's O. False: one CTA per item."""
     ctas: int = 0
     """``persistent``: the CTAs (0: one per SM)."""
+    split_kv_barrier: bool = False
+    """A stage's K and V tiles each on their own "full" mbarrier (the producer's ``expect_tx`` of each tile's bytes
+    on its own; FA3's ``pipeline_k`` / ``pipeline_v``): tile ``j``'s ``S = Q K^T`` waits only for K(j), its ``P V``
+    (fp8: V's transpose) for V(j). False: one barrier for both (``expect_tx`` of K and V's bytes)."""
+    epilogue: str = "registers"
+    """How O leaves: ``"registers"`` (each thread's column pairs stored to global memory, rows past ``Sq`` not
+    stored) or ``"tma"`` (each consumer warpgroup's 64 rows of O into its own rows of the Q tile once its GEMMs
+    retired, then TMA stores, clipped at ``Sq``; Q's "empty" arrival once the stores have read them). 16-bit
+    inputs only: fp8's Q tile is half O's bytes."""
 
     def check(self, problem: AttentionProblem, smem_bytes: int) -> None:
         """A ContractError naming the field that breaks a rule of the kernel or of the SM's shared memory."""
@@ -158,6 +171,13 @@ class Sm90AttentionConfig:
             bad("head_dim" if problem.head_dim != FP8_HEAD_DIM else "block_kv", "fp8 runs D 128 and 128-key tiles (one "
                 "128-byte swizzled row: Q and K, and V transposed)", f"head_dim {FP8_HEAD_DIM}, block_kv {FP8_BLOCK_KV}",
                 (problem.head_dim, self.block_kv))
+        if self.epilogue not in EPILOGUES:
+            bad("epilogue", "O stored from the registers or through the Q tile by TMA", EPILOGUES, self.epilogue)
+        if self.epilogue == "tma" and problem.dtype in SCALED:
+            bad("epilogue", "the TMA epilogue stages O in the Q tile: fp8's holds half O's (bf16) bytes",
+                "epilogue='registers' with fp8", self.epilogue)
+        if not isinstance(self.split_kv_barrier, bool):
+            bad("split_kv_barrier", "one \"full\" mbarrier per tile or per stage", (False, True), self.split_kv_barrier)
         if self.pingpong and not self.overlap:
             bad("pingpong", "the warpgroups take turns at the overlapped loop's GEMM issues", "overlap=True with "
                 "pingpong=True", (self.overlap, self.pingpong))
@@ -264,15 +284,29 @@ class Sm90AttentionPlan(PlanRecord, family="attention"):
 
     @property
     def barriers(self) -> int:
-        """mbarriers: Q's "full" (0), each stage's "full" (``1 + s``) and "empty" (``1 + stages + s``), Q's
-        "empty" (``1 + 2 stages``: one arrival per consumer warpgroup once its GEMMs of an item retired); fp8, each
-        stage's "transposed" (``2 + 2 stages + s``: one arrival per transposing thread once V^T is written)."""
-        return 2 + (3 if self.fp8 else 2) * self.config.stages
+        """mbarriers: Q's "full" (0), each stage's "full" (``1 + s``; ``split_kv_barrier``: K's) and "empty"
+        (``1 + stages + s``), Q's "empty" (``1 + 2 stages``: one arrival per consumer warpgroup once its GEMMs of an
+        item retired; ``epilogue="tma"``: once its O stores read the Q tile); fp8, each stage's "transposed"
+        (``2 + 2 stages + s``: one arrival per transposing thread once V^T is written); ``split_kv_barrier``, each
+        stage's V "full" after them (``v_full``)."""
+        return 2 + (3 if self.fp8 else 2) * self.config.stages + (self.config.stages if self.config.split_kv_barrier else 0)
+
+    def v_full(self, s):
+        """The mbarrier V's tile of stage ``s`` completes on: the stage's "full" one (``1 + s``), or with
+        ``split_kv_barrier`` its own, after the others (an int or a TIR expression)."""
+        if not self.config.split_kv_barrier:
+            return 1 + s
+        return 2 + (3 if self.fp8 else 2) * self.config.stages + s
+
+    @property
+    def tile_bytes(self) -> int:
+        """Bytes of one K (or V) tile's TMA loads."""
+        return self.tile_elems * self.elem_bytes
 
     @property
     def kv_bytes(self) -> int:
         """Bytes one stage's TMA loads bring (K and V)."""
-        return 2 * self.tile_elems * self.elem_bytes
+        return 2 * self.tile_bytes
 
 
 def plan_sm90_attention(problem: AttentionProblem, config: Sm90AttentionConfig,
@@ -316,6 +350,6 @@ def estimate_tiles(problem: AttentionProblem, config: Sm90AttentionConfig) -> in
     return sum(workgroup_tiles(problem, BLOCK_Q, config.block_kv, config.skip_masked)) * problem.batch * problem.heads
 
 
-__all__ = ["BLOCK_Q", "COLUMNS", "CONSUMERS", "CONSUMER_REGS", "FP8_BLOCK_KV", "FP8_HEAD_DIM", "L2_SECTION_BYTES", "PRODUCER_REGS",
+__all__ = ["BLOCK_Q", "COLUMNS", "CONSUMERS", "CONSUMER_REGS", "EPILOGUES", "FP8_BLOCK_KV", "FP8_HEAD_DIM", "L2_SECTION_BYTES", "PRODUCER_REGS",
            "SMEM_DTYPES", "STORAGE", "Sm90AttentionConfig", "Sm90AttentionPlan", "TRANSPOSERS", "deepest", "estimate_tiles",
            "plan_sm90_attention", "section_heads", "smem_for", "tiles_per_stage", "work_item"]

@@ -188,8 +188,11 @@ def barriers(p: Sm90Plan) -> int:
     return 2 * c.stages + (c.consumers if c.residual_read == "tma" else 0)
 
 
+EPILOGUE_BARRIER = 1
+"""The first of the TMA epilogue's named barriers (``bar.sync``, PTX ISA §9.7.13.1): ``EPILOGUE_BARRIER + wg`` joins
+consumer warpgroup ``wg``'s 128 threads around its staging buffer's writes (0 is the CTA's ``__syncthreads``)."""
 ORDER_BARRIER = 3
-"""The first of the ping-pong schedule's two named barriers (0 is the CTA's, 1 + wg the TMA epilogue's):
+"""The first of the ping-pong schedule's two named barriers (0 is the CTA's, ``EPILOGUE_BARRIER + wg`` the TMA epilogue's):
 barrier ``ORDER_BARRIER + wg`` lets consumer ``wg`` start its next mainloop once the other's is issued."""
 
 
@@ -405,7 +408,7 @@ def store_tma_chunk(p, SMH, acc, args, map_c, part, wg, t, m0, n0, q, b, group, 
             T.ptx["cp.async.bulk.wait_group.read"](0)
         else:
             T.ptx["cp.async.bulk.wait_group.read"](1)
-    T.ptx["bar.sync"](T.Cast("uint32", 1 + wg), T.uint32(WARPGROUP))
+    T.ptx["bar.sync"](T.Cast("uint32", EPILOGUE_BARRIER + wg), T.uint32(WARPGROUP))
     if I.constexpr(res is not None):
         T.cuda.mbarrier_wait(res[0].ptr_to([2 * c.stages + wg]), res[2] % 2)
     for mi in T.unroll(c.rows // WGMMA_M):
@@ -425,7 +428,7 @@ def store_tma_chunk(p, SMH, acc, args, map_c, part, wg, t, m0, n0, q, b, group, 
                         out_value(p, args, acc[mi * c.block_n // 2 + tile_j(p, q, j) * 4 + h * 2], m0 + part * c.rows + r, n0 + 8 * tile_j(p, q, j) + 2 * (t % 4), group))
                 SMW[staging_word(p, base, j, r, t)] = word[0]
     T.ptx["fence.proxy.async.shared::cta"]()
-    T.ptx["bar.sync"](T.Cast("uint32", 1 + wg), T.uint32(WARPGROUP))
+    T.ptx["bar.sync"](T.Cast("uint32", EPILOGUE_BARRIER + wg), T.uint32(WARPGROUP))
     if t == 0:
         for cb in T.unroll(c.staging_columns // SWIZZLE_COLUMNS):
             T.ptx[TMA_STORE](T.address_of(map_c), chunk_column(p, n0, q) + cb * SWIZZLE_COLUMNS, m0 + part * c.rows,
@@ -506,11 +509,11 @@ def split_store(p, SMH, acc, args, maps, part, wg, t, m0, n0, unit):
     ticket = unit[1] * p.parts + part
     reduce_partials(p, args["W"], acc, row, col, workspace_slice(p, unit[0]), False)
     T.ptx["fence.acq_rel.gpu"]()
-    T.ptx["bar.sync"](T.Cast("uint32", 1 + wg), T.uint32(WARPGROUP))
+    T.ptx["bar.sync"](T.Cast("uint32", EPILOGUE_BARRIER + wg), T.uint32(WARPGROUP))
     if t == 0:
         T.ptx["atom.global.add.u32"](drawn[0], args["S"].ptr_to([ticket]), T.uint32(1))
         TK[wg] = drawn[0]
-    T.ptx["bar.sync"](T.Cast("uint32", 1 + wg), T.uint32(WARPGROUP))
+    T.ptx["bar.sync"](T.Cast("uint32", EPILOGUE_BARRIER + wg), T.uint32(WARPGROUP))
     if TK[wg] == T.uint32(p.split - 1):
         T.ptx["fence.acq_rel.gpu"]()
         reduce_partials(p, args["W"], acc, row, col, 0, True)
