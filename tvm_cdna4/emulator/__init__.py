@@ -192,15 +192,13 @@ def emulate(kernel, *arrays, target: str = "gfx950", max_threads_per_batch: int 
     would (its ``blockIdx``, the grid's extents); with ``Window`` arguments (sm80), the part of each
     tensor they touch: a few workgroups of a problem too large to emulate whole. ``fp8_accumulation`` (sm90): fp8
     wgmma keeps that many bits of each addend of a k-step, as Hopper's tensor cores do (14:
-    ``isa.wgmma_table.FP8_ACCUMULATION_BITS``; ``ptx_wgmma.fp8_accumulate``); None: f32. A construct the emulator
+    ``isa.wgmma_table.FP8_ACCUMULATION_BITS``; ``ptx_wgmma.fp8_accumulate``; every fp8 wgmma, ``S = Q K^T`` and ``O += P V`` alike); None: f32; on another
+    target a ``ContractError`` (gfx950's MFMA and sm80's ``mma.sync`` accumulate in f32). A construct the emulator
     does not run is an ``EmulationUnsupported`` (a ``NotImplementedError``), one sentence."""
     from . import arguments
 
     arguments.check_options(kernel, target, max_threads_per_batch, uninitialized, stats, TARGETS)
-    if fp8_accumulation is not None and (isinstance(fp8_accumulation, bool) or not isinstance(fp8_accumulation, int)
-                                         or not 1 <= fp8_accumulation <= 24):
-        raise ValueError(f"emulate: fp8_accumulation: expected None or the significant bits kept, an int in 1..24; "
-                         f"found {fp8_accumulation!r}")
+    arguments.check_fp8_accumulation(fp8_accumulation, target)
     check_backend(kernel, target)  # a kernel for another backend: that, before its arguments
     values, fixed = arguments.bind_scalars(kernel, scalars)
     bound = arguments.bind_arrays(kernel, arrays)

@@ -52,6 +52,24 @@ def check_options(kernel, target, max_threads_per_batch, uninitialized, stats, t
                          f"{type(stats).__name__}")
 
 
+def check_fp8_accumulation(bits, target: str) -> None:
+    """``emulate``'s ``fp8_accumulation``: None, or the significant bits (an int in 1..24) Hopper's fp8 wgmma keeps
+    of each addend of a k-step, on the sm90 target only (gfx950's MFMA and sm80's ``mma.sync`` accumulate in f32:
+    a mode they would ignore is refused, so that a caller does not believe it emulated the truncation)."""
+    from ..errors import ContractError
+
+    if bits is None:
+        return
+    if isinstance(bits, bool) or not isinstance(bits, int) or not 1 <= bits <= 24:
+        raise ContractError("the significant bits an fp8 wgmma keeps of each addend", opcode="emulate",
+                            operand="fp8_accumulation", expected="None or an int in 1..24", found=repr(bits),
+                            check="parameters")
+    if target != "sm90":
+        raise ContractError("models Hopper's fp8 wgmma accumulation, which only the sm90 target has",
+                            opcode="emulate", operand="fp8_accumulation", expected="target 'sm90' (or None)",
+                            found=f"target {target!r}", check="target")
+
+
 def _is_int(x) -> bool:
     return isinstance(x, numbers.Integral) and not isinstance(x, (bool, np.bool_))
 

@@ -149,7 +149,9 @@ def validate(problem: AttentionProblem, target: str = "gfx950", config=None, see
              **options) -> Validation:
     """Run the kernel on ``random_inputs(problem, seed)`` and compare ``O`` and ``LSE`` with
     ``reference`` (of the dequantized inputs) within ``error_bound`` (with the target's ``score_accumulation``:
-    sm90's fp8 wgmma keeps 14 bits of the scores' addends). gfx950: the CPU emulator (a
+    sm90's fp8 wgmma keeps 14 bits of the addends of ``S = Q K^T`` and ``O += P V``; emulated, sm90 fp8 runs with
+    that accumulation too, ``emulate(..., fp8_accumulation=14)``, so the bound is tested on what the GPU computes,
+    not on the emulator's default f32). gfx950: the CPU emulator (a
     ``run`` is refused, not ignored). sm80 and sm90: an NVIDIA GPU, which this layer does not reach: ``run(problem,
     arrays) -> (o, lse or None)`` does (the CLI passes ``tvm_cdna4.torch.run_attention`` where a GPU is
     present); without it, the CUDA emulator up to ``SM80_EMULATED_PAIRS`` pairs, beyond a ValueError
@@ -158,7 +160,7 @@ def validate(problem: AttentionProblem, target: str = "gfx950", config=None, see
     arrays = random_inputs(problem, seed)
     q, k, v = dequantize(problem, arrays)
     want_o, want_lse = reference(q, k, v, problem.causal, problem.scale)
-    accumulation = _function(target, "score_accumulation")(problem)  # sm90 fp8: the tensor cores' 14 bits
+    accumulation = _function(target, "score_accumulation")(problem)  # sm90 fp8: the tensor cores' 14 bits (execute's too)
     bound_o, bound_lse = error_bound(q, k, v, problem.causal, problem.scale, problem.dtype, accumulation)
     start = time.perf_counter()
     (o, lse), where = _function(target, "execute")(p, arrays, run)

@@ -174,19 +174,26 @@ LSE_F32 = 2.0**-20  # the f32 log-sum-exp (max, sum, v_log_f32), relative to 1 +
 
 @attrs.frozen
 class Accumulation:
-    """A target whose tensor cores accumulate the scores ``S = Q K^T`` short of f32 (``error_bound``'s
-    ``accumulation``): per k-step of ``k`` products, the products and the accumulator are aligned to the largest
-    one's exponent and each keeps ``bits`` significant bits, the rest truncated, so that each of the ``k + 1``
-    addends is off by less than ``2^(1 - bits)`` times the largest. Hopper's fp8 wgmma (``k`` 32,
-    ``isa.wgmma_table.FP8_ACCUMULATION_BITS``): the sm90 target's ``score_accumulation``; None (the other targets,
-    and 16-bit inputs): f32's, already in ``F32_TERMS``."""
+    """A target whose tensor cores accumulate short of f32 (``error_bound``'s ``accumulation``): per k-step of
+    ``k`` products, the products and the accumulator are aligned to the largest one's exponent and each keeps
+    ``bits`` significant bits, the rest truncated, so that each of the ``k + 1`` addends is off by less than
+    ``2^(1 - bits)`` times the largest (``step_error``). Both GEMMs: ``S = Q K^T`` (``score_error``, k-steps over
+    ``D``) and ``O += P V`` (``output_error``, k-steps over the keys, into the running O). Hopper's fp8 wgmma
+    (``k`` 32, ``isa.wgmma_table.FP8_ACCUMULATION_BITS``): the sm90 target's ``score_accumulation``; None (the
+    other targets, and 16-bit inputs): f32's, already in ``F32_TERMS``."""
 
     bits: int = attrs.field(validator=_positive)
     k: int = attrs.field(validator=_positive)
 
+    def step_error(self, products: int | None = None):
+        """A k-step's error over its largest addend, at most ``(n + 1) 2^(1 - bits)`` for ``n`` nonzero products
+        (``products``; None: ``k``) and the accumulator: the largest is ``f 2^e``, ``f`` in ``[1/2, 1)``, and each
+        nonzero addend loses less than ``2^(e - bits)`` (a zero one nothing)."""
+        return ((self.k if products is None else products) + 1) * 2.0 ** (1 - self.bits)
+
     def score_error(self, q, k, causal: bool = False, scale: float | None = None):
         """Per query row ``[B, H, Sq]``, a bound of its scores' error (scaled: natural units) over the keys it
-        sees: per k-step, ``(k + 1) 2^(1 - bits)`` times the largest addend, which is at most the larger of the
+        sees: per k-step, ``step_error`` times the largest addend, which is at most the larger of the
         accumulator (the partial scores, plus the error so far) and the largest product (``|q_d|`` times the
         largest ``|k_d|`` of any key). One partial product per k-step: the cost of one more ``reference``."""
         import numpy as np
@@ -199,10 +206,64 @@ class Accumulation:
             qs, ks = q[..., d:d + self.k], k[..., d:d + self.k]
             held = error + (np.where(seen, np.abs(partial), 0.0).max(-1) if d else 0.0)
             product = (np.abs(qs) * np.abs(ks).max(2)[:, :, None, :]).max(-1)
-            error = error + (self.k + 1) * 2.0 ** (1 - self.bits) * np.maximum(held, product)
+            error = error + self.step_error() * np.maximum(held, product)
             if d + self.k < q.shape[-1]:  # the accumulator of the next k-step
                 partial = partial + np.einsum("bhid,bhjd->bhij", qs, ks)
         return error * softmax_scale(q.shape[-1], scale)
+
+    def output_error(self, q, k, v, causal: bool = False, scale: float | None = None, drift=0.0, floor: float = 0.0,
+                     elements: int = 2**21):
+        """Per element ``[B, H, Sq, D]``, a bound of the truncation of ``O += P V`` (k-steps of ``k`` keys from key
+        0, accumulated into the running O), in the normalized frame (O over the final ``l``; the online softmax's
+        rescaling multiplies the accumulator and an error made before it alike). Each output element aligns its
+        own addends (per element: ``emulator.ptx_wgmma.fp8_accumulate``), so the bound is per ``d``: per k-step,
+        ``step_error`` of the step's visible keys (a masked key's P is 0) times the larger of the running O
+        (``|sum p_j v_j|`` over the earlier keys, plus how far the kernel's can be from it: ``drift sum p_j |v_j| +
+        floor sum |v_j|``, and the error so far) and the step's largest product (``(1 + drift) min(max p_j max
+        |v_j|, sum p_j |v_j|) + floor max |v_j|``). ``drift`` (per row ``[B, H, Sq]`` or a number): the kernel's
+        ``p'_j`` is within ``drift p_j + floor`` of the exact ``p_j`` (``error_bound``). Every step of the keys is
+        charged (one the kernel skips, fully masked, only lowers its error). Rows in chunks of at most ``elements``
+        (rows x keys, rows x steps x D) values."""
+        import numpy as np
+
+        q, k, v = (np.asarray(x, np.float64) for x in (q, k, v))
+        B, H, Sq, D = q.shape
+        Skv, steps = k.shape[2], ceil_div(k.shape[2], self.k)
+        drift = np.broadcast_to(np.asarray(drift, np.float64), (B, H, Sq))
+        out = np.empty((B, H, Sq, D))
+        chunk = max(1, elements // (steps * max(D, self.k)))
+        for b in range(B):
+            for h in range(H):
+                kh, vh = k[b, h // (H // k.shape[1])], v[b, h // (H // k.shape[1])]
+                vs = np.zeros((steps * self.k, D))
+                vs[:Skv] = vh
+                for r0 in range(0, Sq, chunk):
+                    rows = slice(r0, min(Sq, r0 + chunk))
+                    s = q[b, h, rows] @ kh.T * softmax_scale(D, scale)
+                    seen = visible(Sq, Skv)[rows] if causal else np.ones(s.shape, bool)
+                    p = np.exp(np.where(seen, s, -np.inf) - s.max(-1, keepdims=True, where=seen, initial=-np.inf))
+                    out[b, h, rows] = self._truncation(p / p.sum(-1, keepdims=True), seen, vs.reshape(steps, self.k, D),
+                                                       drift[b, h, rows, None], floor)
+        return out
+
+    def _truncation(self, p, seen, vs, drift, floor):
+        """``output_error`` of one chunk: ``p`` and ``seen`` ``[rows, Skv]``, ``vs`` ``[steps, k, D]``, ``drift``
+        ``[rows, 1]``. The sums per step are batched matrix products ``[steps, rows, k] @ [steps, k, D]``."""
+        import numpy as np
+
+        steps, D = vs.shape[0], vs.shape[2]
+        ps, seen = (np.pad(x, ((0, 0), (0, steps * self.k - x.shape[1]))).reshape(-1, steps, self.k).transpose(1, 0, 2)
+                    for x in (p, seen.astype(np.float64)))  # [steps, rows, k]
+        exact, absolute, counted = ps @ vs, ps @ np.abs(vs), seen @ np.abs(vs)  # [steps, rows, D]
+        exclusive = lambda x: np.cumsum(x, 0) - x  # noqa: E731 -- the sums over the earlier steps
+        held = np.abs(exclusive(exact)) + drift * exclusive(absolute) + floor * exclusive(counted)
+        largest = np.abs(vs).max(1)[:, None, :]  # [steps, 1, D]
+        product = (1 + drift) * np.minimum(ps.max(-1, keepdims=True) * largest, absolute) + floor * largest
+        charge = self.step_error(seen.sum(-1, keepdims=True))  # [steps, rows, 1]
+        error = np.zeros((p.shape[0], D))
+        for t in range(steps):
+            error = error + charge[t] * np.maximum(held[t] + error, product[t])
+        return error
 
 
 def error_bound(q, k, v, causal: bool = False, scale: float | None = None, dtype: str = "bf16",
@@ -218,25 +279,35 @@ def error_bound(q, k, v, causal: bool = False, scale: float | None = None, dtype
     ``2^-16`` the f32 scores, exponentials and accumulation; ``2^-20 (1 + |lse|)`` for the f32
     log-sum-exp. ``accumulation`` (the target's ``score_accumulation``: sm90's fp8): the scores are off by at
     most ``delta`` per row (``Accumulation.score_error``), which moves the LSE by at most ``delta`` (1-Lipschitz
-    in the scores' max norm) and each ``p_j`` by a factor within ``e^(+-2 delta)``: ``+ delta`` and ``+ (e^(2
-    delta) - 1) sum_j p_j |v_j|``. On random normal data the emulated kernels' documented cases reach at most 0.64 of
-    the O bound (16-bit) and 0.73 (fp8), and 0.3 of LSE's (docs/attention.md); other shapes reach more
-    (batch 2 x 2 heads, 40 causal rows, bf16: 0.71; 2 x 4 heads, 20 causal rows, f16 D 128: 0.77)."""
+    in the scores' max norm) and each ``p_j`` by a factor within ``e^(+-2 delta)`` (the kernel's ``p'_j`` within
+    ``e^(2 delta) (1 + u_P + 2^-16) p_j + e_P``): the LSE bound gains ``delta``; the O bound's P terms are charged
+    at ``e^(2 delta)`` times, gains ``(e^(2 delta) - 1) sum_j p_j |v_j|`` and the truncation of ``O += P V``'s
+    k-steps (``Accumulation.output_error``), and O's own rounding is charged on ``|o|`` plus all that (the
+    kernel's O before its rounding is within it of ``o``). On random normal data the emulated kernels' documented
+    cases reach at most 0.64 of the O bound (16-bit) and 0.73 (fp8), and 0.3 of LSE's (docs/attention.md); other
+    shapes reach more (batch 2 x 2 heads, 40 causal rows, bf16: 0.71; 2 x 4 heads, 20 causal rows, f16 D 128:
+    0.77)."""
     import numpy as np
 
     o, lse = reference(q, k, v, causal, scale)
     abs_v = np.abs(np.asarray(v, np.float64))
     terms, _ = reference(q, k, abs_v, causal, scale)
-    bound = UNIT_ROUNDOFF[OUT_DTYPES[dtype]] * np.abs(o) + (P_ROUNDOFF[dtype] + F32_TERMS) * terms
+    rounding = (P_ROUNDOFF[dtype] + F32_TERMS) * terms
     if P_UNDERFLOW[dtype]:  # sum_j |v_j|: the mean over the visible keys (equal scores) times their count
         mean, _ = reference(np.zeros_like(np.asarray(q, np.float64)), k, abs_v, causal, scale)
         seen = np.minimum(np.arange(1, o.shape[2] + 1), abs_v.shape[2]) if causal else np.full(o.shape[2], abs_v.shape[2])
-        bound = bound + P_UNDERFLOW[dtype] * mean * seen[:, None]
+        underflow = P_UNDERFLOW[dtype] * mean * seen[:, None]
+    else:
+        underflow = 0.0
     lse_bound = LSE_F32 * (1 + np.abs(lse))
-    if accumulation is not None:
-        delta = accumulation.score_error(q, k, causal, scale)
-        bound, lse_bound = bound + np.expm1(2 * delta)[..., None] * terms, lse_bound + delta
-    return bound, lse_bound
+    if accumulation is None:
+        return UNIT_ROUNDOFF[OUT_DTYPES[dtype]] * np.abs(o) + rounding + underflow, lse_bound
+    delta = accumulation.score_error(q, k, causal, scale)
+    grow = np.exp(2 * delta)
+    drift = grow * (1 + P_ROUNDOFF[dtype] + F32_TERMS) - 1
+    before = (grow[..., None] * rounding + underflow + np.expm1(2 * delta)[..., None] * terms
+              + accumulation.output_error(q, k, v, causal, scale, drift, P_UNDERFLOW[dtype]))
+    return UNIT_ROUNDOFF[OUT_DTYPES[dtype]] * (np.abs(o) + before) + before, lse_bound + delta
 
 
 def random_inputs(problem: AttentionProblem, seed: int = 0) -> dict:

@@ -49,10 +49,10 @@ def execute(p, arrays: dict, run=None):
     return execute_cuda(p, arrays, run, "sm80", emit, "an NVIDIA GPU")
 
 
-def execute_cuda(p, arrays: dict, run, target: str, emit_fn, gpu: str):
+def execute_cuda(p, arrays: dict, run, target: str, emit_fn, gpu: str, fp8_accumulation: int | None = None):
     """A CUDA attention row's ``execute``: ``run(problem, arrays)`` on the GPU where given, else ``emit_fn(p)``
-    in the CUDA emulator (``target``) up to ``EMULATED_PAIRS`` scored pairs (beyond: a ValueError asking for
-    ``gpu``). ((O, LSE), where)."""
+    in the CUDA emulator (``target``; ``fp8_accumulation``: ``emulate``'s, what the GPU's tensor cores keep) up to
+    ``EMULATED_PAIRS`` scored pairs (beyond: a ValueError asking for ``gpu``). ((O, LSE), where)."""
     problem = p.problem
     if run is not None:
         return run(problem, arrays), "the NVIDIA GPU"
@@ -62,7 +62,7 @@ def execute_cuda(p, arrays: dict, run, target: str, emit_fn, gpu: str):
     from ...emulator import emulate
 
     out = {**arrays, **output_arrays(problem)}
-    emulate(emit_fn(p), *(out[param.name] for param in p.params), target=target)
+    emulate(emit_fn(p), *(out[param.name] for param in p.params), target=target, fp8_accumulation=fp8_accumulation)
     return (out["O"], out["LSE"]), "the CUDA emulator (no GPU runner)"
 
 

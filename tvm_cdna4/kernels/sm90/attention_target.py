@@ -6,7 +6,8 @@ f16, and fp8 e4m3 with per-tensor scales at D 128, bf16 O). ``config`` None: the
 (``attention_cost.choose``). ``build`` compiles for ``sm_90a`` (wgmma and ``setmaxnreg`` need the
 architecture-specific target) through the build cache. ``execute`` runs through a GPU runner (``run(problem,
 arrays) -> (O, LSE)``: ``tvm_cdna4.torch.run_attention``) or, for at most ``EMULATED_PAIRS`` scored pairs
-(sm80's bound), the CUDA emulator (TMA, wgmma, mbarriers: ``emulate(..., target="sm90")``)."""
+(sm80's bound), the CUDA emulator (TMA, wgmma, mbarriers: ``emulate(..., target="sm90")``; fp8 with Hopper's 14-bit wgmma
+accumulation, ``fp8_accumulation``, as ``score_accumulation`` charges it)."""
 
 from __future__ import annotations
 
@@ -71,8 +72,12 @@ def score_accumulation(problem: AttentionProblem) -> Accumulation | None:
 
 
 def execute(p, arrays: dict, run=None):
-    """((O, LSE), where): through ``run`` on the GPU, else the CUDA emulator for small problems."""
-    return execute_cuda(p, arrays, run, "sm90", emit, "an NVIDIA Hopper GPU")
+    """((O, LSE), where): through ``run`` on the GPU, else the CUDA emulator for small problems, fp8 with the
+    tensor cores' accumulation (``emulate(..., fp8_accumulation=)`` of ``score_accumulation``'s bits): the
+    emulator computes what the GPU does, so that ``validate`` tests the bound that charges it."""
+    accumulation = score_accumulation(p.problem)
+    return execute_cuda(p, arrays, run, "sm90", emit, "an NVIDIA Hopper GPU",
+                        None if accumulation is None else accumulation.bits)
 
 
 def summary(p) -> dict:
