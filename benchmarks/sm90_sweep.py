@@ -114,7 +114,8 @@ def main(argv=None) -> int:
     todo = swap_jobs(args) if args.swap_ab else jobs(args)
     built = build_all(todo, args.workers, args.build_s)
     rows, cublas = [], {}
-    with open(os.path.join(args.out, "sm90_sweep_checks.jsonl"), "w") as log:
+    name = "sm90_swap_ab" if args.swap_ab else "sm90_sweep"
+    with open(os.path.join(args.out, f"{name}_checks.jsonl"), "w") as log:
         for key, shape, _ in todo:
             value = built[key]
             model, proj, M, N, K, rank, est_us = key
@@ -131,7 +132,6 @@ def main(argv=None) -> int:
                          "cublas_us": cublas[(M, N, K)] * 1e6})
             print(json.dumps(rows[-1]), flush=True)
             torch.cuda.empty_cache()
-    name = "sm90_swap_ab" if args.swap_ab else "sm90_sweep"
     with open(os.path.join(args.out, f"{name}.json"), "w") as f:
         json.dump({"device": torch.cuda.get_device_name(), "rows": rows}, f, indent=1)
     table = (swap_summary if args.swap_ab else summary)(rows)

@@ -766,6 +766,9 @@ def run_attention(problem, arrays, target: str | None = None, config=None):
     GEMM's is ``runtime.cuda.run_gemm``); ``target``: that target's kernel (``attention_kernel``, with ``config``:
     None the cost model's), not the device's;
     fp8 (``target`` only: ``attention`` takes 16-bit tensors) the e4m3 bytes as they are, ``SCALES`` after LSE."""
+    if config is not None and target is None:
+        raise ContractError("run_attention config: a config is one target's", operand="config", check="parameters",
+                            expected="target= beside config=", found=f"config={config!r}, target=None")
     if problem.dtype in FP8_DTYPES.values():
         q, k, v = (torch.from_numpy(arrays[n].view("uint8")).cuda().view(torch.float8_e4m3fn) for n in ("Q", "K", "V"))
         o, lse = torch.empty(q.shape, dtype=torch.bfloat16, device="cuda"), empty_lse(q.shape[:3], "cuda")

@@ -213,3 +213,14 @@ def test_attention_kernel_builds_a_named_config(hopper, monkeypatch):
     assert built == [named] and kernel.plan.config == named
     assert tt.attention_kernel(FakeQ(), problem, "sm90").plan.config == attention_target.choose(problem)
     assert tt.attention_kernel(FakeQ(), problem, "sm90", named) is kernel and len(built) == 2
+
+
+def test_run_attention_refuses_a_config_without_a_target():
+    """A config is one target's kernel: without ``target=`` the device's op would run and ignore it."""
+    from tvm_cdna4.errors import ContractError
+    from tvm_cdna4.kernels.attention.problem import AttentionProblem
+    from tvm_cdna4.kernels.sm90.attention_plan import Sm90AttentionConfig
+
+    with pytest.raises(ContractError, match="run_attention config") as info:
+        tt.run_attention(AttentionProblem(1, 1, 1, 8, 8, 64), {}, config=Sm90AttentionConfig())
+    assert info.value.operand == "config"

@@ -383,3 +383,22 @@ def test_the_largest_configs_do_not_spill_under_nvrtc(tmp_path, capsys):
     for log in nvrtc_shim.compile_logs(sources, "sm_90a", str(paths.ROOT)):
         usage = ptxas_usage(log)
         assert usage["registers"] > 0 and usage["spill_stores"] == 0 and usage["spill_loads"] == 0, log[-2000:]
+
+
+def test_the_tma_epilogue_orders_fence_store_read_wait_and_q_release():
+    """What the emulator does not check (docs/sm90_attention.md, "Opt-in options"): O's generic writes are fenced
+    for the async proxy before the TMA store, and Q's "empty" arrival comes only after the store has read the
+    shared memory (``wait_group.read``); the CTA waits for the writes before it ends."""
+    p = plan_sm90_attention(AttentionProblem(1, 2, 1, 70, 200, 64), C(64, 2, epilogue="tma"))
+    lines = attention.emit(p).script().splitlines()
+
+    def first(text, after=0):
+        return next(i for i in range(after, len(lines)) if text in lines[i])
+
+    fence = first('T.ptx.fence("proxy", "async"')
+    store = first("T.address_of(mapO)", fence)
+    commit = first('"bulk", "commit_group"', store)
+    read = first('"wait_group", "read"', commit)
+    release = first(f"MB[{1 + 2 * p.config.stages}]", read)
+    assert fence < store < commit < read < release
+    assert first('"bulk", "wait_group", "", ""', release) > release
