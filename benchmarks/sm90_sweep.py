@@ -141,16 +141,21 @@ def main(argv=None) -> int:
     return 0
 
 
+def by_shape(rows) -> dict:
+    """The rows that ran and passed their check, grouped by (model, proj, M, N, K)."""
+    groups = {}
+    for r in rows:
+        if "us" in r and r["ok"]:
+            groups.setdefault((r["model"], r["proj"], r["M"], r["N"], r["K"]), []).append(r)
+    return groups
+
+
 def summary(rows) -> list[str]:
     """Per shape: the model's first choice (its decomposition), the fastest measured, the fastest hybrid, cuBLAS
     (markdown)."""
     out = ["| model | proj | M | N | K | model's choice µs | best measured µs (rank) | best hybrid µs (rank) | cuBLAS µs | "
            "choice/cuBLAS | best/cuBLAS |", "|---|---|---|---|---|---|---|---|---|---|---|"]
-    groups = {}
-    for r in rows:
-        if "us" in r and r["ok"]:
-            groups.setdefault((r["model"], r["proj"], r["M"], r["N"], r["K"]), []).append(r)
-    for (model, proj, M, N, K), rs in groups.items():
+    for (model, proj, M, N, K), rs in by_shape(rows).items():
         first = min(rs, key=lambda r: r["rank"])
         best = min(rs, key=lambda r: r["us"])
         c = first["cublas_us"]
@@ -168,11 +173,7 @@ def swap_summary(rows) -> list[str]:
     (markdown; a failed check leaves its row out)."""
     out = ["| model | proj | M | N | K | model's choice µs | best swap µs (tile) | cuBLAS µs | model/cuBLAS | "
            "swap/cuBLAS | swap speedup |", "|---|---|---|---|---|---|---|---|---|---|---|"]
-    groups = {}
-    for r in rows:
-        if "us" in r and r["ok"]:
-            groups.setdefault((r["model"], r["proj"], r["M"], r["N"], r["K"]), []).append(r)
-    for (model, proj, M, N, K), rs in groups.items():
+    for (model, proj, M, N, K), rs in by_shape(rows).items():
         first = [r for r in rs if r["rank"] == "model"]
         swaps = [r for r in rs if r["rank"] != "model"]
         if not first or not swaps:
