@@ -145,19 +145,37 @@ def producer_item(p, SMH, SW, MB, maps, item, i, pos, tid):
     # tile j's K and V into the stage of ring position pos + j once both consumers released its previous use
     c = p.config
     base = pos[0]
-    if tid == 0:
-        T.cuda.mbarrier_wait(MB.ptr_to([1 + 2 * c.stages]), (i + 1) % 2)
-        T.ptx.mbarrier.arrive.expect_tx.shared.b64(MB.ptr_to([0]), T.uint32(p.q_elems * p.elem_bytes))
-        for db in T.unroll(p.d_blocks):
-            tma_load(SMH, db * BLOCK_Q * p.columns, maps[0], db * p.columns, item[2],
-                     item[0] * p.problem.heads + item[1], MB.ptr_to([0]))
-    for j in range(kv_tiles(p, item[2])):
+    if I.constexpr(c.epilogue == "tma"):
+        # (the TMA epilogue releases Q only after its store read Q's rows: the item's first ring-full of K / V is
+        # loaded before that wait, under the last item's O store, as FA3's producer loads K before it waits for O)
+        for j in range(T.min(c.stages, kv_tiles(p, item[2]))):
+            if tid == 0:
+                load_kv(p, SMH, MB, maps, item, j, base + j)
         if tid == 0:
-            load_kv(p, SMH, MB, maps, item, j, base + j)
-        if I.constexpr(p.fp8):
-            if tid >= 32:
-                transposed(p, SW, MB, base + j, tid - 32)
+            load_q(p, SMH, MB, maps, item, i)
+        for j in range(T.min(c.stages, kv_tiles(p, item[2])), kv_tiles(p, item[2])):
+            if tid == 0:
+                load_kv(p, SMH, MB, maps, item, j, base + j)
+    else:
+        if tid == 0:
+            load_q(p, SMH, MB, maps, item, i)
+        for j in range(kv_tiles(p, item[2])):
+            if tid == 0:
+                load_kv(p, SMH, MB, maps, item, j, base + j)
+            if I.constexpr(p.fp8):
+                if tid >= 32:
+                    transposed(p, SW, MB, base + j, tid - 32)
     pos[0] = base + kv_tiles(p, item[2])
+
+
+@T.macro
+def load_q(p, SMH, MB, maps, item, i):
+    # the item's Q once both consumers are done with the last item's (Q's "empty" barrier)
+    T.cuda.mbarrier_wait(MB.ptr_to([1 + 2 * p.config.stages]), (i + 1) % 2)
+    T.ptx.mbarrier.arrive.expect_tx.shared.b64(MB.ptr_to([0]), T.uint32(p.q_elems * p.elem_bytes))
+    for db in T.unroll(p.d_blocks):
+        tma_load(SMH, db * BLOCK_Q * p.columns, maps[0], db * p.columns, item[2],
+                 item[0] * p.problem.heads + item[1], MB.ptr_to([0]))
 
 
 @T.macro
