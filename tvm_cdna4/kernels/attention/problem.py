@@ -40,6 +40,7 @@ planners' business (gfx950 does; sm80 refuses it).
 from __future__ import annotations
 
 import math
+import operator
 
 import attrs
 
@@ -382,6 +383,20 @@ def workgroup_tiles(problem: AttentionProblem, block_q: int, block_kv: int, skip
     return [kv_tiles_for(problem, block_q, block_kv, qb * block_q, skip_masked) for qb in range(blocks)]
 
 
+def work_item(u, q_blocks: int, heads_total: int, section: int, ops=(min, operator.floordiv, operator.mod)):
+    """(batch x head, query block) of work item ``u`` in the order the CUDA targets launch or walk them (sm80's
+    ``head_group``, sm90's ``section_heads``): section ``u // (section x q_blocks)``; in it query blocks longest
+    first, each over the section's batch x heads (the last section's are ``heads_total % section`` when that is not
+    0), so that the work running at once shares a few heads' K and V in L2. ``ops``: (min, div, mod) of ``u``'s
+    kind (TIR: ``T.min``, ``T.truncdiv``, ``T.truncmod``; ``u`` is never negative)."""
+    minimum, div, mod = ops
+    per = section * q_blocks
+    first = div(u, per) * section
+    width = section if heads_total % section == 0 else minimum(section, heads_total - first)
+    r = mod(u, per)
+    return first + mod(r, width), q_blocks - 1 - div(r, width)
+
+
 def kv_full_tiles_for(problem: AttentionProblem, block_q: int, block_kv: int, q0, minimum=min):
     """The leading kv tiles that every row of the query block starting at row ``q0`` sees whole, so
     that they need no element mask: inside the sequence (``Skv // block_kv``) and, causal, at or
@@ -395,4 +410,4 @@ def kv_full_tiles_for(problem: AttentionProblem, block_q: int, block_kv: int, q0
 __all__ = ["ATTENTION_DTYPES", "Accumulation", "F32_TERMS", "HEAD_DIMS", "LN2", "LSE_F32", "OUT_DTYPES", "P_ROUNDOFF", "P_SHIFT",
            "P_UNDERFLOW", "SCALED", "UNIT_ROUNDOFF", "AttentionProblem", "check_indexing", "dequantize", "error_bound",
            "kv_full_tiles_for", "kv_tiles_for", "output_arrays", "random_inputs", "reference", "softmax_scale",
-           "visible", "workgroup_tiles"]
+           "visible", "work_item", "workgroup_tiles"]

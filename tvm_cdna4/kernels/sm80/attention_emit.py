@@ -24,7 +24,7 @@ from tvm_tirx.script import tirx as T
 from tvm_tirx.script.parser import parse
 
 from ...tirx_private import transpile_once
-from ..attention.problem import LN2, kv_full_tiles_for, kv_tiles_for
+from ..attention.problem import LN2, kv_full_tiles_for, kv_tiles_for, work_item
 from .attention_plan import Sm80AttentionPlan, swizzle
 from .gemm_emit import signature_source
 from .gemm_emit_common import wide_at
@@ -474,10 +474,11 @@ def finish(p, args, rg):
 def attention_kernel(p, args):
     T.device_entry(launch=T.cuda.LaunchConfig(grid=p.ctas, block=p.threads, dynamic_smem_bytes=p.smem_bytes))
     pid = T.cuda.block_idx("x")
-    # groups of head_group heads one after the other, each longest first, its heads innermost (plan.head_group)
-    r = T.truncmod(pid, p.head_group * p.q_blocks)
-    bh = T.truncdiv(pid, p.head_group * p.q_blocks) * p.head_group + T.truncmod(r, p.head_group)
-    q0 = (p.q_blocks - 1 - T.truncdiv(r, p.head_group)) * p.config.block_q
+    # groups of head_group heads one after the other, each longest first, its heads innermost (plan.head_group,
+    # attention.problem.work_item)
+    bh, qb = work_item(pid, p.q_blocks, p.problem.batch * p.problem.heads, p.head_group,
+                       (T.min, T.truncdiv, T.truncmod))
+    q0 = qb * p.config.block_q
     h = T.truncmod(bh, p.problem.heads)
     SMH = T.alloc_tensor(ty_args=[T.Tensor((p.smem_bytes // 2,), p.storage, scope="shared.dyn", layout="default",
                                            align=1024)])

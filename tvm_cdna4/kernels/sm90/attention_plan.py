@@ -59,12 +59,11 @@ stores read them) and ``LSE = (m c + log2 l) ln 2`` per row by the quad's first 
 
 from __future__ import annotations
 
-import operator
-
 import attrs
 
 from ...errors import ContractError
-from ..attention.problem import OUT_DTYPES, P_SHIFT, SCALED, AttentionProblem, check_indexing, workgroup_tiles
+from ..attention.problem import (OUT_DTYPES, P_SHIFT, SCALED, AttentionProblem, check_indexing, work_item,  # noqa: F401
+                                 workgroup_tiles)
 from ..common import Param, PlanRecord, ceil_div
 from .gemm_plan import (CONSUMER_REGS, DTYPES, ELEMENT_BYTES, PRODUCER_REGS, ROW_BYTES, TMA_BOX_MAX, WARPGROUP,
                         WGMMA_M, WGMMA_TYPES, wgmma_k)
@@ -109,19 +108,6 @@ def section_heads(problem: AttentionProblem) -> int:
     kv_bytes = 2 * problem.seq_kv * problem.head_dim * ELEMENT_BYTES[problem.dtype]
     fit = max(1, L2_SECTION_BYTES // kv_bytes)
     return min(1 << (fit.bit_length() - 1), problem.batch * problem.kv_heads) * group
-
-
-def work_item(u, q_blocks: int, heads_total: int, section: int, ops=(min, operator.floordiv, operator.mod)):
-    """(batch x head, query block) of work item ``u``: section ``u // (section x q_blocks)``; in it query blocks
-    longest first, each over the section's batch x heads (the last section's are ``heads_total % section`` when
-    that is not 0). ``ops``: (min, div, mod) of ``u``'s kind (TIR: ``T.min``, ``T.truncdiv``, ``T.truncmod``; ``u``
-    is never negative)."""
-    minimum, div, mod = ops
-    per = section * q_blocks
-    first = div(u, per) * section
-    width = section if heads_total % section == 0 else minimum(section, heads_total - first)
-    r = mod(u, per)
-    return first + mod(r, width), q_blocks - 1 - div(r, width)
 
 
 @attrs.frozen
