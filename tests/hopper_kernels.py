@@ -1,6 +1,7 @@
 """sm90 test kernels for the CUDA emulator's Hopper instructions (tests/emulator/test_emulator_hopper*.py):
 TMA loads and stores through TIRx's tile pattern, mbarrier transaction counts, wgmma with raw
-``T.ptx`` calls, elect.sync and setmaxnreg."""
+``T.ptx`` calls, elect.sync and setmaxnreg; and ``dropping``, a kernel with one synchronization removed (the
+sm90 GEMM's and attention's dropped-wait tests)."""
 
 from __future__ import annotations
 
@@ -267,3 +268,21 @@ def tma_3d_kernel(coords=(3, 0, 0)):
         Out[tid // 64, (tid // 16) % 4, tid % 16] = SM[tid // 64, (tid // 16) % 4, tid % 16]
 
     return kernel
+
+
+def dropping(func, op: str, nth: int):
+    """``func`` with the ``nth`` (1-based, in program order) statement calling ``op`` removed (there must be one)."""
+    import tvm_ffi
+    from tvm_tirx.ir import Call, Evaluate
+
+    seen = []
+
+    def drop(ev):
+        if isinstance(ev.value, Call) and getattr(ev.value.op, "name", "") == op:
+            seen.append(ev)
+            if len(seen) == nth:
+                return Evaluate(0)
+        return ev
+    out = tvm_ffi.structural_map(func, (Evaluate, drop), order="post")
+    assert len(seen) >= nth
+    return out

@@ -6,6 +6,7 @@ import json
 
 import numpy as np
 import pytest
+from hopper_kernels import dropping
 
 from tvm_cdna4.cli import main
 from tvm_cdna4.errors import ContractError
@@ -292,22 +293,6 @@ def test_the_emitted_kernel_uses_the_checked_wgmma_forms():
     assert np.prod(p.params[0].shape) == 170 * 2 * 64
 
 
-def _dropping(func, op: str, nth: int):
-    """``func`` with the ``nth`` (1-based, in program order) statement calling ``op`` removed."""
-    import tvm_ffi
-    from tvm_tirx.ir import Call, Evaluate
-
-    seen = []
-
-    def drop(ev):
-        if isinstance(ev.value, Call) and getattr(ev.value.op, "name", "") == op:
-            seen.append(ev)
-            if len(seen) == nth:
-                return Evaluate(0)
-        return ev
-    return tvm_ffi.structural_map(func, (Evaluate, drop), order="post")
-
-
 @pytest.mark.parametrize("nth, config, words", [
     # the consumers' wait on Q's "full" barrier: the S wgmma reads Q while its TMA load is in flight
     (3, C(64, 2), "while an asynchronous copy into it is still in flight"),
@@ -329,7 +314,7 @@ def test_a_dropped_wait_is_reported(nth, config, words):
     p = attention.plan(problem, "sm90", config)
     arrays = {**random_inputs(problem, 0), **output_arrays(problem)}
     with pytest.raises(EmulationError, match=words):
-        emulate(_dropping(attention.emit(p), "tirx.cuda.mbarrier_wait", nth), *(arrays[q.name] for q in p.params),
+        emulate(dropping(attention.emit(p), "tirx.cuda.mbarrier_wait", nth), *(arrays[q.name] for q in p.params),
                 target="sm90")
 
 

@@ -5,8 +5,7 @@ from the emitted TIR reported by the emulator's ordering checks."""
 from __future__ import annotations
 
 import pytest
-import tvm_ffi
-from tvm_tirx.ir import Call, Evaluate
+from hopper_kernels import dropping
 
 from tvm_cdna4.cli import main
 from tvm_cdna4.emulator import EmulationError, emulate
@@ -59,21 +58,6 @@ def test_the_cli_validates_sm90_without_a_gpu(capsys):
     assert "validated sm90 nt bf16->f32 77x72x128 on the CUDA emulator" in out and out.strip().endswith("PASS")
 
 
-def _dropping(func, op: str, nth: int):
-    """``func`` with the ``nth`` (1-based, in program order) statement calling ``op`` removed."""
-    seen = []
-
-    def drop(ev):
-        if isinstance(ev.value, Call) and getattr(ev.value.op, "name", "") == op:
-            seen.append(ev)
-            if len(seen) == nth:
-                return Evaluate(0)
-        return ev
-    out = tvm_ffi.structural_map(func, (Evaluate, drop), order="post")
-    assert len(seen) >= nth
-    return out
-
-
 @pytest.mark.parametrize("op, nth, words", [
     # the consumers' wait on the stage's "full" mbarrier: wgmma reads the TMA's bytes still in flight
     ("tirx.cuda.mbarrier_wait", 2, "while an asynchronous copy into it is still in flight"),
@@ -90,4 +74,4 @@ def test_a_dropped_wait_is_reported(op, nth, words):
     emulate(gemm_target.emit(p), *data.arguments(p.params, c), target="sm90")  # as emitted: no error
     assert data.ratio(c) <= 1.0
     with pytest.raises(EmulationError, match=words):
-        emulate(_dropping(gemm_target.emit(p), op, nth), *data.arguments(p.params, data.output()), target="sm90")
+        emulate(dropping(gemm_target.emit(p), op, nth), *data.arguments(p.params, data.output()), target="sm90")
