@@ -32,7 +32,7 @@ def test_off_by_default_and_never_the_cost_models_choice():
 def test_the_plan_tiles_c_transposed_with_m_as_wgmma_n():
     # M = 200 (issue 36's shape): the weights' 37888 rows in 128-row tiles, M whole as wgmma's N = 200
     p = gemm.plan(GemmProblem(200, 37888, 3584, "bf16", "nt", "bf16"), "sm90", Sm90Config(128, 200, 5, 2, swap_ab=True))
-    assert p.swapped and (p.tiles_m, p.tiles_n, p.ctas) == (296, 1, H200.units)
+    assert p.config.swap_ab and (p.tiles_m, p.tiles_n, p.ctas) == (296, 1, H200.units)
     assert [(q.name, q.shape) for q in p.params] == [("A", (200, 3584)), ("B", (37888, 3584)), ("C", (200, 37888))]
     assert gemm_emit.wgmma_instr(p) == "wgmma.mma_async.sync.aligned.m64n200k16.f32.bf16.bf16"
     source = gemm_emit.signature_source(p)

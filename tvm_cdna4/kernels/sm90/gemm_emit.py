@@ -359,7 +359,7 @@ def store(p, acc, args, row, col, m_end, group):
 
 @T.macro
 def store_transposed(p, acc, args, n, m):
-    # swap_ab (gemm_plan.SWAP_AB): acc[mi * N/2 + j * 4 + h * 2 + e] is C^T[n + 64 mi + 8 h, m + 8 j + e] (``store``'s
+    # swap_ab (gemm_plan's "Swap AB"): acc[mi * N/2 + j * 4 + h * 2 + e] is C^T[n + 64 mi + 8 h, m + 8 j + e] (``store``'s
     # fragment over the kernel's product C^T), so C[m + 8 j + e, n + 64 mi + 8 h]: one element a store, predicated
     # inside C, the fused epilogue read at C's (row, column) first (out_value)
     c = p.config

@@ -40,8 +40,14 @@ tiles, then its split units ``pid, pid + ctas, ...``; the ring positions count t
 each, then ``slice_tiles`` each) in both roles. With fewer tiles than a wave every tile is split (split-K);
 with whole waves only, none is. Cooperative schedule only.
 
-Swap AB (``Sm90Config.swap_ab``, opt-in): the kernel computes ``C^T = B A^T`` so that a small M is wgmma's N
-(``SWAP_AB``); ``block_m`` x ``block_n`` then tile C^T and ``tiles_m`` counts N's tiles.
+Swap AB (``Sm90Config.swap_ab``, opt-in): the kernel computes ``C^T = B A^T`` (CUTLASS's and TensorRT-LLM's
+small-M GEMMs) so that a small M is wgmma's N. wgmma's M is 64 rows an instruction and its N any multiple of 8 up
+to 256 (PTX ISA 9.7.17.2, the wgmma shapes): a small M padded to 64-row tiles wastes tensor work (M = 200 in
+128-row tiles: 28 %), as N it wastes at most 7 columns. The kernel is the unswapped one over the problem ``(N, M,
+K)``, its A role the weights ``B [N, K]`` and its B role the activations ``A [M, K]`` (both K-major: layout
+``nt``); ``block_m`` x ``block_n`` tile C^T and ``tiles_m`` counts N's tiles; the accumulator holds ``C^T`` (rows
+n, columns m) and the epilogue stores each element at ``C[m, n]`` with the fused steps read there. Static M, the
+register epilogue (one element a store: a warp's 32 stores cover 4 rows of C, 16 bytes each), no K split.
 """
 
 from __future__ import annotations
@@ -120,14 +126,6 @@ unit per tile), ``split-k`` (every tile in ``split_k`` K slices, the partial sum
 or ``hybrid`` (CUTLASS's and Triton's data-parallel + stream-K at tile granularity: the full waves of tiles
 unsplit, the tiles of the last, partial wave in ``split_k`` K slices each, so that their units fill the SMs; the
 module docstring)."""
-SWAP_AB = "C^T = B A^T"
-"""``Sm90Config.swap_ab``: what the swapped kernel computes (CUTLASS's and TensorRT-LLM's small-M GEMMs). wgmma's
-M is 64 rows an instruction and its N any multiple of 8 up to 256 (PTX ISA 9.7.17.2, the wgmma shapes): a small
-M padded to 64-row tiles wastes tensor work (M = 200 in 128-row tiles: 28 %), as N it wastes at most 7 columns.
-The kernel is the unswapped one over the problem ``(N, M, K)``, its A role the weights ``B [N, K]`` and its B
-role the activations ``A [M, K]`` (both K-major: layout ``nt``); the accumulator holds ``C^T`` (rows n, columns m)
-and the epilogue stores each element at ``C[m, n]`` with the fused steps read there. Static M, the register
-epilogue (one element a store: a warp's 32 stores cover 4 rows of C, 16 bytes each), no K split."""
 BARRIER_BYTES = 1024
 """Shared memory kept beside the ring (the mbarriers live in static shared memory; slack for them)."""
 
@@ -185,7 +183,7 @@ class Sm90Config:
     C (half the epilogue's multi-function operations)."""
 
     swap_ab: bool = False
-    """Compute ``C^T = B A^T`` (``SWAP_AB``; the module docstring): the weights ``B`` are wgmma's A operand and the
+    """Compute ``C^T = B A^T`` (the module docstring, "Swap AB"): the weights ``B`` are wgmma's A operand and the
     activations ``A`` its B operand, so a small M is wgmma's N (any multiple of 8) instead of padding 64-row
     instructions. ``block_m`` and ``block_n`` then tile ``C^T``: ``block_m`` over N (64 rows per wgmma per
     consumer warpgroup), ``block_n`` over M (``round_up(M, 8)`` up to 256). Opt-in: the cost model never picks it."""
@@ -312,12 +310,6 @@ class Sm90Plan(PlanRecord, family="gemm"):
     @property
     def tiles(self) -> int:
         return self.tiles_m * self.tiles_n
-
-    @property
-    def swapped(self) -> bool:
-        """Whether the kernel computes ``C^T`` (``Sm90Config.swap_ab``): its tile rows run over N, its columns
-        over M."""
-        return self.config.swap_ab
 
     @property
     def split(self) -> int:
@@ -519,4 +511,4 @@ def _min(x, cap: int):
     return tirx.min(x, cap)
 
 
-__all__ = ["BLOCK_K", "DECOMPOSITIONS", "SWAP_AB", "DTYPES", "ELEMENT_BYTES", "ROW_BYTES", "WGMMA_TYPES", "block_k", "wgmma_k", "EPILOGUES", "LAYOUTS", "OUT_DTYPES", "REDUCTIONS", "ACTIVATION_FORMS", "RESIDUAL_READS", "SCHEDULES", "check_fused", "epilogue_choices", "check_split", "Sm90Config", "Sm90Plan", "check_problem", "plan"]
+__all__ = ["BLOCK_K", "DECOMPOSITIONS", "DTYPES", "ELEMENT_BYTES", "ROW_BYTES", "WGMMA_TYPES", "block_k", "wgmma_k", "EPILOGUES", "LAYOUTS", "OUT_DTYPES", "REDUCTIONS", "ACTIVATION_FORMS", "RESIDUAL_READS", "SCHEDULES", "check_fused", "epilogue_choices", "check_split", "Sm90Config", "Sm90Plan", "check_problem", "plan"]
