@@ -66,13 +66,15 @@ model's rates (``attention_cost.FITTED``, ``EXPOSED``) are fitted to (``benchmar
 
 
 def option_configs(problem: AttentionProblem, default: Sm90AttentionConfig) -> list[Sm90AttentionConfig]:
-    """``--configs options``: ``default`` persistent, and each of ``OPTIONS`` with ``default``'s grid and
-    persistent, those the planner takes for ``problem`` (fp8: no TMA epilogue)."""
+    """``--configs options``: ``default``'s tile, ring and schedule, one CTA per item and persistent, with and
+    without each of ``OPTIONS``, but ``default`` itself (timed as ever), those the planner takes for ``problem``
+    (fp8: no TMA epilogue)."""
     import attrs
 
-    grids = (default, attrs.evolve(default, persistent=True, ctas=0))
-    found = [grids[1]] + [attrs.evolve(g, **o) for g in grids for o in OPTIONS.values()]
-    return [c for c in found if fits(problem, c, DEVICES["H100"].smem_per_unit)]
+    base = attrs.evolve(default, split_kv_barrier=False, epilogue="registers")
+    grids = (base, attrs.evolve(base, persistent=True, ctas=0))
+    found = [attrs.evolve(g, **o) for g in grids for o in ({}, *OPTIONS.values())]
+    return [c for c in found if c != default and fits(problem, c, DEVICES["H100"].smem_per_unit)]
 
 
 RANKED = 4

@@ -2,6 +2,7 @@
 its configs; CPU only.
 
     python benchmarks/attention_sm90_fit.py [--runs FILE ...] [--rounds 5]
+    python benchmarks/attention_sm90_fit.py --options [--runs FILE ...]
 
 The timings: ``benchmarks/attention_sm90.py --configs sweep`` JSON files (each shape's TFLOP/s per config; default
 the 2026-12-06 H100 sweep). Configs past the consumers' registers (``attention_cost.registers``, not candidates) are
@@ -9,6 +10,11 @@ left out. A coordinate search (each rate scaled by a ladder of factors in turn, 
 minimizes the rms of ``log(measured / estimate)`` (clocks at the H100's ``DeviceSpec`` clock) plus twice the log of
 the choice's loss (the measured time of the config the model ranks first over the fastest timed, geometric mean
 over the shapes). Prints the rates, the rms and the loss; the values in ``attention_cost`` are these, rounded.
+
+``--options``: the kernel options' rates (``attention_cost.OPTION_RATES``) apart, from ``benchmarks/attention_sm90.py
+--configs options`` JSON (default ``OPTION_RUNS``): each option's config against the same config without options,
+one CTA per item; linear least squares of the log ratio of their times, minus the model's ratio without the rates,
+on each rate's effect on the estimate (its finite difference). Prints the rates and the rms before and after.
 """
 
 from __future__ import annotations
@@ -30,6 +36,8 @@ from tvm_cdna4.kernels.sm90.attention_plan import Sm90AttentionConfig  # noqa: E
 RUNS = ("runs/attention_sm90_sweep_sections_h100_2026-12-06c.json",)
 """The fitted run (D 128); ``--runs`` adds others (``runs/attention_sm90_sweep_d64_h100_2026-12-06c.json``: D 64, held
 out of the fit, the rates checked on it)."""
+OPTION_RUNS = ("runs/attention_sm90_options_h100_2026-12-06d.json",)
+"""The H100 run the kernel options' rates are fitted to (D 128, 4k and 16k tokens a sequence)."""
 LADDER = (0.5, 0.7, 0.85, 0.95, 1.05, 1.2, 1.4, 2)
 SHARES = {"TENSOR_EFFICIENCY"}
 """Rates that are a share of a datasheet rate (and ``EXPOSED``'s): at most 1."""
@@ -89,12 +97,51 @@ def search(data, clock: float, rounds: int):
             put(best[1])
 
 
+def fit_options(data) -> tuple:
+    """(rates, rms before, rms after): ``--options``'s least squares (the module docstring)."""
+    import attrs
+    import numpy as np
+
+    sms, times = DEVICES["H100"].units, {(p, c): t for p, c, t in data}
+    saved = {n: getattr(cost, n) for n in cost.OPTION_RATES}
+    for n in cost.OPTION_RATES:
+        setattr(cost, n, 0)
+    rows, ys = [], []
+    for p, c, t in data:
+        base = attrs.evolve(c, split_kv_barrier=False, epilogue="registers")
+        if c.persistent or c == base or (p, base) not in times:
+            continue
+        e0 = cost.estimate(p, c, sms)
+        grad = []
+        for n in cost.OPTION_RATES:
+            setattr(cost, n, 1000)
+            grad.append((cost.estimate(p, c, sms) - e0) / 1000 / e0)
+            setattr(cost, n, 0)
+        rows.append(grad)
+        ys.append(math.log(t / times[p, base]) - math.log(e0 / cost.estimate(p, base, sms)))
+    for n, v in saved.items():
+        setattr(cost, n, v)
+    a, y = np.array(rows), np.array(ys)
+    x = np.linalg.lstsq(a, y, rcond=None)[0]
+    rms = lambda r: float(np.sqrt(np.mean(r * r)))  # noqa: E731
+    return dict(zip(cost.OPTION_RATES, map(float, x))), rms(y), rms(y - a @ x)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--runs", nargs="*", default=[os.path.join(os.path.dirname(__file__), r) for r in RUNS])
+    ap.add_argument("--runs", nargs="*")
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--options", action="store_true", help="fit the kernel options' rates (OPTION_RATES)")
     args = ap.parse_args(argv)
-    data, clock = load(args.runs), DEVICES["H100"].clock_hz
+    here = os.path.dirname(__file__)
+    runs = args.runs or [os.path.join(here, r) for r in (OPTION_RUNS if args.options else RUNS)]
+    if args.options:
+        rates, before, after = fit_options(load(runs))
+        print(f"option pairs: rms {before:.4f} without the rates, {after:.4f} with them")
+        for name, value in rates.items():
+            print(f"  {name} = {value:.4g}")
+        return 0
+    data, clock = load(runs), DEVICES["H100"].clock_hz
     print(f"{len(data)} timings; now: rms %.3f, choice loss geo %.3f, worst %.3f" % scores(data, clock))
     search(data, clock, args.rounds)
     print("fitted: rms %.3f, choice loss geo %.3f, worst %.3f" % scores(data, clock))

@@ -150,12 +150,14 @@ def test_the_plan_record():
 @pytest.mark.parametrize("problem, config", [
     # fitted to an H100's sweep (attention_cost.FITTED): at D 128 the 3-stage ring of 128-key tiles with overlap and
     # ping-pong, causal or not (FA3's 176 keys at D 128 fit only 2 stages here: 12-17 % slower); D 64 192 keys
-    # (3 stages fit); the block scheduler (persistent CTAs timed no faster); one key: the least padded tile
-    (AttentionProblem(1, 16, 16, 16384, 16384, 128), C(128, 3, True, True, True)),
+    # (3 stages fit); the block scheduler (persistent CTAs timed no faster); one key: the least padded tile. The
+    # TMA epilogue (OPTION_RATES, fitted to the options run) where an item has many tiles: 16k keys, not 2k
+    (AttentionProblem(1, 16, 16, 16384, 16384, 128), C(128, 3, True, True, True, epilogue="tma")),
     (AttentionProblem(8, 16, 4, 2048, 2048, 128, causal=True), C(128, 3, True, True, True)),
     (AttentionProblem(2, 32, 8, 8192, 8192, 64, causal=True), C(192, 3, True, True, True)),
-    (AttentionProblem(1, 16, 4, 32768, 32768, 128, causal=True), C(128, 3, True, True, True)),
+    (AttentionProblem(1, 16, 4, 32768, 32768, 128, causal=True), C(128, 3, True, True, True, epilogue="tma")),
     (AttentionProblem(1, 8, 8, 1, 1, 128), C(64, 3, True, True, True)),
+    (AttentionProblem(1, 16, 16, 16384, 16384, 128, dtype="fp8"), C(128, 3, True, True, True)),  # fp8: registers
 ])
 def test_the_cost_model_chooses_tiles_stages_and_the_schedule(problem, config):
     from tvm_cdna4.kernels.sm90 import attention_cost
@@ -165,6 +167,27 @@ def test_the_cost_model_chooses_tiles_stages_and_the_schedule(problem, config):
     plain, overlapped, pingpong = (attention_cost.estimate(problem, C(128, 3, True, o, p))
                                    for o, p in ((False, False), (True, False), (True, True)))
     assert plain > overlapped > pingpong
+
+
+def test_the_tma_epilogue_is_weighed_by_its_fitted_rates():
+    # per tile faster, per item slower (attention_cost.OPTION_RATES): it pays past TMA_EPILOGUE_ITEM_CLOCKS /
+    # TMA_EPILOGUE_TILE_CLOCKS tiles an item (26: 4k keys of 128) and not below
+    from tvm_cdna4.kernels.sm90 import attention_cost as cost
+
+    def gain(seq):
+        p = AttentionProblem(1, 16, 16, seq, seq, 128)
+        return cost.estimate(p, C(128, 3, True, True, True)) - cost.estimate(p, C(128, 3, True, True, True, epilogue="tma"))
+    assert gain(2048) < 0 < gain(4096) < gain(16384)
+    assert all(c.epilogue == "registers" for c in cost.candidates(AttentionProblem(1, 1, 1, 64, 64, 128, dtype="fp8"),
+                                                                    227 * 1024))
+    import os
+
+    from benchmark_modules import benchmark_module
+
+    fit = benchmark_module("attention_sm90_fit")
+    rates, before, after = fit.fit_options(fit.load([os.path.join(os.path.dirname(fit.__file__), fit.OPTION_RUNS[0])]))
+    assert after < before and abs(rates["TMA_EPILOGUE_TILE_CLOCKS"] - cost.TMA_EPILOGUE_TILE_CLOCKS) < 10
+    assert abs(rates["TMA_EPILOGUE_ITEM_CLOCKS"] - cost.TMA_EPILOGUE_ITEM_CLOCKS) < 100
 
 
 @pytest.mark.parametrize("problem, config, operand", [
@@ -334,13 +357,15 @@ def test_the_benchmark_covers_the_issues_shapes():
     assert all(attention.plan(p, "sm90").config.block_kv == 128 for p in fp8)
     assert {(c.overlap, c.pingpong, c.persistent) for c in bench.SWEEP} == {
         (False, False, False), (True, False, False), (True, True, False), (True, True, True)}
-    # the opt-in options (not in the cost model's candidates) on the D 128 default, and --configs options
+    # the kernel options on the D 128 default, and --configs options
     assert {(c.split_kv_barrier, c.epilogue) for c in bench.SWEEP if c.persistent and c.block_kv == 128} == {
         (False, "registers"), (True, "registers"), (False, "tma"), (True, "tma")}
     d128 = shapes[-1]
-    options = bench.option_configs(d128, attention.choose(d128, "sm90"))
-    assert len(options) == 7 and {(c.persistent, c.split_kv_barrier, c.epilogue) for c in options} == {
-        (g, s, e) for g in (False, True) for s in (False, True) for e in ("registers", "tma")} - {(False, False, "registers")}
+    default = attention.choose(d128, "sm90")
+    options = bench.option_configs(d128, default)
+    assert default.epilogue == "tma" and len(options) == 7 and {(c.persistent, c.split_kv_barrier, c.epilogue)
+                                                                for c in options} == {
+        (g, s, e) for g in (False, True) for s in (False, True) for e in ("registers", "tma")} - {(False, False, "tma")}
     assert len(bench.option_configs(fp8[0], attention.choose(fp8[0], "sm90"))) == 3  # fp8: no TMA epilogue
 
 

@@ -17,14 +17,16 @@ Per kv tile of one CTA (two consumer warpgroups of 64 rows each, ``block_kv`` ke
 - ``RING_CLOCKS`` for each stage the schedule keeps busy beyond the ring's spare ones (``ring_shortfall``: the
   producer's next load waited for; the sweep's 2-stage rings with overlap or ping-pong ran 10-25 % slower than
   without, the 3-stage ring with both the fastest on every shape);
-- the tensor rate times ``TENSOR_EFFICIENCY``.
+- the tensor rate times ``TENSOR_EFFICIENCY``;
+- ``epilogue="tma"`` (O staged in the Q tile and stored by TMA): ``TMA_EPILOGUE_TILE_CLOCKS`` less a tile.
 
 A work item's clocks are its tiles' (``workgroup_tiles``: causal, the tiles below the diagonal). One CTA per
 item: ``ITEM_CLOCKS`` more each (the CTA's start, Q's and the first tile's load latency, the O store while
 the tensor cores wait), the CTAs spread over the SMs (one each: the ring and Q fill most of the shared
 memory) in launch order (``attention_plan.work_item``: sections of heads, longest first in each), each on the SM that frees first. ``persistent``: each CTA walks its items
 ``pid, pid + ctas, ...`` with ``PERSISTENT_ITEM_CLOCKS`` each (the next item's loads run under the last
-one's O store) and ``ITEM_CLOCKS`` once; the busiest CTA's sum. The fitted values are effective rates, not
+one's O store) and ``ITEM_CLOCKS`` once; the busiest CTA's sum. ``epilogue="tma"`` adds ``TMA_EPILOGUE_ITEM_CLOCKS``
+to each item's either (the bulk store's read of the Q tile waited for before the CTA retires or Q is released). The fitted values are effective rates, not
 measured costs of their parts: nine of them over eight shapes, ``EXPOSED`` of the plain schedule at its cap of
 1, ``TILE_CLOCKS`` near 0 and ``PERSISTENT_ITEM_CLOCKS`` above ``ITEM_CLOCKS`` (the persistent CTAs timed no
 faster: their cross-item overlap does not pay yet). ``EXPOSED`` and ``FITTED`` are fitted to an
@@ -54,6 +56,8 @@ RING_CLOCKS = 570
 TENSOR_EFFICIENCY = 0.96
 ITEM_CLOCKS = 13500
 PERSISTENT_ITEM_CLOCKS = 13700
+TMA_EPILOGUE_TILE_CLOCKS = 110
+TMA_EPILOGUE_ITEM_CLOCKS = 2900
 FITTED = ("TENSOR_EFFICIENCY", "MASK_COST", "TILE_CLOCKS", "ITEM_CLOCKS", "PERSISTENT_ITEM_CLOCKS", "RING_CLOCKS")
 """The rates ``benchmarks/attention_sm90_fit.py`` fits (beside ``EXPOSED``'s three shares) to the timed configs of
 ``benchmarks/runs/attention_sm90_sweep_sections_h100_2026-12-06c.json`` (an H100, D 128, 4k and 16k tokens a
@@ -62,6 +66,14 @@ causal or not, 16 configs a shape; clocks at ``DEVICES["H100"]``'s): rms 15 % of
 first-ranked config is within 1.5 % of the fastest timed on each of the 8 shapes. Held out, the same sweep at D 64
 (``runs/attention_sm90_sweep_d64_h100_2026-12-06c.json``, 20-23 configs a shape): the first-ranked config within
 1.5 % of the fastest on each of its 8 shapes as well (rms 15 % over both runs' 308 timings)."""
+OPTION_RATES = ("SPLIT_BARRIER_CLOCKS", "TMA_EPILOGUE_TILE_CLOCKS", "TMA_EPILOGUE_ITEM_CLOCKS")
+"""The kernel options' rates, fitted apart (``benchmarks/attention_sm90_fit.py --options``: least squares of the
+log time ratio of each option's config over the same config without it, one CTA per item) to the H100's
+``benchmarks/runs/attention_sm90_options_h100_2026-12-06d.json`` (D 128, 4k and 16k tokens a sequence, 24 pairs:
+rms 2.9 % without the terms, 2.5 % with them): the TMA epilogue 2-3 % faster at 16k tokens (128 tiles an item), 1-3 %
+slower at 4k (32); ``split_kv_barrier`` (K and V on mbarriers of their own) fitted at -7 clocks a tile, nil: it is not
+weighed (``SPLIT_BARRIER_CLOCKS``, 0, kept for the fit)."""
+SPLIT_BARRIER_CLOCKS = 0
 SIMULATED_ITEMS = 8192
 """The most work items whose schedule ``estimate`` simulates (the block scheduler's, or the persistent CTAs'
 round robin); more: their average over the SMs plus the longest."""
@@ -71,6 +83,8 @@ counters); a config past ``CONSUMER_REGS`` is not a candidate (ptxas would spill
 
 TILES = (64, 128, 176, 192)
 SCHEDULES = ((False, False), (True, False), (True, True))
+EPILOGUES = ("registers", "tma")
+"""The ``epilogue`` of every tile and schedule ``candidates`` weighs (where the planner takes it: not fp8)."""
 
 
 def registers(problem: AttentionProblem, config: Sm90AttentionConfig) -> int:
@@ -81,15 +95,17 @@ def registers(problem: AttentionProblem, config: Sm90AttentionConfig) -> int:
 
 
 def candidates(problem: AttentionProblem, smem_bytes: int):
-    """The configs ``choose`` weighs: every tile of ``TILES``, schedule of ``SCHEDULES`` and grid (one CTA per
-    item, persistent) with the deepest ring that fits (2 or 3 stages) and registers within ``CONSUMER_REGS``."""
+    """The configs ``choose`` weighs: every tile of ``TILES``, schedule of ``SCHEDULES``, grid (one CTA per item,
+    persistent) and epilogue of ``EPILOGUES`` with the deepest ring that fits (2 or 3 stages) and registers
+    within ``CONSUMER_REGS``."""
     out = []
     for kv in TILES:
         stages = min(3, deepest(problem, kv, smem_bytes))
         if stages < 2:
             continue
-        for (overlap, pingpong), persistent in itertools.product(SCHEDULES, (False, True)):
-            c = Sm90AttentionConfig(kv, stages, overlap=overlap, pingpong=pingpong, persistent=persistent)
+        for (overlap, pingpong), persistent, epilogue in itertools.product(SCHEDULES, (False, True), EPILOGUES):
+            c = Sm90AttentionConfig(kv, stages, overlap=overlap, pingpong=pingpong, persistent=persistent,
+                                    epilogue=epilogue)
             if registers(problem, c) <= CONSUMER_REGS and fits(problem, c, smem_bytes):
                 out.append(c)
     return out
@@ -111,7 +127,8 @@ def tile_clocks(problem: AttentionProblem, config: Sm90AttentionConfig, masked: 
     tensor = 4 * BLOCK_Q * kv * problem.head_dim / rate
     softmax = BLOCK_Q * kv / MUFU_PER_CLK * (1 + (MASK_COST if masked else 0))
     return (tensor + EXPOSED[(config.overlap, config.pingpong)] * softmax + TILE_CLOCKS
-            + RING_CLOCKS * ring_shortfall(config))
+            + RING_CLOCKS * ring_shortfall(config) - SPLIT_BARRIER_CLOCKS * config.split_kv_barrier
+            - TMA_EPILOGUE_TILE_CLOCKS * (config.epilogue == "tma"))
 
 
 def ring_shortfall(config: Sm90AttentionConfig) -> int:
@@ -131,17 +148,19 @@ def estimate(problem: AttentionProblem, config: Sm90AttentionConfig, sms: int | 
         full = min(t, kv_full_tiles_for(problem, BLOCK_Q, kv, qb * BLOCK_Q))
         per_block.append(full * plain + (t - full) * masked)
     heads = problem.batch * problem.heads
+    more = TMA_EPILOGUE_ITEM_CLOCKS if config.epilogue == "tma" else 0
+    item, persistent_item = ITEM_CLOCKS + more, PERSISTENT_ITEM_CLOCKS + more
     if len(per_block) * heads > SIMULATED_ITEMS:  # many short items: the average (the schedule's tail is small)
-        extra = PERSISTENT_ITEM_CLOCKS if config.persistent else ITEM_CLOCKS
+        extra = persistent_item if config.persistent else item
         return (sum(per_block) + extra * len(per_block)) * heads / sms + max(per_block) + ITEM_CLOCKS
     section = section_heads(problem)
     order = [per_block[work_item(u, len(per_block), heads, section)[1]] for u in range(len(per_block) * heads)]
     if not config.persistent:  # the block scheduler: each CTA, in launch order, on the SM that frees first
         free = [0.0] * sms
         for clocks in order:
-            heapq.heapreplace(free, free[0] + clocks + ITEM_CLOCKS)
+            heapq.heapreplace(free, free[0] + clocks + item)
         return max(free)
-    items = [c + PERSISTENT_ITEM_CLOCKS for c in order]
+    items = [c + persistent_item for c in order]
     ctas = min(len(items), config.ctas or sms)
     return ITEM_CLOCKS + max(sum(items[k::ctas]) for k in range(ctas))
 
@@ -155,5 +174,7 @@ def choose(problem: AttentionProblem, sms: int | None = None, smem_bytes: int | 
     return min(found, key=lambda c: estimate(problem, c, sms))
 
 
-__all__ = ["EXPOSED", "FITTED", "ITEM_CLOCKS", "MASK_COST", "PERSISTENT_ITEM_CLOCKS", "MUFU_PER_CLK", "RING_CLOCKS", "SCHEDULES", "TENSOR_EFFICIENCY", "TILES", "TILE_CLOCKS", "candidates", "choose",
+__all__ = ["EPILOGUES", "EXPOSED", "FITTED", "ITEM_CLOCKS", "MASK_COST", "OPTION_RATES", "PERSISTENT_ITEM_CLOCKS",
+           "MUFU_PER_CLK", "RING_CLOCKS", "SCHEDULES", "SPLIT_BARRIER_CLOCKS", "TENSOR_EFFICIENCY", "TILES",
+           "TILE_CLOCKS", "TMA_EPILOGUE_ITEM_CLOCKS", "TMA_EPILOGUE_TILE_CLOCKS", "candidates", "choose",
            "estimate", "registers", "ring_shortfall", "tile_clocks"]
