@@ -1,6 +1,6 @@
 """Carry FlashInfer's paged decode to a GPU machine that has no network: ``benchmarks/paged_decode.py``'s peer.
 
-    python benchmarks/flashinfer_carry.py                  # FlashInfer 0.6.6 into .sm90tree/flashinfer (~2 min)
+    python benchmarks/flashinfer_carry.py                  # FlashInfer 0.6.6 into .sm90tree/flashinfer (5-10 min)
     python benchmarks/flashinfer_carry.py --no-aot         # Python and JIT sources only (the device compiles)
     python benchmarks/flashinfer_carry.py --wheel W.whl    # from a wheel already here (no download)
 
@@ -9,7 +9,7 @@ writes ``--dest`` (git-ignored; name it in the device tool's ``carry`` list), a 
 ``BatchDecodeWithPagedKVCacheWrapper`` (bf16 Q and O; bf16 or e4m3 KV; head dim 128; any page size; its GQA
 groups 1, 2, 3, 4, 8) under the device's Python without its optional packages:
 
-* ``flashinfer/``: the wheel's Python files that ``import flashinfer.decode`` loads (``closure``) and the whole
+* ``flashinfer/``: the wheel's Python files that ``import flashinfer.decode`` loads (``CHILD``) and the whole
   ``flashinfer/jit`` package, unchanged, but ``__init__.py`` (``INIT``): the published one imports every API
   (MoE, GEMM, comm, ...); ours only the decode wrapper. Optional packages the device lacks
   (``nvidia-cudnn-frontend``, ``nvidia-cutlass-dsl``) are already optional in 0.6.6: each import sits in a
@@ -19,7 +19,7 @@ groups 1, 2, 3, 4, 8) under the device's Python without its optional packages:
   (``--no-aot``, or a module missing).
 * ``flashinfer_jit_cache/``: FlashInfer's own hook for ahead-of-time modules (the ``flashinfer-jit-cache`` wheel;
   ``flashinfer.jit.env._get_aot_dir``): the modules of ``MODULES`` built here with nvcc for ``sm_90a``
-  (``FLASHINFER_CUDA_ARCH_LIST``), stored xz-compressed (the four .so are 12 MB, 1.3 MB compressed) and unpacked
+  (``FLASHINFER_CUDA_ARCH_LIST``), stored xz-compressed (the four .so are 13.6 MB, 2.2 MB compressed) and unpacked
   on first use into ``$FLASHINFER_WORKSPACE_BASE/aot`` (``get_jit_cache_dir``), where ``JitSpec.is_aot`` finds
   them: the device compiles nothing. A module links ``libcudart.so.13`` (torch cu130 loads it first) and
   resolves ``TVMFFI*`` from the ``apache-tvm-ffi`` the TIRx wheels carry (0.1.15.post2; 0.6.6 asks >= 0.1.6, < 0.2).
@@ -27,8 +27,9 @@ groups 1, 2, 3, 4, 8) under the device's Python without its optional packages:
 
 Why 0.6.6: the newest 0.7.x wheel is 101 MB (716 MB unpacked) and requires ``cuda-tile``, ``nccl4py``; 0.6.6 is a
 7.8 MB wheel whose required packages the device has but ``nvidia-cudnn-frontend`` and ``nvidia-cutlass-dsl``
-(optional on this path); 0.4.x and older pin ``apache-tvm-ffi==0.1.0b15`` (0.2.x JIT through torch's C++
-extension and would tie a module to the device's torch build). Its decode kernel (the ``fa2`` CUDA-core decode,
+(optional on this path; 0.5.3 has the same needs and is older); 0.4.1 is an sdist pinning
+``apache-tvm-ffi==0.1.0b15``, which PyPI no longer has; the 0.2.x releases JIT through torch's C++ extension, which
+would tie a module to the device's torch build. Its decode kernel (the ``fa2`` CUDA-core decode,
 ``use_tensor_cores=False``) and the tensor-core one (``use_tensor_cores=True``: the ``fa2`` prefill kernel) are
 both carried; the benchmark times each.
 """

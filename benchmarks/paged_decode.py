@@ -651,8 +651,8 @@ def main(argv=None) -> int:
     rate = read_rate(torch)
     name, l2 = torch.cuda.get_device_name(0), torch.cuda.get_device_properties(0).L2_cache_size
     print(f"{name} ({arch}, the {target} kernels): read rate {rate / 1e12:.2f} TB/s (4 GiB sum), L2 {l2 / 2**20:.0f} MiB", flush=True)
-    spec = importlib.util.find_spec("flashinfer") if args.peers else None
-    print(f"flashinfer: {os.path.dirname(spec.origin)}" if spec else "flashinfer: not installed", flush=True)
+    found = importlib.util.find_spec("flashinfer") if args.peers else None
+    print(f"flashinfer: {os.path.dirname(found.origin)}" if found else "flashinfer: not installed", flush=True)
     rows, failed, partial = [], [], os.path.join(args.out, "paged_decode.partial.jsonl")
     for spec in specs:
         try:
