@@ -3,6 +3,7 @@
     python3 benchmarks/paged_decode.py --out $OUT                      # the default run (< 4 min on an H100)
     python3 benchmarks/paged_decode.py --batches 8,32 --means 8192 --sets bf16,fp8 --out $OUT
     python3 benchmarks/paged_decode.py --target sm80 --out $OUT      # the sm80 row on an H100 (default: the op's)
+    python3 benchmarks/paged_decode.py --flashinfer .sm90tree/flashinfer --out $OUT   # a carried FlashInfer peer
 
 The problem is ``kernels.attention.paged`` (issue 37): bf16 Q, D 128, GQA ``--gqa`` (32/8 and 64/8), batch
 ``--batches`` (1, 8, 32, 64), each batch's contexts uneven (``draw_contexts``: log-uniform in ``mean / SPREAD
@@ -20,11 +21,13 @@ replay over ``--reps``) of calls over ``copies`` KV caches whose bytes together 
 is small (``copies_for``). The figure of merit is ``PagedDecodeProblem.bytes_moved`` (K and V's whole pages, Q,
 O, LSE) over the time as a % of the HBM read rate measured in the same run (``torch_gemm.read_rate``).
 
-Peers (1-query rows): FlashInfer's ``BatchDecodeWithPagedKVCacheWrapper`` on the same pages where ``import
-flashinfer`` works ("flashinfer: not installed" otherwise; its fp8 takes one scale per tensor, so its fp8 rows are
-timed, not checked); torch SDPA (``sdpa_kernel`` flash, cuDNN, efficient: ``BACKENDS``, by torch's own names,
-``FLASH_ATTENTION`` ...; each where it runs) on the bf16 rows'
-KV gathered into a dense ``[B, Hkv, Lmax, D]`` cache padded to the batch's longest context (the gather not
+Peers (1-query rows): FlashInfer's ``BatchDecodeWithPagedKVCacheWrapper`` on the same pages (its NHD layout is
+ours; ``flashinfer_pages``), its CUDA-core decode and (``use_tensor_cores``, unless ``--no-flashinfer-tc``) its
+tensor-core one, where ``import flashinfer`` works ("flashinfer: not installed" otherwise; on a machine without
+network ``--flashinfer PATH``: the folder ``benchmarks/flashinfer_carry.py`` writes). Its output is checked against
+ours (bf16 over the batch; fp8, whose scales FlashInfer takes per tensor, on kv head 0's query heads with kv head
+0's scales; ``flashinfer_peer``); torch SDPA (``sdpa_kernel`` flash, cuDNN, efficient: ``BACKENDS``, by torch's
+own names, ``FLASH_ATTENTION`` ...; each where it runs) on the bf16 rows' KV gathered into a dense ``[B, Hkv, Lmax, D]`` cache padded to the batch's longest context (the gather not
 timed; ``enable_gqa``, else the KV expanded to every head where that fits ``EXPANDED_BYTES``). SDPA reads the
 padded cache, so its % is of its own bytes; its output is checked against ours on the longest sequence (the one
 the padding does not change; ``runtime.cuda.tolerance("bf16")``, relative Frobenius). A peer's failure (a backend
@@ -37,7 +40,8 @@ check of the partition cost model's choice in the same run.
 Bars (issue 37, ``bars``; judged in the memory-bound region ``batch >= 8`` and mean context ``>= 2k``, the
 all-row worst printed beside): bf16 >= 85 % of the read rate; fp8 >= 1.7x bf16's speed on the same shapes; 4
 queries <= 1.3x the 1-query time; then the peer lines (``peer_lines``: the best SDPA backend's time over ours,
-FlashInfer's, else where its published figures are). Output: the table and the bars on stdout and in
+FlashInfer's best of its two kernels', else where its published figures are). Output: the table and the bars on
+stdout and in
 ``$OUT/paged_decode.md``, every figure in ``$OUT/paged_decode.json`` (rows also appended to
 ``paged_decode.partial.jsonl`` as measured).
 
@@ -77,6 +81,7 @@ SETS = {  # name: (kv dtype, page size, queries, GQAs it runs on: None every one
     "q4": ("bf16", 16, 4, None),
     "page64": ("bf16", 64, 1, ((32, 8),)),
 }
+FLASHINFER_MODES = {"flashinfer": False, "flashinfer_tc": True}  # row key: use_tensor_cores
 BACKENDS = {  # ours: torch.nn.attention.SDPBackend's names for it, newest first (torch 2.11: FLASH_ATTENTION)
     "flash": ("FLASH_ATTENTION", "FLASH"),
     "cudnn": ("CUDNN_ATTENTION",),
@@ -308,40 +313,66 @@ def sdpa_peers(torch, graph_seconds, problem, contexts, inputs, o, args, l2: int
     return out
 
 
-def flashinfer_peer(torch, graph_seconds, problem, contexts, inputs, o, args) -> dict:
-    """FlashInfer's ``BatchDecodeWithPagedKVCacheWrapper`` (NHD: the same cache layout) on the same pages and
-    copies: its graph time and, bf16, its error against ours (relative Frobenius over the batch); ``error`` where
-    it is not installed or refuses."""
+def use_flashinfer(path: str) -> None:
+    """Put a carried FlashInfer (``benchmarks/flashinfer_carry.py``'s folder) first on ``sys.path`` and its JIT
+    workspace (the unpacked modules, any JIT build) under the temporary directory unless
+    ``FLASHINFER_WORKSPACE_BASE`` says where; before ``flashinfer`` is imported."""
+    import tempfile
+
+    if not os.path.isdir(os.path.join(path, "flashinfer")):
+        raise SystemExit(f"--flashinfer {path}: no flashinfer/ there (python benchmarks/flashinfer_carry.py "
+                         f"writes it)")
+    sys.path.insert(0, os.path.abspath(path))
+    os.environ.setdefault("FLASHINFER_WORKSPACE_BASE", os.path.join(tempfile.gettempdir(), "flashinfer"))
+
+
+def flashinfer_pages(torch, problem, contexts, table) -> tuple:
+    """FlashInfer's page arguments for our block table: ``indptr [B + 1]`` (each sequence's first entry in
+    ``indices``), ``indices`` (the pages, in order; the NHD cache is ours, ``[num_pages, page_size, Hkv, D]``) and
+    ``last_page_len [B]`` (keys on the last page, 1..page_size), on ``table``'s device."""
+    from tvm_cdna4.kernels.gemm.dynamic_m import ceil_div
+
+    ps, device = problem.page_size, table.device
+    pages = [ceil_div(L, ps) for L in contexts]
+    indptr = torch.tensor([0] + list(itertools_accumulate(pages)), dtype=torch.int32, device=device)
+    indices = torch.cat([table[b, :n] for b, n in enumerate(pages)])
+    last = torch.tensor([L - (n - 1) * ps for L, n in zip(contexts, pages)], dtype=torch.int32, device=device)
+    return indptr, indices, last
+
+
+def flashinfer_peer(torch, graph_seconds, problem, contexts, inputs, o, args, tensor_cores=False) -> dict:
+    """FlashInfer's ``BatchDecodeWithPagedKVCacheWrapper`` (``use_tensor_cores``: its CUDA-core decode kernel, or
+    the tensor-core one) on the same pages and copies: its graph time and its error against ours (relative
+    Frobenius; bf16 over the batch; fp8, whose scales FlashInfer takes per tensor, over kv head 0's query heads
+    run with kv head 0's scales); ``error`` where it is not installed or refuses. fp8 is timed with ``k_scale``
+    (folded into the softmax scale) and without ``v_scale``, which FlashInfer applies as a separate elementwise
+    kernel after its own: the time is its kernel's alone."""
     try:
         import flashinfer
     except ImportError:
         return dict(error="flashinfer: not installed")
-    from tvm_cdna4.kernels.gemm.dynamic_m import ceil_div
     from tvm_cdna4.runtime.cuda import tolerance
 
-    ps = problem.page_size
-    pages = [ceil_div(L, ps) for L in contexts]
-    indptr = torch.tensor([0] + list(itertools_accumulate(pages)), dtype=torch.int32, device="cuda")
-    indices = torch.cat([inputs["table"][b, :n] for b, n in enumerate(pages)])
-    last = torch.tensor([L - (n - 1) * ps for L, n in zip(contexts, pages)], dtype=torch.int32, device="cuda")
+    indptr, indices, last = flashinfer_pages(torch, problem, contexts, inputs["table"])
+    ks, vs = (None, None) if not problem.scaled else (float(s[0]) for s in inputs["scales"][0])
+    heads = slice(0, problem.group) if problem.scaled else slice(None)
     try:
         wrapper = flashinfer.BatchDecodeWithPagedKVCacheWrapper(
-            torch.empty(256 * 2**20, dtype=torch.uint8, device="cuda"), "NHD")
-        wrapper.plan(indptr, indices, last, problem.heads, problem.kv_heads, HEAD_DIM, ps, pos_encoding_mode="NONE",
-                     q_data_type=torch.bfloat16, kv_data_type=inputs["caches"][0][0].dtype)
+            torch.empty(256 * 2**20, dtype=torch.uint8, device="cuda"), "NHD", use_tensor_cores=tensor_cores)
+        wrapper.plan(indptr, indices, last, problem.heads, problem.kv_heads, HEAD_DIM, problem.page_size,
+                     pos_encoding_mode="NONE", q_data_type=torch.bfloat16, kv_data_type=inputs["caches"][0][0].dtype)
         q = inputs["q"][:, 0].contiguous()
-        got = wrapper.run(q, inputs["caches"][0])
+        got = wrapper.run(q, inputs["caches"][0], k_scale=ks, v_scale=vs)
         torch.cuda.synchronize()
     except Exception as err:  # an API it does not have, a shape it refuses: said in the row
         return dict(error=f"flashinfer {getattr(flashinfer, '__version__', '?')}: {str(err).splitlines()[0][:160]}")
-    out = dict(version=getattr(flashinfer, "__version__", "?"))
-    if not problem.scaled:
-        ref = o[:, 0].float()
-        out["err"] = ((got.float() - ref).norm() / ref.norm()).item()
-        out["ok"] = bool(math.isfinite(out["err"]) and out["err"] <= tolerance("bf16"))
+    out = dict(version=getattr(flashinfer, "__version__", "?"), tensor_cores=tensor_cores)
+    ref = o[:, 0, heads].float()
+    out["err"] = ((got[:, heads].float() - ref).norm() / ref.norm()).item()
+    out["ok"] = bool(math.isfinite(out["err"]) and out["err"] <= tolerance("bf16"))
     caches = inputs["caches"]
     n = calls_for(problem.kv_bytes(contexts), len(caches), args.calls)
-    calls = [(lambda c=c: wrapper.run(q, c)) for c in (caches * math.ceil(n / len(caches)))[:n]]
+    calls = [(lambda c=c: wrapper.run(q, c, k_scale=ks)) for c in (caches * math.ceil(n / len(caches)))[:n]]
     try:
         out["us"] = graph_seconds(torch, calls, args.reps) * 1e6
     except RuntimeError as err:
@@ -444,7 +475,11 @@ def measure(torch, ours, graph_seconds, spec: dict, args, rate: float, l2: int) 
     if args.partitions or args.merges or args.configs:
         row["forced"] = forced_runs(torch, graph_seconds, problem, args.arch, inputs, n, args)
     if spec["queries"] == 1 and spec["set"] in ("bf16", "fp8") and args.peers:
-        row["flashinfer"] = peer_safely(flashinfer_peer, torch, graph_seconds, problem, contexts, inputs, o, args)
+        for key, tensor_cores in FLASHINFER_MODES.items():
+            if tensor_cores and not args.flashinfer_tc:
+                continue
+            row[key] = peer_safely(flashinfer_peer, torch, graph_seconds, problem, contexts, inputs, o, args,
+                                   tensor_cores)
     if spec["set"] == "bf16" and args.peers:
         row["sdpa"] = peer_safely(sdpa_peers, torch, graph_seconds, problem, contexts, inputs, o, args, l2,
                                   keys=BACKENDS)
@@ -509,10 +544,11 @@ def peer_lines(rows) -> list[str]:
     a dense cache padded to the longest context), and FlashInfer's where it ran, else where to compare."""
     out = []
     for name, pick in (("the best SDPA backend", lambda r: [p["us"] for p in r.get("sdpa", {}).values() if "us" in p]),
-                       ("FlashInfer", lambda r: [r["flashinfer"]["us"]] if "us" in r.get("flashinfer", {}) else [])):
+                       ("FlashInfer", lambda r: [r[k]["us"] for k in FLASHINFER_MODES if "us" in r.get(k, {})])):
         ratios = [min(pick(r)) / r["us"] for r in rows if in_region(r) and pick(r)]
         if not ratios:
-            why = {r.get("flashinfer", {}).get("error") for r in rows} - {None} if name == "FlashInfer" else set()
+            why = {r.get(k, {}).get("error") for r in rows for k in FLASHINFER_MODES} - {None} \
+                if name == "FlashInfer" else set()
             out.append(f"peer {name}: no time in the region" + (f" ({'; '.join(sorted(why))})" if why else "")
                        + (f": {FLASHINFER_PUBLISHED}" if name == "FlashInfer" else ""))
             continue
@@ -532,15 +568,17 @@ def _peer_cell(peer) -> str:
 
 def table(rows) -> list[str]:
     out = ["| set | B | H/Hkv | page | q | KV | contexts mean (min..max) | splits | ours µs | MB | ours % read "
-           "| FlashInfer µs | SDPA flash µs | cuDNN µs | efficient µs | best SDPA % own bytes | ok |",
-           "|" + "---|" * 17]
+           "| FlashInfer µs | FlashInfer TC µs | SDPA flash µs | cuDNN µs | efficient µs | best SDPA % own bytes "
+           "| ok |",
+           "|" + "---|" * 18]
     for r in rows:
         sdpa = r.get("sdpa", {})
         best = max((p["pct_rate"] for p in sdpa.values() if "pct_rate" in p), default=None)
         out.append(f"| {r['set']} | {r['batch']} | {r['heads']}/{r['kv_heads']} | {r['page_size']} | {r['queries']} "
                    f"| {r['kv_dtype']} | {r['context_mean']:.0f} ({r['context_min']}..{r['context_max']}) "
                    f"| {r['split_kv']} | {r['us']:.1f} | {r['bytes'] / 1e6:.1f} | {r['pct_rate']:.0f} "
-                   f"| {_peer_cell(r.get('flashinfer'))} | {_peer_cell(sdpa.get('flash'))} "
+                   f"| {_peer_cell(r.get('flashinfer'))} | {_peer_cell(r.get('flashinfer_tc'))} "
+                   f"| {_peer_cell(sdpa.get('flash'))} "
                    f"| {_peer_cell(sdpa.get('cudnn'))} | {_peer_cell(sdpa.get('efficient'))} "
                    f"| {'' if best is None else f'{best:.0f}'} | {'yes' if r['ok'] else 'NO'} |")
     return out
@@ -553,6 +591,11 @@ def parse(argv=None):
     ap.add_argument("--gqa", default=",".join(f"{h}/{k}" for h, k in GQAS), help="heads/kv_heads pairs")
     ap.add_argument("--sets", default=",".join(SETS), help=f"row sets, of {tuple(SETS)}")
     ap.add_argument("--no-peers", dest="peers", action="store_false", help="ours only (no FlashInfer, no SDPA)")
+    ap.add_argument("--flashinfer", default=os.environ.get("FLASHINFER_CARRIED", ""), metavar="PATH",
+                    help="a FlashInfer carried by benchmarks/flashinfer_carry.py (e.g. .sm90tree/flashinfer), first "
+                    "on sys.path (default $FLASHINFER_CARRIED; none: the installed one, if any)")
+    ap.add_argument("--no-flashinfer-tc", dest="flashinfer_tc", action="store_false",
+                    help="FlashInfer's CUDA-core decode only (not also use_tensor_cores=True)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--calls", type=int, default=10, help="calls per graph (at least the rotation's copies)")
     ap.add_argument("--reps", type=int, default=10, help="graph replays (the median)")
@@ -581,6 +624,8 @@ def parse(argv=None):
 
 def main(argv=None) -> int:
     args = parse(argv)
+    if args.flashinfer:
+        use_flashinfer(args.flashinfer)
     import torch
 
     import tvm_cdna4.torch as ours
@@ -606,8 +651,8 @@ def main(argv=None) -> int:
     rate = read_rate(torch)
     name, l2 = torch.cuda.get_device_name(0), torch.cuda.get_device_properties(0).L2_cache_size
     print(f"{name} ({arch}, the {target} kernels): read rate {rate / 1e12:.2f} TB/s (4 GiB sum), L2 {l2 / 2**20:.0f} MiB", flush=True)
-    if importlib.util.find_spec("flashinfer") is None:
-        print("flashinfer: not installed", flush=True)
+    found = importlib.util.find_spec("flashinfer") if args.peers else None
+    print(f"flashinfer: {os.path.dirname(found.origin)}" if found else "flashinfer: not installed", flush=True)
     rows, failed, partial = [], [], os.path.join(args.out, "paged_decode.partial.jsonl")
     for spec in specs:
         try:

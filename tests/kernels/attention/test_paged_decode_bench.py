@@ -139,13 +139,14 @@ def test_the_dense_gather_holds_each_sequences_keys():
 def test_the_table_row():
     row = dict(_row("bf16", 8, 8192, 123.4, 87.6), page_size=16, queries=1, kv_dtype="bf16", context_mean=9412.6,
                context_min=2100, context_max=30000, split_kv=5, bytes=308_740_096, ok=True,
-               flashinfer=dict(error="flashinfer: not installed"),
+               flashinfer=dict(error="flashinfer: not installed"), flashinfer_tc=dict(us=99.5, ok=True),
                sdpa=dict(flash=dict(us=200.0, pct_rate=70.2, ok=True), cudnn=dict(us=150.0, pct_rate=80.4, ok=False),
                          efficient=dict(error="No available kernel")))
     header, rule, line = bench.table([row])
-    assert header.count("|") == rule.count("|") == line.count("|") == 18
-    assert line == ("| bf16 | 8 | 32/8 | 16 | 1 | bf16 | 9413 (2100..30000) | 5 | 123.4 | 308.7 | 88 | — | 200.0 "
-                    "| 150.0 ✗ | — | 80 | yes |")
+    assert header.count("|") == rule.count("|") == line.count("|") == 19
+    assert "| FlashInfer µs | FlashInfer TC µs |" in header
+    assert line == ("| bf16 | 8 | 32/8 | 16 | 1 | bf16 | 9413 (2100..30000) | 5 | 123.4 | 308.7 | 88 | — | 99.5 "
+                    "| 200.0 | 150.0 ✗ | — | 80 | yes |")
 
 
 def test_each_sdpa_backend_is_found_by_its_torch_name():
@@ -179,6 +180,49 @@ def test_the_peer_line_compares_with_the_best_sdpa_backend_in_the_region():
     line = bench.peer_lines(rows)
     assert "1.20x" in line[0] and "1 shapes" in line[0] and "PASS" in line[0]
     assert "FlashInfer" in line[1] and "published" in line[1]
+
+
+def test_the_flashinfer_peer_line_takes_its_faster_kernel_and_says_why_none_ran():
+    rows = [dict(_row("bf16", 8, 8192, 100.0), flashinfer=dict(us=120.0), flashinfer_tc=dict(us=90.0)),
+            dict(_row("fp8", 32, 2048, 50.0), flashinfer=dict(us=75.0), flashinfer_tc=dict(error="refused")),
+            dict(_row("bf16", 1, 2048, 10.0), flashinfer=dict(us=1.0))]  # outside the region
+    line = bench.peer_lines(rows)[1]
+    assert "FlashInfer time / ours" in line and "worst 0.90x over 2 shapes" in line and "FAIL" in line
+    none = bench.peer_lines([dict(_row("bf16", 8, 8192, 100.0), flashinfer=dict(error="flashinfer 0.6.6: a"),
+                                  flashinfer_tc=dict(error="flashinfer 0.6.6: b"))])[1]
+    assert "no time in the region (flashinfer 0.6.6: a; flashinfer 0.6.6: b)" in none
+
+
+def test_flashinfers_page_arguments_address_our_pages():
+    torch = pytest.importorskip("torch")
+    spec = dict(set="bf16", batch=3, mean=64, heads=8, kv_heads=2, page_size=16, queries=1, kv_dtype="bf16")
+    contexts = [50, 32, 1]  # a partial last page, a full one (last_page_len 16, not 0), a single key
+    problem = bench.problem_of(spec, contexts)
+    inputs = bench._inputs(torch, problem, contexts, 1, seed=0, device="cpu")
+    indptr, indices, last = bench.flashinfer_pages(torch, problem, contexts, inputs["table"])
+    assert indptr.tolist() == [0, 4, 6, 7] and last.tolist() == [2, 16, 1] and indptr.dtype == torch.int32
+    k, table = inputs["caches"][0][0], inputs["table"]
+    for b, L in enumerate(contexts):  # key j: row j % 16 of page indices[indptr[b] + j // 16], as ours
+        for j in sorted({0, 15, 16, L - 1} & set(range(L))):
+            page = indices[indptr[b] + j // 16]
+            assert page == table[b, j // 16] and torch.equal(k[page, j % 16], k[table[b, j // 16], j % 16])
+        assert (indptr[b + 1] - indptr[b] - 1) * 16 + last[b] == L
+
+
+def test_a_carried_flashinfer_goes_first_on_the_path(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.delenv("FLASHINFER_WORKSPACE_BASE", raising=False)
+    monkeypatch.setenv("FLASHINFER_CARRIED", str(tmp_path))
+    args = bench.parse([])
+    assert args.flashinfer == str(tmp_path) and args.flashinfer_tc
+    assert not bench.parse(["--no-flashinfer-tc"]).flashinfer_tc
+    with pytest.raises(SystemExit, match="no flashinfer/ there"):
+        bench.use_flashinfer(str(tmp_path))
+    (tmp_path / "flashinfer").mkdir()
+    bench.use_flashinfer(str(tmp_path))
+    import os
+
+    assert sys.path[0] == str(tmp_path) and os.environ["FLASHINFER_WORKSPACE_BASE"].endswith("flashinfer")
 
 
 def test_merge_forces_each_place_at_the_models_partition():
