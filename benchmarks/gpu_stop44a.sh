@@ -9,7 +9,7 @@ python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site $
 export PYTHONPATH=$PWD:/tmp/site
 source benchmarks/h200_preamble.sh
 mkdir -p "$OUT/full" "$OUT/d64" "$OUT/fp8"
-timeout 320 python3 benchmarks/attention_sm90.py --no-sm80 --out "$OUT/full" 2>&1 | tee "$OUT/attention_full.log" | tail -48
+timeout 300 python3 benchmarks/attention_sm90.py --no-sm80 --out "$OUT/full" 2>&1 | tee "$OUT/attention_full.log" | tail -48
 timeout 130 python3 benchmarks/attention_sm90.py --quick --head-dims 64 --no-sm80 --configs options --out "$OUT/d64" 2>&1 \
   | tee "$OUT/attention_d64_options.log" | tail -12
 timeout 100 python3 benchmarks/attention_sm90.py --quick --fp8 --no-sm80 --out "$OUT/fp8" 2>&1 | tee "$OUT/attention_fp8.log" | tail -12
