@@ -5,6 +5,7 @@
 #      decode kernels and SDPA beside ours);
 #   2. the attention kernel options at D 64 (the rates were fitted at D 128 only) and fp8 e4m3 at the --quick shapes.
 bash benchmarks/gpu_flashinfer.sh
+export PYTHONPATH=$PWD:/tmp/site PYTHONUNBUFFERED=1 TVM_CDNA4_CACHE_DIR=${TVM_CDNA4_CACHE_DIR:-/tmp/tvm_cdna4_cache}
 mkdir -p "$OUT/d64" "$OUT/fp8"
 timeout 120 python3 benchmarks/attention_sm90.py --quick --head-dims 64 --no-sm80 --configs options --out "$OUT/d64" 2>&1 \
   | tee "$OUT/attention_d64_options.log" | tail -12
