@@ -50,7 +50,8 @@ def test_without_decode_keeps_the_first_bucket_runs_the_sm90_kernel(monkeypatch)
 
 def test_a_range_plan_bounds_every_m_s_loss_where_the_largest_m_s_plan_does_not():
     # Qwen2.5-7B's down projection over 257..1024 (the shared bucket): planned at M = 1024 alone, M = 257 runs
-    # 2.5x its own best by the model; planned over the range, no sample loses more than the range plan's worst
+    # 1.9x its own best by the model (2.5x before the 224-column tile); planned over the range, no sample loses
+    # more than the range plan's worst
     device = devices.DEVICES["H100"]
     N, K, samples = 3584, 18944, gemm_cost.range_samples(257, 1024)
     assert samples == (257, 363, 513, 725, 1024)
@@ -60,7 +61,7 @@ def test_a_range_plan_bounds_every_m_s_loss_where_the_largest_m_s_plan_does_not(
         return max(gemm_cost.estimate(cfg, m, N, K, 2, device).total / best[m] for m in samples)
 
     at_top, over = gemm_cost.choose_config(1024, N, K, 2, device), gemm_cost.choose_for_range(257, 1024, N, K, 2, device)
-    assert worst(at_top) > 2.0 and worst(over) < 1.7
+    assert worst(at_top) > 1.8 and worst(over) < 1.7
     for _, cfg in gemm_cost.ranked(1024, N, K, 2, device):  # the least worst loss of every candidate
         assert worst(over) <= worst(cfg) + 1e-9
     assert gemm_cost.choose_for_range(300, 300, N, K, 2, device) == gemm_cost.choose_config(300, N, K, 2, device)

@@ -60,3 +60,47 @@ def test_n_3584_in_224_column_tiles_and_the_tail_maps_the_host_part_encodes():
 def test_the_emulator_validates_the_tail_block(problem, config):
     v = gemm.validate(problem, "sm90", config)
     assert v.ok and v.ratio <= 1.0
+
+
+def test_the_grouped_kernel_keeps_whole_blocks():
+    from tvm_cdna4.kernels.sm90 import gemm_cost
+    from tvm_cdna4.kernels.sm90.grouped_plan import check_grouped_config
+
+    with pytest.raises(ContractError, match="grouped GEMM config epilogue: .*whole 64-column blocks") as e:
+        check_grouped_config(Sm90Config(128, 224, 3, 2, epilogue="tma"))
+    assert e.value.found == "block_n = 224, epilogue='tma'"
+    check_grouped_config(Sm90Config(128, 224, 3, 2))  # stores from registers: any multiple of 8
+    assert {c.block_n for c in gemm_cost.grouped_configs(4096, 3584, 2, H100)} == {256, 128, 192, 64}
+
+
+MODEL_CHOICES = [  # (M, N, K): the model's tile before the 224 / 160 widths, and with them (H100)
+    ((3000, 3584, 3584), 256, 224),   # Qwen2.5-7B o: 336 tiles of 256 (2.55 waves, run as 3) -> 384 of 224 (2.91)
+    ((3000, 4608, 3584), 256, 224),   # qkv: 432 -> 504 tiles, 4 waves either way, each of 224 columns
+    ((3000, 3584, 14336), 256, 224),  # Gemma-2-9B down
+    ((768, 4608, 3584), 256, 224),    # Qwen2.5-7B qkv at M = 768: 108 tiles of 224, one wave
+    ((768, 3584, 3584), 192, 192),    # o at M = 768: 114 tiles of 192, one wave; 96 of 224 keep it, wider each
+    ((3000, 5120, 5120), 256, 256),   # Phi-3 o: 480 tiles of 256 (3.6 waves) beat 552 of 224 (4.2)
+]
+
+
+@pytest.mark.parametrize("shape, before, after", MODEL_CHOICES)
+def test_the_cost_model_takes_the_224_column_tile_where_it_saves_a_wave(shape, before, after, monkeypatch):
+    from tvm_cdna4.kernels.sm90 import gemm_cost
+
+    assert (128, 224, 2) in gemm_cost.CANDIDATES and (128, 160, 2) in gemm_cost.CANDIDATES
+    new = gemm_cost.choose_config(*shape, 2, H100)
+    assert (new.block_m, new.block_n, new.consumers, new.epilogue) == (128, after, 2, "tma")
+    monkeypatch.setattr(gemm_cost, "CANDIDATES", tuple(c for c in gemm_cost.CANDIDATES if c[1] % 64 == 0))
+    old = gemm_cost.choose_config(*shape, 2, H100)
+    assert old.block_n == before
+    t_new, t_old = (gemm_cost.estimate(c, *shape, 2, H100).total for c in (new, old))
+    assert t_new < t_old * 0.92 if after != before else t_new == t_old  # three of 224 vs three of 256: 9-10%
+
+
+def test_the_tile_efficiency_falls_with_the_width_and_the_waves_decide():
+    from tvm_cdna4.kernels.sm90 import gemm_cost
+
+    eff = {bn: gemm_cost.efficiency(Sm90Config(128, bn, 3, 2)) / gemm_cost.TENSOR_EFFICIENCY for bn in (256, 224, 192, 160)}
+    # per k-tile: 4 bn tensor clocks against (256 + 3 bn) shared-memory clocks (both tiles' TMA writes, the wgmma reads)
+    assert eff == pytest.approx({bn: 4 * bn / (256 + 3 * bn) for bn in eff}) and eff[256] == 1.0
+    assert eff[224] == pytest.approx(0.9655, abs=1e-4) and eff[160] == pytest.approx(0.8696, abs=1e-4)
