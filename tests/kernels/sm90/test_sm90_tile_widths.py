@@ -104,3 +104,19 @@ def test_the_tile_efficiency_falls_with_the_width_and_the_waves_decide():
     # per k-tile: 4 bn tensor clocks against (256 + 3 bn) shared-memory clocks (both tiles' TMA writes, the wgmma reads)
     assert eff == pytest.approx({bn: 4 * bn / (256 + 3 * bn) for bn in eff}) and eff[256] == 1.0
     assert eff[224] == pytest.approx(0.9655, abs=1e-4) and eff[160] == pytest.approx(0.8696, abs=1e-4)
+
+
+def test_the_sweep_times_each_width_beside_the_choice_before_them():
+    import argparse
+
+    from benchmark_modules import benchmark_module
+
+    sweep = benchmark_module("sm90_sweep")
+    args = argparse.Namespace(models="qwen2.5-7b", ms="3000", widths="224,160")
+    jobs = {(key[1], key[5]): cfg for key, _, cfg in sweep.width_jobs(args)}
+    assert len(jobs) == 4 * 3  # four projections: the old choice, the best 224 and the best 160
+    assert jobs[("o", "old")]["block_n"] == 256 and jobs[("o", "w224")]["block_n"] == 224
+    assert jobs[("o", "w160")]["block_n"] == 160 and jobs[("o", "w224")]["epilogue"] == "tma"
+    table = sweep.model_table(argparse.Namespace(models="qwen2.5-7b", ms="768,3000", widths="224,160", device="H100"))
+    assert "| qwen2.5-7b | o | 3000 | 3584 | 3584 | 128x256/2 tma | 128x224/2 tma | 117.7 | 106.5 | 1.105 | 2049-3072 |" in (
+        "\n".join(table))
