@@ -118,5 +118,39 @@ def test_the_sweep_times_each_width_beside_the_choice_before_them():
     assert jobs[("o", "old")]["block_n"] == 256 and jobs[("o", "w224")]["block_n"] == 224
     assert jobs[("o", "w160")]["block_n"] == 160 and jobs[("o", "w224")]["epilogue"] == "tma"
     table = sweep.model_table(argparse.Namespace(models="qwen2.5-7b", ms="768,3000", widths="224,160", device="H100"))
-    assert "| qwen2.5-7b | o | 3000 | 3584 | 3584 | 128x256/2 tma | 128x224/2 tma | 117.7 | 106.5 | 1.105 | 2049-3072 |" in (
+    assert "| qwen2.5-7b | o | 3000 | 3584 | 3584 | 128x256/2 tma | 128x224/2 tma | 117.7 | 106.5 | 1.105 | 2561-3072 |" in (
         "\n".join(table))
+
+
+@pytest.mark.slow  # nvcc's ptxas, ~3 s: the emulator tests above check the tail's layout
+def test_ptxas_assembles_the_224_column_kernel_without_spills(tmp_path):
+    import shutil
+    import subprocess
+
+    from tvm_cdna4.kernels.sm90.gemm_target import build_plan
+
+    nvcc = shutil.which("nvcc") or shutil.which("/usr/local/cuda/bin/nvcc")
+    if nvcc is None:
+        pytest.skip("nvcc not found: nothing assembles the CUDA source here")
+    problem = GemmProblem(3000, 3584, 3584, "bf16", "nt", "bf16", Fusion(residual=True))
+    p = gemm.plan(problem, "sm90", Sm90Config(128, 224, 3, 2, epilogue="tma", residual_read="tma"))
+    (tmp_path / "k.cu").write_text(build_plan(p, cache=False).source)
+    done = subprocess.run([nvcc, "-gencode=arch=compute_90a,code=sm_90a", "-c", "-Xptxas", "-v", "k.cu", "-o", "k.o"],
+                          cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "0 bytes spill stores" in done.stderr and "C7508" not in done.stderr
+
+
+def test_the_bucket_edge_at_2560_gives_m_3000_the_224_column_tile():
+    # 2049..3072 as one bucket keeps 128x192 for N = 3584 (at M = 2049, 224 runs 2.06 waves, three tile-times);
+    # 2561..3072 takes 224: by the model 1.19x at M = 3000 (the torch op's bucket, gemm_dynamic.EDGES)
+    from tvm_cdna4.kernels.sm90 import gemm_cost, gemm_dynamic
+
+    bucket = next(b for b in gemm_dynamic.dynamic_buckets(3584) if 3000 in b)
+    assert (bucket.lo, bucket.hi) == (2561, 3072) and 2560 in gemm_dynamic.EDGES
+    for K in (3584, 18944):
+        cfg = gemm_cost.choose_for_range(*gemm_dynamic.planned_range(bucket), 3584, K, 2, H100, m_max=bucket.hi)
+        assert (cfg.block_n, cfg.epilogue) == (224, "tma")
+        wide = gemm_cost.choose_for_range(2049, 3072, 3584, K, 2, H100)
+        assert wide.block_n == 192 and gemm_cost.estimate(wide, 3000, 3584, K, 2, H100).total > 1.18 * (
+            gemm_cost.estimate(cfg, 3000, 3584, K, 2, H100).total)
