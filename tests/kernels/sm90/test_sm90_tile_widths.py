@@ -154,3 +154,17 @@ def test_the_bucket_edge_at_2560_gives_m_3000_the_224_column_tile():
         wide = gemm_cost.choose_for_range(2049, 3072, 3584, K, 2, H100)
         assert wide.block_n == 192 and gemm_cost.estimate(wide, 3000, 3584, K, 2, H100).total > 1.18 * (
             gemm_cost.estimate(cfg, 3000, 3584, K, 2, H100).total)
+
+
+def test_a_dynamic_m_bucket_encodes_the_tail_map_at_the_run_time_m(monkeypatch):
+    # the bucket's kernel (M the TIR variable): C's tail map over the run-time rows, validated at M = 77 of 65..96
+    from tvm_cdna4.kernels.sm90 import gemm_cost, gemm_target
+
+    monkeypatch.setattr(gemm_target, "DECODE_KEEPS", False)
+    monkeypatch.setattr(gemm_cost, "CANDIDATES", ((128, 224, 2),))  # the only tile weighed: N = 208 in one
+    problem = GemmProblem(None, 208, 64, "bf16", "nt", "bf16")
+    p = gemm.plan(problem, "sm90", m=77)
+    assert (p.config.block_n, p.config.epilogue, p.config.tail_columns) == (224, "tma", 32)
+    assert "mapCTail, C.ptr_to([0, 0]), 208, p.M, 416, 32, 64" in gemm_emit.signature_source(p)
+    v = gemm.validate(problem, "sm90", m=77)
+    assert v.ok and v.ratio <= 1.0
