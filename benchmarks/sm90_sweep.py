@@ -2,6 +2,8 @@
 
     python3 benchmarks/sm90_sweep.py --out $OUT [--top 6] [--ms 96,200,768,3000] [--no-hybrid]
     python3 benchmarks/sm90_sweep.py --out $OUT --swap-ab [--swap-top 1] [--ms 32,96,200]
+    python3 benchmarks/sm90_sweep.py --out $OUT --widths 224,160 [--ms 768,3000]
+    python3 benchmarks/sm90_sweep.py --widths 224,160 --model-only [--ms 768,3000]   (no GPU: the model's table)
 
 For each LLM projection of ``torch_gemm.MODELS`` (bf16, ``nt``) and each M of ``--ms``, the ``--top``
 configs the cost model ranks first (``gemm_cost.ranked`` on the GPU present: ``devices.planned``; the hybrid
@@ -21,6 +23,14 @@ measured config, and cuBLAS.
 ranks ``"swap0"``, ...), each checked and timed as above, into ``$OUT/sm90_swap_ab.json``; the table: the model's
 choice, the best swapped config, cuBLAS and their ratios (the timing the cost model's weighing of the swap waits
 for, docs/sm90_gemm.md "Swap AB").
+
+``--widths`` (default M = 768, 3000): per shape, the first choice of the model without those tile widths (rank
+``"old"``: ``gemm_cost.CANDIDATES`` less ``block_n`` in ``--widths``; the choice before them) beside the
+best-ranked config of each width (ranks ``"w224"``, ...; the model's choice now is one of these or the old one),
+each checked and timed as above, into ``$OUT/sm90_widths.json``; the table: old, each width, cuBLAS, and the best
+width over old (docs/sm90_gemm.md "Tile widths"). ``--model-only`` prints, without a GPU, the model's old and new
+choice and estimate per shape, static M and the M's dynamic bucket (``gemm_cost.choose_for_range`` over
+``gemm_dynamic.planned_range``: what the torch op runs).
 """
 
 from __future__ import annotations
@@ -77,6 +87,67 @@ def swap_jobs(args):
     return out
 
 
+def without_widths(widths):
+    """``gemm_cost.CANDIDATES`` less the tiles ``block_n`` in ``widths`` (the candidates before them)."""
+    from tvm_cdna4.kernels.sm90 import gemm_cost
+
+    return tuple(c for c in gemm_cost.CANDIDATES if c[1] not in widths)
+
+
+def width_jobs(args):
+    """``--widths``: per shape and M, the old model's first choice and the best-ranked config of each width."""
+    import attrs
+
+    from tvm_cdna4.kernels import devices
+    from tvm_cdna4.kernels.sm90 import gemm_cost
+
+    device, widths, out = devices.planned("sm80"), tuple(map(int, args.widths.split(","))), []
+    for model, proj, N, K in shapes(args.models.split(",")):
+        for M in map(int, args.ms.split(",")):
+            everything = gemm_cost.ranked(M, N, K, 2, device)
+            old = [(t, c) for t, c in everything if (c.block_m, c.block_n, c.consumers) in without_widths(widths)]
+            firsts = [("old", old[0])] + [(f"w{w}", next(tc for tc in everything if tc[1].block_n == w)) for w in widths]
+            for rank, (t, cfg) in firsts:
+                out.append(((model, proj, M, N, K, rank, round(t * 1e6, 2)), (M, N, K), attrs.asdict(cfg)))
+    return out
+
+
+def model_table(args) -> list[str]:
+    """``--model-only``: per shape and M, the model's choice and estimate without and with ``--widths``, static and
+    for the M's dynamic bucket (markdown; no GPU)."""
+    from tvm_cdna4.kernels import devices
+    from tvm_cdna4.kernels.sm90 import gemm_cost, gemm_dynamic
+
+    device, widths = devices.DEVICES[args.device], tuple(map(int, args.widths.split(",")))
+    out = [f"{args.device}: the model's choice without / with block_n in {widths} (estimates, us)", "",
+           "| model | proj | M | N | K | old | new | est old | est new | old/new | bucket | bucket old | bucket new | "
+           "est old | est new | old/new |", "|---" * 16 + "|"]
+    full = gemm_cost.CANDIDATES
+    for model, proj, N, K in shapes(args.models.split(",")):
+        for M in map(int, args.ms.split(",")):
+            bucket = next(b for b in gemm_dynamic.dynamic_buckets(N) if M in b)
+            picked = []
+            for cands in (without_widths(widths), full):
+                gemm_cost.CANDIDATES = cands
+                try:
+                    static = gemm_cost.choose_config(M, N, K, 2, device)
+                    ranged = gemm_cost.choose_for_range(*gemm_dynamic.planned_range(bucket), N, K, 2, device, m_max=bucket.hi)
+                finally:
+                    gemm_cost.CANDIDATES = full
+                picked.append((static, ranged))
+            est = [[gemm_cost.estimate(c, M, N, K, 2, device).total * 1e6 for c in pair] for pair in picked]
+            out.append(f"| {model} | {proj} | {M} | {N} | {K} | {_tile(picked[0][0])} | {_tile(picked[1][0])} | "
+                       f"{est[0][0]:.1f} | {est[1][0]:.1f} | {est[0][0] / est[1][0]:.3f} | {bucket.describe()} | "
+                       f"{_tile(picked[0][1])} | {_tile(picked[1][1])} | {est[0][1]:.1f} | {est[1][1]:.1f} | "
+                       f"{est[0][1] / est[1][1]:.3f} |")
+    return out
+
+
+def _tile(cfg) -> str:
+    split = f" k{cfg.split_k}" if cfg.split_k > 1 else ""
+    return f"{cfg.block_m}x{cfg.block_n}/{cfg.consumers} {cfg.epilogue}{split}"
+
+
 def picks(ranked, top: int, hybrid: bool = True, wide=()) -> list:
     """(rank, (estimate, config)) of the ``top`` first of ``ranked`` and, with ``hybrid`` and none among them,
     the first hybrid config of ``ranked`` (at its rank) or else of ``wide`` (``ranked`` with shorter slices
@@ -97,6 +168,10 @@ def main(argv=None) -> int:
     ap.add_argument("--swap-ab", action="store_true",
                     help="time the best-estimated swapped configs (Sm90Config.swap_ab) beside the model's choice")
     ap.add_argument("--swap-top", type=int, default=1, help="with --swap-ab: the swapped configs per shape")
+    ap.add_argument("--widths", default=None, help="tile widths (block_n, e.g. 224,160) timed beside the model's "
+                    "choice without them")
+    ap.add_argument("--model-only", action="store_true", help="with --widths: print the model's table, time nothing")
+    ap.add_argument("--device", default="H100", help="with --model-only: the DeviceSpec (kernels.devices.DEVICES)")
     ap.add_argument("--top", type=int, default=6)
     ap.add_argument("--no-hybrid", dest="hybrid", action="store_false",
                     help="time the --top configs only (not also the best-ranked hybrid below them)")
@@ -105,16 +180,19 @@ def main(argv=None) -> int:
     ap.add_argument("--workers", type=int, default=min(14, os.cpu_count() or 1))
     ap.add_argument("--build-s", type=float, default=300)
     args = ap.parse_args(argv)
-    args.ms = args.ms or ("32,96,200" if args.swap_ab else "96,200,768,3000")
+    args.ms = args.ms or ("32,96,200" if args.swap_ab else "768,3000" if args.widths else "96,200,768,3000")
+    if args.model_only:
+        print(*model_table(args), sep="\n")
+        return 0
     import torch
 
     from sm90_gemm import bench, build_all, check
     from tvm_cdna4.runtime.cuda import Kernel, load_build
 
-    todo = swap_jobs(args) if args.swap_ab else jobs(args)
+    todo = swap_jobs(args) if args.swap_ab else width_jobs(args) if args.widths else jobs(args)
     built = build_all(todo, args.workers, args.build_s)
     rows, cublas = [], {}
-    name = "sm90_swap_ab" if args.swap_ab else "sm90_sweep"
+    name = "sm90_swap_ab" if args.swap_ab else "sm90_widths" if args.widths else "sm90_sweep"
     with open(os.path.join(args.out, f"{name}_checks.jsonl"), "w") as log:
         for key, shape, _ in todo:
             value = built[key]
@@ -134,7 +212,7 @@ def main(argv=None) -> int:
             torch.cuda.empty_cache()
     with open(os.path.join(args.out, f"{name}.json"), "w") as f:
         json.dump({"device": torch.cuda.get_device_name(), "rows": rows}, f, indent=1)
-    table = (swap_summary if args.swap_ab else summary)(rows)
+    table = (swap_summary if args.swap_ab else width_summary if args.widths else summary)(rows)
     with open(os.path.join(args.out, f"{name}.md"), "w") as f:
         f.write("\n".join([torch.cuda.get_device_name(), "", *table, ""]))
     print(*table, sep="\n")
@@ -165,6 +243,24 @@ def summary(rows) -> list[str]:
         out.append(f"| {model} | {proj} | {M} | {N} | {K} | {first['us']:.1f} ({way}) | {best['us']:.1f} ({best['rank']}) | "
                    + (f"{hyb['us']:.1f} ({hyb['rank']}) | " if hyb else "- | ")
                    + f"{c:.1f} | {c / first['us']:.2f}x | {c / best['us']:.2f}x |")
+    return out
+
+
+def width_summary(rows) -> list[str]:
+    """``--widths``: per shape, the old model's choice, each width's best-ranked config, cuBLAS, and the best width's
+    speedup over the old choice (markdown; a failed check leaves its row out)."""
+    ranks = sorted({r["rank"] for r in rows if r["rank"] != "old"})
+    out = ["| model | proj | M | N | K | old µs (tile) | " + " | ".join(f"{w} µs" for w in ranks) + " | cuBLAS µs | "
+           "old/cuBLAS | best/cuBLAS | best/old |", "|---" * (10 + len(ranks)) + "|"]
+    for (model, proj, M, N, K), rs in by_shape(rows).items():
+        old = [r for r in rs if r["rank"] == "old"]
+        if not old:
+            continue
+        at = {r["rank"]: r["us"] for r in rs}
+        best, c, o = min(at.values()), old[0]["cublas_us"], old[0]["us"]
+        cells = " | ".join(f"{at[w]:.1f}" if w in at else "-" for w in ranks)
+        out.append(f"| {model} | {proj} | {M} | {N} | {K} | {o:.1f} ({old[0]['config']['block_n']}) | {cells} | {c:.1f} | "
+                   f"{c / o:.2f}x | {c / best:.2f}x | {o / best:.2f}x |")
     return out
 
 

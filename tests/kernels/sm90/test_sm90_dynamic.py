@@ -27,7 +27,7 @@ def test_each_bucket_is_the_cost_models_plan_over_its_range_of_m():
     d = gemm.build(LLAMA, "sm90")
     assert [(b.lo, b.hi) for b in d.buckets] == [
         (1, 16), (17, 32), (33, 64), (65, 96), (97, 128), (129, 192), (193, 256), (257, 384), (385, 512), (513, 768),
-        (769, 1024), (1025, 1536), (1537, 2048), (2049, 3072), (3073, 4096), (4097, 6144), (6145, 8192),
+        (769, 1024), (1025, 1536), (1537, 2048), (2049, 2560), (2561, 3072), (3073, 4096), (4097, 6144), (6145, 8192),
         (8193, m_limit(4096))]
     device = devices.planned("sm80")
     for b in d.buckets[1:]:
@@ -50,7 +50,8 @@ def test_without_decode_keeps_the_first_bucket_runs_the_sm90_kernel(monkeypatch)
 
 def test_a_range_plan_bounds_every_m_s_loss_where_the_largest_m_s_plan_does_not():
     # Qwen2.5-7B's down projection over 257..1024 (the shared bucket): planned at M = 1024 alone, M = 257 runs
-    # 2.5x its own best by the model; planned over the range, no sample loses more than the range plan's worst
+    # 1.9x its own best by the model (2.5x before the 224-column tile); planned over the range, no sample loses
+    # more than the range plan's worst
     device = devices.DEVICES["H100"]
     N, K, samples = 3584, 18944, gemm_cost.range_samples(257, 1024)
     assert samples == (257, 363, 513, 725, 1024)
@@ -60,7 +61,7 @@ def test_a_range_plan_bounds_every_m_s_loss_where_the_largest_m_s_plan_does_not(
         return max(gemm_cost.estimate(cfg, m, N, K, 2, device).total / best[m] for m in samples)
 
     at_top, over = gemm_cost.choose_config(1024, N, K, 2, device), gemm_cost.choose_for_range(257, 1024, N, K, 2, device)
-    assert worst(at_top) > 2.0 and worst(over) < 1.7
+    assert worst(at_top) > 1.8 and worst(over) < 1.7
     for _, cfg in gemm_cost.ranked(1024, N, K, 2, device):  # the least worst loss of every candidate
         assert worst(over) <= worst(cfg) + 1e-9
     assert gemm_cost.choose_for_range(300, 300, N, K, 2, device) == gemm_cost.choose_config(300, N, K, 2, device)

@@ -62,8 +62,8 @@ from dataclasses import dataclass, replace
 
 from ..common import ceil_div
 from ..gemm.grouped import expected_row_tiles
-from .gemm_plan import (ACC_REGS_MAX, BARRIER_BYTES, BLOCK_K, ELEMENT_BYTES, INT32_ELEMENTS, TMA_BOX_MAX, WGMMA_K,
-                        WGMMA_M, Sm90Config, block_k)
+from .gemm_plan import (ACC_REGS_MAX, BARRIER_BYTES, BLOCK_K, ELEMENT_BYTES, INT32_ELEMENTS, SWIZZLE_COLUMNS,
+                        TMA_BOX_MAX, WGMMA_K, WGMMA_M, Sm90Config, block_k)
 
 TENSOR_FLOPS_PER_CLK = 4096
 """Dense f16/bf16 tensor flops per SM per clock on Hopper (2048 FMA: the NVIDIA H100 Tensor Core GPU
@@ -102,9 +102,13 @@ WGMMA_FULL_N = 128
 of 64, 80, 96, 112 and 128, the value that fits the timings best; 128x64 tiles measured 1.2-1.3x slower than
 the shared-memory bound alone says)."""
 MAX_STAGES = 8
-CANDIDATES = ((128, 256, 2), (256, 128, 2), (128, 192, 2), (128, 128, 2), (128, 64, 2), (64, 256, 1),
-              (64, 128, 1), (64, 64, 1))
-"""(block_m, block_n, consumers) the cost model weighs."""
+CANDIDATES = ((128, 256, 2), (256, 128, 2), (128, 224, 2), (128, 192, 2), (128, 160, 2), (128, 128, 2), (128, 64, 2),
+              (64, 256, 1), (64, 128, 1), (64, 64, 1))
+"""(block_m, block_n, consumers) the cost model weighs. 224 and 160 are the wave-friendly widths (docs/sm90_gemm.md
+"Tile widths"): no term of the estimate is new for them (the tile efficiency's shared-memory share is 0.97 of
+128x256's at 224, 0.87 at 160), and they win where ``ceil(tiles / SMs)`` tile-times of them are fewer column-waves
+than of the 64-multiple widths (M = 3000, N = 3584: 16 x 24 tiles of 224, three waves, not 14 x 24 of 256,
+2.55 waves run as three of 256)."""
 SPLITS = (1, 2, 3, 4, 6, 8)
 """The K splits (``Sm90Config.split_k``) the cost model weighs for every candidate tile."""
 MIN_SLICE_TILES = 64
@@ -273,9 +277,10 @@ of 64 columns through two buffers, which frees ring stages: ``Sm90Config.epilogu
 def grouped_configs(K: int, N: int, out_bytes: int, device, dtype: str = "bf16") -> list[Sm90Config]:
     """The configs the grouped kernel may run (``grouped_plan.check_grouped_config``): the ``CANDIDATES`` with each
     epilogue C allows (``epilogues``; TMA stores staged whole or in ``GROUPED_EPILOGUE_TILES`` chunks that divide
-    the tile), the deepest ring beside the staging, the cooperative schedule, no K split."""
+    the tile), the deepest ring beside the staging, the cooperative schedule, no K split; tiles of whole
+    ``SWIZZLE_COLUMNS`` blocks only (the grouped kernel's TMA epilogue has no tail map, ``grouped_plan``)."""
     k_tiles, out = ceil_div(K, block_k(dtype)), []
-    for bm, bn, consumers in CANDIDATES:
+    for bm, bn, consumers in (c for c in CANDIDATES if c[1] % SWIZZLE_COLUMNS == 0):
         for how in epilogues(N, out_bytes, consumers):
             for tile in (GROUPED_EPILOGUE_TILES if how == "tma" else (0,)):
                 if tile and (bn % tile or tile >= bn):

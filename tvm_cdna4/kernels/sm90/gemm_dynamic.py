@@ -34,8 +34,10 @@ from . import gemm_cost
 from .gemm_plan import check_problem, epilogue_choices, plan as make_plan
 
 
-EDGES = (96, 192, 384, 512, 768, 1536, 2048, 3072, 6144, 8192)
-"""The sm90 buckets' last M beside the shared ``BUCKET_EDGES`` (the module docstring says why)."""
+EDGES = (96, 192, 384, 512, 768, 1536, 2048, 2560, 3072, 6144, 8192)
+"""The sm90 buckets' last M beside the shared ``BUCKET_EDGES`` (the module docstring says why). 2560: one
+2049..3072 bucket keeps 128x192 for N = 3584 (at M = 2049 the 224-column tile runs 2.06 waves), 2561..3072 takes
+128x224, by the model 1.19x at M = 3000 (docs/sm90_gemm.md "Tile widths")."""
 
 
 def dynamic_buckets(N: int) -> tuple[MBucket, ...]:

@@ -36,13 +36,15 @@ from ...rocm.build import register
 from ...tirx_private import transpile_once
 from ..gemm import epilogue as fused
 from ..sm80.gemm_emit_epilogue import TIR_OPS
-from .gemm_plan import (BLOCK_K, CONSUMER_REGS, ELEMENT_BYTES, PRODUCER_REGS, SWIZZLE_COLUMNS, WARPGROUP,
-                        WGMMA_M, WGMMA_TYPES, Sm90Plan, wgmma_k)
+from .gemm_plan import (BLOCK_K, CONSUMER_REGS, ELEMENT_BYTES, PRODUCER_REGS, SWIZZLE_COLUMNS, TAIL_COLUMNS,
+                        WARPGROUP, WGMMA_M, WGMMA_TYPES, Sm90Plan, wgmma_k)
 
 TMA_LOAD = "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
 TMA_STORE = "cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group"
 SWIZZLE_128B = 3
 """The TMA swizzle mode (``CU_TENSOR_MAP_SWIZZLE_128B``, CUDA driver API ``CUtensorMapSwizzle``)."""
+SWIZZLE_64B = 2
+"""``CU_TENSOR_MAP_SWIZZLE_64B``: the TMA epilogue's tail block (``gemm_plan.TAIL_COLUMNS``)."""
 
 
 def wgmma_instr(p: Sm90Plan) -> str:
@@ -249,7 +251,7 @@ def consumer_tile(p, SMH, MB, args, maps, pid, i, part, wg, t, acc, unit, pos, c
     if I.constexpr(split):
         split_store(p, SMH, acc, args, maps, part, wg, t, m0, n0, unit)
     elif I.constexpr(c.epilogue == "tma"):
-        store_tma(p, SMH, acc, args, maps[2], part, wg, t, m0, n0, None, res)
+        store_tma(p, SMH, acc, args, c_maps(p, maps), part, wg, t, m0, n0, None, res)
     elif I.constexpr(c.swap_ab):
         store_transposed(p, acc, args, m0 + part * c.rows + (t // 32) * 16 + (t % 32) // 4, n0 + 2 * (t % 4))
     else:
@@ -287,7 +289,9 @@ def residual_of(p: Sm90Plan, MB, maps, i, row0, n0):
     """``residual_read="tma"``: what the mainloop's residual load and the epilogue's reads need (the
     mbarriers, the residual's tensor map, the CTA's tile index ``i``, the warpgroup's first row and the tile's
     first column); None otherwise."""
-    return (MB, maps[3], i, row0, n0) if p.config.residual_read == "tma" else None
+    if p.config.residual_read != "tma":
+        return None
+    return (MB, maps[3], i, row0, n0) + ((maps[-1],) if p.config.tail_columns else ())  # the tail's map last
 
 
 def residual_at(p: Sm90Plan) -> int:
@@ -308,6 +312,8 @@ def load_residual(p, SMH, res, wg):
     for cb in T.unroll(c.block_n // SWIZZLE_COLUMNS):
         tma_load(p, SMH, staging_element(p, wg, 0) + cb * c.rows * SWIZZLE_COLUMNS, res[1], res[4] + cb * SWIZZLE_COLUMNS,
                  res[3], res[0].ptr_to([2 * c.stages + wg]))
+    if I.constexpr(c.tail_columns):  # the tail block through the residual's tail map (64-byte swizzle)
+        tma_load(p, SMH, tail_element(p, wg, 0), res[5], res[4] + tail_column(p), res[3], res[0].ptr_to([2 * c.stages + wg]))
 
 
 @T.macro
@@ -431,16 +437,66 @@ def store_tma_chunk(p, SMH, acc, args, map_c, part, wg, t, m0, n0, q, b, group, 
     T.ptx["bar.sync"](T.Cast("uint32", EPILOGUE_BARRIER + wg), T.uint32(WARPGROUP))
     if t == 0:
         for cb in T.unroll(c.staging_columns // SWIZZLE_COLUMNS):
-            T.ptx[TMA_STORE](T.address_of(map_c), chunk_column(p, n0, q) + cb * SWIZZLE_COLUMNS, m0 + part * c.rows,
+            T.ptx[TMA_STORE](T.address_of(whole_map(map_c)), chunk_column(p, n0, q) + cb * SWIZZLE_COLUMNS, m0 + part * c.rows,
                              T.cuda.cvta_generic_to_shared(SMH.ptr_to([staging_element(p, wg, b) + cb * c.rows * SWIZZLE_COLUMNS])))
+        if I.constexpr(c.tail_columns):  # the tail block through C's tail map: its box ends at the tile's last column
+            T.ptx[TMA_STORE](T.address_of(map_c[1]), n0 + tail_column(p), m0 + part * c.rows,
+                             T.cuda.cvta_generic_to_shared(SMH.ptr_to([tail_element(p, wg, b)])))
         T.ptx["cp.async.bulk.commit_group"]()
 
 
 def staging_word(p: Sm90Plan, base, j, r, t):
     """The 4-byte word of a staging buffer (at byte ``base``) holding the column pair of group ``j`` (of the
     chunk) in row ``r`` that thread ``t`` of the warpgroup owns: 64-column blocks of ``rows`` 128-byte rows,
-    16-byte chunk ``j % 8`` of row ``r`` at chunk ``(j % 8) ^ (r % 8)`` (``(t % 32) // 4`` is ``r % 8``)."""
-    return (base + (j // 8) * p.config.rows * 128 + r * 128 + T.bitwise_xor(j % 8, (t % 32) // 4) * 16) // 4 + t % 4
+    16-byte chunk ``j % 8`` of row ``r`` at chunk ``(j % 8) ^ (r % 8)`` (``(t % 32) // 4`` is ``r % 8``); the
+    tail block's groups (``Sm90Config.tail_columns``) at ``tail_word``."""
+    word = (base + (j // 8) * p.config.rows * 128 + r * 128 + T.bitwise_xor(j % 8, (t % 32) // 4) * 16) // 4 + t % 4
+    if not p.config.tail_columns:
+        return word
+    whole = p.config.block_n // SWIZZLE_COLUMNS * 8  # the 8-column groups of the whole blocks
+    return T.if_then_else(j < whole, word, tail_word(p, base, j - whole, r, t))
+
+
+def tail_word(p: Sm90Plan, base, j, r, t):
+    """The word of the tail block (``TAIL_COLUMNS``, after the whole blocks) holding group ``j`` of it in row ``r``
+    for thread ``t``: ``rows`` 64-byte rows, 64-byte swizzled (``Swizzle<2,4,3>``: 16-byte chunk ``j`` of row ``r``
+    at chunk ``j ^ ((r / 2) % 4)``, ``(t % 32) // 8`` is ``(r / 2) % 4``; a warp's 8 rows x 4 words fill the 32
+    banks once: conflict-free)."""
+    c = p.config
+    start = base + c.block_n // SWIZZLE_COLUMNS * c.rows * SWIZZLE_COLUMNS * 2
+    return (start + r * TAIL_COLUMNS * 2 + T.bitwise_xor(j % 4, (t % 32) // 8) * 16) // 4 + t % 4
+
+
+def tail_column(p: Sm90Plan) -> int:
+    """The tile's first column of its tail block (``Sm90Config.tail_columns``)."""
+    return p.config.block_n - p.config.tail_columns
+
+
+def tail_element(p: Sm90Plan, wg, b):
+    """The first element of the tail block of warpgroup ``wg``'s staging buffer ``b``: after its whole blocks."""
+    return staging_element(p, wg, b) + tail_column(p) * p.config.rows
+
+
+def c_maps(p: Sm90Plan, maps):
+    """What ``store_tma`` stores C through: C's tensor map (``maps[2]``), and with a tail block
+    (``Sm90Config.tail_columns``) C's tail map with it (after the other maps, the residual's tail map last)."""
+    if not p.config.tail_columns:
+        return maps[2]
+    return maps[2], maps[len(maps) - len(tail_maps(p))]
+
+
+def whole_map(map_c):
+    """C's tensor map of the whole 64-column blocks (``c_maps``' first)."""
+    return map_c[0] if isinstance(map_c, tuple) else map_c
+
+
+def tail_maps(p: Sm90Plan) -> tuple:
+    """The tensors whose tail-block maps (boxes ``rows x TAIL_COLUMNS``, 64-byte swizzle) the host part encodes
+    after the other maps: C's, then the residual's (``residual_read="tma"``); none without a tail block."""
+    c = p.config
+    if not c.tail_columns:
+        return ()
+    return ("C", "residual") if c.residual_read == "tma" else ("C",)
 
 
 def residual_half(p: Sm90Plan, w, high: int):
@@ -520,7 +576,7 @@ def split_store(p, SMH, acc, args, maps, part, wg, t, m0, n0, unit):
         if t == 0:
             args["S"][ticket] = T.uint32(0)
         if I.constexpr(c.epilogue == "tma"):
-            store_tma(p, SMH, acc, args, maps[2], part, wg, t, m0, n0, None, None)
+            store_tma(p, SMH, acc, args, c_maps(p, maps), part, wg, t, m0, n0, None, None)
         else:
             store(p, acc, args, row, col, p.M, None)
 
@@ -624,8 +680,12 @@ def signature_source(p: Sm90Plan) -> str:
         maps.append(("residual", m, p.N, c.rows, SWIZZLE_COLUMNS, p.tir_out, 2))
     for name, rows, cols, box_rows, box_cols, dtype, size in maps:
         lines += tensor_map_source(name, "[0, 0]", rows, cols, box_rows, box_cols, dtype, size)
+    for name in tail_maps(p):  # the tail block's boxes (Sm90Config.tail_columns): rows x TAIL_COLUMNS, 64-byte swizzle
+        lines += tensor_map_lines(f"{name}Tail", "[0, 0]", (p.N, m), (p.N * 2,), (TAIL_COLUMNS, c.rows), p.tir_out,
+                                  SWIZZLE_64B, tensor=name)
     args = ", ".join(f"{n!r}: {n}" for n in names)
-    return "\n".join([*lines, f"    kernel(p, {{{args}}}, ({', '.join(f'map{q[0]}' for q in maps)},))", ""])
+    names = [f"map{q[0]}" for q in maps] + [f"map{n}Tail" for n in tail_maps(p)]
+    return "\n".join([*lines, f"    kernel(p, {{{args}}}, ({', '.join(names)},))", ""])
 
 
 def tensor_map_source(name: str, origin: str, rows, cols, box_rows, box_cols, dtype: str, size: int) -> list[str]:
@@ -635,13 +695,15 @@ def tensor_map_source(name: str, origin: str, rows, cols, box_rows, box_cols, dt
     return tensor_map_lines(name, origin, (cols, rows), (cols * size,), (box_cols, box_rows), dtype, SWIZZLE_128B)
 
 
-def tensor_map_lines(name: str, origin: str, dims, strides, box, dtype: str, swizzle: int) -> list[str]:
+def tensor_map_lines(name: str, origin: str, dims, strides, box, dtype: str, swizzle: int,
+                     tensor: str | None = None) -> list[str]:
     """The host lines encoding ``map<name>``: a tensor map of ``len(dims)`` dimensions over ``name`` from element
     ``origin``, innermost first (the driver's order): ``dims``, the byte ``strides`` of dims 1.., ``box``, element
-    strides 1, the TMA swizzle mode ``swizzle`` (``CUtensorMapSwizzle``), out-of-bounds boxes zero-filled."""
+    strides 1, the TMA swizzle mode ``swizzle`` (``CUtensorMapSwizzle``), out-of-bounds boxes zero-filled; ``tensor``:
+    the tensor's name where it is not ``name``."""
     numbers = ", ".join(str(v) for v in (*dims, *strides, *box, *(1,) * len(dims)))
     return [f"    map{name} = T.stack_alloca('tensormap', 1)",
-            f"    T.cuda.tensormap_encode_tiled(map{name}, {name}.ptr_to({origin}), {numbers}, "
+            f"    T.cuda.tensormap_encode_tiled(map{name}, {tensor or name}.ptr_to({origin}), {numbers}, "
             f"descriptor_dtype='{dtype}', rank={len(dims)}, swizzle={swizzle}, l2_promotion={L2_PROMOTION_256B})"]
 
 

@@ -43,7 +43,8 @@ from ..common import Param, ceil_div
 from ..gemm.dynamic_m import MBucket, resolve_m
 from ..gemm.epilogue import Fusion
 from ..gemm.grouped import OFFSETS, Groups
-from .gemm_plan import DTYPES, OUT_DTYPES, Sm90Config, Sm90Plan, _min, block_k, check_fused, check_problem
+from .gemm_plan import (DTYPES, OUT_DTYPES, SWIZZLE_COLUMNS, Sm90Config, Sm90Plan, _min, block_k, check_fused,
+                        check_problem)
 
 DECODE_ROWS = 16
 """The rows per group up to which a bucket keeps the sm80 grouped kernel (the module docstring: its measured
@@ -85,6 +86,11 @@ def check_grouped_config(config: Sm90Config, out_dtype: str = "bf16", N: int = 8
         raise ContractError("sm90 grouped GEMM config epilogue: TMA stores of a 16-bit C whose rows are whole "
                             "16-byte chunks", operand="epilogue", check="parameters",
                             expected="f16/bf16 C, N % 8 == 0", found=f"{out_dtype} C, N = {N}")
+    if config.tail_columns:  # the dense kernel's tail map (gemm_emit.tail_maps) is not the grouped kernel's yet
+        raise ContractError("sm90 grouped GEMM config epilogue: the grouped kernel's TMA stores are of whole "
+                            f"{SWIZZLE_COLUMNS}-column blocks", operand="epilogue", check="parameters",
+                            expected=f"block_n % {SWIZZLE_COLUMNS} == 0 or epilogue='registers'",
+                            found=f"block_n = {config.block_n}, epilogue='tma'")
 
 
 def check_grouped_problem(G: int, N: int, K: int, dtype: str, layout: str, out_dtype: str) -> int:
