@@ -46,8 +46,10 @@ to 256 (PTX ISA 9.7.17.2, the wgmma shapes): a small M padded to 64-row tiles wa
 128-row tiles: 28 %), as N it wastes at most 7 columns. The kernel is the unswapped one over the problem ``(N, M,
 K)``, its A role the weights ``B [N, K]`` and its B role the activations ``A [M, K]`` (both K-major: layout
 ``nt``); ``block_m`` x ``block_n`` tile C^T and ``tiles_m`` counts N's tiles; the accumulator holds ``C^T`` (rows
-n, columns m) and the epilogue stores each element at ``C[m, n]`` with the fused steps read there. Static M, the
-register epilogue (one element a store: a warp's 32 stores cover 4 rows of C, 16 bytes each), no K split.
+n, columns m) and the epilogue stores each element at ``C[m, n]`` with the fused steps read there: the register
+epilogue (one element a store: a warp's 32 stores cover 4 rows of C, 16 bytes each). Dynamic M (an ``MBucket``): M's
+tiles (``tiles_n = ceil(M / block_n)``) are counted at launch, A's tensor map (the kernel's B role) is encoded over
+the run-time rows (TMA zero-fills the boxes' rows past M) and C^T's stores are masked at M.
 """
 
 from __future__ import annotations
@@ -435,9 +437,6 @@ def plan(M, N, K, dtype, layout, out_dtype, config: Sm90Config, sms: int, smem_b
                             "chunks", operand="epilogue", check="parameters", expected="f16/bf16 C, N % 8 == 0",
                             found=f"{out_dtype} C, N = {N}")
     check_fused(config, fusion, out_dtype)
-    if config.swap_ab and bucket is not None:
-        raise ContractError("sm90 GEMM config swap_ab: the swapped kernel is planned for a static M", operand="swap_ab",
-                            check="parameters", expected="a static M (an int)", found=f"M in {bucket}")
     rows, cols = (N, M) if config.swap_ab else (M, N)  # the kernel's product: C^T with swap_ab
     tiles_m, tiles_n = ceil_div(rows, config.block_m), ceil_div(cols, config.block_n)
     k_tiles = ceil_div(K, block_k(dtype))
