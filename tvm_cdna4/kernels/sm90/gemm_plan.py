@@ -49,7 +49,9 @@ K)``, its A role the weights ``B [N, K]`` and its B role the activations ``A [M,
 n, columns m) and the epilogue stores each element at ``C[m, n]`` with the fused steps read there: the register
 epilogue (one element a store: a warp's 32 stores cover 4 rows of C, 16 bytes each). Dynamic M (an ``MBucket``): M's
 tiles (``tiles_n = ceil(M / block_n)``) are counted at launch, A's tensor map (the kernel's B role) is encoded over
-the run-time rows (TMA zero-fills the boxes' rows past M) and C^T's stores are masked at M.
+the run-time rows (TMA zero-fills the boxes' rows past M) and C^T's stores are masked at M. A K split works in the
+kernel's coordinates: the workspace is ``W [slices, N, M]`` (M: the bucket's largest with a dynamic M), the tickets
+count C^T's tiles, and the tile's last slice stores the sum transposed, as the unsplit kernel does.
 """
 
 from __future__ import annotations
@@ -272,9 +274,9 @@ class Sm90Config:
         if d == "hybrid" and self.pingpong:
             bad("decomposition", "the hybrid decomposition runs the cooperative schedule", "schedule 'cooperative'",
                 (d, self.schedule))
-        if self.swap_ab and (self.epilogue != "registers" or self.split_k != 1 or self.residual_read != "global"):
-            bad("swap_ab", "the swapped kernel stores C^T from registers, one K slice", "epilogue='registers', "
-                "split_k=1, residual_read='global'", (self.epilogue, self.split_k, self.residual_read))
+        if self.swap_ab and (self.epilogue != "registers" or self.residual_read != "global"):
+            bad("swap_ab", "the swapped kernel stores C^T from registers", "epilogue='registers', "
+                "residual_read='global'", (self.epilogue, self.residual_read))
         if self.group_m < 1 or self.ctas < 0:
             bad("group_m/ctas", "group_m >= 1 and ctas >= 0", ">= 1, >= 0", (self.group_m, self.ctas))
 
@@ -458,8 +460,9 @@ def plan(M, N, K, dtype, layout, out_dtype, config: Sm90Config, sms: int, smem_b
                                 expected="slices * M * N < 2^31 (fewer slices, or reduction='atomic')",
                                 found=f"{slices} * {m_max} * {N} = {slices * m_max * N}")
         parts = 1 if config.pingpong else config.consumers
-        params += (Param("W", (slices, m_max, N), "float32"),
-                   Param("S", (ceil_div(m_max, config.block_m) * tiles_n * parts,), "uint32"))
+        rows_max, cols_max = (N, m_max) if config.swap_ab else (m_max, N)  # the kernel's coordinates: C^T's with swap_ab
+        params += (Param("W", (slices, rows_max, cols_max), "float32"),
+                   Param("S", (ceil_div(rows_max, config.block_m) * ceil_div(cols_max, config.block_n) * parts,), "uint32"))
     return Sm90Plan(M, N, K, dtype, out_dtype, config, tiles_m, tiles_n, k_tiles, ctas,
                     config.stages * config.stage_bytes() + config.staging_bytes(), params, layout, fusion, bucket, cap)
 
