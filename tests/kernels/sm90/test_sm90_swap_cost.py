@@ -63,3 +63,14 @@ def test_the_bucket_plans_swap_where_the_model_says_and_keep_the_decode_bucket()
         (True, 32), (True, 96), (True, 256)]
     assert not o.plan(200).config.swap_ab  # 56 tiles of N: too few CTAs (measured 0.88x the unswapped)
     assert all(down.plan(m).config.swap_ab and down.plan(m).config.split_k == 2 for m in (32, 96, 200))
+
+
+def test_the_torch_benchmark_names_the_bucket_plan_it_ran(capsys):
+    from benchmark_modules import benchmark_module
+
+    torch_gemm = benchmark_module("torch_gemm")
+    down = gemm.build(GemmProblem(None, 3584, 18944, "bf16", "nt", "bf16"), "sm90")
+    assert [torch_gemm.plan_label(down.plan(m)) for m in (8, 32)] == ["decode", "64x32 swap /k2"]
+    assert torch_gemm.main(["--plans", "--models", "qwen2.5-7b", "--ms", "200"]) == 0
+    out = capsys.readouterr().out
+    assert "| qwen2.5-7b | o | 3584 | 3584 | 64x128 (193-256) |" in out and "64x256 swap /k2 (193-256)" in out
