@@ -1,6 +1,6 @@
 """The swapped sm90 GEMM at a run-time M through ``tvm_cdna4.torch.gemm`` on a Hopper GPU (``cuda(arch="sm_90a")``):
 the torch op runs its shape class's bucket plan, which the cost model makes swapped (``Sm90Config.swap_ab``, with a
-K split on the long-K down projection) at M = 17, 77 and 200, against torch's product, with and without fused
+K split on the long-K down projection at M = 17 and 77) at M = 17, 77 and 200, against torch's product, with and without fused
 steps. Skipped without such a GPU."""
 
 import pytest
@@ -17,8 +17,8 @@ def _plan(N: int, K: int, M: int):
     return kernels[0].dynamic.plan(M)
 
 
-@pytest.mark.parametrize("M", (17, 77, 200))
-@pytest.mark.parametrize("N, K, split", [(4608, 3584, False), (3584, 18944, True)])  # Qwen2.5-7B's QKV and down
+@pytest.mark.parametrize("M, N, K, split", [(M, 4608, 3584, False) for M in (17, 77, 200)]  # Qwen2.5-7B's QKV
+                         + [(M, 3584, 18944, True) for M in (17, 77)])  # and down (K split; unswapped at 193..256)
 def test_the_torch_op_runs_the_swapped_bucket_plan(M, N, K, split):
     g = torch.Generator(device="cuda").manual_seed(M + N)
     a = torch.randn(M, K, device="cuda", generator=g).bfloat16()

@@ -91,7 +91,8 @@ def test_the_swapped_c_is_the_unswapped_c_bit_for_bit():
 
 
 @pytest.mark.parametrize("config", [Sm90Config(128, 64, 2, 2, epilogue="tma", swap_ab=True),
-                                    Sm90Config(128, 64, 2, 2, epilogue="tma", residual_read="tma", swap_ab=True)])
+                                    Sm90Config(128, 64, 2, 2, epilogue="tma", residual_read="tma", swap_ab=True),
+                                    Sm90Config(128, 64, 2, 2, split_k=2, decomposition="hybrid", swap_ab=True)])
 def test_what_the_swapped_kernel_does_not_run_is_refused_naming_swap_ab(config):
     with pytest.raises(ContractError, match="config swap_ab:") as e:
         gemm.plan(GemmProblem(77, 256, 4096, "bf16", "nt", "bf16"), "sm90", config)

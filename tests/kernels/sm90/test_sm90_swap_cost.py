@@ -62,7 +62,10 @@ def test_the_bucket_plans_swap_where_the_model_says_and_keep_the_decode_bucket()
     assert [(qkv.plan(m).config.swap_ab, qkv.plan(m).config.block_n) for m in (32, 96, 200)] == [
         (True, 32), (True, 96), (True, 256)]
     assert not o.plan(200).config.swap_ab  # 56 tiles of N: too few CTAs (measured 0.88x the unswapped)
-    assert all(down.plan(m).config.swap_ab and down.plan(m).config.split_k == 2 for m in (32, 96, 200))
+    assert all(down.plan(m).config.swap_ab and down.plan(m).config.split_k == 2 for m in (32, 96))
+    # 193..256: a swapped split would hold 200-256 accumulators' columns (SWAP_SPLIT_ACC_MAX): the unswapped split
+    assert (down.plan(200).config.swap_ab, down.plan(200).config.split_k) == (False, 3)
+    assert all(cfg.split_k == 1 for cfg in gemm_cost.swap_configs(200, 3584, 18944, H100, allowed=(1, 2, 3)))
 
 
 def test_the_torch_benchmark_names_the_bucket_plan_it_ran(capsys):
@@ -73,4 +76,4 @@ def test_the_torch_benchmark_names_the_bucket_plan_it_ran(capsys):
     assert [torch_gemm.plan_label(down.plan(m)) for m in (8, 32)] == ["decode", "64x32 swap /k2"]
     assert torch_gemm.main(["--plans", "--models", "qwen2.5-7b", "--ms", "200"]) == 0
     out = capsys.readouterr().out
-    assert "| qwen2.5-7b | o | 3584 | 3584 | 64x128 (193-256) |" in out and "64x256 swap /k2 (193-256)" in out
+    assert "| qwen2.5-7b | o | 3584 | 3584 | 64x128 (193-256) |" in out and "| 64x256 swap (193-256) |" in out

@@ -62,7 +62,7 @@ tiles) at M up to ``TMA_BOX_MAX`` (``WEIGH_SWAP``). ``FEW_CTAS`` and ``SWAPPED_E
 rates as above; ``benchmarks/sm90_fit.py --swap``) to those 167 timings and the 72 of ``benchmarks/sm90_sweep.py
 --swap-ab`` on an H100 SXM (2026-12-06, ``benchmarks/runs/sm90_swap_ab_h100_2026-12-06d.json``: M = 32, 96, 200 on
 the twelve projections, the model's unswapped choice and the best-estimated swapped config each, 13 to 174 us): at
-these M the weights streamed at about 2.0-2.2 TB/s with 56-80 CTAs against 2.6-2.9 TB/s with all 132 SMs (what
+these M the weights streamed at about 1.9-2.2 TB/s with 56-72 CTAs against 2.6-2.9 TB/s with all 132 SMs (what
 ``FEW_CTAS`` says), and the swapped tiles ran compute-bound shapes (the long-K down projections at M = 200) about
 1.4x faster than the unswapped tile of C^T's shape is estimated to. With the H100's ``DeviceSpec`` the 72 estimates
 are within 7.3% rms (14.3% at worst; the 167: 6.6%, from 6.5%), and of each of the 36 shapes' two kernels the model
@@ -354,6 +354,10 @@ SWAP_AB_ROWS = (64, 128)
 """The rows of N one consumer warpgroup owns in a swapped tile (``Sm90Config.swap_ab``): one or two m64 wgmmas."""
 
 
+SWAP_SPLIT_ACC_MAX = 96
+"""The most f32 accumulators per consumer thread of a swapped tile the choice splits K for: ptxas (CUDA 13.0,
+``sm_90a``) spills 172 bytes in the dynamic-M 64x256 swapped split (128 accumulators, the partials' and the
+gather's addresses beside them), none at 64x192 (96) nor in the unsplit 64x256."""
 WEIGH_SWAP = True
 """Whether the choice (``ranked``) weighs the swapped kernel (``swap_configs``) at M up to ``TMA_BOX_MAX``: yes since
 its terms were fitted to the H100's swap timings (the module docstring); past one wgmma N of M no timing says."""
@@ -363,14 +367,15 @@ def swap_configs(M: int, N: int, K: int, device, dtype: str = "bf16", allowed: t
     """The swapped configs (``Sm90Config.swap_ab``: ``block_n = round_up(M, 8)`` up to ``TMA_BOX_MAX`` over M,
     ``block_m`` = ``SWAP_AB_ROWS`` rows of N per consumer warpgroup, one or two consumers, accumulators within
     ``ACC_REGS_MAX``, the deepest ring), each with the K splits of ``allowed`` that ``decompositions`` weighs for
-    C^T's tiles (split-K only)."""
+    C^T's tiles (split-K only; with at most ``SWAP_SPLIT_ACC_MAX`` accumulators)."""
     bn, k_tiles, out = min(ceil_div(M, 8) * 8, TMA_BOX_MAX), ceil_div(K, block_k(dtype)), []
     for consumers in (1, 2):
         for rows in SWAP_AB_ROWS:
-            if rows // WGMMA_M * bn // 2 > ACC_REGS_MAX:
+            acc = rows // WGMMA_M * bn // 2
+            if acc > ACC_REGS_MAX:
                 continue
             tiles = ceil_div(N, rows * consumers) * ceil_div(M, bn)
-            for split, way in decompositions(tiles, device.units, allowed, False):
+            for split, way in decompositions(tiles, device.units, allowed if acc <= SWAP_SPLIT_ACC_MAX else (1,), False):
                 stages = deepest(rows * consumers, bn, consumers, device.smem_per_unit, ceil_div(k_tiles, split))
                 out.append(Sm90Config(rows * consumers, bn, stages, consumers, split_k=split, decomposition=way,
                                       swap_ab=True))
@@ -428,4 +433,4 @@ __all__ = ["CANDIDATES", "MIN_SLICE_TILES", "RANGE_SAMPLES", "SPLITS", "STAGED_E
            "TENSOR_RATE", "WEIGH_HYBRID", "Estimate", "choose_config", "choose_for_range", "choose_grouped", "decompositions", "grouped_configs",
            "grouped_estimate", "grouped_ranked", "GROUPED_EPILOGUE_TILES", "deepest", "efficiency", "epilogues", "estimate",
            "range_samples", "ranked", "reduction", "splits", "SWAP_AB_ROWS", "swap_ab_config", "swap_ab_ranked",
-           "FEW_CTAS", "SWAPPED_EFFICIENCY", "WEIGH_SWAP", "few_ctas", "swap_configs"]
+           "FEW_CTAS", "SWAPPED_EFFICIENCY", "SWAP_SPLIT_ACC_MAX", "WEIGH_SWAP", "few_ctas", "swap_configs"]

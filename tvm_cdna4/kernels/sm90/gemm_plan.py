@@ -274,9 +274,9 @@ class Sm90Config:
         if d == "hybrid" and self.pingpong:
             bad("decomposition", "the hybrid decomposition runs the cooperative schedule", "schedule 'cooperative'",
                 (d, self.schedule))
-        if self.swap_ab and (self.epilogue != "registers" or self.residual_read != "global"):
-            bad("swap_ab", "the swapped kernel stores C^T from registers", "epilogue='registers', "
-                "residual_read='global'", (self.epilogue, self.residual_read))
+        if self.swap_ab and (self.epilogue != "registers" or self.residual_read != "global" or d == "hybrid"):
+            bad("swap_ab", "the swapped kernel stores C^T from registers, its K split of every tile", "epilogue="
+                "'registers', residual_read='global', decomposition not 'hybrid'", (self.epilogue, self.residual_read, d))
         if self.group_m < 1 or self.ctas < 0:
             bad("group_m/ctas", "group_m >= 1 and ctas >= 0", ">= 1, >= 0", (self.group_m, self.ctas))
 
