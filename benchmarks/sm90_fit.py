@@ -9,6 +9,14 @@ its median time. A coordinate search (each rate scaled by a ladder of factors in
 It prints the rates, the rms and worst error, and the choice's loss on the swept shapes (the measured time
 of the config the model ranks first over the fastest measured, of the configs timed there); the values in
 ``gemm_cost`` are these, rounded. ``WGMMA_FULL_N`` is chosen over 64..128 by the same error.
+
+    python benchmarks/sm90_fit.py --swap
+
+fits the swap's terms (``SWAP_FITTED``: ``FEW_CTAS``, ``SWAPPED_EFFICIENCY``) with the other rates as they are, to
+those timings and the 72 of ``benchmarks/runs/sm90_swap_ab_h100_2026-12-06d.json`` (``benchmarks/sm90_sweep.py
+--swap-ab``: M = 32, 96, 200 on the twelve projections, the model's unswapped choice and the best-estimated swapped
+config each), the same search on the rms over both; it prints the rms of each set and on how many of the 36 shapes
+the model ranks the faster of the two kernels first.
 """
 
 from __future__ import annotations
@@ -29,6 +37,29 @@ DATASHEET = dict(TENSOR_EFFICIENCY=0.75, ONE_CONSUMER=0.85, HBM_EFFICIENCY=0.8, 
                  STORE_EFFICIENCY=0.35, STAGED_EPILOGUE=0.16, REDUCTION_EFFICIENCY=0.5)
 """``--start datasheet``: where the search starts (the rates before the 2026-12-06 sweep, and first guesses)."""
 LADDER = (0.5, 0.7, 0.8, 0.9, 0.95, 0.98, 1.02, 1.05, 1.1, 1.2, 1.4, 2)
+SWAP_FITTED = ("FEW_CTAS", "SWAPPED_EFFICIENCY")
+SWAP_TIMINGS = os.path.join(ROOT, "benchmarks", "runs", "sm90_swap_ab_h100_2026-12-06d.json")
+SWAP_START = dict(FEW_CTAS=0.3, SWAPPED_EFFICIENCY=1.0)
+"""``--swap``: where the search of the swap's terms starts."""
+
+
+def swap_timings(path: str = SWAP_TIMINGS) -> list:
+    """The swap timings (``sm90_sweep.py --swap-ab``'s JSON) as ``(config, M, N, K, us)``."""
+    import json
+
+    from tvm_cdna4.kernels.sm90.gemm_plan import Sm90Config
+
+    with open(path) as f:
+        rows = json.load(f)["rows"]
+    return [(Sm90Config(**r["config"]), r["M"], r["N"], r["K"], r["us"]) for r in rows if r.get("ok", True)]
+
+
+def ranked_right(cost, data, device) -> tuple[int, int]:
+    """(shapes whose fastest measured config the model estimates fastest, shapes)."""
+    shapes = {}
+    for cfg, M, N, K, us in data:
+        shapes.setdefault((M, N, K), []).append((cost.estimate(cfg, M, N, K, 2, device).total, us))
+    return sum(min(runs)[1] == min(u for _, u in runs) for runs in shapes.values()), len(shapes)
 
 
 def errors(cost, data, device):
@@ -44,9 +75,9 @@ def choice_loss(cost, data, device):
     return math.exp(sum(map(math.log, losses)) / len(losses)), max(losses)
 
 
-def search(cost, data, device, rounds: int):
+def search(cost, data, device, rounds: int, names=FITTED):
     for _ in range(rounds):
-        for name in FITTED:
+        for name in names:
             best = (errors(cost, data, device)[0], getattr(cost, name))
             for f in LADDER:
                 v = best[1] * f
@@ -64,12 +95,15 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--start", choices=("current", "datasheet"), default="current")
     ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("--swap", action="store_true", help="fit the swap's terms (SWAP_FITTED) to both sets of timings")
     args = ap.parse_args(argv)
     from test_sm90_gemm import h100_timings
     from tvm_cdna4.kernels import devices
     from tvm_cdna4.kernels.sm90 import gemm_cost as cost
 
     device, data = devices.DEVICES["H100"], h100_timings()
+    if args.swap:
+        return fit_swap(cost, data, swap_timings(), device, args.rounds)
     if args.start == "datasheet":
         for k, v in DATASHEET.items():
             setattr(cost, k, v)
@@ -88,6 +122,22 @@ def main(argv=None) -> int:
     geo, most = choice_loss(cost, data[:144], device)
     print(f"rms {rms:.1%}, worst {worst:.1%} (log error); the first-ranked config's loss on the swept shapes: "
           f"{geo - 1:.1%} geometric mean, {most - 1:.1%} at worst")
+    return 0
+
+
+def fit_swap(cost, data, swapped, device, rounds: int) -> int:
+    """``--swap``: the swap's terms fitted to both sets, printed with each set's rms and the ranking."""
+    for k, v in SWAP_START.items():
+        setattr(cost, k, v)
+    search(cost, data + swapped, device, rounds, SWAP_FITTED)
+    print(f"{len(data)} + {len(swapped)} timings")
+    for k in SWAP_FITTED:
+        print(f"  {k} = {getattr(cost, k):.3g}")
+    for name, rows in (("the 167", data), ("the swap's", swapped)):
+        rms, worst = errors(cost, rows, device)
+        print(f"{name}: rms {rms:.1%}, worst {worst:.1%} (log error)")
+    right, shapes = ranked_right(cost, swapped, device)
+    print(f"the faster of the two measured kernels ranked first on {right} of {shapes} shapes")
     return 0
 
 

@@ -18,11 +18,12 @@ torch's product, and timed (``sm90_gemm.bench``: CUDA graphs over input copies b
 (docs/sm90_gemm.md "Cost model"). The table printed last: per shape, the model's first choice, the fastest
 measured config, and cuBLAS.
 
-``--swap-ab`` (default M = 32, 96, 200): per shape, the model's first choice (rank ``"model"``) beside the
+``--swap-ab`` (default M = 32, 96, 200): per shape, the model's first unswapped choice (rank ``"model"``:
+``gemm_cost.ranked(..., swap=False)``) beside the
 ``--swap-top`` best-estimated swapped configs (``gemm_cost.swap_ab_ranked``: ``Sm90Config.swap_ab``, C^T = B A^T,
 ranks ``"swap0"``, ...), each checked and timed as above, into ``$OUT/sm90_swap_ab.json``; the table: the model's
-choice, the best swapped config, cuBLAS and their ratios (the timing the cost model's weighing of the swap waits
-for, docs/sm90_gemm.md "Swap AB").
+choice, the best swapped config, cuBLAS and their ratios (the timings ``benchmarks/sm90_fit.py --swap`` fits the
+swap's terms to, docs/sm90_gemm.md "Swap AB").
 
 ``--widths`` (default M = 768, 3000): per shape, the first choice of the model without those tile widths (rank
 ``"old"``: ``gemm_cost.CANDIDATES`` less ``block_n`` in ``--widths``; the choice before them) beside the
@@ -70,7 +71,7 @@ def jobs(args):
 
 
 def swap_jobs(args):
-    """``--swap-ab``: per shape and M, the model's first choice and the ``--swap-top`` best swapped configs."""
+    """``--swap-ab``: per shape and M, the model's first unswapped choice and the ``--swap-top`` best swapped configs."""
     import attrs
 
     from tvm_cdna4.kernels import devices
@@ -80,7 +81,7 @@ def swap_jobs(args):
     out = []
     for model, proj, N, K in shapes(args.models.split(",")):
         for M in map(int, args.ms.split(",")):
-            t, cfg = gemm_cost.ranked(M, N, K, 2, device)[0]
+            t, cfg = gemm_cost.ranked(M, N, K, 2, device, swap=False)[0]
             out.append(((model, proj, M, N, K, "model", round(t * 1e6, 2)), (M, N, K), attrs.asdict(cfg)))
             for i, (t, cfg) in enumerate(gemm_cost.swap_ab_ranked(M, N, K, 2, device)[:args.swap_top]):
                 out.append(((model, proj, M, N, K, f"swap{i}", round(t * 1e6, 2)), (M, N, K), attrs.asdict(cfg)))

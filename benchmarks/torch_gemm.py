@@ -19,6 +19,10 @@ before capture. Per shape, each contender is checked once against the f32 produc
 * ``eager``: the same calls from Python, synchronized once at the end (launch and argument-check cost
   included: what an eager serving loop pays).
 
+Each row names the plan the torch op ran for M (its bucket's: the tile, ``swap`` for the swapped kernel,
+``/kS`` for a K split of S slices; the JSON has the whole config). ``--plans`` prints those plans of every shape and
+M without a GPU (the cost model's bucket plans, no torch needed) and exits.
+
 The roofline of a shape is ``max(2MNK / DENSE_BF16_FLOPS, (x + W + y bytes) / read rate)``, the read
 rate measured in the same run (a sum over a 4 GiB tensor), and each contender's fraction of it is
 printed beside its time. The table (markdown) is the output's last lines; every figure is in
@@ -169,28 +173,54 @@ def measure(torch, ours, model, proj, M, N, K, args, rate) -> dict:
         row[f"{name}_graph_us"] = _graph_seconds(torch, calls, args.reps) * 1e6
         row[f"{name}_eager_us"] = _eager_seconds(torch, calls, max(3, args.reps // 4)) * 1e6
         row[f"{name}_roofline"] = roof * 1e6 / row[f"{name}_graph_us"]
-    row["plan"] = _plan_of(ours, N, K, M)
+    row["plan"], row["tile"] = _plan_of(ours, N, K, M)
     row["speedup_graph"] = row["torch_graph_us"] / row["ours_graph_us"]
     row["speedup_eager"] = row["torch_eager_us"] / row["ours_eager_us"]
     del ws
     return row
 
 
-def _plan_of(ours, N: int, K: int, M: int) -> str:
-    """The plan the torch op ran for M (its kernel cache's entry of the shape class: ``kernel_cache``)."""
+def _plan_of(ours, N: int, K: int, M: int) -> tuple[str, str]:
+    """The plan the torch op ran for M (its kernel cache's entry of the shape class: ``kernel_cache``) and its
+    ``plan_label``."""
     for key, kernel in ours.kernel_cache().items():
         if key[:2] == (N, K) and not isinstance(key[0], str):
             dynamic = getattr(kernel, "dynamic", None)
             p = dynamic.plan(M) if dynamic is not None else None
-            return f"{type(p).__name__} {p.config}" if p is not None else "?"
-    return "?"
+            return (f"{type(p).__name__} {p.config}", plan_label(p)) if p is not None else ("?", "?")
+    return "?", "?"
+
+
+def plan_label(p) -> str:
+    """A plan in a table's cell: ``decode`` (the weight-streaming kernel), else the config's tile ``block_m x block_n``
+    (C^T's with ``swap``), ``/kS`` for a K split, ``tma`` for TMA stores."""
+    c = getattr(p, "config", None)
+    if not hasattr(c, "swap_ab"):
+        return "decode" if c is not None else "?"
+    return (f"{c.block_m}x{c.block_n}" + (" swap" if c.swap_ab else "") + (f" /k{c.split_k}" if c.split_k > 1 else "")
+            + (" tma" if c.epilogue == "tma" else ""))
+
+
+def print_plans(models, ms) -> None:
+    """``--plans``: the sm90 bucket plan (``plan_label``) of each projection at each M, as the torch op plans it."""
+    from tvm_cdna4.kernels import gemm
+    from tvm_cdna4.kernels.gemm import GemmProblem
+
+    print("| model | proj | N | K | " + " | ".join(f"M = {m} (bucket)" for m in ms) + " |")
+    print("|---|---|---|---|" + "---|" * len(ms))
+    for model in models:
+        for proj, N, K in projections(model):
+            d = gemm.build(GemmProblem(None, N, K, "bf16", "nt", "bf16"), "sm90")
+            cells = [f"{plan_label(d.plan(m))} ({d.plan(m).dynamic_m.lo}-{d.plan(m).dynamic_m.hi})" for m in ms]
+            print(f"| {model} | {proj} | {N} | {K} | " + " | ".join(cells) + " |")
 
 
 def table(rows) -> list[str]:
-    out = ["| model | proj | M | N | K | ours µs | cuBLAS µs | ours/cuBLAS speed | ours % roof | cuBLAS % roof "
-           "| eager ours µs | eager cuBLAS µs | ok |", "|" + "---|" * 13]
+    out = ["| model | proj | M | N | K | plan | ours µs | cuBLAS µs | ours/cuBLAS speed | ours % roof | cuBLAS % roof "
+           "| eager ours µs | eager cuBLAS µs | ok |", "|" + "---|" * 14]
     for r in rows:
-        out.append(f"| {r['model']} | {r['proj']} | {r['M']} | {r['N']} | {r['K']} | {r['ours_graph_us']:.1f} | "
+        out.append(f"| {r['model']} | {r['proj']} | {r['M']} | {r['N']} | {r['K']} | {r.get('tile', '?')} | "
+                   f"{r['ours_graph_us']:.1f} | "
                    f"{r['torch_graph_us']:.1f} | {r['speedup_graph']:.2f}x | {100 * r['ours_roofline']:.0f} | "
                    f"{100 * r['torch_roofline']:.0f} | {r['ours_eager_us']:.1f} | {r['torch_eager_us']:.1f} | "
                    f"{'yes' if r['ours_ok'] and r['torch_ok'] else 'NO'} |")
@@ -232,7 +262,11 @@ def main(argv=None) -> int:
     ap.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) - 2))
     ap.add_argument("--out", default=".")
     ap.add_argument("--tag", default="", help="suffix of the output files")
+    ap.add_argument("--plans", action="store_true", help="print the sm90 bucket plans of the shapes and exit (no GPU)")
     args = ap.parse_args(argv)
+    if args.plans:
+        print_plans(args.models.split(","), [int(v) for v in args.ms.split(",")])
+        return 0
     import torch
 
     import tvm_cdna4.torch as ours
@@ -259,8 +293,8 @@ def main(argv=None) -> int:
             r = rows[-1]
             with open(partial, "a") as f:
                 f.write(json.dumps(r) + "\n")
-            print(f"{model} {proj} M={M}: ours {r['ours_graph_us']:.1f} us, cuBLAS {r['torch_graph_us']:.1f} us "
-                  f"({r['speedup_graph']:.2f}x), ok={r['ours_ok']}", flush=True)
+            print(f"{model} {proj} M={M}: ours {r['ours_graph_us']:.1f} us ({r['tile']}), cuBLAS {r['torch_graph_us']:.1f} "
+                  f"us ({r['speedup_graph']:.2f}x), ok={r['ours_ok']}", flush=True)
     meta = dict(device=name, arch=arch, target=target, read_rate=rate, torch=torch.__version__, date=time.strftime("%Y-%m-%d"),
                 calls=args.calls, reps=args.reps, seconds=time.time() - t0)
     write_results(args.out, f"torch_gemm{tag}", meta, rows, table(rows))

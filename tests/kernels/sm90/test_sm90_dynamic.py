@@ -89,7 +89,9 @@ def test_what_dynamic_m_cannot_do_is_refused_naming_the_operand(call, operand, c
 @pytest.fixture(scope="module")
 def dynamic_plan():
     problem = GemmProblem(None, 200, 264, "bf16", "nt", "bf16", Fusion(bias=True, activation="silu", residual=True))
-    return gemm.plan(problem, "sm90", m=77)
+    with pytest.MonkeyPatch.context() as mp:  # the unswapped kernel (the swapped one: test_sm90_swap_dynamic)
+        mp.setattr(gemm_cost, "WEIGH_SWAP", False)
+        return gemm.plan(problem, "sm90", m=77)
 
 
 def test_the_kernel_takes_m_and_the_host_encodes_as_map_with_it(dynamic_plan):
@@ -120,5 +122,7 @@ def test_emit_config_of_a_dynamic_m_problem(capsys):
     out = json.loads(capsys.readouterr().out)
     assert (out["target"], out["M"], out["m_bucket"], out["planned_at_m"]) == ("sm90", "M", [97, 128], 128)
     assert out["planned_over_m"] == [97, 128]
-    assert out["grid"] == "T.min(T.Div(M + 63, 64) * 64, 132)" and out["config"]["block_m"] == 64
+    # the swapped kernel (C^T: 64 rows of N, 104 columns of M: 64 x ceil(M / 104) tiles)
+    assert out["grid"] == "T.min(64 * T.Div(M + 103, 104), 132)" and out["config"]["block_m"] == 64
+    assert out["config"]["swap_ab"] is True and out["config"]["block_n"] == 104
     assert out["buckets"][0] == "1-16" and out["buckets"][-1] == f"8193-{m_limit(4096)}"

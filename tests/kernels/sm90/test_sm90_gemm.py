@@ -46,12 +46,13 @@ def test_the_row_and_its_aliases():
     (8192, 4100, 4096, (256, 128, 2), "registers", 1),  # C rows not whole 16-byte chunks: no TMA stores
 ])
 def test_the_cost_model_picks_the_tile_by_m(M, N, K, tile, epilogue, split):
-    cfg = gemm_cost.choose_config(M, N, K, 2, H200)
+    cfg = gemm_cost.ranked(M, N, K, 2, H200, swap=False)[0][1]  # the unswapped tile (swapped: test_sm90_swap_dynamic)
     assert (cfg.block_m, cfg.block_n, cfg.consumers, cfg.epilogue, cfg.split_k) == (*tile, epilogue, split)
     assert cfg.stages == gemm_cost.deepest(*tile, H200.smem_per_unit, -(-(-(-K // 64)) // split), epilogue)
     assert cfg.stages == (3 if epilogue == "tma" else 4) or tile != (128, 256, 2)
     ranked = gemm_cost.ranked(M, N, K, 2, H200)
-    assert ranked[0][1] == cfg and all(a <= b for (a, _), (b, _) in zip(ranked, ranked[1:]))
+    assert ranked[0][1] == cfg or (M <= 256 and ranked[0][1].swap_ab)
+    assert all(a <= b for (a, _), (b, _) in zip(ranked, ranked[1:]))
 
 
 def test_the_split_k_term_and_the_splits_weighed(monkeypatch):

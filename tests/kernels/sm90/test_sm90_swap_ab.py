@@ -22,11 +22,12 @@ EMULATOR = "the CUDA emulator (no GPU runner)"
 ALL = Fusion(bias=True, activation="silu", residual=True, row_scale=True, col_scale=True)
 
 
-def test_off_by_default_and_never_the_cost_models_choice():
+def test_off_by_default_and_weighed_by_the_cost_model_up_to_one_wgmma_n_of_m():
     assert Sm90Config().swap_ab is False
     for M in (17, 32, 96, 200, 768):
-        assert not any(cfg.swap_ab for _, cfg in gemm_cost.ranked(M, 37888, 3584, 2, H200))
-        assert not gemm.plan(GemmProblem(M, 4096, 4096, "bf16", "nt", "bf16"), "sm90").config.swap_ab
+        assert not any(cfg.swap_ab for _, cfg in gemm_cost.ranked(M, 37888, 3584, 2, H200, swap=False))
+        assert any(cfg.swap_ab for _, cfg in gemm_cost.ranked(M, 37888, 3584, 2, H200)) == (M <= 256)
+    assert not gemm.plan(GemmProblem(768, 4096, 4096, "bf16", "nt", "bf16"), "sm90").config.swap_ab
 
 
 def test_the_plan_tiles_c_transposed_with_m_as_wgmma_n():
@@ -41,9 +42,13 @@ def test_the_plan_tiles_c_transposed_with_m_as_wgmma_n():
     assert "3584, 37888, 7168, 64, 128, 1, 1" in source and "3584, 200, 7168, 64, 200, 1, 1" in source
 
 
-def test_the_estimate_is_the_unswapped_estimate_of_c_transposed():
-    swapped, plain = Sm90Config(128, 200, 5, 2, swap_ab=True), Sm90Config(128, 200, 5, 2)
-    assert gemm_cost.estimate(swapped, 200, 37888, 3584, 2, H200) == gemm_cost.estimate(plain, 37888, 200, 3584, 2, H200)
+def test_the_estimate_is_the_unswapped_estimate_of_c_transposed_at_the_swapped_tiles_efficiency():
+    swapped, plain = Sm90Config(64, 200, 5, 1, swap_ab=True), Sm90Config(64, 200, 5, 1)
+    ours, theirs = gemm_cost.estimate(swapped, 200, 37888, 3584, 2, H200), gemm_cost.estimate(plain, 37888, 200, 3584, 2, H200)
+    assert gemm_cost.efficiency(swapped) == pytest.approx(gemm_cost.efficiency(plain) * gemm_cost.SWAPPED_EFFICIENCY)
+    assert ours.compute == pytest.approx(theirs.compute / gemm_cost.SWAPPED_EFFICIENCY)
+    assert (ours.memory, ours.fill, ours.epilogue) == (theirs.memory, theirs.fill, theirs.epilogue)
+    assert gemm_cost.efficiency(Sm90Config(128, 200, 5, 2, swap_ab=True)) == 1.0  # at most the tensor rate
 
 
 @pytest.mark.parametrize("M, block_n, tiles", [(5, 8, {(64, 1), (128, 1), (128, 2), (256, 2)}),
@@ -86,23 +91,22 @@ def test_the_swapped_c_is_the_unswapped_c_bit_for_bit():
 
 
 @pytest.mark.parametrize("config", [Sm90Config(128, 64, 2, 2, epilogue="tma", swap_ab=True),
-                                    Sm90Config(128, 64, 2, 2, split_k=2, swap_ab=True)])
+                                    Sm90Config(128, 64, 2, 2, epilogue="tma", residual_read="tma", swap_ab=True),
+                                    Sm90Config(128, 64, 2, 2, split_k=2, decomposition="hybrid", swap_ab=True)])
 def test_what_the_swapped_kernel_does_not_run_is_refused_naming_swap_ab(config):
     with pytest.raises(ContractError, match="config swap_ab:") as e:
         gemm.plan(GemmProblem(77, 256, 4096, "bf16", "nt", "bf16"), "sm90", config)
     assert e.value.operand == "swap_ab" and e.value.check == "parameters"
 
 
-def test_dynamic_m_and_grouped_refuse_swap_ab():
+def test_the_grouped_kernel_refuses_swap_ab():
     from tvm_cdna4.kernels.sm90.grouped_plan import plan_grouped
 
     cfg = Sm90Config(128, 64, 2, 2, swap_ab=True)
-    with pytest.raises(ContractError, match="static M") as e:
-        make_plan(MBucket(17, 64), 256, 128, "bf16", "nt", "bf16", cfg, H200.units, H200.smem_per_unit)
-    assert e.value.operand == "swap_ab"
     with pytest.raises(ContractError, match="grouped GEMM config swap_ab") as e:
         plan_grouped(MBucket(17, 64), 4, 256, 128, "bf16", "bf16", cfg, H200.units, H200.smem_per_unit)
     assert e.value.operand == "swap_ab"
+    assert make_plan(MBucket(17, 64), 256, 128, "bf16", "nt", "bf16", cfg, H200.units, H200.smem_per_unit).config.swap_ab
 
 
 def test_the_cli_plans_and_validates_with_swap_ab(capsys):

@@ -14,8 +14,9 @@ bandwidth: ``kernels.devices``, never written here), the estimate in seconds is
   ``N / WGMMA_FULL_N`` of it (a narrow wgmma does not reach the full rate), and one consumer warpgroup (no
   second one to hide its epilogue and waits) at ``ONE_CONSUMER`` of that;
 - memory: A and B read once and C written once (the grouped tile order keeps the panels of one group
-  in L2) at ``HBM_EFFICIENCY`` of the HBM bandwidth, or the busiest CTA's own bytes at ``SM_BYTES_PER_CLK``
-  when fewer CTAs than SMs stream (small M);
+  in L2) at ``HBM_EFFICIENCY`` of the HBM bandwidth (a grid of fewer CTAs than SMs: ``few_ctas`` of that,
+  ``(ctas / SMs)^FEW_CTAS``), or the busiest CTA's own bytes at ``SM_BYTES_PER_CLK`` when fewer CTAs than SMs
+  stream (small M);
 - fill: the first stage of every CTA before its first wgmma (the ring's latency);
 - epilogue: the consumers store each tile's C from registers while the tensor cores wait, and every
   CTA reaches its epilogue at about the same time: the busiest CTA's tiles' C bytes, times the CTAs,
@@ -53,6 +54,19 @@ each swept shape's three configs the one it ranks first is within 15% of the fas
 mean; docs/sm90_gemm.md "Cost model"). The sm80 target's ``Device`` holds its fitted rates the same way. The
 choice is over ``CANDIDATES`` with the deepest ring that fits the SM's
 shared memory (at most ``MAX_STAGES``).
+
+Swap AB (``Sm90Config.swap_ab``: C^T = B A^T, ``gemm_plan``'s docstring) is the estimate of the unswapped kernel over
+C^T's problem (N, M, K), its tile's efficiency times ``SWAPPED_EFFICIENCY`` (at most the tensor rate). The choice
+weighs the swapped configs (``swap_configs``: M as wgmma's N, with the K splits ``decompositions`` weighs for C^T's
+tiles) at M up to ``TMA_BOX_MAX`` (``WEIGH_SWAP``). ``FEW_CTAS`` and ``SWAPPED_EFFICIENCY`` were fitted (the other
+rates as above; ``benchmarks/sm90_fit.py --swap``) to those 167 timings and the 72 of ``benchmarks/sm90_sweep.py
+--swap-ab`` on an H100 SXM (2026-12-06, ``benchmarks/runs/sm90_swap_ab_h100_2026-12-06d.json``: M = 32, 96, 200 on
+the twelve projections, the model's unswapped choice and the best-estimated swapped config each, 13 to 174 us): at
+these M the weights streamed at about 1.9-2.2 TB/s with 56-72 CTAs against 2.6-2.9 TB/s with all 132 SMs (what
+``FEW_CTAS`` says), and the swapped tiles ran compute-bound shapes (the long-K down projections at M = 200) about
+1.4x faster than the unswapped tile of C^T's shape is estimated to. With the H100's ``DeviceSpec`` the 72 estimates
+are within 7.3% rms (14.3% at worst; the 167: 6.6%, from 6.5%), and of each of the 36 shapes' two kernels the model
+ranks the faster first on 34 (tests/kernels/sm90/test_sm90_swap_cost.py).
 """
 
 from __future__ import annotations
@@ -101,6 +115,12 @@ WGMMA_FULL_N = 128
 """The narrowest wgmma (m64nNk16) that runs at the full tensor rate: an N = 64 tile keeps half of it (fitted:
 of 64, 80, 96, 112 and 128, the value that fits the timings best; 128x64 tiles measured 1.2-1.3x slower than
 the shared-memory bound alone says)."""
+FEW_CTAS = 0.12
+"""How the loads' HBM rate falls with a grid of fewer CTAs than SMs (``few_ctas``: ``(ctas / SMs)^FEW_CTAS``; fitted
+to the swap timings: the module docstring)."""
+SWAPPED_EFFICIENCY = 1.4
+"""The swapped tile's (``Sm90Config.swap_ab``) tensor efficiency over the unswapped tile's at C^T's shape (fitted
+to the swap timings: the module docstring)."""
 MAX_STAGES = 8
 CANDIDATES = ((128, 256, 2), (256, 128, 2), (128, 224, 2), (128, 192, 2), (128, 160, 2), (128, 128, 2), (128, 64, 2),
               (64, 256, 1), (64, 128, 1), (64, 64, 1))
@@ -147,14 +167,15 @@ def efficiency(cfg: Sm90Config, bytes_per: int = 2) -> float:
     reads = cfg.block_m // WGMMA_M * (BLOCK_K // WGMMA_K) * (WGMMA_M + cfg.block_n) * WGMMA_K * bytes_per
     smem_clk = (reads + cfg.stage_bytes(bytes_per)) / SMEM_BYTES_PER_CLK
     share = min(1.0, tensor_clk / smem_clk, cfg.block_n / WGMMA_FULL_N) * TENSOR_EFFICIENCY
-    return share * (ONE_CONSUMER if cfg.consumers == 1 else 1.0)
+    share *= ONE_CONSUMER if cfg.consumers == 1 else 1.0
+    return min(1.0, share * SWAPPED_EFFICIENCY) if cfg.swap_ab else share
 
 
 def estimate(cfg: Sm90Config, M: int, N: int, K: int, out_bytes: int, device, dtype: str = "bf16",
              groups: int = 1) -> Estimate:
     """The estimate of ``cfg`` on (M, N, K) of ``dtype`` inputs on ``device`` (a ``devices.DeviceSpec``);
     ``groups`` > 1: a grouped GEMM's (``grouped_estimate``), whose weights ``groups N K`` are read once each.
-    ``cfg.swap_ab``: the kernel's product C^T, (N, M, K) (not fitted to a swapped timing yet)."""
+    ``cfg.swap_ab``: the kernel's product C^T, (N, M, K) at ``SWAPPED_EFFICIENCY`` (``efficiency``)."""
     if cfg.swap_ab:
         M, N = N, M
     tiles = ceil_div(M, cfg.block_m) * ceil_div(N, cfg.block_n)
@@ -174,13 +195,20 @@ def estimate(cfg: Sm90Config, M: int, N: int, K: int, out_bytes: int, device, dt
     if waves:  # a hybrid's full waves: whole tiles before the split ones
         compute += waves * tile_s * k_whole / k
         cta_bytes += waves * ((cfg.block_m + cfg.block_n) * k_whole * bytes_per + cfg.block_m * cfg.block_n * out_bytes)
-    memory = max(moved / (device.hbm_bytes_s * HBM_EFFICIENCY), cta_bytes / (SM_BYTES_PER_CLK * device.clock_hz))
+    memory = max(moved / (device.hbm_bytes_s * HBM_EFFICIENCY * few_ctas(ctas, device)),
+                 cta_bytes / (SM_BYTES_PER_CLK * device.clock_hz))
     fill = cfg.stage_bytes() * ctas / device.hbm_bytes_s
     epilogue = per_tile * cfg.block_m * cfg.block_n * out_bytes * ctas / (device.hbm_bytes_s * STORE_EFFICIENCY)
     split = (M, N, per_tile) if cfg.decomposition != "hybrid" else (  # a hybrid: only its split tiles' partials
         (tiles - whole) * cfg.block_m, cfg.block_n, ceil_div(tiles - whole, ctas))
     return Estimate(compute, memory, fill, epilogue * (STAGED_EPILOGUE if cfg.epilogue == "tma" else 1.0),
                     reduction(cfg, *split, device))
+
+
+def few_ctas(ctas: int, device) -> float:
+    """The share of the loads' HBM rate a grid of ``ctas`` persistent CTAs reaches: ``(ctas / SMs)^FEW_CTAS``
+    below a full grid (fitted: the module docstring), 1 with every SM streaming."""
+    return min(1.0, ctas / device.units) ** FEW_CTAS
 
 
 def reduction(cfg: Sm90Config, M: int, N: int, per_tile: int, device) -> float:
@@ -238,10 +266,12 @@ def epilogues(N: int, out_bytes: int, consumers: int) -> tuple:
 
 
 def ranked(M: int, N: int, K: int, out_bytes: int, device, dtype: str = "bf16",
-           min_slice: int = MIN_SLICE_TILES, hybrid: bool | None = None) -> list[tuple[float, Sm90Config]]:
+           min_slice: int = MIN_SLICE_TILES, hybrid: bool | None = None,
+           swap: bool | None = None) -> list[tuple[float, Sm90Config]]:
     """Every candidate config (deepest ring) with every epilogue C allows (``epilogues``) and every K split
     ``decompositions`` weighs (``splits`` with slices of ``min_slice`` k-tiles or more; the hybrid where
-    ``hybrid``, default ``WEIGH_HYBRID``), and its estimate, best first (ties: the larger tile, then the fewer
+    ``hybrid``, default ``WEIGH_HYBRID``), the swapped ones where ``swap`` (default ``WEIGH_SWAP``) and M is at most
+    ``TMA_BOX_MAX`` (``swap_configs``), and its estimate, best first (ties: the larger tile, then the fewer
     slices)."""
     out, k_tiles = [], ceil_div(K, block_k(dtype))
     for (bm, bn, consumers), how in ((c, how) for c in CANDIDATES for how in epilogues(N, out_bytes, c[2])):
@@ -250,6 +280,9 @@ def ranked(M: int, N: int, K: int, out_bytes: int, device, dtype: str = "bf16",
             stages = deepest(bm, bn, consumers, device.smem_per_unit, ceil_div(k_tiles, split), how)
             cfg = Sm90Config(bm, bn, stages, consumers, epilogue=how, split_k=split, decomposition=way)
             out.append((estimate(cfg, M, N, K, out_bytes, device, dtype).total, -bm * bn, split, cfg))
+    if (WEIGH_SWAP if swap is None else swap) and M <= TMA_BOX_MAX:
+        out += [(estimate(cfg, M, N, K, out_bytes, device, dtype).total, -cfg.block_m * cfg.block_n, cfg.split_k, cfg)
+                for cfg in swap_configs(M, N, K, device, dtype, splits(M, N, K, dtype, min_slice))]
     out.sort(key=lambda x: x[:3])
     return [(t, cfg) for t, _, _, cfg in out]
 
@@ -326,20 +359,39 @@ SWAP_AB_ROWS = (64, 128)
 """The rows of N one consumer warpgroup owns in a swapped tile (``Sm90Config.swap_ab``): one or two m64 wgmmas."""
 
 
-def swap_ab_ranked(M: int, N: int, K: int, out_bytes: int, device, dtype: str = "bf16") -> list[tuple[float, Sm90Config]]:
+SWAP_SPLIT_ACC_MAX = 96
+"""The most f32 accumulators per consumer thread of a swapped tile the choice splits K for: ptxas (CUDA 13.0,
+``sm_90a``) spills 172 bytes in the dynamic-M 64x256 swapped split (128 accumulators, the partials' and the
+gather's addresses beside them), none at 64x192 (96) nor in the unsplit 64x256."""
+WEIGH_SWAP = True
+"""Whether the choice (``ranked``) weighs the swapped kernel (``swap_configs``) at M up to ``TMA_BOX_MAX``: yes since
+its terms were fitted to the H100's swap timings (the module docstring); past one wgmma N of M no timing says."""
+
+
+def swap_configs(M: int, N: int, K: int, device, dtype: str = "bf16", allowed: tuple = (1,)) -> list[Sm90Config]:
     """The swapped configs (``Sm90Config.swap_ab``: ``block_n = round_up(M, 8)`` up to ``TMA_BOX_MAX`` over M,
     ``block_m`` = ``SWAP_AB_ROWS`` rows of N per consumer warpgroup, one or two consumers, accumulators within
-    ``ACC_REGS_MAX``, the deepest ring) and their estimates, best first (ties: the larger tile). Opt-in:
-    ``choose_config`` never weighs them until a GPU timing says where they win (``benchmarks/sm90_sweep.py
-    --swap-ab``)."""
+    ``ACC_REGS_MAX``, the deepest ring), each with the K splits of ``allowed`` that ``decompositions`` weighs for
+    C^T's tiles (split-K only; with at most ``SWAP_SPLIT_ACC_MAX`` accumulators)."""
     bn, k_tiles, out = min(ceil_div(M, 8) * 8, TMA_BOX_MAX), ceil_div(K, block_k(dtype)), []
     for consumers in (1, 2):
         for rows in SWAP_AB_ROWS:
-            if rows // WGMMA_M * bn // 2 > ACC_REGS_MAX:
+            acc = rows // WGMMA_M * bn // 2
+            if acc > ACC_REGS_MAX:
                 continue
-            stages = deepest(rows * consumers, bn, consumers, device.smem_per_unit, k_tiles)
-            cfg = Sm90Config(rows * consumers, bn, stages, consumers, swap_ab=True)
-            out.append((estimate(cfg, M, N, K, out_bytes, device, dtype).total, -cfg.block_m, cfg))
+            tiles = ceil_div(N, rows * consumers) * ceil_div(M, bn)
+            for split, way in decompositions(tiles, device.units, allowed if acc <= SWAP_SPLIT_ACC_MAX else (1,), False):
+                stages = deepest(rows * consumers, bn, consumers, device.smem_per_unit, ceil_div(k_tiles, split))
+                out.append(Sm90Config(rows * consumers, bn, stages, consumers, split_k=split, decomposition=way,
+                                      swap_ab=True))
+    return out
+
+
+def swap_ab_ranked(M: int, N: int, K: int, out_bytes: int, device, dtype: str = "bf16") -> list[tuple[float, Sm90Config]]:
+    """The unsplit ``swap_configs`` and their estimates, best first (ties: the larger tile): what ``--swap-ab`` and
+    ``benchmarks/sm90_sweep.py --swap-ab`` ask for."""
+    out = [(estimate(cfg, M, N, K, out_bytes, device, dtype).total, -cfg.block_m, cfg)
+           for cfg in swap_configs(M, N, K, device, dtype)]
     out.sort(key=lambda x: x[:2])
     return [(t, cfg) for t, _, cfg in out]
 
@@ -385,4 +437,5 @@ def choose_for_range(lo: int, hi: int, N: int, K: int, out_bytes: int, device, d
 __all__ = ["CANDIDATES", "MIN_SLICE_TILES", "RANGE_SAMPLES", "SPLITS", "STAGED_EPILOGUE", "STORE_EFFICIENCY", "TENSOR_EFFICIENCY",
            "TENSOR_RATE", "WEIGH_HYBRID", "Estimate", "choose_config", "choose_for_range", "choose_grouped", "decompositions", "grouped_configs",
            "grouped_estimate", "grouped_ranked", "GROUPED_EPILOGUE_TILES", "deepest", "efficiency", "epilogues", "estimate",
-           "range_samples", "ranked", "reduction", "splits", "SWAP_AB_ROWS", "swap_ab_config", "swap_ab_ranked"]
+           "range_samples", "ranked", "reduction", "splits", "SWAP_AB_ROWS", "swap_ab_config", "swap_ab_ranked",
+           "FEW_CTAS", "SWAPPED_EFFICIENCY", "SWAP_SPLIT_ACC_MAX", "WEIGH_SWAP", "few_ctas", "swap_configs"]

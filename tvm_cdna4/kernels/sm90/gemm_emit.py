@@ -538,9 +538,23 @@ def staging_byte(p: Sm90Plan, wg, b):
 
 def reduce_vector(p: Sm90Plan) -> int:
     """Elements per workspace store and gather load: column pairs (``st.global.v2.f32`` / ``ld.global.cg.v2.f32``)
-    for the ordered reduction of an even N (8-byte-aligned pairs), else one element (``red.global.add.f32``
-    has no pair form on sm_80's path this reuses)."""
-    return 2 if p.config.reduction == "ordered" and p.N % 2 == 0 else 1
+    for the ordered reduction of an even N (8-byte-aligned pairs; ``swap_ab``: an even row of ``W``, ``workspace_cols``),
+    else one element (``red.global.add.f32`` has no pair form on sm_80's path this reuses)."""
+    return 2 if p.config.reduction == "ordered" and workspace_cols(p) % 2 == 0 else 1
+
+
+def workspace_cols(p: Sm90Plan) -> int:
+    """The columns of a workspace row: the kernel's product's (N; ``swap_ab``: C^T's, the largest M)."""
+    return p.params[-2].shape[2]
+
+
+def partial_ok(p: Sm90Plan, r, col):
+    """Whether the partial pair (or element) at the kernel's (``r``, ``col``) is stored: inside C (``swap_ab``:
+    inside C^T by its first element; a pair's second element past the run-time M lands in ``W``'s own rows, as
+    zero: A's rows past M load as zeros)."""
+    if p.config.swap_ab:
+        return inside(p, r, col)
+    return T.and_(r < p.M, col + reduce_vector(p) - 1 < p.N)
 
 
 def is_atomic(p: Sm90Plan) -> bool:
@@ -577,6 +591,8 @@ def split_store(p, SMH, acc, args, maps, part, wg, t, m0, n0, unit):
             args["S"][ticket] = T.uint32(0)
         if I.constexpr(c.epilogue == "tma"):
             store_tma(p, SMH, acc, args, c_maps(p, maps), part, wg, t, m0, n0, None, None)
+        elif I.constexpr(c.swap_ab):
+            store_transposed(p, acc, args, row, col)
         else:
             store(p, acc, args, row, col, p.M, None)
 
@@ -605,7 +621,7 @@ def reduce_partials(p, W, acc, row, col, k_slice, gathering):
 @T.macro
 def partial_at(p, W, acc, k_slice, r, col, e):
     # one pair (accumulators e, e + 1) or element of the partial store, predicated inside C
-    ok = T.and_(r < p.M, col + reduce_vector(p) - 1 < p.N)
+    ok = partial_ok(p, r, col)
     if I.constexpr(reduce_vector(p) == 2):
         T.ptx["st.global.v2.f32"](W.ptr_to([k_slice, r, col]), acc[e], acc[e + 1], pred=ok)
     elif I.constexpr(is_atomic(p)):
@@ -618,8 +634,7 @@ def partial_at(p, W, acc, k_slice, r, col, e):
 def gather_at(p, W, acc, part, row, col, e):
     # one pair or element of the gather (sm80's gather_group): slice 0, then 1.. added in order (ordered), or
     # the one slice read and cleared (atomic); the load clamped into C, the clearing store predicated
-    r = T.min(row, p.M - 1)
-    cc = T.min(col, p.N - reduce_vector(p))
+    r, cc = gather_at_clamped(p, row, col)
     if I.constexpr(reduce_vector(p) == 2):
         T.ptx["ld.global.cg.v2.f32"](acc[e], acc[e + 1], W.ptr_to([0, r, cc]))
         for s in T.unroll(1, p.split):
@@ -629,11 +644,24 @@ def gather_at(p, W, acc, part, row, col, e):
     else:
         T.ptx["ld.global.cg.f32"](acc[e], W.ptr_to([0, r, cc]))
         if I.constexpr(is_atomic(p)):
-            T.ptx["st.global.f32"](W.ptr_to([0, r, cc]), T.float32(0), pred=T.and_(row < p.M, col < p.N))
+            T.ptx["st.global.f32"](W.ptr_to([0, r, cc]), T.float32(0), pred=inside(p, row, col))
         else:
             for s in T.unroll(1, p.split):
                 T.ptx["ld.global.cg.f32"](part[0], W.ptr_to([s, r, cc]))
                 acc[e] = acc[e] + part[0]
+
+
+def inside(p: Sm90Plan, row, col):
+    """Whether the kernel's element (``row``, ``col``) is inside its product: C (``swap_ab``: C^T)."""
+    return T.and_(row < p.N, col < p.M) if p.config.swap_ab else T.and_(row < p.M, col < p.N)
+
+
+def gather_at_clamped(p: Sm90Plan, row, col):
+    """The workspace element a gather at the kernel's (``row``, ``col``) loads: clamped into C (``swap_ab``: into
+    ``W``'s rows of C^T; a sum outside C is never stored)."""
+    if p.config.swap_ab:
+        return T.min(row, p.N - 1), T.min(col, workspace_cols(p) - reduce_vector(p))
+    return T.min(row, p.M - 1), T.min(col, p.N - reduce_vector(p))
 
 
 def out_value(p: Sm90Plan, args, v, row, col, group=None, residual=None):

@@ -46,8 +46,12 @@ to 256 (PTX ISA 9.7.17.2, the wgmma shapes): a small M padded to 64-row tiles wa
 128-row tiles: 28 %), as N it wastes at most 7 columns. The kernel is the unswapped one over the problem ``(N, M,
 K)``, its A role the weights ``B [N, K]`` and its B role the activations ``A [M, K]`` (both K-major: layout
 ``nt``); ``block_m`` x ``block_n`` tile C^T and ``tiles_m`` counts N's tiles; the accumulator holds ``C^T`` (rows
-n, columns m) and the epilogue stores each element at ``C[m, n]`` with the fused steps read there. Static M, the
-register epilogue (one element a store: a warp's 32 stores cover 4 rows of C, 16 bytes each), no K split.
+n, columns m) and the epilogue stores each element at ``C[m, n]`` with the fused steps read there: the register
+epilogue (one element a store: a warp's 32 stores cover 4 rows of C, 16 bytes each). Dynamic M (an ``MBucket``): M's
+tiles (``tiles_n = ceil(M / block_n)``) are counted at launch, A's tensor map (the kernel's B role) is encoded over
+the run-time rows (TMA zero-fills the boxes' rows past M) and C^T's stores are masked at M. A K split works in the
+kernel's coordinates: the workspace is ``W [slices, N, M]`` (M: the bucket's largest with a dynamic M), the tickets
+count C^T's tiles, and the tile's last slice stores the sum transposed, as the unsplit kernel does.
 """
 
 from __future__ import annotations
@@ -282,9 +286,9 @@ class Sm90Config:
         if d == "hybrid" and self.pingpong:
             bad("decomposition", "the hybrid decomposition runs the cooperative schedule", "schedule 'cooperative'",
                 (d, self.schedule))
-        if self.swap_ab and (self.epilogue != "registers" or self.split_k != 1 or self.residual_read != "global"):
-            bad("swap_ab", "the swapped kernel stores C^T from registers, one K slice", "epilogue='registers', "
-                "split_k=1, residual_read='global'", (self.epilogue, self.split_k, self.residual_read))
+        if self.swap_ab and (self.epilogue != "registers" or self.residual_read != "global" or d == "hybrid"):
+            bad("swap_ab", "the swapped kernel stores C^T from registers, its K split of every tile", "epilogue="
+                "'registers', residual_read='global', decomposition not 'hybrid'", (self.epilogue, self.residual_read, d))
         if self.group_m < 1 or self.ctas < 0:
             bad("group_m/ctas", "group_m >= 1 and ctas >= 0", ">= 1, >= 0", (self.group_m, self.ctas))
 
@@ -447,9 +451,6 @@ def plan(M, N, K, dtype, layout, out_dtype, config: Sm90Config, sms: int, smem_b
                             "chunks", operand="epilogue", check="parameters", expected="f16/bf16 C, N % 8 == 0",
                             found=f"{out_dtype} C, N = {N}")
     check_fused(config, fusion, out_dtype)
-    if config.swap_ab and bucket is not None:
-        raise ContractError("sm90 GEMM config swap_ab: the swapped kernel is planned for a static M", operand="swap_ab",
-                            check="parameters", expected="a static M (an int)", found=f"M in {bucket}")
     rows, cols = (N, M) if config.swap_ab else (M, N)  # the kernel's product: C^T with swap_ab
     tiles_m, tiles_n = ceil_div(rows, config.block_m), ceil_div(cols, config.block_n)
     k_tiles = ceil_div(K, block_k(dtype))
@@ -471,8 +472,9 @@ def plan(M, N, K, dtype, layout, out_dtype, config: Sm90Config, sms: int, smem_b
                                 expected="slices * M * N < 2^31 (fewer slices, or reduction='atomic')",
                                 found=f"{slices} * {m_max} * {N} = {slices * m_max * N}")
         parts = 1 if config.pingpong else config.consumers
-        params += (Param("W", (slices, m_max, N), "float32"),
-                   Param("S", (ceil_div(m_max, config.block_m) * tiles_n * parts,), "uint32"))
+        rows_max, cols_max = (N, m_max) if config.swap_ab else (m_max, N)  # the kernel's coordinates: C^T's with swap_ab
+        params += (Param("W", (slices, rows_max, cols_max), "float32"),
+                   Param("S", (ceil_div(rows_max, config.block_m) * ceil_div(cols_max, config.block_n) * parts,), "uint32"))
     return Sm90Plan(M, N, K, dtype, out_dtype, config, tiles_m, tiles_n, k_tiles, ctas,
                     config.stages * config.stage_bytes() + config.staging_bytes(), params, layout, fusion, bucket, cap)
 

@@ -1,0 +1,80 @@
+"""The sm90 cost model weighs the swapped kernel (``gemm_cost.swap_configs``, ``WEIGH_SWAP``): its two terms
+(``FEW_CTAS``: the loads' HBM rate of a grid of fewer CTAs than SMs; ``SWAPPED_EFFICIENCY``) fitted to the H100's 72
+swap timings (``benchmarks/runs/sm90_swap_ab_h100_2026-12-06d.json``, ``benchmarks/sm90_fit.py --swap``), the
+faster of each shape's two measured kernels ranked first, and the bucket plans it makes (swapped, with a K split on
+the long K, up to one wgmma N of M; the decode bucket kept)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import paths
+import pytest
+
+from tvm_cdna4.kernels import devices, gemm
+from tvm_cdna4.kernels.gemm import GemmProblem
+from tvm_cdna4.kernels.sm80.decode_plan import DecodePlan
+from tvm_cdna4.kernels.sm90 import gemm_cost
+from tvm_cdna4.kernels.sm90.gemm_plan import Sm90Config
+
+H100 = devices.DEVICES["H100"]
+SWAP_RUN = paths.RUNS / "sm90_swap_ab_h100_2026-12-06d.json"
+
+
+def swap_timings():
+    rows = json.loads(SWAP_RUN.read_text())["rows"]
+    return [(Sm90Config(**r["config"]), r["M"], r["N"], r["K"], r["us"]) for r in rows if r["ok"]]
+
+
+def test_the_estimate_follows_the_swap_timings_and_ranks_the_faster_kernel_first():
+    data = swap_timings()
+    assert len(data) == 72 and sum(cfg.swap_ab for cfg, *_ in data) == 36
+    logs = [math.log(us * 1e-6 / gemm_cost.estimate(cfg, M, N, K, 2, H100).total) for cfg, M, N, K, us in data]
+    assert math.sqrt(sum(x * x for x in logs) / 72) < 0.075 and max(map(abs, logs)) < 0.15  # 7.3 %, 14.3 %
+    shapes = {}
+    for cfg, M, N, K, us in data:
+        shapes.setdefault((M, N, K), []).append((gemm_cost.estimate(cfg, M, N, K, 2, H100).total, us))
+    right = sum(min(runs)[1] == min(us for _, us in runs) for runs in shapes.values())
+    assert len(shapes) == 36 and right == 34
+
+
+def test_the_loads_slow_with_fewer_ctas_than_sms_and_the_swapped_tile_keeps_more_of_the_tensor_rate():
+    assert gemm_cost.few_ctas(132, H100) == gemm_cost.few_ctas(500, H100) == 1.0
+    assert gemm_cost.few_ctas(72, H100) == pytest.approx((72 / 132) ** gemm_cost.FEW_CTAS)
+    assert 0.9 < gemm_cost.few_ctas(72, H100) < 0.95
+    assert gemm_cost.efficiency(Sm90Config(64, 96, 8, 1, swap_ab=True)) == pytest.approx(
+        gemm_cost.efficiency(Sm90Config(64, 96, 8, 1)) * gemm_cost.SWAPPED_EFFICIENCY)
+
+
+def test_the_choice_weighs_swapped_splits_up_to_one_wgmma_n_of_m():
+    # Qwen2.5-7B's down projection (K 18944) at M = 32: the swapped tile in two K slices, ranked first
+    first = gemm_cost.ranked(32, 3584, 18944, 2, H100)[0][1]
+    assert (first.swap_ab, first.block_n, first.split_k) == (True, 32, 2)
+    assert all(not cfg.swap_ab for _, cfg in gemm_cost.ranked(257, 3584, 18944, 2, H100))
+    assert gemm_cost.swap_ab_ranked(32, 3584, 18944, 2, H100)[0][1].split_k == 1  # --swap-ab: unsplit
+
+
+def test_the_bucket_plans_swap_where_the_model_says_and_keep_the_decode_bucket():
+    qkv, o, down = (gemm.build(GemmProblem(None, N, K, "bf16", "nt", "bf16"), "sm90")
+                    for N, K in ((4608, 3584), (3584, 3584), (3584, 18944)))
+    assert isinstance(qkv.plan(8), DecodePlan)  # M <= 16: DECODE_KEEPS
+    assert [(qkv.plan(m).config.swap_ab, qkv.plan(m).config.block_n) for m in (32, 96, 200)] == [
+        (True, 32), (True, 96), (True, 256)]
+    assert not o.plan(200).config.swap_ab  # 56 tiles of N: too few CTAs (measured 0.88x the unswapped)
+    assert all(down.plan(m).config.swap_ab and down.plan(m).config.split_k == 2 for m in (32, 96))
+    # 193..256: a swapped split would hold 200-256 accumulators' columns (SWAP_SPLIT_ACC_MAX): the unswapped split
+    # (224-wide tiles, 16 of them over N = 3584, in 4 slices)
+    assert (down.plan(200).config.swap_ab, down.plan(200).config.block_n, down.plan(200).config.split_k) == (False, 224, 4)
+    assert all(cfg.split_k == 1 for cfg in gemm_cost.swap_configs(200, 3584, 18944, H100, allowed=(1, 2, 3)))
+
+
+def test_the_torch_benchmark_names_the_bucket_plan_it_ran(capsys):
+    from benchmark_modules import benchmark_module
+
+    torch_gemm = benchmark_module("torch_gemm")
+    down = gemm.build(GemmProblem(None, 3584, 18944, "bf16", "nt", "bf16"), "sm90")
+    assert [torch_gemm.plan_label(down.plan(m)) for m in (8, 32)] == ["decode", "64x32 swap /k2"]
+    assert torch_gemm.main(["--plans", "--models", "qwen2.5-7b", "--ms", "200"]) == 0
+    out = capsys.readouterr().out
+    assert "| qwen2.5-7b | o | 3584 | 3584 | 64x128 (193-256) |" in out and "| 64x256 swap (193-256) |" in out
