@@ -1,16 +1,19 @@
 #!/bin/bash
 # Stop 44 (2026-12-06), one device call on an H100 / H200 (from the repository root; carry .sm90tree/whl and
-# .sm90tree/flashinfer; outputs under $OUT; about 560 s):
-#   1. issue 37's FlashInfer peer run (benchmarks/gpu_flashinfer.sh: paged rows, bf16 and fp8, FlashInfer's two
-#      decode kernels and SDPA beside ours; cut at 250 s);
-#   2. the sm90 GEMM's new tile widths (96 / 160 / 224 with the TMA epilogue's tail map): their GPU tests, the sweep
-#      of the 224 / 160 configs beside the old first choice at M = 768, 3000, and the torch op at M = 768, 3000,
-#      8192 over the 12 projections (the cost model now weighs them).
-sed -i 's/^timeout 280 python3 benchmarks\/paged_decode.py/timeout 250 python3 benchmarks\/paged_decode.py/' benchmarks/gpu_flashinfer.sh
-bash benchmarks/gpu_flashinfer.sh
-export PYTHONPATH=$PWD:/tmp/site PYTHONUNBUFFERED=1 TVM_CDNA4_CACHE_DIR=${TVM_CDNA4_CACHE_DIR:-/tmp/tvm_cdna4_cache}
+# .sm90tree/flashinfer; outputs under $OUT; about 580 s):
+#   1. the sm90 GEMM's new plans: the GPU tests of the tile widths (96 / 160 / 224, the TMA epilogue's tail map) and
+#      of swap AB at a dynamic M / with a K split; the torch op over the 12 projections at M = 32, 96, 200 (swap
+#      weighed) and 768, 3000, 8192 (the widths weighed); the sweep of the 224 / 160 configs beside the old choice;
+#   2. issue 37's FlashInfer peer (benchmarks/gpu_flashinfer.sh's probe, then 12 paged rows: batch 8, 32, 64, mean
+#      2k and 8k, GQA 32/8, bf16 and fp8, FlashInfer's two decode kernels and SDPA beside ours).
+python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site ${WHEELS:-.sm90tree/whl}/*.whl
+export PYTHONPATH=$PWD:/tmp/site
 source benchmarks/h200_preamble.sh
-gpu_tests 60 "$OUT/pytest_gpu_widths.log" -n 4 tests/gpu/test_sm90_tile_widths_gpu.py
-mkdir -p "$OUT/widths" "$OUT/gemm"
-timeout 120 python3 benchmarks/sm90_sweep.py --ms 768,3000 --widths 224,160 --out "$OUT/widths" 2>&1 | tee "$OUT/widths.log" | tail -30
-timeout 110 python3 benchmarks/torch_gemm.py --ms 768,3000,8192 --calls 30 --reps 12 --out "$OUT/gemm" 2>&1 | tee "$OUT/torch_gemm.log" | tail -16
+gpu_tests 120 "$OUT/pytest_gpu_gemm.log" -n 6 tests/gpu/test_sm90_tile_widths_gpu.py tests/gpu/test_sm90_swap_dynamic_gpu.py \
+  tests/gpu/test_sm90_swap_ab_gpu.py
+mkdir -p "$OUT/small" "$OUT/large" "$OUT/widths"
+timeout 100 python3 benchmarks/torch_gemm.py --ms 32,96,200 --calls 30 --reps 12 --out "$OUT/small" 2>&1 | tee "$OUT/torch_gemm_small.log" | tail -8
+timeout 110 python3 benchmarks/torch_gemm.py --ms 768,3000,8192 --calls 30 --reps 12 --out "$OUT/large" 2>&1 | tee "$OUT/torch_gemm_large.log" | tail -8
+sed -i 's/--batches 8,32,64 \\$/--batches 8,32,64 --gqa 32\/8 \\/; s/--means 2048,8192,32768 --gqa 32\/8,64\/8 --out/--means 2048,8192 --out/; s/^timeout 280 /timeout 130 /' benchmarks/gpu_flashinfer.sh
+bash benchmarks/gpu_flashinfer.sh
+timeout 100 python3 benchmarks/sm90_sweep.py --ms 768,3000 --widths 224 --out "$OUT/widths" 2>&1 | tee "$OUT/widths.log" | tail -30
