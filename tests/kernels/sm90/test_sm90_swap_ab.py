@@ -126,6 +126,19 @@ def test_the_cli_plans_and_validates_with_swap_ab(capsys):
     assert "--swap-ab cannot be given" in capsys.readouterr().err
 
 
+
+def test_the_tile_options_without_swap_ab_tile_c_unswapped():
+    # --block is M x N of C unless --swap-ab asks for the swapped kernel (whose block tiles C^T): the cost model's
+    # first choice at M = 32 is swapped (and split) since it weighs swap AB, and the options must not inherit that
+    problem = GemmProblem(32, 3584, 18944, "bf16", "nt", "bf16")
+    assert gemm_cost.choose_config(32, 3584, 18944, 2, devices.planned("sm80")).swap_ab
+    for options in (dict(block="128x128"), dict(stages=4), dict(group_m=4)):
+        cfg = gemm.config_from_options(problem, "sm90", **options)
+        assert not cfg.swap_ab, options
+    cfg = gemm.config_from_options(problem, "sm90", block="128x128")
+    assert (cfg.block_m, cfg.block_n) == (128, 128)
+    assert gemm.config_from_options(problem, "sm90", swap_ab=True, stages=4).swap_ab
+
 @pytest.mark.slow
 def test_ptxas_assembles_the_swapped_m200_kernel_with_every_fused_step_without_spills(tmp_path):
     import shutil
