@@ -153,3 +153,18 @@ def test_ptxas_assembles_the_swapped_m200_kernel_with_every_fused_step_without_s
                           cwd=tmp_path, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "C7508" not in done.stderr and "0 bytes spill stores" in done.stderr
+
+
+def test_the_gemm_benchmark_s_tma_rows_plan_the_unswapped_choice():
+    # benchmarks/sm90_gemm.py's "tma" jobs (the choice with TMA stores): at M <= 256 the model's first choice is
+    # swapped, which stores from registers only, so the row would have been a ContractError in the GPU run's table
+    from benchmark_modules import benchmark_module
+
+    bench = benchmark_module("sm90_gemm")
+    rows = [(bench._problem(*args), cfg) for _, args, cfg in bench.jobs(quick=False) if cfg == "tma"]
+    assert any(problem.M <= 256 for problem, _ in rows)  # the check shape M = 77
+    for problem, cfg in rows:
+        p = gemm.plan(problem, "sm90", bench.job_config(problem, cfg))
+        assert p.config.epilogue == "tma" and not p.config.swap_ab
+    small = bench._problem(77, 200, 520, "bf16", "bf16")
+    assert bench.job_config(small, "tile").swap_ab  # "tile": the model's choice as it is
