@@ -40,32 +40,42 @@ def _problem(M, N, K, dtype="bf16", out="bf16", fusion=None):
     return gemm.GemmProblem(M=M, N=N, K=K, dtype=dtype, layout="nt", out_dtype=out, fusion=fusion or Fusion())
 
 
-def _build(job):
-    """(key, CudaBuild or error text) of one (problem args, config): a config dict (a ``Sm90Config``'s
-    fields), ``"tile"`` (the sm90 kernel's cost-model choice at any M: ``gemm_cost.choose_config``),
-    ``"tma"`` (that choice with ``epilogue="tma"``, the ring re-planned beside the staging buffer) or None
-    (the target's choice: the decode kernel for M <= 16)."""
+def job_config(problem, cfg):
+    """The config a job runs (``_build``): a config dict (a ``Sm90Config``'s fields), ``"tile"`` (the sm90 kernel's
+    cost-model choice at any M: ``gemm_cost.choose_config``, swapped where the model says), ``"tma"`` (the best
+    unswapped choice with ``epilogue="tma"``, the ring re-planned beside the staging buffer: the swapped kernel
+    stores from registers), ``("choice", updates)`` (the target's choice with those fields changed) or None (the
+    target's choice: the decode kernel for M <= 16)."""
     import attrs
 
     from tvm_cdna4.kernels import devices, gemm
-    from tvm_cdna4.kernels.sm90.gemm_cost import choose_config, deepest
+    from tvm_cdna4.kernels.sm90.gemm_cost import choose_config, deepest, ranked
     from tvm_cdna4.kernels.sm90.gemm_plan import Sm90Config
+
+    if isinstance(cfg, tuple):
+        return attrs.evolve(gemm.plan(problem, "sm90").config, **cfg[1])
+    if cfg in ("tile", "tma"):
+        device = devices.planned("sm80")
+        shape = (problem.M, problem.N, problem.K, 4 if problem.out == "f32" else 2, device)
+        if cfg == "tile":
+            return choose_config(*shape)
+        tile = ranked(*shape, swap=False)[0][1]
+        return attrs.evolve(tile, epilogue="tma", stages=deepest(
+            tile.block_m, tile.block_n, tile.consumers, device.smem_per_unit, -(-problem.K // 64), "tma"))
+    return None if cfg is None else Sm90Config(**cfg)
+
+
+def _build(job):
+    """(key, CudaBuild or error text) of one (problem args, config): the config ``job_config`` makes of the job's."""
+    import attrs
+
+    from tvm_cdna4.kernels import gemm
     from tvm_cdna4.kernels.sm90.gemm_target import build_plan
 
     key, args, cfg = job
     try:
         problem = _problem(*args)
-        if isinstance(cfg, tuple):  # ("choice", updates): the target's choice with some fields changed
-            cfg = attrs.evolve(gemm.plan(problem, "sm90").config, **cfg[1])
-        elif cfg in ("tile", "tma"):
-            device = devices.planned("sm80")
-            tile = choose_config(problem.M, problem.N, problem.K, 4 if problem.out == "f32" else 2, device)
-            if cfg == "tma":
-                tile = attrs.evolve(tile, epilogue="tma", stages=deepest(
-                    tile.block_m, tile.block_n, tile.consumers, device.smem_per_unit, -(-problem.K // 64), "tma"))
-            cfg = tile
-        elif cfg is not None:
-            cfg = Sm90Config(**cfg)
+        cfg = job_config(problem, cfg)
         p = gemm.plan(problem, "sm90", cfg)
         t = time.time()
         b = build_plan(p, "sm_90a", cache=False)

@@ -11,9 +11,12 @@ pytestmark = pytest.mark.cuda(arch="sm_90a")  # the project plugin (tvm_cdna4.te
 import tvm_cdna4.torch as ours  # noqa: E402
 
 
-def _plan(N: int, K: int, M: int):
-    kernels = [k for key, k in ours.kernel_cache().items() if key[:2] == (N, K) and key[-1] == "sm90"]
-    assert kernels, "the torch op ran no sm90 kernel"
+def _plan(N: int, K: int, M: int, fused: bool = False):
+    # the kernel of (N, K) with (fused) or without fused steps: its key's Fusion (torch.kernel_cache) tells them
+    # apart (the first of (N, K) alone may be another test's kernel of another epilogue)
+    kernels = [k for key, k in ours.kernel_cache().items()
+               if key[:2] == (N, K) and key[-1] == "sm90" and (not key[5].empty) == fused]
+    assert len(kernels) == 1, "the torch op ran no (or more than one) sm90 kernel of this epilogue"
     return kernels[0].dynamic.plan(M)
 
 
@@ -41,6 +44,6 @@ def test_the_swapped_plan_with_fused_steps_through_the_torch_op(M):
     bias = torch.randn(N, device="cuda", generator=g)  # f32
     residual = torch.randn(M, N, device="cuda", generator=g).bfloat16()
     y = ours.gemm(a, b, bias=bias, activation="silu", residual=residual)
-    assert _plan(N, K, M).config.swap_ab
+    assert _plan(N, K, M, fused=True).config.swap_ab
     ref = torch.nn.functional.silu(a.float() @ b.float().t() + bias.float()) + residual.float()
     assert float((y.float() - ref).abs().max() / ref.abs().max()) <= 2e-2

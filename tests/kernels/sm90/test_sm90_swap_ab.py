@@ -126,6 +126,19 @@ def test_the_cli_plans_and_validates_with_swap_ab(capsys):
     assert "--swap-ab cannot be given" in capsys.readouterr().err
 
 
+
+def test_the_tile_options_without_swap_ab_tile_c_unswapped():
+    # --block is M x N of C unless --swap-ab asks for the swapped kernel (whose block tiles C^T): the cost model's
+    # first choice at M = 32 is swapped (and split) since it weighs swap AB, and the options must not inherit that
+    problem = GemmProblem(32, 3584, 18944, "bf16", "nt", "bf16")
+    assert gemm_cost.choose_config(32, 3584, 18944, 2, devices.planned("sm80")).swap_ab
+    for options in (dict(block="128x128"), dict(stages=4), dict(group_m=4)):
+        cfg = gemm.config_from_options(problem, "sm90", **options)
+        assert not cfg.swap_ab, options
+    cfg = gemm.config_from_options(problem, "sm90", block="128x128")
+    assert (cfg.block_m, cfg.block_n) == (128, 128)
+    assert gemm.config_from_options(problem, "sm90", swap_ab=True, stages=4).swap_ab
+
 @pytest.mark.slow
 def test_ptxas_assembles_the_swapped_m200_kernel_with_every_fused_step_without_spills(tmp_path):
     import shutil
@@ -140,3 +153,18 @@ def test_ptxas_assembles_the_swapped_m200_kernel_with_every_fused_step_without_s
                           cwd=tmp_path, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "C7508" not in done.stderr and "0 bytes spill stores" in done.stderr
+
+
+def test_the_gemm_benchmark_s_tma_rows_plan_the_unswapped_choice():
+    # benchmarks/sm90_gemm.py's "tma" jobs (the choice with TMA stores): at M <= 256 the model's first choice is
+    # swapped, which stores from registers only, so the row would have been a ContractError in the GPU run's table
+    from benchmark_modules import benchmark_module
+
+    bench = benchmark_module("sm90_gemm")
+    rows = [(bench._problem(*args), cfg) for _, args, cfg in bench.jobs(quick=False) if cfg == "tma"]
+    assert any(problem.M <= 256 for problem, _ in rows)  # the check shape M = 77
+    for problem, cfg in rows:
+        p = gemm.plan(problem, "sm90", bench.job_config(problem, cfg))
+        assert p.config.epilogue == "tma" and not p.config.swap_ab
+    small = bench._problem(77, 200, 520, "bf16", "bf16")
+    assert bench.job_config(small, "tile").swap_ab  # "tile": the model's choice as it is

@@ -230,7 +230,7 @@ def config_from_options(problem: GemmProblem, *, block: str | None = None, warps
                         stages: int | None = None, group_m: int | None = None, ctas: int | None = None,
                         mfma: str | None = None, lds_dma: bool = False, sms: int | None = None, swap_ab: bool = False):
     """The config the CLI's tile options ask for, None without any: the sm90 kernel's cost-model choice
-    (``gemm_cost.choose_config``, at any M: the options ask for the tile kernel; ``swap_ab``: the best-estimated
+    (``gemm_cost.ranked``'s first unswapped config, at any M: the options ask for the tile kernel over C; ``swap_ab``: the best-estimated
     swapped config, ``gemm_cost.swap_ab_ranked``, whose ``block`` tiles C^T: N side x M side) with them applied. ``block``:
     ``MxN`` or ``MxNxK`` (K: the K tile, 64 for f16/bf16, 128 for fp8); ``warps``: ``1`` or ``2`` consumer warpgroups (``WGx1`` is read
     too); ``stages``, ``group_m``, ``ctas``. A given block re-plans the ring depth unless ``stages`` says it.
@@ -241,8 +241,9 @@ def config_from_options(problem: GemmProblem, *, block: str | None = None, warps
     if not (block or warps or stages or group_m or ctas is not None or swap_ab):
         return None
     choose(problem, sms=sms)  # the problem's refusals first
-    pick = gemm_cost.swap_ab_config if swap_ab else gemm_cost.choose_config
-    cfg = pick(problem.M, problem.N, problem.K, _out_bytes(problem.out), _device(sms), problem.dtype)
+    shape = (problem.M, problem.N, problem.K, _out_bytes(problem.out), _device(sms), problem.dtype)
+    # without swap_ab the unswapped choice: the options (block M x N) tile C, not C^T (the model weighs swap AB)
+    cfg = gemm_cost.swap_ab_config(*shape) if swap_ab else gemm_cost.ranked(*shape, swap=False)[0][1]
     updates, bk = {}, block_k(problem.dtype)
     if block:
         dims = _tile(block)
