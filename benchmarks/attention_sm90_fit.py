@@ -12,9 +12,10 @@ the choice's loss (the measured time of the config the model ranks first over th
 over the shapes). Prints the rates, the rms and the loss; the values in ``attention_cost`` are these, rounded.
 
 ``--options``: the kernel options' rates (``attention_cost.OPTION_RATES``) apart, from ``benchmarks/attention_sm90.py
---configs options`` JSON (default ``OPTION_RUNS``): each option's config against the same config without options,
-one CTA per item; linear least squares of the log ratio of their times, minus the model's ratio without the rates,
-on each rate's effect on the estimate (its finite difference). Prints the rates and the rms before and after.
+--configs options`` JSON (default ``OPTION_RUNS``): each config with one option alone against the same config
+without it, one CTA per item (``OPTION_GROUPS``); linear least squares of the log ratio of their times, minus the
+model's ratio without the rates, on each rate's effect on the estimate (its finite difference). Prints the rates and
+the rms before and after.
 """
 
 from __future__ import annotations
@@ -97,8 +98,15 @@ def search(data, clock: float, rounds: int):
             put(best[1])
 
 
+OPTION_GROUPS = ((("SPLIT_BARRIER_CLOCKS",), dict(split_kv_barrier=True, epilogue="registers")),
+                 (("TMA_EPILOGUE_TILE_CLOCKS", "TMA_EPILOGUE_ITEM_CLOCKS"), dict(split_kv_barrier=False, epilogue="tma")))
+"""Each option's rates and the configs that have that option alone: fitted to the pairs (such a config, the same
+without options) only, so that one option's effect is not read into another's."""
+
+
 def fit_options(data) -> tuple:
-    """(rates, rms before, rms after): ``--options``'s least squares (the module docstring)."""
+    """(rates, rms before, rms after): ``--options``'s least squares (the module docstring), one option at a time
+    over the pairs differing by it alone (``OPTION_GROUPS``); the rms over all those pairs."""
     import attrs
     import numpy as np
 
@@ -106,25 +114,30 @@ def fit_options(data) -> tuple:
     saved = {n: getattr(cost, n) for n in cost.OPTION_RATES}
     for n in cost.OPTION_RATES:
         setattr(cost, n, 0)
-    rows, ys = [], []
-    for p, c, t in data:
-        base = attrs.evolve(c, split_kv_barrier=False, epilogue="registers")
-        if c.persistent or c == base or (p, base) not in times:
-            continue
-        e0 = cost.estimate(p, c, sms)
-        grad = []
-        for n in cost.OPTION_RATES:
-            setattr(cost, n, 1000)
-            grad.append((cost.estimate(p, c, sms) - e0) / 1000 / e0)
-            setattr(cost, n, 0)
-        rows.append(grad)
-        ys.append(math.log(t / times[p, base]) - math.log(e0 / cost.estimate(p, base, sms)))
+    rates, before, after = {}, [], []
+    for names, option in OPTION_GROUPS:
+        rows, ys = [], []
+        for p, c, t in data:
+            base = attrs.evolve(c, split_kv_barrier=False, epilogue="registers")
+            if c.persistent or attrs.evolve(base, **option) != c or (p, base) not in times:
+                continue
+            e0 = cost.estimate(p, c, sms)
+            grad = []
+            for n in names:
+                setattr(cost, n, 1000)
+                grad.append((cost.estimate(p, c, sms) - e0) / 1000 / e0)
+                setattr(cost, n, 0)
+            rows.append(grad)
+            ys.append(math.log(t / times[p, base]) - math.log(e0 / cost.estimate(p, base, sms)))
+        a, y = np.array(rows), np.array(ys)
+        x = np.linalg.lstsq(a, y, rcond=None)[0]
+        rates.update(zip(names, map(float, x)))
+        before += list(y)
+        after += list(y - a @ x)
     for n, v in saved.items():
         setattr(cost, n, v)
-    a, y = np.array(rows), np.array(ys)
-    x = np.linalg.lstsq(a, y, rcond=None)[0]
-    rms = lambda r: float(np.sqrt(np.mean(r * r)))  # noqa: E731
-    return dict(zip(cost.OPTION_RATES, map(float, x))), rms(y), rms(y - a @ x)
+    rms = lambda r: float(np.sqrt(np.mean(np.square(r))))  # noqa: E731
+    return rates, rms(before), rms(after)
 
 
 def main(argv=None) -> int:

@@ -57,7 +57,7 @@ TENSOR_EFFICIENCY = 0.96
 ITEM_CLOCKS = 13500
 PERSISTENT_ITEM_CLOCKS = 13700
 TMA_EPILOGUE_TILE_CLOCKS = 110
-TMA_EPILOGUE_ITEM_CLOCKS = 2900
+TMA_EPILOGUE_ITEM_CLOCKS = 3700
 FITTED = ("TENSOR_EFFICIENCY", "MASK_COST", "TILE_CLOCKS", "ITEM_CLOCKS", "PERSISTENT_ITEM_CLOCKS", "RING_CLOCKS")
 """The rates ``benchmarks/attention_sm90_fit.py`` fits (beside ``EXPOSED``'s three shares) to the timed configs of
 ``benchmarks/runs/attention_sm90_sweep_sections_h100_2026-12-06c.json`` (an H100, D 128, 4k and 16k tokens a
@@ -67,12 +67,14 @@ first-ranked config is within 1.5 % of the fastest timed on each of the 8 shapes
 (``runs/attention_sm90_sweep_d64_h100_2026-12-06c.json``, 20-23 configs a shape): the first-ranked config within
 1.5 % of the fastest on each of its 8 shapes as well (rms 15 % over both runs' 308 timings)."""
 OPTION_RATES = ("SPLIT_BARRIER_CLOCKS", "TMA_EPILOGUE_TILE_CLOCKS", "TMA_EPILOGUE_ITEM_CLOCKS")
-"""The kernel options' rates, fitted apart (``benchmarks/attention_sm90_fit.py --options``: least squares of the
-log time ratio of each option's config over the same config without it, one CTA per item) to the H100's
-``benchmarks/runs/attention_sm90_options_h100_2026-12-06d.json`` (D 128, 4k and 16k tokens a sequence, 24 pairs:
-rms 2.9 % without the terms, 2.5 % with them): the TMA epilogue 2-3 % faster at 16k tokens (128 tiles an item), 1-3 %
-slower at 4k (32); ``split_kv_barrier`` (K and V on mbarriers of their own) fitted at -7 clocks a tile, nil: it is not
-weighed (``SPLIT_BARRIER_CLOCKS``, 0, kept for the fit)."""
+"""The kernel options' rates, fitted apart (``benchmarks/attention_sm90_fit.py --options``: per option, least squares
+of the log time ratio of each config with that option alone over the same config without it, one CTA per item) to
+the H100's ``benchmarks/runs/attention_sm90_options_h100_2026-12-06d.json`` (D 128, 4k and 16k tokens a sequence,
+MHA / GQA, causal or not: 8 pairs an option). The TMA epilogue ran 1-3 % slower at 4k tokens (16-32 tiles an item)
+and 2-3 % faster at 16k (64-128): 110 clocks less a tile, 3,700 more an item (rms of its pairs 2.4 % -> 1.3 %), so it
+pays past about 34 tiles an item, every pair's sign as timed. ``split_kv_barrier`` (K and V on mbarriers of their
+own) fitted at -28 clocks a tile (slower, within the noise): not weighed (``SPLIT_BARRIER_CLOCKS``, 0, kept for the
+fit)."""
 SPLIT_BARRIER_CLOCKS = 0
 SIMULATED_ITEMS = 8192
 """The most work items whose schedule ``estimate`` simulates (the block scheduler's, or the persistent CTAs'
