@@ -1,7 +1,8 @@
 """The swapped sm90 GEMM at a run-time M through ``tvm_cdna4.torch.gemm`` on a Hopper GPU (``cuda(arch="sm_90a")``):
-the torch op runs its shape class's bucket plan, which the cost model makes swapped (``Sm90Config.swap_ab``, with a
+with the buckets weighing swap (``gemm_cost.WEIGH_SWAP_DYNAMIC``, off by default since its timing; on here, each
+test's kernels built afresh) the torch op runs its shape class's bucket plan swapped (``Sm90Config.swap_ab``, with a
 K split on the long-K down projection at M = 17 and 77) at M = 17, 77 and 200, against torch's product, with and without fused
-steps. Skipped without such a GPU."""
+steps. Skipped without such a GPU (passed on an H100, 2026-12-06, with the flag then on by default)."""
 
 import pytest
 
@@ -9,6 +10,21 @@ torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.cuda(arch="sm_90a")  # the project plugin (tvm_cdna4.testing)
 
 import tvm_cdna4.torch as ours  # noqa: E402
+from tvm_cdna4.kernels.sm90 import gemm_cost  # noqa: E402
+
+SHAPES = ((4608, 3584), (3584, 18944))
+
+
+@pytest.fixture(autouse=True)
+def swapped_buckets(monkeypatch):
+    """The buckets weigh swap, and the kernels of ``SHAPES`` are built afresh before and after each test."""
+    def drop():
+        for key in [k for k in ours.kernel_cache() if k[:2] in SHAPES]:
+            del ours.kernel_cache()[key]
+    monkeypatch.setattr(gemm_cost, "WEIGH_SWAP_DYNAMIC", True)
+    drop()
+    yield
+    drop()
 
 
 def _plan(N: int, K: int, M: int, fused: bool = False):

@@ -366,6 +366,14 @@ gather's addresses beside them), none at 64x192 (96) nor in the unsplit 64x256."
 WEIGH_SWAP = True
 """Whether the choice (``ranked``) weighs the swapped kernel (``swap_configs``) at M up to ``TMA_BOX_MAX``: yes since
 its terms were fitted to the H100's swap timings (the module docstring); past one wgmma N of M no timing says."""
+WEIGH_SWAP_DYNAMIC = False
+"""Whether ``choose_for_range`` (a dynamic-M bucket's kernel: the torch op's) weighs the swapped kernel: no. Timed
+through ``tvm_cdna4.torch.gemm`` on an H100 (2026-12-06, stop 44, ``benchmarks/runs/torch_gemm_swap_widths_small_h100_2026-12-06e.md``),
+the buckets' swapped plans ran M = 96 at 0.87x cuBLAS (geo-mean of the twelve projections; 0.93x unswapped the
+call before) and M = 200 at 0.73x (0.82x): a bucket's ``block_n`` is chosen over its range, so at the range's top
+64x72 takes two tiles of M (the weights streamed twice: 0.57x on the o projections), and the 64x256 kernel at M =
+200 ran 1.6x the static 64x200's time (not what the static timings the terms are fitted to say); M = 32 about even
+(0.94x, 0.93x). Static M keeps ``WEIGH_SWAP``."""
 
 
 def swap_configs(M: int, N: int, K: int, device, dtype: str = "bf16", allowed: tuple = (1,)) -> list[Sm90Config]:
@@ -423,7 +431,7 @@ def choose_for_range(lo: int, hi: int, N: int, K: int, out_bytes: int, device, d
     ``m_max`` (the largest M the kernel serves, its workspace's rows: a dynamic bucket's; default ``hi``;
     ``splits``). Ties: the better estimate at ``hi``."""
     samples = range_samples(lo, hi)
-    rankings = {m: ranked(m, N, K, out_bytes, device, dtype) for m in samples}
+    rankings = {m: ranked(m, N, K, out_bytes, device, dtype, swap=None if WEIGH_SWAP_DYNAMIC else False) for m in samples}
     allowed = set(splits(m_max or hi, N, K, dtype))
     configs = {cfg: None for r in rankings.values() for _, cfg in r if cfg.split_k in allowed}
 
@@ -438,4 +446,4 @@ __all__ = ["CANDIDATES", "MIN_SLICE_TILES", "RANGE_SAMPLES", "SPLITS", "STAGED_E
            "TENSOR_RATE", "WEIGH_HYBRID", "Estimate", "choose_config", "choose_for_range", "choose_grouped", "decompositions", "grouped_configs",
            "grouped_estimate", "grouped_ranked", "GROUPED_EPILOGUE_TILES", "deepest", "efficiency", "epilogues", "estimate",
            "range_samples", "ranked", "reduction", "splits", "SWAP_AB_ROWS", "swap_ab_config", "swap_ab_ranked",
-           "FEW_CTAS", "SWAPPED_EFFICIENCY", "SWAP_SPLIT_ACC_MAX", "WEIGH_SWAP", "few_ctas", "swap_configs"]
+           "FEW_CTAS", "SWAPPED_EFFICIENCY", "SWAP_SPLIT_ACC_MAX", "WEIGH_SWAP", "WEIGH_SWAP_DYNAMIC", "few_ctas", "swap_configs"]

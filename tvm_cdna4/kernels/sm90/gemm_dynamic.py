@@ -12,8 +12,8 @@ range of M best (``planned_range``):
   ``DECODE_KEEPS``): measured at 1.0x torch.matmul on the H200, where the sm90 tile kernel has no timing
   at such M yet (docs/sm90_gemm.md);
 * every other bucket: the sm90 cost model's ``Sm90Config`` for the whole range (``gemm_cost.choose_for_range``:
-  the least worst loss against each M's own best config), swapped (``Sm90Config.swap_ab``, C^T = B A^T, with or
-  without a K split) where the model weighs and prefers it (M up to 256: ``gemm_cost.WEIGH_SWAP``).
+  the least worst loss against each M's own best config), unswapped (``gemm_cost.WEIGH_SWAP_DYNAMIC`` off: the
+  buckets' swapped plans, ``Sm90Config.swap_ab``, timed slower through the torch op; they stay buildable).
 
 Why the finer buckets: this kernel's tile is right for an M when its tiles fill the SMs' waves, and that
 changes with every 1.3-2x of M (at 132 SMs); the model's worst loss over M = 17..8192 on sixteen LLM
