@@ -218,8 +218,9 @@ NVCC = shutil.which("nvcc")
     [
         ("nt", 200, 136, 72, "f16", SMALL),  # an SM80_BUILDS kernel (built once)
         ("tt", 200, 136, 192, "f16", SMALL),  # stage-unrolled k-loop
-        ("tt", 200, 136, 192, "f32", replace(SMALL, ctas=3)),  # persistent
-        ("nt", 256, 256, 384, "bf16", GemmConfig(block_n=128, warps_n=2, stages=3, ctas=2)),
+        pytest.param("tt", 200, 136, 192, "f32", replace(SMALL, ctas=3), marks=pytest.mark.slow),  # persistent
+        pytest.param("nt", 256, 256, 384, "bf16", GemmConfig(block_n=128, warps_n=2, stages=3, ctas=2),
+                     marks=pytest.mark.slow),  # (slow: the first two rows keep nvcc on the generated code every run)
     ],
 )
 def test_generated_cuda_compiles_with_nvcc(layout, M, N, K, out, cfg, tmp_path):

@@ -81,6 +81,7 @@ def test_the_lm_head_plan_indexes_c_with_64_bit_offsets(lm_head):
     assert plan(16384, 128256, 4096, "bf16", "nt", "bf16").offsets64 == ()
 
 
+@pytest.mark.slow  # nvcc; the generated CUDA's compile tests (test_cuda_gemm.py) run every time
 @pytest.mark.skipif(NVCC is None, reason="needs nvcc")
 def test_the_lm_head_compiles_without_spills(tmp_path):
     from tvm_cdna4.runtime import cuda as runner
@@ -104,6 +105,7 @@ def test_the_lm_heads_last_cta_in_the_emulator(lm_head):
     _emulate_last_cta(func, p, *LM_HEAD)
 
 
+@pytest.mark.slow  # ~7 s; the lm_head's plan and last-CTA emulation above keep the 64-bit path in every run
 def test_weights_past_2_31_elements_in_the_static_gemm():
     # B [N, K] of 2.5e9 elements: its rows in 64 bits, A and C in 32
     M, N, K = 64, 600000, 4096

@@ -365,7 +365,8 @@ def test_the_fused_epilogue_is_applied_before_the_store(fused_plan):
     assert "nv_bfloat16* __restrict__ residual_ptr" in source and "cvt.rn.bf16x2.f32" in source
 
 
-@pytest.mark.parametrize("which", ["small_plan", "fused_plan", "tma_plan", "pingpong_plan"])
+@pytest.mark.parametrize("which", [pytest.param("small_plan", marks=pytest.mark.slow),
+                                   pytest.param("fused_plan", marks=pytest.mark.slow), "tma_plan", "pingpong_plan"])
 def test_ptxas_assembles_the_kernel_with_setmaxnreg_in_effect(which, request, tmp_path):
     from tvm_cdna4.kernels.sm90.gemm_target import build_plan
 
