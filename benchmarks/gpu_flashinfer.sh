@@ -7,6 +7,7 @@
 #      so nothing compiles; where one fails to load, FLASHINFER_CARRIED_JIT=1 and the device JITs them, ~1-2 min);
 #   2. benchmarks/paged_decode.py's bf16 and fp8 sets at batch 8, 32, 64, mean contexts 2k, 8k, 32k, GQA 32/8 and
 #      64/8 (36 rows) with FlashInfer's CUDA-core and tensor-core decode and torch SDPA beside ours.
+# FI_BATCHES, FI_MEANS, FI_GQA and FI_S (its timeout, default 280 s) narrow the run for a short device budget.
 # The benchmark writes each row as it goes ($OUT/paged_decode.partial.jsonl); a run cut by its timeout keeps them.
 #
 #   bash benchmarks/gpu_flashinfer.sh
@@ -23,5 +24,5 @@ if ! timeout 60 python3 benchmarks/flashinfer_carry.py --probe "$FI" > "$OUT/fla
   timeout 240 python3 benchmarks/flashinfer_carry.py --probe "$FI" >> "$OUT/flashinfer_probe.log" 2>&1
 fi
 tail -c 1500 "$OUT/flashinfer_probe.log"
-timeout 280 python3 benchmarks/paged_decode.py --flashinfer "$FI" --sets bf16,fp8 --batches 8,32,64 \
-  --means 2048,8192,32768 --gqa 32/8,64/8 --out "$OUT" 2>&1 | tee "$OUT/paged_decode.log" | tail -60
+timeout ${FI_S:-280} python3 benchmarks/paged_decode.py --flashinfer "$FI" --sets bf16,fp8 --batches ${FI_BATCHES:-8,32,64} \
+  --means ${FI_MEANS:-2048,8192,32768} --gqa ${FI_GQA:-32/8,64/8} --out "$OUT" 2>&1 | tee "$OUT/paged_decode.log" | tail -60
