@@ -25,8 +25,9 @@ item: ``ITEM_CLOCKS`` more each (the CTA's start, Q's and the first tile's load 
 the tensor cores wait), the CTAs spread over the SMs (one each: the ring and Q fill most of the shared
 memory) in launch order (``attention_plan.work_item``: sections of heads, longest first in each), each on the SM that frees first. ``persistent``: each CTA walks its items
 ``pid, pid + ctas, ...`` with ``PERSISTENT_ITEM_CLOCKS`` each (the next item's loads run under the last
-one's O store) and ``ITEM_CLOCKS`` once; the busiest CTA's sum. ``epilogue="tma"`` adds ``TMA_EPILOGUE_ITEM_CLOCKS``
-to each item's either (the bulk store's read of the Q tile waited for before the CTA retires or Q is released). The fitted values are effective rates, not
+one's O store) and ``ITEM_CLOCKS`` once; the busiest CTA's sum. ``epilogue="tma"`` adds
+``TMA_EPILOGUE_ITEM_CLOCKS`` to ``ITEM_CLOCKS`` and ``PERSISTENT_ITEM_CLOCKS`` alike (the bulk store's read of the Q
+tile waited for before the CTA retires or Q is released). The fitted values are effective rates, not
 measured costs of their parts: nine of them over eight shapes, ``EXPOSED`` of the plain schedule at its cap of
 1, ``TILE_CLOCKS`` near 0 and ``PERSISTENT_ITEM_CLOCKS`` above ``ITEM_CLOCKS`` (the persistent CTAs timed no
 faster: their cross-item overlap does not pay yet). ``EXPOSED`` and ``FITTED`` are fitted to an
