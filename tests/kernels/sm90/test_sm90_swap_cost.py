@@ -69,9 +69,11 @@ def test_the_bucket_plans_leave_swap_out_and_keep_the_decode_bucket():
     gemm_cost.WEIGH_SWAP_DYNAMIC = True
     try:
         cfg = gemm_cost.choose_for_range(lo, hi, 4608, 3584, 2, H100)
+        o_cfg = gemm_cost.choose_for_range(lo, hi, 3584, 3584, 2, H100)  # was 64x72: two tiles of M at M = 96
     finally:
         gemm_cost.WEIGH_SWAP_DYNAMIC = False
     assert cfg.swap_ab and cfg.block_n == 96
+    assert (o_cfg.swap_ab, o_cfg.block_n) == (True, 96)  # one tile of M (choose_for_range)
     # 193..256: a swapped split would hold 200-256 accumulators' columns (SWAP_SPLIT_ACC_MAX)
     assert all(cfg.split_k == 1 for cfg in gemm_cost.swap_configs(200, 3584, 18944, H100, allowed=(1, 2, 3)))
 

@@ -429,11 +429,15 @@ def choose_for_range(lo: int, hi: int, N: int, K: int, out_bytes: int, device, d
     by the model up to 2.5x slower at M = 257 of a 257..1024 bucket). The candidates are every config
     ``ranked`` weighs at a sample; a K split (split-K or hybrid) must keep its workspace's offsets 32-bit at
     ``m_max`` (the largest M the kernel serves, its workspace's rows: a dynamic bucket's; default ``hi``;
-    ``splits``). Ties: the better estimate at ``hi``."""
+    ``splits``); a swapped one (``WEIGH_SWAP_DYNAMIC``) must hold the range's largest M in one tile of columns (a
+    narrower one streams the weights once per tile of M: 64x72 at M = 96 ran 0.57x cuBLAS on an H100). Ties: the
+    better estimate at ``hi``."""
     samples = range_samples(lo, hi)
     rankings = {m: ranked(m, N, K, out_bytes, device, dtype, swap=None if WEIGH_SWAP_DYNAMIC else False) for m in samples}
     allowed = set(splits(m_max or hi, N, K, dtype))
-    configs = {cfg: None for r in rankings.values() for _, cfg in r if cfg.split_k in allowed}
+    one_tile = min(ceil_div(hi, 8) * 8, TMA_BOX_MAX)  # a swapped tile's columns: every M of the range in one
+    configs = {cfg: None for r in rankings.values() for _, cfg in r
+               if cfg.split_k in allowed and (not cfg.swap_ab or cfg.block_n >= one_tile)}
 
     def regret(cfg: Sm90Config) -> tuple[float, float]:
         worst = max(estimate(cfg, m, N, K, out_bytes, device, dtype).total / rankings[m][0][0] for m in samples)
