@@ -4,7 +4,7 @@ profiles (Nsight Compute's counters of that call's kernels only; the builds and 
     ncu --profile-from-start off --clock-control none --set full python3 benchmarks/ncu_cases.py CASE
 
 Cases (``CASES``): the sm90 GEMM at 4096^3 bf16 nt plain and with each costly epilogue (issue 36's 3 % bar) and
-at medium M on Qwen2.5-7B projections,
+at medium M on Qwen2.5-7B projections (and its QKV at M = 200 with the buckets' swapped plan),
 and paged decode attention (issue 37) at the batch-8 and batch-64 rows of ``benchmarks/paged_decode.py``, bf16
 and fp8 KV, and the sm90 attention forward at 8 x 2k tokens, hidden 2048 (issue 38). Diagnostic: the numbers of record are the benchmarks'.
 """
@@ -35,6 +35,15 @@ def gemm_case(torch, fused: tuple, mnk=(4096, 4096, 4096)):
     if "gelu" in fused:
         kw["activation"] = "gelu"
     return lambda: ops.gemm(a, b, layout="nt", **kw)
+
+
+def swapped_bucket_case(torch, mnk):
+    """The torch op with the dynamic-M buckets weighing swap AB (``gemm_cost.WEIGH_SWAP_DYNAMIC``, off by default:
+    its bucket plans timed slower; docs/sm90_gemm.md "Swap AB"): what ncu should explain."""
+    from tvm_cdna4.kernels.sm90 import gemm_cost
+
+    gemm_cost.WEIGH_SWAP_DYNAMIC = True
+    return gemm_case(torch, (), mnk)
 
 
 def paged_case(torch, batch: int, mean: int, kv_dtype: str):
@@ -70,6 +79,10 @@ CASES = {
     "gemm-m768": lambda t: gemm_case(t, (), (768, 37888, 3584)),
     "gemm-m200": lambda t: gemm_case(t, (), (200, 37888, 3584)),
     "gemm-m3000-o": lambda t: gemm_case(t, (), (3000, 3584, 3584)),
+    # Qwen2.5-7B's QKV (N 4608, K 3584) at M = 200: the unswapped bucket plan, and the swapped one (64x256, 1.6x the
+    # static 64x200's time in stop 44's run); run each in its own process (the flag stays set)
+    "gemm-m200-qkv": lambda t: gemm_case(t, (), (200, 4608, 3584)),
+    "gemm-m200-qkv-swapped": lambda t: swapped_bucket_case(t, (200, 4608, 3584)),
     "paged-bf16-b8": lambda t: paged_case(t, 8, 8192, "bf16"),
     "paged-fp8-b8": lambda t: paged_case(t, 8, 8192, "fp8"),
     "paged-bf16-b64": lambda t: paged_case(t, 64, 8192, "bf16"),
