@@ -252,10 +252,8 @@ def consumer_tile(p, SMH, MB, args, maps, pid, i, part, wg, t, acc, unit, pos, c
         split_store(p, SMH, acc, args, maps, part, wg, t, m0, n0, unit)
     elif I.constexpr(c.epilogue == "tma"):
         store_tma(p, SMH, acc, args, c_maps(p, maps), part, wg, t, m0, n0, None, res)
-    elif I.constexpr(c.swap_ab):
-        store_transposed(p, acc, args, m0 + part * c.rows + (t // 32) * 16 + (t % 32) // 4, n0 + 2 * (t % 4))
     else:
-        store(p, acc, args, m0 + part * c.rows + (t // 32) * 16 + (t % 32) // 4, n0 + 2 * (t % 4), p.M, None)
+        store_fragment(p, acc, args, m0 + part * c.rows + (t // 32) * 16 + (t % 32) // 4, n0 + 2 * (t % 4))
 
 
 @T.macro
@@ -364,6 +362,16 @@ def store(p, acc, args, row, col, m_end, group):
 
 
 @T.macro
+def store_fragment(p, acc, args, row, col):
+    # the register epilogue of a (non-grouped) tile: the thread's fragment from (row, col) of the kernel's product,
+    # C's (store) or, swap_ab, C^T's (store_transposed)
+    if I.constexpr(p.config.swap_ab):
+        store_transposed(p, acc, args, row, col)
+    else:
+        store(p, acc, args, row, col, p.M, None)
+
+
+@T.macro
 def store_transposed(p, acc, args, n, m):
     # swap_ab (gemm_plan's "Swap AB"): acc[mi * N/2 + j * 4 + h * 2 + e] is C^T[n + 64 mi + 8 h, m + 8 j + e] (``store``'s
     # fragment over the kernel's product C^T), so C[m + 8 j + e, n + 64 mi + 8 h]: one element a store, predicated
@@ -437,7 +445,7 @@ def store_tma_chunk(p, SMH, acc, args, map_c, part, wg, t, m0, n0, q, b, group, 
     T.ptx["bar.sync"](T.Cast("uint32", EPILOGUE_BARRIER + wg), T.uint32(WARPGROUP))
     if t == 0:
         for cb in T.unroll(c.staging_columns // SWIZZLE_COLUMNS):
-            T.ptx[TMA_STORE](T.address_of(whole_map(map_c)), chunk_column(p, n0, q) + cb * SWIZZLE_COLUMNS, m0 + part * c.rows,
+            T.ptx[TMA_STORE](T.address_of(map_c[0]), chunk_column(p, n0, q) + cb * SWIZZLE_COLUMNS, m0 + part * c.rows,
                              T.cuda.cvta_generic_to_shared(SMH.ptr_to([staging_element(p, wg, b) + cb * c.rows * SWIZZLE_COLUMNS])))
         if I.constexpr(c.tail_columns):  # the tail block through C's tail map: its box ends at the tile's last column
             T.ptx[TMA_STORE](T.address_of(map_c[1]), n0 + tail_column(p), m0 + part * c.rows,
@@ -477,17 +485,10 @@ def tail_element(p: Sm90Plan, wg, b):
     return staging_element(p, wg, b) + tail_column(p) * p.config.rows
 
 
-def c_maps(p: Sm90Plan, maps):
-    """What ``store_tma`` stores C through: C's tensor map (``maps[2]``), and with a tail block
-    (``Sm90Config.tail_columns``) C's tail map with it (after the other maps, the residual's tail map last)."""
-    if not p.config.tail_columns:
-        return maps[2]
-    return maps[2], maps[len(maps) - len(tail_maps(p))]
-
-
-def whole_map(map_c):
-    """C's tensor map of the whole 64-column blocks (``c_maps``' first)."""
-    return map_c[0] if isinstance(map_c, tuple) else map_c
+def c_maps(p: Sm90Plan, maps) -> tuple:
+    """What ``store_tma`` stores C through: (C's tensor map of the whole 64-column blocks, ``maps[2]``; C's tail map
+    with a tail block, ``Sm90Config.tail_columns``, after the other maps and before the residual's, else None)."""
+    return maps[2], (maps[len(maps) - len(tail_maps(p))] if p.config.tail_columns else None)
 
 
 def tail_maps(p: Sm90Plan) -> tuple:
@@ -591,10 +592,8 @@ def split_store(p, SMH, acc, args, maps, part, wg, t, m0, n0, unit):
             args["S"][ticket] = T.uint32(0)
         if I.constexpr(c.epilogue == "tma"):
             store_tma(p, SMH, acc, args, c_maps(p, maps), part, wg, t, m0, n0, None, None)
-        elif I.constexpr(c.swap_ab):
-            store_transposed(p, acc, args, row, col)
         else:
-            store(p, acc, args, row, col, p.M, None)
+            store_fragment(p, acc, args, row, col)
 
 
 @T.macro

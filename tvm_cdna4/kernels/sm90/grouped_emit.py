@@ -83,7 +83,7 @@ def compute_unit(p, SMH, MB, args, maps, wg, t, acc, tile, g, span, pos):
         # the warpgroup's rows wholly inside the group: TMA stores (uniform across the warpgroup, whose
         # named barrier the staging takes); else, a group's last tile, masked stores from registers
         if span[0] + (wg + 1) * c.rows <= span[1]:
-            store_tma(p, SMH, acc, args, maps[2], wg, wg, t, span[0], tile[1] * c.block_n, g, None)
+            store_tma(p, SMH, acc, args, (maps[2], None), wg, wg, t, span[0], tile[1] * c.block_n, g, None)
         else:
             store(p, acc, args, span[0] + wg * c.rows + (t // 32) * 16 + (t % 32) // 4,
                   tile[1] * c.block_n + 2 * (t % 4), span[1], g)
