@@ -40,7 +40,7 @@ tiles, then its split units ``pid, pid + ctas, ...``; the ring positions count t
 each, then ``slice_tiles`` each) in both roles. With fewer tiles than a wave every tile is split (split-K);
 with whole waves only, none is. Cooperative schedule only.
 
-Swap AB (``Sm90Config.swap_ab``, opt-in): the kernel computes ``C^T = B A^T`` (CUTLASS's and TensorRT-LLM's
+Swap AB (``Sm90Config.swap_ab``; the cost model's choice at some static M, ``gemm_cost``): the kernel computes ``C^T = B A^T`` (CUTLASS's and TensorRT-LLM's
 small-M GEMMs) so that a small M is wgmma's N. wgmma's M is 64 rows an instruction and its N any multiple of 8 up
 to 256 (PTX ISA 9.7.17.2, the wgmma shapes): a small M padded to 64-row tiles wastes tensor work (M = 200 in
 128-row tiles: 28 %), as N it wastes at most 7 columns. The kernel is the unswapped one over the problem ``(N, M,
@@ -196,7 +196,8 @@ class Sm90Config:
     """Compute ``C^T = B A^T`` (the module docstring, "Swap AB"): the weights ``B`` are wgmma's A operand and the
     activations ``A`` its B operand, so a small M is wgmma's N (any multiple of 8) instead of padding 64-row
     instructions. ``block_m`` and ``block_n`` then tile ``C^T``: ``block_m`` over N (64 rows per wgmma per
-    consumer warpgroup), ``block_n`` over M (``round_up(M, 8)`` up to 256). Opt-in: the cost model never picks it."""
+    consumer warpgroup), ``block_n`` over M (``round_up(M, 8)`` up to 256). The cost model weighs it at a static M up
+    to 256 (``gemm_cost.WEIGH_SWAP``), not in the dynamic-M buckets (``gemm_cost.WEIGH_SWAP_DYNAMIC``)."""
 
     @property
     def pingpong(self) -> bool:
