@@ -211,7 +211,8 @@ def print_plans(models, ms) -> None:
     for model in models:
         for proj, N, K in projections(model):
             d = gemm.build(GemmProblem(None, N, K, "bf16", "nt", "bf16"), "sm90")
-            cells = [f"{plan_label(d.plan(m))} ({d.plan(m).dynamic_m.lo}-{d.plan(m).dynamic_m.hi})" for m in ms]
+            plans = [d.plan(m) for m in ms]
+            cells = [f"{plan_label(p)} ({p.dynamic_m.lo}-{p.dynamic_m.hi})" for p in plans]
             print(f"| {model} | {proj} | {N} | {K} | " + " | ".join(cells) + " |")
 
 
