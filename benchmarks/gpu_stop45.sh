@@ -1,0 +1,52 @@
+#!/bin/bash
+# What stop 45 (2026-12-06) runs on a GPU, by step, in device calls on an H100 / H200 (from the repository root; the
+# TIRx / tvm-ffi wheels in $WHEELS, default .sm90tree/whl; outputs under $OUT, packed into $OUT/call.tgz at the end:
+# the device tool returns a bounded number of files). Steps, each cut by its own timeout (seconds of wall on an H100):
+#   peers       the kernels cuBLAS / cuDNN launch on our benchmark shapes (benchmarks/peer_kernels.py) [~60]
+#   partitions  the paged decode at batch 8, mean 2k (fp8 / bf16 1.53x there) at forced partitions and both merge
+#               places [~60]
+#   ncu         Nsight Compute (--set full, source counters) of the sm90 GEMM at M = 200 (Qwen2.5-7B QKV, the
+#               bucket plan; 0.82x at M = 200) and of 4096^3 with a residual (+12 %): text pages, no report [~150]
+#   gemm        the GPU tests of the sm90 GEMM, the torch op over the 12 projections at every M [~240]
+#   attention   every shape of benchmarks/attention_sm90.py at the cost model's configs [~300]
+#
+#   bash benchmarks/gpu_stop45.sh peers partitions ncu
+python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site ${WHEELS:-.sm90tree/whl}/*.whl 2>/dev/null
+export PYTHONPATH=$PWD:/tmp/site
+source benchmarks/h200_preamble.sh
+ncu_case() {  # $1 case of benchmarks/ncu_cases.py: the details and source pages as text
+  local rep=/tmp/ncu_$1
+  timeout 120 ncu --profile-from-start off --clock-control none --set full --import-source yes -f -o "$rep" \
+    python3 benchmarks/ncu_cases.py "$1" > "$OUT/ncu_$1.log" 2>&1
+  ncu -i "$rep.ncu-rep" --page details > "$OUT/ncu_$1_details.txt" 2>&1
+  ncu -i "$rep.ncu-rep" --page source --csv --print-source sass > "$OUT/ncu_$1_source.csv" 2>&1
+  grep -E "Duration|DRAM Throughput|Compute \(SM\) Throughput|Registers Per|Achieved Occupancy|L2 Hit Rate" \
+    "$OUT/ncu_$1_details.txt" | head -24
+}
+for step in "$@"; do
+  case $step in
+  peers)
+    mkdir -p "$OUT/peers"
+    timeout 120 python3 benchmarks/peer_kernels.py --out "$OUT/peers" > "$OUT/peers.log" 2>&1
+    cut -c1-260 "$OUT/peers.log" | grep -v "^$" | awk -F'\t' '{print $1 "\t" $2 "\t" substr($3,1,150)}' | head -400 ;;
+  partitions)
+    mkdir -p "$OUT/part"
+    timeout 90 python3 benchmarks/paged_decode.py --sets bf16,fp8 --batches 8 --means 2048 --gqa 32/8,64/8 --no-peers \
+      --partitions 128,192,256,384,512 --merge last-cta,kernel --out "$OUT/part" 2>&1 | tee "$OUT/paged_partitions.log" \
+      | grep -v "^{" | tail -40 ;;
+  ncu)
+    ncu_case gemm-m200-qkv
+    ncu_case gemm-residual ;;
+  gemm)
+    gpu_tests 100 "$OUT/pytest_gpu_gemm.log" -n 8 tests/gpu/test_sm90_tile_widths_gpu.py tests/gpu/test_sm90_swap_dynamic_gpu.py
+    mkdir -p "$OUT/gemm"
+    timeout 200 python3 benchmarks/torch_gemm.py --calls 30 --reps 10 --out "$OUT/gemm" 2>&1 \
+      | tee "$OUT/torch_gemm.log" | tail -14 ;;
+  attention)
+    mkdir -p "$OUT/full"
+    timeout 300 python3 benchmarks/attention_sm90.py --no-sm80 --out "$OUT/full" 2>&1 | tee "$OUT/attention_full.log" \
+      | grep -v "^{" | tail -46 ;;
+  *) echo "unknown step $step (peers, partitions, ncu, gemm, attention)"; exit 2 ;;
+  esac
+done
+cd "$OUT" && tar czf /tmp/call.tgz --exclude=call.tgz . && find . -mindepth 1 -delete && mv /tmp/call.tgz "$OUT/call.tgz"
