@@ -90,6 +90,7 @@ CASES = {
     "attn-d128": lambda t: attention_case(t, 128, False),
     "attn-d128-causal": lambda t: attention_case(t, 128, True),
     "attn-d64": lambda t: attention_case(t, 64, False),
+    "attn-d64-causal": lambda t: attention_case(t, 64, True),
     "attn-d128-gqa": lambda t: attention_case(t, 128, False, 4),
 }
 
