@@ -85,8 +85,9 @@ kernel; the CTA reads ``BLOCK_TABLE[b, p]`` only for ``p < ceil(L / page_size)``
 **The partition** (``choose_partition``; a cost model from the device, no host synchronization: the
 grid is sized by ``context``, a caller's hint of the longest context, or ``capacity``): the largest of
 
-* ``fill``: the keys that give ``FILL_CTAS_PER_SM`` CTAs per SM of ``sms`` over ``batch x kv_heads``
-  sequences of ``context`` keys (enough CTAs to fill the GPU at a small batch), cut to ``max_keys``:
+* ``fill``: the keys that give ``FILL_WAVES`` waves of ``resident`` CTAs per SM (``resident_ctas``: what the
+  shared memory holds) over ``sms`` SMs and ``batch x kv_heads`` sequences of ``context`` keys (enough CTAs to
+  fill the GPU at a small batch), cut to ``max_keys``:
   the keys of ``MAX_PARTITION_BYTES`` of K and V (a short CTA: a small tail at a large batch);
 * ``min_keys``: ``MIN_TILES_PER_WARP`` tiles per warp (the cp.async ring fills), and K and V bytes at
   least ``AMORTIZE`` x the partial's (written, then read back by the merge: ``2 rows (D + 2) 4``);
@@ -114,7 +115,7 @@ kernel's 118 us; eight lanes take 2); the
 last-CTA merge costs ``TICKET_S`` per wave of ``RESIDENT_CTAS`` CTAs per SM (the part of a CTA's fence and
 atomic round trip the other resident CTAs' loads do not hide) plus, on the call's path, the last CTA's merge:
 ``merge_passes`` passes of those rounds (``ceil(rows D / 2 / (threads MERGE_PASS))``: 1 at 8 rows, 4 at 32).
-Batch 8, 32/8 heads, a 4.7k hint (15 partitions of 320 keys, 960 CTAs on 132 SMs): last-CTA ~3.6 us (4
+Batch 8, 32/8 heads, a 4.7k hint (fp8 KV: 15 partitions of 320 keys, 960 CTAs on 132 SMs): last-CTA ~3.6 us (4
 waves x 0.2 + 4 rounds x 0.7), kernel ~3.7 us (3 + 1 round x 0.7: 15 partitions over 8 lanes): one launch wins, barely. Batch 64, 32k hint (64
 partitions, 32768 CTAs): last-CTA ~36 us (125 waves of tickets + 16 rounds), kernel ~4.4 us (3 + 2 rounds): many short CTAs'
 tickets weigh more than a launch, two launches win; so do 32 rows (4 queries x group 8: 4 passes of
@@ -139,7 +140,13 @@ from .gemm_config import DTYPES, MMA
 TILE_KEYS = 16  # keys per tile: one k16 step of P V, two n8 tiles of S
 CHUNK_BYTES = 16  # cp.async
 MAX_ROWS = 64  # group x queries: 4 m16 tiles of accumulators per warp
-FILL_CTAS_PER_SM = 8  # CTAs per SM at the hint: ~2-3 resident (4 warps x 3 stages of 8 KiB), 3-4 waves
+FILL_WAVES = 2
+"""Waves of resident CTAs (``resident_ctas``: what the shared memory holds per SM) the partition gives at the hint
+(``choose_partition``'s ``fill``). Fitted to the H100's batch-8 rows (``benchmarks/runs/
+paged_decode_partitions_h100_2026-12-06f.log``): before, 8 CTAs per SM whatever the residency, i.e. 2 waves of the
+fp8 (53 KB) and bf16 D 64 (50 KB) kernels' 4 resident CTAs but 4 waves of the bf16 D 128 kernel's 2 (100 KB):
+320 keys, where 512 ran 5-9 % faster (28.9 against 30.5 us, 30.4 against 33.1; the same config timed twice that
+day within 2 %)."""
 MIN_TILES_PER_WARP = 4  # 64 keys: the pipeline fills
 AMORTIZE = 16  # a partition's K and V bytes over its partial's (written and read back)
 MAX_PARTITION_BYTES = 256 * 1024  # K and V of one kv head per CTA: ~20 us at a resident CTA's HBM share
@@ -150,7 +157,7 @@ MERGE_PASS = 4  # (row, dim pair) items a last-CTA merge thread takes per pass (
 LAUNCH_S = 3e-6  # the merge launch's fixed cost (module docstring: the H100 run of 2026-12-06)
 ROUND_TRIP_S = 0.7e-6  # one dependent round of global loads (L2 / HBM latency under load)
 TICKET_S = 0.2e-6  # per wave: the part of a CTA's fence and ticket (an atomic round trip) not hidden
-RESIDENT_CTAS = 2  # paged CTAs resident per SM (FILL_CTAS_PER_SM's comment): a wave is sms x this
+RESIDENT_CTAS = 2  # paged CTAs resident per SM (the bf16 D 128 kernel's, resident_ctas): a wave is sms x this
 PACK = "cvt.rn.{t}x2.f32"
 Q_PRESCALE = 2.0**-8  # a bf16 Q's factor before its f16 rounding, fp8 KV (module docstring)
 COPY = "cp.async.cg.shared.global"
@@ -373,16 +380,23 @@ class PagedDecodePlan(PlanRecord, family="paged"):
         return 4 * self.slots * self.rows * (self.problem.head_dim + 2) + tickets
 
 
-def choose_partition(problem: PagedDecodeProblem, context: int, sms: int, warps: int) -> int:
-    """The keys per CTA (module docstring): enough CTAs to fill ``sms`` SMs at ``context`` keys, at most
-    ``MAX_PARTITION_BYTES`` of K and V, at least what amortizes the partial and fills the ring."""
+def choose_partition(problem: PagedDecodeProblem, context: int, sms: int, warps: int, resident: int) -> int:
+    """The keys per CTA (module docstring): ``FILL_WAVES`` waves of ``resident`` CTAs on each of ``sms`` SMs at
+    ``context`` keys, at most ``MAX_PARTITION_BYTES`` of K and V, at least what amortizes the partial and fills the
+    ring."""
     step = TILE_KEYS * warps
     key_bytes = 2 * problem.head_dim * (1 if problem.kv_dtype == "fp8" else 2)  # K and V of one kv head
     partial_bytes = 2 * problem.group * problem.queries * (problem.head_dim + 2) * 4
     min_keys = max(MIN_TILES_PER_WARP * step, ceil_div(AMORTIZE * partial_bytes, key_bytes))
-    parts = ceil_div(FILL_CTAS_PER_SM * sms, problem.batch * problem.kv_heads)
+    parts = ceil_div(FILL_WAVES * resident * sms, problem.batch * problem.kv_heads)
     fill = min(ceil_div(max(context, 1), parts), MAX_PARTITION_BYTES // key_bytes)
     return ceil_div(max(fill, min_keys), step) * step
+
+
+def resident_ctas(p: PagedDecodePlan, device) -> int:
+    """Main's CTAs an SM holds by shared memory and threads (registers not modeled: ptxas gave the fp8 D 128 kernel
+    156, 3 CTAs where its 53 KB hold 4; ``choose_min_ctas``), at least 1."""
+    return max(1, min(device.smem_per_unit // p.smem_bytes, MAX_THREADS_PER_SM // p.block_threads))
 
 
 def choose_min_ctas(p: PagedDecodePlan, device) -> int:
@@ -478,8 +492,13 @@ def plan_paged_decode(problem: PagedDecodeProblem, config: PagedDecodeConfig | N
                             found=problem.group * problem.queries)
     context = check_context(problem, context)
     sms = sms or planned("sm80").units
-    partition = config.partition or (forced_partition(context, config.splits, config.warps) if config.splits
-                                     else choose_partition(problem, context, sms, config.warps))
+    mma_type = "f16" if problem.kv_dtype == "fp8" else problem.q_dtype
+    instrs = (MMA.format(t=mma_type), PACK.format(t=mma_type), PACK.format(t=problem.q_dtype))
+    if config.partition or config.splits:
+        partition = config.partition or forced_partition(context, config.splits, config.warps)
+    else:  # the kernel's shared memory (no partition in it) sets the CTAs resident per SM
+        probe = record(problem, config, 1, TILE_KEYS * config.warps, context, sms, *instrs, (), (), "kernel")
+        partition = choose_partition(problem, context, sms, config.warps, resident_ctas(probe, planned("sm80")))
     splits = ceil_div(context, partition)
     shapes, dtypes = problem.shapes(), problem.dtypes()
     storage = {name: STORAGE.get(d, {"i32": "int32", "f32": "float32"}.get(d)) for name, d in dtypes.items()}
@@ -495,9 +514,7 @@ def plan_paged_decode(problem: PagedDecodeProblem, config: PagedDecodeConfig | N
     where = config.merge or choose_merge(problem, splits, config.warps, sms)
     if where == "last-cta":  # main takes the tickets and writes O and LSE itself: no merge kernel
         params, merge = params + (Param("TICKETS", (problem.batch * problem.kv_heads,), "uint32"),) + outputs, ()
-    mma_type = "f16" if problem.kv_dtype == "fp8" else problem.q_dtype
-    plan = record(problem, config, splits, partition, context, sms, MMA.format(t=mma_type), PACK.format(t=mma_type),
-                  PACK.format(t=problem.q_dtype), params, merge, where,
+    plan = record(problem, config, splits, partition, context, sms, *instrs, params, merge, where,
                   choose_cvt(problem, config, arch or planned("sm80").arch, target))
     if plan.smem_bytes > planned("sm80").smem_per_unit:
         raise ContractError(f"{target} paged decode: the warps' rings exceed the shared memory", operand="stages",
@@ -508,7 +525,7 @@ def plan_paged_decode(problem: PagedDecodeProblem, config: PagedDecodeConfig | N
     return attrs.evolve(plan, min_ctas=ctas) if ctas else plan
 
 
-__all__ = ["AMORTIZE", "CVT_ARCH", "REG_HEADROOM", "WEIGH_LAST_CTA", "WEIGH_REGISTER_CAP", "FILL_CTAS_PER_SM", "MAX_PARTITION_BYTES", "MAX_ROWS", "MERGES", "MERGE_BATCH", "MERGE_PASS",
+__all__ = ["AMORTIZE", "CVT_ARCH", "REG_HEADROOM", "WEIGH_LAST_CTA", "WEIGH_REGISTER_CAP", "FILL_WAVES", "MAX_PARTITION_BYTES", "MAX_ROWS", "MERGES", "MERGE_BATCH", "MERGE_PASS",
            "MIN_TILES_PER_WARP", "Q_PRESCALE", "TILE_KEYS",
            "PagedDecodeConfig", "PagedDecodePlan", "choose_cvt", "choose_merge", "choose_min_ctas", "choose_partition", "forced_partition",
-           "merge_seconds", "plan_paged_decode"]
+           "merge_seconds", "plan_paged_decode", "resident_ctas"]
