@@ -57,8 +57,8 @@ RING_CLOCKS = 570
 TENSOR_EFFICIENCY = 0.96
 ITEM_CLOCKS = 13500
 PERSISTENT_ITEM_CLOCKS = 13700
-TMA_EPILOGUE_TILE_CLOCKS = 110
-TMA_EPILOGUE_ITEM_CLOCKS = 3700
+TMA_EPILOGUE_TILE_CLOCKS = {64: -35, 128: 81}
+TMA_EPILOGUE_ITEM_CLOCKS = {64: 0, 128: 4090}
 FITTED = ("TENSOR_EFFICIENCY", "MASK_COST", "TILE_CLOCKS", "ITEM_CLOCKS", "PERSISTENT_ITEM_CLOCKS", "RING_CLOCKS")
 """The rates ``benchmarks/attention_sm90_fit.py`` fits (beside ``EXPOSED``'s three shares) to the timed configs of
 ``benchmarks/runs/attention_sm90_sweep_sections_h100_2026-12-06c.json`` (an H100, D 128, 4k and 16k tokens a
@@ -68,15 +68,18 @@ first-ranked config is within 1.5 % of the fastest timed on each of the 8 shapes
 (``runs/attention_sm90_sweep_d64_h100_2026-12-06c.json``, 20-23 configs a shape): the first-ranked config within
 1.5 % of the fastest on each of its 8 shapes as well (rms 15 % over both runs' 308 timings)."""
 OPTION_RATES = ("SPLIT_BARRIER_CLOCKS", "TMA_EPILOGUE_TILE_CLOCKS", "TMA_EPILOGUE_ITEM_CLOCKS")
-"""The kernel options' rates, fitted apart (``benchmarks/attention_sm90_fit.py --options``: per option, least squares
-of the log time ratio of each config with that option alone over the same config without it, one CTA per item) to
-the H100's ``benchmarks/runs/attention_sm90_options_h100_2026-12-06d.json`` (D 128, 4k and 16k tokens a sequence,
-MHA / GQA, causal or not: 8 pairs an option). The TMA epilogue ran 1-3 % slower at 4k tokens (16-32 tiles an item)
-and 2-3 % faster at 16k (64-128): 110 clocks less a tile, 3,700 more an item (rms of its pairs 2.4 % -> 1.3 %), so it
-pays past about 34 tiles an item, every pair's sign as timed. ``split_kv_barrier`` (K and V on mbarriers of their
-own) fitted at -28 clocks a tile (slower, within the noise): not weighed (``SPLIT_BARRIER_CLOCKS``, 0, kept for the
-fit)."""
-SPLIT_BARRIER_CLOCKS = 0
+"""The kernel options' rates, each keyed by the head dim, fitted apart (``benchmarks/attention_sm90_fit.py --options``:
+per option and head dim, least squares of the log time ratio of each config with that option alone over the same
+config without it, one CTA per item; a wait's rate held at >= 0, ``NONNEGATIVE`` there) to the H100's ``--configs
+options`` runs (``OPTION_RUNS``: D 128 at 4k and 16k tokens a sequence, D 64 at 4k and 16k, both at 2k; MHA / GQA,
+causal or not). D 128: the TMA epilogue ran 1-3 % slower at 4k tokens (32 tiles an item) and 2-3 % faster at 16k
+(128): 81 clocks less a tile, 4,090 more an item, so it pays past about 50 tiles an item (from 8k keys not causal,
+16k causal), each pair of the 4k / 16k run ranked as timed. D 64: 1-6 % slower at 16k, within 1-3 % either way at
+2k / 4k: 35 clocks more a tile, nothing an item (the unconstrained fit's saving an item is held at 0): never chosen.
+``split_kv_barrier`` (K and V on mbarriers of their own): +27 clocks a tile at D 64 (+2-4 % on the causal pairs, -2
+to +1 % not causal), -113 at D 128, both within the noise of one replay median a config: not weighed
+(``SPLIT_BARRIER_CLOCKS``, 0, kept for the fit)."""
+SPLIT_BARRIER_CLOCKS = {64: 0, 128: 0}
 SIMULATED_ITEMS = 8192
 """The most work items whose schedule ``estimate`` simulates (the block scheduler's, or the persistent CTAs'
 round robin); more: their average over the SMs plus the longest."""
@@ -130,8 +133,8 @@ def tile_clocks(problem: AttentionProblem, config: Sm90AttentionConfig, masked: 
     tensor = 4 * BLOCK_Q * kv * problem.head_dim / rate
     softmax = BLOCK_Q * kv / MUFU_PER_CLK * (1 + (MASK_COST if masked else 0))
     return (tensor + EXPOSED[(config.overlap, config.pingpong)] * softmax + TILE_CLOCKS
-            + RING_CLOCKS * ring_shortfall(config) - SPLIT_BARRIER_CLOCKS * config.split_kv_barrier
-            - TMA_EPILOGUE_TILE_CLOCKS * (config.epilogue == "tma"))
+            + RING_CLOCKS * ring_shortfall(config) - SPLIT_BARRIER_CLOCKS[problem.head_dim] * config.split_kv_barrier
+            - TMA_EPILOGUE_TILE_CLOCKS[problem.head_dim] * (config.epilogue == "tma"))
 
 
 def ring_shortfall(config: Sm90AttentionConfig) -> int:
@@ -151,7 +154,7 @@ def estimate(problem: AttentionProblem, config: Sm90AttentionConfig, sms: int | 
         full = min(t, kv_full_tiles_for(problem, BLOCK_Q, kv, qb * BLOCK_Q))
         per_block.append(full * plain + (t - full) * masked)
     heads = problem.batch * problem.heads
-    more = TMA_EPILOGUE_ITEM_CLOCKS if config.epilogue == "tma" else 0
+    more = TMA_EPILOGUE_ITEM_CLOCKS[problem.head_dim] if config.epilogue == "tma" else 0
     item, persistent_item = ITEM_CLOCKS + more, PERSISTENT_ITEM_CLOCKS + more
     if len(per_block) * heads > SIMULATED_ITEMS:  # many short items: the average (the schedule's tail is small)
         extra = persistent_item if config.persistent else item
