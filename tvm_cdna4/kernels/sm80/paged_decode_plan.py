@@ -315,9 +315,9 @@ class PagedDecodePlan(PlanRecord, family="paged"):
     @property
     def state_registers(self) -> int:
         """A thread's kernel-wide registers: Q's fragments (``4 m D / 16``), O (``4 m D / 8``), the scores (``8
-        m``), P (``4 m``) and the rows' max and sum (``4 m``)."""
+        m`` a 16-key half), P (``4 m`` a half) and the rows' max and sum (``4 m``)."""
         m, D = self.m_tiles, self.problem.head_dim
-        return m * (D // 4 + D // 2 + 16)
+        return m * (D // 4 + D // 2 + 12 * self.halves + 4)
 
     @property
     def q_wait_groups(self) -> int:
