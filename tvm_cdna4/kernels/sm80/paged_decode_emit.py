@@ -147,7 +147,9 @@ def page_of(p: PagedDecodePlan, args, ln: Lane, tile, h=0):
     """The cache page of kv tile ``tile``'s half ``h`` of the lane's sequence (read from BLOCK_TABLE; any int32)."""
     if h == 0:
         return args["BLOCK_TABLE"][ln.b, tile * p.tile_keys // p.problem.page_size]
-    return args["BLOCK_TABLE"][ln.b, (tile * p.tile_keys + h * TILE_KEYS) // p.problem.page_size]
+    # a half past L (a capacity of an odd number of 16-key pages): its first half's page, no column past L's
+    return args["BLOCK_TABLE"][ln.b, T.min((tile * p.tile_keys + h * TILE_KEYS) // p.problem.page_size,
+                                           (ln.L - 1) // p.problem.page_size)]
 
 
 def pg_at(p: PagedDecodePlan, k, h=0):

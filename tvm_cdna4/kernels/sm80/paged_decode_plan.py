@@ -75,8 +75,20 @@ bf16 tile's bytes, so at the same stages an SM needs more resident warps for the
 ncu run had the fp8 kernel latency-bound (0.42 eligible warps per scheduler, DRAM 74 %) at 3 CTAs per SM: ptxas
 gave it 156 registers where its 53 KB of shared memory hold 4 CTAs. Capped for 4 it takes 128, no spill (with or
 without ``fp8_cvt``). The bf16 D 128 kernel's 100 KB hold 2 CTAs: no cap, its code unchanged; bf16 D 64 (50 KB):
-4, ptxas 116 -> 114 registers, 4 CTAs either way. Not done: 32-key fp8 tiles (the same bytes per stage as bf16;
-a tile would span two 16-key pages).
+4, ptxas 116 -> 114 registers, 4 CTAs either way. 32-key fp8 tiles: below (wide tiles).
+
+**Wide tiles** (``PagedDecodeConfig.tile_keys``, ``choose_tile_keys``; ``WIDE_FP8``): ``WIDE_TILE_KEYS`` = 32 keys a
+tile, two 16-key halves (each inside one page: on 16-key pages a tile's halves have a page each, ``tile_pages``),
+copied, scored (four n8 tiles) and multiplied into O (two k16 steps) as two 16-key tiles are, but masked, reduced
+(max, ``shfl``, the conditional rescale), waited for and bookkept once; the score factor (fp8: ``K_SCALE``) is read
+once a CTA into a register where the 16-key kernel re-reads it under every score's mask (ptxas keeps that load in
+the loop, behind a branch per score). The count that chose it (nvcc 13.0, sm_90a, fp8 with ``cvt``, batch 64,
+32/8 heads, D 128, the loop's SASS on its common path: no rescale taken): **16-key tiles 426 instructions per 4
+KiB tile (852 per 8 KiB, 5 LDG, 12 branches), wide tiles 683 per 8 KiB (2 LDG, 4 branches): 20 % fewer per KV
+byte** (bf16, 16-key: 473 per 8 KiB); 32 HMMA per 16 keys either way; ptxas 155 -> 167 registers (3 stages), 157
+at 2 stages, no spill. A wide stage is 8 KiB of fp8 K and V, a bf16 tile's: at the default 3 stages the rings are
+100 KB (2 CTAs per SM, as bf16), at ``stages=2`` 68 KB (3 CTAs, the 16-key fp8 kernel's, with its bytes in flight).
+The sm90 kernel keeps 16-key tiles (its producer's TMA boxes; ``WIDE_TILES``), and so do 16-bit caches.
 
 **Lying device data** (``kernels.attention.paged``): ``L`` is clamped to ``0 .. capacity`` in the
 kernel; the CTA reads ``BLOCK_TABLE[b, p]`` only for ``p < ceil(L / page_size)``; a page index outside
@@ -441,7 +453,9 @@ widening, 1-18 % with the bit moves; the cvt widening alone was 1-9 % faster tha
 still forces a cap."""
 
 WIDE_FP8 = True
-"""Whether an fp8 plan without ``tile_keys`` takes wide tiles (``choose_tile_keys``): see the module docstring."""
+"""Whether an fp8 plan without ``tile_keys`` takes wide tiles (``choose_tile_keys``): yes, by the SASS count (the
+module docstring: 20 % fewer instructions per KV byte); not yet timed on a GPU (``benchmarks/paged_decode.py
+--configs tile_keys=16,tile_keys=32:stages=2`` is the check)."""
 
 WEIGH_LAST_CTA = False
 """Whether the choice weighs the last-CTA merge (``choose_merge``; one partition takes it anyway): no. Timed on
