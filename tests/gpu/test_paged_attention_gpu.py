@@ -110,11 +110,13 @@ def test_the_prepared_launch_gives_the_checked_paths_results(max_pages):
     assert len({o.data_ptr(), o2.data_ptr(), o3.data_ptr()}) == 3 and lse3.data_ptr() != lse.data_ptr()
 
 
-@pytest.mark.parametrize("fields", [{}, {"fp8_cvt": False}, {"min_ctas": 4}, {"fp8_cvt": False, "min_ctas": 4}])
+@pytest.mark.parametrize("fields", [{}, {"fp8_cvt": False}, {"min_ctas": 4}, {"fp8_cvt": False, "min_ctas": 4},
+                                    {"tile_keys": 16}, {"tile_keys": 32, "stages": 2},
+                                    {"tile_keys": 32, "fp8_cvt": False}])
 def test_each_fp8_widening_and_register_cap_matches_the_reference(fields):
     """fp8 KV, 4 queries, odd contexts: the model's kernel (cvt widening on sm_89+, no register cap:
-    ``WEIGH_REGISTER_CAP``), the bits moved instead, and the cap forced (``PagedDecodeConfig.fp8_cvt``,
-    ``min_ctas``), launched as ``benchmarks/paged_decode.py --configs`` launches them."""
+    ``WEIGH_REGISTER_CAP``; wide 32-key tiles: ``WIDE_FP8``), the bits moved instead, the cap forced, 16-key tiles
+    and wide ones of 2 stages (``PagedDecodeConfig.fp8_cvt``, ``min_ctas``, ``tile_keys``), launched as ``benchmarks/paged_decode.py --configs`` launches them."""
     import numpy as np
 
     import tvm_cdna4.torch as ours
@@ -129,7 +131,7 @@ def test_each_fp8_widening_and_register_cap_matches_the_reference(fields):
     arch = ours.cuda_target(torch.device("cuda", 0))[0]
     main, merge_kernel = build(problem, config, arch=arch)
     p = plan(problem, config, arch=arch)
-    assert p.fp8_cvt == fields.get("fp8_cvt", int(arch[3:5]) >= 89)
+    assert p.fp8_cvt == fields.get("fp8_cvt", int(arch[3:5]) >= 89) and p.tile_keys == fields.get("tile_keys", 32)
     arrays = paged.random_inputs(problem, seed=6, contexts=contexts)
     q = torch.from_numpy(arrays["Q"].astype(np.float32)).cuda().bfloat16()
     k, v = (torch.from_numpy(np.ascontiguousarray(arrays[n]).view(np.uint8)).cuda().view(torch.float8_e4m3fn)

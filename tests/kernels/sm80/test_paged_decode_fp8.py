@@ -47,11 +47,11 @@ def test_both_widenings_are_exact_on_odd_contexts_4_queries_and_lying_data(cvt):
 
 def test_the_register_cap_takes_the_ctas_the_shared_memory_holds():
     h100 = DEVICES["H100"]
-    fp8 = plan_paged_decode(decode(), arch="sm_90a")  # 53 KB of shared memory: 4 CTAs, at 128 registers
+    fp8 = plan_paged_decode(decode(), PagedDecodeConfig(tile_keys=16), arch="sm_90a")  # 53 KB of shared memory: 4 CTAs, at 128 registers
     assert fp8.smem_bytes == 53248 and choose_min_ctas(fp8, h100) == 4
     assert fp8.min_ctas == 0  # WEIGH_REGISTER_CAP: the cap timed slower on the H100; forced, it is what the model says
     assert plan_paged_decode(decode(), PagedDecodeConfig(min_ctas=4), arch="sm_90a").min_ctas == 4
-    assert choose_min_ctas(plan_paged_decode(decode(head_dim=64)), h100) == 6  # 64 state + 16: 80 registers
+    assert choose_min_ctas(plan_paged_decode(decode(head_dim=64), PagedDecodeConfig(tile_keys=16)), h100) == 6  # 64 state + 16: 80 registers
     assert choose_min_ctas(plan_paged_decode(decode("bf16")), h100) == 0  # 100 KB: 2 CTAs, a cap of 256 binds nothing
     assert choose_min_ctas(plan_paged_decode(decode(queries=8)), h100) == 0  # 32 rows: 224 state registers
     assert plan_paged_decode(decode(), PagedDecodeConfig(min_ctas=0)).min_ctas == 0

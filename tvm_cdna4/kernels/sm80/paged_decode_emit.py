@@ -143,9 +143,51 @@ def value_factor(p: PagedDecodePlan, args, hk):
     return args["V_SCALE"][hk] * T.float32(fp8_widen(p)) if p.problem.scaled else T.float32(1)
 
 
-def page_of(p: PagedDecodePlan, args, ln: Lane, tile):
-    """The cache page of kv tile ``tile`` of the lane's sequence (read from BLOCK_TABLE; any int32)."""
-    return args["BLOCK_TABLE"][ln.b, tile * TILE_KEYS // p.problem.page_size]
+def page_of(p: PagedDecodePlan, args, ln: Lane, tile, h=0):
+    """The cache page of kv tile ``tile``'s half ``h`` of the lane's sequence (read from BLOCK_TABLE; any int32)."""
+    if h == 0:
+        return args["BLOCK_TABLE"][ln.b, tile * p.tile_keys // p.problem.page_size]
+    # a half past L (a capacity of an odd number of 16-key pages): its first half's page, no column past L's
+    return args["BLOCK_TABLE"][ln.b, T.min((tile * p.tile_keys + h * TILE_KEYS) // p.problem.page_size,
+                                           (ln.L - 1) // p.problem.page_size)]
+
+
+def pg_at(p: PagedDecodePlan, k, h=0):
+    """The page ring's entry of the warp's ``k``-th next tile's page ``h`` (``tile_pages`` entries a tile)."""
+    return k if p.tile_pages == 1 else k * p.tile_pages + h
+
+
+def ring_pages(p: PagedDecodePlan, ln: Lane, k):
+    """The pages of the warp's ``k``-th next tile: one expression, or a tuple of one per half (``tile_pages``)."""
+    if p.tile_pages == 1:
+        return ln.pg[k]
+    return tuple(ln.pg[pg_at(p, k, h)] for h in range(p.tile_pages))
+
+
+def half_page(p: PagedDecodePlan, page, h):
+    """The page of a tile's half ``h`` (``page``: ``ring_pages``' value)."""
+    return page if p.tile_pages == 1 else page[h]
+
+
+def first_key(p: PagedDecodePlan, tile, h):
+    """The first key of tile ``tile``'s half ``h`` in its sequence."""
+    return tile * p.tile_keys if h == 0 else tile * p.tile_keys + h * TILE_KEYS
+
+
+def plus(a, b):
+    """``a + b``, ``a`` itself where ``b`` is 0 (the 16-key tiles' expressions as they were)."""
+    return a if isinstance(b, int) and b == 0 else a + b
+
+
+def pf_at(p: PagedDecodePlan, mi, kh):
+    """P's first A word of m-tile ``mi``'s half ``kh`` (4 words a half)."""
+    return plus(4 * p.halves * mi, 4 * kh)
+
+
+def n_ok(p: PagedDecodePlan, ok, page, n):
+    """Whether n8 tile ``n``'s page is inside the cache (``ok``: the first page's; a wide tile of two pages: its
+    half's)."""
+    return ok if p.tile_pages == 1 else T.if_then_else(n < 2, ok, page_ok(p, page[1]))
 
 
 def page_ok(p: PagedDecodePlan, page):
@@ -154,18 +196,27 @@ def page_ok(p: PagedDecodePlan, page):
 
 @T.macro
 def copy_tile(p, args, ln, tile, stage, page):
-    # the tile's 16 K and V rows into the warp's ring; rows of a missing page or past L: zeros, from page 0
+    # the tile's K and V rows into the warp's ring, a 16-key half at a time (each inside one page)
+    copy_half(p, args, ln, tile, stage, half_page(p, page, 0), 0)
+    if I.constexpr(p.halves > 1):
+        copy_half(p, args, ln, tile, stage, half_page(p, page, 1), 1)
+
+
+@T.macro
+def copy_half(p, args, ln, tile, stage, page, h):
+    # half h's 16 K and V rows into the warp's ring; rows of a missing page or past L: zeros, from page 0
     lane = T.cuda.lane_id()
     safe = T.if_then_else(page_ok(p, page), page, 0)
-    r0 = tile * TILE_KEYS % p.problem.page_size
+    r0 = first_key(p, tile, h) % p.problem.page_size
     for i in T.unroll(TILE_KEYS * p.chunks // 32):
         key = (lane + 32 * i) // p.chunks
         chunk = (lane + 32 * i) % p.chunks
-        size = T.if_then_else(T.and_(page_ok(p, page), tile * TILE_KEYS + key < ln.L), T.uint32(16), T.uint32(0))
+        size = T.if_then_else(T.and_(page_ok(p, page), first_key(p, tile, h) + key < ln.L), T.uint32(16),
+                              T.uint32(0))
         dst = key * p.row_words + (chunk ^ (key % p.swizzle)) * 4
-        T.ptx[COPY](ln.SMW.ptr_to([p.ring_word(T.cuda.warp_id(), stage, 0) + dst]),
+        T.ptx[COPY](ln.SMW.ptr_to([plus(p.ring_word(T.cuda.warp_id(), stage, 0), h * p.tile_words // p.halves) + dst]),
                     args["K_CACHE"].ptr_to([safe, r0 + key, ln.hk, chunk * 16 // p.elem_bytes]), 16, size)
-        T.ptx[COPY](ln.SMW.ptr_to([p.ring_word(T.cuda.warp_id(), stage, 1) + dst]),
+        T.ptx[COPY](ln.SMW.ptr_to([plus(p.ring_word(T.cuda.warp_id(), stage, 1), h * p.tile_words // p.halves) + dst]),
                     args["V_CACHE"].ptr_to([safe, r0 + key, ln.hk, chunk * 16 // p.elem_bytes]), 16, size)
 
 
@@ -173,10 +224,10 @@ def copy_tile(p, args, ln, tile, stage, page):
 def scores(p, ln, base):
     lane = T.cuda.lane_id()
     g = lane // 4
-    for i in T.unroll(8 * p.m_tiles):
+    for i in T.unroll(8 * p.halves * p.m_tiles):
         ln.s[i] = T.float32(0)
     for kk in T.unroll(p.problem.head_dim // 16):
-        for n in T.unroll(2):
+        for n in T.unroll(2 * p.halves):
             b0 = ln.kb
             if p.elem_bytes == 2:
                 b0[0] = k_word(p, ln, base, 8 * n + g, kk, 0)
@@ -187,7 +238,7 @@ def scores(p, ln, base):
                 widen(p, b0, 1, ln.vw[0], ln.vw[0], K_PAIRS[1])
             for mi in T.unroll(p.m_tiles):
                 q = (mi * (p.problem.head_dim // 16) + kk) * 4
-                at = (mi * 2 + n) * 4
+                at = (mi * (2 * p.halves) + n) * 4
                 T.ptx[p.mma_instr](ln.s[at], ln.s[at + 1], ln.s[at + 2], ln.s[at + 3], ln.qf[q], ln.qf[q + 1],
                                    ln.qf[q + 2], ln.qf[q + 3], b0[0], b0[1], ln.s[at], ln.s[at + 1], ln.s[at + 2],
                                    ln.s[at + 3])
@@ -197,7 +248,7 @@ def scores(p, ln, base):
 def mask_softmax(p, ln, tile, page):
     # base-2 scores, the mask (paged module: j <= L - q + query, a page inside the cache), the online softmax
     lane = T.cuda.lane_id()
-    ok = page_ok(p, page)
+    ok = page_ok(p, half_page(p, page, 0))
     m2 = 2 * p.m_tiles
     mx = ln.mx
     for mi in T.unroll(p.m_tiles):
@@ -205,12 +256,12 @@ def mask_softmax(p, ln, tile, page):
             r = 16 * mi + lane // 4 + 8 * h
             limit = ln.L - p.problem.queries + r // p.problem.group
             mx[0] = T.float32(NEG_INF)
-            for n in T.unroll(2):
+            for n in T.unroll(2 * p.halves):
                 for e in T.unroll(2):
-                    key = tile * TILE_KEYS + 8 * n + 2 * (lane % 4) + e
-                    at = (mi * 2 + n) * 4 + 2 * h + e
-                    ln.s[at] = T.if_then_else(T.and_(ok, T.and_(key <= limit, r < p.rows)), ln.s[at] * ln.c,
-                                              T.float32(NEG_INF))
+                    key = tile * p.tile_keys + 8 * n + 2 * (lane % 4) + e
+                    at = (mi * (2 * p.halves) + n) * 4 + 2 * h + e
+                    ln.s[at] = T.if_then_else(T.and_(n_ok(p, ok, page, n), T.and_(key <= limit, r < p.rows)),
+                                              ln.s[at] * ln.c, T.float32(NEG_INF))
                     mx[0] = fmax(mx[0], ln.s[at])
             for sh in T.unroll(2):
                 mx[0] = fmax(mx[0], T.cuda.__shfl_xor_sync(T.uint32(FULL), mx[0], 1 << sh, 32))
@@ -224,9 +275,9 @@ def mask_softmax(p, ln, tile, page):
                     for e in T.unroll(2):
                         ln.o[(mi * (p.problem.head_dim // 8) + dn) * 4 + 2 * h + e] = \
                             ln.o[(mi * (p.problem.head_dim // 8) + dn) * 4 + 2 * h + e] * alpha
-            for n in T.unroll(2):
+            for n in T.unroll(2 * p.halves):
                 for e in T.unroll(2):
-                    at = (mi * 2 + n) * 4 + 2 * h + e
+                    at = (mi * (2 * p.halves) + n) * 4 + 2 * h + e
                     ln.s[at] = TIR_OPS.exp2(ln.s[at] - mx[1])
                     ln.row[m2 + 2 * mi + h] = ln.row[m2 + 2 * mi + h] + ln.s[at]
 
@@ -236,9 +287,17 @@ def pv(p, ln, base):
     lane = T.cuda.lane_id()
     g, t = lane // 4, lane % 4
     for mi in T.unroll(p.m_tiles):
-        for q in T.unroll(4):  # a0: keys 2t.. row g, a1: row g + 8, a2 / a3: keys 8 + 2t..
-            T.ptx[p.pack_instr](ln.pf[4 * mi + q], ln.s[(mi * 2 + q // 2) * 4 + 2 * (q % 2) + 1],
-                                ln.s[(mi * 2 + q // 2) * 4 + 2 * (q % 2)])
+        for q in T.unroll(4 * p.halves):  # a0: keys 2t.. row g, a1: row g + 8, a2 / a3: keys 8 + 2t.. (per half)
+            T.ptx[p.pack_instr](ln.pf[4 * p.halves * mi + q], ln.s[(mi * (2 * p.halves) + q // 2) * 4 + 2 * (q % 2) + 1],
+                                ln.s[(mi * (2 * p.halves) + q // 2) * 4 + 2 * (q % 2)])
+    pv_half(p, ln, base, g, t, 0)
+    if I.constexpr(p.halves > 1):  # a wide tile's second k16 step: keys 16.. (rows 16.. of the ring's tile)
+        pv_half(p, ln, base + TILE_KEYS * p.row_words, g, t, 1)
+
+
+@T.macro
+def pv_half(p, ln, base, g, t, kh):
+    # O += P V over the tile's half kh (16 keys from ``base``): P's A words pf[4 kh ..] of each m-tile
     per = v_per(p)
     for j in T.unroll(p.problem.head_dim // 8 // per):
         for kq in T.unroll(4):  # the words of keys 2t, 2t + 1, 2t + 8, 2t + 9 at dims o_dim(8 j per.., g)
@@ -253,9 +312,10 @@ def pv(p, ln, base):
                 widen(p, b, 1, ln.vw[2], ln.vw[3], v_pairs(c))
             for mi in T.unroll(p.m_tiles):
                 at = (mi * (p.problem.head_dim // 8) + per * j + c) * 4
-                T.ptx[p.mma_instr](ln.o[at], ln.o[at + 1], ln.o[at + 2], ln.o[at + 3], ln.pf[4 * mi],
-                                   ln.pf[4 * mi + 1], ln.pf[4 * mi + 2], ln.pf[4 * mi + 3], b[0], b[1], ln.o[at],
-                                   ln.o[at + 1], ln.o[at + 2], ln.o[at + 3])
+                T.ptx[p.mma_instr](ln.o[at], ln.o[at + 1], ln.o[at + 2], ln.o[at + 3], ln.pf[pf_at(p, mi, kh)],
+                                   ln.pf[pf_at(p, mi, kh) + 1], ln.pf[pf_at(p, mi, kh) + 2],
+                                   ln.pf[pf_at(p, mi, kh) + 3], b[0], b[1], ln.o[at], ln.o[at + 1], ln.o[at + 2],
+                                   ln.o[at + 3])
 
 
 @T.macro
@@ -388,10 +448,12 @@ def warp_prologue(p, args, ln, first, count):
     S, W = p.config.stages, p.config.warps
     for k in T.unroll(S + 1):
         if k < count:
-            ln.pg[k] = page_of(p, args, ln, first + k * W)
+            ln.pg[pg_at(p, k)] = page_of(p, args, ln, first + k * W)
+            if I.constexpr(p.tile_pages > 1):
+                ln.pg[pg_at(p, k, 1)] = page_of(p, args, ln, first + k * W, 1)
     for st in T.unroll(S - 1):
         if st < count:
-            copy_tile(p, args, ln, first + st * W, st, ln.pg[st])
+            copy_tile(p, args, ln, first + st * W, st, ring_pages(p, ln, st))
         T.ptx["cp.async.commit_group"]()
 
 
@@ -404,14 +466,16 @@ def warp_loop(p, args, ln, first, count):
         T.ptx["cp.async.wait_group"](S - 2)
         T.cuda.warp_sync()
         if i + S - 1 < count:
-            copy_tile(p, args, ln, first + (i + S - 1) * W, (i + S - 1) % S, ln.pg[S - 1])
+            copy_tile(p, args, ln, first + (i + S - 1) * W, (i + S - 1) % S, ring_pages(p, ln, S - 1))
         T.ptx["cp.async.commit_group"]()
         scores(p, ln, p.ring_word(T.cuda.warp_id(), i % S, 0))
-        mask_softmax(p, ln, first + i * W, ln.pg[0])
-        for k in T.unroll(S):
-            ln.pg[k] = ln.pg[k + 1]
+        mask_softmax(p, ln, first + i * W, ring_pages(p, ln, 0))
+        for k in T.unroll(S * p.tile_pages):
+            ln.pg[k] = ln.pg[k + p.tile_pages]
         if i + 1 + S < count:
-            ln.pg[S] = page_of(p, args, ln, first + (i + 1 + S) * W)
+            ln.pg[pg_at(p, S)] = page_of(p, args, ln, first + (i + 1 + S) * W)
+            if I.constexpr(p.tile_pages > 1):
+                ln.pg[pg_at(p, S, 1)] = page_of(p, args, ln, first + (i + 1 + S) * W, 1)
         pv(p, ln, p.ring_word(T.cuda.warp_id(), i % S, 1))
     T.ptx["cp.async.wait_group"](0)
 
@@ -441,17 +505,22 @@ def cta_kernel(p, args, body):
                                            align=1024)])
     m, D = p.m_tiles, p.problem.head_dim
     qf = T.alloc_tensor(ty_args=[T.Tensor((4 * m * (D // 16),), "uint32", scope="local", layout="default")])
-    s = T.alloc_tensor(ty_args=[T.Tensor((8 * m,), "float32", scope="local", layout="default")])
-    pf = T.alloc_tensor(ty_args=[T.Tensor((4 * m,), "uint32", scope="local", layout="default")])
+    s = T.alloc_tensor(ty_args=[T.Tensor((8 * p.halves * m,), "float32", scope="local", layout="default")])
+    pf = T.alloc_tensor(ty_args=[T.Tensor((4 * p.halves * m,), "uint32", scope="local", layout="default")])
     o = T.alloc_tensor(ty_args=[T.Tensor((4 * m * (D // 8),), "float32", scope="local", layout="default")])
     row = T.alloc_tensor(ty_args=[T.Tensor((4 * m,), "float32", scope="local", layout="default")])
     kb = T.alloc_tensor(ty_args=[T.Tensor((2,), "uint32", scope="local", layout="default")])
     mx = T.alloc_tensor(ty_args=[T.Tensor((2,), "float32", scope="local", layout="default")])
     vw = T.alloc_tensor(ty_args=[T.Tensor((4,), "uint32", scope="local", layout="default")])
-    pg = T.alloc_tensor(ty_args=[T.Tensor((p.config.stages + 1,), "int32", scope="local", layout="default")])
+    pg = T.alloc_tensor(ty_args=[T.Tensor(((p.config.stages + 1) * p.tile_pages,), "int32", scope="local",
+                                          layout="default")])
     L = T.min(T.max(args["CONTEXT_LENS"][b], 0), p.problem.capacity)
-    ln = Lane(SMW, qf, s, pf, o, row, kb, vw, pg, mx, b, hk, L, score_factor(p, args, hk))
-    body(p, args, ln, split, bh)
+    if I.constexpr(p.halves > 1):  # wide tiles: the score factor once a CTA (its K_SCALE load out of the loop)
+        c = score_factor(p, args, hk)
+        body(p, args, Lane(SMW, qf, s, pf, o, row, kb, vw, pg, mx, b, hk, L, c), split, bh)
+    else:
+        ln = Lane(SMW, qf, s, pf, o, row, kb, vw, pg, mx, b, hk, L, score_factor(p, args, hk))
+        body(p, args, ln, split, bh)
 
 
 @T.macro
@@ -468,7 +537,7 @@ def empty_state(p, ln):
 def paged_body(p, args, ln, split, bh):
     # the CTA's partition (paged_decode_plan: fixed keys; the grid's last takes the rest; past L: exit at once)
     W = p.config.warps
-    tiles = (ln.L + TILE_KEYS - 1) // TILE_KEYS
+    tiles = (ln.L + p.tile_keys - 1) // p.tile_keys
     t0 = split * p.part_tiles
     if t0 < tiles:
         t1 = T.if_then_else(split == p.split_kv - 1, tiles, T.min(t0 + p.part_tiles, tiles))

@@ -75,8 +75,20 @@ bf16 tile's bytes, so at the same stages an SM needs more resident warps for the
 ncu run had the fp8 kernel latency-bound (0.42 eligible warps per scheduler, DRAM 74 %) at 3 CTAs per SM: ptxas
 gave it 156 registers where its 53 KB of shared memory hold 4 CTAs. Capped for 4 it takes 128, no spill (with or
 without ``fp8_cvt``). The bf16 D 128 kernel's 100 KB hold 2 CTAs: no cap, its code unchanged; bf16 D 64 (50 KB):
-4, ptxas 116 -> 114 registers, 4 CTAs either way. Not done: 32-key fp8 tiles (the same bytes per stage as bf16;
-a tile would span two 16-key pages).
+4, ptxas 116 -> 114 registers, 4 CTAs either way. 32-key fp8 tiles: below (wide tiles).
+
+**Wide tiles** (``PagedDecodeConfig.tile_keys``, ``choose_tile_keys``; ``WIDE_FP8``): ``WIDE_TILE_KEYS`` = 32 keys a
+tile, two 16-key halves (each inside one page: on 16-key pages a tile's halves have a page each, ``tile_pages``),
+copied, scored (four n8 tiles) and multiplied into O (two k16 steps) as two 16-key tiles are, but masked, reduced
+(max, ``shfl``, the conditional rescale), waited for and bookkept once; the score factor (fp8: ``K_SCALE``) is read
+once a CTA into a register where the 16-key kernel re-reads it under every score's mask (ptxas keeps that load in
+the loop, behind a branch per score). The count that chose it (nvcc 13.0, sm_90a, fp8 with ``cvt``, batch 64,
+32/8 heads, D 128, the loop's SASS on its common path: no rescale taken): **16-key tiles 426 instructions per 4
+KiB tile (852 per 8 KiB, 5 LDG, 12 branches), wide tiles 683 per 8 KiB (2 LDG, 4 branches): 20 % fewer per KV
+byte** (bf16, 16-key: 473 per 8 KiB); 32 HMMA per 16 keys either way; ptxas 155 -> 167 registers (3 stages), 157
+at 2 stages, no spill. A wide stage is 8 KiB of fp8 K and V, a bf16 tile's: at the default 3 stages the rings are
+100 KB (2 CTAs per SM, as bf16), at ``stages=2`` 68 KB (3 CTAs, the 16-key fp8 kernel's, with its bytes in flight).
+The sm90 kernel keeps 16-key tiles (its producer's TMA boxes; ``WIDE_TILES``), and so do 16-bit caches.
 
 **Lying device data** (``kernels.attention.paged``): ``L`` is clamped to ``0 .. capacity`` in the
 kernel; the CTA reads ``BLOCK_TABLE[b, p]`` only for ``p < ceil(L / page_size)``; a page index outside
@@ -138,6 +150,8 @@ from .attention_plan import MAX_REGISTERS, MAX_THREADS_PER_SM, arch_number
 from .gemm_config import DTYPES, MMA
 
 TILE_KEYS = 16  # keys per tile: one k16 step of P V, two n8 tiles of S
+WIDE_TILE_KEYS = 32  # a wide tile (PagedDecodeConfig.tile_keys): two k16 steps, four n8 tiles, one softmax step
+TILE_KEY_CHOICES = (TILE_KEYS, WIDE_TILE_KEYS)
 CHUNK_BYTES = 16  # cp.async
 MAX_ROWS = 64  # group x queries: 4 m16 tiles of accumulators per warp
 FILL_WAVES = 2
@@ -183,6 +197,7 @@ class PagedDecodeConfig:
     merge: str | None = None  # "last-cta" or "kernel" (module docstring); None: choose_merge's
     fp8_cvt: bool | None = None  # fp8 pairs widen by cvt.rn.f16x2.e4m3x2 (sm_89+); None: where the arch has it
     min_ctas: int | None = None  # the register cap's CTAs per SM (__launch_bounds__); 0 / None: none (WEIGH_REGISTER_CAP)
+    tile_keys: int | None = None  # keys per kv tile: TILE_KEYS or WIDE_TILE_KEYS (module docstring); None: choose_tile_keys
 
     def __attrs_post_init__(self):
         for name, low, high in (("warps", 1, 8), ("stages", 2, 8)):
@@ -207,6 +222,10 @@ class PagedDecodeConfig:
             raise ContractError("paged decode config min_ctas: the CTAs per SM the registers are capped for",
                                 operand="min_ctas", check="parameters",
                                 expected=f"an int in 0..{MAX_THREADS_PER_SM // 32} or None", found=repr(self.min_ctas))
+        if self.tile_keys is not None and self.tile_keys not in TILE_KEY_CHOICES:
+            raise ContractError("paged decode config tile_keys: the keys of one kv tile", operand="tile_keys",
+                                check="parameters", expected=f"one of {TILE_KEY_CHOICES} or None",
+                                found=repr(self.tile_keys))
         if self.merge is not None and self.merge not in MERGES:
             raise ContractError("paged decode config merge: where the partials merge", operand="merge",
                                 check="parameters", expected=f"one of {MERGES} or None", found=repr(self.merge))
@@ -219,6 +238,8 @@ class PagedDecodeConfig:
 @attrs.frozen
 class PagedDecodePlan(PlanRecord, family="paged"):
     """Everything ``paged_decode_emit`` reads (module docstring)."""
+
+    WIDE_TILES = True  # whether the emitter takes wide tiles (tile_keys WIDE_TILE_KEYS): choose_tile_keys
 
     problem: PagedDecodeProblem
     config: PagedDecodeConfig
@@ -234,6 +255,7 @@ class PagedDecodePlan(PlanRecord, family="paged"):
     merge: str = "kernel"  # where the partials merge: "last-cta" (main's last CTA per sequence, kv head) or "kernel"
     cvt: bool = False  # fp8 pairs widen by cvt.rn.f16x2.e4m3x2 (fp8_cvt)
     min_ctas: int = 0  # main's __launch_bounds__ CTAs per SM (0: none; forced, or choose_min_ctas' if WEIGH_REGISTER_CAP)
+    tile_keys: int = 16  # keys per kv tile (TILE_KEYS, or WIDE_TILE_KEYS: choose_tile_keys)
 
     @property
     def rows(self) -> int:
@@ -273,8 +295,18 @@ class PagedDecodePlan(PlanRecord, family="paged"):
         return min(8, self.chunks)
 
     @property
+    def halves(self) -> int:
+        """The tile's 16-key halves (k16 steps of P V): 1, or 2 for a wide tile."""
+        return self.tile_keys // TILE_KEYS
+
+    @property
+    def tile_pages(self) -> int:
+        """The cache pages one tile's keys span (a wide tile on 16-key pages: 2, one per half)."""
+        return ceil_div(self.tile_keys, self.problem.page_size)
+
+    @property
     def tile_words(self) -> int:
-        return TILE_KEYS * self.row_words
+        return self.tile_keys * self.row_words
 
     @property
     def q_words(self) -> int:
@@ -302,9 +334,9 @@ class PagedDecodePlan(PlanRecord, family="paged"):
     @property
     def state_registers(self) -> int:
         """A thread's kernel-wide registers: Q's fragments (``4 m D / 16``), O (``4 m D / 8``), the scores (``8
-        m``), P (``4 m``) and the rows' max and sum (``4 m``)."""
+        m`` a 16-key half), P (``4 m`` a half) and the rows' max and sum (``4 m``)."""
         m, D = self.m_tiles, self.problem.head_dim
-        return m * (D // 4 + D // 2 + 16)
+        return m * (D // 4 + D // 2 + 12 * self.halves + 4)
 
     @property
     def q_wait_groups(self) -> int:
@@ -322,7 +354,7 @@ class PagedDecodePlan(PlanRecord, family="paged"):
 
     @property
     def part_tiles(self) -> int:
-        return self.partition // TILE_KEYS
+        return self.partition // self.tile_keys
 
     @property
     def o_word(self) -> int:
@@ -380,11 +412,12 @@ class PagedDecodePlan(PlanRecord, family="paged"):
         return 4 * self.slots * self.rows * (self.problem.head_dim + 2) + tickets
 
 
-def choose_partition(problem: PagedDecodeProblem, context: int, sms: int, warps: int, resident: int) -> int:
+def choose_partition(problem: PagedDecodeProblem, context: int, sms: int, warps: int, resident: int,
+                     tile_keys: int = TILE_KEYS) -> int:
     """The keys per CTA (module docstring): ``FILL_WAVES`` waves of ``resident`` CTAs on each of ``sms`` SMs at
     ``context`` keys, at most ``MAX_PARTITION_BYTES`` of K and V, at least what amortizes the partial and fills the
-    ring."""
-    step = TILE_KEYS * warps
+    ring (whole ``tile_keys`` tiles of each warp)."""
+    step = tile_keys * warps
     key_bytes = 2 * problem.head_dim * (1 if problem.kv_dtype == "fp8" else 2)  # K and V of one kv head
     partial_bytes = 2 * problem.group * problem.queries * (problem.head_dim + 2) * 4
     min_keys = max(MIN_TILES_PER_WARP * step, ceil_div(AMORTIZE * partial_bytes, key_bytes))
@@ -433,6 +466,11 @@ ran slower than uncapped at 3 CTAs on all four fp8 rows (batch 8 / 64, 2k / 8k c
 widening, 1-18 % with the bit moves; the cvt widening alone was 1-9 % faster than the bit moves. ``PagedDecodeConfig(min_ctas=n)``
 still forces a cap."""
 
+WIDE_FP8 = True
+"""Whether an fp8 plan without ``tile_keys`` takes wide tiles (``choose_tile_keys``): yes, by the SASS count (the
+module docstring: 20 % fewer instructions per KV byte); not yet timed on a GPU (``benchmarks/paged_decode.py
+--configs tile_keys=16,tile_keys=32:stages=2`` is the check)."""
+
 WEIGH_LAST_CTA = False
 """Whether the choice weighs the last-CTA merge (``choose_merge``; one partition takes it anyway): no. Timed on
 the H100 (2026-12-06, ``benchmarks/paged_decode.py --merge last-cta,kernel``, before the merge kernel's lanes): 7 %
@@ -454,9 +492,22 @@ def choose_merge(problem: PagedDecodeProblem, split_kv: int, warps: int, sms: in
     return min(MERGES, key=lambda m: cost[m])
 
 
-def forced_partition(context: int, splits: int, warps: int) -> int:
+def forced_partition(context: int, splits: int, warps: int, tile_keys: int = TILE_KEYS) -> int:
     """The partition of ``splits`` forced partitions of a ``context``-key sequence (whole tiles, every warp alike)."""
-    return ceil_div(ceil_div(ceil_div(max(context, 1), TILE_KEYS), splits), warps) * warps * TILE_KEYS
+    return ceil_div(ceil_div(ceil_div(max(context, 1), tile_keys), splits), warps) * warps * tile_keys
+
+
+def choose_tile_keys(problem: PagedDecodeProblem, config: PagedDecodeConfig, record, target: str) -> int:
+    """The keys of a kv tile: ``config.tile_keys``, else ``WIDE_TILE_KEYS`` for fp8 KV where ``WIDE_FP8`` (the module
+    docstring's SASS counts), else ``TILE_KEYS``; a plan record without wide tiles (``WIDE_TILES`` False: the sm90
+    kernel's producer issues 16-key tiles) refuses a forced wide one."""
+    if config.tile_keys not in (None, TILE_KEYS) and not record.WIDE_TILES:
+        raise ContractError(f"{target} paged decode tile_keys: this kernel's tiles are {TILE_KEYS} keys",
+                            operand="tile_keys", check="parameters", expected=f"None or {TILE_KEYS}",
+                            found=config.tile_keys)
+    if config.tile_keys is not None:
+        return config.tile_keys
+    return WIDE_TILE_KEYS if record.WIDE_TILES and WIDE_FP8 and problem.kv_dtype == "fp8" else TILE_KEYS
 
 
 def check_context(problem: PagedDecodeProblem, context) -> int:
@@ -494,11 +545,15 @@ def plan_paged_decode(problem: PagedDecodeProblem, config: PagedDecodeConfig | N
     sms = sms or planned("sm80").units
     mma_type = "f16" if problem.kv_dtype == "fp8" else problem.q_dtype
     instrs = (MMA.format(t=mma_type), PACK.format(t=mma_type), PACK.format(t=problem.q_dtype))
+    keys = choose_tile_keys(problem, config, record, target)
+    if config.partition and config.partition % keys:
+        raise ContractError(f"{target} paged decode partition: keys per CTA, whole tiles", operand="partition",
+                            check="parameters", expected=f"a multiple of tile_keys={keys}", found=config.partition)
     if config.partition or config.splits:
-        partition = config.partition or forced_partition(context, config.splits, config.warps)
+        partition = config.partition or forced_partition(context, config.splits, config.warps, keys)
     else:  # the kernel's shared memory (no partition in it) sets the CTAs resident per SM
-        probe = record(problem, config, 1, TILE_KEYS * config.warps, context, sms, *instrs, (), (), "kernel")
-        partition = choose_partition(problem, context, sms, config.warps, resident_ctas(probe, planned("sm80")))
+        probe = record(problem, config, 1, keys * config.warps, context, sms, *instrs, (), (), "kernel", tile_keys=keys)
+        partition = choose_partition(problem, context, sms, config.warps, resident_ctas(probe, planned("sm80")), keys)
     splits = ceil_div(context, partition)
     shapes, dtypes = problem.shapes(), problem.dtypes()
     storage = {name: STORAGE.get(d, {"i32": "int32", "f32": "float32"}.get(d)) for name, d in dtypes.items()}
@@ -515,7 +570,7 @@ def plan_paged_decode(problem: PagedDecodeProblem, config: PagedDecodeConfig | N
     if where == "last-cta":  # main takes the tickets and writes O and LSE itself: no merge kernel
         params, merge = params + (Param("TICKETS", (problem.batch * problem.kv_heads,), "uint32"),) + outputs, ()
     plan = record(problem, config, splits, partition, context, sms, *instrs, params, merge, where,
-                  choose_cvt(problem, config, arch or planned("sm80").arch, target))
+                  choose_cvt(problem, config, arch or planned("sm80").arch, target), tile_keys=keys)
     if plan.smem_bytes > planned("sm80").smem_per_unit:
         raise ContractError(f"{target} paged decode: the warps' rings exceed the shared memory", operand="stages",
                             check="shape", expected=f"at most {planned('sm80').smem_per_unit} bytes",
@@ -526,6 +581,6 @@ def plan_paged_decode(problem: PagedDecodeProblem, config: PagedDecodeConfig | N
 
 
 __all__ = ["AMORTIZE", "CVT_ARCH", "REG_HEADROOM", "WEIGH_LAST_CTA", "WEIGH_REGISTER_CAP", "FILL_WAVES", "MAX_PARTITION_BYTES", "MAX_ROWS", "MERGES", "MERGE_BATCH", "MERGE_PASS",
-           "MIN_TILES_PER_WARP", "Q_PRESCALE", "TILE_KEYS",
-           "PagedDecodeConfig", "PagedDecodePlan", "choose_cvt", "choose_merge", "choose_min_ctas", "choose_partition", "forced_partition",
-           "merge_seconds", "plan_paged_decode", "resident_ctas"]
+           "MIN_TILES_PER_WARP", "Q_PRESCALE", "TILE_KEYS", "TILE_KEY_CHOICES", "WIDE_FP8", "WIDE_TILE_KEYS",
+           "PagedDecodeConfig", "PagedDecodePlan", "choose_cvt", "choose_merge", "choose_min_ctas", "choose_partition", "choose_tile_keys",
+           "forced_partition", "merge_seconds", "plan_paged_decode", "resident_ctas"]

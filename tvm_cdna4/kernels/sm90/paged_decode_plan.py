@@ -63,6 +63,8 @@ TABLE_CHUNK = 32  # tiles whose pages the producer warp's lanes read at once (on
 class Sm90PagedDecodePlan(PagedDecodePlan):
     """The sm80 plan's fields and layout, with the producer warp's and the TMA boxes' (module docstring)."""
 
+    WIDE_TILES = False  # the producer issues TILE_KEYS-key tiles (the TMA boxes): sm80's wide tiles are refused
+
     @property
     def swizzle_bytes(self) -> int:
         """A TMA box row's bytes: the K / V row's, at most ``SWIZZLE_MAX`` (64: fp8 D 64)."""
