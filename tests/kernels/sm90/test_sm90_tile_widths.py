@@ -13,7 +13,7 @@ from tvm_cdna4.kernels.devices import DEVICES
 from tvm_cdna4.kernels.gemm import GemmProblem
 from tvm_cdna4.kernels.gemm.epilogue import Fusion
 from tvm_cdna4.kernels.sm90 import gemm_emit
-from tvm_cdna4.kernels.sm90.gemm_plan import TAIL_COLUMNS, Sm90Config
+from tvm_cdna4.kernels.sm90.gemm_plan import TAIL_SWIZZLE, Sm90Config
 
 H100 = DEVICES["H100"]
 
@@ -21,13 +21,14 @@ H100 = DEVICES["H100"]
 def test_the_tma_epilogue_stages_a_32_column_tail_block():
     cfg = Sm90Config(128, 224, 3, 2, epilogue="tma")
     cfg.check(H100.smem_per_unit)  # 3 x 44 KB ring + 56 KB staging
-    assert TAIL_COLUMNS == 32 and cfg.tail_columns == 32 and Sm90Config(128, 160, 5, 2, epilogue="tma").tail_columns == 32
+    assert TAIL_SWIZZLE[32] == 64 and cfg.tail_columns == 32 and Sm90Config(128, 160, 5, 2, epilogue="tma").tail_columns == 32
     assert Sm90Config(128, 256, 3, 2, epilogue="tma").tail_columns == 0 == Sm90Config(128, 224, 3, 2).tail_columns
     assert cfg.staging_bytes() == 2 * 64 * 224 * 2  # three 64-column blocks and the tail: the whole tile, as before
-    for block_n in (176, 200, 72):  # a last block of 48 or 8 columns: no swizzle row of that width
-        with pytest.raises(ContractError, match="config epilogue: .*64-column blocks, the last may be 32") as e:
-            Sm90Config(128, block_n, 2, 2, epilogue="tma").check(H100.smem_per_unit)
-        assert e.value.found == block_n
+    # any other multiple of 8: a tail of 16 columns 32-byte swizzled, of 8, 40, 48 columns unswizzled
+    for block_n, tail, swizzle in ((176, 48, 0), (200, 8, 0), (72, 8, 0), (168, 40, 0), (80, 16, 32), (224, 32, 64)):
+        wide = Sm90Config(128, block_n, 2, 2, epilogue="tma")
+        wide.check(H100.smem_per_unit)
+        assert (wide.tail_columns, wide.tail_swizzle) == (tail, swizzle)
     with pytest.raises(ContractError, match="config epilogue_tile"):  # chunks are whole blocks dividing the tile
         Sm90Config(128, 224, 3, 2, epilogue="tma", epilogue_tile=64).check(H100.smem_per_unit)
 
