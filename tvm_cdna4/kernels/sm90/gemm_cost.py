@@ -52,8 +52,9 @@ configs each: 12 to 1,760 us; ``benchmarks/runs/sm90_sweep_h100_2026-12-06.json`
 (``--study``). With the H100's ``DeviceSpec`` the estimate is within 6.5% rms of them (18% at worst), and of
 each swept shape's three configs the one it ranks first is within 15% of the fastest (1.4% on geometric
 mean; docs/sm90_gemm.md "Cost model"). The sm80 target's ``Device`` holds its fitted rates the same way. The
-choice is over ``CANDIDATES`` with the deepest ring that fits the SM's
-shared memory (at most ``MAX_STAGES``).
+choice is over ``CANDIDATES`` and the shape's wave-fitting widths (``wave_widths``: the narrowest multiple of 8
+whose tiles fill 1..``MAX_WAVES`` waves of the SMs; no term or rate is new for them), each with the deepest ring
+that fits the SM's shared memory (at most ``MAX_STAGES``).
 
 Swap AB (``Sm90Config.swap_ab``: C^T = B A^T, ``gemm_plan``'s docstring) is the estimate of the unswapped kernel over
 C^T's problem (N, M, K), its tile's efficiency times ``SWAPPED_EFFICIENCY`` (at most the tensor rate). The choice
