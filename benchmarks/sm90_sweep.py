@@ -4,6 +4,7 @@
     python3 benchmarks/sm90_sweep.py --out $OUT --swap-ab [--swap-top 1] [--ms 32,96,200]
     python3 benchmarks/sm90_sweep.py --out $OUT --widths 224,160 [--ms 768,3000]
     python3 benchmarks/sm90_sweep.py --widths 224,160 --model-only [--ms 768,3000]   (no GPU: the model's table)
+    python3 benchmarks/sm90_sweep.py --out $OUT --waves [--ms 96,200,768,3000] [--model-only]
 
 For each LLM projection of ``torch_gemm.MODELS`` (bf16, ``nt``) and each M of ``--ms``, the ``--top``
 configs the cost model ranks first (``gemm_cost.ranked`` on the GPU present: ``devices.planned``; the hybrid
@@ -32,6 +33,13 @@ each checked and timed as above, into ``$OUT/sm90_widths.json``; the table: old,
 width over old (docs/sm90_gemm.md "Tile widths"). ``--model-only`` prints, without a GPU, the model's old and new
 choice and estimate per shape, static M and the M's dynamic bucket (``gemm_cost.choose_for_range`` over
 ``gemm_dynamic.planned_range``: what the torch op runs).
+
+``--waves`` (default M = 96, 200, 768, 3000): per shape, the model's first choice before the wave-fitting widths
+(``gemm_cost.wave_widths`` off: ``MAX_WAVES = 0``; rank ``"old"``) and with them (``"new"``), static M, and the same
+two for the M's dynamic bucket (``"bucket-old"``, ``"bucket-new"``: ``choose_for_range``, the torch op's plan, built
+here as a static-M kernel), one kernel per distinct config (ranks joined by ``=``), each checked and timed beside
+cuBLAS into ``$OUT/sm90_waves.json`` (a shape whose four choices are one config is left out unless ``--all``); the table: each choice's time and tile, cuBLAS, and which won
+(docs/sm90_gemm.md "Tile widths"). With ``--model-only``: the choices and their estimates, no GPU.
 """
 
 from __future__ import annotations
@@ -113,6 +121,62 @@ def width_jobs(args):
     return out
 
 
+WAVE_RANKS = ("old", "new", "bucket-old", "bucket-new")
+
+
+def wave_choices(M: int, N: int, K: int, device) -> list:
+    """``--waves``: [(ranks, estimate s, config)]: the model's choice without the wave-fitting widths and with them,
+    static and for M's dynamic bucket (``WAVE_RANKS``), one entry per distinct config (its ranks joined by ``=``)."""
+    from tvm_cdna4.kernels.sm90 import gemm_cost, gemm_dynamic
+
+    bucket = next(b for b in gemm_dynamic.dynamic_buckets(N) if M in b)
+    picked, waves = [], gemm_cost.MAX_WAVES
+    for limit in (0, waves):
+        gemm_cost.MAX_WAVES = limit
+        try:
+            picked.append((gemm_cost.choose_config(M, N, K, 2, device), gemm_cost.choose_for_range(
+                *gemm_dynamic.planned_range(bucket), N, K, 2, device, m_max=bucket.hi)))
+        finally:
+            gemm_cost.MAX_WAVES = waves
+    configs = {}
+    for rank, cfg in zip(WAVE_RANKS, (picked[0][0], picked[1][0], picked[0][1], picked[1][1])):
+        configs.setdefault(cfg, []).append(rank)
+    return [("=".join(ranks), gemm_cost.estimate(cfg, M, N, K, 2, device).total, cfg) for cfg, ranks in configs.items()]
+
+
+def wave_jobs(args, device=None):
+    """``--waves``: the jobs of ``wave_choices`` for every shape and M (on ``device``, default the GPU present)."""
+    import attrs
+
+    from tvm_cdna4.kernels import devices
+
+    device, out = device or devices.planned("sm80"), []
+    for model, proj, N, K in shapes(args.models.split(",")):
+        for M in map(int, args.ms.split(",")):
+            choices = wave_choices(M, N, K, device)
+            if len(choices) == 1 and not getattr(args, "all", False):
+                continue  # one config for all four: nothing the wave-fitting widths changed (--all times it too)
+            for rank, t, cfg in choices:
+                out.append(((model, proj, M, N, K, rank, round(t * 1e6, 2)), (M, N, K), attrs.asdict(cfg)))
+    return out
+
+
+def wave_model_table(args) -> list[str]:
+    """``--waves --model-only``: per shape, each choice's tile and estimate (us; markdown, no GPU)."""
+    from tvm_cdna4.kernels import devices
+    from tvm_cdna4.kernels.sm90.gemm_plan import Sm90Config
+
+    out = [f"{args.device}: the model's choice before / with the wave-fitting widths (estimates, us)", "",
+           "| model | proj | M | N | K | " + " | ".join(WAVE_RANKS) + " |", "|---" * (5 + len(WAVE_RANKS)) + "|"]
+    by = {}
+    for (model, proj, M, N, K, ranks, us), _, cfg in wave_jobs(args, devices.DEVICES[args.device]):
+        for rank in ranks.split("="):
+            by.setdefault((model, proj, M, N, K), {})[rank] = f"{_tile(Sm90Config(**cfg))} {us:.1f}"
+    for key, cells in by.items():
+        out.append("| " + " | ".join(map(str, key)) + " | " + " | ".join(cells[r] for r in WAVE_RANKS) + " |")
+    return out
+
+
 def model_table(args) -> list[str]:
     """``--model-only``: per shape and M, the model's choice and estimate without and with ``--widths``, static and
     for the M's dynamic bucket (markdown; no GPU)."""
@@ -146,7 +210,7 @@ def model_table(args) -> list[str]:
 
 def _tile(cfg) -> str:
     split = f" k{cfg.split_k}" if cfg.split_k > 1 else ""
-    return f"{cfg.block_m}x{cfg.block_n}/{cfg.consumers} {cfg.epilogue}{split}"
+    return f"{cfg.block_m}x{cfg.block_n}/{cfg.consumers} {cfg.epilogue}{split}" + (" swap" if cfg.swap_ab else "")
 
 
 def picks(ranked, top: int, hybrid: bool = True, wide=()) -> list:
@@ -171,7 +235,10 @@ def main(argv=None) -> int:
     ap.add_argument("--swap-top", type=int, default=1, help="with --swap-ab: the swapped configs per shape")
     ap.add_argument("--widths", default=None, help="tile widths (block_n, e.g. 224,160) timed beside the model's "
                     "choice without them")
-    ap.add_argument("--model-only", action="store_true", help="with --widths: print the model's table, time nothing")
+    ap.add_argument("--waves", action="store_true", help="time the model's choice with the wave-fitting widths (gemm_cost."
+                    "wave_widths) beside its choice without them, static and the M's bucket")
+    ap.add_argument("--all", action="store_true", help="with --waves: also the shapes whose four choices are one config")
+    ap.add_argument("--model-only", action="store_true", help="with --widths or --waves: print the model's table, time nothing")
     ap.add_argument("--device", default="H100", help="with --model-only: the DeviceSpec (kernels.devices.DEVICES)")
     ap.add_argument("--top", type=int, default=6)
     ap.add_argument("--no-hybrid", dest="hybrid", action="store_false",
@@ -183,17 +250,18 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     args.ms = args.ms or ("32,96,200" if args.swap_ab else "768,3000" if args.widths else "96,200,768,3000")
     if args.model_only:
-        print(*model_table(args), sep="\n")
+        print(*(wave_model_table if args.waves else model_table)(args), sep="\n")
         return 0
     import torch
 
     from sm90_gemm import bench, build_all, check
     from tvm_cdna4.runtime.cuda import Kernel, load_build
 
-    todo = swap_jobs(args) if args.swap_ab else width_jobs(args) if args.widths else jobs(args)
+    mode = "swap_ab" if args.swap_ab else "widths" if args.widths else "waves" if args.waves else "sweep"
+    todo = {"swap_ab": swap_jobs, "widths": width_jobs, "waves": wave_jobs, "sweep": jobs}[mode](args)
     built = build_all(todo, args.workers, args.build_s)
     rows, cublas = [], {}
-    name = "sm90_swap_ab" if args.swap_ab else "sm90_widths" if args.widths else "sm90_sweep"
+    name = f"sm90_{mode}"
     with open(os.path.join(args.out, f"{name}_checks.jsonl"), "w") as log:
         for key, shape, _ in todo:
             value = built[key]
@@ -213,7 +281,7 @@ def main(argv=None) -> int:
             torch.cuda.empty_cache()
     with open(os.path.join(args.out, f"{name}.json"), "w") as f:
         json.dump({"device": torch.cuda.get_device_name(), "rows": rows}, f, indent=1)
-    table = (swap_summary if args.swap_ab else width_summary if args.widths else summary)(rows)
+    table = {"swap_ab": swap_summary, "widths": width_summary, "waves": wave_summary, "sweep": summary}[mode](rows)
     with open(os.path.join(args.out, f"{name}.md"), "w") as f:
         f.write("\n".join([torch.cuda.get_device_name(), "", *table, ""]))
     print(*table, sep="\n")
@@ -262,6 +330,24 @@ def width_summary(rows) -> list[str]:
         cells = " | ".join(f"{at[w]:.1f}" if w in at else "-" for w in ranks)
         out.append(f"| {model} | {proj} | {M} | {N} | {K} | {o:.1f} ({old[0]['config']['block_n']}) | {cells} | {c:.1f} | "
                    f"{c / o:.2f}x | {c / best:.2f}x | {o / best:.2f}x |")
+    return out
+
+
+def wave_summary(rows) -> list[str]:
+    """``--waves``: per shape, each choice's time (its tile), cuBLAS, and which won: the new choice over the old (static
+    and bucket), the best of them over cuBLAS (markdown; a failed check leaves its row out)."""
+    out = ["| model | proj | M | N | K | " + " | ".join(f"{r} µs (tile)" for r in WAVE_RANKS) + " | cuBLAS µs | "
+           "new/old | bucket new/old | best/cuBLAS | winner |", "|---" * (10 + len(WAVE_RANKS)) + "|"]
+    for (model, proj, M, N, K), rs in by_shape(rows).items():
+        at = {rank: r for r in rs for rank in r["rank"].split("=")}
+        if any(rank not in at for rank in WAVE_RANKS):
+            continue
+        us = {rank: at[rank]["us"] for rank in WAVE_RANKS}
+        c = rs[0]["cublas_us"]
+        cells = " | ".join(f"{us[r]:.1f} ({at[r]['config']['block_m']}x{at[r]['config']['block_n']})" for r in WAVE_RANKS)
+        winner = min([*WAVE_RANKS, "cuBLAS"], key=lambda r: c if r == "cuBLAS" else us[r])
+        out.append(f"| {model} | {proj} | {M} | {N} | {K} | {cells} | {c:.1f} | {us['old'] / us['new']:.2f}x | "
+                   f"{us['bucket-old'] / us['bucket-new']:.2f}x | {c / min(us.values()):.2f}x | {winner} |")
     return out
 
 

@@ -78,6 +78,7 @@ partial last wave on the shapes below: tests/kernels/sm90/test_sm90_tile_widths.
 def test_the_cost_model_splits_only_the_last_wave_and_chooses_it_where_it_gains(monkeypatch):
     monkeypatch.setattr(gemm_cost, "WEIGH_HYBRID", True)  # weighed once timed (gemm_cost.WEIGH_HYBRID)
     monkeypatch.setattr(gemm_cost, "CANDIDATES", WHOLE_BLOCKS)
+    monkeypatch.setattr(gemm_cost, "MAX_WAVES", 0)  # nor the wave-fitting widths (gemm_cost.wave_widths)
     cfg = Sm90Config(128, 256, 3, 2, epilogue="tma", split_k=3, decomposition="hybrid")
     plain = Sm90Config(128, 256, 3, 2, epilogue="tma")
     h, d = (gemm_cost.estimate(c, 3000, 3584, 18944, 2, H100) for c in (cfg, plain))
@@ -146,6 +147,7 @@ def test_hybrid_plans_validate_on_a_hopper_gpu(M, N, K, cfg, fusion):
 def test_the_sweep_times_the_hybrid_where_the_model_ranks_it_and_the_best_one_below_the_top(monkeypatch):
     monkeypatch.setattr(gemm_cost, "WEIGH_HYBRID", True)
     monkeypatch.setattr(gemm_cost, "CANDIDATES", WHOLE_BLOCKS)
+    monkeypatch.setattr(gemm_cost, "MAX_WAVES", 0)  # nor the wave-fitting widths (gemm_cost.wave_widths)
     import argparse
 
     from benchmark_modules import benchmark_module

@@ -13,7 +13,7 @@ from tvm_cdna4.kernels.devices import DEVICES
 from tvm_cdna4.kernels.gemm import GemmProblem
 from tvm_cdna4.kernels.gemm.epilogue import Fusion
 from tvm_cdna4.kernels.sm90 import gemm_emit
-from tvm_cdna4.kernels.sm90.gemm_plan import TAIL_COLUMNS, Sm90Config
+from tvm_cdna4.kernels.sm90.gemm_plan import TAIL_SWIZZLE, Sm90Config
 
 H100 = DEVICES["H100"]
 
@@ -21,13 +21,14 @@ H100 = DEVICES["H100"]
 def test_the_tma_epilogue_stages_a_32_column_tail_block():
     cfg = Sm90Config(128, 224, 3, 2, epilogue="tma")
     cfg.check(H100.smem_per_unit)  # 3 x 44 KB ring + 56 KB staging
-    assert TAIL_COLUMNS == 32 and cfg.tail_columns == 32 and Sm90Config(128, 160, 5, 2, epilogue="tma").tail_columns == 32
+    assert TAIL_SWIZZLE[32] == 64 and cfg.tail_columns == 32 and Sm90Config(128, 160, 5, 2, epilogue="tma").tail_columns == 32
     assert Sm90Config(128, 256, 3, 2, epilogue="tma").tail_columns == 0 == Sm90Config(128, 224, 3, 2).tail_columns
     assert cfg.staging_bytes() == 2 * 64 * 224 * 2  # three 64-column blocks and the tail: the whole tile, as before
-    for block_n in (176, 200, 72):  # a last block of 48 or 8 columns: no swizzle row of that width
-        with pytest.raises(ContractError, match="config epilogue: .*64-column blocks, the last may be 32") as e:
-            Sm90Config(128, block_n, 2, 2, epilogue="tma").check(H100.smem_per_unit)
-        assert e.value.found == block_n
+    # any other multiple of 8: a tail of 16 columns 32-byte swizzled, of 8, 40, 48 columns unswizzled
+    for block_n, tail, swizzle in ((176, 48, 0), (200, 8, 0), (72, 8, 0), (168, 40, 0), (80, 16, 32), (224, 32, 64)):
+        wide = Sm90Config(128, block_n, 2, 2, epilogue="tma")
+        wide.check(H100.smem_per_unit)
+        assert (wide.tail_columns, wide.tail_swizzle) == (tail, swizzle)
     with pytest.raises(ContractError, match="config epilogue_tile"):  # chunks are whole blocks dividing the tile
         Sm90Config(128, 224, 3, 2, epilogue="tma", epilogue_tile=64).check(H100.smem_per_unit)
 
@@ -87,6 +88,8 @@ MODEL_CHOICES = [  # (M, N, K): the model's tile before the 224 / 160 widths, an
 def test_the_cost_model_takes_the_224_column_tile_where_it_saves_a_wave(shape, before, after, monkeypatch):
     from tvm_cdna4.kernels.sm90 import gemm_cost
 
+    monkeypatch.setattr(gemm_cost, "MAX_WAVES", 0)  # CANDIDATES alone (the wave-fitting widths: test_sm90_wave_widths.py)
+
     assert (128, 224, 2) in gemm_cost.CANDIDATES and (128, 160, 2) in gemm_cost.CANDIDATES
     new = gemm_cost.choose_config(*shape, 2, H100)
     assert (new.block_m, new.block_n, new.consumers, new.epilogue) == (128, after, 2, "tma")
@@ -106,8 +109,12 @@ def test_the_tile_efficiency_falls_with_the_width_and_the_waves_decide():
     assert eff[224] == pytest.approx(0.9655, abs=1e-4) and eff[160] == pytest.approx(0.8696, abs=1e-4)
 
 
-def test_the_sweep_times_each_width_beside_the_choice_before_them():
+def test_the_sweep_times_each_width_beside_the_choice_before_them(monkeypatch):
     import argparse
+
+    from tvm_cdna4.kernels.sm90 import gemm_cost
+
+    monkeypatch.setattr(gemm_cost, "MAX_WAVES", 0)  # CANDIDATES alone (the wave-fitting widths: test_sm90_wave_widths.py)
 
     from benchmark_modules import benchmark_module
 
@@ -141,10 +148,12 @@ def test_ptxas_assembles_the_224_column_kernel_without_spills(tmp_path):
     assert "0 bytes spill stores" in done.stderr and "C7508" not in done.stderr
 
 
-def test_the_bucket_edge_at_2560_gives_m_3000_the_224_column_tile():
+def test_the_bucket_edge_at_2560_gives_m_3000_the_224_column_tile(monkeypatch):
     # 2049..3072 as one bucket keeps 128x192 for N = 3584 (at M = 2049, 224 runs 2.06 waves, three tile-times);
     # 2561..3072 takes 224: by the model 1.19x at M = 3000 (the torch op's bucket, gemm_dynamic.EDGES)
     from tvm_cdna4.kernels.sm90 import gemm_cost, gemm_dynamic
+
+    monkeypatch.setattr(gemm_cost, "MAX_WAVES", 0)  # CANDIDATES alone (the wave-fitting widths: test_sm90_wave_widths.py)
 
     bucket = next(b for b in gemm_dynamic.dynamic_buckets(3584) if 3000 in b)
     assert (bucket.lo, bucket.hi) == (2561, 3072) and 2560 in gemm_dynamic.EDGES
@@ -159,6 +168,8 @@ def test_the_bucket_edge_at_2560_gives_m_3000_the_224_column_tile():
 def test_a_dynamic_m_bucket_encodes_the_tail_map_at_the_run_time_m(monkeypatch):
     # the bucket's kernel (M the TIR variable): C's tail map over the run-time rows, validated at M = 77 of 65..96
     from tvm_cdna4.kernels.sm90 import gemm_cost, gemm_target
+
+    monkeypatch.setattr(gemm_cost, "MAX_WAVES", 0)  # CANDIDATES alone (the wave-fitting widths: test_sm90_wave_widths.py)
 
     monkeypatch.setattr(gemm_target, "DECODE_KEEPS", False)
     monkeypatch.setattr(gemm_cost, "CANDIDATES", ((128, 224, 2),))  # the only tile weighed: N = 208 in one

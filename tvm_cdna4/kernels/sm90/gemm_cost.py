@@ -52,8 +52,9 @@ configs each: 12 to 1,760 us; ``benchmarks/runs/sm90_sweep_h100_2026-12-06.json`
 (``--study``). With the H100's ``DeviceSpec`` the estimate is within 6.5% rms of them (18% at worst), and of
 each swept shape's three configs the one it ranks first is within 15% of the fastest (1.4% on geometric
 mean; docs/sm90_gemm.md "Cost model"). The sm80 target's ``Device`` holds its fitted rates the same way. The
-choice is over ``CANDIDATES`` with the deepest ring that fits the SM's
-shared memory (at most ``MAX_STAGES``).
+choice is over ``CANDIDATES`` and the shape's wave-fitting widths (``wave_widths``: the narrowest multiple of 8
+whose tiles fill 1..``MAX_WAVES`` waves of the SMs; no term or rate is new for them), each with the deepest ring
+that fits the SM's shared memory (at most ``MAX_STAGES``).
 
 Swap AB (``Sm90Config.swap_ab``: C^T = B A^T, ``gemm_plan``'s docstring) is the estimate of the unswapped kernel over
 C^T's problem (N, M, K), its tile's efficiency times ``SWAPPED_EFFICIENCY`` (at most the tensor rate). The choice
@@ -129,6 +130,43 @@ CANDIDATES = ((128, 256, 2), (256, 128, 2), (128, 224, 2), (128, 192, 2), (128, 
 128x256's at 224, 0.87 at 160), and they win where ``ceil(tiles / SMs)`` tile-times of them are fewer column-waves
 than of the 64-multiple widths (M = 3000, N = 3584: 16 x 24 tiles of 224, three waves, not 14 x 24 of 256,
 2.55 waves run as three of 256)."""
+WAVE_ROWS = ((128, 2), (64, 1))
+"""The row tilings (block_m, consumers) ``wave_widths`` fits widths to: 128 rows with two consumer warpgroups, 64 with
+one (``CANDIDATES``' two)."""
+MAX_WAVES = 4
+"""The most waves of tiles ``wave_widths`` fits a width to (``w = 1 .. MAX_WAVES``): past four, a wave more or less is
+a quarter of the time or less, and the 64-multiple widths of ``CANDIDATES`` are as close."""
+WAVE_WIDTH_STEP = 8
+"""The granularity of the wave-fitting widths: wgmma's N is any multiple of 8 up to 256 (PTX ISA 9.7.17.2), and the
+register epilogue and the TMA epilogue's tail block (``gemm_plan.TAIL_SWIZZLE``) take any such width. cuBLAS's
+H100 kernels tile the LLM projections by 168, 104, 72, 152 and 216 (multiples of 8, not of 16:
+``benchmarks/runs/peer_kernels_h100_2026-12-06f.json``, docs/sm90_gemm.md "Tile widths")."""
+WAVE_WIDTH_MIN = 64
+"""The narrowest wave-fitting width (``CANDIDATES``' narrowest; below it a wgmma keeps under half the tensor rate,
+``WGMMA_FULL_N``)."""
+
+
+def wave_widths(M: int, N: int, sms: int) -> tuple:
+    """The wave-fitting tiles (block_m, block_n, consumers) of (M, N) on ``sms`` SMs, beside ``CANDIDATES``: for each
+    row tiling of ``WAVE_ROWS`` and each count of waves ``w = 1 .. MAX_WAVES``, the narrowest ``block_n`` (a multiple
+    of ``WAVE_WIDTH_STEP`` in ``WAVE_WIDTH_MIN`` .. ``TMA_BOX_MAX``) whose ``ceil(M / block_m) ceil(N / block_n)``
+    tiles fit in ``w sms``: at most ``w sms // ceil(M / block_m)`` column tiles, each ``ceil(N / cols)`` columns
+    rounded up (M = 768, N = 3584, 132 SMs: 6 x 22 = 132 tiles of 168 columns, one wave; cuBLAS's ``168x128``).
+    Those of ``CANDIDATES`` are left out; the estimate ranks the rest with them."""
+    out = []
+    for bm, consumers in WAVE_ROWS:
+        rows = ceil_div(M, bm)
+        for waves in range(1, MAX_WAVES + 1):
+            cols = waves * sms // rows
+            if cols < 1:
+                continue
+            bn = max(WAVE_WIDTH_MIN, ceil_div(ceil_div(N, cols), WAVE_WIDTH_STEP) * WAVE_WIDTH_STEP)
+            tile = (bm, bn, consumers)
+            if bn <= TMA_BOX_MAX and tile not in CANDIDATES and tile not in out:
+                out.append(tile)
+    return tuple(out)
+
+
 SPLITS = (1, 2, 3, 4, 6, 8)
 """The K splits (``Sm90Config.split_k``) the cost model weighs for every candidate tile."""
 MIN_SLICE_TILES = 64
@@ -268,13 +306,14 @@ def epilogues(N: int, out_bytes: int, consumers: int) -> tuple:
 def ranked(M: int, N: int, K: int, out_bytes: int, device, dtype: str = "bf16",
            min_slice: int = MIN_SLICE_TILES, hybrid: bool | None = None,
            swap: bool | None = None) -> list[tuple[float, Sm90Config]]:
-    """Every candidate config (deepest ring) with every epilogue C allows (``epilogues``) and every K split
+    """Every candidate config (``CANDIDATES`` and the ``wave_widths`` of (M, N); the deepest ring) with every epilogue C allows (``epilogues``) and every K split
     ``decompositions`` weighs (``splits`` with slices of ``min_slice`` k-tiles or more; the hybrid where
     ``hybrid``, default ``WEIGH_HYBRID``), the swapped ones where ``swap`` (default ``WEIGH_SWAP``) and M is at most
     ``TMA_BOX_MAX`` (``swap_configs``), and its estimate, best first (ties: the larger tile, then the fewer
     slices)."""
     out, k_tiles = [], ceil_div(K, block_k(dtype))
-    for (bm, bn, consumers), how in ((c, how) for c in CANDIDATES for how in epilogues(N, out_bytes, c[2])):
+    tiles = CANDIDATES + wave_widths(M, N, device.units)
+    for (bm, bn, consumers), how in ((c, how) for c in tiles for how in epilogues(N, out_bytes, c[2])):
         for split, way in decompositions(ceil_div(M, bm) * ceil_div(N, bn), device.units, splits(M, N, K, dtype, min_slice),
                                          hybrid):
             stages = deepest(bm, bn, consumers, device.smem_per_unit, ceil_div(k_tiles, split), how)
@@ -447,7 +486,7 @@ def choose_for_range(lo: int, hi: int, N: int, K: int, out_bytes: int, device, d
 
 
 __all__ = ["CANDIDATES", "MIN_SLICE_TILES", "RANGE_SAMPLES", "SPLITS", "STAGED_EPILOGUE", "STORE_EFFICIENCY", "TENSOR_EFFICIENCY",
-           "TENSOR_RATE", "WEIGH_HYBRID", "Estimate", "choose_config", "choose_for_range", "choose_grouped", "decompositions", "grouped_configs",
+           "TENSOR_RATE", "WEIGH_HYBRID", "MAX_WAVES", "WAVE_ROWS", "WAVE_WIDTH_MIN", "WAVE_WIDTH_STEP", "wave_widths", "Estimate", "choose_config", "choose_for_range", "choose_grouped", "decompositions", "grouped_configs",
            "grouped_estimate", "grouped_ranked", "GROUPED_EPILOGUE_TILES", "deepest", "efficiency", "epilogues", "estimate",
            "range_samples", "ranked", "reduction", "splits", "SWAP_AB_ROWS", "swap_ab_config", "swap_ab_ranked",
            "FEW_CTAS", "SWAPPED_EFFICIENCY", "SWAP_SPLIT_ACC_MAX", "WEIGH_SWAP", "WEIGH_SWAP_DYNAMIC", "few_ctas", "swap_configs"]

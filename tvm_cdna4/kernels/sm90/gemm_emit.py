@@ -36,15 +36,15 @@ from ...rocm.build import register
 from ...tirx_private import transpile_once
 from ..gemm import epilogue as fused
 from ..sm80.gemm_emit_epilogue import TIR_OPS
-from .gemm_plan import (BLOCK_K, CONSUMER_REGS, ELEMENT_BYTES, PRODUCER_REGS, SWIZZLE_COLUMNS, TAIL_COLUMNS,
-                        WARPGROUP, WGMMA_M, WGMMA_TYPES, Sm90Plan, wgmma_k)
+from .gemm_plan import (BLOCK_K, CONSUMER_REGS, ELEMENT_BYTES, PRODUCER_REGS, SWIZZLE_COLUMNS, WARPGROUP, WGMMA_M, WGMMA_TYPES, Sm90Plan, wgmma_k)
 
 TMA_LOAD = "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
 TMA_STORE = "cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group"
 SWIZZLE_128B = 3
 """The TMA swizzle mode (``CU_TENSOR_MAP_SWIZZLE_128B``, CUDA driver API ``CUtensorMapSwizzle``)."""
-SWIZZLE_64B = 2
-"""``CU_TENSOR_MAP_SWIZZLE_64B``: the TMA epilogue's tail block (``gemm_plan.TAIL_COLUMNS``)."""
+SWIZZLE_MODES = {width: mode for mode, width in L.TMA_SWIZZLE.items()}
+"""The TMA swizzle mode (``CUtensorMapSwizzle``) of a swizzle width in bytes (0: none): the tail block's
+(``Sm90Config.tail_swizzle``)."""
 
 
 def wgmma_instr(p: Sm90Plan) -> str:
@@ -310,7 +310,7 @@ def load_residual(p, SMH, res, wg):
     for cb in T.unroll(c.block_n // SWIZZLE_COLUMNS):
         tma_load(p, SMH, staging_element(p, wg, 0) + cb * c.rows * SWIZZLE_COLUMNS, res[1], res[4] + cb * SWIZZLE_COLUMNS,
                  res[3], res[0].ptr_to([2 * c.stages + wg]))
-    if I.constexpr(c.tail_columns):  # the tail block through the residual's tail map (64-byte swizzle)
+    if I.constexpr(c.tail_columns):  # the tail block through the residual's tail map (Sm90Config.tail_swizzle)
         tma_load(p, SMH, tail_element(p, wg, 0), res[5], res[4] + tail_column(p), res[3], res[0].ptr_to([2 * c.stages + wg]))
 
 
@@ -466,13 +466,23 @@ def staging_word(p: Sm90Plan, base, j, r, t):
 
 
 def tail_word(p: Sm90Plan, base, j, r, t):
-    """The word of the tail block (``TAIL_COLUMNS``, after the whole blocks) holding group ``j`` of it in row ``r``
-    for thread ``t``: ``rows`` 64-byte rows, 64-byte swizzled (``Swizzle<2,4,3>``: 16-byte chunk ``j`` of row ``r``
-    at chunk ``j ^ ((r / 2) % 4)``, ``(t % 32) // 8`` is ``(r / 2) % 4``; a warp's 8 rows x 4 words fill the 32
-    banks once: conflict-free)."""
+    """The word of the tail block (``Sm90Config.tail_columns``, after the whole blocks) holding group ``j`` of it in
+    row ``r`` for thread ``t``: ``rows`` rows of the tail's bytes, 16-byte chunk ``j`` of row ``r`` at ``tail_chunk``."""
     c = p.config
     start = base + c.block_n // SWIZZLE_COLUMNS * c.rows * SWIZZLE_COLUMNS * 2
-    return (start + r * TAIL_COLUMNS * 2 + T.bitwise_xor(j % 4, (t % 32) // 8) * 16) // 4 + t % 4
+    return (start + r * c.tail_columns * 2 + tail_chunk(p, j, t) * 16) // 4 + t % 4
+
+
+def tail_chunk(p: Sm90Plan, j, t):
+    """Where 16-byte chunk ``j`` of a tail row ``r`` lies (``r % 8`` is ``(t % 32) // 4``): swizzled
+    (``Sm90Config.tail_swizzle``, ``Swizzle<B,4,3>``) at ``j ^ ((r / (128 / width)) % (width / 16))``: 64-byte,
+    ``j ^ ((r / 2) % 4)``, 32-byte, ``j ^ ((r / 4) % 2)``; a warp's 8 rows x 4 words fill the 32 banks once). An
+    unswizzled tail (8, 24, 40, 48 or 56 columns) keeps ``j``: its rows of 16, 48, 80, 112 bytes put a warp's 8 rows
+    on distinct banks; 96-byte rows (48 columns) two rows a bank (``TAIL_SWIZZLE``)."""
+    width = p.config.tail_swizzle
+    if not width:
+        return j
+    return T.bitwise_xor(j % (width // 16), (t % 32) // (4 * (128 // width)))
 
 
 def tail_column(p: Sm90Plan) -> int:
@@ -492,7 +502,7 @@ def c_maps(p: Sm90Plan, maps) -> tuple:
 
 
 def tail_maps(p: Sm90Plan) -> tuple:
-    """The tensors whose tail-block maps (boxes ``rows x TAIL_COLUMNS``, 64-byte swizzle) the host part encodes
+    """The tensors whose tail-block maps (boxes ``rows x tail_columns``, ``tail_swizzle``) the host part encodes
     after the other maps: C's, then the residual's (``residual_read="tma"``); none without a tail block."""
     c = p.config
     if not c.tail_columns:
@@ -707,9 +717,9 @@ def signature_source(p: Sm90Plan) -> str:
         maps.append(("residual", m, p.N, c.rows, SWIZZLE_COLUMNS, p.tir_out, 2))
     for name, rows, cols, box_rows, box_cols, dtype, size in maps:
         lines += tensor_map_source(name, "[0, 0]", rows, cols, box_rows, box_cols, dtype, size)
-    for name in tail_maps(p):  # the tail block's boxes (Sm90Config.tail_columns): rows x TAIL_COLUMNS, 64-byte swizzle
-        lines += tensor_map_lines(f"{name}Tail", "[0, 0]", (p.N, m), (p.N * 2,), (TAIL_COLUMNS, c.rows), p.tir_out,
-                                  SWIZZLE_64B, tensor=name)
+    for name in tail_maps(p):  # the tail block's boxes: rows x Sm90Config.tail_columns, its tail_swizzle
+        lines += tensor_map_lines(f"{name}Tail", "[0, 0]", (p.N, m), (p.N * 2,), (c.tail_columns, c.rows), p.tir_out,
+                                  SWIZZLE_MODES[c.tail_swizzle], tensor=name)
     args = ", ".join(f"{n!r}: {n}" for n in names)
     names = [f"map{q[0]}" for q in maps] + [f"map{n}Tail" for n in tail_maps(p)]
     return "\n".join([*lines, f"    kernel(p, {{{args}}}, ({', '.join(names)},))", ""])

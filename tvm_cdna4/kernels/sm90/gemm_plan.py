@@ -81,12 +81,15 @@ BLOCK_K = 64
 fp8's K tile is ``block_k("fp8")`` = 128 elements of the same 128 bytes."""
 SWIZZLE_COLUMNS = 64
 """The columns of a 16-bit C in one 128-byte swizzle row: the TMA epilogue's staging blocks and store boxes."""
-TAIL_COLUMNS = 32
-"""The columns of the TMA epilogue's last, narrower staging block where ``block_n % SWIZZLE_COLUMNS`` is this (tiles
-of 96, 160, 224 columns: the wave-friendly widths, docs/sm90_gemm.md "Tile widths"): 64 bytes of a 16-bit C, one
-row of the 64-byte swizzle (``CU_TENSOR_MAP_SWIZZLE_64B``: a box's inner extent is at most the swizzle's bytes,
-CUDA driver API ``cuTensorMapEncodeTiled``), stored and loaded through a second tensor map of C (and of the
-residual) whose box is ``rows x TAIL_COLUMNS``, so that no box reaches past the tile's own columns."""
+TAIL_SWIZZLE = {32: 64, 16: 32}
+"""The swizzle (the bytes of its row: ``CU_TENSOR_MAP_SWIZZLE_64B``, ``_32B``) of the TMA epilogue's last, narrower
+staging block by its columns (``block_n % SWIZZLE_COLUMNS``, any multiple of 8: ``Sm90Config.tail_columns``): a tail
+of 32 columns (tiles of 96, 160, 224) is 64 bytes of a 16-bit C a row, one row of the 64-byte swizzle; of 16 columns
+(80, 144, 208) one row of the 32-byte swizzle (a box's inner extent is at most the swizzle's bytes, CUDA driver API
+``cuTensorMapEncodeTiled``); of 8, 24, 40, 48 or 56 columns (72, 168, 104, 176, ...) no swizzle has rows of its
+bytes: staged unswizzled, rows of ``2 tail`` bytes (a multiple of 16: TMA's inner box rule). The block is stored
+(and a TMA-read residual loaded) through a second tensor map of C (and of the residual) whose box is ``rows x
+tail``, so that no box reaches past the tile's own columns (docs/sm90_gemm.md "Tile widths")."""
 WGMMA_M = 64
 """The rows of one ``wgmma.mma_async`` (PTX ISA 9.7.17.2: m64nNk16 for f16/bf16, m64nNk32 for e4m3)."""
 WGMMA_K = 16
@@ -227,9 +230,14 @@ class Sm90Config:
 
     @property
     def tail_columns(self) -> int:
-        """The columns of the TMA epilogue's last, ``TAIL_COLUMNS``-wide staging block (``block_n % SWIZZLE_COLUMNS``,
-        0 or ``TAIL_COLUMNS``): staged 64-byte swizzled after the whole blocks and stored through C's tail map."""
+        """The columns of the TMA epilogue's last, narrower staging block (``block_n % SWIZZLE_COLUMNS``: 0 or a
+        multiple of 8): staged after the whole blocks (``tail_swizzle``) and stored through C's tail map."""
         return self.block_n % SWIZZLE_COLUMNS if self.epilogue == "tma" else 0
+
+    @property
+    def tail_swizzle(self) -> int:
+        """The swizzle of the tail block in bytes (``TAIL_SWIZZLE``; 0: unswizzled, or no tail)."""
+        return TAIL_SWIZZLE.get(self.tail_columns, 0)
 
     def staging_bytes(self) -> int:
         """The shared staging buffers of C (``epilogue="tma"``: 16-bit C; per consumer warpgroup, of its rows:
@@ -258,9 +266,6 @@ class Sm90Config:
             bad("block_m x block_n", "f32 accumulators per consumer thread", f"<= {ACC_REGS_MAX}", acc)
         if self.epilogue not in EPILOGUES:
             bad("epilogue", "how the consumers write C", EPILOGUES, self.epilogue)
-        if self.epilogue == "tma" and self.block_n % SWIZZLE_COLUMNS not in (0, TAIL_COLUMNS):
-            bad("epilogue", f"TMA stores stage the tile in whole {SWIZZLE_COLUMNS}-column blocks, the last may be "
-                f"{TAIL_COLUMNS} columns", f"block_n % {SWIZZLE_COLUMNS} in (0, {TAIL_COLUMNS})", self.block_n)
         e = self.epilogue_tile
         if e != 0 and (not isinstance(e, int) or e < 0 or self.epilogue != "tma" or e % SWIZZLE_COLUMNS or self.block_n % e or e >= self.block_n):
             bad("epilogue_tile", f"the TMA epilogue's staged columns: 0 (the whole tile) or whole {SWIZZLE_COLUMNS}-column "
@@ -526,4 +531,4 @@ def _min(x, cap: int):
     return tirx.min(x, cap)
 
 
-__all__ = ["BLOCK_K", "DECOMPOSITIONS", "DTYPES", "ELEMENT_BYTES", "ROW_BYTES", "TAIL_COLUMNS", "WGMMA_TYPES", "block_k", "wgmma_k", "EPILOGUES", "LAYOUTS", "OUT_DTYPES", "REDUCTIONS", "ACTIVATION_FORMS", "RESIDUAL_READS", "SCHEDULES", "check_fused", "epilogue_choices", "check_split", "Sm90Config", "Sm90Plan", "check_problem", "plan"]
+__all__ = ["BLOCK_K", "DECOMPOSITIONS", "DTYPES", "ELEMENT_BYTES", "ROW_BYTES", "TAIL_SWIZZLE", "WGMMA_TYPES", "block_k", "wgmma_k", "EPILOGUES", "LAYOUTS", "OUT_DTYPES", "REDUCTIONS", "ACTIVATION_FORMS", "RESIDUAL_READS", "SCHEDULES", "check_fused", "epilogue_choices", "check_split", "Sm90Config", "Sm90Plan", "check_problem", "plan"]
