@@ -1,6 +1,6 @@
 """Wave-friendly tile widths of the sm90 GEMM (docs/sm90_gemm.md "Tile widths"): ``block_n`` a multiple of 32
 (160, 224: fewer tile-times on 132 SMs for N = 3584, 4608, 5120) with the TMA epilogue, whose last staging block
-is ``TAIL_COLUMNS`` wide (64-byte swizzle, C's tail tensor map); the plan's rules, the host part's maps, the
+is 32 columns wide (64-byte swizzle, C's tail tensor map); the plan's rules, the host part's maps, the
 emulator's validation of the tail at clipped edges, and the cost model's weighing of the widths."""
 
 from __future__ import annotations
