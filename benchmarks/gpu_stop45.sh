@@ -8,6 +8,7 @@
 #   ncu         Nsight Compute (--set full, source counters) of the sm90 GEMM at M = 200 (Qwen2.5-7B QKV, the
 #               bucket plan; 0.82x at M = 200) and of 4096^3 with a residual (+12 %): text pages, no report [~150]
 #   ncu-attention  the same of the sm90 attention at 8 x 2k tokens, D 128 and D 64 causal (0.92 / 0.83x cuDNN) [~120]
+#   validate    this stop's helpers' work: GPU tests, sm90_sweep --waves, the wide fp8 paged tiles [~330]
 #   gemm        the GPU tests of the sm90 GEMM, the torch op over the 12 projections at every M [~240]
 #   attention   every shape of benchmarks/attention_sm90.py at the cost model's configs [~300]
 #
@@ -41,6 +42,16 @@ for step in "$@"; do
   ncu-attention)  # the 2k-token shapes where the sm90 attention is 0.83-0.93x cuDNN (8 x 2k, hidden 2048) [~120]
     ncu_case attn-d128
     ncu_case attn-d64-causal ;;
+  validate)  # the helpers' work of the stop: its GPU tests, the wave-width sweep, the wide fp8 paged tiles [~330]
+    gpu_tests 150 "$OUT/pytest_gpu_validate.log" -n 8 tests/gpu/test_sm90_wave_widths_gpu.py \
+      tests/gpu/test_sm90_tile_widths_gpu.py tests/gpu/test_paged_attention_gpu.py
+    mkdir -p "$OUT/waves_small" "$OUT/waves_large" "$OUT/wide"
+    timeout 120 python3 benchmarks/sm90_sweep.py --waves --ms 96,200 --out "$OUT/waves_small" 2>&1 \
+      | tee "$OUT/waves_small.log" | grep -v "^{" | tail -30
+    timeout 90 python3 benchmarks/sm90_sweep.py --waves --ms 768,3000 --out "$OUT/waves_large" 2>&1 \
+      | tee "$OUT/waves_large.log" | grep -v "^{" | tail -30
+    timeout 90 python3 benchmarks/paged_decode.py --sets bf16,fp8 --batches 8,64 --means 2048,8192 --no-peers \
+      --configs tile_keys=16,tile_keys=32:stages=2 --out "$OUT/wide" 2>&1 | tee "$OUT/paged_wide.log" | grep -v "^{" | tail -16 ;;
   gemm)
     gpu_tests 100 "$OUT/pytest_gpu_gemm.log" -n 8 tests/gpu/test_sm90_tile_widths_gpu.py tests/gpu/test_sm90_swap_dynamic_gpu.py
     mkdir -p "$OUT/gemm"
@@ -50,7 +61,7 @@ for step in "$@"; do
     mkdir -p "$OUT/full"
     timeout 300 python3 benchmarks/attention_sm90.py --no-sm80 --out "$OUT/full" 2>&1 | tee "$OUT/attention_full.log" \
       | grep -v "^{" | tail -46 ;;
-  *) echo "unknown step $step (peers, partitions, ncu, ncu-attention, gemm, attention)"; exit 2 ;;
+  *) echo "unknown step $step (peers, partitions, ncu, ncu-attention, validate, gemm, attention)"; exit 2 ;;
   esac
 done
 cd "$OUT" && tar czf /tmp/call.tgz --exclude=call.tgz . && find . -mindepth 1 -delete && mv /tmp/call.tgz "$OUT/call.tgz"
