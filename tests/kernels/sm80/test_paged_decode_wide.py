@@ -44,8 +44,12 @@ def test_fp8_takes_wide_tiles_and_the_plan_follows():
     fp8 = PagedDecodeProblem(64, 32, 8, 128, 1, 16, 2048, 4096, kv_dtype="fp8")
     p = plan_paged_decode(fp8, context=32768, sms=132, arch="sm_90a")
     assert (p.tile_keys, p.part_tiles, p.partition) == (32, 32, 1024)  # WIDE_FP8: the instruction counts
-    assert p.tile_words == 32 * 128 // 4 and p.smem_bytes == 4 * (4 * 3 * 2 * 1024 + 1024)  # 8 KiB a stage, as bf16
-    assert plan_paged_decode(fp8, PagedDecodeConfig(tile_keys=32, stages=2)).smem_bytes == 69632  # 3 CTAs per SM
+    # 8 KiB a stage, as bf16; WIDE_FP8_STAGES (2: 68 KB, 3 CTAs per SM) ran fastest on the H100, 3 stages as 16 keys
+    assert p.tile_words == 32 * 128 // 4 and p.config.stages == 2 and p.smem_bytes == 4 * (4 * 2 * 2 * 1024 + 1024)
+    assert plan_paged_decode(fp8, PagedDecodeConfig(stages=3)).smem_bytes == 4 * (4 * 3 * 2 * 1024 + 1024)  # 2 CTAs
+    assert plan_paged_decode(fp8, PagedDecodeConfig(tile_keys=16)).config.stages == 3 == plan_paged_decode(
+        PagedDecodeProblem(64, 32, 8, 128, 1, 16, 2048, 4096)).config.stages  # STAGES elsewhere
+    assert PagedDecodeConfig().stages is None  # the plan chooses (choose_stages)
     assert p.state_registers == 128 // 4 + 128 // 2 + 28  # 16 scores, 8 P words
     assert plan_paged_decode(fp8, PagedDecodeConfig(tile_keys=16), arch="sm_90a").tile_keys == 16
     bf16 = PagedDecodeProblem(64, 32, 8, 128, 1, 16, 2048, 4096)

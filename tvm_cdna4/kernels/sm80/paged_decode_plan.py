@@ -191,7 +191,7 @@ class PagedDecodeConfig:
     neither: ``choose_partition``'s."""
 
     warps: int = 4
-    stages: int = 3
+    stages: int | None = None  # each warp's ring depth; None: choose_stages (STAGES, WIDE_FP8_STAGES for wide tiles)
     splits: int | None = None
     partition: int | None = None
     merge: str | None = None  # "last-cta" or "kernel" (module docstring); None: choose_merge's
@@ -202,6 +202,8 @@ class PagedDecodeConfig:
     def __attrs_post_init__(self):
         for name, low, high in (("warps", 1, 8), ("stages", 2, 8)):
             value = getattr(self, name)
+            if value is None and name == "stages":
+                continue
             if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
                 raise ContractError(f"paged decode config {name}: out of range", operand=name, check="parameters",
                                     expected=f"an int in {low}..{high}", found=repr(value))
@@ -468,8 +470,16 @@ still forces a cap."""
 
 WIDE_FP8 = True
 """Whether an fp8 plan without ``tile_keys`` takes wide tiles (``choose_tile_keys``): yes, by the SASS count (the
-module docstring: 20 % fewer instructions per KV byte); not yet timed on a GPU (``benchmarks/paged_decode.py
---configs tile_keys=16,tile_keys=32:stages=2`` is the check)."""
+module docstring: 20 % fewer instructions per KV byte) and the H100's timing at ``WIDE_FP8_STAGES``."""
+
+STAGES = 3
+"""A warp's ring depth where the plan chooses it (``choose_stages``): three 16-key tiles in flight."""
+WIDE_FP8_STAGES = 2
+"""The ring depth of the wide fp8 tiles (``choose_stages``): two stages of 8 KiB. Timed on the H100 (2026-12-06,
+``benchmarks/paged_decode.py --configs tile_keys=16,tile_keys=32:stages=2``,
+``benchmarks/runs/paged_decode_wide_h100_2026-12-06f.log``): wide tiles at 3 stages (100 KB of rings, 2 CTAs per
+SM) ran as the 16-key kernel (within 1 % on 7 of 8 fp8 rows, 4 % slower on the batch-8 / 9.4k rows); at 2 stages
+(68 KB, 3 CTAs) 0.2-1.4 % faster at batch 64 and 4-9 % faster at batch 8 than either, on all 8 rows."""
 
 WEIGH_LAST_CTA = False
 """Whether the choice weighs the last-CTA merge (``choose_merge``; one partition takes it anyway): no. Timed on
@@ -510,6 +520,13 @@ def choose_tile_keys(problem: PagedDecodeProblem, config: PagedDecodeConfig, rec
     return WIDE_TILE_KEYS if record.WIDE_TILES and WIDE_FP8 and problem.kv_dtype == "fp8" else TILE_KEYS
 
 
+def choose_stages(config: PagedDecodeConfig, tile_keys: int) -> int:
+    """``config.stages``, else ``WIDE_FP8_STAGES`` for wide tiles (fp8's) and ``STAGES`` for 16-key ones."""
+    if config.stages is not None:
+        return config.stages
+    return WIDE_FP8_STAGES if tile_keys == WIDE_TILE_KEYS else STAGES
+
+
 def check_context(problem: PagedDecodeProblem, context) -> int:
     if context is None:
         return problem.capacity
@@ -546,6 +563,7 @@ def plan_paged_decode(problem: PagedDecodeProblem, config: PagedDecodeConfig | N
     mma_type = "f16" if problem.kv_dtype == "fp8" else problem.q_dtype
     instrs = (MMA.format(t=mma_type), PACK.format(t=mma_type), PACK.format(t=problem.q_dtype))
     keys = choose_tile_keys(problem, config, record, target)
+    config = attrs.evolve(config, stages=choose_stages(config, keys))  # the plan's config: every choice concrete
     if config.partition and config.partition % keys:
         raise ContractError(f"{target} paged decode partition: keys per CTA, whole tiles", operand="partition",
                             check="parameters", expected=f"a multiple of tile_keys={keys}", found=config.partition)
@@ -582,5 +600,6 @@ def plan_paged_decode(problem: PagedDecodeProblem, config: PagedDecodeConfig | N
 
 __all__ = ["AMORTIZE", "CVT_ARCH", "REG_HEADROOM", "WEIGH_LAST_CTA", "WEIGH_REGISTER_CAP", "FILL_WAVES", "MAX_PARTITION_BYTES", "MAX_ROWS", "MERGES", "MERGE_BATCH", "MERGE_PASS",
            "MIN_TILES_PER_WARP", "Q_PRESCALE", "TILE_KEYS", "TILE_KEY_CHOICES", "WIDE_FP8", "WIDE_TILE_KEYS",
-           "PagedDecodeConfig", "PagedDecodePlan", "choose_cvt", "choose_merge", "choose_min_ctas", "choose_partition", "choose_tile_keys",
+           "STAGES", "WIDE_FP8_STAGES", "PagedDecodeConfig", "PagedDecodePlan", "choose_cvt", "choose_merge", "choose_min_ctas",
+           "choose_partition", "choose_stages", "choose_tile_keys",
            "forced_partition", "merge_seconds", "plan_paged_decode", "resident_ctas"]
