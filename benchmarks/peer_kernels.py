@@ -1,6 +1,7 @@
 """Which kernels the peers launch: the CUDA kernel names (and times) of ``torch.matmul`` (cuBLAS) on the projections of
-``torch_gemm.MODELS`` at every M of ``torch_gemm.MS``, of ``torch._scaled_mm`` at the fp8 benchmark's M, and of SDPA's
-cuDNN backend on ``attention_sm90``'s quick shapes, read from ``torch.profiler`` on one GPU.
+``torch_gemm.MODELS`` at every M of ``torch_gemm.MS``, of ``torch._scaled_mm`` at the fp8 benchmark's M, of
+``torch._grouped_mm`` on ``torch_grouped_sm90``'s MoE prefills, and of SDPA's cuDNN backend on ``attention_sm90``'s
+quick shapes, read from ``torch.profiler`` on one GPU (``--only`` picks parts).
 
     python3 benchmarks/peer_kernels.py --out $OUT
 
@@ -63,6 +64,23 @@ def fp8_rows(torch, ms) -> list[dict]:
     return rows
 
 
+def grouped_rows(torch, tokens_list) -> list[dict]:
+    import torch_grouped_sm90 as tg
+
+    rows = []
+    for model, m in tg.MODELS.items():
+        for proj, G, n, k in tg.projections(model):
+            w = torch.randn(G, n, k, device="cuda", dtype=torch.bfloat16)
+            for tokens in tokens_list:
+                sizes = tg.sizes(G, m["top"], tokens, 1.0, 0)
+                x = torch.randn(sum(sizes), k, device="cuda", dtype=torch.bfloat16)
+                offs = torch.cumsum(torch.tensor(sizes, device="cuda", dtype=torch.int32), 0, dtype=torch.int32)
+                fn = lambda: torch._grouped_mm(x, w.transpose(-2, -1), offs=offs)  # noqa: E731
+                rows.append(dict(op="_grouped_mm", model=model, proj=proj, tokens=tokens, G=G, N=n, K=k,
+                                 kernels=kernels_of(torch, fn)))
+    return rows
+
+
 def attention_rows(torch) -> list[dict]:
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
@@ -86,12 +104,16 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--ms", default="1,8,32,96,200,768,3000,8192", help="M of the bf16 GEMM rows")
     ap.add_argument("--fp8-ms", default="768,3000", help="M of the fp8 rows (Qwen2.5-7B's projections)")
+    ap.add_argument("--grouped-tokens", default="2048,8192", help="tokens of the grouped (MoE) rows")
+    ap.add_argument("--only", default="", help="comma-separated parts: gemm, fp8, grouped, attention (default all)")
     ap.add_argument("--out", default=".")
     args = ap.parse_args(argv)
     import torch
 
-    ms = [int(v) for v in args.ms.split(",") if v]
-    rows = gemm_rows(torch, ms) + fp8_rows(torch, [int(v) for v in args.fp8_ms.split(",") if v]) + attention_rows(torch)
+    ints = lambda text: [int(v) for v in text.split(",") if v]  # noqa: E731
+    parts = {"gemm": lambda: gemm_rows(torch, ints(args.ms)), "fp8": lambda: fp8_rows(torch, ints(args.fp8_ms)),
+             "grouped": lambda: grouped_rows(torch, ints(args.grouped_tokens)), "attention": lambda: attention_rows(torch)}
+    rows = [r for name in (args.only.split(",") if args.only else parts) for r in parts[name]()]
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "peer_kernels.json"), "w") as f:
         json.dump(dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__, rows=rows), f, indent=1)
