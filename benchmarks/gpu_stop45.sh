@@ -9,6 +9,7 @@
 #               bucket plan; 0.82x at M = 200) and of 4096^3 with a residual (+12 %): text pages, no report [~150]
 #   ncu-attention  the same of the sm90 attention at 8 x 2k tokens, D 128 and D 64 causal (0.92 / 0.83x cuDNN) [~120]
 #   validate    this stop's helpers' work: GPU tests, sm90_sweep --waves, the wide fp8 paged tiles [~330]
+#   final       the torch ops at the stop's plans (GEMM every M, fp8, grouped + its peer's kernels, D 64 attention) [~480]
 #   gemm        the GPU tests of the sm90 GEMM, the torch op over the 12 projections at every M [~240]
 #   attention   every shape of benchmarks/attention_sm90.py at the cost model's configs [~300]
 #
@@ -52,6 +53,17 @@ for step in "$@"; do
       | tee "$OUT/waves_large.log" | grep -v "^{" | tail -30
     timeout 90 python3 benchmarks/paged_decode.py --sets bf16,fp8 --batches 8,64 --means 2048,8192 --no-peers \
       --configs tile_keys=16,tile_keys=32:stages=2 --out "$OUT/wide" 2>&1 | tee "$OUT/paged_wide.log" | grep -v "^{" | tail -16 ;;
+  final)  # the torch ops at the stop's plans: GEMM at every M, fp8, grouped (+ its peer's kernels), D 64 attention [~480]
+    mkdir -p "$OUT/gemm" "$OUT/fp8" "$OUT/grouped" "$OUT/peers" "$OUT/d64"
+    timeout 210 python3 benchmarks/torch_gemm.py --calls 30 --reps 10 --out "$OUT/gemm" 2>&1 \
+      | tee "$OUT/torch_gemm.log" | grep -v "^{" | tail -12
+    timeout 70 python3 benchmarks/torch_fp8_gemm.py --out "$OUT/fp8" 2>&1 | tee "$OUT/torch_fp8.log" | grep -v "^{" | tail -8
+    timeout 100 python3 benchmarks/torch_grouped_sm90.py --calls 15 --reps 12 --out "$OUT/grouped" 2>&1 \
+      | tee "$OUT/torch_grouped.log" | grep -v "^{" | tail -8
+    timeout 40 python3 benchmarks/peer_kernels.py --only grouped --out "$OUT/peers" > "$OUT/peers_grouped.log" 2>&1
+    cut -f1,3 "$OUT/peers_grouped.log" | grep -v Warn | cut -c1-220 | head -12
+    timeout 90 python3 benchmarks/attention_sm90.py --head-dims 64 --seqs 8192,16384,32768 --no-sm80 --out "$OUT/d64" 2>&1 \
+      | tee "$OUT/attention_d64.log" | grep -v "^{" | tail -14 ;;
   gemm)
     gpu_tests 100 "$OUT/pytest_gpu_gemm.log" -n 8 tests/gpu/test_sm90_tile_widths_gpu.py tests/gpu/test_sm90_swap_dynamic_gpu.py
     mkdir -p "$OUT/gemm"
@@ -61,7 +73,7 @@ for step in "$@"; do
     mkdir -p "$OUT/full"
     timeout 300 python3 benchmarks/attention_sm90.py --no-sm80 --out "$OUT/full" 2>&1 | tee "$OUT/attention_full.log" \
       | grep -v "^{" | tail -46 ;;
-  *) echo "unknown step $step (peers, partitions, ncu, ncu-attention, validate, gemm, attention)"; exit 2 ;;
+  *) echo "unknown step $step (peers, partitions, ncu, ncu-attention, validate, final, gemm, attention)"; exit 2 ;;
   esac
 done
 cd "$OUT" && tar czf /tmp/call.tgz --exclude=call.tgz . && find . -mindepth 1 -delete && mv /tmp/call.tgz "$OUT/call.tgz"
