@@ -4,7 +4,6 @@ output follows ``kernels.attention.paged``'s clamps); the split count's cost mod
 
 import json
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,7 +15,8 @@ from tvm_cdna4.kernels.attention.paged import PagedDecodeProblem
 from tvm_cdna4.kernels.sm80 import paged_target
 from tvm_cdna4.kernels.sm80.paged_decode_plan import PagedDecodeConfig, choose_partition, plan_paged_decode
 
-BENCHMARKS = Path(__file__).resolve().parents[3] / "benchmarks"
+from paths import BENCHMARKS
+
 
 
 @pytest.mark.slow  # suite time (CI within 5 min on 2 cores): run with TVM_CDNA4_SLOW=1
