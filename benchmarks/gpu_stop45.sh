@@ -9,6 +9,7 @@
 #               bucket plan; 0.82x at M = 200) and of 4096^3 with a residual (+12 %): text pages, no report [~150]
 #   ncu-attention  the same of the sm90 attention at 8 x 2k tokens, D 128 and D 64 causal (0.92 / 0.83x cuDNN) [~120]
 #   validate    this stop's helpers' work: GPU tests, sm90_sweep --waves, the wide fp8 paged tiles [~330]
+#   gemm-ab     the torch op's GEMM at every M, and at M = 32 / 96 / 200 with the package before the refit [~330]
 #   final       the torch ops at the stop's plans (GEMM every M, fp8, grouped + its peer's kernels, D 64 attention) [~480]
 #   gemm        the GPU tests of the sm90 GEMM, the torch op over the 12 projections at every M [~240]
 #   attention   every shape of benchmarks/attention_sm90.py at the cost model's configs [~300]
@@ -53,6 +54,13 @@ for step in "$@"; do
       | tee "$OUT/waves_large.log" | grep -v "^{" | tail -30
     timeout 90 python3 benchmarks/paged_decode.py --sets bf16,fp8 --batches 8,64 --means 2048,8192 --no-peers \
       --configs tile_keys=16,tile_keys=32:stages=2 --out "$OUT/wide" 2>&1 | tee "$OUT/paged_wide.log" | grep -v "^{" | tail -16 ;;
+  gemm-ab)  # the torch op's GEMM at every M, then at M = 32, 96, 200 with the package before the refit (OLD_PKG, default
+            # .sm90tree/oldpkg: `git archive <commit> tvm_cdna4 | tar -x -C .sm90tree/oldpkg`, carried) [~330]
+    mkdir -p "$OUT/gemm" "$OUT/old"
+    timeout 230 python3 benchmarks/torch_gemm.py --calls 30 --reps 10 --out "$OUT/gemm" 2>&1 \
+      | tee "$OUT/torch_gemm.log" | grep -v "^{" | tail -12
+    PYTHONPATH=$PWD/${OLD_PKG:-.sm90tree/oldpkg}:/tmp/site timeout 120 python3 benchmarks/torch_gemm.py --ms 32,96,200 \
+      --calls 30 --reps 10 --out "$OUT/old" 2>&1 | tee "$OUT/torch_gemm_old.log" | grep -v "^{" | tail -6 ;;
   final)  # the torch ops at the stop's plans: GEMM at every M, fp8, grouped (+ its peer's kernels), D 64 attention [~480]
     mkdir -p "$OUT/gemm" "$OUT/fp8" "$OUT/grouped" "$OUT/peers" "$OUT/d64"
     timeout 210 python3 benchmarks/torch_gemm.py --calls 30 --reps 10 --out "$OUT/gemm" 2>&1 \
@@ -73,7 +81,7 @@ for step in "$@"; do
     mkdir -p "$OUT/full"
     timeout 300 python3 benchmarks/attention_sm90.py --no-sm80 --out "$OUT/full" 2>&1 | tee "$OUT/attention_full.log" \
       | grep -v "^{" | tail -46 ;;
-  *) echo "unknown step $step (peers, partitions, ncu, ncu-attention, validate, final, gemm, attention)"; exit 2 ;;
+  *) echo "unknown step $step (peers, partitions, ncu, ncu-attention, validate, gemm-ab, final, gemm, attention)"; exit 2 ;;
   esac
 done
 cd "$OUT" && tar czf /tmp/call.tgz --exclude=call.tgz . && find . -mindepth 1 -delete && mv /tmp/call.tgz "$OUT/call.tgz"
