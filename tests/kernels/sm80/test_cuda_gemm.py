@@ -488,6 +488,7 @@ def test_toggling_ceiling_alternates_operands(tmp_path, rng):
     np.testing.assert_array_equal(toggled, (plain + flipped) / 2)
 
 
+@pytest.mark.slow  # suite time (an nvcc build of a path the default kernels leave): TVM_CDNA4_SLOW=1
 @pytest.mark.parametrize("layout", ["nn"])  # A plain, B through ldmatrix.trans: both view forms
 def test_generic_address_path_still_compiles(layout):
     # precompute=False: every address straight from the swizzled ComposeLayout views
