@@ -17,15 +17,6 @@ those timings and the 72 of ``benchmarks/runs/sm90_swap_ab_h100_2026-12-06d.json
 --swap-ab``: M = 32, 96, 200 on the twelve projections, the model's unswapped choice and the best-estimated swapped
 config each), the same search on the rms over both; it prints the rms of each set and on how many of the 36 shapes
 the model ranks the faster of the two kernels first.
-
-    python benchmarks/sm90_fit.py --all
-
-fits ``FITTED`` and ``SWAP_FITTED`` together (but ``HELD``), and ``ONE_CONSUMER_FULL_N`` over ``ONE_CONSUMER_WIDTHS`` (the
-least rms; ``--one-consumer-n`` fixes it),
-to the 167, the 72 and the 78 of ``WAVES`` (``benchmarks/sm90_sweep.py --waves`` on an H100, 2026-12-06: M = 96,
-200, 768, 3000 on the twelve projections, the model's choice and the dynamic-M bucket's plan before and after the
-wave-fitting widths, each once): the fit of ``gemm_cost``'s values. It prints each set's rms, and on how many of each
-set's shapes (of two configs or more) the config the model ranks first is the fastest measured, or within 2% of it.
 """
 
 from __future__ import annotations
@@ -48,13 +39,6 @@ DATASHEET = dict(TENSOR_EFFICIENCY=0.75, ONE_CONSUMER=0.85, HBM_EFFICIENCY=0.8, 
 LADDER = (0.5, 0.7, 0.8, 0.9, 0.95, 0.98, 1.02, 1.05, 1.1, 1.2, 1.4, 2)
 SWAP_FITTED = ("FEW_CTAS", "SWAPPED_EFFICIENCY")
 SWAP_TIMINGS = os.path.join(ROOT, "benchmarks", "runs", "sm90_swap_ab_h100_2026-12-06d.json")
-WAVES = tuple(os.path.join(ROOT, "benchmarks", "runs", f"sm90_waves_{size}_h100_2026-12-06f.json")
-              for size in ("small", "large"))
-ONE_CONSUMER_WIDTHS = (128, 144, 160, 176, 192, 224)
-HELD = ("SM_BYTES_PER_CLK", "REDUCTION_EFFICIENCY", "FEW_CTAS")
-"""``--all``: the rates kept at their values (freed, they move the M <= 32 static K splits, where no new timing is,
-for 0.04 points of rms)."""
-"""``--all``: the ``ONE_CONSUMER_FULL_N`` values weighed."""
 SWAP_START = dict(FEW_CTAS=0.3, SWAPPED_EFFICIENCY=1.0)
 """``--swap``: where the search of the swap's terms starts."""
 
@@ -68,22 +52,6 @@ def swap_timings(path: str = SWAP_TIMINGS) -> list:
     with open(path) as f:
         rows = json.load(f)["rows"]
     return [(Sm90Config(**r["config"]), r["M"], r["N"], r["K"], r["us"]) for r in rows if r.get("ok", True)]
-
-
-def wave_timings(paths=WAVES) -> list:
-    """The wave-width timings (``sm90_sweep.py --waves``' JSONs) as ``(config, M, N, K, us)``: their rows are one
-    config each (a row's ``rank`` names every choice it is)."""
-    return [t for path in paths for t in swap_timings(path)]
-
-
-def first_right(cost, data, device, within: float = 1.0) -> tuple[int, int]:
-    """(shapes of two configs or more whose first-ranked config is within ``within`` times the fastest measured,
-    those shapes)."""
-    shapes = {}
-    for cfg, M, N, K, us in data:
-        shapes.setdefault((M, N, K), []).append((cost.estimate(cfg, M, N, K, 2, device).total, us))
-    runs = [r for r in shapes.values() if len(r) > 1]
-    return sum(min(r)[1] <= within * min(u for _, u in r) for r in runs), len(runs)
 
 
 def ranked_right(cost, data, device) -> tuple[int, int]:
@@ -128,18 +96,12 @@ def main(argv=None) -> int:
     ap.add_argument("--start", choices=("current", "datasheet"), default="current")
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--swap", action="store_true", help="fit the swap's terms (SWAP_FITTED) to both sets of timings")
-    ap.add_argument("--all", action="store_true", help="fit every rate and ONE_CONSUMER_FULL_N to the three sets")
-    ap.add_argument("--one-consumer-n", type=int, help="with --all: ONE_CONSUMER_FULL_N, not fitted")
     args = ap.parse_args(argv)
     from test_sm90_gemm import h100_timings
     from tvm_cdna4.kernels import devices
     from tvm_cdna4.kernels.sm90 import gemm_cost as cost
 
     device, data = devices.DEVICES["H100"], h100_timings()
-    if args.all:
-        widths = (args.one_consumer_n,) if args.one_consumer_n else ONE_CONSUMER_WIDTHS
-        return fit_all(cost, {"the 167": data, "the swap's": swap_timings(), "the waves'": wave_timings()}, device,
-                       args.rounds, widths)
     if args.swap:
         return fit_swap(cost, data, swap_timings(), device, args.rounds)
     if args.start == "datasheet":
@@ -160,32 +122,6 @@ def main(argv=None) -> int:
     geo, most = choice_loss(cost, data[:144], device)
     print(f"rms {rms:.1%}, worst {worst:.1%} (log error); the first-ranked config's loss on the swept shapes: "
           f"{geo - 1:.1%} geometric mean, {most - 1:.1%} at worst")
-    return 0
-
-
-def fit_all(cost, sets: dict, device, rounds: int, widths=ONE_CONSUMER_WIDTHS) -> int:
-    """``--all``: ``FITTED`` and ``SWAP_FITTED`` fitted together to every set, ``ONE_CONSUMER_FULL_N`` the width of
-    ``ONE_CONSUMER_WIDTHS`` of the least rms; printed with each set's rms and first-choice counts."""
-    names = tuple(n for n in FITTED + SWAP_FITTED if n not in HELD)
-    data = [t for rows in sets.values() for t in rows]
-    start, results = {k: getattr(cost, k) for k in names}, {}
-    for width in widths:
-        for k, v in start.items():
-            setattr(cost, k, v)
-        cost.ONE_CONSUMER_FULL_N = width
-        results[width] = (search(cost, data, device, rounds, names), {k: getattr(cost, k) for k in names})
-    width = min(results, key=lambda w: results[w][0])
-    cost.ONE_CONSUMER_FULL_N = width
-    for k, v in results[width][1].items():
-        setattr(cost, k, v)
-    print(f"{len(data)} timings; ONE_CONSUMER_FULL_N = {width}")
-    for k in names:
-        print(f"  {k} = {getattr(cost, k):.3g}")
-    for name, rows in sets.items():
-        rms, worst = errors(cost, rows, device)
-        (right, shapes), (near, _) = first_right(cost, rows, device), first_right(cost, rows, device, 1.02)
-        print(f"{name}: rms {rms:.1%}, worst {worst:.1%}; first-ranked fastest on {right} of {shapes} shapes "
-              f"({near} within 2%)")
     return 0
 
 

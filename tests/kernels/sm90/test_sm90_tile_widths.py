@@ -100,8 +100,7 @@ def test_the_cost_model_takes_the_224_column_tile_where_it_saves_a_wave(shape, b
     old = gemm_cost.choose_config(*shape, 2, H100)
     assert old.block_n == before
     t_new, t_old = (gemm_cost.estimate(c, *shape, 2, H100).total for c in (new, old))
-    # three of 224 vs three of 256: 9-10%; one wave of 224 vs one of 256 at M = 768: 7.8% (the 2026-12-06f refit)
-    assert t_new < t_old * 0.925 if after != before else t_new == t_old
+    assert t_new < t_old * 0.92 if after != before else t_new == t_old  # three of 224 vs three of 256: 9-10%
 
 
 def test_the_tile_efficiency_falls_with_the_width_and_the_waves_decide():
@@ -129,7 +128,7 @@ def test_the_sweep_times_each_width_beside_the_choice_before_them(monkeypatch):
     assert jobs[("o", "old")]["block_n"] == 256 and jobs[("o", "w224")]["block_n"] == 224
     assert jobs[("o", "w160")]["block_n"] == 160 and jobs[("o", "w224")]["epilogue"] == "tma"
     table = sweep.model_table(argparse.Namespace(models="qwen2.5-7b", ms="768,3000", widths="224,160", device="H100"))
-    assert "| qwen2.5-7b | o | 3000 | 3584 | 3584 | 128x256/2 tma | 128x224/2 tma | 119.0 | 107.6 | 1.106 | 2561-3072 |" in (
+    assert "| qwen2.5-7b | o | 3000 | 3584 | 3584 | 128x256/2 tma | 128x224/2 tma | 117.7 | 106.5 | 1.105 | 2561-3072 |" in (
         "\n".join(table))
 
 

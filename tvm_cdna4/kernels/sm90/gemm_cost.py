@@ -44,19 +44,14 @@ tiles than SMs; a split of every tile of a full grid measured slower), and the s
 alone (hybrid) for a grid past a full wave whose last wave is partial; only those that leave every slice
 ``MIN_SLICE_TILES`` k-tiles and keep the workspace's offsets 32-bit (``splits``).
 
-Rates marked *fitted* were fitted together (``benchmarks/sm90_fit.py --all``: a coordinate search for the least rms
-log error) to 317 timings on an H100 SXM (2026-12-06): 167 of the first fit (the 144 of ``benchmarks/sm90_sweep.py``:
-M = 96, 200, 768 and 3000 on the twelve projections of Qwen2.5-7B, Gemma-2-9B and Phi-3-medium, the model's three
-first configs each, 12 to 1,760 us, ``benchmarks/runs/sm90_sweep_h100_2026-12-06.json``; 13 of
-``benchmarks/sm90_gemm.py``, 4096^3 at four tilings and the Llama-3-8B set; 10 of its TMA epilogue, ``--study``),
-the 72 of the swap (below) and the 78 of the wave-fitting widths (``benchmarks/sm90_sweep.py --waves``: the same M and
-projections, the model's choice and the dynamic-M bucket's plan before and after ``wave_widths``,
-``benchmarks/runs/sm90_waves_{small,large}_h100_2026-12-06f.json``). ``SM_BYTES_PER_CLK``, ``REDUCTION_EFFICIENCY``
-and ``FEW_CTAS`` were held at the first fit's values (freed, they moved the M <= 32 static splits, which no new
-timing covers, for 0.04 points of rms). With the H100's ``DeviceSpec`` the estimate is within 6.4% rms of the 167
-(19.3% at worst; 6.6% before this refit), 6.0% of the swap's 72 (7.3%) and 5.1% of the waves' 78 (6.9%); the config
-it ranks first is the fastest timed on 32 of the sweep's 48 shapes (30 before), 34 of the swap's 36 (34) and 30 of
-the waves' 34 (29; 31 within 2%; docs/sm90_gemm.md "Cost model"). The sm80 target's ``Device`` holds its fitted rates the same way. The
+Rates marked *fitted* were fitted together (``benchmarks/sm90_fit.py``: a coordinate search for the least rms
+log error) to 167 timings on an H100 SXM (2026-12-06): the 144 of ``benchmarks/sm90_sweep.py`` (M = 96, 200,
+768 and 3000 on the twelve projections of Qwen2.5-7B, Gemma-2-9B and Phi-3-medium, the model's three first
+configs each: 12 to 1,760 us; ``benchmarks/runs/sm90_sweep_h100_2026-12-06.json``), 13 of
+``benchmarks/sm90_gemm.py`` (4096^3 at four tilings and the Llama-3-8B set) and 10 of its TMA epilogue
+(``--study``). With the H100's ``DeviceSpec`` the estimate is within 6.5% rms of them (18% at worst), and of
+each swept shape's three configs the one it ranks first is within 15% of the fastest (1.4% on geometric
+mean; docs/sm90_gemm.md "Cost model"). The sm80 target's ``Device`` holds its fitted rates the same way. The
 choice is over ``CANDIDATES`` and the shape's wave-fitting widths (``wave_widths``: the narrowest multiple of 8
 whose tiles fill 1..``MAX_WAVES`` waves of the SMs; no term or rate is new for them), each with the deepest ring
 that fits the SM's shared memory (at most ``MAX_STAGES``).
@@ -71,9 +66,8 @@ the twelve projections, the model's unswapped choice and the best-estimated swap
 these M the weights streamed at about 1.9-2.2 TB/s with 56-72 CTAs against 2.6-2.9 TB/s with all 132 SMs (what
 ``FEW_CTAS`` says), and the swapped tiles ran compute-bound shapes (the long-K down projections at M = 200) about
 1.4x faster than the unswapped tile of C^T's shape is estimated to. With the H100's ``DeviceSpec`` the 72 estimates
-were within 7.3% rms (14.3% at worst; the 167: 6.6%, from 6.5%), and of each of the 36 shapes' two kernels the model
-ranked the faster first on 34 (tests/kernels/sm90/test_sm90_swap_cost.py); refitted with the wave-width timings
-(above: ``SWAPPED_EFFICIENCY`` 1.4 -> 1.21 beside ``ONE_CONSUMER_FULL_N``) 6.0% rms (16.0% at worst), 34 of 36.
+are within 7.3% rms (14.3% at worst; the 167: 6.6%, from 6.5%), and of each of the 36 shapes' two kernels the model
+ranks the faster first on 34 (tests/kernels/sm90/test_sm90_swap_cost.py).
 """
 
 from __future__ import annotations
@@ -98,18 +92,18 @@ SMEM_BYTES_PER_CLK = 128
 """Shared-memory bandwidth per SM per clock (32 banks of 4 bytes: the CUDA C++ Programming Guide)."""
 SM_BYTES_PER_CLK = 77
 """What one SM pulls from L2/HBM per clock (fitted; bounds a small grid's streaming)."""
-TENSOR_EFFICIENCY = 0.84
+TENSOR_EFFICIENCY = 0.82
 """The share of the tensor rate (at the datasheet clock) a two-consumer tile keeps (fitted: the module
 docstring)."""
-STORE_EFFICIENCY = 0.29
+STORE_EFFICIENCY = 0.31
 """The share of the HBM bandwidth the epilogue's stores reach when every CTA stores its tile at once
 (fitted; direct 4-byte stores from registers, not overlapped with the next tile)."""
-STAGED_EPILOGUE = 0.40
+STAGED_EPILOGUE = 0.28
 """The share of that stall the TMA epilogue keeps (fitted: the consumers convert and write C into shared
 memory, bank-conflict free, and wait only for the previous tile's stores, long drained)."""
-ONE_CONSUMER = 1.0
+ONE_CONSUMER = 0.98
 """The share of that a single consumer warpgroup keeps (fitted: nothing overlaps its epilogue)."""
-HBM_EFFICIENCY = 0.86
+HBM_EFFICIENCY = 0.80
 """The share of the datasheet HBM bandwidth the kernel's loads reach (fitted; the H100's measured read rate is
 about 0.8 of its 3.35 TB/s)."""
 OVERLAP = 3.6
@@ -121,17 +115,11 @@ the K split's ordered reduction reaches: its slices wait for each other (fitted)
 WGMMA_FULL_N = 128
 """The narrowest wgmma (m64nNk16) that runs at the full tensor rate: an N = 64 tile keeps half of it (fitted:
 of 64, 80, 96, 112 and 128, the value that fits the timings best; 128x64 tiles measured 1.2-1.3x slower than
-the shared-memory bound alone says); an unswapped one-consumer tile's is ``ONE_CONSUMER_FULL_N``."""
-ONE_CONSUMER_FULL_N = 192
-"""``WGMMA_FULL_N`` of an unswapped one-consumer tile: with no second consumer warpgroup to issue while its wgmmas
-drain, a narrow one keeps ``block_n / 192`` of the rate (fitted with the other rates, ``benchmarks/sm90_fit.py
---all``: of 128 .. 224, 176 and 192 fit best, 192 ranks the timed configs best; before it, the 2026-12-06 H100
-timings of 64-row tiles of 64-120 columns ran 6-13% slower than estimated and those of 128-256 columns 5-12%
-faster). A swapped tile keeps ``WGMMA_FULL_N`` (``SWAPPED_EFFICIENCY`` was fitted over it)."""
+the shared-memory bound alone says)."""
 FEW_CTAS = 0.12
 """How the loads' HBM rate falls with a grid of fewer CTAs than SMs (``few_ctas``: ``(ctas / SMs)^FEW_CTAS``; fitted
 to the swap timings: the module docstring)."""
-SWAPPED_EFFICIENCY = 1.21
+SWAPPED_EFFICIENCY = 1.4
 """The swapped tile's (``Sm90Config.swap_ab``) tensor efficiency over the unswapped tile's at C^T's shape (fitted
 to the swap timings: the module docstring)."""
 MAX_STAGES = 8
@@ -216,8 +204,7 @@ def efficiency(cfg: Sm90Config, bytes_per: int = 2) -> float:
     tensor_clk = cfg.block_m * cfg.block_n * BLOCK_K * 2 / TENSOR_FLOPS_PER_CLK
     reads = cfg.block_m // WGMMA_M * (BLOCK_K // WGMMA_K) * (WGMMA_M + cfg.block_n) * WGMMA_K * bytes_per
     smem_clk = (reads + cfg.stage_bytes(bytes_per)) / SMEM_BYTES_PER_CLK
-    full_n = WGMMA_FULL_N if cfg.consumers > 1 or cfg.swap_ab else ONE_CONSUMER_FULL_N
-    share = min(1.0, tensor_clk / smem_clk, cfg.block_n / full_n) * TENSOR_EFFICIENCY
+    share = min(1.0, tensor_clk / smem_clk, cfg.block_n / WGMMA_FULL_N) * TENSOR_EFFICIENCY
     share *= ONE_CONSUMER if cfg.consumers == 1 else 1.0
     return min(1.0, share * SWAPPED_EFFICIENCY) if cfg.swap_ab else share
 
