@@ -43,7 +43,8 @@ def _run(plan, q, k, v):
     return o.astype(np.float64), lse
 
 
-@pytest.mark.parametrize("name", CASES)
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n == "257 keys and queries, MFMAs not deferred"
+                                  else n for n in CASES])  # suite time: the fp8 cases run MFMAs not deferred
 def test_emulated_attention_is_within_the_documented_bound(name):
     problem, config = CASES[name]
     q, k, v = _inputs(problem)

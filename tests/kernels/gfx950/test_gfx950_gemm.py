@@ -84,7 +84,8 @@ def test_fp8_bf8_on_the_scaled_32x32x64_mfma(dtype, layout, shape, config, rng):
 
 
 @DEFAULT_BUILDS
-@pytest.mark.parametrize("dtype, layout", [("fp8", "nt"), ("bf8", "nn"), ("fp8_bf8", "nt"), ("bf8_fp8", "nn")])
+@pytest.mark.parametrize("dtype, layout", [("fp8", "nt"), pytest.param("bf8", "nn", marks=pytest.mark.slow),
+                                           pytest.param("fp8_bf8", "nt", marks=pytest.mark.slow), ("bf8_fp8", "nn")])
 def test_default_fp8_kernels_use_the_scaled_f8f6f4_mfma_with_unit_scales(dtype, layout):
     """Twice the rate of the dense fp8 MFMAs: 32 ``v_mfma_scale_f32_16x16x128_f8f6f4`` per loop
     iteration (two K tiles), formats from cbsz/blgp, the unit scale 0x7F7F7F7F in a register."""
