@@ -462,3 +462,20 @@ def test_the_tma_epilogue_orders_fence_store_read_wait_and_q_release():
     release = first(f"MB[{1 + 2 * p.config.stages}]", read)
     assert fence < store < commit < read < release
     assert first('"bulk", "wait_group", "", ""', release) > release
+
+
+def test_a_persistent_producer_loads_the_next_items_first_kv_tiles_before_it_waits_for_q():
+    # the next item's first ring-full of K / V (the stages' "empty" waits) is issued before the wait on Q's "empty"
+    # barrier (MB[1 + 2 stages]), under the last item's P V and O store (FA3's producer order); one CTA an item
+    # keeps the one-loop order (nothing to wait for), so default configs' code is unchanged
+    from tvm_cdna4.kernels.sm90.attention_emit import emit_sm90_attention
+    from tvm_cdna4.kernels.sm90.attention_plan import plan_sm90_attention
+
+    def waits(config):
+        src = emit_sm90_attention(plan_sm90_attention(AttentionProblem(1, 2, 1, 130, 200, 64), config)).script()
+        return [line.strip() for line in src.splitlines() if "mbarrier_wait" in line]
+
+    persistent = waits(C(64, 3, persistent=True, ctas=3))
+    assert "MB[4 + s" in persistent[0] and "MB[7]" in persistent[1]  # ring stages' empty first, then Q's empty
+    one_cta_an_item = waits(C(64, 3))
+    assert "MB[7]" in one_cta_an_item[0]

@@ -145,9 +145,11 @@ def producer_item(p, SMH, SW, MB, maps, item, i, pos, tid):
     # tile j's K and V into the stage of ring position pos + j once both consumers released its previous use
     c = p.config
     base = pos[0]
-    if I.constexpr(c.epilogue == "tma"):
-        # (the TMA epilogue releases Q only after its store read Q's rows: the item's first ring-full of K / V is
-        # loaded before that wait, under the last item's O store, as FA3's producer loads K before it waits for O)
+    if I.constexpr(c.epilogue == "tma" or (c.persistent and not p.fp8)):
+        # (Q is released once both consumers issued the last item's GEMMs, with the TMA epilogue once its store read
+        # Q's rows: the item's first ring-full of K / V is loaded before that wait, under the last item's P V and O
+        # store, as FA3's producer loads K before it waits for O; persistent only: one item has nothing to wait for;
+        # fp8's transposers keep the one-loop order below)
         for j in range(T.min(c.stages, kv_tiles(p, item[2]))):
             if tid == 0:
                 load_kv(p, SMH, MB, maps, item, j, base + j)
