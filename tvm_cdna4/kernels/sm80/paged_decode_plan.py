@@ -224,7 +224,7 @@ class PagedDecodeConfig:
             raise ContractError("paged decode config min_ctas: the CTAs per SM the registers are capped for",
                                 operand="min_ctas", check="parameters",
                                 expected=f"an int in 0..{MAX_THREADS_PER_SM // 32} or None", found=repr(self.min_ctas))
-        if self.tile_keys is not None and self.tile_keys not in TILE_KEY_CHOICES:
+        if self.tile_keys is not None and (type(self.tile_keys) is not int or self.tile_keys not in TILE_KEY_CHOICES):
             raise ContractError("paged decode config tile_keys: the keys of one kv tile", operand="tile_keys",
                                 check="parameters", expected=f"one of {TILE_KEY_CHOICES} or None",
                                 found=repr(self.tile_keys))
