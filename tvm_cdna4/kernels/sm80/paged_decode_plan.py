@@ -478,8 +478,8 @@ WIDE_FP8_STAGES = 2
 """The ring depth of the wide fp8 tiles (``choose_stages``): two stages of 8 KiB. Timed on the H100 (2026-12-06,
 ``benchmarks/paged_decode.py --configs tile_keys=16,tile_keys=32:stages=2``,
 ``benchmarks/runs/paged_decode_wide_h100_2026-12-06f.log``): wide tiles at 3 stages (100 KB of rings, 2 CTAs per
-SM) ran as the 16-key kernel (within 1 % on 7 of 8 fp8 rows, 4 % slower on the batch-8 / 9.4k rows); at 2 stages
-(68 KB, 3 CTAs) 0.2-1.4 % faster at batch 64 and 4-9 % faster at batch 8 than either, on all 8 rows."""
+SM) ran as the 16-key kernel (within 1 % on 6 of 8 fp8 rows, 4 % slower on the two batch-8 / 9.4k rows); at 2
+stages (68 KB, 3 CTAs) 0.2-1.3 % faster at batch 64 and 2.6-7.8 % faster at batch 8 than either, on all 8 rows."""
 
 WEIGH_LAST_CTA = False
 """Whether the choice weighs the last-CTA merge (``choose_merge``; one partition takes it anyway): no. Timed on
