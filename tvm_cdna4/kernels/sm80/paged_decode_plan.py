@@ -257,7 +257,7 @@ class PagedDecodePlan(PlanRecord, family="paged"):
     merge: str = "kernel"  # where the partials merge: "last-cta" (main's last CTA per sequence, kv head) or "kernel"
     cvt: bool = False  # fp8 pairs widen by cvt.rn.f16x2.e4m3x2 (fp8_cvt)
     min_ctas: int = 0  # main's __launch_bounds__ CTAs per SM (0: none; forced, or choose_min_ctas' if WEIGH_REGISTER_CAP)
-    tile_keys: int = 16  # keys per kv tile (TILE_KEYS, or WIDE_TILE_KEYS: choose_tile_keys)
+    tile_keys: int = TILE_KEYS  # keys per kv tile (TILE_KEYS, or WIDE_TILE_KEYS: choose_tile_keys)
 
     @property
     def rows(self) -> int:
