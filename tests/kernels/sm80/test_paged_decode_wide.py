@@ -58,6 +58,9 @@ def test_fp8_takes_wide_tiles_and_the_plan_follows():
     with pytest.raises(ContractError, match="tile_keys") as err:
         PagedDecodeConfig(tile_keys=24)
     assert err.value.operand == "tile_keys" and err.value.found == "24"
+    with pytest.raises(ContractError, match="tile_keys") as err:
+        PagedDecodeConfig(tile_keys=32.0)  # equal to 32, but no int: refused here, not a TIR type error at plan time
+    assert err.value.operand == "tile_keys" and err.value.found == "32.0"
     with pytest.raises(ContractError, match="whole tiles") as err:
         plan_paged_decode(fp8, PagedDecodeConfig(partition=48, tile_keys=32))
     assert err.value.expected == "a multiple of tile_keys=32"

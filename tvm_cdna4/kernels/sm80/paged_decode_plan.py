@@ -224,7 +224,7 @@ class PagedDecodeConfig:
             raise ContractError("paged decode config min_ctas: the CTAs per SM the registers are capped for",
                                 operand="min_ctas", check="parameters",
                                 expected=f"an int in 0..{MAX_THREADS_PER_SM // 32} or None", found=repr(self.min_ctas))
-        if self.tile_keys is not None and self.tile_keys not in TILE_KEY_CHOICES:
+        if self.tile_keys is not None and (type(self.tile_keys) is not int or self.tile_keys not in TILE_KEY_CHOICES):
             raise ContractError("paged decode config tile_keys: the keys of one kv tile", operand="tile_keys",
                                 check="parameters", expected=f"one of {TILE_KEY_CHOICES} or None",
                                 found=repr(self.tile_keys))
@@ -257,7 +257,7 @@ class PagedDecodePlan(PlanRecord, family="paged"):
     merge: str = "kernel"  # where the partials merge: "last-cta" (main's last CTA per sequence, kv head) or "kernel"
     cvt: bool = False  # fp8 pairs widen by cvt.rn.f16x2.e4m3x2 (fp8_cvt)
     min_ctas: int = 0  # main's __launch_bounds__ CTAs per SM (0: none; forced, or choose_min_ctas' if WEIGH_REGISTER_CAP)
-    tile_keys: int = 16  # keys per kv tile (TILE_KEYS, or WIDE_TILE_KEYS: choose_tile_keys)
+    tile_keys: int = TILE_KEYS  # keys per kv tile (TILE_KEYS, or WIDE_TILE_KEYS: choose_tile_keys)
 
     @property
     def rows(self) -> int:
@@ -478,8 +478,8 @@ WIDE_FP8_STAGES = 2
 """The ring depth of the wide fp8 tiles (``choose_stages``): two stages of 8 KiB. Timed on the H100 (2026-12-06,
 ``benchmarks/paged_decode.py --configs tile_keys=16,tile_keys=32:stages=2``,
 ``benchmarks/runs/paged_decode_wide_h100_2026-12-06f.log``): wide tiles at 3 stages (100 KB of rings, 2 CTAs per
-SM) ran as the 16-key kernel (within 1 % on 7 of 8 fp8 rows, 4 % slower on the batch-8 / 9.4k rows); at 2 stages
-(68 KB, 3 CTAs) 0.2-1.4 % faster at batch 64 and 4-9 % faster at batch 8 than either, on all 8 rows."""
+SM) ran as the 16-key kernel (within 1 % on 6 of 8 fp8 rows, 4 % slower on the two batch-8 / 9.4k rows); at 2
+stages (68 KB, 3 CTAs) 0.2-1.3 % faster at batch 64 and 2.6-7.8 % faster at batch 8 than either, on all 8 rows."""
 
 WEIGH_LAST_CTA = False
 """Whether the choice weighs the last-CTA merge (``choose_merge``; one partition takes it anyway): no. Timed on
