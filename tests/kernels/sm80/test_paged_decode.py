@@ -217,7 +217,7 @@ def test_the_merge_model_takes_one_launch_at_small_batch_and_two_at_large(monkey
     monkeypatch.setattr(paged_decode_plan, "WEIGH_LAST_CTA", True)
     p = plan_paged_decode(small, context=4712, sms=132)
     assert (p.split_kv, p.merge) == (10, "last-cta")  # 512 keys: 2 waves of the 2 CTAs an SM holds at the hint
-    cost = merge_seconds(small, 15, 4, 132)  # fp8's 15 partitions of 320 keys (4 resident CTAs)
+    cost = merge_seconds(small, 15, 4, 132)  # 15 partitions of 320 keys (the split before FILL_WAVES)
     assert cost["last-cta"] == pytest.approx(3.6e-6) and cost["kernel"] == pytest.approx(3.7e-6)  # 8 lanes: 1 round
     big = PagedDecodeProblem(64, 32, 8, 128, 1, 16, 2048, 4096)
     assert plan_paged_decode(big, context=32768, sms=132).merge == "kernel"

@@ -479,3 +479,12 @@ def test_a_persistent_producer_loads_the_next_items_first_kv_tiles_before_it_wai
     assert "MB[4 + s" in persistent[0] and "MB[7]" in persistent[1]  # ring stages' empty first, then Q's empty
     one_cta_an_item = waits(C(64, 3))
     assert "MB[7]" in one_cta_an_item[0]
+
+
+def test_the_option_rates_cover_every_head_dim():
+    # each option's rates are keyed by the head dim (fitted apart): a head dim without its rates is a KeyError in
+    # the estimate, so every HEAD_DIMS entry has one
+    from tvm_cdna4.kernels.attention.problem import HEAD_DIMS
+    from tvm_cdna4.kernels.sm90 import attention_cost as cost
+
+    assert all(set(getattr(cost, name)) == set(HEAD_DIMS) for name in cost.OPTION_RATES)

@@ -563,7 +563,7 @@ def plan_paged_decode(problem: PagedDecodeProblem, config: PagedDecodeConfig | N
     mma_type = "f16" if problem.kv_dtype == "fp8" else problem.q_dtype
     instrs = (MMA.format(t=mma_type), PACK.format(t=mma_type), PACK.format(t=problem.q_dtype))
     keys = choose_tile_keys(problem, config, record, target)
-    config = attrs.evolve(config, stages=choose_stages(config, keys))  # the plan's config: every choice concrete
+    config = attrs.evolve(config, stages=choose_stages(config, keys))  # the plan's config holds the stages chosen
     if config.partition and config.partition % keys:
         raise ContractError(f"{target} paged decode partition: keys per CTA, whole tiles", operand="partition",
                             check="parameters", expected=f"a multiple of tile_keys={keys}", found=config.partition)
