@@ -86,8 +86,9 @@ the loop, behind a branch per score). The count that chose it (nvcc 13.0, sm_90a
 32/8 heads, D 128, the loop's SASS on its common path: no rescale taken): **16-key tiles 426 instructions per 4
 KiB tile (852 per 8 KiB, 5 LDG, 12 branches), wide tiles 683 per 8 KiB (2 LDG, 4 branches): 20 % fewer per KV
 byte** (bf16, 16-key: 473 per 8 KiB); 32 HMMA per 16 keys either way; ptxas 155 -> 167 registers (3 stages), 157
-at 2 stages, no spill. A wide stage is 8 KiB of fp8 K and V, a bf16 tile's: at the default 3 stages the rings are
-100 KB (2 CTAs per SM, as bf16), at ``stages=2`` 68 KB (3 CTAs, the 16-key fp8 kernel's, with its bytes in flight).
+at 2 stages, no spill. A wide stage is 8 KiB of fp8 K and V, a bf16 tile's: at 3 stages the rings are 100 KB (2 CTAs
+per SM, as bf16), at 2 stages, the wide tiles' default (``WIDE_FP8_STAGES``: the H100 timed it fastest), 68 KB (3 CTAs,
+the 16-key fp8 kernel's, with its bytes in flight).
 The sm90 kernel keeps 16-key tiles (its producer's TMA boxes; ``WIDE_TILES``), and so do 16-bit caches.
 
 **Lying device data** (``kernels.attention.paged``): ``L`` is clamped to ``0 .. capacity`` in the
