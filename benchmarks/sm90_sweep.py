@@ -124,22 +124,33 @@ def width_jobs(args):
 WAVE_RANKS = ("old", "new", "bucket-old", "bucket-new")
 
 
-def wave_choices(M: int, N: int, K: int, device) -> list:
-    """``--waves``: [(ranks, estimate s, config)]: the model's choice without the wave-fitting widths and with them,
-    static and for M's dynamic bucket (``WAVE_RANKS``), one entry per distinct config (its ranks joined by ``=``)."""
+def model_choices(M: int, N: int, K: int, device, **model) -> tuple:
+    """The cost model's choice at a static M and for M's dynamic bucket (``choose_for_range`` over
+    ``gemm_dynamic.planned_range``: the torch op's plan), with ``gemm_cost``'s globals set to ``model`` meanwhile (the
+    model before a change: ``CANDIDATES`` without some widths, ``MAX_WAVES=0``): ((static, bucket), the bucket)."""
     from tvm_cdna4.kernels.sm90 import gemm_cost, gemm_dynamic
 
     bucket = next(b for b in gemm_dynamic.dynamic_buckets(N) if M in b)
-    picked, waves = [], gemm_cost.MAX_WAVES
-    for limit in (0, waves):
-        gemm_cost.MAX_WAVES = limit
-        try:
-            picked.append((gemm_cost.choose_config(M, N, K, 2, device), gemm_cost.choose_for_range(
-                *gemm_dynamic.planned_range(bucket), N, K, 2, device, m_max=bucket.hi)))
-        finally:
-            gemm_cost.MAX_WAVES = waves
+    saved = {name: getattr(gemm_cost, name) for name in model}
+    for name, value in model.items():
+        setattr(gemm_cost, name, value)
+    try:
+        return (gemm_cost.choose_config(M, N, K, 2, device), gemm_cost.choose_for_range(
+            *gemm_dynamic.planned_range(bucket), N, K, 2, device, m_max=bucket.hi)), bucket
+    finally:
+        for name, value in saved.items():
+            setattr(gemm_cost, name, value)
+
+
+def wave_choices(M: int, N: int, K: int, device) -> list:
+    """``--waves``: [(ranks, estimate s, config)]: the model's choice without the wave-fitting widths and with them,
+    static and for M's dynamic bucket (``WAVE_RANKS``), one entry per distinct config (its ranks joined by ``=``)."""
+    from tvm_cdna4.kernels.sm90 import gemm_cost
+
+    (old, old_bucket), _ = model_choices(M, N, K, device, MAX_WAVES=0)
+    (new, new_bucket), _ = model_choices(M, N, K, device)
     configs = {}
-    for rank, cfg in zip(WAVE_RANKS, (picked[0][0], picked[1][0], picked[0][1], picked[1][1])):
+    for rank, cfg in zip(WAVE_RANKS, (old, new, old_bucket, new_bucket)):
         configs.setdefault(cfg, []).append(rank)
     return [("=".join(ranks), gemm_cost.estimate(cfg, M, N, K, 2, device).total, cfg) for cfg, ranks in configs.items()]
 
@@ -181,25 +192,16 @@ def model_table(args) -> list[str]:
     """``--model-only``: per shape and M, the model's choice and estimate without and with ``--widths``, static and
     for the M's dynamic bucket (markdown; no GPU)."""
     from tvm_cdna4.kernels import devices
-    from tvm_cdna4.kernels.sm90 import gemm_cost, gemm_dynamic
+    from tvm_cdna4.kernels.sm90 import gemm_cost
 
     device, widths = devices.DEVICES[args.device], tuple(map(int, args.widths.split(",")))
     out = [f"{args.device}: the model's choice without / with block_n in {widths} (estimates, us)", "",
            "| model | proj | M | N | K | old | new | est old | est new | old/new | bucket | bucket old | bucket new | "
            "est old | est new | old/new |", "|---" * 16 + "|"]
-    full = gemm_cost.CANDIDATES
     for model, proj, N, K in shapes(args.models.split(",")):
         for M in map(int, args.ms.split(",")):
-            bucket = next(b for b in gemm_dynamic.dynamic_buckets(N) if M in b)
-            picked = []
-            for cands in (without_widths(widths), full):
-                gemm_cost.CANDIDATES = cands
-                try:
-                    static = gemm_cost.choose_config(M, N, K, 2, device)
-                    ranged = gemm_cost.choose_for_range(*gemm_dynamic.planned_range(bucket), N, K, 2, device, m_max=bucket.hi)
-                finally:
-                    gemm_cost.CANDIDATES = full
-                picked.append((static, ranged))
+            before, bucket = model_choices(M, N, K, device, CANDIDATES=without_widths(widths))
+            picked = [before, model_choices(M, N, K, device)[0]]
             est = [[gemm_cost.estimate(c, M, N, K, 2, device).total * 1e6 for c in pair] for pair in picked]
             out.append(f"| {model} | {proj} | {M} | {N} | {K} | {_tile(picked[0][0])} | {_tile(picked[1][0])} | "
                        f"{est[0][0]:.1f} | {est[1][0]:.1f} | {est[0][0] / est[1][0]:.3f} | {bucket.describe()} | "
