@@ -69,6 +69,8 @@ def swizzle_period(width: int) -> int:
 
 # TMA: CUtensorMapSwizzle enum value -> width (CU_TENSOR_MAP_SWIZZLE_NONE/32B/64B/128B)
 TMA_SWIZZLE = {0: 0, 1: 32, 2: 64, 3: 128}
+TMA_SWIZZLE_MODE = {width: mode for mode, width in TMA_SWIZZLE.items()}
+"""The ``CUtensorMapSwizzle`` value of a swizzle width in bytes (0: none): what a tensor map's encoding takes."""
 # TMA: CUtensorMapFloatOOBfill (0: zeros, 1: NaN, "request zero FMA" for float formats)
 TMA_OOB_NAN = 1
 
@@ -168,6 +170,6 @@ def a_fragment_coords(thread, elem, bits: int):
 
 
 __all__ = ["CORE_ROWS", "CORE_ROW_BYTES", "DESCRIPTOR_ALIGNMENT", "DESCRIPTOR_SWIZZLE", "K_BYTES", "M", "MAJORS",
-           "SWIZZLE_BYTES", "SWIZZLE_CODE", "TMA_OOB_NAN", "TMA_SWIZZLE", "WARP", "WARPGROUP_THREADS",
+           "SWIZZLE_BYTES", "SWIZZLE_CODE", "TMA_OOB_NAN", "TMA_SWIZZLE", "TMA_SWIZZLE_MODE", "WARP", "WARPGROUP_THREADS",
            "a_fragment_coords", "accumulator_coords", "accumulator_owner", "canonical_offset", "decode_descriptor",
            "encode_descriptor", "k_of", "operand_address", "swizzle", "swizzle_period"]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from tvm_cdna4.isa import hopper_layout as L
 from tvm_cdna4.kernels import gemm
 from tvm_cdna4.kernels.common import ceil_div
 from tvm_cdna4.kernels.devices import DEVICES
@@ -76,7 +77,7 @@ def test_the_tail_maps_of_the_new_widths():
     for block_n, tail, mode in ((168, 40, 0), (80, 16, 1)):
         p = gemm.plan(GemmProblem(768, 3584, 3584, "bf16", "nt", "bf16"), "sm90",
                       Sm90Config(128, block_n, 3, 2, epilogue="tma"))
-        assert (p.config.tail_columns, gemm_emit.SWIZZLE_MODES[p.config.tail_swizzle]) == (tail, mode)
+        assert (p.config.tail_columns, L.TMA_SWIZZLE_MODE[p.config.tail_swizzle]) == (tail, mode)
         assert (f"tensormap_encode_tiled(mapCTail, C.ptr_to([0, 0]), 3584, 768, 7168, {tail}, 64, 1, 1, "
                 f"descriptor_dtype='bfloat16', rank=2, swizzle={mode}") in gemm_emit.signature_source(p)
 

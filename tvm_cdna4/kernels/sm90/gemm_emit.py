@@ -42,9 +42,6 @@ TMA_LOAD = "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::comple
 TMA_STORE = "cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group"
 SWIZZLE_128B = 3
 """The TMA swizzle mode (``CU_TENSOR_MAP_SWIZZLE_128B``, CUDA driver API ``CUtensorMapSwizzle``)."""
-SWIZZLE_MODES = {width: mode for mode, width in L.TMA_SWIZZLE.items()}
-"""The TMA swizzle mode (``CUtensorMapSwizzle``) of a swizzle width in bytes (0: none): the tail block's
-(``Sm90Config.tail_swizzle``)."""
 
 
 def wgmma_instr(p: Sm90Plan) -> str:
@@ -719,7 +716,7 @@ def signature_source(p: Sm90Plan) -> str:
         lines += tensor_map_source(name, "[0, 0]", rows, cols, box_rows, box_cols, dtype, size)
     for name in tail_maps(p):  # the tail block's boxes: rows x Sm90Config.tail_columns, its tail_swizzle
         lines += tensor_map_lines(f"{name}Tail", "[0, 0]", (p.N, m), (p.N * 2,), (c.tail_columns, c.rows), p.tir_out,
-                                  SWIZZLE_MODES[c.tail_swizzle], tensor=name)
+                                  L.TMA_SWIZZLE_MODE[c.tail_swizzle], tensor=name)
     args = ", ".join(f"{n!r}: {n}" for n in names)
     names = [f"map{q[0]}" for q in maps] + [f"map{n}Tail" for n in tail_maps(p)]
     return "\n".join([*lines, f"    kernel(p, {{{args}}}, ({', '.join(names)},))", ""])

@@ -59,6 +59,7 @@ from __future__ import annotations
 import attrs
 
 from ...errors import ContractError
+from ...isa.hopper_layout import TMA_SWIZZLE
 from ..common import Param, PlanRecord, ceil_div
 from ..gemm.dynamic_m import MBucket, resolve_m
 from ..gemm.epilogue import TANH_OUTPUTS, Fusion
@@ -81,9 +82,10 @@ BLOCK_K = 64
 fp8's K tile is ``block_k("fp8")`` = 128 elements of the same 128 bytes."""
 SWIZZLE_COLUMNS = 64
 """The columns of a 16-bit C in one 128-byte swizzle row: the TMA epilogue's staging blocks and store boxes."""
-TAIL_SWIZZLE = {32: 64, 16: 32}
+TAIL_SWIZZLE = {width // 2: width for width in TMA_SWIZZLE.values() if 0 < width < 2 * SWIZZLE_COLUMNS}
 """The swizzle (the bytes of its row: ``CU_TENSOR_MAP_SWIZZLE_64B``, ``_32B``) of the TMA epilogue's last, narrower
-staging block by its columns (``block_n % SWIZZLE_COLUMNS``, any multiple of 8: ``Sm90Config.tail_columns``): a tail
+staging block by its columns (``block_n % SWIZZLE_COLUMNS``, any multiple of 8: ``Sm90Config.tail_columns``; a
+16-bit C's row of a TMA swizzle width, ``isa.hopper_layout.TMA_SWIZZLE``, narrower than a whole block): a tail
 of 32 columns (tiles of 96, 160, 224) is 64 bytes of a 16-bit C a row, one row of the 64-byte swizzle; of 16 columns
 (80, 144, 208) one row of the 32-byte swizzle (a box's inner extent is at most the swizzle's bytes, CUDA driver API
 ``cuTensorMapEncodeTiled``); of 8, 24, 40, 48 or 56 columns (72, 168, 104, 176, ...) no swizzle has rows of its

@@ -13,7 +13,7 @@ from tvm_tirx.script import ir as I
 from tvm_tirx.script import tirx as T
 from tvm_tirx.script.parser import parse
 
-from ...isa.hopper_layout import TMA_SWIZZLE
+from ...isa.hopper_layout import TMA_SWIZZLE_MODE
 from ...tirx_private import transpile_once
 from ..sm80.paged_decode_emit import (FULL, cta_kernel, cta_merge, empty_state, issue_q, last_cta, mask_softmax,
                                       page_ok, pv, q_fragments, scores, value_factor, write_partial)
@@ -22,7 +22,6 @@ from .gemm_emit import TMA_LOAD, tensor_map_lines
 from .paged_decode_plan import TABLE_CHUNK, Sm90PagedDecodePlan
 
 TMA_LOAD_3D = TMA_LOAD.replace(".2d.", ".3d.")
-SWIZZLE_MODE = {width: mode for mode, width in TMA_SWIZZLE.items()}  # bytes -> CUtensorMapSwizzle
 
 
 def table_page(p, args, ln, tile):
@@ -152,7 +151,7 @@ def signature_source(p: Sm90PagedDecodePlan) -> str:
     for name in ("K_CACHE", "V_CACHE"):
         lines += tensor_map_lines(name, "[0, 0, 0, 0]", (pr.head_dim, pr.kv_heads, pr.num_pages * pr.page_size),
                                   (row, pr.kv_heads * row), (p.slice_elems, 1, TILE_KEYS), dtype,
-                                  SWIZZLE_MODE[p.swizzle_bytes])
+                                  TMA_SWIZZLE_MODE[p.swizzle_bytes])
     args = ", ".join(f"{n!r}: {n}" for n in names)
     return "\n".join([*lines, f"    cta_kernel(p, {{{args}, 'MAP_K': mapK_CACHE, 'MAP_V': mapV_CACHE}}, tma_body)", ""])
 
