@@ -10,6 +10,8 @@
 #   ncu-attention  the same of the sm90 attention at 8 x 2k tokens, D 128 and D 64 causal (0.92 / 0.83x cuDNN) [~120]
 #   validate    this stop's helpers' work: GPU tests, sm90_sweep --waves, the wide fp8 paged tiles [~330]
 #   gemm-ab     the torch op's GEMM at every M, and at M = 32 / 96 / 200 with the package before the refit [~330]
+#   refit       the torch op at M = 20 / 32 / 200 with main and with the cost model's refit (REFIT_PKG, default
+#               .sm90tree/refitpkg: `git archive h-refit tvm_cdna4 | tar -x -C .sm90tree/refitpkg`, carried) [~120]
 #   final       the torch ops at the stop's plans (GEMM every M, fp8, grouped + its peer's kernels, D 64 attention) [~480]
 #   gemm        the GPU tests of the sm90 GEMM, the torch op over the 12 projections at every M [~240]
 #   attention   every shape of benchmarks/attention_sm90.py at the cost model's configs [~300]
@@ -61,6 +63,12 @@ for step in "$@"; do
       | tee "$OUT/torch_gemm.log" | grep -v "^{" | tail -12
     PYTHONPATH=$PWD/${OLD_PKG:-.sm90tree/oldpkg}:/tmp/site timeout 120 python3 benchmarks/torch_gemm.py --ms 32,96,200 \
       --calls 30 --reps 10 --out "$OUT/old" 2>&1 | tee "$OUT/torch_gemm_old.log" | grep -v "^{" | tail -6 ;;
+  refit)  # main against the refit of branch h-refit at the M it moves (17-32 buckets) and at M = 200 [~120]
+    mkdir -p "$OUT/refit_main" "$OUT/refit"
+    timeout 60 python3 benchmarks/torch_gemm.py --ms 20,32,200 --calls 30 --reps 10 --out "$OUT/refit_main" 2>&1 \
+      | tee "$OUT/torch_gemm_refit_main.log" | grep -v "^{" | tail -5
+    PYTHONPATH=$PWD/${REFIT_PKG:-.sm90tree/refitpkg}:/tmp/site timeout 60 python3 benchmarks/torch_gemm.py --ms 20,32,200 \
+      --calls 30 --reps 10 --out "$OUT/refit" 2>&1 | tee "$OUT/torch_gemm_refit.log" | grep -v "^{" | tail -5 ;;
   final)  # the torch ops at the stop's plans: GEMM at every M, fp8, grouped (+ its peer's kernels), D 64 attention [~480]
     mkdir -p "$OUT/gemm" "$OUT/fp8" "$OUT/grouped" "$OUT/peers" "$OUT/d64"
     timeout 210 python3 benchmarks/torch_gemm.py --calls 30 --reps 10 --out "$OUT/gemm" 2>&1 \
@@ -81,7 +89,7 @@ for step in "$@"; do
     mkdir -p "$OUT/full"
     timeout 300 python3 benchmarks/attention_sm90.py --no-sm80 --out "$OUT/full" 2>&1 | tee "$OUT/attention_full.log" \
       | grep -v "^{" | tail -46 ;;
-  *) echo "unknown step $step (peers, partitions, ncu, ncu-attention, validate, gemm-ab, final, gemm, attention)"; exit 2 ;;
+  *) echo "unknown step $step (peers, partitions, ncu, ncu-attention, validate, gemm-ab, refit, final, gemm, attention)"; exit 2 ;;
   esac
 done
 cd "$OUT" && tar czf /tmp/call.tgz --exclude=call.tgz . && find . -mindepth 1 -delete && mv /tmp/call.tgz "$OUT/call.tgz"
