@@ -120,32 +120,33 @@ def host_scalars(host, known: dict[str, int]) -> dict[str, int]:
     return values
 
 
-def _entry_launch(kernel, shapes: dict[str, int]) -> tuple[dict, dict]:
-    """Grid and block of a kernel whose ``tirx.device_entry`` carries a CUDA launch configuration:
-    the region's operands, named by its ``cuda.launch_fields`` attribute (``grid.x``, ``block.x``,
-    ...). The lowered device function keeps only the block extents, so they are read here; a
-    symbolic extent (a dynamic-M grid) is evaluated with the bound ``shapes`` variables."""
+def _entry_launch(kernel, shapes: dict[str, int]) -> tuple[dict, dict, dict]:
+    """Grid, block and cluster (empty: none) of a kernel whose ``tirx.device_entry`` carries a CUDA launch
+    configuration: the region's operands, named by its ``cuda.launch_fields`` attribute (``grid.x``,
+    ``block.x``, ``cluster.x``, ...). The lowered device function keeps only the block extents, so they are
+    read here; a symbolic extent (a dynamic-M grid) is evaluated with the bound ``shapes`` variables."""
     from .interp import evaluate
 
-    grid, block = {}, {}
+    grid, block, cluster = {}, {}, {}
+    found = {"grid": grid, "block": block, "cluster": cluster}
 
     def visit(node):
         if type(node).__name__ == "RegionStmt" and node.op.name == "tirx.device_entry":
             fields = node.attrs.get("cuda.launch_fields") if node.attrs is not None else None
             for name, value in zip(fields or (), node.args):
                 kind, _, dim = str(name).partition(".")
-                if kind in ("grid", "block"):
-                    (grid if kind == "grid" else block)[dim] = evaluate(value, shapes)
+                if kind in found:
+                    found[kind][dim] = evaluate(value, shapes)
         for child in _children(node):
             visit(child)
 
     visit(kernel.body)
-    return grid, block
+    return grid, block, cluster
 
 
-def _launch(func, kernel, shapes: dict[str, int]) -> tuple[dict, dict]:
+def _launch(func, kernel, shapes: dict[str, int]) -> tuple[dict, dict, dict]:
     """The launch of the device function (gfx950: its ``launch_thread`` regions; CUDA: the entry's
-    launch configuration), symbolic extents evaluated with the bound shape variables."""
+    launch configuration, with its cluster shape), symbolic extents evaluated with the bound shape variables."""
     from ..rocm.launch import launch_extents
     from .interp import evaluate
 
@@ -153,7 +154,7 @@ def _launch(func, kernel, shapes: dict[str, int]) -> tuple[dict, dict]:
     if not extents.block:  # CUDA: no launch_thread regions in the device function
         return _entry_launch(kernel, shapes)
     if not extents.expressions:
-        return dict(extents.grid), dict(extents.block)
+        return dict(extents.grid), dict(extents.block), {}
     # symbolic extents: the kernel's own, which name the shape variables (the lowered ones may name
     # variables the device function binds before its launch)
     source = launch_extents(kernel.body).expressions
@@ -161,7 +162,7 @@ def _launch(func, kernel, shapes: dict[str, int]) -> tuple[dict, dict]:
             for axis, value in extents.grid.items()}
     block = {axis: value if value is not None else evaluate(source[f"threadIdx.{axis}"], shapes)
              for axis, value in extents.block.items()}
-    return grid, block
+    return grid, block, {}
 
 
 def _children(node):
@@ -211,11 +212,15 @@ def emulate(kernel, *arrays, target: str = "gfx950", max_threads_per_batch: int 
         from .ptx_tma import tensor_maps
 
         handles = tensor_maps(host, func, globals_, scalars)
-    grid, block = _launch(func, kernel, shapes)
+    grid, block, cluster = _launch(func, kernel, shapes)
     chosen = arguments.check_workgroups(workgroups, int(np.prod([grid.get(d, 1) for d in "xyz"])))
+    if cluster:  # the CTAs of a cluster run in one batch (emulator.cluster)
+        from .cluster import order
+
+        chosen = order(chosen, grid, cluster)
     try:
         _run(func, target, grid, block, globals_, scalars, max_threads_per_batch, uninitialized, stats, chosen, handles,
-             fp8_accumulation)
+             fp8_accumulation, cluster)
     except NotImplementedError as e:
         raise EmulationUnsupported(str(e) if isinstance(e, EmulationUnsupported)
                                    else str(e).replace("emulator: ", "emulate: ", 1)) from None
@@ -237,9 +242,10 @@ def _global_buffer(name: str, arr, target: str):
 
 
 def _run(func, target, grid, block, globals_, scalars, max_threads_per_batch, uninitialized, stats, chosen,
-         handles=None, fp8_accumulation=None) -> None:
-    """The launch, batch after batch of the ``chosen`` workgroups (``max_threads_per_batch`` threads at most);
-    ``handles``: values of parameters by index (sm90: tensor maps, ``ptx_tma.TensorMap``)."""
+         handles=None, fp8_accumulation=None, cluster=None) -> None:
+    """The launch, batch after batch of the ``chosen`` workgroups (``max_threads_per_batch`` threads at most,
+    whole clusters: ``cluster``, the launch's cluster shape, or empty); ``handles``: values of parameters by index
+    (sm90: tensor maps, ``ptx_tma.TensorMap``)."""
     from .interp import Compiler, Env, np_dtype
     from .machine import Machine
     from .memory import Pointer
@@ -247,6 +253,8 @@ def _run(func, target, grid, block, globals_, scalars, max_threads_per_batch, un
     wave = TARGETS[target]
     per_group = int(np.prod([block.get(d, 1) for d in "xyz"]))
     batch = max(1, max_threads_per_batch // max(per_group, 1))
+    size = int(np.prod([cluster.get(d, 1) for d in "xyz"])) if cluster else 1
+    batch = max(size, batch - batch % size)
     table = _calls(target)
     for start in range(0, len(chosen), batch):
         machine = Machine(grid, block, wave, chosen[start:start + batch], globals_, lds_waits=target in LDS_WAITS)
@@ -254,6 +262,10 @@ def _run(func, target, grid, block, globals_, scalars, max_threads_per_batch, un
         machine.stats = stats
         machine.integer_shared = target == "sm90"
         machine.fp8_accumulation = fp8_accumulation
+        if cluster:
+            from .cluster import Cluster
+
+            machine.cluster = Cluster(machine, grid, cluster)
         compiler = Compiler(machine, table)
         compiler.tasks = target in CUDA_ARCH
         params = []
@@ -274,8 +286,10 @@ def _run(func, target, grid, block, globals_, scalars, max_threads_per_batch, un
             env.values[slot] = value
         body(env, None)
         if target in CUDA_ARCH:
+            from .cluster import unfinished
             from .ptx import unfinished_barriers
             unfinished_barriers(machine)
+            unfinished(machine)
 
 
 from .window import Window  # noqa: E402 (a tensor held in part: emulate's arguments)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .cluster import local_address
 from .errors import EmulationError
 from .memory import Buffer
 
@@ -44,6 +45,7 @@ class Machine:
         self.integer_shared = False
         self.async_registers = False  # sm90: a wgmma accessing its own in-flight registers (memory._check_registers)
         self.shared_window: list[tuple[int, Buffer]] = []  # (base address, buffer), in allocation order
+        self.cluster = None  # sm90: the batch's cluster geometry (emulator.cluster.Cluster), launched with one
 
     # -- memory --------------------------------------------------------------------------------
     def state_of(self, key: str, make):
@@ -81,7 +83,7 @@ class Machine:
         """The (buffer, offset) of shared-window addresses ``addr`` (one buffer for all of them)."""
         from .memory import Pointer
 
-        a = np.asarray(addr).astype(np.int64)
+        a = local_address(self, addr, what, where)  # not a peer CTA's (emulator.cluster)
         flat = np.unique(a)
         for base, buf in self.shared_window:
             if base <= flat[0] < base + max(buf.nbytes, 1):

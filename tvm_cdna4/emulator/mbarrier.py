@@ -134,18 +134,24 @@ class MBarriers:
         snaps[np.arange(len(threads)), w] = m.epoch[g]
         return snaps, m.epoch[g] - 1
 
-    def by_barrier(self, ptr, threads: np.ndarray):
-        """Yield (workgroup, barrier, positions in ``threads``) for each barrier word addressed."""
+    def by_barrier(self, ptr, threads: np.ndarray, dest=None):
+        """Yield (workgroup, barrier, positions in ``threads``) for each barrier word addressed (in the
+        threads' own workgroups, or ``dest``: each thread's, a cluster's peer for a ``.shared::cluster`` one)."""
         m = self.machine
         offs = np.broadcast_to(np.asarray(ptr.offset, np.int64), (m.nthreads,))[threads]
+        groups = m.wg_of[threads] if dest is None else dest
         for off in np.unique(offs):
             bar = self.barrier(ptr.buffer, off)
-            for g in np.unique(m.wg_of[threads[offs == off]]):
-                yield int(g), bar, np.flatnonzero((offs == off) & (m.wg_of[threads] == g))
+            for g in np.unique(groups[offs == off]):
+                yield int(g), bar, np.flatnonzero((offs == off) & (groups == g))
 
-    def arrive(self, ptr, threads, counts, where: str) -> None:
+    def arrive(self, ptr, threads, counts, where: str, dest=None) -> None:
+        """Arrivals of ``threads`` (``dest``: on the barrier of each one's target workgroup, ``emulator.cluster``;
+        an arrival on another CTA's barrier orders nothing there)."""
         snaps, _ = self.snapshot(threads)
-        for g, bar, pos in self.by_barrier(ptr, threads):
+        if dest is not None:
+            snaps[dest != self.machine.wg_of[threads]] = 0
+        for g, bar, pos in self.by_barrier(ptr, threads, dest):
             bar.arrive(g, self.machine.wave_of[threads[pos]], counts[pos], snaps[pos], where)
 
     def defer(self, ptr, threads, seq: int, where: str) -> None:

@@ -234,7 +234,8 @@ def calls() -> dict:
 
 def hopper_calls() -> dict:
     """The sm90 instructions (TMA, wgmma, mbarrier transaction counts, elect.sync, setmaxnreg,
-    fence.proxy): modules ``ptx_tma``, ``ptx_wgmma``, ``ptx_hopper``."""
+    fence.proxy; clusters: mapa, barrier.cluster): modules ``ptx_tma``, ``ptx_wgmma``, ``ptx_hopper``, ``cluster``."""
+    from .cluster import barrier_cluster, mapa
     from .ptx_hopper import _elect_sync, _fence_proxy, _mbarrier_tx, _setmaxnreg
     from .ptx_tma import _bulk_group, _tma_load, _tma_store
     from .ptx_wgmma import _wgmma, _wgmma_commit, _wgmma_fence, _wgmma_wait
@@ -249,6 +250,8 @@ def hopper_calls() -> dict:
         ("mbarrier_expect_tx", _mbarrier_tx("expect_tx")), ("mbarrier_complete_tx", _mbarrier_tx("complete_tx")),
         ("elect_sync", _elect_sync), ("setmaxnreg", _setmaxnreg), ("fence_proxy", _fence_proxy),
         ("fence_mbarrier_init", _fence_proxy),
+        ("mapa_u32", mapa), ("barrier_cluster_arrive", barrier_cluster(False)),
+        ("barrier_cluster_wait", barrier_cluster(True)),
     ))
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 from tvm_tirx import ir as I
 
+from .cluster import targets
 from .errors import EmulationError
 from .interp import where_of
 from .machine import NamedBarrier
@@ -108,7 +109,10 @@ def _mbarrier_op(action: str):
             threads = np.flatnonzero(machine.active(mask))
             if not threads.size:
                 return
-            ptr = _pointer(_active_address(addr(env, mask), threads), "shared", f"mbarrier {action}", where, machine)
+            raw, dest = _active_address(addr(env, mask), threads), None
+            if action == "arrive" and machine.integer_shared:  # .shared::cluster: a peer's barrier (emulator.cluster)
+                raw, dest = targets(machine, raw, threads, f"mbarrier {action}", where)
+            ptr = _pointer(raw, "shared", f"mbarrier {action}", where, machine)
             bars = _mbarriers(machine)
             n = (np.ones(len(threads), np.int64) if count is None else
                  _per_thread(np.asarray(count(env, mask), np.int64), machine.nthreads)[threads])
@@ -116,7 +120,7 @@ def _mbarrier_op(action: str):
                 for g, bar, pos in bars.by_barrier(ptr, threads):
                     bar.init(g, int(n[pos[-1]]), where)
             elif action == "arrive":
-                bars.arrive(ptr, threads, n, where)
+                bars.arrive(ptr, threads, n, where, dest)
             else:
                 bars.defer(ptr, threads, _async_copies(machine).seq + 1, where)
         return run

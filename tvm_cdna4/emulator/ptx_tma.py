@@ -152,10 +152,12 @@ class BulkTensorLoads(InFlightLdsWrites):
         self.tickets: list[dict] = []
 
     def issue(self, thread: int, buf, addr, data, bar, g: int, nbytes: int, where: str):
+        """Thread ``thread`` (of workgroup ``g``: a multicast's is the issuing thread's peer of its index) writes
+        ``data`` at ``addr`` of ``g``'s instance of ``buf``, complete-tx ``nbytes`` on ``bar`` there."""
         ticket = len(self.tickets) + 1
         m = self.machine
         threads = np.full(len(addr), thread, np.int64)
-        self.start(threads, buf, m.instance(buf)[threads], addr, data, where,
+        self.start(threads, buf, np.full(len(addr), g, np.int64), addr, data, where,
                    ticket=np.full(len(addr), ticket, np.int64))
         self.tickets.append(dict(ticket=ticket, thread=thread, bar=bar, g=g, nbytes=nbytes, done=False))
         progressed(m)  # a wait on ``bar`` may now land it
@@ -207,10 +209,12 @@ def _tma_load(compiler, call: PtxCall):
     machine, where = compiler.machine, call.where
     dst, tmap, mbar = (compiler.expr(call.operands[k][0]) for k in ("dst_mem", "tmap", "mbar"))
     coords = [compiler.expr(n) for n in call.operands["coords"]]
+    multicast = compiler.expr(call.operands["cta_mask"][0]) if call.mods.get("multicast") else None
 
     def run(env, mask):
         threads = np.flatnonzero(machine.active(mask))
         T = machine.nthreads
+        ctas = _destinations(machine, multicast, env, mask, where)
         d = _per_thread(_address(machine, dst(env, mask), where, "cp.async.bulk.tensor"), T)
         bar_ptr = _pointer(mbar(env, mask), "shared", "cp.async.bulk.tensor mbarrier", where, machine)
         bar_off = _per_thread(np.asarray(bar_ptr.offset, np.int64), T)
@@ -224,10 +228,36 @@ def _tma_load(compiler, call: PtxCall):
             g_off = held_offsets(machine, tm.buffer, src[inside], e, None, where, np.full(int(inside.sum()), t))
             rows[inside] = tm.buffer.data[0, np.asarray(g_off)[:, None] + np.arange(e)]
             buf, offs = _shared_box(machine, tm, int(d[t]), "cp.async.bulk.tensor", where)
-            g = int(machine.wg_of[t])
             bar = _mbarriers(machine).barrier(bar_ptr.buffer, int(bar_off[t]))
-            _tma(machine).issue(int(t), buf, offs, rows, bar, g, tm.nbytes(), where)
+            for g, mirror in ctas(int(t)):
+                _tma(machine).issue(mirror, buf, offs, rows, bar, g, tm.nbytes(), where)
     return run
+
+
+def _destinations(machine, multicast, env, mask, where):
+    """``t -> [(workgroup, thread)]``: where thread ``t``'s box lands and whose write it counts as: its own
+    workgroup and itself, or (``.multicast::cluster``, ``ctaMask`` bit ``r``: the cluster's CTA of rank ``r``)
+    each masked CTA and its thread of ``t``'s index (``emulator.cluster``)."""
+    if multicast is None:
+        return lambda t: [(int(machine.wg_of[t]), t)]
+    from .cluster import require
+
+    c = require(machine, "cp.async.bulk.tensor.multicast::cluster", where)
+    masks = _per_thread(np.asarray(multicast(env, mask)).astype(np.int64), machine.nthreads)
+
+    def each(t):
+        bits = int(masks[t]) & 0xFFFF
+        ranks = np.array([r for r in range(16) if bits >> r & 1], np.int64)
+        if not ranks.size:
+            raise EmulationError("cp.async.bulk.tensor.multicast::cluster: the CTA mask is empty", where,
+                                 *machine.coords(t))
+        g = int(machine.wg_of[t])
+        peers = c.peer(np.full(len(ranks), g), ranks, "cp.async.bulk.tensor.multicast::cluster", where)
+        if (peers != g).any():
+            c.note_remote([g], "cp.async.bulk.tensor.multicast::cluster", where)
+        tid = t - g * machine.block_threads
+        return [(int(h), int(h) * machine.block_threads + tid) for h in peers]
+    return each
 
 
 def _coords(tmap, coords, env, mask, t, where):
