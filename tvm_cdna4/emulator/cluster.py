@@ -78,6 +78,7 @@ class Cluster:
         self.cid, self.rank = _ids(np.asarray(machine.groups, np.int64), g, c)
         self.arrived = np.zeros(machine.nthreads, bool)  # barrier.cluster: arrived in the current phase
         self.awaits = np.zeros(machine.nthreads, np.int64)  # the phase count a thread's wait needs
+        self.armed = np.zeros(machine.nthreads, bool)  # arrived since its last wait
         self.phases = {}  # cluster id -> phases completed
         self.remote: dict[int, str] = {}  # workgroup -> its last remote access not yet followed by a cluster barrier
 
@@ -187,7 +188,7 @@ def _arrive(c: Cluster, threads, what: str, where: str) -> None:
     if twice.size:
         raise EmulationError(f"{what}: a second arrival before the phase completed (no barrier.cluster.wait between)",
                              where, *m.coords(int(twice[0])))
-    c.arrived[threads] = True
+    c.arrived[threads] = c.armed[threads] = True
     for cid in np.unique(c.cid[m.wg_of[threads]]):
         c.awaits[threads[c.cid[m.wg_of[threads]] == cid]] = c.phases.get(int(cid), 0) + 1
         inside = np.isin(m.wg_of, np.flatnonzero(c.cid == cid))
@@ -208,7 +209,7 @@ def _wait(c: Cluster, threads, what: str, where: str) -> None:
 
     def missing():
         cid = c.cid[m.wg_of[threads]]
-        done = np.array([c.phases.get(int(k), 0) for k in cid]) >= c.awaits[threads]
+        done = (np.array([c.phases.get(int(k), 0) for k in cid]) >= c.awaits[threads]) & c.armed[threads]
         return threads[~done]
 
     while missing().size and tasks is not None and tasks.block():
@@ -221,6 +222,7 @@ def _wait(c: Cluster, threads, what: str, where: str) -> None:
         raise EmulationError(f"deadlock: {what}: {int(c.arrived[inside].sum())} of {int(inside.sum())} threads of the "
                              f"cluster arrived (a barrier.cluster.arrive missing in some thread, or a wait without an "
                              "arrive)", where, *m.coords(t))
+    c.armed[threads] = False
     groups = np.zeros(len(m.groups), bool)
     groups[m.wg_of[threads]] = True
     m.epoch[groups] += 1

@@ -36,6 +36,7 @@ from ...rocm.build import register
 from ...tirx_private import transpile_once
 from ..gemm import epilogue as fused
 from ..sm80.gemm_emit_epilogue import TIR_OPS
+from . import gemm_cluster as cluster
 from .gemm_plan import (BLOCK_K, CONSUMER_REGS, ELEMENT_BYTES, PRODUCER_REGS, SWIZZLE_COLUMNS, WARPGROUP, WGMMA_M, WGMMA_TYPES, Sm90Plan, wgmma_k)
 
 TMA_LOAD = "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
@@ -106,7 +107,7 @@ def cta(p, args, maps, producer_role, consumer_role):
     # (``producer_role(p, SMH, MB, args, maps, pid)``: its one thread issues the TMA loads) and the consumer
     # warpgroups (``consumer_role(p, SMH, MB, args, maps, pid, wg, t)``)
     c = p.config
-    T.device_entry(launch=T.cuda.LaunchConfig(grid=p.ctas, block=c.threads, dynamic_smem_bytes=p.smem_bytes),
+    T.device_entry(launch=cluster.launch(p, c.threads),
                    kernel_attrs=T.cuda.KernelAttributes(min_blocks_per_sm=1))
     SMH = T.alloc_tensor(ty_args=[T.Tensor((p.smem_bytes // 2,), p.smem_dtype, scope="shared.dyn", layout="default", align=1024)])
     MB = T.alloc_tensor(ty_args=[T.Tensor((barriers(p),), "uint64", scope="shared", layout="default")])
@@ -115,12 +116,13 @@ def cta(p, args, maps, producer_role, consumer_role):
     if tid == 0:
         for s in T.unroll(c.stages):
             T.ptx.mbarrier.init.shared.b64(MB.ptr_to([s]), T.uint32(1))
-            T.ptx.mbarrier.init.shared.b64(MB.ptr_to([c.stages + s]), T.uint32(1 if c.pingpong else c.consumers))
+            T.ptx.mbarrier.init.shared.b64(MB.ptr_to([c.stages + s]), T.uint32(cluster.empty_arrivals(p)))
         if I.constexpr(c.residual_read == "tma"):
             for w in T.unroll(c.consumers):
                 T.ptx.mbarrier.init.shared.b64(MB.ptr_to([2 * c.stages + w]), T.uint32(1))
         T.ptx["fence.mbarrier_init.release.cluster"]()
     T.cuda.cta_sync()
+    cluster.cluster_sync(p)  # a cluster: the peer's mbarriers initialized before they are signalled
     if tid < WARPGROUP:
         T.ptx["setmaxnreg.dec.sync.aligned.u32"](PRODUCER_REGS)
         if tid == 0:
@@ -128,6 +130,7 @@ def cta(p, args, maps, producer_role, consumer_role):
     else:
         T.ptx["setmaxnreg.inc.sync.aligned.u32"](CONSUMER_REGS)
         consumer_role(p, SMH, MB, args, maps, pid, tid // WARPGROUP - 1, tid % WARPGROUP)
+    cluster.cluster_sync(p)  # a cluster: no CTA exits while its peer may still signal or fill its shared memory
 
 
 @T.macro
@@ -170,8 +173,9 @@ def load_tile(p, SMH, MB, maps, pos, count, k_slice, a_row, b_row):
         T.cuda.mbarrier_wait(MB.ptr_to([c.stages + s]), (it // c.stages + 1) % 2)
         T.ptx.mbarrier.arrive.expect_tx.shared.b64(MB.ptr_to([s]), T.uint32(c.stage_bytes()))
         tma_load(p, SMH, s * c.block_m * BLOCK_K, maps[0], k_first(p, k_slice, kt), a_row, MB.ptr_to([s]))
-        tma_load(p, SMH, c.stages * c.block_m * BLOCK_K + s * c.block_n * BLOCK_K, maps[1], k_first(p, k_slice, kt),
-                 b_row, MB.ptr_to([s]))
+        cluster.b_load(p, TMA_LOAD, T.cuda.cvta_generic_to_shared(SMH.ptr_to([cluster.b_offset(
+            p, c.stages * c.block_m * BLOCK_K + s * c.block_n * BLOCK_K)])), T.address_of(maps[1]),
+            k_first(p, k_slice, kt), cluster.b_row(p, b_row), MB.ptr_to([s]))
 
 
 def k_first(p: Sm90Plan, k_slice, kt):
@@ -244,7 +248,7 @@ def consumer_tile(p, SMH, MB, args, maps, pid, i, part, wg, t, acc, unit, pos, c
             T.ptx["bar.arrive"](T.Cast("uint32", ORDER_BARRIER + 1 - wg), T.uint32(2 * WARPGROUP))
     retire(p, acc)
     if t == 0:
-        T.ptx.mbarrier.arrive.shared.b64(MB.ptr_to([c.stages + (pos + count - 1) % c.stages]), T.uint32(1))
+        cluster.release(p, MB, c.stages + (pos + count - 1) % c.stages)
     if I.constexpr(split):
         split_store(p, SMH, acc, args, maps, part, wg, t, m0, n0, unit)
     elif I.constexpr(c.epilogue == "tma"):
@@ -273,7 +277,7 @@ def mainloop(p, SMH, MB, acc, pos, count, part, wg, t, res):
         T.ptx["wgmma.wait_group.sync.aligned"](1)
         if kt > 0:
             if t == 0:
-                T.ptx.mbarrier.arrive.shared.b64(MB.ptr_to([c.stages + (it + c.stages - 1) % c.stages]), T.uint32(1))
+                cluster.release(p, MB, c.stages + (it + c.stages - 1) % c.stages)
         if I.constexpr(res is not None):
             if kt == residual_at(p):
                 if t == 0:
@@ -705,7 +709,8 @@ def signature_source(p: Sm90Plan) -> str:
     lines = ["@T.function", f"def main({', '.join(f'{n}: types[{i}]' for i, n in enumerate(names))}):"]
     m = p.M if p.dynamic_m is None else "p.M"  # dynamic M: the run-time M (the TIR variable A's shape binds)
     e = ELEMENT_BYTES[p.dtype]
-    maps = [("A", m, p.K, c.block_m, p.block_k, p.tir_dtype, e), ("B", p.N, p.K, c.block_n, p.block_k, p.tir_dtype, e)]
+    maps = [("A", m, p.K, c.block_m, p.block_k, p.tir_dtype, e),
+            ("B", p.N, p.K, cluster.b_box_rows(p), p.block_k, p.tir_dtype, e)]  # a cluster: a CTA's share of B's box
     if c.swap_ab:  # the kernel's A role: B's rows (boxes block_m x K tile); its B role: A's (block_n)
         maps = [("B", p.N, p.K, c.block_m, p.block_k, p.tir_dtype, e), ("A", m, p.K, c.block_n, p.block_k, p.tir_dtype, e)]
     if c.epilogue == "tma":  # C's stores: boxes of a consumer's rows x 64 columns

@@ -141,6 +141,9 @@ unit per tile), ``split-k`` (every tile in ``split_k`` K slices, the partial sum
 or ``hybrid`` (CUTLASS's and Triton's data-parallel + stream-K at tile granularity: the full waves of tiles
 unsplit, the tiles of the last, partial wave in ``split_k`` K slices each, so that their units fill the SMs; the
 module docstring)."""
+CLUSTER_MS = (1, 2)
+"""``Sm90Config.cluster_m``: CTAs per thread-block cluster along M (PTX ISA 9.4 §5.1.2; CUTLASS's sm90 kernels' 2x1
+cluster shape)."""
 BARRIER_BYTES = 1024
 """Shared memory kept beside the ring (the mbarriers live in static shared memory; slack for them)."""
 
@@ -203,6 +206,11 @@ class Sm90Config:
     instructions. ``block_m`` and ``block_n`` then tile ``C^T``: ``block_m`` over N (64 rows per wgmma per
     consumer warpgroup), ``block_n`` over M (``round_up(M, 8)`` up to 256). The cost model weighs it at a static M up
     to 256 (``gemm_cost.WEIGH_SWAP``), not in the dynamic-M buckets (``gemm_cost.WEIGH_SWAP_DYNAMIC``)."""
+
+    cluster_m: int = 1
+    """CTAs per thread-block cluster along M (``CLUSTER_MS``; docs/sm90_gemm.md "Clusters"): 2 runs the kernel in
+    clusters of two CTAs that take two adjacent tile rows of one tile column; each CTA's producer loads its own A box
+    and half of the B box, multicast to both (``gemm_cluster``), so each B byte leaves L2 once per cluster."""
 
     @property
     def pingpong(self) -> bool:
@@ -299,6 +307,22 @@ class Sm90Config:
                 "'registers', residual_read='global', decomposition not 'hybrid'", (self.epilogue, self.residual_read, d))
         if self.group_m < 1 or self.ctas < 0:
             bad("group_m/ctas", "group_m >= 1 and ctas >= 0", ">= 1, >= 0", (self.group_m, self.ctas))
+        self._check_cluster(bad)
+
+    def _check_cluster(self, bad) -> None:
+        if self.cluster_m not in CLUSTER_MS:
+            bad("cluster_m", "CTAs per cluster along M", CLUSTER_MS, self.cluster_m)
+        if self.cluster_m == 1:
+            return
+        if self.split_k != 1 or self.swap_ab:
+            bad("cluster_m", "a cluster of CTAs runs the data-parallel, unswapped kernel", "split_k=1, swap_ab=False",
+                (self.split_k, self.swap_ab))
+        if self.block_n % (8 * self.cluster_m):
+            bad("cluster_m", "each CTA multicasts block_n / cluster_m rows of B, whole 8-row 128-byte swizzle atoms",
+                f"block_n % {8 * self.cluster_m} == 0", (self.cluster_m, self.block_n))
+        if self.ctas % self.cluster_m:
+            bad("cluster_m", "the persistent grid is whole clusters", f"ctas % {self.cluster_m} == 0 (0: the SMs')",
+                (self.cluster_m, self.ctas))
 
 
 @attrs.frozen
@@ -360,6 +384,8 @@ class Sm90Plan(PlanRecord, family="gemm"):
         ``dp_tiles`` only)."""
         if self.hybrid:
             return self.dp_tiles + self.split_units
+        if self.config.cluster_m > 1:  # the tile rows rounded up to whole clusters (tile_of)
+            return cluster_units(self.tiles_m, self.tiles_n, self.config.cluster_m)
         return self.tiles if self.split == 1 else self.tiles * self.split
 
     @property
@@ -414,13 +440,21 @@ class Sm90Plan(PlanRecord, family="gemm"):
 
     def tile_of(self, t, div, mod, min_):
         """(tile row, tile column) of linear tile ``t`` in the grouped order: ``group_m`` tile rows at a
-        time, column-major inside the group (``div``/``mod``/``min_``: Python's or TIR's)."""
-        g = self.config.group_m
+        time, column-major inside the group (``div``/``mod``/``min_``: Python's or TIR's). With ``cluster_m`` = 2,
+        ``t`` is unit ``2 q + rank``: rank ``rank``'s row of pair ``q`` of tile rows in that order over the pairs
+        (``group_m`` tile rows a group, in pairs; a pair's second row may lie past M: its loads are zeros, its
+        stores clipped)."""
+        cm = self.config.cluster_m
+        g = self.config.group_m if cm == 1 else max(1, self.config.group_m // cm)
+        tiles_m = self.tiles_m if cm == 1 else ceil_div(self.tiles_m, cm)
+        u = t if cm == 1 else div(t, cm)
         per_group = g * self.tiles_n
-        first = div(t, per_group) * g
-        rows = min_(self.tiles_m - first, g)
-        inner = mod(t, per_group)
-        return first + mod(inner, rows), div(inner, rows)
+        first = div(u, per_group) * g
+        rows = min_(tiles_m - first, g)
+        inner = mod(u, per_group)
+        if cm == 1:
+            return first + mod(inner, rows), div(inner, rows)
+        return (first + mod(inner, rows)) * cm + mod(t, cm), div(inner, rows)
 
 
 def check_problem(M, N, K, dtype, layout, out_dtype) -> None:
@@ -465,6 +499,8 @@ def plan(M, N, K, dtype, layout, out_dtype, config: Sm90Config, sms: int, smem_b
     check_split(config, k_tiles)
     units = tiles_m * tiles_n * config.split_k
     cap = config.ctas or sms
+    if config.cluster_m > 1:  # whole clusters: the tile rows in pairs, the grid a multiple of the cluster
+        units, cap = cluster_units(tiles_m, tiles_n, config.cluster_m), cap // config.cluster_m * config.cluster_m
     if config.decomposition == "hybrid":  # the full waves whole, the last wave's tiles split
         dp = tiles_m * tiles_n // cap * cap
         units = dp + (tiles_m * tiles_n - dp) * config.split_k
@@ -526,6 +562,11 @@ def check_split(config: Sm90Config, k_tiles: int) -> None:
                             f"< {k_tiles} k-tiles", found=config.split_k)
 
 
+def cluster_units(tiles_m, tiles_n, cluster_m: int):
+    """The work units of a clustered plan: the tile rows rounded up to whole clusters, times the tile columns."""
+    return ceil_div(tiles_m, cluster_m) * cluster_m * tiles_n
+
+
 def _min(x, cap: int):
     """``min(x, cap)`` of a TIR expression (the run-time tiles of a dynamic M)."""
     from tvm_tirx import tirx
@@ -533,4 +574,4 @@ def _min(x, cap: int):
     return tirx.min(x, cap)
 
 
-__all__ = ["BLOCK_K", "DECOMPOSITIONS", "DTYPES", "ELEMENT_BYTES", "ROW_BYTES", "TAIL_SWIZZLE", "WGMMA_TYPES", "block_k", "wgmma_k", "EPILOGUES", "LAYOUTS", "OUT_DTYPES", "REDUCTIONS", "ACTIVATION_FORMS", "RESIDUAL_READS", "SCHEDULES", "check_fused", "epilogue_choices", "check_split", "Sm90Config", "Sm90Plan", "check_problem", "plan"]
+__all__ = ["BLOCK_K", "CLUSTER_MS", "cluster_units", "DECOMPOSITIONS", "DTYPES", "ELEMENT_BYTES", "ROW_BYTES", "TAIL_SWIZZLE", "WGMMA_TYPES", "block_k", "wgmma_k", "EPILOGUES", "LAYOUTS", "OUT_DTYPES", "REDUCTIONS", "ACTIVATION_FORMS", "RESIDUAL_READS", "SCHEDULES", "check_fused", "epilogue_choices", "check_split", "Sm90Config", "Sm90Plan", "check_problem", "plan"]

@@ -1,0 +1,109 @@
+"""The sm90 GEMM in clusters of two CTAs (``Sm90Config.cluster_m``, ``kernels/sm90/gemm_cluster.py``): the plan's
+rules and tile order, the emitted launch and instructions, emulator-exact runs (a pair whose second tile row lies
+past M, odd M / N / K, one and two consumers, ping-pong, the TMA epilogue with a TMA-read residual, dynamic M) and
+a missing remote release or trailing cluster barrier reported by the emulator."""
+
+from __future__ import annotations
+
+import pytest
+from hopper_kernels import dropping
+
+from tvm_cdna4.emulator import EmulationError, emulate
+from tvm_cdna4.errors import ContractError
+from tvm_cdna4.kernels import gemm
+from tvm_cdna4.kernels.gemm import GemmProblem, random_inputs
+from tvm_cdna4.kernels.gemm.dynamic_m import MBucket
+from tvm_cdna4.kernels.gemm.epilogue import Fusion
+from tvm_cdna4.kernels.sm90 import gemm_target
+from tvm_cdna4.kernels.sm90.gemm_plan import Sm90Config
+
+EMULATOR = "the CUDA emulator (no GPU runner)"
+
+
+@pytest.mark.parametrize("field, config", [
+    ("cluster_m", Sm90Config(cluster_m=3)),
+    ("cluster_m", Sm90Config(cluster_m=2, split_k=2)),
+    ("cluster_m", Sm90Config(block_n=136, cluster_m=2)),  # 68 rows of B per CTA: not whole 8-row atoms
+    ("cluster_m", Sm90Config(cluster_m=2, ctas=5)),
+])
+def test_a_config_breaking_a_cluster_rule_names_cluster_m(field, config):
+    with pytest.raises(ContractError, match=r"sm90 GEMM config cluster_m") as e:
+        config.check(232448)
+    assert e.value.operand == field
+
+
+def test_a_cluster_takes_two_adjacent_tile_rows_of_one_column_and_the_grid_is_whole_clusters():
+    p = gemm.plan(GemmProblem(300, 500, 128, "bf16", "nt", "bf16"), "sm90", Sm90Config(128, 128, cluster_m=2, group_m=4),
+                  sms=7)
+    assert (p.tiles_m, p.tiles_n, p.units, p.ctas) == (3, 4, 16, 6)  # 3 tile rows in 2 pairs; 7 SMs: 3 clusters
+    tiles = [p.tile_of(u, lambda a, b: a // b, lambda a, b: a % b, min) for u in range(p.units)]
+    assert tiles[:6] == [(0, 0), (1, 0), (2, 0), (3, 0), (0, 1), (1, 1)]  # pairs (0, 1), (2, 3): column-major
+    assert sorted(tiles) == sorted((m, n) for m in range(4) for n in range(4))  # row 3 lies past M: zeros, clipped
+
+
+def test_an_unclustered_plan_keeps_its_tile_order():
+    p = gemm.plan(GemmProblem(300, 500, 128, "bf16", "nt", "bf16"), "sm90", Sm90Config(128, 128, group_m=2), sms=7)
+    tiles = [p.tile_of(u, lambda a, b: a // b, lambda a, b: a % b, min) for u in range(p.units)]
+    assert (p.units, p.ctas) == (12, 7) and tiles[:5] == [(0, 0), (1, 0), (0, 1), (1, 1), (0, 2)]
+
+
+def test_the_clustered_kernel_launches_clusters_of_two_and_multicasts_half_of_b():
+    p = gemm.plan(GemmProblem(300, 500, 128, "bf16", "nt", "bf16"), "sm90", Sm90Config(128, 128, cluster_m=2), sms=8)
+    text = gemm_target.emit(p).script()
+    assert "T.device_entry(8, 1, 1, 384, 1, 1, 2, 1, 1," in text  # grid 8, block 384, cluster (2, 1, 1)
+    assert text.count("multicast::cluster") == 1 and text.count('T.ptx.barrier("cluster", "arrive"') == 2
+    assert text.count('"arrive", "release", "cluster", "shared::cluster"') == 2  # both releases, in the peer too
+    assert "T.address_of(MB[4 + s])), T.uint32(4)" in text  # each "empty" barrier: 2 consumers x 2 CTAs
+
+
+def test_the_emulator_validates_a_clustered_plan():
+    """M = 33 in one 64-row tile: the pair's second row lies wholly past M (zeros, no stores); odd N over two tile
+    columns; K = 200: more k-tiles than stages (each producer waits on both CTAs' releases)."""
+    v = gemm.validate(GemmProblem(33, 69, 200, "bf16", "nt", "f32"), "sm90", Sm90Config(64, 64, 2, 1, cluster_m=2))
+    assert v.ok and v.where == EMULATOR and v.ratio == 0.0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("problem, config", [
+    # two consumers, odd M / N / K, the pair's second row past M
+    (GemmProblem(67, 69, 264, "bf16", "nt", "f32"), Sm90Config(128, 64, 2, 2, cluster_m=2)),
+    # one consumer, one cluster walking three tile rows (a ragged pair) x two columns, fused epilogue, bf16 C
+    (GemmProblem(150, 100, 136, "bf16", "nt", "bf16", Fusion(bias=True, activation="gelu")),
+     Sm90Config(64, 64, 2, 1, ctas=2, cluster_m=2)),
+    # ping-pong: each CTA's consumers alternate tiles, each releases its stages in both CTAs
+    (GemmProblem(130, 150, 128, "bf16", "nt", "f32"), Sm90Config(64, 64, 2, 2, ctas=2, schedule="pingpong", cluster_m=2)),
+    # the TMA epilogue and the residual read with TMA into the staging buffer, f16
+    (GemmProblem(77, 64, 200, "f16", "nt", "f16", Fusion(residual=True)),
+     Sm90Config(128, 64, 2, 2, epilogue="tma", residual_read="tma", cluster_m=2)),
+    # fp8 inputs: 128-element K tiles, the same 128-byte rows
+    (GemmProblem(70, 48, 256, "fp8", "nt", "bf16"), Sm90Config(64, 48, 2, 1, cluster_m=2)),
+])
+def test_the_emulator_validates_more_clustered_plans(problem, config):
+    v = gemm.validate(problem, "sm90", config)
+    assert v.ok and v.where == EMULATOR and v.ratio <= 1.0
+
+
+@pytest.mark.slow
+def test_the_emulator_validates_a_clustered_dynamic_m_kernel():
+    problem = GemmProblem(None, 72, 128, "bf16", "nt", "bf16")
+    p = gemm_target.plan(problem, Sm90Config(64, 64, 2, 1, cluster_m=2), m=MBucket(1, 256))
+    assert p.dynamic_m is not None
+    for m in (33, 130):
+        data = random_inputs(GemmProblem(m, 72, 128, "bf16", "nt", "bf16"), m)
+        c = data.output()
+        emulate(gemm_target.emit(p), *data.arguments(p.params, c), target="sm90")
+        assert data.ratio(c) <= 1.0
+
+
+@pytest.mark.parametrize("op, nth, words", [
+    # a consumer's release of a stage in the peer CTA: the peer's producer waits for it forever
+    ("tirx.ptx.mbarrier_arrive_nocount", 1, r"deadlock: mbarrier 'MB' byte 16: .* 1 of 2 arrivals pending"),
+    # the trailing cluster barrier's arrive: the wait cannot complete
+    ("tirx.ptx.barrier_cluster_arrive", 2, r"deadlock: barrier.cluster.wait: 0 of 512 threads of the cluster arrived"),
+])
+def test_a_dropped_cluster_step_is_reported(op, nth, words):
+    problem = GemmProblem(33, 41, 200, "bf16", "nt", "bf16")
+    p = gemm.plan(problem, "sm90", Sm90Config(64, 64, 2, 1, cluster_m=2))
+    data = random_inputs(problem, 0)
+    with pytest.raises(EmulationError, match=words):
+        emulate(dropping(gemm_target.emit(p), op, nth), *data.arguments(p.params, data.output()), target="sm90")

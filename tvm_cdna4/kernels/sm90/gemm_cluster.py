@@ -1,0 +1,95 @@
+"""The sm90 GEMM in thread-block clusters (``Sm90Config.cluster_m`` = 2; docs/sm90_gemm.md "Clusters"): what the
+emitter (``gemm_emit``) adds for a cluster, each a no-op (the very call of an unclustered kernel) when
+``cluster_m`` is 1, so that the generated code of every other plan is unchanged.
+
+A cluster of 2 CTAs (``clusterDim`` (2, 1, 1): CTAs ``2 c`` and ``2 c + 1``, rank ``blockIdx.x % 2``) takes two
+adjacent tile rows of one tile column (``Sm90Plan.tile_of``). Per k-tile each CTA's producer waits on its stage's
+"empty" mbarrier, arms its "full" one with the whole stage's bytes, loads its own A box and HALF of the B box
+(rows ``rank * block_n / 2 ..`` of the tile's B panel) with ``cp.async.bulk.tensor...multicast::cluster`` and CTA
+mask ``0b11``: the half box lands at the same shared offset in both CTAs and completes its bytes on the "full"
+mbarrier at the same offset in each (PTX ISA 9.4 §9.7.10.28.5), so each B byte leaves L2 once per cluster. A
+stage is refilled by both producers (each writes half of the peer's B), so a consumer releases it on its own
+CTA's "empty" barrier and, through ``mapa``, on the peer's (``release``): the "empty" barriers count the
+consumers of both CTAs (CUTLASS's ``PipelineTmaAsync`` with a cluster: ``consumer_release`` arrives on the
+empty barrier of every CTA that multicasts into the stage, ``include/cutlass/pipeline/sm90_pipeline.hpp``).
+A cluster barrier after the mbarriers' initialization (a peer's barrier is initialized before it is signalled)
+and one at the end (no CTA exits while its peer may still signal or fill its shared memory: CUTLASS's sm90
+warp-specialized kernels end the same way) bracket the kernel (``cluster_sync``).
+"""
+
+from __future__ import annotations
+
+from tvm_tirx.script import ir as I
+from tvm_tirx.script import tirx as T
+
+from .gemm_plan import BLOCK_K, Sm90Plan
+
+MULTICAST = ".multicast::cluster"
+"""The TMA load's qualifier that lands the box in every CTA of its mask (PTX ISA 9.4 §9.7.10.28.5)."""
+
+
+def launch(p: Sm90Plan, threads: int):
+    """The kernel's launch: the persistent grid of ``p.ctas`` CTAs, ``threads`` each, the ring's dynamic shared
+    memory, in clusters of ``cluster_m`` CTAs along x (none for 1: the unclustered launch)."""
+    extra = {"cluster": p.config.cluster_m} if p.config.cluster_m > 1 else {}
+    return T.cuda.LaunchConfig(grid=p.ctas, block=threads, dynamic_smem_bytes=p.smem_bytes, **extra)
+
+
+def rank(p: Sm90Plan):
+    """The CTA's rank in its cluster (``blockIdx.x % cluster_m``; a cluster along x)."""
+    return T.truncmod(T.cuda.block_idx("x"), p.config.cluster_m)
+
+
+def empty_arrivals(p: Sm90Plan) -> int:
+    """The arrivals that release a stage: one per consumer warpgroup (ping-pong: the one consumer of the tile),
+    of every CTA of the cluster."""
+    c = p.config
+    return (1 if c.pingpong else c.consumers) * c.cluster_m
+
+
+def b_box_rows(p: Sm90Plan) -> int:
+    """The rows of B's TMA box: the tile's ``block_n``, a CTA's share of it in a cluster."""
+    return p.config.block_n // p.config.cluster_m
+
+
+def b_row(p: Sm90Plan, row):
+    """B's first row of the CTA's load of the tile whose panel starts at ``row``."""
+    return row if p.config.cluster_m == 1 else row + rank(p) * b_box_rows(p)
+
+
+def b_offset(p: Sm90Plan, offset):
+    """The ring element of the CTA's B box of the stage whose B tile starts at element ``offset``."""
+    return offset if p.config.cluster_m == 1 else offset + rank(p) * b_box_rows(p) * BLOCK_K
+
+
+def b_load(p: Sm90Plan, instruction: str, dst, tensor_map, k0, row0, mbar):
+    """The B box's TMA load (``instruction``: the kernel's, ``gemm_emit.TMA_LOAD``): multicast to every CTA of the
+    cluster with ``cluster_m`` > 1 (CTA mask all ones), else the CTA's own."""
+    if p.config.cluster_m == 1:
+        T.ptx[instruction](dst, tensor_map, k0, row0, mbar)
+    else:
+        T.ptx[instruction + MULTICAST](dst, tensor_map, k0, row0, mbar, T.uint16((1 << p.config.cluster_m) - 1))
+
+
+@T.macro
+def release(p, MB, index):
+    # a consumer warpgroup's release of the stage whose "empty" mbarrier is MB[index]: its own CTA's and, in a
+    # cluster, the peer's (mapa of the same barrier into the other CTA; .shared::cluster arrive)
+    T.ptx.mbarrier.arrive.shared.b64(MB.ptr_to([index]), T.uint32(1))
+    if I.constexpr(p.config.cluster_m > 1):
+        remote = T.alloc_tensor(ty_args=[T.Tensor((1,), "uint32", scope="local", layout="default")])
+        T.ptx.mapa.shared__cluster.u32(remote[0], T.cuda.cvta_generic_to_shared(MB.ptr_to([index])),
+                                       T.Cast("uint32", 1 - rank(p)))
+        T.ptx.mbarrier.arrive.release.cluster.shared__cluster.b64(remote[0])
+
+
+@T.macro
+def cluster_sync(p):
+    # every thread of the cluster's CTAs (a cluster only): barrier.cluster.arrive (release) + wait (acquire)
+    if I.constexpr(p.config.cluster_m > 1):
+        T.ptx["barrier.cluster.arrive.aligned"]()
+        T.ptx["barrier.cluster.wait.aligned"]()
+
+
+__all__ = ["MULTICAST", "b_box_rows", "b_load", "b_offset", "b_row", "cluster_sync", "empty_arrivals", "launch",
+           "rank", "release"]
