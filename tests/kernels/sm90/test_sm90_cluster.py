@@ -15,7 +15,7 @@ from tvm_cdna4.kernels.gemm import GemmProblem, random_inputs
 from tvm_cdna4.kernels.gemm.dynamic_m import MBucket
 from tvm_cdna4.kernels.gemm.epilogue import Fusion
 from tvm_cdna4.kernels.sm90 import gemm_target
-from tvm_cdna4.kernels.sm90.gemm_plan import Sm90Config
+from tvm_cdna4.kernels.sm90.gemm_plan import Sm90Config, plan
 
 EMULATOR = "the CUDA emulator (no GPU runner)"
 
@@ -85,8 +85,7 @@ def test_the_emulator_validates_more_clustered_plans(problem, config):
 
 @pytest.mark.slow
 def test_the_emulator_validates_a_clustered_dynamic_m_kernel():
-    problem = GemmProblem(None, 72, 128, "bf16", "nt", "bf16")
-    p = gemm_target.plan(problem, Sm90Config(64, 64, 2, 1, cluster_m=2), m=MBucket(1, 256))
+    p = plan(MBucket(1, 256), 72, 128, "bf16", "nt", "bf16", Sm90Config(64, 64, 2, 1, cluster_m=2), 132, 232448)
     assert p.dynamic_m is not None
     for m in (33, 130):
         data = random_inputs(GemmProblem(m, 72, 128, "bf16", "nt", "bf16"), m)
@@ -107,3 +106,31 @@ def test_a_dropped_cluster_step_is_reported(op, nth, words):
     data = random_inputs(problem, 0)
     with pytest.raises(EmulationError, match=words):
         emulate(dropping(gemm_target.emit(p), op, nth), *data.arguments(p.params, data.output()), target="sm90")
+
+
+def test_the_estimate_of_a_cluster_halves_each_ctas_b_bytes_and_pairs_the_tile_rows():
+    import attrs
+
+    from tvm_cdna4.kernels.devices import DEVICES
+    from tvm_cdna4.kernels.sm90 import gemm_cost
+
+    dev, one = DEVICES["H100"], Sm90Config(128, 256, 4, 2, ctas=8)
+    two = attrs.evolve(one, cluster_m=2)
+    # 5 tile rows of one column: 5 CTAs alone, 6 (3 pairs) in clusters: a sixth CTA's first stage to fill
+    a, b = (gemm_cost.estimate(c, 640, 256, 4096, 2, dev) for c in (one, two))
+    assert b.fill / a.fill == pytest.approx(6 / 5)
+    # 8 CTAs streaming from L2 (a small grid): each CTA's bytes (A's 128 rows, B's 256, or 128 in a pair) bound it
+    k, c_bytes = 4096, 128 * 256 * 2
+    a, b = (gemm_cost.estimate(c, 1024, 256, k, 2, dev) for c in (one, two))
+    assert b.memory / a.memory == pytest.approx(((128 + 128) * k * 2 + c_bytes) / ((128 + 256) * k * 2 + c_bytes))
+
+
+def test_the_choice_weighs_clusters_only_when_asked():
+    from tvm_cdna4.kernels.devices import DEVICES
+    from tvm_cdna4.kernels.sm90 import gemm_cost
+
+    dev = DEVICES["H100"]
+    assert not gemm_cost.WEIGH_CLUSTER
+    assert all(c.cluster_m == 1 for _, c in gemm_cost.ranked(3000, 4608, 3584, 2, dev))
+    weighed = gemm_cost.ranked(3000, 4608, 3584, 2, dev, cluster=True)
+    assert any(c.cluster_m == 2 for _, c in weighed) and all(c.block_n % 16 == 0 for _, c in weighed if c.cluster_m == 2)

@@ -75,6 +75,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+import attrs
+
 from ..common import ceil_div
 from ..gemm.grouped import expected_row_tiles
 from .gemm_plan import (ACC_REGS_MAX, BARRIER_BYTES, BLOCK_K, ELEMENT_BYTES, INT32_ELEMENTS, SWIZZLE_COLUMNS,
@@ -216,8 +218,9 @@ def estimate(cfg: Sm90Config, M: int, N: int, K: int, out_bytes: int, device, dt
     ``cfg.swap_ab``: the kernel's product C^T, (N, M, K) at ``SWAPPED_EFFICIENCY`` (``efficiency``)."""
     if cfg.swap_ab:
         M, N = N, M
-    tiles = ceil_div(M, cfg.block_m) * ceil_div(N, cfg.block_n)
-    cap = cfg.ctas or device.units
+    cm = cfg.cluster_m  # a cluster: its tile rows in whole clusters, the grid whole clusters, B's bytes shared
+    tiles = ceil_div(ceil_div(M, cfg.block_m), cm) * cm * ceil_div(N, cfg.block_n)
+    cap = (cfg.ctas or device.units) // cm * cm
     whole = tiles // cap * cap if cfg.decomposition == "hybrid" else 0  # a hybrid's unsplit tiles: its full waves
     ctas = min(whole + (tiles - whole) * cfg.split_k, cap)
     waves = whole // ctas  # whole tiles per CTA (0 but in a hybrid)
@@ -228,7 +231,7 @@ def estimate(cfg: Sm90Config, M: int, N: int, K: int, out_bytes: int, device, dt
     flops_per_clk = TENSOR_FLOPS_PER_CLK * TENSOR_RATE[dtype]
     tile_s = cfg.block_m * cfg.block_n * k * 2 / (flops_per_clk * device.clock_hz * efficiency(cfg))
     moved = (M * K + groups * N * K) * bytes_per + M * N * out_bytes
-    cta_bytes = per_cta * ((cfg.block_m + cfg.block_n) * k * bytes_per + cfg.block_m * cfg.block_n * out_bytes)
+    cta_bytes = per_cta * ((cfg.block_m + cfg.block_n / cm) * k * bytes_per + cfg.block_m * cfg.block_n * out_bytes)
     compute = per_cta * tile_s
     if waves:  # a hybrid's full waves: whole tiles before the split ones
         compute += waves * tile_s * k_whole / k
@@ -303,14 +306,31 @@ def epilogues(N: int, out_bytes: int, consumers: int) -> tuple:
     return ("registers", "tma") if out_bytes == 2 and N % 8 == 0 and consumers == 2 else ("registers",)
 
 
+WEIGH_CLUSTER = False
+"""Whether the choice (``ranked``) weighs clusters of two CTAs (``Sm90Config.cluster_m`` = 2, ``cluster_configs``): not
+yet. The estimate's terms for a cluster (``estimate``: the tile rows in pairs, the grid whole clusters, each CTA's
+L2-to-SM bytes of B halved) are not fitted to a cluster's timing, and its HBM term already counts A and B read once
+(the excess a cluster removes, about 2x the floor at 4096^3 in an ncu profile, is not in it): timed on an H100 with
+``benchmarks/sm90_sweep.py --clusters`` first (docs/sm90_gemm.md "Clusters")."""
+
+
+def cluster_configs(cfg: Sm90Config) -> tuple:
+    """``cfg`` in a cluster of two (``cluster_m`` = 2) where the plan allows it (data-parallel, unswapped, B's half box
+    whole 8-row atoms: ``Sm90Config.check``), else none."""
+    if cfg.split_k != 1 or cfg.swap_ab or cfg.block_n % 16 or cfg.ctas % 2:
+        return ()
+    return (attrs.evolve(cfg, cluster_m=2),)
+
+
 def ranked(M: int, N: int, K: int, out_bytes: int, device, dtype: str = "bf16",
            min_slice: int = MIN_SLICE_TILES, hybrid: bool | None = None,
-           swap: bool | None = None) -> list[tuple[float, Sm90Config]]:
+           swap: bool | None = None, cluster: bool | None = None) -> list[tuple[float, Sm90Config]]:
     """Every candidate config (``CANDIDATES`` and the ``wave_widths`` of (M, N); the deepest ring) with every epilogue C allows (``epilogues``) and every K split
     ``decompositions`` weighs (``splits`` with slices of ``min_slice`` k-tiles or more; the hybrid where
     ``hybrid``, default ``WEIGH_HYBRID``), the swapped ones where ``swap`` (default ``WEIGH_SWAP``) and M is at most
-    ``TMA_BOX_MAX`` (``swap_configs``), and its estimate, best first (ties: the larger tile, then the fewer
-    slices)."""
+    ``TMA_BOX_MAX`` (``swap_configs``), the clustered ones where ``cluster`` (default ``WEIGH_CLUSTER``:
+    ``cluster_configs``), and its estimate, best first (ties: the larger tile, then the fewer slices, then the
+    unclustered)."""
     out, k_tiles = [], ceil_div(K, block_k(dtype))
     tiles = CANDIDATES + wave_widths(M, N, device.units)
     for (bm, bn, consumers), how in ((c, how) for c in tiles for how in epilogues(N, out_bytes, c[2])):
@@ -318,7 +338,8 @@ def ranked(M: int, N: int, K: int, out_bytes: int, device, dtype: str = "bf16",
                                          hybrid):
             stages = deepest(bm, bn, consumers, device.smem_per_unit, ceil_div(k_tiles, split), how)
             cfg = Sm90Config(bm, bn, stages, consumers, epilogue=how, split_k=split, decomposition=way)
-            out.append((estimate(cfg, M, N, K, out_bytes, device, dtype).total, -bm * bn, split, cfg))
+            for c in (cfg, *(cluster_configs(cfg) if (WEIGH_CLUSTER if cluster is None else cluster) else ())):
+                out.append((estimate(c, M, N, K, out_bytes, device, dtype).total, -bm * bn, split, c))
     if (WEIGH_SWAP if swap is None else swap) and M <= TMA_BOX_MAX:
         out += [(estimate(cfg, M, N, K, out_bytes, device, dtype).total, -cfg.block_m * cfg.block_n, cfg.split_k, cfg)
                 for cfg in swap_configs(M, N, K, device, dtype, splits(M, N, K, dtype, min_slice))]
@@ -486,7 +507,7 @@ def choose_for_range(lo: int, hi: int, N: int, K: int, out_bytes: int, device, d
 
 
 __all__ = ["CANDIDATES", "MIN_SLICE_TILES", "RANGE_SAMPLES", "SPLITS", "STAGED_EPILOGUE", "STORE_EFFICIENCY", "TENSOR_EFFICIENCY",
-           "TENSOR_RATE", "WEIGH_HYBRID", "MAX_WAVES", "WAVE_ROWS", "WAVE_WIDTH_MIN", "WAVE_WIDTH_STEP", "wave_widths", "Estimate", "choose_config", "choose_for_range", "choose_grouped", "decompositions", "grouped_configs",
+           "TENSOR_RATE", "WEIGH_CLUSTER", "WEIGH_HYBRID", "cluster_configs", "MAX_WAVES", "WAVE_ROWS", "WAVE_WIDTH_MIN", "WAVE_WIDTH_STEP", "wave_widths", "Estimate", "choose_config", "choose_for_range", "choose_grouped", "decompositions", "grouped_configs",
            "grouped_estimate", "grouped_ranked", "GROUPED_EPILOGUE_TILES", "deepest", "efficiency", "epilogues", "estimate",
            "range_samples", "ranked", "reduction", "splits", "SWAP_AB_ROWS", "swap_ab_config", "swap_ab_ranked",
            "FEW_CTAS", "SWAPPED_EFFICIENCY", "SWAP_SPLIT_ACC_MAX", "WEIGH_SWAP", "WEIGH_SWAP_DYNAMIC", "few_ctas", "swap_configs"]
