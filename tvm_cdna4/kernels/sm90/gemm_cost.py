@@ -311,7 +311,7 @@ WEIGH_CLUSTER = False
 yet. The estimate's terms for a cluster (``estimate``: the tile rows in pairs, the grid whole clusters, each CTA's
 L2-to-SM bytes of B halved) are not fitted to a cluster's timing, and its HBM term already counts A and B read once
 (the excess a cluster removes, about 2x the floor at 4096^3 in an ncu profile, is not in it): timed on an H100 with
-``benchmarks/sm90_sweep.py --clusters`` first (docs/sm90_gemm.md "Clusters")."""
+``benchmarks/sm90_clusters.py`` first (docs/sm90_gemm.md "Clusters")."""
 
 
 def cluster_configs(cfg: Sm90Config) -> tuple:

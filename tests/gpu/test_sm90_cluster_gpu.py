@@ -1,0 +1,31 @@
+"""The sm90 GEMM in clusters of two CTAs (``Sm90Config.cluster_m=2``; docs/sm90_gemm.md "Clusters") on a Hopper GPU
+(``cuda(arch="sm_90a")``): B multicast to both CTAs of a cluster, the stage released in both; odd M / N / K, a pair
+whose second tile row lies past M, one and two consumers, ping-pong, the TMA epilogue with a TMA-read residual, a
+dynamic-M plan; each within ``error_bound``. Skipped without such a GPU."""
+
+import pytest
+
+from tvm_cdna4.kernels import gemm
+from tvm_cdna4.kernels.gemm import GemmProblem
+from tvm_cdna4.kernels.gemm.epilogue import Fusion
+from tvm_cdna4.kernels.sm90.gemm_plan import Sm90Config
+
+pytestmark = pytest.mark.cuda(arch="sm_90a")  # the project plugin (tvm_cdna4.testing)
+
+
+@pytest.mark.parametrize("M, N, K, cfg, fusion", [
+    (77, 200, 264, Sm90Config(128, 64, 4, 2, cluster_m=2), Fusion()),                   # one pair, its second row past M
+    (333, 1000, 520, Sm90Config(128, 128, 4, 2, cluster_m=2, ctas=4), Fusion()),        # 2 clusters walking 3 x 8 pairs
+    (1000, 776, 4104, Sm90Config(128, 256, 4, 2, epilogue="tma", epilogue_tile=64, cluster_m=2), Fusion()),  # N = 776: a last tile of 8 columns
+    (333, 1000, 520, Sm90Config(128, 128, 4, 2, epilogue="tma", residual_read="tma", cluster_m=2),
+     Fusion(bias=True, activation="gelu", residual=True)),
+    (300, 1000, 520, Sm90Config(128, 128, 5, 2, schedule="pingpong", cluster_m=2), Fusion(col_scale=True)),
+    (200, 4600, 520, Sm90Config(64, 176, 6, 1, cluster_m=2), Fusion()),                 # one consumer, 88-row B halves
+    (3000, 4608, 3584, Sm90Config(128, 192, 4, 2, epilogue="tma", cluster_m=2), Fusion(residual=True)),
+])
+def test_clustered_plans_validate_on_a_hopper_gpu(M, N, K, cfg, fusion):
+    from tvm_cdna4.runtime.cuda import run_gemm
+
+    out = "bf16" if cfg.epilogue == "tma" or fusion.residual else "f32"
+    v = gemm.validate(GemmProblem(M, N, K, "bf16", "nt", out, fusion), "sm90", cfg, run=run_gemm)
+    assert v.ok and v.where == "the NVIDIA GPU"
