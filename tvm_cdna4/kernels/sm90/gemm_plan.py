@@ -40,6 +40,11 @@ tiles, then its split units ``pid, pid + ctas, ...``; the ring positions count t
 each, then ``slice_tiles`` each) in both roles. With fewer tiles than a wave every tile is split (split-K);
 with whole waves only, none is. Cooperative schedule only.
 
+Clusters (``Sm90Config.cluster_m`` = 2; ``gemm_cluster``'s docstring, docs/sm90_gemm.md "Clusters"): the grid runs in
+clusters of two CTAs on adjacent tile rows of one tile column (``Sm90Plan.tile_of``: unit ``2 q + rank``, the tile rows
+rounded up to pairs, ``units`` and ``ctas`` even), each CTA loading its own A box and half of the B box multicast to
+both; data-parallel and unswapped only.
+
 Swap AB (``Sm90Config.swap_ab``; the cost model's choice at some static M, ``gemm_cost``): the kernel computes ``C^T = B A^T`` (CUTLASS's and TensorRT-LLM's
 small-M GEMMs) so that a small M is wgmma's N. wgmma's M is 64 rows an instruction and its N any multiple of 8 up
 to 256 (PTX ISA 9.7.17.2, the wgmma shapes): a small M padded to 64-row tiles wastes tensor work (M = 200 in
