@@ -134,3 +134,11 @@ def test_the_choice_weighs_clusters_only_when_asked():
     assert all(c.cluster_m == 1 for _, c in gemm_cost.ranked(3000, 4608, 3584, 2, dev))
     weighed = gemm_cost.ranked(3000, 4608, 3584, 2, dev, cluster=True)
     assert any(c.cluster_m == 2 for _, c in weighed) and all(c.block_n % 16 == 0 for _, c in weighed if c.cluster_m == 2)
+
+
+def test_the_grouped_kernel_refuses_a_cluster():
+    from tvm_cdna4.kernels.sm90.grouped_plan import check_grouped_config
+
+    with pytest.raises(ContractError, match="sm90 grouped GEMM config cluster_m") as e:
+        check_grouped_config(Sm90Config(cluster_m=2))
+    assert e.value.operand == "cluster_m"
