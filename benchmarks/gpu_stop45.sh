@@ -1,5 +1,5 @@
 #!/bin/bash
-# What stop 45 (2026-12-06) runs on a GPU, by step, in device calls on an H100 / H200 (from the repository root; the
+# What stops 45 and 46 (2026-12-06) run on a GPU, by step, in device calls on an H100 / H200 (from the repository root; the
 # TIRx / tvm-ffi wheels in $WHEELS, default .sm90tree/whl; outputs under $OUT, packed into $OUT/call.tgz at the end:
 # the device tool returns a bounded number of files). Steps, each cut by its own timeout (seconds of wall on an H100):
 #   peers       the kernels cuBLAS / cuDNN launch on our benchmark shapes (benchmarks/peer_kernels.py) [~60]
@@ -12,6 +12,8 @@
 #   gemm-ab     the torch op's GEMM at every M, and at M = 32 / 96 / 200 with the package before the refit [~330]
 #   refit       the torch op at M = 20 / 32 / 200 with main and with the cost model's refit (REFIT_PKG, default
 #               .sm90tree/refitpkg: `git archive h-refit tvm_cdna4 | tar -x -C .sm90tree/refitpkg`, carried) [~120]
+#   cluster     the sm90 GEMM in clusters of two (cluster_m): its GPU tests, then benchmarks/sm90_clusters.py at
+#               M = ${CLUSTER_MS:-768,3000} (cluster_m 1 / 2 at the model's config beside torch.matmul) [~200]
 #   final       the torch ops at the stop's plans (GEMM every M, fp8, grouped + its peer's kernels, D 64 attention) [~480]
 #   gemm        the GPU tests of the sm90 GEMM, the torch op over the 12 projections at every M [~240]
 #   attention   every shape of benchmarks/attention_sm90.py at the cost model's configs [~300]
@@ -69,6 +71,11 @@ for step in "$@"; do
       | tee "$OUT/torch_gemm_refit_main.log" | grep -v "^{" | tail -5
     PYTHONPATH=$PWD/${REFIT_PKG:-.sm90tree/refitpkg}:/tmp/site timeout 60 python3 benchmarks/torch_gemm.py --ms 20,32,200 \
       --calls 30 --reps 10 --out "$OUT/refit" 2>&1 | tee "$OUT/torch_gemm_refit.log" | grep -v "^{" | tail -5 ;;
+  cluster)  # thread-block clusters with B multicast: exact on the card first, then timed [~200]
+    gpu_tests 90 "$OUT/pytest_gpu_cluster.log" -n 8 tests/gpu/test_sm90_cluster_gpu.py
+    mkdir -p "$OUT/clusters"
+    timeout 150 python3 benchmarks/sm90_clusters.py --ms ${CLUSTER_MS:-768,3000} --out "$OUT/clusters" 2>&1 \
+      | tee "$OUT/clusters.log" | grep -v "^{" | tail -40 ;;
   final)  # the torch ops at the stop's plans: GEMM at every M, fp8, grouped (+ its peer's kernels), D 64 attention [~480]
     mkdir -p "$OUT/gemm" "$OUT/fp8" "$OUT/grouped" "$OUT/peers" "$OUT/d64"
     timeout 210 python3 benchmarks/torch_gemm.py --calls 30 --reps 10 --out "$OUT/gemm" 2>&1 \
@@ -89,7 +96,7 @@ for step in "$@"; do
     mkdir -p "$OUT/full"
     timeout 300 python3 benchmarks/attention_sm90.py --no-sm80 --out "$OUT/full" 2>&1 | tee "$OUT/attention_full.log" \
       | grep -v "^{" | tail -46 ;;
-  *) echo "unknown step $step (peers, partitions, ncu, ncu-attention, validate, gemm-ab, refit, final, gemm, attention)"; exit 2 ;;
+  *) echo "unknown step $step (peers, partitions, ncu, ncu-attention, validate, gemm-ab, refit, cluster, final, gemm, attention)"; exit 2 ;;
   esac
 done
 cd "$OUT" && tar czf /tmp/call.tgz --exclude=call.tgz . && find . -mindepth 1 -delete && mv /tmp/call.tgz "$OUT/call.tgz"
