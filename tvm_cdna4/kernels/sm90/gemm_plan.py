@@ -531,14 +531,13 @@ def epilogue_choices(config: Sm90Config, fusion: Fusion, out_dtype: str) -> Sm90
     (``ACTIVATION_FORMS``); a config that names its own residual read keeps it."""
     if fusion.activation in ("silu", "gelu") and out_dtype in TANH_OUTPUTS:
         config = attrs.evolve(config, activation_form="tanh")
-    tma = attrs.evolve(config, residual_read=RESIDUAL_CHOICE)
     if not fusion.residual or config.residual_read != "global":
         return config
-    try:
-        tma.check(10 ** 9)  # the shared memory is config's own: only the rules of residual_read here
+    try:  # where a staged read is allowed (whole-tile TMA stores of a 16-bit C: N % 8 == 0, as 'prefetch' needs)
+        attrs.evolve(config, residual_read="tma").check(10 ** 9)  # config's own shared memory: residual_read's rules
     except ContractError:
         return config
-    return tma
+    return attrs.evolve(config, residual_read=RESIDUAL_CHOICE)
 
 
 def check_split(config: Sm90Config, k_tiles: int) -> None:
