@@ -696,8 +696,9 @@ def signature_source(p: Sm90Plan) -> str:
     """``main(A, B, C, <the fused inputs>)`` (``p.params``): the host part encodes the tensor maps of A
     (``[M, K]``, boxes ``block_m x 64``), B (``[N, K]``, boxes ``block_n x 64``; ``swap_ab``: B's boxes
     ``block_m x 64`` first, the kernel's A role, then A's ``block_n x 64``) and, with
-    ``epilogue="tma"``, C (``[M, N]``, boxes of a consumer's rows x 64), innermost dimension first (the
-    driver's order), then the kernel."""
+    ``epilogue="tma"``, C (``[M, N]``, boxes of a consumer's rows x 64), the residual (a staged read: C's boxes;
+    ``sliced``: ``SLICE_ROWS`` rows) or its L2 prefetch's map (``gemm_residual.prefetch_box``, unswizzled), the tail
+    maps, innermost dimension first (the driver's order), then the kernel."""
     c = p.config
     names = [q.name for q in p.params]
     lines = ["@T.function", f"def main({', '.join(f'{n}: types[{i}]' for i, n in enumerate(names))}):"]

@@ -127,7 +127,7 @@ RESIDUAL_READS = ("global", "tma", "sliced", "prefetch")
 """How the consumers read a fused residual (``Sm90Config.residual_read``): ``global`` (each element from
 global memory in the accumulator's fragment layout, in the epilogue: scattered 2-byte loads while the tensor
 cores wait), ``tma`` (one TMA load of the warpgroup's residual rows into its staging buffer, issued halfway
-through the tile's mainloop onto an mbarrier of its own, ``gemm_emit.residual_at``; the epilogue reads each pair
+through the tile's mainloop onto an mbarrier of its own, ``gemm_residual.residual_at``; the epilogue reads each pair
 from the very 16-byte chunk it then writes C's pair to), ``sliced`` (``tma``'s loads cut into boxes of one swizzle
 period, ``CORE_ROWS`` rows x 64 columns, a few issued per k-tile over the second half of the mainloop,
 ``gemm_residual.slice_window``: no burst of the whole tile's residual beside the ring's loads) or ``prefetch``
