@@ -133,16 +133,29 @@ EPILOGUE_BEFORE = {"residual_read": "global", "activation_form": "ex2"}
 ``(before)`` rows of ``--epilogue`` time them beside the cost model's choice in the same run."""
 
 
+EPILOGUE_READS = {"tma": {"residual_read": "tma"}, "sliced": {"residual_read": "sliced"},
+                  "prefetch": {"residual_read": "prefetch"},
+                  "prefetch, tma/64, s4": {"residual_read": "prefetch", "epilogue_tile": 64, "stages": 4}}
+"""``--epilogue``: the residual reads (``Sm90Config.residual_read``, ``gemm_plan.RESIDUAL_READS``) timed beside the cost
+model's choice for the cases with a residual: ``tma`` (one load of the warpgroup's rows halfway through the mainloop),
+``sliced`` (those loads in 8-row boxes over the mainloop's second half), ``prefetch`` (the producer's L2 prefetch, the
+epilogue's read from global memory), and ``prefetch`` with the sub-tiled staging, whose 32 KB free a fourth ring stage
+(``gemm_residual``'s docstring)."""
+
+
 def epilogue_jobs():
     """``--epilogue``'s builds: each case at ``EPILOGUE_SHAPE`` (bf16 in and out), the cost model's choice; the
-    cases the choice changes again as before (``EPILOGUE_BEFORE``); all five with the sub-tiled TMA epilogue
-    (64 columns, four stages: its residual from global memory)."""
+    cases the choice changes again as before (``EPILOGUE_BEFORE``); the cases with a residual with each of
+    ``EPILOGUE_READS``; all five with the sub-tiled TMA epilogue (64 columns, four stages: its residual from global
+    memory)."""
     from tvm_cdna4.kernels.gemm.epilogue import Fusion
 
     shape = (*EPILOGUE_SHAPE, "bf16", "bf16")
     jobs = [(("epilogue", name), (*shape, fusion), None) for name, fusion in epilogue_cases()]
     jobs += [(("epilogue", f"{name} (before)"), (*shape, fusion), ("choice", EPILOGUE_BEFORE))
              for name, fusion in epilogue_cases() if fusion.residual or fusion.activation in ("silu", "gelu")]
+    jobs += [(("epilogue", f"{name} ({read})"), (*shape, fusion), ("choice", updates))
+             for name, fusion in epilogue_cases() if fusion.residual for read, updates in EPILOGUE_READS.items()]
     five = Fusion(bias=True, activation="gelu", residual=True, row_scale=True, col_scale=True)
     jobs.append((("epilogue", "all five (tma/64, s4)"), (*shape, five),
                  ("choice", {"residual_read": "global", "epilogue_tile": 64, "stages": 4})))
@@ -166,7 +179,10 @@ def validate_cases():
             (300, 1000, 520, "f16", Fusion(residual=True, col_scale=True), tma), (333, 136, 64, "bf16", Fusion(), tma),
             (77, 200, 264, "bf16", Fusion(bias=True, activation="gelu", residual=True, row_scale=True), pp),
             (130, 77, 136, "f32", Fusion(bias=True, activation="silu"), pp), (1000, 1000, 520, "bf16", Fusion(), pp),
-            (300, 1000, 520, "f16", Fusion(residual=True, col_scale=True), pp_tma)]
+            (300, 1000, 520, "f16", Fusion(residual=True, col_scale=True), pp_tma),
+            (77, 200, 1000, "bf16", Fusion(bias=True, activation="gelu", residual=True, row_scale=True, col_scale=True),
+             Sm90Config(128, 96, 4, 2, epilogue="tma", residual_read="sliced")),
+            (300, 1000, 520, "f16", Fusion(residual=True, col_scale=True), Sm90Config(128, 128, 4, 2, residual_read="prefetch"))]
 
 
 def validate_only() -> int:

@@ -237,14 +237,14 @@ def hopper_calls() -> dict:
     fence.proxy; clusters: mapa, barrier.cluster): modules ``ptx_tma``, ``ptx_wgmma``, ``ptx_hopper``, ``cluster``."""
     from .cluster import barrier_cluster, mapa
     from .ptx_hopper import _elect_sync, _fence_proxy, _mbarrier_tx, _setmaxnreg
-    from .ptx_tma import _bulk_group, _tma_load, _tma_store
+    from .ptx_tma import _bulk_group, _tma_load, _tma_prefetch, _tma_store
     from .ptx_wgmma import _wgmma, _wgmma_commit, _wgmma_fence, _wgmma_wait
 
     return dict(_ptx(name, sem) for name, sem in (
         *((f"wgmma_{t}_{form}", _wgmma) for t in ("f16", "bf16", "fp8") for form in ("ss", "rs")),
         ("wgmma_fence", _wgmma_fence), ("wgmma_commit_group", _wgmma_commit), ("wgmma_wait_group", _wgmma_wait),
         ("cp_async_bulk_tensor_g2s_cluster", _tma_load), ("cp_async_bulk_tensor_g2s_cta", _tma_load),
-        ("cp_async_bulk_tensor_s2g", _tma_store),
+        ("cp_async_bulk_tensor_s2g", _tma_store), ("cp_async_bulk_tensor_prefetch", _tma_prefetch),
         ("cp_async_bulk_commit_group", _bulk_group), ("cp_async_bulk_wait_group", _bulk_group),
         ("mbarrier_arrive_expect_tx", _mbarrier_tx("arrive_expect_tx")),
         ("mbarrier_expect_tx", _mbarrier_tx("expect_tx")), ("mbarrier_complete_tx", _mbarrier_tx("complete_tx")),

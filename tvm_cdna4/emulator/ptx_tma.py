@@ -19,6 +19,9 @@ Store (shared -> global, ``.bulk_group``): reads the shared box at issue (the ra
 the issuing warp) and writes the in-bounds elements to global memory (out-of-bounds ones are clipped),
 at issue. ``cp.async.bulk.commit_group`` / ``wait_group{.read} N`` are accepted; the emulator does not
 check a shared write to a store's source before its ``wait_group.read``.
+
+Prefetch (global -> L2, ``cp.async.bulk.prefetch.tensor``): no effect; its map, coordinates and in-bounds
+elements are checked as a load's (out-of-bounds ones are not fetched, on the GPU as here).
 """
 
 from __future__ import annotations
@@ -300,6 +303,22 @@ def _tma_store(compiler, call: PtxCall):
             record_store(machine, tm.buffer, out, e, np.full(len(out), t), where)
             g_off = held_offsets(machine, tm.buffer, out, e, None, where, np.full(len(out), t))
             tm.buffer.data[0, np.asarray(g_off)[:, None] + np.arange(e)] = rows
+    return run
+
+
+def _tma_prefetch(compiler, call: PtxCall):
+    """``cp.async.bulk.prefetch.tensor.Nd.L2.global.tile [tmap, {c0, ..}]`` (a hint: no emulated effect): the map
+    and the coordinates checked as a load's, and the box's in-bounds elements inside the part of the tensor the
+    emulator holds; out-of-bounds elements are skipped, as the hardware's prefetch skips them."""
+    machine, where = compiler.machine, call.where
+    tmap = compiler.expr(call.operands["tmap"][0])
+    coords = [compiler.expr(n) for n in call.operands["coords"]]
+
+    def run(env, mask):
+        for t in np.flatnonzero(machine.active(mask)):
+            tm, c = _coords(tmap, coords, env, mask, t, where)
+            src, inside = tm.box_elements(c)
+            held_offsets(machine, tm.buffer, src[inside], tm.dtype.itemsize, None, where, np.full(int(inside.sum()), t))
     return run
 
 

@@ -38,6 +38,7 @@ from ..gemm import epilogue as fused
 from ..sm80.gemm_emit_epilogue import TIR_OPS
 from . import gemm_cluster as cluster
 from .gemm_plan import (BLOCK_K, CONSUMER_REGS, ELEMENT_BYTES, PRODUCER_REGS, SWIZZLE_COLUMNS, WARPGROUP, WGMMA_M, WGMMA_TYPES, Sm90Plan, wgmma_k)
+from .gemm_residual import load_slices, prefetch_box, prefetch_residual, residual_at, residual_box_rows
 
 TMA_LOAD = "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
 TMA_STORE = "cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group"
@@ -117,7 +118,7 @@ def cta(p, args, maps, producer_role, consumer_role):
         for s in T.unroll(c.stages):
             T.ptx.mbarrier.init.shared.b64(MB.ptr_to([s]), T.uint32(1))
             T.ptx.mbarrier.init.shared.b64(MB.ptr_to([c.stages + s]), T.uint32(cluster.empty_arrivals(p)))
-        if I.constexpr(c.residual_read == "tma"):
+        if I.constexpr(c.residual_staged):
             for w in T.unroll(c.consumers):
                 T.ptx.mbarrier.init.shared.b64(MB.ptr_to([2 * c.stages + w]), T.uint32(1))
         T.ptx["fence.mbarrier_init.release.cluster"]()
@@ -176,6 +177,7 @@ def load_tile(p, SMH, MB, maps, pos, count, k_slice, a_row, b_row):
         cluster.b_load(p, TMA_LOAD, T.cuda.cvta_generic_to_shared(SMH.ptr_to([cluster.b_offset(
             p, c.stages * c.block_m * BLOCK_K + s * c.block_n * BLOCK_K)])), T.address_of(maps[1]),
             k_first(p, k_slice, kt), cluster.b_row(p, b_row), MB.ptr_to([s]))
+        prefetch_residual(p, maps, kt, a_row, b_row)  # residual_read="prefetch": a box of the tile's residual into L2
 
 
 def k_first(p: Sm90Plan, k_slice, kt):
@@ -185,10 +187,10 @@ def k_first(p: Sm90Plan, k_slice, kt):
 
 
 def barriers(p: Sm90Plan) -> int:
-    """The kernel's mbarriers: each stage's "full" and "empty" ones, then (``residual_read="tma"``) one per
-    consumer warpgroup on which its residual load completes."""
+    """The kernel's mbarriers: each stage's "full" and "empty" ones, then (``residual_read`` ``"tma"`` or ``"sliced"``)
+    one per consumer warpgroup on which its residual loads complete."""
     c = p.config
-    return 2 * c.stages + (c.consumers if c.residual_read == "tma" else 0)
+    return 2 * c.stages + (c.consumers if c.residual_staged else 0)
 
 
 EPILOGUE_BARRIER = 1
@@ -278,26 +280,22 @@ def mainloop(p, SMH, MB, acc, pos, count, part, wg, t, res):
         if kt > 0:
             if t == 0:
                 cluster.release(p, MB, c.stages + (it + c.stages - 1) % c.stages)
-        if I.constexpr(res is not None):
+        if I.constexpr(res is not None and c.residual_read == "sliced"):
+            if t == 0:
+                load_slices(p, SMH, res, wg, kt, tma_load, staging_element(p, wg, 0), tail_element(p, wg, 0), tail_column(p))
+        elif I.constexpr(res is not None):
             if kt == residual_at(p):
                 if t == 0:
                     load_residual(p, SMH, res, wg)
 
 
 def residual_of(p: Sm90Plan, MB, maps, i, row0, n0):
-    """``residual_read="tma"``: what the mainloop's residual load and the epilogue's reads need (the
-    mbarriers, the residual's tensor map, the CTA's tile index ``i``, the warpgroup's first row and the tile's
+    """``residual_read`` ``"tma"`` or ``"sliced"``: what the mainloop's residual loads and the epilogue's reads need
+    (the mbarriers, the residual's tensor map, the CTA's tile index ``i``, the warpgroup's first row and the tile's
     first column); None otherwise."""
-    if p.config.residual_read != "tma":
+    if not p.config.residual_staged:
         return None
     return (MB, maps[3], i, row0, n0) + ((maps[-1],) if p.config.tail_columns else ())  # the tail's map last
-
-
-def residual_at(p: Sm90Plan) -> int:
-    """The k-tile of a tile's mainloop after whose wgmma issue a warpgroup loads its residual rows
-    (``residual_read="tma"``): halfway, so the previous tile's TMA stores have long read the staging buffer
-    (the wait costs nothing) and half a mainloop remains for the load."""
-    return p.slice_tiles // 2
 
 
 @T.macro
@@ -504,11 +502,11 @@ def c_maps(p: Sm90Plan, maps) -> tuple:
 
 def tail_maps(p: Sm90Plan) -> tuple:
     """The tensors whose tail-block maps (boxes ``rows x tail_columns``, ``tail_swizzle``) the host part encodes
-    after the other maps: C's, then the residual's (``residual_read="tma"``); none without a tail block."""
+    after the other maps: C's, then the residual's (``residual_read`` ``"tma"`` or ``"sliced"``); none without a tail block."""
     c = p.config
     if not c.tail_columns:
         return ()
-    return ("C", "residual") if c.residual_read == "tma" else ("C",)
+    return ("C", "residual") if c.residual_staged else ("C",)
 
 
 def residual_half(p: Sm90Plan, w, high: int):
@@ -702,8 +700,9 @@ def signature_source(p: Sm90Plan) -> str:
     """``main(A, B, C, <the fused inputs>)`` (``p.params``): the host part encodes the tensor maps of A
     (``[M, K]``, boxes ``block_m x 64``), B (``[N, K]``, boxes ``block_n x 64``; ``swap_ab``: B's boxes
     ``block_m x 64`` first, the kernel's A role, then A's ``block_n x 64``) and, with
-    ``epilogue="tma"``, C (``[M, N]``, boxes of a consumer's rows x 64), innermost dimension first (the
-    driver's order), then the kernel."""
+    ``epilogue="tma"``, C (``[M, N]``, boxes of a consumer's rows x 64), the residual (a staged read: C's boxes;
+    ``sliced``: ``SLICE_ROWS`` rows) or its L2 prefetch's map (``gemm_residual.prefetch_box``, unswizzled), the tail
+    maps, innermost dimension first (the driver's order), then the kernel."""
     c = p.config
     names = [q.name for q in p.params]
     lines = ["@T.function", f"def main({', '.join(f'{n}: types[{i}]' for i, n in enumerate(names))}):"]
@@ -715,15 +714,18 @@ def signature_source(p: Sm90Plan) -> str:
         maps = [("B", p.N, p.K, c.block_m, p.block_k, p.tir_dtype, e), ("A", m, p.K, c.block_n, p.block_k, p.tir_dtype, e)]
     if c.epilogue == "tma":  # C's stores: boxes of a consumer's rows x 64 columns
         maps.append(("C", m, p.N, c.rows, SWIZZLE_COLUMNS, p.tir_out, 2))
-    if c.residual_read == "tma":  # the residual's loads into the staging buffer: C's boxes
-        maps.append(("residual", m, p.N, c.rows, SWIZZLE_COLUMNS, p.tir_out, 2))
+    if c.residual_staged:  # the residual's loads into the staging buffer: C's boxes (sliced: SLICE_ROWS rows)
+        maps.append(("residual", m, p.N, residual_box_rows(p), SWIZZLE_COLUMNS, p.tir_out, 2))
     for name, rows, cols, box_rows, box_cols, dtype, size in maps:
         lines += tensor_map_source(name, "[0, 0]", rows, cols, box_rows, box_cols, dtype, size)
+    own = ["mapresidualL2"] if c.residual_read == "prefetch" else []  # the L2 prefetch's map: unswizzled, prefetch_box
+    if own:
+        lines += tensor_map_lines("residualL2", "[0, 0]", (p.N, m), (p.N * 2,), prefetch_box(p), p.tir_out, 0, tensor="residual")
     for name in tail_maps(p):  # the tail block's boxes: rows x Sm90Config.tail_columns, its tail_swizzle
-        lines += tensor_map_lines(f"{name}Tail", "[0, 0]", (p.N, m), (p.N * 2,), (c.tail_columns, c.rows), p.tir_out,
-                                  L.TMA_SWIZZLE_MODE[c.tail_swizzle], tensor=name)
+        lines += tensor_map_lines(f"{name}Tail", "[0, 0]", (p.N, m), (p.N * 2,), (c.tail_columns, c.rows if name == "C" else
+                                  residual_box_rows(p)), p.tir_out, L.TMA_SWIZZLE_MODE[c.tail_swizzle], tensor=name)
     args = ", ".join(f"{n!r}: {n}" for n in names)
-    names = [f"map{q[0]}" for q in maps] + [f"map{n}Tail" for n in tail_maps(p)]
+    names = [f"map{q[0]}" for q in maps] + own + [f"map{n}Tail" for n in tail_maps(p)]
     return "\n".join([*lines, f"    kernel(p, {{{args}}}, ({', '.join(names)},))", ""])
 
 

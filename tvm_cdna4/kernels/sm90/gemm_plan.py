@@ -128,13 +128,25 @@ REDUCTIONS = ("ordered", "atomic")
 """How a K split's partial sums meet (sm80's ``GemmConfig.reduction``): ``ordered`` (each slice stores its
 partial into its own workspace slice; the tile's last warpgroup adds them in slice order: deterministic) or
 ``atomic`` (``red.global.add.f32`` into one slice: less workspace, the order of the additions unknown)."""
-RESIDUAL_READS = ("global", "tma")
+RESIDUAL_READS = ("global", "tma", "sliced", "prefetch")
 """How the consumers read a fused residual (``Sm90Config.residual_read``): ``global`` (each element from
 global memory in the accumulator's fragment layout, in the epilogue: scattered 2-byte loads while the tensor
-cores wait) or ``tma`` (one TMA load of the warpgroup's residual rows into its staging buffer, issued halfway
-through the tile's mainloop onto an mbarrier of its own, ``RESIDUAL_AT``; the epilogue reads each pair from
-the very 16-byte chunk it then writes C's pair to). ``tma`` needs the whole-tile TMA epilogue
-(``epilogue="tma"``, ``epilogue_tile=0``), the cooperative schedule and no K split."""
+cores wait), ``tma`` (one TMA load of the warpgroup's residual rows into its staging buffer, issued halfway
+through the tile's mainloop onto an mbarrier of its own, ``gemm_residual.residual_at``; the epilogue reads each pair
+from the very 16-byte chunk it then writes C's pair to), ``sliced`` (``tma``'s loads cut into boxes of one swizzle
+period, ``CORE_ROWS`` rows x 64 columns, a few issued per k-tile over the second half of the mainloop,
+``gemm_residual.slice_window``: no burst of the whole tile's residual beside the ring's loads) or ``prefetch``
+(``global``'s read, the tile's residual brought into L2 by the producer beforehand, one box of rows per k-tile
+over the second half of its loads, ``cp.async.bulk.prefetch.tensor``: ``gemm_residual.prefetch_window``).
+``tma`` and ``sliced`` need the whole-tile TMA epilogue (``epilogue="tma"``, ``epilogue_tile=0``), the
+cooperative schedule and no K split; ``prefetch`` no K split (and, ``plan``, C's rows in whole 16-byte chunks:
+``N % 8 == 0``, TMA's stride rule)."""
+STAGED_RESIDUAL = ("tma", "sliced")
+"""The ``RESIDUAL_READS`` that load the residual into the staging buffer (the epilogue reads it there)."""
+RESIDUAL_CHOICE = "tma"
+"""The ``residual_read`` the cost model's configs take where the plan allows a staged read (``epilogue_choices``):
+measured 12 % over the plain GEMM at 4096^3 on the H100 (benchmarks/RESULTS.md); ``sliced`` and ``prefetch`` are
+not timed yet (``benchmarks/sm90_gemm.py --epilogue`` times all four)."""
 ACTIVATION_FORMS = ("ex2", "tanh")
 """How the epilogue evaluates silu / gelu (``Sm90Config.activation_form``; ``kernels.gemm.epilogue``'s module
 docstring): ``ex2`` (``x / (1 + 2^y)``: ``ex2.approx`` and a reciprocal, two multi-function operations an
@@ -227,6 +239,11 @@ class Sm90Config:
         return self.block_m if self.pingpong else self.block_m // self.consumers
 
     @property
+    def residual_staged(self) -> bool:
+        """Whether the residual is loaded into the staging buffer (``STAGED_RESIDUAL``)."""
+        return self.residual_read in STAGED_RESIDUAL
+
+    @property
     def threads(self) -> int:
         return WARPGROUP * (1 + self.consumers)
 
@@ -290,11 +307,13 @@ class Sm90Config:
         if self.stages < 2 or self.stages * self.stage_bytes() > room:
             bad("stages", "at least two ring stages within the SM's shared memory (beside C's staging buffer)",
                 f"2..{room // self.stage_bytes()}", self.stages)
-        if self.residual_read not in RESIDUAL_READS or (self.residual_read == "tma" and (
-                self.epilogue != "tma" or self.epilogue_tile or self.pingpong or self.split_k != 1)):
-            bad("residual_read", "how a fused residual is read: 'tma' loads it into the whole-tile staging buffer",
-                f"one of {RESIDUAL_READS}; 'tma' with epilogue='tma', epilogue_tile=0, the cooperative schedule, "
-                "split_k=1", (self.residual_read, self.epilogue, self.epilogue_tile, self.schedule, self.split_k))
+        if self.residual_read not in RESIDUAL_READS or (self.residual_staged and (
+                self.epilogue != "tma" or self.epilogue_tile or self.pingpong or self.split_k != 1)) or (
+                self.residual_read == "prefetch" and self.split_k != 1):
+            bad("residual_read", "how a fused residual is read: 'tma' and 'sliced' load it into the whole-tile staging "
+                "buffer, 'prefetch' into L2 once per tile", f"one of {RESIDUAL_READS}; {STAGED_RESIDUAL} with "
+                "epilogue='tma', epilogue_tile=0, the cooperative schedule, split_k=1; 'prefetch' with split_k=1",
+                (self.residual_read, self.epilogue, self.epilogue_tile, self.schedule, self.split_k))
         if self.activation_form not in ACTIVATION_FORMS:
             bad("activation_form", "how silu and gelu are evaluated", ACTIVATION_FORMS, self.activation_form)
         if self.split_k < 1 or self.reduction not in REDUCTIONS:
@@ -498,6 +517,10 @@ def plan(M, N, K, dtype, layout, out_dtype, config: Sm90Config, sms: int, smem_b
                             "chunks", operand="epilogue", check="parameters", expected="f16/bf16 C, N % 8 == 0",
                             found=f"{out_dtype} C, N = {N}")
     check_fused(config, fusion, out_dtype)
+    if config.residual_read == "prefetch" and N % 8:
+        raise ContractError("sm90 GEMM config residual_read: 'prefetch' reads the residual through a tensor map, whose "
+                            "row stride is whole 16-byte chunks", operand="residual_read", check="alignment",
+                            expected="N % 8 == 0 or residual_read='global'", found=f"residual_read='prefetch', N = {N}")
     rows, cols = (N, M) if config.swap_ab else (M, N)  # the kernel's product: C^T with swap_ab
     tiles_m, tiles_n = ceil_div(rows, config.block_m), ceil_div(cols, config.block_n)
     k_tiles = ceil_div(K, block_k(dtype))
@@ -531,10 +554,11 @@ def plan(M, N, K, dtype, layout, out_dtype, config: Sm90Config, sms: int, smem_b
 def check_fused(config: Sm90Config, fusion: Fusion, out_dtype: str) -> None:
     """A ContractError where ``config``'s epilogue choices do not fit the problem: ``residual_read="tma"``
     without a fused residual, ``activation_form="tanh"`` of an f32 C (its error is beyond f32's bound)."""
-    if config.residual_read == "tma" and not fusion.residual:
-        raise ContractError("sm90 GEMM config residual_read: 'tma' loads the fused residual", operand="residual_read",
-                            check="parameters", expected="Fusion(residual=True) or residual_read='global'",
-                            found=f"residual_read='tma', fusion {fusion.describe()}")
+    if config.residual_read != "global" and not fusion.residual:
+        raise ContractError(f"sm90 GEMM config residual_read: {config.residual_read!r} loads the fused residual",
+                            operand="residual_read", check="parameters",
+                            expected="Fusion(residual=True) or residual_read='global'",
+                            found=f"residual_read={config.residual_read!r}, fusion {fusion.describe()}")
     if config.activation_form == "tanh" and out_dtype not in TANH_OUTPUTS:
         raise ContractError("sm90 GEMM config activation_form: tanh.approx's error is within a 16-bit C's bound only",
                             operand="activation_form", check="parameters", expected="f16/bf16 C or activation_form='ex2'",
@@ -543,18 +567,18 @@ def check_fused(config: Sm90Config, fusion: Fusion, out_dtype: str) -> None:
 
 def epilogue_choices(config: Sm90Config, fusion: Fusion, out_dtype: str) -> Sm90Config:
     """``config`` with the fused epilogue's choices the cost model's configs take where the plan allows them:
-    the residual read through TMA (``RESIDUAL_READS``: its scattered loads cost 10.7% at 4096^3 on the H100),
-    silu / gelu in the tanh form for a 16-bit C (``ACTIVATION_FORMS``)."""
+    the residual read into the staging buffer (``RESIDUAL_CHOICE`` of ``RESIDUAL_READS``: the scattered loads of
+    ``global`` cost 10.7% at 4096^3 on the H100), silu / gelu in the tanh form for a 16-bit C
+    (``ACTIVATION_FORMS``); a config that names its own residual read keeps it."""
     if fusion.activation in ("silu", "gelu") and out_dtype in TANH_OUTPUTS:
         config = attrs.evolve(config, activation_form="tanh")
-    tma = attrs.evolve(config, residual_read="tma")
-    if not fusion.residual or config.residual_read == "tma":
+    if not fusion.residual or config.residual_read != "global":
         return config
-    try:
-        tma.check(10 ** 9)  # the shared memory is config's own: only the rules of residual_read here
+    try:  # where a staged read is allowed (whole-tile TMA stores of a 16-bit C: N % 8 == 0, as 'prefetch' needs)
+        attrs.evolve(config, residual_read="tma").check(10 ** 9)  # config's own shared memory: residual_read's rules
     except ContractError:
         return config
-    return tma
+    return attrs.evolve(config, residual_read=RESIDUAL_CHOICE)
 
 
 def check_split(config: Sm90Config, k_tiles: int) -> None:
@@ -579,4 +603,4 @@ def _min(x, cap: int):
     return tirx.min(x, cap)
 
 
-__all__ = ["BLOCK_K", "CLUSTER_MS", "cluster_units", "DECOMPOSITIONS", "DTYPES", "ELEMENT_BYTES", "ROW_BYTES", "TAIL_SWIZZLE", "WGMMA_TYPES", "block_k", "wgmma_k", "EPILOGUES", "LAYOUTS", "OUT_DTYPES", "REDUCTIONS", "ACTIVATION_FORMS", "RESIDUAL_READS", "SCHEDULES", "check_fused", "epilogue_choices", "check_split", "Sm90Config", "Sm90Plan", "check_problem", "plan"]
+__all__ = ["BLOCK_K", "CLUSTER_MS", "cluster_units", "DECOMPOSITIONS", "DTYPES", "ELEMENT_BYTES", "ROW_BYTES", "TAIL_SWIZZLE", "WGMMA_TYPES", "block_k", "wgmma_k", "EPILOGUES", "LAYOUTS", "OUT_DTYPES", "REDUCTIONS", "ACTIVATION_FORMS", "RESIDUAL_READS", "SCHEDULES", "check_fused", "epilogue_choices", "check_split", "Sm90Config", "Sm90Plan", "check_problem", "plan", "RESIDUAL_CHOICE", "STAGED_RESIDUAL"]

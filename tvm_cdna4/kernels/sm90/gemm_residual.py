@@ -1,0 +1,147 @@
+"""When and in what pieces the sm90 GEMM reads a fused residual ahead of its epilogue
+(``Sm90Config.residual_read``, ``gemm_plan.RESIDUAL_READS``): the k-tile of the staged loads (``residual_at``), the
+sliced loads' boxes (``"sliced"``) and the producer's L2 prefetch (``"prefetch"``).
+
+Why pieces: at 4096^3 on the H100 the residual cost 12 % over the plain GEMM whether it was read in the epilogue
+(``global``) or by one TMA load of the warpgroup's rows halfway through the mainloop (``tma``); ncu put 29 % of the
+warps' stalls on the consumers' wait for a ring stage's "full" barrier (benchmarks/RESULTS.md, the journal's stops
+42 and 45): every CTA asks for its tile's 64 KB of residual at about the same moment (8 MB over 132 SMs) and the
+3-stage ring's loads queue behind them, while the DRAM runs at about 1.2 of its 3.35 TB/s on average. Both reads
+here spread the same bytes over the second half of the tile's mainloop, a small piece a k-tile beside the ring's
+48 KB:
+
+- ``sliced``: ``tma``'s loads into the staging buffer, cut into boxes of ``SLICE_ROWS`` rows x 64 columns (x the
+  tail block's columns), issued by the warpgroup's thread 0 at k-tiles ``slice_window`` (from ``residual_at``, when
+  the previous tile's stores have long read the buffer, to ``SLICE_LEAD`` k-tiles before the end, so that the last
+  box lands before the epilogue waits); the epilogue is ``tma``'s. A box of one swizzle period (8 rows of 128, 64
+  or 32 bytes: ``isa.hopper_layout.swizzle_period``) lands at a multiple of that period in the buffer, so TMA's
+  swizzle, a function of the shared address, writes it where the whole-tile box would have.
+- ``prefetch``: the producer's thread, beside the ring's loads of k-tiles ``prefetch_window``, brings one box of
+  ``prefetch_rows`` rows x ``block_n`` columns of the tile's residual into L2 (``cp.async.bulk.prefetch.tensor``,
+  PTX ISA 8.0, sm_90: no shared memory, no completion; out-of-bounds parts of a box are not fetched) through a
+  tensor map of its own (unswizzled, ``prefetch_box``); the epilogue's ``global`` read then hits L2. Any epilogue
+  and schedule (no K split). Between a line's prefetch and its read lies at most half a mainloop (about 23 us at
+  4096^3, where the GEMM's DRAM traffic replaces the 50 MB L2 in about 40 us).
+"""
+
+from __future__ import annotations
+
+from tvm_tirx.script import ir as I
+from tvm_tirx.script import tirx as T
+
+from ...isa.hopper_layout import CORE_ROWS
+from ..common import ceil_div
+from .gemm_plan import SWIZZLE_COLUMNS, Sm90Plan
+
+SLICE_ROWS = CORE_ROWS
+"""The rows of a ``sliced`` box: one period of every TMA swizzle (8 rows of the swizzle's width,
+``isa.hopper_layout.swizzle_period``)."""
+SLICE_LEAD = 4
+"""``sliced``: the k-tiles between the last box's issue and the mainloop's end (about 3 us at 4096^3 on the H100,
+0.7 us a k-tile: beyond a DRAM read's latency under load)."""
+PREFETCH = "cp.async.bulk.prefetch.tensor.2d.L2.global.tile"
+"""The TMA prefetch of a tensor map's box into L2 (``cp.async.bulk.prefetch.tensor``: PTX ISA 8.0, sm_90)."""
+
+
+def residual_at(p: Sm90Plan) -> int:
+    """The k-tile of a tile's mainloop after whose wgmma issue a warpgroup loads its residual rows
+    (``residual_read="tma"``; ``"sliced"``: its first boxes): halfway, so the previous tile's TMA stores have long
+    read the staging buffer (the wait costs nothing) and half a mainloop remains for the load."""
+    return p.slice_tiles // 2
+
+
+def window(p: Sm90Plan, lead: int) -> tuple[int, int]:
+    """(first k-tile, k-tiles) of a spread read: from ``residual_at`` to ``lead`` k-tiles before the mainloop's end,
+    at least one k-tile."""
+    start = residual_at(p)
+    return start, max(1, p.slice_tiles - lead - start)
+
+
+def slice_window(p: Sm90Plan) -> tuple[int, int]:
+    """``sliced``: the consumers' k-tiles that issue boxes (``window``, ``SLICE_LEAD``)."""
+    return window(p, SLICE_LEAD)
+
+
+def slice_boxes(p: Sm90Plan) -> int:
+    """``sliced``: a warpgroup's boxes a tile: ``rows / SLICE_ROWS`` per 64-column block and per tail block."""
+    c = p.config
+    return (c.block_n // SWIZZLE_COLUMNS + (1 if c.tail_columns else 0)) * (c.rows // SLICE_ROWS)
+
+
+def slice_range(p: Sm90Plan, kt, div=T.truncdiv):
+    """``sliced``: the boxes ``[lo, hi)`` a warpgroup issues at k-tile ``kt`` of the window (box ``b`` at window step
+    ``floor(b steps / boxes)``: the boxes spread evenly, the last at the window's last k-tile; ``div``: TIR's or
+    Python's)."""
+    start, steps = slice_window(p)
+    boxes = slice_boxes(p)
+    return div((kt - start) * boxes + steps - 1, steps), div((kt - start + 1) * boxes + steps - 1, steps)
+
+
+def residual_box_rows(p: Sm90Plan) -> int:
+    """The rows of the residual tensor map's boxes (a staged read): a warpgroup's rows (``tma``), ``SLICE_ROWS``
+    (``sliced``)."""
+    return SLICE_ROWS if p.config.residual_read == "sliced" else p.config.rows
+
+
+def prefetch_window(p: Sm90Plan) -> tuple[int, int]:
+    """``prefetch``: the producer's k-tiles that prefetch (``window`` without a lead: the producer runs up to
+    ``stages`` k-tiles ahead of the consumers)."""
+    return window(p, 0)
+
+
+def prefetch_rows(p: Sm90Plan) -> int:
+    """``prefetch``: the rows of a prefetch box, so that ``prefetch_window``'s k-tiles cover the tile's rows."""
+    return ceil_div(p.config.block_m, prefetch_window(p)[1])
+
+
+def prefetch_box(p: Sm90Plan) -> tuple[int, int]:
+    """``prefetch``: the box of its tensor map, innermost first: the tile's columns x ``prefetch_rows`` (at most
+    256 each: ``cuTensorMapEncodeTiled``; unswizzled, so a row of up to 512 bytes)."""
+    return p.config.block_n, prefetch_rows(p)
+
+
+def prefetch_map(p: Sm90Plan, maps):
+    """``prefetch``: its tensor map among the kernel's (``gemm_emit.signature_source``: after A's, B's and, with a
+    TMA epilogue, C's)."""
+    return maps[2 + (p.config.epilogue == "tma")]
+
+
+@T.macro
+def prefetch_residual(p, maps, kt, m0, n0):
+    # residual_read="prefetch", the producer's thread at k-tile kt of the tile at (m0, n0): box (kt - start) of the
+    # tile's residual rows into L2 within prefetch_window
+    if I.constexpr(p.config.residual_read == "prefetch"):
+        rows = prefetch_rows(p)
+        if T.and_(kt >= prefetch_window(p)[0], kt < prefetch_window(p)[0] + ceil_div(p.config.block_m, rows)):
+            T.ptx[PREFETCH](T.address_of(prefetch_map(p, maps)), n0, m0 + (kt - prefetch_window(p)[0]) * rows)
+
+
+@T.macro
+def load_slices(p, SMH, res, wg, kt, load, whole, tail, tail_col):
+    # residual_read="sliced", thread 0 of warpgroup wg at k-tile kt: at the window's first k-tile, once the previous
+    # tile's TMA stores have read the staging buffer, arm the residual barrier with the rows' bytes; then its
+    # slice_range boxes (load: gemm_emit.tma_load) into the buffer at element ``whole`` (64-column blocks of rows x
+    # 64) and ``tail`` (the tail block, its first column tail_col), each SLICE_ROWS rows
+    c = p.config
+    bar = res[0].ptr_to([2 * c.stages + wg])
+    per = c.rows // SLICE_ROWS
+    if kt == slice_window(p)[0]:
+        T.ptx["cp.async.bulk.wait_group.read"](0)
+        T.ptx.mbarrier.arrive.expect_tx.shared.b64(bar, T.uint32(c.rows * c.block_n * 2))
+    if T.and_(kt >= slice_window(p)[0], kt < slice_window(p)[0] + slice_window(p)[1]):
+        for b in range(slice_range(p, kt)[0], slice_range(p, kt)[1]):
+            if I.constexpr(c.tail_columns):
+                if b >= c.block_n // SWIZZLE_COLUMNS * per:
+                    load(p, SMH, tail + (b % per) * SLICE_ROWS * c.tail_columns, res[5], res[4] + tail_col,
+                         res[3] + (b % per) * SLICE_ROWS, bar)
+                else:
+                    load(p, SMH, whole + (b // per) * c.rows * SWIZZLE_COLUMNS + (b % per) * SLICE_ROWS * SWIZZLE_COLUMNS,
+                         res[1], res[4] + (b // per) * SWIZZLE_COLUMNS, res[3] + (b % per) * SLICE_ROWS, bar)
+            else:
+                load(p, SMH, whole + (b // per) * c.rows * SWIZZLE_COLUMNS + (b % per) * SLICE_ROWS * SWIZZLE_COLUMNS,
+                     res[1], res[4] + (b // per) * SWIZZLE_COLUMNS, res[3] + (b % per) * SLICE_ROWS, bar)
+
+
+__all__ = ["PREFETCH", "SLICE_LEAD", "SLICE_ROWS", "load_slices", "prefetch_box", "prefetch_map", "prefetch_residual",
+           "prefetch_rows", "prefetch_window", "residual_at", "residual_box_rows", "slice_boxes", "slice_range",
+           "slice_window", "window"]
