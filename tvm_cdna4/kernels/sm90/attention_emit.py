@@ -6,7 +6,7 @@ tensor maps, the per-tile steps). Both GEMMs go through the checked wgmma tile p
 RS form with P in the registers of S (``rescale_pack``), each operand a view whose declared layout the pattern
 proves against the descriptor (``q_layout``, ``k_layout``, ``v_layout``; fp8 ``vt_layout``). The TMA loads,
 the mbarrier protocol and the ``setmaxnreg`` split are the sm90 GEMM's (``gemm_emit``; 3-D TMA loads here).
-The schedules: ``kv_tile`` (one GEMM after the other), ``overlapped_loop`` (``overlap``; ``pingpong`` with
+The end of an item (O, LSE, Q's release): ``attention_epilogue``. The schedules: ``kv_tile`` (one GEMM after the other), ``overlapped_loop`` (``overlap``; ``pingpong`` with
 ``ordered`` / ``hand_over``); the items of a persistent CTA: ``producer_item`` / ``consumer_item``, the ring
 position carried in ``pos``; fp8's V transpose: ``transposed`` / ``transpose_v``. Opt-in: ``split_kv_barrier``
 (``load_kv``, ``issue_pv``, ``transposed``: V on ``plan.v_full``), ``epilogue="tma"`` (``finish_tma``).
@@ -30,15 +30,14 @@ from ...probes_wgmma import SWIZZLE_LEN, acc_layout, a_register_layout
 from ...isa import wgmma_table as W
 from ...rocm.build import register
 from ...tirx_private import transpile_once
-from ..attention.problem import LN2, kv_full_tiles_for, kv_tiles_for
+from ..attention.problem import kv_full_tiles_for, kv_tiles_for
 from ..sm80.gemm_emit_epilogue import TIR_OPS
+from .attention_epilogue import FULL, exponent_offset, finish, finish_tma, row_of, score_scale, swizzled_word
 from .attention_plan import BLOCK_Q, CONSUMER_REGS, CONSUMERS, PRODUCER_REGS, TRANSPOSERS, Sm90AttentionPlan, work_item
-from .gemm_emit import EPILOGUE_BARRIER, L2_PROMOTION_256B, ORDER_BARRIER, SWIZZLE_128B
-from .gemm_plan import ROW_BYTES, WARPGROUP, WGMMA_M, WGMMA_TYPES
+from .gemm_emit import L2_PROMOTION_256B, ORDER_BARRIER, SWIZZLE_128B
+from .gemm_plan import WARPGROUP, WGMMA_M, WGMMA_TYPES
 
 TMA_LOAD_3D = "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
-TMA_STORE_3D = "cp.async.bulk.tensor.3d.global.shared::cta.tile.bulk_group"
-FULL = 0xFFFFFFFF
 
 
 def _swizzled(p: Sm90AttentionPlan, tile):
@@ -216,12 +215,6 @@ def transposed(p, SW, MB, t, w):
     T.ptx.mbarrier.arrive.shared.b64(MB.ptr_to([2 + 2 * p.config.stages + stage(p, t)]), T.uint32(1))
 
 
-def swizzled_word(p: Sm90AttentionPlan, base, row, byte):
-    """The 4-byte word of byte ``byte`` (a multiple of 4) of row ``row`` of a 128-byte-swizzled tile at element
-    (byte) ``base``: 16-byte chunk ``byte / 16`` stored at chunk ``(byte / 16) ^ (row % 8)``."""
-    return (base + row * 128 + T.bitwise_xor(byte // 16, row % 8) * 16 + byte % 16) // 4
-
-
 @T.macro
 def transpose_v(p, SW, s, w):
     # V^T[d][position] = V[fp8_key(position)][d] of stage s: 4 x 4-byte blocks, block (g, q) the positions 4g ..
@@ -257,11 +250,6 @@ def v_key(p: Sm90AttentionPlan, block, e):
 # ---- the consumers --------------------------------------------------------------------------------
 
 
-def row_of(p: Sm90AttentionPlan, rg, h):
-    """The query row of the thread's fragment row ``h`` (0: ``l / 4``, 1: ``+ 8``)."""
-    return rg.q0 + rg.wg * WGMMA_M + 16 * (rg.t // 32) + (rg.t % 32) // 4 + 8 * h
-
-
 def key_of(p: Sm90AttentionPlan, rg, j, r):
     """The key of S register ``r`` in kv tile ``j``."""
     return j * p.config.block_kv + 8 * (r // 4) + 2 * (rg.t % 4) + r % 2
@@ -281,18 +269,6 @@ def mask(p, rg, j):
 
 def fmax(a, b):
     return T.call_pure_extern("fmaxf", a, b, ty=T.float32)
-
-
-def score_scale(p: Sm90AttentionPlan, rg):
-    """``c``: a raw score to base-2 units, ``scale log2 e`` (fp8: times Q's and K's scales, ``row[8]``)."""
-    return rg.row[8] if p.fp8 else T.float32(p.problem.scale_log2)
-
-
-def exponent_offset(p: Sm90AttentionPlan, rg, h):
-    """What the exponent of row ``h`` subtracts: ``m c`` (fp8: less ``P_SHIFT``, so that ``p <= 2^8``)."""
-    if not p.p_shift:
-        return rg.row[h] * score_scale(p, rg)
-    return rg.row[h] * score_scale(p, rg) - T.float32(p.p_shift)
 
 
 @T.macro
@@ -471,72 +447,6 @@ def overlapped_loop(p, MB, rg, ops, n_kv, n_full):
     issue_pv(p, MB, rg, ops, n_kv - 1)
     hand_over(p, rg, True)
     pv_retired(p, MB, rg, n_kv - 1)
-
-
-@T.macro
-def row_total(p, rg, h):
-    # row h's sum over the quad (row[2 + h]) and O's factor 1 / l (row[4 + h]; fp8: V's scale too)
-    for sh in T.unroll(2):
-        rg.row[2 + h] = rg.row[2 + h] + T.cuda.__shfl_xor_sync(T.uint32(FULL), rg.row[2 + h], 1 << sh, 32)
-    rg.row[4 + h] = (rg.row[9] if p.fp8 else T.float32(1)) / rg.row[2 + h]
-
-
-@T.macro
-def store_lse(p, args, rg, h):
-    # row h's LSE, by the quad's first thread
-    if rg.t % 4 == 0:
-        args["LSE"][rg.b, rg.h, row_of(p, rg, h)] = (exponent_offset(p, rg, h) + T.log2(rg.row[2 + h])) * T.float32(LN2)
-
-
-@T.macro
-def finish(p, args, rg):
-    # the row sums over the quad, O / l packed and stored (rows inside the sequence), LSE by the quad's first
-    word = T.alloc_tensor(ty_args=[T.Tensor((1,), "uint32", scope="local", layout="default")])
-    for h in T.unroll(2):
-        row_total(p, rg, h)
-        if row_of(p, rg, h) < p.problem.seq_q:
-            for dn in T.unroll(p.problem.head_dim // 8):
-                T.ptx[p.pack_instr](word[0], rg.o[dn * 4 + 2 * h + 1] * rg.row[4 + h], rg.o[dn * 4 + 2 * h] * rg.row[4 + h])
-                T.ptx["st.global.b32"](args["O"].ptr_to([rg.b, rg.h, row_of(p, rg, h), 8 * dn + 2 * (rg.t % 4)]), word[0])
-            store_lse(p, args, rg, h)
-
-
-@T.macro
-def finish_tma(p, SMH, MB, args, map_o, rg):
-    # epilogue="tma": O / l packed into the warpgroup's own rows of the Q tile once each of its warps has seen its
-    # GEMMs (the only readers of those rows) retire (its named barrier: a warp's wait_group covers only its own),
-    # 128-byte swizzled as Q landed (``o_word``), fenced for the async proxy; once the warpgroup's writes are done
-    # (the barrier again), one thread stores the D / 64 boxes of 64 rows by TMA (rows past Sq clipped), waits for
-    # the stores to read them and releases Q (its "empty" arrival). LSE as ``finish``
-    SW = T.decl_tensor(SMH.ptr_to([0]), ty_args=[T.Tensor((p.smem_bytes // 4,), "uint32", scope="shared.dyn",
-                                                          layout="default")])
-    word = T.alloc_tensor(ty_args=[T.Tensor((1,), "uint32", scope="local", layout="default")])
-    T.ptx["bar.sync"](T.Cast("uint32", EPILOGUE_BARRIER + rg.wg), T.uint32(WARPGROUP))
-    for h in T.unroll(2):
-        row_total(p, rg, h)
-        for dn in T.unroll(p.problem.head_dim // 8):
-            T.ptx[p.pack_instr](word[0], rg.o[dn * 4 + 2 * h + 1] * rg.row[4 + h], rg.o[dn * 4 + 2 * h] * rg.row[4 + h])
-            SW[o_word(p, rg, h, dn)] = word[0]
-        if row_of(p, rg, h) < p.problem.seq_q:
-            store_lse(p, args, rg, h)
-    T.ptx["fence.proxy.async.shared::cta"]()
-    T.ptx["bar.sync"](T.Cast("uint32", EPILOGUE_BARRIER + rg.wg), T.uint32(WARPGROUP))
-    if rg.t == 0:
-        for db in T.unroll(p.d_blocks):
-            T.ptx[TMA_STORE_3D](T.address_of(map_o), db * p.columns, rg.q0 + rg.wg * WGMMA_M,
-                                rg.b * p.problem.heads + rg.h,
-                                T.cuda.cvta_generic_to_shared(SMH.ptr_to([(db * BLOCK_Q + rg.wg * WGMMA_M) * p.columns])))
-        T.ptx["cp.async.bulk.commit_group"]()
-        T.ptx["cp.async.bulk.wait_group.read"](0)
-        T.ptx.mbarrier.arrive.shared.b64(MB.ptr_to([1 + 2 * p.config.stages]), T.uint32(1))
-
-
-def o_word(p: Sm90AttentionPlan, rg, h, dn):
-    """The 4-byte word of the Q tile where the thread's O pair of fragment row ``h`` and 8-column group ``dn`` is
-    staged (``epilogue="tma"``): its row of the warpgroup's 64 in column block ``dn / 8``, 16-byte chunk ``dn % 8``
-    (swizzled: ``swizzled_word``), word ``t % 4``."""
-    row = rg.wg * WGMMA_M + 16 * (rg.t // 32) + (rg.t % 32) // 4 + 8 * h
-    return swizzled_word(p, (dn // 8) * BLOCK_Q * ROW_BYTES, row, (dn % 8) * 16 + 4 * (rg.t % 4))
 
 
 def kv_tiles(p: Sm90AttentionPlan, q0):
