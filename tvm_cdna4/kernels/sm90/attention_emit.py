@@ -6,10 +6,11 @@ tensor maps, the per-tile steps). Both GEMMs go through the checked wgmma tile p
 RS form with P in the registers of S (``rescale_pack``), each operand a view whose declared layout the pattern
 proves against the descriptor (``q_layout``, ``k_layout``, ``v_layout``; fp8 ``vt_layout``). The TMA loads,
 the mbarrier protocol and the ``setmaxnreg`` split are the sm90 GEMM's (``gemm_emit``; 3-D TMA loads here).
-The end of an item (O, LSE, Q's release): ``attention_epilogue``. The schedules: ``kv_tile`` (one GEMM after the other), ``overlapped_loop`` (``overlap``; ``pingpong`` with
+The schedules: ``kv_tile`` (one GEMM after the other), ``overlapped_loop`` (``overlap``; ``pingpong`` with
 ``ordered`` / ``hand_over``); the items of a persistent CTA: ``producer_item`` / ``consumer_item``, the ring
 position carried in ``pos``; fp8's V transpose: ``transposed`` / ``transpose_v``. Opt-in: ``split_kv_barrier``
-(``load_kv``, ``issue_pv``, ``transposed``: V on ``plan.v_full``), ``epilogue="tma"`` (``finish_tma``).
+(``load_kv``, ``issue_pv``, ``transposed``: V on ``plan.v_full``). The end of an item (O and LSE stored, Q's
+"empty" arrival; ``epilogue``): ``attention_epilogue``.
 
 A consumer thread's registers (``Regs``): ``s`` the S accumulators (``block_kv / 2`` f32: register ``r``
 is row ``16 w + l / 4 + 8 ((r % 4) / 2)``, key ``8 (r / 4) + 2 (l % 4) + r % 2``), ``pa`` P in 16 bits
