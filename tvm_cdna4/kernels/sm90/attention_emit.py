@@ -33,8 +33,10 @@ from ...rocm.build import register
 from ...tirx_private import transpile_once
 from ..attention.problem import kv_full_tiles_for, kv_tiles_for
 from ..sm80.gemm_emit_epilogue import TIR_OPS
-from .attention_epilogue import FULL, exponent_offset, finish, finish_tma, row_of, score_scale, swizzled_word
-from .attention_plan import BLOCK_Q, CONSUMER_REGS, CONSUMERS, PRODUCER_REGS, TRANSPOSERS, Sm90AttentionPlan, work_item
+from .attention_epilogue import (FULL, exponent_offset, finish, finish_buffered, finish_tma, release_q, row_of, score_scale,
+                                 swizzled_word)
+from .attention_plan import (BLOCK_Q, CONSUMER_REGS, CONSUMERS, PRODUCER_REGS, STAGED_EPILOGUES, TRANSPOSERS,
+                             Sm90AttentionPlan, work_item)
 from .gemm_emit import L2_PROMOTION_256B, ORDER_BARRIER, SWIZZLE_128B
 from .gemm_plan import WARPGROUP, WGMMA_M, WGMMA_TYPES
 
@@ -143,19 +145,17 @@ def producer(p, SMH, MB, maps, pid, tid):
 def producer_item(p, SMH, SW, MB, maps, item, i, pos, tid):
     # the CTA's i-th item: Q once both consumers are done with the last item's (Q's "empty" barrier), then kv
     # tile j's K and V into the stage of ring position pos + j once both consumers released its previous use
-    c = p.config
     base = pos[0]
-    if I.constexpr(c.epilogue == "tma" or (c.persistent and not p.fp8)):
-        # (Q is released once both consumers issued the last item's GEMMs, with the TMA epilogue once its store read
-        # Q's rows: the item's first ring-full of K / V is loaded before that wait, under the last item's P V and O
-        # store, as FA3's producer loads K before it waits for O; persistent only: one item has nothing to wait for;
-        # fp8's transposers keep the one-loop order below)
-        for j in range(T.min(c.stages, kv_tiles(p, item[2]))):
+    if I.constexpr(p.tiles_before_q > 0):
+        # (``plan.tiles_before_q``: the tiles whose stages the last item released before Q's "empty" barrier can
+        # complete are loaded first, as FA3's producer loads K before it waits for Q: with the TMA epilogue, whose
+        # store reads Q's rows, the first ring-full; with Q released at the last item's last S, all but two)
+        for j in range(T.min(p.tiles_before_q, kv_tiles(p, item[2]))):
             if tid == 0:
                 load_kv(p, SMH, MB, maps, item, j, base + j)
         if tid == 0:
             load_q(p, SMH, MB, maps, item, i)
-        for j in range(T.min(c.stages, kv_tiles(p, item[2])), kv_tiles(p, item[2])):
+        for j in range(T.min(p.tiles_before_q, kv_tiles(p, item[2])), kv_tiles(p, item[2])):
             if tid == 0:
                 load_kv(p, SMH, MB, maps, item, j, base + j)
     else:
@@ -386,10 +386,14 @@ def pv_retired(p, MB, rg, j):
 
 
 @T.macro
-def kv_tile(p, SMH, MB, rg, ops, j, masked):
-    # tile j, one GEMM after the other: S = Q K^T, the mask, the softmax, O += P V, the stage released
+def kv_tile(p, SMH, MB, rg, ops, j, masked, n_kv):
+    # tile j of n_kv, one GEMM after the other: S = Q K^T (the last one: Q released, ``early_q_release``), the mask,
+    # the softmax, O += P V, the stage released
     issue_s(p, MB, rg, ops, j)
     scores_ready(p, rg, 0)
+    if I.constexpr(p.early_q_release):
+        if j == n_kv - 1:
+            release_q(p, MB, rg)
     if I.constexpr(masked):
         mask(p, rg, j)
     softmax(p, rg)
@@ -428,6 +432,9 @@ def overlapped_loop(p, MB, rg, ops, n_kv, n_full):
     issue_s(p, MB, rg, ops, 0)
     hand_over(p, rg, False)
     scores_ready(p, rg, 0)
+    if I.constexpr(p.early_q_release):  # the item's last S retired: Q released
+        if n_kv == 1:
+            release_q(p, MB, rg)
     if 0 >= n_full:
         mask(p, rg, 0)
     softmax(p, rg)
@@ -439,6 +446,9 @@ def overlapped_loop(p, MB, rg, ops, n_kv, n_full):
             issue_pv(p, MB, rg, ops, j - 1)
             hand_over(p, rg, False)
             scores_ready(p, rg, 1)
+            if I.constexpr(p.early_q_release):
+                if j == n_kv - 1:
+                    release_q(p, MB, rg)
             if j >= n_full:
                 mask(p, rg, j)
             softmax(p, rg)
@@ -507,7 +517,7 @@ def consumer(p, SMH, MB, args, maps, pid, wg, t):
     for i in range(p.items_of(pid)):
         consumer_item(p, SMH, MB, args, maps, ops, Regs(s, pa, pw, o, row, pos, 0, *item_of(p, pid + i * p.ctas), wg, t),
                       i)
-    if I.constexpr(c.epilogue == "tma"):
+    if I.constexpr(c.epilogue in STAGED_EPILOGUES):
         if t == 0:
             T.ptx["cp.async.bulk.wait_group"](0)  # the last item's O stores are done before the CTA exits
 
@@ -529,16 +539,19 @@ def consumer_item(p, SMH, MB, args, maps, ops, regs, i):
     else:
         if I.constexpr(maybe_positive(full_tiles(p, rg.q0))):
             for j in range(full_tiles(p, rg.q0)):
-                kv_tile(p, SMH, MB, rg, ops, j, False)
+                kv_tile(p, SMH, MB, rg, ops, j, False, kv_tiles(p, rg.q0))
         if I.constexpr(maybe_positive(kv_tiles(p, rg.q0) - full_tiles(p, rg.q0))):
             for j in range(full_tiles(p, rg.q0), kv_tiles(p, rg.q0)):
-                kv_tile(p, SMH, MB, rg, ops, j, True)
+                kv_tile(p, SMH, MB, rg, ops, j, True, kv_tiles(p, rg.q0))
     if I.constexpr(c.epilogue == "tma"):
         finish_tma(p, SMH, MB, args, maps[3], rg)
     else:
-        if rg.t == 0:
-            T.ptx.mbarrier.arrive.shared.b64(MB.ptr_to([1 + 2 * c.stages]), T.uint32(1))
-        finish(p, args, rg)
+        if I.constexpr(not p.early_q_release):
+            release_q(p, MB, rg)
+        if I.constexpr(c.epilogue == "tma_buffer"):
+            finish_buffered(p, SMH, args, maps[3], rg)
+        else:
+            finish(p, args, rg)
     rg.pos[0] = rg.base + kv_tiles(p, rg.q0)
 
 
@@ -600,7 +613,7 @@ def signature_source(p: Sm90AttentionPlan) -> str:
     for name in ("K", "V"):
         lines += map_source(p, name, (pr.head_dim, pr.seq_kv, pr.batch * pr.kv_heads), p.config.block_kv)
     maps = "mapQ, mapK, mapV"
-    if p.config.epilogue == "tma":  # O's stores: boxes of a consumer warpgroup's 64 rows
+    if p.config.epilogue in STAGED_EPILOGUES:  # O's stores: boxes of a consumer warpgroup's 64 rows
         lines += map_source(p, "O", (pr.head_dim, pr.seq_q, pr.batch * pr.heads), WGMMA_M)
         maps += ", mapO"
     args = ", ".join(f"{n!r}: {n}" for n in names)

@@ -2,6 +2,8 @@
 
 ``finish``: O / l from the registers (rows past ``Sq`` not stored). ``finish_tma`` (``epilogue="tma"``): O staged in
 the warpgroup's rows of the Q tile and stored by TMA, Q's "empty" arrival once the stores read them.
+``finish_buffered`` (``"tma_buffer"``): O staged in a buffer of its own and stored by TMA, waited for only before the
+buffer's next use. ``release_q``: Q's "empty" arrival (``plan.early_q_release``: at the item's last S).
 """
 
 from __future__ import annotations
@@ -79,28 +81,76 @@ def finish_tma(p, SMH, MB, args, map_o, rg):
                                                           layout="default")])
     word = T.alloc_tensor(ty_args=[T.Tensor((1,), "uint32", scope="local", layout="default")])
     T.ptx["bar.sync"](T.Cast("uint32", EPILOGUE_BARRIER + rg.wg), T.uint32(WARPGROUP))
-    for h in T.unroll(2):
-        row_total(p, rg, h)
-        for dn in T.unroll(p.problem.head_dim // 8):
-            T.ptx[p.pack_instr](word[0], rg.o[dn * 4 + 2 * h + 1] * rg.row[4 + h], rg.o[dn * 4 + 2 * h] * rg.row[4 + h])
-            SW[o_word(p, rg, h, dn)] = word[0]
-        if row_of(p, rg, h) < p.problem.seq_q:
-            store_lse(p, args, rg, h)
+    stage_o(p, SW, word, args, rg, 0)
     T.ptx["fence.proxy.async.shared::cta"]()
     T.ptx["bar.sync"](T.Cast("uint32", EPILOGUE_BARRIER + rg.wg), T.uint32(WARPGROUP))
     if rg.t == 0:
-        for db in T.unroll(p.d_blocks):
-            T.ptx[TMA_STORE_3D](T.address_of(map_o), db * p.columns, rg.q0 + rg.wg * WGMMA_M,
-                                rg.b * p.problem.heads + rg.h,
-                                T.cuda.cvta_generic_to_shared(SMH.ptr_to([(db * BLOCK_Q + rg.wg * WGMMA_M) * p.columns])))
-        T.ptx["cp.async.bulk.commit_group"]()
+        store_o(p, SMH, map_o, rg, 0)
         T.ptx["cp.async.bulk.wait_group.read"](0)
         T.ptx.mbarrier.arrive.shared.b64(MB.ptr_to([1 + 2 * p.config.stages]), T.uint32(1))
 
 
-def o_word(p: Sm90AttentionPlan, rg, h, dn):
-    """The 4-byte word of the Q tile where the thread's O pair of fragment row ``h`` and 8-column group ``dn`` is
-    staged (``epilogue="tma"``): its row of the warpgroup's 64 in column block ``dn / 8``, 16-byte chunk ``dn % 8``
-    (swizzled: ``swizzled_word``), word ``t % 4``."""
+@T.macro
+def finish_buffered(p, SMH, args, map_o, rg):
+    # epilogue="tma_buffer": as ``finish_tma`` into O's buffer (``plan.o_buffer``, after the ring), once the last
+    # item's stores of the warpgroup read it (its storing thread's ``wait_group.read``, then the named barrier);
+    # the stores are committed and not waited for: they run under the next item (Q was released at the item's
+    # last S, ``release_q``)
+    SW = T.decl_tensor(SMH.ptr_to([0]), ty_args=[T.Tensor((p.smem_bytes // 4,), "uint32", scope="shared.dyn",
+                                                          layout="default")])
+    word = T.alloc_tensor(ty_args=[T.Tensor((1,), "uint32", scope="local", layout="default")])
+    if rg.t == 0:
+        T.ptx["cp.async.bulk.wait_group.read"](0)
+    T.ptx["bar.sync"](T.Cast("uint32", EPILOGUE_BARRIER + rg.wg), T.uint32(WARPGROUP))
+    stage_o(p, SW, word, args, rg, p.o_buffer)
+    T.ptx["fence.proxy.async.shared::cta"]()
+    T.ptx["bar.sync"](T.Cast("uint32", EPILOGUE_BARRIER + rg.wg), T.uint32(WARPGROUP))
+    if rg.t == 0:
+        store_o(p, SMH, map_o, rg, p.o_buffer)
+
+
+@T.macro
+def stage_o(p, SW, word, args, rg, base):
+    # the row sums over the quad, O / l packed into the warpgroup's rows of the Q-shaped tile at element ``base``
+    # (``o_word``), LSE of the rows inside the sequence
+    for h in T.unroll(2):
+        row_total(p, rg, h)
+        for dn in T.unroll(p.problem.head_dim // 8):
+            T.ptx[p.pack_instr](word[0], rg.o[dn * 4 + 2 * h + 1] * rg.row[4 + h], rg.o[dn * 4 + 2 * h] * rg.row[4 + h])
+            SW[o_word(p, rg, h, dn, base)] = word[0]
+        if row_of(p, rg, h) < p.problem.seq_q:
+            store_lse(p, args, rg, h)
+
+
+@T.macro
+def store_o(p, SMH, map_o, rg, base):
+    # the warpgroup's D / 64 boxes of 64 rows of the Q-shaped tile at element ``base`` by TMA (rows past Sq
+    # clipped), one bulk group
+    for db in T.unroll(p.d_blocks):
+        T.ptx[TMA_STORE_3D](T.address_of(map_o), db * p.columns, rg.q0 + rg.wg * WGMMA_M,
+                            rg.b * p.problem.heads + rg.h,
+                            T.cuda.cvta_generic_to_shared(SMH.ptr_to([offset(base, (db * BLOCK_Q + rg.wg * WGMMA_M)
+                                                                             * p.columns)])))
+    T.ptx["cp.async.bulk.commit_group"]()
+
+
+@T.macro
+def release_q(p, MB, rg):
+    # Q's "empty" arrival of the warpgroup (one thread; its wait_group retired the GEMMs that read Q)
+    if rg.t == 0:
+        T.ptx.mbarrier.arrive.shared.b64(MB.ptr_to([1 + 2 * p.config.stages]), T.uint32(1))
+
+
+def offset(base, x):
+    """``base + x``, ``x`` alone where ``base`` is 0 (the Q tile's: the expressions of the code before O's buffer)."""
+    return base + x if base else x
+
+
+def o_word(p: Sm90AttentionPlan, rg, h, dn, base=0):
+    """The 4-byte word where the thread's O pair of fragment row ``h`` and 8-column group ``dn`` is staged in the
+    Q-shaped tile at element ``base`` (``epilogue="tma"``: the Q tile; ``"tma_buffer"``: ``plan.o_buffer``): its
+    row of the warpgroup's 64 in column block ``dn / 8``, 16-byte chunk ``dn % 8`` (swizzled: ``swizzled_word``),
+    word ``t % 4``."""
     row = rg.wg * WGMMA_M + 16 * (rg.t // 32) + (rg.t % 32) // 4 + 8 * h
-    return swizzled_word(p, (dn // 8) * BLOCK_Q * ROW_BYTES, row, (dn % 8) * 16 + 4 * (rg.t % 4))
+    return swizzled_word(p, offset(base * p.elem_bytes, (dn // 8) * BLOCK_Q * ROW_BYTES), row,
+                         (dn % 8) * 16 + 4 * (rg.t % 4))
