@@ -428,9 +428,14 @@ def test_the_benchmark_covers_the_issues_shapes():
     d128 = shapes[-1]
     default = attention.choose(d128, "sm90")
     options = bench.option_configs(d128, default)
-    assert default.epilogue == "tma" and len(options) == 7 and {(c.persistent, c.split_kv_barrier, c.epilogue)
+    assert default.epilogue == "tma" and len(options) == 9 and {(c.persistent, c.split_kv_barrier, c.epilogue)
                                                                 for c in options} == {
-        (g, s, e) for g in (False, True) for s in (False, True) for e in ("registers", "tma")} - {(False, False, "tma")}
+        (g, s, e) for g in (False, True) for s in (False, True) for e in ("registers", "tma")} - {(False, False, "tma")} | {
+        (False, False, "tma_buffer"), (True, False, "tma_buffer")}
+    # O's own buffer past D 128's 3-stage ring: 2 stages; --options names a subset (the grids without options too)
+    assert {c.stages for c in options if c.epilogue == "tma_buffer"} == {2} and {c.stages for c in options} == {2, 3}
+    assert [(c.persistent, c.epilogue) for c in bench.option_configs(d128, default, ["tma-buffer"])] == [
+        (False, "registers"), (False, "tma_buffer"), (True, "registers"), (True, "tma_buffer")]
     assert len(bench.option_configs(fp8[0], attention.choose(fp8[0], "sm90"))) == 3  # fp8: no TMA epilogue
 
 
