@@ -525,7 +525,8 @@ def consumer(p, SMH, MB, args, maps, pid, wg, t):
 @T.macro
 def consumer_item(p, SMH, MB, args, maps, ops, regs, i):
     # the CTA's i-th item: its kv tiles from ring position pos[0] (``Regs.base``), Q's "empty" arrival once its
-    # GEMMs retired, then O and LSE (epilogue="tma": O through the Q tile, Q's "empty" arrival once stored)
+    # GEMMs retired (``early_q_release``: at its last S, in the loop), then O and LSE (epilogue="tma": O through the
+    # Q tile, Q's "empty" arrival once stored; "tma_buffer": O through its own buffer)
     c = p.config
     rg = attrs.evolve(regs, base=regs.pos[0])
     for r in T.unroll(p.problem.head_dim // 2):
