@@ -484,20 +484,23 @@ def test_the_tma_epilogue_orders_fence_store_read_wait_and_q_release():
     assert first('"bulk", "wait_group", "", ""', release) > release
 
 
-def test_a_persistent_producer_loads_the_next_items_first_kv_tiles_before_it_waits_for_q():
-    # the next item's first ring-full of K / V (the stages' "empty" waits) is issued before the wait on Q's "empty"
-    # barrier (MB[1 + 2 stages]), under the last item's P V and O store (FA3's producer order); one CTA an item
-    # keeps the one-loop order (nothing to wait for), so default configs' code is unchanged
+def _script_lines(problem, config):
     from tvm_cdna4.kernels.sm90.attention_emit import emit_sm90_attention
-    from tvm_cdna4.kernels.sm90.attention_plan import plan_sm90_attention
 
-    def waits(config):
-        src = emit_sm90_attention(plan_sm90_attention(AttentionProblem(1, 2, 1, 130, 200, 64), config)).script()
-        return [line.strip() for line in src.splitlines() if "mbarrier_wait" in line]
+    return emit_sm90_attention(plan_sm90_attention(problem, config)).script().splitlines()
 
-    persistent = waits(C(64, 3, persistent=True, ctas=3))
-    assert "MB[4 + s" in persistent[0] and "MB[7]" in persistent[1]  # ring stages' empty first, then Q's empty
-    one_cta_an_item = waits(C(64, 3))
+
+def test_the_tma_epilogues_producer_loads_the_next_items_first_ring_full_before_it_waits_for_q():
+    # epilogue="tma" (Q's tile stages O: Q is released once the stores read it): the next item's first ring-full of
+    # K / V (the stages' "empty" waits, a loop of 3) is issued before the wait on Q's "empty" barrier (MB[1 + 2
+    # stages]), under the last item's P V and O store (FA3's producer order); one CTA an item with the register
+    # epilogue keeps the one-loop order (nothing to wait for), so default configs' code is unchanged
+    lines = [line.strip() for line in _script_lines(AttentionProblem(1, 2, 1, 130, 200, 64),
+                                                    C(64, 3, persistent=True, ctas=3, epilogue="tma"))
+             if "mbarrier_wait" in line or "for j" in line]
+    assert "range(3)" in lines[0] and "MB[4 + s" in lines[1] and "MB[7]" in lines[2]
+    one_cta_an_item = [line for line in _script_lines(AttentionProblem(1, 2, 1, 130, 200, 64), C(64, 3))
+                       if "mbarrier_wait" in line]
     assert "MB[7]" in one_cta_an_item[0]
 
 
@@ -508,12 +511,6 @@ def test_the_option_rates_cover_every_head_dim():
     from tvm_cdna4.kernels.sm90 import attention_cost as cost
 
     assert all(set(getattr(cost, name)) == set(HEAD_DIMS) for name in cost.OPTION_RATES)
-
-
-def _script_lines(problem, config):
-    from tvm_cdna4.kernels.sm90.attention_emit import emit_sm90_attention
-
-    return emit_sm90_attention(plan_sm90_attention(problem, config)).script().splitlines()
 
 
 @pytest.mark.parametrize("overlap", [False, True])
