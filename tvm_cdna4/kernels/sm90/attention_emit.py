@@ -33,8 +33,8 @@ from ...rocm.build import register
 from ...tirx_private import transpile_once
 from ..attention.problem import kv_full_tiles_for, kv_tiles_for
 from ..sm80.gemm_emit_epilogue import TIR_OPS
-from .attention_epilogue import (FULL, exponent_offset, finish, finish_buffered, finish_tma, release_q, row_of, score_scale,
-                                 swizzled_word)
+from .attention_epilogue import (FULL, exponent_offset, finish, finish_buffered, finish_tma, release_q, row_of,
+                                 score_scale, swizzled_word)
 from .attention_plan import (BLOCK_Q, CONSUMER_REGS, CONSUMERS, PRODUCER_REGS, STAGED_EPILOGUES, TRANSPOSERS,
                              Sm90AttentionPlan, work_item)
 from .gemm_emit import L2_PROMOTION_256B, ORDER_BARRIER, SWIZZLE_128B
