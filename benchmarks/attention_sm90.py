@@ -5,6 +5,8 @@ backend, with the sm80-class kernel's default for context.
     python3 benchmarks/attention_sm90.py --out $OUT                 # the issue's shapes, the cost model's configs
     python3 benchmarks/attention_sm90.py --out $OUT --configs sweep # and every config of SWEEP per shape
     python3 benchmarks/attention_sm90.py --out $OUT --configs options --quick  # the default with each of OPTIONS
+    python3 benchmarks/attention_sm90.py --out $OUT --seqs 2048,4096 --configs options --options tma-buffer --no-sm80
+                                                                     # persistent CTAs, O's own buffer, at 2k / 4k
     python3 benchmarks/attention_sm90.py --out $OUT --quick         # D 128, 4k and 16k tokens only
     python3 benchmarks/attention_sm90.py --out $OUT --fp8           # e4m3 Q, K, V (D 128), SDPA in bf16 beside
 
@@ -54,27 +56,45 @@ SCHEDULES = {"plain": {}, "overlap": {"overlap": True}, "pingpong": {"overlap": 
 SWEEP = [C(kv, stages, **SCHEDULES[s]) for kv, stages in ((128, 2), (176, 2), (128, 3), (64, 4), (192, 2))
          for s in SCHEDULES]
 OPTIONS = {"split-kv": {"split_kv_barrier": True}, "tma-epilogue": {"epilogue": "tma"},
-           "split-kv+tma-epilogue": {"split_kv_barrier": True, "epilogue": "tma"}}
+           "split-kv+tma-epilogue": {"split_kv_barrier": True, "epilogue": "tma"},
+           "tma-buffer": {"epilogue": "tma_buffer"}}
 """The opt-in kernel options not yet in the cost model's candidates (``Sm90AttentionConfig.split_kv_barrier``,
-``epilogue``): ``--configs options`` times each shape's default config with each of them, one CTA per item and
-persistent; ``SWEEP`` has them on the D 128 default (128 keys, 3 stages, ping-pong)."""
-SWEEP += [C(128, 3, **SCHEDULES[s], **OPTIONS[o]) for s in ("pingpong", "pingpong-persistent") for o in OPTIONS]
+``epilogue``): ``--configs options`` times each shape's default config with each of them (``--options``: those
+named), one CTA per item and persistent (an option past the shared memory at the default's ring: the deepest ring
+that fits, ``tma-buffer`` at D 128: 2 stages); ``SWEEP`` has the first three on the D 128 default (128 keys, 3
+stages, ping-pong)."""
+SWEEP += [C(128, 3, **SCHEDULES[s], **OPTIONS[o]) for s in ("pingpong", "pingpong-persistent")
+          for o in ("split-kv", "tma-epilogue", "split-kv+tma-epilogue")]
 """``--configs sweep``: the tiles, ring depths and schedules timed beside the default (those the planner refuses
 for the shape, such as 192 keys at D 128 past the shared memory, are reported as build failures): what the cost
 model's rates (``attention_cost.FITTED``, ``EXPOSED``) are fitted to (``benchmarks/attention_sm90_fit.py``); and
 ``OPTIONS`` on the D 128 default."""
 
 
-def option_configs(problem: AttentionProblem, default: Sm90AttentionConfig) -> list[Sm90AttentionConfig]:
+def option_configs(problem: AttentionProblem, default: Sm90AttentionConfig, names=None) -> list[Sm90AttentionConfig]:
     """``--configs options``: ``default``'s tile, ring and schedule, one CTA per item and persistent, with and
-    without each of ``OPTIONS``, but ``default`` itself (timed as ever), those the planner takes for ``problem``
-    (fp8: no TMA epilogue)."""
+    without each of ``OPTIONS`` (``names``: those only), but ``default`` itself (timed as ever), those the planner
+    takes for ``problem`` (fp8: no TMA epilogue), each in the deepest ring up to the default's that fits."""
     import attrs
 
+    smem = DEVICES["H100"].smem_per_unit
     base = attrs.evolve(default, split_kv_barrier=False, epilogue="registers")
     grids = (base, attrs.evolve(base, persistent=True, ctas=0))
-    found = [attrs.evolve(g, **o) for g in grids for o in ({}, *OPTIONS.values())]
-    return [c for c in found if c != default and fits(problem, c, DEVICES["H100"].smem_per_unit)]
+    chosen = [OPTIONS[n] for n in (names or OPTIONS)]
+    found = []
+    for c in (attrs.evolve(g, **o) for g in grids for o in ({}, *chosen)):
+        c = next((attrs.evolve(c, stages=s) for s in range(c.stages, 0, -1) if fits(problem, attrs.evolve(c, stages=s),
+                                                                                  smem)), None)
+        if c is not None and c != default and c not in found:
+            found.append(c)
+    return found
+
+
+def config_label(c: Sm90AttentionConfig, default: Sm90AttentionConfig) -> str:
+    """A column of ``--configs options``' second table: the grid, the epilogue, the split barriers, a ring other
+    than the default's."""
+    return "/".join([("persistent" if c.persistent else "grid"), c.epilogue] + ["split-kv"] * c.split_kv_barrier
+                    + [f"{c.stages} stages"] * (c.stages != default.stages))
 
 
 RANKED = 4
@@ -151,6 +171,7 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="D 128 (or --head-dims) at 4k and 16k tokens only")
     ap.add_argument("--head-dims", default="", help="comma-separated head dims (default: 64,128; --quick, --fp8: 128)")
     ap.add_argument("--seqs", default="", help="comma-separated tokens a sequence (default: SEQS; --quick: 4k, 16k)")
+    ap.add_argument("--options", default="", help="--configs options: comma-separated OPTIONS names (default: all)")
     ap.add_argument("--no-sm80", action="store_true", help="leave out the sm80-class kernel's default")
     ap.add_argument("--fp8", action="store_true", help="e4m3 Q, K, V at D 128 (SDPA timed on their bf16 values)")
     ap.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) - 2))
@@ -178,7 +199,11 @@ def main(argv=None) -> int:
             configs[p] = list(dict.fromkeys(configs[p] + SWEEP + ranked[:RANKED]))
     elif args.configs == "options":
         for p in timed:
-            configs[p] = list(dict.fromkeys(configs[p] + option_configs(p, configs[p][0])))
+            names = [n for n in args.options.split(",") if n]
+            unknown = sorted(set(names) - set(OPTIONS))
+            if unknown:
+                ap.error(f"--options: {unknown} not in {sorted(OPTIONS)}")
+            configs[p] = list(dict.fromkeys(configs[p] + option_configs(p, configs[p][0], names)))
     jobs = [(("sm90", str(p), str(c)), "sm90", p, c) for p in timed for c in configs[p]]
     if not (args.no_sm80 or args.fp8):
         jobs += [(("sm80", str(p), "default"), "sm80", p, None) for p in timed]
@@ -254,7 +279,22 @@ def main(argv=None) -> int:
         print(f"| {r['head_dim']} | {r['batch']} x {r['seq']} | {r['heads']} / {r['kv_heads']} | {r['causal']} | "
               f"{cell(t.get('cudnn'))} | {cell(t.get('flash'))} | {cell(t.get('sm80 default'))} | "
               f"{cell(t.get(r['default']))} | {cell(t.get(r['best']))} | {cell(r['default_over_cudnn'], '.2f')} | {r['best']} |")
+    if args.configs == "options":  # every config's TFLOP/s beside cuDNN's, the columns by config_label
+        options_table(report["rows"], configs, cell)
     return 0
+
+
+def options_table(rows, configs, cell) -> None:
+    """``--configs options``: a markdown table of each shape's configs (``config_label``) against cuDNN."""
+    by_problem = {str(p): cs for p, cs in configs.items()}
+    labels = list(dict.fromkeys(config_label(c, cs[0]) for cs in by_problem.values() for c in cs))
+    print(f"\n| D | B x S | H / Hkv | causal | cuDNN | {' | '.join(labels)} |")
+    print("|---|---|---|---|---|" + "---|" * len(labels))
+    for r in rows:
+        cs = by_problem[r["problem"]]
+        got = {config_label(c, cs[0]): r["tflops"].get(f"sm90 {c}") for c in cs}
+        print(f"| {r['head_dim']} | {r['batch']} x {r['seq']} | {r['heads']} / {r['kv_heads']} | {r['causal']} | "
+              f"{cell(r['tflops'].get('cudnn'))} | {' | '.join(cell(got.get(label)) for label in labels)} |")
 
 
 if __name__ == "__main__":

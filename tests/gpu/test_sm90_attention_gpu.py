@@ -39,6 +39,15 @@ CASES = [
     (AttentionProblem(2, 8, 2, 3000, 3001, 128, causal=True), C(128, 3, True, True, True, persistent=True,
                                                                 split_kv_barrier=True, epilogue="tma")),
     (AttentionProblem(1, 32, 8, 1500, 1500, 64), C(192, 3, True, True, True, persistent=True, ctas=7, epilogue="tma")),
+    # O through a buffer of its own (its stores waited for before the next item's epilogue), Q released at an item's
+    # last S (the persistent cases above: the register epilogue's), one CTA an item and persistent
+    (AttentionProblem(1, 8, 2, 777, 1500, 128, causal=True, dtype="f16"), C(128, 2, True, True, True,
+                                                                              epilogue="tma_buffer")),
+    (AttentionProblem(2, 8, 2, 3000, 3001, 128, causal=True), C(128, 2, True, True, True, persistent=True,
+                                                                split_kv_barrier=True, epilogue="tma_buffer")),
+    (AttentionProblem(1, 32, 8, 1500, 1500, 64), C(192, 3, True, True, True, persistent=True, ctas=7,
+                                                   epilogue="tma_buffer")),
+    (AttentionProblem(1, 4, 2, 1500, 777, 64, causal=True), C(128, 3, persistent=True, ctas=5, epilogue="tma_buffer")),
 ]
 
 

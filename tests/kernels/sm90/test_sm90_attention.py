@@ -35,6 +35,11 @@ CASES = {
                                                      C(64, 2, persistent=True, ctas=1, split_kv_barrier=True)),
     "one token, persistent, TMA epilogue": (AttentionProblem(1, 4, 2, 1, 1, 64, causal=True),
                                              C(64, 2, persistent=True, ctas=1, epilogue="tma")),
+    # O staged in a buffer of its own and stored by TMA, the stores waited for before the next item's epilogue; Q
+    # released at the item's last S (the overlapped loop's first tile is its last)
+    "one token, persistent, ping-pong, O through its own buffer": (
+        AttentionProblem(1, 4, 2, 1, 1, 64, causal=True), C(64, 2, True, True, True, persistent=True, ctas=1,
+                                                            epilogue="tma_buffer")),
 }
 SLOW_CASES = {
     "odd lengths 130, causal, GQA 2:1, D 64": (AttentionProblem(1, 2, 1, 130, 130, 64, causal=True), C(64, 2)),
@@ -64,6 +69,13 @@ SLOW_CASES = {
         AttentionProblem(1, 2, 2, 200, 130, 128, dtype="fp8"), C(128, 2, overlap=True, split_kv_barrier=True)),
     "TMA epilogue, causal, GQA 2:1, 70 queries (rows past Sq clipped), plain": (
         AttentionProblem(1, 2, 1, 70, 200, 64, causal=True), C(64, 2, epilogue="tma")),
+    "O's own buffer, causal, GQA 2:1, 70 queries (rows past Sq clipped), plain": (
+        AttentionProblem(1, 2, 1, 70, 200, 64, causal=True), C(64, 2, epilogue="tma_buffer")),
+    "O's own buffer, 130 queries over 200 keys, 3 stages, one CTA walking 4 items": (
+        AttentionProblem(1, 2, 1, 130, 200, 64), C(64, 3, persistent=True, ctas=1, epilogue="tma_buffer")),
+    "O's own buffer and split barriers, D 128, causal, 250 tokens, ping-pong, 2 persistent CTAs": (
+        AttentionProblem(1, 2, 1, 250, 250, 128, causal=True),
+        C(128, 2, True, True, True, persistent=True, ctas=2, split_kv_barrier=True, epilogue="tma_buffer")),
     "both options, D 128, causal, 250 tokens, ping-pong, 2 persistent CTAs": (
         AttentionProblem(1, 2, 1, 250, 250, 128, causal=True),
         C(128, 2, True, True, True, persistent=True, ctas=2, split_kv_barrier=True, epilogue="tma")),
@@ -251,6 +263,9 @@ def test_the_tma_epilogue_rates_rank_each_timed_pair_as_the_h100_did():
     (AttentionProblem(1, 1, 1, 64, 64, 64), C(64, 2, ctas=4), "ctas"),  # a grid size without persistent=True
     (AttentionProblem(1, 1, 1, 64, 64, 64), C(64, 2, epilogue="smem"), "epilogue"),
     (AttentionProblem(1, 1, 1, 64, 64, 128, dtype="fp8"), C(128, 2, epilogue="tma"), "epilogue"),  # Q: half O's bytes
+    (AttentionProblem(1, 1, 1, 64, 64, 128, dtype="fp8"), C(128, 2, epilogue="tma_buffer"), "epilogue"),
+    # D 128: Q, 3 stages of 128 keys and O's 32 KiB buffer are 257 KiB
+    (AttentionProblem(1, 1, 1, 64, 64, 128), C(128, 3, epilogue="tma_buffer"), "stages"),
     (AttentionProblem(1, 1, 1, 64, 64, 64), C(64, 2, split_kv_barrier=1), "split_kv_barrier"),
 ])
 def test_refusals_name_the_operand(problem, config, operand):
@@ -413,9 +428,14 @@ def test_the_benchmark_covers_the_issues_shapes():
     d128 = shapes[-1]
     default = attention.choose(d128, "sm90")
     options = bench.option_configs(d128, default)
-    assert default.epilogue == "tma" and len(options) == 7 and {(c.persistent, c.split_kv_barrier, c.epilogue)
+    assert default.epilogue == "tma" and len(options) == 9 and {(c.persistent, c.split_kv_barrier, c.epilogue)
                                                                 for c in options} == {
-        (g, s, e) for g in (False, True) for s in (False, True) for e in ("registers", "tma")} - {(False, False, "tma")}
+        (g, s, e) for g in (False, True) for s in (False, True) for e in ("registers", "tma")} - {(False, False, "tma")} | {
+        (False, False, "tma_buffer"), (True, False, "tma_buffer")}
+    # O's own buffer past D 128's 3-stage ring: 2 stages; --options names a subset (the grids without options too)
+    assert {c.stages for c in options if c.epilogue == "tma_buffer"} == {2} and {c.stages for c in options} == {2, 3}
+    assert [(c.persistent, c.epilogue) for c in bench.option_configs(d128, default, ["tma-buffer"])] == [
+        (False, "registers"), (False, "tma_buffer"), (True, "registers"), (True, "tma_buffer")]
     assert len(bench.option_configs(fp8[0], attention.choose(fp8[0], "sm90"))) == 3  # fp8: no TMA epilogue
 
 
@@ -464,20 +484,23 @@ def test_the_tma_epilogue_orders_fence_store_read_wait_and_q_release():
     assert first('"bulk", "wait_group", "", ""', release) > release
 
 
-def test_a_persistent_producer_loads_the_next_items_first_kv_tiles_before_it_waits_for_q():
-    # the next item's first ring-full of K / V (the stages' "empty" waits) is issued before the wait on Q's "empty"
-    # barrier (MB[1 + 2 stages]), under the last item's P V and O store (FA3's producer order); one CTA an item
-    # keeps the one-loop order (nothing to wait for), so default configs' code is unchanged
+def _script_lines(problem, config):
     from tvm_cdna4.kernels.sm90.attention_emit import emit_sm90_attention
-    from tvm_cdna4.kernels.sm90.attention_plan import plan_sm90_attention
 
-    def waits(config):
-        src = emit_sm90_attention(plan_sm90_attention(AttentionProblem(1, 2, 1, 130, 200, 64), config)).script()
-        return [line.strip() for line in src.splitlines() if "mbarrier_wait" in line]
+    return emit_sm90_attention(plan_sm90_attention(problem, config)).script().splitlines()
 
-    persistent = waits(C(64, 3, persistent=True, ctas=3))
-    assert "MB[4 + s" in persistent[0] and "MB[7]" in persistent[1]  # ring stages' empty first, then Q's empty
-    one_cta_an_item = waits(C(64, 3))
+
+def test_the_tma_epilogues_producer_loads_the_next_items_first_ring_full_before_it_waits_for_q():
+    # epilogue="tma" (Q's tile stages O: Q is released once the stores read it): the next item's first ring-full of
+    # K / V (the stages' "empty" waits, a loop of 3) is issued before the wait on Q's "empty" barrier (MB[1 + 2
+    # stages]), under the last item's P V and O store (FA3's producer order); one CTA an item with the register
+    # epilogue keeps the one-loop order (nothing to wait for), so default configs' code is unchanged
+    lines = [line.strip() for line in _script_lines(AttentionProblem(1, 2, 1, 130, 200, 64),
+                                                    C(64, 3, persistent=True, ctas=3, epilogue="tma"))
+             if "mbarrier_wait" in line or "for j" in line]
+    assert "range(3)" in lines[0] and "MB[4 + s" in lines[1] and "MB[7]" in lines[2]
+    one_cta_an_item = [line for line in _script_lines(AttentionProblem(1, 2, 1, 130, 200, 64), C(64, 3))
+                       if "mbarrier_wait" in line]
     assert "MB[7]" in one_cta_an_item[0]
 
 
@@ -488,3 +511,67 @@ def test_the_option_rates_cover_every_head_dim():
     from tvm_cdna4.kernels.sm90 import attention_cost as cost
 
     assert all(set(getattr(cost, name)) == set(HEAD_DIMS) for name in cost.OPTION_RATES)
+
+
+@pytest.mark.parametrize("overlap", [False, True])
+def test_a_persistent_consumer_releases_q_once_its_last_s_retired(overlap):
+    """Q's "empty" arrival (MB[7]: 1 + 2 stages) comes right after the wait that retires the item's last S (in the
+    overlapped loop ``wait_group 1``: that tile's P V may still run), before the item's last P V is issued and
+    before O is stored; nothing arrives on it after the last P V. One CTA an item arrives after its GEMMs."""
+    problem = AttentionProblem(1, 2, 1, 130, 200, 64)
+    lines = _script_lines(problem, C(64, 3, overlap, overlap, overlap, persistent=True, ctas=3))
+    releases = [i for i, line in enumerate(lines) if "MB[7]" in line and '"arrive"' in line]
+    waits = [i for i, line in enumerate(lines) if '"wait_group", "sync"' in line]
+    pv = [i for i, line in enumerate(lines) if '("b_major", "mn")' in line]
+    # two: plain, in the loops over the unmasked and the masked tiles; overlap, after the first tile's S (dead here:
+    # for items of one tile) and in the loop
+    assert len(releases) == 2
+    for r in releases:
+        wait = max(w for w in waits if w < r)
+        assert (lines[wait].count("T.int32(1)") if overlap and r == releases[-1] else lines[wait].count("T.int32(0)"))
+        assert not any(wait < a < r for a in pv)  # nothing issued between the S's retirement and Q's release
+        assert "== 3" in lines[r - 2] or "== 1" in lines[r - 2] or "T.bool(False)" in lines[r - 2]
+    assert releases[-1] < pv[-1] and "O[" not in "".join(lines[releases[-1]:pv[-1]])
+    one_cta_an_item = _script_lines(problem, C(64, 3, overlap, overlap, overlap))
+    releases = [i for i, line in enumerate(one_cta_an_item) if "MB[7]" in line and '"arrive"' in line]
+    assert len(releases) == 1 and releases[0] > max(i for i, line in enumerate(one_cta_an_item) if "b_major" in line)
+
+
+def test_the_tiles_a_producer_loads_before_q():
+    """``tiles_before_q``: Q released at the last S, the stages the last item freed before it (all but two) first;
+    the TMA epilogue (Q stages O) a ring-full; one CTA an item and fp8 none (Q first)."""
+    d64, fp8 = AttentionProblem(1, 2, 1, 130, 200, 64), AttentionProblem(1, 2, 1, 130, 200, 128, dtype="fp8")
+    got = {(stages, persistent, epilogue): plan_sm90_attention(d64, C(64, stages, persistent=persistent,
+                                                                      epilogue=epilogue)).tiles_before_q
+           for stages in (2, 3, 4) for persistent in (False, True) for epilogue in ("registers", "tma", "tma_buffer")}
+    assert got == {(s, g, e): (s if e == "tma" else s - 2 if g else 0) for s, g, e in got}
+    assert plan_sm90_attention(fp8, C(128, 2, persistent=True)).tiles_before_q == 0
+    lines = [line for line in _script_lines(d64, C(64, 3, persistent=True, ctas=3)) if "mbarrier_wait" in line
+             or "for j" in line]
+    assert "range(1)" in lines[0] and "MB[4 + s" in lines[1] and "MB[7]" in lines[2]  # one tile, then Q
+    lines = [line for line in _script_lines(d64, C(64, 2, persistent=True, ctas=3)) if "mbarrier_wait" in line]
+    assert "MB[5]" in lines[0]  # two stages: Q first
+
+
+def test_the_buffered_epilogue_waits_for_the_last_store_only_before_writing_the_buffer():
+    """epilogue="tma_buffer": the storing thread's ``wait_group.read`` (the last item's stores read the buffer) and
+    the named barrier come before O's writes into the buffer; the writes are fenced for the async proxy before the
+    stores, which are committed and not waited for in the item; the CTA waits for them before it ends. The buffer
+    follows the ring: Q (8192 elements) and 3 stages of 2 x 4096."""
+    p = plan_sm90_attention(AttentionProblem(1, 2, 1, 130, 200, 64), C(64, 3, persistent=True, ctas=3,
+                                                                        epilogue="tma_buffer"))
+    assert p.o_buffer == 8192 + 3 * 2 * 4096 and p.smem_bytes == 2 * (p.o_buffer + 8192)
+    lines = _script_lines(p.problem, p.config)
+
+    def first(text, after=0):
+        return next(i for i in range(after, len(lines)) if text in lines[i])
+
+    read = first('"wait_group", "read"')
+    barrier = first('"sync"', read)
+    write = first("SW_1[", barrier)
+    fence = first('T.ptx.fence("proxy", "async"', write)
+    store = first("T.address_of(mapO)", fence)
+    commit = first('"bulk", "commit_group"', store)
+    assert read < barrier < write < fence < store < commit and f"SMH[{p.o_buffer} + " in lines[store]
+    final = first('"bulk", "wait_group", "", ""', commit)
+    assert not any('"wait_group"' in line or "MB[7]" in line for line in lines[commit + 1:final])

@@ -90,7 +90,8 @@ counters); a config past ``CONSUMER_REGS`` is not a candidate (ptxas would spill
 TILES = (64, 128, 176, 192)
 SCHEDULES = ((False, False), (True, False), (True, True))
 EPILOGUES = ("registers", "tma")
-"""The ``epilogue`` of every tile and schedule ``candidates`` weighs (where the planner takes it: not fp8)."""
+"""The ``epilogue`` of every tile and schedule ``candidates`` weighs (where the planner takes it: not fp8). Not
+``"tma_buffer"`` (O's own buffer): untimed, it has no rates."""
 
 
 def registers(problem: AttentionProblem, config: Sm90AttentionConfig) -> int:

@@ -9,7 +9,8 @@ the mbarrier protocol and the ``setmaxnreg`` split are the sm90 GEMM's (``gemm_e
 The schedules: ``kv_tile`` (one GEMM after the other), ``overlapped_loop`` (``overlap``; ``pingpong`` with
 ``ordered`` / ``hand_over``); the items of a persistent CTA: ``producer_item`` / ``consumer_item``, the ring
 position carried in ``pos``; fp8's V transpose: ``transposed`` / ``transpose_v``. Opt-in: ``split_kv_barrier``
-(``load_kv``, ``issue_pv``, ``transposed``: V on ``plan.v_full``), ``epilogue="tma"`` (``finish_tma``).
+(``load_kv``, ``issue_pv``, ``transposed``: V on ``plan.v_full``). The end of an item (O and LSE stored, Q's
+"empty" arrival; ``epilogue``): ``attention_epilogue``.
 
 A consumer thread's registers (``Regs``): ``s`` the S accumulators (``block_kv / 2`` f32: register ``r``
 is row ``16 w + l / 4 + 8 ((r % 4) / 2)``, key ``8 (r / 4) + 2 (l % 4) + r % 2``), ``pa`` P in 16 bits
@@ -30,15 +31,16 @@ from ...probes_wgmma import SWIZZLE_LEN, acc_layout, a_register_layout
 from ...isa import wgmma_table as W
 from ...rocm.build import register
 from ...tirx_private import transpile_once
-from ..attention.problem import LN2, kv_full_tiles_for, kv_tiles_for
+from ..attention.problem import kv_full_tiles_for, kv_tiles_for
 from ..sm80.gemm_emit_epilogue import TIR_OPS
-from .attention_plan import BLOCK_Q, CONSUMER_REGS, CONSUMERS, PRODUCER_REGS, TRANSPOSERS, Sm90AttentionPlan, work_item
-from .gemm_emit import EPILOGUE_BARRIER, L2_PROMOTION_256B, ORDER_BARRIER, SWIZZLE_128B
-from .gemm_plan import ROW_BYTES, WARPGROUP, WGMMA_M, WGMMA_TYPES
+from .attention_epilogue import (FULL, exponent_offset, finish, finish_buffered, finish_tma, release_q, row_of,
+                                 score_scale, swizzled_word)
+from .attention_plan import (BLOCK_Q, CONSUMER_REGS, CONSUMERS, PRODUCER_REGS, STAGED_EPILOGUES, TRANSPOSERS,
+                             Sm90AttentionPlan, work_item)
+from .gemm_emit import L2_PROMOTION_256B, ORDER_BARRIER, SWIZZLE_128B
+from .gemm_plan import WARPGROUP, WGMMA_M, WGMMA_TYPES
 
 TMA_LOAD_3D = "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
-TMA_STORE_3D = "cp.async.bulk.tensor.3d.global.shared::cta.tile.bulk_group"
-FULL = 0xFFFFFFFF
 
 
 def _swizzled(p: Sm90AttentionPlan, tile):
@@ -143,19 +145,17 @@ def producer(p, SMH, MB, maps, pid, tid):
 def producer_item(p, SMH, SW, MB, maps, item, i, pos, tid):
     # the CTA's i-th item: Q once both consumers are done with the last item's (Q's "empty" barrier), then kv
     # tile j's K and V into the stage of ring position pos + j once both consumers released its previous use
-    c = p.config
     base = pos[0]
-    if I.constexpr(c.epilogue == "tma" or (c.persistent and not p.fp8)):
-        # (Q is released once both consumers issued the last item's GEMMs, with the TMA epilogue once its store read
-        # Q's rows: the item's first ring-full of K / V is loaded before that wait, under the last item's P V and O
-        # store, as FA3's producer loads K before it waits for O; persistent only: one item has nothing to wait for;
-        # fp8's transposers keep the one-loop order below)
-        for j in range(T.min(c.stages, kv_tiles(p, item[2]))):
+    if I.constexpr(p.tiles_before_q > 0):
+        # (``plan.tiles_before_q``: the tiles whose stages the last item released before Q's "empty" barrier can
+        # complete are loaded first, as FA3's producer loads K before it waits for Q: with the TMA epilogue, whose
+        # store reads Q's rows, the first ring-full; with Q released at the last item's last S, all but two)
+        for j in range(T.min(p.tiles_before_q, kv_tiles(p, item[2]))):
             if tid == 0:
                 load_kv(p, SMH, MB, maps, item, j, base + j)
         if tid == 0:
             load_q(p, SMH, MB, maps, item, i)
-        for j in range(T.min(c.stages, kv_tiles(p, item[2])), kv_tiles(p, item[2])):
+        for j in range(T.min(p.tiles_before_q, kv_tiles(p, item[2])), kv_tiles(p, item[2])):
             if tid == 0:
                 load_kv(p, SMH, MB, maps, item, j, base + j)
     else:
@@ -216,12 +216,6 @@ def transposed(p, SW, MB, t, w):
     T.ptx.mbarrier.arrive.shared.b64(MB.ptr_to([2 + 2 * p.config.stages + stage(p, t)]), T.uint32(1))
 
 
-def swizzled_word(p: Sm90AttentionPlan, base, row, byte):
-    """The 4-byte word of byte ``byte`` (a multiple of 4) of row ``row`` of a 128-byte-swizzled tile at element
-    (byte) ``base``: 16-byte chunk ``byte / 16`` stored at chunk ``(byte / 16) ^ (row % 8)``."""
-    return (base + row * 128 + T.bitwise_xor(byte // 16, row % 8) * 16 + byte % 16) // 4
-
-
 @T.macro
 def transpose_v(p, SW, s, w):
     # V^T[d][position] = V[fp8_key(position)][d] of stage s: 4 x 4-byte blocks, block (g, q) the positions 4g ..
@@ -257,11 +251,6 @@ def v_key(p: Sm90AttentionPlan, block, e):
 # ---- the consumers --------------------------------------------------------------------------------
 
 
-def row_of(p: Sm90AttentionPlan, rg, h):
-    """The query row of the thread's fragment row ``h`` (0: ``l / 4``, 1: ``+ 8``)."""
-    return rg.q0 + rg.wg * WGMMA_M + 16 * (rg.t // 32) + (rg.t % 32) // 4 + 8 * h
-
-
 def key_of(p: Sm90AttentionPlan, rg, j, r):
     """The key of S register ``r`` in kv tile ``j``."""
     return j * p.config.block_kv + 8 * (r // 4) + 2 * (rg.t % 4) + r % 2
@@ -281,18 +270,6 @@ def mask(p, rg, j):
 
 def fmax(a, b):
     return T.call_pure_extern("fmaxf", a, b, ty=T.float32)
-
-
-def score_scale(p: Sm90AttentionPlan, rg):
-    """``c``: a raw score to base-2 units, ``scale log2 e`` (fp8: times Q's and K's scales, ``row[8]``)."""
-    return rg.row[8] if p.fp8 else T.float32(p.problem.scale_log2)
-
-
-def exponent_offset(p: Sm90AttentionPlan, rg, h):
-    """What the exponent of row ``h`` subtracts: ``m c`` (fp8: less ``P_SHIFT``, so that ``p <= 2^8``)."""
-    if not p.p_shift:
-        return rg.row[h] * score_scale(p, rg)
-    return rg.row[h] * score_scale(p, rg) - T.float32(p.p_shift)
 
 
 @T.macro
@@ -409,10 +386,14 @@ def pv_retired(p, MB, rg, j):
 
 
 @T.macro
-def kv_tile(p, SMH, MB, rg, ops, j, masked):
-    # tile j, one GEMM after the other: S = Q K^T, the mask, the softmax, O += P V, the stage released
+def kv_tile(p, SMH, MB, rg, ops, j, masked, n_kv):
+    # tile j of n_kv, one GEMM after the other: S = Q K^T (the last one: Q released, ``early_q_release``), the mask,
+    # the softmax, O += P V, the stage released
     issue_s(p, MB, rg, ops, j)
     scores_ready(p, rg, 0)
+    if I.constexpr(p.early_q_release):
+        if j == n_kv - 1:
+            release_q(p, MB, rg)
     if I.constexpr(masked):
         mask(p, rg, j)
     softmax(p, rg)
@@ -451,6 +432,9 @@ def overlapped_loop(p, MB, rg, ops, n_kv, n_full):
     issue_s(p, MB, rg, ops, 0)
     hand_over(p, rg, False)
     scores_ready(p, rg, 0)
+    if I.constexpr(p.early_q_release):  # the item's last S retired: Q released
+        if n_kv == 1:
+            release_q(p, MB, rg)
     if 0 >= n_full:
         mask(p, rg, 0)
     softmax(p, rg)
@@ -462,6 +446,9 @@ def overlapped_loop(p, MB, rg, ops, n_kv, n_full):
             issue_pv(p, MB, rg, ops, j - 1)
             hand_over(p, rg, False)
             scores_ready(p, rg, 1)
+            if I.constexpr(p.early_q_release):
+                if j == n_kv - 1:
+                    release_q(p, MB, rg)
             if j >= n_full:
                 mask(p, rg, j)
             softmax(p, rg)
@@ -471,72 +458,6 @@ def overlapped_loop(p, MB, rg, ops, n_kv, n_full):
     issue_pv(p, MB, rg, ops, n_kv - 1)
     hand_over(p, rg, True)
     pv_retired(p, MB, rg, n_kv - 1)
-
-
-@T.macro
-def row_total(p, rg, h):
-    # row h's sum over the quad (row[2 + h]) and O's factor 1 / l (row[4 + h]; fp8: V's scale too)
-    for sh in T.unroll(2):
-        rg.row[2 + h] = rg.row[2 + h] + T.cuda.__shfl_xor_sync(T.uint32(FULL), rg.row[2 + h], 1 << sh, 32)
-    rg.row[4 + h] = (rg.row[9] if p.fp8 else T.float32(1)) / rg.row[2 + h]
-
-
-@T.macro
-def store_lse(p, args, rg, h):
-    # row h's LSE, by the quad's first thread
-    if rg.t % 4 == 0:
-        args["LSE"][rg.b, rg.h, row_of(p, rg, h)] = (exponent_offset(p, rg, h) + T.log2(rg.row[2 + h])) * T.float32(LN2)
-
-
-@T.macro
-def finish(p, args, rg):
-    # the row sums over the quad, O / l packed and stored (rows inside the sequence), LSE by the quad's first
-    word = T.alloc_tensor(ty_args=[T.Tensor((1,), "uint32", scope="local", layout="default")])
-    for h in T.unroll(2):
-        row_total(p, rg, h)
-        if row_of(p, rg, h) < p.problem.seq_q:
-            for dn in T.unroll(p.problem.head_dim // 8):
-                T.ptx[p.pack_instr](word[0], rg.o[dn * 4 + 2 * h + 1] * rg.row[4 + h], rg.o[dn * 4 + 2 * h] * rg.row[4 + h])
-                T.ptx["st.global.b32"](args["O"].ptr_to([rg.b, rg.h, row_of(p, rg, h), 8 * dn + 2 * (rg.t % 4)]), word[0])
-            store_lse(p, args, rg, h)
-
-
-@T.macro
-def finish_tma(p, SMH, MB, args, map_o, rg):
-    # epilogue="tma": O / l packed into the warpgroup's own rows of the Q tile once each of its warps has seen its
-    # GEMMs (the only readers of those rows) retire (its named barrier: a warp's wait_group covers only its own),
-    # 128-byte swizzled as Q landed (``o_word``), fenced for the async proxy; once the warpgroup's writes are done
-    # (the barrier again), one thread stores the D / 64 boxes of 64 rows by TMA (rows past Sq clipped), waits for
-    # the stores to read them and releases Q (its "empty" arrival). LSE as ``finish``
-    SW = T.decl_tensor(SMH.ptr_to([0]), ty_args=[T.Tensor((p.smem_bytes // 4,), "uint32", scope="shared.dyn",
-                                                          layout="default")])
-    word = T.alloc_tensor(ty_args=[T.Tensor((1,), "uint32", scope="local", layout="default")])
-    T.ptx["bar.sync"](T.Cast("uint32", EPILOGUE_BARRIER + rg.wg), T.uint32(WARPGROUP))
-    for h in T.unroll(2):
-        row_total(p, rg, h)
-        for dn in T.unroll(p.problem.head_dim // 8):
-            T.ptx[p.pack_instr](word[0], rg.o[dn * 4 + 2 * h + 1] * rg.row[4 + h], rg.o[dn * 4 + 2 * h] * rg.row[4 + h])
-            SW[o_word(p, rg, h, dn)] = word[0]
-        if row_of(p, rg, h) < p.problem.seq_q:
-            store_lse(p, args, rg, h)
-    T.ptx["fence.proxy.async.shared::cta"]()
-    T.ptx["bar.sync"](T.Cast("uint32", EPILOGUE_BARRIER + rg.wg), T.uint32(WARPGROUP))
-    if rg.t == 0:
-        for db in T.unroll(p.d_blocks):
-            T.ptx[TMA_STORE_3D](T.address_of(map_o), db * p.columns, rg.q0 + rg.wg * WGMMA_M,
-                                rg.b * p.problem.heads + rg.h,
-                                T.cuda.cvta_generic_to_shared(SMH.ptr_to([(db * BLOCK_Q + rg.wg * WGMMA_M) * p.columns])))
-        T.ptx["cp.async.bulk.commit_group"]()
-        T.ptx["cp.async.bulk.wait_group.read"](0)
-        T.ptx.mbarrier.arrive.shared.b64(MB.ptr_to([1 + 2 * p.config.stages]), T.uint32(1))
-
-
-def o_word(p: Sm90AttentionPlan, rg, h, dn):
-    """The 4-byte word of the Q tile where the thread's O pair of fragment row ``h`` and 8-column group ``dn`` is
-    staged (``epilogue="tma"``): its row of the warpgroup's 64 in column block ``dn / 8``, 16-byte chunk ``dn % 8``
-    (swizzled: ``swizzled_word``), word ``t % 4``."""
-    row = rg.wg * WGMMA_M + 16 * (rg.t // 32) + (rg.t % 32) // 4 + 8 * h
-    return swizzled_word(p, (dn // 8) * BLOCK_Q * ROW_BYTES, row, (dn % 8) * 16 + 4 * (rg.t % 4))
 
 
 def kv_tiles(p: Sm90AttentionPlan, q0):
@@ -596,7 +517,7 @@ def consumer(p, SMH, MB, args, maps, pid, wg, t):
     for i in range(p.items_of(pid)):
         consumer_item(p, SMH, MB, args, maps, ops, Regs(s, pa, pw, o, row, pos, 0, *item_of(p, pid + i * p.ctas), wg, t),
                       i)
-    if I.constexpr(c.epilogue == "tma"):
+    if I.constexpr(c.epilogue in STAGED_EPILOGUES):
         if t == 0:
             T.ptx["cp.async.bulk.wait_group"](0)  # the last item's O stores are done before the CTA exits
 
@@ -604,7 +525,8 @@ def consumer(p, SMH, MB, args, maps, pid, wg, t):
 @T.macro
 def consumer_item(p, SMH, MB, args, maps, ops, regs, i):
     # the CTA's i-th item: its kv tiles from ring position pos[0] (``Regs.base``), Q's "empty" arrival once its
-    # GEMMs retired, then O and LSE (epilogue="tma": O through the Q tile, Q's "empty" arrival once stored)
+    # GEMMs retired (``early_q_release``: at its last S, in the loop), then O and LSE (epilogue="tma": O through the
+    # Q tile, Q's "empty" arrival once stored; "tma_buffer": O through its own buffer)
     c = p.config
     rg = attrs.evolve(regs, base=regs.pos[0])
     for r in T.unroll(p.problem.head_dim // 2):
@@ -618,16 +540,19 @@ def consumer_item(p, SMH, MB, args, maps, ops, regs, i):
     else:
         if I.constexpr(maybe_positive(full_tiles(p, rg.q0))):
             for j in range(full_tiles(p, rg.q0)):
-                kv_tile(p, SMH, MB, rg, ops, j, False)
+                kv_tile(p, SMH, MB, rg, ops, j, False, kv_tiles(p, rg.q0))
         if I.constexpr(maybe_positive(kv_tiles(p, rg.q0) - full_tiles(p, rg.q0))):
             for j in range(full_tiles(p, rg.q0), kv_tiles(p, rg.q0)):
-                kv_tile(p, SMH, MB, rg, ops, j, True)
+                kv_tile(p, SMH, MB, rg, ops, j, True, kv_tiles(p, rg.q0))
     if I.constexpr(c.epilogue == "tma"):
         finish_tma(p, SMH, MB, args, maps[3], rg)
     else:
-        if rg.t == 0:
-            T.ptx.mbarrier.arrive.shared.b64(MB.ptr_to([1 + 2 * c.stages]), T.uint32(1))
-        finish(p, args, rg)
+        if I.constexpr(not p.early_q_release):
+            release_q(p, MB, rg)
+        if I.constexpr(c.epilogue == "tma_buffer"):
+            finish_buffered(p, SMH, args, maps[3], rg)
+        else:
+            finish(p, args, rg)
     rg.pos[0] = rg.base + kv_tiles(p, rg.q0)
 
 
@@ -689,7 +614,7 @@ def signature_source(p: Sm90AttentionPlan) -> str:
     for name in ("K", "V"):
         lines += map_source(p, name, (pr.head_dim, pr.seq_kv, pr.batch * pr.kv_heads), p.config.block_kv)
     maps = "mapQ, mapK, mapV"
-    if p.config.epilogue == "tma":  # O's stores: boxes of a consumer warpgroup's 64 rows
+    if p.config.epilogue in STAGED_EPILOGUES:  # O's stores: boxes of a consumer warpgroup's 64 rows
         lines += map_source(p, "O", (pr.head_dim, pr.seq_q, pr.batch * pr.heads), WGMMA_M)
         maps += ", mapO"
     args = ", ".join(f"{n!r}: {n}" for n in names)

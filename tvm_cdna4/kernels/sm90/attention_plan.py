@@ -19,7 +19,7 @@ each tile ``block_kv x D``. Every tile is stored as ``D / 64`` column blocks of 
 row: one ``CU_TENSOR_MAP_SWIZZLE_128B`` box each, the widest 128-byte-swizzled box), the blocks one after
 another: what TMA writes and what the ``wgmma`` descriptors read (K-major Q and K, M/N-major V).
 mbarriers: Q's "full" and "empty" (one arrival per consumer warpgroup once its GEMMs of an item retired: the
-next item's Q may land), each stage's "full" (the producer's ``expect_tx`` of K and V's bytes; opt-in
+next item's Q may land; persistent, once its last ``S = Q K^T`` retired: ``early_q_release``), each stage's "full" (the producer's ``expect_tx`` of K and V's bytes; opt-in
 ``split_kv_barrier``: K's, V's on a barrier of its own) and "empty" (one arrival per consumer warpgroup once its
 ``P V`` of the stage retired).
 
@@ -54,7 +54,8 @@ is S converted in registers with no move between threads. The scores' factor is 
 
 **The end.** ``O / l`` stored from the registers (column pairs, rows past ``Sq`` not stored; opt-in
 ``epilogue="tma"``: staged in the warpgroup's rows of the Q tile and stored by TMA, Q's "empty" arrival after the
-stores read them) and ``LSE = (m c + log2 l) ln 2`` per row by the quad's first thread.
+stores read them; ``"tma_buffer"``: staged in a buffer of its own, the stores waited for only before the buffer's
+next use) and ``LSE = (m c + log2 l) ln 2`` per row by the quad's first thread.
 """
 
 from __future__ import annotations
@@ -86,8 +87,10 @@ FP8_HEAD_DIM = FP8_BLOCK_KV = ROW_BYTES
 TRANSPOSERS = 3
 """fp8: the producer warpgroup's warps 1-3 transpose V (warp 0's first thread issues the TMA loads)."""
 PACK = "cvt.rn.{t}x2.f32"
-EPILOGUES = ("registers", "tma")
+EPILOGUES = ("registers", "tma", "tma_buffer")
 """``Sm90AttentionConfig.epilogue``: how O is stored."""
+STAGED_EPILOGUES = ("tma", "tma_buffer")
+"""The epilogues that stage O in shared memory and store it by TMA (O's tensor map)."""
 L2_SECTION_BYTES = 32 * 1024 * 1024
 """The K and V bytes of the batch x heads of one section of work items (``section_heads``): FlashAttention-3's
 tile scheduler's ``size_l2`` (``hopper/tile_scheduler.hpp``: 32 MB for K and V of an H100's 50 MB L2). Measured
@@ -137,9 +140,11 @@ class Sm90AttentionConfig:
     (fp8: V's transpose) for V(j). False: one barrier for both (``expect_tx`` of K and V's bytes)."""
     epilogue: str = "registers"
     """How O leaves: ``"registers"`` (each thread's column pairs stored to global memory, rows past ``Sq`` not
-    stored) or ``"tma"`` (each consumer warpgroup's 64 rows of O into its own rows of the Q tile once its GEMMs
-    retired, then TMA stores, clipped at ``Sq``; Q's "empty" arrival once the stores have read them). 16-bit
-    inputs only: fp8's Q tile is half O's bytes."""
+    stored), ``"tma"`` (each consumer warpgroup's 64 rows of O into its own rows of the Q tile once its GEMMs
+    retired, then TMA stores, clipped at ``Sq``; Q's "empty" arrival once the stores have read them) or
+    ``"tma_buffer"`` (O into a buffer of its own after the ring, ``BLOCK_Q x D``, then TMA stores nobody waits for
+    but the next item's epilogue, before it writes the buffer again, and the CTA's end; Q released as with
+    ``"registers"``). 16-bit inputs only: fp8's Q tile is half O's bytes."""
 
     def check(self, problem: AttentionProblem, smem_bytes: int) -> None:
         """A ContractError naming the field that breaks a rule of the kernel or of the SM's shared memory."""
@@ -159,8 +164,8 @@ class Sm90AttentionConfig:
                 (problem.head_dim, self.block_kv))
         if self.epilogue not in EPILOGUES:
             bad("epilogue", "O stored from the registers or through the Q tile by TMA", EPILOGUES, self.epilogue)
-        if self.epilogue == "tma" and problem.dtype in SCALED:
-            bad("epilogue", "the TMA epilogue stages O in the Q tile: fp8's holds half O's (bf16) bytes",
+        if self.epilogue in STAGED_EPILOGUES and problem.dtype in SCALED:
+            bad("epilogue", "the TMA epilogues store O by a map of the inputs' 16-bit rows: fp8's are 8-bit",
                 "epilogue='registers' with fp8", self.epilogue)
         if not isinstance(self.split_kv_barrier, bool):
             bad("split_kv_barrier", "one \"full\" mbarrier per tile or per stage", (False, True), self.split_kv_barrier)
@@ -169,8 +174,9 @@ class Sm90AttentionConfig:
                 "pingpong=True", (self.overlap, self.pingpong))
         need = smem_for(problem, self)
         if need > smem_bytes:
-            bad("stages", "Q and the (K, V) stages within the SM's shared memory",
-                f"<= {smem_bytes} bytes", f"{need} bytes ({self.stages} stages of {self.block_kv} keys)")
+            bad("stages", "Q, the (K, V) stages and O's buffer (epilogue='tma_buffer') within the SM's shared memory",
+                f"<= {smem_bytes} bytes", f"{need} bytes ({self.stages} stages of {self.block_kv} keys, epilogue "
+                f"{self.epilogue!r})")
 
 
 def tiles_per_stage(dtype: str) -> int:
@@ -179,10 +185,14 @@ def tiles_per_stage(dtype: str) -> int:
 
 
 def smem_for(problem: AttentionProblem, config: Sm90AttentionConfig) -> int:
-    """Dynamic shared memory: the Q tile and ``stages`` stages of ``tiles_per_stage`` tiles, plus the barriers'
-    slack."""
+    """Dynamic shared memory: the Q tile, ``stages`` stages of ``tiles_per_stage`` tiles and (``epilogue=
+    "tma_buffer"``) O's buffer of Q's size, plus the barriers' slack. bf16 / f16, ``BLOCK_Q`` 128: Q and O's buffer
+    16 KiB each at D 64, 32 KiB at D 128; a stage ``4 block_kv D`` bytes. Of the H100's 227 KiB, D 128 with 3
+    stages of 128 keys leaves 2 KiB (no buffer: ``"tma_buffer"`` runs 2 stages there), D 64 with 3 stages of 192
+    keys 66 KiB (the buffer, and room for a second Q)."""
     per = tiles_per_stage(problem.dtype) * config.stages * config.block_kv
-    return ELEMENT_BYTES[problem.dtype] * problem.head_dim * (BLOCK_Q + per) + BARRIER_BYTES
+    o = BLOCK_Q if config.epilogue == "tma_buffer" else 0
+    return ELEMENT_BYTES[problem.dtype] * problem.head_dim * (BLOCK_Q + per + o) + BARRIER_BYTES
 
 
 @attrs.frozen
@@ -263,6 +273,31 @@ class Sm90AttentionPlan(PlanRecord, family="attention"):
     def q_elems(self) -> int:
         return BLOCK_Q * self.problem.head_dim
 
+    @property
+    def o_buffer(self) -> int:
+        """Element offset of O's buffer (``epilogue="tma_buffer"``): after the ring, laid out as the Q tile."""
+        return self.stage_offset(self.config.stages, 0)
+
+    @property
+    def early_q_release(self) -> bool:
+        """Whether each consumer warpgroup releases Q (its "empty" arrival) once the item's last ``S = Q K^T``
+        retired, before its last ``P V`` and its epilogue: persistent CTAs, unless Q's tile stages O
+        (``epilogue="tma"``), so that the next item's Q load runs under them. One CTA an item: after its GEMMs
+        (nothing waits for it)."""
+        return self.config.persistent and self.config.epilogue != "tma"
+
+    @property
+    def tiles_before_q(self) -> int:
+        """The kv tiles of an item the producer loads before it waits for Q's "empty" barrier: with
+        ``epilogue="tma"`` the first ring-full (Q waits for the last item's O store); with ``early_q_release``
+        ``stages - 2`` (those stages were released before the last item's last S retired: the producer then waits
+        for Q, not for the last item's last ``P V``); else 0 (Q first). fp8: 0 (its transposers' one loop)."""
+        if self.fp8:
+            return 0
+        if self.config.epilogue == "tma":
+            return self.config.stages
+        return max(0, self.config.stages - 2) if self.early_q_release else 0
+
     def stage_offset(self, stage, which: int):
         """Element offset of the K (``which`` 0), V (1) or, fp8, transposed V (2) tile of stage ``stage`` (after
         the Q tile)."""
@@ -272,7 +307,7 @@ class Sm90AttentionPlan(PlanRecord, family="attention"):
     def barriers(self) -> int:
         """mbarriers: Q's "full" (0), each stage's "full" (``1 + s``; ``split_kv_barrier``: K's) and "empty"
         (``1 + stages + s``), Q's "empty" (``1 + 2 stages``: one arrival per consumer warpgroup once its GEMMs of an
-        item retired; ``epilogue="tma"``: once its O stores read the Q tile); fp8, each stage's "transposed"
+        item retired; ``early_q_release``: its last S; ``epilogue="tma"``: once its O stores read the Q tile); fp8, each stage's "transposed"
         (``2 + 2 stages + s``: one arrival per transposing thread once V^T is written); ``split_kv_barrier``, each
         stage's V "full" after them (``v_full``)."""
         return 2 + (3 if self.fp8 else 2) * self.config.stages + (self.config.stages if self.config.split_kv_barrier else 0)
@@ -336,6 +371,6 @@ def estimate_tiles(problem: AttentionProblem, config: Sm90AttentionConfig) -> in
     return sum(workgroup_tiles(problem, BLOCK_Q, config.block_kv, config.skip_masked)) * problem.batch * problem.heads
 
 
-__all__ = ["BLOCK_Q", "COLUMNS", "CONSUMERS", "CONSUMER_REGS", "EPILOGUES", "FP8_BLOCK_KV", "FP8_HEAD_DIM", "L2_SECTION_BYTES", "PRODUCER_REGS",
+__all__ = ["BLOCK_Q", "COLUMNS", "CONSUMERS", "CONSUMER_REGS", "EPILOGUES", "STAGED_EPILOGUES", "FP8_BLOCK_KV", "FP8_HEAD_DIM", "L2_SECTION_BYTES", "PRODUCER_REGS",
            "SMEM_DTYPES", "STORAGE", "Sm90AttentionConfig", "Sm90AttentionPlan", "TRANSPOSERS", "deepest", "estimate_tiles",
            "plan_sm90_attention", "section_heads", "smem_for", "tiles_per_stage", "work_item"]
