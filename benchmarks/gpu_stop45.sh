@@ -14,6 +14,10 @@
 #               .sm90tree/refitpkg: `git archive h-refit tvm_cdna4 | tar -x -C .sm90tree/refitpkg`, carried) [~120]
 #   cluster     the sm90 GEMM in clusters of two (cluster_m): its GPU tests, then benchmarks/sm90_clusters.py at
 #               M = ${CLUSTER_MS:-768,3000} (cluster_m 1 / 2 at the model's config beside torch.matmul) [~200]
+#   residual    the residual reads spread over the mainloop ('sliced', 'prefetch'): GPU tests, sm90_gemm.py --epilogue
+#               [~130]
+#   attn-options  the persistent attention (Q released at the last S) and epilogue='tma_buffer': GPU tests, then
+#               attention_sm90.py --seqs 2048,4096 --configs options --options tma-buffer [~160]
 #   final       the torch ops at the stop's plans (GEMM every M, fp8, grouped + its peer's kernels, D 64 attention) [~480]
 #   gemm        the GPU tests of the sm90 GEMM, the torch op over the 12 projections at every M [~240]
 #   attention   every shape of benchmarks/attention_sm90.py at the cost model's configs [~300]
@@ -76,6 +80,19 @@ for step in "$@"; do
     mkdir -p "$OUT/clusters"
     timeout 150 python3 benchmarks/sm90_clusters.py --ms ${CLUSTER_MS:-768,3000} --out "$OUT/clusters" 2>&1 \
       | tee "$OUT/clusters.log" | grep -v "^{" | tail -40 ;;
+  residual)  # the residual's bytes spread over the mainloop instead of one burst a tile [~130]
+    gpu_tests 60 "$OUT/pytest_gpu_residual.log" -n 4 tests/gpu/test_sm90_residual_spread_gpu.py
+    timeout 100 python3 benchmarks/sm90_gemm.py --epilogue --out "$OUT" 2>&1 | tee "$OUT/epilogue.log" | grep -v "^{" | tail -30 ;;
+  attn-options)  # a persistent CTA's items overlapped: exact on the card, then beside the default and cuDNN at 2k / 4k [~160]
+    gpu_tests 60 "$OUT/pytest_gpu_attention.log" -n 6 "tests/gpu/test_sm90_attention_gpu.py::test_exact_within_the_documented_bound[10]" \
+      "tests/gpu/test_sm90_attention_gpu.py::test_exact_within_the_documented_bound[11]" \
+      "tests/gpu/test_sm90_attention_gpu.py::test_exact_within_the_documented_bound[21]" \
+      "tests/gpu/test_sm90_attention_gpu.py::test_exact_within_the_documented_bound[22]" \
+      "tests/gpu/test_sm90_attention_gpu.py::test_exact_within_the_documented_bound[23]" \
+      "tests/gpu/test_sm90_attention_gpu.py::test_exact_within_the_documented_bound[24]"
+    mkdir -p "$OUT/attn_options"
+    timeout 120 python3 benchmarks/attention_sm90.py --out "$OUT/attn_options" --seqs 2048,4096 --configs options \
+      --options tma-buffer --no-sm80 2>&1 | tee "$OUT/attention_options.log" | grep -v "^{" | tail -44 ;;
   final)  # the torch ops at the stop's plans: GEMM at every M, fp8, grouped (+ its peer's kernels), D 64 attention [~480]
     mkdir -p "$OUT/gemm" "$OUT/fp8" "$OUT/grouped" "$OUT/peers" "$OUT/d64"
     timeout 210 python3 benchmarks/torch_gemm.py --calls 30 --reps 10 --out "$OUT/gemm" 2>&1 \
@@ -96,7 +113,7 @@ for step in "$@"; do
     mkdir -p "$OUT/full"
     timeout 300 python3 benchmarks/attention_sm90.py --no-sm80 --out "$OUT/full" 2>&1 | tee "$OUT/attention_full.log" \
       | grep -v "^{" | tail -46 ;;
-  *) echo "unknown step $step (peers, partitions, ncu, ncu-attention, validate, gemm-ab, refit, cluster, final, gemm, attention)"; exit 2 ;;
+  *) echo "unknown step $step (peers, partitions, ncu, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, final, gemm, attention)"; exit 2 ;;
   esac
 done
 cd "$OUT" && tar czf /tmp/call.tgz --exclude=call.tgz . && find . -mindepth 1 -delete && mv /tmp/call.tgz "$OUT/call.tgz"
