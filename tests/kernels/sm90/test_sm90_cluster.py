@@ -15,7 +15,7 @@ from tvm_cdna4.kernels.gemm import GemmProblem, random_inputs
 from tvm_cdna4.kernels.gemm.dynamic_m import MBucket
 from tvm_cdna4.kernels.gemm.epilogue import Fusion
 from tvm_cdna4.kernels.sm90 import gemm_target
-from tvm_cdna4.kernels.sm90.gemm_plan import Sm90Config, plan
+from tvm_cdna4.kernels.sm90.gemm_plan import Sm90Config, b_shares, plan
 
 EMULATOR = "the CUDA emulator (no GPU runner)"
 
@@ -23,7 +23,7 @@ EMULATOR = "the CUDA emulator (no GPU runner)"
 @pytest.mark.parametrize("field, config", [
     ("cluster_m", Sm90Config(cluster_m=3)),
     ("cluster_m", Sm90Config(cluster_m=2, split_k=2)),
-    ("cluster_m", Sm90Config(block_n=136, cluster_m=2)),  # 68 rows of B per CTA: not whole 8-row atoms
+    ("cluster_m", Sm90Config(block_n=8, cluster_m=2)),  # one 8-row atom of B: no share for rank 1
     ("cluster_m", Sm90Config(cluster_m=2, ctas=5)),
 ])
 def test_a_config_breaking_a_cluster_rule_names_cluster_m(field, config):
@@ -56,10 +56,46 @@ def test_the_clustered_kernel_launches_clusters_of_two_and_multicasts_half_of_b(
     assert "T.address_of(MB[4 + s])), T.uint32(4)" in text  # each "empty" barrier: 2 consumers x 2 CTAs
 
 
+@pytest.mark.parametrize("block_n, shares", [(128, (64, 64)), (168, (88, 80)), (72, (40, 32)), (136, (72, 64)),
+                                             (16, (8, 8)), (8, (8, 0))])
+def test_each_rank_multicasts_whole_swizzle_atoms_of_b_as_near_half_as_they_come(block_n, shares):
+    assert b_shares(block_n, 2) == shares and b_shares(block_n, 1) == (block_n,)
+
+
+def test_a_cluster_of_uneven_shares_loads_b_through_two_maps_each_rank_on_its_atom():
+    p = gemm.plan(GemmProblem(300, 504, 128, "bf16", "nt", "bf16", Fusion(residual=True)), "sm90",
+                  Sm90Config(128, 168, 2, 2, epilogue="tma", residual_read="tma", cluster_m=2), sms=8)
+    text = gemm_target.emit(p).script()
+    encodes = [line.split("(")[1].split(",")[0] for line in text.splitlines() if "tensormap_encode_tiled(" in line]
+    # B1 (rank 1's 80 rows) after C's and the residual's maps, before the tail maps (168 = 2 x 64 + a 40-column tail)
+    assert encodes == ["mapA", "mapB", "mapC", "mapresidual", "mapB1", "mapCTail", "mapresidualTail"]
+    assert "mapB, T.address_of(B[0, 0]), 128, 504, 256, 64, 88, 1, 1," in text
+    assert "mapB1, T.address_of(B[0, 0]), 128, 504, 256, 64, 80, 1, 1," in text
+    assert text.count("multicast::cluster") == 2  # rank 0 through mapB, rank 1 through mapB1
+    assert 'if T.truncmod(T.cuda.block_idx("x"), 2) == 0:' in text
+    # rank 1's box: rows 88.. of the tile, at 88 rows x 128 bytes (11 atoms of 1024 bytes) into the stage's B
+    assert 'n0 + T.truncmod(T.cuda.block_idx("x"), 2) * 88' in text
+    assert 'T.truncmod(T.cuda.block_idx("x"), 2) * 88 * 64' in text
+    # each CTA's "full" barrier expects the whole stage: A's 128 rows and both shares of B
+    assert f"T.uint32({(128 + 168) * 128})" in text
+
+
 def test_the_emulator_validates_a_clustered_plan():
     """M = 33 in one 64-row tile: the pair's second row lies wholly past M (zeros, no stores); odd N over two tile
     columns; K = 200: more k-tiles than stages (each producer waits on both CTAs' releases)."""
     v = gemm.validate(GemmProblem(33, 69, 200, "bf16", "nt", "f32"), "sm90", Sm90Config(64, 64, 2, 1, cluster_m=2))
+    assert v.ok and v.where == EMULATOR and v.ratio == 0.0
+
+
+@pytest.mark.parametrize("problem, config", [
+    # 168 = 88 + 80 rows of B: odd N over two tile columns (the second's rank-1 share past N), the pair's second
+    # row partly past M
+    (GemmProblem(67, 171, 200, "bf16", "nt", "f32"), Sm90Config(64, 168, 2, 1, cluster_m=2)),
+    # 72 = 40 + 32: the pair's second row wholly past M, three tile columns, the last 5 rows of N
+    (GemmProblem(33, 149, 136, "bf16", "nt", "f32"), Sm90Config(64, 72, 2, 1, cluster_m=2)),
+])
+def test_the_emulator_validates_clusters_of_uneven_b_shares(problem, config):
+    v = gemm.validate(problem, "sm90", config)
     assert v.ok and v.where == EMULATOR and v.ratio == 0.0
 
 
@@ -77,6 +113,9 @@ def test_the_emulator_validates_a_clustered_plan():
      Sm90Config(128, 64, 2, 2, epilogue="tma", residual_read="tma", cluster_m=2)),
     # fp8 inputs: 128-element K tiles, the same 128-byte rows
     (GemmProblem(70, 48, 256, "fp8", "nt", "bf16"), Sm90Config(64, 48, 2, 1, cluster_m=2)),
+    # uneven shares of B (88 + 80) with the TMA epilogue's tail maps after B1, a TMA-read residual
+    (GemmProblem(77, 176, 136, "bf16", "nt", "bf16", Fusion(residual=True)),
+     Sm90Config(128, 168, 2, 2, epilogue="tma", residual_read="tma", cluster_m=2)),
 ])
 def test_the_emulator_validates_more_clustered_plans(problem, config):
     v = gemm.validate(problem, "sm90", config)
@@ -133,7 +172,10 @@ def test_the_choice_weighs_clusters_only_when_asked():
     assert not gemm_cost.WEIGH_CLUSTER
     assert all(c.cluster_m == 1 for _, c in gemm_cost.ranked(3000, 4608, 3584, 2, dev))
     weighed = gemm_cost.ranked(3000, 4608, 3584, 2, dev, cluster=True)
-    assert any(c.cluster_m == 2 for _, c in weighed) and all(c.block_n % 16 == 0 for _, c in weighed if c.cluster_m == 2)
+    assert any(c.cluster_m == 2 for _, c in weighed)
+    # the wave-fitting widths (multiples of 8, not of 16: gemm_cost.wave_widths) run in clusters too (b_shares)
+    weighed = gemm_cost.ranked(768, 3584, 3584, 2, dev, cluster=True)
+    assert (weighed[0][1].block_n, weighed[0][1].cluster_m) == (168, 2)
 
 
 def test_the_grouped_kernel_refuses_a_cluster():

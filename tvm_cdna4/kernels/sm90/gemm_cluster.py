@@ -22,7 +22,7 @@ from __future__ import annotations
 from tvm_tirx.script import ir as I
 from tvm_tirx.script import tirx as T
 
-from .gemm_plan import BLOCK_K, Sm90Plan
+from .gemm_plan import BLOCK_K, Sm90Plan, b_shares
 
 MULTICAST = ".multicast::cluster"
 """The TMA load's qualifier that lands the box in every CTA of its mask (PTX ISA 9.4 §9.7.10.28.5)."""
@@ -48,27 +48,48 @@ def empty_arrivals(p: Sm90Plan) -> int:
 
 
 def b_box_rows(p: Sm90Plan) -> int:
-    """The rows of B's TMA box: the tile's ``block_n``, a CTA's share of it in a cluster."""
-    return p.config.block_n // p.config.cluster_m
+    """The rows of B's TMA box (map ``B``): the tile's ``block_n``; in a cluster rank 0's share of it
+    (``gemm_plan.b_shares``: ``block_n / 2``, or 88 of 168)."""
+    return b_shares(p.config.block_n, p.config.cluster_m)[0]
+
+
+def b_peer_rows(p: Sm90Plan) -> int:
+    """The rows of the second B map's box (``B1``): rank 1's share where it differs from rank 0's (80 of 168: the
+    halves are uneven, ``block_n % 16 == 8``), else 0 (no second map)."""
+    shares = b_shares(p.config.block_n, p.config.cluster_m)
+    return shares[-1] if shares[-1] != shares[0] else 0
 
 
 def b_row(p: Sm90Plan, row):
-    """B's first row of the CTA's load of the tile whose panel starts at ``row``."""
+    """B's first row of the CTA's load of the tile whose panel starts at ``row`` (rank 1's share after rank 0's)."""
     return row if p.config.cluster_m == 1 else row + rank(p) * b_box_rows(p)
 
 
 def b_offset(p: Sm90Plan, offset):
-    """The ring element of the CTA's B box of the stage whose B tile starts at element ``offset``."""
+    """The ring element of the CTA's B box of the stage whose B tile starts at element ``offset`` (rank 0's share
+    is whole swizzle atoms: rank 1's box starts on one)."""
     return offset if p.config.cluster_m == 1 else offset + rank(p) * b_box_rows(p) * BLOCK_K
 
 
-def b_load(p: Sm90Plan, instruction: str, dst, tensor_map, k0, row0, mbar):
-    """The B box's TMA load (``instruction``: the kernel's, ``gemm_emit.TMA_LOAD``): multicast to every CTA of the
-    cluster with ``cluster_m`` > 1 (CTA mask all ones), else the CTA's own."""
-    if p.config.cluster_m == 1:
-        T.ptx[instruction](dst, tensor_map, k0, row0, mbar)
+def cta_mask(p: Sm90Plan):
+    """The multicast's CTA mask: every CTA of the cluster (``ctaMask`` bit ``r``: rank ``r``)."""
+    return T.uint16((1 << p.config.cluster_m) - 1)
+
+
+@T.macro
+def b_load(p, instruction, dst, maps, k0, row0, mbar):
+    # the B box's TMA load (instruction: the kernel's, gemm_emit.TMA_LOAD; maps: B's map, then B1's or None):
+    # multicast to every CTA of the cluster with cluster_m > 1 (CTA mask all ones), else the CTA's own; uneven
+    # shares (b_peer_rows) load through rank 0's map B or rank 1's B1
+    if I.constexpr(p.config.cluster_m == 1):
+        T.ptx[instruction](dst, T.address_of(maps[0]), k0, row0, mbar)
+    elif I.constexpr(b_peer_rows(p) == 0):
+        T.ptx[instruction + MULTICAST](dst, T.address_of(maps[0]), k0, row0, mbar, cta_mask(p))
     else:
-        T.ptx[instruction + MULTICAST](dst, tensor_map, k0, row0, mbar, T.uint16((1 << p.config.cluster_m) - 1))
+        if rank(p) == 0:
+            T.ptx[instruction + MULTICAST](dst, T.address_of(maps[0]), k0, row0, mbar, cta_mask(p))
+        else:
+            T.ptx[instruction + MULTICAST](dst, T.address_of(maps[1]), k0, row0, mbar, cta_mask(p))
 
 
 @T.macro
@@ -91,5 +112,5 @@ def cluster_sync(p):
         T.ptx["barrier.cluster.wait.aligned"]()
 
 
-__all__ = ["MULTICAST", "b_box_rows", "b_load", "b_offset", "b_row", "cluster_sync", "empty_arrivals", "launch",
+__all__ = ["MULTICAST", "b_box_rows", "b_load", "b_offset", "b_peer_rows", "b_row", "cluster_sync", "cta_mask", "empty_arrivals", "launch",
            "rank", "release"]

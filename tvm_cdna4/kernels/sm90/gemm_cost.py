@@ -80,7 +80,7 @@ import attrs
 from ..common import ceil_div
 from ..gemm.grouped import expected_row_tiles
 from .gemm_plan import (ACC_REGS_MAX, BARRIER_BYTES, BLOCK_K, ELEMENT_BYTES, INT32_ELEMENTS, SWIZZLE_COLUMNS,
-                        TMA_BOX_MAX, WGMMA_K, WGMMA_M, Sm90Config, block_k)
+                        TMA_BOX_MAX, WGMMA_K, WGMMA_M, Sm90Config, b_shares, block_k)
 
 TENSOR_FLOPS_PER_CLK = 4096
 """Dense f16/bf16 tensor flops per SM per clock on Hopper (2048 FMA: the NVIDIA H100 Tensor Core GPU
@@ -218,7 +218,7 @@ def estimate(cfg: Sm90Config, M: int, N: int, K: int, out_bytes: int, device, dt
     ``cfg.swap_ab``: the kernel's product C^T, (N, M, K) at ``SWAPPED_EFFICIENCY`` (``efficiency``)."""
     if cfg.swap_ab:
         M, N = N, M
-    cm = cfg.cluster_m  # a cluster: its tile rows in whole clusters, the grid whole clusters, B's bytes shared
+    cm = cfg.cluster_m  # a cluster: tile rows and grid in whole clusters, a CTA streams its share of B
     tiles = ceil_div(ceil_div(M, cfg.block_m), cm) * cm * ceil_div(N, cfg.block_n)
     cap = (cfg.ctas or device.units) // cm * cm
     whole = tiles // cap * cap if cfg.decomposition == "hybrid" else 0  # a hybrid's unsplit tiles: its full waves
@@ -231,7 +231,7 @@ def estimate(cfg: Sm90Config, M: int, N: int, K: int, out_bytes: int, device, dt
     flops_per_clk = TENSOR_FLOPS_PER_CLK * TENSOR_RATE[dtype]
     tile_s = cfg.block_m * cfg.block_n * k * 2 / (flops_per_clk * device.clock_hz * efficiency(cfg))
     moved = (M * K + groups * N * K) * bytes_per + M * N * out_bytes
-    cta_bytes = per_cta * ((cfg.block_m + cfg.block_n / cm) * k * bytes_per + cfg.block_m * cfg.block_n * out_bytes)
+    cta_bytes = per_cta * ((cfg.block_m + max(b_shares(cfg.block_n, cm))) * k * bytes_per + cfg.block_m * cfg.block_n * out_bytes)
     compute = per_cta * tile_s
     if waves:  # a hybrid's full waves: whole tiles before the split ones
         compute += waves * tile_s * k_whole / k
@@ -309,15 +309,15 @@ def epilogues(N: int, out_bytes: int, consumers: int) -> tuple:
 WEIGH_CLUSTER = False
 """Whether the choice (``ranked``) weighs clusters of two CTAs (``Sm90Config.cluster_m`` = 2, ``cluster_configs``): not
 yet. The estimate's terms for a cluster (``estimate``: the tile rows in pairs, the grid whole clusters, each CTA's
-L2-to-SM bytes of B halved) are not fitted to a cluster's timing, and its HBM term already counts A and B read once
-(the excess a cluster removes, about 2x the floor at 4096^3 in an ncu profile, is not in it): timed on an H100 with
+L2-to-SM bytes of B its share, ``b_shares``) are not fitted to a cluster's timing, and its HBM term already counts A
+and B read once (the excess a cluster removes, about 2x the floor at 4096^3 in an ncu profile, is not in it): timed on an H100 with
 ``benchmarks/sm90_clusters.py`` first (docs/sm90_gemm.md "Clusters")."""
 
 
 def cluster_configs(cfg: Sm90Config) -> tuple:
-    """``cfg`` in a cluster of two (``cluster_m`` = 2) where the plan allows it (data-parallel, unswapped, B's half box
-    whole 8-row atoms: ``Sm90Config.check``), else none."""
-    if cfg.split_k != 1 or cfg.swap_ab or cfg.block_n % 16 or cfg.ctas % 2:
+    """``cfg`` in a cluster of two (``cluster_m`` = 2) where the plan allows it (data-parallel, unswapped, each CTA's
+    share of B's box whole 8-row atoms, ``b_shares``: ``Sm90Config.check``), else none."""
+    if cfg.split_k != 1 or cfg.swap_ab or 0 in b_shares(cfg.block_n, 2) or cfg.ctas % 2:
         return ()
     return (attrs.evolve(cfg, cluster_m=2),)
 

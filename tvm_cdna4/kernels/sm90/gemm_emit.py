@@ -175,9 +175,15 @@ def load_tile(p, SMH, MB, maps, pos, count, k_slice, a_row, b_row):
         T.ptx.mbarrier.arrive.expect_tx.shared.b64(MB.ptr_to([s]), T.uint32(c.stage_bytes()))
         tma_load(p, SMH, s * c.block_m * BLOCK_K, maps[0], k_first(p, k_slice, kt), a_row, MB.ptr_to([s]))
         cluster.b_load(p, TMA_LOAD, T.cuda.cvta_generic_to_shared(SMH.ptr_to([cluster.b_offset(
-            p, c.stages * c.block_m * BLOCK_K + s * c.block_n * BLOCK_K)])), T.address_of(maps[1]),
+            p, c.stages * c.block_m * BLOCK_K + s * c.block_n * BLOCK_K)])), b_maps(p, maps),
             k_first(p, k_slice, kt), cluster.b_row(p, b_row), MB.ptr_to([s]))
         prefetch_residual(p, maps, kt, a_row, b_row)  # residual_read="prefetch": a box of the tile's residual into L2
+
+
+def b_maps(p: Sm90Plan, maps) -> tuple:
+    """B's tensor maps (``gemm_cluster.b_load``): ``maps[1]``, then a cluster's second B map (rank 1's share of
+    uneven halves, ``gemm_cluster.b_peer_rows``: after the other maps and before the tail maps) or None."""
+    return maps[1], (maps[len(maps) - len(tail_maps(p)) - 1] if cluster.b_peer_rows(p) else None)
 
 
 def k_first(p: Sm90Plan, k_slice, kt):
@@ -721,6 +727,10 @@ def signature_source(p: Sm90Plan) -> str:
     own = ["mapresidualL2"] if c.residual_read == "prefetch" else []  # the L2 prefetch's map: unswizzled, prefetch_box
     if own:
         lines += tensor_map_lines("residualL2", "[0, 0]", (p.N, m), (p.N * 2,), prefetch_box(p), p.tir_out, 0, tensor="residual")
+    if cluster.b_peer_rows(p):  # a cluster's uneven shares of B: rank 1's box, the last map before the tails (b_maps)
+        own.append("mapB1")
+        lines += tensor_map_source("B1", "[0, 0]", p.N, p.K, cluster.b_peer_rows(p), p.block_k, p.tir_dtype, e,
+                                   tensor="B")
     for name in tail_maps(p):  # the tail block's boxes: rows x Sm90Config.tail_columns, its tail_swizzle
         lines += tensor_map_lines(f"{name}Tail", "[0, 0]", (p.N, m), (p.N * 2,), (c.tail_columns, c.rows if name == "C" else
                                   residual_box_rows(p)), p.tir_out, L.TMA_SWIZZLE_MODE[c.tail_swizzle], tensor=name)
@@ -729,11 +739,13 @@ def signature_source(p: Sm90Plan) -> str:
     return "\n".join([*lines, f"    kernel(p, {{{args}}}, ({', '.join(names)},))", ""])
 
 
-def tensor_map_source(name: str, origin: str, rows, cols, box_rows, box_cols, dtype: str, size: int) -> list[str]:
-    """The host lines encoding ``map<name>``: a 2-D ``rows x cols`` tensor map over ``name`` from element
-    ``origin`` (rows of ``cols * size`` bytes), boxes ``box_rows x box_cols``, 128-byte swizzled, innermost
-    dimension first (the driver's order)."""
-    return tensor_map_lines(name, origin, (cols, rows), (cols * size,), (box_cols, box_rows), dtype, SWIZZLE_128B)
+def tensor_map_source(name: str, origin: str, rows, cols, box_rows, box_cols, dtype: str, size: int,
+                      tensor: str | None = None) -> list[str]:
+    """The host lines encoding ``map<name>``: a 2-D ``rows x cols`` tensor map over ``name`` (``tensor`` where
+    given) from element ``origin`` (rows of ``cols * size`` bytes), boxes ``box_rows x box_cols``, 128-byte
+    swizzled, innermost dimension first (the driver's order)."""
+    return tensor_map_lines(name, origin, (cols, rows), (cols * size,), (box_cols, box_rows), dtype, SWIZZLE_128B,
+                            tensor=tensor)
 
 
 def tensor_map_lines(name: str, origin: str, dims, strides, box, dtype: str, swizzle: int,

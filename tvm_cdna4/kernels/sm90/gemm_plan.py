@@ -42,8 +42,9 @@ with whole waves only, none is. Cooperative schedule only.
 
 Clusters (``Sm90Config.cluster_m`` = 2; ``gemm_cluster``'s docstring, docs/sm90_gemm.md "Clusters"): the grid runs in
 clusters of two CTAs on adjacent tile rows of one tile column (``Sm90Plan.tile_of``: unit ``2 q + rank``, the tile rows
-rounded up to pairs, ``units`` and ``ctas`` even), each CTA loading its own A box and half of the B box multicast to
-both; data-parallel and unswapped only.
+rounded up to pairs, ``units`` and ``ctas`` even), each CTA loading its own A box and its share of the B box
+(``b_shares``: half, or whole swizzle atoms as near half as they come, 88 + 80 of 168) multicast to both;
+data-parallel and unswapped only.
 
 Swap AB (``Sm90Config.swap_ab``; the cost model's choice at some static M, ``gemm_cost``): the kernel computes ``C^T = B A^T`` (CUTLASS's and TensorRT-LLM's
 small-M GEMMs) so that a small M is wgmma's N. wgmma's M is 64 rows an instruction and its N any multiple of 8 up
@@ -64,7 +65,7 @@ from __future__ import annotations
 import attrs
 
 from ...errors import ContractError
-from ...isa.hopper_layout import TMA_SWIZZLE
+from ...isa.hopper_layout import TMA_SWIZZLE, swizzle_period
 from ..common import Param, PlanRecord, ceil_div
 from ..gemm.dynamic_m import MBucket, resolve_m
 from ..gemm.epilogue import TANH_OUTPUTS, Fusion
@@ -76,6 +77,9 @@ WGMMA_TYPES = {"f16": "f16", "bf16": "bf16", "fp8": "e4m3"}
 """The ``.atype`` / ``.btype`` of ``wgmma.mma_async`` for each input dtype (PTX ISA 9.7.17.5.2)."""
 ROW_BYTES = 128
 """The bytes of one K-tile row: one 128-byte swizzle row (the module docstring), for every input dtype."""
+ATOM_ROWS = swizzle_period(ROW_BYTES) // ROW_BYTES
+"""The K-tile rows of one 128-byte swizzle atom (8 rows of 128 bytes, 1024 bytes; ``isa.hopper_layout.swizzle_period``):
+a TMA box into the ring starts on an atom so that its swizzle is the ring's (a cluster's share of B, ``b_shares``)."""
 SMEM_WORD = "uint16"
 """The shared ring's unit for an input dtype of one byte: the ring is addressed in 2-byte words (``ROW_WORDS``
 to a row) for every input dtype, so its layout in bytes, its offsets and the wgmma descriptors' steps are
@@ -227,7 +231,8 @@ class Sm90Config:
     cluster_m: int = 1
     """CTAs per thread-block cluster along M (``CLUSTER_MS``; docs/sm90_gemm.md "Clusters"): 2 runs the kernel in
     clusters of two CTAs that take two adjacent tile rows of one tile column; each CTA's producer loads its own A box
-    and half of the B box, multicast to both (``gemm_cluster``), so each B byte leaves L2 once per cluster."""
+    and its share of the B box (``b_shares``: half, or 88 + 80 rows of 168), multicast to both (``gemm_cluster``), so
+    each B byte leaves L2 once per cluster."""
 
     @property
     def pingpong(self) -> bool:
@@ -341,9 +346,9 @@ class Sm90Config:
         if self.split_k != 1 or self.swap_ab:
             bad("cluster_m", "a cluster of CTAs runs the data-parallel, unswapped kernel", "split_k=1, swap_ab=False",
                 (self.split_k, self.swap_ab))
-        if self.block_n % (8 * self.cluster_m):
-            bad("cluster_m", "each CTA multicasts block_n / cluster_m rows of B, whole 8-row 128-byte swizzle atoms",
-                f"block_n % {8 * self.cluster_m} == 0", (self.cluster_m, self.block_n))
+        if 0 in b_shares(self.block_n, self.cluster_m):
+            bad("cluster_m", "each CTA multicasts a share of B's rows of whole 8-row 128-byte swizzle atoms, none empty",
+                f"block_n >= {ATOM_ROWS * self.cluster_m}", (self.cluster_m, self.block_n))
         if self.ctas % self.cluster_m:
             bad("cluster_m", "the persistent grid is whole clusters", f"ctas % {self.cluster_m} == 0 (0: the SMs')",
                 (self.cluster_m, self.ctas))
@@ -591,6 +596,16 @@ def check_split(config: Sm90Config, k_tiles: int) -> None:
                             f"< {k_tiles} k-tiles", found=config.split_k)
 
 
+def b_shares(block_n: int, cluster_m: int) -> tuple[int, ...]:
+    """The rows of a ``block_n``-row B tile each CTA rank of a cluster loads and multicasts (``gemm_cluster``): the
+    tile's 8-row swizzle atoms (``ATOM_ROWS``) split as evenly as possible, the lower ranks one atom more, each share
+    on an atom (its first row ``sum(shares[:rank])``): ``block_n / 2`` each where ``block_n % 16 == 0``, 88 + 80 of
+    168, 40 + 32 of 72; ``(block_n,)`` without a cluster. A share of 0 rows (``block_n`` = 8 in a pair) is refused
+    (``Sm90Config.check``)."""
+    atoms, extra = divmod(block_n // ATOM_ROWS, cluster_m)
+    return tuple((atoms + (rank < extra)) * ATOM_ROWS for rank in range(cluster_m))
+
+
 def cluster_units(tiles_m, tiles_n, cluster_m: int):
     """The work units of a clustered plan: the tile rows rounded up to whole clusters, times the tile columns."""
     return ceil_div(tiles_m, cluster_m) * cluster_m * tiles_n
@@ -603,4 +618,4 @@ def _min(x, cap: int):
     return tirx.min(x, cap)
 
 
-__all__ = ["BLOCK_K", "CLUSTER_MS", "cluster_units", "DECOMPOSITIONS", "DTYPES", "ELEMENT_BYTES", "ROW_BYTES", "TAIL_SWIZZLE", "WGMMA_TYPES", "block_k", "wgmma_k", "EPILOGUES", "LAYOUTS", "OUT_DTYPES", "REDUCTIONS", "ACTIVATION_FORMS", "RESIDUAL_READS", "SCHEDULES", "check_fused", "epilogue_choices", "check_split", "Sm90Config", "Sm90Plan", "check_problem", "plan", "RESIDUAL_CHOICE", "STAGED_RESIDUAL"]
+__all__ = ["ATOM_ROWS", "BLOCK_K", "CLUSTER_MS", "b_shares", "cluster_units", "DECOMPOSITIONS", "DTYPES", "ELEMENT_BYTES", "ROW_BYTES", "TAIL_SWIZZLE", "WGMMA_TYPES", "block_k", "wgmma_k", "EPILOGUES", "LAYOUTS", "OUT_DTYPES", "REDUCTIONS", "ACTIVATION_FORMS", "RESIDUAL_READS", "SCHEDULES", "check_fused", "epilogue_choices", "check_split", "Sm90Config", "Sm90Plan", "check_problem", "plan", "RESIDUAL_CHOICE", "STAGED_RESIDUAL"]
