@@ -7,7 +7,8 @@ unclustered and cuBLAS, on an H100.
 For each LLM projection of ``torch_gemm.MODELS`` (bf16, ``nt``, bf16 C) at each M of ``--ms`` and for 4096^3 (also
 with a fused ``residual``, unless ``--no-square``): the static kernel at the cost model's config
 (``gemm.plan(problem, "sm90")``: the model's choice with the fused epilogue's choices) with ``cluster_m`` 1 (rank
-``"c1"``) and 2 (``"c2"``; where that config cannot run in a cluster, ``block_n % 16 != 0``, the row records why),
+``"c1"``) and 2 (``"c2"``: at the model's own width, the wave-fitting ones of 8 mod 16 too, 168 = 88 + 80 rows of B
+a CTA, ``gemm_plan.b_shares``; where that config cannot run in a cluster, the row records why),
 and the best-estimated clustered config (``gemm_cost.ranked(..., cluster=True)``'s first with ``cluster_m`` 2:
 ``"c2best"``, where it differs from ``"c2"``). Each is built in ``benchmarks/sm90_gemm.py``'s spawned pool, checked
 once against torch's product (the fused residual: ``sm90_gemm.fused_error``), and timed with CUDA graphs over input

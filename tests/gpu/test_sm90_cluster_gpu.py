@@ -1,7 +1,7 @@
 """The sm90 GEMM in clusters of two CTAs (``Sm90Config.cluster_m=2``; docs/sm90_gemm.md "Clusters") on a Hopper GPU
 (``cuda(arch="sm_90a")``): B multicast to both CTAs of a cluster, the stage released in both; odd M / N / K, a pair
 whose second tile row lies past M, one and two consumers, ping-pong, the TMA epilogue with a TMA-read residual, a
-dynamic-M plan; each within ``error_bound``. Skipped without such a GPU."""
+dynamic-M plan, uneven shares of B (168 = 88 + 80, 72 = 40 + 32); each within ``error_bound``. Skipped without such a GPU."""
 
 import pytest
 
@@ -22,6 +22,11 @@ pytestmark = pytest.mark.cuda(arch="sm_90a")  # the project plugin (tvm_cdna4.te
     (300, 1000, 520, Sm90Config(128, 128, 5, 2, schedule="pingpong", cluster_m=2), Fusion(col_scale=True)),
     (200, 4600, 520, Sm90Config(64, 176, 6, 1, cluster_m=2), Fusion()),                 # one consumer, 88-row B halves
     (3000, 4608, 3584, Sm90Config(128, 192, 4, 2, epilogue="tma", cluster_m=2), Fusion(residual=True)),
+    # uneven shares of B (gemm_plan.b_shares): 88 + 80 rows of 168 through maps B and B1, the model's config of
+    # Qwen's o projection at M = 768 (a 40-column tail block); odd M / N with a TMA-read residual; 40 + 32 of 72
+    (768, 3584, 3584, Sm90Config(128, 168, 4, 2, epilogue="tma", cluster_m=2), Fusion()),
+    (333, 1000, 520, Sm90Config(128, 168, 4, 2, epilogue="tma", residual_read="tma", cluster_m=2), Fusion(residual=True)),
+    (77, 1001, 264, Sm90Config(64, 72, 4, 1, cluster_m=2), Fusion()),
 ])
 def test_clustered_plans_validate_on_a_hopper_gpu(M, N, K, cfg, fusion):
     from tvm_cdna4.runtime.cuda import run_gemm

@@ -184,3 +184,20 @@ def test_the_grouped_kernel_refuses_a_cluster():
     with pytest.raises(ContractError, match="sm90 grouped GEMM config cluster_m") as e:
         check_grouped_config(Sm90Config(cluster_m=2))
     assert e.value.operand == "cluster_m"
+
+
+@pytest.mark.slow  # suite time: run with TVM_CDNA4_SLOW=1
+def test_nvcc_assembles_a_cluster_of_uneven_b_shares_for_sm_90a(tmp_path):
+    import shutil
+    import subprocess
+
+    nvcc = shutil.which("nvcc") or shutil.which("/usr/local/cuda/bin/nvcc")
+    if nvcc is None:
+        pytest.skip("nvcc not found: nothing assembles the CUDA source here")
+    p = gemm.plan(GemmProblem(768, 3584, 3584, "bf16", "nt", "bf16"), "sm90",
+                  Sm90Config(128, 168, 4, 2, epilogue="tma", cluster_m=2))
+    (tmp_path / "k.cu").write_text(gemm_target.build_plan(p, cache=False).source)
+    done = subprocess.run([nvcc, "-gencode=arch=compute_90a,code=sm_90a", "-c", "-Xptxas", "-v", "k.cu", "-o", "k.o"],
+                          cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "0 bytes spill stores" in done.stderr
