@@ -1,7 +1,8 @@
 """The sm90 GEMM in clusters of two CTAs (``Sm90Config.cluster_m=2``; docs/sm90_gemm.md "Clusters") on a Hopper GPU
 (``cuda(arch="sm_90a")``): B multicast to both CTAs of a cluster, the stage released in both; odd M / N / K, a pair
 whose second tile row lies past M, one and two consumers, ping-pong, the TMA epilogue with a TMA-read residual, a
-dynamic-M plan, uneven shares of B (168 = 88 + 80, 72 = 40 + 32); each within ``error_bound``. Skipped without such a GPU."""
+dynamic-M plan, uneven shares of B (168 = 88 + 80, 72 = 40 + 32); each within ``error_bound``. Skipped without
+such a GPU."""
 
 import pytest
 
@@ -25,7 +26,8 @@ pytestmark = pytest.mark.cuda(arch="sm_90a")  # the project plugin (tvm_cdna4.te
     # uneven shares of B (gemm_plan.b_shares): 88 + 80 rows of 168 through maps B and B1, the model's config of
     # Qwen's o projection at M = 768 (a 40-column tail block); odd M / N with a TMA-read residual; 40 + 32 of 72
     (768, 3584, 3584, Sm90Config(128, 168, 4, 2, epilogue="tma", cluster_m=2), Fusion()),
-    (333, 1000, 520, Sm90Config(128, 168, 4, 2, epilogue="tma", residual_read="tma", cluster_m=2), Fusion(residual=True)),
+    (333, 1000, 520, Sm90Config(128, 168, 4, 2, epilogue="tma", residual_read="tma", cluster_m=2),
+     Fusion(residual=True)),
     (77, 1001, 264, Sm90Config(64, 72, 4, 1, cluster_m=2), Fusion()),
 ])
 def test_clustered_plans_validate_on_a_hopper_gpu(M, N, K, cfg, fusion):

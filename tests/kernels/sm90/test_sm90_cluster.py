@@ -115,7 +115,8 @@ def test_the_emulator_validates_clusters_of_uneven_b_shares(problem, config):
     (GemmProblem(70, 48, 256, "fp8", "nt", "bf16"), Sm90Config(64, 48, 2, 1, cluster_m=2)),
     # uneven shares of B in fp8 (40 + 32 rows of 72, 128-element K tiles: B1's boxes 128 x 32) and in ping-pong
     (GemmProblem(70, 80, 256, "fp8", "nt", "bf16"), Sm90Config(64, 72, 2, 1, cluster_m=2)),
-    (GemmProblem(130, 150, 128, "bf16", "nt", "f32"), Sm90Config(64, 72, 2, 2, ctas=2, schedule="pingpong", cluster_m=2)),
+    (GemmProblem(130, 150, 128, "bf16", "nt", "f32"),
+     Sm90Config(64, 72, 2, 2, ctas=2, schedule="pingpong", cluster_m=2)),
     # uneven shares of B (88 + 80) with the TMA epilogue's tail maps after B1, a TMA-read residual
     (GemmProblem(77, 176, 136, "bf16", "nt", "bf16", Fusion(residual=True)),
      Sm90Config(128, 168, 2, 2, epilogue="tma", residual_read="tma", cluster_m=2)),
