@@ -80,6 +80,15 @@ def test_a_cluster_of_uneven_shares_loads_b_through_two_maps_each_rank_on_its_at
     assert f"T.uint32({(128 + 168) * 128})" in text
 
 
+def test_the_second_b_map_comes_after_the_residual_prefetch_map_and_before_the_tails():
+    from tvm_cdna4.kernels.sm90.gemm_emit import signature_source
+
+    p = gemm.plan(GemmProblem(77, 176, 136, "bf16", "nt", "bf16", Fusion(residual=True)), "sm90",
+                  Sm90Config(128, 168, 2, 2, epilogue="tma", residual_read="prefetch", cluster_m=2))
+    call = signature_source(p).splitlines()[-1]
+    assert call.endswith("(mapA, mapB, mapC, mapresidualL2, mapB1, mapCTail,))")  # the prefetch's map at 2 + 1
+
+
 def test_the_emulator_validates_a_clustered_plan():
     """M = 33 in one 64-row tile: the pair's second row lies wholly past M (zeros, no stores); odd N over two tile
     columns; K = 200: more k-tiles than stages (each producer waits on both CTAs' releases)."""
@@ -117,6 +126,9 @@ def test_the_emulator_validates_clusters_of_uneven_b_shares(problem, config):
     (GemmProblem(70, 80, 256, "fp8", "nt", "bf16"), Sm90Config(64, 72, 2, 1, cluster_m=2)),
     (GemmProblem(130, 150, 128, "bf16", "nt", "f32"),
      Sm90Config(64, 72, 2, 2, ctas=2, schedule="pingpong", cluster_m=2)),
+    # uneven shares of B with the residual prefetched into L2 through its own map (B1 after it)
+    (GemmProblem(77, 176, 136, "bf16", "nt", "bf16", Fusion(residual=True)),
+     Sm90Config(128, 168, 2, 2, epilogue="tma", residual_read="prefetch", cluster_m=2)),
     # uneven shares of B (88 + 80) with the TMA epilogue's tail maps after B1, a TMA-read residual
     (GemmProblem(77, 176, 136, "bf16", "nt", "bf16", Fusion(residual=True)),
      Sm90Config(128, 168, 2, 2, epilogue="tma", residual_read="tma", cluster_m=2)),
