@@ -143,6 +143,16 @@ epilogue's read from global memory), and ``prefetch`` with the sub-tiled staging
 (``gemm_residual``'s docstring)."""
 
 
+EPILOGUE_VARIANTS = {"c2": {"cluster_m": 2}, "c2, sliced": {"cluster_m": 2, "residual_read": "sliced"},
+                     "pp 128x128 s5": {"block_m": 128, "block_n": 128, "stages": 5, "schedule": "pingpong",
+                                       "epilogue": "registers", "residual_read": "global"},
+                     "pp 128x128 s5, prefetch": {"block_m": 128, "block_n": 128, "stages": 5, "schedule": "pingpong",
+                                                 "epilogue": "registers", "residual_read": "prefetch"}}
+"""``--epilogue``: the plain GEMM and all five steps again in a cluster of two (``cluster_m``: each B byte leaves L2
+once a pair of tile rows) and in CUTLASS's ping-pong schedule (one warpgroup's epilogue under the other's
+mainloop), each over the cost model's choice (the sliced and prefetch reads only where there is a residual)."""
+
+
 def epilogue_jobs():
     """``--epilogue``'s builds: each case at ``EPILOGUE_SHAPE`` (bf16 in and out), the cost model's choice; the
     cases the choice changes again as before (``EPILOGUE_BEFORE``); the cases with a residual with each of
@@ -157,6 +167,9 @@ def epilogue_jobs():
     jobs += [(("epilogue", f"{name} ({read})"), (*shape, fusion), ("choice", updates))
              for name, fusion in epilogue_cases() if fusion.residual for read, updates in EPILOGUE_READS.items()]
     five = Fusion(bias=True, activation="gelu", residual=True, row_scale=True, col_scale=True)
+    jobs += [(("epilogue", f"{name} ({variant})"), (*shape, fusion), ("choice", updates))
+             for name, fusion in (("plain", Fusion()), ("all five", five))
+             for variant, updates in EPILOGUE_VARIANTS.items() if fusion.residual or "residual_read" not in updates or updates["residual_read"] == "global"]
     jobs.append((("epilogue", "all five (tma/64, s4)"), (*shape, five),
                  ("choice", {"residual_read": "global", "epilogue_tile": 64, "stages": 4})))
     return jobs
