@@ -111,9 +111,9 @@ def test_the_decode_buckets_keep_the_sm80_grouped_kernel():
 
 def test_the_cost_model_reads_every_groups_weights():
     dev = devices.DEVICES["H100"]
-    cfg = Sm90Config(64, 64, 4, 1)
+    cfg = Sm90Config(64, 64, 4, 1, tile_walk="prefix")
     est = gemm_cost.grouped_estimate(cfg, 1, 256, 256, 4096, 2, dev)
-    # 256 groups of one row: one 64-row tile each (expected_row_tiles, at least one), A's padded rows, every
+    # 256 groups of one row: one 64-row tile each (expected_row_tiles, at least one; the prefix walk), A's padded rows, every
     # group's weights [256, 4096] and C read or written once: the memory term
     moved = (256 * 64 * 4096 + 256 * 256 * 4096) * 2 + 256 * 64 * 256 * 2
     assert est.memory == pytest.approx(moved / (dev.hbm_bytes_s * gemm_cost.HBM_EFFICIENCY), rel=1e-12)

@@ -135,6 +135,23 @@ ACTIVATION_FORMS = ("ex2", "tanh")
 docstring): ``ex2`` (``x / (1 + 2^y)``: ``ex2.approx`` and a reciprocal, two multi-function operations an
 element) or ``tanh`` (``h + h tanh(w)``: one ``tanh.approx.f32``, PTX ISA 9.7.3.22; 16-bit C only, where the
 family's error bound admits its error, ``epilogue.TANH_OUTPUTS``)."""
+TILE_WALKS = ("gaps", "prefix")
+"""How a grouped GEMM's persistent CTAs walk its row tiles (``Sm90Config.tile_walk``; ``kernels.sm90.grouped_plan``):
+``gaps``, the ``Groups`` indices (``T // block_m + G`` row tiles a column, up to one without rows a group, each unit's
+group found by a binary search over the offsets in global memory), or ``prefix``, the row tiles with rows only
+(each CTA first sums every group's ``ceil(rows / block_m)`` into shared memory, then finds a unit's group by a
+binary search over that prefix). The dense GEMM has one walk: ``gaps``, its default, names none."""
+PREFIX_WORDS = 2
+"""The shared int32 words the prefix walk keeps per group, plus one pair: the offsets ``[G + 1]`` and the row tiles
+before each group ``[G + 1]`` (``grouped_plan.prefix_tiles``), after the ring and C's staging."""
+
+
+def prefix_bytes(G: int, walk: str) -> int:
+    """The shared bytes of ``G`` groups' prefix walk (``PREFIX_WORDS`` int32 per group and one more pair; 0 for the
+    ``gaps`` walk)."""
+    return PREFIX_WORDS * (G + 1) * 4 if walk == "prefix" else 0
+
+
 DECOMPOSITIONS = ("data-parallel", "split-k", "hybrid")
 """How the work is cut into the persistent CTAs' units (``Sm90Config.decomposition``): ``data-parallel`` (one
 unit per tile), ``split-k`` (every tile in ``split_k`` K slices, the partial sums reduced through the workspace)
@@ -203,6 +220,10 @@ class Sm90Config:
     instructions. ``block_m`` and ``block_n`` then tile ``C^T``: ``block_m`` over N (64 rows per wgmma per
     consumer warpgroup), ``block_n`` over M (``round_up(M, 8)`` up to 256). The cost model weighs it at a static M up
     to 256 (``gemm_cost.WEIGH_SWAP``), not in the dynamic-M buckets (``gemm_cost.WEIGH_SWAP_DYNAMIC``)."""
+
+    tile_walk: str = "gaps"
+    """A grouped GEMM's walk over its row tiles (``TILE_WALKS``): ``prefix`` is the grouped cost model's choice (no
+    gap tiles: each CTA's share of the units with rows is even); the dense GEMM runs ``gaps``."""
 
     @property
     def pingpong(self) -> bool:
@@ -297,6 +318,8 @@ class Sm90Config:
         if self.swap_ab and (self.epilogue != "registers" or self.residual_read != "global" or d == "hybrid"):
             bad("swap_ab", "the swapped kernel stores C^T from registers, its K split of every tile", "epilogue="
                 "'registers', residual_read='global', decomposition not 'hybrid'", (self.epilogue, self.residual_read, d))
+        if self.tile_walk not in TILE_WALKS:
+            bad("tile_walk", "how a grouped GEMM's CTAs walk its row tiles", TILE_WALKS, self.tile_walk)
         if self.group_m < 1 or self.ctas < 0:
             bad("group_m/ctas", "group_m >= 1 and ctas >= 0", ">= 1, >= 0", (self.group_m, self.ctas))
 
@@ -412,13 +435,14 @@ class Sm90Plan(PlanRecord, family="gemm"):
     def tir_out(self) -> str:
         return OUT_DTYPES[self.out_dtype]
 
-    def tile_of(self, t, div, mod, min_):
+    def tile_of(self, t, div, mod, min_, tiles_m=None):
         """(tile row, tile column) of linear tile ``t`` in the grouped order: ``group_m`` tile rows at a
-        time, column-major inside the group (``div``/``mod``/``min_``: Python's or TIR's)."""
+        time, column-major inside the group (``div``/``mod``/``min_``: Python's or TIR's; ``tiles_m``: the tile
+        rows, ``self.tiles_m`` by default, a run-time count for a grouped GEMM's prefix walk)."""
         g = self.config.group_m
         per_group = g * self.tiles_n
         first = div(t, per_group) * g
-        rows = min_(self.tiles_m - first, g)
+        rows = min_((self.tiles_m if tiles_m is None else tiles_m) - first, g)
         inner = mod(t, per_group)
         return first + mod(inner, rows), div(inner, rows)
 
@@ -454,6 +478,10 @@ def plan(M, N, K, dtype, layout, out_dtype, config: Sm90Config, sms: int, smem_b
     check_problem(M, N, K, dtype, layout, out_dtype)
     M, bucket, _ = resolve_m(M, "kernels.sm90.gemm_plan.plan")
     config.check(smem_bytes)
+    if config.tile_walk != "gaps":
+        raise ContractError("sm90 GEMM config tile_walk: the prefix walk is a grouped GEMM's (its groups' row tiles)",
+                            operand="tile_walk", check="parameters", expected="'gaps' (a dense GEMM)",
+                            found=repr(config.tile_walk))
     if config.epilogue == "tma" and (out_dtype == "f32" or N % 8):
         raise ContractError("sm90 GEMM config epilogue: TMA stores of a 16-bit C whose rows are whole 16-byte "
                             "chunks", operand="epilogue", check="parameters", expected="f16/bf16 C, N % 8 == 0",
@@ -533,4 +561,4 @@ def _min(x, cap: int):
     return tirx.min(x, cap)
 
 
-__all__ = ["BLOCK_K", "DECOMPOSITIONS", "DTYPES", "ELEMENT_BYTES", "ROW_BYTES", "TAIL_SWIZZLE", "WGMMA_TYPES", "block_k", "wgmma_k", "EPILOGUES", "LAYOUTS", "OUT_DTYPES", "REDUCTIONS", "ACTIVATION_FORMS", "RESIDUAL_READS", "SCHEDULES", "check_fused", "epilogue_choices", "check_split", "Sm90Config", "Sm90Plan", "check_problem", "plan"]
+__all__ = ["BLOCK_K", "DECOMPOSITIONS", "TILE_WALKS", "PREFIX_WORDS", "prefix_bytes", "DTYPES", "ELEMENT_BYTES", "ROW_BYTES", "TAIL_SWIZZLE", "WGMMA_TYPES", "block_k", "wgmma_k", "EPILOGUES", "LAYOUTS", "OUT_DTYPES", "REDUCTIONS", "ACTIVATION_FORMS", "RESIDUAL_READS", "SCHEDULES", "check_fused", "epilogue_choices", "check_split", "Sm90Config", "Sm90Plan", "check_problem", "plan"]

@@ -43,7 +43,7 @@ from ..common import Param, ceil_div
 from ..gemm.dynamic_m import MBucket, resolve_m
 from ..gemm.epilogue import Fusion
 from ..gemm.grouped import OFFSETS, Groups
-from .gemm_plan import (DTYPES, OUT_DTYPES, SWIZZLE_COLUMNS, Sm90Config, Sm90Plan, _min, block_k, check_fused,
+from .gemm_plan import (BARRIER_BYTES, DTYPES, OUT_DTYPES, PREFIX_WORDS, prefix_bytes, SWIZZLE_COLUMNS, Sm90Config, Sm90Plan, _min, block_k, check_fused,
                         check_problem)
 
 DECODE_ROWS = 16
@@ -65,6 +65,28 @@ class Sm90GroupedPlan(Sm90Plan):
     @property
     def groups(self) -> int:
         return self.grouping.count
+
+    @property
+    def prefix_at(self) -> int:
+        """The prefix walk's first shared element (2-byte elements of the kernel's shared memory: after the ring
+        and C's staging; ``PREFIX_WORDS``)."""
+        return (self.config.stages * self.config.stage_bytes() + self.config.staging_bytes()) // 2
+
+
+def prefix_tiles(offsets, block_m: int) -> list[int]:
+    """The row tiles before each group and their total (``[G + 1]``, Python ints): what the prefix walk's CTAs sum
+    into shared memory, each group ``ceil(max(rows, 0) / block_m)`` tiles."""
+    out = [0]
+    for lo, hi in zip(offsets[:-1], offsets[1:]):
+        out.append(out[-1] + ceil_div(max(int(hi) - int(lo), 0), block_m))
+    return out
+
+
+def prefix_locate(r: int, offsets, prefix, block_m: int) -> tuple[int, int, int]:
+    """``(g, m0, m_end)`` of the prefix walk's row tile ``r < prefix[G]`` (the kernel's binary search over
+    ``prefix``: the last group whose first tile is at most ``r``, which has tiles), ``m_end`` clipped at T."""
+    g = max(i for i in range(len(prefix) - 1) if prefix[i] <= r)
+    return g, int(offsets[g]) + (r - prefix[g]) * block_m, min(int(offsets[g + 1]), int(offsets[-1]))
 
 
 def check_grouped_config(config: Sm90Config, out_dtype: str = "bf16", N: int = 8) -> None:
@@ -122,9 +144,14 @@ def plan_grouped(rows: MBucket, G: int, N: int, K: int, dtype: str, out_dtype: s
     params = (Param("A", (M, K), DTYPES[dtype]), Param("B", (G, N, K), DTYPES[dtype]),
               Param("C", (M, N), OUT_DTYPES[out_dtype]), Param(OFFSETS, (G + 1,), "int32"),
               *fusion.params(M, N, OUT_DTYPES[out_dtype], G))
+    smem = config.stages * config.stage_bytes() + config.staging_bytes() + prefix_bytes(G, config.tile_walk)
+    if smem + BARRIER_BYTES > smem_bytes:
+        raise ContractError("sm90 grouped GEMM config stages: the ring, C's staging and the prefix walk's "
+                            f"{PREFIX_WORDS} words a group within the SM's shared memory", operand="stages",
+                            check="parameters", expected=f"<= {smem_bytes - BARRIER_BYTES} bytes",
+                            found=f"{smem} bytes ({config.stages} stages, {G} groups)")
     return Sm90GroupedPlan(M, N, K, dtype, out_dtype, config, tiles_m, tiles_n, ceil_div(K, block_k(dtype)), ctas,
-                           config.stages * config.stage_bytes() + config.staging_bytes(), params, layout, fusion, bucket,
-                           grouping=grouping)
+                           smem, params, layout, fusion, bucket, grouping=grouping)
 
 
 def plan_bucket(rows: MBucket, G: int, N: int, K: int, dtype: str, out_dtype: str, device, fusion: Fusion = Fusion(),
@@ -150,5 +177,5 @@ def plan_bucket(rows: MBucket, G: int, N: int, K: int, dtype: str, out_dtype: st
     return plan_grouped(rows, G, N, K, dtype, out_dtype, cfg, device.units, device.smem_per_unit, fusion, layout)
 
 
-__all__ = ["DECODE_ROWS", "GROUPED_DTYPES", "Sm90GroupedPlan", "check_grouped_config", "check_grouped_problem", "plan_bucket",
+__all__ = ["DECODE_ROWS", "GROUPED_DTYPES", "prefix_locate", "prefix_tiles", "Sm90GroupedPlan", "check_grouped_config", "check_grouped_problem", "plan_bucket",
            "plan_grouped"]
