@@ -17,6 +17,16 @@ launched directly (``runtime.cuda.DynamicKernel``), checked once against the f32
 exceed three L2s (``torch_gemm._graph_seconds``), ``torch._grouped_mm`` beside it once per shape. Output: a
 markdown table (per shape: each config's time, the model's estimate, its rank) in ``$OUT/grouped_sm90_sweep.md``
 and every figure, with the group sizes and each config's estimate terms, in ``$OUT/grouped_sm90_sweep.json``.
+
+``--walks`` (issue 36: the prefix walk, ``Sm90Config.tile_walk``) times, per prefill shape, the plan the torch op ran
+before it (``old_plan``: the bucket's config without ``gemm_cost.GROUPED_ONE_CONSUMER``, on the gaps walk: main at
+258f349's plans) and the plan it runs now (``plan_bucket`` of the torch op's bucket), each tiling on the other walk
+too, and the model's second config at the shape's rows, beside ``torch._grouped_mm``; output
+``$OUT/grouped_sm90_walks.{md,json}`` with a per-shape summary (torch / old, torch / new). ``--plans`` prints the
+configs (and their estimates and the busiest CTA's units on each walk, ``busiest_units``) without a GPU:
+
+    python3 benchmarks/grouped_sm90_sweep.py --walks --calls 10 --reps 10 --out $OUT    # one H100 call, <= 120 s
+    python3 benchmarks/grouped_sm90_sweep.py --walks --plans                             # no GPU
 """
 
 from __future__ import annotations
@@ -75,6 +85,122 @@ def configs(G: int, N: int, K: int, T: int, top: int) -> list[tuple[str, object]
             seen.add(cfg)
             unique.append((why, cfg))
     return unique
+
+
+def torch_bucket_plan(G: int, N: int, K: int, T: int):
+    """The config the torch op runs at T (``tvm_cdna4.torch.grouped_gemm``: the grouped GEMM of the whole int32 range
+    of T, its bucket of ``ceil(T / G)`` rows per group planned by ``grouped_plan.plan_bucket``)."""
+    from tvm_cdna4.kernels import devices
+    from tvm_cdna4.kernels.gemm.problem import GemmProblem
+    from tvm_cdna4.kernels.sm90.gemm_target import build
+    from tvm_cdna4.kernels.sm90.grouped_plan import plan_bucket
+
+    bucket = build(GemmProblem(None, N, K, "bf16", "nt", "bf16", groups=G)).bucket(T)
+    return plan_bucket(bucket, G, N, K, "bf16", "bf16", devices.DEVICES["H100"]).config
+
+
+def old_plan(G: int, N: int, K: int, T: int):
+    """The torch op's config before the prefix walk: ``torch_bucket_plan`` under the model without
+    ``GROUPED_ONE_CONSUMER`` (1.0), on the gaps walk, its ring as deep as the shared memory without the prefix."""
+    import attrs
+
+    from tvm_cdna4.kernels import devices
+    from tvm_cdna4.kernels.sm90 import gemm_cost
+
+    kept = gemm_cost.GROUPED_ONE_CONSUMER
+    gemm_cost.GROUPED_ONE_CONSUMER = 1.0
+    try:
+        cfg = torch_bucket_plan(G, N, K, T)
+    finally:
+        gemm_cost.GROUPED_ONE_CONSUMER = kept
+    stages = gemm_cost.deepest(cfg.block_m, cfg.block_n, cfg.consumers, devices.DEVICES["H100"].smem_per_unit,
+                               -(-K // 64), cfg.epilogue, cfg.epilogue_tile)
+    return attrs.evolve(cfg, tile_walk="gaps", stages=stages)
+
+
+def walk_configs(G: int, N: int, K: int, T: int) -> list[tuple[str, object]]:
+    """(why, config) of ``--walks`` (the module docstring), each config once: the old plan, its tiling on the prefix
+    walk, the new plan, its tiling on the gaps walk, the model's second config at the shape's rows per group."""
+    import attrs
+
+    from tvm_cdna4.kernels import devices
+    from tvm_cdna4.kernels.gemm.grouped import rows_per_group
+    from tvm_cdna4.kernels.sm90 import gemm_cost
+    from tvm_cdna4.kernels.sm90.gemm_plan import BARRIER_BYTES, prefix_bytes
+
+    dev = devices.DEVICES["H100"]
+    old, new = old_plan(G, N, K, T), torch_bucket_plan(G, N, K, T)
+    ranked = gemm_cost.grouped_ranked(rows_per_group(T, G), G, N, K, 2, dev)
+    out = [("old plan", old), ("old tiling, prefix walk", attrs.evolve(old, tile_walk="prefix")), ("new plan", new),
+           ("new tiling, gaps walk", attrs.evolve(new, tile_walk="gaps")), ("model #2", ranked[1][1])]
+    fits = lambda c: (c.stages * c.stage_bytes() + c.staging_bytes() + prefix_bytes(G, c.tile_walk)  # noqa: E731
+                      + BARRIER_BYTES <= dev.smem_per_unit)
+    seen, unique = set(), []
+    for why, cfg in out:
+        if cfg not in seen and fits(cfg):
+            seen.add(cfg)
+            unique.append((why, cfg))
+    return unique
+
+
+def busiest_units(rows: list[int], G: int, N: int, cfg, sms: int) -> tuple[int, float]:
+    """The units with rows the busiest persistent CTA runs on ``cfg``'s walk (the kernel's order: ``Sm90Plan.tile_of``
+    over the walked row tiles, CTA ``u % ctas`` taking unit ``u``), and the even share (units with rows / CTAs)."""
+    from tvm_cdna4.kernels.common import ceil_div
+    from tvm_cdna4.kernels.gemm.dynamic_m import MBucket
+    from tvm_cdna4.kernels.gemm.grouped import Groups, offsets_of
+    from tvm_cdna4.kernels.sm90.grouped_plan import prefix_tiles
+
+    offsets, tn = offsets_of(rows), ceil_div(N, cfg.block_n)
+    groups, with_rows = Groups(G, cfg.block_m, MBucket(1, 1)), prefix_tiles(offsets_of(rows), cfg.block_m)[-1]
+    tm = with_rows if cfg.tile_walk == "prefix" else groups.row_tiles(sum(rows))
+    ctas, per = min(tm * tn, sms), cfg.group_m * tn
+    load = [0] * ctas
+    for u in range(tm * tn):
+        first = u // per * cfg.group_m
+        r = first + u % per % min(tm - first, cfg.group_m)
+        if cfg.tile_walk == "prefix" or groups.locate(r, offsets) is not None:
+            load[u % ctas] += 1
+    return max(load), with_rows * tn / ctas
+
+
+def print_plans(args) -> int:
+    """``--plans``: every shape's configs, their estimates and ``busiest_units`` on the H100's SMs (no GPU)."""
+    from tvm_cdna4.kernels import devices
+    from tvm_cdna4.kernels.sm90 import gemm_cost
+
+    dev = devices.DEVICES["H100"]
+    for model, proj, G, N, K, tokens, rows in cases(args):
+        T = sum(rows)
+        pick = walk_configs if args.walks else (lambda *a: configs(*a, args.top))
+        print(f"{model} {proj} tokens={tokens} T={T}: {-(-T // G)} rows per group, largest {max(rows)}, "
+              f"empty {rows.count(0)}")
+        for why, cfg in pick(G, N, K, T):
+            est = gemm_cost.grouped_estimate(cfg, -(-T // G), G, N, K, 2, dev).total * 1e6
+            busy, even = busiest_units(rows, G, N, cfg, dev.units)
+            print(f"  {config_name(cfg):36s} {why:24s} est {est:8.1f} us, busiest CTA {busy} units (even {even:.1f})")
+    return 0
+
+
+def walk_summary(rows) -> list[str]:
+    """Per shape: the old and new plans' times and torch / each (``--walks``), then the geo-mean per model."""
+    import math
+
+    out = ["| model | proj | T | old µs | new µs | new / old speedup | torch µs | torch / old | torch / new |",
+           "|" + "---|" * 9]
+    ratios = {}
+    for key in dict.fromkeys((r["model"], r["proj"], r["T"]) for r in rows):
+        got = {r["why"]: r for r in rows if (r["model"], r["proj"], r["T"]) == key}
+        old, new = got["old plan"], got.get("new plan", got["old plan"])
+        ratios.setdefault(key[0], []).append((old["speedup"], new["speedup"]))
+        out.append(f"| {key[0]} | {key[1]} | {key[2]} | {old['graph_us']:.1f} | {new['graph_us']:.1f} | "
+                   f"{old['graph_us'] / new['graph_us']:.2f}x | {new['torch_graph_us']:.1f} | {old['speedup']:.2f}x | "
+                   f"{new['speedup']:.2f}x |")
+    out += ["", "| model | geo-mean torch / old | geo-mean torch / new |", "|---|---|---|"]
+    for model, pairs in ratios.items():
+        gm = [math.prod(p[i] for p in pairs) ** (1 / len(pairs)) for i in (0, 1)]
+        out.append(f"| {model} | {gm[0]:.2f}x | {gm[1]:.2f}x |")
+    return out
 
 
 def _build(job) -> str:
@@ -156,6 +282,9 @@ def table(rows) -> list[str]:
 
 def add_arguments(ap) -> None:
     ap.add_argument("--top", type=int, default=3, help="the cost model's first configs per shape")
+    ap.add_argument("--walks", action="store_true", help="the old plans (gaps walk) against the new (prefix walk), "
+                    "each tiling on both walks (the module docstring)")
+    ap.add_argument("--plans", action="store_true", help="print the configs, estimates and busiest CTAs; no GPU")
 
 
 def main(argv=None) -> int:
@@ -174,10 +303,13 @@ def main(argv=None) -> int:
 
 def run(args) -> int:
     """The sweep of ``args`` (``main``'s options; ``torch_grouped_sm90.py --sweep`` passes its own)."""
+    if args.plans:
+        return print_plans(args)
     import torch
 
     t0 = time.time()
-    shapes = [(case, configs(case[2], case[3], case[4], sum(case[6]), args.top)) for case in cases(args)]
+    pick = walk_configs if args.walks else (lambda G, N, K, T: configs(G, N, K, T, args.top))
+    shapes = [(case, pick(case[2], case[3], case[4], sum(case[6]))) for case in cases(args)]
     jobs = [(G, N, K, sum(rows), config_dict(cfg)) for (_, _, G, N, K, _, rows), plans in shapes for _, cfg in plans]
     with cf.ProcessPoolExecutor(max_workers=args.jobs, mp_context=mp.get_context("spawn")) as pool:
         for line in pool.map(_build, jobs):
@@ -186,7 +318,8 @@ def run(args) -> int:
     rows = [r for case, plans in shapes for r in time_shape(torch, case, plans, args)]
     meta = dict(device=torch.cuda.get_device_name(0), torch=torch.__version__, date=time.strftime("%Y-%m-%d"),
                 zipf=args.zipf, seed=args.seed, calls=args.calls, reps=args.reps, seconds=time.time() - t0)
-    write_results(args.out, "grouped_sm90_sweep", meta, rows, table(rows))
+    name = "grouped_sm90_walks" if args.walks else "grouped_sm90_sweep"
+    write_results(args.out, name, meta, rows, table(rows) + (["", *walk_summary(rows)] if args.walks else []))
     return 0 if all(r["ok"] for r in rows) else 1
 
 
