@@ -117,12 +117,3 @@ def test_the_gaps_walks_code_is_unchanged():
     problem = GemmProblem(None, 40, 136, "bf16", "nt", "f32", groups=4)
     script = gemm.emit(gemm.plan(problem, "sm90", Sm90Config(128, 64, 2, 2, ctas=2), m=144)).script()
     assert hashlib.sha256(script.encode()).hexdigest() == "c34ab1c27d734583eae634f41a926ac479f954105ab36ab86f4dffe337709e66"
-
-
-def test_a_one_consumer_grouped_tile_keeps_its_share_of_the_compute_rate():
-    dev = devices.DEVICES["H100"]
-    cfg = Sm90Config(64, 256, 5, 1, tile_walk="prefix")
-    dense = gemm_cost.estimate(cfg, math.ceil(128 * expected_row_tiles(128, 64)) * 64, 1536, 2048, 2, dev, "bf16", 128)
-    got = gemm_cost.grouped_estimate(cfg, 128, 128, 1536, 2048, 2, dev)
-    assert got.compute == pytest.approx(dense.compute / gemm_cost.GROUPED_ONE_CONSUMER, rel=1e-12)
-    assert (got.memory, got.fill, got.epilogue) == (dense.memory, dense.fill, dense.epilogue)

@@ -338,19 +338,12 @@ def grouped_estimate(cfg: Sm90Config, rows: int, groups: int, N: int, K: int, ou
     per_group = expected_row_tiles(rows, cfg.block_m)
     walked = per_group if cfg.tile_walk == "prefix" else rows / cfg.block_m + 1
     est = estimate(cfg, math.ceil(groups * walked) * cfg.block_m, N, K, out_bytes, device, dtype, groups)
-    if cfg.consumers == 1:
-        est = replace(est, compute=est.compute / GROUPED_ONE_CONSUMER)
     if cfg.epilogue != "tma":
         return est
     last = 1 / per_group
     return replace(est, epilogue=est.epilogue / STAGED_EPILOGUE * (last + (1 - last) * STAGED_EPILOGUE))
 
 
-GROUPED_ONE_CONSUMER = 0.8
-"""The share of the compute rate a one-consumer tile of the grouped kernel keeps beside ``efficiency``'s (fitted,
-coarsely: in the H100 sweep of 2026-12-06, ``benchmarks/runs/grouped_sm90_sweep_h100_2026-12-06.md``, a 64x256
-one-consumer unit took 0.75-0.84x the time per row-column-k its estimate gives a 128x256 two-consumer unit of the
-same shape, at the Qwen3-30B-A3B prefill; docs/grouped_gemm.md, "The walk over the row tiles")."""
 GROUPED_WALK = "prefix"
 """The walk over the row tiles the grouped configs take (``Sm90Config.tile_walk``): the prefix walk, whose CTAs share
 the units with rows evenly (the ``gaps`` walk's busiest CTA ran 5-23 % more units at the H100 sweep's shapes:
@@ -503,6 +496,6 @@ def choose_for_range(lo: int, hi: int, N: int, K: int, out_bytes: int, device, d
 
 __all__ = ["CANDIDATES", "MIN_SLICE_TILES", "RANGE_SAMPLES", "SPLITS", "STAGED_EPILOGUE", "STORE_EFFICIENCY", "TENSOR_EFFICIENCY",
            "TENSOR_RATE", "WEIGH_HYBRID", "MAX_WAVES", "WAVE_ROWS", "WAVE_WIDTH_MIN", "WAVE_WIDTH_STEP", "wave_widths", "Estimate", "choose_config", "choose_for_range", "choose_grouped", "decompositions", "grouped_configs",
-           "grouped_estimate", "grouped_ranked", "GROUPED_EPILOGUE_TILES", "GROUPED_ONE_CONSUMER", "GROUPED_WALK", "deepest", "efficiency", "epilogues", "estimate",
+           "grouped_estimate", "grouped_ranked", "GROUPED_EPILOGUE_TILES", "GROUPED_WALK", "deepest", "efficiency", "epilogues", "estimate",
            "range_samples", "ranked", "reduction", "splits", "SWAP_AB_ROWS", "swap_ab_config", "swap_ab_ranked",
            "FEW_CTAS", "SWAPPED_EFFICIENCY", "SWAP_SPLIT_ACC_MAX", "WEIGH_SWAP", "WEIGH_SWAP_DYNAMIC", "few_ctas", "swap_configs"]
