@@ -37,9 +37,10 @@ def test_the_prefix_walk_finds_every_row_once(sizes, block_m):
 
 
 @pytest.mark.parametrize("problem, config, sizes", [
-    # two consumers over 2 CTAs, an empty group, a group across two row tiles, one of 5 rows; 3 k-tiles, 2 stages
-    (GemmProblem(None, 40, 136, "bf16", "nt", "f32", groups=4), Sm90Config(128, 64, 2, 2, ctas=2, tile_walk="prefix"),
-     [9, 0, 130, 5]),
+    # one consumer over 2 CTAs, an empty group, a group across two row tiles, one of 5 rows; N and K not tile multiples (K: 2 k-tiles,
+    # the second partial), 2 stages
+    (GemmProblem(None, 40, 72, "bf16", "nt", "f32", groups=4), Sm90Config(64, 64, 2, 1, ctas=2, tile_walk="prefix"),
+     [9, 0, 70, 5]),
     # TMA stores (group 1's second tile split inside: warpgroup 0 by TMA, 1 from registers), the per-group bias
     (GemmProblem(None, 128, 64, "bf16", "nt", "bf16", Fusion(bias=True), groups=3),
      Sm90Config(128, 128, 2, 2, epilogue="tma", epilogue_tile=64, tile_walk="prefix"), [0, 200, 64]),
@@ -117,3 +118,25 @@ def test_the_gaps_walks_code_is_unchanged():
     problem = GemmProblem(None, 40, 136, "bf16", "nt", "f32", groups=4)
     script = gemm.emit(gemm.plan(problem, "sm90", Sm90Config(128, 64, 2, 2, ctas=2), m=144)).script()
     assert hashlib.sha256(script.encode()).hexdigest() == "c34ab1c27d734583eae634f41a926ac479f954105ab36ab86f4dffe337709e66"
+
+
+def test_the_walks_benchmark_plans_old_and_new_and_counts_the_busiest_cta():
+    """benchmarks/grouped_sm90_sweep.py --walks: the torch op's old plan (gaps walk) and new plan (prefix walk) of a
+    shape, and the busiest CTA's units on each walk (the arithmetic of docs/grouped_gemm.md)."""
+    import sys
+
+    import attrs
+    from paths import TESTS
+
+    sys.path.insert(0, str(TESTS))
+    from benchmark_modules import benchmark_module
+
+    sweep = benchmark_module("grouped_sm90_sweep")
+    plans = dict(sweep.walk_configs(128, 1536, 2048, 16384))  # Qwen3-30B-A3B gate/up at 2048 tokens
+    old, new = plans["old plan"], plans["new plan"]
+    assert (old.tile_walk, new.tile_walk) == ("gaps", "prefix") and attrs.evolve(old, tile_walk="prefix") == new
+    # groups of 9, 0, 130 and 5 rows in 128-row tiles, one column, two CTAs: the gaps walk's five row tiles are
+    # g0's, the empty g1's gap, g2's two, g3's; CTA 0 takes units 0, 2, 4 (three with rows), CTA 1 units 1, 3 (one)
+    gaps = Sm90Config(128, 64, 2, 2)
+    assert sweep.busiest_units([9, 0, 130, 5], 4, 64, gaps, 2) == (3, 2.0)
+    assert sweep.busiest_units([9, 0, 130, 5], 4, 64, attrs.evolve(gaps, tile_walk="prefix"), 2) == (2, 2.0)
