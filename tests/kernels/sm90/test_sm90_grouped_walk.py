@@ -37,8 +37,8 @@ def test_the_prefix_walk_finds_every_row_once(sizes, block_m):
 
 
 @pytest.mark.parametrize("problem, config, sizes", [
-    # one consumer over 2 CTAs, an empty group, a group across two row tiles, one of 5 rows; N and K not tile multiples (K: 2 k-tiles,
-    # the second partial), 2 stages
+    # one consumer over 2 CTAs, an empty group, a group across two row tiles, one of 5 rows; N and K not tile
+    # multiples (K: 2 k-tiles, the second partial), 2 stages
     (GemmProblem(None, 40, 72, "bf16", "nt", "f32", groups=4), Sm90Config(64, 64, 2, 1, ctas=2, tile_walk="prefix"),
      [9, 0, 70, 5]),
     # TMA stores (group 1's second tile split inside: warpgroup 0 by TMA, 1 from registers), the per-group bias
