@@ -20,8 +20,9 @@ and every figure, with the group sizes and each config's estimate terms, in ``$O
 
 ``--walks`` (issue 36: the prefix walk, ``Sm90Config.tile_walk``) times, per prefill shape, the plan the torch op ran
 before it (``old_plan``: the gaps walk, main at 258f349's plans) and the plan it runs now (``plan_bucket`` of the torch
-op's bucket: the prefix walk) and the model's first two configs at the shape's rows per group, beside
-``torch._grouped_mm``; output ``$OUT/grouped_sm90_walks.{md,json}`` with a per-shape summary (torch / old, torch / new). ``--plans`` prints the
+op's bucket: the prefix walk), the model's first two configs at the shape's rows per group and the new plan's tiling
+on the dense kernel of M = T (``DENSE``: the per-unit time without groups), beside ``torch._grouped_mm``; output
+``$OUT/grouped_sm90_walks.{md,json}`` (each row's busiest CTA's units and µs per unit) with a per-shape summary (torch / old, torch / new). ``--plans`` prints the
 configs (and their estimates and the busiest CTA's units on each walk, ``busiest_units``) without a GPU:
 
     python3 benchmarks/grouped_sm90_sweep.py --walks --calls 10 --reps 10 --out $OUT    # one H100 call, <= 120 s
@@ -47,6 +48,9 @@ for path in (ROOT, HERE):
 from torch_gemm import write_results  # noqa: E402
 from torch_grouped_sm90 import MODELS, PREFILL, itertools_accumulate, projections, sizes  # noqa: E402
 
+DENSE = "dense, M = T"
+"""``--walks``' reference row: the new plan's tiling on the dense kernel (M = T rows times one expert's weights, no
+groups): the per-unit time the grouped kernel's units are compared with (``unit_us``: µs per busiest-CTA unit)."""
 CONFIG_FIELDS = ("block_m", "block_n", "stages", "consumers", "group_m", "epilogue", "epilogue_tile", "tile_walk")
 
 
@@ -116,7 +120,9 @@ def old_plan(G: int, N: int, K: int, T: int):
 def walk_configs(G: int, N: int, K: int, T: int) -> list[tuple[str, object]]:
     """(why, config) of ``--walks`` (the module docstring), each config once: the old plan, the new plan (the old
     tiling on the prefix walk where the choice kept it), the model's first two configs at the shape's rows per group
-    (not over the bucket's range)."""
+    (not over the bucket's range), and the new plan's tiling on the dense kernel (``DENSE``)."""
+    import attrs
+
     from tvm_cdna4.kernels import devices
     from tvm_cdna4.kernels.gemm.grouped import rows_per_group
     from tvm_cdna4.kernels.sm90 import gemm_cost
@@ -125,13 +131,14 @@ def walk_configs(G: int, N: int, K: int, T: int) -> list[tuple[str, object]]:
     dev = devices.DEVICES["H100"]
     old, new = old_plan(G, N, K, T), torch_bucket_plan(G, N, K, T)
     ranked = gemm_cost.grouped_ranked(rows_per_group(T, G), G, N, K, 2, dev)
-    out = [("old plan", old), ("new plan", new), ("model #1", ranked[0][1]), ("model #2", ranked[1][1])]
+    out = [("old plan", old), ("new plan", new), ("model #1", ranked[0][1]), ("model #2", ranked[1][1]),
+           (DENSE, attrs.evolve(new, tile_walk="gaps"))]
     fits = lambda c: (c.stages * c.stage_bytes() + c.staging_bytes() + prefix_bytes(G, c.tile_walk)  # noqa: E731
                       + BARRIER_BYTES <= dev.smem_per_unit)
     seen, unique = set(), []
     for why, cfg in out:
-        if cfg not in seen and fits(cfg):
-            seen.add(cfg)
+        if (why == DENSE, cfg) not in seen and fits(cfg):
+            seen.add((why == DENSE, cfg))
             unique.append((why, cfg))
     return unique
 
@@ -169,26 +176,33 @@ def print_plans(args) -> int:
         print(f"{model} {proj} tokens={tokens} T={T}: {-(-T // G)} rows per group, largest {max(rows)}, "
               f"empty {rows.count(0)}")
         for why, cfg in pick(G, N, K, T):
-            est = gemm_cost.grouped_estimate(cfg, -(-T // G), G, N, K, 2, dev).total * 1e6
-            busy, even = busiest_units(rows, G, N, cfg, dev.units)
+            if why == DENSE:
+                est = gemm_cost.estimate(cfg, T, N, K, 2, dev).total * 1e6
+                tiles = -(-T // cfg.block_m) * -(-N // cfg.block_n)
+                busy, even = -(-tiles // min(tiles, dev.units)), tiles / min(tiles, dev.units)
+            else:
+                est = gemm_cost.grouped_estimate(cfg, -(-T // G), G, N, K, 2, dev).total * 1e6
+                busy, even = busiest_units(rows, G, N, cfg, dev.units)
             print(f"  {config_name(cfg):36s} {why:24s} est {est:8.1f} us, busiest CTA {busy} units (even {even:.1f})")
     return 0
 
 
 def walk_summary(rows) -> list[str]:
-    """Per shape: the old and new plans' times and torch / each (``--walks``), then the geo-mean per model."""
+    """Per shape: the old and new plans' times (and µs per busiest-CTA unit, the dense kernel's beside them) and
+    torch / each (``--walks``), then the geo-mean per model."""
     import math
 
-    out = ["| model | proj | T | old µs | new µs | new / old speedup | torch µs | torch / old | torch / new |",
-           "|" + "---|" * 9]
+    out = ["| model | proj | T | old µs (per unit) | new µs (per unit) | new / old speedup | dense µs per unit | "
+           "torch µs | torch / old | torch / new |", "|" + "---|" * 10]
     ratios = {}
     for key in dict.fromkeys((r["model"], r["proj"], r["T"]) for r in rows):
         got = {r["why"]: r for r in rows if (r["model"], r["proj"], r["T"]) == key}
         old, new = got["old plan"], got.get("new plan", got["old plan"])
+        dense = f"{got[DENSE]['unit_us']:.2f}" if DENSE in got else "-"
         ratios.setdefault(key[0], []).append((old["speedup"], new["speedup"]))
-        out.append(f"| {key[0]} | {key[1]} | {key[2]} | {old['graph_us']:.1f} | {new['graph_us']:.1f} | "
-                   f"{old['graph_us'] / new['graph_us']:.2f}x | {new['torch_graph_us']:.1f} | {old['speedup']:.2f}x | "
-                   f"{new['speedup']:.2f}x |")
+        out.append(f"| {key[0]} | {key[1]} | {key[2]} | {old['graph_us']:.1f} ({old['unit_us']:.2f}) | "
+                   f"{new['graph_us']:.1f} ({new['unit_us']:.2f}) | {old['graph_us'] / new['graph_us']:.2f}x | {dense} | "
+                   f"{new['torch_graph_us']:.1f} | {old['speedup']:.2f}x | {new['speedup']:.2f}x |")
     out += ["", "| model | geo-mean torch / old | geo-mean torch / new |", "|---|---|---|"]
     for model, pairs in ratios.items():
         gm = [math.prod(p[i] for p in pairs) ** (1 / len(pairs)) for i in (0, 1)]
@@ -197,16 +211,20 @@ def walk_summary(rows) -> list[str]:
 
 
 def _build(job) -> str:
-    """Worker: build one config's kernel of T's bucket and compile its device code (the timing process loads)."""
-    G, N, K, T, fields = job
+    """Worker: build one config's kernel of T's bucket (``DENSE``: the static dense kernel of M = T) and compile its
+    device code (the timing process loads)."""
+    G, N, K, T, fields, why = job
     from tvm_cdna4.kernels import gemm
     from tvm_cdna4.kernels.gemm.problem import GemmProblem
     from tvm_cdna4.kernels.sm90.gemm_plan import Sm90Config
     from tvm_cdna4.runtime.cuda import precompile
 
     cfg = Sm90Config(**fields)
-    precompile(gemm.build(GemmProblem(None, N, K, "bf16", "nt", "bf16", groups=G), "sm90", cfg).kernel_for(T))
-    return f"G={G} {N}x{K} T={T}: {config_name(cfg)}"
+    if why == DENSE:
+        precompile(gemm.build(GemmProblem(T, N, K, "bf16", "nt", "bf16"), "sm90", cfg))
+    else:
+        precompile(gemm.build(GemmProblem(None, N, K, "bf16", "nt", "bf16", groups=G), "sm90", cfg).kernel_for(T))
+    return f"G={G} {N}x{K} T={T}: {config_name(cfg)} ({why})"
 
 
 def cases(args) -> list[tuple]:
@@ -247,17 +265,28 @@ def time_shape(torch, case, plans, args) -> list[dict]:
                 copies=copies, torch_graph_us=torch_us)
     out = []
     for why, cfg in plans:
-        kernel = DynamicKernel(gemm.build(GemmProblem(None, N, K, "bf16", "nt", "bf16", groups=G), "sm90", cfg),
-                               device=x.device).kernel(T)
+        if why == DENSE:  # the same tiling on the dense kernel: M = T rows times group 0's weights
+            from tvm_cdna4.runtime.cuda import Kernel, load_build
+
+            p = gemm.plan(GemmProblem(T, N, K, "bf16", "nt", "bf16"), "sm90", cfg)
+            kernel = Kernel(load_build(gemm.build(GemmProblem(T, N, K, "bf16", "nt", "bf16"), "sm90", cfg)), p)
+            launch, want = (lambda w: kernel.launch(x, w[0], y)), x.float() @ ws[0][0].float().t()
+            est = gemm_cost.estimate(cfg, T, N, K, 2, dev)
+            busy = -(-p.tiles // min(p.tiles, dev.units))
+        else:
+            kernel = DynamicKernel(gemm.build(GemmProblem(None, N, K, "bf16", "nt", "bf16", groups=G), "sm90", cfg),
+                                   device=x.device).kernel(T)
+            launch, want = (lambda w: kernel.launch(x, w, y, offsets)), ref
+            est = gemm_cost.grouped_estimate(cfg, -(-T // G), G, N, K, 2, dev)
+            busy = busiest_units(rows, G, N, cfg, dev.units)[0]
         y.fill_(float("nan"))
-        kernel.launch(x, ws[0], y, offsets)
+        launch(ws[0])
         torch.cuda.synchronize()
-        err = ((y.float() - ref).norm() / ref.norm()).item()
-        us = _graph_seconds(torch, calls(lambda w: kernel.launch(x, w, y, offsets)), args.reps) * 1e6
-        est = gemm_cost.grouped_estimate(cfg, -(-T // G), G, N, K, 2, dev)
+        err = ((y.float() - want).norm() / want.norm()).item()
+        us = _graph_seconds(torch, calls(launch), args.reps) * 1e6
         out.append(dict(base, why=why, config=config_dict(cfg), name=config_name(cfg), graph_us=us,
                         speedup=torch_us / us, err=err, ok=bool(torch.isfinite(y).all().item()) and err <= tolerance("bf16"),
-                        estimate=est.to_json()))
+                        estimate=est.to_json(), busiest_units=busy, unit_us=us / busy))
         print(f"{model} {proj} T={T} {config_name(cfg)} ({why}): {us:.1f} us, est {est.total * 1e6:.1f}, torch "
               f"{torch_us:.1f} ({torch_us / us:.2f}x), ok={out[-1]['ok']}", flush=True)
     ws.clear()  # the weight copies freed before the next shape's
@@ -303,7 +332,7 @@ def run(args) -> int:
     t0 = time.time()
     pick = walk_configs if args.walks else (lambda G, N, K, T: configs(G, N, K, T, args.top))
     shapes = [(case, pick(case[2], case[3], case[4], sum(case[6]))) for case in cases(args)]
-    jobs = [(G, N, K, sum(rows), config_dict(cfg)) for (_, _, G, N, K, _, rows), plans in shapes for _, cfg in plans]
+    jobs = [(G, N, K, sum(rows), config_dict(cfg), why) for (_, _, G, N, K, _, rows), plans in shapes for why, cfg in plans]
     with cf.ProcessPoolExecutor(max_workers=args.jobs, mp_context=mp.get_context("spawn")) as pool:
         for line in pool.map(_build, jobs):
             print(line, flush=True)

@@ -135,6 +135,7 @@ def test_the_walks_benchmark_plans_old_and_new_and_counts_the_busiest_cta():
     plans = dict(sweep.walk_configs(128, 1536, 2048, 16384))  # Qwen3-30B-A3B gate/up at 2048 tokens
     old, new = plans["old plan"], plans["new plan"]
     assert (old.tile_walk, new.tile_walk) == ("gaps", "prefix") and attrs.evolve(old, tile_walk="prefix") == new
+    assert plans[sweep.DENSE] == attrs.evolve(new, tile_walk="gaps")  # the per-unit reference: the dense kernel
     # groups of 9, 0, 130 and 5 rows in 128-row tiles, one column, two CTAs: the gaps walk's five row tiles are
     # g0's, the empty g1's gap, g2's two, g3's; CTA 0 takes units 0, 2, 4 (three with rows), CTA 1 units 1, 3 (one)
     gaps = Sm90Config(128, 64, 2, 2)
