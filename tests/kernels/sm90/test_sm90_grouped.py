@@ -287,10 +287,12 @@ def test_the_benchmarks_write_their_results_through_one_helper(tmp_path, capsys)
 @pytest.mark.cuda(arch="sm_90a")
 @pytest.mark.parametrize("config", [Sm90Config(128, 256, 3, 2, epilogue="tma"),
                                     Sm90Config(128, 256, 4, 2, epilogue="tma", epilogue_tile=64),
-                                    Sm90Config(128, 128, 4, 2, epilogue="tma", group_m=16)])
+                                    Sm90Config(128, 128, 4, 2, epilogue="tma", group_m=16),
+                                    Sm90Config(128, 256, 4, 2, epilogue="tma", epilogue_tile=64, tile_walk="prefix"),
+                                    Sm90Config(64, 256, 5, 1, tile_walk="prefix")])
 def test_the_grouped_tma_epilogue_on_a_hopper_gpu(config):
     """TMA stores for the warpgroups inside a group, register stores for each group's last tile (ragged sizes,
-    empty groups, a 2000-row group), bf16 C, against the float64 reference."""
+    empty groups, a 2000-row group), bf16 C, against the float64 reference; on both walks (``tile_walk``)."""
     import torch
 
     from tvm_cdna4.runtime.cuda import DynamicKernel
