@@ -114,19 +114,23 @@ def units(p, SMH, MB, args, maps, pid, role, wg, t, acc):
 def units_prefix(p, SMH, MB, args, maps, pid, role, wg, t, acc):
     # the prefix walk: units below PF[2 G + 1] tile rows x tiles_n, in the tile order over those rows; a unit's
     # group by find_prefix, its rows from the shared offsets (m_end clipped at T; 0 <= m0 < m_end still checked:
-    # bad offsets)
+    # bad offsets). The unit's tile and rows are read once into registers (at): the roles' k-loops issue asm
+    # with memory clobbers, after which a shared read would be made again at every k-tile
     PF = prefix_view(p, SMH)
     done = T.alloc_tensor(ty_args=[T.Tensor((1,), "int32", scope="local", layout="default")])
     found = T.alloc_tensor(ty_args=[T.Tensor((1,), "int32", scope="local", layout="default")])
+    at = T.alloc_tensor(ty_args=[T.Tensor((4,), "int32", scope="local", layout="default")])
     done[0] = 0
     for i in range(T.truncdiv(p.units - 1 - pid, p.ctas) + 1):
         if pid + i * p.ctas < PF[2 * p.groups + 1] * p.tiles_n:
             tile = p.tile_of(pid + i * p.ctas, T.truncdiv, T.truncmod, T.min, PF[2 * p.groups + 1])
-            find_prefix(p, PF, tile[0], found)
-            g = found[0]
-            span = (PF[g] + (tile[0] - PF[p.groups + 1 + g]) * p.config.block_m, T.min(PF[g + 1], p.M))
-            if T.And(span[0] >= 0, span[0] < span[1]):
-                role(p, SMH, MB, args, maps, wg, t, acc, tile, g, span, done[0])
+            at[0] = tile[0]
+            at[1] = tile[1]
+            find_prefix(p, PF, at[0], found)
+            at[2] = PF[found[0]] + (at[0] - PF[p.groups + 1 + found[0]]) * p.config.block_m
+            at[3] = T.min(PF[found[0] + 1], p.M)
+            if T.And(at[2] >= 0, at[2] < at[3]):
+                role(p, SMH, MB, args, maps, wg, t, acc, (at[0], at[1]), found[0], (at[2], at[3]), done[0])
                 done[0] = done[0] + 1
 
 
