@@ -20,10 +20,11 @@ and every figure, with the group sizes and each config's estimate terms, in ``$O
 
 ``--walks`` (issue 36: the prefix walk, ``Sm90Config.tile_walk``) times, per prefill shape, the plan the torch op ran
 before it (``old_plan``: the gaps walk, main at 258f349's plans) and the plan it runs now (``plan_bucket`` of the torch
-op's bucket: the prefix walk), the model's first two configs at the shape's rows per group and the new plan's tiling
-on the dense kernel of M = T (``DENSE``: the per-unit time without groups), beside ``torch._grouped_mm``; output
-``$OUT/grouped_sm90_walks.{md,json}`` (each row's busiest CTA's units and µs per unit) with a per-shape summary (torch / old, torch / new). ``--plans`` prints the
-configs (and their estimates and the busiest CTA's units on each walk, ``busiest_units``) without a GPU:
+op's bucket: the prefix walk), the model's first two configs and its first of two consumers at the shape's rows per
+group, and the new plan's tiling on the dense kernel of M = T (``DENSE``: the per-unit time without groups), beside
+``torch._grouped_mm``; output ``$OUT/grouped_sm90_walks.{md,json}`` (each row's busiest CTA's units and µs per unit)
+with a per-shape summary (torch / old, torch / new). ``--plans`` prints the configs (and their estimates and the
+busiest CTA's units on each walk, ``busiest_units``) without a GPU:
 
     python3 benchmarks/grouped_sm90_sweep.py --walks --calls 10 --reps 10 --out $OUT    # one H100 call, <= 120 s
     python3 benchmarks/grouped_sm90_sweep.py --walks --plans                             # no GPU
@@ -119,8 +120,10 @@ def old_plan(G: int, N: int, K: int, T: int):
 
 def walk_configs(G: int, N: int, K: int, T: int) -> list[tuple[str, object]]:
     """(why, config) of ``--walks`` (the module docstring), each config once: the old plan, the new plan (the old
-    tiling on the prefix walk where the choice kept it), the model's first two configs at the shape's rows per group
-    (not over the bucket's range), and the new plan's tiling on the dense kernel (``DENSE``)."""
+    tiling on the prefix walk where the choice kept it), the model's first two configs and its first with two
+    consumer warpgroups at the shape's rows per group (not over the bucket's range: the one-consumer 64-row tiles a
+    65-128 rows bucket plans measured 1.2x slower than 128x256 at 128 rows, docs/grouped_gemm.md), and the new
+    plan's tiling on the dense kernel (``DENSE``)."""
     import attrs
 
     from tvm_cdna4.kernels import devices
@@ -132,6 +135,7 @@ def walk_configs(G: int, N: int, K: int, T: int) -> list[tuple[str, object]]:
     old, new = old_plan(G, N, K, T), torch_bucket_plan(G, N, K, T)
     ranked = gemm_cost.grouped_ranked(rows_per_group(T, G), G, N, K, 2, dev)
     out = [("old plan", old), ("new plan", new), ("model #1", ranked[0][1]), ("model #2", ranked[1][1]),
+           ("best two consumers", next(cfg for _, cfg in ranked if cfg.consumers == 2)),
            (DENSE, attrs.evolve(new, tile_walk="gaps"))]
     fits = lambda c: (c.stages * c.stage_bytes() + c.staging_bytes() + prefix_bytes(G, c.tile_walk)  # noqa: E731
                       + BARRIER_BYTES <= dev.smem_per_unit)
