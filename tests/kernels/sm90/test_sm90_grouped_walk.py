@@ -141,3 +141,14 @@ def test_the_walks_benchmark_plans_old_and_new_and_counts_the_busiest_cta():
     gaps = Sm90Config(128, 64, 2, 2)
     assert sweep.busiest_units([9, 0, 130, 5], 4, 64, gaps, 2) == (3, 2.0)
     assert sweep.busiest_units([9, 0, 130, 5], 4, 64, attrs.evolve(gaps, tile_walk="prefix"), 2) == (2, 2.0)
+
+
+@pytest.mark.slow
+def test_the_prefix_walk_with_more_groups_than_threads():
+    """300 groups over a CTA of 256 threads (two rounds of the offsets' copy, 38 steps of the sum), four with rows
+    (one of 70 rows across two tiles), three CTAs: every row right in the emulator."""
+    sizes = [0] * 300
+    sizes[0], sizes[137], sizes[255], sizes[299] = 3, 70, 1, 9
+    problem = GemmProblem(None, 24, 64, "bf16", "nt", "f32", groups=300)
+    v = gemm.validate(problem, "sm90", Sm90Config(64, 64, 2, 1, ctas=3, tile_walk="prefix"), group_rows=sizes)
+    assert v.ok and v.where == EMULATOR and v.ratio <= 1.0
