@@ -46,14 +46,19 @@ def prefix_view(p: Sm90GroupedPlan, SMH):
 
 @T.macro
 def scan_groups(p, SMH, args, tid):
-    # the prefix walk's sums (before the roles part): every thread copies offsets tid, tid + threads, ... into
-    # shared memory; after a barrier thread 0 adds up each group's ceil(max(rows, 0) / block_m) row tiles
-    # (grouped_plan.prefix_tiles), eight groups' loads at a time; the CTA's barrier follows (cta's)
+    # the prefix walk's sums (before the roles part): thread t copies offsets t, t + threads, ... into shared
+    # memory and writes group t's ceil(max(rows, 0) / block_m) row tiles (grouped_plan.prefix_tiles) where its
+    # prefix goes; after a barrier thread 0 adds them up in place, eight groups' loads at a time; the CTA's barrier
+    # follows (cta's)
     PF = prefix_view(p, SMH)
     offsets = args[OFFSETS]
     for c in T.unroll(ceil_div(p.groups + 1, p.config.threads)):
         if c * p.config.threads + tid <= p.groups:
             PF[c * p.config.threads + tid] = offsets[c * p.config.threads + tid]
+        if c * p.config.threads + tid < p.groups:
+            PF[p.groups + 2 + c * p.config.threads + tid] = T.truncdiv(
+                T.max(offsets[c * p.config.threads + tid + 1] - offsets[c * p.config.threads + tid], 0)
+                + (p.config.block_m - 1), p.config.block_m)
     T.cuda.cta_sync()
     if tid == 0:
         total = T.alloc_tensor(ty_args=[T.Tensor((1,), "int32", scope="local", layout="default")])
@@ -62,8 +67,7 @@ def scan_groups(p, SMH, args, tid):
         for j in range(ceil_div(p.groups, SCAN_UNROLL)):
             for i in T.unroll(SCAN_UNROLL):
                 if j * SCAN_UNROLL + i < p.groups:
-                    total[0] = total[0] + T.truncdiv(T.max(PF[j * SCAN_UNROLL + i + 1] - PF[j * SCAN_UNROLL + i], 0)
-                                                     + (p.config.block_m - 1), p.config.block_m)
+                    total[0] = total[0] + PF[p.groups + 2 + j * SCAN_UNROLL + i]
                     PF[p.groups + 2 + j * SCAN_UNROLL + i] = total[0]
 
 
