@@ -346,8 +346,8 @@ def grouped_estimate(cfg: Sm90Config, rows: int, groups: int, N: int, K: int, ou
 
 GROUPED_WALK = "prefix"
 """The walk over the row tiles the grouped configs take (``Sm90Config.tile_walk``): the prefix walk, whose CTAs share
-the units with rows evenly (the ``gaps`` walk's busiest CTA ran 5-23 % more units at the H100 sweep's shapes:
-docs/grouped_gemm.md, "The walk over the row tiles")."""
+the units with rows evenly (the ``gaps`` walk gave the busiest CTA 0-13 % more units on the H100 prefill plans of
+2026-12-06, up to 23 % on the sweep's other tilings: docs/grouped_gemm.md, "The walk over the row tiles")."""
 GROUPED_EPILOGUE_TILES = (0, 64)
 """The ``epilogue_tile`` values the grouped choice weighs with TMA stores (0: the whole tile staged; 64: chunks
 of 64 columns through two buffers, which frees ring stages: ``Sm90Config.epilogue_tile``)."""
@@ -367,7 +367,8 @@ def grouped_configs(K: int, N: int, out_bytes: int, device, dtype: str = "bf16",
                 if tile and (bn % tile or tile >= bn):
                     continue
                 stages = deepest(bm, bn, consumers, smem, k_tiles, how, tile)
-                out.append(Sm90Config(bm, bn, stages, consumers, epilogue=how, epilogue_tile=tile, tile_walk=GROUPED_WALK))
+                out.append(Sm90Config(bm, bn, stages, consumers, epilogue=how, epilogue_tile=tile,
+                                      tile_walk=GROUPED_WALK))
     return out
 
 

@@ -11,8 +11,12 @@ loads into a ring of stages, consumer warpgroups' wgmma) with persistent CTAs ov
 ``r`` of ``Groups``, column tile) in the dense grouped order (``Sm90Plan.tile_of`` over ``Groups.row_tiles(T)``
 row tiles): each unit's group found on the device from the offsets (``kernels.gemm.grouped_emit.find_group``,
 ``Groups.origin``), a unit without rows skipped by both roles (the ring positions count the units with rows:
-both roles skip the same ones). A's boxes come through a tensor map over the whole ``[T, K]`` (rows of the next
-group loaded into a tile are computed, never stored; rows past T are zero-filled), B's through one over
+both roles skip the same ones). That is the ``gaps`` walk (``Sm90Config.tile_walk``); the cost model's configs
+take the ``prefix`` walk: each CTA sums the groups' ``ceil(rows / block_m)`` row tiles into shared memory
+(``gemm_plan.prefix_bytes`` beside the ring; ``prefix_tiles``) and walks only the row tiles with rows, a unit's
+group by a binary search over that prefix (``prefix_locate``), so the CTAs share the units with rows evenly.
+A's boxes come through a tensor map over the whole ``[T, K]`` (rows of the next group loaded into a tile are
+computed, never stored; rows past T are zero-filled), B's through one over
 ``[G N, K]`` at row ``g N + n0`` (columns past N, the next group's weights, are never stored). C is stored from
 registers, masked at the group's ``m_end`` and at N, or, with ``epilogue="tma"`` (the dense kernel's TMA
 epilogue, ``gemm_emit.store_tma``, ``epilogue_tile`` included), a consumer warpgroup whose rows lie wholly inside
@@ -43,8 +47,8 @@ from ..common import Param, ceil_div
 from ..gemm.dynamic_m import MBucket, resolve_m
 from ..gemm.epilogue import Fusion
 from ..gemm.grouped import OFFSETS, Groups
-from .gemm_plan import (BARRIER_BYTES, DTYPES, OUT_DTYPES, PREFIX_WORDS, prefix_bytes, SWIZZLE_COLUMNS, Sm90Config, Sm90Plan, _min, block_k, check_fused,
-                        check_problem)
+from .gemm_plan import (BARRIER_BYTES, DTYPES, OUT_DTYPES, PREFIX_WORDS, SWIZZLE_COLUMNS, Sm90Config, Sm90Plan, _min,
+                        block_k, check_fused, check_problem, prefix_bytes)
 
 DECODE_ROWS = 16
 """The rows per group up to which a bucket keeps the sm80 grouped kernel (the module docstring: its measured
@@ -177,5 +181,5 @@ def plan_bucket(rows: MBucket, G: int, N: int, K: int, dtype: str, out_dtype: st
     return plan_grouped(rows, G, N, K, dtype, out_dtype, cfg, device.units, device.smem_per_unit, fusion, layout)
 
 
-__all__ = ["DECODE_ROWS", "GROUPED_DTYPES", "prefix_locate", "prefix_tiles", "Sm90GroupedPlan", "check_grouped_config", "check_grouped_problem", "plan_bucket",
-           "plan_grouped"]
+__all__ = ["DECODE_ROWS", "GROUPED_DTYPES", "Sm90GroupedPlan", "check_grouped_config", "check_grouped_problem", "plan_bucket",
+           "plan_grouped", "prefix_locate", "prefix_tiles"]
