@@ -201,6 +201,8 @@ def walk_summary(rows) -> list[str]:
     ratios = {}
     for key in dict.fromkeys((r["model"], r["proj"], r["T"]) for r in rows):
         got = {r["why"]: r for r in rows if (r["model"], r["proj"], r["T"]) == key}
+        if "old plan" not in got:
+            continue
         old, new = got["old plan"], got.get("new plan", got["old plan"])
         dense = f"{got[DENSE]['unit_us']:.2f}" if DENSE in got else "-"
         ratios.setdefault(key[0], []).append((old["speedup"], new["speedup"]))
@@ -224,10 +226,13 @@ def _build(job) -> str:
     from tvm_cdna4.runtime.cuda import precompile
 
     cfg = Sm90Config(**fields)
-    if why == DENSE:
-        precompile(gemm.build(GemmProblem(T, N, K, "bf16", "nt", "bf16"), "sm90", cfg))
-    else:
-        precompile(gemm.build(GemmProblem(None, N, K, "bf16", "nt", "bf16", groups=G), "sm90", cfg).kernel_for(T))
+    try:
+        if why == DENSE:
+            precompile(gemm.build(GemmProblem(T, N, K, "bf16", "nt", "bf16"), "sm90", cfg))
+        else:
+            precompile(gemm.build(GemmProblem(None, N, K, "bf16", "nt", "bf16", groups=G), "sm90", cfg).kernel_for(T))
+    except Exception as e:  # noqa: BLE001 -- one config's failure is reported, the others still timed
+        return f"FAILED G={G} {N}x{K} T={T}: {config_name(cfg)} ({why}): {type(e).__name__}: {e}"
     return f"G={G} {N}x{K} T={T}: {config_name(cfg)} ({why})"
 
 
@@ -269,30 +274,36 @@ def time_shape(torch, case, plans, args) -> list[dict]:
                 copies=copies, torch_graph_us=torch_us)
     out = []
     for why, cfg in plans:
-        if why == DENSE:  # the same tiling on the dense kernel: M = T rows times group 0's weights
-            from tvm_cdna4.runtime.cuda import Kernel, load_build
+        try:
+            if why == DENSE:  # the same tiling on the dense kernel: M = T rows times group 0's weights
+                from tvm_cdna4.runtime.cuda import Kernel, load_build
 
-            p = gemm.plan(GemmProblem(T, N, K, "bf16", "nt", "bf16"), "sm90", cfg)
-            kernel = Kernel(load_build(gemm.build(GemmProblem(T, N, K, "bf16", "nt", "bf16"), "sm90", cfg)), p)
-            launch, want = (lambda w: kernel.launch(x, w[0], y)), x.float() @ ws[0][0].float().t()
-            est = gemm_cost.estimate(cfg, T, N, K, 2, dev)
-            busy = -(-p.tiles // min(p.tiles, dev.units))
-        else:
-            kernel = DynamicKernel(gemm.build(GemmProblem(None, N, K, "bf16", "nt", "bf16", groups=G), "sm90", cfg),
-                                   device=x.device).kernel(T)
-            launch, want = (lambda w: kernel.launch(x, w, y, offsets)), ref
-            est = gemm_cost.grouped_estimate(cfg, -(-T // G), G, N, K, 2, dev)
-            busy = busiest_units(rows, G, N, cfg, dev.units)[0]
-        y.fill_(float("nan"))
-        launch(ws[0])
-        torch.cuda.synchronize()
-        err = ((y.float() - want).norm() / want.norm()).item()
-        us = _graph_seconds(torch, calls(launch), args.reps) * 1e6
-        out.append(dict(base, why=why, config=config_dict(cfg), name=config_name(cfg), graph_us=us,
-                        speedup=torch_us / us, err=err, ok=bool(torch.isfinite(y).all().item()) and err <= tolerance("bf16"),
-                        estimate=est.to_json(), busiest_units=busy, unit_us=us / busy))
-        print(f"{model} {proj} T={T} {config_name(cfg)} ({why}): {us:.1f} us, est {est.total * 1e6:.1f}, torch "
-              f"{torch_us:.1f} ({torch_us / us:.2f}x), ok={out[-1]['ok']}", flush=True)
+                p = gemm.plan(GemmProblem(T, N, K, "bf16", "nt", "bf16"), "sm90", cfg)
+                kernel = Kernel(load_build(gemm.build(GemmProblem(T, N, K, "bf16", "nt", "bf16"), "sm90", cfg)), p)
+                launch, want = (lambda w: kernel.launch(x, w[0], y)), x.float() @ ws[0][0].float().t()
+                est = gemm_cost.estimate(cfg, T, N, K, 2, dev)
+                busy = -(-p.tiles // min(p.tiles, dev.units))
+            else:
+                kernel = DynamicKernel(gemm.build(GemmProblem(None, N, K, "bf16", "nt", "bf16", groups=G), "sm90", cfg),
+                                       device=x.device).kernel(T)
+                launch, want = (lambda w: kernel.launch(x, w, y, offsets)), ref
+                est = gemm_cost.grouped_estimate(cfg, -(-T // G), G, N, K, 2, dev)
+                busy = busiest_units(rows, G, N, cfg, dev.units)[0]
+            y.fill_(float("nan"))
+            launch(ws[0])
+            torch.cuda.synchronize()
+            err = ((y.float() - want).norm() / want.norm()).item()
+            us = _graph_seconds(torch, calls(launch), args.reps) * 1e6
+            out.append(dict(base, why=why, config=config_dict(cfg), name=config_name(cfg), graph_us=us,
+                            speedup=torch_us / us, err=err, ok=bool(torch.isfinite(y).all().item()) and err <= tolerance("bf16"),
+                            estimate=est.to_json(), busiest_units=busy, unit_us=us / busy))
+            print(f"{model} {proj} T={T} {config_name(cfg)} ({why}): {us:.1f} us, est {est.total * 1e6:.1f}, torch "
+                  f"{torch_us:.1f} ({torch_us / us:.2f}x), ok={out[-1]['ok']}", flush=True)
+        except Exception as e:  # noqa: BLE001 -- reported in its row; the other configs are still timed
+            print(f"{model} {proj} T={T} {config_name(cfg)} ({why}): FAILED {type(e).__name__}: {e}", flush=True)
+            out.append(dict(base, why=why, config=config_dict(cfg), name=config_name(cfg), graph_us=math.nan,
+                            speedup=math.nan, ok=False, error=f"{type(e).__name__}: {e}", estimate={"us": math.nan},
+                            busiest_units=0, unit_us=math.nan))
     ws.clear()  # the weight copies freed before the next shape's
     return out
 
@@ -327,20 +338,32 @@ def main(argv=None) -> int:
     return run(ap.parse_args(argv))
 
 
+def case_key(case) -> tuple:
+    """(G, N, K, T) of a shape (a build job's first four fields)."""
+    return (case[2], case[3], case[4], sum(case[6]))
+
+
 def run(args) -> int:
     """The sweep of ``args`` (``main``'s options; ``torch_grouped_sm90.py --sweep`` passes its own)."""
     if args.plans:
         return print_plans(args)
     import torch
 
+    from tvm_cdna4.kernels.sm90.gemm_plan import Sm90Config
+
     t0 = time.time()
     pick = walk_configs if args.walks else (lambda G, N, K, T: configs(G, N, K, T, args.top))
     shapes = [(case, pick(case[2], case[3], case[4], sum(case[6]))) for case in cases(args)]
     jobs = [(G, N, K, sum(rows), config_dict(cfg), why) for (_, _, G, N, K, _, rows), plans in shapes for why, cfg in plans]
+    failed = set()
     with cf.ProcessPoolExecutor(max_workers=args.jobs, mp_context=mp.get_context("spawn")) as pool:
-        for line in pool.map(_build, jobs):
+        for job, line in zip(jobs, pool.map(_build, jobs)):
             print(line, flush=True)
+            if line.startswith("FAILED"):
+                failed.add((job[:4], job[5], Sm90Config(**job[4])))
     print(f"built {len(jobs)} kernels in {time.time() - t0:.0f} s on {args.jobs} workers", flush=True)
+    shapes = [(case, [(why, cfg) for why, cfg in plans if (case_key(case), why, cfg) not in failed])
+              for case, plans in shapes]
     rows = [r for case, plans in shapes for r in time_shape(torch, case, plans, args)]
     meta = dict(device=torch.cuda.get_device_name(0), torch=torch.__version__, date=time.strftime("%Y-%m-%d"),
                 zipf=args.zipf, seed=args.seed, calls=args.calls, reps=args.reps, seconds=time.time() - t0)
