@@ -17,6 +17,17 @@ launched directly (``runtime.cuda.DynamicKernel``), checked once against the f32
 exceed three L2s (``torch_gemm._graph_seconds``), ``torch._grouped_mm`` beside it once per shape. Output: a
 markdown table (per shape: each config's time, the model's estimate, its rank) in ``$OUT/grouped_sm90_sweep.md``
 and every figure, with the group sizes and each config's estimate terms, in ``$OUT/grouped_sm90_sweep.json``.
+
+``--walks`` (issue 36: the prefix walk, ``Sm90Config.tile_walk``) times, per prefill shape, the plan the torch op ran
+before it (``old_plan``: the gaps walk, main at 258f349's plans) and the plan it runs now (``plan_bucket`` of the torch
+op's bucket: the prefix walk), the model's first two configs and its first of two consumers at the shape's rows per
+group, and the new plan's tiling on the dense kernel of M = T (``DENSE``: the per-unit time without groups), beside
+``torch._grouped_mm``; output ``$OUT/grouped_sm90_walks.{md,json}`` (each row's busiest CTA's units and µs per unit)
+with a per-shape summary (torch / old, torch / new). ``--plans`` prints the configs (and their estimates and the
+busiest CTA's units on each walk, ``busiest_units``) without a GPU:
+
+    python3 benchmarks/grouped_sm90_sweep.py --walks --calls 10 --reps 10 --out $OUT    # one H100 call, <= 120 s
+    python3 benchmarks/grouped_sm90_sweep.py --walks --plans                             # no GPU
 """
 
 from __future__ import annotations
@@ -38,7 +49,10 @@ for path in (ROOT, HERE):
 from torch_gemm import write_results  # noqa: E402
 from torch_grouped_sm90 import MODELS, PREFILL, itertools_accumulate, projections, sizes  # noqa: E402
 
-CONFIG_FIELDS = ("block_m", "block_n", "stages", "consumers", "group_m", "epilogue", "epilogue_tile")
+DENSE = "dense, M = T"
+"""``--walks``' reference row: the new plan's tiling on the dense kernel (M = T rows times one expert's weights, no
+groups): the per-unit time the grouped kernel's units are compared with (``unit_us``: µs per busiest-CTA unit)."""
+CONFIG_FIELDS = ("block_m", "block_n", "stages", "consumers", "group_m", "epilogue", "epilogue_tile", "tile_walk")
 
 
 def config_dict(cfg) -> dict:
@@ -47,7 +61,7 @@ def config_dict(cfg) -> dict:
 
 def config_name(cfg) -> str:
     return (f"{cfg.block_m}x{cfg.block_n} s{cfg.stages} c{cfg.consumers} g{cfg.group_m} {cfg.epilogue}"
-            + (f"/{cfg.epilogue_tile}" if cfg.epilogue_tile else ""))
+            + (f"/{cfg.epilogue_tile}" if cfg.epilogue_tile else "") + f" {cfg.tile_walk}")
 
 
 def configs(G: int, N: int, K: int, T: int, top: int) -> list[tuple[str, object]]:
@@ -77,17 +91,149 @@ def configs(G: int, N: int, K: int, T: int, top: int) -> list[tuple[str, object]
     return unique
 
 
+def torch_bucket_plan(G: int, N: int, K: int, T: int):
+    """The config the torch op runs at T (``tvm_cdna4.torch.grouped_gemm``: the grouped GEMM of the whole int32 range
+    of T, its bucket of ``ceil(T / G)`` rows per group planned by ``grouped_plan.plan_bucket``)."""
+    from tvm_cdna4.kernels import devices
+    from tvm_cdna4.kernels.gemm.problem import GemmProblem
+    from tvm_cdna4.kernels.sm90.gemm_target import build
+    from tvm_cdna4.kernels.sm90.grouped_plan import plan_bucket
+
+    bucket = build(GemmProblem(None, N, K, "bf16", "nt", "bf16", groups=G)).bucket(T)
+    return plan_bucket(bucket, G, N, K, "bf16", "bf16", devices.DEVICES["H100"]).config
+
+
+def old_plan(G: int, N: int, K: int, T: int):
+    """The torch op's config before the prefix walk: ``torch_bucket_plan``'s tiling on the gaps walk, its ring as
+    deep as the shared memory without the prefix's words (main at 258f349 planned exactly these at the eight
+    prefill rows on the H100: the choice weighs the same estimate; only the ring's room differs)."""
+    import attrs
+
+    from tvm_cdna4.kernels import devices
+    from tvm_cdna4.kernels.sm90 import gemm_cost
+
+    cfg = torch_bucket_plan(G, N, K, T)
+    stages = gemm_cost.deepest(cfg.block_m, cfg.block_n, cfg.consumers, devices.DEVICES["H100"].smem_per_unit,
+                               -(-K // 64), cfg.epilogue, cfg.epilogue_tile)
+    return attrs.evolve(cfg, tile_walk="gaps", stages=stages)
+
+
+def walk_configs(G: int, N: int, K: int, T: int) -> list[tuple[str, object]]:
+    """(why, config) of ``--walks`` (the module docstring), each config once: the old plan, the new plan (the old
+    tiling on the prefix walk where the choice kept it), the model's first two configs and its first with two
+    consumer warpgroups at the shape's rows per group (not over the bucket's range: the one-consumer 64-row tiles a
+    65-128 rows bucket plans measured 1.2x slower than 128x256 at 128 rows, docs/grouped_gemm.md), and the new
+    plan's tiling on the dense kernel (``DENSE``)."""
+    import attrs
+
+    from tvm_cdna4.kernels import devices
+    from tvm_cdna4.kernels.gemm.grouped import rows_per_group
+    from tvm_cdna4.kernels.sm90 import gemm_cost
+    from tvm_cdna4.kernels.sm90.gemm_plan import BARRIER_BYTES, prefix_bytes
+
+    dev = devices.DEVICES["H100"]
+    old, new = old_plan(G, N, K, T), torch_bucket_plan(G, N, K, T)
+    ranked = gemm_cost.grouped_ranked(rows_per_group(T, G), G, N, K, 2, dev)
+    out = [("old plan", old), ("new plan", new), ("model #1", ranked[0][1]), ("model #2", ranked[1][1]),
+           ("best two consumers", next(cfg for _, cfg in ranked if cfg.consumers == 2)),
+           (DENSE, attrs.evolve(new, tile_walk="gaps"))]
+    fits = lambda c: (c.stages * c.stage_bytes() + c.staging_bytes() + prefix_bytes(G, c.tile_walk)  # noqa: E731
+                      + BARRIER_BYTES <= dev.smem_per_unit)
+    seen, unique = set(), []
+    for why, cfg in out:
+        if (why == DENSE, cfg) not in seen and fits(cfg):
+            seen.add((why == DENSE, cfg))
+            unique.append((why, cfg))
+    return unique
+
+
+def busiest_units(rows: list[int], G: int, N: int, cfg, sms: int) -> tuple[int, float]:
+    """The units with rows the busiest persistent CTA runs on ``cfg``'s walk (the kernel's order: ``Sm90Plan.tile_of``
+    over the walked row tiles, CTA ``u % ctas`` taking unit ``u``), and the even share (units with rows / CTAs)."""
+    from tvm_cdna4.kernels.common import ceil_div
+    from tvm_cdna4.kernels.gemm.dynamic_m import MBucket
+    from tvm_cdna4.kernels.gemm.grouped import Groups, offsets_of
+    from tvm_cdna4.kernels.sm90.grouped_plan import prefix_tiles
+
+    offsets, tn = offsets_of(rows), ceil_div(N, cfg.block_n)
+    groups, with_rows = Groups(G, cfg.block_m, MBucket(1, 1)), prefix_tiles(offsets_of(rows), cfg.block_m)[-1]
+    tm = with_rows if cfg.tile_walk == "prefix" else groups.row_tiles(sum(rows))
+    ctas, per = min(tm * tn, sms), cfg.group_m * tn
+    load = [0] * ctas
+    for u in range(tm * tn):
+        first = u // per * cfg.group_m
+        r = first + u % per % min(tm - first, cfg.group_m)
+        if cfg.tile_walk == "prefix" or groups.locate(r, offsets) is not None:
+            load[u % ctas] += 1
+    return max(load), with_rows * tn / ctas
+
+
+def print_plans(args) -> int:
+    """``--plans``: every shape's configs, their estimates and ``busiest_units`` on the H100's SMs (no GPU)."""
+    from tvm_cdna4.kernels import devices
+    from tvm_cdna4.kernels.sm90 import gemm_cost
+
+    dev = devices.DEVICES["H100"]
+    for model, proj, G, N, K, tokens, rows in cases(args):
+        T = sum(rows)
+        pick = walk_configs if args.walks else (lambda *a: configs(*a, args.top))
+        print(f"{model} {proj} tokens={tokens} T={T}: {-(-T // G)} rows per group, largest {max(rows)}, "
+              f"empty {rows.count(0)}")
+        for why, cfg in pick(G, N, K, T):
+            if why == DENSE:
+                est = gemm_cost.estimate(cfg, T, N, K, 2, dev).total * 1e6
+                tiles = -(-T // cfg.block_m) * -(-N // cfg.block_n)
+                busy, even = -(-tiles // min(tiles, dev.units)), tiles / min(tiles, dev.units)
+            else:
+                est = gemm_cost.grouped_estimate(cfg, -(-T // G), G, N, K, 2, dev).total * 1e6
+                busy, even = busiest_units(rows, G, N, cfg, dev.units)
+            print(f"  {config_name(cfg):36s} {why:24s} est {est:8.1f} us, busiest CTA {busy} units (even {even:.1f})")
+    return 0
+
+
+def walk_summary(rows) -> list[str]:
+    """Per shape: the old and new plans' times (and µs per busiest-CTA unit, the dense kernel's beside them) and
+    torch / each (``--walks``), then the geo-mean per model."""
+    import math
+
+    out = ["| model | proj | T | old µs (per unit) | new µs (per unit) | new / old speedup | dense µs per unit | "
+           "torch µs | torch / old | torch / new |", "|" + "---|" * 10]
+    ratios = {}
+    for key in dict.fromkeys((r["model"], r["proj"], r["T"]) for r in rows):
+        got = {r["why"]: r for r in rows if (r["model"], r["proj"], r["T"]) == key}
+        if "old plan" not in got:
+            continue
+        old, new = got["old plan"], got.get("new plan", got["old plan"])
+        dense = f"{got[DENSE]['unit_us']:.2f}" if DENSE in got else "-"
+        ratios.setdefault(key[0], []).append((old["speedup"], new["speedup"]))
+        out.append(f"| {key[0]} | {key[1]} | {key[2]} | {old['graph_us']:.1f} ({old['unit_us']:.2f}) | "
+                   f"{new['graph_us']:.1f} ({new['unit_us']:.2f}) | {old['graph_us'] / new['graph_us']:.2f}x | {dense} | "
+                   f"{new['torch_graph_us']:.1f} | {old['speedup']:.2f}x | {new['speedup']:.2f}x |")
+    out += ["", "| model | geo-mean torch / old | geo-mean torch / new |", "|---|---|---|"]
+    for model, pairs in ratios.items():
+        gm = [math.prod(p[i] for p in pairs) ** (1 / len(pairs)) for i in (0, 1)]
+        out.append(f"| {model} | {gm[0]:.2f}x | {gm[1]:.2f}x |")
+    return out
+
+
 def _build(job) -> str:
-    """Worker: build one config's kernel of T's bucket and compile its device code (the timing process loads)."""
-    G, N, K, T, fields = job
+    """Worker: build one config's kernel of T's bucket (``DENSE``: the static dense kernel of M = T) and compile its
+    device code (the timing process loads)."""
+    G, N, K, T, fields, why = job
     from tvm_cdna4.kernels import gemm
     from tvm_cdna4.kernels.gemm.problem import GemmProblem
     from tvm_cdna4.kernels.sm90.gemm_plan import Sm90Config
     from tvm_cdna4.runtime.cuda import precompile
 
     cfg = Sm90Config(**fields)
-    precompile(gemm.build(GemmProblem(None, N, K, "bf16", "nt", "bf16", groups=G), "sm90", cfg).kernel_for(T))
-    return f"G={G} {N}x{K} T={T}: {config_name(cfg)}"
+    try:
+        if why == DENSE:
+            precompile(gemm.build(GemmProblem(T, N, K, "bf16", "nt", "bf16"), "sm90", cfg))
+        else:
+            precompile(gemm.build(GemmProblem(None, N, K, "bf16", "nt", "bf16", groups=G), "sm90", cfg).kernel_for(T))
+    except Exception as e:  # noqa: BLE001 -- one config's failure is reported, the others still timed
+        return f"FAILED G={G} {N}x{K} T={T}: {config_name(cfg)} ({why}): {type(e).__name__}: {e}"
+    return f"G={G} {N}x{K} T={T}: {config_name(cfg)} ({why})"
 
 
 def cases(args) -> list[tuple]:
@@ -128,19 +274,36 @@ def time_shape(torch, case, plans, args) -> list[dict]:
                 copies=copies, torch_graph_us=torch_us)
     out = []
     for why, cfg in plans:
-        kernel = DynamicKernel(gemm.build(GemmProblem(None, N, K, "bf16", "nt", "bf16", groups=G), "sm90", cfg),
-                               device=x.device).kernel(T)
-        y.fill_(float("nan"))
-        kernel.launch(x, ws[0], y, offsets)
-        torch.cuda.synchronize()
-        err = ((y.float() - ref).norm() / ref.norm()).item()
-        us = _graph_seconds(torch, calls(lambda w: kernel.launch(x, w, y, offsets)), args.reps) * 1e6
-        est = gemm_cost.grouped_estimate(cfg, -(-T // G), G, N, K, 2, dev)
-        out.append(dict(base, why=why, config=config_dict(cfg), name=config_name(cfg), graph_us=us,
-                        speedup=torch_us / us, err=err, ok=bool(torch.isfinite(y).all().item()) and err <= tolerance("bf16"),
-                        estimate=est.to_json()))
-        print(f"{model} {proj} T={T} {config_name(cfg)} ({why}): {us:.1f} us, est {est.total * 1e6:.1f}, torch "
-              f"{torch_us:.1f} ({torch_us / us:.2f}x), ok={out[-1]['ok']}", flush=True)
+        try:
+            if why == DENSE:  # the same tiling on the dense kernel: M = T rows times group 0's weights
+                from tvm_cdna4.runtime.cuda import Kernel, load_build
+
+                p = gemm.plan(GemmProblem(T, N, K, "bf16", "nt", "bf16"), "sm90", cfg)
+                kernel = Kernel(load_build(gemm.build(GemmProblem(T, N, K, "bf16", "nt", "bf16"), "sm90", cfg)), p)
+                launch, want = (lambda w: kernel.launch(x, w[0], y)), x.float() @ ws[0][0].float().t()
+                est = gemm_cost.estimate(cfg, T, N, K, 2, dev)
+                busy = -(-p.tiles // min(p.tiles, dev.units))
+            else:
+                kernel = DynamicKernel(gemm.build(GemmProblem(None, N, K, "bf16", "nt", "bf16", groups=G), "sm90", cfg),
+                                       device=x.device).kernel(T)
+                launch, want = (lambda w: kernel.launch(x, w, y, offsets)), ref
+                est = gemm_cost.grouped_estimate(cfg, -(-T // G), G, N, K, 2, dev)
+                busy = busiest_units(rows, G, N, cfg, dev.units)[0]
+            y.fill_(float("nan"))
+            launch(ws[0])
+            torch.cuda.synchronize()
+            err = ((y.float() - want).norm() / want.norm()).item()
+            us = _graph_seconds(torch, calls(launch), args.reps) * 1e6
+            out.append(dict(base, why=why, config=config_dict(cfg), name=config_name(cfg), graph_us=us,
+                            speedup=torch_us / us, err=err, ok=bool(torch.isfinite(y).all().item()) and err <= tolerance("bf16"),
+                            estimate=est.to_json(), busiest_units=busy, unit_us=us / busy))
+            print(f"{model} {proj} T={T} {config_name(cfg)} ({why}): {us:.1f} us, est {est.total * 1e6:.1f}, torch "
+                  f"{torch_us:.1f} ({torch_us / us:.2f}x), ok={out[-1]['ok']}", flush=True)
+        except Exception as e:  # noqa: BLE001 -- reported in its row; the other configs are still timed
+            print(f"{model} {proj} T={T} {config_name(cfg)} ({why}): FAILED {type(e).__name__}: {e}", flush=True)
+            out.append(dict(base, why=why, config=config_dict(cfg), name=config_name(cfg), graph_us=math.nan,
+                            speedup=math.nan, ok=False, error=f"{type(e).__name__}: {e}", estimate={"us": math.nan},
+                            busiest_units=0, unit_us=math.nan))
     ws.clear()  # the weight copies freed before the next shape's
     return out
 
@@ -156,6 +319,9 @@ def table(rows) -> list[str]:
 
 def add_arguments(ap) -> None:
     ap.add_argument("--top", type=int, default=3, help="the cost model's first configs per shape")
+    ap.add_argument("--walks", action="store_true", help="the old plans (gaps walk) against the new (prefix walk), "
+                    "each tiling on both walks (the module docstring)")
+    ap.add_argument("--plans", action="store_true", help="print the configs, estimates and busiest CTAs; no GPU")
 
 
 def main(argv=None) -> int:
@@ -172,21 +338,37 @@ def main(argv=None) -> int:
     return run(ap.parse_args(argv))
 
 
+def case_key(case) -> tuple:
+    """(G, N, K, T) of a shape (a build job's first four fields)."""
+    return (case[2], case[3], case[4], sum(case[6]))
+
+
 def run(args) -> int:
     """The sweep of ``args`` (``main``'s options; ``torch_grouped_sm90.py --sweep`` passes its own)."""
+    if args.plans:
+        return print_plans(args)
     import torch
 
+    from tvm_cdna4.kernels.sm90.gemm_plan import Sm90Config
+
     t0 = time.time()
-    shapes = [(case, configs(case[2], case[3], case[4], sum(case[6]), args.top)) for case in cases(args)]
-    jobs = [(G, N, K, sum(rows), config_dict(cfg)) for (_, _, G, N, K, _, rows), plans in shapes for _, cfg in plans]
+    pick = walk_configs if args.walks else (lambda G, N, K, T: configs(G, N, K, T, args.top))
+    shapes = [(case, pick(case[2], case[3], case[4], sum(case[6]))) for case in cases(args)]
+    jobs = [(G, N, K, sum(rows), config_dict(cfg), why) for (_, _, G, N, K, _, rows), plans in shapes for why, cfg in plans]
+    failed = set()
     with cf.ProcessPoolExecutor(max_workers=args.jobs, mp_context=mp.get_context("spawn")) as pool:
-        for line in pool.map(_build, jobs):
+        for job, line in zip(jobs, pool.map(_build, jobs)):
             print(line, flush=True)
+            if line.startswith("FAILED"):
+                failed.add((job[:4], job[5], Sm90Config(**job[4])))
     print(f"built {len(jobs)} kernels in {time.time() - t0:.0f} s on {args.jobs} workers", flush=True)
+    shapes = [(case, [(why, cfg) for why, cfg in plans if (case_key(case), why, cfg) not in failed])
+              for case, plans in shapes]
     rows = [r for case, plans in shapes for r in time_shape(torch, case, plans, args)]
     meta = dict(device=torch.cuda.get_device_name(0), torch=torch.__version__, date=time.strftime("%Y-%m-%d"),
                 zipf=args.zipf, seed=args.seed, calls=args.calls, reps=args.reps, seconds=time.time() - t0)
-    write_results(args.out, "grouped_sm90_sweep", meta, rows, table(rows))
+    name = "grouped_sm90_walks" if args.walks else "grouped_sm90_sweep"
+    write_results(args.out, name, meta, rows, table(rows) + (["", *walk_summary(rows)] if args.walks else []))
     return 0 if all(r["ok"] for r in rows) else 1
 
 

@@ -111,9 +111,9 @@ def test_the_decode_buckets_keep_the_sm80_grouped_kernel():
 
 def test_the_cost_model_reads_every_groups_weights():
     dev = devices.DEVICES["H100"]
-    cfg = Sm90Config(64, 64, 4, 1)
+    cfg = Sm90Config(64, 64, 4, 1, tile_walk="prefix")
     est = gemm_cost.grouped_estimate(cfg, 1, 256, 256, 4096, 2, dev)
-    # 256 groups of one row: one 64-row tile each (expected_row_tiles, at least one), A's padded rows, every
+    # 256 groups of one row: one 64-row tile each (expected_row_tiles, at least one; the prefix walk), A's padded rows, every
     # group's weights [256, 4096] and C read or written once: the memory term
     moved = (256 * 64 * 4096 + 256 * 256 * 4096) * 2 + 256 * 64 * 256 * 2
     assert est.memory == pytest.approx(moved / (dev.hbm_bytes_s * gemm_cost.HBM_EFFICIENCY), rel=1e-12)
@@ -287,10 +287,12 @@ def test_the_benchmarks_write_their_results_through_one_helper(tmp_path, capsys)
 @pytest.mark.cuda(arch="sm_90a")
 @pytest.mark.parametrize("config", [Sm90Config(128, 256, 3, 2, epilogue="tma"),
                                     Sm90Config(128, 256, 4, 2, epilogue="tma", epilogue_tile=64),
-                                    Sm90Config(128, 128, 4, 2, epilogue="tma", group_m=16)])
+                                    Sm90Config(128, 128, 4, 2, epilogue="tma", group_m=16),
+                                    Sm90Config(128, 256, 4, 2, epilogue="tma", epilogue_tile=64, tile_walk="prefix"),
+                                    Sm90Config(64, 256, 5, 1, tile_walk="prefix")])
 def test_the_grouped_tma_epilogue_on_a_hopper_gpu(config):
     """TMA stores for the warpgroups inside a group, register stores for each group's last tile (ragged sizes,
-    empty groups, a 2000-row group), bf16 C, against the float64 reference."""
+    empty groups, a 2000-row group), bf16 C, against the float64 reference; on both walks (``tile_walk``)."""
     import torch
 
     from tvm_cdna4.runtime.cuda import DynamicKernel

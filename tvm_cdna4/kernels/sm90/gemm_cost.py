@@ -80,7 +80,7 @@ import attrs
 from ..common import ceil_div
 from ..gemm.grouped import expected_row_tiles
 from .gemm_plan import (ACC_REGS_MAX, BARRIER_BYTES, BLOCK_K, ELEMENT_BYTES, INT32_ELEMENTS, SWIZZLE_COLUMNS,
-                        TMA_BOX_MAX, WGMMA_K, WGMMA_M, Sm90Config, b_shares, block_k)
+                        TMA_BOX_MAX, WGMMA_K, WGMMA_M, Sm90Config, b_shares, block_k, prefix_bytes)
 
 TENSOR_FLOPS_PER_CLK = 4096
 """Dense f16/bf16 tensor flops per SM per clock on Hopper (2048 FMA: the NVIDIA H100 Tensor Core GPU
@@ -351,35 +351,45 @@ def grouped_estimate(cfg: Sm90Config, rows: int, groups: int, N: int, K: int, ou
                      dtype: str = "bf16") -> Estimate:
     """A grouped GEMM's estimate (``kernels.sm90.grouped_plan``): ``estimate`` of the row tiles ``groups`` groups
     of ``rows`` rows fill (``kernels.gemm.grouped.expected_row_tiles`` each: a group's last tile is half empty on
-    average), every group's weights read once. With ``epilogue="tma"`` only the tiles wholly inside their group
-    store through TMA (``STAGED_EPILOGUE``); a group's last tile (one of ``expected_row_tiles``) stores from
-    registers at the full stall."""
+    average), every group's weights read once. The ``gaps`` walk (``Sm90Config.tile_walk``) counts its launched row
+    tiles instead (``Groups.row_tiles``: ``rows / block_m + 1`` a group): its gap units cluster at the groups' edges,
+    so the busiest CTA's share is of them all (docs/grouped_gemm.md, "The walk over the row tiles"). With
+    ``epilogue="tma"`` only the tiles wholly inside their group store through TMA (``STAGED_EPILOGUE``); a group's
+    last tile (one of ``expected_row_tiles``) stores from registers at the full stall."""
     per_group = expected_row_tiles(rows, cfg.block_m)
-    est = estimate(cfg, math.ceil(groups * per_group) * cfg.block_m, N, K, out_bytes, device, dtype, groups)
+    walked = per_group if cfg.tile_walk == "prefix" else rows / cfg.block_m + 1
+    est = estimate(cfg, math.ceil(groups * walked) * cfg.block_m, N, K, out_bytes, device, dtype, groups)
     if cfg.epilogue != "tma":
         return est
     last = 1 / per_group
     return replace(est, epilogue=est.epilogue / STAGED_EPILOGUE * (last + (1 - last) * STAGED_EPILOGUE))
 
 
+GROUPED_WALK = "prefix"
+"""The walk over the row tiles the grouped configs take (``Sm90Config.tile_walk``): the prefix walk, whose CTAs share
+the units with rows evenly (the ``gaps`` walk gave the busiest CTA 0-13 % more units on the H100 prefill plans of
+2026-12-06, up to 23 % on the sweep's other tilings: docs/grouped_gemm.md, "The walk over the row tiles")."""
 GROUPED_EPILOGUE_TILES = (0, 64)
 """The ``epilogue_tile`` values the grouped choice weighs with TMA stores (0: the whole tile staged; 64: chunks
 of 64 columns through two buffers, which frees ring stages: ``Sm90Config.epilogue_tile``)."""
 
 
-def grouped_configs(K: int, N: int, out_bytes: int, device, dtype: str = "bf16") -> list[Sm90Config]:
+def grouped_configs(K: int, N: int, out_bytes: int, device, dtype: str = "bf16", groups: int = 1) -> list[Sm90Config]:
     """The configs the grouped kernel may run (``grouped_plan.check_grouped_config``): the ``CANDIDATES`` with each
     epilogue C allows (``epilogues``; TMA stores staged whole or in ``GROUPED_EPILOGUE_TILES`` chunks that divide
-    the tile), the deepest ring beside the staging, the cooperative schedule, no K split; tiles of whole
+    the tile), the deepest ring beside the staging and the prefix walk's words of ``groups`` groups
+    (``tile_walk="prefix"``, ``gemm_plan.prefix_bytes``), the cooperative schedule, no K split; tiles of whole
     ``SWIZZLE_COLUMNS`` blocks only (the grouped kernel's TMA epilogue has no tail map, ``grouped_plan``)."""
     k_tiles, out = ceil_div(K, block_k(dtype)), []
+    smem = device.smem_per_unit - prefix_bytes(groups, GROUPED_WALK)
     for bm, bn, consumers in (c for c in CANDIDATES if c[1] % SWIZZLE_COLUMNS == 0):
         for how in epilogues(N, out_bytes, consumers):
             for tile in (GROUPED_EPILOGUE_TILES if how == "tma" else (0,)):
                 if tile and (bn % tile or tile >= bn):
                     continue
-                stages = deepest(bm, bn, consumers, device.smem_per_unit, k_tiles, how, tile)
-                out.append(Sm90Config(bm, bn, stages, consumers, epilogue=how, epilogue_tile=tile))
+                stages = deepest(bm, bn, consumers, smem, k_tiles, how, tile)
+                out.append(Sm90Config(bm, bn, stages, consumers, epilogue=how, epilogue_tile=tile,
+                                      tile_walk=GROUPED_WALK))
     return out
 
 
@@ -388,7 +398,7 @@ def grouped_ranked(rows: int, groups: int, N: int, K: int, out_bytes: int, devic
     """Every ``grouped_configs`` config and its ``grouped_estimate`` at ``rows`` rows per group, best first (ties:
     the larger tile, then the deeper ring)."""
     out = [(grouped_estimate(cfg, rows, groups, N, K, out_bytes, device, dtype).total, -cfg.block_m * cfg.block_n,
-            -cfg.stages, i, cfg) for i, cfg in enumerate(grouped_configs(K, N, out_bytes, device, dtype))]
+            -cfg.stages, i, cfg) for i, cfg in enumerate(grouped_configs(K, N, out_bytes, device, dtype, groups))]
     out.sort(key=lambda x: x[:4])
     return [(t, cfg) for t, *_, cfg in out]
 
@@ -407,7 +417,7 @@ def choose_grouped(rows: int, groups: int, N: int, K: int, out_bytes: int, devic
         worst = max(grouped_estimate(cfg, r, groups, N, K, out_bytes, device, dtype).total / best[r] for r in samples)
         return round(worst, 9), round(grouped_estimate(cfg, hi, groups, N, K, out_bytes, device, dtype).total, 12), -cfg.stages
 
-    return min(grouped_configs(K, N, out_bytes, device, dtype), key=regret)
+    return min(grouped_configs(K, N, out_bytes, device, dtype, groups), key=regret)
 
 
 def choose_config(M: int, N: int, K: int, out_bytes: int, device, dtype: str = "bf16") -> Sm90Config:
@@ -508,6 +518,6 @@ def choose_for_range(lo: int, hi: int, N: int, K: int, out_bytes: int, device, d
 
 __all__ = ["CANDIDATES", "MIN_SLICE_TILES", "RANGE_SAMPLES", "SPLITS", "STAGED_EPILOGUE", "STORE_EFFICIENCY", "TENSOR_EFFICIENCY",
            "TENSOR_RATE", "WEIGH_CLUSTER", "WEIGH_HYBRID", "cluster_configs", "MAX_WAVES", "WAVE_ROWS", "WAVE_WIDTH_MIN", "WAVE_WIDTH_STEP", "wave_widths", "Estimate", "choose_config", "choose_for_range", "choose_grouped", "decompositions", "grouped_configs",
-           "grouped_estimate", "grouped_ranked", "GROUPED_EPILOGUE_TILES", "deepest", "efficiency", "epilogues", "estimate",
+           "grouped_estimate", "grouped_ranked", "GROUPED_EPILOGUE_TILES", "deepest", "efficiency", "epilogues", "estimate", "GROUPED_WALK",
            "range_samples", "ranked", "reduction", "splits", "SWAP_AB_ROWS", "swap_ab_config", "swap_ab_ranked",
            "FEW_CTAS", "SWAPPED_EFFICIENCY", "SWAP_SPLIT_ACC_MAX", "WEIGH_SWAP", "WEIGH_SWAP_DYNAMIC", "few_ctas", "swap_configs"]

@@ -103,10 +103,11 @@ def kernel(p, args, maps):
 
 
 @T.macro
-def cta(p, args, maps, producer_role, consumer_role):
+def cta(p, args, maps, producer_role, consumer_role, setup=None):
     # the CTA of the dense and the grouped kernels: shared memory, the mbarriers, one producer warpgroup
     # (``producer_role(p, SMH, MB, args, maps, pid)``: its one thread issues the TMA loads) and the consumer
-    # warpgroups (``consumer_role(p, SMH, MB, args, maps, pid, wg, t)``)
+    # warpgroups (``consumer_role(p, SMH, MB, args, maps, pid, wg, t)``); ``setup(p, SMH, args, tid)``: every
+    # thread's work before the roles part (the grouped prefix walk's sums), ended by the CTA's barrier
     c = p.config
     T.device_entry(launch=cluster.launch(p, c.threads),
                    kernel_attrs=T.cuda.KernelAttributes(min_blocks_per_sm=1))
@@ -122,6 +123,8 @@ def cta(p, args, maps, producer_role, consumer_role):
             for w in T.unroll(c.consumers):
                 T.ptx.mbarrier.init.shared.b64(MB.ptr_to([2 * c.stages + w]), T.uint32(1))
         T.ptx["fence.mbarrier_init.release.cluster"]()
+    if I.constexpr(setup is not None):
+        setup(p, SMH, args, tid)
     T.cuda.cta_sync()
     cluster.cluster_sync(p)  # a cluster: the peer's mbarriers initialized before they are signalled
     if tid < WARPGROUP:

@@ -156,6 +156,23 @@ ACTIVATION_FORMS = ("ex2", "tanh")
 docstring): ``ex2`` (``x / (1 + 2^y)``: ``ex2.approx`` and a reciprocal, two multi-function operations an
 element) or ``tanh`` (``h + h tanh(w)``: one ``tanh.approx.f32``, PTX ISA 9.7.3.22; 16-bit C only, where the
 family's error bound admits its error, ``epilogue.TANH_OUTPUTS``)."""
+TILE_WALKS = ("gaps", "prefix")
+"""How a grouped GEMM's persistent CTAs walk its row tiles (``Sm90Config.tile_walk``; ``kernels.sm90.grouped_plan``):
+``gaps``, the ``Groups`` indices (``T // block_m + G`` row tiles a column, up to one without rows a group, each unit's
+group found by a binary search over the offsets in global memory), or ``prefix``, the row tiles with rows only
+(each CTA first sums every group's ``ceil(rows / block_m)`` into shared memory, then finds a unit's group by a
+binary search over that prefix). The dense GEMM has one walk: ``gaps``, its default, names none."""
+PREFIX_WORDS = 2
+"""The shared int32 words the prefix walk keeps per group, plus one pair: the offsets ``[G + 1]`` and the row tiles
+before each group ``[G + 1]`` (``grouped_plan.prefix_tiles``), after the ring and C's staging."""
+
+
+def prefix_bytes(G: int, walk: str) -> int:
+    """The shared bytes of ``G`` groups' prefix walk (``PREFIX_WORDS`` int32 per group and one more pair; 0 for the
+    ``gaps`` walk)."""
+    return PREFIX_WORDS * (G + 1) * 4 if walk == "prefix" else 0
+
+
 DECOMPOSITIONS = ("data-parallel", "split-k", "hybrid")
 """How the work is cut into the persistent CTAs' units (``Sm90Config.decomposition``): ``data-parallel`` (one
 unit per tile), ``split-k`` (every tile in ``split_k`` K slices, the partial sums reduced through the workspace)
@@ -233,6 +250,10 @@ class Sm90Config:
     clusters of two CTAs that take two adjacent tile rows of one tile column; each CTA's producer loads its own A box
     and its share of the B box (``b_shares``: half, or 88 + 80 rows of 168), multicast to both (``gemm_cluster``), so
     each B byte leaves L2 once per cluster."""
+
+    tile_walk: str = "gaps"
+    """A grouped GEMM's walk over its row tiles (``TILE_WALKS``): ``prefix`` is the grouped cost model's choice (no
+    gap tiles: each CTA's share of the units with rows is even); the dense GEMM runs ``gaps``."""
 
     @property
     def pingpong(self) -> bool:
@@ -334,6 +355,8 @@ class Sm90Config:
         if self.swap_ab and (self.epilogue != "registers" or self.residual_read != "global" or d == "hybrid"):
             bad("swap_ab", "the swapped kernel stores C^T from registers, its K split of every tile", "epilogue="
                 "'registers', residual_read='global', decomposition not 'hybrid'", (self.epilogue, self.residual_read, d))
+        if self.tile_walk not in TILE_WALKS:
+            bad("tile_walk", "how a grouped GEMM's CTAs walk its row tiles", TILE_WALKS, self.tile_walk)
         if self.group_m < 1 or self.ctas < 0:
             bad("group_m/ctas", "group_m >= 1 and ctas >= 0", ">= 1, >= 0", (self.group_m, self.ctas))
         self._check_cluster(bad)
@@ -467,15 +490,17 @@ class Sm90Plan(PlanRecord, family="gemm"):
     def tir_out(self) -> str:
         return OUT_DTYPES[self.out_dtype]
 
-    def tile_of(self, t, div, mod, min_):
+    def tile_of(self, t, div, mod, min_, tiles_m=None):
         """(tile row, tile column) of linear tile ``t`` in the grouped order: ``group_m`` tile rows at a
         time, column-major inside the group (``div``/``mod``/``min_``: Python's or TIR's). With ``cluster_m`` = 2,
         ``t`` is unit ``2 q + rank``: rank ``rank``'s row of pair ``q`` of tile rows in that order over the pairs
         (``group_m`` tile rows a group, in pairs; a pair's second row may lie past M: its loads are zeros, its
-        stores clipped)."""
+        stores clipped; ``tiles_m``: the tile rows, ``self.tiles_m`` by default, a run-time count for a grouped GEMM's
+        prefix walk)."""
         cm = self.config.cluster_m
         g = self.config.group_m if cm == 1 else max(1, self.config.group_m // cm)
-        tiles_m = self.tiles_m if cm == 1 else ceil_div(self.tiles_m, cm)
+        tiles_m = self.tiles_m if tiles_m is None else tiles_m
+        tiles_m = tiles_m if cm == 1 else ceil_div(tiles_m, cm)
         u = t if cm == 1 else div(t, cm)
         per_group = g * self.tiles_n
         first = div(u, per_group) * g
@@ -517,6 +542,10 @@ def plan(M, N, K, dtype, layout, out_dtype, config: Sm90Config, sms: int, smem_b
     check_problem(M, N, K, dtype, layout, out_dtype)
     M, bucket, _ = resolve_m(M, "kernels.sm90.gemm_plan.plan")
     config.check(smem_bytes)
+    if config.tile_walk != "gaps":
+        raise ContractError("sm90 GEMM config tile_walk: the prefix walk is a grouped GEMM's (its groups' row tiles)",
+                            operand="tile_walk", check="parameters", expected="'gaps' (a dense GEMM)",
+                            found=repr(config.tile_walk))
     if config.epilogue == "tma" and (out_dtype == "f32" or N % 8):
         raise ContractError("sm90 GEMM config epilogue: TMA stores of a 16-bit C whose rows are whole 16-byte "
                             "chunks", operand="epilogue", check="parameters", expected="f16/bf16 C, N % 8 == 0",
@@ -618,4 +647,4 @@ def _min(x, cap: int):
     return tirx.min(x, cap)
 
 
-__all__ = ["ATOM_ROWS", "BLOCK_K", "CLUSTER_MS", "b_shares", "cluster_units", "DECOMPOSITIONS", "DTYPES", "ELEMENT_BYTES", "ROW_BYTES", "TAIL_SWIZZLE", "WGMMA_TYPES", "block_k", "wgmma_k", "EPILOGUES", "LAYOUTS", "OUT_DTYPES", "REDUCTIONS", "ACTIVATION_FORMS", "RESIDUAL_READS", "SCHEDULES", "check_fused", "epilogue_choices", "check_split", "Sm90Config", "Sm90Plan", "check_problem", "plan", "RESIDUAL_CHOICE", "STAGED_RESIDUAL"]
+__all__ = ["ATOM_ROWS", "BLOCK_K", "CLUSTER_MS", "b_shares", "cluster_units", "DECOMPOSITIONS", "DTYPES", "ELEMENT_BYTES", "ROW_BYTES", "TAIL_SWIZZLE", "WGMMA_TYPES", "block_k", "wgmma_k", "EPILOGUES", "LAYOUTS", "OUT_DTYPES", "REDUCTIONS", "ACTIVATION_FORMS", "RESIDUAL_READS", "SCHEDULES", "check_fused", "epilogue_choices", "check_split", "Sm90Config", "Sm90Plan", "check_problem", "plan", "RESIDUAL_CHOICE", "STAGED_RESIDUAL", "TILE_WALKS", "PREFIX_WORDS", "prefix_bytes"]

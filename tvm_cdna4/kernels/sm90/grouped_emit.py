@@ -2,9 +2,13 @@
 
 The dense kernel's CTA, roles and ring (``gemm_emit``: ``cta``, ``load_tile``, ``mainloop``, ``store`` are its
 macros), with the work units of a grouped GEMM (``grouped_plan``'s docstring): both roles walk the units ``pid, pid + ctas,
-...`` in the plan's tile order, find each unit's group (``kernels.gemm.grouped_emit.find_group``: the binary
-search over the offsets) and rows (``Groups.origin``: ``m0 .. m_end``), and skip a unit without rows
-(``0 <= m0 < m_end`` fails: a gap tile, or bad offsets); ``done`` counts the units with rows, the ring position
+...`` in the plan's tile order, find each unit's group and rows (``m0 .. m_end``) and skip a unit without rows
+(``0 <= m0 < m_end`` fails: a gap tile, or bad offsets). The ``gaps`` walk (``Sm90Config.tile_walk``, ``units_gaps``)
+walks the ``Groups`` row tiles, a unit's group by ``kernels.gemm.grouped_emit.find_group`` (the binary search over
+the offsets in global memory) and its rows by ``Groups.origin``; the ``prefix`` walk (``units_prefix``) walks the
+row tiles with rows only: every CTA first copies the offsets into shared memory and sums the groups' row tiles
+there (``scan_groups``, run by ``gemm_emit.cta`` before the roles part), then finds a unit's group by a binary
+search over that prefix (``find_prefix``). ``done`` counts the units with rows, the ring position
 of a unit's first k-tile being ``done * slice_tiles`` in both roles. The producer loads A's box at row ``m0``
 and B's at row ``g N + n0`` of the ``[G N, K]`` map; the consumers store rows below ``m_end`` and columns below
 N, the per-group fused inputs at row ``g``.
@@ -17,16 +21,70 @@ from tvm_tirx.script import tirx as T
 from tvm_tirx.script.parser import parse
 
 from ...tirx_private import transpile_once
+from ..common import ceil_div
 from ..gemm.grouped import OFFSETS
 from ..gemm.grouped_emit import find_group
 from .gemm_emit import cta, load_tile, mainloop, retire, store, store_tma, tensor_map_source
-from .gemm_plan import ELEMENT_BYTES, SWIZZLE_COLUMNS, WGMMA_M
+from .gemm_plan import ELEMENT_BYTES, PREFIX_WORDS, SWIZZLE_COLUMNS, WGMMA_M
 from .grouped_plan import Sm90GroupedPlan
+
+SCAN_UNROLL = 8
+"""Groups a step of the prefix walk's sum (``scan_groups``): their shared loads issued together."""
 
 
 @T.macro
 def kernel(p, args, maps):
-    cta(p, args, maps, producer, consumer)  # the dense kernel's CTA (its ``cta``) with the grouped roles
+    # the dense kernel's CTA (its ``cta``) with the grouped roles; the prefix walk sums the groups' tiles first
+    if I.constexpr(p.config.tile_walk == "prefix"):
+        cta(p, args, maps, producer, consumer, scan_groups)
+    else:
+        cta(p, args, maps, producer, consumer)
+
+
+def prefix_view(p: Sm90GroupedPlan, SMH):
+    """The prefix walk's shared words (``gemm_plan.PREFIX_WORDS``): the offsets at ``[0, G]``, the row tiles
+    before group ``g`` at ``[G + 1 + g]`` (their total at ``[2 G + 1]``)."""
+    return T.decl_tensor(SMH.ptr_to([p.prefix_at]), ty_args=[T.Tensor((PREFIX_WORDS * (p.groups + 1),), "int32",
+                                                                      scope="shared.dyn", layout="default")])
+
+
+@T.macro
+def scan_groups(p, SMH, args, tid):
+    # the prefix walk's sums (before the roles part): thread t copies offsets t, t + threads, ... into shared
+    # memory and writes group t's ceil(max(rows, 0) / block_m) row tiles (grouped_plan.prefix_tiles) where its
+    # prefix goes; after a barrier thread 0 adds them up in place, eight groups' loads at a time; the CTA's barrier
+    # follows (cta's)
+    PF = prefix_view(p, SMH)
+    offsets = args[OFFSETS]
+    for c in T.unroll(ceil_div(p.groups + 1, p.config.threads)):
+        if c * p.config.threads + tid <= p.groups:
+            PF[c * p.config.threads + tid] = offsets[c * p.config.threads + tid]
+        if c * p.config.threads + tid < p.groups:
+            PF[p.groups + 2 + c * p.config.threads + tid] = T.truncdiv(
+                T.max(offsets[c * p.config.threads + tid + 1] - offsets[c * p.config.threads + tid], 0)
+                + (p.config.block_m - 1), p.config.block_m)
+    T.cuda.cta_sync()
+    if tid == 0:
+        total = T.alloc_tensor(ty_args=[T.Tensor((1,), "int32", scope="local", layout="default")])
+        total[0] = 0
+        PF[p.groups + 1] = 0
+        for j in range(ceil_div(p.groups, SCAN_UNROLL)):
+            for i in T.unroll(SCAN_UNROLL):
+                if j * SCAN_UNROLL + i < p.groups:
+                    total[0] = total[0] + PF[p.groups + 2 + j * SCAN_UNROLL + i]
+                    PF[p.groups + 2 + j * SCAN_UNROLL + i] = total[0]
+
+
+@T.macro
+def find_prefix(p, PF, r, found):
+    # found[0] = the last group g < G whose first row tile (PF[G + 1 + g]) is at most r: the binary search of
+    # find_group over the shared prefix (Groups.steps); it has tiles when r < PF[2 G + 1]
+    found[0] = 0
+    if I.constexpr(len(p.grouping.steps) > 0):
+        for i in T.unroll(len(p.grouping.steps)):
+            cand = found[0] + (p.grouping.steps[0] >> i)
+            ok = T.And(cand < p.groups, PF[p.groups + 1 + T.min(cand, p.groups - 1)] <= r)
+            found[0] = T.Select(ok, cand, found[0])
 
 
 @T.macro
@@ -54,6 +112,39 @@ def consumer(p, SMH, MB, args, maps, pid, wg, t):
 def units(p, SMH, MB, args, maps, pid, role, wg, t, acc):
     # the walk of both roles (the module docstring): the CTA's units pid, pid + ctas, ...; each one with rows
     # (its tile, group g, rows span[0] .. span[1]) is role(..., tile, g, span, done), done counting those before it
+    if I.constexpr(p.config.tile_walk == "prefix"):
+        units_prefix(p, SMH, MB, args, maps, pid, role, wg, t, acc)
+    else:
+        units_gaps(p, SMH, MB, args, maps, pid, role, wg, t, acc)
+
+
+@T.macro
+def units_prefix(p, SMH, MB, args, maps, pid, role, wg, t, acc):
+    # the prefix walk: units below PF[2 G + 1] tile rows x tiles_n, in the tile order over those rows; a unit's
+    # group by find_prefix, its rows from the shared offsets (m_end clipped at T; 0 <= m0 < m_end still checked:
+    # bad offsets). The unit's tile and rows are read once into registers (at): the roles' k-loops issue asm
+    # with memory clobbers, after which a shared read would be made again at every k-tile
+    PF = prefix_view(p, SMH)
+    done = T.alloc_tensor(ty_args=[T.Tensor((1,), "int32", scope="local", layout="default")])
+    found = T.alloc_tensor(ty_args=[T.Tensor((1,), "int32", scope="local", layout="default")])
+    at = T.alloc_tensor(ty_args=[T.Tensor((4,), "int32", scope="local", layout="default")])
+    done[0] = 0
+    for i in range(T.truncdiv(p.units - 1 - pid, p.ctas) + 1):
+        if pid + i * p.ctas < PF[2 * p.groups + 1] * p.tiles_n:
+            tile = p.tile_of(pid + i * p.ctas, T.truncdiv, T.truncmod, T.min, PF[2 * p.groups + 1])
+            at[0] = tile[0]
+            at[1] = tile[1]
+            find_prefix(p, PF, at[0], found)
+            at[2] = PF[found[0]] + (at[0] - PF[p.groups + 1 + found[0]]) * p.config.block_m
+            at[3] = T.min(PF[found[0] + 1], p.M)
+            if T.And(at[2] >= 0, at[2] < at[3]):
+                role(p, SMH, MB, args, maps, wg, t, acc, (at[0], at[1]), found[0], (at[2], at[3]), done[0])
+                done[0] = done[0] + 1
+
+
+@T.macro
+def units_gaps(p, SMH, MB, args, maps, pid, role, wg, t, acc):
+    # the gaps walk: every Groups row tile, each unit's group by the binary search over the global offsets
     offsets = args[OFFSETS]
     done = T.alloc_tensor(ty_args=[T.Tensor((1,), "int32", scope="local", layout="default")])
     found = T.alloc_tensor(ty_args=[T.Tensor((1,), "int32", scope="local", layout="default")])

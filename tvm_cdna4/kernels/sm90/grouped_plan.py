@@ -11,8 +11,12 @@ loads into a ring of stages, consumer warpgroups' wgmma) with persistent CTAs ov
 ``r`` of ``Groups``, column tile) in the dense grouped order (``Sm90Plan.tile_of`` over ``Groups.row_tiles(T)``
 row tiles): each unit's group found on the device from the offsets (``kernels.gemm.grouped_emit.find_group``,
 ``Groups.origin``), a unit without rows skipped by both roles (the ring positions count the units with rows:
-both roles skip the same ones). A's boxes come through a tensor map over the whole ``[T, K]`` (rows of the next
-group loaded into a tile are computed, never stored; rows past T are zero-filled), B's through one over
+both roles skip the same ones). That is the ``gaps`` walk (``Sm90Config.tile_walk``); the cost model's configs
+take the ``prefix`` walk: each CTA sums the groups' ``ceil(rows / block_m)`` row tiles into shared memory
+(``gemm_plan.prefix_bytes`` beside the ring; ``prefix_tiles``) and walks only the row tiles with rows, a unit's
+group by a binary search over that prefix (``prefix_locate``), so the CTAs share the units with rows evenly.
+A's boxes come through a tensor map over the whole ``[T, K]`` (rows of the next group loaded into a tile are
+computed, never stored; rows past T are zero-filled), B's through one over
 ``[G N, K]`` at row ``g N + n0`` (columns past N, the next group's weights, are never stored). C is stored from
 registers, masked at the group's ``m_end`` and at N, or, with ``epilogue="tma"`` (the dense kernel's TMA
 epilogue, ``gemm_emit.store_tma``, ``epilogue_tile`` included), a consumer warpgroup whose rows lie wholly inside
@@ -43,8 +47,8 @@ from ..common import Param, ceil_div
 from ..gemm.dynamic_m import MBucket, resolve_m
 from ..gemm.epilogue import Fusion
 from ..gemm.grouped import OFFSETS, Groups
-from .gemm_plan import (DTYPES, OUT_DTYPES, SWIZZLE_COLUMNS, Sm90Config, Sm90Plan, _min, block_k, check_fused,
-                        check_problem)
+from .gemm_plan import (BARRIER_BYTES, DTYPES, OUT_DTYPES, PREFIX_WORDS, SWIZZLE_COLUMNS, Sm90Config, Sm90Plan, _min,
+                        block_k, check_fused, check_problem, prefix_bytes)
 
 DECODE_ROWS = 16
 """The rows per group up to which a bucket keeps the sm80 grouped kernel (the module docstring: its measured
@@ -65,6 +69,28 @@ class Sm90GroupedPlan(Sm90Plan):
     @property
     def groups(self) -> int:
         return self.grouping.count
+
+    @property
+    def prefix_at(self) -> int:
+        """The prefix walk's first shared element (2-byte elements of the kernel's shared memory: after the ring
+        and C's staging; ``PREFIX_WORDS``)."""
+        return (self.config.stages * self.config.stage_bytes() + self.config.staging_bytes()) // 2
+
+
+def prefix_tiles(offsets, block_m: int) -> list[int]:
+    """The row tiles before each group and their total (``[G + 1]``, Python ints): what the prefix walk's CTAs sum
+    into shared memory, each group ``ceil(max(rows, 0) / block_m)`` tiles."""
+    out = [0]
+    for lo, hi in zip(offsets[:-1], offsets[1:]):
+        out.append(out[-1] + ceil_div(max(int(hi) - int(lo), 0), block_m))
+    return out
+
+
+def prefix_locate(r: int, offsets, prefix, block_m: int) -> tuple[int, int, int]:
+    """``(g, m0, m_end)`` of the prefix walk's row tile ``r < prefix[G]`` (the kernel's binary search over
+    ``prefix``: the last group whose first tile is at most ``r``, which has tiles), ``m_end`` clipped at T."""
+    g = max(i for i in range(len(prefix) - 1) if prefix[i] <= r)
+    return g, int(offsets[g]) + (r - prefix[g]) * block_m, min(int(offsets[g + 1]), int(offsets[-1]))
 
 
 def check_grouped_config(config: Sm90Config, out_dtype: str = "bf16", N: int = 8) -> None:
@@ -123,9 +149,14 @@ def plan_grouped(rows: MBucket, G: int, N: int, K: int, dtype: str, out_dtype: s
     params = (Param("A", (M, K), DTYPES[dtype]), Param("B", (G, N, K), DTYPES[dtype]),
               Param("C", (M, N), OUT_DTYPES[out_dtype]), Param(OFFSETS, (G + 1,), "int32"),
               *fusion.params(M, N, OUT_DTYPES[out_dtype], G))
+    smem = config.stages * config.stage_bytes() + config.staging_bytes() + prefix_bytes(G, config.tile_walk)
+    if smem + BARRIER_BYTES > smem_bytes:
+        raise ContractError("sm90 grouped GEMM config stages: the ring, C's staging and the prefix walk's "
+                            f"{PREFIX_WORDS} words a group within the SM's shared memory", operand="stages",
+                            check="parameters", expected=f"<= {smem_bytes - BARRIER_BYTES} bytes",
+                            found=f"{smem} bytes ({config.stages} stages, {G} groups)")
     return Sm90GroupedPlan(M, N, K, dtype, out_dtype, config, tiles_m, tiles_n, ceil_div(K, block_k(dtype)), ctas,
-                           config.stages * config.stage_bytes() + config.staging_bytes(), params, layout, fusion, bucket,
-                           grouping=grouping)
+                           smem, params, layout, fusion, bucket, grouping=grouping)
 
 
 def plan_bucket(rows: MBucket, G: int, N: int, K: int, dtype: str, out_dtype: str, device, fusion: Fusion = Fusion(),
@@ -152,4 +183,4 @@ def plan_bucket(rows: MBucket, G: int, N: int, K: int, dtype: str, out_dtype: st
 
 
 __all__ = ["DECODE_ROWS", "GROUPED_DTYPES", "Sm90GroupedPlan", "check_grouped_config", "check_grouped_problem", "plan_bucket",
-           "plan_grouped"]
+           "plan_grouped", "prefix_locate", "prefix_tiles"]
