@@ -18,6 +18,8 @@
 #               [~130]
 #   attn-options  the persistent attention (Q released at the last S) and epilogue='tma_buffer': GPU tests, then
 #               attention_sm90.py --seqs 2048,4096 --configs options --options tma-buffer [~160]
+#   grouped-walks  the grouped kernel's prefix walk: its GPU tests, grouped_sm90_sweep.py --walks (the old and new
+#               plans beside torch._grouped_mm) [~150]
 #   final       the torch ops at the stop's plans (GEMM every M, fp8, grouped + its peer's kernels, D 64 attention) [~480]
 #   gemm        the GPU tests of the sm90 GEMM, the torch op over the 12 projections at every M [~240]
 #   attention   every shape of benchmarks/attention_sm90.py at the cost model's configs [~300]
@@ -93,6 +95,11 @@ for step in "$@"; do
     mkdir -p "$OUT/attn_options"
     timeout 120 python3 benchmarks/attention_sm90.py --out "$OUT/attn_options" --seqs 2048,4096 --configs options \
       --options tma-buffer --no-sm80 2>&1 | tee "$OUT/attention_options.log" | grep -v "^{" | tail -44 ;;
+  grouped-walks)  # every row tile with rows shared evenly over the CTAs, not the gaps walk's round robin [~150]
+    gpu_tests 60 "$OUT/pytest_gpu_grouped.log" -n 4 tests/kernels/sm90/test_sm90_grouped.py -k "hopper_gpu or torch"
+    mkdir -p "$OUT/walks"
+    timeout 150 python3 benchmarks/grouped_sm90_sweep.py --walks --calls 10 --reps 10 --out "$OUT/walks" 2>&1 \
+      | tee "$OUT/grouped_walks.log" | grep -v "^{" | tail -40 ;;
   final)  # the torch ops at the stop's plans: GEMM at every M, fp8, grouped (+ its peer's kernels), D 64 attention [~480]
     mkdir -p "$OUT/gemm" "$OUT/fp8" "$OUT/grouped" "$OUT/peers" "$OUT/d64"
     timeout 210 python3 benchmarks/torch_gemm.py --calls 30 --reps 10 --out "$OUT/gemm" 2>&1 \
@@ -113,7 +120,7 @@ for step in "$@"; do
     mkdir -p "$OUT/full"
     timeout 300 python3 benchmarks/attention_sm90.py --no-sm80 --out "$OUT/full" 2>&1 | tee "$OUT/attention_full.log" \
       | grep -v "^{" | tail -46 ;;
-  *) echo "unknown step $step (peers, partitions, ncu, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, final, gemm, attention)"; exit 2 ;;
+  *) echo "unknown step $step (peers, partitions, ncu, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, final, gemm, attention)"; exit 2 ;;
   esac
 done
 cd "$OUT" && tar czf /tmp/call.tgz --exclude=call.tgz . && find . -mindepth 1 -delete && mv /tmp/call.tgz "$OUT/call.tgz"
