@@ -157,3 +157,15 @@ def test_the_cost_model_keeps_its_residual_read_and_a_config_keeps_its_own():
     assert fused.config.residual_read == RESIDUAL_CHOICE == "tma"  # until a timing says otherwise (docs/sm90_gemm.md)
     own = Sm90Config(128, 256, 3, 2, epilogue="tma", residual_read="sliced")
     assert epilogue_choices(own, Fusion(residual=True), "bf16").residual_read == "sliced"
+
+
+def test_the_prefetch_map_of_an_f32_residual_strides_whole_f32_rows():
+    # the residual has C's dtype: an f32 row of 48 columns is 192 bytes (cuTensorMapEncodeTiled: globalStrides[0]
+    # spans globalDim[0] elements); 96 made the driver refuse the map or the prefetch fetch other rows' lines
+    from tvm_cdna4.kernels.sm90.gemm_emit import signature_source
+    f32 = gemm.plan(GemmProblem(77, 48, 640, "bf16", "nt", "f32", Fusion(residual=True)), "sm90",
+                    Sm90Config(64, 32, 3, 1, ctas=1, residual_read="prefetch"), sms=132)
+    bf16 = _plan(77, 48, 640, Sm90Config(64, 32, 3, 1, ctas=1, residual_read="prefetch"))
+    line = [s for s in signature_source(f32).splitlines() if "encode_tiled(mapresidualL2" in s][0]
+    assert "48, 77, 192, 32, 13," in line and "'float32'" in line
+    assert "48, 77, 96, 32, 13," in [s for s in signature_source(bf16).splitlines() if "(mapresidualL2" in s][0]

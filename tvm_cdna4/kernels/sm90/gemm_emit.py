@@ -37,7 +37,8 @@ from ...tirx_private import transpile_once
 from ..gemm import epilogue as fused
 from ..sm80.gemm_emit_epilogue import TIR_OPS
 from . import gemm_cluster as cluster
-from .gemm_plan import (BLOCK_K, CONSUMER_REGS, ELEMENT_BYTES, PRODUCER_REGS, SWIZZLE_COLUMNS, WARPGROUP, WGMMA_M, WGMMA_TYPES, Sm90Plan, wgmma_k)
+from .gemm_plan import (BLOCK_K, CONSUMER_REGS, ELEMENT_BYTES, OUT_BYTES, PRODUCER_REGS, SWIZZLE_COLUMNS, WARPGROUP, WGMMA_M,
+                        WGMMA_TYPES, Sm90Plan, wgmma_k)
 from .gemm_residual import load_slices, prefetch_box, prefetch_residual, residual_at, residual_box_rows
 
 TMA_LOAD = "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
@@ -729,7 +730,8 @@ def signature_source(p: Sm90Plan) -> str:
         lines += tensor_map_source(name, "[0, 0]", rows, cols, box_rows, box_cols, dtype, size)
     own = ["mapresidualL2"] if c.residual_read == "prefetch" else []  # the L2 prefetch's map: unswizzled, prefetch_box
     if own:
-        lines += tensor_map_lines("residualL2", "[0, 0]", (p.N, m), (p.N * 2,), prefetch_box(p), p.tir_out, 0, tensor="residual")
+        lines += tensor_map_lines("residualL2", "[0, 0]", (p.N, m), (p.N * OUT_BYTES[p.out_dtype],), prefetch_box(p),
+                                  p.tir_out, 0, tensor="residual")  # C's dtype: an f32 C's rows are 4 N bytes
     if cluster.b_peer_rows(p):  # a cluster's uneven shares of B: rank 1's box, the last map before the tails (b_maps)
         own.append("mapB1")
         lines += tensor_map_source("B1", "[0, 0]", p.N, p.K, cluster.b_peer_rows(p), p.block_k, p.tir_dtype, e,

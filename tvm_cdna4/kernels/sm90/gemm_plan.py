@@ -85,6 +85,8 @@ SMEM_WORD = "uint16"
 to a row) for every input dtype, so its layout in bytes, its offsets and the wgmma descriptors' steps are
 those of f16/bf16 (TMA and wgmma see bytes)."""
 OUT_DTYPES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}
+OUT_BYTES = {"f32": 4, "f16": 2, "bf16": 2}
+"""The bytes of an element of C (and of a fused residual, C's dtype) for each ``OUT_DTYPES`` entry."""
 LAYOUTS = ("nt",)
 BLOCK_K = 64
 """The shared ring's 2-byte words per K-tile row (``ROW_BYTES / 2``): the K tile of f16/bf16 in elements;
@@ -647,4 +649,4 @@ def _min(x, cap: int):
     return tirx.min(x, cap)
 
 
-__all__ = ["ATOM_ROWS", "BLOCK_K", "CLUSTER_MS", "b_shares", "cluster_units", "DECOMPOSITIONS", "DTYPES", "ELEMENT_BYTES", "ROW_BYTES", "TAIL_SWIZZLE", "WGMMA_TYPES", "block_k", "wgmma_k", "EPILOGUES", "LAYOUTS", "OUT_DTYPES", "REDUCTIONS", "ACTIVATION_FORMS", "RESIDUAL_READS", "SCHEDULES", "check_fused", "epilogue_choices", "check_split", "Sm90Config", "Sm90Plan", "check_problem", "plan", "RESIDUAL_CHOICE", "STAGED_RESIDUAL", "TILE_WALKS", "PREFIX_WORDS", "prefix_bytes"]
+__all__ = ["ATOM_ROWS", "BLOCK_K", "CLUSTER_MS", "b_shares", "cluster_units", "DECOMPOSITIONS", "DTYPES", "ELEMENT_BYTES", "ROW_BYTES", "TAIL_SWIZZLE", "WGMMA_TYPES", "block_k", "wgmma_k", "EPILOGUES", "LAYOUTS", "OUT_BYTES", "OUT_DTYPES", "REDUCTIONS", "ACTIVATION_FORMS", "RESIDUAL_READS", "SCHEDULES", "check_fused", "epilogue_choices", "check_split", "Sm90Config", "Sm90Plan", "check_problem", "plan", "RESIDUAL_CHOICE", "STAGED_RESIDUAL", "TILE_WALKS", "PREFIX_WORDS", "prefix_bytes"]
