@@ -80,13 +80,14 @@ def test_3d_box_with_an_outer_and_an_inner_dimension_out_of_bounds():
     ((200,), (32, 13), 0, r"globalStrides\[0\] = 200"),  # not whole 16-byte chunks
     ((192,), (48, 300), 0, r"boxDim\[1\] = 300 \(1..256\)"),
     ((192,), (36, 8), 128, r"boxDim\[0\] x 4 bytes = 144 \(whole 16-byte chunks, at most the 128-byte swizzle\)"),
+    ((192,), (32, 13), 0, r"globalAddress at byte 8 of the tensor \(16-byte aligned\)"),
 ])
 def test_a_tensor_map_the_driver_would_refuse_is_reported(strides, box, swz, words):
     from tvm_cdna4.emulator.ptx_tma import TensorMap, check_encoding
 
-    def tmap(strides, box, swz):
-        return TensorMap("residual", None, 0, np.dtype(np.float32), (48, 77), strides, box, (1, 1), 0, swz, False)
+    def tmap(strides, box, swz, origin=0):
+        return TensorMap("residual", None, origin, np.dtype(np.float32), (48, 77), strides, box, (1, 1), 0, swz, False)
 
     check_encoding(tmap((192,), (32, 13), 0))  # f32 rows of 48: 192 bytes, a 128-byte box row
     with pytest.raises(EmulationError, match=words):
-        check_encoding(tmap(strides, box, swz))
+        check_encoding(tmap(strides, box, swz, 8 if "globalAddress" in words else 0))

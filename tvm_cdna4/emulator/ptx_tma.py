@@ -149,14 +149,16 @@ def _record(fields: dict, globals_: dict, scalars: dict) -> TensorMap:
 def check_encoding(tmap: TensorMap):
     """An EmulationError where ``tmap`` breaks ``cuTensorMapEncodeTiled``'s rules (CUDA driver API, "Tensor Map
     Object Management"), which the driver refuses or a GPU reads wrongly while the emulator's own indexing would
-    not notice: each byte stride a multiple of 16 that spans the previous dimension (``globalStrides[0] =
-    globalDim[0] * elementSize + padding``), each box dimension 1..256, the box's inner row whole 16-byte chunks
-    and, swizzled, at most the swizzle's width."""
+    not notice: the global address 16-byte aligned (from the tensor's first byte), each byte stride a multiple of 16
+    that spans the previous dimension (``globalStrides[0] = globalDim[0] * elementSize + padding``), each box
+    dimension 1..256, the box's inner row whole 16-byte chunks and, swizzled, at most the swizzle's width."""
     size = tmap.dtype.itemsize
     spans = (tmap.dims[0] * size, *(d * s for d, s in zip(tmap.dims[1:], tmap.strides)))
     bad = [f"globalStrides[{i}] = {s} (a multiple of 16 of at least {span} bytes: globalDim[{i}] x the previous "
            f"dimension's stride)" for i, (s, span) in enumerate(zip(tmap.strides, spans)) if s % 16 or s < span]
     bad += [f"boxDim[{i}] = {b} (1..256)" for i, b in enumerate(tmap.box) if not 1 <= b <= 256]
+    if tmap.origin % 16:
+        bad.append(f"globalAddress at byte {tmap.origin} of the tensor (16-byte aligned)")
     inner = tmap.box[0] * size
     if inner % 16 or (tmap.swizzle and inner > tmap.swizzle):
         bad.append(f"boxDim[0] x {size} bytes = {inner} (whole 16-byte chunks"
