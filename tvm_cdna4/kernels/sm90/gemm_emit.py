@@ -37,8 +37,8 @@ from ...tirx_private import transpile_once
 from ..gemm import epilogue as fused
 from ..sm80.gemm_emit_epilogue import TIR_OPS
 from . import gemm_cluster as cluster
-from .gemm_plan import (BLOCK_K, CONSUMER_REGS, ELEMENT_BYTES, OUT_BYTES, PRODUCER_REGS, SWIZZLE_COLUMNS, WARPGROUP, WGMMA_M,
-                        WGMMA_TYPES, Sm90Plan, wgmma_k)
+from .gemm_plan import (BLOCK_K, CONSUMER_REGS, ELEMENT_BYTES, OUT_BYTES, PRODUCER_REGS, SWIZZLE_COLUMNS, WARPGROUP,
+                        WGMMA_M, WGMMA_TYPES, Sm90Plan, wgmma_k)
 from .gemm_residual import load_slices, prefetch_box, prefetch_residual, residual_at, residual_box_rows
 
 TMA_LOAD = "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
