@@ -47,26 +47,18 @@ def test_mapa_of_a_rank_outside_the_cluster_is_reported():
         _run(peer=3)
 
 
-def test_a_missing_remote_arrival_is_a_deadlock():
-    with pytest.raises(EmulationError, match=r"deadlock: mbarrier 'BAR' byte 8: .* 1 of 2 arrivals pending"):
-        _run(remote=False)
-
-
-def test_a_remote_access_without_a_trailing_cluster_barrier_is_reported():
-    with pytest.raises(EmulationError, match=r"CTA 0 of cluster 0 made a remote access \(mbarrier arrive at .*\) that "
-                                             r"no barrier.cluster.arrive / wait of the whole cluster follows"):
-        _run(trailing=False)
-
-
-def test_a_cluster_barrier_not_every_thread_arrives_at_is_a_deadlock():
-    with pytest.raises(EmulationError, match=r"deadlock: barrier.cluster.wait: 128 of 256 threads of the cluster arrived"):
-        _run(partial_arrive=True)
-
-
-def test_a_mapped_address_for_a_local_operand_is_reported():
-    with pytest.raises(EmulationError, match=r"shared::cluster address of the cluster's CTA 0 \(mapa\); this operand "
-                                             r"takes a shared::cta address"):
-        _run(local_mapped=True)
+@pytest.mark.parametrize("flags, pattern", [
+    ({"remote": False}, r"deadlock: mbarrier 'BAR' byte 8: .* 1 of 2 arrivals pending"),
+    ({"trailing": False}, r"CTA 0 of cluster 0 made a remote access \(mbarrier arrive at .*\) that no "
+                          r"barrier.cluster.arrive / wait of the whole cluster follows"),
+    ({"partial_arrive": True}, r"deadlock: barrier.cluster.wait: 128 of 256 threads of the cluster arrived"),
+    ({"local_mapped": True}, r"shared::cluster address of the cluster's CTA 0 \(mapa\); this operand takes a "
+                             r"shared::cta address"),
+], ids=["a missing remote arrival is a deadlock", "a remote access without a trailing cluster barrier",
+        "a cluster barrier not every thread arrives at is a deadlock", "a mapped address for a local operand"])
+def test_a_broken_cluster_protocol_is_reported(flags, pattern):
+    with pytest.raises(EmulationError, match=pattern):
+        _run(**flags)
 
 
 def test_a_cluster_emulated_in_part_is_refused():

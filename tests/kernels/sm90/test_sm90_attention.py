@@ -472,8 +472,7 @@ def test_the_tma_epilogue_orders_fence_store_read_wait_and_q_release():
     p = plan_sm90_attention(AttentionProblem(1, 2, 1, 70, 200, 64), C(64, 2, epilogue="tma"))
     lines = attention.emit(p).script().splitlines()
 
-    def first(text, after=0):
-        return next(i for i in range(after, len(lines)) if text in lines[i])
+    first = _finder(lines)
 
     fence = first('T.ptx.fence("proxy", "async"')
     store = first("T.address_of(mapO)", fence)
@@ -482,6 +481,11 @@ def test_the_tma_epilogue_orders_fence_store_read_wait_and_q_release():
     release = first(f"MB[{1 + 2 * p.config.stages}]", read)
     assert fence < store < commit < read < release
     assert first('"bulk", "wait_group", "", ""', release) > release
+
+
+def _finder(lines):
+    """``first(text, after=0)``: the index of the first line from ``after`` that holds ``text``."""
+    return lambda text, after=0: next(i for i in range(after, len(lines)) if text in lines[i])
 
 
 def _script_lines(problem, config):
@@ -563,8 +567,7 @@ def test_the_buffered_epilogue_waits_for_the_last_store_only_before_writing_the_
     assert p.o_buffer == 8192 + 3 * 2 * 4096 and p.smem_bytes == 2 * (p.o_buffer + 8192)
     lines = _script_lines(p.problem, p.config)
 
-    def first(text, after=0):
-        return next(i for i in range(after, len(lines)) if text in lines[i])
+    first = _finder(lines)
 
     read = first('"wait_group", "read"')
     barrier = first('"sync"', read)
