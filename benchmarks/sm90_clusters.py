@@ -70,6 +70,12 @@ def cluster_jobs(args):
         best = epilogue_choices(best, fusion, "bf16")  # the fused epilogue's choices, as the plan's
         if (label, M, "c2") in notes or best != attrs.evolve(base, cluster_m=2):
             todo.append(((label, M, "c2best"), args_, attrs.asdict(best)))
+        for ctas in args.ctas:  # the persistent grid below the SMs: is the cluster grid resident as a whole?
+            for cm in (1, 2):
+                if (label, M, f"c{cm}") in notes:
+                    continue
+                todo.append(((label, M, f"c{cm} ctas={ctas}"), args_, attrs.asdict(attrs.evolve(base, cluster_m=cm,
+                                                                                                 ctas=ctas))))
     for key, args_, cfg in todo:
         notes[key] = round(gemm_cost.estimate(Sm90Config(**cfg), *args_[:3], 2, device).total * 1e6, 2)
     return todo, notes
@@ -163,6 +169,8 @@ def main(argv=None) -> int:
     ap.add_argument("--no-square", dest="square", action="store_false", help="leave out 4096^3 (and its residual)")
     ap.add_argument("--model-only", action="store_true", help="print the jobs and their estimates; time nothing")
     ap.add_argument("--device", default="H100", help="with --model-only: the DeviceSpec (kernels.devices.DEVICES)")
+    ap.add_argument("--ctas", type=lambda v: [int(x) for x in v.split(",") if x], default=[],
+                    help="also time c1 and c2 with these persistent grids (even counts), e.g. 120,64")
     ap.add_argument("--workers", type=int, default=min(14, os.cpu_count() or 1))
     ap.add_argument("--build-s", type=float, default=600)
     args = ap.parse_args(argv)
@@ -191,6 +199,9 @@ def main(argv=None) -> int:
     with open(os.path.join(args.out, "sm90_clusters.md"), "w") as f:
         f.write("\n".join([device, "", *table, ""]))
     print(*table, sep="\n")
+    for r in rows:
+        if "ctas=" in r["rank"] and "us" in r:
+            print(f"{r['shape']} M={r['M']} {r['rank']}: {r['us']:.1f} us (cuBLAS {r['cublas_us']:.1f}) ok={r['ok']}")
     return 0
 
 
