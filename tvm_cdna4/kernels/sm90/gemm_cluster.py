@@ -96,13 +96,15 @@ def b_load(p, instruction, dst, maps, k0, row0, mbar):
 @T.macro
 def release(p, MB, index):
     # a consumer warpgroup's release of the stage whose "empty" mbarrier is MB[index]: its own CTA's and, in a
-    # cluster, the peer's (mapa of the same barrier into the other CTA; .shared::cluster arrive)
+    # cluster, the peer's (mapa of the same barrier into the other CTA; a .shared::cluster arrive with the default
+    # .release.cta semantics, as CUTLASS's ClusterBarrier::arrive(cta_id, pred); with .release.cluster the clustered
+    # kernel ran 1.6-2.1x slower than the unclustered one on an H100: docs/sm90_gemm.md "Clusters")
     T.ptx.mbarrier.arrive.shared.b64(MB.ptr_to([index]), T.uint32(1))
     if I.constexpr(p.config.cluster_m > 1):
         remote = T.alloc_tensor(ty_args=[T.Tensor((1,), "uint32", scope="local", layout="default")])
         T.ptx.mapa.shared__cluster.u32(remote[0], T.cuda.cvta_generic_to_shared(MB.ptr_to([index])),
                                        T.Cast("uint32", 1 - rank(p)))
-        T.ptx.mbarrier.arrive.release.cluster.shared__cluster.b64(remote[0])
+        T.ptx.mbarrier.arrive.shared__cluster.b64(remote[0])
 
 
 @T.macro
