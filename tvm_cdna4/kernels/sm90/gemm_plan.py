@@ -151,8 +151,9 @@ STAGED_RESIDUAL = ("tma", "sliced")
 """The ``RESIDUAL_READS`` that load the residual into the staging buffer (the epilogue reads it there)."""
 RESIDUAL_CHOICE = "tma"
 """The ``residual_read`` the cost model's configs take where the plan allows a staged read (``epilogue_choices``):
-measured 12 % over the plain GEMM at 4096^3 on the H100 (benchmarks/RESULTS.md); ``sliced`` and ``prefetch`` are
-not timed yet (``benchmarks/sm90_gemm.py --epilogue`` times all four)."""
+measured 10-12 % over the plain GEMM at 4096^3 on the H100; at the same config ``sliced`` and ``prefetch`` ran
++12.5 / +11.7 % (benchmarks/RESULTS.md, "sm90 fused epilogue", 2026-12-06: ``benchmarks/sm90_gemm.py --epilogue``
+times all four)."""
 ACTIVATION_FORMS = ("ex2", "tanh")
 """How the epilogue evaluates silu / gelu (``Sm90Config.activation_form``; ``kernels.gemm.epilogue``'s module
 docstring): ``ex2`` (``x / (1 + 2^y)``: ``ex2.approx`` and a reciprocal, two multi-function operations an
