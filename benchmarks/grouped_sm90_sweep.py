@@ -4,8 +4,8 @@
     python3 benchmarks/torch_grouped_sm90.py --sweep --out $OUT            # both models, the prefill counts
     python3 benchmarks/grouped_sm90_sweep.py --models mixtral-8x7b --tokens 8192 --top 3 --out $OUT
     # the buckets GROUPED_ONE_CONSUMER moved (24, 48, 100 and 200 rows per group; docs/grouped_gemm.md)
-    python3 benchmarks/grouped_sm90_sweep.py --models qwen3-30b-a3b --tokens 384,768,1600 --top 2 --calls 10 --reps 10 --out $OUT
-    python3 benchmarks/grouped_sm90_sweep.py --models mixtral-8x7b --tokens 96,192,400,800 --top 2 --calls 10 --reps 10 --out $OUT
+    python3 benchmarks/grouped_sm90_sweep.py --models qwen3-30b-a3b --tokens 384,768,1600 --top 2 --out $OUT
+    python3 benchmarks/grouped_sm90_sweep.py --models mixtral-8x7b --tokens 96,192,400,800 --top 2 --out $OUT
 
 For every prefill shape (model, projection, token count; the same skewed routing as ``torch_grouped_sm90.py``,
 ``sizes``, the same seeds) the configs (``configs``): the grouped cost model's first ``--top`` at the shape's
@@ -118,7 +118,8 @@ def old_plan(G: int, N: int, K: int, T: int):
     """The torch op's config before the prefix walk: ``torch_bucket_plan``'s tiling on the gaps walk, its ring as
     deep as the shared memory without the prefix's words (main at 258f349 planned exactly these at the eight
     prefill rows on the H100 until ``gemm_cost.GROUPED_ONE_CONSUMER`` moved Qwen3-30B-A3B's two 2048-token rows off
-    its one-consumer 64x256 and 64x128 tiles: those two ran in ``benchmarks/runs/grouped_sm90_walks_h100_2026-12-06g``)."""
+    its one-consumer 64x256 and 64x128 tiles: those two ran in
+    ``benchmarks/runs/grouped_sm90_walks_h100_2026-12-06g.json``)."""
     import attrs
 
     from tvm_cdna4.kernels import devices
