@@ -3,12 +3,16 @@
 
     python3 benchmarks/torch_grouped_sm90.py --sweep --out $OUT            # both models, the prefill counts
     python3 benchmarks/grouped_sm90_sweep.py --models mixtral-8x7b --tokens 8192 --top 3 --out $OUT
+    # the buckets GROUPED_ONE_CONSUMER moved (24, 48, 100 and 200 rows per group; docs/grouped_gemm.md)
+    python3 benchmarks/grouped_sm90_sweep.py --models qwen3-30b-a3b --tokens 384,768,1600 --top 2 --out $OUT
+    python3 benchmarks/grouped_sm90_sweep.py --models mixtral-8x7b --tokens 96,192,400,800 --top 2 --out $OUT
 
 For every prefill shape (model, projection, token count; the same skewed routing as ``torch_grouped_sm90.py``,
 ``sizes``, the same seeds) the configs (``configs``): the grouped cost model's first ``--top`` at the shape's
 rows per group (``gemm_cost.grouped_ranked``), the one the shape's bucket plans (``grouped_plan.plan_bucket``:
 over the bucket's range of rows), the best with C stored from registers (the TMA-store claim's baseline), and the
-model's first with ``group_m`` x2 (the tile order's L2 reuse: few large experts). A decode count given to
+model's first with ``group_m`` x2 (the tile order's L2 reuse: few large experts), and the best-ranked two-consumer,
+64x256 and 64x128 one-consumer configs (``ONE_OR_TWO``). A decode count given to
 ``--tokens`` (e.g. Mixtral's 64 tokens: 16 rows per group, where the bucket keeps the sm80 grouped kernel) times
 the sm90 kernel's configs there, the evidence for ``grouped_plan.DECODE_ROWS``. Each config is a static plan
 (``gemm.build(problem, "sm90", config)``: that tiling for every bucket), built in ``--jobs`` spawned workers,
@@ -52,6 +56,11 @@ from torch_grouped_sm90 import MODELS, PREFILL, itertools_accumulate, projection
 DENSE = "dense, M = T"
 """``--walks``' reference row: the new plan's tiling on the dense kernel (M = T rows times one expert's weights, no
 groups): the per-unit time the grouped kernel's units are compared with (``unit_us``: µs per busiest-CTA unit)."""
+ONE_OR_TWO = (("best two consumers", lambda c: c.consumers == 2),
+              ("best 64x256 c1", lambda c: (c.block_m, c.block_n, c.consumers) == (64, 256, 1)),
+              ("best 64x128 c1", lambda c: (c.block_m, c.block_n, c.consumers) == (64, 128, 1)))
+"""The one- and two-consumer tiles every shape of the sweep times beside the model's first (``configs``): the evidence
+for ``gemm_cost.GROUPED_ONE_CONSUMER`` (the plans it moved at 17-256 rows per group were these 64-row tiles)."""
 CONFIG_FIELDS = ("block_m", "block_n", "stages", "consumers", "group_m", "epilogue", "epilogue_tile", "tile_walk")
 
 
@@ -83,6 +92,8 @@ def configs(G: int, N: int, K: int, T: int, top: int) -> list[tuple[str, object]
         out.append(("bucket plan", planned.config))
     out.append(("best registers", next(cfg for _, cfg in ranked if cfg.epilogue == "registers")))
     out.append(("model #1 group_m x2", attrs.evolve(ranked[0][1], group_m=2 * ranked[0][1].group_m)))
+    for why, keep in ONE_OR_TWO:
+        out.append((why, next(cfg for _, cfg in ranked if keep(cfg))))
     seen, unique = set(), []
     for why, cfg in out:
         if cfg not in seen:
@@ -106,7 +117,9 @@ def torch_bucket_plan(G: int, N: int, K: int, T: int):
 def old_plan(G: int, N: int, K: int, T: int):
     """The torch op's config before the prefix walk: ``torch_bucket_plan``'s tiling on the gaps walk, its ring as
     deep as the shared memory without the prefix's words (main at 258f349 planned exactly these at the eight
-    prefill rows on the H100: the choice weighs the same estimate; only the ring's room differs)."""
+    prefill rows on the H100 until ``gemm_cost.GROUPED_ONE_CONSUMER`` moved Qwen3-30B-A3B's two 2048-token rows off
+    its one-consumer 64x256 and 64x128 tiles: those two ran in
+    ``benchmarks/runs/grouped_sm90_walks_h100_2026-12-06g.json``)."""
     import attrs
 
     from tvm_cdna4.kernels import devices

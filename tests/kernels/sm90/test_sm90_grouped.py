@@ -118,8 +118,11 @@ def test_the_cost_model_reads_every_groups_weights():
     moved = (256 * 64 * 4096 + 256 * 256 * 4096) * 2 + 256 * 64 * 256 * 2
     assert est.memory == pytest.approx(moved / (dev.hbm_bytes_s * gemm_cost.HBM_EFFICIENCY), rel=1e-12)
     # the many-small-experts prefill (Qwen3-30B-A3B gate/up at 2048 tokens, top-8: 128 rows per group)
+    # a 128x256 tile with TMA stores: a one-consumer 64x256 tile keeps GROUPED_ONE_CONSUMER of its compute rate (it
+    # measured 409.6 us against 400.3 us on the H100, 2026-12-06, the prefix walk)
     choice = gemm_cost.choose_grouped(128, 128, 1536, 2048, 2, dev)
-    assert choice.epilogue == "registers" and choice.split_k == 1 and choice.schedule == "cooperative"
+    assert (choice.block_m, choice.block_n, choice.consumers, choice.epilogue) == (128, 256, 2, "tma")
+    assert choice.split_k == 1 and choice.schedule == "cooperative"
 
 
 def test_the_grouped_estimate_stores_a_groups_last_tile_from_registers():

@@ -152,3 +152,43 @@ def test_the_prefix_walk_with_more_groups_than_threads():
     problem = GemmProblem(None, 24, 64, "bf16", "nt", "f32", groups=300)
     v = gemm.validate(problem, "sm90", Sm90Config(64, 64, 2, 1, ctas=3, tile_walk="prefix"), group_rows=sizes)
     assert v.ok and v.where == EMULATOR and v.ratio <= 1.0
+
+
+def test_a_one_consumer_grouped_tile_keeps_its_share_of_the_compute_rate():
+    dev = devices.DEVICES["H100"]
+    cfg = Sm90Config(64, 256, 5, 1, tile_walk="prefix")
+    dense = gemm_cost.estimate(cfg, math.ceil(128 * expected_row_tiles(128, 64)) * 64, 1536, 2048, 2, dev, "bf16", 128)
+    got = gemm_cost.grouped_estimate(cfg, 128, 128, 1536, 2048, 2, dev)
+    assert got.compute == pytest.approx(dense.compute / gemm_cost.GROUPED_ONE_CONSUMER, rel=1e-12)
+    assert (got.memory, got.fill, got.epilogue) == (dense.memory, dense.fill, dense.epilogue)
+    two = Sm90Config(128, 256, 4, 2, tile_walk="prefix")  # two consumers: the dense estimate's compute
+    dense = gemm_cost.estimate(two, math.ceil(128 * expected_row_tiles(128, 128)) * 128, 1536, 2048, 2, dev, "bf16", 128)
+    assert gemm_cost.grouped_estimate(two, 128, 128, 1536, 2048, 2, dev).compute == dense.compute
+
+
+# benchmarks/runs/grouped_sm90_walks_h100_2026-12-06g.json (H100, prefix walk): (G, N, K, rows per group) and its
+# timed configs, fastest first, µs
+TIMED = [
+    # Qwen3-30B-A3B down at 2048 tokens
+    ((128, 2048, 768, 128), [(Sm90Config(128, 256, 4, 2, epilogue="tma", epilogue_tile=64, tile_walk="prefix"), 194.7),
+                             (Sm90Config(64, 256, 5, 1, tile_walk="prefix"), 216.7),
+                             (Sm90Config(64, 128, 8, 1, tile_walk="prefix"), 217.0)]),
+    # Qwen3-30B-A3B gate/up at 2048 tokens
+    ((128, 1536, 2048, 128), [(Sm90Config(128, 256, 4, 2, epilogue="tma", epilogue_tile=64, tile_walk="prefix"), 400.3),
+                              (Sm90Config(64, 256, 5, 1, tile_walk="prefix"), 409.6)]),
+    # Mixtral-8x7B gate/up at 2048 tokens
+    ((8, 28672, 4096, 512), [(Sm90Config(128, 256, 4, 2, epilogue="tma", epilogue_tile=64, tile_walk="prefix"), 1853.9),
+                             (Sm90Config(128, 256, 3, 2, epilogue="tma", tile_walk="prefix"), 1949.6)]),
+]
+
+
+@pytest.mark.parametrize("shape,timed", TIMED, ids=["qwen3-down", "qwen3-gate_up", "mixtral-gate_up"])
+def test_the_grouped_ranking_puts_the_measured_best_first(shape, timed):
+    """The H100's fastest of each shape's timed configs is the one the grouped ranking puts first among them, and
+    the model's first config overall (``GROUPED_ONE_CONSUMER``: docs/grouped_gemm.md, "The estimate against the
+    walks run")."""
+    G, N, K, rows = shape
+    dev = devices.DEVICES["H100"]
+    ranked = [cfg for _, cfg in gemm_cost.grouped_ranked(rows, G, N, K, 2, dev)]
+    assert all(cfg in ranked for cfg, _ in timed)
+    assert sorted((cfg for cfg, _ in timed), key=ranked.index)[0] == timed[0][0] == ranked[0]

@@ -353,18 +353,29 @@ def grouped_estimate(cfg: Sm90Config, rows: int, groups: int, N: int, K: int, ou
     of ``rows`` rows fill (``kernels.gemm.grouped.expected_row_tiles`` each: a group's last tile is half empty on
     average), every group's weights read once. The ``gaps`` walk (``Sm90Config.tile_walk``) counts its launched row
     tiles instead (``Groups.row_tiles``: ``rows / block_m + 1`` a group): its gap units cluster at the groups' edges,
-    so the busiest CTA's share is of them all (docs/grouped_gemm.md, "The walk over the row tiles"). With
+    so the busiest CTA's share is of them all (docs/grouped_gemm.md, "The walk over the row tiles"). A one-consumer
+    tile's compute at ``GROUPED_ONE_CONSUMER`` of the dense estimate's rate. With
     ``epilogue="tma"`` only the tiles wholly inside their group store through TMA (``STAGED_EPILOGUE``); a group's
     last tile (one of ``expected_row_tiles``) stores from registers at the full stall."""
     per_group = expected_row_tiles(rows, cfg.block_m)
     walked = per_group if cfg.tile_walk == "prefix" else rows / cfg.block_m + 1
     est = estimate(cfg, math.ceil(groups * walked) * cfg.block_m, N, K, out_bytes, device, dtype, groups)
+    if cfg.consumers == 1:
+        est = replace(est, compute=est.compute / GROUPED_ONE_CONSUMER)
     if cfg.epilogue != "tma":
         return est
     last = 1 / per_group
     return replace(est, epilogue=est.epilogue / STAGED_EPILOGUE * (last + (1 - last) * STAGED_EPILOGUE))
 
 
+GROUPED_ONE_CONSUMER = 0.65
+"""The share of ``efficiency``'s compute rate a one-consumer tile of the grouped kernel keeps (fitted: the least rms
+log error of the estimates within each shape, the per-shape bias removed, over the prefix-walk configs of
+``benchmarks/runs/grouped_sm90_walks_h100_2026-12-06g.json``, an H100 of 2026-12-06; 0.60-0.92 rank the same).
+At the Qwen3-30B-A3B prefill (128 rows per group) a 64-row one-consumer unit took 0.68-0.76x a 128x256
+two-consumer unit's time for half its rows, the dense estimate's 0.64x: 128x256 ran 2 % (gate/up) and 11 % (down)
+faster than the 64-row tiles the model had first. The dense fit's ``ONE_CONSUMER`` is left as it is
+(docs/grouped_gemm.md, "The estimate against the walks run")."""
 GROUPED_WALK = "prefix"
 """The walk over the row tiles the grouped configs take (``Sm90Config.tile_walk``): the prefix walk, whose CTAs share
 the units with rows evenly (the ``gaps`` walk gave the busiest CTA 0-13 % more units on the H100 prefill plans of
@@ -518,6 +529,6 @@ def choose_for_range(lo: int, hi: int, N: int, K: int, out_bytes: int, device, d
 
 __all__ = ["CANDIDATES", "MIN_SLICE_TILES", "RANGE_SAMPLES", "SPLITS", "STAGED_EPILOGUE", "STORE_EFFICIENCY", "TENSOR_EFFICIENCY",
            "TENSOR_RATE", "WEIGH_CLUSTER", "WEIGH_HYBRID", "cluster_configs", "MAX_WAVES", "WAVE_ROWS", "WAVE_WIDTH_MIN", "WAVE_WIDTH_STEP", "wave_widths", "Estimate", "choose_config", "choose_for_range", "choose_grouped", "decompositions", "grouped_configs",
-           "grouped_estimate", "grouped_ranked", "GROUPED_EPILOGUE_TILES", "deepest", "efficiency", "epilogues", "estimate", "GROUPED_WALK",
+           "grouped_estimate", "grouped_ranked", "GROUPED_EPILOGUE_TILES", "GROUPED_ONE_CONSUMER", "deepest", "efficiency", "epilogues", "estimate", "GROUPED_WALK",
            "range_samples", "ranked", "reduction", "splits", "SWAP_AB_ROWS", "swap_ab_config", "swap_ab_ranked",
            "FEW_CTAS", "SWAPPED_EFFICIENCY", "SWAP_SPLIT_ACC_MAX", "WEIGH_SWAP", "WEIGH_SWAP_DYNAMIC", "few_ctas", "swap_configs"]
