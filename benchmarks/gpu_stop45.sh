@@ -20,6 +20,9 @@
 #               attention_sm90.py --seqs 2048,4096 --configs options --options tma-buffer [~160]
 #   grouped-walks  the grouped kernel's prefix walk: its GPU tests, grouped_sm90_sweep.py --walks (the old and new
 #               plans beside torch._grouped_mm) [~150]
+#   grouped-op  the torch op's grouped GEMM at the prefix walk and the refit choice (torch_grouped_sm90.py), then the
+#               sweep at the buckets the refit moved untimed (24-200 rows a group) [~300]
+#   paged-fi8   FlashInfer beside ours at batch 8 (the rows short of it before the partition fill) [~150]
 #   final       the torch ops at the stop's plans (GEMM every M, fp8, grouped + its peer's kernels, D 64 attention) [~480]
 #   gemm        the GPU tests of the sm90 GEMM, the torch op over the 12 projections at every M [~240]
 #   attention   every shape of benchmarks/attention_sm90.py at the cost model's configs [~300]
@@ -100,6 +103,16 @@ for step in "$@"; do
     mkdir -p "$OUT/walks"
     timeout 150 python3 benchmarks/grouped_sm90_sweep.py --walks --calls 10 --reps 10 --out "$OUT/walks" 2>&1 \
       | tee "$OUT/grouped_walks.log" | grep -v "^{" | tail -40 ;;
+  grouped-op)  # the grouped torch op at today's choices, then the buckets whose choice moved untimed [~300]
+    mkdir -p "$OUT/grouped" "$OUT/gsweep_q" "$OUT/gsweep_m"
+    timeout 110 python3 benchmarks/torch_grouped_sm90.py --calls 15 --reps 12 --out "$OUT/grouped" 2>&1 \
+      | tee "$OUT/torch_grouped.log" | grep -v "^{" | tail -10
+    timeout 90 python3 benchmarks/grouped_sm90_sweep.py --models qwen3-30b-a3b --tokens 384,768,1600 --top 2 \
+      --calls 10 --reps 10 --out "$OUT/gsweep_q" 2>&1 | tee "$OUT/gsweep_q.log" | grep -v "^{" | tail -12
+    timeout 90 python3 benchmarks/grouped_sm90_sweep.py --models mixtral-8x7b --tokens 96,192,400,800 --top 2 \
+      --calls 10 --reps 10 --out "$OUT/gsweep_m" 2>&1 | tee "$OUT/gsweep_m.log" | grep -v "^{" | tail -12 ;;
+  paged-fi8)  # the carried FlashInfer (.sm90tree/flashinfer, carried too) beside ours at batch 8 [~150]
+    FI_BATCHES=8 FI_S=140 bash benchmarks/gpu_flashinfer.sh 2>&1 | tail -30 ;;
   final)  # the torch ops at the stop's plans: GEMM at every M, fp8, grouped (+ its peer's kernels), D 64 attention [~480]
     mkdir -p "$OUT/gemm" "$OUT/fp8" "$OUT/grouped" "$OUT/peers" "$OUT/d64"
     timeout 210 python3 benchmarks/torch_gemm.py --calls 30 --reps 10 --out "$OUT/gemm" 2>&1 \
@@ -120,7 +133,7 @@ for step in "$@"; do
     mkdir -p "$OUT/full"
     timeout 300 python3 benchmarks/attention_sm90.py --no-sm80 --out "$OUT/full" 2>&1 | tee "$OUT/attention_full.log" \
       | grep -v "^{" | tail -46 ;;
-  *) echo "unknown step $step (peers, partitions, ncu, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, final, gemm, attention)"; exit 2 ;;
+  *) echo "unknown step $step (peers, partitions, ncu, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention)"; exit 2 ;;
   esac
 done
 cd "$OUT" && tar czf /tmp/call.tgz --exclude=call.tgz . && find . -mindepth 1 -delete && mv /tmp/call.tgz "$OUT/call.tgz"
