@@ -158,8 +158,8 @@ mainloop), each over the cost model's choice (the sliced and prefetch reads only
 def epilogue_jobs():
     """``--epilogue``'s builds: each case at ``EPILOGUE_SHAPE`` (bf16 in and out), the cost model's choice; the
     cases the choice changes again as before (``EPILOGUE_BEFORE``); the cases with a residual with each of
-    ``EPILOGUE_READS``; all five with the sub-tiled TMA epilogue (64 columns, four stages: its residual from global
-    memory)."""
+    ``EPILOGUE_READS``; plain and all five in each of ``EPILOGUE_VARIANTS`` (among them the sub-tiled TMA epilogue:
+    64 columns, four stages, the residual from global memory)."""
     from tvm_cdna4.kernels.gemm.epilogue import Fusion
 
     shape = (*EPILOGUE_SHAPE, "bf16", "bf16")
