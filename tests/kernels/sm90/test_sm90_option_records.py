@@ -61,3 +61,12 @@ def test_a_gemm_refusal_names_the_fields_it_found(config, found):
     with pytest.raises(ContractError) as e:
         gemm.plan(GemmProblem(256, 256, 256, "bf16", "nt", "bf16", fusion=Fusion(residual=True)), "sm90", config)
     assert e.value.found == found
+
+
+def test_the_grouped_cost_model_takes_the_gaps_walk_where_the_prefix_leaves_no_two_stage_ring():
+    """The prefix walk's 8 bytes a group (``gemm_plan.prefix_bytes``): at 30000 groups 240 KB, past the SM's shared
+    memory; the cost model's plan then walks the gaps (no shared words), not a refusal of its own choice."""
+    many = gemm.plan(GemmProblem(None, 256, 256, "bf16", "nt", "bf16", groups=30000), "sm90", m=30000 * 64)
+    assert many.config.tile_walk == "gaps" and many.smem_bytes <= SMEM
+    few = gemm.plan(GemmProblem(None, 256, 256, "bf16", "nt", "bf16", groups=64), "sm90", m=64 * 64)
+    assert few.config.tile_walk == "prefix"
