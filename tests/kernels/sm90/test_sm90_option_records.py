@@ -70,3 +70,12 @@ def test_the_grouped_cost_model_takes_the_gaps_walk_where_the_prefix_leaves_no_t
     assert many.config.tile_walk == "gaps" and many.smem_bytes <= SMEM
     few = gemm.plan(GemmProblem(None, 256, 256, "bf16", "nt", "bf16", groups=64), "sm90", m=64 * 64)
     assert few.config.tile_walk == "prefix"
+
+
+def test_a_prefix_walk_past_the_shared_memory_is_refused_naming_the_gaps_walk():
+    from tvm_cdna4.kernels.sm90.gemm_plan import Sm90Config as C
+
+    with pytest.raises(ContractError, match="prefix walk") as e:
+        gemm.plan(GemmProblem(None, 256, 256, "bf16", "nt", "bf16", groups=30000), "sm90",
+                  C(64, 64, 2, 1, tile_walk="prefix"), m=30000)
+    assert e.value.operand == "stages" and "tile_walk='gaps'" in e.value.expected
