@@ -108,10 +108,10 @@ def test_the_sliced_kernel_loads_8_row_boxes_and_the_prefetch_kernel_its_own_map
 
 
 @pytest.mark.parametrize("cfg, found", [
-    (Sm90Config(128, 256, 4, 2, residual_read="sliced"), ("sliced", "registers", 0, "cooperative", 1)),
-    (Sm90Config(128, 256, 4, 2, epilogue="tma", epilogue_tile=64, residual_read="sliced"), ("sliced", "tma", 64, "cooperative", 1)),
-    (Sm90Config(128, 128, 4, 2, schedule="pingpong", epilogue="tma", residual_read="sliced"), ("sliced", "tma", 0, "pingpong", 1)),
-    (Sm90Config(128, 256, 3, 2, split_k=2, residual_read="prefetch"), ("prefetch", "registers", 0, "cooperative", 2)),
+    (Sm90Config(128, 256, 4, 2, residual_read="sliced"), "residual_read='sliced', epilogue='registers', epilogue_tile=0, schedule='cooperative', split_k=1"),
+    (Sm90Config(128, 256, 4, 2, epilogue="tma", epilogue_tile=64, residual_read="sliced"), "residual_read='sliced', epilogue='tma', epilogue_tile=64, schedule='cooperative', split_k=1"),
+    (Sm90Config(128, 128, 4, 2, schedule="pingpong", epilogue="tma", residual_read="sliced"), "residual_read='sliced', epilogue='tma', epilogue_tile=0, schedule='pingpong', split_k=1"),
+    (Sm90Config(128, 256, 3, 2, split_k=2, residual_read="prefetch"), "residual_read='prefetch', epilogue='registers', epilogue_tile=0, schedule='cooperative', split_k=2"),
 ])
 def test_a_spread_read_the_kernel_cannot_do_is_refused_naming_the_field(cfg, found):
     with pytest.raises(ContractError, match="config residual_read: how a fused residual is read") as e:

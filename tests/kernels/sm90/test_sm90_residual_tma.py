@@ -43,11 +43,11 @@ def test_the_cost_model_reads_a_residual_with_tma_where_the_plan_allows():
 
 
 @pytest.mark.parametrize("cfg, found", [
-    (Sm90Config(128, 256, 4, 2, residual_read="tma"), ("tma", "registers", 0, "cooperative", 1)),
-    (Sm90Config(128, 256, 4, 2, epilogue="tma", epilogue_tile=64, residual_read="tma"), ("tma", "tma", 64, "cooperative", 1)),
-    (Sm90Config(128, 128, 4, 2, schedule="pingpong", **TMA), ("tma", "tma", 0, "pingpong", 1)),
-    (Sm90Config(128, 256, 3, 2, split_k=2, **TMA), ("tma", "tma", 0, "cooperative", 2)),
-    (Sm90Config(128, 256, 3, 2, epilogue="tma", residual_read="smem"), ("smem", "tma", 0, "cooperative", 1)),
+    (Sm90Config(128, 256, 4, 2, residual_read="tma"), "residual_read='tma', epilogue='registers', epilogue_tile=0, schedule='cooperative', split_k=1"),
+    (Sm90Config(128, 256, 4, 2, epilogue="tma", epilogue_tile=64, residual_read="tma"), "residual_read='tma', epilogue='tma', epilogue_tile=64, schedule='cooperative', split_k=1"),
+    (Sm90Config(128, 128, 4, 2, schedule="pingpong", **TMA), "residual_read='tma', epilogue='tma', epilogue_tile=0, schedule='pingpong', split_k=1"),
+    (Sm90Config(128, 256, 3, 2, split_k=2, **TMA), "residual_read='tma', epilogue='tma', epilogue_tile=0, schedule='cooperative', split_k=2"),
+    (Sm90Config(128, 256, 3, 2, epilogue="tma", residual_read="smem"), "residual_read='smem', epilogue='tma', epilogue_tile=0, schedule='cooperative', split_k=1"),
 ])
 def test_a_residual_read_the_kernel_cannot_do_is_refused_naming_the_field(cfg, found):
     with pytest.raises(ContractError, match="config residual_read: how a fused residual is read") as e:

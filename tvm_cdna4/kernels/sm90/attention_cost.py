@@ -89,9 +89,9 @@ counters); a config past ``CONSUMER_REGS`` is not a candidate (ptxas would spill
 
 TILES = (64, 128, 176, 192)
 SCHEDULES = ((False, False), (True, False), (True, True))
-EPILOGUES = ("registers", "tma")
-"""The ``epilogue`` of every tile and schedule ``candidates`` weighs (where the planner takes it: not fp8). Not
-``"tma_buffer"`` (O's own buffer): untimed, it has no rates."""
+WEIGHED_EPILOGUES = ("registers", "tma")
+"""The ``attention_plan.EPILOGUES`` of every tile and schedule ``candidates`` weighs (where the planner takes it:
+not fp8). Not ``"tma_buffer"`` (O's own buffer): untimed, it has no rates."""
 
 
 def registers(problem: AttentionProblem, config: Sm90AttentionConfig) -> int:
@@ -103,14 +103,15 @@ def registers(problem: AttentionProblem, config: Sm90AttentionConfig) -> int:
 
 def candidates(problem: AttentionProblem, smem_bytes: int):
     """The configs ``choose`` weighs: every tile of ``TILES``, schedule of ``SCHEDULES``, grid (one CTA per item,
-    persistent) and epilogue of ``EPILOGUES`` with the deepest ring that fits (2 or 3 stages) and registers
+    persistent) and epilogue of ``WEIGHED_EPILOGUES`` with the deepest ring that fits (2 or 3 stages) and registers
     within ``CONSUMER_REGS``."""
     out = []
     for kv in TILES:
         stages = min(3, deepest(problem, kv, smem_bytes))
         if stages < 2:
             continue
-        for (overlap, pingpong), persistent, epilogue in itertools.product(SCHEDULES, (False, True), EPILOGUES):
+        for (overlap, pingpong), persistent, epilogue in itertools.product(SCHEDULES, (False, True),
+                                                                            WEIGHED_EPILOGUES):
             c = Sm90AttentionConfig(kv, stages, overlap=overlap, pingpong=pingpong, persistent=persistent,
                                     epilogue=epilogue)
             if registers(problem, c) <= CONSUMER_REGS and fits(problem, c, smem_bytes):
@@ -181,7 +182,7 @@ def choose(problem: AttentionProblem, sms: int | None = None, smem_bytes: int | 
     return min(found, key=lambda c: estimate(problem, c, sms))
 
 
-__all__ = ["EPILOGUES", "EXPOSED", "FITTED", "ITEM_CLOCKS", "MASK_COST", "OPTION_RATES", "PERSISTENT_ITEM_CLOCKS",
+__all__ = ["WEIGHED_EPILOGUES", "EXPOSED", "FITTED", "ITEM_CLOCKS", "MASK_COST", "OPTION_RATES", "PERSISTENT_ITEM_CLOCKS",
            "MUFU_PER_CLK", "RING_CLOCKS", "SCHEDULES", "SPLIT_BARRIER_CLOCKS", "TENSOR_EFFICIENCY", "TILES",
            "TILE_CLOCKS", "TMA_EPILOGUE_ITEM_CLOCKS", "TMA_EPILOGUE_TILE_CLOCKS", "candidates", "choose",
            "estimate", "registers", "ring_shortfall", "tile_clocks"]

@@ -163,7 +163,8 @@ class Sm90AttentionConfig:
                 "128-byte swizzled row: Q and K, and V transposed)", f"head_dim {FP8_HEAD_DIM}, block_kv {FP8_BLOCK_KV}",
                 (problem.head_dim, self.block_kv))
         if self.epilogue not in EPILOGUES:
-            bad("epilogue", "O stored from the registers or through the Q tile by TMA", EPILOGUES, self.epilogue)
+            bad("epilogue", "O stored from the registers, or by TMA through the Q tile or its own buffer", EPILOGUES,
+                repr(self.epilogue))
         if self.epilogue in STAGED_EPILOGUES and problem.dtype in SCALED:
             bad("epilogue", "the TMA epilogues store O by a map of the inputs' 16-bit rows: fp8's are 8-bit",
                 "epilogue='registers' with fp8", self.epilogue)
@@ -175,8 +176,8 @@ class Sm90AttentionConfig:
         need = smem_for(problem, self)
         if need > smem_bytes:
             bad("stages", "Q, the (K, V) stages and O's buffer (epilogue='tma_buffer') within the SM's shared memory",
-                f"<= {smem_bytes} bytes", f"{need} bytes ({self.stages} stages of {self.block_kv} keys, epilogue "
-                f"{self.epilogue!r})")
+                f"<= {smem_bytes} bytes: stages <= {deepest(problem, self.block_kv, smem_bytes, self.epilogue)} of "
+                f"{self.block_kv} keys with epilogue={self.epilogue!r}", f"{need} bytes ({self.stages} stages)")
 
 
 def tiles_per_stage(dtype: str) -> int:
@@ -359,11 +360,12 @@ def plan_sm90_attention(problem: AttentionProblem, config: Sm90AttentionConfig,
         section_heads(problem))
 
 
-def deepest(problem: AttentionProblem, block_kv: int, smem_bytes: int) -> int:
-    """The most stages of ``block_kv`` keys that fit ``smem_bytes`` beside Q."""
-    e = ELEMENT_BYTES[problem.dtype]
-    per = tiles_per_stage(problem.dtype) * e * problem.head_dim * block_kv
-    return (smem_bytes - BARRIER_BYTES - e * problem.head_dim * BLOCK_Q) // per
+def deepest(problem: AttentionProblem, block_kv: int, smem_bytes: int, epilogue: str = "registers") -> int:
+    """The most stages of ``block_kv`` keys that fit ``smem_bytes`` beside Q (and O's buffer: ``epilogue=
+    "tma_buffer"``; ``smem_for``)."""
+    one = smem_for(problem, Sm90AttentionConfig(block_kv, 1, epilogue=epilogue))
+    per = smem_for(problem, Sm90AttentionConfig(block_kv, 2, epilogue=epilogue)) - one
+    return 1 + (smem_bytes - one) // per
 
 
 def estimate_tiles(problem: AttentionProblem, config: Sm90AttentionConfig) -> int:

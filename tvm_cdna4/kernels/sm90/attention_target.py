@@ -81,12 +81,15 @@ def execute(p, arrays: dict, run=None):
 
 
 def summary(p) -> dict:
-    """``--emit config``: the plan record as one JSON object, with the target, the launch and the problem's
-    flops."""
+    """``--emit config``: the plan record as one JSON object, with the target, the launch, when each consumer
+    warpgroup releases Q (``early_q_release``, ``tiles_before_q``), O's buffer (element offset, ``"tma_buffer"``
+    only) and the problem's flops."""
     import attrs
 
     return {"target": "sm90", "kernel": "tma-wgmma-warp-specialized", **attrs.asdict(p), "block_q": p.block_q,
-            "threads": p.threads, "grid": p.ctas, "flops": p.problem.flops()}
+            "threads": p.threads, "grid": p.ctas, "early_q_release": p.early_q_release,
+            "tiles_before_q": p.tiles_before_q, "o_buffer": p.o_buffer if p.config.epilogue == "tma_buffer" else None,
+            "flops": p.problem.flops()}
 
 
 __all__ = ["ARCH", "EMULATED_PAIRS", "build", "choose", "emit", "execute", "plan", "schedule_digest", "score_accumulation",

@@ -379,7 +379,8 @@ faster than the 64-row tiles the model had first. The dense fit's ``ONE_CONSUMER
 GROUPED_WALK = "prefix"
 """The walk over the row tiles the grouped configs take (``Sm90Config.tile_walk``): the prefix walk, whose CTAs share
 the units with rows evenly (the ``gaps`` walk gave the busiest CTA 0-13 % more units on the H100 prefill plans of
-2026-12-06, up to 23 % on the sweep's other tilings: docs/grouped_gemm.md, "The walk over the row tiles")."""
+2026-12-06, up to 23 % on the sweep's other tilings: docs/grouped_gemm.md, "The walk over the row tiles"), where
+its words leave room for the tile's two-stage ring (``grouped_walk``)."""
 GROUPED_EPILOGUE_TILES = (0, 64)
 """The ``epilogue_tile`` values the grouped choice weighs with TMA stores (0: the whole tile staged; 64: chunks
 of 64 columns through two buffers, which frees ring stages: ``Sm90Config.epilogue_tile``)."""
@@ -392,16 +393,25 @@ def grouped_configs(K: int, N: int, out_bytes: int, device, dtype: str = "bf16",
     (``tile_walk="prefix"``, ``gemm_plan.prefix_bytes``), the cooperative schedule, no K split; tiles of whole
     ``SWIZZLE_COLUMNS`` blocks only (the grouped kernel's TMA epilogue has no tail map, ``grouped_plan``)."""
     k_tiles, out = ceil_div(K, block_k(dtype)), []
-    smem = device.smem_per_unit - prefix_bytes(groups, GROUPED_WALK)
     for bm, bn, consumers in (c for c in CANDIDATES if c[1] % SWIZZLE_COLUMNS == 0):
         for how in epilogues(N, out_bytes, consumers):
             for tile in (GROUPED_EPILOGUE_TILES if how == "tma" else (0,)):
                 if tile and (bn % tile or tile >= bn):
                     continue
-                stages = deepest(bm, bn, consumers, smem, k_tiles, how, tile)
-                out.append(Sm90Config(bm, bn, stages, consumers, epilogue=how, epilogue_tile=tile,
-                                      tile_walk=GROUPED_WALK))
+                walk = grouped_walk(Sm90Config(bm, bn, 2, consumers, epilogue=how, epilogue_tile=tile), groups,
+                                    device.smem_per_unit)
+                stages = deepest(bm, bn, consumers, device.smem_per_unit - prefix_bytes(groups, walk), k_tiles, how,
+                                 tile)
+                out.append(Sm90Config(bm, bn, stages, consumers, epilogue=how, epilogue_tile=tile, tile_walk=walk))
     return out
+
+
+def grouped_walk(two_stages: Sm90Config, groups: int, smem_bytes: int) -> str:
+    """``GROUPED_WALK``, or ``gaps`` where the prefix walk's words of ``groups`` groups (``gemm_plan.prefix_bytes``)
+    leave no room for ``two_stages``' ring of two stages and C's staging (some 25000 groups: the gaps walk keeps
+    nothing in shared memory)."""
+    need = 2 * two_stages.stage_bytes() + two_stages.staging_bytes() + BARRIER_BYTES
+    return GROUPED_WALK if need + prefix_bytes(groups, GROUPED_WALK) <= smem_bytes else "gaps"
 
 
 def grouped_ranked(rows: int, groups: int, N: int, K: int, out_bytes: int, device,
@@ -529,6 +539,6 @@ def choose_for_range(lo: int, hi: int, N: int, K: int, out_bytes: int, device, d
 
 __all__ = ["CANDIDATES", "MIN_SLICE_TILES", "RANGE_SAMPLES", "SPLITS", "STAGED_EPILOGUE", "STORE_EFFICIENCY", "TENSOR_EFFICIENCY",
            "TENSOR_RATE", "WEIGH_CLUSTER", "WEIGH_HYBRID", "cluster_configs", "MAX_WAVES", "WAVE_ROWS", "WAVE_WIDTH_MIN", "WAVE_WIDTH_STEP", "wave_widths", "Estimate", "choose_config", "choose_for_range", "choose_grouped", "decompositions", "grouped_configs",
-           "grouped_estimate", "grouped_ranked", "GROUPED_EPILOGUE_TILES", "GROUPED_ONE_CONSUMER", "deepest", "efficiency", "epilogues", "estimate", "GROUPED_WALK",
+           "grouped_estimate", "grouped_ranked", "GROUPED_EPILOGUE_TILES", "GROUPED_ONE_CONSUMER", "deepest", "efficiency", "epilogues", "estimate", "GROUPED_WALK", "grouped_walk",
            "range_samples", "ranked", "reduction", "splits", "SWAP_AB_ROWS", "swap_ab_config", "swap_ab_ranked",
            "FEW_CTAS", "SWAPPED_EFFICIENCY", "SWAP_SPLIT_ACC_MAX", "WEIGH_SWAP", "WEIGH_SWAP_DYNAMIC", "few_ctas", "swap_configs"]

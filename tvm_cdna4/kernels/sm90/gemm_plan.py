@@ -342,7 +342,7 @@ class Sm90Config:
             bad("residual_read", "how a fused residual is read: 'tma' and 'sliced' load it into the whole-tile staging "
                 "buffer, 'prefetch' into L2 once per tile", f"one of {RESIDUAL_READS}; {STAGED_RESIDUAL} with "
                 "epilogue='tma', epilogue_tile=0, the cooperative schedule, split_k=1; 'prefetch' with split_k=1",
-                (self.residual_read, self.epilogue, self.epilogue_tile, self.schedule, self.split_k))
+                self.named("residual_read", "epilogue", "epilogue_tile", "schedule", "split_k"))
         if self.activation_form not in ACTIVATION_FORMS:
             bad("activation_form", "how silu and gelu are evaluated", ACTIVATION_FORMS, self.activation_form)
         if self.split_k < 1 or self.reduction not in REDUCTIONS:
@@ -359,25 +359,29 @@ class Sm90Config:
             bad("swap_ab", "the swapped kernel stores C^T from registers, its K split of every tile", "epilogue="
                 "'registers', residual_read='global', decomposition not 'hybrid'", (self.epilogue, self.residual_read, d))
         if self.tile_walk not in TILE_WALKS:
-            bad("tile_walk", "how a grouped GEMM's CTAs walk its row tiles", TILE_WALKS, self.tile_walk)
+            bad("tile_walk", "how a grouped GEMM's CTAs walk its row tiles", TILE_WALKS, repr(self.tile_walk))
         if self.group_m < 1 or self.ctas < 0:
             bad("group_m/ctas", "group_m >= 1 and ctas >= 0", ">= 1, >= 0", (self.group_m, self.ctas))
         self._check_cluster(bad)
 
+    def named(self, *fields: str) -> str:
+        """``field=value, ...`` of ``fields`` (a refusal's ``found``)."""
+        return ", ".join(f"{f}={getattr(self, f)!r}" for f in fields)
+
     def _check_cluster(self, bad) -> None:
         if self.cluster_m not in CLUSTER_MS:
-            bad("cluster_m", "CTAs per cluster along M", CLUSTER_MS, self.cluster_m)
+            bad("cluster_m", "CTAs per cluster along M", CLUSTER_MS, repr(self.cluster_m))
         if self.cluster_m == 1:
             return
         if self.split_k != 1 or self.swap_ab:
             bad("cluster_m", "a cluster of CTAs runs the data-parallel, unswapped kernel", "split_k=1, swap_ab=False",
-                (self.split_k, self.swap_ab))
+                self.named("split_k", "swap_ab"))
         if 0 in b_shares(self.block_n, self.cluster_m):
             bad("cluster_m", "each CTA multicasts a share of B's rows of whole 8-row 128-byte swizzle atoms, none empty",
-                f"block_n >= {ATOM_ROWS * self.cluster_m}", (self.cluster_m, self.block_n))
+                f"block_n >= {ATOM_ROWS * self.cluster_m}", self.named("cluster_m", "block_n"))
         if self.ctas % self.cluster_m:
             bad("cluster_m", "the persistent grid is whole clusters", f"ctas % {self.cluster_m} == 0 (0: the SMs')",
-                (self.cluster_m, self.ctas))
+                self.named("cluster_m", "ctas"))
 
 
 @attrs.frozen

@@ -153,7 +153,8 @@ def plan_grouped(rows: MBucket, G: int, N: int, K: int, dtype: str, out_dtype: s
     if smem + BARRIER_BYTES > smem_bytes:
         raise ContractError("sm90 grouped GEMM config stages: the ring, C's staging and the prefix walk's "
                             f"{PREFIX_WORDS} words a group within the SM's shared memory", operand="stages",
-                            check="parameters", expected=f"<= {smem_bytes - BARRIER_BYTES} bytes",
+                            check="parameters", expected=f"<= {smem_bytes - BARRIER_BYTES} bytes" + (
+                                ", or tile_walk='gaps' (no shared words)" if config.tile_walk == "prefix" else ""),
                             found=f"{smem} bytes ({config.stages} stages, {G} groups)")
     return Sm90GroupedPlan(M, N, K, dtype, out_dtype, config, tiles_m, tiles_n, ceil_div(K, block_k(dtype)), ctas,
                            smem, params, layout, fusion, bucket, grouping=grouping)
