@@ -380,6 +380,7 @@ def test_cuda_gemm_random_data_within_tolerance():
     assert runner.rel_error(c, runner.reference(a, b, layout)) < runner.tolerance("f32")
 
 
+@pytest.mark.slow  # suite time: the script's CPU path; the kernels it runs are each validated by the tests above
 def test_crosscheck_script_cpu_only(capsys):
     assert xc.main(["--cpu-only", "--quick"]) == 0
     assert "SUMMARY: 8/8 cases emulated == numpy" in capsys.readouterr().out
@@ -422,7 +423,8 @@ SMALL_M_GEMMS = [
     ("nt", 1, 70, 200, "bf16", "bf16", 16, 1, 1, "atomic"),
     ("nt", 7, 70, 200, "f16", "f32", 16, 1, 3, "atomic"),
     ("nt", 1, 37, 300, "bf16", "bf16", 16, 1, 4, "ordered"),
-    ("tn", 33, 70, 250, "f16", "f16", 32, 1, 2, "atomic"),
+    pytest.param("tn", 33, 70, 250, "f16", "f16", 32, 1, 2, "atomic", marks=pytest.mark.slow),  # suite time: atomic
+    # splits at M = 1 / 7 / 7 (nt, tt) and the tn layout (test_cuda_gemm_*) hold its coverage
     ("nn", 33, 45, 130, "bf16", "f32", 64, 2, 3, "ordered"),
     ("tt", 7, 72, 136, "f16", "bf16", 32, 2, 2, "atomic"),
 ]
