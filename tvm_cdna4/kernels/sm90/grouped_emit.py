@@ -23,7 +23,7 @@ from tvm_tirx.script.parser import parse
 from ...tirx_private import transpile_once
 from ..common import ceil_div
 from ..gemm.grouped import OFFSETS
-from ..gemm.grouped_emit import find_group
+from ..gemm.grouped_emit import find_group, search
 from .gemm_emit import cta, load_tile, mainloop, retire, store, store_tma, tensor_map_source
 from .gemm_plan import ELEMENT_BYTES, PREFIX_WORDS, SWIZZLE_COLUMNS, WGMMA_M
 from .grouped_plan import Sm90GroupedPlan
@@ -75,16 +75,17 @@ def scan_groups(p, SMH, args, tid):
                     PF[p.groups + 2 + j * SCAN_UNROLL + i] = total[0]
 
 
+def prefix_test(p: Sm90GroupedPlan, PF, r):
+    """``find_prefix``'s test of a candidate group: a group whose first row tile (``PF[G + 1 + g]``, read clamped
+    inside ``[0, G)``) is at most ``r``."""
+    return lambda cand: T.And(cand < p.groups, PF[p.groups + 1 + T.min(cand, p.groups - 1)] <= r)
+
+
 @T.macro
 def find_prefix(p, PF, r, found):
-    # found[0] = the last group g < G whose first row tile (PF[G + 1 + g]) is at most r: the binary search of
-    # find_group over the shared prefix (Groups.steps); it has tiles when r < PF[2 G + 1]
-    found[0] = 0
-    if I.constexpr(len(p.grouping.steps) > 0):
-        for i in T.unroll(len(p.grouping.steps)):
-            cand = found[0] + (p.grouping.steps[0] >> i)
-            ok = T.And(cand < p.groups, PF[p.groups + 1 + T.min(cand, p.groups - 1)] <= r)
-            found[0] = T.Select(ok, cand, found[0])
+    # found[0] = the last group g < G whose first row tile (PF[G + 1 + g]) is at most r: find_group's binary search
+    # (kernels.gemm.grouped_emit.search over Groups.steps) over the shared prefix; it has tiles when r < PF[2 G + 1]
+    search(p.grouping.steps, prefix_test(p, PF, r), found)
 
 
 @T.macro
