@@ -117,6 +117,15 @@ def prefetch_residual(p, maps, kt, m0, n0):
 
 
 @T.macro
+def whole_box(p, SMH, res, load, whole, b, per, bar):
+    # residual_read="sliced": box b of the 64-column blocks (block b // per, its rows (b % per) * SLICE_ROWS; per:
+    # a block's boxes), loaded into the staging buffer at element ``whole`` + the box's place (load_slices)
+    c = p.config
+    load(p, SMH, whole + (b // per) * c.rows * SWIZZLE_COLUMNS + (b % per) * SLICE_ROWS * SWIZZLE_COLUMNS,
+         res[1], res[4] + (b // per) * SWIZZLE_COLUMNS, res[3] + (b % per) * SLICE_ROWS, bar)
+
+
+@T.macro
 def load_slices(p, SMH, res, wg, kt, load, whole, tail, tail_col):
     # residual_read="sliced", thread 0 of warpgroup wg at k-tile kt: at the window's first k-tile, once the previous
     # tile's TMA stores have read the staging buffer, arm the residual barrier with the rows' bytes; then its
@@ -135,13 +144,11 @@ def load_slices(p, SMH, res, wg, kt, load, whole, tail, tail_col):
                     load(p, SMH, tail + (b % per) * SLICE_ROWS * c.tail_columns, res[5], res[4] + tail_col,
                          res[3] + (b % per) * SLICE_ROWS, bar)
                 else:
-                    load(p, SMH, whole + (b // per) * c.rows * SWIZZLE_COLUMNS + (b % per) * SLICE_ROWS * SWIZZLE_COLUMNS,
-                         res[1], res[4] + (b // per) * SWIZZLE_COLUMNS, res[3] + (b % per) * SLICE_ROWS, bar)
+                    whole_box(p, SMH, res, load, whole, b, per, bar)
             else:
-                load(p, SMH, whole + (b // per) * c.rows * SWIZZLE_COLUMNS + (b % per) * SLICE_ROWS * SWIZZLE_COLUMNS,
-                     res[1], res[4] + (b // per) * SWIZZLE_COLUMNS, res[3] + (b % per) * SLICE_ROWS, bar)
+                whole_box(p, SMH, res, load, whole, b, per, bar)
 
 
 __all__ = ["PREFETCH", "SLICE_LEAD", "SLICE_ROWS", "load_slices", "prefetch_box", "prefetch_map", "prefetch_residual",
            "prefetch_rows", "prefetch_window", "residual_at", "residual_box_rows", "slice_boxes", "slice_range",
-           "slice_window", "window"]
+           "slice_window", "whole_box", "window"]
