@@ -77,10 +77,12 @@ from dataclasses import dataclass, replace
 
 import attrs
 
+from ...errors import ContractError
 from ..common import ceil_div
 from ..gemm.grouped import expected_row_tiles
 from .gemm_plan import (ACC_REGS_MAX, BARRIER_BYTES, BLOCK_K, ELEMENT_BYTES, INT32_ELEMENTS, SWIZZLE_COLUMNS,
-                        TMA_BOX_MAX, WGMMA_K, WGMMA_M, Sm90Config, b_shares, block_k, prefix_bytes)
+                        TMA_BOX_MAX, WGMMA_K, WGMMA_M, Sm90Config, b_shares, block_k, cluster_units,
+                        prefix_bytes)
 
 TENSOR_FLOPS_PER_CLK = 4096
 """Dense f16/bf16 tensor flops per SM per clock on Hopper (2048 FMA: the NVIDIA H100 Tensor Core GPU
@@ -219,7 +221,7 @@ def estimate(cfg: Sm90Config, M: int, N: int, K: int, out_bytes: int, device, dt
     if cfg.swap_ab:
         M, N = N, M
     cm = cfg.cluster_m  # a cluster: tile rows and grid in whole clusters, a CTA streams its share of B
-    tiles = ceil_div(ceil_div(M, cfg.block_m), cm) * cm * ceil_div(N, cfg.block_n)
+    tiles = cluster_units(ceil_div(M, cfg.block_m), ceil_div(N, cfg.block_n), cm)
     cap = (cfg.ctas or device.units) // cm * cm
     whole = tiles // cap * cap if cfg.decomposition == "hybrid" else 0  # a hybrid's unsplit tiles: its full waves
     ctas = min(whole + (tiles - whole) * cfg.split_k, cap)
@@ -315,11 +317,14 @@ and B read once (the excess a cluster removes, about 2x the floor at 4096^3 in a
 
 
 def cluster_configs(cfg: Sm90Config) -> tuple:
-    """``cfg`` in a cluster of two (``cluster_m`` = 2) where the plan allows it (data-parallel, unswapped, each CTA's
-    share of B's box whole 8-row atoms, ``b_shares``: ``Sm90Config.check``), else none."""
-    if cfg.split_k != 1 or cfg.swap_ab or 0 in b_shares(cfg.block_n, 2) or cfg.ctas % 2:
+    """``cfg`` in a cluster of two (``cluster_m`` = 2) where ``Sm90Config.check`` allows it (data-parallel, unswapped,
+    each CTA's share of B's box whole 8-row atoms, ``b_shares``; a cluster takes no more shared memory), else none."""
+    two = attrs.evolve(cfg, cluster_m=2)
+    try:
+        two.check(10 ** 9)  # the shared memory is cfg's own: only the cluster's rules here
+    except ContractError:
         return ()
-    return (attrs.evolve(cfg, cluster_m=2),)
+    return (two,)
 
 
 def ranked(M: int, N: int, K: int, out_bytes: int, device, dtype: str = "bf16",
@@ -410,8 +415,11 @@ def grouped_walk(two_stages: Sm90Config, groups: int, smem_bytes: int) -> str:
     """``GROUPED_WALK``, or ``gaps`` where the prefix walk's words of ``groups`` groups (``gemm_plan.prefix_bytes``)
     leave no room for ``two_stages``' ring of two stages and C's staging (some 25000 groups: the gaps walk keeps
     nothing in shared memory)."""
-    need = 2 * two_stages.stage_bytes() + two_stages.staging_bytes() + BARRIER_BYTES
-    return GROUPED_WALK if need + prefix_bytes(groups, GROUPED_WALK) <= smem_bytes else "gaps"
+    try:  # Sm90Config.check's room: the ring beside C's staging and the barriers
+        two_stages.check(smem_bytes - prefix_bytes(groups, GROUPED_WALK))
+    except ContractError:
+        return "gaps"
+    return GROUPED_WALK
 
 
 def grouped_ranked(rows: int, groups: int, N: int, K: int, out_bytes: int, device,
