@@ -475,22 +475,51 @@ call before) and M = 200 at 0.73x (0.82x): a bucket's ``block_n`` is chosen over
 (0.94x, 0.93x). Static M keeps ``WEIGH_SWAP``."""
 
 
-def swap_configs(M: int, N: int, K: int, device, dtype: str = "bf16", allowed: tuple = (1,)) -> list[Sm90Config]:
-    """The swapped configs (``Sm90Config.swap_ab``: ``block_n = round_up(M, 8)`` up to ``TMA_BOX_MAX`` over M,
-    ``block_m`` = ``SWAP_AB_ROWS`` rows of N per consumer warpgroup, one or two consumers, accumulators within
-    ``ACC_REGS_MAX``, the deepest ring), each with the K splits of ``allowed`` that ``decompositions`` weighs for
-    C^T's tiles (split-K only; with at most ``SWAP_SPLIT_ACC_MAX`` accumulators)."""
-    bn, k_tiles, out = min(ceil_div(M, 8) * 8, TMA_BOX_MAX), ceil_div(K, block_k(dtype)), []
-    for consumers in (1, 2):
-        for rows in SWAP_AB_ROWS:
-            acc = rows // WGMMA_M * bn // 2
-            if acc > ACC_REGS_MAX:
-                continue
-            tiles = ceil_div(N, rows * consumers) * ceil_div(M, bn)
-            for split, way in decompositions(tiles, device.units, allowed if acc <= SWAP_SPLIT_ACC_MAX else (1,), False):
-                stages = deepest(rows * consumers, bn, consumers, device.smem_per_unit, ceil_div(k_tiles, split))
-                out.append(Sm90Config(rows * consumers, bn, stages, consumers, split_k=split, decomposition=way,
-                                      swap_ab=True))
+SWAP_M_TILES = 4
+"""The most column tiles of C^T (tiles of M, ``ceil(M / block_n)``) a swapped dynamic-M plan takes at its bucket's
+largest M (``swap_widths``; ``choose_for_range`` with ``WEIGH_SWAP_DYNAMIC``): cuBLAS's H100 kernels run M = 200
+swapped in 3 x 72 or 2 x 104 columns of tokens (``128x72``, ``128x104``, ``192x104``:
+``benchmarks/runs/peer_kernels_h100_2026-12-06f.json``), and 72 columns take 193..256 in three or four. 1: every M
+of the bucket in one tile (the rule of stop 44)."""
+
+
+def round8(n: int) -> int:
+    """``n`` rounded up to whole ``WAVE_WIDTH_STEP`` columns (wgmma's N: PTX ISA 9.7.17.2)."""
+    return ceil_div(n, WAVE_WIDTH_STEP) * WAVE_WIDTH_STEP
+
+
+def swap_widths(lo: int, hi: int) -> tuple[int, ...]:
+    """The swapped tiles' widths (``block_n``: columns of M) a dynamic-M bucket of ``lo..hi`` weighs, widest first: the
+    one tile of ``hi`` (``round_up(hi, 8)``, at most ``TMA_BOX_MAX``), and for each ``range_samples`` M and ``t`` = 2 ..
+    ``SWAP_M_TILES`` tiles of it ``round_up(ceil(M / t), 8)``, each at least ``WAVE_WIDTH_MIN`` (a narrower tile of
+    several: 64x72 at M = 96 streamed the weights twice at 0.57x cuBLAS) and taking ``hi`` in at most
+    ``SWAP_M_TILES`` tiles (193..256: 256, 104-128 in two, 72-88 in three, 64 in four)."""
+    out = {min(round8(hi), TMA_BOX_MAX)}
+    for m in range_samples(lo, hi):
+        out.update(w for t in range(2, SWAP_M_TILES + 1) if WAVE_WIDTH_MIN <= (w := round8(ceil_div(m, t))) <= TMA_BOX_MAX
+                   and ceil_div(hi, w) <= SWAP_M_TILES)
+    return tuple(sorted(out, reverse=True))
+
+
+def swap_configs(M: int, N: int, K: int, device, dtype: str = "bf16", allowed: tuple = (1,),
+                 widths: tuple = ()) -> list[Sm90Config]:
+    """The swapped configs (``Sm90Config.swap_ab``: ``block_n = round_up(M, 8)`` up to ``TMA_BOX_MAX`` over M, or each
+    of ``widths`` (a bucket's ``swap_widths``), ``block_m`` = ``SWAP_AB_ROWS`` rows of N per consumer warpgroup, one or
+    two consumers, accumulators within ``ACC_REGS_MAX``, the deepest ring), each with the K splits of ``allowed`` that
+    ``decompositions`` weighs for C^T's tiles at M (split-K only; with at most ``SWAP_SPLIT_ACC_MAX`` accumulators)."""
+    k_tiles, out = ceil_div(K, block_k(dtype)), []
+    for bn in widths or (min(round8(M), TMA_BOX_MAX),):
+        for consumers in (1, 2):
+            for rows in SWAP_AB_ROWS:
+                acc = rows // WGMMA_M * bn // 2
+                if acc > ACC_REGS_MAX:
+                    continue
+                tiles = ceil_div(N, rows * consumers) * ceil_div(M, bn)
+                for split, way in decompositions(tiles, device.units, allowed if acc <= SWAP_SPLIT_ACC_MAX else (1,),
+                                                 False):
+                    stages = deepest(rows * consumers, bn, consumers, device.smem_per_unit, ceil_div(k_tiles, split))
+                    out.append(Sm90Config(rows * consumers, bn, stages, consumers, split_k=split, decomposition=way,
+                                          swap_ab=True))
     return out
 
 
@@ -519,24 +548,38 @@ def range_samples(lo: int, hi: int) -> tuple[int, ...]:
     return tuple(sorted({lo, hi, *(round(lo * (hi / lo) ** (i / steps)) for i in range(1, steps))}))
 
 
+def range_candidates(lo: int, hi: int, N: int, K: int, out_bytes: int, device, dtype: str = "bf16",
+                     m_max: int | None = None) -> tuple[tuple[int, ...], dict, dict]:
+    """What ``choose_for_range`` weighs for ``lo..hi``: its ``range_samples``, each sample's ``ranked`` (the swapped
+    configs of one tile of M among them where ``WEIGH_SWAP_DYNAMIC``) and the candidate configs (a dict as an ordered
+    set): every unswapped config ranked at a sample whose K split keeps the workspace's offsets 32-bit at ``m_max``
+    (default ``hi``; ``splits``), and where ``WEIGH_SWAP_DYNAMIC`` the swapped ones of the bucket's ``swap_widths`` (each
+    sample's ``swap_configs`` of them with those splits)."""
+    samples = range_samples(lo, hi)
+    rankings = {m: ranked(m, N, K, out_bytes, device, dtype, swap=None if WEIGH_SWAP_DYNAMIC else False) for m in samples}
+    allowed = set(splits(m_max or hi, N, K, dtype))
+    configs = {cfg: None for r in rankings.values() for _, cfg in r if cfg.split_k in allowed and not cfg.swap_ab}
+    if WEIGH_SWAP_DYNAMIC and hi <= TMA_BOX_MAX:
+        widths = swap_widths(lo, hi)
+        for m in samples:
+            configs.update(dict.fromkeys(swap_configs(m, N, K, device, dtype, tuple(
+                s for s in splits(m, N, K, dtype) if s in allowed), widths)))
+    return samples, rankings, configs
+
+
 def choose_for_range(lo: int, hi: int, N: int, K: int, out_bytes: int, device, dtype: str = "bf16",
                      m_max: int | None = None) -> Sm90Config:
     """The config one kernel serving every M in ``lo..hi`` runs (a dynamic-M bucket): the one whose worst
     loss against the best config of each M (its estimate over the best estimate, at ``range_samples``) is
     least: the minimax regret over the range, so that no M of the range pays much for sharing the kernel
     (the choice at the range's largest M alone leaves the smaller M with too many idle SMs or a second wave:
-    by the model up to 2.5x slower at M = 257 of a 257..1024 bucket). The candidates are every config
-    ``ranked`` weighs at a sample; a K split (split-K or hybrid) must keep its workspace's offsets 32-bit at
-    ``m_max`` (the largest M the kernel serves, its workspace's rows: a dynamic bucket's; default ``hi``;
-    ``splits``); a swapped one (``WEIGH_SWAP_DYNAMIC``) must hold the range's largest M in one tile of columns (a
-    narrower one streams the weights once per tile of M: 64x72 at M = 96 ran 0.57x cuBLAS on an H100). Ties: the
+    by the model up to 2.5x slower at M = 257 of a 257..1024 bucket). The candidates are ``range_candidates``':
+    every unswapped config ``ranked`` weighs at a sample, a K split (split-K or hybrid) only where it keeps its
+    workspace's offsets 32-bit at ``m_max`` (the largest M the kernel serves, its workspace's rows: a dynamic
+    bucket's; default ``hi``; ``splits``), and where ``WEIGH_SWAP_DYNAMIC`` the swapped tiles of ``swap_widths``
+    (``hi`` in one tile, or in up to ``SWAP_M_TILES`` tiles of ``WAVE_WIDTH_MIN`` columns or more). Ties: the
     better estimate at ``hi``."""
-    samples = range_samples(lo, hi)
-    rankings = {m: ranked(m, N, K, out_bytes, device, dtype, swap=None if WEIGH_SWAP_DYNAMIC else False) for m in samples}
-    allowed = set(splits(m_max or hi, N, K, dtype))
-    one_tile = min(ceil_div(hi, 8) * 8, TMA_BOX_MAX)  # a swapped tile's columns: every M of the range in one
-    configs = {cfg: None for r in rankings.values() for _, cfg in r
-               if cfg.split_k in allowed and (not cfg.swap_ab or cfg.block_n >= one_tile)}
+    samples, rankings, configs = range_candidates(lo, hi, N, K, out_bytes, device, dtype, m_max)
 
     def regret(cfg: Sm90Config) -> tuple[float, float]:
         worst = max(estimate(cfg, m, N, K, out_bytes, device, dtype).total / rankings[m][0][0] for m in samples)
@@ -548,5 +591,5 @@ def choose_for_range(lo: int, hi: int, N: int, K: int, out_bytes: int, device, d
 __all__ = ["CANDIDATES", "MIN_SLICE_TILES", "RANGE_SAMPLES", "SPLITS", "STAGED_EPILOGUE", "STORE_EFFICIENCY", "TENSOR_EFFICIENCY",
            "TENSOR_RATE", "WEIGH_CLUSTER", "WEIGH_HYBRID", "cluster_configs", "MAX_WAVES", "WAVE_ROWS", "WAVE_WIDTH_MIN", "WAVE_WIDTH_STEP", "wave_widths", "Estimate", "choose_config", "choose_for_range", "choose_grouped", "decompositions", "grouped_configs",
            "grouped_estimate", "grouped_ranked", "GROUPED_EPILOGUE_TILES", "GROUPED_ONE_CONSUMER", "deepest", "efficiency", "epilogues", "estimate", "GROUPED_WALK", "grouped_walk",
-           "range_samples", "ranked", "reduction", "splits", "SWAP_AB_ROWS", "swap_ab_config", "swap_ab_ranked",
+           "range_candidates", "range_samples", "ranked", "round8", "swap_widths", "SWAP_M_TILES", "reduction", "splits", "SWAP_AB_ROWS", "swap_ab_config", "swap_ab_ranked",
            "FEW_CTAS", "SWAPPED_EFFICIENCY", "SWAP_SPLIT_ACC_MAX", "WEIGH_SWAP", "WEIGH_SWAP_DYNAMIC", "few_ctas", "swap_configs"]
