@@ -26,6 +26,9 @@
 #   final       the torch ops at the stop's plans (GEMM every M, fp8, grouped + its peer's kernels, D 64 attention) [~480]
 #   gemm        the GPU tests of the sm90 GEMM, the torch op over the 12 projections at every M [~240]
 #   attention   every shape of benchmarks/attention_sm90.py at the cost model's configs [~300]
+#   swapdyn     swapped dynamic-M plans over several tiles of M (issue 36, M = 96-256): their GPU tests, then the torch
+#               op at M = ${SWAPDYN_MS:-32,96,200} with gemm_cost.WEIGH_SWAP_DYNAMIC off and on (one process each, beside
+#               torch.matmul; torch_gemm.py --swap-dynamic off,on) [~360]
 #
 #   bash benchmarks/gpu_stop45.sh peers partitions ncu
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site ${WHEELS:-.sm90tree/whl}/*.whl 2>/dev/null
@@ -133,7 +136,12 @@ for step in "$@"; do
     mkdir -p "$OUT/full"
     timeout 300 python3 benchmarks/attention_sm90.py --no-sm80 --out "$OUT/full" 2>&1 | tee "$OUT/attention_full.log" \
       | grep -v "^{" | tail -46 ;;
-  *) echo "unknown step $step (peers, partitions, ncu, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention)"; exit 2 ;;
+  swapdyn)  # the swapped buckets over several tiles of M: exact on the card, then the A/B through the torch op [~360]
+    gpu_tests 100 "$OUT/pytest_gpu_swapdyn.log" -n 8 tests/gpu/test_sm90_swap_tiles_gpu.py tests/gpu/test_sm90_swap_dynamic_gpu.py
+    mkdir -p "$OUT/swapdyn"
+    timeout 260 python3 benchmarks/torch_gemm.py --ms ${SWAPDYN_MS:-32,96,200} --swap-dynamic off,on --calls 30 --reps 10 \
+      --out "$OUT/swapdyn" 2>&1 | tee "$OUT/torch_gemm_swapdyn.log" | grep -v "^{" | tail -22 ;;
+  *) echo "unknown step $step (peers, partitions, ncu, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn)"; exit 2 ;;
   esac
 done
 cd "$OUT" && tar czf /tmp/call.tgz --exclude=call.tgz . && find . -mindepth 1 -delete && mv /tmp/call.tgz "$OUT/call.tgz"

@@ -2,6 +2,7 @@
 
     python3 benchmarks/torch_gemm.py --out $OUT                 # every model, every M
     python3 benchmarks/torch_gemm.py --ms 200 --models qwen2.5-7b --out $OUT
+    python3 benchmarks/torch_gemm.py --ms 32,96,200 --swap-dynamic off,on --out $OUT   # the A/B of swapped buckets
 
 y = x · Wᵀ, bf16 in and out (layout ``nt``), the projections (``MODELS``: fused QKV, attention output,
 fused gate/up, down) of three model families at ``MS`` (not only powers of two). What a serving stack
@@ -22,6 +23,14 @@ before capture. Per shape, each contender is checked once against the f32 produc
 Each row names the plan the torch op ran for M (its bucket's: the tile, ``swap`` for the swapped kernel,
 ``/kS`` for a K split of S slices; the JSON has the whole config). ``--plans`` prints those plans of every shape and
 M without a GPU (the cost model's bucket plans, no torch needed) and exits.
+
+``--swap-dynamic off,on``: the A/B of the swapped bucket plans (``gemm_cost.WEIGH_SWAP_DYNAMIC``, off by default): each
+setting is one run of this script in its own process (the flag set before any plan is made, in its build workers
+too: the torch op's kernel cache keeps a shape's bucket plans, the build cache keys on the plan), tagged
+``swapdyn_off`` / ``swapdyn_on``, then ``torch_gemm_swapdyn.{md,json}`` sets them side by side (each setting's
+ours/cuBLAS against the cuBLAS of its own run). With ``--plans`` it prints each setting's bucket plan of every
+shape and M and the cost model's estimate of both at that M (``--device``: the ``devices.DEVICES`` entry planned for,
+default the planned GPU).
 
 The roofline of a shape is ``max(2MNK / DENSE_BF16_FLOPS, (x + W + y bytes) / read rate)``, the read
 rate measured in the same run (a sum over a 4 GiB tensor), and each contender's fraction of it is
@@ -69,7 +78,8 @@ def _prebuild(job) -> str:
     device's target (``target``: ``tvm_cdna4.torch.cuda_target``; sm80's where sm90 refuses the problem)
     through the build cache, and compile its device code (device-code cache), so that the timing
     process only loads."""
-    N, K, M, arch, target = job
+    N, K, M, arch, target, swap = job
+    set_swap_dynamic(swap)
     from tvm_cdna4.errors import ContractError
     from tvm_cdna4.kernels.gemm.problem import GemmProblem
     from tvm_cdna4.kernels.sm80.gemm import build_dynamic
@@ -89,6 +99,22 @@ def _prebuild(job) -> str:
         dyn = build_dynamic(N, K, "bf16", "nt", "bf16", arch)
     precompile(dyn.kernel_for(M))
     return f"{N}x{K} M={M}: bucket {dyn.bucket(M).describe()}"
+
+
+SWAP_SETTINGS = ("off", "on")
+"""``--swap-dynamic``'s values: whether the dynamic-M buckets weigh the swapped kernel (``gemm_cost.WEIGH_SWAP_DYNAMIC``)."""
+
+
+def set_swap_dynamic(setting: str | None) -> None:
+    """The buckets weigh the swapped kernel in this process (``gemm_cost.WEIGH_SWAP_DYNAMIC``): ``"on"`` or ``"off"``;
+    None leaves the package's default. Before any plan is made (the torch op keeps a shape's bucket plans)."""
+    if setting is None:
+        return
+    if setting not in SWAP_SETTINGS:
+        raise SystemExit(f"--swap-dynamic: one or more of {SWAP_SETTINGS}, found {setting!r}")
+    from tvm_cdna4.kernels.sm90 import gemm_cost
+
+    gemm_cost.WEIGH_SWAP_DYNAMIC = setting == "on"
 
 
 def read_rate(torch) -> float:
@@ -254,6 +280,93 @@ def by_m(rows, key: str, title: str, eager: str | None = None) -> list[str]:
     return out
 
 
+def swap_plan_rows(models, ms, settings, device_name: str | None = None) -> list[dict]:
+    """``--plans --swap-dynamic off,on``: per shape and M, the bucket plan under each setting (``gemm_dynamic.plan_bucket``
+    on ``devices.DEVICES[device_name]``, default the planned GPU) and the cost model's estimate of it at that M, µs."""
+    from tvm_cdna4.kernels import devices
+    from tvm_cdna4.kernels.gemm.epilogue import Fusion
+    from tvm_cdna4.kernels.sm90 import gemm_cost
+    from tvm_cdna4.kernels.sm90.gemm_dynamic import dynamic_buckets, plan_bucket
+
+    device = devices.DEVICES[device_name] if device_name else devices.planned("sm80")
+    rows, default = [], gemm_cost.WEIGH_SWAP_DYNAMIC
+    try:
+        for model in models:
+            for proj, N, K in projections(model):
+                for M in ms:
+                    bucket = next(b for b in dynamic_buckets(N) if b.lo <= M <= b.hi)
+                    row = dict(model=model, proj=proj, N=N, K=K, M=M, bucket=f"{bucket.lo}-{bucket.hi}")
+                    for s in settings:
+                        set_swap_dynamic(s)
+                        p = plan_bucket(bucket, N, K, "bf16", "nt", "bf16", Fusion(), device)
+                        cfg = getattr(p, "config", None)
+                        row[f"plan_{s}"] = plan_label(p)
+                        row[f"est_{s}_us"] = (gemm_cost.estimate(cfg, M, N, K, 2, device).total * 1e6
+                                              if hasattr(cfg, "swap_ab") else None)
+                    rows.append(row)
+    finally:
+        gemm_cost.WEIGH_SWAP_DYNAMIC = default
+    return rows
+
+
+def print_swap_plans(models, ms, settings, device_name: str | None = None) -> list[dict]:
+    """The table of ``swap_plan_rows`` (markdown; a changed plan marked, its estimate's ratio), then the count of changed
+    plans and the geometric mean of the estimates' ratio per M."""
+    rows = swap_plan_rows(models, ms, settings, device_name)
+    a, b = settings[0], settings[-1]
+    print(f"| model | proj | N | K | M (bucket) | plan {a} | plan {b} | est {a} µs | est {b} µs | {a}/{b} |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        ea, eb = r[f"est_{a}_us"], r[f"est_{b}_us"]
+        changed = r[f"plan_{a}"] != r[f"plan_{b}"]
+        ratio = f"{ea / eb:.2f}x" if ea and eb else "-"
+        print(f"| {r['model']} | {r['proj']} | {r['N']} | {r['K']} | {r['M']} ({r['bucket']}) | {r[f'plan_{a}']} | "
+              + (f"**{r[f'plan_{b}']}**" if changed else r[f"plan_{b}"]) + " | "
+              + " | ".join(f"{e:.1f}" if e else "-" for e in (ea, eb)) + f" | {ratio} |")
+    print(f"\n| M | plans changed | geo-mean est {a}/{b} |\n|---|---|---|")
+    for M in ms:
+        sub = [r for r in rows if r["M"] == M and r[f"est_{a}_us"] and r[f"est_{b}_us"]]
+        n = sum(r[f"plan_{a}"] != r[f"plan_{b}"] for r in rows if r["M"] == M)
+        ratio = geomean(r[f"est_{a}_us"] / r[f"est_{b}_us"] for r in sub) if sub else float("nan")
+        print(f"| {M} | {n} of {sum(r['M'] == M for r in rows)} | {ratio:.3f}x |")
+    return rows
+
+
+def swap_ab_runs(args, settings) -> int:
+    """``--swap-dynamic off,on``: this script once per setting, each in its own process (``--tag swapdyn_<setting>``),
+    then ``torch_gemm_swapdyn.{md,json}``: per shape and M both settings' plans and times, and per M the geometric
+    means of each setting's ours/cuBLAS (against its own run's cuBLAS) and of on over off."""
+    import subprocess
+
+    runs = {}
+    for s in settings:
+        cmd = [sys.executable, os.path.abspath(__file__), "--models", args.models, "--ms", args.ms, "--calls",
+               str(args.calls), "--reps", str(args.reps), "--jobs", str(args.jobs), "--out", args.out,
+               "--swap-dynamic", s, "--tag", f"swapdyn_{s}"]
+        print(f"--swap-dynamic {s}: {' '.join(cmd[1:])}", flush=True)
+        code = subprocess.run(cmd).returncode
+        with open(os.path.join(args.out, f"torch_gemm_swapdyn_{s}.json")) as f:
+            runs[s] = {(r["model"], r["proj"], r["M"]): r for r in json.load(f)["rows"]}
+        if code:
+            print(f"--swap-dynamic {s}: exit {code}", flush=True)
+    a, b = settings[0], settings[-1]
+    rows = [dict(model=k[0], proj=k[1], M=k[2], N=r["N"], K=r["K"], **{f"plan_{s}": runs[s][k]["tile"] for s in settings},
+                 **{f"ours_{s}_us": runs[s][k]["ours_graph_us"] for s in settings},
+                 **{f"speedup_{s}": runs[s][k]["speedup_graph"] for s in settings},
+                 cublas_us=r["torch_graph_us"], on_over_off=r["ours_graph_us"] / runs[b][k]["ours_graph_us"],
+                 ok=all(runs[s][k]["ours_ok"] for s in settings))
+            for k, r in runs[a].items() if k in runs[b]]
+    lines = [f"| model | proj | M | N | K | plan {a} | plan {b} | {a} µs | {b} µs | {b}/{a} speed | cuBLAS µs "
+             f"| {a}/cuBLAS | {b}/cuBLAS | ok |", "|" + "---|" * 14]
+    lines += [f"| {r['model']} | {r['proj']} | {r['M']} | {r['N']} | {r['K']} | {r[f'plan_{a}']} | {r[f'plan_{b}']} | "
+              f"{r[f'ours_{a}_us']:.1f} | {r[f'ours_{b}_us']:.1f} | {r['on_over_off']:.2f}x | {r['cublas_us']:.1f} | "
+              f"{r[f'speedup_{a}']:.2f}x | {r[f'speedup_{b}']:.2f}x | {'yes' if r['ok'] else 'NO'} |" for r in rows]
+    lines += ["", *by_m(rows, "on_over_off", f"{b}/{a} speed"), "", *by_m(rows, f"speedup_{a}", f"{a}/cuBLAS"), "",
+              *by_m(rows, f"speedup_{b}", f"{b}/cuBLAS")]
+    write_results(args.out, "torch_gemm_swapdyn", dict(settings=settings, date=time.strftime("%Y-%m-%d")), rows, lines)
+    return 0 if rows and all(r["ok"] for r in rows) else 1
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--models", default=",".join(MODELS))
@@ -264,7 +377,17 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=".")
     ap.add_argument("--tag", default="", help="suffix of the output files")
     ap.add_argument("--plans", action="store_true", help="print the sm90 bucket plans of the shapes and exit (no GPU)")
+    ap.add_argument("--swap-dynamic", default=None, help="off, on or off,on: the buckets weigh the swapped kernel "
+                    "(gemm_cost.WEIGH_SWAP_DYNAMIC; default the package's); two: one run each, then side by side")
+    ap.add_argument("--device", default=None, help="--plans: the devices.DEVICES entry planned for (default the planned GPU)")
     args = ap.parse_args(argv)
+    settings = args.swap_dynamic.split(",") if args.swap_dynamic else []
+    if args.plans and len(settings) > 1:
+        print_swap_plans(args.models.split(","), [int(v) for v in args.ms.split(",")], settings, args.device)
+        return 0
+    if len(settings) > 1:
+        return swap_ab_runs(args, settings)
+    set_swap_dynamic(args.swap_dynamic)
     if args.plans:
         print_plans(args.models.split(","), [int(v) for v in args.ms.split(",")])
         return 0
@@ -276,7 +399,7 @@ def main(argv=None) -> int:
     shapes = [(m, p, N, K) for m in args.models.split(",") for p, N, K in projections(m)]
     ms = [int(v) for v in args.ms.split(",")]
     t0 = time.time()
-    jobs = sorted({(N, K, M, arch, target) for _, _, N, K in shapes for M in ms})
+    jobs = sorted({(N, K, M, arch, target, args.swap_dynamic) for _, _, N, K in shapes for M in ms})
     with cf.ProcessPoolExecutor(max_workers=args.jobs, mp_context=mp.get_context("spawn")) as pool:
         for line in pool.map(_prebuild, jobs):
             pass
@@ -297,7 +420,7 @@ def main(argv=None) -> int:
             print(f"{model} {proj} M={M}: ours {r['ours_graph_us']:.1f} us ({r['tile']}), cuBLAS {r['torch_graph_us']:.1f} "
                   f"us ({r['speedup_graph']:.2f}x), ok={r['ours_ok']}", flush=True)
     meta = dict(device=name, arch=arch, target=target, read_rate=rate, torch=torch.__version__, date=time.strftime("%Y-%m-%d"),
-                calls=args.calls, reps=args.reps, seconds=time.time() - t0)
+                calls=args.calls, reps=args.reps, seconds=time.time() - t0, swap_dynamic=args.swap_dynamic)
     write_results(args.out, f"torch_gemm{tag}", meta, rows, table(rows))
     return 0 if all(r["ours_ok"] and r["torch_ok"] for r in rows) else 1
 

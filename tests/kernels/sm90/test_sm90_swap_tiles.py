@@ -71,3 +71,16 @@ def test_the_emulator_validates_a_swapped_plan_over_several_tiles_of_m():
 ])
 def test_the_emulator_validates_swapped_plans_over_several_tiles_of_m(bucket, cfg, ms, out, fusion):
     _validate(bucket, cfg, ms, out, fusion, N=72, K=256)
+
+
+def test_the_torch_benchmark_prints_both_settings_bucket_plans_and_estimates(capsys):
+    from benchmark_modules import benchmark_module
+
+    torch_gemm = benchmark_module("torch_gemm")
+    argv = ["--plans", "--swap-dynamic", "off,on", "--models", "qwen2.5-7b", "--ms", "96,200", "--device", "H100"]
+    assert torch_gemm.main(argv) == 0
+    out = capsys.readouterr().out
+    # QKV at 200: the unswapped 64x144 against 128x88 swapped (three tiles of M), the model's estimates in µs
+    assert "| qwen2.5-7b | qkv | 4608 | 3584 | 200 (193-256) | 64x144 | **128x88 swap** | 20.4 | 19.4 | 1.05x |" in out
+    assert "| qwen2.5-7b | gate_up | 37888 | 3584 | 200 (193-256) | 128x192 tma | 128x192 tma |" in out  # unchanged
+    assert "| 200 | 3 of 4 |" in out and gemm_cost.WEIGH_SWAP_DYNAMIC is False  # the package's default restored

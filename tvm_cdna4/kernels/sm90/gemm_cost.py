@@ -472,7 +472,9 @@ the buckets' swapped plans ran M = 96 at 0.87x cuBLAS (geo-mean of the twelve pr
 call before) and M = 200 at 0.73x (0.82x): a bucket's ``block_n`` is chosen over its range, so at the range's top
 64x72 takes two tiles of M (the weights streamed twice: 0.57x on the o projections), and the 64x256 kernel at M =
 200 ran 1.6x the static 64x200's time (not what the static timings the terms are fitted to say); M = 32 about even
-(0.94x, 0.93x). Static M keeps ``WEIGH_SWAP``."""
+(0.94x, 0.93x). Static M keeps ``WEIGH_SWAP``. Where on, a bucket weighs the swapped tiles of ``swap_widths``: its
+largest M in one tile or in up to ``SWAP_M_TILES`` tiles (cuBLAS's 3 x 72 / 2 x 104 at M = 200); untimed, off until
+``benchmarks/torch_gemm.py --swap-dynamic off,on`` on a GPU says (docs/sm90_gemm.md "Swap AB")."""
 
 
 SWAP_M_TILES = 4

@@ -13,7 +13,8 @@ range of M best (``planned_range``):
   at such M yet (docs/sm90_gemm.md);
 * every other bucket: the sm90 cost model's ``Sm90Config`` for the whole range (``gemm_cost.choose_for_range``:
   the least worst loss against each M's own best config), unswapped (``gemm_cost.WEIGH_SWAP_DYNAMIC`` off: the
-  buckets' swapped plans, ``Sm90Config.swap_ab``, timed slower through the torch op; they stay buildable).
+  buckets' swapped plans, ``Sm90Config.swap_ab``, timed slower through the torch op; they stay buildable, and where
+  the flag is on a bucket weighs swapped tiles of one or several tiles of M, ``gemm_cost.swap_widths``).
 
 Why the finer buckets: this kernel's tile is right for an M when its tiles fill the SMs' waves, and that
 changes with every 1.3-2x of M (at 132 SMs); the model's worst loss over M = 17..8192 on sixteen LLM
