@@ -84,3 +84,30 @@ def test_the_torch_benchmark_prints_both_settings_bucket_plans_and_estimates(cap
     assert "| qwen2.5-7b | qkv | 4608 | 3584 | 200 (193-256) | 64x144 | **128x88 swap** | 20.4 | 19.4 | 1.05x |" in out
     assert "| qwen2.5-7b | gate_up | 37888 | 3584 | 200 (193-256) | 128x192 tma | 128x192 tma |" in out  # unchanged
     assert "| 200 | 3 of 4 |" in out and gemm_cost.WEIGH_SWAP_DYNAMIC is False  # the package's default restored
+
+
+def test_the_torch_benchmark_ab_runs_one_process_per_setting_and_sets_them_side_by_side(tmp_path, monkeypatch, capsys):
+    import json
+    import subprocess
+
+    from benchmark_modules import benchmark_module
+
+    torch_gemm = benchmark_module("torch_gemm")
+    commands = []
+
+    def fake_run(cmd):  # each setting's run writes its rows (here: two rows, ours 20 / 16 µs, cuBLAS 18 µs)
+        commands.append(cmd)
+        s = cmd[cmd.index("--swap-dynamic") + 1]
+        rows = [dict(model="qwen2.5-7b", proj=p, M=200, N=4608, K=3584, tile=f"{p} {s}", torch_graph_us=18.0,
+                     ours_graph_us=20.0 if s == "off" else 16.0, speedup_graph=18.0 / (20.0 if s == "off" else 16.0),
+                     ours_ok=True) for p in ("qkv", "o")]
+        (tmp_path / f"torch_gemm_swapdyn_{s}.json").write_text(json.dumps(dict(meta={}, rows=rows)))
+        return subprocess.CompletedProcess(cmd, 0)
+
+    monkeypatch.setattr(subprocess, "run", fake_run)
+    assert torch_gemm.main(["--swap-dynamic", "off,on", "--ms", "200", "--out", str(tmp_path)]) == 0
+    assert [c[c.index("--tag") + 1] for c in commands] == ["swapdyn_off", "swapdyn_on"]
+    md = (tmp_path / "torch_gemm_swapdyn.md").read_text()
+    assert "| qwen2.5-7b | qkv | 200 | 4608 | 3584 | qkv off | qkv on | 20.0 | 16.0 | 1.25x | 18.0 | 0.90x | 1.12x | yes |" in md
+    assert "| 200 | 1.25x | 1.25x | 1.25x |" in md  # on over off, per M
+    capsys.readouterr()
