@@ -332,6 +332,19 @@ def print_swap_plans(models, ms, settings, device_name: str | None = None) -> li
     return rows
 
 
+def _run_rows(out: str, name: str) -> list[dict]:
+    """The rows of one run in the folder ``out``: ``name.json``, else the rows it wrote as it went
+    (``name.partial.jsonl``: a run cut short), else none."""
+    path = os.path.join(out, name)
+    if os.path.exists(f"{path}.json"):
+        with open(f"{path}.json") as f:
+            return json.load(f)["rows"]
+    if not os.path.exists(f"{path}.partial.jsonl"):
+        return []
+    with open(f"{path}.partial.jsonl") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
 def swap_ab_runs(args, settings) -> int:
     """``--swap-dynamic off,on``: this script once per setting, each in its own process (``--tag swapdyn_<setting>``),
     then ``torch_gemm_swapdyn.{md,json}``: per shape and M both settings' plans and times, and per M the geometric
@@ -345,8 +358,7 @@ def swap_ab_runs(args, settings) -> int:
                "--swap-dynamic", s, "--tag", f"swapdyn_{s}"]
         print(f"--swap-dynamic {s}: {' '.join(cmd[1:])}", flush=True)
         code = subprocess.run(cmd).returncode
-        with open(os.path.join(args.out, f"torch_gemm_swapdyn_{s}.json")) as f:
-            runs[s] = {(r["model"], r["proj"], r["M"]): r for r in json.load(f)["rows"]}
+        runs[s] = {(r["model"], r["proj"], r["M"]): r for r in _run_rows(args.out, f"torch_gemm_swapdyn_{s}")}
         if code:
             print(f"--swap-dynamic {s}: exit {code}", flush=True)
     a, b = settings[0], settings[-1]

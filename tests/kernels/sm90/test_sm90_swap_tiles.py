@@ -101,8 +101,11 @@ def test_the_torch_benchmark_ab_runs_one_process_per_setting_and_sets_them_side_
         rows = [dict(model="qwen2.5-7b", proj=p, M=200, N=4608, K=3584, tile=f"{p} {s}", torch_graph_us=18.0,
                      ours_graph_us=20.0 if s == "off" else 16.0, speedup_graph=18.0 / (20.0 if s == "off" else 16.0),
                      ours_ok=True) for p in ("qkv", "o")]
-        (tmp_path / f"torch_gemm_swapdyn_{s}.json").write_text(json.dumps(dict(meta={}, rows=rows)))
-        return subprocess.CompletedProcess(cmd, 0)
+        if s == "off":
+            (tmp_path / f"torch_gemm_swapdyn_{s}.json").write_text(json.dumps(dict(meta={}, rows=rows)))
+        else:  # a run cut short: only the rows it wrote as it went
+            (tmp_path / f"torch_gemm_swapdyn_{s}.partial.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        return subprocess.CompletedProcess(cmd, 0 if s == "off" else 124)
 
     monkeypatch.setattr(subprocess, "run", fake_run)
     assert torch_gemm.main(["--swap-dynamic", "off,on", "--ms", "200", "--out", str(tmp_path)]) == 0
