@@ -138,6 +138,20 @@ def wave_line(label: str, rank: str, r: dict) -> str:
             f"{r['max_active_clusters']} active ({fits}); {r['regs']} registers, {r['smem']} B dynamic smem")
 
 
+def residency_summary(rows) -> str:
+    """One line: how many timed launches were measured resident in one wave of clusters, the (grid clusters, most
+    active) pairs seen, and the launches that were not measured."""
+    timed_ = [r for r in rows if "us" in r]
+    measured = [r for r in timed_ if "max_active_clusters" in r]
+    one = sum(r["max_active_clusters"] >= r["grid_clusters"] for r in measured)
+    pairs = sorted({(r["cluster"], r["grid_clusters"], r["max_active_clusters"]) for r in measured})
+    seen = ", ".join(f"clusters of {c}: grid {g}, at most {a} active" for c, g, a in pairs)
+    skipped = sorted({r["residency"] for r in timed_ if "max_active_clusters" not in r and "residency" in r})
+    return (f"residency: {one} of {len(measured)} measured launches one wave ({seen or 'none measured'})"
+            + (f"; {len(timed_) - len(measured)} not measured: {'; '.join(skipped)}" if len(measured) < len(timed_)
+               else ""))
+
+
 def residency(build, p) -> dict:
     """The launch's residency: ``grid_clusters`` (the plan's ``ctas`` over ``cluster_m``), ``max_active_clusters``
     (``cuOccupancyMaxActiveClusters`` of the kernel as built: its device code through the device-code cache, loaded
@@ -291,11 +305,10 @@ def main(argv=None) -> int:
         json.dump({"device": device, "rows": rows}, f, indent=1)
     table = summary(rows)
     with open(os.path.join(args.out, "sm90_clusters.md"), "w") as f:
-        f.write("\n".join([device, "", *table, ""]))
+        f.write("\n".join([device, "", *table, "", residency_summary(rows), "",
+                            *(wave_line(r["shape"], r["rank"], r) for r in rows if "us" in r), ""]))
     print(*table, sep="\n")
-    for r in rows:
-        if "us" in r:
-            print(wave_line(r["shape"], r["rank"], r))
+    print(residency_summary(rows))
     for r in rows:
         if "ctas=" in r["rank"] and "us" in r:
             print(f"{r['shape']} M={r['M']} {r['rank']}: {r['us']:.1f} us (cuBLAS {r['cublas_us']:.1f}) ok={r['ok']}")

@@ -119,3 +119,15 @@ def test_a_failing_driver_call_or_a_missing_driver_is_a_reason_not_an_error(benc
     r = bench.residency(types.SimpleNamespace(source=SOURCE, device_config="{}"), p)
     assert r["residency"].startswith("skipped: no driver entry point cuOccupancyMaxActiveClusters (libcuda.so.1")
     assert bench.wave_line("x", "c2", {**r, "M": 8}).endswith(r["residency"])
+
+
+def test_the_summary_line_counts_the_launches_in_one_wave_and_the_unmeasured(bench):
+    rows = [dict(us=1.0, cluster=2, grid_clusters=66, max_active_clusters=66),
+            dict(us=1.0, cluster=2, grid_clusters=60, max_active_clusters=66),
+            dict(us=1.0, cluster=1, grid_clusters=132, max_active_clusters=120),
+            dict(us=1.0, residency="skipped: cuModuleLoadData returned CUresult 218"),
+            dict(error="not built in time")]
+    assert bench.residency_summary(rows) == (
+        "residency: 2 of 3 measured launches one wave (clusters of 1: grid 132, at most 120 active, clusters of 2: "
+        "grid 60, at most 66 active, clusters of 2: grid 66, at most 66 active); 1 not measured: skipped: "
+        "cuModuleLoadData returned CUresult 218")
