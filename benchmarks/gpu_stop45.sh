@@ -14,6 +14,8 @@
 #               .sm90tree/refitpkg: `git archive h-refit tvm_cdna4 | tar -x -C .sm90tree/refitpkg`, carried) [~120]
 #   cluster     the sm90 GEMM in clusters of two (cluster_m): its GPU tests, then benchmarks/sm90_clusters.py at
 #               M = ${CLUSTER_MS:-768,3000} (cluster_m 1 / 2 at the model's config beside torch.matmul) [~200]
+#   ncu-cluster  Nsight Compute of the sm90 GEMM unclustered and in clusters of two (Qwen2.5-7B o at M = 3000,
+#               128x224): the stall reasons of the clustered mainloop, should `cluster` still find it slower [~120]
 #   residual    the residual reads spread over the mainloop ('sliced', 'prefetch'): GPU tests, sm90_gemm.py --epilogue
 #               [~130]
 #   attn-options  the persistent attention (Q released at the last S) and epilogue='tma_buffer': GPU tests, then
@@ -57,6 +59,10 @@ for step in "$@"; do
   ncu)
     ncu_case gemm-m200-qkv
     ncu_case gemm-residual ;;
+  ncu-cluster)  # where the clustered mainloop waits, beside the unclustered one (docs/sm90_gemm.md "Clusters") [~120]
+    ncu_case gemm-cluster-c1
+    ncu_case gemm-cluster-c2
+    grep -iE "stall|membar" "$OUT/ncu_gemm-cluster-c2_details.txt" | head -12 ;;
   ncu-attention)  # the 2k-token shapes where the sm90 attention is 0.83-0.93x cuDNN (8 x 2k, hidden 2048) [~120]
     ncu_case attn-d128
     ncu_case attn-d64-causal ;;

@@ -4,7 +4,8 @@ profiles (Nsight Compute's counters of that call's kernels only; the builds and 
     ncu --profile-from-start off --clock-control none --set full python3 benchmarks/ncu_cases.py CASE
 
 Cases (``CASES``): the sm90 GEMM at 4096^3 bf16 nt plain and with each costly epilogue (issue 36's 3 % bar) and
-at medium M on Qwen2.5-7B projections (and its QKV at M = 200 with the buckets' swapped plan),
+at medium M on Qwen2.5-7B projections (and its QKV at M = 200 with the buckets' swapped plan; its o projection at
+M = 3000 unclustered and in clusters of two),
 and paged decode attention (issue 37) at the batch-8 and batch-64 rows of ``benchmarks/paged_decode.py``, bf16
 and fp8 KV, and the sm90 attention forward at 8 x 2k tokens, hidden 2048 (issue 38). Diagnostic: the numbers of record are the benchmarks'.
 """
@@ -46,6 +47,24 @@ def swapped_bucket_case(torch, mnk):
     return gemm_case(torch, (), mnk)
 
 
+def cluster_case(torch, cluster_m: int, mnk=(3000, 3584, 3584)):
+    """The static sm90 kernel at the cost model's config with ``cluster_m`` 1 or 2 (``benchmarks/sm90_clusters.py``'s
+    c1 and c2; docs/sm90_gemm.md "Clusters"): the torch op does not choose clusters."""
+    from tvm_cdna4.kernels import gemm
+    from tvm_cdna4.kernels.sm90.gemm_target import build_plan, replace_config
+    from tvm_cdna4.runtime.cuda import Kernel, load_build
+
+    m, n, k = mnk
+    problem = gemm.GemmProblem(m, n, k, "bf16", "nt", "bf16")
+    p = gemm.plan(problem, "sm90", replace_config(gemm.plan(problem, "sm90").config, cluster_m=cluster_m))
+    kernel = Kernel(load_build(build_plan(p)), p)
+    g = torch.Generator(device="cuda").manual_seed(0)
+    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16, generator=g)
+    b = torch.randn(n, k, device="cuda", dtype=torch.bfloat16, generator=g)
+    c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+    return lambda: kernel.launch(a, b, c)
+
+
 def paged_case(torch, batch: int, mean: int, kv_dtype: str):
     import paged_decode as pd
     import tvm_cdna4.torch as ops
@@ -83,6 +102,9 @@ CASES = {
     # static 64x200's time in stop 44's run); run each in its own process (the flag stays set)
     "gemm-m200-qkv": lambda t: gemm_case(t, (), (200, 4608, 3584)),
     "gemm-m200-qkv-swapped": lambda t: swapped_bucket_case(t, (200, 4608, 3584)),
+    # Qwen2.5-7B's o projection at M = 3000 (128x224) unclustered and in clusters of two (1.6-2.1x slower, stop 46)
+    "gemm-cluster-c1": lambda t: cluster_case(t, 1),
+    "gemm-cluster-c2": lambda t: cluster_case(t, 2),
     "paged-bf16-b8": lambda t: paged_case(t, 8, 8192, "bf16"),
     "paged-fp8-b8": lambda t: paged_case(t, 8, 8192, "fp8"),
     "paged-bf16-b64": lambda t: paged_case(t, 64, 8192, "bf16"),

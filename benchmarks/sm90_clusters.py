@@ -16,14 +16,22 @@ sets beyond the L2 (``sm90_gemm.timed``: ``torch_gemm._graph_seconds``) beside `
 kernel; for the residual, ``torch.addmm``) in the same run. Rows go to ``$OUT/sm90_clusters.json``; the table
 (``$OUT/sm90_clusters.md``, printed last): per shape, c1, c2 (and c2best), cuBLAS, c2 / c1 and c1, c2 over cuBLAS;
 the geometric means per M.
+
+Each launch also records its residency (:func:`residency`): the driver's ``cuOccupancyMaxActiveClusters`` for the
+kernel as built (its registers, the plan's threads and dynamic shared memory, ``clusterDim`` (``cluster_m``, 1, 1))
+beside the grid's cluster count, so a run says whether the persistent grid is resident in one wave of clusters
+(a grid that is not runs its last clusters after the first ones finish: a second wave). Without the driver's entry
+point the row records why and the run goes on.
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
 import math
 import os
+import re
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -81,6 +89,104 @@ def cluster_jobs(args):
     return todo, notes
 
 
+CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = 4
+"""``CUlaunchAttributeID`` of the cluster shape (CUDA driver API, ``cuda.h``)."""
+CU_FUNC_ATTRIBUTE_NUM_REGS = 4
+CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
+"""``CUfunction_attribute`` values (CUDA driver API, ``cuda.h``)."""
+
+
+class _Dim3(ctypes.Structure):
+    _fields_ = [("x", ctypes.c_uint), ("y", ctypes.c_uint), ("z", ctypes.c_uint)]
+
+
+class _AttrValue(ctypes.Union):  # CUlaunchAttributeValue: 64 bytes, pointer-aligned
+    _fields_ = [("pad", ctypes.c_char * 64), ("clusterDim", _Dim3), ("handle", ctypes.c_void_p)]
+
+
+class _Attr(ctypes.Structure):  # CUlaunchAttribute: the id, padded to 8 bytes, then the value
+    _fields_ = [("id", ctypes.c_int), ("pad", ctypes.c_char * 4), ("value", _AttrValue)]
+
+
+class _LaunchConfig(ctypes.Structure):  # CUlaunchConfig
+    _fields_ = [("gridDimX", ctypes.c_uint), ("gridDimY", ctypes.c_uint), ("gridDimZ", ctypes.c_uint),
+                ("blockDimX", ctypes.c_uint), ("blockDimY", ctypes.c_uint), ("blockDimZ", ctypes.c_uint),
+                ("sharedMemBytes", ctypes.c_uint), ("hStream", ctypes.c_void_p), ("attrs", ctypes.POINTER(_Attr)),
+                ("numAttrs", ctypes.c_uint)]
+
+
+def launch_config(grid: int, block: int, smem: int, cluster: int):
+    """(config, attribute) of a 1-D launch of ``grid`` CTAs of ``block`` threads in clusters of ``cluster`` along x
+    (the attribute returned too: the config points at it)."""
+    attr = _Attr(id=CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION)
+    attr.value.clusterDim = _Dim3(cluster, 1, 1)
+    cfg = _LaunchConfig(grid, 1, 1, block, 1, 1, smem, None, ctypes.pointer(attr), 1)
+    return cfg, attr
+
+
+def kernel_name(source: str) -> str:
+    """The ``__global__`` function of a build's CUDA source."""
+    return re.search(r"__global__ void (?:__launch_bounds__\([^)]*\) )?(\w+)\(", source).group(1)
+
+
+def wave_line(label: str, rank: str, r: dict) -> str:
+    """One row's residency in words."""
+    if "max_active_clusters" not in r:
+        return f"residency {label} M={r.get('M')} {rank}: {r.get('residency', 'not measured')}"
+    fits = "one wave" if r["max_active_clusters"] >= r["grid_clusters"] else "MORE THAN ONE WAVE"
+    return (f"residency {label} M={r.get('M')} {rank}: grid {r['grid_clusters']} clusters of {r['cluster']}, at most "
+            f"{r['max_active_clusters']} active ({fits}); {r['regs']} registers, {r['smem']} B dynamic smem")
+
+
+def residency_summary(rows) -> str:
+    """One line: how many timed launches were measured resident in one wave of clusters, the (grid clusters, most
+    active) pairs seen, and the launches that were not measured."""
+    timed_ = [r for r in rows if "us" in r]
+    measured = [r for r in timed_ if "max_active_clusters" in r]
+    one = sum(r["max_active_clusters"] >= r["grid_clusters"] for r in measured)
+    pairs = sorted({(r["cluster"], r["grid_clusters"], r["max_active_clusters"]) for r in measured})
+    seen = ", ".join(f"clusters of {c}: grid {g}, at most {a} active" for c, g, a in pairs)
+    skipped = sorted({r["residency"] for r in timed_ if "max_active_clusters" not in r and "residency" in r})
+    return (f"residency: {one} of {len(measured)} measured launches one wave ({seen or 'none measured'})"
+            + (f"; {len(timed_) - len(measured)} not measured: {'; '.join(skipped)}" if len(measured) < len(timed_)
+               else ""))
+
+
+def residency(build, p) -> dict:
+    """The launch's residency: ``grid_clusters`` (the plan's ``ctas`` over ``cluster_m``), ``max_active_clusters``
+    (``cuOccupancyMaxActiveClusters`` of the kernel as built: its device code through the device-code cache, loaded
+    with ``cuModuleLoadData``), ``regs``; or ``residency``: why it was not measured."""
+    cm = p.config.cluster_m
+    out = dict(cluster=cm, grid_clusters=p.ctas // cm, smem=p.smem_bytes)
+    try:
+        lib = ctypes.CDLL("libcuda.so.1")
+        occupancy = lib.cuOccupancyMaxActiveClusters
+    except (OSError, AttributeError) as e:
+        return {"residency": f"skipped: no driver entry point cuOccupancyMaxActiveClusters ({e})"}
+    from tvm_cdna4.runtime.cuda import device_code_cache
+
+    binary, fmt = device_code_cache()(build.source, build.device_config)
+    binary = bytes(binary) + (b"\0" if fmt == "ptx" else b"")
+    module, func, regs, n = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_int(), ctypes.c_int()
+    steps = [("cuModuleLoadData", lambda: lib.cuModuleLoadData(ctypes.byref(module), binary)),
+             ("cuModuleGetFunction", lambda: lib.cuModuleGetFunction(ctypes.byref(func), module,
+                                                                     kernel_name(build.source).encode())),
+             ("cuFuncSetAttribute", lambda: lib.cuFuncSetAttribute(func, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                                                   p.smem_bytes)),
+             ("cuFuncGetAttribute", lambda: lib.cuFuncGetAttribute(ctypes.byref(regs), CU_FUNC_ATTRIBUTE_NUM_REGS, func))]
+    cfg, _attr = launch_config(p.ctas, p.config.threads, p.smem_bytes, cm)
+    steps.append(("cuOccupancyMaxActiveClusters", lambda: occupancy(ctypes.byref(n), func, ctypes.byref(cfg))))
+    try:
+        for name, call in steps:
+            status = call()
+            if status:
+                return {**out, "residency": f"skipped: {name} returned CUresult {status}"}
+    finally:
+        if module.value:
+            lib.cuModuleUnload(module)
+    return {**out, "max_active_clusters": n.value, "regs": regs.value}
+
+
 def tile(cfg: dict) -> str:
     return (f"{cfg['block_m']}x{cfg['block_n']} s{cfg['stages']}" + (" tma" if cfg["epilogue"] == "tma" else "")
             + (f"/{cfg['epilogue_tile']}" if cfg.get("epilogue_tile") else "") + (" c2" if cfg.get("cluster_m") == 2 else ""))
@@ -123,8 +229,10 @@ def run(todo, built, log):
             ours = timed(lambda i: kernel.launch(a[i], w[i], c), sets)
             theirs = cublas.get((label, M)) or timed(lambda i: torch.mm(a[i], w[i].t(), out=c), sets)
         cublas[(label, M)] = theirs
-        rows.append({**row, "config": cfg, "ok": ok, "err": err, "us": ours * 1e6, "cublas_us": theirs * 1e6})
+        rows.append({**row, "config": cfg, "ok": ok, "err": err, "us": ours * 1e6, "cublas_us": theirs * 1e6,
+                     **residency(b, p)})
         print(json.dumps(rows[-1]), flush=True)
+        print(wave_line(label, rank, rows[-1]), flush=True)
         torch.cuda.empty_cache()
     return rows
 
@@ -197,8 +305,10 @@ def main(argv=None) -> int:
         json.dump({"device": device, "rows": rows}, f, indent=1)
     table = summary(rows)
     with open(os.path.join(args.out, "sm90_clusters.md"), "w") as f:
-        f.write("\n".join([device, "", *table, ""]))
+        f.write("\n".join([device, "", *table, "", residency_summary(rows), "",
+                            *(wave_line(r["shape"], r["rank"], r) for r in rows if "us" in r), ""]))
     print(*table, sep="\n")
+    print(residency_summary(rows))
     for r in rows:
         if "ctas=" in r["rank"] and "us" in r:
             print(f"{r['shape']} M={r['M']} {r['rank']}: {r['us']:.1f} us (cuBLAS {r['cublas_us']:.1f}) ok={r['ok']}")

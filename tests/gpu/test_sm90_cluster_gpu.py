@@ -36,3 +36,19 @@ def test_clustered_plans_validate_on_a_hopper_gpu(M, N, K, cfg, fusion):
     out = "bf16" if cfg.epilogue == "tma" or fusion.residual else "f32"
     v = gemm.validate(GemmProblem(M, N, K, "bf16", "nt", out, fusion), "sm90", cfg, run=run_gemm)
     assert v.ok and v.where == "the NVIDIA GPU"
+
+
+@pytest.mark.parametrize("cfg", [Sm90Config(128, 224, 3, 2, epilogue="tma", cluster_m=2),
+                                 Sm90Config(128, 168, 4, 2, epilogue="tma", cluster_m=2)])
+def test_the_clustered_persistent_grid_is_resident_in_one_wave(cfg):
+    """The persistent grid (the SMs rounded down to whole clusters) runs as one wave of clusters:
+    ``cuOccupancyMaxActiveClusters`` of the kernel as built (``benchmarks/sm90_clusters.py``'s residency line)
+    is at least the grid's cluster count; else the last clusters start only after the first ones end."""
+    from benchmark_modules import benchmark_module
+
+    from tvm_cdna4.kernels.sm90.gemm_target import build_plan
+
+    p = gemm.plan(GemmProblem(3000, 3584, 3584, "bf16", "nt", "bf16"), "sm90", cfg)
+    r = benchmark_module("sm90_clusters").residency(build_plan(p), p)
+    assert "max_active_clusters" in r, r
+    assert r["grid_clusters"] == p.ctas // 2 and r["max_active_clusters"] >= r["grid_clusters"], r
