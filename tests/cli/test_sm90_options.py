@@ -6,6 +6,7 @@ line naming the flag on a target without the field or for a value the config's `
 import json
 from types import SimpleNamespace
 
+import attrs
 import pytest
 
 from tvm_cdna4.cli import main
@@ -125,6 +126,14 @@ def test_the_bucketed_modes_refuse_or_check_the_flags(cli):
     line = refused(cli, "gemm", "--target", "sm90", "--groups", "3,0,4", "-N", "256", "-K", "128", *BF16,
                    "--tile-walk", "gaps", "--emit", "config")
     assert line.startswith("error: --tile-walk gaps: ") and "decode" in line, line
+
+
+def test_the_cli_flags_are_the_fields_the_sm90_target_takes_by_name():
+    from tvm_cdna4.cli.gemm import CONFIG_FIELDS
+    from tvm_cdna4.kernels.sm90.gemm_target import FIELD_OPTIONS
+
+    assert CONFIG_FIELDS == FIELD_OPTIONS
+    assert set(FIELD_OPTIONS) <= set(attrs.fields_dict(gemm_plan.Sm90Config))
 
 
 def test_the_help_names_every_value_of_the_fields():
