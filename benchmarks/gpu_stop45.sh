@@ -31,6 +31,8 @@
 #   swapdyn     swapped dynamic-M plans over several tiles of M (issue 36, M = 96-256): their GPU tests, then the torch
 #               op at M = ${SWAPDYN_MS:-32,96,200} with gemm_cost.WEIGH_SWAP_DYNAMIC off and on (one process each, beside
 #               torch.matmul; torch_gemm.py --swap-dynamic off,on) [~360]
+#   cli-options the sm90 config fields from the CLI (--cluster-m, --residual-read, --epilogue-tile, --tile-walk,
+#               attention --epilogue --persistent): --validate and --bench on the card, tests/gpu/test_sm90_cli_options_gpu.py [~90]
 #
 #   bash benchmarks/gpu_stop45.sh peers partitions ncu
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site ${WHEELS:-.sm90tree/whl}/*.whl 2>/dev/null
@@ -97,6 +99,8 @@ for step in "$@"; do
   residual)  # the residual's bytes spread over the mainloop instead of one burst a tile [~130]
     gpu_tests 60 "$OUT/pytest_gpu_residual.log" -n 4 tests/gpu/test_sm90_residual_spread_gpu.py
     timeout 100 python3 benchmarks/sm90_gemm.py --epilogue --out "$OUT" 2>&1 | tee "$OUT/epilogue.log" | grep -v "^{" | tail -30 ;;
+  cli-options)  # the sm90 config fields given on the command line: validated and timed on the card [~90]
+    gpu_tests 80 "$OUT/pytest_gpu_cli_options.log" -n 4 tests/gpu/test_sm90_cli_options_gpu.py ;;
   attn-options)  # a persistent CTA's items overlapped: exact on the card, then beside the default and cuDNN at 2k / 4k [~160]
     gpu_tests 60 "$OUT/pytest_gpu_attention.log" -n 6 "tests/gpu/test_sm90_attention_gpu.py::test_exact_within_the_documented_bound[10]" \
       "tests/gpu/test_sm90_attention_gpu.py::test_exact_within_the_documented_bound[11]" \
@@ -147,7 +151,7 @@ for step in "$@"; do
     mkdir -p "$OUT/swapdyn"
     timeout 260 python3 benchmarks/torch_gemm.py --ms ${SWAPDYN_MS:-32,96,200} --swap-dynamic off,on --calls 30 --reps 10 \
       --out "$OUT/swapdyn" 2>&1 | tee "$OUT/torch_gemm_swapdyn.log" | grep -v "^{" | tail -22 ;;
-  *) echo "unknown step $step (peers, partitions, ncu, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn)"; exit 2 ;;
+  *) echo "unknown step $step (peers, partitions, ncu, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options)"; exit 2 ;;
   esac
 done
 cd "$OUT" && tar czf /tmp/call.tgz --exclude=call.tgz . && find . -mindepth 1 -delete && mv /tmp/call.tgz "$OUT/call.tgz"

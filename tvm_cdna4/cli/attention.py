@@ -51,6 +51,14 @@ def add_attention_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--scale", type=positive_float, help="softmax scale (default: 1 / sqrt(head dim))")
     p.add_argument("--block-q", type=positive_int, help="query rows per workgroup / CTA (default: the target's)")
     p.add_argument("--block-kv", type=positive_int, help="keys per K/V tile (default: the target's)")
+    p.add_argument("--epilogue", metavar="HOW",
+                   help="sm90: how O leaves (Sm90AttentionConfig.epilogue, EPILOGUES): registers, tma (through the Q "
+                        "tile) or tma_buffer (a buffer of its own; the ring no deeper than fits beside it) (default: the "
+                        "cost model's)")
+    p.add_argument("--persistent", action=argparse.BooleanOptionalAction,
+                   help="sm90: one CTA per SM walking the work items (Sm90AttentionConfig.persistent; with an epilogue "
+                        "other than tma each warpgroup releases Q at its last S: early_q_release) or one CTA per item "
+                        "(default: the cost model's)")
     p.add_argument("--validate", action="store_true",
                    help="gfx950: the CPU emulator; sm80: the NVIDIA GPU (without one: the CUDA emulator, small "
                         "shapes); against the float64 reference within attention.problem.error_bound")
@@ -89,22 +97,49 @@ def problem_of(args):
                             dtype=args.dtype, scale=args.scale)
 
 
+CONFIG_FIELDS = ("block_q", "block_kv", "epilogue", "persistent")
+"""The config fields the options set by name (``--block-q`` ...; ``--persistent`` / ``--no-persistent``)."""
+CHECKED_FIELDS = ("epilogue", "persistent")
+"""Those whose refusal by the config's ``check`` is a one-line usage error naming the option (``--epilogue smem: ...``)."""
+
+
+def _flag(name: str, value) -> str:
+    """The option that set field ``name`` to ``value`` as given (``--no-persistent``)."""
+    return f"--{'no-' if value is False else ''}{name.replace('_', '-')}"
+
+
 def config_of(args, problem, options=None):
     """The target's config: its default (the planner's, ``plan(problem, target, **options).config``) with
-    ``--block-q`` / ``--block-kv`` applied; None without either."""
+    ``CONFIG_FIELDS`` applied (the target's ``replace_fields`` where it has one: sm90 re-plans the ring for
+    ``--epilogue``); None without any. A field the target's config lacks, or a ``CHECKED_FIELDS`` value the plan
+    refuses, is a ValueError naming the option."""
+    from ..errors import ContractError
     from ..kernels import attention
 
-    updates = {name: value for name, value in (("block_q", args.block_q), ("block_kv", args.block_kv))
-               if value is not None}
+    updates = {name: getattr(args, name) for name in CONFIG_FIELDS if getattr(args, name) is not None}
     if not updates:
         return None
-    default = attention.plan(problem, args.target, **(options or {})).config
+    options = options or {}
+    default = attention.plan(problem, args.target, **options).config
     fields = attrs.fields_dict(type(default))
-    for name in updates:
+    for name, value in updates.items():
         if name not in fields:
-            raise ValueError(f"--{name.replace('_', '-')}: the {args.target} config has no {name}; its fields: "
+            raise ValueError(f"{_flag(name, value)}: the {args.target} config has no {name}; its fields: "
                              f"{', '.join(fields)}")
-    return attrs.evolve(default, **updates)
+    try:
+        replace = attention.TARGETS[args.target].verb("replace_fields")
+    except NotImplementedError:
+        return attrs.evolve(default, **updates)
+    config = replace(problem, default, **updates)
+    try:
+        attention.plan(problem, args.target, config, **options)
+    except ContractError as err:
+        if err.operand not in CHECKED_FIELDS or err.operand not in updates:
+            raise
+        value = updates[err.operand]
+        shown = "" if isinstance(value, bool) else f" {value}"
+        raise ValueError(f"{_flag(err.operand, value)}{shown}: {str(err).splitlines()[0]}") from err
+    return config
 
 
 def _refusal(args) -> str | None:
@@ -135,13 +170,11 @@ def present_arch() -> str | None:
 
 
 def _gpu_refusal(args, device: str | None) -> str | None:
-    """``--validate`` / ``--bench`` on the GPU run ``tvm_cdna4.torch.attention``, whose config is the default
-    for the GPU's arch: a tile option or another ``--arch`` would be ignored there, so it is refused."""
+    """``--validate`` / ``--bench`` on the GPU run the kernel of the config (``tvm_cdna4.torch.run_attention`` /
+    ``attention_kernel`` with ``config=``) for the GPU's arch: another ``--arch`` would be ignored there, so it is
+    refused."""
     if device is None or not (args.validate or args.bench):
         return None
-    if args.block_q is not None or args.block_kv is not None:
-        return ("--block-q / --block-kv with --validate / --bench on the GPU: the GPU runs tvm_cdna4.torch.attention, "
-                "whose config is the default; use --emit to see a chosen config, or validate it without a GPU")
     if args.arch and args.arch.removesuffix("a") != device.removesuffix("a"):  # sm_90a runs on an sm_90 GPU
         return f"--arch {args.arch} with --validate / --bench: the GPU here is {device}"
     return None
@@ -190,7 +223,7 @@ def run_attention(args) -> int:
             print(gfx950_report(problem, config, cache=not args.no_cache))
         status = _validate(args, problem, config, device is not None, options) if args.validate else 0
         if args.bench:
-            _bench(problem, args.target)
+            _bench(problem, args.target, config)
     except ContractError:
         raise
     except ValueError as err:
@@ -222,7 +255,7 @@ def _validate(args, problem, config, gpu: bool, options) -> int:
         from functools import partial
 
         from ..torch import run_attention
-        run = partial(run_attention, target=args.target)
+        run = partial(run_attention, target=args.target, config=config)
     result = attention.validate(problem, args.target, config, args.seed, run=run, **options)
     lse = "not returned" if result.lse_ratio is None else f"{result.lse_ratio:.3f}"
     print(f"validated {args.target} {_title(problem)} on {result.where} in {result.seconds:.2f} s: largest error / "
@@ -244,9 +277,9 @@ def _torch_attention(target: str = "sm80"):
     return tt.attention
 
 
-def _bench(problem, target: str = "sm80") -> None:
-    """``--bench`` (sm80, sm90): the target's kernel (``tvm_cdna4.torch.attention_kernel``) timed on the GPU
-    (``runtime.cuda.bench_ms``)."""
+def _bench(problem, target: str = "sm80", config=None) -> None:
+    """``--bench`` (sm80, sm90): the target's kernel of ``config`` (None: the cost model's;
+    ``tvm_cdna4.torch.attention_kernel``) timed on the GPU (``runtime.cuda.bench_ms``)."""
     _torch_attention(target)  # first: it says why there is no GPU (or no torch)
     import torch
 
@@ -261,6 +294,6 @@ def _bench(problem, target: str = "sm80") -> None:
     lse, extra = torch.empty(shapes["LSE"], dtype=torch.float32, device="cuda"), ()
     if fp8:
         extra = (torch.ones(3, dtype=torch.float32, device="cuda"),)
-    kernel = attention_kernel(q, problem, target)
+    kernel = attention_kernel(q, problem, target, config)
     ms = runner.bench_ms(lambda: kernel.launch(q, k, v, o, lse, *extra))
     print(f"bench {target} {_title(problem)}: {ms:.3f} ms, {problem.flops() / ms / 1e9:.1f} TFLOP/s")

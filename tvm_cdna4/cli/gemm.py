@@ -31,6 +31,9 @@ from .args import (FLAGS_OFF, Default, DefaultsFormatter, check_gemm, given, non
 
 TILE_OPTIONS = ("block", "warps", "stages", "mfma", "lds_dma", "group_m", "ctas", "swap_ab")
 """The tile flags, given by name to the target's ``config_from_options`` (``kernels.gemm.config_from_options``)."""
+CONFIG_FIELDS = ("cluster_m", "residual_read", "tile_walk", "epilogue", "epilogue_tile")
+"""The config fields the CLI sets by name (``--cluster-m`` ...: the sm90 GEMM's, ``kernels.sm90.gemm_target.FIELD_OPTIONS``),
+given to ``config_from_options`` only when given (a target whose config has no such field refuses it there)."""
 PLANNED = ("block", "warps", "stages", "group_m", "ctas", "mfma", "lds_dma", "swap_ab", "reduction", "tune")
 """The options a dynamic-M or grouped GEMM refuses: the cost model plans each of its buckets."""
 
@@ -120,6 +123,29 @@ def _tile_options(p) -> None:
                         "(default: the planner's)")
     p.add_argument("--tune", action="store_true",
                    help="sm80: time the planner's candidate tilings on the GPU and cache the winner (kernels.sm80.gemm.build)")
+    _field_options(p)
+
+
+def _field_options(p) -> None:
+    """The sm90 config fields by name (``CONFIG_FIELDS``): each replaces that field of the config the other
+    options give (the cost model's choice); the values are ``kernels.sm90.gemm_plan``'s, checked by
+    ``Sm90Config.check`` (docs/sm90_gemm.md)."""
+    g = p.add_argument_group("sm90 config fields", "each replaces that field of Sm90Config in the config the cost model "
+                             "(or the tile options) would give; --emit config shows it (docs/sm90_gemm.md)")
+    g.add_argument("--cluster-m", type=positive_int,
+                   help="CTAs per thread-block cluster along M, 1 or 2 (CLUSTER_MS): 2 multicasts each B tile to a pair "
+                        "of CTAs (default: the planner's, 1)")
+    g.add_argument("--residual-read", metavar="HOW",
+                   help="how a fused --residual is read (RESIDUAL_READS): global (in the epilogue), tma or sliced (into "
+                        "the staging buffer in the mainloop; --epilogue tma), prefetch (into L2) (default: the planner's)")
+    g.add_argument("--tile-walk", metavar="WALK",
+                   help="--groups: how the CTAs walk the row tiles (TILE_WALKS): gaps or prefix (default: the planner's)")
+    g.add_argument("--epilogue", metavar="HOW",
+                   help="how C is written (EPILOGUES): registers (stores from registers) or tma (staged in shared "
+                        "memory, TMA stores); the ring re-planned unless --stages (default: the planner's)")
+    g.add_argument("--epilogue-tile", type=nonnegative_int, metavar="COLUMNS",
+                   help="--epilogue tma: C staged in chunks of this many columns (a multiple of 64 below --block's N) "
+                        "through two buffers, 0 the whole tile (default: the planner's)")
 
 
 def _usage(message: str) -> int:
@@ -160,6 +186,7 @@ def _mode_refusal(args) -> str | None:
             return (f"--groups: layout {args.layout}; the grouped GEMM stores A [T, K] and B [G, N, K] (nt) or [G, K, N] "
                     "(nn)")
     elif args.dynamic_m:
+        planned += [f"--{name.replace('_', '-')}" for name in CONFIG_FIELDS if given(args, name)]
         if planned:
             return f"--dynamic-m plans every M bucket with the cost model: {', '.join(planned)} cannot be given"
         if args.report:
@@ -222,7 +249,11 @@ class Run:
         self.problem = problem = problem_of(args)
         self.group_rows = group_rows(args)
         self.rows = problem.rows(args.M, self.group_rows)
-        self.config = gemm.config_from_options(problem, self.target, **{n: getattr(args, n) for n in TILE_OPTIONS})
+        fields = {n: getattr(args, n) for n in CONFIG_FIELDS if given(args, n)}
+        if fields and problem.M is None:
+            fields["m"] = self.rows  # a grouped problem: the fields of the bucket of its rows
+        self.config = gemm.config_from_options(problem, self.target, **{n: getattr(args, n) for n in TILE_OPTIONS},
+                                               **fields)
         self.options = {"reduction": args.reduction} if args.reduction else {}
         if args.tune:
             self.config = self.actions.tune(problem)

@@ -39,6 +39,7 @@ reference and bound from the problem, the run from the target. A new target: a f
 
 from __future__ import annotations
 
+import inspect
 import time
 
 from ..common import Target, row
@@ -95,8 +96,17 @@ def build(problem: GemmProblem, target: str, config=None, **options):
 
 def config_from_options(problem: GemmProblem, target: str, **options):
     """The config ``target`` makes of the CLI's tile options (``block="128x128x64"``, ``warps``, ``stages``,
-    ...; the target's ``config_from_options``), None without any: the cost model's choice."""
-    return _verb(target, "config_from_options")(_check(problem), **options)
+    ...; the target's ``config_from_options``), None without any: the cost model's choice. An option the
+    target's ``config_from_options`` does not take (``cluster_m`` on sm80) is a ValueError naming its flag and
+    the targets that take it."""
+    verb = _verb(target, "config_from_options")
+    for name in options:
+        if name not in inspect.signature(verb).parameters:
+            owners = [t for t in TARGETS if t != target and name in inspect.signature(
+                _verb(t, "config_from_options")).parameters]
+            raise ValueError(f"--{name.replace('_', '-')} is an {' / '.join(owners) or 'unknown'} option (its GEMM "
+                             f"config's {name}); --target {target} has no such field")
+    return verb(_check(problem), **options)
 
 
 def code(target: str) -> dict:

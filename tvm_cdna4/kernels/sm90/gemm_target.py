@@ -36,7 +36,8 @@ from ..common import cache_key
 from ..gemm.problem import GemmProblem
 from ..sm80.gemm_target import EMULATED_MACS
 from . import gemm_cost
-from .gemm_plan import OUT_DTYPES, Sm90Config, Sm90Plan, b_shares, block_k, check_problem, epilogue_choices, plan as make_plan
+from .gemm_plan import (EPILOGUES, OUT_DTYPES, Sm90Config, Sm90Plan, b_shares, block_k, check_problem, epilogue_choices,
+                        plan as make_plan)
 
 DECODE_KEEPS = True
 """Whether the decode kernel keeps M <= 16 (nt) without a config (the module docstring: until a timing
@@ -226,22 +227,46 @@ def _tile(text: str) -> tuple[int, ...]:
     return tuple(int(x) for x in text.lower().split("x"))
 
 
+FIELD_OPTIONS = ("cluster_m", "residual_read", "tile_walk", "epilogue", "epilogue_tile")
+"""The ``Sm90Config`` fields ``config_from_options`` takes by name (the CLI's ``--cluster-m``, ``--residual-read``,
+``--tile-walk``, ``--epilogue``, ``--epilogue-tile``): each replaces that field of the config the options would
+otherwise give (the cost model's choice, or the tile options'); the config's ``check`` and the plan refuse a value."""
+STAGING_FIELDS = {"epilogue", "epilogue_tile"}
+"""The fields that change C's staging buffers, so the ring's depth (``gemm_cost.deepest``) unless ``stages`` is given."""
+
+
 def config_from_options(problem: GemmProblem, *, block: str | None = None, warps: str | None = None,
                         stages: int | None = None, group_m: int | None = None, ctas: int | None = None,
-                        mfma: str | None = None, lds_dma: bool = False, sms: int | None = None, swap_ab: bool = False):
+                        mfma: str | None = None, lds_dma: bool = False, sms: int | None = None, swap_ab: bool = False,
+                        cluster_m: int | None = None, residual_read: str | None = None, tile_walk: str | None = None,
+                        epilogue: str | None = None, epilogue_tile: int | None = None, m: int | None = None):
     """The config the CLI's tile options ask for, None without any: the sm90 kernel's cost-model choice
     (``gemm_cost.ranked``'s first unswapped config, at any M: the options ask for the tile kernel over C; ``swap_ab``: the best-estimated
     swapped config, ``gemm_cost.swap_ab_ranked``, whose ``block`` tiles C^T: N side x M side) with them applied. ``block``:
     ``MxN`` or ``MxNxK`` (K: the K tile, 64 for f16/bf16, 128 for fp8); ``warps``: ``1`` or ``2`` consumer warpgroups (``WGx1`` is read
     too); ``stages``, ``group_m``, ``ctas``. A given block re-plans the ring depth unless ``stages`` says it.
+    ``FIELD_OPTIONS`` (``with_fields``): without a tile option they replace the fields of the cost model's choice
+    (``choose``; where that is the decode kernel's or swapped, as with the tile options, the unswapped tile
+    kernel's: ``epilogue_choices`` of ``gemm_cost.ranked``'s first); a grouped problem's of the plan of ``m`` rows' bucket.
     A ContractError or ValueError, the option first, otherwise."""
     for option, value in (("--mfma", mfma), ("--lds-dma", lds_dma)):
         if value:
             raise ValueError(f"{option} is a gfx950 option: the sm90 GEMM runs wgmma with TMA copies")
-    if not (block or warps or stages or group_m or ctas is not None or swap_ab):
+    fields = {name: value for name, value in (("cluster_m", cluster_m), ("residual_read", residual_read),
+                                              ("tile_walk", tile_walk), ("epilogue", epilogue),
+                                              ("epilogue_tile", epilogue_tile)) if value is not None}
+    tiled = bool(block or warps or stages or group_m or ctas is not None or swap_ab)
+    if not (tiled or fields):
         return None
-    choose(problem, sms=sms)  # the problem's refusals first
+    if problem.M is None:
+        return _bucket_fields(problem, fields, m, sms)
+    chosen = choose(problem, sms=sms)  # the problem's refusals first
     shape = (problem.M, problem.N, problem.K, _out_bytes(problem.out), _device(sms), problem.dtype)
+    if not tiled:  # the cost model's choice, the unswapped tile kernel's (as the tile options ask for)
+        unswapped = isinstance(chosen, Sm90Config) and not chosen.swap_ab
+        cfg = chosen if unswapped else epilogue_choices(gemm_cost.ranked(*shape, swap=False)[0][1], problem.fusion,
+                                                        problem.out)
+        return with_fields(problem, cfg, fields, sms=sms)
     # without swap_ab the unswapped choice: the options (block M x N) tile C, not C^T (the model weighs swap AB)
     cfg = gemm_cost.swap_ab_config(*shape) if swap_ab else gemm_cost.ranked(*shape, swap=False)[0][1]
     updates, bk = {}, block_k(problem.dtype)
@@ -255,12 +280,64 @@ def config_from_options(problem: GemmProblem, *, block: str | None = None, warps
         updates["consumers"] = _tile(warps)[0]
     updates.update({k: v for k, v in (("stages", stages), ("group_m", group_m), ("ctas", ctas)) if v is not None})
     cfg = replace_config(cfg, **updates)
+    if fields:
+        staged = bool(block) or bool(STAGING_FIELDS & set(fields))
+        return with_fields(problem, cfg, fields, replan=staged and not stages, sms=sms)
     if block and not stages:
-        device = _device(sms)
-        cfg = replace_config(cfg, stages=gemm_cost.deepest(cfg.block_m, cfg.block_n, cfg.consumers,
-                                                           device.smem_per_unit, -(-problem.K // bk), cfg.epilogue))
+        cfg = _replanned(problem, cfg, _device(sms).smem_per_unit)
     cfg.check(_device(sms).smem_per_unit)
     return cfg
+
+
+def _replanned(problem: GemmProblem, cfg: Sm90Config, smem_bytes: int) -> Sm90Config:
+    """``cfg`` with the deepest ring beside its staging buffers (``gemm_cost.deepest``)."""
+    return replace_config(cfg, stages=gemm_cost.deepest(cfg.block_m, cfg.block_n, cfg.consumers, smem_bytes,
+                                                        -(-problem.K // block_k(problem.dtype)), cfg.epilogue,
+                                                        cfg.epilogue_tile))
+
+
+def with_fields(problem: GemmProblem, cfg: Sm90Config, fields: dict, *, replan: bool | None = None,
+                m: int | None = None, sms: int | None = None) -> Sm90Config:
+    """``cfg`` with ``fields`` (``FIELD_OPTIONS``) replaced, its ring re-planned to the deepest that fits where
+    ``replan`` (None: where a field changes C's staging, ``STAGING_FIELDS``), checked by
+    ``Sm90Config.check`` and the plan (``m``: a grouped problem's rows). A refusal of a field given is a ValueError,
+    one line naming its option and value first (``--cluster-m 3: ...``); others are raised as they are."""
+    from ...errors import ContractError
+
+    cfg = replace_config(cfg, **fields)
+    smem = _device(sms).smem_per_unit
+    if problem.grouped:
+        from .gemm_plan import prefix_bytes
+
+        smem -= prefix_bytes(problem.groups, cfg.tile_walk)
+    try:
+        if replan or (replan is None and STAGING_FIELDS & set(fields)):
+            if cfg.epilogue in EPILOGUES and isinstance(cfg.epilogue_tile, int):  # else check names the field
+                cfg = _replanned(problem, cfg, smem)
+        cfg.check(_device(sms).smem_per_unit)
+        plan(problem, cfg, m=m, sms=sms)
+    except ContractError as err:
+        if err.operand not in fields:
+            raise
+        raise ValueError(f"--{err.operand.replace('_', '-')} {fields[err.operand]}: {str(err).splitlines()[0]}") from err
+    return cfg
+
+
+def _bucket_fields(problem: GemmProblem, fields: dict, m: int | None, sms: int | None) -> Sm90Config:
+    """``FIELD_OPTIONS`` of a grouped problem: the plan of ``m`` rows' bucket (``plan``) with them replaced
+    (``with_fields``); a dynamic M plans every bucket by the cost model (a ValueError, as a decode bucket's)."""
+    flags = ", ".join(f"--{name.replace('_', '-')}" for name in fields)
+    if not problem.grouped:
+        raise ValueError(f"{flags}: a dynamic-M GEMM plans every M bucket with the cost model")
+    base = plan(problem, m=m, sms=sms).config
+    if not isinstance(base, Sm90Config):
+        from .grouped_plan import DECODE_ROWS
+
+        name, value = next(iter(fields.items()))
+        raise ValueError(f"--{name.replace('_', '-')} {value}: T = {m} rows' bucket of rows per group runs the sm80 "
+                         f"grouped decode kernel (at most {DECODE_ROWS} rows per group), whose config has no "
+                         f"{', '.join(fields)}")
+    return with_fields(problem, base, fields, m=m, sms=sms)
 
 
 def replace_config(cfg: Sm90Config, **updates) -> Sm90Config:

@@ -1,0 +1,32 @@
+"""The sm90 config fields from the CLI on a Hopper GPU (docs/sm90_gemm.md "From the CLI", docs/sm90_attention.md):
+``gemm --cluster-m 2`` / ``--residual-read sliced`` / ``--epilogue-tile 64`` and ``attention --epilogue tma_buffer
+--persistent`` validated on the card (``--validate`` through the GPU runner, the config the flags give) and timed
+(``--bench``). Skipped without such a GPU."""
+
+import pytest
+
+from tvm_cdna4.cli import main
+
+pytestmark = pytest.mark.cuda(arch="sm_90a")  # the project plugin (tvm_cdna4.testing)
+
+BF16 = ["--dtype", "bf16", "--out-dtype", "bf16"]
+
+
+@pytest.mark.parametrize("flags", [
+    ["-M", "333", "-N", "1000", "-K", "520", *BF16, "--cluster-m", "2"],
+    ["-M", "333", "-N", "1000", "-K", "520", *BF16, "--residual", "--epilogue", "tma", "--residual-read", "sliced"],
+    ["-M", "1000", "-N", "776", "-K", "4104", *BF16, "--epilogue", "tma", "--epilogue-tile", "64"],
+    ["--groups", "100,0,300,77", "-N", "1000", "-K", "520", *BF16, "--tile-walk", "gaps"],
+])
+def test_gemm_fields_validate_and_bench_on_the_gpu(flags, capsys):
+    assert main(["gemm", "--target", "sm90", *flags, "--validate", "--bench"]) == 0
+    out = capsys.readouterr().out
+    assert "PASS" in out and "TFLOP/s" in out and "CUDA emulator" not in out, out
+
+
+def test_attention_fields_validate_and_bench_on_the_gpu(capsys):
+    args = ["attention", "--target", "sm90", "--seq", "777", "--heads", "4", "--kv-heads", "2", "--head-dim", "128",
+            "--epilogue", "tma_buffer", "--persistent"]
+    assert main([*args, "--validate", "--bench"]) == 0
+    out = capsys.readouterr().out
+    assert "PASS" in out and "TFLOP/s" in out and "CUDA emulator" not in out, out
