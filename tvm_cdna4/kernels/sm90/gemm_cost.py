@@ -80,6 +80,7 @@ import attrs
 from ...errors import ContractError
 from ..common import ceil_div
 from ..gemm.grouped import expected_row_tiles
+from . import gemm_order
 from .gemm_plan import (ACC_REGS_MAX, BARRIER_BYTES, BLOCK_K, ELEMENT_BYTES, INT32_ELEMENTS, SWIZZLE_COLUMNS,
                         TMA_BOX_MAX, WGMMA_K, WGMMA_M, Sm90Config, b_shares, block_k, cluster_units,
                         prefix_bytes)
@@ -233,6 +234,8 @@ def estimate(cfg: Sm90Config, M: int, N: int, K: int, out_bytes: int, device, dt
     flops_per_clk = TENSOR_FLOPS_PER_CLK * TENSOR_RATE[dtype]
     tile_s = cfg.block_m * cfg.block_n * k * 2 / (flops_per_clk * device.clock_hz * efficiency(cfg))
     moved = (M * K + groups * N * K) * bytes_per + M * N * out_bytes
+    if gemm_order.WEIGH_ORDER and groups == 1 and cfg.split_k == 1:  # the order's A and B bytes (gemm_order)
+        moved += gemm_order.order_bytes(cfg, M, N, K, ctas, device.l2_bytes, bytes_per) - (M + N) * K * bytes_per
     cta_bytes = per_cta * ((cfg.block_m + max(b_shares(cfg.block_n, cm))) * k * bytes_per + cfg.block_m * cfg.block_n * out_bytes)
     compute = per_cta * tile_s
     if waves:  # a hybrid's full waves: whole tiles before the split ones
@@ -327,6 +330,16 @@ def cluster_configs(cfg: Sm90Config) -> tuple:
     return (two,)
 
 
+def ordered(cfg: Sm90Config, M: int, N: int, K: int, device, dtype: str = "bf16") -> Sm90Config:
+    """``cfg`` in its ``gemm_order.best_order`` on ``device``'s grid and L2 where ``gemm_order.WEIGH_ORDER``, else as
+    it is (``group_m`` 8, ``raster`` "m")."""
+    if not gemm_order.WEIGH_ORDER:
+        return cfg
+    rows, cols = (N, M) if cfg.swap_ab else (M, N)
+    ctas = min(ceil_div(rows, cfg.block_m) * ceil_div(cols, cfg.block_n), cfg.ctas or device.units)
+    return gemm_order.best_order(cfg, rows, cols, K, ctas, device.l2_bytes, ELEMENT_BYTES[dtype])
+
+
 def ranked(M: int, N: int, K: int, out_bytes: int, device, dtype: str = "bf16",
            min_slice: int = MIN_SLICE_TILES, hybrid: bool | None = None,
            swap: bool | None = None, cluster: bool | None = None) -> list[tuple[float, Sm90Config]]:
@@ -342,7 +355,8 @@ def ranked(M: int, N: int, K: int, out_bytes: int, device, dtype: str = "bf16",
         for split, way in decompositions(ceil_div(M, bm) * ceil_div(N, bn), device.units, splits(M, N, K, dtype, min_slice),
                                          hybrid):
             stages = deepest(bm, bn, consumers, device.smem_per_unit, ceil_div(k_tiles, split), how)
-            cfg = Sm90Config(bm, bn, stages, consumers, epilogue=how, split_k=split, decomposition=way)
+            cfg = ordered(Sm90Config(bm, bn, stages, consumers, epilogue=how, split_k=split, decomposition=way),
+                          M, N, K, device, dtype)
             for c in (cfg, *(cluster_configs(cfg) if (WEIGH_CLUSTER if cluster is None else cluster) else ())):
                 out.append((estimate(c, M, N, K, out_bytes, device, dtype).total, -bm * bn, split, c))
     if (WEIGH_SWAP if swap is None else swap) and M <= TMA_BOX_MAX:

@@ -182,6 +182,9 @@ unit per tile), ``split-k`` (every tile in ``split_k`` K slices, the partial sum
 or ``hybrid`` (CUTLASS's and Triton's data-parallel + stream-K at tile granularity: the full waves of tiles
 unsplit, the tiles of the last, partial wave in ``split_k`` K slices each, so that their units fill the SMs; the
 module docstring)."""
+RASTERS = ("m", "n")
+"""Which way the persistent order walks a group of tiles (``Sm90Config.raster``): down the group's tile rows (``m``,
+M fastest) or along its tile columns (``n``, N fastest)."""
 CLUSTER_MS = (1, 2)
 """``Sm90Config.cluster_m``: CTAs per thread-block cluster along M (PTX ISA 9.4 §5.1.2; CUTLASS's sm90 kernels' 2x1
 cluster shape)."""
@@ -257,6 +260,13 @@ class Sm90Config:
     tile_walk: str = "gaps"
     """A grouped GEMM's walk over its row tiles (``TILE_WALKS``): ``prefix`` is the grouped cost model's choice (no
     gap tiles: each CTA's share of the units with rows is even); the dense GEMM runs ``gaps``."""
+
+    raster: str = "m"
+    """Which way the persistent order walks a group of tiles (``RASTERS``): ``m`` (groups of ``group_m`` tile rows,
+    consecutive tiles down the group's rows, then the next tile column: the order of every kernel before issue 36) or
+    ``n`` (groups of ``group_m`` tile columns, consecutive tiles along the group's columns, then the next tile row):
+    CUTLASS's ``RasterOrder::AlongM`` / ``AlongN`` with a swizzle of ``group_m``. ``gemm_order`` models the DRAM bytes
+    of each; the grouped kernel runs ``m``."""
 
     @property
     def pingpong(self) -> bool:
@@ -360,6 +370,8 @@ class Sm90Config:
                 "'registers', residual_read='global', decomposition not 'hybrid'", (self.epilogue, self.residual_read, d))
         if self.tile_walk not in TILE_WALKS:
             bad("tile_walk", "how a grouped GEMM's CTAs walk its row tiles", TILE_WALKS, repr(self.tile_walk))
+        if self.raster not in RASTERS:
+            bad("raster", "which way the persistent order walks a group of tiles", RASTERS, repr(self.raster))
         if self.group_m < 1 or self.ctas < 0:
             bad("group_m/ctas", "group_m >= 1 and ctas >= 0", ">= 1, >= 0", (self.group_m, self.ctas))
         self._check_cluster(bad)
@@ -498,25 +510,34 @@ class Sm90Plan(PlanRecord, family="gemm"):
         return OUT_DTYPES[self.out_dtype]
 
     def tile_of(self, t, div, mod, min_, tiles_m=None):
-        """(tile row, tile column) of linear tile ``t`` in the grouped order: ``group_m`` tile rows at a
-        time, column-major inside the group (``div``/``mod``/``min_``: Python's or TIR's). With ``cluster_m`` = 2,
-        ``t`` is unit ``2 q + rank``: rank ``rank``'s row of pair ``q`` of tile rows in that order over the pairs
-        (``group_m`` tile rows a group, in pairs; a pair's second row may lie past M: its loads are zeros, its
-        stores clipped; ``tiles_m``: the tile rows, ``self.tiles_m`` by default, a run-time count for a grouped GEMM's
-        prefix walk)."""
+        """(tile row, tile column) of linear tile ``t`` in the grouped order (``grouped_index``): ``group_m`` tile rows
+        at a time, column-major inside the group (``raster="m"``), or ``group_m`` tile columns at a time, row-major
+        inside the group (``raster="n"``; ``div``/``mod``/``min_``: Python's or TIR's). With ``cluster_m`` = 2, ``t`` is
+        unit ``2 q + rank``: rank ``rank``'s row of pair ``q`` of tile rows in that order over the pairs (``raster="m"``:
+        ``group_m`` tile rows a group, in pairs; a pair's second row may lie past M: its loads are zeros, its stores
+        clipped; ``tiles_m``: the tile rows, ``self.tiles_m`` by default, a run-time count for a grouped GEMM's prefix
+        walk)."""
         cm = self.config.cluster_m
-        g = self.config.group_m if cm == 1 else max(1, self.config.group_m // cm)
         tiles_m = self.tiles_m if tiles_m is None else tiles_m
         tiles_m = tiles_m if cm == 1 else ceil_div(tiles_m, cm)
         u = t if cm == 1 else div(t, cm)
-        per_group = g * self.tiles_n
-        first = div(u, per_group) * g
-        rows = min_(tiles_m - first, g)
-        inner = mod(u, per_group)
-        if cm == 1:
-            return first + mod(inner, rows), div(inner, rows)
-        return (first + mod(inner, rows)) * cm + mod(t, cm), div(inner, rows)
+        if self.config.raster == "n":
+            col, row = grouped_index(u, self.tiles_n, tiles_m, self.config.group_m, div, mod, min_)
+        else:
+            g = self.config.group_m if cm == 1 else max(1, self.config.group_m // cm)
+            row, col = grouped_index(u, tiles_m, self.tiles_n, g, div, mod, min_)
+        return (row, col) if cm == 1 else (row * cm + mod(t, cm), col)
 
+
+def grouped_index(u, grouped, other, g, div, mod, min_):
+    """(index along the grouped dimension, index along the other) of unit ``u`` in the grouped order over a ``grouped``
+    x ``other`` grid: groups of ``g`` indices of the grouped dimension (the last group what is left), inside a group the
+    grouped index fastest, then the other (``Sm90Plan.tile_of``; ``gemm_order.wave_panels`` counts the same order)."""
+    per_group = g * other
+    first = div(u, per_group) * g
+    rows = min_(grouped - first, g)
+    inner = mod(u, per_group)
+    return first + mod(inner, rows), div(inner, rows)
 
 def check_problem(M, N, K, dtype, layout, out_dtype) -> None:
     """A ContractError naming the operand sm90 does not run (the module docstring: the scope)."""
@@ -654,4 +675,4 @@ def _min(x, cap: int):
     return tirx.min(x, cap)
 
 
-__all__ = ["ATOM_ROWS", "BLOCK_K", "CLUSTER_MS", "b_shares", "cluster_units", "DECOMPOSITIONS", "DTYPES", "ELEMENT_BYTES", "ROW_BYTES", "TAIL_SWIZZLE", "WGMMA_TYPES", "block_k", "wgmma_k", "EPILOGUES", "LAYOUTS", "OUT_BYTES", "OUT_DTYPES", "REDUCTIONS", "ACTIVATION_FORMS", "RESIDUAL_READS", "SCHEDULES", "check_fused", "epilogue_choices", "check_split", "Sm90Config", "Sm90Plan", "check_problem", "plan", "RESIDUAL_CHOICE", "STAGED_RESIDUAL", "TILE_WALKS", "PREFIX_WORDS", "prefix_bytes"]
+__all__ = ["ATOM_ROWS", "BLOCK_K", "CLUSTER_MS", "b_shares", "cluster_units", "DECOMPOSITIONS", "DTYPES", "ELEMENT_BYTES", "ROW_BYTES", "TAIL_SWIZZLE", "WGMMA_TYPES", "block_k", "wgmma_k", "EPILOGUES", "LAYOUTS", "OUT_BYTES", "OUT_DTYPES", "REDUCTIONS", "ACTIVATION_FORMS", "RESIDUAL_READS", "SCHEDULES", "check_fused", "epilogue_choices", "check_split", "Sm90Config", "Sm90Plan", "check_problem", "plan", "RESIDUAL_CHOICE", "STAGED_RESIDUAL", "TILE_WALKS", "RASTERS", "grouped_index", "PREFIX_WORDS", "prefix_bytes"]
