@@ -31,6 +31,9 @@
 #   swapdyn     swapped dynamic-M plans over several tiles of M (issue 36, M = 96-256): their GPU tests, then the torch
 #               op at M = ${SWAPDYN_MS:-32,96,200} with gemm_cost.WEIGH_SWAP_DYNAMIC off and on (one process each, beside
 #               torch.matmul; torch_gemm.py --swap-dynamic off,on) [~360]
+#   order       the persistent tile order (issue 36: group_m, raster; kernels.sm90.gemm_order's modelled DRAM bytes): its
+#               GPU tests, then benchmarks/sm90_order.py at 4096^3 (plain, residual: group_m 4 / 8 / 16, raster n) and
+#               the twelve projections at M = ${ORDER_MS:-3000} (g8, g16, the model's order) beside torch.mm [~200]
 #   cli-options the sm90 config fields from the CLI (--cluster-m, --residual-read, --epilogue-tile, --tile-walk,
 #               attention --epilogue --persistent): --validate and --bench on the card, tests/gpu/test_sm90_cli_options_gpu.py [~90]
 #
@@ -99,6 +102,11 @@ for step in "$@"; do
   residual)  # the residual's bytes spread over the mainloop instead of one burst a tile [~130]
     gpu_tests 60 "$OUT/pytest_gpu_residual.log" -n 4 tests/gpu/test_sm90_residual_spread_gpu.py
     timeout 100 python3 benchmarks/sm90_gemm.py --epilogue --out "$OUT" 2>&1 | tee "$OUT/epilogue.log" | grep -v "^{" | tail -30 ;;
+  order)  # the tile orders: exact on the card, then timed beside their modelled DRAM bytes [~200]
+    gpu_tests 50 "$OUT/pytest_gpu_order.log" -n 6 tests/gpu/test_sm90_order_gpu.py
+    mkdir -p "$OUT/order"
+    timeout 150 python3 benchmarks/sm90_order.py --ms ${ORDER_MS:-3000} --out "$OUT/order" 2>&1 \
+      | tee "$OUT/order.log" | grep -v "^{" | grep -v "^residency" | tail -60 ;;
   cli-options)  # the sm90 config fields given on the command line: validated and timed on the card [~90]
     gpu_tests 80 "$OUT/pytest_gpu_cli_options.log" -n 4 tests/gpu/test_sm90_cli_options_gpu.py ;;
   attn-options)  # a persistent CTA's items overlapped: exact on the card, then beside the default and cuDNN at 2k / 4k [~160]
@@ -151,7 +159,7 @@ for step in "$@"; do
     mkdir -p "$OUT/swapdyn"
     timeout 260 python3 benchmarks/torch_gemm.py --ms ${SWAPDYN_MS:-32,96,200} --swap-dynamic off,on --calls 30 --reps 10 \
       --out "$OUT/swapdyn" 2>&1 | tee "$OUT/torch_gemm_swapdyn.log" | grep -v "^{" | tail -22 ;;
-  *) echo "unknown step $step (peers, partitions, ncu, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options)"; exit 2 ;;
+  *) echo "unknown step $step (peers, partitions, ncu, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order)"; exit 2 ;;
   esac
 done
 cd "$OUT" && tar czf /tmp/call.tgz --exclude=call.tgz . && find . -mindepth 1 -delete && mv /tmp/call.tgz "$OUT/call.tgz"

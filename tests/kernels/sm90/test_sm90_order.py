@@ -130,3 +130,39 @@ def test_the_cost_model_weighs_the_order_only_where_asked(monkeypatch):
 def test_the_emulator_validates_the_new_orders(problem, config):
     v = gemm.validate(problem, "sm90", config)
     assert v.ok and v.ratio <= 1.0
+
+
+def test_the_benchmark_times_each_order_whose_modelled_bytes_differ_beside_its_bytes():
+    import argparse
+
+    from benchmark_modules import benchmark_module
+
+    bench = benchmark_module("sm90_order")
+    args = argparse.Namespace(models="qwen2.5-7b", ms="3000", square=True, model_only=True, device="H100",
+                              ranks=("g16", "model"))
+    todo, modelled = bench.order_jobs(args)
+    square = {key[2]: (bench.order_of(cfg), modelled[key]) for key, _, cfg in todo if key[0] == "4096^3"}
+    # the model's order is g16's (142 MiB): timed once, as g16
+    assert square == {"g8": ("m8", 186.6), "g4": ("m4", 180.4), "g16": ("m16", 148.9), "n8": ("n8", 153.1)}
+    rows = [dict(shape="4096^3", M=4096, rank=rank, ok=True, us=us, cublas_us=180.0, mb=mb,
+                 config=dict(block_m=128, block_n=256, stages=3, epilogue="tma", raster="m", group_m=g))
+            for rank, us, mb, g in (("g8", 190.0, 186.6, 8), ("g16", 176.0, 148.9, 16))]
+    table = bench.summary(rows)
+    assert "| 4096^3 | 4096 | 128x256 s3 tma | g16 | m16 | 148.9 | 176.0 | 180.0 | 1.080 | 1.023 |" in table
+    assert table[-1] == "| g16 | 1 | 1.080 |"
+
+
+def test_the_emulator_validates_a_dynamic_m_kernel_in_the_n_raster():
+    """The run-time tile rows (``tiles_m`` an expression of M) are the n raster's other dimension."""
+    from tvm_cdna4.emulator import emulate
+    from tvm_cdna4.kernels.gemm import random_inputs
+    from tvm_cdna4.kernels.gemm.dynamic_m import MBucket
+    from tvm_cdna4.kernels.sm90 import gemm_target
+    from tvm_cdna4.kernels.sm90.gemm_plan import plan
+
+    p = plan(MBucket(1, 256), 136, 64, "bf16", "nt", "f32", Sm90Config(64, 64, 2, 1, group_m=2, ctas=2, raster="n"),
+             132, 232448)
+    data = random_inputs(GemmProblem(130, 136, 64, "bf16", "nt", "f32"), 130)
+    c = data.output()
+    emulate(gemm_target.emit(p), *data.arguments(p.params, c), target="sm90")
+    assert data.ratio(c) <= 1.0
