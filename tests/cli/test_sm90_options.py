@@ -50,6 +50,7 @@ BIG = ("-M", "4096", "-N", "4096", "-K", "4096", *BF16)
     (("--epilogue-tile", "64"), "epilogue_tile", 64),
     (("--residual", "--residual-read", "sliced"), "residual_read", "sliced"),
     (("--residual", "--residual-read", "prefetch"), "residual_read", "prefetch"),
+    (("--raster", "n"), "raster", "n"),
 ])
 def test_each_gemm_flag_replaces_its_field_of_the_cost_models_config(flags, field, value, cli):
     chosen = config(cli, *BIG, *[f for f in flags if f == "--residual"])
@@ -110,6 +111,7 @@ def test_a_target_without_the_field_refuses_its_flag(target, flag, value, cli):
     (("--tile-walk", "zigzag"), "--tile-walk zigzag: "),
     (("--epilogue", "smem"), "--epilogue smem: "),
     (("--epilogue-tile", "48"), "--epilogue-tile 48: "),
+    (("--raster", "k"), "--raster k: "),
 ])
 def test_a_value_the_config_refuses_is_one_line_naming_the_flag(flags, first, cli):
     line = refused(cli, "gemm", "--target", "sm90", *BIG, *flags, "--emit", "config")
@@ -139,7 +141,8 @@ def test_the_cli_flags_are_the_fields_the_sm90_target_takes_by_name():
 def test_the_help_names_every_value_of_the_fields():
     text = {c: _help(c) for c in ("gemm", "attention")}
     for flag, values in (("--residual-read", gemm_plan.RESIDUAL_READS), ("--tile-walk", gemm_plan.TILE_WALKS),
-                         ("--epilogue", gemm_plan.EPILOGUES), ("--cluster-m", gemm_plan.CLUSTER_MS)):
+                         ("--epilogue", gemm_plan.EPILOGUES), ("--cluster-m", gemm_plan.CLUSTER_MS),
+                         ("--raster", gemm_plan.RASTERS)):
         assert flag in text["gemm"] and all(str(v) in text["gemm"] for v in values), flag
     assert all(v in text["attention"] for v in attention_plan.EPILOGUES)
     assert "--persistent" in text["attention"] and "--no-persistent" in text["attention"]

@@ -35,6 +35,14 @@ def test_the_grouped_kernel_refuses_the_n_raster():
     assert e.value.operand == "raster" and e.value.found == "'n'"
 
 
+def test_the_raster_is_an_sm90_option_replacing_the_field():
+    problem = GemmProblem(4096, 4096, 4096, "bf16", "nt", "bf16")
+    cfg = gemm.config_from_options(problem, "sm90", group_m=16, raster="n")
+    assert (cfg.group_m, cfg.raster) == (16, "n")
+    with pytest.raises(ValueError, match="--raster"):
+        gemm.config_from_options(problem, "sm80", raster="n")
+
+
 def test_the_n_raster_walks_group_m_tile_columns_along_n_and_visits_every_tile_once():
     p = gemm.plan(GemmProblem(1000, 1000, 64, "bf16", "nt", "f32"), "sm90", Sm90Config(128, 128, 2, 2, group_m=3,
                                                                                         raster="n"))

@@ -227,9 +227,9 @@ def _tile(text: str) -> tuple[int, ...]:
     return tuple(int(x) for x in text.lower().split("x"))
 
 
-FIELD_OPTIONS = ("cluster_m", "residual_read", "tile_walk", "epilogue", "epilogue_tile")
+FIELD_OPTIONS = ("cluster_m", "residual_read", "tile_walk", "epilogue", "epilogue_tile", "raster")
 """The ``Sm90Config`` fields ``config_from_options`` takes by name (the CLI's ``--cluster-m``, ``--residual-read``,
-``--tile-walk``, ``--epilogue``, ``--epilogue-tile``): each replaces that field of the config the options would
+``--tile-walk``, ``--epilogue``, ``--epilogue-tile``, ``--raster``): each replaces that field of the config the options would
 otherwise give (the cost model's choice, or the tile options'); the config's ``check`` and the plan refuse a value."""
 STAGING_FIELDS = {"epilogue", "epilogue_tile"}
 """The fields that change C's staging buffers, so the ring's depth (``gemm_cost.deepest``) unless ``stages`` is given."""
@@ -239,7 +239,8 @@ def config_from_options(problem: GemmProblem, *, block: str | None = None, warps
                         stages: int | None = None, group_m: int | None = None, ctas: int | None = None,
                         mfma: str | None = None, lds_dma: bool = False, sms: int | None = None, swap_ab: bool = False,
                         cluster_m: int | None = None, residual_read: str | None = None, tile_walk: str | None = None,
-                        epilogue: str | None = None, epilogue_tile: int | None = None, m: int | None = None):
+                        epilogue: str | None = None, epilogue_tile: int | None = None, raster: str | None = None,
+                        m: int | None = None):
     """The config the CLI's tile options ask for, None without any: the sm90 kernel's cost-model choice
     (``gemm_cost.ranked``'s first unswapped config, at any M: the options ask for the tile kernel over C; ``swap_ab``: the best-estimated
     swapped config, ``gemm_cost.swap_ab_ranked``, whose ``block`` tiles C^T: N side x M side) with them applied. ``block``:
@@ -254,7 +255,7 @@ def config_from_options(problem: GemmProblem, *, block: str | None = None, warps
             raise ValueError(f"{option} is a gfx950 option: the sm90 GEMM runs wgmma with TMA copies")
     fields = {name: value for name, value in (("cluster_m", cluster_m), ("residual_read", residual_read),
                                               ("tile_walk", tile_walk), ("epilogue", epilogue),
-                                              ("epilogue_tile", epilogue_tile)) if value is not None}
+                                              ("epilogue_tile", epilogue_tile), ("raster", raster)) if value is not None}
     tiled = bool(block or warps or stages or group_m or ctas is not None or swap_ab)
     if not (tiled or fields):
         return None
