@@ -174,3 +174,11 @@ def test_the_emulator_validates_a_dynamic_m_kernel_in_the_n_raster():
     c = data.output()
     emulate(gemm_target.emit(p), *data.arguments(p.params, c), target="sm90")
     assert data.ratio(c) <= 1.0
+
+
+def test_a_clustered_candidate_in_groups_of_16_rows_reads_what_the_unclustered_one_does(monkeypatch):
+    monkeypatch.setattr(gemm_order, "WEIGH_ORDER", True)
+    two = next(c for _, c in gemm_cost.ranked(4096, 4096, 4096, 2, H100, cluster=True) if c.cluster_m == 2)
+    # pairs of rows in groups of group_m // 2 pairs: the 16-row groups' bytes (142 MiB), as unclustered
+    assert (two.group_m, two.raster) == (16, "m")
+    assert gemm_order.order_bytes(two, 4096, 4096, 4096, 132, H100.l2_bytes) == 142 * MIB

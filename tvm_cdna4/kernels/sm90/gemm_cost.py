@@ -336,7 +336,9 @@ def ordered(cfg: Sm90Config, M: int, N: int, K: int, device, dtype: str = "bf16"
     if not gemm_order.WEIGH_ORDER:
         return cfg
     rows, cols = (N, M) if cfg.swap_ab else (M, N)
-    ctas = min(ceil_div(rows, cfg.block_m) * ceil_div(cols, cfg.block_n), cfg.ctas or device.units)
+    cm = cfg.cluster_m  # the grid of estimate's: whole clusters
+    ctas = min(cluster_units(ceil_div(rows, cfg.block_m), ceil_div(cols, cfg.block_n), cm),
+               (cfg.ctas or device.units) // cm * cm)
     return gemm_order.best_order(cfg, rows, cols, K, ctas, device.l2_bytes, ELEMENT_BYTES[dtype])
 
 
@@ -357,7 +359,8 @@ def ranked(M: int, N: int, K: int, out_bytes: int, device, dtype: str = "bf16",
             stages = deepest(bm, bn, consumers, device.smem_per_unit, ceil_div(k_tiles, split), how)
             cfg = ordered(Sm90Config(bm, bn, stages, consumers, epilogue=how, split_k=split, decomposition=way),
                           M, N, K, device, dtype)
-            for c in (cfg, *(cluster_configs(cfg) if (WEIGH_CLUSTER if cluster is None else cluster) else ())):
+            clustered = cluster_configs(cfg) if (WEIGH_CLUSTER if cluster is None else cluster) else ()
+            for c in (cfg, *(ordered(two, M, N, K, device, dtype) for two in clustered)):
                 out.append((estimate(c, M, N, K, out_bytes, device, dtype).total, -bm * bn, split, c))
     if (WEIGH_SWAP if swap is None else swap) and M <= TMA_BOX_MAX:
         out += [(estimate(cfg, M, N, K, out_bytes, device, dtype).total, -cfg.block_m * cfg.block_n, cfg.split_k, cfg)
