@@ -34,6 +34,7 @@
 #   order       the persistent tile order (issue 36: group_m, raster; kernels.sm90.gemm_order's modelled DRAM bytes): its
 #               GPU tests, then benchmarks/sm90_order.py at 4096^3 (plain, residual: group_m 4 / 8 / 16, raster n) and
 #               the twelve projections at M = ${ORDER_MS:-3000} (g8, g16, the model's order) beside torch.mm [~200]
+#   stop47      cluster (M = ${CLUSTER_MS:-3000}), order and swapdyn's benchmarks without their GPU tests [~450]
 #   cli-options the sm90 config fields from the CLI (--cluster-m, --residual-read, --epilogue-tile, --tile-walk,
 #               attention --epilogue --persistent): --validate and --bench on the card, tests/gpu/test_sm90_cli_options_gpu.py [~90]
 #
@@ -159,7 +160,15 @@ for step in "$@"; do
     mkdir -p "$OUT/swapdyn"
     timeout 260 python3 benchmarks/torch_gemm.py --ms ${SWAPDYN_MS:-32,96,200} --swap-dynamic off,on --calls 30 --reps 10 \
       --out "$OUT/swapdyn" 2>&1 | tee "$OUT/torch_gemm_swapdyn.log" | grep -v "^{" | tail -22 ;;
-  *) echo "unknown step $step (peers, partitions, ncu, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order)"; exit 2 ;;
+  stop47)  # the three untimed levers of stop 47 in one call, benchmarks only (each checks every kernel first) [~450]
+    mkdir -p "$OUT/clusters" "$OUT/order" "$OUT/swapdyn"
+    timeout 130 python3 benchmarks/sm90_clusters.py --ms ${CLUSTER_MS:-3000} --out "$OUT/clusters" 2>&1 \
+      | tee "$OUT/clusters.log" | grep -v "^{" | tail -24
+    timeout 150 python3 benchmarks/sm90_order.py --ms ${ORDER_MS:-3000} --out "$OUT/order" 2>&1 \
+      | tee "$OUT/order.log" | grep -v "^{" | tail -30
+    timeout 200 python3 benchmarks/torch_gemm.py --ms ${SWAPDYN_MS:-96,200} --swap-dynamic off,on --calls 30 --reps 10 \
+      --out "$OUT/swapdyn" 2>&1 | tee "$OUT/torch_gemm_swapdyn.log" | grep -v "^{" | tail -22 ;;
+  *) echo "unknown step $step (peers, partitions, ncu, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47)"; exit 2 ;;
   esac
 done
 cd "$OUT" && tar czf /tmp/call.tgz --exclude=call.tgz . && find . -mindepth 1 -delete && mv /tmp/call.tgz "$OUT/call.tgz"
