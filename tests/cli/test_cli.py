@@ -9,25 +9,11 @@ import json
 import re
 import subprocess
 import sys
-from types import SimpleNamespace
 
 import pytest
 
-from tvm_cdna4.cli import main
 from tvm_cdna4.isa import CATALOG, lanes
 
-
-@pytest.fixture
-def cli(capsys):
-    """``cli(*args)``: run ``python -m tvm_cdna4 ARGS`` in-process; returncode, stdout, stderr."""
-
-    def run(*args):
-        capsys.readouterr()
-        code = main(list(args))
-        out, err = capsys.readouterr()
-        return SimpleNamespace(returncode=code, stdout=out, stderr=err)
-
-    return run
 
 
 def test_opcodes_table_lists_every_opcode():

@@ -4,7 +4,6 @@ cost model's config with that field replaced (``--emit config``), validated in t
 line naming the flag on a target without the field or for a value the config's ``check`` refuses."""
 
 import json
-from types import SimpleNamespace
 
 import attrs
 import pytest
@@ -14,16 +13,6 @@ from tvm_cdna4.kernels.sm90 import attention_plan, gemm_plan
 
 BF16 = ("--dtype", "bf16", "--out-dtype", "bf16")
 
-
-@pytest.fixture
-def cli(capsys):
-    def run(*args):
-        capsys.readouterr()
-        code = main(list(args))
-        out, err = capsys.readouterr()
-        return SimpleNamespace(returncode=code, stdout=out, stderr=err)
-
-    return run
 
 
 def config(cli, *args, command="gemm"):

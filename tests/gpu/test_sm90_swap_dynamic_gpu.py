@@ -7,24 +7,12 @@ steps. Skipped without such a GPU (passed on an H100, 2026-12-06, with the flag 
 import pytest
 
 torch = pytest.importorskip("torch")
-pytestmark = pytest.mark.cuda(arch="sm_90a")  # the project plugin (tvm_cdna4.testing)
+pytestmark = [pytest.mark.cuda(arch="sm_90a"),  # the project plugin (tvm_cdna4.testing)
+              pytest.mark.usefixtures("swapped_buckets")]  # tests/gpu/conftest.py
 
 import tvm_cdna4.torch as ours  # noqa: E402
-from tvm_cdna4.kernels.sm90 import gemm_cost  # noqa: E402
 
 SHAPES = ((4608, 3584), (3584, 18944))
-
-
-@pytest.fixture(autouse=True)
-def swapped_buckets(monkeypatch):
-    """The buckets weigh swap, and the kernels of ``SHAPES`` are built afresh before and after each test."""
-    def drop():
-        for key in [k for k in ours.kernel_cache() if k[:2] in SHAPES]:
-            del ours.kernel_cache()[key]
-    monkeypatch.setattr(gemm_cost, "WEIGH_SWAP_DYNAMIC", True)
-    drop()
-    yield
-    drop()
 
 
 def _plan(N: int, K: int, M: int, fused: bool = False):

@@ -16,7 +16,6 @@ from tvm_cdna4.kernels import devices  # noqa: E402
 from tvm_cdna4.kernels.gemm import GemmProblem, random_inputs  # noqa: E402
 from tvm_cdna4.kernels.gemm.dynamic_m import MBucket  # noqa: E402
 from tvm_cdna4.kernels.gemm.epilogue import Fusion  # noqa: E402
-from tvm_cdna4.kernels.sm90 import gemm_cost  # noqa: E402
 from tvm_cdna4.kernels.sm90.gemm_plan import Sm90Config, plan  # noqa: E402
 
 ALL = Fusion(bias=True, activation="silu", residual=True, row_scale=True, col_scale=True)
@@ -44,18 +43,6 @@ def test_a_swapped_plan_over_several_tiles_of_m_is_exact_on_the_card(bucket, N, 
         c = data.output()
         run_gemm(p, data.arguments(p.params, c))
         assert data.ratio(c) <= 1.0, m
-
-
-@pytest.fixture
-def swapped_buckets(monkeypatch):
-    """The buckets weigh swap, and the kernels of ``SHAPES`` are built afresh before and after the test."""
-    def drop():
-        for key in [k for k in ours.kernel_cache() if k[:2] in SHAPES]:
-            del ours.kernel_cache()[key]
-    monkeypatch.setattr(gemm_cost, "WEIGH_SWAP_DYNAMIC", True)
-    drop()
-    yield
-    drop()
 
 
 @pytest.mark.parametrize("M", (150, 200))

@@ -60,6 +60,26 @@ def test_the_emulator_validates_the_swapped_kernel_at_odd_run_time_m(bucket, cfg
     _validate(bucket, cfg, ms, out, fusion)
 
 
+def test_the_emulator_validates_a_swapped_plan_over_several_tiles_of_m():
+    # block_n 72: M = 45 (under one tile), 145 (odd, three tiles, the last of one column); N = 40: a ragged tile of N;
+    # M's tiles counted at launch (gemm_cost.swap_widths' plans: several tiles of M in a bucket)
+    cfg = Sm90Config(64, 72, 2, 1, swap_ab=True)
+    assert str(_plan(MBucket(129, 192), 40, 64, cfg).tiles_n) == "T.Div(M + 71, 72)"
+    _validate(MBucket(129, 192), cfg, (45, 145), "f32", Fusion(), N=40, K=64)
+
+
+@pytest.mark.slow  # suite time (run with TVM_CDNA4_SLOW=1)
+@pytest.mark.parametrize("bucket, cfg, ms, out, fusion", [
+    # two consumers (128 rows of N), 104 columns: M = 200 in two tiles, 209 in three; every fused step
+    (MBucket(193, 256), Sm90Config(128, 104, 2, 2, swap_ab=True), (200, 209), "bf16", ALL),
+    # a K split over tiles of 72 columns: M = 77 (two tiles), 200 (three)
+    (MBucket(193, 256), Sm90Config(64, 72, 2, 1, split_k=2, decomposition="split-k", swap_ab=True), (77, 200), "f32",
+     Fusion(bias=True)),
+])
+def test_the_emulator_validates_swapped_plans_over_several_tiles_of_m(bucket, cfg, ms, out, fusion):
+    _validate(bucket, cfg, ms, out, fusion, N=72, K=256)
+
+
 def test_a_swapped_split_keeps_its_workspace_and_tickets_in_c_transposed_coordinates():
     cfg = Sm90Config(64, 96, 8, 1, split_k=2, decomposition="split-k", swap_ab=True)
     p = _plan(MBucket(65, 96), 3584, 18944, cfg, "bf16")

@@ -1,21 +1,16 @@
 """Swapped dynamic-M plans with several tiles of M (issue 36, M = 96-256): a bucket weighs swapped tiles whose width
 takes its largest M in up to ``gemm_cost.SWAP_M_TILES`` column tiles of C^T (``swap_widths``; cuBLAS runs M = 200 in
 3 x 72 or 2 x 104 columns of tokens), where ``WEIGH_SWAP_DYNAMIC`` is on (off by default); the kernel counts M's
-tiles at launch, zero-fills the activations' boxes past M and masks C^T's stores at M: validated in the CUDA emulator
-at M smaller than one tile, odd M and M over two and three tiles, one and two consumers, with a K split."""
+tiles at launch, zero-fills the activations' boxes past M and masks C^T's stores at M (validated in the CUDA emulator
+by tests/kernels/sm90/test_sm90_swap_dynamic.py: M smaller than one tile, odd M, M over two and three tiles, one and two
+consumers, a K split); the benchmark's A/B of the flag."""
 
 from __future__ import annotations
 
 import pytest
 
-from tvm_cdna4.emulator import emulate
 from tvm_cdna4.kernels import devices
-from tvm_cdna4.kernels.gemm import GemmProblem, random_inputs
-from tvm_cdna4.kernels.gemm.dynamic_m import MBucket
-from tvm_cdna4.kernels.gemm.epilogue import Fusion
 from tvm_cdna4.kernels.sm90 import gemm_cost
-from tvm_cdna4.kernels.sm90.gemm_emit import emit
-from tvm_cdna4.kernels.sm90.gemm_plan import Sm90Config, plan
 
 H100 = devices.DEVICES["H100"]
 
@@ -42,35 +37,6 @@ def test_the_swapped_bucket_candidates_take_several_tiles_of_m_only_where_the_fl
     assert {c.block_n for c in swapped} == set(gemm_cost.swap_widths(193, 256))
     assert {c.block_m for c in swapped} == {64, 128, 256} and set(off) < set(on)
     assert cfg.swap_ab and -(-256 // cfg.block_n) > 1, cfg  # Qwen2.5-7B's QKV: a swapped tile of several M tiles
-
-
-def _validate(bucket, cfg, ms, out="f32", fusion=Fusion(), N=40, K=64):
-    p = plan(bucket, N, K, "bf16", "nt", out, cfg, H100.units, H100.smem_per_unit, fusion)
-    assert str(p.tiles_n) == f"T.Div(M + {cfg.block_n - 1}, {cfg.block_n})"  # M's tiles at launch
-    f = emit(p)
-    for m in ms:
-        data = random_inputs(GemmProblem(m, N, K, "bf16", "nt", out, fusion), seed=m)
-        c = data.output()
-        emulate(f, *data.arguments(p.params, c), target="sm90")
-        assert data.ratio(c) <= 1.0, m
-
-
-def test_the_emulator_validates_a_swapped_plan_over_several_tiles_of_m():
-    # block_n 72: M = 45 (under one tile), 145 (odd, three tiles, the last of one column); N = 40: a ragged tile of N
-    _validate(MBucket(129, 192), Sm90Config(64, 72, 2, 1, swap_ab=True), (45, 145))
-
-
-@pytest.mark.slow  # suite time (run with TVM_CDNA4_SLOW=1)
-@pytest.mark.parametrize("bucket, cfg, ms, out, fusion", [
-    # two consumers (128 rows of N), 104 columns: M = 200 in two tiles, 209 in three; every fused step
-    (MBucket(193, 256), Sm90Config(128, 104, 2, 2, swap_ab=True), (200, 209), "bf16",
-     Fusion(bias=True, activation="silu", residual=True, row_scale=True, col_scale=True)),
-    # a K split over tiles of 72 columns: M = 77 (two tiles), 200 (three)
-    (MBucket(193, 256), Sm90Config(64, 72, 2, 1, split_k=2, decomposition="split-k", swap_ab=True), (77, 200), "f32",
-     Fusion(bias=True)),
-])
-def test_the_emulator_validates_swapped_plans_over_several_tiles_of_m(bucket, cfg, ms, out, fusion):
-    _validate(bucket, cfg, ms, out, fusion, N=72, K=256)
 
 
 def test_the_torch_benchmark_prints_both_settings_bucket_plans_and_estimates(capsys):

@@ -1,0 +1,21 @@
+"""Fixtures of the GPU tests (each file skips without its GPU: ``pytest.mark.cuda``)."""
+
+import pytest
+
+
+@pytest.fixture
+def swapped_buckets(request, monkeypatch):
+    """The sm90 dynamic-M buckets weigh swap (``gemm_cost.WEIGH_SWAP_DYNAMIC``, off by default), and the torch op's
+    kernels of the test module's ``SHAPES`` ((N, K) pairs) are built afresh before and after the test."""
+    import tvm_cdna4.torch as ours
+    from tvm_cdna4.kernels.sm90 import gemm_cost
+
+    shapes = request.module.SHAPES
+
+    def drop():
+        for key in [k for k in ours.kernel_cache() if k[:2] in shapes]:
+            del ours.kernel_cache()[key]
+    monkeypatch.setattr(gemm_cost, "WEIGH_SWAP_DYNAMIC", True)
+    drop()
+    yield
+    drop()
