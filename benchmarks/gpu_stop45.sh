@@ -35,6 +35,7 @@
 #               GPU tests, then benchmarks/sm90_order.py at 4096^3 (plain, residual: group_m 4 / 8 / 16, raster n) and
 #               the twelve projections at M = ${ORDER_MS:-3000} (g8, g16, the model's order) beside torch.mm [~200]
 #   stop47      cluster (M = ${CLUSTER_MS:-3000}), order and swapdyn's benchmarks without their GPU tests [~450]
+#   stop47b     attn-options, grouped-op's torch op and final's fp8, benchmarks only [~300]
 #   cli-options the sm90 config fields from the CLI (--cluster-m, --residual-read, --epilogue-tile, --tile-walk,
 #               attention --epilogue --persistent): --validate and --bench on the card, tests/gpu/test_sm90_cli_options_gpu.py [~90]
 #
@@ -168,7 +169,14 @@ for step in "$@"; do
       | tee "$OUT/order.log" | grep -v "^{" | tail -30
     timeout 200 python3 benchmarks/torch_gemm.py --ms ${SWAPDYN_MS:-96,200} --swap-dynamic off,on --calls 30 --reps 10 \
       --out "$OUT/swapdyn" 2>&1 | tee "$OUT/torch_gemm_swapdyn.log" | grep -v "^{" | tail -22 ;;
-  *) echo "unknown step $step (peers, partitions, ncu, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47)"; exit 2 ;;
+  stop47b)  # the attention options at 2k / 4k, the grouped and the fp8 torch ops at today's plans, benchmarks only [~300]
+    mkdir -p "$OUT/attn_options" "$OUT/grouped" "$OUT/fp8"
+    timeout 120 python3 benchmarks/attention_sm90.py --out "$OUT/attn_options" --seqs 2048,4096 --configs options \
+      --options tma-buffer --no-sm80 2>&1 | tee "$OUT/attention_options.log" | grep -v "^{" | tail -44
+    timeout 110 python3 benchmarks/torch_grouped_sm90.py --calls 15 --reps 12 --out "$OUT/grouped" 2>&1 \
+      | tee "$OUT/torch_grouped.log" | grep -v "^{" | tail -10
+    timeout 70 python3 benchmarks/torch_fp8_gemm.py --out "$OUT/fp8" 2>&1 | tee "$OUT/torch_fp8.log" | grep -v "^{" | tail -8 ;;
+  *) echo "unknown step $step (peers, partitions, ncu, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b)"; exit 2 ;;
   esac
 done
 cd "$OUT" && tar czf /tmp/call.tgz --exclude=call.tgz . && find . -mindepth 1 -delete && mv /tmp/call.tgz "$OUT/call.tgz"
