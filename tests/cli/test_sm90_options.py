@@ -185,3 +185,11 @@ def test_attention_bad_epilogue_is_one_line_naming_the_flag(cli):
     line = refused(cli, "attention", "--target", "sm90", *SMALL, "--dtype", "fp8", "--head-dim", "128",
                    "--epilogue", "tma", "--emit", "config")
     assert line.startswith("error: --epilogue tma: ") and "fp8" in line, line
+
+
+@pytest.mark.parametrize("flags", [("--epilogue", "tma"), ("--persistent",), ("--no-persistent",)])
+def test_paged_decode_refuses_the_dense_sm90_config_flags(flags, cli):
+    """The paged decode config has no epilogue or persistent field: the flag is refused, not ignored."""
+    line = refused(cli, "attention", "--target", "sm90", "--kv-cache", "paged", "--context", "3,70", "--seq", "1",
+                   "--heads", "2", "--kv-heads", "1", "--head-dim", "128", *flags, "--emit", "config")
+    assert line.startswith("error: ") and flags[0] in line and "dense attention's" in line, line
