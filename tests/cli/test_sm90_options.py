@@ -193,3 +193,15 @@ def test_paged_decode_refuses_the_dense_sm90_config_flags(flags, cli):
     line = refused(cli, "attention", "--target", "sm90", "--kv-cache", "paged", "--context", "3,70", "--seq", "1",
                    "--heads", "2", "--kv-heads", "1", "--head-dim", "128", *flags, "--emit", "config")
     assert line.startswith("error: ") and flags[0] in line and "dense attention's" in line, line
+
+
+def test_a_field_refused_by_another_operands_rule_is_one_line_naming_the_flag(cli):
+    # the swapped kernel's rule (operand swap_ab) refuses the TMA epilogue: the flag that broke it is named
+    line = refused(cli, "gemm", "--target", "sm90", *BIG, "--swap-ab", "--epilogue", "tma", "--emit", "config")
+    assert line.startswith("error: --epilogue tma: ") and "swap_ab" in line and "registers" in line, line
+
+
+def test_a_tile_options_own_refusal_does_not_blame_a_field(cli):
+    r = cli("gemm", "--target", "sm90", *BIG, "--block", "128x128x64", "--stages", "40", "--raster", "n", "--emit",
+            "config")
+    assert r.returncode == 2 and "--raster" not in r.stderr and "operand stages" in r.stderr, r.stderr
