@@ -1,4 +1,4 @@
-"""The sm90 kernel options from the CLI: ``gemm --cluster-m / --residual-read / --tile-walk / --epilogue /
+"""The sm90 kernel options from the CLI: ``gemm --cluster-m / --residual-read / --tile-walk / --epilogue / --raster /
 --epilogue-tile`` (``Sm90Config``) and ``attention --epilogue / --persistent`` (``Sm90AttentionConfig``): each the
 cost model's config with that field replaced (``--emit config``), validated in the CUDA emulator, refused in one
 line naming the flag on a target without the field or for a value the config's ``check`` refuses."""
@@ -8,7 +8,6 @@ import json
 import attrs
 import pytest
 
-from tvm_cdna4.cli import main
 from tvm_cdna4.kernels.sm90 import attention_plan, gemm_plan
 
 BF16 = ("--dtype", "bf16", "--out-dtype", "bf16")
@@ -127,24 +126,40 @@ def test_the_cli_flags_are_the_fields_the_sm90_target_takes_by_name():
     assert set(FIELD_OPTIONS) <= set(attrs.fields_dict(gemm_plan.Sm90Config))
 
 
-def test_the_help_names_every_value_of_the_fields():
-    text = {c: _help(c) for c in ("gemm", "attention")}
-    for flag, values in (("--residual-read", gemm_plan.RESIDUAL_READS), ("--tile-walk", gemm_plan.TILE_WALKS),
-                         ("--epilogue", gemm_plan.EPILOGUES), ("--cluster-m", gemm_plan.CLUSTER_MS),
-                         ("--raster", gemm_plan.RASTERS)):
-        assert flag in text["gemm"] and all(str(v) in text["gemm"] for v in values), flag
-    assert all(v in text["attention"] for v in attention_plan.EPILOGUES)
-    assert "--persistent" in text["attention"] and "--no-persistent" in text["attention"]
+def _subparser(command: str):
+    from tvm_cdna4.cli import build_parser
+
+    return next(a for a in build_parser()._actions if a.dest == "command").choices[command]
 
 
-def _help(command: str) -> str:
-    import contextlib
-    import io
+def _option_help(command: str, flag: str) -> str:
+    """The help text of ``flag`` of ``python -m tvm_cdna4 COMMAND`` alone (not the whole page)."""
+    return " ".join(next(a for a in _subparser(command)._actions if flag in a.option_strings).help.split())
 
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        assert main([command, "--help"]) == 0
-    return " ".join(out.getvalue().split())
+
+def _names(text: str, value) -> bool:
+    """Whether ``text`` names ``value`` as a word of its own (``n``, not the letter of another word)."""
+    import re
+
+    return re.search(rf"(?<![\w-]){re.escape(str(value))}(?![\w-])", text) is not None
+
+
+@pytest.mark.parametrize("command, flag, values", [
+    ("gemm", "--residual-read", gemm_plan.RESIDUAL_READS), ("gemm", "--tile-walk", gemm_plan.TILE_WALKS),
+    ("gemm", "--epilogue", gemm_plan.EPILOGUES), ("gemm", "--cluster-m", gemm_plan.CLUSTER_MS),
+    ("gemm", "--raster", gemm_plan.RASTERS), ("attention", "--epilogue", attention_plan.EPILOGUES),
+])
+def test_each_flags_own_help_names_every_value_of_its_field(command, flag, values):
+    text = _option_help(command, flag)
+    assert all(_names(text, v) for v in values), (flag, text)
+
+
+def test_the_help_check_sees_a_value_missing_from_the_flags_own_help():
+    # 'n' of the n raster is on every help page as a letter: only the flag's own help, as a word, counts
+    assert not _names("which way: m (down the group's tile rows) (default: m)", "n")
+    assert _names("m (down) or n (along)", "n") and not _names("tma_buffer", "tma")
+    options = {s for a in _subparser("attention")._actions for s in a.option_strings}
+    assert {"--persistent", "--no-persistent"} <= options
 
 
 # ---------------------------------------------------------------------------------------------- attention
@@ -185,3 +200,23 @@ def test_attention_bad_epilogue_is_one_line_naming_the_flag(cli):
     line = refused(cli, "attention", "--target", "sm90", *SMALL, "--dtype", "fp8", "--head-dim", "128",
                    "--epilogue", "tma", "--emit", "config")
     assert line.startswith("error: --epilogue tma: ") and "fp8" in line, line
+
+
+@pytest.mark.parametrize("flags", [("--epilogue", "tma"), ("--persistent",), ("--no-persistent",)])
+def test_paged_decode_refuses_the_dense_sm90_config_flags(flags, cli):
+    """The paged decode config has no epilogue or persistent field: the flag is refused, not ignored."""
+    line = refused(cli, "attention", "--target", "sm90", "--kv-cache", "paged", "--context", "3,70", "--seq", "1",
+                   "--heads", "2", "--kv-heads", "1", "--head-dim", "128", *flags, "--emit", "config")
+    assert line.startswith("error: ") and flags[0] in line and "dense attention's" in line, line
+
+
+def test_a_field_refused_by_another_operands_rule_is_one_line_naming_the_flag(cli):
+    # the swapped kernel's rule (operand swap_ab) refuses the TMA epilogue: the flag that broke it is named
+    line = refused(cli, "gemm", "--target", "sm90", *BIG, "--swap-ab", "--epilogue", "tma", "--emit", "config")
+    assert line.startswith("error: --epilogue tma: ") and "swap_ab" in line and "registers" in line, line
+
+
+def test_a_tile_options_own_refusal_does_not_blame_a_field(cli):
+    r = cli("gemm", "--target", "sm90", *BIG, "--block", "128x128x64", "--stages", "40", "--raster", "n", "--emit",
+            "config")
+    assert r.returncode == 2 and "--raster" not in r.stderr and "operand stages" in r.stderr, r.stderr

@@ -182,3 +182,33 @@ def test_a_clustered_candidate_in_groups_of_16_rows_reads_what_the_unclustered_o
     # pairs of rows in groups of group_m // 2 pairs: the 16-row groups' bytes (142 MiB), as unclustered
     assert (two.group_m, two.raster) == (16, "m")
     assert gemm_order.order_bytes(two, 4096, 4096, 4096, 132, H100.l2_bytes) == 142 * MIB
+
+
+@pytest.mark.parametrize("problem, config", [
+    # the n raster's tiles through a K split's workspace and tickets (3 x 4 tiles, 2 slices, 3 CTAs)
+    (GemmProblem(130, 200, 128, "bf16", "nt", "f32"),
+     Sm90Config(64, 64, 2, 1, group_m=2, ctas=3, raster="n", split_k=2, decomposition="split-k")),
+    # a hybrid in the n raster: 3 x 4 tiles on 5 CTAs, two whole waves, the last two tiles in 2 K slices
+    (GemmProblem(150, 200, 128, "bf16", "nt", "f32"),
+     Sm90Config(64, 64, 2, 1, group_m=2, ctas=5, raster="n", split_k=2, decomposition="hybrid")),
+])
+def test_the_emulator_validates_a_k_split_in_the_n_raster(problem, config):
+    v = gemm.validate(problem, "sm90", config)
+    assert v.ok and v.ratio <= 1.0
+
+
+def test_the_emulator_validates_a_dynamic_m_cluster_in_the_n_raster_past_m():
+    """M = 63: one tile row counted at launch, its pair's second row past M (loads zero, stores clipped), the two
+    CTAs of each cluster on one tile column of three."""
+    from tvm_cdna4.emulator import emulate
+    from tvm_cdna4.kernels.gemm import random_inputs
+    from tvm_cdna4.kernels.gemm.dynamic_m import MBucket
+    from tvm_cdna4.kernels.sm90 import gemm_target
+    from tvm_cdna4.kernels.sm90.gemm_plan import plan
+
+    p = plan(MBucket(1, 320), 136, 64, "bf16", "nt", "f32", Sm90Config(64, 64, 2, 1, group_m=2, cluster_m=2,
+                                                                     raster="n"), 132, 232448)
+    data = random_inputs(GemmProblem(63, 136, 64, "bf16", "nt", "f32"), 63)
+    c = data.output()
+    emulate(gemm_target.emit(p), *data.arguments(p.params, c), target="sm90")
+    assert data.ratio(c) <= 1.0

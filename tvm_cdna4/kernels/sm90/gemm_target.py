@@ -302,10 +302,12 @@ def with_fields(problem: GemmProblem, cfg: Sm90Config, fields: dict, *, replan: 
     """``cfg`` with ``fields`` (``FIELD_OPTIONS``) replaced, its ring re-planned to the deepest that fits where
     ``replan`` (None: where a field changes C's staging, ``STAGING_FIELDS``), checked by
     ``Sm90Config.check`` and the plan (``m``: a grouped problem's rows). A refusal of a field given is a ValueError,
-    one line naming its option and value first (``--cluster-m 3: ...``); others are raised as they are."""
+    one line naming its option and value first (``--cluster-m 3: ...``), as is one by another operand's rule that
+    ``cfg`` without them passes (``--epilogue tma`` with ``--swap-ab``: the swapped kernel's rule names ``swap_ab``);
+    others are raised as they are."""
     from ...errors import ContractError
 
-    cfg = replace_config(cfg, **fields)
+    base, cfg = cfg, replace_config(cfg, **fields)
     smem = _device(sms).smem_per_unit
     if problem.grouped:
         from .gemm_plan import prefix_bytes
@@ -318,9 +320,16 @@ def with_fields(problem: GemmProblem, cfg: Sm90Config, fields: dict, *, replan: 
         cfg.check(_device(sms).smem_per_unit)
         plan(problem, cfg, m=m, sms=sms)
     except ContractError as err:
-        if err.operand not in fields:
+        if err.operand in fields:
+            raise ValueError(f"--{err.operand.replace('_', '-')} {fields[err.operand]}: {str(err).splitlines()[0]}") from err
+        if not fields:
             raise
-        raise ValueError(f"--{err.operand.replace('_', '-')} {fields[err.operand]}: {str(err).splitlines()[0]}") from err
+        try:  # the config without the fields: a refusal of its own is raised as it is
+            with_fields(problem, base, {}, replan=replan, m=m, sms=sms)
+        except ContractError:
+            raise err from None
+        given = ", ".join(f"--{name.replace('_', '-')} {value}" for name, value in fields.items())
+        raise ValueError(f"{given}: {str(err).splitlines()[0]}") from err
     return cfg
 
 
