@@ -117,12 +117,14 @@ def _tile(text: str) -> tuple[int, ...]:
 
 def config_from_options(problem: GemmProblem, *, block: str | None = None, warps: str | None = None,
                         stages: int | None = None, group_m: int | None = None, ctas: int | None = None,
-                        mfma: str | None = None, lds_dma: bool = False, sms: int | None = None, swap_ab: bool = False):
+                        mfma: str | None = None, lds_dma: bool = False, sms: int | None = None, swap_ab: bool = False,
+                        split_k: int | None = None, m: int | None = None):
     """The config the CLI's tile options ask for, None without any (the cost model's choice). ``block``
     (``MxNxK``), ``warps`` (``WMxWN``), ``group_m`` or ``ctas`` ask for the tile GEMM: its planner's
     choice (``gemm_cost.choose_config``) with them applied, the pipeline depth re-planned for a given
-    block unless ``stages`` says it; ``stages`` alone applies to the planner's choice of either kernel
-    (the decode kernel's pipeline depth too). A ValueError, the option first: a dtype sm80 does not
+    block unless ``stages`` says it; ``stages`` and ``split_k`` (K slices, 1: none) alone apply to the planner's
+    choice of either kernel (the decode kernel's pipeline depth and K split too). ``m`` (a grouped problem's rows,
+    as sm90's) is not read: a bucketed problem refuses the options. A ValueError, the option first: a dtype sm80 does not
     run, an option of another target (``mfma``, ``lds_dma``); a config its ``check`` or the plan refuses: one line,
     every tile option given first (``--stages 1: stages must be at least 2``)."""
     from .gemm_cost import choose_config as choose_tile, replan_stages
@@ -136,7 +138,7 @@ def config_from_options(problem: GemmProblem, *, block: str | None = None, warps
     if swap_ab:
         raise ValueError("--swap-ab is an sm90 option (Sm90Config.swap_ab): the sm80 GEMM plans C = A B as given")
     tile = block or warps or group_m or ctas is not None
-    if not (tile or stages):
+    if not (tile or stages or split_k):
         return None
     if problem.M is None:
         raise ValueError("tile options: a dynamic-M or grouped problem plans every bucket with the cost model")
@@ -147,11 +149,12 @@ def config_from_options(problem: GemmProblem, *, block: str | None = None, warps
         updates.update(zip(("block_m", "block_n", "block_k"), _tile(block)))
     if warps:
         updates.update(zip(("warps_m", "warps_n"), _tile(warps)))
-    updates.update({name: value for name, value in (("stages", stages), ("group_m", group_m), ("ctas", ctas))
-                    if value is not None})
+    updates.update({name: value for name, value in (("stages", stages), ("group_m", group_m), ("ctas", ctas),
+                                                    ("split_k", split_k)) if value is not None})
     cfg = replace(cfg, **updates)
     given = [option(name, value) for name, value in (("block", block), ("warps", warps), ("stages", stages),
-                                                      ("group_m", group_m), ("ctas", ctas)) if value is not None]
+                                                      ("group_m", group_m), ("ctas", ctas), ("split_k", split_k))
+             if value is not None]
     try:
         if block and not stages:  # the planner's stages were for its own block: re-plan them
             cfg = replan_stages(cfg, M, N, K, out, _sms(sms))

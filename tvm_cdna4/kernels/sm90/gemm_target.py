@@ -137,10 +137,11 @@ def choose(problem: GemmProblem, *, m: int | None = None, sms: int | None = None
 def plan(problem: GemmProblem, config=None, *, m: int | None = None, sms: int | None = None,
          reduction: str | None = None):
     """The plan of ``problem`` with ``config`` (None: the cost model's choice); ``reduction`` is refused: the
-    sm90 K split and its reduction are ``Sm90Config`` fields (``split_k``, ``reduction``) the cost model chooses."""
+    sm90 K split and its reduction are ``Sm90Config`` fields (``split_k``, ``reduction``) the cost model chooses
+    (``config_from_options``' ``split_k``: the CLI's ``--split-k``, sets the first)."""
     if reduction is not None:
         raise ValueError(f"--reduction {reduction}: the sm90 K split and its reduction are Sm90Config fields "
-                         "(split_k, reduction), chosen by the cost model")
+                         "(split_k, reduction), chosen by the cost model (--split-k sets split_k)")
     from ..sm80.decode_plan import DecodeConfig, plan_decode
 
     _static(problem)
@@ -227,10 +228,11 @@ def _tile(text: str) -> tuple[int, ...]:
     return tuple(int(x) for x in text.lower().split("x"))
 
 
-FIELD_OPTIONS = ("cluster_m", "residual_read", "tile_walk", "epilogue", "epilogue_tile", "raster")
+FIELD_OPTIONS = ("cluster_m", "residual_read", "tile_walk", "epilogue", "epilogue_tile", "raster", "split_k")
 """The ``Sm90Config`` fields ``config_from_options`` takes by name (the CLI's ``--cluster-m``, ``--residual-read``,
-``--tile-walk``, ``--epilogue``, ``--epilogue-tile``, ``--raster``): each replaces that field of the config the options would
-otherwise give (the cost model's choice, or the tile options'); the config's ``check`` and the plan refuse a value."""
+``--tile-walk``, ``--epilogue``, ``--epilogue-tile``, ``--raster``, ``--split-k``): each replaces that field of the config
+the options would otherwise give (the cost model's choice, or the tile options'; ``split_k`` carries ``decomposition``
+with it, ``_replaced``); the config's ``check`` and the plan refuse a value."""
 STAGING_FIELDS = {"epilogue", "epilogue_tile"}
 """The fields that change C's staging buffers, so the ring's depth (``gemm_cost.deepest``) unless ``stages`` is given."""
 
@@ -240,7 +242,7 @@ def config_from_options(problem: GemmProblem, *, block: str | None = None, warps
                         mfma: str | None = None, lds_dma: bool = False, sms: int | None = None, swap_ab: bool = False,
                         cluster_m: int | None = None, residual_read: str | None = None, tile_walk: str | None = None,
                         epilogue: str | None = None, epilogue_tile: int | None = None, raster: str | None = None,
-                        m: int | None = None):
+                        split_k: int | None = None, m: int | None = None):
     """The config the CLI's tile options ask for, None without any: the sm90 kernel's cost-model choice
     (``gemm_cost.ranked``'s first unswapped config, at any M: the options ask for the tile kernel over C; ``swap_ab``: the best-estimated
     swapped config, ``gemm_cost.swap_ab_ranked``, whose ``block`` tiles C^T: N side x M side) with them applied. ``block``:
@@ -253,9 +255,8 @@ def config_from_options(problem: GemmProblem, *, block: str | None = None, warps
     for flag, value in (("--mfma", mfma), ("--lds-dma", lds_dma)):
         if value:
             raise ValueError(f"{flag} is a gfx950 option: the sm90 GEMM runs wgmma with TMA copies")
-    fields = {name: value for name, value in (("cluster_m", cluster_m), ("residual_read", residual_read),
-                                              ("tile_walk", tile_walk), ("epilogue", epilogue),
-                                              ("epilogue_tile", epilogue_tile), ("raster", raster)) if value is not None}
+    fields = {name: value for name, value in zip(FIELD_OPTIONS, (cluster_m, residual_read, tile_walk, epilogue,
+                                                                 epilogue_tile, raster, split_k)) if value is not None}
     tiled = bool(block or warps or stages or group_m or ctas is not None or swap_ab)
     if not (tiled or fields):
         return None
@@ -323,7 +324,7 @@ def with_fields(problem: GemmProblem, cfg: Sm90Config, fields: dict, *, replan: 
     any, a refusal is raised as it is."""
     from ...errors import ContractError
 
-    base, cfg = cfg, replace_config(cfg, **fields)
+    base, cfg = cfg, _replaced(cfg, fields)
     smem = _device(sms).smem_per_unit
     if problem.grouped:
         from .gemm_plan import prefix_bytes
@@ -349,6 +350,15 @@ def with_fields(problem: GemmProblem, cfg: Sm90Config, fields: dict, *, replan: 
             raise
         raise refused_options(_named(err.operand, tiles) or tiles.values(), err) from err
     return cfg
+
+
+def _replaced(cfg: Sm90Config, fields: dict) -> Sm90Config:
+    """``cfg`` with ``fields`` replaced; a ``split_k`` with the ``decomposition`` that goes with it: ``data-parallel``
+    at 1, above it ``cfg``'s own K-split decomposition (``split-k`` or ``hybrid``), else ``split-k``."""
+    if "split_k" in fields and "decomposition" not in fields:
+        split = cfg.decomposition if cfg.decomposition != "data-parallel" else "split-k"
+        fields = {**fields, "decomposition": "data-parallel" if fields["split_k"] == 1 else split}
+    return replace_config(cfg, **fields)
 
 
 def _bucket_fields(problem: GemmProblem, fields: dict, m: int | None, sms: int | None) -> Sm90Config:
