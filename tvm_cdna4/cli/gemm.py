@@ -26,15 +26,16 @@ import attrs
 from ..errors import ContractError
 from ..kernels import gemm
 from ..kernels.gemm.epilogue import ACTIVATIONS, INPUTS, Fusion
+from ..kernels.sm90.gemm_fields import FIELD_OPTIONS
 from .args import (FLAGS_OFF, Default, DefaultsFormatter, check_gemm, given, nonnegative_int, parse_row_counts,
                    positive_int, row_counts, tile)
 
 TILE_OPTIONS = ("block", "warps", "stages", "mfma", "lds_dma", "group_m", "ctas", "swap_ab")
 """The tile flags, given by name to the target's ``config_from_options`` (``kernels.gemm.config_from_options``)."""
-CONFIG_FIELDS = ("cluster_m", "residual_read", "tile_walk", "epilogue", "epilogue_tile", "raster", "split_k")
-"""The config fields the CLI sets by name (``--cluster-m`` ...: the sm90 GEMM's, ``kernels.sm90.gemm_target.FIELD_OPTIONS``;
-``--split-k`` sm80's too), given to ``config_from_options`` only when given (a target whose config has no such field
-refuses it there)."""
+CONFIG_FIELDS = FIELD_OPTIONS
+"""The config fields the CLI sets by name (``--cluster-m`` ...: the sm90 GEMM's, ``kernels.sm90.gemm_fields``, a leaf
+module; ``--split-k`` sm80's too), given to ``config_from_options`` only when given (a target whose config has no such
+field refuses it there)."""
 PLANNED = ("block", "warps", "stages", "group_m", "ctas", "mfma", "lds_dma", "swap_ab", "reduction", "tune")
 """The options a dynamic-M or grouped GEMM refuses: the cost model plans each of its buckets."""
 

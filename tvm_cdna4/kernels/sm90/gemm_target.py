@@ -36,6 +36,7 @@ from ..common import cache_key, option, refused_options
 from ..gemm.problem import GemmProblem
 from ..sm80.gemm_target import EMULATED_MACS
 from . import gemm_cost
+from .gemm_fields import FIELD_OPTIONS
 from .gemm_plan import (EPILOGUES, OUT_DTYPES, Sm90Config, Sm90Plan, b_shares, block_k, check_problem, epilogue_choices,
                         plan as make_plan)
 
@@ -228,11 +229,6 @@ def _tile(text: str) -> tuple[int, ...]:
     return tuple(int(x) for x in text.lower().split("x"))
 
 
-FIELD_OPTIONS = ("cluster_m", "residual_read", "tile_walk", "epilogue", "epilogue_tile", "raster", "split_k")
-"""The ``Sm90Config`` fields ``config_from_options`` takes by name (the CLI's ``--cluster-m``, ``--residual-read``,
-``--tile-walk``, ``--epilogue``, ``--epilogue-tile``, ``--raster``, ``--split-k``): each replaces that field of the config
-the options would otherwise give (the cost model's choice, or the tile options'; ``split_k`` carries ``decomposition``
-with it, ``_replaced``); the config's ``check`` and the plan refuse a value."""
 STAGING_FIELDS = {"epilogue", "epilogue_tile"}
 """The fields that change C's staging buffers, so the ring's depth (``gemm_cost.deepest``) unless ``stages`` is given."""
 
