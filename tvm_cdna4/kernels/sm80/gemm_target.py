@@ -11,7 +11,7 @@ CUDA arch, default ``sm_80``), ``compiler`` (``"nvcc"`` / ``"nvrtc"``, None: TIR
 ``tuned`` (build without a config: a tiling ``gemm.tune_config`` stored for the problem, where one is).
 
 ``config_from_options(problem, **options)``: the config the CLI's tile options ask for (``--block``,
-``--warps``, ``--stages``, ``--group-m``, ``--ctas``), None without any; ``CODE``: what ``--emit`` prints
+``--warps``, ``--stages``, ``--group-m``, ``--ctas``, ``--split-k``), None without any; ``CODE``: what ``--emit`` prints
 of a build besides ``tir`` and ``config``.
 """
 
