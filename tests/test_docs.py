@@ -2,6 +2,7 @@
 catalog's), and the benchmark pages' paths (benchmarks/RESULTS.md today's figures, journal/ the diary,
 runs/ the raw outputs)."""
 
+import functools
 import re
 
 import paths
@@ -132,3 +133,75 @@ def test_the_paged_attention_docs_cpu_example_runs():
     exec(compile(block, "docs/paged_attention.md", "exec"), namespace)
     assert namespace["result"].ok and namespace["result"].where.startswith("the CUDA emulator")
     assert namespace["plan"].split_kv >= 1 and namespace["plan"].ctas == 2 * 2 * namespace["plan"].split_kv
+
+
+CONSTANT_DOCS = ("docs/sm90_gemm.md", "docs/grouped_gemm.md", "docs/sm90_attention.md")
+"""The docs that name the sm90 kernels' module constants: a constant is named, its value written once (the module)."""
+NUMBER_WORDS = "zero one two three four five six seven eight nine ten eleven twelve".split()
+
+
+@functools.cache
+def _module_constants() -> dict:
+    """Every module-level ``NAME = literal`` of the package (``ast``, no import): name -> [(module, value)]."""
+    import ast
+
+    found = {}
+    for path in sorted((ROOT / "tvm_cdna4").rglob("*.py")):
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.Assign) and [type(t) for t in node.targets] == [ast.Name] \
+                    and re.fullmatch(r"[A-Z][A-Z0-9_]+", node.targets[0].id):
+                try:
+                    value = ast.literal_eval(node.value)
+                except ValueError:
+                    continue
+                found.setdefault(node.targets[0].id, []).append((path.stem, value))
+    return found
+
+
+def _spellings(value) -> list[str]:
+    """Patterns of how prose writes ``value``: an int as digits or a word, a bool as itself or on / off, a tuple by
+    its first two entries (``96, 192``, ``64 or 128``; of tuples: the first's, ``128x256`` or ``128``)."""
+    if isinstance(value, bool):
+        return [str(value), "on" if value else "off"]
+    if isinstance(value, int):
+        return [str(value)] + NUMBER_WORDS[value:value + 1] * (0 <= value)
+    if isinstance(value, float):
+        return [re.escape(repr(value)), re.escape(f"{value:g}")]
+    if isinstance(value, str):
+        return [re.escape(value)] if value else []
+    if isinstance(value, tuple) and len(value) > 1 and all(isinstance(x, (int, float, str)) for x in value):
+        return [rf"['\"]?{re.escape(str(value[0]))}['\"]?(?:,| or| and)\s*['\"]?{re.escape(str(value[1]))}"]
+    if isinstance(value, tuple) and value and isinstance(value[0], tuple) and len(value[0]) > 1:
+        return [f"{value[0][0]}x{value[0][1]}", str(value[0][0])]
+    return []
+
+
+def _restated(text: str, constants: dict) -> list[str]:
+    """Where ``text`` writes a constant's value right after its name (``MAX_WAVES` (4)``, ``SPLITS` = (1, 2``)."""
+    out = []
+    for m in re.finditer(r"(?<![\w])([A-Z][A-Z0-9_]+)(?![\w])`?", text):
+        after = text[m.end():m.end() + 60]
+        for module, value in constants.get(m.group(1), ()):
+            if any(re.match(r"\s*(?:\(|=|:|;|,|is\b|of\b)?\s*[(\[]?['\"`]?" + s + r"(?![\w.])", after)
+                   for s in _spellings(value)):
+                line = text.count("\n", 0, m.start()) + 1
+                out.append(f"line {line}: {m.group(0)}{after[:24]!r} ({module}.{m.group(1)} = {value!r})")
+    return out
+
+
+@pytest.mark.parametrize("doc", CONSTANT_DOCS)
+def test_the_docs_name_a_constant_without_writing_its_value(doc):
+    """One source of truth: a doc names ``gemm_cost.MAX_WAVES``, it does not add ``(4)`` (the value lives in the
+    module; ``--emit config`` shows what a plan took). Measurements, with their run named, are not constants."""
+    assert not _restated((ROOT / doc).read_text(), _module_constants()), "\n".join(
+        _restated((ROOT / doc).read_text(), _module_constants()))
+
+
+def test_the_constant_check_sees_a_value_beside_its_name():
+    constants = {"MAX_WAVES": [("gemm_cost", 4)], "SPLITS": [("gemm_cost", (1, 2, 3))],
+                 "WEIGH_HYBRID": [("gemm_cost", False)], "CANDIDATES": [("gemm_cost", ((128, 256, 2), (64, 64, 1)))]}
+    text = ("`w = 1 .. MAX_WAVES` (4), `SPLITS` (1, 2, 3) and `gemm_cost.WEIGH_HYBRID = False`; four waves at most\n"
+            "(`MAX_WAVES`: four), `CANDIDATES` (128x256, ...), `SPLITS` 1 or 2, `CANDIDATES`: 128 rows\n"
+            "`MAX_WAVES` waves, `SPLITS` of K, 4 `MAX_WAVES`, `CANDIDATES` (1288x256), `SPLITS` (1, 3)")
+    assert [r.split(":")[0] for r in _restated(text, constants)] == ["line 1"] * 3 + ["line 2"] * 4
+    assert _restated(text.split("\n")[2], constants) == []  # the names alone pass

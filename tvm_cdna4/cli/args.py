@@ -163,7 +163,7 @@ def _seed(args) -> str | None:
     return None
 
 
-SM80_TILE_OPTIONS = ("block", "warps", "stages", "group_m", "ctas")
+SM80_TILE_OPTIONS = ("block", "warps", "stages", "group_m", "ctas", "split_k")
 
 
 def check_gemm(args) -> str | None:

@@ -99,22 +99,16 @@ def problem_of(args):
 
 CONFIG_FIELDS = ("block_q", "block_kv", "epilogue", "persistent")
 """The config fields the options set by name (``--block-q`` ...; ``--persistent`` / ``--no-persistent``)."""
-CHECKED_FIELDS = ("epilogue", "persistent")
-"""Those whose refusal by the config's ``check`` is a one-line usage error naming the option (``--epilogue smem: ...``)."""
-
-
-def _flag(name: str, value) -> str:
-    """The option that set field ``name`` to ``value`` as given (``--no-persistent``)."""
-    return f"--{'no-' if value is False else ''}{name.replace('_', '-')}"
 
 
 def config_of(args, problem, options=None):
     """The target's config: its default (the planner's, ``plan(problem, target, **options).config``) with
     ``CONFIG_FIELDS`` applied (the target's ``replace_fields`` where it has one: sm90 re-plans the ring for
-    ``--epilogue``); None without any. A field the target's config lacks, or a ``CHECKED_FIELDS`` value the plan
-    refuses, is a ValueError naming the option."""
-    from ..errors import ContractError
+    ``--epilogue``); None without any. A field the target's config lacks, or a value the config or the plan
+    refuses, is a ValueError of one line, the option as typed first (``--block-kv 7: ...``: the option of the
+    refused operand where the rule names one given, else every option given)."""
     from ..kernels import attention
+    from ..kernels.common import option, refused_options
 
     updates = {name: getattr(args, name) for name in CONFIG_FIELDS if getattr(args, name) is not None}
     if not updates:
@@ -122,23 +116,21 @@ def config_of(args, problem, options=None):
     options = options or {}
     default = attention.plan(problem, args.target, **options).config
     fields = attrs.fields_dict(type(default))
-    for name, value in updates.items():
+    given = {name: option(name, value) for name, value in updates.items()}
+    for name in updates:
         if name not in fields:
-            raise ValueError(f"{_flag(name, value)}: the {args.target} config has no {name}; its fields: "
-                             f"{', '.join(fields)}")
+            raise ValueError(f"{given[name]}: the {args.target} config has no {name}; its fields: {', '.join(fields)}")
     try:
-        replace = attention.TARGETS[args.target].verb("replace_fields")
-    except NotImplementedError:
-        return attrs.evolve(default, **updates)
-    config = replace(problem, default, **updates)
-    try:
+        try:
+            replace = attention.TARGETS[args.target].verb("replace_fields")
+        except NotImplementedError:
+            config = attrs.evolve(default, **updates)
+        else:
+            config = replace(problem, default, **updates)
         attention.plan(problem, args.target, config, **options)
-    except ContractError as err:
-        if err.operand not in CHECKED_FIELDS or err.operand not in updates:
-            raise
-        value = updates[err.operand]
-        shown = "" if isinstance(value, bool) else f" {value}"
-        raise ValueError(f"{_flag(err.operand, value)}{shown}: {str(err).splitlines()[0]}") from err
+    except ValueError as err:  # a ContractError names its operand
+        raise refused_options([given[n] for n in (getattr(err, "operand", None),) if n in given] or given.values(),
+                              err) from err
     return config
 
 

@@ -26,14 +26,16 @@ import attrs
 from ..errors import ContractError
 from ..kernels import gemm
 from ..kernels.gemm.epilogue import ACTIVATIONS, INPUTS, Fusion
+from ..kernels.sm90.gemm_fields import FIELD_OPTIONS
 from .args import (FLAGS_OFF, Default, DefaultsFormatter, check_gemm, given, nonnegative_int, parse_row_counts,
                    positive_int, row_counts, tile)
 
 TILE_OPTIONS = ("block", "warps", "stages", "mfma", "lds_dma", "group_m", "ctas", "swap_ab")
 """The tile flags, given by name to the target's ``config_from_options`` (``kernels.gemm.config_from_options``)."""
-CONFIG_FIELDS = ("cluster_m", "residual_read", "tile_walk", "epilogue", "epilogue_tile", "raster")
-"""The config fields the CLI sets by name (``--cluster-m`` ...: the sm90 GEMM's, ``kernels.sm90.gemm_target.FIELD_OPTIONS``),
-given to ``config_from_options`` only when given (a target whose config has no such field refuses it there)."""
+CONFIG_FIELDS = FIELD_OPTIONS
+"""The config fields the CLI sets by name (``--cluster-m`` ...: the sm90 GEMM's, ``kernels.sm90.gemm_fields``, a leaf
+module; ``--split-k`` sm80's too), given to ``config_from_options`` only when given (a target whose config has no such
+field refuses it there)."""
 PLANNED = ("block", "warps", "stages", "group_m", "ctas", "mfma", "lds_dma", "swap_ab", "reduction", "tune")
 """The options a dynamic-M or grouped GEMM refuses: the cost model plans each of its buckets."""
 
@@ -146,6 +148,10 @@ def _field_options(p) -> None:
     g.add_argument("--epilogue-tile", type=nonnegative_int, metavar="COLUMNS",
                    help="--epilogue tma: C staged in chunks of this many columns (a multiple of 64 below --block's N) "
                         "through two buffers, 0 the whole tile (default: the planner's)")
+    g.add_argument("--split-k", type=positive_int, metavar="S",
+                   help="sm90 and sm80: K slices per output tile (Sm90Config.split_k, sm80's GemmConfig.split_k), their "
+                        "partial sums reduced through a workspace; 1 = no K split (sm90: decomposition data-parallel, as "
+                        "--cluster-m 2 needs) (default: the planner's)")
     g.add_argument("--raster", metavar="WAY",
                    help="which way the persistent order walks a group of --group-m tiles (RASTERS): m (down the group's "
                         "tile rows) or n (along its tile columns) (default: the planner's, m)")

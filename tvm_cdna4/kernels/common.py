@@ -10,6 +10,9 @@
 - ``Target`` / ``Family``: a family's table of targets. A row names the module that implements the
   family's verbs on that target (``plan``, ``choose``, ``emit``, ``build``, ``execute``); the family's
   own functions of the same names dispatch through it, so a new target is a folder and one row.
+- ``option`` / ``refused_options``: a config field's CLI option as typed (``--stages 40``) and a refusal of the
+  options given as one line, those options first: every target's ``config_from_options`` and the attention
+  CLI's config fields word their refusals through them.
 
 Pure Python (attrs): no TIRx, no numpy.
 """
@@ -43,6 +46,19 @@ def extent_record(value):
     if type(value).__module__.startswith("tvm_tirx"):
         return str(value)
     return value
+
+
+def option(name: str, value) -> str:
+    """The command-line option that sets field ``name`` to ``value``, as typed: ``--stages 40``; a switch alone
+    (``--swap-ab`` for True, ``--no-persistent`` for False)."""
+    flag = f"--{'no-' if value is False else ''}{name.replace('_', '-')}"
+    return flag if isinstance(value, bool) else f"{flag} {value}"
+
+
+def refused_options(options, error: Exception) -> ValueError:
+    """``error``, a refusal of what ``options`` (each as ``option`` types it) asked for, as one line: those
+    options first, then the error's first line (``--stages 40: operand stages: ...``)."""
+    return ValueError(f"{', '.join(dict.fromkeys(options))}: {str(error).splitlines()[0]}")
 
 
 @attrs.frozen

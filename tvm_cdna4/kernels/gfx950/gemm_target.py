@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import attrs
 
+from ..common import option, refused_options
 from ..gemm.problem import GemmProblem
 from . import gemm as g
-from .gemm_plan import (DTYPES, MX_FORMATS, Gfx950GemmConfig, MxGemmConfig, MxGemmPlan, default_config,
-                        default_mx_config, dma_config, plan_for)
+from .gemm_plan import (DTYPES, MX_FORMATS, Gfx950GemmConfig, MxGemmConfig, MxGemmPlan, _check_mx_config,
+                        default_config, default_mx_config, dma_config, plan_for)
 
 CODE = {"asm": "asm", "llvm": "llvm_ir"}
 """The code ``--emit`` prints of a build (``rocm.build.BuildResult``), by kind: the attribute that holds it."""
@@ -124,9 +125,9 @@ def _fixed(problem: GemmProblem, warps, stages, lds_dma: bool, group_m, ctas) ->
     if stages is not None and stages != want:
         raise ValueError(f"--stages {stages}: the gfx950 GEMMs run a {want}-stage K pipeline "
                          + ("(direct-to-LDS loads)" if lds_dma else "(LDS + registers)"))
-    for option, value in (("--group-m", group_m), ("--ctas", ctas)):
+    for flag, value in (("--group-m", group_m), ("--ctas", ctas)):
         if value is not None:
-            raise ValueError(f"{option} is an sm80 option: gfx950 launches one workgroup per output tile")
+            raise ValueError(f"{flag} is an sm80 option: gfx950 launches one workgroup per output tile")
 
 
 def config_from_options(problem: GemmProblem, *, block: str | None = None, mfma: str | None = None,
@@ -137,8 +138,10 @@ def config_from_options(problem: GemmProblem, *, block: str | None = None, mfma:
     given (no K split); None without ``block``, ``mfma`` or ``lds_dma`` (the cost model's plan).
     ``warps`` and ``stages`` name what the schedules fix (2x2 waves; two pipeline stages, three with
     ``lds_dma``); the sm80 options ``group_m`` and ``ctas`` are refused. A ValueError, the option first;
-    an output dtype the dtype does not produce is refused, never replaced. The config itself is
-    checked where it is planned."""
+    an output dtype the dtype does not produce is refused, never replaced. The config's own rules (its
+    ``check``) are checked here, their refusal one line with every tile option given first (``--block 80x128x64:
+    block 80x128x64 does not tile ...``); the problem's rules at that config (``lds_dma``'s whole 16-byte rows)
+    where it is planned."""
     outs = ("f32",) if problem.mx else DTYPES[problem.dtype].outs
     if problem.out not in outs:
         raise ValueError(f"--out-dtype {problem.out} is not an output of --dtype {problem.dtype} on gfx950; "
@@ -151,13 +154,20 @@ def config_from_options(problem: GemmProblem, *, block: str | None = None, mfma:
     if problem.M is None:
         raise ValueError("tile options: a dynamic-M or grouped problem plans every bucket with the cost model")
     updates = dict(zip(("block_m", "block_n", "block_k"), (int(x) for x in block.lower().split("x")))) if block else {}
+    given = [option(name, value) for name, value in (("block", block), ("mfma", mfma), ("lds_dma", lds_dma)) if value]
     if problem.mx:
         if mfma and mfma != "16x16":
             raise ValueError(f"--mfma {mfma}: the MX GEMM runs the scaled 16x16x128 MFMA only")
-        return attrs.evolve(default_mx_config(problem.dtype, problem.layout), **updates)
-    if mfma:
-        updates["mfma"] = mfma
-    return attrs.evolve(dma_config(problem.dtype) if lds_dma else default_config(problem.dtype), **updates)
+        cfg = attrs.evolve(default_mx_config(problem.dtype, problem.layout), **updates)
+    else:
+        if mfma:
+            updates["mfma"] = mfma
+        cfg = attrs.evolve(dma_config(problem.dtype) if lds_dma else default_config(problem.dtype), **updates)
+    try:  # the config's own rules name no option: every one given, then the rule
+        _check_mx_config(cfg) if problem.mx else cfg.check(DTYPES[problem.dtype])
+    except ValueError as err:
+        raise refused_options(given, err) from err
+    return cfg
 
 
 def summary(p) -> dict:

@@ -11,7 +11,7 @@ CUDA arch, default ``sm_80``), ``compiler`` (``"nvcc"`` / ``"nvrtc"``, None: TIR
 ``tuned`` (build without a config: a tiling ``gemm.tune_config`` stored for the problem, where one is).
 
 ``config_from_options(problem, **options)``: the config the CLI's tile options ask for (``--block``,
-``--warps``, ``--stages``, ``--group-m``, ``--ctas``), None without any; ``CODE``: what ``--emit`` prints
+``--warps``, ``--stages``, ``--group-m``, ``--ctas``, ``--split-k``), None without any; ``CODE``: what ``--emit`` prints
 of a build besides ``tir`` and ``config``.
 """
 
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from ..common import option, refused_options
 from ..gemm.problem import GemmProblem
 from . import gemm as g
 from .gemm_plan import DTYPES, OUT_DTYPES
@@ -116,25 +117,28 @@ def _tile(text: str) -> tuple[int, ...]:
 
 def config_from_options(problem: GemmProblem, *, block: str | None = None, warps: str | None = None,
                         stages: int | None = None, group_m: int | None = None, ctas: int | None = None,
-                        mfma: str | None = None, lds_dma: bool = False, sms: int | None = None, swap_ab: bool = False):
+                        mfma: str | None = None, lds_dma: bool = False, sms: int | None = None, swap_ab: bool = False,
+                        split_k: int | None = None, m: int | None = None):
     """The config the CLI's tile options ask for, None without any (the cost model's choice). ``block``
     (``MxNxK``), ``warps`` (``WMxWN``), ``group_m`` or ``ctas`` ask for the tile GEMM: its planner's
     choice (``gemm_cost.choose_config``) with them applied, the pipeline depth re-planned for a given
-    block unless ``stages`` says it; ``stages`` alone applies to the planner's choice of either kernel
-    (the decode kernel's pipeline depth too). A ValueError, the option first: a dtype sm80 does not
-    run, an option of another target (``mfma``, ``lds_dma``), a config its ``check`` refuses."""
+    block unless ``stages`` says it; ``stages`` and ``split_k`` (K slices, 1: none) alone apply to the planner's
+    choice of either kernel (the decode kernel's pipeline depth and K split too). ``m`` (a grouped problem's rows,
+    as sm90's) is not read: a bucketed problem refuses the options. A ValueError, the option first: a dtype sm80 does not
+    run, an option of another target (``mfma``, ``lds_dma``); a config its ``check`` or the plan refuses: one line,
+    every tile option given first (``--stages 1: stages must be at least 2``)."""
     from .gemm_cost import choose_config as choose_tile, replan_stages
 
     if problem.dtype not in DTYPES or problem.out not in OUT_DTYPES:
         raise ValueError(f"--target sm80 supports --dtype {'/'.join(DTYPES)} and --out-dtype {'/'.join(OUT_DTYPES)}; "
                          f"found --dtype {problem.dtype} --out-dtype {problem.out} (gfx950 runs the others)")
-    for option, value in (("--mfma", mfma), ("--lds-dma", lds_dma)):
+    for flag, value in (("--mfma", mfma), ("--lds-dma", lds_dma)):
         if value:
-            raise ValueError(f"{option} is a gfx950 option: the sm80 GEMM runs mma.sync with cp.async copies")
+            raise ValueError(f"{flag} is a gfx950 option: the sm80 GEMM runs mma.sync with cp.async copies")
     if swap_ab:
         raise ValueError("--swap-ab is an sm90 option (Sm90Config.swap_ab): the sm80 GEMM plans C = A B as given")
     tile = block or warps or group_m or ctas is not None
-    if not (tile or stages):
+    if not (tile or stages or split_k):
         return None
     if problem.M is None:
         raise ValueError("tile options: a dynamic-M or grouped problem plans every bucket with the cost model")
@@ -145,12 +149,19 @@ def config_from_options(problem: GemmProblem, *, block: str | None = None, warps
         updates.update(zip(("block_m", "block_n", "block_k"), _tile(block)))
     if warps:
         updates.update(zip(("warps_m", "warps_n"), _tile(warps)))
-    updates.update({name: value for name, value in (("stages", stages), ("group_m", group_m), ("ctas", ctas))
-                    if value is not None})
+    updates.update({name: value for name, value in (("stages", stages), ("group_m", group_m), ("ctas", ctas),
+                                                    ("split_k", split_k)) if value is not None})
     cfg = replace(cfg, **updates)
-    if block and not stages:  # the planner's stages were for its own block: re-plan them
-        cfg = replan_stages(cfg, M, N, K, out, _sms(sms))
-    cfg.check()
+    given = [option(name, value) for name, value in (("block", block), ("warps", warps), ("stages", stages),
+                                                      ("group_m", group_m), ("ctas", ctas), ("split_k", split_k))
+             if value is not None]
+    try:
+        if block and not stages:  # the planner's stages were for its own block: re-plan them
+            cfg = replan_stages(cfg, M, N, K, out, _sms(sms))
+        cfg.check()
+        plan(problem, cfg, sms=sms)
+    except ValueError as err:  # the config's rules name no option: every one given, then the rule
+        raise refused_options(given, err) from err
     return cfg
 
 

@@ -32,10 +32,11 @@ from __future__ import annotations
 
 
 from ...cuda.build import CudaBuild, cached_build, check_compiler, compile_blobs
-from ..common import cache_key
+from ..common import cache_key, option, refused_options
 from ..gemm.problem import GemmProblem
 from ..sm80.gemm_target import EMULATED_MACS
 from . import gemm_cost
+from .gemm_fields import FIELD_OPTIONS
 from .gemm_plan import (EPILOGUES, OUT_DTYPES, Sm90Config, Sm90Plan, b_shares, block_k, check_problem, epilogue_choices,
                         plan as make_plan)
 
@@ -137,10 +138,11 @@ def choose(problem: GemmProblem, *, m: int | None = None, sms: int | None = None
 def plan(problem: GemmProblem, config=None, *, m: int | None = None, sms: int | None = None,
          reduction: str | None = None):
     """The plan of ``problem`` with ``config`` (None: the cost model's choice); ``reduction`` is refused: the
-    sm90 K split and its reduction are ``Sm90Config`` fields (``split_k``, ``reduction``) the cost model chooses."""
+    sm90 K split and its reduction are ``Sm90Config`` fields (``split_k``, ``reduction``) the cost model chooses
+    (``config_from_options``' ``split_k``: the CLI's ``--split-k``, sets the first)."""
     if reduction is not None:
         raise ValueError(f"--reduction {reduction}: the sm90 K split and its reduction are Sm90Config fields "
-                         "(split_k, reduction), chosen by the cost model")
+                         "(split_k, reduction), chosen by the cost model (--split-k sets split_k)")
     from ..sm80.decode_plan import DecodeConfig, plan_decode
 
     _static(problem)
@@ -227,10 +229,6 @@ def _tile(text: str) -> tuple[int, ...]:
     return tuple(int(x) for x in text.lower().split("x"))
 
 
-FIELD_OPTIONS = ("cluster_m", "residual_read", "tile_walk", "epilogue", "epilogue_tile", "raster")
-"""The ``Sm90Config`` fields ``config_from_options`` takes by name (the CLI's ``--cluster-m``, ``--residual-read``,
-``--tile-walk``, ``--epilogue``, ``--epilogue-tile``, ``--raster``): each replaces that field of the config the options would
-otherwise give (the cost model's choice, or the tile options'); the config's ``check`` and the plan refuse a value."""
 STAGING_FIELDS = {"epilogue", "epilogue_tile"}
 """The fields that change C's staging buffers, so the ring's depth (``gemm_cost.deepest``) unless ``stages`` is given."""
 
@@ -240,7 +238,7 @@ def config_from_options(problem: GemmProblem, *, block: str | None = None, warps
                         mfma: str | None = None, lds_dma: bool = False, sms: int | None = None, swap_ab: bool = False,
                         cluster_m: int | None = None, residual_read: str | None = None, tile_walk: str | None = None,
                         epilogue: str | None = None, epilogue_tile: int | None = None, raster: str | None = None,
-                        m: int | None = None):
+                        split_k: int | None = None, m: int | None = None):
     """The config the CLI's tile options ask for, None without any: the sm90 kernel's cost-model choice
     (``gemm_cost.ranked``'s first unswapped config, at any M: the options ask for the tile kernel over C; ``swap_ab``: the best-estimated
     swapped config, ``gemm_cost.swap_ab_ranked``, whose ``block`` tiles C^T: N side x M side) with them applied. ``block``:
@@ -250,12 +248,11 @@ def config_from_options(problem: GemmProblem, *, block: str | None = None, warps
     (``choose``; where that is the decode kernel's or swapped, as with the tile options, the unswapped tile
     kernel's: ``epilogue_choices`` of ``gemm_cost.ranked``'s first); a grouped problem's of the plan of ``m`` rows' bucket.
     A ContractError or ValueError, the option first, otherwise."""
-    for option, value in (("--mfma", mfma), ("--lds-dma", lds_dma)):
+    for flag, value in (("--mfma", mfma), ("--lds-dma", lds_dma)):
         if value:
-            raise ValueError(f"{option} is a gfx950 option: the sm90 GEMM runs wgmma with TMA copies")
-    fields = {name: value for name, value in (("cluster_m", cluster_m), ("residual_read", residual_read),
-                                              ("tile_walk", tile_walk), ("epilogue", epilogue),
-                                              ("epilogue_tile", epilogue_tile), ("raster", raster)) if value is not None}
+            raise ValueError(f"{flag} is a gfx950 option: the sm90 GEMM runs wgmma with TMA copies")
+    fields = {name: value for name, value in zip(FIELD_OPTIONS, (cluster_m, residual_read, tile_walk, epilogue,
+                                                                 epilogue_tile, raster, split_k)) if value is not None}
     tiled = bool(block or warps or stages or group_m or ctas is not None or swap_ab)
     if not (tiled or fields):
         return None
@@ -280,14 +277,28 @@ def config_from_options(problem: GemmProblem, *, block: str | None = None, warps
     if warps:
         updates["consumers"] = _tile(warps)[0]
     updates.update({k: v for k, v in (("stages", stages), ("group_m", group_m), ("ctas", ctas)) if v is not None})
-    cfg = replace_config(cfg, **updates)
-    if fields:
-        staged = bool(block) or bool(STAGING_FIELDS & set(fields))
-        return with_fields(problem, cfg, fields, replan=staged and not stages, sms=sms)
-    if block and not stages:
-        cfg = _replanned(problem, cfg, _device(sms).smem_per_unit)
-    cfg.check(_device(sms).smem_per_unit)
-    return cfg
+    tiles = _tile_options(block=block, warps=warps, stages=stages, group_m=group_m, ctas=ctas, swap_ab=swap_ab)
+    staged = bool(block) or bool(STAGING_FIELDS & set(fields))
+    return with_fields(problem, replace_config(cfg, **updates), fields, replan=staged and not stages, sms=sms,
+                       tiles=tiles)
+
+
+TILE_FIELDS = {"block": ("block_m", "block_n"), "warps": ("consumers",), "stages": ("stages",),
+               "group_m": ("group_m",), "ctas": ("ctas",), "swap_ab": ("swap_ab",)}
+"""The ``Sm90Config`` fields each tile option of ``config_from_options`` sets."""
+
+
+def _tile_options(**given) -> dict[str, str]:
+    """The tile options given, by the ``Sm90Config`` field each sets (``TILE_FIELDS``), as typed (``--block
+    128x256x64``): what a refusal of that field names."""
+    return {field: option(name, value) for name, value in given.items() if value is not None and value is not False
+            for field in TILE_FIELDS[name]}
+
+
+def _named(operand: str | None, options: dict[str, str]) -> list[str]:
+    """The options (field -> as typed) of the fields a refusal's ``operand`` names (``block_m x block_n``,
+    ``split_k/reduction``: each of them)."""
+    return [options[f] for f in (operand or "").replace(" x ", "/").split("/") if f in options]
 
 
 def _replanned(problem: GemmProblem, cfg: Sm90Config, smem_bytes: int) -> Sm90Config:
@@ -298,16 +309,18 @@ def _replanned(problem: GemmProblem, cfg: Sm90Config, smem_bytes: int) -> Sm90Co
 
 
 def with_fields(problem: GemmProblem, cfg: Sm90Config, fields: dict, *, replan: bool | None = None,
-                m: int | None = None, sms: int | None = None) -> Sm90Config:
+                m: int | None = None, sms: int | None = None, tiles: dict[str, str] | None = None) -> Sm90Config:
     """``cfg`` with ``fields`` (``FIELD_OPTIONS``) replaced, its ring re-planned to the deepest that fits where
     ``replan`` (None: where a field changes C's staging, ``STAGING_FIELDS``), checked by
     ``Sm90Config.check`` and the plan (``m``: a grouped problem's rows). A refusal of a field given is a ValueError,
     one line naming its option and value first (``--cluster-m 3: ...``), as is one by another operand's rule that
-    ``cfg`` without them passes (``--epilogue tma`` with ``--swap-ab``: the swapped kernel's rule names ``swap_ab``);
-    others are raised as they are."""
+    ``cfg`` without them passes (``--epilogue tma`` with ``--swap-ab``: the swapped kernel's rule names ``swap_ab``).
+    ``tiles``: the tile options already in ``cfg`` (``_tile_options``); a refusal of ``cfg`` without the fields is
+    one line naming the tile option of its operand (``--stages 40: ...``), else every tile option given; without
+    any, a refusal is raised as it is."""
     from ...errors import ContractError
 
-    base, cfg = cfg, replace_config(cfg, **fields)
+    base, cfg = cfg, _replaced(cfg, fields)
     smem = _device(sms).smem_per_unit
     if problem.grouped:
         from .gemm_plan import prefix_bytes
@@ -320,17 +333,28 @@ def with_fields(problem: GemmProblem, cfg: Sm90Config, fields: dict, *, replan: 
         cfg.check(_device(sms).smem_per_unit)
         plan(problem, cfg, m=m, sms=sms)
     except ContractError as err:
-        if err.operand in fields:
-            raise ValueError(f"--{err.operand.replace('_', '-')} {fields[err.operand]}: {str(err).splitlines()[0]}") from err
-        if not fields:
+        given = {name: option(name, value) for name, value in fields.items()}
+        if _named(err.operand, given):
+            raise refused_options(_named(err.operand, given), err) from err
+        if fields:
+            try:  # the config without the fields: a refusal of its own is raised as it is (or as the tiles')
+                with_fields(problem, base, {}, replan=replan, m=m, sms=sms, tiles=tiles)
+            except ContractError:
+                raise err from None
+            raise refused_options(given.values(), err) from err
+        if not tiles:
             raise
-        try:  # the config without the fields: a refusal of its own is raised as it is
-            with_fields(problem, base, {}, replan=replan, m=m, sms=sms)
-        except ContractError:
-            raise err from None
-        given = ", ".join(f"--{name.replace('_', '-')} {value}" for name, value in fields.items())
-        raise ValueError(f"{given}: {str(err).splitlines()[0]}") from err
+        raise refused_options(_named(err.operand, tiles) or tiles.values(), err) from err
     return cfg
+
+
+def _replaced(cfg: Sm90Config, fields: dict) -> Sm90Config:
+    """``cfg`` with ``fields`` replaced; a ``split_k`` with the ``decomposition`` that goes with it: ``data-parallel``
+    at 1, above it ``cfg``'s own K-split decomposition (``split-k`` or ``hybrid``), else ``split-k``."""
+    if "split_k" in fields and "decomposition" not in fields:
+        split = cfg.decomposition if cfg.decomposition != "data-parallel" else "split-k"
+        fields = {**fields, "decomposition": "data-parallel" if fields["split_k"] == 1 else split}
+    return replace_config(cfg, **fields)
 
 
 def _bucket_fields(problem: GemmProblem, fields: dict, m: int | None, sms: int | None) -> Sm90Config:
@@ -343,8 +367,7 @@ def _bucket_fields(problem: GemmProblem, fields: dict, m: int | None, sms: int |
     if not isinstance(base, Sm90Config):
         from .grouped_plan import DECODE_ROWS
 
-        name, value = next(iter(fields.items()))
-        raise ValueError(f"--{name.replace('_', '-')} {value}: T = {m} rows' bucket of rows per group runs the sm80 "
+        raise ValueError(f"{option(*next(iter(fields.items())))}: T = {m} rows' bucket of rows per group runs the sm80 "
                          f"grouped decode kernel (at most {DECODE_ROWS} rows per group), whose config has no "
                          f"{', '.join(fields)}")
     return with_fields(problem, base, fields, m=m, sms=sms)
