@@ -180,3 +180,22 @@ def test_the_planners_take_a_symbolic_m():
     assert mx.grid.batch is None
     with pytest.raises(ValueError, match="must be positive"):
         plan_gfx950_gemm(M, 0, 512, "f16", "tn")
+
+
+@pytest.mark.parametrize("block", [(512, 512, 64), (256, 512, 64)])
+def test_a_dense_config_whose_lds_stages_exceed_the_cu_is_refused(block):
+    # the stages of a 512-wide tile need more LDS than a CU has (isa.hardware.GFX950_LDS_BYTES): a plan the build
+    # could not run; the refusal names the bytes, the limit and the block
+    from tvm_cdna4.isa.hardware import GFX950_LDS_BYTES
+
+    bm, bn, bk = block
+    with pytest.raises(ValueError, match=rf"LDS.*exceed.*{GFX950_LDS_BYTES}.*{bm}x{bn}x{bk}"):
+        plan_gfx950_gemm(1024, 1024, 1024, "f16", "nt", config=Gfx950GemmConfig(block_m=bm, block_n=bn, block_k=bk))
+
+
+def test_the_largest_dense_tile_that_fits_the_lds_plans():
+    from tvm_cdna4.isa.hardware import GFX950_LDS_BYTES
+    from tvm_cdna4.kernels.gfx950.gemm_plan import planned_lds_bytes
+
+    p = plan_gfx950_gemm(1024, 1024, 1024, "f16", "nt", config=Gfx950GemmConfig(block_m=256, block_n=256, block_k=64))
+    assert planned_lds_bytes(p) <= GFX950_LDS_BYTES

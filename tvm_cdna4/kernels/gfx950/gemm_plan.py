@@ -239,9 +239,13 @@ def plan_gfx950_gemm(M: Extent | MBucket, N: int, K: int, dtype: str = "f16", la
     program = prefetch_program((RM, RN, RK), a.reads_per_fragment, b.reads_per_fragment, writes,
                                loads) if cfg.interleave else None
     codes = tuple(FORMAT_CODES[f] for f in spec.scaled) if spec.scaled else None
-    return Gfx950GemmPlan(M, N, K, batch, dtype, layout, cfg, op.name, spec.storage, (BM, BN, BK), (WM, WN),
+    plan = Gfx950GemmPlan(M, N, K, batch, dtype, layout, cfg, op.name, spec.storage, (BM, BN, BK), (WM, WN),
                           (RM, RN, RK), grid, -(-tiles_k // k_splits),
                           max(1, 16 // spec.elem_bytes), a, b, codes, program, epilogue, bucket)
+    if planned_lds_bytes(plan) > GFX950_LDS_BYTES:
+        raise ValueError(f"gfx950 GEMM: {planned_lds_bytes(plan)} bytes of LDS ({plan.lds_stages} stages of A and B) "
+                         f"exceed a CU's {GFX950_LDS_BYTES}: block {BM}x{BN}x{BK}; use a smaller block")
+    return plan
 
 
 def check_grouped(rows, groups: int, N: int, K: int, dtype: str, layout: str, batch: int,
