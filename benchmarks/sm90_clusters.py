@@ -269,18 +269,25 @@ def summary(rows) -> list[str]:
     return lines
 
 
-def main(argv=None) -> int:
+def parser(ms: str, printed: str) -> argparse.ArgumentParser:
+    """The options of this script and of ``sm90_order.py``: ``--ms`` defaults to ``ms``; ``--model-only`` prints the
+    jobs and their ``printed`` (what the model says of each)."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--models", default="qwen2.5-7b,gemma-2-9b,phi-3-medium")
-    ap.add_argument("--ms", default="768,3000,8192")
+    ap.add_argument("--ms", default=ms)
     ap.add_argument("--no-square", dest="square", action="store_false", help="leave out 4096^3 (and its residual)")
-    ap.add_argument("--model-only", action="store_true", help="print the jobs and their estimates; time nothing")
+    ap.add_argument("--model-only", action="store_true", help=f"print the jobs and their {printed}; time nothing")
     ap.add_argument("--device", default="H100", help="with --model-only: the DeviceSpec (kernels.devices.DEVICES)")
-    ap.add_argument("--ctas", type=lambda v: [int(x) for x in v.split(",") if x], default=[],
-                    help="also time c1 and c2 with these persistent grids (even counts), e.g. 120,64")
     ap.add_argument("--workers", type=int, default=min(14, os.cpu_count() or 1))
     ap.add_argument("--build-s", type=float, default=600)
+    return ap
+
+
+def main(argv=None) -> int:
+    ap = parser("768,3000,8192", "estimates")
+    ap.add_argument("--ctas", type=lambda v: [int(x) for x in v.split(",") if x], default=[],
+                    help="also time c1 and c2 with these persistent grids (even counts), e.g. 120,64")
     args = ap.parse_args(argv)
     todo, notes = cluster_jobs(args)
     if args.model_only:

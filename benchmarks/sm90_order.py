@@ -19,7 +19,6 @@ cuBLAS us, and the time over ``g8``'s; then per rank the geometric mean over the
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
@@ -97,17 +96,11 @@ def summary(rows) -> list[str]:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default=os.environ.get("OUT", "."))
-    ap.add_argument("--models", default="qwen2.5-7b,gemma-2-9b,phi-3-medium")
-    ap.add_argument("--ms", default="3000")
-    ap.add_argument("--no-square", dest="square", action="store_false", help="leave out 4096^3 (and its residual)")
+    from sm90_clusters import parser
+
+    ap = parser("3000", "modelled bytes")
     ap.add_argument("--ranks", type=lambda v: tuple(x for x in v.split(",") if x), default=("g16", "model"),
                     help="the orders timed beside g8 on the projections (4096^3: all of g4, g16, n8, model)")
-    ap.add_argument("--model-only", action="store_true", help="print the jobs and their modelled bytes; time nothing")
-    ap.add_argument("--device", default="H100", help="with --model-only: the DeviceSpec (kernels.devices.DEVICES)")
-    ap.add_argument("--workers", type=int, default=min(14, os.cpu_count() or 1))
-    ap.add_argument("--build-s", type=float, default=600)
     args = ap.parse_args(argv)
     todo, modelled = order_jobs(args)
     if args.model_only:
