@@ -181,7 +181,9 @@ def check_gemm(args) -> str | None:
     if args.tune and _actions_of(target).tune is None:
         return (f"--tune is an {_tuned_targets()} option (it times candidate tilings on an NVIDIA GPU); {target} runs its planner's "
                 "choice by the cost model (--emit config shows it)")
-    tiles = [f"--{name.replace('_', '-')}" for name in SM80_TILE_OPTIONS if given(args, name)]
+    from ..kernels.common import option
+
+    tiles = [option(name) for name in SM80_TILE_OPTIONS if given(args, name)]
     if args.tune and tiles and args.groups is None and not args.dynamic_m:
         return f"--tune chooses the tile by timing candidates: {', '.join(tiles)} cannot be given with it"
     return _seed(args)

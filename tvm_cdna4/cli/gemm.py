@@ -25,6 +25,7 @@ import attrs
 
 from ..errors import ContractError
 from ..kernels import gemm
+from ..kernels.common import option
 from ..kernels.gemm.epilogue import ACTIVATIONS, INPUTS, Fusion
 from ..kernels.sm90.gemm_fields import FIELD_OPTIONS
 from .args import (FLAGS_OFF, Default, DefaultsFormatter, check_gemm, given, nonnegative_int, parse_row_counts,
@@ -185,7 +186,7 @@ def _mode_refusal(args) -> str | None:
     """What ``--dynamic-m`` and ``--groups`` cannot take: tile options (each bucket is the cost model's),
     ``--dynamic-m`` with ``--groups``, a layout the grouped GEMM does not store, ``--report`` of a
     dynamic M."""
-    planned = [f"--{name.replace('_', '-')}" for name in PLANNED if given(args, name)]
+    planned = [option(name) for name in PLANNED if given(args, name)]
     if args.groups is not None:
         if planned:
             return f"--groups plans every rows-per-group bucket with the cost model: {', '.join(planned)} cannot be given"
@@ -195,7 +196,7 @@ def _mode_refusal(args) -> str | None:
             return (f"--groups: layout {args.layout}; the grouped GEMM stores A [T, K] and B [G, N, K] (nt) or [G, K, N] "
                     "(nn)")
     elif args.dynamic_m:
-        planned += [f"--{name.replace('_', '-')}" for name in CONFIG_FIELDS if given(args, name)]
+        planned += [option(name) for name in CONFIG_FIELDS if given(args, name)]
         if planned:
             return f"--dynamic-m plans every M bucket with the cost model: {', '.join(planned)} cannot be given"
         if args.report:

@@ -48,9 +48,9 @@ def extent_record(value):
     return value
 
 
-def option(name: str, value) -> str:
+def option(name: str, value=True) -> str:
     """The command-line option that sets field ``name`` to ``value``, as typed: ``--stages 40``; a switch alone
-    (``--swap-ab`` for True, ``--no-persistent`` for False)."""
+    (``--swap-ab`` for True, the default: the flag's name; ``--no-persistent`` for False)."""
     flag = f"--{'no-' if value is False else ''}{name.replace('_', '-')}"
     return flag if isinstance(value, bool) else f"{flag} {value}"
 

@@ -42,7 +42,7 @@ from __future__ import annotations
 import inspect
 import time
 
-from ..common import Target, row
+from ..common import Target, option, row
 from .epilogue import Fusion
 from .problem import DTYPES, LAYOUTS, OUT_DTYPES, GemmData, GemmProblem, Validation, random_inputs
 
@@ -100,12 +100,12 @@ def config_from_options(problem: GemmProblem, target: str, **options):
     target's ``config_from_options`` does not take (``cluster_m`` on sm80) is a ValueError naming its flag and
     the targets that take it."""
     verb = _verb(target, "config_from_options")
-    for name in options:
-        if name not in inspect.signature(verb).parameters:
-            owners = [t for t in TARGETS if t != target and name in inspect.signature(
-                _verb(t, "config_from_options")).parameters]
-            raise ValueError(f"--{name.replace('_', '-')} is an {' / '.join(owners) or 'unknown'} option (its GEMM "
-                             f"config's {name}); --target {target} has no such field")
+    taken = inspect.signature(verb).parameters
+    for name in (n for n in options if n not in taken):
+        owners = [t for t in TARGETS if t != target and name in inspect.signature(
+            _verb(t, "config_from_options")).parameters]
+        raise ValueError(f"{option(name)} is an {' / '.join(owners) or 'unknown'} option (its GEMM "
+                         f"config's {name}); --target {target} has no such field")
     return verb(_check(problem), **options)
 
 

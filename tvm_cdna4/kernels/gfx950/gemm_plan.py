@@ -42,7 +42,7 @@ from .gemm_config import (  # noqa: F401 (re-exported)
 from .gemm_interleave import prefetch_program, prefetch_reads  # noqa: F401 (re-exported)
 from .mx_gemm_plan import (  # noqa: F401 (re-exported)
     DS_READ2_B64_REACH, MFMA, MX_FORMATS, SCALE_WORD_FRAGMENTS, THREADS, MxGemmConfig, MxGemmPlan, MxOperand, _check,
-    _check_mx_config, _scale_words_per_stage, default_mx_config, lds_bytes, operand_plan, plan_mx_gemm,
+    check_mx_config, _scale_words_per_stage, default_mx_config, lds_bytes, operand_plan, plan_mx_gemm,
     transpose_load,
 )
 

@@ -20,7 +20,7 @@ import attrs
 from ..common import option, refused_options
 from ..gemm.problem import GemmProblem
 from . import gemm as g
-from .gemm_plan import (DTYPES, MX_FORMATS, Gfx950GemmConfig, MxGemmConfig, MxGemmPlan, _check_mx_config,
+from .gemm_plan import (DTYPES, MX_FORMATS, Gfx950GemmConfig, MxGemmConfig, MxGemmPlan, check_mx_config,
                         default_config, default_mx_config, dma_config, plan_for)
 
 CODE = {"asm": "asm", "llvm": "llvm_ir"}
@@ -164,7 +164,7 @@ def config_from_options(problem: GemmProblem, *, block: str | None = None, mfma:
             updates["mfma"] = mfma
         cfg = attrs.evolve(dma_config(problem.dtype) if lds_dma else default_config(problem.dtype), **updates)
     try:  # the config's own rules name no option: every one given, then the rule
-        _check_mx_config(cfg) if problem.mx else cfg.check(DTYPES[problem.dtype])
+        check_mx_config(cfg) if problem.mx else cfg.check(DTYPES[problem.dtype])
     except ValueError as err:
         raise refused_options(given, err) from err
     return cfg

@@ -146,7 +146,7 @@ def default_mx_config(dtype: str, layout: str = "nt") -> MxGemmConfig:
     return MxGemmConfig()
 
 
-def _check_mx_config(cfg: MxGemmConfig) -> None:
+def check_mx_config(cfg: MxGemmConfig) -> None:
     op = CATALOG[MFMA]
     BM, BN, BK = cfg.block_m, cfg.block_n, cfg.block_k
     if BM % (2 * op.m) or BN % (2 * op.n) or BK not in (op.k, 2 * op.k) or cfg.lds_pad % 16 or cfg.load_ahead not in (1, 2):
@@ -250,7 +250,7 @@ def plan_mx_gemm(M: Extent, N: int, K: int, dtype: str = "mxfp8", layout: str = 
     if K % 32 or any(isinstance(x, int) and x < 1 for x in (M, N, K)):
         raise ValueError(f"MX GEMM: K must be a positive multiple of 32 (one E8M0 scale per 32 K); got M={M}, N={N}, K={K}")
     fmt, cfg, op = MX_FORMATS[dtype], config or default_mx_config(dtype, layout), CATALOG[MFMA]
-    _check_mx_config(cfg)
+    check_mx_config(cfg)
     BM, BN, BK = cfg.block_m, cfg.block_n, cfg.block_k
     a = operand_plan("A", layout[0] == "n", M, K, BM, BK, fmt, cfg.lds_pad)
     b = operand_plan("B", layout[1] == "t", N, K, BN, BK, fmt, cfg.lds_pad)

@@ -539,6 +539,7 @@ def grouped_index(u, grouped, other, g, div, mod, min_):
     inner = mod(u, per_group)
     return first + mod(inner, rows), div(inner, rows)
 
+
 def check_problem(M, N, K, dtype, layout, out_dtype) -> None:
     """A ContractError naming the operand sm90 does not run (the module docstring: the scope)."""
     def bad(operand, rule, expected, found, check="parameters"):

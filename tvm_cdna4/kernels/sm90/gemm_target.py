@@ -360,7 +360,7 @@ def _replaced(cfg: Sm90Config, fields: dict) -> Sm90Config:
 def _bucket_fields(problem: GemmProblem, fields: dict, m: int | None, sms: int | None) -> Sm90Config:
     """``FIELD_OPTIONS`` of a grouped problem: the plan of ``m`` rows' bucket (``plan``) with them replaced
     (``with_fields``); a dynamic M plans every bucket by the cost model (a ValueError, as a decode bucket's)."""
-    flags = ", ".join(f"--{name.replace('_', '-')}" for name in fields)
+    flags = ", ".join(map(option, fields))
     if not problem.grouped:
         raise ValueError(f"{flags}: a dynamic-M GEMM plans every M bucket with the cost model")
     base = plan(problem, m=m, sms=sms).config
