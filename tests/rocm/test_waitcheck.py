@@ -268,8 +268,13 @@ KERNELS = {  # name: (build, the xdist group of the tests that build it too)
 }
 
 
+SLOW_KERNELS = ("bf8 nn", "fp8_bf8 nt", "bf8_fp8 nn", "i8 nn", "mxfp6 nn")
+"""Run with TVM_CDNA4_SLOW=1 (suite time): the same schedule as fp8 nt / mxfp8 tt with another element type."""
+
+
 def kernel_param(name):
-    return pytest.param(name, id=name, marks=[KERNELS[name][1]] if KERNELS[name][1] else [])
+    marks = [KERNELS[name][1]] if KERNELS[name][1] else []
+    return pytest.param(name, id=name, marks=marks + [pytest.mark.slow] * (name in SLOW_KERNELS))
 
 
 @pytest.mark.parametrize("name", [kernel_param(n) for n in KERNELS])
