@@ -78,7 +78,7 @@ def option_configs(problem: AttentionProblem, default: Sm90AttentionConfig, name
     import attrs
 
     smem = DEVICES["H100"].smem_per_unit
-    base = attrs.evolve(default, split_kv_barrier=False, epilogue="registers")
+    base = attrs.evolve(default, split_kv_barrier=False, epilogue="registers", persistent=False, ctas=0)
     grids = (base, attrs.evolve(base, persistent=True, ctas=0))
     chosen = [OPTIONS[n] for n in (names or OPTIONS)]
     found = []

@@ -3,6 +3,7 @@ its configs; CPU only.
 
     python benchmarks/attention_sm90_fit.py [--runs FILE ...] [--rounds 5]
     python benchmarks/attention_sm90_fit.py --options [--runs FILE ...]
+    python benchmarks/attention_sm90_fit.py --persistent [--runs FILE ...]
 
 The timings: ``benchmarks/attention_sm90.py --configs sweep`` JSON files (each shape's TFLOP/s per config; default
 the 2026-12-06 H100 sweep). Configs past the consumers' registers (``attention_cost.registers``, not candidates) are
@@ -16,6 +17,12 @@ over the shapes). Prints the rates, the rms and the loss; the values in ``attent
 without it, one CTA per item (``OPTION_GROUPS``); linear least squares of the log ratio of their times, minus the
 model's ratio without the rates, on each rate's effect on the estimate (its finite difference). Prints the rates and
 the rms before and after.
+
+``--persistent``: ``attention_cost.PERSISTENT_ITEM_CLOCKS`` alone, from the same ``--configs options`` JSON (default
+``PERSISTENT_RUNS``): each persistent config against the same config on one CTA an item; the value (a grid of
+``PERSISTENT_STEP`` clocks) that minimizes the rms of the log of their measured time ratio over the model's. Prints
+the rms at today's value and at the fitted one, and the choice loss (the measured time of the config the model ranks
+first over the fastest timed, geometric mean over the shapes) at both.
 """
 
 from __future__ import annotations
@@ -41,6 +48,10 @@ OPTION_RUNS = ("runs/attention_sm90_options_h100_2026-12-06d.json", "runs/attent
                "runs/attention_sm90_options_2k_h100_2026-12-06f.json")
 """The H100 runs the kernel options' rates are fitted to, each head dim's apart (D 128 and D 64, 4k and 16k tokens a
 sequence, MHA / GQA, causal or not)."""
+PERSISTENT_RUNS = ("runs/attention_sm90_options_h100_2026-12-07.json",)
+"""The H100 run of the persistent CTAs with Q released at the last S (docs/sm90_attention.md): 16 shapes at 2k and 4k
+tokens a sequence, D 64 and 128, MHA / GQA, causal or not, each persistent and not, both epilogues."""
+PERSISTENT_STEP = 250
 LADDER = (0.5, 0.7, 0.85, 0.95, 1.05, 1.2, 1.4, 2)
 SHARES = {"TENSOR_EFFICIENCY"}
 """Rates that are a share of a datasheet rate (and ``EXPOSED``'s): at most 1."""
@@ -155,14 +166,62 @@ def fit_options(data) -> tuple:
     return rates, rms(before), rms(after)
 
 
+def persistent_pairs(data):
+    """(problem, persistent config, its time, the same config on one CTA an item, its time) in ``data``."""
+    import attrs
+
+    times = {(p, c): t for p, c, t in data}
+    for (p, c), t in times.items():
+        base = attrs.evolve(c, persistent=False)
+        if c.persistent and (p, base) in times:
+            yield p, c, t, base, times[p, base]
+
+
+def choice_loss(data) -> float:
+    """The measured time of the config ``attention_cost.choose`` ranks first over the fastest timed, geometric mean
+    over the shapes whose first choice was timed."""
+    sms, shapes = DEVICES["H100"].units, {}
+    for p, c, t in data:
+        shapes.setdefault(p, {})[c] = t
+    losses = [cs[cost.choose(p, sms)] / min(cs.values()) for p, cs in shapes.items() if cost.choose(p, sms) in cs]
+    return math.exp(sum(map(math.log, losses)) / len(losses)) if losses else float("nan")
+
+
+def fit_persistent(data) -> tuple:
+    """(fitted value, rms now, rms fitted, loss now, loss fitted): ``--persistent``'s grid search (module docstring)."""
+    sms, pairs, now = DEVICES["H100"].units, list(persistent_pairs(data)), cost.PERSISTENT_ITEM_CLOCKS
+
+    def rms(value):
+        cost.PERSISTENT_ITEM_CLOCKS = value
+        r = [math.log(t / tb) - math.log(cost.estimate(p, c, sms) / cost.estimate(p, b, sms)) for p, c, t, b, tb in pairs]
+        return math.sqrt(sum(x * x for x in r) / len(r))
+
+    try:
+        best = min(range(PERSISTENT_STEP, 2 * cost.ITEM_CLOCKS, PERSISTENT_STEP), key=rms)
+        out = (best, rms(now), rms(best))
+        cost.PERSISTENT_ITEM_CLOCKS = now
+        loss_now = choice_loss(data)
+        cost.PERSISTENT_ITEM_CLOCKS = best
+        return out + (loss_now, choice_loss(data))
+    finally:
+        cost.PERSISTENT_ITEM_CLOCKS = now
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", nargs="*")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--options", action="store_true", help="fit the kernel options' rates (OPTION_RATES)")
+    ap.add_argument("--persistent", action="store_true", help="fit PERSISTENT_ITEM_CLOCKS")
     args = ap.parse_args(argv)
     here = os.path.dirname(__file__)
-    runs = args.runs or [os.path.join(here, r) for r in (OPTION_RUNS if args.options else RUNS)]
+    default = OPTION_RUNS if args.options else PERSISTENT_RUNS if args.persistent else RUNS
+    runs = args.runs or [os.path.join(here, r) for r in default]
+    if args.persistent:
+        best, rms_now, rms_best, loss_now, loss_best = fit_persistent(load(runs))
+        print(f"persistent pairs: rms {rms_now:.4f} at PERSISTENT_ITEM_CLOCKS = {cost.PERSISTENT_ITEM_CLOCKS}, "
+              f"{rms_best:.4f} at {best}; choice loss geo {loss_now:.4f} -> {loss_best:.4f}")
+        return 0
     if args.options:
         rates, before, after = fit_options(load(runs))
         print(f"option pairs: rms {before:.4f} without the rates, {after:.4f} with them")
