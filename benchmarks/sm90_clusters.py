@@ -3,10 +3,12 @@ unclustered and cuBLAS, on an H100.
 
     python3 benchmarks/sm90_clusters.py --out $OUT [--ms 768,3000,8192] [--models ...] [--no-square]
     python3 benchmarks/sm90_clusters.py --model-only [--ms 768,3000,8192]        (no GPU: the jobs and estimates)
+    python3 benchmarks/sm90_clusters.py --out $OUT --base bucket --ms 96,200 --no-square   (the torch op's configs)
 
 For each LLM projection of ``torch_gemm.MODELS`` (bf16, ``nt``, bf16 C) at each M of ``--ms`` and for 4096^3 (also
 with a fused ``residual``, unless ``--no-square``): the static kernel at the cost model's config
-(``gemm.plan(problem, "sm90")``: the model's choice with the fused epilogue's choices) with ``cluster_m`` 1 (rank
+(``gemm.plan(problem, "sm90")``: the model's choice with the fused epilogue's choices; ``--base bucket``: the torch
+op's, its dynamic-M bucket's config for M, unswapped while ``gemm_cost.WEIGH_SWAP_DYNAMIC`` is off) with ``cluster_m`` 1 (rank
 ``"c1"``) and 2 (``"c2"``: at the model's own width, the wave-fitting ones of 8 mod 16 too, 168 = 88 + 80 rows of B
 a CTA, ``gemm_plan.b_shares``; where that config cannot run in a cluster, the row records why),
 and the best-estimated clustered config (``gemm_cost.ranked(..., cluster=True)``'s first with ``cluster_m`` 2:
@@ -66,6 +68,9 @@ def cluster_jobs(args):
         fusion = Fusion(residual=True) if residual else Fusion()
         problem = gemm.GemmProblem(M, N, K, "bf16", "nt", "bf16", fusion)
         base = gemm.plan(problem, "sm90", sms=device.units).config
+        if args.base == "bucket":  # the torch op's config for M: its dynamic-M bucket's, run as a static kernel
+            dynamic = gemm.build(gemm.GemmProblem(None, N, K, "bf16", "nt", "bf16", fusion), "sm90")
+            base = epilogue_choices(dynamic.plan(M).config, fusion, "bf16")
         args_ = (M, N, K, "bf16", "bf16", fusion)
         todo.append(((label, M, "c1"), args_, attrs.asdict(base)))
         try:
@@ -286,6 +291,8 @@ def parser(ms: str, printed: str) -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     ap = parser("768,3000,8192", "estimates")
+    ap.add_argument("--base", choices=("static", "bucket"), default="static",
+                    help="c1's config: the static plan's (default) or the torch op's dynamic-M bucket's for M")
     ap.add_argument("--ctas", type=lambda v: [int(x) for x in v.split(",") if x], default=[],
                     help="also time c1 and c2 with these persistent grids (even counts), e.g. 120,64")
     args = ap.parse_args(argv)
