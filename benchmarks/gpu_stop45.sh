@@ -38,6 +38,8 @@
 #   stop47b     attn-options, grouped-op's torch op and final's fp8, benchmarks only [~300]
 #   cli-options the sm90 config fields from the CLI (--cluster-m, --residual-read, --epilogue-tile, --tile-walk,
 #               attention --epilogue --persistent): --validate and --bench on the card, tests/gpu/test_sm90_cli_options_gpu.py [~90]
+#   moedecode   stop 48: Mixtral-8x7B's grouped decode (32 and 64 tokens, seeds 0 and 1) with its buckets in one sweep
+#               over N (grouped_plan.decode_sweep) beside torch._grouped_mm and the sm80 kernel's group_m 8 [~150]
 #
 #   bash benchmarks/gpu_stop45.sh peers partitions ncu
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site ${WHEELS:-.sm90tree/whl}/*.whl 2>/dev/null
@@ -176,7 +178,15 @@ for step in "$@"; do
     timeout 110 python3 benchmarks/torch_grouped_sm90.py --calls 15 --reps 12 --out "$OUT/grouped" 2>&1 \
       | tee "$OUT/torch_grouped.log" | grep -v "^{" | tail -10
     timeout 70 python3 benchmarks/torch_fp8_gemm.py --out "$OUT/fp8" 2>&1 | tee "$OUT/torch_fp8.log" | grep -v "^{" | tail -8 ;;
-  *) echo "unknown step $step (peers, partitions, ncu, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b)"; exit 2 ;;
+  moedecode)  # stop 48: Mixtral's decode buckets in one sweep (grouped_plan.decode_sweep); the sm80 contender keeps
+    # group_m 8 (gate_up: the old plan's code, byte for byte). Seed 0 at 64 tokens splits the 42-row expert across two
+    # sweeps (model: 9 experts' bytes for 8 at group_m 8); seed 1 at 64 tokens splits none (the control) [~150]
+    mkdir -p "$OUT/moedecode" "$OUT/moedecode_seed1"
+    timeout 140 python3 benchmarks/torch_grouped_sm90.py --models mixtral-8x7b --tokens 32,64 --calls 15 --reps 12 \
+      --out "$OUT/moedecode" 2>&1 | tee "$OUT/moedecode.log" | grep -v "^{" | tail -10
+    timeout 100 python3 benchmarks/torch_grouped_sm90.py --models mixtral-8x7b --tokens 64 --seed 1 --calls 15 --reps 12 \
+      --out "$OUT/moedecode_seed1" 2>&1 | tee "$OUT/moedecode_seed1.log" | grep -v "^{" | tail -8 ;;
+  *) echo "unknown step $step (peers, partitions, ncu, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, moedecode)"; exit 2 ;;
   esac
 done
 cd "$OUT" && tar czf /tmp/call.tgz --exclude=call.tgz . && find . -mindepth 1 -delete && mv /tmp/call.tgz "$OUT/call.tgz"

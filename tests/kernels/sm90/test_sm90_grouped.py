@@ -338,3 +338,53 @@ def test_decode_buckets_split_k_only_where_never_predicted_slower():
     ratio = [decode_estimate(t, 2048, 8192, first, 2, dev, 2).time_s / decode_estimate(t, 2048, 8192, chosen, 2, dev, 2).time_s
              for t in decode_points(MBucket(1, 16), 2)]
     assert min(ratio) >= 1.0 and max(ratio) > 1.2
+
+MIXTRAL_64_TOKENS = (13, 2, 3, 16, 42, 27, 18, 7)
+"""benchmarks/torch_grouped_sm90.py's Mixtral draw at 64 tokens (``sizes(8, 2, 64, 1.0, 0 + 64)``): T = 128, the
+decode bucket's largest, a 42-row expert over three 16-row tiles."""
+
+
+def test_decode_buckets_sweep_every_row_tile_where_a_groups_weights_overflow_the_l2():
+    """``decode_sweep``: the sm80 grouped kernel's sweeps over N (``group_m`` row tiles) at 8 split the 42-row
+    expert's tiles 6..8 across the sweeps 0..7 and 8..15, so its 235 MB of weights leave DRAM twice (9 experts'
+    bytes for 8: 695 us of the 618 us floor at 3.04 TB/s; measured 688-714 us on the H100, where 32 tokens, no
+    expert split, ran 623 us). Mixtral's decode buckets now sweep all 16 row tiles of T = 128 at once; Qwen3's
+    (6.3 MB experts, under the L2 share) and a DeepSeek-V3-like bucket (A of 4096 x 7168 over the share) keep 8."""
+    from tvm_cdna4.kernels.gemm.dynamic_m import MBucket
+    from tvm_cdna4.kernels.gemm.grouped import weight_sweeps
+    from tvm_cdna4.kernels.sm90.grouped_plan import decode_sweep, plan_bucket
+
+    off = offsets_of(MIXTRAL_64_TOKENS)
+    assert weight_sweeps(off, 16, 8) == [1, 1, 1, 1, 2, 1, 1, 1]
+    assert weight_sweeps(off, 16, 16) == [1] * 8 and weight_sweeps(off, 32, 8) == [1] * 8
+    assert weight_sweeps(offsets_of((0, 17, 0)), 16, 1) == [0, 2, 0]
+    h100, bucket = devices.DEVICES["H100"], MBucket(1, DECODE_ROWS)
+    for N, K in ((28672, 4096), (4096, 14336)):
+        p = plan_bucket(bucket, 8, N, K, "bf16", "bf16", h100)
+        assert (p.config.block_m, p.grid.group_m, p.grid.k_splits) == (16, 16, 1)
+        assert p.grid.group_m == p.grid.grouping.row_tiles(DECODE_ROWS * 8)
+    for G, N, K in ((128, 1536, 2048), (128, 2048, 768), (256, 4096, 7168), (2, 2048, 8192)):
+        assert plan_bucket(bucket, G, N, K, "bf16", "bf16", h100).grid.group_m == 8, (G, N, K)
+    assert decode_sweep(16, 64, 8, bucket, 8, 28672, 4096, "bf16", h100) == 16
+    assert decode_sweep(16, 64, 32, bucket, 8, 28672, 4096, "bf16", h100) == 32  # already one sweep
+
+
+def test_one_decode_sweep_in_the_emulator():
+    """The sm80 grouped kernel with every row tile in one sweep (``group_m`` 16 over T // 16 + G = 16 row tiles of
+    the Mixtral draw): each tile once, exact against float64 on grid inputs, every access inside A, B and C."""
+    from tvm_cdna4.emulator import emulate
+    from tvm_cdna4.kernels.sm80 import gemm as cuda_gemm
+    from tvm_cdna4.kernels.sm80.gemm_plan import GemmConfig
+
+    N, K, G = 40, 64, len(MIXTRAL_64_TOKENS)
+    cfg = GemmConfig(block_m=16, block_n=32, block_k=32, warps_m=1, warps_n=2, stages=2, group_m=16)
+    grp = cuda_gemm.build_grouped(G, N, K, "f16", "nt", "f32", config=cfg)
+    off = np.asarray(offsets_of(MIXTRAL_64_TOKENS), np.int32)
+    rng = np.random.default_rng(3)
+    a = (rng.integers(-4, 5, (off[-1], K)) / 8).astype(np.float16)
+    b = (rng.integers(-4, 5, (G, N, K)) / 8).astype(np.float16)
+    T = int(off[-1])
+    assert grp.plan(T).grid.group_m == 16
+    c = np.full((T, N), np.nan, np.float32)
+    emulate(grp.primfunc(T), a, b, c, off, target="sm80")
+    assert np.array_equal(c, reference(a, b, off, "nt").astype(np.float32))
