@@ -34,6 +34,9 @@
 #   order       the persistent tile order (issue 36: group_m, raster; kernels.sm90.gemm_order's modelled DRAM bytes): its
 #               GPU tests, then benchmarks/sm90_order.py at 4096^3 (plain, residual: group_m 4 / 8 / 16, raster n) and
 #               the twelve projections at M = ${ORDER_MS:-3000} (g8, g16, the model's order) beside torch.mm [~200]
+#   swapstore   the swapped kernel's C^T store as column pairs after one shfl.xor (stop 48, kernels.sm90.gemm_store): the
+#               swapped GPU tests, the torch op's A/B at M = ${SWAPSTORE_MS:-96,200} (WEIGH_SWAP_DYNAMIC off / on; the
+#               table of 2026-12-07 before), the static swap sweep at M = 200, then ncu of both QKV bucket plans [~420]
 #   stop47      cluster (M = ${CLUSTER_MS:-3000}), order and swapdyn's benchmarks without their GPU tests [~450]
 #   stop47b     attn-options, grouped-op's torch op and final's fp8, benchmarks only [~300]
 #   cli-options the sm90 config fields from the CLI (--cluster-m, --residual-read, --epilogue-tile, --tile-walk,
@@ -163,6 +166,17 @@ for step in "$@"; do
     mkdir -p "$OUT/swapdyn"
     timeout 260 python3 benchmarks/torch_gemm.py --ms ${SWAPDYN_MS:-32,96,200} --swap-dynamic off,on --calls 30 --reps 10 \
       --out "$OUT/swapdyn" 2>&1 | tee "$OUT/torch_gemm_swapdyn.log" | grep -v "^{" | tail -22 ;;
+  swapstore)  # the swapped C^T store in column pairs: exact on the card, the A/B through the torch op, the static swap at
+    # M = 200 (its store changed too), then where the swapped bucket plan still loses (ncu: stalls, L2 / DRAM bytes) [~420]
+    gpu_tests 120 "$OUT/pytest_gpu_swapstore.log" -n 8 tests/gpu/test_sm90_swap_ab_gpu.py tests/gpu/test_sm90_swap_dynamic_gpu.py \
+      tests/gpu/test_sm90_swap_tiles_gpu.py
+    mkdir -p "$OUT/swapstore" "$OUT/swapstatic"
+    timeout 200 python3 benchmarks/torch_gemm.py --ms ${SWAPSTORE_MS:-96,200} --swap-dynamic off,on --calls 30 --reps 10 \
+      --out "$OUT/swapstore" 2>&1 | tee "$OUT/torch_gemm_swapstore.log" | grep -v "^{" | tail -22
+    timeout 120 python3 benchmarks/sm90_sweep.py --out "$OUT/swapstatic" --swap-ab --swap-top 1 --ms 200 2>&1 \
+      | tee "$OUT/sm90_swap_static.log" | grep -v "^{" | tail -16
+    ncu_case gemm-m200-qkv
+    ncu_case gemm-m200-qkv-swapped ;;
   stop47)  # the three untimed levers of stop 47 in one call, benchmarks only (each checks every kernel first) [~450]
     mkdir -p "$OUT/clusters" "$OUT/order" "$OUT/swapdyn"
     timeout 130 python3 benchmarks/sm90_clusters.py --ms ${CLUSTER_MS:-3000} --out "$OUT/clusters" 2>&1 \

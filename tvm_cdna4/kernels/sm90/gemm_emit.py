@@ -24,8 +24,6 @@ so one's epilogue runs under the other's mainloop.
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 from tvm_tirx.script import ir as I
 from tvm_tirx.script import tirx as T
 from tvm_tirx.script.parser import parse
@@ -34,12 +32,11 @@ from ...isa import hopper_layout as L
 from ...probes_wgmma import acc_layout, shared_layout
 from ...rocm.build import register
 from ...tirx_private import transpile_once
-from ..gemm import epilogue as fused
-from ..sm80.gemm_emit_epilogue import TIR_OPS
 from . import gemm_cluster as cluster
 from .gemm_plan import (BLOCK_K, CONSUMER_REGS, ELEMENT_BYTES, OUT_BYTES, PRODUCER_REGS, SWIZZLE_COLUMNS, WARPGROUP,
                         WGMMA_M, WGMMA_TYPES, Sm90Plan, wgmma_k)
 from .gemm_residual import load_slices, prefetch_box, prefetch_residual, residual_at, residual_box_rows
+from .gemm_store import TANH_OPS, out_value, store_transposed  # noqa: F401 (re-exported: TANH_OPS)
 
 TMA_LOAD = "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
 TMA_STORE = "cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group"
@@ -381,22 +378,6 @@ def store_fragment(p, acc, args, row, col):
 
 
 @T.macro
-def store_transposed(p, acc, args, n, m):
-    # swap_ab (gemm_plan's "Swap AB"): acc[mi * N/2 + j * 4 + h * 2 + e] is C^T[n + 64 mi + 8 h, m + 8 j + e] (``store``'s
-    # fragment over the kernel's product C^T), so C[m + 8 j + e, n + 64 mi + 8 h]: one element a store, predicated
-    # inside C, the fused epilogue read at C's (row, column) first (out_value)
-    c = p.config
-    C = args["C"]
-    for mi in T.unroll(c.rows // WGMMA_M):
-        for j in T.unroll(c.block_n // 8):
-            for h in T.unroll(2):
-                for e in T.unroll(2):
-                    if T.and_(m + 8 * j + e < p.M, n + mi * WGMMA_M + 8 * h < p.N):
-                        C[m + 8 * j + e, n + mi * WGMMA_M + 8 * h] = T.Cast(p.tir_out, out_value(
-                            p, args, acc[mi * c.block_n // 2 + j * 4 + h * 2 + e], m + 8 * j + e, n + mi * WGMMA_M + 8 * h))
-
-
-@T.macro
 def store_tma(p, SMH, acc, args, map_c, part, wg, t, m0, n0, group, res):
     # epilogue="tma": the warpgroup's rows of the tile through shared memory and TMA stores, the whole tile at
     # once (epilogue_tile 0) or in chunks of epilogue_tile columns alternating between two buffers; the
@@ -681,26 +662,6 @@ def gather_at_clamped(p: Sm90Plan, row, col):
         return T.min(row, p.N - 1), T.min(col, workspace_cols(p) - reduce_vector(p))
     return T.min(row, p.M - 1), T.min(col, p.N - reduce_vector(p))
 
-
-def out_value(p: Sm90Plan, args, v, row, col, group=None, residual=None):
-    """The f32 value stored at (``row``, ``col``) of accumulator value ``v``: the plan's fused epilogue
-    (``kernels.gemm.epilogue.apply``) with its inputs read there (a grouped GEMM's per-column inputs at
-    ``group``'s row, ``Input.at``), the indices clamped into C (a value outside C is computed, never stored,
-    and reads no input out of range), the residual ``residual`` where given (its f32 value, read from the
-    staging buffer); ``v`` itself without one."""
-    if p.fusion.empty:
-        return v
-    r, c = T.min(row, p.M - 1), T.min(col, p.N - 1)
-    at = {i.name: i.at(args[i.name], r, c, group) for i in p.fusion.steps() if residual is None or i.name != "residual"}
-    if residual is not None:
-        at["residual"] = residual
-    return fused.apply(p.fusion, v, at, TANH_OPS if p.config.activation_form == "tanh" else TIR_OPS)
-
-
-TANH_OPS = SimpleNamespace(**vars(TIR_OPS), tanh=T.tanh)
-"""``TIR_OPS`` with ``tanh``: the activations' tanh form (``activation_form="tanh"``; ``kernels.gemm.epilogue``).
-TIRx lowers ``T.tanh`` on f32 to CUDA's ``tanhf``, which NVRTC with TIRx's ``--use_fast_math`` compiles to one
-``tanh.approx.f32`` (PTX ISA 9.7.3.22; tests/kernels/sm90 check the PTX)."""
 
 L2_PROMOTION_256B = 2
 """``CU_TENSOR_MAP_L2_PROMOTION_L2_256B`` (CUDA driver API ``CUtensorMapL2promotion``)."""

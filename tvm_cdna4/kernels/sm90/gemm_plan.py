@@ -53,7 +53,9 @@ to 256 (PTX ISA 9.7.17.2, the wgmma shapes): a small M padded to 64-row tiles wa
 K)``, its A role the weights ``B [N, K]`` and its B role the activations ``A [M, K]`` (both K-major: layout
 ``nt``); ``block_m`` x ``block_n`` tile C^T and ``tiles_m`` counts N's tiles; the accumulator holds ``C^T`` (rows
 n, columns m) and the epilogue stores each element at ``C[m, n]`` with the fused steps read there: the register
-epilogue (one element a store: a warp's 32 stores cover 4 rows of C, 16 bytes each). Dynamic M (an ``MBucket``): M's
+epilogue (``gemm_store.store_transposed``: one ``shfl.xor`` pairs the lanes of C^T's rows n and n + 1, so that
+each lane stores a column pair of one row of C, a warp's store 8 rows x 16 bytes as the unswapped kernel's; an odd N
+one element a store). Dynamic M (an ``MBucket``): M's
 tiles (``tiles_n = ceil(M / block_n)``) are counted at launch, A's tensor map (the kernel's B role) is encoded over
 the run-time rows (TMA zero-fills the boxes' rows past M) and C^T's stores are masked at M. A K split works in the
 kernel's coordinates: the workspace is ``W [slices, N, M]`` (M: the bucket's largest with a dynamic M), the tickets
