@@ -192,9 +192,8 @@ for step in "$@"; do
     timeout 110 python3 benchmarks/torch_grouped_sm90.py --calls 15 --reps 12 --out "$OUT/grouped" 2>&1 \
       | tee "$OUT/torch_grouped.log" | grep -v "^{" | tail -10
     timeout 70 python3 benchmarks/torch_fp8_gemm.py --out "$OUT/fp8" 2>&1 | tee "$OUT/torch_fp8.log" | grep -v "^{" | tail -8 ;;
-  moedecode)  # stop 48: Mixtral's decode buckets in one sweep (grouped_plan.decode_sweep); the sm80 contender keeps
-    # group_m 8 (gate_up: the old plan's code, byte for byte). Seed 0 at 64 tokens splits the 42-row expert across two
-    # sweeps (model: 9 experts' bytes for 8 at group_m 8); seed 1 at 64 tokens splits none (the control) [~150]
+  moedecode)  # Mixtral's grouped decode rows at 32 / 64 tokens, two draws (seed 0 splits the 42-row expert across two
+    # sweeps of 8 row tiles, seed 1 none); stop 48's one-sweep plan was timed here and reverted (journal) [~150]
     mkdir -p "$OUT/moedecode" "$OUT/moedecode_seed1"
     timeout 140 python3 benchmarks/torch_grouped_sm90.py --models mixtral-8x7b --tokens 32,64 --calls 15 --reps 12 \
       --out "$OUT/moedecode" 2>&1 | tee "$OUT/moedecode.log" | grep -v "^{" | tail -10

@@ -142,20 +142,6 @@ def expected_row_tiles(rows: float, block_m: int) -> float:
     return max(1.0, rows / block_m + 0.5)
 
 
-def weight_sweeps(offsets, block_m: int, group_m: int) -> list[int]:
-    """Per group, the sweeps over N that read its weights (Python ints): the sm80 grid's order
-    (``kernels.sm80.gemm_plan.GridPlan.decode``) walks ``group_m`` row-tile indices down each tile column before
-    the next, so row tile ``r`` lies in sweep ``r // group_m``; a group's tiles with rows (``start(g)`` on,
-    ``ceil(rows / block_m)`` of them) in one sweep read each weight panel together, once from DRAM, and a group
-    whose tiles straddle a sweep's edge reads its weights again a sweep later. 0 for a group without rows."""
-    grouping = Groups(len(offsets) - 1, block_m, MBucket(1, 1))
-    out = []
-    for g, (lo, hi) in enumerate(zip(offsets[:-1], offsets[1:])):
-        first, tiles = grouping.start(g, int(lo)), ceil_div(max(int(hi) - int(lo), 0), block_m)
-        out.append(len({r // group_m for r in range(first, first + tiles)}))
-    return out
-
-
 def tail_rows(rows: float, block_m: int, grain: int = 16) -> float:
     """The mean rows of a group's last row tile at ``rows`` rows per group (the tile ``expected_row_tiles``
     counts half empty: ``block_m / 2`` rows; all of them below ``block_m / 2``), plus half a ``grain``: the
@@ -285,4 +271,4 @@ class GroupedGemm(DynamicGemm):
 
 __all__ = ["LAYOUTS", "OFFSETS", "SEARCHES", "GroupedGemm", "Groups", "check_layout", "check_offsets", "expected_row_tiles",
            "group_of_rows", "moved_bytes", "offsets_of", "per_row", "reference", "row_bucket_table", "rows_per_group",
-           "tail_rows", "weight_sweeps"]
+           "tail_rows"]

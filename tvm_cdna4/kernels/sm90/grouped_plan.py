@@ -32,17 +32,13 @@ Which kernel serves a bucket of rows per group (``plan_bucket``; ``GroupedGemm``
 ``kernels.sm80.gemm_cost.choose_decode`` over the bucket's totals T (the expected active groups ``min(G, T)``:
 few groups with long K split K across CTAs so that every SM streams weights):
 measured 1.35x ``torch._grouped_mm`` on the H200 at decode (benchmarks/RESULTS.md, DeepSeek-V3-like decode,
-2 rows per group), where a 64-row wgmma tile would compute 32 times the rows, its sweeps over N widened to every
-row tile where a group's weights overflow the L2 (``decode_sweep``: a group split across two sweeps streams its
-weights twice); above it this kernel, its config
+2 rows per group), where a 64-row wgmma tile would compute 32 times the rows; above it this kernel, its config
 (tile, ring, epilogue) chosen by ``gemm_cost.choose_grouped`` over the bucket's range of rows per group
 (``gemm_dynamic.planned_range``): one kernel serves 257 to 1024 rows per group, and the tile best at 1024 is
 not the one that loses least at 257.
 """
 
 from __future__ import annotations
-
-from dataclasses import replace
 
 import attrs
 
@@ -51,9 +47,8 @@ from ..common import Param, ceil_div
 from ..gemm.dynamic_m import MBucket, resolve_m
 from ..gemm.epilogue import Fusion
 from ..gemm.grouped import OFFSETS, Groups
-from .gemm_order import L2_SHARE
-from .gemm_plan import (BARRIER_BYTES, DTYPES, ELEMENT_BYTES, OUT_DTYPES, PREFIX_WORDS, SWIZZLE_COLUMNS, Sm90Config,
-                        Sm90Plan, _min, block_k, check_fused, check_problem, prefix_bytes)
+from .gemm_plan import (BARRIER_BYTES, DTYPES, OUT_DTYPES, PREFIX_WORDS, SWIZZLE_COLUMNS, Sm90Config, Sm90Plan, _min,
+                        block_k, check_fused, check_problem, prefix_bytes)
 
 DECODE_ROWS = 16
 """The rows per group up to which a bucket keeps the sm80 grouped kernel (the module docstring: its measured
@@ -165,21 +160,6 @@ def plan_grouped(rows: MBucket, G: int, N: int, K: int, dtype: str, out_dtype: s
                            smem, params, layout, fusion, bucket, grouping=grouping)
 
 
-def decode_sweep(block_m: int, block_n: int, group_m: int, rows: MBucket, G: int, N: int, K: int, dtype: str,
-                 device) -> int:
-    """The row tiles of a decode bucket's sweep over N (the sm80 grouped kernel's ``group_m``): every row tile of the
-    bucket's largest T (``Groups.row_tiles(rows.hi G)``) where a group's weights (``N K``) overflow the L2 share
-    (``gemm_order.L2_SHARE`` of ``device.l2_bytes``) and a tile column of that one sweep (A's ``rows.hi G`` rows, a
-    ``block_n`` panel of each group's weights) fits it; else ``group_m``. Why: a group whose row tiles straddle a
-    sweep's edge reads its weights again a sweep later (``grouped.weight_sweeps``), after at least its own weights
-    went by: from DRAM again where they overflow the share (the benchmark's Mixtral draw at 64 tokens: 9 experts'
-    bytes for 8 with ``group_m`` 8), while one sweep reads each once and keeps A's rows in L2 across the columns."""
-    tiles = Groups(G, block_m, rows).row_tiles(rows.hi * G)
-    room, nbytes = L2_SHARE * device.l2_bytes, ELEMENT_BYTES[dtype]
-    column = (rows.hi * G + min(G, tiles) * block_n) * K * nbytes
-    return tiles if tiles > group_m and N * K * nbytes > room and column <= room else group_m
-
-
 def plan_bucket(rows: MBucket, G: int, N: int, K: int, dtype: str, out_dtype: str, device, fusion: Fusion = Fusion(),
                 config: Sm90Config | None = None, layout: str = "nt"):
     """The plan of one bucket of rows per group (the module docstring): the sm80 grouped kernel's plan (the
@@ -195,7 +175,6 @@ def plan_bucket(rows: MBucket, G: int, N: int, K: int, dtype: str, out_dtype: st
 
         check_grouped_problem(G, N, K, dtype, layout, out_dtype)
         cfg = choose_decode(rows, N, K, dtype, layout, out_dtype, device_model(device), G)
-        cfg = replace(cfg, group_m=decode_sweep(cfg.block_m, cfg.block_n, cfg.group_m, rows, G, N, K, dtype, device))
         return plan_sm80(rows, N, K, dtype, layout, out_dtype, cfg, device.units, fusion=fusion, groups=G)
     from .gemm_dynamic import planned_range
 
@@ -204,5 +183,5 @@ def plan_bucket(rows: MBucket, G: int, N: int, K: int, dtype: str, out_dtype: st
     return plan_grouped(rows, G, N, K, dtype, out_dtype, cfg, device.units, device.smem_per_unit, fusion, layout)
 
 
-__all__ = ["DECODE_ROWS", "GROUPED_DTYPES", "Sm90GroupedPlan", "check_grouped_config", "check_grouped_problem",
-           "decode_sweep", "plan_bucket", "plan_grouped", "prefix_locate", "prefix_tiles"]
+__all__ = ["DECODE_ROWS", "GROUPED_DTYPES", "Sm90GroupedPlan", "check_grouped_config", "check_grouped_problem", "plan_bucket",
+           "plan_grouped", "prefix_locate", "prefix_tiles"]
