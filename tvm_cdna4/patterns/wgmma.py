@@ -32,7 +32,9 @@ M/N-major, f16/bf16 only) say which canonical family the tile uses.
 
 Parameters: ``scale_d`` (bool or a boolean expression, default True: D = A*B + D on the first K
 repeat; False: D = A*B), ``scale_a`` / ``scale_b`` (1 or -1), ``a_major`` / ``b_major``, ``wait``
-(None default, or 0..7).
+(None default, or 0..7), ``hoist`` (False default; True: each shared descriptor's low word is the tile's
+loop-invariant base plus the atom's byte offset in 16-byte units, ``wgmma_shared.descriptor``: one add an
+instruction in place of the add, shift, mask and or of the start field).
 
 Lowering: a register fence on every D register (and every RS A register) by reference
 (``patterns.wgmma_fence.fence_operand``, CUTLASS's ``warpgroup_fence_operand``: an empty ``asm
@@ -65,7 +67,8 @@ from .wgmma_fence import fence_operand, fenced
 
 SCOPE = "warpgroup"
 OPERANDS = ("D", "A", "B")
-PARAMETERS = {"scale_d": True, "scale_a": 1, "scale_b": 1, "a_major": "k", "b_major": "k", "wait": None}
+PARAMETERS = {"scale_d": True, "scale_a": 1, "scale_b": 1, "a_major": "k", "b_major": "k", "wait": None,
+              "hoist": False}
 TARGET_ARCH = "sm_90a"
 FENCE = "wgmma.fence.sync.aligned"
 COMMIT = "wgmma.commit_group.sync.aligned"
@@ -204,6 +207,7 @@ def _params(form, params: dict) -> dict:
         values[name] = int(v.value) if isinstance(v, IntImm) else v
     for name in ("a_major", "b_major"):
         values[name] = str(getattr(values[name], "value", values[name]))
+    values["hoist"] = bool(getattr(values["hoist"], "value", values["hoist"]))
     for name in ("scale_a", "scale_b"):
         if values[name] not in (1, -1):
             raise _error(form, f"{name} is an immediate of the instruction", expected="1 or -1", found=values[name],
@@ -259,7 +263,7 @@ def _register_a(ctx, args, shape, kind):
     return [words[base + j] for j in range(shape.a_elements // p)]
 
 
-def _shared(ctx, name, arg, atom, repeat_axes, kind, major):
+def _shared(ctx, name, arg, atom, repeat_axes, kind, major, hoist=False):
     from .wgmma_shared import descriptor
 
     smem = _region(ctx, name, arg, atom, ("shared", "shared.dyn"), repeat_axes)
@@ -271,7 +275,7 @@ def _shared(ctx, name, arg, atom, repeat_axes, kind, major):
         raise _error(ctx.form, f"an M/N-major shared operand exists only for f16/bf16 (imm-trans); {kind.atype} "
                      "operands are K-major", operand=name, expected="a K-major tile (major='k')",
                      found="major='mn'", check="major")
-    return descriptor(ctx, smem, major, atom)[0]
+    return descriptor(ctx, smem, major, atom, hoist)[0]
 
 
 def lower(form: Form, args, params, sctx):
@@ -292,8 +296,8 @@ def lower(form: Form, args, params, sctx):
                          expected="a_major='k' (the default)", found=f"a_major={values['a_major']!r}", check="major")
         a_operand = _register_a(ctx, args, shape, ka)
     else:
-        a_operand = [_shared(ctx, "A", args[1], (L.M, shape.k), (0, 2), ka, values["a_major"])]
-    b_desc = _shared(ctx, "B", args[2], (shape.n, shape.k), (1, 2), kb, values["b_major"])
+        a_operand = [_shared(ctx, "A", args[1], (L.M, shape.k), (0, 2), ka, values["a_major"], values["hoist"])]
+    b_desc = _shared(ctx, "B", args[2], (shape.n, shape.k), (1, 2), kb, values["b_major"], values["hoist"])
     t = ctx.runtime_thread
     dregs = [d.value(L.accumulator_coords(t, r)) for r in range(shape.acc_registers)]
     scale_d = values["scale_d"]

@@ -135,14 +135,27 @@ def _alignment(ctx, smem, swizzle):
                         found=f"byte offset {ctx.analyzer.simplify(bits // 8)}")
 
 
-def descriptor(ctx, smem, major: str, atom: tuple[int, int]):
-    """Check the shared operand against its canonical layout; the 64-bit descriptor expression."""
+def descriptor(ctx, smem, major: str, atom: tuple[int, int], hoist: bool = False):
+    """Check the shared operand against its canonical layout; the 64-bit descriptor expression.
+
+    ``hoist``: the low word as the start field of the tile's base (element 0: loop-invariant) or'ed with the
+    fixed bits, plus the atom's unswizzled byte offset / 16 (``_pre_swizzle``, a multiple of 16 bytes:
+    ``_alignment``), so that an instruction adds one constant or a stage's multiple to a hoisted value. It equals
+    the masked start of the default wherever the atom's shared address is below 2^18 (the field's 14 bits), as
+    every shared address of sm_90 is (228 KiB a CTA at most): the sum does not carry into LBO."""
     swizzle = layout_swizzle(ctx, smem)
     _alignment(ctx, smem, swizzle)
     lbo, sbo = strides(ctx, smem, major, swizzle, *atom)
     _walk(ctx, smem, major, swizzle, lbo, sbo, atom)
     _distinct(ctx, smem, major, swizzle, lbo, sbo, atom)
     fixed = L.encode_descriptor(0, lbo, sbo, swizzle)
+    if hoist:
+        base = T.cuda.cvta_generic_to_shared(smem.tensor.ptr_to([0] * len(smem.ty.shape)))
+        field = T.bitwise_and(base // T.uint32(16), T.uint32(0x3FFF))
+        offset = T.cast(_pre_swizzle(smem, (0, 0)) * smem.bits // 128, ty="uint32")
+        low = T.bitwise_or(T.uint32(fixed & 0xFFFFFFFF), field) + offset
+        return (T.bitwise_or(T.uint64(fixed >> 32) << T.uint64(32), T.cast(low, ty="uint64")),
+                (swizzle, lbo, sbo))
     # the descriptor's start: the unswizzled shared address of the atom's origin
     physical = smem.memory((0, 0)) * smem.bits // 8
     address = T.cuda.cvta_generic_to_shared(smem.pointer((0, 0)))
