@@ -268,6 +268,11 @@ def mask(p, rg, j):
             rg.s[r] = T.if_then_else(key_of(p, rg, j, r) >= p.problem.seq_kv, T.float32(float("-inf")), rg.s[r])
 
 
+MAX_CHAINS = 4
+"""The independent FMNMX chains of a row's max in ``softmax``, combined as a two-level tree (at most the
+``block_kv / 4`` scores a thread holds of a row: ``block_kv`` is at least 16)."""
+
+
 def fmax(a, b):
     return T.call_pure_extern("fmaxf", a, b, ty=T.float32)
 
@@ -277,10 +282,15 @@ def softmax(p, rg):
     # per row h: m' = max(m, rowmax s) over the quad; alpha = 2^((m - m') c) (row[6 + h]); p = 2^(s c - m' c +
     # shift) in place of s; l = alpha l + sum p. O is not touched (``rescale_pack``: after the P V that reads it)
     n = p.config.block_kv // 2
+    part = T.alloc_tensor(ty_args=[T.Tensor((MAX_CHAINS,), "float32", scope="local", layout="default")])
     for h in T.unroll(2):
-        rg.row[4 + h] = rg.row[h]
-        for r in T.unroll(n // 2):
-            rg.row[4 + h] = fmax(rg.row[4 + h], rg.s[(r // 2) * 4 + 2 * h + r % 2])
+        # (the row's max over ``MAX_CHAINS`` independent chains of its n / 2 scores, then the old max: as many
+        # FMNMX as one chain, its dependent latency divided by ``MAX_CHAINS``)
+        for q in T.unroll(MAX_CHAINS):
+            part[q] = rg.s[(q // 2) * 4 + 2 * h + q % 2]
+        for r in T.unroll(MAX_CHAINS, n // 2):
+            part[r % MAX_CHAINS] = fmax(part[r % MAX_CHAINS], rg.s[(r // 2) * 4 + 2 * h + r % 2])
+        rg.row[4 + h] = fmax(rg.row[h], fmax(fmax(part[0], part[1]), fmax(part[2], part[3])))
         for sh in T.unroll(2):
             rg.row[4 + h] = fmax(rg.row[4 + h], T.cuda.__shfl_xor_sync(T.uint32(FULL), rg.row[4 + h], 1 << sh, 32))
         rg.row[6 + h] = TIR_OPS.exp2(rg.row[h] * score_scale(p, rg) - rg.row[4 + h] * score_scale(p, rg))
@@ -345,7 +355,7 @@ def issue_s(p, MB, rg, ops, j):
     T.cuda.mbarrier_wait(MB.ptr_to([1 + stage(p, rg.base + j)]), T.floormod(T.floordiv(rg.base + j, p.config.stages), 2))
     T.sm90.tile.apply(T.wgmma[p.wgmma_s], ops["S"], ops["Q"][rg.wg % CONSUMERS:rg.wg % CONSUMERS + 1, :, :, :],
                       ops["K"][stage(p, rg.base + j):stage(p, rg.base + j) + 1, :, :, :], scope="warpgroup",
-                      scale_d=False)
+                      scale_d=False, hoist=True)
 
 
 @T.macro
@@ -356,14 +366,15 @@ def issue_pv(p, MB, rg, ops, j):
         T.cuda.mbarrier_wait(MB.ptr_to([2 + 2 * p.config.stages + stage(p, rg.base + j)]),
                              T.floormod(T.floordiv(rg.base + j, p.config.stages), 2))
         T.sm90.tile.apply(T.wgmma[p.wgmma_o], ops["O"], ops["P"],
-                          ops["V"][stage(p, rg.base + j):stage(p, rg.base + j) + 1, :, :, :], scope="warpgroup")
+                          ops["V"][stage(p, rg.base + j):stage(p, rg.base + j) + 1, :, :, :], scope="warpgroup",
+                          hoist=True)
     else:
         if I.constexpr(p.config.split_kv_barrier):
             T.cuda.mbarrier_wait(MB.ptr_to([p.v_full(stage(p, rg.base + j))]),
                                  T.floormod(T.floordiv(rg.base + j, p.config.stages), 2))
         T.sm90.tile.apply(T.wgmma[p.wgmma_o], ops["O"], ops["P"],
                           ops["V"][stage(p, rg.base + j):stage(p, rg.base + j) + 1, :, :, :],
-                          scope="warpgroup", b_major="mn")
+                          scope="warpgroup", b_major="mn", hoist=True)
 
 
 @T.macro
@@ -591,7 +602,11 @@ def kernel(p, args, maps):
             producer(p, SMH, MB, maps, pid, tid)
     else:
         T.ptx["setmaxnreg.inc.sync.aligned.u32"](CONSUMER_REGS)
-        consumer(p, SMH, MB, args, maps, pid, tid // WARPGROUP - 1, tid % WARPGROUP)
+        # (the consumer warpgroup broadcast from lane 0, as CUTLASS's ``canonical_warp_group_idx``: the compiler
+        # knows it warp-uniform, so that Q's descriptors live in uniform registers)
+        wg = T.alloc_tensor(ty_args=[T.Tensor((1,), "int32", scope="local", layout="default")])
+        wg[0] = T.cuda.__shfl_sync(T.uint32(FULL), tid // WARPGROUP - 1, 0, 32)
+        consumer(p, SMH, MB, args, maps, pid, wg[0], tid % WARPGROUP)
 
 
 def map_source(p: Sm90AttentionPlan, name: str, dims, box_rows: int) -> list[str]:
