@@ -141,8 +141,9 @@ def descriptor(ctx, smem, major: str, atom: tuple[int, int], hoist: bool = False
     ``hoist``: the low word as the start field of the tile's base (element 0: loop-invariant) or'ed with the
     fixed bits, plus the atom's unswizzled byte offset / 16 (``_pre_swizzle``, a multiple of 16 bytes:
     ``_alignment``), so that an instruction adds one constant or a stage's multiple to a hoisted value. It equals
-    the masked start of the default wherever the atom's shared address is below 2^18 (the field's 14 bits), as
-    every shared address of sm_90 is (228 KiB a CTA at most): the sum does not carry into LBO."""
+    the masked start of the default wherever the atom's offset in the CTA's shared memory (the address's low 18
+    bits; ptxas puts the cluster rank at bit 24) stays below 2^18 (the field's 14 bits of 16 bytes), as every one
+    of sm_90 does (228 KiB a CTA at most): the sum does not carry into LBO."""
     swizzle = layout_swizzle(ctx, smem)
     _alignment(ctx, smem, swizzle)
     lbo, sbo = strides(ctx, smem, major, swizzle, *atom)
