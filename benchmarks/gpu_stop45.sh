@@ -41,12 +41,12 @@
 #   stop47b     attn-options, grouped-op's torch op and final's fp8, benchmarks only [~300]
 #   cli-options the sm90 config fields from the CLI (--cluster-m, --residual-read, --epilogue-tile, --tile-walk,
 #               attention --epilogue --persistent): --validate and --bench on the card, tests/gpu/test_sm90_cli_options_gpu.py [~90]
-#   moedecode   stop 48: Mixtral-8x7B's grouped decode (32 and 64 tokens, seeds 0 and 1) with its buckets in one sweep
-#               over N (grouped_plan.decode_sweep) beside torch._grouped_mm and the sm80 kernel's group_m 8 [~150]
+#   moedecode   Mixtral-8x7B's grouped decode (32 and 64 tokens, seeds 0 and 1) beside torch._grouped_mm and the sm80
+#               kernel (stop 48's one-sweep plan was timed here and reverted) [~150]
 #   attnsass    stop 48: the sm90 attention's consumer with hoisted wgmma descriptors, Q's in uniform registers and
 #               the row max over four chains (SASS 538 -> 482 a kv tile a thread at D 128): its GPU tests, then
-#               attention_sm90.py --seqs 2048,4096 with this tree and with main's package (BASE_PKG, default
-#               .sm90tree/basepkg: `git archive main tvm_cdna4 | tar -x -C .sm90tree/basepkg`, carried) [~260]
+#               attention_sm90.py --seqs 2048,4096 with this tree and with the package before it (BASE_PKG, default
+#               .sm90tree/basepkg: `git archive 325368f tvm_cdna4 | tar -x -C .sm90tree/basepkg`, carried) [~260]
 #
 #   bash benchmarks/gpu_stop45.sh peers partitions ncu
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site ${WHEELS:-.sm90tree/whl}/*.whl 2>/dev/null
@@ -196,8 +196,9 @@ for step in "$@"; do
     timeout 110 python3 benchmarks/torch_grouped_sm90.py --calls 15 --reps 12 --out "$OUT/grouped" 2>&1 \
       | tee "$OUT/torch_grouped.log" | grep -v "^{" | tail -10
     timeout 70 python3 benchmarks/torch_fp8_gemm.py --out "$OUT/fp8" 2>&1 | tee "$OUT/torch_fp8.log" | grep -v "^{" | tail -8 ;;
-  attnsass)  # the consumer's per-tile SASS cut (journal, stop 48 attnsass): exact on the card, then this tree and main's
-    # package in one call (SDPA's cuDNN beside each) [~260]
+  attnsass)  # the consumer's per-tile SASS cut (journal, stop 48 attnsass): exact on the card, then this tree and the
+    # package before it in one call (SDPA's cuDNN beside each; carry BASE_PKG, made with
+    # `mkdir -p .sm90tree/basepkg && git archive 325368f tvm_cdna4 | tar -x -C .sm90tree/basepkg`) [~260]
     gpu_tests 90 "$OUT/pytest_gpu_attnsass.log" -n 6 tests/gpu/test_sm90_attention_gpu.py
     mkdir -p "$OUT/attnsass" "$OUT/attnsass_main"
     timeout 120 python3 benchmarks/attention_sm90.py --no-sm80 --seqs 2048,4096 --out "$OUT/attnsass" 2>&1 \
@@ -211,7 +212,7 @@ for step in "$@"; do
       --out "$OUT/moedecode" 2>&1 | tee "$OUT/moedecode.log" | grep -v "^{" | tail -10
     timeout 100 python3 benchmarks/torch_grouped_sm90.py --models mixtral-8x7b --tokens 64 --seed 1 --calls 15 --reps 12 \
       --out "$OUT/moedecode_seed1" 2>&1 | tee "$OUT/moedecode_seed1.log" | grep -v "^{" | tail -8 ;;
-  *) echo "unknown step $step (peers, partitions, ncu, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, moedecode, attnsass)"; exit 2 ;;
+  *) echo "unknown step $step (peers, partitions, ncu, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass)"; exit 2 ;;
   esac
 done
 cd "$OUT" && tar czf /tmp/call.tgz --exclude=call.tgz . && find . -mindepth 1 -delete && mv /tmp/call.tgz "$OUT/call.tgz"
