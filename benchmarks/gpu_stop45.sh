@@ -47,6 +47,10 @@
 #               the row max over four chains (SASS 538 -> 482 a kv tile a thread at D 128): its GPU tests, then
 #               attention_sm90.py --seqs 2048,4096 with this tree and with the package before it (BASE_PKG, default
 #               .sm90tree/basepkg: `git archive 325368f tvm_cdna4 | tar -x -C .sm90tree/basepkg`, carried) [~260]
+#   attnring    stop 48: the ring's stage and phase carried as counters (SASS 482 -> 462 a kv tile at D 128): its GPU
+#               tests, then attention_sm90.py --seqs 2048,4096 with this tree, the tree before it (RING_BASE_PKG, default
+#               .sm90tree/attnsasspkg: `git archive 15059eb tvm_cdna4 | tar -x -C .sm90tree/attnsasspkg`) and the tree
+#               before attnsass (BASE_PKG, as attnsass), both carried, on one card [~430]
 #
 #   bash benchmarks/gpu_stop45.sh peers partitions ncu
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site ${WHEELS:-.sm90tree/whl}/*.whl 2>/dev/null
@@ -205,6 +209,16 @@ for step in "$@"; do
       | tee "$OUT/attention_attnsass.log" | grep -v "^{" | tail -24
     PYTHONPATH=$PWD/${BASE_PKG:-.sm90tree/basepkg}:/tmp/site timeout 120 python3 benchmarks/attention_sm90.py --no-sm80 \
       --seqs 2048,4096 --out "$OUT/attnsass_main" 2>&1 | tee "$OUT/attention_attnsass_main.log" | grep -v "^{" | tail -24 ;;
+  attnring)  # the ring's counters (journal, stop 48 attnring): exact on the card, then this tree, the tree before it
+    # (15059eb, RING_BASE_PKG) and the tree before attnsass (325368f, BASE_PKG) in one call, SDPA's cuDNN beside each;
+    # carry both, made with `mkdir -p .sm90tree/attnsasspkg && git archive 15059eb tvm_cdna4 | tar -x -C
+    # .sm90tree/attnsasspkg` (and attnsass's for BASE_PKG) [~430]
+    gpu_tests 90 "$OUT/pytest_gpu_attnring.log" -n 6 tests/gpu/test_sm90_attention_gpu.py
+    for tree in attnring:. attnsass:${RING_BASE_PKG:-.sm90tree/attnsasspkg} base:${BASE_PKG:-.sm90tree/basepkg}; do
+      name=${tree%%:*}; mkdir -p "$OUT/ring_$name"
+      PYTHONPATH=$PWD/${tree#*:}:/tmp/site timeout 110 python3 benchmarks/attention_sm90.py --no-sm80 --seqs 2048,4096 \
+        --out "$OUT/ring_$name" 2>&1 | tee "$OUT/attention_ring_$name.log" | grep -v "^{" | tail -24
+    done ;;
   moedecode)  # Mixtral's grouped decode rows at 32 / 64 tokens, two draws (seed 0 splits the 42-row expert across two
     # sweeps of 8 row tiles, seed 1 none); stop 48's one-sweep plan was timed here and reverted (journal) [~150]
     mkdir -p "$OUT/moedecode" "$OUT/moedecode_seed1"
@@ -212,7 +226,7 @@ for step in "$@"; do
       --out "$OUT/moedecode" 2>&1 | tee "$OUT/moedecode.log" | grep -v "^{" | tail -10
     timeout 100 python3 benchmarks/torch_grouped_sm90.py --models mixtral-8x7b --tokens 64 --seed 1 --calls 15 --reps 12 \
       --out "$OUT/moedecode_seed1" 2>&1 | tee "$OUT/moedecode_seed1.log" | grep -v "^{" | tail -8 ;;
-  *) echo "unknown step $step (peers, partitions, ncu, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass)"; exit 2 ;;
+  *) echo "unknown step $step (peers, partitions, ncu, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring)"; exit 2 ;;
   esac
 done
 cd "$OUT" && tar czf /tmp/call.tgz --exclude=call.tgz . && find . -mindepth 1 -delete && mv /tmp/call.tgz "$OUT/call.tgz"

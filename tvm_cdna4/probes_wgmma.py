@@ -12,6 +12,7 @@ layouts in TIRx ``TileLayout`` / ``ComposeLayout`` terms; kernels that use the p
 from __future__ import annotations
 
 from tvm_tirx.backend.cuda.axis import laneid, wid_in_wg
+from tvm_tirx.script import ir as I
 from tvm_tirx.script import tirx as T
 from tvm_tirx.tirx.layout import ComposeLayout, S, TileLayout
 
@@ -94,6 +95,7 @@ def _setup(atype, form, n, k_repeats, swizzle, a_major, b_major, btype, override
     a_scope = o.get("A.scope", "local" if rs else "shared")
     a_elems = L.M * kk
     final_wait = o.get("final_wait", 0)
+    b_start = o.get("B.start")
 
     return locals()
 
@@ -102,7 +104,8 @@ def probe(atype: str, form: str = "ss", n: int = 16, k_repeats: int = 4, swizzle
           a_major: str = "k", b_major: str = "k", btype: str | None = None, overrides=None):
     """The probe kernel ``(A, B, D)`` for one form. ``overrides`` (tests): replace an operand's
     ``"dtype"``/``"layout"``/``"align"``/``"scope"`` (keys ``"A.layout"``, ...), the call's
-    ``"params"``, ``"scope"``, ``"threads"`` or the count of the wait before D is read (``"final_wait"``)."""
+    ``"params"``, ``"scope"``, ``"threads"``, the count of the wait before D is read (``"final_wait"``) or, SS,
+    ``"B.start"``: a function of a local ``uint32`` counter (0) giving B's region start on its outer axis."""
     register()
     v = _setup(atype, form, n, k_repeats, swizzle, a_major, b_major, btype, overrides)
     shape, ka, k, kk, a_dt, b_dt, g_a = (v[x] for x in ("shape", "ka", "k", "kk", "a_dt", "b_dt", "g_a"))
@@ -110,6 +113,7 @@ def probe(atype: str, form: str = "ss", n: int = 16, k_repeats: int = 4, swizzle
                                                                      "b_align", "params"))
     scope, rs, a_sh, a_align, a_scope, a_elems, final_wait = (v[x] for x in ("scope", "rs", "a_sh", "a_align",
                                                                              "a_scope", "a_elems", "final_wait"))
+    b_start = v["b_start"]
 
     @T.macro
     def stage(S, G, rows, t, dt):  # G [rows, kk] (global) into S's shared tile, k-element rows per repeat
@@ -141,7 +145,12 @@ def probe(atype: str, form: str = "ss", n: int = 16, k_repeats: int = 4, swizzle
         SA = T.alloc_tensor(ty_args=[T.Tensor((1, k_repeats, L.M, k), a_dt, scope=a_scope, layout=a_sh,
                                               align=a_align)])
         stage(SA, A, L.M, t, a_dt)
-        finish(SA, SB, D, t)
+        if I.constexpr(b_start is None):
+            finish(SA, SB, D, t)
+        else:  # B's region from a counter the analyzer knows nothing of (a ring's carried stage)
+            counter = T.alloc_tensor(ty_args=[T.Tensor((1,), "uint32", scope="local", layout="default")])
+            counter[0] = T.uint32(0)
+            finish(SA, SB[b_start(counter[0]):b_start(counter[0]) + 1, :, :, :], D, t)
 
     @T.function
     def kernel_rs(A: T.Tensor((L.M, kk), g_a), B: T.Tensor((n, kk), g_a), D: T.Tensor((L.M, n), ACC)):

@@ -105,6 +105,20 @@ def test_contract_violations_are_refused(kw, check, operand):
     assert "wgmma" in info.value.sentence
 
 
+def test_a_region_start_the_analyzer_cannot_bound_is_refused_and_a_clamped_one_accepted():
+    """A shared operand's region starting at a counter held in a local (a ring's carried stage): the bounds check
+    cannot prove it in range and says so (no silent skip); clamped to the last index (the sm90 attention's
+    ``operand_stage``), the region is proven in bounds and the kernel compiles."""
+    from tvm_tirx.script import tirx as T
+
+    with pytest.raises(ContractError) as info:
+        _compile(atype="bf16", overrides={"B.start": lambda c: T.Cast("int32", c)})
+    assert info.value.check == "shape" and info.value.operand == "B"
+    assert "region exceeds tensor shape" in str(info.value) and "cannot prove" in str(info.value)
+    source = _compile(atype="bf16", overrides={"B.start": lambda c: T.Cast("int32", T.min(c, T.uint32(0)))})
+    assert source.count("wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 ") == 1
+
+
 def test_selftest_sm90_one_line_per_form(capsys):
     from tvm_cdna4.selftest import main
 

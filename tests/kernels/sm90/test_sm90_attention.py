@@ -100,6 +100,16 @@ def test_more_emulated_shapes_within_the_bound(name):
     _check(*SLOW_CASES[name])
 
 
+def test_the_ring_stage_and_phase_are_carried_counters():
+    """The ring's stage and phase are carried across tiles and items (``attention_emit.RING``, ``advance``): 3 stages
+    leave no modulo or division by 3 of a ring position in the CUDA C (each was a multiply-high, a shift and a
+    multiply-subtract a use); where a wgmma operand's region starts at the stage, it is clamped (``operand_stage``:
+    the wgmma pattern refuses the bare counter, tests/patterns/test_wgmma.py)."""
+    problem, config = AttentionProblem(1, 2, 1, 130, 200, 64), C(64, 3, persistent=True, ctas=1)
+    source = attention.build(problem, "sm90", config).source
+    assert "min(ring" in source and not any(f"{op} 3)" in source for op in ("%", "/"))
+
+
 @pytest.mark.parametrize("q_blocks, heads_total, section", [(16, 128, 32), (3, 6, 4), (5, 7, 1), (1, 2, 2), (4, 10, 10)])
 def test_work_items_cover_every_block_once_in_l2_sections_longest_first(q_blocks, heads_total, section):
     items = [work_item(u, q_blocks, heads_total, section) for u in range(q_blocks * heads_total)]

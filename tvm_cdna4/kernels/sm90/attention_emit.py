@@ -7,8 +7,8 @@ RS form with P in the registers of S (``rescale_pack``), each operand a view who
 proves against the descriptor (``q_layout``, ``k_layout``, ``v_layout``; fp8 ``vt_layout``). The TMA loads,
 the mbarrier protocol and the ``setmaxnreg`` split are the sm90 GEMM's (``gemm_emit``; 3-D TMA loads here).
 The schedules: ``kv_tile`` (one GEMM after the other), ``overlapped_loop`` (``overlap``; ``pingpong`` with
-``ordered`` / ``hand_over``); the items of a persistent CTA: ``producer_item`` / ``consumer_item``, the ring
-position carried in ``pos``; fp8's V transpose: ``transposed`` / ``transpose_v``. Opt-in: ``split_kv_barrier``
+``ordered`` / ``hand_over``); the items of a persistent CTA: ``producer_item`` / ``consumer_item``, the ring's
+stage and phase carried across tiles and items (``RING``, ``advance``); fp8's V transpose: ``transposed`` / ``transpose_v``. Opt-in: ``split_kv_barrier``
 (``load_kv``, ``issue_pv``, ``transposed``: V on ``plan.v_full``). The end of an item (O and LSE stored, Q's
 "empty" arrival; ``epilogue``): ``attention_epilogue``.
 
@@ -102,15 +102,55 @@ class Regs:
     pw: object
     o: object
     row: object
-    pos: object
-    """The ring position of the item's first kv tile (a one-element local array, carried across items)."""
-    base: object
-    """``pos[0]`` read at the item's start: kv tile ``j`` is at ring position ``base + j``."""
+    ring: object
+    """The ring's state (``ring_state``: the current kv tile's stage and phase, the previous one's; carried
+    across items)."""
     b: object
     h: object
     q0: object
     wg: object
     t: object
+
+
+# ---- the ring's state ----------------------------------------------------------------------------
+
+RING = 4
+"""A thread's ring state, a local ``uint32`` array of this length (CUTLASS's ``PipelineState``): 0 the stage of the
+current kv tile, 1 its phase (its stage's uses before it, mod 2: the parity its "full" barrier completes), 2 and 3
+the previous tile's (the overlapped loop's ``P V``). Carried across tiles and items in place of the ring position
+``t`` (stage ``t % stages``, phase ``t / stages % 2``): ``advance`` is a compare, a select and an xor, where the
+position's modulo by a ``stages`` not a power of two is a multiply-high, a shift and a multiply-subtract a use."""
+
+CURRENT, PREVIOUS = 0, 2
+"""The ring state's slots (``RING``): a slot's stage at ``slot``, its phase at ``slot + 1``."""
+
+
+@T.macro
+def advance(p, ring):
+    # the next kv tile: the current slot becomes the previous one; the stage wraps to 0 after stages - 1, the
+    # phase flips as it wraps
+    ring[PREVIOUS] = ring[CURRENT]
+    ring[PREVIOUS + 1] = ring[CURRENT + 1]
+    ring[CURRENT + 1] = ring[CURRENT + 1] ^ T.Cast("uint32", ring[CURRENT] == p.config.stages - 1)
+    ring[CURRENT] = T.if_then_else(ring[CURRENT] == p.config.stages - 1, T.uint32(0), ring[CURRENT] + T.uint32(1))
+
+
+def stage(ring, slot=CURRENT):
+    """The stage of ring slot ``slot`` (an ``int32`` expression: barrier indices, shared offsets)."""
+    return T.Cast("int32", ring[slot])
+
+
+def phase(ring, slot=CURRENT):
+    """The phase of ring slot ``slot``: the parity of its stage's "full" barriers (the "empty" one's is the other)."""
+    return T.Cast("int32", ring[slot + 1])
+
+
+def operand_stage(p: Sm90AttentionPlan, ring, slot=CURRENT):
+    """The stage of ring slot ``slot`` where a wgmma operand's region starts at it: clamped to ``stages - 1`` (one
+    unsigned min, a no-op: ``advance`` keeps the stage below ``stages``), since the wgmma pattern proves the region
+    in bounds and cannot follow the counter's invariant across the loop (the bare counter is refused: "cannot
+    prove region start is in bounds")."""
+    return T.Cast("int32", T.min(ring[slot], T.uint32(p.config.stages - 1)))
 
 
 # ---- the producer ---------------------------------------------------------------------------------
@@ -130,44 +170,46 @@ def item_of(p: Sm90AttentionPlan, u):
 
 @T.macro
 def producer(p, SMH, MB, maps, pid, tid):
-    # the CTA's items pid, pid + ctas, ...; pos[0]: the ring position of the item's first kv tile. Thread 0 issues
-    # the loads; fp8, the warpgroup's warps 1-3 transpose V in the same loop (one program order for the
-    # warpgroup: on the GPU warp 0 runs ahead, the emulator's lockstep runs it as written)
-    pos = T.alloc_tensor(ty_args=[T.Tensor((1,), "int32", scope="local", layout="default")])
+    # the CTA's items pid, pid + ctas, ...; ring: the ring's state (``RING``), its current slot the next kv tile's.
+    # Thread 0 issues the loads; fp8, the warpgroup's warps 1-3 transpose V in the same loop (one program order for
+    # the warpgroup: on the GPU warp 0 runs ahead, the emulator's lockstep runs it as written)
+    ring = T.alloc_tensor(ty_args=[T.Tensor((RING,), "uint32", scope="local", layout="default")])
     SW = T.decl_tensor(SMH.ptr_to([0]), ty_args=[T.Tensor((p.smem_bytes // 4,), "uint32", scope="shared.dyn",
                                                           layout="default")])
-    pos[0] = 0
+    for k in T.unroll(RING):
+        ring[k] = T.uint32(0)
     for i in range(p.items_of(pid)):
-        producer_item(p, SMH, SW, MB, maps, item_of(p, pid + i * p.ctas), i, pos, tid)
+        producer_item(p, SMH, SW, MB, maps, item_of(p, pid + i * p.ctas), i, ring, tid)
 
 
 @T.macro
-def producer_item(p, SMH, SW, MB, maps, item, i, pos, tid):
+def producer_item(p, SMH, SW, MB, maps, item, i, ring, tid):
     # the CTA's i-th item: Q once both consumers are done with the last item's (Q's "empty" barrier), then kv
-    # tile j's K and V into the stage of ring position pos + j once both consumers released its previous use
-    base = pos[0]
+    # tile j's K and V into the ring's next stage once both consumers released its previous use
     if I.constexpr(p.tiles_before_q > 0):
         # (``plan.tiles_before_q``: the tiles whose stages the last item released before Q's "empty" barrier can
         # complete are loaded first, as FA3's producer loads K before it waits for Q: with the TMA epilogue, whose
         # store reads Q's rows, the first ring-full; with Q released at the last item's last S, all but two)
         for j in range(T.min(p.tiles_before_q, kv_tiles(p, item[2]))):
             if tid == 0:
-                load_kv(p, SMH, MB, maps, item, j, base + j)
+                load_kv(p, SMH, MB, maps, item, j, ring)
+            advance(p, ring)
         if tid == 0:
             load_q(p, SMH, MB, maps, item, i)
         for j in range(T.min(p.tiles_before_q, kv_tiles(p, item[2])), kv_tiles(p, item[2])):
             if tid == 0:
-                load_kv(p, SMH, MB, maps, item, j, base + j)
+                load_kv(p, SMH, MB, maps, item, j, ring)
+            advance(p, ring)
     else:
         if tid == 0:
             load_q(p, SMH, MB, maps, item, i)
         for j in range(kv_tiles(p, item[2])):
             if tid == 0:
-                load_kv(p, SMH, MB, maps, item, j, base + j)
+                load_kv(p, SMH, MB, maps, item, j, ring)
             if I.constexpr(p.fp8):
                 if tid >= 32:
-                    transposed(p, SW, MB, base + j, tid - 32)
-    pos[0] = base + kv_tiles(p, item[2])
+                    transposed(p, SW, MB, ring, tid - 32)
+            advance(p, ring)
 
 
 @T.macro
@@ -181,11 +223,12 @@ def load_q(p, SMH, MB, maps, item, i):
 
 
 @T.macro
-def load_kv(p, SMH, MB, maps, item, j, t):
-    # kv tile j's K and V into the stage of ring position t once both consumers released its previous use
+def load_kv(p, SMH, MB, maps, item, j, ring):
+    # kv tile j's K and V into the ring's current stage once both consumers released its previous use (the "empty"
+    # barrier's parity: the other phase)
     c = p.config
-    s = T.floormod(t, c.stages)
-    T.cuda.mbarrier_wait(MB.ptr_to([1 + c.stages + s]), T.floormod(T.floordiv(t, c.stages) + 1, 2))
+    s = stage(ring)
+    T.cuda.mbarrier_wait(MB.ptr_to([1 + c.stages + s]), 1 - phase(ring))
     # (split_kv_barrier: K's bytes on the stage's "full" barrier, V's on its own, ``v_full``)
     T.ptx.mbarrier.arrive.expect_tx.shared.b64(MB.ptr_to([1 + s]),
                                                T.uint32(p.tile_bytes if c.split_kv_barrier else p.kv_bytes))
@@ -207,13 +250,14 @@ HALVES = (0x5410, 0x7632)  # prmt: halves 0 (1) of two words: a's then b's
 
 
 @T.macro
-def transposed(p, SW, MB, t, w):
-    # fp8, transposing thread w (0 .. 95), ring position t: once its V landed (``v_full``: the stage's "full" barrier,
-    # or V's own), V^T into the stage's third tile, the async proxy fenced, one arrival on its "transposed" barrier
-    T.cuda.mbarrier_wait(MB.ptr_to([p.v_full(stage(p, t))]), T.floormod(T.floordiv(t, p.config.stages), 2))
-    transpose_v(p, SW, stage(p, t), w)
+def transposed(p, SW, MB, ring, w):
+    # fp8, transposing thread w (0 .. 95), the ring's current stage: once its V landed (``v_full``: the stage's "full"
+    # barrier, or V's own), V^T into the stage's third tile, the async proxy fenced, one arrival on its "transposed"
+    # barrier
+    T.cuda.mbarrier_wait(MB.ptr_to([p.v_full(stage(ring))]), phase(ring))
+    transpose_v(p, SW, stage(ring), w)
     T.ptx["fence.proxy.async.shared::cta"]()
-    T.ptx.mbarrier.arrive.shared.b64(MB.ptr_to([2 + 2 * p.config.stages + stage(p, t)]), T.uint32(1))
+    T.ptx.mbarrier.arrive.shared.b64(MB.ptr_to([2 + 2 * p.config.stages + stage(ring)]), T.uint32(1))
 
 
 @T.macro
@@ -343,37 +387,29 @@ def rescale_pack(p, rg):
             T.ptx[p.pack_instr](rg.pw[w], rg.s[2 * w + 1], rg.s[2 * w])
 
 
-def stage(p: Sm90AttentionPlan, position):
-    """The ring stage of ring position ``position`` (a floor modulo: the analyzer proves it in range, written
-    inline, not bound to a name, where a wgmma operand's region starts at it)."""
-    return T.floormod(position, p.config.stages)
-
-
 @T.macro
-def issue_s(p, MB, rg, ops, j):
-    # kv tile j's K landed (ring position base + j), then S = Q K^T (SS) issued as one wgmma group
-    T.cuda.mbarrier_wait(MB.ptr_to([1 + stage(p, rg.base + j)]), T.floormod(T.floordiv(rg.base + j, p.config.stages), 2))
+def issue_s(p, MB, rg, ops):
+    # the current kv tile's K landed (the ring's current slot), then S = Q K^T (SS) issued as one wgmma group
+    T.cuda.mbarrier_wait(MB.ptr_to([1 + stage(rg.ring)]), phase(rg.ring))
     T.sm90.tile.apply(T.wgmma[p.wgmma_s], ops["S"], ops["Q"][rg.wg % CONSUMERS:rg.wg % CONSUMERS + 1, :, :, :],
-                      ops["K"][stage(p, rg.base + j):stage(p, rg.base + j) + 1, :, :, :], scope="warpgroup",
+                      ops["K"][operand_stage(p, rg.ring):operand_stage(p, rg.ring) + 1, :, :, :], scope="warpgroup",
                       scale_d=False, hoist=True)
 
 
 @T.macro
-def issue_pv(p, MB, rg, ops, j):
-    # O += P V of kv tile j (RS: P in registers; V M/N-major, fp8 V^T K-major once transposed) as one wgmma group
-    # (split_kv_barrier: 16-bit V waited for here, on its own barrier; fp8's transposers wait for it)
+def issue_pv(p, MB, rg, ops, slot):
+    # O += P V of the kv tile of ring slot ``slot`` (RS: P in registers; V M/N-major, fp8 V^T K-major once transposed)
+    # as one wgmma group (split_kv_barrier: 16-bit V waited for here, on its own barrier; fp8's transposers wait for it)
     if I.constexpr(p.fp8):
-        T.cuda.mbarrier_wait(MB.ptr_to([2 + 2 * p.config.stages + stage(p, rg.base + j)]),
-                             T.floormod(T.floordiv(rg.base + j, p.config.stages), 2))
+        T.cuda.mbarrier_wait(MB.ptr_to([2 + 2 * p.config.stages + stage(rg.ring, slot)]), phase(rg.ring, slot))
         T.sm90.tile.apply(T.wgmma[p.wgmma_o], ops["O"], ops["P"],
-                          ops["V"][stage(p, rg.base + j):stage(p, rg.base + j) + 1, :, :, :], scope="warpgroup",
-                          hoist=True)
+                          ops["V"][operand_stage(p, rg.ring, slot):operand_stage(p, rg.ring, slot) + 1, :, :, :],
+                          scope="warpgroup", hoist=True)
     else:
         if I.constexpr(p.config.split_kv_barrier):
-            T.cuda.mbarrier_wait(MB.ptr_to([p.v_full(stage(p, rg.base + j))]),
-                                 T.floormod(T.floordiv(rg.base + j, p.config.stages), 2))
+            T.cuda.mbarrier_wait(MB.ptr_to([p.v_full(stage(rg.ring, slot))]), phase(rg.ring, slot))
         T.sm90.tile.apply(T.wgmma[p.wgmma_o], ops["O"], ops["P"],
-                          ops["V"][stage(p, rg.base + j):stage(p, rg.base + j) + 1, :, :, :],
+                          ops["V"][operand_stage(p, rg.ring, slot):operand_stage(p, rg.ring, slot) + 1, :, :, :],
                           scope="warpgroup", b_major="mn", hoist=True)
 
 
@@ -386,21 +422,20 @@ def scores_ready(p, rg, pending):
 
 
 @T.macro
-def pv_retired(p, MB, rg, j):
-    # every group retired, O fenced, kv tile j's stage released (one arrival per consumer warpgroup)
+def pv_retired(p, MB, rg, slot):
+    # every group retired, O fenced, the stage of ring slot ``slot`` released (one arrival per consumer warpgroup)
     T.ptx["wgmma.wait_group.sync.aligned"](0)
     for r in T.unroll(p.problem.head_dim // 2):
         T.sm90.fence_operand(rg.o[r])
     if rg.t == 0:
-        T.ptx.mbarrier.arrive.shared.b64(MB.ptr_to([1 + p.config.stages + T.floormod(rg.base + j, p.config.stages)]),
-                                         T.uint32(1))
+        T.ptx.mbarrier.arrive.shared.b64(MB.ptr_to([1 + p.config.stages + stage(rg.ring, slot)]), T.uint32(1))
 
 
 @T.macro
 def kv_tile(p, SMH, MB, rg, ops, j, masked, n_kv):
-    # tile j of n_kv, one GEMM after the other: S = Q K^T (the last one: Q released, ``early_q_release``), the mask,
-    # the softmax, O += P V, the stage released
-    issue_s(p, MB, rg, ops, j)
+    # tile j of n_kv (the ring's current slot), one GEMM after the other: S = Q K^T (the last one: Q released,
+    # ``early_q_release``), the mask, the softmax, O += P V, the stage released, the ring advanced
+    issue_s(p, MB, rg, ops)
     scores_ready(p, rg, 0)
     if I.constexpr(p.early_q_release):
         if j == n_kv - 1:
@@ -409,8 +444,9 @@ def kv_tile(p, SMH, MB, rg, ops, j, masked, n_kv):
         mask(p, rg, j)
     softmax(p, rg)
     rescale_pack(p, rg)
-    issue_pv(p, MB, rg, ops, j)
-    pv_retired(p, MB, rg, j)
+    issue_pv(p, MB, rg, ops, CURRENT)
+    pv_retired(p, MB, rg, CURRENT)
+    advance(p, rg.ring)
 
 
 @T.macro
@@ -435,12 +471,13 @@ def hand_over(p, rg, last):
 def overlapped_loop(p, MB, rg, ops, n_kv, n_full):
     # Sm90AttentionConfig.overlap: tile j's S issued before tile j - 1's P V, so tile j's softmax runs while that
     # P V is in the tensor cores; pingpong: each warpgroup's GEMM issues in turns with the other's (named
-    # barriers), so one's softmax runs under the other's GEMMs
+    # barriers), so one's softmax runs under the other's GEMMs. The ring advanced before each S: tile j's the
+    # current slot, tile j - 1's the previous one; once more after the last P V
     if I.constexpr(p.config.pingpong):
         if rg.wg == 1:  # warpgroup 0 issues first
             T.ptx["bar.arrive"](T.Cast("uint32", ORDER_BARRIER), T.uint32(2 * WARPGROUP))
     ordered(p, rg)
-    issue_s(p, MB, rg, ops, 0)
+    issue_s(p, MB, rg, ops)
     hand_over(p, rg, False)
     scores_ready(p, rg, 0)
     if I.constexpr(p.early_q_release):  # the item's last S retired: Q released
@@ -452,9 +489,10 @@ def overlapped_loop(p, MB, rg, ops, n_kv, n_full):
     rescale_pack(p, rg)
     if I.constexpr(maybe_positive(n_kv - 1)):
         for j in range(1, n_kv):
+            advance(p, rg.ring)
             ordered(p, rg)
-            issue_s(p, MB, rg, ops, j)
-            issue_pv(p, MB, rg, ops, j - 1)
+            issue_s(p, MB, rg, ops)
+            issue_pv(p, MB, rg, ops, PREVIOUS)
             hand_over(p, rg, False)
             scores_ready(p, rg, 1)
             if I.constexpr(p.early_q_release):
@@ -463,12 +501,13 @@ def overlapped_loop(p, MB, rg, ops, n_kv, n_full):
             if j >= n_full:
                 mask(p, rg, j)
             softmax(p, rg)
-            pv_retired(p, MB, rg, j - 1)
+            pv_retired(p, MB, rg, PREVIOUS)
             rescale_pack(p, rg)
     ordered(p, rg)
-    issue_pv(p, MB, rg, ops, n_kv - 1)
+    issue_pv(p, MB, rg, ops, CURRENT)
     hand_over(p, rg, True)
-    pv_retired(p, MB, rg, n_kv - 1)
+    pv_retired(p, MB, rg, CURRENT)
+    advance(p, rg.ring)
 
 
 def kv_tiles(p: Sm90AttentionPlan, q0):
@@ -523,10 +562,11 @@ def consumer(p, SMH, MB, args, maps, pid, wg, t):
         (c.stages, c.block_kv // p.k_step, p.problem.head_dim, p.k_step), p.smem_dtype, scope="shared.dyn",
         layout=vt_layout(p) if p.fp8 else v_layout(p), align=1024)])
     ops = {"S": SS, "O": SO, "P": SP, "Q": SQ, "K": SK, "V": SV}
-    pos = T.alloc_tensor(ty_args=[T.Tensor((1,), "int32", scope="local", layout="default")])
-    pos[0] = 0
+    ring = T.alloc_tensor(ty_args=[T.Tensor((RING,), "uint32", scope="local", layout="default")])
+    for k in T.unroll(RING):
+        ring[k] = T.uint32(0)
     for i in range(p.items_of(pid)):
-        consumer_item(p, SMH, MB, args, maps, ops, Regs(s, pa, pw, o, row, pos, 0, *item_of(p, pid + i * p.ctas), wg, t),
+        consumer_item(p, SMH, MB, args, maps, ops, Regs(s, pa, pw, o, row, ring, *item_of(p, pid + i * p.ctas), wg, t),
                       i)
     if I.constexpr(c.epilogue in STAGED_EPILOGUES):
         if t == 0:
@@ -535,11 +575,11 @@ def consumer(p, SMH, MB, args, maps, pid, wg, t):
 
 @T.macro
 def consumer_item(p, SMH, MB, args, maps, ops, regs, i):
-    # the CTA's i-th item: its kv tiles from ring position pos[0] (``Regs.base``), Q's "empty" arrival once its
+    # the CTA's i-th item: its kv tiles from the ring's current slot (``Regs.ring``), Q's "empty" arrival once its
     # GEMMs retired (``early_q_release``: at its last S, in the loop), then O and LSE (epilogue="tma": O through the
     # Q tile, Q's "empty" arrival once stored; "tma_buffer": O through its own buffer)
     c = p.config
-    rg = attrs.evolve(regs, base=regs.pos[0])
+    rg = regs
     for r in T.unroll(p.problem.head_dim // 2):
         rg.o[r] = T.float32(0)
     for r in T.unroll(2):
@@ -564,7 +604,6 @@ def consumer_item(p, SMH, MB, args, maps, ops, regs, i):
             finish_buffered(p, SMH, args, maps[3], rg)
         else:
             finish(p, args, rg)
-    rg.pos[0] = rg.base + kv_tiles(p, rg.q0)
 
 
 # ---- the kernel -----------------------------------------------------------------------------------
