@@ -151,7 +151,13 @@ def descriptor(ctx, smem, major: str, atom: tuple[int, int], hoist: bool = False
     _distinct(ctx, smem, major, swizzle, lbo, sbo, atom)
     fixed = L.encode_descriptor(0, lbo, sbo, swizzle)
     if hoist:
-        base = T.cuda.cvta_generic_to_shared(smem.tensor.ptr_to([0] * len(smem.ty.shape)))
+        zeros = [0] * len(smem.ty.shape)
+        base = T.cuda.cvta_generic_to_shared(smem.tensor.ptr_to(zeros))
+        # element 0 at the layout's origin (its offset, a TileLayout's ``+ offset``, swizzled): the data's start is
+        # that much below, as the default's address less ``physical``; ``_pre_swizzle`` counts the offset again
+        origin = ctx.analyzer.simplify(smem.layout.apply(*zeros, shape=smem.ty.shape)["m"] * smem.bits // 8)
+        if not (isinstance(origin, IntImm) and origin.value == 0):
+            base = base - T.cast(origin, ty="uint32")
         field = T.bitwise_and(base // T.uint32(16), T.uint32(0x3FFF))
         offset = T.cast(_pre_swizzle(smem, (0, 0)) * smem.bits // 128, ty="uint32")
         low = T.bitwise_or(T.uint32(fixed & 0xFFFFFFFF), field) + offset
