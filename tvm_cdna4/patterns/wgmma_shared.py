@@ -138,12 +138,14 @@ def _alignment(ctx, smem, swizzle):
 def descriptor(ctx, smem, major: str, atom: tuple[int, int], hoist: bool = False):
     """Check the shared operand against its canonical layout; the 64-bit descriptor expression.
 
-    ``hoist``: the low word as the start field of the tile's base (element 0: loop-invariant) or'ed with the
-    fixed bits, plus the atom's unswizzled byte offset / 16 (``_pre_swizzle``, a multiple of 16 bytes:
-    ``_alignment``), so that an instruction adds one constant or a stage's multiple to a hoisted value. It equals
-    the masked start of the default wherever the atom's offset in the CTA's shared memory (the address's low 18
-    bits; ptxas puts the cluster rank at bit 24) stays below 2^18 (the field's 14 bits of 16 bytes), as every one
-    of sm_90 does (228 KiB a CTA at most): the sum does not carry into LBO."""
+    ``hoist``: the low word as the start field of the tile's data start (element 0's address less the layout's
+    origin: loop-invariant) or'ed with the fixed bits, plus the atom's unswizzled byte offset / 16
+    (``_pre_swizzle``, origin included, a multiple of 16 bytes: ``_alignment``), so that an instruction adds one
+    constant or a stage's multiple to a hoisted value. It equals the masked start of the default wherever the
+    atom's offset in the CTA's shared memory (the address's low 18 bits; ptxas puts the cluster rank at bit 24)
+    stays below 2^18 (the field's 14 bits of 16 bytes), as every one of sm_90 does (228 KiB a CTA at most):
+    the sum does not carry into the reserved bits 14-15, nor into LBO. Not checked here (the address is a
+    run-time value): the bound is the CTA's shared memory, which the kernel's launch enforces."""
     swizzle = layout_swizzle(ctx, smem)
     _alignment(ctx, smem, swizzle)
     lbo, sbo = strides(ctx, smem, major, swizzle, *atom)
