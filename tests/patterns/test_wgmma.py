@@ -138,27 +138,53 @@ def test_hoisted_descriptors_compute_the_same_product(kw):
     masks the start field once, on the tile's base."""
     import numpy as np
 
+    default, hoisted = (_emulated_product(kw, hoist) for hoist in (False, True))
+    assert masked_starts(hoisted[0]) == {"0"}  # each instruction adds a constant to the masked start of element 0
+    assert np.isfinite(default[1]).all() and np.abs(default[1]).max() > 0
+    np.testing.assert_array_equal(hoisted[1], default[1])
+
+
+@pytest.mark.parametrize("swizzle, origin", [(0, 64), (128, 512)], ids=["k-none", "k-128B"])
+def test_hoisted_descriptors_start_at_a_layout_with_an_offset(swizzle, origin):
+    """B's layout with an origin (a TileLayout's ``+ offset``: element 0 at ``origin`` elements, one swizzle period
+    at 128 B): the hoisted base is the data's start, the origin counted once (in the atom's offset), as the
+    default's address (before: counted twice, the emulator refused the read past B's tile)."""
+    import numpy as np
+    from tvm_tirx.tirx.layout import ComposeLayout, TileLayout
+
+    from tvm_cdna4.probes_wgmma import shared_layout
+
+    layout = shared_layout(16, 16, 4, 16, swizzle)
+    tile = layout.tile_layout if swizzle else layout
+    moved = TileLayout.from_iters(shard=tile.shard, replica=tile.replica, offset={"m": origin})
+    if swizzle:
+        moved = ComposeLayout(int(layout.per_element), int(layout.swizzle_len), int(layout.atom_len), moved)
+    kw = dict(atype="bf16", swizzle=swizzle)
+    default, hoisted = (_emulated_product(kw, hoist, {"B.layout": moved}) for hoist in (False, True))
+    assert np.isfinite(default[1]).all() and np.abs(default[1]).max() > 0
+    np.testing.assert_array_equal(hoisted[1], default[1])
+
+
+def _emulated_product(kw, hoist, overrides=None):
+    """(the probe kernel of ``kw`` with ``hoist``, its D in the emulator) over finite random A and B (seed 0)."""
+    import numpy as np
+
     from tvm_cdna4.emulator import emulate
     from tvm_cdna4.probes_wgmma import probe
 
     majors = {f"{x}_major": kw[f"{x}_major"] for x in "ab" if kw.get(f"{x}_major", "k") != "k"}
-    results = []
-    for hoist in (False, True):
-        rng = np.random.default_rng(0)
-        kernel = probe(**kw, overrides={"params": {"scale_d": False, **majors, **({"hoist": True} if hoist else {})}})
-        a, b, d = (p.ty for p in kernel.params)
-        args = [rng.integers(0, 2 ** 16, tuple(int(x) for x in t.shape)).astype(str(t.dtype)) for t in (a, b)]
-        if kw["atype"] == "e4m3":  # finite e4m3 bytes (no NaN 0x7f / 0xff)
-            args = [x & np.uint8(0x77) for x in args]
-        else:  # finite 16-bit values of modest exponent
-            args = [(x & np.uint16(0x83FF)) | np.uint16(0x3800) for x in args]
-        out = np.zeros(tuple(int(x) for x in d.shape), np.float32)
-        emulate(kernel, *args, out, target="sm90")
-        results.append(out)
-        if hoist:  # each instruction adds a constant to the masked start of the tile's element 0
-            assert masked_starts(kernel) == {"0"}
-    assert np.isfinite(results[0]).all() and np.abs(results[0]).max() > 0
-    np.testing.assert_array_equal(results[1], results[0])
+    rng = np.random.default_rng(0)
+    params = {"scale_d": False, **majors, **({"hoist": True} if hoist else {})}
+    kernel = probe(**kw, overrides={"params": params, **(overrides or {})})
+    a, b, d = (p.ty for p in kernel.params)
+    args = [rng.integers(0, 2 ** 16, tuple(int(x) for x in t.shape)).astype(str(t.dtype)) for t in (a, b)]
+    if kw["atype"] == "e4m3":  # finite e4m3 bytes (no NaN 0x7f / 0xff)
+        args = [x & np.uint8(0x77) for x in args]
+    else:  # finite 16-bit values of modest exponent
+        args = [(x & np.uint16(0x83FF)) | np.uint16(0x3800) for x in args]
+    out = np.zeros(tuple(int(x) for x in d.shape), np.float32)
+    emulate(kernel, *args, out, target="sm90")
+    return kernel, out
 
 
 def masked_starts(kernel) -> set:

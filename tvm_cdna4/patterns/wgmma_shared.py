@@ -138,12 +138,14 @@ def _alignment(ctx, smem, swizzle):
 def descriptor(ctx, smem, major: str, atom: tuple[int, int], hoist: bool = False):
     """Check the shared operand against its canonical layout; the 64-bit descriptor expression.
 
-    ``hoist``: the low word as the start field of the tile's base (element 0: loop-invariant) or'ed with the
-    fixed bits, plus the atom's unswizzled byte offset / 16 (``_pre_swizzle``, a multiple of 16 bytes:
-    ``_alignment``), so that an instruction adds one constant or a stage's multiple to a hoisted value. It equals
-    the masked start of the default wherever the atom's offset in the CTA's shared memory (the address's low 18
-    bits; ptxas puts the cluster rank at bit 24) stays below 2^18 (the field's 14 bits of 16 bytes), as every one
-    of sm_90 does (228 KiB a CTA at most): the sum does not carry into LBO."""
+    ``hoist``: the low word as the start field of the tile's data start (element 0's address less the layout's
+    origin: loop-invariant) or'ed with the fixed bits, plus the atom's unswizzled byte offset / 16
+    (``_pre_swizzle``, origin included, a multiple of 16 bytes: ``_alignment``), so that an instruction adds one
+    constant or a stage's multiple to a hoisted value. It equals the masked start of the default wherever the
+    atom's offset in the CTA's shared memory (the address's low 18 bits; ptxas puts the cluster rank at bit 24)
+    stays below 2^18 (the field's 14 bits of 16 bytes), as every one of sm_90 does (228 KiB a CTA at most):
+    the sum does not carry into the reserved bits 14-15, nor into LBO. Not checked here (the address is a
+    run-time value): the bound is the CTA's shared memory, which the kernel's launch enforces."""
     swizzle = layout_swizzle(ctx, smem)
     _alignment(ctx, smem, swizzle)
     lbo, sbo = strides(ctx, smem, major, swizzle, *atom)
@@ -151,7 +153,13 @@ def descriptor(ctx, smem, major: str, atom: tuple[int, int], hoist: bool = False
     _distinct(ctx, smem, major, swizzle, lbo, sbo, atom)
     fixed = L.encode_descriptor(0, lbo, sbo, swizzle)
     if hoist:
-        base = T.cuda.cvta_generic_to_shared(smem.tensor.ptr_to([0] * len(smem.ty.shape)))
+        zeros = [0] * len(smem.ty.shape)
+        base = T.cuda.cvta_generic_to_shared(smem.tensor.ptr_to(zeros))
+        # element 0 at the layout's origin (its offset, a TileLayout's ``+ offset``, swizzled): the data's start is
+        # that much below, as the default's address less ``physical``; ``_pre_swizzle`` counts the offset again
+        origin = ctx.analyzer.simplify(smem.layout.apply(*zeros, shape=smem.ty.shape)["m"] * smem.bits // 8)
+        if not (isinstance(origin, IntImm) and origin.value == 0):
+            base = base - T.cast(origin, ty="uint32")
         field = T.bitwise_and(base // T.uint32(16), T.uint32(0x3FFF))
         offset = T.cast(_pre_swizzle(smem, (0, 0)) * smem.bits // 128, ty="uint32")
         low = T.bitwise_or(T.uint32(fixed & 0xFFFFFFFF), field) + offset

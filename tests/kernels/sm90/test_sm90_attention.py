@@ -612,3 +612,31 @@ def test_the_persistent_item_rate_is_the_fit_of_its_timed_pairs():
         assert fit.choice_loss(data) > 1.02 > 1.01 > loss_best
     finally:
         cost.PERSISTENT_ITEM_CLOCKS = cost_before
+
+
+def test_the_row_max_tree_takes_every_chain():
+    # attention_emit.tree_max: the chains' partial maxima combined pairwise, each one once (4: (p0 p1) (p2 p3), as
+    # the goldens pin); max_chains: MAX_CHAINS, fewer where a row has fewer scores a thread (block_kv / 4)
+    import re
+
+    from tvm_tirx.ir import Var
+
+    from tvm_cdna4.kernels.sm90 import attention_emit as emit
+
+    for count in (1, 2, 3, 4, 5, 8):
+        text = str(emit.tree_max([Var(f"p{q}", "float32") for q in range(count)], count))
+        assert sorted(re.findall(r"\bp\d+\b", text)) == sorted(f"p{q}" for q in range(count))
+    assert str(emit.tree_max([Var(f"p{q}", "float32") for q in range(4)], 4)).count("fmaxf") == 3
+    assert [emit.max_chains(plan_sm90_attention(AttentionProblem(1, 2, 1, 70, 70, 64), C(k, 2)))
+            for k in (16, 32, 128)] == [min(emit.MAX_CHAINS, 4), min(emit.MAX_CHAINS, 8), min(emit.MAX_CHAINS, 32)]
+
+
+@pytest.mark.parametrize("chains, block_kv", [(3, 64), (8, 16)])
+def test_the_emulated_attention_at_another_chain_count(monkeypatch, chains, block_kv):
+    # MAX_CHAINS is a tuning constant, read at emit time (max_chains): 3 chains (an odd tree) over 64 keys, 8 capped
+    # at 16 keys' 4 scores a row a thread, keep the values (the 4-leaf tree was hard-coded: 3 would read part[3]
+    # past its chains, 8 drop chains 4-7 from the max)
+    from tvm_cdna4.kernels.sm90 import attention_emit
+
+    monkeypatch.setattr(attention_emit, "MAX_CHAINS", chains)
+    _check(AttentionProblem(1, 2, 1, 70, 90, 64, causal=True), C(block_kv, 2, overlap=True, pingpong=True))

@@ -436,3 +436,27 @@ def test_a_build_is_keyed_by_the_plan_and_built_for_sm_90a(monkeypatch, small_pl
     assert kind == "cuda-gemm-sm90" and first["target"] == "sm90" and first["arch"] == "sm_90a"
     assert first["fields"]["config"]["group_m"] == 8 and second["fields"]["config"]["group_m"] == 4
     assert first["schedule"] == second["schedule"] == gemm_target.schedule_digest()
+
+
+@pytest.mark.parametrize("target", ["gemm_target", "attention_target"])
+def test_the_build_cache_digest_covers_every_sm90_module_the_kernel_is_emitted_from(target):
+    # SOURCES keys the build cache: a module of kernels/sm90 that an emitting module imports (transitively) and SOURCES
+    # leaves out would serve a stale kernel after an edit (gemm_store.py, the swapped C^T store moved out of
+    # gemm_emit.py in stop 48, and gemm_residual.py were outside the GEMM's digest)
+    import ast
+    import importlib
+    import pathlib
+
+    module = importlib.import_module(f"tvm_cdna4.kernels.sm90.{target}")
+    here = pathlib.Path(module.__file__).parent
+    todo, seen = list(module.SOURCES), set()
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        for node in ast.walk(ast.parse((here / name).read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level == 1:  # from .x import y; from . import x
+                todo += [f"{node.module}.py"] if node.module else [f"{a.name}.py" for a in node.names]
+    emitted = {n for n in seen if not n.endswith(("_cost.py", "_order.py", "_dynamic.py"))}
+    assert emitted <= set(module.SOURCES), sorted(emitted - set(module.SOURCES))

@@ -313,12 +313,25 @@ def mask(p, rg, j):
 
 
 MAX_CHAINS = 4
-"""The independent FMNMX chains of a row's max in ``softmax``, combined as a two-level tree (at most the
-``block_kv / 4`` scores a thread holds of a row: ``block_kv`` is at least 16)."""
+"""The independent FMNMX chains of a row's max in ``softmax``, combined as a tree (``tree_max``); at most the
+``block_kv / 4`` scores a thread holds of a row (fewer chains where a row has fewer: ``block_kv`` is at least 16)."""
 
 
 def fmax(a, b):
     return T.call_pure_extern("fmaxf", a, b, ty=T.float32)
+
+
+def max_chains(p) -> int:
+    """``MAX_CHAINS``, or the ``block_kv / 4`` scores of a row a thread holds where fewer."""
+    return min(MAX_CHAINS, p.config.block_kv // 4)
+
+
+def tree_max(part, count: int):
+    """``fmax`` of ``part[0 .. count)`` as a balanced tree, neighbours first (4: ``(p0 p1) (p2 p3)``)."""
+    values = [part[q] for q in range(count)]
+    while len(values) > 1:
+        values = [fmax(*values[q:q + 2]) if q + 1 < len(values) else values[q] for q in range(0, len(values), 2)]
+    return values[0]
 
 
 @T.macro
@@ -326,15 +339,15 @@ def softmax(p, rg):
     # per row h: m' = max(m, rowmax s) over the quad; alpha = 2^((m - m') c) (row[6 + h]); p = 2^(s c - m' c +
     # shift) in place of s; l = alpha l + sum p. O is not touched (``rescale_pack``: after the P V that reads it)
     n = p.config.block_kv // 2
-    part = T.alloc_tensor(ty_args=[T.Tensor((MAX_CHAINS,), "float32", scope="local", layout="default")])
+    part = T.alloc_tensor(ty_args=[T.Tensor((max_chains(p),), "float32", scope="local", layout="default")])
     for h in T.unroll(2):
-        # (the row's max over ``MAX_CHAINS`` independent chains of its n / 2 scores, then the old max: as many
-        # FMNMX as one chain, its dependent latency divided by ``MAX_CHAINS``)
-        for q in T.unroll(MAX_CHAINS):
+        # (the row's max over ``max_chains(p)`` independent chains of its n / 2 scores, then the old max: as many
+        # FMNMX as one chain, its dependent latency divided by the chains)
+        for q in T.unroll(max_chains(p)):
             part[q] = rg.s[(q // 2) * 4 + 2 * h + q % 2]
-        for r in T.unroll(MAX_CHAINS, n // 2):
-            part[r % MAX_CHAINS] = fmax(part[r % MAX_CHAINS], rg.s[(r // 2) * 4 + 2 * h + r % 2])
-        rg.row[4 + h] = fmax(rg.row[h], fmax(fmax(part[0], part[1]), fmax(part[2], part[3])))
+        for r in T.unroll(max_chains(p), n // 2):
+            part[r % max_chains(p)] = fmax(part[r % max_chains(p)], rg.s[(r // 2) * 4 + 2 * h + r % 2])
+        rg.row[4 + h] = fmax(rg.row[h], tree_max(part, max_chains(p)))
         for sh in T.unroll(2):
             rg.row[4 + h] = fmax(rg.row[4 + h], T.cuda.__shfl_xor_sync(T.uint32(FULL), rg.row[4 + h], 1 << sh, 32))
         rg.row[6 + h] = TIR_OPS.exp2(rg.row[h] * score_scale(p, rg) - rg.row[4 + h] * score_scale(p, rg))
