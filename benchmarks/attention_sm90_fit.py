@@ -20,8 +20,8 @@ the rms before and after.
 
 ``--persistent``: ``attention_cost.PERSISTENT_ITEM_CLOCKS`` alone, from the same ``--configs options`` JSON (default
 ``PERSISTENT_RUNS``): each persistent config against the same config on one CTA an item; the value (a grid of
-``PERSISTENT_STEP`` clocks) that minimizes the rms of the log of their measured time ratio over the model's. Prints
-the rms at today's value and at the fitted one, and the choice loss (the measured time of the config the model ranks
+``PERSISTENT_STEP`` clocks about the best of a coarser one) that minimizes the rms of the log of their measured time
+ratio over the model's. Prints the rms at today's value and at the fitted one, and the choice loss (the measured time of the config the model ranks
 first over the fastest timed, geometric mean over the shapes) at both.
 """
 
@@ -52,6 +52,7 @@ PERSISTENT_RUNS = ("runs/attention_sm90_options_h100_2026-12-07.json",)
 """The H100 run of the persistent CTAs with Q released at the last S (docs/sm90_attention.md): 16 shapes at 2k and 4k
 tokens a sequence, D 64 and 128, MHA / GQA, causal or not, each persistent and not, both epilogues."""
 PERSISTENT_STEP = 250
+PERSISTENT_COARSE = 1000
 LADDER = (0.5, 0.7, 0.85, 0.95, 1.05, 1.2, 1.4, 2)
 SHARES = {"TENSOR_EFFICIENCY"}
 """Rates that are a share of a datasheet rate (and ``EXPOSED``'s): at most 1."""
@@ -183,21 +184,27 @@ def choice_loss(data) -> float:
     sms, shapes = DEVICES["H100"].units, {}
     for p, c, t in data:
         shapes.setdefault(p, {})[c] = t
-    losses = [cs[cost.choose(p, sms)] / min(cs.values()) for p, cs in shapes.items() if cost.choose(p, sms) in cs]
+    chosen = {p: cost.choose(p, sms) for p in shapes}
+    losses = [cs[chosen[p]] / min(cs.values()) for p, cs in shapes.items() if chosen[p] in cs]
     return math.exp(sum(map(math.log, losses)) / len(losses)) if losses else float("nan")
 
 
 def fit_persistent(data) -> tuple:
-    """(fitted value, rms now, rms fitted, loss now, loss fitted): ``--persistent``'s grid search (module docstring)."""
+    """(fitted value, rms now, rms fitted, loss now, loss fitted): ``--persistent``'s search (module docstring): the
+    best of a grid of ``PERSISTENT_COARSE`` steps up to twice ``ITEM_CLOCKS``, then of ``PERSISTENT_STEP`` steps
+    around it; the one-CTA-an-item estimates (which the rate does not enter) computed once."""
     sms, pairs, now = DEVICES["H100"].units, list(persistent_pairs(data)), cost.PERSISTENT_ITEM_CLOCKS
+    base = [math.log(t / tb) + math.log(cost.estimate(p, b, sms)) for p, _, t, b, tb in pairs]
 
     def rms(value):
         cost.PERSISTENT_ITEM_CLOCKS = value
-        r = [math.log(t / tb) - math.log(cost.estimate(p, c, sms) / cost.estimate(p, b, sms)) for p, c, t, b, tb in pairs]
+        r = [y - math.log(cost.estimate(p, c, sms)) for y, (p, c, *_) in zip(base, pairs)]
         return math.sqrt(sum(x * x for x in r) / len(r))
 
     try:
-        best = min(range(PERSISTENT_STEP, 2 * cost.ITEM_CLOCKS, PERSISTENT_STEP), key=rms)
+        coarse = min(range(PERSISTENT_COARSE, 2 * cost.ITEM_CLOCKS, PERSISTENT_COARSE), key=rms)
+        best = min(range(max(PERSISTENT_STEP, coarse - PERSISTENT_COARSE), coarse + PERSISTENT_COARSE + 1,
+                         PERSISTENT_STEP), key=rms)
         out = (best, rms(now), rms(best))
         cost.PERSISTENT_ITEM_CLOCKS = now
         loss_now = choice_loss(data)

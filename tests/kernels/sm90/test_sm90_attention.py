@@ -607,10 +607,9 @@ def test_the_persistent_item_rate_is_the_fit_of_its_timed_pairs():
     best, rms_now, rms_best, loss_now, loss_best = fit.fit_persistent(data)
     assert best == cost.PERSISTENT_ITEM_CLOCKS < cost.ITEM_CLOCKS and rms_best < 0.04 and loss_best < 1.01
     cost_before = cost.PERSISTENT_ITEM_CLOCKS
-    try:  # the sweep's rate, fitted before Q's early release: worse on both counts
+    try:  # the sweep's rate, fitted before Q's early release: its first choices land further from the fastest
         cost.PERSISTENT_ITEM_CLOCKS = 13700
-        _, rms_old, _, loss_old, _ = fit.fit_persistent(data)
-        assert rms_old > 0.05 and fit.choice_loss(data) == loss_old > 1.02
+        assert fit.choice_loss(data) > 1.02
     finally:
         cost.PERSISTENT_ITEM_CLOCKS = cost_before
 
