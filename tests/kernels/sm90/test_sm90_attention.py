@@ -417,6 +417,35 @@ def test_a_dropped_wait_is_reported(nth, config, words):
                 target="sm90")
 
 
+def test_a_ring_counter_the_clamp_keeps_in_bounds_is_still_reported():
+    # operand_stage clamps the stage only where a wgmma operand's region starts at it: a wrong counter is not hidden.
+    # The consumers' stage made to wrap one tile late (``advance``'s compares against stages - 1 moved to stages: their
+    # third tile's stage is 2, clamped to 1 for K and V, but its barriers are the next stage's) reads a stage the
+    # producer refills: the emulator reports the race
+    import tvm_ffi
+    from tvm_tirx.script import tirx as T
+    from tvm_tirx.tirx import EQ
+
+    from tvm_cdna4.emulator import EmulationError, emulate
+    from tvm_cdna4.kernels.attention.problem import output_arrays, random_inputs
+
+    problem = AttentionProblem(1, 1, 1, 128, 330, 64)
+    p = attention.plan(problem, "sm90", C(64, 2))
+    seen = []
+
+    def late(eq):  # the producer's one advance first in program order, then the consumers' two loops'
+        if not str(eq).startswith("ring[0] == "):
+            return eq
+        seen.append(eq.b.value)
+        return eq if len(seen) <= 2 else EQ(eq.a, T.uint32(eq.b.value + 1))
+
+    func = tvm_ffi.structural_map(attention.emit(p), (EQ, late), order="post")
+    assert seen == [1] * 6 and func.script().count("ring_1[0] == T.uint32(2)") == 4
+    arrays = {**random_inputs(problem, 0), **output_arrays(problem)}
+    with pytest.raises(EmulationError, match="race on shared 'SMH'"):
+        emulate(func, *(arrays[q.name] for q in p.params), target="sm90")
+
+
 def test_the_benchmark_covers_the_issues_shapes():
     """benchmarks/attention_sm90.py: bf16, D 64 and 128, 2k-32k tokens a sequence, MHA and GQA, causal and not
     (40 shapes, each planned by the cost model), and a sweep of every schedule."""

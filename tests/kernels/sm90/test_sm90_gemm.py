@@ -460,3 +460,24 @@ def test_the_build_cache_digest_covers_every_sm90_module_the_kernel_is_emitted_f
                 todo += [f"{node.module}.py"] if node.module else [f"{a.name}.py" for a in node.names]
     emitted = {n for n in seen if not n.endswith(("_cost.py", "_order.py", "_dynamic.py"))}
     assert emitted <= set(module.SOURCES), sorted(emitted - set(module.SOURCES))
+
+
+@pytest.mark.parametrize("target", ["gemm_target", "attention_target"])
+@pytest.mark.parametrize("edited", ["patterns/wgmma_shared.py", "probes_wgmma.py", "isa/hopper_layout.py",
+                                    "kernels/sm90/gemm_store.py"])
+def test_an_edit_outside_kernels_sm90_the_kernel_is_emitted_from_rebuilds(monkeypatch, target, edited):
+    # the digest keyed only kernels/sm90's SOURCES: an edit to the wgmma patterns (wgmma_shared's hoist fix of stop
+    # 48), the probes' layouts or the ISA tables served a kernel cached before it (gemm_target.SHARED_SOURCES)
+    import importlib
+    import pathlib
+
+    import tvm_cdna4
+    from tvm_cdna4 import cache
+
+    module = importlib.import_module(f"tvm_cdna4.kernels.sm90.{target}")
+    monkeypatch.setattr(cache, "_DIGESTS", {})
+    before = module.schedule_digest()
+    path, real = pathlib.Path(tvm_cdna4.__file__).parent / edited, pathlib.Path.read_bytes
+    monkeypatch.setattr(pathlib.Path, "read_bytes", lambda self: real(self) + (b"# edited\n" if self == path else b""))
+    monkeypatch.setattr(cache, "_DIGESTS", {})
+    assert module.schedule_digest() != before

@@ -103,7 +103,7 @@ class Regs:
     o: object
     row: object
     ring: object
-    """The ring's state (``ring_state``: the current kv tile's stage and phase, the previous one's; carried
+    """The ring's state (``RING``: the current kv tile's stage and phase, the previous one's; carried
     across items)."""
     b: object
     h: object

@@ -62,11 +62,9 @@ def emit(p):
 
 
 def schedule_digest() -> str:
-    import hashlib
-    import pathlib
+    from .gemm_target import digest_of
 
-    here = pathlib.Path(__file__).parent
-    return hashlib.sha256(b"".join((here / name).read_bytes() for name in SOURCES)).hexdigest()[:16]
+    return digest_of(SOURCES)
 
 
 def build(problem: AttentionProblem, config: Sm90AttentionConfig | None = None, arch: str = ARCH,

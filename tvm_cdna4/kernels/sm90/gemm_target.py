@@ -58,6 +58,11 @@ SOURCES = ("gemm_plan.py", "gemm_emit.py", "gemm_cluster.py", "gemm_residual.py"
            "grouped_emit.py")
 """The modules the kernel comes from: their digest keys the build cache."""
 
+SHARED_SOURCES = ("kernels/attention/*.py", "kernels/gemm/*.py", "kernels/common.py",
+                  "kernels/sm80/gemm_emit_epilogue.py", "patterns/*.py", "probes_wgmma.py", "isa/*.py", "rocm/*.py", "cuda/*.py", "tirx_private.py")
+"""What the sm90 kernels' code comes from outside ``kernels/sm90`` (globs relative to the package: the wgmma
+patterns, the layouts, the problems, the TIR registrations): digested with ``SOURCES`` (``digest_of``)."""
+
 
 def _device(sms: int | None):
     from .. import devices
@@ -178,12 +183,16 @@ def emit(p):
     return emit_plan(p)
 
 
-def schedule_digest() -> str:
-    import hashlib
-    import pathlib
+def digest_of(sources) -> str:
+    """The build cache's digest of an sm90 kernel from ``sources`` (modules of ``kernels/sm90``) and
+    ``SHARED_SOURCES`` (``cache.source_digest``), so that an edit to either rebuilds."""
+    from ...cache import source_digest
 
-    here = pathlib.Path(__file__).parent
-    return hashlib.sha256(b"".join((here / name).read_bytes() for name in SOURCES)).hexdigest()[:16]
+    return source_digest(*(f"kernels/sm90/{name}" for name in sources), *SHARED_SOURCES)[:16]
+
+
+def schedule_digest() -> str:
+    return digest_of(SOURCES)
 
 
 def build_plan(p, arch: str = ARCH, compiler: str | None = None, cache: bool = True) -> CudaBuild:
@@ -414,5 +423,5 @@ def summary(p, sms: int | None = None) -> dict:
             "device": device.name}
 
 
-__all__ = ["ARCH", "CODE", "DECODE_KEEPS", "EMULATED_MACS", "OUT_DTYPES", "build", "build_plan", "choose", "config_from_options", "emit",
+__all__ = ["ARCH", "CODE", "DECODE_KEEPS", "EMULATED_MACS", "OUT_DTYPES", "SHARED_SOURCES", "build", "build_plan", "choose", "config_from_options", "digest_of", "emit",
            "execute", "plan", "summary"]
