@@ -40,7 +40,8 @@
 #   stop47      cluster (M = ${CLUSTER_MS:-3000}), order and swapdyn's benchmarks without their GPU tests [~450]
 #   stop47b     attn-options, grouped-op's torch op and final's fp8, benchmarks only [~300]
 #   cli-options the sm90 config fields from the CLI (--cluster-m, --residual-read, --epilogue-tile, --tile-walk,
-#               attention --epilogue --persistent): --validate and --bench on the card, tests/gpu/test_sm90_cli_options_gpu.py [~90]
+#               attention --epilogue --persistent --stages): --validate and --bench on the card,
+#               tests/gpu/test_sm90_cli_options_gpu.py [~110]
 #   moedecode   Mixtral-8x7B's grouped decode (32 and 64 tokens, seeds 0 and 1) beside torch._grouped_mm and the sm80
 #               kernel (stop 48's one-sweep plan was timed here and reverted) [~150]
 #   attnsass    stop 48: the sm90 attention's consumer with hoisted wgmma descriptors, Q's in uniform registers and

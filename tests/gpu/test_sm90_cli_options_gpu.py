@@ -1,6 +1,6 @@
 """The sm90 config fields from the CLI on a Hopper GPU (docs/sm90_gemm.md "From the CLI", docs/sm90_attention.md):
 ``gemm --cluster-m 2`` / ``--residual-read sliced`` / ``--epilogue-tile 64`` and ``attention --epilogue tma_buffer
---persistent`` validated on the card (``--validate`` through the GPU runner, the config the flags give) and timed
+--persistent`` / ``--stages N`` validated on the card (``--validate`` through the GPU runner, the config the flags give) and timed
 (``--bench``). Skipped without such a GPU."""
 
 import pytest
@@ -25,9 +25,14 @@ def test_gemm_fields_validate_and_bench_on_the_gpu(flags, capsys):
     assert "PASS" in out and "TFLOP/s" in out and "CUDA emulator" not in out, out
 
 
-def test_attention_fields_validate_and_bench_on_the_gpu(capsys):
+@pytest.mark.parametrize("flags", [
+    ["--epilogue", "tma_buffer", "--persistent"],
+    ["--stages", "2"],  # the cost model's 3 at D 128 (attention_cost.choose): a ring it does not pick
+    ["--block-kv", "64", "--stages", "4", "--causal"],
+])
+def test_attention_fields_validate_and_bench_on_the_gpu(flags, capsys):
     args = ["attention", "--target", "sm90", "--seq", "777", "--heads", "4", "--kv-heads", "2", "--head-dim", "128",
-            "--epilogue", "tma_buffer", "--persistent"]
+            *flags]
     assert main([*args, "--validate", "--bench"]) == 0
     out = capsys.readouterr().out
     assert "PASS" in out and "TFLOP/s" in out and "CUDA emulator" not in out, out

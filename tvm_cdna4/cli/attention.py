@@ -51,6 +51,10 @@ def add_attention_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--scale", type=positive_float, help="softmax scale (default: 1 / sqrt(head dim))")
     p.add_argument("--block-q", type=positive_int, help="query rows per workgroup / CTA (default: the target's)")
     p.add_argument("--block-kv", type=positive_int, help="keys per K/V tile (default: the target's)")
+    p.add_argument("--stages", type=nonnegative_int,
+                   help="(K, V) tiles in flight: the ring depth (sm90: Sm90AttentionConfig.stages, kept as given with "
+                        "--epilogue; sm80: Sm80AttentionConfig.stages; gfx950 has no such field: its LDS stages follow "
+                        "lds_dma) (default: the cost model's)")
     p.add_argument("--epilogue", metavar="HOW",
                    help="sm90: how O leaves (Sm90AttentionConfig.epilogue, EPILOGUES): registers, tma (through the Q "
                         "tile) or tma_buffer (a buffer of its own; the ring no deeper than fits beside it) (default: the "
@@ -97,7 +101,7 @@ def problem_of(args):
                             dtype=args.dtype, scale=args.scale)
 
 
-CONFIG_FIELDS = ("block_q", "block_kv", "epilogue", "persistent")
+CONFIG_FIELDS = ("block_q", "block_kv", "stages", "epilogue", "persistent")
 """The config fields the options set by name (``--block-q`` ...; ``--persistent`` / ``--no-persistent``)."""
 
 

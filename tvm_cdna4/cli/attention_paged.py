@@ -66,6 +66,9 @@ def _refusal(args) -> str | None:
                                        args.persistent is not None)) if given]
     if dense:
         return f"{', '.join(dense)}: dense attention's options; paged decode reads --context"
+    if args.stages is not None:
+        return (f"--stages {args.stages}: the dense attention's ring depth; paged decode's (sm80 "
+                "PagedDecodeConfig.stages) is its planner's, not set from the command line")
     return None
 
 

@@ -40,16 +40,17 @@ def choose(problem: AttentionProblem, **options) -> Sm90AttentionConfig:
 
 def replace_fields(problem: AttentionProblem, config: Sm90AttentionConfig, smem_bytes: int | None = None,
                    **fields) -> Sm90AttentionConfig:
-    """``config`` with ``fields`` replaced (the CLI's ``--epilogue``, ``--persistent``); a new ``epilogue`` keeps the
-    ring no deeper than fits beside O's buffer (``attention_plan.deepest`` in ``smem_bytes``, the H200's by default:
-    ``"tma_buffer"`` at D 128 runs 2 stages, not 3). ``check`` refuses a value where the config is planned."""
+    """``config`` with ``fields`` replaced (the CLI's ``--stages``, ``--epilogue``, ``--persistent``); a new
+    ``epilogue`` keeps the ring no deeper than fits beside O's buffer (``attention_plan.deepest`` in ``smem_bytes``,
+    the H200's by default: ``"tma_buffer"`` at D 128 runs 2 stages, not 3) unless ``stages`` is among the fields: then
+    it stays as given. ``check`` refuses a value where the config is planned."""
     import attrs
 
     from ..devices import DEVICES
     from .attention_plan import EPILOGUES, deepest
 
     new = attrs.evolve(config, **fields)
-    if "epilogue" in fields and new.epilogue in EPILOGUES:
+    if "epilogue" in fields and "stages" not in fields and new.epilogue in EPILOGUES:
         room = deepest(problem, new.block_kv, smem_bytes or DEVICES["H200"].smem_per_unit, new.epilogue)
         new = attrs.evolve(new, stages=max(1, min(new.stages, room)))
     return new
