@@ -143,12 +143,13 @@ class WarpgroupContext(CudaContext):
     def check(self, condition, rule, *, check, operand, expected=None, found=None):
         try:
             super().require(condition, rule)
-        except ValueError as err:
+        except ValueError as err:  # TIRx's text: the rule, then ": cannot prove <residue>"
             raise ContractError(rule, opcode=self.form, operand=operand, expected=expected, found=found,
-                                proof=str(err).split(": ", 1)[-1], check=check) from None
+                                proof=str(err).removeprefix(rule).removeprefix(": "), check=check) from None
 
-    def require(self, condition, message):  # TIRx's region checks (bounds): a ContractError too
-        self.check(condition, message, check="shape", operand=message.split(":", 1)[0])
+    def require(self, condition, message):  # TIRx's region checks ("B: region exceeds ..."): a ContractError
+        operand, _, rule = message.partition(": ")  # the sentence names the operand once
+        self.check(condition, rule or message, check="shape", operand=operand if rule else None)
 
     def at_runtime(self, expr):
         from .common import substitute
@@ -172,6 +173,8 @@ def _region(ctx, name, arg, atom, scopes, repeat_axes) -> CudaRegion:
                      check="layout")
     try:
         return CudaRegion(ctx, name, arg, atom, scopes, repeat_axes, True)
+    except ContractError:  # a region check's own (``require``): already names the operand and the residue
+        raise
     except ValueError as err:
         raise _error(ctx.form, str(err).split(": ", 1)[-1], operand=name, check="shape") from None
 
