@@ -85,8 +85,9 @@ def _swizzle_for_fp8_units():
     (dict(atype="f16", n=64, swizzle=64, k_repeats=2, a_major="mn", b_major="mn",
           overrides={"B.layout": "aliasing-mn"}), "layout", "B"),
     (dict(atype="bf16", overrides={"final_wait": 1}), "accumulator wait", "acc_raw"),
+    (dict(atype="bf16", overrides={"params": {"scale_d": False, "hoist": "yes"}}), "parameters", None),
 ], ids=["scope", "threads", "swizzle", "misaligned", "acc-dtype", "fp8-mn-major", "declared-major", "rs-a-layout", "aliasing-mn",
-        "read-before-wait"])
+        "read-before-wait", "hoist-not-a-bool"])
 def test_contract_violations_are_refused(kw, check, operand):
     from tvm_cdna4.probes_wgmma import a_register_layout
 

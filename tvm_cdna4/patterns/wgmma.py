@@ -210,7 +210,11 @@ def _params(form, params: dict) -> dict:
         values[name] = int(v.value) if isinstance(v, IntImm) else v
     for name in ("a_major", "b_major"):
         values[name] = str(getattr(values[name], "value", values[name]))
-    values["hoist"] = bool(getattr(values["hoist"], "value", values["hoist"]))
+    values["hoist"] = getattr(values["hoist"], "value", values["hoist"])
+    if not isinstance(values["hoist"], (bool, int)) or values["hoist"] not in (0, 1):
+        raise _error(form, "hoist chooses how the descriptors are built, at compile time", expected="True or False",
+                     found=values["hoist"], check="parameters")
+    values["hoist"] = bool(values["hoist"])
     for name in ("scale_a", "scale_b"):
         if values[name] not in (1, -1):
             raise _error(form, f"{name} is an immediate of the instruction", expected="1 or -1", found=values[name],

@@ -587,12 +587,11 @@ def consumer(p, SMH, MB, args, maps, pid, wg, t):
 
 
 @T.macro
-def consumer_item(p, SMH, MB, args, maps, ops, regs, i):
+def consumer_item(p, SMH, MB, args, maps, ops, rg, i):
     # the CTA's i-th item: its kv tiles from the ring's current slot (``Regs.ring``), Q's "empty" arrival once its
     # GEMMs retired (``early_q_release``: at its last S, in the loop), then O and LSE (epilogue="tma": O through the
     # Q tile, Q's "empty" arrival once stored; "tma_buffer": O through its own buffer)
     c = p.config
-    rg = regs
     for r in T.unroll(p.problem.head_dim // 2):
         rg.o[r] = T.float32(0)
     for r in T.unroll(2):

@@ -58,8 +58,8 @@ SOURCES = ("gemm_plan.py", "gemm_emit.py", "gemm_cluster.py", "gemm_residual.py"
            "grouped_emit.py")
 """The modules the kernel comes from: their digest keys the build cache."""
 
-SHARED_SOURCES = ("kernels/attention/*.py", "kernels/gemm/*.py", "kernels/common.py",
-                  "kernels/sm80/gemm_emit_epilogue.py", "patterns/*.py", "probes_wgmma.py", "isa/*.py", "rocm/*.py", "cuda/*.py", "tirx_private.py")
+SHARED_SOURCES = ("kernels/attention/*.py", "kernels/gemm/*.py", "kernels/common.py", "kernels/sm80/gemm_emit_epilogue.py",
+                  "patterns/*.py", "probes_wgmma.py", "isa/*.py", "rocm/*.py", "cuda/*.py", "tirx_private.py")
 """What the sm90 kernels' code comes from outside ``kernels/sm90`` (globs relative to the package: the wgmma
 patterns, the layouts, the problems, the TIR registrations): digested with ``SOURCES`` (``digest_of``)."""
 
@@ -423,5 +423,5 @@ def summary(p, sms: int | None = None) -> dict:
             "device": device.name}
 
 
-__all__ = ["ARCH", "CODE", "DECODE_KEEPS", "EMULATED_MACS", "OUT_DTYPES", "SHARED_SOURCES", "build", "build_plan", "choose", "config_from_options", "digest_of", "emit",
-           "execute", "plan", "summary"]
+__all__ = ["ARCH", "CODE", "DECODE_KEEPS", "EMULATED_MACS", "OUT_DTYPES", "SHARED_SOURCES", "build", "build_plan", "choose",
+           "config_from_options", "digest_of", "emit", "execute", "plan", "summary"]
