@@ -17,6 +17,13 @@ those timings and the 72 of ``benchmarks/runs/sm90_swap_ab_h100_2026-12-06d.json
 --swap-ab``: M = 32, 96, 200 on the twelve projections, the model's unswapped choice and the best-estimated swapped
 config each), the same search on the rms over both; it prints the rms of each set and on how many of the 36 shapes
 the model ranks the faster of the two kernels first.
+
+    python benchmarks/sm90_fit.py --split-epilogue
+
+checks ``gemm_cost.WEIGH_SPLIT_EPILOGUE`` (a K split's C counted once a tile, the choice's split configs from registers)
+against the static H100 timings (``split_timings``: the 167 and the wave sweeps' of ``WAVE_TIMINGS``): every split
+tiling timed with both epilogues (``split_pairs``: TMA / registers measured and estimated), and the rms of the split
+timings' log error with the flag off and on.
 """
 
 from __future__ import annotations
@@ -41,6 +48,53 @@ SWAP_FITTED = ("FEW_CTAS", "SWAPPED_EFFICIENCY")
 SWAP_TIMINGS = os.path.join(ROOT, "benchmarks", "runs", "sm90_swap_ab_h100_2026-12-06d.json")
 SWAP_START = dict(FEW_CTAS=0.3, SWAPPED_EFFICIENCY=1.0)
 """``--swap``: where the search of the swap's terms starts."""
+WAVE_TIMINGS = tuple(os.path.join(ROOT, "benchmarks", "runs", f"sm90_waves_{size}_h100_2026-12-06f.json")
+                     for size in ("small", "large"))
+"""``benchmarks/sm90_sweep.py --waves`` on an H100 (2026-12-06): M = 96 / 200 and 768 / 3000, twelve projections."""
+
+
+def split_timings() -> list:
+    """(config, M, N, K, us) of the static H100 timings ``--split-epilogue`` reads: the 167 and ``WAVE_TIMINGS``'."""
+    from test_sm90_gemm import h100_timings
+
+    return h100_timings() + [t for path in WAVE_TIMINGS for t in swap_timings(path)]
+
+
+def split_pairs(data) -> list:
+    """[(M, N, K, tma config, its us, registers config, its us)]: each K split (``decomposition="split-k"``) tiling of
+    ``data`` timed with both epilogues, the fastest timing of each (their rings differ: TMA's staging takes room)."""
+    import attrs
+
+    best = {}
+    for cfg, M, N, K, us in data:
+        if cfg.decomposition != "split-k":
+            continue
+        key = (M, N, K, attrs.evolve(cfg, epilogue="registers", stages=2))
+        if us < best.setdefault(key, {}).get(cfg.epilogue, (None, float("inf")))[1]:
+            best[key][cfg.epilogue] = (cfg, us)
+    return [(M, N, K, *d["tma"], *d["registers"]) for (M, N, K, _), d in best.items() if len(d) == 2]
+
+
+def split_check(cost, device) -> int:
+    """``--split-epilogue``: the pairs (TMA / registers, measured and estimated) and the split timings' rms."""
+    data = split_timings()
+    split = [t for t in data if t[0].decomposition == "split-k"]
+    print("| M | N | K | tile | split | TMA stages | registers stages | TMA / registers measured | estimated (off) |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    ratios = []
+    for M, N, K, t, t_us, r, r_us in split_pairs(data):
+        est = cost.estimate(t, M, N, K, 2, device).total / cost.estimate(r, M, N, K, 2, device).total
+        ratios.append(t_us / r_us)
+        print(f"| {M} | {N} | {K} | {t.block_m}x{t.block_n} | {t.split_k} | {t.stages} | {r.stages} | "
+              f"{t_us / r_us:.3f} | {est:.3f} |")
+    print(f"\n{len(ratios)} pairs: TMA / registers geo-mean {math.exp(sum(map(math.log, ratios)) / len(ratios)):.3f}")
+    for flag in (False, True):
+        cost.WEIGH_SPLIT_EPILOGUE = flag
+        rms, worst = errors(cost, split, device)
+        print(f"WEIGH_SPLIT_EPILOGUE = {flag}: {len(split)} split timings, rms {rms:.1%}, worst {worst:.1%} "
+              "(log error)")
+    cost.WEIGH_SPLIT_EPILOGUE = False
+    return 0
 
 
 def swap_timings(path: str = SWAP_TIMINGS) -> list:
@@ -96,12 +150,16 @@ def main(argv=None) -> int:
     ap.add_argument("--start", choices=("current", "datasheet"), default="current")
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--swap", action="store_true", help="fit the swap's terms (SWAP_FITTED) to both sets of timings")
+    ap.add_argument("--split-epilogue", action="store_true", help="check gemm_cost.WEIGH_SPLIT_EPILOGUE against the "
+                    "split timings (no fit)")
     args = ap.parse_args(argv)
     from test_sm90_gemm import h100_timings
     from tvm_cdna4.kernels import devices
     from tvm_cdna4.kernels.sm90 import gemm_cost as cost
 
     device, data = devices.DEVICES["H100"], h100_timings()
+    if args.split_epilogue:
+        return split_check(cost, device)
     if args.swap:
         return fit_swap(cost, data, swap_timings(), device, args.rounds)
     if args.start == "datasheet":

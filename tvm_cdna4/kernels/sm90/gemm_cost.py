@@ -25,7 +25,8 @@ bandwidth: ``kernels.devices``, never written here), the estimate in seconds is
 
 With a K split (``split_k`` = S > 1; ``gemm_plan``'s docstring) the work units are the tiles times S, each
 ``ceil(k_tiles / S)`` k-tiles: compute and the busiest CTA's streamed bytes count its units, the C epilogue
-its share of the tiles (``ceil(tiles / ctas)``, whoever gathers them), and a fourth term is added:
+its share of the tiles (``ceil(tiles / ctas)``, whoever gathers them; stored by every CTA, or where
+``WEIGH_SPLIT_EPILOGUE`` by the ``min(tiles, ctas)`` that gather a tile), and a fourth term is added:
 
 - reduction: the workspace traffic, every slice's f32 partial of C written and read back (``S M N 4`` bytes
   twice, as ``reduction="ordered"`` moves them; the chooser builds only ordered splits) at the loads' HBM rate,
@@ -244,7 +245,8 @@ def estimate(cfg: Sm90Config, M: int, N: int, K: int, out_bytes: int, device, dt
     memory = max(moved / (device.hbm_bytes_s * HBM_EFFICIENCY * few_ctas(ctas, device)),
                  cta_bytes / (SM_BYTES_PER_CLK * device.clock_hz))
     fill = cfg.stage_bytes() * ctas / device.hbm_bytes_s
-    epilogue = per_tile * cfg.block_m * cfg.block_n * out_bytes * ctas / (device.hbm_bytes_s * STORE_EFFICIENCY)
+    storing = min(tiles, ctas) if WEIGH_SPLIT_EPILOGUE and cfg.decomposition == "split-k" else ctas  # C once a tile
+    epilogue = per_tile * cfg.block_m * cfg.block_n * out_bytes * storing / (device.hbm_bytes_s * STORE_EFFICIENCY)
     split = (M, N, per_tile) if cfg.decomposition != "hybrid" else (  # a hybrid: only its split tiles' partials
         (tiles - whole) * cfg.block_m, cfg.block_n, ceil_div(tiles - whole, ctas))
     return Estimate(compute, memory, fill, epilogue * (STAGED_EPILOGUE if cfg.epilogue == "tma" else 1.0),
@@ -273,6 +275,19 @@ def splits(M: int, N: int, K: int, dtype: str = "bf16", min_slice: int = MIN_SLI
     return tuple(s for s in SPLITS if s == 1 or (ceil_div(k_tiles, s) >= min_slice
                                                   and (s - 1) * ceil_div(k_tiles, s) < k_tiles
                                                   and s * M * N < INT32_ELEMENTS))
+
+
+WEIGH_SPLIT_EPILOGUE = False
+"""Whether the estimate and the choice take a K split's (``decomposition="split-k"``) epilogue as the kernel runs it
+(``gemm_emit.split_store``): C stored once a tile, by the unit that gathers the tile's partials (``min(tiles, ctas)``
+CTAs store, not every CTA: the epilogue term counted each tile ``split_k`` times), and from registers only (every
+slice's partial leaves from registers whatever ``epilogue`` says; TMA stores serve the gathering unit's C alone while
+their staging buffer costs ring stages: ``ranked`` leaves ``epilogue="tma"`` out of a split). Against the H100's static
+timings (``python benchmarks/sm90_fit.py --split-epilogue``: the 167 and the wave sweeps of 2026-12-06) the eight split
+tilings timed with both epilogues ran TMA / registers 0.96-1.18x (geo-mean 1.06x; 1.08-1.18x where TMA's staging left
+a ring of 3 stages against 4: the 74-99 k-tile slices of the down projections at M = 200 and 768) while the estimate
+had TMA 2-6 % faster; the term's count takes the 32 split timings' rms from 7.5 % to 6.7 %. Off until the torch op's
+A/B on a GPU (``benchmarks/torch_gemm.py --split-epilogue off,on``; the plans it moves: docs/sm90_gemm.md "Split-K")."""
 
 
 WEIGH_HYBRID = False
@@ -356,6 +371,8 @@ def ranked(M: int, N: int, K: int, out_bytes: int, device, dtype: str = "bf16",
     for (bm, bn, consumers), how in ((c, how) for c in tiles for how in epilogues(N, out_bytes, c[2])):
         for split, way in decompositions(ceil_div(M, bm) * ceil_div(N, bn), device.units, splits(M, N, K, dtype, min_slice),
                                          hybrid):
+            if how == "tma" and way == "split-k" and WEIGH_SPLIT_EPILOGUE:
+                continue  # a split's partials leave from registers: TMA stores serve only the gathering unit
             stages = deepest(bm, bn, consumers, device.smem_per_unit, ceil_div(k_tiles, split), how)
             cfg = ordered(Sm90Config(bm, bn, stages, consumers, epilogue=how, split_k=split, decomposition=way),
                           M, N, K, device, dtype)
@@ -608,7 +625,7 @@ def choose_for_range(lo: int, hi: int, N: int, K: int, out_bytes: int, device, d
 
 
 __all__ = ["CANDIDATES", "MIN_SLICE_TILES", "RANGE_SAMPLES", "SPLITS", "STAGED_EPILOGUE", "STORE_EFFICIENCY", "TENSOR_EFFICIENCY",
-           "TENSOR_RATE", "WEIGH_CLUSTER", "WEIGH_HYBRID", "cluster_configs", "MAX_WAVES", "WAVE_ROWS", "WAVE_WIDTH_MIN", "WAVE_WIDTH_STEP", "wave_widths", "Estimate", "choose_config", "choose_for_range", "choose_grouped", "decompositions", "grouped_configs",
+           "TENSOR_RATE", "WEIGH_CLUSTER", "WEIGH_HYBRID", "WEIGH_SPLIT_EPILOGUE", "cluster_configs", "MAX_WAVES", "WAVE_ROWS", "WAVE_WIDTH_MIN", "WAVE_WIDTH_STEP", "wave_widths", "Estimate", "choose_config", "choose_for_range", "choose_grouped", "decompositions", "grouped_configs",
            "grouped_estimate", "grouped_ranked", "GROUPED_EPILOGUE_TILES", "GROUPED_ONE_CONSUMER", "deepest", "efficiency", "epilogues", "estimate", "GROUPED_WALK", "grouped_walk",
            "range_candidates", "range_samples", "ranked", "round8", "swap_widths", "SWAP_M_TILES", "reduction", "splits", "SWAP_AB_ROWS", "swap_ab_config", "swap_ab_ranked",
            "FEW_CTAS", "SWAPPED_EFFICIENCY", "SWAP_SPLIT_ACC_MAX", "WEIGH_SWAP", "WEIGH_SWAP_DYNAMIC", "few_ctas", "swap_configs"]
