@@ -52,6 +52,12 @@
 #               tests, then attention_sm90.py --seqs 2048,4096 with this tree, the tree before it (RING_BASE_PKG, default
 #               .sm90tree/attnsasspkg: `git archive 15059eb tvm_cdna4 | tar -x -C .sm90tree/attnsasspkg`) and the tree
 #               before attnsass (BASE_PKG, as attnsass), both carried, on one card [~430]
+#   m200        issue 36's M = 200 / 96 rows (stop 49, m200): the DeviceSpec the torch op plans with (the H100 runs
+#               of 2026-12-06/07 planned with the H200's numbers: their stored estimates are DEVICES["H200"]'s), the
+#               torch op at M = ${M200_MS:-96,200} with gemm_cost.WEIGH_SPLIT_EPILOGUE off / on beside torch.matmul
+#               (torch_gemm.py --split-epilogue off,on), then cuBLAS's tiles of the M = 200 qkv / o / down and M = 96 o
+#               rows in our swapped kernel (our ring and cuBLAS's deeper one) beside the bucket plans and the model's
+#               choice, each with its estimate (sm90_sweep.py --peers) [~290]
 #
 #   bash benchmarks/gpu_stop45.sh peers partitions ncu
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site ${WHEELS:-.sm90tree/whl}/*.whl 2>/dev/null
@@ -220,6 +226,17 @@ for step in "$@"; do
       PYTHONPATH=$PWD/${tree#*:}:/tmp/site timeout 110 python3 benchmarks/attention_sm90.py --no-sm80 --seqs 2048,4096 \
         --out "$OUT/ring_$name" 2>&1 | tee "$OUT/attention_ring_$name.log" | grep -v "^{" | tail -24
     done ;;
+  m200)  # issue 36's M = 200 / 96 rows: the planned DeviceSpec, the split epilogue's A/B, cuBLAS's tiles in ours [~290]
+    python3 -c "import ctypes.util; from tvm_cdna4.kernels import devices as d; \
+print('find_library:', ctypes.util.find_library('cuda')); print('driver:', d._driver_attributes()); \
+print('planned:', d.planned('sm80'))" 2>&1 | tee "$OUT/m200_device.txt"
+    mkdir -p "$OUT/m200" "$OUT/m200_peers" "$OUT/m96_peers"
+    timeout 150 python3 benchmarks/torch_gemm.py --ms ${M200_MS:-96,200} --split-epilogue off,on --calls 30 --reps 10 \
+      --out "$OUT/m200" 2>&1 | tee "$OUT/torch_gemm_m200.log" | grep -v "^{" | tail -22
+    timeout 90 python3 benchmarks/sm90_sweep.py --peers --ms 200 --projs qkv,o,down --out "$OUT/m200_peers" 2>&1 \
+      | tee "$OUT/sm90_peers.log" | grep -v "^{" | tail -36
+    timeout 50 python3 benchmarks/sm90_sweep.py --peers --ms 96 --projs o --out "$OUT/m96_peers" 2>&1 \
+      | tee "$OUT/sm90_peers_m96.log" | grep -v "^{" | tail -16 ;;
   moedecode)  # Mixtral's grouped decode rows at 32 / 64 tokens, two draws (seed 0 splits the 42-row expert across two
     # sweeps of 8 row tiles, seed 1 none); stop 48's one-sweep plan was timed here and reverted (journal) [~150]
     mkdir -p "$OUT/moedecode" "$OUT/moedecode_seed1"
@@ -227,7 +244,7 @@ for step in "$@"; do
       --out "$OUT/moedecode" 2>&1 | tee "$OUT/moedecode.log" | grep -v "^{" | tail -10
     timeout 100 python3 benchmarks/torch_grouped_sm90.py --models mixtral-8x7b --tokens 64 --seed 1 --calls 15 --reps 12 \
       --out "$OUT/moedecode_seed1" 2>&1 | tee "$OUT/moedecode_seed1.log" | grep -v "^{" | tail -8 ;;
-  *) echo "unknown step $step (peers, partitions, ncu, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring)"; exit 2 ;;
+  *) echo "unknown step $step (peers, partitions, ncu, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring, m200)"; exit 2 ;;
   esac
 done
 cd "$OUT" && tar czf /tmp/call.tgz --exclude=call.tgz . && find . -mindepth 1 -delete && mv /tmp/call.tgz "$OUT/call.tgz"

@@ -40,6 +40,16 @@ two for the M's dynamic bucket (``"bucket-old"``, ``"bucket-new"``: ``choose_for
 here as a static-M kernel), one kernel per distinct config (ranks joined by ``=``), each checked and timed beside
 cuBLAS into ``$OUT/sm90_waves.json`` (a shape whose four choices are one config is left out unless ``--all``); the table: each choice's time and tile, cuBLAS, and which won
 (docs/sm90_gemm.md "Tile widths"). With ``--model-only``: the choices and their estimates, no GPU.
+
+``--peers`` (default M = 200, 96; ``--projs`` keeps the projections named): per shape, the torch op's bucket plan (rank
+``"bucket"``, built static), the same where ``gemm_cost.WEIGH_SPLIT_EPILOGUE`` moves it (``"bucket-split"``), the
+model's static first choice (``"model"``), and cuBLAS's kernel of the shape (``PEERS``, read off its name: the tile
+``block_m x block_n`` of C^T, tokens as wgmma's N, its K split) in our swapped kernel at our deepest ring
+(``"peer"``) and at cuBLAS's stage count where that is deeper and fits (``"peer-deep"``; one consumer of 64 rows, two
+of 64 or one of 128, the better estimated; no cluster), each checked and timed beside cuBLAS with the model's
+estimate, into ``$OUT/sm90_peers.json``: where the estimate is wrong at small M, and how far cuBLAS's tilings go in
+our kernel (issue 36's M = 200 rows; docs/sm90_gemm.md "Small M against cuBLAS"). ``--model-only``: the table of
+those configs and their estimates, no GPU.
 """
 
 from __future__ import annotations
@@ -47,16 +57,123 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 
-def shapes(models):
-    from torch_gemm import projections
+def shapes(models, projs=None):
+    from torch_gemm import selected
 
-    return [(model, proj, N, K) for model in models for proj, N, K in projections(model)]
+    return [(model, proj, N, K) for model, proj, N, K in selected(models, projs)]
+
+
+PEERS = os.path.join(HERE, "runs", "peer_kernels_h100_2026-12-06f.json")
+"""The kernels cuBLAS ran on the twelve projections (``benchmarks/peer_kernels.py`` on an H100, torch 2.11)."""
+PEER_NAME = re.compile(r"_tst_(\d+)x(\d+)_\d+x(\d+)_(\d+)x(\d+)_")
+"""An ``nvjet`` kernel's name: its tile (rows of C^T: the weights' N, then tokens), K tile x stages, cluster."""
+
+
+def peer_kernel(model: str, proj: str, M: int, path: str = PEERS) -> str | None:
+    """The name of cuBLAS's GEMM kernel on a shape (``PEERS``), None where none was listed."""
+    with open(path) as f:
+        for r in json.load(f)["rows"]:
+            if r["op"] == "matmul" and (r["model"], r["proj"], r["M"]) == (model, proj, M):
+                return next((k for k, _ in r["kernels"] if "nvjet" in k), None)
+    return None
+
+
+def peer_configs(name: str, M: int, N: int, K: int, device) -> list:
+    """[(rank, config)]: cuBLAS's tile ``name`` in our swapped kernel (``Sm90Config.swap_ab``: its rows of N one or two
+    consumers' of 64 rows or one of 128, the best estimated; ``split_k`` the most of ``gemm_cost.splits`` whose units
+    fill no more than the SMs where cuBLAS splits K) at our deepest ring (``"peer"``) and, where cuBLAS's stage count is
+    deeper and fits, at it (``"peer-deep"``); none where no such config passes ``Sm90Config.check``."""
+    import attrs
+
+    from tvm_cdna4.errors import ContractError
+    from tvm_cdna4.kernels.common import ceil_div
+    from tvm_cdna4.kernels.sm90 import gemm_cost
+    from tvm_cdna4.kernels.sm90.gemm_plan import Sm90Config
+
+    bm, bn, stages = (int(v) for v in PEER_NAME.search(name).groups()[:3])
+    tiles = ceil_div(N, bm) * ceil_div(M, bn)
+    fits = [s for s in gemm_cost.splits(M, N, K) if tiles * s <= device.units]
+    split = max(fits, default=1) if "splitK" in name else 1
+    ring = ceil_div(ceil_div(K, 64), split)
+    options = []
+    for consumers in (1, 2):
+        deepest = gemm_cost.deepest(bm, bn, consumers, device.smem_per_unit, ring)
+        cfg = Sm90Config(bm, bn, deepest, consumers, split_k=split, swap_ab=True)
+        try:
+            cfg.check(device.smem_per_unit)
+        except ContractError:
+            continue
+        options.append((gemm_cost.estimate(cfg, M, N, K, 2, device).total, cfg))
+    if not options:
+        return []
+    cfg = min(options, key=lambda o: o[0])[1]
+    out = [("peer", cfg)]
+    try:
+        deep = attrs.evolve(cfg, stages=stages)
+        deep.check(device.smem_per_unit)
+        out += [("peer-deep", deep)] if stages > cfg.stages else []
+    except ContractError:
+        pass
+    return out
+
+
+def peer_jobs(args, device=None) -> list:
+    """``--peers``: per shape and M, the bucket plan (and its ``WEIGH_SPLIT_EPILOGUE`` move), the static first choice
+    and cuBLAS's tile in our kernel (``peer_configs``), one job per distinct config (ranks joined by ``=``)."""
+    import attrs
+
+    from tvm_cdna4.kernels import devices
+    from tvm_cdna4.kernels.sm90 import gemm_cost
+
+    device, out = device or devices.planned("sm80"), []
+    for model, proj, N, K in shapes(args.models.split(","), args.projs.split(",") if args.projs else None):
+        for M in map(int, args.ms.split(",")):
+            (static, bucket), _ = model_choices(M, N, K, device)
+            (_, split), _ = model_choices(M, N, K, device, WEIGH_SPLIT_EPILOGUE=True)
+            name = peer_kernel(model, proj, M)
+            configs = {}
+            for rank, cfg in [("bucket", bucket), ("bucket-split", split), ("model", static),
+                              *(peer_configs(name, M, N, K, device) if name else [])]:
+                configs.setdefault(cfg, []).append(rank)
+            for cfg, ranks in configs.items():
+                t = gemm_cost.estimate(cfg, M, N, K, 2, device).total
+                out.append(((model, proj, M, N, K, "=".join(ranks), round(t * 1e6, 2)), (M, N, K), attrs.asdict(cfg)))
+    return out
+
+
+def peer_summary(rows) -> list[str]:
+    """``--peers``: every config timed, its estimate against its time, and cuBLAS's time over it (markdown; a failed
+    check leaves its row out), then per M the geometric mean of the estimate's error."""
+    out = ["| model | proj | M | rank | tile | stages | est µs | µs | est/µs | cuBLAS µs | cuBLAS/ours |",
+           "|---" * 11 + "|"]
+    logs = {}
+    for (model, proj, M, N, K), rs in by_shape(rows).items():
+        for r in sorted(rs, key=lambda r: r["us"]):
+            from tvm_cdna4.kernels.sm90.gemm_plan import Sm90Config
+
+            cfg = Sm90Config(**r["config"])
+            logs.setdefault(M, []).append(r["est_us"] / r["us"])
+            out.append(f"| {model} | {proj} | {M} | {r['rank']} | {_tile(cfg)} | {cfg.stages} | {r['est_us']:.1f} | "
+                       f"{r['us']:.1f} | {r['est_us'] / r['us']:.2f} | {r['cublas_us']:.1f} | "
+                       f"{r['cublas_us'] / r['us']:.2f}x |")
+    out += ["", "| M | configs | geo-mean est/µs | min | max |", "|---|---|---|---|---|"]
+    for M, v in sorted(logs.items()):
+        geo = 2.718281828459045 ** (sum(map(_log, v)) / len(v))
+        out.append(f"| {M} | {len(v)} | {geo:.3f} | {min(v):.3f} | {max(v):.3f} |")
+    return out
+
+
+def _log(x: float) -> float:
+    import math
+
+    return math.log(x)
 
 
 def jobs(args):
@@ -188,6 +305,19 @@ def wave_model_table(args) -> list[str]:
     return out
 
 
+def peer_model_table(args) -> list[str]:
+    """``--peers --model-only``: every config ``peer_jobs`` would time and its estimate on ``--device`` (markdown)."""
+    from tvm_cdna4.kernels import devices
+    from tvm_cdna4.kernels.sm90.gemm_plan import Sm90Config
+
+    out = [f"{args.device}: the configs --peers times and their estimates", "",
+           "| model | proj | M | rank | tile | stages | est µs |", "|---" * 7 + "|"]
+    for (model, proj, M, N, K, rank, us), _, cfg in peer_jobs(args, devices.DEVICES[args.device]):
+        c = Sm90Config(**cfg)
+        out.append(f"| {model} | {proj} | {M} | {rank} | {_tile(c)} | {c.stages} | {us:.1f} |")
+    return out
+
+
 def model_table(args) -> list[str]:
     """``--model-only``: per shape and M, the model's choice and estimate without and with ``--widths``, static and
     for the M's dynamic bucket (markdown; no GPU)."""
@@ -240,6 +370,9 @@ def main(argv=None) -> int:
     ap.add_argument("--waves", action="store_true", help="time the model's choice with the wave-fitting widths (gemm_cost."
                     "wave_widths) beside its choice without them, static and the M's bucket")
     ap.add_argument("--all", action="store_true", help="with --waves: also the shapes whose four choices are one config")
+    ap.add_argument("--peers", action="store_true", help="time the bucket plan, the model's choice and cuBLAS's tile "
+                    "of each shape (PEERS) in our swapped kernel, each beside its estimate")
+    ap.add_argument("--projs", default=None, help="only these projections (qkv,o,gate_up,down; default every one)")
     ap.add_argument("--model-only", action="store_true", help="with --widths or --waves: print the model's table, time nothing")
     ap.add_argument("--device", default="H100", help="with --model-only: the DeviceSpec (kernels.devices.DEVICES)")
     ap.add_argument("--top", type=int, default=6)
@@ -250,17 +383,20 @@ def main(argv=None) -> int:
     ap.add_argument("--workers", type=int, default=min(14, os.cpu_count() or 1))
     ap.add_argument("--build-s", type=float, default=300)
     args = ap.parse_args(argv)
-    args.ms = args.ms or ("32,96,200" if args.swap_ab else "768,3000" if args.widths else "96,200,768,3000")
+    args.ms = args.ms or ("32,96,200" if args.swap_ab else "768,3000" if args.widths else "200,96" if args.peers
+                          else "96,200,768,3000")
     if args.model_only:
-        print(*(wave_model_table if args.waves else model_table)(args), sep="\n")
+        print(*(peer_model_table if args.peers else wave_model_table if args.waves else model_table)(args), sep="\n")
         return 0
     import torch
 
     from sm90_gemm import bench, build_all, check
     from tvm_cdna4.runtime.cuda import Kernel, load_build
 
-    mode = "swap_ab" if args.swap_ab else "widths" if args.widths else "waves" if args.waves else "sweep"
-    todo = {"swap_ab": swap_jobs, "widths": width_jobs, "waves": wave_jobs, "sweep": jobs}[mode](args)
+    mode = ("swap_ab" if args.swap_ab else "widths" if args.widths else "waves" if args.waves else
+            "peers" if args.peers else "sweep")
+    todo = {"swap_ab": swap_jobs, "widths": width_jobs, "waves": wave_jobs, "peers": peer_jobs,
+            "sweep": jobs}[mode](args)
     built = build_all(todo, args.workers, args.build_s)
     rows, cublas = [], {}
     name = f"sm90_{mode}"
@@ -283,7 +419,8 @@ def main(argv=None) -> int:
             torch.cuda.empty_cache()
     with open(os.path.join(args.out, f"{name}.json"), "w") as f:
         json.dump({"device": torch.cuda.get_device_name(), "rows": rows}, f, indent=1)
-    table = {"swap_ab": swap_summary, "widths": width_summary, "waves": wave_summary, "sweep": summary}[mode](rows)
+    table = {"swap_ab": swap_summary, "widths": width_summary, "waves": wave_summary, "peers": peer_summary,
+             "sweep": summary}[mode](rows)
     with open(os.path.join(args.out, f"{name}.md"), "w") as f:
         f.write("\n".join([torch.cuda.get_device_name(), "", *table, ""]))
     print(*table, sep="\n")

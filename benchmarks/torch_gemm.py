@@ -3,6 +3,7 @@
     python3 benchmarks/torch_gemm.py --out $OUT                 # every model, every M
     python3 benchmarks/torch_gemm.py --ms 200 --models qwen2.5-7b --out $OUT
     python3 benchmarks/torch_gemm.py --ms 32,96,200 --swap-dynamic off,on --out $OUT   # the A/B of swapped buckets
+    python3 benchmarks/torch_gemm.py --ms 96,200 --split-epilogue off,on --out $OUT    # the A/B of a K split's epilogue
 
 y = x · Wᵀ, bf16 in and out (layout ``nt``), the projections (``MODELS``: fused QKV, attention output,
 fused gate/up, down) of three model families at ``MS`` (not only powers of two). What a serving stack
@@ -30,7 +31,9 @@ too: the torch op's kernel cache keeps a shape's bucket plans, the build cache k
 ``swapdyn_off`` / ``swapdyn_on``, then ``torch_gemm_swapdyn.{md,json}`` sets them side by side (each setting's
 ours/cuBLAS against the cuBLAS of its own run). With ``--plans`` it prints each setting's bucket plan of every
 shape and M and the cost model's estimate of both at that M (``--device``: the ``devices.DEVICES`` entry planned for,
-default the planned GPU).
+default the planned GPU). ``--split-epilogue`` (``gemm_cost.WEIGH_SPLIT_EPILOGUE``: a K split's C stored once a tile,
+from registers) is the same A/B of its flag (tags ``splitepi_*``, ``torch_gemm_splitepi.{md,json}``); of the two
+(``SWITCHES``) one may take ``off,on``, the other one setting for both runs. ``--projs`` keeps the projections named.
 
 The roofline of a shape is ``max(2MNK / DENSE_BF16_FLOPS, (x + W + y bytes) / read rate)``, the read
 rate measured in the same run (a sum over a 4 GiB tensor), and each contender's fraction of it is
@@ -66,6 +69,11 @@ DENSE_BF16_FLOPS = 989e12
 without sparsity)."""
 
 
+def selected(models, projs=None) -> list[tuple[str, str, int, int]]:
+    """(model, name, N, K) of ``models``' projections, those named in ``projs`` only where given (``--projs``)."""
+    return [(m, p, N, K) for m in models for p, N, K in projections(m) if not projs or p in projs]
+
+
 def projections(model: str) -> list[tuple[str, int, int]]:
     """(name, N, K) of a model's four projections."""
     m = MODELS[model]
@@ -78,8 +86,8 @@ def _prebuild(job) -> str:
     device's target (``target``: ``tvm_cdna4.torch.cuda_target``; sm80's where sm90 refuses the problem)
     through the build cache, and compile its device code (device-code cache), so that the timing
     process only loads."""
-    N, K, M, arch, target, swap = job
-    set_swap_dynamic(swap)
+    N, K, M, arch, target, switches = job
+    set_switches(dict(switches))
     from tvm_cdna4.errors import ContractError
     from tvm_cdna4.kernels.gemm.problem import GemmProblem
     from tvm_cdna4.kernels.sm80.gemm import build_dynamic
@@ -102,19 +110,34 @@ def _prebuild(job) -> str:
 
 
 SWAP_SETTINGS = ("off", "on")
-"""``--swap-dynamic``'s values: whether the dynamic-M buckets weigh the swapped kernel (``gemm_cost.WEIGH_SWAP_DYNAMIC``)."""
+"""A switch's values (``SWITCHES``): its ``gemm_cost`` flag False or True."""
+SWITCHES = {"swap_dynamic": ("WEIGH_SWAP_DYNAMIC", "swapdyn"), "split_epilogue": ("WEIGH_SPLIT_EPILOGUE", "splitepi")}
+"""The options (``--swap-dynamic``, ``--split-epilogue``) that set a ``gemm_cost`` flag of the bucket plans: the flag,
+and the tag of an A/B's runs and table (``torch_gemm_<tag>_<setting>``, ``torch_gemm_<tag>``)."""
 
 
-def set_swap_dynamic(setting: str | None) -> None:
-    """The buckets weigh the swapped kernel in this process (``gemm_cost.WEIGH_SWAP_DYNAMIC``): ``"on"`` or ``"off"``;
-    None leaves the package's default. Before any plan is made (the torch op keeps a shape's bucket plans)."""
-    if setting is None:
-        return
-    if setting not in SWAP_SETTINGS:
-        raise SystemExit(f"--swap-dynamic: one or more of {SWAP_SETTINGS}, found {setting!r}")
+def set_switches(settings: dict) -> None:
+    """Each ``SWITCHES`` option's flag in this process: ``{option: "on" | "off" | None}`` (None: the package's default).
+    Before any plan is made (the torch op keeps a shape's bucket plans)."""
     from tvm_cdna4.kernels.sm90 import gemm_cost
 
-    gemm_cost.WEIGH_SWAP_DYNAMIC = setting == "on"
+    for option, setting in settings.items():
+        if setting is None:
+            continue
+        if setting not in SWAP_SETTINGS:
+            raise SystemExit(f"--{option.replace('_', '-')}: one or more of {SWAP_SETTINGS}, found {setting!r}")
+        setattr(gemm_cost, SWITCHES[option][0], setting == "on")
+
+
+def switch_settings(args) -> tuple[str | None, list, dict]:
+    """The A/B of the command line: (the option given two settings or None, its settings, every other option's one
+    setting or None); more than one A/B is a usage error."""
+    given = {o: getattr(args, o).split(",") if getattr(args, o) else [] for o in SWITCHES}
+    ab = [o for o, v in given.items() if len(v) > 1]
+    if len(ab) > 1:
+        raise SystemExit("--swap-dynamic / --split-epilogue: one of them may take two settings (off,on), found both")
+    fixed = {o: (v[0] if v else None) for o, v in given.items() if o not in ab}
+    return (ab[0], given[ab[0]], fixed) if ab else (None, [], fixed)
 
 
 def read_rate(torch) -> float:
@@ -227,6 +250,16 @@ def plan_label(p) -> str:
             + (" tma" if c.epilogue == "tma" else ""))
 
 
+def planned_device() -> dict:
+    """The ``DeviceSpec`` the torch op's plans are made for in this process (``devices.planned``) and whether the driver
+    was read (``devices.present``; without it the plans are the default device's, ``devices.DEFAULT``)."""
+    from tvm_cdna4.kernels import devices
+
+    spec = devices.planned("sm80")
+    return dict(name=spec.name, source=spec.source, read_from_driver=devices.present("sm80") is not None,
+                hbm_bytes_s=spec.hbm_bytes_s, clock_hz=spec.clock_hz, units=spec.units)
+
+
 def print_plans(models, ms) -> None:
     """``--plans``: the sm90 bucket plan (``plan_label``) of each projection at each M, as the torch op plans it."""
     from tvm_cdna4.kernels import gemm
@@ -280,39 +313,43 @@ def by_m(rows, key: str, title: str, eager: str | None = None) -> list[str]:
     return out
 
 
-def swap_plan_rows(models, ms, settings, device_name: str | None = None) -> list[dict]:
-    """``--plans --swap-dynamic off,on``: per shape and M, the bucket plan under each setting (``gemm_dynamic.plan_bucket``
-    on ``devices.DEVICES[device_name]``, default the planned GPU) and the cost model's estimate of it at that M, µs."""
+def swap_plan_rows(models, ms, settings, device_name: str | None = None, option: str = "swap_dynamic",
+                   fixed: dict | None = None, projs=None) -> list[dict]:
+    """``--plans --swap-dynamic off,on`` (``option``'s settings; ``fixed``: the other options'): per shape and M, the
+    bucket plan under each setting (``gemm_dynamic.plan_bucket`` on ``devices.DEVICES[device_name]``, default the planned GPU)
+    and the cost model's estimate of it at that M, µs."""
     from tvm_cdna4.kernels import devices
     from tvm_cdna4.kernels.gemm.epilogue import Fusion
     from tvm_cdna4.kernels.sm90 import gemm_cost
     from tvm_cdna4.kernels.sm90.gemm_dynamic import dynamic_buckets, plan_bucket
 
     device = devices.DEVICES[device_name] if device_name else devices.planned("sm80")
-    rows, default = [], gemm_cost.WEIGH_SWAP_DYNAMIC
+    rows, defaults = [], {o: getattr(gemm_cost, flag) for o, (flag, _) in SWITCHES.items()}
+    set_switches(fixed or {})
     try:
-        for model in models:
-            for proj, N, K in projections(model):
-                for M in ms:
-                    bucket = next(b for b in dynamic_buckets(N) if b.lo <= M <= b.hi)
-                    row = dict(model=model, proj=proj, N=N, K=K, M=M, bucket=f"{bucket.lo}-{bucket.hi}")
-                    for s in settings:
-                        set_swap_dynamic(s)
-                        p = plan_bucket(bucket, N, K, "bf16", "nt", "bf16", Fusion(), device)
-                        cfg = getattr(p, "config", None)
-                        row[f"plan_{s}"] = plan_label(p)
-                        row[f"est_{s}_us"] = (gemm_cost.estimate(cfg, M, N, K, 2, device).total * 1e6
-                                              if hasattr(cfg, "swap_ab") else None)
-                    rows.append(row)
+        for model, proj, N, K in selected(models, projs):
+            for M in ms:
+                bucket = next(b for b in dynamic_buckets(N) if b.lo <= M <= b.hi)
+                row = dict(model=model, proj=proj, N=N, K=K, M=M, bucket=f"{bucket.lo}-{bucket.hi}")
+                for s in settings:
+                    set_switches({option: s})
+                    p = plan_bucket(bucket, N, K, "bf16", "nt", "bf16", Fusion(), device)
+                    cfg = getattr(p, "config", None)
+                    row[f"plan_{s}"] = plan_label(p)
+                    row[f"est_{s}_us"] = (gemm_cost.estimate(cfg, M, N, K, 2, device).total * 1e6
+                                          if hasattr(cfg, "swap_ab") else None)
+                rows.append(row)
     finally:
-        gemm_cost.WEIGH_SWAP_DYNAMIC = default
+        for o, (flag, _) in SWITCHES.items():
+            setattr(gemm_cost, flag, defaults[o])
     return rows
 
 
-def print_swap_plans(models, ms, settings, device_name: str | None = None) -> list[dict]:
+def print_swap_plans(models, ms, settings, device_name: str | None = None, option: str = "swap_dynamic",
+                     fixed: dict | None = None, projs=None) -> list[dict]:
     """The table of ``swap_plan_rows`` (markdown; a changed plan marked, its estimate's ratio), then the count of changed
     plans and the geometric mean of the estimates' ratio per M."""
-    rows = swap_plan_rows(models, ms, settings, device_name)
+    rows = swap_plan_rows(models, ms, settings, device_name, option, fixed, projs)
     a, b = settings[0], settings[-1]
     print(f"| model | proj | N | K | M (bucket) | plan {a} | plan {b} | est {a} µs | est {b} µs | {a}/{b} |")
     print("|---|---|---|---|---|---|---|---|---|---|")
@@ -345,22 +382,24 @@ def _run_rows(out: str, name: str) -> list[dict]:
         return [json.loads(line) for line in f if line.strip()]
 
 
-def swap_ab_runs(args, settings) -> int:
-    """``--swap-dynamic off,on``: this script once per setting, each in its own process (``--tag swapdyn_<setting>``),
-    then ``torch_gemm_swapdyn.{md,json}``: per shape and M both settings' plans and times, and per M the geometric
-    means of each setting's ours/cuBLAS (against its own run's cuBLAS) and of on over off."""
+def swap_ab_runs(args, settings, option: str = "swap_dynamic", fixed: dict | None = None) -> int:
+    """``--swap-dynamic off,on`` (``option``'s settings, ``SWITCHES``; ``fixed``: the other options' one setting): this
+    script once per setting, each in its own process (``--tag swapdyn_<setting>``), then
+    ``torch_gemm_swapdyn.{md,json}``: per shape and M both settings' plans and times, and per M the geometric means of each setting's ours/cuBLAS
+    (against its own run's cuBLAS) and of on over off."""
     import subprocess
 
-    runs = {}
+    runs, flag, short = {}, f"--{option.replace('_', '-')}", SWITCHES[option][1]
+    others = [v for o, s in (fixed or {}).items() if s for v in (f"--{o.replace('_', '-')}", s)]
     for s in settings:
         cmd = [sys.executable, os.path.abspath(__file__), "--models", args.models, "--ms", args.ms, "--calls",
                str(args.calls), "--reps", str(args.reps), "--jobs", str(args.jobs), "--out", args.out,
-               "--swap-dynamic", s, "--tag", f"swapdyn_{s}"]
-        print(f"--swap-dynamic {s}: {' '.join(cmd[1:])}", flush=True)
+               *(["--projs", args.projs] if args.projs else []), *others, flag, s, "--tag", f"{short}_{s}"]
+        print(f"{flag} {s}: {' '.join(cmd[1:])}", flush=True)
         code = subprocess.run(cmd).returncode
-        runs[s] = {(r["model"], r["proj"], r["M"]): r for r in _run_rows(args.out, f"torch_gemm_swapdyn_{s}")}
+        runs[s] = {(r["model"], r["proj"], r["M"]): r for r in _run_rows(args.out, f"torch_gemm_{short}_{s}")}
         if code:
-            print(f"--swap-dynamic {s}: exit {code}", flush=True)
+            print(f"{flag} {s}: exit {code}", flush=True)
     a, b = settings[0], settings[-1]
     rows = [dict(model=k[0], proj=k[1], M=k[2], N=r["N"], K=r["K"], **{f"plan_{s}": runs[s][k]["tile"] for s in settings},
                  **{f"ours_{s}_us": runs[s][k]["ours_graph_us"] for s in settings},
@@ -375,7 +414,8 @@ def swap_ab_runs(args, settings) -> int:
               f"{r[f'speedup_{a}']:.2f}x | {r[f'speedup_{b}']:.2f}x | {'yes' if r['ok'] else 'NO'} |" for r in rows]
     lines += ["", *by_m(rows, "on_over_off", f"{b}/{a} speed"), "", *by_m(rows, f"speedup_{a}", f"{a}/cuBLAS"), "",
               *by_m(rows, f"speedup_{b}", f"{b}/cuBLAS")]
-    write_results(args.out, "torch_gemm_swapdyn", dict(settings=settings, date=time.strftime("%Y-%m-%d")), rows, lines)
+    meta = dict(switch=SWITCHES[option][0], settings=settings, fixed=fixed or {}, date=time.strftime("%Y-%m-%d"))
+    write_results(args.out, f"torch_gemm_{short}", meta, rows, lines)
     return 0 if rows and all(r["ok"] for r in rows) else 1
 
 
@@ -391,15 +431,20 @@ def main(argv=None) -> int:
     ap.add_argument("--plans", action="store_true", help="print the sm90 bucket plans of the shapes and exit (no GPU)")
     ap.add_argument("--swap-dynamic", default=None, help="off, on or off,on: the buckets weigh the swapped kernel "
                     "(gemm_cost.WEIGH_SWAP_DYNAMIC; default the package's); two: one run each, then side by side")
+    ap.add_argument("--split-epilogue", default=None, help="off, on or off,on: a K split's C stored once a tile, from "
+                    "registers (gemm_cost.WEIGH_SPLIT_EPILOGUE; default the package's); two: as --swap-dynamic")
+    ap.add_argument("--projs", default=None, help="only these projections (qkv,o,gate_up,down; default every one)")
     ap.add_argument("--device", default=None, help="--plans: the devices.DEVICES entry planned for (default the planned GPU)")
     args = ap.parse_args(argv)
-    settings = args.swap_dynamic.split(",") if args.swap_dynamic else []
-    if args.plans and len(settings) > 1:
-        print_swap_plans(args.models.split(","), [int(v) for v in args.ms.split(",")], settings, args.device)
+    option, settings, fixed = switch_settings(args)
+    projs = args.projs.split(",") if args.projs else None
+    if args.plans and option:
+        print_swap_plans(args.models.split(","), [int(v) for v in args.ms.split(",")], settings, args.device, option,
+                         fixed, projs)
         return 0
-    if len(settings) > 1:
-        return swap_ab_runs(args, settings)
-    set_swap_dynamic(args.swap_dynamic)
+    if option:
+        return swap_ab_runs(args, settings, option, fixed)
+    set_switches(fixed)
     if args.plans:
         print_plans(args.models.split(","), [int(v) for v in args.ms.split(",")])
         return 0
@@ -408,10 +453,11 @@ def main(argv=None) -> int:
     import tvm_cdna4.torch as ours
 
     arch, target = ours.cuda_target(torch.device("cuda", 0))
-    shapes = [(m, p, N, K) for m in args.models.split(",") for p, N, K in projections(m)]
+    shapes = selected(args.models.split(","), projs)
     ms = [int(v) for v in args.ms.split(",")]
     t0 = time.time()
-    jobs = sorted({(N, K, M, arch, target, args.swap_dynamic) for _, _, N, K in shapes for M in ms})
+    switches = tuple(sorted((o, v) for o, v in fixed.items() if v))
+    jobs = sorted({(N, K, M, arch, target, switches) for _, _, N, K in shapes for M in ms})
     with cf.ProcessPoolExecutor(max_workers=args.jobs, mp_context=mp.get_context("spawn")) as pool:
         for line in pool.map(_prebuild, jobs):
             pass
@@ -419,7 +465,7 @@ def main(argv=None) -> int:
     print(f"built {len(jobs)} (shape, bucket) kernels in {time.time() - t0:.0f} s on {args.jobs} workers", flush=True)
     rate = read_rate(torch)
     name = torch.cuda.get_device_name(0)
-    print(f"{name}: read rate {rate / 1e12:.2f} TB/s (4 GiB sum)", flush=True)
+    print(f"{name}: read rate {rate / 1e12:.2f} TB/s (4 GiB sum); plans made for {planned_device()}", flush=True)
     rows = []
     tag = f"_{args.tag}" if args.tag else ""
     partial = os.path.join(args.out, f"torch_gemm{tag}.partial.jsonl")  # each row as it is measured
@@ -432,7 +478,8 @@ def main(argv=None) -> int:
             print(f"{model} {proj} M={M}: ours {r['ours_graph_us']:.1f} us ({r['tile']}), cuBLAS {r['torch_graph_us']:.1f} "
                   f"us ({r['speedup_graph']:.2f}x), ok={r['ours_ok']}", flush=True)
     meta = dict(device=name, arch=arch, target=target, read_rate=rate, torch=torch.__version__, date=time.strftime("%Y-%m-%d"),
-                calls=args.calls, reps=args.reps, seconds=time.time() - t0, swap_dynamic=args.swap_dynamic)
+                calls=args.calls, reps=args.reps, seconds=time.time() - t0, swap_dynamic=args.swap_dynamic,
+                split_epilogue=args.split_epilogue, planned=planned_device())
     write_results(args.out, f"torch_gemm{tag}", meta, rows, table(rows))
     return 0 if all(r["ours_ok"] and r["torch_ok"] for r in rows) else 1
 
