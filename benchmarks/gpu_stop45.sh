@@ -52,6 +52,11 @@
 #               tests, then attention_sm90.py --seqs 2048,4096 with this tree, the tree before it (RING_BASE_PKG, default
 #               .sm90tree/attnsasspkg: `git archive 15059eb tvm_cdna4 | tar -x -C .sm90tree/attnsasspkg`) and the tree
 #               before attnsass (BASE_PKG, as attnsass), both carried, on one card [~430]
+#   epires      stop 49: the residual read ahead of the epilogue ('preread', journal "Stop 49: epires"): its GPU tests,
+#               then sm90_gemm.py --epilogue (every residual read; plain with the 64-column staging and a fourth stage;
+#               cuBLAS's residual through beta = 1 and cuBLASLt's bias + gelu beside torch.mm) [~200]
+#   epires-ncu  Nsight Compute source pages (stall sampling) of 4096^3 plain, residual 'tma' and 'preread': where the
+#               residual's +10 % waits [~200]
 #
 #   bash benchmarks/gpu_stop45.sh peers partitions ncu
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site ${WHEELS:-.sm90tree/whl}/*.whl 2>/dev/null
@@ -227,7 +232,12 @@ for step in "$@"; do
       --out "$OUT/moedecode" 2>&1 | tee "$OUT/moedecode.log" | grep -v "^{" | tail -10
     timeout 100 python3 benchmarks/torch_grouped_sm90.py --models mixtral-8x7b --tokens 64 --seed 1 --calls 15 --reps 12 \
       --out "$OUT/moedecode_seed1" 2>&1 | tee "$OUT/moedecode_seed1.log" | grep -v "^{" | tail -8 ;;
-  *) echo "unknown step $step (peers, partitions, ncu, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring)"; exit 2 ;;
+  epires)  # the staged residual's words read under the last wgmma, not in the epilogue; the peer's residual cost [~200]
+    gpu_tests 60 "$OUT/pytest_gpu_epires.log" -n 6 tests/gpu/test_sm90_residual_preread_gpu.py
+    timeout 150 python3 benchmarks/sm90_gemm.py --epilogue --out "$OUT" 2>&1 | tee "$OUT/epilogue.log" | grep -v "^{" | tail -45 ;;
+  epires-ncu)  # where the residual's time goes: the three kernels' source-level stall samples [~200]
+    for c in gemm-plain gemm-residual gemm-residual-preread; do ncu_case $c; done ;;
+  *) echo "unknown step $step (peers, partitions, ncu, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring, epires, epires-ncu)"; exit 2 ;;
   esac
 done
 cd "$OUT" && tar czf /tmp/call.tgz --exclude=call.tgz . && find . -mindepth 1 -delete && mv /tmp/call.tgz "$OUT/call.tgz"
