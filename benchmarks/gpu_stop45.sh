@@ -52,9 +52,10 @@
 #               tests, then attention_sm90.py --seqs 2048,4096 with this tree, the tree before it (RING_BASE_PKG, default
 #               .sm90tree/attnsasspkg: `git archive 15059eb tvm_cdna4 | tar -x -C .sm90tree/attnsasspkg`) and the tree
 #               before attnsass (BASE_PKG, as attnsass), both carried, on one card [~430]
-#   epires      stop 49: the residual read ahead of the epilogue ('preread', journal "Stop 49: epires"): its GPU tests,
-#               then sm90_gemm.py --epilogue (every residual read; plain with the 64-column staging and a fourth stage;
-#               cuBLAS's residual through beta = 1 and cuBLASLt's bias + gelu beside torch.mm) [~200]
+#   epires      stop 49 (journal "Stop 49: epires"): the residual read ahead of the epilogue ('preread') and the global
+#               read a column pair a load (gemm_residual.residual_pairs; 'global', 'prefetch'): their GPU tests, then
+#               sm90_gemm.py --epilogue (every residual read; plain with the 64-column staging and a fourth stage;
+#               cuBLAS's residual through beta = 1 and cuBLASLt's bias + gelu beside torch.mm) [~230]
 #   epires-ncu  Nsight Compute source pages (stall sampling) of 4096^3 plain, residual 'tma' and 'preread': where the
 #               residual's +10 % waits [~200]
 #
@@ -232,8 +233,9 @@ for step in "$@"; do
       --out "$OUT/moedecode" 2>&1 | tee "$OUT/moedecode.log" | grep -v "^{" | tail -10
     timeout 100 python3 benchmarks/torch_grouped_sm90.py --models mixtral-8x7b --tokens 64 --seed 1 --calls 15 --reps 12 \
       --out "$OUT/moedecode_seed1" 2>&1 | tee "$OUT/moedecode_seed1.log" | grep -v "^{" | tail -8 ;;
-  epires)  # the staged residual's words read under the last wgmma, not in the epilogue; the peer's residual cost [~200]
-    gpu_tests 60 "$OUT/pytest_gpu_epires.log" -n 6 tests/gpu/test_sm90_residual_preread_gpu.py
+  epires)  # the residual's reads out of the epilogue's critical path (preread, pairs); the peer's residual cost [~230]
+    gpu_tests 90 "$OUT/pytest_gpu_epires.log" -n 8 tests/gpu/test_sm90_residual_preread_gpu.py \
+      tests/gpu/test_sm90_residual_pairs_gpu.py tests/gpu/test_sm90_residual_spread_gpu.py
     timeout 150 python3 benchmarks/sm90_gemm.py --epilogue --out "$OUT" 2>&1 | tee "$OUT/epilogue.log" | grep -v "^{" | tail -45 ;;
   epires-ncu)  # where the residual's time goes: the three kernels' source-level stall samples [~200]
     for c in gemm-plain gemm-residual gemm-residual-preread; do ncu_case $c; done ;;

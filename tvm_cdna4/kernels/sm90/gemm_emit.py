@@ -35,8 +35,8 @@ from ...tirx_private import transpile_once
 from . import gemm_cluster as cluster
 from .gemm_plan import (BLOCK_K, CONSUMER_REGS, ELEMENT_BYTES, OUT_BYTES, PRODUCER_REGS, SWIZZLE_COLUMNS, WARPGROUP,
                         WGMMA_M, WGMMA_TYPES, Sm90Plan, wgmma_k)
-from .gemm_residual import (held_index, held_words, load_slices, prefetch_box, prefetch_residual, preread, residual_at,
-                            residual_box_rows)
+from .gemm_residual import (held_index, held_words, load_pair, load_slices, pair_half, prefetch_box, prefetch_residual,
+                            preread, residual_at, residual_box_rows, residual_half, residual_pairs)
 from .gemm_store import TANH_OPS, out_value, store_transposed  # noqa: F401 (re-exported: TANH_OPS)
 
 TMA_LOAD = "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
@@ -368,14 +368,15 @@ def store(p, acc, args, row, col, m_end, group):
                                               out_value(p, args, acc[mi * n2 + j * 4 + h * 2 + 1], r, col + 8 * j + 1, group),
                                               pred=T.and_(r < m_end, col + 8 * j < p.N))
     elif I.constexpr(p.N % 2 == 0):
-        word = T.alloc_tensor(ty_args=[T.Tensor((1,), "uint32", scope="local", layout="default")])
+        word = T.alloc_tensor(ty_args=[T.Tensor((1 + residual_pairs(p),), "uint32", scope="local", layout="default")])
         for mi in T.unroll(c.rows // WGMMA_M):
             for j in T.unroll(c.block_n // 8):
                 for h in T.unroll(2):
                     r = row + mi * WGMMA_M + 8 * h
+                    load_pair(p, args, word, r, col + 8 * j)
                     T.ptx[f"cvt.rn.{p.out_dtype}x2.f32"](
-                        word[0], out_value(p, args, acc[mi * n2 + j * 4 + h * 2 + 1], r, col + 8 * j + 1, group),
-                        out_value(p, args, acc[mi * n2 + j * 4 + h * 2], r, col + 8 * j, group))
+                        word[0], out_value(p, args, acc[mi * n2 + j * 4 + h * 2 + 1], r, col + 8 * j + 1, group, pair_half(p, word, 1)),
+                        out_value(p, args, acc[mi * n2 + j * 4 + h * 2], r, col + 8 * j, group, pair_half(p, word, 0)))
                     T.ptx["st.global.b32"](C.ptr_to([r, col + 8 * j]), word[0], pred=T.and_(r < m_end, col + 8 * j < p.N))
     else:
         for mi in T.unroll(c.rows // WGMMA_M):
@@ -423,7 +424,7 @@ def store_tma_chunk(p, SMH, acc, args, map_c, part, wg, t, m0, n0, q, b, group, 
     # where it then writes C's
     c = p.config
     SMW = T.decl_tensor(SMH.ptr_to([0]), ty_args=[T.Tensor((p.smem_bytes // 4,), "uint32", scope="shared.dyn", layout="default", align=1024)])
-    word = T.alloc_tensor(ty_args=[T.Tensor((1,), "uint32", scope="local", layout="default")])
+    word = T.alloc_tensor(ty_args=[T.Tensor((1 + residual_pairs(p),), "uint32", scope="local", layout="default")])
     base = staging_byte(p, wg, b)
     if t == 0:
         if I.constexpr(c.epilogue_tile == 0):
@@ -446,10 +447,11 @@ def store_tma_chunk(p, SMH, acc, args, map_c, part, wg, t, m0, n0, q, b, group, 
                         out_value(p, args, acc[mi * c.block_n // 2 + tile_j(p, q, j) * 4 + h * 2 + 1], m0 + part * c.rows + r, n0 + 8 * tile_j(p, q, j) + 2 * (t % 4) + 1, group, residual_half(p, word[0], 1)),
                         out_value(p, args, acc[mi * c.block_n // 2 + tile_j(p, q, j) * 4 + h * 2], m0 + part * c.rows + r, n0 + 8 * tile_j(p, q, j) + 2 * (t % 4), group, residual_half(p, word[0], 0)))
                 else:
+                    load_pair(p, args, word, m0 + part * c.rows + r, n0 + 8 * tile_j(p, q, j) + 2 * (t % 4))
                     T.ptx[f"cvt.rn.{p.out_dtype}x2.f32"](
                         word[0],
-                        out_value(p, args, acc[mi * c.block_n // 2 + tile_j(p, q, j) * 4 + h * 2 + 1], m0 + part * c.rows + r, n0 + 8 * tile_j(p, q, j) + 2 * (t % 4) + 1, group),
-                        out_value(p, args, acc[mi * c.block_n // 2 + tile_j(p, q, j) * 4 + h * 2], m0 + part * c.rows + r, n0 + 8 * tile_j(p, q, j) + 2 * (t % 4), group))
+                        out_value(p, args, acc[mi * c.block_n // 2 + tile_j(p, q, j) * 4 + h * 2 + 1], m0 + part * c.rows + r, n0 + 8 * tile_j(p, q, j) + 2 * (t % 4) + 1, group, pair_half(p, word, 1)),
+                        out_value(p, args, acc[mi * c.block_n // 2 + tile_j(p, q, j) * 4 + h * 2], m0 + part * c.rows + r, n0 + 8 * tile_j(p, q, j) + 2 * (t % 4), group, pair_half(p, word, 0)))
                 SMW[staging_word(p, base, j, r, t)] = word[0]
     T.ptx["fence.proxy.async.shared::cta"]()
     T.ptx["bar.sync"](T.Cast("uint32", EPILOGUE_BARRIER + wg), T.uint32(WARPGROUP))
@@ -526,13 +528,6 @@ def tail_maps(p: Sm90Plan) -> tuple:
     if not c.tail_columns:
         return ()
     return ("C", "residual") if c.residual_staged else ("C",)
-
-
-def residual_half(p: Sm90Plan, w, high: int):
-    """The f32 value of the 16-bit C element in the low (``high`` 0: the pair's even column) or high half of
-    the staged word ``w`` (the order ``cvt.rn.{bf16,f16}x2.f32`` packs a pair in)."""
-    bits = T.shift_right(w, T.uint32(16)) if high else T.bitwise_and(w, T.uint32(0xFFFF))
-    return T.Cast("float32", T.reinterpret(T.Cast("uint16", bits), ty=p.tir_out))
 
 
 def tile_j(p: Sm90Plan, q, j):

@@ -27,6 +27,9 @@ here spread the same bytes over the second half of the tile's mainloop, a small 
   memory. ``tma``'s epilogue reads each word just before it writes C's there, and the CUDA compiler keeps every read
   behind the previous write (it cannot tell the swizzled addresses apart): at 128x256, 32 dependent round trips of two
   ``LDS`` a tile while the tensor cores wait (nvcc 13.0 SASS, benchmarks/journal/2026-12.md "Stop 49: epires").
+
+The epilogue's reads from global memory (``global``, ``prefetch``) load a 16-bit C's column pair a load
+(``residual_pairs``, ``load_pair``, ``pair_half``), as sm80's epilogue does.
 """
 
 from __future__ import annotations
@@ -182,6 +185,45 @@ def preread(p, SMH, res, held, wg, t, base, word):
                 held[held_index(p, mi, j, h)] = SMW[word(p, base, j, r, t)]
 
 
-__all__ = ["PREFETCH", "SLICE_LEAD", "SLICE_ROWS", "held_index", "held_words", "load_slices", "prefetch_box",
-           "prefetch_map", "prefetch_residual", "prefetch_rows", "prefetch_window", "preread", "residual_at",
-           "residual_box_rows", "slice_boxes", "slice_range", "slice_window", "whole_box", "window"]
+PAIR_LOAD = "ld.global.b32"
+"""``residual_pairs``: the load of a 16-bit residual's column pair (4 bytes, 4-byte aligned at an even column of an
+even N)."""
+
+
+def residual_pairs(p: Sm90Plan) -> bool:
+    """Whether the epilogue reads a residual from global memory (``residual_read`` ``global`` / ``prefetch``) a column
+    pair a load (``PAIR_LOAD``, ``load_pair``; the 16-bit C's pairs of an even N, unswapped) rather than an element a
+    load: a warp's load of the fragment touches 8 rows' cache lines whatever its width, 8 L1 wavefronts, so two 2-byte
+    loads a pair cost twice the L1 time of one 4-byte load (at 128x256: 128 loads a thread, 8,192 wavefronts an SM a
+    tile, about 4.7 us at 1.75 GHz while the tensor cores wait; stop 49, journal "Stop 49: epires")."""
+    return (p.fusion.residual and not p.config.residual_staged and p.out_dtype != "f32" and p.N % 2 == 0
+            and not p.config.swap_ab)
+
+
+@T.macro
+def load_pair(p, args, word, row, col):
+    # residual_pairs: the residual's pair (row, col .. col + 1) into word[1], its indices clamped into C (a pair outside
+    # C is computed, never stored); nothing otherwise
+    if I.constexpr(residual_pairs(p)):
+        T.ptx[PAIR_LOAD](word[1], args["residual"].ptr_to([T.min(row, p.M - 1), T.min(col, p.N - 2)]))
+
+
+def pair_half(p: Sm90Plan, word, high: int):
+    """``out_value``'s residual at the pair's element ``high`` (``residual_half`` of ``load_pair``'s word), or None
+    (``out_value`` reads the element itself) without ``residual_pairs``."""
+    return residual_half(p, word[1], high) if residual_pairs(p) else None
+
+
+def residual_half(p: Sm90Plan, w, high: int):
+    """The f32 value of the 16-bit C element in the low (``high`` 0: the pair's even column) or high half of a
+    residual pair's word ``w``, staged or loaded (``load_pair``): the order ``cvt.rn.{bf16,f16}x2.f32`` packs a pair
+    in."""
+    bits = T.shift_right(w, T.uint32(16)) if high else T.bitwise_and(w, T.uint32(0xFFFF))
+    return T.Cast("float32", T.reinterpret(T.Cast("uint16", bits), ty=p.tir_out))
+
+
+__all__ = ["PAIR_LOAD", "PREFETCH", "SLICE_LEAD", "SLICE_ROWS", "held_index", "held_words", "load_pair",
+           "load_slices", "pair_half", "prefetch_box", "prefetch_map", "prefetch_residual", "prefetch_rows",
+           "prefetch_window", "preread",
+           "residual_at", "residual_box_rows", "residual_half", "residual_pairs", "slice_boxes", "slice_range",
+           "slice_window", "whole_box", "window"]
