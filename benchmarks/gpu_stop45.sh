@@ -58,6 +58,12 @@
 #               (torch_gemm.py --split-epilogue off,on), then cuBLAS's tiles of the M = 200 qkv / o / down and M = 96 o
 #               rows in our swapped kernel (our ring and cuBLAS's deeper one) beside the bucket plans and the model's
 #               choice, each with its estimate (sm90_sweep.py --peers) [~290]
+#   epires      stop 49 (journal "Stop 49: epires"): the residual read ahead of the epilogue ('preread') and the global
+#               read a column pair a load (gemm_residual.residual_pairs; 'global', 'prefetch'): their GPU tests, then
+#               sm90_gemm.py --epilogue (every residual read; plain with the 64-column staging and a fourth stage;
+#               cuBLAS's residual through beta = 1 and cuBLASLt's bias + gelu beside torch.mm) [~230]
+#   epires-ncu  Nsight Compute source pages (stall sampling) of 4096^3 plain, residual 'tma' and 'preread': where the
+#               residual's +10 % waits [~200]
 #
 #   bash benchmarks/gpu_stop45.sh peers partitions ncu
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site ${WHEELS:-.sm90tree/whl}/*.whl 2>/dev/null
@@ -244,7 +250,13 @@ print('planned:', d.planned('sm80'))" 2>&1 | tee "$OUT/m200_device.txt"
       --out "$OUT/moedecode" 2>&1 | tee "$OUT/moedecode.log" | grep -v "^{" | tail -10
     timeout 100 python3 benchmarks/torch_grouped_sm90.py --models mixtral-8x7b --tokens 64 --seed 1 --calls 15 --reps 12 \
       --out "$OUT/moedecode_seed1" 2>&1 | tee "$OUT/moedecode_seed1.log" | grep -v "^{" | tail -8 ;;
-  *) echo "unknown step $step (peers, partitions, ncu, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring, m200)"; exit 2 ;;
+  epires)  # the residual's reads out of the epilogue's critical path (preread, pairs); the peer's residual cost [~230]
+    gpu_tests 90 "$OUT/pytest_gpu_epires.log" -n 8 tests/gpu/test_sm90_residual_preread_gpu.py \
+      tests/gpu/test_sm90_residual_pairs_gpu.py tests/gpu/test_sm90_residual_spread_gpu.py
+    timeout 150 python3 benchmarks/sm90_gemm.py --epilogue --out "$OUT" 2>&1 | tee "$OUT/epilogue.log" | grep -v "^{" | tail -45 ;;
+  epires-ncu)  # where the residual's time goes: the three kernels' source-level stall samples [~200]
+    for c in gemm-plain gemm-residual gemm-residual-preread; do ncu_case $c; done ;;
+  *) echo "unknown step $step (peers, partitions, ncu, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring, m200, epires, epires-ncu)"; exit 2 ;;
   esac
 done
 cd "$OUT" && tar czf /tmp/call.tgz --exclude=call.tgz . && find . -mindepth 1 -delete && mv /tmp/call.tgz "$OUT/call.tgz"

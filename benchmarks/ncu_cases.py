@@ -47,6 +47,15 @@ def swapped_bucket_case(torch, mnk):
     return gemm_case(torch, (), mnk)
 
 
+def residual_read_case(torch, read: str):
+    """The torch op's 4096^3 residual with ``read`` as the cost model's residual read (``gemm_plan.RESIDUAL_CHOICE``;
+    ``"preread"``: opt-in, untimed, stop 49): the stall sampling beside ``gemm-residual``'s ``"tma"``."""
+    from tvm_cdna4.kernels.sm90 import gemm_plan
+
+    gemm_plan.RESIDUAL_CHOICE = read
+    return gemm_case(torch, ("residual",))
+
+
 def cluster_case(torch, cluster_m: int, mnk=(3000, 3584, 3584)):
     """The static sm90 kernel at the cost model's config with ``cluster_m`` 1 or 2 (``benchmarks/sm90_clusters.py``'s
     c1 and c2; docs/sm90_gemm.md "Clusters"): the torch op does not choose clusters."""
@@ -92,6 +101,7 @@ def attention_case(torch, head_dim: int, causal: bool, kv_heads_div: int = 1):
 CASES = {
     "gemm-plain": lambda t: gemm_case(t, ()),
     "gemm-residual": lambda t: gemm_case(t, ("residual",)),
+    "gemm-residual-preread": lambda t: residual_read_case(t, "preread"),
     "gemm-bias-scales": lambda t: gemm_case(t, ("bias", "scales")),
     "gemm-all": lambda t: gemm_case(t, ("residual", "bias", "scales", "gelu")),
     # Qwen2.5-7B's fused gate/up projection (N 37888, K 3584) at the medium M rows of RESULTS.md "sm90 GEMM"

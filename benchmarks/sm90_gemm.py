@@ -18,7 +18,9 @@ epilogues, odd N, every output dtype), each against the family's float64 referen
 chunks, ping-pong) at 4096^3 and the Llama set. ``--epilogue``: only the fused epilogue's cost, each of the five
 steps alone and all five (``epilogue_cases``) beside the plain GEMM at 4096^3 with the cost model's choice,
 each checked once against a torch reference, timed with CUDA graphs, the overhead over plain against the
-issue's 3% bar; the table also in ``--out``'s ``sm90_epilogue.md`` / ``.json``.
+issue's 3% bar, then the peer's cost of the same steps in the same run (``peer_rows``: cuBLAS's residual through
+``beta = 1`` and cuBLASLt's fused bias + gelu beside ``torch.mm``, each checked first); the table also in
+``--out``'s ``sm90_epilogue.md`` / ``.json``.
 """
 
 from __future__ import annotations
@@ -134,10 +136,11 @@ EPILOGUE_BEFORE = {"residual_read": "global", "activation_form": "ex2"}
 
 
 EPILOGUE_READS = {"tma": {"residual_read": "tma"}, "sliced": {"residual_read": "sliced"},
-                  "prefetch": {"residual_read": "prefetch"},
+                  "prefetch": {"residual_read": "prefetch"}, "preread": {"residual_read": "preread"},
                   "prefetch, tma/64, s4": {"residual_read": "prefetch", "epilogue_tile": 64, "stages": 4}}
 """``--epilogue``: the residual reads (``Sm90Config.residual_read``, ``gemm_plan.RESIDUAL_READS``) timed beside the cost
-model's choice for the cases with a residual: ``tma`` (one load of the warpgroup's rows halfway through the mainloop),
+model's choice for the cases with a residual: ``tma`` (one load of the warpgroup's rows halfway through the mainloop;
+``preread``: the same load, its words read into registers under the mainloop's last wgmma, not in the epilogue),
 ``sliced`` (those loads in 8-row boxes over the mainloop's second half), ``prefetch`` (the producer's L2 prefetch, the
 epilogue's read from global memory), and ``prefetch`` with the sub-tiled staging, whose 32 KB free a fourth ring stage
 (``gemm_residual``'s docstring)."""
@@ -379,20 +382,82 @@ def epilogue_run(todo, built, out_dir) -> int:
         us = timed(lambda i: kernel.launch(a[i], b[i], c, *[inputs[i][n] for n in names]), sets) * 1e6
         rows.append({"case": key[1], "steps": p.fusion.describe(), "config": cfgd, "ok": ok, "err": err, "us": us})
         print(json.dumps(rows[-1]), flush=True)
-    over = epilogue_report(rows, out_dir, torch.cuda.get_device_name(0))
+    peers = peer_rows(a, b, sets)
+    failures += sum(not r["ok"] for r in peers)
+    over = epilogue_report(rows + peers, out_dir, torch.cuda.get_device_name(0))
     print(f"{over} fused case(s) over the {EPILOGUE_BAR:.0%} bar; {failures} failure(s)", flush=True)
     return failures
+
+
+PEER_BASE = "torch.mm"
+"""``--epilogue``'s peer rows (``peer_rows``): the case their overheads are over (cuBLAS's plain GEMM)."""
+
+
+def peer_cases():
+    """``--epilogue``'s peer cases: (case, steps, the call on one input set ``(a, b, c, bias, residual)`` returning its
+    output, the expected output from the f32 product ``ref``): cuBLAS's plain GEMM (``torch.mm``), its residual through
+    ``beta = 1`` (``torch.addmm`` into C: torch copies the residual into C first, then runs the GEMM on C in place;
+    ``Tensor.addmm_``: in place on the residual, the GEMM alone) and cuBLASLt's fused bias + gelu epilogue
+    (``torch._addmm_activation``, gelu's tanh form)."""
+    import torch
+
+    return [(PEER_BASE, "none", lambda a, b, c, bias, res: torch.mm(a, b.t(), out=c),
+             lambda ref, bias, res: ref),
+            ("torch.addmm (residual, out=C)", "acc + residual",
+             lambda a, b, c, bias, res: torch.addmm(res, a, b.t(), out=c), lambda ref, bias, res: ref + res.float()),
+            ("Tensor.addmm_ (residual, in place)", "acc + residual", lambda a, b, c, bias, res: res.addmm_(a, b.t()),
+             lambda ref, bias, res: ref + res.float()),
+            ("torch._addmm_activation (bias, gelu)", "acc + bias -> gelu",
+             lambda a, b, c, bias, res: torch._addmm_activation(bias, a, b.t(), use_gelu=True),
+             lambda ref, bias, res: torch.nn.functional.gelu(ref + bias.float(), approximate="tanh"))]
+
+
+def peer_rows(a, b, sets) -> list:
+    """``--epilogue``: what the peer pays for the same steps, in the same run: each of ``peer_cases`` checked once
+    against its f32 reference (the in-place residual on a copy), then timed like ours (CUDA graphs, the input sets
+    rotated, each its own residual); rows marked ``peer``, their overhead over ``PEER_BASE``."""
+    import torch
+
+    M, N = a[0].shape[0], b[0].shape[0]
+    c = torch.empty(M, N, device="cuda", dtype=torch.bfloat16)
+    bias = torch.randn(N, device="cuda").to(torch.bfloat16)
+    res = [torch.randn(M, N, device="cuda").to(torch.bfloat16) for _ in range(sets)]
+    ref = a[0].float() @ b[0].float().t()
+    rows = []
+    for case, steps, call, want in peer_cases():
+        expected = want(ref, bias, res[0])
+        out = call(a[0], b[0], c, bias, res[0].clone())
+        torch.cuda.synchronize()
+        err = ((out.float() - expected).abs().max() / expected.abs().max()).item()
+        ok = err <= 1e-2 and not torch.isnan(out.float()).any().item()
+        us = timed(lambda i, call=call: call(a[i], b[i], c, bias, res[i]), sets) * 1e6
+        rows.append({"case": case, "steps": steps, "config": {"peer": "cuBLASLt" if "activation" in case else "cuBLAS"},
+                     "ok": ok, "err": err, "us": us, "peer": True})
+        print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
+def peer_line(r, base) -> str:
+    """A peer row of the ``--epilogue`` table: its overhead over ``PEER_BASE`` (``base`` us), no verdict."""
+    r["overhead"] = None if base is None else r["us"] / base - 1.0
+    pct = "-" if r["overhead"] is None else f"{r['overhead'] * 100:+.1f}% over {PEER_BASE}"
+    return (f"| {r['case']} | {r['steps']} | {r['config']['peer']} (peer) | {'y' if r['ok'] else 'N'} | {r['us']:.1f} "
+            f"| {pct} | peer |")
 
 
 def epilogue_report(rows, out_dir, device) -> int:
     """The ``--epilogue`` table: each case's time and its overhead over "plain" against ``EPILOGUE_BAR``;
     printed, and written as markdown and JSON; the cases over the bar."""
     plain = next((r["us"] for r in rows if r["case"] == "plain"), None)
+    peer = next((r["us"] for r in rows if r["case"] == PEER_BASE), None)
     lines = [f"sm90 GEMM {'x'.join(map(str, EPILOGUE_SHAPE))} bf16, the cost model's choice, fused epilogues "
              f"vs plain (CUDA graphs; bar: <= {EPILOGUE_BAR:.0%} over plain), {device}", "",
              "| case | steps | config | ok | us | over plain | bar |", "|---|---|---|---|---|---|---|"]
     over = 0
     for r in rows:
+        if r.get("peer"):
+            lines.append(peer_line(r, peer))
+            continue
         cfg = r["config"]
         r["overhead"] = None if plain is None else r["us"] / plain - 1.0
         passed = r["overhead"] is not None and r["overhead"] <= EPILOGUE_BAR

@@ -35,7 +35,8 @@ from ...tirx_private import transpile_once
 from . import gemm_cluster as cluster
 from .gemm_plan import (BLOCK_K, CONSUMER_REGS, ELEMENT_BYTES, OUT_BYTES, PRODUCER_REGS, SWIZZLE_COLUMNS, WARPGROUP,
                         WGMMA_M, WGMMA_TYPES, Sm90Plan, wgmma_k)
-from .gemm_residual import load_slices, prefetch_box, prefetch_residual, residual_at, residual_box_rows
+from .gemm_residual import (held_index, held_words, load_pair, load_slices, pair_half, prefetch_box, prefetch_residual,
+                            preread, residual_at, residual_box_rows, residual_half, residual_pairs)
 from .gemm_store import TANH_OPS, out_value, store_transposed  # noqa: F401 (re-exported: TANH_OPS)
 
 TMA_LOAD = "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
@@ -255,6 +256,16 @@ def consumer_tile(p, SMH, MB, args, maps, pid, i, part, wg, t, acc, unit, pos, c
     if I.constexpr(c.pingpong):
         if i + 1 < T.truncdiv(p.units - 1 - pid, p.ctas) + 1:  # the other consumer's next tile may start
             T.ptx["bar.arrive"](T.Cast("uint32", ORDER_BARRIER + 1 - wg), T.uint32(2 * WARPGROUP))
+    if I.constexpr(c.residual_read == "preread"):
+        preread_tile(p, SMH, MB, acc, args, maps, part, wg, t, m0, n0, unit, pos, count, res)
+    else:
+        finish_tile(p, SMH, MB, acc, args, maps, part, wg, t, m0, n0, unit, pos, count, split, res)
+
+
+@T.macro
+def finish_tile(p, SMH, MB, acc, args, maps, part, wg, t, m0, n0, unit, pos, count, split, res):
+    # after the tile's mainloop: its wgmma retired, its last ring stage released, C stored (consumer_tile's names)
+    c = p.config
     retire(p, acc)
     if t == 0:
         cluster.release(p, MB, c.stages + (pos + count - 1) % c.stages)
@@ -264,6 +275,15 @@ def consumer_tile(p, SMH, MB, args, maps, pid, i, part, wg, t, acc, unit, pos, c
         store_tma(p, SMH, acc, args, c_maps(p, maps), part, wg, t, m0, n0, None, res)
     else:
         store_fragment(p, acc, args, m0 + part * c.rows + (t // 32) * 16 + (t % 32) // 4, n0 + 2 * (t % 4))
+
+
+@T.macro
+def preread_tile(p, SMH, MB, acc, args, maps, part, wg, t, m0, n0, unit, pos, count, res):
+    # residual_read="preread": the thread's staged residual words into registers (held) while the tile's last wgmma
+    # runs, then finish_tile with them (res + (held,): store_tma_chunk's words)
+    held = T.alloc_tensor(ty_args=[T.Tensor((held_words(p),), "uint32", scope="local", layout="default")])
+    preread(p, SMH, res, held, wg, t, staging_byte(p, wg, 0), staging_word)
+    finish_tile(p, SMH, MB, acc, args, maps, part, wg, t, m0, n0, unit, pos, count, False, res + (held,))
 
 
 @T.macro
@@ -299,7 +319,7 @@ def mainloop(p, SMH, MB, acc, pos, count, part, wg, t, res):
 def residual_of(p: Sm90Plan, MB, maps, i, row0, n0):
     """``residual_read`` ``"tma"`` or ``"sliced"``: what the mainloop's residual loads and the epilogue's reads need
     (the mbarriers, the residual's tensor map, the CTA's tile index ``i``, the warpgroup's first row and the tile's
-    first column); None otherwise."""
+    first column); None otherwise. ``preread`` appends its held words to it (``preread_tile``: ``staged_word``)."""
     if not p.config.residual_staged:
         return None
     return (MB, maps[3], i, row0, n0) + ((maps[-1],) if p.config.tail_columns else ())  # the tail's map last
@@ -348,14 +368,15 @@ def store(p, acc, args, row, col, m_end, group):
                                               out_value(p, args, acc[mi * n2 + j * 4 + h * 2 + 1], r, col + 8 * j + 1, group),
                                               pred=T.and_(r < m_end, col + 8 * j < p.N))
     elif I.constexpr(p.N % 2 == 0):
-        word = T.alloc_tensor(ty_args=[T.Tensor((1,), "uint32", scope="local", layout="default")])
+        word = T.alloc_tensor(ty_args=[T.Tensor((1 + residual_pairs(p),), "uint32", scope="local", layout="default")])
         for mi in T.unroll(c.rows // WGMMA_M):
             for j in T.unroll(c.block_n // 8):
                 for h in T.unroll(2):
                     r = row + mi * WGMMA_M + 8 * h
+                    load_pair(p, args, word, r, col + 8 * j)
                     T.ptx[f"cvt.rn.{p.out_dtype}x2.f32"](
-                        word[0], out_value(p, args, acc[mi * n2 + j * 4 + h * 2 + 1], r, col + 8 * j + 1, group),
-                        out_value(p, args, acc[mi * n2 + j * 4 + h * 2], r, col + 8 * j, group))
+                        word[0], out_value(p, args, acc[mi * n2 + j * 4 + h * 2 + 1], r, col + 8 * j + 1, group, pair_half(p, word, 1)),
+                        out_value(p, args, acc[mi * n2 + j * 4 + h * 2], r, col + 8 * j, group, pair_half(p, word, 0)))
                     T.ptx["st.global.b32"](C.ptr_to([r, col + 8 * j]), word[0], pred=T.and_(r < m_end, col + 8 * j < p.N))
     else:
         for mi in T.unroll(c.rows // WGMMA_M):
@@ -403,7 +424,7 @@ def store_tma_chunk(p, SMH, acc, args, map_c, part, wg, t, m0, n0, q, b, group, 
     # where it then writes C's
     c = p.config
     SMW = T.decl_tensor(SMH.ptr_to([0]), ty_args=[T.Tensor((p.smem_bytes // 4,), "uint32", scope="shared.dyn", layout="default", align=1024)])
-    word = T.alloc_tensor(ty_args=[T.Tensor((1,), "uint32", scope="local", layout="default")])
+    word = T.alloc_tensor(ty_args=[T.Tensor((1 + residual_pairs(p),), "uint32", scope="local", layout="default")])
     base = staging_byte(p, wg, b)
     if t == 0:
         if I.constexpr(c.epilogue_tile == 0):
@@ -413,23 +434,24 @@ def store_tma_chunk(p, SMH, acc, args, map_c, part, wg, t, m0, n0, q, b, group, 
         else:
             T.ptx["cp.async.bulk.wait_group.read"](1)
     T.ptx["bar.sync"](T.Cast("uint32", EPILOGUE_BARRIER + wg), T.uint32(WARPGROUP))
-    if I.constexpr(res is not None):
+    if I.constexpr(res is not None and c.residual_read != "preread"):  # preread: waited before its reads
         T.cuda.mbarrier_wait(res[0].ptr_to([2 * c.stages + wg]), res[2] % 2)
     for mi in T.unroll(c.rows // WGMMA_M):
         for j in T.unroll(c.staging_columns // 8):
             for h in T.unroll(2):
                 r = mi * WGMMA_M + (t // 32) * 16 + (t % 32) // 4 + 8 * h
                 if I.constexpr(res is not None):
-                    word[0] = SMW[staging_word(p, base, j, r, t)]
+                    word[0] = staged_word(p, SMW, res, base, mi, j, h, r, t)
                     T.ptx[f"cvt.rn.{p.out_dtype}x2.f32"](
                         word[0],
                         out_value(p, args, acc[mi * c.block_n // 2 + tile_j(p, q, j) * 4 + h * 2 + 1], m0 + part * c.rows + r, n0 + 8 * tile_j(p, q, j) + 2 * (t % 4) + 1, group, residual_half(p, word[0], 1)),
                         out_value(p, args, acc[mi * c.block_n // 2 + tile_j(p, q, j) * 4 + h * 2], m0 + part * c.rows + r, n0 + 8 * tile_j(p, q, j) + 2 * (t % 4), group, residual_half(p, word[0], 0)))
                 else:
+                    load_pair(p, args, word, m0 + part * c.rows + r, n0 + 8 * tile_j(p, q, j) + 2 * (t % 4))
                     T.ptx[f"cvt.rn.{p.out_dtype}x2.f32"](
                         word[0],
-                        out_value(p, args, acc[mi * c.block_n // 2 + tile_j(p, q, j) * 4 + h * 2 + 1], m0 + part * c.rows + r, n0 + 8 * tile_j(p, q, j) + 2 * (t % 4) + 1, group),
-                        out_value(p, args, acc[mi * c.block_n // 2 + tile_j(p, q, j) * 4 + h * 2], m0 + part * c.rows + r, n0 + 8 * tile_j(p, q, j) + 2 * (t % 4), group))
+                        out_value(p, args, acc[mi * c.block_n // 2 + tile_j(p, q, j) * 4 + h * 2 + 1], m0 + part * c.rows + r, n0 + 8 * tile_j(p, q, j) + 2 * (t % 4) + 1, group, pair_half(p, word, 1)),
+                        out_value(p, args, acc[mi * c.block_n // 2 + tile_j(p, q, j) * 4 + h * 2], m0 + part * c.rows + r, n0 + 8 * tile_j(p, q, j) + 2 * (t % 4), group, pair_half(p, word, 0)))
                 SMW[staging_word(p, base, j, r, t)] = word[0]
     T.ptx["fence.proxy.async.shared::cta"]()
     T.ptx["bar.sync"](T.Cast("uint32", EPILOGUE_BARRIER + wg), T.uint32(WARPGROUP))
@@ -441,6 +463,14 @@ def store_tma_chunk(p, SMH, acc, args, map_c, part, wg, t, m0, n0, q, b, group, 
             T.ptx[TMA_STORE](T.address_of(map_c[1]), n0 + tail_column(p), m0 + part * c.rows,
                              T.cuda.cvta_generic_to_shared(SMH.ptr_to([tail_element(p, wg, b)])))
         T.ptx["cp.async.bulk.commit_group"]()
+
+
+def staged_word(p: Sm90Plan, SMW, res, base, mi, j, h, r, t):
+    """The staged residual word of the column pair (``mi``, ``j``, ``h``) at row ``r`` (whole-tile staging): read
+    from the staging buffer (``staging_word``), or ``preread``'s register (``res[-1]``, ``held_index``)."""
+    if p.config.residual_read == "preread":
+        return res[-1][held_index(p, mi, j, h)]
+    return SMW[staging_word(p, base, j, r, t)]
 
 
 def staging_word(p: Sm90Plan, base, j, r, t):
@@ -498,13 +528,6 @@ def tail_maps(p: Sm90Plan) -> tuple:
     if not c.tail_columns:
         return ()
     return ("C", "residual") if c.residual_staged else ("C",)
-
-
-def residual_half(p: Sm90Plan, w, high: int):
-    """The f32 value of the 16-bit C element in the low (``high`` 0: the pair's even column) or high half of
-    the staged word ``w`` (the order ``cvt.rn.{bf16,f16}x2.f32`` packs a pair in)."""
-    bits = T.shift_right(w, T.uint32(16)) if high else T.bitwise_and(w, T.uint32(0xFFFF))
-    return T.Cast("float32", T.reinterpret(T.Cast("uint16", bits), ty=p.tir_out))
 
 
 def tile_j(p: Sm90Plan, q, j):

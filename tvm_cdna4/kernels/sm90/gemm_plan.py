@@ -136,7 +136,7 @@ REDUCTIONS = ("ordered", "atomic")
 """How a K split's partial sums meet (sm80's ``GemmConfig.reduction``): ``ordered`` (each slice stores its
 partial into its own workspace slice; the tile's last warpgroup adds them in slice order: deterministic) or
 ``atomic`` (``red.global.add.f32`` into one slice: less workspace, the order of the additions unknown)."""
-RESIDUAL_READS = ("global", "tma", "sliced", "prefetch")
+RESIDUAL_READS = ("global", "tma", "sliced", "prefetch", "preread")
 """How the consumers read a fused residual (``Sm90Config.residual_read``): ``global`` (each element from
 global memory in the accumulator's fragment layout, in the epilogue: scattered 2-byte loads while the tensor
 cores wait), ``tma`` (one TMA load of the warpgroup's residual rows into its staging buffer, issued halfway
@@ -145,17 +145,21 @@ from the very 16-byte chunk it then writes C's pair to), ``sliced`` (``tma``'s l
 period, ``CORE_ROWS`` rows x 64 columns, a few issued per k-tile over the second half of the mainloop,
 ``gemm_residual.slice_window``: no burst of the whole tile's residual beside the ring's loads) or ``prefetch``
 (``global``'s read, the tile's residual brought into L2 by the producer beforehand, one box of rows per k-tile
-over the second half of its loads, ``cp.async.bulk.prefetch.tensor``: ``gemm_residual.prefetch_window``).
-``tma`` and ``sliced`` need the whole-tile TMA epilogue (``epilogue="tma"``, ``epilogue_tile=0``), the
+over the second half of its loads, ``cp.async.bulk.prefetch.tensor``: ``gemm_residual.prefetch_window``) or
+``preread`` (``tma``'s load, its words read from the staging buffer into registers between the mainloop's last
+wgmma issue and its retirement, under that wgmma, ``gemm_residual.preread``: the epilogue then reads no shared
+memory; ``tma``'s epilogue reads each word just before it writes C's there, and the CUDA compiler keeps every read
+behind the previous write, 32 dependent shared-memory round trips a tile at 128x256).
+``tma``, ``sliced`` and ``preread`` need the whole-tile TMA epilogue (``epilogue="tma"``, ``epilogue_tile=0``), the
 cooperative schedule and no K split; ``prefetch`` no K split (and, ``plan``, C's rows in whole 16-byte chunks:
 ``N % 8 == 0``, TMA's stride rule)."""
-STAGED_RESIDUAL = ("tma", "sliced")
+STAGED_RESIDUAL = ("tma", "sliced", "preread")
 """The ``RESIDUAL_READS`` that load the residual into the staging buffer (the epilogue reads it there)."""
 RESIDUAL_CHOICE = "tma"
 """The ``residual_read`` the cost model's configs take where the plan allows a staged read (``epilogue_choices``):
 measured 10-12 % over the plain GEMM at 4096^3 on the H100; at the same config ``sliced`` and ``prefetch`` ran
 +12.5 / +11.7 % (benchmarks/RESULTS.md, "sm90 fused epilogue", 2026-12-06: ``benchmarks/sm90_gemm.py --epilogue``
-times all four)."""
+times all of them). ``preread`` is not timed yet (stop 49): it stays opt-in until ``gpu_stop45.sh epires`` times it."""
 ACTIVATION_FORMS = ("ex2", "tanh")
 """How the epilogue evaluates silu / gelu (``Sm90Config.activation_form``; ``kernels.gemm.epilogue``'s module
 docstring): ``ex2`` (``x / (1 + 2^y)``: ``ex2.approx`` and a reciprocal, two multi-function operations an
@@ -351,7 +355,7 @@ class Sm90Config:
         if self.residual_read not in RESIDUAL_READS or (self.residual_staged and (
                 self.epilogue != "tma" or self.epilogue_tile or self.pingpong or self.split_k != 1)) or (
                 self.residual_read == "prefetch" and self.split_k != 1):
-            bad("residual_read", "how a fused residual is read: 'tma' and 'sliced' load it into the whole-tile staging "
+            bad("residual_read", f"how a fused residual is read: {STAGED_RESIDUAL} load it into the whole-tile staging "
                 "buffer, 'prefetch' into L2 once per tile", f"one of {RESIDUAL_READS}; {STAGED_RESIDUAL} with "
                 "epilogue='tma', epilogue_tile=0, the cooperative schedule, split_k=1; 'prefetch' with split_k=1",
                 self.named("residual_read", "epilogue", "epilogue_tile", "schedule", "split_k"))

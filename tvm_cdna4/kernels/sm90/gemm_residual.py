@@ -22,6 +22,14 @@ here spread the same bytes over the second half of the tile's mainloop, a small 
   tensor map of its own (unswizzled, ``prefetch_box``); the epilogue's ``global`` read then hits L2. Any epilogue
   and schedule (no K split). Between a line's prefetch and its read lies at most half a mainloop (about 23 us at
   4096^3, where the GEMM's DRAM traffic replaces the 50 MB L2 in about 40 us).
+- ``preread`` (stop 49): ``tma``'s load; each thread reads its words (``held_words``) from the staging buffer into
+  registers between the tile's last wgmma issue and its retirement (``preread``), so the epilogue reads no shared
+  memory. ``tma``'s epilogue reads each word just before it writes C's there, and the CUDA compiler keeps every read
+  behind the previous write (it cannot tell the swizzled addresses apart): at 128x256, 32 dependent round trips of two
+  ``LDS`` a tile while the tensor cores wait (nvcc 13.0 SASS, benchmarks/journal/2026-12.md "Stop 49: epires").
+
+The epilogue's reads from global memory (``global``, ``prefetch``) load a 16-bit C's column pair a load
+(``residual_pairs``, ``load_pair``, ``pair_half``), as sm80's epilogue does.
 """
 
 from __future__ import annotations
@@ -31,7 +39,7 @@ from tvm_tirx.script import tirx as T
 
 from ...isa.hopper_layout import CORE_ROWS
 from ..common import ceil_div
-from .gemm_plan import SWIZZLE_COLUMNS, Sm90Plan
+from .gemm_plan import SWIZZLE_COLUMNS, WGMMA_M, Sm90Plan
 
 SLICE_ROWS = CORE_ROWS
 """The rows of a ``sliced`` box: one period of every TMA swizzle (8 rows of the swizzle's width,
@@ -149,6 +157,73 @@ def load_slices(p, SMH, res, wg, kt, load, whole, tail, tail_col):
                 whole_box(p, SMH, res, load, whole, b, per, bar)
 
 
-__all__ = ["PREFETCH", "SLICE_LEAD", "SLICE_ROWS", "load_slices", "prefetch_box", "prefetch_map", "prefetch_residual",
-           "prefetch_rows", "prefetch_window", "residual_at", "residual_box_rows", "slice_boxes", "slice_range",
+def held_words(p: Sm90Plan) -> int:
+    """``preread``: the staged residual words a consumer thread holds, one a column pair of its wgmma fragment
+    (``rows / 64`` x ``block_n / 8`` x 2; 64 registers at 128x256)."""
+    c = p.config
+    return c.rows // WGMMA_M * c.block_n // 8 * 2
+
+
+def held_index(p: Sm90Plan, mi: int, j: int, h: int) -> int:
+    """``preread``: the held word of the thread's pair in 64-row block ``mi``, 8-column group ``j``, half ``h``."""
+    return (mi * (p.config.block_n // 8) + j) * 2 + h
+
+
+@T.macro
+def preread(p, SMH, res, held, wg, t, base, word):
+    # residual_read="preread", thread t of warpgroup wg between its tile's last wgmma issue and the retirement:
+    # once its residual barrier's phase of tile res[2] completes, the word of each column pair whose C it will
+    # write (word: gemm_emit.staging_word over the buffer at byte base) into held, all reads before any write
+    c = p.config
+    SMW = T.decl_tensor(SMH.ptr_to([0]), ty_args=[T.Tensor((p.smem_bytes // 4,), "uint32", scope="shared.dyn",
+                                                           layout="default", align=1024)])
+    T.cuda.mbarrier_wait(res[0].ptr_to([2 * c.stages + wg]), res[2] % 2)
+    for mi in T.unroll(c.rows // WGMMA_M):
+        for j in T.unroll(c.block_n // 8):
+            for h in T.unroll(2):
+                r = mi * WGMMA_M + (t // 32) * 16 + (t % 32) // 4 + 8 * h
+                held[held_index(p, mi, j, h)] = SMW[word(p, base, j, r, t)]
+
+
+PAIR_LOAD = "ld.global.b32"
+"""``residual_pairs``: the load of a 16-bit residual's column pair (4 bytes, 4-byte aligned at an even column of an
+even N)."""
+
+
+def residual_pairs(p: Sm90Plan) -> bool:
+    """Whether the epilogue reads a residual from global memory (``residual_read`` ``global`` / ``prefetch``) a column
+    pair a load (``PAIR_LOAD``, ``load_pair``; the 16-bit C's pairs of an even N, unswapped) rather than an element a
+    load: a warp's load of the fragment touches 8 rows' cache lines whatever its width, 8 L1 wavefronts, so two 2-byte
+    loads a pair cost twice the L1 time of one 4-byte load (at 128x256: 128 loads a thread, 8,192 wavefronts an SM a
+    tile, about 4.7 us at 1.75 GHz while the tensor cores wait; stop 49, journal "Stop 49: epires")."""
+    return (p.fusion.residual and not p.config.residual_staged and p.out_dtype != "f32" and p.N % 2 == 0
+            and not p.config.swap_ab)
+
+
+@T.macro
+def load_pair(p, args, word, row, col):
+    # residual_pairs: the residual's pair (row, col .. col + 1) into word[1], its indices clamped into C (a pair outside
+    # C is computed, never stored); nothing otherwise
+    if I.constexpr(residual_pairs(p)):
+        T.ptx[PAIR_LOAD](word[1], args["residual"].ptr_to([T.min(row, p.M - 1), T.min(col, p.N - 2)]))
+
+
+def pair_half(p: Sm90Plan, word, high: int):
+    """``out_value``'s residual at the pair's element ``high`` (``residual_half`` of ``load_pair``'s word), or None
+    (``out_value`` reads the element itself) without ``residual_pairs``."""
+    return residual_half(p, word[1], high) if residual_pairs(p) else None
+
+
+def residual_half(p: Sm90Plan, w, high: int):
+    """The f32 value of the 16-bit C element in the low (``high`` 0: the pair's even column) or high half of a
+    residual pair's word ``w``, staged or loaded (``load_pair``): the order ``cvt.rn.{bf16,f16}x2.f32`` packs a pair
+    in."""
+    bits = T.shift_right(w, T.uint32(16)) if high else T.bitwise_and(w, T.uint32(0xFFFF))
+    return T.Cast("float32", T.reinterpret(T.Cast("uint16", bits), ty=p.tir_out))
+
+
+__all__ = ["PAIR_LOAD", "PREFETCH", "SLICE_LEAD", "SLICE_ROWS", "held_index", "held_words", "load_pair",
+           "load_slices", "pair_half", "prefetch_box", "prefetch_map", "prefetch_residual", "prefetch_rows",
+           "prefetch_window", "preread",
+           "residual_at", "residual_box_rows", "residual_half", "residual_pairs", "slice_boxes", "slice_range",
            "slice_window", "whole_box", "window"]
