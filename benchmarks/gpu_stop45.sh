@@ -64,6 +64,10 @@
 #               cuBLAS's residual through beta = 1 and cuBLASLt's bias + gelu beside torch.mm) [~230]
 #   epires-ncu  Nsight Compute source pages (stall sampling) of 4096^3 plain, residual 'tma' and 'preread': where the
 #               residual's +10 % waits [~200]
+#   stop49      one call of this stop's levers, benchmarks only (each checks every kernel first): the DeviceSpec the
+#               torch op plans with, the attention at 2k / 4k with this tree and the tree before attnsass (BASE_PKG),
+#               sm90_gemm.py --epilogue (epires: 'preread', the pair reads, cuBLAS's residual), the torch op at M = 96 / 200
+#               with WEIGH_SPLIT_EPILOGUE off / on (m200) [~530]
 #
 #   bash benchmarks/gpu_stop45.sh peers partitions ncu
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site ${WHEELS:-.sm90tree/whl}/*.whl 2>/dev/null
@@ -256,7 +260,20 @@ print('planned:', d.planned('sm80'))" 2>&1 | tee "$OUT/m200_device.txt"
     timeout 150 python3 benchmarks/sm90_gemm.py --epilogue --out "$OUT" 2>&1 | tee "$OUT/epilogue.log" | grep -v "^{" | tail -45 ;;
   epires-ncu)  # where the residual's time goes: the three kernels' source-level stall samples [~200]
     for c in gemm-plain gemm-residual gemm-residual-preread; do ncu_case $c; done ;;
-  *) echo "unknown step $step (peers, partitions, ncu, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring, m200, epires, epires-ncu)"; exit 2 ;;
+  stop49)  # attnring's two ends, epires and m200 without their GPU tests, in one call [~530]
+    python3 -c "import ctypes.util; from tvm_cdna4.kernels import devices as d; \
+print('find_library:', ctypes.util.find_library('cuda')); print('driver:', d._driver_attributes()); \
+print('planned:', d.planned('sm80'))" 2>&1 | tee "$OUT/m200_device.txt"
+    for tree in attnring:. base:${BASE_PKG:-.sm90tree/basepkg}; do
+      name=${tree%%:*}; mkdir -p "$OUT/ring_$name"
+      PYTHONPATH=$PWD/${tree#*:}:/tmp/site timeout 110 python3 benchmarks/attention_sm90.py --no-sm80 --seqs 2048,4096 \
+        --out "$OUT/ring_$name" 2>&1 | tee "$OUT/attention_ring_$name.log" | grep -v "^{" | tail -20
+    done
+    timeout 150 python3 benchmarks/sm90_gemm.py --epilogue --out "$OUT" 2>&1 | tee "$OUT/epilogue.log" | grep -v "^{" | tail -40
+    mkdir -p "$OUT/m200"
+    timeout 150 python3 benchmarks/torch_gemm.py --ms 96,200 --split-epilogue off,on --calls 30 --reps 10 \
+      --out "$OUT/m200" 2>&1 | tee "$OUT/torch_gemm_m200.log" | grep -v "^{" | tail -22 ;;
+  *) echo "unknown step $step (peers, partitions, ncu, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring, m200, epires, epires-ncu, stop49)"; exit 2 ;;
   esac
 done
 cd "$OUT" && tar czf /tmp/call.tgz --exclude=call.tgz . && find . -mindepth 1 -delete && mv /tmp/call.tgz "$OUT/call.tgz"
