@@ -7,6 +7,8 @@ backend, with the sm80-class kernel's default for context.
     python3 benchmarks/attention_sm90.py --out $OUT --configs options --quick  # the default with each of OPTIONS
     python3 benchmarks/attention_sm90.py --out $OUT --seqs 2048,4096 --configs options --options tma-buffer --no-sm80
                                                                      # persistent CTAs, O's own buffer, at 2k / 4k
+    python3 benchmarks/attention_sm90.py --out $OUT --head-dims 64 --seqs 2048,4096,16384 --configs consumers --no-sm80
+                                                                     # three consumer warpgroups (192 rows) beside two
     python3 benchmarks/attention_sm90.py --out $OUT --quick         # D 128, 4k and 16k tokens only
     python3 benchmarks/attention_sm90.py --out $OUT --fp8           # e4m3 Q, K, V (D 128), SDPA in bf16 beside
 
@@ -91,10 +93,35 @@ def option_configs(problem: AttentionProblem, default: Sm90AttentionConfig, name
 
 
 def config_label(c: Sm90AttentionConfig, default: Sm90AttentionConfig) -> str:
-    """A column of ``--configs options``' second table: the grid, the epilogue, the split barriers, a ring other
-    than the default's."""
+    """A column of ``--configs options`` / ``consumers``' second table: the grid, the epilogue, the split barriers, a
+    ring, a tile and consumer warpgroups other than the default's."""
     return "/".join([("persistent" if c.persistent else "grid"), c.epilogue] + ["split-kv"] * c.split_kv_barrier
-                    + [f"{c.stages} stages"] * (c.stages != default.stages))
+                    + [f"{c.stages} stages"] * (c.stages != default.stages)
+                    + [f"{c.block_kv} keys"] * (c.block_kv != default.block_kv)
+                    + [f"{c.consumers} consumers"] * (c.consumers != default.consumers))
+
+
+def consumer_configs(problem: AttentionProblem, default: Sm90AttentionConfig) -> list[Sm90AttentionConfig]:
+    """``--configs consumers``: three consumer warpgroups (``Sm90AttentionConfig.consumers``: 192-row blocks, D 64)
+    beside the default, one CTA per item and persistent: the default's schedule with three at the widest tile their
+    registers fit (``attention_target.replace_fields``: 128 keys) and at 64 keys, and two at the 128-key tile (the
+    same tile, two consumers: the A/B of the count alone); those the planner takes for ``problem`` (none at D 128)."""
+    import attrs
+
+    from tvm_cdna4.kernels.sm90.attention_target import replace_fields
+
+    from tvm_cdna4.kernels.sm90.attention_plan import WIDE_HEAD_DIM
+
+    smem = DEVICES["H100"].smem_per_unit
+    found = []
+    for persistent in (False, True) if problem.head_dim <= WIDE_HEAD_DIM else ():
+        base = attrs.evolve(default, persistent=persistent, ctas=0)
+        three = replace_fields(problem, base, smem, consumers=3)
+        two = replace_fields(problem, base, smem, block_kv=three.block_kv)
+        for c in (three, attrs.evolve(three, block_kv=64), two):
+            if c != default and c not in found and fits(problem, c, smem):
+                found.append(c)
+    return found
 
 
 RANKED = 4
@@ -167,7 +194,7 @@ def check(fn, p, q, k, v, extra=()) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=os.environ.get("OUT", "."), help="folder of the JSON (default: $OUT, else .)")
-    ap.add_argument("--configs", default="default", choices=("default", "sweep", "options"))
+    ap.add_argument("--configs", default="default", choices=("default", "sweep", "options", "consumers"))
     ap.add_argument("--quick", action="store_true", help="D 128 (or --head-dims) at 4k and 16k tokens only")
     ap.add_argument("--head-dims", default="", help="comma-separated head dims (default: 64,128; --quick, --fp8: 128)")
     ap.add_argument("--seqs", default="", help="comma-separated tokens a sequence (default: SEQS; --quick: 4k, 16k)")
@@ -204,6 +231,9 @@ def main(argv=None) -> int:
             if unknown:
                 ap.error(f"--options: {unknown} not in {sorted(OPTIONS)}")
             configs[p] = list(dict.fromkeys(configs[p] + option_configs(p, configs[p][0], names)))
+    elif args.configs == "consumers":
+        for p in timed:
+            configs[p] = list(dict.fromkeys(configs[p] + consumer_configs(p, configs[p][0])))
     jobs = [(("sm90", str(p), str(c)), "sm90", p, c) for p in timed for c in configs[p]]
     if not (args.no_sm80 or args.fp8):
         jobs += [(("sm80", str(p), "default"), "sm80", p, None) for p in timed]
@@ -279,13 +309,14 @@ def main(argv=None) -> int:
         print(f"| {r['head_dim']} | {r['batch']} x {r['seq']} | {r['heads']} / {r['kv_heads']} | {r['causal']} | "
               f"{cell(t.get('cudnn'))} | {cell(t.get('flash'))} | {cell(t.get('sm80 default'))} | "
               f"{cell(t.get(r['default']))} | {cell(t.get(r['best']))} | {cell(r['default_over_cudnn'], '.2f')} | {r['best']} |")
-    if args.configs == "options":  # every config's TFLOP/s beside cuDNN's, the columns by config_label
+    if args.configs in ("options", "consumers"):  # every config's TFLOP/s beside cuDNN's, the columns by config_label
         options_table(report["rows"], configs, cell)
     return 0
 
 
 def options_table(rows, configs, cell) -> None:
-    """``--configs options``: a markdown table of each shape's configs (``config_label``) against cuDNN."""
+    """``--configs options`` / ``consumers``: a markdown table of each shape's configs (``config_label``) against
+    cuDNN."""
     by_problem = {str(p): cs for p, cs in configs.items()}
     labels = list(dict.fromkeys(config_label(c, cs[0]) for cs in by_problem.values() for c in cs))
     print(f"\n| D | B x S | H / Hkv | causal | cuDNN | {' | '.join(labels)} |")

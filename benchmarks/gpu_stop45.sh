@@ -68,6 +68,10 @@
 #               torch op plans with, the attention at 2k / 4k with this tree and the tree before attnsass (BASE_PKG),
 #               sm90_gemm.py --epilogue (epires: 'preread', the pair reads, cuBLAS's residual), the torch op at M = 96 / 200
 #               with WEIGH_SPLIT_EPILOGUE off / on (m200) [~530]
+#   attn3wg     stop 49 (journal "Stop 49: attn3wg"): three consumer warpgroups (Sm90AttentionConfig.consumers=3, 192
+#               query rows) at D 64: tests/gpu/test_sm90_attention_3wg_gpu.py (exact, O and LSE), then attention_sm90.py
+#               --head-dims 64 --seqs 2048,4096,16384 --configs consumers (2 and 3 consumers, 128 / 64 keys, grid and
+#               persistent, beside cuDNN) [~280]
 #
 #   bash benchmarks/gpu_stop45.sh peers partitions ncu
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site ${WHEELS:-.sm90tree/whl}/*.whl 2>/dev/null
@@ -273,7 +277,12 @@ print('planned:', d.planned('sm80'))" 2>&1 | tee "$OUT/m200_device.txt"
     mkdir -p "$OUT/m200"
     timeout 150 python3 benchmarks/torch_gemm.py --ms 96,200 --split-epilogue off,on --calls 30 --reps 10 \
       --out "$OUT/m200" 2>&1 | tee "$OUT/torch_gemm_m200.log" | grep -v "^{" | tail -22 ;;
-  *) echo "unknown step $step (peers, partitions, ncu, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring, m200, epires, epires-ncu, stop49)"; exit 2 ;;
+  attn3wg)  # three consumer warpgroups at D 64: exact on the card, then 2 / 3 consumers beside cuDNN [~280]
+    gpu_tests 100 "$OUT/pytest_gpu_attn3wg.log" -n 8 tests/gpu/test_sm90_attention_3wg_gpu.py
+    mkdir -p "$OUT/attn3wg"
+    timeout 175 python3 benchmarks/attention_sm90.py --no-sm80 --head-dims 64 --seqs 2048,4096,16384 \
+      --configs consumers --out "$OUT/attn3wg" 2>&1 | tee "$OUT/attention_3wg.log" | grep -v "^{" | tail -36 ;;
+  *) echo "unknown step $step (peers, partitions, ncu, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring, m200, epires, epires-ncu, stop49, attn3wg)"; exit 2 ;;
   esac
 done
 cd "$OUT" && tar czf /tmp/call.tgz --exclude=call.tgz . && find . -mindepth 1 -delete && mv /tmp/call.tgz "$OUT/call.tgz"

@@ -63,6 +63,9 @@ def add_attention_parser(subparsers) -> argparse.ArgumentParser:
                    help="sm90: one CTA per SM walking the work items (Sm90AttentionConfig.persistent; with an epilogue "
                         "other than tma each warpgroup releases Q at its last S: early_q_release) or one CTA per item "
                         "(default: the cost model's)")
+    p.add_argument("--consumers", type=positive_int,
+                   help="sm90: consumer warpgroups of 64 query rows (Sm90AttentionConfig.consumers: 2, or 3 at head dim "
+                        "64, the tile no wider than their registers fit unless --block-kv) (default: the cost model's)")
     p.add_argument("--validate", action="store_true",
                    help="gfx950: the CPU emulator; sm80: the NVIDIA GPU (without one: the CUDA emulator, small "
                         "shapes); against the float64 reference within attention.problem.error_bound")
@@ -101,7 +104,7 @@ def problem_of(args):
                             dtype=args.dtype, scale=args.scale)
 
 
-CONFIG_FIELDS = ("block_q", "block_kv", "stages", "epilogue", "persistent")
+CONFIG_FIELDS = ("block_q", "block_kv", "stages", "epilogue", "persistent", "consumers")
 """The config fields the options set by name (``--block-q`` ...; ``--persistent`` / ``--no-persistent``)."""
 
 

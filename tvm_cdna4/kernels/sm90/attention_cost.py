@@ -1,12 +1,13 @@
 """The sm90 attention forward's cost model: an estimate of one config's clocks on a GPU, and the choice over
 ``CANDIDATES`` (tile, stages, schedule) per shape.
 
-Per kv tile of one CTA (two consumer warpgroups of 64 rows each, ``block_kv`` keys; ``attention_plan``):
+Per kv tile of one CTA (``consumers`` warpgroups of 64 rows each, ``block_q`` rows, ``block_kv`` keys;
+``attention_plan``):
 
-- tensor: the two GEMMs, ``4 x 128 x block_kv x D`` flops at ``gemm_cost.TENSOR_FLOPS_PER_CLK`` (the dense
+- tensor: the two GEMMs, ``4 x block_q x block_kv x D`` flops at ``gemm_cost.TENSOR_FLOPS_PER_CLK`` (the dense
   bf16 / f16 wgmma rate of an SM; fp8 ``TENSOR_RATE`` times it), ``block_kv / WGMMA_FULL_N`` of it for an S wgmma narrower than 128 (the
   GEMM model's observation that a narrow wgmma does not reach the full rate);
-- softmax: one ``ex2`` a score, ``128 x block_kv`` a tile, at ``MUFU_PER_CLK`` (the other FP32 work of the
+- softmax: one ``ex2`` a score, ``block_q x block_kv`` a tile, at ``MUFU_PER_CLK`` (the other FP32 work of the
   softmax issues beside it); masked tiles (the diagonal and the tail) ``MASK_COST`` more;
 - exposed: the part of the softmax the schedule leaves outside the tensor cores' time: ``EXPOSED`` by
   (``overlap``, ``pingpong``): both warpgroups issuing freely hide some of one's softmax under the other's
@@ -44,9 +45,9 @@ import itertools
 from ...errors import ContractError
 from ..attention.problem import AttentionProblem, kv_full_tiles_for, workgroup_tiles
 from ..devices import DEVICES
-from .attention_plan import BLOCK_Q, CONSUMER_REGS, Sm90AttentionConfig, deepest, section_heads, work_item
+from .attention_plan import (CONSUMER_REGS, CONSUMERS, REGISTER_SLACK, REGS, Sm90AttentionConfig, deepest,  # noqa: F401
+                             registers, section_heads, work_item)
 from .gemm_cost import TENSOR_FLOPS_PER_CLK, TENSOR_RATE, WGMMA_FULL_N
-from .gemm_plan import ELEMENT_BYTES
 
 MUFU_PER_CLK = 16
 """``ex2`` results per SM per clock on compute capability 9.0 (CUDA C++ Programming Guide, "Arithmetic
@@ -89,9 +90,14 @@ SPLIT_BARRIER_CLOCKS = {64: 0, 128: 0}
 SIMULATED_ITEMS = 8192
 """The most work items whose schedule ``estimate`` simulates (the block scheduler's, or the persistent CTAs'
 round robin); more: their average over the SMs plus the longest."""
-REGISTER_SLACK = 32
-"""Registers a consumer thread needs beside its S, P and O fragments (addresses, the row state, loop
-counters); a config past ``CONSUMER_REGS`` is not a candidate (ptxas would spill)."""
+WEIGH_CONSUMERS = False
+"""Whether ``candidates`` weighs three consumer warpgroups (``Sm90AttentionConfig.consumers``, 192-row blocks at D
+64) beside two. Off: untimed, ``CONSUMER_EXPOSED``'s factor is a prior, not a fit (benchmarks/gpu_stop45.sh
+``attn3wg`` times both)."""
+CONSUMER_EXPOSED = {CONSUMERS: 1.0, 3: 0.5}
+"""The factor on ``EXPOSED``'s share of the softmax by consumer warpgroups: with three, each warpgroup's softmax has
+two others' GEMMs to run under where two consumers have one (the tensor and ``ex2`` work a tile per row are the
+same: only the latency the schedule leaves exposed changes). A prior (half), untimed: ``WEIGH_CONSUMERS``."""
 
 TILES = (64, 128, 176, 192)
 SCHEDULES = ((False, False), (True, False), (True, True))
@@ -100,28 +106,22 @@ WEIGHED_EPILOGUES = ("registers", "tma")
 not fp8). Not ``"tma_buffer"`` (O's own buffer): untimed, it has no rates."""
 
 
-def registers(problem: AttentionProblem, config: Sm90AttentionConfig) -> int:
-    """A consumer thread's registers, estimated: S (``block_kv / 2``), P (``block_kv / 4`` words, fp8 half), O
-    (``D / 2``) and ``REGISTER_SLACK``."""
-    p_words = config.block_kv * ELEMENT_BYTES[problem.dtype] // 8
-    return config.block_kv // 2 + p_words + problem.head_dim // 2 + REGISTER_SLACK
-
-
 def candidates(problem: AttentionProblem, smem_bytes: int):
     """The configs ``choose`` weighs: every tile of ``TILES``, schedule of ``SCHEDULES``, grid (one CTA per item,
     persistent) and epilogue of ``WEIGHED_EPILOGUES`` with the deepest ring that fits (2 or 3 stages) and registers
-    within ``CONSUMER_REGS``."""
+    within the consumers' cap (``attention_plan.REGS``); three consumer warpgroups too where ``WEIGH_CONSUMERS``."""
     out = []
-    for kv in TILES:
-        stages = min(3, deepest(problem, kv, smem_bytes))
-        if stages < 2:
-            continue
-        for (overlap, pingpong), persistent, epilogue in itertools.product(SCHEDULES, (False, True),
-                                                                            WEIGHED_EPILOGUES):
-            c = Sm90AttentionConfig(kv, stages, overlap=overlap, pingpong=pingpong, persistent=persistent,
-                                    epilogue=epilogue)
-            if registers(problem, c) <= CONSUMER_REGS and fits(problem, c, smem_bytes):
-                out.append(c)
+    for consumers in REGS if WEIGH_CONSUMERS else (CONSUMERS,):
+        for kv in TILES:
+            stages = min(3, deepest(problem, kv, smem_bytes, consumers=consumers))
+            if stages < 2:
+                continue
+            for (overlap, pingpong), persistent, epilogue in itertools.product(SCHEDULES, (False, True),
+                                                                                WEIGHED_EPILOGUES):
+                c = Sm90AttentionConfig(kv, stages, overlap=overlap, pingpong=pingpong, persistent=persistent,
+                                        epilogue=epilogue, consumers=consumers)
+                if registers(problem, c) <= REGS[consumers][1] and fits(problem, c, smem_bytes):
+                    out.append(c)
     return out
 
 
@@ -138,9 +138,10 @@ def tile_clocks(problem: AttentionProblem, config: Sm90AttentionConfig, masked: 
     """SM clocks of one kv tile of a CTA (the module docstring)."""
     kv = config.block_kv
     rate = TENSOR_FLOPS_PER_CLK * TENSOR_RATE[problem.dtype] * min(1.0, kv / WGMMA_FULL_N) * TENSOR_EFFICIENCY
-    tensor = 4 * BLOCK_Q * kv * problem.head_dim / rate
-    softmax = BLOCK_Q * kv / MUFU_PER_CLK * (1 + (MASK_COST if masked else 0))
-    return (tensor + EXPOSED[(config.overlap, config.pingpong)] * softmax + TILE_CLOCKS
+    tensor = 4 * config.block_q * kv * problem.head_dim / rate
+    softmax = config.block_q * kv / MUFU_PER_CLK * (1 + (MASK_COST if masked else 0))
+    exposed = EXPOSED[(config.overlap, config.pingpong)] * CONSUMER_EXPOSED[config.consumers]
+    return (tensor + exposed * softmax + TILE_CLOCKS
             + RING_CLOCKS * ring_shortfall(config) - SPLIT_BARRIER_CLOCKS[problem.head_dim] * config.split_kv_barrier
             - TMA_EPILOGUE_TILE_CLOCKS[problem.head_dim] * (config.epilogue == "tma"))
 
@@ -148,8 +149,10 @@ def tile_clocks(problem: AttentionProblem, config: Sm90AttentionConfig, masked: 
 def ring_shortfall(config: Sm90AttentionConfig) -> int:
     """Ring stages the schedule holds beyond what ``stages`` leaves for the producer's next load: the tile being
     consumed, one more with ``overlap`` (tile ``j``'s V under tile ``j + 1``'s S), one more with ``pingpong`` (the
-    other warpgroup half a tile behind), against ``stages - 1`` (0 or less: the next load is never waited for)."""
-    return max(0, 1 + config.overlap + config.pingpong - (config.stages - 1))
+    other warpgroup half a tile behind; three consumers: the last of them a turn further, one more), against
+    ``stages - 1`` (0 or less: the next load is never waited for)."""
+    behind = config.pingpong * (config.consumers - 1)
+    return max(0, 1 + config.overlap + behind - (config.stages - 1))
 
 
 def estimate(problem: AttentionProblem, config: Sm90AttentionConfig, sms: int | None = None) -> float:
@@ -158,8 +161,9 @@ def estimate(problem: AttentionProblem, config: Sm90AttentionConfig, sms: int | 
     kv = config.block_kv
     plain, masked = tile_clocks(problem, config), tile_clocks(problem, config, True)
     per_block = []
-    for qb, t in enumerate(workgroup_tiles(problem, BLOCK_Q, kv, config.skip_masked)):
-        full = min(t, kv_full_tiles_for(problem, BLOCK_Q, kv, qb * BLOCK_Q))
+    block_q = config.block_q
+    for qb, t in enumerate(workgroup_tiles(problem, block_q, kv, config.skip_masked)):
+        full = min(t, kv_full_tiles_for(problem, block_q, kv, qb * block_q))
         per_block.append(full * plain + (t - full) * masked)
     heads = problem.batch * problem.heads
     more = TMA_EPILOGUE_ITEM_CLOCKS[problem.head_dim] if config.epilogue == "tma" else 0
@@ -188,7 +192,7 @@ def choose(problem: AttentionProblem, sms: int | None = None, smem_bytes: int | 
     return min(found, key=lambda c: estimate(problem, c, sms))
 
 
-__all__ = ["WEIGHED_EPILOGUES", "EXPOSED", "FITTED", "ITEM_CLOCKS", "MASK_COST", "OPTION_RATES", "PERSISTENT_ITEM_CLOCKS",
+__all__ = ["CONSUMER_EXPOSED", "WEIGH_CONSUMERS", "WEIGHED_EPILOGUES", "EXPOSED", "FITTED", "ITEM_CLOCKS", "MASK_COST", "OPTION_RATES", "PERSISTENT_ITEM_CLOCKS",
            "MUFU_PER_CLK", "RING_CLOCKS", "SCHEDULES", "SPLIT_BARRIER_CLOCKS", "TENSOR_EFFICIENCY", "TILES",
            "TILE_CLOCKS", "TMA_EPILOGUE_ITEM_CLOCKS", "TMA_EPILOGUE_TILE_CLOCKS", "candidates", "choose",
            "estimate", "registers", "ring_shortfall", "tile_clocks"]

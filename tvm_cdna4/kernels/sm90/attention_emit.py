@@ -35,9 +35,8 @@ from ..attention.problem import kv_full_tiles_for, kv_tiles_for
 from ..sm80.gemm_emit_epilogue import TIR_OPS
 from .attention_epilogue import (FULL, exponent_offset, finish, finish_buffered, finish_tma, release_q, row_of,
                                  score_scale, swizzled_word)
-from .attention_plan import (BLOCK_Q, CONSUMER_REGS, CONSUMERS, PRODUCER_REGS, STAGED_EPILOGUES, TRANSPOSERS,
-                             Sm90AttentionPlan, work_item)
-from .gemm_emit import L2_PROMOTION_256B, ORDER_BARRIER, SWIZZLE_128B
+from .attention_plan import STAGED_EPILOGUES, TRANSPOSERS, Sm90AttentionPlan, work_item
+from .gemm_emit import EPILOGUE_BARRIER, L2_PROMOTION_256B, SWIZZLE_128B
 from .gemm_plan import WARPGROUP, WGMMA_M, WGMMA_TYPES
 
 TMA_LOAD_3D = "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
@@ -61,9 +60,9 @@ def kmajor_layout(p: Sm90AttentionPlan, outer: tuple[int, int], rows: int, block
 
 
 def q_layout(p: Sm90AttentionPlan):
-    """Q as SS A operands ``(CONSUMERS, D / k, 64, k)``: warpgroup ``w``'s 64 rows of the ``128 x columns``
+    """Q as SS A operands ``(consumers, D / k, 64, k)``: warpgroup ``w``'s 64 rows of the ``block_q x columns``
     column blocks, K-major, 128-byte swizzled (k-step ``kk`` in block ``kk k / columns``)."""
-    return kmajor_layout(p, (CONSUMERS, WGMMA_M * p.columns), WGMMA_M, p.d_blocks, BLOCK_Q * p.columns)
+    return kmajor_layout(p, (p.consumers, WGMMA_M * p.columns), WGMMA_M, p.d_blocks, p.block_q * p.columns)
 
 
 def k_layout(p: Sm90AttentionPlan):
@@ -165,7 +164,7 @@ def item_of(p: Sm90AttentionPlan, u):
     """(batch, head, first query row) of work item ``u`` (``attention_plan.work_item``: sections of batch x heads
     sharing L2, longest query blocks first in each)."""
     bh, qb = work_item(u, p.q_blocks, p.heads_total, p.section_heads, (T.min, T.truncdiv, T.truncmod))
-    return T.truncdiv(bh, p.problem.heads), T.truncmod(bh, p.problem.heads), qb * BLOCK_Q
+    return T.truncdiv(bh, p.problem.heads), T.truncmod(bh, p.problem.heads), qb * p.block_q
 
 
 @T.macro
@@ -218,7 +217,7 @@ def load_q(p, SMH, MB, maps, item, i):
     T.cuda.mbarrier_wait(MB.ptr_to([1 + 2 * p.config.stages]), (i + 1) % 2)
     T.ptx.mbarrier.arrive.expect_tx.shared.b64(MB.ptr_to([0]), T.uint32(p.q_elems * p.elem_bytes))
     for db in T.unroll(p.d_blocks):
-        tma_load(SMH, db * BLOCK_Q * p.columns, maps[0], db * p.columns, item[2],
+        tma_load(SMH, db * p.block_q * p.columns, maps[0], db * p.columns, item[2],
                  item[0] * p.problem.heads + item[1], MB.ptr_to([0]))
 
 
@@ -404,7 +403,7 @@ def rescale_pack(p, rg):
 def issue_s(p, MB, rg, ops):
     # the current kv tile's K landed (the ring's current slot), then S = Q K^T (SS) issued as one wgmma group
     T.cuda.mbarrier_wait(MB.ptr_to([1 + stage(rg.ring)]), phase(rg.ring))
-    T.sm90.tile.apply(T.wgmma[p.wgmma_s], ops["S"], ops["Q"][rg.wg % CONSUMERS:rg.wg % CONSUMERS + 1, :, :, :],
+    T.sm90.tile.apply(T.wgmma[p.wgmma_s], ops["S"], ops["Q"][rg.wg % p.consumers:rg.wg % p.consumers + 1, :, :, :],
                       ops["K"][operand_stage(p, rg.ring):operand_stage(p, rg.ring) + 1, :, :, :], scope="warpgroup",
                       scale_d=False, hoist=True)
 
@@ -462,22 +461,42 @@ def kv_tile(p, SMH, MB, rg, ops, j, masked, n_kv):
     advance(p, rg.ring)
 
 
+def order_barrier(p: Sm90AttentionPlan) -> int:
+    """The first of the ping-pong's named barriers, one a consumer warpgroup (``order_barrier + wg``: its turn to
+    issue), after the TMA epilogue's ``EPILOGUE_BARRIER + wg``: ``gemm_emit.ORDER_BARRIER`` with two consumers, the
+    next free id with three (ids below 16, PTX ISA 9.7.13.1)."""
+    return EPILOGUE_BARRIER + p.consumers
+
+
+def successor_barrier(p: Sm90AttentionPlan, wg):
+    """The order barrier of the warpgroup whose turn follows ``wg``'s (FA3's round robin: 0, 1, .., consumers - 1,
+    0, ..)."""
+    if p.consumers == 2:
+        return order_barrier(p) + 1 - wg
+    return order_barrier(p) + T.if_then_else(wg == p.consumers - 1, 0, wg + 1)
+
+
 @T.macro
 def ordered(p, rg):
-    # ping-pong: wait for this warpgroup's turn to issue (the other one issued its GEMMs)
+    # ping-pong: wait for this warpgroup's turn to issue (its predecessor issued its GEMMs)
     if I.constexpr(p.config.pingpong):
-        T.ptx["bar.sync"](T.Cast("uint32", ORDER_BARRIER + rg.wg), T.uint32(2 * WARPGROUP))
+        T.ptx["bar.sync"](T.Cast("uint32", order_barrier(p) + rg.wg), T.uint32(2 * WARPGROUP))
 
 
 @T.macro
 def hand_over(p, rg, last):
-    # ping-pong: the other warpgroup's turn (warpgroup 1's last turn hands over nothing: warpgroup 0 is done)
+    # ping-pong: the next warpgroup's turn (``successor``); the last warpgroup's last turn hands over nothing: the
+    # first one is done, and each barrier's arrivals match its waits (the last warpgroup's arrival at the start)
     if I.constexpr(p.config.pingpong):
         if I.constexpr(last):
-            if rg.wg == 0:
-                T.ptx["bar.arrive"](T.Cast("uint32", ORDER_BARRIER + 1), T.uint32(2 * WARPGROUP))
+            if I.constexpr(p.consumers == 2):
+                if rg.wg == 0:
+                    T.ptx["bar.arrive"](T.Cast("uint32", order_barrier(p) + 1), T.uint32(2 * WARPGROUP))
+            else:
+                if rg.wg < p.consumers - 1:
+                    T.ptx["bar.arrive"](T.Cast("uint32", order_barrier(p) + rg.wg + 1), T.uint32(2 * WARPGROUP))
         else:
-            T.ptx["bar.arrive"](T.Cast("uint32", ORDER_BARRIER + 1 - rg.wg), T.uint32(2 * WARPGROUP))
+            T.ptx["bar.arrive"](T.Cast("uint32", successor_barrier(p, rg.wg)), T.uint32(2 * WARPGROUP))
 
 
 @T.macro
@@ -487,8 +506,8 @@ def overlapped_loop(p, MB, rg, ops, n_kv, n_full):
     # barriers), so one's softmax runs under the other's GEMMs. The ring advanced before each S: tile j's the
     # current slot, tile j - 1's the previous one; once more after the last P V
     if I.constexpr(p.config.pingpong):
-        if rg.wg == 1:  # warpgroup 0 issues first
-            T.ptx["bar.arrive"](T.Cast("uint32", ORDER_BARRIER), T.uint32(2 * WARPGROUP))
+        if rg.wg == p.consumers - 1:  # warpgroup 0 issues first: its predecessor's arrival
+            T.ptx["bar.arrive"](T.Cast("uint32", order_barrier(p)), T.uint32(2 * WARPGROUP))
     ordered(p, rg)
     issue_s(p, MB, rg, ops)
     hand_over(p, rg, False)
@@ -525,7 +544,7 @@ def overlapped_loop(p, MB, rg, ops, n_kv, n_full):
 
 def kv_tiles(p: Sm90AttentionPlan, q0):
     """The kv tiles the query block at row ``q0`` runs (``kv_tiles_for``): an int or a TIR expression."""
-    return kv_tiles_for(p.problem, BLOCK_Q, p.config.block_kv, q0, p.config.skip_masked, T.min)
+    return kv_tiles_for(p.problem, p.block_q, p.config.block_kv, q0, p.config.skip_masked, T.min)
 
 
 def full_tiles(p: Sm90AttentionPlan, q0):
@@ -533,7 +552,7 @@ def full_tiles(p: Sm90AttentionPlan, q0):
     holds the sequence's end (a constant, so that ``maybe_positive`` leaves the loop out)."""
     if p.problem.seq_kv < p.config.block_kv:
         return 0
-    return T.min(kv_tiles(p, q0), kv_full_tiles_for(p.problem, BLOCK_Q, p.config.block_kv, q0, T.min))
+    return T.min(kv_tiles(p, q0), kv_full_tiles_for(p.problem, p.block_q, p.config.block_kv, q0, T.min))
 
 
 def maybe_positive(extent) -> bool:
@@ -565,7 +584,7 @@ def consumer(p, SMH, MB, args, maps, pid, wg, t):
     SP = T.decl_tensor(pa.ptr_to([0]), ty_args=[T.Tensor((1, c.block_kv // p.k_step, WGMMA_M, p.k_step), p.storage,
                                                          scope="local",
                                                          layout=a_register_layout(kind, (1, c.block_kv // p.k_step)))])
-    SQ = T.decl_tensor(SMH.ptr_to([0]), ty_args=[T.Tensor((CONSUMERS, p.problem.head_dim // p.k_step, WGMMA_M, p.k_step),
+    SQ = T.decl_tensor(SMH.ptr_to([0]), ty_args=[T.Tensor((p.consumers, p.problem.head_dim // p.k_step, WGMMA_M, p.k_step),
                                                           p.smem_dtype,
                                                           scope="shared.dyn", layout=q_layout(p), align=1024)])
     SK = T.decl_tensor(SMH.ptr_to([p.stage_offset(0, 0)]), ty_args=[T.Tensor(
@@ -635,8 +654,8 @@ def kernel(p, args, maps):
         T.ptx.mbarrier.init.shared.b64(MB.ptr_to([0]), T.uint32(1))
         for s in T.unroll(c.stages):
             T.ptx.mbarrier.init.shared.b64(MB.ptr_to([1 + s]), T.uint32(1))
-            T.ptx.mbarrier.init.shared.b64(MB.ptr_to([1 + c.stages + s]), T.uint32(CONSUMERS))
-        T.ptx.mbarrier.init.shared.b64(MB.ptr_to([1 + 2 * c.stages]), T.uint32(CONSUMERS))
+            T.ptx.mbarrier.init.shared.b64(MB.ptr_to([1 + c.stages + s]), T.uint32(p.consumers))
+        T.ptx.mbarrier.init.shared.b64(MB.ptr_to([1 + 2 * c.stages]), T.uint32(p.consumers))
         if I.constexpr(p.fp8):
             for s in T.unroll(c.stages):
                 T.ptx.mbarrier.init.shared.b64(MB.ptr_to([2 + 2 * c.stages + s]), T.uint32(TRANSPOSERS * 32))
@@ -646,13 +665,13 @@ def kernel(p, args, maps):
         T.ptx["fence.mbarrier_init.release.cluster"]()
     T.cuda.cta_sync()
     if tid < WARPGROUP:
-        T.ptx["setmaxnreg.dec.sync.aligned.u32"](PRODUCER_REGS)
+        T.ptx["setmaxnreg.dec.sync.aligned.u32"](p.producer_regs)
         if I.constexpr(p.fp8):  # every thread of the warpgroup: thread 0 loads, warps 1-3 transpose V
             producer(p, SMH, MB, maps, pid, tid)
         elif tid == 0:
             producer(p, SMH, MB, maps, pid, tid)
     else:
-        T.ptx["setmaxnreg.inc.sync.aligned.u32"](CONSUMER_REGS)
+        T.ptx["setmaxnreg.inc.sync.aligned.u32"](p.consumer_regs)
         # (the consumer warpgroup broadcast from lane 0, as CUTLASS's ``canonical_warp_group_idx``: the compiler
         # knows it warp-uniform, so that Q's descriptors live in uniform registers)
         wg = T.alloc_tensor(ty_args=[T.Tensor((1,), "int32", scope="local", layout="default")])
@@ -676,7 +695,7 @@ def signature_source(p: Sm90AttentionPlan) -> str:
     pr = p.problem
     names = [q.name for q in p.params]
     lines = ["@T.function", f"def main({', '.join(f'{n}: types[{i}]' for i, n in enumerate(names))}):"]
-    lines += map_source(p, "Q", (pr.head_dim, pr.seq_q, pr.batch * pr.heads), BLOCK_Q)
+    lines += map_source(p, "Q", (pr.head_dim, pr.seq_q, pr.batch * pr.heads), p.block_q)
     for name in ("K", "V"):
         lines += map_source(p, name, (pr.head_dim, pr.seq_kv, pr.batch * pr.kv_heads), p.config.block_kv)
     maps = "mapQ, mapK, mapV"

@@ -11,7 +11,7 @@ from __future__ import annotations
 from tvm_tirx.script import tirx as T
 
 from ..attention.problem import LN2
-from .attention_plan import BLOCK_Q, Sm90AttentionPlan
+from .attention_plan import Sm90AttentionPlan
 from .gemm_emit import EPILOGUE_BARRIER
 from .gemm_plan import ROW_BYTES, WARPGROUP, WGMMA_M
 
@@ -129,7 +129,7 @@ def store_o(p, SMH, map_o, rg, base):
     for db in T.unroll(p.d_blocks):
         T.ptx[TMA_STORE_3D](T.address_of(map_o), db * p.columns, rg.q0 + rg.wg * WGMMA_M,
                             rg.b * p.problem.heads + rg.h,
-                            T.cuda.cvta_generic_to_shared(SMH.ptr_to([offset(base, (db * BLOCK_Q + rg.wg * WGMMA_M)
+                            T.cuda.cvta_generic_to_shared(SMH.ptr_to([offset(base, (db * p.block_q + rg.wg * WGMMA_M)
                                                                              * p.columns)])))
     T.ptx["cp.async.bulk.commit_group"]()
 
@@ -152,5 +152,5 @@ def o_word(p: Sm90AttentionPlan, rg, h, dn, base=0):
     row of the warpgroup's 64 in column block ``dn / 8``, 16-byte chunk ``dn % 8`` (swizzled: ``swizzled_word``),
     word ``t % 4``."""
     row = rg.wg * WGMMA_M + 16 * (rg.t // 32) + (rg.t % 32) // 4 + 8 * h
-    return swizzled_word(p, offset(base * p.elem_bytes, (dn // 8) * BLOCK_Q * ROW_BYTES), row,
+    return swizzled_word(p, offset(base * p.elem_bytes, (dn // 8) * p.block_q * ROW_BYTES), row,
                          (dn % 8) * 16 + 4 * (rg.t % 4))

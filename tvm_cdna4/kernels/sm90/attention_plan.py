@@ -5,16 +5,18 @@ The problem, its reference, error bound and kv tiling are the target-neutral one
 module decides how an sm_90a CTA computes them. Pure Python (attrs): no TIRx.
 
 **Work split** (FA3, Shah et al. 2024, "FlashAttention-3", §3.1). A work item is a (query block of
-``BLOCK_Q`` = 128 rows, batch x head), in sections of ``section_heads`` batch x heads whose K and V fit
+``block_q`` rows, batch x head), in sections of ``section_heads`` batch x heads whose K and V fit
 ``L2_SECTION_BYTES`` (``work_item``): a section's items run before the next section's, within it the longest
 query blocks first (causal: the last block runs the most kv tiles), so that the CTAs running at once read the K
 and V of a few heads from L2 rather than of every head from DRAM; one CTA per item, or (``persistent``) one per SM walking the items ``pid, pid + ctas, ...``
-with the mbarrier ring running on from one item into the next. Three warpgroups: warpgroup 0 the producer
-(``setmaxnreg.dec`` to ``PRODUCER_REGS``; one thread issues every TMA load), warpgroups 1 and 2 the consumers (``setmaxnreg.inc`` to
-``CONSUMER_REGS``), each owning 64 query rows (one ``wgmma`` M). The sm90 GEMM's pair of register targets
-and its TMA / mbarrier conventions (``kernels.sm90.gemm_plan``, ``gemm_emit``) are reused as they are.
+with the mbarrier ring running on from one item into the next. Warpgroup 0 the producer (``setmaxnreg.dec`` to
+``REGS``' first count; one thread issues every TMA load), warpgroups 1 .. ``consumers`` the consumers
+(``setmaxnreg.inc`` to its second), each owning 64 query rows (one ``wgmma`` M): ``block_q`` = 128 rows with the
+default ``CONSUMERS``, 192 with three (``Sm90AttentionConfig.consumers``, D 64: FA3's tile there). The sm90 GEMM's
+register targets (two consumers) and its TMA / mbarrier conventions (``kernels.sm90.gemm_plan``, ``gemm_emit``) are
+reused as they are.
 
-**Shared memory.** Q (``128 x D``, loaded once an item by TMA) and a ring of ``stages`` (K tile, V tile) pairs,
+**Shared memory.** Q (``block_q x D``, loaded once an item by TMA) and a ring of ``stages`` (K tile, V tile) pairs,
 each tile ``block_kv x D``. Every tile is stored as ``D / 64`` column blocks of 64 elements (128 bytes a
 row: one ``CU_TENSOR_MAP_SWIZZLE_128B`` box each, the widest 128-byte-swizzled box), the blocks one after
 another: what TMA writes and what the ``wgmma`` descriptors read (K-major Q and K, M/N-major V).
@@ -70,8 +72,28 @@ from .gemm_plan import (CONSUMER_REGS, DTYPES, ELEMENT_BYTES, PRODUCER_REGS, ROW
                         WGMMA_M, WGMMA_TYPES, wgmma_k)
 
 CONSUMERS = 2
-"""Consumer warpgroups per CTA (FA3's choice for D 64 and 128), ``WGMMA_M`` query rows each."""
+"""Consumer warpgroups per CTA by default (``Sm90AttentionConfig.consumers``), ``WGMMA_M`` query rows each: FA3's
+128-row blocks at D 128 (``hopper/tile_size.h``, ``tile_size_fwd_sm90``). At D 64 FA3 runs three (192 rows:
+``WIDE_HEAD_DIM``), an option here."""
 BLOCK_Q = CONSUMERS * WGMMA_M
+"""The query rows of the default block (``Sm90AttentionPlan.block_q``: ``consumers x WGMMA_M``)."""
+REGS = {CONSUMERS: (PRODUCER_REGS, CONSUMER_REGS), 3: (32, 160)}
+"""``setmaxnreg`` targets (producer warpgroup, each consumer warpgroup) by the consumer warpgroups a CTA runs (the
+keys: ``Sm90AttentionConfig.consumers``' values): two, the sm90 GEMM's pair; three, FA3's with three MMA warpgroups
+(``hopper/flash_fwd_kernel_sm90.h``' ``LoadRegisterRequirement`` / ``MmaRegisterRequirement``), the SM's whole
+``REGISTER_FILE`` over 512 threads."""
+REGISTER_FILE = 65536
+"""32-bit registers of an SM (compute capability 9.0): the bound on ``WARPGROUP x (producer + consumers x
+consumer)`` registers of ``REGS``."""
+SETMAXNREG_RANGE = (24, 256, 8)
+"""``setmaxnreg``'s count: from 24 to 256, a multiple of 8 (PTX ISA 9.7.21.5)."""
+WIDE_HEAD_DIM = 64
+"""The largest head dim more than ``CONSUMERS`` consumer warpgroups run (FA3's ``tile_size_fwd_sm90``: 192-row
+blocks at head dim <= 64, 128 rows above; a D 128 O fragment, ``D / 2`` registers, leaves too few of three
+consumers' cap for S and P)."""
+REGISTER_SLACK = 32
+"""Registers a consumer thread needs beside its S, P and O fragments (addresses, the row state, loop counters):
+``registers``' estimate."""
 COLUMNS = 64
 """Elements of one 128-byte swizzled row of 16-bit data: a tile's column block, TMA's box width
 (``Sm90AttentionPlan.columns``: 128 for fp8)."""
@@ -142,9 +164,19 @@ class Sm90AttentionConfig:
     """How O leaves: ``"registers"`` (each thread's column pairs stored to global memory, rows past ``Sq`` not
     stored), ``"tma"`` (each consumer warpgroup's 64 rows of O into its own rows of the Q tile once its GEMMs
     retired, then TMA stores, clipped at ``Sq``; Q's "empty" arrival once the stores have read them) or
-    ``"tma_buffer"`` (O into a buffer of its own after the ring, ``BLOCK_Q x D``, then TMA stores nobody waits for
+    ``"tma_buffer"`` (O into a buffer of its own after the ring, ``block_q x D``, then TMA stores nobody waits for
     but the next item's epilogue, before it writes the buffer again, and the CTA's end; Q released as with
     ``"registers"``). 16-bit inputs only: fp8's Q tile is half O's bytes."""
+    consumers: int = CONSUMERS
+    """Consumer warpgroups (``REGS``' keys), ``WGMMA_M`` query rows each: a query block of ``block_q`` rows. Three
+    (FA3's 192-row blocks at D 64): each K / V tile serves 192 rows, so that a tile's fixed costs (barriers, the
+    producer's issue, the softmax's latency) spread over half as much work again; ``setmaxnreg`` caps the consumers
+    at ``REGS[3]``. 16-bit inputs at head dim <= ``WIDE_HEAD_DIM``, with ``block_kv`` whose ``registers`` fit."""
+
+    @property
+    def block_q(self) -> int:
+        """The query rows of a work item: ``consumers x WGMMA_M``."""
+        return self.consumers * WGMMA_M
 
     def check(self, problem: AttentionProblem, smem_bytes: int) -> None:
         """A ContractError naming the field that breaks a rule of the kernel or of the SM's shared memory."""
@@ -173,11 +205,45 @@ class Sm90AttentionConfig:
         if self.pingpong and not self.overlap:
             bad("pingpong", "the warpgroups take turns at the overlapped loop's GEMM issues", "overlap=True with "
                 "pingpong=True", (self.overlap, self.pingpong))
+        self.check_consumers(problem, bad)
         need = smem_for(problem, self)
         if need > smem_bytes:
+            room = deepest(problem, self.block_kv, smem_bytes, self.epilogue, self.consumers)
             bad("stages", "Q, the (K, V) stages and O's buffer (epilogue='tma_buffer') within the SM's shared memory",
-                f"<= {smem_bytes} bytes: stages <= {deepest(problem, self.block_kv, smem_bytes, self.epilogue)} of "
+                f"<= {smem_bytes} bytes: stages <= {room} of "
                 f"{self.block_kv} keys with epilogue={self.epilogue!r}", f"{need} bytes ({self.stages} stages)")
+
+
+    def check_consumers(self, problem: AttentionProblem, bad) -> None:
+        """``consumers``: a count of ``REGS``; more than ``CONSUMERS`` only at head dim <= ``WIDE_HEAD_DIM`` (so not
+        fp8, D 128) and where a consumer thread's ``registers`` fit ``REGS``' cap."""
+        if type(self.consumers) is not int or self.consumers not in REGS:
+            bad("consumers", "consumer warpgroups of WGMMA_M query rows each", tuple(REGS), self.consumers)
+        if self.consumers == CONSUMERS:
+            return
+        if problem.head_dim > WIDE_HEAD_DIM:
+            bad("consumers", f"{self.consumers} consumer warpgroups ({self.block_q} query rows) run head dim <= "
+                f"{WIDE_HEAD_DIM} only (FA3's 192-row blocks; fp8 runs D 128)",
+                f"consumers={CONSUMERS} at head_dim {problem.head_dim} ({problem.dtype})", self.consumers)
+        cap = REGS[self.consumers][1]
+        if registers(problem, self) > cap:
+            bad("consumers", f"{self.consumers} consumer warpgroups: a thread's S, P, O and slack within setmaxnreg's "
+                f"{cap} registers", f"block_kv <= {widest_tile(problem, cap)} with consumers={self.consumers}",
+                f"block_kv {self.block_kv}: {registers(problem, self)} registers")
+
+
+def registers(problem: AttentionProblem, config: Sm90AttentionConfig) -> int:
+    """A consumer thread's registers, estimated: S (``block_kv / 2``), P (``block_kv / 4`` words, fp8 half), O
+    (``D / 2``) and ``REGISTER_SLACK``."""
+    p_words = config.block_kv * ELEMENT_BYTES[problem.dtype] // 8
+    return config.block_kv // 2 + p_words + problem.head_dim // 2 + REGISTER_SLACK
+
+
+def widest_tile(problem: AttentionProblem, cap: int) -> int:
+    """The widest ``block_kv`` (a multiple of 16) whose ``registers`` fit ``cap`` (0: none)."""
+    fit = [kv for kv in range(16, TMA_BOX_MAX + 1, 16)
+           if registers(problem, Sm90AttentionConfig(kv)) <= cap]
+    return max(fit, default=0)
 
 
 def tiles_per_stage(dtype: str) -> int:
@@ -192,8 +258,8 @@ def smem_for(problem: AttentionProblem, config: Sm90AttentionConfig) -> int:
     stages of 128 keys leaves 2 KiB (no buffer: ``"tma_buffer"`` runs 2 stages there), D 64 with 3 stages of 192
     keys 66 KiB (the buffer, and room for a second Q)."""
     per = tiles_per_stage(problem.dtype) * config.stages * config.block_kv
-    o = BLOCK_Q if config.epilogue == "tma_buffer" else 0
-    return ELEMENT_BYTES[problem.dtype] * problem.head_dim * (BLOCK_Q + per + o) + BARRIER_BYTES
+    o = config.block_q if config.epilogue == "tma_buffer" else 0
+    return ELEMENT_BYTES[problem.dtype] * problem.head_dim * (config.block_q + per + o) + BARRIER_BYTES
 
 
 @attrs.frozen
@@ -218,7 +284,22 @@ class Sm90AttentionPlan(PlanRecord, family="attention"):
 
     @property
     def threads(self) -> int:
-        return WARPGROUP * (1 + CONSUMERS)
+        return WARPGROUP * (1 + self.consumers)
+
+    @property
+    def consumers(self) -> int:
+        """Consumer warpgroups (``Sm90AttentionConfig.consumers``)."""
+        return self.config.consumers
+
+    @property
+    def producer_regs(self) -> int:
+        """The producer warpgroup's ``setmaxnreg.dec`` target (``REGS``)."""
+        return REGS[self.consumers][0]
+
+    @property
+    def consumer_regs(self) -> int:
+        """The consumer warpgroups' ``setmaxnreg.inc`` target (``REGS``)."""
+        return REGS[self.consumers][1]
 
     @property
     def items(self) -> int:
@@ -231,7 +312,7 @@ class Sm90AttentionPlan(PlanRecord, family="attention"):
 
     @property
     def block_q(self) -> int:
-        return BLOCK_Q
+        return self.config.block_q
 
     @property
     def fp8(self) -> bool:
@@ -272,7 +353,7 @@ class Sm90AttentionPlan(PlanRecord, family="attention"):
 
     @property
     def q_elems(self) -> int:
-        return BLOCK_Q * self.problem.head_dim
+        return self.block_q * self.problem.head_dim
 
     @property
     def o_buffer(self) -> int:
@@ -350,7 +431,7 @@ def plan_sm90_attention(problem: AttentionProblem, config: Sm90AttentionConfig,
               "SCALES": "float32"}
     params = tuple(Param(name, shape, dtypes[name]) for name, shape in shapes.items())
     t, k = WGMMA_TYPES[problem.dtype], wgmma_k(problem.dtype)
-    q_blocks, heads_total = ceil_div(problem.seq_q, BLOCK_Q), problem.batch * problem.heads
+    q_blocks, heads_total = ceil_div(problem.seq_q, config.block_q), problem.batch * problem.heads
     items = q_blocks * heads_total
     ctas = min(items, config.ctas or sms or DEVICES["H200"].units) if config.persistent else items
     return Sm90AttentionPlan(
@@ -360,19 +441,22 @@ def plan_sm90_attention(problem: AttentionProblem, config: Sm90AttentionConfig,
         section_heads(problem))
 
 
-def deepest(problem: AttentionProblem, block_kv: int, smem_bytes: int, epilogue: str = "registers") -> int:
-    """The most stages of ``block_kv`` keys that fit ``smem_bytes`` beside Q (and O's buffer: ``epilogue=
-    "tma_buffer"``; ``smem_for``)."""
-    one = smem_for(problem, Sm90AttentionConfig(block_kv, 1, epilogue=epilogue))
-    per = smem_for(problem, Sm90AttentionConfig(block_kv, 2, epilogue=epilogue)) - one
+def deepest(problem: AttentionProblem, block_kv: int, smem_bytes: int, epilogue: str = "registers",
+            consumers: int = CONSUMERS) -> int:
+    """The most stages of ``block_kv`` keys that fit ``smem_bytes`` beside Q of ``consumers x WGMMA_M`` rows (and O's
+    buffer: ``epilogue="tma_buffer"``; ``smem_for``)."""
+    one = smem_for(problem, Sm90AttentionConfig(block_kv, 1, epilogue=epilogue, consumers=consumers))
+    per = smem_for(problem, Sm90AttentionConfig(block_kv, 2, epilogue=epilogue, consumers=consumers)) - one
     return 1 + (smem_bytes - one) // per
 
 
 def estimate_tiles(problem: AttentionProblem, config: Sm90AttentionConfig) -> int:
     """The kv tiles all CTAs run (causal: fewer, ``workgroup_tiles``)."""
-    return sum(workgroup_tiles(problem, BLOCK_Q, config.block_kv, config.skip_masked)) * problem.batch * problem.heads
+    tiles = workgroup_tiles(problem, config.block_q, config.block_kv, config.skip_masked)
+    return sum(tiles) * problem.batch * problem.heads
 
 
-__all__ = ["BLOCK_Q", "COLUMNS", "CONSUMERS", "CONSUMER_REGS", "EPILOGUES", "STAGED_EPILOGUES", "FP8_BLOCK_KV", "FP8_HEAD_DIM", "L2_SECTION_BYTES", "PRODUCER_REGS",
+__all__ = ["BLOCK_Q", "COLUMNS", "CONSUMERS", "CONSUMER_REGS", "EPILOGUES", "REGISTER_FILE", "REGISTER_SLACK", "REGS",
+           "SETMAXNREG_RANGE", "WIDE_HEAD_DIM", "registers", "widest_tile", "STAGED_EPILOGUES", "FP8_BLOCK_KV", "FP8_HEAD_DIM", "L2_SECTION_BYTES", "PRODUCER_REGS",
            "SMEM_DTYPES", "STORAGE", "Sm90AttentionConfig", "Sm90AttentionPlan", "TRANSPOSERS", "deepest", "estimate_tiles",
            "plan_sm90_attention", "section_heads", "smem_for", "tiles_per_stage", "work_item"]

@@ -40,18 +40,23 @@ def choose(problem: AttentionProblem, **options) -> Sm90AttentionConfig:
 
 def replace_fields(problem: AttentionProblem, config: Sm90AttentionConfig, smem_bytes: int | None = None,
                    **fields) -> Sm90AttentionConfig:
-    """``config`` with ``fields`` replaced (the CLI's ``--stages``, ``--epilogue``, ``--persistent``); a new
-    ``epilogue`` keeps the ring no deeper than fits beside O's buffer (``attention_plan.deepest`` in ``smem_bytes``,
-    the H200's by default: ``"tma_buffer"`` at D 128 runs 2 stages, not 3) unless ``stages`` is among the fields: then
-    it stays as given. ``check`` refuses a value where the config is planned."""
+    """``config`` with ``fields`` replaced (the CLI's ``--stages``, ``--epilogue``, ``--persistent``,
+    ``--consumers``); new ``consumers`` keep the tile no wider than their registers fit (``attention_plan.widest_tile``
+    of ``REGS``' cap: 128 keys for three at D 64) unless ``block_kv`` is among the fields; a new ``epilogue`` or
+    ``consumers`` keeps the ring no deeper than fits beside O's buffer and Q (``attention_plan.deepest`` in
+    ``smem_bytes``, the H200's by default: ``"tma_buffer"`` at D 128 runs 2 stages, not 3) unless ``stages`` is among
+    the fields: then it stays as given. ``check`` refuses a value where the config is planned."""
     import attrs
 
     from ..devices import DEVICES
-    from .attention_plan import EPILOGUES, deepest
+    from .attention_plan import EPILOGUES, REGS, deepest, widest_tile
 
     new = attrs.evolve(config, **fields)
-    if "epilogue" in fields and "stages" not in fields and new.epilogue in EPILOGUES:
-        room = deepest(problem, new.block_kv, smem_bytes or DEVICES["H200"].smem_per_unit, new.epilogue)
+    if "consumers" in fields and "block_kv" not in fields and new.consumers in REGS:
+        new = attrs.evolve(new, block_kv=min(new.block_kv, widest_tile(problem, REGS[new.consumers][1])) or 16)
+    if {"epilogue", "consumers"} & set(fields) and "stages" not in fields and new.epilogue in EPILOGUES \
+            and new.consumers in REGS:
+        room = deepest(problem, new.block_kv, smem_bytes or DEVICES["H200"].smem_per_unit, new.epilogue, new.consumers)
         new = attrs.evolve(new, stages=max(1, min(new.stages, room)))
     return new
 
