@@ -54,3 +54,48 @@ def test_planned_is_the_present_gpu_else_the_default(monkeypatch):
     devices.present.cache_clear()
     with pytest.raises(ValueError, match="device target: expected one of"):
         devices.present("sm70")
+
+
+class FakeDriver:
+    """``libcuda`` as ``_driver_attributes`` calls it (ctypes), answering ``attributes`` (CUdevice_attribute -> value;
+    a missing one refused, CUDA_ERROR_INVALID_VALUE) for one device named ``name``."""
+
+    def __init__(self, name: str, attributes: dict):
+        self.name, self.attributes = name, attributes
+
+    def cuInit(self, flags):
+        return 0
+
+    def cuDeviceGet(self, dev, ordinal):
+        dev._obj.value = ordinal
+        return 0
+
+    def cuDeviceGetAttribute(self, value, attribute, dev):
+        if attribute not in self.attributes:
+            return 1
+        value._obj.value = self.attributes[attribute]
+        return 0
+
+    def cuDeviceGetName(self, text, size, dev):
+        text.value = self.name.encode()
+        return 0
+
+
+def test_an_h100_is_read_from_the_driver_though_its_minor_version_is_0(monkeypatch):
+    """Compute capability 9.0: ``CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR`` is 0, a valid answer (not a refusal);
+    refusing it left every H100 / A100 planned with the H200's numbers (the H100 runs of 2026-12-06/07)."""
+    cu = devices._CU
+    h100 = {cu["units"]: 132, cu["l2_bytes"]: 50 << 20, cu["major"]: 9, cu["minor"]: 0, cu["smem_optin"]: 232448,
+            cu["regs"]: 65536}  # CUDA 13: the clock attributes refused
+    monkeypatch.setattr(devices.ctypes, "CDLL", lambda name: FakeDriver("NVIDIA H100 80GB HBM3", h100))
+    a = devices._driver_attributes()
+    assert a is not None and (a["major"], a["minor"], a["units"]) == (9, 0, 132)
+    devices.present.cache_clear()
+    try:
+        spec = devices.planned("sm80")
+        assert (spec.arch, spec.units, spec.hbm_bytes_s) == ("sm_90a", 132, DEVICES["H100"].hbm_bytes_s)
+        assert spec.name == "NVIDIA H100 80GB HBM3" and spec.source == "read from the CUDA driver"
+    finally:
+        devices.present.cache_clear()
+    del h100[cu["regs"]]  # a required attribute refused: no reading
+    assert devices._driver_attributes() is None

@@ -70,6 +70,9 @@ DEFAULT = {"sm80": "H200", "gfx950": "MI355X"}
 # deprecated in CUDA 13 and may be refused: then the default device's figures stand in for them
 _CU = {"units": 16, "l2_bytes": 38, "major": 75, "minor": 76, "smem_optin": 97, "regs": 82}
 _CU_OPTIONAL = {"clock_khz": 13, "mem_clock_khz": 36, "bus_bits": 37}
+_CU_ZERO = ("minor",)
+"""The attributes whose answer may be 0 (compute capability 9.0's and 8.0's minor version); any other 0 is taken as
+no answer."""
 
 
 def _driver_attributes() -> dict | None:
@@ -84,7 +87,8 @@ def _driver_attributes() -> dict | None:
         return None
     out = {}
     for key, attribute in (*_CU.items(), *_CU_OPTIONAL.items()):
-        if lib.cuDeviceGetAttribute(ctypes.byref(value), attribute, dev) == 0 and value.value > 0:
+        if lib.cuDeviceGetAttribute(ctypes.byref(value), attribute, dev) == 0 and (value.value > 0 or (
+                key in _CU_ZERO and value.value == 0)):
             out[key] = value.value
         elif key in _CU:
             return None
