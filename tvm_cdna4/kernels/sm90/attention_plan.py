@@ -148,8 +148,9 @@ class Sm90AttentionConfig:
     """FA3's intra-warpgroup overlap: tile ``j``'s ``S`` issued before tile ``j - 1``'s ``P V``, so that tile ``j``'s
     softmax runs while that ``P V`` is in the tensor cores (P of ``j - 1`` and S of ``j`` live at once)."""
     pingpong: bool = False
-    """FA3's ping-pong (needs ``overlap``): the two consumer warpgroups issue their GEMMs in turns (named barriers
-    ``gemm_emit.ORDER_BARRIER + wg``), so that one's softmax runs under the other's GEMMs."""
+    """FA3's ping-pong (needs ``overlap``): the consumer warpgroups issue their GEMMs in turns, a round robin over
+    ``consumers`` (named barriers ``attention_emit.order_barrier + wg``), so that one's softmax runs under the others'
+    GEMMs."""
     persistent: bool = False
     """One CTA per SM (``ctas``: at most that many), each walking the work items (query block, batch x head)
     ``pid, pid + ctas, ...`` (``work_item``'s order), the ring continuing from one item into the next: the producer loads
