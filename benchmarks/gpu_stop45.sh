@@ -54,7 +54,7 @@
 #               before attnsass (BASE_PKG, as attnsass), both carried, on one card [~430]
 #   m200        issue 36's M = 200 / 96 rows (stop 49, m200): the DeviceSpec the torch op plans with (the H100 runs
 #               of 2026-12-06/07 planned with the H200's numbers: their stored estimates are DEVICES["H200"]'s), the
-#               torch op at M = ${M200_MS:-96,200} with gemm_cost.WEIGH_SPLIT_EPILOGUE off / on beside torch.matmul
+#               torch op at M = ${M200_MS:-400,1200} with gemm_cost.WEIGH_SPLIT_EPILOGUE off / on beside torch.matmul (the buckets it moves on an H100)
 #               (torch_gemm.py --split-epilogue off,on), then cuBLAS's tiles of the M = 200 qkv / o / down and M = 96 o
 #               rows in our swapped kernel (our ring and cuBLAS's deeper one) beside the bucket plans and the model's
 #               choice, each with its estimate (sm90_sweep.py --peers) [~290]
@@ -66,7 +66,8 @@
 #               residual's +10 % waits [~200]
 #   stop49      one call of this stop's levers, benchmarks only (each checks every kernel first): the DeviceSpec the
 #               torch op plans with, the attention at 2k / 4k with this tree and the tree before attnsass (BASE_PKG),
-#               2 / 3 consumers at D 64 (attn3wg), the torch op at M = 200 with WEIGH_SPLIT_EPILOGUE off / on (m200) [~470]
+#               2 / 3 consumers at D 64 (attn3wg), the torch op at M = 96 / 200 beside torch.matmul, planned with the
+#               present card's DeviceSpec (review49's fix: an H100 had planned with the H200's) [~470]
 #   attn3wg     stop 49 (journal "Stop 49: attn3wg"): three consumer warpgroups (Sm90AttentionConfig.consumers=3, 192
 #               query rows) at D 64: tests/gpu/test_sm90_attention_3wg_gpu.py (exact, O and LSE), then attention_sm90.py
 #               --head-dims 64 --seqs 2048,4096,16384 --configs consumers (2 and 3 consumers, 128 / 64 keys, grid and
@@ -244,7 +245,7 @@ for step in "$@"; do
 print('find_library:', ctypes.util.find_library('cuda')); print('driver:', d._driver_attributes()); \
 print('planned:', d.planned('sm80'))" 2>&1 | tee "$OUT/m200_device.txt"
     mkdir -p "$OUT/m200" "$OUT/m200_peers" "$OUT/m96_peers"
-    timeout 150 python3 benchmarks/torch_gemm.py --ms ${M200_MS:-96,200} --split-epilogue off,on --calls 30 --reps 10 \
+    timeout 150 python3 benchmarks/torch_gemm.py --ms ${M200_MS:-400,1200} --split-epilogue off,on --calls 30 --reps 10 \
       --out "$OUT/m200" 2>&1 | tee "$OUT/torch_gemm_m200.log" | grep -v "^{" | tail -22
     timeout 90 python3 benchmarks/sm90_sweep.py --peers --ms 200 --projs qkv,o,down --out "$OUT/m200_peers" 2>&1 \
       | tee "$OUT/sm90_peers.log" | grep -v "^{" | tail -36
@@ -263,7 +264,7 @@ print('planned:', d.planned('sm80'))" 2>&1 | tee "$OUT/m200_device.txt"
     timeout 150 python3 benchmarks/sm90_gemm.py --epilogue --out "$OUT" 2>&1 | tee "$OUT/epilogue.log" | grep -v "^{" | tail -45 ;;
   epires-ncu)  # where the residual's time goes: the three kernels' source-level stall samples [~200]
     for c in gemm-plain gemm-residual gemm-residual-preread; do ncu_case $c; done ;;
-  stop49)  # attnring's two ends, attn3wg's consumers and m200's split epilogue at M = 200, benchmarks only [~470]
+  stop49)  # attnring's two ends, attn3wg's consumers, the torch op at M = 96 / 200 with the H100's plans [~470]
     python3 -c "import ctypes.util; from tvm_cdna4.kernels import devices as d; \
 print('find_library:', ctypes.util.find_library('cuda')); print('driver:', d._driver_attributes()); \
 print('planned:', d.planned('sm80'))" 2>&1 | tee "$OUT/m200_device.txt"
@@ -275,7 +276,7 @@ print('planned:', d.planned('sm80'))" 2>&1 | tee "$OUT/m200_device.txt"
     mkdir -p "$OUT/attn3wg" "$OUT/m200"
     timeout 120 python3 benchmarks/attention_sm90.py --no-sm80 --head-dims 64 --seqs 2048,4096 --configs consumers \
       --out "$OUT/attn3wg" 2>&1 | tee "$OUT/attention_3wg.log" | grep -v "^{" | tail -30
-    timeout 110 python3 benchmarks/torch_gemm.py --ms 200 --split-epilogue off,on --calls 30 --reps 10 \
+    timeout 110 python3 benchmarks/torch_gemm.py --ms 96,200 --calls 30 --reps 10 \
       --out "$OUT/m200" 2>&1 | tee "$OUT/torch_gemm_m200.log" | grep -v "^{" | tail -16 ;;
   attn3wg)  # three consumer warpgroups at D 64: exact on the card, then 2 / 3 consumers beside cuDNN [~280]
     gpu_tests 100 "$OUT/pytest_gpu_attn3wg.log" -n 8 tests/gpu/test_sm90_attention_3wg_gpu.py
