@@ -68,6 +68,7 @@
 #               torch op plans with, the attention at 2k / 4k with this tree and the tree before attnsass (BASE_PKG),
 #               2 / 3 consumers at D 64 (attn3wg), the torch op at M = 96 / 200 beside torch.matmul, planned with the
 #               present card's DeviceSpec (review49's fix: an H100 had planned with the H200's) [~470]
+#   stop49b     stop49 without the tree before attnsass [~350]
 #   attn3wg     stop 49 (journal "Stop 49: attn3wg"): three consumer warpgroups (Sm90AttentionConfig.consumers=3, 192
 #               query rows) at D 64: tests/gpu/test_sm90_attention_3wg_gpu.py (exact, O and LSE), then attention_sm90.py
 #               --head-dims 64 --seqs 2048,4096,16384 --configs consumers (2 and 3 consumers, 128 / 64 keys, grid and
@@ -264,6 +265,17 @@ print('planned:', d.planned('sm80'))" 2>&1 | tee "$OUT/m200_device.txt"
     timeout 150 python3 benchmarks/sm90_gemm.py --epilogue --out "$OUT" 2>&1 | tee "$OUT/epilogue.log" | grep -v "^{" | tail -45 ;;
   epires-ncu)  # where the residual's time goes: the three kernels' source-level stall samples [~200]
     for c in gemm-plain gemm-residual gemm-residual-preread; do ncu_case $c; done ;;
+  stop49b)  # stop49 without the tree before attnsass: this tree's attention at 2k / 4k beside cuDNN, attn3wg's
+    # consumers, the torch op at M = 96 / 200 with the present card's plans [~350]
+    python3 -c "from tvm_cdna4.kernels import devices as d; print('planned:', d.planned('sm80'))" 2>&1 \
+      | tee "$OUT/device_planned.txt"
+    mkdir -p "$OUT/attention" "$OUT/attn3wg" "$OUT/m200"
+    timeout 110 python3 benchmarks/attention_sm90.py --no-sm80 --seqs 2048,4096 --out "$OUT/attention" 2>&1 \
+      | tee "$OUT/attention.log" | grep -v "^{" | tail -20
+    timeout 120 python3 benchmarks/attention_sm90.py --no-sm80 --head-dims 64 --seqs 2048,4096 --configs consumers \
+      --out "$OUT/attn3wg" 2>&1 | tee "$OUT/attention_3wg.log" | grep -v "^{" | tail -30
+    timeout 110 python3 benchmarks/torch_gemm.py --ms 96,200 --calls 30 --reps 10 \
+      --out "$OUT/m200" 2>&1 | tee "$OUT/torch_gemm_m200.log" | grep -v "^{" | tail -16 ;;
   stop49)  # attnring's two ends, attn3wg's consumers, the torch op at M = 96 / 200 with the H100's plans [~470]
     python3 -c "import ctypes.util; from tvm_cdna4.kernels import devices as d; \
 print('find_library:', ctypes.util.find_library('cuda')); print('driver:', d._driver_attributes()); \
@@ -283,7 +295,7 @@ print('planned:', d.planned('sm80'))" 2>&1 | tee "$OUT/m200_device.txt"
     mkdir -p "$OUT/attn3wg"
     timeout 175 python3 benchmarks/attention_sm90.py --no-sm80 --head-dims 64 --seqs 2048,4096,16384 \
       --configs consumers --out "$OUT/attn3wg" 2>&1 | tee "$OUT/attention_3wg.log" | grep -v "^{" | tail -36 ;;
-  *) echo "unknown step $step (peers, partitions, ncu, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring, m200, epires, epires-ncu, stop49, attn3wg)"; exit 2 ;;
+  *) echo "unknown step $step (peers, partitions, ncu, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring, m200, epires, epires-ncu, stop49, stop49b, attn3wg)"; exit 2 ;;
   esac
 done
 cd "$OUT" && tar czf /tmp/call.tgz --exclude=call.tgz . && find . -mindepth 1 -delete && mv /tmp/call.tgz "$OUT/call.tgz"
