@@ -30,7 +30,8 @@ ATTENTION = ("attention", "--seq", "64", "--heads", "2", "--head-dim", "128", "-
     ((*ATTENTION, "sm90", "--block-kv", "7"), "error: --block-kv 7: operand block_kv: sm90 attention config "),
     ((*ATTENTION, "sm80", "--block-kv", "7"), "error: --block-kv 7: attention block_kv: whole 16-key MMA steps"),
     ((*ATTENTION, "gfx950", "--block-q", "48"), "error: --block-q 48: attention block_q: 32 query rows per wave"),
-    ((*ATTENTION, "sm90", "--block-q", "64"), "error: --block-q 64: the sm90 config has no block_q; its fields: "),
+    ((*ATTENTION, "sm90", "--block-q", "64"),
+     "error: --block-q 64: the sm90 config has no block_q (its query rows follow --consumers); its fields: "),
 ])
 def test_a_tile_options_refusal_is_one_line_starting_with_the_option_as_typed(argv, first, cli):
     r = cli(*argv, "--emit", "config")

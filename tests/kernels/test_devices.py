@@ -32,8 +32,9 @@ def test_a_present_gpu_is_read_from_the_driver_attributes():
 
 
 def test_a_refused_clock_takes_the_named_gpu_s_figures():
-    """The H100 SXM under CUDA 13 (no clock attributes; the 2026-12-06 sweep found its plans made with the
-    H200's 4.8 TB/s): the H100 entry's figures, by the driver's name."""
+    """The H100 SXM where the driver refuses the deprecated clock attributes: the H100 entry's figures, by the
+    driver's name. (The 2026-12-06/07 H100 runs planned with the H200's figures for another reason: the minor
+    compute capability 0 was taken for a refused attribute, ``test_an_h100_is_read_from_the_driver_though_its_minor_version_is_0``.)"""
     a = dict(name="NVIDIA H100 80GB HBM3", units=132, l2_bytes=50 << 20, major=9, minor=0, smem_optin=232448,
              regs=65536)
     spec = devices.spec_from_attributes(a)

@@ -126,7 +126,9 @@ def config_of(args, problem, options=None):
     given = {name: option(name, value) for name, value in updates.items()}
     for name in updates:
         if name not in fields:
-            raise ValueError(f"{given[name]}: the {args.target} config has no {name}; its fields: {', '.join(fields)}")
+            hint = " (its query rows follow --consumers)" if name == "block_q" and "consumers" in fields else ""
+            raise ValueError(f"{given[name]}: the {args.target} config has no {name}{hint}; its fields: "
+                             f"{', '.join(fields)}")
     try:
         try:
             replace = attention.TARGETS[args.target].verb("replace_fields")
