@@ -1,6 +1,7 @@
 #!/bin/bash
 # What stops 45 and 46 (2026-12-06) run on a GPU, by step, in device calls on an H100 / H200 (from the repository root; the
-# TIRx / tvm-ffi wheels in $WHEELS, default .sm90tree/whl; outputs under $OUT, packed into $OUT/call.tgz at the end:
+# TIRx / tvm-ffi wheels in $WHEELS, default .sm90tree/whl, or packed by benchmarks/pack_site.sh in .sm90tree/sitepack:
+# carry that one where the call also carries FlashInfer or older trees; outputs under $OUT, packed into $OUT/call.tgz at the end:
 # the device tool returns a bounded number of files). Steps, each cut by its own timeout (seconds of wall on an H100):
 #   peers       the kernels cuBLAS / cuDNN launch on our benchmark shapes (benchmarks/peer_kernels.py) [~60]
 #   partitions  the paged decode at batch 8, mean 2k (fp8 / bf16 1.53x there) at forced partitions and both merge
@@ -75,7 +76,13 @@
 #               persistent, beside cuDNN) [~280]
 #
 #   bash benchmarks/gpu_stop45.sh peers partitions ncu
-python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site ${WHEELS:-.sm90tree/whl}/*.whl 2>/dev/null
+if [ -f .sm90tree/sitepack/site.tar.xz ]; then  # benchmarks/pack_site.sh: the wheels installed and packed (33 of 49 MB)
+  mkdir -p /tmp/site && tar -C /tmp/site -xJf .sm90tree/sitepack/site.tar.xz
+else
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site ${WHEELS:-.sm90tree/whl}/*.whl 2>/dev/null
+fi
+# older package trees packed as one tarball (.sm90tree/oldtrees/trees.tar.xz: attnsasspkg/, basepkg/, ...), if carried
+[ -f .sm90tree/oldtrees/trees.tar.xz ] && tar -C .sm90tree -xJf .sm90tree/oldtrees/trees.tar.xz
 export PYTHONPATH=$PWD:/tmp/site
 source benchmarks/h200_preamble.sh
 ncu_case() {  # $1 case of benchmarks/ncu_cases.py: the details and source pages as text
