@@ -74,16 +74,6 @@ def test_a_preread_the_kernel_cannot_do_is_refused_naming_the_field(cfg, found):
     assert e.value.operand == "residual_read" and e.value.check == "parameters" and e.value.found == found
 
 
-def test_preread_needs_a_fused_residual_and_a_dense_gemm():
-    with pytest.raises(ContractError, match="residual_read: 'preread' loads the fused residual") as e:
-        gemm.plan(GemmProblem(256, 256, 64, "bf16", "nt", "bf16", Fusion(bias=True)), "sm90", Sm90Config(128, 64, 2, 2, **PREREAD))
-    assert e.value.operand == "residual_read"
-    grouped = GemmProblem(None, 128, 64, "bf16", "nt", "bf16", Fusion(residual=True), groups=4)
-    with pytest.raises(ContractError, match="grouped GEMM config residual_read") as e:
-        gemm.plan(grouped, "sm90", Sm90Config(128, 64, 2, 2, **PREREAD), m=64)
-    assert e.value.found == "'preread'"
-
-
 def test_the_epilogue_benchmark_times_the_preread_and_reports_the_peer_over_torch_mm(tmp_path):
     # benchmarks/sm90_gemm.py --epilogue: the preread beside the other reads (plain's 64-column staging too), and the
     # peer rows (cuBLAS's residual, cuBLASLt's bias + gelu) over torch.mm, outside the bar's count and ours' "plain"

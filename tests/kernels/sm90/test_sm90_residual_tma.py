@@ -55,14 +55,16 @@ def test_a_residual_read_the_kernel_cannot_do_is_refused_naming_the_field(cfg, f
     assert e.value.operand == "residual_read" and e.value.check == "parameters" and e.value.found == found
 
 
-def test_residual_read_tma_needs_a_fused_residual_and_a_dense_gemm():
-    with pytest.raises(ContractError, match="residual_read: 'tma' loads the fused residual") as e:
-        gemm.plan(GemmProblem(256, 256, 64, "bf16", "nt", "bf16", Fusion(bias=True)), "sm90", Sm90Config(128, 64, 2, 2, **TMA))
+@pytest.mark.parametrize("read", ["tma", "preread"])
+def test_a_staged_residual_read_needs_a_fused_residual_and_a_dense_gemm(read):
+    staged = dict(TMA, residual_read=read)
+    with pytest.raises(ContractError, match=f"residual_read: '{read}' loads the fused residual") as e:
+        gemm.plan(GemmProblem(256, 256, 64, "bf16", "nt", "bf16", Fusion(bias=True)), "sm90", Sm90Config(128, 64, 2, 2, **staged))
     assert e.value.operand == "residual_read"
     grouped = GemmProblem(None, 128, 64, "bf16", "nt", "bf16", Fusion(residual=True), groups=4)
     with pytest.raises(ContractError, match="grouped GEMM config residual_read") as e:
-        gemm.plan(grouped, "sm90", Sm90Config(128, 64, 2, 2, **TMA), m=64)
-    assert e.value.operand == "residual_read" and e.value.found == "'tma'"
+        gemm.plan(grouped, "sm90", Sm90Config(128, 64, 2, 2, **staged), m=64)
+    assert e.value.operand == "residual_read" and e.value.found == f"'{read}'"
 
 
 def test_each_warpgroup_loads_its_residual_rows_once_a_tile_halfway_through_its_mainloop():
