@@ -61,6 +61,7 @@ def stubbed(arch: str = "sm_80", target: str = "sm80"):
     from tvm_cdna4.kernels.sm90 import attention_target as sm90_attention
     from tvm_cdna4.kernels.sm80 import paged_target
     from tvm_cdna4.runtime import cuda
+    from tvm_cdna4 import _torch_checks as checks
     from tvm_cdna4.torch_paged import HOOKS as paged_hooks
 
     nop = tvm_ffi.get_global_func("testing.nop")
@@ -75,8 +76,8 @@ def stubbed(arch: str = "sm_80", target: str = "sm80"):
             calls.append(args)
         return nop(*args)
 
-    saved = dict(DEVICE_TYPES=tt.DEVICE_TYPES, _DEVICES=tt._DEVICES, _KERNELS=tt._KERNELS,
-                 _SM90_REFUSED=tt._SM90_REFUSED)
+    saved = dict(_DEVICES=tt._DEVICES, _KERNELS=tt._KERNELS, _SM90_REFUSED=tt._SM90_REFUSED)
+    device_types = checks.DEVICE_TYPES  # the checks read it there (tvm_cdna4._torch_checks)
     paged_kernels = tt._paged._KERNELS
     patches = [(DynamicGemm, "kernel_for", lambda self, M: None),
                (cuda, "load_build", lambda exe, prefix="", workdir=None: launch),
@@ -93,8 +94,8 @@ def stubbed(arch: str = "sm_80", target: str = "sm80"):
     try:
         for obj, name, value in patches:
             setattr(obj, name, value)
-        tt.DEVICE_TYPES = (*tt.DEVICE_TYPES, "cpu")
-        paged_hooks["DEVICE_TYPES"] = tt.DEVICE_TYPES
+        checks.DEVICE_TYPES = (*device_types, "cpu")
+        paged_hooks["DEVICE_TYPES"] = checks.DEVICE_TYPES
         tt._paged._KERNELS = {}
         tt._DEVICES, tt._KERNELS, tt._SM90_REFUSED = {0: (arch, target)}, type(tt._KERNELS)(), set()
         tt.__dict__.get("_CALLS", {}).clear()
@@ -105,7 +106,8 @@ def stubbed(arch: str = "sm_80", target: str = "sm80"):
             setattr(obj, name, value)
         for name, value in saved.items():
             setattr(tt, name, value)
-        paged_hooks["DEVICE_TYPES"], tt._paged._KERNELS = tt.DEVICE_TYPES, paged_kernels
+        checks.DEVICE_TYPES = device_types
+        paged_hooks["DEVICE_TYPES"], tt._paged._KERNELS = device_types, paged_kernels
         tt.__dict__.get("_CALLS", {}).clear()
         tt.__dict__.get("_SCRATCH", {}).clear()
 

@@ -28,7 +28,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("emulator", ("tvm_cdna4.emulator",)),
     ("kernels", ("tvm_cdna4.kernels", "tvm_cdna4.probes", "tvm_cdna4.probes_wgmma")),
     ("runtime", ("tvm_cdna4.runtime", "tvm_cdna4.report", "tvm_cdna4.figures", "tvm_cdna4.testing",
-                 "tvm_cdna4.selftest", "tvm_cdna4.torch", "tvm_cdna4.torch_paged")),
+                 "tvm_cdna4.selftest", "tvm_cdna4.torch", "tvm_cdna4.torch_paged", "tvm_cdna4._torch_checks")),
     ("cli", ("tvm_cdna4", "tvm_cdna4.__main__", "tvm_cdna4.cli", "tvm_cdna4.docs_gen")),  # ``tvm_cdna4``: the facade
     # the deprecated aliases of moved modules (``tvm_cdna4._deprecated``): above everything they point to
     ("deprecated", ("tvm_cdna4.schedules", "tvm_cdna4.cli_gemm", "tvm_cdna4.cli_gfx950", "tvm_cdna4.cli_dynamic",

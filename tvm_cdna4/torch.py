@@ -36,8 +36,8 @@ row_scale=None, col_scale=None, out=None)`` computes ``out = epilogue(a @ op(b))
   happen at a bucket's first call: run each bucket once before capturing).
 * It is the custom op ``torch.ops.tvm_cdna4.gemm`` (``out=``: ``tvm_cdna4.gemm_out``) with a fake
   implementation, so ``torch.compile`` (``fullgraph=True`` included) traces through it.
-* Arguments are checked before anything runs, each error naming the argument, the rule, what was
-  expected and what was found: a CUDA device (all on ``a``'s device), dtypes, ranks and shapes, and
+* Arguments are checked before anything runs (``tvm_cdna4._torch_checks``), each error naming the argument, the
+  rule, what was expected and what was found: a CUDA device (all on ``a``'s device), dtypes, ranks and shapes, and
   strides: **non-contiguous inputs are refused, not copied** (a copy would hide memory traffic and
   an allocation in every call; pass ``x.contiguous()``, or the ``layout`` that matches the storage:
   ``b = W.t()`` of a row-major ``W`` [N, K] is layout ``"nt"`` with ``b = W``), and so are data
@@ -84,27 +84,12 @@ except ImportError as err:  # the runtime extra, not a hard dependency of the pa
 import os
 from typing import Optional
 
+from ._torch_checks import (ALIGNMENT, DEVICE_TYPES, FP8_DTYPES, GEMM_DTYPES, IN_DTYPES, LAYOUTS, OUT_DTYPES,
+                            _check_alignment, _fail, _fusion, _out_dtype, check_arguments, check_attention_arguments,
+                            check_fp8_target, check_grouped_arguments)
+from ._torch_checks import check_fp8  # noqa: F401 (re-exported)
 from .errors import ContractError
-from .kernels.gemm.epilogue import ACTIVATIONS, INPUTS, PARAM_ORDER, Fusion
-
-LAYOUTS = ("nt", "nn")
-"""The layouts of the dynamic-M GEMM (A stored [M, K]: ``kernels.gemm.dynamic_m.check_layout``)."""
-
-IN_DTYPES = {torch.float16: "f16", torch.bfloat16: "bf16"}
-FP8_DTYPES = {torch.float8_e4m3fn: "fp8"}
-"""``gemm``'s fp8 inputs (e4m3; the sm90 kernel only: ``check_fp8``), beside ``IN_DTYPES``."""
-GEMM_DTYPES = {**IN_DTYPES, **FP8_DTYPES}
-FP8_OUT = torch.bfloat16
-"""``gemm``'s output dtype of fp8 inputs without ``out_dtype`` or ``out``."""
-FP8_K_MULTIPLE = 16
-"""fp8 rows of K one-byte elements: TMA's 16-byte global strides (``kernels.sm90.gemm_plan.check_problem``)."""
-OUT_DTYPES = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16"}
-ALIGNMENT = 16
-"""Bytes a tensor's data pointer must be aligned to (the kernels' 16-byte copies)."""
-DEVICE_TYPES = ("cuda", "meta")
-"""The device types the ops take (meta: ``torch.compile``'s tracing; a CPU harness adds ``"cpu"``,
-``benchmarks/dispatch.py``)."""
-
+from .kernels.gemm.epilogue import Fusion
 
 
 class _KernelCache(dict):
@@ -135,121 +120,6 @@ _DEVICES: dict = {}
 """``{device index: (arch, target)}``: each device's capability is read once (``cuda_target``)."""
 _SM90_REFUSED: set = set()
 """The shape classes the sm90 kernel refuses (``_sm90_kernel``): they run the sm80-class kernel."""
-
-
-def _fail(argument: str, rule: str, expected, found, op: str = "gemm"):
-    raise ValueError(f"tvm_cdna4.torch.{op}: argument '{argument}': {rule}; expected {expected}, found {found}")
-
-
-def _tensor(name: str, t, device, dtypes: tuple, shape: tuple, op: str = "gemm", first: str = "a") -> None:
-    """``t`` must be a tensor on ``device`` (``first``'s) of one of ``dtypes``, of ``shape``, contiguous."""
-    if not isinstance(t, torch.Tensor):
-        raise TypeError(f"tvm_cdna4.torch.{op}: argument '{name}' must be a torch.Tensor, not {type(t).__name__}")
-    if t.device != device:
-        _fail(name, f"every tensor is on the device of '{first}'", device, t.device, op)
-    if t.dtype not in dtypes:
-        _fail(name, "dtype", " or ".join(str(d) for d in dtypes), t.dtype, op)
-    if tuple(t.shape) != tuple(shape):
-        _fail(name, "shape", tuple(shape), tuple(t.shape), op)
-    if not t.is_contiguous():
-        _fail(name, "non-contiguous tensors are refused (pass .contiguous(), or the layout of its storage)",
-              "contiguous strides", tuple(t.stride()), op)
-
-
-def _out_dtype(a, out_dtype, out):
-    if out_dtype is None:
-        return out.dtype if out is not None else (FP8_OUT if a.dtype in FP8_DTYPES else a.dtype)
-    if out_dtype not in OUT_DTYPES:
-        _fail("out_dtype", "an output dtype of the kernels", " or ".join(map(str, OUT_DTYPES)), out_dtype)
-    return out_dtype
-
-
-def _first(op: str, name: str, a, layout, rule: str) -> None:
-    """The first operand (``a`` of ``gemm``, ``x`` of ``grouped_gemm``): a CUDA (or meta) tensor of an
-    input dtype, a matrix (``rule`` names it); the layout."""
-    if not isinstance(a, torch.Tensor):
-        raise TypeError(f"tvm_cdna4.torch.{op}: argument '{name}' must be a torch.Tensor, not {type(a).__name__}")
-    if a.device.type not in DEVICE_TYPES:
-        _fail(name, "a CUDA tensor", "device cuda", a.device, op)
-    if a.dtype not in (GEMM_DTYPES if op == "gemm" else IN_DTYPES):
-        fp8 = " or torch.float8_e4m3fn (gemm only)" if op == "gemm" or a.dtype in FP8_DTYPES else ""
-        _fail(name, "dtype", "torch.float16 or torch.bfloat16" + fp8, a.dtype, op)
-    if layout not in LAYOUTS:
-        _fail("layout", "a layout with A stored [M, K]", " or ".join(map(repr, LAYOUTS)), repr(layout), op)
-    if a.dim() != 2:
-        _fail(name, rule, "2 dimensions", f"shape {tuple(a.shape)}", op)
-
-
-def _epilogue(op: str, first: str, device, activation, inputs: dict) -> None:
-    """The activation and the fused inputs and ``out``: ``{name: (tensor or None, shape, dtypes)}``."""
-    if activation is not None and activation not in ACTIVATIONS:
-        _fail("activation", "an activation of the fused epilogue", " or ".join(ACTIVATIONS) + " or None",
-              repr(activation), op)
-    for name, (t, shape, dtypes) in inputs.items():
-        if t is not None:
-            _tensor(name, t, device, dtypes, shape, op, first)
-
-
-def _fused(M, N: int, odt, values: dict, groups: int = 0) -> dict:
-    """The fused epilogue's inputs for ``_epilogue``, ``{name: (tensor or None, shape, dtypes)}``, from
-    ``kernels.gemm.epilogue.INPUTS`` (the shape by the input's broadcast, per group for the per-column
-    ones of a grouped GEMM; float32 or the output's dtype ``odt``); ``values``: the keywords by name."""
-    return {i.name: (values[i.name], i.shape(M, N, groups), (torch.float32,) if i.dtype == "f32" else (odt,))
-            for i in INPUTS}
-
-
-def _fusion(activation, values: dict) -> Fusion:
-    """The ``Fusion`` of the keywords given (``values``: every input of ``PARAM_ORDER``, a tensor or None)."""
-    return Fusion(activation=activation, **{name: values[name] is not None for name in PARAM_ORDER})
-
-
-def check_arguments(a, b, layout, out_dtype, bias, activation, residual, row_scale, col_scale, out):
-    """Check everything a launch needs but the data pointers (the fake implementation runs it too, and
-    ``torch.compile`` traces it): ``(M, N, K, output dtype)``."""
-    _first("gemm", "a", a, layout, "a matrix [M, K]")
-    M, K = a.shape
-    if not isinstance(b, torch.Tensor) or b.dim() != 2:
-        _fail("b", "a matrix ([N, K] for layout 'nt', [K, N] for 'nn')", "2 dimensions",
-              f"shape {tuple(b.shape)}" if isinstance(b, torch.Tensor) else type(b).__name__)
-    N = b.shape[0] if layout == "nt" else b.shape[1]
-    check_fp8(a, layout, K)
-    _tensor("a", a, a.device, (a.dtype,), (M, K))
-    _tensor("b", b, a.device, (a.dtype,), (N, K) if layout == "nt" else (K, N))
-    odt = _out_dtype(a, out_dtype, out)
-    values = dict(bias=bias, residual=residual, row_scale=row_scale, col_scale=col_scale)
-    _epilogue("gemm", "a", a.device, activation, {**_fused(M, N, odt, values), "out": (out, (M, N), (odt,))})
-    return M, N, K, odt
-
-
-# ------------------------------------------------------------------------------------ fp8 (gemm on sm_90 only)
-
-
-def check_fp8(a, layout, K: int) -> None:
-    """fp8 ``a`` (``FP8_DTYPES``; ``b`` must match it): layout ``"nt"`` and ``K % FP8_K_MULTIPLE == 0``, the
-    rules of the sm90 fp8 kernel, the only one (``check_fp8_target``)."""
-    if a.dtype not in FP8_DTYPES:
-        return
-    if layout != "nt":
-        _fail("layout", "fp8 inputs are both K-major (a [M, K], b [N, K]: the sm90 fp8 kernel)", "'nt'", repr(layout))
-    if K % FP8_K_MULTIPLE:
-        _fail("a", f"fp8 rows of K one-byte elements are whole 16-byte chunks (TMA): K % {FP8_K_MULTIPLE} == 0",
-              f"K a multiple of {FP8_K_MULTIPLE}", f"K = {K}")
-
-
-def check_fp8_target(a, arch: str, target: str, M: int, N: int) -> None:
-    """fp8 ``a`` where the sm90 kernel does not run it (another GPU, ``TVM_CDNA4_CUDA_TARGET=sm80``, or an M
-    with ``M N >= 2^31``): a ValueError, not the sm80-class kernels (they have no fp8)."""
-    if a.dtype in FP8_DTYPES:
-        _fail("a", "fp8 (torch.float8_e4m3fn) runs on sm_90 GPUs (H100, H200) with the sm90 kernel only; the "
-              "sm80-class kernels have no fp8", "an sm_90 device, TVM_CDNA4_CUDA_TARGET auto, M N < 2^31",
-              f"{arch} ({a.device}), target {target}, M N = {M * N}")
-
-
-def _check_alignment(op: str = "gemm", **tensors) -> None:
-    for name, t in tensors.items():
-        if t is not None and t.data_ptr() % ALIGNMENT:
-            _fail(name, f"its data pointer must be {ALIGNMENT}-byte aligned (a view into another tensor may not be)",
-                  f"a multiple of {ALIGNMENT}", hex(t.data_ptr()), op)
 
 
 def kernel_cache() -> dict:
@@ -529,29 +399,6 @@ def gemm(a, b, *, layout: str = "nt", out_dtype=None, bias=None, activation=None
 # ------------------------------------------------------------------------------------ grouped GEMM
 
 
-def check_grouped_arguments(x, w, offsets, layout, out_dtype, bias, activation, residual, row_scale, col_scale, out):
-    """``check_arguments`` of ``grouped_gemm`` (its fake implementation runs it too): ``(T, G, N, K,
-    output dtype)``. The offsets' values stay on the device (no host synchronization): only their
-    dtype, shape and device are checked."""
-    op = "grouped_gemm"
-    _first(op, "x", x, layout, "the tokens sorted by group [T, K]")
-    T, K = x.shape
-    if not isinstance(w, torch.Tensor) or w.dim() != 3:
-        _fail("w", "the groups' weights ([G, N, K] for layout 'nt', [G, K, N] for 'nn')", "3 dimensions",
-              f"shape {tuple(w.shape)}" if isinstance(w, torch.Tensor) else type(w).__name__, op)
-    G, N = w.shape[0], (w.shape[1] if layout == "nt" else w.shape[2])
-    _tensor("x", x, x.device, (x.dtype,), (T, K), op, "x")
-    _tensor("w", w, x.device, (x.dtype,), (G, N, K) if layout == "nt" else (G, K, N), op, "x")
-    if isinstance(offsets, torch.Tensor) and offsets.dtype != torch.int32:
-        _fail("offsets", "dtype (group starts then T: offsets[g] .. offsets[g + 1] - 1 are group g's rows)",
-              torch.int32, offsets.dtype, op)
-    _tensor("offsets", offsets, x.device, (torch.int32,), (G + 1,), op, "x")
-    odt = _out_dtype(x, out_dtype, out)
-    values = dict(bias=bias, residual=residual, row_scale=row_scale, col_scale=col_scale)
-    _epilogue(op, "x", x.device, activation, {**_fused(T, N, odt, values, G), "out": (out, (T, N), (odt,))})
-    return T, G, N, K, odt
-
-
 def _grouped_kernel(x, G: int, N: int, K: int, odt, layout: str, fusion: Fusion):
     """The cached grouped GEMM of the shape class (one kernel per bucket of rows per group, built lazily): the
     device's target's (``cuda_target``: on sm_90 ``kernels.sm90``'s, its decode buckets the sm80 grouped
@@ -646,44 +493,6 @@ def grouped_gemm(x, w, offsets, *, layout: str = "nt", out_dtype=None, bias=None
 
 
 # ------------------------------------------------------------------------------------ attention
-
-
-def check_attention_arguments(q, k, v, causal, scale):
-    """``check_arguments`` of ``attention`` (its fake implementation runs it too): the
-    ``kernels.attention.problem.AttentionProblem`` of the call."""
-    from .kernels.attention.problem import HEAD_DIMS, AttentionProblem
-
-    op = "attention"
-    if not isinstance(q, torch.Tensor):
-        raise TypeError(f"tvm_cdna4.torch.{op}: argument 'q' must be a torch.Tensor, not {type(q).__name__}")
-    if q.device.type not in DEVICE_TYPES:
-        _fail("q", "a CUDA tensor", "device cuda", q.device, op)
-    if q.dtype not in IN_DTYPES:
-        _fail("q", "dtype", "torch.float16 or torch.bfloat16", q.dtype, op)
-    if q.dim() != 4:
-        _fail("q", "the queries [batch, heads, seq_q, head_dim]", "4 dimensions", f"shape {tuple(q.shape)}", op)
-    B, H, Sq, D = q.shape
-    if not isinstance(k, torch.Tensor) or k.dim() != 4:
-        _fail("k", "the keys [batch, kv_heads, seq_kv, head_dim]", "4 dimensions",
-              f"shape {tuple(k.shape)}" if isinstance(k, torch.Tensor) else type(k).__name__, op)
-    Hkv, Skv = k.shape[1], k.shape[2]
-    _tensor("q", q, q.device, (q.dtype,), (B, H, Sq, D), op, "q")
-    _tensor("k", k, q.device, (q.dtype,), (B, Hkv, Skv, D), op, "q")
-    _tensor("v", v, q.device, (q.dtype,), (B, Hkv, Skv, D), op, "q")
-    if D not in HEAD_DIMS:
-        _fail("q", "head dim (the last dimension)", " or ".join(map(str, HEAD_DIMS)), D, op)
-    if min(B, H, Sq, Skv) < 1:
-        _fail("q", "batch, heads and sequence lengths of at least 1", ">= 1",
-              f"q {tuple(q.shape)}, k {tuple(k.shape)}", op)
-    if Hkv < 1 or H % Hkv:
-        _fail("k", "kv heads (dimension 1): at least one, dividing the query heads (GQA)", f"a divisor of {H}",
-              Hkv, op)
-    if not isinstance(causal, bool):
-        _fail("causal", "a bool", "True or False", repr(causal), op)
-    try:
-        return AttentionProblem(B, H, Hkv, Sq, Skv, D, causal, IN_DTYPES[q.dtype], scale)
-    except ValueError:  # the fields above are checked: the scale is what the record refuses
-        _fail("scale", "the softmax scale", "a positive finite float or None", repr(scale), op)
 
 
 def attention_kernel(q, problem, target: str | None = None, config=None):

@@ -36,7 +36,8 @@ from ..sm80.gemm_emit_epilogue import TIR_OPS
 from .attention_epilogue import (FULL, exponent_offset, finish, finish_buffered, finish_tma, release_q, row_of,
                                  score_scale, swizzled_word)
 from .attention_plan import STAGED_EPILOGUES, TRANSPOSERS, Sm90AttentionPlan, work_item
-from .gemm_emit import EPILOGUE_BARRIER, L2_PROMOTION_256B, SWIZZLE_128B
+from .gemm_emit import L2_PROMOTION_256B, SWIZZLE_128B
+from .gemm_epilogue import EPILOGUE_BARRIER
 from .gemm_plan import WARPGROUP, WGMMA_M, WGMMA_TYPES
 
 TMA_LOAD_3D = "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"

@@ -12,7 +12,7 @@ from tvm_tirx.script import tirx as T
 
 from ..attention.problem import LN2
 from .attention_plan import Sm90AttentionPlan
-from .gemm_emit import EPILOGUE_BARRIER
+from .gemm_epilogue import EPILOGUE_BARRIER
 from .gemm_plan import ROW_BYTES, WARPGROUP, WGMMA_M
 
 TMA_STORE_3D = "cp.async.bulk.tensor.3d.global.shared::cta.tile.bulk_group"

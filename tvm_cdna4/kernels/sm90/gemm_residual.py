@@ -173,7 +173,7 @@ def held_index(p: Sm90Plan, mi: int, j: int, h: int) -> int:
 def preread(p, SMH, res, held, wg, t, base, word):
     # residual_read="preread", thread t of warpgroup wg between its tile's last wgmma issue and the retirement:
     # once its residual barrier's phase of tile res[2] completes, the word of each column pair whose C it will
-    # write (word: gemm_emit.staging_word over the buffer at byte base) into held, all reads before any write
+    # write (word: gemm_epilogue.staging_word over the buffer at byte base) into held, all reads before any write
     c = p.config
     SMW = T.decl_tensor(SMH.ptr_to([0]), ty_args=[T.Tensor((p.smem_bytes // 4,), "uint32", scope="shared.dyn",
                                                            layout="default", align=1024)])

@@ -1,17 +1,17 @@
 """Emission of the sm90 grouped GEMM: a ``Sm90GroupedPlan`` to a TIRx PrimFunc ``main(A, B, C, offsets, ...)``.
 
-The dense kernel's CTA, roles and ring (``gemm_emit``: ``cta``, ``load_tile``, ``mainloop``, ``store`` are its
-macros), with the work units of a grouped GEMM (``grouped_plan``'s docstring): both roles walk the units ``pid, pid + ctas,
-...`` in the plan's tile order, find each unit's group and rows (``m0 .. m_end``) and skip a unit without rows
-(``0 <= m0 < m_end`` fails: a gap tile, or bad offsets). The ``gaps`` walk (``Sm90Config.tile_walk``, ``units_gaps``)
-walks the ``Groups`` row tiles, a unit's group by ``kernels.gemm.grouped_emit.find_group`` (the binary search over
-the offsets in global memory) and its rows by ``Groups.origin``; the ``prefix`` walk (``units_prefix``) walks the
-row tiles with rows only: every CTA first copies the offsets into shared memory and sums the groups' row tiles
-there (``scan_groups``, run by ``gemm_emit.cta`` before the roles part), then finds a unit's group by a binary
-search over that prefix (``find_prefix``). ``done`` counts the units with rows, the ring position
-of a unit's first k-tile being ``done * slice_tiles`` in both roles. The producer loads A's box at row ``m0``
-and B's at row ``g N + n0`` of the ``[G N, K]`` map; the consumers store rows below ``m_end`` and columns below
-N, the per-group fused inputs at row ``g``.
+The dense kernel's CTA, roles and ring (``gemm_emit``: ``cta``, ``load_tile``, ``mainloop``; ``gemm_epilogue``:
+``store`` are its macros), with the work units of a grouped GEMM (``grouped_plan``'s docstring): both roles walk the
+units ``pid, pid + ctas, ...`` in the plan's tile order, find each unit's group and rows (``m0 .. m_end``) and skip a
+unit without rows (``0 <= m0 < m_end`` fails: a gap tile, or bad offsets). The ``gaps`` walk
+(``Sm90Config.tile_walk``, ``units_gaps``) walks the ``Groups`` row tiles, a unit's group by
+``kernels.gemm.grouped_emit.find_group`` (the binary search over the offsets in global memory) and its rows by
+``Groups.origin``; the ``prefix`` walk (``units_prefix``) walks the row tiles with rows only: every CTA first copies
+the offsets into shared memory and sums the groups' row tiles there (``scan_groups``, run by ``gemm_emit.cta`` before
+the roles part), then finds a unit's group by a binary search over that prefix (``find_prefix``). ``done`` counts the
+units with rows, the ring position of a unit's first k-tile being ``done * slice_tiles`` in both roles. The producer
+loads A's box at row ``m0`` and B's at row ``g N + n0`` of the ``[G N, K]`` map; the consumers store rows below
+``m_end`` and columns below N, the per-group fused inputs at row ``g``.
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ from ...tirx_private import transpile_once
 from ..common import ceil_div
 from ..gemm.grouped import OFFSETS
 from ..gemm.grouped_emit import find_group, search
-from .gemm_emit import cta, load_tile, mainloop, retire, store, store_tma, tensor_map_source
+from .gemm_emit import cta, load_tile, mainloop, retire, tensor_map_source
+from .gemm_epilogue import store, store_tma
 from .gemm_plan import ELEMENT_BYTES, PREFIX_WORDS, SWIZZLE_COLUMNS, WGMMA_M
 from .grouped_plan import Sm90GroupedPlan
 

@@ -19,7 +19,7 @@ A's boxes come through a tensor map over the whole ``[T, K]`` (rows of the next 
 computed, never stored; rows past T are zero-filled), B's through one over
 ``[G N, K]`` at row ``g N + n0`` (columns past N, the next group's weights, are never stored). C is stored from
 registers, masked at the group's ``m_end`` and at N, or, with ``epilogue="tma"`` (the dense kernel's TMA
-epilogue, ``gemm_emit.store_tma``, ``epilogue_tile`` included), a consumer warpgroup whose rows lie wholly inside
+epilogue, ``gemm_epilogue.store_tma``, ``epilogue_tile`` included), a consumer warpgroup whose rows lie wholly inside
 the group (``m0 + (wg + 1) rows <= m_end``: every tile but a group's last at 128 or more rows per group) stores
 them through shared memory and TMA stores over a tensor map of C ``[T, N]``, and only the rest (a group's last,
 partial tile: a TMA box would write the next group's rows) from registers, masked; the fused epilogue's
