@@ -79,7 +79,7 @@
 #               torch.matmul (torch_gemm.py --swap-dynamic on --swap-order off,on) [~260]
 #   swaporder-ncu  the two walks of Qwen2.5-7B o's swapped 64x128 bucket plan at M = 200 under ncu: DRAM bytes, L2 hit
 #               rate, sectors across the L2 partitions' fabric, duration (whether a weight panel leaves DRAM or crosses
-#               the fabric twice when its readers sit 8 CTAs apart), then each one's full set and source page [~260]
+#               the fabric twice when its readers sit 8 CTAs apart); full sets: ncu_cases.py gemm-m200-o-swapped-m / -n [~150]
 #
 #   bash benchmarks/gpu_stop45.sh peers partitions ncu
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site ${WHEELS:-.sm90tree/whl}/*.whl 2>/dev/null
@@ -280,15 +280,13 @@ print('planned:', d.planned('sm80'))" 2>&1 | tee "$OUT/m200_device.txt"
     timeout 170 python3 benchmarks/torch_gemm.py --ms ${SWAPORDER_MS:-96,200} --projs qkv,o,down --swap-dynamic on \
       --swap-order off,on --calls 30 --reps 10 --out "$OUT/swaporder" 2>&1 | tee "$OUT/torch_gemm_swaporder.log" \
       | grep -v "^{" | tail -22 ;;
-  swaporder-ncu)  # the swapped 64x128 o plan's two walks: DRAM, L2 hits and partition crossings, then the full sets [~260]
+  swaporder-ncu)  # the swapped 64x128 o plan's two walks: DRAM, L2 hits and partition crossings [~150]
     for c in gemm-m200-o-swapped-m gemm-m200-o-swapped-n; do
-      timeout 60 ncu --profile-from-start off --clock-control none --metrics gpu__time_duration.sum,dram__bytes_read.sum,\
+      timeout 90 ncu --profile-from-start off --clock-control none --metrics gpu__time_duration.sum,dram__bytes_read.sum,\
 lts__t_sector_hit_rate.pct,lts__t_sectors_srcunit_ltcfabric.sum,lts__t_sectors_srcunit_tex.sum,launch__grid_size \
         python3 benchmarks/ncu_cases.py "$c" > "$OUT/ncu_metrics_$c.txt" 2>&1
       echo "== $c"; grep -E "gpu__time|dram__bytes|hit_rate|ltcfabric|srcunit_tex|grid_size" "$OUT/ncu_metrics_$c.txt" | tail -6
-    done
-    ncu_case gemm-m200-o-swapped-m
-    ncu_case gemm-m200-o-swapped-n ;;
+    done ;;
   stop49b)  # stop49 without the tree before attnsass: this tree's attention at 2k / 4k beside cuDNN, attn3wg's
     # consumers, the torch op at M = 96 / 200 with the present card's plans [~350]
     python3 -c "from tvm_cdna4.kernels import devices as d; print('planned:', d.planned('sm80'))" 2>&1 \
