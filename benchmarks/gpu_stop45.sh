@@ -74,6 +74,13 @@
 #               query rows) at D 64: tests/gpu/test_sm90_attention_3wg_gpu.py (exact, O and LSE), then attention_sm90.py
 #               --head-dims 64 --seqs 2048,4096,16384 --configs consumers (2 and 3 consumers, 128 / 64 keys, grid and
 #               persistent, beside cuDNN) [~280]
+#   swaporder   stop 49 (journal "Stop 49: swapmulti"): a swapped bucket plan's token tiles of one weight panel on adjacent
+#               CTAs (gemm_cost.SWAP_PANEL_ADJACENT, raster "n"): the swapped-tiles GPU tests, then the torch op at
+#               M = ${SWAPORDER_MS:-96,200} (qkv / o / down) with WEIGH_SWAP_DYNAMIC on and the walk off / on, beside
+#               torch.matmul (torch_gemm.py --swap-dynamic on --swap-order off,on) [~260]
+#   swaporder-ncu  the two walks of Qwen2.5-7B o's swapped 64x128 bucket plan at M = 200 under ncu: DRAM bytes, L2 hit
+#               rate, sectors across the L2 partitions' fabric, duration (whether a weight panel leaves DRAM or crosses
+#               the fabric twice when its readers sit 8 CTAs apart); full sets: ncu_cases.py gemm-m200-o-swapped-m / -n [~150]
 #
 #   bash benchmarks/gpu_stop45.sh peers partitions ncu
 if [ -f .sm90tree/sitepack/site.tar.xz ]; then  # benchmarks/pack_site.sh: the wheels installed and packed (33 of 49 MB)
@@ -272,6 +279,21 @@ print('planned:', d.planned('sm80'))" 2>&1 | tee "$OUT/m200_device.txt"
     timeout 150 python3 benchmarks/sm90_gemm.py --epilogue --out "$OUT" 2>&1 | tee "$OUT/epilogue.log" | grep -v "^{" | tail -45 ;;
   epires-ncu)  # where the residual's time goes: the three kernels' source-level stall samples [~200]
     for c in gemm-plain gemm-residual gemm-residual-preread; do ncu_case $c; done ;;
+  swaporder)  # the swapped bucket plans' walk: a weight panel's token tiles on adjacent CTAs (off: group_m apart) [~260]
+    gpu_tests 80 "$OUT/pytest_gpu_swaporder.log" -n 8 tests/gpu/test_sm90_swap_tiles_gpu.py
+    python3 -c "from tvm_cdna4.kernels import devices as d; print('planned:', d.planned('sm80'))" 2>&1 \
+      | tee "$OUT/device_planned.txt"
+    mkdir -p "$OUT/swaporder"
+    timeout 170 python3 benchmarks/torch_gemm.py --ms ${SWAPORDER_MS:-96,200} --projs qkv,o,down --swap-dynamic on \
+      --swap-order off,on --calls 30 --reps 10 --out "$OUT/swaporder" 2>&1 | tee "$OUT/torch_gemm_swaporder.log" \
+      | grep -v "^{" | tail -22 ;;
+  swaporder-ncu)  # the swapped 64x128 o plan's two walks: DRAM, L2 hits and partition crossings [~150]
+    for c in gemm-m200-o-swapped-m gemm-m200-o-swapped-n; do
+      timeout 90 ncu --profile-from-start off --clock-control none --metrics gpu__time_duration.sum,dram__bytes_read.sum,\
+lts__t_sector_hit_rate.pct,lts__t_sectors_srcunit_ltcfabric.sum,lts__t_sectors_srcunit_tex.sum,launch__grid_size \
+        python3 benchmarks/ncu_cases.py "$c" > "$OUT/ncu_metrics_$c.txt" 2>&1
+      echo "== $c"; grep -E "gpu__time|dram__bytes|hit_rate|ltcfabric|srcunit_tex|grid_size" "$OUT/ncu_metrics_$c.txt" | tail -6
+    done ;;
   stop49b)  # stop49 without the tree before attnsass: this tree's attention at 2k / 4k beside cuDNN, attn3wg's
     # consumers, the torch op at M = 96 / 200 with the present card's plans [~350]
     python3 -c "from tvm_cdna4.kernels import devices as d; print('planned:', d.planned('sm80'))" 2>&1 \
@@ -302,7 +324,7 @@ print('planned:', d.planned('sm80'))" 2>&1 | tee "$OUT/m200_device.txt"
     mkdir -p "$OUT/attn3wg"
     timeout 175 python3 benchmarks/attention_sm90.py --no-sm80 --head-dims 64 --seqs 2048,4096,16384 \
       --configs consumers --out "$OUT/attn3wg" 2>&1 | tee "$OUT/attention_3wg.log" | grep -v "^{" | tail -36 ;;
-  *) echo "unknown step $step (peers, partitions, ncu, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring, m200, epires, epires-ncu, stop49, stop49b, attn3wg)"; exit 2 ;;
+  *) echo "unknown step $step (peers, partitions, ncu, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring, m200, epires, epires-ncu, stop49, stop49b, attn3wg, swaporder, swaporder-ncu)"; exit 2 ;;
   esac
 done
 cd "$OUT" && tar czf /tmp/call.tgz --exclude=call.tgz . && find . -mindepth 1 -delete && mv /tmp/call.tgz "$OUT/call.tgz"

@@ -38,12 +38,15 @@ def gemm_case(torch, fused: tuple, mnk=(4096, 4096, 4096)):
     return lambda: ops.gemm(a, b, layout="nt", **kw)
 
 
-def swapped_bucket_case(torch, mnk):
+def swapped_bucket_case(torch, mnk, adjacent: bool | None = None):
     """The torch op with the dynamic-M buckets weighing swap AB (``gemm_cost.WEIGH_SWAP_DYNAMIC``, off by default:
-    its bucket plans timed slower; docs/sm90_gemm.md "Swap AB"): what ncu should explain."""
+    its bucket plans timed slower; docs/sm90_gemm.md "Swap AB"): what ncu should explain. ``adjacent``: the swapped
+    plans' walk (``gemm_cost.SWAP_PANEL_ADJACENT``; None: the package's)."""
     from tvm_cdna4.kernels.sm90 import gemm_cost
 
     gemm_cost.WEIGH_SWAP_DYNAMIC = True
+    if adjacent is not None:
+        gemm_cost.SWAP_PANEL_ADJACENT = adjacent
     return gemm_case(torch, (), mnk)
 
 
@@ -112,6 +115,10 @@ CASES = {
     # static 64x200's time in stop 44's run); run each in its own process (the flag stays set)
     "gemm-m200-qkv": lambda t: gemm_case(t, (), (200, 4608, 3584)),
     "gemm-m200-qkv-swapped": lambda t: swapped_bucket_case(t, (200, 4608, 3584)),
+    # Qwen2.5-7B's o projection at M = 200, swapped 64x128 over two token tiles: a weight panel's two readers group_m
+    # (8) CTAs apart (raster "m") or adjacent (raster "n", gemm_cost.SWAP_PANEL_ADJACENT; stop 49, swapmulti)
+    "gemm-m200-o-swapped-m": lambda t: swapped_bucket_case(t, (200, 3584, 3584), False),
+    "gemm-m200-o-swapped-n": lambda t: swapped_bucket_case(t, (200, 3584, 3584), True),
     # Qwen2.5-7B's o projection at M = 3000 (128x224) unclustered and in clusters of two (1.6-2.1x slower, stop 46)
     "gemm-cluster-c1": lambda t: cluster_case(t, 1),
     "gemm-cluster-c2": lambda t: cluster_case(t, 2),

@@ -4,6 +4,7 @@
     python3 benchmarks/torch_gemm.py --ms 200 --models qwen2.5-7b --out $OUT
     python3 benchmarks/torch_gemm.py --ms 32,96,200 --swap-dynamic off,on --out $OUT   # the A/B of swapped buckets
     python3 benchmarks/torch_gemm.py --ms 96,200 --split-epilogue off,on --out $OUT    # the A/B of a K split's epilogue
+    python3 benchmarks/torch_gemm.py --ms 96,200 --swap-dynamic on --swap-order off,on --out $OUT  # swapped tile walks
 
 y = x · Wᵀ, bf16 in and out (layout ``nt``), the projections (``MODELS``: fused QKV, attention output,
 fused gate/up, down) of three model families at ``MS`` (not only powers of two). What a serving stack
@@ -32,8 +33,10 @@ too: the torch op's kernel cache keeps a shape's bucket plans, the build cache k
 ours/cuBLAS against the cuBLAS of its own run). With ``--plans`` it prints each setting's bucket plan of every
 shape and M and the cost model's estimate of both at that M (``--device``: the ``devices.DEVICES`` entry planned for,
 default the planned GPU). ``--split-epilogue`` (``gemm_cost.WEIGH_SPLIT_EPILOGUE``: a K split's C stored once a tile,
-from registers) is the same A/B of its flag (tags ``splitepi_*``, ``torch_gemm_splitepi.{md,json}``); of the two
-(``SWITCHES``) one may take ``off,on``, the other one setting for both runs. ``--projs`` keeps the projections named.
+from registers) is the same A/B of its flag (tags ``splitepi_*``, ``torch_gemm_splitepi.{md,json}``), and ``--swap-order``
+(``gemm_cost.SWAP_PANEL_ADJACENT``: a swapped bucket plan's token tiles of one weight panel on adjacent CTAs; with
+``--swap-dynamic on``) of its (``swaporder_*``); of them (``SWITCHES``) one may take ``off,on``, the others one setting
+for both runs. ``--projs`` keeps the projections named.
 
 The roofline of a shape is ``max(2MNK / DENSE_BF16_FLOPS, (x + W + y bytes) / read rate)``, the read
 rate measured in the same run (a sum over a 4 GiB tensor), and each contender's fraction of it is
@@ -111,8 +114,9 @@ def _prebuild(job) -> str:
 
 SWAP_SETTINGS = ("off", "on")
 """A switch's values (``SWITCHES``): its ``gemm_cost`` flag False or True."""
-SWITCHES = {"swap_dynamic": ("WEIGH_SWAP_DYNAMIC", "swapdyn"), "split_epilogue": ("WEIGH_SPLIT_EPILOGUE", "splitepi")}
-"""The options (``--swap-dynamic``, ``--split-epilogue``) that set a ``gemm_cost`` flag of the bucket plans: the flag,
+SWITCHES = {"swap_dynamic": ("WEIGH_SWAP_DYNAMIC", "swapdyn"), "split_epilogue": ("WEIGH_SPLIT_EPILOGUE", "splitepi"),
+            "swap_order": ("SWAP_PANEL_ADJACENT", "swaporder")}
+"""The options (``--swap-dynamic``, ``--split-epilogue``, ``--swap-order``) that set a ``gemm_cost`` flag of the bucket plans: the flag,
 and the tag of an A/B's runs and table (``torch_gemm_<tag>_<setting>``, ``torch_gemm_<tag>``)."""
 
 
@@ -135,7 +139,8 @@ def switch_settings(args) -> tuple[str | None, list, dict]:
     given = {o: getattr(args, o).split(",") if getattr(args, o) else [] for o in SWITCHES}
     ab = [o for o, v in given.items() if len(v) > 1]
     if len(ab) > 1:
-        raise SystemExit("--swap-dynamic / --split-epilogue: one of them may take two settings (off,on), found both")
+        raise SystemExit("--swap-dynamic / --split-epilogue / --swap-order: one of them may take two settings (off,on), "
+                         f"found {len(ab)}")
     fixed = {o: (v[0] if v else None) for o, v in given.items() if o not in ab}
     return (ab[0], given[ab[0]], fixed) if ab else (None, [], fixed)
 
@@ -242,12 +247,13 @@ def _plan_of(ours, N: int, K: int, M: int) -> tuple[str, str]:
 
 def plan_label(p) -> str:
     """A plan in a table's cell: ``decode`` (the weight-streaming kernel), else the config's tile ``block_m x block_n``
-    (C^T's with ``swap``), ``/kS`` for a K split, ``tma`` for TMA stores."""
+    (C^T's with ``swap``), ``raster-n`` for the walk with the tile columns fastest (``gemm_cost.SWAP_PANEL_ADJACENT``),
+    ``/kS`` for a K split, ``tma`` for TMA stores."""
     c = getattr(p, "config", None)
     if not hasattr(c, "swap_ab"):
         return "decode" if c is not None else "?"
-    return (f"{c.block_m}x{c.block_n}" + (" swap" if c.swap_ab else "") + (f" /k{c.split_k}" if c.split_k > 1 else "")
-            + (" tma" if c.epilogue == "tma" else ""))
+    return (f"{c.block_m}x{c.block_n}" + (" swap" if c.swap_ab else "") + (" raster-n" if c.raster == "n" else "")
+            + (f" /k{c.split_k}" if c.split_k > 1 else "") + (" tma" if c.epilogue == "tma" else ""))
 
 
 def planned_device() -> dict:
@@ -414,7 +420,8 @@ def swap_ab_runs(args, settings, option: str = "swap_dynamic", fixed: dict | Non
               f"{r[f'speedup_{a}']:.2f}x | {r[f'speedup_{b}']:.2f}x | {'yes' if r['ok'] else 'NO'} |" for r in rows]
     lines += ["", *by_m(rows, "on_over_off", f"{b}/{a} speed"), "", *by_m(rows, f"speedup_{a}", f"{a}/cuBLAS"), "",
               *by_m(rows, f"speedup_{b}", f"{b}/cuBLAS")]
-    meta = dict(switch=SWITCHES[option][0], settings=settings, fixed=fixed or {}, date=time.strftime("%Y-%m-%d"))
+    given = {o: v for o, v in (fixed or {}).items() if v}  # the other options set for both runs
+    meta = dict(switch=SWITCHES[option][0], settings=settings, fixed=given, date=time.strftime("%Y-%m-%d"))
     write_results(args.out, f"torch_gemm_{short}", meta, rows, lines)
     return 0 if rows and all(r["ok"] for r in rows) else 1
 
@@ -433,6 +440,9 @@ def main(argv=None) -> int:
                     "(gemm_cost.WEIGH_SWAP_DYNAMIC; default the package's); two: one run each, then side by side")
     ap.add_argument("--split-epilogue", default=None, help="off, on or off,on: a K split's C stored once a tile, from "
                     "registers (gemm_cost.WEIGH_SPLIT_EPILOGUE; default the package's); two: as --swap-dynamic")
+    ap.add_argument("--swap-order", default=None, help="off, on or off,on: a swapped bucket plan's token tiles of one "
+                    "weight panel on adjacent CTAs (gemm_cost.SWAP_PANEL_ADJACENT; default the package's); two: as "
+                    "--swap-dynamic (with --swap-dynamic on)")
     ap.add_argument("--projs", default=None, help="only these projections (qkv,o,gate_up,down; default every one)")
     ap.add_argument("--device", default=None, help="--plans: the devices.DEVICES entry planned for (default the planned GPU)")
     args = ap.parse_args(argv)
@@ -479,7 +489,8 @@ def main(argv=None) -> int:
                   f"us ({r['speedup_graph']:.2f}x), ok={r['ours_ok']}", flush=True)
     meta = dict(device=name, arch=arch, target=target, read_rate=rate, torch=torch.__version__, date=time.strftime("%Y-%m-%d"),
                 calls=args.calls, reps=args.reps, seconds=time.time() - t0, swap_dynamic=args.swap_dynamic,
-                split_epilogue=args.split_epilogue, planned=planned_device())
+                split_epilogue=args.split_epilogue, swap_order=args.swap_order,
+                planned=planned_device())
     write_results(args.out, f"torch_gemm{tag}", meta, rows, table(rows))
     return 0 if all(r["ours_ok"] and r["torch_ok"] for r in rows) else 1
 

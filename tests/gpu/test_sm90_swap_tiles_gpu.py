@@ -27,6 +27,9 @@ SHAPES = ((4608, 3584), (3584, 3584))
     (MBucket(193, 256), 4608, 3584, Sm90Config(128, 88, 6, 2, swap_ab=True), (193, 200, 256), "bf16", Fusion()),
     # o in 64x128 tiles: M = 5 and 77 (one tile), 129 (two, the last one column), 255
     (MBucket(193, 256), 3584, 3584, Sm90Config(64, 128, 8, 1, swap_ab=True), (5, 77, 129, 255), "bf16", Fusion()),
+    # the same in gemm_cost.SWAP_PANEL_ADJACENT's walk (raster "n": a weight panel's token tiles on adjacent CTAs)
+    (MBucket(193, 256), 3584, 3584, Sm90Config(64, 128, 8, 1, raster="n", swap_ab=True), (77, 129, 200, 255), "bf16",
+     Fusion()),
     # the down projection's K split over tiles of 72 columns: M = 150 (three tiles), 217 (four)
     (MBucket(129, 256), 3584, 18944, Sm90Config(64, 72, 8, 1, split_k=2, decomposition="split-k", swap_ab=True),
      (150, 217), "bf16", Fusion()),

@@ -60,10 +60,12 @@ def test_the_emulator_validates_the_swapped_kernel_at_odd_run_time_m(bucket, cfg
     _validate(bucket, cfg, ms, out, fusion)
 
 
-def test_the_emulator_validates_a_swapped_plan_over_several_tiles_of_m():
+@pytest.mark.parametrize("raster", ["m", "n"])
+def test_the_emulator_validates_a_swapped_plan_over_several_tiles_of_m(raster):
     # block_n 72: M = 45 (under one tile), 145 (odd, three tiles, the last of one column); N = 40: a ragged tile of N;
-    # M's tiles counted at launch (gemm_cost.swap_widths' plans: several tiles of M in a bucket)
-    cfg = Sm90Config(64, 72, 2, 1, swap_ab=True)
+    # M's tiles counted at launch (gemm_cost.swap_widths' plans: several tiles of M in a bucket); raster "n": a weight
+    # panel's token tiles on adjacent CTAs (gemm_cost.SWAP_PANEL_ADJACENT, the run-time tile columns fastest)
+    cfg = Sm90Config(64, 72, 2, 1, raster=raster, swap_ab=True)
     assert str(_plan(MBucket(129, 192), 40, 64, cfg).tiles_n) == "T.Div(M + 71, 72)"
     _validate(MBucket(129, 192), cfg, (45, 145), "f32", Fusion(), N=40, K=64)
 
@@ -75,6 +77,10 @@ def test_the_emulator_validates_a_swapped_plan_over_several_tiles_of_m():
     # a K split over tiles of 72 columns: M = 77 (two tiles), 200 (three)
     (MBucket(193, 256), Sm90Config(64, 72, 2, 1, split_k=2, decomposition="split-k", swap_ab=True), (77, 200), "f32",
      Fusion(bias=True)),
+    # the same in gemm_cost.SWAP_PANEL_ADJACENT's walk (raster "n": the run-time tile columns fastest)
+    (MBucket(193, 256), Sm90Config(128, 104, 2, 2, raster="n", swap_ab=True), (200, 209), "bf16", ALL),
+    (MBucket(193, 256), Sm90Config(64, 72, 2, 1, split_k=2, decomposition="split-k", raster="n", swap_ab=True), (77, 200),
+     "f32", Fusion(bias=True)),
 ])
 def test_the_emulator_validates_swapped_plans_over_several_tiles_of_m(bucket, cfg, ms, out, fusion):
     _validate(bucket, cfg, ms, out, fusion, N=72, K=256)

@@ -7,6 +7,7 @@ consumers, a K split); the benchmark's A/B of the flag."""
 
 from __future__ import annotations
 
+import attrs
 import pytest
 
 from tvm_cdna4.kernels import devices
@@ -39,6 +40,37 @@ def test_the_swapped_bucket_candidates_take_several_tiles_of_m_only_where_the_fl
     assert cfg.swap_ab and -(-256 // cfg.block_n) > 1, cfg  # Qwen2.5-7B's QKV: a swapped tile of several M tiles
 
 
+def _walk(cfg, M, N, K):
+    """The (tile row, tile column) of C^T each unit of ``cfg``'s persistent order takes at a static M."""
+    import operator
+
+    from tvm_cdna4.kernels.gemm.epilogue import Fusion
+    from tvm_cdna4.kernels.sm90.gemm_plan import plan
+
+    p = plan(M, N, K, "bf16", "nt", "bf16", cfg, H100.units, H100.smem_per_unit, Fusion())
+    return [p.tile_of(u, operator.floordiv, operator.mod, min) for u in range(p.tiles_m * p.tiles_n)]
+
+
+def test_a_swapped_bucket_plan_walks_a_weight_panels_token_tiles_on_adjacent_ctas():
+    # Qwen2.5-7B's o projection, 193..256: the swapped plan of two token tiles (64x128); SWAP_PANEL_ADJACENT (stop 49,
+    # swapmulti) walks C^T's tile columns fastest, so CTAs 2r and 2r + 1 read weight panel r at the same time, as the
+    # unswapped small-M plans' row tiles do; before, raster "m" put them group_m (8) CTAs apart
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(gemm_cost, "WEIGH_SWAP_DYNAMIC", True)
+        cfg = gemm_cost.choose_for_range(193, 256, 3584, 3584, 2, H100)
+        _, _, on = gemm_cost.range_candidates(193, 256, 3584, 3584, 2, H100)
+        mp.setattr(gemm_cost, "SWAP_PANEL_ADJACENT", False)
+        before = gemm_cost.choose_for_range(193, 256, 3584, 3584, 2, H100)
+    assert (cfg.block_m, cfg.block_n, cfg.swap_ab, cfg.raster) == (64, 128, True, "n") and before.raster == "m"
+    assert attrs.evolve(cfg, raster="m") == before  # only the walk differs
+    assert _walk(cfg, 200, 3584, 3584)[:4] == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    assert _walk(before, 200, 3584, 3584)[:9] == [(r, 0) for r in range(8)] + [(0, 1)]
+    # one token tile (M <= block_n): the same tiles in the same order either way
+    assert _walk(cfg, 100, 3584, 3584) == _walk(before, 100, 3584, 3584)
+    # every swapped candidate walks so, the unswapped ones are not moved
+    assert {c.raster for c in on if c.swap_ab} == {"n"} and {c.raster for c in on if not c.swap_ab} == {"m"}
+
+
 def test_the_torch_benchmark_prints_both_settings_bucket_plans_and_estimates(capsys):
     from benchmark_modules import benchmark_module
 
@@ -47,9 +79,21 @@ def test_the_torch_benchmark_prints_both_settings_bucket_plans_and_estimates(cap
     assert torch_gemm.main(argv) == 0
     out = capsys.readouterr().out
     # QKV at 200: the unswapped 64x144 against 128x88 swapped (three tiles of M), the model's estimates in µs
-    assert "| qwen2.5-7b | qkv | 4608 | 3584 | 200 (193-256) | 64x144 | **128x88 swap** | 20.4 | 19.4 | 1.05x |" in out
+    assert "| qwen2.5-7b | qkv | 4608 | 3584 | 200 (193-256) | 64x144 | **128x88 swap raster-n** | 20.4 | 19.4 | 1.05x |" in out
     assert "| qwen2.5-7b | gate_up | 37888 | 3584 | 200 (193-256) | 128x192 tma | 128x192 tma |" in out  # unchanged
     assert "| 200 | 3 of 4 |" in out and gemm_cost.WEIGH_SWAP_DYNAMIC is False  # the package's default restored
+
+
+def test_the_torch_benchmark_prints_the_swapped_walks_bucket_plans(capsys):
+    from benchmark_modules import benchmark_module
+
+    torch_gemm = benchmark_module("torch_gemm")
+    argv = ["--plans", "--swap-dynamic", "on", "--swap-order", "off,on", "--models", "qwen2.5-7b", "--ms", "200",
+            "--projs", "o", "--device", "H100"]
+    assert torch_gemm.main(argv) == 0
+    out = capsys.readouterr().out  # the same tile and estimate, the walk of a weight panel's two token tiles moved
+    assert "| qwen2.5-7b | o | 3584 | 3584 | 200 (193-256) | 64x128 swap | **64x128 swap raster-n** | 15.1 | 15.1 | 1.00x |" in out
+    assert gemm_cost.SWAP_PANEL_ADJACENT is True and gemm_cost.WEIGH_SWAP_DYNAMIC is False  # the defaults restored
 
 
 def test_the_torch_benchmark_ab_runs_one_process_per_setting_and_sets_them_side_by_side(tmp_path, monkeypatch, capsys):

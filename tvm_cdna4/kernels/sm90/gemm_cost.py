@@ -511,6 +511,19 @@ largest M in one tile or in up to ``SWAP_M_TILES`` tiles (cuBLAS's 3 x 72 / 2 x 
 ``benchmarks/torch_gemm.py --swap-dynamic off,on`` on a GPU says (docs/sm90_gemm.md "Swap AB")."""
 
 
+SWAP_PANEL_ADJACENT = True
+"""Whether a swapped dynamic-M plan (``range_candidates``' swapped configs) walks its tiles with ``raster="n"``: the
+token tiles (C^T's tile columns) of one weight panel on adjacent CTAs (``pid``, ``pid + 1``, ...: ``Sm90Plan.tile_of``), as
+every unswapped small-M bucket plan has them (at M <= 8 tile rows, ``group_m`` 8 holds all of a weight panel's row
+tiles), not ``group_m`` (8) CTAs apart (``raster="m"``). Why (stop 49, swapmulti; CPU only): the swapped bucket plans of
+several token tiles ran 1.16-1.72x their estimate at M = 200 while their SASS a k-tile equals the static plans' (no
+run-time M in the loops, no spills) and their modelled DRAM bytes are the same in either order (one wave); Gemma-2-9B
+QKV's 193..256 bucket ran 128x128 two consumers unswapped in 28.5 us and swapped in 38.0 (2026-12-07): the same 128 CTAs,
+tile, panels and sharing (a weight panel read by 2 CTAs, a token panel by 64), but the weight panel's readers 1 against
+8 CTAs apart (and the C^T store, 1-3 us of it). The order leaves a one-token-tile plan's walk as it was (the same tiles
+a CTA; docs/sm90_gemm.md "The walk of several token tiles"); untimed: ``benchmarks/torch_gemm.py --swap-dynamic on
+--swap-order off,on`` (``bash benchmarks/gpu_stop45.sh swaporder``)."""
+
 SWAP_M_TILES = 4
 """The most column tiles of C^T (tiles of M, ``ceil(M / block_n)``) a swapped dynamic-M plan takes at its bucket's
 largest M (``swap_widths``; ``choose_for_range`` with ``WEIGH_SWAP_DYNAMIC``): cuBLAS's H100 kernels run M = 200
@@ -590,7 +603,7 @@ def range_candidates(lo: int, hi: int, N: int, K: int, out_bytes: int, device, d
     configs of one tile of M among them where ``WEIGH_SWAP_DYNAMIC``) and the candidate configs (a dict as an ordered
     set): every unswapped config ranked at a sample whose K split keeps the workspace's offsets 32-bit at ``m_max``
     (default ``hi``; ``splits``), and where ``WEIGH_SWAP_DYNAMIC`` the swapped ones of the bucket's ``swap_widths`` (each
-    sample's ``swap_configs`` of them with those splits)."""
+    sample's ``swap_configs`` of them with those splits; ``raster="n"`` where ``SWAP_PANEL_ADJACENT``)."""
     samples = range_samples(lo, hi)
     rankings = {m: ranked(m, N, K, out_bytes, device, dtype, swap=None if WEIGH_SWAP_DYNAMIC else False) for m in samples}
     allowed = set(splits(m_max or hi, N, K, dtype))
@@ -598,8 +611,8 @@ def range_candidates(lo: int, hi: int, N: int, K: int, out_bytes: int, device, d
     if WEIGH_SWAP_DYNAMIC and hi <= TMA_BOX_MAX:
         widths = swap_widths(lo, hi)
         for m in samples:
-            configs.update(dict.fromkeys(swap_configs(m, N, K, device, dtype, tuple(
-                s for s in splits(m, N, K, dtype) if s in allowed), widths)))
+            swapped = swap_configs(m, N, K, device, dtype, tuple(s for s in splits(m, N, K, dtype) if s in allowed), widths)
+            configs.update(dict.fromkeys(attrs.evolve(c, raster="n") if SWAP_PANEL_ADJACENT else c for c in swapped))
     return samples, rankings, configs
 
 
@@ -628,4 +641,4 @@ __all__ = ["CANDIDATES", "MIN_SLICE_TILES", "RANGE_SAMPLES", "SPLITS", "STAGED_E
            "TENSOR_RATE", "WEIGH_CLUSTER", "WEIGH_HYBRID", "WEIGH_SPLIT_EPILOGUE", "cluster_configs", "MAX_WAVES", "WAVE_ROWS", "WAVE_WIDTH_MIN", "WAVE_WIDTH_STEP", "wave_widths", "Estimate", "choose_config", "choose_for_range", "choose_grouped", "decompositions", "grouped_configs",
            "grouped_estimate", "grouped_ranked", "GROUPED_EPILOGUE_TILES", "GROUPED_ONE_CONSUMER", "deepest", "efficiency", "epilogues", "estimate", "GROUPED_WALK", "grouped_walk",
            "range_candidates", "range_samples", "ranked", "round8", "swap_widths", "SWAP_M_TILES", "reduction", "splits", "SWAP_AB_ROWS", "swap_ab_config", "swap_ab_ranked",
-           "FEW_CTAS", "SWAPPED_EFFICIENCY", "SWAP_SPLIT_ACC_MAX", "WEIGH_SWAP", "WEIGH_SWAP_DYNAMIC", "few_ctas", "swap_configs"]
+           "FEW_CTAS", "SWAP_PANEL_ADJACENT", "SWAPPED_EFFICIENCY", "SWAP_SPLIT_ACC_MAX", "WEIGH_SWAP", "WEIGH_SWAP_DYNAMIC", "few_ctas", "swap_configs"]
