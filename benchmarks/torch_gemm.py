@@ -266,17 +266,25 @@ def planned_device() -> dict:
                 hbm_bytes_s=spec.hbm_bytes_s, clock_hz=spec.clock_hz, units=spec.units)
 
 
-def print_plans(models, ms) -> None:
-    """``--plans``: the sm90 bucket plan (``plan_label``) of each projection at each M, as the torch op plans it."""
-    from tvm_cdna4.kernels import gemm
+def print_plans(models, ms, device_name: str | None = None) -> None:
+    """``--plans``: the sm90 bucket plan (``plan_label``) of each projection at each M, as the torch op plans it on
+    ``devices.DEVICES[device_name]`` (``--device``; default the planned GPU: ``gemm.build``'s own plans)."""
+    from tvm_cdna4.kernels import devices, gemm
     from tvm_cdna4.kernels.gemm import GemmProblem
+    from tvm_cdna4.kernels.gemm.epilogue import Fusion
+    from tvm_cdna4.kernels.sm90.gemm_dynamic import dynamic_buckets, plan_bucket
+
+    def plan(N, K, m):
+        if device_name is None:
+            return gemm.build(GemmProblem(None, N, K, "bf16", "nt", "bf16"), "sm90").plan(m)
+        bucket = next(b for b in dynamic_buckets(N) if b.lo <= m <= b.hi)
+        return plan_bucket(bucket, N, K, "bf16", "nt", "bf16", Fusion(), devices.DEVICES[device_name])
 
     print("| model | proj | N | K | " + " | ".join(f"M = {m} (bucket)" for m in ms) + " |")
     print("|---|---|---|---|" + "---|" * len(ms))
     for model in models:
         for proj, N, K in projections(model):
-            d = gemm.build(GemmProblem(None, N, K, "bf16", "nt", "bf16"), "sm90")
-            plans = [d.plan(m) for m in ms]
+            plans = [plan(N, K, m) for m in ms]
             cells = [f"{plan_label(p)} ({p.dynamic_m.lo}-{p.dynamic_m.hi})" for p in plans]
             print(f"| {model} | {proj} | {N} | {K} | " + " | ".join(cells) + " |")
 
@@ -427,6 +435,8 @@ def swap_ab_runs(args, settings, option: str = "swap_dynamic", fixed: dict | Non
 
 
 def main(argv=None) -> int:
+    from tvm_cdna4.kernels.devices import DEVICES
+
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--ms", default=",".join(map(str, MS)))
@@ -444,7 +454,8 @@ def main(argv=None) -> int:
                     "weight panel on adjacent CTAs (gemm_cost.SWAP_PANEL_ADJACENT; default the package's); two: as "
                     "--swap-dynamic (with --swap-dynamic on)")
     ap.add_argument("--projs", default=None, help="only these projections (qkv,o,gate_up,down; default every one)")
-    ap.add_argument("--device", default=None, help="--plans: the devices.DEVICES entry planned for (default the planned GPU)")
+    ap.add_argument("--device", default=None, choices=[k for k, v in DEVICES.items() if v.target == "sm80"],
+                    help="--plans: the devices.DEVICES entry planned for (default the planned GPU)")
     args = ap.parse_args(argv)
     option, settings, fixed = switch_settings(args)
     projs = args.projs.split(",") if args.projs else None
@@ -456,7 +467,7 @@ def main(argv=None) -> int:
         return swap_ab_runs(args, settings, option, fixed)
     set_switches(fixed)
     if args.plans:
-        print_plans(args.models.split(","), [int(v) for v in args.ms.split(",")])
+        print_plans(args.models.split(","), [int(v) for v in args.ms.split(",")], args.device)
         return 0
     import torch
 

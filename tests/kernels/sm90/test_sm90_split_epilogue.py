@@ -96,6 +96,20 @@ def test_the_torch_benchmark_prints_the_split_epilogue_plans_and_refuses_two_ab(
         torch_gemm.main(["--plans", "--split-epilogue", "off,on", "--swap-dynamic", "off,on"])
 
 
+def test_the_plain_plans_table_plans_for_the_device_named(capsys):
+    """``--plans --device H100`` without a switch's settings: the bucket plans made with the H100's figures (the option
+    was read only beside a switch's A/B, and the table silently showed the planned GPU's: the H200 here)."""
+    from benchmark_modules import benchmark_module
+
+    torch_gemm = benchmark_module("torch_gemm")
+    rows = {}
+    for device in ("H100", "H200"):
+        assert torch_gemm.main(["--plans", "--ms", "200", "--models", "qwen2.5-7b", "--device", device]) == 0
+        rows[device] = next(r for r in capsys.readouterr().out.splitlines() if "| down |" in r)
+    assert rows == {"H100": "| qwen2.5-7b | down | 3584 | 18944 | 64x112 (193-256) |",
+                    "H200": "| qwen2.5-7b | down | 3584 | 18944 | 128x224 /k4 tma (193-256) |"}
+
+
 def test_the_ab_passes_the_other_switch_to_both_runs(tmp_path, monkeypatch):
     import json
     import subprocess
