@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..isa.hopper_layout import SETMAXNREG
 from .errors import EmulationError
 from .ptx_operands import PtxCall, _active_address, _per_thread, _pointer, _writer
 from .ptx_sync import _mbarriers
-
-SETMAXNREG = range(24, 257, 8)  # setmaxnreg's register counts (PTX ISA: a multiple of 8 in [24, 256])
 
 
 def _mbarrier_tx(action: str):

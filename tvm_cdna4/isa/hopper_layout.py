@@ -31,6 +31,7 @@ from __future__ import annotations
 
 WARP = 32
 WARPGROUP_THREADS = 128  # 4 consecutive warps, the first a multiple of 4 (§9.7.17.1 "warpgroup")
+SETMAXNREG = range(24, 257, 8)  # setmaxnreg's register counts a thread: a multiple of 8 in [24, 256] ("setmaxnreg")
 M = 64  # every wgmma shape has M = 64
 K_BYTES = 32  # one dense wgmma's K is 32 bytes of input: k16 f16/bf16, k32 e4m3/e5m2 (§9.7.17.2)
 CORE_ROWS = 8  # a core matrix: 8 rows of 16 bytes

@@ -11,9 +11,10 @@ from hopper_kernels import dropping
 from tvm_cdna4.cli import main
 from tvm_cdna4.errors import ContractError
 from tvm_cdna4.kernels import attention
+from tvm_cdna4.isa.hopper_layout import SETMAXNREG
 from tvm_cdna4.kernels.attention.problem import AttentionProblem
 from tvm_cdna4.kernels.sm90 import attention_cost
-from tvm_cdna4.kernels.sm90.attention_plan import (CONSUMERS, REGISTER_FILE, REGS, SETMAXNREG_RANGE, WIDE_HEAD_DIM,
+from tvm_cdna4.kernels.sm90.attention_plan import (CONSUMERS, REGISTER_FILE, REGS, WIDE_HEAD_DIM,
                                                   Sm90AttentionConfig, plan_sm90_attention, registers)
 from tvm_cdna4.kernels.sm90.gemm_plan import WARPGROUP, WGMMA_M
 
@@ -71,10 +72,9 @@ def test_three_consumers_more_shapes_within_the_bound(name):
 
 
 def test_the_register_split_fills_the_register_file_within_setmaxnreg():
-    low, high, step = SETMAXNREG_RANGE
     for consumers, (producer, consumer) in REGS.items():
         assert WARPGROUP * (producer + consumers * consumer) <= REGISTER_FILE
-        assert all(low <= r <= high and r % step == 0 for r in (producer, consumer))
+        assert all(r in SETMAXNREG for r in (producer, consumer))
     assert WARPGROUP * (REGS[3][0] + 3 * REGS[3][1]) == REGISTER_FILE  # FA3's 32 / 160
 
 

@@ -46,7 +46,7 @@ from ...errors import ContractError
 from ..attention.problem import AttentionProblem, kv_full_tiles_for, workgroup_tiles
 from ..devices import DEVICES
 from .attention_plan import (CONSUMER_REGS, CONSUMERS, REGISTER_SLACK, REGS, Sm90AttentionConfig, deepest,  # noqa: F401
-                             registers, section_heads, work_item)
+                             registers, section_heads, work_item)  # re-exported: CONSUMER_REGS, REGISTER_SLACK (moved)
 from .gemm_cost import TENSOR_FLOPS_PER_CLK, TENSOR_RATE, WGMMA_FULL_N
 
 MUFU_PER_CLK = 16

@@ -68,6 +68,7 @@ from ...errors import ContractError
 from ..attention.problem import (OUT_DTYPES, P_SHIFT, SCALED, AttentionProblem, check_indexing, work_item,  # noqa: F401
                                  workgroup_tiles)
 from ..common import Param, PlanRecord, ceil_div
+from ..devices import DEVICES
 from .gemm_plan import (CONSUMER_REGS, DTYPES, ELEMENT_BYTES, PRODUCER_REGS, ROW_BYTES, TMA_BOX_MAX, WARPGROUP,
                         WGMMA_M, WGMMA_TYPES, wgmma_k)
 
@@ -82,11 +83,10 @@ REGS = {CONSUMERS: (PRODUCER_REGS, CONSUMER_REGS), 3: (32, 160)}
 keys: ``Sm90AttentionConfig.consumers``' values): two, the sm90 GEMM's pair; three, FA3's with three MMA warpgroups
 (``hopper/flash_fwd_kernel_sm90.h``' ``LoadRegisterRequirement`` / ``MmaRegisterRequirement``), the SM's whole
 ``REGISTER_FILE`` over 512 threads."""
-REGISTER_FILE = 65536
-"""32-bit registers of an SM (compute capability 9.0): the bound on ``WARPGROUP x (producer + consumers x
-consumer)`` registers of ``REGS``."""
-SETMAXNREG_RANGE = (24, 256, 8)
-"""``setmaxnreg``'s count: from 24 to 256, a multiple of 8 (PTX ISA 9.7.21.5)."""
+REGISTER_FILE = DEVICES["H200"].regs_per_unit
+"""32-bit registers of an SM (``kernels.devices``; the same on every compute capability 9.0 card): the bound on
+``WARPGROUP x (producer + consumers x consumer)`` registers of ``REGS``, each a count ``setmaxnreg`` takes
+(``isa.hopper_layout.SETMAXNREG``)."""
 WIDE_HEAD_DIM = 64
 """The largest head dim more than ``CONSUMERS`` consumer warpgroups run (FA3's ``tile_size_fwd_sm90``: 192-row
 blocks at head dim <= 64, 128 rows above; a D 128 O fragment, ``D / 2`` registers, leaves too few of three
@@ -418,7 +418,6 @@ def plan_sm90_attention(problem: AttentionProblem, config: Sm90AttentionConfig,
     """The plan of ``problem`` with ``config`` (``attention_target.plan``: the cost model's, ``attention_cost.choose``,
     when given none). A ContractError for a dtype the kernel does not take (``STORAGE``) or a config that breaks its
     rules. ``sms``: the SMs a persistent grid fills (the H200's by default)."""
-    from ..devices import DEVICES
 
     if problem.dtype not in STORAGE:
         raise ContractError("sm90 attention dtype: the kernel runs bf16, f16 and fp8 (e4m3) Q, K, V", operand="dtype",
@@ -458,6 +457,6 @@ def estimate_tiles(problem: AttentionProblem, config: Sm90AttentionConfig) -> in
 
 
 __all__ = ["BLOCK_Q", "COLUMNS", "CONSUMERS", "CONSUMER_REGS", "EPILOGUES", "REGISTER_FILE", "REGISTER_SLACK", "REGS",
-           "SETMAXNREG_RANGE", "WIDE_HEAD_DIM", "registers", "widest_tile", "STAGED_EPILOGUES", "FP8_BLOCK_KV", "FP8_HEAD_DIM", "L2_SECTION_BYTES", "PRODUCER_REGS",
+           "WIDE_HEAD_DIM", "registers", "widest_tile", "STAGED_EPILOGUES", "FP8_BLOCK_KV", "FP8_HEAD_DIM", "L2_SECTION_BYTES", "PRODUCER_REGS",
            "SMEM_DTYPES", "STORAGE", "Sm90AttentionConfig", "Sm90AttentionPlan", "TRANSPOSERS", "deepest", "estimate_tiles",
            "plan_sm90_attention", "section_heads", "smem_for", "tiles_per_stage", "work_item"]
