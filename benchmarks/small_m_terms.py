@@ -36,20 +36,22 @@ CLOCK_HZ = 1.755e9
 datasheet's boost is ``DeviceSpec.clock_hz``): the tensor column's clock, not the model's."""
 
 
-def kernel_terms(M: int, N: int, K: int, cfg, measured_us: float, rate: float) -> dict:
-    """The columns of one kernel (the module docstring) for ``cfg`` (a ``Sm90Config``) on (M, N, K), bf16."""
+def kernel_terms(M: int, N: int, K: int, cfg, measured_us: float, rate: float, sms: int) -> dict:
+    """The columns of one kernel (the module docstring) for ``cfg`` (a ``Sm90Config``) on (M, N, K), bf16, on ``sms``
+    SMs."""
     from tvm_cdna4.kernels.common import ceil_div
     from tvm_cdna4.kernels.sm90 import gemm_cost
+    from tvm_cdna4.kernels.sm90.gemm_plan import BLOCK_K
 
     rows, cols = (N, M) if cfg.swap_ab else (M, N)
     tm, tn = ceil_div(rows, cfg.block_m), ceil_div(cols, cfg.block_n)
     units = tm * tn * cfg.split_k
-    ctas = min(units, 132)
-    per, k_tiles = ceil_div(units, ctas), ceil_div(ceil_div(K, 64), cfg.split_k)
+    ctas = min(units, sms)
+    per, k_tiles = ceil_div(units, ctas), ceil_div(ceil_div(K, BLOCK_K), cfg.split_k)
     workspace = 2 * cfg.split_k * M * N * gemm_cost.WORKSPACE_BYTES if cfg.split_k > 1 else 0
     floor = (2 * (N * K + M * K + M * N) + workspace) / rate
     cta_bytes = per * cfg.stage_bytes() * k_tiles
-    tensor = per * cfg.block_m * cfg.block_n * k_tiles * 64 * 2 / (gemm_cost.TENSOR_FLOPS_PER_CLK * CLOCK_HZ)
+    tensor = per * cfg.block_m * cfg.block_n * k_tiles * BLOCK_K * 2 / (gemm_cost.TENSOR_FLOPS_PER_CLK * CLOCK_HZ)
     return dict(tiles=f"{tm}x{tn}", ctas=ctas, units=per, k_tiles=k_tiles,
                 pad=(tn * cfg.block_n if cfg.swap_ab else tm * cfg.block_m) / M, w_reads=tn if cfg.swap_ab else tm,
                 ring_kb=cfg.stages * cfg.stage_bytes() / 1024, tensor_us=tensor * 1e6, floor_us=floor * 1e6,
@@ -106,7 +108,7 @@ def table(ms, device_name: str, timed: str) -> list[str]:
             for who, cfg, label, us, est in (
                     ("ours", ours.config, plan_label(ours), run["ours_off_us"] if ran else None, True),
                     ("cuBLAS", theirs, tile, run["cublas_us"], ours_kernel)):
-                t = kernel_terms(M, N, K, cfg, us, rate)
+                t = kernel_terms(M, N, K, cfg, us, rate, h100.units)
                 model_us = f"{gemm_cost.estimate(cfg, M, N, K, 2, h100).total * 1e6:.1f}" if est else "-"
                 ran_cells = f"{t['ran_gbs']:.0f} | {model_us} | {us:.1f} |" if us else f"- | {model_us} | - |"
                 out.append(f"| {model} {proj} M={M} | {who} | {label} | {t['tiles']} | {t['ctas']} | {t['units']} | "
