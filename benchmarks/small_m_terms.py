@@ -77,11 +77,9 @@ def peer_config(name: str, M: int, N: int, K: int, device):
 
 def table(ms, device_name: str, timed: str) -> list[str]:
     from sm90_sweep import peer_kernel
-    from torch_gemm import MODELS, plan_label, selected
+    from torch_gemm import MODELS, bucket_plan, plan_label, selected
     from tvm_cdna4.kernels import devices
-    from tvm_cdna4.kernels.gemm.epilogue import Fusion
     from tvm_cdna4.kernels.sm90 import gemm_cost
-    from tvm_cdna4.kernels.sm90.gemm_dynamic import dynamic_buckets, plan_bucket
 
     device, h100 = devices.DEVICES[device_name], devices.DEVICES["H100"]
     with open(timed) as f:
@@ -100,8 +98,7 @@ def table(ms, device_name: str, timed: str) -> list[str]:
             name = peer_kernel(model, proj, M)
             if run is None or name is None:
                 continue
-            bucket = next(b for b in dynamic_buckets(N) if b.lo <= M <= b.hi)
-            ours = plan_bucket(bucket, N, K, "bf16", "nt", "bf16", Fusion(), device)
+            ours = bucket_plan(N, K, M, device)
             theirs, ours_kernel = peer_config(name, M, N, K, h100)
             tile = name.split("_tst_")[1].split("_TNT")[0]
             ran = plan_label(ours) == run["plan_off"]  # the timed plan (another --device's may differ)

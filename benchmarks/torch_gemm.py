@@ -266,19 +266,26 @@ def planned_device() -> dict:
                 hbm_bytes_s=spec.hbm_bytes_s, clock_hz=spec.clock_hz, units=spec.units)
 
 
+def bucket_plan(N: int, K: int, M: int, device):
+    """The sm90 bucket plan covering ``M`` of the bf16 ``nt`` projection (N, K), no fusion, on ``device`` (a
+    ``DeviceSpec``): ``gemm_dynamic.plan_bucket`` of the bucket of ``dynamic_buckets(N)`` that holds M."""
+    from tvm_cdna4.kernels.gemm.epilogue import Fusion
+    from tvm_cdna4.kernels.sm90.gemm_dynamic import dynamic_buckets, plan_bucket
+
+    bucket = next(b for b in dynamic_buckets(N) if b.lo <= M <= b.hi)
+    return plan_bucket(bucket, N, K, "bf16", "nt", "bf16", Fusion(), device)
+
+
 def print_plans(models, ms, device_name: str | None = None) -> None:
     """``--plans``: the sm90 bucket plan (``plan_label``) of each projection at each M, as the torch op plans it on
     ``devices.DEVICES[device_name]`` (``--device``; default the planned GPU: ``gemm.build``'s own plans)."""
     from tvm_cdna4.kernels import devices, gemm
     from tvm_cdna4.kernels.gemm import GemmProblem
-    from tvm_cdna4.kernels.gemm.epilogue import Fusion
-    from tvm_cdna4.kernels.sm90.gemm_dynamic import dynamic_buckets, plan_bucket
 
     def plan(N, K, m):
         if device_name is None:
             return gemm.build(GemmProblem(None, N, K, "bf16", "nt", "bf16"), "sm90").plan(m)
-        bucket = next(b for b in dynamic_buckets(N) if b.lo <= m <= b.hi)
-        return plan_bucket(bucket, N, K, "bf16", "nt", "bf16", Fusion(), devices.DEVICES[device_name])
+        return bucket_plan(N, K, m, devices.DEVICES[device_name])
 
     print("| model | proj | N | K | " + " | ".join(f"M = {m} (bucket)" for m in ms) + " |")
     print("|---|---|---|---|" + "---|" * len(ms))
@@ -333,9 +340,7 @@ def swap_plan_rows(models, ms, settings, device_name: str | None = None, option:
     bucket plan under each setting (``gemm_dynamic.plan_bucket`` on ``devices.DEVICES[device_name]``, default the planned GPU)
     and the cost model's estimate of it at that M, µs."""
     from tvm_cdna4.kernels import devices
-    from tvm_cdna4.kernels.gemm.epilogue import Fusion
     from tvm_cdna4.kernels.sm90 import gemm_cost
-    from tvm_cdna4.kernels.sm90.gemm_dynamic import dynamic_buckets, plan_bucket
 
     device = devices.DEVICES[device_name] if device_name else devices.planned("sm80")
     rows, defaults = [], {o: getattr(gemm_cost, flag) for o, (flag, _) in SWITCHES.items()}
@@ -343,11 +348,11 @@ def swap_plan_rows(models, ms, settings, device_name: str | None = None, option:
     try:
         for model, proj, N, K in selected(models, projs):
             for M in ms:
-                bucket = next(b for b in dynamic_buckets(N) if b.lo <= M <= b.hi)
-                row = dict(model=model, proj=proj, N=N, K=K, M=M, bucket=f"{bucket.lo}-{bucket.hi}")
+                row = dict(model=model, proj=proj, N=N, K=K, M=M)
                 for s in settings:
                     set_switches({option: s})
-                    p = plan_bucket(bucket, N, K, "bf16", "nt", "bf16", Fusion(), device)
+                    p = bucket_plan(N, K, M, device)
+                    row["bucket"] = f"{p.dynamic_m.lo}-{p.dynamic_m.hi}"
                     cfg = getattr(p, "config", None)
                     row[f"plan_{s}"] = plan_label(p)
                     row[f"est_{s}_us"] = (gemm_cost.estimate(cfg, M, N, K, 2, device).total * 1e6
