@@ -67,7 +67,7 @@ sys.path.insert(0, HERE)
 def shapes(models, projs=None):
     from torch_gemm import selected
 
-    return [(model, proj, N, K) for model, proj, N, K in selected(models, projs)]
+    return selected(models, projs)
 
 
 PEERS = os.path.join(HERE, "runs", "peer_kernels_h100_2026-12-06f.json")
@@ -151,13 +151,14 @@ def peer_jobs(args, device=None) -> list:
 def peer_summary(rows) -> list[str]:
     """``--peers``: every config timed, its estimate against its time, and cuBLAS's time over it (markdown; a failed
     check leaves its row out), then per M the geometric mean of the estimate's error."""
+    from torch_gemm import geomean
+    from tvm_cdna4.kernels.sm90.gemm_plan import Sm90Config
+
     out = ["| model | proj | M | rank | tile | stages | est µs | µs | est/µs | cuBLAS µs | cuBLAS/ours |",
            "|---" * 11 + "|"]
     logs = {}
     for (model, proj, M, N, K), rs in by_shape(rows).items():
         for r in sorted(rs, key=lambda r: r["us"]):
-            from tvm_cdna4.kernels.sm90.gemm_plan import Sm90Config
-
             cfg = Sm90Config(**r["config"])
             logs.setdefault(M, []).append(r["est_us"] / r["us"])
             out.append(f"| {model} | {proj} | {M} | {r['rank']} | {_tile(cfg)} | {cfg.stages} | {r['est_us']:.1f} | "
@@ -165,15 +166,9 @@ def peer_summary(rows) -> list[str]:
                        f"{r['cublas_us'] / r['us']:.2f}x |")
     out += ["", "| M | configs | geo-mean est/µs | min | max |", "|---|---|---|---|---|"]
     for M, v in sorted(logs.items()):
-        geo = 2.718281828459045 ** (sum(map(_log, v)) / len(v))
+        geo = geomean(v)
         out.append(f"| {M} | {len(v)} | {geo:.3f} | {min(v):.3f} | {max(v):.3f} |")
     return out
-
-
-def _log(x: float) -> float:
-    import math
-
-    return math.log(x)
 
 
 def jobs(args):
