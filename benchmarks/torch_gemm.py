@@ -5,6 +5,7 @@
     python3 benchmarks/torch_gemm.py --ms 32,96,200 --swap-dynamic off,on --out $OUT   # the A/B of swapped buckets
     python3 benchmarks/torch_gemm.py --ms 96,200 --split-epilogue off,on --out $OUT    # the A/B of a K split's epilogue
     python3 benchmarks/torch_gemm.py --ms 96,200 --swap-dynamic on --swap-order off,on --out $OUT  # swapped tile walks
+    python3 benchmarks/torch_gemm.py --ms 400,1200 --refine-buckets off,on --out $OUT  # buckets cut where a plan loses
 
 y = x · Wᵀ, bf16 in and out (layout ``nt``), the projections (``MODELS``: fused QKV, attention output,
 fused gate/up, down) of three model families at ``MS`` (not only powers of two). What a serving stack
@@ -35,8 +36,9 @@ shape and M and the cost model's estimate of both at that M (``--device``: the `
 default the planned GPU). ``--split-epilogue`` (``gemm_cost.WEIGH_SPLIT_EPILOGUE``: a K split's C stored once a tile,
 from registers) is the same A/B of its flag (tags ``splitepi_*``, ``torch_gemm_splitepi.{md,json}``), and ``--swap-order``
 (``gemm_cost.SWAP_PANEL_ADJACENT``: a swapped bucket plan's token tiles of one weight panel on adjacent CTAs; with
-``--swap-dynamic on``) of its (``swaporder_*``); of them (``SWITCHES``) one may take ``off,on``, the others one setting
-for both runs. ``--projs`` keeps the projections named.
+``--swap-dynamic on``) of its (``swaporder_*``), ``--refine-buckets`` (``gemm_dynamic.REFINE_BUCKETS``: the buckets cut
+where one plan loses more than ``REGRET_MAX`` by the model) of its (``refine_*``); of them (``SWITCHES``) one may take
+``off,on``, the others one setting for both runs. ``--projs`` keeps the projections named.
 
 The roofline of a shape is ``max(2MNK / DENSE_BF16_FLOPS, (x + W + y bytes) / read rate)``, the read
 rate measured in the same run (a sum over a 4 GiB tensor), and each contender's fraction of it is
@@ -115,22 +117,29 @@ def _prebuild(job) -> str:
 SWAP_SETTINGS = ("off", "on")
 """A switch's values (``SWITCHES``): its ``gemm_cost`` flag False or True."""
 SWITCHES = {"swap_dynamic": ("WEIGH_SWAP_DYNAMIC", "swapdyn"), "split_epilogue": ("WEIGH_SPLIT_EPILOGUE", "splitepi"),
-            "swap_order": ("SWAP_PANEL_ADJACENT", "swaporder")}
-"""The options (``--swap-dynamic``, ``--split-epilogue``, ``--swap-order``) that set a ``gemm_cost`` flag of the bucket plans: the flag,
-and the tag of an A/B's runs and table (``torch_gemm_<tag>_<setting>``, ``torch_gemm_<tag>``)."""
+            "swap_order": ("SWAP_PANEL_ADJACENT", "swaporder"), "refine_buckets": ("gemm_dynamic.REFINE_BUCKETS", "refine")}
+"""The options (``--swap-dynamic``, ``--split-epilogue``, ``--swap-order``, ``--refine-buckets``) that set a flag of the
+bucket plans: the flag (a ``gemm_cost`` name, or ``module.NAME`` of ``kernels.sm90``), and the tag of an A/B's runs
+and table (``torch_gemm_<tag>_<setting>``, ``torch_gemm_<tag>``)."""
+
+
+def switch_flag(option: str):
+    """The module of ``kernels.sm90`` and the name of ``option``'s flag (``SWITCHES``)."""
+    import importlib
+
+    where, _, name = SWITCHES[option][0].rpartition(".")
+    return importlib.import_module(f"tvm_cdna4.kernels.sm90.{where or 'gemm_cost'}"), name
 
 
 def set_switches(settings: dict) -> None:
     """Each ``SWITCHES`` option's flag in this process: ``{option: "on" | "off" | None}`` (None: the package's default).
     Before any plan is made (the torch op keeps a shape's bucket plans)."""
-    from tvm_cdna4.kernels.sm90 import gemm_cost
-
     for option, setting in settings.items():
         if setting is None:
             continue
         if setting not in SWAP_SETTINGS:
             raise SystemExit(f"--{option.replace('_', '-')}: one or more of {SWAP_SETTINGS}, found {setting!r}")
-        setattr(gemm_cost, SWITCHES[option][0], setting == "on")
+        setattr(*switch_flag(option), setting == "on")
 
 
 def switch_settings(args) -> tuple[str | None, list, dict]:
@@ -139,7 +148,8 @@ def switch_settings(args) -> tuple[str | None, list, dict]:
     given = {o: getattr(args, o).split(",") if getattr(args, o) else [] for o in SWITCHES}
     ab = [o for o, v in given.items() if len(v) > 1]
     if len(ab) > 1:
-        raise SystemExit("--swap-dynamic / --split-epilogue / --swap-order: one of them may take two settings (off,on), "
+        raise SystemExit("--swap-dynamic / --split-epilogue / --swap-order / --refine-buckets: one of them may take two "
+                         "settings (off,on), "
                          f"found {len(ab)}")
     fixed = {o: (v[0] if v else None) for o, v in given.items() if o not in ab}
     return (ab[0], given[ab[0]], fixed) if ab else (None, [], fixed)
@@ -268,11 +278,11 @@ def planned_device() -> dict:
 
 def bucket_plan(N: int, K: int, M: int, device):
     """The sm90 bucket plan covering ``M`` of the bf16 ``nt`` projection (N, K), no fusion, on ``device`` (a
-    ``DeviceSpec``): ``gemm_dynamic.plan_bucket`` of the bucket of ``dynamic_buckets(N)`` that holds M."""
+    ``DeviceSpec``): ``gemm_dynamic.plan_bucket`` of the bucket of ``dynamic_buckets`` (the problem's) that holds M."""
     from tvm_cdna4.kernels.gemm.epilogue import Fusion
     from tvm_cdna4.kernels.sm90.gemm_dynamic import dynamic_buckets, plan_bucket
 
-    bucket = next(b for b in dynamic_buckets(N) if b.lo <= M <= b.hi)
+    bucket = next(b for b in dynamic_buckets(N, K, "bf16", "bf16", device) if b.lo <= M <= b.hi)
     return plan_bucket(bucket, N, K, "bf16", "nt", "bf16", Fusion(), device)
 
 
@@ -343,7 +353,7 @@ def swap_plan_rows(models, ms, settings, device_name: str | None = None, option:
     from tvm_cdna4.kernels.sm90 import gemm_cost
 
     device = devices.DEVICES[device_name] if device_name else devices.planned("sm80")
-    rows, defaults = [], {o: getattr(gemm_cost, flag) for o, (flag, _) in SWITCHES.items()}
+    rows, defaults = [], {o: getattr(*switch_flag(o)) for o in SWITCHES}
     set_switches(fixed or {})
     try:
         for model, proj, N, K in selected(models, projs):
@@ -359,8 +369,8 @@ def swap_plan_rows(models, ms, settings, device_name: str | None = None, option:
                                           if hasattr(cfg, "swap_ab") else None)
                 rows.append(row)
     finally:
-        for o, (flag, _) in SWITCHES.items():
-            setattr(gemm_cost, flag, defaults[o])
+        for o in SWITCHES:
+            setattr(*switch_flag(o), defaults[o])
     return rows
 
 
@@ -458,6 +468,8 @@ def main(argv=None) -> int:
     ap.add_argument("--swap-order", default=None, help="off, on or off,on: a swapped bucket plan's token tiles of one "
                     "weight panel on adjacent CTAs (gemm_cost.SWAP_PANEL_ADJACENT; default the package's); two: as "
                     "--swap-dynamic (with --swap-dynamic on)")
+    ap.add_argument("--refine-buckets", default=None, help="off, on or off,on: buckets cut where one plan loses more "
+                    "than gemm_dynamic.REGRET_MAX (gemm_dynamic.REFINE_BUCKETS; default the package's); two: as --swap-dynamic")
     ap.add_argument("--projs", default=None, help="only these projections (qkv,o,gate_up,down; default every one)")
     ap.add_argument("--device", default=None, choices=[k for k, v in DEVICES.items() if v.target == "sm80"],
                     help="--plans: the devices.DEVICES entry planned for (default the planned GPU)")

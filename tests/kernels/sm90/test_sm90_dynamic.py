@@ -25,11 +25,12 @@ LLAMA = GemmProblem(None, 4096, 4096, "bf16", "nt", "bf16")
 
 def test_each_bucket_is_the_cost_models_plan_over_its_range_of_m():
     d = gemm.build(LLAMA, "sm90")
-    assert [(b.lo, b.hi) for b in d.buckets] == [
+    assert [(b.lo, b.hi) for b in gemm_dynamic.dynamic_buckets(4096)] == [
         (1, 16), (17, 32), (33, 64), (65, 96), (97, 128), (129, 192), (193, 256), (257, 384), (385, 512), (513, 768),
         (769, 1024), (1025, 1536), (1537, 2048), (2049, 2560), (2561, 3072), (3073, 4096), (4097, 6144), (6145, 8192),
-        (8193, m_limit(4096))]
+        (8193, m_limit(4096))]  # the coarse buckets; the problem's are those cut where one plan loses (refined)
     device = devices.planned("sm80")
+    assert d.buckets == gemm_dynamic.dynamic_buckets(4096, 4096, "bf16", "bf16", device)
     for b in d.buckets[1:]:
         p = d.plan(b.hi)
         assert isinstance(p, Sm90Plan) and p.dynamic_m == b and str(p.M) == "M"
@@ -40,6 +41,32 @@ def test_each_bucket_is_the_cost_models_plan_over_its_range_of_m():
     # the bucket 1..16 keeps the weight-streaming decode kernel (DECODE_KEEPS), built for sm_90a
     assert isinstance(d.plan(5), DecodePlan) and d.plan(5).dynamic_m == MBucket(1, 16)
     assert d.built() == ()  # nothing is built before a bucket's first use
+
+
+def test_a_bucket_is_cut_at_multiples_of_cut_rows_until_its_plan_loses_at_most_regret_max(monkeypatch):
+    # Qwen2.5-7B's down projection on the H100: the coarse 1025..1536's one plan (128x256 /k2) loses 1.3x at M = 1255
+    # by the model; refined, every bucket's plan is within REGRET_MAX of each sampled M's best or the bucket is
+    # CUT_ROWS wide, the buckets tile 1..m_limit without gaps, and M = 1200 gets the model's own pick at 1200
+    device, N, K = devices.DEVICES["H100"], 3584, 18944
+    coarse = next(b for b in gemm_dynamic.dynamic_buckets(N) if 1200 in b)
+    assert (coarse.lo, coarse.hi) == (1025, 1536)
+    assert gemm_cost.range_choice(*gemm_dynamic.planned_range(coarse), N, K, 2, device, m_max=coarse.hi)[1] > 1.25
+    fine = gemm_dynamic.dynamic_buckets(N, K, "bf16", "bf16", device)
+    assert fine[0].lo == 1 and fine[-1].hi == m_limit(N)
+    assert all(a.hi + 1 == b.lo for a, b in zip(fine, fine[1:]))
+    assert len(fine) > len(gemm_dynamic.dynamic_buckets(N))
+    for b in fine:
+        if 16 < b.hi and b.lo <= gemm_dynamic.EDGES[-1] and b.hi - b.lo >= gemm_dynamic.CUT_ROWS:
+            r = gemm_cost.range_choice(*gemm_dynamic.planned_range(b), N, K, 2, device, m_max=b.hi)[1]
+            assert r <= gemm_dynamic.REGRET_MAX, (b, r)
+    for x, y in zip(fine, fine[1:]):
+        if x.lo > 256 and x.hi not in gemm_dynamic.EDGES and x.hi not in gemm_dynamic.BUCKET_EDGES:
+            assert x.hi % gemm_dynamic.CUT_ROWS == 0  # every new edge a multiple of CUT_ROWS
+    b1200 = next(b for b in fine if 1200 in b)
+    assert gemm_dynamic.plan_bucket(b1200, N, K, "bf16", "nt", "bf16", Fusion(), device).config == (
+        gemm_cost.choose_config(1200, N, K, 2, device))
+    monkeypatch.setattr(gemm_dynamic, "REFINE_BUCKETS", False)
+    assert gemm_dynamic.dynamic_buckets(N, K, "bf16", "bf16", device) == gemm_dynamic.dynamic_buckets(N)
 
 
 def test_without_decode_keeps_the_first_bucket_runs_the_sm90_kernel(monkeypatch):

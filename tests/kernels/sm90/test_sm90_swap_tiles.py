@@ -16,15 +16,15 @@ from tvm_cdna4.kernels.sm90 import gemm_cost
 H100 = devices.DEVICES["H100"]
 
 
-def test_a_bucket_weighs_swapped_widths_that_take_its_m_in_several_tiles():
+def test_a_bucket_weighs_swapped_widths_that_take_its_m_in_several_tiles(monkeypatch):
+    # the default since stop 50: every M of the bucket in one tile (several tiles timed 0.87x unswapped at M = 200)
+    assert gemm_cost.SWAP_M_TILES == 1 and gemm_cost.swap_widths(193, 256) == (256,)
+    monkeypatch.setattr(gemm_cost, "SWAP_M_TILES", 4)
     # 193..256 at its samples 193, 207, 222, 239, 256: one tile of 256; two of 104..128; three of 72..88; four of 64
     assert gemm_cost.swap_widths(193, 256) == (256, 128, 120, 112, 104, 88, 80, 72, 64)
     assert gemm_cost.swap_widths(129, 192) == (192, 96, 88, 80, 72, 64)
     # 65..96: two tiles would be under WAVE_WIDTH_MIN columns (64x72 at M = 96 ran 0.57x cuBLAS): one tile only
     assert gemm_cost.swap_widths(65, 96) == (96,) and gemm_cost.swap_widths(17, 32) == (32,)
-    with pytest.MonkeyPatch.context() as mp:  # the rule before: every M of the bucket in one tile
-        mp.setattr(gemm_cost, "SWAP_M_TILES", 1)
-        assert gemm_cost.swap_widths(193, 256) == (256,)
 
 
 def test_the_swapped_bucket_candidates_take_several_tiles_of_m_only_where_the_flag_is_on():
@@ -32,12 +32,21 @@ def test_the_swapped_bucket_candidates_take_several_tiles_of_m_only_where_the_fl
     assert not any(cfg.swap_ab for cfg in off)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(gemm_cost, "WEIGH_SWAP_DYNAMIC", True)
+        mp.setattr(gemm_cost, "SWAP_M_TILES", 4)
         _, _, on = gemm_cost.range_candidates(193, 256, 4608, 3584, 2, H100)
         cfg = gemm_cost.choose_for_range(193, 256, 4608, 3584, 2, H100)
     swapped = [c for c in on if c.swap_ab]
-    assert {c.block_n for c in swapped} == set(gemm_cost.swap_widths(193, 256))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(gemm_cost, "SWAP_M_TILES", 4)
+        assert {c.block_n for c in swapped} == set(gemm_cost.swap_widths(193, 256))
     assert {c.block_m for c in swapped} == {64, 128, 256} and set(off) < set(on)
     assert cfg.swap_ab and -(-256 // cfg.block_n) > 1, cfg  # Qwen2.5-7B's QKV: a swapped tile of several M tiles
+
+
+@pytest.fixture
+def several_tiles(monkeypatch):
+    """The swapped buckets' widths of several tiles of M (``SWAP_M_TILES`` 4, the default before stop 50)."""
+    monkeypatch.setattr(gemm_cost, "SWAP_M_TILES", 4)
 
 
 def _walk(cfg, M, N, K):
@@ -51,7 +60,7 @@ def _walk(cfg, M, N, K):
     return [p.tile_of(u, operator.floordiv, operator.mod, min) for u in range(p.tiles_m * p.tiles_n)]
 
 
-def test_a_swapped_bucket_plan_walks_a_weight_panels_token_tiles_on_adjacent_ctas():
+def test_a_swapped_bucket_plan_walks_a_weight_panels_token_tiles_on_adjacent_ctas(several_tiles):
     # Qwen2.5-7B's o projection, 193..256: the swapped plan of two token tiles (64x128); SWAP_PANEL_ADJACENT (stop 49,
     # swapmulti) walks C^T's tile columns fastest, so CTAs 2r and 2r + 1 read weight panel r at the same time, as the
     # unswapped small-M plans' row tiles do; before, raster "m" put them group_m (8) CTAs apart
@@ -71,7 +80,7 @@ def test_a_swapped_bucket_plan_walks_a_weight_panels_token_tiles_on_adjacent_cta
     assert {c.raster for c in on if c.swap_ab} == {"n"} and {c.raster for c in on if not c.swap_ab} == {"m"}
 
 
-def test_the_torch_benchmark_prints_both_settings_bucket_plans_and_estimates(capsys):
+def test_the_torch_benchmark_prints_both_settings_bucket_plans_and_estimates(capsys, several_tiles):
     from benchmark_modules import benchmark_module
 
     torch_gemm = benchmark_module("torch_gemm")
@@ -84,7 +93,7 @@ def test_the_torch_benchmark_prints_both_settings_bucket_plans_and_estimates(cap
     assert "| 200 | 3 of 4 |" in out and gemm_cost.WEIGH_SWAP_DYNAMIC is False  # the package's default restored
 
 
-def test_the_torch_benchmark_prints_the_swapped_walks_bucket_plans(capsys):
+def test_the_torch_benchmark_prints_the_swapped_walks_bucket_plans(capsys, several_tiles):
     from benchmark_modules import benchmark_module
 
     torch_gemm = benchmark_module("torch_gemm")

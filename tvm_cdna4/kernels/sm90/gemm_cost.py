@@ -277,7 +277,7 @@ def splits(M: int, N: int, K: int, dtype: str = "bf16", min_slice: int = MIN_SLI
                                                   and s * M * N < INT32_ELEMENTS))
 
 
-WEIGH_SPLIT_EPILOGUE = False
+WEIGH_SPLIT_EPILOGUE = True
 """Whether the estimate and the choice take a K split's (``decomposition="split-k"``) epilogue as the kernel runs it
 (``gemm_emit.split_store``): C stored once a tile, by the unit that gathers the tile's partials (``min(tiles, ctas)``
 CTAs store, not every CTA: the epilogue term counted each tile ``split_k`` times), and from registers only (every
@@ -286,8 +286,11 @@ their staging buffer costs ring stages: ``ranked`` leaves ``epilogue="tma"`` out
 timings (``python benchmarks/sm90_fit.py --split-epilogue``: the 167 and the wave sweeps of 2026-12-06) the eight split
 tilings timed with both epilogues ran TMA / registers 0.96-1.18x (geo-mean 1.06x; 1.08-1.18x where TMA's staging left
 a ring of 3 stages against 4: the 74-99 k-tile slices of the down projections at M = 200 and 768) while the estimate
-had TMA 2-6 % faster; the term's count takes the 32 split timings' rms from 7.5 % to 6.7 %. Off until the torch op's
-A/B on a GPU (``benchmarks/torch_gemm.py --split-epilogue off,on``; the plans it moves: docs/sm90_gemm.md "Split-K")."""
+had TMA 2-6 % faster; the term's count takes the 32 split timings' rms from 7.5 % to 6.7 %. On since the torch op's
+A/B on an H100 (2026-12-07, ``benchmarks/torch_gemm.py --ms 400,1200 --split-epilogue off,on``,
+``runs/torch_gemm_splitepi_h100_2026-12-07b.md``): the three bucket plans it moved ran 1.14x, 1.17x and 1.33x faster
+(Qwen2.5-7B down at M = 400 and 1200, Gemma-2-9B down at 1200), the 21 it left alone 0.95-1.07x (noise); the plans it
+moves: docs/sm90_gemm.md "Split-K"."""
 
 
 WEIGH_HYBRID = False
@@ -524,12 +527,15 @@ tile, panels and sharing (a weight panel read by 2 CTAs, a token panel by 64), b
 a CTA; docs/sm90_gemm.md "The walk of several token tiles"); untimed: ``benchmarks/torch_gemm.py --swap-dynamic on
 --swap-order off,on`` (``bash benchmarks/gpu_stop45.sh swaporder``)."""
 
-SWAP_M_TILES = 4
+SWAP_M_TILES = 1
 """The most column tiles of C^T (tiles of M, ``ceil(M / block_n)``) a swapped dynamic-M plan takes at its bucket's
 largest M (``swap_widths``; ``choose_for_range`` with ``WEIGH_SWAP_DYNAMIC``): cuBLAS's H100 kernels run M = 200
 swapped in 3 x 72 or 2 x 104 columns of tokens (``128x72``, ``128x104``, ``192x104``:
-``benchmarks/runs/peer_kernels_h100_2026-12-06f.json``), and 72 columns take 193..256 in three or four. 1: every M
-of the bucket in one tile (the rule of stop 44)."""
+``benchmarks/runs/peer_kernels_h100_2026-12-06f.json``), and 72 columns take 193..256 in three or four. 1 (since stop
+50): every M of the bucket in one tile (the rule of stop 44). Timed through the torch op on an H100 with
+``WEIGH_SWAP_DYNAMIC`` on (2026-12-07, with the pair store and ``SWAP_PANEL_ADJACENT``:
+``runs/torch_gemm_swapstore_h100_2026-12-07b.md``): the one-tile swapped buckets at M = 96 ran 1.00-1.13x the
+unswapped ones (geo 1.04x, 8 rows), the several-tile ones at M = 200 0.70-0.96x (geo 0.87x)."""
 
 
 def round8(n: int) -> int:
@@ -628,17 +634,25 @@ def choose_for_range(lo: int, hi: int, N: int, K: int, out_bytes: int, device, d
     bucket's; default ``hi``; ``splits``), and where ``WEIGH_SWAP_DYNAMIC`` the swapped tiles of ``swap_widths``
     (``hi`` in one tile, or in up to ``SWAP_M_TILES`` tiles of ``WAVE_WIDTH_MIN`` columns or more). Ties: the
     better estimate at ``hi``."""
+    return range_choice(lo, hi, N, K, out_bytes, device, dtype, m_max)[0]
+
+
+def range_choice(lo: int, hi: int, N: int, K: int, out_bytes: int, device, dtype: str = "bf16",
+                 m_max: int | None = None) -> tuple[Sm90Config, float]:
+    """``choose_for_range``'s config and its worst loss over the range (its estimate over each sample M's best
+    estimate, the largest: 1.0 where one config is the best at every sample)."""
     samples, rankings, configs = range_candidates(lo, hi, N, K, out_bytes, device, dtype, m_max)
 
     def regret(cfg: Sm90Config) -> tuple[float, float]:
         worst = max(estimate(cfg, m, N, K, out_bytes, device, dtype).total / rankings[m][0][0] for m in samples)
         return round(worst, 9), estimate(cfg, hi, N, K, out_bytes, device, dtype).total
 
-    return min(configs, key=regret)
+    best = min(configs, key=regret)
+    return best, regret(best)[0]
 
 
 __all__ = ["CANDIDATES", "MIN_SLICE_TILES", "RANGE_SAMPLES", "SPLITS", "STAGED_EPILOGUE", "STORE_EFFICIENCY", "TENSOR_EFFICIENCY",
            "TENSOR_RATE", "WEIGH_CLUSTER", "WEIGH_HYBRID", "WEIGH_SPLIT_EPILOGUE", "cluster_configs", "MAX_WAVES", "WAVE_ROWS", "WAVE_WIDTH_MIN", "WAVE_WIDTH_STEP", "wave_widths", "Estimate", "choose_config", "choose_for_range", "choose_grouped", "decompositions", "grouped_configs",
            "grouped_estimate", "grouped_ranked", "GROUPED_EPILOGUE_TILES", "GROUPED_ONE_CONSUMER", "deepest", "efficiency", "epilogues", "estimate", "GROUPED_WALK", "grouped_walk",
-           "range_candidates", "range_samples", "ranked", "round8", "swap_widths", "SWAP_M_TILES", "reduction", "splits", "SWAP_AB_ROWS", "swap_ab_config", "swap_ab_ranked",
+           "range_candidates", "range_choice", "range_samples", "ranked", "round8", "swap_widths", "SWAP_M_TILES", "reduction", "splits", "SWAP_AB_ROWS", "swap_ab_config", "swap_ab_ranked",
            "FEW_CTAS", "SWAP_PANEL_ADJACENT", "SWAPPED_EFFICIENCY", "SWAP_SPLIT_ACC_MAX", "WEIGH_SWAP", "WEIGH_SWAP_DYNAMIC", "few_ctas", "swap_configs"]

@@ -4,8 +4,9 @@ N, K, the dtypes, the layout (``nt``) and the fused epilogue are fixed at build 
 ``M`` bound at launch from A's shape (checked against C's): the host part encodes A's tensor map (and a TMA
 epilogue's C map) with the run-time M, and the persistent grid is ``min(tiles, SMs)`` of the run-time tiles
 (``kernels.sm90.gemm_plan``). The buckets of M (``dynamic_buckets``) are the shared ones
-(``kernels.gemm.dynamic_m.BUCKET_EDGES``) cut further at ``EDGES``, and each gets the plan that serves its
-range of M best (``planned_range``):
+(``kernels.gemm.dynamic_m.BUCKET_EDGES``) cut further at ``EDGES``, then, per problem, at multiples of ``CUT_ROWS``
+wherever one plan would lose more than ``REGRET_MAX`` by the model inside a bucket (``refined``), and each gets the
+plan that serves its range of M best (``planned_range``):
 
 * the bucket ``1..16`` keeps the sm80 weight-streaming decode kernel (``kernels.sm80.decode_plan``, its own
   cost model's ``DecodeConfig`` at M = 16, built for ``sm_90a``) while ``decode_keeps`` (the target's
@@ -30,7 +31,7 @@ run is refused when the ``DynamicGemm`` is made (``gemm_plan.check_problem``: la
 
 from __future__ import annotations
 
-from ..gemm.dynamic_m import DynamicGemm, MBucket, buckets, m_limit
+from ..gemm.dynamic_m import BUCKET_EDGES, DynamicGemm, MBucket, buckets, m_limit
 from ..gemm.epilogue import Fusion
 from . import gemm_cost
 from .gemm_plan import check_problem, epilogue_choices, plan as make_plan
@@ -42,9 +43,52 @@ EDGES = (96, 192, 384, 512, 768, 1536, 2048, 2560, 3072, 6144, 8192)
 128x224, by the model 1.19x at M = 3000 (docs/sm90_gemm.md "Tile widths")."""
 
 
-def dynamic_buckets(N: int) -> tuple[MBucket, ...]:
-    """The M buckets (``kernels.gemm.dynamic_m.buckets`` with ``EDGES``) up to the largest M with ``M N < 2^31``."""
-    return buckets(m_limit(N), *EDGES)
+REFINE_BUCKETS = True
+"""Whether a bucket whose one plan loses more than ``REGRET_MAX`` at some M of its range is cut further
+(``refined``). Why: ``EDGES`` alone leave the model's own worst loss inside a bucket at 1.2-1.38x on the o, QKV
+and down projections past M = 768 (``choose_for_range``'s minimax plan at M = 1255 of 1025..1536 for Qwen2.5-7B down
+is 128x256 /k2, estimated 1.30x the 128x144 the model picks for that M alone), because the tile count a wave changes
+at every ``CUT_ROWS`` rows. Measured (H100, 2026-12-07, ``runs/torch_gemm_splitepi_h100_2026-12-07b.md``): the torch
+op ran M = 1200 at 0.51-0.76x cuBLAS on those rows where M = 768, a bucket's top, ran 0.94-1.10x."""
+
+REGRET_MAX = 1.05
+"""The largest loss (``gemm_cost.range_choice``'s worst regret) a bucket's plan may take at an M of its range before
+``refined`` cuts the bucket (where it is wider than ``CUT_ROWS``)."""
+
+CUT_ROWS = gemm_cost.WAVE_ROWS[0][0]
+"""``refined`` cuts a bucket at a multiple of these rows (the two-consumer tile's: its tile count changes there)."""
+
+
+def refined(bucket: MBucket, N: int, K: int, dtype: str, out_bytes: int, device) -> tuple[MBucket, ...]:
+    """``bucket`` cut in two at the multiple of ``CUT_ROWS`` nearest its ``planned_range``'s geometric middle, each
+    half cut again, while the plan of a part loses more than ``REGRET_MAX`` somewhere in its range (the bucket
+    itself where it does not, or is too narrow to cut). The decode bucket (``BUCKET_EDGES[0]`` and below) and the
+    last one (past ``EDGES``) stay whole."""
+    if bucket.hi <= BUCKET_EDGES[0] or bucket.lo > EDGES[-1]:
+        return (bucket,)
+    lo, hi = planned_range(bucket)
+    if gemm_cost.range_choice(lo, hi, N, K, out_bytes, device, dtype, m_max=bucket.hi)[1] <= REGRET_MAX:
+        return (bucket,)
+    cut = round((lo * hi) ** 0.5 / CUT_ROWS) * CUT_ROWS
+    if not bucket.lo <= cut < bucket.hi:
+        return (bucket,)
+    return (refined(MBucket(bucket.lo, cut), N, K, dtype, out_bytes, device)
+            + refined(MBucket(cut + 1, bucket.hi), N, K, dtype, out_bytes, device))
+
+
+def dynamic_buckets(N: int, K: int | None = None, dtype: str = "bf16", out_dtype: str = "bf16",
+                    device=None) -> tuple[MBucket, ...]:
+    """The M buckets (``kernels.gemm.dynamic_m.buckets`` with ``EDGES``) up to the largest M with ``M N < 2^31``;
+    with ``K`` and ``device`` (a ``devices.DeviceSpec``) and ``REFINE_BUCKETS``, each ``refined`` for that problem."""
+    coarse = buckets(m_limit(N), *EDGES)
+    if K is None or device is None or not REFINE_BUCKETS:
+        return coarse
+    return tuple(b for c in coarse for b in refined(c, N, K, dtype, out_bytes(out_dtype), device))
+
+
+def out_bytes(out_dtype: str) -> int:
+    """Bytes of one element of C as the cost model counts them (f32 4, else 2)."""
+    return 4 if out_dtype == "f32" else 2
 
 
 def planned_range(bucket: MBucket) -> tuple[int, int]:
@@ -64,7 +108,7 @@ def plan_bucket(bucket: MBucket, N: int, K: int, dtype: str, layout: str, out_dt
     if decode_keeps and decode_fits(bucket.hi, layout):
         cfg = choose_decode(bucket.representative, N, K, out_dtype, device.units)[0]
         return plan_decode(bucket, N, K, dtype, layout, out_dtype, cfg, fusion)
-    cfg = epilogue_choices(gemm_cost.choose_for_range(*planned_range(bucket), N, K, 4 if out_dtype == "f32" else 2, device,
+    cfg = epilogue_choices(gemm_cost.choose_for_range(*planned_range(bucket), N, K, out_bytes(out_dtype), device,
                                                    dtype, m_max=bucket.hi), fusion, out_dtype)  # a split's workspace: the bucket's rows
     return make_plan(bucket, N, K, dtype, layout, out_dtype, cfg, device.units, device.smem_per_unit, fusion)
 
@@ -75,10 +119,11 @@ def build_dynamic(N: int, K: int, dtype: str, layout: str, out_dtype: str, devic
     ``build_plan(plan)`` / ``emit(plan)`` (the target's, through its build cache) on first use. A
     ``ContractError`` naming the operand for a problem the sm90 kernel does not run."""
     check_problem(MBucket(1, 1), N, K, dtype, layout, out_dtype)
-    return DynamicGemm("cuda", dynamic_buckets(N),
+    return DynamicGemm("cuda", dynamic_buckets(N, K, dtype, out_dtype, device),
                        lambda b: plan_bucket(b, N, K, dtype, layout, out_dtype, fusion, device, decode_keeps),
                        build_plan, emit, describe=f" sm90 {layout} {dtype}->{out_dtype} N={N} K={K}" + (
                            "" if fusion.empty else f" epilogue {fusion.describe()}"))
 
 
-__all__ = ["EDGES", "build_dynamic", "dynamic_buckets", "plan_bucket", "planned_range"]
+__all__ = ["CUT_ROWS", "EDGES", "REFINE_BUCKETS", "REGRET_MAX", "build_dynamic", "dynamic_buckets", "out_bytes", "plan_bucket",
+           "planned_range", "refined"]
