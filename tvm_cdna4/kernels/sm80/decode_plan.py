@@ -116,7 +116,7 @@ class DecodeConfig:
             raise ValueError("decode unroll must be 1, 2, 4 or 8")
         if self.stages < 2:
             raise ValueError("decode stages must be at least 2")
-        if self.smem_bytes(2) > 227 * 1024:
+        if self.smem_bytes(2) > 227 * 1024:  # at two token tiles; more tiles: check_decode, at the plan's
             raise ValueError(f"decode config needs {self.smem_bytes(2)} B of shared memory (> 227 KiB)")
         if self.split_k < 1:
             raise ValueError("split_k must be at least 1")
@@ -332,7 +332,8 @@ class DecodeEstimate:
 def decode_registers(cfg: DecodeConfig, token_tiles: int) -> int:
     """Registers per thread the model assumes: 24 (addresses, loop) + half the W and x words of an iteration
     (ptxas interleaves the shared loads with the MMAs) + the accumulators; ptxas -v gave 42-60 for the
-    configs of benchmarks/journal/2026-12.md."""
+    configs of benchmarks/journal/2026-12.md, 140-141 (model 136, no spills) for four token tiles of 4 row tiles
+    at unroll 2 (sm_90a, journal "Stop 50: decode32")."""
     return min(255, 24 + 2 * cfg.unroll * (2 * cfg.row_tiles + token_tiles) + 4 * cfg.row_tiles * token_tiles)
 
 
