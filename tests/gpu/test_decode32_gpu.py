@@ -30,7 +30,7 @@ STATIC = [  # (M, N, K, config): odd N; K with a masked last iteration; K % 8 !=
     (17, 1000, 4104, DecodeConfig(warps=4, row_tiles=4, unroll=2, split_k=2)),
     (24, 4095, 2056, DecodeConfig(warps=8, row_tiles=2, unroll=2, split_k=3, reduction="ordered")),
     (29, 1001, 4099, DecodeConfig(warps=4, row_tiles=2, unroll=2)),
-    (32, 999, 3000, DecodeConfig(warps=4, row_tiles=4, unroll=4, stages=3)),
+    (32, 999, 3000, DecodeConfig(warps=2, row_tiles=4, unroll=4, stages=3)),
     (32, 3584, 3584, None),  # the decode model's choice at M = 32 (choose_decode)
 ]
 
