@@ -329,9 +329,9 @@ print('planned:', d.planned('sm80'))" 2>&1 | tee "$OUT/m200_device.txt"
     timeout 175 python3 benchmarks/attention_sm90.py --no-sm80 --head-dims 64 --seqs 2048,4096,16384 \
       --configs consumers --out "$OUT/attn3wg" 2>&1 | tee "$OUT/attention_3wg.log" | grep -v "^{" | tail -36 ;;
   decode32)  # the decode kernel at 17..32 tokens: exact on the card, then the 17..32 bucket's A/B through the torch op [~200]
-    gpu_tests 40 "$OUT/pytest_gpu_decode32.log" -n 8 tests/gpu/test_decode32_gpu.py
+    gpu_tests 50 "$OUT/pytest_gpu_decode32.log" -n 8 tests/gpu/test_decode32_gpu.py
     mkdir -p "$OUT/decode32"
-    timeout 160 python3 benchmarks/torch_gemm.py --ms ${DECODE32_MS:-12,16,17,20,24,27,32} --wide-decode off,on --calls 20 \
+    timeout 150 python3 benchmarks/torch_gemm.py --ms ${DECODE32_MS:-12,16,17,20,24,27,32} --wide-decode off,on --calls 20 \
       --reps 8 --out "$OUT/decode32" 2>&1 | tee "$OUT/torch_gemm_decode32.log" | grep -v "^{" | tail -30 ;;
   *) echo "unknown step $step (peers, partitions, ncu, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring, m200, epires, epires-ncu, stop49, stop49b, attn3wg, swaporder, swaporder-ncu, decode32)"; exit 2 ;;
   esac
