@@ -81,6 +81,10 @@
 #   swaporder-ncu  the two walks of Qwen2.5-7B o's swapped 64x128 bucket plan at M = 200 under ncu: DRAM bytes, L2 hit
 #               rate, sectors across the L2 partitions' fabric, duration (whether a weight panel leaves DRAM or crosses
 #               the fabric twice when its readers sit 8 CTAs apart); full sets: ncu_cases.py gemm-m200-o-swapped-m / -n [~150]
+#   decode32    stop 50 (journal "Stop 50: decode32"): the decode kernel up to M = 32 tokens (decode_plan.DECODE_MAX_M):
+#               tests/gpu/test_decode32_gpu.py (exact at M = 17 / 24 / 29 / 32, odd N / K, the torch op's 17..32 bucket), then
+#               the torch op at M = ${DECODE32_MS:-12,16,17,20,24,27,32} with decode_plan.WEIGH_WIDE_DECODE off / on beside
+#               torch.matmul (torch_gemm.py --wide-decode off,on) [~200]
 #
 #   bash benchmarks/gpu_stop45.sh peers partitions ncu
 if [ -f .sm90tree/sitepack/site.tar.xz ]; then  # benchmarks/pack_site.sh: the wheels installed and packed (33 of 49 MB)
@@ -324,7 +328,12 @@ print('planned:', d.planned('sm80'))" 2>&1 | tee "$OUT/m200_device.txt"
     mkdir -p "$OUT/attn3wg"
     timeout 175 python3 benchmarks/attention_sm90.py --no-sm80 --head-dims 64 --seqs 2048,4096,16384 \
       --configs consumers --out "$OUT/attn3wg" 2>&1 | tee "$OUT/attention_3wg.log" | grep -v "^{" | tail -36 ;;
-  *) echo "unknown step $step (peers, partitions, ncu, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring, m200, epires, epires-ncu, stop49, stop49b, attn3wg, swaporder, swaporder-ncu)"; exit 2 ;;
+  decode32)  # the decode kernel at 17..32 tokens: exact on the card, then the 17..32 bucket's A/B through the torch op [~200]
+    gpu_tests 50 "$OUT/pytest_gpu_decode32.log" -n 8 tests/gpu/test_decode32_gpu.py
+    mkdir -p "$OUT/decode32"
+    timeout 150 python3 benchmarks/torch_gemm.py --ms ${DECODE32_MS:-12,16,17,20,24,27,32} --wide-decode off,on --calls 20 \
+      --reps 8 --out "$OUT/decode32" 2>&1 | tee "$OUT/torch_gemm_decode32.log" | grep -v "^{" | tail -30 ;;
+  *) echo "unknown step $step (peers, partitions, ncu, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring, m200, epires, epires-ncu, stop49, stop49b, attn3wg, swaporder, swaporder-ncu, decode32)"; exit 2 ;;
   esac
 done
 cd "$OUT" && tar czf /tmp/call.tgz --exclude=call.tgz . && find . -mindepth 1 -delete && mv /tmp/call.tgz "$OUT/call.tgz"

@@ -6,6 +6,7 @@
     python3 benchmarks/torch_gemm.py --ms 96,200 --split-epilogue off,on --out $OUT    # the A/B of a K split's epilogue
     python3 benchmarks/torch_gemm.py --ms 96,200 --swap-dynamic on --swap-order off,on --out $OUT  # swapped tile walks
     python3 benchmarks/torch_gemm.py --ms 400,1200 --refine-buckets off,on --out $OUT  # buckets cut where a plan loses
+    python3 benchmarks/torch_gemm.py --ms 16,17,24,32 --wide-decode off,on --out $OUT  # the decode kernel up to M = 32
 
 y = x · Wᵀ, bf16 in and out (layout ``nt``), the projections (``MODELS``: fused QKV, attention output,
 fused gate/up, down) of three model families at ``MS`` (not only powers of two). What a serving stack
@@ -37,8 +38,10 @@ default the planned GPU). ``--split-epilogue`` (``gemm_cost.WEIGH_SPLIT_EPILOGUE
 from registers) is the same A/B of its flag (tags ``splitepi_*``, ``torch_gemm_splitepi.{md,json}``), and ``--swap-order``
 (``gemm_cost.SWAP_PANEL_ADJACENT``: a swapped bucket plan's token tiles of one weight panel on adjacent CTAs; with
 ``--swap-dynamic on``) of its (``swaporder_*``), ``--refine-buckets`` (``gemm_dynamic.REFINE_BUCKETS``: the buckets cut
-where one plan loses more than ``REGRET_MAX`` by the model) of its (``refine_*``); of them (``SWITCHES``) one may take
-``off,on``, the others one setting for both runs. ``--projs`` keeps the projections named.
+where one plan loses more than ``REGRET_MAX`` by the model) of its (``refine_*``), ``--wide-decode``
+(``decode_plan.WEIGH_WIDE_DECODE``: the bucket 17..32 keeps the decode kernel, up to ``DECODE_MAX_M`` tokens; its
+``--plans`` estimate is the decode model's) of its (``widedec_*``); of them (``SWITCHES``) one may take ``off,on``, the
+others one setting for both runs. ``--projs`` keeps the projections named.
 
 The roofline of a shape is ``max(2MNK / DENSE_BF16_FLOPS, (x + W + y bytes) / read rate)``, the read
 rate measured in the same run (a sum over a 4 GiB tensor), and each contender's fraction of it is
@@ -117,18 +120,21 @@ def _prebuild(job) -> str:
 SWAP_SETTINGS = ("off", "on")
 """A switch's values (``SWITCHES``): its ``gemm_cost`` flag False or True."""
 SWITCHES = {"swap_dynamic": ("WEIGH_SWAP_DYNAMIC", "swapdyn"), "split_epilogue": ("WEIGH_SPLIT_EPILOGUE", "splitepi"),
-            "swap_order": ("SWAP_PANEL_ADJACENT", "swaporder"), "refine_buckets": ("gemm_dynamic.REFINE_BUCKETS", "refine")}
-"""The options (``--swap-dynamic``, ``--split-epilogue``, ``--swap-order``, ``--refine-buckets``) that set a flag of the
-bucket plans: the flag (a ``gemm_cost`` name, or ``module.NAME`` of ``kernels.sm90``), and the tag of an A/B's runs
-and table (``torch_gemm_<tag>_<setting>``, ``torch_gemm_<tag>``)."""
+            "swap_order": ("SWAP_PANEL_ADJACENT", "swaporder"), "refine_buckets": ("REFINE_BUCKETS", "refine"),
+            "wide_decode": ("WEIGH_WIDE_DECODE", "widedec")}
+"""The options (``--swap-dynamic``, ``--split-epilogue``, ``--swap-order``, ``--refine-buckets``, ``--wide-decode``) that
+set a flag of the bucket plans (in ``gemm_cost``, or the module ``SWITCH_MODULES`` names): the flag, and the tag of an
+A/B's runs and table (``torch_gemm_<tag>_<setting>``, ``torch_gemm_<tag>``)."""
+SWITCH_MODULES = {"wide_decode": "tvm_cdna4.kernels.sm80.decode_plan",
+                  "refine_buckets": "tvm_cdna4.kernels.sm90.gemm_dynamic"}
+"""The module of a ``SWITCHES`` flag that is not ``kernels.sm90.gemm_cost``'s."""
 
 
-def switch_flag(option: str):
-    """The module of ``kernels.sm90`` and the name of ``option``'s flag (``SWITCHES``)."""
+def switch_module(option: str):
+    """The module that holds ``option``'s flag (``SWITCH_MODULES``, else ``kernels.sm90.gemm_cost``)."""
     import importlib
 
-    where, _, name = SWITCHES[option][0].rpartition(".")
-    return importlib.import_module(f"tvm_cdna4.kernels.sm90.{where or 'gemm_cost'}"), name
+    return importlib.import_module(SWITCH_MODULES.get(option, "tvm_cdna4.kernels.sm90.gemm_cost"))
 
 
 def set_switches(settings: dict) -> None:
@@ -139,7 +145,7 @@ def set_switches(settings: dict) -> None:
             continue
         if setting not in SWAP_SETTINGS:
             raise SystemExit(f"--{option.replace('_', '-')}: one or more of {SWAP_SETTINGS}, found {setting!r}")
-        setattr(*switch_flag(option), setting == "on")
+        setattr(switch_module(option), SWITCHES[option][0], setting == "on")
 
 
 def switch_settings(args) -> tuple[str | None, list, dict]:
@@ -148,9 +154,8 @@ def switch_settings(args) -> tuple[str | None, list, dict]:
     given = {o: getattr(args, o).split(",") if getattr(args, o) else [] for o in SWITCHES}
     ab = [o for o, v in given.items() if len(v) > 1]
     if len(ab) > 1:
-        raise SystemExit("--swap-dynamic / --split-epilogue / --swap-order / --refine-buckets: one of them may take two "
-                         "settings (off,on), "
-                         f"found {len(ab)}")
+        raise SystemExit("--swap-dynamic / --split-epilogue / --swap-order / --refine-buckets / --wide-decode: one of them "
+                         f"may take two settings (off,on), found {len(ab)}")
     fixed = {o: (v[0] if v else None) for o, v in given.items() if o not in ab}
     return (ab[0], given[ab[0]], fixed) if ab else (None, [], fixed)
 
@@ -348,12 +353,12 @@ def swap_plan_rows(models, ms, settings, device_name: str | None = None, option:
                    fixed: dict | None = None, projs=None) -> list[dict]:
     """``--plans --swap-dynamic off,on`` (``option``'s settings; ``fixed``: the other options'): per shape and M, the
     bucket plan under each setting (``gemm_dynamic.plan_bucket`` on ``devices.DEVICES[device_name]``, default the planned GPU)
-    and the cost model's estimate of it at that M, µs."""
+    and the cost model's estimate of it at that M, µs (a decode plan's: ``decode_plan.decode_estimate``, the H200-fitted
+    decode model at the device's SMs)."""
     from tvm_cdna4.kernels import devices
-    from tvm_cdna4.kernels.sm90 import gemm_cost
 
     device = devices.DEVICES[device_name] if device_name else devices.planned("sm80")
-    rows, defaults = [], {o: getattr(*switch_flag(o)) for o in SWITCHES}
+    rows, defaults = [], {o: getattr(switch_module(o), flag) for o, (flag, _) in SWITCHES.items()}
     set_switches(fixed or {})
     try:
         for model, proj, N, K in selected(models, projs):
@@ -365,13 +370,26 @@ def swap_plan_rows(models, ms, settings, device_name: str | None = None, option:
                     row["bucket"] = f"{p.dynamic_m.lo}-{p.dynamic_m.hi}"
                     cfg = getattr(p, "config", None)
                     row[f"plan_{s}"] = plan_label(p)
-                    row[f"est_{s}_us"] = (gemm_cost.estimate(cfg, M, N, K, 2, device).total * 1e6
-                                          if hasattr(cfg, "swap_ab") else None)
+                    row[f"est_{s}_us"] = plan_estimate_us(cfg, M, N, K, device)
                 rows.append(row)
     finally:
-        for o in SWITCHES:
-            setattr(*switch_flag(o), defaults[o])
+        for o, (flag, _) in SWITCHES.items():
+            setattr(switch_module(o), flag, defaults[o])
     return rows
+
+
+def plan_estimate_us(cfg, M: int, N: int, K: int, device) -> float | None:
+    """The cost model's µs of a bucket plan's config at M (bf16 out): the sm90 model's for an ``Sm90Config``, the decode
+    model's (``decode_plan.decode_estimate``) for a ``DecodeConfig``, else None."""
+    from tvm_cdna4.kernels.sm80.decode_plan import DecodeConfig, decode_estimate
+    from tvm_cdna4.kernels.sm80.gemm_cost import Device
+    from tvm_cdna4.kernels.sm90 import gemm_cost
+
+    if hasattr(cfg, "swap_ab"):
+        return gemm_cost.estimate(cfg, M, N, K, 2, device).total * 1e6
+    if isinstance(cfg, DecodeConfig):
+        return decode_estimate(M, N, K, cfg, 2, Device(sms=device.units)).time_s * 1e6
+    return None
 
 
 def print_swap_plans(models, ms, settings, device_name: str | None = None, option: str = "swap_dynamic",
@@ -470,6 +488,8 @@ def main(argv=None) -> int:
                     "--swap-dynamic (with --swap-dynamic on)")
     ap.add_argument("--refine-buckets", default=None, help="off, on or off,on: buckets cut where one plan loses more "
                     "than gemm_dynamic.REGRET_MAX (gemm_dynamic.REFINE_BUCKETS; default the package's); two: as --swap-dynamic")
+    ap.add_argument("--wide-decode", default=None, help="off, on or off,on: the bucket 17..32 keeps the decode kernel "
+                    "(decode_plan.WEIGH_WIDE_DECODE; default the package's); two: as --swap-dynamic")
     ap.add_argument("--projs", default=None, help="only these projections (qkv,o,gate_up,down; default every one)")
     ap.add_argument("--device", default=None, choices=[k for k, v in DEVICES.items() if v.target == "sm80"],
                     help="--plans: the devices.DEVICES entry planned for (default the planned GPU)")
@@ -517,7 +537,7 @@ def main(argv=None) -> int:
                   f"us ({r['speedup_graph']:.2f}x), ok={r['ours_ok']}", flush=True)
     meta = dict(device=name, arch=arch, target=target, read_rate=rate, torch=torch.__version__, date=time.strftime("%Y-%m-%d"),
                 calls=args.calls, reps=args.reps, seconds=time.time() - t0, swap_dynamic=args.swap_dynamic,
-                split_epilogue=args.split_epilogue, swap_order=args.swap_order,
+                split_epilogue=args.split_epilogue, swap_order=args.swap_order, wide_decode=args.wide_decode,
                 planned=planned_device())
     write_results(args.out, f"torch_gemm{tag}", meta, rows, table(rows))
     return 0 if all(r["ours_ok"] and r["torch_ok"] for r in rows) else 1

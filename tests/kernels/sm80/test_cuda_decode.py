@@ -102,15 +102,15 @@ def test_plan_records_the_grid_and_loop():
     # slices that would be empty are dropped: 3 iterations cannot take 8 slices
     q = plan_decode(1, 64, 192, "bf16", "nt", "bf16", DecodeConfig(warps=1, unroll=2, split_k=8))
     assert q.loop.iters == 3 and q.k_splits == 3 and q.token_tiles == 1
-    with pytest.raises(ValueError, match="M <= 16 and layout nt"):
-        plan_decode(17, 64, 64)
+    with pytest.raises(ValueError, match="M <= 32"):  # a ContractError (tests/kernels/sm80/test_cuda_decode32.py)
+        plan_decode(33, 64, 64)
     with pytest.raises(ValueError, match="shared memory"):
         DecodeConfig(warps=16, row_tiles=4, unroll=8).check()
 
 
 def test_planner_picks_the_decode_kernel_by_the_cost_model():
-    # M <= 16 nt: the decode kernel where its estimate beats the tile GEMM's; never for other layouts,
-    # M > 16 or when K is not 16-byte aligned and the element loads make it slow
+    # M <= 16 nt (decode_plan.DECODE_WEIGHED_M): the decode kernel where its estimate beats the tile GEMM's; never for
+    # other layouts, M > 16 (WEIGH_WIDE_DECODE off) or when K is not 16-byte aligned and the element loads make it slow
     assert isinstance(choose_kernel(16, 4096, 14336, "bf16", "nt", "bf16"), DecodeConfig)
     assert isinstance(choose_kernel(1, 8192, 28672, "bf16", "nt", "bf16"), DecodeConfig)
     assert isinstance(choose_kernel(16, 4096, 4096, "bf16", "tn", "bf16"), GemmConfig)

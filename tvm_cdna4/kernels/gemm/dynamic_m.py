@@ -10,7 +10,7 @@ gets the plan the target's cost model chooses at its representative M, and its k
 first use and cached (the build cache key is the plan record, which holds the bucket, not an M).
 
 The buckets (``BUCKET_EDGES``) follow the planners' own steps, so that a bucket's plan is what the
-static planner picks across the bucket: 16 (the CUDA decode kernel takes M <= 16; 16-row tiles on
+static planner picks across the bucket: 16 (the CUDA planners' decode kernel, ``decode_plan.DECODE_WEIGHED_M``; 16-row tiles on
 both targets), 32, 64, 128 (the small-M tile heights both planners weigh), 256 (up to it the CUDA
 planner weighs small tiles and split-K, ``kernels.sm80.gemm_plan.SMALL_M``), then 1024 and 4096 (above 256 the
 big tile, which changes only with the number of tiles: ``kernels.sm80.gemm_plan.default_config`` takes 128 x 128

@@ -1,10 +1,12 @@
 """The weight-streaming decode GEMM for CUDA (small M, layout ``nt``): pure Python, no TIRx.
 
-``C[M, N] = x[M, K] @ W[N, K]^T`` for M <= 16 tokens is a stream over the weights W: each element of
+``C[M, N] = x[M, K] @ W[N, K]^T`` for M <= ``DECODE_MAX_M`` tokens is a stream over the weights W: each element of
 W is used M times, so the kernel has to read W at the memory roofline, and nothing else matters.
 The decode kernel (``kernels.sm80.decode_emit.emit_decode``) computes ``C^T = W x^T`` with
 ``mma.sync.m16n8k16``: W's rows are the MMA's M dimension (16 output columns per m16 tile), the
-tokens its N dimension (one n8 MMA for M <= 8, two for M <= 16). W and x reach the fragments in
+tokens its N dimension (``token_tiles``: one n8 MMA per 8 tokens, up to four). The planners weigh it up to
+``decode_limit()``: ``DECODE_WEIGHED_M`` (timed), ``DECODE_MAX_M`` where ``WEIGH_WIDE_DECODE`` is on (3 and 4 token
+tiles, untimed). W and x reach the fragments in
 16-byte chunks through each warp's own ``cp.async`` pipeline (``stages``; ``ld.shared.v4.b32`` into the
 fragment words), or, where K is not a multiple of 8, by element loads straight into registers:
 
@@ -43,9 +45,17 @@ from .gemm_plan import bucket_summary, check_dynamic, check_fusion, plan, planne
 from ..gemm.dynamic_m import MBucket, ceil_div, extent_record, resolve_m
 from ..gemm.epilogue import Fusion, Param
 from ..gemm import offsets
+from ...errors import ContractError
 
-DECODE_MAX_M = 16
-"""Largest M the decode kernel takes (two n8 MMA tiles of tokens)."""
+DECODE_MAX_M = 32
+"""Largest M the decode kernel takes (four n8 MMA tiles of tokens: ``token_tiles``)."""
+DECODE_WEIGHED_M = 16
+"""Largest M the planners give the decode kernel while ``WEIGH_WIDE_DECODE`` is off: the M it was timed at
+(1.0x torch.matmul and more at M = 1 and 8 on the H100, benchmarks/RESULTS.md)."""
+WEIGH_WIDE_DECODE = False
+"""Whether the planners weigh the decode kernel up to ``DECODE_MAX_M`` (3 and 4 token tiles: sm80's
+``choose_kernel`` / ``ranked_configs``, sm90's ``choose`` and dynamic-M bucket; ``decode_limit``); off until timed
+(benchmarks/torch_gemm.py ``--wide-decode off,on``)."""
 
 LOAD_W = "ld.global.nc.L1::no_allocate.v4.b32"
 """W: read once, so it bypasses L1."""
@@ -106,7 +116,7 @@ class DecodeConfig:
             raise ValueError("decode unroll must be 1, 2, 4 or 8")
         if self.stages < 2:
             raise ValueError("decode stages must be at least 2")
-        if self.smem_bytes(2) > 227 * 1024:
+        if self.smem_bytes(2) > 227 * 1024:  # at two token tiles; more tiles: check_decode, at the plan's
             raise ValueError(f"decode config needs {self.smem_bytes(2)} B of shared memory (> 227 KiB)")
         if self.split_k < 1:
             raise ValueError("split_k must be at least 1")
@@ -158,7 +168,7 @@ class DecodePlan(PlanRecord, family="gemm"):
     """``nt`` (x [M, K], W [N, K]: both K-contiguous)."""
     config: DecodeConfig
     token_tiles: int
-    """n8 MMA tiles of tokens: 1 for M <= 8, 2 for M <= 16."""
+    """n8 MMA tiles of tokens: ``token_tiles(M)`` (1 to 4) of the largest M."""
     vector: int
     """Elements per W / x load: 8 (one 16-byte ``ld.global.nc.v4.b32``; K a multiple of 8) or 1 (plain
     element loads packed in pairs)."""
@@ -207,9 +217,25 @@ class DecodePlan(PlanRecord, family="gemm"):
         return "decode"
 
 
+def token_tiles(M: int) -> int:
+    """n8 MMA tiles of tokens for M tokens (``DecodePlan.token_tiles``)."""
+    return ceil_div(M, 8)
+
+
 def decode_fits(M: int, layout: str) -> bool:
     """Whether the decode kernel takes the problem: M <= ``DECODE_MAX_M`` and layout ``nt``."""
     return M <= DECODE_MAX_M and layout.lower() == "nt"
+
+
+def decode_limit() -> int:
+    """The largest M the planners weigh the decode kernel at: ``DECODE_MAX_M`` where ``WEIGH_WIDE_DECODE``, else
+    ``DECODE_WEIGHED_M``."""
+    return DECODE_MAX_M if WEIGH_WIDE_DECODE else DECODE_WEIGHED_M
+
+
+def decode_weighed(M: int, layout: str) -> bool:
+    """Whether the planners weigh the decode kernel for the problem: it fits and M <= ``decode_limit()``."""
+    return decode_fits(M, layout) and M <= decode_limit()
 
 
 def plan_decode(M: int | MBucket, N: int, K: int, dtype: str = "bf16", layout: str = "nt", out_dtype: str = "bf16",
@@ -221,15 +247,14 @@ def plan_decode(M: int | MBucket, N: int, K: int, dtype: str = "bf16", layout: s
     M, bucket, m_max = resolve_m(M, "plan_decode")
     if min(m_max, N, K) < 1:
         raise ValueError("M, N, K must be positive")
-    if not decode_fits(m_max, layout):
-        raise ValueError(f"the decode kernel takes M <= {DECODE_MAX_M} and layout nt, not M={m_max} {layout}")
+    check_decode(m_max, layout, cfg)
     dt, ot = DTYPES[_short_dtype(dtype)], OUT_DTYPES[_short_out(out_dtype)]
     span = 32 * cfg.unroll
     iters = ceil_div(K, span)
     slice_iters = ceil_div(iters, min(cfg.split_k, iters))
     splits = ceil_div(iters, slice_iters)
     loop = DecodeLoop(span, iters, K // span, slice_iters, ceil_div(slice_iters, cfg.warps))
-    tt = 1 if m_max <= 8 else 2
+    tt = token_tiles(m_max)
     rows = ceil_div(N, cfg.block_rows)
     ab = "f16" if dt == "float16" else "bf16"
     params = (Param("A", (M, K), dt), Param("B", (N, K), dt), Param("C", (M, N), ot),
@@ -246,6 +271,23 @@ def plan_decode(M: int | MBucket, N: int, K: int, dtype: str = "bf16", layout: s
                       cfg.threads, K % 8 == 0, COPY_W, COPY_X, cfg.line_copy and K % 8 == 0,
                       cfg.smem_bytes(tt) if K % 8 == 0 else 0,
                       cfg.warps * cfg.row_tiles * tt * 4 * 32, outs, reduce_instr, params, fusion, bucket, wide)
+
+
+def check_decode(m_max: int, layout: str, cfg: DecodeConfig) -> None:
+    """A ``ContractError`` naming the operand where the decode kernel does not take the problem: layout ``nt``, x's
+    (A's) M <= ``DECODE_MAX_M`` (the largest M of a bucket), the pipeline's stages of ``token_tiles(M)`` within
+    shared memory."""
+    if layout.lower() != "nt":
+        raise ContractError("sm80 decode GEMM layout: x [M, K] and W [N, K], both K-contiguous", operand="layout",
+                            check="shape", expected="nt", found=layout)
+    if m_max > DECODE_MAX_M:
+        raise ContractError(f"sm80 decode GEMM A: the decode kernel takes M <= {DECODE_MAX_M} tokens (n8 token tiles)",
+                            operand="A", check="shape", expected=f"M <= {DECODE_MAX_M}", found=f"M={m_max}")
+    smem = cfg.smem_bytes(token_tiles(m_max))
+    if smem > Device().smem:
+        raise ContractError("sm80 decode GEMM config: the pipeline's stages exceed shared memory", operand="config",
+                            check="shared memory", expected=f"<= {Device().smem} B",
+                            found=f"{smem} B at {token_tiles(m_max)} token tiles")
 
 
 def decode_offsets(params, m_max: int, ctas: int) -> tuple[str, ...]:
@@ -290,7 +332,8 @@ class DecodeEstimate:
 def decode_registers(cfg: DecodeConfig, token_tiles: int) -> int:
     """Registers per thread the model assumes: 24 (addresses, loop) + half the W and x words of an iteration
     (ptxas interleaves the shared loads with the MMAs) + the accumulators; ptxas -v gave 42-60 for the
-    configs of benchmarks/journal/2026-12.md."""
+    configs of benchmarks/journal/2026-12.md, 140-141 (model 136, no spills) for four token tiles of 4 row tiles
+    at unroll 2 (sm_90a, journal "Stop 50: decode32")."""
     return min(255, 24 + 2 * cfg.unroll * (2 * cfg.row_tiles + token_tiles) + 4 * cfg.row_tiles * token_tiles)
 
 
@@ -301,7 +344,7 @@ def decode_estimate(M: int, N: int, K: int, cfg: DecodeConfig, out_bytes: int = 
     at ``decode_bytes_s``; the larger of the two, plus the fixed costs (``launch_s``, ``stream_ramp_s``),
     x, C and a split's workspace at HBM speed and the split's ``split_s``; ``half_line`` for plans whose
     copies take half lines."""
-    tt = 1 if M <= 8 else 2
+    tt = token_tiles(M)
     rows = ceil_div(N, cfg.block_rows)
     iters = ceil_div(K, 32 * cfg.unroll)
     splits = ceil_div(iters, ceil_div(iters, min(cfg.split_k, iters)))
@@ -335,9 +378,9 @@ def decode_estimate(M: int, N: int, K: int, cfg: DecodeConfig, out_bytes: int = 
 def decode_candidates(M: int, N: int, K: int) -> list[DecodeConfig]:
     """The decode configs the planner weighs: whole-line copies (``line_copy``; 1.10x faster than the
     fragment-chunk copies on the H200, benchmarks/journal/2026-12.md), 8 or 4 warps, 2/4/1 row tiles, unroll
-    2 or 4, 3/4/6 stages, K split in 1..16 slices of at least one iteration per warp, within 227 KiB
-    of shared memory. Ties keep the earlier candidate."""
-    out = []
+    2 or 4, 3/4/6 stages, K split in 1..16 slices of at least one iteration per warp, within shared memory at
+    ``token_tiles(M)`` (at least 2: M <= 16 weighs the same list at 1 and 2). Ties keep the earlier candidate."""
+    out, tt = [], max(2, token_tiles(M))
     for stages in (3, 4, 6):
         for warps in (8, 4):
             for rt in (2, 4, 1):
@@ -347,7 +390,7 @@ def decode_candidates(M: int, N: int, K: int) -> list[DecodeConfig]:
                         if split > 1 and iters < split * warps:
                             break
                         cfg = DecodeConfig(warps, rt, unroll, split, stages=stages, line_copy=True)
-                        if cfg.smem_bytes(2) <= 227 * 1024:
+                        if cfg.smem_bytes(tt) <= Device().smem:
                             out.append(cfg)
     return out
 
@@ -363,11 +406,11 @@ def choose_decode(M: int, N: int, K: int, out_dtype: str = "bf16", sms: int = H2
 
 def choose_kernel(M: int, N: int, K: int, dtype: str = "f16", layout: str = "nt", out_dtype: str = "f32",
                   sms: int = H200_SMS) -> GemmConfig | DecodeConfig:
-    """The planner's choice over both kernels: the decode kernel where it takes the problem
-    (``decode_fits``) and its estimate beats the tile GEMM's (``kernels.sm80.gemm_plan.choose_config``, ``estimate``),
+    """The planner's choice over both kernels: the decode kernel where the planners weigh it (``decode_weighed``:
+    M <= ``decode_limit()``, layout ``nt``) and its estimate beats the tile GEMM's (``kernels.sm80.gemm_plan.choose_config``, ``estimate``),
     else the tile GEMM's choice."""
     tile = choose_config(M, N, K, dtype, layout, out_dtype, sms)
-    if not decode_fits(M, layout):
+    if not decode_weighed(M, layout):
         return tile
     cfg, est = choose_decode(M, N, K, out_dtype, sms)
     ob = 4 if _short_out(out_dtype) == "f32" else 2
@@ -377,11 +420,11 @@ def choose_kernel(M: int, N: int, K: int, dtype: str = "f16", layout: str = "nt"
 def ranked_configs(M: int, N: int, K: int, dtype: str = "f16", layout: str = "nt", out_dtype: str = "f32",
                    sms: int = H200_SMS) -> list[GemmConfig | DecodeConfig]:
     """Every candidate of both kernels (``kernels.sm80.gemm_plan.candidates``, and ``decode_candidates`` where the
-    decode kernel fits), fastest estimate first: what ``kernels.sm80.gemm.tune_config`` times."""
+    planners weigh the decode kernel: ``decode_weighed``), fastest estimate first: what ``kernels.sm80.gemm.tune_config`` times."""
     dev = Device(sms=sms)
     ob = 4 if _short_out(out_dtype) == "f32" else 2
     scored = [(estimate(M, N, K, c, ob, dev).time_s, c) for c in candidates(M, N, K, dtype)]
-    if decode_fits(M, layout):
+    if decode_weighed(M, layout):
         scored += [(decode_estimate(M, N, K, c, ob, dev).time_s, c) for c in decode_candidates(M, N, K)]
     return [c for _, c in sorted(scored, key=lambda s: s[0])]
 
@@ -416,6 +459,7 @@ def decode_summary(p: DecodePlan, sms: int = H200_SMS) -> dict:
                 roofline_fraction=round(est.roofline_fraction, 4))
 
 
-__all__ = ["DECODE_MAX_M", "DecodeConfig", "DecodeEstimate", "DecodeLoop", "DecodePlan", "choose_decode",
-           "choose_kernel", "config_from_dict", "decode_candidates", "decode_estimate", "decode_fits",
-           "decode_summary", "plan_any", "plan_decode", "ranked_configs"]
+__all__ = ["DECODE_MAX_M", "DECODE_WEIGHED_M", "WEIGH_WIDE_DECODE", "DecodeConfig", "DecodeEstimate", "DecodeLoop", "DecodePlan", "choose_decode",
+           "check_decode", "choose_kernel", "config_from_dict", "decode_candidates", "decode_estimate",
+           "decode_fits", "decode_limit", "decode_summary", "decode_weighed", "plan_any", "plan_decode", "ranked_configs",
+           "token_tiles"]

@@ -37,8 +37,8 @@ bucket), where ``build`` without a ``config`` reads it (``tuned_config``).
 Without a ``config`` the tiling is the cost model's choice for the problem and the GPU's SM count
 (``choose_config``): small-M tiles (16/32/64 rows) and split-K below M = 256, where a split-K kernel
 takes two more parameters, the f32 workspace ``W`` and the ticket counters ``S``, zeroed once and
-left zero by every launch (``runtime.cuda.Kernel`` passes them). For M <= 16 and layout ``nt`` the
-planner also weighs the weight-streaming decode kernel (``cuda_decode_plan``: ``DecodeConfig`` ->
+left zero by every launch (``runtime.cuda.Kernel`` passes them). For M <= ``decode_plan.decode_limit()`` and
+layout ``nt`` the planner also weighs the weight-streaming decode kernel (``cuda_decode_plan``: ``DecodeConfig`` ->
 ``DecodePlan``, emitted by ``cuda_decode_emit``): ``plan``, ``choose_config``, ``build``, ``config_json``
 and ``tune_config`` here take either kind (``plan_any``, ``choose_kernel``, ``ranked_configs``).
 """

@@ -2,8 +2,8 @@
 ``emit``, ``build``, ``execute``, ``summary``, from a ``GemmProblem``.
 
 Without a config, the cost model's choice for the planned GPU's SM count (``devices.planned("sm80")``:
-the present GPU's, else the H200's): the tile GEMM (``gemm_plan``) or, for M <= 16 and layout ``nt``,
-the weight-streaming decode kernel where its estimate wins (``decode_plan.choose_kernel``); dynamic M
+the present GPU's, else the H200's): the tile GEMM (``gemm_plan``) or, for M <= ``decode_plan.decode_limit()`` and
+layout ``nt``, the weight-streaming decode kernel where its estimate wins (``decode_plan.choose_kernel``); dynamic M
 and grouped problems the cost model's plan of each bucket (a grouped problem may take one ``config``
 for every bucket). Options: ``sms`` (the SMs the cost model plans for), ``reduction`` (``"atomic"`` /
 ``"ordered"``: how a K split is reduced, replacing the given or chosen config's), ``arch`` (build: the

@@ -8,10 +8,11 @@ epilogue's C map) with the run-time M, and the persistent grid is ``min(tiles, S
 wherever one plan would lose more than ``REGRET_MAX`` by the model inside a bucket (``refined``), and each gets the
 plan that serves its range of M best (``planned_range``):
 
-* the bucket ``1..16`` keeps the sm80 weight-streaming decode kernel (``kernels.sm80.decode_plan``, its own
-  cost model's ``DecodeConfig`` at M = 16, built for ``sm_90a``) while ``decode_keeps`` (the target's
-  ``DECODE_KEEPS``): measured at 1.0x torch.matmul on the H200, where the sm90 tile kernel has no timing
-  at such M yet (docs/sm90_gemm.md);
+* a bucket whose largest M the planners weigh the decode kernel at (``decode_plan.decode_weighed``: ``1..16``, and
+  ``17..32`` where ``decode_plan.WEIGH_WIDE_DECODE`` is on) keeps the sm80 weight-streaming decode kernel
+  (``kernels.sm80.decode_plan``, its own cost model's ``DecodeConfig`` at the bucket's largest M, built for
+  ``sm_90a``) while ``decode_keeps`` (the target's ``DECODE_KEEPS``): measured at 1.0x torch.matmul and more at
+  M <= 16 on the H100 and H200 (docs/sm90_gemm.md);
 * every other bucket: the sm90 cost model's ``Sm90Config`` for the whole range (``gemm_cost.choose_for_range``:
   the least worst loss against each M's own best config), unswapped (``gemm_cost.WEIGH_SWAP_DYNAMIC`` off: the
   buckets' swapped plans, ``Sm90Config.swap_ab``, timed slower through the torch op; they stay buildable, and where
@@ -100,12 +101,12 @@ def planned_range(bucket: MBucket) -> tuple[int, int]:
 
 def plan_bucket(bucket: MBucket, N: int, K: int, dtype: str, layout: str, out_dtype: str, fusion: Fusion, device,
                 decode_keeps: bool = True):
-    """The plan of one bucket (the module docstring): the decode kernel's ``DecodePlan`` for ``1..16`` where
-    ``decode_keeps``, else the sm90 cost model's ``Sm90Plan`` over the bucket's ``planned_range``, on
+    """The plan of one bucket (the module docstring): the decode kernel's ``DecodePlan`` where ``decode_keeps`` and the
+    planners weigh it at the bucket's largest M (``decode_weighed``), else the sm90 cost model's ``Sm90Plan`` over the bucket's ``planned_range``, on
     ``device`` (a ``devices.DeviceSpec``)."""
-    from ..sm80.decode_plan import choose_decode, decode_fits, plan_decode
+    from ..sm80.decode_plan import choose_decode, decode_weighed, plan_decode
 
-    if decode_keeps and decode_fits(bucket.hi, layout):
+    if decode_keeps and decode_weighed(bucket.hi, layout):
         cfg = choose_decode(bucket.representative, N, K, out_dtype, device.units)[0]
         return plan_decode(bucket, N, K, dtype, layout, out_dtype, cfg, fusion)
     cfg = epilogue_choices(gemm_cost.choose_for_range(*planned_range(bucket), N, K, out_bytes(out_dtype), device,

@@ -5,7 +5,8 @@ build cache), ``config_from_options`` and ``CODE``.
 The kernel: the warp-specialized TMA + wgmma GEMM of ``gemm_plan`` / ``gemm_emit`` (static or dynamic M, layout
 ``nt``, f16/bf16 or fp8 (e4m3; never the decode kernel: ``decode_keeps``), the fused epilogue; the other problems are refused with a ``ContractError`` naming the
 operand). Without a config, the cost model's choice (``gemm_cost.choose_config``) for the planned GPU
-(``devices.planned("sm80")``: the present NVIDIA GPU, else the H200); for M <= 16 the weight-streaming
+(``devices.planned("sm80")``: the present NVIDIA GPU, else the H200); for M <= ``decode_plan.decode_limit()``
+(``DECODE_WEIGHED_M``; ``DECODE_MAX_M`` where ``decode_plan.WEIGH_WIDE_DECODE``) the weight-streaming
 decode kernel keeps the problem (``kernels.sm80.decode_plan``: a ``DecodePlan``, built here for
 ``sm_90a``; measured at 1.0x torch.matmul on the H200, while the sm90 tile kernel has no timing at
 such M yet: ``DECODE_KEEPS``). A ``Sm90Config`` plans the sm90 kernel at any M, a ``DecodeConfig`` the
@@ -15,7 +16,7 @@ plan fills), ``arch`` (build: default ``sm_90a``, the arch wgmma and ``setmaxnre
 
 Dynamic M (``GemmProblem(None, N, K, ...)``): ``build`` returns the ``DynamicGemm`` of ``gemm_dynamic`` (one
 kernel per bucket of M, each the cost model's plan over the bucket's range of M, the bucket 1..16 the
-decode kernel's while ``DECODE_KEEPS``); ``plan(problem, m=...)`` / ``choose`` give the plan of ``m``'s
+decode kernel's while ``DECODE_KEEPS``, and 17..32 too where ``WEIGH_WIDE_DECODE``); ``plan(problem, m=...)`` / ``choose`` give the plan of ``m``'s
 bucket; a config is refused (every bucket is the cost model's).
 
 Grouped (``GemmProblem(None, N, K, ..., groups=G)``): ``build`` returns the ``GroupedGemm`` of ``_grouped``
@@ -41,13 +42,14 @@ from .gemm_plan import (EPILOGUES, OUT_DTYPES, Sm90Config, Sm90Plan, b_shares, b
                         plan as make_plan)
 
 DECODE_KEEPS = True
-"""Whether the decode kernel keeps M <= 16 (nt) without a config (the module docstring: until a timing
+"""Whether the decode kernel keeps M <= ``decode_plan.decode_limit()`` (nt) without a config (the module docstring: until a timing
 of the sm90 kernel at such M says otherwise); f16/bf16 only (``decode_keeps``): the decode kernel has no fp8."""
 DECODE_DTYPES = ("f16", "bf16")
 
 
 def decode_keeps(dtype: str) -> bool:
-    """Whether the decode kernel may keep an M <= 16 problem of ``dtype`` inputs (``DECODE_KEEPS``)."""
+    """Whether the decode kernel may keep a small-M problem of ``dtype`` inputs (``DECODE_KEEPS``; which M:
+    ``decode_plan.decode_weighed``)."""
     return DECODE_KEEPS and dtype in DECODE_DTYPES
 
 CODE = {"cuda": "source"}
@@ -127,15 +129,15 @@ def _dynamic(problem: GemmProblem, config=None, sms=None, arch: str = ARCH, comp
 
 def choose(problem: GemmProblem, *, m: int | None = None, sms: int | None = None):
     """The config without one: the decode kernel's ``DecodeConfig`` where it keeps the problem
-    (``DECODE_KEEPS``, M <= 16), else the cost model's ``Sm90Config`` (``gemm_cost.choose_config``)."""
-    from ..sm80.decode_plan import choose_decode, decode_fits
+    (``DECODE_KEEPS``, ``decode_weighed``), else the cost model's ``Sm90Config`` (``gemm_cost.choose_config``)."""
+    from ..sm80.decode_plan import choose_decode, decode_weighed
 
     _static(problem)
     if problem.dynamic or problem.grouped:
         return plan(problem, m=m, sms=sms).config
     check_problem(problem.M, problem.N, problem.K, problem.dtype, problem.layout, problem.out)
     device = _device(sms)
-    if decode_keeps(problem.dtype) and decode_fits(problem.M, problem.layout):
+    if decode_keeps(problem.dtype) and decode_weighed(problem.M, problem.layout):
         return choose_decode(problem.M, problem.N, problem.K, problem.out, device.units)[0]
     return epilogue_choices(gemm_cost.choose_config(problem.M, problem.N, problem.K, _out_bytes(problem.out), device,
                                                  problem.dtype), problem.fusion, problem.out)
