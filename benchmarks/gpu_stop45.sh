@@ -333,7 +333,15 @@ print('planned:', d.planned('sm80'))" 2>&1 | tee "$OUT/m200_device.txt"
     mkdir -p "$OUT/decode32"
     timeout 150 python3 benchmarks/torch_gemm.py --ms ${DECODE32_MS:-12,16,17,20,24,27,32} --wide-decode off,on --calls 20 \
       --reps 8 --out "$OUT/decode32" 2>&1 | tee "$OUT/torch_gemm_decode32.log" | grep -v "^{" | tail -30 ;;
-  *) echo "unknown step $step (peers, partitions, ncu, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring, m200, epires, epires-ncu, stop49, stop49b, attn3wg, swaporder, swaporder-ncu, decode32)"; exit 2 ;;
+  refine)  # the buckets cut where one plan loses > REGRET_MAX (gemm_dynamic.refined) at M between the old buckets' tops [~200]
+    mkdir -p "$OUT/refine"
+    timeout 200 python3 benchmarks/torch_gemm.py --ms ${REFINE_MS:-600,1200,1400,2200,2500} --refine-buckets off,on \
+      --calls 20 --reps 8 --out "$OUT/refine" 2>&1 | tee "$OUT/torch_gemm_refine.log" | grep -v "^{" | tail -24 ;;
+  swapone)  # swapped buckets of one token tile (SWAP_M_TILES 1) on / off at M of every small bucket [~180]
+    mkdir -p "$OUT/swapone"
+    timeout 180 python3 benchmarks/torch_gemm.py --ms ${SWAPONE_MS:-20,48,80,112,160,240} --swap-dynamic off,on \
+      --calls 20 --reps 8 --out "$OUT/swapone" 2>&1 | tee "$OUT/torch_gemm_swapone.log" | grep -v "^{" | tail -24 ;;
+  *) echo "unknown step $step (peers, partitions, ncu, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring, m200, epires, epires-ncu, stop49, stop49b, attn3wg, swaporder, swaporder-ncu, decode32, refine, swapone)"; exit 2 ;;
   esac
 done
 cd "$OUT" && tar czf /tmp/call.tgz --exclude=call.tgz . && find . -mindepth 1 -delete && mv /tmp/call.tgz "$OUT/call.tgz"
