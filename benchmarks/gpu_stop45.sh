@@ -81,6 +81,10 @@
 #   swaporder-ncu  the two walks of Qwen2.5-7B o's swapped 64x128 bucket plan at M = 200 under ncu: DRAM bytes, L2 hit
 #               rate, sectors across the L2 partitions' fabric, duration (whether a weight panel leaves DRAM or crosses
 #               the fabric twice when its readers sit 8 CTAs apart); full sets: ncu_cases.py gemm-m200-o-swapped-m / -n [~150]
+#   swapcluster  stop 50 (journal "Stop 50: swapcluster"): the swapped kernel in clusters of two token tiles, the weights
+#               multicast (Sm90Config(swap_ab=True, cluster_m=2)): its GPU tests, then sm90_sweep.py --swap-clusters (the
+#               swapped tiles 64x104/1, 128x104/2, 64x48/1 and the model's, c1 / c2, on qkv / o / down of the three
+#               models beside cuBLAS) at M = 200, 240, then 96, 144 [~235]
 #
 #   bash benchmarks/gpu_stop45.sh peers partitions ncu
 if [ -f .sm90tree/sitepack/site.tar.xz ]; then  # benchmarks/pack_site.sh: the wheels installed and packed (33 of 49 MB)
@@ -324,7 +328,14 @@ print('planned:', d.planned('sm80'))" 2>&1 | tee "$OUT/m200_device.txt"
     mkdir -p "$OUT/attn3wg"
     timeout 175 python3 benchmarks/attention_sm90.py --no-sm80 --head-dims 64 --seqs 2048,4096,16384 \
       --configs consumers --out "$OUT/attn3wg" 2>&1 | tee "$OUT/attention_3wg.log" | grep -v "^{" | tail -36 ;;
-  *) echo "unknown step $step (peers, partitions, ncu, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring, m200, epires, epires-ncu, stop49, stop49b, attn3wg, swaporder, swaporder-ncu)"; exit 2 ;;
+  swapcluster)  # the weights multicast to two token tiles in the swapped kernel: exact on the card, then c1 / c2 [~235]
+    gpu_tests 55 "$OUT/pytest_gpu_swapcluster.log" -n 8 tests/gpu/test_sm90_swap_cluster_gpu.py
+    mkdir -p "$OUT/swapcluster_m200" "$OUT/swapcluster_m96"
+    timeout 95 python3 benchmarks/sm90_sweep.py --swap-clusters --ms 200,240 --workers 16 \
+      --out "$OUT/swapcluster_m200" 2>&1 | tee "$OUT/sm90_swap_clusters_m200.log" | grep -v "^{" | grep -v "built" | tail -50
+    timeout 80 python3 benchmarks/sm90_sweep.py --swap-clusters --ms 96,144 --workers 16 \
+      --out "$OUT/swapcluster_m96" 2>&1 | tee "$OUT/sm90_swap_clusters_m96.log" | grep -v "^{" | grep -v "built" | tail -40 ;;
+  *) echo "unknown step $step (peers, partitions, ncu, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring, m200, epires, epires-ncu, stop49, stop49b, attn3wg, swaporder, swaporder-ncu, swapcluster)"; exit 2 ;;
   esac
 done
 cd "$OUT" && tar czf /tmp/call.tgz --exclude=call.tgz . && find . -mindepth 1 -delete && mv /tmp/call.tgz "$OUT/call.tgz"
