@@ -85,6 +85,10 @@
 #               tests/gpu/test_decode32_gpu.py (exact at M = 17 / 24 / 29 / 32, odd N / K, the torch op's 17..32 bucket), then
 #               the torch op at M = ${DECODE32_MS:-12,16,17,20,24,27,32} with decode_plan.WEIGH_WIDE_DECODE off / on beside
 #               torch.matmul (torch_gemm.py --wide-decode off,on) [~200]
+#   swapcluster  stop 50 (journal "Stop 50: swapcluster"): the swapped kernel in clusters of two token tiles, the weights
+#               multicast (Sm90Config(swap_ab=True, cluster_m=2)): its GPU tests, then sm90_sweep.py --swap-clusters (the
+#               swapped tiles 64x104/1, 128x104/2, 64x48/1 and the model's, c1 / c2, on qkv / o / down of the three
+#               models beside cuBLAS) at M = 200, 240, then 96, 144 [~235]
 #
 #   bash benchmarks/gpu_stop45.sh peers partitions ncu
 if [ -f .sm90tree/sitepack/site.tar.xz ]; then  # benchmarks/pack_site.sh: the wheels installed and packed (33 of 49 MB)
@@ -341,7 +345,14 @@ print('planned:', d.planned('sm80'))" 2>&1 | tee "$OUT/m200_device.txt"
     mkdir -p "$OUT/swapone"
     timeout 180 python3 benchmarks/torch_gemm.py --ms ${SWAPONE_MS:-20,48,80,112,160,240} --swap-dynamic off,on \
       --calls 20 --reps 8 --out "$OUT/swapone" 2>&1 | tee "$OUT/torch_gemm_swapone.log" | grep -v "^{" | tail -24 ;;
-  *) echo "unknown step $step (peers, partitions, ncu, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring, m200, epires, epires-ncu, stop49, stop49b, attn3wg, swaporder, swaporder-ncu, decode32, refine, swapone)"; exit 2 ;;
+  swapcluster)  # the weights multicast to two token tiles in the swapped kernel: exact on the card, then c1 / c2 [~235]
+    gpu_tests 55 "$OUT/pytest_gpu_swapcluster.log" -n 8 tests/gpu/test_sm90_swap_cluster_gpu.py
+    mkdir -p "$OUT/swapcluster_m200" "$OUT/swapcluster_m96"
+    timeout 95 python3 benchmarks/sm90_sweep.py --swap-clusters --ms 200,240 --workers 16 \
+      --out "$OUT/swapcluster_m200" 2>&1 | tee "$OUT/sm90_swap_clusters_m200.log" | grep -v "^{" | grep -v "built" | tail -50
+    timeout 80 python3 benchmarks/sm90_sweep.py --swap-clusters --ms 96,144 --workers 16 \
+      --out "$OUT/swapcluster_m96" 2>&1 | tee "$OUT/sm90_swap_clusters_m96.log" | grep -v "^{" | grep -v "built" | tail -40 ;;
+  *) echo "unknown step $step (peers, partitions, ncu, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring, m200, epires, epires-ncu, stop49, stop49b, attn3wg, swaporder, swaporder-ncu, decode32, refine, swapone, swapcluster)"; exit 2 ;;
   esac
 done
 cd "$OUT" && tar czf /tmp/call.tgz --exclude=call.tgz . && find . -mindepth 1 -delete && mv /tmp/call.tgz "$OUT/call.tgz"

@@ -5,6 +5,7 @@
     python3 benchmarks/sm90_sweep.py --out $OUT --widths 224,160 [--ms 768,3000]
     python3 benchmarks/sm90_sweep.py --widths 224,160 --model-only [--ms 768,3000]   (no GPU: the model's table)
     python3 benchmarks/sm90_sweep.py --out $OUT --waves [--ms 96,200,768,3000] [--model-only]
+    python3 benchmarks/sm90_sweep.py --out $OUT --swap-clusters [--ms 96,144,200,240] [--projs qkv,o,down] [--model-only]
 
 For each LLM projection of ``torch_gemm.MODELS`` (bf16, ``nt``) and each M of ``--ms``, the ``--top``
 configs the cost model ranks first (``gemm_cost.ranked`` on the GPU present: ``devices.planned``; the hybrid
@@ -50,6 +51,14 @@ of 64 or one of 128, the better estimated; no cluster), each checked and timed b
 estimate, into ``$OUT/sm90_peers.json``: where the estimate is wrong at small M, and how far cuBLAS's tilings go in
 our kernel (issue 36's M = 200 rows; docs/sm90_gemm.md "Small M against cuBLAS"). ``--model-only``: the table of
 those configs and their estimates, no GPU.
+
+``--swap-clusters`` (default M = 96, 144, 200, 240, ``--projs`` default qkv, o, down): per shape, the swapped kernel at
+each tile of ``--swap-tiles`` (default cuBLAS's 64x104/1, 128x104/2, 64x48/1) and at the model's swapped tile
+(``gemm_cost.swap_ab_ranked``'s first, ``"model"``), each at the deepest ring, unsplit, alone (``"c1"``) and in
+clusters of two token tiles with the weights multicast (``"c2"``: ``Sm90Config(swap_ab=True, cluster_m=2)``; left out
+where M is one token tile: the pair's second CTA would load only zeros), each with its estimate, checked and timed beside
+cuBLAS into ``$OUT/sm90_swap_clusters.json``; the table: per shape and tile c1, c2, c1 / c2 and both over cuBLAS
+(docs/sm90_gemm.md "Clusters"). ``--model-only``: the jobs and their estimates, no GPU.
 """
 
 from __future__ import annotations
@@ -205,6 +214,70 @@ def swap_jobs(args):
             out.append(((model, proj, M, N, K, "model", round(t * 1e6, 2)), (M, N, K), attrs.asdict(cfg)))
             for i, (t, cfg) in enumerate(gemm_cost.swap_ab_ranked(M, N, K, 2, device)[:args.swap_top]):
                 out.append(((model, proj, M, N, K, f"swap{i}", round(t * 1e6, 2)), (M, N, K), attrs.asdict(cfg)))
+    return out
+
+
+SWAP_TILES = "64x104/1,128x104/2,64x48/1"
+"""``--swap-clusters``' tiles: cuBLAS's swapped tiles at M = 96-256 on the H100 (``PEERS``: ``64x104``, ``128x104``,
+``64x48``; rows of N / consumers)."""
+
+
+def swap_cluster_jobs(args, device=None):
+    """``--swap-clusters``: per shape and M, each swapped tile (``SWAP_TILES`` and the model's) with ``cluster_m`` 1 and,
+    where M spans two token tiles or more, 2 (ranks ``"64x104/1 c1"``, ...; the model's ``"model 64x200/1 c1"``)."""
+    import attrs
+
+    from tvm_cdna4.kernels import devices
+    from tvm_cdna4.kernels.sm90 import gemm_cost
+    from tvm_cdna4.kernels.sm90.gemm_plan import Sm90Config
+
+    device = device or devices.planned("sm80")
+    out = []
+    for model, proj, N, K in shapes(args.models.split(","), (args.projs or "qkv,o,down").split(",")):
+        for M in map(int, args.ms.split(",")):
+            tiles = [("", tuple(int(v) for v in t.replace("/", "x").split("x"))) for t in args.swap_tiles.split(",")]
+            mine = gemm_cost.swap_ab_ranked(M, N, K, 2, device)[0][1]
+            tiles.append(("model ", (mine.block_m, mine.block_n, mine.consumers)))
+            for prefix, (bm, bn, consumers) in tiles:
+                ring = gemm_cost.deepest(bm, bn, consumers, device.smem_per_unit, -(-K // 64))
+                one = Sm90Config(bm, bn, ring, consumers, swap_ab=True)
+                for cfg in (one, attrs.evolve(one, cluster_m=2)) if M > bn else (one,):
+                    rank = f"{prefix}{bm}x{bn}/{consumers} c{cfg.cluster_m}"
+                    t = gemm_cost.estimate(cfg, M, N, K, 2, device).total
+                    out.append(((model, proj, M, N, K, rank, round(t * 1e6, 2)), (M, N, K), attrs.asdict(cfg)))
+    return out
+
+
+def swap_cluster_summary(rows) -> list[str]:
+    """``--swap-clusters``: per shape and tile, c1 and c2 (µs), c1 / c2, each over cuBLAS; the geometric mean of c1 / c2
+    per M (markdown; a failed check leaves its row out)."""
+    from torch_gemm import geomean
+
+    out = ["| model | proj | M | tile | c1 µs | c2 µs | c1/c2 | cuBLAS µs | cuBLAS/c1 | cuBLAS/c2 |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
+    ratios = {}
+    for (model, proj, M, N, K), rs in by_shape(rows).items():
+        at = {r["rank"]: r for r in rs}
+        for rank in sorted(r for r in at if r.endswith(" c1")):
+            one, two, c = at[rank], at.get(rank[:-1] + "2"), at[rank]["cublas_us"]
+            cells = (f"{two['us']:.1f} | {one['us'] / two['us']:.2f}x" if two else "- | -")
+            out.append(f"| {model} | {proj} | {M} | {rank[:-3]} | {one['us']:.1f} | {cells} | {c:.1f} | "
+                       f"{c / one['us']:.2f}x | " + (f"{c / two['us']:.2f}x |" if two else "- |"))
+            if two:
+                ratios.setdefault(M, []).append(one["us"] / two["us"])
+    out += ["", "| M | pairs | geo-mean c1/c2 | min | max |", "|---|---|---|---|---|"]
+    out += [f"| {M} | {len(v)} | {geomean(v):.3f} | {min(v):.2f} | {max(v):.2f} |" for M, v in sorted(ratios.items())]
+    return out
+
+
+def swap_cluster_model_table(args) -> list[str]:
+    """``--swap-clusters --model-only``: every job and its estimate on ``--device`` (markdown)."""
+    from tvm_cdna4.kernels import devices
+
+    out = [f"{args.device}: the configs --swap-clusters times and their estimates", "",
+           "| model | proj | M | rank | stages | est µs |", "|---|---|---|---|---|---|"]
+    for (model, proj, M, _, _, rank, est), _, cfg in swap_cluster_jobs(args, devices.DEVICES[args.device]):
+        out.append(f"| {model} | {proj} | {M} | {rank} | {cfg['stages']} | {est} |")
     return out
 
 
@@ -367,6 +440,9 @@ def main(argv=None) -> int:
     ap.add_argument("--all", action="store_true", help="with --waves: also the shapes whose four choices are one config")
     ap.add_argument("--peers", action="store_true", help="time the bucket plan, the model's choice and cuBLAS's tile "
                     "of each shape (PEERS) in our swapped kernel, each beside its estimate")
+    ap.add_argument("--swap-clusters", action="store_true", help="time the swapped tiles (--swap-tiles and the model's) "
+                    "alone and in clusters of two token tiles (cluster_m=2, the weights multicast) beside cuBLAS")
+    ap.add_argument("--swap-tiles", default=SWAP_TILES, help="with --swap-clusters: BMxBN/CONSUMERS tiles of C^T")
     ap.add_argument("--projs", default=None, help="only these projections (qkv,o,gate_up,down; default every one)")
     ap.add_argument("--model-only", action="store_true", help="with --widths or --waves: print the model's table, time nothing")
     ap.add_argument("--device", default="H100", help="with --model-only: the DeviceSpec (kernels.devices.DEVICES)")
@@ -379,9 +455,10 @@ def main(argv=None) -> int:
     ap.add_argument("--build-s", type=float, default=300)
     args = ap.parse_args(argv)
     args.ms = args.ms or ("32,96,200" if args.swap_ab else "768,3000" if args.widths else "200,96" if args.peers
-                          else "96,200,768,3000")
+                          else "96,144,200,240" if args.swap_clusters else "96,200,768,3000")
     if args.model_only:
-        print(*(peer_model_table if args.peers else wave_model_table if args.waves else model_table)(args), sep="\n")
+        print(*(swap_cluster_model_table if args.swap_clusters else peer_model_table if args.peers else wave_model_table
+                if args.waves else model_table)(args), sep="\n")
         return 0
     import torch
 
@@ -389,9 +466,9 @@ def main(argv=None) -> int:
     from tvm_cdna4.runtime.cuda import Kernel, load_build
 
     mode = ("swap_ab" if args.swap_ab else "widths" if args.widths else "waves" if args.waves else
-            "peers" if args.peers else "sweep")
+            "peers" if args.peers else "swap_clusters" if args.swap_clusters else "sweep")
     todo = {"swap_ab": swap_jobs, "widths": width_jobs, "waves": wave_jobs, "peers": peer_jobs,
-            "sweep": jobs}[mode](args)
+            "swap_clusters": swap_cluster_jobs, "sweep": jobs}[mode](args)
     built = build_all(todo, args.workers, args.build_s)
     rows, cublas = [], {}
     name = f"sm90_{mode}"
@@ -415,7 +492,7 @@ def main(argv=None) -> int:
     with open(os.path.join(args.out, f"{name}.json"), "w") as f:
         json.dump({"device": torch.cuda.get_device_name(), "rows": rows}, f, indent=1)
     table = {"swap_ab": swap_summary, "widths": width_summary, "waves": wave_summary, "peers": peer_summary,
-             "sweep": summary}[mode](rows)
+             "swap_clusters": swap_cluster_summary, "sweep": summary}[mode](rows)
     with open(os.path.join(args.out, f"{name}.md"), "w") as f:
         f.write("\n".join([torch.cuda.get_device_name(), "", *table, ""]))
     print(*table, sep="\n")

@@ -75,6 +75,16 @@ def test_cluster_m_validates_in_the_cuda_emulator(cli):
     assert r.returncode == 0 and "CUDA emulator" in r.stdout and r.stdout.endswith("PASS\n"), r.stdout + r.stderr
 
 
+def test_cluster_m_with_swap_ab_validates_in_the_cuda_emulator(cli):
+    """The swapped kernel in clusters of two token tiles (the weights multicast): M = 100 in one 104-wide token tile,
+    the pair's second wholly past M."""
+    r = cli("gemm", "--target", "sm90", "-M", "100", "-N", "128", "-K", "128", "--dtype", "bf16", "--out-dtype", "f32",
+            "--cluster-m", "2", "--swap-ab", "--validate")
+    assert r.returncode == 0 and "CUDA emulator" in r.stdout and r.stdout.endswith("PASS\n"), r.stdout + r.stderr
+    got = config(cli, "-M", "100", "-N", "128", "-K", "128", *BF16, "--cluster-m", "2", "--swap-ab")
+    assert (got["swap_ab"], got["cluster_m"]) == (True, 2)
+
+
 def test_residual_read_sliced_validates_in_the_cuda_emulator(cli):
     r = cli("gemm", "--target", "sm90", "-M", "40", "-N", "64", "-K", "64", *BF16, "--residual", "--epilogue", "tma",
             "--residual-read", "sliced", "--validate")
@@ -92,7 +102,7 @@ def test_a_target_without_the_field_refuses_its_flag(target, flag, value, cli):
 
 @pytest.mark.parametrize("flags, first", [
     (("--cluster-m", "3"), "--cluster-m 3: "),
-    (("--cluster-m", "2", "--swap-ab"), "--cluster-m 2: "),
+    (("--cluster-m", "2", "--swap-ab", "--split-k", "2"), "--cluster-m 2: "),  # a cluster runs no K split
     (("--residual-read", "bogus"), "--residual-read bogus: "),
     (("--residual", "--residual-read", "sliced", "--epilogue", "registers"), "--residual-read sliced: "),
     (("--tile-walk", "prefix"), "--tile-walk prefix: "),  # a dense GEMM walks its gaps

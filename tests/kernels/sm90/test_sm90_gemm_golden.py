@@ -1,6 +1,7 @@
 """The emitted TIRx script of the sm90 GEMM stays byte-identical (digests: tests/data/sm90_gemm_golden.json): the
 unclustered kernel (the default tile; a 168-wide tile with the TMA epilogue's tail maps and a TMA-read residual), a
-cluster whose shares of B are halves (128 = 64 + 64) and one of uneven shares (168 = 88 + 80, a second B map).
+cluster whose shares of B are halves (128 = 64 + 64) and one of uneven shares (168 = 88 + 80, a second B map), the
+swapped kernel at 64x104 alone and in clusters of two token tiles (the weights multicast).
 A change that moves a digest changes the generated code: update it deliberately, saying why in the JSON's "about"."""
 
 import hashlib

@@ -52,8 +52,8 @@ def test_the_attention_epilogue_refusal_names_every_epilogue_and_the_ring_refusa
 @pytest.mark.parametrize("config, found", [
     (Sm90Config(residual_read="sliced", epilogue="registers"),
      "residual_read='sliced', epilogue='registers', epilogue_tile=0, schedule='cooperative', split_k=1"),
-    (Sm90Config(cluster_m=2, swap_ab=True), "split_k=1, swap_ab=True"),
-    (Sm90Config(block_n=8, cluster_m=2), "cluster_m=2, block_n=8"),
+    (Sm90Config(cluster_m=2, swap_ab=True, split_k=2), "split_k=2, swap_ab=True, multicast='A'"),
+    (Sm90Config(block_n=8, cluster_m=2), "cluster_m=2, block_n=8, multicast='B'"),
     (Sm90Config(cluster_m=2, ctas=5), "cluster_m=2, ctas=5"),
     (Sm90Config(cluster_m="2"), "'2'"),
 ])

@@ -13,6 +13,10 @@ stage is refilled by both producers (each writes half of the peer's B), so a con
 CTA's "empty" barrier and, through ``mapa``, on the peer's (``release``): the "empty" barriers count the
 consumers of both CTAs (CUTLASS's ``PipelineTmaAsync`` with a cluster: ``consumer_release`` arrives on the
 empty barrier of every CTA that multicasts into the stage, ``include/cutlass/pipeline/sm90_pipeline.hpp``).
+Swapped (``swap_ab``; ``Sm90Config.multicast`` "A") the pair is two tile columns, the token tiles, of one tile row
+(``Sm90Plan.swapped_pair``) and the shared operand is the kernel's A role, the weights: each rank loads its own
+activations' box and half of the weights' ``block_m`` rows (whole atoms: one map, boxes of ``block_m / 2`` rows) with
+the multicast (``a_load``, ``share_row``, ``share_offset``); the barriers and releases are the unswapped cluster's.
 A cluster barrier after the mbarriers' initialization (a peer's barrier is initialized before it is signalled)
 and one at the end (no CTA exits while its peer may still signal or fill its shared memory: CUTLASS's sm90
 warp-specialized kernels end the same way) bracket the kernel (``cluster_sync``).
@@ -23,7 +27,7 @@ from __future__ import annotations
 from tvm_tirx.script import ir as I
 from tvm_tirx.script import tirx as T
 
-from .gemm_plan import BLOCK_K, Sm90Plan, b_shares
+from .gemm_plan import BLOCK_K, Sm90Plan
 
 MULTICAST = ".multicast::cluster"
 """The TMA load's qualifier that lands the box in every CTA of its mask (PTX ISA 9.4 §9.7.10.28.5)."""
@@ -48,28 +52,50 @@ def empty_arrivals(p: Sm90Plan) -> int:
     return (1 if c.pingpong else c.consumers) * c.cluster_m
 
 
+def multicasts(p: Sm90Plan, role: str) -> bool:
+    """Whether the kernel's operand ``role`` ("A" or "B") is multicast: a cluster's ``Sm90Config.multicast``."""
+    return p.config.cluster_m > 1 and p.config.multicast == role
+
+
+def a_box_rows(p: Sm90Plan) -> int:
+    """The rows of the kernel's A box (its first map): ``block_m``; multicast (``swap_ab``'s cluster) rank 0's share
+    of it (``block_m / 2``: whole atoms, even halves)."""
+    return p.config.shares[0] if multicasts(p, "A") else p.config.block_m
+
+
 def b_box_rows(p: Sm90Plan) -> int:
-    """The rows of B's TMA box (map ``B``): the tile's ``block_n``; in a cluster rank 0's share of it
+    """The rows of B's TMA box (map ``B``): the tile's ``block_n``; multicast rank 0's share of it
     (``gemm_plan.b_shares``: ``block_n / 2``, or 88 of 168)."""
-    return b_shares(p.config.block_n, p.config.cluster_m)[0]
+    return p.config.shares[0] if multicasts(p, "B") else p.config.block_n
 
 
 def b_peer_rows(p: Sm90Plan) -> int:
     """The rows of the second B map's box (``B1``): rank 1's share where it differs from rank 0's (80 of 168: the
-    halves are uneven, ``block_n % 16 == 8``), else 0 (no second map)."""
-    shares = b_shares(p.config.block_n, p.config.cluster_m)
-    return shares[-1] if shares[-1] != shares[0] else 0
+    halves are uneven, ``block_n % 16 == 8``), else 0 (no second map; the A role's halves are always even)."""
+    shares = p.config.shares
+    return shares[-1] if multicasts(p, "B") and shares[-1] != shares[0] else 0
+
+
+def share_row(p: Sm90Plan, role: str, row):
+    """The first row of the CTA's load of operand ``role``'s tile whose panel starts at ``row``: multicast, rank 1's
+    share after rank 0's."""
+    return row + rank(p) * p.config.shares[0] if multicasts(p, role) else row
+
+
+def share_offset(p: Sm90Plan, role: str, offset):
+    """The ring element of the CTA's box of operand ``role`` of the stage whose tile starts at element ``offset``
+    (multicast: rank 0's share is whole swizzle atoms, rank 1's box starts on one)."""
+    return offset + rank(p) * p.config.shares[0] * BLOCK_K if multicasts(p, role) else offset
 
 
 def b_row(p: Sm90Plan, row):
-    """B's first row of the CTA's load of the tile whose panel starts at ``row`` (rank 1's share after rank 0's)."""
-    return row if p.config.cluster_m == 1 else row + rank(p) * b_box_rows(p)
+    """B's first row of the CTA's load of the tile whose panel starts at ``row`` (``share_row``)."""
+    return share_row(p, "B", row)
 
 
 def b_offset(p: Sm90Plan, offset):
-    """The ring element of the CTA's B box of the stage whose B tile starts at element ``offset`` (rank 0's share
-    is whole swizzle atoms: rank 1's box starts on one)."""
-    return offset if p.config.cluster_m == 1 else offset + rank(p) * b_box_rows(p) * BLOCK_K
+    """The ring element of the CTA's B box of the stage whose B tile starts at element ``offset`` (``share_offset``)."""
+    return share_offset(p, "B", offset)
 
 
 def cta_mask(p: Sm90Plan):
@@ -80,9 +106,9 @@ def cta_mask(p: Sm90Plan):
 @T.macro
 def b_load(p, instruction, dst, maps, k0, row0, mbar):
     # the B box's TMA load (instruction: the kernel's, gemm_emit.TMA_LOAD; maps: B's map, then B1's or None):
-    # multicast to every CTA of the cluster with cluster_m > 1 (CTA mask all ones), else the CTA's own; uneven
+    # multicast to every CTA of the cluster where B is (multicasts; CTA mask all ones), else the CTA's own; uneven
     # shares (b_peer_rows) load through rank 0's map B or rank 1's B1
-    if I.constexpr(p.config.cluster_m == 1):
+    if I.constexpr(not multicasts(p, "B")):
         T.ptx[instruction](dst, T.address_of(maps[0]), k0, row0, mbar)
     elif I.constexpr(b_peer_rows(p) == 0):
         T.ptx[instruction + MULTICAST](dst, T.address_of(maps[0]), k0, row0, mbar, cta_mask(p))
@@ -91,6 +117,13 @@ def b_load(p, instruction, dst, maps, k0, row0, mbar):
             T.ptx[instruction + MULTICAST](dst, T.address_of(maps[0]), k0, row0, mbar, cta_mask(p))
         else:
             T.ptx[instruction + MULTICAST](dst, T.address_of(maps[1]), k0, row0, mbar, cta_mask(p))
+
+
+@T.macro
+def a_load(p, instruction, dst, tensor_map, k0, row0, mbar):
+    # the kernel's A box's share multicast to every CTA of the cluster (multicasts(p, "A"): swap_ab's weights; the
+    # halves of block_m are whole atoms, one map)
+    T.ptx[instruction + MULTICAST](dst, T.address_of(tensor_map), k0, row0, mbar, cta_mask(p))
 
 
 @T.macro
@@ -115,5 +148,5 @@ def cluster_sync(p):
         T.ptx["barrier.cluster.wait.aligned"]()
 
 
-__all__ = ["MULTICAST", "b_box_rows", "b_load", "b_offset", "b_peer_rows", "b_row", "cluster_sync", "cta_mask", "empty_arrivals", "launch",
-           "rank", "release"]
+__all__ = ["MULTICAST", "a_box_rows", "a_load", "b_box_rows", "b_load", "b_offset", "b_peer_rows", "b_row", "cluster_sync",
+           "cta_mask", "empty_arrivals", "launch", "multicasts", "rank", "release", "share_offset", "share_row"]

@@ -83,7 +83,7 @@ from ..common import ceil_div
 from ..gemm.grouped import expected_row_tiles
 from . import gemm_order
 from .gemm_plan import (ACC_REGS_MAX, BARRIER_BYTES, BLOCK_K, ELEMENT_BYTES, INT32_ELEMENTS, SWIZZLE_COLUMNS,
-                        TMA_BOX_MAX, WGMMA_K, WGMMA_M, Sm90Config, b_shares, block_k, cluster_units,
+                        TMA_BOX_MAX, WGMMA_K, WGMMA_M, Sm90Config, block_k, cluster_units,
                         prefix_bytes)
 
 TENSOR_FLOPS_PER_CLK = 4096
@@ -222,8 +222,8 @@ def estimate(cfg: Sm90Config, M: int, N: int, K: int, out_bytes: int, device, dt
     ``cfg.swap_ab``: the kernel's product C^T, (N, M, K) at ``SWAPPED_EFFICIENCY`` (``efficiency``)."""
     if cfg.swap_ab:
         M, N = N, M
-    cm = cfg.cluster_m  # a cluster: tile rows and grid in whole clusters, a CTA streams its share of B
-    tiles = cluster_units(ceil_div(M, cfg.block_m), ceil_div(N, cfg.block_n), cm)
+    cm = cfg.cluster_m  # a cluster: tile rows (swapped: columns) and grid in whole clusters, a CTA streams its share
+    tiles = cluster_units(ceil_div(M, cfg.block_m), ceil_div(N, cfg.block_n), cm, cfg.swap_ab)  # of the multicast tile
     cap = (cfg.ctas or device.units) // cm * cm
     whole = tiles // cap * cap if cfg.decomposition == "hybrid" else 0  # a hybrid's unsplit tiles: its full waves
     ctas = min(whole + (tiles - whole) * cfg.split_k, cap)
@@ -237,7 +237,8 @@ def estimate(cfg: Sm90Config, M: int, N: int, K: int, out_bytes: int, device, dt
     moved = (M * K + groups * N * K) * bytes_per + M * N * out_bytes
     if gemm_order.WEIGH_ORDER and groups == 1 and cfg.split_k == 1:  # the order's A and B bytes (gemm_order)
         moved += gemm_order.order_bytes(cfg, M, N, K, ctas, device.l2_bytes, bytes_per) - (M + N) * K * bytes_per
-    cta_bytes = per_cta * ((cfg.block_m + max(b_shares(cfg.block_n, cm))) * k * bytes_per + cfg.block_m * cfg.block_n * out_bytes)
+    streamed = cfg.block_m + cfg.block_n - cfg.multicast_rows + max(cfg.shares)  # rows of A and B a CTA pulls from L2
+    cta_bytes = per_cta * (streamed * k * bytes_per + cfg.block_m * cfg.block_n * out_bytes)
     compute = per_cta * tile_s
     if waves:  # a hybrid's full waves: whole tiles before the split ones
         compute += waves * tile_s * k_whole / k
@@ -331,15 +332,17 @@ def epilogues(N: int, out_bytes: int, consumers: int) -> tuple:
 
 WEIGH_CLUSTER = False
 """Whether the choice (``ranked``) weighs clusters of two CTAs (``Sm90Config.cluster_m`` = 2, ``cluster_configs``): not
-yet. The estimate's terms for a cluster (``estimate``: the tile rows in pairs, the grid whole clusters, each CTA's
-L2-to-SM bytes of B its share, ``b_shares``) are not fitted to a cluster's timing, and its HBM term already counts A
+yet, unswapped or swapped (``swap_configs`` in clusters of two token tiles). The estimate's terms for a cluster
+(``estimate``: the tile rows, swapped the tile columns, in pairs, the grid whole clusters, each CTA's L2-to-SM bytes of
+the multicast tile its share, ``Sm90Config.shares``: B's, swapped the weights', the kernel's A role) are not fitted to a cluster's timing, and its HBM term already counts A
 and B read once (the excess a cluster removes, about 2x the floor at 4096^3 in an ncu profile, is not in it): timed on an H100 with
 ``benchmarks/sm90_clusters.py`` first (docs/sm90_gemm.md "Clusters")."""
 
 
 def cluster_configs(cfg: Sm90Config) -> tuple:
-    """``cfg`` in a cluster of two (``cluster_m`` = 2) where ``Sm90Config.check`` allows it (data-parallel, unswapped,
-    each CTA's share of B's box whole 8-row atoms, ``b_shares``; a cluster takes no more shared memory), else none."""
+    """``cfg`` in a cluster of two (``cluster_m`` = 2) where ``Sm90Config.check`` allows it (data-parallel, each CTA's
+    share of the multicast box whole 8-row atoms, ``Sm90Config.shares``; a cluster takes no more shared memory), else
+    none."""
     two = attrs.evolve(cfg, cluster_m=2)
     try:
         two.check(10 ** 9)  # the shared memory is cfg's own: only the cluster's rules here
@@ -355,7 +358,7 @@ def ordered(cfg: Sm90Config, M: int, N: int, K: int, device, dtype: str = "bf16"
         return cfg
     rows, cols = (N, M) if cfg.swap_ab else (M, N)
     cm = cfg.cluster_m  # the grid of estimate's: whole clusters
-    ctas = min(cluster_units(ceil_div(rows, cfg.block_m), ceil_div(cols, cfg.block_n), cm),
+    ctas = min(cluster_units(ceil_div(rows, cfg.block_m), ceil_div(cols, cfg.block_n), cm, cfg.swap_ab),
                (cfg.ctas or device.units) // cm * cm)
     return gemm_order.best_order(cfg, rows, cols, K, ctas, device.l2_bytes, ELEMENT_BYTES[dtype])
 
@@ -383,8 +386,10 @@ def ranked(M: int, N: int, K: int, out_bytes: int, device, dtype: str = "bf16",
             for c in (cfg, *(ordered(two, M, N, K, device, dtype) for two in clustered)):
                 out.append((estimate(c, M, N, K, out_bytes, device, dtype).total, -bm * bn, split, c))
     if (WEIGH_SWAP if swap is None else swap) and M <= TMA_BOX_MAX:
-        out += [(estimate(cfg, M, N, K, out_bytes, device, dtype).total, -cfg.block_m * cfg.block_n, cfg.split_k, cfg)
-                for cfg in swap_configs(M, N, K, device, dtype, splits(M, N, K, dtype, min_slice))]
+        weigh = WEIGH_CLUSTER if cluster is None else cluster  # the swapped ones in clusters of two token tiles too
+        out += [(estimate(c, M, N, K, out_bytes, device, dtype).total, -c.block_m * c.block_n, c.split_k, c)
+                for cfg in swap_configs(M, N, K, device, dtype, splits(M, N, K, dtype, min_slice))
+                for c in (cfg, *(cluster_configs(cfg) if weigh else ()))]
     out.sort(key=lambda x: x[:3])
     return [(t, cfg) for t, _, _, cfg in out]
 

@@ -176,7 +176,12 @@ def load_tile(p, SMH, MB, maps, pos, count, k_slice, a_row, b_row):
         s = it % c.stages
         T.cuda.mbarrier_wait(MB.ptr_to([c.stages + s]), (it // c.stages + 1) % 2)
         T.ptx.mbarrier.arrive.expect_tx.shared.b64(MB.ptr_to([s]), T.uint32(c.stage_bytes()))
-        tma_load(p, SMH, s * c.block_m * BLOCK_K, maps[0], k_first(p, k_slice, kt), a_row, MB.ptr_to([s]))
+        if I.constexpr(cluster.multicasts(p, "A")):  # swap_ab's cluster: the CTA's share of the weights, to both
+            cluster.a_load(p, TMA_LOAD, T.cuda.cvta_generic_to_shared(SMH.ptr_to([cluster.share_offset(
+                p, "A", s * c.block_m * BLOCK_K)])), maps[0], k_first(p, k_slice, kt), cluster.share_row(p, "A", a_row),
+                MB.ptr_to([s]))
+        else:
+            tma_load(p, SMH, s * c.block_m * BLOCK_K, maps[0], k_first(p, k_slice, kt), a_row, MB.ptr_to([s]))
         cluster.b_load(p, TMA_LOAD, T.cuda.cvta_generic_to_shared(SMH.ptr_to([cluster.b_offset(
             p, c.stages * c.block_m * BLOCK_K + s * c.block_n * BLOCK_K)])), b_maps(p, maps),
             k_first(p, k_slice, kt), cluster.b_row(p, b_row), MB.ptr_to([s]))
@@ -510,8 +515,9 @@ def signature_source(p: Sm90Plan) -> str:
     e = ELEMENT_BYTES[p.dtype]
     maps = [("A", m, p.K, c.block_m, p.block_k, p.tir_dtype, e),
             ("B", p.N, p.K, cluster.b_box_rows(p), p.block_k, p.tir_dtype, e)]  # a cluster: a CTA's share of B's box
-    if c.swap_ab:  # the kernel's A role: B's rows (boxes block_m x K tile); its B role: A's (block_n)
-        maps = [("B", p.N, p.K, c.block_m, p.block_k, p.tir_dtype, e), ("A", m, p.K, c.block_n, p.block_k, p.tir_dtype, e)]
+    if c.swap_ab:  # the kernel's A role: B's rows (boxes block_m x K tile; a cluster: a CTA's share); its B role: A's
+        maps = [("B", p.N, p.K, cluster.a_box_rows(p), p.block_k, p.tir_dtype, e),
+                ("A", m, p.K, c.block_n, p.block_k, p.tir_dtype, e)]
     if c.epilogue == "tma":  # C's stores: boxes of a consumer's rows x 64 columns
         maps.append(("C", m, p.N, c.rows, SWIZZLE_COLUMNS, p.tir_out, 2))
     if c.residual_staged:  # the residual's loads into the staging buffer: C's boxes (sliced: SLICE_ROWS rows)

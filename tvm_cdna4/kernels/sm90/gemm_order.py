@@ -30,7 +30,7 @@ from itertools import chain
 import attrs
 
 from ..common import ceil_div
-from .gemm_plan import RASTERS, Sm90Config
+from .gemm_plan import RASTERS, Sm90Config, cluster_units
 
 L2_SHARE = 0.5
 """The share of the L2 the panels of a wave of CTAs spread over every SM can use (the module docstring)."""
@@ -66,8 +66,16 @@ def wave_panels(lo: int, hi: int, grouped: int, other: int, g: int) -> tuple[set
 
 def tile_panels(cfg: Sm90Config, tiles_m: int, tiles_n: int, lo: int, hi: int) -> tuple[set, set]:
     """The tile rows and tile columns units ``lo .. hi - 1`` of ``cfg``'s order (``Sm90Plan.tile_of``) touch: a cluster's
-    units in pairs of tile rows (a pair's row past the tiles is left out: TMA reads nothing of it)."""
+    units in pairs of tile rows (``swap_ab``: of tile columns; a pair's row past the tiles is left out: TMA reads
+    nothing of it)."""
     cm = cfg.cluster_m
+    if cm > 1 and cfg.swap_ab:  # the pairs along the columns (Sm90Plan.swapped_pair)
+        pairs, ulo, uhi = ceil_div(tiles_n, cm), lo // cm, ceil_div(hi, cm)
+        if cfg.raster == "n":
+            cols, rows = wave_panels(ulo, uhi, pairs, tiles_m, max(1, cfg.group_m // cm))
+        else:
+            rows, cols = wave_panels(ulo, uhi, tiles_m, pairs, cfg.group_m)
+        return rows, {c * cm + k for c in cols for k in range(cm) if c * cm + k < tiles_n}
     pairs, ulo, uhi = ceil_div(tiles_m, cm), lo // cm, ceil_div(hi, cm)
     if cfg.raster == "n":
         cols, rows = wave_panels(ulo, uhi, tiles_n, pairs, cfg.group_m)
@@ -84,7 +92,7 @@ def order_bytes(cfg: Sm90Config, M: int, N: int, K: int, ctas: int, l2_bytes: in
     ``ctas`` units its distinct panels, less those the previous wave left in L2 where its panels fit ``L2_SHARE`` of
     it. A panel is its rows (a last tile's part) x K x ``bytes_per``; a cluster's units count in whole clusters."""
     tiles_m, tiles_n = ceil_div(M, cfg.block_m), ceil_div(N, cfg.block_n)
-    units = tiles_m * tiles_n if cfg.cluster_m == 1 else ceil_div(tiles_m, cfg.cluster_m) * cfg.cluster_m * tiles_n
+    units = tiles_m * tiles_n if cfg.cluster_m == 1 else cluster_units(tiles_m, tiles_n, cfg.cluster_m, cfg.swap_ab)
 
     def a(r):
         return min(cfg.block_m, M - r * cfg.block_m) * K * bytes_per

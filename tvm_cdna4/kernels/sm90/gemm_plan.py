@@ -44,7 +44,8 @@ Clusters (``Sm90Config.cluster_m`` = 2; ``gemm_cluster``'s docstring, docs/sm90_
 clusters of two CTAs on adjacent tile rows of one tile column (``Sm90Plan.tile_of``: unit ``2 q + rank``, the tile rows
 rounded up to pairs, ``units`` and ``ctas`` even), each CTA loading its own A box and its share of the B box
 (``b_shares``: half, or whole swizzle atoms as near half as they come, 88 + 80 of 168) multicast to both;
-data-parallel and unswapped only.
+data-parallel only. Swapped (``swap_ab``) the pair is two tile columns (token tiles) of one tile row and the kernel's
+A role (the weights) is multicast, half of its ``block_m`` rows a rank (``Sm90Config.multicast``).
 
 Swap AB (``Sm90Config.swap_ab``; the cost model's choice at some static M, ``gemm_cost``): the kernel computes ``C^T = B A^T`` (CUTLASS's and TensorRT-LLM's
 small-M GEMMs) so that a small M is wgmma's N. wgmma's M is 64 rows an instruction and its N any multiple of 8 up
@@ -259,9 +260,11 @@ class Sm90Config:
 
     cluster_m: int = 1
     """CTAs per thread-block cluster along M (``CLUSTER_MS``; docs/sm90_gemm.md "Clusters"): 2 runs the kernel in
-    clusters of two CTAs that take two adjacent tile rows of one tile column; each CTA's producer loads its own A box
-    and its share of the B box (``b_shares``: half, or 88 + 80 rows of 168), multicast to both (``gemm_cluster``), so
-    each B byte leaves L2 once per cluster."""
+    clusters of two CTAs that take two adjacent tiles of M (the token tiles) of one weight panel; each CTA's producer
+    loads its own activations' box and its share of the weights' box (``b_shares``: half, or 88 + 80 rows of 168),
+    multicast to both (``gemm_cluster``), so each weight byte leaves L2 once per cluster. Unswapped the pair is two tile
+    rows of one tile column and the multicast operand the kernel's B role; with ``swap_ab`` two tile columns of one
+    tile row and the kernel's A role (``multicast``)."""
 
     tile_walk: str = "gaps"
     """A grouped GEMM's walk over its row tiles (``TILE_WALKS``): ``prefix`` is the grouped cost model's choice (no
@@ -277,6 +280,23 @@ class Sm90Config:
     @property
     def pingpong(self) -> bool:
         return self.schedule == "pingpong"
+
+    @property
+    def multicast(self) -> str:
+        """The kernel's operand role a cluster (``cluster_m`` > 1) multicasts: ``"B"`` (the pair is two tile rows of
+        one tile column) or, with ``swap_ab``, ``"A"`` (two tile columns, the token tiles, of one tile row); the
+        weights ``B [N, K]`` in both."""
+        return "A" if self.swap_ab else "B"
+
+    @property
+    def multicast_rows(self) -> int:
+        """The rows of the multicast operand's tile (``multicast``): ``block_n`` (B), ``block_m`` (A)."""
+        return self.block_m if self.multicast == "A" else self.block_n
+
+    @property
+    def shares(self) -> tuple[int, ...]:
+        """The rows of the multicast tile each CTA rank loads (``b_shares`` of ``multicast_rows``)."""
+        return b_shares(self.multicast_rows, self.cluster_m)
 
     @property
     def rows(self) -> int:
@@ -391,12 +411,15 @@ class Sm90Config:
             bad("cluster_m", "CTAs per cluster along M", CLUSTER_MS, repr(self.cluster_m))
         if self.cluster_m == 1:
             return
-        if self.split_k != 1 or self.swap_ab:
-            bad("cluster_m", "a cluster of CTAs runs the data-parallel, unswapped kernel", "split_k=1, swap_ab=False",
-                self.named("split_k", "swap_ab"))
-        if 0 in b_shares(self.block_n, self.cluster_m):
-            bad("cluster_m", "each CTA multicasts a share of B's rows of whole 8-row 128-byte swizzle atoms, none empty",
-                f"block_n >= {ATOM_ROWS * self.cluster_m}", self.named("cluster_m", "block_n"))
+        if self.split_k != 1:
+            bad("cluster_m", "a cluster of CTAs runs the data-parallel kernel (multicast: the kernel's "
+                f"{self.multicast} role)", "split_k=1", self.named("split_k", "swap_ab", "multicast"))
+        if 0 in self.shares:
+            size = "block_m" if self.multicast == "A" else "block_n"
+            bad("cluster_m", f"each CTA multicasts a share of the kernel's {self.multicast} tile (multicast="
+                f"{self.multicast!r}) of whole 8-row 128-byte swizzle atoms, none empty",
+                f"{size} >= {ATOM_ROWS * self.cluster_m}",
+                self.named("cluster_m", size, "multicast"))
         if self.ctas % self.cluster_m:
             bad("cluster_m", "the persistent grid is whole clusters", f"ctas % {self.cluster_m} == 0 (0: the SMs')",
                 self.named("cluster_m", "ctas"))
@@ -461,8 +484,8 @@ class Sm90Plan(PlanRecord, family="gemm"):
         ``dp_tiles`` only)."""
         if self.hybrid:
             return self.dp_tiles + self.split_units
-        if self.config.cluster_m > 1:  # the tile rows rounded up to whole clusters (tile_of)
-            return cluster_units(self.tiles_m, self.tiles_n, self.config.cluster_m)
+        if self.config.cluster_m > 1:  # the tile rows (swap_ab: columns) rounded up to whole clusters (tile_of)
+            return cluster_units(self.tiles_m, self.tiles_n, self.config.cluster_m, self.config.swap_ab)
         return self.tiles if self.split == 1 else self.tiles * self.split
 
     @property
@@ -522,9 +545,11 @@ class Sm90Plan(PlanRecord, family="gemm"):
         unit ``2 q + rank``: rank ``rank``'s row of pair ``q`` of tile rows in that order over the pairs (``raster="m"``:
         ``group_m`` tile rows a group, in pairs; a pair's second row may lie past M: its loads are zeros, its stores
         clipped; ``tiles_m``: the tile rows, ``self.tiles_m`` by default, a run-time count for a grouped GEMM's prefix
-        walk)."""
+        walk). With ``swap_ab`` the pair is two tile columns of one tile row (``swapped_pair``)."""
         cm = self.config.cluster_m
         tiles_m = self.tiles_m if tiles_m is None else tiles_m
+        if cm > 1 and self.config.swap_ab:
+            return self.swapped_pair(t, div, mod, min_, tiles_m)
         tiles_m = tiles_m if cm == 1 else ceil_div(tiles_m, cm)
         u = t if cm == 1 else div(t, cm)
         if self.config.raster == "n":
@@ -533,6 +558,19 @@ class Sm90Plan(PlanRecord, family="gemm"):
             g = self.config.group_m if cm == 1 else max(1, self.config.group_m // cm)
             row, col = grouped_index(u, tiles_m, self.tiles_n, g, div, mod, min_)
         return (row, col) if cm == 1 else (row * cm + mod(t, cm), col)
+
+    def swapped_pair(self, t, div, mod, min_, tiles_m):
+        """``tile_of`` of a swapped cluster: unit ``2 q + rank`` is rank's tile column (token tile) of pair ``q`` of
+        tile columns, the pairs (the tile columns rounded up to pairs: a pair's second column may lie past M, its
+        loads zeros, its stores masked) in the grouped order over (tile rows, pairs): ``raster="m"`` ``group_m`` tile
+        rows a group, ``raster="n"`` ``group_m / 2`` pairs a group."""
+        cm, g = self.config.cluster_m, self.config.group_m
+        pairs, u = ceil_div(self.tiles_n, cm), div(t, cm)
+        if self.config.raster == "n":
+            pair, row = grouped_index(u, pairs, tiles_m, max(1, g // cm), div, mod, min_)
+        else:
+            row, pair = grouped_index(u, tiles_m, pairs, g, div, mod, min_)
+        return row, pair * cm + mod(t, cm)
 
 
 def grouped_index(u, grouped, other, g, div, mod, min_):
@@ -596,8 +634,9 @@ def plan(M, N, K, dtype, layout, out_dtype, config: Sm90Config, sms: int, smem_b
     check_split(config, k_tiles)
     units = tiles_m * tiles_n * config.split_k
     cap = config.ctas or sms
-    if config.cluster_m > 1:  # whole clusters: the tile rows in pairs, the grid a multiple of the cluster
-        units, cap = cluster_units(tiles_m, tiles_n, config.cluster_m), cap // config.cluster_m * config.cluster_m
+    if config.cluster_m > 1:  # whole clusters: the tile rows (swap_ab: columns) in pairs, the grid whole clusters
+        units = cluster_units(tiles_m, tiles_n, config.cluster_m, config.swap_ab)
+        cap = cap // config.cluster_m * config.cluster_m
     if config.decomposition == "hybrid":  # the full waves whole, the last wave's tiles split
         dp = tiles_m * tiles_n // cap * cap
         units = dp + (tiles_m * tiles_n - dp) * config.split_k
@@ -670,8 +709,11 @@ def b_shares(block_n: int, cluster_m: int) -> tuple[int, ...]:
     return tuple((atoms + (rank < extra)) * ATOM_ROWS for rank in range(cluster_m))
 
 
-def cluster_units(tiles_m, tiles_n, cluster_m: int):
-    """The work units of a clustered plan: the tile rows rounded up to whole clusters, times the tile columns."""
+def cluster_units(tiles_m, tiles_n, cluster_m: int, swap_ab: bool = False):
+    """The work units of a clustered plan: the tile rows rounded up to whole clusters, times the tile columns
+    (``swap_ab``: the tile columns, the token tiles, rounded up, times the tile rows)."""
+    if swap_ab:
+        return ceil_div(tiles_n, cluster_m) * cluster_m * tiles_m
     return ceil_div(tiles_m, cluster_m) * cluster_m * tiles_n
 
 

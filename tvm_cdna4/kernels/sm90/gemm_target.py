@@ -38,7 +38,7 @@ from ..gemm.problem import GemmProblem
 from ..sm80.gemm_target import EMULATED_MACS
 from . import gemm_cost
 from .gemm_fields import FIELD_OPTIONS
-from .gemm_plan import (EPILOGUES, OUT_DTYPES, Sm90Config, Sm90Plan, b_shares, block_k, check_problem, epilogue_choices,
+from .gemm_plan import (EPILOGUES, OUT_DTYPES, Sm90Config, Sm90Plan, block_k, check_problem, epilogue_choices,
                         plan as make_plan)
 
 DECODE_KEEPS = True
@@ -421,7 +421,8 @@ def summary(p, sms: int | None = None) -> dict:
             "dtype": p.dtype, "layout": p.layout, "out_dtype": p.out_dtype, "config": attrs.asdict(p.config),
             "tiles": [extent_record(p.tiles_m), p.tiles_n], "k_tiles": p.k_tiles, "grid": extent_record(p.ctas), "threads": p.config.threads,
             "smem_bytes": p.smem_bytes, "split_k": p.config.split_k, "fusion": {**p.fusion.as_dict(), "steps": p.fusion.describe()},
-            "b_shares": list(b_shares(p.config.block_n, p.config.cluster_m)), "estimate": est.to_json(),
+            "b_shares": list(p.config.shares), "multicast": p.config.multicast if p.config.cluster_m > 1 else None,
+            "estimate": est.to_json(),
             "device": device.name}
 
 
