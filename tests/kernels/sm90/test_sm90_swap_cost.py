@@ -57,23 +57,26 @@ def test_the_choice_weighs_swapped_splits_up_to_one_wgmma_n_of_m():
     assert gemm_cost.swap_ab_ranked(32, 3584, 18944, 2, H100)[0][1].split_k == 1  # --swap-ab: unsplit
 
 
-def test_the_bucket_plans_leave_swap_out_and_keep_the_decode_bucket():
+def test_the_bucket_plans_leave_swap_out_and_keep_the_decode_bucket(monkeypatch):
     # WEIGH_SWAP_DYNAMIC: the buckets' swapped plans ran 0.87x / 0.73x cuBLAS at M = 96 / 200 through the torch op
-    # (H100, stop 44), the unswapped 0.93x / 0.82x; the static choice keeps weighing swap (WEIGH_SWAP)
+    # (H100, stop 44), the unswapped 0.93x / 0.82x; the static choice keeps weighing swap (WEIGH_SWAP). Since stop 50
+    # the buckets up to SWAP_DYNAMIC_MAX_M weigh it in one tile of M (the A/B of 2026-12-07), the others do not
     qkv, o, down = (gemm.build(GemmProblem(None, N, K, "bf16", "nt", "bf16"), "sm90")
                     for N, K in ((4608, 3584), (3584, 3584), (3584, 18944)))
     assert isinstance(qkv.plan(8), DecodePlan)  # M <= 16: DECODE_KEEPS
+    assert all(k.plan(m).config.swap_ab for k in (qkv, o, down) for m in (32, 96))
+    assert not any(k.plan(m).config.swap_ab for k in (qkv, o, down) for m in (160, 200))
+    monkeypatch.setattr(gemm_cost, "WEIGH_SWAP_DYNAMIC", False)
+    qkv, o, down = (gemm.build(GemmProblem(None, N, K, "bf16", "nt", "bf16"), "sm90")
+                    for N, K in ((4608, 3584), (3584, 3584), (3584, 18944)))
     assert not any(k.plan(m).config.swap_ab for k in (qkv, o, down) for m in (32, 96, 200))
     assert gemm_cost.choose_config(32, 4608, 3584, 2, H100).swap_ab  # static M
     # weighed (the flag on), a bucket's swapped block_n covers its range: 64x96 for 65..96 (one tile of M at its top)
     lo, hi = 65, 96
     assert not gemm_cost.choose_for_range(lo, hi, 4608, 3584, 2, H100).swap_ab
-    gemm_cost.WEIGH_SWAP_DYNAMIC = True
-    try:
-        cfg = gemm_cost.choose_for_range(lo, hi, 4608, 3584, 2, H100)
-        o_cfg = gemm_cost.choose_for_range(lo, hi, 3584, 3584, 2, H100)  # was 64x72: two tiles of M at M = 96
-    finally:
-        gemm_cost.WEIGH_SWAP_DYNAMIC = False
+    monkeypatch.setattr(gemm_cost, "WEIGH_SWAP_DYNAMIC", True)
+    cfg = gemm_cost.choose_for_range(lo, hi, 4608, 3584, 2, H100)
+    o_cfg = gemm_cost.choose_for_range(lo, hi, 3584, 3584, 2, H100)  # was 64x72: two tiles of M at M = 96
     assert cfg.swap_ab and cfg.block_n == 96
     assert (o_cfg.swap_ab, o_cfg.block_n) == (True, 96)  # one tile of M (choose_for_range)
     # 193..256: a swapped split would hold 200-256 accumulators' columns (SWAP_SPLIT_ACC_MAX)
@@ -85,7 +88,7 @@ def test_the_torch_benchmark_names_the_bucket_plan_it_ran(capsys):
 
     torch_gemm = benchmark_module("torch_gemm")
     down = gemm.build(GemmProblem(None, 3584, 18944, "bf16", "nt", "bf16"), "sm90")
-    assert [torch_gemm.plan_label(down.plan(m)) for m in (8, 32)] == ["decode", "64x64 /k2"]
+    assert [torch_gemm.plan_label(down.plan(m)) for m in (8, 32)] == ["decode", "64x32 swap raster-n /k2"]
     assert torch_gemm.main(["--plans", "--models", "qwen2.5-7b", "--ms", "200"]) == 0
     out = capsys.readouterr().out
     # o: 64x112, a wave-fitting width (gemm_cost.wave_widths: 4 x 32 = 128 tiles on 132 SMs; 64x128: 112)

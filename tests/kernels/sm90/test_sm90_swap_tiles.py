@@ -27,8 +27,11 @@ def test_a_bucket_weighs_swapped_widths_that_take_its_m_in_several_tiles(monkeyp
     assert gemm_cost.swap_widths(65, 96) == (96,) and gemm_cost.swap_widths(17, 32) == (32,)
 
 
-def test_the_swapped_bucket_candidates_take_several_tiles_of_m_only_where_the_flag_is_on():
-    _, _, off = gemm_cost.range_candidates(193, 256, 4608, 3584, 2, H100)
+def test_the_swapped_bucket_candidates_take_several_tiles_of_m_only_where_the_flag_is_on(monkeypatch):
+    monkeypatch.setattr(gemm_cost, "SWAP_DYNAMIC_MAX_M", gemm_cost.TMA_BOX_MAX)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(gemm_cost, "WEIGH_SWAP_DYNAMIC", False)
+        _, _, off = gemm_cost.range_candidates(193, 256, 4608, 3584, 2, H100)
     assert not any(cfg.swap_ab for cfg in off)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(gemm_cost, "WEIGH_SWAP_DYNAMIC", True)
@@ -47,6 +50,7 @@ def test_the_swapped_bucket_candidates_take_several_tiles_of_m_only_where_the_fl
 def several_tiles(monkeypatch):
     """The swapped buckets' widths of several tiles of M (``SWAP_M_TILES`` 4, the default before stop 50)."""
     monkeypatch.setattr(gemm_cost, "SWAP_M_TILES", 4)
+    monkeypatch.setattr(gemm_cost, "SWAP_DYNAMIC_MAX_M", gemm_cost.TMA_BOX_MAX)  # 193..256 weighs swapped tiles
 
 
 def _walk(cfg, M, N, K):
@@ -90,7 +94,7 @@ def test_the_torch_benchmark_prints_both_settings_bucket_plans_and_estimates(cap
     # QKV at 200: the unswapped 64x144 against 128x88 swapped (three tiles of M), the model's estimates in µs
     assert "| qwen2.5-7b | qkv | 4608 | 3584 | 200 (193-256) | 64x144 | **128x88 swap raster-n** | 20.4 | 19.4 | 1.05x |" in out
     assert "| qwen2.5-7b | gate_up | 37888 | 3584 | 200 (193-256) | 128x192 tma | 128x192 tma |" in out  # unchanged
-    assert "| 200 | 3 of 4 |" in out and gemm_cost.WEIGH_SWAP_DYNAMIC is False  # the package's default restored
+    assert "| 200 | 3 of 4 |" in out and gemm_cost.WEIGH_SWAP_DYNAMIC is True  # the package's default restored
 
 
 def test_the_torch_benchmark_prints_the_swapped_walks_bucket_plans(capsys, several_tiles):
@@ -102,7 +106,7 @@ def test_the_torch_benchmark_prints_the_swapped_walks_bucket_plans(capsys, sever
     assert torch_gemm.main(argv) == 0
     out = capsys.readouterr().out  # the same tile and estimate, the walk of a weight panel's two token tiles moved
     assert "| qwen2.5-7b | o | 3584 | 3584 | 200 (193-256) | 64x128 swap | **64x128 swap raster-n** | 15.1 | 15.1 | 1.00x |" in out
-    assert gemm_cost.SWAP_PANEL_ADJACENT is True and gemm_cost.WEIGH_SWAP_DYNAMIC is False  # the defaults restored
+    assert gemm_cost.SWAP_PANEL_ADJACENT is True and gemm_cost.WEIGH_SWAP_DYNAMIC is True  # the defaults restored
 
 
 def test_the_torch_benchmark_ab_runs_one_process_per_setting_and_sets_them_side_by_side(tmp_path, monkeypatch, capsys):

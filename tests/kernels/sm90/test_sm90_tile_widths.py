@@ -177,6 +177,7 @@ def test_a_dynamic_m_bucket_encodes_the_tail_map_at_the_run_time_m(monkeypatch):
     monkeypatch.setattr(gemm_target, "DECODE_KEEPS", False)
     monkeypatch.setattr(gemm_cost, "CANDIDATES", ((128, 224, 2),))  # the only tile weighed: N = 208 in one
     monkeypatch.setattr(gemm_cost, "WEIGH_SWAP", False)  # (the swapped kernel would take this small M)
+    monkeypatch.setattr(gemm_cost, "WEIGH_SWAP_DYNAMIC", False)
     problem = GemmProblem(None, 208, 64, "bf16", "nt", "bf16")
     p = gemm.plan(problem, "sm90", m=77)
     assert (p.config.block_n, p.config.epilogue, p.config.tail_columns) == (224, "tma", 32)

@@ -507,8 +507,14 @@ gather's addresses beside them), none at 64x192 (96) nor in the unsplit 64x256."
 WEIGH_SWAP = True
 """Whether the choice (``ranked``) weighs the swapped kernel (``swap_configs``) at M up to ``TMA_BOX_MAX``: yes since
 its terms were fitted to the H100's swap timings (the module docstring); past one wgmma N of M no timing says."""
-WEIGH_SWAP_DYNAMIC = False
-"""Whether ``choose_for_range`` (a dynamic-M bucket's kernel: the torch op's) weighs the swapped kernel: no. Timed
+WEIGH_SWAP_DYNAMIC = True
+"""Whether ``choose_for_range`` (a dynamic-M bucket's kernel: the torch op's) weighs the swapped kernel: yes, in the
+buckets up to ``SWAP_DYNAMIC_MAX_M`` and in one tile of M (``SWAP_M_TILES``), since the torch op's A/B on an H100
+(2026-12-07, ``benchmarks/torch_gemm.py --ms 20,48,80,112,160,240 --swap-dynamic off,on``,
+``runs/torch_gemm_swapone_h100_2026-12-07b.md``; with the pair store and ``SWAP_PANEL_ADJACENT``): on / off geo-mean
+1.10x at M = 20, 0.98x at 48, 1.12x at 80, 1.01x at 112 (the o and QKV rows 1.13-1.28x at 20 and 80; the losses are a
+down projection's other K split, 0.77-0.86x), 0.97x at 160 and 0.99x at 240 (the 64x192 / 64x256 one-tile swaps
+0.78-0.93x on QKV and gate_up). Before (stop 44 to 49, off): timed
 through ``tvm_cdna4.torch.gemm`` on an H100 (2026-12-06, stop 44, ``benchmarks/runs/torch_gemm_swap_widths_small_h100_2026-12-06e.md``),
 the buckets' swapped plans ran M = 96 at 0.87x cuBLAS (geo-mean of the twelve projections; 0.93x unswapped the
 call before) and M = 200 at 0.73x (0.82x): a bucket's ``block_n`` is chosen over its range, so at the range's top
@@ -531,6 +537,10 @@ tile, panels and sharing (a weight panel read by 2 CTAs, a token panel by 64), b
 8 CTAs apart (and the C^T store, 1-3 us of it). The order leaves a one-token-tile plan's walk as it was (the same tiles
 a CTA; docs/sm90_gemm.md "The walk of several token tiles"); untimed: ``benchmarks/torch_gemm.py --swap-dynamic on
 --swap-order off,on`` (``bash benchmarks/gpu_stop45.sh swaporder``)."""
+
+SWAP_DYNAMIC_MAX_M = 128
+"""The largest bucket top (M) whose dynamic-M plan weighs the swapped kernel where ``WEIGH_SWAP_DYNAMIC`` (the A/B in its
+docstring: swapped one-tile buckets won to 1..128 and lost at 129..192 and 193..256)."""
 
 SWAP_M_TILES = 1
 """The most column tiles of C^T (tiles of M, ``ceil(M / block_n)``) a swapped dynamic-M plan takes at its bucket's
@@ -615,11 +625,11 @@ def range_candidates(lo: int, hi: int, N: int, K: int, out_bytes: int, device, d
     set): every unswapped config ranked at a sample whose K split keeps the workspace's offsets 32-bit at ``m_max``
     (default ``hi``; ``splits``), and where ``WEIGH_SWAP_DYNAMIC`` the swapped ones of the bucket's ``swap_widths`` (each
     sample's ``swap_configs`` of them with those splits; ``raster="n"`` where ``SWAP_PANEL_ADJACENT``)."""
-    samples = range_samples(lo, hi)
-    rankings = {m: ranked(m, N, K, out_bytes, device, dtype, swap=None if WEIGH_SWAP_DYNAMIC else False) for m in samples}
+    samples, swap = range_samples(lo, hi), WEIGH_SWAP_DYNAMIC and hi <= min(SWAP_DYNAMIC_MAX_M, TMA_BOX_MAX)
+    rankings = {m: ranked(m, N, K, out_bytes, device, dtype, swap=None if swap else False) for m in samples}
     allowed = set(splits(m_max or hi, N, K, dtype))
     configs = {cfg: None for r in rankings.values() for _, cfg in r if cfg.split_k in allowed and not cfg.swap_ab}
-    if WEIGH_SWAP_DYNAMIC and hi <= TMA_BOX_MAX:
+    if swap:
         widths = swap_widths(lo, hi)
         for m in samples:
             swapped = swap_configs(m, N, K, device, dtype, tuple(s for s in splits(m, N, K, dtype) if s in allowed), widths)
@@ -659,5 +669,5 @@ def range_choice(lo: int, hi: int, N: int, K: int, out_bytes: int, device, dtype
 __all__ = ["CANDIDATES", "MIN_SLICE_TILES", "RANGE_SAMPLES", "SPLITS", "STAGED_EPILOGUE", "STORE_EFFICIENCY", "TENSOR_EFFICIENCY",
            "TENSOR_RATE", "WEIGH_CLUSTER", "WEIGH_HYBRID", "WEIGH_SPLIT_EPILOGUE", "cluster_configs", "MAX_WAVES", "WAVE_ROWS", "WAVE_WIDTH_MIN", "WAVE_WIDTH_STEP", "wave_widths", "Estimate", "choose_config", "choose_for_range", "choose_grouped", "decompositions", "grouped_configs",
            "grouped_estimate", "grouped_ranked", "GROUPED_EPILOGUE_TILES", "GROUPED_ONE_CONSUMER", "deepest", "efficiency", "epilogues", "estimate", "GROUPED_WALK", "grouped_walk",
-           "range_candidates", "range_choice", "range_samples", "ranked", "round8", "swap_widths", "SWAP_M_TILES", "reduction", "splits", "SWAP_AB_ROWS", "swap_ab_config", "swap_ab_ranked",
+           "range_candidates", "range_choice", "range_samples", "ranked", "round8", "swap_widths", "SWAP_M_TILES", "SWAP_DYNAMIC_MAX_M", "reduction", "splits", "SWAP_AB_ROWS", "swap_ab_config", "swap_ab_ranked",
            "FEW_CTAS", "SWAP_PANEL_ADJACENT", "SWAPPED_EFFICIENCY", "SWAP_SPLIT_ACC_MAX", "WEIGH_SWAP", "WEIGH_SWAP_DYNAMIC", "few_ctas", "swap_configs"]
