@@ -221,3 +221,18 @@ def test_the_cli_runs_three_consumers(capsys):
 
 def test_three_consumer_rows_are_one_wgmma_m_each():
     assert C(consumers=3).block_q == 3 * WGMMA_M and C().block_q == CONSUMERS * WGMMA_M
+
+
+def test_the_benchmark_times_two_consumers_beside_the_three_consumer_default():
+    # benchmarks/attention_sm90.py --configs consumers with three consumers the default: the same tile with two (the
+    # A/B of the count) and the model's first two-consumer config (192 keys at 16k), each on the grid and persistent
+    from benchmark_modules import benchmark_module
+
+    bench = benchmark_module("attention_sm90")
+    problem = AttentionProblem(1, 32, 8, 16384, 16384, 64)
+    default = attention.choose(problem, "sm90")
+    configs = bench.consumer_configs(problem, default)
+    assert default.consumers == 3 and default not in configs
+    assert {(c.consumers, c.block_kv, c.persistent) for c in configs + [default]} == {
+        (n, kv, g) for n, kv in ((3, 128), (3, 64), (2, 128), (2, 192)) for g in (False, True)}
+    assert bench.consumer_configs(AttentionProblem(1, 16, 16, 4096, 4096, 128), C()) == []
