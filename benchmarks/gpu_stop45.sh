@@ -332,9 +332,9 @@ print('planned:', d.planned('sm80'))" 2>&1 | tee "$OUT/m200_device.txt"
     timeout 175 python3 benchmarks/attention_sm90.py --no-sm80 --head-dims 64 --seqs 2048,4096,16384 \
       --configs consumers --out "$OUT/attn3wg" 2>&1 | tee "$OUT/attention_3wg.log" | grep -v "^{" | tail -36 ;;
   attnfit)  # stop 50: the torch op at the fitted defaults beside cuDNN / FA2, D 64 and 128 at 2k / 4k / 16k [~200]
-    gpu_tests 50 "$OUT/pytest_gpu_attnfit.log" tests/gpu/test_sm90_attention_3wg_gpu.py -k torch_ops_default
+    gpu_tests 40 "$OUT/pytest_gpu_attnfit.log" tests/gpu/test_sm90_attention_3wg_gpu.py -k torch_ops_default
     mkdir -p "$OUT/attnfit"
-    timeout 150 python3 benchmarks/attention_sm90.py --no-sm80 --seqs 2048,4096,16384 --torch-op --out "$OUT/attnfit" \
+    timeout 160 python3 benchmarks/attention_sm90.py --no-sm80 --seqs 2048,4096,16384 --torch-op --out "$OUT/attnfit" \
       2>&1 | tee "$OUT/attention_attnfit.log" | grep -v "^{" | tail -60 ;;
   attnfit-long)  # D 64 at 8k / 32k tokens: 2 / 3 consumers beside cuDNN (the model's three untimed there) [~130]
     mkdir -p "$OUT/attnfit_long"
