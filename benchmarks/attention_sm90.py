@@ -9,6 +9,8 @@ backend, with the sm80-class kernel's default for context.
                                                                      # persistent CTAs, O's own buffer, at 2k / 4k
     python3 benchmarks/attention_sm90.py --out $OUT --head-dims 64 --seqs 2048,4096,16384 --configs consumers --no-sm80
                                                                      # three consumer warpgroups (192 rows) beside two
+    python3 benchmarks/attention_sm90.py --out $OUT --seqs 2048,4096,16384 --torch-op --no-sm80
+                                                                     # and tvm_cdna4.torch.attention (the op's plan)
     python3 benchmarks/attention_sm90.py --out $OUT --quick         # D 128, 4k and 16k tokens only
     python3 benchmarks/attention_sm90.py --out $OUT --fp8           # e4m3 Q, K, V (D 128), SDPA in bf16 beside
 
@@ -21,7 +23,9 @@ compiled into the device-code cache: ``runtime.cuda.precompile``). On the GPU ea
 (O and LSE of two heads against an f32 reference: ``attention_h200.f32_check``), then timed by CUDA-graph
 replay (``torch_gemm._graph_seconds``: ``--calls`` launches captured in one graph, the median of ``--reps``
 replays; SDPA the same way), interleaved over ``--rounds`` rounds (median). TFLOP/s =
-``AttentionProblem.flops()`` (causal: the pairs it needs). Prints a markdown table; writes
+``AttentionProblem.flops()`` (causal: the pairs it needs). ``--torch-op``: the torch op ``tvm_cdna4.torch.attention``
+too (``torch op``: its kernel built on the first call, in the process, from the cost model's config, which the row's
+``torch_op_config`` records; checked and timed as the others). Prints a markdown table; writes
 ``$OUT/attention_sm90.json`` after every shape (a run cut short keeps what it timed). Expected (not yet run) to take
 about five minutes for the
 40 default shapes on an H100 (builds in parallel first); ``--configs sweep`` with ``--quick`` (8 shapes) about as
@@ -103,22 +107,27 @@ def config_label(c: Sm90AttentionConfig, default: Sm90AttentionConfig) -> str:
 
 def consumer_configs(problem: AttentionProblem, default: Sm90AttentionConfig) -> list[Sm90AttentionConfig]:
     """``--configs consumers``: three consumer warpgroups (``Sm90AttentionConfig.consumers``: 192-row blocks, D 64)
-    beside the default, one CTA per item and persistent: the default's schedule with three at the widest tile their
-    registers fit (``attention_target.replace_fields``: 128 keys) and at 64 keys, and two at the 128-key tile (the
-    same tile, two consumers: the A/B of the count alone); those the planner takes for ``problem`` (none at D 128)."""
+    beside two, one CTA per item and persistent: the default's schedule with three at the widest tile their
+    registers fit (``attention_target.replace_fields``: 128 keys) and at 64 keys, two at the 128-key tile (the same
+    tile, two consumers: the A/B of the count alone), and the cost model's first two-consumer config (the default
+    before ``attention_cost.WEIGH_CONSUMERS``); those the planner takes for ``problem`` (none at D 128), but the
+    default itself."""
     import attrs
 
+    from tvm_cdna4.kernels.sm90.attention_plan import CONSUMERS, WIDE_HEAD_DIM
     from tvm_cdna4.kernels.sm90.attention_target import replace_fields
 
-    from tvm_cdna4.kernels.sm90.attention_plan import WIDE_HEAD_DIM
-
-    smem = DEVICES["H100"].smem_per_unit
-    found = []
-    for persistent in (False, True) if problem.head_dim <= WIDE_HEAD_DIM else ():
+    gpu = DEVICES["H100"]
+    smem, found = gpu.smem_per_unit, []
+    if problem.head_dim > WIDE_HEAD_DIM:
+        return found
+    paired = min((c for c in candidates(problem, smem) if c.consumers == CONSUMERS),
+                 key=lambda c: estimate(problem, c, gpu.units))
+    for persistent in (False, True):
         base = attrs.evolve(default, persistent=persistent, ctas=0)
         three = replace_fields(problem, base, smem, consumers=3)
-        two = replace_fields(problem, base, smem, block_kv=three.block_kv)
-        for c in (three, attrs.evolve(three, block_kv=64), two):
+        two = replace_fields(problem, base, smem, consumers=CONSUMERS, block_kv=three.block_kv)
+        for c in (three, attrs.evolve(three, block_kv=64), two, attrs.evolve(paired, persistent=persistent, ctas=0)):
             if c != default and c not in found and fits(problem, c, smem):
                 found.append(c)
     return found
@@ -191,6 +200,19 @@ def check(fn, p, q, k, v, extra=()) -> dict:
     return row
 
 
+def torch_op(p: AttentionProblem, q):
+    """``--torch-op``: (``check``'s form of ``tvm_cdna4.torch.attention`` on ``p``, the op's config); the op's kernel
+    built here (``attention_kernel``, cached for its calls)."""
+    import tvm_cdna4.torch as tt
+
+    def fn(q, k, v, o, lse):
+        out, got = tt.attention(q, k, v, causal=p.causal, return_lse=True)
+        o.copy_(out)
+        lse.copy_(got)
+
+    return fn, tt.attention_kernel(q, p).plan.config
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=os.environ.get("OUT", "."), help="folder of the JSON (default: $OUT, else .)")
@@ -200,6 +222,7 @@ def main(argv=None) -> int:
     ap.add_argument("--seqs", default="", help="comma-separated tokens a sequence (default: SEQS; --quick: 4k, 16k)")
     ap.add_argument("--options", default="", help="--configs options: comma-separated OPTIONS names (default: all)")
     ap.add_argument("--no-sm80", action="store_true", help="leave out the sm80-class kernel's default")
+    ap.add_argument("--torch-op", action="store_true", help="time tvm_cdna4.torch.attention too (16-bit inputs)")
     ap.add_argument("--fp8", action="store_true", help="e4m3 Q, K, V at D 128 (SDPA timed on their bf16 values)")
     ap.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) - 2))
     ap.add_argument("--calls", type=int, default=10, help="launches per CUDA graph")
@@ -276,6 +299,17 @@ def main(argv=None) -> int:
                     calls[name] = lambda fn=fn, q=q, k=k, v=v, o=o, lse=lse, extra=extra: fn(q, k, v, o, lse, *extra)
             else:
                 checks[name] = {"ok": False, "error": err}
+        op_config = None
+        if args.torch_op and p.dtype != "fp8":
+            try:
+                fn, op_config = torch_op(p, q)
+                checks["torch op"] = check(fn, p, q, k, v)
+            except Exception as e:  # noqa: BLE001 - an op that fails is reported, not timed
+                checks["torch op"] = {"ok": False, "error": f"{type(e).__name__}: {e}"[:300]}
+            if checks["torch op"]["ok"]:
+                import tvm_cdna4.torch as tt
+
+                calls["torch op"] = lambda q=q, k=k, v=v, causal=p.causal: tt.attention(q, k, v, causal=causal)
         samples = {name: [] for name, fn in calls.items() if fn}
         for _ in range(args.rounds):
             for name in samples:
@@ -292,9 +326,12 @@ def main(argv=None) -> int:
         row = dict(problem=str(p), batch=p.batch, seq=p.seq_q, heads=p.heads, kv_heads=p.kv_heads, head_dim=p.head_dim,
                    causal=p.causal, tflops=tflops, checks=checks, default=f"sm90 {configs[p][0]}", best=best,
                    default_over_cudnn=(tflops.get(f"sm90 {configs[p][0]}", 0) / tflops["cudnn"]) if "cudnn" in tflops
+                   else None, torch_op_config=op_config and str(op_config), torch_op_label=op_config and op_label(op_config),
+                   torch_op_over_cudnn=(tflops["torch op"] / tflops["cudnn"]) if {"torch op", "cudnn"} <= set(tflops)
                    else None)
         report["rows"].append(row)
-        print(json.dumps({k_: row[k_] for k_ in ("problem", "tflops", "default_over_cudnn")}, default=str), flush=True)
+        print(json.dumps({k_: row[k_] for k_ in ("problem", "tflops", "default_over_cudnn", "torch_op_over_cudnn")},
+                         default=str), flush=True)
         os.makedirs(args.out, exist_ok=True)  # after every shape: a run cut short keeps what it timed
         with open(os.path.join(args.out, "attention_sm90.json"), "w") as f:
             json.dump(report, f, indent=1, default=str)
@@ -309,9 +346,28 @@ def main(argv=None) -> int:
         print(f"| {r['head_dim']} | {r['batch']} x {r['seq']} | {r['heads']} / {r['kv_heads']} | {r['causal']} | "
               f"{cell(t.get('cudnn'))} | {cell(t.get('flash'))} | {cell(t.get('sm80 default'))} | "
               f"{cell(t.get(r['default']))} | {cell(t.get(r['best']))} | {cell(r['default_over_cudnn'], '.2f')} | {r['best']} |")
+    if args.torch_op:
+        op_table(report["rows"], cell)
     if args.configs in ("options", "consumers"):  # every config's TFLOP/s beside cuDNN's, the columns by config_label
         options_table(report["rows"], configs, cell)
     return 0
+
+
+def op_table(rows, cell) -> None:
+    """``--torch-op``: a markdown table of the torch op against cuDNN and FA2, with the op's config."""
+    print("\n| D | B x S | H / Hkv | causal | cuDNN | FA2 | torch op | op / cuDNN | op / FA2 | the op's config |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        t, c = r["tflops"], r.get("torch_op_label") or "-"
+        fa2 = t["torch op"] / t["flash"] if t.get("torch op") and t.get("flash") else None
+        print(f"| {r['head_dim']} | {r['batch']} x {r['seq']} | {r['heads']} / {r['kv_heads']} | {r['causal']} | "
+              f"{cell(t.get('cudnn'))} | {cell(t.get('flash'))} | {cell(t.get('torch op'))} | "
+              f"{cell(r['torch_op_over_cudnn'], '.2f')} | {cell(fa2, '.2f')} | {c} |")
+
+
+def op_label(c: Sm90AttentionConfig) -> str:
+    """The torch op's config in a few words: keys, stages, grid, consumer warpgroups, epilogue."""
+    return f"{c.block_kv} keys/{c.stages} stages/{'persistent' if c.persistent else 'grid'}/{c.consumers} wg/{c.epilogue}"
 
 
 def options_table(rows, configs, cell) -> None:

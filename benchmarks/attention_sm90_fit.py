@@ -4,6 +4,7 @@ its configs; CPU only.
     python benchmarks/attention_sm90_fit.py [--runs FILE ...] [--rounds 5]
     python benchmarks/attention_sm90_fit.py --options [--runs FILE ...]
     python benchmarks/attention_sm90_fit.py --persistent [--runs FILE ...]
+    python benchmarks/attention_sm90_fit.py --consumers [--runs FILE ...]
 
 The timings: ``benchmarks/attention_sm90.py --configs sweep`` JSON files (each shape's TFLOP/s per config; default
 the 2026-12-06 H100 sweep). Configs past the consumers' registers (``attention_cost.registers``, not candidates) are
@@ -23,6 +24,14 @@ the rms before and after.
 ``PERSISTENT_STEP`` clocks about the best of a coarser one) that minimizes the rms of the log of their measured time
 ratio over the model's. Prints the rms at today's value and at the fitted one, and the choice loss (the measured time of the config the model ranks
 first over the fastest timed, geometric mean over the shapes) at both.
+
+``--consumers``: ``attention_cost.CONSUMER_EXPOSED[3]`` and ``PINGPONG_LAG[3]``, from ``benchmarks/attention_sm90.py
+--configs consumers`` JSON (default ``CONSUMER_RUNS``): each three-consumer config against the same config with two
+(``consumer_pairs``); the pair (a grid of ``CONSUMER_STEP`` over 0 .. 1, each of ``CONSUMER_LAGS``) that minimizes the
+rms of the log of their measured time ratio over the model's. Prints the rms at the priors and at each lag's best,
+then, with ``attention_cost.WEIGH_CONSUMERS`` off and on,
+the model's choice against the fastest timed config per shape (times: the geometric mean over the runs that timed
+the shape) and how many shapes' choice is within ``CONSUMER_TOLERANCE`` of it.
 """
 
 from __future__ import annotations
@@ -51,6 +60,16 @@ sequence, MHA / GQA, causal or not)."""
 PERSISTENT_RUNS = ("runs/attention_sm90_options_h100_2026-12-07.json",)
 """The H100 run of the persistent CTAs with Q released at the last S (docs/sm90_attention.md): 16 shapes at 2k and 4k
 tokens a sequence, D 64 and 128, MHA / GQA, causal or not, each persistent and not, both epilogues."""
+CONSUMER_RUNS = ("runs/attention_sm90_3wg_h100_2026-12-07b.json", "runs/attention_sm90_3wg_16k_h100_2026-12-07b.json")
+"""The H100 runs of three consumer warpgroups beside two (2026-12-07, ``gpu_stop45.sh stop49`` / ``attn3wg``): D 64, 8 x
+2k and 4 x 4k tokens (in both runs) and 1 x 16k, 32 / 32 and 32 / 8 heads, causal or not; ping-pong, 3 stages, 64 /
+128 keys at three consumers, persistent and not."""
+CONSUMER_STEP = 0.05
+CONSUMER_LAGS = (1, 2)
+"""``PINGPONG_LAG[3]``'s readings: three consumers' ping-pong holding as many stages as two consumers', or one more."""
+CONSUMER_TOLERANCE = 1.02
+"""``--consumers``' count: a choice whose measured time is within this factor of the fastest timed config's (the
+noise: cuDNN's own time moved 2-6 % between runs of one shape)."""
 PERSISTENT_STEP = 250
 PERSISTENT_COARSE = 1000
 LADDER = (0.5, 0.7, 0.85, 0.95, 1.05, 1.2, 1.4, 2)
@@ -68,7 +87,7 @@ def load(paths):
             for label, tflops in row["tflops"].items():
                 if label.startswith("sm90 "):
                     c = eval(label[5:], names)  # noqa: S307
-                    if cost.registers(p, c) <= cost.CONSUMER_REGS:
+                    if cost.registers(p, c) <= cost.REGS[c.consumers][1]:
                         data.append((p, c, p.flops() / tflops / 1e12))
     return data
 
@@ -214,16 +233,107 @@ def fit_persistent(data) -> tuple:
         cost.PERSISTENT_ITEM_CLOCKS = now
 
 
+def consumer_pairs(data):
+    """(problem, three-consumer config, its time, the same config with two consumers, its time) in ``data`` (one
+    run's): 128-key tiles (two consumers' 64-key tiles were not timed; their error is the narrow S wgmma's, a rate of
+    both counts)."""
+    import attrs
+
+    times = {(p, c): t for p, c, t in data}
+    for (p, c), t in times.items():
+        base = attrs.evolve(c, consumers=cost.CONSUMERS)
+        if c.consumers != cost.CONSUMERS and (p, base) in times:
+            yield p, c, t, base, times[p, base]
+
+
+def fit_consumers(pairs) -> tuple:
+    """(rms at the priors, {lag: (best ``CONSUMER_EXPOSED[3]``, its rms)}): ``--consumers``' grid (module
+    docstring) over ``consumer_pairs``."""
+    sms, now = DEVICES["H100"].units, (cost.CONSUMER_EXPOSED[3], cost.PINGPONG_LAG[3])
+    base = [math.log(t / tb) + math.log(cost.estimate(p, b, sms)) for p, _, t, b, tb in pairs]
+
+    def rms(value, lag):
+        cost.CONSUMER_EXPOSED[3], cost.PINGPONG_LAG[3] = value, lag
+        r = [y - math.log(cost.estimate(p, c, sms)) for y, (p, c, *_) in zip(base, pairs)]
+        return math.sqrt(sum(x * x for x in r) / len(r))
+
+    try:
+        grid = [round(k * CONSUMER_STEP, 6) for k in range(round(1 / CONSUMER_STEP) + 1)]
+        fits = {}
+        for lag in CONSUMER_LAGS:
+            best = min(grid, key=lambda v: rms(v, lag))
+            fits[lag] = (best, rms(best, lag))
+        return rms(*PRIOR_CONSUMERS), fits
+    finally:
+        cost.CONSUMER_EXPOSED[3], cost.PINGPONG_LAG[3] = now
+
+
+PRIOR_CONSUMERS = (0.5, 2)
+"""``CONSUMER_EXPOSED[3]`` and ``PINGPONG_LAG[3]`` before the fit (stop 49's priors: half the exposed softmax, the
+last consumer a stage further behind)."""
+
+
+def label(c) -> str:
+    """A config in a few words: keys, stages, persistent or grid, consumers, schedule, epilogue."""
+    schedule = "ping-pong" if c.pingpong else "overlap" if c.overlap else "plain"
+    return (f"{c.block_kv} keys s{c.stages} {'persistent' if c.persistent else 'grid'} {c.consumers} wg {schedule}"
+            + ("" if c.epilogue == "registers" else f" {c.epilogue}"))
+
+
+def consumer_choices(data, weigh: bool) -> list:
+    """(problem, chosen config, fastest timed config, measured time of the choice over the fastest's, or None where
+    the choice was not timed) per shape, with ``WEIGH_CONSUMERS`` at ``weigh``: each config's time the geometric mean
+    over the runs that timed the shape."""
+    sms, shapes, saved = DEVICES["H100"].units, {}, cost.WEIGH_CONSUMERS
+    for p, c, t in data:
+        shapes.setdefault(p, {}).setdefault(c, []).append(math.log(t))
+    cost.WEIGH_CONSUMERS = weigh
+    try:
+        out = []
+        for p, runs in shapes.items():
+            times = {c: math.exp(sum(v) / len(v)) for c, v in runs.items()}
+            best, chosen = min(times, key=times.get), cost.choose(p, sms, DEVICES["H100"].smem_per_unit)
+            out.append((p, chosen, best, times[chosen] / times[best] if chosen in times else None))
+        return out
+    finally:
+        cost.WEIGH_CONSUMERS = saved
+
+
+def print_consumers(runs) -> None:
+    """``--consumers``' output (module docstring): pairs within each run, the choices over all of them."""
+    pairs = [pair for run in runs for pair in consumer_pairs(load([run]))]
+    rms_prior, fits = fit_consumers(pairs)
+    data = load(runs)
+    print(f"{len(pairs)} pairs (3 / 2 consumers): rms {rms_prior:.4f} at the priors (CONSUMER_EXPOSED[3], "
+          f"PINGPONG_LAG[3]) = {PRIOR_CONSUMERS}; attention_cost: {(cost.CONSUMER_EXPOSED[3], cost.PINGPONG_LAG[3])}")
+    for lag, (best, rms) in fits.items():
+        print(f"  PINGPONG_LAG[3] = {lag}: CONSUMER_EXPOSED[3] = {best:.2f}, rms {rms:.4f}")
+    for weigh in (False, True):
+        rows = consumer_choices(data, weigh)
+        print(f"WEIGH_CONSUMERS = {weigh}:")
+        for p, chosen, fastest, loss in rows:
+            shape = f"{p.batch} x {p.seq_q} {p.heads}/{p.kv_heads}{' causal' if p.causal else ''}"
+            print(f"  {shape:<24} chose {label(chosen):<38} fastest {label(fastest):<38} "
+                  + (f"{loss:.3f}" if loss else "untimed"))
+        near = sum(1 for *_, loss in rows if loss and loss <= CONSUMER_TOLERANCE)
+        print(f"  the choice within {CONSUMER_TOLERANCE - 1:.0%} of the fastest timed on {near} of {len(rows)} shapes")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", nargs="*")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--options", action="store_true", help="fit the kernel options' rates (OPTION_RATES)")
     ap.add_argument("--persistent", action="store_true", help="fit PERSISTENT_ITEM_CLOCKS")
+    ap.add_argument("--consumers", action="store_true", help="fit CONSUMER_EXPOSED[3]; the choices at D 64")
     args = ap.parse_args(argv)
     here = os.path.dirname(__file__)
-    default = OPTION_RUNS if args.options else PERSISTENT_RUNS if args.persistent else RUNS
+    default = (OPTION_RUNS if args.options else PERSISTENT_RUNS if args.persistent else CONSUMER_RUNS if args.consumers
+               else RUNS)
     runs = args.runs or [os.path.join(here, r) for r in default]
+    if args.consumers:
+        print_consumers(runs)
+        return 0
     if args.persistent:
         best, rms_now, rms_best, loss_now, loss_best = fit_persistent(load(runs))
         print(f"persistent pairs: rms {rms_now:.4f} at PERSISTENT_ITEM_CLOCKS = {cost.PERSISTENT_ITEM_CLOCKS}, "

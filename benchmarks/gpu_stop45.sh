@@ -89,6 +89,13 @@
 #               multicast (Sm90Config(swap_ab=True, cluster_m=2)): its GPU tests, then sm90_sweep.py --swap-clusters (the
 #               swapped tiles 64x104/1, 128x104/2, 64x48/1 and the model's, c1 / c2, on qkv / o / down of the three
 #               models beside cuBLAS) at M = 200, 240, then 96, 144 [~235]
+#   attnfit     stop 50 (journal "Stop 50: attnfit"): the torch op's attention (tvm_cdna4.torch.attention) at the cost
+#               model's fitted defaults (attention_cost.WEIGH_CONSUMERS: 3 consumers at D 64 on 2k-16k tokens), D 64 and
+#               128 at 2k / 4k / 16k tokens, MHA / GQA, causal or not, beside cuDNN and FA2 (attention_sm90.py
+#               --torch-op; the default kernel beside it), after the torch op's D 64 default against SDPA
+#               (tests/gpu/test_sm90_attention_3wg_gpu.py -k torch_ops_default) [~200]
+#   attnfit-long  D 64 at 8k and 32k tokens, 2 / 3 consumers (--configs consumers, with the model's first
+#               two-consumer config, 192 keys): the model's three there are untimed (5-11 % of its estimate ahead) [~130]
 #
 #   bash benchmarks/gpu_stop45.sh peers partitions ncu
 if [ -f .sm90tree/sitepack/site.tar.xz ]; then  # benchmarks/pack_site.sh: the wheels installed and packed (33 of 49 MB)
@@ -352,7 +359,16 @@ print('planned:', d.planned('sm80'))" 2>&1 | tee "$OUT/m200_device.txt"
       --out "$OUT/swapcluster_m200" 2>&1 | tee "$OUT/sm90_swap_clusters_m200.log" | grep -v "^{" | grep -v "built" | tail -50
     timeout 80 python3 benchmarks/sm90_sweep.py --swap-clusters --ms 96,144 --workers 16 \
       --out "$OUT/swapcluster_m96" 2>&1 | tee "$OUT/sm90_swap_clusters_m96.log" | grep -v "^{" | grep -v "built" | tail -40 ;;
-  *) echo "unknown step $step (peers, partitions, ncu, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring, m200, epires, epires-ncu, stop49, stop49b, attn3wg, swaporder, swaporder-ncu, decode32, refine, swapone, swapcluster)"; exit 2 ;;
+  attnfit)  # stop 50: the torch op at the fitted defaults beside cuDNN / FA2, D 64 and 128 at 2k / 4k / 16k [~200]
+    gpu_tests 40 "$OUT/pytest_gpu_attnfit.log" tests/gpu/test_sm90_attention_3wg_gpu.py -k torch_ops_default
+    mkdir -p "$OUT/attnfit"
+    timeout 160 python3 benchmarks/attention_sm90.py --no-sm80 --seqs 2048,4096,16384 --torch-op --out "$OUT/attnfit" \
+      2>&1 | tee "$OUT/attention_attnfit.log" | grep -v "^{" | tail -60 ;;
+  attnfit-long)  # D 64 at 8k / 32k tokens: 2 / 3 consumers beside cuDNN (the model's three untimed there) [~130]
+    mkdir -p "$OUT/attnfit_long"
+    timeout 130 python3 benchmarks/attention_sm90.py --no-sm80 --head-dims 64 --seqs 8192,32768 --configs consumers \
+      --out "$OUT/attnfit_long" 2>&1 | tee "$OUT/attention_attnfit_long.log" | grep -v "^{" | tail -30 ;;
+  *) echo "unknown step $step (peers, partitions, ncu, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring, m200, epires, epires-ncu, stop49, stop49b, attn3wg, swaporder, swaporder-ncu, decode32, refine, swapone, swapcluster, attnfit, attnfit-long)"; exit 2 ;;
   esac
 done
 cd "$OUT" && tar czf /tmp/call.tgz --exclude=call.tgz . && find . -mindepth 1 -delete && mv /tmp/call.tgz "$OUT/call.tgz"

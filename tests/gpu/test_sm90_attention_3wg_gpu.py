@@ -69,3 +69,29 @@ def test_three_consumers_match_sdpa_at_2k_tokens(causal):
         scores = scores.masked_fill(torch.ones(2048, 2048, dtype=torch.bool, device="cuda").triu(1), float("-inf"))
     assert ((o.float() - ref).norm() / ref.norm()).item() < 1e-2
     assert (lse - torch.logsumexp(scores, -1)).abs().max().item() < 1e-2
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_the_torch_ops_default_at_d64_is_three_consumers_and_matches_sdpa(causal):
+    """``tvm_cdna4.torch.attention`` with no config at a D 64 benchmark shape (2 x 2k tokens, 32 heads, GQA 4:1): the
+    cost model's plan is three consumers (``attention_cost.WEIGH_CONSUMERS``, stop 50), O and the LSE against SDPA's
+    math in f32 (``benchmarks/gpu_stop45.sh attnfit``)."""
+    import torch.nn.functional as F
+
+    import tvm_cdna4.torch as tt
+
+    problem = AttentionProblem(2, 32, 8, 2048, 2048, 64, causal=causal)
+    gen = torch.Generator(device="cuda").manual_seed(2)
+    s = problem.shapes()
+    q, k, v = (torch.randn(s[n], generator=gen, device="cuda").to(torch.bfloat16) for n in ("Q", "K", "V"))
+    o, lse = tt.attention(q, k, v, causal=causal, return_lse=True)
+    torch.cuda.synchronize()
+    assert tt.attention_kernel(q, problem).plan.config.consumers == 3
+    group = problem.heads // problem.kv_heads
+    kf, vf = (x.float().repeat_interleave(group, 1) for x in (k, v))
+    ref = F.scaled_dot_product_attention(q.float(), kf, vf, is_causal=causal)
+    scores = torch.matmul(q.float(), kf.transpose(-1, -2)) * problem.head_dim ** -0.5
+    if causal:
+        scores = scores.masked_fill(torch.ones(2048, 2048, dtype=torch.bool, device="cuda").triu(1), float("-inf"))
+    assert ((o.float() - ref).norm() / ref.norm()).item() < 1e-2
+    assert (lse - torch.logsumexp(scores, -1)).abs().max().item() < 1e-2

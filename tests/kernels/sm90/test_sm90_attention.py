@@ -174,10 +174,11 @@ def test_the_plan_record():
     # ping-pong, causal or not (FA3's 176 keys at D 128 fit only 2 stages here: 12-17 % slower); D 64 192 keys
     # (3 stages fit); one key: the least padded tile. The TMA epilogue (OPTION_RATES, fitted to the options run) where
     # an item has many tiles: 16k keys, not 2k. Persistent CTAs (PERSISTENT_ITEM_CLOCKS, fitted to their pairs) where
-    # the model finds them paying (not at 32k causal or D 64 8k causal: a static round robin of uneven items)
+    # the model finds them paying (not at 32k causal or D 64 8k causal: a static round robin of uneven items). D 64
+    # at 8k, 32 heads: three consumer warpgroups (CONSUMER_EXPOSED[3], fitted), 128 keys (their registers)
     (AttentionProblem(1, 16, 16, 16384, 16384, 128), C(128, 3, True, True, True, persistent=True, epilogue="tma")),
     (AttentionProblem(8, 16, 4, 2048, 2048, 128, causal=True), C(128, 3, True, True, True, persistent=True)),
-    (AttentionProblem(2, 32, 8, 8192, 8192, 64, causal=True), C(192, 3, True, True, True)),
+    (AttentionProblem(2, 32, 8, 8192, 8192, 64, causal=True), C(128, 3, True, True, True, consumers=3)),
     (AttentionProblem(1, 16, 4, 32768, 32768, 128, causal=True), C(128, 3, True, True, True, epilogue="tma")),
     (AttentionProblem(1, 8, 8, 1, 1, 128), C(64, 3, True, True, True)),
     (AttentionProblem(1, 16, 16, 16384, 16384, 128, dtype="fp8"), C(128, 3, True, True, True, persistent=True)),  # fp8: registers

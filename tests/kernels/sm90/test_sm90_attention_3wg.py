@@ -139,21 +139,70 @@ def test_the_register_estimate_bounds_three_consumers_to_128_keys_at_d64():
     assert registers(problem, C(128, consumers=3)) <= REGS[3][1] < registers(problem, C(144, consumers=3))
 
 
-def test_the_cost_model_weighs_three_consumers_only_behind_its_switch(monkeypatch):
+def test_the_cost_model_weighs_three_consumers_with_ping_pong_at_d64_only(monkeypatch):
     smem = 232448
     d64 = AttentionProblem(8, 16, 16, 2048, 2048, 64, causal=True)
     d128 = AttentionProblem(8, 16, 16, 2048, 2048, 128, causal=True)
-    assert not attention_cost.WEIGH_CONSUMERS
-    assert {c.consumers for c in attention_cost.candidates(d64, smem)} == {CONSUMERS}
-    monkeypatch.setattr(attention_cost, "WEIGH_CONSUMERS", True)
+    assert attention_cost.WEIGH_CONSUMERS
     three = [c for c in attention_cost.candidates(d64, smem) if c.consumers == 3]
-    assert three and {c.block_kv for c in three} == {64, 128}
+    # the tiles their registers fit, the schedule they were timed with (attention_cost.CONSUMER_SCHEDULES)
+    assert {c.block_kv for c in three} == {64, 128} and {(c.overlap, c.pingpong) for c in three} == {(True, True)}
     assert all(c.consumers == CONSUMERS for c in attention_cost.candidates(d128, smem))
-    # the term: the same tile's clocks with three consumers, 1.5x the rows, the exposed softmax at its factor
+    monkeypatch.setattr(attention_cost, "WEIGH_CONSUMERS", False)
+    assert {c.consumers for c in attention_cost.candidates(d64, smem)} == {CONSUMERS}
+    # the term: the same tile's clocks with three consumers, 1.5x the rows, the exposed softmax at its factor; their
+    # ping-pong holds as many ring stages as two consumers' (PINGPONG_LAG, fitted: stop 49's prior had one more)
     two, wide = C(128, 3, True, True, True), C(128, 3, True, True, True, consumers=3)
     tensor_and_softmax = attention_cost.tile_clocks(d64, two) - attention_cost.TILE_CLOCKS
     assert attention_cost.tile_clocks(d64, wide) < 1.5 * tensor_and_softmax + attention_cost.TILE_CLOCKS
-    assert attention_cost.ring_shortfall(wide) == attention_cost.ring_shortfall(two) + 1
+    assert attention_cost.ring_shortfall(wide) == attention_cost.ring_shortfall(two) == 1
+
+
+H100_CHOICES = [
+    # the H100's fastest timed config (runs/attention_sm90_3wg*_h100_2026-12-07b.json, each config's geometric mean
+    # over the runs): three consumers, 128 keys, ping-pong, 3 stages, where the model's grid / persistent choice is
+    # the fastest timed (two consumers' default of before: 6-18 % slower on these)
+    (AttentionProblem(8, 32, 32, 2048, 2048, 64), True),
+    (AttentionProblem(8, 32, 32, 2048, 2048, 64, causal=True), True),
+    (AttentionProblem(8, 32, 8, 2048, 2048, 64, causal=True), True),
+    (AttentionProblem(4, 32, 32, 4096, 4096, 64, causal=True), False),
+    (AttentionProblem(1, 32, 8, 16384, 16384, 64, causal=True), False),
+]
+
+
+@pytest.mark.parametrize("problem, persistent", H100_CHOICES)
+def test_the_cost_model_chooses_three_consumers_where_the_h100_timed_them_fastest(problem, persistent):
+    from tvm_cdna4.kernels.devices import DEVICES
+
+    h100 = DEVICES["H100"]
+    chosen = attention_cost.choose(problem, h100.units, h100.smem_per_unit)
+    assert chosen == C(128, 3, True, True, True, persistent=persistent, consumers=3)
+    # D 128 (the same tokens, 16 heads): two consumers, the plan of before (the golden digests pin its code)
+    d128 = AttentionProblem(problem.batch, 16, 16 * problem.kv_heads // 32, problem.seq_q, problem.seq_kv, 128,
+                            causal=problem.causal)
+    assert attention_cost.choose(d128, h100.units, h100.smem_per_unit).consumers == CONSUMERS
+
+
+def test_the_consumer_terms_are_the_fit_of_the_h100_pairs():
+    # benchmarks/attention_sm90_fit.py --consumers over fit.CONSUMER_RUNS: the 40 pairs of three consumers against two
+    # at the same 128-key tile; the best (factor, lag) is attention_cost's and fits them better than stop 49's priors
+    import os
+
+    from benchmark_modules import benchmark_module
+
+    fit = benchmark_module("attention_sm90_fit")
+    runs = [os.path.join(os.path.dirname(fit.__file__), r) for r in fit.CONSUMER_RUNS]
+    pairs = [pair for run in runs for pair in fit.consumer_pairs(fit.load([run]))]
+    assert len(pairs) == 40 and {c.block_kv for _, c, *_ in pairs} == {128}
+    rms_prior, fits = fit.fit_consumers(pairs)
+    lag = min(fits, key=lambda k: fits[k][1])
+    assert (fits[lag][0], lag) == (attention_cost.CONSUMER_EXPOSED[3], attention_cost.PINGPONG_LAG[3])
+    assert fits[lag][1] < 0.055 < max(rms for _, rms in fits.values()) < 0.08 < rms_prior
+    rows = fit.consumer_choices(fit.load(runs), True)
+    assert len(rows) == 12 and all(chosen.consumers == 3 for _, chosen, *_ in rows)
+    assert sum(loss <= fit.CONSUMER_TOLERANCE for *_, loss in rows) == 9 and max(loss for *_, loss in rows) < 1.05
+    before = fit.consumer_choices(fit.load(runs), False)
+    assert min(loss for *_, loss in before) > 1.05
 
 
 def test_the_cli_runs_three_consumers(capsys):
@@ -172,3 +221,18 @@ def test_the_cli_runs_three_consumers(capsys):
 
 def test_three_consumer_rows_are_one_wgmma_m_each():
     assert C(consumers=3).block_q == 3 * WGMMA_M and C().block_q == CONSUMERS * WGMMA_M
+
+
+def test_the_benchmark_times_two_consumers_beside_the_three_consumer_default():
+    # benchmarks/attention_sm90.py --configs consumers with three consumers the default: the same tile with two (the
+    # A/B of the count) and the model's first two-consumer config (192 keys at 16k), each on the grid and persistent
+    from benchmark_modules import benchmark_module
+
+    bench = benchmark_module("attention_sm90")
+    problem = AttentionProblem(1, 32, 8, 16384, 16384, 64)
+    default = attention.choose(problem, "sm90")
+    configs = bench.consumer_configs(problem, default)
+    assert default.consumers == 3 and default not in configs
+    assert {(c.consumers, c.block_kv, c.persistent) for c in configs + [default]} == {
+        (n, kv, g) for n, kv in ((3, 128), (3, 64), (2, 128), (2, 192)) for g in (False, True)}
+    assert bench.consumer_configs(AttentionProblem(1, 16, 16, 4096, 4096, 128), C()) == []

@@ -13,7 +13,7 @@ Per kv tile of one CTA (``consumers`` warpgroups of 64 rows each, ``block_q`` ro
   (``overlap``, ``pingpong``): both warpgroups issuing freely hide some of one's softmax under the other's
   GEMMs; the intra-warpgroup overlap hides more; ping-pong orders them so that one's softmax runs under the
   other's GEMMs (FA3, Shah et al. 2024, §3.1-3.2; its ablation credits the two with about 15 % at D 128 on
-  an H100);
+  an H100); three consumer warpgroups (``WEIGH_CONSUMERS``) scale it by ``CONSUMER_EXPOSED``;
 - ``TILE_CLOCKS`` fixed clocks a tile (the barrier waits, the wgmma latency before the softmax can start);
 - ``RING_CLOCKS`` for each stage the schedule keeps busy beyond the ring's spare ones (``ring_shortfall``: the
   producer's next load waited for; the sweep's 2-stage rings with overlap or ping-pong ran 10-25 % slower than
@@ -90,14 +90,27 @@ SPLIT_BARRIER_CLOCKS = {64: 0, 128: 0}
 SIMULATED_ITEMS = 8192
 """The most work items whose schedule ``estimate`` simulates (the block scheduler's, or the persistent CTAs'
 round robin); more: their average over the SMs plus the longest."""
-WEIGH_CONSUMERS = False
+WEIGH_CONSUMERS = True
 """Whether ``candidates`` weighs three consumer warpgroups (``Sm90AttentionConfig.consumers``, 192-row blocks at D
-64) beside two. Off: untimed, ``CONSUMER_EXPOSED``'s factor is a prior, not a fit (benchmarks/gpu_stop45.sh
-``attn3wg`` times both)."""
-CONSUMER_EXPOSED = {CONSUMERS: 1.0, 3: 0.5}
+64) beside two: on since ``CONSUMER_EXPOSED[3]`` was fitted (the H100 timed three faster than two on every D 64 shape
+of 2k-16k tokens); off, the two-consumer choice of before."""
+CONSUMER_EXPOSED = {CONSUMERS: 1.0, 3: 0.85}
 """The factor on ``EXPOSED``'s share of the softmax by consumer warpgroups: with three, each warpgroup's softmax has
 two others' GEMMs to run under where two consumers have one (the tensor and ``ex2`` work a tile per row are the
-same: only the latency the schedule leaves exposed changes). A prior (half), untimed: ``WEIGH_CONSUMERS``."""
+same: only the latency the schedule leaves exposed changes). Three's fitted with ``PINGPONG_LAG[3]``
+(``benchmarks/attention_sm90_fit.py --consumers``: the 40 pairs of a three-consumer config and the same with two in
+the H100 runs ``CONSUMER_RUNS``, D 64, 2k / 4k / 16k tokens: rms of the log ratio of their times over the model's 5.3
+%, 8.4 % at stop 49's priors); with it the first choice is within 2 % of the fastest timed config on most of those
+shapes (the fit's printout, docs/sm90_attention.md)."""
+PINGPONG_LAG = {CONSUMERS: 1, 3: 1}
+"""Ring stages ping-pong holds beyond the overlapped schedule's, by consumer warpgroups (``ring_shortfall``): the
+other warpgroups' turns lag the first by less than a tile (two consumers half a tile; three, each turn a third of a
+tile's issue, the last two thirds). Three's fitted beside ``CONSUMER_EXPOSED[3]``: 1 fits the H100's pairs better
+than stop 49's prior of 2 (the last consumer a turn further, a stage more)."""
+CONSUMER_SCHEDULES = {3: ((True, True),)}
+"""The schedules ``candidates`` weighs at consumer counts other than ``CONSUMERS`` (others: every one of
+``SCHEDULES``): three consumers were timed with ping-pong only; the plain and overlap-only schedules there are
+untimed (their ring shortfall a prior)."""
 
 TILES = (64, 128, 176, 192)
 SCHEDULES = ((False, False), (True, False), (True, True))
@@ -109,14 +122,16 @@ not fp8). Not ``"tma_buffer"`` (O's own buffer): untimed, it has no rates."""
 def candidates(problem: AttentionProblem, smem_bytes: int):
     """The configs ``choose`` weighs: every tile of ``TILES``, schedule of ``SCHEDULES``, grid (one CTA per item,
     persistent) and epilogue of ``WEIGHED_EPILOGUES`` with the deepest ring that fits (2 or 3 stages) and registers
-    within the consumers' cap (``attention_plan.REGS``); three consumer warpgroups too where ``WEIGH_CONSUMERS``."""
+    within the consumers' cap (``attention_plan.REGS``); three consumer warpgroups too where ``WEIGH_CONSUMERS``, with
+    ``CONSUMER_SCHEDULES``' schedules only."""
     out = []
     for consumers in REGS if WEIGH_CONSUMERS else (CONSUMERS,):
         for kv in TILES:
             stages = min(3, deepest(problem, kv, smem_bytes, consumers=consumers))
             if stages < 2:
                 continue
-            for (overlap, pingpong), persistent, epilogue in itertools.product(SCHEDULES, (False, True),
+            schedules = CONSUMER_SCHEDULES.get(consumers, SCHEDULES)
+            for (overlap, pingpong), persistent, epilogue in itertools.product(schedules, (False, True),
                                                                                 WEIGHED_EPILOGUES):
                 c = Sm90AttentionConfig(kv, stages, overlap=overlap, pingpong=pingpong, persistent=persistent,
                                         epilogue=epilogue, consumers=consumers)
@@ -148,10 +163,10 @@ def tile_clocks(problem: AttentionProblem, config: Sm90AttentionConfig, masked: 
 
 def ring_shortfall(config: Sm90AttentionConfig) -> int:
     """Ring stages the schedule holds beyond what ``stages`` leaves for the producer's next load: the tile being
-    consumed, one more with ``overlap`` (tile ``j``'s V under tile ``j + 1``'s S), one more with ``pingpong`` (the
-    other warpgroup half a tile behind; three consumers: the last of them a turn further, one more), against
-    ``stages - 1`` (0 or less: the next load is never waited for)."""
-    behind = config.pingpong * (config.consumers - 1)
+    consumed, one more with ``overlap`` (tile ``j``'s V under tile ``j + 1``'s S), ``PINGPONG_LAG`` more with
+    ``pingpong`` (the other warpgroups behind), against ``stages - 1`` (0 or less: the next load is never waited
+    for)."""
+    behind = PINGPONG_LAG[config.consumers] if config.pingpong else 0
     return max(0, 1 + config.overlap + behind - (config.stages - 1))
 
 
@@ -192,7 +207,7 @@ def choose(problem: AttentionProblem, sms: int | None = None, smem_bytes: int | 
     return min(found, key=lambda c: estimate(problem, c, sms))
 
 
-__all__ = ["CONSUMER_EXPOSED", "WEIGH_CONSUMERS", "WEIGHED_EPILOGUES", "EXPOSED", "FITTED", "ITEM_CLOCKS", "MASK_COST", "OPTION_RATES", "PERSISTENT_ITEM_CLOCKS",
+__all__ = ["CONSUMER_EXPOSED", "CONSUMER_SCHEDULES", "PINGPONG_LAG", "WEIGH_CONSUMERS", "WEIGHED_EPILOGUES", "EXPOSED", "FITTED", "ITEM_CLOCKS", "MASK_COST", "OPTION_RATES", "PERSISTENT_ITEM_CLOCKS",
            "MUFU_PER_CLK", "RING_CLOCKS", "SCHEDULES", "SPLIT_BARRIER_CLOCKS", "TENSOR_EFFICIENCY", "TILES",
            "TILE_CLOCKS", "TMA_EPILOGUE_ITEM_CLOCKS", "TMA_EPILOGUE_TILE_CLOCKS", "candidates", "choose",
            "estimate", "registers", "ring_shortfall", "tile_clocks"]
