@@ -5,8 +5,9 @@ import pytest
 
 @pytest.fixture
 def swapped_buckets(request, monkeypatch):
-    """The sm90 dynamic-M buckets weigh swap (``gemm_cost.WEIGH_SWAP_DYNAMIC``, off by default), and the torch op's
-    kernels of the test module's ``SHAPES`` ((N, K) pairs) are built afresh before and after the test."""
+    """Every sm90 dynamic-M bucket to ``TMA_BOX_MAX`` weighs swap (``gemm_cost.WEIGH_SWAP_DYNAMIC``; by default only those
+    to ``SWAP_DYNAMIC_MAX_M``) in up to four tiles of M (``SWAP_M_TILES``; by default one), as before stop 50, and the
+    torch op's kernels of the test module's ``SHAPES`` ((N, K) pairs) are built afresh before and after the test."""
     import tvm_cdna4.torch as ours
     from tvm_cdna4.kernels.sm90 import gemm_cost
 
@@ -16,6 +17,8 @@ def swapped_buckets(request, monkeypatch):
         for key in [k for k in ours.kernel_cache() if k[:2] in shapes]:
             del ours.kernel_cache()[key]
     monkeypatch.setattr(gemm_cost, "WEIGH_SWAP_DYNAMIC", True)
+    monkeypatch.setattr(gemm_cost, "SWAP_DYNAMIC_MAX_M", gemm_cost.TMA_BOX_MAX)
+    monkeypatch.setattr(gemm_cost, "SWAP_M_TILES", 4)
     drop()
     yield
     drop()
