@@ -368,7 +368,11 @@ print('planned:', d.planned('sm80'))" 2>&1 | tee "$OUT/m200_device.txt"
     mkdir -p "$OUT/attnfit_long"
     timeout 130 python3 benchmarks/attention_sm90.py --no-sm80 --head-dims 64 --seqs 8192,32768 --configs consumers \
       --out "$OUT/attnfit_long" 2>&1 | tee "$OUT/attention_attnfit_long.log" | grep -v "^{" | tail -30 ;;
-  *) echo "unknown step $step (peers, partitions, ncu, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring, m200, epires, epires-ncu, stop49, stop49b, attn3wg, swaporder, swaporder-ncu, decode32, refine, swapone, swapcluster, attnfit, attnfit-long)"; exit 2 ;;
+  splitwave)  # a K split of no more units than SMs (gemm_cost.SPLIT_IN_ONE_WAVE) on / off, the down projections [~90]
+    mkdir -p "$OUT/splitwave"
+    timeout 120 python3 benchmarks/torch_gemm.py --ms ${SPLITWAVE_MS:-20,32,48} --projs down --split-one-wave off,on \
+      --calls 20 --reps 8 --out "$OUT/splitwave" 2>&1 | tee "$OUT/torch_gemm_splitwave.log" | grep -v "^{" | tail -16 ;;
+  *) echo "unknown step $step (peers, partitions, ncu, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring, m200, epires, epires-ncu, stop49, stop49b, attn3wg, swaporder, swaporder-ncu, decode32, refine, swapone, swapcluster, attnfit, attnfit-long, splitwave)"; exit 2 ;;
   esac
 done
 cd "$OUT" && tar czf /tmp/call.tgz --exclude=call.tgz . && find . -mindepth 1 -delete && mv /tmp/call.tgz "$OUT/call.tgz"

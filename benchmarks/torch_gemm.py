@@ -121,7 +121,7 @@ SWAP_SETTINGS = ("off", "on")
 """A switch's values (``SWITCHES``): its ``gemm_cost`` flag False or True."""
 SWITCHES = {"swap_dynamic": ("WEIGH_SWAP_DYNAMIC", "swapdyn"), "split_epilogue": ("WEIGH_SPLIT_EPILOGUE", "splitepi"),
             "swap_order": ("SWAP_PANEL_ADJACENT", "swaporder"), "refine_buckets": ("REFINE_BUCKETS", "refine"),
-            "wide_decode": ("WEIGH_WIDE_DECODE", "widedec")}
+            "wide_decode": ("WEIGH_WIDE_DECODE", "widedec"), "split_one_wave": ("SPLIT_IN_ONE_WAVE", "splitwave")}
 """The options (``--swap-dynamic``, ``--split-epilogue``, ``--swap-order``, ``--refine-buckets``, ``--wide-decode``) that
 set a flag of the bucket plans (in ``gemm_cost``, or the module ``SWITCH_MODULES`` names): the flag, and the tag of an
 A/B's runs and table (``torch_gemm_<tag>_<setting>``, ``torch_gemm_<tag>``)."""
@@ -154,7 +154,7 @@ def switch_settings(args) -> tuple[str | None, list, dict]:
     given = {o: getattr(args, o).split(",") if getattr(args, o) else [] for o in SWITCHES}
     ab = [o for o, v in given.items() if len(v) > 1]
     if len(ab) > 1:
-        raise SystemExit("--swap-dynamic / --split-epilogue / --swap-order / --refine-buckets / --wide-decode: one of them "
+        raise SystemExit("--swap-dynamic / --split-epilogue / --swap-order / --refine-buckets / --wide-decode / --split-one-wave: one of them "
                          f"may take two settings (off,on), found {len(ab)}")
     fixed = {o: (v[0] if v else None) for o, v in given.items() if o not in ab}
     return (ab[0], given[ab[0]], fixed) if ab else (None, [], fixed)
@@ -490,6 +490,8 @@ def main(argv=None) -> int:
                     "than gemm_dynamic.REGRET_MAX (gemm_dynamic.REFINE_BUCKETS; default the package's); two: as --swap-dynamic")
     ap.add_argument("--wide-decode", default=None, help="off, on or off,on: the bucket 17..32 keeps the decode kernel "
                     "(decode_plan.WEIGH_WIDE_DECODE; default the package's); two: as --swap-dynamic")
+    ap.add_argument("--split-one-wave", default=None, help="off, on or off,on: a K split makes no more units than SMs "
+                    "(gemm_cost.SPLIT_IN_ONE_WAVE; default the package's); two: as --swap-dynamic")
     ap.add_argument("--projs", default=None, help="only these projections (qkv,o,gate_up,down; default every one)")
     ap.add_argument("--device", default=None, choices=[k for k, v in DEVICES.items() if v.target == "sm80"],
                     help="--plans: the devices.DEVICES entry planned for (default the planned GPU)")

@@ -302,13 +302,24 @@ terms for it (the split-K reduction's fitted rates on the last wave's tiles) do 
 (docs/sm90_gemm.md "Hybrid")."""
 
 
+SPLIT_IN_ONE_WAVE = False
+"""Whether a K split (``decompositions``) may make no more work units than SMs (``tiles x split_k <= SMs``): a split
+exists to fill idle SMs, and one of more units than SMs leaves a partial second wave. Measured through the torch op on
+an H100 (2026-12-07, ``runs/torch_gemm_swapone_h100_2026-12-07b.md`` / ``torch_gemm_final_h100_2026-12-07b.md``):
+Qwen2.5-7B down's 17..32 bucket in 64x32 swapped tiles split 3 ways (56 x 3 = 168 units on 132 SMs) ran 64.6-64.8 us
+where 64x64 split 2 ways (112 units) ran 53.3-55.7 (the estimate had them within 1 %); Phi-3-medium down's 33..64 in
+64x64 swapped /k2 (160 units) 91.0 us against /k3 unswapped (240 units, 1.8 waves) 70.0. Off until the torch op's
+A/B (``benchmarks/torch_gemm.py --split-one-wave off,on``)."""
+
+
 def decompositions(tiles: int, sms: int, allowed: tuple, hybrid: bool | None = None) -> tuple:
     """(split_k, decomposition) pairs the model weighs for a grid of ``tiles`` on ``sms`` SMs (``allowed``: the
     ``splits``): unsplit always; every split of every tile while the tiles leave SMs idle (a split of a full
     grid, for its last wave, measured slower); past a full wave with a partial last one, every split of the last
     wave's tiles alone (``hybrid``: where ``hybrid`` is True, or None and ``WEIGH_HYBRID``)."""
     weigh = WEIGH_HYBRID if hybrid is None else hybrid
-    split = tuple((s, "split-k") for s in allowed if s > 1) if tiles < sms else ()
+    split = tuple((s, "split-k") for s in allowed if s > 1 and (not SPLIT_IN_ONE_WAVE or tiles * s <= sms)) \
+        if tiles < sms else ()
     hybrid = tuple((s, "hybrid") for s in allowed if s > 1) if weigh and tiles > sms and tiles % sms else ()
     return ((1, "data-parallel"), *split, *hybrid)
 
@@ -669,5 +680,5 @@ def range_choice(lo: int, hi: int, N: int, K: int, out_bytes: int, device, dtype
 __all__ = ["CANDIDATES", "MIN_SLICE_TILES", "RANGE_SAMPLES", "SPLITS", "STAGED_EPILOGUE", "STORE_EFFICIENCY", "TENSOR_EFFICIENCY",
            "TENSOR_RATE", "WEIGH_CLUSTER", "WEIGH_HYBRID", "WEIGH_SPLIT_EPILOGUE", "cluster_configs", "MAX_WAVES", "WAVE_ROWS", "WAVE_WIDTH_MIN", "WAVE_WIDTH_STEP", "wave_widths", "Estimate", "choose_config", "choose_for_range", "choose_grouped", "decompositions", "grouped_configs",
            "grouped_estimate", "grouped_ranked", "GROUPED_EPILOGUE_TILES", "GROUPED_ONE_CONSUMER", "deepest", "efficiency", "epilogues", "estimate", "GROUPED_WALK", "grouped_walk",
-           "range_candidates", "range_choice", "range_samples", "ranked", "round8", "swap_widths", "SWAP_M_TILES", "SWAP_DYNAMIC_MAX_M", "reduction", "splits", "SWAP_AB_ROWS", "swap_ab_config", "swap_ab_ranked",
+           "range_candidates", "range_choice", "range_samples", "ranked", "round8", "swap_widths", "SWAP_M_TILES", "SWAP_DYNAMIC_MAX_M", "SPLIT_IN_ONE_WAVE", "reduction", "splits", "SWAP_AB_ROWS", "swap_ab_config", "swap_ab_ranked",
            "FEW_CTAS", "SWAP_PANEL_ADJACENT", "SWAPPED_EFFICIENCY", "SWAP_SPLIT_ACC_MAX", "WEIGH_SWAP", "WEIGH_SWAP_DYNAMIC", "few_ctas", "swap_configs"]
