@@ -50,7 +50,8 @@ def test_the_choice_gives_a_split_the_register_epilogue_where_the_flag_is_on(spl
 def test_the_bucket_plans_the_flag_moves_are_the_down_projections_splits(monkeypatch):
     from benchmark_modules import benchmark_module
 
-    monkeypatch.setattr(gemm_dynamic, "REFINE_BUCKETS", False)  # the coarse buckets the A/B of 2026-12-07 ran
+    monkeypatch.setattr(gemm_dynamic, "REFINE_BUCKETS", False)  # the coarse buckets the A/B of 2026-12-07 ran,
+    monkeypatch.setattr(gemm_cost, "SPLIT_IN_ONE_WAVE", False)  # and its splits past one wave
     models = ["qwen2.5-7b", "gemma-2-9b", "phi-3-medium"]
     rows = benchmark_module("torch_gemm").swap_plan_rows(models, [96, 200, 400, 1200], ["off", "on"], "H100",
                                                          "split_epilogue")

@@ -302,14 +302,16 @@ terms for it (the split-K reduction's fitted rates on the last wave's tiles) do 
 (docs/sm90_gemm.md "Hybrid")."""
 
 
-SPLIT_IN_ONE_WAVE = False
+SPLIT_IN_ONE_WAVE = True
 """Whether a K split (``decompositions``) may make no more work units than SMs (``tiles x split_k <= SMs``): a split
 exists to fill idle SMs, and one of more units than SMs leaves a partial second wave. Measured through the torch op on
 an H100 (2026-12-07, ``runs/torch_gemm_swapone_h100_2026-12-07b.md`` / ``torch_gemm_final_h100_2026-12-07b.md``):
 Qwen2.5-7B down's 17..32 bucket in 64x32 swapped tiles split 3 ways (56 x 3 = 168 units on 132 SMs) ran 64.6-64.8 us
 where 64x64 split 2 ways (112 units) ran 53.3-55.7 (the estimate had them within 1 %); Phi-3-medium down's 33..64 in
-64x64 swapped /k2 (160 units) 91.0 us against /k3 unswapped (240 units, 1.8 waves) 70.0. Off until the torch op's
-A/B (``benchmarks/torch_gemm.py --split-one-wave off,on``)."""
+64x64 swapped /k2 (160 units) 91.0 us against /k3 unswapped (240 units, 1.8 waves) 70.0. On since the torch op's A/B
+on an H100 (2026-12-07, ``benchmarks/torch_gemm.py --ms 20,32,48 --projs down --split-one-wave off,on``,
+``runs/torch_gemm_splitwave_h100_2026-12-07b.md``): the five bucket plans it moved ran 1.00-1.39x faster (Qwen2.5-7B
+down at M = 20 / 32 1.26-1.28x, Phi-3-medium down at 48 1.39x), 1.00-1.01x cuBLAS after."""
 
 
 def decompositions(tiles: int, sms: int, allowed: tuple, hybrid: bool | None = None) -> tuple:
