@@ -49,8 +49,6 @@ def test_three_consumers_exact_within_the_documented_bound(case):
 def test_three_consumers_match_sdpa_at_2k_tokens(causal):
     """The torch op's kernel with three consumers at a benchmark shape (8 x 2k tokens, 32 heads, GQA 4:1) against
     SDPA's math in f32: what the timing in benchmarks/attention_sm90.py --configs consumers computes."""
-    import torch.nn.functional as F
-
     from tvm_cdna4.torch import attention_kernel
 
     problem = AttentionProblem(8, 32, 8, 2048, 2048, 64, causal=causal)
@@ -61,14 +59,7 @@ def test_three_consumers_match_sdpa_at_2k_tokens(causal):
     o, lse = torch.empty_like(q), torch.empty(s["LSE"], dtype=torch.float32, device="cuda")
     attention_kernel(q, problem, "sm90", config).launch(q, k, v, o, lse)
     torch.cuda.synchronize()
-    group = problem.heads // problem.kv_heads
-    kf, vf = (x.float().repeat_interleave(group, 1) for x in (k, v))
-    ref = F.scaled_dot_product_attention(q.float(), kf, vf, is_causal=causal)
-    scores = torch.matmul(q.float(), kf.transpose(-1, -2)) * problem.head_dim ** -0.5
-    if causal:
-        scores = scores.masked_fill(torch.ones(2048, 2048, dtype=torch.bool, device="cuda").triu(1), float("-inf"))
-    assert ((o.float() - ref).norm() / ref.norm()).item() < 1e-2
-    assert (lse - torch.logsumexp(scores, -1)).abs().max().item() < 1e-2
+    _assert_matches_sdpa(problem, q, k, v, o, lse)
 
 
 @pytest.mark.parametrize("causal", [False, True])
@@ -76,8 +67,6 @@ def test_the_torch_ops_default_at_d64_is_three_consumers_and_matches_sdpa(causal
     """``tvm_cdna4.torch.attention`` with no config at a D 64 benchmark shape (2 x 2k tokens, 32 heads, GQA 4:1): the
     cost model's plan is three consumers (``attention_cost.WEIGH_CONSUMERS``, stop 50), O and the LSE against SDPA's
     math in f32 (``benchmarks/gpu_stop45.sh attnfit``)."""
-    import torch.nn.functional as F
-
     import tvm_cdna4.torch as tt
 
     problem = AttentionProblem(2, 32, 8, 2048, 2048, 64, causal=causal)
@@ -87,11 +76,19 @@ def test_the_torch_ops_default_at_d64_is_three_consumers_and_matches_sdpa(causal
     o, lse = tt.attention(q, k, v, causal=causal, return_lse=True)
     torch.cuda.synchronize()
     assert tt.attention_kernel(q, problem).plan.config.consumers == 3
+    _assert_matches_sdpa(problem, q, k, v, o, lse)
+
+
+def _assert_matches_sdpa(problem, q, k, v, o, lse):
+    """O against SDPA's math in f32 (GQA's K / V heads repeated) and the LSE against the scores' logsumexp."""
+    import torch.nn.functional as F
+
     group = problem.heads // problem.kv_heads
     kf, vf = (x.float().repeat_interleave(group, 1) for x in (k, v))
-    ref = F.scaled_dot_product_attention(q.float(), kf, vf, is_causal=causal)
+    ref = F.scaled_dot_product_attention(q.float(), kf, vf, is_causal=problem.causal)
     scores = torch.matmul(q.float(), kf.transpose(-1, -2)) * problem.head_dim ** -0.5
-    if causal:
-        scores = scores.masked_fill(torch.ones(2048, 2048, dtype=torch.bool, device="cuda").triu(1), float("-inf"))
+    if problem.causal:
+        mask = torch.ones(problem.seq_q, problem.seq_kv, dtype=torch.bool, device="cuda").triu(1)
+        scores = scores.masked_fill(mask, float("-inf"))
     assert ((o.float() - ref).norm() / ref.norm()).item() < 1e-2
     assert (lse - torch.logsumexp(scores, -1)).abs().max().item() < 1e-2
