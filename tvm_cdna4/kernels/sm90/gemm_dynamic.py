@@ -14,9 +14,10 @@ plan that serves its range of M best (``planned_range``):
   ``sm_90a``) while ``decode_keeps`` (the target's ``DECODE_KEEPS``): measured at 1.0x torch.matmul and more at
   M <= 16 on the H100 and H200 (docs/sm90_gemm.md);
 * every other bucket: the sm90 cost model's ``Sm90Config`` for the whole range (``gemm_cost.choose_for_range``:
-  the least worst loss against each M's own best config), unswapped (``gemm_cost.WEIGH_SWAP_DYNAMIC`` off: the
-  buckets' swapped plans, ``Sm90Config.swap_ab``, timed slower through the torch op; they stay buildable, and where
-  the flag is on a bucket weighs swapped tiles of one or several tiles of M, ``gemm_cost.swap_widths``).
+  the least worst loss against each M's own best config); in the buckets up to ``gemm_cost.SWAP_DYNAMIC_MAX_M``
+  swapped ones too (``Sm90Config.swap_ab``, while ``gemm_cost.WEIGH_SWAP_DYNAMIC``: the bucket's largest M in up to
+  ``gemm_cost.SWAP_M_TILES`` tiles of M, ``gemm_cost.swap_widths``), above it unswapped (the swapped bucket plans
+  there timed slower through the torch op: docs/sm90_gemm.md "Swap AB").
 
 Why the finer buckets: this kernel's tile is right for an M when its tiles fill the SMs' waves, and that
 changes with every 1.3-2x of M (at 132 SMs); the model's worst loss over M = 17..8192 on sixteen LLM

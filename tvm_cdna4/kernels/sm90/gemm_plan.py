@@ -256,7 +256,8 @@ class Sm90Config:
     activations ``A`` its B operand, so a small M is wgmma's N (any multiple of 8) instead of padding 64-row
     instructions. ``block_m`` and ``block_n`` then tile ``C^T``: ``block_m`` over N (64 rows per wgmma per
     consumer warpgroup), ``block_n`` over M (``round_up(M, 8)`` up to 256). The cost model weighs it at a static M up
-    to 256 (``gemm_cost.WEIGH_SWAP``), not in the dynamic-M buckets (``gemm_cost.WEIGH_SWAP_DYNAMIC``)."""
+    to 256 (``gemm_cost.WEIGH_SWAP``) and in the dynamic-M buckets up to ``gemm_cost.SWAP_DYNAMIC_MAX_M``
+    (``gemm_cost.WEIGH_SWAP_DYNAMIC``)."""
 
     cluster_m: int = 1
     """CTAs per thread-block cluster along M (``CLUSTER_MS``; docs/sm90_gemm.md "Clusters"): 2 runs the kernel in
