@@ -38,15 +38,27 @@ def gemm_case(torch, fused: tuple, mnk=(4096, 4096, 4096)):
     return lambda: ops.gemm(a, b, layout="nt", **kw)
 
 
-def swapped_bucket_case(torch, mnk, adjacent: bool | None = None):
-    """The torch op with the dynamic-M buckets weighing swap AB (``gemm_cost.WEIGH_SWAP_DYNAMIC``, off by default:
-    its bucket plans timed slower; docs/sm90_gemm.md "Swap AB"): what ncu should explain. ``adjacent``: the swapped
-    plans' walk (``gemm_cost.SWAP_PANEL_ADJACENT``; None: the package's)."""
+SWAPPED_CASE_M_TILES = 4
+"""``gemm_cost.SWAP_M_TILES`` of the swapped cases (``swapped_rule``): the rule before stop 50 they were written for."""
+
+
+def swapped_rule(adjacent: bool | None = None) -> None:
+    """Every dynamic-M bucket to ``TMA_BOX_MAX`` weighs swap AB (``gemm_cost.WEIGH_SWAP_DYNAMIC``; by default only those
+    to ``SWAP_DYNAMIC_MAX_M``, in one tile of M) in up to ``SWAPPED_CASE_M_TILES`` tiles of M, as before stop 50 (its
+    several-tile bucket plans timed slower; docs/sm90_gemm.md "Swap AB"): what ncu should explain. ``adjacent``: the
+    swapped plans' walk (``gemm_cost.SWAP_PANEL_ADJACENT``; None: the package's)."""
     from tvm_cdna4.kernels.sm90 import gemm_cost
 
     gemm_cost.WEIGH_SWAP_DYNAMIC = True
+    gemm_cost.SWAP_DYNAMIC_MAX_M = gemm_cost.TMA_BOX_MAX
+    gemm_cost.SWAP_M_TILES = SWAPPED_CASE_M_TILES
     if adjacent is not None:
         gemm_cost.SWAP_PANEL_ADJACENT = adjacent
+
+
+def swapped_bucket_case(torch, mnk, adjacent: bool | None = None):
+    """The torch op under ``swapped_rule(adjacent)`` (set for the process)."""
+    swapped_rule(adjacent)
     return gemm_case(torch, (), mnk)
 
 
@@ -111,8 +123,8 @@ CASES = {
     "gemm-m768": lambda t: gemm_case(t, (), (768, 37888, 3584)),
     "gemm-m200": lambda t: gemm_case(t, (), (200, 37888, 3584)),
     "gemm-m3000-o": lambda t: gemm_case(t, (), (3000, 3584, 3584)),
-    # Qwen2.5-7B's QKV (N 4608, K 3584) at M = 200: the unswapped bucket plan, and the swapped one (64x256, 1.6x the
-    # static 64x200's time in stop 44's run); run each in its own process (the flag stays set)
+    # Qwen2.5-7B's QKV (N 4608, K 3584) at M = 200: the unswapped bucket plan, and the swapped one (128x88 over three
+    # token tiles since stop 49; 64x256 in stop 44's run, 1.6x the static 64x200's time); each in its own process
     "gemm-m200-qkv": lambda t: gemm_case(t, (), (200, 4608, 3584)),
     "gemm-m200-qkv-swapped": lambda t: swapped_bucket_case(t, (200, 4608, 3584)),
     # Qwen2.5-7B's o projection at M = 200, swapped 64x128 over two token tiles: a weight panel's two readers group_m

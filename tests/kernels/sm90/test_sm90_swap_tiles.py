@@ -137,3 +137,24 @@ def test_the_torch_benchmark_ab_runs_one_process_per_setting_and_sets_them_side_
     assert "| qwen2.5-7b | qkv | 200 | 4608 | 3584 | qkv off | qkv on | 20.0 | 16.0 | 1.25x | 18.0 | 0.90x | 1.12x | yes |" in md
     assert "| 200 | 1.25x | 1.25x | 1.25x |" in md  # on over off, per M
     capsys.readouterr()
+
+
+@pytest.mark.parametrize("adjacent, raster", [(False, "m"), (True, "n")])
+def test_the_ncu_swapped_cases_profile_swapped_plans_of_several_token_tiles(monkeypatch, adjacent, raster):
+    # ncu_cases.py gemm-m200-o-swapped-m / -n (gpu_stop45.sh swaporder-ncu) and gemm-m200-qkv-swapped: the rule they
+    # were written for (every bucket to TMA_BOX_MAX, up to four tiles of M), not the default's unswapped 193..256
+    from benchmark_modules import benchmark_module
+    from tvm_cdna4.kernels.gemm.epilogue import Fusion
+    from tvm_cdna4.kernels.sm90 import gemm_dynamic
+
+    for name in ("WEIGH_SWAP_DYNAMIC", "SWAP_DYNAMIC_MAX_M", "SWAP_M_TILES", "SWAP_PANEL_ADJACENT"):
+        monkeypatch.setattr(gemm_cost, name, getattr(gemm_cost, name))  # restored after the case's rule sets them
+    benchmark_module("ncu_cases").swapped_rule(adjacent)
+
+    def bucket_plan(N, K):
+        b = next(b for b in gemm_dynamic.dynamic_buckets(N, K, "bf16", "bf16", H100) if 200 in b)
+        return gemm_dynamic.plan_bucket(b, N, K, "bf16", "nt", "bf16", Fusion(), H100).config
+
+    o, qkv = bucket_plan(3584, 3584), bucket_plan(4608, 3584)
+    assert (o.swap_ab, o.block_m, o.block_n, o.raster) == (True, 64, 128, raster)  # two token tiles at M = 200
+    assert (qkv.swap_ab, qkv.block_m, qkv.block_n) == (True, 128, 88)  # three
