@@ -311,15 +311,16 @@ WAVE_RANKS = ("old", "new", "bucket-old", "bucket-new")
 
 def model_choices(M: int, N: int, K: int, device, **model) -> tuple:
     """The cost model's choice at a static M and for M's dynamic bucket (``choose_for_range`` over
-    ``gemm_dynamic.planned_range``: the torch op's plan), with ``gemm_cost``'s globals set to ``model`` meanwhile (the
-    model before a change: ``CANDIDATES`` without some widths, ``MAX_WAVES=0``): ((static, bucket), the bucket)."""
+    ``gemm_dynamic.planned_range`` of the problem's buckets, ``refined`` where ``REFINE_BUCKETS``: the torch op's plan),
+    with ``gemm_cost``'s globals set to ``model`` meanwhile (the model before a change: ``CANDIDATES`` without some
+    widths, ``MAX_WAVES=0``): ((static, bucket), the bucket)."""
     from tvm_cdna4.kernels.sm90 import gemm_cost, gemm_dynamic
 
-    bucket = next(b for b in gemm_dynamic.dynamic_buckets(N) if M in b)
     saved = {name: getattr(gemm_cost, name) for name in model}
     for name, value in model.items():
         setattr(gemm_cost, name, value)
     try:
+        bucket = next(b for b in gemm_dynamic.dynamic_buckets(N, K, "bf16", "bf16", device) if M in b)
         return (gemm_cost.choose_config(M, N, K, 2, device), gemm_cost.choose_for_range(
             *gemm_dynamic.planned_range(bucket), N, K, 2, device, m_max=bucket.hi)), bucket
     finally:

@@ -110,3 +110,15 @@ def test_the_sweep_times_the_new_choice_beside_the_old_and_cublas():
     assert not any(k[:2] == ("o", 3000) for k in jobs)  # one config for all four: nothing to compare (--all times it)
     table = "\n".join(sweep.wave_model_table(args))
     assert "| qwen2.5-7b | o | 768 | 3584 | 3584 | 128x192/2 tma 32.4 | 128x168/2 tma 30.0 |" in table
+
+
+def test_the_sweeps_bucket_plan_is_the_torch_ops_of_the_refined_bucket():
+    # Qwen2.5-7B's QKV at M = 3000: the coarse 2561..3072 is cut (gemm_dynamic.refined), and the bucket plan the sweep
+    # times is the one the torch op runs (gemm_dynamic.plan_bucket), not the coarse bucket's 128x256
+    from benchmark_modules import benchmark_module
+    from tvm_cdna4.kernels.sm90 import gemm_dynamic
+
+    sweep = benchmark_module("sm90_sweep")
+    (_, cfg), bucket = sweep.model_choices(3000, 4608, 3584, H100)
+    assert (bucket.lo, bucket.hi) == (2817, 3072) and (cfg.block_m, cfg.block_n) == (128, 216)
+    assert cfg == gemm_dynamic.plan_bucket(bucket, 4608, 3584, "bf16", "nt", "bf16", Fusion(), H100).config
