@@ -80,7 +80,9 @@ def replace_units(spec, sms: int):
 
 
 def _out_bytes(out: str) -> int:
-    return 4 if out == "f32" else 2
+    from .gemm_dynamic import out_bytes
+
+    return out_bytes(out)
 
 
 def _static(problem: GemmProblem) -> None:

@@ -176,9 +176,9 @@ def plan_bucket(rows: MBucket, G: int, N: int, K: int, dtype: str, out_dtype: st
         check_grouped_problem(G, N, K, dtype, layout, out_dtype)
         cfg = choose_decode(rows, N, K, dtype, layout, out_dtype, device_model(device), G)
         return plan_sm80(rows, N, K, dtype, layout, out_dtype, cfg, device.units, fusion=fusion, groups=G)
-    from .gemm_dynamic import planned_range
+    from .gemm_dynamic import out_bytes, planned_range
 
-    cfg = config or gemm_cost.choose_grouped(*planned_range(rows)[:1], G, N, K, 4 if out_dtype == "f32" else 2, device,
+    cfg = config or gemm_cost.choose_grouped(*planned_range(rows)[:1], G, N, K, out_bytes(out_dtype), device,
                                              dtype, hi=planned_range(rows)[1])
     return plan_grouped(rows, G, N, K, dtype, out_dtype, cfg, device.units, device.smem_per_unit, fusion, layout)
 
