@@ -28,7 +28,7 @@ Each row names the plan the torch op ran for M (its bucket's: the tile, ``swap``
 ``/kS`` for a K split of S slices; the JSON has the whole config). ``--plans`` prints those plans of every shape and
 M without a GPU (the cost model's bucket plans, no torch needed) and exits.
 
-``--swap-dynamic off,on``: the A/B of the swapped bucket plans (``gemm_cost.WEIGH_SWAP_DYNAMIC``, off by default): each
+``--swap-dynamic off,on``: the A/B of the swapped bucket plans (``gemm_cost.WEIGH_SWAP_DYNAMIC``; the buckets to ``SWAP_DYNAMIC_MAX_M``): each
 setting is one run of this script in its own process (the flag set before any plan is made, in its build workers
 too: the torch op's kernel cache keeps a shape's bucket plans, the build cache keys on the plan), tagged
 ``swapdyn_off`` / ``swapdyn_on``, then ``torch_gemm_swapdyn.{md,json}`` sets them side by side (each setting's
