@@ -286,7 +286,7 @@ def check_decode(m_max: int, layout: str, cfg: DecodeConfig) -> None:
     smem = cfg.smem_bytes(token_tiles(m_max))
     if smem > Device().smem:
         raise ContractError("sm80 decode GEMM config: the pipeline's stages exceed shared memory", operand="config",
-                            check="shared memory", expected=f"<= {Device().smem} B",
+                            check="parameters", expected=f"<= {Device().smem} B",
                             found=f"{smem} B at {token_tiles(m_max)} token tiles")
 
 
