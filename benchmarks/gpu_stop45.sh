@@ -294,7 +294,7 @@ print('planned:', d.planned('sm80'))" 2>&1 | tee "$OUT/m200_device.txt"
     timeout 150 python3 benchmarks/sm90_gemm.py --epilogue --out "$OUT" 2>&1 | tee "$OUT/epilogue.log" | grep -v "^{" | tail -45 ;;
   epires-ncu)  # where the residual's time goes: the three kernels' source-level stall samples [~200]
     for c in gemm-plain gemm-residual gemm-residual-preread; do ncu_case $c; done ;;
-  swaporder)  # the swapped bucket plans' walk: a weight panel's token tiles on adjacent CTAs (off: group_m apart) [~260]
+  swaporder)  # the swapped bucket plans' walk (adjacent CTAs vs group_m apart); since stop 50 (one token tile, swap to 128) it moves no plan: historical [~260]
     gpu_tests 80 "$OUT/pytest_gpu_swaporder.log" -n 8 tests/gpu/test_sm90_swap_tiles_gpu.py
     python3 -c "from tvm_cdna4.kernels import devices as d; print('planned:', d.planned('sm80'))" 2>&1 \
       | tee "$OUT/device_planned.txt"
