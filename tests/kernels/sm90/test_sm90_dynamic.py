@@ -62,6 +62,15 @@ def test_a_bucket_is_cut_at_multiples_of_cut_rows_until_its_plan_loses_at_most_r
     for x, y in zip(fine, fine[1:]):
         if x.lo > 256 and x.hi not in gemm_dynamic.EDGES and x.hi not in gemm_dynamic.BUCKET_EDGES:
             assert x.hi % gemm_dynamic.CUT_ROWS == 0  # every new edge a multiple of CUT_ROWS
+    # coalesced: two neighbouring parts of one coarse bucket with the same plan are one bucket where the joined range
+    # keeps that plan within REGRET_MAX (3 joins here: one kernel built where two were)
+    coarse_of = {b: next(c for c in gemm_dynamic.dynamic_buckets(N) if c.lo <= b.lo <= c.hi) for b in fine}
+    for x, y in zip(fine, fine[1:]):
+        if coarse_of[x] == coarse_of[y] and 16 < x.hi <= gemm_dynamic.EDGES[-1]:
+            cx, cy = (gemm_cost.range_choice(*gemm_dynamic.planned_range(b), N, K, 2, device, m_max=b.hi)[0] for b in (x, y))
+            joined = gemm_cost.range_choice(x.lo, y.hi, N, K, 2, device, m_max=y.hi)
+            assert not (cx == cy == joined[0] and joined[1] <= gemm_dynamic.REGRET_MAX), (x, y)
+    assert len(fine) < sum(len(gemm_dynamic.refined(c, N, K, "bf16", 2, device)) for c in gemm_dynamic.dynamic_buckets(N))
     b1200 = next(b for b in fine if 1200 in b)
     assert gemm_dynamic.plan_bucket(b1200, N, K, "bf16", "nt", "bf16", Fusion(), device).config == (
         gemm_cost.choose_config(1200, N, K, 2, device))

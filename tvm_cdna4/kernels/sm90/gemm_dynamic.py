@@ -85,7 +85,25 @@ def dynamic_buckets(N: int, K: int | None = None, dtype: str = "bf16", out_dtype
     coarse = buckets(m_limit(N), *EDGES)
     if K is None or device is None or not REFINE_BUCKETS:
         return coarse
-    return tuple(b for c in coarse for b in refined(c, N, K, dtype, out_bytes(out_dtype), device))
+    return tuple(b for c in coarse for b in coalesced(refined(c, N, K, dtype, out_bytes(out_dtype), device), N, K, dtype,
+                                                      out_bytes(out_dtype), device))
+
+
+def coalesced(parts: tuple[MBucket, ...], N: int, K: int, dtype: str, out_bytes: int, device) -> tuple[MBucket, ...]:
+    """``refined``'s parts of one bucket with neighbours joined where the joined range's plan is the one each part has
+    and loses at most ``REGRET_MAX`` (two halves of a cut that chose alike: one kernel built, not two)."""
+    def choice(b: MBucket):
+        return gemm_cost.range_choice(*planned_range(b), N, K, out_bytes, device, dtype, m_max=b.hi)
+
+    out = [parts[0]]
+    for b in parts[1:]:
+        joined = MBucket(out[-1].lo, b.hi)
+        cfg, loss = choice(joined)
+        if loss <= REGRET_MAX and cfg == choice(out[-1])[0] == choice(b)[0]:
+            out[-1] = joined
+        else:
+            out.append(b)
+    return tuple(out)
 
 
 def out_bytes(out_dtype: str) -> int:
@@ -127,5 +145,5 @@ def build_dynamic(N: int, K: int, dtype: str, layout: str, out_dtype: str, devic
                            "" if fusion.empty else f" epilogue {fusion.describe()}"))
 
 
-__all__ = ["CUT_ROWS", "EDGES", "REFINE_BUCKETS", "REGRET_MAX", "build_dynamic", "dynamic_buckets", "out_bytes", "plan_bucket",
+__all__ = ["CUT_ROWS", "EDGES", "REFINE_BUCKETS", "REGRET_MAX", "build_dynamic", "coalesced", "dynamic_buckets", "out_bytes", "plan_bucket",
            "planned_range", "refined"]
