@@ -373,9 +373,9 @@ print('planned:', d.planned('sm80'))" 2>&1 | tee "$OUT/m200_device.txt"
     timeout 130 python3 benchmarks/attention_sm90.py --no-sm80 --head-dims 64 --seqs 8192,32768 --configs consumers \
       --out "$OUT/attnfit_long" 2>&1 | tee "$OUT/attention_attnfit_long.log" | grep -v "^{" | tail -30 ;;
   attnitem)  # stop 50: item_overlap exact on the card, then off / on at D 128 and 64, 2k / 4k, beside cuDNN [~200]
-    gpu_tests 60 "$OUT/pytest_gpu_attnitem.log" -n 8 tests/gpu/test_sm90_attention_item_overlap_gpu.py
+    gpu_tests 75 "$OUT/pytest_gpu_attnitem.log" -n 8 tests/gpu/test_sm90_attention_item_overlap_gpu.py
     mkdir -p "$OUT/attnitem"
-    timeout 135 python3 benchmarks/attention_sm90.py --no-sm80 --head-dims 128,64 --seqs 2048,4096 --configs options \
+    timeout 120 python3 benchmarks/attention_sm90.py --no-sm80 --head-dims 128,64 --seqs 2048,4096 --configs options \
       --options item-overlap --out "$OUT/attnitem" 2>&1 | tee "$OUT/attention_attnitem.log" | grep -v "^{" | tail -40 ;;
   splitwave)  # a K split of no more units than SMs (gemm_cost.SPLIT_IN_ONE_WAVE) on / off, the down projections [~90]
     mkdir -p "$OUT/splitwave"
