@@ -7,6 +7,8 @@ backend, with the sm80-class kernel's default for context.
     python3 benchmarks/attention_sm90.py --out $OUT --configs options --quick  # the default with each of OPTIONS
     python3 benchmarks/attention_sm90.py --out $OUT --seqs 2048,4096 --configs options --options tma-buffer --no-sm80
                                                                      # persistent CTAs, O's own buffer, at 2k / 4k
+    python3 benchmarks/attention_sm90.py --out $OUT --seqs 2048,4096 --configs options --options item-overlap --no-sm80
+                                                                     # the item's edges outside ping-pong's turns
     python3 benchmarks/attention_sm90.py --out $OUT --head-dims 64 --seqs 2048,4096,16384 --configs consumers --no-sm80
                                                                      # three consumer warpgroups (192 rows) beside two
     python3 benchmarks/attention_sm90.py --out $OUT --seqs 2048,4096,16384 --torch-op --no-sm80
@@ -63,9 +65,9 @@ SWEEP = [C(kv, stages, **SCHEDULES[s]) for kv, stages in ((128, 2), (176, 2), (1
          for s in SCHEDULES]
 OPTIONS = {"split-kv": {"split_kv_barrier": True}, "tma-epilogue": {"epilogue": "tma"},
            "split-kv+tma-epilogue": {"split_kv_barrier": True, "epilogue": "tma"},
-           "tma-buffer": {"epilogue": "tma_buffer"}}
+           "tma-buffer": {"epilogue": "tma_buffer"}, "item-overlap": {"item_overlap": True}}
 """The opt-in kernel options not yet in the cost model's candidates (``Sm90AttentionConfig.split_kv_barrier``,
-``epilogue``): ``--configs options`` times each shape's default config with each of them (``--options``: those
+``epilogue``, ``item_overlap``: ping-pong configs only): ``--configs options`` times each shape's default config with each of them (``--options``: those
 named), one CTA per item and persistent (an option past the shared memory at the default's ring: the deepest ring
 that fits, ``tma-buffer`` at D 128: 2 stages); ``SWEEP`` has the first three on the D 128 default (128 keys, 3
 stages, ping-pong)."""
@@ -84,7 +86,8 @@ def option_configs(problem: AttentionProblem, default: Sm90AttentionConfig, name
     import attrs
 
     smem = DEVICES["H100"].smem_per_unit
-    base = attrs.evolve(default, split_kv_barrier=False, epilogue="registers", persistent=False, ctas=0)
+    base = attrs.evolve(default, split_kv_barrier=False, epilogue="registers", persistent=False, ctas=0,
+                        item_overlap=False)
     grids = (base, attrs.evolve(base, persistent=True, ctas=0))
     chosen = [OPTIONS[n] for n in (names or OPTIONS)]
     found = []
@@ -100,6 +103,7 @@ def config_label(c: Sm90AttentionConfig, default: Sm90AttentionConfig) -> str:
     """A column of ``--configs options`` / ``consumers``' second table: the grid, the epilogue, the split barriers, a
     ring, a tile and consumer warpgroups other than the default's."""
     return "/".join([("persistent" if c.persistent else "grid"), c.epilogue] + ["split-kv"] * c.split_kv_barrier
+                    + ["item-overlap"] * c.item_overlap
                     + [f"{c.stages} stages"] * (c.stages != default.stages)
                     + [f"{c.block_kv} keys"] * (c.block_kv != default.block_kv)
                     + [f"{c.consumers} consumers"] * (c.consumers != default.consumers))

@@ -96,6 +96,10 @@
 #               (tests/gpu/test_sm90_attention_3wg_gpu.py -k torch_ops_default) [~200]
 #   attnfit-long  D 64 at 8k and 32k tokens, 2 / 3 consumers (--configs consumers, with the model's first
 #               two-consumer config, 192 keys): the model's three there are untimed (5-11 % of its estimate ahead) [~130]
+#   attnitem    stop 50 (journal "Stop 50: attnitem"): an item's first S and last P V outside ping-pong's turns
+#               (Sm90AttentionConfig.item_overlap): tests/gpu/test_sm90_attention_item_overlap_gpu.py (exact, O and LSE;
+#               the 8 x 2k D 128 shape against SDPA), then attention_sm90.py --head-dims 128,64 --seqs 2048,4096
+#               --configs options --options item-overlap (grid / persistent, off / on, beside cuDNN) [~200]
 #
 #   bash benchmarks/gpu_stop45.sh peers partitions ncu
 if [ -f .sm90tree/sitepack/site.tar.xz ]; then  # benchmarks/pack_site.sh: the wheels installed and packed (33 of 49 MB)
@@ -368,11 +372,16 @@ print('planned:', d.planned('sm80'))" 2>&1 | tee "$OUT/m200_device.txt"
     mkdir -p "$OUT/attnfit_long"
     timeout 130 python3 benchmarks/attention_sm90.py --no-sm80 --head-dims 64 --seqs 8192,32768 --configs consumers \
       --out "$OUT/attnfit_long" 2>&1 | tee "$OUT/attention_attnfit_long.log" | grep -v "^{" | tail -30 ;;
+  attnitem)  # stop 50: item_overlap exact on the card, then off / on at D 128 and 64, 2k / 4k, beside cuDNN [~200]
+    gpu_tests 75 "$OUT/pytest_gpu_attnitem.log" -n 8 tests/gpu/test_sm90_attention_item_overlap_gpu.py
+    mkdir -p "$OUT/attnitem"
+    timeout 120 python3 benchmarks/attention_sm90.py --no-sm80 --head-dims 128,64 --seqs 2048,4096 --configs options \
+      --options item-overlap --out "$OUT/attnitem" 2>&1 | tee "$OUT/attention_attnitem.log" | grep -v "^{" | tail -40 ;;
   splitwave)  # a K split of no more units than SMs (gemm_cost.SPLIT_IN_ONE_WAVE) on / off, the down projections [~90]
     mkdir -p "$OUT/splitwave"
     timeout 120 python3 benchmarks/torch_gemm.py --ms ${SPLITWAVE_MS:-20,32,48} --projs down --split-one-wave off,on \
       --calls 20 --reps 8 --out "$OUT/splitwave" 2>&1 | tee "$OUT/torch_gemm_splitwave.log" | grep -v "^{" | tail -16 ;;
-  *) echo "unknown step $step (peers, partitions, ncu, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring, m200, epires, epires-ncu, stop49, stop49b, attn3wg, swaporder, swaporder-ncu, decode32, refine, swapone, swapcluster, attnfit, attnfit-long, splitwave)"; exit 2 ;;
+  *) echo "unknown step $step (peers, partitions, ncu, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring, m200, epires, epires-ncu, stop49, stop49b, attn3wg, swaporder, swaporder-ncu, decode32, refine, swapone, swapcluster, attnfit, attnfit-long, attnitem, splitwave)"; exit 2 ;;
   esac
 done
 cd "$OUT" && tar czf /tmp/call.tgz --exclude=call.tgz . && find . -mindepth 1 -delete && mv /tmp/call.tgz "$OUT/call.tgz"

@@ -26,7 +26,8 @@ item: ``ITEM_CLOCKS`` more each (the CTA's start, Q's and the first tile's load 
 the tensor cores wait), the CTAs spread over the SMs (one each: the ring and Q fill most of the shared
 memory) in launch order (``attention_plan.work_item``: sections of heads, longest first in each), each on the SM that frees first. ``persistent``: each CTA walks its items
 ``pid, pid + ctas, ...`` with ``PERSISTENT_ITEM_CLOCKS`` each (the next item's loads run under the last
-one's O store) and ``ITEM_CLOCKS`` once; the busiest CTA's sum. ``epilogue="tma"`` adds
+one's O store) and ``ITEM_CLOCKS`` once; the busiest CTA's sum (``item_overlap``: ``ITEM_OVERLAP_CLOCKS`` less an
+item, where ``WEIGH_ITEM_OVERLAP``). ``epilogue="tma"`` adds
 ``TMA_EPILOGUE_ITEM_CLOCKS`` to ``ITEM_CLOCKS`` and ``PERSISTENT_ITEM_CLOCKS`` alike (the bulk store's read of the Q
 tile waited for before the CTA retires or Q is released). The fitted values are effective rates, not
 measured costs of their parts: eight of them over eight shapes, ``EXPOSED`` of the plain schedule at its cap of
@@ -41,6 +42,8 @@ from __future__ import annotations
 
 import heapq
 import itertools
+
+import attrs
 
 from ...errors import ContractError
 from ..attention.problem import AttentionProblem, kv_full_tiles_for, workgroup_tiles
@@ -112,6 +115,16 @@ CONSUMER_SCHEDULES = {3: ((True, True),)}
 ``SCHEDULES``): three consumers were timed with ping-pong only; the plain and overlap-only schedules there are
 untimed (their ring shortfall a prior)."""
 
+WEIGH_ITEM_OVERLAP = False
+"""Whether ``candidates`` weighs ``Sm90AttentionConfig.item_overlap`` (each ping-pong config of a persistent grid with
+it too) and ``estimate`` takes ``ITEM_OVERLAP_CLOCKS`` off its items: off until the H100's pairs (``benchmarks/
+gpu_stop45.sh attnitem``) are fitted; off, the choice of before."""
+ITEM_OVERLAP_CLOCKS = 600
+"""A persistent CTA's clocks an item that ``item_overlap`` saves (``PERSISTENT_ITEM_CLOCKS`` less it): a prior, not a
+fit. Without it, warpgroup 0's first ``S`` of an item waits for the last warpgroup to have issued the item before's
+epilogue and the next item's start: the static count at D 128 (docs/sm90_attention.md, "The item's edges"), about
+420 instructions a warp with two of them ``ex2`` / ``lg2`` and 34 stores, some 400-700 clocks of idle tensor cores."""
+
 TILES = (64, 128, 176, 192)
 SCHEDULES = ((False, False), (True, False), (True, True))
 WEIGHED_EPILOGUES = ("registers", "tma")
@@ -137,6 +150,8 @@ def candidates(problem: AttentionProblem, smem_bytes: int):
                                         epilogue=epilogue, consumers=consumers)
                 if registers(problem, c) <= REGS[consumers][1] and fits(problem, c, smem_bytes):
                     out.append(c)
+                    if WEIGH_ITEM_OVERLAP and pingpong and persistent:
+                        out.append(attrs.evolve(c, item_overlap=True))
     return out
 
 
@@ -183,6 +198,8 @@ def estimate(problem: AttentionProblem, config: Sm90AttentionConfig, sms: int | 
     heads = problem.batch * problem.heads
     more = TMA_EPILOGUE_ITEM_CLOCKS[problem.head_dim] if config.epilogue == "tma" else 0
     item, persistent_item = ITEM_CLOCKS + more, PERSISTENT_ITEM_CLOCKS + more
+    if WEIGH_ITEM_OVERLAP and config.item_overlap:
+        persistent_item -= ITEM_OVERLAP_CLOCKS
     if len(per_block) * heads > SIMULATED_ITEMS:  # many short items: the average (the schedule's tail is small)
         extra = persistent_item if config.persistent else item
         return (sum(per_block) + extra * len(per_block)) * heads / sms + max(per_block) + ITEM_CLOCKS
@@ -207,7 +224,7 @@ def choose(problem: AttentionProblem, sms: int | None = None, smem_bytes: int | 
     return min(found, key=lambda c: estimate(problem, c, sms))
 
 
-__all__ = ["CONSUMER_EXPOSED", "CONSUMER_SCHEDULES", "PINGPONG_LAG", "WEIGH_CONSUMERS", "WEIGHED_EPILOGUES", "EXPOSED", "FITTED", "ITEM_CLOCKS", "MASK_COST", "OPTION_RATES", "PERSISTENT_ITEM_CLOCKS",
+__all__ = ["ITEM_OVERLAP_CLOCKS", "WEIGH_ITEM_OVERLAP", "CONSUMER_EXPOSED", "CONSUMER_SCHEDULES", "PINGPONG_LAG", "WEIGH_CONSUMERS", "WEIGHED_EPILOGUES", "EXPOSED", "FITTED", "ITEM_CLOCKS", "MASK_COST", "OPTION_RATES", "PERSISTENT_ITEM_CLOCKS",
            "MUFU_PER_CLK", "RING_CLOCKS", "SCHEDULES", "SPLIT_BARRIER_CLOCKS", "TENSOR_EFFICIENCY", "TILES",
            "TILE_CLOCKS", "TMA_EPILOGUE_ITEM_CLOCKS", "TMA_EPILOGUE_TILE_CLOCKS", "candidates", "choose",
            "estimate", "registers", "ring_shortfall", "tile_clocks"]

@@ -34,7 +34,7 @@ from ...tirx_private import transpile_once
 from ..attention.problem import kv_full_tiles_for, kv_tiles_for
 from ..sm80.gemm_emit_epilogue import TIR_OPS
 from .attention_epilogue import (FULL, exponent_offset, finish, finish_buffered, finish_tma, release_q, row_of,
-                                 score_scale, swizzled_word)
+                                 row_total, score_scale, swizzled_word)
 from .attention_plan import STAGED_EPILOGUES, TRANSPOSERS, Sm90AttentionPlan, work_item
 from .gemm_emit import L2_PROMOTION_256B, SWIZZLE_128B
 from .gemm_epilogue import EPILOGUE_BARRIER
@@ -506,12 +506,10 @@ def overlapped_loop(p, MB, rg, ops, n_kv, n_full):
     # P V is in the tensor cores; pingpong: each warpgroup's GEMM issues in turns with the other's (named
     # barriers), so one's softmax runs under the other's GEMMs. The ring advanced before each S: tile j's the
     # current slot, tile j - 1's the previous one; once more after the last P V
-    if I.constexpr(p.config.pingpong):
+    if I.constexpr(p.config.pingpong and not p.config.item_overlap):
         if rg.wg == p.consumers - 1:  # warpgroup 0 issues first: its predecessor's arrival
             T.ptx["bar.arrive"](T.Cast("uint32", order_barrier(p)), T.uint32(2 * WARPGROUP))
-    ordered(p, rg)
-    issue_s(p, MB, rg, ops)
-    hand_over(p, rg, False)
+    edge_turn(p, MB, rg, ops, False)
     scores_ready(p, rg, 0)
     if I.constexpr(p.early_q_release):  # the item's last S retired: Q released
         if n_kv == 1:
@@ -536,11 +534,39 @@ def overlapped_loop(p, MB, rg, ops, n_kv, n_full):
             softmax(p, rg)
             pv_retired(p, MB, rg, PREVIOUS)
             rescale_pack(p, rg)
-    ordered(p, rg)
-    issue_pv(p, MB, rg, ops, CURRENT)
-    hand_over(p, rg, True)
+    edge_turn(p, MB, rg, ops, True)
+    if I.constexpr(p.config.item_overlap):  # the row sums while the last P V runs (FA3's finalize)
+        for h in T.unroll(2):
+            row_total(p, rg, h)
     pv_retired(p, MB, rg, CURRENT)
     advance(p, rg.ring)
+
+
+@T.macro
+def edge_turn(p, MB, rg, ops, last):
+    # an item's first S (``last`` False) or last P V (True): a turn of ping-pong's round robin, or
+    # (``item_overlap``) issued outside it, as FA3 issues them
+    if I.constexpr(not p.config.item_overlap):
+        ordered(p, rg)
+    if I.constexpr(last):
+        issue_pv(p, MB, rg, ops, CURRENT)
+    else:
+        issue_s(p, MB, rg, ops)
+    if I.constexpr(not p.config.item_overlap):
+        hand_over(p, rg, last)
+
+
+@T.macro
+def first_turn(p, rg, end):
+    # ``item_overlap``: the round robin's first arrival once a CTA (warpgroup 0's first turn), before the items; at
+    # the end (``end``) warpgroup 0 takes the last warpgroup's arrival after its last turn (none left pending)
+    if I.constexpr(p.config.item_overlap):
+        if I.constexpr(end):
+            if rg.wg == 0:
+                T.ptx["bar.sync"](T.Cast("uint32", order_barrier(p)), T.uint32(2 * WARPGROUP))
+        else:
+            if rg.wg == p.consumers - 1:
+                T.ptx["bar.arrive"](T.Cast("uint32", order_barrier(p)), T.uint32(2 * WARPGROUP))
 
 
 def kv_tiles(p: Sm90AttentionPlan, q0):
@@ -598,9 +624,11 @@ def consumer(p, SMH, MB, args, maps, pid, wg, t):
     ring = T.alloc_tensor(ty_args=[T.Tensor((RING,), "uint32", scope="local", layout="default")])
     for k in T.unroll(RING):
         ring[k] = T.uint32(0)
+    first_turn(p, Regs(s, pa, pw, o, row, ring, 0, 0, 0, wg, t), False)
     for i in range(p.items_of(pid)):
         consumer_item(p, SMH, MB, args, maps, ops, Regs(s, pa, pw, o, row, ring, *item_of(p, pid + i * p.ctas), wg, t),
                       i)
+    first_turn(p, Regs(s, pa, pw, o, row, ring, 0, 0, 0, wg, t), True)
     if I.constexpr(c.epilogue in STAGED_EPILOGUES):
         if t == 0:
             T.ptx["cp.async.bulk.wait_group"](0)  # the last item's O stores are done before the CTA exits

@@ -8,6 +8,7 @@ buffer's next use. ``release_q``: Q's "empty" arrival (``plan.early_q_release``:
 
 from __future__ import annotations
 
+from tvm_tirx.script import ir as I
 from tvm_tirx.script import tirx as T
 
 from ..attention.problem import LN2
@@ -62,7 +63,8 @@ def finish(p, args, rg):
     # the row sums over the quad, O / l packed and stored (rows inside the sequence), LSE by the quad's first
     word = T.alloc_tensor(ty_args=[T.Tensor((1,), "uint32", scope="local", layout="default")])
     for h in T.unroll(2):
-        row_total(p, rg, h)
+        if I.constexpr(not p.config.item_overlap):  # (item_overlap: taken under the last P V, ``overlapped_loop``)
+            row_total(p, rg, h)
         if row_of(p, rg, h) < p.problem.seq_q:
             for dn in T.unroll(p.problem.head_dim // 8):
                 T.ptx[p.pack_instr](word[0], rg.o[dn * 4 + 2 * h + 1] * rg.row[4 + h], rg.o[dn * 4 + 2 * h] * rg.row[4 + h])
@@ -114,7 +116,8 @@ def stage_o(p, SW, word, args, rg, base):
     # the row sums over the quad, O / l packed into the warpgroup's rows of the Q-shaped tile at element ``base``
     # (``o_word``), LSE of the rows inside the sequence
     for h in T.unroll(2):
-        row_total(p, rg, h)
+        if I.constexpr(not p.config.item_overlap):
+            row_total(p, rg, h)
         for dn in T.unroll(p.problem.head_dim // 8):
             T.ptx[p.pack_instr](word[0], rg.o[dn * 4 + 2 * h + 1] * rg.row[4 + h], rg.o[dn * 4 + 2 * h] * rg.row[4 + h])
             SW[o_word(p, rg, h, dn, base)] = word[0]

@@ -174,6 +174,14 @@ class Sm90AttentionConfig:
     producer's issue, the softmax's latency) spread over half as much work again; ``setmaxnreg`` caps the consumers
     at ``REGS[3]``. 16-bit inputs at head dim <= ``WIDE_HEAD_DIM``, with ``block_kv`` whose ``registers`` fit."""
 
+    item_overlap: bool = False
+    """Ping-pong's round robin at the loop's joint issues only (FA3's ``warp_scheduler_barrier``, ``hopper/
+    mainloop_fwd_sm90_tma_gmma_ws.hpp``): an item's first ``S`` and last ``P V`` issued outside the turns, the first
+    turn's arrival once a CTA (not once an item), the row sums (``attention_epilogue.row_total``) taken while the last
+    ``P V`` runs. A warpgroup then starts its next item (its first ``S`` and softmax) under the others' last ``P V`` and
+    epilogue; False: each item's first turn waits for the last warpgroup to have finished the item before (its
+    epilogue and item start). Needs ``pingpong``."""
+
     @property
     def block_q(self) -> int:
         """The query rows of a work item: ``consumers x WGMMA_M``."""
@@ -206,6 +214,10 @@ class Sm90AttentionConfig:
         if self.pingpong and not self.overlap:
             bad("pingpong", "the warpgroups take turns at the overlapped loop's GEMM issues", "overlap=True with "
                 "pingpong=True", (self.overlap, self.pingpong))
+        if not isinstance(self.item_overlap, bool) or (self.item_overlap and not self.pingpong):
+            bad("item_overlap", "the item's first S and last P V outside ping-pong's turns (the turns there are none "
+                "without it)", "item_overlap=True with pingpong=True (and overlap=True)",
+                (self.pingpong, self.item_overlap))
         self.check_consumers(problem, bad)
         need = smem_for(problem, self)
         if need > smem_bytes:
