@@ -14,6 +14,7 @@ pytestmark = pytest.mark.cuda(arch="sm_90a")  # the project plugin (tvm_cdna4.te
 from tvm_cdna4.kernels import attention  # noqa: E402
 from tvm_cdna4.kernels.attention.problem import AttentionProblem  # noqa: E402
 from tvm_cdna4.kernels.sm90.attention_plan import Sm90AttentionConfig as C  # noqa: E402
+from attention_gpu import assert_matches_sdpa, random_qkv  # noqa: E402
 
 PINGPONG = {"overlap": True, "pingpong": True}
 CASES = [
@@ -53,13 +54,11 @@ def test_three_consumers_match_sdpa_at_2k_tokens(causal):
 
     problem = AttentionProblem(8, 32, 8, 2048, 2048, 64, causal=causal)
     config = C(128, 3, **PINGPONG, persistent=True, consumers=3)
-    gen = torch.Generator(device="cuda").manual_seed(1)
-    s = problem.shapes()
-    q, k, v = (torch.randn(s[n], generator=gen, device="cuda").to(torch.bfloat16) for n in ("Q", "K", "V"))
-    o, lse = torch.empty_like(q), torch.empty(s["LSE"], dtype=torch.float32, device="cuda")
+    q, k, v = random_qkv(problem, 1, torch)
+    o, lse = torch.empty_like(q), torch.empty(problem.shapes()["LSE"], dtype=torch.float32, device="cuda")
     attention_kernel(q, problem, "sm90", config).launch(q, k, v, o, lse)
     torch.cuda.synchronize()
-    _assert_matches_sdpa(problem, q, k, v, o, lse)
+    assert_matches_sdpa(problem, q, k, v, o, lse, torch)
 
 
 @pytest.mark.parametrize("causal", [False, True])
@@ -70,25 +69,8 @@ def test_the_torch_ops_default_at_d64_is_three_consumers_and_matches_sdpa(causal
     import tvm_cdna4.torch as tt
 
     problem = AttentionProblem(2, 32, 8, 2048, 2048, 64, causal=causal)
-    gen = torch.Generator(device="cuda").manual_seed(2)
-    s = problem.shapes()
-    q, k, v = (torch.randn(s[n], generator=gen, device="cuda").to(torch.bfloat16) for n in ("Q", "K", "V"))
+    q, k, v = random_qkv(problem, 2, torch)
     o, lse = tt.attention(q, k, v, causal=causal, return_lse=True)
     torch.cuda.synchronize()
     assert tt.attention_kernel(q, problem).plan.config.consumers == 3
-    _assert_matches_sdpa(problem, q, k, v, o, lse)
-
-
-def _assert_matches_sdpa(problem, q, k, v, o, lse):
-    """O against SDPA's math in f32 (GQA's K / V heads repeated) and the LSE against the scores' logsumexp."""
-    import torch.nn.functional as F
-
-    group = problem.heads // problem.kv_heads
-    kf, vf = (x.float().repeat_interleave(group, 1) for x in (k, v))
-    ref = F.scaled_dot_product_attention(q.float(), kf, vf, is_causal=problem.causal)
-    scores = torch.matmul(q.float(), kf.transpose(-1, -2)) * problem.head_dim ** -0.5
-    if problem.causal:
-        mask = torch.ones(problem.seq_q, problem.seq_kv, dtype=torch.bool, device="cuda").triu(1)
-        scores = scores.masked_fill(mask, float("-inf"))
-    assert ((o.float() - ref).norm() / ref.norm()).item() < 1e-2
-    assert (lse - torch.logsumexp(scores, -1)).abs().max().item() < 1e-2
+    assert_matches_sdpa(problem, q, k, v, o, lse, torch)

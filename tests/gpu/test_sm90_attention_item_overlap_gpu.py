@@ -15,6 +15,7 @@ pytestmark = pytest.mark.cuda(arch="sm_90a")  # the project plugin (tvm_cdna4.te
 from tvm_cdna4.kernels import attention  # noqa: E402
 from tvm_cdna4.kernels.attention.problem import AttentionProblem  # noqa: E402
 from tvm_cdna4.kernels.sm90.attention_plan import Sm90AttentionConfig as C  # noqa: E402
+from attention_gpu import assert_matches_sdpa, random_qkv  # noqa: E402
 
 EDGES = {"overlap": True, "pingpong": True, "item_overlap": True}
 CASES = [
@@ -46,22 +47,12 @@ def test_item_overlap_exact_within_the_documented_bound(case):
 def test_item_overlap_matches_sdpa_at_the_benchmark_shape(causal):
     """8 x 2k tokens, 16 heads, D 128 (the worst shape of ``runs/attention_sm90_attnfit_h100_2026-12-07b.json``), the
     default's tile and ring with ``item_overlap``: O and the LSE against SDPA's math in f32."""
-    import torch.nn.functional as F
-
     from tvm_cdna4.torch import attention_kernel
 
     problem = AttentionProblem(8, 16, 16, 2048, 2048, 128, causal=causal)
     config = C(128, 3, **EDGES, persistent=True)
-    gen = torch.Generator(device="cuda").manual_seed(3)
-    s = problem.shapes()
-    q, k, v = (torch.randn(s[n], generator=gen, device="cuda").to(torch.bfloat16) for n in ("Q", "K", "V"))
-    o, lse = torch.empty_like(q), torch.empty(s["LSE"], dtype=torch.float32, device="cuda")
+    q, k, v = random_qkv(problem, 3, torch)
+    o, lse = torch.empty_like(q), torch.empty(problem.shapes()["LSE"], dtype=torch.float32, device="cuda")
     attention_kernel(q, problem, "sm90", config).launch(q, k, v, o, lse)
     torch.cuda.synchronize()
-    ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)
-    scores = torch.matmul(q.float(), k.float().transpose(-1, -2)) * problem.head_dim ** -0.5
-    if causal:
-        mask = torch.ones(problem.seq_q, problem.seq_kv, dtype=torch.bool, device="cuda").triu(1)
-        scores = scores.masked_fill(mask, float("-inf"))
-    assert ((o.float() - ref).norm() / ref.norm()).item() < 1e-2
-    assert (lse - torch.logsumexp(scores, -1)).abs().max().item() < 1e-2
+    assert_matches_sdpa(problem, q, k, v, o, lse, torch)

@@ -1,0 +1,24 @@
+"""Shared by the sm90 attention GPU tests (tests/gpu): a problem's random bf16 Q, K, V on the GPU, and the check of an
+``(O, LSE)`` against SDPA's math in f32 (GQA's K / V heads repeated) and the scores' logsumexp."""
+
+
+def random_qkv(problem, seed: int, torch):
+    """Q, K, V of ``problem``'s shapes, standard normal in bfloat16 on the GPU (``seed``)."""
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    s = problem.shapes()
+    return tuple(torch.randn(s[n], generator=gen, device="cuda").to(torch.bfloat16) for n in ("Q", "K", "V"))
+
+
+def assert_matches_sdpa(problem, q, k, v, o, lse, torch) -> None:
+    """O within 1 % (relative Frobenius) of SDPA's f32 math, the LSE within 1e-2 of the scores' logsumexp."""
+    import torch.nn.functional as F
+
+    group = problem.heads // problem.kv_heads
+    kf, vf = (x.float().repeat_interleave(group, 1) for x in (k, v))
+    ref = F.scaled_dot_product_attention(q.float(), kf, vf, is_causal=problem.causal)
+    scores = torch.matmul(q.float(), kf.transpose(-1, -2)) * problem.head_dim ** -0.5
+    if problem.causal:
+        mask = torch.ones(problem.seq_q, problem.seq_kv, dtype=torch.bool, device="cuda").triu(1)
+        scores = scores.masked_fill(mask, float("-inf"))
+    assert ((o.float() - ref).norm() / ref.norm()).item() < 1e-2
+    assert (lse - torch.logsumexp(scores, -1)).abs().max().item() < 1e-2
