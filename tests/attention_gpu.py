@@ -22,3 +22,15 @@ def assert_matches_sdpa(problem, q, k, v, o, lse, torch) -> None:
         scores = scores.masked_fill(mask, float("-inf"))
     assert ((o.float() - ref).norm() / ref.norm()).item() < 1e-2
     assert (lse - torch.logsumexp(scores, -1)).abs().max().item() < 1e-2
+
+
+def assert_exact_on_the_card(problem, config, seed: int) -> None:
+    """The sm90 kernel of ``config`` run through the torch op's launcher on the GPU, validated against the problem's
+    float64 reference within its documented bound (``kernels.attention.validate``)."""
+    from functools import partial
+
+    from tvm_cdna4.kernels import attention
+    from tvm_cdna4.torch import run_attention
+
+    v = attention.validate(problem, "sm90", config, seed=seed, run=partial(run_attention, target="sm90", config=config))
+    assert v.ok and v.where == "the NVIDIA GPU", v

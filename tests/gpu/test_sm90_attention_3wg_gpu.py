@@ -4,17 +4,15 @@ lengths 1, 130, 3000, causal and not, GQA, Sq != Skv, f16, 64- and 128-key tiles
 the options; beside them the same shapes with two consumers, and the torch op against SDPA. Skipped without such a
 GPU (``benchmarks/gpu_stop45.sh attn3wg``)."""
 
-from functools import partial
 
 import pytest
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.cuda(arch="sm_90a")  # the project plugin (tvm_cdna4.testing)
 
-from tvm_cdna4.kernels import attention  # noqa: E402
 from tvm_cdna4.kernels.attention.problem import AttentionProblem  # noqa: E402
 from tvm_cdna4.kernels.sm90.attention_plan import Sm90AttentionConfig as C  # noqa: E402
-from attention_gpu import assert_matches_sdpa, random_qkv  # noqa: E402
+from attention_gpu import assert_exact_on_the_card, assert_matches_sdpa, random_qkv  # noqa: E402
 
 PINGPONG = {"overlap": True, "pingpong": True}
 CASES = [
@@ -39,11 +37,7 @@ CASES = [
 
 @pytest.mark.parametrize("case", range(len(CASES)))
 def test_three_consumers_exact_within_the_documented_bound(case):
-    from tvm_cdna4.torch import run_attention
-
-    problem, config = CASES[case]
-    v = attention.validate(problem, "sm90", config, seed=case, run=partial(run_attention, target="sm90", config=config))
-    assert v.ok and v.where == "the NVIDIA GPU", v
+    assert_exact_on_the_card(*CASES[case], seed=case)
 
 
 @pytest.mark.parametrize("causal", [False, True])

@@ -5,17 +5,15 @@ many items of unequal lengths (the warpgroups a turn apart across items), the TM
 (8 x 2k tokens, D 128, causal) against SDPA's math. Skipped without such a GPU (``benchmarks/gpu_stop45.sh
 attnitem``)."""
 
-from functools import partial
 
 import pytest
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.cuda(arch="sm_90a")  # the project plugin (tvm_cdna4.testing)
 
-from tvm_cdna4.kernels import attention  # noqa: E402
 from tvm_cdna4.kernels.attention.problem import AttentionProblem  # noqa: E402
 from tvm_cdna4.kernels.sm90.attention_plan import Sm90AttentionConfig as C  # noqa: E402
-from attention_gpu import assert_matches_sdpa, random_qkv  # noqa: E402
+from attention_gpu import assert_exact_on_the_card, assert_matches_sdpa, random_qkv  # noqa: E402
 
 EDGES = {"overlap": True, "pingpong": True, "item_overlap": True}
 CASES = [
@@ -36,11 +34,7 @@ CASES = [
 
 @pytest.mark.parametrize("case", range(len(CASES)))
 def test_item_overlap_exact_within_the_documented_bound(case):
-    from tvm_cdna4.torch import run_attention
-
-    problem, config = CASES[case]
-    v = attention.validate(problem, "sm90", config, seed=case, run=partial(run_attention, target="sm90", config=config))
-    assert v.ok and v.where == "the NVIDIA GPU", v
+    assert_exact_on_the_card(*CASES[case], seed=case)
 
 
 @pytest.mark.parametrize("causal", [False, True])
