@@ -9,6 +9,8 @@ backend, with the sm80-class kernel's default for context.
                                                                      # persistent CTAs, O's own buffer, at 2k / 4k
     python3 benchmarks/attention_sm90.py --out $OUT --seqs 2048,4096 --configs options --options item-overlap --no-sm80
                                                                      # the item's edges outside ping-pong's turns
+    python3 benchmarks/attention_sm90.py --out $OUT --seqs 2048,4096 --configs options --options zigzag,fold --no-sm80
+                                                                     # the persistent CTAs' walks (zig-zag, fold)
     python3 benchmarks/attention_sm90.py --out $OUT --head-dims 64 --seqs 2048,4096,16384 --configs consumers --no-sm80
                                                                      # three consumer warpgroups (192 rows) beside two
     python3 benchmarks/attention_sm90.py --out $OUT --seqs 2048,4096,16384 --torch-op --no-sm80
@@ -65,9 +67,10 @@ SWEEP = [C(kv, stages, **SCHEDULES[s]) for kv, stages in ((128, 2), (176, 2), (1
          for s in SCHEDULES]
 OPTIONS = {"split-kv": {"split_kv_barrier": True}, "tma-epilogue": {"epilogue": "tma"},
            "split-kv+tma-epilogue": {"split_kv_barrier": True, "epilogue": "tma"},
-           "tma-buffer": {"epilogue": "tma_buffer"}, "item-overlap": {"item_overlap": True}}
+           "tma-buffer": {"epilogue": "tma_buffer"}, "item-overlap": {"item_overlap": True},
+           "zigzag": {"walk": "zigzag"}, "fold": {"walk": "fold"}}
 """The opt-in kernel options not yet in the cost model's candidates (``Sm90AttentionConfig.split_kv_barrier``,
-``epilogue``, ``item_overlap``: ping-pong configs only): ``--configs options`` times each shape's default config with each of them (``--options``: those
+``epilogue``, ``item_overlap``: ping-pong configs only; ``walk``: persistent only): ``--configs options`` times each shape's default config with each of them (``--options``: those
 named), one CTA per item and persistent (an option past the shared memory at the default's ring: the deepest ring
 that fits, ``tma-buffer`` at D 128: 2 stages); ``SWEEP`` has the first three on the D 128 default (128 keys, 3
 stages, ping-pong)."""
@@ -87,7 +90,7 @@ def option_configs(problem: AttentionProblem, default: Sm90AttentionConfig, name
 
     smem = DEVICES["H100"].smem_per_unit
     base = attrs.evolve(default, split_kv_barrier=False, epilogue="registers", persistent=False, ctas=0,
-                        item_overlap=False)
+                        item_overlap=False, walk="round_robin")
     grids = (base, attrs.evolve(base, persistent=True, ctas=0))
     chosen = [OPTIONS[n] for n in (names or OPTIONS)]
     found = []
@@ -104,6 +107,7 @@ def config_label(c: Sm90AttentionConfig, default: Sm90AttentionConfig) -> str:
     ring, a tile and consumer warpgroups other than the default's."""
     return "/".join([("persistent" if c.persistent else "grid"), c.epilogue] + ["split-kv"] * c.split_kv_barrier
                     + ["item-overlap"] * c.item_overlap
+                    + [c.walk] * (c.walk != "round_robin")
                     + [f"{c.stages} stages"] * (c.stages != default.stages)
                     + [f"{c.block_kv} keys"] * (c.block_kv != default.block_kv)
                     + [f"{c.consumers} consumers"] * (c.consumers != default.consumers))
@@ -226,6 +230,7 @@ def main(argv=None) -> int:
     ap.add_argument("--seqs", default="", help="comma-separated tokens a sequence (default: SEQS; --quick: 4k, 16k)")
     ap.add_argument("--options", default="", help="--configs options: comma-separated OPTIONS names (default: all)")
     ap.add_argument("--no-sm80", action="store_true", help="leave out the sm80-class kernel's default")
+    ap.add_argument("--causal-only", action="store_true", help="the causal shapes only")
     ap.add_argument("--torch-op", action="store_true", help="time tvm_cdna4.torch.attention too (16-bit inputs)")
     ap.add_argument("--fp8", action="store_true", help="e4m3 Q, K, V at D 128 (SDPA timed on their bf16 values)")
     ap.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) - 2))
@@ -245,6 +250,7 @@ def main(argv=None) -> int:
 
     ints = lambda text: tuple(int(x) for x in text.split(",") if x)  # noqa: E731
     timed = problems(args.quick, args.fp8, ints(args.head_dims), ints(args.seqs))
+    timed = [p for p in timed if p.causal or not args.causal_only]
     configs = {p: [default_config(p)] for p in timed}
     if args.configs == "sweep":
         for p in timed:

@@ -100,6 +100,10 @@
 #               (Sm90AttentionConfig.item_overlap): tests/gpu/test_sm90_attention_item_overlap_gpu.py (exact, O and LSE;
 #               the 8 x 2k D 128 shape against SDPA), then attention_sm90.py --head-dims 128,64 --seqs 2048,4096
 #               --configs options --options item-overlap (grid / persistent, off / on, beside cuDNN) [~200]
+#   attnzigzag  stop 50 (journal "Stop 50: attnzigzag"): the persistent CTAs' walks (Sm90AttentionConfig.walk: zigzag,
+#               fold): tests/gpu/test_sm90_attention_walk_gpu.py (exact, O and LSE; 8 x 2k D 128 causal against SDPA),
+#               then attention_sm90.py --head-dims 128,64 --seqs 2048,4096 --causal-only --configs options --options
+#               zigzag,fold (grid / persistent round robin / zigzag / fold beside cuDNN) [~190]
 #
 #   bash benchmarks/gpu_stop45.sh peers partitions ncu
 if [ -f .sm90tree/sitepack/site.tar.xz ]; then  # benchmarks/pack_site.sh: the wheels installed and packed (33 of 49 MB)
@@ -377,11 +381,17 @@ print('planned:', d.planned('sm80'))" 2>&1 | tee "$OUT/m200_device.txt"
     mkdir -p "$OUT/attnitem"
     timeout 120 python3 benchmarks/attention_sm90.py --no-sm80 --head-dims 128,64 --seqs 2048,4096 --configs options \
       --options item-overlap --out "$OUT/attnitem" 2>&1 | tee "$OUT/attention_attnitem.log" | grep -v "^{" | tail -40 ;;
+  attnzigzag)  # stop 50: the persistent walks exact on the card, then grid / round robin / zigzag / fold, causal [~190]
+    gpu_tests 70 "$OUT/pytest_gpu_attnzigzag.log" -n 8 tests/gpu/test_sm90_attention_walk_gpu.py
+    mkdir -p "$OUT/attnzigzag"
+    timeout 115 python3 benchmarks/attention_sm90.py --no-sm80 --head-dims 128,64 --seqs 2048,4096 --causal-only \
+      --configs options --options zigzag,fold --out "$OUT/attnzigzag" 2>&1 | tee "$OUT/attention_attnzigzag.log" \
+      | grep -v "^{" | tail -40 ;;
   splitwave)  # a K split of no more units than SMs (gemm_cost.SPLIT_IN_ONE_WAVE) on / off, the down projections [~90]
     mkdir -p "$OUT/splitwave"
     timeout 120 python3 benchmarks/torch_gemm.py --ms ${SPLITWAVE_MS:-20,32,48} --projs down --split-one-wave off,on \
       --calls 20 --reps 8 --out "$OUT/splitwave" 2>&1 | tee "$OUT/torch_gemm_splitwave.log" | grep -v "^{" | tail -16 ;;
-  *) echo "unknown step $step (peers, partitions, ncu, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring, m200, epires, epires-ncu, stop49, stop49b, attn3wg, swaporder, swaporder-ncu, decode32, refine, swapone, swapcluster, attnfit, attnfit-long, attnitem, splitwave)"; exit 2 ;;
+  *) echo "unknown step $step (peers, partitions, ncu, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring, m200, epires, epires-ncu, stop49, stop49b, attn3wg, swaporder, swaporder-ncu, decode32, refine, swapone, swapcluster, attnfit, attnfit-long, attnitem, splitwave, attnzigzag)"; exit 2 ;;
   esac
 done
 cd "$OUT" && tar czf /tmp/call.tgz --exclude=call.tgz . && find . -mindepth 1 -delete && mv /tmp/call.tgz "$OUT/call.tgz"

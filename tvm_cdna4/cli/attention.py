@@ -67,6 +67,10 @@ def add_attention_parser(subparsers) -> argparse.ArgumentParser:
                    help="sm90, ping-pong: an item's first S and last P V outside the warpgroups' turns, so that "
                         "one starts its next item under the others' last P V and epilogue "
                         "(Sm90AttentionConfig.item_overlap) (default: the cost model's)")
+    p.add_argument("--walk", metavar="ORDER",
+                   help="sm90, --persistent: the order the CTAs take the work items in (Sm90AttentionConfig.walk, "
+                        "WALKS): round_robin, zigzag or fold (a long and a short query block in turn) (default: the "
+                        "cost model's)")
     p.add_argument("--consumers", type=positive_int,
                    help="sm90: consumer warpgroups of 64 query rows (Sm90AttentionConfig.consumers: 2, or 3 at head dim "
                         "64, the tile no wider than their registers fit unless --block-kv) (default: the cost model's)")
@@ -108,7 +112,7 @@ def problem_of(args):
                             dtype=args.dtype, scale=args.scale)
 
 
-CONFIG_FIELDS = ("block_q", "block_kv", "stages", "epilogue", "persistent", "consumers", "item_overlap")
+CONFIG_FIELDS = ("block_q", "block_kv", "stages", "epilogue", "persistent", "consumers", "item_overlap", "walk")
 """The config fields the options set by name (``--block-q`` ...; ``--persistent`` / ``--no-persistent``)."""
 
 

@@ -25,7 +25,7 @@ A work item's clocks are its tiles' (``workgroup_tiles``: causal, the tiles belo
 item: ``ITEM_CLOCKS`` more each (the CTA's start, Q's and the first tile's load latency, the O store while
 the tensor cores wait), the CTAs spread over the SMs (one each: the ring and Q fill most of the shared
 memory) in launch order (``attention_plan.work_item``: sections of heads, longest first in each), each on the SM that frees first. ``persistent``: each CTA walks its items
-``pid, pid + ctas, ...`` with ``PERSISTENT_ITEM_CLOCKS`` each (the next item's loads run under the last
+``pid, pid + ctas, ...`` (or by its ``walk``: ``attention_plan.cta_loads``) with ``PERSISTENT_ITEM_CLOCKS`` each (the next item's loads run under the last
 one's O store) and ``ITEM_CLOCKS`` once; the busiest CTA's sum (``item_overlap``: ``ITEM_OVERLAP_CLOCKS`` less an
 item, where ``WEIGH_ITEM_OVERLAP``). ``epilogue="tma"`` adds
 ``TMA_EPILOGUE_ITEM_CLOCKS`` to ``ITEM_CLOCKS`` and ``PERSISTENT_ITEM_CLOCKS`` alike (the bulk store's read of the Q
@@ -48,8 +48,9 @@ import attrs
 from ...errors import ContractError
 from ..attention.problem import AttentionProblem, kv_full_tiles_for, workgroup_tiles
 from ..devices import DEVICES
-from .attention_plan import (CONSUMER_REGS, CONSUMERS, REGISTER_SLACK, REGS, Sm90AttentionConfig, deepest,  # noqa: F401
-                             registers, section_heads, work_item)  # re-exported: CONSUMER_REGS, REGISTER_SLACK (moved)
+from .attention_plan import (CONSUMER_REGS, CONSUMERS, REGISTER_SLACK, REGS, WALKS,  # noqa: F401
+                             Sm90AttentionConfig, cta_loads, deepest, item_weights, registers, section_heads,
+                             work_item)  # re-exported: CONSUMER_REGS, REGISTER_SLACK (moved)
 from .gemm_cost import TENSOR_FLOPS_PER_CLK, TENSOR_RATE, WGMMA_FULL_N
 
 MUFU_PER_CLK = 16
@@ -125,6 +126,14 @@ fit. Without it, warpgroup 0's first ``S`` of an item waits for the last warpgro
 epilogue and the next item's start: the static count at D 128 (docs/sm90_attention.md, "The item's edges"), about
 420 instructions a warp with two of them ``ex2`` / ``lg2`` and 34 stores, some 400-700 clocks of idle tensor cores."""
 
+WEIGH_WALKS = False
+"""Whether ``candidates`` weighs the persistent grid's other walks (``attention_plan.WALKS``: each persistent config
+with ``"zigzag"`` and ``"fold"`` too; ``estimate`` weighs every config's busiest CTA by its walk, ``cta_loads``): off
+until the H100's timings of them (``benchmarks/gpu_stop45.sh attnzigzag``) are in; off, the choice of before. On, 10 of
+the benchmark's 32 shapes (16k tokens at 2k-16k a sequence) move, all causal, to a persistent walk, 1-3 % less
+estimated: D 128 MHA 2k from one CTA an item to ``"fold"``, GQA 4k-16k to ``"zigzag"``; D 64 (three consumers) MHA
+2k / 4k and GQA 4k-16k to ``"zigzag"``, GQA 2k to ``"fold"`` (a near tie)."""
+
 TILES = (64, 128, 176, 192)
 SCHEDULES = ((False, False), (True, False), (True, True))
 WEIGHED_EPILOGUES = ("registers", "tma")
@@ -152,6 +161,8 @@ def candidates(problem: AttentionProblem, smem_bytes: int):
                     out.append(c)
                     if WEIGH_ITEM_OVERLAP and pingpong and persistent:
                         out.append(attrs.evolve(c, item_overlap=True))
+                    if WEIGH_WALKS and persistent:
+                        out += [attrs.evolve(c, walk=w) for w in WALKS[1:]]
     return out
 
 
@@ -203,16 +214,13 @@ def estimate(problem: AttentionProblem, config: Sm90AttentionConfig, sms: int | 
     if len(per_block) * heads > SIMULATED_ITEMS:  # many short items: the average (the schedule's tail is small)
         extra = persistent_item if config.persistent else item
         return (sum(per_block) + extra * len(per_block)) * heads / sms + max(per_block) + ITEM_CLOCKS
-    section = section_heads(problem)
-    order = [per_block[work_item(u, len(per_block), heads, section)[1]] for u in range(len(per_block) * heads)]
     if not config.persistent:  # the block scheduler: each CTA, in launch order, on the SM that frees first
         free = [0.0] * sms
-        for clocks in order:
+        for clocks in item_weights(problem, per_block):
             heapq.heapreplace(free, free[0] + clocks + item)
         return max(free)
-    items = [c + persistent_item for c in order]
-    ctas = min(len(items), config.ctas or sms)
-    return ITEM_CLOCKS + max(sum(items[k::ctas]) for k in range(ctas))
+    ctas = min(len(per_block) * heads, config.ctas or sms)
+    return ITEM_CLOCKS + max(cta_loads(problem, [c + persistent_item for c in per_block], ctas, config.walk))
 
 
 def choose(problem: AttentionProblem, sms: int | None = None, smem_bytes: int | None = None) -> Sm90AttentionConfig:
@@ -224,7 +232,7 @@ def choose(problem: AttentionProblem, sms: int | None = None, smem_bytes: int | 
     return min(found, key=lambda c: estimate(problem, c, sms))
 
 
-__all__ = ["ITEM_OVERLAP_CLOCKS", "WEIGH_ITEM_OVERLAP", "CONSUMER_EXPOSED", "CONSUMER_SCHEDULES", "PINGPONG_LAG", "WEIGH_CONSUMERS", "WEIGHED_EPILOGUES", "EXPOSED", "FITTED", "ITEM_CLOCKS", "MASK_COST", "OPTION_RATES", "PERSISTENT_ITEM_CLOCKS",
+__all__ = ["ITEM_OVERLAP_CLOCKS", "WEIGH_ITEM_OVERLAP", "WEIGH_WALKS", "CONSUMER_EXPOSED", "CONSUMER_SCHEDULES", "PINGPONG_LAG", "WEIGH_CONSUMERS", "WEIGHED_EPILOGUES", "EXPOSED", "FITTED", "ITEM_CLOCKS", "MASK_COST", "OPTION_RATES", "PERSISTENT_ITEM_CLOCKS",
            "MUFU_PER_CLK", "RING_CLOCKS", "SCHEDULES", "SPLIT_BARRIER_CLOCKS", "TENSOR_EFFICIENCY", "TILES",
            "TILE_CLOCKS", "TMA_EPILOGUE_ITEM_CLOCKS", "TMA_EPILOGUE_TILE_CLOCKS", "candidates", "choose",
            "estimate", "registers", "ring_shortfall", "tile_clocks"]

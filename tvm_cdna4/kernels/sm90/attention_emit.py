@@ -161,16 +161,21 @@ def tma_load(SMH, offset, tensor_map, c0, c1, c2, mbar):
     T.ptx[TMA_LOAD_3D](T.cuda.cvta_generic_to_shared(SMH.ptr_to([offset])), T.address_of(tensor_map), c0, c1, c2, mbar)
 
 
+ITEM_OPS = (T.min, T.truncdiv, T.truncmod)
+"""(min, div, mod) of TIR expressions: ``work_item``'s and ``Sm90AttentionPlan.item_index``'s ``ops``."""
+
+
 def item_of(p: Sm90AttentionPlan, u):
     """(batch, head, first query row) of work item ``u`` (``attention_plan.work_item``: sections of batch x heads
     sharing L2, longest query blocks first in each)."""
-    bh, qb = work_item(u, p.q_blocks, p.heads_total, p.section_heads, (T.min, T.truncdiv, T.truncmod))
+    bh, qb = work_item(u, p.q_blocks, p.heads_total, p.section_heads, ITEM_OPS)
     return T.truncdiv(bh, p.problem.heads), T.truncmod(bh, p.problem.heads), qb * p.block_q
 
 
 @T.macro
 def producer(p, SMH, MB, maps, pid, tid):
-    # the CTA's items pid, pid + ctas, ...; ring: the ring's state (``RING``), its current slot the next kv tile's.
+    # the CTA's items (``Sm90AttentionPlan.item_index``: pid, pid + ctas, ... by the round robin); ring: the ring's
+    # state (``RING``), its current slot the next kv tile's.
     # Thread 0 issues the loads; fp8, the warpgroup's warps 1-3 transpose V in the same loop (one program order for
     # the warpgroup: on the GPU warp 0 runs ahead, the emulator's lockstep runs it as written)
     ring = T.alloc_tensor(ty_args=[T.Tensor((RING,), "uint32", scope="local", layout="default")])
@@ -179,7 +184,7 @@ def producer(p, SMH, MB, maps, pid, tid):
     for k in T.unroll(RING):
         ring[k] = T.uint32(0)
     for i in range(p.items_of(pid)):
-        producer_item(p, SMH, SW, MB, maps, item_of(p, pid + i * p.ctas), i, ring, tid)
+        producer_item(p, SMH, SW, MB, maps, item_of(p, p.item_index(pid, i, ITEM_OPS)), i, ring, tid)
 
 
 @T.macro
@@ -626,8 +631,8 @@ def consumer(p, SMH, MB, args, maps, pid, wg, t):
         ring[k] = T.uint32(0)
     first_turn(p, Regs(s, pa, pw, o, row, ring, 0, 0, 0, wg, t), False)
     for i in range(p.items_of(pid)):
-        consumer_item(p, SMH, MB, args, maps, ops, Regs(s, pa, pw, o, row, ring, *item_of(p, pid + i * p.ctas), wg, t),
-                      i)
+        item = item_of(p, p.item_index(pid, i, ITEM_OPS))
+        consumer_item(p, SMH, MB, args, maps, ops, Regs(s, pa, pw, o, row, ring, *item, wg, t), i)
     first_turn(p, Regs(s, pa, pw, o, row, ring, 0, 0, 0, wg, t), True)
     if I.constexpr(c.epilogue in STAGED_EPILOGUES):
         if t == 0:

@@ -8,8 +8,9 @@ module decides how an sm_90a CTA computes them. Pure Python (attrs): no TIRx.
 ``block_q`` rows, batch x head), in sections of ``section_heads`` batch x heads whose K and V fit
 ``L2_SECTION_BYTES`` (``work_item``): a section's items run before the next section's, within it the longest
 query blocks first (causal: the last block runs the most kv tiles), so that the CTAs running at once read the K
-and V of a few heads from L2 rather than of every head from DRAM; one CTA per item, or (``persistent``) one per SM walking the items ``pid, pid + ctas, ...``
-with the mbarrier ring running on from one item into the next. Warpgroup 0 the producer (``setmaxnreg.dec`` to
+and V of a few heads from L2 rather than of every head from DRAM; one CTA per item, or (``persistent``) one per SM
+walking the items ``pid, pid + ctas, ...`` (or by ``Sm90AttentionConfig.walk``: ``WALKS``) with the mbarrier ring
+running on from one item into the next. Warpgroup 0 the producer (``setmaxnreg.dec`` to
 ``REGS``' first count; one thread issues every TMA load), warpgroups 1 .. ``consumers`` the consumers
 (``setmaxnreg.inc`` to its second), each owning 64 query rows (one ``wgmma`` M): ``block_q`` = 128 rows with the
 default ``CONSUMERS``, 192 with three (``Sm90AttentionConfig.consumers``, D 64: FA3's tile there). The sm90 GEMM's
@@ -61,6 +62,8 @@ next use) and ``LSE = (m c + log2 l) ln 2`` per row by the quad's first thread.
 """
 
 from __future__ import annotations
+
+import operator
 
 import attrs
 
@@ -135,6 +138,78 @@ def section_heads(problem: AttentionProblem) -> int:
     return min(1 << (fit.bit_length() - 1), problem.batch * problem.kv_heads) * group
 
 
+WALKS = ("round_robin", "zigzag", "fold")
+"""``Sm90AttentionConfig.walk``: how persistent CTAs take the work items (``work_item``'s order: sections of batch x
+heads, the longest query blocks first within each), in rounds of ``ctas`` walk positions (``walk_item``):
+``"round_robin"``, CTA ``pid`` position ``pid`` of every round, the position the item; ``"zigzag"``, the
+boustrophedon, ``pid`` in the even rounds and ``ctas - 1 - pid`` in the odd ones (a round's longest item then the next
+round's shortest: balanced where the order is longest first throughout, not where sections of several rounds each
+start long again); ``"fold"``, positions taken two at a time (``2 pid, 2 pid + 1`` of a round of ``2 ctas``) over each
+section's list folded (``fold_item``: its longest, its shortest, its second longest, ...), so that every CTA runs
+pairs of a long query block and a short one of one section (causal: about equal pairs). Each CTA's kv tiles:
+``cta_loads``."""
+PY_OPS = (min, operator.floordiv, operator.mod)
+"""(min, div, mod) of ints: ``work_item``'s, ``fold_item``'s and ``walk_item``'s ``ops`` in Python."""
+
+
+def walk_position(pid, i, ctas: int, walk: str, ops=PY_OPS):
+    """The walk position of persistent CTA ``pid``'s ``i``-th item by ``walk`` (``WALKS``): ints or TIR expressions
+    (``ops``: ``T.min``, ``T.truncdiv``, ``T.truncmod``; ``pid`` and ``i`` are never negative)."""
+    _, div, mod = ops
+    if walk == "zigzag":
+        return i * ctas + pid + mod(i, 2) * (ctas - 1 - 2 * pid)
+    if walk == "fold":
+        return 2 * (pid + div(i, 2) * ctas) + mod(i, 2)
+    return pid + i * ctas
+
+
+def walk_items(pid, items: int, ctas: int, walk: str):
+    """The work items CTA ``pid`` of ``ctas`` walks by ``walk`` (``walk_position`` below ``items``; an int or TIR
+    expression): each of its positions of a round below ``items`` (by ``"zigzag"``, the last round's first CTAs where
+    it is even, its last where it is odd)."""
+    if walk == "fold":
+        return (items - 1 - 2 * pid) // (2 * ctas) + (items - 2 - 2 * pid) // (2 * ctas) + 2
+    mirrored = walk == "zigzag" and items // ctas % 2 == 1
+    return (items - 1 - (ctas - 1 - pid if mirrored else pid)) // ctas + 1
+
+
+def fold_item(v, q_blocks: int, heads_total: int, section: int, ops=PY_OPS):
+    """The work item (``work_item``'s index) at position ``v`` of the ``"fold"`` walk: within each section's
+    ``width x q_blocks`` items (``work_item``), position ``2 k`` its item ``k`` and ``2 k + 1`` its item ``width x
+    q_blocks - 1 - k`` (a permutation of the section)."""
+    minimum, div, mod = ops
+    per = section * q_blocks
+    first = div(v, per) * section
+    width = section if heads_total % section == 0 else minimum(section, heads_total - first)
+    r = mod(v, per)
+    k = div(r, 2)
+    return v - r + k + mod(r, 2) * (width * q_blocks - 1 - 2 * k)
+
+
+def walk_item(pid, i, ctas: int, walk: str, q_blocks: int, heads_total: int, section: int, ops=PY_OPS):
+    """The work item (``work_item``'s index) persistent CTA ``pid`` runs ``i``-th by ``walk``: its ``walk_position``,
+    through ``fold_item`` for ``"fold"``."""
+    v = walk_position(pid, i, ctas, walk, ops)
+    return fold_item(v, q_blocks, heads_total, section, ops) if walk == "fold" else v
+
+
+def cta_loads(problem: AttentionProblem, per_block, ctas: int, walk: str) -> list:
+    """Each of ``ctas`` persistent CTAs' sum of ``per_block`` (a weight a query block: kv tiles, clocks) over the
+    items it walks by ``walk`` (``walk_item``), in its order of items; ``max`` over ``sum / ctas``: the busiest CTA's
+    excess."""
+    q_blocks, heads = len(per_block), problem.batch * problem.heads
+    section, items = section_heads(problem), len(per_block) * heads
+    return [sum(per_block[work_item(walk_item(pid, i, ctas, walk, q_blocks, heads, section), q_blocks, heads,
+                                    section)[1]] for i in range(walk_items(pid, items, ctas, walk)))
+            for pid in range(ctas)]
+
+
+def item_weights(problem: AttentionProblem, per_block) -> list:
+    """``per_block`` (a weight a query block: kv tiles, clocks) of each work item, in ``work_item``'s order."""
+    heads, section = problem.batch * problem.heads, section_heads(problem)
+    return [per_block[work_item(u, len(per_block), heads, section)[1]] for u in range(len(per_block) * heads)]
+
+
 @attrs.frozen
 class Sm90AttentionConfig:
     """The sm90 attention kernel's choices: ``block_kv`` keys per K / V tile (a multiple of 16, at most
@@ -153,7 +228,8 @@ class Sm90AttentionConfig:
     GEMMs."""
     persistent: bool = False
     """One CTA per SM (``ctas``: at most that many), each walking the work items (query block, batch x head)
-    ``pid, pid + ctas, ...`` (``work_item``'s order), the ring continuing from one item into the next: the producer loads
+    ``pid, pid + ctas, ...`` (``work_item``'s order; ``walk``: other orders), the ring continuing from one item into
+    the next: the producer loads
     the next item's Q and K / V while the consumers store the last one's O. False: one CTA per item."""
     ctas: int = 0
     """``persistent``: the CTAs (0: one per SM)."""
@@ -181,6 +257,10 @@ class Sm90AttentionConfig:
     ``P V`` runs. A warpgroup then starts its next item (its first ``S`` and softmax) under the others' last ``P V`` and
     epilogue; False: each item's first turn waits for the last warpgroup to have finished the item before (its
     epilogue and item start). Needs ``pingpong``."""
+    walk: str = "round_robin"
+    """``persistent``: the order the CTAs take the work items in (``WALKS``: ``"round_robin"``, ``pid, pid + ctas,
+    ...``; ``"zigzag"``; ``"fold"``, a long and a short query block of a section in turn); each CTA's kv tiles:
+    ``cta_loads``."""
 
     @property
     def block_q(self) -> int:
@@ -218,6 +298,9 @@ class Sm90AttentionConfig:
             bad("item_overlap", "the item's first S and last P V outside ping-pong's turns (the turns there are none "
                 "without it)", "item_overlap=True with pingpong=True (and overlap=True)",
                 (self.pingpong, self.item_overlap))
+        if self.walk not in WALKS or (self.walk != WALKS[0] and not self.persistent):
+            bad("walk", "the order persistent CTAs take the work items in (one CTA an item has none)",
+                f"one of {WALKS}, other than {WALKS[0]!r} only with persistent=True", (self.persistent, self.walk))
         self.check_consumers(problem, bad)
         need = smem_for(problem, self)
         if need > smem_bytes:
@@ -320,8 +403,13 @@ class Sm90AttentionPlan(PlanRecord, family="attention"):
         return self.q_blocks * self.heads_total
 
     def items_of(self, pid):
-        """The work items CTA ``pid`` walks: ``pid, pid + ctas, ...`` below ``items`` (an int or TIR expression)."""
-        return (self.items - 1 - pid) // self.ctas + 1
+        """The work items CTA ``pid`` walks (``walk_items``: ``pid, pid + ctas, ...`` below ``items`` by the round
+        robin; an int or TIR expression)."""
+        return walk_items(pid, self.items, self.ctas, self.config.walk)
+
+    def item_index(self, pid, i, ops=PY_OPS):
+        """The work item (``work_item``'s index) CTA ``pid`` runs ``i``-th (``walk_item``; ``ops``: ``walk_item``'s)."""
+        return walk_item(pid, i, self.ctas, self.config.walk, self.q_blocks, self.heads_total, self.section_heads, ops)
 
     @property
     def block_q(self) -> int:
@@ -471,4 +559,5 @@ def estimate_tiles(problem: AttentionProblem, config: Sm90AttentionConfig) -> in
 __all__ = ["BLOCK_Q", "COLUMNS", "CONSUMERS", "CONSUMER_REGS", "EPILOGUES", "REGISTER_FILE", "REGISTER_SLACK", "REGS",
            "WIDE_HEAD_DIM", "registers", "widest_tile", "STAGED_EPILOGUES", "FP8_BLOCK_KV", "FP8_HEAD_DIM", "L2_SECTION_BYTES", "PRODUCER_REGS",
            "SMEM_DTYPES", "STORAGE", "Sm90AttentionConfig", "Sm90AttentionPlan", "TRANSPOSERS", "deepest", "estimate_tiles",
-           "plan_sm90_attention", "section_heads", "smem_for", "tiles_per_stage", "work_item"]
+           "plan_sm90_attention", "section_heads", "smem_for", "tiles_per_stage", "work_item", "PY_OPS", "WALKS",
+           "cta_loads", "fold_item", "item_weights", "walk_item", "walk_items", "walk_position"]
