@@ -5,16 +5,15 @@ items (partial last rounds both ways), ``item_overlap`` on and off, the TMA epil
 tokens, D 128, causal MHA) against SDPA's math. Skipped without such a GPU (``benchmarks/gpu_stop45.sh
 attnzigzag``)."""
 
-from functools import partial
 
 import pytest
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.cuda(arch="sm_90a")  # the project plugin (tvm_cdna4.testing)
 
-from tvm_cdna4.kernels import attention  # noqa: E402
 from tvm_cdna4.kernels.attention.problem import AttentionProblem  # noqa: E402
 from tvm_cdna4.kernels.sm90.attention_plan import Sm90AttentionConfig as C  # noqa: E402
+from attention_gpu import assert_exact_on_the_card, assert_matches_sdpa, random_qkv  # noqa: E402
 
 PP = {"overlap": True, "pingpong": True, "persistent": True}
 EDGES = {**PP, "item_overlap": True}
@@ -37,11 +36,7 @@ CASES = [
 
 @pytest.mark.parametrize("case", range(len(CASES)))
 def test_walk_exact_within_the_documented_bound(case):
-    from tvm_cdna4.torch import run_attention
-
-    problem, config = CASES[case]
-    v = attention.validate(problem, "sm90", config, seed=case, run=partial(run_attention, target="sm90", config=config))
-    assert v.ok and v.where == "the NVIDIA GPU", v
+    assert_exact_on_the_card(*CASES[case], seed=case)
 
 
 @pytest.mark.parametrize("walk", ["zigzag", "fold"])
@@ -49,21 +44,12 @@ def test_walk_matches_sdpa_at_the_benchmark_shape(walk):
     """8 x 2k tokens, 16 heads, D 128, causal MHA (the round robin's busiest CTA 15 % over the mean there,
     ``attention_plan.cta_loads``), the default's tile and ring on persistent CTAs by ``walk``: O and the LSE against
     SDPA's math in f32."""
-    import torch.nn.functional as F
-
     from tvm_cdna4.torch import attention_kernel
 
     problem = AttentionProblem(8, 16, 16, 2048, 2048, 128, causal=True)
     config = C(128, 3, **PP, walk=walk)
-    gen = torch.Generator(device="cuda").manual_seed(5)
-    s = problem.shapes()
-    q, k, v = (torch.randn(s[n], generator=gen, device="cuda").to(torch.bfloat16) for n in ("Q", "K", "V"))
-    o, lse = torch.empty_like(q), torch.empty(s["LSE"], dtype=torch.float32, device="cuda")
+    q, k, v = random_qkv(problem, 5, torch)
+    o, lse = torch.empty_like(q), torch.empty(problem.shapes()["LSE"], dtype=torch.float32, device="cuda")
     attention_kernel(q, problem, "sm90", config).launch(q, k, v, o, lse)
     torch.cuda.synchronize()
-    ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=True)
-    scores = torch.matmul(q.float(), k.float().transpose(-1, -2)) * problem.head_dim ** -0.5
-    mask = torch.ones(problem.seq_q, problem.seq_kv, dtype=torch.bool, device="cuda").triu(1)
-    scores = scores.masked_fill(mask, float("-inf"))
-    assert ((o.float() - ref).norm() / ref.norm()).item() < 1e-2
-    assert (lse - torch.logsumexp(scores, -1)).abs().max().item() < 1e-2
+    assert_matches_sdpa(problem, q, k, v, o, lse, torch)

@@ -16,9 +16,9 @@ from tvm_cdna4.kernels.sm90.attention_cost import choose as default_config
 from tvm_cdna4.kernels.sm90 import attention_plan
 from tvm_cdna4.kernels.sm90.attention_plan import (BLOCK_Q, Sm90AttentionConfig, Sm90AttentionPlan, plan_sm90_attention,
                                                   section_heads, work_item)
+from sm90_attention_checks import check_emulated
 
 C = Sm90AttentionConfig
-EMULATOR = "the CUDA emulator (no GPU runner)"
 CASES = {
     # one query block of 70 rows over 200 keys: causal (the diagonal tile masked), GQA 2:1, the tail past Skv
     "causal, GQA 2:1, 70 queries over 200 keys, D 64, ping-pong": (AttentionProblem(1, 2, 1, 70, 200, 64, causal=True),
@@ -83,10 +83,9 @@ SLOW_CASES = {
 
 
 def _check(problem, config):
-    v = attention.validate(problem, "sm90", config)
-    assert v.ok and v.where == EMULATOR, v
-    assert v.o_ratio > 0 or problem.seq_kv == 1  # not vacuous: P and O round to 16 bits
-    return v
+    return check_emulated(problem, config, lse=False)  # some of these cases' LSE rounds exactly
+
+
 
 
 @pytest.mark.parametrize("name", CASES)

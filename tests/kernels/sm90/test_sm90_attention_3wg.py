@@ -17,9 +17,9 @@ from tvm_cdna4.kernels.sm90 import attention_cost
 from tvm_cdna4.kernels.sm90.attention_plan import (CONSUMERS, REGISTER_FILE, REGS, WIDE_HEAD_DIM,
                                                   Sm90AttentionConfig, plan_sm90_attention, registers)
 from tvm_cdna4.kernels.sm90.gemm_plan import WARPGROUP, WGMMA_M
+from sm90_attention_checks import check_emulated
 
 C = Sm90AttentionConfig
-EMULATOR = "the CUDA emulator (no GPU runner)"
 CASES = {
     # 200 queries: two 192-row blocks (the second 8 rows), causal (the first block's 192 rows over two 128-key tiles,
     # both masked: the diagonal crosses them), GQA 2:1, the tail past Skv; the three warpgroups' turns in ping-pong
@@ -53,22 +53,17 @@ SLOW_CASES = {
 }
 
 
-def _check(problem, config):
-    v = attention.validate(problem, "sm90", config)
-    assert v.ok and v.where == EMULATOR, v
-    assert (v.o_ratio > 0 or problem.seq_kv == 1) and v.lse_ratio > 0  # not vacuous: P and O round to 16 bits
-    return v
 
 
 @pytest.mark.parametrize("name", CASES)
 def test_three_consumers_emulated_within_the_bound(name):
-    _check(*CASES[name])
+    check_emulated(*CASES[name])
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", SLOW_CASES)
 def test_three_consumers_more_shapes_within_the_bound(name):
-    _check(*SLOW_CASES[name])
+    check_emulated(*SLOW_CASES[name])
 
 
 def test_the_register_split_fills_the_register_file_within_setmaxnreg():
