@@ -39,6 +39,11 @@ CASES = {
         AttentionProblem(1, 2, 1, 250, 250, 128, causal=True), C(128, 2, **PP, ctas=3, walk="zigzag")),
     "fold, D 128, 3 CTAs, item_overlap, causal, GQA 2:1, 250 tokens": (
         AttentionProblem(1, 2, 1, 250, 250, 128, causal=True), C(128, 2, **PP, ctas=3, walk="fold", item_overlap=True)),
+    # three consumers' round robin with turns in every item (2 tiles of 64 keys each: 100 keys), item_overlap: 4 items
+    # over 3 CTAs, round 1 (odd) of one item, the last CTA's (its arrivals and waits over two items)
+    "zigzag, three consumers, item_overlap, 3 CTAs, causal, 2 x 200 over 100, D 64": (
+        AttentionProblem(2, 1, 1, 200, 100, 64, causal=True),
+        C(64, 2, **PP, ctas=3, consumers=3, walk="zigzag", item_overlap=True)),
 }
 SLOW_CASES = {
     # three consumers (192 rows): 9 items (3 query blocks x 3 heads) over 5 CTAs, round 1 (odd) of 4 items, the last
@@ -75,6 +80,29 @@ def test_each_walk_runs_every_item_once(walk, q_blocks, heads, section):
     per = section * q_blocks
     folded = [fold_item(v, q_blocks, heads, section) for v in range(items)]
     assert all(v // per == u // per for v, u in enumerate(folded))
+
+
+def test_the_emitted_index_maps_are_the_python_ones():
+    """The kernel's walk is ``walk_items`` / ``walk_item`` over TIR expressions (``attention_emit.ITEM_OPS``: truncating
+    division, and ``//`` a floor division on ``pid``): at every CTA and item they fold to the Python maps' ints, so the
+    permutation checked above is the one the producer and the consumers run (partial last rounds, narrower sections)."""
+    from tvm_tirx import tirx as tir
+
+    from tvm_cdna4.kernels.sm90.attention_emit import ITEM_OPS
+
+    def const(v):
+        return tir.const(v, "int32")
+
+    for walk in WALKS:
+        for q_blocks, heads, section in [(3, 5, 5), (3, 7, 2), (2, 3, 3), (5, 6, 4)]:
+            items = q_blocks * heads
+            for ctas in sorted({1, 2, 4, items // 2, items - 1, items}):
+                for pid in range(ctas):
+                    count = walk_items(pid, items, ctas, walk)
+                    assert int(walk_items(const(pid), items, ctas, walk)) == count, (walk, items, ctas, pid)
+                    for i in range(count):
+                        got = walk_item(const(pid), const(i), ctas, walk, q_blocks, heads, section, ITEM_OPS)
+                        assert int(got) == walk_item(pid, i, ctas, walk, q_blocks, heads, section), (walk, ctas, pid, i)
 
 
 def test_the_zigzag_and_fold_orders():

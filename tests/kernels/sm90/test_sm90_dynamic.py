@@ -78,6 +78,28 @@ def test_a_bucket_is_cut_at_multiples_of_cut_rows_until_its_plan_loses_at_most_r
     assert gemm_dynamic.dynamic_buckets(N, K, "bf16", "bf16", device) == gemm_dynamic.dynamic_buckets(N)
 
 
+@pytest.mark.parametrize("N, K, out_dtype", [(3584, 18944, "bf16"), (4608, 3584, "f32"), (5120, 5120, "bf16")])
+def test_a_coalesced_bucket_runs_the_plan_each_of_its_parts_had(N, K, out_dtype):
+    """``coalesced`` joins only ``refined``'s neighbouring parts of one coarse bucket: every bucket is a run of whole
+    parts, and a joined one's plan (``plan_bucket``: its config, its epilogue) is the one each part had (Qwen2.5-7B
+    down, its QKV with f32 out, Phi-3 o on the H100: 5, 4 and 1 joins)."""
+    device = devices.DEVICES["H100"]
+    fine, joins = gemm_dynamic.dynamic_buckets(N, K, "bf16", out_dtype, device), 0
+
+    def config(b):
+        return gemm_dynamic.plan_bucket(b, N, K, "bf16", "nt", out_dtype, Fusion(), device).config
+
+    for coarse in gemm_dynamic.dynamic_buckets(N):
+        parts = gemm_dynamic.refined(coarse, N, K, "bf16", gemm_dynamic.out_bytes(out_dtype), device)
+        edges = {p.hi for p in parts}
+        for b in (b for b in fine if coarse.lo <= b.lo <= coarse.hi):
+            assert b.hi in edges and (b.lo == coarse.lo or b.lo - 1 in edges), (coarse, b)
+            inside = [p for p in parts if b.lo <= p.lo and p.hi <= b.hi]
+            joins += len(inside) - 1
+            assert all(config(p) == config(b) for p in inside), (b, inside)
+    assert joins == {3584: 5, 4608: 4, 5120: 1}[N]
+
+
 def test_without_decode_keeps_the_first_bucket_runs_the_sm90_kernel(monkeypatch):
     monkeypatch.setattr(gemm_target, "DECODE_KEEPS", False)
     p = gemm.plan(LLAMA, "sm90", m=3)

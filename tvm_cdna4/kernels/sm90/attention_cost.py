@@ -92,8 +92,8 @@ to +1 % not causal), -113 at D 128, both within the noise of one replay median a
 (``SPLIT_BARRIER_CLOCKS``, 0, kept for the fit)."""
 SPLIT_BARRIER_CLOCKS = {64: 0, 128: 0}
 SIMULATED_ITEMS = 8192
-"""The most work items whose schedule ``estimate`` simulates (the block scheduler's, or the persistent CTAs'
-round robin); more: their average over the SMs plus the longest."""
+"""The most work items whose schedule ``estimate`` simulates (the block scheduler's, or the persistent CTAs' walk:
+``cta_loads``); more: their average over the SMs plus the longest, every ``walk`` alike."""
 WEIGH_CONSUMERS = True
 """Whether ``candidates`` weighs three consumer warpgroups (``Sm90AttentionConfig.consumers``, 192-row blocks at D
 64) beside two: on since ``CONSUMER_EXPOSED[3]`` was fitted (the H100 timed three faster than two on every D 64 shape
@@ -128,8 +128,9 @@ epilogue and the next item's start: the static count at D 128 (docs/sm90_attenti
 
 WEIGH_WALKS = False
 """Whether ``candidates`` weighs the persistent grid's other walks (``attention_plan.WALKS``: each persistent config
-with ``"zigzag"`` and ``"fold"`` too; ``estimate`` weighs every config's busiest CTA by its walk, ``cta_loads``): off
-until the H100's timings of them (``benchmarks/gpu_stop45.sh attnzigzag``) are in; off, the choice of before. On, 10 of
+with ``"zigzag"`` and ``"fold"`` too; ``estimate`` weighs every config's busiest CTA by its walk, ``cta_loads``, up to
+``SIMULATED_ITEMS`` items): off until the H100's timings of them (``benchmarks/gpu_stop45.sh attnzigzag``) are in;
+off, the choice of before. On, 10 of
 the benchmark's 32 shapes (16k tokens at 2k-16k a sequence) move, all causal, to a persistent walk, 1-3 % less
 estimated: D 128 MHA 2k from one CTA an item to ``"fold"``, GQA 4k-16k to ``"zigzag"``; D 64 (three consumers) MHA
 2k / 4k and GQA 4k-16k to ``"zigzag"``, GQA 2k to ``"fold"`` (a near tie)."""
