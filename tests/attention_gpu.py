@@ -34,3 +34,14 @@ def assert_exact_on_the_card(problem, config, seed: int) -> None:
 
     v = attention.validate(problem, "sm90", config, seed=seed, run=partial(run_attention, target="sm90", config=config))
     assert v.ok and v.where == "the NVIDIA GPU", v
+
+
+def assert_kernel_matches_sdpa(problem, config, seed: int, torch) -> None:
+    """The sm90 kernel of ``config`` launched on ``random_qkv(problem, seed)``, then ``assert_matches_sdpa``."""
+    from tvm_cdna4.torch import attention_kernel
+
+    q, k, v = random_qkv(problem, seed, torch)
+    o, lse = torch.empty_like(q), torch.empty(problem.shapes()["LSE"], dtype=torch.float32, device="cuda")
+    attention_kernel(q, problem, "sm90", config).launch(q, k, v, o, lse)
+    torch.cuda.synchronize()
+    assert_matches_sdpa(problem, q, k, v, o, lse, torch)

@@ -12,7 +12,7 @@ pytestmark = pytest.mark.cuda(arch="sm_90a")  # the project plugin (tvm_cdna4.te
 
 from tvm_cdna4.kernels.attention.problem import AttentionProblem  # noqa: E402
 from tvm_cdna4.kernels.sm90.attention_plan import Sm90AttentionConfig as C  # noqa: E402
-from attention_gpu import assert_exact_on_the_card, assert_matches_sdpa, random_qkv  # noqa: E402
+from attention_gpu import assert_exact_on_the_card, assert_kernel_matches_sdpa, assert_matches_sdpa, random_qkv  # noqa: E402
 
 PINGPONG = {"overlap": True, "pingpong": True}
 CASES = [
@@ -44,15 +44,9 @@ def test_three_consumers_exact_within_the_documented_bound(case):
 def test_three_consumers_match_sdpa_at_2k_tokens(causal):
     """The torch op's kernel with three consumers at a benchmark shape (8 x 2k tokens, 32 heads, GQA 4:1) against
     SDPA's math in f32: what the timing in benchmarks/attention_sm90.py --configs consumers computes."""
-    from tvm_cdna4.torch import attention_kernel
-
     problem = AttentionProblem(8, 32, 8, 2048, 2048, 64, causal=causal)
     config = C(128, 3, **PINGPONG, persistent=True, consumers=3)
-    q, k, v = random_qkv(problem, 1, torch)
-    o, lse = torch.empty_like(q), torch.empty(problem.shapes()["LSE"], dtype=torch.float32, device="cuda")
-    attention_kernel(q, problem, "sm90", config).launch(q, k, v, o, lse)
-    torch.cuda.synchronize()
-    assert_matches_sdpa(problem, q, k, v, o, lse, torch)
+    assert_kernel_matches_sdpa(problem, config, 1, torch)
 
 
 @pytest.mark.parametrize("causal", [False, True])
