@@ -130,6 +130,11 @@ for step in "$@"; do
     mkdir -p "$OUT/peers"
     timeout 120 python3 benchmarks/peer_kernels.py --out "$OUT/peers" > "$OUT/peers.log" 2>&1
     cut -c1-260 "$OUT/peers.log" | grep -v "^$" | awk -F'\t' '{print $1 "\t" $2 "\t" substr($3,1,150)}' | head -400 ;;
+  peers-mid)  # stop 50: what cuBLAS runs between the benchmark's M (257..512 is our worst: 0.79x at 300) [~60]
+    mkdir -p "$OUT/peers_mid"
+    timeout 100 python3 benchmarks/peer_kernels.py --only gemm --ms ${PEERS_MS:-300,400,600,1200,1700} \
+      --out "$OUT/peers_mid" > "$OUT/peers_mid.log" 2>&1
+    cut -c1-260 "$OUT/peers_mid.log" | grep -v "^$" | head -120 ;;
   partitions)
     mkdir -p "$OUT/part"
     timeout 90 python3 benchmarks/paged_decode.py --sets bf16,fp8 --batches 8 --means 2048 --gqa 32/8,64/8 --no-peers \
@@ -391,7 +396,7 @@ print('planned:', d.planned('sm80'))" 2>&1 | tee "$OUT/m200_device.txt"
     mkdir -p "$OUT/splitwave"
     timeout 120 python3 benchmarks/torch_gemm.py --ms ${SPLITWAVE_MS:-20,32,48} --projs down --split-one-wave off,on \
       --calls 20 --reps 8 --out "$OUT/splitwave" 2>&1 | tee "$OUT/torch_gemm_splitwave.log" | grep -v "^{" | tail -16 ;;
-  *) echo "unknown step $step (peers, partitions, ncu, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring, m200, epires, epires-ncu, stop49, stop49b, attn3wg, swaporder, swaporder-ncu, decode32, refine, swapone, swapcluster, attnfit, attnfit-long, attnitem, splitwave, attnzigzag)"; exit 2 ;;
+  *) echo "unknown step $step (peers, partitions, ncu, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring, m200, epires, epires-ncu, stop49, stop49b, attn3wg, swaporder, swaporder-ncu, decode32, refine, swapone, swapcluster, attnfit, attnfit-long, attnitem, splitwave, attnzigzag, peers-mid)"; exit 2 ;;
   esac
 done
 cd "$OUT" && tar czf /tmp/call.tgz --exclude=call.tgz . && find . -mindepth 1 -delete && mv /tmp/call.tgz "$OUT/call.tgz"
