@@ -116,8 +116,8 @@ class DecodeConfig:
             raise ValueError("decode unroll must be 1, 2, 4 or 8")
         if self.stages < 2:
             raise ValueError("decode stages must be at least 2")
-        if self.smem_bytes(2) > 227 * 1024:  # at two token tiles; more tiles: check_decode, at the plan's
-            raise ValueError(f"decode config needs {self.smem_bytes(2)} B of shared memory (> 227 KiB)")
+        if self.smem_bytes(2) > Device().smem:  # at two token tiles; more tiles: check_decode, at the plan's
+            raise ValueError(f"decode config needs {self.smem_bytes(2)} B of shared memory (> {Device().smem} B)")
         if self.split_k < 1:
             raise ValueError("split_k must be at least 1")
         if self.reduction not in ("atomic", "ordered"):

@@ -197,11 +197,10 @@ def cta_loads(problem: AttentionProblem, per_block, ctas: int, walk: str) -> lis
     """Each of ``ctas`` persistent CTAs' sum of ``per_block`` (a weight a query block: kv tiles, clocks) over the
     items it walks by ``walk`` (``walk_item``), in its order of items; ``max`` over ``sum / ctas``: the busiest CTA's
     excess."""
-    q_blocks, heads = len(per_block), problem.batch * problem.heads
-    section, items = section_heads(problem), len(per_block) * heads
-    return [sum(per_block[work_item(walk_item(pid, i, ctas, walk, q_blocks, heads, section), q_blocks, heads,
-                                    section)[1]] for i in range(walk_items(pid, items, ctas, walk)))
-            for pid in range(ctas)]
+    weights, q_blocks, heads = item_weights(problem, per_block), len(per_block), problem.batch * problem.heads
+    section = section_heads(problem)
+    return [sum(weights[walk_item(pid, i, ctas, walk, q_blocks, heads, section)]
+                for i in range(walk_items(pid, len(weights), ctas, walk))) for pid in range(ctas)]
 
 
 def item_weights(problem: AttentionProblem, per_block) -> list:

@@ -33,6 +33,8 @@ run is refused when the ``DynamicGemm`` is made (``gemm_plan.check_problem``: la
 
 from __future__ import annotations
 
+import functools
+
 from ..gemm.dynamic_m import BUCKET_EDGES, DynamicGemm, MBucket, buckets, m_limit
 from ..gemm.epilogue import Fusion
 from . import gemm_cost
@@ -92,7 +94,8 @@ def dynamic_buckets(N: int, K: int | None = None, dtype: str = "bf16", out_dtype
 def coalesced(parts: tuple[MBucket, ...], N: int, K: int, dtype: str, out_bytes: int, device) -> tuple[MBucket, ...]:
     """``refined``'s parts of one bucket with neighbours joined where the joined range's plan is the one each part has
     and loses at most ``REGRET_MAX`` (two halves of a cut that chose alike: one kernel built, not two)."""
-    def choice(b: MBucket):
+    @functools.cache
+    def choice(b: MBucket):  # each part's choice once, not once a neighbour
         return gemm_cost.range_choice(*planned_range(b), N, K, out_bytes, device, dtype, m_max=b.hi)
 
     out = [parts[0]]

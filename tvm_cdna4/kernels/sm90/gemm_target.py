@@ -37,6 +37,7 @@ from ..common import cache_key, option, refused_options
 from ..gemm.problem import GemmProblem
 from ..sm80.gemm_target import EMULATED_MACS
 from . import gemm_cost
+from .gemm_dynamic import out_bytes as _out_bytes
 from .gemm_fields import FIELD_OPTIONS
 from .gemm_plan import (EPILOGUES, OUT_DTYPES, Sm90Config, Sm90Plan, block_k, check_problem, epilogue_choices,
                         plan as make_plan)
@@ -77,12 +78,6 @@ def replace_units(spec, sms: int):
     import attrs
 
     return attrs.evolve(spec, units=sms)
-
-
-def _out_bytes(out: str) -> int:
-    from .gemm_dynamic import out_bytes
-
-    return out_bytes(out)
 
 
 def _static(problem: GemmProblem) -> None:
