@@ -184,3 +184,26 @@ def test_emit_config_of_a_dynamic_m_problem(capsys):
     assert out["grid"] == "T.min(T.Div(M + 63, 64) * 64, 132)" and out["config"]["block_m"] == 64
     assert out["config"]["swap_ab"] is False
     assert out["buckets"][0] == "1-16" and out["buckets"][-1] == f"8193-{m_limit(4096)}"
+
+
+def test_fine_cuts_cut_a_bucket_too_narrow_for_cut_rows_at_fine_cut_rows(monkeypatch):
+    # Phi-3-medium down on the H100: 257..384 is one CUT_ROWS wide and its plan (128x120, two consumers) loses 1.08x
+    # by the model at M = 300 against the 64-row tile of 257..320; FINE_CUTS cuts it at 320, every other bucket and
+    # Qwen2.5-7B QKV's (whose plan loses no more than REGRET_MAX there) stay as they were
+    device = devices.DEVICES["H100"]
+    phi, qkv = (5120, 17920), (4608, 3584)
+    before = {p: gemm_dynamic.dynamic_buckets(*p, "bf16", "bf16", device) for p in (phi, qkv)}
+    monkeypatch.setattr(gemm_dynamic, "FINE_CUTS", True)
+    after = {p: gemm_dynamic.dynamic_buckets(*p, "bf16", "bf16", device) for p in (phi, qkv)}
+    assert after[qkv] == before[qkv]
+    assert [b for b in after[phi] if b not in before[phi]] == [MBucket(257, 320), MBucket(321, 384)]
+    assert [b for b in before[phi] if b not in after[phi]] == [MBucket(257, 384)]
+    assert all(a.hi + 1 == b.lo for a, b in zip(after[phi], after[phi][1:]))
+
+    def plan(b):
+        return gemm_dynamic.plan_bucket(b, *phi, "bf16", "nt", "bf16", Fusion(), device).config
+
+    old, new = plan(MBucket(257, 384)), plan(MBucket(257, 320))
+    assert (old.block_m, old.consumers, new.block_m, new.consumers) == (128, 2, 64, 1)
+    gain = (gemm_cost.estimate(old, 300, *phi, 2, device).total / gemm_cost.estimate(new, 300, *phi, 2, device).total)
+    assert 1.07 < gain < 1.10

@@ -62,22 +62,36 @@ REGRET_MAX = 1.05
 CUT_ROWS = gemm_cost.WAVE_ROWS[0][0]
 """``refined`` cuts a bucket at a multiple of these rows (the two-consumer tile's: its tile count changes there)."""
 
+FINE_CUTS = False
+"""Whether ``refined`` cuts a part too narrow for a ``CUT_ROWS`` cut, whose plan still loses more than ``REGRET_MAX``, at a
+multiple of ``FINE_CUT_ROWS`` (the one-consumer tile's rows: its tile count changes there). Why: 257..384 is one
+``CUT_ROWS`` wide, and its one plan loses 1.07-1.09x by the model at M = 300 on four of the twelve projections of
+``benchmarks/torch_gemm.py`` (the 128-row tile of 257..384 against the 64-row one of 257..320), where the torch op runs
+0.79x cuBLAS (H100, 2026-12-07)."""
 
-def refined(bucket: MBucket, N: int, K: int, dtype: str, out_bytes: int, device) -> tuple[MBucket, ...]:
-    """``bucket`` cut in two at the multiple of ``CUT_ROWS`` nearest its ``planned_range``'s geometric middle, each
-    half cut again, while the plan of a part loses more than ``REGRET_MAX`` somewhere in its range (the bucket
-    itself where it does not, or is too narrow to cut). The decode bucket (``BUCKET_EDGES[0]`` and below) and the
-    last one (past ``EDGES``) stay whole."""
+FINE_CUT_ROWS = gemm_cost.WAVE_ROWS[-1][0]
+"""The rows of ``FINE_CUTS``' cuts."""
+
+
+def refined(bucket: MBucket, N: int, K: int, dtype: str, out_bytes: int, device,
+            rows: int | None = None) -> tuple[MBucket, ...]:
+    """``bucket`` cut in two at the multiple of ``rows`` (default ``CUT_ROWS``) nearest its ``planned_range``'s
+    geometric middle, each half cut again, while the plan of a part loses more than ``REGRET_MAX`` somewhere in its
+    range (the bucket itself where it does not, or is too narrow to cut: with ``FINE_CUTS``, too narrow for
+    ``FINE_CUT_ROWS`` too). The decode bucket (``BUCKET_EDGES[0]`` and below) and the last one (past ``EDGES``) stay
+    whole."""
     if bucket.hi <= BUCKET_EDGES[0] or bucket.lo > EDGES[-1]:
         return (bucket,)
     lo, hi = planned_range(bucket)
     if gemm_cost.range_choice(lo, hi, N, K, out_bytes, device, dtype, m_max=bucket.hi)[1] <= REGRET_MAX:
         return (bucket,)
-    cut = round((lo * hi) ** 0.5 / CUT_ROWS) * CUT_ROWS
+    rows = rows or CUT_ROWS
+    cut = round((lo * hi) ** 0.5 / rows) * rows
     if not bucket.lo <= cut < bucket.hi:
-        return (bucket,)
-    return (refined(MBucket(bucket.lo, cut), N, K, dtype, out_bytes, device)
-            + refined(MBucket(cut + 1, bucket.hi), N, K, dtype, out_bytes, device))
+        fine = FINE_CUTS and rows > FINE_CUT_ROWS
+        return refined(bucket, N, K, dtype, out_bytes, device, FINE_CUT_ROWS) if fine else (bucket,)
+    return (refined(MBucket(bucket.lo, cut), N, K, dtype, out_bytes, device, rows)
+            + refined(MBucket(cut + 1, bucket.hi), N, K, dtype, out_bytes, device, rows))
 
 
 def dynamic_buckets(N: int, K: int | None = None, dtype: str = "bf16", out_dtype: str = "bf16",
@@ -148,5 +162,5 @@ def build_dynamic(N: int, K: int, dtype: str, layout: str, out_dtype: str, devic
                            "" if fusion.empty else f" epilogue {fusion.describe()}"))
 
 
-__all__ = ["CUT_ROWS", "EDGES", "REFINE_BUCKETS", "REGRET_MAX", "build_dynamic", "coalesced", "dynamic_buckets", "out_bytes", "plan_bucket",
+__all__ = ["CUT_ROWS", "EDGES", "FINE_CUTS", "FINE_CUT_ROWS", "REFINE_BUCKETS", "REGRET_MAX", "build_dynamic", "coalesced", "dynamic_buckets", "out_bytes", "plan_bucket",
            "planned_range", "refined"]
