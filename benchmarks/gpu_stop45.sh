@@ -387,7 +387,7 @@ print('planned:', d.planned('sm80'))" 2>&1 | tee "$OUT/m200_device.txt"
     timeout 120 python3 benchmarks/attention_sm90.py --no-sm80 --head-dims 128,64 --seqs 2048,4096 --configs options \
       --options item-overlap --out "$OUT/attnitem" 2>&1 | tee "$OUT/attention_attnitem.log" | grep -v "^{" | tail -40 ;;
   attnzigzag)  # stop 50: the persistent walks exact on the card, then grid / round robin / zigzag / fold, causal [~190]
-    gpu_tests 70 "$OUT/pytest_gpu_attnzigzag.log" -n 8 tests/gpu/test_sm90_attention_walk_gpu.py
+    gpu_tests 130 "$OUT/pytest_gpu_attnzigzag.log" -n 8 tests/gpu/test_sm90_attention_walk_gpu.py
     mkdir -p "$OUT/attnzigzag"
     timeout 115 python3 benchmarks/attention_sm90.py --no-sm80 --head-dims 128,64 --seqs 2048,4096 --causal-only \
       --configs options --options zigzag,fold --out "$OUT/attnzigzag" 2>&1 | tee "$OUT/attention_attnzigzag.log" \
@@ -396,11 +396,13 @@ print('planned:', d.planned('sm80'))" 2>&1 | tee "$OUT/m200_device.txt"
     mkdir -p "$OUT/splitwave"
     timeout 120 python3 benchmarks/torch_gemm.py --ms ${SPLITWAVE_MS:-20,32,48} --projs down --split-one-wave off,on \
       --calls 20 --reps 8 --out "$OUT/splitwave" 2>&1 | tee "$OUT/torch_gemm_splitwave.log" | grep -v "^{" | tail -16 ;;
+  walktests)  # stop 51: the walks' GPU tests alone (the attnzigzag call of 10:25 cut them at 70 s, 12 of 15 passed) [~110]
+    gpu_tests 130 "$OUT/pytest_gpu_walks.log" -n 8 tests/gpu/test_sm90_attention_walk_gpu.py ;;
   finecut)  # stop 51: the bucket 257..384 cut at 64-row multiples (gemm_dynamic.FINE_CUTS) off / on [~120]
     mkdir -p "$OUT/finecut"
     timeout 160 python3 benchmarks/torch_gemm.py --ms ${FINECUT_MS:-260,288,300,320} --fine-cuts off,on --calls 20 \
       --reps 8 --out "$OUT/finecut" 2>&1 | tee "$OUT/torch_gemm_finecut.log" | grep -v "^{" | tail -24 ;;
-  *) echo "unknown step $step (peers, partitions, ncu, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring, m200, epires, epires-ncu, stop49, stop49b, attn3wg, swaporder, swaporder-ncu, decode32, refine, swapone, swapcluster, attnfit, attnfit-long, attnitem, splitwave, attnzigzag, peers-mid, finecut)"; exit 2 ;;
+  *) echo "unknown step $step (peers, partitions, ncu, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring, m200, epires, epires-ncu, stop49, stop49b, attn3wg, swaporder, swaporder-ncu, decode32, refine, swapone, swapcluster, attnfit, attnfit-long, attnitem, splitwave, attnzigzag, peers-mid, finecut, walktests)"; exit 2 ;;
   esac
 done
 cd "$OUT" && tar czf /tmp/call.tgz --exclude=call.tgz . && find . -mindepth 1 -delete && mv /tmp/call.tgz "$OUT/call.tgz"
