@@ -1,6 +1,6 @@
 """The sm90 GEMM cost model's residuals (issue 36): measured / estimate by today's ``gemm_cost.estimate``; CPU only.
 
-    python benchmarks/sm90_resid.py [--lo 129 --hi 1024] [--out benchmarks/runs/sm90_resid_2026-12-07.md]
+    python benchmarks/sm90_resid.py [--lo 129 --hi 1024] [--out benchmarks/runs/sm90_resid_cpu_2026-12-07c.md]
 
 Rows: every timed H100 row whose whole ``Sm90Config`` is known. The static sweeps' JSONs (``STATIC``) carry it; the
 torch-op runs (``TORCH_RUNS``: ``benchmarks/torch_gemm.py`` A/Bs, a plan string a row) do not, so each bucket plan is
