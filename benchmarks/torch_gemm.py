@@ -8,6 +8,7 @@
     python3 benchmarks/torch_gemm.py --ms 400,1200 --refine-buckets off,on --out $OUT  # buckets cut where a plan loses
     python3 benchmarks/torch_gemm.py --ms 16,17,24,32 --wide-decode off,on --out $OUT  # the decode kernel up to M = 32
     python3 benchmarks/torch_gemm.py --ms 260,288,300,320 --fine-cuts off,on --out $OUT  # 257..384 cut at 320
+    python3 benchmarks/torch_gemm.py --ms 200,260,300 --trim-loads off,on --out $OUT     # loads past M / N trimmed
 
 y = x · Wᵀ, bf16 in and out (layout ``nt``), the projections (``MODELS``: fused QKV, attention output,
 fused gate/up, down) of three model families at ``MS`` (not only powers of two). What a serving stack
@@ -42,7 +43,9 @@ from registers) is the same A/B of its flag (tags ``splitepi_*``, ``torch_gemm_s
 where one plan loses more than ``REGRET_MAX`` by the model) of its (``refine_*``), ``--wide-decode``
 (``decode_plan.WEIGH_WIDE_DECODE``: the bucket 17..32 keeps the decode kernel, up to ``DECODE_MAX_M`` tokens; its
 ``--plans`` estimate is the decode model's) of its (``widedec_*``), ``--fine-cuts`` (``gemm_dynamic.FINE_CUTS``: a
-bucket too narrow for a ``CUT_ROWS`` cut cut at ``FINE_CUT_ROWS``) of its (``finecut_*``); of them (``SWITCHES``) one may take ``off,on``, the
+bucket too narrow for a ``CUT_ROWS`` cut cut at ``FINE_CUT_ROWS``) of its (``finecut_*``), ``--trim-loads``
+(``gemm_plan.TRIM_LOADS``: a tile past M or N loads only the rows that exist, ``Sm90Config.trim_loads``) of its
+(``trim_*``); of them (``SWITCHES``) one may take ``off,on``, the
 others one setting for both runs. ``--projs`` keeps the projections named.
 
 The roofline of a shape is ``max(2MNK / DENSE_BF16_FLOPS, (x + W + y bytes) / read rate)``, the read
@@ -124,13 +127,14 @@ SWAP_SETTINGS = ("off", "on")
 SWITCHES = {"swap_dynamic": ("WEIGH_SWAP_DYNAMIC", "swapdyn"), "split_epilogue": ("WEIGH_SPLIT_EPILOGUE", "splitepi"),
             "swap_order": ("SWAP_PANEL_ADJACENT", "swaporder"), "refine_buckets": ("REFINE_BUCKETS", "refine"),
             "wide_decode": ("WEIGH_WIDE_DECODE", "widedec"), "split_one_wave": ("SPLIT_IN_ONE_WAVE", "splitwave"),
-            "fine_cuts": ("FINE_CUTS", "finecut")}
+            "fine_cuts": ("FINE_CUTS", "finecut"), "trim_loads": ("TRIM_LOADS", "trim")}
 """The options (``--swap-dynamic``, ``--split-epilogue``, ``--swap-order``, ``--refine-buckets``, ``--wide-decode``) that
 set a flag of the bucket plans (in ``gemm_cost``, or the module ``SWITCH_MODULES`` names): the flag, and the tag of an
 A/B's runs and table (``torch_gemm_<tag>_<setting>``, ``torch_gemm_<tag>``)."""
 SWITCH_MODULES = {"wide_decode": "tvm_cdna4.kernels.sm80.decode_plan",
                   "refine_buckets": "tvm_cdna4.kernels.sm90.gemm_dynamic",
-                  "fine_cuts": "tvm_cdna4.kernels.sm90.gemm_dynamic"}
+                  "fine_cuts": "tvm_cdna4.kernels.sm90.gemm_dynamic",
+                  "trim_loads": "tvm_cdna4.kernels.sm90.gemm_plan"}
 """The module of a ``SWITCHES`` flag that is not ``kernels.sm90.gemm_cost``'s."""
 
 
@@ -159,7 +163,7 @@ def switch_settings(args) -> tuple[str | None, list, dict]:
     ab = [o for o, v in given.items() if len(v) > 1]
     if len(ab) > 1:
         raise SystemExit("--swap-dynamic / --split-epilogue / --swap-order / --refine-buckets / --wide-decode / --split-one-wave / "
-                         "--fine-cuts: one of them "
+                         "--fine-cuts / --trim-loads: one of them "
                          f"may take two settings (off,on), found {len(ab)}")
     fixed = {o: (v[0] if v else None) for o, v in given.items() if o not in ab}
     return (ab[0], given[ab[0]], fixed) if ab else (None, [], fixed)
@@ -273,7 +277,8 @@ def plan_label(p) -> str:
     if not hasattr(c, "swap_ab"):
         return "decode" if c is not None else "?"
     return (f"{c.block_m}x{c.block_n}" + (" swap" if c.swap_ab else "") + (" raster-n" if c.raster == "n" else "")
-            + (f" /k{c.split_k}" if c.split_k > 1 else "") + (" tma" if c.epilogue == "tma" else ""))
+            + (f" /k{c.split_k}" if c.split_k > 1 else "") + (" tma" if c.epilogue == "tma" else "")
+            + (" trim" if getattr(c, "trim_loads", False) else ""))
 
 
 def planned_device() -> dict:
@@ -499,6 +504,8 @@ def main(argv=None) -> int:
                     "(gemm_cost.SPLIT_IN_ONE_WAVE; default the package's); two: as --swap-dynamic")
     ap.add_argument("--fine-cuts", default=None, help="off, on or off,on: a bucket too narrow for a CUT_ROWS cut is cut "
                     "at FINE_CUT_ROWS (gemm_dynamic.FINE_CUTS; default the package's); two: as --swap-dynamic")
+    ap.add_argument("--trim-loads", default=None, help="off, on or off,on: a tile past M or N loads only the rows that "
+                    "exist (gemm_plan.TRIM_LOADS; default the package's); two: as --swap-dynamic")
     ap.add_argument("--projs", default=None, help="only these projections (qkv,o,gate_up,down; default every one)")
     ap.add_argument("--device", default=None, choices=[k for k, v in DEVICES.items() if v.target == "sm80"],
                     help="--plans: the devices.DEVICES entry planned for (default the planned GPU)")

@@ -33,8 +33,8 @@ from ...probes_wgmma import acc_layout, shared_layout
 from ...rocm.build import register
 from ...tirx_private import transpile_once
 from . import gemm_cluster as cluster
-from .gemm_plan import (BLOCK_K, CONSUMER_REGS, ELEMENT_BYTES, OUT_BYTES, PRODUCER_REGS, SWIZZLE_COLUMNS, WARPGROUP,
-                        WGMMA_M, WGMMA_TYPES, Sm90Plan, wgmma_k)
+from .gemm_plan import (ATOM_ROWS, BLOCK_K, CONSUMER_REGS, ELEMENT_BYTES, OUT_BYTES, PRODUCER_REGS, ROW_BYTES,
+                        SWIZZLE_COLUMNS, WARPGROUP, WGMMA_M, WGMMA_TYPES, Sm90Plan, wgmma_k)
 from .gemm_epilogue import (EPILOGUE_BARRIER, TMA_STORE, staging_byte, staging_element, staging_word,  # noqa: F401
                             store_fragment, store_tma, tail_column, tail_element)  # (re-exported: TMA_STORE)
 from .gemm_residual import (held_words, load_slices, prefetch_box, prefetch_residual, preread, residual_at,
@@ -125,6 +125,8 @@ def cta(p, args, maps, producer_role, consumer_role, setup=None):
         T.ptx["fence.mbarrier_init.release.cluster"]()
     if I.constexpr(setup is not None):
         setup(p, SMH, args, tid)
+    if I.constexpr(c.trim_loads):
+        clear_ring(p, SMH, tid)
     T.cuda.cta_sync()
     cluster.cluster_sync(p)  # a cluster: the peer's mbarriers initialized before they are signalled
     if tid < WARPGROUP:
@@ -135,6 +137,18 @@ def cta(p, args, maps, producer_role, consumer_role, setup=None):
         T.ptx["setmaxnreg.inc.sync.aligned.u32"](CONSUMER_REGS)
         consumer_role(p, SMH, MB, args, maps, pid, tid // WARPGROUP - 1, tid % WARPGROUP)
     cluster.cluster_sync(p)  # a cluster: no CTA exits while its peer may still signal or fill its shared memory
+
+
+@T.macro
+def clear_ring(p, SMH, tid):
+    # Sm90Config.trim_loads: every thread zeroes its share of the ring once, so that the rows a trimmed load leaves
+    # hold data (these zeros, later a stage's earlier rows), then orders its writes before the TMA's (async proxy)
+    c = p.config
+    ring = c.stages * (c.block_m + c.block_n) * BLOCK_K
+    for i in range(-(-ring // c.threads)):
+        if tid + i * c.threads < ring:
+            SMH[tid + i * c.threads] = T.cast(0, p.smem_dtype)
+    T.ptx["fence.proxy.async.shared::cta"]()
 
 
 @T.macro
@@ -175,23 +189,72 @@ def load_tile(p, SMH, MB, maps, pos, count, k_slice, a_row, b_row):
         it = pos + kt
         s = it % c.stages
         T.cuda.mbarrier_wait(MB.ptr_to([c.stages + s]), (it // c.stages + 1) % 2)
-        T.ptx.mbarrier.arrive.expect_tx.shared.b64(MB.ptr_to([s]), T.uint32(c.stage_bytes()))
-        if I.constexpr(cluster.multicasts(p, "A")):  # swap_ab's cluster: the CTA's share of the weights, to both
-            cluster.a_load(p, TMA_LOAD, T.cuda.cvta_generic_to_shared(SMH.ptr_to([cluster.share_offset(
-                p, "A", s * c.block_m * BLOCK_K)])), maps[0], k_first(p, k_slice, kt), cluster.share_row(p, "A", a_row),
-                MB.ptr_to([s]))
+        if I.constexpr(c.trim_loads):
+            trimmed_stage(p, SMH, MB, maps, s, k_first(p, k_slice, kt), a_row, b_row)
         else:
-            tma_load(p, SMH, s * c.block_m * BLOCK_K, maps[0], k_first(p, k_slice, kt), a_row, MB.ptr_to([s]))
-        cluster.b_load(p, TMA_LOAD, T.cuda.cvta_generic_to_shared(SMH.ptr_to([cluster.b_offset(
-            p, c.stages * c.block_m * BLOCK_K + s * c.block_n * BLOCK_K)])), b_maps(p, maps),
-            k_first(p, k_slice, kt), cluster.b_row(p, b_row), MB.ptr_to([s]))
+            whole_stage(p, SMH, MB, maps, s, k_slice, kt, a_row, b_row)
         prefetch_residual(p, maps, kt, a_row, b_row)  # residual_read="prefetch": a box of the tile's residual into L2
+
+
+@T.macro
+def whole_stage(p, SMH, MB, maps, s, k_slice, kt, a_row, b_row):
+    # one stage's boxes, whole (TMA zero-fills their rows past the operands), arming "full" with the stage's bytes
+    c = p.config
+    T.ptx.mbarrier.arrive.expect_tx.shared.b64(MB.ptr_to([s]), T.uint32(c.stage_bytes()))
+    if I.constexpr(cluster.multicasts(p, "A")):  # swap_ab's cluster: the CTA's share of the weights, to both
+        cluster.a_load(p, TMA_LOAD, T.cuda.cvta_generic_to_shared(SMH.ptr_to([cluster.share_offset(
+            p, "A", s * c.block_m * BLOCK_K)])), maps[0], k_first(p, k_slice, kt), cluster.share_row(p, "A", a_row),
+            MB.ptr_to([s]))
+    else:
+        tma_load(p, SMH, s * c.block_m * BLOCK_K, maps[0], k_first(p, k_slice, kt), a_row, MB.ptr_to([s]))
+    cluster.b_load(p, TMA_LOAD, T.cuda.cvta_generic_to_shared(SMH.ptr_to([cluster.b_offset(
+        p, c.stages * c.block_m * BLOCK_K + s * c.block_n * BLOCK_K)])), b_maps(p, maps),
+        k_first(p, k_slice, kt), cluster.b_row(p, b_row), MB.ptr_to([s]))
+
+
+@T.macro
+def trimmed_stage(p, SMH, MB, maps, s, k0, a_row, b_row):
+    # Sm90Config.trim_loads: "full" armed with the bytes of the rows the stage loads, then each operand's tile
+    (ra, rb), (a_atoms, b_atoms) = role_rows(p), trim_maps(p, maps)
+    c = p.config
+    T.ptx.mbarrier.arrive.expect_tx.shared.b64(MB.ptr_to([s]), T.uint32(
+        (loaded_rows(a_row, ra, c.block_m) + loaded_rows(b_row, rb, c.block_n)) * ROW_BYTES))
+    trimmed_load(p, SMH, s * c.block_m * BLOCK_K, maps[0], a_atoms, k0, a_row, ra, c.block_m, MB.ptr_to([s]))
+    trimmed_load(p, SMH, (c.stages * c.block_m + s * c.block_n) * BLOCK_K, maps[1], b_atoms, k0, b_row, rb, c.block_n,
+                 MB.ptr_to([s]))
+
+
+@T.macro
+def trimmed_load(p, SMH, offset, whole_map, atom_map, k0, row0, rows, block, mbar):
+    # rows row0 .. row0 + block - 1 of an operand of ``rows`` rows: one box where they all exist, else boxes of
+    # ATOM_ROWS rows over those that do (the last one's rows past the operand zero-filled)
+    if row0 + block <= rows:
+        tma_load(p, SMH, offset, whole_map, k0, row0, mbar)
+    else:
+        for r in range(T.truncdiv(rows - row0 + ATOM_ROWS - 1, ATOM_ROWS)):
+            tma_load(p, SMH, offset + r * ATOM_ROWS * BLOCK_K, atom_map, k0, row0 + r * ATOM_ROWS, mbar)
+
+
+def loaded_rows(row0, rows: int, block: int):
+    """The rows ``trimmed_load`` brings of a tile of ``block`` rows at ``row0`` of an operand of ``rows``: ``block``, or
+    the rows that exist rounded up to ``ATOM_ROWS``."""
+    return T.min(block, T.truncdiv(rows - row0 + ATOM_ROWS - 1, ATOM_ROWS) * ATOM_ROWS)
+
+
+def role_rows(p: Sm90Plan) -> tuple:
+    """The rows of the operands in the kernel's A and B roles: (M, N), swapped (N, M)."""
+    return (p.N, p.M) if p.config.swap_ab else (p.M, p.N)
+
+
+def trim_maps(p: Sm90Plan, maps) -> tuple:
+    """The A and B roles' maps of ``ATOM_ROWS``-row boxes (``Sm90Config.trim_loads``: the last two), else ()."""
+    return tuple(maps[len(maps) - 2:]) if p.config.trim_loads else ()
 
 
 def b_maps(p: Sm90Plan, maps) -> tuple:
     """B's tensor maps (``gemm_cluster.b_load``): ``maps[1]``, then a cluster's second B map (rank 1's share of
     uneven halves, ``gemm_cluster.b_peer_rows``: after the other maps and before the tail maps) or None."""
-    return maps[1], (maps[len(maps) - len(tail_maps(p)) - 1] if cluster.b_peer_rows(p) else None)
+    return maps[1], (maps[len(maps) - len(trim_maps(p, maps)) - len(tail_maps(p)) - 1] if cluster.b_peer_rows(p) else None)
 
 
 def k_first(p: Sm90Plan, k_slice, kt):
@@ -356,7 +419,7 @@ def retire(p, acc):
 def c_maps(p: Sm90Plan, maps) -> tuple:
     """What ``store_tma`` stores C through: (C's tensor map of the whole 64-column blocks, ``maps[2]``; C's tail map
     with a tail block, ``Sm90Config.tail_columns``, after the other maps and before the residual's, else None)."""
-    return maps[2], (maps[len(maps) - len(tail_maps(p))] if p.config.tail_columns else None)
+    return maps[2], (maps[len(maps) - len(trim_maps(p, maps)) - len(tail_maps(p))] if p.config.tail_columns else None)
 
 
 def tail_maps(p: Sm90Plan) -> tuple:
@@ -535,8 +598,12 @@ def signature_source(p: Sm90Plan) -> str:
     for name in tail_maps(p):  # the tail block's boxes: rows x Sm90Config.tail_columns, its tail_swizzle
         lines += tensor_map_lines(f"{name}Tail", "[0, 0]", (p.N, m), (p.N * 2,), (c.tail_columns, c.rows if name == "C" else
                                   residual_box_rows(p)), p.tir_out, L.TMA_SWIZZLE_MODE[c.tail_swizzle], tensor=name)
+    if c.trim_loads:  # the A and B roles' boxes of ATOM_ROWS rows, the last two maps (trim_maps)
+        for name, rows, cols, _, box_cols, dtype, size in maps[:2]:
+            lines += tensor_map_source(f"{name}Atoms", "[0, 0]", rows, cols, ATOM_ROWS, box_cols, dtype, size, tensor=name)
     args = ", ".join(f"{n!r}: {n}" for n in names)
     names = [f"map{q[0]}" for q in maps] + own + [f"map{n}Tail" for n in tail_maps(p)]
+    names += [f"map{q[0]}Atoms" for q in maps[:2]] if c.trim_loads else []
     return "\n".join([*lines, f"    kernel(p, {{{args}}}, ({', '.join(names)},))", ""])
 
 

@@ -278,6 +278,15 @@ class Sm90Config:
     CUTLASS's ``RasterOrder::AlongM`` / ``AlongN`` with a swizzle of ``group_m``. ``gemm_order`` models the DRAM bytes
     of each; the grouped kernel runs ``m``."""
 
+    trim_loads: bool = False
+    """Whether a tile that runs past its operand's rows (A's past M, B's past N: the last tile row or column) loads
+    only the rows that exist, in boxes of ``ATOM_ROWS`` rows (the host part encodes a second map of each operand with
+    that box), instead of one box whose rows past the tensor TMA zero-fills; a whole tile loads one box as before.
+    The rows not loaded keep the ring's stale data: they feed only C's rows past M (columns past N), never stored.
+    Why: the zero-filled rows cost their time (H100, 2026-12-07: one 128x120 plan ran Phi-3-medium's o projection
+    at M = 260 in 51.8 us, 124 rows of the last tile past M, and at M = 384 in 31.3; docs/sm90_gemm.md "Trimmed
+    loads"). The unclustered dense kernel's (``cluster_m`` 1; not the grouped kernel's)."""
+
     @property
     def pingpong(self) -> bool:
         return self.schedule == "pingpong"
@@ -410,6 +419,9 @@ class Sm90Config:
     def _check_cluster(self, bad) -> None:
         if self.cluster_m not in CLUSTER_MS:
             bad("cluster_m", "CTAs per cluster along M", CLUSTER_MS, repr(self.cluster_m))
+        if self.trim_loads and self.cluster_m != 1:
+            bad("trim_loads", "the trimmed loads are the unclustered kernel's (a cluster's shares are whole boxes)",
+                "cluster_m=1", self.named("trim_loads", "cluster_m"))
         if self.cluster_m == 1:
             return
         if self.split_k != 1:
@@ -674,6 +686,16 @@ def check_fused(config: Sm90Config, fusion: Fusion, out_dtype: str) -> None:
                             found=f"activation_form='tanh', {out_dtype} C")
 
 
+TRIM_LOADS = False
+"""Whether the cost model's configs take ``Sm90Config.trim_loads`` (``planned_loads``): off until timed through the
+torch op (``benchmarks/torch_gemm.py --trim-loads off,on``)."""
+
+
+def planned_loads(config: Sm90Config) -> Sm90Config:
+    """``config`` with ``trim_loads`` where ``TRIM_LOADS`` and the config allows it (``cluster_m`` 1)."""
+    return attrs.evolve(config, trim_loads=True) if TRIM_LOADS and config.cluster_m == 1 else config
+
+
 def epilogue_choices(config: Sm90Config, fusion: Fusion, out_dtype: str) -> Sm90Config:
     """``config`` with the fused epilogue's choices the cost model's configs take where the plan allows them:
     the residual read into the staging buffer (``RESIDUAL_CHOICE`` of ``RESIDUAL_READS``: the scattered loads of
@@ -725,4 +747,4 @@ def _min(x, cap: int):
     return tirx.min(x, cap)
 
 
-__all__ = ["ATOM_ROWS", "BLOCK_K", "CLUSTER_MS", "b_shares", "cluster_units", "DECOMPOSITIONS", "DTYPES", "ELEMENT_BYTES", "ROW_BYTES", "TAIL_SWIZZLE", "WGMMA_TYPES", "block_k", "wgmma_k", "EPILOGUES", "LAYOUTS", "OUT_BYTES", "OUT_DTYPES", "REDUCTIONS", "ACTIVATION_FORMS", "RESIDUAL_READS", "SCHEDULES", "check_fused", "epilogue_choices", "check_split", "Sm90Config", "Sm90Plan", "check_problem", "plan", "RESIDUAL_CHOICE", "STAGED_RESIDUAL", "TILE_WALKS", "RASTERS", "grouped_index", "PREFIX_WORDS", "prefix_bytes"]
+__all__ = ["ATOM_ROWS", "BLOCK_K", "CLUSTER_MS", "b_shares", "cluster_units", "DECOMPOSITIONS", "DTYPES", "ELEMENT_BYTES", "ROW_BYTES", "TAIL_SWIZZLE", "WGMMA_TYPES", "block_k", "wgmma_k", "EPILOGUES", "LAYOUTS", "OUT_BYTES", "OUT_DTYPES", "REDUCTIONS", "ACTIVATION_FORMS", "RESIDUAL_READS", "SCHEDULES", "check_fused", "epilogue_choices", "planned_loads", "TRIM_LOADS", "check_split", "Sm90Config", "Sm90Plan", "check_problem", "plan", "RESIDUAL_CHOICE", "STAGED_RESIDUAL", "TILE_WALKS", "RASTERS", "grouped_index", "PREFIX_WORDS", "prefix_bytes"]

@@ -98,10 +98,11 @@ def check_grouped_config(config: Sm90Config, out_dtype: str = "bf16", N: int = 8
     the cooperative schedule, no K split, and TMA stores (``epilogue="tma"``) only of a 16-bit C whose rows are
     whole 16-byte chunks (the dense kernel's rule, ``gemm_plan.plan``)."""
     for field, value, want in (("schedule", config.schedule, "cooperative"), ("split_k", config.split_k, 1),
-                               ("cluster_m", config.cluster_m, 1), ("raster", config.raster, "m")):
+                               ("cluster_m", config.cluster_m, 1), ("raster", config.raster, "m"),
+                               ("trim_loads", config.trim_loads, False)):
         if value != want:
             raise ContractError(f"sm90 grouped GEMM config {field}: the grouped kernel runs cooperatively, without "
-                                "a K split, one CTA a cluster, its order down the row tiles", operand=field, check="parameters", expected=repr(want), found=repr(value))
+                                "a K split, one CTA a cluster, its order down the row tiles, whole boxes", operand=field, check="parameters", expected=repr(want), found=repr(value))
     if config.swap_ab:
         raise ContractError("sm90 grouped GEMM config swap_ab: the grouped kernel is not swapped (C^T = B A^T is the "
                             "dense kernel's)", operand="swap_ab", check="parameters", expected="False", found="True")

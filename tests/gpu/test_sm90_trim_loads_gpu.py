@@ -1,0 +1,62 @@
+"""The sm90 GEMM's trimmed loads (``Sm90Config.trim_loads``: a tile past M or N loads only the rows that exist, in
+8-row boxes, the rest of its ring rows stale) through ``tvm_cdna4.torch.gemm`` on a Hopper GPU
+(``cuda(arch="sm_90a")``): with ``gemm_plan.TRIM_LOADS`` on (each test's kernels built afresh) the torch op's bucket
+plans trim at odd M and N, and match torch's product, with and without fused steps."""
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.cuda(arch="sm_90a")  # the project plugin (tvm_cdna4.testing)
+
+import tvm_cdna4.torch as ours  # noqa: E402
+
+SHAPES = ((5120, 5120), (1000, 1032), (3584, 18944))
+
+
+@pytest.fixture(autouse=True)
+def trimmed(monkeypatch):
+    from tvm_cdna4.kernels.sm90 import gemm_plan
+
+    def drop():
+        for key in [k for k in ours.kernel_cache() if k[:2] in SHAPES]:
+            del ours.kernel_cache()[key]
+    monkeypatch.setattr(gemm_plan, "TRIM_LOADS", True)
+    drop()
+    yield
+    drop()
+
+
+def _config(N: int, K: int, M: int, fused: bool = False):
+    kernels = [k for key, k in ours.kernel_cache().items()
+               if key[:2] == (N, K) and key[-1] == "sm90" and (not key[5].empty) == fused]
+    assert len(kernels) == 1, "the torch op ran no (or more than one) sm90 kernel of this epilogue"
+    return kernels[0].dynamic.plan(M).config
+
+
+@pytest.mark.parametrize("M, N, K", [(M, 5120, 5120) for M in (77, 200, 260, 333)]  # Phi-3-medium o: N 80 rows short
+                         + [(M, 1000, 1032) for M in (37, 129, 300)]  # N and K not multiples of 64
+                         + [(300, 3584, 18944)])  # Qwen2.5-7B down (one-consumer 64-row tiles at 257..384)
+def test_the_torch_op_runs_trimmed_bucket_plans_exactly(M, N, K):
+    g = torch.Generator(device="cuda").manual_seed(M + N)
+    a = torch.randn(M, K, device="cuda", generator=g).bfloat16()
+    b = torch.randn(N, K, device="cuda", generator=g).bfloat16()
+    y = ours.gemm(a, b)
+    assert _config(N, K, M).trim_loads
+    ref = a.float() @ b.float().t()
+    assert y.shape == (M, N) and not y.float().isnan().any()
+    assert float((y.float() - ref).abs().max() / ref.abs().max()) <= 1e-2
+    assert torch.equal(ours.gemm(a, b), y)
+
+
+@pytest.mark.parametrize("M", (77, 260))
+def test_a_trimmed_plan_with_fused_steps_through_the_torch_op(M):
+    N, K = 5120, 5120
+    g = torch.Generator(device="cuda").manual_seed(M)
+    a = torch.randn(M, K, device="cuda", generator=g).bfloat16()
+    b = torch.randn(N, K, device="cuda", generator=g).bfloat16()
+    bias = torch.randn(N, device="cuda", generator=g)  # f32
+    residual = torch.randn(M, N, device="cuda", generator=g).bfloat16()
+    y = ours.gemm(a, b, bias=bias, activation="silu", residual=residual)
+    assert _config(N, K, M, fused=True).trim_loads
+    ref = torch.nn.functional.silu(a.float() @ b.float().t() + bias.float()) + residual.float()
+    assert float((y.float() - ref).abs().max() / ref.abs().max()) <= 2e-2

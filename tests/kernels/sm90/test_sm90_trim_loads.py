@@ -1,0 +1,93 @@
+"""The sm90 GEMM's trimmed loads (``Sm90Config.trim_loads``): a tile that runs past its operand's rows (A's past M,
+B's past N; swapped, the roles') loads only the rows that exist, in boxes of ``ATOM_ROWS`` rows through a second map of
+each operand, and arms its stage's "full" barrier with those bytes; the ring is zeroed once so that the rows left
+hold data. Emulator-exact at odd M, N and K (one and two consumers, swapped, fp8, a K split, a TMA epilogue with a
+staged residual, ping-pong, dynamic M), the contract, the emitted loads, and the planners' flag."""
+
+from __future__ import annotations
+
+import attrs
+import pytest
+
+from tvm_cdna4.emulator import emulate
+from tvm_cdna4.errors import ContractError
+from tvm_cdna4.kernels import devices, gemm
+from tvm_cdna4.kernels.gemm import GemmProblem, random_inputs
+from tvm_cdna4.kernels.gemm.dynamic_m import MBucket
+from tvm_cdna4.kernels.gemm.epilogue import Fusion
+from tvm_cdna4.kernels.sm90 import gemm_dynamic, gemm_emit, gemm_plan, gemm_target
+from tvm_cdna4.kernels.sm90.gemm_plan import ATOM_ROWS, Sm90Config, plan
+
+EMULATOR = "the CUDA emulator (no GPU runner)"
+
+
+@pytest.mark.parametrize("problem, config", [
+    # the second tile row 5 rows deep (A trimmed to one 8-row box), the second tile column 24 of 48 (B trimmed)
+    (GemmProblem(133, 72, 200, "bf16", "nt", "f32"), Sm90Config(128, 48, 3, 2, trim_loads=True)),
+    # M below one tile; N's last tile 24 rows; K not a multiple of 64 (the K tail still zero-filled)
+    (GemmProblem(5, 72, 136, "bf16", "nt", "bf16"), Sm90Config(64, 48, 2, 1, trim_loads=True)),
+    # swapped: the weights (the A role) past N, the tokens (the B role) past M
+    (GemmProblem(37, 150, 264, "bf16", "nt", "f32"), Sm90Config(64, 40, 2, 1, swap_ab=True, trim_loads=True)),
+])
+def test_the_emulator_validates_trimmed_loads(problem, config):
+    v = gemm.validate(problem, "sm90", config)
+    assert v.ok and v.where == EMULATOR and v.ratio <= 1.0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("problem, config", [
+    (GemmProblem(70, 80, 256, "fp8", "nt", "bf16"), Sm90Config(64, 40, 2, 1, trim_loads=True)),
+    (GemmProblem(130, 72, 384, "bf16", "nt", "f32"), Sm90Config(64, 48, 2, 1, split_k=2, trim_loads=True)),
+    (GemmProblem(150, 136, 192, "bf16", "nt", "bf16", Fusion(residual=True)),
+     Sm90Config(128, 64, 2, 2, epilogue="tma", residual_read="tma", trim_loads=True)),
+    (GemmProblem(130, 150, 128, "bf16", "nt", "f32"),
+     Sm90Config(128, 48, 2, 2, ctas=2, schedule="pingpong", trim_loads=True)),
+])
+def test_the_emulator_validates_more_trimmed_loads(problem, config):
+    v = gemm.validate(problem, "sm90", config)
+    assert v.ok and v.where == EMULATOR and v.ratio <= 1.0
+
+
+def test_a_trimmed_dynamic_m_kernel_is_exact_at_every_depth_of_its_last_tile():
+    p = plan(MBucket(129, 256), 72, 128, "bf16", "nt", "bf16", Sm90Config(128, 48, 2, 2, trim_loads=True), 132, 232448)
+    for m in (130, 200, 256):  # the last tile row 2, 72 and 128 rows deep
+        data = random_inputs(GemmProblem(m, 72, 128, "bf16", "nt", "bf16"), m)
+        c = data.output()
+        emulate(gemm_target.emit(p), *data.arguments(p.params, c), target="sm90")
+        assert data.ratio(c) <= 1.0
+
+
+def test_trimmed_loads_encode_an_atom_map_of_each_operand_and_loop_over_the_rows_that_exist():
+    p = gemm.plan(GemmProblem(260, 5120, 5120, "bf16", "nt", "bf16"), "sm90",
+                  Sm90Config(128, 120, 6, 2, epilogue="tma", trim_loads=True))
+    source = gemm_target.emit(p).script()
+    whole = gemm_target.emit(attrs.evolve(p, config=attrs.evolve(p.config, trim_loads=False))).script()
+    assert source.count("tensormap_encode_tiled") == whole.count("tensormap_encode_tiled") + 2
+    host = gemm_emit.signature_source(p)  # boxes innermost first: 64 K elements x ATOM_ROWS rows, of A and of B
+    assert host.count(f"{p.block_k}, {ATOM_ROWS}, 1, 1,") == 2 and "mapAAtoms" in host and "mapBAtoms" in host
+    assert "mapAAtoms" not in gemm_emit.signature_source(attrs.evolve(p, config=attrs.evolve(p.config, trim_loads=False)))
+
+
+def test_trimmed_loads_are_the_unclustered_dense_kernels():
+    with pytest.raises(ContractError) as e:
+        Sm90Config(128, 104, 4, 2, swap_ab=True, cluster_m=2, trim_loads=True).check(232448)
+    assert e.value.operand == "trim_loads"
+    from tvm_cdna4.kernels.sm90.grouped_plan import check_grouped_config
+    with pytest.raises(ContractError) as e:
+        check_grouped_config(Sm90Config(128, 128, 4, 2, trim_loads=True))
+    assert e.value.operand == "trim_loads"
+
+
+def test_the_planners_take_trimmed_loads_where_trim_loads_is_on(monkeypatch):
+    device, N, K = devices.DEVICES["H100"], 5120, 5120
+    bucket = next(b for b in gemm_dynamic.dynamic_buckets(N, K, "bf16", "bf16", device) if 300 in b)
+    off = gemm_dynamic.plan_bucket(bucket, N, K, "bf16", "nt", "bf16", Fusion(), device).config
+    assert not off.trim_loads
+    monkeypatch.setattr(gemm_plan, "TRIM_LOADS", True)
+    on = gemm_dynamic.plan_bucket(bucket, N, K, "bf16", "nt", "bf16", Fusion(), device).config
+    assert on == attrs.evolve(off, trim_loads=True)
+    problem = GemmProblem(300, N, K, "bf16", "nt", "bf16")
+    assert gemm_target.choose(problem, sms=device.units).trim_loads
+    # a cluster asked for on top of the choice loads whole boxes
+    assert not gemm_target.with_fields(problem, gemm_target.choose(problem, sms=device.units), {"cluster_m": 2},
+                                       sms=device.units).trim_loads
