@@ -35,7 +35,9 @@ this torch lacks, a shape it refuses, an exception of any kind) is said in its c
 drops our row. ``--merge last-cta,kernel`` also times ours with each merge forced (one launch or two, at the
 model's partition; the row's ``merge`` is the model's choice). ``--partitions 256,512,...`` also times ours at
 those forced keys per CTA (``forced_runs``): the
-check of the partition cost model's choice in the same run.
+check of the partition cost model's choice in the same run; every row also carries the estimate
+(``kernels.sm80.paged_decode_estimate``, given the drawn contexts) at the model's partition and each forced one
+(``estimates``: ``estimate`` in the JSON, printed after the forced times).
 
 Bars (issue 37, ``bars``; judged in the memory-bound region ``batch >= 8`` and mean context ``>= 2k``, the
 all-row worst printed beside): bf16 >= 85 % of the read rate; fp8 >= 1.7x bf16's speed on the same shapes; 4
@@ -437,6 +439,20 @@ def forced_runs(torch, graph_seconds, problem, arch, inputs, n: int, args) -> di
     return out
 
 
+def estimates(problem, contexts, args) -> dict:
+    """The estimate (``kernels.sm80.paged_decode_estimate.partition_seconds``, us) at the model's partition
+    (``"model"``) and at each ``--partitions`` keys: what the partition choice is checked against (fitted to bf16)."""
+    from tvm_cdna4.kernels.attention import paged_verb
+    from tvm_cdna4.kernels.devices import planned
+    from tvm_cdna4.kernels.sm80.paged_decode_estimate import partition_seconds
+    from tvm_cdna4.kernels.sm80.paged_decode_plan import resident_ctas
+
+    p = paged_verb(args.target or "sm80", "plan")(problem)
+    resident = resident_ctas(p, planned("sm80"))
+    return {str(k): partition_seconds(problem, v, contexts, problem.capacity, resident) * 1e6
+            for k, v in (("model", p.partition), *((k, k) for k in args.partitions))}
+
+
 def measure(torch, ours, graph_seconds, spec: dict, args, rate: float, l2: int) -> dict:
     """One row: ours checked on a sample and timed; the peers where the row has them (1 query)."""
     from tvm_cdna4.kernels.attention import paged_verb
@@ -472,6 +488,7 @@ def measure(torch, ours, graph_seconds, spec: dict, args, rate: float, l2: int) 
     row["calls"] = n
     row["us"] = graph_seconds(torch, [(lambda i=i % copies: call(i)) for i in range(n)], args.reps) * 1e6
     row["pct_rate"] = 100 * row["bytes"] / (row["us"] * 1e-6) / rate
+    row["estimate"] = estimates(problem, contexts, args)
     if args.partitions or args.merges or args.configs:
         row["forced"] = forced_runs(torch, graph_seconds, problem, args.arch, inputs, n, args)
     if spec["queries"] == 1 and spec["set"] in ("bf16", "fp8") and args.peers:
@@ -669,7 +686,8 @@ def main(argv=None) -> int:
               f"{r['pct_rate']:.0f} % of the read rate, partition {r['partition']} x {r['split_kv']}, "
               f"merge {r['merge']}, ok={r['ok']}"
               + "".join(f", {k}: {v:.1f} us" if isinstance(v, float) else f", {k}: {v}"
-                        for k, v in r.get("forced", {}).items()), flush=True)
+                        for k, v in r.get("forced", {}).items())
+              + ", estimate " + ", ".join(f"{k}: {v:.1f}" for k, v in r["estimate"].items()), flush=True)
     results = bars(rows)
     meta = dict(device=name, arch=arch, target=target, read_rate=rate, l2_bytes=l2, torch=torch.__version__,
                 date=time.strftime("%Y-%m-%d"), calls=args.calls, reps=args.reps, seconds=time.time() - t0)
