@@ -61,7 +61,9 @@ def test_a_bucket_is_cut_at_multiples_of_cut_rows_until_its_plan_loses_at_most_r
             assert r <= gemm_dynamic.REGRET_MAX, (b, r)
     for x, y in zip(fine, fine[1:]):
         if x.lo > 256 and x.hi not in gemm_dynamic.EDGES and x.hi not in gemm_dynamic.BUCKET_EDGES:
-            assert x.hi % gemm_dynamic.CUT_ROWS == 0  # every new edge a multiple of CUT_ROWS
+            # every new edge a multiple of CUT_ROWS, or (FINE_CUTS) of FINE_CUT_ROWS inside a part CUT_ROWS wide
+            narrow = gemm_dynamic.FINE_CUTS and (x.hi - x.lo < gemm_dynamic.CUT_ROWS or y.hi - y.lo < gemm_dynamic.CUT_ROWS)
+            assert x.hi % (gemm_dynamic.FINE_CUT_ROWS if narrow else gemm_dynamic.CUT_ROWS) == 0, (x, y)
     # coalesced: two neighbouring parts of one coarse bucket with the same plan are one bucket where the joined range
     # keeps that plan within REGRET_MAX (3 joins here: one kernel built where two were)
     coarse_of = {b: next(c for c in gemm_dynamic.dynamic_buckets(N) if c.lo <= b.lo <= c.hi) for b in fine}
@@ -127,7 +129,7 @@ def test_a_range_plan_bounds_every_m_s_loss_where_the_largest_m_s_plan_does_not(
 
 def test_plan_and_choose_at_a_run_time_m():
     p = gemm.plan(LLAMA, "sm90", m=300)
-    assert p.dynamic_m == MBucket(257, 384) and gemm.choose(LLAMA, "sm90", m=300) == p.config
+    assert p.dynamic_m == MBucket(257, 320) and gemm.choose(LLAMA, "sm90", m=300) == p.config  # FINE_CUTS: 257..384 cut
     assert gemm.plan(GemmProblem(None, 200, 264, "bf16", "nt", "f32", Fusion(bias=True)), "sm90", m=77).params[3].name == "bias"
 
 
@@ -192,6 +194,7 @@ def test_fine_cuts_cut_a_bucket_too_narrow_for_cut_rows_at_fine_cut_rows(monkeyp
     # Qwen2.5-7B QKV's (whose plan loses no more than REGRET_MAX there) stay as they were
     device = devices.DEVICES["H100"]
     phi, qkv = (5120, 17920), (4608, 3584)
+    monkeypatch.setattr(gemm_dynamic, "FINE_CUTS", False)
     before = {p: gemm_dynamic.dynamic_buckets(*p, "bf16", "bf16", device) for p in (phi, qkv)}
     monkeypatch.setattr(gemm_dynamic, "FINE_CUTS", True)
     after = {p: gemm_dynamic.dynamic_buckets(*p, "bf16", "bf16", device) for p in (phi, qkv)}

@@ -62,12 +62,13 @@ REGRET_MAX = 1.05
 CUT_ROWS = gemm_cost.WAVE_ROWS[0][0]
 """``refined`` cuts a bucket at a multiple of these rows (the two-consumer tile's: its tile count changes there)."""
 
-FINE_CUTS = False
+FINE_CUTS = True
 """Whether ``refined`` cuts a part too narrow for a ``CUT_ROWS`` cut, whose plan still loses more than ``REGRET_MAX``, at a
 multiple of ``FINE_CUT_ROWS`` (the one-consumer tile's rows: its tile count changes there). Why: 257..384 is one
-``CUT_ROWS`` wide, and its one plan loses 1.07-1.09x by the model at M = 300 on four of the twelve projections of
-``benchmarks/torch_gemm.py`` (the 128-row tile of 257..384 against the 64-row one of 257..320), where the torch op runs
-0.79x cuBLAS (H100, 2026-12-07)."""
+``CUT_ROWS`` wide, and its one plan loses 1.07-1.09x by the model at M = 300 on five of the twelve projections of
+``benchmarks/torch_gemm.py`` (the 128-row tile of 257..384 against the 64-row one of 257..320), where the torch op ran
+0.79x cuBLAS. Timed through the torch op (H100, 2026-12-07, ``runs/torch_gemm_finecut_h100_2026-12-07c.md``, the five
+changed rows): on / off geo-mean 1.01x at M = 260 (0.79-1.37), 1.03x at 288, 1.06x at 300, 1.08x at 320."""
 
 FINE_CUT_ROWS = gemm_cost.WAVE_ROWS[-1][0]
 """The rows of ``FINE_CUTS``' cuts."""
