@@ -68,7 +68,7 @@ multiple of ``FINE_CUT_ROWS`` (the one-consumer tile's rows: its tile count chan
 ``CUT_ROWS`` wide, and its one plan loses 1.07-1.09x by the model at M = 300 on five of the twelve projections of
 ``benchmarks/torch_gemm.py`` (the 128-row tile of 257..384 against the 64-row one of 257..320), where the torch op ran
 0.79x cuBLAS. Timed through the torch op (H100, 2026-12-07, ``runs/torch_gemm_finecut_h100_2026-12-07c.md``, the five
-changed rows): on / off geo-mean 1.01x at M = 260 (0.79-1.37), 1.03x at 288, 1.06x at 300, 1.08x at 320."""
+changed rows): on / off geo-mean 1.03x at M = 260 (0.79-1.37), 1.07x at 288, 1.12x at 300, 1.19x at 320."""
 
 FINE_CUT_ROWS = gemm_cost.WAVE_ROWS[-1][0]
 """The rows of ``FINE_CUTS``' cuts."""
