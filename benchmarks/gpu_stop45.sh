@@ -408,8 +408,8 @@ print('planned:', d.planned('sm80'))" 2>&1 | tee "$OUT/m200_device.txt"
     mkdir -p "$OUT/finecut"
     timeout 160 python3 benchmarks/torch_gemm.py --ms ${FINECUT_MS:-260,288,300,320} --fine-cuts off,on --calls 20 \
       --reps 8 --out "$OUT/finecut" 2>&1 | tee "$OUT/torch_gemm_finecut.log" | grep -v "^{" | tail -24 ;;
-  trim)  # stop 51: loads past M / N trimmed (Sm90Config.trim_loads): exact on the card, then off / on [~200]
-    gpu_tests 80 "$OUT/pytest_gpu_trim.log" -n 8 tests/gpu/test_sm90_trim_loads_gpu.py
+  trim)  # stop 51: loads past M / N trimmed (Sm90Config.trim_loads, one box of trim_boxes): exact on the card, then off / on [~260]
+    gpu_tests 150 "$OUT/pytest_gpu_trim.log" -n 8 tests/gpu/test_sm90_trim_loads_gpu.py
     mkdir -p "$OUT/trim"
     timeout 200 python3 benchmarks/torch_gemm.py --ms ${TRIM_MS:-96,200,260,300,333,600,1200,3000} --trim-loads off,on \
       --calls 20 --reps 8 --out "$OUT/trim" 2>&1 | tee "$OUT/torch_gemm_trim.log" | grep -v "^{" | tail -30 ;;

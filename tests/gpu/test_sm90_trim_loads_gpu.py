@@ -1,5 +1,5 @@
-"""The sm90 GEMM's trimmed loads (``Sm90Config.trim_loads``: a tile past M or N loads only the rows that exist, in
-8-row boxes, the rest of its ring rows stale) through ``tvm_cdna4.torch.gemm`` on a Hopper GPU
+"""The sm90 GEMM's trimmed loads (``Sm90Config.trim_loads``: a tile past M or N loads the rows that exist in the least
+box of ``gemm_emit.trim_boxes`` that holds them, the rest of its ring rows stale) through ``tvm_cdna4.torch.gemm`` on a Hopper GPU
 (``cuda(arch="sm_90a")``): with ``gemm_plan.TRIM_LOADS`` on (each test's kernels built afresh) the torch op's bucket
 plans trim at odd M and N, and match torch's product, with and without fused steps."""
 

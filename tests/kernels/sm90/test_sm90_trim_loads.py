@@ -1,7 +1,7 @@
 """The sm90 GEMM's trimmed loads (``Sm90Config.trim_loads``): a tile that runs past its operand's rows (A's past M,
-B's past N; swapped, the roles') loads only the rows that exist, in boxes of ``ATOM_ROWS`` rows through a second map of
-each operand, and arms its stage's "full" barrier with those bytes; the ring is zeroed once so that the rows left
-hold data. Emulator-exact at odd M, N and K (one and two consumers, swapped, fp8, a K split, a TMA epilogue with a
+B's past N; swapped, the roles') loads them in one box, the least of ``gemm_emit.trim_boxes`` (8, 16, ... rows, a map
+of each) that holds the rows that exist, and arms its stage's "full" barrier with that box's bytes; the ring is zeroed
+once so that the rows left hold data. Emulator-exact at odd M, N and K (one and two consumers, swapped, fp8, a K split, a TMA epilogue with a
 staged residual, ping-pong, dynamic M), the contract, the emitted loads, and the planners' flag."""
 
 from __future__ import annotations
@@ -57,15 +57,25 @@ def test_a_trimmed_dynamic_m_kernel_is_exact_at_every_depth_of_its_last_tile():
         assert data.ratio(c) <= 1.0
 
 
-def test_trimmed_loads_encode_an_atom_map_of_each_operand_and_loop_over_the_rows_that_exist():
+def test_trim_boxes_double_from_one_swizzle_atom_below_the_tile():
+    assert gemm_emit.trim_boxes(128) == (ATOM_ROWS, 2 * ATOM_ROWS, 4 * ATOM_ROWS, 8 * ATOM_ROWS)
+    assert gemm_emit.trim_boxes(120) == gemm_emit.trim_boxes(128) and gemm_emit.trim_boxes(64)[-1] == 32
+    assert gemm_emit.trim_boxes(200)[-1] == 128 and gemm_emit.trim_boxes(ATOM_ROWS) == ()
+
+
+def test_trimmed_loads_encode_a_map_of_each_box_of_each_operand():
     p = gemm.plan(GemmProblem(260, 5120, 5120, "bf16", "nt", "bf16"), "sm90",
                   Sm90Config(128, 120, 6, 2, epilogue="tma", trim_loads=True))
-    source = gemm_target.emit(p).script()
-    whole = gemm_target.emit(attrs.evolve(p, config=attrs.evolve(p.config, trim_loads=False))).script()
-    assert source.count("tensormap_encode_tiled") == whole.count("tensormap_encode_tiled") + 2
-    host = gemm_emit.signature_source(p)  # boxes innermost first: 64 K elements x ATOM_ROWS rows, of A and of B
-    assert host.count(f"{p.block_k}, {ATOM_ROWS}, 1, 1,") == 2 and "mapAAtoms" in host and "mapBAtoms" in host
-    assert "mapAAtoms" not in gemm_emit.signature_source(attrs.evolve(p, config=attrs.evolve(p.config, trim_loads=False)))
+    whole = attrs.evolve(p, config=attrs.evolve(p.config, trim_loads=False))
+    boxes = gemm_emit.trim_boxes(128) + gemm_emit.trim_boxes(120)
+    assert (gemm_target.emit(p).script().count("tensormap_encode_tiled")
+            == gemm_target.emit(whole).script().count("tensormap_encode_tiled") + len(boxes))
+    host = gemm_emit.signature_source(p)  # boxes innermost first: 64 K elements x the box's rows, of A and of B
+    encodes = {line.split("(")[1].split(",")[0]: line for line in host.splitlines() if "tensormap_encode_tiled" in line}
+    for role, block in (("A", 128), ("B", 120)):
+        for box in gemm_emit.trim_boxes(block):
+            assert f", {p.block_k}, {box}, 1, 1," in encodes[f"map{role}Box{box}"]
+    assert "Box" not in gemm_emit.signature_source(whole)
 
 
 def test_trimmed_loads_are_the_unclustered_dense_kernels():

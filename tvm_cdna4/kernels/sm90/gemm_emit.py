@@ -215,30 +215,51 @@ def whole_stage(p, SMH, MB, maps, s, k_slice, kt, a_row, b_row):
 @T.macro
 def trimmed_stage(p, SMH, MB, maps, s, k0, a_row, b_row):
     # Sm90Config.trim_loads: "full" armed with the bytes of the rows the stage loads, then each operand's tile
-    (ra, rb), (a_atoms, b_atoms) = role_rows(p), trim_maps(p, maps)
+    (ra, rb), (a_boxes, b_boxes) = role_rows(p), trim_maps(p, maps)
     c = p.config
     T.ptx.mbarrier.arrive.expect_tx.shared.b64(MB.ptr_to([s]), T.uint32(
         (loaded_rows(a_row, ra, c.block_m) + loaded_rows(b_row, rb, c.block_n)) * ROW_BYTES))
-    trimmed_load(p, SMH, s * c.block_m * BLOCK_K, maps[0], a_atoms, k0, a_row, ra, c.block_m, MB.ptr_to([s]))
-    trimmed_load(p, SMH, (c.stages * c.block_m + s * c.block_n) * BLOCK_K, maps[1], b_atoms, k0, b_row, rb, c.block_n,
+    trimmed_load(p, SMH, s * c.block_m * BLOCK_K, maps[0], a_boxes, k0, a_row, ra, c.block_m, MB.ptr_to([s]))
+    trimmed_load(p, SMH, (c.stages * c.block_m + s * c.block_n) * BLOCK_K, maps[1], b_boxes, k0, b_row, rb, c.block_n,
                  MB.ptr_to([s]))
 
 
 @T.macro
-def trimmed_load(p, SMH, offset, whole_map, atom_map, k0, row0, rows, block, mbar):
-    # rows row0 .. row0 + block - 1 of an operand of ``rows`` rows: one box where they all exist, else boxes of
-    # ATOM_ROWS rows over those that do (the last one's rows past the operand zero-filled)
-    if row0 + block <= rows:
+def trimmed_load(p, SMH, offset, whole_map, box_maps, k0, row0, rows, block, mbar):
+    # rows row0 .. row0 + block - 1 of an operand of ``rows`` rows: one box, the tile's where they all exist, else the
+    # least of trim_boxes(block) that holds the rows that do (its rows past the operand zero-filled)
+    box_chain(p, SMH, offset, whole_map, box_maps, trim_boxes(block), k0, row0, rows - row0, mbar, 0)
+
+
+@T.macro
+def box_chain(p, SMH, offset, whole_map, box_maps, boxes, k0, row0, exist, mbar, j):
+    if I.constexpr(j == len(boxes)):
         tma_load(p, SMH, offset, whole_map, k0, row0, mbar)
     else:
-        for r in range(T.truncdiv(rows - row0 + ATOM_ROWS - 1, ATOM_ROWS)):
-            tma_load(p, SMH, offset + r * ATOM_ROWS * BLOCK_K, atom_map, k0, row0 + r * ATOM_ROWS, mbar)
+        if exist <= boxes[j]:
+            tma_load(p, SMH, offset, box_maps[j], k0, row0, mbar)
+        else:
+            box_chain(p, SMH, offset, whole_map, box_maps, boxes, k0, row0, exist, mbar, j + 1)
+
+
+def trim_boxes(block: int) -> tuple[int, ...]:
+    """The box rows of a trimmed ``block``-row tile's loads: ``ATOM_ROWS`` (one swizzle atom), twice that, ... below
+    ``block``: at most one load an operand a stage, its zero-filled rows fewer than those that exist."""
+    return tuple(ATOM_ROWS << j for j in range(block.bit_length()) if ATOM_ROWS << j < block)
 
 
 def loaded_rows(row0, rows: int, block: int):
-    """The rows ``trimmed_load`` brings of a tile of ``block`` rows at ``row0`` of an operand of ``rows``: ``block``, or
-    the rows that exist rounded up to ``ATOM_ROWS``."""
-    return T.min(block, T.truncdiv(rows - row0 + ATOM_ROWS - 1, ATOM_ROWS) * ATOM_ROWS)
+    """The rows ``trimmed_load`` brings of a tile of ``block`` rows at ``row0`` of an operand of ``rows``: the least of
+    ``trim_boxes(block)`` that holds the rows that exist, else ``block``."""
+    exist, brought = rows - row0, block
+    for box in reversed(trim_boxes(block)):
+        brought = T.if_then_else(exist <= box, box, brought)
+    return brought
+
+
+def trimmed(p: Sm90Plan, maps) -> int:
+    """How many of ``maps`` are ``trim_maps``' (the last)."""
+    return sum(map(len, trim_maps(p, maps)))
 
 
 def role_rows(p: Sm90Plan) -> tuple:
@@ -247,14 +268,16 @@ def role_rows(p: Sm90Plan) -> tuple:
 
 
 def trim_maps(p: Sm90Plan, maps) -> tuple:
-    """The A and B roles' maps of ``ATOM_ROWS``-row boxes (``Sm90Config.trim_loads``: the last two), else ()."""
-    return tuple(maps[len(maps) - 2:]) if p.config.trim_loads else ()
+    """``Sm90Config.trim_loads``: the A and B roles' maps of ``trim_boxes`` rows (the last maps, A's then B's), else
+    two empty tuples."""
+    a, b = (len(trim_boxes(r)) if p.config.trim_loads else 0 for r in (p.config.block_m, p.config.block_n))
+    return tuple(maps[len(maps) - a - b:len(maps) - b]), tuple(maps[len(maps) - b:])
 
 
 def b_maps(p: Sm90Plan, maps) -> tuple:
     """B's tensor maps (``gemm_cluster.b_load``): ``maps[1]``, then a cluster's second B map (rank 1's share of
     uneven halves, ``gemm_cluster.b_peer_rows``: after the other maps and before the tail maps) or None."""
-    return maps[1], (maps[len(maps) - len(trim_maps(p, maps)) - len(tail_maps(p)) - 1] if cluster.b_peer_rows(p) else None)
+    return maps[1], (maps[len(maps) - trimmed(p, maps) - len(tail_maps(p)) - 1] if cluster.b_peer_rows(p) else None)
 
 
 def k_first(p: Sm90Plan, k_slice, kt):
@@ -419,7 +442,7 @@ def retire(p, acc):
 def c_maps(p: Sm90Plan, maps) -> tuple:
     """What ``store_tma`` stores C through: (C's tensor map of the whole 64-column blocks, ``maps[2]``; C's tail map
     with a tail block, ``Sm90Config.tail_columns``, after the other maps and before the residual's, else None)."""
-    return maps[2], (maps[len(maps) - len(trim_maps(p, maps)) - len(tail_maps(p))] if p.config.tail_columns else None)
+    return maps[2], (maps[len(maps) - trimmed(p, maps) - len(tail_maps(p))] if p.config.tail_columns else None)
 
 
 def tail_maps(p: Sm90Plan) -> tuple:
@@ -598,12 +621,13 @@ def signature_source(p: Sm90Plan) -> str:
     for name in tail_maps(p):  # the tail block's boxes: rows x Sm90Config.tail_columns, its tail_swizzle
         lines += tensor_map_lines(f"{name}Tail", "[0, 0]", (p.N, m), (p.N * 2,), (c.tail_columns, c.rows if name == "C" else
                                   residual_box_rows(p)), p.tir_out, L.TMA_SWIZZLE_MODE[c.tail_swizzle], tensor=name)
-    if c.trim_loads:  # the A and B roles' boxes of ATOM_ROWS rows, the last two maps (trim_maps)
-        for name, rows, cols, _, box_cols, dtype, size in maps[:2]:
-            lines += tensor_map_source(f"{name}Atoms", "[0, 0]", rows, cols, ATOM_ROWS, box_cols, dtype, size, tensor=name)
+    boxes = [(name, box, rows, cols, box_cols, dtype, size) for name, rows, cols, block, box_cols, dtype, size in maps[:2]
+             for box in trim_boxes(block)] if c.trim_loads else []  # the A then B role's trim_boxes, the last maps
+    for name, box, rows, cols, box_cols, dtype, size in boxes:
+        lines += tensor_map_source(f"{name}Box{box}", "[0, 0]", rows, cols, box, box_cols, dtype, size, tensor=name)
     args = ", ".join(f"{n!r}: {n}" for n in names)
     names = [f"map{q[0]}" for q in maps] + own + [f"map{n}Tail" for n in tail_maps(p)]
-    names += [f"map{q[0]}Atoms" for q in maps[:2]] if c.trim_loads else []
+    names += [f"map{b[0]}Box{b[1]}" for b in boxes]
     return "\n".join([*lines, f"    kernel(p, {{{args}}}, ({', '.join(names)},))", ""])
 
 

@@ -280,8 +280,9 @@ class Sm90Config:
 
     trim_loads: bool = False
     """Whether a tile that runs past its operand's rows (A's past M, B's past N: the last tile row or column) loads
-    only the rows that exist, in boxes of ``ATOM_ROWS`` rows (the host part encodes a second map of each operand with
-    that box), instead of one box whose rows past the tensor TMA zero-fills; a whole tile loads one box as before.
+    them in one box, the least of ``gemm_emit.trim_boxes`` (``ATOM_ROWS``, twice that, ...; the host part encodes a
+    map of each) that holds the rows that exist, instead of the tile's box whose rows past the tensor TMA zero-fills;
+    a whole tile loads its box as before.
     The rows not loaded keep the ring's stale data: they feed only C's rows past M (columns past N), never stored.
     Why: the zero-filled rows cost their time (H100, 2026-12-07: one 128x120 plan ran Phi-3-medium's o projection
     at M = 260 in 51.8 us, 124 rows of the last tile past M, and at M = 384 in 31.3; docs/sm90_gemm.md "Trimmed
