@@ -36,16 +36,10 @@ STATIC = [  # (M, N, K, config): odd N; K with a masked last iteration; K % 8 !=
 
 
 @pytest.fixture
-def wide_buckets(monkeypatch):
+def wide_buckets(planner_flags):
     """The planners weigh the decode kernel up to ``DECODE_MAX_M``; the torch op's kernels of ``SHAPES`` built afresh
     before and after the test."""
-    def drop():
-        for key in [k for k in ours.kernel_cache() if k[:2] in SHAPES]:
-            del ours.kernel_cache()[key]
-    monkeypatch.setattr(dp, "WEIGH_WIDE_DECODE", True)
-    drop()
-    yield
-    drop()
+    planner_flags(dp, WEIGH_WIDE_DECODE=True)
 
 
 @pytest.mark.parametrize("M,N,K,cfg", STATIC, ids=[f"{c[0]}x{c[1]}x{c[2]}" for c in STATIC])

@@ -11,6 +11,7 @@ pytestmark = [pytest.mark.cuda(arch="sm_90a"),  # the project plugin (tvm_cdna4.
               pytest.mark.usefixtures("swapped_buckets")]  # tests/gpu/conftest.py
 
 import tvm_cdna4.torch as ours  # noqa: E402
+from gemm_gpu import assert_fused_silu_matches  # noqa: E402
 
 SHAPES = ((4608, 3584), (3584, 18944))
 
@@ -42,12 +43,5 @@ def test_the_torch_op_runs_the_swapped_bucket_plan(M, N, K, split):
 @pytest.mark.parametrize("M", (17, 77, 200))
 def test_the_swapped_plan_with_fused_steps_through_the_torch_op(M):
     N, K = 4608, 3584
-    g = torch.Generator(device="cuda").manual_seed(M)
-    a = torch.randn(M, K, device="cuda", generator=g).bfloat16()
-    b = torch.randn(N, K, device="cuda", generator=g).bfloat16()
-    bias = torch.randn(N, device="cuda", generator=g)  # f32
-    residual = torch.randn(M, N, device="cuda", generator=g).bfloat16()
-    y = ours.gemm(a, b, bias=bias, activation="silu", residual=residual)
+    assert_fused_silu_matches(ours.gemm, M, N, K, seed=M)
     assert _plan(N, K, M, fused=True).config.swap_ab
-    ref = torch.nn.functional.silu(a.float() @ b.float().t() + bias.float()) + residual.float()
-    assert float((y.float() - ref).abs().max() / ref.abs().max()) <= 2e-2

@@ -9,21 +9,16 @@ torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.cuda(arch="sm_90a")  # the project plugin (tvm_cdna4.testing)
 
 import tvm_cdna4.torch as ours  # noqa: E402
+from gemm_gpu import assert_fused_silu_matches  # noqa: E402
 
 SHAPES = ((5120, 5120), (1000, 1032), (3584, 18944))
 
 
 @pytest.fixture(autouse=True)
-def trimmed(monkeypatch):
+def trimmed(planner_flags):
     from tvm_cdna4.kernels.sm90 import gemm_plan
 
-    def drop():
-        for key in [k for k in ours.kernel_cache() if k[:2] in SHAPES]:
-            del ours.kernel_cache()[key]
-    monkeypatch.setattr(gemm_plan, "TRIM_LOADS", True)
-    drop()
-    yield
-    drop()
+    planner_flags(gemm_plan, TRIM_LOADS=True)
 
 
 def _config(N: int, K: int, M: int, fused: bool = False):
@@ -51,12 +46,5 @@ def test_the_torch_op_runs_trimmed_bucket_plans_exactly(M, N, K):
 @pytest.mark.parametrize("M", (77, 260))
 def test_a_trimmed_plan_with_fused_steps_through_the_torch_op(M):
     N, K = 5120, 5120
-    g = torch.Generator(device="cuda").manual_seed(M)
-    a = torch.randn(M, K, device="cuda", generator=g).bfloat16()
-    b = torch.randn(N, K, device="cuda", generator=g).bfloat16()
-    bias = torch.randn(N, device="cuda", generator=g)  # f32
-    residual = torch.randn(M, N, device="cuda", generator=g).bfloat16()
-    y = ours.gemm(a, b, bias=bias, activation="silu", residual=residual)
+    assert_fused_silu_matches(ours.gemm, M, N, K, seed=M)
     assert _config(N, K, M, fused=True).trim_loads
-    ref = torch.nn.functional.silu(a.float() @ b.float().t() + bias.float()) + residual.float()
-    assert float((y.float() - ref).abs().max() / ref.abs().max()) <= 2e-2
