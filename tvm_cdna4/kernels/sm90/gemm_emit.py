@@ -386,10 +386,10 @@ def mainloop(p, SMH, MB, acc, pos, count, part, wg, t, res):
 def residual_of(p: Sm90Plan, MB, maps, i, row0, n0):
     """``residual_read`` ``"tma"`` or ``"sliced"``: what the mainloop's residual loads and the epilogue's reads need
     (the mbarriers, the residual's tensor map, the CTA's tile index ``i``, the warpgroup's first row and the tile's
-    first column); None otherwise. ``preread`` appends its held words to it (``preread_tile``: ``staged_word``)."""
+    first column; with a tail block the residual's tail map, ``tail_map``); None otherwise. ``preread`` appends its held words to it (``preread_tile``: ``staged_word``)."""
     if not p.config.residual_staged:
         return None
-    return (MB, maps[3], i, row0, n0) + ((maps[-1],) if p.config.tail_columns else ())  # the tail's map last
+    return (MB, maps[3], i, row0, n0) + ((tail_map(p, maps, "residual"),) if p.config.tail_columns else ())
 
 
 @T.macro
@@ -419,7 +419,13 @@ def retire(p, acc):
 def c_maps(p: Sm90Plan, maps) -> tuple:
     """What ``store_tma`` stores C through: (C's tensor map of the whole 64-column blocks, ``maps[2]``; C's tail map
     with a tail block, ``Sm90Config.tail_columns``, after the other maps and before the residual's, else None)."""
-    return maps[2], (maps[len(maps) - len(trim_maps(p, maps)) - len(tail_maps(p))] if p.config.tail_columns else None)
+    return maps[2], (tail_map(p, maps, "C") if p.config.tail_columns else None)
+
+
+def tail_map(p: Sm90Plan, maps, name: str):
+    """``name``'s tail-block map (``tail_maps``): the tail maps come after the other maps, before the trimmed loads'
+    (``trim_maps``, the last two)."""
+    return maps[len(maps) - len(trim_maps(p, maps)) - len(tail_maps(p)) + tail_maps(p).index(name)]
 
 
 def tail_maps(p: Sm90Plan) -> tuple:
