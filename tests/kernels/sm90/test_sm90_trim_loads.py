@@ -80,6 +80,18 @@ def test_trimmed_loads_encode_an_atom_map_of_each_operand_and_loop_over_the_rows
     assert "mapAAtoms" not in gemm_emit.signature_source(attrs.evolve(p, config=attrs.evolve(p.config, trim_loads=False)))
 
 
+def test_the_ring_is_cleared_sixteen_bytes_a_store():
+    # review51: the clear is every trimmed CTA's prologue, before its first load: 2-byte stores took 248 a thread at
+    # 128x120, 6 stages (95232 words over 384 threads), one st.shared.v4.b32 takes 8 words
+    p = gemm.plan(GemmProblem(260, 5120, 5120, "bf16", "nt", "bf16"), "sm90",
+                  Sm90Config(128, 120, 6, 2, epilogue="tma", trim_loads=True))
+    source = gemm_target.build_plan(p, cache=False).source
+    chunks = p.staging // gemm_emit.CLEAR_WORDS
+    assert gemm_emit.CLEAR_WORDS * 2 == 16 and chunks == 95232 // 8
+    assert f"for (int i = 0; i < {chunks // p.config.threads}; ++i)" in source
+    assert "st.shared.v4.b32" in source and "__float2bfloat16_rn(0x0p+0f" not in source
+
+
 def test_trimmed_loads_are_the_unclustered_dense_kernels():
     with pytest.raises(ContractError) as e:
         Sm90Config(128, 104, 4, 2, swap_ab=True, cluster_m=2, trim_loads=True).check(232448)

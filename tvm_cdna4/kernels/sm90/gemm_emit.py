@@ -139,15 +139,22 @@ def cta(p, args, maps, producer_role, consumer_role, setup=None):
     cluster.cluster_sync(p)  # a cluster: no CTA exits while its peer may still signal or fill its shared memory
 
 
+CLEAR_WORDS = 8
+"""The ring's 2-byte words ``clear_ring`` zeroes a store (one ``st.shared.v4.b32``, 16 bytes)."""
+
+
 @T.macro
 def clear_ring(p, SMH, tid):
-    # Sm90Config.trim_loads: every thread zeroes its share of the ring once, so that the rows a trimmed load leaves
-    # hold data (these zeros, later a stage's earlier rows), then orders its writes before the TMA's (async proxy)
+    # Sm90Config.trim_loads: every thread zeroes its share of the ring (p.staging: the ring's words) once, 16 bytes a
+    # store, so that the rows a trimmed load leaves hold data (these zeros, later a stage's earlier rows: never
+    # never-written shared memory, which the emulator refuses to read), then orders its writes before the TMA's and
+    # wgmma's (async proxy); the CTA's barrier follows (cta). Past the ring the store is predicated off, its address
+    # clamped into the ring (the emulator resolves a shared address in every lane)
     c = p.config
-    ring = c.stages * (c.block_m + c.block_n) * BLOCK_K
-    for i in range(-(-ring // c.threads)):
-        if tid + i * c.threads < ring:
-            SMH[tid + i * c.threads] = T.cast(0, p.smem_dtype)
+    chunks = p.staging // CLEAR_WORDS
+    for i in range(-(-chunks // c.threads)):
+        T.ptx["st.shared.v4.b32"](SMH.ptr_to([T.min(tid + i * c.threads, chunks - 1) * CLEAR_WORDS]), T.uint32(0),
+                                  T.uint32(0), T.uint32(0), T.uint32(0), pred=tid + i * c.threads < chunks)
     T.ptx["fence.proxy.async.shared::cta"]()
 
 
