@@ -238,14 +238,20 @@ def trimmed_load(p, SMH, offset, whole_map, atom_map, k0, row0, rows, block, mba
     if row0 + block <= rows:
         tma_load(p, SMH, offset, whole_map, k0, row0, mbar)
     else:
-        for r in range(T.truncdiv(rows - row0 + ATOM_ROWS - 1, ATOM_ROWS)):
+        for r in range(loaded_atoms(row0, rows)):
             tma_load(p, SMH, offset + r * ATOM_ROWS * BLOCK_K, atom_map, k0, row0 + r * ATOM_ROWS, mbar)
+
+
+def loaded_atoms(row0, rows: int):
+    """The ``ATOM_ROWS``-row boxes that cover an operand's rows ``row0`` .. ``rows - 1`` (the last one's rows past the
+    operand zero-filled, and counted by TMA as loaded)."""
+    return T.truncdiv(rows - row0 + ATOM_ROWS - 1, ATOM_ROWS)
 
 
 def loaded_rows(row0, rows: int, block: int):
     """The rows ``trimmed_load`` brings of a tile of ``block`` rows at ``row0`` of an operand of ``rows``: ``block``, or
-    the rows that exist rounded up to ``ATOM_ROWS``."""
-    return T.min(block, T.truncdiv(rows - row0 + ATOM_ROWS - 1, ATOM_ROWS) * ATOM_ROWS)
+    the rows that exist rounded up to ``ATOM_ROWS`` (``loaded_atoms``; the stage's "full" barrier expects their bytes)."""
+    return T.min(block, loaded_atoms(row0, rows) * ATOM_ROWS)
 
 
 def role_rows(p: Sm90Plan) -> tuple:
@@ -461,8 +467,9 @@ def workspace_cols(p: Sm90Plan) -> int:
 
 def partial_ok(p: Sm90Plan, r, col):
     """Whether the partial pair (or element) at the kernel's (``r``, ``col``) is stored: inside C (``swap_ab``:
-    inside C^T by its first element; a pair's second element past the run-time M lands in ``W``'s own rows, as
-    zero: A's rows past M load as zeros)."""
+    inside C^T by its first element; a pair's second element past the run-time M lands in ``W``'s own columns: zero
+    where A's rows past M load as zeros, a stale ring row's sum with ``trim_loads``; either way gathered only into
+    that element, which is never stored)."""
     if p.config.swap_ab:
         return inside(p, r, col)
     return T.and_(r < p.M, col + reduce_vector(p) - 1 < p.N)
