@@ -139,15 +139,22 @@ def cta(p, args, maps, producer_role, consumer_role, setup=None):
     cluster.cluster_sync(p)  # a cluster: no CTA exits while its peer may still signal or fill its shared memory
 
 
+CLEAR_WORDS = 8
+"""The ring's 2-byte words ``clear_ring`` zeroes a store (one ``st.shared.v4.b32``, 16 bytes)."""
+
+
 @T.macro
 def clear_ring(p, SMH, tid):
-    # Sm90Config.trim_loads: every thread zeroes its share of the ring once, so that the rows a trimmed load leaves
-    # hold data (these zeros, later a stage's earlier rows), then orders its writes before the TMA's (async proxy)
+    # Sm90Config.trim_loads: every thread zeroes its share of the ring (p.staging: the ring's words) once, 16 bytes a
+    # store, so that the rows a trimmed load leaves hold data (these zeros, later a stage's earlier rows: never
+    # never-written shared memory, which the emulator refuses to read), then orders its writes before the TMA's and
+    # wgmma's (async proxy); the CTA's barrier follows (cta). Past the ring the store is predicated off, its address
+    # clamped into the ring (the emulator resolves a shared address in every lane)
     c = p.config
-    ring = c.stages * (c.block_m + c.block_n) * BLOCK_K
-    for i in range(-(-ring // c.threads)):
-        if tid + i * c.threads < ring:
-            SMH[tid + i * c.threads] = T.cast(0, p.smem_dtype)
+    chunks = p.staging // CLEAR_WORDS
+    for i in range(-(-chunks // c.threads)):
+        T.ptx["st.shared.v4.b32"](SMH.ptr_to([T.min(tid + i * c.threads, chunks - 1) * CLEAR_WORDS]), T.uint32(0),
+                                  T.uint32(0), T.uint32(0), T.uint32(0), pred=tid + i * c.threads < chunks)
     T.ptx["fence.proxy.async.shared::cta"]()
 
 
@@ -246,6 +253,7 @@ def trim_boxes(block: int) -> tuple[int, ...]:
     """The box rows of a trimmed ``block``-row tile's loads: ``ATOM_ROWS`` (one swizzle atom), twice that, ... below
     ``block``: at most one load an operand a stage, its zero-filled rows fewer than those that exist."""
     return tuple(ATOM_ROWS << j for j in range(block.bit_length()) if ATOM_ROWS << j < block)
+
 
 
 def loaded_rows(row0, rows: int, block: int):
@@ -409,10 +417,10 @@ def mainloop(p, SMH, MB, acc, pos, count, part, wg, t, res):
 def residual_of(p: Sm90Plan, MB, maps, i, row0, n0):
     """``residual_read`` ``"tma"`` or ``"sliced"``: what the mainloop's residual loads and the epilogue's reads need
     (the mbarriers, the residual's tensor map, the CTA's tile index ``i``, the warpgroup's first row and the tile's
-    first column); None otherwise. ``preread`` appends its held words to it (``preread_tile``: ``staged_word``)."""
+    first column; with a tail block the residual's tail map, ``tail_map``); None otherwise. ``preread`` appends its held words to it (``preread_tile``: ``staged_word``)."""
     if not p.config.residual_staged:
         return None
-    return (MB, maps[3], i, row0, n0) + ((maps[-1],) if p.config.tail_columns else ())  # the tail's map last
+    return (MB, maps[3], i, row0, n0) + ((tail_map(p, maps, "residual"),) if p.config.tail_columns else ())
 
 
 @T.macro
@@ -442,7 +450,13 @@ def retire(p, acc):
 def c_maps(p: Sm90Plan, maps) -> tuple:
     """What ``store_tma`` stores C through: (C's tensor map of the whole 64-column blocks, ``maps[2]``; C's tail map
     with a tail block, ``Sm90Config.tail_columns``, after the other maps and before the residual's, else None)."""
-    return maps[2], (maps[len(maps) - trimmed(p, maps) - len(tail_maps(p))] if p.config.tail_columns else None)
+    return maps[2], (tail_map(p, maps, "C") if p.config.tail_columns else None)
+
+
+def tail_map(p: Sm90Plan, maps, name: str):
+    """``name``'s tail-block map (``tail_maps``): the tail maps come after the other maps, before the trimmed loads'
+    (``trim_maps``, the last)."""
+    return maps[len(maps) - trimmed(p, maps) - len(tail_maps(p)) + tail_maps(p).index(name)]
 
 
 def tail_maps(p: Sm90Plan) -> tuple:
@@ -471,8 +485,9 @@ def workspace_cols(p: Sm90Plan) -> int:
 
 def partial_ok(p: Sm90Plan, r, col):
     """Whether the partial pair (or element) at the kernel's (``r``, ``col``) is stored: inside C (``swap_ab``:
-    inside C^T by its first element; a pair's second element past the run-time M lands in ``W``'s own rows, as
-    zero: A's rows past M load as zeros)."""
+    inside C^T by its first element; a pair's second element past the run-time M lands in ``W``'s own columns: zero
+    where A's rows past M load as zeros, a stale ring row's sum with ``trim_loads``; either way gathered only into
+    that element, which is never stored)."""
     if p.config.swap_ab:
         return inside(p, r, col)
     return T.and_(r < p.M, col + reduce_vector(p) - 1 < p.N)
