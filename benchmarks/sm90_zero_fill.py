@@ -11,6 +11,12 @@ driver read it) and kept where the label is the run's. The static rows are ``ben
 ``--swap`` 72 (the H100's ``DeviceSpec``, as that script fits them). For the flag off, then on at ``FILL_BYTES_PER_CLK``
 and each of ``--rates``, it prints each set's rms (and worst) of ``log(measured / estimate)``; ``--rows`` also prints
 the partial run's rows, measured beside both estimates.
+
+    python benchmarks/sm90_zero_fill.py --plans 129,200,260,300,450,600,768,1200,3000
+
+prints, for the twelve projections of ``benchmarks/torch_gemm.py`` at each M, the bucket plan with the flag off and on
+(``torch_gemm.bucket_plan``, the H100's ``DeviceSpec``) where they differ, both estimated by the model with the term
+(the estimated gain: off's plan over on's), then per M the plans changed and the geo-mean gain.
 """
 
 from __future__ import annotations
@@ -78,7 +84,10 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rates", default="", help="FILL_BYTES_PER_CLK values to weigh beside the package's")
     ap.add_argument("--rows", action="store_true", help="print the partial run's rows")
+    ap.add_argument("--plans", default="", help="M values: the bucket plans the flag changes (no fit)")
     args = ap.parse_args(argv)
+    if args.plans:
+        return plans([int(v) for v in args.plans.split(",")])
     import attrs
     import sm90_fit
     from test_sm90_gemm import h100_timings
@@ -111,6 +120,41 @@ def main(argv=None) -> int:
                       f"{est[0]:.1f} | {est[1]:.1f} |")
     finally:
         cost.WEIGH_ZERO_FILL, cost.FILL_BYTES_PER_CLK = default, rate
+    return 0
+
+
+def plans(ms: list) -> int:
+    """``--plans``: the bucket plans ``WEIGH_ZERO_FILL`` changes and their estimated gain (the module docstring)."""
+    import math
+
+    import torch_gemm as tg
+
+    from tvm_cdna4.kernels import devices
+    from tvm_cdna4.kernels.sm90 import gemm_cost as cost
+
+    device, default, gains = devices.DEVICES["H100"], cost.WEIGH_ZERO_FILL, {m: [] for m in ms}
+    print("| model | proj | N | K | M | bucket off | plan off | bucket on | plan on | est off's plan µs | on's | gain |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    try:
+        for model, proj, N, K in tg.selected(list(tg.MODELS)):
+            for M in ms:
+                got = {}
+                for on in (False, True):
+                    cost.WEIGH_ZERO_FILL = on
+                    got[on] = tg.bucket_plan(N, K, M, device)
+                est = [cost.estimate(got[on].config, M, N, K, 2, device).total * 1e6  # the model with the term
+                       if hasattr(got[on].config, "swap_ab") else math.nan for on in (False, True)]
+                gains[M].append(est[0] / est[1] if est[1] == est[1] and est[0] == est[0] else 1.0)
+                if tg.plan_label(got[False]) != tg.plan_label(got[True]) or got[False].dynamic_m != got[True].dynamic_m:
+                    b = [f"{got[on].dynamic_m.lo}-{got[on].dynamic_m.hi}" for on in (False, True)]
+                    print(f"| {model} | {proj} | {N} | {K} | {M} | {b[0]} | {tg.plan_label(got[False])} | {b[1]} | "
+                          f"{tg.plan_label(got[True])} | {est[0]:.1f} | {est[1]:.1f} | {est[0] / est[1]:.2f}x |", flush=True)
+    finally:
+        cost.WEIGH_ZERO_FILL = default
+    print("\n| M | plans changed | geo-mean estimated gain | most |\n|---|---|---|---|")
+    for M, g in gains.items():
+        print(f"| {M} | {sum(x != 1.0 for x in g)} of {len(g)} | {math.exp(sum(map(math.log, g)) / len(g)):.3f}x | "
+              f"{max(g):.2f}x |")
     return 0
 
 
