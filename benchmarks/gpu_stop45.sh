@@ -110,6 +110,8 @@
 #               512 / 768 / 1024 keys (512: bf16's choice, 1024: fp8's past 2k; the estimate's candidates at 15k) and
 #               each row's estimate (kernels.sm80.paged_decode_estimate); then batch 8 / 2k at 320 keys, the bf16
 #               choice before FILL_WAVES (4d57cfe), beside today's [~165]
+#   zerofill    stop 51 (journal "Stop 51: zerofill"): the torch op's bucket plans with gemm_cost.WEIGH_ZERO_FILL off / on
+#               (the estimate weighs TMA's zero fill of a partial tile) at M = ${ZEROFILL_MS:-200,260,300,450,600,1200} [~200]
 #
 #   bash benchmarks/gpu_stop45.sh peers partitions ncu
 if [ -f .sm90tree/sitepack/site.tar.xz ]; then  # benchmarks/pack_site.sh: the wheels installed and packed (33 of 49 MB)
@@ -413,6 +415,10 @@ print('planned:', d.planned('sm80'))" 2>&1 | tee "$OUT/m200_device.txt"
     mkdir -p "$OUT/trim"
     timeout 200 python3 benchmarks/torch_gemm.py --ms ${TRIM_MS:-96,200,260,300,333,600,1200,3000} --trim-loads off,on \
       --calls 20 --reps 8 --out "$OUT/trim" 2>&1 | tee "$OUT/torch_gemm_trim.log" | grep -v "^{" | tail -30 ;;
+  zerofill)  # stop 51: the cost model weighs TMA's zero fill of a partial tile (gemm_cost.WEIGH_ZERO_FILL) off / on [~200]
+    mkdir -p "$OUT/zerofill"
+    timeout 230 python3 benchmarks/torch_gemm.py --ms ${ZEROFILL_MS:-200,260,300,450,600,1200} --zero-fill off,on \
+      --calls 20 --reps 8 --out "$OUT/zerofill" 2>&1 | tee "$OUT/torch_gemm_zerofill.log" | grep -v "^{" | tail -30 ;;
   pagedsplit)  # stop 51: the split's GPU tests, then batch 8 / 32 beside FlashInfer at forced partitions [~165]
     gpu_tests 30 "$OUT/pytest_gpu_pagedsplit.log" -n 8 tests/gpu/test_paged_attention_gpu.py -k "forced_partitions"
     FI=${FLASHINFER_CARRIED:-.sm90tree/flashinfer}
@@ -425,7 +431,7 @@ print('planned:', d.planned('sm80'))" 2>&1 | tee "$OUT/m200_device.txt"
       | tee "$OUT/paged_decode_pagedsplit.log" | grep -v "^{" | grep -v -i warn | grep -v "return F" | tail -45
     timeout 25 python3 benchmarks/paged_decode.py --sets bf16 --batches 8 --means 2048 --no-peers --partitions 320 \
       --out "$OUT/pagedsplit_old" 2>&1 | tee "$OUT/paged_decode_pagedsplit_old.log" | grep "B=" ;;
-  *) echo "unknown step $step (peers, partitions, ncu, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring, m200, epires, epires-ncu, stop49, stop49b, attn3wg, swaporder, swaporder-ncu, decode32, refine, swapone, swapcluster, attnfit, attnfit-long, attnitem, splitwave, attnzigzag, peers-mid, finecut, walktests, trim, pagedsplit)"; exit 2 ;;
+  *) echo "unknown step $step (peers, partitions, ncu, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring, m200, epires, epires-ncu, stop49, stop49b, attn3wg, swaporder, swaporder-ncu, decode32, refine, swapone, swapcluster, attnfit, attnfit-long, attnitem, splitwave, attnzigzag, peers-mid, finecut, walktests, trim, pagedsplit, zerofill)"; exit 2 ;;
   esac
 done
 cd "$OUT" && tar czf /tmp/call.tgz --exclude=call.tgz . && find . -mindepth 1 -delete && mv /tmp/call.tgz "$OUT/call.tgz"

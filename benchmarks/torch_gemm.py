@@ -9,6 +9,7 @@
     python3 benchmarks/torch_gemm.py --ms 16,17,24,32 --wide-decode off,on --out $OUT  # the decode kernel up to M = 32
     python3 benchmarks/torch_gemm.py --ms 260,288,300,320 --fine-cuts off,on --out $OUT  # 257..384 cut at 320
     python3 benchmarks/torch_gemm.py --ms 200,260,300 --trim-loads off,on --out $OUT     # loads past M / N trimmed
+    python3 benchmarks/torch_gemm.py --ms 200,260,300 --zero-fill off,on --out $OUT      # the model weighs TMA's zero fill
 
 y = x · Wᵀ, bf16 in and out (layout ``nt``), the projections (``MODELS``: fused QKV, attention output,
 fused gate/up, down) of three model families at ``MS`` (not only powers of two). What a serving stack
@@ -45,7 +46,8 @@ where one plan loses more than ``REGRET_MAX`` by the model) of its (``refine_*``
 ``--plans`` estimate is the decode model's) of its (``widedec_*``), ``--fine-cuts`` (``gemm_dynamic.FINE_CUTS``: a
 bucket too narrow for a ``CUT_ROWS`` cut cut at ``FINE_CUT_ROWS``) of its (``finecut_*``), ``--trim-loads``
 (``gemm_plan.TRIM_LOADS``: a tile past M or N loads only the rows that exist, ``Sm90Config.trim_loads``) of its
-(``trim_*``); of them (``SWITCHES``) one may take ``off,on``, the
+(``trim_*``), ``--zero-fill`` (``gemm_cost.WEIGH_ZERO_FILL``: the estimate weighs the rows past M / N TMA zero-fills) of
+its (``zerofill_*``); of them (``SWITCHES``) one may take ``off,on``, the
 others one setting for both runs. ``--projs`` keeps the projections named.
 
 The roofline of a shape is ``max(2MNK / DENSE_BF16_FLOPS, (x + W + y bytes) / read rate)``, the read
@@ -127,7 +129,8 @@ SWAP_SETTINGS = ("off", "on")
 SWITCHES = {"swap_dynamic": ("WEIGH_SWAP_DYNAMIC", "swapdyn"), "split_epilogue": ("WEIGH_SPLIT_EPILOGUE", "splitepi"),
             "swap_order": ("SWAP_PANEL_ADJACENT", "swaporder"), "refine_buckets": ("REFINE_BUCKETS", "refine"),
             "wide_decode": ("WEIGH_WIDE_DECODE", "widedec"), "split_one_wave": ("SPLIT_IN_ONE_WAVE", "splitwave"),
-            "fine_cuts": ("FINE_CUTS", "finecut"), "trim_loads": ("TRIM_LOADS", "trim")}
+            "fine_cuts": ("FINE_CUTS", "finecut"), "trim_loads": ("TRIM_LOADS", "trim"),
+            "zero_fill": ("WEIGH_ZERO_FILL", "zerofill")}
 """The options (``--swap-dynamic``, ``--split-epilogue``, ``--swap-order``, ``--refine-buckets``, ``--wide-decode``) that
 set a flag of the bucket plans (in ``gemm_cost``, or the module ``SWITCH_MODULES`` names): the flag, and the tag of an
 A/B's runs and table (``torch_gemm_<tag>_<setting>``, ``torch_gemm_<tag>``)."""
@@ -163,7 +166,7 @@ def switch_settings(args) -> tuple[str | None, list, dict]:
     ab = [o for o, v in given.items() if len(v) > 1]
     if len(ab) > 1:
         raise SystemExit("--swap-dynamic / --split-epilogue / --swap-order / --refine-buckets / --wide-decode / --split-one-wave / "
-                         "--fine-cuts / --trim-loads: one of them "
+                         "--fine-cuts / --trim-loads / --zero-fill: one of them "
                          f"may take two settings (off,on), found {len(ab)}")
     fixed = {o: (v[0] if v else None) for o, v in given.items() if o not in ab}
     return (ab[0], given[ab[0]], fixed) if ab else (None, [], fixed)
@@ -506,6 +509,8 @@ def main(argv=None) -> int:
                     "at FINE_CUT_ROWS (gemm_dynamic.FINE_CUTS; default the package's); two: as --swap-dynamic")
     ap.add_argument("--trim-loads", default=None, help="off, on or off,on: a tile past M or N loads only the rows that "
                     "exist (gemm_plan.TRIM_LOADS; default the package's); two: as --swap-dynamic")
+    ap.add_argument("--zero-fill", default=None, help="off, on or off,on: the cost model weighs the rows past M / N "
+                    "TMA zero-fills (gemm_cost.WEIGH_ZERO_FILL; default the package's); two: as --swap-dynamic")
     ap.add_argument("--projs", default=None, help="only these projections (qkv,o,gate_up,down; default every one)")
     ap.add_argument("--device", default=None, choices=[k for k, v in DEVICES.items() if v.target == "sm80"],
                     help="--plans: the devices.DEVICES entry planned for (default the planned GPU)")

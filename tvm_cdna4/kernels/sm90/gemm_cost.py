@@ -83,7 +83,7 @@ from ..common import ceil_div
 from ..gemm.grouped import expected_row_tiles
 from . import gemm_order
 from .gemm_plan import (ACC_REGS_MAX, BARRIER_BYTES, BLOCK_K, ELEMENT_BYTES, INT32_ELEMENTS, SWIZZLE_COLUMNS,
-                        TMA_BOX_MAX, WGMMA_K, WGMMA_M, Sm90Config, block_k, cluster_units,
+                        TMA_BOX_MAX, WGMMA_K, WGMMA_M, Sm90Config, block_k, cluster_units, loaded_box,
                         prefix_bytes)
 
 TENSOR_FLOPS_PER_CLK = 4096
@@ -192,17 +192,22 @@ class Estimate:
     fill: float
     epilogue: float = 0.0
     reduction: float = 0.0
+    zero_fill: float = 0.0
 
     @property
     def total(self) -> float:
-        body = (max(self.compute, self.memory) if OVERLAP is None
-                else (self.compute ** OVERLAP + self.memory ** OVERLAP) ** (1 / OVERLAP))
-        return body + self.fill + self.epilogue + self.reduction
+        return overlap(self.compute, self.memory) + self.fill + self.epilogue + self.reduction + self.zero_fill
 
     def to_json(self) -> dict:
-        return {"us": round(self.total * 1e6, 3), "compute_us": round(self.compute * 1e6, 3),
-                "memory_us": round(self.memory * 1e6, 3), "fill_us": round(self.fill * 1e6, 3),
-                "epilogue_us": round(self.epilogue * 1e6, 3), "reduction_us": round(self.reduction * 1e6, 3)}
+        out = {"us": round(self.total * 1e6, 3), "compute_us": round(self.compute * 1e6, 3),
+               "memory_us": round(self.memory * 1e6, 3), "fill_us": round(self.fill * 1e6, 3),
+               "epilogue_us": round(self.epilogue * 1e6, 3), "reduction_us": round(self.reduction * 1e6, 3)}
+        return {**out, "zero_fill_us": round(self.zero_fill * 1e6, 3)} if self.zero_fill else out
+
+
+def overlap(compute: float, memory: float) -> float:
+    """The body of the estimate: ``(compute^p + memory^p)^(1/p)``, p = ``OVERLAP`` (``None``: their maximum)."""
+    return max(compute, memory) if OVERLAP is None else (compute ** OVERLAP + memory ** OVERLAP) ** (1 / OVERLAP)
 
 
 def efficiency(cfg: Sm90Config, bytes_per: int = 2) -> float:
@@ -250,8 +255,50 @@ def estimate(cfg: Sm90Config, M: int, N: int, K: int, out_bytes: int, device, dt
     epilogue = per_tile * cfg.block_m * cfg.block_n * out_bytes * storing / (device.hbm_bytes_s * STORE_EFFICIENCY)
     split = (M, N, per_tile) if cfg.decomposition != "hybrid" else (  # a hybrid: only its split tiles' partials
         (tiles - whole) * cfg.block_m, cfg.block_n, ceil_div(tiles - whole, ctas))
+    zero = zero_fill(cfg, M, N, k * bytes_per, compute, memory, per_cta + waves, device) if WEIGH_ZERO_FILL else 0.0
     return Estimate(compute, memory, fill, epilogue * (STAGED_EPILOGUE if cfg.epilogue == "tma" else 1.0),
-                    reduction(cfg, *split, device))
+                    reduction(cfg, *split, device), zero)
+
+
+FILL_BYTES_PER_CLK = 16
+"""The rate (bytes per SM clock) at which TMA zero-fills a box's rows past M (``zero_fill``; fitted: the least rms log
+error of the torch op's H100 rows of 2026-12-07, ``runs/torch_gemm_partial_h100_2026-12-07c.json``, the ``finecut``
+A/B's rows and the ``trim`` A/B's ``off`` rows, each plan rebuilt, that leaves the static 167 and 72 within noise:
+``benchmarks/sm90_zero_fill.py``; 14-17 fit about as well)."""
+WEIGH_ZERO_FILL = False
+"""Whether the estimate weighs the zero fill of a partial tile (``zero_fill``): the last tile row's A box (the tokens;
+swapped, the B role's) runs past M, TMA zero-fills those rows every k-tile, and that costs time. Through the torch op on
+an H100 (2026-12-07, ``runs/torch_gemm_partial_h100_2026-12-07c.md``) one plan, one grid, one k-loop ran slower the fewer
+rows of its last tile row existed: Phi-3-medium o 128x120 (80 k-tiles) 51.8 us at M = 260 (124 rows of the last 128
+zero-filled), 47.3 at 288, 40.2 at 320, 31.2 at 352, 31.3 at 384; per k-tile the partial row's CTAs took about 0.3 us
+and 2.7 ns a zero-filled row, hidden under the k-tile's compute below some 32-48 rows. The weights' rows past N (the
+last tile column) are not weighed: they cost nothing seen (Qwen2.5-7B QKV 128x112, 96 of them, ran M = 352 and 384 in
+21.7 us as estimated without; the static 128x192 tiles at M = 768, 128 of them; counted alike, the torch rows' rms is
+13.4 % at its best rate, 9.4 % without them): the weights' box waits on HBM, its fill inside that wait, where the tokens' comes from L2.
+Off until the torch op's A/B (``benchmarks/torch_gemm.py --zero-fill off,on``)."""
+
+
+def zero_rows(cfg: Sm90Config, M: int, N: int) -> int:
+    """The rows past the tokens a stage of the last tile row zero-fills (the kernel's roles, ``estimate``'s M and N: the
+    A box's rows past M, swapped the B box's past N, C^T's): its box ``block`` rows, or with ``trim_loads`` the least of
+    ``gemm_plan.trim_boxes`` that holds the rows that exist (``loaded_box``)."""
+    rows, block = (N, cfg.block_n) if cfg.swap_ab else (M, cfg.block_m)
+    exist = rows % block
+    return loaded_box(exist, block, cfg.trim_loads) - exist if exist else 0
+
+
+def zero_fill(cfg: Sm90Config, M: int, N: int, row_bytes: int, compute: float, memory: float, units: int,
+              device) -> float:
+    """The zero fill's time (``WEIGH_ZERO_FILL``): the busiest CTA holds a tile of the last tile row, one of its ``units``
+    work units, whose producer takes the longer of its share of ``memory`` and TMA's fill of ``zero_rows`` rows of
+    ``row_bytes`` (a unit's K) at ``FILL_BYTES_PER_CLK`` (the fill runs while the loads are in flight: their sum, fitted,
+    took the static 167's rms from 6.5 % to 8.4 %); that unit's body (``overlap`` of its share of ``compute`` and of that)
+    over a whole unit's."""
+    rows = zero_rows(cfg, M, N)
+    if not rows:
+        return 0.0
+    c, m = compute / units, memory / units
+    return overlap(c, max(m, rows * row_bytes / (FILL_BYTES_PER_CLK * device.clock_hz))) - overlap(c, m)
 
 
 def few_ctas(ctas: int, device) -> float:
@@ -683,4 +730,4 @@ __all__ = ["CANDIDATES", "MIN_SLICE_TILES", "RANGE_SAMPLES", "SPLITS", "STAGED_E
            "TENSOR_RATE", "WEIGH_CLUSTER", "WEIGH_HYBRID", "WEIGH_SPLIT_EPILOGUE", "cluster_configs", "MAX_WAVES", "WAVE_ROWS", "WAVE_WIDTH_MIN", "WAVE_WIDTH_STEP", "wave_widths", "Estimate", "choose_config", "choose_for_range", "choose_grouped", "decompositions", "grouped_configs",
            "grouped_estimate", "grouped_ranked", "GROUPED_EPILOGUE_TILES", "GROUPED_ONE_CONSUMER", "deepest", "efficiency", "epilogues", "estimate", "GROUPED_WALK", "grouped_walk",
            "range_candidates", "range_choice", "range_samples", "ranked", "round8", "swap_widths", "SWAP_M_TILES", "SWAP_DYNAMIC_MAX_M", "SPLIT_IN_ONE_WAVE", "reduction", "splits", "SWAP_AB_ROWS", "swap_ab_config", "swap_ab_ranked",
-           "FEW_CTAS", "SWAP_PANEL_ADJACENT", "SWAPPED_EFFICIENCY", "SWAP_SPLIT_ACC_MAX", "WEIGH_SWAP", "WEIGH_SWAP_DYNAMIC", "few_ctas", "swap_configs"]
+           "FEW_CTAS", "FILL_BYTES_PER_CLK", "WEIGH_ZERO_FILL", "overlap", "zero_fill", "zero_rows", "SWAP_PANEL_ADJACENT", "SWAPPED_EFFICIENCY", "SWAP_SPLIT_ACC_MAX", "WEIGH_SWAP", "WEIGH_SWAP_DYNAMIC", "few_ctas", "swap_configs"]

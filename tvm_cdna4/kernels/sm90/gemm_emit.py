@@ -33,8 +33,8 @@ from ...probes_wgmma import acc_layout, shared_layout
 from ...rocm.build import register
 from ...tirx_private import transpile_once
 from . import gemm_cluster as cluster
-from .gemm_plan import (ATOM_ROWS, BLOCK_K, CONSUMER_REGS, ELEMENT_BYTES, OUT_BYTES, PRODUCER_REGS, ROW_BYTES,
-                        SWIZZLE_COLUMNS, WARPGROUP, WGMMA_M, WGMMA_TYPES, Sm90Plan, wgmma_k)
+from .gemm_plan import (BLOCK_K, CONSUMER_REGS, ELEMENT_BYTES, OUT_BYTES, PRODUCER_REGS, ROW_BYTES,  # trim_boxes:
+                        SWIZZLE_COLUMNS, WARPGROUP, WGMMA_M, WGMMA_TYPES, Sm90Plan, trim_boxes, wgmma_k)  # the cost's too
 from .gemm_epilogue import (EPILOGUE_BARRIER, TMA_STORE, staging_byte, staging_element, staging_word,  # noqa: F401
                             store_fragment, store_tma, tail_column, tail_element)  # (re-exported: TMA_STORE)
 from .gemm_residual import (held_words, load_slices, prefetch_box, prefetch_residual, preread, residual_at,
@@ -247,13 +247,6 @@ def box_chain(p, SMH, offset, whole_map, box_maps, boxes, k0, row0, exist, mbar,
             tma_load(p, SMH, offset, box_maps[j], k0, row0, mbar)
         else:
             box_chain(p, SMH, offset, whole_map, box_maps, boxes, k0, row0, exist, mbar, j + 1)
-
-
-def trim_boxes(block: int) -> tuple[int, ...]:
-    """The box rows of a trimmed ``block``-row tile's loads: ``ATOM_ROWS`` (one swizzle atom), twice that, ... below
-    ``block``: at most one load an operand a stage, its zero-filled rows fewer than those that exist."""
-    return tuple(ATOM_ROWS << j for j in range(block.bit_length()) if ATOM_ROWS << j < block)
-
 
 
 def loaded_rows(row0, rows: int, block: int):

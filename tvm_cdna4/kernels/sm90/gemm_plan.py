@@ -687,6 +687,18 @@ def check_fused(config: Sm90Config, fusion: Fusion, out_dtype: str) -> None:
                             found=f"activation_form='tanh', {out_dtype} C")
 
 
+def trim_boxes(block: int) -> tuple[int, ...]:
+    """The box rows of a trimmed ``block``-row tile's loads: ``ATOM_ROWS`` (one swizzle atom), twice that, ... below
+    ``block``: at most one load an operand a stage, its zero-filled rows fewer than those that exist."""
+    return tuple(ATOM_ROWS << j for j in range(block.bit_length()) if ATOM_ROWS << j < block)
+
+
+def loaded_box(exist: int, block: int, trim: bool) -> int:
+    """The rows one load of a ``block``-row tile brings where ``exist`` of them exist: ``block``, or with ``trim``
+    (``Sm90Config.trim_loads``) the least of ``trim_boxes(block)`` that holds them (``gemm_emit.loaded_rows``)."""
+    return min((b for b in trim_boxes(block) if b >= exist), default=block) if trim and exist < block else block
+
+
 TRIM_LOADS = False
 """Whether the cost model's configs take ``Sm90Config.trim_loads`` (``planned_loads``): off until timed through the
 torch op (``benchmarks/torch_gemm.py --trim-loads off,on``)."""
@@ -748,4 +760,4 @@ def _min(x, cap: int):
     return tirx.min(x, cap)
 
 
-__all__ = ["ATOM_ROWS", "BLOCK_K", "CLUSTER_MS", "b_shares", "cluster_units", "DECOMPOSITIONS", "DTYPES", "ELEMENT_BYTES", "ROW_BYTES", "TAIL_SWIZZLE", "WGMMA_TYPES", "block_k", "wgmma_k", "EPILOGUES", "LAYOUTS", "OUT_BYTES", "OUT_DTYPES", "REDUCTIONS", "ACTIVATION_FORMS", "RESIDUAL_READS", "SCHEDULES", "check_fused", "epilogue_choices", "planned_loads", "TRIM_LOADS", "check_split", "Sm90Config", "Sm90Plan", "check_problem", "plan", "RESIDUAL_CHOICE", "STAGED_RESIDUAL", "TILE_WALKS", "RASTERS", "grouped_index", "PREFIX_WORDS", "prefix_bytes"]
+__all__ = ["ATOM_ROWS", "BLOCK_K", "trim_boxes", "loaded_box", "CLUSTER_MS", "b_shares", "cluster_units", "DECOMPOSITIONS", "DTYPES", "ELEMENT_BYTES", "ROW_BYTES", "TAIL_SWIZZLE", "WGMMA_TYPES", "block_k", "wgmma_k", "EPILOGUES", "LAYOUTS", "OUT_BYTES", "OUT_DTYPES", "REDUCTIONS", "ACTIVATION_FORMS", "RESIDUAL_READS", "SCHEDULES", "check_fused", "epilogue_choices", "planned_loads", "TRIM_LOADS", "check_split", "Sm90Config", "Sm90Plan", "check_problem", "plan", "RESIDUAL_CHOICE", "STAGED_RESIDUAL", "TILE_WALKS", "RASTERS", "grouped_index", "PREFIX_WORDS", "prefix_bytes"]
