@@ -33,8 +33,8 @@ from ...probes_wgmma import acc_layout, shared_layout
 from ...rocm.build import register
 from ...tirx_private import transpile_once
 from . import gemm_cluster as cluster
-from .gemm_plan import (BLOCK_K, CONSUMER_REGS, ELEMENT_BYTES, OUT_BYTES, PRODUCER_REGS, ROW_BYTES,  # trim_boxes:
-                        SWIZZLE_COLUMNS, WARPGROUP, WGMMA_M, WGMMA_TYPES, Sm90Plan, trim_boxes, wgmma_k)  # the cost's too
+from .gemm_plan import (BLOCK_K, CONSUMER_REGS, ELEMENT_BYTES, OUT_BYTES, PRODUCER_REGS, ROW_BYTES,
+                        SWIZZLE_COLUMNS, WARPGROUP, WGMMA_M, WGMMA_TYPES, Sm90Plan, trim_boxes, wgmma_k)
 from .gemm_epilogue import (EPILOGUE_BARRIER, TMA_STORE, staging_byte, staging_element, staging_word,  # noqa: F401
                             store_fragment, store_tma, tail_column, tail_element)  # (re-exported: TMA_STORE)
 from .gemm_residual import (held_words, load_slices, prefetch_box, prefetch_residual, preread, residual_at,
