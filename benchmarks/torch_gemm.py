@@ -134,6 +134,17 @@ SWITCHES = {"swap_dynamic": ("WEIGH_SWAP_DYNAMIC", "swapdyn"), "split_epilogue":
 """The options (``--swap-dynamic``, ``--split-epilogue``, ``--swap-order``, ``--refine-buckets``, ``--wide-decode``) that
 set a flag of the bucket plans (in ``gemm_cost``, or the module ``SWITCH_MODULES`` names): the flag, and the tag of an
 A/B's runs and table (``torch_gemm_<tag>_<setting>``, ``torch_gemm_<tag>``)."""
+SWITCH_HELP = {"swap_dynamic": "the buckets weigh the swapped kernel",
+               "split_epilogue": "a K split's C stored once a tile, from registers",
+               "swap_order": "a swapped bucket plan's token tiles of one weight panel on adjacent CTAs (with "
+                             "--swap-dynamic on)",
+               "refine_buckets": "buckets cut where one plan loses more than gemm_dynamic.REGRET_MAX",
+               "wide_decode": "the bucket 17..32 keeps the decode kernel",
+               "split_one_wave": "a K split makes no more units than SMs",
+               "fine_cuts": "a bucket too narrow for a CUT_ROWS cut is cut at FINE_CUT_ROWS",
+               "trim_loads": "a tile past M or N loads only the rows that exist",
+               "zero_fill": "the cost model weighs the rows past M / N TMA zero-fills"}
+"""What each ``SWITCHES`` option sets (its ``--help``)."""
 SWITCH_MODULES = {"wide_decode": "tvm_cdna4.kernels.sm80.decode_plan",
                   "refine_buckets": "tvm_cdna4.kernels.sm90.gemm_dynamic",
                   "fine_cuts": "tvm_cdna4.kernels.sm90.gemm_dynamic",
@@ -165,8 +176,7 @@ def switch_settings(args) -> tuple[str | None, list, dict]:
     given = {o: getattr(args, o).split(",") if getattr(args, o) else [] for o in SWITCHES}
     ab = [o for o, v in given.items() if len(v) > 1]
     if len(ab) > 1:
-        raise SystemExit("--swap-dynamic / --split-epilogue / --swap-order / --refine-buckets / --wide-decode / --split-one-wave / "
-                         "--fine-cuts / --trim-loads / --zero-fill: one of them "
+        raise SystemExit(" / ".join("--" + o.replace("_", "-") for o in SWITCHES) + ": one of them "
                          f"may take two settings (off,on), found {len(ab)}")
     fixed = {o: (v[0] if v else None) for o, v in given.items() if o not in ab}
     return (ab[0], given[ab[0]], fixed) if ab else (None, [], fixed)
@@ -492,25 +502,11 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=".")
     ap.add_argument("--tag", default="", help="suffix of the output files")
     ap.add_argument("--plans", action="store_true", help="print the sm90 bucket plans of the shapes and exit (no GPU)")
-    ap.add_argument("--swap-dynamic", default=None, help="off, on or off,on: the buckets weigh the swapped kernel "
-                    "(gemm_cost.WEIGH_SWAP_DYNAMIC; default the package's); two: one run each, then side by side")
-    ap.add_argument("--split-epilogue", default=None, help="off, on or off,on: a K split's C stored once a tile, from "
-                    "registers (gemm_cost.WEIGH_SPLIT_EPILOGUE; default the package's); two: as --swap-dynamic")
-    ap.add_argument("--swap-order", default=None, help="off, on or off,on: a swapped bucket plan's token tiles of one "
-                    "weight panel on adjacent CTAs (gemm_cost.SWAP_PANEL_ADJACENT; default the package's); two: as "
-                    "--swap-dynamic (with --swap-dynamic on)")
-    ap.add_argument("--refine-buckets", default=None, help="off, on or off,on: buckets cut where one plan loses more "
-                    "than gemm_dynamic.REGRET_MAX (gemm_dynamic.REFINE_BUCKETS; default the package's); two: as --swap-dynamic")
-    ap.add_argument("--wide-decode", default=None, help="off, on or off,on: the bucket 17..32 keeps the decode kernel "
-                    "(decode_plan.WEIGH_WIDE_DECODE; default the package's); two: as --swap-dynamic")
-    ap.add_argument("--split-one-wave", default=None, help="off, on or off,on: a K split makes no more units than SMs "
-                    "(gemm_cost.SPLIT_IN_ONE_WAVE; default the package's); two: as --swap-dynamic")
-    ap.add_argument("--fine-cuts", default=None, help="off, on or off,on: a bucket too narrow for a CUT_ROWS cut is cut "
-                    "at FINE_CUT_ROWS (gemm_dynamic.FINE_CUTS; default the package's); two: as --swap-dynamic")
-    ap.add_argument("--trim-loads", default=None, help="off, on or off,on: a tile past M or N loads only the rows that "
-                    "exist (gemm_plan.TRIM_LOADS; default the package's); two: as --swap-dynamic")
-    ap.add_argument("--zero-fill", default=None, help="off, on or off,on: the cost model weighs the rows past M / N "
-                    "TMA zero-fills (gemm_cost.WEIGH_ZERO_FILL; default the package's); two: as --swap-dynamic")
+    for option in SWITCHES:  # off, on or off,on: one run each, then side by side (default: the package's setting)
+        flag = f"{switch_module(option).__name__.rsplit('.', 1)[1]}.{SWITCHES[option][0]}"
+        ap.add_argument("--" + option.replace("_", "-"), default=None,
+                        help=f"off, on or off,on: {SWITCH_HELP[option]} ({flag}; default the package's); two: one run "
+                        "each, then side by side")
     ap.add_argument("--projs", default=None, help="only these projections (qkv,o,gate_up,down; default every one)")
     ap.add_argument("--device", default=None, choices=[k for k, v in DEVICES.items() if v.target == "sm80"],
                     help="--plans: the devices.DEVICES entry planned for (default the planned GPU)")
