@@ -210,3 +210,15 @@ def test_fine_cuts_cut_a_bucket_too_narrow_for_cut_rows_at_fine_cut_rows(monkeyp
     assert (old.block_m, old.consumers, new.block_m, new.consumers) == (128, 2, 64, 1)
     gain = (gemm_cost.estimate(old, 300, *phi, 2, device).total / gemm_cost.estimate(new, 300, *phi, 2, device).total)
     assert 1.07 < gain < 1.10
+
+
+def test_fine_cuts_cut_any_narrow_part_whose_plan_loses_not_only_257_384(monkeypatch):
+    # the rule is general (FINE_CUTS' docstring): on the H100 a small N cuts a part of 769..1024 at a 64-row multiple
+    # too, untimed there; the twelve projections of benchmarks/torch_gemm.py change at 257..384 only
+    device = devices.DEVICES["H100"]
+    got = {}
+    for on in (False, True):
+        monkeypatch.setattr(gemm_dynamic, "FINE_CUTS", on)
+        got[on] = gemm_dynamic.dynamic_buckets(1024, 4096, "bf16", "bf16", device)
+    assert [b for b in got[False] if b not in got[True]] == [MBucket(769, 896)]
+    assert [b for b in got[True] if b not in got[False]] == [MBucket(769, 832), MBucket(833, 896)]

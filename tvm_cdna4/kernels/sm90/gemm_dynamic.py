@@ -66,9 +66,13 @@ FINE_CUTS = True
 """Whether ``refined`` cuts a part too narrow for a ``CUT_ROWS`` cut, whose plan still loses more than ``REGRET_MAX``, at a
 multiple of ``FINE_CUT_ROWS`` (the one-consumer tile's rows: its tile count changes there). Why: 257..384 is one
 ``CUT_ROWS`` wide, and its one plan loses 1.07-1.09x by the model at M = 300 on five of the twelve projections of
-``benchmarks/torch_gemm.py`` (the 128-row tile of 257..384 against the 64-row one of 257..320), where the torch op ran
-0.79x cuBLAS. Timed through the torch op (H100, 2026-12-07, ``runs/torch_gemm_finecut_h100_2026-12-07c.md``, the five
-changed rows): on / off geo-mean 1.03x at M = 260 (0.79-1.37), 1.07x at 288, 1.12x at 300, 1.19x at 320."""
+``benchmarks/torch_gemm.py`` (the plan of 257..384 against that of 257..320: a 64-row tile for the 128-row one on
+Qwen2.5-7B o and Phi-3-medium down, a narrower 64-row one on the other three), where the torch op ran 0.79x cuBLAS.
+Timed through the torch op (H100, 2026-12-07, ``runs/torch_gemm_finecut_h100_2026-12-07c.md``, the five changed
+rows): on / off geo-mean 1.03x at M = 260 (0.79-1.37), 1.07x at 288, 1.12x at 300, 1.19x at 320. The rule is not
+257..384's alone: any part one ``CUT_ROWS`` wide whose plan loses is cut, untimed elsewhere (on the H100, of 60 shapes
+N = 512..16384 x K = 1024..14336, 18, all N <= 3072, cut parts of 385..2304 too, e.g. N = 1024, K = 4096 769..896 at
+832; the twelve projections change at 257..384 only)."""
 
 FINE_CUT_ROWS = gemm_cost.WAVE_ROWS[-1][0]
 """The rows of ``FINE_CUTS``' cuts."""
