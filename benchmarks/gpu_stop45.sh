@@ -104,6 +104,10 @@
 #               fold): tests/gpu/test_sm90_attention_walk_gpu.py (exact, O and LSE; 8 x 2k D 128 causal against SDPA),
 #               then attention_sm90.py --head-dims 128,64 --seqs 2048,4096 --causal-only --configs options --options
 #               zigzag,fold (grid / persistent round robin / zigzag / fold beside cuDNN) [~190]
+#   walktests   stop 51: the walks' GPU tests alone (tests/gpu/test_sm90_attention_walk_gpu.py) [~110]
+#   finecut     stop 51: the torch op with gemm_dynamic.FINE_CUTS off / on at M = ${FINECUT_MS:-260,288,300,320} [~120]
+#   trim        stop 51: Sm90Config.trim_loads (gemm_plan.TRIM_LOADS): tests/gpu/test_sm90_trim_loads_gpu.py, then the
+#               torch op off / on at M = ${TRIM_MS:-96,200,260,300,333,600,1200,3000} [~260]
 #   pagedsplit  stop 51 (journal "Stop 51: pagedsplit"): the paged split's GPU tests (forced partitions, a short hint,
 #               both merges: exact), then paged_decode.py at batch 8 and 32 (control), means 2k / 8k / 32k, GQA 32/8 and
 #               64/8, bf16 and fp8, FlashInfer (carried: .sm90tree/flashinfer, carry it) beside, ours also at forced

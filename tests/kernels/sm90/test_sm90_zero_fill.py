@@ -16,8 +16,9 @@ from tvm_cdna4.kernels import devices
 from tvm_cdna4.kernels.sm90 import gemm_cost
 from tvm_cdna4.kernels.sm90.gemm_plan import Sm90Config, loaded_box, trim_boxes
 
-H100 = attrs.evolve(devices.DEVICES["H100"], hbm_bytes_s=3352320000000.0)  # as the runs' driver read it
 PARTIAL = paths.RUNS / "torch_gemm_partial_h100_2026-12-07c.json"
+H100 = attrs.evolve(devices.DEVICES["H100"],  # as the runs' driver read it
+                    hbm_bytes_s=json.loads(PARTIAL.read_text())["meta"]["planned"]["hbm_bytes_s"])
 
 
 @pytest.fixture
