@@ -95,3 +95,15 @@ def test_the_bucket_plans_it_changes(weigh):
     # Qwen2.5-7B QKV: 257..384 in one 128x112 plan (33.6 us measured at 260, 21.7 at 384) is cut at 320
     buckets = [(b.lo, b.hi) for b in dynamic_buckets(4608, 3584, "bf16", "bf16", devices.DEVICES["H100"])]
     assert (257, 320) in buckets and (321, 384) in buckets
+
+
+
+def test_a_swapped_estimate_weighs_the_token_box_in_the_b_role(weigh):
+    # estimate takes the problem's (M, N) and swaps them to the kernel's roles before zero_fill: the tokens (M) fill
+    # the B box of block_n rows; the weights' rows past a block_m tile are not weighed
+    swapped = Sm90Config(128, 128, 4, 2, swap_ab=True)
+    assert gemm_cost.estimate(swapped, 8, 3584, 3584, 2, H100).zero_fill > 0  # 120 token rows of 128 zero-filled
+    assert gemm_cost.estimate(swapped, 128, 3500, 3584, 2, H100).zero_fill == 0.0  # 3500 % 128: the weights' rows
+    unswapped = attrs.evolve(swapped, swap_ab=False)  # the tokens in the A box, the weights in B's
+    assert gemm_cost.estimate(unswapped, 3500, 8, 3584, 2, H100).zero_fill > 0
+    assert gemm_cost.estimate(unswapped, 3584, 8, 3584, 2, H100).zero_fill == 0.0
