@@ -107,3 +107,16 @@ def test_a_swapped_estimate_weighs_the_token_box_in_the_b_role(weigh):
     unswapped = attrs.evolve(swapped, swap_ab=False)  # the tokens in the A box, the weights in B's
     assert gemm_cost.estimate(unswapped, 3500, 8, 3584, 2, H100).zero_fill > 0
     assert gemm_cost.estimate(unswapped, 3584, 8, 3584, 2, H100).zero_fill == 0.0
+
+
+def test_loaded_box_is_the_rows_the_trimmed_load_arms():
+    # the cost model's loaded_box (Python ints) and the emitter's loaded_rows (the expression "full" is armed with) are
+    # one rule written twice: they agree on every count of existing rows of the tiles' heights
+    from tvm_tirx.sym import Analyzer
+
+    from tvm_cdna4.kernels.sm90.gemm_emit import loaded_rows
+
+    simplify = Analyzer().simplify
+    for block in (104, 128):
+        for exist in range(1, block + 1):
+            assert int(simplify(loaded_rows(0, exist, block))) == loaded_box(exist, block, True), (block, exist)
