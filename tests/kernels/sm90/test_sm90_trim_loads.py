@@ -125,16 +125,23 @@ def test_trimmed_loads_encode_a_map_of_each_box_of_each_operand():
     assert "Box" not in gemm_emit.signature_source(whole)
 
 
-def test_the_ring_is_cleared_sixteen_bytes_a_store():
+def test_the_ring_is_cleared_sixteen_bytes_a_store_where_a_tile_can_run_past_its_operand():
     # review51: the clear is every trimmed CTA's prologue, before its first load: 2-byte stores took 248 a thread at
-    # 128x120, 6 stages (95232 words over 384 threads), one st.shared.v4.b32 takes 8 words
-    p = gemm.plan(GemmProblem(260, 5120, 5120, "bf16", "nt", "bf16"), "sm90",
-                  Sm90Config(128, 120, 6, 2, epilogue="tma", trim_loads=True))
-    source = gemm_target.build_plan(p, cache=False).source
-    chunks = p.staging // gemm_emit.CLEAR_WORDS
-    assert gemm_emit.CLEAR_WORDS * 2 == 16 and chunks == 95232 // 8
-    assert f"for (int i = 0; i < {chunks // p.config.threads}; ++i)" in source
-    assert "st.shared.v4.b32" in source and "__float2bfloat16_rn(0x0p+0f" not in source
+    # 128x120, 6 stages (95232 words over 384 threads), one st.shared.v4.b32 takes 8 words. Only the regions of a role
+    # whose operand ends inside a tile are cleared: at M = 260, N = 5120 with 128x120 tiles both (N's last column 80
+    # of 120 rows); at M = 256, N = 5040 neither (no store at all); at a dynamic M the A region behind M % 128
+    def clears(M, N, config):  # the script's 16-byte shared stores: one a cleared region
+        script = gemm_target.emit(gemm.plan(GemmProblem(M, N, 5120, "bf16", "nt", "bf16"), "sm90", config)).script()
+        return [line for line in script.splitlines() if "T.ptx.st(" in line and "SMH[" in line]
+    cfg = Sm90Config(128, 120, 6, 2, epilogue="tma", trim_loads=True)
+    a, b = 6 * 128 * 64 // gemm_emit.CLEAR_WORDS, 6 * 120 * 64 // gemm_emit.CLEAR_WORDS
+    assert gemm_emit.CLEAR_WORDS * 2 == 16 and a + b == 95232 // 8
+    assert len(clears(260, 5120, cfg)) == 2 and clears(256, 5040, cfg) == []
+    p = plan(MBucket(257, 384), 5040, 5120, "bf16", "nt", "bf16", cfg, 132, 232448)
+    script = gemm_target.emit(p).script()
+    assert sum("T.ptx.st(" in line and "SMH[" in line for line in script.splitlines()) == 1  # A's, behind M % 128
+    assert gemm_emit.ring_regions(p)[1][2] is False
+    assert "st.shared.v4.b32" in gemm_target.build_plan(p, cache=False).source
 
 
 def test_trimmed_loads_are_the_unclustered_dense_kernels():

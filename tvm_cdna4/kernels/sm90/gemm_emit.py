@@ -145,17 +145,37 @@ CLEAR_WORDS = 8
 
 @T.macro
 def clear_ring(p, SMH, tid):
-    # Sm90Config.trim_loads: every thread zeroes its share of the ring (p.staging: the ring's words) once, 16 bytes a
-    # store, so that the rows a trimmed load leaves hold data (these zeros, later a stage's earlier rows: never
-    # never-written shared memory, which the emulator refuses to read), then orders its writes before the TMA's and
-    # wgmma's (async proxy); the CTA's barrier follows (cta). Past the ring the store is predicated off, its address
-    # clamped into the ring (the emulator resolves a shared address in every lane)
-    c = p.config
-    chunks = p.staging // CLEAR_WORDS
-    for i in range(-(-chunks // c.threads)):
-        T.ptx["st.shared.v4.b32"](SMH.ptr_to([T.min(tid + i * c.threads, chunks - 1) * CLEAR_WORDS]), T.uint32(0),
-                                  T.uint32(0), T.uint32(0), T.uint32(0), pred=tid + i * c.threads < chunks)
+    # Sm90Config.trim_loads: every thread zeroes its share of the ring once, 16 bytes a store, so that the rows a
+    # trimmed load leaves hold data (these zeros, later a stage's earlier rows: never never-written shared memory, which
+    # the emulator refuses to read), then orders its writes before the TMA's and wgmma's (async proxy); the CTA's barrier
+    # follows (cta). Only a role whose operand ends inside a tile (ring_regions: M or N not a multiple of the tile) can
+    # be trimmed: only its stages are cleared. Past a region the store is predicated off, its address clamped into it
+    # (the emulator resolves a shared address in every lane)
+    a, b = ring_regions(p)
+    clear_region(p, SMH, tid, *a)
+    clear_region(p, SMH, tid, *b)
     T.ptx["fence.proxy.async.shared::cta"]()
+
+
+@T.macro
+def clear_region(p, SMH, tid, start, words, partial):
+    # clear_ring's stores over the ring's words start .. start + words - 1, where ``partial`` (static or at run time)
+    c = p.config
+    chunks = words // CLEAR_WORDS
+    if I.constexpr(partial is not False):
+        if partial:
+            for i in range(-(-chunks // c.threads)):
+                T.ptx["st.shared.v4.b32"](SMH.ptr_to([start + T.min(tid + i * c.threads, chunks - 1) * CLEAR_WORDS]),
+                                          T.uint32(0), T.uint32(0), T.uint32(0), T.uint32(0),
+                                          pred=tid + i * c.threads < chunks)
+
+
+def ring_regions(p: Sm90Plan) -> tuple:
+    """The ring's A and B role regions (first word, words) and whether a tile of each can run past its operand (M or
+    N, the roles', not a multiple of the tile's rows: a TIR expression of a dynamic M)."""
+    c, (ra, rb) = p.config, role_rows(p)
+    a_words = c.stages * c.block_m * BLOCK_K
+    return ((0, a_words, ra % c.block_m != 0), (a_words, c.stages * c.block_n * BLOCK_K, rb % c.block_n != 0))
 
 
 @T.macro
