@@ -135,8 +135,6 @@ def test_the_busiest_ctas_kv_tiles_at_the_benchmark_shapes(shape):
     assert tuple(max(x) for x in loads) == LOADS[shape]
 
 
-
-
 @pytest.mark.parametrize("name", CASES)
 def test_walk_emulated_within_the_bound(name):
     check_emulated(*CASES[name])

@@ -34,7 +34,7 @@ from ...rocm.build import register
 from ...tirx_private import transpile_once
 from . import gemm_cluster as cluster
 from .gemm_plan import (BLOCK_K, CONSUMER_REGS, ELEMENT_BYTES, OUT_BYTES, PRODUCER_REGS, ROW_BYTES,
-                        SWIZZLE_COLUMNS, WARPGROUP, WGMMA_M, WGMMA_TYPES, Sm90Plan, trim_boxes, wgmma_k)
+                        SWIZZLE_COLUMNS, WARPGROUP, WGMMA_M, WGMMA_TYPES, Sm90Plan, loaded_box, trim_boxes, wgmma_k)
 from .gemm_epilogue import (EPILOGUE_BARRIER, TMA_STORE, staging_byte, staging_element, staging_word,  # noqa: F401
                             store_fragment, store_tma, tail_column, tail_element)  # (re-exported: TMA_STORE)
 from .gemm_residual import (held_words, load_slices, prefetch_box, prefetch_residual, preread, residual_at,
@@ -252,30 +252,22 @@ def trimmed_stage(p, SMH, MB, maps, s, k0, a_row, b_row):
 
 
 @T.macro
-def trimmed_load(p, SMH, offset, whole_map, box_maps, k0, row0, rows, block, mbar):
+def trimmed_load(p, SMH, offset, whole_map, box_maps, k0, row0, rows, block, mbar, j=0):
     # rows row0 .. row0 + block - 1 of an operand of ``rows`` rows: one box, the tile's where they all exist, else the
-    # least of trim_boxes(block) that holds the rows that do (its rows past the operand zero-filled)
-    box_chain(p, SMH, offset, whole_map, box_maps, trim_boxes(block), k0, row0, rows - row0, mbar, 0)
-
-
-@T.macro
-def box_chain(p, SMH, offset, whole_map, box_maps, boxes, k0, row0, exist, mbar, j):
-    if I.constexpr(j == len(boxes)):
+    # least of trim_boxes(block) that holds the rows that do (its rows past the operand zero-filled): box j, or on
+    if I.constexpr(j == len(trim_boxes(block))):
         tma_load(p, SMH, offset, whole_map, k0, row0, mbar)
     else:
-        if exist <= boxes[j]:
+        if rows - row0 <= trim_boxes(block)[j]:
             tma_load(p, SMH, offset, box_maps[j], k0, row0, mbar)
         else:
-            box_chain(p, SMH, offset, whole_map, box_maps, boxes, k0, row0, exist, mbar, j + 1)
+            trimmed_load(p, SMH, offset, whole_map, box_maps, k0, row0, rows, block, mbar, j + 1)
 
 
 def loaded_rows(row0, rows: int, block: int):
     """The rows ``trimmed_load`` brings of a tile of ``block`` rows at ``row0`` of an operand of ``rows``: the least of
-    ``trim_boxes(block)`` that holds the rows that exist, else ``block``."""
-    exist, brought = rows - row0, block
-    for box in reversed(trim_boxes(block)):
-        brought = T.if_then_else(exist <= box, box, brought)
-    return brought
+    ``trim_boxes(block)`` that holds the rows that exist, else ``block`` (``gemm_plan.loaded_box``, at run time)."""
+    return loaded_box(rows - row0, block, select=T.if_then_else)
 
 
 def trimmed(p: Sm90Plan, maps) -> int:

@@ -693,10 +693,16 @@ def trim_boxes(block: int) -> tuple[int, ...]:
     return tuple(ATOM_ROWS << j for j in range(block.bit_length()) if ATOM_ROWS << j < block)
 
 
-def loaded_box(exist: int, block: int, trim: bool) -> int:
+def loaded_box(exist, block: int, trim: bool = True, select=None):
     """The rows one load of a ``block``-row tile brings where ``exist`` of them exist: ``block``, or with ``trim``
-    (``Sm90Config.trim_loads``) the least of ``trim_boxes(block)`` that holds them (``gemm_emit.loaded_rows``)."""
-    return min((b for b in trim_boxes(block) if b >= exist), default=block) if trim and exist < block else block
+    (``Sm90Config.trim_loads``) the least of ``trim_boxes(block)`` that holds them. ``select(cond, a, b)``: ``a`` where
+    ``cond``, else ``b`` (Python's by default; the emitter's ``T.if_then_else`` for a run-time ``exist``:
+    ``gemm_emit.loaded_rows``)."""
+    select = select or (lambda cond, a, b: a if cond else b)
+    brought = block
+    for box in reversed(trim_boxes(block) if trim else ()):
+        brought = select(exist <= box, box, brought)
+    return brought
 
 
 TRIM_LOADS = False
