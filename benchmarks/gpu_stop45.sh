@@ -116,6 +116,9 @@
 #               choice before FILL_WAVES (4d57cfe), beside today's [~165]
 #   zerofill    stop 51 (journal "Stop 51: zerofill"): the torch op's bucket plans with gemm_cost.WEIGH_ZERO_FILL off / on
 #               (the estimate weighs TMA's zero fill of a partial tile) at M = ${ZEROFILL_MS:-200,260,300,450,600,1200} [~200]
+#   paged       stop 52: issue 37's table in one call: paged_decode.py's bf16 and fp8 sets at batch 8, 32, 64, means
+#               2k / 8k / 32k, GQA 32/8 and 64/8, FlashInfer (carried: .sm90tree/flashinfer, carry it) and SDPA beside,
+#               each row's estimate; RESULTS.md "Paged decode attention" [~280]
 #
 #   bash benchmarks/gpu_stop45.sh peers partitions ncu
 if [ -f .sm90tree/sitepack/site.tar.xz ]; then  # benchmarks/pack_site.sh: the wheels installed and packed (33 of 49 MB)
@@ -435,7 +438,16 @@ print('planned:', d.planned('sm80'))" 2>&1 | tee "$OUT/m200_device.txt"
       | tee "$OUT/paged_decode_pagedsplit.log" | grep -v "^{" | grep -v -i warn | grep -v "return F" | tail -45
     timeout 25 python3 benchmarks/paged_decode.py --sets bf16 --batches 8 --means 2048 --no-peers --partitions 320 \
       --out "$OUT/pagedsplit_old" 2>&1 | tee "$OUT/paged_decode_pagedsplit_old.log" | grep "B=" ;;
-  *) echo "unknown step $step (peers, partitions, ncu, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring, m200, epires, epires-ncu, stop49, stop49b, attn3wg, swaporder, swaporder-ncu, decode32, refine, swapone, swapcluster, attnfit, attnfit-long, attnitem, splitwave, attnzigzag, peers-mid, finecut, walktests, trim, pagedsplit, zerofill)"; exit 2 ;;
+  paged)  # stop 52: issue 37's table in one call (bf16 / fp8, batch 8 / 32 / 64, 2k-32k, FlashInfer beside) [~280]
+    FI=${FLASHINFER_CARRIED:-.sm90tree/flashinfer}
+    export FLASHINFER_WORKSPACE_BASE=${FLASHINFER_WORKSPACE_BASE:-/tmp/flashinfer}
+    timeout 15 python3 benchmarks/flashinfer_carry.py --probe "$FI" > "$OUT/flashinfer_probe.log" 2>&1 \
+      || echo "the carried FlashInfer did not load (flashinfer_probe.log): its cells say so"
+    mkdir -p "$OUT/paged"
+    timeout ${PAGED_S:-290} python3 benchmarks/paged_decode.py --flashinfer "$FI" --sets bf16,fp8 --batches 8,32,64 \
+      --means 2048,8192,32768 --gqa 32/8,64/8 --out "$OUT/paged" 2>&1 | tee "$OUT/paged_decode_paged.log" \
+      | grep -v "^{" | grep -v -i warn | grep -v "return F" | tail -45 ;;
+  *) echo "unknown step $step (peers, partitions, ncu, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring, m200, epires, epires-ncu, stop49, stop49b, attn3wg, swaporder, swaporder-ncu, decode32, refine, swapone, swapcluster, attnfit, attnfit-long, attnitem, splitwave, attnzigzag, peers-mid, finecut, walktests, trim, pagedsplit, zerofill, paged)"; exit 2 ;;
   esac
 done
 cd "$OUT" && tar czf /tmp/call.tgz --exclude=call.tgz . && find . -mindepth 1 -delete && mv /tmp/call.tgz "$OUT/call.tgz"
