@@ -156,11 +156,13 @@ cooperative schedule and no K split; ``prefetch`` no K split (and, ``plan``, C's
 ``N % 8 == 0``, TMA's stride rule)."""
 STAGED_RESIDUAL = ("tma", "sliced", "preread")
 """The ``RESIDUAL_READS`` that load the residual into the staging buffer (the epilogue reads it there)."""
-RESIDUAL_CHOICE = "tma"
-"""The ``residual_read`` the cost model's configs take where the plan allows a staged read (``epilogue_choices``):
-measured 10-12 % over the plain GEMM at 4096^3 on the H100; at the same config ``sliced`` and ``prefetch`` ran
-+12.5 / +11.7 % (benchmarks/RESULTS.md, "sm90 fused epilogue", 2026-12-06: ``benchmarks/sm90_gemm.py --epilogue``
-times all of them). ``preread`` is not timed yet (stop 49): it stays opt-in until ``gpu_stop45.sh epires`` times it."""
+RESIDUAL_CHOICE = "global"
+"""The ``residual_read`` the cost model's configs take where the plan allows a staged read (``epilogue_choices``).
+``global`` since stop 52: with its reads a column pair a load (``gemm_residual.residual_pairs``, stop 49) it ran
++7.4 % over the plain GEMM at 4096^3 on the H100 where ``tma`` (the choice before) ran +11.4 % and ``preread`` +11.3 %
+in the same call (``benchmarks/sm90_gemm.py --epilogue``, which times every read: benchmarks/runs/
+sm90_epilogue_h100_2026-12-07b.md); ``prefetch`` ran +7.3 %, ``global``'s read after an L2 prefetch, more machinery
+for the same time."""
 ACTIVATION_FORMS = ("ex2", "tanh")
 """How the epilogue evaluates silu / gelu (``Sm90Config.activation_form``; ``kernels.gemm.epilogue``'s module
 docstring): ``ex2`` (``x / (1 + 2^y)``: ``ex2.approx`` and a reciprocal, two multi-function operations an
@@ -717,8 +719,8 @@ def planned_loads(config: Sm90Config) -> Sm90Config:
 
 def epilogue_choices(config: Sm90Config, fusion: Fusion, out_dtype: str) -> Sm90Config:
     """``config`` with the fused epilogue's choices the cost model's configs take where the plan allows them:
-    the residual read into the staging buffer (``RESIDUAL_CHOICE`` of ``RESIDUAL_READS``: the scattered loads of
-    ``global`` cost 10.7% at 4096^3 on the H100), silu / gelu in the tanh form for a 16-bit C
+    the residual read ``RESIDUAL_CHOICE`` of ``RESIDUAL_READS`` (a staged one only where the staging buffer
+    allows it), silu / gelu in the tanh form for a 16-bit C
     (``ACTIVATION_FORMS``); a config that names its own residual read keeps it."""
     if fusion.activation in ("silu", "gelu") and out_dtype in TANH_OUTPUTS:
         config = attrs.evolve(config, activation_form="tanh")
