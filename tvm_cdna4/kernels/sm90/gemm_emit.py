@@ -37,8 +37,8 @@ from .gemm_plan import (BLOCK_K, CONSUMER_REGS, ELEMENT_BYTES, OUT_BYTES, PRODUC
                         SWIZZLE_COLUMNS, WARPGROUP, WGMMA_M, WGMMA_TYPES, Sm90Plan, loaded_box, trim_boxes, wgmma_k)
 from .gemm_epilogue import (EPILOGUE_BARRIER, TMA_STORE, staging_byte, staging_element, staging_word,  # noqa: F401
                             store_fragment, store_tma, tail_column, tail_element)  # (re-exported: TMA_STORE)
-from .gemm_residual import (held_words, load_slices, prefetch_box, prefetch_residual, preread, residual_at,
-                            residual_box_rows)
+from .gemm_residual import (early_held, early_of, held_words, load_early, load_slices, prefetch_box, prefetch_residual, preread,
+                            residual_at, residual_box_rows)
 from .gemm_store import TANH_OPS, out_value  # noqa: F401 (re-exported: TANH_OPS, out_value)
 
 TMA_LOAD = "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
@@ -355,19 +355,22 @@ def consumer_tile(p, SMH, MB, args, maps, pid, i, part, wg, t, acc, unit, pos, c
         if i > 0:  # the other consumer has issued tile i - 1's mainloop
             T.ptx["bar.sync"](T.Cast("uint32", ORDER_BARRIER + wg), T.uint32(2 * WARPGROUP))
     res = residual_of(p, MB, maps, i, m0 + part * c.rows, n0)
-    mainloop(p, SMH, MB, acc, pos, count, part, wg, t, res)
+    held = early_held(p)  # residual_read="early": the thread's residual words, loaded in the mainloop (else None)
+    mainloop(p, SMH, MB, acc, pos, count, part, wg, t, res, early_of(args, held, m0 + part * c.rows + (t // 32) * 16 +
+                                                                   (t % 32) // 4, n0 + 2 * (t % 4)))
     if I.constexpr(c.pingpong):
         if i + 1 < T.truncdiv(p.units - 1 - pid, p.ctas) + 1:  # the other consumer's next tile may start
             T.ptx["bar.arrive"](T.Cast("uint32", ORDER_BARRIER + 1 - wg), T.uint32(2 * WARPGROUP))
     if I.constexpr(c.residual_read == "preread"):
         preread_tile(p, SMH, MB, acc, args, maps, part, wg, t, m0, n0, unit, pos, count, res)
     else:
-        finish_tile(p, SMH, MB, acc, args, maps, part, wg, t, m0, n0, unit, pos, count, split, res)
+        finish_tile(p, SMH, MB, acc, args, maps, part, wg, t, m0, n0, unit, pos, count, split, res, held)
 
 
 @T.macro
-def finish_tile(p, SMH, MB, acc, args, maps, part, wg, t, m0, n0, unit, pos, count, split, res):
-    # after the tile's mainloop: its wgmma retired, its last ring stage released, C stored (consumer_tile's names)
+def finish_tile(p, SMH, MB, acc, args, maps, part, wg, t, m0, n0, unit, pos, count, split, res, held=None):
+    # after the tile's mainloop: its wgmma retired, its last ring stage released, C stored (consumer_tile's names;
+    # held: residual_read="early"'s words)
     c = p.config
     retire(p, acc)
     if t == 0:
@@ -375,9 +378,9 @@ def finish_tile(p, SMH, MB, acc, args, maps, part, wg, t, m0, n0, unit, pos, cou
     if I.constexpr(split):
         split_store(p, SMH, acc, args, maps, part, wg, t, m0, n0, unit)
     elif I.constexpr(c.epilogue == "tma"):
-        store_tma(p, SMH, acc, args, c_maps(p, maps), part, wg, t, m0, n0, None, res)
+        store_tma(p, SMH, acc, args, c_maps(p, maps), part, wg, t, m0, n0, None, res, held)
     else:
-        store_fragment(p, acc, args, m0 + part * c.rows + (t // 32) * 16 + (t % 32) // 4, n0 + 2 * (t % 4))
+        store_fragment(p, acc, args, m0 + part * c.rows + (t // 32) * 16 + (t % 32) // 4, n0 + 2 * (t % 4), held)
 
 
 @T.macro
@@ -390,11 +393,12 @@ def preread_tile(p, SMH, MB, acc, args, maps, part, wg, t, m0, n0, unit, pos, co
 
 
 @T.macro
-def mainloop(p, SMH, MB, acc, pos, count, part, wg, t, res):
+def mainloop(p, SMH, MB, acc, pos, count, part, wg, t, res, early=None):
     # the count k-tiles at ring positions pos, pos + 1, ...: wait on "full", the wgmma of the warpgroup's rows
     # (part * rows ..) through the checked pattern (its operands: operand_type's views of acc and the ring),
     # commit, wait for the previous k-tile's group and release its stage; with ``res`` (residual_read="tma":
-    # consumer_tile's tuple) warpgroup wg's residual load at k-tile RESIDUAL_AT
+    # consumer_tile's tuple) warpgroup wg's residual load at k-tile RESIDUAL_AT; with ``early`` (residual_read="early":
+    # consumer_tile's (args, held, row, col)) the thread's residual loads due after the k-tile's (load_early)
     c = p.config
     D = T.decl_tensor(acc.ptr_to([0]), ty_args=[operand_type(p, "D")])
     SA = T.decl_tensor(SMH.ptr_to([0]), ty_args=[operand_type(p, "A")])
@@ -417,6 +421,8 @@ def mainloop(p, SMH, MB, acc, pos, count, part, wg, t, res):
             if kt == residual_at(p):
                 if t == 0:
                     load_residual(p, SMH, res, wg)
+        if I.constexpr(early is not None):
+            load_early(p, early, kt)
 
 
 def residual_of(p: Sm90Plan, MB, maps, i, row0, n0):

@@ -12,7 +12,7 @@ from tvm_tirx.script import ir as I
 from tvm_tirx.script import tirx as T
 
 from .gemm_plan import SWIZZLE_COLUMNS, WARPGROUP, WGMMA_M, Sm90Plan
-from .gemm_residual import held_index, load_pair, pair_half, residual_half, residual_pairs
+from .gemm_residual import held_half, held_index, pair_half, residual_half, residual_pairs, residual_word
 from .gemm_store import out_value, store_transposed
 
 TMA_STORE = "cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group"
@@ -22,11 +22,12 @@ consumer warpgroup ``wg``'s 128 threads around its staging buffer's writes (0 is
 
 
 @T.macro
-def store(p, acc, args, row, col, m_end, group):
+def store(p, acc, args, row, col, m_end, group, held=None):
     # acc[mi * N/2 + j * 4 + h * 2 + e] is C[row + 64 mi + 8 h, col + 8 j + e] (PTX ISA 9.7.17.5.1.1.1,
     # the wgmma D fragment: thread t of the warpgroup holds rows 16 (t / 32) + (t % 32) / 4 + 8 h), the
     # fused epilogue applied first (out_value); rows below m_end stored (p.M; a grouped tile's group end),
-    # the per-column fused inputs of ``group`` (a grouped GEMM's; None: one GEMM)
+    # the per-column fused inputs of ``group`` (a grouped GEMM's; None: one GEMM); ``held``: the residual's words
+    # (residual_read="early", gemm_residual.load_early), else read from global memory
     c = p.config
     C = args["C"]
     n2 = c.block_n // 2
@@ -45,7 +46,7 @@ def store(p, acc, args, row, col, m_end, group):
             for j in T.unroll(c.block_n // 8):
                 for h in T.unroll(2):
                     r = row + mi * WGMMA_M + 8 * h
-                    load_pair(p, args, word, r, col + 8 * j)
+                    residual_word(p, args, word, r, col + 8 * j, held, held_index(p, mi, j, h))
                     T.ptx[f"cvt.rn.{p.out_dtype}x2.f32"](
                         word[0], out_value(p, args, acc[mi * n2 + j * 4 + h * 2 + 1], r, col + 8 * j + 1, group, pair_half(p, word, 1)),
                         out_value(p, args, acc[mi * n2 + j * 4 + h * 2], r, col + 8 * j, group, pair_half(p, word, 0)))
@@ -57,34 +58,36 @@ def store(p, acc, args, row, col, m_end, group):
                     for e in T.unroll(2):
                         if T.and_(row + mi * WGMMA_M + 8 * h < m_end, col + 8 * j + e < p.N):
                             C[row + mi * WGMMA_M + 8 * h, col + 8 * j + e] = T.Cast(p.tir_out, out_value(
-                                p, args, acc[mi * n2 + j * 4 + h * 2 + e], row + mi * WGMMA_M + 8 * h, col + 8 * j + e, group))
+                                p, args, acc[mi * n2 + j * 4 + h * 2 + e], row + mi * WGMMA_M + 8 * h, col + 8 * j + e, group,
+                                held_half(p, held, held_index(p, mi, j, h), e)))
 
 
 @T.macro
-def store_fragment(p, acc, args, row, col):
+def store_fragment(p, acc, args, row, col, held=None):
     # the register epilogue of a (non-grouped) tile: the thread's fragment from (row, col) of the kernel's product,
-    # C's (store) or, swap_ab, C^T's (store_transposed)
+    # C's (store; held: residual_read="early"'s words) or, swap_ab, C^T's (store_transposed)
     if I.constexpr(p.config.swap_ab):
         store_transposed(p, acc, args, row, col)
     else:
-        store(p, acc, args, row, col, p.M, None)
+        store(p, acc, args, row, col, p.M, None, held)
 
 
 @T.macro
-def store_tma(p, SMH, acc, args, map_c, part, wg, t, m0, n0, group, res):
+def store_tma(p, SMH, acc, args, map_c, part, wg, t, m0, n0, group, res, held=None):
     # epilogue="tma": the warpgroup's rows of the tile through shared memory and TMA stores, the whole tile at
     # once (epilogue_tile 0) or in chunks of epilogue_tile columns alternating between two buffers; the
     # per-column fused inputs of ``group`` (a grouped GEMM's; None: one GEMM); ``res``: the residual in the
-    # staging buffer (residual_read="tma", consumer_tile's tuple; None: read from global memory)
+    # staging buffer (residual_read="tma", consumer_tile's tuple; None: read from global memory, or ``held``'s
+    # registers: residual_read="early")
     if I.constexpr(p.config.epilogue_tile == 0):
-        store_tma_chunk(p, SMH, acc, args, map_c, part, wg, t, m0, n0, 0, 0, group, res)
+        store_tma_chunk(p, SMH, acc, args, map_c, part, wg, t, m0, n0, 0, 0, group, res, held)
     else:
         for q in T.unroll(p.config.block_n // p.config.epilogue_tile):
-            store_tma_chunk(p, SMH, acc, args, map_c, part, wg, t, m0, n0, q, q % 2, group, None)
+            store_tma_chunk(p, SMH, acc, args, map_c, part, wg, t, m0, n0, q, q % 2, group, None, held)
 
 
 @T.macro
-def store_tma_chunk(p, SMH, acc, args, map_c, part, wg, t, m0, n0, q, b, group, res):
+def store_tma_chunk(p, SMH, acc, args, map_c, part, wg, t, m0, n0, q, b, group, res, held):
     # chunk q of the warpgroup's rows (the whole tile: q = 0), converted (the fused epilogue first), into its
     # staging buffer b, 128-byte swizzled in 64-column blocks (16-byte chunk j % 8 of row r at chunk
     # (j % 8) ^ (r % 8): conflict-free, and what the TMA store's CU_TENSOR_MAP_SWIZZLE_128B reads); then one
@@ -93,7 +96,7 @@ def store_tma_chunk(p, SMH, acc, args, map_c, part, wg, t, m0, n0, q, b, group, 
     # first chunk, all but the newest group, the other buffer's, before the next). Rows part * rows.. of the
     # tile; the buffers and the named barrier are warpgroup wg's. With ``res`` the buffer holds the residual
     # (load_residual): once its barrier's phase of tile res[2] completes, each thread reads the word of each pair
-    # where it then writes C's
+    # where it then writes C's; ``held``: residual_read="early"'s words (store)
     c = p.config
     SMW = T.decl_tensor(SMH.ptr_to([0]), ty_args=[T.Tensor((p.smem_bytes // 4,), "uint32", scope="shared.dyn", layout="default", align=1024)])
     word = T.alloc_tensor(ty_args=[T.Tensor((1 + residual_pairs(p),), "uint32", scope="local", layout="default")])
@@ -119,7 +122,8 @@ def store_tma_chunk(p, SMH, acc, args, map_c, part, wg, t, m0, n0, q, b, group, 
                         out_value(p, args, acc[mi * c.block_n // 2 + tile_j(p, q, j) * 4 + h * 2 + 1], m0 + part * c.rows + r, n0 + 8 * tile_j(p, q, j) + 2 * (t % 4) + 1, group, residual_half(p, word[0], 1)),
                         out_value(p, args, acc[mi * c.block_n // 2 + tile_j(p, q, j) * 4 + h * 2], m0 + part * c.rows + r, n0 + 8 * tile_j(p, q, j) + 2 * (t % 4), group, residual_half(p, word[0], 0)))
                 else:
-                    load_pair(p, args, word, m0 + part * c.rows + r, n0 + 8 * tile_j(p, q, j) + 2 * (t % 4))
+                    residual_word(p, args, word, m0 + part * c.rows + r, n0 + 8 * tile_j(p, q, j) + 2 * (t % 4), held,
+                                  held_index(p, mi, tile_j(p, q, j), h))
                     T.ptx[f"cvt.rn.{p.out_dtype}x2.f32"](
                         word[0],
                         out_value(p, args, acc[mi * c.block_n // 2 + tile_j(p, q, j) * 4 + h * 2 + 1], m0 + part * c.rows + r, n0 + 8 * tile_j(p, q, j) + 2 * (t % 4) + 1, group, pair_half(p, word, 1)),

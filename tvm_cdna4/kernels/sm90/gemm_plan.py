@@ -137,7 +137,7 @@ REDUCTIONS = ("ordered", "atomic")
 """How a K split's partial sums meet (sm80's ``GemmConfig.reduction``): ``ordered`` (each slice stores its
 partial into its own workspace slice; the tile's last warpgroup adds them in slice order: deterministic) or
 ``atomic`` (``red.global.add.f32`` into one slice: less workspace, the order of the additions unknown)."""
-RESIDUAL_READS = ("global", "tma", "sliced", "prefetch", "preread")
+RESIDUAL_READS = ("global", "tma", "sliced", "prefetch", "preread", "early")
 """How the consumers read a fused residual (``Sm90Config.residual_read``): ``global`` (each element from
 global memory in the accumulator's fragment layout, in the epilogue: scattered 2-byte loads while the tensor
 cores wait), ``tma`` (one TMA load of the warpgroup's residual rows into its staging buffer, issued halfway
@@ -150,10 +150,12 @@ over the second half of its loads, ``cp.async.bulk.prefetch.tensor``: ``gemm_res
 ``preread`` (``tma``'s load, its words read from the staging buffer into registers between the mainloop's last
 wgmma issue and its retirement, under that wgmma, ``gemm_residual.preread``: the epilogue then reads no shared
 memory; ``tma``'s epilogue reads each word just before it writes C's there, and the CUDA compiler keeps every read
-behind the previous write, 32 dependent shared-memory round trips a tile at 128x256).
+behind the previous write, 32 dependent shared-memory round trips a tile at 128x256) or ``early`` (``global``'s loads of
+a column pair into registers, issued in batches after the wgmma issue of the mainloop's last k-tiles, where the LSU is
+idle: ``gemm_residual.load_early``; the epilogue reads registers only).
 ``tma``, ``sliced`` and ``preread`` need the whole-tile TMA epilogue (``epilogue="tma"``, ``epilogue_tile=0``), the
-cooperative schedule and no K split; ``prefetch`` no K split (and, ``plan``, C's rows in whole 16-byte chunks:
-``N % 8 == 0``, TMA's stride rule)."""
+cooperative schedule and no K split; ``prefetch`` and ``early`` no K split (and, ``plan``, ``prefetch`` C's rows in whole
+16-byte chunks: ``N % 8 == 0``, TMA's stride rule; ``early`` a 16-bit C: ``check_fused``)."""
 STAGED_RESIDUAL = ("tma", "sliced", "preread")
 """The ``RESIDUAL_READS`` that load the residual into the staging buffer (the epilogue reads it there)."""
 RESIDUAL_CHOICE = "global"
@@ -387,10 +389,11 @@ class Sm90Config:
                 f"2..{room // self.stage_bytes()}", self.stages)
         if self.residual_read not in RESIDUAL_READS or (self.residual_staged and (
                 self.epilogue != "tma" or self.epilogue_tile or self.pingpong or self.split_k != 1)) or (
-                self.residual_read == "prefetch" and self.split_k != 1):
+                self.residual_read in ("prefetch", "early") and self.split_k != 1):
             bad("residual_read", f"how a fused residual is read: {STAGED_RESIDUAL} load it into the whole-tile staging "
-                "buffer, 'prefetch' into L2 once per tile", f"one of {RESIDUAL_READS}; {STAGED_RESIDUAL} with "
-                "epilogue='tma', epilogue_tile=0, the cooperative schedule, split_k=1; 'prefetch' with split_k=1",
+                "buffer, 'prefetch' into L2, 'early' into registers once per tile", f"one of {RESIDUAL_READS}; "
+                f"{STAGED_RESIDUAL} with epilogue='tma', epilogue_tile=0, the cooperative schedule, split_k=1; 'prefetch' "
+                "and 'early' with split_k=1",
                 self.named("residual_read", "epilogue", "epilogue_tile", "schedule", "split_k"))
         if self.activation_form not in ACTIVATION_FORMS:
             bad("activation_form", "how silu and gelu are evaluated", ACTIVATION_FORMS, self.activation_form)
@@ -677,12 +680,17 @@ def plan(M, N, K, dtype, layout, out_dtype, config: Sm90Config, sms: int, smem_b
 
 def check_fused(config: Sm90Config, fusion: Fusion, out_dtype: str) -> None:
     """A ContractError where ``config``'s epilogue choices do not fit the problem: ``residual_read="tma"``
-    without a fused residual, ``activation_form="tanh"`` of an f32 C (its error is beyond f32's bound)."""
+    without a fused residual, ``"early"`` of an f32 C, ``activation_form="tanh"`` of an f32 C (its error is beyond
+    f32's bound)."""
     if config.residual_read != "global" and not fusion.residual:
         raise ContractError(f"sm90 GEMM config residual_read: {config.residual_read!r} loads the fused residual",
                             operand="residual_read", check="parameters",
                             expected="Fusion(residual=True) or residual_read='global'",
                             found=f"residual_read={config.residual_read!r}, fusion {fusion.describe()}")
+    if config.residual_read == "early" and out_dtype == "f32":
+        raise ContractError("sm90 GEMM config residual_read: 'early' holds a 16-bit C's residual pairs in registers, "
+                            "a word a pair", operand="residual_read", check="parameters",
+                            expected="f16/bf16 C or residual_read='global'", found=f"residual_read='early', {out_dtype} C")
     if config.activation_form == "tanh" and out_dtype not in TANH_OUTPUTS:
         raise ContractError("sm90 GEMM config activation_form: tanh.approx's error is within a 16-bit C's bound only",
                             operand="activation_form", check="parameters", expected="f16/bf16 C or activation_form='ex2'",

@@ -28,6 +28,16 @@ here spread the same bytes over the second half of the tile's mainloop, a small 
   behind the previous write (it cannot tell the swizzled addresses apart): at 128x256, 32 dependent round trips of two
   ``LDS`` a tile while the tensor cores wait (nvcc 13.0 SASS, benchmarks/journal/2026-12.md "Stop 49: epires").
 
+- ``early`` (stop 52): ``global``'s loads of a column pair (``PAIR_LOAD``), issued in the mainloop into registers
+  (``held_words``, ``held_index``: ``preread``'s words) rather than in the epilogue, a batch after each of the
+  ``EARLY_TILES`` k-tiles that end ``EARLY_LEAD`` k-tiles before the mainloop's (``early_tile``, ``load_early``); the
+  epilogue reads registers only. ``global``'s cost at 4096^3 is L1 time in the epilogue (a warp's fragment load
+  touches 8 rows' lines: 4,096 wavefronts an SM a 128x256 tile, about 2.3 us at 1.75 GHz, stop 49) while the tensor
+  cores wait; in the mainloop the LSU / L1 is idle (TMA fills the ring) and a k-tile's wgmma runs about 0.7 us, so
+  an eighth of the tile's loads a k-tile (about 0.3 us of L1 time) hides under it, where one burst of all of them
+  (2.3 us) would hold the warps' next wgmma issue back. Any schedule and epilogue, no K split, a 16-bit C
+  (``Sm90Config.check``, ``gemm_plan.check_fused``).
+
 The epilogue's reads from global memory (``global``, ``prefetch``) load a 16-bit C's column pair a load
 (``residual_pairs``, ``load_pair``, ``pair_half``), as sm80's epilogue does.
 """
@@ -191,21 +201,26 @@ even N)."""
 
 
 def residual_pairs(p: Sm90Plan) -> bool:
-    """Whether the epilogue reads a residual from global memory (``residual_read`` ``global`` / ``prefetch``) a column
-    pair a load (``PAIR_LOAD``, ``load_pair``; the 16-bit C's pairs of an even N, unswapped) rather than an element a
-    load: a warp's load of the fragment touches 8 rows' cache lines whatever its width, 8 L1 wavefronts, so two 2-byte
+    """Whether the epilogue reads a residual from global memory (``residual_read`` ``global`` / ``prefetch``; ``early``:
+    from the registers its mainloop loaded, ``residual_word``) a column pair a load (``PAIR_LOAD``, ``load_pair``; the
+    16-bit C's pairs of an even N, unswapped) rather than an element a load: a warp's load of the fragment touches 8 rows' cache lines whatever its width, 8 L1 wavefronts, so two 2-byte
     loads a pair cost twice the L1 time of one 4-byte load (at 128x256: 128 loads a thread, 8,192 wavefronts an SM a
     tile, about 4.7 us at 1.75 GHz while the tensor cores wait; stop 49, journal "Stop 49: epires")."""
     return (p.fusion.residual and not p.config.residual_staged and p.out_dtype != "f32" and p.N % 2 == 0
             and not p.config.swap_ab)
 
 
+def pair_at(p: Sm90Plan, args, row, col):
+    """The address of the residual's pair (``row``, ``col`` .. ``col + 1``) a ``PAIR_LOAD`` reads, its indices clamped
+    into C (a pair outside C is computed, never stored)."""
+    return args["residual"].ptr_to([T.min(row, p.M - 1), T.min(col, p.N - 2)])
+
+
 @T.macro
 def load_pair(p, args, word, row, col):
-    # residual_pairs: the residual's pair (row, col .. col + 1) into word[1], its indices clamped into C (a pair outside
-    # C is computed, never stored); nothing otherwise
+    # residual_pairs: the residual's pair (row, col .. col + 1) into word[1] (pair_at); nothing otherwise
     if I.constexpr(residual_pairs(p)):
-        T.ptx[PAIR_LOAD](word[1], args["residual"].ptr_to([T.min(row, p.M - 1), T.min(col, p.N - 2)]))
+        T.ptx[PAIR_LOAD](word[1], pair_at(p, args, row, col))
 
 
 def pair_half(p: Sm90Plan, word, high: int):
@@ -222,7 +237,111 @@ def residual_half(p: Sm90Plan, w, high: int):
     return T.Cast("float32", T.reinterpret(T.Cast("uint16", bits), ty=p.tir_out))
 
 
-__all__ = ["PAIR_LOAD", "PREFETCH", "SLICE_LEAD", "SLICE_ROWS", "held_index", "held_words", "load_pair",
+EARLY_TILES = 8
+"""``early``: the k-tiles after whose wgmma issue a batch of the tile's residual loads goes out (``early_tile``), each
+an eighth of a thread's ``held_words``: at 128x256 8 loads a thread, 512 L1 wavefronts an SM (about 0.3 us at
+1.75 GHz) under a k-tile's wgmma of about 0.7 us at 4096^3 on the H100 (the module docstring)."""
+EARLY_LEAD = 1
+"""``early``: the k-tiles between the last batch and the mainloop's end (one k-tile, about 0.7 us at 4096^3, beside
+the last wgmma's retirement, for a DRAM read's latency under load; the epilogue reads the batches' words in their
+order, the last batch's last)."""
+
+
+def early_start(p: Sm90Plan) -> int:
+    """``early``: the k-tile of the first batch (``early_batches`` + ``EARLY_LEAD`` before the mainloop's end, or 0)."""
+    return max(p.slice_tiles - EARLY_LEAD - early_batches(p), 0)
+
+
+def early_tile(p: Sm90Plan, b, least=min):
+    """``early``: the k-tile after whose wgmma issue batch ``b`` is loaded: ``early_start + b``, at most the last
+    (a mainloop of fewer k-tiles loads its later batches at its last; ``least``: Python's or TIR's ``min``)."""
+    return least(early_start(p) + b, p.slice_tiles - 1)
+
+
+def early_batch(p: Sm90Plan) -> int:
+    """``early``: the held words a batch loads (words ``b * early_batch ..`` of ``held_index``'s order, the last
+    batch's fewer where ``EARLY_TILES`` does not divide ``held_words``)."""
+    return ceil_div(held_words(p), EARLY_TILES)
+
+
+def early_batches(p: Sm90Plan) -> int:
+    """``early``: the batches of a tile's loads, ``EARLY_TILES`` or fewer (none empty)."""
+    return ceil_div(held_words(p), early_batch(p))
+
+
+def held_place(p: Sm90Plan, k):
+    """(``mi``, ``j``, ``h``) of held word ``k`` (``held_index``'s inverse)."""
+    groups = p.config.block_n // 8
+    return k // 2 // groups, k // 2 % groups, k % 2
+
+
+def early_held(p: Sm90Plan):
+    """``early``: a consumer thread's registers for its ``held_words`` residual words (a local allocation; called in
+    a macro), None for another read."""
+    if p.config.residual_read != "early":
+        return None
+    return T.alloc_tensor(ty_args=[T.Tensor((held_words(p),), "uint32", scope="local", layout="default")])
+
+
+def early_of(args, held, row, col):
+    """``early``: what ``load_early`` needs (the kernel's arguments, ``early_held``'s registers, the thread's first
+    fragment row and column), None without ``held``."""
+    return None if held is None else (args, held, row, col)
+
+
+@T.macro
+def load_early(p, early, kt):
+    # residual_read="early", after k-tile kt's wgmma issue: the batches due there (early_tile), each held word k the
+    # thread's pair in row row + 64 mi + 8 h, column col + 8 j (held_place; early: consumer_tile's (args, held, row,
+    # col), the thread's first fragment row and column); an odd N: the pair's elements a load each, packed as a pair
+    args, held, row, col = early
+    for b in T.unroll(early_batches(p)):
+        if kt == early_tile(p, b, T.min):
+            for w in T.unroll(early_batch(p)):
+                if b * early_batch(p) + w < held_words(p):
+                    early_word(p, args, held, b * early_batch(p) + w, row, col)
+
+
+@T.macro
+def early_word(p, args, held, k, row, col):
+    # held word k (held_place) of the thread at (row, col): its pair, PAIR_LOAD at pair_at (an even N), else its two
+    # elements, clamped into C (the second of the last column's pair: the first again; never stored)
+    r = row + held_place(p, k)[0] * WGMMA_M + 8 * held_place(p, k)[2]
+    n = col + 8 * held_place(p, k)[1]
+    if I.constexpr(p.N % 2 == 0):
+        T.ptx[PAIR_LOAD](held[k], pair_at(p, args, r, n))
+    else:
+        held[k] = T.bitwise_or(element_bits(p, args, r, n), T.shift_left(element_bits(p, args, r, n + 1), T.uint32(16)))
+
+
+def element_bits(p: Sm90Plan, args, row, col):
+    """The 16 bits of the residual's element (``row``, ``col``), clamped into C, as a ``uint32``."""
+    value = args["residual"][T.min(row, p.M - 1), T.min(col, p.N - 1)]
+    return T.Cast("uint32", T.reinterpret(value, ty="uint16"))
+
+
+@T.macro
+def residual_word(p, args, word, row, col, held, k):
+    # the epilogue's residual pair (row, col .. col + 1) into word[1]: held word k (early), else load_pair
+    if I.constexpr(held is not None):
+        word[1] = held[k]
+    else:
+        load_pair(p, args, word, row, col)
+
+
+def held_half(p: Sm90Plan, held, k, high):
+    """``early``: the f32 residual of element ``high`` (0 or 1, a loop variable of the element stores) of held word
+    ``k``, its bits ``16 high ..`` (``residual_half``'s order); None without ``held`` (``out_value`` reads the element
+    itself)."""
+    if held is None:
+        return None
+    bits = T.Cast("uint16", T.shift_right(held[k], T.Cast("uint32", 16 * high)))
+    return T.Cast("float32", T.reinterpret(bits, ty=p.tir_out))
+
+
+__all__ = ["EARLY_LEAD", "EARLY_TILES", "PAIR_LOAD", "PREFETCH", "SLICE_LEAD", "SLICE_ROWS", "early_batch", "early_batches", "early_held",
+           "early_of", "early_start", "early_tile", "held_half", "held_index", "held_place", "held_words", "load_early", "load_pair",
+           "pair_at", "residual_word",
            "load_slices", "pair_half", "prefetch_box", "prefetch_map", "prefetch_residual", "prefetch_rows",
            "prefetch_window", "preread",
            "residual_at", "residual_box_rows", "residual_half", "residual_pairs", "slice_boxes", "slice_range",
