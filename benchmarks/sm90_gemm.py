@@ -137,13 +137,16 @@ EPILOGUE_BEFORE = {"residual_read": "global", "activation_form": "ex2"}
 
 EPILOGUE_READS = {"tma": {"residual_read": "tma"}, "sliced": {"residual_read": "sliced"},
                   "prefetch": {"residual_read": "prefetch"}, "preread": {"residual_read": "preread"},
-                  "prefetch, tma/64, s4": {"residual_read": "prefetch", "epilogue_tile": 64, "stages": 4}}
+                  "prefetch, tma/64, s4": {"residual_read": "prefetch", "epilogue_tile": 64, "stages": 4},
+                  "early": {"residual_read": "early"},
+                  "early, tma/64, s4": {"residual_read": "early", "epilogue_tile": 64, "stages": 4}}
 """``--epilogue``: the residual reads (``Sm90Config.residual_read``, ``gemm_plan.RESIDUAL_READS``) timed beside the cost
 model's choice for the cases with a residual: ``tma`` (one load of the warpgroup's rows halfway through the mainloop;
 ``preread``: the same load, its words read into registers under the mainloop's last wgmma, not in the epilogue),
 ``sliced`` (those loads in 8-row boxes over the mainloop's second half), ``prefetch`` (the producer's L2 prefetch, the
-epilogue's read from global memory), and ``prefetch`` with the sub-tiled staging, whose 32 KB free a fourth ring stage
-(``gemm_residual``'s docstring)."""
+epilogue's read from global memory), and ``prefetch`` with the sub-tiled staging, whose 32 KB free a fourth ring stage;
+``early`` (``global``'s loads issued in the mainloop's last k-tiles into registers, stop 52), with the whole-tile and the
+sub-tiled staging (``gemm_residual``'s docstring)."""
 
 
 EPILOGUE_VARIANTS = {"tma/64, s4": {"residual_read": "global", "epilogue_tile": 64, "stages": 4},
@@ -151,11 +154,13 @@ EPILOGUE_VARIANTS = {"tma/64, s4": {"residual_read": "global", "epilogue_tile": 
                      "pp 128x128 s5": {"block_m": 128, "block_n": 128, "stages": 5, "schedule": "pingpong",
                                        "epilogue": "registers", "residual_read": "global"},
                      "pp 128x128 s5, prefetch": {"block_m": 128, "block_n": 128, "stages": 5, "schedule": "pingpong",
-                                                 "epilogue": "registers", "residual_read": "prefetch"}}
+                                                 "epilogue": "registers", "residual_read": "prefetch"},
+                     "pp 128x128 s5, early": {"block_m": 128, "block_n": 128, "stages": 5, "schedule": "pingpong",
+                                              "epilogue": "registers", "residual_read": "early"}}
 """``--epilogue``: the plain GEMM and all five steps again with the 64-column staging and a fourth stage (is the
 fourth stage what the residual's best read gained?), in a cluster of two (``cluster_m``: each B byte leaves L2
 once a pair of tile rows) and in CUTLASS's ping-pong schedule (one warpgroup's epilogue under the other's
-mainloop), each over the cost model's choice (the sliced and prefetch reads only where there is a residual)."""
+mainloop), each over the cost model's choice (the sliced, prefetch and early reads only where there is a residual)."""
 
 
 def epilogue_jobs():
@@ -198,7 +203,9 @@ def validate_cases():
             (300, 1000, 520, "f16", Fusion(residual=True, col_scale=True), pp_tma),
             (77, 200, 1000, "bf16", Fusion(bias=True, activation="gelu", residual=True, row_scale=True, col_scale=True),
              Sm90Config(128, 96, 4, 2, epilogue="tma", residual_read="sliced")),
-            (300, 1000, 520, "f16", Fusion(residual=True, col_scale=True), Sm90Config(128, 128, 4, 2, residual_read="prefetch"))]
+            (300, 1000, 520, "f16", Fusion(residual=True, col_scale=True), Sm90Config(128, 128, 4, 2, residual_read="prefetch")),
+            (77, 200, 1000, "bf16", Fusion(bias=True, activation="gelu", residual=True, row_scale=True, col_scale=True),
+             Sm90Config(128, 96, 4, 2, epilogue="tma", residual_read="early"))]
 
 
 def validate_only() -> int:

@@ -138,3 +138,20 @@ def test_an_early_read_the_problem_does_not_allow_is_refused(problem, cfg, opera
     with pytest.raises(ContractError, match=match) as e:
         gemm.plan(problem, "sm90", cfg)
     assert e.value.operand == operand
+
+
+def test_the_epilogue_benchmark_times_the_early_read():
+    # benchmarks/sm90_gemm.py --epilogue: the early read beside the others, with the whole-tile and the 64-column
+    # staging, and in the ping-pong variant; its GPU validation set holds an early case
+    import sys
+
+    from paths import TESTS
+    sys.path.insert(0, str(TESTS))
+    from benchmark_modules import benchmark_module
+
+    bench = benchmark_module("sm90_gemm")
+    jobs = {job[0][1]: job for job in bench.epilogue_jobs()}
+    assert {"residual (early)", "all five (early)", "residual (early, tma/64, s4)", "all five (early, tma/64, s4)",
+            "all five (pp 128x128 s5, early)"} <= set(jobs)
+    assert jobs["all five (early)"][2] == ("choice", {"residual_read": "early"})
+    assert any(cfg is not None and cfg.residual_read == "early" for *_, cfg in bench.validate_cases())

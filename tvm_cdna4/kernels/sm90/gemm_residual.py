@@ -203,9 +203,10 @@ even N)."""
 def residual_pairs(p: Sm90Plan) -> bool:
     """Whether the epilogue reads a residual from global memory (``residual_read`` ``global`` / ``prefetch``; ``early``:
     from the registers its mainloop loaded, ``residual_word``) a column pair a load (``PAIR_LOAD``, ``load_pair``; the
-    16-bit C's pairs of an even N, unswapped) rather than an element a load: a warp's load of the fragment touches 8 rows' cache lines whatever its width, 8 L1 wavefronts, so two 2-byte
-    loads a pair cost twice the L1 time of one 4-byte load (at 128x256: 128 loads a thread, 8,192 wavefronts an SM a
-    tile, about 4.7 us at 1.75 GHz while the tensor cores wait; stop 49, journal "Stop 49: epires")."""
+    16-bit C's pairs of an even N, unswapped) rather than an element a load: a warp's load of the fragment touches 8
+    rows' cache lines whatever its width, 8 L1 wavefronts, so two 2-byte loads a pair cost twice the L1 time of one
+    4-byte load (at 128x256: 128 loads a thread, 8,192 wavefronts an SM a tile, about 4.7 us at 1.75 GHz while the
+    tensor cores wait; stop 49, journal "Stop 49: epires")."""
     return (p.fusion.residual and not p.config.residual_staged and p.out_dtype != "f32" and p.N % 2 == 0
             and not p.config.swap_ab)
 
@@ -339,10 +340,9 @@ def held_half(p: Sm90Plan, held, k, high):
     return T.Cast("float32", T.reinterpret(bits, ty=p.tir_out))
 
 
-__all__ = ["EARLY_LEAD", "EARLY_TILES", "PAIR_LOAD", "PREFETCH", "SLICE_LEAD", "SLICE_ROWS", "early_batch", "early_batches", "early_held",
-           "early_of", "early_start", "early_tile", "held_half", "held_index", "held_place", "held_words", "load_early", "load_pair",
-           "pair_at", "residual_word",
-           "load_slices", "pair_half", "prefetch_box", "prefetch_map", "prefetch_residual", "prefetch_rows",
-           "prefetch_window", "preread",
-           "residual_at", "residual_box_rows", "residual_half", "residual_pairs", "slice_boxes", "slice_range",
-           "slice_window", "whole_box", "window"]
+__all__ = ["EARLY_LEAD", "EARLY_TILES", "PAIR_LOAD", "PREFETCH", "SLICE_LEAD", "SLICE_ROWS", "early_batch",
+           "early_batches", "early_held", "early_of", "early_start", "early_tile", "held_half", "held_index",
+           "held_place", "held_words", "load_early", "load_pair", "load_slices", "pair_at", "pair_half",
+           "prefetch_box", "prefetch_map", "prefetch_residual", "prefetch_rows", "prefetch_window", "preread",
+           "residual_at", "residual_box_rows", "residual_half", "residual_pairs", "residual_word", "slice_boxes",
+           "slice_range", "slice_window", "whole_box", "window"]
