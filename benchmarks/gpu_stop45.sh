@@ -122,7 +122,7 @@
 #   epiearly    stop 52 (journal "Stop 52: epiearly"): the residual's global loads issued in the mainloop into registers
 #               (residual_read="early", gemm_residual.load_early): tests/gpu/test_sm90_residual_early_gpu.py (every read
 #               path within the bound; C = bf16(A B^T + residual) bit for bit against torch), then sm90_gemm.py
-#               --epilogue ("residual (early)", "all five (early)" beside plain, "global" and the other reads) [~200]
+#               --epilogue ("residual (early)", "all five (early)" beside plain, "global" and the other reads) [~220]
 #
 #   bash benchmarks/gpu_stop45.sh peers partitions ncu
 if [ -f .sm90tree/sitepack/site.tar.xz ]; then  # benchmarks/pack_site.sh: the wheels installed and packed (33 of 49 MB)
@@ -451,8 +451,8 @@ print('planned:', d.planned('sm80'))" 2>&1 | tee "$OUT/m200_device.txt"
     timeout ${PAGED_S:-290} python3 benchmarks/paged_decode.py --flashinfer "$FI" --sets bf16,fp8 --batches 8,32,64 \
       --means 2048,8192,32768 --gqa 32/8,64/8 --out "$OUT/paged" 2>&1 | tee "$OUT/paged_decode_paged.log" \
       | grep -v "^{" | grep -v -i warn | grep -v "return F" | tail -45 ;;
-  epiearly)  # stop 52: the residual's loads under the mainloop ('early'): exact on the card, then --epilogue [~200]
-    gpu_tests 75 "$OUT/pytest_gpu_epiearly.log" -n 8 tests/gpu/test_sm90_residual_early_gpu.py
+  epiearly)  # stop 52: the residual's loads under the mainloop ('early'): exact on the card, then --epilogue [~220]
+    gpu_tests 90 "$OUT/pytest_gpu_epiearly.log" -n 8 tests/gpu/test_sm90_residual_early_gpu.py
     timeout 170 python3 benchmarks/sm90_gemm.py --epilogue --out "$OUT" 2>&1 | tee "$OUT/epilogue.log" | grep -v "^{" | tail -55 ;;
   *) echo "unknown step $step (peers, partitions, ncu, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring, m200, epires, epires-ncu, stop49, stop49b, attn3wg, swaporder, swaporder-ncu, decode32, refine, swapone, swapcluster, attnfit, attnfit-long, attnitem, splitwave, attnzigzag, peers-mid, finecut, walktests, trim, pagedsplit, zerofill, paged, epiearly)"; exit 2 ;;
   esac
