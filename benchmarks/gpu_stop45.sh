@@ -124,6 +124,8 @@
 #               path within the bound; C = bf16(A B^T + residual) bit for bit against torch), then sm90_gemm.py
 #               --epilogue ("residual (early)", "all five (early)" beside plain, "global" and the other reads) [~220]
 #
+# NO_GPU_TESTS=1 skips the steps' pytest runs (every benchmark still checks each kernel against its reference first).
+#
 #   bash benchmarks/gpu_stop45.sh peers partitions ncu
 if [ -f .sm90tree/sitepack/site.tar.xz ]; then  # benchmarks/pack_site.sh: the wheels installed and packed (33 of 49 MB)
   mkdir -p /tmp/site && tar -C /tmp/site -xJf .sm90tree/sitepack/site.tar.xz
@@ -134,6 +136,7 @@ fi
 [ -f .sm90tree/oldtrees/trees.tar.xz ] && tar -C .sm90tree -xJf .sm90tree/oldtrees/trees.tar.xz
 export PYTHONPATH=$PWD:/tmp/site
 source benchmarks/h200_preamble.sh
+[ -n "$NO_GPU_TESTS" ] && gpu_tests() { echo "GPU tests skipped (NO_GPU_TESTS=1): $2"; }  # benchmarks check each kernel first
 ncu_case() {  # $1 case of benchmarks/ncu_cases.py: the details and source pages as text
   local rep=/tmp/ncu_$1
   timeout 120 ncu --profile-from-start off --clock-control none --set full --import-source yes -f -o "$rep" \
