@@ -119,6 +119,10 @@
 #   paged       stop 52: issue 37's table in one call: paged_decode.py's bf16 and fp8 sets at batch 8, 32, 64, means
 #               2k / 8k / 32k, GQA 32/8 and 64/8, FlashInfer (carried: .sm90tree/flashinfer, carry it) and SDPA beside,
 #               each row's estimate; RESULTS.md "Paged decode attention" [~280]
+#   reach       stop 52 (journal "Stop 52: reach"): gemm_dynamic.FINE_CUTS off / on through the torch op on the models
+#               beside the RESULTS three (torch_gemm.py --models ${REACH_MODELS:-llama-3.2-3b,qwen2.5-14b,qwen2.5-1.5b},
+#               qkv / o / down: gate/up moves nowhere) at M = ${REACH_MS:-260,288,316,350,650,672,772,800}: the parts
+#               257..320, 641..704, 769..832 the fine cut gives them (benchmarks/sm90_reach.py), 350 a control [~160]
 #
 #   bash benchmarks/gpu_stop45.sh peers partitions ncu
 if [ -f .sm90tree/sitepack/site.tar.xz ]; then  # benchmarks/pack_site.sh: the wheels installed and packed (33 of 49 MB)
@@ -447,7 +451,12 @@ print('planned:', d.planned('sm80'))" 2>&1 | tee "$OUT/m200_device.txt"
     timeout ${PAGED_S:-290} python3 benchmarks/paged_decode.py --flashinfer "$FI" --sets bf16,fp8 --batches 8,32,64 \
       --means 2048,8192,32768 --gqa 32/8,64/8 --out "$OUT/paged" 2>&1 | tee "$OUT/paged_decode_paged.log" \
       | grep -v "^{" | grep -v -i warn | grep -v "return F" | tail -45 ;;
-  *) echo "unknown step $step (peers, partitions, ncu, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring, m200, epires, epires-ncu, stop49, stop49b, attn3wg, swaporder, swaporder-ncu, decode32, refine, swapone, swapcluster, attnfit, attnfit-long, attnitem, splitwave, attnzigzag, peers-mid, finecut, walktests, trim, pagedsplit, zerofill, paged)"; exit 2 ;;
+  reach)  # stop 52: FINE_CUTS off / on on three models no issue named, at the M its cuts move (sm90_reach.py) [~160]
+    mkdir -p "$OUT/reach"
+    timeout 220 python3 benchmarks/torch_gemm.py --models ${REACH_MODELS:-llama-3.2-3b,qwen2.5-14b,qwen2.5-1.5b} \
+      --projs qkv,o,down --ms ${REACH_MS:-260,288,316,350,650,672,772,800} --fine-cuts off,on --calls 20 --reps 8 \
+      --out "$OUT/reach" 2>&1 | tee "$OUT/torch_gemm_reach.log" | grep -v "^{" | tail -40 ;;
+  *) echo "unknown step $step (peers, partitions, ncu, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring, m200, epires, epires-ncu, stop49, stop49b, attn3wg, swaporder, swaporder-ncu, decode32, refine, swapone, swapcluster, attnfit, attnfit-long, attnitem, splitwave, attnzigzag, peers-mid, finecut, walktests, trim, pagedsplit, zerofill, paged, reach)"; exit 2 ;;
   esac
 done
 cd "$OUT" && tar czf /tmp/call.tgz --exclude=call.tgz . && find . -mindepth 1 -delete && mv /tmp/call.tgz "$OUT/call.tgz"
