@@ -123,6 +123,10 @@
 #               (residual_read="early", gemm_residual.load_early): tests/gpu/test_sm90_residual_early_gpu.py (every read
 #               path within the bound; C = bf16(A B^T + residual) bit for bit against torch), then sm90_gemm.py
 #               --epilogue ("residual (early)", "all five (early)" beside plain, "global" and the other reads) [~220]
+#   reach       stop 52 (journal "Stop 52: reach"): gemm_dynamic.FINE_CUTS off / on through the torch op on the models
+#               beside the RESULTS three (torch_gemm.py --models ${REACH_MODELS:-llama-3.2-3b,qwen2.5-14b,qwen2.5-1.5b},
+#               qkv / o / down: gate/up moves nowhere) at M = ${REACH_MS:-260,288,316,350,650,672,772,800}: the parts
+#               257..320, 641..704, 769..832 the fine cut gives them (benchmarks/sm90_reach.py), 350 a control [~160]
 #
 # NO_GPU_TESTS=1 skips the steps' pytest runs (every benchmark still checks each kernel against its reference first).
 #
@@ -457,7 +461,12 @@ print('planned:', d.planned('sm80'))" 2>&1 | tee "$OUT/m200_device.txt"
   epiearly)  # stop 52: the residual's loads under the mainloop ('early'): exact on the card, then --epilogue [~220]
     gpu_tests 90 "$OUT/pytest_gpu_epiearly.log" -n 8 tests/gpu/test_sm90_residual_early_gpu.py
     timeout 170 python3 benchmarks/sm90_gemm.py --epilogue --out "$OUT" 2>&1 | tee "$OUT/epilogue.log" | grep -v "^{" | tail -55 ;;
-  *) echo "unknown step $step (peers, partitions, ncu, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring, m200, epires, epires-ncu, stop49, stop49b, attn3wg, swaporder, swaporder-ncu, decode32, refine, swapone, swapcluster, attnfit, attnfit-long, attnitem, splitwave, attnzigzag, peers-mid, finecut, walktests, trim, pagedsplit, zerofill, paged, epiearly)"; exit 2 ;;
+  reach)  # stop 52: FINE_CUTS off / on on three models no issue named, at the M its cuts move (sm90_reach.py) [~160]
+    mkdir -p "$OUT/reach"
+    timeout 220 python3 benchmarks/torch_gemm.py --models ${REACH_MODELS:-llama-3.2-3b,qwen2.5-14b,qwen2.5-1.5b} \
+      --projs qkv,o,down --ms ${REACH_MS:-260,288,316,350,650,672,772,800} --fine-cuts off,on --calls 20 --reps 8 \
+      --out "$OUT/reach" 2>&1 | tee "$OUT/torch_gemm_reach.log" | grep -v "^{" | tail -40 ;;
+  *) echo "unknown step $step (peers, partitions, ncu, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring, m200, epires, epires-ncu, stop49, stop49b, attn3wg, swaporder, swaporder-ncu, decode32, refine, swapone, swapcluster, attnfit, attnfit-long, attnitem, splitwave, attnzigzag, peers-mid, finecut, walktests, trim, pagedsplit, zerofill, paged, reach, epiearly)"; exit 2 ;;
   esac
 done
 cd "$OUT" && tar czf /tmp/call.tgz --exclude=call.tgz . && find . -mindepth 1 -delete && mv /tmp/call.tgz "$OUT/call.tgz"

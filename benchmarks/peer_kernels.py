@@ -1,5 +1,5 @@
 """Which kernels the peers launch: the CUDA kernel names (and times) of ``torch.matmul`` (cuBLAS) on the projections of
-``torch_gemm.MODELS`` at every M of ``torch_gemm.MS``, of ``torch._scaled_mm`` at the fp8 benchmark's M, of
+``torch_gemm.DEFAULT_MODELS`` at every M of ``torch_gemm.MS``, of ``torch._scaled_mm`` at the fp8 benchmark's M, of
 ``torch._grouped_mm`` on ``torch_grouped_sm90``'s MoE prefills, and of SDPA's cuDNN backend on ``attention_sm90``'s
 quick shapes, read from ``torch.profiler`` on one GPU (``--only`` picks parts).
 
@@ -39,7 +39,7 @@ def gemm_rows(torch, ms) -> list[dict]:
     import torch_gemm
 
     rows = []
-    for model in torch_gemm.MODELS:
+    for model in torch_gemm.DEFAULT_MODELS:
         for proj, n, k in torch_gemm.projections(model):
             w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
             for m in ms:

@@ -136,7 +136,7 @@ def plans(ms: list) -> int:
     print("| model | proj | N | K | M | bucket off | plan off | bucket on | plan on | est off's plan µs | on's | gain |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     try:
-        for model, proj, N, K in tg.selected(list(tg.MODELS)):
+        for model, proj, N, K in tg.selected(tg.DEFAULT_MODELS):
             for M in ms:
                 got = {}
                 for on in (False, True):

@@ -2,7 +2,7 @@
 
     python benchmarks/small_m_terms.py [--ms 200,96] [--device H200] [--timed PATH]
 
-For each LLM projection of ``torch_gemm.MODELS`` at each M, two kernels: ours (the torch op's bucket plan,
+For each LLM projection of ``torch_gemm.DEFAULT_MODELS`` at each M, two kernels: ours (the torch op's bucket plan,
 ``gemm_dynamic.plan_bucket`` on ``--device``'s ``DeviceSpec``: the H200's by default, the numbers the H100 runs of
 2026-12-06/07 planned with) and cuBLAS's (its ``nvjet`` kernel in ``sm90_sweep.PEERS``, read off the name: the tile of
 C^T, tokens as its N; the K split the most of ``gemm_cost.splits`` whose units fill no more than the SMs). For each:
@@ -77,7 +77,7 @@ def peer_config(name: str, M: int, N: int, K: int, device):
 
 def table(ms, device_name: str, timed: str) -> list[str]:
     from sm90_sweep import peer_kernel
-    from torch_gemm import MODELS, bucket_plan, plan_label, selected
+    from torch_gemm import DEFAULT_MODELS, bucket_plan, plan_label, selected
     from tvm_cdna4.kernels import devices
     from tvm_cdna4.kernels.sm90 import gemm_cost
 
@@ -93,7 +93,7 @@ def table(ms, device_name: str, timed: str) -> list[str]:
            "measured µs |",
            "|---" * 18 + "|"]
     for M in ms:
-        for model, proj, N, K in selected(MODELS):
+        for model, proj, N, K in selected(DEFAULT_MODELS):
             run = runs.get((model, proj, M))
             name = peer_kernel(model, proj, M)
             if run is None or name is None:

@@ -1,6 +1,7 @@
 """LLM projections through ``tvm_cdna4.torch.gemm`` beside ``torch.matmul`` (cuBLAS), on one CUDA GPU.
 
-    python3 benchmarks/torch_gemm.py --out $OUT                 # every model, every M
+    python3 benchmarks/torch_gemm.py --out $OUT                 # the three DEFAULT_MODELS, every M
+    python3 benchmarks/torch_gemm.py --models all --plans --device H100   # every model's bucket plans, no GPU
     python3 benchmarks/torch_gemm.py --ms 200 --models qwen2.5-7b --out $OUT
     python3 benchmarks/torch_gemm.py --ms 32,96,200 --swap-dynamic off,on --out $OUT   # the A/B of swapped buckets
     python3 benchmarks/torch_gemm.py --ms 96,200 --split-epilogue off,on --out $OUT    # the A/B of a K split's epilogue
@@ -12,7 +13,8 @@
     python3 benchmarks/torch_gemm.py --ms 200,260,300 --zero-fill off,on --out $OUT      # the model weighs TMA's zero fill
 
 y = x · Wᵀ, bf16 in and out (layout ``nt``), the projections (``MODELS``: fused QKV, attention output,
-fused gate/up, down) of three model families at ``MS`` (not only powers of two). What a serving stack
+fused gate/up, down) of model families at ``MS`` (not only powers of two): ``DEFAULT_MODELS``' three unless
+``--models`` names others of ``MODELS`` (``all``: every one). What a serving stack
 sees: the torch op (argument checks, the dynamic-M kernel of the shape class, its bucket's plan), not a
 kernel called directly.
 
@@ -77,11 +79,27 @@ MODELS = {
     "qwen2.5-7b": dict(hidden=3584, qkv=3584 + 2 * 4 * 128, inter=18944),  # 28 heads, 4 kv heads of 128
     "gemma-2-9b": dict(hidden=3584, qkv=16 * 256 + 2 * 8 * 256, o_in=16 * 256, inter=14336),  # 16 q heads, 8 kv of 256
     "phi-3-medium": dict(hidden=5120, qkv=5120 + 2 * 10 * 128, inter=17920),  # 40 heads, 10 kv heads of 128
+    # beside the three (--models all or by name): a small model, a GQA one of hidden 5120, narrow odd widths
+    "llama-3.2-3b": dict(hidden=3072, qkv=3072 + 2 * 8 * 128, inter=8192),  # 24 heads, 8 kv heads of 128
+    "qwen2.5-14b": dict(hidden=5120, qkv=5120 + 2 * 8 * 128, inter=13824),  # 40 heads, 8 kv heads of 128
+    "qwen2.5-1.5b": dict(hidden=1536, qkv=1536 + 2 * 2 * 128, inter=8960),  # 12 heads, 2 kv heads of 128
 }
+DEFAULT_MODELS = ("qwen2.5-7b", "gemma-2-9b", "phi-3-medium")
+"""``--models``' default: the RESULTS table's three (``all``: every one of ``MODELS``)."""
 MS = (1, 8, 32, 96, 200, 768, 3000, 8192)
 DENSE_BF16_FLOPS = 989e12
 """Dense bf16 tensor-core peak of the H100 SXM and the H200 (NVIDIA H100 / H200 datasheets: 989 TFLOP/s
 without sparsity)."""
+
+
+def model_names(given: str) -> list[str]:
+    """``--models``: ``all`` (every one of ``MODELS``) or names of ``MODELS``, comma-separated; an unknown name is a usage
+    error."""
+    names = list(MODELS) if given == "all" else given.split(",")
+    unknown = [n for n in names if n not in MODELS]
+    if unknown:
+        raise SystemExit(f"--models: 'all' or names of {', '.join(MODELS)}; found {', '.join(unknown)}")
+    return names
 
 
 def selected(models, projs=None) -> list[tuple[str, str, int, int]]:
@@ -494,7 +512,8 @@ def main(argv=None) -> int:
     from tvm_cdna4.kernels.devices import DEVICES
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--models", default=",".join(DEFAULT_MODELS),
+                    help="all, or names of MODELS (default the three of DEFAULT_MODELS)")
     ap.add_argument("--ms", default=",".join(map(str, MS)))
     ap.add_argument("--calls", type=int, default=40, help="calls per graph")
     ap.add_argument("--reps", type=int, default=20, help="graph replays (the median)")
@@ -514,21 +533,21 @@ def main(argv=None) -> int:
     option, settings, fixed = switch_settings(args)
     projs = args.projs.split(",") if args.projs else None
     if args.plans and option:
-        print_swap_plans(args.models.split(","), [int(v) for v in args.ms.split(",")], settings, args.device, option,
+        print_swap_plans(model_names(args.models), [int(v) for v in args.ms.split(",")], settings, args.device, option,
                          fixed, projs)
         return 0
     if option:
         return swap_ab_runs(args, settings, option, fixed)
     set_switches(fixed)
     if args.plans:
-        print_plans(args.models.split(","), [int(v) for v in args.ms.split(",")], args.device)
+        print_plans(model_names(args.models), [int(v) for v in args.ms.split(",")], args.device)
         return 0
     import torch
 
     import tvm_cdna4.torch as ours
 
     arch, target = ours.cuda_target(torch.device("cuda", 0))
-    shapes = selected(args.models.split(","), projs)
+    shapes = selected(model_names(args.models), projs)
     ms = [int(v) for v in args.ms.split(",")]
     t0 = time.time()
     switches = tuple(sorted((o, v) for o, v in fixed.items() if v))
