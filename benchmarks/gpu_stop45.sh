@@ -127,6 +127,8 @@
 #               beside the RESULTS three (torch_gemm.py --models ${REACH_MODELS:-llama-3.2-3b,qwen2.5-14b,qwen2.5-1.5b},
 #               qkv / o / down: gate/up moves nowhere) at M = ${REACH_MS:-260,288,316,350,650,672,772,800}: the parts
 #               257..320, 641..704, 769..832 the fine cut gives them (benchmarks/sm90_reach.py), 350 a control [~160]
+#   power       stop 52: the sm90 GEMM and cuBLAS at M >= 768 at the SM clock and board power they sustain (random and
+#               all-zero operands; benchmarks/sm90_power.py): the work per clock against the tensor cores' peak [~120]
 #
 # NO_GPU_TESTS=1 skips the steps' pytest runs (every benchmark still checks each kernel against its reference first).
 #
@@ -466,7 +468,9 @@ print('planned:', d.planned('sm80'))" 2>&1 | tee "$OUT/m200_device.txt"
     timeout 220 python3 benchmarks/torch_gemm.py --models ${REACH_MODELS:-llama-3.2-3b,qwen2.5-14b,qwen2.5-1.5b} \
       --projs qkv,o,down --ms ${REACH_MS:-260,288,316,350,650,672,772,800} --fine-cuts off,on --calls 20 --reps 8 \
       --out "$OUT/reach" 2>&1 | tee "$OUT/torch_gemm_reach.log" | grep -v "^{" | tail -40 ;;
-  *) echo "unknown step $step (peers, partitions, ncu, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring, m200, epires, epires-ncu, stop49, stop49b, attn3wg, swaporder, swaporder-ncu, decode32, refine, swapone, swapcluster, attnfit, attnfit-long, attnitem, splitwave, attnzigzag, peers-mid, finecut, walktests, trim, pagedsplit, zerofill, paged, reach, epiearly)"; exit 2 ;;
+  power)  # stop 52: the sm90 GEMM and cuBLAS at M >= 768 at the clock and power they sustain (sm90_power.py) [~120]
+    timeout 170 python3 benchmarks/sm90_power.py --seconds ${POWER_S:-1.6} --out "$OUT/power" 2>&1 | tee "$OUT/sm90_power.log" | tail -14 ;;
+  *) echo "unknown step $step (peers, partitions, ncu, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring, m200, epires, epires-ncu, stop49, stop49b, attn3wg, swaporder, swaporder-ncu, decode32, refine, swapone, swapcluster, attnfit, attnfit-long, attnitem, splitwave, attnzigzag, peers-mid, finecut, walktests, trim, pagedsplit, zerofill, paged, reach, epiearly, power)"; exit 2 ;;
   esac
 done
 cd "$OUT" && tar czf /tmp/call.tgz --exclude=call.tgz . && find . -mindepth 1 -delete && mv /tmp/call.tgz "$OUT/call.tgz"
