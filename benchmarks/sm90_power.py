@@ -6,7 +6,8 @@ Why: a large-M bf16 GEMM on an H100 / H200 SXM runs into the board's power limit
 (on the H200, 2026-11-30, cuBLAS ran at 1425-1485 MHz on random data and 1725 MHz on zeros: the journal's stop-9
 record, ``benchmarks/cuda_gemm.py --sustain``). A kernel's speed is then its work per clock times a clock the power
 sets. This script prints, per shape and contender: TFLOP/s, the median SM clock and power of the run's second half,
-the work per clock as a fraction of the tensor cores' dense peak at that clock (``SMS x FLOP_PER_CLK_SM x clock``),
+the work per clock as a fraction of the tensor cores' dense peak at that clock (SMs x the cost model's
+``gemm_cost.TENSOR_FLOPS_PER_CLK`` x clock),
 and the same with all-zero operands (nothing toggles: the power falls, the clock rises where power was what held it).
 Reading: where both contenders sit at the power limit and cuBLAS already does ``f`` of the per-clock peak, running
 1.05x faster than it needs ``1.05 f`` of it at the same clock, or the same work for 5 % less energy.
@@ -29,10 +30,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-FLOP_PER_CLK_SM = 4096
-"""Dense bf16 / f16 tensor-core FLOP a clock an SM on Hopper (H100 whitepaper: 1,024 dense FP16 FMA a clock a
-tensor core on A100's four, doubled on H100: 2,048 FMA, 4,096 FLOP a clock an SM; 132 SMs x 4,096 x 1.83 GHz is the
-datasheets' 989 TFLOP/s)."""
+from tvm_cdna4.kernels.sm90.gemm_cost import TENSOR_FLOPS_PER_CLK  # noqa: E402
+
 SHAPES = ((4096, 4096, 4096), (8192, 4096, 4096), (3000, 14336, 3584), (8192, 3584, 18944), (768, 37888, 3584))
 """(M, N, K): 4096^3, and projections of the torch-op table at M >= 768 (Qwen2.5-7B gate/up and down; Gemma-2-9B's
 14336-wide up half at 3000)."""
@@ -110,7 +109,7 @@ def row_for(torch, ours, shape, args, sms: int) -> list[dict]:
         for tag, r in (("random", rnd), ("zeros", zero)):
             tflops = flops * calls / r["s"] / 1e12
             row.update({f"{tag}_tflops": tflops, f"{tag}_mhz": r["mhz"], f"{tag}_watts": r["watts"],
-                        f"{tag}_per_clock": tflops * 1e12 / (sms * FLOP_PER_CLK_SM * r["mhz"] * 1e6)})
+                        f"{tag}_per_clock": tflops * 1e12 / (sms * TENSOR_FLOPS_PER_CLK * r["mhz"] * 1e6)})
         rows.append(row)
     return rows
 

@@ -120,3 +120,22 @@ def test_loaded_box_is_the_rows_the_trimmed_load_arms():
     for block in (104, 128):
         for exist in range(1, block + 1):
             assert int(simplify(loaded_rows(0, exist, block))) == loaded_box(exist, block, True), (block, exist)
+
+
+def test_with_trimmed_loads_the_candidates_are_the_trimmed_configs_and_weigh_their_own_fill(weigh, monkeypatch):
+    # TRIM_LOADS on: the configs the model compares are the ones the kernel runs (planned_loads), so a partial tile
+    # row is charged the trimmed box's few rows, not the whole tile's (stop 52; before, plan_bucket trimmed only the
+    # choice, made among untrimmed configs)
+    from tvm_cdna4.kernels.sm90 import gemm_plan
+
+    untrimmed = gemm_cost.ranked(260, 5120, 5120, 2, H100)
+    monkeypatch.setattr(gemm_plan, "TRIM_LOADS", True)
+    trimmed = gemm_cost.ranked(260, 5120, 5120, 2, H100)
+    assert all(c.trim_loads == (c.cluster_m == 1) for _, c in trimmed)
+    assert any(c.trim_loads for _, c in trimmed)
+    fill = {attrs.evolve(c, trim_loads=False): gemm_cost.estimate(c, 260, 5120, 5120, 2, H100).zero_fill
+            for _, c in trimmed}
+    before = {c: gemm_cost.estimate(c, 260, 5120, 5120, 2, H100).zero_fill for _, c in untrimmed}
+    assert all(fill[c] <= before[c] for c in before) and any(fill[c] < before[c] for c in before)
+    _, _, configs = gemm_cost.range_candidates(257, 320, 4608, 3584, 2, H100)
+    assert all(c.trim_loads for c in configs if c.cluster_m == 1)

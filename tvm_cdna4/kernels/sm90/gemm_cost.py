@@ -84,7 +84,7 @@ from ..gemm.grouped import expected_row_tiles
 from . import gemm_order
 from .gemm_plan import (ACC_REGS_MAX, BARRIER_BYTES, BLOCK_K, ELEMENT_BYTES, INT32_ELEMENTS, SWIZZLE_COLUMNS,
                         TMA_BOX_MAX, WGMMA_K, WGMMA_M, Sm90Config, block_k, cluster_units, loaded_box,
-                        prefix_bytes)
+                        planned_loads, prefix_bytes)
 
 TENSOR_FLOPS_PER_CLK = 4096
 """Dense f16/bf16 tensor flops per SM per clock on Hopper (2048 FMA: the NVIDIA H100 Tensor Core GPU
@@ -444,12 +444,13 @@ def ranked(M: int, N: int, K: int, out_bytes: int, device, dtype: str = "bf16",
                           M, N, K, device, dtype)
             clustered = cluster_configs(cfg) if (WEIGH_CLUSTER if cluster is None else cluster) else ()
             for c in (cfg, *(ordered(two, M, N, K, device, dtype) for two in clustered)):
+                c = planned_loads(c)  # the loads the kernel will run: trimmed where TRIM_LOADS (no zero fill)
                 out.append((estimate(c, M, N, K, out_bytes, device, dtype).total, -bm * bn, split, c))
     if (WEIGH_SWAP if swap is None else swap) and M <= TMA_BOX_MAX:
         weigh = WEIGH_CLUSTER if cluster is None else cluster  # the swapped ones in clusters of two token tiles too
         out += [(estimate(c, M, N, K, out_bytes, device, dtype).total, -c.block_m * c.block_n, c.split_k, c)
                 for cfg in swap_configs(M, N, K, device, dtype, splits(M, N, K, dtype, min_slice))
-                for c in (cfg, *(cluster_configs(cfg) if weigh else ()))]
+                for c in map(planned_loads, (cfg, *(cluster_configs(cfg) if weigh else ())))]
     out.sort(key=lambda x: x[:3])
     return [(t, cfg) for t, _, _, cfg in out]
 
@@ -693,7 +694,8 @@ def range_candidates(lo: int, hi: int, N: int, K: int, out_bytes: int, device, d
         widths = swap_widths(lo, hi)
         for m in samples:
             swapped = swap_configs(m, N, K, device, dtype, tuple(s for s in splits(m, N, K, dtype) if s in allowed), widths)
-            configs.update(dict.fromkeys(attrs.evolve(c, raster="n") if SWAP_PANEL_ADJACENT else c for c in swapped))
+            configs.update(dict.fromkeys(planned_loads(attrs.evolve(c, raster="n") if SWAP_PANEL_ADJACENT else c)
+                                         for c in swapped))
     return samples, rankings, configs
 
 
