@@ -30,16 +30,16 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 FLOP_PER_CLK_SM = 4096
-"""Dense bf16 / f16 tensor-core FLOP a clock an SM on Hopper (H100 whitepaper: 1,024 dense FP16 FMA a clock a
-tensor core on A100's four, doubled on H100: 2,048 FMA, 4,096 FLOP a clock an SM; 132 SMs x 4,096 x 1.83 GHz is the
-datasheets' 989 TFLOP/s)."""
+"""Dense bf16 / f16 tensor-core FLOP a clock an SM on Hopper (H100 whitepaper: an A100 SM's four tensor cores do 1,024
+FP16 FMA a clock without sparsity, an H100 SM's twice that, 2,048 FMA; 132 SMs at 1.83 GHz give the datasheets' 989
+TFLOP/s)."""
 SHAPES = ((4096, 4096, 4096), (8192, 4096, 4096), (3000, 14336, 3584), (8192, 3584, 18944), (768, 37888, 3584))
 """(M, N, K): 4096^3, and projections of the torch-op table at M >= 768 (Qwen2.5-7B gate/up and down; Gemma-2-9B's
 14336-wide up half at 3000)."""
 
 
 def sustained(fn, seconds: float) -> dict:
-    """Back-to-back ``fn()`` (a CUDA graph replay) for ``seconds``: the median seconds a replay over ~20 ms chunks,
+    """Back-to-back ``fn()`` (a CUDA graph replay) for ``seconds``: the median seconds a replay over chunks of four,
     and the median SM clock (MHz) and board power (W) ``nvidia-smi`` sampled every 20 ms; the first half warm-up."""
     import torch
 
@@ -79,19 +79,25 @@ def graph_of(torch, fn, calls: int):
     return graph.replay
 
 
+def calls_for(flops: float) -> int:
+    """The calls a graph replay holds: about 2 ms of work at 800 TFLOP/s."""
+    return max(1, int(2e-3 * 800e12 / flops))
+
+
 def contenders(torch, ours, x, w, y):
     return {"ours": lambda: ours.gemm(x, w, out=y), "cuBLAS": lambda: torch.matmul(x, w.t(), out=y)}
 
 
-def row_for(torch, ours, shape, args, sms: int) -> list[dict]:
+def row_for(torch, ours, shape, args, sms: int, device: str = "cuda") -> list[dict]:
     from tvm_cdna4.runtime.cuda import tolerance
 
     M, N, K = shape
-    g = torch.Generator(device="cuda").manual_seed(M + N + K)
-    x = torch.randn(M, K, device="cuda", dtype=torch.bfloat16, generator=g)
-    w = torch.randn(N, K, device="cuda", dtype=torch.bfloat16, generator=g) / K ** 0.5
-    y = torch.empty(M, N, device="cuda", dtype=torch.bfloat16)
+    g = torch.Generator(device=device).manual_seed(M + N + K)
+    x = torch.randn(M, K, device=device, dtype=torch.bfloat16, generator=g)
+    w = torch.randn(N, K, device=device, dtype=torch.bfloat16, generator=g) / K ** 0.5
+    y = torch.empty(M, N, device=device, dtype=torch.bfloat16)
     ref = x.float() @ w.float().t()
+    x0, w0 = x.clone(), w.clone()  # each contender zeroes x and w for its all-zero run
     flops = 2 * M * N * K
     rows = []
     for name, fn in contenders(torch, ours, x, w, y).items():
@@ -100,12 +106,11 @@ def row_for(torch, ours, shape, args, sms: int) -> list[dict]:
         torch.cuda.synchronize()
         err = ((y.float() - ref).norm() / ref.norm()).item()
         ok = bool(torch.isfinite(y).all().item()) and err <= tolerance("bf16")
-        calls = max(1, int(2e-3 * 800e12 / flops))  # about 2 ms a replay
+        calls = calls_for(flops)
         rnd = sustained(lambda r=graph_of(torch, fn, calls): r(), args.seconds)
         x.zero_(), w.zero_()
         zero = sustained(lambda r=graph_of(torch, fn, calls): r(), args.seconds)
-        x.copy_(torch.randn(M, K, device="cuda", dtype=torch.bfloat16, generator=g))
-        w.copy_(torch.randn(N, K, device="cuda", dtype=torch.bfloat16, generator=g) / K ** 0.5)
+        x.copy_(x0), w.copy_(w0)  # the next contender's check and random run: the operands of ``ref``
         row = dict(M=M, N=N, K=K, contender=name, ok=ok, err=err)
         for tag, r in (("random", rnd), ("zeros", zero)):
             tflops = flops * calls / r["s"] / 1e12
