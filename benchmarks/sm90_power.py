@@ -148,14 +148,17 @@ def main(argv=None) -> int:
 
     props = torch.cuda.get_device_properties(0)
     shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
-    rows = [r for s in shapes for r in row_for(torch, ours, s, args, props.multi_processor_count)]
-    lines = table(rows, props.name)
-    print("\n".join(lines))
     os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "sm90_power.md"), "w") as f:
-        f.write("\n".join(lines) + "\n")
-    with open(os.path.join(args.out, "sm90_power.json"), "w") as f:
-        json.dump(dict(device=props.name, rows=rows), f, indent=1)
+    rows = []
+    print("\n".join(table(rows, props.name)), flush=True)
+    for shape in shapes:  # each shape's rows printed and the files rewritten as they come (a step's timeout keeps them)
+        new = row_for(torch, ours, shape, args, props.multi_processor_count)
+        rows += new
+        print("\n".join(table(new, props.name)[len(table([], props.name)):]), flush=True)
+        with open(os.path.join(args.out, "sm90_power.md"), "w") as f:
+            f.write("\n".join(table(rows, props.name)) + "\n")
+        with open(os.path.join(args.out, "sm90_power.json"), "w") as f:
+            json.dump(dict(device=props.name, rows=rows), f, indent=1)
     return 0 if all(r["ok"] for r in rows) else 1
 
 

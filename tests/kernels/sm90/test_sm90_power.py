@@ -52,3 +52,31 @@ def test_every_contender_runs_and_is_checked_on_the_same_random_operands(monkeyp
     flops = 2 * 64 * 48 * 32
     assert rows[1]["random_tflops"] == pytest.approx(flops * power.calls_for(flops) / 1e-3 / 1e12)
     assert rows[1]["random_per_clock"] == pytest.approx(rows[1]["random_tflops"] * 1e12 / (132 * power.FLOP_PER_CLK_SM * 1500e6))
+
+
+def test_main_prints_and_writes_each_shape_as_it_comes(monkeypatch, tmp_path, capsys):
+    # a step's timeout must not lose the shapes done: after the first shape the files hold its rows
+    import sys
+    import types
+
+    power = benchmark_module("sm90_power")
+    done = []
+
+    def row_for(torch, ours, shape, args, sms):
+        if done:
+            assert "| 64 | 48 | 32 | ours |" in (tmp_path / "sm90_power.md").read_text()
+        done.append(shape)
+        row = dict(M=shape[0], N=shape[1], K=shape[2], contender="ours", ok=True, err=0.0)
+        row.update({f"{t}_{k}": 1.0 for t in ("random", "zeros") for k in ("tflops", "mhz", "watts", "per_clock")})
+        return [row]
+
+    fake = types.SimpleNamespace(cuda=types.SimpleNamespace(get_device_properties=lambda i: types.SimpleNamespace(
+        name="H100", multi_processor_count=132)))
+    monkeypatch.setitem(sys.modules, "torch", fake)
+    monkeypatch.setitem(sys.modules, "tvm_cdna4.torch", types.ModuleType("tvm_cdna4.torch"))
+    monkeypatch.setattr(power, "row_for", row_for)
+    assert power.main(["--shapes", "64x48x32,128x48x32", "--out", str(tmp_path)]) == 0
+    assert done == [(64, 48, 32), (128, 48, 32)]
+    out = capsys.readouterr().out
+    assert out.count("| ours |") == 2 and out.count("| M | N | K |") == 1
+    assert (tmp_path / "sm90_power.md").read_text().count("| ours |") == 2
