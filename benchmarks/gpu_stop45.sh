@@ -104,6 +104,11 @@
 #               fold): tests/gpu/test_sm90_attention_walk_gpu.py (exact, O and LSE; 8 x 2k D 128 causal against SDPA),
 #               then attention_sm90.py --head-dims 128,64 --seqs 2048,4096 --causal-only --configs options --options
 #               zigzag,fold (grid / persistent round robin / zigzag / fold beside cuDNN) [~190]
+#   peers-mid   stop 50: what cuBLAS runs between the benchmark's M (257..512 is our worst: 0.79x at 300) [~60]
+#   refine      the buckets cut where one plan loses > REGRET_MAX (gemm_dynamic.refined) at M between the old buckets'
+#               tops [~200]
+#   swapone     swapped buckets of one token tile (SWAP_M_TILES 1) on / off at M of every small bucket [~180]
+#   splitwave   a K split of no more units than SMs (gemm_cost.SPLIT_IN_ONE_WAVE) on / off, the down projections [~90]
 #   walktests   stop 51: the walks' GPU tests alone (tests/gpu/test_sm90_attention_walk_gpu.py) [~110]
 #   finecut     stop 51: the torch op with gemm_dynamic.FINE_CUTS off / on at M = ${FINECUT_MS:-260,288,300,320} [~120]
 #   trim        stop 51: Sm90Config.trim_loads (gemm_plan.TRIM_LOADS): tests/gpu/test_sm90_trim_loads_gpu.py, then the
@@ -470,7 +475,7 @@ print('planned:', d.planned('sm80'))" 2>&1 | tee "$OUT/m200_device.txt"
       --out "$OUT/reach" 2>&1 | tee "$OUT/torch_gemm_reach.log" | grep -v "^{" | tail -40 ;;
   power)  # stop 52: the sm90 GEMM and cuBLAS at M >= 768 at the clock and power they sustain (sm90_power.py) [~120]
     timeout 170 python3 benchmarks/sm90_power.py --seconds ${POWER_S:-1.6} --out "$OUT/power" 2>&1 | tee "$OUT/sm90_power.log" | tail -14 ;;
-  *) echo "unknown step $step (peers, partitions, ncu, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring, m200, epires, epires-ncu, stop49, stop49b, attn3wg, swaporder, swaporder-ncu, decode32, refine, swapone, swapcluster, attnfit, attnfit-long, attnitem, splitwave, attnzigzag, peers-mid, finecut, walktests, trim, pagedsplit, zerofill, paged, reach, epiearly, power)"; exit 2 ;;
+  *) echo "unknown step $step (peers, partitions, ncu, ncu-cluster, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring, m200, epires, epires-ncu, stop49, stop49b, attn3wg, swaporder, swaporder-ncu, decode32, refine, swapone, swapcluster, attnfit, attnfit-long, attnitem, splitwave, attnzigzag, peers-mid, finecut, walktests, trim, pagedsplit, zerofill, paged, reach, epiearly, power)"; exit 2 ;;
   esac
 done
 cd "$OUT" && tar czf /tmp/call.tgz --exclude=call.tgz . && find . -mindepth 1 -delete && mv /tmp/call.tgz "$OUT/call.tgz"

@@ -38,7 +38,7 @@ SHAPES = ((4096, 4096, 4096), (8192, 4096, 4096), (3000, 14336, 3584), (8192, 35
 
 
 def sustained(fn, seconds: float) -> dict:
-    """Back-to-back ``fn()`` (a CUDA graph replay) for ``seconds``: the median seconds a replay over ~20 ms chunks,
+    """Back-to-back ``fn()`` (a CUDA graph replay) for ``seconds``: the median seconds a replay over chunks of four,
     and the median SM clock (MHz) and board power (W) ``nvidia-smi`` sampled every 20 ms; the first half warm-up."""
     import torch
 
@@ -78,19 +78,25 @@ def graph_of(torch, fn, calls: int):
     return graph.replay
 
 
+def calls_for(flops: float) -> int:
+    """The calls a graph replay holds: about 2 ms of work at 800 TFLOP/s."""
+    return max(1, int(2e-3 * 800e12 / flops))
+
+
 def contenders(torch, ours, x, w, y):
     return {"ours": lambda: ours.gemm(x, w, out=y), "cuBLAS": lambda: torch.matmul(x, w.t(), out=y)}
 
 
-def row_for(torch, ours, shape, args, sms: int) -> list[dict]:
+def row_for(torch, ours, shape, args, sms: int, device: str = "cuda") -> list[dict]:
     from tvm_cdna4.runtime.cuda import tolerance
 
     M, N, K = shape
-    g = torch.Generator(device="cuda").manual_seed(M + N + K)
-    x = torch.randn(M, K, device="cuda", dtype=torch.bfloat16, generator=g)
-    w = torch.randn(N, K, device="cuda", dtype=torch.bfloat16, generator=g) / K ** 0.5
-    y = torch.empty(M, N, device="cuda", dtype=torch.bfloat16)
+    g = torch.Generator(device=device).manual_seed(M + N + K)
+    x = torch.randn(M, K, device=device, dtype=torch.bfloat16, generator=g)
+    w = torch.randn(N, K, device=device, dtype=torch.bfloat16, generator=g) / K ** 0.5
+    y = torch.empty(M, N, device=device, dtype=torch.bfloat16)
     ref = x.float() @ w.float().t()
+    x0, w0 = x.clone(), w.clone()  # each contender zeroes x and w for its all-zero run
     flops = 2 * M * N * K
     rows = []
     for name, fn in contenders(torch, ours, x, w, y).items():
@@ -99,12 +105,11 @@ def row_for(torch, ours, shape, args, sms: int) -> list[dict]:
         torch.cuda.synchronize()
         err = ((y.float() - ref).norm() / ref.norm()).item()
         ok = bool(torch.isfinite(y).all().item()) and err <= tolerance("bf16")
-        calls = max(1, int(2e-3 * 800e12 / flops))  # about 2 ms a replay
+        calls = calls_for(flops)
         rnd = sustained(lambda r=graph_of(torch, fn, calls): r(), args.seconds)
         x.zero_(), w.zero_()
         zero = sustained(lambda r=graph_of(torch, fn, calls): r(), args.seconds)
-        x.copy_(torch.randn(M, K, device="cuda", dtype=torch.bfloat16, generator=g))
-        w.copy_(torch.randn(N, K, device="cuda", dtype=torch.bfloat16, generator=g) / K ** 0.5)
+        x.copy_(x0), w.copy_(w0)  # the next contender's check and random run: the operands of ``ref``
         row = dict(M=M, N=N, K=K, contender=name, ok=ok, err=err)
         for tag, r in (("random", rnd), ("zeros", zero)):
             tflops = flops * calls / r["s"] / 1e12
@@ -142,14 +147,17 @@ def main(argv=None) -> int:
 
     props = torch.cuda.get_device_properties(0)
     shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
-    rows = [r for s in shapes for r in row_for(torch, ours, s, args, props.multi_processor_count)]
-    lines = table(rows, props.name)
-    print("\n".join(lines))
     os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "sm90_power.md"), "w") as f:
-        f.write("\n".join(lines) + "\n")
-    with open(os.path.join(args.out, "sm90_power.json"), "w") as f:
-        json.dump(dict(device=props.name, rows=rows), f, indent=1)
+    rows = []
+    print("\n".join(table(rows, props.name)), flush=True)
+    for shape in shapes:  # each shape's rows printed and the files rewritten as they come (a step's timeout keeps them)
+        new = row_for(torch, ours, shape, args, props.multi_processor_count)
+        rows += new
+        print("\n".join(table(new, props.name)[len(table([], props.name)):]), flush=True)
+        with open(os.path.join(args.out, "sm90_power.md"), "w") as f:
+            f.write("\n".join(table(rows, props.name)) + "\n")
+        with open(os.path.join(args.out, "sm90_power.json"), "w") as f:
+            json.dump(dict(device=props.name, rows=rows), f, indent=1)
     return 0 if all(r["ok"] for r in rows) else 1
 
 

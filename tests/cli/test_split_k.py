@@ -43,10 +43,14 @@ def test_sm90_split_k_keeps_a_hybrid_decomposition_and_is_refused_naming_the_fla
     hybrid = Sm90Config(split_k=2, decomposition="hybrid")
     assert (_replaced(hybrid, {"split_k": 3}).decomposition, _replaced(hybrid, {"split_k": 1}).decomposition) == (
         "hybrid", "data-parallel")
-    # at 4096^3 the model reads a fused residual by TMA into the staging buffer, which a K split cannot
+    # at 4096^3 the model reads a fused residual from global memory (RESIDUAL_CHOICE), which a K split keeps; a read
+    # into the staging buffer (tma) or into registers in the mainloop (early) cannot be split
     big = ("gemm", "--target", "sm90", "--dtype", "bf16", "--out-dtype", "bf16", "-M", "4096", "-N", "4096", "-K", "4096")
-    line = refused(cli, *big, "--residual", "--split-k", "2", "--emit", "config")
-    assert line.startswith("error: --split-k 2: operand residual_read: ") and "found residual_read='tma'" in line, line
+    got = plan(cli, *big, "--residual", "--split-k", "2")["config"]
+    assert (got["split_k"], got["decomposition"], got["residual_read"]) == (2, "split-k", "global")
+    for read in ("tma", "early"):
+        line = refused(cli, *big, "--residual", "--residual-read", read, "--split-k", "2", "--emit", "config")
+        assert line.startswith(f"error: --residual-read {read}: operand residual_read: ") and "split_k=2" in line, line
 
 
 def test_sm80_split_k_replaces_the_planners_k_split(cli):

@@ -19,3 +19,64 @@ def test_the_table_reads_each_contender_at_its_own_clock():
     line = power.table([row], "H100")[-1]
     assert line.startswith("| 4096 | 4096 | 4096 | cuBLAS | y | 700 | 1500 | 690 | 86.3 % | 850 | 1980 | 400 | 80.0 % |")
     assert power.parse(["--shapes", "768x4096x4096"]).shapes == "768x4096x4096"
+
+
+def test_every_contender_runs_and_is_checked_on_the_same_random_operands(monkeypatch):
+    # each contender: the check, the random run, the all-zero run (x and w zeroed); the next contender finds the
+    # operands the reference was computed from again (a fresh draw was checked against the old product: err ~1.4, "NO")
+    import argparse
+
+    import torch
+
+    power = benchmark_module("sm90_power")
+    seen = {}
+
+    def contender(name):
+        def fn(x, w, y):
+            seen.setdefault(name, []).append((x.clone(), w.clone()))
+            torch.matmul(x, w.t(), out=y)
+        return fn
+
+    monkeypatch.setattr(power, "contenders", lambda torch, ours, x, w, y: {
+        n: (lambda f=contender(n): f(x, w, y)) for n in ("ours", "cuBLAS")})
+    monkeypatch.setattr(power, "sustained", lambda fn, seconds: (fn(), dict(s=1e-3, mhz=1500.0, watts=600.0))[1])
+    monkeypatch.setattr(power, "graph_of", lambda torch, fn, calls: fn)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    rows = power.row_for(torch, None, (64, 48, 32), argparse.Namespace(seconds=0.0), 132, device="cpu")
+    assert [r["contender"] for r in rows] == ["ours", "cuBLAS"] and all(r["ok"] for r in rows), rows
+    x0, w0 = seen["ours"][0]
+    for name in ("ours", "cuBLAS"):
+        (xc, wc), (xr, wr), (xz, wz) = seen[name]  # the check, the random run, the zero run
+        assert torch.equal(xc, x0) and torch.equal(wc, w0) and torch.equal(xr, x0) and torch.equal(wr, w0), name
+        assert not xz.any() and not wz.any()
+    flops = 2 * 64 * 48 * 32
+    assert rows[1]["random_tflops"] == pytest.approx(flops * power.calls_for(flops) / 1e-3 / 1e12)
+    assert rows[1]["random_per_clock"] == pytest.approx(rows[1]["random_tflops"] * 1e12 / (132 * power.TENSOR_FLOPS_PER_CLK * 1500e6))
+
+
+def test_main_prints_and_writes_each_shape_as_it_comes(monkeypatch, tmp_path, capsys):
+    # a step's timeout must not lose the shapes done: after the first shape the files hold its rows
+    import sys
+    import types
+
+    power = benchmark_module("sm90_power")
+    done = []
+
+    def row_for(torch, ours, shape, args, sms):
+        if done:
+            assert "| 64 | 48 | 32 | ours |" in (tmp_path / "sm90_power.md").read_text()
+        done.append(shape)
+        row = dict(M=shape[0], N=shape[1], K=shape[2], contender="ours", ok=True, err=0.0)
+        row.update({f"{t}_{k}": 1.0 for t in ("random", "zeros") for k in ("tflops", "mhz", "watts", "per_clock")})
+        return [row]
+
+    fake = types.SimpleNamespace(cuda=types.SimpleNamespace(get_device_properties=lambda i: types.SimpleNamespace(
+        name="H100", multi_processor_count=132)))
+    monkeypatch.setitem(sys.modules, "torch", fake)
+    monkeypatch.setitem(sys.modules, "tvm_cdna4.torch", types.ModuleType("tvm_cdna4.torch"))
+    monkeypatch.setattr(power, "row_for", row_for)
+    assert power.main(["--shapes", "64x48x32,128x48x32", "--out", str(tmp_path)]) == 0
+    assert done == [(64, 48, 32), (128, 48, 32)]
+    out = capsys.readouterr().out
+    assert out.count("| ours |") == 2 and out.count("| M | N | K |") == 1
+    assert (tmp_path / "sm90_power.md").read_text().count("| ours |") == 2

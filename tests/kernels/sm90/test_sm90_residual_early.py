@@ -91,6 +91,21 @@ def test_ping_pong_and_chunked_tma_stores(M, N, K, cfg):
     _validate(GemmProblem(M, N, K, "bf16", "nt", "bf16", ALL), cfg)
 
 
+
+@pytest.mark.parametrize("M, N, K, cfg, units, k_tiles", [
+    # ping-pong, 9 tiles on one CTA: each consumer's held words reused tile after tile (tiles 0, 2, .. and 1, 3, ..)
+    (300, 96, 128, Sm90Config(128, 32, 2, 2, ctas=1, schedule="pingpong", **EARLY), 9, 2),
+    # a one-k-tile mainloop (every batch after k-tile 0) on 2 persistent CTAs of 3 tiles each
+    (190, 96, 40, Sm90Config(64, 32, 2, 1, ctas=2, **EARLY), 9, 1),
+    # clusters of two tile rows over 3 of them: the fourth tile row lies wholly past M (its loads clamped into C)
+    (150, 64, 256, Sm90Config(64, 64, 2, 1, ctas=4, cluster_m=2, **EARLY), 4, 4),
+])
+def test_persistent_tiles_one_k_tile_and_a_cluster_past_m(M, N, K, cfg, units, k_tiles):
+    problem = GemmProblem(M, N, K, "bf16", "nt", "bf16", Fusion(residual=True, bias=True))
+    p = gemm.plan(problem, "sm90", cfg)
+    assert (p.units, p.slice_tiles, R.early_tile(p, R.early_batches(p) - 1)) == (units, k_tiles, k_tiles - 1)
+    _validate(problem, cfg)
+
 def test_the_loads_sit_in_the_mainloop_and_the_epilogue_reads_registers():
     from tvm_cdna4.emulator import device_function
     from tvm_cdna4.kernels.sm90 import gemm_emit
