@@ -266,7 +266,9 @@ error of the torch op's H100 rows of 2026-12-07, ``runs/torch_gemm_partial_h100_
 A/B's rows and the ``trim`` A/B's ``off`` rows, each plan rebuilt, that leaves the static 167 and 72 within noise:
 ``benchmarks/sm90_zero_fill.py``; 14-17 fit about as well)."""
 WEIGH_ZERO_FILL = False
-"""Whether the estimate weighs the zero fill of a partial tile (``zero_fill``): the last tile row's A box (the tokens;
+"""Whether the estimate weighs the zero fill of a partial tile (``zero_fill``); off: the plans it moves ran on / off
+1.00x at M = 200 and 260, 1.01x at 300, 0.99x at 450, 1.00x at 600, 1.01x at 1200 (geo-means of the twelve
+projections, rows 0.90-1.15x; H200, 2026-12-07, ``runs/torch_gemm_zerofill_h200_2026-12-07d.md``). What it weighs: the last tile row's A box (the tokens;
 swapped, the B role's) runs past M, TMA zero-fills those rows every k-tile, and that costs time. Through the torch op on
 an H100 (2026-12-07, ``runs/torch_gemm_partial_h100_2026-12-07c.md``) one plan, one grid, one k-loop ran slower the fewer
 rows of its last tile row existed: Phi-3-medium o 128x120 (80 k-tiles) 51.8 us at M = 260 (124 rows of the last 128

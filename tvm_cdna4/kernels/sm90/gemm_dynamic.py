@@ -72,7 +72,10 @@ Timed through the torch op (H100, 2026-12-07, ``runs/torch_gemm_finecut_h100_202
 rows): on / off geo-mean 1.03x at M = 260 (0.79-1.37), 1.07x at 288, 1.12x at 300, 1.19x at 320. The rule is not
 257..384's alone: any part one ``CUT_ROWS`` wide whose plan loses is cut, untimed elsewhere (on the H100, of 60 shapes
 N = 512..16384 x K = 1024..14336, 18, all N <= 3072, cut parts of 385..2304 too, e.g. N = 1024, K = 4096 769..896 at
-832; the twelve projections change at 257..384 only)."""
+832; the twelve projections change at 257..384 only). On three other models (Llama-3.2-3B, Qwen2.5-14B, Qwen2.5-1.5B:
+``benchmarks/sm90_reach.py``; H200, 2026-12-07, ``runs/torch_gemm_reach_h200_2026-12-07d.md``) the 27 changed rows ran
+1.10x on / off (geo-mean; Qwen2.5-14B o / down 1.23-1.50x at 260-316), the cut of 769..832 on Qwen2.5-1.5B down lost
+(0.93x at 772, 0.82x at 800)."""
 
 FINE_CUT_ROWS = gemm_cost.WAVE_ROWS[-1][0]
 """The rows of ``FINE_CUTS``' cuts."""

@@ -164,7 +164,8 @@ RESIDUAL_CHOICE = "global"
 +7.4 % over the plain GEMM at 4096^3 on the H100 where ``tma`` (the choice before) ran +11.4 % and ``preread`` +11.3 %
 in the same call (``benchmarks/sm90_gemm.py --epilogue``, which times every read: benchmarks/runs/
 sm90_epilogue_h100_2026-12-07b.md); ``prefetch`` ran +7.3 %, ``global``'s read after an L2 prefetch, more machinery
-for the same time."""
+for the same time. The H200 with this choice (2026-12-07, ``runs/sm90_epilogue_h200_2026-12-07d.md``): ``global`` +7.6 %,
+``tma`` +11.1 %, ``early`` +14.8 %."""
 ACTIVATION_FORMS = ("ex2", "tanh")
 """How the epilogue evaluates silu / gelu (``Sm90Config.activation_form``; ``kernels.gemm.epilogue``'s module
 docstring): ``ex2`` (``x / (1 + 2^y)``: ``ex2.approx`` and a reciprocal, two multi-function operations an
@@ -716,8 +717,11 @@ def loaded_box(exist, block: int, trim: bool = True, select=None):
 
 
 TRIM_LOADS = False
-"""Whether the cost model's configs take ``Sm90Config.trim_loads`` (``planned_loads``): off until timed through the
-torch op (``benchmarks/torch_gemm.py --trim-loads off,on``)."""
+"""Whether the cost model's configs take ``Sm90Config.trim_loads`` (``planned_loads``). Off: timed through the torch
+op (``benchmarks/torch_gemm.py --trim-loads off,on``, twelve projections; H200, 2026-12-07,
+``runs/torch_gemm_trim_h200_2026-12-07d.md``) the one-box trim ran on / off 0.84x at M = 96, 0.91x at 200, 1.06x at 260,
+0.92x at 300, 0.91x at 333, 0.94x at 600, 0.95x at 1200 and 3000 (geo-means): it wins only where nearly the whole
+last tile row lies past M."""
 
 
 def planned_loads(config: Sm90Config) -> Sm90Config:

@@ -239,7 +239,8 @@ def residual_half(p: Sm90Plan, w, high: int):
 
 
 EARLY_TILES = 8
-"""``early``: the k-tiles after whose wgmma issue a batch of the tile's residual loads goes out (``early_tile``), each
+"""Timed (H200, 2026-12-07, ``runs/sm90_epilogue_h200_2026-12-07d.md``): ``early`` +14.8 % over plain at 4096^3 where
+``global`` ran +7.6 %: the loads under the mainloop cost it more than they save the epilogue; opt-in. ``early``: the k-tiles after whose wgmma issue a batch of the tile's residual loads goes out (``early_tile``), each
 an eighth of a thread's ``held_words``: at 128x256 8 loads a thread, 512 L1 wavefronts an SM (about 0.3 us at
 1.75 GHz) under a k-tile's wgmma of about 0.7 us at 4096^3 on the H100 (the module docstring)."""
 EARLY_LEAD = 1
