@@ -47,6 +47,9 @@ import os
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gpu_clocks import sustained_chunks  # noqa: E402
+
 os.environ.setdefault("DISABLE_MMA_V3", "1")  # Triton: Ampere mma.sync path, no wgmma
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -321,34 +324,13 @@ def ceiling_kernel(blocks, iters, dtype, mt=2, nt=4, toggle=False):
 def sustained(fn, seconds: float = 2.0) -> dict:
     """Steady state of back-to-back ``fn()`` calls for ``seconds``: the median ms per call over
     ~20 ms event-timed chunks, and the median SM clock (MHz) and board power (W) that
-    ``nvidia-smi`` samples every 20 ms meanwhile; the first half of the run is warm-up."""
-    import subprocess
-
+    ``nvidia-smi`` samples every 20 ms meanwhile (``gpu_clocks``); the first half of the run is warm-up."""
     import numpy as np
-    import torch
 
     _, runner = _sched()
     per_chunk = max(1, int(20.0 / runner.estimate_ms(fn, 3)))
-    cmd = ["nvidia-smi", "--query-gpu=clocks.sm,power.draw", "--format=csv,noheader,nounits", "-lms", "20"]
-    smi = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    chunks = []
-    try:
-        end = time.time() + seconds
-        while time.time() < end:
-            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            s.record()
-            for _ in range(per_chunk):
-                fn()
-            e.record()
-            e.synchronize()
-            chunks.append(s.elapsed_time(e) / per_chunk)
-    finally:
-        smi.terminate()
-        lines = smi.communicate()[0].split("\n")
-    samples = [tuple(float(v) for v in ln.split(",")) for ln in lines if ln.count(",") == 1]
-    steady = samples[len(samples) // 2:] or [(float("nan"), float("nan"))]
-    return dict(ms=float(np.median(chunks[len(chunks) // 2:])), mhz=float(np.median([c for c, _ in steady])),
-                watts=float(np.median([w for _, w in steady])), samples=len(samples))
+    chunks, steady = sustained_chunks(fn, per_chunk, seconds)
+    return dict(ms=1e3 * float(np.median(chunks[len(chunks) // 2:])), **steady)
 
 
 def time_methods(fn, methods, args) -> tuple[dict, dict]:

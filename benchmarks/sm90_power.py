@@ -24,12 +24,11 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from gpu_clocks import sustained_chunks  # noqa: E402
 from tvm_cdna4.kernels.sm90.gemm_cost import TENSOR_FLOPS_PER_CLK  # noqa: E402
 
 SHAPES = ((4096, 4096, 4096), (8192, 4096, 4096), (3000, 14336, 3584), (8192, 3584, 18944), (768, 37888, 3584))
@@ -40,28 +39,8 @@ SHAPES = ((4096, 4096, 4096), (8192, 4096, 4096), (3000, 14336, 3584), (8192, 35
 def sustained(fn, seconds: float) -> dict:
     """Back-to-back ``fn()`` (a CUDA graph replay) for ``seconds``: the median seconds a replay over chunks of four,
     and the median SM clock (MHz) and board power (W) ``nvidia-smi`` sampled every 20 ms; the first half warm-up."""
-    import torch
-
-    cmd = ["nvidia-smi", "--query-gpu=clocks.sm,power.draw", "--format=csv,noheader,nounits", "-lms", "20"]
-    smi = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    chunks = []
-    try:
-        end = time.time() + seconds
-        while time.time() < end:
-            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            s.record()
-            for _ in range(4):
-                fn()
-            e.record()
-            e.synchronize()
-            chunks.append(s.elapsed_time(e) / 4e3)
-    finally:
-        smi.terminate()
-        lines = smi.communicate()[0].split("\n")
-    samples = [tuple(float(v) for v in ln.split(",")) for ln in lines if ln.count(",") == 1]
-    steady = samples[len(samples) // 2:] or [(float("nan"), float("nan"))]
-    return dict(s=statistics.median(chunks[len(chunks) // 2:]), mhz=statistics.median(c for c, _ in steady),
-                watts=statistics.median(w for _, w in steady), samples=len(samples))
+    chunks, steady = sustained_chunks(fn, 4, seconds)
+    return dict(s=statistics.median(chunks[len(chunks) // 2:]), **steady)
 
 
 def graph_of(torch, fn, calls: int):

@@ -80,3 +80,12 @@ def test_main_prints_and_writes_each_shape_as_it_comes(monkeypatch, tmp_path, ca
     out = capsys.readouterr().out
     assert out.count("| ours |") == 2 and out.count("| M | N | K |") == 1
     assert (tmp_path / "sm90_power.md").read_text().count("| ours |") == 2
+
+
+def test_the_clock_samples_are_the_medians_of_the_second_half():
+    clocks = benchmark_module("gpu_clocks").ClockSamples()
+    clocks.cmd = ["printf", "1980, 300.5\\n1980, 310.0\\n1500, 690.0\\n1470, 692.0\\n1530, 688.0\\n1510, 691.0\\n"]
+    with clocks:
+        clocks.proc.wait()  # the samples printed before the block ends (nvidia-smi prints while a benchmark runs)
+    assert clocks.samples[0] == (1980.0, 300.5) and len(clocks.samples) == 6
+    assert clocks.steady() == dict(mhz=1510.0, watts=691.0, samples=6)  # of (1470, 692), (1530, 688), (1510, 691)
