@@ -6,6 +6,7 @@ that clock), each checked against the f32 product first.
 
     python3 benchmarks/sm90_widen.py --out $OUT [--seconds 1] [--shapes 3000x14336x3584,768x37888x3584]
     python3 benchmarks/sm90_widen.py --model-only [--device H100]       (no GPU: the configs and their model rows)
+    python3 benchmarks/sm90_widen.py --model-only --moves 40 [--ms 768,1200,3000,8192]   (and the bucket plans moved)
 
 Each row carries the config's model figures (``model_row``): its tiles, the rounds of ``SMs`` tiles the persistent grid
 runs (``ceil(tiles / SMs)``), ``fill`` (the tiles over the rounds' SM-tile slots), ``pad`` (C's area over the
@@ -74,12 +75,11 @@ def configs(shape, device) -> dict:
     here; the torch op's own row is ``ours``), ``static`` (the cost model's static choice, where it differs), then
     ``CANDIDATES``'."""
     from tvm_cdna4.kernels.gemm.epilogue import Fusion
-    from tvm_cdna4.kernels.sm90 import gemm_cost, gemm_dynamic
+    from tvm_cdna4.kernels.sm90 import gemm_cost
     from tvm_cdna4.kernels.sm90.gemm_plan import Sm90Config, epilogue_choices, planned_loads
 
     M, N, K = shape
-    bucket = next(b for b in gemm_dynamic.dynamic_buckets(N, K, "bf16", "bf16", device) if b.lo <= M <= b.hi)
-    out = {"bucket": gemm_dynamic.plan_bucket(bucket, N, K, "bf16", "nt", "bf16", Fusion(), device).config}
+    out = {"bucket": bucket_config(shape, device)[1]}
     static = planned_loads(epilogue_choices(gemm_cost.choose_config(M, N, K, 2, device), Fusion(), "bf16"))
     if static != out["bucket"]:
         out["static"] = static
@@ -121,6 +121,45 @@ def model_lines(shapes, device) -> list[str]:
     return out
 
 
+def bucket_config(shape, device):
+    """The torch op's plan of ``shape``: the dynamic-M bucket holding M and its config."""
+    from tvm_cdna4.kernels.gemm.epilogue import Fusion
+    from tvm_cdna4.kernels.sm90 import gemm_dynamic
+
+    M, N, K = shape
+    bucket = next(b for b in gemm_dynamic.dynamic_buckets(N, K, "bf16", "bf16", device) if b.lo <= M <= b.hi)
+    return bucket, gemm_dynamic.plan_bucket(bucket, N, K, "bf16", "nt", "bf16", Fusion(), device).config
+
+
+def moved_lines(max_waves: int, ms, device) -> list[str]:
+    """The torch op's bucket plans (``torch_gemm.DEFAULT_MODELS``' projections at each M of ``ms``) that
+    ``gemm_cost.MAX_WAVES = max_waves`` moves (``wave_widths`` offering widths that fill up to that many rounds), with
+    their model rows before and after (where the config changes): what a torch-op A/B of that setting would time."""
+    import torch_gemm
+    from tvm_cdna4.kernels.sm90 import gemm_cost
+
+    out = [f"Bucket plans gemm_cost.MAX_WAVES = {max_waves} moves (from {gemm_cost.MAX_WAVES}) on {device.name}", "",
+           "| model | proj | M | N | K | bucket | tile | useful | est us | bucket after | tile after | useful | est us |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    default = gemm_cost.MAX_WAVES
+    for model in torch_gemm.DEFAULT_MODELS:
+        for proj, N, K in torch_gemm.projections(model):
+            for M in ms:
+                try:
+                    before = bucket_config((M, N, K), device)
+                    gemm_cost.MAX_WAVES = max_waves
+                    after = bucket_config((M, N, K), device)
+                finally:
+                    gemm_cost.MAX_WAVES = default
+                if before[1] != after[1]:  # the config (a bucket's range alone moving runs the same kernel at M)
+                    cells = []
+                    for b, cfg in (before, after):
+                        r = model_row(cfg, (M, N, K), device)
+                        cells.append(f"{b.lo}..{b.hi} | {r['tile']} | {r['useful']:.3f} | {r['est_us']:.1f}")
+                    out.append(f"| {model} | {proj} | {M} | {N} | {K} | {' | '.join(cells)} |")
+    return out
+
+
 def table(rows, device: str) -> list[str]:
     """Per shape and contender: the model figures and the sustained run's, per clock over cuBLAS's."""
     out = [f"sm90 GEMM configs on wide-N shapes at the clock they sustain, bf16 nt, {device}", "",
@@ -145,6 +184,9 @@ def parse(argv=None):
     ap.add_argument("--seconds", type=float, default=1.0, help="each sustained run (its second half measured)")
     ap.add_argument("--model-only", action="store_true", help="no GPU: the configs' model rows")
     ap.add_argument("--device", default="H100", help="--model-only: the devices.DEVICES entry planned for")
+    ap.add_argument("--moves", type=int, default=0, metavar="MAX_WAVES",
+                    help="--model-only: also the torch op's bucket plans gemm_cost.MAX_WAVES = this moves (--ms)")
+    ap.add_argument("--ms", default="768,1200,3000,8192", help="--moves: the M of each projection")
     ap.add_argument("--build-seconds", type=float, default=150.0, help="the static kernels' builds, at most")
     ap.add_argument("--out", default=".")
     return ap.parse_args(argv)
@@ -186,6 +228,9 @@ def main(argv=None) -> int:
 
     if args.model_only:
         print("\n".join(model_lines(shapes, devices.DEVICES[args.device])))
+        if args.moves:
+            ms = [int(m) for m in args.ms.split(",")]
+            print("\n" + "\n".join(moved_lines(args.moves, ms, devices.DEVICES[args.device])))
         return 0
     import torch
 

@@ -133,3 +133,16 @@ def test_main_times_every_built_config_beside_the_two_and_writes_each_shape(monk
     assert "| 768 | 37888 | 3584 | ours | 128x256 s3 m8 | 7 | 0.961 |" in md
     assert "| w248 | 128x248 s3 m8 | 7 | 0.992 |" in md and md.count("| 0.941 |") == 4
     assert "cuBLAS: 768x37888x3584 nvjet_sm90_tst_192x192_64x4_2x1_v_bz_coopB_TNN" in md
+
+
+def test_moves_lists_the_bucket_plans_deeper_wave_widths_change():
+    from tvm_cdna4.kernels.sm90 import gemm_cost
+
+    widen = benchmark_module("sm90_widen")
+    lines = widen.moved_lines(40, [768], H100)
+    assert gemm_cost.MAX_WAVES == 4  # restored
+    rows = [ln for ln in lines if ln.startswith("| ") and "---" not in ln][1:]
+    assert [ln.split(" | ")[:3] for ln in rows] == [["| qwen2.5-7b", "gate_up", "768"],
+                                                    ["| phi-3-medium", "gate_up", "768"]]
+    assert "| 513..768 | 128x256 s3 m8 | 0.961 |" in rows[0] and "| 513..768 | 128x248 s3 m8 | 0.992 |" in rows[0]
+    assert "| 128x240 s3 m8 | 0.970 |" in rows[1]
