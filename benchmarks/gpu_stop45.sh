@@ -134,6 +134,11 @@
 #               257..320, 641..704, 769..832 the fine cut gives them (benchmarks/sm90_reach.py), 350 a control [~160]
 #   power       stop 52: the sm90 GEMM and cuBLAS at M >= 768 at the SM clock and board power they sustain (random and
 #               all-zero operands; benchmarks/sm90_power.py): the work per clock against the tensor cores' peak [~120]
+#   widen       stop 52 (journal "Stop 52: widen"): the wide-N shapes (3000x14336x3584, 768x37888x3584; controls
+#               3000x37888x3584, 768x14336x4096) at the clock and power they sustain: the torch op, its bucket plan and
+#               the static plan built static, the candidates of benchmarks/sm90_widen.py (tail-filling widths 240 / 248,
+#               the order of least DRAM bytes, clusters of two, a fourth stage) beside cuBLAS, whose kernel names it
+#               records; each kernel checked first [~190]
 #
 # NO_GPU_TESTS=1 skips the steps' pytest runs (every benchmark still checks each kernel against its reference first).
 #
@@ -475,7 +480,10 @@ print('planned:', d.planned('sm80'))" 2>&1 | tee "$OUT/m200_device.txt"
       --out "$OUT/reach" 2>&1 | tee "$OUT/torch_gemm_reach.log" | grep -v "^{" | tail -40 ;;
   power)  # stop 52: the sm90 GEMM and cuBLAS at M >= 768 at the clock and power they sustain (sm90_power.py) [~120]
     timeout 170 python3 benchmarks/sm90_power.py --seconds ${POWER_S:-1.6} --out "$OUT/power" 2>&1 | tee "$OUT/sm90_power.log" | tail -14 ;;
-  *) echo "unknown step $step (peers, partitions, ncu, ncu-cluster, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring, m200, epires, epires-ncu, stop49, stop49b, attn3wg, swaporder, swaporder-ncu, decode32, refine, swapone, swapcluster, attnfit, attnfit-long, attnitem, splitwave, attnzigzag, peers-mid, finecut, walktests, trim, pagedsplit, zerofill, paged, reach, epiearly, power)"; exit 2 ;;
+  widen)  # stop 52: the wide-N shapes' candidates beside the plans and cuBLAS, sustained (sm90_widen.py) [~190]
+    timeout 195 python3 benchmarks/sm90_widen.py --seconds ${WIDEN_S:-1.0} --out "$OUT/widen" 2>&1 \
+      | tee "$OUT/sm90_widen.log" | grep -v "^{" | tail -40 ;;
+  *) echo "unknown step $step (peers, partitions, ncu, ncu-cluster, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring, m200, epires, epires-ncu, stop49, stop49b, attn3wg, swaporder, swaporder-ncu, decode32, refine, swapone, swapcluster, attnfit, attnfit-long, attnitem, splitwave, attnzigzag, peers-mid, finecut, walktests, trim, pagedsplit, zerofill, paged, reach, epiearly, power, widen)"; exit 2 ;;
   esac
 done
 cd "$OUT" && tar czf /tmp/call.tgz --exclude=call.tgz . && find . -mindepth 1 -delete && mv /tmp/call.tgz "$OUT/call.tgz"

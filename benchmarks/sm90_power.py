@@ -66,7 +66,10 @@ def contenders(torch, ours, x, w, y):
     return {"ours": lambda: ours.gemm(x, w, out=y), "cuBLAS": lambda: torch.matmul(x, w.t(), out=y)}
 
 
-def row_for(torch, ours, shape, args, sms: int, device: str = "cuda") -> list[dict]:
+def row_for(torch, ours, shape, args, sms: int, device: str = "cuda", extra=None) -> list[dict]:
+    """The rows of one shape: each contender (``contenders``, then ``extra``'s: name -> ``fn(x, w, y)``, e.g. static
+    kernels of other configs, ``benchmarks/sm90_widen.py``) checked, then run sustained on random and on all-zero
+    operands."""
     from tvm_cdna4.runtime.cuda import tolerance
 
     M, N, K = shape
@@ -78,7 +81,8 @@ def row_for(torch, ours, shape, args, sms: int, device: str = "cuda") -> list[di
     x0, w0 = x.clone(), w.clone()  # each contender zeroes x and w for its all-zero run
     flops = 2 * M * N * K
     rows = []
-    for name, fn in contenders(torch, ours, x, w, y).items():
+    more = {name: (lambda f=f: f(x, w, y)) for name, f in (extra or {}).items()}
+    for name, fn in {**contenders(torch, ours, x, w, y), **more}.items():
         y.fill_(float("nan"))
         fn()
         torch.cuda.synchronize()

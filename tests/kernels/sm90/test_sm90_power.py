@@ -89,3 +89,29 @@ def test_the_clock_samples_are_the_medians_of_the_second_half():
         clocks.proc.wait()  # the samples printed before the block ends (nvidia-smi prints while a benchmark runs)
     assert clocks.samples[0] == (1980.0, 300.5) and len(clocks.samples) == 6
     assert clocks.steady() == dict(mhz=1510.0, watts=691.0, samples=6)  # of (1470, 692), (1530, 688), (1510, 691)
+
+
+def test_extra_contenders_run_after_the_two_on_the_same_operands(monkeypatch):
+    # benchmarks/sm90_widen.py's static kernels: name -> fn(x, w, y), each checked and run like the two
+    import argparse
+
+    import torch
+
+    power = benchmark_module("sm90_power")
+    seen = []
+
+    def static(x, w, y):
+        seen.append((x.clone(), w.clone()))
+        torch.matmul(x, w.t(), out=y)
+
+    monkeypatch.setattr(power, "contenders", lambda torch, ours, x, w, y: {
+        "cuBLAS": lambda: torch.matmul(x, w.t(), out=y)})
+    monkeypatch.setattr(power, "sustained", lambda fn, seconds: (fn(), dict(s=1e-3, mhz=1500.0, watts=600.0))[1])
+    monkeypatch.setattr(power, "graph_of", lambda torch, fn, calls: fn)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    rows = power.row_for(torch, None, (64, 48, 32), argparse.Namespace(seconds=0.0), 132, device="cpu",
+                         extra={"w240": static, "broken": lambda x, w, y: y.zero_()})
+    assert [r["contender"] for r in rows] == ["cuBLAS", "w240", "broken"]
+    assert [r["ok"] for r in rows] == [True, True, False]  # a wrong C is caught by the check, not timed as right
+    (xc, wc), _, (xz, _) = seen
+    assert xc.any() and wc.any() and not xz.any()
