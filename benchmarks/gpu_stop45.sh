@@ -139,6 +139,8 @@
 #               the static plan built static, the candidates of benchmarks/sm90_widen.py (tail-filling widths 240 / 248,
 #               the order of least DRAM bytes, clusters of two, a fourth stage) beside cuBLAS, whose kernel names it
 #               records; each kernel checked first [~190]
+#   deepwaves   stop 52: the torch op with gemm_cost.WEIGH_DEEP_WAVES off / on (wave-fitting widths to DEEP_MAX_WAVES waves:
+#               the wide-N tails of benchmarks/sm90_widen.py) at M = ${DEEPWAVES_MS:-768,1200,3000,8192} [~130]
 #
 # NO_GPU_TESTS=1 skips the steps' pytest runs (every benchmark still checks each kernel against its reference first).
 #
@@ -483,7 +485,12 @@ print('planned:', d.planned('sm80'))" 2>&1 | tee "$OUT/m200_device.txt"
   widen)  # stop 52: the wide-N shapes' candidates beside the plans and cuBLAS, sustained (sm90_widen.py) [~190]
     timeout 195 python3 benchmarks/sm90_widen.py --seconds ${WIDEN_S:-1.0} --out "$OUT/widen" 2>&1 \
       | tee "$OUT/sm90_widen.log" | grep -v "^{" | tail -40 ;;
-  *) echo "unknown step $step (peers, partitions, ncu, ncu-cluster, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring, m200, epires, epires-ncu, stop49, stop49b, attn3wg, swaporder, swaporder-ncu, decode32, refine, swapone, swapcluster, attnfit, attnfit-long, attnitem, splitwave, attnzigzag, peers-mid, finecut, walktests, trim, pagedsplit, zerofill, paged, reach, epiearly, power, widen)"; exit 2 ;;
+  deepwaves)  # stop 52: the wave-fitting widths to DEEP_MAX_WAVES waves (gemm_cost.WEIGH_DEEP_WAVES) off / on [~130]
+    mkdir -p "$OUT/deepwaves"
+    timeout 170 python3 benchmarks/torch_gemm.py --models ${DEEPWAVES_MODELS:-qwen2.5-7b,gemma-2-9b,phi-3-medium} \
+      --ms ${DEEPWAVES_MS:-768,1200,3000,8192} --deep-waves off,on --calls 20 --reps 8 --out "$OUT/deepwaves" 2>&1 \
+      | tee "$OUT/torch_gemm_deepwaves.log" | grep -v "^{" | tail -30 ;;
+  *) echo "unknown step $step (peers, partitions, ncu, ncu-cluster, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring, m200, epires, epires-ncu, stop49, stop49b, attn3wg, swaporder, swaporder-ncu, decode32, refine, swapone, swapcluster, attnfit, attnfit-long, attnitem, splitwave, attnzigzag, peers-mid, finecut, walktests, trim, pagedsplit, zerofill, paged, reach, epiearly, power, widen, deepwaves)"; exit 2 ;;
   esac
 done
 cd "$OUT" && tar czf /tmp/call.tgz --exclude=call.tgz . && find . -mindepth 1 -delete && mv /tmp/call.tgz "$OUT/call.tgz"

@@ -148,7 +148,7 @@ SWITCHES = {"swap_dynamic": ("WEIGH_SWAP_DYNAMIC", "swapdyn"), "split_epilogue":
             "swap_order": ("SWAP_PANEL_ADJACENT", "swaporder"), "refine_buckets": ("REFINE_BUCKETS", "refine"),
             "wide_decode": ("WEIGH_WIDE_DECODE", "widedec"), "split_one_wave": ("SPLIT_IN_ONE_WAVE", "splitwave"),
             "fine_cuts": ("FINE_CUTS", "finecut"), "trim_loads": ("TRIM_LOADS", "trim"),
-            "zero_fill": ("WEIGH_ZERO_FILL", "zerofill")}
+            "zero_fill": ("WEIGH_ZERO_FILL", "zerofill"), "deep_waves": ("WEIGH_DEEP_WAVES", "deepwaves")}
 """The options (``--swap-dynamic``, ``--split-epilogue``, ... one a key, ``_`` for ``-``) that
 set a flag of the bucket plans (in ``gemm_cost``, or the module ``SWITCH_MODULES`` names): the flag, and the tag of an
 A/B's runs and table (``torch_gemm_<tag>_<setting>``, ``torch_gemm_<tag>``)."""
@@ -161,7 +161,8 @@ SWITCH_HELP = {"swap_dynamic": "the buckets weigh the swapped kernel",
                "split_one_wave": "a K split makes no more units than SMs",
                "fine_cuts": "a bucket too narrow for a CUT_ROWS cut is cut at FINE_CUT_ROWS",
                "trim_loads": "a tile past M or N loads only the rows that exist",
-               "zero_fill": "the cost model weighs the rows past M / N TMA zero-fills"}
+               "zero_fill": "the cost model weighs the rows past M / N TMA zero-fills",
+               "deep_waves": "the wave-fitting widths fill up to gemm_cost.DEEP_MAX_WAVES waves"}
 """What each ``SWITCHES`` option sets (its ``--help``)."""
 SWITCH_MODULES = {"wide_decode": "tvm_cdna4.kernels.sm80.decode_plan",
                   "refine_buckets": "tvm_cdna4.kernels.sm90.gemm_dynamic",

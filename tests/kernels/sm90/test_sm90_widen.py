@@ -146,3 +146,19 @@ def test_moves_lists_the_bucket_plans_deeper_wave_widths_change():
                                                     ["| phi-3-medium", "gate_up", "768"]]
     assert "| 513..768 | 128x256 s3 m8 | 0.961 |" in rows[0] and "| 513..768 | 128x248 s3 m8 | 0.992 |" in rows[0]
     assert "| 128x240 s3 m8 | 0.970 |" in rows[1]
+
+
+def test_deep_waves_offer_the_widths_that_fill_the_last_of_many_waves(monkeypatch):
+    # gemm_cost.WEIGH_DEEP_WAVES (off): wave_widths fits widths up to DEEP_MAX_WAVES waves, not MAX_WAVES. 3000 x 14336
+    # on 132 SMs (24 tile rows of 128): 128x240 is 60 columns, 1440 tiles filling 11 waves to 0.99 (128x256: 1344
+    # tiles, 10.2 waves); 768 x 37888 (6 tile rows): 128x248 is 153 columns, 918 tiles, 6.95 waves (128x256: 6.73)
+    from tvm_cdna4.kernels.sm90 import gemm_cost
+
+    assert not gemm_cost.WEIGH_DEEP_WAVES and gemm_cost.DEEP_MAX_WAVES > gemm_cost.MAX_WAVES
+    shallow = gemm_cost.wave_widths(3000, 14336, 132)
+    assert (128, 240, 2) not in shallow
+    assert gemm_cost.choose_config(768, 37888, 3584, 2, H100).block_n == 256
+    monkeypatch.setattr(gemm_cost, "WEIGH_DEEP_WAVES", True)
+    deep = gemm_cost.wave_widths(3000, 14336, 132)
+    assert set(shallow) <= set(deep) and (128, 240, 2) in deep
+    assert gemm_cost.choose_config(768, 37888, 3584, 2, H100).block_n == 248

@@ -139,3 +139,4 @@ def test_with_trimmed_loads_the_candidates_are_the_trimmed_configs_and_weigh_the
     assert all(fill[c] <= before[c] for c in before) and any(fill[c] < before[c] for c in before)
     _, _, configs = gemm_cost.range_candidates(257, 320, 4608, 3584, 2, H100)
     assert all(c.trim_loads for c in configs if c.cluster_m == 1)
+

@@ -142,6 +142,15 @@ one (``CANDIDATES``' two)."""
 MAX_WAVES = 4
 """The most waves of tiles ``wave_widths`` fits a width to (``w = 1 .. MAX_WAVES``): past four, a wave more or less is
 a quarter of the time or less, and the 64-multiple widths of ``CANDIDATES`` are as close."""
+WEIGH_DEEP_WAVES = False
+"""Whether ``wave_widths`` fits widths up to ``DEEP_MAX_WAVES`` waves, not ``MAX_WAVES``. Why: at M >= 768 on the H200
+(stop 52, ``benchmarks/sm90_power.py``, ``benchmarks/sm90_widen.py``) our kernel's work per clock divided by its tiles'
+useful share of the SM slots (the last wave's fill, M's padding) is flat (82-86 %), and the wide-N plans lose 4-10 %
+to the tail (3000 x 14336 x 3584: 11 waves of 128x256, useful 0.904; 128x240 fills it to 0.964), widths the four-wave
+limit never offers. Off until timed (``benchmarks/torch_gemm.py --deep-waves off,on``)."""
+DEEP_MAX_WAVES = 16
+"""``WEIGH_DEEP_WAVES``' most waves (the widths that fill 5..16 waves: the 128-row tiles of M = 768-3000 on 4-40k
+columns)."""
 WAVE_WIDTH_STEP = 8
 """The granularity of the wave-fitting widths: wgmma's N is any multiple of 8 up to 256 (PTX ISA 9.7.17.2), and the
 register epilogue and the TMA epilogue's tail block (``gemm_plan.TAIL_SWIZZLE``) take any such width. cuBLAS's
@@ -162,7 +171,7 @@ def wave_widths(M: int, N: int, sms: int) -> tuple:
     out = []
     for bm, consumers in WAVE_ROWS:
         rows = ceil_div(M, bm)
-        for waves in range(1, MAX_WAVES + 1):
+        for waves in range(1, (DEEP_MAX_WAVES if WEIGH_DEEP_WAVES else MAX_WAVES) + 1):
             cols = waves * sms // rows
             if cols < 1:
                 continue
@@ -731,7 +740,7 @@ def range_choice(lo: int, hi: int, N: int, K: int, out_bytes: int, device, dtype
 
 
 __all__ = ["CANDIDATES", "MIN_SLICE_TILES", "RANGE_SAMPLES", "SPLITS", "STAGED_EPILOGUE", "STORE_EFFICIENCY", "TENSOR_EFFICIENCY",
-           "TENSOR_RATE", "WEIGH_CLUSTER", "WEIGH_HYBRID", "WEIGH_SPLIT_EPILOGUE", "cluster_configs", "MAX_WAVES", "WAVE_ROWS", "WAVE_WIDTH_MIN", "WAVE_WIDTH_STEP", "wave_widths", "Estimate", "choose_config", "choose_for_range", "choose_grouped", "decompositions", "grouped_configs",
+           "TENSOR_RATE", "WEIGH_CLUSTER", "WEIGH_HYBRID", "WEIGH_SPLIT_EPILOGUE", "cluster_configs", "MAX_WAVES", "WEIGH_DEEP_WAVES", "DEEP_MAX_WAVES", "WAVE_ROWS", "WAVE_WIDTH_MIN", "WAVE_WIDTH_STEP", "wave_widths", "Estimate", "choose_config", "choose_for_range", "choose_grouped", "decompositions", "grouped_configs",
            "grouped_estimate", "grouped_ranked", "GROUPED_EPILOGUE_TILES", "GROUPED_ONE_CONSUMER", "deepest", "efficiency", "epilogues", "estimate", "GROUPED_WALK", "grouped_walk",
            "range_candidates", "range_choice", "range_samples", "ranked", "round8", "swap_widths", "SWAP_M_TILES", "SWAP_DYNAMIC_MAX_M", "SPLIT_IN_ONE_WAVE", "reduction", "splits", "SWAP_AB_ROWS", "swap_ab_config", "swap_ab_ranked",
            "FEW_CTAS", "FILL_BYTES_PER_CLK", "WEIGH_ZERO_FILL", "overlap", "zero_fill", "zero_rows", "SWAP_PANEL_ADJACENT", "SWAPPED_EFFICIENCY", "SWAP_SPLIT_ACC_MAX", "WEIGH_SWAP", "WEIGH_SWAP_DYNAMIC", "few_ctas", "swap_configs"]
