@@ -32,16 +32,19 @@ def _run(p, arrays):
     return out
 
 
-def _balanced(merge, context=None):
+def _balanced(merge, context=None, split_major=False):
     # 32-key static partitions (2 warps x 16); divisor 2: contexts 5 / 300 / 90 are 1 + 19 + 6 = 26 tiles, so the
     # device takes ceil(26 / 4) x 2 = 14 tiles (224 keys): 1 + 2 + 1 partitions a kv head, 4 <= divisor + batch
-    p = plan_paged_decode(PROBLEM, PagedDecodeConfig(partition=32, warps=2, stages=2, merge=merge), context=context)
+    config = PagedDecodeConfig(partition=32, warps=2, stages=2, merge=merge, split_major=split_major)
+    p = plan_paged_decode(PROBLEM, config, context=context)
+    assert p.split_major == split_major
     return attrs.evolve(p, balance=2)
 
 
-@pytest.mark.parametrize("merge", ["kernel", "last-cta"])
-def test_the_balanced_partition_writes_one_wave_of_partials_and_matches_the_reference(merge):
-    p = _balanced(merge)
+@pytest.mark.parametrize("merge, split_major", [("kernel", False), ("last-cta", False), ("kernel", True),
+                                                ("last-cta", True)])
+def test_the_balanced_partition_writes_one_wave_of_partials_and_matches_the_reference(merge, split_major):
+    p = _balanced(merge, split_major=split_major)
     contexts = [5, 300, 90]
     assert balance_tiles(p.part_tiles, contexts, 16, 2, 2) == 14 and p.split_kv == 10
     arrays = paged.random_inputs(PROBLEM, seed=5, contexts=contexts)
@@ -83,13 +86,34 @@ def test_the_switch_is_off_by_default_and_sized_by_the_wave():
         PagedDecodeConfig(balance=1)
 
 
-def test_the_sm90_kernel_takes_the_balanced_partition_too():
+def test_the_sm90_kernel_takes_the_balanced_partition_and_the_partition_major_order_too():
     from tvm_cdna4.kernels.sm90 import paged_target as sm90
 
     problem = PagedDecodeProblem(3, 4, 2, 64, 1, 16, 20, 40, kv_dtype="fp8", q_dtype="f16")
-    p = attrs.evolve(sm90.plan(problem, PagedDecodeConfig(partition=32, warps=2, stages=2, merge="kernel")),
-                     balance=2)
+    config = PagedDecodeConfig(partition=32, warps=2, stages=2, merge="kernel", split_major=True)
+    p = attrs.evolve(sm90.plan(problem, config), balance=2)
     arrays = paged.random_inputs(problem, seed=7, contexts=[5, 300, 90])
     (o, lse), where = sm90.execute(p, arrays)
     assert where.startswith("the CUDA emulator")
     assert max(paged.compare(problem, arrays, o, lse)) <= 1
+
+
+@pytest.mark.parametrize("merge", ["kernel", "last-cta"])
+def test_partition_major_launch_order_alone_writes_the_same_partials(merge):
+    # no balance: the static 32-key partitions (1 + 10 + 3 of them a kv head), the CTAs launched partition-major
+    config = PagedDecodeConfig(partition=32, warps=2, stages=2, merge=merge, split_major=True)
+    p = plan_paged_decode(PROBLEM, config)
+    assert p.split_major and not p.balance and plan_mod.SPLIT_MAJOR is False
+    assert plan_paged_decode(PROBLEM, attrs.evolve(config, split_major=None)).split_major is False
+    from tvm_cdna4.kernels.sm80.paged_decode_emit import cta_bh, cta_split
+
+    order = [(cta_bh(p, pid), cta_split(p, pid)) for pid in range(p.ctas)]  # (bh, partition) by launch order
+    assert order[:7] == [(0, 0), (1, 0), (2, 0), (3, 0), (4, 0), (5, 0), (0, 1)]
+    assert sorted(order) == [(bh, s) for bh in range(6) for s in range(10)]  # each CTA once
+    contexts = [5, 300, 90]
+    arrays = paged.random_inputs(PROBLEM, seed=9, contexts=contexts)
+    out = _run(p, arrays)
+    written = {i for i in range(p.slots) if np.isfinite(out["WM"][i]).all()}
+    parts = [ceil_div(L, 32) for L in contexts]
+    assert written == {(b * 2 + g) * 10 + s for b in range(3) for g in range(2) for s in range(parts[b])}
+    assert max(paged.compare(PROBLEM, arrays, out["O"], out["LSE"])) <= 1

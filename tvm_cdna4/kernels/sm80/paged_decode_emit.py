@@ -143,6 +143,16 @@ def value_factor(p: PagedDecodePlan, args, hk):
     return args["V_SCALE"][hk] * T.float32(fp8_widen(p)) if p.problem.scaled else T.float32(1)
 
 
+def cta_split(p: PagedDecodePlan, pid):
+    """The CTA's partition: partition-major (``p.split_major``) ``pid // (batch kv_heads)``, else ``pid % split_kv``."""
+    return pid // (p.problem.batch * p.problem.kv_heads) if p.split_major else pid % p.split_kv
+
+
+def cta_bh(p: PagedDecodePlan, pid):
+    """The CTA's (sequence, kv head) ``b kv_heads + g`` in the launch order of ``cta_split``."""
+    return pid % (p.problem.batch * p.problem.kv_heads) if p.split_major else pid // p.split_kv
+
+
 def part_tiles_of(p: PagedDecodePlan, args):
     """A CTA's tiles: the plan's ``part_tiles``; balanced (``p.balance``), ``paged_decode_plan.balance_tiles`` of
     the clamped ``CONTEXT_LENS`` on the device (every sequence's length, loads in flight together)."""
@@ -507,8 +517,8 @@ def cta_kernel(p, args, body):
     T.device_entry(launch=T.cuda.LaunchConfig(grid=p.ctas, block=p.block_threads, dynamic_smem_bytes=p.smem_bytes),
                    kernel_attrs=register_cap(p))
     pid = T.cuda.block_idx("x")
-    split = pid % p.split_kv
-    bh = pid // p.split_kv
+    split = cta_split(p, pid)
+    bh = cta_bh(p, pid)
     b = bh // p.problem.kv_heads
     hk = bh % p.problem.kv_heads
     SMW = T.alloc_tensor(ty_args=[T.Tensor((p.smem_bytes // 4,), "uint32", scope="shared.dyn", layout="default",

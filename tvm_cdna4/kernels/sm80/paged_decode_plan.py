@@ -121,7 +121,10 @@ the merge (kernel or last CTA) the same: the grid and the workspace stay the pla
 no sequence has more partitions than the grid), no host synchronization. Where one wave holds no CTA per sequence
 (``balance_divisor`` < 1) or past ``MAX_BALANCE_BATCH`` sequences it is refused. The estimate
 (``paged_decode_estimate``) at batch 8: 84.8 -> 81.8 us (9.4k, 32/8; 3072 keys, 224 CTAs), 88.4 -> 85.5 (64/8),
-135.0 -> 124.3 (15k, 4864 keys, 216 CTAs), 140.9 -> 130.2; FlashInfer's exact chunk gives the same estimates.
+135.0 -> 124.3 (15k, 4800 keys, 224 CTAs), 140.9 -> 130.2; FlashInfer's exact chunk gives the same estimates. The
+estimate does not see the empty CTAs (each holds a slot for its length's load): in the default launch order the
+balanced grid has 2739 of them before its last non-empty CTA, partition-major (``SPLIT_MAJOR``) 248 (9.4k) and 64
+(15k), so the GPU step times the two together too.
 
 **The merge** (``PagedDecodePlan.merge``, ``choose_merge`` unless ``PagedDecodeConfig.merge`` forces it):
 ``"kernel"``, the ``merge`` launch above; or ``"last-cta"``, one launch: after its partial, a CTA fences
@@ -214,6 +217,7 @@ class PagedDecodeConfig:
     min_ctas: int | None = None  # the register cap's CTAs per SM (__launch_bounds__); 0 / None: none (WEIGH_REGISTER_CAP)
     tile_keys: int | None = None  # keys per kv tile: TILE_KEYS or WIDE_TILE_KEYS (module docstring); None: choose_tile_keys
     balance: bool | None = None  # the partition widened on the device to one wave (balance_tiles); None: BALANCE
+    split_major: bool | None = None  # CTAs launched partition-major (PagedDecodePlan.split_major); None: SPLIT_MAJOR
 
     def __attrs_post_init__(self):
         for name, low, high in (("warps", 1, 8), ("stages", 2, 8)):
@@ -244,9 +248,10 @@ class PagedDecodeConfig:
             raise ContractError("paged decode config tile_keys: the keys of one kv tile", operand="tile_keys",
                                 check="parameters", expected=f"one of {TILE_KEY_CHOICES} or None",
                                 found=repr(self.tile_keys))
-        if self.balance is not None and not isinstance(self.balance, bool):
-            raise ContractError("paged decode config balance: a bool or None", operand="balance", check="parameters",
-                                expected="True, False or None", found=repr(self.balance))
+        for name in ("balance", "split_major"):
+            if getattr(self, name) is not None and not isinstance(getattr(self, name), bool):
+                raise ContractError(f"paged decode config {name}: a bool or None", operand=name, check="parameters",
+                                    expected="True, False or None", found=repr(getattr(self, name)))
         if self.merge is not None and self.merge not in MERGES:
             raise ContractError("paged decode config merge: where the partials merge", operand="merge",
                                 check="parameters", expected=f"one of {MERGES} or None", found=repr(self.merge))
@@ -278,6 +283,7 @@ class PagedDecodePlan(PlanRecord, family="paged"):
     min_ctas: int = 0  # main's __launch_bounds__ CTAs per SM (0: none; forced, or choose_min_ctas' if WEIGH_REGISTER_CAP)
     tile_keys: int = TILE_KEYS  # keys per kv tile (TILE_KEYS, or WIDE_TILE_KEYS: choose_tile_keys)
     balance: int = 0  # the balanced partition's divisor (balance_divisor; 0: off, the partition fixed at plan time)
+    split_major: bool = False  # CTA pid = split x batch x kv_heads + bh (False: bh x split_kv + split; SPLIT_MAJOR)
 
     @property
     def rows(self) -> int:
@@ -550,6 +556,13 @@ def choose_stages(config: PagedDecodeConfig, tile_keys: int) -> int:
 BALANCE = False
 """Whether a plan without ``PagedDecodeConfig.balance`` widens its partition on the device (``balance_tiles``): no,
 until a GPU run says so (``benchmarks/gpu_stop45.sh pagedb8``: off / on beside FlashInfer at batch 8)."""
+SPLIT_MAJOR = False
+"""Whether a plan without ``PagedDecodeConfig.split_major`` launches its CTAs partition-major (``pid = split x batch x
+kv_heads + b kv_heads + g``): no, until the GPU run (``gpu_stop45.sh pagedb8``). Partition-major, every sequence's
+first partitions come first and the empty CTAs (partitions past a sequence's length) last, where bh-major (``pid = (b
+kv_heads + g) split_kv + split``) puts each sequence's empty ones between the next sequences' partitions: a CTA that
+exits at once still holds its slot for its length's load (the 9.4k draw at 512 keys: 1800 of 3008 CTAs empty;
+balanced, 2784), and a non-empty CTA late in the order starts only after those before it drained."""
 MAX_BALANCE_BATCH = 32  # the balanced partition sums every sequence's length in each CTA (one load each)
 
 
@@ -651,12 +664,14 @@ def plan_paged_decode(problem: PagedDecodeProblem, config: PagedDecodeConfig | N
                             found=plan.smem_bytes)
     balance = check_balance(problem, config, resident_ctas(plan, planned("sm80")) * sms, target)
     plan = attrs.evolve(plan, balance=balance) if balance else plan
+    if SPLIT_MAJOR if config.split_major is None else config.split_major:
+        plan = attrs.evolve(plan, split_major=True)
     ctas = config.min_ctas if config.min_ctas is not None else (
         choose_min_ctas(plan, planned("sm80")) if plan.register_model and WEIGH_REGISTER_CAP else 0)
     return attrs.evolve(plan, min_ctas=ctas) if ctas else plan
 
 
-__all__ = ["AMORTIZE", "CVT_ARCH", "REG_HEADROOM", "WEIGH_LAST_CTA", "WEIGH_REGISTER_CAP", "BALANCE", "MAX_BALANCE_BATCH", "FILL_WAVES", "MAX_PARTITION_BYTES", "MAX_ROWS", "MERGES", "MERGE_BATCH", "MERGE_PASS",
+__all__ = ["AMORTIZE", "CVT_ARCH", "REG_HEADROOM", "WEIGH_LAST_CTA", "WEIGH_REGISTER_CAP", "BALANCE", "MAX_BALANCE_BATCH", "SPLIT_MAJOR", "FILL_WAVES", "MAX_PARTITION_BYTES", "MAX_ROWS", "MERGES", "MERGE_BATCH", "MERGE_PASS",
            "MIN_TILES_PER_WARP", "Q_PRESCALE", "TILE_KEYS", "TILE_KEY_CHOICES", "WIDE_FP8", "WIDE_TILE_KEYS",
            "STAGES", "WIDE_FP8_STAGES", "PagedDecodeConfig", "PagedDecodePlan", "balance_divisor", "balance_tiles",
            "check_balance", "choose_cvt", "choose_merge", "choose_min_ctas",
