@@ -124,6 +124,12 @@
 #   paged       stop 52: issue 37's table in one call: paged_decode.py's bf16 and fp8 sets at batch 8, 32, 64, means
 #               2k / 8k / 32k, GQA 32/8 and 64/8, FlashInfer (carried: .sm90tree/flashinfer, carry it) and SDPA beside,
 #               each row's estimate; RESULTS.md "Paged decode attention" [~280]
+#   pagedb8     stop 52 (journal "Stop 52: pagedb8"): the balanced paged partition (PagedDecodeConfig.balance: the
+#               partition widened on the device from the lengths to one wave of CTAs, FlashInfer TC's rule in closed
+#               form): its GPU tests (sm80 / sm90, both merges), then paged_decode.py at batch 8, means 8k / 32k (9.4k /
+#               15k drawn), GQA 32/8 and 64/8, bf16, FlashInfer (carried: .sm90tree/flashinfer, carry it) beside, ours
+#               off (the row) / balance=true / split_major=true (CTAs launched partition-major: the empty ones last) /
+#               both / balance=true with the last-CTA merge, the row's estimate and the balanced one [~115]
 #   epiearly    stop 52 (journal "Stop 52: epiearly"): the residual's global loads issued in the mainloop into registers
 #               (residual_read="early", gemm_residual.load_early): tests/gpu/test_sm90_residual_early_gpu.py (every read
 #               path within the bound; C = bf16(A B^T + residual) bit for bit against torch), then sm90_gemm.py
@@ -472,6 +478,17 @@ print('planned:', d.planned('sm80'))" 2>&1 | tee "$OUT/m200_device.txt"
     timeout ${PAGED_S:-290} python3 benchmarks/paged_decode.py --flashinfer "$FI" --sets bf16,fp8 --batches 8,32,64 \
       --means 2048,8192,32768 --gqa 32/8,64/8 --out "$OUT/paged" 2>&1 | tee "$OUT/paged_decode_paged.log" \
       | grep -v "^{" | grep -v -i warn | grep -v "return F" | tail -45 ;;
+  pagedb8)  # stop 52: the balanced partition and the partition-major order off / on beside FlashInfer at batch 8 [~115]
+    gpu_tests 35 "$OUT/pytest_gpu_pagedb8.log" -n 8 tests/gpu/test_paged_attention_gpu.py -k "balanced"
+    FI=${FLASHINFER_CARRIED:-.sm90tree/flashinfer}
+    export FLASHINFER_WORKSPACE_BASE=${FLASHINFER_WORKSPACE_BASE:-/tmp/flashinfer}
+    timeout 15 python3 benchmarks/flashinfer_carry.py --probe "$FI" > "$OUT/flashinfer_probe.log" 2>&1 \
+      || echo "the carried FlashInfer did not load (flashinfer_probe.log): its cells say so"
+    mkdir -p "$OUT/pagedb8"
+    timeout 75 python3 benchmarks/paged_decode.py --flashinfer "$FI" --sets bf16 --batches 8 --means 8192,32768 \
+      --gqa 32/8,64/8 --configs balance=true,split_major=true,balance=true:split_major=true,balance=true:merge=last-cta \
+      --out "$OUT/pagedb8" 2>&1 \
+      | tee "$OUT/paged_decode_pagedb8.log" | grep -v "^{" | grep -v -i warn | grep -v "return F" | tail -20 ;;
   epiearly)  # stop 52: the residual's loads under the mainloop ('early'): exact on the card, then --epilogue [~220]
     gpu_tests 90 "$OUT/pytest_gpu_epiearly.log" -n 8 tests/gpu/test_sm90_residual_early_gpu.py
     timeout 170 python3 benchmarks/sm90_gemm.py --epilogue --out "$OUT" 2>&1 | tee "$OUT/epilogue.log" | grep -v "^{" | tail -55 ;;
@@ -490,7 +507,7 @@ print('planned:', d.planned('sm80'))" 2>&1 | tee "$OUT/m200_device.txt"
     timeout 170 python3 benchmarks/torch_gemm.py --models ${DEEPWAVES_MODELS:-qwen2.5-7b,gemma-2-9b,phi-3-medium} \
       --ms ${DEEPWAVES_MS:-768,1200,3000,8192} --deep-waves off,on --calls 20 --reps 8 --out "$OUT/deepwaves" 2>&1 \
       | tee "$OUT/torch_gemm_deepwaves.log" | grep -v "^{" | tail -30 ;;
-  *) echo "unknown step $step (peers, partitions, ncu, ncu-cluster, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring, m200, epires, epires-ncu, stop49, stop49b, attn3wg, swaporder, swaporder-ncu, decode32, refine, swapone, swapcluster, attnfit, attnfit-long, attnitem, splitwave, attnzigzag, peers-mid, finecut, walktests, trim, pagedsplit, zerofill, paged, reach, epiearly, power, widen, deepwaves)"; exit 2 ;;
+  *) echo "unknown step $step (peers, partitions, ncu, ncu-cluster, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring, m200, epires, epires-ncu, stop49, stop49b, attn3wg, swaporder, swaporder-ncu, decode32, refine, swapone, swapcluster, attnfit, attnfit-long, attnitem, splitwave, attnzigzag, peers-mid, finecut, walktests, trim, pagedsplit, zerofill, paged, reach, epiearly, power, widen, deepwaves, pagedb8)"; exit 2 ;;
   esac
 done
 cd "$OUT" && tar czf /tmp/call.tgz --exclude=call.tgz . && find . -mindepth 1 -delete && mv /tmp/call.tgz "$OUT/call.tgz"

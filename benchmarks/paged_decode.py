@@ -441,16 +441,24 @@ def forced_runs(torch, graph_seconds, problem, arch, inputs, n: int, args) -> di
 
 def estimates(problem, contexts, args) -> dict:
     """The estimate (``kernels.sm80.paged_decode_estimate.partition_seconds``, us) at the model's partition
-    (``"model"``) and at each ``--partitions`` keys: what the partition choice is checked against (fitted to bf16)."""
+    (``"model"``), at each ``--partitions`` keys and, where a ``--configs`` entry has ``balance=true``, at the
+    partition the balanced kernel takes on the device (``"balanced"``: ``paged_decode_plan.balance_tiles``): what
+    the partition choice is checked against (fitted to bf16)."""
     from tvm_cdna4.kernels.attention import paged_verb
     from tvm_cdna4.kernels.devices import planned
     from tvm_cdna4.kernels.sm80.paged_decode_estimate import partition_seconds
-    from tvm_cdna4.kernels.sm80.paged_decode_plan import resident_ctas
+    from tvm_cdna4.kernels.attention.paged import clamped_contexts
+    from tvm_cdna4.kernels.sm80.paged_decode_plan import balance_divisor, balance_tiles, resident_ctas
 
     p = paged_verb(args.target or "sm80", "plan")(problem)
     resident = resident_ctas(p, planned("sm80"))
-    return {str(k): partition_seconds(problem, v, contexts, problem.capacity, resident) * 1e6
-            for k, v in (("model", p.partition), *((k, k) for k in args.partitions))}
+    parts = [("model", p.partition), *((k, k) for k in args.partitions)]
+    divisor = balance_divisor(problem, resident * planned("sm80").units)
+    if divisor >= 1 and any("balance=true" in c.lower() for c in args.configs):  # the device's partition, known here
+        lengths = clamped_contexts(problem, contexts)
+        parts.append(("balanced", p.tile_keys * balance_tiles(p.part_tiles, lengths, p.tile_keys, p.config.warps,
+                                                              divisor)))
+    return {str(k): partition_seconds(problem, v, contexts, problem.capacity, resident) * 1e6 for k, v in parts}
 
 
 def measure(torch, ours, graph_seconds, spec: dict, args, rate: float, l2: int) -> dict:

@@ -88,6 +88,38 @@ def test_forced_partitions_and_a_short_hint_match_the_reference(partition, hint,
     assert all(int(t.view(torch.int32).abs().sum()) == 0 for t in tickets) and len(tickets) == (p.merge == "last-cta")
 
 
+@pytest.mark.parametrize("split_major", [False, True])
+@pytest.mark.parametrize("merge", ["kernel", "last-cta"])
+@pytest.mark.parametrize("target", ["sm80", "sm90"])
+def test_the_balanced_partition_matches_the_reference(target, merge, split_major):
+    """``PagedDecodeConfig(balance=True)`` (the partition widened on the device to one wave of CTAs, issue 37's batch
+    8), its CTAs in either launch order (``split_major``), on the H200 run's batch-8 / 9.4k contexts, GQA 32/8: every
+    row within the bound, twice through one workspace."""
+    import tvm_cdna4.torch as ours
+    from tvm_cdna4.kernels.attention import paged_verb
+    from tvm_cdna4.kernels.sm80.paged_decode_plan import PagedDecodeConfig
+    from tvm_cdna4.runtime.cuda import load_build
+    from tvm_cdna4.torch_paged import _run, workspace
+
+    if target == "sm90" and torch.cuda.get_device_capability() < (9, 0):
+        pytest.skip("the sm90 kernel needs sm_90")
+    contexts = [2611, 3812, 3929, 4696, 7479, 8581, 20409, 23784]
+    problem = PagedDecodeProblem(8, 32, 8, 128, 1, 16, 1487, 4700)
+    config = PagedDecodeConfig(balance=True, merge=merge, split_major=split_major)
+    arch = ours.cuda_target(torch.device("cuda", 0))[0]
+    main, merge_kernel = paged_verb(target, "build")(problem, config, arch=arch)
+    p = paged_verb(target, "plan")(problem, config)
+    assert p.balance >= 1 and p.split_major == split_major
+    arrays = paged.random_inputs(problem, seed=8, contexts=contexts)
+    q, k, v, table, lens = cuda_tensors(arrays, torch)
+    kernels = (load_build(main, "paged_"), merge_kernel and load_build(merge_kernel, "paged_merge_"), p,
+               workspace(p, q.device))
+    for _ in range(2):
+        o, lse = _run(q, k, v, table, lens, None, None, kernels)
+        o_ratio, lse_ratio = paged.compare(problem, arrays, o.float().cpu().numpy(), lse.cpu().numpy())
+        assert o_ratio <= 1 and lse_ratio <= 1, (o_ratio, lse_ratio)
+
+
 @pytest.mark.parametrize("max_pages", [4, 32])
 def test_the_prepared_launch_gives_the_checked_paths_results(max_pages):
     """The dispatch benchmark's call (one sequence of 64 keys in pages of 16, 8/8 heads, D 64): 4 pages are one

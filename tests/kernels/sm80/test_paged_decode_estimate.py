@@ -100,6 +100,9 @@ def test_the_benchmark_carries_the_estimate_at_the_models_partition_and_each_for
 
     r = json.loads((BENCHMARKS / "runs" / est.FIT_RUNS[1]).read_text())["rows"][0]  # bf16, batch 8, 1.8k, 32/8
     p = problem(r)
-    out = estimates(p, r["contexts"], argparse.Namespace(target="sm80", partitions=[320, 512]))
+    out = estimates(p, r["contexts"], argparse.Namespace(target="sm80", partitions=[320, 512], configs=[]))
     assert list(out) == ["model", "320", "512"] and out["model"] == out["512"]  # the plan's 512 keys
+    balanced = estimates(p, r["contexts"], argparse.Namespace(target="sm80", partitions=[], configs=["balance=true"]))
+    wide = est.partition_seconds(p, 640, r["contexts"], p.capacity, 2) * 1e6  # the balanced kernel's 640 keys
+    assert list(balanced) == ["model", "balanced"] and balanced["balanced"] == wide
     assert out["320"] > out["512"] > est.FIXED_S * 1e6

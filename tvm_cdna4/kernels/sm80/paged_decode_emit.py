@@ -143,6 +143,26 @@ def value_factor(p: PagedDecodePlan, args, hk):
     return args["V_SCALE"][hk] * T.float32(fp8_widen(p)) if p.problem.scaled else T.float32(1)
 
 
+def cta_split(p: PagedDecodePlan, pid):
+    """The CTA's partition: partition-major (``p.split_major``) ``pid // (batch kv_heads)``, else ``pid % split_kv``."""
+    return pid // (p.problem.batch * p.problem.kv_heads) if p.split_major else pid % p.split_kv
+
+
+def cta_bh(p: PagedDecodePlan, pid):
+    """The CTA's (sequence, kv head) ``b kv_heads + g`` in the launch order of ``cta_split``."""
+    return pid % (p.problem.batch * p.problem.kv_heads) if p.split_major else pid // p.split_kv
+
+
+def part_tiles_of(p: PagedDecodePlan, args):
+    """A CTA's tiles: the plan's ``part_tiles``; balanced (``p.balance``), ``paged_decode_plan.balance_tiles`` of
+    the clamped ``CONTEXT_LENS`` on the device (every sequence's length, loads in flight together)."""
+    if not p.balance:
+        return p.part_tiles
+    tk, W, cap = p.tile_keys, p.config.warps, p.problem.capacity
+    total = sum((T.min(T.max(args["CONTEXT_LENS"][i], 0), cap) + tk - 1) // tk for i in range(p.problem.batch))
+    return T.max(p.part_tiles, (total + p.balance * W - 1) // (p.balance * W) * W)
+
+
 def page_of(p: PagedDecodePlan, args, ln: Lane, tile, h=0):
     """The cache page of kv tile ``tile``'s half ``h`` of the lane's sequence (read from BLOCK_TABLE; any int32)."""
     if h == 0:
@@ -497,8 +517,8 @@ def cta_kernel(p, args, body):
     T.device_entry(launch=T.cuda.LaunchConfig(grid=p.ctas, block=p.block_threads, dynamic_smem_bytes=p.smem_bytes),
                    kernel_attrs=register_cap(p))
     pid = T.cuda.block_idx("x")
-    split = pid % p.split_kv
-    bh = pid // p.split_kv
+    split = cta_split(p, pid)
+    bh = cta_bh(p, pid)
     b = bh // p.problem.kv_heads
     hk = bh % p.problem.kv_heads
     SMW = T.alloc_tensor(ty_args=[T.Tensor((p.smem_bytes // 4,), "uint32", scope="shared.dyn", layout="default",
@@ -538,9 +558,9 @@ def paged_body(p, args, ln, split, bh):
     # the CTA's partition (paged_decode_plan: fixed keys; the grid's last takes the rest; past L: exit at once)
     W = p.config.warps
     tiles = (ln.L + p.tile_keys - 1) // p.tile_keys
-    t0 = split * p.part_tiles
+    t0 = split * part_tiles_of(p, args)  # (no name for it: a Python int binds a variable in the code)
     if t0 < tiles:
-        t1 = T.if_then_else(split == p.split_kv - 1, tiles, T.min(t0 + p.part_tiles, tiles))
+        t1 = T.if_then_else(split == p.split_kv - 1, tiles, T.min(t0 + part_tiles_of(p, args), tiles))
         w = T.cuda.warp_id()
         count = T.max(t1 - t0 - w + W - 1, 0) // W
         issue_q(p, args, ln)
@@ -611,7 +631,11 @@ def merge_kernel(p, args):
         bh = item // half // p.rows
         parts = p.split_kv
         L = T.min(T.max(args["CONTEXT_LENS"][bh // p.problem.kv_heads], 0), p.problem.capacity)
-        n = T.min((L + p.partition - 1) // p.partition, parts)  # the partitions written (empty ones: never)
+        if I.constexpr(p.balance):  # the partitions written (empty ones: never)
+            pt = part_tiles_of(p, args)
+            n = T.min(((L + p.tile_keys - 1) // p.tile_keys + pt - 1) // pt, parts)
+        else:
+            n = T.min((L + p.partition - 1) // p.partition, parts)
         share = (n + MERGE_LANES - 1) // MERGE_LANES
         first = T.min(lane * share, n)
         count = T.min(n - first, share)
@@ -693,7 +717,7 @@ def last_cta(p, args, bh, tiles):
     # after the partial: a fence, the ticket of bh (none where the sequence has one partition); the CTA that
     # draws the last merges, then zeroes the counter for the next call
     tid = T.cuda.thread_idx("x")
-    n = T.min((tiles + p.part_tiles - 1) // p.part_tiles, p.split_kv)
+    n = T.min((tiles + part_tiles_of(p, args) - 1) // part_tiles_of(p, args), p.split_kv)
     T.ptx["fence.acq_rel.gpu"]()
     consumer_sync(p)
     ticket = T.alloc_tensor(ty_args=[T.Tensor((1,), "uint32", scope="shared", layout="default")])

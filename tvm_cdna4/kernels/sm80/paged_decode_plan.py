@@ -109,6 +109,23 @@ rounded up to ``TILE_KEYS x warps`` (every warp the same tiles). ``PagedDecodeCo
 forces the keys, ``splits`` a count (``forced_partition``: the hint's tiles over ``splits``, rounded up to
 whole warps' tiles).
 
+**The balanced partition** (``PagedDecodeConfig.balance``, off by default: ``BALANCE``; ``PagedDecodePlan.balance``):
+the host sizes the grid from a hint, so at a small batch of uneven contexts most of its CTAs are empty and the
+non-empty ones run in several waves (batch 8, 32/8 heads, the 9.4k draw: 512 keys, 1208 non-empty of 3008 CTAs, 4.6
+waves of 264; the 15k draw 1912, 7.2 waves). FlashInfer 0.6.6's tensor-core decode (its prefill kernel on the GQA
+group, ``PrefillPlan``: ``2 sms`` CTA slots, the least KV chunk whose chunks fit them, from the lengths it reads on
+the host) runs one wave: 264 CTAs of 2560 keys (9.4k) and 4272 (15k). Balanced, every CTA computes that partition on
+the device from ``CONTEXT_LENS`` (clamped), in closed form (``balance_tiles``: the batch's tiles over
+``balance_divisor`` = CTA slots per kv head less the batch, whole warps' tiles, at least the plan's partition), and
+the merge (kernel or last CTA) the same: the grid and the workspace stay the plan's (the partition only grows, so
+no sequence has more partitions than the grid), no host synchronization. Where one wave holds no CTA per sequence
+(``balance_divisor`` < 1) or past ``MAX_BALANCE_BATCH`` sequences it is refused. The estimate
+(``paged_decode_estimate``) at batch 8: 84.8 -> 81.8 us (9.4k, 32/8; 3072 keys, 224 CTAs), 88.4 -> 85.5 (64/8),
+135.0 -> 124.3 (15k, 4800 keys, 224 CTAs), 140.9 -> 130.2; FlashInfer's exact chunk gives the same estimates. The
+estimate does not see the empty CTAs (each holds a slot for its length's load): in the default launch order the
+balanced grid has 2739 of them before its last non-empty CTA, partition-major (``SPLIT_MAJOR``) 248 (9.4k) and 64
+(15k), so the GPU step times the two together too.
+
 **The merge** (``PagedDecodePlan.merge``, ``choose_merge`` unless ``PagedDecodeConfig.merge`` forces it):
 ``"kernel"``, the ``merge`` launch above; or ``"last-cta"``, one launch: after its partial, a CTA fences
 (``fence.acq_rel.gpu``), draws a ticket of its (sequence, kv head) (``atom.global.add.u32`` on ``TICKETS[b
@@ -199,6 +216,8 @@ class PagedDecodeConfig:
     fp8_cvt: bool | None = None  # fp8 pairs widen by cvt.rn.f16x2.e4m3x2 (sm_89+); None: where the arch has it
     min_ctas: int | None = None  # the register cap's CTAs per SM (__launch_bounds__); 0 / None: none (WEIGH_REGISTER_CAP)
     tile_keys: int | None = None  # keys per kv tile: TILE_KEYS or WIDE_TILE_KEYS (module docstring); None: choose_tile_keys
+    balance: bool | None = None  # the partition widened on the device to one wave (balance_tiles); None: BALANCE
+    split_major: bool | None = None  # CTAs launched partition-major (PagedDecodePlan.split_major); None: SPLIT_MAJOR
 
     def __attrs_post_init__(self):
         for name, low, high in (("warps", 1, 8), ("stages", 2, 8)):
@@ -229,6 +248,10 @@ class PagedDecodeConfig:
             raise ContractError("paged decode config tile_keys: the keys of one kv tile", operand="tile_keys",
                                 check="parameters", expected=f"one of {TILE_KEY_CHOICES} or None",
                                 found=repr(self.tile_keys))
+        for name in ("balance", "split_major"):
+            if getattr(self, name) is not None and not isinstance(getattr(self, name), bool):
+                raise ContractError(f"paged decode config {name}: a bool or None", operand=name, check="parameters",
+                                    expected="True, False or None", found=repr(getattr(self, name)))
         if self.merge is not None and self.merge not in MERGES:
             raise ContractError("paged decode config merge: where the partials merge", operand="merge",
                                 check="parameters", expected=f"one of {MERGES} or None", found=repr(self.merge))
@@ -259,6 +282,8 @@ class PagedDecodePlan(PlanRecord, family="paged"):
     cvt: bool = False  # fp8 pairs widen by cvt.rn.f16x2.e4m3x2 (fp8_cvt)
     min_ctas: int = 0  # main's __launch_bounds__ CTAs per SM (0: none; forced, or choose_min_ctas' if WEIGH_REGISTER_CAP)
     tile_keys: int = TILE_KEYS  # keys per kv tile (TILE_KEYS, or WIDE_TILE_KEYS: choose_tile_keys)
+    balance: int = 0  # the balanced partition's divisor (balance_divisor; 0: off, the partition fixed at plan time)
+    split_major: bool = False  # CTA pid = split x batch x kv_heads + bh (False: bh x split_kv + split; SPLIT_MAJOR)
 
     @property
     def rows(self) -> int:
@@ -528,6 +553,49 @@ def choose_stages(config: PagedDecodeConfig, tile_keys: int) -> int:
     return WIDE_FP8_STAGES if tile_keys == WIDE_TILE_KEYS else STAGES
 
 
+BALANCE = False
+"""Whether a plan without ``PagedDecodeConfig.balance`` widens its partition on the device (``balance_tiles``): no,
+until a GPU run says so (``benchmarks/gpu_stop45.sh pagedb8``: off / on beside FlashInfer at batch 8)."""
+SPLIT_MAJOR = False
+"""Whether a plan without ``PagedDecodeConfig.split_major`` launches its CTAs partition-major (``pid = split x batch x
+kv_heads + b kv_heads + g``): no, until the GPU run (``gpu_stop45.sh pagedb8``). Partition-major, every sequence's
+first partitions come first and the empty CTAs (partitions past a sequence's length) last, where bh-major (``pid = (b
+kv_heads + g) split_kv + split``) puts each sequence's empty ones between the next sequences' partitions: a CTA that
+exits at once still holds its slot for its length's load (the 9.4k draw at 512 keys: 1800 of 3008 CTAs empty;
+balanced, 2784), and a non-empty CTA late in the order starts only after those before it drained."""
+MAX_BALANCE_BATCH = 32  # the balanced partition sums every sequence's length in each CTA (one load each)
+
+
+def balance_divisor(problem: PagedDecodeProblem, slots: int) -> int:
+    """``slots // kv_heads - batch``: the CTAs per kv head one wave of ``slots`` (``resident_ctas x sms``) holds,
+    less one per sequence (each sequence's last partition is partly empty); below 1, no balanced partition."""
+    return slots // problem.kv_heads - problem.batch
+
+
+def balance_tiles(part_tiles: int, lengths, tile_keys: int, warps: int, divisor: int) -> int:
+    """The balanced partition in tiles (the kernel computes it on the device from ``CONTEXT_LENS``, clamped: the
+    emitter's ``part_tiles_of`` is this formula): the sum ``S`` of the sequences' tiles over ``divisor`` rounded up
+    to whole warps' tiles, at least the plan's ``part_tiles``. Then the non-empty CTAs of a kv head, ``sum_b
+    ceil(T_b / P) <= S / P + batch``, are at most ``divisor + batch``: one wave, FlashInfer's rule for its
+    tensor-core decode (``PrefillSplitQOKVIndptr``: the least chunk that fits ``2 sms`` CTAs), in closed form."""
+    total = sum(ceil_div(L, tile_keys) for L in lengths)
+    return max(part_tiles, ceil_div(total, divisor * warps) * warps)
+
+
+def check_balance(problem: PagedDecodeProblem, config: PagedDecodeConfig, slots: int, target: str) -> int:
+    """The plan's ``balance`` (``balance_divisor``, or 0: off): ``config.balance``, else ``BALANCE``; forced where
+    one wave cannot hold a CTA per sequence and kv head or the batch passes ``MAX_BALANCE_BATCH``: refused."""
+    if not (BALANCE if config.balance is None else config.balance):
+        return 0
+    divisor = balance_divisor(problem, slots)
+    if divisor < 1 or problem.batch > MAX_BALANCE_BATCH:
+        raise ContractError(f"{target} paged decode balance: one wave of CTAs over every sequence and kv head",
+                            operand="balance", check="shape",
+                            expected=f"batch x kv_heads under {slots} CTA slots, batch <= {MAX_BALANCE_BATCH}",
+                            found=f"batch {problem.batch} x kv_heads {problem.kv_heads}")
+    return divisor
+
+
 def check_context(problem: PagedDecodeProblem, context) -> int:
     if context is None:
         return problem.capacity
@@ -594,13 +662,18 @@ def plan_paged_decode(problem: PagedDecodeProblem, config: PagedDecodeConfig | N
         raise ContractError(f"{target} paged decode: the warps' rings exceed the shared memory", operand="stages",
                             check="shape", expected=f"at most {planned('sm80').smem_per_unit} bytes",
                             found=plan.smem_bytes)
+    balance = check_balance(problem, config, resident_ctas(plan, planned("sm80")) * sms, target)
+    plan = attrs.evolve(plan, balance=balance) if balance else plan
+    if SPLIT_MAJOR if config.split_major is None else config.split_major:
+        plan = attrs.evolve(plan, split_major=True)
     ctas = config.min_ctas if config.min_ctas is not None else (
         choose_min_ctas(plan, planned("sm80")) if plan.register_model and WEIGH_REGISTER_CAP else 0)
     return attrs.evolve(plan, min_ctas=ctas) if ctas else plan
 
 
-__all__ = ["AMORTIZE", "CVT_ARCH", "REG_HEADROOM", "WEIGH_LAST_CTA", "WEIGH_REGISTER_CAP", "FILL_WAVES", "MAX_PARTITION_BYTES", "MAX_ROWS", "MERGES", "MERGE_BATCH", "MERGE_PASS",
+__all__ = ["AMORTIZE", "CVT_ARCH", "REG_HEADROOM", "WEIGH_LAST_CTA", "WEIGH_REGISTER_CAP", "BALANCE", "MAX_BALANCE_BATCH", "SPLIT_MAJOR", "FILL_WAVES", "MAX_PARTITION_BYTES", "MAX_ROWS", "MERGES", "MERGE_BATCH", "MERGE_PASS",
            "MIN_TILES_PER_WARP", "Q_PRESCALE", "TILE_KEYS", "TILE_KEY_CHOICES", "WIDE_FP8", "WIDE_TILE_KEYS",
-           "STAGES", "WIDE_FP8_STAGES", "PagedDecodeConfig", "PagedDecodePlan", "choose_cvt", "choose_merge", "choose_min_ctas",
+           "STAGES", "WIDE_FP8_STAGES", "PagedDecodeConfig", "PagedDecodePlan", "balance_divisor", "balance_tiles",
+           "check_balance", "choose_cvt", "choose_merge", "choose_min_ctas",
            "choose_partition", "choose_stages", "choose_tile_keys",
            "forced_partition", "merge_seconds", "plan_paged_decode", "resident_ctas"]

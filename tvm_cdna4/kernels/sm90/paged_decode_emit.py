@@ -16,7 +16,7 @@ from tvm_tirx.script.parser import parse
 from ...isa.hopper_layout import TMA_SWIZZLE_MODE
 from ...tirx_private import transpile_once
 from ..sm80.paged_decode_emit import (FULL, cta_kernel, cta_merge, empty_state, issue_q, last_cta, mask_softmax,
-                                      page_ok, pv, q_fragments, scores, value_factor, write_partial)
+                                      page_ok, part_tiles_of, pv, q_fragments, scores, value_factor, write_partial)
 from ..sm80.paged_decode_plan import TILE_KEYS
 from .gemm_emit import TMA_LOAD, tensor_map_lines
 from .paged_decode_plan import TABLE_CHUNK, Sm90PagedDecodePlan
@@ -116,9 +116,9 @@ def tma_body(p, args, ln, split, bh):
     PG = T.alloc_tensor(ty_args=[T.Tensor((W * S,), "int32", scope="shared", layout="default")])
     tid = T.cuda.thread_idx("x")
     tiles = (ln.L + TILE_KEYS - 1) // TILE_KEYS
-    t0 = split * p.part_tiles
+    t0 = split * part_tiles_of(p, args)  # (no name for it: a Python int binds a variable in the code)
     if t0 < tiles:
-        t1 = T.if_then_else(split == p.split_kv - 1, tiles, T.min(t0 + p.part_tiles, tiles))
+        t1 = T.if_then_else(split == p.split_kv - 1, tiles, T.min(t0 + part_tiles_of(p, args), tiles))
         if tid == 0:
             for i in T.unroll(p.barriers):
                 T.ptx.mbarrier.init.shared.b64(MB.ptr_to([i]), T.uint32(1))
