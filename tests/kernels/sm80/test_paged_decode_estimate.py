@@ -3,13 +3,13 @@ known (``FIT_RUNS``), and the partition choice it checks: the batch-8 rows take 
 
 import json
 import math
-import sys
 
 from tvm_cdna4.kernels.devices import DEVICES
 from tvm_cdna4.kernels.sm80 import paged_decode_estimate as est
 from tvm_cdna4.kernels.sm80.paged_decode_plan import PagedDecodeConfig, plan_paged_decode
 
 from paths import BENCHMARKS
+from tests.benchmark_modules import benchmark_module
 
 H100 = DEVICES["H100"]
 
@@ -27,10 +27,7 @@ def timings():
 
 
 def problem(r):
-    sys.path.append(str(BENCHMARKS))  # after tests/: a benchmark script never shadows a test helper
-    from paged_decode import problem_of
-
-    return problem_of(r, r["contexts"])
+    return benchmark_module("paged_decode").problem_of(r, r["contexts"])
 
 
 def test_the_estimate_fits_every_bf16_timing_of_the_runs():
@@ -96,7 +93,7 @@ def test_a_ctas_bytes_follow_the_partition_and_the_grids_last_takes_the_rest():
 def test_the_benchmark_carries_the_estimate_at_the_models_partition_and_each_forced_one():
     import argparse
 
-    from paged_decode import estimates  # problem() put benchmarks/ on the path
+    estimates = benchmark_module("paged_decode").estimates
 
     r = json.loads((BENCHMARKS / "runs" / est.FIT_RUNS[1]).read_text())["rows"][0]  # bf16, batch 8, 1.8k, 32/8
     p = problem(r)
