@@ -68,9 +68,12 @@ SWEEP = [C(kv, stages, **SCHEDULES[s]) for kv, stages in ((128, 2), (176, 2), (1
 OPTIONS = {"split-kv": {"split_kv_barrier": True}, "tma-epilogue": {"epilogue": "tma"},
            "split-kv+tma-epilogue": {"split_kv_barrier": True, "epilogue": "tma"},
            "tma-buffer": {"epilogue": "tma_buffer"}, "item-overlap": {"item_overlap": True},
-           "zigzag": {"walk": "zigzag"}, "fold": {"walk": "fold"}}
+           "zigzag": {"walk": "zigzag"}, "fold": {"walk": "fold"},
+           "176-keys": {"block_kv": 176}, "176-keys+split-kv": {"block_kv": 176, "split_kv_barrier": True}}
 """The opt-in kernel options not yet in the cost model's candidates (``Sm90AttentionConfig.split_kv_barrier``,
-``epilogue``, ``item_overlap``: ping-pong configs only; ``walk``: persistent only): ``--configs options`` times each shape's default config with each of them (``--options``: those
+``epilogue``, ``item_overlap``: ping-pong configs only; ``walk``: persistent only; ``176-keys``: FlashAttention-3's
+non-causal D 128 tile, fewer consumer instructions a key, docs/sm90_attention.md "Against FlashAttention-3's SASS"):
+``--configs options`` times each shape's default config with each of them (``--options``: those
 named), one CTA per item and persistent (an option past the shared memory at the default's ring: the deepest ring
 that fits, ``tma-buffer`` at D 128: 2 stages); ``SWEEP`` has the first three on the D 128 default (128 keys, 3
 stages, ping-pong)."""
