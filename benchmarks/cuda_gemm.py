@@ -47,8 +47,7 @@ import os
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gpu_clocks import sustained_chunks  # noqa: E402
+from gpu_clocks import sustained_chunks
 
 os.environ.setdefault("DISABLE_MMA_V3", "1")  # Triton: Ampere mma.sync path, no wgmma
 

@@ -26,10 +26,8 @@ import os
 import statistics
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-from gpu_clocks import sustained_chunks  # noqa: E402
-from tvm_cdna4.kernels.sm90.gemm_cost import TENSOR_FLOPS_PER_CLK  # noqa: E402
+from gpu_clocks import sustained_chunks
+from tvm_cdna4.kernels.sm90.gemm_cost import TENSOR_FLOPS_PER_CLK
 
 SHAPES = ((4096, 4096, 4096), (8192, 4096, 4096), (3000, 14336, 3584), (8192, 3584, 18944), (768, 37888, 3584))
 """(M, N, K): 4096^3, and projections of the torch-op table at M >= 768 (Qwen2.5-7B gate/up and down; Gemma-2-9B's

@@ -30,7 +30,8 @@ import json
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.append(os.path.dirname(os.path.abspath(__file__)))  # torch_gemm, sm90_power at call time; appended: a
+# benchmark script never shadows a module of the tests (tests/contract_fuzz.py beside benchmarks/contract_fuzz.py)
 
 TMA = dict(block_m=128, consumers=2, epilogue="tma")
 """The fields every candidate shares: 128 rows of two consumer warpgroups, C stored through TMA (the plans' own)."""

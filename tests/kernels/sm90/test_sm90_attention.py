@@ -469,7 +469,10 @@ def test_the_benchmark_covers_the_issues_shapes():
     default = attention.choose(d128, "sm90")
     every = bench.option_configs(d128, default)
     # item_overlap: test_sm90_attention_item_overlap.py; walk: test_sm90_attention_walk.py
-    options = [c for c in every if not c.item_overlap and c.walk == "round_robin"]
+    options = [c for c in every if not c.item_overlap and c.walk == "round_robin" and c.block_kv == default.block_kv]
+    # FlashAttention-3's 176-key tile (stop 52, fa3sass), grid and persistent, with and without split barriers
+    assert {(c.persistent, c.split_kv_barrier) for c in every if c.block_kv == 176} == {
+        (g, s) for g in (False, True) for s in (False, True)} and default.block_kv == 128
     assert [(c.persistent, c.epilogue, c.walk) for c in every if c.walk != "round_robin"] == [
         (True, "registers", "zigzag"), (True, "registers", "fold")]
     assert [(c.persistent, c.epilogue) for c in every if c.item_overlap] == [(False, "registers"), (True, "registers")]
