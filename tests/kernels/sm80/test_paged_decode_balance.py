@@ -117,3 +117,23 @@ def test_partition_major_launch_order_alone_writes_the_same_partials(merge):
     parts = [ceil_div(L, 32) for L in contexts]
     assert written == {(b * 2 + g) * 10 + s for b in range(3) for g in range(2) for s in range(parts[b])}
     assert max(paged.compare(PROBLEM, arrays, out["O"], out["LSE"])) <= 1
+
+
+@pytest.mark.parametrize("merge, split_major", [("kernel", True), ("last-cta", False), ("last-cta", True)])
+def test_lying_lengths_and_pages_keep_the_clamps_and_the_written_partials_balanced(merge, split_major):
+    # issue 37's lying device data where the balanced partition splits sequences: lengths -4 / 300 / 5000 are 0 / 19 /
+    # 20 tiles (clamped, in the sum too), divisor 4: ceil(39 / 8) x 2 = 10-tile partitions, 0 / 2 / 2 a kv head of
+    # the grid's 10; pages outside the cache (99, -7) inside the keys read; every access in bounds (the emulator)
+    p = attrs.evolve(_balanced(merge, split_major=split_major), balance=4)
+    arrays = paged.random_inputs(PROBLEM, seed=11, contexts=[5, 300, 90])
+    arrays["CONTEXT_LENS"][:] = [-4, 300, 5000]
+    arrays["BLOCK_TABLE"][1, 12] = 99  # the second partition of sequence 1 (keys 160..)
+    arrays["BLOCK_TABLE"][2, 3] = -7
+    assert balance_tiles(p.part_tiles, [0, 300, 320], 16, 2, 4) == 10
+    out = _run(p, arrays)
+    written = {i for i in range(p.slots) if np.isfinite(out["WM"][i]).all()}
+    assert written == {(b * 2 + g) * 10 + s for b in (1, 2) for g in range(2) for s in range(2)}
+    if merge == "last-cta":
+        assert (out["TICKETS"] == 0).all()
+    assert np.all(np.asarray(out["O"][0], np.float64) == 0) and np.all(out["LSE"][0] == -np.inf)
+    assert max(paged.compare(PROBLEM, arrays, out["O"], out["LSE"])) <= 1
