@@ -84,6 +84,10 @@ def test_the_switch_is_off_by_default_and_sized_by_the_wave():
     assert info.value.operand == "balance"
     with pytest.raises(ContractError, match="balance"):
         PagedDecodeConfig(balance=1)
+    with pytest.raises(ContractError) as info:  # 16 x 16 = 256 CTAs fit 264 slots, but 264 // 16 - 16 = 0: refused
+        plan_paged_decode(PagedDecodeProblem(16, 32, 16, 128, 1, 16, 64, 4096), PagedDecodeConfig(balance=True),
+                          sms=132)
+    assert info.value.expected.startswith("batch < 264 CTA slots // kv_heads = 16 ") and "16" in info.value.found
 
 
 def test_the_sm90_kernel_takes_the_balanced_partition_and_the_partition_major_order_too():

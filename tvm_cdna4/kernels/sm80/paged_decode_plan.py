@@ -591,8 +591,9 @@ def check_balance(problem: PagedDecodeProblem, config: PagedDecodeConfig, slots:
     if divisor < 1 or problem.batch > MAX_BALANCE_BATCH:
         raise ContractError(f"{target} paged decode balance: one wave of CTAs over every sequence and kv head",
                             operand="balance", check="shape",
-                            expected=f"batch x kv_heads under {slots} CTA slots, batch <= {MAX_BALANCE_BATCH}",
-                            found=f"batch {problem.batch} x kv_heads {problem.kv_heads}")
+                            expected=f"batch < {slots} CTA slots // kv_heads = {slots // problem.kv_heads} "
+                                     f"(balance_divisor >= 1), batch <= {MAX_BALANCE_BATCH}",
+                            found=f"batch {problem.batch}, kv_heads {problem.kv_heads}")
     return divisor
 
 
