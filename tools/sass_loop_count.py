@@ -4,9 +4,10 @@ consumer's instructions a kv tile", "Against FlashAttention-3's SASS").
     cuobjdump -sass kernel.cubin > kernel.sass
     python tools/sass_loop_count.py kernel.sass [FUNCTION_SUBSTRING] [--start 0xADDR]
 
-Prints each loop (a backward branch and its body) holding at least two HGMMA, innermost last, its instructions by
-class. A forward branch inside the loop that skips a block of >= MASK_BLOCK ``FSEL`` or -inf moves (a causal
-diagonal's mask, a partial tile's tail) counts as taken: the block is reported apart, the branch counted.
+Prints each loop (a backward branch and its body) holding at least two HGMMA, in the order of their backward
+branches (an inner loop before the loop around it), its instructions by class. A forward branch inside the loop that
+skips a block of >= MASK_BLOCK ``FSEL`` or -inf moves (a causal diagonal's mask, a partial tile's tail) counts as
+taken: the block is reported apart, the branch counted.
 """
 import argparse
 import collections
