@@ -9,7 +9,7 @@ BENCHMARKS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file
 
 def benchmark_module(name: str):
     """``benchmarks/<name>.py`` as a module (``benchmarks`` first on ``sys.path`` while importing). A script that puts
-    its folder on ``sys.path`` itself (``sys.path.insert(0, ...)``: ``sm90_widen.py``, ``sm90_power.py``) keeps it,
+    its folder on ``sys.path`` itself (``sys.path.insert(0, ...)``: ``attention_sm90.py``) keeps it,
     moved last: its lazy imports of sibling scripts still resolve, and a test helper of the same name as a script
     (``tests/contract_fuzz.py``, ``benchmarks/contract_fuzz.py``) stays the one a test imports."""
     sys.path.insert(0, BENCHMARKS)
