@@ -41,8 +41,9 @@ def _balanced(merge, context=None, split_major=False):
     return attrs.evolve(p, balance=2)
 
 
-@pytest.mark.parametrize("merge, split_major", [("kernel", False), ("last-cta", False), ("kernel", True),
-                                                ("last-cta", True)])
+@pytest.mark.parametrize("merge, split_major", [pytest.param("kernel", False, marks=pytest.mark.slow),
+                                                pytest.param("last-cta", False, marks=pytest.mark.slow),
+                                                ("kernel", True), ("last-cta", True)])  # the launch-major two: slow
 def test_the_balanced_partition_writes_one_wave_of_partials_and_matches_the_reference(merge, split_major):
     p = _balanced(merge, split_major=split_major)
     contexts = [5, 300, 90]

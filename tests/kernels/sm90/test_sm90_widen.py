@@ -63,7 +63,8 @@ EMULATED = [  # (rank, a small problem): two column tiles (the second clipped), 
 ]
 
 
-@pytest.mark.parametrize("rank, problem", EMULATED, ids=[r for r, _ in EMULATED])
+@pytest.mark.parametrize("rank, problem", [pytest.param(r, p, marks=() if r == "w240" else pytest.mark.slow)
+                                           for r, p in EMULATED], ids=[r for r, _ in EMULATED])  # one in the quick suite
 def test_the_emulator_validates_each_candidate_config(rank, problem):
     widen = benchmark_module("sm90_widen")
     fields = {r: f for cands in widen.CANDIDATES.values() for r, f, _ in cands}
@@ -135,6 +136,7 @@ def test_main_times_every_built_config_beside_the_two_and_writes_each_shape(monk
     assert "cuBLAS: 768x37888x3584 nvjet_sm90_tst_192x192_64x4_2x1_v_bz_coopB_TNN" in md
 
 
+@pytest.mark.slow
 def test_moves_lists_the_bucket_plans_deeper_wave_widths_change():
     from tvm_cdna4.kernels.sm90 import gemm_cost
 
