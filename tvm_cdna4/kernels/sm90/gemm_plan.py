@@ -159,8 +159,8 @@ cooperative schedule and no K split; ``prefetch`` and ``early`` no K split (and,
 STAGED_RESIDUAL = ("tma", "sliced", "preread")
 """The ``RESIDUAL_READS`` that load the residual into the staging buffer (the epilogue reads it there)."""
 RESIDUAL_CHOICE = "global"
-"""The ``residual_read`` the cost model's configs take where the plan allows a staged read (``epilogue_choices``).
-``global`` since stop 52: with its reads a column pair a load (``gemm_residual.residual_pairs``, stop 49) it ran
+"""The ``residual_read`` the cost model's configs take (``epilogue_choices``; a staged one only where the plan allows
+it). ``global`` since stop 52: with its reads a column pair a load (``gemm_residual.residual_pairs``, stop 49) it ran
 +7.4 % over the plain GEMM at 4096^3 on the H100 where ``tma`` (the choice before) ran +11.4 % and ``preread`` +11.3 %
 in the same call (``benchmarks/sm90_gemm.py --epilogue``, which times every read: benchmarks/runs/
 sm90_epilogue_h100_2026-12-07b.md); ``prefetch`` ran +7.3 %, ``global``'s read after an L2 prefetch, more machinery
