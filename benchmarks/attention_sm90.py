@@ -69,10 +69,12 @@ OPTIONS = {"split-kv": {"split_kv_barrier": True}, "tma-epilogue": {"epilogue": 
            "split-kv+tma-epilogue": {"split_kv_barrier": True, "epilogue": "tma"},
            "tma-buffer": {"epilogue": "tma_buffer"}, "item-overlap": {"item_overlap": True},
            "zigzag": {"walk": "zigzag"}, "fold": {"walk": "fold"},
-           "176-keys": {"block_kv": 176}, "176-keys+split-kv": {"block_kv": 176, "split_kv_barrier": True}}
+           "176-keys": {"block_kv": 176}, "176-keys+split-kv": {"block_kv": 176, "split_kv_barrier": True},
+           "pv-wait-8": {"exps_before_pv_wait": 8}, "pv-wait-16": {"exps_before_pv_wait": 16}}
 """The opt-in kernel options not yet in the cost model's candidates (``Sm90AttentionConfig.split_kv_barrier``,
 ``epilogue``, ``item_overlap``: ping-pong configs only; ``walk``: persistent only; ``176-keys``: FlashAttention-3's
-non-causal D 128 tile, fewer consumer instructions a key, docs/sm90_attention.md "Against FlashAttention-3's SASS"):
+non-causal D 128 tile, fewer consumer instructions a key, docs/sm90_attention.md "Against FlashAttention-3's SASS";
+``pv-wait-*``: ``exps_before_pv_wait``, the P V wait after that many exps as in FA3's SASS, overlapped configs only):
 ``--configs options`` times each shape's default config with each of them (``--options``: those
 named), one CTA per item and persistent (an option past the shared memory at the default's ring: the deepest ring
 that fits, ``tma-buffer`` at D 128: 2 stages); ``SWEEP`` has the first three on the D 128 default (128 keys, 3
@@ -113,7 +115,8 @@ def config_label(c: Sm90AttentionConfig, default: Sm90AttentionConfig) -> str:
                     + [c.walk] * (c.walk != "round_robin")
                     + [f"{c.stages} stages"] * (c.stages != default.stages)
                     + [f"{c.block_kv} keys"] * (c.block_kv != default.block_kv)
-                    + [f"{c.consumers} consumers"] * (c.consumers != default.consumers))
+                    + [f"{c.consumers} consumers"] * (c.consumers != default.consumers)
+                    + [f"P V wait after {c.exps_before_pv_wait} exps"] * bool(c.exps_before_pv_wait))
 
 
 def consumer_configs(problem: AttentionProblem, default: Sm90AttentionConfig) -> list[Sm90AttentionConfig]:

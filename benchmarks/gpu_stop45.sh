@@ -107,6 +107,9 @@
 #   fa3tile     stop 52 (journal "Stop 52: fa3sass"): FlashAttention-3's tile (176 keys, 2 stages) at D 128, with and
 #               without split K / V barriers, grid / persistent, beside the default and cuDNN at 2k / 4k: the consumer
 #               issues 424-434 instructions a 128 keys there against 462 at 128 keys (FA3 432) [~150]
+#   attnlat     stop 52 (journal "Stop 52: attnlat2"): the overlapped loop's P V wait held behind the 8th / 16th exp
+#               (Sm90AttentionConfig.exps_before_pv_wait: 14 / 30 of 66 EX2 before it, FA3 13-19; default 0), grid /
+#               persistent, beside the default and cuDNN at 2k / 4k, D 128 [~150]
 #   peers-mid   stop 50: what cuBLAS runs between the benchmark's M (257..512 is our worst: 0.79x at 300) [~60]
 #   refine      the buckets cut where one plan loses > REGRET_MAX (gemm_dynamic.refined) at M between the old buckets'
 #               tops [~200]
@@ -446,6 +449,11 @@ print('planned:', d.planned('sm80'))" 2>&1 | tee "$OUT/m200_device.txt"
     timeout 140 python3 benchmarks/attention_sm90.py --no-sm80 --head-dims 128 --seqs 2048,4096 --configs options \
       --options 176-keys,176-keys+split-kv --out "$OUT/fa3tile" 2>&1 | tee "$OUT/attention_fa3tile.log" \
       | grep -v "^{" | tail -40 ;;
+  attnlat)  # stop 52: the P V wait after the 8th / 16th exp (exps_before_pv_wait) beside the default and cuDNN, D 128 [~150]
+    mkdir -p "$OUT/attnlat"
+    timeout 140 python3 benchmarks/attention_sm90.py --no-sm80 --head-dims 128 --seqs 2048,4096 --configs options \
+      --options pv-wait-8,pv-wait-16 --out "$OUT/attnlat" 2>&1 | tee "$OUT/attention_attnlat.log" \
+      | grep -v "^{" | tail -40 ;;
   splitwave)  # a K split of no more units than SMs (gemm_cost.SPLIT_IN_ONE_WAVE) on / off, the down projections [~90]
     mkdir -p "$OUT/splitwave"
     timeout 120 python3 benchmarks/torch_gemm.py --ms ${SPLITWAVE_MS:-20,32,48} --projs down --split-one-wave off,on \
@@ -515,7 +523,7 @@ print('planned:', d.planned('sm80'))" 2>&1 | tee "$OUT/m200_device.txt"
     timeout 170 python3 benchmarks/torch_gemm.py --models ${DEEPWAVES_MODELS:-qwen2.5-7b,gemma-2-9b,phi-3-medium} \
       --ms ${DEEPWAVES_MS:-768,1200,3000,8192} --deep-waves off,on --calls 20 --reps 8 --out "$OUT/deepwaves" 2>&1 \
       | tee "$OUT/torch_gemm_deepwaves.log" | grep -v "^{" | tail -30 ;;
-  *) echo "unknown step $step (peers, partitions, ncu, ncu-cluster, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring, m200, epires, epires-ncu, stop49, stop49b, attn3wg, swaporder, swaporder-ncu, decode32, refine, swapone, swapcluster, attnfit, attnfit-long, attnitem, splitwave, attnzigzag, peers-mid, finecut, walktests, trim, pagedsplit, zerofill, paged, reach, epiearly, power, widen, deepwaves, pagedb8, fa3tile)"; exit 2 ;;
+  *) echo "unknown step $step (peers, partitions, ncu, ncu-cluster, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring, m200, epires, epires-ncu, stop49, stop49b, attn3wg, swaporder, swaporder-ncu, decode32, refine, swapone, swapcluster, attnfit, attnfit-long, attnitem, splitwave, attnzigzag, peers-mid, finecut, walktests, trim, pagedsplit, zerofill, paged, reach, epiearly, power, widen, deepwaves, pagedb8, fa3tile, attnlat)"; exit 2 ;;
   esac
 done
 cd "$OUT" && tar czf /tmp/call.tgz --exclude=call.tgz . && find . -mindepth 1 -delete && mv /tmp/call.tgz "$OUT/call.tgz"

@@ -449,6 +449,22 @@ def pv_retired(p, MB, rg, slot):
         T.ptx.mbarrier.arrive.shared.b64(MB.ptr_to([1 + p.config.stages + stage(rg.ring, slot)]), T.uint32(1))
 
 
+def exp_register(p: Sm90AttentionPlan, n: int) -> int:
+    """The S register ``softmax`` writes its ``n``-th exp of a tile to (1-based: the first row's ``block_kv / 4``,
+    then the second's)."""
+    h, r = divmod(n - 1, p.config.block_kv // 4)
+    return (r // 2) * 4 + 2 * h + r % 2
+
+
+@T.macro
+def hold_pv_wait(p, MB, rg):
+    # Sm90AttentionConfig.exps_before_pv_wait: the n-th exp stored to the warpgroup's sink word (by its thread 0), which
+    # ptxas issues before the P V wait that follows, so the wait after that exp
+    T.ptx["st.shared.b32"](MB.ptr_to([p.sink + rg.wg]),
+                           T.reinterpret(rg.s[exp_register(p, p.config.exps_before_pv_wait)], ty="uint32"),
+                           pred=rg.t == 0)
+
+
 @T.macro
 def kv_tile(p, SMH, MB, rg, ops, j, masked, n_kv):
     # tile j of n_kv (the ring's current slot), one GEMM after the other: S = Q K^T (the last one: Q released,
@@ -537,6 +553,8 @@ def overlapped_loop(p, MB, rg, ops, n_kv, n_full):
             if j >= n_full:
                 mask(p, rg, j)
             softmax(p, rg)
+            if I.constexpr(p.config.exps_before_pv_wait):
+                hold_pv_wait(p, MB, rg)
             pv_retired(p, MB, rg, PREVIOUS)
             rescale_pack(p, rg)
     edge_turn(p, MB, rg, ops, True)

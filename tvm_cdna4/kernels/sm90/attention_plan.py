@@ -260,6 +260,14 @@ class Sm90AttentionConfig:
     """``persistent``: the order the CTAs take the work items in (``WALKS``: ``"round_robin"``, ``pid, pid + ctas,
     ...``; ``"zigzag"``; ``"fold"``, a long and a short query block of a section in turn); each CTA's kv tiles:
     ``cta_loads``."""
+    exps_before_pv_wait: int = 0
+    """The overlapped loop's ``P V`` wait placed after the ``n``-th exp of a tile (softmax's order: the first row's
+    ``block_kv / 4``, then the second's; FA3's SASS issues 13-19 there at D 128). 0: where ptxas puts it, ahead of
+    every exp (the bf16 pack of P, which writes registers the in-flight RS wgmma reads, follows a full wait; ptxas
+    hoists the wait to interleave the packs with the exps). ``n``: thread 0 of each consumer warpgroup stores the
+    ``n``-th exp to a shared word of its own nobody reads (``Sm90AttentionPlan.sink``) just before the wait; ptxas
+    keeps a shared store ahead of a later wgmma wait, so the wait follows that exp (FA3's K release does so by accident:
+    its address register is an S register the exps free). Needs ``overlap``; 1 .. ``block_kv / 2``."""
 
     @property
     def block_q(self) -> int:
@@ -300,6 +308,11 @@ class Sm90AttentionConfig:
         if self.walk not in WALKS or (self.walk != WALKS[0] and not self.persistent):
             bad("walk", "the order persistent CTAs take the work items in (one CTA an item has none)",
                 f"one of {WALKS}, other than {WALKS[0]!r} only with persistent=True", (self.persistent, self.walk))
+        exps = self.exps_before_pv_wait
+        if type(exps) is not int or not 0 <= exps <= self.block_kv // 2 or (exps and not self.overlap):
+            bad("exps_before_pv_wait", "the P V wait after that many of a tile's exps (a thread's block_kv / 2), in "
+                "the overlapped loop (the one with a P V in flight over the softmax)",
+                f"0, or 1 .. {self.block_kv // 2} with overlap=True", (self.overlap, exps))
         self.check_consumers(problem, bad)
         need = smem_for(problem, self)
         if need > smem_bytes:
@@ -491,8 +504,17 @@ class Sm90AttentionPlan(PlanRecord, family="attention"):
         (``1 + stages + s``), Q's "empty" (``1 + 2 stages``: one arrival per consumer warpgroup once its GEMMs of an
         item retired; ``early_q_release``: its last S; ``epilogue="tma"``: once its O stores read the Q tile); fp8, each stage's "transposed"
         (``2 + 2 stages + s``: one arrival per transposing thread once V^T is written); ``split_kv_barrier``, each
-        stage's V "full" after them (``v_full``)."""
-        return 2 + (3 if self.fp8 else 2) * self.config.stages + (self.config.stages if self.config.split_kv_barrier else 0)
+        stage's V "full" after them (``v_full``); ``exps_before_pv_wait``, a slot a consumer warpgroup (``sink``), not
+        barriers."""
+        c = self.config
+        return (2 + (3 if self.fp8 else 2) * c.stages + (c.stages if c.split_kv_barrier else 0)
+                + (self.consumers if c.exps_before_pv_wait else 0))
+
+    @property
+    def sink(self) -> int:
+        """``exps_before_pv_wait``: the first of the slots after the mbarriers (``barriers``' last ``consumers``), one a
+        consumer warpgroup, whose word the store that holds the ``P V`` wait back writes; nothing reads them."""
+        return self.barriers - self.consumers
 
     def v_full(self, s):
         """The mbarrier V's tile of stage ``s`` completes on: the stage's "full" one (``1 + s``), or with
