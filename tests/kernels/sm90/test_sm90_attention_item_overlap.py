@@ -25,9 +25,6 @@ CASES = {
     # item starts while the other finishes the last; items of one tile have no turn at all
     "one CTA walking 6 items, causal, GQA 2:1, 200 over 130, D 64": (
         AttentionProblem(1, 3, 1, 200, 130, 64, causal=True), C(64, 2, **EDGES, persistent=True, ctas=1)),
-    # D 128, 2 persistent CTAs over 4 items of 1-2 kv tiles of 128 keys (the default's tile), odd length
-    "D 128, causal, GQA 2:1, 250 tokens, 2 persistent CTAs": (
-        AttentionProblem(1, 2, 1, 250, 250, 128, causal=True), C(128, 2, **EDGES, persistent=True, ctas=2)),
     # three consumers: the round robin 0, 1, 2 over items (the last warpgroup's first arrival once a CTA)
     "three consumers, one CTA walking 2 items, causal, 200 tokens": (
         AttentionProblem(1, 1, 1, 200, 200, 64, causal=True), C(128, 2, **EDGES, persistent=True, ctas=1, consumers=3)),
@@ -36,6 +33,9 @@ CASES = {
                                                          C(64, 2, **EDGES)),
 }
 SLOW_CASES = {
+    # D 128, 2 persistent CTAs over 4 items of 1-2 kv tiles of 128 keys (the default's tile), odd length
+    "D 128, causal, GQA 2:1, 250 tokens, 2 persistent CTAs": (
+        AttentionProblem(1, 2, 1, 250, 250, 128, causal=True), C(128, 2, **EDGES, persistent=True, ctas=2)),
     "f16, odd lengths 130 over 250, 3 stages, one CTA walking 4 items": (
         AttentionProblem(1, 2, 1, 130, 250, 64, dtype="f16"), C(64, 3, **EDGES, persistent=True, ctas=1)),
     "O's own buffer, D 128, causal, 250 tokens, 2 persistent CTAs": (

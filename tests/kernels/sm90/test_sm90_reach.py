@@ -42,6 +42,7 @@ def test_the_fine_cuts_reach_past_384_on_qwen_1_5b_down():
     assert gemm_dynamic.FINE_CUTS is True  # the package's setting restored
 
 
+@pytest.mark.slow  # TRIM_LOADS timed and left off (stop 52)
 def test_trim_loads_alone_changes_no_choice_only_the_flag():
     reach = benchmark_module("sm90_reach")
     rows = reach.reach(["qwen2.5-1.5b"], ["trim_loads"], devices.DEVICES["H100"])
