@@ -20,7 +20,7 @@ from ..attention.paged import LN2
 from ..gemm.epilogue import LOG2E
 from .gemm_emit import signature_source
 from .gemm_emit_epilogue import TIR_OPS
-from .paged_decode_plan import COPY, MERGE_BATCH, MERGE_LANES, MERGE_PASS, TILE_KEYS, PagedDecodePlan
+from .paged_decode_plan import COPY, MERGE_BATCH, MERGE_LANES, MERGE_PASS, TILE_KEYS, PagedDecodePlan, balance_tiles
 
 FULL = 0xFFFFFFFF
 NEG_INF = float("-inf")
@@ -158,9 +158,8 @@ def part_tiles_of(p: PagedDecodePlan, args):
     the clamped ``CONTEXT_LENS`` on the device (every sequence's length, loads in flight together)."""
     if not p.balance:
         return p.part_tiles
-    tk, W, cap = p.tile_keys, p.config.warps, p.problem.capacity
-    total = sum((T.min(T.max(args["CONTEXT_LENS"][i], 0), cap) + tk - 1) // tk for i in range(p.problem.batch))
-    return T.max(p.part_tiles, (total + p.balance * W - 1) // (p.balance * W) * W)
+    lengths = [T.min(T.max(args["CONTEXT_LENS"][i], 0), p.problem.capacity) for i in range(p.problem.batch)]
+    return balance_tiles(p.part_tiles, lengths, p.tile_keys, p.config.warps, p.balance, most=T.max)
 
 
 def page_of(p: PagedDecodePlan, args, ln: Lane, tile, h=0):

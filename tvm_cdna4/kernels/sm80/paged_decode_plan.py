@@ -572,14 +572,14 @@ def balance_divisor(problem: PagedDecodeProblem, slots: int) -> int:
     return slots // problem.kv_heads - problem.batch
 
 
-def balance_tiles(part_tiles: int, lengths, tile_keys: int, warps: int, divisor: int) -> int:
+def balance_tiles(part_tiles: int, lengths, tile_keys: int, warps: int, divisor: int, most=max) -> int:
     """The balanced partition in tiles (the kernel computes it on the device from ``CONTEXT_LENS``, clamped: the
-    emitter's ``part_tiles_of`` is this formula): the sum ``S`` of the sequences' tiles over ``divisor`` rounded up
+    emitter's ``part_tiles_of`` calls this with TIR's ``most``, ``T.max``): the sum ``S`` of the sequences' tiles over ``divisor`` rounded up
     to whole warps' tiles, at least the plan's ``part_tiles``. Then the non-empty CTAs of a kv head, ``sum_b
     ceil(T_b / P) <= S / P + batch``, are at most ``divisor + batch``: one wave, FlashInfer's rule for its
     tensor-core decode (``PrefillSplitQOKVIndptr``: the least chunk that fits ``2 sms`` CTAs), in closed form."""
     total = sum(ceil_div(L, tile_keys) for L in lengths)
-    return max(part_tiles, ceil_div(total, divisor * warps) * warps)
+    return most(part_tiles, ceil_div(total, divisor * warps) * warps)
 
 
 def check_balance(problem: PagedDecodeProblem, config: PagedDecodeConfig, slots: int, target: str) -> int:
