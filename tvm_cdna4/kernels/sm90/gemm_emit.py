@@ -356,8 +356,7 @@ def consumer_tile(p, SMH, MB, args, maps, pid, i, part, wg, t, acc, unit, pos, c
             T.ptx["bar.sync"](T.Cast("uint32", ORDER_BARRIER + wg), T.uint32(2 * WARPGROUP))
     res = residual_of(p, MB, maps, i, m0 + part * c.rows, n0)
     held = early_held(p)  # residual_read="early": the thread's residual words, loaded in the mainloop (else None)
-    mainloop(p, SMH, MB, acc, pos, count, part, wg, t, res, early_of(args, held, m0 + part * c.rows + (t // 32) * 16 +
-                                                                   (t % 32) // 4, n0 + 2 * (t % 4)))
+    mainloop(p, SMH, MB, acc, pos, count, part, wg, t, res, early_of(args, held, *fragment_origin(p, m0, n0, part, t)))
     if I.constexpr(c.pingpong):
         if i + 1 < T.truncdiv(p.units - 1 - pid, p.ctas) + 1:  # the other consumer's next tile may start
             T.ptx["bar.arrive"](T.Cast("uint32", ORDER_BARRIER + 1 - wg), T.uint32(2 * WARPGROUP))
@@ -380,7 +379,7 @@ def finish_tile(p, SMH, MB, acc, args, maps, part, wg, t, m0, n0, unit, pos, cou
     elif I.constexpr(c.epilogue == "tma"):
         store_tma(p, SMH, acc, args, c_maps(p, maps), part, wg, t, m0, n0, None, res, held)
     else:
-        store_fragment(p, acc, args, m0 + part * c.rows + (t // 32) * 16 + (t % 32) // 4, n0 + 2 * (t % 4), held)
+        store_fragment(p, acc, args, *fragment_origin(p, m0, n0, part, t), held)
 
 
 @T.macro
@@ -423,6 +422,13 @@ def mainloop(p, SMH, MB, acc, pos, count, part, wg, t, res, early=None):
                     load_residual(p, SMH, res, wg)
         if I.constexpr(early is not None):
             load_early(p, early, kt)
+
+
+def fragment_origin(p: Sm90Plan, m0, n0, part, t) -> tuple:
+    """(row, column) of C at which thread ``t`` of the warpgroup of rows ``part * rows ..`` of the tile at (``m0``,
+    ``n0``) holds its first accumulator pair (the wgmma D fragment: rows 16 (t / 32) + (t % 32) / 4, columns 2 (t % 4);
+    ``gemm_epilogue.store``)."""
+    return m0 + part * p.config.rows + (t // 32) * 16 + (t % 32) // 4, n0 + 2 * (t % 4)
 
 
 def residual_of(p: Sm90Plan, MB, maps, i, row0, n0):
@@ -521,8 +527,8 @@ def split_store(p, SMH, acc, args, maps, part, wg, t, m0, n0, unit):
     c = p.config
     TK = T.alloc_tensor(ty_args=[T.Tensor((c.consumers,), "uint32", scope="shared", layout="default")])
     drawn = T.alloc_tensor(ty_args=[T.Tensor((1,), "uint32", scope="local", layout="default")])
-    row = m0 + part * c.rows + (t // 32) * 16 + (t % 32) // 4
-    col = n0 + 2 * (t % 4)
+    row = fragment_origin(p, m0, n0, part, t)[0]
+    col = fragment_origin(p, m0, n0, part, t)[1]
     ticket = unit[1] * p.parts + part
     reduce_partials(p, args["W"], acc, row, col, workspace_slice(p, unit[0]), False)
     T.ptx["fence.acq_rel.gpu"]()
