@@ -38,7 +38,7 @@ import functools
 from ..gemm.dynamic_m import BUCKET_EDGES, DynamicGemm, MBucket, buckets, m_limit
 from ..gemm.epilogue import Fusion
 from . import gemm_cost
-from .gemm_plan import check_problem, epilogue_choices, plan as make_plan, planned_loads
+from .gemm_plan import check_problem, epilogue_choices, plan as make_plan
 
 
 EDGES = (96, 192, 384, 512, 768, 1536, 2048, 2560, 3072, 6144, 8192)
@@ -155,7 +155,6 @@ def plan_bucket(bucket: MBucket, N: int, K: int, dtype: str, layout: str, out_dt
         return plan_decode(bucket, N, K, dtype, layout, out_dtype, cfg, fusion)
     cfg = epilogue_choices(gemm_cost.choose_for_range(*planned_range(bucket), N, K, out_bytes(out_dtype), device,
                                                    dtype, m_max=bucket.hi), fusion, out_dtype)  # a split's workspace: the bucket's rows
-    cfg = planned_loads(cfg)
     return make_plan(bucket, N, K, dtype, layout, out_dtype, cfg, device.units, device.smem_per_unit, fusion)
 
 

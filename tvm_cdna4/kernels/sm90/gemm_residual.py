@@ -239,10 +239,11 @@ def residual_half(p: Sm90Plan, w, high: int):
 
 
 EARLY_TILES = 8
-"""Timed (H200, 2026-12-07, ``runs/sm90_epilogue_h200_2026-12-07d.md``): ``early`` +14.8 % over plain at 4096^3 where
-``global`` ran +7.6 %: the loads under the mainloop cost it more than they save the epilogue; opt-in. ``early``: the k-tiles after whose wgmma issue a batch of the tile's residual loads goes out (``early_tile``), each
+"""``early``: the k-tiles after whose wgmma issue a batch of the tile's residual loads goes out (``early_tile``), each
 an eighth of a thread's ``held_words``: at 128x256 8 loads a thread, 512 L1 wavefronts an SM (about 0.3 us at
-1.75 GHz) under a k-tile's wgmma of about 0.7 us at 4096^3 on the H100 (the module docstring)."""
+1.75 GHz) under a k-tile's wgmma of about 0.7 us at 4096^3 on the H100 (the module docstring). Timed (H200,
+2026-12-07, ``runs/sm90_epilogue_h200_2026-12-07d.md``): ``early`` +14.8 % over plain at 4096^3 where ``global`` ran
++7.6 %: the loads under the mainloop cost more than they save the epilogue; opt-in."""
 EARLY_LEAD = 1
 """``early``: the k-tiles between the last batch and the mainloop's end (one k-tile, about 0.7 us at 4096^3, beside
 the last wgmma's retirement, for a DRAM read's latency under load; the epilogue reads the batches' words in their

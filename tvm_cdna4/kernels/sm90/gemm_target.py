@@ -40,7 +40,7 @@ from . import gemm_cost
 from .gemm_dynamic import out_bytes as _out_bytes
 from .gemm_fields import FIELD_OPTIONS
 from .gemm_plan import (EPILOGUES, OUT_DTYPES, Sm90Config, Sm90Plan, block_k, check_problem, epilogue_choices,
-                        plan as make_plan, planned_loads)
+                        plan as make_plan)
 
 DECODE_KEEPS = True
 """Whether the decode kernel keeps M <= ``decode_plan.decode_limit()`` (nt) without a config (the module docstring: the
@@ -136,8 +136,8 @@ def choose(problem: GemmProblem, *, m: int | None = None, sms: int | None = None
     device = _device(sms)
     if decode_keeps(problem.dtype) and decode_weighed(problem.M, problem.layout):
         return choose_decode(problem.M, problem.N, problem.K, problem.out, device.units)[0]
-    return planned_loads(epilogue_choices(gemm_cost.choose_config(problem.M, problem.N, problem.K, _out_bytes(problem.out),
-                                                               device, problem.dtype), problem.fusion, problem.out))
+    return epilogue_choices(gemm_cost.choose_config(problem.M, problem.N, problem.K, _out_bytes(problem.out), device,
+                                                 problem.dtype), problem.fusion, problem.out)  # trimmed loads: ranked's
 
 
 def plan(problem: GemmProblem, config=None, *, m: int | None = None, sms: int | None = None,
@@ -271,8 +271,8 @@ def config_from_options(problem: GemmProblem, *, block: str | None = None, warps
     shape = (problem.M, problem.N, problem.K, _out_bytes(problem.out), _device(sms), problem.dtype)
     if not tiled:  # the cost model's choice, the unswapped tile kernel's (as the tile options ask for)
         unswapped = isinstance(chosen, Sm90Config) and not chosen.swap_ab
-        cfg = chosen if unswapped else planned_loads(epilogue_choices(gemm_cost.ranked(*shape, swap=False)[0][1],
-                                                                      problem.fusion, problem.out))
+        cfg = chosen if unswapped else epilogue_choices(gemm_cost.ranked(*shape, swap=False)[0][1], problem.fusion,
+                                                        problem.out)
         return with_fields(problem, cfg, fields, sms=sms)
     # without swap_ab the unswapped choice: the options (block M x N) tile C, not C^T (the model weighs swap AB)
     cfg = gemm_cost.swap_ab_config(*shape) if swap_ab else gemm_cost.ranked(*shape, swap=False)[0][1]
