@@ -520,7 +520,7 @@ print('planned:', d.planned('sm80'))" 2>&1 | tee "$OUT/m200_device.txt"
       | tee "$OUT/sm90_widen.log" | grep -v "^{" | tail -40 ;;
   deepwaves)  # stop 52: the wave-fitting widths to DEEP_MAX_WAVES waves (gemm_cost.WEIGH_DEEP_WAVES) off / on [~130]
     mkdir -p "$OUT/deepwaves"
-    timeout 170 python3 benchmarks/torch_gemm.py --models ${DEEPWAVES_MODELS:-qwen2.5-7b,gemma-2-9b,phi-3-medium} \
+    timeout 170 python3 benchmarks/torch_gemm.py ${DEEPWAVES_MODELS:+--models $DEEPWAVES_MODELS} \
       --ms ${DEEPWAVES_MS:-768,1200,3000,8192} --deep-waves off,on --calls 20 --reps 8 --out "$OUT/deepwaves" 2>&1 \
       | tee "$OUT/torch_gemm_deepwaves.log" | grep -v "^{" | tail -30 ;;
   *) echo "unknown step $step (peers, partitions, ncu, ncu-cluster, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring, m200, epires, epires-ncu, stop49, stop49b, attn3wg, swaporder, swaporder-ncu, decode32, refine, swapone, swapcluster, attnfit, attnfit-long, attnitem, splitwave, attnzigzag, peers-mid, finecut, walktests, trim, pagedsplit, zerofill, paged, reach, epiearly, power, widen, deepwaves, pagedb8, fa3tile, attnlat)"; exit 2 ;;
