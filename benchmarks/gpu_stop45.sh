@@ -494,14 +494,14 @@ print('planned:', d.planned('sm80'))" 2>&1 | tee "$OUT/m200_device.txt"
     timeout ${PAGED_S:-290} python3 benchmarks/paged_decode.py --flashinfer "$FI" --sets bf16,fp8 --batches 8,32,64 \
       --means 2048,8192,32768 --gqa 32/8,64/8 --out "$OUT/paged" 2>&1 | tee "$OUT/paged_decode_paged.log" \
       | grep -v "^{" | grep -v -i warn | grep -v "return F" | tail -45 ;;
-  pagedb8)  # stop 52: the balanced partition and the partition-major order off / on beside FlashInfer at batch 8 [~115]
+  pagedb8)  # stop 52: the balanced partition and the partition-major order off / on beside FlashInfer at batch 8 (2k-15k) [~150]
     gpu_tests 35 "$OUT/pytest_gpu_pagedb8.log" -n 8 tests/gpu/test_paged_attention_gpu.py -k "balanced"
     FI=${FLASHINFER_CARRIED:-.sm90tree/flashinfer}
     export FLASHINFER_WORKSPACE_BASE=${FLASHINFER_WORKSPACE_BASE:-/tmp/flashinfer}
     timeout 15 python3 benchmarks/flashinfer_carry.py --probe "$FI" > "$OUT/flashinfer_probe.log" 2>&1 \
       || echo "the carried FlashInfer did not load (flashinfer_probe.log): its cells say so"
     mkdir -p "$OUT/pagedb8"
-    timeout 75 python3 benchmarks/paged_decode.py --flashinfer "$FI" --sets bf16 --batches 8 --means 8192,32768 \
+    timeout 110 python3 benchmarks/paged_decode.py --flashinfer "$FI" --sets bf16 --batches 8 --means 2048,8192,32768 \
       --gqa 32/8,64/8 --configs balance=true,split_major=true,balance=true:split_major=true,balance=true:merge=last-cta \
       --out "$OUT/pagedb8" 2>&1 \
       | tee "$OUT/paged_decode_pagedb8.log" | grep -v "^{" | grep -v -i warn | grep -v "return F" | tail -20 ;;
