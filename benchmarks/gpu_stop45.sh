@@ -132,10 +132,10 @@
 #               each row's estimate; RESULTS.md "Paged decode attention" [~280]
 #   pagedb8     stop 52 (journal "Stop 52: pagedb8"): the balanced paged partition (PagedDecodeConfig.balance: the
 #               partition widened on the device from the lengths to one wave of CTAs, FlashInfer TC's rule in closed
-#               form): its GPU tests (sm80 / sm90, both merges), then paged_decode.py at batch 8, means 8k / 32k (9.4k /
-#               15k drawn), GQA 32/8 and 64/8, bf16, FlashInfer (carried: .sm90tree/flashinfer, carry it) beside, ours
+#               form): its GPU tests (sm80 / sm90, both merges), then paged_decode.py at batch 8, means 2k / 8k / 32k (1.8k /
+#               9.4k / 15k drawn), GQA 32/8 and 64/8, bf16, FlashInfer (carried: .sm90tree/flashinfer, carry it) beside, ours
 #               off (the row) / balance=true / split_major=true (CTAs launched partition-major: the empty ones last) /
-#               both / balance=true with the last-CTA merge, the row's estimate and the balanced one [~115]
+#               both / balance=true with the last-CTA merge, the row's estimate and the balanced one [~150]
 #   epiearly    stop 52 (journal "Stop 52: epiearly"): the residual's global loads issued in the mainloop into registers
 #               (residual_read="early", gemm_residual.load_early): tests/gpu/test_sm90_residual_early_gpu.py (every read
 #               path within the bound; C = bf16(A B^T + residual) bit for bit against torch), then sm90_gemm.py
@@ -157,6 +157,8 @@
 # NO_GPU_TESTS=1 skips the steps' pytest runs (every benchmark still checks each kernel against its reference first).
 #
 #   bash benchmarks/gpu_stop45.sh peers partitions ncu
+#   fp8grp      stop 53: the fp8 and the grouped torch ops at today's plans, benchmarks only (torch_fp8_gemm.py,
+#               torch_grouped_sm90.py; RESULTS.md's fp8 and grouped tables) [~190]
 if [ -f .sm90tree/sitepack/site.tar.xz ]; then  # benchmarks/pack_site.sh: the wheels installed and packed (33 of 49 MB)
   mkdir -p /tmp/site && tar -C /tmp/site -xJf .sm90tree/sitepack/site.tar.xz
 else
@@ -523,7 +525,12 @@ print('planned:', d.planned('sm80'))" 2>&1 | tee "$OUT/m200_device.txt"
     timeout 170 python3 benchmarks/torch_gemm.py ${DEEPWAVES_MODELS:+--models $DEEPWAVES_MODELS} \
       --ms ${DEEPWAVES_MS:-768,1200,3000,8192} --deep-waves off,on --calls 20 --reps 8 --out "$OUT/deepwaves" 2>&1 \
       | tee "$OUT/torch_gemm_deepwaves.log" | grep -v "^{" | tail -30 ;;
-  *) echo "unknown step $step (peers, partitions, ncu, ncu-cluster, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring, m200, epires, epires-ncu, stop49, stop49b, attn3wg, swaporder, swaporder-ncu, decode32, refine, swapone, swapcluster, attnfit, attnfit-long, attnitem, splitwave, attnzigzag, peers-mid, finecut, walktests, trim, pagedsplit, zerofill, paged, reach, epiearly, power, widen, deepwaves, pagedb8, fa3tile, attnlat)"; exit 2 ;;
+  fp8grp)  # stop 53: the fp8 and the grouped torch ops at today's plans, benchmarks only [~190]
+    mkdir -p "$OUT/grouped" "$OUT/fp8"
+    timeout 110 python3 benchmarks/torch_grouped_sm90.py --calls 15 --reps 12 --out "$OUT/grouped" 2>&1 \
+      | tee "$OUT/torch_grouped.log" | grep -v "^{" | tail -10
+    timeout 70 python3 benchmarks/torch_fp8_gemm.py --out "$OUT/fp8" 2>&1 | tee "$OUT/torch_fp8.log" | grep -v "^{" | tail -8 ;;
+  *) echo "unknown step $step (peers, partitions, ncu, ncu-cluster, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring, m200, epires, epires-ncu, stop49, stop49b, attn3wg, swaporder, swaporder-ncu, decode32, refine, swapone, swapcluster, attnfit, attnfit-long, attnitem, splitwave, attnzigzag, peers-mid, finecut, walktests, trim, pagedsplit, zerofill, paged, reach, epiearly, power, widen, deepwaves, pagedb8, fa3tile, attnlat, fp8grp)"; exit 2 ;;
   esac
 done
 cd "$OUT" && tar czf /tmp/call.tgz --exclude=call.tgz . && find . -mindepth 1 -delete && mv /tmp/call.tgz "$OUT/call.tgz"
