@@ -153,6 +153,8 @@
 #               records; each kernel checked first [~190]
 #   deepwaves   stop 52: the torch op with gemm_cost.WEIGH_DEEP_WAVES off / on (wave-fitting widths to DEEP_MAX_WAVES waves:
 #               the wide-N tails of benchmarks/sm90_widen.py) at M = ${DEEPWAVES_MS:-768,1200,3000,8192} [~130]
+#   swap200     stop 53: the torch op with gemm_cost.WEIGH_SWAP_NARROW off / on (M past SWAP_DYNAMIC_MAX_M in swapped
+#               16-row buckets, one token tile) at M = ${SWAP200_MS:-160,200,240,256}, ${SWAP200_PROJS:-qkv,o,down} [~140]
 #
 # NO_GPU_TESTS=1 skips the steps' pytest runs (every benchmark still checks each kernel against its reference first).
 #
@@ -530,7 +532,12 @@ print('planned:', d.planned('sm80'))" 2>&1 | tee "$OUT/m200_device.txt"
     timeout 110 python3 benchmarks/torch_grouped_sm90.py --calls 15 --reps 12 --out "$OUT/grouped" 2>&1 \
       | tee "$OUT/torch_grouped.log" | grep -v "^{" | tail -10
     timeout 70 python3 benchmarks/torch_fp8_gemm.py --out "$OUT/fp8" 2>&1 | tee "$OUT/torch_fp8.log" | grep -v "^{" | tail -8 ;;
-  *) echo "unknown step $step (peers, partitions, ncu, ncu-cluster, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring, m200, epires, epires-ncu, stop49, stop49b, attn3wg, swaporder, swaporder-ncu, decode32, refine, swapone, swapcluster, attnfit, attnfit-long, attnitem, splitwave, attnzigzag, peers-mid, finecut, walktests, trim, pagedsplit, zerofill, paged, reach, epiearly, power, widen, deepwaves, pagedb8, fa3tile, attnlat, fp8grp)"; exit 2 ;;
+  swap200)  # stop 53: swapped 16-row buckets past SWAP_DYNAMIC_MAX_M (gemm_cost.WEIGH_SWAP_NARROW) off / on [~140]
+    mkdir -p "$OUT/swap200"
+    timeout 150 python3 benchmarks/torch_gemm.py --ms ${SWAP200_MS:-160,200,240,256} --projs ${SWAP200_PROJS:-qkv,o,down} \
+      --swap-narrow off,on --calls 20 --reps 8 --out "$OUT/swap200" 2>&1 | tee "$OUT/torch_gemm_swap200.log" \
+      | grep -v "^{" | tail -30 ;;
+  *) echo "unknown step $step (peers, partitions, ncu, ncu-cluster, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring, m200, epires, epires-ncu, stop49, stop49b, attn3wg, swaporder, swaporder-ncu, decode32, refine, swapone, swapcluster, attnfit, attnfit-long, attnitem, splitwave, attnzigzag, peers-mid, finecut, walktests, trim, pagedsplit, zerofill, paged, reach, epiearly, power, widen, deepwaves, pagedb8, fa3tile, attnlat, fp8grp, swap200)"; exit 2 ;;
   esac
 done
 cd "$OUT" && tar czf /tmp/call.tgz --exclude=call.tgz . && find . -mindepth 1 -delete && mv /tmp/call.tgz "$OUT/call.tgz"

@@ -9,6 +9,7 @@
     python3 benchmarks/torch_gemm.py --ms 400,1200 --refine-buckets off,on --out $OUT  # buckets cut where a plan loses
     python3 benchmarks/torch_gemm.py --ms 16,17,24,32 --wide-decode off,on --out $OUT  # the decode kernel up to M = 32
     python3 benchmarks/torch_gemm.py --ms 260,288,300,320 --fine-cuts off,on --out $OUT  # 257..384 cut at 320
+    python3 benchmarks/torch_gemm.py --ms 160,200,240,256 --swap-narrow off,on --out $OUT  # swapped 16-row buckets
     python3 benchmarks/torch_gemm.py --ms 200,260,300 --trim-loads off,on --out $OUT     # loads past M / N trimmed
     python3 benchmarks/torch_gemm.py --ms 200,260,300 --zero-fill off,on --out $OUT      # the model weighs TMA's zero fill
 
@@ -49,7 +50,9 @@ where one plan loses more than ``REGRET_MAX`` by the model) of its (``refine_*``
 bucket too narrow for a ``CUT_ROWS`` cut cut at ``FINE_CUT_ROWS``) of its (``finecut_*``), ``--trim-loads``
 (``gemm_plan.TRIM_LOADS``: a tile past M or N loads only the rows that exist, ``Sm90Config.trim_loads``) of its
 (``trim_*``), ``--zero-fill`` (``gemm_cost.WEIGH_ZERO_FILL``: the estimate weighs the rows past M / N TMA zero-fills) of
-its (``zerofill_*``); of them (``SWITCHES``) one may take ``off,on``, the
+its (``zerofill_*``), ``--swap-narrow`` (``gemm_cost.WEIGH_SWAP_NARROW``: M past ``SWAP_DYNAMIC_MAX_M`` in swapped
+buckets of ``SWAP_NARROW_ROWS`` rows, one token tile) of its (``swapnarrow_*``); of them (``SWITCHES``) one may take
+``off,on``, the
 others one setting for both runs. ``--projs`` keeps the projections named.
 
 The roofline of a shape is ``max(2MNK / DENSE_BF16_FLOPS, (x + W + y bytes) / read rate)``, the read
@@ -148,7 +151,8 @@ SWITCHES = {"swap_dynamic": ("WEIGH_SWAP_DYNAMIC", "swapdyn"), "split_epilogue":
             "swap_order": ("SWAP_PANEL_ADJACENT", "swaporder"), "refine_buckets": ("REFINE_BUCKETS", "refine"),
             "wide_decode": ("WEIGH_WIDE_DECODE", "widedec"), "split_one_wave": ("SPLIT_IN_ONE_WAVE", "splitwave"),
             "fine_cuts": ("FINE_CUTS", "finecut"), "trim_loads": ("TRIM_LOADS", "trim"),
-            "zero_fill": ("WEIGH_ZERO_FILL", "zerofill"), "deep_waves": ("WEIGH_DEEP_WAVES", "deepwaves")}
+            "zero_fill": ("WEIGH_ZERO_FILL", "zerofill"), "deep_waves": ("WEIGH_DEEP_WAVES", "deepwaves"),
+            "swap_narrow": ("WEIGH_SWAP_NARROW", "swapnarrow")}
 """The options (``--swap-dynamic``, ``--split-epilogue``, ... one a key, ``_`` for ``-``) that
 set a flag of the bucket plans (in ``gemm_cost``, or the module ``SWITCH_MODULES`` names): the flag, and the tag of an
 A/B's runs and table (``torch_gemm_<tag>_<setting>``, ``torch_gemm_<tag>``)."""
@@ -162,7 +166,8 @@ SWITCH_HELP = {"swap_dynamic": "the buckets weigh the swapped kernel",
                "fine_cuts": "a bucket too narrow for a CUT_ROWS cut is cut at FINE_CUT_ROWS",
                "trim_loads": "a tile past M or N loads only the rows that exist",
                "zero_fill": "the cost model weighs the rows past M / N TMA zero-fills",
-               "deep_waves": "the wave-fitting widths fill up to gemm_cost.DEEP_MAX_WAVES waves"}
+               "deep_waves": "the wave-fitting widths fill up to gemm_cost.DEEP_MAX_WAVES waves",
+               "swap_narrow": "M past SWAP_DYNAMIC_MAX_M in swapped buckets of SWAP_NARROW_ROWS rows (one token tile)"}
 """What each ``SWITCHES`` option sets (its ``--help``)."""
 SWITCH_MODULES = {"wide_decode": "tvm_cdna4.kernels.sm80.decode_plan",
                   "refine_buckets": "tvm_cdna4.kernels.sm90.gemm_dynamic",

@@ -17,7 +17,8 @@ plan that serves its range of M best (``planned_range``):
   the least worst loss against each M's own best config); in the buckets up to ``gemm_cost.SWAP_DYNAMIC_MAX_M``
   swapped ones too (``Sm90Config.swap_ab``, while ``gemm_cost.WEIGH_SWAP_DYNAMIC``: the bucket's largest M in up to
   ``gemm_cost.SWAP_M_TILES`` tiles of M, ``gemm_cost.swap_widths``), above it unswapped (the swapped bucket plans
-  there timed slower through the torch op: docs/sm90_gemm.md "Swap AB").
+  there timed slower through the torch op: docs/sm90_gemm.md "Swap AB"; where ``gemm_cost.WEIGH_SWAP_NARROW``, off,
+  past it up to ``TMA_BOX_MAX`` in parts of ``gemm_cost.SWAP_NARROW_ROWS`` rows whose plan is swapped: ``narrowed``).
 
 Why the finer buckets: this kernel's tile is right for an M when its tiles fill the SMs' waves, and that
 changes with every 1.3-2x of M (at 132 SMs); the model's worst loss over M = 17..8192 on sixteen LLM
@@ -109,8 +110,38 @@ def dynamic_buckets(N: int, K: int | None = None, dtype: str = "bf16", out_dtype
     coarse = buckets(m_limit(N), *EDGES)
     if K is None or device is None or not REFINE_BUCKETS:
         return coarse
-    return tuple(b for c in coarse for b in coalesced(refined(c, N, K, dtype, out_bytes(out_dtype), device), N, K, dtype,
-                                                      out_bytes(out_dtype), device))
+    size = out_bytes(out_dtype)
+    return tuple(b for c in coarse for part, narrow in narrowed(c, N, K, dtype, size, device)
+                 for b in ((part,) if narrow else coalesced(refined(part, N, K, dtype, size, device), N, K, dtype, size,
+                                                            device)))
+
+
+def narrowed(bucket: MBucket, N: int, K: int, dtype: str, out_bytes: int, device) -> tuple[tuple[MBucket, bool], ...]:
+    """``bucket`` as (part, narrow) pairs: itself, or where ``gemm_cost.WEIGH_SWAP_NARROW`` (and
+    ``WEIGH_SWAP_DYNAMIC``) its M past ``gemm_cost.SWAP_DYNAMIC_MAX_M`` up to ``TMA_BOX_MAX`` cut at multiples of
+    ``gemm_cost.SWAP_NARROW_ROWS``, each such part kept (narrow) where its own plan is swapped
+    (``gemm_cost.swap_weighed``), the rest rejoined in runs (``refined`` as any bucket)."""
+    step, swapped = gemm_cost.SWAP_NARROW_ROWS, gemm_cost.WEIGH_SWAP_DYNAMIC and gemm_cost.WEIGH_SWAP_NARROW
+    first, last = max(bucket.lo, gemm_cost.SWAP_DYNAMIC_MAX_M + 1), min(bucket.hi, gemm_cost.TMA_BOX_MAX)
+    if not swapped or first > last:
+        return ((bucket, False),)
+    out: list = []
+
+    def add(part: MBucket, narrow: bool) -> None:
+        if out and not narrow and not out[-1][1]:
+            out[-1] = (MBucket(out[-1][0].lo, part.hi), False)
+        else:
+            out.append((part, narrow))
+
+    if bucket.lo < first:
+        add(MBucket(bucket.lo, first - 1), False)
+    for lo in range(first, last + 1):
+        if lo == first or (lo - 1) % step == 0:
+            hi = min(last, (lo - 1) // step * step + step)
+            add(MBucket(lo, hi), gemm_cost.choose_for_range(lo, hi, N, K, out_bytes, device, dtype, m_max=hi).swap_ab)
+    if last < bucket.hi:
+        add(MBucket(last + 1, bucket.hi), False)
+    return tuple(out)
 
 
 def coalesced(parts: tuple[MBucket, ...], N: int, K: int, dtype: str, out_bytes: int, device) -> tuple[MBucket, ...]:
@@ -170,5 +201,5 @@ def build_dynamic(N: int, K: int, dtype: str, layout: str, out_dtype: str, devic
                            "" if fusion.empty else f" epilogue {fusion.describe()}"))
 
 
-__all__ = ["CUT_ROWS", "EDGES", "FINE_CUTS", "FINE_CUT_ROWS", "REFINE_BUCKETS", "REGRET_MAX", "build_dynamic", "coalesced", "dynamic_buckets", "out_bytes", "plan_bucket",
+__all__ = ["CUT_ROWS", "EDGES", "FINE_CUTS", "FINE_CUT_ROWS", "REFINE_BUCKETS", "REGRET_MAX", "build_dynamic", "coalesced", "dynamic_buckets", "narrowed", "out_bytes", "plan_bucket",
            "planned_range", "refined"]

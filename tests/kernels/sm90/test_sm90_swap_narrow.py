@@ -1,0 +1,69 @@
+"""``gemm_cost.WEIGH_SWAP_NARROW``: the dynamic-M buckets past ``SWAP_DYNAMIC_MAX_M`` cut into swapped parts of
+``SWAP_NARROW_ROWS`` rows (``gemm_dynamic.narrowed``), one token tile whose wgmma N is the part's top; off, the buckets
+and plans as before. The narrow part's kernel validated in the CUDA emulator at its ends and inside (odd N, K past
+whole k-tiles)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tvm_cdna4.emulator import emulate
+from tvm_cdna4.kernels import devices
+from tvm_cdna4.kernels.gemm import GemmProblem, random_inputs
+from tvm_cdna4.kernels.gemm.dynamic_m import MBucket
+from tvm_cdna4.kernels.gemm.epilogue import Fusion
+from tvm_cdna4.kernels.sm90 import gemm_cost, gemm_dynamic
+from tvm_cdna4.kernels.sm90.gemm_emit import emit
+from tvm_cdna4.kernels.sm90.gemm_plan import TMA_BOX_MAX, Sm90Config, plan
+
+H100 = devices.DEVICES["H100"]
+GEMMA_QKV = (8192, 3584)  # Gemma-2-9B's fused QKV (N, K): the 193..256 bucket's plan unswapped 128x128
+
+
+def _buckets(narrow: bool, monkeypatch, N: int, K: int):
+    monkeypatch.setattr(gemm_cost, "WEIGH_SWAP_NARROW", narrow)
+    return gemm_dynamic.dynamic_buckets(N, K, "bf16", "bf16", H100)
+
+
+def _plan_of(b: MBucket, N: int, K: int) -> Sm90Config:
+    return gemm_dynamic.plan_bucket(b, N, K, "bf16", "nt", "bf16", Fusion(), H100).config
+
+
+def test_off_the_buckets_past_the_swapped_ones_stay_whole(monkeypatch):
+    b = MBucket(129, 256)
+    monkeypatch.setattr(gemm_cost, "WEIGH_SWAP_NARROW", False)
+    assert gemm_dynamic.narrowed(b, *GEMMA_QKV, "bf16", 2, H100) == ((b, False),)
+    assert MBucket(193, 256) in _buckets(False, monkeypatch, *GEMMA_QKV)
+    assert not _plan_of(MBucket(193, 256), *GEMMA_QKV).swap_ab
+
+
+def test_on_m_200_runs_one_token_tile_of_208_columns(monkeypatch):
+    off, on = _buckets(False, monkeypatch, *GEMMA_QKV), _buckets(True, monkeypatch, *GEMMA_QKV)
+    step, top = gemm_cost.SWAP_NARROW_ROWS, gemm_cost.SWAP_DYNAMIC_MAX_M
+    assert [b for b in on if b.hi <= top or b.lo > TMA_BOX_MAX] == [b for b in off if b.hi <= top or b.lo > TMA_BOX_MAX]
+    assert all(a.hi + 1 == b.lo for a, b in zip(on, on[1:])) and on[0].lo == off[0].lo and on[-1].hi == off[-1].hi
+    part = next(b for b in on if 200 in b)
+    assert part == MBucket(193, 208) and part.hi - part.lo + 1 == step
+    cfg = _plan_of(part, *GEMMA_QKV)
+    assert cfg.swap_ab and cfg.block_n == 208 and cfg.split_k == 1  # N 208 for M = 200 (the 193..256 bucket's: 256)
+    assert gemm_cost.swap_weighed(193, 208) and not gemm_cost.swap_weighed(193, 256)
+
+
+def test_a_part_whose_plan_stays_unswapped_rejoins_its_neighbours(monkeypatch):
+    # Gemma-2-9B's o projection: 129..144 swapped, 145..192 one unswapped part, 193..256 whole (the model's choice)
+    monkeypatch.setattr(gemm_cost, "WEIGH_SWAP_NARROW", True)
+    parts = gemm_dynamic.narrowed(MBucket(129, 192), 3584, 4096, "bf16", 2, H100)
+    assert parts == ((MBucket(129, 144), True), (MBucket(145, 192), False))
+
+
+@pytest.mark.parametrize("N, K, out", [(75, 136, "bf16"), (72, 200, "f32")])
+def test_the_emulator_validates_a_narrow_swapped_part_at_its_ends_and_inside(N, K, out):
+    # one token tile of 208 columns at M = 193 (15 past M), 200 and 208 (whole); odd N: element stores, K: a partial k-tile
+    p = plan(MBucket(193, 208), N, K, "bf16", "nt", out, Sm90Config(64, 208, 2, 1, swap_ab=True, raster="n"),
+             H100.units, H100.smem_per_unit, Fusion())
+    f = emit(p)
+    for m in (193, 200, 208):
+        data = random_inputs(GemmProblem(m, N, K, "bf16", "nt", out), seed=m)
+        c = data.output()
+        emulate(f, *data.arguments(p.params, c), target="sm90")
+        assert data.ratio(c) <= 1.0, m
