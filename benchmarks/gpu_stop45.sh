@@ -136,6 +136,11 @@
 #               9.4k / 15k drawn), GQA 32/8 and 64/8, bf16, FlashInfer (carried: .sm90tree/flashinfer, carry it) beside, ours
 #               off (the row) / balance=true / split_major=true (CTAs launched partition-major: the empty ones last) /
 #               both / balance=true with the last-CTA merge, the row's estimate and the balanced one [~150]
+#               both / balance=true with the last-CTA merge, the row's estimate and the balanced one [~115]
+#   short2k     stop 53 (journal "Stop 53: short2k"): paged decode at short contexts (issue 37): paged_decode.py bf16 / fp8,
+#               batch 8 / 16, means 512 / 2k / 3k (512: the call's fixed part), GQA 32/8, FlashInfer (carried:
+#               .sm90tree/flashinfer, carry it) beside; ours the model's (two launches) / merge=last-cta / the last-CTA merge in one round (merge_batch=16) / that
+#               with the balanced partition-major grid / partition=1024 (fp8's bytes are half) [~120]
 #   epiearly    stop 52 (journal "Stop 52: epiearly"): the residual's global loads issued in the mainloop into registers
 #               (residual_read="early", gemm_residual.load_early): tests/gpu/test_sm90_residual_early_gpu.py (every read
 #               path within the bound; C = bf16(A B^T + residual) bit for bit against torch), then sm90_gemm.py
@@ -484,7 +489,7 @@ print('planned:', d.planned('sm80'))" 2>&1 | tee "$OUT/m200_device.txt"
     timeout 15 python3 benchmarks/flashinfer_carry.py --probe "$FI" > "$OUT/flashinfer_probe.log" 2>&1 \
       || echo "the carried FlashInfer did not load (flashinfer_probe.log): its cells say so"
     mkdir -p "$OUT/pagedsplit" "$OUT/pagedsplit_old"
-    timeout 95 python3 benchmarks/paged_decode.py --flashinfer "$FI" --sets bf16,fp8 --batches 8,32 \
+    timeout 105 python3 benchmarks/paged_decode.py --flashinfer "$FI" --sets bf16,fp8 --batches 8,32 \
       --means 2048,8192,32768 --gqa 32/8,64/8 --partitions 512,768,1024 --out "$OUT/pagedsplit" 2>&1 \
       | tee "$OUT/paged_decode_pagedsplit.log" | grep -v "^{" | grep -v -i warn | grep -v "return F" | tail -45
     timeout 25 python3 benchmarks/paged_decode.py --sets bf16 --batches 8 --means 2048 --no-peers --partitions 320 \
@@ -509,6 +514,16 @@ print('planned:', d.planned('sm80'))" 2>&1 | tee "$OUT/m200_device.txt"
       --gqa 32/8,64/8 --configs balance=true,split_major=true,balance=true:split_major=true,balance=true:merge=last-cta \
       --out "$OUT/pagedb8" 2>&1 \
       | tee "$OUT/paged_decode_pagedb8.log" | grep -v "^{" | grep -v -i warn | grep -v "return F" | tail -20 ;;
+  short2k)  # stop 53: paged decode at 512 / 2k / 3k: one launch, its merge in one round, beside the default and FlashInfer [~120]
+    FI=${FLASHINFER_CARRIED:-.sm90tree/flashinfer}
+    export FLASHINFER_WORKSPACE_BASE=${FLASHINFER_WORKSPACE_BASE:-/tmp/flashinfer}
+    timeout 15 python3 benchmarks/flashinfer_carry.py --probe "$FI" > "$OUT/flashinfer_probe.log" 2>&1 \
+      || echo "the carried FlashInfer did not load (flashinfer_probe.log): its cells say so"
+    mkdir -p "$OUT/short2k"
+    timeout 105 python3 benchmarks/paged_decode.py --flashinfer "$FI" --sets bf16,fp8 --batches 8,16 --means 512,2048,3072 \
+      --gqa 32/8 --configs merge=last-cta,merge=last-cta:merge_batch=16,balance=true:split_major=true:merge=last-cta:merge_batch=16,partition=1024 \
+      --out "$OUT/short2k" 2>&1 \
+      | tee "$OUT/paged_decode_short2k.log" | grep -v "^{" | grep -v -i warn | grep -v "return F" | tail -30 ;;
   epiearly)  # stop 52: the residual's loads under the mainloop ('early'): exact on the card, then --epilogue [~220]
     gpu_tests 90 "$OUT/pytest_gpu_epiearly.log" -n 8 tests/gpu/test_sm90_residual_early_gpu.py
     timeout 170 python3 benchmarks/sm90_gemm.py --epilogue --out "$OUT" 2>&1 | tee "$OUT/epilogue.log" | grep -v "^{" | tail -55 ;;
@@ -537,7 +552,8 @@ print('planned:', d.planned('sm80'))" 2>&1 | tee "$OUT/m200_device.txt"
     timeout 150 python3 benchmarks/torch_gemm.py --ms ${SWAP200_MS:-160,200,240,256} --projs ${SWAP200_PROJS:-qkv,o,down} \
       --swap-narrow off,on --calls 20 --reps 8 --out "$OUT/swap200" 2>&1 | tee "$OUT/torch_gemm_swap200.log" \
       | grep -v "^{" | tail -30 ;;
-  *) echo "unknown step $step (peers, partitions, ncu, ncu-cluster, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring, m200, epires, epires-ncu, stop49, stop49b, attn3wg, swaporder, swaporder-ncu, decode32, refine, swapone, swapcluster, attnfit, attnfit-long, attnitem, splitwave, attnzigzag, peers-mid, finecut, walktests, trim, pagedsplit, zerofill, paged, reach, epiearly, power, widen, deepwaves, pagedb8, fa3tile, attnlat, fp8grp, swap200)"; exit 2 ;;
+
+  *) echo "unknown step $step (peers, partitions, ncu, ncu-cluster, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring, m200, epires, epires-ncu, stop49, stop49b, attn3wg, swaporder, swaporder-ncu, decode32, refine, swapone, swapcluster, attnfit, attnfit-long, attnitem, splitwave, attnzigzag, peers-mid, finecut, walktests, trim, pagedsplit, zerofill, paged, reach, epiearly, power, widen, deepwaves, pagedb8, fa3tile, attnlat, fp8grp, swap200, short2k)"; exit 2 ;;
   esac
 done
 cd "$OUT" && tar czf /tmp/call.tgz --exclude=call.tgz . && find . -mindepth 1 -delete && mv /tmp/call.tgz "$OUT/call.tgz"

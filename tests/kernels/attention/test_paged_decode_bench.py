@@ -243,3 +243,21 @@ def test_configs_force_named_fields_and_leave_the_rest_to_the_model():
     problem = paged.PagedDecodeProblem(8, 32, 8, 128, 1, 16, 295, 4096)
     assert bench.forced_configs(problem, args) == {"warps=8:stages=4": {"warps": 8, "stages": 4},
                                                    "warps=2": {"warps": 2}, "merge=last-cta": {"merge": "last-cta"}}
+
+
+def test_a_forced_config_is_timed_only_where_its_output_is_the_checked_rows():
+    torch = pytest.importorskip("torch")
+    gen = torch.Generator().manual_seed(5)
+    o = torch.randn(8, 1, 32, 128, generator=gen).to(torch.bfloat16)
+    lse = torch.randn(8, 1, 32, generator=gen) * 4
+    lse[3] = -torch.inf  # an empty sequence's rows
+    assert bench.same_output(torch, (o, lse), (o.clone(), lse.clone())) is None
+    near = (o.float() * (1 + 1e-3)).to(torch.bfloat16)  # another partition's summation order: well inside tolerance
+    assert bench.same_output(torch, (o, lse), (near, lse + 1e-4)) is None
+    wrong = o.clone()
+    wrong[7] = 0  # one sequence unmerged
+    assert bench.same_output(torch, (o, lse), (wrong, lse)).startswith("MISMATCH: O rel. error")
+    lost = lse.clone()
+    lost[3] = 0.0  # an empty row given a finite LSE
+    assert bench.same_output(torch, (o, lse), (o, lost)).endswith("LSE off")
+    assert bench.same_output(torch, (o, lse), (o, lse + 1.0)).endswith("LSE off")

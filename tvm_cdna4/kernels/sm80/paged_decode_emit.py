@@ -581,11 +581,11 @@ def off(base, i):
 
 
 @T.macro
-def merge_batch(p, args, acc, w, valid, slot, r, dp, cg=False, a=0, b=0):
-    # an online merge of MERGE_BATCH partials at once (their loads in flight together; past valid: max -inf,
+def merge_batch(p, args, acc, w, valid, slot, r, dp, cg=False, a=0, b=0, nb=MERGE_BATCH):
+    # an online merge of nb partials at once (their loads in flight together; past valid: max -inf,
     # the last valid slot's values weighted 0): acc[a ..] = (max, -, sum, O pair), w[b ..] the loads; cg: the
     # loads through ld.global.cg (the last-CTA merge reads what other CTAs of the launch wrote)
-    for j in T.unroll(MERGE_BATCH):
+    for j in T.unroll(nb):
         at = T.min(slot + j, slot + valid - 1)
         if I.constexpr(cg):
             T.ptx["ld.global.cg.f32"](w[off(b, 4 * j)], args["WM"].ptr_to([at, r]))
@@ -599,7 +599,7 @@ def merge_batch(p, args, acc, w, valid, slot, r, dp, cg=False, a=0, b=0):
             w[4 * j + 2] = args["WO"][at, r, 2 * dp]
             w[4 * j + 3] = args["WO"][at, r, 2 * dp + 1]
     acc[off(a, 1)] = acc[off(a, 0)]
-    for j in T.unroll(MERGE_BATCH):
+    for j in T.unroll(nb):
         acc[off(a, 1)] = fmax(acc[off(a, 1)], w[off(b, 4 * j)])
     f = TIR_OPS.exp2(acc[off(a, 0)] - T.if_then_else(acc[off(a, 1)] == T.float32(NEG_INF), T.float32(0),
                                                       acc[off(a, 1)]))
@@ -607,7 +607,7 @@ def merge_batch(p, args, acc, w, valid, slot, r, dp, cg=False, a=0, b=0):
     acc[off(a, 3)] = acc[off(a, 3)] * f
     acc[off(a, 4)] = acc[off(a, 4)] * f
     acc[off(a, 0)] = acc[off(a, 1)]
-    for j in T.unroll(MERGE_BATCH):
+    for j in T.unroll(nb):
         g = TIR_OPS.exp2(w[off(b, 4 * j)] - T.if_then_else(acc[off(a, 0)] == T.float32(NEG_INF), T.float32(0),
                                                           acc[off(a, 0)]))
         acc[off(a, 2)] = acc[off(a, 2)] + g * w[off(b, 4 * j + 1)]
@@ -686,27 +686,27 @@ def merge_store(p, args, acc, bh, r, dp, a=0):
 
 @T.macro
 def cta_merge(p, args, bh, n):
-    # the last CTA of (sequence, kv head) bh merges its n partials (n 0: O = 0, LSE = -inf), MERGE_PASS
-    # (row, dim pair) items per thread a pass, their loads in flight together (paged_decode_plan's docstring)
+    # the last CTA of (sequence, kv head) bh merges its n partials (n 0: O = 0, LSE = -inf), last_pass (row,
+    # dim pair) items per thread a pass, last_batch partials each a round, in flight together (paged_decode_plan)
     tid = T.cuda.thread_idx("x")
     half = p.problem.head_dim // 2
-    acc = T.alloc_tensor(ty_args=[T.Tensor((5 * MERGE_PASS,), "float32", scope="local", layout="default")])
-    w = T.alloc_tensor(ty_args=[T.Tensor((4 * MERGE_BATCH * MERGE_PASS,), "float32", scope="local",
+    acc = T.alloc_tensor(ty_args=[T.Tensor((5 * p.last_pass,), "float32", scope="local", layout="default")])
+    w = T.alloc_tensor(ty_args=[T.Tensor((4 * p.last_batch * p.last_pass,), "float32", scope="local",
                                          layout="default")])
     for ps in range(p.merge_passes):
-        for k in T.unroll(MERGE_PASS):
+        for k in T.unroll(p.last_pass):
             acc[5 * k] = T.float32(NEG_INF)
             acc[5 * k + 2] = T.float32(0)
             acc[5 * k + 3] = T.float32(0)
             acc[5 * k + 4] = T.float32(0)
-        for k4 in range((n + MERGE_BATCH - 1) // MERGE_BATCH):
-            for k in T.unroll(MERGE_PASS):
-                item = (ps * MERGE_PASS + k) * p.threads + tid
-                merge_batch(p, args, acc, w, T.min(n - MERGE_BATCH * k4, MERGE_BATCH),
-                            bh * p.split_kv + MERGE_BATCH * k4, item // half % p.rows, item % half, True, 5 * k,
-                            4 * MERGE_BATCH * k)
-        for k in T.unroll(MERGE_PASS):
-            item = (ps * MERGE_PASS + k) * p.threads + tid
+        for k4 in range((n + p.last_batch - 1) // p.last_batch):
+            for k in T.unroll(p.last_pass):
+                item = (ps * p.last_pass + k) * p.threads + tid
+                merge_batch(p, args, acc, w, T.min(n - p.last_batch * k4, p.last_batch),
+                            bh * p.split_kv + p.last_batch * k4, item // half % p.rows, item % half, True, 5 * k,
+                            4 * p.last_batch * k, p.last_batch)
+        for k in T.unroll(p.last_pass):
+            item = (ps * p.last_pass + k) * p.threads + tid
             if item < p.rows * half:
                 merge_store(p, args, acc, bh, item // half, item % half, 5 * k)
 

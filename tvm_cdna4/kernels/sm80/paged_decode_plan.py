@@ -186,6 +186,8 @@ MERGES = ("last-cta", "kernel")  # PagedDecodePlan.merge (module docstring)
 MERGE_BATCH = 4  # partials a merge thread loads at once (one round trip of latency per batch)
 MERGE_LANES = 8  # merge-kernel lanes per (row, dim pair) item: each merges a 1/8 share of the partitions, then shuffles
 MERGE_PASS = 4  # (row, dim pair) items a last-CTA merge thread takes per pass (their loads in flight together)
+MAX_MERGE_BATCH = 16  # PagedDecodeConfig.merge_batch at most: a last-CTA merge round's partials an item
+LAST_LOADS = 32  # a forced merge_batch's partials in flight a thread (merge_batch x items): 128 f32 of loads
 LAUNCH_S = 3e-6  # the merge launch's fixed cost (module docstring: the H100 run of 2026-12-06)
 ROUND_TRIP_S = 0.7e-6  # one dependent round of global loads (L2 / HBM latency under load)
 TICKET_S = 0.2e-6  # per wave: the part of a CTA's fence and ticket (an atomic round trip) not hidden
@@ -218,6 +220,7 @@ class PagedDecodeConfig:
     tile_keys: int | None = None  # keys per kv tile: TILE_KEYS or WIDE_TILE_KEYS (module docstring); None: choose_tile_keys
     balance: bool | None = None  # the partition widened on the device to one wave (balance_tiles); None: BALANCE
     split_major: bool | None = None  # CTAs launched partition-major (PagedDecodePlan.split_major); None: SPLIT_MAJOR
+    merge_batch: int | None = None  # the last-CTA merge's partials a round (PagedDecodePlan.last_batch); None: MERGE_BATCH
 
     def __attrs_post_init__(self):
         for name, low, high in (("warps", 1, 8), ("stages", 2, 8)):
@@ -252,6 +255,11 @@ class PagedDecodeConfig:
             if getattr(self, name) is not None and not isinstance(getattr(self, name), bool):
                 raise ContractError(f"paged decode config {name}: a bool or None", operand=name, check="parameters",
                                     expected="True, False or None", found=repr(getattr(self, name)))
+        if self.merge_batch is not None and (type(self.merge_batch) is not int
+                                             or not 1 <= self.merge_batch <= MAX_MERGE_BATCH):
+            raise ContractError("paged decode config merge_batch: the last-CTA merge's partials a round",
+                                operand="merge_batch", check="parameters",
+                                expected=f"an int in 1..{MAX_MERGE_BATCH} or None", found=repr(self.merge_batch))
         if self.merge is not None and self.merge not in MERGES:
             raise ContractError("paged decode config merge: where the partials merge", operand="merge",
                                 check="parameters", expected=f"one of {MERGES} or None", found=repr(self.merge))
@@ -284,6 +292,8 @@ class PagedDecodePlan(PlanRecord, family="paged"):
     tile_keys: int = TILE_KEYS  # keys per kv tile (TILE_KEYS, or WIDE_TILE_KEYS: choose_tile_keys)
     balance: int = 0  # the balanced partition's divisor (balance_divisor; 0: off, the partition fixed at plan time)
     split_major: bool = False  # CTA pid = split x batch x kv_heads + bh (False: bh x split_kv + split; SPLIT_MAJOR)
+    last_batch: int = MERGE_BATCH  # the last-CTA merge's partials an item a round (config.merge_batch)
+    last_pass: int = MERGE_PASS  # the last-CTA merge's (row, dim pair) items a thread a pass (last_round)
 
     @property
     def rows(self) -> int:
@@ -431,8 +441,8 @@ class PagedDecodePlan(PlanRecord, family="paged"):
 
     @property
     def merge_passes(self) -> int:
-        """The last-CTA merge's passes: ``MERGE_PASS`` (row, dim pair) items per thread each."""
-        return ceil_div(self.rows * (self.problem.head_dim // 2), self.threads * MERGE_PASS)
+        """The last-CTA merge's passes: ``last_pass`` (row, dim pair) items per thread each."""
+        return ceil_div(self.rows * (self.problem.head_dim // 2), self.threads * self.last_pass)
 
     def workspace_bytes(self) -> int:
         """The partials' bytes, and the tickets' (4 bytes per sequence x kv head) with the last-CTA merge."""
@@ -597,6 +607,18 @@ def check_balance(problem: PagedDecodeProblem, config: PagedDecodeConfig, slots:
     return divisor
 
 
+def last_round(plan: PagedDecodePlan, target: str) -> PagedDecodePlan:
+    """``config.merge_batch``'s last-CTA merge: ``merge_batch`` partials an item a round, and as
+    many (row, dim pair) items a thread as one pass needs, at most ``MERGE_PASS`` and ``LAST_LOADS // merge_batch``
+    (its loads in flight together); with the merge kernel: refused."""
+    if plan.merge != "last-cta":
+        raise ContractError(f"{target} paged decode merge_batch: the last-CTA merge's rounds", operand="merge_batch",
+                            check="parameters", expected="merge='last-cta'", found=f"merge={plan.merge!r}")
+    nb = plan.config.merge_batch
+    items = ceil_div(plan.rows * (plan.problem.head_dim // 2), plan.threads)
+    return attrs.evolve(plan, last_batch=nb, last_pass=max(1, min(MERGE_PASS, items, LAST_LOADS // nb)))
+
+
 def check_context(problem: PagedDecodeProblem, context) -> int:
     if context is None:
         return problem.capacity
@@ -667,14 +689,15 @@ def plan_paged_decode(problem: PagedDecodeProblem, config: PagedDecodeConfig | N
     plan = attrs.evolve(plan, balance=balance) if balance else plan
     if SPLIT_MAJOR if config.split_major is None else config.split_major:
         plan = attrs.evolve(plan, split_major=True)
+    plan = last_round(plan, target) if config.merge_batch is not None else plan
     ctas = config.min_ctas if config.min_ctas is not None else (
         choose_min_ctas(plan, planned("sm80")) if plan.register_model and WEIGH_REGISTER_CAP else 0)
     return attrs.evolve(plan, min_ctas=ctas) if ctas else plan
 
 
-__all__ = ["AMORTIZE", "CVT_ARCH", "REG_HEADROOM", "WEIGH_LAST_CTA", "WEIGH_REGISTER_CAP", "BALANCE", "MAX_BALANCE_BATCH", "SPLIT_MAJOR", "FILL_WAVES", "MAX_PARTITION_BYTES", "MAX_ROWS", "MERGES", "MERGE_BATCH", "MERGE_PASS",
+__all__ = ["AMORTIZE", "CVT_ARCH", "REG_HEADROOM", "WEIGH_LAST_CTA", "WEIGH_REGISTER_CAP", "BALANCE", "MAX_BALANCE_BATCH", "SPLIT_MAJOR", "FILL_WAVES", "MAX_PARTITION_BYTES", "MAX_ROWS", "MERGES", "MERGE_BATCH", "MERGE_PASS", "MAX_MERGE_BATCH", "LAST_LOADS",
            "MIN_TILES_PER_WARP", "Q_PRESCALE", "TILE_KEYS", "TILE_KEY_CHOICES", "WIDE_FP8", "WIDE_TILE_KEYS",
            "STAGES", "WIDE_FP8_STAGES", "PagedDecodeConfig", "PagedDecodePlan", "balance_divisor", "balance_tiles",
            "check_balance", "choose_cvt", "choose_merge", "choose_min_ctas",
            "choose_partition", "choose_stages", "choose_tile_keys",
-           "forced_partition", "merge_seconds", "plan_paged_decode", "resident_ctas"]
+           "forced_partition", "last_round", "merge_seconds", "plan_paged_decode", "resident_ctas"]
