@@ -81,10 +81,12 @@ def test_a_bucket_is_cut_at_multiples_of_cut_rows_until_its_plan_loses_at_most_r
 
 
 @pytest.mark.parametrize("N, K, out_dtype", [(3584, 18944, "bf16"), (4608, 3584, "f32"), (5120, 5120, "bf16")])
-def test_a_coalesced_bucket_runs_the_plan_each_of_its_parts_had(N, K, out_dtype):
+def test_a_coalesced_bucket_runs_the_plan_each_of_its_parts_had(N, K, out_dtype, monkeypatch):
     """``coalesced`` joins only ``refined``'s neighbouring parts of one coarse bucket: every bucket is a run of whole
     parts, and a joined one's plan (``plan_bucket``: its config, its epilogue) is the one each part had (Qwen2.5-7B
-    down, its QKV with f32 out, Phi-3 o on the H100: 5, 4 and 1 joins)."""
+    down, its QKV with f32 out, Phi-3 o on the H100: 5, 4 and 1 joins). Without the narrow swapped parts
+    (``WEIGH_SWAP_NARROW``: ``narrowed`` cuts its range before ``refined``; its own tests: test_sm90_swap_narrow.py)."""
+    monkeypatch.setattr(gemm_cost, "WEIGH_SWAP_NARROW", False)
     device = devices.DEVICES["H100"]
     fine, joins = gemm_dynamic.dynamic_buckets(N, K, "bf16", out_dtype, device), 0
 

@@ -65,6 +65,13 @@ def test_the_bucket_plans_leave_swap_out_and_keep_the_decode_bucket(monkeypatch)
                     for N, K in ((4608, 3584), (3584, 3584), (3584, 18944)))
     assert isinstance(qkv.plan(8), DecodePlan)  # M <= 16: DECODE_KEEPS
     assert all(k.plan(m).config.swap_ab for k in (qkv, o, down) for m in (32, 96))
+    # past SWAP_DYNAMIC_MAX_M only the narrow parts (WEIGH_SWAP_NARROW, stop 53) swap: one token tile at most 15 past M
+    narrow = [k.plan(m).config for k in (qkv, o, down) for m in (160, 200)]
+    assert any(c.swap_ab for c in narrow)
+    assert all(m <= c.block_n < m + gemm_cost.SWAP_NARROW_ROWS for c, m in zip(narrow, (160, 200) * 3) if c.swap_ab)
+    monkeypatch.setattr(gemm_cost, "WEIGH_SWAP_NARROW", False)
+    qkv, o, down = (gemm.build(GemmProblem(None, N, K, "bf16", "nt", "bf16"), "sm90")
+                    for N, K in ((4608, 3584), (3584, 3584), (3584, 18944)))
     assert not any(k.plan(m).config.swap_ab for k in (qkv, o, down) for m in (160, 200))
     monkeypatch.setattr(gemm_cost, "WEIGH_SWAP_DYNAMIC", False)
     qkv, o, down = (gemm.build(GemmProblem(None, N, K, "bf16", "nt", "bf16"), "sm90")

@@ -614,16 +614,23 @@ SWAP_DYNAMIC_MAX_M = 128
 """The largest bucket top (M) whose dynamic-M plan weighs the swapped kernel where ``WEIGH_SWAP_DYNAMIC`` (the A/B in its
 docstring: swapped one-tile buckets won to 1..128 and lost at 129..192 and 193..256)."""
 
-WEIGH_SWAP_NARROW = False
-"""Whether the dynamic-M buckets past ``SWAP_DYNAMIC_MAX_M`` up to ``TMA_BOX_MAX`` are cut into parts of
+WEIGH_SWAP_NARROW = True
+"""Whether the dynamic-M buckets past ``SWAP_DYNAMIC_MAX_M`` up to ``SWAP_NARROW_MAX_M`` are cut into parts of
 ``SWAP_NARROW_ROWS`` rows where such a part's plan is swapped (``gemm_dynamic.narrowed``; ``swap_weighed``): one
 token tile whose wgmma N is the part's top, near every M it serves. Why (stop 53, swap200; CPU only): at M = 200 the
 static one-tile swap 64x200 ran 1.04-1.18x the bucket plans on four of five rows (H100, 2026-12-07,
 ``runs/sm90_peers_m200_h100_2026-12-07b.md``) where the swapped 193..256 bucket (64x256) ran 0.97-0.99x the unswapped
 ones at M = 160 / 240; the two kernels' SASS differ in N alone (the same k-loop, 232 registers, no spills, the same
 grid; the dynamic epilogue's predicates +121 instructions a thread): wgmma N 256 for 200 tokens and 56 of the token
-box's 256 rows zero-filled each k-tile, the estimate 1.14-1.22x the static's. Off: untimed
-(``benchmarks/torch_gemm.py --ms 160,200,240,256 --swap-narrow off,on``, ``bash benchmarks/gpu_stop45.sh swap200``)."""
+box's 256 rows zero-filled each k-tile, the estimate 1.14-1.22x the static's. Timed (stop 53, an H100, ``bash benchmarks/gpu_stop45.sh swap200``:
+``benchmarks/torch_gemm.py --ms 160,200,240,256 --projs qkv,o,down --swap-narrow off,on``, 36 rows exact,
+``runs/torch_gemm_swapnarrow_h100_2026-12-07e.md``): on / off geo-mean 1.11x at M = 160 (0.96-1.39x), 1.07x at 200
+(0.92-1.32x), 0.98x at 240 and 256, where the one row it moved (Phi-3-medium QKV, 64x240 / 64x256 swapped) lost 0.89 /
+0.92x: on, to ``SWAP_NARROW_MAX_M``."""
+
+SWAP_NARROW_MAX_M = 208
+"""The largest M ``WEIGH_SWAP_NARROW`` cuts into swapped parts: the top of the last part its timing won (193..208; the
+parts past it moved one row, which lost: ``WEIGH_SWAP_NARROW``'s docstring)."""
 
 SWAP_NARROW_ROWS = 16
 """The rows of ``WEIGH_SWAP_NARROW``'s parts (cut at multiples of it): a part's wgmma N at most this many columns past
@@ -632,11 +639,11 @@ its smallest M (193..208: N 208 at M = 200), a kernel built per part used."""
 
 def swap_weighed(lo: int, hi: int) -> bool:
     """Whether a dynamic-M range ``lo..hi`` weighs the swapped kernel (``range_candidates``): where
-    ``WEIGH_SWAP_DYNAMIC``, up to ``SWAP_DYNAMIC_MAX_M``, and past it up to ``TMA_BOX_MAX`` a range narrower than
-    ``SWAP_NARROW_ROWS`` where ``WEIGH_SWAP_NARROW``."""
+    ``WEIGH_SWAP_DYNAMIC``, up to ``SWAP_DYNAMIC_MAX_M``, and past it up to ``SWAP_NARROW_MAX_M`` a range narrower
+    than ``SWAP_NARROW_ROWS`` where ``WEIGH_SWAP_NARROW``."""
     if not WEIGH_SWAP_DYNAMIC or hi > TMA_BOX_MAX:
         return False
-    return hi <= SWAP_DYNAMIC_MAX_M or (WEIGH_SWAP_NARROW and hi - lo < SWAP_NARROW_ROWS)
+    return hi <= SWAP_DYNAMIC_MAX_M or (WEIGH_SWAP_NARROW and hi - lo < SWAP_NARROW_ROWS and hi <= SWAP_NARROW_MAX_M)
 
 
 SWAP_M_TILES = 1
@@ -767,5 +774,5 @@ def range_choice(lo: int, hi: int, N: int, K: int, out_bytes: int, device, dtype
 __all__ = ["CANDIDATES", "MIN_SLICE_TILES", "RANGE_SAMPLES", "SPLITS", "STAGED_EPILOGUE", "STORE_EFFICIENCY", "TENSOR_EFFICIENCY",
            "TENSOR_RATE", "WEIGH_CLUSTER", "WEIGH_HYBRID", "WEIGH_SPLIT_EPILOGUE", "cluster_configs", "MAX_WAVES", "WEIGH_DEEP_WAVES", "DEEP_MAX_WAVES", "WAVE_ROWS", "WAVE_WIDTH_MIN", "WAVE_WIDTH_STEP", "wave_widths", "Estimate", "choose_config", "choose_for_range", "choose_grouped", "decompositions", "grouped_configs",
            "grouped_estimate", "grouped_ranked", "GROUPED_EPILOGUE_TILES", "GROUPED_ONE_CONSUMER", "deepest", "efficiency", "epilogues", "estimate", "GROUPED_WALK", "grouped_walk",
-           "range_candidates", "range_choice", "range_samples", "ranked", "round8", "swap_widths", "SWAP_M_TILES", "SWAP_DYNAMIC_MAX_M", "SWAP_NARROW_ROWS", "WEIGH_SWAP_NARROW", "swap_weighed", "SPLIT_IN_ONE_WAVE", "reduction", "splits", "SWAP_AB_ROWS", "swap_ab_config", "swap_ab_ranked",
+           "range_candidates", "range_choice", "range_samples", "ranked", "round8", "swap_widths", "SWAP_M_TILES", "SWAP_DYNAMIC_MAX_M", "SWAP_NARROW_MAX_M", "SWAP_NARROW_ROWS", "WEIGH_SWAP_NARROW", "swap_weighed", "SPLIT_IN_ONE_WAVE", "reduction", "splits", "SWAP_AB_ROWS", "swap_ab_config", "swap_ab_ranked",
            "FEW_CTAS", "FILL_BYTES_PER_CLK", "WEIGH_ZERO_FILL", "overlap", "zero_fill", "zero_rows", "SWAP_PANEL_ADJACENT", "SWAPPED_EFFICIENCY", "SWAP_SPLIT_ACC_MAX", "WEIGH_SWAP", "WEIGH_SWAP_DYNAMIC", "few_ctas", "swap_configs"]

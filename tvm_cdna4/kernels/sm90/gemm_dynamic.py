@@ -17,8 +17,9 @@ plan that serves its range of M best (``planned_range``):
   the least worst loss against each M's own best config); in the buckets up to ``gemm_cost.SWAP_DYNAMIC_MAX_M``
   swapped ones too (``Sm90Config.swap_ab``, while ``gemm_cost.WEIGH_SWAP_DYNAMIC``: the bucket's largest M in up to
   ``gemm_cost.SWAP_M_TILES`` tiles of M, ``gemm_cost.swap_widths``), above it unswapped (the swapped bucket plans
-  there timed slower through the torch op: docs/sm90_gemm.md "Swap AB"; where ``gemm_cost.WEIGH_SWAP_NARROW``, off,
-  past it up to ``TMA_BOX_MAX`` in parts of ``gemm_cost.SWAP_NARROW_ROWS`` rows whose plan is swapped: ``narrowed``).
+  there timed slower through the torch op: docs/sm90_gemm.md "Swap AB"; where ``gemm_cost.WEIGH_SWAP_NARROW`` (on),
+  past it up to ``gemm_cost.SWAP_NARROW_MAX_M`` in parts of ``gemm_cost.SWAP_NARROW_ROWS`` rows whose plan is swapped:
+  ``narrowed``).
 
 Why the finer buckets: this kernel's tile is right for an M when its tiles fill the SMs' waves, and that
 changes with every 1.3-2x of M (at 132 SMs); the model's worst loss over M = 17..8192 on sixteen LLM
@@ -118,11 +119,11 @@ def dynamic_buckets(N: int, K: int | None = None, dtype: str = "bf16", out_dtype
 
 def narrowed(bucket: MBucket, N: int, K: int, dtype: str, out_bytes: int, device) -> tuple[tuple[MBucket, bool], ...]:
     """``bucket`` as (part, narrow) pairs: itself, or where ``gemm_cost.WEIGH_SWAP_NARROW`` (and
-    ``WEIGH_SWAP_DYNAMIC``) its M past ``gemm_cost.SWAP_DYNAMIC_MAX_M`` up to ``TMA_BOX_MAX`` cut at multiples of
+    ``WEIGH_SWAP_DYNAMIC``) its M past ``gemm_cost.SWAP_DYNAMIC_MAX_M`` up to ``SWAP_NARROW_MAX_M`` cut at multiples of
     ``gemm_cost.SWAP_NARROW_ROWS``, each such part kept (narrow) where its own plan is swapped
     (``gemm_cost.swap_weighed``), the rest rejoined in runs (``refined`` as any bucket)."""
     step, swapped = gemm_cost.SWAP_NARROW_ROWS, gemm_cost.WEIGH_SWAP_DYNAMIC and gemm_cost.WEIGH_SWAP_NARROW
-    first, last = max(bucket.lo, gemm_cost.SWAP_DYNAMIC_MAX_M + 1), min(bucket.hi, gemm_cost.TMA_BOX_MAX)
+    first, last = max(bucket.lo, gemm_cost.SWAP_DYNAMIC_MAX_M + 1), min(bucket.hi, gemm_cost.SWAP_NARROW_MAX_M)
     if not swapped or first > last:
         return ((bucket, False),)
     out: list = []
