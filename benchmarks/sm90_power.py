@@ -15,10 +15,10 @@ Reading: where both contenders sit at the power limit and cuBLAS already does ``
     python3 benchmarks/sm90_power.py --out DIR [--shapes 4096x4096x4096,3000x14336x3584] [--seconds 2]
     python3 benchmarks/sm90_power.py --epilogue --out DIR [--seconds 2]
 
-``--epilogue`` (issue 36's residual, journal "Stop 53: resclock"): at ``EPILOGUE_SHAPE`` our plain GEMM, ours with
-the residual at each of ``EPILOGUE_READS``, ``torch.mm`` and cuBLAS's residual in place (``Tensor.addmm_``, beta = 1),
-each with its time a call, clock, power, cycles and energy a call and the overheads over its own plain GEMM in time
-and in cycles: a residual whose cost is a lower clock at the power limit (more bytes, more energy) costs time and no
+``--epilogue`` (issue 36's residual, journal "Stop 53: resclock"): at ``EPILOGUE_SHAPE`` our plain GEMM and ours
+with the residual (``EPILOGUE_OURS``), ``torch.mm`` and cuBLAS's residual in place (``Tensor.addmm_``, beta = 1), each
+with a call's time, clock, power, cycles and energy and its overheads over its own plain GEMM in time, cycles and
+energy: a residual whose cost is a lower clock at the power limit (more bytes, more energy) costs time and few
 cycles; one that costs work costs cycles at any clock (the all-zero run, below the limit, says it again).
 
 Each contender is checked against the f32 product first (relative Frobenius error within the bf16 tolerance of
@@ -115,33 +115,41 @@ def fields(tag: str, r: dict, flops: float, calls: int, sms: int) -> dict:
 
 
 EPILOGUE_SHAPE = (4096, 4096, 4096)
-EPILOGUE_READS = ("global", "prefetch")
-"""``--epilogue``: the residual reads (``Sm90Config.residual_read``) sampled beside our plain GEMM: the model's
-choice and the L2 prefetch, the two within 0.5 % of each other on the H200 (runs/sm90_epilogue_h200_2026-12-07d.md)."""
 OURS_PLAIN, PEER_PLAIN = "ours plain", "torch.mm"
+EPILOGUE_OURS = ((OURS_PLAIN, False, None), ("ours plain, tma/64 s4", False, {"epilogue_tile": 64, "stages": 4}),
+                 ("ours residual global", True, {"residual_read": "global"}),
+                 ("ours residual prefetch", True, {"residual_read": "prefetch"}),
+                 ("ours residual prefetch, tma/64 s4", True, {"residual_read": "prefetch", "epilogue_tile": 64,
+                                                              "stages": 4}))
+"""``--epilogue``: our kernels, (name, with the residual, the config's changes from the model's plan or None): the
+plain GEMM, the residual read in the epilogue (``global``, the model's choice) and after the producer's L2 prefetch
+(``prefetch``; the two within 0.5 % of each other on the H200, runs/sm90_epilogue_h200_2026-12-07d.md), and both with
+the 64-column staging and a fourth stage (CUTLASS's epilogue carve-out: 32 KB of staging, four ring stages; plain
+ran +3.9 % there on the H200)."""
 """``--epilogue``'s bases: our rows' overheads are over ``OURS_PLAIN``, cuBLAS's over ``PEER_PLAIN``."""
 BUILD_SECONDS = 90
 """``--epilogue``: the most seconds its kernels' parallel builds may take (a GPU step's timeout keeps the runs)."""
 
 
-def built_kernels(shape, reads) -> dict:
-    """Our bf16 kernels of ``shape`` in parallel (``benchmarks/sm90_gemm.py``'s ``build_all``; a config as its
-    ``job_config``), loaded: ``OURS_PLAIN`` (the model's plan) and ``f"ours residual {read}"`` for each of ``reads``
-    (the residual problem's plan with ``residual_read`` changed) -> (kernel, its config's short name)."""
+def built_kernels(shape, ours=EPILOGUE_OURS) -> dict:
+    """Our bf16 kernels of ``shape`` (``EPILOGUE_OURS``' entries) built in parallel (``benchmarks/sm90_gemm.py``'s
+    ``build_all``: the model's plan with the entry's changes) and loaded: name -> (kernel, its config's short name)."""
     from sm90_gemm import build_all
 
     from tvm_cdna4.kernels.gemm.epilogue import Fusion
     from tvm_cdna4.runtime.cuda import Kernel, load_build
 
-    todo = [(OURS_PLAIN, (*shape, "bf16", "bf16", Fusion()), None)] + [
-        (f"ours residual {read}", (*shape, "bf16", "bf16", Fusion(residual=True)), ("choice", {"residual_read": read}))
-        for read in reads]
+    todo = [(name, (*shape, "bf16", "bf16", Fusion(residual=res)), updates and ("choice", updates))
+            for name, res, updates in ours]
     built, out = build_all(todo, min(len(todo), os.cpu_count() or 1), BUILD_SECONDS), {}
     for key, _, _ in todo:
         if isinstance(built[key], str):
             raise RuntimeError(f"build of {key}: {built[key]}")
         p, cb, _, cfgd = built[key]
-        name = f"{cfgd['block_m']}x{cfgd['block_n']} s{cfgd['stages']} {cfgd.get('epilogue')}"
+        tile = f"/{cfgd['epilogue_tile']}" if cfgd.get("epilogue_tile") else ""
+        name = f"{cfgd['block_m']}x{cfgd['block_n']} s{cfgd['stages']} {cfgd.get('epilogue')}{tile}"
+        if p.fusion.residual:
+            name += f" res {cfgd['residual_read']}"
         out[key] = Kernel(load_build(cb), p), name
     return out
 
@@ -158,17 +166,15 @@ def addmm_in_place(torch):
     return fn, sign
 
 
-def epilogue_contenders(torch, shape, reads=EPILOGUE_READS) -> dict:
+def epilogue_contenders(torch, shape, ours=EPILOGUE_OURS) -> dict:
     """``--epilogue``'s contenders: name -> (``fn(x, w, y, res)`` returning its output, adds the residual, base name,
-    config, the sign of ``addmm_in_place`` or None): ours plain (the model's plan), ours with the residual at each of
-    ``reads`` (the residual problem's plan with ``residual_read`` changed), ``torch.mm`` and ``Tensor.addmm_``."""
-    ours = built_kernels(shape, reads)
-    plain, plain_cfg = ours[OURS_PLAIN]
-    out = {OURS_PLAIN: (lambda x, w, y, res: (plain.launch(x, w, y), y)[1], False, OURS_PLAIN, plain_cfg, None)}
-    for read in reads:
-        k, cfg = ours[f"ours residual {read}"]
-        out[f"ours residual {read}"] = (lambda x, w, y, res, k=k: (k.launch(x, w, y, res), y)[1], True, OURS_PLAIN,
-                                        f"{cfg} res {read}", None)
+    config, the sign of ``addmm_in_place`` or None): ``ours``' kernels (``built_kernels``; over ``OURS_PLAIN``),
+    ``torch.mm`` and ``Tensor.addmm_`` (over ``PEER_PLAIN``)."""
+    kernels, out = built_kernels(shape, ours), {}
+    for name, res, _ in ours:
+        k, cfg = kernels[name]
+        out[name] = ((lambda x, w, y, r, k=k: (k.launch(x, w, y, r), y)[1]) if res else
+                     (lambda x, w, y, r, k=k: (k.launch(x, w, y), y)[1]), res, OURS_PLAIN, cfg, None)
     out[PEER_PLAIN] = (lambda x, w, y, res: torch.mm(x, w.t(), out=y), False, PEER_PLAIN, "cuBLAS", None)
     fn, sign = addmm_in_place(torch)
     out["Tensor.addmm_ (in place)"] = (fn, True, PEER_PLAIN, "cuBLAS, beta = 1", sign)

@@ -126,6 +126,8 @@ def _cpu_runs(monkeypatch, power):
 
 
 def test_epilogue_contenders_are_the_plain_gemm_each_read_and_cublas_in_place(monkeypatch):
+    import types
+
     import torch
 
     power = benchmark_module("sm90_power")
@@ -133,19 +135,24 @@ def test_epilogue_contenders_are_the_plain_gemm_each_read_and_cublas_in_place(mo
 
     def build_all(todo, workers, seconds):  # sm90_gemm.build_all: key -> (plan, build, seconds, config dict)
         asked.extend((key, args[:3], args[5].residual, cfg) for key, args, cfg in todo)
-        return {key: (None, None, 1.0, dict(block_m=128, block_n=256, stages=3, epilogue="tma")) for key, _, _ in todo}
+        return {key: (types.SimpleNamespace(fusion=args[5]), None, 1.0, dict(
+            block_m=128, block_n=256, stages=3, epilogue="tma", epilogue_tile=64 * ("tma/64" in key),
+            residual_read="global" if "global" in key else "prefetch")) for key, args, _ in todo}
     monkeypatch.setattr(benchmark_module("sm90_gemm"), "build_all", build_all)
     monkeypatch.setattr("tvm_cdna4.runtime.cuda.load_build", lambda cb: None)
     monkeypatch.setattr("tvm_cdna4.runtime.cuda.Kernel", lambda fn, p: "kernel")
     got = power.epilogue_contenders(torch, (64, 48, 32))
-    assert list(got) == ["ours plain", "ours residual global", "ours residual prefetch", "torch.mm",
-                         "Tensor.addmm_ (in place)"]
+    assert list(got) == ["ours plain", "ours plain, tma/64 s4", "ours residual global", "ours residual prefetch",
+                         "ours residual prefetch, tma/64 s4", "torch.mm", "Tensor.addmm_ (in place)"]
+    chunks = {"epilogue_tile": 64, "stages": 4}
     assert asked == [("ours plain", (64, 48, 32), False, None),
+                     ("ours plain, tma/64 s4", (64, 48, 32), False, ("choice", chunks)),
                      ("ours residual global", (64, 48, 32), True, ("choice", {"residual_read": "global"})),
-                     ("ours residual prefetch", (64, 48, 32), True, ("choice", {"residual_read": "prefetch"}))]
-    assert got["ours residual prefetch"][3] == "128x256 s3 tma res prefetch"
-    assert [v[1] for v in got.values()] == [False, True, True, False, True]  # which add the residual
-    assert [v[2] for v in got.values()] == ["ours plain"] * 3 + ["torch.mm"] * 2  # each one's base
+                     ("ours residual prefetch", (64, 48, 32), True, ("choice", {"residual_read": "prefetch"})),
+                     ("ours residual prefetch, tma/64 s4", (64, 48, 32), True,
+                      ("choice", {"residual_read": "prefetch", **chunks}))]
+    assert [v[1] for v in got.values()] == [False, False, True, True, True, False, True]  # which add the residual
+    assert [v[2] for v in got.values()] == ["ours plain"] * 5 + ["torch.mm"] * 2  # each one's base
 
 
 def test_epilogue_rows_check_with_the_residual_and_report_cycles_and_energy(monkeypatch):
