@@ -154,7 +154,7 @@
 #   deepwaves   stop 52: the torch op with gemm_cost.WEIGH_DEEP_WAVES off / on (wave-fitting widths to DEEP_MAX_WAVES waves:
 #               the wide-N tails of benchmarks/sm90_widen.py) at M = ${DEEPWAVES_MS:-768,1200,3000,8192} [~130]
 #   resclock    stop 53 (journal "Stop 53: resclock"): energy or cycles? The residual at 4096^3 at the clock and power it
-#               sustains: our plain GEMM and residual (global, prefetch; whole-tile staging s3 and 64-column staging s4),
+#               sustains: our plain GEMM and residual (global, prefetch, tma; whole-tile staging s3, 64-column s4),
 #               torch.mm and cuBLAS's addmm_ in place: time, clock, power, cycles and energy a call, each over its plain
 #               GEMM (sm90_power.py --epilogue) [~100]
 #

@@ -119,11 +119,13 @@ OURS_PLAIN, PEER_PLAIN = "ours plain", "torch.mm"
 EPILOGUE_OURS = ((OURS_PLAIN, False, None), ("ours plain, tma/64 s4", False, {"epilogue_tile": 64, "stages": 4}),
                  ("ours residual global", True, {"residual_read": "global"}),
                  ("ours residual prefetch", True, {"residual_read": "prefetch"}),
+                 ("ours residual tma", True, {"residual_read": "tma"}),
                  ("ours residual prefetch, tma/64 s4", True, {"residual_read": "prefetch", "epilogue_tile": 64,
                                                               "stages": 4}))
 """``--epilogue``: our kernels, (name, with the residual, the config's changes from the model's plan or None): the
 plain GEMM, the residual read in the epilogue (``global``, the model's choice) and after the producer's L2 prefetch
-(``prefetch``; the two within 0.5 % of each other on the H200, runs/sm90_epilogue_h200_2026-12-07d.md), and both with
+(``prefetch``; the two within 0.5 % of each other on the H200, runs/sm90_epilogue_h200_2026-12-07d.md), staged by
+TMA into the D staging buffer halfway through the mainloop (``tma``, +11.1 % there), and plain and ``prefetch`` with
 the 64-column staging and a fourth stage (CUTLASS's epilogue carve-out: 32 KB of staging, four ring stages; plain
 ran +3.9 % there on the H200)."""
 """``--epilogue``'s bases: our rows' overheads are over ``OURS_PLAIN``, cuBLAS's over ``PEER_PLAIN``."""

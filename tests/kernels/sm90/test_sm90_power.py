@@ -122,6 +122,7 @@ def _cpu_runs(monkeypatch, power):
 
     monkeypatch.setattr(power, "sustained", lambda fn, seconds: (fn(), dict(s=2e-3, mhz=1500.0, watts=700.0))[1])
     monkeypatch.setattr(power, "graph_of", lambda torch, fn, calls: lambda: [fn() for _ in range(calls)])
+    monkeypatch.setattr(power, "calls_for", lambda flops: 3)  # odd: a graph holds 4
     monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
 
 
@@ -137,22 +138,23 @@ def test_epilogue_contenders_are_the_plain_gemm_each_read_and_cublas_in_place(mo
         asked.extend((key, args[:3], args[5].residual, cfg) for key, args, cfg in todo)
         return {key: (types.SimpleNamespace(fusion=args[5]), None, 1.0, dict(
             block_m=128, block_n=256, stages=3, epilogue="tma", epilogue_tile=64 * ("tma/64" in key),
-            residual_read="global" if "global" in key else "prefetch")) for key, args, _ in todo}
+            residual_read=key.split()[2].rstrip(",") if "residual" in key else "global")) for key, args, _ in todo}
     monkeypatch.setattr(benchmark_module("sm90_gemm"), "build_all", build_all)
     monkeypatch.setattr("tvm_cdna4.runtime.cuda.load_build", lambda cb: None)
     monkeypatch.setattr("tvm_cdna4.runtime.cuda.Kernel", lambda fn, p: "kernel")
     got = power.epilogue_contenders(torch, (64, 48, 32))
     assert list(got) == ["ours plain", "ours plain, tma/64 s4", "ours residual global", "ours residual prefetch",
-                         "ours residual prefetch, tma/64 s4", "torch.mm", "Tensor.addmm_ (in place)"]
+                         "ours residual tma", "ours residual prefetch, tma/64 s4", "torch.mm", "Tensor.addmm_ (in place)"]
     chunks = {"epilogue_tile": 64, "stages": 4}
     assert asked == [("ours plain", (64, 48, 32), False, None),
                      ("ours plain, tma/64 s4", (64, 48, 32), False, ("choice", chunks)),
                      ("ours residual global", (64, 48, 32), True, ("choice", {"residual_read": "global"})),
                      ("ours residual prefetch", (64, 48, 32), True, ("choice", {"residual_read": "prefetch"})),
+                     ("ours residual tma", (64, 48, 32), True, ("choice", {"residual_read": "tma"})),
                      ("ours residual prefetch, tma/64 s4", (64, 48, 32), True,
                       ("choice", {"residual_read": "prefetch", **chunks}))]
-    assert [v[1] for v in got.values()] == [False, False, True, True, True, False, True]  # which add the residual
-    assert [v[2] for v in got.values()] == ["ours plain"] * 5 + ["torch.mm"] * 2  # each one's base
+    assert [v[1] for v in got.values()] == [False, False, True, True, True, True, False, True]  # which add the residual
+    assert [v[2] for v in got.values()] == ["ours plain"] * 6 + ["torch.mm"] * 2  # each one's base
 
 
 def test_epilogue_rows_check_with_the_residual_and_report_cycles_and_energy(monkeypatch):
@@ -184,10 +186,9 @@ def test_epilogue_rows_check_with_the_residual_and_report_cycles_and_energy(monk
     rows = power.epilogue_rows(torch, contenders, argparse.Namespace(seconds=0.0), 132, shape=(64, 48, 32),
                                device="cpu")
     assert [r["ok"] for r in rows] == [True, False, True, True]
-    calls = power.calls_for(2 * 64 * 48 * 32)
-    assert calls % 2 == 0 or len(seen["signs"]) == 1 + 2 * (calls + 1)
-    assert seen["signs"][0] == 1.0 and seen["signs"][1:4] == [-1.0, 1.0, -1.0]  # the check at +1, then alternating
-    even = calls + calls % 2
+    signs = seen["signs"]  # the check, then per run a graph of 4 calls, replayed once by the fake sustained
+    assert len(signs) == 1 + 2 * 4 and signs == [1.0, -1.0, 1.0, -1.0, 1.0, -1.0, 1.0, -1.0, 1.0]
+    even = 4
     r = rows[0]
     assert r["random_us"] == pytest.approx(2e-3 / even * 1e6)
     assert r["random_mcycles"] == pytest.approx(2e-3 / even * 1500.0)  # seconds x MHz: millions of cycles
