@@ -160,6 +160,10 @@
 #               the wide-N tails of benchmarks/sm90_widen.py) at M = ${DEEPWAVES_MS:-768,1200,3000,8192} [~130]
 #   swap200     stop 53: the torch op with gemm_cost.WEIGH_SWAP_NARROW off / on (M past SWAP_DYNAMIC_MAX_M in swapped
 #               16-row buckets, one token tile) at M = ${SWAP200_MS:-160,200,240,256}, ${SWAP200_PROJS:-qkv,o,down} [~140]
+#   resclock    stop 53 (journal "Stop 53: resclock"): energy or cycles? The residual at 4096^3 at the clock and power it
+#               sustains: our plain GEMM and residual (global, prefetch, tma; whole-tile staging s3, 64-column s4),
+#               torch.mm and cuBLAS's addmm_ in place: time, clock, power, cycles and energy a call, each over its plain
+#               GEMM (sm90_power.py --epilogue) [~100]
 #
 # NO_GPU_TESTS=1 skips the steps' pytest runs (every benchmark still checks each kernel against its reference first).
 #
@@ -552,8 +556,10 @@ print('planned:', d.planned('sm80'))" 2>&1 | tee "$OUT/m200_device.txt"
     timeout 150 python3 benchmarks/torch_gemm.py --ms ${SWAP200_MS:-160,200,240,256} --projs ${SWAP200_PROJS:-qkv,o,down} \
       --swap-narrow off,on --calls 20 --reps 8 --out "$OUT/swap200" 2>&1 | tee "$OUT/torch_gemm_swap200.log" \
       | grep -v "^{" | tail -30 ;;
-
-  *) echo "unknown step $step (peers, partitions, ncu, ncu-cluster, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring, m200, epires, epires-ncu, stop49, stop49b, attn3wg, swaporder, swaporder-ncu, decode32, refine, swapone, swapcluster, attnfit, attnfit-long, attnitem, splitwave, attnzigzag, peers-mid, finecut, walktests, trim, pagedsplit, zerofill, paged, reach, epiearly, power, widen, deepwaves, pagedb8, fa3tile, attnlat, fp8grp, swap200, short2k)"; exit 2 ;;
+  resclock)  # stop 53: the residual at 4096^3 sustained: time, clock, power, cycles, energy a call (sm90_power.py --epilogue) [~100]
+    timeout 140 python3 benchmarks/sm90_power.py --epilogue --seconds ${RESCLOCK_S:-2} --out "$OUT/resclock" 2>&1 \
+      | tee "$OUT/sm90_power_resclock.log" | grep -v "^{" | tail -20 ;;
+  *) echo "unknown step $step (peers, partitions, ncu, ncu-cluster, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring, m200, epires, epires-ncu, stop49, stop49b, attn3wg, swaporder, swaporder-ncu, decode32, refine, swapone, swapcluster, attnfit, attnfit-long, attnitem, splitwave, attnzigzag, peers-mid, finecut, walktests, trim, pagedsplit, zerofill, paged, reach, epiearly, power, widen, deepwaves, pagedb8, fa3tile, attnlat, fp8grp, swap200, short2k, resclock)"; exit 2 ;;
   esac
 done
 cd "$OUT" && tar czf /tmp/call.tgz --exclude=call.tgz . && find . -mindepth 1 -delete && mv /tmp/call.tgz "$OUT/call.tgz"

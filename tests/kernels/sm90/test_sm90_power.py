@@ -115,3 +115,85 @@ def test_extra_contenders_run_after_the_two_on_the_same_operands(monkeypatch):
     assert [r["ok"] for r in rows] == [True, True, False]  # a wrong C is caught by the check, not timed as right
     (xc, wc), _, (xz, _) = seen
     assert xc.any() and wc.any() and not xz.any()
+
+
+def _cpu_runs(monkeypatch, power):
+    import torch
+
+    monkeypatch.setattr(power, "sustained", lambda fn, seconds: (fn(), dict(s=2e-3, mhz=1500.0, watts=700.0))[1])
+    monkeypatch.setattr(power, "graph_of", lambda torch, fn, calls: lambda: [fn() for _ in range(calls)])
+    monkeypatch.setattr(power, "calls_for", lambda flops: 3)  # odd: a graph holds 4
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+
+
+def test_epilogue_contenders_are_the_plain_gemm_each_read_and_cublas_in_place(monkeypatch):
+    import types
+
+    import torch
+
+    power = benchmark_module("sm90_power")
+    asked = []
+
+    def build_all(todo, workers, seconds):  # sm90_gemm.build_all: key -> (plan, build, seconds, config dict)
+        asked.extend((key, args[:3], args[5].residual, cfg) for key, args, cfg in todo)
+        return {key: (types.SimpleNamespace(fusion=args[5]), None, 1.0, dict(
+            block_m=128, block_n=256, stages=3, epilogue="tma", epilogue_tile=64 * ("tma/64" in key),
+            residual_read=key.split()[2].rstrip(",") if "residual" in key else "global")) for key, args, _ in todo}
+    monkeypatch.setattr(benchmark_module("sm90_gemm"), "build_all", build_all)
+    monkeypatch.setattr("tvm_cdna4.runtime.cuda.load_build", lambda cb: None)
+    monkeypatch.setattr("tvm_cdna4.runtime.cuda.Kernel", lambda fn, p: "kernel")
+    got = power.epilogue_contenders(torch, (64, 48, 32))
+    assert list(got) == ["ours plain", "ours plain, tma/64 s4", "ours residual global", "ours residual prefetch",
+                         "ours residual tma", "ours residual prefetch, tma/64 s4", "torch.mm", "Tensor.addmm_ (in place)"]
+    chunks = {"epilogue_tile": 64, "stages": 4}
+    assert asked == [("ours plain", (64, 48, 32), False, None),
+                     ("ours plain, tma/64 s4", (64, 48, 32), False, ("choice", chunks)),
+                     ("ours residual global", (64, 48, 32), True, ("choice", {"residual_read": "global"})),
+                     ("ours residual prefetch", (64, 48, 32), True, ("choice", {"residual_read": "prefetch"})),
+                     ("ours residual tma", (64, 48, 32), True, ("choice", {"residual_read": "tma"})),
+                     ("ours residual prefetch, tma/64 s4", (64, 48, 32), True,
+                      ("choice", {"residual_read": "prefetch", **chunks}))]
+    assert [v[1] for v in got.values()] == [False, False, True, True, True, True, False, True]  # which add the residual
+    assert [v[2] for v in got.values()] == ["ours plain"] * 6 + ["torch.mm"] * 2  # each one's base
+
+
+def test_epilogue_rows_check_with_the_residual_and_report_cycles_and_energy(monkeypatch):
+    # cuBLAS's in-place residual alternates alpha +1 / -1: after the runs the residual is itself again; a contender
+    # that forgets the residual fails its check; each run's cycles are seconds x clock, its energy seconds x power
+    import argparse
+
+    import torch
+
+    power = benchmark_module("sm90_power")
+    _cpu_runs(monkeypatch, power)
+    fn, sign = power.addmm_in_place(torch)
+    seen = {}
+
+    def plain(x, w, y, res):
+        torch.matmul(x, w.t(), out=y)
+        return y
+
+    def forgets(x, w, y, res):
+        return plain(x, w, y, res)
+
+    def inplace(x, w, y, res):
+        seen.setdefault("signs", []).append(sign[0])
+        return fn(x, w, y, res)
+    contenders = {"ours plain": (plain, False, "ours plain", "cfg", None),
+                  "ours residual forgets": (forgets, True, "ours plain", "cfg", None),
+                  "torch.mm": (plain, False, "torch.mm", "cuBLAS", None),
+                  "Tensor.addmm_ (in place)": (inplace, True, "torch.mm", "cuBLAS", sign)}
+    rows = power.epilogue_rows(torch, contenders, argparse.Namespace(seconds=0.0), 132, shape=(64, 48, 32),
+                               device="cpu")
+    assert [r["ok"] for r in rows] == [True, False, True, True]
+    signs = seen["signs"]  # the check, then per run a graph of 4 calls, replayed once by the fake sustained
+    assert len(signs) == 1 + 2 * 4 and signs == [1.0, -1.0, 1.0, -1.0, 1.0, -1.0, 1.0, -1.0, 1.0]
+    even = 4
+    r = rows[0]
+    assert r["random_us"] == pytest.approx(2e-3 / even * 1e6)
+    assert r["random_mcycles"] == pytest.approx(2e-3 / even * 1500.0)  # seconds x MHz: millions of cycles
+    assert r["random_mj"] == pytest.approx(2e-3 / even * 700.0 * 1e3)
+    lines = power.epilogue_table(rows, "H200")
+    assert len(lines) == 4 + 2 * len(rows)
+    assert "| random | Tensor.addmm_ (in place) | cuBLAS | y |" in lines[7] and "| +0.0 % |" in lines[7]
+    assert lines[4].split(" | ")[5] == "+0.0 %"  # ours plain over itself
