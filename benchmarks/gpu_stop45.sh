@@ -508,7 +508,7 @@ print('planned:', d.planned('sm80'))" 2>&1 | tee "$OUT/m200_device.txt"
       --means 2048,8192,32768 --gqa 32/8,64/8 --out "$OUT/paged" 2>&1 | tee "$OUT/paged_decode_paged.log" \
       | grep -v "^{" | grep -v -i warn | grep -v "return F" | tail -45 ;;
   pagedb8)  # stop 52: the balanced partition and the partition-major order off / on beside FlashInfer at batch 8 (2k-15k) [~150]
-    gpu_tests 35 "$OUT/pytest_gpu_pagedb8.log" -n 8 tests/gpu/test_paged_attention_gpu.py -k "balanced"
+    gpu_tests 100 "$OUT/pytest_gpu_pagedb8.log" -n 8 tests/gpu/test_paged_attention_gpu.py -k "balanced or merge_batch"
     FI=${FLASHINFER_CARRIED:-.sm90tree/flashinfer}
     export FLASHINFER_WORKSPACE_BASE=${FLASHINFER_WORKSPACE_BASE:-/tmp/flashinfer}
     timeout 15 python3 benchmarks/flashinfer_carry.py --probe "$FI" > "$OUT/flashinfer_probe.log" 2>&1 \

@@ -1,6 +1,7 @@
 """``tvm_cdna4.torch.paged_attention`` on an NVIDIA GPU against ``kernels.attention.paged.reference`` (odd
 contexts, 4 queries, fp8 KV, page sizes 16 and 64, lying device data); CUDA-graph capture. Skipped without a GPU."""
 
+import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -116,6 +117,38 @@ def test_the_balanced_partition_matches_the_reference(target, merge, split_major
                workspace(p, q.device))
     for _ in range(2):
         o, lse = _run(q, k, v, table, lens, None, None, kernels)
+        o_ratio, lse_ratio = paged.compare(problem, arrays, o.float().cpu().numpy(), lse.cpu().numpy())
+        assert o_ratio <= 1 and lse_ratio <= 1, (o_ratio, lse_ratio)
+
+
+@pytest.mark.parametrize("merge_batch", [1, 16])
+@pytest.mark.parametrize("kv_dtype", ["bf16", "fp8"])
+def test_the_last_cta_merge_in_rounds_of_merge_batch_matches_the_reference(kv_dtype, merge_batch):
+    """``PagedDecodeConfig(merge="last-cta", merge_batch=n)`` (stop 53: the last CTA's partials n a round) on the short
+    rows' contexts (batch 8, up to 4712 keys: 10 partitions of 512), GQA 32/8: within the bound, twice through one
+    workspace (the tickets back to zero)."""
+    import tvm_cdna4.torch as ours
+    from tvm_cdna4.kernels.attention import paged_verb
+    from tvm_cdna4.kernels.sm80.paged_decode_plan import PagedDecodeConfig
+    from tvm_cdna4.runtime.cuda import load_build
+    from tvm_cdna4.torch_paged import _run, workspace
+
+    contexts = [564, 911, 1203, 1499, 1771, 2086, 2802, 4712]
+    problem = PagedDecodeProblem(8, 32, 8, 128, 1, 16, 295, 1200, kv_dtype=kv_dtype)
+    config = PagedDecodeConfig(merge="last-cta", merge_batch=merge_batch, partition=512)
+    arch = ours.cuda_target(torch.device("cuda", 0))[0]
+    main, merge_kernel = paged_verb("sm80", "build")(problem, config, arch=arch)
+    p = paged_verb("sm80", "plan")(problem, config)
+    assert merge_kernel is None and p.merge == "last-cta" and p.split_kv == 10
+    arrays = paged.random_inputs(problem, seed=9, contexts=contexts)
+    q, k, v, table, lens = cuda_tensors(arrays, torch)
+    scales = (None, None)
+    if problem.scaled:  # the e4m3 bytes as they are, the kernel's uint8 operands
+        k, v = (torch.from_numpy(np.ascontiguousarray(arrays[n]).view(np.uint8)).cuda() for n in ("K_CACHE", "V_CACHE"))
+        scales = tuple(torch.from_numpy(arrays[n]).cuda() for n in ("K_SCALE", "V_SCALE"))
+    kernels = (load_build(main, "paged_"), None, p, workspace(p, q.device))
+    for _ in range(2):
+        o, lse = _run(q, k, v, table, lens, *scales, kernels)
         o_ratio, lse_ratio = paged.compare(problem, arrays, o.float().cpu().numpy(), lse.cpu().numpy())
         assert o_ratio <= 1 and lse_ratio <= 1, (o_ratio, lse_ratio)
 
