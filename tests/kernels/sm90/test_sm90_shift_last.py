@@ -54,6 +54,9 @@ def test_the_shifted_128_row_tile_of_two_consumers_is_exact(m):
     (GemmProblem(130, 75, 136, "bf16", "nt", "bf16", ALL), ONE),  # odd N: element stores
     (GemmProblem(260, 72, 136, "bf16", "nt", "bf16", ALL), TWO),
     (GemmProblem(200, 72, 136, "bf16", "nt", "bf16", Fusion(residual=True)), attrs.evolve(TWO, residual_read="early")),
+    (GemmProblem(200, 72, 136, "bf16", "nt", "bf16", Fusion(residual=True)), attrs.evolve(ONE, residual_read="prefetch")),
+    (GemmProblem(130, 80, 208, "fp8", "nt", "bf16", Fusion(row_scale=True, col_scale=True)), Sm90Config(64, 40, 2, 1, shift_last=True)),
+    (GemmProblem(133, 75, 136, "bf16", "nt", "bf16", ALL), attrs.evolve(ONE, trim_loads=True)),  # N's last tile trimmed
 ])
 def test_the_fused_epilogue_reads_its_inputs_at_the_shifted_rows(problem, config):
     assert exact(problem, config)
@@ -130,7 +133,7 @@ def test_the_last_box_starts_at_m_minus_the_tile_and_every_box_lies_inside_a():
     assert gemm_emit.shift_align(gemm.plan(GemmProblem(77, 150, 256, "bf16", "nt", "f32"), "sm90", SWAP_SPLIT)) == 1
 
 
-@pytest.mark.parametrize("m, config", [(65, TWO), (96, TWO), (128, ONE), (256, TWO), (40, ONE)])
+@pytest.mark.parametrize("m, config", [(65, TWO), (77, TWO), (96, TWO), (128, ONE), (256, TWO), (40, ONE)])
 def test_no_tile_past_the_tokens_or_fewer_tokens_than_a_tile_keep_today_s_kernel(m, config):
     # M below one tile (its box cannot lie inside A) or a multiple of the tile: the script byte-identical
     problem = GemmProblem(m, 72, 136, "bf16", "nt", "bf16")
@@ -192,3 +195,11 @@ def test_torch_gemm_s_shift_last_switch_sets_the_flag_and_labels_the_plan(monkey
     assert gemm_shift.SHIFT_LAST is True
     p = gemm.plan(GemmProblem(200, 3584, 3584, "bf16", "nt", "bf16"), "sm90", Sm90Config(64, 112, 8, 1, shift_last=True))
     assert bench.plan_label(p) == "64x112 shift"
+
+
+def test_options_that_name_tma_stores_or_a_cluster_drop_the_planned_shift(monkeypatch):
+    monkeypatch.setattr(gemm_shift, "SHIFT_LAST", True)
+    problem = GemmProblem(200, 3584, 3584, "bf16", "nt", "bf16")
+    assert gemm.config_from_options(problem, "sm90", block="64x112", stages=8).shift_last
+    assert not gemm.config_from_options(problem, "sm90", block="128x112", epilogue="tma").shift_last
+    assert not gemm.config_from_options(problem, "sm90", block="128x112", cluster_m=2).shift_last
