@@ -164,6 +164,10 @@
 #               sustains: our plain GEMM and residual (global, prefetch, tma; whole-tile staging s3, 64-column s4),
 #               torch.mm and cuBLAS's addmm_ in place: time, clock, power, cycles and energy a call, each over its plain
 #               GEMM (sm90_power.py --epilogue) [~100]
+#   shiftbox    stop 53 (journal "Stop 53: shiftbox"): the last token tile row's box shifted to M - block, inside the
+#               tokens (Sm90Config.shift_last, gemm_shift.SHIFT_LAST): tests/gpu/test_sm90_shift_last_gpu.py (C bit for
+#               bit the unshifted kernel's), then the torch op off / on at M = ${SHIFTBOX_MS:-96,200,260,300,1200},
+#               ${SHIFTBOX_PROJS:-qkv,o,down} [~180]
 #
 # NO_GPU_TESTS=1 skips the steps' pytest runs (every benchmark still checks each kernel against its reference first).
 #
@@ -559,7 +563,14 @@ print('planned:', d.planned('sm80'))" 2>&1 | tee "$OUT/m200_device.txt"
   resclock)  # stop 53: the residual at 4096^3 sustained: time, clock, power, cycles, energy a call (sm90_power.py --epilogue) [~100]
     timeout 140 python3 benchmarks/sm90_power.py --epilogue --seconds ${RESCLOCK_S:-2} --out "$OUT/resclock" 2>&1 \
       | tee "$OUT/sm90_power_resclock.log" | grep -v "^{" | tail -20 ;;
-  *) echo "unknown step $step (peers, partitions, ncu, ncu-cluster, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring, m200, epires, epires-ncu, stop49, stop49b, attn3wg, swaporder, swaporder-ncu, decode32, refine, swapone, swapcluster, attnfit, attnfit-long, attnitem, splitwave, attnzigzag, peers-mid, finecut, walktests, trim, pagedsplit, zerofill, paged, reach, epiearly, power, widen, deepwaves, pagedb8, fa3tile, attnlat, fp8grp, swap200, short2k, resclock)"; exit 2 ;;
+
+  shiftbox)  # stop 53: the last tile row's box at M - block (Sm90Config.shift_last): exact on the card, then off / on [~180]
+    gpu_tests 50 "$OUT/pytest_gpu_shiftbox.log" -n 8 tests/gpu/test_sm90_shift_last_gpu.py
+    mkdir -p "$OUT/shiftbox"  # gate_up's plans past one token tile store with TMA: never shifted
+    timeout 145 python3 benchmarks/torch_gemm.py --ms ${SHIFTBOX_MS:-96,200,260,300,1200} --projs ${SHIFTBOX_PROJS:-qkv,o,down} \
+      --shift-last off,on --calls 20 --reps 8 --out "$OUT/shiftbox" 2>&1 | tee "$OUT/torch_gemm_shiftbox.log" \
+      | grep -v "^{" | tail -30 ;;
+  *) echo "unknown step $step (peers, partitions, ncu, ncu-cluster, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring, m200, epires, epires-ncu, stop49, stop49b, attn3wg, swaporder, swaporder-ncu, decode32, refine, swapone, swapcluster, attnfit, attnfit-long, attnitem, splitwave, attnzigzag, peers-mid, finecut, walktests, trim, pagedsplit, zerofill, paged, reach, epiearly, power, widen, deepwaves, pagedb8, fa3tile, attnlat, fp8grp, swap200, short2k, resclock, shiftbox)"; exit 2 ;;
   esac
 done
 cd "$OUT" && tar czf /tmp/call.tgz --exclude=call.tgz . && find . -mindepth 1 -delete && mv /tmp/call.tgz "$OUT/call.tgz"

@@ -12,6 +12,7 @@
     python3 benchmarks/torch_gemm.py --ms 160,200,240,256 --swap-narrow off,on --out $OUT  # swapped 16-row buckets
     python3 benchmarks/torch_gemm.py --ms 200,260,300 --trim-loads off,on --out $OUT     # loads past M / N trimmed
     python3 benchmarks/torch_gemm.py --ms 200,260,300 --zero-fill off,on --out $OUT      # the model weighs TMA's zero fill
+    python3 benchmarks/torch_gemm.py --ms 200,260,300 --shift-last off,on --out $OUT     # the last tile row's box shifted
 
 y = x · Wᵀ, bf16 in and out (layout ``nt``), the projections (``MODELS``: fused QKV, attention output,
 fused gate/up, down) of model families at ``MS`` (not only powers of two): ``DEFAULT_MODELS``' three unless
@@ -51,7 +52,9 @@ bucket too narrow for a ``CUT_ROWS`` cut cut at ``FINE_CUT_ROWS``) of its (``fin
 (``gemm_plan.TRIM_LOADS``: a tile past M or N loads only the rows that exist, ``Sm90Config.trim_loads``) of its
 (``trim_*``), ``--zero-fill`` (``gemm_cost.WEIGH_ZERO_FILL``: the estimate weighs the rows past M / N TMA zero-fills) of
 its (``zerofill_*``), ``--swap-narrow`` (``gemm_cost.WEIGH_SWAP_NARROW``: M past ``SWAP_DYNAMIC_MAX_M`` in swapped
-buckets of ``SWAP_NARROW_ROWS`` rows, one token tile) of its (``swapnarrow_*``); of them (``SWITCHES``) one may take
+buckets of ``SWAP_NARROW_ROWS`` rows, one token tile) of its (``swapnarrow_*``), ``--shift-last``
+(``gemm_shift.SHIFT_LAST``: the last token tile row's box loaded at ``M - block``, inside the tokens, its own rows
+stored, ``Sm90Config.shift_last``) of its (``shift_*``); of them (``SWITCHES``) one may take
 ``off,on``, the
 others one setting for both runs. ``--projs`` keeps the projections named.
 
@@ -152,7 +155,7 @@ SWITCHES = {"swap_dynamic": ("WEIGH_SWAP_DYNAMIC", "swapdyn"), "split_epilogue":
             "wide_decode": ("WEIGH_WIDE_DECODE", "widedec"), "split_one_wave": ("SPLIT_IN_ONE_WAVE", "splitwave"),
             "fine_cuts": ("FINE_CUTS", "finecut"), "trim_loads": ("TRIM_LOADS", "trim"),
             "zero_fill": ("WEIGH_ZERO_FILL", "zerofill"), "deep_waves": ("WEIGH_DEEP_WAVES", "deepwaves"),
-            "swap_narrow": ("WEIGH_SWAP_NARROW", "swapnarrow")}
+            "swap_narrow": ("WEIGH_SWAP_NARROW", "swapnarrow"), "shift_last": ("SHIFT_LAST", "shift")}
 """The options (``--swap-dynamic``, ``--split-epilogue``, ... one a key, ``_`` for ``-``) that
 set a flag of the bucket plans (in ``gemm_cost``, or the module ``SWITCH_MODULES`` names): the flag, and the tag of an
 A/B's runs and table (``torch_gemm_<tag>_<setting>``, ``torch_gemm_<tag>``)."""
@@ -167,12 +170,13 @@ SWITCH_HELP = {"swap_dynamic": "the buckets weigh the swapped kernel",
                "trim_loads": "a tile past M or N loads only the rows that exist",
                "zero_fill": "the cost model weighs the rows past M / N TMA zero-fills",
                "deep_waves": "the wave-fitting widths fill up to gemm_cost.DEEP_MAX_WAVES waves",
-               "swap_narrow": "M past SWAP_DYNAMIC_MAX_M in swapped buckets of SWAP_NARROW_ROWS rows (one token tile)"}
+               "swap_narrow": "M past SWAP_DYNAMIC_MAX_M in swapped buckets of SWAP_NARROW_ROWS rows (one token tile)",
+               "shift_last": "the last token tile row loads its box at M - block (no zero fill), stores its own rows"}
 """What each ``SWITCHES`` option sets (its ``--help``)."""
 SWITCH_MODULES = {"wide_decode": "tvm_cdna4.kernels.sm80.decode_plan",
                   "refine_buckets": "tvm_cdna4.kernels.sm90.gemm_dynamic",
                   "fine_cuts": "tvm_cdna4.kernels.sm90.gemm_dynamic",
-                  "trim_loads": "tvm_cdna4.kernels.sm90.gemm_plan"}
+                  "trim_loads": "tvm_cdna4.kernels.sm90.gemm_plan", "shift_last": "tvm_cdna4.kernels.sm90.gemm_shift"}
 """The module of a ``SWITCHES`` flag that is not ``kernels.sm90.gemm_cost``'s."""
 
 
@@ -309,13 +313,13 @@ def _plan_of(ours, N: int, K: int, M: int) -> tuple[str, str]:
 def plan_label(p) -> str:
     """A plan in a table's cell: ``decode`` (the weight-streaming kernel), else the config's tile ``block_m x block_n``
     (C^T's with ``swap``), ``raster-n`` for the walk with the tile columns fastest (``gemm_cost.SWAP_PANEL_ADJACENT``),
-    ``/kS`` for a K split, ``tma`` for TMA stores."""
+    ``/kS`` for a K split, ``tma`` for TMA stores, ``trim`` / ``shift`` for ``trim_loads`` / ``shift_last``."""
     c = getattr(p, "config", None)
     if not hasattr(c, "swap_ab"):
         return "decode" if c is not None else "?"
     return (f"{c.block_m}x{c.block_n}" + (" swap" if c.swap_ab else "") + (" raster-n" if c.raster == "n" else "")
             + (f" /k{c.split_k}" if c.split_k > 1 else "") + (" tma" if c.epilogue == "tma" else "")
-            + (" trim" if getattr(c, "trim_loads", False) else ""))
+            + (" trim" if getattr(c, "trim_loads", False) else "") + (" shift" if getattr(c, "shift_last", False) else ""))
 
 
 def planned_device() -> dict:

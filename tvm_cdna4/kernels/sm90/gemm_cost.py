@@ -292,10 +292,11 @@ Off until the torch op's A/B (``benchmarks/torch_gemm.py --zero-fill off,on``)."
 def zero_rows(cfg: Sm90Config, M: int, N: int) -> int:
     """The rows past the tokens a stage of the last tile row zero-fills (the kernel's roles, ``estimate``'s M and N: the
     A box's rows past M, swapped the B box's past N, C^T's): its box ``block`` rows, or with ``trim_loads`` the least of
-    ``gemm_plan.trim_boxes`` that holds the rows that exist (``loaded_box``)."""
+    ``gemm_plan.trim_boxes`` that holds the rows that exist (``loaded_box``); none with ``shift_last`` past one tile
+    (the box moved inside the tokens, ``gemm_shift``)."""
     rows, block = (N, cfg.block_n) if cfg.swap_ab else (M, cfg.block_m)
     exist = rows % block
-    return loaded_box(exist, block, cfg.trim_loads) - exist if exist else 0
+    return loaded_box(exist, block, cfg.trim_loads) - exist if exist and not (cfg.shift_last and rows > block) else 0
 
 
 def zero_fill(cfg: Sm90Config, M: int, N: int, row_bytes: int, compute: float, memory: float, units: int,

@@ -33,6 +33,7 @@ from ...probes_wgmma import acc_layout, shared_layout
 from ...rocm.build import register
 from ...tirx_private import transpile_once
 from . import gemm_cluster as cluster
+from . import gemm_shift as shift
 from .gemm_plan import (BLOCK_K, CONSUMER_REGS, ELEMENT_BYTES, OUT_BYTES, PRODUCER_REGS, ROW_BYTES,
                         SWIZZLE_COLUMNS, WARPGROUP, WGMMA_M, WGMMA_TYPES, Sm90Plan, loaded_box, trim_boxes, wgmma_k)
 from .gemm_epilogue import (EPILOGUE_BARRIER, TMA_STORE, staging_byte, staging_element, staging_word,  # noqa: F401
@@ -199,7 +200,13 @@ def producer_unit(p, SMH, MB, maps, unit, pos, count):
     tile = p.tile_of(unit[1], T.truncdiv, T.truncmod, T.min)
     m0 = tile[0] * c.block_m
     n0 = tile[1] * c.block_n
-    load_tile(p, SMH, MB, maps, pos, count, unit[0], m0, n0)
+    load_tile(p, SMH, MB, maps, pos, count, unit[0], *shift.tile_origin(p, m0, n0, T.max, T.min, shift_align(p)))
+
+
+def shift_align(p: Sm90Plan) -> int:
+    """The alignment of a shifted token tile's origin (``gemm_shift.origin``): the swapped K split's workspace pairs of
+    tokens (``reduce_vector``) need an even one, else 1."""
+    return reduce_vector(p) if p.config.swap_ab and p.split > 1 else 1
 
 
 def split_count(p: Sm90Plan, pid):
@@ -356,30 +363,32 @@ def consumer_tile(p, SMH, MB, args, maps, pid, i, part, wg, t, acc, unit, pos, c
             T.ptx["bar.sync"](T.Cast("uint32", ORDER_BARRIER + wg), T.uint32(2 * WARPGROUP))
     res = residual_of(p, MB, maps, i, m0 + part * c.rows, n0)
     held = early_held(p)  # residual_read="early": the thread's residual words, loaded in the mainloop (else None)
-    mainloop(p, SMH, MB, acc, pos, count, part, wg, t, res, early_of(args, held, *fragment_origin(p, m0, n0, part, t)))
+    mainloop(p, SMH, MB, acc, pos, count, part, wg, t, res,
+             early_of(args, held, *fragment_origin(p, *shift.tile_origin(p, m0, n0, T.max, T.min, shift_align(p)), part, t)))
     if I.constexpr(c.pingpong):
         if i + 1 < T.truncdiv(p.units - 1 - pid, p.ctas) + 1:  # the other consumer's next tile may start
             T.ptx["bar.arrive"](T.Cast("uint32", ORDER_BARRIER + 1 - wg), T.uint32(2 * WARPGROUP))
     if I.constexpr(c.residual_read == "preread"):
         preread_tile(p, SMH, MB, acc, args, maps, part, wg, t, m0, n0, unit, pos, count, res)
-    else:
-        finish_tile(p, SMH, MB, acc, args, maps, part, wg, t, m0, n0, unit, pos, count, split, res, held)
+    else:  # shift_last: the tile's boxes at their origin, its own rows from first_token (gemm_shift)
+        finish_tile(p, SMH, MB, acc, args, maps, part, wg, t, *shift.tile_origin(p, m0, n0, T.max, T.min, shift_align(p)),
+                    unit, pos, count, split, res, held, shift.first_token(p, m0, n0))
 
 
 @T.macro
-def finish_tile(p, SMH, MB, acc, args, maps, part, wg, t, m0, n0, unit, pos, count, split, res, held=None):
+def finish_tile(p, SMH, MB, acc, args, maps, part, wg, t, m0, n0, unit, pos, count, split, res, held=None, first=None):
     # after the tile's mainloop: its wgmma retired, its last ring stage released, C stored (consumer_tile's names;
-    # held: residual_read="early"'s words)
+    # held: residual_read="early"'s words; first: shift_last's own first token row, gemm_shift.kept)
     c = p.config
     retire(p, acc)
     if t == 0:
         cluster.release(p, MB, c.stages + (pos + count - 1) % c.stages)
     if I.constexpr(split):
-        split_store(p, SMH, acc, args, maps, part, wg, t, m0, n0, unit)
+        split_store(p, SMH, acc, args, maps, part, wg, t, m0, n0, unit, first)
     elif I.constexpr(c.epilogue == "tma"):
         store_tma(p, SMH, acc, args, c_maps(p, maps), part, wg, t, m0, n0, None, res, held)
     else:
-        store_fragment(p, acc, args, *fragment_origin(p, m0, n0, part, t), held)
+        store_fragment(p, acc, args, *fragment_origin(p, m0, n0, part, t), held, first)
 
 
 @T.macro
@@ -500,14 +509,14 @@ def workspace_cols(p: Sm90Plan) -> int:
     return p.params[-2].shape[2]
 
 
-def partial_ok(p: Sm90Plan, r, col):
+def partial_ok(p: Sm90Plan, r, col, first=None):
     """Whether the partial pair (or element) at the kernel's (``r``, ``col``) is stored: inside C (``swap_ab``:
     inside C^T by its first element; a pair's second element past the run-time M lands in ``W``'s own columns: zero
     where A's rows past M load as zeros, a stale ring row's sum with ``trim_loads``; either way gathered only into
-    that element, which is never stored)."""
+    that element, which is never stored); ``first``: shift_last's own first token (``gemm_shift.kept``)."""
     if p.config.swap_ab:
-        return inside(p, r, col)
-    return T.and_(r < p.M, col + reduce_vector(p) - 1 < p.N)
+        return shift.kept(p, col, first, inside(p, r, col), T.and_)
+    return T.and_(shift.kept(p, r, first, r < p.M, T.and_), col + reduce_vector(p) - 1 < p.N)
 
 
 def is_atomic(p: Sm90Plan) -> bool:
@@ -520,7 +529,7 @@ def workspace_slice(p: Sm90Plan, k_slice):
 
 
 @T.macro
-def split_store(p, SMH, acc, args, maps, part, wg, t, m0, n0, unit):
+def split_store(p, SMH, acc, args, maps, part, wg, t, m0, n0, unit, first=None):
     # the unit's partial tile (rows part * rows.. of tile unit[1], K slice unit[0]) into W, a fence, the
     # warpgroup's ticket S[tile * parts + part]; the last of the tile's split_k draws gathers the sum (and
     # leaves W, atomic, and the ticket zero for the next launch), then the fused epilogue and C's store
@@ -530,7 +539,7 @@ def split_store(p, SMH, acc, args, maps, part, wg, t, m0, n0, unit):
     row = fragment_origin(p, m0, n0, part, t)[0]
     col = fragment_origin(p, m0, n0, part, t)[1]
     ticket = unit[1] * p.parts + part
-    reduce_partials(p, args["W"], acc, row, col, workspace_slice(p, unit[0]), False)
+    reduce_partials(p, args["W"], acc, row, col, workspace_slice(p, unit[0]), False, first)
     T.ptx["fence.acq_rel.gpu"]()
     T.ptx["bar.sync"](T.Cast("uint32", EPILOGUE_BARRIER + wg), T.uint32(WARPGROUP))
     if t == 0:
@@ -539,17 +548,17 @@ def split_store(p, SMH, acc, args, maps, part, wg, t, m0, n0, unit):
     T.ptx["bar.sync"](T.Cast("uint32", EPILOGUE_BARRIER + wg), T.uint32(WARPGROUP))
     if TK[wg] == T.uint32(p.split - 1):
         T.ptx["fence.acq_rel.gpu"]()
-        reduce_partials(p, args["W"], acc, row, col, 0, True)
+        reduce_partials(p, args["W"], acc, row, col, 0, True, first)
         if t == 0:
             args["S"][ticket] = T.uint32(0)
         if I.constexpr(c.epilogue == "tma"):
             store_tma(p, SMH, acc, args, c_maps(p, maps), part, wg, t, m0, n0, None, None)
         else:
-            store_fragment(p, acc, args, row, col)
+            store_fragment(p, acc, args, row, col, None, first)
 
 
 @T.macro
-def reduce_partials(p, W, acc, row, col, k_slice, gathering):
+def reduce_partials(p, W, acc, row, col, k_slice, gathering, first=None):
     # over the thread's accumulators (acc[mi * N/2 + j * 4 + h * 2 + e] is element (row + 64 mi + 8 h,
     # col + 8 j + e): ``store``'s fragment), by pairs or elements (reduce_vector): the partial into W slice
     # k_slice, each store predicated inside C (gathering False), or the gather of the sum, every load at its
@@ -563,16 +572,16 @@ def reduce_partials(p, W, acc, row, col, k_slice, gathering):
                 for g in T.unroll(2 // vec):
                     if I.constexpr(gathering):
                         gather_at(p, W, acc, part, row + mi * WGMMA_M + 8 * h, col + 8 * j + g * vec,
-                                  mi * c.block_n // 2 + j * 4 + h * 2 + g * vec)
+                                  mi * c.block_n // 2 + j * 4 + h * 2 + g * vec, first)
                     else:
                         partial_at(p, W, acc, k_slice, row + mi * WGMMA_M + 8 * h, col + 8 * j + g * vec,
-                                   mi * c.block_n // 2 + j * 4 + h * 2 + g * vec)
+                                   mi * c.block_n // 2 + j * 4 + h * 2 + g * vec, first)
 
 
 @T.macro
-def partial_at(p, W, acc, k_slice, r, col, e):
-    # one pair (accumulators e, e + 1) or element of the partial store, predicated inside C
-    ok = partial_ok(p, r, col)
+def partial_at(p, W, acc, k_slice, r, col, e, first=None):
+    # one pair (accumulators e, e + 1) or element of the partial store, predicated inside C (and the tile's own rows)
+    ok = partial_ok(p, r, col, first)
     if I.constexpr(reduce_vector(p) == 2):
         T.ptx["st.global.v2.f32"](W.ptr_to([k_slice, r, col]), acc[e], acc[e + 1], pred=ok)
     elif I.constexpr(is_atomic(p)):
@@ -582,7 +591,7 @@ def partial_at(p, W, acc, k_slice, r, col, e):
 
 
 @T.macro
-def gather_at(p, W, acc, part, row, col, e):
+def gather_at(p, W, acc, part, row, col, e, first=None):
     # one pair or element of the gather (sm80's gather_group): slice 0, then 1.. added in order (ordered), or
     # the one slice read and cleared (atomic); the load clamped into C, the clearing store predicated
     r, cc = gather_at_clamped(p, row, col)
@@ -595,7 +604,8 @@ def gather_at(p, W, acc, part, row, col, e):
     else:
         T.ptx["ld.global.cg.f32"](acc[e], W.ptr_to([0, r, cc]))
         if I.constexpr(is_atomic(p)):
-            T.ptx["st.global.f32"](W.ptr_to([0, r, cc]), T.float32(0), pred=inside(p, row, col))
+            T.ptx["st.global.f32"](W.ptr_to([0, r, cc]), T.float32(0), pred=shift.kept(
+                p, col if p.config.swap_ab else row, first, inside(p, row, col), T.and_))
         else:
             for s in T.unroll(1, p.split):
                 T.ptx["ld.global.cg.f32"](part[0], W.ptr_to([s, r, cc]))

@@ -11,6 +11,7 @@ from __future__ import annotations
 from tvm_tirx.script import ir as I
 from tvm_tirx.script import tirx as T
 
+from . import gemm_shift as shift
 from .gemm_plan import SWIZZLE_COLUMNS, WARPGROUP, WGMMA_M, Sm90Plan
 from .gemm_residual import held_half, held_index, pair_half, residual_half, residual_pairs, residual_word
 from .gemm_store import out_value, store_transposed
@@ -22,12 +23,13 @@ consumer warpgroup ``wg``'s 128 threads around its staging buffer's writes (0 is
 
 
 @T.macro
-def store(p, acc, args, row, col, m_end, group, held=None):
+def store(p, acc, args, row, col, m_end, group, held=None, first=None):
     # acc[mi * N/2 + j * 4 + h * 2 + e] is C[row + 64 mi + 8 h, col + 8 j + e] (PTX ISA 9.7.17.5.1.1.1,
     # the wgmma D fragment: thread t of the warpgroup holds rows 16 (t / 32) + (t % 32) / 4 + 8 h), the
     # fused epilogue applied first (out_value); rows below m_end stored (p.M; a grouped tile's group end),
     # the per-column fused inputs of ``group`` (a grouped GEMM's; None: one GEMM); ``held``: the residual's words
-    # (residual_read="early", gemm_residual.load_early), else read from global memory
+    # (residual_read="early", gemm_residual.load_early), else read from global memory; rows from ``first`` only
+    # (shift_last: the tile's own, gemm_shift.kept)
     c = p.config
     C = args["C"]
     n2 = c.block_n // 2
@@ -39,7 +41,7 @@ def store(p, acc, args, row, col, m_end, group, held=None):
                     T.ptx["st.global.v2.f32"](C.ptr_to([r, col + 8 * j]),
                                               out_value(p, args, acc[mi * n2 + j * 4 + h * 2], r, col + 8 * j, group),
                                               out_value(p, args, acc[mi * n2 + j * 4 + h * 2 + 1], r, col + 8 * j + 1, group),
-                                              pred=T.and_(r < m_end, col + 8 * j < p.N))
+                                              pred=T.and_(shift.kept(p, r, first, r < m_end, T.and_), col + 8 * j < p.N))
     elif I.constexpr(p.N % 2 == 0):
         word = T.alloc_tensor(ty_args=[T.Tensor((1 + residual_pairs(p),), "uint32", scope="local", layout="default")])
         for mi in T.unroll(c.rows // WGMMA_M):
@@ -50,26 +52,27 @@ def store(p, acc, args, row, col, m_end, group, held=None):
                     T.ptx[f"cvt.rn.{p.out_dtype}x2.f32"](
                         word[0], out_value(p, args, acc[mi * n2 + j * 4 + h * 2 + 1], r, col + 8 * j + 1, group, pair_half(p, word, 1)),
                         out_value(p, args, acc[mi * n2 + j * 4 + h * 2], r, col + 8 * j, group, pair_half(p, word, 0)))
-                    T.ptx["st.global.b32"](C.ptr_to([r, col + 8 * j]), word[0], pred=T.and_(r < m_end, col + 8 * j < p.N))
+                    T.ptx["st.global.b32"](C.ptr_to([r, col + 8 * j]), word[0], pred=T.and_(shift.kept(p, r, first, r < m_end, T.and_), col + 8 * j < p.N))
     else:
         for mi in T.unroll(c.rows // WGMMA_M):
             for j in T.unroll(c.block_n // 8):
                 for h in T.unroll(2):
                     for e in T.unroll(2):
-                        if T.and_(row + mi * WGMMA_M + 8 * h < m_end, col + 8 * j + e < p.N):
+                        if T.and_(shift.kept(p, row + mi * WGMMA_M + 8 * h, first, row + mi * WGMMA_M + 8 * h < m_end, T.and_),
+                                  col + 8 * j + e < p.N):
                             C[row + mi * WGMMA_M + 8 * h, col + 8 * j + e] = T.Cast(p.tir_out, out_value(
                                 p, args, acc[mi * n2 + j * 4 + h * 2 + e], row + mi * WGMMA_M + 8 * h, col + 8 * j + e, group,
                                 held_half(p, held, held_index(p, mi, j, h), e)))
 
 
 @T.macro
-def store_fragment(p, acc, args, row, col, held=None):
+def store_fragment(p, acc, args, row, col, held=None, first=None):
     # the register epilogue of a (non-grouped) tile: the thread's fragment from (row, col) of the kernel's product,
     # C's (store; held: residual_read="early"'s words) or, swap_ab, C^T's (store_transposed)
     if I.constexpr(p.config.swap_ab):
-        store_transposed(p, acc, args, row, col)
+        store_transposed(p, acc, args, row, col, first)
     else:
-        store(p, acc, args, row, col, p.M, None, held)
+        store(p, acc, args, row, col, p.M, None, held, first)
 
 
 @T.macro

@@ -72,6 +72,7 @@ from ...isa.hopper_layout import TMA_SWIZZLE, swizzle_period
 from ..common import Param, PlanRecord, ceil_div
 from ..gemm.dynamic_m import MBucket, resolve_m
 from ..gemm.epilogue import TANH_OUTPUTS, Fusion
+from . import gemm_shift as SHIFT
 
 DTYPES = {"f16": "float16", "bf16": "bfloat16", "fp8": "float8_e4m3fn"}
 """The inputs' TIR dtypes (``fp8``: OCP e4m3, ``wgmma`` ``.e4m3``)."""
@@ -293,6 +294,12 @@ class Sm90Config:
     at M = 260 in 51.8 us, 124 rows of the last tile past M, and at M = 384 in 31.3; docs/sm90_gemm.md "Trimmed
     loads"). The unclustered dense kernel's (``cluster_m`` 1; not the grouped kernel's)."""
 
+    shift_last: bool = False
+    """Whether the last token tile row (unswapped A's rows, ``swap_ab`` the B role's: M's), where it runs past M and M
+    is at least a tile, loads its whole box at ``M - block`` instead (no zero fill) and stores only its own rows
+    (``gemm_shift``). The register epilogue's: a TMA store rewrites its box's rows below the tile, the previous tile
+    row's (a race, wrong where C aliases the residual); unclustered (a cluster's pair shares the weights' box)."""
+
     @property
     def pingpong(self) -> bool:
         return self.schedule == "pingpong"
@@ -429,6 +436,10 @@ class Sm90Config:
         if self.trim_loads and self.cluster_m != 1:
             bad("trim_loads", "the trimmed loads are the unclustered kernel's (a cluster's shares are whole boxes)",
                 "cluster_m=1", self.named("trim_loads", "cluster_m"))
+        if self.shift_last and (self.cluster_m != 1 or self.epilogue != "registers"):
+            bad("shift_last", "the shifted last tile row is the unclustered register epilogue's (a TMA store would "
+                "rewrite the previous tile row's rows)", "cluster_m=1, epilogue='registers'",
+                self.named("shift_last", "cluster_m", "epilogue"))
         if self.cluster_m == 1:
             return
         if self.split_k != 1:
@@ -725,8 +736,11 @@ last tile row lies past M."""
 
 
 def planned_loads(config: Sm90Config) -> Sm90Config:
-    """``config`` with ``trim_loads`` where ``TRIM_LOADS`` and the config allows it (``cluster_m`` 1)."""
-    return attrs.evolve(config, trim_loads=True) if TRIM_LOADS and config.cluster_m == 1 else config
+    """``config`` with ``trim_loads`` where ``TRIM_LOADS`` and with ``shift_last`` where ``gemm_shift.SHIFT_LAST``, each
+    where the config allows it (``cluster_m`` 1; shifted: the register epilogue)."""
+    one = config.cluster_m == 1
+    config = attrs.evolve(config, trim_loads=True) if TRIM_LOADS and one else config
+    return attrs.evolve(config, shift_last=True) if SHIFT.SHIFT_LAST and one and config.epilogue == "registers" else config
 
 
 def epilogue_choices(config: Sm90Config, fusion: Fusion, out_dtype: str) -> Sm90Config:

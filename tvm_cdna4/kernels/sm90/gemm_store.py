@@ -24,6 +24,7 @@ from tvm_tirx.script import tirx as T
 
 from ..gemm import epilogue as fused
 from ..sm80.gemm_emit_epilogue import TIR_OPS
+from . import gemm_shift as shift
 from .gemm_plan import WGMMA_M, Sm90Plan
 
 FULL_MASK = 0xFFFFFFFF
@@ -55,18 +56,19 @@ TIRx lowers ``T.tanh`` on f32 to CUDA's ``tanhf``, which NVRTC with TIRx's ``--u
 
 
 @T.macro
-def store_transposed(p, acc, args, n, m):
+def store_transposed(p, acc, args, n, m, first=None):
     # swap_ab: acc[mi * N/2 + j * 4 + h * 2 + e] is C^T[n + 64 mi + 8 h, m + 8 j + e] (``store``'s fragment over the
     # kernel's product C^T), so C[m + 8 j + e, n + 64 mi + 8 h], the fused epilogue read there first (out_value): column
-    # pairs of C through a lane exchange (even N), else one element a store (the module docstring)
+    # pairs of C through a lane exchange (even N), else one element a store (the module docstring); C's rows from
+    # ``first`` only (shift_last: the tile's own, gemm_shift.kept)
     if I.constexpr(p.N % 2 == 0):
-        store_transposed_pairs(p, acc, args, n, m)
+        store_transposed_pairs(p, acc, args, n, m, first)
     else:
-        store_transposed_elements(p, acc, args, n, m)
+        store_transposed_elements(p, acc, args, n, m, first)
 
 
 @T.macro
-def store_transposed_pairs(p, acc, args, n, m):
+def store_transposed_pairs(p, acc, args, n, m, first=None):
     # the lane of odd fragment row n (n % 2: (t % 32) / 4's parity, the tile's and warp's first rows even) sends its
     # e = 0 value and takes its even partner's e = 1: the even lane stores C[m + 8 j, n .. n + 1], the odd one
     # C[m + 8 j + 1, n - 1 .. n]; every lane runs the shfl, each store predicated inside C
@@ -85,7 +87,7 @@ def store_transposed_pairs(p, acc, args, n, m):
                 v[2] = T.cuda.__shfl_xor_sync(T.uint32(FULL_MASK), T.if_then_else(odd == 1, v[0], v[1]), PAIR_LANES, 32)
                 lo = T.if_then_else(odd == 1, v[2], v[0])
                 hi = T.if_then_else(odd == 1, v[1], v[2])
-                ok = T.and_(m + 8 * j + odd < p.M, col - odd < p.N)
+                ok = T.and_(shift.kept(p, m + 8 * j + odd, first, m + 8 * j + odd < p.M, T.and_), col - odd < p.N)
                 if I.constexpr(p.out_dtype == "f32"):
                     T.ptx["st.global.v2.f32"](C.ptr_to([m + 8 * j + odd, col - odd]), lo, hi, pred=ok)
                 else:
@@ -94,7 +96,7 @@ def store_transposed_pairs(p, acc, args, n, m):
 
 
 @T.macro
-def store_transposed_elements(p, acc, args, n, m):
+def store_transposed_elements(p, acc, args, n, m, first=None):
     # odd N: one element a store, each inside C
     c = p.config
     C = args["C"]
@@ -102,7 +104,7 @@ def store_transposed_elements(p, acc, args, n, m):
         for j in T.unroll(c.block_n // 8):
             for h in T.unroll(2):
                 for e in T.unroll(2):
-                    if T.and_(m + 8 * j + e < p.M, n + mi * WGMMA_M + 8 * h < p.N):
+                    if T.and_(shift.kept(p, m + 8 * j + e, first, m + 8 * j + e < p.M, T.and_), n + mi * WGMMA_M + 8 * h < p.N):
                         C[m + 8 * j + e, n + mi * WGMMA_M + 8 * h] = T.Cast(p.tir_out, out_value(
                             p, args, acc[mi * c.block_n // 2 + j * 4 + h * 2 + e], m + 8 * j + e, n + mi * WGMMA_M + 8 * h))
 

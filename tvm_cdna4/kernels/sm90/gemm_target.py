@@ -57,7 +57,7 @@ CODE = {"cuda": "source"}
 """The code ``--emit`` prints of a build (``CudaBuild``), by kind: the attribute that holds it."""
 
 ARCH = "sm_90a"
-SOURCES = ("gemm_plan.py", "gemm_emit.py", "gemm_epilogue.py", "gemm_cluster.py", "gemm_residual.py", "gemm_store.py",
+SOURCES = ("gemm_plan.py", "gemm_emit.py", "gemm_epilogue.py", "gemm_cluster.py", "gemm_residual.py", "gemm_store.py", "gemm_shift.py",
            "grouped_plan.py", "grouped_emit.py")
 """The modules the kernel comes from: their digest keys the build cache."""
 
@@ -360,12 +360,15 @@ def with_fields(problem: GemmProblem, cfg: Sm90Config, fields: dict, *, replan: 
 def _replaced(cfg: Sm90Config, fields: dict) -> Sm90Config:
     """``cfg`` with ``fields`` replaced; a ``split_k`` with the ``decomposition`` that goes with it: ``data-parallel``
     at 1, above it ``cfg``'s own K-split decomposition (``split-k`` or ``hybrid``), else ``split-k``; a ``cluster_m`` above
-    1 with ``trim_loads`` off (a cluster loads whole boxes) unless the fields name it."""
+    1 with ``trim_loads`` off (a cluster loads whole boxes), and a cluster or TMA stores with ``shift_last`` off (the
+    unclustered register epilogue's), unless the fields name it."""
     if "split_k" in fields and "decomposition" not in fields:
         split = cfg.decomposition if cfg.decomposition != "data-parallel" else "split-k"
         fields = {**fields, "decomposition": "data-parallel" if fields["split_k"] == 1 else split}
     if fields.get("cluster_m", 1) != 1:  # a cluster loads whole boxes (Sm90Config.trim_loads)
         fields = {"trim_loads": False, **fields}
+    if fields.get("cluster_m", 1) != 1 or fields.get("epilogue", "registers") != "registers":  # Sm90Config.shift_last
+        fields = {"shift_last": False, **fields}
     return replace_config(cfg, **fields)
 
 

@@ -99,7 +99,7 @@ def check_grouped_config(config: Sm90Config, out_dtype: str = "bf16", N: int = 8
     whole 16-byte chunks (the dense kernel's rule, ``gemm_plan.plan``)."""
     for field, value, want in (("schedule", config.schedule, "cooperative"), ("split_k", config.split_k, 1),
                                ("cluster_m", config.cluster_m, 1), ("raster", config.raster, "m"),
-                               ("trim_loads", config.trim_loads, False)):
+                               ("trim_loads", config.trim_loads, False), ("shift_last", config.shift_last, False)):
         if value != want:
             raise ContractError(f"sm90 grouped GEMM config {field}: the grouped kernel runs cooperatively, without "
                                 "a K split, one CTA a cluster, its order down the row tiles, whole boxes", operand=field, check="parameters", expected=repr(want), found=repr(value))

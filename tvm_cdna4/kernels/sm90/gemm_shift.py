@@ -1,0 +1,78 @@
+"""The sm90 GEMM's shifted last tile row (``Sm90Config.shift_last``, issue 36): the tile row that would run past the
+tokens (unswapped: A's rows past M; ``swap_ab``: the kernel's B role, A's rows, C^T's columns) loads its box at
+``tokens - block`` instead of ``tile * block``, so that every row of the box exists: no zero fill, the tile's whole box
+through the same tensor map. The consumers compute ``block`` real rows from that origin; the epilogue maps accumulator
+row ``r`` to token ``origin + r`` (the fused inputs read there) and stores only the tokens in ``[tile * block, tokens)``
+(``kept``): the ones below belong to the previous tile row, never written twice (a K split's partials and atomics and
+its workspace clearing masked alike). Where the tokens are fewer than one tile the box cannot lie inside them: the
+kernel is today's (``shifts``; a dynamic M's origin ``min(tile * block, max(M - block, 0))`` is the tile's own there).
+
+Why: the same kernel ran far slower where TMA zero-fills most of the last tile's box (H100, 2026-12-07, 64x112: Qwen2.5-7B
+down 94.4 us at M = 200, 64.4 at 240), and loading smaller boxes instead (``trim_loads``) lost: the zero fill is avoided,
+not shrunk. A leaf module: ``gemm_plan`` reads ``SHIFT_LAST`` without importing the emitter.
+"""
+
+from __future__ import annotations
+
+SHIFT_LAST = False
+"""Whether the cost model's configs take ``Sm90Config.shift_last`` where the config allows it
+(``gemm_plan.planned_loads``: the register epilogue, ``cluster_m`` 1). Off until timed through the torch op
+(``benchmarks/torch_gemm.py --shift-last off,on``; gpu_stop45.sh step ``shiftbox``)."""
+
+
+def token_rows(p) -> tuple:
+    """(the tokens' rows M, the kernel's tile of them): unswapped the A role's ``block_m``, swapped the B role's
+    ``block_n``."""
+    return p.M, (p.config.block_n if p.config.swap_ab else p.config.block_m)
+
+
+def shifts(p) -> bool:
+    """Whether the plan's kernel shifts its last token tile (``shift_last``, and a last tile that can run past the
+    tokens with the tokens at least a tile: a static M past one tile and not a multiple of it, or a dynamic M whose
+    bucket reaches past one tile)."""
+    if not p.config.shift_last:
+        return False
+    rows, block = token_rows(p)
+    if p.dynamic_m is not None:
+        return p.dynamic_m.hi > block
+    return rows > block and rows % block != 0
+
+
+def origin(p, first, max_, min_, align: int = 1):
+    """The token row at which the tile whose own first token row is ``first`` loads and computes: ``first``, or where
+    ``shifts`` the least of it and ``M - block`` rounded up to ``align`` (a dynamic M: ``max(M - block, 0)``;
+    ``max_``/``min_``: TIR's ``T.max``/``T.min``). ``align`` 2: the swapped K split's workspace pairs of tokens
+    (``gemm_emit.shift_align``), whose 8-byte stores need an even first token: its box then has one row past M."""
+    if not shifts(p):
+        return first
+    rows, block = token_rows(p)
+    if p.dynamic_m is None:
+        return min_(first, -(-(rows - block) // align) * align)
+    low = max_(rows - block, 0)
+    return min_(first, low if align == 1 else (low + align - 1) // align * align)
+
+
+def tile_origin(p, m0, n0, max_, min_, align: int = 1) -> tuple:
+    """(``m0``, ``n0``): the first rows of a tile's A and B role boxes, the token one through ``origin``."""
+    if p.config.swap_ab:
+        return m0, origin(p, n0, max_, min_, align)
+    return origin(p, m0, max_, min_, align), n0
+
+
+def first_token(p, m0, n0):
+    """The tile's own first token row (``kept``'s ``first``): ``n0`` swapped, else ``m0``; None where not ``shifts``."""
+    if not shifts(p):
+        return None
+    return n0 if p.config.swap_ab else m0
+
+
+def kept(p, token, first, ok, and_):
+    """The store predicate ``ok`` of an element at token row ``token`` of a tile whose own first token row is
+    ``first`` (None: not shifted): also ``token >= first`` where ``shifts`` (the rows below are the previous tile
+    row's); ``ok`` itself otherwise (the kernel's code unchanged)."""
+    if first is None or not shifts(p):
+        return ok
+    return and_(first <= token, ok)
+
+
+__all__ = ["SHIFT_LAST", "first_token", "kept", "origin", "shifts", "tile_origin", "token_rows"]
