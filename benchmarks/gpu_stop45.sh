@@ -565,7 +565,7 @@ print('planned:', d.planned('sm80'))" 2>&1 | tee "$OUT/m200_device.txt"
       | tee "$OUT/sm90_power_resclock.log" | grep -v "^{" | tail -20 ;;
 
   shiftbox)  # stop 53: the last tile row's box at M - block (Sm90Config.shift_last): exact on the card, then off / on [~180]
-    gpu_tests 50 "$OUT/pytest_gpu_shiftbox.log" -n 8 tests/gpu/test_sm90_shift_last_gpu.py
+    gpu_tests 100 "$OUT/pytest_gpu_shiftbox.log" -n 8 tests/gpu/test_sm90_shift_last_gpu.py
     mkdir -p "$OUT/shiftbox"  # gate_up's plans past one token tile store with TMA: never shifted
     timeout 145 python3 benchmarks/torch_gemm.py --ms ${SHIFTBOX_MS:-96,200,260,300,1200} --projs ${SHIFTBOX_PROJS:-qkv,o,down} \
       --shift-last off,on --calls 20 --reps 8 --out "$OUT/shiftbox" 2>&1 | tee "$OUT/torch_gemm_shiftbox.log" \
