@@ -67,3 +67,19 @@ def test_the_emulator_validates_a_narrow_swapped_part_at_its_ends_and_inside(N, 
         c = data.output()
         emulate(f, *data.arguments(p.params, c), target="sm90")
         assert data.ratio(c) <= 1.0, m
+
+
+def test_the_parts_stop_at_swap_narrow_max_m(monkeypatch):
+    # Phi-3-medium's QKV: past the cap 209..256 is one unswapped part, the off plan (128x120); without the cap
+    # 225..240 runs the swapped 64x240 that the H100 timed at 0.89x (WEIGH_SWAP_NARROW's docstring)
+    N, K = 7680, 5120
+    on = _buckets(True, monkeypatch, N, K)
+    cap = gemm_cost.SWAP_NARROW_MAX_M
+    past = next(b for b in on if b.lo == cap + 1)
+    assert past == MBucket(cap + 1, 256) and not _plan_of(past, N, K).swap_ab
+    assert _plan_of(past, N, K) == _plan_of(MBucket(193, 256), N, K)  # the flag off's plan of 193..256
+    assert _plan_of(next(b for b in on if cap in b), N, K).swap_ab
+    monkeypatch.setattr(gemm_cost, "SWAP_NARROW_MAX_M", TMA_BOX_MAX)
+    part = next(b for b in gemm_dynamic.dynamic_buckets(N, K, "bf16", "bf16", H100) if 240 in b)
+    cfg = _plan_of(part, N, K)
+    assert part == MBucket(225, 240) and cfg.swap_ab and cfg.block_n == 240
