@@ -116,6 +116,7 @@ def fields(tag: str, r: dict, flops: float, calls: int, sms: int) -> dict:
 
 EPILOGUE_SHAPE = (4096, 4096, 4096)
 OURS_PLAIN, PEER_PLAIN = "ours plain", "torch.mm"
+"""``--epilogue``'s bases: our rows' overheads are over ``OURS_PLAIN``, cuBLAS's over ``PEER_PLAIN``."""
 EPILOGUE_OURS = ((OURS_PLAIN, False, None), ("ours plain, tma/64 s4", False, {"epilogue_tile": 64, "stages": 4}),
                  ("ours residual global", True, {"residual_read": "global"}),
                  ("ours residual prefetch", True, {"residual_read": "prefetch"}),
@@ -128,7 +129,6 @@ plain GEMM, the residual read in the epilogue (``global``, the model's choice) a
 TMA into the D staging buffer halfway through the mainloop (``tma``, +11.1 % there), and plain and ``prefetch`` with
 the 64-column staging and a fourth stage (CUTLASS's epilogue carve-out: 32 KB of staging, four ring stages; plain
 ran +3.9 % there on the H200)."""
-"""``--epilogue``'s bases: our rows' overheads are over ``OURS_PLAIN``, cuBLAS's over ``PEER_PLAIN``."""
 BUILD_SECONDS = 90
 """``--epilogue``: the most seconds its kernels' parallel builds may take (a GPU step's timeout keeps the runs)."""
 

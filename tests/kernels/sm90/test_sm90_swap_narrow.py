@@ -67,3 +67,34 @@ def test_the_emulator_validates_a_narrow_swapped_part_at_its_ends_and_inside(N, 
         c = data.output()
         emulate(f, *data.arguments(p.params, c), target="sm90")
         assert data.ratio(c) <= 1.0, m
+
+
+def test_the_parts_stop_at_swap_narrow_max_m(monkeypatch):
+    # Phi-3-medium's QKV: past the cap 209..256 is one unswapped part, the off plan (128x120); without the cap
+    # 225..240 runs the swapped 64x240 that the H100 timed at 0.89x (WEIGH_SWAP_NARROW's docstring)
+    N, K = 7680, 5120
+    on = _buckets(True, monkeypatch, N, K)
+    cap = gemm_cost.SWAP_NARROW_MAX_M
+    past = next(b for b in on if b.lo == cap + 1)
+    assert past == MBucket(cap + 1, 256) and not _plan_of(past, N, K).swap_ab
+    assert _plan_of(past, N, K) == _plan_of(MBucket(193, 256), N, K)  # the flag off's plan of 193..256
+    assert _plan_of(next(b for b in on if cap in b), N, K).swap_ab
+    monkeypatch.setattr(gemm_cost, "SWAP_NARROW_MAX_M", TMA_BOX_MAX)
+    part = next(b for b in gemm_dynamic.dynamic_buckets(N, K, "bf16", "bf16", H100) if 240 in b)
+    cfg = _plan_of(part, N, K)
+    assert part == MBucket(225, 240) and cfg.swap_ab and cfg.block_n == 240
+
+
+def test_a_bucket_starting_or_ending_between_the_cuts_is_cut_at_the_multiples(monkeypatch):
+    # narrowed on any bucket (a coarse edge or m_limit inside 129..208): the first part ends at the next multiple of
+    # SWAP_NARROW_ROWS, the last at the bucket's top; past SWAP_NARROW_MAX_M one unswapped part (Gemma-2-9B's QKV)
+    monkeypatch.setattr(gemm_cost, "WEIGH_SWAP_NARROW", True)
+    step, cap = gemm_cost.SWAP_NARROW_ROWS, gemm_cost.SWAP_NARROW_MAX_M
+    assert [(b.lo, b.hi, n) for b, n in gemm_dynamic.narrowed(MBucket(150, 200), *GEMMA_QKV, "bf16", 2, H100)] == [
+        (150, 160, True), (161, 176, True), (177, 192, True), (193, 200, True)]
+    parts = gemm_dynamic.narrowed(MBucket(100, 300), *GEMMA_QKV, "bf16", 2, H100)
+    assert parts[0] == (MBucket(100, gemm_cost.SWAP_DYNAMIC_MAX_M), False) and parts[-1] == (MBucket(cap + 1, 300), False)
+    assert all(b.hi % step == 0 and b.hi - b.lo < step and n for b, n in parts[1:-1])
+    assert all(a.hi + 1 == b.lo for (a, _), (b, _) in zip(parts, parts[1:]))
+    plan = _plan_of(MBucket(193, 200), *GEMMA_QKV)
+    assert plan.swap_ab and plan.block_n == 200  # the part's top, not the multiple's

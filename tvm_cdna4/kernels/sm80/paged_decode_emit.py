@@ -624,7 +624,7 @@ def merge_kernel(p, args):
     lanes = T.cuda.block_idx("x") * p.merge_threads + T.cuda.thread_idx("x")
     item = lanes // MERGE_LANES
     lane = lanes % MERGE_LANES
-    if item < p.problem.batch * p.problem.kv_heads * p.rows * half:
+    if item < p.problem.batch * p.problem.kv_heads * p.merge_items:
         dp = item % half
         r = item // half % p.rows
         bh = item // half // p.rows
@@ -707,7 +707,7 @@ def cta_merge(p, args, bh, n):
                             4 * p.last_batch * k, p.last_batch)
         for k in T.unroll(p.last_pass):
             item = (ps * p.last_pass + k) * p.threads + tid
-            if item < p.rows * half:
+            if item < p.merge_items:
                 merge_store(p, args, acc, bh, item // half, item % half, 5 * k)
 
 

@@ -431,7 +431,7 @@ class PagedDecodePlan(PlanRecord, family="paged"):
         """The merge kernel's CTAs (0 with the last-CTA merge: no merge launch)."""
         if self.merge == "last-cta":
             return 0
-        items = self.problem.batch * self.problem.kv_heads * self.rows * (self.problem.head_dim // 2)
+        items = self.problem.batch * self.problem.kv_heads * self.merge_items
         return ceil_div(items * MERGE_LANES, self.merge_threads)
 
     @property
@@ -440,9 +440,14 @@ class PagedDecodePlan(PlanRecord, family="paged"):
         return self.merge == "last-cta"
 
     @property
+    def merge_items(self) -> int:
+        """The (row, dim pair) items a (sequence, kv head)'s merge takes: ``rows`` x ``head_dim / 2``."""
+        return self.rows * (self.problem.head_dim // 2)
+
+    @property
     def merge_passes(self) -> int:
         """The last-CTA merge's passes: ``last_pass`` (row, dim pair) items per thread each."""
-        return ceil_div(self.rows * (self.problem.head_dim // 2), self.threads * self.last_pass)
+        return ceil_div(self.merge_items, self.threads * self.last_pass)
 
     def workspace_bytes(self) -> int:
         """The partials' bytes, and the tickets' (4 bytes per sequence x kv head) with the last-CTA merge."""
@@ -615,7 +620,7 @@ def last_round(plan: PagedDecodePlan, target: str) -> PagedDecodePlan:
         raise ContractError(f"{target} paged decode merge_batch: the last-CTA merge's rounds", operand="merge_batch",
                             check="parameters", expected="merge='last-cta'", found=f"merge={plan.merge!r}")
     nb = plan.config.merge_batch
-    items = ceil_div(plan.rows * (plan.problem.head_dim // 2), plan.threads)
+    items = ceil_div(plan.merge_items, plan.threads)
     return attrs.evolve(plan, last_batch=nb, last_pass=max(1, min(MERGE_PASS, items, LAST_LOADS // nb)))
 
 

@@ -613,7 +613,8 @@ a CTA; docs/sm90_gemm.md "The walk of several token tiles"); untimed: ``benchmar
 
 SWAP_DYNAMIC_MAX_M = 128
 """The largest bucket top (M) whose dynamic-M plan weighs the swapped kernel where ``WEIGH_SWAP_DYNAMIC`` (the A/B in its
-docstring: swapped one-tile buckets won to 1..128 and lost at 129..192 and 193..256)."""
+docstring: swapped one-tile buckets won to 1..128 and lost at 129..192 and 193..256); past it only
+``WEIGH_SWAP_NARROW``'s parts weigh it (``swap_weighed``)."""
 
 WEIGH_SWAP_NARROW = True
 """Whether the dynamic-M buckets past ``SWAP_DYNAMIC_MAX_M`` up to ``SWAP_NARROW_MAX_M`` are cut into parts of
@@ -640,8 +641,8 @@ its smallest M (193..208: N 208 at M = 200), a kernel built per part used."""
 
 def swap_weighed(lo: int, hi: int) -> bool:
     """Whether a dynamic-M range ``lo..hi`` weighs the swapped kernel (``range_candidates``): where
-    ``WEIGH_SWAP_DYNAMIC``, up to ``SWAP_DYNAMIC_MAX_M``, and past it up to ``SWAP_NARROW_MAX_M`` a range narrower
-    than ``SWAP_NARROW_ROWS`` where ``WEIGH_SWAP_NARROW``."""
+    ``WEIGH_SWAP_DYNAMIC``, up to ``SWAP_DYNAMIC_MAX_M``, and past it up to ``SWAP_NARROW_MAX_M`` a range of at most
+    ``SWAP_NARROW_ROWS`` rows where ``WEIGH_SWAP_NARROW``."""
     if not WEIGH_SWAP_DYNAMIC or hi > TMA_BOX_MAX:
         return False
     return hi <= SWAP_DYNAMIC_MAX_M or (WEIGH_SWAP_NARROW and hi - lo < SWAP_NARROW_ROWS and hi <= SWAP_NARROW_MAX_M)
