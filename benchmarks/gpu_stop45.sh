@@ -137,6 +137,11 @@
 #               off (the row) / balance=true / split_major=true (CTAs launched partition-major: the empty ones last) /
 #               both / balance=true with the last-CTA merge, the row's estimate and the balanced one [~150]
 #               both / balance=true with the last-CTA merge, the row's estimate and the balanced one [~115]
+#   fp8eff      stop 53 (journal "Stop 53: fp8eff"): the fp8 paged kernel's ring by its bytes in flight (issue 37; fp8 88-89 %
+#               of the H200's read rate at batch 64 where bf16 reads 103-105 %): paged_decode.py fp8, batch 8 / 32, means 2k / 8k,
+#               GQA 32/8 and 64/8, FlashInfer (carried: .sm90tree/flashinfer, carry it) beside; ours the model's (4 warps x 2
+#               wide stages, 96 KiB in flight an SM) / inflight=true (2 warps x 3, 4 CTAs, 128 KiB) / stages=3 (4 x 3, 2 CTAs,
+#               128 KiB) / warps=2:stages=4 (3 CTAs, 144 KiB) [~140]
 #   short2k     stop 53 (journal "Stop 53: short2k"): paged decode at short contexts (issue 37): paged_decode.py bf16 / fp8,
 #               batch 8 / 16, means 512 / 2k / 3k (512: the call's fixed part), GQA 32/8, FlashInfer (carried:
 #               .sm90tree/flashinfer, carry it) beside; ours the model's (two launches) / merge=last-cta / the last-CTA merge in one round (merge_batch=16) / that
@@ -522,6 +527,16 @@ print('planned:', d.planned('sm80'))" 2>&1 | tee "$OUT/m200_device.txt"
       --gqa 32/8,64/8 --configs balance=true,split_major=true,balance=true:split_major=true,balance=true:merge=last-cta \
       --out "$OUT/pagedb8" 2>&1 \
       | tee "$OUT/paged_decode_pagedb8.log" | grep -v "^{" | grep -v -i warn | grep -v "return F" | tail -20 ;;
+  fp8eff)  # stop 53: the fp8 paged ring by its bytes in flight (inflight=true, 3 stages, 2 warps x 4) beside the default [~140]
+    FI=${FLASHINFER_CARRIED:-.sm90tree/flashinfer}
+    export FLASHINFER_WORKSPACE_BASE=${FLASHINFER_WORKSPACE_BASE:-/tmp/flashinfer}
+    timeout 15 python3 benchmarks/flashinfer_carry.py --probe "$FI" > "$OUT/flashinfer_probe.log" 2>&1 \
+      || echo "the carried FlashInfer did not load (flashinfer_probe.log): its cells say so"
+    mkdir -p "$OUT/fp8eff"
+    timeout 125 python3 benchmarks/paged_decode.py --flashinfer "$FI" --sets fp8 --batches 8,32 --means 2048,8192 \
+      --gqa 32/8,64/8 --configs inflight=true,stages=3,warps=2:stages=4 \
+      --out "$OUT/fp8eff" 2>&1 \
+      | tee "$OUT/paged_decode_fp8eff.log" | grep -v "^{" | grep -v -i warn | grep -v "return F" | tail -20 ;;
   short2k)  # stop 53: paged decode at 512 / 2k / 3k: one launch, its merge in one round, beside the default and FlashInfer [~120]
     FI=${FLASHINFER_CARRIED:-.sm90tree/flashinfer}
     export FLASHINFER_WORKSPACE_BASE=${FLASHINFER_WORKSPACE_BASE:-/tmp/flashinfer}
@@ -570,7 +585,8 @@ print('planned:', d.planned('sm80'))" 2>&1 | tee "$OUT/m200_device.txt"
     timeout 145 python3 benchmarks/torch_gemm.py --ms ${SHIFTBOX_MS:-96,200,260,300,1200} --projs ${SHIFTBOX_PROJS:-qkv,o,down} \
       --shift-last off,on --calls 20 --reps 8 --out "$OUT/shiftbox" 2>&1 | tee "$OUT/torch_gemm_shiftbox.log" \
       | grep -v "^{" | tail -30 ;;
-  *) echo "unknown step $step (peers, partitions, ncu, ncu-cluster, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring, m200, epires, epires-ncu, stop49, stop49b, attn3wg, swaporder, swaporder-ncu, decode32, refine, swapone, swapcluster, attnfit, attnfit-long, attnitem, splitwave, attnzigzag, peers-mid, finecut, walktests, trim, pagedsplit, zerofill, paged, reach, epiearly, power, widen, deepwaves, pagedb8, fa3tile, attnlat, fp8grp, swap200, short2k, resclock, shiftbox)"; exit 2 ;;
+
+  *) echo "unknown step $step (peers, partitions, ncu, ncu-cluster, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring, m200, epires, epires-ncu, stop49, stop49b, attn3wg, swaporder, swaporder-ncu, decode32, refine, swapone, swapcluster, attnfit, attnfit-long, attnitem, splitwave, attnzigzag, peers-mid, finecut, walktests, trim, pagedsplit, zerofill, paged, reach, epiearly, power, widen, deepwaves, pagedb8, fa3tile, attnlat, fp8grp, swap200, short2k, resclock, shiftbox, fp8eff)"; exit 2 ;;
   esac
 done
 cd "$OUT" && tar czf /tmp/call.tgz --exclude=call.tgz . && find . -mindepth 1 -delete && mv /tmp/call.tgz "$OUT/call.tgz"

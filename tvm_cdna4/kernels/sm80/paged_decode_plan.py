@@ -221,6 +221,7 @@ class PagedDecodeConfig:
     balance: bool | None = None  # the partition widened on the device to one wave (balance_tiles); None: BALANCE
     split_major: bool | None = None  # CTAs launched partition-major (PagedDecodePlan.split_major); None: SPLIT_MAJOR
     merge_batch: int | None = None  # the last-CTA merge's partials a round (PagedDecodePlan.last_batch); None: MERGE_BATCH
+    inflight: bool | None = None  # fp8 wide tiles: warps and stages by choose_inflight_ring; None: INFLIGHT
 
     def __attrs_post_init__(self):
         for name, low, high in (("warps", 1, 8), ("stages", 2, 8)):
@@ -251,7 +252,7 @@ class PagedDecodeConfig:
             raise ContractError("paged decode config tile_keys: the keys of one kv tile", operand="tile_keys",
                                 check="parameters", expected=f"one of {TILE_KEY_CHOICES} or None",
                                 found=repr(self.tile_keys))
-        for name in ("balance", "split_major"):
+        for name in ("balance", "split_major", "inflight"):
             if getattr(self, name) is not None and not isinstance(getattr(self, name), bool):
                 raise ContractError(f"paged decode config {name}: a bool or None", operand=name, check="parameters",
                                     expected="True, False or None", found=repr(getattr(self, name)))
@@ -568,6 +569,57 @@ def choose_stages(config: PagedDecodeConfig, tile_keys: int) -> int:
     return WIDE_FP8_STAGES if tile_keys == WIDE_TILE_KEYS else STAGES
 
 
+INFLIGHT = False
+"""Whether an fp8 plan without ``PagedDecodeConfig.inflight`` takes ``choose_inflight_ring``'s warps and stages: no,
+until the GPU run (``benchmarks/gpu_stop45.sh fp8eff``). Why it may pay (journal "Stop 53: fp8eff"): at batch 64 the
+H200 read the fp8 cache at 88-89 % of its read rate where bf16 read at 103-105 % (no tail there: 16k CTAs), and the
+wide fp8 kernel keeps fewer bytes in flight an SM (``inflight_bytes``: 3 CTAs x 4 warps x 1 tile of 8 KiB, 96 KiB)
+than bf16's (2 x 4 x 2 tiles, 128 KiB): a 2-stage ring waits for tile ``i`` with nothing else in flight, then
+issues ``i + 1``."""
+INFLIGHT_MIN_WARPS = 8  # the warps an SM must keep (the bf16 D 128 kernel's: 2 CTAs x 4) in choose_inflight_ring
+INFLIGHT_WARPS = (2, 4)  # choose_inflight_ring's candidates: warps a CTA (1 warp: a CTA start and Q load per 32 keys) ...
+INFLIGHT_STAGES = (2, 3, 4, 5, 6)  # ... and ring depths
+
+
+def inflight_bytes(p: PagedDecodePlan, device) -> int:
+    """The K and V bytes an SM keeps in flight while its warps compute: ``stages - 1`` tiles a warp (the ring's
+    copies issued ahead of the tile it computes) x its warps x ``resident_ctas``."""
+    return resident_ctas(p, device) * p.config.warps * (p.config.stages - 1) * 2 * p.tile_words * 4
+
+
+def choose_inflight_ring(probe: PagedDecodePlan, device) -> tuple[int, int]:
+    """The (warps, stages) of ``INFLIGHT_WARPS`` x ``INFLIGHT_STAGES`` with the most ``inflight_bytes`` among those
+    that keep ``INFLIGHT_MIN_WARPS`` warps an SM (their issue hides the loop's latencies), then the most warps,
+    the most CTAs (shorter partitions: a shorter tail), the fewest stages. fp8, D 128 (8 KiB tiles): 2 warps x 3
+    stages, 4 CTAs of 52 KB, 128 KiB an SM (bf16's; 4 warps x 3 stages holds as much in 2 CTAs)."""
+    best = None
+    for w in INFLIGHT_WARPS:
+        for s in INFLIGHT_STAGES:
+            p = attrs.evolve(probe, config=attrs.evolve(probe.config, warps=w, stages=s))
+            held = resident_ctas(p, device) * w
+            if p.smem_bytes <= device.smem_per_unit and held >= INFLIGHT_MIN_WARPS:
+                key = (inflight_bytes(p, device), held, resident_ctas(p, device), -s)
+                best = max(best or (key, (w, s)), (key, (w, s)))
+    return best[1]
+
+
+def check_inflight(problem: PagedDecodeProblem, config: PagedDecodeConfig, keys: int, target: str) -> bool:
+    """Whether the plan takes ``choose_inflight_ring``: ``config.inflight``, else ``INFLIGHT``, for fp8 wide tiles
+    only; forced for a 16-bit cache, 16-key tiles (the sm90 kernel's) or beside a forced ``stages`` or ``warps``:
+    refused."""
+    if not (INFLIGHT if config.inflight is None else config.inflight):
+        return False
+    if config.inflight and (problem.kv_dtype != "fp8" or keys != WIDE_TILE_KEYS):
+        raise ContractError(f"{target} paged decode inflight: the fp8 wide tiles' ring", operand="inflight",
+                            check="parameters", expected=f"kv_dtype fp8 with tile_keys {WIDE_TILE_KEYS}",
+                            found=f"kv_dtype {problem.kv_dtype}, tile_keys {keys}")
+    if config.inflight and (config.stages is not None or config.warps != PagedDecodeConfig().warps):
+        raise ContractError(f"{target} paged decode inflight: it chooses the warps and stages", operand="inflight",
+                            check="parameters", expected="warps and stages left to the plan",
+                            found=f"warps {config.warps}, stages {config.stages}")
+    return problem.kv_dtype == "fp8" and keys == WIDE_TILE_KEYS
+
+
 BALANCE = False
 """Whether a plan without ``PagedDecodeConfig.balance`` widens its partition on the device (``balance_tiles``): no,
 until a GPU run says so (``benchmarks/gpu_stop45.sh pagedb8``: off / on beside FlashInfer at batch 8)."""
@@ -660,7 +712,12 @@ def plan_paged_decode(problem: PagedDecodeProblem, config: PagedDecodeConfig | N
     mma_type = "f16" if problem.kv_dtype == "fp8" else problem.q_dtype
     instrs = (MMA.format(t=mma_type), PACK.format(t=mma_type), PACK.format(t=problem.q_dtype))
     keys = choose_tile_keys(problem, config, record, target)
+    inflight = check_inflight(problem, config, keys, target)
     config = attrs.evolve(config, stages=choose_stages(config, keys))  # the plan's config holds the stages chosen
+    if inflight:  # the plan's config holds the warps and stages chosen
+        probe = record(problem, config, 1, keys * config.warps, context, sms, *instrs, (), (), "kernel", tile_keys=keys)
+        warps, stages = choose_inflight_ring(probe, planned("sm80"))
+        config = attrs.evolve(config, warps=warps, stages=stages)
     if config.partition and config.partition % keys:
         raise ContractError(f"{target} paged decode partition: keys per CTA, whole tiles", operand="partition",
                             check="parameters", expected=f"a multiple of tile_keys={keys}", found=config.partition)
@@ -700,9 +757,9 @@ def plan_paged_decode(problem: PagedDecodeProblem, config: PagedDecodeConfig | N
     return attrs.evolve(plan, min_ctas=ctas) if ctas else plan
 
 
-__all__ = ["AMORTIZE", "CVT_ARCH", "REG_HEADROOM", "WEIGH_LAST_CTA", "WEIGH_REGISTER_CAP", "BALANCE", "MAX_BALANCE_BATCH", "SPLIT_MAJOR", "FILL_WAVES", "MAX_PARTITION_BYTES", "MAX_ROWS", "MERGES", "MERGE_BATCH", "MERGE_PASS", "MAX_MERGE_BATCH", "LAST_LOADS",
+__all__ = ["AMORTIZE", "CVT_ARCH", "INFLIGHT", "INFLIGHT_MIN_WARPS", "INFLIGHT_STAGES", "INFLIGHT_WARPS", "REG_HEADROOM", "WEIGH_LAST_CTA", "WEIGH_REGISTER_CAP", "BALANCE", "MAX_BALANCE_BATCH", "SPLIT_MAJOR", "FILL_WAVES", "MAX_PARTITION_BYTES", "MAX_ROWS", "MERGES", "MERGE_BATCH", "MERGE_PASS", "MAX_MERGE_BATCH", "LAST_LOADS",
            "MIN_TILES_PER_WARP", "Q_PRESCALE", "TILE_KEYS", "TILE_KEY_CHOICES", "WIDE_FP8", "WIDE_TILE_KEYS",
            "STAGES", "WIDE_FP8_STAGES", "PagedDecodeConfig", "PagedDecodePlan", "balance_divisor", "balance_tiles",
-           "check_balance", "choose_cvt", "choose_merge", "choose_min_ctas",
+           "check_balance", "check_inflight", "choose_cvt", "choose_inflight_ring", "inflight_bytes", "choose_merge", "choose_min_ctas",
            "choose_partition", "choose_stages", "choose_tile_keys",
            "forced_partition", "last_round", "merge_seconds", "plan_paged_decode", "resident_ctas"]
