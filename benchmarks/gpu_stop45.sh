@@ -179,6 +179,8 @@
 #   bash benchmarks/gpu_stop45.sh peers partitions ncu
 #   fp8grp      stop 53: the fp8 and the grouped torch ops at today's plans, benchmarks only (torch_fp8_gemm.py,
 #               torch_grouped_sm90.py; RESULTS.md's fp8 and grouped tables) [~190]
+#   grpbig      stop 53 (journal "Stop 53: grpbig"): Mixtral-8x7B's grouped prefill (2k / 8k tokens) with the grouped
+#               configs' walk prefix / windows / prefix (gemm_cost.GROUPED_WALK: torch_grouped_sm90.py --walk) [~140]
 if [ -f .sm90tree/sitepack/site.tar.xz ]; then  # benchmarks/pack_site.sh: the wheels installed and packed (33 of 49 MB)
   mkdir -p /tmp/site && tar -C /tmp/site -xJf .sm90tree/sitepack/site.tar.xz
 else
@@ -585,8 +587,15 @@ print('planned:', d.planned('sm80'))" 2>&1 | tee "$OUT/m200_device.txt"
     timeout 145 python3 benchmarks/torch_gemm.py --ms ${SHIFTBOX_MS:-96,200,260,300,1200} --projs ${SHIFTBOX_PROJS:-qkv,o,down} \
       --shift-last off,on --calls 20 --reps 8 --out "$OUT/shiftbox" 2>&1 | tee "$OUT/torch_gemm_shiftbox.log" \
       | grep -v "^{" | tail -30 ;;
-
-  *) echo "unknown step $step (peers, partitions, ncu, ncu-cluster, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring, m200, epires, epires-ncu, stop49, stop49b, attn3wg, swaporder, swaporder-ncu, decode32, refine, swapone, swapcluster, attnfit, attnfit-long, attnitem, splitwave, attnzigzag, peers-mid, finecut, walktests, trim, pagedsplit, zerofill, paged, reach, epiearly, power, widen, deepwaves, pagedb8, fa3tile, attnlat, fp8grp, swap200, short2k, resclock, shiftbox, fp8eff)"; exit 2 ;;
+  grpbig)  # stop 53: Mixtral's grouped prefill, the walk prefix / windows / prefix (each kernel checked first) [~140]
+    mkdir -p "$OUT/grpbig"
+    for run in 55:1:prefix 55:2:windows 40:3:prefix; do  # timeout:order:walk (the first builds both shapes' plans)
+      IFS=: read -r secs i walk <<< "$run"
+      timeout "$secs" python3 benchmarks/torch_grouped_sm90.py --models mixtral-8x7b --tokens 2048,8192 --walk "$walk" \
+        --no-sm80 --calls 15 --reps 12 --out "$OUT/grpbig/$i" 2>&1 | tee -a "$OUT/torch_grouped_grpbig.log" \
+        | grep -v "^{" | tail -7
+    done ;;
+  *) echo "unknown step $step (peers, partitions, ncu, ncu-cluster, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring, m200, epires, epires-ncu, stop49, stop49b, attn3wg, swaporder, swaporder-ncu, decode32, refine, swapone, swapcluster, attnfit, attnfit-long, attnitem, splitwave, attnzigzag, peers-mid, finecut, walktests, trim, pagedsplit, zerofill, paged, reach, epiearly, power, widen, deepwaves, pagedb8, fa3tile, attnlat, fp8grp, swap200, short2k, resclock, shiftbox, fp8eff, grpbig)"; exit 2 ;;
   esac
 done
 cd "$OUT" && tar czf /tmp/call.tgz --exclude=call.tgz . && find . -mindepth 1 -delete && mv /tmp/call.tgz "$OUT/call.tgz"

@@ -3,6 +3,7 @@
     python3 benchmarks/torch_grouped_sm90.py --out $OUT                      # both models, every token count
     python3 benchmarks/torch_grouped_sm90.py --models mixtral-8x7b --tokens 2048 --out $OUT
     python3 benchmarks/torch_grouped_sm90.py --sweep --out $OUT     # the sm90 configs one by one (prefill)
+    python3 benchmarks/torch_grouped_sm90.py --models mixtral-8x7b --tokens 2048,8192 --walk windows --out $OUT
 
 y[offsets[g]:offsets[g+1]] = x[...] · W[g]ᵀ, bf16 in and out (layout ``nt``, W ``[G, N, K]``), the two expert
 projections (fused gate/up, down: ``MODELS``) of a many-small-experts model (Qwen3-30B-A3B: 128 experts,
@@ -24,7 +25,9 @@ the relative Frobenius error), then timed in one CUDA graph of ``--calls`` calls
 copies whose bytes together exceed three L2s (``torch_gemm._graph_seconds``: the median replay over
 ``--reps``). Output: the markdown table (and the per-phase summary: prefill geo-mean ours/torch, decode
 worst) on stdout and in ``$OUT/torch_grouped_sm90.md``, every figure in ``$OUT/torch_grouped_sm90.json``.
-Targets (issue 36): prefill >= 1.0x ``torch._grouped_mm`` on both models; decode >= 1.3x.
+Targets (issue 36): prefill >= 1.0x ``torch._grouped_mm`` on both models; decode >= 1.3x. ``--walk``: the walk the
+cost model's grouped configs take (``gemm_cost.GROUPED_WALK``, set in every process before a plan is made; the
+outputs named ``torch_grouped_sm90_<walk>``): an A/B of the walks is two runs.
 """
 
 from __future__ import annotations
@@ -78,7 +81,8 @@ def _prebuild(job) -> str:
     """Worker: build the bucket of T of the grouped kernel ``tvm_cdna4.torch.grouped_gemm`` runs on this
     device's target (sm80's where sm90 refuses the problem) and, with ``sm80``, the sm80 grouped kernel's, and
     compile their device code, so that the timing process only loads."""
-    G, N, K, T, arch, target, sm80 = job
+    G, N, K, T, arch, target, sm80, walk = job
+    set_walk(walk)
     from tvm_cdna4.errors import ContractError
     from tvm_cdna4.kernels.gemm.problem import GemmProblem
     from tvm_cdna4.kernels.sm80.gemm import build_grouped
@@ -97,6 +101,14 @@ def _prebuild(job) -> str:
     for grp in built:
         precompile(grp.kernel_for(T))
     return f"G={G} {N}x{K} T={T}: " + ", ".join(f"{type(grp.plan(T)).__name__} {grp.bucket(T).describe()}" for grp in built)
+
+
+def set_walk(walk: str | None) -> None:
+    """``gemm_cost.GROUPED_WALK`` in this process (``--walk``; None: the package's default)."""
+    if walk is not None:
+        from tvm_cdna4.kernels.sm90 import gemm_cost
+
+        gemm_cost.GROUPED_WALK = walk
 
 
 def _reference(torch, x, w, rows):
@@ -148,8 +160,9 @@ def measure(torch, ours, model, proj, G, N, K, tokens, rows, args) -> dict:
     if args.sm80:
         row["speedup_sm80"] = row["torch_graph_us"] / row["sm80_graph_us"]
     key = ("grouped", G, N, K, "bf16", "bf16", "nt")
-    row["kernel"] = next((type(k.dynamic.plan(T)).__name__ + (" sm90" if name[-1] == "sm90" else "")
-                          for name, k in ours.kernel_cache().items() if name[:7] == key), "?")
+    plan = next(((k.dynamic.plan(T), name) for name, k in ours.kernel_cache().items() if name[:7] == key), None)
+    row["kernel"] = "?" if plan is None else type(plan[0]).__name__ + (" sm90" if plan[1][-1] == "sm90" else "")
+    row["walk"] = getattr(getattr(plan and plan[0], "config", None), "tile_walk", None)  # the sm90 grouped plan's
     del ws
     return row
 
@@ -200,6 +213,8 @@ def main(argv=None) -> int:
                     "prefill counts (benchmarks/grouped_sm90_sweep.py) instead")
     import grouped_sm90_sweep
 
+    ap.add_argument("--walk", choices=("prefix", "windows"), help="the walk of the cost model's grouped configs "
+                    "(gemm_cost.GROUPED_WALK; default: the package's): windows keeps each tile window in one group")
     grouped_sm90_sweep.add_arguments(ap)
     args = ap.parse_args(argv)
     if args.sweep:
@@ -210,6 +225,8 @@ def main(argv=None) -> int:
 
     import tvm_cdna4.torch as ours
 
+    set_walk(args.walk)
+
     arch, target = ours.cuda_target(torch.device("cuda", 0))
     tokens = [int(v) for v in args.tokens.split(",")]
     cases = []
@@ -218,7 +235,7 @@ def main(argv=None) -> int:
             rows = sizes(MODELS[model]["experts"], MODELS[model]["top"], n_tokens, args.zipf, args.seed + n_tokens)
             cases += [(model, proj, G, N, K, n_tokens, rows) for proj, G, N, K in projections(model)]
     t0 = time.time()
-    jobs = sorted({(G, N, K, sum(rows), arch, target, args.sm80) for _, _, G, N, K, _, rows in cases})
+    jobs = sorted({(G, N, K, sum(rows), arch, target, args.sm80, args.walk) for _, _, G, N, K, _, rows in cases})
     with cf.ProcessPoolExecutor(max_workers=args.jobs, mp_context=mp.get_context("spawn")) as pool:
         for line in pool.map(_prebuild, jobs):
             print(line, flush=True)
@@ -232,8 +249,8 @@ def main(argv=None) -> int:
         print(f"{model} {proj} tokens={n_tokens} T={r['T']}: ours {r['ours_graph_us']:.1f} us ({r['kernel']}), torch "
               f"{r['torch_graph_us']:.1f} us ({r['speedup']:.2f}x), ok={r['ours_ok']}", flush=True)
     meta = dict(device=name, arch=arch, target=target, torch=torch.__version__, date=time.strftime("%Y-%m-%d"),
-                zipf=args.zipf, seed=args.seed, calls=args.calls, reps=args.reps, seconds=time.time() - t0)
-    write_results(args.out, "torch_grouped_sm90", meta, out_rows, table(out_rows, args.sm80))
+                walk=args.walk, zipf=args.zipf, seed=args.seed, calls=args.calls, reps=args.reps, seconds=time.time() - t0)
+    write_results(args.out, "torch_grouped_sm90" + (f"_{args.walk}" if args.walk else ""), meta, out_rows, table(out_rows, args.sm80))
     return 0 if all(r["ours_ok"] and r["torch_ok"] for r in out_rows) else 1
 
 

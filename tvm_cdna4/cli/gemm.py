@@ -144,7 +144,8 @@ def _field_options(p) -> None:
                         "the epilogue), prefetch (into L2), early (global's loads, issued in the mainloop into registers) "
                         "(default: the planner's)")
     g.add_argument("--tile-walk", metavar="WALK",
-                   help="--groups: how the CTAs walk the row tiles (TILE_WALKS): gaps or prefix (default: the planner's)")
+                   help="--groups: how the CTAs walk the row tiles (TILE_WALKS): gaps, prefix or windows (the prefix walk, "
+                        "a group's tiles in windows of their own) (default: the planner's)")
     g.add_argument("--epilogue", metavar="HOW",
                    help="how C is written (EPILOGUES): registers (stores from registers) or tma (staged in shared "
                         "memory, TMA stores); the ring re-planned unless --stages (default: the planner's)")

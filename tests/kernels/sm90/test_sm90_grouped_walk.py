@@ -56,7 +56,8 @@ def test_the_emulator_validates_the_prefix_walk(problem, config, sizes):
     ([0, 50, 60, 70], {0: (0, 40)}),            # past T: group 0's rows end at T, groups 1 and 2 start past it
     ([0, 7, 90, 40], {0: (0, 7), 1: (7, 40)}),  # decreasing: group 2 has no tiles (90 .. 40)
 ])
-def test_bad_offsets_never_write_outside_c_in_the_prefix_walk(offsets, rows):
+@pytest.mark.parametrize("walk", ["prefix", "windows"])
+def test_bad_offsets_never_write_outside_c_in_the_prefix_walk(offsets, rows, walk):
     """Offsets past T or decreasing: the prefix counts tiles the launch may not reach and tiles past T, yet every
     access stays inside A, B and C (the emulator checks each) and the rows of the groups with rows are right."""
     import ml_dtypes
@@ -65,7 +66,7 @@ def test_bad_offsets_never_write_outside_c_in_the_prefix_walk(offsets, rows):
 
     G, N, K, T = 3, 24, 64, 40
     grp = gemm.build(GemmProblem(None, N, K, "bf16", "nt", "f32", groups=G), "sm90",
-                     Sm90Config(64, 64, 2, 1, tile_walk="prefix"))
+                     Sm90Config(64, 64, 2, 1, tile_walk=walk))
     rng = np.random.default_rng(5)
     a = (rng.integers(-4, 5, (T, K)) / 8).astype(ml_dtypes.bfloat16)
     b = (rng.integers(-4, 5, (G, N, K)) / 8).astype(ml_dtypes.bfloat16)
@@ -118,6 +119,9 @@ def test_the_gaps_walks_code_is_unchanged():
     problem = GemmProblem(None, 40, 136, "bf16", "nt", "f32", groups=4)
     script = gemm.emit(gemm.plan(problem, "sm90", Sm90Config(128, 64, 2, 2, ctas=2), m=144)).script()
     assert hashlib.sha256(script.encode()).hexdigest() == "c34ab1c27d734583eae634f41a926ac479f954105ab36ab86f4dffe337709e66"
+    # the prefix walk's (the cost model's configs) beside the windows walk: unchanged by it (stop 53)
+    script = gemm.emit(gemm.plan(problem, "sm90", Sm90Config(128, 64, 2, 2, ctas=2, tile_walk="prefix"), m=144)).script()
+    assert hashlib.sha256(script.encode()).hexdigest() == "46de57ca820805a62692c716ab8b674cd3f8b83b467312f456bd3341fa165790"
 
 
 def test_the_walks_benchmark_plans_old_and_new_and_counts_the_busiest_cta():
@@ -192,3 +196,62 @@ def test_the_grouped_ranking_puts_the_measured_best_first(shape, timed):
     ranked = [cfg for _, cfg in gemm_cost.grouped_ranked(rows, G, N, K, 2, dev)]
     assert all(cfg in ranked for cfg, _ in timed)
     assert sorted((cfg for cfg, _ in timed), key=ranked.index)[0] == timed[0][0] == ranked[0]
+
+
+@pytest.mark.parametrize("sizes, block_m, tiles_n, group_m", [
+    ([9, 0, 330, 5], 64, 3, 2), ([0, 0, 64, 65, 1, 0, 300], 64, 2, 4), ([7], 64, 5, 8), ([274, 1328, 340, 782], 128, 7, 8)])
+def test_the_windows_walk_keeps_each_window_inside_its_group(sizes, block_m, tiles_n, group_m):
+    """The windows walk (``tile_walk="windows"``): every row and column of every group in exactly one unit, a group's
+    units consecutive (``prefix[g] tiles_n ..``), and each window of ``group_m`` row tiles within one group, where the
+    prefix walk's windows span two groups' weights (units of two groups in one window)."""
+    from tvm_cdna4.kernels.sm90.gemm_plan import grouped_index
+    from tvm_cdna4.kernels.sm90.grouped_plan import window_locate
+
+    offsets = offsets_of(sizes)
+    prefix = prefix_tiles(offsets, block_m)
+    seen = np.zeros((sum(sizes), tiles_n), int)
+    groups_of = []
+    for u in range(prefix[-1] * tiles_n):
+        g, m0, m_end, col = window_locate(u, offsets, prefix, block_m, tiles_n, group_m)
+        assert offsets[g] <= m0 < m_end == offsets[g + 1] and prefix[g] * tiles_n <= u < prefix[g + 1] * tiles_n
+        seen[m0:min(m0 + block_m, m_end), col] += 1
+        groups_of.append(g)
+    assert (seen == 1).all() and groups_of == sorted(groups_of)
+    per_window = group_m * tiles_n  # the prefix walk's windows over all row tiles: groups met by one window
+    spans = {u // per_window: set() for u in range(prefix[-1] * tiles_n)}
+    for u in range(prefix[-1] * tiles_n):
+        r = grouped_index(u, prefix[-1], tiles_n, group_m, lambda a, b: a // b, lambda a, b: a % b, min)[0]
+        spans[u // per_window].add(prefix_locate(r, offsets, prefix, block_m)[0])
+    assert (max(map(len, spans.values())) > 1) == (len([s for s in sizes if s]) > 1)
+
+
+@pytest.mark.parametrize("problem, config, sizes", [
+    # skewed groups: an empty one, one of 1 row, one across three row tiles (windows of 2: one of 2 tiles, one of 1);
+    # N and K not tile multiples (two tile columns, the second of 8); one consumer over 2 CTAs. The units' order is
+    # not the prefix walk's (its windows of 2 row tiles span groups 0 and 2, 2 and 3)
+    (GemmProblem(None, 72, 72, "bf16", "nt", "f32", groups=5),
+     Sm90Config(64, 64, 2, 1, ctas=2, group_m=2, tile_walk="windows"), [9, 0, 140, 1, 70]),
+    # TMA stores, the per-group bias, two tile columns (N = 136: the second of 8 columns), a group's last tile split
+    (GemmProblem(None, 136, 64, "bf16", "nt", "bf16", Fusion(bias=True), groups=3),
+     Sm90Config(128, 128, 2, 2, epilogue="tma", epilogue_tile=64, group_m=2, tile_walk="windows"), [70, 200, 64]),
+])
+def test_the_emulator_validates_the_windows_walk(problem, config, sizes):
+    p = gemm.plan(problem, "sm90", config, m=sum(sizes))
+    assert p.smem_bytes == config.stages * config.stage_bytes() + config.staging_bytes() + prefix_bytes(len(sizes), "windows")
+    v = gemm.validate(problem, "sm90", config, group_rows=sizes)
+    assert v.ok and v.where == EMULATOR and v.ratio <= 1.0
+
+
+def test_the_windows_walk_is_the_grouped_choice_only_behind_its_flag(monkeypatch):
+    """``gemm_cost.GROUPED_WALK``: the prefix walk by default (the Mixtral-8x7B plans as they were); "windows" moves
+    only the walk of the configs, estimated alike (the same units with rows)."""
+    import attrs
+
+    dev = devices.DEVICES["H100"]
+    before = gemm_cost.choose_grouped(512, 8, 28672, 4096, 2, dev)
+    assert before.tile_walk == "prefix" == gemm_cost.GROUPED_WALK
+    monkeypatch.setattr(gemm_cost, "GROUPED_WALK", "windows")
+    after = gemm_cost.choose_grouped(512, 8, 28672, 4096, 2, dev)
+    assert after == attrs.evolve(before, tile_walk="windows")
+    assert (gemm_cost.grouped_estimate(after, 512, 8, 28672, 4096, 2, dev)
+            == gemm_cost.grouped_estimate(before, 512, 8, 28672, 4096, 2, dev))

@@ -478,7 +478,7 @@ def grouped_estimate(cfg: Sm90Config, rows: int, groups: int, N: int, K: int, ou
     ``epilogue="tma"`` only the tiles wholly inside their group store through TMA (``STAGED_EPILOGUE``); a group's
     last tile (one of ``expected_row_tiles``) stores from registers at the full stall."""
     per_group = expected_row_tiles(rows, cfg.block_m)
-    walked = per_group if cfg.tile_walk == "prefix" else rows / cfg.block_m + 1
+    walked = per_group if cfg.tile_walk != "gaps" else rows / cfg.block_m + 1
     est = estimate(cfg, math.ceil(groups * walked) * cfg.block_m, N, K, out_bytes, device, dtype, groups)
     if cfg.consumers == 1:
         est = replace(est, compute=est.compute / GROUPED_ONE_CONSUMER)
@@ -500,7 +500,8 @@ GROUPED_WALK = "prefix"
 """The walk over the row tiles the grouped configs take (``Sm90Config.tile_walk``): the prefix walk, whose CTAs share
 the units with rows evenly (the ``gaps`` walk gave the busiest CTA 0-13 % more units on the H100 prefill plans of
 2026-12-06, up to 23 % on the sweep's other tilings: docs/grouped_gemm.md, "The walk over the row tiles"), where
-its words leave room for the tile's two-stage ring (``grouped_walk``)."""
+its words leave room for the tile's two-stage ring (``grouped_walk``). ``"windows"`` (the prefix walk, each group's
+units in windows of their own: docs/grouped_gemm.md) is opt-in until timed (``benchmarks/torch_grouped_sm90.py --walk``)."""
 GROUPED_EPILOGUE_TILES = (0, 64)
 """The ``epilogue_tile`` values the grouped choice weighs with TMA stores (0: the whole tile staged; 64: chunks
 of 64 columns through two buffers, which frees ring stages: ``Sm90Config.epilogue_tile``)."""

@@ -172,21 +172,23 @@ ACTIVATION_FORMS = ("ex2", "tanh")
 docstring): ``ex2`` (``x / (1 + 2^y)``: ``ex2.approx`` and a reciprocal, two multi-function operations an
 element) or ``tanh`` (``h + h tanh(w)``: one ``tanh.approx.f32``, PTX ISA 9.7.3.22; 16-bit C only, where the
 family's error bound admits its error, ``epilogue.TANH_OUTPUTS``)."""
-TILE_WALKS = ("gaps", "prefix")
+TILE_WALKS = ("gaps", "prefix", "windows")
 """How a grouped GEMM's persistent CTAs walk its row tiles (``Sm90Config.tile_walk``; ``kernels.sm90.grouped_plan``):
 ``gaps``, the ``Groups`` indices (``T // block_m + G`` row tiles a column, up to one without rows a group, each unit's
 group found by a binary search over the offsets in global memory), or ``prefix``, the row tiles with rows only
 (each CTA first sums every group's ``ceil(rows / block_m)`` into shared memory, then finds a unit's group by a
-binary search over that prefix). The dense GEMM has one walk: ``gaps``, its default, names none."""
+binary search over that prefix), or ``windows``, the prefix walk with each group's units in its own ``group_m``
+windows (a window never spans two groups' weights; the unit's group by the search over the prefix times the tile
+columns). The dense GEMM has one walk: ``gaps``, its default, names none."""
 PREFIX_WORDS = 2
 """The shared int32 words the prefix walk keeps per group, plus one pair: the offsets ``[G + 1]`` and the row tiles
 before each group ``[G + 1]`` (``grouped_plan.prefix_tiles``), after the ring and C's staging."""
 
 
 def prefix_bytes(G: int, walk: str) -> int:
-    """The shared bytes of ``G`` groups' prefix walk (``PREFIX_WORDS`` int32 per group and one more pair; 0 for the
-    ``gaps`` walk)."""
-    return PREFIX_WORDS * (G + 1) * 4 if walk == "prefix" else 0
+    """The shared bytes of ``G`` groups' prefix (or windows) walk (``PREFIX_WORDS`` int32 per group and one more pair;
+    0 for the ``gaps`` walk)."""
+    return PREFIX_WORDS * (G + 1) * 4 if walk != "gaps" else 0
 
 
 DECOMPOSITIONS = ("data-parallel", "split-k", "hybrid")

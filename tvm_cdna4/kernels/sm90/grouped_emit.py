@@ -3,7 +3,8 @@
 The dense kernel's CTA, roles and ring (``gemm_emit``: ``cta``, ``load_tile``, ``mainloop``; ``gemm_epilogue``:
 ``store`` are its macros), with the work units of a grouped GEMM (``grouped_plan``'s docstring): both roles walk the
 units ``pid, pid + ctas, ...`` in the plan's tile order, find each unit's group and rows (``m0 .. m_end``) and skip a
-unit without rows (``0 <= m0 < m_end`` fails: a gap tile, or bad offsets). The ``gaps`` walk
+unit without rows (``0 <= m0 < m_end`` fails: a gap tile, or bad offsets); the ``windows`` walk is the prefix walk
+with each group's units in windows of its own (``window_tile``). The ``gaps`` walk
 (``Sm90Config.tile_walk``, ``units_gaps``) walks the ``Groups`` row tiles, a unit's group by
 ``kernels.gemm.grouped_emit.find_group`` (the binary search over the offsets in global memory) and its rows by
 ``Groups.origin``; the ``prefix`` walk (``units_prefix``) walks the row tiles with rows only: every CTA first copies
@@ -26,7 +27,7 @@ from ..gemm.grouped import OFFSETS
 from ..gemm.grouped_emit import find_group, search
 from .gemm_emit import cta, load_tile, mainloop, retire, tensor_map_source
 from .gemm_epilogue import store, store_tma
-from .gemm_plan import ELEMENT_BYTES, PREFIX_WORDS, SWIZZLE_COLUMNS, WGMMA_M
+from .gemm_plan import ELEMENT_BYTES, PREFIX_WORDS, SWIZZLE_COLUMNS, WGMMA_M, grouped_index
 from .grouped_plan import Sm90GroupedPlan
 
 SCAN_UNROLL = 8
@@ -36,7 +37,7 @@ SCAN_UNROLL = 8
 @T.macro
 def kernel(p, args, maps):
     # the dense kernel's CTA (its ``cta``) with the grouped roles; the prefix walk sums the groups' tiles first
-    if I.constexpr(p.config.tile_walk == "prefix"):
+    if I.constexpr(p.config.tile_walk != "gaps"):
         cta(p, args, maps, producer, consumer, scan_groups)
     else:
         cta(p, args, maps, producer, consumer)
@@ -114,7 +115,7 @@ def consumer(p, SMH, MB, args, maps, pid, wg, t):
 def units(p, SMH, MB, args, maps, pid, role, wg, t, acc):
     # the walk of both roles (the module docstring): the CTA's units pid, pid + ctas, ...; each one with rows
     # (its tile, group g, rows span[0] .. span[1]) is role(..., tile, g, span, done), done counting those before it
-    if I.constexpr(p.config.tile_walk == "prefix"):
+    if I.constexpr(p.config.tile_walk != "gaps"):
         units_prefix(p, SMH, MB, args, maps, pid, role, wg, t, acc)
     else:
         units_gaps(p, SMH, MB, args, maps, pid, role, wg, t, acc)
@@ -133,15 +134,37 @@ def units_prefix(p, SMH, MB, args, maps, pid, role, wg, t, acc):
     done[0] = 0
     for i in range(T.truncdiv(p.units - 1 - pid, p.ctas) + 1):
         if pid + i * p.ctas < PF[2 * p.groups + 1] * p.tiles_n:
-            tile = p.tile_of(pid + i * p.ctas, T.truncdiv, T.truncmod, T.min, PF[2 * p.groups + 1])
-            at[0] = tile[0]
-            at[1] = tile[1]
-            find_prefix(p, PF, at[0], found)
+            if I.constexpr(p.config.tile_walk == "windows"):
+                window_tile(p, PF, pid + i * p.ctas, found, at)
+            else:
+                tile = p.tile_of(pid + i * p.ctas, T.truncdiv, T.truncmod, T.min, PF[2 * p.groups + 1])
+                at[0] = tile[0]
+                at[1] = tile[1]
+                find_prefix(p, PF, at[0], found)
             at[2] = PF[found[0]] + (at[0] - PF[p.groups + 1 + found[0]]) * p.config.block_m
             at[3] = T.min(PF[found[0] + 1], p.M)
             if T.And(at[2] >= 0, at[2] < at[3]):
                 role(p, SMH, MB, args, maps, wg, t, acc, (at[0], at[1]), found[0], (at[2], at[3]), done[0])
                 done[0] = done[0] + 1
+
+
+def window_test(p: Sm90GroupedPlan, PF, u):
+    """``window_tile``'s test of a candidate group: a group whose first unit (``PF[G + 1 + g]`` row tiles times the
+    tile columns, read clamped inside ``[0, G)``) is at most ``u``."""
+    return lambda cand: T.And(cand < p.groups, PF[p.groups + 1 + T.min(cand, p.groups - 1)] * p.tiles_n <= u)
+
+
+@T.macro
+def window_tile(p, PF, u, found, at):
+    # the windows walk's unit u: its group (found[0]: the last group whose first unit, PF[G + 1 + g] x tiles_n, is at
+    # most u), then the grouped order over that group's row tiles alone (grouped_plan.window_locate): at[0] its row
+    # tile, at[1] its column
+    search(p.grouping.steps, window_test(p, PF, u), found)
+    tile = grouped_index(u - PF[p.groups + 1 + found[0]] * p.tiles_n,
+                         PF[p.groups + 2 + found[0]] - PF[p.groups + 1 + found[0]], p.tiles_n, p.config.group_m,
+                         T.truncdiv, T.truncmod, T.min)
+    at[0] = PF[p.groups + 1 + found[0]] + tile[0]
+    at[1] = tile[1]
 
 
 @T.macro

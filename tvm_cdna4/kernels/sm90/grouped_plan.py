@@ -48,7 +48,8 @@ from ..gemm.dynamic_m import MBucket, resolve_m
 from ..gemm.epilogue import Fusion
 from ..gemm.grouped import OFFSETS, Groups
 from .gemm_plan import (BARRIER_BYTES, DTYPES, OUT_DTYPES, PREFIX_WORDS, SWIZZLE_COLUMNS, Sm90Config, Sm90Plan, _min,
-                        block_k, check_fused, check_problem, prefix_bytes)
+                        block_k, check_fused, check_problem, grouped_index,
+                        prefix_bytes)
 
 DECODE_ROWS = 16
 """The rows per group up to which a bucket keeps the sm80 grouped kernel (the module docstring: its measured
@@ -91,6 +92,16 @@ def prefix_locate(r: int, offsets, prefix, block_m: int) -> tuple[int, int, int]
     ``prefix``: the last group whose first tile is at most ``r``, which has tiles), ``m_end`` clipped at T."""
     g = max(i for i in range(len(prefix) - 1) if prefix[i] <= r)
     return g, int(offsets[g]) + (r - prefix[g]) * block_m, min(int(offsets[g + 1]), int(offsets[-1]))
+
+
+def window_locate(u: int, offsets, prefix, block_m: int, tiles_n: int, group_m: int) -> tuple[int, int, int, int]:
+    """``(g, m0, m_end, column)`` of the windows walk's unit ``u < prefix[G] tiles_n`` (``grouped_emit.window_tile``):
+    the group whose units (``prefix[g] tiles_n ..``) hold ``u``, then ``gemm_plan.grouped_index`` over that group's
+    row tiles alone (windows of ``group_m`` row tiles, a group's last window what is left)."""
+    g = max(i for i in range(len(prefix) - 1) if prefix[i] * tiles_n <= u)
+    row, col = grouped_index(u - prefix[g] * tiles_n, prefix[g + 1] - prefix[g], tiles_n, group_m,
+                             lambda a, b: a // b, lambda a, b: a % b, min)
+    return g, int(offsets[g]) + row * block_m, min(int(offsets[g + 1]), int(offsets[-1])), col
 
 
 def check_grouped_config(config: Sm90Config, out_dtype: str = "bf16", N: int = 8) -> None:
@@ -155,7 +166,7 @@ def plan_grouped(rows: MBucket, G: int, N: int, K: int, dtype: str, out_dtype: s
         raise ContractError("sm90 grouped GEMM config stages: the ring, C's staging and the prefix walk's "
                             f"{PREFIX_WORDS} words a group within the SM's shared memory", operand="stages",
                             check="parameters", expected=f"<= {smem_bytes - BARRIER_BYTES} bytes" + (
-                                ", or tile_walk='gaps' (no shared words)" if config.tile_walk == "prefix" else ""),
+                                ", or tile_walk='gaps' (no shared words)" if config.tile_walk != "gaps" else ""),
                             found=f"{smem} bytes ({config.stages} stages, {G} groups)")
     return Sm90GroupedPlan(M, N, K, dtype, out_dtype, config, tiles_m, tiles_n, ceil_div(K, block_k(dtype)), ctas,
                            smem, params, layout, fusion, bucket, grouping=grouping)
@@ -185,4 +196,5 @@ def plan_bucket(rows: MBucket, G: int, N: int, K: int, dtype: str, out_dtype: st
 
 
 __all__ = ["DECODE_ROWS", "GROUPED_DTYPES", "Sm90GroupedPlan", "check_grouped_config", "check_grouped_problem", "plan_bucket",
-           "plan_grouped", "prefix_locate", "prefix_tiles"]
+           "plan_grouped", "prefix_locate", "prefix_tiles",
+           "window_locate"]
