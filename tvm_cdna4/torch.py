@@ -94,12 +94,25 @@ from .kernels.gemm.epilogue import Fusion
 
 class _KernelCache(dict):
     """``kernel_cache()``: clearing it forgets the eager calls' prepared launches too (``_CALLS``) and their LSE
-    scratches (``_SCRATCH``)."""
+    scratches (``_SCRATCH``); removing one kernel forgets every prepared launch (a launch holds its kernel, and
+    its key does not name the kernel's), so the next call of that shape class builds afresh."""
 
     def clear(self) -> None:
         _CALLS.clear()
         _SCRATCH.clear()
         super().clear()
+
+    def __delitem__(self, key) -> None:
+        _CALLS.clear()
+        super().__delitem__(key)
+
+    def pop(self, key, *default):
+        _CALLS.clear()
+        return super().pop(key, *default)
+
+    def popitem(self):
+        _CALLS.clear()
+        return super().popitem()
 
 
 _KERNELS: dict = _KernelCache()

@@ -60,6 +60,22 @@ def test_another_m_is_another_key_and_each_launches_its_bucket(calls):
     assert tt._CALLS == {}  # the prepared launches go with the kernels
 
 
+@pytest.mark.parametrize("drop", [lambda c, k: c.__delitem__(k), lambda c, k: c.pop(k), lambda c, k: c.popitem()])
+def test_removing_one_kernel_forgets_the_prepared_launches_that_hold_it(calls, drop):
+    # a prepared launch holds its kernel: once the kernel is removed (a test rebuilding it under other planner
+    # flags), the next call must take the checked path and build afresh, not launch the removed kernel
+    a, b = torch.zeros(3, 64, **BF), torch.zeros(32, 64, **BF)
+    tt.gemm(a, b)
+    tt.gemm(a, b)
+    assert len(calls.checks) == 2 and len(tt._CALLS) == 1
+    (key,) = tt.kernel_cache()
+    drop(tt.kernel_cache(), key)
+    assert tt._CALLS == {} and tt.kernel_cache() == {}
+    tt.gemm(a, b)
+    assert len(calls.checks) == 4 and len(tt.kernel_cache()) == 1  # checked again, the kernel built again
+    tt.kernel_cache().clear()
+
+
 @pytest.mark.parametrize("bad,match", [
     (lambda: torch.zeros(64, 32, **BF).t(), "argument 'b': non-contiguous tensors are refused"),
     (lambda: torch.zeros(32 * 64 + 1, **BF)[1:].view(32, 64), "argument 'b': its data pointer"),
