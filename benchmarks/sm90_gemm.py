@@ -54,15 +54,18 @@ def job_config(problem, cfg):
     from tvm_cdna4.kernels.sm90.gemm_cost import choose_config, deepest, ranked
     from tvm_cdna4.kernels.sm90.gemm_plan import Sm90Config
 
-    if isinstance(cfg, tuple):
-        return attrs.evolve(gemm.plan(problem, "sm90").config, **cfg[1])
+    if isinstance(cfg, tuple):  # a cluster or TMA stores: unshifted (Sm90Config.shift_last: the register epilogue's)
+        fields = cfg[1]
+        if fields.get("cluster_m", 1) != 1 or fields.get("epilogue", "registers") != "registers":
+            fields = {"shift_last": False, **fields}
+        return attrs.evolve(gemm.plan(problem, "sm90").config, **fields)
     if cfg in ("tile", "tma"):
         device = devices.planned("sm80")
         shape = (problem.M, problem.N, problem.K, 4 if problem.out == "f32" else 2, device)
         if cfg == "tile":
             return choose_config(*shape)
         tile = ranked(*shape, swap=False)[0][1]
-        return attrs.evolve(tile, epilogue="tma", stages=deepest(
+        return attrs.evolve(tile, epilogue="tma", shift_last=False, stages=deepest(
             tile.block_m, tile.block_n, tile.consumers, device.smem_per_unit, -(-problem.K // 64), "tma"))
     return None if cfg is None else Sm90Config(**cfg)
 

@@ -32,7 +32,8 @@ def test_sm90_split_k_replaces_the_cost_models_k_split(cli):
         got = plan(cli, *SM90, *flags)
         assert (got["split_k"], got["config"]["split_k"], got["config"]["decomposition"], got["config"]["cluster_m"]) \
             == (split, split, decomposition, cluster), flags
-        same = {k for k in chosen if k not in ("split_k", "decomposition", "cluster_m")}
+        same = {k for k in chosen if k not in ("split_k", "decomposition", "cluster_m", "shift_last")}
+        assert got["config"]["shift_last"] == (chosen["shift_last"] and cluster == 1), flags  # a cluster: unshifted
         assert {k: got["config"][k] for k in same} == {k: chosen[k] for k in same}, flags
 
 

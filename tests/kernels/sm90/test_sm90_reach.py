@@ -72,7 +72,7 @@ def test_the_script_writes_its_table(tmp_path):
     out = tmp_path / "reach.md"
     assert reach.main(["--models", "llama-3.2-3b", "--switches", "fine_cuts", "--out", str(out)]) == 0
     text = out.read_text()
-    assert "| fine_cuts | llama-3.2-3b | o | 3072 | 3072 | 37 / 38 | 257-320: 64x144 -> 64x120 |" in text
+    assert "| fine_cuts | llama-3.2-3b | o | 3072 | 3072 | 37 / 38 | 257-320: 64x144 shift -> 64x120 shift |" in text
     assert "| fine_cuts | 2 of 4 | 2 | 128 | 257 | 0 |" in text
     with pytest.raises(SystemExit, match="--switches: options of"):
         reach.main(["--switches", "fine_cut"])

@@ -156,7 +156,9 @@ def test_the_flag_gives_the_register_epilogue_s_configs_shift_last_and_no_zero_f
     assert gemm_cost.zero_rows(plain, 200, 3584) == 56
     assert gemm_cost.zero_rows(attrs.evolve(plain, shift_last=True), 200, 3584) == 0
     assert gemm_cost.zero_rows(attrs.evolve(plain, shift_last=True), 40, 3584) == 24  # below one tile: filled
-    assert gemm_plan.planned_loads(plain) == plain and gemm_shift.SHIFT_LAST is False
+    assert gemm_shift.SHIFT_LAST is True  # on since the shiftbox A/B (stop 53)
+    monkeypatch.setattr(gemm_shift, "SHIFT_LAST", False)
+    assert gemm_plan.planned_loads(plain) == plain
     monkeypatch.setattr(gemm_shift, "SHIFT_LAST", True)
     assert gemm_plan.planned_loads(plain).shift_last
     assert not gemm_plan.planned_loads(attrs.evolve(plain, epilogue="tma")).shift_last

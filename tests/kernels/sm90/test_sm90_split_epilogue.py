@@ -58,7 +58,7 @@ def test_the_bucket_plans_the_flag_moves_are_the_down_projections_splits(monkeyp
     moved = {(r["model"], r["proj"], r["M"]): (r["plan_off"], r["plan_on"])
              for r in rows if r["plan_off"] != r["plan_on"]}
     assert moved == {("qwen2.5-7b", "down", 400): ("128x224 /k2 tma", "128x112 tma"),
-                     ("qwen2.5-7b", "down", 1200): ("128x256 /k2 tma", "128x256 /k2"),
+                     ("qwen2.5-7b", "down", 1200): ("128x256 /k2 tma", "128x256 /k2 shift"),
                      ("gemma-2-9b", "down", 1200): ("128x256 /k2 tma", "128x128 tma")}
     assert gemm_cost.WEIGH_SPLIT_EPILOGUE is True  # restored
 
@@ -95,9 +95,9 @@ def test_the_torch_benchmark_prints_the_split_epilogue_plans_and_refuses_two_ab(
             "--swap-dynamic", "off"]  # the unswapped buckets (65..96 weighs the swapped kernel: WEIGH_SWAP_DYNAMIC)
     assert torch_gemm.main(argv) == 0
     out = capsys.readouterr().out
-    assert "| qwen2.5-7b | down | 3584 | 18944 | 200 (193-256) | 128x224 /k4 tma | **128x224 /k4** |" in out
-    assert "| phi-3-medium | down | 5120 | 17920 | 96 (65-96) | 128x128 /k3 tma | **128x128 /k3** |" in out
-    assert "| gemma-2-9b | down | 3584 | 14336 | 200 (193-256) | 64x112 | 64x112 |" in out and "| qkv |" not in out
+    assert "| qwen2.5-7b | down | 3584 | 18944 | 200 (193-256) | 128x224 /k4 tma | **128x224 /k4 shift** |" in out
+    assert "| phi-3-medium | down | 5120 | 17920 | 96 (65-96) | 128x128 /k3 tma | **128x128 /k3 shift** |" in out
+    assert "| gemma-2-9b | down | 3584 | 14336 | 200 (193-256) | 64x112 shift | 64x112 shift |" in out and "| qkv |" not in out
     assert "| 200 | 2 of 3 |" in out and gemm_cost.WEIGH_SPLIT_EPILOGUE is True
     with pytest.raises(SystemExit, match="one of them may take two settings"):
         torch_gemm.main(["--plans", "--split-epilogue", "off,on", "--swap-dynamic", "off,on"])
@@ -113,8 +113,8 @@ def test_the_plain_plans_table_plans_for_the_device_named(capsys):
     for device in ("H100", "H200"):
         assert torch_gemm.main(["--plans", "--ms", "200", "--models", "qwen2.5-7b", "--device", device]) == 0
         rows[device] = next(r for r in capsys.readouterr().out.splitlines() if "| down |" in r)
-    assert rows == {"H100": "| qwen2.5-7b | down | 3584 | 18944 | 64x112 (193-256) |",
-                    "H200": "| qwen2.5-7b | down | 3584 | 18944 | 128x224 /k4 (193-256) |"}
+    assert rows == {"H100": "| qwen2.5-7b | down | 3584 | 18944 | 64x112 shift (193-256) |",
+                    "H200": "| qwen2.5-7b | down | 3584 | 18944 | 128x224 /k4 shift (193-256) |"}
 
 
 def test_the_ab_passes_the_other_switch_to_both_runs(tmp_path, monkeypatch):

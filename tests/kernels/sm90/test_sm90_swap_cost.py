@@ -95,8 +95,8 @@ def test_the_torch_benchmark_names_the_bucket_plan_it_ran(capsys):
 
     torch_gemm = benchmark_module("torch_gemm")
     down = gemm.build(GemmProblem(None, 3584, 18944, "bf16", "nt", "bf16"), "sm90")
-    assert [torch_gemm.plan_label(down.plan(m)) for m in (8, 32)] == ["decode", "64x32 swap raster-n /k2"]
+    assert [torch_gemm.plan_label(down.plan(m)) for m in (8, 32)] == ["decode", "64x32 swap raster-n /k2 shift"]
     assert torch_gemm.main(["--plans", "--models", "qwen2.5-7b", "--ms", "200"]) == 0
     out = capsys.readouterr().out
     # o: 64x112, a wave-fitting width (gemm_cost.wave_widths: 4 x 32 = 128 tiles on 132 SMs; 64x128: 112)
-    assert "| qwen2.5-7b | o | 3584 | 3584 | 64x112 (193-256) |" in out and "| 128x224 /k4 (193-256) |" in out
+    assert "| qwen2.5-7b | o | 3584 | 3584 | 64x112 shift (193-256) |" in out and "| 128x224 /k4 shift (193-256) |" in out

@@ -84,8 +84,13 @@ def test_a_swapped_bucket_plan_walks_a_weight_panels_token_tiles_on_adjacent_cta
     assert {c.raster for c in on if c.swap_ab} == {"n"} and {c.raster for c in on if not c.swap_ab} == {"m"}
 
 
-def test_the_torch_benchmark_prints_both_settings_bucket_plans_and_estimates(capsys, several_tiles):
+def test_the_torch_benchmark_prints_both_settings_bucket_plans_and_estimates(capsys, several_tiles, monkeypatch):
     from benchmark_modules import benchmark_module
+    from tvm_cdna4.kernels.sm90 import gemm_shift
+
+    # the 193..256 bucket whole and unshifted, as when these were written (WEIGH_SWAP_NARROW, SHIFT_LAST: stop 53)
+    monkeypatch.setattr(gemm_cost, "WEIGH_SWAP_NARROW", False)
+    monkeypatch.setattr(gemm_shift, "SHIFT_LAST", False)
 
     torch_gemm = benchmark_module("torch_gemm")
     argv = ["--plans", "--swap-dynamic", "off,on", "--models", "qwen2.5-7b", "--ms", "96,200", "--device", "H100"]
@@ -97,8 +102,13 @@ def test_the_torch_benchmark_prints_both_settings_bucket_plans_and_estimates(cap
     assert "| 200 | 3 of 4 |" in out and gemm_cost.WEIGH_SWAP_DYNAMIC is True  # the package's default restored
 
 
-def test_the_torch_benchmark_prints_the_swapped_walks_bucket_plans(capsys, several_tiles):
+def test_the_torch_benchmark_prints_the_swapped_walks_bucket_plans(capsys, several_tiles, monkeypatch):
     from benchmark_modules import benchmark_module
+    from tvm_cdna4.kernels.sm90 import gemm_shift
+
+    # the 193..256 bucket whole and unshifted, as when these were written (WEIGH_SWAP_NARROW, SHIFT_LAST: stop 53)
+    monkeypatch.setattr(gemm_cost, "WEIGH_SWAP_NARROW", False)
+    monkeypatch.setattr(gemm_shift, "SHIFT_LAST", False)
 
     torch_gemm = benchmark_module("torch_gemm")
     argv = ["--plans", "--swap-dynamic", "on", "--swap-order", "off,on", "--models", "qwen2.5-7b", "--ms", "200",

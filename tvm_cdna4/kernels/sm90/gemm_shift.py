@@ -14,10 +14,14 @@ not shrunk. A leaf module: ``gemm_plan`` reads ``SHIFT_LAST`` without importing 
 
 from __future__ import annotations
 
-SHIFT_LAST = False
+SHIFT_LAST = True
 """Whether the cost model's configs take ``Sm90Config.shift_last`` where the config allows it
-(``gemm_plan.planned_loads``: the register epilogue, ``cluster_m`` 1). Off until timed through the torch op
-(``benchmarks/torch_gemm.py --shift-last off,on``; gpu_stop45.sh step ``shiftbox``)."""
+(``gemm_plan.planned_loads``: the register epilogue, ``cluster_m`` 1). On since its timing through the torch op (stop
+53, an H100, ``bash benchmarks/gpu_stop45.sh shiftbox``: ``benchmarks/torch_gemm.py --ms 96,200,260,300,1200 --projs
+qkv,o,down --shift-last off,on``, 45 rows exact, ``runs/torch_gemm_shift_h100_2026-12-07e.md``): every row it shifted
+ran 1.00-1.40x (Qwen2.5-7B down 86.4 -> 63.7 us at M = 200, Gemma-2-9B down 85.7 -> 61.0 at 260), geo-mean 1.01 /
+1.08 / 1.19 / 1.05x at M = 96 / 200 / 260 / 300; the plans it cannot shift (TMA stores) ran 0.92-1.08x, the same
+kernel twice."""
 
 
 def token_rows(p) -> tuple:
