@@ -588,7 +588,7 @@ print('planned:', d.planned('sm80'))" 2>&1 | tee "$OUT/m200_device.txt"
       --shift-last off,on --calls 20 --reps 8 --out "$OUT/shiftbox" 2>&1 | tee "$OUT/torch_gemm_shiftbox.log" \
       | grep -v "^{" | tail -30 ;;
   grpbig)  # stop 53: Mixtral's grouped prefill, the walk prefix / windows / prefix (each kernel checked first) [~140]
-    mkdir -p "$OUT/grpbig"
+    mkdir -p "$OUT/grpbig/1" "$OUT/grpbig/2" "$OUT/grpbig/3"  # the runs write into their own folders
     for run in 55:1:prefix 55:2:windows 40:3:prefix; do  # timeout:order:walk (the first builds both shapes' plans)
       IFS=: read -r secs i walk <<< "$run"
       timeout "$secs" python3 benchmarks/torch_grouped_sm90.py --models mixtral-8x7b --tokens 2048,8192 --walk "$walk" \

@@ -376,7 +376,8 @@ def table(rows) -> list[str]:
 
 def write_results(out: str, name: str, meta: dict, rows: list, lines: list[str]) -> None:
     """A benchmark's results into the folder ``out``: ``name.json`` (``meta`` and ``rows``) and ``name.md`` (the
-    markdown table ``lines``), the table also printed."""
+    markdown table ``lines``), the table also printed; the folder made if missing (a run's minutes are not lost to it)."""
+    os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, f"{name}.json"), "w") as f:
         json.dump(dict(meta=meta, rows=rows), f, indent=1)
     with open(os.path.join(out, f"{name}.md"), "w") as f:
