@@ -36,13 +36,13 @@ def script(problem, config):
     return gemm_target.emit(gemm.plan(problem, "sm90", config)).script()
 
 
-@pytest.mark.parametrize("m", [65, 77, 96, 130, 200, 260, 333])
+@pytest.mark.parametrize("m", [65, 200, 333] + [pytest.param(m, marks=pytest.mark.slow) for m in (77, 96, 130, 260)])
 def test_the_shifted_64_row_tile_is_exact(m):
     # the last tile row 1, 13, 32, 2, 8, 4, 13 rows deep: its box at M - 64, every row of it inside A
     assert exact(GemmProblem(m, 72, 136, "bf16", "nt", "bf16"), ONE)
 
 
-@pytest.mark.parametrize("m", [130, 200, 260, 333])
+@pytest.mark.parametrize("m", [130, 260] + [pytest.param(m, marks=pytest.mark.slow) for m in (200, 333)])
 def test_the_shifted_128_row_tile_of_two_consumers_is_exact(m):
     # each consumer's 64 rows from the origin: at M = 130 the second tile row's first consumer stores nothing
     assert exact(GemmProblem(m, 75, 136, "bf16", "nt", "f32"), TWO)
@@ -75,10 +75,11 @@ def test_the_swapped_kernel_shifts_its_last_token_tile(problem, config):
 
 
 @pytest.mark.parametrize("config", [
-    Sm90Config(64, 48, 2, 1, split_k=2, shift_last=True),
+    pytest.param(Sm90Config(64, 48, 2, 1, split_k=2, shift_last=True), marks=pytest.mark.slow),
     Sm90Config(64, 48, 2, 1, split_k=2, reduction="atomic", shift_last=True),
-    Sm90Config(128, 48, 2, 2, split_k=2, shift_last=True),
-    Sm90Config(64, 48, 2, 1, split_k=2, decomposition="hybrid", ctas=4, shift_last=True),
+    pytest.param(Sm90Config(128, 48, 2, 2, split_k=2, shift_last=True), marks=pytest.mark.slow),
+    pytest.param(Sm90Config(64, 48, 2, 1, split_k=2, decomposition="hybrid", ctas=4, shift_last=True),
+                 marks=pytest.mark.slow),
     Sm90Config(64, 48, 2, 2, ctas=2, schedule="pingpong", shift_last=True),
 ])
 def test_split_k_hybrid_and_pingpong_shift_exactly(config):
@@ -96,7 +97,7 @@ def test_without_the_mask_two_tile_rows_write_the_same_rows(monkeypatch, config,
         gemm.validate(problem, "sm90", config)
 
 
-@pytest.mark.parametrize("config", [attrs.evolve(ONE, stages=3), TWO])
+@pytest.mark.parametrize("config", [pytest.param(attrs.evolve(ONE, stages=3), marks=pytest.mark.slow), TWO])
 def test_a_dynamic_m_kernel_shifts_at_run_time(config):
     # the origin min(tile * block, max(M - block, 0)) and the mask at the run-time M: at 40 (below a 64- or 128-row
     # tile: the tile's own origin), 130, 200, 256 (a whole last tile)
@@ -109,6 +110,7 @@ def test_a_dynamic_m_kernel_shifts_at_run_time(config):
         assert data.ratio(c) <= 1.0, m
 
 
+@pytest.mark.slow  # 20 s in the emulator (three M through one swapped split kernel)
 def test_a_dynamic_swapped_split_takes_an_even_origin_at_an_odd_m():
     # the workspace's token pairs at the bucket's even largest M: at M = 77 the origin 29 rounds up to 30 (8-byte
     # aligned pairs; one row past M); at 40 (one 40-row tile, exact) and 200 (origin 160)
