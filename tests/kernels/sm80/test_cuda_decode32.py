@@ -168,8 +168,8 @@ def test_the_torch_benchmark_prints_the_wide_decode_plans(capsys, monkeypatch):
     out = capsys.readouterr().out
     assert "| qwen2.5-7b | o | 3584 | 3584 | 16 (1-16) | decode | decode |" in out
     # off: the swapped sm90 bucket plan (gemm_cost.WEIGH_SWAP_DYNAMIC, on to SWAP_DYNAMIC_MAX_M), by the model faster
-    assert "| qwen2.5-7b | o | 3584 | 3584 | 24 (17-32) | 64x32 swap raster-n | **decode** | 11.6 | 15.5 | 0.75x |" in out
-    assert "| qwen2.5-7b | o | 3584 | 3584 | 33 (33-64) | 64x64 swap raster-n | 64x64 swap raster-n |" in out
+    assert "| qwen2.5-7b | o | 3584 | 3584 | 24 (17-32) | 64x32 swap raster-n shift | **decode** | 11.6 | 15.5 | 0.75x |" in out
+    assert "| qwen2.5-7b | o | 3584 | 3584 | 33 (33-64) | 64x64 swap raster-n shift | 64x64 swap raster-n shift |" in out
     assert "| 24 | 1 of 1 | 0.751x |" in out
     assert dp.WEIGH_WIDE_DECODE is False
     monkeypatch.setattr(dp, "WEIGH_WIDE_DECODE", False)  # restored after the test: a single setting stays set
