@@ -625,8 +625,8 @@ static one-tile swap 64x200 ran 1.04-1.18x the bucket plans on four of five rows
 ``runs/sm90_peers_m200_h100_2026-12-07b.md``) where the swapped 193..256 bucket (64x256) ran 0.97-0.99x the unswapped
 ones at M = 160 / 240; the two kernels' SASS differ in N alone (the same k-loop, 232 registers, no spills, the same
 grid; the dynamic epilogue's predicates +121 instructions a thread): wgmma N 256 for 200 tokens and 56 of the token
-box's 256 rows zero-filled each k-tile, the estimate 1.14-1.22x the static's. Timed (stop 53, an H100, ``bash benchmarks/gpu_stop45.sh swap200``:
-``benchmarks/torch_gemm.py --ms 160,200,240,256 --projs qkv,o,down --swap-narrow off,on``, 36 rows exact,
+box's 256 rows zero-filled each k-tile, the estimate 1.14-1.22x the static's. Timed (stop 53, an H100, ``bash
+benchmarks/gpu_stop45.sh swap200``: ``benchmarks/torch_gemm.py --ms 160,200,240,256 --projs qkv,o,down --swap-narrow off,on``, 36 rows exact,
 ``runs/torch_gemm_swapnarrow_h100_2026-12-07e.md``): on / off geo-mean 1.11x at M = 160 (0.96-1.39x), 1.07x at 200
 (0.92-1.32x), 0.98x at 240 and 256, where the one row it moved (Phi-3-medium QKV, 64x240 / 64x256 swapped) lost 0.89 /
 0.92x: on, to ``SWAP_NARROW_MAX_M``."""
