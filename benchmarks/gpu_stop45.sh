@@ -181,6 +181,13 @@
 #               torch_grouped_sm90.py; RESULTS.md's fp8 and grouped tables) [~190]
 #   grpbig      stop 53 (journal "Stop 53: grpbig"): Mixtral-8x7B's grouped prefill (2k / 8k tokens) with the grouped
 #               configs' walk prefix / windows / prefix (gemm_cost.GROUPED_WALK: torch_grouped_sm90.py --walk) [~140]
+#   zerofill2   stop 53 (journal "Stop 53: shifttma"): gemm_cost.WEIGH_ZERO_FILL off / on with the shift on
+#               (gemm_shift.SHIFT_LAST: the model moves TMA-store qkv / o plans to shifted register ones) at
+#               M = ${ZEROFILL2_MS:-260,300,333,600}, ${ZEROFILL2_PROJS:-qkv,o} [~130]
+#   shifttma    stop 53 (journal "Stop 53: shifttma"): TMA-store plans shift their last token tile row too
+#               (gemm_shift.SHIFT_TMA: that tile stores from registers): tests/gpu/test_sm90_shift_tma_gpu.py (C bit
+#               for bit the unshifted TMA kernel's), then the torch op off / on at M = ${SHIFTTMA_MS:-260,300,333},
+#               ${SHIFTTMA_PROJS:-qkv,o} [~140]
 if [ -f .sm90tree/sitepack/site.tar.xz ]; then  # benchmarks/pack_site.sh: the wheels installed and packed (33 of 49 MB)
   mkdir -p /tmp/site && tar -C /tmp/site -xJf .sm90tree/sitepack/site.tar.xz
 else
@@ -595,7 +602,18 @@ print('planned:', d.planned('sm80'))" 2>&1 | tee "$OUT/m200_device.txt"
         --no-sm80 --calls 15 --reps 12 --out "$OUT/grpbig/$i" 2>&1 | tee -a "$OUT/torch_grouped_grpbig.log" \
         | grep -v "^{" | tail -7
     done ;;
-  *) echo "unknown step $step (peers, partitions, ncu, ncu-cluster, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring, m200, epires, epires-ncu, stop49, stop49b, attn3wg, swaporder, swaporder-ncu, decode32, refine, swapone, swapcluster, attnfit, attnfit-long, attnitem, splitwave, attnzigzag, peers-mid, finecut, walktests, trim, pagedsplit, zerofill, paged, reach, epiearly, power, widen, deepwaves, pagedb8, fa3tile, attnlat, fp8grp, swap200, short2k, resclock, shiftbox, fp8eff, grpbig)"; exit 2 ;;
+  zerofill2)  # stop 53: WEIGH_ZERO_FILL off / on with SHIFT_LAST on (TMA-store plans -> shifted register plans) [~130]
+    mkdir -p "$OUT/zerofill2"  # gate_up / down: the same plans both ways at these M (torch_gemm.py --plans --zero-fill)
+    timeout 145 python3 benchmarks/torch_gemm.py --ms ${ZEROFILL2_MS:-260,300,333,600} --projs ${ZEROFILL2_PROJS:-qkv,o} \
+      --zero-fill off,on --calls 20 --reps 8 --out "$OUT/zerofill2" 2>&1 | tee "$OUT/torch_gemm_zerofill2.log" \
+      | grep -v "^{" | tail -30 ;;
+  shifttma)  # stop 53: the TMA-store plans' shifted last tile row (gemm_shift.SHIFT_TMA): exact on the card, then off / on [~140]
+    gpu_tests 55 "$OUT/pytest_gpu_shifttma.log" -n 8 tests/gpu/test_sm90_shift_tma_gpu.py
+    mkdir -p "$OUT/shifttma"  # the same plans both ways (WEIGH_ZERO_FILL off), the TMA ones with " shift" on
+    timeout 90 python3 benchmarks/torch_gemm.py --ms ${SHIFTTMA_MS:-260,300,333} --projs ${SHIFTTMA_PROJS:-qkv,o} \
+      --shift-tma off,on --calls 20 --reps 8 --out "$OUT/shifttma" 2>&1 | tee "$OUT/torch_gemm_shifttma.log" \
+      | grep -v "^{" | tail -30 ;;
+  *) echo "unknown step $step (peers, partitions, ncu, ncu-cluster, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring, m200, epires, epires-ncu, stop49, stop49b, attn3wg, swaporder, swaporder-ncu, decode32, refine, swapone, swapcluster, attnfit, attnfit-long, attnitem, splitwave, attnzigzag, peers-mid, finecut, walktests, trim, pagedsplit, zerofill, paged, reach, epiearly, power, widen, deepwaves, pagedb8, fa3tile, attnlat, fp8grp, swap200, short2k, resclock, shiftbox, fp8eff, grpbig, zerofill2, shifttma)"; exit 2 ;;
   esac
 done
 cd "$OUT" && tar czf /tmp/call.tgz --exclude=call.tgz . && find . -mindepth 1 -delete && mv /tmp/call.tgz "$OUT/call.tgz"

@@ -155,7 +155,8 @@ SWITCHES = {"swap_dynamic": ("WEIGH_SWAP_DYNAMIC", "swapdyn"), "split_epilogue":
             "wide_decode": ("WEIGH_WIDE_DECODE", "widedec"), "split_one_wave": ("SPLIT_IN_ONE_WAVE", "splitwave"),
             "fine_cuts": ("FINE_CUTS", "finecut"), "trim_loads": ("TRIM_LOADS", "trim"),
             "zero_fill": ("WEIGH_ZERO_FILL", "zerofill"), "deep_waves": ("WEIGH_DEEP_WAVES", "deepwaves"),
-            "swap_narrow": ("WEIGH_SWAP_NARROW", "swapnarrow"), "shift_last": ("SHIFT_LAST", "shift")}
+            "swap_narrow": ("WEIGH_SWAP_NARROW", "swapnarrow"), "shift_last": ("SHIFT_LAST", "shift"),
+            "shift_tma": ("SHIFT_TMA", "shifttma")}
 """The options (``--swap-dynamic``, ``--split-epilogue``, ... one a key, ``_`` for ``-``) that
 set a flag of the bucket plans (in ``gemm_cost``, or the module ``SWITCH_MODULES`` names): the flag, and the tag of an
 A/B's runs and table (``torch_gemm_<tag>_<setting>``, ``torch_gemm_<tag>``)."""
@@ -171,12 +172,14 @@ SWITCH_HELP = {"swap_dynamic": "the buckets weigh the swapped kernel",
                "zero_fill": "the cost model weighs the rows past M / N TMA zero-fills",
                "deep_waves": "the wave-fitting widths fill up to gemm_cost.DEEP_MAX_WAVES waves",
                "swap_narrow": "M past SWAP_DYNAMIC_MAX_M in swapped buckets of SWAP_NARROW_ROWS rows (one token tile)",
-               "shift_last": "the last token tile row loads its box at M - block (no zero fill), stores its own rows"}
+               "shift_last": "the last token tile row loads its box at M - block (no zero fill), stores its own rows",
+               "shift_tma": "TMA-store plans shift their last token tile row too (it stores from registers)"}
 """What each ``SWITCHES`` option sets (its ``--help``)."""
 SWITCH_MODULES = {"wide_decode": "tvm_cdna4.kernels.sm80.decode_plan",
                   "refine_buckets": "tvm_cdna4.kernels.sm90.gemm_dynamic",
                   "fine_cuts": "tvm_cdna4.kernels.sm90.gemm_dynamic",
-                  "trim_loads": "tvm_cdna4.kernels.sm90.gemm_plan", "shift_last": "tvm_cdna4.kernels.sm90.gemm_shift"}
+                  "trim_loads": "tvm_cdna4.kernels.sm90.gemm_plan", "shift_last": "tvm_cdna4.kernels.sm90.gemm_shift",
+                  "shift_tma": "tvm_cdna4.kernels.sm90.gemm_shift"}
 """The module of a ``SWITCHES`` flag that is not ``kernels.sm90.gemm_cost``'s."""
 
 

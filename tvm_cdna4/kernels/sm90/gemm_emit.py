@@ -361,7 +361,7 @@ def consumer_tile(p, SMH, MB, args, maps, pid, i, part, wg, t, acc, unit, pos, c
     if I.constexpr(c.pingpong):
         if i > 0:  # the other consumer has issued tile i - 1's mainloop
             T.ptx["bar.sync"](T.Cast("uint32", ORDER_BARRIER + wg), T.uint32(2 * WARPGROUP))
-    res = residual_of(p, MB, maps, i, m0 + part * c.rows, n0)
+    res = residual_of(p, MB, maps, i, shift.tile_origin(p, m0, n0, T.max, T.min, shift_align(p))[0] + part * c.rows, n0)
     held = early_held(p)  # residual_read="early": the thread's residual words, loaded in the mainloop (else None)
     mainloop(p, SMH, MB, acc, pos, count, part, wg, t, res,
              early_of(args, held, *fragment_origin(p, *shift.tile_origin(p, m0, n0, T.max, T.min, shift_align(p)), part, t)))
@@ -369,7 +369,8 @@ def consumer_tile(p, SMH, MB, args, maps, pid, i, part, wg, t, acc, unit, pos, c
         if i + 1 < T.truncdiv(p.units - 1 - pid, p.ctas) + 1:  # the other consumer's next tile may start
             T.ptx["bar.arrive"](T.Cast("uint32", ORDER_BARRIER + 1 - wg), T.uint32(2 * WARPGROUP))
     if I.constexpr(c.residual_read == "preread"):
-        preread_tile(p, SMH, MB, acc, args, maps, part, wg, t, m0, n0, unit, pos, count, res)
+        preread_tile(p, SMH, MB, acc, args, maps, part, wg, t, *shift.tile_origin(p, m0, n0, T.max, T.min, shift_align(p)),
+                     unit, pos, count, res, shift.first_token(p, m0, n0))
     else:  # shift_last: the tile's boxes at their origin, its own rows from first_token (gemm_shift)
         finish_tile(p, SMH, MB, acc, args, maps, part, wg, t, *shift.tile_origin(p, m0, n0, T.max, T.min, shift_align(p)),
                     unit, pos, count, split, res, held, shift.first_token(p, m0, n0))
@@ -386,18 +387,18 @@ def finish_tile(p, SMH, MB, acc, args, maps, part, wg, t, m0, n0, unit, pos, cou
     if I.constexpr(split):
         split_store(p, SMH, acc, args, maps, part, wg, t, m0, n0, unit, first)
     elif I.constexpr(c.epilogue == "tma"):
-        store_tma(p, SMH, acc, args, c_maps(p, maps), part, wg, t, m0, n0, None, res, held)
+        store_tma(p, SMH, acc, args, c_maps(p, maps), part, wg, t, m0, n0, None, res, held, first)
     else:
         store_fragment(p, acc, args, *fragment_origin(p, m0, n0, part, t), held, first)
 
 
 @T.macro
-def preread_tile(p, SMH, MB, acc, args, maps, part, wg, t, m0, n0, unit, pos, count, res):
+def preread_tile(p, SMH, MB, acc, args, maps, part, wg, t, m0, n0, unit, pos, count, res, first=None):
     # residual_read="preread": the thread's staged residual words into registers (held) while the tile's last wgmma
-    # runs, then finish_tile with them (res + (held,): store_tma_chunk's words)
+    # runs, then finish_tile with them (res + (held,): store_tma_chunk's words; first: shift_last's, finish_tile)
     held = T.alloc_tensor(ty_args=[T.Tensor((held_words(p),), "uint32", scope="local", layout="default")])
     preread(p, SMH, res, held, wg, t, staging_byte(p, wg, 0), staging_word)
-    finish_tile(p, SMH, MB, acc, args, maps, part, wg, t, m0, n0, unit, pos, count, False, res + (held,))
+    finish_tile(p, SMH, MB, acc, args, maps, part, wg, t, m0, n0, unit, pos, count, False, res + (held,), None, first)
 
 
 @T.macro
@@ -552,7 +553,7 @@ def split_store(p, SMH, acc, args, maps, part, wg, t, m0, n0, unit, first=None):
         if t == 0:
             args["S"][ticket] = T.uint32(0)
         if I.constexpr(c.epilogue == "tma"):
-            store_tma(p, SMH, acc, args, c_maps(p, maps), part, wg, t, m0, n0, None, None)
+            store_tma(p, SMH, acc, args, c_maps(p, maps), part, wg, t, m0, n0, None, None, None, first)
         else:
             store_fragment(p, acc, args, row, col, None, first)
 

@@ -76,21 +76,21 @@ def store_fragment(p, acc, args, row, col, held=None, first=None):
 
 
 @T.macro
-def store_tma(p, SMH, acc, args, map_c, part, wg, t, m0, n0, group, res, held=None):
+def store_tma(p, SMH, acc, args, map_c, part, wg, t, m0, n0, group, res, held=None, first=None):
     # epilogue="tma": the warpgroup's rows of the tile through shared memory and TMA stores, the whole tile at
     # once (epilogue_tile 0) or in chunks of epilogue_tile columns alternating between two buffers; the
     # per-column fused inputs of ``group`` (a grouped GEMM's; None: one GEMM); ``res``: the residual in the
     # staging buffer (residual_read="tma", consumer_tile's tuple; None: read from global memory, or ``held``'s
-    # registers: residual_read="early")
+    # registers: residual_read="early"); ``first``: shift_last's own first token row (the shifted tile: store_shifted)
     if I.constexpr(p.config.epilogue_tile == 0):
-        store_tma_chunk(p, SMH, acc, args, map_c, part, wg, t, m0, n0, 0, 0, group, res, held)
+        store_tma_chunk(p, SMH, acc, args, map_c, part, wg, t, m0, n0, 0, 0, group, res, held, first)
     else:
         for q in T.unroll(p.config.block_n // p.config.epilogue_tile):
-            store_tma_chunk(p, SMH, acc, args, map_c, part, wg, t, m0, n0, q, q % 2, group, None, held)
+            store_tma_chunk(p, SMH, acc, args, map_c, part, wg, t, m0, n0, q, q % 2, group, None, held, first)
 
 
 @T.macro
-def store_tma_chunk(p, SMH, acc, args, map_c, part, wg, t, m0, n0, q, b, group, res, held):
+def store_tma_chunk(p, SMH, acc, args, map_c, part, wg, t, m0, n0, q, b, group, res, held, first=None):
     # chunk q of the warpgroup's rows (the whole tile: q = 0), converted (the fused epilogue first), into its
     # staging buffer b, 128-byte swizzled in 64-column blocks (16-byte chunk j % 8 of row r at chunk
     # (j % 8) ^ (r % 8): conflict-free, and what the TMA store's CU_TENSOR_MAP_SWIZZLE_128B reads); then one
@@ -99,7 +99,8 @@ def store_tma_chunk(p, SMH, acc, args, map_c, part, wg, t, m0, n0, q, b, group, 
     # first chunk, all but the newest group, the other buffer's, before the next). Rows part * rows.. of the
     # tile; the buffers and the named barrier are warpgroup wg's. With ``res`` the buffer holds the residual
     # (load_residual): once its barrier's phase of tile res[2] completes, each thread reads the word of each pair
-    # where it then writes C's; ``held``: residual_read="early"'s words (store)
+    # where it then writes C's; ``held``: residual_read="early"'s words (store). ``first`` (shift_last): a tile
+    # whose box starts below its own first row (m0 < first) stores its own rows from registers (store_shifted)
     c = p.config
     SMW = T.decl_tensor(SMH.ptr_to([0]), ty_args=[T.Tensor((p.smem_bytes // 4,), "uint32", scope="shared.dyn", layout="default", align=1024)])
     word = T.alloc_tensor(ty_args=[T.Tensor((1 + residual_pairs(p),), "uint32", scope="local", layout="default")])
@@ -114,6 +115,23 @@ def store_tma_chunk(p, SMH, acc, args, map_c, part, wg, t, m0, n0, q, b, group, 
     T.ptx["bar.sync"](T.Cast("uint32", EPILOGUE_BARRIER + wg), T.uint32(WARPGROUP))
     if I.constexpr(res is not None and c.residual_read != "preread"):  # preread: waited before its reads
         T.cuda.mbarrier_wait(res[0].ptr_to([2 * c.stages + wg]), res[2] % 2)
+    if I.constexpr(first is None):
+        chunk_words(p, SMW, acc, args, word, part, t, m0, n0, q, group, res, held, base, None)
+        issue_tma_stores(p, SMH, map_c, part, wg, t, m0, n0, q, b)
+    else:
+        if first > m0:  # the shifted tile: the previous tile row's rows lie in its box (gemm_shift.kept)
+            chunk_words(p, SMW, acc, args, word, part, t, m0, n0, q, group, res, held, base, first)
+            T.ptx["bar.sync"](T.Cast("uint32", EPILOGUE_BARRIER + wg), T.uint32(WARPGROUP))  # the staged residual read
+        else:
+            chunk_words(p, SMW, acc, args, word, part, t, m0, n0, q, group, res, held, base, None)
+            issue_tma_stores(p, SMH, map_c, part, wg, t, m0, n0, q, b)
+
+
+@T.macro
+def chunk_words(p, SMW, acc, args, word, part, t, m0, n0, q, group, res, held, base, first):
+    # the warpgroup's C words of chunk q (store_tma_chunk), each into the staging buffer at ``base`` or, with
+    # ``first`` (store_shifted: the shifted tile), straight to C where gemm_shift.kept keeps its row
+    c = p.config
     for mi in T.unroll(c.rows // WGMMA_M):
         for j in T.unroll(c.staging_columns // 8):
             for h in T.unroll(2):
@@ -131,7 +149,27 @@ def store_tma_chunk(p, SMH, acc, args, map_c, part, wg, t, m0, n0, q, b, group, 
                         word[0],
                         out_value(p, args, acc[mi * c.block_n // 2 + tile_j(p, q, j) * 4 + h * 2 + 1], m0 + part * c.rows + r, n0 + 8 * tile_j(p, q, j) + 2 * (t % 4) + 1, group, pair_half(p, word, 1)),
                         out_value(p, args, acc[mi * c.block_n // 2 + tile_j(p, q, j) * 4 + h * 2], m0 + part * c.rows + r, n0 + 8 * tile_j(p, q, j) + 2 * (t % 4), group, pair_half(p, word, 0)))
-                SMW[staging_word(p, base, j, r, t)] = word[0]
+                if I.constexpr(first is None):
+                    SMW[staging_word(p, base, j, r, t)] = word[0]
+                else:
+                    store_shifted(p, args, word, m0 + part * c.rows + r, n0 + 8 * tile_j(p, q, j) + 2 * (t % 4), first)
+
+
+@T.macro
+def store_shifted(p, args, word, row, col, first):
+    # the shifted tile's word of C at (row, col), a column pair (epilogue="tma" with shift_last): stored from
+    # registers where gemm_shift.kept keeps its row (its own, inside M) and the pair lies in C. A box store at the
+    # tile's origin would rewrite the previous tile row's rows; one at its own first row reaches into the next
+    # warpgroup's rows (each warpgroup's buffer holds only its own)
+    T.ptx["st.global.b32"](args["C"].ptr_to([row, col]), word[0],
+                           pred=T.and_(shift.kept(p, row, first, row < p.M, T.and_), col < p.N))
+
+
+@T.macro
+def issue_tma_stores(p, SMH, map_c, part, wg, t, m0, n0, q, b):
+    # the staging buffer b's chunk q written (store_tma_chunk): the writes made visible to the async proxy, then
+    # one thread stores its 64-column blocks (and a tail block) with TMA and commits them as one bulk group
+    c = p.config
     T.ptx["fence.proxy.async.shared::cta"]()
     T.ptx["bar.sync"](T.Cast("uint32", EPILOGUE_BARRIER + wg), T.uint32(WARPGROUP))
     if t == 0:

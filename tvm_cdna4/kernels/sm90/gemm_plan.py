@@ -299,8 +299,8 @@ class Sm90Config:
     shift_last: bool = False
     """Whether the last token tile row (unswapped A's rows, ``swap_ab`` the B role's: M's), where it runs past M and M
     is at least a tile, loads its whole box at ``M - block`` instead (no zero fill) and stores only its own rows
-    (``gemm_shift``). The register epilogue's: a TMA store rewrites its box's rows below the tile, the previous tile
-    row's (a race, wrong where C aliases the residual); unclustered (a cluster's pair shares the weights' box)."""
+    (``gemm_shift``; with TMA stores that tile's from registers, ``gemm_epilogue.store_shifted``: a box store would
+    rewrite the previous tile row's rows). Unclustered (a cluster's pair shares the weights' box)."""
 
     @property
     def pingpong(self) -> bool:
@@ -438,10 +438,9 @@ class Sm90Config:
         if self.trim_loads and self.cluster_m != 1:
             bad("trim_loads", "the trimmed loads are the unclustered kernel's (a cluster's shares are whole boxes)",
                 "cluster_m=1", self.named("trim_loads", "cluster_m"))
-        if self.shift_last and (self.cluster_m != 1 or self.epilogue != "registers"):
-            bad("shift_last", "the shifted last tile row is the unclustered register epilogue's (a TMA store would "
-                "rewrite the previous tile row's rows)", "cluster_m=1, epilogue='registers'",
-                self.named("shift_last", "cluster_m", "epilogue"))
+        if self.shift_last and self.cluster_m != 1:
+            bad("shift_last", "the shifted last tile row is the unclustered kernel's (a cluster's pair shares the "
+                "weights' box)", "cluster_m=1", self.named("shift_last", "cluster_m"))
         if self.cluster_m == 1:
             return
         if self.split_k != 1:
@@ -739,10 +738,10 @@ last tile row lies past M."""
 
 def planned_loads(config: Sm90Config) -> Sm90Config:
     """``config`` with ``trim_loads`` where ``TRIM_LOADS`` and with ``shift_last`` where ``gemm_shift.SHIFT_LAST``, each
-    where the config allows it (``cluster_m`` 1; shifted: the register epilogue)."""
-    one = config.cluster_m == 1
+    where the config allows it (``cluster_m`` 1; shifted: the register epilogue, TMA stores too where ``SHIFT_TMA``)."""
+    one, stores = config.cluster_m == 1, config.epilogue == "registers" or SHIFT.SHIFT_TMA
     config = attrs.evolve(config, trim_loads=True) if TRIM_LOADS and one else config
-    return attrs.evolve(config, shift_last=True) if SHIFT.SHIFT_LAST and one and config.epilogue == "registers" else config
+    return attrs.evolve(config, shift_last=True) if SHIFT.SHIFT_LAST and one and stores else config
 
 
 def epilogue_choices(config: Sm90Config, fusion: Fusion, out_dtype: str) -> Sm90Config:

@@ -23,6 +23,12 @@ ran 1.00-1.40x (Qwen2.5-7B down 86.4 -> 63.7 us at M = 200, Gemma-2-9B down 85.7
 1.08 / 1.19 / 1.05x at M = 96 / 200 / 260 / 300; the plans it cannot shift (TMA stores) ran 0.92-1.08x, the same
 kernel twice."""
 
+SHIFT_TMA = False
+"""Whether ``SHIFT_LAST`` shifts the TMA-store configs' last tile row too (``gemm_plan.planned_loads``; the options'
+``--epilogue tma`` keeps a planned shift, ``gemm_target._replaced``): the shifted tile stores its own rows from
+registers (``gemm_epilogue.store_shifted``: a box store at its origin would rewrite the previous tile row's rows),
+every other tile with TMA. Off: untimed (stop 53, ``bash benchmarks/gpu_stop45.sh shifttma``)."""
+
 
 def token_rows(p) -> tuple:
     """(the tokens' rows M, the kernel's tile of them): unswapped the A role's ``block_m``, swapped the B role's
@@ -79,4 +85,4 @@ def kept(p, token, first, ok, and_):
     return and_(first <= token, ok)
 
 
-__all__ = ["SHIFT_LAST", "first_token", "kept", "origin", "shifts", "tile_origin", "token_rows"]
+__all__ = ["SHIFT_LAST", "SHIFT_TMA", "first_token", "kept", "origin", "shifts", "tile_origin", "token_rows"]

@@ -36,7 +36,7 @@ from ...cuda.build import CudaBuild, cached_build, check_compiler, compile_blobs
 from ..common import cache_key, option, refused_options
 from ..gemm.problem import GemmProblem
 from ..sm80.gemm_target import EMULATED_MACS
-from . import gemm_cost
+from . import gemm_cost, gemm_shift
 from .gemm_dynamic import out_bytes as _out_bytes
 from .gemm_fields import FIELD_OPTIONS
 from .gemm_plan import (EPILOGUES, OUT_DTYPES, Sm90Config, Sm90Plan, block_k, check_problem, epilogue_choices,
@@ -361,13 +361,14 @@ def _replaced(cfg: Sm90Config, fields: dict) -> Sm90Config:
     """``cfg`` with ``fields`` replaced; a ``split_k`` with the ``decomposition`` that goes with it: ``data-parallel``
     at 1, above it ``cfg``'s own K-split decomposition (``split-k`` or ``hybrid``), else ``split-k``; a ``cluster_m`` above
     1 with ``trim_loads`` off (a cluster loads whole boxes), and a cluster or TMA stores with ``shift_last`` off (the
-    unclustered register epilogue's), unless the fields name it."""
+    unclustered kernel's; TMA stores keep it where ``gemm_shift.SHIFT_TMA``), unless the fields name it."""
     if "split_k" in fields and "decomposition" not in fields:
         split = cfg.decomposition if cfg.decomposition != "data-parallel" else "split-k"
         fields = {**fields, "decomposition": "data-parallel" if fields["split_k"] == 1 else split}
     if fields.get("cluster_m", 1) != 1:  # a cluster loads whole boxes (Sm90Config.trim_loads)
         fields = {"trim_loads": False, **fields}
-    if fields.get("cluster_m", 1) != 1 or fields.get("epilogue", "registers") != "registers":  # Sm90Config.shift_last
+    tma = fields.get("epilogue", "registers") != "registers" and not gemm_shift.SHIFT_TMA
+    if fields.get("cluster_m", 1) != 1 or tma:  # Sm90Config.shift_last
         fields = {"shift_last": False, **fields}
     return replace_config(cfg, **fields)
 

@@ -1,0 +1,55 @@
+"""The shifted last tile row with TMA stores (``gemm_shift.SHIFT_TMA``: the tile whose box starts at ``M - block`` stores
+its own rows from registers, ``gemm_epilogue.store_shifted``; every other tile with TMA) through ``tvm_cdna4.torch.gemm``
+on a Hopper GPU (``cuda(arch="sm_90a")``): with the flag on (each setting's kernels built afresh) the torch op's
+TMA-store bucket plans at M = 260..333 shift, and their C is the unshifted TMA kernel's bit for bit (the box's position
+changes no row's sum), within the bound of torch's product, with and without fused steps."""
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.cuda(arch="sm_90a")  # the project plugin (tvm_cdna4.testing)
+
+import tvm_cdna4.torch as ours  # noqa: E402
+from gemm_gpu import assert_fused_silu_matches  # noqa: E402
+
+SHAPES = ((4608, 3584), (8192, 3584), (7680, 5120), (5120, 5120))
+
+
+def _config(N: int, K: int, M: int, fused: bool = False):
+    kernels = [k for key, k in ours.kernel_cache().items()
+               if key[:2] == (N, K) and key[-1] == "sm90" and (not key[5].empty) == fused]
+    assert len(kernels) == 1, "the torch op ran no (or more than one) sm90 kernel of this epilogue"
+    return kernels[0].dynamic.plan(M).config
+
+
+def _both(planner_flags, run):
+    """``run()`` with ``SHIFT_TMA`` off, then on (``SHIFT_LAST`` on; the torch op's kernels built afresh for each)."""
+    from tvm_cdna4.kernels.sm90 import gemm_shift
+
+    planner_flags(gemm_shift, SHIFT_LAST=True, SHIFT_TMA=False)
+    off = run()
+    planner_flags(gemm_shift, SHIFT_LAST=True, SHIFT_TMA=True)
+    return off, run()
+
+
+@pytest.mark.parametrize("M, N, K", [(260, 8192, 3584), (300, 7680, 5120),  # Gemma-2-9B / Phi-3-medium QKV
+                                     (333, 4608, 3584), (333, 5120, 5120)])  # Qwen2.5-7B QKV, Phi-3-medium o
+def test_the_shifted_tma_bucket_plan_stores_the_unshifted_kernel_s_c(planner_flags, M, N, K):
+    g = torch.Generator(device="cuda").manual_seed(M + N)
+    a = torch.randn(M, K, device="cuda", generator=g).bfloat16()
+    b = torch.randn(N, K, device="cuda", generator=g).bfloat16()
+    off, on = _both(planner_flags, lambda: ours.gemm(a, b))
+    cfg = _config(N, K, M)
+    assert cfg.shift_last and cfg.epilogue == "tma"
+    ref = a.float() @ b.float().t()
+    assert on.shape == (M, N) and not on.float().isnan().any()
+    assert float((on.float() - ref).abs().max() / ref.abs().max()) <= 1e-2
+    assert torch.equal(on, off)
+
+
+def test_a_shifted_tma_plan_with_fused_steps_through_the_torch_op(planner_flags):
+    M, N, K = 333, 4608, 3584  # the bias and the residual read at the shifted rows
+    off, on = _both(planner_flags, lambda: assert_fused_silu_matches(ours.gemm, M, N, K, seed=M))
+    cfg = _config(N, K, M, fused=True)
+    assert cfg.shift_last and cfg.epilogue == "tma"
+    assert torch.equal(on, off)

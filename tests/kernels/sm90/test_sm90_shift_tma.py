@@ -1,0 +1,147 @@
+"""The shifted last tile row with TMA stores (``Sm90Config(shift_last=True, epilogue="tma")``, ``gemm_shift.SHIFT_TMA``):
+the tile whose box starts below its own first row stores its own rows from registers (``gemm_epilogue.store_shifted``),
+every other tile through the staging buffer and TMA. Emulator-exact at the shift tests' M with 64- and 128-row tiles
+(a tail block, 64-column blocks), every fused step, the residual staged through TMA (``tma``, ``preread``, ``sliced``),
+read early or from global memory, chunked stores (``epilogue_tile``), a K split, ping-pong, dynamic M; without the
+register path the emulator's race check fails the kernel; the planners' switch and the options."""
+
+from __future__ import annotations
+
+import attrs
+import pytest
+
+from tvm_cdna4.emulator import emulate
+from tvm_cdna4.emulator.errors import EmulationError
+from tvm_cdna4.kernels import gemm
+from tvm_cdna4.kernels.gemm import GemmProblem, random_inputs
+from tvm_cdna4.kernels.gemm.dynamic_m import MBucket
+from tvm_cdna4.kernels.gemm.epilogue import Fusion
+from tvm_cdna4.kernels.sm90 import gemm_plan, gemm_shift, gemm_target
+from tvm_cdna4.kernels.sm90.gemm_plan import Sm90Config, plan
+
+ALL = Fusion(row_scale=True, col_scale=True, bias=True, activation="silu", residual=True)
+RES = Fusion(residual=True)
+EMULATOR = "the CUDA emulator (no GPU runner)"
+ONE = Sm90Config(64, 48, 2, 1, epilogue="tma", shift_last=True)
+TWO = Sm90Config(128, 48, 2, 2, epilogue="tma", shift_last=True)
+WIDE = Sm90Config(128, 112, 2, 2, epilogue="tma", shift_last=True)  # a 64-column block and a 48-column tail
+
+
+def exact(problem, config):
+    v = gemm.validate(problem, "sm90", config)
+    return v.ok and v.where == EMULATOR and v.ratio <= 1.0
+
+
+def script(problem, config):
+    return gemm_target.emit(gemm.plan(problem, "sm90", config)).script()
+
+
+@pytest.mark.parametrize("m", [65, 77, 130, 200, 260, 333])
+def test_the_shifted_64_row_tile_stores_its_rows_from_registers(m):
+    assert exact(GemmProblem(m, 72, 136, "bf16", "nt", "bf16"), ONE)
+
+
+@pytest.mark.parametrize("m, config", [(130, TWO), (200, TWO), (260, WIDE), (333, WIDE)])
+def test_the_shifted_128_row_tile_of_two_consumers_is_exact(m, config):
+    # at M = 130 the second tile row's first consumer stores nothing, at 200 / 333 both store some rows
+    assert exact(GemmProblem(m, 112, 104, "bf16", "nt", "bf16"), config)
+
+
+@pytest.mark.parametrize("problem, config", [
+    # the residual staged through TMA at the shifted origin, read into registers first (preread) or in slices
+    (GemmProblem(200, 72, 136, "bf16", "nt", "bf16", ALL), ONE),
+    (GemmProblem(260, 112, 128, "bf16", "nt", "bf16", ALL), attrs.evolve(WIDE, residual_read="tma")),
+    (GemmProblem(200, 72, 136, "bf16", "nt", "bf16", RES), attrs.evolve(TWO, residual_read="tma")),
+    (GemmProblem(200, 72, 136, "bf16", "nt", "bf16", RES), attrs.evolve(TWO, residual_read="preread")),
+    (GemmProblem(200, 72, 256, "bf16", "nt", "bf16", RES), attrs.evolve(TWO, residual_read="sliced")),
+    (GemmProblem(200, 72, 136, "bf16", "nt", "bf16", RES), attrs.evolve(TWO, residual_read="early")),
+    (GemmProblem(200, 72, 136, "bf16", "nt", "bf16", RES), attrs.evolve(ONE, residual_read="prefetch")),
+    (GemmProblem(133, 120, 136, "bf16", "nt", "bf16", ALL), attrs.evolve(WIDE, trim_loads=True)),
+])
+def test_the_fused_epilogue_and_the_staged_residual_read_the_shifted_rows(problem, config):
+    assert exact(problem, config)
+
+
+@pytest.mark.parametrize("config", [
+    Sm90Config(128, 128, 2, 2, epilogue="tma", epilogue_tile=64, shift_last=True),  # two chunks, two buffers
+    attrs.evolve(ONE, split_k=2, decomposition="split-k"),
+    attrs.evolve(TWO, split_k=2, decomposition="split-k", reduction="atomic"),
+    Sm90Config(64, 48, 2, 2, ctas=2, schedule="pingpong", epilogue="tma", shift_last=True),
+])
+def test_chunks_a_k_split_and_pingpong_shift_exactly(config):
+    assert exact(GemmProblem(200, 136, 128, "bf16", "nt", "bf16", Fusion(bias=True)), config)
+
+
+def test_the_shifted_tile_s_tma_box_store_would_rewrite_the_previous_tile_row(monkeypatch):
+    # storing every tile with TMA (its box at the shifted origin): the previous tile row's rows of C written twice
+    problem = GemmProblem(200, 72, 136, "bf16", "nt", "bf16")
+    assert exact(problem, TWO)
+    monkeypatch.setattr(gemm_shift, "first_token", lambda p, m0, n0: None)  # store_tma's first: the TMA path
+    with pytest.raises(EmulationError, match="race on global 'C'"):
+        gemm.validate(problem, "sm90", TWO)
+
+
+@pytest.mark.parametrize("config", [TWO, attrs.evolve(TWO, residual_read="tma")])
+def test_a_dynamic_m_kernel_picks_the_store_at_run_time(config):
+    fusion = RES if config.residual_read == "tma" else Fusion()
+    p = plan(MBucket(33, 256), 72, 136, "bf16", "nt", "bf16", config, 132, 232448, fusion=fusion)
+    assert gemm_shift.shifts(p)
+    for m in (40, 130, 200, 256):
+        data = random_inputs(GemmProblem(m, 72, 136, "bf16", "nt", "bf16", fusion), m)
+        c = data.output()
+        emulate(gemm_target.emit(p), *data.arguments(p.params, c), target="sm90")
+        assert data.ratio(c) <= 1.0, m
+
+
+@pytest.mark.parametrize("m", [128, 256, 40])
+def test_whole_tiles_or_fewer_tokens_than_a_tile_keep_the_tma_kernel(m):
+    problem = GemmProblem(m, 72, 136, "bf16", "nt", "bf16")
+    assert script(problem, TWO) == script(problem, attrs.evolve(TWO, shift_last=False))
+
+
+def test_the_switch_gives_tma_configs_the_shift_and_the_options_keep_it(monkeypatch):
+    tma = Sm90Config(128, 112, 4, 2, epilogue="tma")
+    problem = GemmProblem(260, 4608, 3584, "bf16", "nt", "bf16")
+    assert gemm_shift.SHIFT_TMA is False  # untimed: the shifttma GPU step
+    assert not gemm_plan.planned_loads(tma).shift_last
+    assert not gemm.config_from_options(problem, "sm90", block="128x112", epilogue="tma").shift_last
+    monkeypatch.setattr(gemm_shift, "SHIFT_TMA", True)
+    assert gemm_plan.planned_loads(tma).shift_last
+    assert not gemm_plan.planned_loads(attrs.evolve(tma, cluster_m=2)).shift_last
+    assert gemm.config_from_options(problem, "sm90", block="128x112", epilogue="tma").shift_last
+    monkeypatch.setattr(gemm_shift, "SHIFT_LAST", False)
+    assert not gemm_plan.planned_loads(tma).shift_last
+
+
+def test_torch_gemm_s_shift_tma_switch_sets_the_flag(monkeypatch):
+    from benchmark_modules import benchmark_module
+
+    bench = benchmark_module("torch_gemm")
+    assert bench.switch_module("shift_tma") is gemm_shift and bench.SWITCHES["shift_tma"] == ("SHIFT_TMA", "shifttma")
+    monkeypatch.setattr(gemm_shift, "SHIFT_TMA", False)
+    bench.set_switches({"shift_tma": "on"})
+    assert gemm_shift.SHIFT_TMA is True
+    p = gemm.plan(GemmProblem(260, 4608, 3584, "bf16", "nt", "bf16"), "sm90", attrs.evolve(WIDE, stages=4))
+    assert bench.plan_label(p) == "128x112 tma shift"
+
+
+@pytest.mark.slow
+def test_nvcc_assembles_shifted_tma_kernels_for_sm_90a_without_spills(tmp_path):
+    # the bucket plans the switch shifts (Qwen2.5-7B QKV 128x112 at 257..384) and one with every fused step and the
+    # residual staged through TMA: the register store of the shifted tile adds no spill
+    import shutil
+    import subprocess
+
+    nvcc = shutil.which("nvcc") or shutil.which("/usr/local/cuda/bin/nvcc")
+    if nvcc is None:
+        pytest.skip("nvcc not found: nothing assembles the CUDA source here")
+    plans = [plan(MBucket(257, 384), 4608, 3584, "bf16", "nt", "bf16", Sm90Config(128, 112, 4, 2, epilogue="tma", shift_last=True),
+                  132, 232448),
+             plan(MBucket(257, 384), 8192, 3584, "bf16", "nt", "bf16",
+                  Sm90Config(128, 192, 3, 2, epilogue="tma", residual_read="tma", shift_last=True), 132, 232448, fusion=ALL)]
+    for i, p in enumerate(plans):
+        (tmp_path / f"k{i}.cu").write_text(gemm_target.build_plan(p, cache=False).source)
+        done = subprocess.run([nvcc, "-gencode=arch=compute_90a,code=sm_90a", "-c", "-Xptxas", "-v", f"k{i}.cu", "-o",
+                               f"k{i}.o"], cwd=tmp_path, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert "C7508" not in done.stderr and "0 bytes spill stores" in done.stderr
