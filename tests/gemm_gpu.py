@@ -16,3 +16,12 @@ def assert_fused_silu_matches(gemm, M: int, N: int, K: int, seed: int, tol: floa
     ref = torch.nn.functional.silu(a.float() @ b.float().t() + bias.float()) + residual.float()
     assert float((y.float() - ref).abs().max() / ref.abs().max()) <= tol
     return y
+
+
+def sm90_plan_config(ours, N: int, K: int, M: int, fused: bool = False):
+    """The config the torch op's one sm90 kernel of (N, K) (fused steps or none) runs at ``M`` (``ours``:
+    ``tvm_cdna4.torch``; its ``kernel_cache()``)."""
+    kernels = [k for key, k in ours.kernel_cache().items()
+               if key[:2] == (N, K) and key[-1] == "sm90" and (not key[5].empty) == fused]
+    assert len(kernels) == 1, "the torch op ran no (or more than one) sm90 kernel of this epilogue"
+    return kernels[0].dynamic.plan(M).config

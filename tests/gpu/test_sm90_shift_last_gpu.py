@@ -11,16 +11,13 @@ torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.cuda(arch="sm_90a")  # the project plugin (tvm_cdna4.testing)
 
 import tvm_cdna4.torch as ours  # noqa: E402
-from gemm_gpu import assert_fused_silu_matches  # noqa: E402
+from gemm_gpu import assert_fused_silu_matches, sm90_plan_config  # noqa: E402
 
 SHAPES = ((3584, 18944), (3584, 3584), (1000, 1032))
 
 
 def _config(N: int, K: int, M: int, fused: bool = False):
-    kernels = [k for key, k in ours.kernel_cache().items()
-               if key[:2] == (N, K) and key[-1] == "sm90" and (not key[5].empty) == fused]
-    assert len(kernels) == 1, "the torch op ran no (or more than one) sm90 kernel of this epilogue"
-    return kernels[0].dynamic.plan(M).config
+    return sm90_plan_config(ours, N, K, M, fused)
 
 
 def _both(planner_flags, run):

@@ -9,7 +9,7 @@ torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.cuda(arch="sm_90a")  # the project plugin (tvm_cdna4.testing)
 
 import tvm_cdna4.torch as ours  # noqa: E402
-from gemm_gpu import assert_fused_silu_matches  # noqa: E402
+from gemm_gpu import assert_fused_silu_matches, sm90_plan_config  # noqa: E402
 
 SHAPES = ((5120, 5120), (1000, 1032), (3584, 18944))
 
@@ -22,10 +22,7 @@ def trimmed(planner_flags):
 
 
 def _config(N: int, K: int, M: int, fused: bool = False):
-    kernels = [k for key, k in ours.kernel_cache().items()
-               if key[:2] == (N, K) and key[-1] == "sm90" and (not key[5].empty) == fused]
-    assert len(kernels) == 1, "the torch op ran no (or more than one) sm90 kernel of this epilogue"
-    return kernels[0].dynamic.plan(M).config
+    return sm90_plan_config(ours, N, K, M, fused)
 
 
 @pytest.mark.parametrize("M, N, K", [(M, 5120, 5120) for M in (77, 200, 260, 333)]  # Phi-3-medium o: N 80 rows short

@@ -190,18 +190,6 @@ def test_nvcc_assembles_shifted_kernels_for_sm_90a_without_spills(tmp_path):
         assert "C7508" not in done.stderr and "0 bytes spill stores" in done.stderr
 
 
-def test_torch_gemm_s_shift_last_switch_sets_the_flag_and_labels_the_plan(monkeypatch):
-    from benchmark_modules import benchmark_module
-
-    bench = benchmark_module("torch_gemm")
-    assert bench.switch_module("shift_last") is gemm_shift and bench.SWITCHES["shift_last"] == ("SHIFT_LAST", "shift")
-    monkeypatch.setattr(gemm_shift, "SHIFT_LAST", False)
-    bench.set_switches({"shift_last": "on"})
-    assert gemm_shift.SHIFT_LAST is True
-    p = gemm.plan(GemmProblem(200, 3584, 3584, "bf16", "nt", "bf16"), "sm90", Sm90Config(64, 112, 8, 1, shift_last=True))
-    assert bench.plan_label(p) == "64x112 shift"
-
-
 def test_options_that_name_tma_stores_or_a_cluster_drop_the_planned_shift(monkeypatch):
     monkeypatch.setattr(gemm_shift, "SHIFT_LAST", True)
     problem = GemmProblem(200, 3584, 3584, "bf16", "nt", "bf16")

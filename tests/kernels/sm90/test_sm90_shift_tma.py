@@ -113,16 +113,22 @@ def test_the_switch_gives_tma_configs_the_shift_and_the_options_keep_it(monkeypa
     assert not gemm_plan.planned_loads(tma).shift_last
 
 
-def test_torch_gemm_s_shift_tma_switch_sets_the_flag(monkeypatch):
+@pytest.mark.parametrize("switch, flag, name, problem, config, label", [
+    ("shift_last", "SHIFT_LAST", "shift", GemmProblem(200, 3584, 3584, "bf16", "nt", "bf16"),
+     Sm90Config(64, 112, 8, 1, shift_last=True), "64x112 shift"),
+    ("shift_tma", "SHIFT_TMA", "shifttma", GemmProblem(260, 4608, 3584, "bf16", "nt", "bf16"),
+     attrs.evolve(WIDE, stages=4), "128x112 tma shift"),
+])
+def test_torch_gemm_s_shift_switches_set_their_flag_and_label_the_plan(monkeypatch, switch, flag, name, problem, config,
+                                                                     label):
     from benchmark_modules import benchmark_module
 
     bench = benchmark_module("torch_gemm")
-    assert bench.switch_module("shift_tma") is gemm_shift and bench.SWITCHES["shift_tma"] == ("SHIFT_TMA", "shifttma")
-    monkeypatch.setattr(gemm_shift, "SHIFT_TMA", False)
-    bench.set_switches({"shift_tma": "on"})
-    assert gemm_shift.SHIFT_TMA is True
-    p = gemm.plan(GemmProblem(260, 4608, 3584, "bf16", "nt", "bf16"), "sm90", attrs.evolve(WIDE, stages=4))
-    assert bench.plan_label(p) == "128x112 tma shift"
+    assert bench.switch_module(switch) is gemm_shift and bench.SWITCHES[switch] == (flag, name)
+    monkeypatch.setattr(gemm_shift, flag, False)
+    bench.set_switches({switch: "on"})
+    assert getattr(gemm_shift, flag) is True
+    assert bench.plan_label(gemm.plan(problem, "sm90", config)) == label
 
 
 @pytest.mark.slow
