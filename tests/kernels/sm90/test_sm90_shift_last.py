@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import attrs
 import pytest
+from sm90_checks import assert_ptxas_assembles_without_spills
 
 from tvm_cdna4.emulator import emulate
 from tvm_cdna4.emulator.errors import EmulationError
@@ -173,21 +174,10 @@ def test_the_flag_gives_the_register_epilogue_s_configs_shift_last_and_no_zero_f
 def test_nvcc_assembles_shifted_kernels_for_sm_90a_without_spills(tmp_path):
     # the issue-36 shape (Qwen2.5-7B down at M = 200, 64x112, eight stages) and a dynamic two-consumer kernel with
     # every fused step: the origin's min and the mask add no spill
-    import shutil
-    import subprocess
-
-    nvcc = shutil.which("nvcc") or shutil.which("/usr/local/cuda/bin/nvcc")
-    if nvcc is None:
-        pytest.skip("nvcc not found: nothing assembles the CUDA source here")
     plans = [gemm.plan(GemmProblem(200, 3584, 18944, "bf16", "nt", "bf16"), "sm90", Sm90Config(64, 112, 8, 1, shift_last=True)),
              plan(MBucket(129, 384), 3584, 4096, "bf16", "nt", "bf16", Sm90Config(128, 224, 4, 2, shift_last=True), 132, 232448,
                   fusion=ALL)]
-    for i, p in enumerate(plans):
-        (tmp_path / f"k{i}.cu").write_text(gemm_target.build_plan(p, cache=False).source)
-        done = subprocess.run([nvcc, "-gencode=arch=compute_90a,code=sm_90a", "-c", "-Xptxas", "-v", f"k{i}.cu", "-o",
-                               f"k{i}.o"], cwd=tmp_path, capture_output=True, text=True)
-        assert done.returncode == 0, done.stderr[-2000:]
-        assert "C7508" not in done.stderr and "0 bytes spill stores" in done.stderr
+    assert_ptxas_assembles_without_spills(plans, tmp_path)
 
 
 def test_options_that_name_tma_stores_or_a_cluster_drop_the_planned_shift(monkeypatch):
