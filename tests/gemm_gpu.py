@@ -25,3 +25,17 @@ def sm90_plan_config(ours, N: int, K: int, M: int, fused: bool = False):
                if key[:2] == (N, K) and key[-1] == "sm90" and (not key[5].empty) == fused]
     assert len(kernels) == 1, "the torch op ran no (or more than one) sm90 kernel of this epilogue"
     return kernels[0].dynamic.plan(M).config
+
+
+def random_ab(torch, M: int, N: int, K: int):
+    """bf16 ``a`` [M, K] and ``b`` [N, K] on the GPU, normal, seeded by ``M + N``."""
+    g = torch.Generator(device="cuda").manual_seed(M + N)
+    return (torch.randn(M, K, device="cuda", generator=g).bfloat16(),
+            torch.randn(N, K, device="cuda", generator=g).bfloat16())
+
+
+def assert_near_the_product(y, a, b, tol: float = 1e-2) -> None:
+    """``y`` [M, N], no NaN, within ``tol`` of ``a @ b.T`` in f32, relative to the product's largest magnitude."""
+    ref = a.float() @ b.float().t()
+    assert y.shape == ref.shape and not y.float().isnan().any()
+    assert float((y.float() - ref).abs().max() / ref.abs().max()) <= tol
