@@ -232,8 +232,9 @@ def test_the_windows_walk_keeps_each_window_inside_its_group(sizes, block_m, til
     (GemmProblem(None, 72, 72, "bf16", "nt", "f32", groups=5),
      Sm90Config(64, 64, 2, 1, ctas=2, group_m=2, tile_walk="windows"), [9, 0, 140, 1, 70]),
     # TMA stores, the per-group bias, two tile columns (N = 136: the second of 8 columns), a group's last tile split
-    (GemmProblem(None, 136, 64, "bf16", "nt", "bf16", Fusion(bias=True), groups=3),
-     Sm90Config(128, 128, 2, 2, epilogue="tma", epilogue_tile=64, group_m=2, tile_walk="windows"), [70, 200, 64]),
+    pytest.param(GemmProblem(None, 136, 64, "bf16", "nt", "bf16", Fusion(bias=True), groups=3),
+                 Sm90Config(128, 128, 2, 2, epilogue="tma", epilogue_tile=64, group_m=2, tile_walk="windows"),
+                 [70, 200, 64], marks=pytest.mark.slow),  # the windows walk is opt-in (timed level with the prefix)
 ])
 def test_the_emulator_validates_the_windows_walk(problem, config, sizes):
     p = gemm.plan(problem, "sm90", config, m=sum(sizes))

@@ -87,7 +87,8 @@ def test_split_k_hybrid_and_pingpong_shift_exactly(config):
     assert exact(GemmProblem(200, 75, 256, "bf16", "nt", "f32"), config)
 
 
-@pytest.mark.parametrize("config, where", [(ONE, "C"), (attrs.evolve(ONE, split_k=2, decomposition="split-k", reduction="atomic"), "W")])
+@pytest.mark.parametrize("config, where", [(ONE, "C"), pytest.param(attrs.evolve(ONE, split_k=2, decomposition="split-k",
+                                                                         reduction="atomic"), "W", marks=pytest.mark.slow)])
 def test_without_the_mask_two_tile_rows_write_the_same_rows(monkeypatch, config, where):
     # the mask keeps each row one tile row's: unmasked, the shifted tile stores the previous tile row's rows of C again
     # (the emulator's race check), and a K split's atomics add its partials of them onto the previous tile row's sums

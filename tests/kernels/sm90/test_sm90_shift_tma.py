@@ -37,13 +37,13 @@ def script(problem, config):
     return gemm_target.emit(gemm.plan(problem, "sm90", config)).script()
 
 
-@pytest.mark.parametrize("m", [77, 260] + [pytest.param(m, marks=pytest.mark.slow) for m in (65, 130, 200, 333)])
+@pytest.mark.parametrize("m", [77] + [pytest.param(m, marks=pytest.mark.slow) for m in (65, 130, 200, 260, 333)])
 def test_the_shifted_64_row_tile_stores_its_rows_from_registers(m):
     assert exact(GemmProblem(m, 72, 136, "bf16", "nt", "bf16"), ONE)
 
 
-@pytest.mark.parametrize("m, config", [(130, TWO), (260, WIDE)] + [
-    pytest.param(m, c, marks=pytest.mark.slow) for m, c in ((200, TWO), (333, WIDE))])
+@pytest.mark.parametrize("m, config", [(260, WIDE)] + [  # SHIFT_TMA is off: its other cases are slow
+    pytest.param(m, c, marks=pytest.mark.slow) for m, c in ((130, TWO), (200, TWO), (333, WIDE))])
 def test_the_shifted_128_row_tile_of_two_consumers_is_exact(m, config):
     # at M = 130 the second tile row's first consumer stores nothing, at 200 / 333 both store some rows
     assert exact(GemmProblem(m, 112, 104, "bf16", "nt", "bf16"), config)
@@ -58,10 +58,12 @@ def test_the_shifted_128_row_tile_of_two_consumers_is_exact(m, config):
                  marks=pytest.mark.slow),
     pytest.param(GemmProblem(200, 72, 256, "bf16", "nt", "bf16", RES), attrs.evolve(TWO, residual_read="sliced"),
                  marks=pytest.mark.slow),
-    (GemmProblem(200, 72, 136, "bf16", "nt", "bf16", RES), attrs.evolve(TWO, residual_read="early")),
+    pytest.param(GemmProblem(200, 72, 136, "bf16", "nt", "bf16", RES), attrs.evolve(TWO, residual_read="early"),
+                 marks=pytest.mark.slow),
     pytest.param(GemmProblem(200, 72, 136, "bf16", "nt", "bf16", RES), attrs.evolve(ONE, residual_read="prefetch"),
                  marks=pytest.mark.slow),
-    (GemmProblem(133, 120, 136, "bf16", "nt", "bf16", ALL), attrs.evolve(WIDE, trim_loads=True)),
+    pytest.param(GemmProblem(133, 120, 136, "bf16", "nt", "bf16", ALL), attrs.evolve(WIDE, trim_loads=True),
+                 marks=pytest.mark.slow),
 ])
 def test_the_fused_epilogue_and_the_staged_residual_read_the_shifted_rows(problem, config):
     assert exact(problem, config)
@@ -70,7 +72,7 @@ def test_the_fused_epilogue_and_the_staged_residual_read_the_shifted_rows(proble
 @pytest.mark.parametrize("config", [
     Sm90Config(128, 128, 2, 2, epilogue="tma", epilogue_tile=64, shift_last=True),  # two chunks, two buffers
     pytest.param(attrs.evolve(ONE, split_k=2, decomposition="split-k"), marks=pytest.mark.slow),
-    attrs.evolve(TWO, split_k=2, decomposition="split-k", reduction="atomic"),
+    pytest.param(attrs.evolve(TWO, split_k=2, decomposition="split-k", reduction="atomic"), marks=pytest.mark.slow),
     Sm90Config(64, 48, 2, 2, ctas=2, schedule="pingpong", epilogue="tma", shift_last=True),
 ])
 def test_chunks_a_k_split_and_pingpong_shift_exactly(config):
