@@ -170,6 +170,7 @@ def test_the_peer_sweep_puts_cublas_tiles_in_our_swapped_kernel(capsys):
     assert "| qwen2.5-7b | o | 200 | peer | 64x104/1 registers swap | 8 | 14.1 |" in out
 
 
+@pytest.mark.slow  # 12 s in the emulator; split-K register epilogues run exactly in test_sm90_shift_last / test_sm90_split_k
 def test_the_moved_plan_runs_exactly_in_the_emulator():
     # the flag's plan of Qwen2.5-7B's 193..256 bucket (128x224 in four K slices, the register epilogue, 5 stages) on a
     # problem the emulator runs in seconds: M = 200 of the bucket, a ragged second column tile, slices of one k-tile

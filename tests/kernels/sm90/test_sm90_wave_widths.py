@@ -98,6 +98,7 @@ def test_the_emulator_validates_the_new_widths(problem, config):
     assert v.ok and v.ratio <= 1.0
 
 
+@pytest.mark.slow  # a benchmark script's job list (5 s); its plans are the cost model's, tested beside
 def test_the_sweep_times_the_new_choice_beside_the_old_and_cublas():
     import argparse
 
