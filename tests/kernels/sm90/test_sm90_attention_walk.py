@@ -24,13 +24,13 @@ CASES = {
     # not causal MHA: sections of one head (its 2 query blocks) folded, odd lengths
     "fold, 3 CTAs, sections of one head, not causal, 130 over 120, D 64": (
         AttentionProblem(2, 2, 2, 130, 120, 64), C(64, 2, **PP, ctas=3, walk="fold", item_overlap=True)),
+}
+SLOW_CASES = {  # the walks and item_overlap were timed and left off (stop 51): their heavier cases run with slow
     # three consumers' round robin with turns in every item (2 tiles of 64 keys each: 100 keys), item_overlap: 4 items
     # over 3 CTAs, round 1 (odd) of one item, the last CTA's (its arrivals and waits over two items)
     "zigzag, three consumers, item_overlap, 3 CTAs, causal, 2 x 200 over 100, D 64": (
         AttentionProblem(2, 1, 1, 200, 100, 64, causal=True),
         C(64, 2, **PP, ctas=3, consumers=3, walk="zigzag", item_overlap=True)),
-}
-SLOW_CASES = {  # the walks and item_overlap were timed and left off (stop 51): their heavier cases run with slow
     # 10 items (2 query blocks x 5 heads, GQA 5:1) over 3 CTAs: rounds 0-2 whole, round 3 (odd) of one item: the
     # zig-zag's last CTA runs it
     "zigzag, 3 CTAs, odd last round, causal, GQA 5:1, 130 tokens, D 64": (
