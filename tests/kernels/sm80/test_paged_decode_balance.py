@@ -43,7 +43,8 @@ def _balanced(merge, context=None, split_major=False):
 
 @pytest.mark.parametrize("merge, split_major", [pytest.param("kernel", False, marks=pytest.mark.slow),
                                                 pytest.param("last-cta", False, marks=pytest.mark.slow),
-                                                ("kernel", True), ("last-cta", True)])  # the launch-major two: slow
+                                                pytest.param("kernel", True, marks=pytest.mark.slow),
+                                                ("last-cta", True)])  # balance is off (stop 53: 2-4 % at batch 8)
 def test_the_balanced_partition_writes_one_wave_of_partials_and_matches_the_reference(merge, split_major):
     p = _balanced(merge, split_major=split_major)
     contexts = [5, 300, 90]
@@ -103,7 +104,7 @@ def test_the_sm90_kernel_takes_the_balanced_partition_and_the_partition_major_or
     assert max(paged.compare(problem, arrays, o, lse)) <= 1
 
 
-@pytest.mark.parametrize("merge", ["kernel", "last-cta"])
+@pytest.mark.parametrize("merge", ["kernel", pytest.param("last-cta", marks=pytest.mark.slow)])
 def test_partition_major_launch_order_alone_writes_the_same_partials(merge):
     # no balance: the static 32-key partitions (1 + 10 + 3 of them a kv head), the CTAs launched partition-major
     config = PagedDecodeConfig(partition=32, warps=2, stages=2, merge=merge, split_major=True)
@@ -124,7 +125,8 @@ def test_partition_major_launch_order_alone_writes_the_same_partials(merge):
     assert max(paged.compare(PROBLEM, arrays, out["O"], out["LSE"])) <= 1
 
 
-@pytest.mark.parametrize("merge, split_major", [("kernel", True), ("last-cta", False), ("last-cta", True)])
+@pytest.mark.parametrize("merge, split_major", [("kernel", True)] + [
+    pytest.param(m, s, marks=pytest.mark.slow) for m, s in (("last-cta", False), ("last-cta", True))])
 def test_lying_lengths_and_pages_keep_the_clamps_and_the_written_partials_balanced(merge, split_major):
     # issue 37's lying device data where the balanced partition splits sequences: lengths -4 / 300 / 5000 are 0 / 19 /
     # 20 tiles (clamped, in the sum too), divisor 4: ceil(39 / 8) x 2 = 10-tile partitions, 0 / 2 / 2 a kv head of

@@ -85,7 +85,8 @@ def test_a_dynamic_m_bucket_at_run_time_ms():
 
 @pytest.mark.parametrize("M, N, K, cfg", [
     (130, 64, 256, Sm90Config(128, 64, 2, 2, ctas=1, schedule="pingpong", epilogue="tma", **EARLY)),
-    (70, 128, 448, Sm90Config(64, 128, 2, 1, ctas=1, epilogue="tma", epilogue_tile=64, **EARLY)),
+    pytest.param(70, 128, 448, Sm90Config(64, 128, 2, 1, ctas=1, epilogue="tma", epilogue_tile=64, **EARLY),
+                 marks=pytest.mark.slow),  # the early read is opt-in (stop 52)
 ])
 def test_ping_pong_and_chunked_tma_stores(M, N, K, cfg):
     # ping-pong: a consumer's 128 rows, 32 words, its loads in its own mainloop while the other stores; 64-column chunks
@@ -96,11 +97,12 @@ def test_ping_pong_and_chunked_tma_stores(M, N, K, cfg):
 
 @pytest.mark.parametrize("M, N, K, cfg, units, k_tiles", [
     # ping-pong, 9 tiles on one CTA: each consumer's held words reused tile after tile (tiles 0, 2, .. and 1, 3, ..)
-    (300, 96, 128, Sm90Config(128, 32, 2, 2, ctas=1, schedule="pingpong", **EARLY), 9, 2),
+    pytest.param(300, 96, 128, Sm90Config(128, 32, 2, 2, ctas=1, schedule="pingpong", **EARLY), 9, 2,
+                 marks=pytest.mark.slow),
     # a one-k-tile mainloop (every batch after k-tile 0) on 2 persistent CTAs of 3 tiles each
     (190, 96, 40, Sm90Config(64, 32, 2, 1, ctas=2, **EARLY), 9, 1),
     # clusters of two tile rows over 3 of them: the fourth tile row lies wholly past M (its loads clamped into C)
-    (150, 64, 256, Sm90Config(64, 64, 2, 1, ctas=4, cluster_m=2, **EARLY), 4, 4),
+    pytest.param(150, 64, 256, Sm90Config(64, 64, 2, 1, ctas=4, cluster_m=2, **EARLY), 4, 4, marks=pytest.mark.slow),
 ])
 def test_persistent_tiles_one_k_tile_and_a_cluster_past_m(M, N, K, cfg, units, k_tiles):
     problem = GemmProblem(M, N, K, "bf16", "nt", "bf16", Fusion(residual=True, bias=True))

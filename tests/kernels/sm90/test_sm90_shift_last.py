@@ -54,10 +54,12 @@ def test_the_shifted_128_row_tile_of_two_consumers_is_exact(m):
     (GemmProblem(200, 72, 136, "bf16", "nt", "bf16", ALL), ONE),
     (GemmProblem(130, 75, 136, "bf16", "nt", "bf16", ALL), ONE),  # odd N: element stores
     (GemmProblem(260, 72, 136, "bf16", "nt", "bf16", ALL), TWO),
-    (GemmProblem(200, 72, 136, "bf16", "nt", "bf16", Fusion(residual=True)), attrs.evolve(TWO, residual_read="early")),
+    pytest.param(GemmProblem(200, 72, 136, "bf16", "nt", "bf16", Fusion(residual=True)),
+                 attrs.evolve(TWO, residual_read="early"), marks=pytest.mark.slow),  # opt-in reads: slow
     (GemmProblem(200, 72, 136, "bf16", "nt", "bf16", Fusion(residual=True)), attrs.evolve(ONE, residual_read="prefetch")),
     (GemmProblem(130, 80, 208, "fp8", "nt", "bf16", Fusion(row_scale=True, col_scale=True)), Sm90Config(64, 40, 2, 1, shift_last=True)),
-    (GemmProblem(133, 75, 136, "bf16", "nt", "bf16", ALL), attrs.evolve(ONE, trim_loads=True)),  # N's last tile trimmed
+    pytest.param(GemmProblem(133, 75, 136, "bf16", "nt", "bf16", ALL), attrs.evolve(ONE, trim_loads=True),
+                 marks=pytest.mark.slow),  # N's last tile trimmed (TRIM_LOADS off)
 ])
 def test_the_fused_epilogue_reads_its_inputs_at_the_shifted_rows(problem, config):
     assert exact(problem, config)

@@ -28,9 +28,11 @@ EMULATOR = "the CUDA emulator (no GPU runner)"
     # the second tile row 5 rows deep (A trimmed to one 8-row box), the second tile column 24 of 48 (B trimmed)
     (GemmProblem(133, 72, 200, "bf16", "nt", "f32"), Sm90Config(128, 48, 3, 2, trim_loads=True)),
     # M below one tile; N's last tile 24 rows; K not a multiple of 64 (the K tail still zero-filled)
-    (GemmProblem(5, 72, 136, "bf16", "nt", "bf16"), Sm90Config(64, 48, 2, 1, trim_loads=True)),
+    pytest.param(GemmProblem(5, 72, 136, "bf16", "nt", "bf16"), Sm90Config(64, 48, 2, 1, trim_loads=True),
+                 marks=pytest.mark.slow),  # TRIM_LOADS timed and left off (stop 52)
     # swapped: the weights (the A role) past N, the tokens (the B role) past M
-    (GemmProblem(37, 150, 264, "bf16", "nt", "f32"), Sm90Config(64, 40, 2, 1, swap_ab=True, trim_loads=True)),
+    pytest.param(GemmProblem(37, 150, 264, "bf16", "nt", "f32"), Sm90Config(64, 40, 2, 1, swap_ab=True, trim_loads=True),
+                 marks=pytest.mark.slow),
 ])
 def test_the_emulator_validates_trimmed_loads(problem, config):
     v = gemm.validate(problem, "sm90", config)
