@@ -53,7 +53,8 @@ def test_the_shifted_128_row_tile_of_two_consumers_is_exact(m, config):
     # the residual staged through TMA at the shifted origin, read into registers first (preread) or in slices
     (GemmProblem(200, 72, 136, "bf16", "nt", "bf16", ALL), ONE),
     (GemmProblem(260, 112, 128, "bf16", "nt", "bf16", ALL), attrs.evolve(WIDE, residual_read="tma")),
-    (GemmProblem(200, 72, 136, "bf16", "nt", "bf16", RES), attrs.evolve(TWO, residual_read="tma")),
+    pytest.param(GemmProblem(200, 72, 136, "bf16", "nt", "bf16", RES), attrs.evolve(TWO, residual_read="tma"),
+                 marks=pytest.mark.slow),
     pytest.param(GemmProblem(200, 72, 136, "bf16", "nt", "bf16", RES), attrs.evolve(TWO, residual_read="preread"),
                  marks=pytest.mark.slow),
     pytest.param(GemmProblem(200, 72, 256, "bf16", "nt", "bf16", RES), attrs.evolve(TWO, residual_read="sliced"),
@@ -69,16 +70,18 @@ def test_the_fused_epilogue_and_the_staged_residual_read_the_shifted_rows(proble
     assert exact(problem, config)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("config", [
     Sm90Config(128, 128, 2, 2, epilogue="tma", epilogue_tile=64, shift_last=True),  # two chunks, two buffers
     pytest.param(attrs.evolve(ONE, split_k=2, decomposition="split-k"), marks=pytest.mark.slow),
     pytest.param(attrs.evolve(TWO, split_k=2, decomposition="split-k", reduction="atomic"), marks=pytest.mark.slow),
     Sm90Config(64, 48, 2, 2, ctas=2, schedule="pingpong", epilogue="tma", shift_last=True),
 ])
-def test_chunks_a_k_split_and_pingpong_shift_exactly(config):
+def test_chunks_a_k_split_and_pingpong_shift_exactly(config):  # SHIFT_TMA is off: slow
     assert exact(GemmProblem(200, 136, 128, "bf16", "nt", "bf16", Fusion(bias=True)), config)
 
 
+@pytest.mark.slow  # SHIFT_TMA is off (untimed)
 def test_the_shifted_tile_s_tma_box_store_would_rewrite_the_previous_tile_row(monkeypatch):
     # storing every tile with TMA (its box at the shifted origin): the previous tile row's rows of C written twice
     problem = GemmProblem(200, 72, 136, "bf16", "nt", "bf16")
@@ -88,7 +91,7 @@ def test_the_shifted_tile_s_tma_box_store_would_rewrite_the_previous_tile_row(mo
         gemm.validate(problem, "sm90", TWO)
 
 
-@pytest.mark.parametrize("config", [pytest.param(TWO, marks=pytest.mark.slow), attrs.evolve(TWO, residual_read="tma")])
+@pytest.mark.parametrize("config", [pytest.param(c, marks=pytest.mark.slow) for c in (TWO, attrs.evolve(TWO, residual_read="tma"))])
 def test_a_dynamic_m_kernel_picks_the_store_at_run_time(config):
     fusion = RES if config.residual_read == "tma" else Fusion()
     p = plan(MBucket(33, 256), 72, 136, "bf16", "nt", "bf16", config, 132, 232448, fusion=fusion)
