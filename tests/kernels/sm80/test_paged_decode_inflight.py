@@ -33,7 +33,7 @@ def test_the_ring_matches_bf16s_bytes_in_flight_and_is_off_by_default():
     assert (d64.config.warps, d64.config.stages, pdp.inflight_bytes(d64, dev)) == (2, 5, 160 * 1024)
 
 
-@pytest.mark.parametrize("page_size, queries", [(16, 4), pytest.param(64, 1, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("page_size, queries", [pytest.param(16, 4, marks=pytest.mark.slow), pytest.param(64, 1, marks=pytest.mark.slow)])
 def test_the_deep_ring_is_exact_on_odd_contexts_and_lying_data(page_size, queries):
     # 384 keys a CTA: 6 tiles a warp, the 5-stage ring wraps; contexts odd, one past a partition, one past the capacity
     problem = PagedDecodeProblem(3, 4, 2, 64, queries, page_size, 448 // page_size, 1344 // page_size, kv_dtype="fp8")
