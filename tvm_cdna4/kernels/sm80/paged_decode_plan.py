@@ -570,8 +570,10 @@ def choose_stages(config: PagedDecodeConfig, tile_keys: int) -> int:
 
 
 INFLIGHT = False
-"""Whether an fp8 plan without ``PagedDecodeConfig.inflight`` takes ``choose_inflight_ring``'s warps and stages: no,
-until the GPU run (``benchmarks/gpu_stop45.sh fp8eff``). Why it may pay (journal "Stop 53: fp8eff"): at batch 64 the
+"""Whether an fp8 plan without ``PagedDecodeConfig.inflight`` takes ``choose_inflight_ring``'s warps and stages: no.
+Timed (stop 53, an H100, ``benchmarks/gpu_stop45.sh fp8eff``, 8 fp8 rows at batch 8 / 32, 2k / 8k): 1.3-32 % slower
+than the default ring on every row, as were 3 stages (0.9-11 %) and 2 warps x 4 stages; the fp8 kernel is not short
+of loads in flight. Why it was tried (journal "Stop 53: fp8eff"): at batch 64 the
 H200 read the fp8 cache at 88-89 % of its read rate where bf16 read at 103-105 % (no tail there: 16k CTAs), and the
 wide fp8 kernel keeps fewer bytes in flight an SM (``inflight_bytes``: 3 CTAs x 4 warps x 1 tile of 8 KiB, 96 KiB)
 than bf16's (2 x 4 x 2 tiles, 128 KiB): a 2-stage ring waits for tile ``i`` with nothing else in flight, then
@@ -621,11 +623,12 @@ def check_inflight(problem: PagedDecodeProblem, config: PagedDecodeConfig, keys:
 
 
 BALANCE = False
-"""Whether a plan without ``PagedDecodeConfig.balance`` widens its partition on the device (``balance_tiles``): no,
-until a GPU run says so (``benchmarks/gpu_stop45.sh pagedb8``: off / on beside FlashInfer at batch 8)."""
+"""Whether a plan without ``PagedDecodeConfig.balance`` widens its partition on the device (``balance_tiles``): no.
+Timed (stop 53, an H100, ``gpu_stop45.sh pagedb8``, two runs): with ``SPLIT_MAJOR`` 2-4 % faster at batch 8 and 9.4k /
+15k, 1-4 % slower at 1.8k; the choice needs the lengths, which the host does not read (no rule from the hint yet)."""
 SPLIT_MAJOR = False
 """Whether a plan without ``PagedDecodeConfig.split_major`` launches its CTAs partition-major (``pid = split x batch x
-kv_heads + b kv_heads + g``): no, until the GPU run (``gpu_stop45.sh pagedb8``). Partition-major, every sequence's
+kv_heads + b kv_heads + g``): no (alone within 1 % of the default at batch 8; with ``BALANCE``: its docstring). Partition-major, every sequence's
 first partitions come first and the empty CTAs (partitions past a sequence's length) last, where bh-major (``pid = (b
 kv_heads + g) split_kv + split``) puts each sequence's empty ones between the next sequences' partitions: a CTA that
 exits at once still holds its slot for its length's load (the 9.4k draw at 512 keys: 1800 of 3008 CTAs empty;

@@ -147,7 +147,8 @@ WEIGH_DEEP_WAVES = False
 (stop 52, ``benchmarks/sm90_power.py``, ``benchmarks/sm90_widen.py``) our kernel's work per clock divided by its tiles'
 useful share of the SM slots (the last wave's fill, M's padding) is flat (82-86 %), and the wide-N plans lose 4-10 %
 to the tail (3000 x 14336 x 3584: 11 waves of 128x256, useful 0.904; 128x240 fills it to 0.964), widths the four-wave
-limit never offers. Off until timed (``benchmarks/torch_gemm.py --deep-waves off,on``)."""
+limit never offers. Off: timed (stop 53, an H100, ``benchmarks/torch_gemm.py --deep-waves off,on``, 48 rows) on / off
+1.00 / 1.00 / 1.01 / 1.00x at M = 768 / 1200 / 3000 / 8192: at the power limit a filled last wave buys no time."""
 DEEP_MAX_WAVES = 16
 """``WEIGH_DEEP_WAVES``' most waves (the widths that fill 5..16 waves: the 128-row tiles of M = 768-3000 on 4-40k
 columns)."""
@@ -501,7 +502,9 @@ GROUPED_WALK = "prefix"
 the units with rows evenly (the ``gaps`` walk gave the busiest CTA 0-13 % more units on the H100 prefill plans of
 2026-12-06, up to 23 % on the sweep's other tilings: docs/grouped_gemm.md, "The walk over the row tiles"), where
 its words leave room for the tile's two-stage ring (``grouped_walk``). ``"windows"`` (the prefix walk, each group's
-units in windows of their own: docs/grouped_gemm.md) is opt-in until timed (``benchmarks/torch_grouped_sm90.py --walk``)."""
+units in windows of their own: docs/grouped_gemm.md) is opt-in: timed (stop 53, an
+H100, ``gpu_stop45.sh grpbig``) on Mixtral prefill at 0.99x ``_grouped_mm`` against the prefix walk's 0.98 / 1.00x in
+the runs around it."""
 GROUPED_EPILOGUE_TILES = (0, 64)
 """The ``epilogue_tile`` values the grouped choice weighs with TMA stores (0: the whole tile staged; 64: chunks
 of 64 columns through two buffers, which frees ring stages: ``Sm90Config.epilogue_tile``)."""
