@@ -52,11 +52,12 @@ def job_config(problem, cfg):
 
     from tvm_cdna4.kernels import devices, gemm
     from tvm_cdna4.kernels.sm90.gemm_cost import choose_config, deepest, ranked
+    from tvm_cdna4.kernels.sm90 import gemm_shift
     from tvm_cdna4.kernels.sm90.gemm_plan import Sm90Config
 
-    if isinstance(cfg, tuple):  # a cluster or TMA stores: unshifted (Sm90Config.shift_last: the register epilogue's)
+    if isinstance(cfg, tuple):  # a cluster or TMA stores: the shift where gemm_shift.allows it (Sm90Config.shift_last)
         fields = cfg[1]
-        if fields.get("cluster_m", 1) != 1 or fields.get("epilogue", "registers") != "registers":
+        if not gemm_shift.allows(fields.get("cluster_m", 1), fields.get("epilogue", "registers")):
             fields = {"shift_last": False, **fields}
         return attrs.evolve(gemm.plan(problem, "sm90").config, **fields)
     if cfg in ("tile", "tma"):
@@ -65,8 +66,9 @@ def job_config(problem, cfg):
         if cfg == "tile":
             return choose_config(*shape)
         tile = ranked(*shape, swap=False)[0][1]
-        return attrs.evolve(tile, epilogue="tma", shift_last=False, stages=deepest(
-            tile.block_m, tile.block_n, tile.consumers, device.smem_per_unit, -(-problem.K // 64), "tma"))
+        return attrs.evolve(tile, epilogue="tma", shift_last=tile.shift_last and gemm_shift.allows(1, "tma"),
+                            stages=deepest(tile.block_m, tile.block_n, tile.consumers, device.smem_per_unit,
+                                           -(-problem.K // 64), "tma"))
     return None if cfg is None else Sm90Config(**cfg)
 
 

@@ -739,9 +739,9 @@ last tile row lies past M."""
 def planned_loads(config: Sm90Config) -> Sm90Config:
     """``config`` with ``trim_loads`` where ``TRIM_LOADS`` and with ``shift_last`` where ``gemm_shift.SHIFT_LAST``, each
     where the config allows it (``cluster_m`` 1; shifted: the register epilogue, TMA stores too where ``SHIFT_TMA``)."""
-    one, stores = config.cluster_m == 1, config.epilogue == "registers" or SHIFT.SHIFT_TMA
-    config = attrs.evolve(config, trim_loads=True) if TRIM_LOADS and one else config
-    return attrs.evolve(config, shift_last=True) if SHIFT.SHIFT_LAST and one and stores else config
+    config = attrs.evolve(config, trim_loads=True) if TRIM_LOADS and config.cluster_m == 1 else config
+    shift = SHIFT.SHIFT_LAST and SHIFT.allows(config.cluster_m, config.epilogue)
+    return attrs.evolve(config, shift_last=True) if shift else config
 
 
 def epilogue_choices(config: Sm90Config, fusion: Fusion, out_dtype: str) -> Sm90Config:

@@ -30,6 +30,13 @@ registers (``gemm_epilogue.store_shifted``: a box store at its origin would rewr
 every other tile with TMA. Off: untimed (stop 53, ``bash benchmarks/gpu_stop45.sh shifttma``)."""
 
 
+def allows(cluster_m: int, epilogue: str) -> bool:
+    """Whether a config of ``cluster_m`` and ``epilogue`` may take ``shift_last`` (the planners' and the options'
+    rule): unclustered (a cluster's pair shares the weights' box), with the register epilogue, or TMA stores where
+    ``SHIFT_TMA``."""
+    return cluster_m == 1 and (epilogue == "registers" or SHIFT_TMA)
+
+
 def token_rows(p) -> tuple:
     """(the tokens' rows M, the kernel's tile of them): unswapped the A role's ``block_m``, swapped the B role's
     ``block_n``."""
@@ -85,4 +92,4 @@ def kept(p, token, first, ok, and_):
     return and_(first <= token, ok)
 
 
-__all__ = ["SHIFT_LAST", "SHIFT_TMA", "first_token", "kept", "origin", "shifts", "tile_origin", "token_rows"]
+__all__ = ["SHIFT_LAST", "SHIFT_TMA", "allows", "first_token", "kept", "origin", "shifts", "tile_origin", "token_rows"]

@@ -367,8 +367,7 @@ def _replaced(cfg: Sm90Config, fields: dict) -> Sm90Config:
         fields = {**fields, "decomposition": "data-parallel" if fields["split_k"] == 1 else split}
     if fields.get("cluster_m", 1) != 1:  # a cluster loads whole boxes (Sm90Config.trim_loads)
         fields = {"trim_loads": False, **fields}
-    tma = fields.get("epilogue", "registers") != "registers" and not gemm_shift.SHIFT_TMA
-    if fields.get("cluster_m", 1) != 1 or tma:  # Sm90Config.shift_last
+    if not gemm_shift.allows(fields.get("cluster_m", 1), fields.get("epilogue", "registers")):  # Sm90Config.shift_last
         fields = {"shift_last": False, **fields}
     return replace_config(cfg, **fields)
 
