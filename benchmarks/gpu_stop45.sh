@@ -188,6 +188,11 @@
 #               (gemm_shift.SHIFT_TMA: that tile stores from registers): tests/gpu/test_sm90_shift_tma_gpu.py (C bit
 #               for bit the unshifted TMA kernel's), then the torch op off / on at M = ${SHIFTTMA_MS:-260,300,333},
 #               ${SHIFTTMA_PROJS:-qkv,o} [~140]
+#   pagedpdl    stop 54 (journal "Stop 54: pagedpdl"): the paged decode as programmatic dependent launches (issue 37's short
+#               contexts; PagedDecodeConfig.pdl, kernels/sm80/paged_decode_pdl.py): tests/gpu/test_paged_pdl_gpu.py (eager and in
+#               a CUDA graph), then paged_decode.py bf16 / fp8, batch 8 / 32, means 512 / 2k / 8k, GQA 32/8, FlashInfer (carried:
+#               .sm90tree/flashinfer, carry it) beside; ours the model's / merge=kernel / pdl=true:merge=kernel /
+#               merge=last-cta / pdl=true:merge=last-cta [~150]
 if [ -f .sm90tree/sitepack/site.tar.xz ]; then  # benchmarks/pack_site.sh: the wheels installed and packed (33 of 49 MB)
   mkdir -p /tmp/site && tar -C /tmp/site -xJf .sm90tree/sitepack/site.tar.xz
 else
@@ -556,6 +561,17 @@ print('planned:', d.planned('sm80'))" 2>&1 | tee "$OUT/m200_device.txt"
       --gqa 32/8 --configs merge=last-cta,merge=last-cta:merge_batch=16,balance=true:split_major=true:merge=last-cta:merge_batch=16,partition=1024 \
       --out "$OUT/short2k" 2>&1 \
       | tee "$OUT/paged_decode_short2k.log" | grep -v "^{" | grep -v -i warn | grep -v "return F" | tail -30 ;;
+  pagedpdl)  # stop 54: programmatic dependent launch off / on, both merges, at 512 / 2k / 8k beside FlashInfer [~150]
+    gpu_tests 45 "$OUT/pytest_gpu_pagedpdl.log" -n 8 tests/gpu/test_paged_pdl_gpu.py
+    FI=${FLASHINFER_CARRIED:-.sm90tree/flashinfer}
+    export FLASHINFER_WORKSPACE_BASE=${FLASHINFER_WORKSPACE_BASE:-/tmp/flashinfer}
+    timeout 15 python3 benchmarks/flashinfer_carry.py --probe "$FI" > "$OUT/flashinfer_probe.log" 2>&1 \
+      || echo "the carried FlashInfer did not load (flashinfer_probe.log): its cells say so"
+    mkdir -p "$OUT/pagedpdl"
+    timeout 95 python3 benchmarks/paged_decode.py --flashinfer "$FI" --sets bf16,fp8 --batches 8,32 --means 512,2048,8192 \
+      --gqa 32/8 --configs merge=kernel,pdl=true:merge=kernel,merge=last-cta,pdl=true:merge=last-cta \
+      --out "$OUT/pagedpdl" 2>&1 \
+      | tee "$OUT/paged_decode_pagedpdl.log" | grep -v "^{" | grep -v -i warn | grep -v "return F" | tail -30 ;;
   epiearly)  # stop 52: the residual's loads under the mainloop ('early'): exact on the card, then --epilogue [~220]
     gpu_tests 90 "$OUT/pytest_gpu_epiearly.log" -n 8 tests/gpu/test_sm90_residual_early_gpu.py
     timeout 170 python3 benchmarks/sm90_gemm.py --epilogue --out "$OUT" 2>&1 | tee "$OUT/epilogue.log" | grep -v "^{" | tail -55 ;;
@@ -613,7 +629,7 @@ print('planned:', d.planned('sm80'))" 2>&1 | tee "$OUT/m200_device.txt"
     timeout 90 python3 benchmarks/torch_gemm.py --ms ${SHIFTTMA_MS:-260,300,333} --projs ${SHIFTTMA_PROJS:-qkv,o} \
       --shift-tma off,on --calls 20 --reps 8 --out "$OUT/shifttma" 2>&1 | tee "$OUT/torch_gemm_shifttma.log" \
       | grep -v "^{" | tail -30 ;;
-  *) echo "unknown step $step (peers, partitions, ncu, ncu-cluster, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring, m200, epires, epires-ncu, stop49, stop49b, attn3wg, swaporder, swaporder-ncu, decode32, refine, swapone, swapcluster, attnfit, attnfit-long, attnitem, splitwave, attnzigzag, peers-mid, finecut, walktests, trim, pagedsplit, zerofill, paged, reach, epiearly, power, widen, deepwaves, pagedb8, fa3tile, attnlat, fp8grp, swap200, short2k, resclock, shiftbox, fp8eff, grpbig, zerofill2, shifttma)"; exit 2 ;;
+  *) echo "unknown step $step (peers, partitions, ncu, ncu-cluster, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring, m200, epires, epires-ncu, stop49, stop49b, attn3wg, swaporder, swaporder-ncu, decode32, refine, swapone, swapcluster, attnfit, attnfit-long, attnitem, splitwave, attnzigzag, peers-mid, finecut, walktests, trim, pagedsplit, zerofill, paged, reach, epiearly, power, widen, deepwaves, pagedb8, fa3tile, attnlat, fp8grp, swap200, short2k, resclock, shiftbox, fp8eff, grpbig, zerofill2, shifttma, pagedpdl)"; exit 2 ;;
   esac
 done
 cd "$OUT" && tar czf /tmp/call.tgz --exclude=call.tgz . && find . -mindepth 1 -delete && mv /tmp/call.tgz "$OUT/call.tgz"

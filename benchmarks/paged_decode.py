@@ -653,7 +653,8 @@ def parse(argv=None):
     ap.add_argument("--merge", default="", help="also time ours with the partials merged in these places "
                     "(last-cta,kernel: PagedDecodeConfig.merge, at the model's partition)")
     ap.add_argument("--configs", default="", help="also time ours at these PagedDecodeConfig fields, comma-separated "
-                    "entries of colon-separated field=value (e.g. warps=8:stages=4,warps=2,fp8_cvt=false:min_ctas=0)")
+                    "entries of colon-separated field=value (e.g. warps=8:stages=4,warps=2,fp8_cvt=false:min_ctas=0,"
+                    "pdl=true:merge=kernel)")
     ap.add_argument("--target", default="", choices=("", "sm80", "sm90"),
                     help="the kernels' row (default: the one tvm_cdna4.torch.paged_attention runs on this GPU)")
     ap.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) - 2))

@@ -178,7 +178,7 @@ def _children(node):
 
 def emulate(kernel, *arrays, target: str = "gfx950", max_threads_per_batch: int = 8192,
             uninitialized: str = "error", stats: dict | None = None, workgroups=None,
-            fp8_accumulation: int | None = None, **scalars):
+            fp8_accumulation: int | None = None, after_wait: tuple = (), **scalars):
     """Run ``kernel`` on the CPU. ``arrays`` bind the kernel's tensor parameters in order (numpy,
     C-contiguous, of the parameter's shape and dtype: ``arguments.check_argument``; outputs are
     written in place and must be writable); ``scalars`` bind scalar parameters by name (a keyword
@@ -194,7 +194,10 @@ def emulate(kernel, *arrays, target: str = "gfx950", max_threads_per_batch: int 
     tensor they touch: a few workgroups of a problem too large to emulate whole. ``fp8_accumulation`` (sm90): fp8
     wgmma keeps that many bits of each addend of a k-step, as Hopper's tensor cores do (14:
     ``isa.wgmma_table.FP8_ACCUMULATION_BITS``; ``ptx_wgmma.fp8_accumulate``; every fp8 wgmma, ``S = Q K^T`` and ``O += P V`` alike); None: f32; on another
-    target a ``ContractError`` (gfx950's MFMA and sm80's ``mma.sync`` accumulate in f32). A construct the emulator
+    target a ``ContractError`` (gfx950's MFMA and sm80's ``mma.sync`` accumulate in f32). ``after_wait`` (CUDA), names of
+    tensor parameters another grid writes (a programmatic dependent launch: ``kernels.sm80.paged_decode_pdl``): a plain
+    or ``ld`` read of one by a thread before its ``griddepcontrol.wait`` is an ``EmulationError`` (cp.async and TMA
+    reads are not checked). A construct the emulator
     does not run is an ``EmulationUnsupported`` (a ``NotImplementedError``), one sentence."""
     from . import arguments
 
@@ -205,6 +208,10 @@ def emulate(kernel, *arrays, target: str = "gfx950", max_threads_per_batch: int 
     bound = arguments.bind_arrays(kernel, arrays)
     shapes = arguments.bind_shapes([p for p, _ in bound], [a for _, a in bound], fixed)  # a dynamic-M kernel's M
     globals_ = {p.name: _global_buffer(p.name, a, target) for p, a in bound}
+    for name in after_wait:
+        if name not in globals_:
+            raise ValueError(f"emulate: after_wait names {name!r}, not a tensor parameter (the kernel's: {sorted(globals_)})")
+        globals_[name].after_wait = True
     func, host = lowered_kernel(kernel, target)
     scalars = {**host_scalars(host, shapes), **values}
     handles = {}

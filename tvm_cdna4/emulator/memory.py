@@ -48,6 +48,7 @@ class Buffer:
         self.async_reads = None  # sm90: in-flight asynchronous reads (wgmma operands) per byte
         self.async_done: dict = {}  # sm90: wave -> per byte, the epoch its wgmma's read retired at (-1: none)
         self.records = None  # global buffers: the launch's race records (globalmem.Records, on first write)
+        self.after_wait = False  # read only after the reading thread's griddepcontrol.wait (emulate's after_wait)
 
     def add_pending(self, inst, byte, size: int, delta: int) -> None:
         """Count (+1) or retire (-1) an asynchronous write of ``size`` bytes at each (inst, byte)."""
@@ -141,6 +142,8 @@ def load(machine, view: TensorView, flat, mask, where: str):
     inst = machine.instance(buf)
     byte, inst = _broadcast(byte, inst, machine.nthreads)
     check_bounds(machine, buf, byte, dtype.itemsize, mask, where)
+    if buf.after_wait:
+        check_waited(machine, buf, mask, where)
     byte = held_offsets(machine, buf, byte, dtype.itemsize, mask, where)
     if buf.track:
         check_lds_read(machine, buf, inst, byte, dtype.itemsize, mask, where)
@@ -155,6 +158,17 @@ def load(machine, view: TensorView, flat, mask, where: str):
         return buf.typed(dtype)[inst, safe // dtype.itemsize]
     raw = buf.data[inst[..., None], safe[..., None] + np.arange(dtype.itemsize)]
     return np.ascontiguousarray(raw).view(dtype)[..., 0]
+
+
+def check_waited(machine, buf: Buffer, mask, where: str):
+    """A read of ``buf`` (``emulate(after_wait=...)``: another grid writes it) by a thread that has not run
+    ``griddepcontrol.wait`` (``ptx_memory._griddepcontrol``): on the GPU it may read before that grid finished."""
+    waited = machine.state.get("grid_waited")
+    early = machine.active(mask) & (True if waited is None else ~waited)
+    if early.any():
+        raise EmulationError(f"read of '{buf.name}' before the thread's griddepcontrol.wait (a programmatic "
+                             "dependent launch may run before the grid that writes it finished)", where,
+                             *machine.coords(_first_bad(early)))
 
 
 def store(machine, view: TensorView, flat, value, mask, where: str):

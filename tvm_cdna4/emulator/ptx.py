@@ -44,7 +44,7 @@ from .memory import Pointer
 from .ptx_async import (  # noqa: F401 (re-exported: importable from ptx as before)
     AsyncCopies, _async_copies, _cp_async, _cp_async_commit, _cp_async_wait, _cp_async_wait_all,
 )
-from .ptx_memory import _ATOMIC_OPS, _atomic, _fence, _ld_st, _memory_view, _prefetch, global_writes  # noqa: F401
+from .ptx_memory import _ATOMIC_OPS, _atomic, _fence, _griddepcontrol, _ld_st, _memory_view, _prefetch, global_writes  # noqa: F401
 from .ptx_mma import _MMA_INPUTS, _ldmatrix, _mma, mma_fragments  # noqa: F401 (re-exported)
 from .ptx_operands import (  # noqa: F401 (re-exported)
     _LANE, WARP, PtxCall, _check_span, _per_thread, _pointer, _predicated, _reader, _type_dtype, _warps, _writer,
@@ -228,6 +228,7 @@ def calls() -> dict:
         *((n, _mbarrier_wait_ptx) for n in ("mbarrier_test_wait_parity", "mbarrier_try_wait_parity",
                                              "mbarrier_try_wait_parity_no_hint")),
         ("atom", _atomic(True)), ("red", _atomic(False)), ("fence", _fence), ("prefetch", _prefetch),
+        ("griddepcontrol", _griddepcontrol),
     ))
     return {**machine_ops, **ptx_ops, **hopper_calls(), "tirx.cuda.func_call": _func_call}
 

@@ -1,5 +1,5 @@
 """Loads and stores (``ld``, ``st``), atomics (``atom``, ``red``) with the global-memory race check
-(``global_writes``), ``prefetch`` and ``fence``.
+(``global_writes``), ``prefetch``, ``fence`` and ``griddepcontrol``.
 Part of the CUDA device ops' semantics (``emulator.ptx``, whose docstring tells the conventions)."""
 
 from __future__ import annotations
@@ -132,3 +132,17 @@ def _fence(compiler, call: PtxCall):
     """``fence{.sem}.scope`` (PTX ISA 9.7.13.4): no emulated effect (each emulated instruction
     completes before the next; CTAs of later batches see all earlier writes)."""
     return lambda env, mask: None
+
+
+def _griddepcontrol(compiler, call: PtxCall):
+    """``griddepcontrol.wait`` / ``griddepcontrol.launch_dependents`` (PTX ISA 9.7.15.14): nothing to wait for (the
+    emulator runs grids in order, one ``emulate`` after another); ``wait`` marks its threads as past it, which
+    ``memory.check_waited`` asks of every read of an ``emulate(after_wait=...)`` buffer."""
+    machine = compiler.machine
+    if call.mods["action"] != "wait":
+        return lambda env, mask: None
+
+    def run(env, mask):
+        waited = machine.state_of("grid_waited", lambda m: np.zeros(m.nthreads, bool))
+        waited |= machine.active(mask)
+    return run

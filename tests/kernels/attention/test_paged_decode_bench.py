@@ -245,6 +245,18 @@ def test_configs_force_named_fields_and_leave_the_rest_to_the_model():
                                                    "warps=2": {"warps": 2}, "merge=last-cta": {"merge": "last-cta"}}
 
 
+def test_pdl_is_a_config_and_plans_programmatic_dependent_launches():
+    from tvm_cdna4.kernels.sm80.paged_decode_plan import PagedDecodeConfig, plan_paged_decode
+
+    args = bench.parse(["--configs", "pdl=true:merge=kernel,pdl=true:merge=last-cta"])
+    problem = paged.PagedDecodeProblem(8, 32, 8, 128, 1, 16, 295, 4096)
+    forced = bench.forced_configs(problem, args)
+    assert forced == {"pdl=true:merge=kernel": {"pdl": True, "merge": "kernel"},
+                      "pdl=true:merge=last-cta": {"pdl": True, "merge": "last-cta"}}
+    plans = [plan_paged_decode(problem, PagedDecodeConfig(**fields), arch="sm_90") for fields in forced.values()]
+    assert [(p.pdl, p.merge) for p in plans] == [(True, "kernel"), (True, "last-cta")]
+
+
 def test_a_forced_config_is_timed_only_where_its_output_is_the_checked_rows():
     torch = pytest.importorskip("torch")
     gen = torch.Generator().manual_seed(5)

@@ -20,6 +20,7 @@ from ..attention.paged import LN2
 from ..gemm.epilogue import LOG2E
 from .gemm_emit import signature_source
 from .gemm_emit_epilogue import TIR_OPS
+from .paged_decode_pdl import serialization
 from .paged_decode_plan import COPY, MERGE_BATCH, MERGE_LANES, MERGE_PASS, TILE_KEYS, PagedDecodePlan, balance_tiles
 
 FULL = 0xFFFFFFFF
@@ -506,6 +507,14 @@ def register_cap(p: PagedDecodePlan):
 
 
 @T.macro
+def grid_wait(p):
+    # PDL: wait for the kernels before this one in the stream, then let the next one start (paged_decode_pdl)
+    if I.constexpr(p.pdl):
+        T.ptx["griddepcontrol.wait"]()
+        T.ptx["griddepcontrol.launch_dependents"]()
+
+
+@T.macro
 def paged_kernel(p, args):
     cta_kernel(p, args, paged_body)
 
@@ -513,7 +522,8 @@ def paged_kernel(p, args):
 @T.macro
 def cta_kernel(p, args, body):
     # the launch, the CTA's (sequence, kv head, partition) and its lanes' state; then body(p, args, ln, split, bh)
-    T.device_entry(launch=T.cuda.LaunchConfig(grid=p.ctas, block=p.block_threads, dynamic_smem_bytes=p.smem_bytes),
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=p.ctas, block=p.block_threads, dynamic_smem_bytes=p.smem_bytes,
+                                              programmatic_stream_serialization=serialization(p)),
                    kernel_attrs=register_cap(p))
     pid = T.cuda.block_idx("x")
     split = cta_split(p, pid)
@@ -533,6 +543,7 @@ def cta_kernel(p, args, body):
     vw = T.alloc_tensor(ty_args=[T.Tensor((4,), "uint32", scope="local", layout="default")])
     pg = T.alloc_tensor(ty_args=[T.Tensor(((p.config.stages + 1) * p.tile_pages,), "int32", scope="local",
                                           layout="default")])
+    grid_wait(p)  # PDL: before the first global read (paged_decode_pdl)
     L = T.min(T.max(args["CONTEXT_LENS"][b], 0), p.problem.capacity)
     if I.constexpr(p.halves > 1):  # wide tiles: the score factor once a CTA (its K_SCALE load out of the loop)
         c = score_factor(p, args, hk)
@@ -619,7 +630,8 @@ def merge_batch(p, args, acc, w, valid, slot, r, dp, cg=False, a=0, b=0, nb=MERG
 def merge_kernel(p, args):
     # MERGE_LANES adjacent lanes per (row, dim pair) item (whole warps: the items are a multiple of 64), each
     # merging a contiguous share of the n partials, then combined across the lanes by shfl.xor
-    T.device_entry(launch=T.cuda.LaunchConfig(grid=p.merge_ctas, block=p.merge_threads))
+    T.device_entry(launch=T.cuda.LaunchConfig(grid=p.merge_ctas, block=p.merge_threads,
+                                              programmatic_stream_serialization=serialization(p)))
     half = p.problem.head_dim // 2
     lanes = T.cuda.block_idx("x") * p.merge_threads + T.cuda.thread_idx("x")
     item = lanes // MERGE_LANES
@@ -644,6 +656,7 @@ def merge_kernel(p, args):
         acc[2] = T.float32(0)
         acc[3] = T.float32(0)
         acc[4] = T.float32(0)
+        grid_wait(p)  # PDL: the partials main writes are read after it (paged_decode_pdl)
         for k4 in range((count + MERGE_BATCH - 1) // MERGE_BATCH):
             merge_batch(p, args, acc, w, T.min(count - MERGE_BATCH * k4, MERGE_BATCH),
                         bh * parts + first + MERGE_BATCH * k4, r, dp)

@@ -166,6 +166,7 @@ from ..gemm.epilogue import Param
 from ...errors import ContractError
 from .attention_plan import MAX_REGISTERS, MAX_THREADS_PER_SM, arch_number
 from .gemm_config import DTYPES, MMA
+from .paged_decode_pdl import choose_pdl
 
 TILE_KEYS = 16  # keys per tile: one k16 step of P V, two n8 tiles of S
 WIDE_TILE_KEYS = 32  # a wide tile (PagedDecodeConfig.tile_keys): two k16 steps, four n8 tiles, one softmax step
@@ -222,6 +223,7 @@ class PagedDecodeConfig:
     split_major: bool | None = None  # CTAs launched partition-major (PagedDecodePlan.split_major); None: SPLIT_MAJOR
     merge_batch: int | None = None  # the last-CTA merge's partials a round (PagedDecodePlan.last_batch); None: MERGE_BATCH
     inflight: bool | None = None  # fp8 wide tiles: warps and stages by choose_inflight_ring; None: INFLIGHT
+    pdl: bool | None = None  # each launch a programmatic dependent (paged_decode_pdl); None: paged_decode_pdl.PDL
 
     def __attrs_post_init__(self):
         for name, low, high in (("warps", 1, 8), ("stages", 2, 8)):
@@ -252,7 +254,7 @@ class PagedDecodeConfig:
             raise ContractError("paged decode config tile_keys: the keys of one kv tile", operand="tile_keys",
                                 check="parameters", expected=f"one of {TILE_KEY_CHOICES} or None",
                                 found=repr(self.tile_keys))
-        for name in ("balance", "split_major", "inflight"):
+        for name in ("balance", "split_major", "inflight", "pdl"):
             if getattr(self, name) is not None and not isinstance(getattr(self, name), bool):
                 raise ContractError(f"paged decode config {name}: a bool or None", operand=name, check="parameters",
                                     expected="True, False or None", found=repr(getattr(self, name)))
@@ -295,6 +297,7 @@ class PagedDecodePlan(PlanRecord, family="paged"):
     split_major: bool = False  # CTA pid = split x batch x kv_heads + bh (False: bh x split_kv + split; SPLIT_MAJOR)
     last_batch: int = MERGE_BATCH  # the last-CTA merge's partials an item a round (config.merge_batch)
     last_pass: int = MERGE_PASS  # the last-CTA merge's (row, dim pair) items a thread a pass (last_round)
+    pdl: bool = False  # each launch a programmatic dependent of the kernel before it (paged_decode_pdl)
 
     @property
     def rows(self) -> int:
@@ -755,6 +758,7 @@ def plan_paged_decode(problem: PagedDecodeProblem, config: PagedDecodeConfig | N
     if SPLIT_MAJOR if config.split_major is None else config.split_major:
         plan = attrs.evolve(plan, split_major=True)
     plan = last_round(plan, target) if config.merge_batch is not None else plan
+    plan = attrs.evolve(plan, pdl=True) if choose_pdl(config, arch or planned("sm80").arch, target) else plan
     ctas = config.min_ctas if config.min_ctas is not None else (
         choose_min_ctas(plan, planned("sm80")) if plan.register_model and WEIGH_REGISTER_CAP else 0)
     return attrs.evolve(plan, min_ctas=ctas) if ctas else plan

@@ -11,6 +11,7 @@ None).
 from __future__ import annotations
 
 from ..attention.paged import PagedDecodeProblem, clamped_contexts, output_arrays
+from .paged_decode_pdl import MERGE_AFTER_WAIT
 from .paged_decode_plan import PagedDecodeConfig, PagedDecodePlan, plan_paged_decode
 
 EMULATED_KEYS = 2048
@@ -103,9 +104,12 @@ def execute_with(p: PagedDecodePlan, arrays: dict, run, kernels, target: str):
     out = {**arrays, **output_arrays(problem), **workspace(p)}
     raw = {name: a.view(np.uint8) if name.endswith("_CACHE") and a.dtype.itemsize == 1 else a for name, a in out.items()}
     main, merge = kernels
-    emulate(main, *(raw[q.name] for q in p.params), target=target)
+    waits = p.pdl  # PDL: main reads nothing, the merge no partial, before its griddepcontrol.wait (paged_decode_pdl)
+    emulate(main, *(raw[q.name] for q in p.params), target=target,
+            after_wait=tuple(q.name for q in p.params) if waits else ())
     if merge is not None:
-        emulate(merge, *(raw[q.name] for q in p.merge_params), target=target)
+        emulate(merge, *(raw[q.name] for q in p.merge_params), target=target,
+                after_wait=MERGE_AFTER_WAIT if waits else ())
     return (out["O"], out["LSE"]), "the CUDA emulator (no GPU runner)"
 
 
