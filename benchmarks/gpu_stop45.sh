@@ -562,7 +562,7 @@ print('planned:', d.planned('sm80'))" 2>&1 | tee "$OUT/m200_device.txt"
       --out "$OUT/short2k" 2>&1 \
       | tee "$OUT/paged_decode_short2k.log" | grep -v "^{" | grep -v -i warn | grep -v "return F" | tail -30 ;;
   pagedpdl)  # stop 54: programmatic dependent launch off / on, both merges, at 512 / 2k / 8k beside FlashInfer [~150]
-    gpu_tests 45 "$OUT/pytest_gpu_pagedpdl.log" -n 8 tests/gpu/test_paged_pdl_gpu.py
+    gpu_tests 90 "$OUT/pytest_gpu_pagedpdl.log" -n 8 tests/gpu/test_paged_pdl_gpu.py
     FI=${FLASHINFER_CARRIED:-.sm90tree/flashinfer}
     export FLASHINFER_WORKSPACE_BASE=${FLASHINFER_WORKSPACE_BASE:-/tmp/flashinfer}
     timeout 15 python3 benchmarks/flashinfer_carry.py --probe "$FI" > "$OUT/flashinfer_probe.log" 2>&1 \
