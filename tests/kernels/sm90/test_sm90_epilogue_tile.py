@@ -100,13 +100,14 @@ def test_an_odd_chunk_count_waits_and_syncs_before_the_first_chunk():
 
 
 @pytest.mark.cuda(arch="sm_90a")
-@pytest.mark.parametrize("M, N, K, fusion", [
-    (333, 1000, 520, Fusion()),
-    (77, 200, 264, Fusion(bias=True, activation="gelu", residual=True, row_scale=True, col_scale=True)),
+@pytest.mark.parametrize("M, N, K, fusion, block_n", [
+    (333, 1000, 520, Fusion(), 256),
+    (77, 200, 264, Fusion(bias=True, activation="gelu", residual=True, row_scale=True, col_scale=True), 256),
+    (333, 1000, 520, Fusion(residual=True), 192),  # three chunks a tile: the wait and barrier before the first
 ])
-def test_the_chunked_epilogue_validates_on_a_hopper_gpu(M, N, K, fusion):
+def test_the_chunked_epilogue_validates_on_a_hopper_gpu(M, N, K, fusion, block_n):
     from tvm_cdna4.runtime.cuda import run_gemm
 
-    cfg = Sm90Config(128, 256, 4, 2, epilogue="tma", epilogue_tile=64)
+    cfg = Sm90Config(128, block_n, 4, 2, epilogue="tma", epilogue_tile=64)
     v = gemm.validate(GemmProblem(M, N, K, "bf16", "nt", "bf16", fusion), "sm90", cfg, run=run_gemm)
     assert v.ok and v.where == "the NVIDIA GPU"
