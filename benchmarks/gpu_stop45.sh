@@ -193,6 +193,11 @@
 #               a CUDA graph), then paged_decode.py bf16 / fp8, batch 8 / 32, means 512 / 2k / 8k, GQA 32/8, FlashInfer (carried:
 #               .sm90tree/flashinfer, carry it) beside; ours the model's / merge=kernel / pdl=true:merge=kernel /
 #               merge=last-cta / pdl=true:merge=last-cta [~150]
+#   chunkepi    stop 54 (journal "Stop 54: chunkepi"): the chunked TMA epilogue (epilogue_tile=64) with one named barrier
+#               a chunk (gemm_epilogue.store_tma_chunks): tests/kernels/sm90/test_sm90_epilogue_tile.py on the card (two
+#               and three chunks a tile), then at 4096^3 at the clock it sustains the whole-tile plain GEMM and residual
+#               against the 64-column staging with four stages, plain / residual global / prefetch, beside torch.mm and
+#               addmm_ (sm90_power.py --epilogue --set chunks): time, clock, cycles a call over plain [~150]
 if [ -f .sm90tree/sitepack/site.tar.xz ]; then  # benchmarks/pack_site.sh: the wheels installed and packed (33 of 49 MB)
   mkdir -p /tmp/site && tar -C /tmp/site -xJf .sm90tree/sitepack/site.tar.xz
 else
@@ -629,7 +634,12 @@ print('planned:', d.planned('sm80'))" 2>&1 | tee "$OUT/m200_device.txt"
     timeout 90 python3 benchmarks/torch_gemm.py --ms ${SHIFTTMA_MS:-260,300,333} --projs ${SHIFTTMA_PROJS:-qkv,o} \
       --shift-tma off,on --calls 20 --reps 8 --out "$OUT/shifttma" 2>&1 | tee "$OUT/torch_gemm_shifttma.log" \
       | grep -v "^{" | tail -30 ;;
-  *) echo "unknown step $step (peers, partitions, ncu, ncu-cluster, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring, m200, epires, epires-ncu, stop49, stop49b, attn3wg, swaporder, swaporder-ncu, decode32, refine, swapone, swapcluster, attnfit, attnfit-long, attnitem, splitwave, attnzigzag, peers-mid, finecut, walktests, trim, pagedsplit, zerofill, paged, reach, epiearly, power, widen, deepwaves, pagedb8, fa3tile, attnlat, fp8grp, swap200, short2k, resclock, shiftbox, fp8eff, grpbig, zerofill2, shifttma, pagedpdl)"; exit 2 ;;
+
+  chunkepi)  # stop 54: the chunk loop's one barrier: exact on the card, then whole vs 64-column s4 sustained [~150]
+    gpu_tests 50 "$OUT/pytest_gpu_chunkepi.log" -n 3 tests/kernels/sm90/test_sm90_epilogue_tile.py
+    timeout 110 python3 benchmarks/sm90_power.py --epilogue --set chunks --seconds ${CHUNKEPI_S:-2} --out "$OUT/chunkepi" 2>&1 \
+      | tee "$OUT/sm90_power_chunkepi.log" | grep -v "^{" | tail -20 ;;
+  *) echo "unknown step $step (peers, partitions, ncu, ncu-cluster, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring, m200, epires, epires-ncu, stop49, stop49b, attn3wg, swaporder, swaporder-ncu, decode32, refine, swapone, swapcluster, attnfit, attnfit-long, attnitem, splitwave, attnzigzag, peers-mid, finecut, walktests, trim, pagedsplit, zerofill, paged, reach, epiearly, power, widen, deepwaves, pagedb8, fa3tile, attnlat, fp8grp, swap200, short2k, resclock, shiftbox, fp8eff, grpbig, zerofill2, shifttma, pagedpdl, chunkepi)"; exit 2 ;;
   esac
 done
 cd "$OUT" && tar czf /tmp/call.tgz --exclude=call.tgz . && find . -mindepth 1 -delete && mv /tmp/call.tgz "$OUT/call.tgz"

@@ -13,7 +13,7 @@ Reading: where both contenders sit at the power limit and cuBLAS already does ``
 1.05x faster than it needs ``1.05 f`` of it at the same clock, or the same work for 5 % less energy.
 
     python3 benchmarks/sm90_power.py --out DIR [--shapes 4096x4096x4096,3000x14336x3584] [--seconds 2]
-    python3 benchmarks/sm90_power.py --epilogue --out DIR [--seconds 2]
+    python3 benchmarks/sm90_power.py --epilogue --out DIR [--seconds 2] [--set chunks]
 
 ``--epilogue`` (issue 36's residual, journal "Stop 53: resclock"): at ``EPILOGUE_SHAPE`` our plain GEMM and ours
 with the residual (``EPILOGUE_OURS``), ``torch.mm`` and cuBLAS's residual in place (``Tensor.addmm_``, beta = 1), each
@@ -117,18 +117,28 @@ def fields(tag: str, r: dict, flops: float, calls: int, sms: int) -> dict:
 EPILOGUE_SHAPE = (4096, 4096, 4096)
 OURS_PLAIN, PEER_PLAIN = "ours plain", "torch.mm"
 """``--epilogue``'s bases: our rows' overheads are over ``OURS_PLAIN``, cuBLAS's over ``PEER_PLAIN``."""
-EPILOGUE_OURS = ((OURS_PLAIN, False, None), ("ours plain, tma/64 s4", False, {"epilogue_tile": 64, "stages": 4}),
+CHUNKS = {"epilogue_tile": 64, "stages": 4}
+"""The 64-column staging with a fourth ring stage (CUTLASS's epilogue carve-out), as config changes."""
+EPILOGUE_OURS = ((OURS_PLAIN, False, None), ("ours plain, tma/64 s4", False, CHUNKS),
                  ("ours residual global", True, {"residual_read": "global"}),
                  ("ours residual prefetch", True, {"residual_read": "prefetch"}),
                  ("ours residual tma", True, {"residual_read": "tma"}),
-                 ("ours residual prefetch, tma/64 s4", True, {"residual_read": "prefetch", "epilogue_tile": 64,
-                                                              "stages": 4}))
+                 ("ours residual prefetch, tma/64 s4", True, {"residual_read": "prefetch", **CHUNKS}))
 """``--epilogue``: our kernels, (name, with the residual, the config's changes from the model's plan or None): the
 plain GEMM, the residual read in the epilogue (``global``, the model's choice) and after the producer's L2 prefetch
 (``prefetch``; the two within 0.5 % of each other on the H200, runs/sm90_epilogue_h200_2026-12-07d.md), staged by
 TMA into the D staging buffer halfway through the mainloop (``tma``, +11.1 % there), and plain and ``prefetch`` with
 the 64-column staging and a fourth stage (CUTLASS's epilogue carve-out: 32 KB of staging, four ring stages; plain
 ran +3.9 % there on the H200)."""
+EPILOGUE_CHUNKS = ((OURS_PLAIN, False, None), ("ours plain, tma/64 s4", False, CHUNKS),
+                   ("ours residual global", True, {"residual_read": "global"}),
+                   ("ours residual global, tma/64 s4", True, {"residual_read": "global", **CHUNKS}),
+                   ("ours residual prefetch, tma/64 s4", True, {"residual_read": "prefetch", **CHUNKS}))
+"""``--epilogue --set chunks`` (journal "Stop 54: chunkepi"): the 64-column staging with a fourth stage, its chunk loop
+one named barrier a chunk since stop 54 (``gemm_epilogue.store_tma_chunks``), plain and with the residual read from
+global memory or after the producer's L2 prefetch, beside the whole-tile plain GEMM and residual (the model's)."""
+EPILOGUE_SETS = {"residual": EPILOGUE_OURS, "chunks": EPILOGUE_CHUNKS}
+"""``--set``: our kernels of ``--epilogue`` (the default ``residual``: stop 53's ``EPILOGUE_OURS``)."""
 BUILD_SECONDS = 90
 """``--epilogue``: the most seconds its kernels' parallel builds may take (a GPU step's timeout keeps the runs)."""
 
@@ -248,7 +258,8 @@ def epilogue_table(rows, device: str) -> list[str]:
 def epilogue_main(torch, args, props) -> int:
     """``--epilogue``: the rows, the table printed and written (``sm90_power_epilogue.md`` / ``.json``); 1 where a
     contender's check failed."""
-    rows = epilogue_rows(torch, epilogue_contenders(torch, EPILOGUE_SHAPE), args, props.multi_processor_count)
+    rows = epilogue_rows(torch, epilogue_contenders(torch, EPILOGUE_SHAPE, EPILOGUE_SETS[args.set]), args,
+                         props.multi_processor_count)
     lines = epilogue_table(rows, props.name)
     print("\n".join(lines), flush=True)
     os.makedirs(args.out, exist_ok=True)
@@ -277,6 +288,8 @@ def parse(argv=None):
     ap.add_argument("--seconds", type=float, default=2.0, help="each sustained run (its second half measured)")
     ap.add_argument("--epilogue", action="store_true", help="the residual at %s (EPILOGUE_SHAPE) beside cuBLAS's "
                     "addmm_ in place: time, clock, power, cycles and energy a call" % "x".join(map(str, EPILOGUE_SHAPE)))
+    ap.add_argument("--set", choices=sorted(EPILOGUE_SETS), default="residual", help="--epilogue's kernels of ours: "
+                    "EPILOGUE_SETS (residual: EPILOGUE_OURS; chunks: EPILOGUE_CHUNKS)")
     ap.add_argument("--out", default=".")
     return ap.parse_args(argv)
 

@@ -23,11 +23,14 @@ def swizzled(rows: int, cols: int, width: int, elem_bytes: int = 2):
 
 
 def tma_copy_kernel(shape=(64, 64), box=(64, 64), coords=(0, 0), width=128, dtype="bfloat16", wait=True,
-                    expect=True, store=False):
+                    expect=True, store=False, rewrite=None):
     """One TMA load of a ``box`` of ``A`` (``shape``) at ``coords`` into shared memory, swizzled by
     ``width``, onto an mbarrier (expect-tx of the box's bytes by thread 0); then each of 128 threads
     copies the shared box to ``Out`` (``box``) element by element through the logical layout, or
-    (``store``) a TMA store writes the box back to ``Out`` (``shape``) at ``coords``."""
+    (``store``) a TMA store writes the box back to ``Out`` (``shape``) at ``coords``. ``rewrite``: after the
+    store a CTA barrier, then thread 64 (warp 2) rewrites the box's first element: the storing thread's
+    ``wait_group.read 0`` before the barrier (``"ordered"``), after it (``"wait_after_barrier"``), or none
+    before the write (``"no_wait"``)."""
     rows, cols = box
     esize = 1 if "float8" in dtype else (4 if dtype == "float32" else 2)
     nbytes = rows * cols * esize
@@ -60,7 +63,20 @@ def tma_copy_kernel(shape=(64, 64), box=(64, 64), coords=(0, 0), width=128, dtyp
                 T.cuda.tile.apply(T.ptx[TMA_STORE], Out[0:shape[0], 0:shape[1]], SM[0:rows, 0:cols], box=box,
                                   coords=coords, swizzle=sw)
                 T.ptx["cp.async.bulk.commit_group"]()
-                T.ptx["cp.async.bulk.wait_group"](0)
+                if I.constexpr(rewrite is None):
+                    T.ptx["cp.async.bulk.wait_group"](0)
+                elif I.constexpr(rewrite == "ordered"):
+                    T.ptx["cp.async.bulk.wait_group.read"](0)
+            if I.constexpr(rewrite is not None):
+                T.cuda.cta_sync()
+                if I.constexpr(rewrite == "wait_after_barrier"):
+                    if tid == 0:
+                        T.ptx["cp.async.bulk.wait_group.read"](0)
+                if tid == 64:
+                    SM[0, 0] = T.Cast(dtype, T.float32(0))
+                if I.constexpr(rewrite == "no_wait"):
+                    if tid == 0:
+                        T.ptx["cp.async.bulk.wait_group"](0)
         else:
             for i in range(rows * cols // 128):
                 Out[(i * 128 + tid) // cols, (i * 128 + tid) % cols] = SM[(i * 128 + tid) // cols, (i * 128 + tid) % cols]

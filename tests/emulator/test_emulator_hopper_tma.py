@@ -1,7 +1,7 @@
 """TMA (``cp.async.bulk.tensor``) and mbarrier transaction counts in the sm90 CUDA emulator
 (emulator/ptx_tma.py, emulator/mbarrier.py): TIRx's TMA tile pattern, its host-encoded tensor map, the
 swizzled shared box, out-of-bounds zeros on load and clipping on store; a read before the mbarrier wait
-is reported."""
+is reported, and a store's box rewritten before the storing thread's wait_group.read retired its read."""
 
 from __future__ import annotations
 
@@ -44,6 +44,27 @@ def test_store_clips_out_of_bounds_rows():
     want = np.zeros((20, 64), BF16)
     want[8:] = a[8:]
     np.testing.assert_array_equal(out, want)
+
+
+@pytest.mark.parametrize("rewrite, words", [
+    ("ordered", None),
+    # a barrier orders the store's issue, not its read: the box is read until the storing thread's wait_group.read
+    ("no_wait", r"write of shared 'SM' byte 0 while a TMA store \(cp.async.bulk.tensor\) reading it is still in "
+                r"flight \(issued, not retired: missing cp.async.bulk.wait_group.read\)"),
+    # the wait after the barrier: warp 2's write is not ordered after the retirement
+    ("wait_after_barrier", r"race on shared 'SM' byte 0: read by a TMA store of wave 0 \(retired at its "
+                           r"cp.async.bulk.wait_group.read\) and then written by wave 2 with no barrier"),
+])
+def test_a_store_box_rewritten_before_its_read_retired_is_reported(rewrite, words):
+    a = _a(16, 64)
+    out = np.zeros((16, 64), BF16)
+    kernel = tma_copy_kernel(shape=(16, 64), box=(16, 64), store=True, rewrite=rewrite)
+    if words is None:
+        emulate(kernel, a, out, target="sm90")
+        np.testing.assert_array_equal(out, a)  # the store read the box before the rewrite
+        return
+    with pytest.raises(EmulationError, match=words):
+        emulate(kernel, a, out, target="sm90")
 
 
 def test_read_before_the_mbarrier_wait_is_reported():

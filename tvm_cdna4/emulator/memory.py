@@ -45,8 +45,8 @@ class Buffer:
             self.w_seq = np.zeros(shape, np.int64)  # the writing wave's LDS operation number (Machine.issue_lds)
         self.readonly = not data.flags.writeable  # a caller's read-only array (check_writable)
         self.pending = None  # in-flight asynchronous writes per byte (created on first use)
-        self.async_reads = None  # sm90: in-flight asynchronous reads (wgmma operands) per byte
-        self.async_done: dict = {}  # sm90: wave -> per byte, the epoch its wgmma's read retired at (-1: none)
+        self.async_reads = None  # sm90: in-flight asynchronous reads (wgmma operands, TMA store boxes) per byte
+        self.async_done: dict = {}  # sm90: (wave, reader) -> per byte, the epoch its read retired at (-1: none)
         self.records = None  # global buffers: the launch's race records (globalmem.Records, on first write)
         self.after_wait = False  # read only after the reading thread's griddepcontrol.wait (emulate's after_wait)
 
@@ -57,12 +57,14 @@ class Buffer:
         b = (np.asarray(byte, np.int64).reshape(-1, 1) + np.arange(size)).ravel()
         np.add.at(self.pending, (np.repeat(np.asarray(inst).ravel(), size), b), delta)
 
-    def retire_async_reads(self, inst, byte, wave: int, epoch) -> None:
-        """Asynchronous reads (a wgmma's operands) completed by ``wave``'s ``wgmma.wait_group`` at
-        ``epoch``: a later write must be ordered after that wave's retirement (``check_lds_write``)."""
-        if wave not in self.async_done:
-            self.async_done[wave] = np.full(self.data.shape, -1, np.int64)
-        self.async_done[wave][np.asarray(inst).ravel(), np.asarray(byte, np.int64).ravel()] = epoch
+    def retire_async_reads(self, inst, byte, wave: int, epoch, reader: str = "wgmma") -> None:
+        """Asynchronous reads (a wgmma's operands; ``reader="store"``: a TMA store's box) completed by
+        ``wave``'s wait (``wgmma.wait_group``, ``cp.async.bulk.wait_group.read``) at ``epoch``: a later
+        write must be ordered after that wave's retirement (``check_lds_write``)."""
+        key = (wave, reader)
+        if key not in self.async_done:
+            self.async_done[key] = np.full(self.data.shape, -1, np.int64)
+        self.async_done[key][np.asarray(inst).ravel(), np.asarray(byte, np.int64).ravel()] = epoch
 
     def add_async_reads(self, inst, byte, delta: int) -> None:
         """Count (+1) or retire (-1) an in-flight asynchronous read of each (inst, byte)."""
@@ -318,15 +320,31 @@ def _check_pending(machine, buf: Buffer, i, b, t, what: str, where: str):
 def _check_retired_reads(machine, buf: Buffer, i, b, t, wave, where: str):
     """A write of bytes a wgmma read (retired by ``wave`` w's ``wait_group``) must be ordered after w's
     retirement: an mbarrier arrival of w after it, waited on by the writer (``Buffer.retire_async_reads``)."""
-    for w, stamps in buf.async_done.items():
+    for (w, reader), stamps in buf.async_done.items():
         s = stamps[i, b]
         bad = machine.unordered(i, wave, np.where(s >= 0, w, -1).astype(np.int32), s)
         if bad.any():
             k = int(np.argmax(bad))
             raise EmulationError(
-                f"race on shared '{buf.name}' byte {int(b[k])}: read by a wgmma of wave {w}'s warpgroup (retired "
-                f"at its wgmma.wait_group) and then written by wave {int(wave[k])} with no barrier or mbarrier "
-                "wait ordering the write after the retirement", where, *machine.coords(int(t[k])))
+                f"race on shared '{buf.name}' byte {int(b[k])}: read by {RETIRED_READERS[reader].format(w=w)} and "
+                f"then written by wave {int(wave[k])} with no barrier or mbarrier wait ordering the write after the "
+                "retirement", where, *machine.coords(int(t[k])))
+
+
+RETIRED_READERS = {"wgmma": "a wgmma of wave {w}'s warpgroup (retired at its wgmma.wait_group)",
+                   "store": "a TMA store of wave {w} (retired at its cp.async.bulk.wait_group.read)"}
+"""What read a shared byte asynchronously (``Buffer.retire_async_reads``' ``reader``), in the race message."""
+
+
+def _async_reader(machine, buf: Buffer) -> str:
+    """What still reads ``buf`` asynchronously, for a write's race message: a TMA store's box or a wgmma."""
+    stores = machine.state.get("bulk_store")
+    if stores is not None and stores.reading(buf):
+        return ("a TMA store (cp.async.bulk.tensor) reading it is still in flight (issued, not retired: missing "
+                "cp.async.bulk.wait_group.read)")
+    ops = machine.state.get("wgmma")
+    op = ops.issued_at(buf) if ops is not None else "wgmma.mma_async"
+    return f"a {op} reading it is still in flight (issued, not retired: missing wgmma.wait_group)"
 
 
 def check_lds_write(machine, buf: Buffer, inst, byte, size: int, where: str, threads, lgkm: bool = True):
@@ -342,10 +360,8 @@ def check_lds_write(machine, buf: Buffer, inst, byte, size: int, where: str, thr
         busy = buf.async_reads[i, b] > 0
         if busy.any():
             k = int(np.argmax(busy))
-            ops = machine.state.get("wgmma")
-            op = ops.issued_at(buf) if ops is not None else "wgmma.mma_async"
-            raise EmulationError(f"write of shared '{buf.name}' byte {int(b[k])} while a {op} reading it is still in "
-                                 "flight (issued, not retired: missing wgmma.wait_group)", where, *machine.coords(int(t[k])))
+            raise EmulationError(f"write of shared '{buf.name}' byte {int(b[k])} while {_async_reader(machine, buf)}",
+                                 where, *machine.coords(int(t[k])))
     wave = machine.wave_of[t]
     epoch = machine.epoch[i]
     _check_retired_reads(machine, buf, i, b, t, wave, where)

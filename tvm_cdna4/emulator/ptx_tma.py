@@ -17,8 +17,11 @@ the bytes before is reported, as a ``cp.async`` read before its wait.
 
 Store (shared -> global, ``.bulk_group``): reads the shared box at issue (the race checks of a read by
 the issuing warp) and writes the in-bounds elements to global memory (out-of-bounds ones are clipped),
-at issue. ``cp.async.bulk.commit_group`` / ``wait_group{.read} N`` are accepted; the emulator does not
-check a shared write to a store's source before its ``wait_group.read``.
+at issue. The hardware may read the box as late as the issuing thread's ``cp.async.bulk.wait_group{.read} N``
+that retires the store's bulk group (``cp.async.bulk.commit_group``: the thread's stores since its last one),
+so until then the box's bytes count as read in flight (``BulkStores``): a write of one is reported, and a
+write after the retirement by another warp must be ordered after it (a barrier the retiring warp reached
+after its wait).
 
 Prefetch (global -> L2, ``cp.async.bulk.prefetch.tensor``): no effect; its map, coordinates and in-bounds
 elements are checked as a load's (out-of-bounds ones are not fetched, on the GPU as here).
@@ -323,6 +326,7 @@ def _tma_store(compiler, call: PtxCall):
             check_lds_read(machine, buf, np.broadcast_to(inst[:, None], (T, len(offs))),
                            np.broadcast_to(offs, (T, len(offs))), e, sel, where)
             rows = buf.data[inst[t], offs[:, None] + np.arange(e)][inside]
+            _stores(machine).issue(int(t), buf, int(inst[t]), offs[:, None] + np.arange(e))
             out = dst[inside]
             record_store(machine, tm.buffer, out, e, np.full(len(out), t), where)
             g_off = held_offsets(machine, tm.buffer, out, e, None, where, np.full(len(out), t))
@@ -346,7 +350,56 @@ def _tma_prefetch(compiler, call: PtxCall):
     return run
 
 
+class BulkStores:
+    """The launch's TMA stores whose shared box may still be read (``machine.state["bulk_store"]``): per store,
+    its thread, buffer, instance and bytes, and its bulk group (-1 until the thread's ``commit_group``)."""
+
+    def __init__(self, machine):
+        self.machine = machine
+        self.ops: list[dict] = []
+        self.committed = np.zeros(machine.nthreads, np.int64)
+
+    def issue(self, thread: int, buf, inst: int, byte) -> None:
+        byte = np.asarray(byte, np.int64).ravel()
+        buf.add_async_reads(np.full(byte.shape, inst), byte, +1)
+        self.ops.append(dict(thread=thread, buf=buf, inst=inst, byte=byte, group=-1))
+
+    def commit(self, mask) -> None:
+        active = self.machine.active(mask)
+        for op in self.ops:
+            if op["group"] < 0 and active[op["thread"]]:
+                op["group"] = int(self.committed[op["thread"]])
+        self.committed[active] += 1
+
+    def wait(self, n: int, mask) -> None:
+        """All but the ``n`` most recent committed groups of each active thread have read their boxes."""
+        active, keep = self.machine.active(mask), []
+        for op in self.ops:
+            t = op["thread"]
+            if active[t] and 0 <= op["group"] < self.committed[t] - n:
+                inst = np.full(op["byte"].shape, op["inst"])
+                op["buf"].add_async_reads(inst, op["byte"], -1)
+                op["buf"].retire_async_reads(inst, op["byte"], int(self.machine.wave_of[t]),
+                                             self.machine.epoch[op["inst"]], "store")
+            else:
+                keep.append(op)
+        self.ops = keep
+
+    def reading(self, buf) -> bool:
+        """Whether a store still reads bytes of ``buf``."""
+        return any(op["buf"] is buf for op in self.ops)
+
+
+def _stores(machine) -> BulkStores:
+    return machine.state_of("bulk_store", BulkStores)
+
+
 def _bulk_group(compiler, call: PtxCall):
-    """``cp.async.bulk.commit_group`` / ``cp.async.bulk.wait_group{.read} N``: accepted (the stores
-    complete at issue in the emulator)."""
-    return lambda env, mask: None
+    """``cp.async.bulk.commit_group``: the thread's stores since its last one form its next bulk group;
+    ``cp.async.bulk.wait_group{.read} N``: all but its ``N`` most recent groups have read their boxes (the
+    emulator's stores write at issue, so both forms retire the reads; ``BulkStores``)."""
+    machine = compiler.machine
+    if call.entry.name == "cp_async_bulk_commit_group":
+        return lambda env, mask: _stores(machine).commit(mask)
+    n = call.imm("group")
+    return lambda env, mask: _stores(machine).wait(n, mask)

@@ -1,6 +1,6 @@
 """The sm90 GEMM in the CUDA emulator (``emulate(..., target="sm90")``): plans validated without a GPU
 (``gemm_target.execute`` without a runner, the CLI's ``--validate``), and kernels with a wait dropped
-from the emitted TIR reported by the emulator's ordering checks."""
+from the emitted TIR reported by the emulator's ordering checks (the chunked TMA epilogue's bulk waits too)."""
 
 from __future__ import annotations
 
@@ -31,6 +31,9 @@ EMULATOR = "the CUDA emulator (no GPU runner)"
     # ragged tiles, so a buffer is reused across chunks and tiles; the fused epilogue, bf16
     (GemmProblem(130, 200, 64, "bf16", "nt", "bf16", Fusion(residual=True, col_scale=True)),
      Sm90Config(128, 128, 2, 2, ctas=1, epilogue="tma", epilogue_tile=64)),
+    # three chunks a tile (an odd count: a tile's first chunk waits for the previous tile's last store and syncs)
+    (GemmProblem(130, 400, 64, "bf16", "nt", "bf16", Fusion(bias=True)),
+     Sm90Config(128, 192, 2, 2, ctas=1, epilogue="tma", epilogue_tile=64)),
     # odd N: C stored one element at a time
     (GemmProblem(20, 41, 64, "bf16", "nt", "f32"), Sm90Config(64, 64, 2, 1)),
     # ping-pong: one CTA, three tiles alternating between the consumers (named barriers 3 and 4 order them)
@@ -75,3 +78,21 @@ def test_a_dropped_wait_is_reported(op, nth, words):
     assert data.ratio(c) <= 1.0
     with pytest.raises(EmulationError, match=words):
         emulate(dropping(gemm_target.emit(p), op, nth), *data.arguments(p.params, data.output()), target="sm90")
+
+
+@pytest.mark.parametrize("problem, config, nth", [
+    # two chunks a tile: the chunk's wait_group.read 0 before its barrier (the other buffer's store has read it)
+    (GemmProblem(130, 200, 64, "bf16", "nt", "bf16"), Sm90Config(128, 128, 2, 2, ctas=1, epilogue="tma", epilogue_tile=64), 1),
+    # three chunks: the wait before a tile's first chunk (the previous tile's last store read buffer 0), and the chunk's
+    (GemmProblem(130, 400, 64, "bf16", "nt", "bf16"), Sm90Config(128, 192, 2, 2, ctas=1, epilogue="tma", epilogue_tile=64), 1),
+    (GemmProblem(130, 400, 64, "bf16", "nt", "bf16"), Sm90Config(128, 192, 2, 2, ctas=1, epilogue="tma", epilogue_tile=64), 2),
+])
+def test_a_dropped_chunk_wait_is_reported(problem, config, nth):
+    # the chunked TMA epilogue (gemm_epilogue.store_tma_chunks) with one of its cp.async.bulk.wait_group.read
+    # dropped: a chunk rewrites a staging buffer a TMA store still reads (emulator.ptx_tma.BulkStores)
+    p = gemm.plan(problem, "sm90", config)
+    data = random_inputs(problem, 0)
+    with pytest.raises(EmulationError, match=r"write of shared 'SMH' byte \d+ while a TMA store \(cp.async.bulk.tensor\) "
+                                             r"reading it is still in flight"):
+        emulate(dropping(gemm_target.emit(p), "tirx.ptx.cp_async_bulk_wait_group", nth),
+                *data.arguments(p.params, data.output()), target="sm90")

@@ -55,33 +55,59 @@ def test_a_bad_epilogue_tile_is_refused_naming_the_field(cfg, found):
     assert e.value.operand == "epilogue_tile" and e.value.check == "parameters" and e.value.found == found
 
 
-def test_each_chunk_is_a_bulk_group_and_a_buffer_waits_for_its_last_reader():
-    # the emulator runs a TMA store's read at its issue, so the wait_group.read order is pinned here: a tile's
-    # first chunk waits for every store (0 pending), the next for all but the other buffer's group (1)
+def _epilogue_steps(p):
+    """The chunked epilogue's synchronization in program order (the device function's TIR, the chunk loop
+    unrolled): each chunk's fence, wait_group.read N, named barrier, TMA store (its staging offset) and commit."""
     import re
 
     from tvm_cdna4.emulator import device_function
     from tvm_cdna4.kernels.sm90 import gemm_emit
 
+    text = device_function(gemm_emit.emit(p), "sm90").script()
+    text = text[text.index("origin = T.alloc_tensor"):]
+    steps = re.findall(r'T\.int32\((\d)\), "async", "bulk", "wait_group", "read"|"bulk", "(commit_group)"|'
+                       r'T\.ptx\.(bar)\(|T\.ptx\.(fence)\("proxy"|'
+                       r'address_of\(SMH\[\(T\.cuda\.thread_idx\("x"\) >> 7\) \* 8192 \+ (\d+)\]\)', text)
+    return [w and f"wait {w}" or c or b or f or f"store from {int(s)}" for w, c, b, f, s in steps]
+
+
+def test_each_chunk_is_a_bulk_group_behind_one_barrier_and_a_wait_for_the_other_buffer():
+    # the emulator runs a TMA store's read at its issue but holds its box in flight until the storing thread's
+    # wait_group.read retires it (emulator.ptx_tma.BulkStores), and the order is pinned here too: each chunk's
+    # words, the fence, wait_group.read CHUNK_WAIT = 0 (the previous chunk's store has read the other buffer, which
+    # the next chunk writes after this barrier), ONE named barrier, the store and its commit; no barrier before
+    # a tile's first chunk (two chunks: buffer 0's last store retired at the previous tile's last barrier)
+    from tvm_cdna4.kernels.sm90.gemm_epilogue import CHUNK_WAIT
+
     p = gemm.plan(GemmProblem(130, 200, 64, "bf16", "nt", "bf16"), "sm90",
                   Sm90Config(128, 128, 2, 2, ctas=1, epilogue="tma", epilogue_tile=64))
-    text = device_function(gemm_emit.emit(p), "sm90").script()
-    steps = re.findall(r'T\.int32\((\d)\), "async", "bulk", "wait_group", "read"|"bulk", "(commit_group)"|'
-                       r'address_of\(SMH\[\(T\.cuda\.thread_idx\("x"\) >> 7\) \* 8192 \+ (\d+)\]\)', text)
-    steps = [w and f"wait {w}" or c or f"store from {int(s)}" for w, c, s in steps]
     staging = p.staging - 8192  # warpgroup wg = (tid >> 7) - 1: its buffers at staging + (2 wg + b) * 64 * 64
-    assert steps == ["wait 0", f"store from {staging}", "commit_group",
-                     "wait 1", f"store from {staging + 64 * 64}", "commit_group"]
+    chunk = ["fence", f"wait {CHUNK_WAIT}", "bar"]
+    assert CHUNK_WAIT == 0 and _epilogue_steps(p) == [*chunk, f"store from {staging}", "commit_group",
+                                                      *chunk, f"store from {staging + 64 * 64}", "commit_group"]
+
+
+def test_an_odd_chunk_count_waits_and_syncs_before_the_first_chunk():
+    # three chunks: the previous tile's last chunk used buffer 0 too, so the tile's first chunk waits for every
+    # store (0 pending) and syncs before it writes
+    p = gemm.plan(GemmProblem(130, 400, 64, "bf16", "nt", "bf16"), "sm90",
+                  Sm90Config(128, 192, 2, 2, ctas=1, epilogue="tma", epilogue_tile=64))
+    staging = p.staging - 8192
+    chunk = ["fence", "wait 0", "bar"]
+    assert _epilogue_steps(p) == ["wait 0", "bar", *chunk, f"store from {staging}", "commit_group",
+                                  *chunk, f"store from {staging + 64 * 64}", "commit_group",
+                                  *chunk, f"store from {staging}", "commit_group"]
 
 
 @pytest.mark.cuda(arch="sm_90a")
-@pytest.mark.parametrize("M, N, K, fusion", [
-    (333, 1000, 520, Fusion()),
-    (77, 200, 264, Fusion(bias=True, activation="gelu", residual=True, row_scale=True, col_scale=True)),
+@pytest.mark.parametrize("M, N, K, fusion, block_n", [
+    (333, 1000, 520, Fusion(), 256),
+    (77, 200, 264, Fusion(bias=True, activation="gelu", residual=True, row_scale=True, col_scale=True), 256),
+    (333, 1000, 520, Fusion(residual=True), 192),  # three chunks a tile: the wait and barrier before the first
 ])
-def test_the_chunked_epilogue_validates_on_a_hopper_gpu(M, N, K, fusion):
+def test_the_chunked_epilogue_validates_on_a_hopper_gpu(M, N, K, fusion, block_n):
     from tvm_cdna4.runtime.cuda import run_gemm
 
-    cfg = Sm90Config(128, 256, 4, 2, epilogue="tma", epilogue_tile=64)
+    cfg = Sm90Config(128, block_n, 4, 2, epilogue="tma", epilogue_tile=64)
     v = gemm.validate(GemmProblem(M, N, K, "bf16", "nt", "bf16", fusion), "sm90", cfg, run=run_gemm)
     assert v.ok and v.where == "the NVIDIA GPU"

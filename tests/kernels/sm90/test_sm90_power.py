@@ -157,6 +157,33 @@ def test_epilogue_contenders_are_the_plain_gemm_each_read_and_cublas_in_place(mo
     assert [v[2] for v in got.values()] == ["ours plain"] * 6 + ["torch.mm"] * 2  # each one's base
 
 
+def test_the_chunks_set_times_the_chunked_staging_plain_and_with_each_residual_read(monkeypatch):
+    # --epilogue --set chunks (the GPU step chunkepi): the whole-tile plain GEMM and residual beside the 64-column
+    # staging with a fourth stage, plain and with the residual read from global memory or after the L2 prefetch
+    import types
+
+    import torch
+
+    power = benchmark_module("sm90_power")
+    asked = []
+
+    def build_all(todo, workers, seconds):
+        asked.extend((key, args[5].residual, cfg) for key, args, cfg in todo)
+        return {key: (types.SimpleNamespace(fusion=args[5]), None, 1.0, dict(
+            block_m=128, block_n=256, stages=3, epilogue="tma", residual_read="global")) for key, args, _ in todo}
+    monkeypatch.setattr(benchmark_module("sm90_gemm"), "build_all", build_all)
+    monkeypatch.setattr("tvm_cdna4.runtime.cuda.load_build", lambda cb: None)
+    monkeypatch.setattr("tvm_cdna4.runtime.cuda.Kernel", lambda fn, p: "kernel")
+    args = power.parse(["--epilogue", "--set", "chunks"])
+    got = power.epilogue_contenders(torch, (64, 48, 32), power.EPILOGUE_SETS[args.set])
+    chunks = {"epilogue_tile": 64, "stages": 4}
+    assert asked == [("ours plain", False, None), ("ours plain, tma/64 s4", False, ("choice", chunks)),
+                     ("ours residual global", True, ("choice", {"residual_read": "global"})),
+                     ("ours residual global, tma/64 s4", True, ("choice", {"residual_read": "global", **chunks})),
+                     ("ours residual prefetch, tma/64 s4", True, ("choice", {"residual_read": "prefetch", **chunks}))]
+    assert list(got)[-2:] == ["torch.mm", "Tensor.addmm_ (in place)"] and power.parse(["--epilogue"]).set == "residual"
+
+
 def test_epilogue_rows_check_with_the_residual_and_report_cycles_and_energy(monkeypatch):
     # cuBLAS's in-place residual alternates alpha +1 / -1: after the runs the residual is itself again; a contender
     # that forgets the residual fails its check; each run's cycles are seconds x clock, its energy seconds x power

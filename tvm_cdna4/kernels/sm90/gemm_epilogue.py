@@ -3,7 +3,8 @@ and ``grouped_emit`` call them): ``store``, the register epilogue (column pairs 
 epilogue applied first: ``gemm_store.out_value``; ``store_fragment`` picks it or, ``swap_ab``, ``store_transposed``),
 and ``store_tma``, ``epilogue="tma"``'s: the warpgroup's rows converted into its staging buffer (128-byte swizzled,
 ``staging_word``; a tail block, ``Sm90Config.tail_columns``, at ``tail_word``) and stored with TMA, the whole tile or
-chunks of ``epilogue_tile`` columns in two buffers; a staged residual (``residual_read``) is read where C's words go.
+chunks of ``epilogue_tile`` columns in two buffers (``store_tma_chunks``: one named barrier a chunk, ``CHUNK_WAIT``); a
+staged residual (``residual_read``) is read where C's words go.
 """
 
 from __future__ import annotations
@@ -20,6 +21,10 @@ TMA_STORE = "cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group"
 EPILOGUE_BARRIER = 1
 """The first of the TMA epilogue's named barriers (``bar.sync``, PTX ISA §9.7.13.1): ``EPILOGUE_BARRIER + wg`` joins
 consumer warpgroup ``wg``'s 128 threads around its staging buffer's writes (0 is the CTA's ``__syncthreads``)."""
+CHUNK_WAIT = 0
+"""The bulk groups a chunk's storing thread leaves pending at its wait before the chunk's barrier
+(``epilogue_tile``, ``store_tma_chunks``): 0, so the previous chunk's store has read the other buffer, which the
+next chunk writes after this barrier (two buffers, one barrier a chunk)."""
 
 
 @T.macro
@@ -85,33 +90,74 @@ def store_tma(p, SMH, acc, args, map_c, part, wg, t, m0, n0, group, res, held=No
     if I.constexpr(p.config.epilogue_tile == 0):
         store_tma_chunk(p, SMH, acc, args, map_c, part, wg, t, m0, n0, 0, 0, group, res, held, first)
     else:
-        for q in T.unroll(p.config.block_n // p.config.epilogue_tile):
-            store_tma_chunk(p, SMH, acc, args, map_c, part, wg, t, m0, n0, q, q % 2, group, None, held, first)
+        store_tma_chunks(p, SMH, acc, args, map_c, part, wg, t, m0, n0, group, held, first)
+
+
+@T.macro
+def store_tma_chunks(p, SMH, acc, args, map_c, part, wg, t, m0, n0, group, held, first=None):
+    # epilogue_tile: chunk q of the warpgroup's columns into buffer q % 2, one named barrier a chunk (CHUNK_WAIT):
+    # the chunk's words, the fence, the storing thread's wait_group.read 0 (chunk q - 1's store has read the
+    # other buffer), the barrier, then chunk q's store and commit. After chunk q's barrier the other buffer is
+    # free for chunk q + 1; a tile's first chunk finds buffer 0 free when the chunks are even (the previous
+    # tile's last barrier retired its chunk n - 2, buffer 0's), else it waits for all and syncs first. The
+    # stores' coordinates are computed once a tile (origin), not in each chunk's store branch
+    c = p.config
+    SMW = T.decl_tensor(SMH.ptr_to([0]), ty_args=[T.Tensor((p.smem_bytes // 4,), "uint32", scope="shared.dyn", layout="default", align=1024)])
+    word = T.alloc_tensor(ty_args=[T.Tensor((1 + residual_pairs(p),), "uint32", scope="local", layout="default")])
+    origin = T.alloc_tensor(ty_args=[T.Tensor((2,), "int32", scope="local", layout="default")])
+    origin[0] = n0  # bound once a tile: each chunk's store reads it (an expression would be recomputed in each)
+    origin[1] = m0 + part * c.rows
+    if I.constexpr(chunk_count(p) % 2 == 1):
+        if t == 0:
+            T.ptx["cp.async.bulk.wait_group.read"](0)
+        T.ptx["bar.sync"](T.Cast("uint32", EPILOGUE_BARRIER + wg), T.uint32(WARPGROUP))
+    for q in T.unroll(chunk_count(p)):
+        if I.constexpr(first is None):
+            chunk_words(p, SMW, acc, args, word, part, t, m0, n0, q, group, None, held, staging_byte(p, wg, q % 2), None)
+            issue_chunk_store(p, SMH, map_c, wg, t, origin, q)
+        else:
+            if first > m0:  # the shifted tile: from registers (store_shifted), no shared memory, no barrier
+                chunk_words(p, SMW, acc, args, word, part, t, m0, n0, q, group, None, held, staging_byte(p, wg, q % 2), first)
+            else:
+                chunk_words(p, SMW, acc, args, word, part, t, m0, n0, q, group, None, held, staging_byte(p, wg, q % 2), None)
+                issue_chunk_store(p, SMH, map_c, wg, t, origin, q)
+
+
+@T.macro
+def issue_chunk_store(p, SMH, map_c, wg, t, origin, q):
+    # chunk q written into buffer q % 2 (store_tma_chunks): the writes made visible to the async proxy, the
+    # storing thread's wait for the other buffer's store (chunk q - 1's, its only group pending; the other
+    # threads, with none, pass it: 16 SASS instructions a tile fewer than a branch around it), the barrier,
+    # then its 64-column blocks stored with TMA at the tile's ``origin`` (column, row) + chunk q's columns, as one
+    # bulk group
+    c = p.config
+    T.ptx["fence.proxy.async.shared::cta"]()
+    T.ptx["cp.async.bulk.wait_group.read"](CHUNK_WAIT)  # every thread: one with no bulk group returns at once, no branch
+    T.ptx["bar.sync"](T.Cast("uint32", EPILOGUE_BARRIER + wg), T.uint32(WARPGROUP))
+    if t == 0:
+        for cb in T.unroll(c.epilogue_tile // SWIZZLE_COLUMNS):
+            T.ptx[TMA_STORE](T.address_of(map_c[0]), origin[0] + q * c.epilogue_tile + cb * SWIZZLE_COLUMNS, origin[1],
+                             T.cuda.cvta_generic_to_shared(SMH.ptr_to([staging_element(p, wg, q % 2) + cb * c.rows * SWIZZLE_COLUMNS])))
+        T.ptx["cp.async.bulk.commit_group"]()
 
 
 @T.macro
 def store_tma_chunk(p, SMH, acc, args, map_c, part, wg, t, m0, n0, q, b, group, res, held, first=None):
-    # chunk q of the warpgroup's rows (the whole tile: q = 0), converted (the fused epilogue first), into its
-    # staging buffer b, 128-byte swizzled in 64-column blocks (16-byte chunk j % 8 of row r at chunk
-    # (j % 8) ^ (r % 8): conflict-free, and what the TMA store's CU_TENSOR_MAP_SWIZZLE_128B reads); then one
-    # thread stores the blocks with TMA (clipped at C's edges) and commits them as one bulk group. Before the
-    # buffer is written again, the stores that read it have (wait_group.read: all of them before a tile's
-    # first chunk, all but the newest group, the other buffer's, before the next). Rows part * rows.. of the
-    # tile; the buffers and the named barrier are warpgroup wg's. With ``res`` the buffer holds the residual
-    # (load_residual): once its barrier's phase of tile res[2] completes, each thread reads the word of each pair
-    # where it then writes C's; ``held``: residual_read="early"'s words (store). ``first`` (shift_last): a tile
+    # the warpgroup's rows of the whole tile (epilogue_tile 0: q = 0, b = 0; chunks: store_tma_chunks), converted
+    # (the fused epilogue first), into its staging buffer b, 128-byte swizzled in 64-column blocks (16-byte chunk
+    # j % 8 of row r at chunk (j % 8) ^ (r % 8): conflict-free, and what the TMA store's CU_TENSOR_MAP_SWIZZLE_128B
+    # reads); then one thread stores the blocks with TMA (clipped at C's edges) and commits them as one bulk
+    # group. Before the buffer is written again, the stores that read it have (wait_group.read 0, then the
+    # barrier). Rows part * rows.. of the tile; the buffer and the named barrier are warpgroup wg's. With ``res``
+    # the buffer holds the residual (load_residual): once its barrier's phase of tile res[2] completes, each
+    # thread reads the word of each pair where it then writes C's; ``held``: residual_read="early"'s words (store). ``first`` (shift_last): a tile
     # whose box starts below its own first row (m0 < first) stores its own rows from registers (store_shifted)
     c = p.config
     SMW = T.decl_tensor(SMH.ptr_to([0]), ty_args=[T.Tensor((p.smem_bytes // 4,), "uint32", scope="shared.dyn", layout="default", align=1024)])
     word = T.alloc_tensor(ty_args=[T.Tensor((1 + residual_pairs(p),), "uint32", scope="local", layout="default")])
     base = staging_byte(p, wg, b)
     if t == 0:
-        if I.constexpr(c.epilogue_tile == 0):
-            T.ptx["cp.async.bulk.wait_group.read"](0)
-        elif q == 0:
-            T.ptx["cp.async.bulk.wait_group.read"](0)
-        else:
-            T.ptx["cp.async.bulk.wait_group.read"](1)
+        T.ptx["cp.async.bulk.wait_group.read"](0)
     T.ptx["bar.sync"](T.Cast("uint32", EPILOGUE_BARRIER + wg), T.uint32(WARPGROUP))
     if I.constexpr(res is not None and c.residual_read != "preread"):  # preread: waited before its reads
         T.cuda.mbarrier_wait(res[0].ptr_to([2 * c.stages + wg]), res[2] % 2)
@@ -180,6 +226,11 @@ def issue_tma_stores(p, SMH, map_c, part, wg, t, m0, n0, q, b):
             T.ptx[TMA_STORE](T.address_of(map_c[1]), n0 + tail_column(p), m0 + part * c.rows,
                              T.cuda.cvta_generic_to_shared(SMH.ptr_to([tail_element(p, wg, b)])))
         T.ptx["cp.async.bulk.commit_group"]()
+
+
+def chunk_count(p: Sm90Plan) -> int:
+    """The chunks of a tile's columns (``epilogue_tile``; the whole tile: 1)."""
+    return p.config.block_n // p.config.epilogue_tile if p.config.epilogue_tile else 1
 
 
 def staged_word(p: Sm90Plan, SMW, res, base, mi, j, h, r, t):
@@ -259,5 +310,5 @@ def staging_byte(p: Sm90Plan, wg, b):
     return p.staging * 2 + (wg * 2 + b) * c.rows * c.epilogue_tile * 2
 
 
-__all__ = ["EPILOGUE_BARRIER", "TMA_STORE", "staging_byte", "staging_element", "staging_word", "store", "store_fragment",
+__all__ = ["CHUNK_WAIT", "EPILOGUE_BARRIER", "TMA_STORE", "chunk_count", "staging_byte", "staging_element", "staging_word", "store", "store_fragment",
            "store_tma", "tail_column", "tail_element"]
