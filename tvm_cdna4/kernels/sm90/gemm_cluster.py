@@ -5,7 +5,7 @@ emitter (``gemm_emit``) adds for a cluster, each a no-op (the very call of an un
 A cluster of 2 CTAs (``clusterDim`` (2, 1, 1): CTAs ``2 c`` and ``2 c + 1``, rank ``blockIdx.x % 2``) takes two
 adjacent tile rows of one tile column (``Sm90Plan.tile_of``). Per k-tile each CTA's producer waits on its stage's
 "empty" mbarrier, arms its "full" one with the whole stage's bytes, loads its own A box and its SHARE of the B box
-(``gemm_plan.b_shares``: half, or the tile's 8-row swizzle atoms split as evenly as they come, 88 + 80 rows of 168,
+(``gemm_boxes.b_shares``: half, or the tile's 8-row swizzle atoms split as evenly as they come, 88 + 80 rows of 168,
 rank 1's after rank 0's; uneven shares through a second B map, ``B1``) with
 ``cp.async.bulk.tensor...multicast::cluster`` and CTA mask ``0b11``: the share lands at the same shared offset in both CTAs and completes its bytes on the "full"
 mbarrier at the same offset in each (PTX ISA 9.4 §9.7.10.28.5), so each B byte leaves L2 once per cluster. A
@@ -65,7 +65,7 @@ def a_box_rows(p: Sm90Plan) -> int:
 
 def b_box_rows(p: Sm90Plan) -> int:
     """The rows of B's TMA box (map ``B``): the tile's ``block_n``; multicast rank 0's share of it
-    (``gemm_plan.b_shares``: ``block_n / 2``, or 88 of 168)."""
+    (``gemm_boxes.b_shares``: ``block_n / 2``, or 88 of 168)."""
     return p.config.shares[0] if multicasts(p, "B") else p.config.block_n
 
 

@@ -293,7 +293,7 @@ Off until the torch op's A/B (``benchmarks/torch_gemm.py --zero-fill off,on``)."
 def zero_rows(cfg: Sm90Config, M: int, N: int) -> int:
     """The rows past the tokens a stage of the last tile row zero-fills (the kernel's roles, ``estimate``'s M and N: the
     A box's rows past M, swapped the B box's past N, C^T's): its box ``block`` rows, or with ``trim_loads`` the least of
-    ``gemm_plan.trim_boxes`` that holds the rows that exist (``loaded_box``); none with ``shift_last`` past one tile
+    ``gemm_boxes.trim_boxes`` that holds the rows that exist (``loaded_box``); none with ``shift_last`` past one tile
     (the box moved inside the tokens, ``gemm_shift``)."""
     rows, block = (N, cfg.block_n) if cfg.swap_ab else (M, cfg.block_m)
     exist = rows % block

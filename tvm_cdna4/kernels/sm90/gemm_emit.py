@@ -273,7 +273,7 @@ def trimmed_load(p, SMH, offset, whole_map, box_maps, k0, row0, rows, block, mba
 
 def loaded_rows(row0, rows: int, block: int):
     """The rows ``trimmed_load`` brings of a tile of ``block`` rows at ``row0`` of an operand of ``rows``: the least of
-    ``trim_boxes(block)`` that holds the rows that exist, else ``block`` (``gemm_plan.loaded_box``, at run time)."""
+    ``trim_boxes(block)`` that holds the rows that exist, else ``block`` (``gemm_boxes.loaded_box``, at run time)."""
     return loaded_box(rows - row0, block, select=T.if_then_else)
 
 
