@@ -17,7 +17,6 @@ from tvm_cdna4.kernels import attention
 from tvm_cdna4.kernels.attention import paged, paged_verb
 from tvm_cdna4.kernels.attention.paged import PagedDecodeProblem
 from tvm_cdna4.kernels.sm80 import paged_decode_pdl, paged_target
-from tvm_cdna4.kernels.sm80.paged_decode_pdl import MERGE_AFTER_WAIT
 from tvm_cdna4.kernels.sm80.paged_decode_plan import PagedDecodeConfig, plan_paged_decode
 from tvm_cdna4.selftest import nvcc
 
@@ -38,7 +37,7 @@ def test_pdl_is_exact_in_the_emulator_on_odd_contexts_and_4_queries(target, kv_d
     problem = PagedDecodeProblem(2, 4, 2, 64, 4, 16, 8, 16, kv_dtype=kv_dtype)
     p = paged_verb(target, "plan")(problem, _config(merge))
     assert p.pdl and p.merge == merge and p.split_kv == 2 and p.partition == 64  # 77 keys: both partitions
-    # paged_target.execute: main with every parameter after_wait, the merge with its partials
+    # paged_target.execute: both kernels with every parameter after_wait
     result = attention.validate_paged(problem, target, _config(merge), seed=2, contexts=[5, 77])
     assert result.ok and result.where.startswith("the CUDA emulator") and 0 < result.o_ratio <= 1, result
 
@@ -52,10 +51,12 @@ def _merge_arrays(p):
 def test_the_emulator_refuses_a_read_before_the_wait():
     off, on = (plan_paged_decode(SMALL, _config(pdl=pdl)) for pdl in (False, True))
     with pytest.raises(EmulationError, match=r"read of 'W[MLO]' before the thread's griddepcontrol.wait"):
-        emulate(paged_target.emit(off)[1], *_merge_arrays(off), target="sm80", after_wait=MERGE_AFTER_WAIT)
-    # the PDL merge reads CONTEXT_LENS before its wait (main does not write it): named, it is refused too
-    with pytest.raises(EmulationError, match="read of 'CONTEXT_LENS' before"):
-        emulate(paged_target.emit(on)[1], *_merge_arrays(on), target="sm80", after_wait=("CONTEXT_LENS",))
+        emulate(paged_target.emit(off)[1], *_merge_arrays(off), target="sm80", after_wait=("WM", "WL", "WO"))
+    with pytest.raises(EmulationError, match="read of 'CONTEXT_LENS' before"):  # the plain merge reads it first
+        emulate(paged_target.emit(off)[1], *_merge_arrays(off), target="sm80", after_wait=("CONTEXT_LENS",))
+    # the PDL merge reads nothing, CONTEXT_LENS included, before its wait
+    emulate(paged_target.emit(on)[1], *_merge_arrays(on), target="sm80",
+            after_wait=tuple(q.name for q in on.merge_params))
     with pytest.raises(ValueError, match="after_wait names 'Q', not a tensor parameter"):
         emulate(paged_target.emit(on)[1], *_merge_arrays(on), target="sm80", after_wait=("Q",))
 
@@ -111,7 +112,7 @@ def test_the_ptx_waits_before_the_first_read_of_main_and_the_partials_reads_of_t
     lines = _ptx(merge.source, tmp_path)
     wait = lines.index("griddepcontrol.wait;")
     loads = [(i, s.split()[0]) for i, s in enumerate(lines) if s.startswith("ld.global")]
-    assert [op for i, op in loads if i < wait] == ["ld.global.nc.u32"]  # CONTEXT_LENS only
+    assert [op for i, op in loads if i < wait] == []  # not even CONTEXT_LENS
     partials = [i for i, op in loads if op.endswith(".f32")]  # WM, WL, WO (f32): every one after the wait
     assert len(partials) >= 4 and min(partials) > wait
 

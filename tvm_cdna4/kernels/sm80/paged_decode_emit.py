@@ -641,6 +641,7 @@ def merge_kernel(p, args):
         r = item // half % p.rows
         bh = item // half // p.rows
         parts = p.split_kv
+        grid_wait(p)  # PDL: every global read after it (paged_decode_pdl)
         L = T.min(T.max(args["CONTEXT_LENS"][bh // p.problem.kv_heads], 0), p.problem.capacity)
         if I.constexpr(p.balance):  # the partitions written (empty ones: never)
             pt = part_tiles_of(p, args)
@@ -656,7 +657,6 @@ def merge_kernel(p, args):
         acc[2] = T.float32(0)
         acc[3] = T.float32(0)
         acc[4] = T.float32(0)
-        grid_wait(p)  # PDL: the partials main writes are read after it (paged_decode_pdl)
         for k4 in range((count + MERGE_BATCH - 1) // MERGE_BATCH):
             merge_batch(p, args, acc, w, T.min(count - MERGE_BATCH * k4, MERGE_BATCH),
                         bh * parts + first + MERGE_BATCH * k4, r, dp)

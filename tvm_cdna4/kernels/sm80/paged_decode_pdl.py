@@ -23,16 +23,16 @@ the thread's wait:
   which reads the workspace main overwrites) has completed before any of them. Its ``launch_dependents`` right
   after: the merge's CTAs (with the last-CTA merge: the next kernel's) start in the slots main's last wave
   leaves, while main runs.
-* ``merge``: the index math and the ``CONTEXT_LENS`` read before its wait (main does not write the lengths,
-  and main's own wait, before its trigger, saw the kernels that may write them complete), the partials'
-  reads (``WM``, ``WL``, ``WO``) after it; then its ``launch_dependents`` (the next call's ``main`` waits in
-  turn before it overwrites the workspace). The partials are read by ``ld.global.nc`` (the compiler's choice for
-  a kernel that does not write them): none is read before the wait, which makes main's writes visible to this
-  grid.
+* ``merge``: its index math before its wait, every global read after it (``CONTEXT_LENS``, then the
+  partials ``WM``, ``WL``, ``WO``: main does not write the lengths, but the ISA promises visibility only to a
+  grid that waited, so the lengths wait too; ptxas hoists the wait there anyway); then its
+  ``launch_dependents`` (the next call's ``main`` waits in turn before it overwrites the workspace). The
+  partials are read by ``ld.global.nc`` (the compiler's choice for a kernel that does not write them): none is
+  read before the wait, which makes main's writes visible to this grid.
 
 The emulator runs the grids in order (``griddepcontrol`` does nothing there); ``emulate(...,
 after_wait=names)`` checks that no thread reads those buffers through a plain or ``ld`` load before its
-wait (``paged_target.execute`` passes every parameter of main and the merge's partials; cp.async and TMA
+wait (``paged_target.execute`` passes every parameter of both kernels; cp.async and TMA
 reads, main's Q, K and V, are not checked)."""
 
 from __future__ import annotations
@@ -40,7 +40,6 @@ from __future__ import annotations
 PDL = False
 """Whether a plan without ``PagedDecodeConfig.pdl`` launches as a programmatic dependent: no, until timed
 (``gpu_stop45.sh pagedpdl``)."""
-MERGE_AFTER_WAIT = ("WM", "WL", "WO")  # what the merge reads that main writes (after its griddepcontrol.wait)
 PDL_ARCH = 90  # griddepcontrol (and the launch attribute) need sm_90 (PTX ISA 9.7.15.14)
 
 
@@ -62,4 +61,4 @@ def serialization(p):
     return True if p.pdl else None
 
 
-__all__ = ["MERGE_AFTER_WAIT", "PDL", "PDL_ARCH", "choose_pdl", "serialization"]
+__all__ = ["PDL", "PDL_ARCH", "choose_pdl", "serialization"]

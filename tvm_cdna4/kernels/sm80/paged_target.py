@@ -11,7 +11,6 @@ None).
 from __future__ import annotations
 
 from ..attention.paged import PagedDecodeProblem, clamped_contexts, output_arrays
-from .paged_decode_pdl import MERGE_AFTER_WAIT
 from .paged_decode_plan import PagedDecodeConfig, PagedDecodePlan, plan_paged_decode
 
 EMULATED_KEYS = 2048
@@ -104,12 +103,12 @@ def execute_with(p: PagedDecodePlan, arrays: dict, run, kernels, target: str):
     out = {**arrays, **output_arrays(problem), **workspace(p)}
     raw = {name: a.view(np.uint8) if name.endswith("_CACHE") and a.dtype.itemsize == 1 else a for name, a in out.items()}
     main, merge = kernels
-    waits = p.pdl  # PDL: main reads nothing, the merge no partial, before its griddepcontrol.wait (paged_decode_pdl)
+    waits = p.pdl  # PDL: neither kernel reads global memory before its griddepcontrol.wait (paged_decode_pdl)
     emulate(main, *(raw[q.name] for q in p.params), target=target,
             after_wait=tuple(q.name for q in p.params) if waits else ())
     if merge is not None:
         emulate(merge, *(raw[q.name] for q in p.merge_params), target=target,
-                after_wait=MERGE_AFTER_WAIT if waits else ())
+                after_wait=tuple(q.name for q in p.merge_params) if waits else ())
     return (out["O"], out["LSE"]), "the CUDA emulator (no GPU runner)"
 
 
