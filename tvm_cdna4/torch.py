@@ -570,6 +570,10 @@ def attention(q, k, v, *, causal: bool = False, scale=None, return_lse: bool = F
         pair = launch(q, k, v, return_lse)
         if pair is not None:
             return pair if return_lse else pair[0]
+    for name, t in (("q", q), ("k", k), ("v", v)):  # named before the op's schema refuses it in torch's words
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"tvm_cdna4.torch.attention: argument '{name}' must be a torch.Tensor, not "
+                            f"{type(t).__name__}")
     o, lse = torch.ops.tvm_cdna4.attention(q, k, v, causal, scale)
     if key is not None and q.device.type != "meta":
         problem = check_attention_arguments(q, k, v, causal, scale)
