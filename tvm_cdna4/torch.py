@@ -562,6 +562,8 @@ def attention(q, k, v, *, causal: bool = False, scale=None, return_lse: bool = F
         _fail("causal", "a bool", "True or False", repr(causal), "attention")
     if scale is not None:
         try:
+            if isinstance(scale, bool | str):  # float() would read True as 1.0, "0.1" as 0.1
+                raise TypeError(scale)
             scale = float(scale)
         except (TypeError, ValueError):
             _fail("scale", "the softmax scale", "a positive finite float or None", repr(scale), "attention")

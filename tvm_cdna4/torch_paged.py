@@ -253,6 +253,8 @@ def paged_attention(q, k_cache, v_cache, block_table, context_lens, *, scale=Non
     """Paged decode attention (the module docstring): ``O``, or ``(O, LSE)`` with ``return_lse``."""
     if scale is not None:
         try:
+            if isinstance(scale, bool | str):  # float() would read True as 1.0, "0.1" as 0.1
+                raise TypeError(scale)
             scale = float(scale)
         except (TypeError, ValueError):
             _fail("scale", "the softmax scale", "a positive finite float or None", repr(scale), "parameters")

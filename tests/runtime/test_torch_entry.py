@@ -213,6 +213,11 @@ def meta4(*shape, dtype=torch.bfloat16):
     (lambda: tt.attention(meta4(1, 2, 8, 64), meta4(1, 2, 8, 64), meta4(1, 2, 8, 64), scale="0.1x"),
      r"argument 'scale': the softmax scale; expected a positive finite float or None, found '0.1x'$"),
     (lambda: tt.attention(meta4(1, 2, 8, 64), meta4(1, 2, 8, 64), meta4(1, 2, 8, 64), causal=1), "argument 'causal'"),
+    # stop 54 (mistakes): float() read these as 1.0 and 0.1
+    (lambda: tt.attention(meta4(1, 2, 8, 64), meta4(1, 2, 8, 64), meta4(1, 2, 8, 64), scale=True),
+     r"argument 'scale': the softmax scale; expected a positive finite float or None, found True$"),
+    (lambda: tt.attention(meta4(1, 2, 8, 64), meta4(1, 2, 8, 64), meta4(1, 2, 8, 64), scale="0.1"),
+     r"argument 'scale': the softmax scale; expected a positive finite float or None, found '0.1'$"),
     (lambda: tt._check_alignment("attention", q=torch.zeros(64, dtype=torch.bfloat16)[1:]),
      "argument 'q': its data pointer"),
 ])

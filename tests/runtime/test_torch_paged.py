@@ -91,3 +91,11 @@ def test_a_non_tensor_is_named_before_the_ops_schema(keywords, operand):
     with pytest.raises(ContractError, match="a torch.Tensor") as info:
         paged_attention(q, k, v, tensors["block_table"], tensors["context_lens"], **keywords)
     assert info.value.operand == operand and info.value.found in ("float", "list")
+
+
+@pytest.mark.parametrize("scale", [True, "0.1"])
+def test_a_bool_or_string_scale_is_refused(scale):
+    """Stop 54 (mistakes): float() read True as 1.0 and "0.1" as 0.1."""
+    with pytest.raises(ContractError, match="the softmax scale") as info:
+        paged_attention(*_args(), scale=scale)
+    assert info.value.operand == "scale" and info.value.found == repr(scale)
