@@ -340,3 +340,58 @@ def test_a_kernel_for_another_backend_is_a_contract_error(case):
                        rf"Suggestion: compile it for ") as info:
         run()
     assert info.value.check == "backend"
+
+
+# ---- the public plan API: a config's field types and its target (stop 54, "mistakes") ----------------------------
+
+
+def _gemm_plan(target, config):
+    from tvm_cdna4.kernels import gemm
+
+    return gemm.plan(gemm.GemmProblem(256, 256, 256, "f16", "nt", "f32"), target, config)
+
+
+def _configs():
+    from tvm_cdna4.kernels.gfx950.gemm_config import Gfx950GemmConfig
+    from tvm_cdna4.kernels.sm80.gemm_config import GemmConfig
+    from tvm_cdna4.kernels.sm90.gemm_plan import Sm90Config
+
+    return GemmConfig, Sm90Config, Gfx950GemmConfig
+
+
+@pytest.mark.parametrize("target, make, operand, found", [
+    # before: a TypeError from arithmetic ("unsupported operand type(s) for //: 'str' and 'int")
+    ("sm80", lambda c: c[0](block_m="128"), "block_m", "'128'"),
+    ("sm80", lambda c: c[0](block_m=128.0), "block_m", "128.0"),
+    ("sm80", lambda c: c[0](precompute="no"), "precompute", "'no'"),  # before: planned, "no" read as True
+    ("sm80", lambda c: c[0](warps_m=0), "warps_m", "0"),  # before: ZeroDivisionError
+    ("sm80", lambda c: c[1](), "config", "a Sm90Config"),  # before: TypeError, check() missing 'smem_bytes'
+    ("sm80", lambda c: {"block_m": 64}, "config", "a dict"),  # before: AttributeError
+    ("sm90", lambda c: c[1](stages=2.0), "stages", "2.0"),  # before: planned
+    ("sm90", lambda c: c[1](swap_ab="no"), "swap_ab", "'no'"),  # before: planned, swapped
+    ("sm90", lambda c: c[0](), "config", "a GemmConfig"),  # before: TypeError, check() takes 1 argument
+    ("gfx950", lambda c: c[2](lds_dma="no"), "lds_dma", "'no'"),  # before: planned with LDS DMA on
+])
+def test_a_gemm_config_of_the_wrong_type_is_named(target, make, operand, found):
+    with pytest.raises(ContractError) as info:
+        _gemm_plan(target, make(_configs()))
+    assert (info.value.operand, str(info.value.found)) == (operand, found)
+    assert str(info.value).splitlines()[0].startswith(f"operand {operand}: {target} GEMM config")
+
+
+def test_an_attention_config_of_the_wrong_type_or_target_is_named():
+    from tvm_cdna4.kernels import attention
+    from tvm_cdna4.kernels.attention.problem import AttentionProblem
+    from tvm_cdna4.kernels.sm80.attention_plan import Sm80AttentionConfig
+
+    with pytest.raises(ContractError, match="sm80 attention config block_kv") as info:
+        Sm80AttentionConfig(block_kv="64")  # before: TypeError "not all arguments converted during string formatting"
+    assert info.value.found == "'64'"
+    with pytest.raises(ContractError, match="sm80 attention config q_regs"):
+        Sm80AttentionConfig(q_regs="no")  # before: accepted, "no" read as True
+    problem = AttentionProblem(1, 4, 4, 256, 256, 128, False, "bf16")
+    with pytest.raises(ContractError, match="sm90 attention config: a config of this target") as info:
+        attention.plan(problem, "sm90", Sm80AttentionConfig())  # before: AttributeError, no 'check'
+    assert info.value.operand == "config"
+    with pytest.raises(ValueError, match="attention causal: expected True or False, found 'yes'"):
+        AttentionProblem(1, 4, 4, 256, 256, 128, "yes", "bf16")  # before: planned a causal kernel

@@ -65,7 +65,7 @@ def _first(op: str, name: str, a, layout, rule: str) -> None:
     if a.device.type not in DEVICE_TYPES:
         _fail(name, "a CUDA tensor", "device cuda", a.device, op)
     if a.dtype not in (GEMM_DTYPES if op == "gemm" else IN_DTYPES):
-        fp8 = " or torch.float8_e4m3fn (gemm only)" if op == "gemm" or a.dtype in FP8_DTYPES else ""
+        fp8 = " or torch.float8_e4m3fn (gemm only)" if op == "gemm" else " (fp8 inputs: gemm only, the sm90 kernel)"
         _fail(name, "dtype", "torch.float16 or torch.bfloat16" + fp8, a.dtype, op)
     if layout not in LAYOUTS:
         _fail("layout", "a layout with A stored [M, K]", " or ".join(map(repr, LAYOUTS)), repr(layout), op)
@@ -81,6 +81,15 @@ def _epilogue(op: str, first: str, device, activation, inputs: dict) -> None:
     for name, (t, shape, dtypes) in inputs.items():
         if t is not None:
             _tensor(name, t, device, dtypes, shape, op, first)
+
+
+def _extents(op: str, sizes: dict) -> None:
+    """Each of ``sizes`` (``{name: (argument, size)}``: N, K, G) at least 1: the kernels are built for them (M, T
+    may be 0: nothing launches)."""
+    for name, (argument, size) in sizes.items():
+        if size < 1:
+            _fail(argument, f"{name} of at least 1 (a kernel is built for it; only the rows may be 0)", f"{name} >= 1",
+                  f"{name} = {size}", op)
 
 
 def _fused(M, N: int, odt, values: dict, groups: int = 0) -> dict:
@@ -105,6 +114,7 @@ def check_arguments(a, b, layout, out_dtype, bias, activation, residual, row_sca
         _fail("b", "a matrix ([N, K] for layout 'nt', [K, N] for 'nn')", "2 dimensions",
               f"shape {tuple(b.shape)}" if isinstance(b, torch.Tensor) else type(b).__name__)
     N = b.shape[0] if layout == "nt" else b.shape[1]
+    _extents("gemm", {"K": ("a", K), "N": ("b", N)})
     check_fp8(a, layout, K)
     _tensor("a", a, a.device, (a.dtype,), (M, K))
     _tensor("b", b, a.device, (a.dtype,), (N, K) if layout == "nt" else (K, N))
@@ -156,6 +166,7 @@ def check_grouped_arguments(x, w, offsets, layout, out_dtype, bias, activation, 
         _fail("w", "the groups' weights ([G, N, K] for layout 'nt', [G, K, N] for 'nn')", "3 dimensions",
               f"shape {tuple(w.shape)}" if isinstance(w, torch.Tensor) else type(w).__name__, op)
     G, N = w.shape[0], (w.shape[1] if layout == "nt" else w.shape[2])
+    _extents(op, {"K": ("x", K), "G": ("w", G), "N": ("w", N)})
     _tensor("x", x, x.device, (x.dtype,), (T, K), op, "x")
     _tensor("w", w, x.device, (x.dtype,), (G, N, K) if layout == "nt" else (G, K, N), op, "x")
     if isinstance(offsets, torch.Tensor) and offsets.dtype != torch.int32:

@@ -562,6 +562,8 @@ def attention(q, k, v, *, causal: bool = False, scale=None, return_lse: bool = F
         _fail("causal", "a bool", "True or False", repr(causal), "attention")
     if scale is not None:
         try:
+            if isinstance(scale, bool | str):  # float() would read True as 1.0, "0.1" as 0.1
+                raise TypeError(scale)
             scale = float(scale)
         except (TypeError, ValueError):
             _fail("scale", "the softmax scale", "a positive finite float or None", repr(scale), "attention")
@@ -570,6 +572,10 @@ def attention(q, k, v, *, causal: bool = False, scale=None, return_lse: bool = F
         pair = launch(q, k, v, return_lse)
         if pair is not None:
             return pair if return_lse else pair[0]
+    for name, t in (("q", q), ("k", k), ("v", v)):  # named before the op's schema refuses it in torch's words
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"tvm_cdna4.torch.attention: argument '{name}' must be a torch.Tensor, not "
+                            f"{type(t).__name__}")
     o, lse = torch.ops.tvm_cdna4.attention(q, k, v, causal, scale)
     if key is not None and q.device.type != "meta":
         problem = check_attention_arguments(q, k, v, causal, scale)

@@ -239,11 +239,22 @@ def _prepare(key, kernels, q, scaled: bool) -> None:
     _store(key, launch)
 
 
+def _tensors(**arguments) -> None:
+    """Each argument a tensor (the scales: or None), named before the op's schema would refuse it in torch's words
+    (a float ``k_scale``: "Expected a value of type 'Optional[Tensor]'"); ``check_paged_arguments`` checks the rest."""
+    for name, t in arguments.items():
+        if not isinstance(t, torch.Tensor) and not (t is None and name.endswith("_scale")):
+            _fail(name, "a torch.Tensor" + (" or None" if name.endswith("_scale") else ""), "a tensor",
+                  type(t).__name__, "operands")
+
+
 def paged_attention(q, k_cache, v_cache, block_table, context_lens, *, scale=None, k_scale=None, v_scale=None,
                     return_lse: bool = False):
     """Paged decode attention (the module docstring): ``O``, or ``(O, LSE)`` with ``return_lse``."""
     if scale is not None:
         try:
+            if isinstance(scale, bool | str):  # float() would read True as 1.0, "0.1" as 0.1
+                raise TypeError(scale)
             scale = float(scale)
         except (TypeError, ValueError):
             _fail("scale", "the softmax scale", "a positive finite float or None", repr(scale), "parameters")
@@ -254,6 +265,8 @@ def paged_attention(q, k_cache, v_cache, block_table, context_lens, *, scale=Non
         pair = launch(q, k_cache, v_cache, block_table, context_lens, k_scale, v_scale, return_lse)
         if pair is not None:
             return pair if return_lse else pair[0]
+    _tensors(q=q, k_cache=k_cache, v_cache=v_cache, block_table=block_table, context_lens=context_lens,
+             k_scale=k_scale, v_scale=v_scale)
     o, lse = torch.ops.tvm_cdna4.paged_attention(q, k_cache, v_cache, block_table, context_lens, scale, k_scale, v_scale)
     if key is not None and q.device.type != "meta":  # meta: a trace, nothing launched
         problem = check_paged_arguments(q, k_cache, v_cache, block_table, context_lens, scale, k_scale, v_scale)

@@ -45,6 +45,9 @@ def test_import_without_torch_names_the_extra():
     (lambda: tt.gemm(meta(4, 64), meta(8, 64), residual=meta(4, 8, dtype=torch.float32)),
      "argument 'residual': dtype; expected torch.float16"),
     (lambda: tt._check_alignment(a=torch.zeros(64, dtype=torch.float16)[1:]), "argument 'a': its data pointer"),
+    # stop 54 (mistakes): N or K of 0 passed the checks, then failed in the kernel's build ("N, K must be positive")
+    (lambda: tt.gemm(meta(4, 64), meta(0, 64)), "argument 'b': N of at least 1 .*; expected N >= 1, found N = 0"),
+    (lambda: tt.gemm(meta(4, 0), meta(8, 0)), "argument 'a': K of at least 1 .*; expected K >= 1, found K = 0"),
 ])
 def test_argument_errors_name_the_argument(call, match):
     with pytest.raises(ValueError, match=match):
@@ -84,6 +87,9 @@ def _grouped(x=None, w=None, offsets=None, **kw):
      r"argument 'bias': shape; expected \(4, 32\), found \(32,\)"),
     (lambda: _grouped(row_scale=meta(4, 32, dtype=torch.float32)), r"argument 'row_scale': shape; expected \(100,\)"),
     (lambda: _grouped(layout="tn"), "argument 'layout'"),
+    # stop 54 (mistakes): no groups passed the checks (and a kernel was built for G = 0)
+    (lambda: _grouped(w=meta(0, 32, 64, dtype=torch.bfloat16), offsets=meta(1, dtype=torch.int32)),
+     "argument 'w': G of at least 1 .*; expected G >= 1, found G = 0"),
 ])
 def test_grouped_argument_errors_name_the_argument(call, match):
     with pytest.raises((ValueError, TypeError), match=match):
@@ -207,12 +213,28 @@ def meta4(*shape, dtype=torch.bfloat16):
     (lambda: tt.attention(meta4(1, 2, 8, 64), meta4(1, 2, 8, 64), meta4(1, 2, 8, 64), scale="0.1x"),
      r"argument 'scale': the softmax scale; expected a positive finite float or None, found '0.1x'$"),
     (lambda: tt.attention(meta4(1, 2, 8, 64), meta4(1, 2, 8, 64), meta4(1, 2, 8, 64), causal=1), "argument 'causal'"),
+    # stop 54 (mistakes): float() read these as 1.0 and 0.1
+    (lambda: tt.attention(meta4(1, 2, 8, 64), meta4(1, 2, 8, 64), meta4(1, 2, 8, 64), scale=True),
+     r"argument 'scale': the softmax scale; expected a positive finite float or None, found True$"),
+    (lambda: tt.attention(meta4(1, 2, 8, 64), meta4(1, 2, 8, 64), meta4(1, 2, 8, 64), scale="0.1"),
+     r"argument 'scale': the softmax scale; expected a positive finite float or None, found '0.1'$"),
     (lambda: tt._check_alignment("attention", q=torch.zeros(64, dtype=torch.bfloat16)[1:]),
      "argument 'q': its data pointer"),
 ])
 def test_attention_argument_errors_name_the_argument(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+@pytest.mark.parametrize("which", [0, 1, 2])
+def test_attention_names_a_non_tensor_before_the_ops_schema(which):
+    """Stop 54 (mistakes): a list for v reached the op, whose schema refused it in torch's words (a RuntimeError:
+    "Expected a value of type 'Tensor'")."""
+    args = [meta4(1, 2, 8, 64) for _ in range(3)]
+    args[which] = [[0.0]]
+    with pytest.raises(TypeError, match=rf"^tvm_cdna4.torch.attention: argument '{'qkv'[which]}' must be a "
+                       r"torch.Tensor, not list$"):
+        tt.attention(*args)
 
 
 def test_the_attention_op_is_registered_with_a_fake_implementation():

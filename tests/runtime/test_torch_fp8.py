@@ -35,7 +35,8 @@ def test_fp8_gemm_defaults_to_a_bf16_output_with_the_scales_fused():
     (lambda: tt.gemm(meta(4, 64, dtype=torch.float8_e5m2), meta(8, 64, dtype=torch.float8_e5m2)),
      r"argument 'a': dtype; expected torch.float16 or torch.bfloat16 or torch.float8_e4m3fn \(gemm only\)"),
     (lambda: tt.grouped_gemm(meta(4, 64), meta(2, 8, 64), meta(3, dtype=torch.int32)),
-     r"grouped_gemm: argument 'x': dtype; expected torch.float16 or torch.bfloat16 or torch.float8_e4m3fn \(gemm only\)"),
+     r"grouped_gemm: argument 'x': dtype; expected torch.float16 or torch.bfloat16 \(fp8 inputs: gemm only, the sm90 "
+     r"kernel\), found torch.float8_e4m3fn"),  # not fp8 among the expected dtypes (stop 54: it was)
 ])
 def test_fp8_argument_rules(call, message):
     with pytest.raises(ValueError, match=message):

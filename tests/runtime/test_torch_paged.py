@@ -75,3 +75,27 @@ def test_a_misaligned_tensor_is_named_before_any_launch():
         with pytest.raises(ContractError, match="16-byte aligned") as info:
             check_paged_alignment(**tensors)
         assert info.value.operand == operand and info.value.check == "alignment"
+
+
+@pytest.mark.parametrize("keywords, operand", [
+    (dict(k_scale=0.5, v_scale=0.5), "k_scale"),  # vLLM-style float scales
+    (dict(context_lens=[5, 7]), "context_lens"),
+    (dict(block_table=[[0, 1, 2], [3, 4, 5]]), "block_table"),
+])
+def test_a_non_tensor_is_named_before_the_ops_schema(keywords, operand):
+    """Stop 54 (mistakes): a float k_scale or a list reached the op, whose schema refused it in torch's words (a
+    RuntimeError: "Expected a value of type 'Optional[Tensor]'")."""
+    q, k, v, table, lens = _args(kv=torch.float8_e4m3fn if "k_scale" in keywords else torch.bfloat16)
+    tensors = dict(block_table=table, context_lens=lens)
+    tensors.update((n, keywords.pop(n)) for n in list(keywords) if n in tensors)
+    with pytest.raises(ContractError, match="a torch.Tensor") as info:
+        paged_attention(q, k, v, tensors["block_table"], tensors["context_lens"], **keywords)
+    assert info.value.operand == operand and info.value.found in ("float", "list")
+
+
+@pytest.mark.parametrize("scale", [True, "0.1"])
+def test_a_bool_or_string_scale_is_refused(scale):
+    """Stop 54 (mistakes): float() read True as 1.0 and "0.1" as 0.1."""
+    with pytest.raises(ContractError, match="the softmax scale") as info:
+        paged_attention(*_args(), scale=scale)
+    assert info.value.operand == "scale" and info.value.found == repr(scale)

@@ -10,6 +10,8 @@
 - ``Target`` / ``Family``: a family's table of targets. A row names the module that implements the
   family's verbs on that target (``plan``, ``choose``, ``emit``, ``build``, ``execute``); the family's
   own functions of the same names dispatch through it, so a new target is a folder and one row.
+- ``check_config``: a config of the target's record class whose fields hold values of their declared types (a
+  ContractError naming the field first: ``"128"`` for an int, ``"no"`` for a bool), before any rule reads them.
 - ``option`` / ``refused_options``: a config field's CLI option as typed (``--stages 40``) and a refusal of the
   options given as one line, those options first: every target's ``config_from_options`` and the attention
   CLI's config fields word their refusals through them.
@@ -22,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import json
+import numbers
 from typing import Union
 
 import attrs
@@ -59,6 +62,34 @@ def refused_options(options, error: Exception) -> ValueError:
     """``error``, a refusal of what ``options`` (each as ``option`` types it) asked for, as one line: those
     options first, then the error's first line (``--stages 40: operand stages: ...``)."""
     return ValueError(f"{', '.join(dict.fromkeys(options))}: {str(error).splitlines()[0]}")
+
+
+FIELD_TYPES = {"int": (lambda v: isinstance(v, numbers.Integral) and not isinstance(v, bool), "an int"),
+               "bool": (lambda v: isinstance(v, bool), "True or False"),
+               "str": (lambda v: isinstance(v, str), "a string")}
+"""The declared field types ``check_config`` checks (each ``| None`` too): the test and the words of its refusal."""
+
+
+def check_config(config, classes: tuple, what: str) -> None:
+    """``config`` (None passes) an instance of one of ``classes`` whose every field of a ``FIELD_TYPES`` type
+    holds a value of it: a ContractError naming ``config`` (another target's config) or the field (``block_m="128"``,
+    ``stages=3.0``, ``lds_dma="no"``), before the config's own rules read the values. ``what``: the record's words
+    (``"sm80 GEMM config"``)."""
+    from ..errors import ContractError
+
+    if config is None:
+        return
+    if not isinstance(config, classes):
+        names = " or ".join(c.__name__ for c in classes)
+        raise ContractError(f"{what}: a config of this target", operand="config", check="parameters",
+                            expected=f"a {names} (or None: the cost model's)", found=f"a {type(config).__name__}")
+    for f in attrs.fields(type(config)) if attrs.has(type(config)) else dataclasses.fields(config):
+        declared = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", "")
+        base, optional = declared.removesuffix(" | None"), declared.endswith(" | None")
+        value = getattr(config, f.name)
+        if base in FIELD_TYPES and not (optional and value is None) and not FIELD_TYPES[base][0](value):
+            raise ContractError(f"{what} {f.name}: a field of type {declared}", operand=f.name, check="parameters",
+                                expected=FIELD_TYPES[base][1] + (" or None" if optional else ""), found=repr(value))
 
 
 @attrs.frozen
@@ -151,5 +182,5 @@ def row(table: dict[str, Target], family: str, target: str) -> Target:
     return table[target]
 
 
-__all__ = ["Extent", "Param", "PlanRecord", "Target", "cache_key", "ceil_div", "extent_record", "plan_record", "row",
-           "target_of"]
+__all__ = ["FIELD_TYPES", "Extent", "Param", "PlanRecord", "Target", "cache_key", "ceil_div", "check_config",
+           "extent_record", "plan_record", "row", "target_of"]

@@ -88,6 +88,8 @@ class AttentionProblem:
             raise ValueError(f"attention head_dim: expected one of {HEAD_DIMS}, found {self.head_dim}")
         if self.dtype not in ATTENTION_DTYPES:
             raise ValueError(f"attention dtype: expected one of {ATTENTION_DTYPES}, found {self.dtype!r}")
+        if not isinstance(self.causal, bool):  # a truthy string would plan a causal kernel
+            raise ValueError(f"attention causal: expected True or False, found {self.causal!r}")
         if self.scale is not None and not (isinstance(self.scale, float | int) and not isinstance(self.scale, bool)
                                            and math.isfinite(self.scale) and self.scale > 0):
             raise ValueError(f"attention scale: expected a positive finite number or None, found {self.scale!r}")

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import attrs
 
-from ..common import PlanRecord
+from ..common import PlanRecord, check_config
 
 from ...isa import CATALOG
 from ...isa.hardware import GFX950_LDS_BYTES
@@ -215,6 +215,7 @@ def plan_gfx950_attention(problem: AttentionProblem, config: AttentionConfig | N
     its LDS (``AttentionPlan.lds_bytes``) exceeds the CU's, or a tensor is too large for 32-bit indexing
     (``check_indexing``)."""
     check_indexing(problem)
+    check_config(config, (AttentionConfig,), "gfx950 attention config")
     config = config or AttentionConfig()
     spec = DTYPES[problem.dtype]
     D, BKV = problem.head_dim, config.block_kv

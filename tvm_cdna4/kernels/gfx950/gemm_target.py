@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import attrs
 
-from ..common import option, refused_options
+from ..common import check_config, option, refused_options
 from ..gemm.problem import GemmProblem
 from . import gemm as g
 from .gemm_plan import (DTYPES, MX_FORMATS, Gfx950GemmConfig, MxGemmConfig, MxGemmPlan, check_mx_config,
@@ -62,6 +62,7 @@ def plan(problem: GemmProblem, config=None, *, m: int | None = None, k_splits: i
     if config is not None and not isinstance(config, Gfx950GemmConfig | MxGemmConfig):
         raise TypeError(f"gfx950 GEMM config: expected a Gfx950GemmConfig or MxGemmConfig, found "
                         f"{type(config).__name__}")
+    check_config(config, (Gfx950GemmConfig, MxGemmConfig), "gfx950 GEMM config")
     out = _out(problem)
     if config is None and not problem.mx and k_splits is None:
         from .. import devices

@@ -49,7 +49,7 @@ import re
 
 import attrs
 
-from ..common import PlanRecord
+from ..common import PlanRecord, check_config
 from ..devices import DEVICES
 
 from ...isa.formats import fmt
@@ -114,6 +114,7 @@ class Sm80AttentionConfig:
     head_group: int | None = None
 
     def __attrs_post_init__(self):
+        check_config(self, (Sm80AttentionConfig,), "sm80 attention config")
         self._check_sync()
         if not (_is_int(self.rescale_slack) and 0 <= self.rescale_slack <= MAX_RESCALE_SLACK):
             raise ValueError(f"attention rescale_slack: expected 0 (always rescale) to {MAX_RESCALE_SLACK} (p <= "
@@ -283,7 +284,7 @@ thread at the estimates up to 262 (two m-tiles at 64 keys with ``rescale_slack``
 bytes causal, where the masked loop is a second copy of the body), 108 at 280 and 44 at 288."""
 
 
-def check_config(problem: AttentionProblem, config: Sm80AttentionConfig) -> None:
+def check_tiles(problem: AttentionProblem, config: Sm80AttentionConfig) -> None:
     """Refuse a config whose copies do not split evenly or whose buffers or registers do not fit."""
     chunks = problem.head_dim // CHUNK
     threads = 32 * config.warps
@@ -319,8 +320,9 @@ def plan_sm80_attention(problem: AttentionProblem, config: Sm80AttentionConfig |
     if arch_number(arch) < 80:  # cp.async, ldmatrix and mma.sync m16n8k16 are sm_80's
         raise ValueError(f"sm80 attention arch: expected a CUDA arch sm_80 or newer, such as 'sm_80' or 'sm_90a', "
                          f"found {arch!r}")
+    check_config(config, (Sm80AttentionConfig,), "sm80 attention config")  # the types (another target's config)
     config = config or default_config(problem, sms or H200_SMS, arch)
-    check_config(problem, config)
+    check_tiles(problem, config)
     shapes = problem.shapes()
     storage = STORAGE[problem.dtype]
     params = tuple(Param(name, shapes[name], storage if name != "LSE" else "float32")
@@ -434,7 +436,7 @@ def estimate(problem: AttentionProblem, config: Sm80AttentionConfig, sms: int = 
     ``kv_tiles_for``) spread over ``sms x occupancy`` slots longest first, the makespan being the larger
     of the average load and the longest CTA; inf where the config does not fit."""
     try:
-        check_config(problem, config)
+        check_tiles(problem, config)
     except ValueError:
         return float("inf")
     resident = occupancy(problem, config)
@@ -467,7 +469,7 @@ def decoupled(problem: AttentionProblem, config: Sm80AttentionConfig) -> Sm80Att
         return config
     twin = attrs.evolve(config, sync="mbarrier", stages=max(3, config.stages), overlap=False, skew=False)
     try:
-        check_config(problem, twin)
+        check_tiles(problem, twin)
     except ValueError:
         return config
     return twin

@@ -37,7 +37,7 @@ from dataclasses import asdict, dataclass, replace
 
 import attrs
 
-from ..common import PlanRecord
+from ..common import PlanRecord, check_config
 
 from .gemm_config import DTYPES, MMA, OUT_DTYPES, GemmConfig, _short_dtype, _short_out
 from .gemm_cost import H200_SMS, Device, candidates, choose_config, estimate
@@ -434,6 +434,7 @@ def plan_any(M: int | MBucket, N: int, K: int, dtype: str = "f16", layout: str =
     """The plan of either kernel: a ``DecodePlan`` for a ``DecodeConfig``, a ``GemmPlan`` for a
     ``GemmConfig``; without a config, the planner's choice (``choose_kernel``, fusion-blind; for an
     ``MBucket`` of dynamic M, at its representative M); ``fusion``: the fused epilogue either kernel applies."""
+    check_config(config, (GemmConfig, DecodeConfig), "sm80 GEMM config")
     if min(planned_m(M), N, K) < 1:
         raise ValueError("M, N, K must be positive")
     if isinstance(M, MBucket):

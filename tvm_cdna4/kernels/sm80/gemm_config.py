@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, replace
 
+from ...errors import ContractError
 from ..gemm.grouped import SEARCHES
 
 
@@ -82,6 +83,10 @@ class GemmConfig:
         return self.stages * (self.block_m + self.block_n) * self.block_k * elem_bytes
 
     def check(self) -> None:
+        for name in ("block_m", "block_n", "block_k", "warps_m", "warps_n", "group_m"):
+            if getattr(self, name) < 1:
+                raise ContractError(f"sm80 GEMM config {name}: at least one", operand=name, check="parameters",
+                                    expected=">= 1", found=getattr(self, name))
         if self.warp_m % 16 or self.warp_n % 16:
             raise ValueError(f"warp tile {self.warp_m}x{self.warp_n} must be a multiple of 16x16")
         if self.block_k % 32:

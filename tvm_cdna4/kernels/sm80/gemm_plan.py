@@ -33,7 +33,7 @@ from dataclasses import asdict, is_dataclass
 
 import attrs
 
-from ..common import PlanRecord
+from ..common import PlanRecord, check_config
 
 from ..gemm.dynamic_m import (  # noqa: F401 (ceil_div, is_static...: re-exported, callers import them from here)
     MBucket, ceil_div, check_layout, divides, extent_record, is_static, m_limit, resolve_m,
@@ -245,6 +245,7 @@ def plan(M: int | MBucket, N: int, K: int, dtype: str = "f16", layout: str = "nt
     (``choose_config``, which does not weigh the fusion; a bucket's at its representative M).
     ``groups`` > 0: a grouped GEMM (``kernels.gemm.grouped``) of that many groups, ``M`` the bucket of rows
     per group the tiling is chosen for; the plan's M is then the run-time total T (``check_grouped``)."""
+    check_config(config, (GemmConfig,), "sm80 GEMM config")
     dt = DTYPES[_short_dtype(dtype)]
     ot = OUT_DTYPES[_short_out(out_dtype)]
     layout = layout.lower()

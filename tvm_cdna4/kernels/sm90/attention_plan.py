@@ -70,7 +70,7 @@ import attrs
 from ...errors import ContractError
 from ..attention.problem import (OUT_DTYPES, P_SHIFT, SCALED, AttentionProblem, check_indexing, work_item,  # noqa: F401
                                  workgroup_tiles)
-from ..common import Param, PlanRecord, ceil_div
+from ..common import Param, PlanRecord, ceil_div, check_config
 from ..devices import DEVICES
 from .gemm_plan import (CONSUMER_REGS, DTYPES, ELEMENT_BYTES, PRODUCER_REGS, ROW_BYTES, TMA_BOX_MAX, WARPGROUP,
                         WGMMA_M, WGMMA_TYPES, wgmma_k)
@@ -545,6 +545,7 @@ def plan_sm90_attention(problem: AttentionProblem, config: Sm90AttentionConfig,
                             check="dtype", expected=tuple(STORAGE), found=problem.dtype)
     check_indexing(problem)
     smem = smem_bytes or DEVICES["H200"].smem_per_unit
+    check_config(config, (Sm90AttentionConfig,), "sm90 attention config")
     config.check(problem, smem)
     shapes = problem.shapes()
     storage = STORAGE[problem.dtype]

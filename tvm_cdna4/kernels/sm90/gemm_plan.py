@@ -69,7 +69,7 @@ import attrs
 
 from ...errors import ContractError
 from ...isa.hopper_layout import TMA_SWIZZLE
-from ..common import Param, PlanRecord, ceil_div
+from ..common import Param, PlanRecord, ceil_div, check_config
 from ..gemm.dynamic_m import MBucket, resolve_m
 from ..gemm.epilogue import TANH_OUTPUTS, Fusion
 from . import gemm_shift as SHIFT
@@ -642,6 +642,7 @@ def plan(M, N, K, dtype, layout, out_dtype, config: Sm90Config, sms: int, smem_b
     ``fusion``: the fused epilogue, whose inputs follow C in ``params``; ``M`` an ``MBucket``: dynamic M)."""
     check_problem(M, N, K, dtype, layout, out_dtype)
     M, bucket, _ = resolve_m(M, "kernels.sm90.gemm_plan.plan")
+    check_config(config, (Sm90Config,), "sm90 GEMM config")
     config.check(smem_bytes)
     if config.tile_walk != "gaps":
         raise ContractError("sm90 GEMM config tile_walk: the prefix walk is a grouped GEMM's (its groups' row tiles)",

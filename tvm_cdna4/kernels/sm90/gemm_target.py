@@ -33,7 +33,7 @@ from __future__ import annotations
 
 
 from ...cuda.build import CudaBuild, cached_build, check_compiler, compile_blobs
-from ..common import cache_key, option, refused_options
+from ..common import cache_key, check_config, option, refused_options
 from ..gemm.problem import GemmProblem
 from ..sm80.gemm_target import EMULATED_MACS
 from . import gemm_cost, gemm_shift
@@ -150,6 +150,7 @@ def plan(problem: GemmProblem, config=None, *, m: int | None = None, sms: int | 
                          "(split_k, reduction), chosen by the cost model (--split-k sets split_k)")
     from ..sm80.decode_plan import DecodeConfig, plan_decode
 
+    check_config(config, (Sm90Config, DecodeConfig), "sm90 GEMM config")
     _static(problem)
     if problem.grouped:
         return _grouped(problem, config, sms).plan(m)
