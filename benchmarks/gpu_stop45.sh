@@ -208,6 +208,12 @@ fi
 export PYTHONPATH=$PWD:/tmp/site
 source benchmarks/h200_preamble.sh
 [ -n "$NO_GPU_TESTS" ] && gpu_tests() { echo "GPU tests skipped (NO_GPU_TESTS=1): $2"; }  # benchmarks check each kernel first
+carried_flashinfer() {  # FI: the carried FlashInfer (.sm90tree/flashinfer, carry it), probed once into $OUT
+  FI=${FLASHINFER_CARRIED:-.sm90tree/flashinfer}
+  export FLASHINFER_WORKSPACE_BASE=${FLASHINFER_WORKSPACE_BASE:-/tmp/flashinfer}
+  timeout 15 python3 benchmarks/flashinfer_carry.py --probe "$FI" > "$OUT/flashinfer_probe.log" 2>&1 \
+    || echo "the carried FlashInfer did not load (flashinfer_probe.log): its cells say so"
+}
 ncu_case() {  # $1 case of benchmarks/ncu_cases.py: the details and source pages as text
   local rep=/tmp/ncu_$1
   timeout 120 ncu --profile-from-start off --clock-control none --set full --import-source yes -f -o "$rep" \
@@ -516,10 +522,7 @@ print('planned:', d.planned('sm80'))" 2>&1 | tee "$OUT/m200_device.txt"
       --calls 20 --reps 8 --out "$OUT/zerofill" 2>&1 | tee "$OUT/torch_gemm_zerofill.log" | grep -v "^{" | tail -30 ;;
   pagedsplit)  # stop 51: the split's GPU tests, then batch 8 / 32 beside FlashInfer at forced partitions [~165]
     gpu_tests 30 "$OUT/pytest_gpu_pagedsplit.log" -n 8 tests/gpu/test_paged_attention_gpu.py -k "forced_partitions"
-    FI=${FLASHINFER_CARRIED:-.sm90tree/flashinfer}
-    export FLASHINFER_WORKSPACE_BASE=${FLASHINFER_WORKSPACE_BASE:-/tmp/flashinfer}
-    timeout 15 python3 benchmarks/flashinfer_carry.py --probe "$FI" > "$OUT/flashinfer_probe.log" 2>&1 \
-      || echo "the carried FlashInfer did not load (flashinfer_probe.log): its cells say so"
+    carried_flashinfer
     mkdir -p "$OUT/pagedsplit" "$OUT/pagedsplit_old"
     timeout 105 python3 benchmarks/paged_decode.py --flashinfer "$FI" --sets bf16,fp8 --batches 8,32 \
       --means 2048,8192,32768 --gqa 32/8,64/8 --partitions 512,768,1024 --out "$OUT/pagedsplit" 2>&1 \
@@ -527,40 +530,28 @@ print('planned:', d.planned('sm80'))" 2>&1 | tee "$OUT/m200_device.txt"
     timeout 25 python3 benchmarks/paged_decode.py --sets bf16 --batches 8 --means 2048 --no-peers --partitions 320 \
       --out "$OUT/pagedsplit_old" 2>&1 | tee "$OUT/paged_decode_pagedsplit_old.log" | grep "B=" ;;
   paged)  # stop 52: issue 37's table in one call (bf16 / fp8, batch 8 / 32 / 64, 2k-32k, FlashInfer beside) [~280]
-    FI=${FLASHINFER_CARRIED:-.sm90tree/flashinfer}
-    export FLASHINFER_WORKSPACE_BASE=${FLASHINFER_WORKSPACE_BASE:-/tmp/flashinfer}
-    timeout 15 python3 benchmarks/flashinfer_carry.py --probe "$FI" > "$OUT/flashinfer_probe.log" 2>&1 \
-      || echo "the carried FlashInfer did not load (flashinfer_probe.log): its cells say so"
+    carried_flashinfer
     mkdir -p "$OUT/paged"
     timeout ${PAGED_S:-290} python3 benchmarks/paged_decode.py --flashinfer "$FI" --sets bf16,fp8 --batches 8,32,64 \
       --means 2048,8192,32768 --gqa 32/8,64/8 --out "$OUT/paged" 2>&1 | tee "$OUT/paged_decode_paged.log" \
       | grep -v "^{" | grep -v -i warn | grep -v "return F" | tail -45 ;;
   pagedb8)  # stop 52: the balanced partition and the partition-major order off / on beside FlashInfer at batch 8 (2k-15k) [~150]
     gpu_tests 100 "$OUT/pytest_gpu_pagedb8.log" -n 8 tests/gpu/test_paged_attention_gpu.py -k "balanced or merge_batch"
-    FI=${FLASHINFER_CARRIED:-.sm90tree/flashinfer}
-    export FLASHINFER_WORKSPACE_BASE=${FLASHINFER_WORKSPACE_BASE:-/tmp/flashinfer}
-    timeout 15 python3 benchmarks/flashinfer_carry.py --probe "$FI" > "$OUT/flashinfer_probe.log" 2>&1 \
-      || echo "the carried FlashInfer did not load (flashinfer_probe.log): its cells say so"
+    carried_flashinfer
     mkdir -p "$OUT/pagedb8"
     timeout 110 python3 benchmarks/paged_decode.py --flashinfer "$FI" --sets bf16 --batches 8 --means 2048,8192,32768 \
       --gqa 32/8,64/8 --configs balance=true,split_major=true,balance=true:split_major=true,balance=true:merge=last-cta \
       --out "$OUT/pagedb8" 2>&1 \
       | tee "$OUT/paged_decode_pagedb8.log" | grep -v "^{" | grep -v -i warn | grep -v "return F" | tail -20 ;;
   fp8eff)  # stop 53: the fp8 paged ring by its bytes in flight (inflight=true, 3 stages, 2 warps x 4) beside the default [~140]
-    FI=${FLASHINFER_CARRIED:-.sm90tree/flashinfer}
-    export FLASHINFER_WORKSPACE_BASE=${FLASHINFER_WORKSPACE_BASE:-/tmp/flashinfer}
-    timeout 15 python3 benchmarks/flashinfer_carry.py --probe "$FI" > "$OUT/flashinfer_probe.log" 2>&1 \
-      || echo "the carried FlashInfer did not load (flashinfer_probe.log): its cells say so"
+    carried_flashinfer
     mkdir -p "$OUT/fp8eff"
     timeout 125 python3 benchmarks/paged_decode.py --flashinfer "$FI" --sets fp8 --batches 8,32 --means 2048,8192 \
       --gqa 32/8,64/8 --configs inflight=true,stages=3,warps=2:stages=4 \
       --out "$OUT/fp8eff" 2>&1 \
       | tee "$OUT/paged_decode_fp8eff.log" | grep -v "^{" | grep -v -i warn | grep -v "return F" | tail -20 ;;
   short2k)  # stop 53: paged decode at 512 / 2k / 3k: one launch, its merge in one round, beside the default and FlashInfer [~120]
-    FI=${FLASHINFER_CARRIED:-.sm90tree/flashinfer}
-    export FLASHINFER_WORKSPACE_BASE=${FLASHINFER_WORKSPACE_BASE:-/tmp/flashinfer}
-    timeout 15 python3 benchmarks/flashinfer_carry.py --probe "$FI" > "$OUT/flashinfer_probe.log" 2>&1 \
-      || echo "the carried FlashInfer did not load (flashinfer_probe.log): its cells say so"
+    carried_flashinfer
     mkdir -p "$OUT/short2k"
     timeout 105 python3 benchmarks/paged_decode.py --flashinfer "$FI" --sets bf16,fp8 --batches 8,16 --means 512,2048,3072 \
       --gqa 32/8 --configs merge=last-cta,merge=last-cta:merge_batch=16,balance=true:split_major=true:merge=last-cta:merge_batch=16,partition=1024 \
@@ -568,10 +559,7 @@ print('planned:', d.planned('sm80'))" 2>&1 | tee "$OUT/m200_device.txt"
       | tee "$OUT/paged_decode_short2k.log" | grep -v "^{" | grep -v -i warn | grep -v "return F" | tail -30 ;;
   pagedpdl)  # stop 54: programmatic dependent launch off / on, both merges, at 512 / 2k / 8k beside FlashInfer [~150]
     gpu_tests 90 "$OUT/pytest_gpu_pagedpdl.log" -n 8 tests/gpu/test_paged_pdl_gpu.py
-    FI=${FLASHINFER_CARRIED:-.sm90tree/flashinfer}
-    export FLASHINFER_WORKSPACE_BASE=${FLASHINFER_WORKSPACE_BASE:-/tmp/flashinfer}
-    timeout 15 python3 benchmarks/flashinfer_carry.py --probe "$FI" > "$OUT/flashinfer_probe.log" 2>&1 \
-      || echo "the carried FlashInfer did not load (flashinfer_probe.log): its cells say so"
+    carried_flashinfer
     mkdir -p "$OUT/pagedpdl"
     timeout 95 python3 benchmarks/paged_decode.py --flashinfer "$FI" --sets bf16,fp8 --batches 8,32 --means 512,2048,8192 \
       --gqa 32/8 --configs merge=kernel,pdl=true:merge=kernel,merge=last-cta,pdl=true:merge=last-cta \
