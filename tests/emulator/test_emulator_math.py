@@ -115,6 +115,26 @@ def test_float64_functions_without_an_amdgpu_lowering_are_refused(name, args):
         build(K.math_call(name, args, "float64"))
 
 
+def test_a_warpgroup_index_of_a_launch_thread_kernel_names_the_launch_config():
+    """TIRx resolves ``T.cuda.thread_in_warpgroup()`` only under a ``T.cuda.LaunchConfig``; a kernel of
+    ``T.launch_thread`` s reaches the emulator with the call unresolved, and the sentence says why."""
+    from tvm_tirx.script import tirx as T
+
+    @T.function
+    def kernel(D: T.Tensor((128,), "int32")):
+        with T.device_entry():
+            bx = T.launch_thread("blockIdx.x", 1)
+            tx = T.launch_thread("threadIdx.x", 128)
+            D[tx] = T.cuda.thread_in_warpgroup()
+
+    with pytest.raises(EmulationUnsupported) as err:
+        emulate(kernel, np.zeros(128, np.int32), target="sm90")
+    assert str(err.value) == (
+        "emulate: the call tirx.cuda.thread_in_warpgroup (T.cuda.thread_in_warpgroup()) is not emulated (TIRx "
+        "resolves it only in a kernel launched through a T.cuda.LaunchConfig: T.device_entry(launch=T.cuda."
+        "LaunchConfig(grid=..., block=...))); docs/emulator.md lists the calls the emulator runs")
+
+
 def test_an_unknown_call_is_one_sentence():
     a, c = np.ones(64, np.float32), np.zeros(64, np.float32)
     with pytest.raises(EmulationUnsupported) as err:

@@ -199,3 +199,69 @@ def masked_starts(kernel) -> set:
     with presented():
         source = compile_blobs(kernel, "sm_90a")["source"].decode()
     return set(re.findall(r"to_shared\(\(&\(\w+\[(\w+)\]\)\)\) >> \(uint\)4\) & \(uint\)16383", source))
+
+
+def _launched_by_launch_thread():
+    """The docs/patterns.md first wgmma kernel with the gfx950 tutorial's launch (``T.launch_thread``)
+    in place of a ``T.cuda.LaunchConfig``: TIRx leaves the pattern's ``T.cuda.thread_in_warpgroup()``
+    unresolved there ("Unresolved call" in codegen, "not emulated" in the emulator, before stop 54)."""
+    from tvm_tirx.script import tirx as T
+
+    from tvm_cdna4.probes_wgmma import acc_layout, shared_layout
+
+    sa_layout, sb_layout, d_layout = shared_layout(64, 16, 4, 16), shared_layout(16, 16, 4, 16), acc_layout(16)
+
+    @T.function
+    def kernel(A: T.Tensor((64, 64), "float16"), B: T.Tensor((16, 64), "float16"), D: T.Tensor((64, 16), "float32")):
+        with T.device_entry():
+            bx = T.launch_thread("blockIdx.x", 1)
+            tx = T.launch_thread("threadIdx.x", 128)
+            SA = T.alloc_shared((1, 4, 64, 16), "float16", align=1024, layout=sa_layout)
+            SB = T.alloc_shared((1, 4, 16, 16), "float16", align=1024, layout=sb_layout)
+            for q in T.serial(32):
+                SA[0, (q * 128 + tx) % 64 // 16, (q * 128 + tx) // 64, tx % 16] = A[(q * 128 + tx) // 64, tx % 64]
+            for q in T.serial(8):
+                SB[0, (q * 128 + tx) % 64 // 16, (q * 128 + tx) // 64, tx % 16] = B[(q * 128 + tx) // 64, tx % 64]
+            T.cuda.cta_sync()
+            acc = T.alloc_local((8,), "float32")
+            Df = T.decl_tensor(T.address_of(acc[0]), ty_args=[T.Tensor((1, 1, 64, 16), "float32", scope="local",
+                                                                       layout=d_layout)])
+            T.sm90.tile.apply(T.wgmma["m64n16k16.f32.f16.f16"], Df, SA, SB, scope="warpgroup", wait=0)
+            for r in T.unroll(8):
+                D[L.accumulator_coords(tx, r)] = acc[r]
+
+    return kernel
+
+
+def test_a_launch_without_a_launch_config_is_a_scope_error_naming_the_fix():
+    import numpy as np
+
+    from tvm_cdna4.cuda.build import compile_blobs
+    from tvm_cdna4.emulator import emulate
+
+    kernel = _launched_by_launch_thread()
+    with pytest.raises(ContractError) as built, presented():
+        compile_blobs(kernel, "sm_90a")
+    arrays = (np.zeros((64, 64), np.float16), np.zeros((16, 64), np.float16), np.zeros((64, 16), np.float32))
+    with pytest.raises(ContractError) as emulated:
+        emulate(kernel, *arrays, target="sm90")
+    for error in (built.value, emulated.value):
+        assert error.check == "scope" and error.opcode == "wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16"
+        assert error.expected == "T.device_entry(launch=T.cuda.LaunchConfig(grid=..., block=...))"
+        assert error.found == "a launch without a LaunchConfig (T.launch_thread)"
+        assert "T.cuda.thread_in_warpgroup()" in error.suggestion
+
+
+@pytest.mark.parametrize("args, operand, expected, found, suggestion", [
+    ((64, 16, 2, 16), "k * k_repeats", 64, "16 * 2 = 32", "k_repeats=4"),
+    ((64, 32, 1, 8, 64), "k * k_repeats", 64, "32 * 1 = 32", "k_repeats=2"),
+    ((48, 16, 1, 16, 128, "mn"), "rows", "a multiple of 64", 48, None),
+], ids=["f16-128B", "fp8-64B", "mn-rows"])
+def test_a_shared_layout_of_the_wrong_width_is_a_contract_error(args, operand, expected, found, suggestion):
+    from tvm_cdna4.probes_wgmma import shared_layout
+
+    with pytest.raises(ContractError) as caught:
+        shared_layout(*args)
+    error = caught.value
+    assert (error.check, error.operand, error.expected, error.found) == ("shape", operand, expected, found)
+    assert error.suggestion == suggestion

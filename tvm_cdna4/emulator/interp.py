@@ -20,6 +20,10 @@ from .errors import EmulationError, EmulationUnsupported
 from .memory import Buffer, Pointer, TensorView, load, store
 
 _SIMPLIFY = None
+LAUNCH_INDEX_CALLS = frozenset(f"tirx.cuda.{name}" for name in (
+    "linear_thread_id", "thread_in_warpgroup", "warp_in_warpgroup", "warpgroup_id"))
+"""TIRx's thread-index calls that only a ``T.cuda.LaunchConfig`` launch resolves (a ``T.launch_thread`` kernel
+reaches codegen, and the emulator, with them unresolved)."""
 
 
 def static_extent(x, name: str) -> int:
@@ -497,8 +501,11 @@ class Compiler:
             return builtin(node, args)
         factory = self.calls.get(name)
         if factory is None:
-            raise EmulationUnsupported(f"emulate: the call {name} ({where_of(node)}) is not emulated; docs/emulator.md "
-                                       "lists the calls the emulator runs")
+            unresolved = (" (TIRx resolves it only in a kernel launched through a T.cuda.LaunchConfig: "
+                          "T.device_entry(launch=T.cuda.LaunchConfig(grid=..., block=...)))"
+                          if name in LAUNCH_INDEX_CALLS else "")
+            raise EmulationUnsupported(f"emulate: the call {name} ({where_of(node)}) is not emulated{unresolved}; "
+                                       "docs/emulator.md lists the calls the emulator runs")
         return factory(self, node, args)
 
     # built-in TIR calls

@@ -47,7 +47,7 @@ after the commit and the same fences on D (and RS A) after it. ``cuda.wgmma_chec
 ``cuda.build``) refuses a kernel that reads or writes D before the wait that retires it.
 
 Errors are ``ContractError`` s naming the operand and the rule (``check``): ``target`` (sm_90a only),
-``scope`` (``scope="warpgroup"``, 128-thread aligned warpgroups), ``operands``, ``storage scope``,
+``scope`` (``scope="warpgroup"``, 128-thread aligned warpgroups of a ``T.cuda.LaunchConfig`` launch), ``operands``, ``storage scope``,
 ``shape``, ``dtype``, ``owner map`` (D, RS A), ``registers`` (RS A not in consecutive aligned 32-bit
 registers), ``swizzle`` / ``layout`` / ``alignment`` / ``major`` (shared operands), ``parameters``.
 """
@@ -226,8 +226,16 @@ def _params(form, params: dict) -> dict:
 
 
 def _check_threads(form, sctx) -> None:
-    """The launch is whole warpgroups: ``threadIdx.x`` a multiple of 128 (y, z one)."""
+    """The launch is a ``LaunchConfig`` (TIRx resolves the pattern's ``T.cuda.thread_in_warpgroup()`` only
+    there) of whole warpgroups: ``threadIdx.x`` a multiple of 128 (y, z one)."""
     extents = {k: v[1] for k, v in sctx.launch_params.items() if k.startswith("threadIdx.")}
+    if not extents:
+        raise _error(form, "wgmma reads its warpgroup thread (T.cuda.thread_in_warpgroup()), which TIRx resolves "
+                     "only in a kernel launched through a LaunchConfig", check="scope",
+                     expected="T.device_entry(launch=T.cuda.LaunchConfig(grid=..., block=...))",
+                     found="a launch without a LaunchConfig (T.launch_thread)",
+                     suggestion="launch with T.device_entry(launch=T.cuda.LaunchConfig(grid=G, block=128)) and take "
+                                "the thread from T.cuda.thread_in_warpgroup() (docs/patterns.md, Hopper wgmma)")
     x = extents.get("threadIdx.x")
     others = [int(v) for k, v in extents.items() if k != "threadIdx.x" and isinstance(v, IntImm)]
     if isinstance(x, IntImm) and (int(x) % L.WARPGROUP_THREADS or any(o != 1 for o in others)):
@@ -384,3 +392,10 @@ def register() -> dict:
     builder_op.register_script_namespace("wgmma", wgmma)
     _REGISTERED.update(sm90=sm90, wgmma=wgmma)
     return _REGISTERED
+
+
+# A program whose first import is this module: TIRx's backend autoload registered the package while this
+# module was half-made (``patterns.register_patterns`` left its part for here)
+_PENDING = globals().pop("REGISTER_WHEN_WHOLE", None)
+if _PENDING is not None:
+    _PENDING.update(register())
