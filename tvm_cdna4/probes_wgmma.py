@@ -16,6 +16,7 @@ from tvm_tirx.script import ir as I
 from tvm_tirx.script import tirx as T
 from tvm_tirx.tirx.layout import ComposeLayout, S, TileLayout
 
+from .errors import ContractError
 from .isa import hopper_layout as L
 from .isa import wgmma_table as W
 from .rocm.build import register
@@ -57,11 +58,16 @@ def shared_layout(rows: int, k: int, k_repeats: int, bits: int, swizzle: int = 1
             width = swizzle * 8 // bits
             tile = TileLayout(S[(1, k_repeats, rows, k): (1, k, width, 1)]) if kk == width else None
             if tile is None:
-                raise ValueError(f"a K-major {swizzle} B tile needs K*k_repeats = {width} elements")
+                raise ContractError(f"a K-major {swizzle}-byte swizzled row is {width} {bits}-bit elements along K",
+                                    opcode="probes_wgmma.shared_layout", operand="k * k_repeats", check="shape",
+                                    expected=width, found=f"{k} * {k_repeats} = {kk}",
+                                    suggestion=f"k_repeats={width // k}" if width % k == 0 else "a wider swizzle")
     else:  # M/N-major: rows along M/N of `swizzle` (or 16) bytes, 8 K rows per group
         width = (swizzle or 16) * 8 // bits
         if rows % width:
-            raise ValueError(f"an M/N-major {swizzle} B tile needs rows (M or N) a multiple of {width}")
+            raise ContractError(f"an M/N-major {swizzle or 16}-byte row is {width} {bits}-bit elements along M/N",
+                                opcode="probes_wgmma.shared_layout", operand="rows", check="shape",
+                                expected=f"a multiple of {width}", found=rows)
         # rows of `swizzle` (none: 16) bytes along M/N, 8 K rows each; the M/N chunks (none: SBO; swizzled:
         # LBO) before the next 8 K rows (none: LBO; swizzled: SBO), so no two elements share an address
         tile = TileLayout(S[(1, k_repeats, rows // width, width, k // 8, 8):
