@@ -182,6 +182,12 @@ def register_patterns() -> dict:
     builder_op.register_script_namespace("rocm", rocm)
     builder_op.register_script_namespace("amdgcn", amdgcn)
     _REGISTERED.update(rocm=rocm, amdgcn=amdgcn)
+    import sys
+
+    half_made = sys.modules.get(__name__ + ".wgmma")
+    if half_made is not None and not hasattr(half_made, "register"):  # TIRx's autoload inside wgmma's first import
+        half_made.REGISTER_WHEN_WHOLE = _REGISTERED  # wgmma.py's last lines register it into this dict
+        return _REGISTERED
     from . import wgmma as _wgmma
 
     _REGISTERED.update(_wgmma.register())  # T.sm90.tile.apply(T.wgmma[...]): Hopper, beside T.rocm
