@@ -135,6 +135,45 @@ def test_the_paged_attention_docs_cpu_example_runs():
     assert namespace["plan"].split_kv >= 1 and namespace["plan"].ctas == 2 * 2 * namespace["plan"].split_kv
 
 
+def _run_block_with_output(doc, marker, tmp_path):
+    """The ```python block of ``doc`` holding ``marker``, run as a module file (TVMScript parses source),
+    and the ```text block after it: (what it printed, the text the doc shows, the module's names)."""
+    import contextlib
+    import importlib.util
+    import io
+
+    text = (ROOT / doc).read_text()
+    found = re.findall(r"^```(\w*)\n(.*?)^```$", text, re.S | re.M)
+    (index,) = [i for i, (lang, body) in enumerate(found) if lang == "python" and marker in body]
+    path = tmp_path / f"doc_example_{index}.py"
+    path.write_text(found[index][1])
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        spec.loader.exec_module(module)
+    assert found[index + 1][0] == "text", f"{doc}: the example's output block follows it"
+    return printed.getvalue(), found[index + 1][1], vars(module)
+
+
+def test_the_patterns_docs_first_wgmma_kernel_runs_and_builds(tmp_path):
+    """docs/patterns.md's first wgmma kernel (SS form, launched through a LaunchConfig) runs in the CUDA
+    emulator with the output the doc shows, and builds for sm_90a as the text after it says."""
+    import tvm_tirx
+
+    printed, shown, names = _run_block_with_output("docs/patterns.md", "def wgmma_ss", tmp_path)
+    assert printed == shown
+    source = tvm_tirx.tirx.compile(names["wgmma_ss"], target={"kind": "cuda", "arch": "sm_90a"})
+    assert "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16" in source.mod.imports[0].inspect_source("cuda")
+
+
+def test_the_grouped_gemm_docs_example_runs(tmp_path):
+    """docs/grouped_gemm.md's family example (a GroupedGemm's bucket and plan; device offsets of an empty
+    group, a per-group bias and SiLU, emulated on gfx950 and sm90) prints what the doc shows."""
+    printed, shown, _ = _run_block_with_output("docs/grouped_gemm.md", "gemm.GemmProblem(None", tmp_path)
+    assert printed == shown
+
+
 CONSTANT_DOCS = ("docs/sm90_gemm.md", "docs/grouped_gemm.md", "docs/sm90_attention.md")
 """The docs that name the sm90 kernels' module constants: a constant is named, its value written once (the module)."""
 NUMBER_WORDS = "zero one two three four five six seven eight nine ten eleven twelve".split()
