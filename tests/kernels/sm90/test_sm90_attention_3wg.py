@@ -121,7 +121,7 @@ def test_a_dropped_turn_is_a_deadlock_the_emulator_reports():
     (AttentionProblem(1, 1, 1, 128, 128, 128, dtype="fp8"), C(128, 2, consumers=3), "fp8 runs D 128"),
     (AttentionProblem(1, 1, 1, 128, 128, 64), C(192, 2, consumers=3), "block_kv <= 128 with consumers=3"),
     (AttentionProblem(1, 1, 1, 128, 128, 64), C(64, 2, consumers=4), "consumer warpgroups"),
-    (AttentionProblem(1, 1, 1, 128, 128, 64), C(64, 2, consumers=True), "consumer warpgroups"),
+    (AttentionProblem(1, 1, 1, 128, 128, 64), C(64, 2, consumers=True), "expected an int, found True"),
 ])
 def test_three_consumers_are_refused_where_they_do_not_fit(problem, config, words):
     with pytest.raises(ContractError, match=words) as err:
