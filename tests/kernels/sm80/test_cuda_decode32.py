@@ -79,7 +79,7 @@ def test_wide_decode_exact_on_small_integers(M, N, K, dt, ot, cfg):
     assert xc.first_difference(c, want) is None, xc.first_difference(c, want)
 
 
-@pytest.mark.parametrize("M", [17, 29])
+@pytest.mark.parametrize("M", [17, pytest.param(29, marks=pytest.mark.slow)])  # WEIGH_WIDE_DECODE off
 def test_dynamic_m_through_the_wide_bucket(wide, M):
     # with the switch on, the sm80 dynamic GEMM's bucket 17..32 is the decode kernel (four token tiles, planned at
     # M = 32), exact at a run-time M inside it, through the model's K split (the workspace sized for M = 32)
@@ -156,6 +156,7 @@ def test_refusals_past_the_decode_kernel(call, operand):
     plan_decode(16, 64, 64, config=DecodeConfig(warps=8, row_tiles=2, unroll=2, stages=4))  # fits at two tiles
 
 
+@pytest.mark.slow  # WEIGH_WIDE_DECODE timed and left off (stop 50)
 def test_the_torch_benchmark_prints_the_wide_decode_plans(capsys, monkeypatch):
     # --plans --wide-decode off,on: the 17..32 bucket's plan under each setting and each one's estimate (the decode
     # model's for the decode plan); --wide-decode on alone: the on-setting's bucket plans; the flag restored

@@ -53,8 +53,8 @@ def test_the_shifted_128_row_tile_of_two_consumers_is_exact(m):
     # every fused step read at the origin's rows: row_scale and the residual by row, bias and col_scale by column
     (GemmProblem(200, 72, 136, "bf16", "nt", "bf16", ALL), ONE),
     (GemmProblem(130, 75, 136, "bf16", "nt", "bf16", ALL), ONE),  # odd N: element stores
-    (GemmProblem(260, 72, 136, "bf16", "nt", "bf16", ALL), TWO),
-    pytest.param(GemmProblem(200, 72, 136, "bf16", "nt", "bf16", Fusion(residual=True)),
+    pytest.param(GemmProblem(260, 72, 136, "bf16", "nt", "bf16", ALL), TWO, marks=pytest.mark.slow),  # 2 consumers:
+    pytest.param(GemmProblem(200, 72, 136, "bf16", "nt", "bf16", Fusion(residual=True)),  # the 128-row tile's tests
                  attrs.evolve(TWO, residual_read="early"), marks=pytest.mark.slow),  # opt-in reads: slow
     pytest.param(GemmProblem(200, 72, 136, "bf16", "nt", "bf16", Fusion(residual=True)),
                  attrs.evolve(ONE, residual_read="prefetch"), marks=pytest.mark.slow),
@@ -71,7 +71,8 @@ def test_the_fused_epilogue_reads_its_inputs_at_the_shifted_rows(problem, config
     (GemmProblem(77, 150, 136, "bf16", "nt", "bf16", ALL), Sm90Config(64, 40, 2, 1, swap_ab=True, shift_last=True)),
     (GemmProblem(200, 75, 136, "bf16", "nt", "f32"), Sm90Config(64, 48, 2, 1, swap_ab=True, shift_last=True)),
     # a swapped K split: pairs of tokens in the workspace at an even M (origin 38), elements at an odd one (37)
-    (GemmProblem(78, 150, 256, "bf16", "nt", "f32"), Sm90Config(64, 40, 2, 1, swap_ab=True, split_k=2, shift_last=True)),
+    pytest.param(GemmProblem(78, 150, 256, "bf16", "nt", "f32"),
+                 Sm90Config(64, 40, 2, 1, swap_ab=True, split_k=2, shift_last=True), marks=pytest.mark.slow),
     (GemmProblem(77, 150, 256, "bf16", "nt", "f32"), Sm90Config(64, 40, 2, 1, swap_ab=True, split_k=2, shift_last=True)),
 ])
 def test_the_swapped_kernel_shifts_its_last_token_tile(problem, config):
@@ -80,7 +81,7 @@ def test_the_swapped_kernel_shifts_its_last_token_tile(problem, config):
 
 @pytest.mark.parametrize("config", [
     pytest.param(Sm90Config(64, 48, 2, 1, split_k=2, shift_last=True), marks=pytest.mark.slow),
-    Sm90Config(64, 48, 2, 1, split_k=2, reduction="atomic", shift_last=True),
+    pytest.param(Sm90Config(64, 48, 2, 1, split_k=2, reduction="atomic", shift_last=True), marks=pytest.mark.slow),
     pytest.param(Sm90Config(128, 48, 2, 2, split_k=2, shift_last=True), marks=pytest.mark.slow),
     pytest.param(Sm90Config(64, 48, 2, 1, split_k=2, decomposition="hybrid", ctas=4, shift_last=True),
                  marks=pytest.mark.slow),

@@ -39,7 +39,8 @@ def test_the_emulator_validates_trimmed_loads(problem, config):
     assert v.ok and v.where == EMULATOR and v.ratio <= 1.0
 
 
-@pytest.mark.parametrize("residual_read", ["tma", "sliced", "preread"])
+@pytest.mark.parametrize("residual_read", [pytest.param("tma", marks=pytest.mark.slow),
+                                           pytest.param("sliced", marks=pytest.mark.slow), "preread"])
 def test_a_staged_residual_with_a_tail_block_reads_through_its_tail_map_under_trimmed_loads(residual_read):
     # block_n 48: a tail block of 48 columns, whose residual boxes come through the residual's tail map; the trimmed
     # loads' atom maps are the last two maps, so "the last map" is no longer the residual's tail map (review51: the
