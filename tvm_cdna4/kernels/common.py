@@ -22,6 +22,7 @@ Pure Python (attrs): no TIRx, no numpy.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib
 import json
 import numbers
@@ -83,13 +84,24 @@ def check_config(config, classes: tuple, what: str) -> None:
         names = " or ".join(c.__name__ for c in classes)
         raise ContractError(f"{what}: a config of this target", operand="config", check="parameters",
                             expected=f"a {names} (or None: the cost model's)", found=f"a {type(config).__name__}")
-    for f in attrs.fields(type(config)) if attrs.has(type(config)) else dataclasses.fields(config):
-        declared = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", "")
-        base, optional = declared.removesuffix(" | None"), declared.endswith(" | None")
-        value = getattr(config, f.name)
-        if base in FIELD_TYPES and not (optional and value is None) and not FIELD_TYPES[base][0](value):
-            raise ContractError(f"{what} {f.name}: a field of type {declared}", operand=f.name, check="parameters",
+    for name, declared, base, optional in _typed_fields(type(config)):
+        value = getattr(config, name)
+        if not (optional and value is None) and not FIELD_TYPES[base][0](value):
+            raise ContractError(f"{what} {name}: a field of type {declared}", operand=name, check="parameters",
                                 expected=FIELD_TYPES[base][1] + (" or None" if optional else ""), found=repr(value))
+
+
+@functools.cache
+def _typed_fields(cls) -> tuple:
+    """``(name, declared, base, optional)`` of each field of the config class ``cls`` whose declared type (``| None``
+    or not) is one of ``FIELD_TYPES``: read once a class (``check_config`` runs on every config the cost models build)."""
+    out = []
+    for f in attrs.fields(cls) if attrs.has(cls) else dataclasses.fields(cls):
+        declared = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", "")
+        base = declared.removesuffix(" | None")
+        if base in FIELD_TYPES:
+            out.append((f.name, declared, base, declared.endswith(" | None")))
+    return tuple(out)
 
 
 @attrs.frozen
