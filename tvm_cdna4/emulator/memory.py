@@ -12,7 +12,8 @@ after a barrier that the writing wave reached with the write still in flight (gf
 ``s_waitcnt lgkmcnt`` covering it, ``Machine.issue_lds``); an LDS byte read or written while an
 asynchronous copy into it is still in flight (``Buffer.pending``); global bytes stored by two
 workgroups, or updated by an atomic and read or written by a plain access, in one launch without a
-release/acquire pair between them (:mod:`.globalmem`).
+release/acquire pair between them (:mod:`.globalmem`); sm90: a shared byte read by the async proxy (a TMA
+store, a wgmma) after a generic write its writer did not fence for it (:mod:`.proxy`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import numpy as np
 
 from .errors import EmulationError
 from .globalmem import record_store
+from .proxy import check_read, record_write
 
 
 class Buffer:
@@ -48,6 +50,7 @@ class Buffer:
         self.async_reads = None  # sm90: in-flight asynchronous reads (wgmma operands, TMA store boxes) per byte
         self.async_done: dict = {}  # sm90: (wave, reader) -> per byte, the epoch its read retired at (-1: none)
         self.records = None  # global buffers: the launch's race records (globalmem.Records, on first write)
+        self.proxy_writer = self.proxy_count = None  # sm90: unfenced generic writes per byte (emulator.proxy)
         self.after_wait = False  # read only after the reading thread's griddepcontrol.wait (emulate's after_wait)
 
     def add_pending(self, inst, byte, size: int, delta: int) -> None:
@@ -228,9 +231,12 @@ def check_bounds(machine, buf: Buffer, byte, size: int, mask, where: str):
             where, *machine.coords(t))
 
 
-def check_lds_read(machine, buf: Buffer, inst, byte, size: int, mask, where: str, record: bool = True):
+def check_lds_read(machine, buf: Buffer, inst, byte, size: int, mask, where: str, record: bool = True,
+                   async_proxy: str | None = None):
     """The checks of an LDS read (ordered after the bytes' writes, none in flight); ``record=False``: an
-    asynchronous read (a wgmma operand) whose completion ``record_lds_read`` records later."""
+    asynchronous read (a wgmma operand) whose completion ``record_lds_read`` records later; ``async_proxy``:
+    the async-proxy reader it is (a TMA store, a wgmma), whose generic-written bytes need the writer's
+    ``fence.proxy.async`` (:mod:`.proxy`)."""
     m = np.ones(byte.shape, bool) if mask is None else np.broadcast_to(_m(mask, byte), byte.shape)
     threads = np.broadcast_to(np.arange(machine.nthreads).reshape((-1,) + (1,) * (byte.ndim - 1)), byte.shape)[m]
     inst, byte = inst[m], byte[m]
@@ -253,6 +259,8 @@ def check_lds_read(machine, buf: Buffer, inst, byte, size: int, mask, where: str
             f"race on LDS '{buf.name}' byte {int(b[k])}: written by wave {int(buf.w_wave[i[k], b[k]])} and read by "
             f"wave {int(wave[k])} with no barrier in between", where, *machine.coords(int(t[k])))
     _check_published(machine, buf, i, b, t, wave, epoch, "read", where)
+    if async_proxy is not None:
+        check_read(machine, buf, i, b, t, async_proxy, where)
     if not record:
         return
     if machine.lds_waits:
@@ -347,9 +355,11 @@ def _async_reader(machine, buf: Buffer) -> str:
     return f"a {op} reading it is still in flight (issued, not retired: missing wgmma.wait_group)"
 
 
-def check_lds_write(machine, buf: Buffer, inst, byte, size: int, where: str, threads, lgkm: bool = True):
+def check_lds_write(machine, buf: Buffer, inst, byte, size: int, where: str, threads, lgkm: bool = True,
+                    generic: bool = True):
     """Race checks of an LDS write and its record; ``lgkm=False`` for a write that is not an LGKM
-    operation of its wave (a direct-to-LDS load, completed by ``vmcnt``, not ``lgkmcnt``)."""
+    operation of its wave (a direct-to-LDS load, completed by ``vmcnt``, not ``lgkmcnt``); ``generic=False``
+    for an sm90 write through the async proxy (a TMA load), which an async-proxy read needs no fence after."""
     if byte.size == 0:
         return
     b = (byte.reshape(-1, 1) + np.arange(size)).ravel()
@@ -390,6 +400,8 @@ def check_lds_write(machine, buf: Buffer, inst, byte, size: int, where: str, thr
     buf.w_epoch[i, b] = epoch
     if machine.lds_waits:
         buf.w_seq[i, b] = machine.issue_lds(t) if lgkm else 0
+    if machine.integer_shared:
+        record_write(machine, buf, i, b, t, generic)
 
 
 class InFlightLdsWrites:
@@ -401,6 +413,7 @@ class InFlightLdsWrites:
 
     what = "asynchronous write"  # named in the completion's race messages
     lgkm = True  # False: the write is not an LGKM operation of its wave (see check_lds_write)
+    generic = True  # False: an sm90 async-proxy write (a TMA load; see check_lds_write)
 
     def __init__(self, machine):
         self.machine = machine
@@ -411,7 +424,8 @@ class InFlightLdsWrites:
         ``addr[i]`` of instance ``inst[i]`` of ``buf``; ``tags`` are per-thread arrays kept with it."""
         size = data.shape[1]
         if buf.track:
-            check_lds_write(self.machine, buf, inst, addr, size, where, threads, lgkm=self.lgkm)
+            check_lds_write(self.machine, buf, inst, addr, size, where, threads, lgkm=self.lgkm,
+                            generic=self.generic)
         buf.add_pending(inst, addr, size, +1)
         self.copies.append(dict(thread=threads, buf=buf, inst=inst, addr=addr, data=data, where=where, **tags))
 
@@ -432,6 +446,6 @@ class InFlightLdsWrites:
         buf.add_pending(inst, addr, size, -1)
         if buf.track:
             check_lds_write(self.machine, buf, inst, addr, size, f"{where} (completing {self.what} at: {c['where']})",
-                            c["thread"][done], lgkm=self.lgkm)
+                            c["thread"][done], lgkm=self.lgkm, generic=self.generic)
         buf.data[inst[:, None], addr[:, None] + np.arange(size)] = data
 

@@ -1,6 +1,6 @@
 """sm90 synchronization and warp instructions of the CUDA emulator (PTX ISA 9.4 numbering): mbarrier
 transaction counts (``mbarrier.arrive.expect_tx``, ``mbarrier.expect_tx`` / ``complete_tx``, §9.7.15.16),
-``elect.sync`` (§9.7.15.15), ``setmaxnreg`` (§9.7.21.5) and ``fence.proxy.async`` (§9.7.15.4); the
+``elect.sync`` (§9.7.15.15), ``setmaxnreg`` (§9.7.21.5) and ``fence.proxy.async`` (§9.7.15.4, :mod:`.proxy`); the
 wgmma register fences of ``patterns.wgmma_fence`` (``T.cuda.func_call`` of an empty asm).
 Part of the CUDA device ops' semantics (``emulator.ptx``, whose docstring tells the conventions)."""
 
@@ -86,9 +86,16 @@ def _setmaxnreg(compiler, call: PtxCall):
 
 
 def _fence_proxy(compiler, call: PtxCall):
-    """``fence.proxy.async{.space}`` / ``fence.proxy.alias``: accepted; the emulator does not model the
-    async proxy's view of generic-proxy writes (docs/emulator.md, "Hopper (sm90)")."""
-    return lambda env, mask: None
+    """``fence.proxy.async{.space}``: where the space covers shared::cta, the executing threads' generic shared
+    writes so far become visible to the async proxy (:mod:`.proxy`); ``fence.proxy.alias``, ``.async.global``
+    and ``fence.mbarrier_init``: accepted, no emulated effect."""
+    from .proxy import COVERS_SHARED, ProxyFences
+
+    machine, mods = compiler.machine, call.mods
+    shared = mods.get("proxykind") == "async" and (mods.get("space") or None) in COVERS_SHARED
+    if call.entry.name != "fence_proxy" or not shared:
+        return lambda env, mask: None
+    return lambda env, mask: machine.state_of("proxy", ProxyFences).fence(mask)
 
 
 def _func_call(compiler, node, args):

@@ -176,6 +176,7 @@ class BulkTensorLoads(InFlightLdsWrites):
     complete-tx on its mbarrier) by :meth:`land` when a warp waits on that mbarrier."""
 
     what = "cp.async.bulk.tensor"
+    generic = False  # the async proxy writes the box
 
     def __init__(self, machine):
         super().__init__(machine)
@@ -324,7 +325,8 @@ def _tma_store(compiler, call: PtxCall):
             sel[t] = True
             inst = machine.instance(buf)
             check_lds_read(machine, buf, np.broadcast_to(inst[:, None], (T, len(offs))),
-                           np.broadcast_to(offs, (T, len(offs))), e, sel, where)
+                           np.broadcast_to(offs, (T, len(offs))), e, sel, where,
+                           async_proxy="the TMA store cp.async.bulk.tensor reading its box")
             rows = buf.data[inst[t], offs[:, None] + np.arange(e)][inside]
             _stores(machine).issue(int(t), buf, int(inst[t]), offs[:, None] + np.arange(e))
             out = dst[inside]

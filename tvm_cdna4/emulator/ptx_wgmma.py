@@ -153,7 +153,8 @@ def _shared_operand(machine, desc: int, rows: int, K: int, e: int, major: str, r
     sel = np.zeros(T, bool)
     sel[readers] = True
     check_lds_read(machine, buf, np.broadcast_to(inst[:, None], (T, flat.size)), np.broadcast_to(flat, (T, flat.size)),
-                   e, sel, where, record=False)  # the read completes at the wait_group that retires it
+                   e, sel, where, record=False,  # the read completes at the wait_group that retires it
+                   async_proxy="wgmma.mma_async reading a descriptor operand")
     raw = buf.data[inst[readers[0]], flat[:, None] + np.arange(e)]
     byte = (flat[:, None] + np.arange(e)).ravel()
     return raw, (buf, np.full(byte.size, inst[readers[0]]), byte)

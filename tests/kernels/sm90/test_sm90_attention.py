@@ -417,6 +417,25 @@ def test_a_dropped_wait_is_reported(nth, config, words):
                 target="sm90")
 
 
+
+@pytest.mark.parametrize("problem, config, reader", [
+    # fp8: the producer's warps 1-3 write V^T with st.shared, fence, arrive on the stage's "transposed" barrier; the
+    # P V wgmma reads V^T through its descriptor
+    (AttentionProblem(1, 1, 1, 64, 130, 128, dtype="fp8"), None, "wgmma.mma_async reading a descriptor operand"),
+    # the TMA epilogue: the consumers write O, fence, sync; the elected thread's TMA store reads it
+    (AttentionProblem(1, 2, 1, 70, 200, 64), C(64, 2, epilogue="tma"), "the TMA store cp.async.bulk.tensor reading"),
+])
+def test_a_dropped_proxy_fence_is_reported(problem, config, reader):
+    from tvm_cdna4.emulator import EmulationError, emulate
+    from tvm_cdna4.kernels.attention.problem import output_arrays, random_inputs
+
+    p = attention.plan(problem, "sm90", config)
+    arrays = {**random_inputs(problem, 0), **output_arrays(problem)}
+    with pytest.raises(EmulationError, match=r"written by the generic proxy \(wave \d+ lane \d+ of workgroup \d+\) "
+                                             rf"and read by the async proxy \({reader}.* with no fence.proxy.async"):
+        emulate(dropping(attention.emit(p), "tirx.ptx.fence_proxy", 1), *(arrays[q.name] for q in p.params),
+                target="sm90")
+
 def test_a_ring_counter_the_clamp_keeps_in_bounds_is_still_reported():
     # operand_stage clamps the stage only where a wgmma operand's region starts at it: a wrong counter is not hidden.
     # The consumers' stage made to wrap one tile late (``advance``'s compares against stages - 1 moved to stages: their
@@ -519,8 +538,8 @@ def test_the_largest_configs_do_not_spill_under_nvrtc(tmp_path, capsys):
 
 
 def test_the_tma_epilogue_orders_fence_store_read_wait_and_q_release():
-    """What the emulator does not check (docs/sm90_attention.md, "Opt-in options"): O's generic writes are fenced
-    for the async proxy before the TMA store, and Q's "empty" arrival comes only after the store has read the
+    """O's generic writes are fenced for the async proxy before the TMA store (the emulator checks it too:
+    test_a_dropped_proxy_fence_is_reported), and Q's "empty" arrival comes only after the store has read the
     shared memory (``wait_group.read``); the CTA waits for the writes before it ends."""
     p = plan_sm90_attention(AttentionProblem(1, 2, 1, 70, 200, 64), C(64, 2, epilogue="tma"))
     lines = attention.emit(p).script().splitlines()

@@ -96,3 +96,21 @@ def test_a_dropped_chunk_wait_is_reported(problem, config, nth):
                                              r"reading it is still in flight"):
         emulate(dropping(gemm_target.emit(p), "tirx.ptx.cp_async_bulk_wait_group", nth),
                 *data.arguments(p.params, data.output()), target="sm90")
+
+
+@pytest.mark.parametrize("problem, config", [
+    # the whole tile staged (gemm_epilogue.store_tma)
+    (GemmProblem(77, 64, 72, "f16", "nt", "f16"), Sm90Config(128, 64, 2, 2, epilogue="tma")),
+    # 64-column chunks (gemm_epilogue.store_tma_chunks)
+    (GemmProblem(130, 200, 64, "bf16", "nt", "bf16"), Sm90Config(128, 128, 2, 2, ctas=1, epilogue="tma", epilogue_tile=64)),
+])
+def test_a_dropped_proxy_fence_before_the_tma_store_is_reported(problem, config):
+    # the consumers' st.shared of C, then the elected thread's TMA store of it: without each writer's
+    # fence.proxy.async.shared::cta before the named barrier the store may read stale shared memory (emulator.proxy)
+    p = gemm.plan(problem, "sm90", config)
+    data = random_inputs(problem, 0)
+    with pytest.raises(EmulationError, match=r"shared 'SMH' byte \d+: written by the generic proxy \(wave \d+ lane \d+ "
+                                             r"of workgroup \d+\) and read by the async proxy \(the TMA store "
+                                             r"cp.async.bulk.tensor reading its box\) with no fence.proxy.async"):
+        emulate(dropping(gemm_target.emit(p), "tirx.ptx.fence_proxy", 1), *data.arguments(p.params, data.output()),
+                target="sm90")
