@@ -395,3 +395,16 @@ def test_an_attention_config_of_the_wrong_type_or_target_is_named():
     assert info.value.operand == "config"
     with pytest.raises(ValueError, match="attention causal: expected True or False, found 'yes'"):
         AttentionProblem(1, 4, 4, 256, 256, 128, "yes", "bf16")  # before: planned a causal kernel
+
+
+def test_a_gemm_config_of_another_target_is_a_contract_error_on_every_target():
+    from tvm_cdna4.kernels import gemm
+    from tvm_cdna4.kernels.gemm.problem import GemmProblem
+    from tvm_cdna4.kernels.gfx950.gemm_plan import Gfx950GemmConfig
+    from tvm_cdna4.kernels.sm90.gemm_plan import Sm90Config
+
+    problem = GemmProblem(64, 64, 64, "f16", "nt", "f32")
+    for target, config in (("gfx950", Sm90Config(64, 64, 2, 1)), ("sm90", Gfx950GemmConfig())):
+        with pytest.raises(ContractError, match=f"{target} GEMM config: a config of this target") as info:
+            gemm.plan(problem, target=target, config=config)  # gfx950 before: a TypeError of its own
+        assert info.value.operand == "config"

@@ -59,9 +59,6 @@ def plan(problem: GemmProblem, config=None, *, m: int | None = None, k_splits: i
     if problem.dynamic or problem.grouped:
         _no_config(problem, config, "grouped" if problem.grouped else "dynamic-M")
         return _dynamic(problem).plan(problem.rows(m) if problem.dynamic else m)
-    if config is not None and not isinstance(config, Gfx950GemmConfig | MxGemmConfig):
-        raise TypeError(f"gfx950 GEMM config: expected a Gfx950GemmConfig or MxGemmConfig, found "
-                        f"{type(config).__name__}")
     check_config(config, (Gfx950GemmConfig, MxGemmConfig), "gfx950 GEMM config")
     out = _out(problem)
     if config is None and not problem.mx and k_splits is None:
