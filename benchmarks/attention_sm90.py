@@ -15,6 +15,8 @@ backend, with the sm80-class kernel's default for context.
                                                                      # three consumer warpgroups (192 rows) beside two
     python3 benchmarks/attention_sm90.py --out $OUT --seqs 2048,4096,16384 --torch-op --no-sm80
                                                                      # and tvm_cdna4.torch.attention (the op's plan)
+    python3 benchmarks/attention_sm90.py --out $OUT --head-dims 128 --seqs 2048,4096 --torch-op --no-sm80 --rounds 4 \
+        --order alternate                                            # the op against the kernel alone, both orders
     python3 benchmarks/attention_sm90.py --out $OUT --quick         # D 128, 4k and 16k tokens only
     python3 benchmarks/attention_sm90.py --out $OUT --fp8           # e4m3 Q, K, V (D 128), SDPA in bf16 beside
 
@@ -26,7 +28,8 @@ Method. Every kernel is built first in spawned worker processes (``attention_tar
 compiled into the device-code cache: ``runtime.cuda.precompile``). On the GPU each kernel is first checked
 (O and LSE of two heads against an f32 reference: ``attention_h200.f32_check``), then timed by CUDA-graph
 replay (``torch_gemm._graph_seconds``: ``--calls`` launches captured in one graph, the median of ``--reps``
-replays; SDPA the same way), interleaved over ``--rounds`` rounds (median). TFLOP/s =
+replays; SDPA the same way), interleaved over ``--rounds`` rounds (median; ``--order alternate``: odd rounds in reverse
+order, ``ORDERS``; each row's ``rounds`` keeps every round's seconds). TFLOP/s =
 ``AttentionProblem.flops()`` (causal: the pairs it needs). ``--torch-op``: the torch op ``tvm_cdna4.torch.attention``
 too (``torch op``: its kernel built on the first call, in the process, from the cost model's config, which the row's
 ``torch_op_config`` records; checked and timed as the others). Prints a markdown table; writes
@@ -172,6 +175,20 @@ def problems(quick: bool = False, fp8: bool = False, dims=None, seqs=None):
     return out
 
 
+ORDERS = ("fixed", "alternate")
+"""``--order``: each round times the contenders in one order (cuDNN, FA2, the kernels, the torch op: each kernel after
+the same one every round), or alternates it, odd rounds reversed (``timing_order``): at D 128 the H100 runs at its
+power limit and a timing may depend on what ran just before it; a row's ``rounds`` records each round's seconds in
+the order timed, so that the two directions can be compared (issue 38: the torch op against the kernel alone)."""
+
+
+def timing_order(names: list, round_index: int, order: str = "fixed") -> list:
+    """The contenders of round ``round_index`` in the order they are timed (``ORDERS``)."""
+    if order not in ORDERS:
+        raise ValueError(f"--order: {order!r} not in {ORDERS}")
+    return names[::-1] if order == "alternate" and round_index % 2 else list(names)
+
+
 def sdpa_call(backend, q, k, v, causal):
     """The SDPA call of ``backend`` (GQA: ``enable_gqa``, else K / V repeated), or None where it does not run."""
     import torch
@@ -243,6 +260,8 @@ def main(argv=None) -> int:
     ap.add_argument("--calls", type=int, default=10, help="launches per CUDA graph")
     ap.add_argument("--reps", type=int, default=10, help="graph replays per round (median)")
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--order", default="fixed", choices=ORDERS,
+                    help="the contenders' order in each round (timing_order): fixed, or alternate (odd rounds reversed)")
     ap.add_argument("--timing", default="graph", choices=("graph", "events"),
                     help="graph: CUDA-graph replay (torch_gemm._graph_seconds); events: runtime.cuda.bench_ms "
                          "(CUDA events around each call, method 'warm'), should a graph not capture a launch")
@@ -327,12 +346,16 @@ def main(argv=None) -> int:
 
                 calls["torch op"] = lambda q=q, k=k, v=v, causal=p.causal: tt.attention(q, k, v, causal=causal)
         samples = {name: [] for name, fn in calls.items() if fn}
-        for _ in range(args.rounds):
-            for name in samples:
+        rounds = []
+        for r in range(args.rounds):
+            rounds.append({})
+            for name in timing_order(list(samples), r, args.order):
                 if args.timing == "graph":
-                    samples[name].append(_graph_seconds(torch, [calls[name]] * args.calls, args.reps))
+                    seconds = _graph_seconds(torch, [calls[name]] * args.calls, args.reps)
                 else:
-                    samples[name].append(bench_ms(calls[name], rep_ms=50, method="warm") / 1e3)
+                    seconds = bench_ms(calls[name], rep_ms=50, method="warm") / 1e3
+                samples[name].append(seconds)
+                rounds[-1][name] = seconds
         tflops = {name: p.flops() / statistics.median(t) / 1e12 for name, t in samples.items()}
         for name, value in tflops.items():
             if value > PLAUSIBLE_TFLOPS:  # a graph that captured no launch times nothing
@@ -344,7 +367,7 @@ def main(argv=None) -> int:
                    default_over_cudnn=(tflops.get(f"sm90 {configs[p][0]}", 0) / tflops["cudnn"]) if "cudnn" in tflops
                    else None, torch_op_config=op_config and str(op_config), torch_op_label=op_config and op_label(op_config),
                    torch_op_over_cudnn=(tflops["torch op"] / tflops["cudnn"]) if {"torch op", "cudnn"} <= set(tflops)
-                   else None)
+                   else None, rounds=rounds, order=args.order)
         report["rows"].append(row)
         print(json.dumps({k_: row[k_] for k_ in ("problem", "tflops", "default_over_cudnn", "torch_op_over_cudnn")},
                          default=str), flush=True)
@@ -370,15 +393,43 @@ def main(argv=None) -> int:
 
 
 def op_table(rows, cell) -> None:
-    """``--torch-op``: a markdown table of the torch op against cuDNN and FA2, with the op's config."""
-    print("\n| D | B x S | H / Hkv | causal | cuDNN | FA2 | torch op | op / cuDNN | op / FA2 | the op's config |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    """``--torch-op``: a markdown table of the torch op against cuDNN, FA2 and the kernel alone (the row's default;
+    ``op_over_kernel``: the whole run's and each round's), with the op's config."""
+    print("\n| D | B x S | H / Hkv | causal | cuDNN | FA2 | torch op | op / cuDNN | op / FA2 | kernel alone | op / kernel "
+          "| op / kernel by round | the op's config |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         t, c = r["tflops"], r.get("torch_op_label") or "-"
         fa2 = t["torch op"] / t["flash"] if t.get("torch op") and t.get("flash") else None
+        whole, by_round = op_over_kernel(r)
         print(f"| {r['head_dim']} | {r['batch']} x {r['seq']} | {r['heads']} / {r['kv_heads']} | {r['causal']} | "
               f"{cell(t.get('cudnn'))} | {cell(t.get('flash'))} | {cell(t.get('torch op'))} | "
-              f"{cell(r['torch_op_over_cudnn'], '.2f')} | {cell(fa2, '.2f')} | {c} |")
+              f"{cell(r['torch_op_over_cudnn'], '.2f')} | {cell(fa2, '.2f')} | {cell(t.get(r['default']))} | "
+              f"{cell(whole, '.3f')} | {' '.join(format(x, '.3f') for x in by_round) or '-'} | {c} |")
+    if any(r.get("order") == "alternate" for r in rows):
+        even, odd = (statistics.geometric_mean(ratios) if ratios else None for ratios in direction_ratios(rows))
+        print(f"\nop / kernel, geometric mean over the rows' rounds: in order (the kernel after FA2, the op after the "
+              f"kernel) {cell(even, '.3f')}; reversed (the kernel after the op) {cell(odd, '.3f')}")
+
+
+def direction_ratios(rows) -> tuple[list, list]:
+    """``--order alternate``: each row's op / kernel ratios of its even rounds (timed in order) and of its odd rounds
+    (reversed)."""
+    even, odd = [], []
+    for r in rows:
+        for i, ratio in enumerate(op_over_kernel(r)[1]):
+            (odd if i % 2 else even).append(ratio)
+    return even, odd
+
+
+def op_over_kernel(row: dict) -> tuple:
+    """(the torch op's TFLOP/s over the kernel alone's, the row's default config, in ``row``; each round's ratio,
+    ``row["rounds"]`` seconds: the kernel's over the op's): (None, []) where either was not timed."""
+    t, kernel = row["tflops"], row["default"]
+    if not (t.get("torch op") and t.get(kernel)):
+        return None, []
+    by_round = [r[kernel] / r["torch op"] for r in row.get("rounds", ()) if r.get("torch op") and r.get(kernel)]
+    return t["torch op"] / t[kernel], by_round
 
 
 def op_label(c: Sm90AttentionConfig) -> str:

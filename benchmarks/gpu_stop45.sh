@@ -198,6 +198,10 @@
 #               and three chunks a tile), then at 4096^3 at the clock it sustains the whole-tile plain GEMM and residual
 #               against the 64-column staging with four stages, plain / residual global / prefetch, beside torch.mm and
 #               addmm_ (sm90_power.py --epilogue --set chunks): time, clock, cycles a call over plain [~150]
+#   attnop      stop 55 (journal "Stop 55: attnop"): issue 38's torch op against the kernel alone at D 128 (RESULTS.md: op
+#               0.92-0.98x the kernel on 9 of 12 rows; the same plan, one launch a call, on the CPU): attention_sm90.py
+#               --head-dims 128 --seqs 2048,4096 --torch-op, 4 rounds in alternating order (odd rounds reversed: the
+#               kernel alone then follows the op, not FA2), each round's op / kernel in the table [~120]
 if [ -f .sm90tree/sitepack/site.tar.xz ]; then  # benchmarks/pack_site.sh: the wheels installed and packed (33 of 49 MB)
   mkdir -p /tmp/site && tar -C /tmp/site -xJf .sm90tree/sitepack/site.tar.xz
 else
@@ -496,6 +500,10 @@ print('planned:', d.planned('sm80'))" 2>&1 | tee "$OUT/m200_device.txt"
     timeout 140 python3 benchmarks/attention_sm90.py --no-sm80 --head-dims 128 --seqs 2048,4096 --configs options \
       --options 176-keys,176-keys+split-kv --out "$OUT/fa3tile" 2>&1 | tee "$OUT/attention_fa3tile.log" \
       | grep -v "^{" | tail -40 ;;
+  attnop)  # stop 55: the torch op against the kernel alone, D 128, 2k / 4k, 4 rounds in alternating order [~120]
+    mkdir -p "$OUT/attnop"
+    timeout 150 python3 benchmarks/attention_sm90.py --no-sm80 --head-dims 128 --seqs 2048,4096 --torch-op --rounds 4 \
+      --order alternate --out "$OUT/attnop" 2>&1 | tee "$OUT/attention_attnop.log" | grep -v "^{" | tail -24 ;;
   attnlat)  # stop 52: the P V wait after the 8th / 16th exp (exps_before_pv_wait) beside the default and cuDNN, D 128 [~150]
     mkdir -p "$OUT/attnlat"
     timeout 140 python3 benchmarks/attention_sm90.py --no-sm80 --head-dims 128 --seqs 2048,4096 --configs options \
@@ -627,7 +635,7 @@ print('planned:', d.planned('sm80'))" 2>&1 | tee "$OUT/m200_device.txt"
     gpu_tests 50 "$OUT/pytest_gpu_chunkepi.log" -n 3 tests/kernels/sm90/test_sm90_epilogue_tile.py
     timeout 110 python3 benchmarks/sm90_power.py --epilogue --set chunks --seconds ${CHUNKEPI_S:-2} --out "$OUT/chunkepi" 2>&1 \
       | tee "$OUT/sm90_power_chunkepi.log" | grep -v "^{" | tail -20 ;;
-  *) echo "unknown step $step (peers, partitions, ncu, ncu-cluster, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring, m200, epires, epires-ncu, stop49, stop49b, attn3wg, swaporder, swaporder-ncu, decode32, refine, swapone, swapcluster, attnfit, attnfit-long, attnitem, splitwave, attnzigzag, peers-mid, finecut, walktests, trim, pagedsplit, zerofill, paged, reach, epiearly, power, widen, deepwaves, pagedb8, fa3tile, attnlat, fp8grp, swap200, short2k, resclock, shiftbox, fp8eff, grpbig, zerofill2, shifttma, pagedpdl, chunkepi)"; exit 2 ;;
+  *) echo "unknown step $step (peers, partitions, ncu, ncu-cluster, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring, m200, epires, epires-ncu, stop49, stop49b, attn3wg, swaporder, swaporder-ncu, decode32, refine, swapone, swapcluster, attnfit, attnfit-long, attnitem, splitwave, attnzigzag, peers-mid, finecut, walktests, trim, pagedsplit, zerofill, paged, reach, epiearly, power, widen, deepwaves, pagedb8, fa3tile, attnlat, fp8grp, swap200, short2k, resclock, shiftbox, fp8eff, grpbig, zerofill2, shifttma, pagedpdl, chunkepi, attnop)"; exit 2 ;;
   esac
 done
 cd "$OUT" && tar czf /tmp/call.tgz --exclude=call.tgz . && find . -mindepth 1 -delete && mv /tmp/call.tgz "$OUT/call.tgz"
