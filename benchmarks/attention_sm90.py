@@ -29,7 +29,8 @@ compiled into the device-code cache: ``runtime.cuda.precompile``). On the GPU ea
 (O and LSE of two heads against an f32 reference: ``attention_h200.f32_check``), then timed by CUDA-graph
 replay (``torch_gemm._graph_seconds``: ``--calls`` launches captured in one graph, the median of ``--reps``
 replays; SDPA the same way), interleaved over ``--rounds`` rounds (median; ``--order alternate``: odd rounds in reverse
-order, ``ORDERS``; each row's ``rounds`` keeps every round's seconds). TFLOP/s =
+order, ``ORDERS``; ``--settle-ms``: each graph replayed untimed that long first; each row's ``rounds`` keeps every
+round's seconds). TFLOP/s =
 ``AttentionProblem.flops()`` (causal: the pairs it needs). ``--torch-op``: the torch op ``tvm_cdna4.torch.attention``
 too (``torch op``: its kernel built on the first call, in the process, from the cost model's config, which the row's
 ``torch_op_config`` records; checked and timed as the others). Prints a markdown table; writes
@@ -262,6 +263,9 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--order", default="fixed", choices=ORDERS,
                     help="the contenders' order in each round (timing_order): fixed, or alternate (odd rounds reversed)")
+    ap.add_argument("--settle-ms", type=float, default=0.0,
+                    help="--timing graph: each contender's graph replayed untimed this long before its replays are "
+                         "timed (the clock settles to its own power, not to what ran before it)")
     ap.add_argument("--timing", default="graph", choices=("graph", "events"),
                     help="graph: CUDA-graph replay (torch_gemm._graph_seconds); events: runtime.cuda.bench_ms "
                          "(CUDA events around each call, method 'warm'), should a graph not capture a launch")
@@ -351,7 +355,7 @@ def main(argv=None) -> int:
             rounds.append({})
             for name in timing_order(list(samples), r, args.order):
                 if args.timing == "graph":
-                    seconds = _graph_seconds(torch, [calls[name]] * args.calls, args.reps)
+                    seconds = _graph_seconds(torch, [calls[name]] * args.calls, args.reps, args.settle_ms / 1e3)
                 else:
                     seconds = bench_ms(calls[name], rep_ms=50, method="warm") / 1e3
                 samples[name].append(seconds)
@@ -367,7 +371,7 @@ def main(argv=None) -> int:
                    default_over_cudnn=(tflops.get(f"sm90 {configs[p][0]}", 0) / tflops["cudnn"]) if "cudnn" in tflops
                    else None, torch_op_config=op_config and str(op_config), torch_op_label=op_config and op_label(op_config),
                    torch_op_over_cudnn=(tflops["torch op"] / tflops["cudnn"]) if {"torch op", "cudnn"} <= set(tflops)
-                   else None, rounds=rounds, order=args.order)
+                   else None, rounds=rounds, order=args.order, settle_ms=args.settle_ms)
         report["rows"].append(row)
         print(json.dumps({k_: row[k_] for k_ in ("problem", "tflops", "default_over_cudnn", "torch_op_over_cudnn")},
                          default=str), flush=True)

@@ -201,7 +201,8 @@
 #   attnop      stop 55 (journal "Stop 55: attnop"): issue 38's torch op against the kernel alone at D 128 (RESULTS.md: op
 #               0.92-0.98x the kernel on 9 of 12 rows; the same plan, one launch a call, on the CPU): attention_sm90.py
 #               --head-dims 128 --seqs 2048,4096 --torch-op, 4 rounds in alternating order (odd rounds reversed: the
-#               kernel alone then follows the op, not FA2), each round's op / kernel in the table [~120]
+#               kernel alone then follows the op, not FA2), each round's op / kernel in the table; then 2 rounds in
+#               attnfit's order with each graph replayed 300 ms untimed first (--settle-ms 300) [~120]
 if [ -f .sm90tree/sitepack/site.tar.xz ]; then  # benchmarks/pack_site.sh: the wheels installed and packed (33 of 49 MB)
   mkdir -p /tmp/site && tar -C /tmp/site -xJf .sm90tree/sitepack/site.tar.xz
 else
@@ -500,10 +501,12 @@ print('planned:', d.planned('sm80'))" 2>&1 | tee "$OUT/m200_device.txt"
     timeout 140 python3 benchmarks/attention_sm90.py --no-sm80 --head-dims 128 --seqs 2048,4096 --configs options \
       --options 176-keys,176-keys+split-kv --out "$OUT/fa3tile" 2>&1 | tee "$OUT/attention_fa3tile.log" \
       | grep -v "^{" | tail -40 ;;
-  attnop)  # stop 55: the torch op against the kernel alone, D 128, 2k / 4k, 4 rounds in alternating order [~120]
-    mkdir -p "$OUT/attnop"
-    timeout 150 python3 benchmarks/attention_sm90.py --no-sm80 --head-dims 128 --seqs 2048,4096 --torch-op --rounds 4 \
-      --order alternate --out "$OUT/attnop" 2>&1 | tee "$OUT/attention_attnop.log" | grep -v "^{" | tail -24 ;;
+  attnop)  # stop 55: the torch op against the kernel alone, D 128, 2k / 4k: alternating order, then settled [~120]
+    mkdir -p "$OUT/attnop" "$OUT/attnop_settle"
+    timeout 80 python3 benchmarks/attention_sm90.py --no-sm80 --head-dims 128 --seqs 2048,4096 --torch-op --rounds 4 \
+      --order alternate --out "$OUT/attnop" 2>&1 | tee "$OUT/attention_attnop.log" | grep -v "^{" | tail -13
+    timeout 70 python3 benchmarks/attention_sm90.py --no-sm80 --head-dims 128 --seqs 2048,4096 --torch-op --rounds 2 \
+      --settle-ms 300 --out "$OUT/attnop_settle" 2>&1 | tee "$OUT/attention_attnop_settle.log" | grep -v "^{" | tail -10 ;;
   attnlat)  # stop 52: the P V wait after the 8th / 16th exp (exps_before_pv_wait) beside the default and cuDNN, D 128 [~150]
     mkdir -p "$OUT/attnlat"
     timeout 140 python3 benchmarks/attention_sm90.py --no-sm80 --head-dims 128 --seqs 2048,4096 --configs options \

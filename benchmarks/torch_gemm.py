@@ -228,8 +228,9 @@ def read_rate(torch) -> float:
     return 4 * 2**30 / best
 
 
-def _graph_seconds(torch, calls, reps: int) -> float:
-    """The median replay's seconds over ``len(calls)`` calls captured in one CUDA graph."""
+def _graph_seconds(torch, calls, reps: int, settle_s: float = 0.0) -> float:
+    """The median replay's seconds over ``len(calls)`` calls captured in one CUDA graph; ``settle_s``: the graph
+    replayed untimed that long first (the clock settles to this work's power, not the work timed before it)."""
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):
@@ -242,6 +243,10 @@ def _graph_seconds(torch, calls, reps: int) -> float:
             c()
     graph.replay()
     torch.cuda.synchronize()
+    settled = time.perf_counter() + settle_s
+    while time.perf_counter() < settled:
+        graph.replay()
+        torch.cuda.synchronize()
     times = []
     for _ in range(reps):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)

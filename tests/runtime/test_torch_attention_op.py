@@ -98,3 +98,35 @@ def test_direction_ratios_split_the_rounds_in_order_from_the_reversed():
                rounds=[{"sm90 c": 1.0, "torch op": 1.1}, {"torch op": 2.0, "sm90 c": 2.0}, {"sm90 c": 1.0, "torch op": 1.2}])
     even, odd = bench.direction_ratios([row, row])
     assert even == pytest.approx([1 / 1.1, 1 / 1.2] * 2) and odd == pytest.approx([1.0, 1.0])
+
+
+def test_graph_seconds_settles_untimed_replays_first():
+    # --settle-ms: the graph replayed untimed for settle_s before its reps are timed; none by default
+    import contextlib
+
+    class Graph:
+        replays = 0
+
+        def replay(self):
+            Graph.replays += 1
+
+    class Event:
+        def __init__(self, enable_timing=False):
+            pass
+
+        def record(self):
+            pass
+
+        def elapsed_time(self, end):
+            return 2.0
+
+    stream = types.SimpleNamespace(wait_stream=lambda other: None)
+    cuda = types.SimpleNamespace(Stream=lambda: stream, current_stream=lambda: stream, CUDAGraph=Graph, Event=Event,
+                                 stream=lambda s: contextlib.nullcontext(), graph=lambda g: contextlib.nullcontext(),
+                                 synchronize=lambda: None)
+    fake, ran = types.SimpleNamespace(cuda=cuda), []
+    torch_gemm = benchmark_module("torch_gemm")
+    assert torch_gemm._graph_seconds(fake, [lambda: ran.append(1)] * 5, 3) == pytest.approx(2e-3 / 5)
+    assert Graph.replays == 1 + 3 and len(ran) == 2 + 5  # warm-up calls, then the captured ones
+    torch_gemm._graph_seconds(fake, [lambda: None] * 5, 3, settle_s=0.02)
+    assert Graph.replays > 2 * (1 + 3)
