@@ -408,3 +408,43 @@ def test_a_gemm_config_of_another_target_is_a_contract_error_on_every_target():
         with pytest.raises(ContractError, match=f"{target} GEMM config: a config of this target") as info:
             gemm.plan(problem, target=target, config=config)  # gfx950 before: a TypeError of its own
         assert info.value.operand == "config"
+
+
+# ---- stop 55 (review55): the paths stop 54's check_config did not reach ------------------------------------------
+
+
+@pytest.mark.parametrize("config", ["Sm90Config", "Gfx950GemmConfig", "DecodeConfig"])
+def test_an_sm80_grouped_gemm_names_a_config_it_cannot_plan(config):
+    """Before: an AttributeError from the GroupedGemm's description (``config.block_k``, ``config.warps_m``)."""
+    from tvm_cdna4.kernels import gemm
+    from tvm_cdna4.kernels.sm80.decode_plan import DecodeConfig
+
+    make = {"DecodeConfig": DecodeConfig, **{c.__name__: c for c in _configs()}}[config]
+    with pytest.raises(ContractError, match="sm80 GEMM config: a config of this target") as info:
+        gemm.plan(gemm.GemmProblem(None, 256, 256, "f16", "nt", "f32", groups=4), "sm80", make(), m=64)
+    assert (info.value.operand, info.value.found) == ("config", f"a {config}")
+
+
+def test_an_sm80_reduction_beside_another_targets_config_names_the_config():
+    """Before: dataclasses.replace's TypeError ("replace() should be called on dataclass instances")."""
+    with pytest.raises(ContractError, match="sm80 GEMM config: a config of this target") as info:
+        from tvm_cdna4.kernels import gemm
+
+        gemm.plan(gemm.GemmProblem(256, 256, 256, "f16", "nt", "f32"), "sm80", _configs()[1](), reduction="ordered")
+    assert info.value.operand == "config"
+
+
+@pytest.mark.parametrize("dtype, config, expected", [
+    ("f16", "MxGemmConfig", "a Gfx950GemmConfig"),  # before: AttributeError, no 'check'
+    ("mxfp8", "Gfx950GemmConfig", "a MxGemmConfig"),  # before: planned, lds_dma / mfma / waves_m unread
+])
+def test_a_gfx950_gemm_config_of_the_other_kernel_is_named(dtype, config, expected):
+    from tvm_cdna4.kernels import gemm
+    from tvm_cdna4.kernels.gfx950.gemm_config import Gfx950GemmConfig
+    from tvm_cdna4.kernels.gfx950.mx_gemm_plan import MxGemmConfig
+
+    made = {"MxGemmConfig": MxGemmConfig(), "Gfx950GemmConfig": Gfx950GemmConfig(block_k=128, lds_dma=True)}[config]
+    with pytest.raises(ContractError, match="gfx950 GEMM config: a config of this target") as info:
+        gemm.plan(gemm.GemmProblem(256, 256, 256, dtype, "nt"), "gfx950", made)
+    assert info.value.operand == "config" and info.value.expected.startswith(expected)
+
