@@ -448,3 +448,33 @@ def test_a_gfx950_gemm_config_of_the_other_kernel_is_named(dtype, config, expect
         gemm.plan(gemm.GemmProblem(256, 256, 256, dtype, "nt"), "gfx950", made)
     assert info.value.operand == "config" and info.value.expected.startswith(expected)
 
+
+def _paged_problem():
+    from tvm_cdna4.kernels.attention.paged import PagedDecodeProblem
+
+    return PagedDecodeProblem(2, 8, 2, 128, 1, 16, 8, 20)
+
+
+@pytest.mark.parametrize("field, value", [("prefetch", "no"), ("lds_pad", 16.0), ("splits", True)])
+def test_a_gfx950_paged_config_field_of_the_wrong_type_is_named(field, value):
+    """Before: ``prefetch="no"`` and ``lds_pad=16.0`` were planned ("no" read as True)."""
+    from tvm_cdna4.kernels.gfx950.paged_decode_plan import PagedDecodeConfig
+
+    with pytest.raises(ContractError, match=f"gfx950 paged decode config {field}: a field of type") as info:
+        PagedDecodeConfig(**{field: value})
+    assert (info.value.operand, info.value.found) == (field, repr(value))
+
+
+@pytest.mark.parametrize("target, other", [("gfx950", "sm80"), ("sm80", "gfx950"), ("sm90", "gfx950"),
+                                           ("sm80", "attention")])
+def test_a_paged_config_of_another_target_is_named(target, other):
+    """Before: an AttributeError (``block_kv``, ``tile_keys``, ``fp8_cvt``) from inside the planner."""
+    from tvm_cdna4.kernels import attention
+    from tvm_cdna4.kernels.gfx950.paged_decode_plan import PagedDecodeConfig as Gfx950Paged
+    from tvm_cdna4.kernels.sm80.attention_plan import Sm80AttentionConfig
+    from tvm_cdna4.kernels.sm80.paged_decode_plan import PagedDecodeConfig as CudaPaged
+
+    config = {"sm80": CudaPaged, "gfx950": Gfx950Paged, "attention": Sm80AttentionConfig}[other]()
+    with pytest.raises(ContractError, match=f"{target} paged decode config: a config of this target") as info:
+        attention.paged_verb(target, "plan")(_paged_problem(), config)
+    assert (info.value.operand, info.value.found) == ("config", f"a {type(config).__name__}")
