@@ -478,3 +478,27 @@ def test_a_paged_config_of_another_target_is_named(target, other):
     with pytest.raises(ContractError, match=f"{target} paged decode config: a config of this target") as info:
         attention.paged_verb(target, "plan")(_paged_problem(), config)
     assert (info.value.operand, info.value.found) == ("config", f"a {type(config).__name__}")
+
+
+def test_check_config_reads_every_field_of_every_config_class():
+    """A guard: ``check_config`` skips, silently, a field whose declared type is not a ``FIELD_TYPES`` name (a
+    tuple, a float, or an annotation it cannot read: ``int | None`` in a module without ``from __future__ import
+    annotations`` is not a string). Every config class of ``tvm_cdna4.kernels`` has each of its fields read."""
+    import dataclasses
+    import importlib
+    import inspect
+    import pkgutil
+
+    import attrs
+
+    import tvm_cdna4.kernels as kernels
+    from tvm_cdna4.kernels.common import _typed_fields
+
+    classes = {obj for m in pkgutil.walk_packages(kernels.__path__, kernels.__name__ + ".")
+               for name, obj in vars(importlib.import_module(m.name)).items()
+               if inspect.isclass(obj) and name.endswith("Config") and obj.__module__ == m.name
+               and (attrs.has(obj) or dataclasses.is_dataclass(obj))}
+    assert len(classes) >= 10  # GEMM (sm80 tile and decode, sm90, gfx950 dense and MX), attention x3, paged x2
+    unread = {f"{c.__module__}.{c.__name__}": [f.name for f in (attrs.fields(c) if attrs.has(c) else dataclasses.fields(c))
+                                               if f.name not in {t[0] for t in _typed_fields(c)}] for c in classes}
+    assert {name: fields for name, fields in unread.items() if fields} == {}
