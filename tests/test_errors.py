@@ -408,3 +408,97 @@ def test_a_gemm_config_of_another_target_is_a_contract_error_on_every_target():
         with pytest.raises(ContractError, match=f"{target} GEMM config: a config of this target") as info:
             gemm.plan(problem, target=target, config=config)  # gfx950 before: a TypeError of its own
         assert info.value.operand == "config"
+
+
+# ---- stop 55 (review55): the paths stop 54's check_config did not reach ------------------------------------------
+
+
+@pytest.mark.parametrize("config", ["Sm90Config", "Gfx950GemmConfig", "DecodeConfig"])
+def test_an_sm80_grouped_gemm_names_a_config_it_cannot_plan(config):
+    """Before: an AttributeError from the GroupedGemm's description (``config.block_k``, ``config.warps_m``)."""
+    from tvm_cdna4.kernels import gemm
+    from tvm_cdna4.kernels.sm80.decode_plan import DecodeConfig
+
+    make = {"DecodeConfig": DecodeConfig, **{c.__name__: c for c in _configs()}}[config]
+    with pytest.raises(ContractError, match="sm80 GEMM config: a config of this target") as info:
+        gemm.plan(gemm.GemmProblem(None, 256, 256, "f16", "nt", "f32", groups=4), "sm80", make(), m=64)
+    assert (info.value.operand, info.value.found) == ("config", f"a {config}")
+
+
+def test_an_sm80_reduction_beside_another_targets_config_names_the_config():
+    """Before: dataclasses.replace's TypeError ("replace() should be called on dataclass instances")."""
+    with pytest.raises(ContractError, match="sm80 GEMM config: a config of this target") as info:
+        from tvm_cdna4.kernels import gemm
+
+        gemm.plan(gemm.GemmProblem(256, 256, 256, "f16", "nt", "f32"), "sm80", _configs()[1](), reduction="ordered")
+    assert info.value.operand == "config"
+
+
+@pytest.mark.parametrize("dtype, config, expected", [
+    ("f16", "MxGemmConfig", "a Gfx950GemmConfig"),  # before: AttributeError, no 'check'
+    ("mxfp8", "Gfx950GemmConfig", "a MxGemmConfig"),  # before: planned, lds_dma / mfma / waves_m unread
+])
+def test_a_gfx950_gemm_config_of_the_other_kernel_is_named(dtype, config, expected):
+    from tvm_cdna4.kernels import gemm
+    from tvm_cdna4.kernels.gfx950.gemm_config import Gfx950GemmConfig
+    from tvm_cdna4.kernels.gfx950.mx_gemm_plan import MxGemmConfig
+
+    made = {"MxGemmConfig": MxGemmConfig(), "Gfx950GemmConfig": Gfx950GemmConfig(block_k=128, lds_dma=True)}[config]
+    with pytest.raises(ContractError, match="gfx950 GEMM config: a config of this target") as info:
+        gemm.plan(gemm.GemmProblem(256, 256, 256, dtype, "nt"), "gfx950", made)
+    assert info.value.operand == "config" and info.value.expected.startswith(expected)
+
+
+def _paged_problem():
+    from tvm_cdna4.kernels.attention.paged import PagedDecodeProblem
+
+    return PagedDecodeProblem(2, 8, 2, 128, 1, 16, 8, 20)
+
+
+@pytest.mark.parametrize("field, value", [("prefetch", "no"), ("lds_pad", 16.0), ("splits", True)])
+def test_a_gfx950_paged_config_field_of_the_wrong_type_is_named(field, value):
+    """Before: ``prefetch="no"`` and ``lds_pad=16.0`` were planned ("no" read as True)."""
+    from tvm_cdna4.kernels.gfx950.paged_decode_plan import PagedDecodeConfig
+
+    with pytest.raises(ContractError, match=f"gfx950 paged decode config {field}: a field of type") as info:
+        PagedDecodeConfig(**{field: value})
+    assert (info.value.operand, info.value.found) == (field, repr(value))
+
+
+@pytest.mark.parametrize("target, other", [("gfx950", "sm80"), ("sm80", "gfx950"), ("sm90", "gfx950"),
+                                           ("sm80", "attention")])
+def test_a_paged_config_of_another_target_is_named(target, other):
+    """Before: an AttributeError (``block_kv``, ``tile_keys``, ``fp8_cvt``) from inside the planner."""
+    from tvm_cdna4.kernels import attention
+    from tvm_cdna4.kernels.gfx950.paged_decode_plan import PagedDecodeConfig as Gfx950Paged
+    from tvm_cdna4.kernels.sm80.attention_plan import Sm80AttentionConfig
+    from tvm_cdna4.kernels.sm80.paged_decode_plan import PagedDecodeConfig as CudaPaged
+
+    config = {"sm80": CudaPaged, "gfx950": Gfx950Paged, "attention": Sm80AttentionConfig}[other]()
+    with pytest.raises(ContractError, match=f"{target} paged decode config: a config of this target") as info:
+        attention.paged_verb(target, "plan")(_paged_problem(), config)
+    assert (info.value.operand, info.value.found) == ("config", f"a {type(config).__name__}")
+
+
+def test_check_config_reads_every_field_of_every_config_class():
+    """A guard: ``check_config`` skips, silently, a field whose declared type is not a ``FIELD_TYPES`` name (a
+    tuple, a float, or an annotation it cannot read: ``int | None`` in a module without ``from __future__ import
+    annotations`` is not a string). Every config class of ``tvm_cdna4.kernels`` has each of its fields read."""
+    import dataclasses
+    import importlib
+    import inspect
+    import pkgutil
+
+    import attrs
+
+    import tvm_cdna4.kernels as kernels
+    from tvm_cdna4.kernels.common import _typed_fields
+
+    classes = {obj for m in pkgutil.walk_packages(kernels.__path__, kernels.__name__ + ".")
+               for name, obj in vars(importlib.import_module(m.name)).items()
+               if inspect.isclass(obj) and name.endswith("Config") and obj.__module__ == m.name
+               and (attrs.has(obj) or dataclasses.is_dataclass(obj))}
+    assert len(classes) >= 10  # GEMM (sm80 tile and decode, sm90, gfx950 dense and MX), attention x3, paged x2
+    unread = {f"{c.__module__}.{c.__name__}": [f.name for f in (attrs.fields(c) if attrs.has(c) else dataclasses.fields(c))
+                                               if f.name not in {t[0] for t in _typed_fields(c)}] for c in classes}
+    assert {name: fields for name, fields in unread.items() if fields} == {}

@@ -59,7 +59,7 @@ def plan(problem: GemmProblem, config=None, *, m: int | None = None, k_splits: i
     if problem.dynamic or problem.grouped:
         _no_config(problem, config, "grouped" if problem.grouped else "dynamic-M")
         return _dynamic(problem).plan(problem.rows(m) if problem.dynamic else m)
-    check_config(config, (Gfx950GemmConfig, MxGemmConfig), "gfx950 GEMM config")
+    check_config(config, (MxGemmConfig,) if problem.mx else (Gfx950GemmConfig,), "gfx950 GEMM config")
     out = _out(problem)
     if config is None and not problem.mx and k_splits is None:
         from .. import devices

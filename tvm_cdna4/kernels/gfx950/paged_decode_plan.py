@@ -50,7 +50,7 @@ import attrs
 from ...isa import CATALOG
 from ...isa.hardware import GFX950_LDS_BYTES
 from ..attention.paged import PagedDecodeProblem
-from ..common import PlanRecord
+from ..common import PlanRecord, check_config
 from ..gemm.dynamic_m import ceil_div
 from ..gemm.epilogue import Param
 from .gemm_common import OUT_STORAGE, Epilogue, convert_epilogue
@@ -74,6 +74,7 @@ class PagedDecodeConfig:
     prefetch: bool = True
 
     def __attrs_post_init__(self):
+        check_config(self, (PagedDecodeConfig,), "gfx950 paged decode config")
         if self.block_kv is not None and self.block_kv not in BLOCK_KVS:
             raise ValueError(f"paged decode block_kv: one of {BLOCK_KVS}, found {self.block_kv}")
         if self.splits is not None and (isinstance(self.splits, bool) or not isinstance(self.splits, int)
@@ -201,6 +202,7 @@ def plan_gfx950_paged_decode(problem: PagedDecodeProblem, config: PagedDecodeCon
     context ``context`` (a host-side hint; default ``capacity``)."""
     from .paged_decode_cost import choose_splits
 
+    check_config(config, (PagedDecodeConfig,), "gfx950 paged decode config")
     config = config or PagedDecodeConfig()
     if config.block_kv is None:
         config = attrs.evolve(config, block_kv=64 if problem.scaled else 32)

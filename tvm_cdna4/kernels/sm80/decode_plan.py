@@ -429,12 +429,16 @@ def ranked_configs(M: int, N: int, K: int, dtype: str = "f16", layout: str = "nt
     return [c for _, c in sorted(scored, key=lambda s: s[0])]
 
 
+CONFIGS = (GemmConfig, DecodeConfig)
+"""The configs an sm80 GEMM plan takes (``plan_any``): the tile GEMM's and the decode kernel's."""
+
+
 def plan_any(M: int | MBucket, N: int, K: int, dtype: str = "f16", layout: str = "nt", out_dtype: str = "f32",
              config: GemmConfig | DecodeConfig | None = None, sms: int = H200_SMS, fusion: Fusion = Fusion()):
     """The plan of either kernel: a ``DecodePlan`` for a ``DecodeConfig``, a ``GemmPlan`` for a
     ``GemmConfig``; without a config, the planner's choice (``choose_kernel``, fusion-blind; for an
     ``MBucket`` of dynamic M, at its representative M); ``fusion``: the fused epilogue either kernel applies."""
-    check_config(config, (GemmConfig, DecodeConfig), "sm80 GEMM config")
+    check_config(config, CONFIGS, "sm80 GEMM config")
     if min(planned_m(M), N, K) < 1:
         raise ValueError("M, N, K must be positive")
     if isinstance(M, MBucket):
@@ -460,7 +464,7 @@ def decode_summary(p: DecodePlan, sms: int = H200_SMS) -> dict:
                 roofline_fraction=round(est.roofline_fraction, 4))
 
 
-__all__ = ["DECODE_MAX_M", "DECODE_WEIGHED_M", "WEIGH_WIDE_DECODE", "DecodeConfig", "DecodeEstimate", "DecodeLoop", "DecodePlan", "choose_decode",
+__all__ = ["CONFIGS", "DECODE_MAX_M", "DECODE_WEIGHED_M", "WEIGH_WIDE_DECODE", "DecodeConfig", "DecodeEstimate", "DecodeLoop", "DecodePlan", "choose_decode",
            "check_decode", "choose_kernel", "config_from_dict", "decode_candidates", "decode_estimate",
            "decode_fits", "decode_limit", "decode_summary", "decode_weighed", "plan_any", "plan_decode", "ranked_configs",
            "token_tiles"]

@@ -49,7 +49,7 @@ import json
 from collections.abc import Callable
 
 from ...cuda.build import CudaBuild, cached_build as cuda_cached_build, check_compiler, compile_blobs
-from ..common import cache_key
+from ..common import cache_key, check_config
 from ..gemm.dynamic_m import DynamicGemm, MBucket, buckets
 from ..gemm.grouped import GroupedGemm
 from .gemm_plan import (
@@ -238,6 +238,7 @@ def build_grouped(G, N, K, dtype="f16", layout="nt", out_dtype="f32", arch="sm_8
     ``benchmarks/grouped_gemm.py --candidates`` times against the model's choice)."""
     from .gemm_plan import check_grouped, plan as tile_plan
 
+    check_config(config, (GemmConfig,), "sm80 GEMM config")  # before the description reads its fields
     _check_compiler(compiler)
     fused = fusion_of(fusion=fusion, **fusion_keywords)
     if isinstance(G, bool) or not isinstance(G, int) or G < 1:

@@ -19,9 +19,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..common import option, refused_options
+from ..common import check_config, option, refused_options
 from ..gemm.problem import GemmProblem
 from . import gemm as g
+from .decode_plan import CONFIGS
 from .gemm_plan import DTYPES, OUT_DTYPES
 
 CODE = {"cuda": "source"}
@@ -69,6 +70,7 @@ def plan(problem: GemmProblem, config=None, *, m: int | None = None, sms: int | 
                              f"the cost model; expected reduction=None, found {reduction!r}")
         return _dynamic(problem, config, sms).plan(problem.rows(m) if problem.dynamic else m)
     if reduction is not None:
+        check_config(config, CONFIGS, "sm80 GEMM config")  # before replace() reads it
         config = replace(config if config is not None else choose(problem, sms=sms), reduction=reduction)
     return g.plan(problem.M, problem.N, problem.K, problem.dtype, problem.layout, _checked(problem), config,
                   _sms(sms), fusion=problem.fusion)

@@ -159,7 +159,7 @@ from __future__ import annotations
 import attrs
 
 from ..attention.paged import PagedDecodeProblem
-from ..common import PlanRecord
+from ..common import PlanRecord, check_config
 from ..devices import planned
 from ..gemm.dynamic_m import ceil_div
 from ..gemm.epilogue import Param
@@ -708,6 +708,7 @@ def plan_paged_decode(problem: PagedDecodeProblem, config: PagedDecodeConfig | N
     ``context``, default the capacity, on ``sms`` SMs, default ``kernels.devices.planned("sm80")``: the NVIDIA
     GPU, and ``arch``, the arch it is compiled for, default that GPU's: ``choose_cvt``); ``target`` names the
     kernel in errors, ``record`` is its plan's class (the sm90 kernel's extends this one)."""
+    check_config(config, (PagedDecodeConfig,), f"{target} paged decode config")
     config = config or PagedDecodeConfig()
     if problem.group * problem.queries > MAX_ROWS:
         raise ContractError(f"{target} paged decode: heads / kv_heads x queries query rows per kv head",

@@ -53,6 +53,7 @@ import attrs
 
 from ...errors import ContractError
 from ..attention.paged import PagedDecodeProblem
+from ..common import check_config
 from ..sm80.paged_decode_plan import TILE_KEYS, PagedDecodeConfig, PagedDecodePlan, plan_paged_decode
 
 SWIZZLE_MAX = 128  # bytes: TMA's widest swizzled box row (CU_TENSOR_MAP_SWIZZLE_128B, CUDA driver API)
@@ -131,6 +132,7 @@ def plan_paged_decode_sm90(problem: PagedDecodeProblem, config: PagedDecodeConfi
                            context: int | None = None, sms: int | None = None) -> Sm90PagedDecodePlan:
     """The plan of ``problem`` (the sm80 planner's partition, merge and checks: ``plan_paged_decode``, for
     ``sm_90a``: fp8 pairs always widen by ``cvt``, so ``fp8_cvt=False`` is refused)."""
+    check_config(config, (PagedDecodeConfig,), "sm90 paged decode config")  # before fp8_cvt is read
     if config is not None and config.fp8_cvt is False:
         raise ContractError("sm90 paged decode fp8_cvt: this row always widens fp8 pairs by cvt.rn.f16x2.e4m3x2",
                             operand="fp8_cvt", check="parameters", expected="None or True", found="False")
