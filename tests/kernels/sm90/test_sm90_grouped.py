@@ -15,6 +15,7 @@ from tvm_cdna4.kernels import devices, gemm
 from tvm_cdna4.kernels.gemm import GemmProblem
 from tvm_cdna4.kernels.gemm.epilogue import Fusion
 from tvm_cdna4.kernels.gemm.grouped import offsets_of, reference
+from tvm_cdna4.kernels.sm80.decode_plan import DecodeConfig
 from tvm_cdna4.kernels.sm80.gemm_plan import GemmPlan
 from tvm_cdna4.kernels.sm90 import gemm_cost
 from tvm_cdna4.kernels.sm90.gemm_plan import Sm90Config
@@ -167,6 +168,8 @@ def test_a_prefill_bucket_is_planned_over_its_range_of_rows():
     (GemmProblem(None, 64, 64, "bf16", "nt", "bf16", groups=2), Sm90Config(128, 64, 2, 2, split_k=2), "split_k"),
     (GemmProblem(None, 64, 64, "bf16", "nt", "bf16", groups=2), Sm90Config(128, 64, 2, 2, schedule="pingpong"),
      "schedule"),
+    # another target's config: the shared check (kernels.common.check_config), not a TypeError of DecodeConfig.check
+    (GemmProblem(None, 64, 64, "bf16", "nt", "bf16", groups=2), DecodeConfig(), "config"),
 ])
 def test_refusals_name_the_operand(problem, config, operand):
     with pytest.raises(ContractError) as e:

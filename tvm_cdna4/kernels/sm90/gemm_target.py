@@ -96,8 +96,7 @@ def _grouped(problem: GemmProblem, config=None, sms=None, arch: str = ARCH, comp
     from ..gemm.grouped import GroupedGemm
     from .grouped_plan import check_grouped_problem, plan_bucket
 
-    if config is not None and not isinstance(config, Sm90Config):
-        raise TypeError(f"sm90 grouped GEMM config: an Sm90Config (every bucket), found {type(config).__name__}")
+    check_config(config, (Sm90Config,), "sm90 grouped GEMM config (every bucket)")
     check_compiler(compiler)
     G, N, K, f = problem.groups, problem.N, problem.K, problem.fusion
     t_limit = check_grouped_problem(G, N, K, problem.dtype, problem.layout, problem.out)

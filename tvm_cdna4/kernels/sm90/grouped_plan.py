@@ -43,7 +43,7 @@ from __future__ import annotations
 import attrs
 
 from ...errors import ContractError
-from ..common import Param, ceil_div
+from ..common import Param, ceil_div, check_config
 from ..gemm.dynamic_m import MBucket, resolve_m
 from ..gemm.epilogue import Fusion
 from ..gemm.grouped import OFFSETS, Groups
@@ -151,6 +151,7 @@ def plan_grouped(rows: MBucket, G: int, N: int, K: int, dtype: str, out_dtype: s
     """Check the problem and ``config`` and freeze the plan of the bucket ``rows`` (rows per group) of a
     grouped GEMM of ``G`` groups (``sms``: the SMs the persistent grid fills)."""
     t_limit = check_grouped_problem(G, N, K, dtype, layout, out_dtype)
+    check_config(config, (Sm90Config,), "sm90 grouped GEMM config")
     config.check(smem_bytes)
     check_grouped_config(config, out_dtype, N)
     check_fused(config, fusion, out_dtype)
