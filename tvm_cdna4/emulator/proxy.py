@@ -6,6 +6,9 @@ TMA store reading its box, a wgmma reading a descriptor operand) only after the 
 ``fence.proxy.async`` (no space, ``.shared::cta`` or ``.shared::cluster``), and that fence must be ordered before
 the async-proxy read (a barrier or an mbarrier wait after it, or the reading thread's own program order). A TMA
 load writes through the async proxy (its mbarrier's complete-tx orders it for generic readers): no fence needed.
+The rule is the conservative one, the pattern of the CUDA programming guide's TMA example and CUTLASS
+(``fence_view_async_shared`` before the barrier): a fence run only by the READING thread after the barrier, which a
+reading of the memory model's cumulativity may admit, is reported too. No kernel of the package relies on it.
 
 Bookkeeping, all vectorized: per shared byte, the thread whose generic write is its last write (-1: none or an
 async-proxy write, ``Buffer.proxy_writer``) and that thread's count of fences at the time (``Buffer.proxy_count``);
