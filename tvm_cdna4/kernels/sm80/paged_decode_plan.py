@@ -121,10 +121,11 @@ the merge (kernel or last CTA) the same: the grid and the workspace stay the pla
 no sequence has more partitions than the grid), no host synchronization. Where one wave holds no CTA per sequence
 (``balance_divisor`` < 1) or past ``MAX_BALANCE_BATCH`` sequences it is refused. The estimate
 (``paged_decode_estimate``) at batch 8: 84.8 -> 81.8 us (9.4k, 32/8; 3072 keys, 224 CTAs), 88.4 -> 85.5 (64/8),
-135.0 -> 124.3 (15k, 4800 keys, 224 CTAs), 140.9 -> 130.2; FlashInfer's exact chunk gives the same estimates. The
-estimate does not see the empty CTAs (each holds a slot for its length's load): in the default launch order the
+135.0 -> 124.3 (15k, 4800 keys, 224 CTAs), 140.9 -> 130.2; FlashInfer's exact chunk gives the same estimates. ``partition_seconds``
+does not see the empty CTAs (each holds a slot for its length's load): in the default launch order the
 balanced grid has 2739 of them before its last non-empty CTA, partition-major (``SPLIT_MAJOR``) 248 (9.4k) and 64
-(15k), so the GPU step times the two together too.
+(15k), so the GPU step times the two together too. ``paged_decode_estimate.plan_seconds`` now counts them
+(``EMPTY_CTA_S``), and ``paged_decode_rule`` weighs both switches by it (``WEIGH_BALANCE``, off).
 
 **The merge** (``PagedDecodePlan.merge``, ``choose_merge`` unless ``PagedDecodeConfig.merge`` forces it):
 ``"kernel"``, the ``merge`` launch above; or ``"last-cta"``, one launch: after its partial, a CTA fences
@@ -623,7 +624,8 @@ def check_inflight(problem: PagedDecodeProblem, config: PagedDecodeConfig, keys:
 BALANCE = False
 """Whether a plan without ``PagedDecodeConfig.balance`` widens its partition on the device (``balance_tiles``): no.
 Timed (stop 53, an H100, ``gpu_stop45.sh pagedb8``, two runs): with ``SPLIT_MAJOR`` 2-4 % faster at batch 8 and 9.4k /
-15k, 1-4 % slower at 1.8k; the choice needs the lengths, which the host does not read (no rule from the hint yet)."""
+15k, 1-4 % slower at 1.8k; the choice needs the lengths, which the host does not read: ``paged_decode_rule.WEIGH_BALANCE``
+(off) weighs it by the estimate over stand-in batches of the hint."""
 SPLIT_MAJOR = False
 """Whether a plan without ``PagedDecodeConfig.split_major`` launches its CTAs partition-major (``pid = split x batch x
 kv_heads + b kv_heads + g``): no (alone within 1 % of the default at batch 8; with ``BALANCE``: its docstring). Partition-major, every sequence's

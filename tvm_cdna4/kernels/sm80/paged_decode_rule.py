@@ -12,12 +12,17 @@ spread log-evenly over ``STANDIN_SPREAD`` below it. A tie keeps the plan. Where 
 (``check_balance``: ``balance_divisor`` < 1, past ``MAX_BALANCE_BATCH``) the rule keeps the plan. The estimate's two
 terms for this (``EMPTY_CTA_S``: an empty CTA holds its slot a moment, so the launch order counts;
 ``BALANCE_START_S``: a balanced CTA reads and sums every length first) are fitted to the H100 runs of both switches.
+Balance alone (a config's ``split_major=False``) is weighed in the bh-major order, where its empty CTAs come first:
+the rule does not take it at these rows.
 
-What it does (H100 spec, 132 SMs, D 128, GQA 32/8 and 64/8, the hints of ``benchmarks/paged_decode.py``'s draws:
-``tests/kernels/sm80/test_paged_decode_rule.py``): batch 8, bf16: off at the 4.7k hint (the 1.8k draw: the log-spread
-stand-in +1.4 %, the other two faster), on at 23.8k / 23.6k (the 9.4k / 15k draws: every stand-in 0.3-5 % faster);
-fp8 the same; batch 32: off (the even and log-spread stand-ins 4-18 % slower: one wave of whole sequences puts the
-longest one's CTA in the tail); batch 64: refused by ``check_balance``, off.
+What it does (GQA 32/8, D 128, 132 SMs, the hints of ``benchmarks/paged_decode.py``'s draws; balanced over default
+by stand-in, all at the hint / even / log-spread, H100 spec): batch 8, bf16: off at the 4.7k hint (the 1.8k draw:
+-3.0 / -1.3 / +1.4 %), on at 23.8k / 23.6k (the 9.4k / 15k draws: -0.4..-5.2 % on each); fp8: off at 4.7k (-0.7 /
++1.3 / +1.6 %), on at 23.8k / 23.6k (-0.5..-3.1 %); batch 32, both: off (even +4.3..+5.6 %, log +0.8..+17.9 %: one
+wave of about one CTA a sequence puts the longest sequence's CTA in the tail); batch 64: refused (``balance_divisor``
+< 1), off. The H200 spec (the planner's without a GPU) makes the same choices at GQA 32/8 and 64/8
+(``tests/kernels/sm80/test_paged_decode_rule.py``). The estimate is fitted to the sm80 kernel's bf16 timings; the
+sm90 row and fp8 plans are weighed by it unfitted.
 
 **The flags a plan reads** (``PLAN_FLAGS``, ``plan_flags``): the module switches ``plan_paged_decode`` consults
 where the config leaves a choice to the module. A cache of built kernels keyed by the problem alone would serve a
