@@ -200,7 +200,8 @@
 #               addmm_ (sm90_power.py --epilogue --set chunks): time, clock, cycles a call over plain [~150]
 #   pagedrule   stop 55 (journal "Stop 55: pagedrule"): the balanced partition by rule (kernels/sm80/paged_decode_rule.py,
 #               WEIGH_BALANCE: the estimate over stand-in batches of the hint): tests/gpu/test_paged_attention_gpu.py -k
-#               balanced (the kernels the rule takes), then paged_decode.py bf16 / fp8, batch 8 / 32, means 2k / 8k / 16k,
+#               balanced (the kernels the rule takes) and the op's PDL toggled between calls (test_paged_pdl_gpu.py -k
+#               toggling: its cache keys the plan's flags), then paged_decode.py bf16 / fp8, batch 8 / 32, means 2k / 8k / 16k,
 #               GQA 32/8, FlashInfer (carried: .sm90tree/flashinfer, carry it) beside; ours the model's /
 #               balance=true:split_major=true / the rule's choice ("rule") [~150]
 if [ -f .sm90tree/sitepack/site.tar.xz ]; then  # benchmarks/pack_site.sh: the wheels installed and packed (33 of 49 MB)
@@ -571,10 +572,11 @@ print('planned:', d.planned('sm80'))" 2>&1 | tee "$OUT/m200_device.txt"
       --out "$OUT/pagedpdl" 2>&1 \
       | tee "$OUT/paged_decode_pagedpdl.log" | grep -v "^{" | grep -v -i warn | grep -v "return F" | tail -30 ;;
   pagedrule)  # stop 55: the balanced partition by rule (WEIGH_BALANCE) off / on beside FlashInfer at batch 8 / 32 [~150]
-    gpu_tests 35 "$OUT/pytest_gpu_pagedrule.log" -n 8 tests/gpu/test_paged_attention_gpu.py -k balanced
+    gpu_tests 40 "$OUT/pytest_gpu_pagedrule.log" -n 8 tests/gpu/test_paged_attention_gpu.py tests/gpu/test_paged_pdl_gpu.py \
+      -k "balanced or toggling"
     carried_flashinfer
     mkdir -p "$OUT/pagedrule"
-    timeout 110 python3 benchmarks/paged_decode.py --flashinfer "$FI" --sets bf16,fp8 --batches 8,32 \
+    timeout 95 python3 benchmarks/paged_decode.py --flashinfer "$FI" --sets bf16,fp8 --batches 8,32 \
       --means 2048,8192,16384 --gqa 32/8 --configs balance=true:split_major=true --rule \
       --out "$OUT/pagedrule" 2>&1 \
       | tee "$OUT/paged_decode_pagedrule.log" | grep -v "^{" | grep -v -i warn | grep -v "return F" | tail -30 ;;
