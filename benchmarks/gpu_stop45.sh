@@ -203,6 +203,12 @@
 #               --head-dims 128 --seqs 2048,4096 --torch-op, 4 rounds in alternating order (odd rounds reversed: the
 #               kernel alone then follows the op, not FA2), each round's op / kernel in the table; then 2 rounds in
 #               attnfit's order with each graph replayed 300 ms untimed first (--settle-ms 300) [~120]
+#   pagedrule   stop 55 (journal "Stop 55: pagedrule"): the balanced partition by rule (kernels/sm80/paged_decode_rule.py,
+#               WEIGH_BALANCE: the estimate over stand-in batches of the hint): tests/gpu/test_paged_attention_gpu.py -k
+#               balanced (the kernels the rule takes) and the op's PDL toggled between calls (test_paged_pdl_gpu.py -k
+#               toggling: its cache keys the plan's flags), then paged_decode.py bf16 / fp8, batch 8 / 32, means 2k / 8k / 16k,
+#               GQA 32/8, FlashInfer (carried: .sm90tree/flashinfer, carry it) beside; ours the model's /
+#               balance=true:split_major=true / the rule's choice ("rule") [~150]
 if [ -f .sm90tree/sitepack/site.tar.xz ]; then  # benchmarks/pack_site.sh: the wheels installed and packed (33 of 49 MB)
   mkdir -p /tmp/site && tar -C /tmp/site -xJf .sm90tree/sitepack/site.tar.xz
 else
@@ -576,6 +582,15 @@ print('planned:', d.planned('sm80'))" 2>&1 | tee "$OUT/m200_device.txt"
       --gqa 32/8 --configs merge=kernel,pdl=true:merge=kernel,merge=last-cta,pdl=true:merge=last-cta \
       --out "$OUT/pagedpdl" 2>&1 \
       | tee "$OUT/paged_decode_pagedpdl.log" | grep -v "^{" | grep -v -i warn | grep -v "return F" | tail -30 ;;
+  pagedrule)  # stop 55: the balanced partition by rule (WEIGH_BALANCE) off / on beside FlashInfer at batch 8 / 32 [~150]
+    gpu_tests 40 "$OUT/pytest_gpu_pagedrule.log" -n 8 tests/gpu/test_paged_attention_gpu.py tests/gpu/test_paged_pdl_gpu.py \
+      -k "balanced or toggling"
+    carried_flashinfer
+    mkdir -p "$OUT/pagedrule"
+    timeout 95 python3 benchmarks/paged_decode.py --flashinfer "$FI" --sets bf16,fp8 --batches 8,32 \
+      --means 2048,8192,16384 --gqa 32/8 --configs balance=true:split_major=true --rule \
+      --out "$OUT/pagedrule" 2>&1 \
+      | tee "$OUT/paged_decode_pagedrule.log" | grep -v "^{" | grep -v -i warn | grep -v "return F" | tail -30 ;;
   epiearly)  # stop 52: the residual's loads under the mainloop ('early'): exact on the card, then --epilogue [~220]
     gpu_tests 90 "$OUT/pytest_gpu_epiearly.log" -n 8 tests/gpu/test_sm90_residual_early_gpu.py
     timeout 170 python3 benchmarks/sm90_gemm.py --epilogue --out "$OUT" 2>&1 | tee "$OUT/epilogue.log" | grep -v "^{" | tail -55 ;;
@@ -638,7 +653,9 @@ print('planned:', d.planned('sm80'))" 2>&1 | tee "$OUT/m200_device.txt"
     gpu_tests 50 "$OUT/pytest_gpu_chunkepi.log" -n 3 tests/kernels/sm90/test_sm90_epilogue_tile.py
     timeout 110 python3 benchmarks/sm90_power.py --epilogue --set chunks --seconds ${CHUNKEPI_S:-2} --out "$OUT/chunkepi" 2>&1 \
       | tee "$OUT/sm90_power_chunkepi.log" | grep -v "^{" | tail -20 ;;
-  *) echo "unknown step $step (peers, partitions, ncu, ncu-cluster, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring, m200, epires, epires-ncu, stop49, stop49b, attn3wg, swaporder, swaporder-ncu, decode32, refine, swapone, swapcluster, attnfit, attnfit-long, attnitem, splitwave, attnzigzag, peers-mid, finecut, walktests, trim, pagedsplit, zerofill, paged, reach, epiearly, power, widen, deepwaves, pagedb8, fa3tile, attnlat, fp8grp, swap200, short2k, resclock, shiftbox, fp8eff, grpbig, zerofill2, shifttma, pagedpdl, chunkepi, attnop)"; exit 2 ;;
+
+
+  *) echo "unknown step $step (peers, partitions, ncu, ncu-cluster, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring, m200, epires, epires-ncu, stop49, stop49b, attn3wg, swaporder, swaporder-ncu, decode32, refine, swapone, swapcluster, attnfit, attnfit-long, attnitem, splitwave, attnzigzag, peers-mid, finecut, walktests, trim, pagedsplit, zerofill, paged, reach, epiearly, power, widen, deepwaves, pagedb8, fa3tile, attnlat, fp8grp, swap200, short2k, resclock, shiftbox, fp8eff, grpbig, zerofill2, shifttma, pagedpdl, chunkepi, attnop, pagedrule)"; exit 2 ;;
   esac
 done
 cd "$OUT" && tar czf /tmp/call.tgz --exclude=call.tgz . && find . -mindepth 1 -delete && mv /tmp/call.tgz "$OUT/call.tgz"

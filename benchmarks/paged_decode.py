@@ -402,7 +402,23 @@ def forced_configs(problem, args) -> dict:
         out[f"merge {merge}"] = {"partition": plan(problem).partition, "merge": merge}
     for entry in args.configs:
         out[entry] = {k: config_value(v) for k, v in (f.split("=") for f in entry.split(":"))}
+    if getattr(args, "rule", False):
+        out["rule"] = rule_fields(problem, args.target or "sm80")
     return out
+
+
+def rule_fields(problem, target: str) -> dict:
+    """``--rule``: the ``balance`` and ``split_major`` the plan takes with ``paged_decode_rule.WEIGH_BALANCE`` on (the
+    balanced partition partition-major, or neither), as ``PagedDecodeConfig`` fields."""
+    from tvm_cdna4.kernels.attention import paged_verb
+    from tvm_cdna4.kernels.sm80 import paged_decode_rule as rule
+
+    weigh, rule.WEIGH_BALANCE = rule.WEIGH_BALANCE, True
+    try:
+        p = paged_verb(target, "plan")(problem)
+    finally:
+        rule.WEIGH_BALANCE = weigh
+    return {"balance": bool(p.balance), "split_major": p.split_major}
 
 
 def config_value(text: str):
@@ -429,7 +445,7 @@ def forced_runs(torch, graph_seconds, problem, arch, inputs, n: int, args, check
         try:
             config = PagedDecodeConfig(**fields)
             main, merge = build(problem, config, arch=arch)
-            p = plan(problem, config)
+            p = plan(problem, config, arch=arch)  # as built (choose_cvt, choose_pdl)
             kernels = (load_build(main, "paged_"), merge and load_build(merge, "paged_merge_"), p,
                        workspace(p, inputs["q"].device))
             copies = len(inputs["caches"])
@@ -655,6 +671,8 @@ def parse(argv=None):
     ap.add_argument("--configs", default="", help="also time ours at these PagedDecodeConfig fields, comma-separated "
                     "entries of colon-separated field=value (e.g. warps=8:stages=4,warps=2,fp8_cvt=false:min_ctas=0,"
                     "pdl=true:merge=kernel)")
+    ap.add_argument("--rule", action="store_true", help="also time ours at the plan paged_decode_rule.WEIGH_BALANCE "
+                    "takes (the forced cell \"rule\": the balanced partition partition-major, or the default's)")
     ap.add_argument("--target", default="", choices=("", "sm80", "sm90"),
                     help="the kernels' row (default: the one tvm_cdna4.torch.paged_attention runs on this GPU)")
     ap.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) - 2))

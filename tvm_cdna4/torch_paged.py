@@ -32,6 +32,7 @@ from typing import Optional
 import torch
 
 from .errors import ContractError
+from .kernels.sm80.paged_decode_rule import plan_flags
 
 OP = "tvm_cdna4.torch.paged_attention"
 Q_DTYPES = {torch.bfloat16: "bf16", torch.float16: "f16"}
@@ -147,11 +148,11 @@ def _kernels(q, problem, target: str | None = None):
 
     arch, default = HOOKS["cuda_target"](q.device)
     target = target or PAGED_ROW.get(default, default)
-    key = (problem, arch, target, q.device.index)
+    key = (problem, arch, target, q.device.index, plan_flags())  # a flag toggled: a new plan, new kernels
     if key not in _KERNELS:  # a plan of one partition: merge None (the last-CTA merge, one launch)
         with torch.cuda.device(q.device):
             main, merge = paged_verb(target, "build")(problem, arch=arch)
-        p = paged_verb(target, "plan")(problem)
+        p = paged_verb(target, "plan")(problem, arch=arch)  # the device's arch, as built (choose_cvt, choose_pdl)
         # the partials' workspace, allocated once per (problem, device) and reused by every call, as the GEMM's
         # split-K workspace is (runtime.cuda.Kernel.extra): calls of one problem on one stream run in order
         _KERNELS[key] = (load_build(main, "paged_"), merge and load_build(merge, "paged_merge_"), p,
@@ -258,9 +259,10 @@ def paged_attention(q, k_cache, v_cache, block_table, context_lens, *, scale=Non
             scale = float(scale)
         except (TypeError, ValueError):
             _fail("scale", "the softmax scale", "a positive finite float or None", repr(scale), "parameters")
-    # PAGED_ROW in the key: a row changed by the user is taken by the shapes that ran before, too
-    key, launch = _lookup("paged_attention", (scale, tuple(PAGED_ROW.items())), q, k_cache, v_cache, block_table,
-                          context_lens, k_scale, v_scale)
+    # PAGED_ROW and the plan's flags in the key: a row or flag changed by the user is taken by the shapes that ran
+    # before, too
+    key, launch = _lookup("paged_attention", (scale, tuple(PAGED_ROW.items()), plan_flags()), q, k_cache, v_cache,
+                          block_table, context_lens, k_scale, v_scale)
     if launch is not None:
         pair = launch(q, k_cache, v_cache, block_table, context_lens, k_scale, v_scale, return_lse)
         if pair is not None:

@@ -87,3 +87,25 @@ def test_the_op_with_pdl_on_matches_the_reference_and_replays_in_a_graph(monkeyp
     torch.cuda.synchronize()
     assert torch.equal(o2, o) and torch.equal(lse2, lse)
     assert_graph_replays_the_same(torch, lambda: paged_attention(q, k, v, table, lens, return_lse=True), o, lse)
+
+
+def test_toggling_pdl_between_calls_of_one_shape_takes_the_new_kernels(monkeypatch):
+    """The op's kernel cache and prepared launches key ``PDL`` (``paged_decode_rule.plan_flags``): one shape called
+    with it off, on, off again runs the plan of each value (off: no programmatic launch), the same O each time."""
+    from tvm_cdna4 import torch_paged
+    from tvm_cdna4.kernels.sm80 import paged_decode_pdl
+    from tvm_cdna4.torch import paged_attention
+
+    monkeypatch.setattr(torch_paged, "_KERNELS", {})
+    problem = PagedDecodeProblem(2, 16, 8, 128, 1, 16, 100, 210)
+    arrays = paged.random_inputs(problem, seed=13, contexts=[700, 1500])
+    q, k, v, table, lens = cuda_tensors(arrays, torch)
+    outs = []
+    for pdl in (False, True, False):
+        monkeypatch.setattr(paged_decode_pdl, "PDL", pdl)
+        outs.append(paged_attention(q, k, v, table, lens, return_lse=True))
+        outs.append(paged_attention(q, k, v, table, lens, return_lse=True))  # the prepared launch of this value
+        assert_within_bound(problem, arrays, *outs[-1])
+    assert sorted(entry[2].pdl for entry in torch_paged._KERNELS.values()) == [False, True]
+    torch.cuda.synchronize()
+    assert all(torch.equal(o, outs[0][0]) for o, _ in outs)

@@ -99,3 +99,66 @@ def test_a_bool_or_string_scale_is_refused(scale):
     with pytest.raises(ContractError, match="the softmax scale") as info:
         paged_attention(*_args(), scale=scale)
     assert info.value.operand == "scale" and info.value.found == repr(scale)
+
+
+def _fake_device(monkeypatch, arch: str, row: str):
+    """``torch_paged._kernels`` on a CPU tensor as on a GPU of ``arch``: the builds recorded (their plan and arch),
+    nothing compiled or loaded, an empty kernel cache."""
+    import contextlib
+
+    from tvm_cdna4 import torch_paged
+    from tvm_cdna4.kernels.sm80 import gemm
+    from tvm_cdna4.runtime import cuda
+
+    monkeypatch.setitem(torch_paged.HOOKS, "cuda_target", lambda device: (arch, row))
+    monkeypatch.setitem(torch_paged.HOOKS, "DEVICE_TYPES", ("cuda", "cpu"))
+    monkeypatch.setattr(torch_paged, "_KERNELS", {})
+    monkeypatch.setattr(torch.cuda, "device", lambda device: contextlib.nullcontext())
+    monkeypatch.setattr(gemm, "cached_build", lambda kind, key, p, arch, *rest: (kind, p, arch))
+    monkeypatch.setattr(cuda, "load_build", lambda build, prefix="": build)
+    return torch_paged
+
+
+def _problem(kv=torch.float8_e4m3fn):
+    q, k, v, table, lens = _args(kv=kv, device="cpu")
+    scales = (torch.ones(2), torch.ones(2)) if kv == torch.float8_e4m3fn else (None, None)
+    return q, check_paged_arguments(q, k, v, table, lens, None, *scales)
+
+
+def test_the_op_plans_for_the_devices_arch_as_it_builds(monkeypatch):
+    """An sm_80 GPU (no ``cvt.rn.f16x2.e4m3x2``, no PDL) where the planner's default device (no GPU here: the
+    H200) has both: the cached plan is the sm_80 one, the one the kernels were built from."""
+    from tvm_cdna4.kernels.sm80 import paged_decode_pdl
+
+    torch_paged = _fake_device(monkeypatch, "sm_80", "sm80")
+    monkeypatch.setattr(paged_decode_pdl, "PDL", True)
+    q, problem = _problem()
+    main, merge, p, _ = torch_paged._kernels(q, problem)
+    assert main[1:] == (p, "sm_80") and not p.cvt and not p.pdl
+
+
+def test_toggling_a_plan_flag_between_calls_builds_for_the_new_value(monkeypatch):
+    """``paged_decode_pdl.PDL`` (and every ``paged_decode_rule.PLAN_FLAGS`` flag) in the kernel cache's key and the
+    prepared launches' key: no kernel built for the other value is reused."""
+    from tvm_cdna4.kernels.sm80 import paged_decode_pdl
+
+    torch_paged = _fake_device(monkeypatch, "sm_90", "sm90")
+    q, problem = _problem(torch.bfloat16)
+    first = torch_paged._kernels(q, problem)
+    monkeypatch.setattr(paged_decode_pdl, "PDL", True)
+    second = torch_paged._kernels(q, problem)
+    assert not first[2].pdl and second[2].pdl and second[0][1].pdl
+    monkeypatch.setattr(paged_decode_pdl, "PDL", False)
+    assert torch_paged._kernels(q, problem) is first
+
+    keys = []
+
+    def lookup(op, options, *tensors):
+        keys.append(options)
+        raise LookupError(op)  # the call's key is all this asks about
+    monkeypatch.setattr(torch_paged, "_lookup", lookup)
+    for pdl in (False, True):
+        monkeypatch.setattr(paged_decode_pdl, "PDL", pdl)
+        with pytest.raises(LookupError):
+            paged_attention(*_args(device="cpu"))
+    assert keys[0] != keys[1]

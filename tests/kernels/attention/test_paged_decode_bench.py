@@ -273,3 +273,18 @@ def test_a_forced_config_is_timed_only_where_its_output_is_the_checked_rows():
     lost[3] = 0.0  # an empty row given a finite LSE
     assert bench.same_output(torch, (o, lse), (o, lost)).endswith("LSE off")
     assert bench.same_output(torch, (o, lse), (o, lse + 1.0)).endswith("LSE off")
+
+
+def test_the_rule_cell_is_the_plan_weigh_balance_takes():
+    """``--rule``: the forced cell "rule" holds the fields of the plan ``paged_decode_rule.WEIGH_BALANCE`` takes (the
+    flag left as it was): the balanced partition partition-major at batch 8 / 9.4k, neither at the 1.8k draw."""
+    from tvm_cdna4.kernels.sm80 import paged_decode_rule as rule
+
+    args = bench.parse(["--rule", "--target", "sm80"])
+    cells = {}
+    for mean in (2048, 8192):
+        spec = dict(batch=8, heads=32, kv_heads=8, mean=mean, set="bf16", kv_dtype="bf16", page_size=16, queries=1)
+        cells[mean] = bench.forced_configs(bench.problem_of(spec, bench.draw_contexts(8, mean, 0)), args)
+    assert cells[8192] == {"rule": {"balance": True, "split_major": True}}
+    assert cells[2048] == {"rule": {"balance": False, "split_major": False}} and rule.WEIGH_BALANCE is False
+    assert "rule" not in bench.forced_configs(bench.problem_of(spec, [100] * 8), bench.parse([]))

@@ -6,7 +6,7 @@ the contexts: reading them would synchronize), so it cannot weigh what decides t
 of the grid's CTAs are **non-empty** (a CTA whose partition starts past its sequence's length exits at once) and
 how they fall into waves of ``resident x sms`` slots. This estimate does, given the contexts (a benchmark's draw):
 the check the partition choice is held to (``benchmarks/paged_decode.py`` prints it beside every timed partition),
-not an input of the choice.
+not an input of the choice (but for ``paged_decode_rule``'s, off: below).
 
 **The estimate** (``partition_seconds``): the non-empty CTAs in launch order (``pid = (b Hkv + g) split_kv + s``:
 the partition fastest), each ``keys x 2 D elem`` bytes of K and V, fill ``resident x sms`` slots; a CTA holds its
@@ -25,6 +25,19 @@ us: what the rule implies) is off by 3.5 % rms, -8.5 / +9.6 % worst, and gives e
 see that 512 keys ran 5-9 % faster than 320 / 384 at batch 8 / 1.8k (one wave of 256 non-empty CTAs on 264 slots,
 against two), which this estimate ranks right (``tests/kernels/sm80/test_paged_decode_estimate.py``). Not
 fitted: fp8 (the wide tiles' only timings are at the model's partition), other head dims, the sm90 kernel.
+
+**A plan's launch order and its balanced partition** (``plan_seconds``, ``cta_work``): the estimate above counts
+the non-empty CTAs only, in the default (bh-major) order, at a partition fixed on the host. A plan's grid also
+has empty CTAs (a partition past its sequence's length), each holding its slot ``EMPTY_CTA_S`` before the next CTA
+takes it, so where they come in the launch order counts: bh-major puts each sequence's empty ones between the next
+sequences' partitions, partition-major (``PagedDecodePlan.split_major``) puts them last; and a balanced plan
+(``PagedDecodePlan.balance``) takes the partition its CTAs compute on the device (``balance_tiles``), each CTA
+starting ``BALANCE_START_S`` later (it reads and sums every length before its table). Both constants are fitted
+(a grid search on the relative difference from each row's default) to ``BALANCE_RUNS``, the H100 runs of stop 53:
+6 bf16 rows at batch 8 twice, the default, ``balance``, ``split_major`` and both: 1.7 points rms; balance with
+split_major estimated +1.0 % at 1.8k (timed +2.4..+3.6 %), -1.2..-1.3 % at 9.4k (-2.0..-3.7 %), -4.1..-4.4 % at 15k
+(-1.9..-3.5 %). ``partition_seconds`` keeps the fit above (the empty CTAs' term moves it: not refitted). The
+rule that weighs it: ``paged_decode_rule``.
 """
 
 from __future__ import annotations
@@ -35,7 +48,7 @@ import math
 from ..attention.paged import PagedDecodeProblem, clamped_contexts
 from ..devices import planned
 from ..gemm.dynamic_m import ceil_div
-from .paged_decode_plan import RESIDENT_CTAS
+from .paged_decode_grid import RESIDENT_CTAS, balance_tiles, resident_ctas
 
 FIT_RUNS = ("paged_decode_flashinfer_h100_2026-12-06f.json", "paged_decode_partitions_h100_2026-12-06f.json",
             "paged_decode_wide_h100_2026-12-06f.json")  # benchmarks/runs/: the timings the constants are fitted to
@@ -45,30 +58,68 @@ READ_SHARE = 0.895  # fitted: the read rate the kernel reaches at BASE_ROWS rows
 BASE_ROWS = 4  # query rows a kv head (GQA 32/8, one query) where READ_SHARE was fitted
 ROW_SHARE_LOSS = 0.011  # fitted: READ_SHARE lost a row past BASE_ROWS (8 rows, GQA 64/8: 2.85 TB/s on the H100)
 FIXED_S = 9e-6  # fitted: the two launches, the merge, Q and O, per call
+BALANCE_RUNS = ("paged_decode_pagedb8_h100_2026-12-07e.json", "paged_decode_pagedb8b_h100_2026-12-07e.json")
+"""benchmarks/runs/: the H100 timings of ``balance`` and ``split_major`` (stop 53) the next two are fitted to."""
+EMPTY_CTA_S = 0.1e-6  # fitted (BALANCE_RUNS): an empty CTA's slot held (its length read, then its exit)
+BALANCE_START_S = 0.25e-6  # fitted (BALANCE_RUNS): a balanced CTA's longer prologue (every length read and summed)
+
+
+def grid_work(problem: PagedDecodeProblem, partition: int, split: int, lengths, split_major: bool = False) -> list[int]:
+    """K and V bytes of every CTA of a ``batch x kv_heads x split`` grid of ``partition`` keys a CTA over the clamped
+    ``lengths``, in launch order, 0 for an empty one (a partition past its sequence's length): bh-major (``pid = (b
+    Hkv + g) split + s``) or partition-major (``pid = s batch Hkv + b Hkv + g``); the grid's last CTA also takes the
+    keys past the grid."""
+    key_bytes = 2 * problem.head_dim * (1 if problem.kv_dtype == "fp8" else 2)
+
+    def keys(L: int, s: int) -> int:
+        return max(0, (L if s == split - 1 else min(L, (s + 1) * partition)) - s * partition)
+    if split_major:
+        return [keys(L, s) * key_bytes for s in range(split) for L in lengths for _ in range(problem.kv_heads)]
+    return [keys(L, s) * key_bytes for L in lengths for _ in range(problem.kv_heads) for s in range(split)]
 
 
 def cta_bytes(problem: PagedDecodeProblem, partition: int, contexts, context: int | None = None) -> list[int]:
     """K and V bytes of each non-empty CTA of the grid, in launch order, for ``partition`` keys a CTA over a grid
     sized for ``context`` (default the longest of ``contexts``; the grid's last CTA takes the keys past it)."""
     lengths = clamped_contexts(problem, contexts)
-    key_bytes = 2 * problem.head_dim * (1 if problem.kv_dtype == "fp8" else 2)
     split = ceil_div(max(context or max(lengths), 1), partition)
-    out = []
-    for L in lengths:
-        parts = [min(L, (s + 1) * partition) - s * partition for s in range(split - 1)] + [L - (split - 1) * partition]
-        out += [k * key_bytes for k in parts if k > 0] * problem.kv_heads
-    return out
+    return [w for w in grid_work(problem, partition, split, lengths) if w]
+
+
+def cta_work(p, contexts) -> list[int]:
+    """``grid_work`` of plan ``p``'s grid (``batch x kv_heads x split_kv``, ``p.split_major``'s order): its partition,
+    or with ``p.balance`` the one its CTAs compute on the device (``balance_tiles`` of the clamped lengths)."""
+    lengths = clamped_contexts(p.problem, contexts)
+    part = p.partition if not p.balance else p.tile_keys * balance_tiles(p.part_tiles, lengths, p.tile_keys,
+                                                                          p.config.warps, p.balance)
+    return grid_work(p.problem, part, p.split_kv, lengths, p.split_major)
+
+
+def plan_seconds(p, contexts, device=None) -> float:
+    """The estimated seconds of one call of plan ``p`` (a ``PagedDecodePlan``) at ``contexts``: ``cta_work``'s grid,
+    empty CTAs included, ``resident_ctas(p, device)`` CTAs on each of the plan's ``sms``, ``device``'s read rate
+    (default ``planned("sm80")``); a balanced plan's CTAs each start ``BALANCE_START_S`` later."""
+    device = device or planned("sm80")
+    rows = p.problem.group * p.problem.queries
+    share = READ_SHARE - ROW_SHARE_LOSS * max(0, rows - BASE_ROWS)
+    late = BALANCE_START_S if p.balance else 0.0
+    return FIXED_S + stream_seconds(cta_work(p, contexts), resident_ctas(p, device) * p.sms,
+                                    share * device.hbm_bytes_s, start=CTA_START_S + late, empty=EMPTY_CTA_S + late)
 
 
 def stream_seconds(work: list[int], slots: int, rate: float, cta_rate: float = CTA_RATE,
-                   start: float = CTA_START_S) -> float:
-    """When the last of ``work`` (bytes a CTA, in launch order) ends: ``slots`` CTAs at a time, each ``start``
-    seconds in its slot before its bytes, which stream at ``min(cta_rate, rate / streaming CTAs)``."""
+                   start: float = CTA_START_S, empty: float = EMPTY_CTA_S) -> float:
+    """When the last of ``work`` (bytes a CTA, in launch order; 0: an empty CTA) ends: ``slots`` CTAs at a time,
+    each ``start`` seconds in its slot before its bytes, which stream at ``min(cta_rate, rate / streaming CTAs)``;
+    an empty CTA holds its slot ``empty`` seconds, then the next CTA takes it."""
     t = served = 0.0  # served: the bytes every streaming CTA has received since time 0 (all at one rate)
     waiting, streaming, i = [], [], 0
+
+    def admit(now: float) -> int:  # the next CTA in launch order takes a free slot
+        heapq.heappush(waiting, (now + (start if work[i] else empty), i))
+        return i + 1
     while i < min(slots, len(work)):
-        heapq.heappush(waiting, (start, i))
-        i += 1
+        i = admit(0.0)
     while waiting or streaming:
         share = min(cta_rate, rate / len(streaming)) if streaming else 0.0
         done = t + (streaming[0] - served) / share if streaming else math.inf
@@ -77,18 +128,21 @@ def stream_seconds(work: list[int], slots: int, rate: float, cta_rate: float = C
         served, t = served + share * (step - t), step
         if done <= ready:
             heapq.heappop(streaming)
-            if i < len(work):
-                heapq.heappush(waiting, (t + start, i))
-                i += 1
+            i = admit(t) if i < len(work) else i
         else:
-            heapq.heappush(streaming, served + work[heapq.heappop(waiting)[1]])
+            j = heapq.heappop(waiting)[1]
+            if work[j]:
+                heapq.heappush(streaming, served + work[j])
+            elif i < len(work):
+                i = admit(t)
     return t
 
 
 def partition_seconds(problem: PagedDecodeProblem, partition: int, contexts, context: int | None = None,
                       resident: int = RESIDENT_CTAS, device=None) -> float:
     """The estimated seconds of one call (module docstring) at ``partition`` keys a CTA, ``resident`` CTAs an SM
-    (``paged_decode_plan.resident_ctas``), on ``device`` (default ``planned("sm80")``)."""
+    (``paged_decode_plan.resident_ctas``), on ``device`` (default ``planned("sm80")``): the non-empty CTAs only (the
+    fit of ``FIT_RUNS``; ``plan_seconds`` counts the empty ones too)."""
     device = device or planned("sm80")
     rows = problem.group * problem.queries
     share = READ_SHARE - ROW_SHARE_LOSS * max(0, rows - BASE_ROWS)
@@ -96,5 +150,6 @@ def partition_seconds(problem: PagedDecodeProblem, partition: int, contexts, con
     return FIXED_S + stream_seconds(work, resident * device.units, share * device.hbm_bytes_s)
 
 
-__all__ = ["BASE_ROWS", "CTA_RATE", "CTA_START_S", "FIT_RUNS", "FIXED_S", "READ_SHARE", "ROW_SHARE_LOSS",
-           "cta_bytes", "partition_seconds", "stream_seconds"]
+__all__ = ["BALANCE_RUNS", "BALANCE_START_S", "BASE_ROWS", "CTA_RATE", "CTA_START_S", "EMPTY_CTA_S", "FIT_RUNS",
+           "FIXED_S", "READ_SHARE", "ROW_SHARE_LOSS", "cta_bytes", "cta_work", "grid_work", "partition_seconds",
+           "plan_seconds", "stream_seconds"]

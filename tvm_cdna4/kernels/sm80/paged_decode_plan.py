@@ -121,10 +121,11 @@ the merge (kernel or last CTA) the same: the grid and the workspace stay the pla
 no sequence has more partitions than the grid), no host synchronization. Where one wave holds no CTA per sequence
 (``balance_divisor`` < 1) or past ``MAX_BALANCE_BATCH`` sequences it is refused. The estimate
 (``paged_decode_estimate``) at batch 8: 84.8 -> 81.8 us (9.4k, 32/8; 3072 keys, 224 CTAs), 88.4 -> 85.5 (64/8),
-135.0 -> 124.3 (15k, 4800 keys, 224 CTAs), 140.9 -> 130.2; FlashInfer's exact chunk gives the same estimates. The
-estimate does not see the empty CTAs (each holds a slot for its length's load): in the default launch order the
+135.0 -> 124.3 (15k, 4800 keys, 224 CTAs), 140.9 -> 130.2; FlashInfer's exact chunk gives the same estimates. ``partition_seconds``
+does not see the empty CTAs (each holds a slot for its length's load): in the default launch order the
 balanced grid has 2739 of them before its last non-empty CTA, partition-major (``SPLIT_MAJOR``) 248 (9.4k) and 64
-(15k), so the GPU step times the two together too.
+(15k), so the GPU step times the two together too. ``paged_decode_estimate.plan_seconds`` now counts them
+(``EMPTY_CTA_S``), and ``paged_decode_rule`` weighs both switches by it (``WEIGH_BALANCE``, off).
 
 **The merge** (``PagedDecodePlan.merge``, ``choose_merge`` unless ``PagedDecodeConfig.merge`` forces it):
 ``"kernel"``, the ``merge`` launch above; or ``"last-cta"``, one launch: after its partial, a CTA fences
@@ -166,7 +167,9 @@ from ..gemm.epilogue import Param
 from ...errors import ContractError
 from .attention_plan import MAX_REGISTERS, MAX_THREADS_PER_SM, arch_number
 from .gemm_config import DTYPES, MMA
+from .paged_decode_grid import RESIDENT_CTAS, balance_divisor, balance_tiles, resident_ctas
 from .paged_decode_pdl import choose_pdl
+from .paged_decode_rule import balance_by_rule
 
 TILE_KEYS = 16  # keys per tile: one k16 step of P V, two n8 tiles of S
 WIDE_TILE_KEYS = 32  # a wide tile (PagedDecodeConfig.tile_keys): two k16 steps, four n8 tiles, one softmax step
@@ -192,7 +195,6 @@ LAST_LOADS = 32  # a forced merge_batch's partials in flight a thread (merge_bat
 LAUNCH_S = 3e-6  # the merge launch's fixed cost (module docstring: the H100 run of 2026-12-06)
 ROUND_TRIP_S = 0.7e-6  # one dependent round of global loads (L2 / HBM latency under load)
 TICKET_S = 0.2e-6  # per wave: the part of a CTA's fence and ticket (an atomic round trip) not hidden
-RESIDENT_CTAS = 2  # paged CTAs resident per SM (the bf16 D 128 kernel's, resident_ctas): a wave is sms x this
 PACK = "cvt.rn.{t}x2.f32"
 Q_PRESCALE = 2.0**-8  # a bf16 Q's factor before its f16 rounding, fp8 KV (module docstring)
 COPY = "cp.async.cg.shared.global"
@@ -473,12 +475,6 @@ def choose_partition(problem: PagedDecodeProblem, context: int, sms: int, warps:
     return ceil_div(max(fill, min_keys), step) * step
 
 
-def resident_ctas(p: PagedDecodePlan, device) -> int:
-    """Main's CTAs an SM holds by shared memory and threads (registers not modeled: ptxas gave the fp8 D 128 kernel
-    156, 3 CTAs where its 53 KB hold 4; ``choose_min_ctas``), at least 1."""
-    return max(1, min(device.smem_per_unit // p.smem_bytes, MAX_THREADS_PER_SM // p.block_threads))
-
-
 def choose_min_ctas(p: PagedDecodePlan, device) -> int:
     """The CTAs per SM main's registers are capped for (``__launch_bounds__(threads, n)``): as many as the shared
     memory holds (``device.smem_per_unit // smem_bytes``) and the register file holds at ``state_registers +
@@ -628,7 +624,8 @@ def check_inflight(problem: PagedDecodeProblem, config: PagedDecodeConfig, keys:
 BALANCE = False
 """Whether a plan without ``PagedDecodeConfig.balance`` widens its partition on the device (``balance_tiles``): no.
 Timed (stop 53, an H100, ``gpu_stop45.sh pagedb8``, two runs): with ``SPLIT_MAJOR`` 2-4 % faster at batch 8 and 9.4k /
-15k, 1-4 % slower at 1.8k; the choice needs the lengths, which the host does not read (no rule from the hint yet)."""
+15k, 1-4 % slower at 1.8k; the choice needs the lengths, which the host does not read: ``paged_decode_rule.WEIGH_BALANCE``
+(off) weighs it by the estimate over stand-in batches of the hint."""
 SPLIT_MAJOR = False
 """Whether a plan without ``PagedDecodeConfig.split_major`` launches its CTAs partition-major (``pid = split x batch x
 kv_heads + b kv_heads + g``): no (alone within 1 % of the default at batch 8; with ``BALANCE``: its docstring). Partition-major, every sequence's
@@ -637,22 +634,6 @@ kv_heads + g) split_kv + split``) puts each sequence's empty ones between the ne
 exits at once still holds its slot for its length's load (the 9.4k draw at 512 keys: 1800 of 3008 CTAs empty;
 balanced, 2784), and a non-empty CTA late in the order starts only after those before it drained."""
 MAX_BALANCE_BATCH = 32  # the balanced partition sums every sequence's length in each CTA (one load each)
-
-
-def balance_divisor(problem: PagedDecodeProblem, slots: int) -> int:
-    """``slots // kv_heads - batch``: the CTAs per kv head one wave of ``slots`` (``resident_ctas x sms``) holds,
-    less one per sequence (each sequence's last partition is partly empty); below 1, no balanced partition."""
-    return slots // problem.kv_heads - problem.batch
-
-
-def balance_tiles(part_tiles: int, lengths, tile_keys: int, warps: int, divisor: int, most=max) -> int:
-    """The balanced partition in tiles (the kernel computes it on the device from ``CONTEXT_LENS``, clamped: the
-    emitter's ``part_tiles_of`` calls this with TIR's ``most``, ``T.max``): the sum ``S`` of the sequences' tiles over ``divisor`` rounded up
-    to whole warps' tiles, at least the plan's ``part_tiles``. Then the non-empty CTAs of a kv head, ``sum_b
-    ceil(T_b / P) <= S / P + batch``, are at most ``divisor + batch``: one wave, FlashInfer's rule for its
-    tensor-core decode (``PrefillSplitQOKVIndptr``: the least chunk that fits ``2 sms`` CTAs), in closed form."""
-    total = sum(ceil_div(L, tile_keys) for L in lengths)
-    return most(part_tiles, ceil_div(total, divisor * warps) * warps)
 
 
 def check_balance(problem: PagedDecodeProblem, config: PagedDecodeConfig, slots: int, target: str) -> int:
@@ -707,7 +688,8 @@ def plan_paged_decode(problem: PagedDecodeProblem, config: PagedDecodeConfig | N
     """The plan of ``problem`` (``config`` None: the default, its partition by ``choose_partition`` for
     ``context``, default the capacity, on ``sms`` SMs, default ``kernels.devices.planned("sm80")``: the NVIDIA
     GPU, and ``arch``, the arch it is compiled for, default that GPU's: ``choose_cvt``); ``target`` names the
-    kernel in errors, ``record`` is its plan's class (the sm90 kernel's extends this one)."""
+    kernel in errors, ``record`` is its plan's class (the sm90 kernel's extends this one). The module flags it
+    reads: ``paged_decode_rule.PLAN_FLAGS`` (``WEIGH_BALANCE``'s rule: ``balance_by_rule``)."""
     check_config(config, (PagedDecodeConfig,), f"{target} paged decode config")
     config = config or PagedDecodeConfig()
     if problem.group * problem.queries > MAX_ROWS:
@@ -758,6 +740,8 @@ def plan_paged_decode(problem: PagedDecodeProblem, config: PagedDecodeConfig | N
     plan = attrs.evolve(plan, balance=balance) if balance else plan
     if SPLIT_MAJOR if config.split_major is None else config.split_major:
         plan = attrs.evolve(plan, split_major=True)
+    if not balance and config.balance is None and not BALANCE and problem.batch <= MAX_BALANCE_BATCH:
+        plan = balance_by_rule(plan, config, resident_ctas(plan, planned("sm80")) * sms, planned("sm80"))
     plan = last_round(plan, target) if config.merge_batch is not None else plan
     plan = attrs.evolve(plan, pdl=True) if choose_pdl(config, arch or planned("sm80").arch, target) else plan
     ctas = config.min_ctas if config.min_ctas is not None else (
@@ -766,7 +750,7 @@ def plan_paged_decode(problem: PagedDecodeProblem, config: PagedDecodeConfig | N
 
 
 __all__ = ["AMORTIZE", "CVT_ARCH", "INFLIGHT", "INFLIGHT_MIN_WARPS", "INFLIGHT_STAGES", "INFLIGHT_WARPS", "REG_HEADROOM", "WEIGH_LAST_CTA", "WEIGH_REGISTER_CAP", "BALANCE", "MAX_BALANCE_BATCH", "SPLIT_MAJOR", "FILL_WAVES", "MAX_PARTITION_BYTES", "MAX_ROWS", "MERGES", "MERGE_BATCH", "MERGE_PASS", "MAX_MERGE_BATCH", "LAST_LOADS",
-           "MIN_TILES_PER_WARP", "Q_PRESCALE", "TILE_KEYS", "TILE_KEY_CHOICES", "WIDE_FP8", "WIDE_TILE_KEYS",
+           "MIN_TILES_PER_WARP", "Q_PRESCALE", "RESIDENT_CTAS", "TILE_KEYS", "TILE_KEY_CHOICES", "WIDE_FP8", "WIDE_TILE_KEYS",
            "STAGES", "WIDE_FP8_STAGES", "PagedDecodeConfig", "PagedDecodePlan", "balance_divisor", "balance_tiles",
            "check_balance", "check_inflight", "choose_cvt", "choose_inflight_ring", "inflight_bytes", "choose_merge", "choose_min_ctas",
            "choose_partition", "choose_stages", "choose_tile_keys",

@@ -129,9 +129,11 @@ class Sm90PagedDecodePlan(PagedDecodePlan):
 
 
 def plan_paged_decode_sm90(problem: PagedDecodeProblem, config: PagedDecodeConfig | None = None,
-                           context: int | None = None, sms: int | None = None) -> Sm90PagedDecodePlan:
+                           context: int | None = None, sms: int | None = None,
+                           arch: str | None = None) -> Sm90PagedDecodePlan:
     """The plan of ``problem`` (the sm80 planner's partition, merge and checks: ``plan_paged_decode``, for
-    ``sm_90a``: fp8 pairs always widen by ``cvt``, so ``fp8_cvt=False`` is refused)."""
+    ``sm_90a``: fp8 pairs always widen by ``cvt``, so ``fp8_cvt=False`` is refused); ``arch``, the build's
+    (``sm_90`` or ``sm_90a``, or None), is taken as ``sm_90a``, what this row is built for."""
     check_config(config, (PagedDecodeConfig,), "sm90 paged decode config")  # before fp8_cvt is read
     if config is not None and config.fp8_cvt is False:
         raise ContractError("sm90 paged decode fp8_cvt: this row always widens fp8 pairs by cvt.rn.f16x2.e4m3x2",
