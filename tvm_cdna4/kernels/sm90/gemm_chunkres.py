@@ -14,7 +14,7 @@ buffer (``use_of``: the CTA's ``i``-th tile's chunk ``q`` is use ``i * uses(b) +
 ``u % 2`` (consumers) and "free" at parity ``(u + 1) % 2`` (producer: the first use passes), the phases carried across
 the CTA's tiles.
 
-When (the producer thread, ``load_chunks``): the tile's chunks 0 and 1 (``EARLY_CHUNKS``) after its mainloop's last
+When (the producer thread, ``load_chunks``): the tile's first ``EARLY_CHUNKS`` chunks after its mainloop's last
 ring load, ``stages`` k-tiles ahead of the consumers (about 3 us at 4096^3: a DRAM read's latency is about 1 us
 under load), their buffers freed by the previous tile's last two chunks (freed in this tile's first k-tile:
 ``free_last``); with them an L2 prefetch of the tile's later chunks (``cp.async.bulk.prefetch.tensor``). The later
