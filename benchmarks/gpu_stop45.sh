@@ -209,6 +209,9 @@
 #               toggling: its cache keys the plan's flags), then paged_decode.py bf16 / fp8, batch 8 / 32, means 2k / 8k / 16k,
 #               GQA 32/8, FlashInfer (carried: .sm90tree/flashinfer, carry it) beside; ours the model's /
 #               balance=true:split_major=true / the rule's choice ("rule") [~150]
+#   stagedc     stop 55 (journal "Stop 55: stagedc"): the residual staged by the producer in the chunk buffers
+#               (residual_read="chunks", gemm_chunkres): tests/kernels/sm90/test_sm90_residual_chunks.py on the card, then
+#               sm90_power.py --epilogue --set stagedc: chunkepi's rows and the chunks row (tma/64 s4) [~150]
 if [ -f .sm90tree/sitepack/site.tar.xz ]; then  # benchmarks/pack_site.sh: the wheels installed and packed (33 of 49 MB)
   mkdir -p /tmp/site && tar -C /tmp/site -xJf .sm90tree/sitepack/site.tar.xz
 else
@@ -654,8 +657,11 @@ print('planned:', d.planned('sm80'))" 2>&1 | tee "$OUT/m200_device.txt"
     timeout 110 python3 benchmarks/sm90_power.py --epilogue --set chunks --seconds ${CHUNKEPI_S:-2} --out "$OUT/chunkepi" 2>&1 \
       | tee "$OUT/sm90_power_chunkepi.log" | grep -v "^{" | tail -20 ;;
 
-
-  *) echo "unknown step $step (peers, partitions, ncu, ncu-cluster, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring, m200, epires, epires-ncu, stop49, stop49b, attn3wg, swaporder, swaporder-ncu, decode32, refine, swapone, swapcluster, attnfit, attnfit-long, attnitem, splitwave, attnzigzag, peers-mid, finecut, walktests, trim, pagedsplit, zerofill, paged, reach, epiearly, power, widen, deepwaves, pagedb8, fa3tile, attnlat, fp8grp, swap200, short2k, resclock, shiftbox, fp8eff, grpbig, zerofill2, shifttma, pagedpdl, chunkepi, attnop, pagedrule)"; exit 2 ;;
+  stagedc)  # stop 55: the residual staged in the chunk buffers, 4 stages: exact on the card, then sustained [~150]
+    gpu_tests 40 "$OUT/pytest_gpu_stagedc.log" -n 3 tests/kernels/sm90/test_sm90_residual_chunks.py
+    timeout 110 python3 benchmarks/sm90_power.py --epilogue --set stagedc --seconds ${STAGEDC_S:-2} --out "$OUT/stagedc" 2>&1 \
+      | tee "$OUT/sm90_power_stagedc.log" | grep -v "^{" | tail -20 ;;
+  *) echo "unknown step $step (peers, partitions, ncu, ncu-cluster, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring, m200, epires, epires-ncu, stop49, stop49b, attn3wg, swaporder, swaporder-ncu, decode32, refine, swapone, swapcluster, attnfit, attnfit-long, attnitem, splitwave, attnzigzag, peers-mid, finecut, walktests, trim, pagedsplit, zerofill, paged, reach, epiearly, power, widen, deepwaves, pagedb8, fa3tile, attnlat, fp8grp, swap200, short2k, resclock, shiftbox, fp8eff, grpbig, zerofill2, shifttma, pagedpdl, chunkepi, attnop, pagedrule, stagedc)"; exit 2 ;;
   esac
 done
 cd "$OUT" && tar czf /tmp/call.tgz --exclude=call.tgz . && find . -mindepth 1 -delete && mv /tmp/call.tgz "$OUT/call.tgz"

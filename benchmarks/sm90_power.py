@@ -137,7 +137,10 @@ EPILOGUE_CHUNKS = ((OURS_PLAIN, False, None), ("ours plain, tma/64 s4", False, C
 """``--epilogue --set chunks`` (journal "Stop 54: chunkepi"): the 64-column staging with a fourth stage, its chunk loop
 one named barrier a chunk since stop 54 (``gemm_epilogue.store_tma_chunks``), plain and with the residual read from
 global memory or after the producer's L2 prefetch, beside the whole-tile plain GEMM and residual (the model's)."""
-EPILOGUE_SETS = {"residual": EPILOGUE_OURS, "chunks": EPILOGUE_CHUNKS}
+EPILOGUE_STAGEDC = (*EPILOGUE_CHUNKS, ("ours residual chunks, tma/64 s4", True, {"residual_read": "chunks", **CHUNKS}))
+"""``--epilogue --set stagedc`` (journal "Stop 55: stagedc"): ``EPILOGUE_CHUNKS`` and the residual staged by the
+producer in the chunk buffers (``residual_read="chunks"``, ``gemm_chunkres``), four stages kept."""
+EPILOGUE_SETS = {"residual": EPILOGUE_OURS, "chunks": EPILOGUE_CHUNKS, "stagedc": EPILOGUE_STAGEDC}
 """``--set``: our kernels of ``--epilogue`` (the default ``residual``: stop 53's ``EPILOGUE_OURS``)."""
 BUILD_SECONDS = 90
 """``--epilogue``: the most seconds its kernels' parallel builds may take (a GPU step's timeout keeps the runs)."""
@@ -289,7 +292,7 @@ def parse(argv=None):
     ap.add_argument("--epilogue", action="store_true", help="the residual at %s (EPILOGUE_SHAPE) beside cuBLAS's "
                     "addmm_ in place: time, clock, power, cycles and energy a call" % "x".join(map(str, EPILOGUE_SHAPE)))
     ap.add_argument("--set", choices=sorted(EPILOGUE_SETS), default="residual", help="--epilogue's kernels of ours: "
-                    "EPILOGUE_SETS (residual: EPILOGUE_OURS; chunks: EPILOGUE_CHUNKS)")
+                    "EPILOGUE_SETS (residual: EPILOGUE_OURS; chunks: EPILOGUE_CHUNKS; stagedc: EPILOGUE_STAGEDC)")
     ap.add_argument("--out", default=".")
     return ap.parse_args(argv)
 

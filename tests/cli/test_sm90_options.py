@@ -91,6 +91,14 @@ def test_residual_read_sliced_validates_in_the_cuda_emulator(cli):
     assert r.returncode == 0 and "CUDA emulator" in r.stdout and r.stdout.endswith("PASS\n"), r.stdout + r.stderr
 
 
+def test_residual_read_chunks_keeps_the_four_stages_and_validates_in_the_cuda_emulator(cli):
+    got = config(cli, *BIG, "--residual", "--epilogue-tile", "64", "--residual-read", "chunks")
+    assert (got["residual_read"], got["epilogue_tile"], got["stages"], got["block_n"]) == ("chunks", 64, 4, 256)
+    r = cli("gemm", "--target", "sm90", "-M", "130", "-N", "200", "-K", "64", *BF16, "--residual", "--block",
+            "128x128x64", "--epilogue", "tma", "--epilogue-tile", "64", "--residual-read", "chunks", "--validate")
+    assert r.returncode == 0 and "CUDA emulator" in r.stdout and r.stdout.endswith("PASS\n"), r.stdout + r.stderr
+
+
 @pytest.mark.parametrize("target", ["sm80", "gfx950"])
 @pytest.mark.parametrize("flag, value", [("--cluster-m", "2"), ("--residual-read", "tma"), ("--tile-walk", "prefix"),
                                          ("--epilogue", "tma"), ("--epilogue-tile", "64")])
@@ -105,6 +113,7 @@ def test_a_target_without_the_field_refuses_its_flag(target, flag, value, cli):
     (("--cluster-m", "2", "--swap-ab", "--split-k", "2"), "--cluster-m 2: "),  # a cluster runs no K split
     (("--residual-read", "bogus"), "--residual-read bogus: "),
     (("--residual", "--residual-read", "sliced", "--epilogue", "registers"), "--residual-read sliced: "),
+    (("--residual", "--residual-read", "chunks"), "--residual-read chunks: "),  # the whole tile staged: no chunk buffers
     (("--tile-walk", "prefix"), "--tile-walk prefix: "),  # a dense GEMM walks its gaps
     (("--tile-walk", "zigzag"), "--tile-walk zigzag: "),
     (("--epilogue", "smem"), "--epilogue smem: "),

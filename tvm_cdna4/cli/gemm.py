@@ -141,8 +141,8 @@ def _field_options(p) -> None:
     g.add_argument("--residual-read", metavar="HOW",
                    help="how a fused --residual is read (RESIDUAL_READS): global (in the epilogue), tma or sliced (into "
                         "the staging buffer in the mainloop; --epilogue tma), preread (tma, read into registers before "
-                        "the epilogue), prefetch (into L2), early (global's loads, issued in the mainloop into registers) "
-                        "(default: the planner's)")
+                        "the epilogue), prefetch (into L2), early (global's loads, issued in the mainloop into registers), chunks "
+                        "(into the --epilogue-tile chunk buffers by the producer, chunk by chunk) (default: the planner's)")
     g.add_argument("--tile-walk", metavar="WALK",
                    help="--groups: how the CTAs walk the row tiles (TILE_WALKS): gaps, prefix or windows (the prefix walk, "
                         "a group's tiles in windows of their own) (default: the planner's)")

@@ -184,6 +184,14 @@ def test_the_chunks_set_times_the_chunked_staging_plain_and_with_each_residual_r
     assert list(got)[-2:] == ["torch.mm", "Tensor.addmm_ (in place)"] and power.parse(["--epilogue"]).set == "residual"
 
 
+def test_the_stagedc_set_adds_the_residual_staged_in_the_chunk_buffers():
+    # --epilogue --set stagedc (the GPU step stagedc): the chunks set and the residual_read="chunks" row on four stages
+    power = benchmark_module("sm90_power")
+    got = power.EPILOGUE_SETS[power.parse(["--epilogue", "--set", "stagedc"]).set]
+    assert got[:-1] == power.EPILOGUE_CHUNKS
+    assert got[-1] == ("ours residual chunks, tma/64 s4", True, {"residual_read": "chunks", "epilogue_tile": 64, "stages": 4})
+
+
 def test_epilogue_rows_check_with_the_residual_and_report_cycles_and_energy(monkeypatch):
     # cuBLAS's in-place residual alternates alpha +1 / -1: after the runs the residual is itself again; a contender
     # that forgets the residual fails its check; each run's cycles are seconds x clock, its energy seconds x power

@@ -20,7 +20,7 @@ from .attention_plan import Sm90AttentionConfig, plan_sm90_attention
 
 ARCH = "sm_90a"
 SOURCES = ("attention_plan.py", "attention_emit.py", "attention_epilogue.py", "gemm_plan.py", "gemm_boxes.py",
-           "gemm_emit.py", "gemm_epilogue.py", "gemm_cluster.py", "gemm_residual.py", "gemm_store.py", "gemm_shift.py")
+           "gemm_emit.py", "gemm_epilogue.py", "gemm_cluster.py", "gemm_chunkres.py", "gemm_residual.py", "gemm_store.py", "gemm_shift.py")
 """The modules the kernel comes from: their digest keys the build cache."""
 
 

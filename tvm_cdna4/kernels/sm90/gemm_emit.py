@@ -32,6 +32,7 @@ from ...isa import hopper_layout as L
 from ...probes_wgmma import acc_layout, shared_layout
 from ...rocm.build import register
 from ...tirx_private import transpile_once
+from . import gemm_chunkres as chunkres
 from . import gemm_cluster as cluster
 from . import gemm_shift as shift
 from .gemm_plan import (BLOCK_K, CONSUMER_REGS, ELEMENT_BYTES, OUT_BYTES, PRODUCER_REGS, ROW_BYTES,
@@ -123,6 +124,7 @@ def cta(p, args, maps, producer_role, consumer_role, setup=None):
         if I.constexpr(c.residual_staged):
             for w in T.unroll(c.consumers):
                 T.ptx.mbarrier.init.shared.b64(MB.ptr_to([2 * c.stages + w]), T.uint32(1))
+        chunkres.init(p, MB)  # residual_read="chunks": its buffers' "full" and "free"
         T.ptx["fence.mbarrier_init.release.cluster"]()
     if I.constexpr(setup is not None):
         setup(p, SMH, args, tid)
@@ -190,17 +192,18 @@ def producer(p, SMH, MB, args, maps, pid):
     else:
         for i in range(T.truncdiv(p.units - 1 - pid, p.ctas) + 1):
             producer_unit(p, SMH, MB, maps, p.unit_of(pid + i * p.ctas, T.truncdiv, T.truncmod), i * p.slice_tiles,
-                          p.slice_tiles)
+                          p.slice_tiles, chunkres.chunks_of(p, i, pid))
+        chunkres.load_last(p, SMH, MB, maps, tma_load, pid)  # residual_read="chunks": the last tile's later chunks
 
 
 @T.macro
-def producer_unit(p, SMH, MB, maps, unit, pos, count):
-    # work unit (K slice, linear tile): its count k-tiles from ring position pos
+def producer_unit(p, SMH, MB, maps, unit, pos, count, chunks=None):
+    # work unit (K slice, linear tile): its count k-tiles from ring position pos (chunks: load_tile's)
     c = p.config
     tile = p.tile_of(unit[1], T.truncdiv, T.truncmod, T.min)
     m0 = tile[0] * c.block_m
     n0 = tile[1] * c.block_n
-    load_tile(p, SMH, MB, maps, pos, count, unit[0], *shift.tile_origin(p, m0, n0, T.max, T.min, shift_align(p)))
+    load_tile(p, SMH, MB, maps, pos, count, unit[0], *shift.tile_origin(p, m0, n0, T.max, T.min, shift_align(p)), chunks)
 
 
 def shift_align(p: Sm90Plan) -> int:
@@ -215,9 +218,10 @@ def split_count(p: Sm90Plan, pid):
 
 
 @T.macro
-def load_tile(p, SMH, MB, maps, pos, count, k_slice, a_row, b_row):
+def load_tile(p, SMH, MB, maps, pos, count, k_slice, a_row, b_row, chunks=None):
     # one work unit's count k-tiles at ring positions pos, pos + 1, ...: wait on "empty", arm "full", the TMA
-    # loads of A's box at row a_row and B's at row b_row (a grouped GEMM's: its group's weights)
+    # loads of A's box at row a_row and B's at row b_row (a grouped GEMM's: its group's weights); ``chunks``
+    # (residual_read="chunks": the CTA's tile index and pid) the residual's chunks due after a k-tile
     c = p.config
     for kt in range(count):
         it = pos + kt
@@ -228,6 +232,8 @@ def load_tile(p, SMH, MB, maps, pos, count, k_slice, a_row, b_row):
         else:
             whole_stage(p, SMH, MB, maps, s, k_slice, kt, a_row, b_row)
         prefetch_residual(p, maps, kt, a_row, b_row)  # residual_read="prefetch": a box of the tile's residual into L2
+        if I.constexpr(chunks is not None):
+            chunkres.load_chunks(p, SMH, MB, maps, tma_load, kt, *chunks, a_row, b_row)
 
 
 @T.macro
@@ -308,9 +314,9 @@ def k_first(p: Sm90Plan, k_slice, kt):
 
 def barriers(p: Sm90Plan) -> int:
     """The kernel's mbarriers: each stage's "full" and "empty" ones, then (``residual_read`` ``"tma"`` or ``"sliced"``)
-    one per consumer warpgroup on which its residual loads complete."""
+    one per consumer warpgroup on which its residual loads complete (``"chunks"``: ``gemm_chunkres.barriers``)."""
     c = p.config
-    return 2 * c.stages + (c.consumers if c.residual_staged else 0)
+    return 2 * c.stages + (c.consumers if c.residual_staged else 0) + (chunkres.barriers(p) if c.residual_read == "chunks" else 0)
 
 
 ORDER_BARRIER = 3
@@ -386,6 +392,8 @@ def finish_tile(p, SMH, MB, acc, args, maps, part, wg, t, m0, n0, unit, pos, cou
         cluster.release(p, MB, c.stages + (pos + count - 1) % c.stages)
     if I.constexpr(split):
         split_store(p, SMH, acc, args, maps, part, wg, t, m0, n0, unit, first)
+    elif I.constexpr(c.residual_read == "chunks"):
+        chunkres.store_chunks(p, SMH, MB, acc, args, c_maps(p, maps), part, wg, t, m0, n0, res[2])
     elif I.constexpr(c.epilogue == "tma"):
         store_tma(p, SMH, acc, args, c_maps(p, maps), part, wg, t, m0, n0, None, res, held, first)
     else:
@@ -423,7 +431,9 @@ def mainloop(p, SMH, MB, acc, pos, count, part, wg, t, res, early=None):
         if kt > 0:
             if t == 0:
                 cluster.release(p, MB, c.stages + (it + c.stages - 1) % c.stages)
-        if I.constexpr(res is not None and c.residual_read == "sliced"):
+        if I.constexpr(res is not None and c.residual_read == "chunks"):
+            chunkres.free_last(p, MB, res[2], wg, t, kt)
+        elif I.constexpr(res is not None and c.residual_read == "sliced"):
             if t == 0:
                 load_slices(p, SMH, res, wg, kt, tma_load, staging_element(p, wg, 0), tail_element(p, wg, 0), tail_column(p))
         elif I.constexpr(res is not None):
@@ -445,7 +455,7 @@ def residual_of(p: Sm90Plan, MB, maps, i, row0, n0):
     """``residual_read`` ``"tma"`` or ``"sliced"``: what the mainloop's residual loads and the epilogue's reads need
     (the mbarriers, the residual's tensor map, the CTA's tile index ``i``, the warpgroup's first row and the tile's
     first column; with a tail block the residual's tail map, ``tail_map``); None otherwise. ``preread`` appends its held words to it (``preread_tile``: ``staged_word``)."""
-    if not p.config.residual_staged:
+    if not p.config.residual_staged and p.config.residual_read != "chunks":
         return None
     return (MB, maps[3], i, row0, n0) + ((tail_map(p, maps, "residual"),) if p.config.tail_columns else ())
 
@@ -649,7 +659,7 @@ def signature_source(p: Sm90Plan) -> str:
                 ("A", m, p.K, c.block_n, p.block_k, p.tir_dtype, e)]
     if c.epilogue == "tma":  # C's stores: boxes of a consumer's rows x 64 columns
         maps.append(("C", m, p.N, c.rows, SWIZZLE_COLUMNS, p.tir_out, 2))
-    if c.residual_staged:  # the residual's loads into the staging buffer: C's boxes (sliced: SLICE_ROWS rows)
+    if c.residual_staged or c.residual_read == "chunks":  # the residual's loads into the staging buffers: C's boxes
         maps.append(("residual", m, p.N, residual_box_rows(p), SWIZZLE_COLUMNS, p.tir_out, 2))
     for name, rows, cols, box_rows, box_cols, dtype, size in maps:
         lines += tensor_map_source(name, "[0, 0]", rows, cols, box_rows, box_cols, dtype, size)

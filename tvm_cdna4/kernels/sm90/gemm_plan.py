@@ -134,7 +134,7 @@ REDUCTIONS = ("ordered", "atomic")
 """How a K split's partial sums meet (sm80's ``GemmConfig.reduction``): ``ordered`` (each slice stores its
 partial into its own workspace slice; the tile's last warpgroup adds them in slice order: deterministic) or
 ``atomic`` (``red.global.add.f32`` into one slice: less workspace, the order of the additions unknown)."""
-RESIDUAL_READS = ("global", "tma", "sliced", "prefetch", "preread", "early")
+RESIDUAL_READS = ("global", "tma", "sliced", "prefetch", "preread", "early", "chunks")
 """How the consumers read a fused residual (``Sm90Config.residual_read``): ``global`` (each element from
 global memory in the accumulator's fragment layout, in the epilogue: scattered 2-byte loads while the tensor
 cores wait), ``tma`` (one TMA load of the warpgroup's residual rows into its staging buffer, issued halfway
@@ -149,10 +149,13 @@ wgmma issue and its retirement, under that wgmma, ``gemm_residual.preread``: the
 memory; ``tma``'s epilogue reads each word just before it writes C's there, and the CUDA compiler keeps every read
 behind the previous write, 32 dependent shared-memory round trips a tile at 128x256) or ``early`` (``global``'s loads of
 a column pair into registers, issued in batches after the wgmma issue of the mainloop's last k-tiles, where the LSU is
-idle: ``gemm_residual.load_early``; the epilogue reads registers only).
+idle: ``gemm_residual.load_early``; the epilogue reads registers only) or ``chunks`` (CUTLASS's staged C: the producer
+TMA-loads the residual chunk by chunk into the chunked epilogue's two buffers, where D then goes, an mbarrier pair a
+buffer: ``gemm_chunkres``; the 4-stage 128x256 ring kept).
 ``tma``, ``sliced`` and ``preread`` need the whole-tile TMA epilogue (``epilogue="tma"``, ``epilogue_tile=0``), the
 cooperative schedule and no K split; ``prefetch`` and ``early`` no K split (and, ``plan``, ``prefetch`` C's rows in whole
-16-byte chunks: ``N % 8 == 0``, TMA's stride rule; ``early`` a 16-bit C: ``check_fused``)."""
+16-byte chunks: ``N % 8 == 0``, TMA's stride rule; ``early`` a 16-bit C: ``check_fused``); ``chunks`` the chunked TMA
+epilogue (``epilogue_tile``), the cooperative schedule, no K split, cluster or ``shift_last``."""
 STAGED_RESIDUAL = ("tma", "sliced", "preread")
 """The ``RESIDUAL_READS`` that load the residual into the staging buffer (the epilogue reads it there)."""
 RESIDUAL_CHOICE = "global"
@@ -163,6 +166,9 @@ in the same call (``benchmarks/sm90_gemm.py --epilogue``, which times every read
 sm90_epilogue_h100_2026-12-07b.md); ``prefetch`` ran +7.3 %, ``global``'s read after an L2 prefetch, more machinery
 for the same time. The H200 with this choice (2026-12-07, ``runs/sm90_epilogue_h200_2026-12-07d.md``): ``global`` +7.6 %,
 ``tma`` +11.1 %, ``early`` +14.8 %."""
+WEIGH_CHUNK_RESIDUAL = False
+"""Whether the cost model's configs with a chunked TMA epilogue (``epilogue_tile``) read a fused residual ``chunks``
+(``epilogue_choices``). Off: not yet timed (GPU step ``stagedc``, ``benchmarks/sm90_power.py --epilogue``)."""
 ACTIVATION_FORMS = ("ex2", "tanh")
 """How the epilogue evaluates silu / gelu (``Sm90Config.activation_form``; ``kernels.gemm.epilogue``'s module
 docstring): ``ex2`` (``x / (1 + 2^y)``: ``ex2.approx`` and a reciprocal, two multi-function operations an
@@ -401,6 +407,11 @@ class Sm90Config:
                 f"{STAGED_RESIDUAL} with epilogue='tma', epilogue_tile=0, the cooperative schedule, split_k=1; 'prefetch' "
                 "and 'early' with split_k=1",
                 self.named("residual_read", "epilogue", "epilogue_tile", "schedule", "split_k"))
+        if self.residual_read == "chunks" and (self.epilogue != "tma" or not self.epilogue_tile or self.pingpong or
+                                               self.split_k != 1 or self.cluster_m != 1 or self.shift_last):
+            bad("residual_read", "'chunks' loads the residual into the chunked TMA epilogue's two buffers a warpgroup",
+                "epilogue='tma', epilogue_tile > 0, the cooperative schedule, split_k=1, cluster_m=1, shift_last=False",
+                self.named("residual_read", "epilogue", "epilogue_tile", "schedule", "split_k", "cluster_m", "shift_last"))
         if self.activation_form not in ACTIVATION_FORMS:
             bad("activation_form", "how silu and gelu are evaluated", ACTIVATION_FORMS, self.activation_form)
         if self.split_k < 1 or self.reduction not in REDUCTIONS:
@@ -726,17 +737,25 @@ def planned_loads(config: Sm90Config) -> Sm90Config:
 def epilogue_choices(config: Sm90Config, fusion: Fusion, out_dtype: str) -> Sm90Config:
     """``config`` with the fused epilogue's choices the cost model's configs take where the plan allows them:
     the residual read ``RESIDUAL_CHOICE`` of ``RESIDUAL_READS`` (a staged one only where the staging buffer
-    allows it), silu / gelu in the tanh form for a 16-bit C
-    (``ACTIVATION_FORMS``); a config that names its own residual read keeps it."""
+    allows it; ``chunks`` for a chunked TMA epilogue where ``WEIGH_CHUNK_RESIDUAL``), silu / gelu in the tanh form for a
+    16-bit C (``ACTIVATION_FORMS``); a config that names its own residual read keeps it."""
     if fusion.activation in ("silu", "gelu") and out_dtype in TANH_OUTPUTS:
         config = attrs.evolve(config, activation_form="tanh")
     if not fusion.residual or config.residual_read != "global":
         return config
-    try:  # where a staged read is allowed (whole-tile TMA stores of a 16-bit C: N % 8 == 0, as 'prefetch' needs)
-        attrs.evolve(config, residual_read="tma").check(10 ** 9)  # config's own shared memory: residual_read's rules
+    if WEIGH_CHUNK_RESIDUAL and config.epilogue_tile and allows(config, "chunks"):
+        return attrs.evolve(config, residual_read="chunks")
+    # a staged read where allowed (whole-tile TMA stores of a 16-bit C: N % 8 == 0, as 'prefetch' needs)
+    return attrs.evolve(config, residual_read=RESIDUAL_CHOICE) if allows(config, "tma") else config
+
+
+def allows(config: Sm90Config, read: str) -> bool:
+    """Whether ``config``'s rules allow ``residual_read=read`` (with its own shared memory: any)."""
+    try:
+        attrs.evolve(config, residual_read=read).check(10 ** 9)
     except ContractError:
-        return config
-    return attrs.evolve(config, residual_read=RESIDUAL_CHOICE)
+        return False
+    return True
 
 
 def check_split(config: Sm90Config, k_tiles: int) -> None:
@@ -756,4 +775,4 @@ def _min(x, cap: int):
     return tirx.min(x, cap)
 
 
-__all__ = ["ATOM_ROWS", "BLOCK_K", "trim_boxes", "loaded_box", "CLUSTER_MS", "b_shares", "cluster_units", "DECOMPOSITIONS", "DTYPES", "ELEMENT_BYTES", "ROW_BYTES", "TAIL_SWIZZLE", "WGMMA_TYPES", "block_k", "wgmma_k", "EPILOGUES", "LAYOUTS", "OUT_BYTES", "OUT_DTYPES", "REDUCTIONS", "ACTIVATION_FORMS", "RESIDUAL_READS", "SCHEDULES", "check_fused", "epilogue_choices", "planned_loads", "TRIM_LOADS", "check_split", "Sm90Config", "Sm90Plan", "check_problem", "plan", "RESIDUAL_CHOICE", "STAGED_RESIDUAL", "TILE_WALKS", "RASTERS", "grouped_index", "PREFIX_WORDS", "prefix_bytes"]
+__all__ = ["ATOM_ROWS", "BLOCK_K", "trim_boxes", "loaded_box", "CLUSTER_MS", "b_shares", "cluster_units", "DECOMPOSITIONS", "DTYPES", "ELEMENT_BYTES", "ROW_BYTES", "TAIL_SWIZZLE", "WGMMA_TYPES", "block_k", "wgmma_k", "EPILOGUES", "LAYOUTS", "OUT_BYTES", "OUT_DTYPES", "REDUCTIONS", "ACTIVATION_FORMS", "RESIDUAL_READS", "SCHEDULES", "check_fused", "epilogue_choices", "planned_loads", "TRIM_LOADS", "check_split", "Sm90Config", "Sm90Plan", "check_problem", "plan", "RESIDUAL_CHOICE", "STAGED_RESIDUAL", "WEIGH_CHUNK_RESIDUAL", "TILE_WALKS", "RASTERS", "grouped_index", "PREFIX_WORDS", "prefix_bytes"]

@@ -57,7 +57,7 @@ CODE = {"cuda": "source"}
 """The code ``--emit`` prints of a build (``CudaBuild``), by kind: the attribute that holds it."""
 
 ARCH = "sm_90a"
-SOURCES = ("gemm_plan.py", "gemm_boxes.py", "gemm_emit.py", "gemm_epilogue.py", "gemm_cluster.py", "gemm_residual.py", "gemm_store.py", "gemm_shift.py",
+SOURCES = ("gemm_plan.py", "gemm_boxes.py", "gemm_emit.py", "gemm_epilogue.py", "gemm_cluster.py", "gemm_chunkres.py", "gemm_residual.py", "gemm_store.py", "gemm_shift.py",
            "grouped_plan.py", "grouped_emit.py")
 """The modules the kernel comes from: their digest keys the build cache."""
 
