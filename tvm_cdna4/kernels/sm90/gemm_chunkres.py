@@ -36,8 +36,8 @@ from __future__ import annotations
 from tvm_tirx.script import ir as I
 from tvm_tirx.script import tirx as T
 
-from .gemm_epilogue import (EPILOGUE_BARRIER, TMA_STORE, chunk_count, staging_byte, staging_element, staging_word,
-                            tile_j)
+from .gemm_epilogue import (EPILOGUE_BARRIER, chunk_count, staging_byte, staging_element, staging_word,
+                            store_chunk_blocks, tile_j)
 from .gemm_plan import SWIZZLE_COLUMNS, WARPGROUP, WGMMA_M, Sm90Plan
 from .gemm_residual import PREFETCH, residual_half
 from .gemm_store import out_value
@@ -204,10 +204,7 @@ def store_chunks(p, SMH, MB, acc, args, map_c, part, wg, t, m0, n0, i):
         T.ptx["fence.proxy.async.shared::cta"]()
         T.ptx["bar.sync"](T.Cast("uint32", EPILOGUE_BARRIER + wg), T.uint32(WARPGROUP))
         if t == 0:
-            for cb in T.unroll(c.epilogue_tile // SWIZZLE_COLUMNS):
-                T.ptx[TMA_STORE](T.address_of(map_c[0]), origin[0] + q * c.epilogue_tile + cb * SWIZZLE_COLUMNS, origin[1],
-                                 T.cuda.cvta_generic_to_shared(SMH.ptr_to([staging_element(p, wg, q % 2) + cb * c.rows * SWIZZLE_COLUMNS])))
-            T.ptx["cp.async.bulk.commit_group"]()
+            store_chunk_blocks(p, SMH, map_c, wg, origin, q)
             if q + 2 < chunk_count(p):  # a later chunk of the tile reuses the buffer (else: free_last)
                 T.ptx["cp.async.bulk.wait_group.read"](0)
                 T.ptx.mbarrier.arrive.shared.b64(MB.ptr_to([free_bar(p, wg, q % 2)]), T.uint32(1))

@@ -129,16 +129,23 @@ def issue_chunk_store(p, SMH, map_c, wg, t, origin, q):
     # storing thread's wait for the other buffer's store (chunk q - 1's, its only group pending; the other
     # threads, with none, pass it: 16 SASS instructions a tile fewer than a branch around it), the barrier,
     # then its 64-column blocks stored with TMA at the tile's ``origin`` (column, row) + chunk q's columns, as one
-    # bulk group
-    c = p.config
+    # bulk group (store_chunk_blocks)
     T.ptx["fence.proxy.async.shared::cta"]()
     T.ptx["cp.async.bulk.wait_group.read"](CHUNK_WAIT)  # every thread: one with no bulk group returns at once, no branch
     T.ptx["bar.sync"](T.Cast("uint32", EPILOGUE_BARRIER + wg), T.uint32(WARPGROUP))
     if t == 0:
-        for cb in T.unroll(c.epilogue_tile // SWIZZLE_COLUMNS):
-            T.ptx[TMA_STORE](T.address_of(map_c[0]), origin[0] + q * c.epilogue_tile + cb * SWIZZLE_COLUMNS, origin[1],
-                             T.cuda.cvta_generic_to_shared(SMH.ptr_to([staging_element(p, wg, q % 2) + cb * c.rows * SWIZZLE_COLUMNS])))
-        T.ptx["cp.async.bulk.commit_group"]()
+        store_chunk_blocks(p, SMH, map_c, wg, origin, q)
+
+
+@T.macro
+def store_chunk_blocks(p, SMH, map_c, wg, origin, q):
+    # the storing thread's TMA stores of chunk q (buffer q % 2), its 64-column blocks at the tile's ``origin``
+    # (column, row) + chunk q's columns, committed as one bulk group
+    c = p.config
+    for cb in T.unroll(c.epilogue_tile // SWIZZLE_COLUMNS):
+        T.ptx[TMA_STORE](T.address_of(map_c[0]), origin[0] + q * c.epilogue_tile + cb * SWIZZLE_COLUMNS, origin[1],
+                         T.cuda.cvta_generic_to_shared(SMH.ptr_to([staging_element(p, wg, q % 2) + cb * c.rows * SWIZZLE_COLUMNS])))
+    T.ptx["cp.async.bulk.commit_group"]()
 
 
 @T.macro
