@@ -658,7 +658,7 @@ print('planned:', d.planned('sm80'))" 2>&1 | tee "$OUT/m200_device.txt"
       | tee "$OUT/sm90_power_chunkepi.log" | grep -v "^{" | tail -20 ;;
 
   stagedc)  # stop 55: the residual staged in the chunk buffers, 4 stages: exact on the card, then sustained [~150]
-    gpu_tests 40 "$OUT/pytest_gpu_stagedc.log" -n 3 tests/kernels/sm90/test_sm90_residual_chunks.py
+    gpu_tests 40 "$OUT/pytest_gpu_stagedc.log" -n 6 tests/kernels/sm90/test_sm90_residual_chunks.py
     timeout 110 python3 benchmarks/sm90_power.py --epilogue --set stagedc --seconds ${STAGEDC_S:-2} --out "$OUT/stagedc" 2>&1 \
       | tee "$OUT/sm90_power_stagedc.log" | grep -v "^{" | tail -20 ;;
   *) echo "unknown step $step (peers, partitions, ncu, ncu-cluster, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring, m200, epires, epires-ncu, stop49, stop49b, attn3wg, swaporder, swaporder-ncu, decode32, refine, swapone, swapcluster, attnfit, attnfit-long, attnitem, splitwave, attnzigzag, peers-mid, finecut, walktests, trim, pagedsplit, zerofill, paged, reach, epiearly, power, widen, deepwaves, pagedb8, fa3tile, attnlat, fp8grp, swap200, short2k, resclock, shiftbox, fp8eff, grpbig, zerofill2, shifttma, pagedpdl, chunkepi, attnop, pagedrule, stagedc)"; exit 2 ;;

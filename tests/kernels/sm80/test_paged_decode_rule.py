@@ -92,3 +92,33 @@ def test_the_launch_order_term_ranks_the_switches_as_the_h100_ran_them():
                       for c in (None, SWITCHES))
             measured = r["forced"]["balance=true:split_major=true"] / r["us"]
             assert (t1 < t0) == (measured < 1) == (r["context_mean"] > 2048), (name, r["context_mean"], t0, t1)
+
+
+def test_every_switch_of_the_paged_planners_modules_is_a_plan_flag():
+    """A guard for the op's cache keys (``tvm_cdna4.torch.paged_attention``: ``plan_flags()``): every module-level bool
+    switch of the sm80 paged decode modules is in ``PLAN_FLAGS`` (a switch added without it would let a toggled value
+    reuse kernels planned under the other), and the sm90 row's modules, which ``PLAN_FLAGS`` cannot name, have none."""
+    import importlib
+    import pkgutil
+
+    from tvm_cdna4.kernels import sm80, sm90
+
+    def switches(package):
+        for info in pkgutil.iter_modules(package.__path__):
+            if info.name.startswith("paged_"):
+                module = importlib.import_module(f"{package.__name__}.{info.name}")
+                yield from ((info.name, name) for name, value in list(vars(module).items())
+                            if name.isupper() and isinstance(value, bool) and _defined_in(module, name))
+    assert sorted(switches(sm80)) == sorted(rule.PLAN_FLAGS)
+    assert list(switches(sm90)) == []
+
+
+def _defined_in(module, name: str) -> bool:
+    """Whether ``module``'s source assigns ``name`` at its top level (not a name it imports)."""
+    import ast
+    import inspect
+
+    tree = ast.parse(inspect.getsource(module))
+    return any(isinstance(node, ast.Assign | ast.AnnAssign) and name in [
+        t.id for t in (node.targets if isinstance(node, ast.Assign) else [node.target]) if isinstance(t, ast.Name)]
+        for node in tree.body)

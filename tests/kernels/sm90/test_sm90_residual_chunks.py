@@ -93,10 +93,14 @@ F = Fusion(bias=True, activation="gelu", residual=True, row_scale=True, col_scal
     (GemmProblem(130, 504, 64, "bf16", "nt", "f16", F), Sm90Config(128, 256, 2, 2, ctas=1, **CHUNKS)),
     # one consumer warpgroup, as many k-tiles as stages
     (GemmProblem(77, 304, 136, "f16", "nt", "f16", Fusion(residual=True)), Sm90Config(64, 128, 3, 1, ctas=1, **CHUNKS)),
-    # chunks of 128 columns (two 64-column boxes each), fewer k-tiles than stages: a tile's early chunks and the
-    # previous tile's later ones after the same ring load
+    # chunks of 128 columns (two 64-column boxes each: two chunks, no later ones), fewer k-tiles than stages
     (GemmProblem(200, 264, 72, "bf16", "nt", "bf16", Fusion(residual=True, activation="silu")),
      Sm90Config(128, 256, 3, 2, ctas=1, epilogue="tma", epilogue_tile=128, residual_read="chunks")),
+    # four 64-column chunks, 2 k-tiles < 3 stages: the previous tile's later chunks and the tile's early ones after
+    # the same ring load, the last k-tile (late_at = min(stages, k_tiles) - 1; at stages - 1 no ring load reaches it:
+    # a deadlock, as in the 1-k-tile cases above)
+    (GemmProblem(200, 264, 72, "bf16", "nt", "bf16", Fusion(residual=True)),
+     Sm90Config(128, 256, 3, 2, ctas=1, **CHUNKS)),
 ])
 def test_the_emulator_validates_the_staged_chunks(problem, config):
     v = gemm.validate(problem, "sm90", config)
@@ -120,6 +124,10 @@ THREE = (GemmProblem(130, 400, 64, "bf16", "nt", "bf16", Fusion(residual=True)),
                                              "reading it is still in flight"),
     ("tirx.ptx.cp_async_bulk_wait_group", 2, r"write of shared 'SMH' byte \d+ while a TMA store \(cp.async.bulk.tensor\) "
                                              "reading it is still in flight"),
+    # the writers' fence.proxy.async before the chunk's barrier (each consumer thread, after its st.shared of D): the
+    # TMA store would read generic-proxy writes unordered (the producer's next load into the buffer is ordered after
+    # that store's read by the storing thread's "free", so it needs no fence of its own)
+    ("tirx.ptx.fence_proxy", 1, r"written by the generic proxy .* read by the async proxy \(the TMA store"),
 ])
 def test_a_dropped_wait_of_the_staged_chunks_is_reported(op, nth, words):
     problem, config = THREE
@@ -134,7 +142,9 @@ def test_a_dropped_wait_of_the_staged_chunks_is_reported(op, nth, words):
     (333, 1000, 520, Fusion(residual=True), 256),
     (77, 200, 264, F, 256),
     (333, 1000, 520, Fusion(residual=True, bias=True), 192),  # three chunks a tile
-    (1000, 2048, 1024, Fusion(residual=True), 128),           # two chunks, many tiles a CTA
+    # many tiles a CTA (past the SMs: the buffers' phases carried across tiles; 1000x2048 was 128 tiles, one a CTA)
+    (2000, 4096, 1024, Fusion(residual=True), 128),           # two chunks, 512 tiles
+    (3000, 4096, 136, Fusion(residual=True), 256),            # four chunks, 384 tiles, 3 k-tiles < 4 stages (late_at)
 ])
 def test_the_staged_chunks_validate_on_a_hopper_gpu(M, N, K, fusion, block_n):
     from tvm_cdna4.runtime.cuda import run_gemm
