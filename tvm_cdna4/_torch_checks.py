@@ -217,11 +217,11 @@ def check_attention_arguments(q, k, v, causal, scale):
         _fail("q", "dtype", "torch.float16 or torch.bfloat16", q.dtype, op)
     if q.dim() != 4:
         _fail("q", "the queries [batch, heads, seq_q, head_dim]", "4 dimensions", f"shape {tuple(q.shape)}", op)
-    B, H, Sq, D = q.shape
+    B, H, Sq, D = map(int, q.shape)  # ints: the kernel bakes every extent in (torch.compile specializes them)
     if not isinstance(k, torch.Tensor) or k.dim() != 4:
         _fail("k", "the keys [batch, kv_heads, seq_kv, head_dim]", "4 dimensions",
               f"shape {tuple(k.shape)}" if isinstance(k, torch.Tensor) else type(k).__name__, op)
-    Hkv, Skv = k.shape[1], k.shape[2]
+    Hkv, Skv = int(k.shape[1]), int(k.shape[2])
     _tensor("q", q, q.device, (q.dtype,), (B, H, Sq, D), op, "q")
     _tensor("k", k, q.device, (q.dtype,), (B, Hkv, Skv, D), op, "q")
     _tensor("v", v, q.device, (q.dtype,), (B, Hkv, Skv, D), op, "q")

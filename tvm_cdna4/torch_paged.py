@@ -78,8 +78,8 @@ def check_paged_arguments(q, k_cache, v_cache, block_table, context_lens, scale,
     _tensor("k_cache", k_cache, q.device, (FP8,) if fp8 else (q.dtype, FP8), 4)
     _tensor("v_cache", v_cache, q.device, (k_cache.dtype,), 4)
     _same("v_cache", v_cache, k_cache.shape)
-    B, nq, H, D = q.shape
-    pages, page_size, Hkv, Dk = k_cache.shape
+    B, nq, H, D = map(int, q.shape)  # ints: the plan bakes every extent in (torch.compile specializes them)
+    pages, page_size, Hkv, Dk = map(int, k_cache.shape)
     if Dk != D:
         _fail("k_cache", "head dim (the last dimension) equal to q's", D, Dk)
     _tensor("block_table", block_table, q.device, (torch.int32,), 2)
@@ -96,8 +96,9 @@ def check_paged_arguments(q, k_cache, v_cache, block_table, context_lens, scale,
             _tensor(name, s, q.device, (torch.float32,), 1)
             _same(name, s, (Hkv,))
     try:  # an empty batch, queries or heads checked as one: the record still checks every other field
-        problem = PagedDecodeProblem(max(B, 1), H or max(Hkv, 1), Hkv, D, max(nq, 1), page_size, block_table.shape[1], pages,
-                                     "fp8" if fp8 else Q_DTYPES[q.dtype], Q_DTYPES[q.dtype], scale)
+        problem = PagedDecodeProblem(max(B, 1), H or max(Hkv, 1), Hkv, D, max(nq, 1), page_size,
+                                     int(block_table.shape[1]), pages, "fp8" if fp8 else Q_DTYPES[q.dtype],
+                                     Q_DTYPES[q.dtype], scale)
         return None if 0 in (B, nq, H) else problem
     except ContractError as err:  # the record's field, said in the tensors' words
         where = {"batch": "q", "heads": "q", "queries": "q", "head_dim": "q", "kv_heads": "k_cache",
@@ -266,9 +267,12 @@ def paged_attention(q, k_cache, v_cache, block_table, context_lens, *, scale=Non
         except (TypeError, ValueError):
             _fail("scale", "the softmax scale", "a positive finite float or None", repr(scale), "parameters")
     # PAGED_ROW and the plan's flags in the key: a row or flag changed by the user is taken by the shapes that ran
-    # before, too
-    key, launch = _lookup("paged_attention", (scale, tuple(PAGED_ROW.items()), plan_flags()), q, k_cache, v_cache,
-                          block_table, context_lens, k_scale, v_scale)
+    # before, too; not while torch.compile traces (no prepared launch then, and the flags' first read imports their
+    # modules, which dynamo refuses to trace)
+    key = launch = None
+    if not torch.compiler.is_compiling():
+        key, launch = _lookup("paged_attention", (scale, tuple(PAGED_ROW.items()), plan_flags()), q, k_cache, v_cache,
+                              block_table, context_lens, k_scale, v_scale)
     if launch is not None:
         pair = launch(q, k_cache, v_cache, block_table, context_lens, k_scale, v_scale, return_lse)
         if pair is not None:

@@ -264,3 +264,34 @@ def test_fp8_gemm_with_per_tensor_scales_matches_torch_scaled_mm(shape):
     for got in (y, want):
         assert float(torch.linalg.norm(got.float() - exact) / torch.linalg.norm(exact)) < 1e-2
     assert float((y.float() - want.float()).abs().max()) <= 2 * float(exact.abs().max()) * 2.0 ** -8
+
+
+# ------------------------------------------------------------------------------------ torch.compile across shapes
+
+
+def test_attention_compiles_across_batch_sizes():
+    # the second size recompiles with dynamic sizes (torch's automatic dynamic shapes): the checks built the
+    # AttentionProblem of symbolic sizes, which the record refused, reported as a bad 'scale'; the kernel bakes every
+    # extent in, so the checks specialize them (a recompile per shape, as the kernel cache builds one per shape)
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda q, k, v: tt.attention(q, k, v, causal=True, return_lse=True), fullgraph=True,
+                             backend="aot_eager")
+    for B in (2, 3, 4, 0):
+        q, k, v = _qkv(B, 8, 2, 16, 16, device="meta")
+        o, lse = compiled(q, k, v)
+        assert (o.shape, lse.shape) == (q.shape, q.shape[:3])
+
+
+def test_paged_attention_compiles_before_any_eager_call_and_across_batch_sizes(monkeypatch):
+    # the key's plan flags were read while dynamo traced: their first read imports the flags' modules
+    # (importlib.import_module), which dynamo refuses to trace; now no key is made while compiling
+    from tvm_cdna4.kernels.sm80 import paged_decode_rule
+
+    monkeypatch.setattr(paged_decode_rule, "_read", None)  # no eager call yet in this process
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda *args: tt.paged_attention(*args, return_lse=True), fullgraph=True,
+                             backend="aot_eager")
+    for B in (2, 5, 7, 0):
+        args = _paged(B=B, device="meta")
+        o, lse = compiled(*args)
+        assert (o.shape, lse.shape) == (args[0].shape, args[0].shape[:3])
