@@ -125,6 +125,7 @@ HOOKS: dict = {}
 ``bound``, ``empty_lse``, ``cuda_target``) and its ``ALIGNMENT`` and ``DEVICE_TYPES``, set by it on import
 (``bind``; this module sits below it: no import back)."""
 _lookup = _store = None  # HOOKS' of the eager path, bound once (``bind``): no dict lookup per call
+_compiling = torch.compiler.is_compiling  # bound once: no attribute lookups per eager call
 
 
 def bind(**hooks) -> None:
@@ -270,7 +271,7 @@ def paged_attention(q, k_cache, v_cache, block_table, context_lens, *, scale=Non
     # before, too; not while torch.compile traces (no prepared launch then, and the flags' first read imports their
     # modules, which dynamo refuses to trace)
     key = launch = None
-    if not torch.compiler.is_compiling():
+    if not _compiling():
         key, launch = _lookup("paged_attention", (scale, tuple(PAGED_ROW.items()), plan_flags()), q, k_cache, v_cache,
                               block_table, context_lens, k_scale, v_scale)
     if launch is not None:
