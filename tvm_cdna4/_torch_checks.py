@@ -105,6 +105,28 @@ def _fusion(activation, values: dict) -> Fusion:
     return Fusion(activation=activation, **{name: values[name] is not None for name in PARAM_ORDER})
 
 
+def broadcast_scales(a, b, layout, row_scale, col_scale) -> tuple:
+    """``(row_scale, col_scale)`` as the kernels read them, ``[M]`` and ``[N]``, from the shapes
+    ``torch._scaled_mm`` takes too: a per-tensor scale (one element: 0-d, ``(1,)``, ``(1, 1)``, ...) broadcast to
+    every row / column (a new [M] / [N] filled from it on the device, one small launch: no host synchronization), the
+    row-wise ``[M, 1]`` / ``[1, N]`` viewed as ``[M]`` / ``[N]`` (no copy). Anything else is passed as it is, for
+    ``check_arguments`` to name (a non-tensor, another shape; ``a`` or ``b`` not a matrix)."""
+    if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.dim() == b.dim() == 2):
+        return row_scale, col_scale
+    M, N = a.shape[0], b.shape[0] if layout == "nt" else b.shape[1]
+    return _scale(row_scale, M, (M, 1)), _scale(col_scale, N, (1, N))
+
+
+def _scale(t, size: int, rowwise: tuple):
+    if not isinstance(t, torch.Tensor) or t.shape == (size,):
+        return t
+    if t.shape == rowwise:
+        return t.view(size)
+    if t.numel() != 1:
+        return t
+    return t.new_empty(size).copy_(t if t.dim() == 0 else t.view(()))  # one fill from the device: no sync
+
+
 def check_arguments(a, b, layout, out_dtype, bias, activation, residual, row_scale, col_scale, out):
     """Check everything a launch needs but the data pointers (the fake implementation runs it too, and
     ``torch.compile`` traces it): ``(M, N, K, output dtype)``."""
@@ -181,7 +203,9 @@ def check_grouped_arguments(x, w, offsets, layout, out_dtype, bias, activation, 
 
 def check_attention_arguments(q, k, v, causal, scale):
     """``check_arguments`` of ``attention`` (its fake implementation runs it too): the
-    ``kernels.attention.problem.AttentionProblem`` of the call."""
+    ``kernels.attention.problem.AttentionProblem`` of the call, or None where no kernel runs: an empty batch,
+    heads, query or key sequence (``scaled_dot_product_attention`` takes them: ``tvm_cdna4.torch.empty_attention``),
+    every other rule checked as for a kernel's shape."""
     from .kernels.attention.problem import HEAD_DIMS, AttentionProblem
 
     op = "attention"
@@ -193,29 +217,29 @@ def check_attention_arguments(q, k, v, causal, scale):
         _fail("q", "dtype", "torch.float16 or torch.bfloat16", q.dtype, op)
     if q.dim() != 4:
         _fail("q", "the queries [batch, heads, seq_q, head_dim]", "4 dimensions", f"shape {tuple(q.shape)}", op)
-    B, H, Sq, D = q.shape
+    B, H, Sq, D = map(int, q.shape)  # ints: the kernel bakes every extent in (torch.compile specializes them)
     if not isinstance(k, torch.Tensor) or k.dim() != 4:
         _fail("k", "the keys [batch, kv_heads, seq_kv, head_dim]", "4 dimensions",
               f"shape {tuple(k.shape)}" if isinstance(k, torch.Tensor) else type(k).__name__, op)
-    Hkv, Skv = k.shape[1], k.shape[2]
+    Hkv, Skv = int(k.shape[1]), int(k.shape[2])
     _tensor("q", q, q.device, (q.dtype,), (B, H, Sq, D), op, "q")
     _tensor("k", k, q.device, (q.dtype,), (B, Hkv, Skv, D), op, "q")
     _tensor("v", v, q.device, (q.dtype,), (B, Hkv, Skv, D), op, "q")
     if D not in HEAD_DIMS:
         _fail("q", "head dim (the last dimension)", " or ".join(map(str, HEAD_DIMS)), D, op)
-    if min(B, H, Sq, Skv) < 1:
-        _fail("q", "batch, heads and sequence lengths of at least 1", ">= 1",
-              f"q {tuple(q.shape)}, k {tuple(k.shape)}", op)
-    if Hkv < 1 or H % Hkv:
+    if H and (Hkv < 1 or H % Hkv):  # no query head: no kv head is read (SDPA takes it)
         _fail("k", "kv heads (dimension 1): at least one, dividing the query heads (GQA)", f"a divisor of {H}",
               Hkv, op)
     if not isinstance(causal, bool):
         _fail("causal", "a bool", "True or False", repr(causal), op)
-    try:
-        return AttentionProblem(B, H, Hkv, Sq, Skv, D, causal, IN_DTYPES[q.dtype], scale)
+    try:  # an empty extent checked as 1: the record still checks the scale (and every other field)
+        problem = AttentionProblem(max(B, 1), *((H, Hkv) if H else (1, 1)), max(Sq, 1), max(Skv, 1), D, causal,
+                                   IN_DTYPES[q.dtype], scale)
     except ValueError:  # the fields above are checked: the scale is what the record refuses
         _fail("scale", "the softmax scale", "a positive finite float or None", repr(scale), op)
+    return None if 0 in (B, H, Sq, Skv) else problem
 
 
-__all__ = ["ALIGNMENT", "DEVICE_TYPES", "FP8_DTYPES", "GEMM_DTYPES", "IN_DTYPES", "LAYOUTS", "OUT_DTYPES", "check_arguments",
+__all__ = ["ALIGNMENT", "DEVICE_TYPES", "FP8_DTYPES", "GEMM_DTYPES", "IN_DTYPES", "LAYOUTS", "OUT_DTYPES", "broadcast_scales",
+           "check_arguments",
            "check_attention_arguments", "check_fp8", "check_fp8_target", "check_grouped_arguments"]

@@ -9,7 +9,9 @@ row_scale=None, col_scale=None, out=None)`` computes ``out = epilogue(a @ op(b))
   dequantization is ``row_scale`` x ``col_scale``; refused elsewhere: ``check_fp8_target``); ``out_dtype``
   (float32, float16 or bfloat16; default ``a``'s dtype, bfloat16 for fp8) is the output's. The epilogue keywords are those of
   ``kernels.gemm.epilogue.Fusion`` (f32 ``bias`` [N], ``row_scale`` [M], ``col_scale`` [N]; ``residual``
-  of the output's shape and dtype; ``activation`` "relu", "silu" or "gelu").
+  of the output's shape and dtype; ``activation`` "relu", "silu" or "gelu"). ``row_scale`` and ``col_scale``
+  take ``torch._scaled_mm``'s shapes too (``broadcast_scales``): one element (0-d, ``(1,)``, ``(1, 1)``: a
+  per-tensor scale, copied to every row / column on the device in each call) and ``[M, 1]`` / ``[1, N]``.
 * The kernel is the dynamic-M GEMM of the shape class (N, K, dtypes, layout, epilogue, device:
   ``kernel_cache``), one per M bucket, built on first use and cached: a new M in a bucket already
   used launches the same kernel, with no build and no host synchronization (no ``.item()``, no
@@ -64,7 +66,9 @@ all bfloat16, D 64 or 128, contiguous; ``causal``: row ``i`` sees keys ``j <= i`
 float32 [B, H, Sq] natural log-sum-exp of each row's scaled scores (what a backward pass reads). The
 kernel bakes every extent in, so its cache key (``kernel_cache``: ``("attention", B, H, Hkv, Sq, Skv, D,
 causal, scale, dtype, arch, device, target)``) is the whole shape: a new shape builds once (a few seconds;
-then the on-disk build cache). It is the custom op ``torch.ops.tvm_cdna4.attention`` (both outputs)
+then the on-disk build cache). An empty batch, heads or query sequence (``scaled_dot_product_attention`` takes
+them) returns the empty outputs, and no keys (Skv = 0) O zeros and LSE ``-inf`` (``empty_attention``): no build, no
+launch, the other rules checked all the same. It is the custom op ``torch.ops.tvm_cdna4.attention`` (both outputs)
 with a fake implementation; the argument checks are those of ``gemm`` (device, dtypes, shapes,
 contiguous strides, 16-byte aligned data) plus the head rules above.
 
@@ -75,6 +79,7 @@ return_lse=False)`` is paged decode attention (``tvm_cdna4.torch_paged``, whose 
 from __future__ import annotations
 
 import contextlib
+import math
 
 try:
     import torch
@@ -85,8 +90,8 @@ import os
 from typing import Optional
 
 from ._torch_checks import (ALIGNMENT, DEVICE_TYPES, FP8_DTYPES, GEMM_DTYPES, IN_DTYPES, LAYOUTS, OUT_DTYPES,
-                            _check_alignment, _fail, _fusion, _out_dtype, check_arguments, check_attention_arguments,
-                            check_fp8_target, check_grouped_arguments)
+                            _check_alignment, _fail, _fusion, _out_dtype, broadcast_scales, check_arguments,
+                            check_attention_arguments, check_fp8_target, check_grouped_arguments)
 from ._torch_checks import check_fp8  # noqa: F401 (re-exported)
 from .errors import ContractError
 from .kernels.gemm.epilogue import Fusion
@@ -392,6 +397,8 @@ def _gemm_out_fake(a, b, out, layout, bias, activation, residual, row_scale, col
 def gemm(a, b, *, layout: str = "nt", out_dtype=None, bias=None, activation=None, residual=None, row_scale=None,
          col_scale=None, out=None):
     """``epilogue(a @ op(b))`` on CUDA tensors (the module docstring): a new tensor, or ``out`` filled."""
+    if row_scale is not None or col_scale is not None:  # torch._scaled_mm's per-tensor and row-wise shapes
+        row_scale, col_scale = broadcast_scales(a, b, layout, row_scale, col_scale)
     fused = (bias, residual, row_scale, col_scale)
     key, launch = _lookup("gemm", (layout, out_dtype, activation), a, b, out, *fused)
     if launch is not None:
@@ -537,10 +544,19 @@ def _attention_outputs(q, problem):
     return q.new_empty((B, H, Sq, D)), q.new_empty((B, H, Sq), dtype=torch.float32)
 
 
+def empty_attention(q):
+    """``(O, LSE)`` of a call no kernel runs (``check_attention_arguments`` None): O zeros, LSE ``-inf`` (the
+    softmax of no keys: ``scaled_dot_product_attention``'s zeros, the paged kernels' empty rows), both empty
+    where the batch, heads or queries are (no launch, no build, no host synchronization)."""
+    return torch.zeros_like(q, memory_format=_CONTIGUOUS), q.new_full(q.shape[:3], -math.inf, dtype=torch.float32)
+
+
 @torch.library.custom_op("tvm_cdna4::attention", mutates_args=())
 def _attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
                   scale: Optional[float]) -> tuple[torch.Tensor, torch.Tensor]:  # noqa: UP045
     problem = check_attention_arguments(q, k, v, causal, scale)
+    if problem is None:
+        return empty_attention(q)
     _check_alignment("attention", q=q, k=k, v=v)
     o, lse = _attention_outputs(q, problem)
     with torch.cuda.device(q.device):
@@ -562,7 +578,8 @@ def attention(q, k, v, *, causal: bool = False, scale=None, return_lse: bool = F
         _fail("causal", "a bool", "True or False", repr(causal), "attention")
     if scale is not None:
         try:
-            if isinstance(scale, bool | str):  # float() would read True as 1.0, "0.1" as 0.1
+            # float() would read True as 1.0, "0.1" as 0.1, and a CUDA tensor by a host synchronization
+            if isinstance(scale, bool | str | torch.Tensor):
                 raise TypeError(scale)
             scale = float(scale)
         except (TypeError, ValueError):
@@ -579,7 +596,10 @@ def attention(q, k, v, *, causal: bool = False, scale=None, return_lse: bool = F
     o, lse = torch.ops.tvm_cdna4.attention(q, k, v, causal, scale)
     if key is not None and q.device.type != "meta":
         problem = check_attention_arguments(q, k, v, causal, scale)
-        _prepare_attention(key, attention_kernel(q, problem), q)
+        if problem is None:  # nothing to launch: the key's next call allocates the outputs only
+            _store(key, lambda q, k, v, return_lse: empty_attention(q))
+        else:
+            _prepare_attention(key, attention_kernel(q, problem), q)
     return (o, lse) if return_lse else o
 
 
@@ -617,6 +637,6 @@ from .torch_paged import check_paged_arguments, paged_attention, run_paged_atten
 _paged.bind(_lookup=_lookup, _store=_store, _ready=_ready, _arch=_arch, ALIGNMENT=ALIGNMENT, on_device=on_device,
             bound=bound, empty_lse=empty_lse, DEVICE_TYPES=DEVICE_TYPES, cuda_target=cuda_target)
 
-__all__ = ["ALIGNMENT", "CUDA_TARGET", "LAYOUTS", "TARGET_ENV", "attention", "attention_kernel", "check_paged_arguments", "paged_attention",
+__all__ = ["ALIGNMENT", "CUDA_TARGET", "LAYOUTS", "TARGET_ENV", "attention", "attention_kernel", "empty_attention", "check_paged_arguments", "paged_attention",
            "run_paged_attention", "choose_target", "cuda_target", "attention_dtype", "check_arguments", "check_attention_arguments",
            "check_grouped_arguments", "gemm", "grouped_gemm", "kernel_cache", "run_attention"]

@@ -8,7 +8,8 @@ v_scale=None, return_lse=False)``: ``q`` [B, Q, H, D] (Q queries per sequence, 1
 float16; ``k_cache``, ``v_cache`` [num_pages, page_size, Hkv, D] of q's dtype, or both
 ``torch.float8_e4m3fn`` with ``k_scale``, ``v_scale`` float32 [Hkv]; ``block_table`` int32 [B,
 max_pages]; ``context_lens`` int32 [B] (each sequence's keys, its Q new tokens included). Returns ``O``
-[B, Q, H, D] in q's dtype, or ``(O, LSE)`` with LSE float32 [B, Q, H], natural. Query ``i`` sees keys
+[B, Q, H, D] in q's dtype, or ``(O, LSE)`` with LSE float32 [B, Q, H], natural; an empty batch (B, Q or H 0)
+returns them empty, with no build and no launch (the other rules checked as for B = 1). Query ``i`` sees keys
 ``j <= L - Q + i``; lying lengths and page indices follow ``kernels.attention.paged``'s clamps (never
 an access outside the buffers).
 
@@ -63,8 +64,9 @@ def _same(name, t, shape):
 
 
 def check_paged_arguments(q, k_cache, v_cache, block_table, context_lens, scale, k_scale, v_scale):
-    """The ``PagedDecodeProblem`` of a call (its fake implementation runs this too); a ``ContractError``
-    naming the first tensor that breaks a rule."""
+    """The ``PagedDecodeProblem`` of a call (its fake implementation runs this too), or None where O is empty (a
+    batch, queries or heads of 0: nothing launches, every other rule checked); a ``ContractError`` naming the
+    first tensor that breaks a rule."""
     from .kernels.attention.paged import PagedDecodeProblem
 
     if not isinstance(q, torch.Tensor):
@@ -76,8 +78,8 @@ def check_paged_arguments(q, k_cache, v_cache, block_table, context_lens, scale,
     _tensor("k_cache", k_cache, q.device, (FP8,) if fp8 else (q.dtype, FP8), 4)
     _tensor("v_cache", v_cache, q.device, (k_cache.dtype,), 4)
     _same("v_cache", v_cache, k_cache.shape)
-    B, nq, H, D = q.shape
-    pages, page_size, Hkv, Dk = k_cache.shape
+    B, nq, H, D = map(int, q.shape)  # ints: the plan bakes every extent in (torch.compile specializes them)
+    pages, page_size, Hkv, Dk = map(int, k_cache.shape)
     if Dk != D:
         _fail("k_cache", "head dim (the last dimension) equal to q's", D, Dk)
     _tensor("block_table", block_table, q.device, (torch.int32,), 2)
@@ -93,9 +95,11 @@ def check_paged_arguments(q, k_cache, v_cache, block_table, context_lens, scale,
         if s is not None:
             _tensor(name, s, q.device, (torch.float32,), 1)
             _same(name, s, (Hkv,))
-    try:
-        return PagedDecodeProblem(B, H, Hkv, D, nq, page_size, block_table.shape[1], pages,
-                                  "fp8" if fp8 else Q_DTYPES[q.dtype], Q_DTYPES[q.dtype], scale)
+    try:  # an empty batch, queries or heads checked as one: the record still checks every other field
+        problem = PagedDecodeProblem(max(B, 1), H or max(Hkv, 1), Hkv, D, max(nq, 1), page_size,
+                                     int(block_table.shape[1]), pages, "fp8" if fp8 else Q_DTYPES[q.dtype],
+                                     Q_DTYPES[q.dtype], scale)
+        return None if 0 in (B, nq, H) else problem
     except ContractError as err:  # the record's field, said in the tensors' words
         where = {"batch": "q", "heads": "q", "queries": "q", "head_dim": "q", "kv_heads": "k_cache",
                  "page_size": "k_cache", "num_pages": "k_cache", "max_pages": "block_table", "scale": "scale"}
@@ -121,6 +125,7 @@ HOOKS: dict = {}
 ``bound``, ``empty_lse``, ``cuda_target``) and its ``ALIGNMENT`` and ``DEVICE_TYPES``, set by it on import
 (``bind``; this module sits below it: no import back)."""
 _lookup = _store = None  # HOOKS' of the eager path, bound once (``bind``): no dict lookup per call
+_compiling = torch.compiler.is_compiling  # bound once: no attribute lookups per eager call
 
 
 def bind(**hooks) -> None:
@@ -193,6 +198,8 @@ def _paged_op(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, blo
               context_lens: torch.Tensor, scale: Optional[float], k_scale: Optional[torch.Tensor],  # noqa: UP045
               v_scale: Optional[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:  # noqa: UP045
     problem = check_paged_arguments(q, k_cache, v_cache, block_table, context_lens, scale, k_scale, v_scale)
+    if problem is None:  # an empty O: no build, no launch
+        return _outputs(q)
     check_paged_alignment(q, k_cache, v_cache)
     return _run(q, k_cache, v_cache, block_table, context_lens, k_scale, v_scale, _kernels(q, problem))
 
@@ -254,15 +261,19 @@ def paged_attention(q, k_cache, v_cache, block_table, context_lens, *, scale=Non
     """Paged decode attention (the module docstring): ``O``, or ``(O, LSE)`` with ``return_lse``."""
     if scale is not None:
         try:
-            if isinstance(scale, bool | str):  # float() would read True as 1.0, "0.1" as 0.1
+            # float() would read True as 1.0, "0.1" as 0.1, and a CUDA tensor by a host synchronization
+            if isinstance(scale, bool | str | torch.Tensor):
                 raise TypeError(scale)
             scale = float(scale)
         except (TypeError, ValueError):
             _fail("scale", "the softmax scale", "a positive finite float or None", repr(scale), "parameters")
     # PAGED_ROW and the plan's flags in the key: a row or flag changed by the user is taken by the shapes that ran
-    # before, too
-    key, launch = _lookup("paged_attention", (scale, tuple(PAGED_ROW.items()), plan_flags()), q, k_cache, v_cache,
-                          block_table, context_lens, k_scale, v_scale)
+    # before, too; not while torch.compile traces (no prepared launch then, and the flags' first read imports their
+    # modules, which dynamo refuses to trace)
+    key = launch = None
+    if not _compiling():
+        key, launch = _lookup("paged_attention", (scale, tuple(PAGED_ROW.items()), plan_flags()), q, k_cache, v_cache,
+                              block_table, context_lens, k_scale, v_scale)
     if launch is not None:
         pair = launch(q, k_cache, v_cache, block_table, context_lens, k_scale, v_scale, return_lse)
         if pair is not None:
@@ -272,7 +283,10 @@ def paged_attention(q, k_cache, v_cache, block_table, context_lens, *, scale=Non
     o, lse = torch.ops.tvm_cdna4.paged_attention(q, k_cache, v_cache, block_table, context_lens, scale, k_scale, v_scale)
     if key is not None and q.device.type != "meta":  # meta: a trace, nothing launched
         problem = check_paged_arguments(q, k_cache, v_cache, block_table, context_lens, scale, k_scale, v_scale)
-        _prepare(key, _kernels(q, problem), q, problem.scaled)
+        if problem is None:  # an empty O: the key's next call allocates the outputs only
+            _store(key, lambda q, *rest: _outputs(q))
+        else:
+            _prepare(key, _kernels(q, problem), q, problem.scaled)
     return (o, lse) if return_lse else o
 
 
