@@ -208,12 +208,20 @@ def test_a_tma_load_over_generic_reads_without_the_readers_fence_first_is_report
     with pytest.raises(EmulationError, match=words):
         emulate(read_then_reloaded(fence), _a(), np.zeros((ROWS, COLS), BF16), target="sm90")
 
-@pytest.mark.parametrize("read_check", [True, False])
-def test_the_chunked_residuals_dropped_fence_is_reported_at_the_store_and_at_the_next_load(read_check, monkeypatch):
-    """The staged chunks (``residual_read="chunks"``): the consumers write D's words over C's with st.shared, fence,
-    the storing thread TMA-stores the buffer, then the producer TMA-loads the next residual chunk over the same bytes.
-    The one fence.proxy.async dropped, the store's read is reported; with that check off (``memory.check_read`` made a
-    no-op), the load's write-after-write is (PTX ISA 9.4 §8.6: the fence serves both async accesses)."""
+@pytest.mark.parametrize("read_mode, config, read_check", [
+    ("chunks", dict(epilogue_tile=64, block_n=192), True),
+    ("chunks", dict(epilogue_tile=64, block_n=192), False),
+    # the whole tile staged: the next tile's residual TMA-loaded over the tile's D
+    ("tma", dict(epilogue_tile=0, block_n=64), False),
+    ("preread", dict(epilogue_tile=0, block_n=64), False),
+])
+def test_a_staged_residuals_dropped_fence_is_reported_at_the_store_and_at_the_next_load(read_mode, config, read_check,
+                                                                                         monkeypatch):
+    """The staged residuals (``residual_read="chunks"``, ``"tma"``, ``"preread"``): the consumers write D's words over
+    C's with st.shared, fence, the storing thread TMA-stores the buffer, then the producer TMA-loads the next residual
+    chunk or tile over the same bytes. The one fence.proxy.async dropped, the store's read is reported; with that check
+    off (``memory.check_read`` made a no-op), the load's write-after-write is (PTX ISA 9.4 §8.6: the fence serves both
+    async accesses)."""
     from hopper_kernels import dropping
 
     import tvm_cdna4.emulator.memory as memory
@@ -224,8 +232,8 @@ def test_the_chunked_residuals_dropped_fence_is_reported_at_the_store_and_at_the
     from tvm_cdna4.kernels.sm90.gemm_plan import Sm90Config
 
     problem = GemmProblem(130, 400, 64, "bf16", "nt", "bf16", Fusion(residual=True))
-    p = gemm.plan(problem, "sm90", Sm90Config(128, 192, 2, 2, ctas=1, epilogue="tma", epilogue_tile=64,
-                                              residual_read="chunks"))
+    p = gemm.plan(problem, "sm90", Sm90Config(128, config["block_n"], 2, 2, ctas=1, epilogue="tma",
+                                              epilogue_tile=config["epilogue_tile"], residual_read=read_mode))
     kernel = gemm_target.emit(p)
     if not read_check:
         monkeypatch.setattr(memory, "check_read", lambda *args: None)
