@@ -8,7 +8,7 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 import pytest
-from hopper_kernels import TMA_STORE, swizzled, tma_copy_kernel
+from hopper_kernels import TMA_LOAD, TMA_STORE, swizzled, tma_copy_kernel
 
 from tvm_cdna4.emulator import EmulationError, emulate
 from tvm_tirx.script import ir as I
@@ -84,3 +84,164 @@ def test_a_tma_loaded_box_stored_back_needs_no_fence():
     kernel = dropping(tma_copy_kernel(shape=(ROWS, COLS), box=(ROWS, COLS), store=True), "tirx.ptx.fence_proxy", 1)
     emulate(kernel, a, out, target="sm90")
     np.testing.assert_array_equal(out, a)
+
+
+def zeroed_then_loaded(fence: str, writers: int = 128):
+    """Threads ``0..writers-1`` zero the 16x64 bf16 box ``SM`` with st.shared (8 elements each with 128 writers, the
+    whole box by thread 0 alone with 1), ``fence`` as in :func:`written_then_stored`, a CTA barrier; then thread 0
+    TMA-loads ``A`` over the box (an async-proxy WRITE of the generic-written bytes), every thread waits on its
+    mbarrier and copies the box to ``Out``."""
+    nbytes = ROWS * COLS * 2
+
+    @T.function
+    def kernel(A: T.Tensor((ROWS, COLS), "bfloat16"), Out: T.Tensor((ROWS, COLS), "bfloat16")):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=128))
+        tid = T.cuda.thread_idx("x")
+        SM = T.alloc_tensor(ty_args=[T.Tensor((ROWS, COLS), "bfloat16", scope="shared",
+                                              layout=swizzled(ROWS, COLS, 128), align=1024)])
+        BAR = T.alloc_tensor(ty_args=[T.Tensor((1,), "uint64", scope="shared", layout="default", align=8)])
+        if tid == 0:
+            T.ptx.mbarrier.init.shared.b64(BAR.ptr_to([0]), T.uint32(1))
+        T.cuda.cta_sync()
+        if tid < writers:
+            for i in range(ROWS * COLS // writers):
+                e = i * writers + tid
+                SM[e // COLS, e % COLS] = T.Cast("bfloat16", T.float32(0))
+        if I.constexpr(fence == "before"):
+            T.ptx["fence.proxy.async.shared::cta"]()
+        T.cuda.cta_sync()
+        if I.constexpr(fence == "after"):
+            T.ptx["fence.proxy.async.shared::cta"]()
+        if tid == 0:
+            T.ptx["mbarrier.arrive.expect_tx.shared.b64"](BAR.ptr_to([0]), T.uint32(nbytes))
+            T.cuda.tile.apply(T.ptx[TMA_LOAD], SM[0:ROWS, 0:COLS], A[0:ROWS, 0:COLS], box=(ROWS, COLS), coords=(0, 0),
+                              mbar=BAR.ptr_to([0]), swizzle=3)
+        T.cuda.mbarrier_wait(BAR.ptr_to([0]), 0)
+        for i in range(ROWS * COLS // 128):
+            e = i * 128 + tid
+            Out[e // COLS, e % COLS] = SM[e // COLS, e % COLS]
+
+    return kernel
+
+
+@pytest.mark.parametrize("writers", [128, 1])
+def test_the_writers_fence_before_the_barrier_lets_a_tma_load_land_over_generic_writes(writers):
+    a, out = _a(), np.zeros((ROWS, COLS), BF16)
+    emulate(zeroed_then_loaded("before", writers), a, out, target="sm90")
+    np.testing.assert_array_equal(out, a)
+
+
+LOADED = r"and then written by the async proxy \(the TMA load cp.async.bulk.tensor writing its box\)"
+
+
+@pytest.mark.parametrize("fence, writers, words", [
+    # PTX ISA 9.4 §8.6 / §9.7.10.28.2: the generic write and the TMA's async-proxy write of one byte race unless the
+    # writer's fence.proxy.async orders them: the stale zero may land after the loaded value
+    ("none", 128, r"shared 'SM' byte 0: written by the generic proxy \(wave 0 lane 0 of workgroup 0\) " + LOADED
+     + r" with no fence.proxy.async by the writer between"),
+    # the issuing thread's own write: program order is no proxy fence
+    ("none", 1, r"written by the generic proxy \(wave 0 lane 0 of workgroup 0\) " + LOADED + " with no fence"),
+    # a fence after the barrier orders nothing before the load (lane 0 of wave 0 issues it: the first late byte is
+    # wave 1's)
+    ("after", 128, r"written by the generic proxy \(wave 1 lane 0 of workgroup 0\) " + LOADED + r" and the writer's "
+                   r"fence.proxy.async is not ordered before the async write"),
+])
+def test_a_tma_load_over_generic_writes_without_the_writers_fence_first_is_reported(fence, writers, words):
+    with pytest.raises(EmulationError, match=words):
+        emulate(zeroed_then_loaded(fence, writers), _a(), np.zeros((ROWS, COLS), BF16), target="sm90")
+
+
+
+def read_then_reloaded(fence: str):
+    """Thread 0 TMA-loads ``A`` into the 16x64 bf16 box ``SM``; every thread waits, copies its 8 elements to ``Out``
+    with ld.shared, ``fence`` as in :func:`written_then_stored` (``"no barrier"``: neither fence nor barrier); then
+    thread 0 TMA-loads ``A`` over the box again (an async-proxy WRITE of the generic-read bytes) and every thread waits
+    and copies again."""
+    nbytes = ROWS * COLS * 2
+
+    @T.function
+    def kernel(A: T.Tensor((ROWS, COLS), "bfloat16"), Out: T.Tensor((ROWS, COLS), "bfloat16")):
+        T.device_entry(launch=T.cuda.LaunchConfig(grid=1, block=128))
+        tid = T.cuda.thread_idx("x")
+        SM = T.alloc_tensor(ty_args=[T.Tensor((ROWS, COLS), "bfloat16", scope="shared",
+                                              layout=swizzled(ROWS, COLS, 128), align=1024)])
+        BAR = T.alloc_tensor(ty_args=[T.Tensor((1,), "uint64", scope="shared", layout="default", align=8)])
+        if tid == 0:
+            T.ptx.mbarrier.init.shared.b64(BAR.ptr_to([0]), T.uint32(1))
+        T.cuda.cta_sync()
+        for phase in range(2):
+            if tid == 0:
+                T.ptx["mbarrier.arrive.expect_tx.shared.b64"](BAR.ptr_to([0]), T.uint32(nbytes))
+                T.cuda.tile.apply(T.ptx[TMA_LOAD], SM[0:ROWS, 0:COLS], A[0:ROWS, 0:COLS], box=(ROWS, COLS),
+                                  coords=(0, 0), mbar=BAR.ptr_to([0]), swizzle=3)
+            T.cuda.mbarrier_wait(BAR.ptr_to([0]), phase)
+            for i in range(ROWS * COLS // 128):
+                e = i * 128 + tid
+                Out[e // COLS, e % COLS] = SM[e // COLS, e % COLS]
+            if I.constexpr(fence == "before"):
+                T.ptx["fence.proxy.async.shared::cta"]()
+            if I.constexpr(fence != "no barrier"):
+                T.cuda.cta_sync()
+            if I.constexpr(fence == "after"):
+                T.ptx["fence.proxy.async.shared::cta"]()
+
+    return kernel
+
+
+def test_the_readers_fence_before_the_barrier_lets_a_tma_load_land_over_generic_reads():
+    a, out = _a(), np.zeros((ROWS, COLS), BF16)
+    emulate(read_then_reloaded("before"), a, out, target="sm90")
+    np.testing.assert_array_equal(out, a)
+
+
+@pytest.mark.parametrize("fence, words", [
+    # PTX ISA 9.4 §8.6 / §9.7.10.28.2 (CUTLASS's epilogue: fence_view_async_shared before consumer_release of a C
+    # buffer it read): the read ordered before the load by the barrier, but not across the proxies
+    ("none", r"shared 'SM' byte 0: read by the generic proxy \(wave 0 lane 0 of workgroup 0\) " + LOADED
+     + " with no fence.proxy.async by the reader between"),
+    ("after", r"read by the generic proxy \(wave 1 lane 0 of workgroup 0\) " + LOADED + r" and the reader's "
+              r"fence.proxy.async is not ordered before the async write"),
+    # no barrier: the read is not even ordered before the load (the LDS race check)
+    ("no barrier", r"race on LDS 'SM' byte \d+: read by wave 1 and then written by wave 0 with no barrier in between"),
+])
+def test_a_tma_load_over_generic_reads_without_the_readers_fence_first_is_reported(fence, words):
+    with pytest.raises(EmulationError, match=words):
+        emulate(read_then_reloaded(fence), _a(), np.zeros((ROWS, COLS), BF16), target="sm90")
+
+@pytest.mark.parametrize("read_mode, config, read_check", [
+    ("chunks", dict(epilogue_tile=64, block_n=192), True),
+    ("chunks", dict(epilogue_tile=64, block_n=192), False),
+    # the whole tile staged: the next tile's residual TMA-loaded over the tile's D
+    ("tma", dict(epilogue_tile=0, block_n=64), False),
+    ("preread", dict(epilogue_tile=0, block_n=64), False),
+])
+def test_a_staged_residuals_dropped_fence_is_reported_at_the_store_and_at_the_next_load(read_mode, config, read_check,
+                                                                                         monkeypatch):
+    """The staged residuals (``residual_read="chunks"``, ``"tma"``, ``"preread"``): the consumers write D's words over
+    C's with st.shared, fence, the storing thread TMA-stores the buffer, then the producer TMA-loads the next residual
+    chunk or tile over the same bytes. The one fence.proxy.async dropped, the store's read is reported; with that check
+    off (``memory.check_read`` made a no-op), the load's write-after-write is (PTX ISA 9.4 §8.6: the fence serves both
+    async accesses)."""
+    from hopper_kernels import dropping
+
+    import tvm_cdna4.emulator.memory as memory
+    from tvm_cdna4.kernels import gemm
+    from tvm_cdna4.kernels.gemm import GemmProblem, random_inputs
+    from tvm_cdna4.kernels.gemm.epilogue import Fusion
+    from tvm_cdna4.kernels.sm90 import gemm_target
+    from tvm_cdna4.kernels.sm90.gemm_plan import Sm90Config
+
+    problem = GemmProblem(130, 400, 64, "bf16", "nt", "bf16", Fusion(residual=True))
+    p = gemm.plan(problem, "sm90", Sm90Config(128, config["block_n"], 2, 2, ctas=1, epilogue="tma",
+                                              epilogue_tile=config["epilogue_tile"], residual_read=read_mode))
+    kernel = gemm_target.emit(p)
+    if not read_check:
+        monkeypatch.setattr(memory, "check_read", lambda *args: None)
+    data = random_inputs(problem, 0)
+    out = data.output()
+    emulate(kernel, *data.arguments(p.params, out), target="sm90")  # fenced: passes
+    assert data.ratio(out) <= 1.0
+    access = r"and read by the async proxy \(the TMA store" if read_check else LOADED
+    words = rf"shared 'SMH' byte \d+: written by the generic proxy \(wave [4-7] lane \d+ of workgroup 0\) {access}"
+    with pytest.raises(EmulationError, match=words + ".* with no fence.proxy.async by the writer"):
+        emulate(dropping(kernel, "tirx.ptx.fence_proxy", 1), *data.arguments(p.params, data.output()), target="sm90")

@@ -13,7 +13,7 @@ after a barrier that the writing wave reached with the write still in flight (gf
 asynchronous copy into it is still in flight (``Buffer.pending``); global bytes stored by two
 workgroups, or updated by an atomic and read or written by a plain access, in one launch without a
 release/acquire pair between them (:mod:`.globalmem`); sm90: a shared byte read by the async proxy (a TMA
-store, a wgmma) after a generic write its writer did not fence for it (:mod:`.proxy`).
+store, a wgmma) or written by it (a TMA load) after a generic write its writer did not fence for it (:mod:`.proxy`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import numpy as np
 
 from .errors import EmulationError
 from .globalmem import record_store
-from .proxy import check_read, record_write
+from .proxy import check_read, check_write, record_read, record_write
 
 
 class Buffer:
@@ -50,7 +50,8 @@ class Buffer:
         self.async_reads = None  # sm90: in-flight asynchronous reads (wgmma operands, TMA store boxes) per byte
         self.async_done: dict = {}  # sm90: (wave, reader) -> per byte, the epoch its read retired at (-1: none)
         self.records = None  # global buffers: the launch's race records (globalmem.Records, on first write)
-        self.proxy_writer = self.proxy_count = None  # sm90: unfenced generic writes per byte (emulator.proxy)
+        # sm90 (emulator.proxy): per byte, the last generic writer and reader and their fence counts
+        self.proxy_writer = self.proxy_count = self.proxy_reader = self.proxy_rcount = None
         self.after_wait = False  # read only after the reading thread's griddepcontrol.wait (emulate's after_wait)
 
     def add_pending(self, inst, byte, size: int, delta: int) -> None:
@@ -263,6 +264,8 @@ def check_lds_read(machine, buf: Buffer, inst, byte, size: int, mask, where: str
         check_read(machine, buf, i, b, t, async_proxy, where)
     if not record:
         return
+    if machine.integer_shared and async_proxy is None:
+        record_read(machine, buf, i, b, t)
     if machine.lds_waits:
         machine.issue_lds(t)
     record_lds_read(machine, buf, i, b, wave)
@@ -356,10 +359,11 @@ def _async_reader(machine, buf: Buffer) -> str:
 
 
 def check_lds_write(machine, buf: Buffer, inst, byte, size: int, where: str, threads, lgkm: bool = True,
-                    generic: bool = True):
+                    async_proxy: str | None = None):
     """Race checks of an LDS write and its record; ``lgkm=False`` for a write that is not an LGKM
-    operation of its wave (a direct-to-LDS load, completed by ``vmcnt``, not ``lgkmcnt``); ``generic=False``
-    for an sm90 write through the async proxy (a TMA load), which an async-proxy read needs no fence after."""
+    operation of its wave (a direct-to-LDS load, completed by ``vmcnt``, not ``lgkmcnt``); ``async_proxy``: the
+    sm90 async-proxy writer it is (a TMA load), whose bytes' generic writes need the writer's ``fence.proxy.async``
+    first and which an async-proxy read needs no fence after (:mod:`.proxy`)."""
     if byte.size == 0:
         return
     b = (byte.reshape(-1, 1) + np.arange(size)).ravel()
@@ -401,7 +405,9 @@ def check_lds_write(machine, buf: Buffer, inst, byte, size: int, where: str, thr
     if machine.lds_waits:
         buf.w_seq[i, b] = machine.issue_lds(t) if lgkm else 0
     if machine.integer_shared:
-        record_write(machine, buf, i, b, t, generic)
+        if async_proxy is not None:
+            check_write(machine, buf, i, b, t, async_proxy, where)
+        record_write(machine, buf, i, b, t, async_proxy is None)
 
 
 class InFlightLdsWrites:
@@ -413,7 +419,7 @@ class InFlightLdsWrites:
 
     what = "asynchronous write"  # named in the completion's race messages
     lgkm = True  # False: the write is not an LGKM operation of its wave (see check_lds_write)
-    generic = True  # False: an sm90 async-proxy write (a TMA load; see check_lds_write)
+    async_proxy = None  # sm90: the async-proxy writer it is (a TMA load; see check_lds_write)
 
     def __init__(self, machine):
         self.machine = machine
@@ -425,7 +431,7 @@ class InFlightLdsWrites:
         size = data.shape[1]
         if buf.track:
             check_lds_write(self.machine, buf, inst, addr, size, where, threads, lgkm=self.lgkm,
-                            generic=self.generic)
+                            async_proxy=self.async_proxy)
         buf.add_pending(inst, addr, size, +1)
         self.copies.append(dict(thread=threads, buf=buf, inst=inst, addr=addr, data=data, where=where, **tags))
 
@@ -446,6 +452,6 @@ class InFlightLdsWrites:
         buf.add_pending(inst, addr, size, -1)
         if buf.track:
             check_lds_write(self.machine, buf, inst, addr, size, f"{where} (completing {self.what} at: {c['where']})",
-                            c["thread"][done], lgkm=self.lgkm, generic=self.generic)
+                            c["thread"][done], lgkm=self.lgkm, async_proxy=self.async_proxy)
         buf.data[inst[:, None], addr[:, None] + np.arange(size)] = data
 

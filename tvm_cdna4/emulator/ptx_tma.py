@@ -176,7 +176,7 @@ class BulkTensorLoads(InFlightLdsWrites):
     complete-tx on its mbarrier) by :meth:`land` when a warp waits on that mbarrier."""
 
     what = "cp.async.bulk.tensor"
-    generic = False  # the async proxy writes the box
+    async_proxy = "the TMA load cp.async.bulk.tensor writing its box"
 
     def __init__(self, machine):
         super().__init__(machine)
