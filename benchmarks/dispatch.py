@@ -167,6 +167,7 @@ def cpu_stages(calls: int = 10_000) -> dict:
             "paged_attention: the whole call": lambda: tt.paged_attention(*ins["paged_attention"][0]),
             "paged_attention return_lse: the whole call":
                 lambda: tt.paged_attention(*ins["paged_attention"][0], return_lse=True),
+            **serving_stages(ins),
             "check_arguments (gemm)": lambda: tt.check_arguments(a, b, "nt", None, None, None, None, None, None, None),
             "torch.ops.tvm_cdna4.gemm (op dispatch + body)":
                 lambda: torch.ops.tvm_cdna4.gemm(a, b, "nt", None, None, None, None, None, None),
@@ -181,6 +182,26 @@ def cpu_stages(calls: int = 10_000) -> dict:
         for name, (median, least) in per_call_ns(stages, calls).items():
             out[name] = (median / 1e3, least / 1e3)
     return out
+
+
+def serving_stages(ins: dict) -> dict:
+    """The whole eager call of what a serving stack passes (stop 55, serving2): fp8 paged caches with per-kv-head
+    scales, one-element ones (vLLM's ``layer._k_scale``: copied to every head each call) and floats (FlashInfer's),
+    ``gemm`` of an activation ``[1, 1, K]`` (viewed as [M, K]) and of M = 0."""
+    fp8 = torch.float8_e4m3fn
+    q, kc, vc, table, lens = ins["paged_attention"][0]
+    paged = (q, kc.to(fp8), vc.to(fp8), table, lens)
+    heads, one = torch.ones(kc.shape[2]), torch.ones(())
+    (a, b), _ = ins["gemm"]
+    a3, a0 = a.view(1, *a.shape), a[:0].contiguous()
+    return {"paged_attention fp8, [Hkv] scales: the whole call": lambda: tt.paged_attention(*paged, k_scale=heads,
+                                                                                            v_scale=heads),
+            "paged_attention fp8, 0-d scales: the whole call": lambda: tt.paged_attention(*paged, k_scale=one,
+                                                                                          v_scale=one),
+            "paged_attention fp8, float scales: the whole call": lambda: tt.paged_attention(*paged, k_scale=0.5,
+                                                                                            v_scale=0.5),
+            "gemm [1, 1, K]: the whole call": lambda: tt.gemm(a3, b),
+            "gemm M = 0: the whole call": lambda: tt.gemm(a0, b)}
 
 
 def cpu_report(calls: int) -> str:

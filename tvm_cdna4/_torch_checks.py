@@ -7,6 +7,8 @@ found (``tvm_cdna4.torch``'s docstring lists the rules); ``paged_attention``'s a
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from .kernels.gemm.epilogue import ACTIVATIONS, INPUTS, PARAM_ORDER, Fusion
@@ -122,9 +124,50 @@ def _scale(t, size: int, rowwise: tuple):
         return t
     if t.shape == rowwise:
         return t.view(size)
-    if t.numel() != 1:
+    return broadcast_one(t, size)
+
+
+def broadcast_one(t, size: int):
+    """A one-element tensor ``t`` (any shape: 0-d, ``(1,)``, ``(1, 1)``, ...) as a new ``[size]`` tensor of its
+    dtype and device, filled from it on the device (one small launch: no host synchronization); anything else
+    (another shape, a non-tensor) as it is, for the checks to name."""
+    if not isinstance(t, torch.Tensor) or t.numel() != 1:
         return t
-    return t.new_empty(size).copy_(t if t.dim() == 0 else t.view(()))  # one fill from the device: no sync
+    return t.new_empty(size).copy_(t if t.dim() == 0 else t.view(()))
+
+
+def flatten_leading(op: str, name: str, a, residual, row_scale, out) -> tuple:
+    """``(lead, a, residual, row_scale, out)`` of an activation ``a`` of leading dims ``[..., K]`` (more than two
+    dimensions; A stored [M, K] in every layout of ``LAYOUTS``): ``a`` viewed as the ``[M, K]`` the kernels take
+    (``M`` the product of ``lead``, ``a.shape[:-1]``), as ``torch.nn.functional.linear`` takes it, ``residual`` and
+    ``out`` ``[..., N]`` as ``[M, N]``, ``row_scale`` ``[...]`` or ``[..., 1]`` as ``[M]``: views, never copies.
+    Another shape of those three is passed as it is (the checks of the ``[M, K]`` call name it); a tensor whose
+    leading dimensions no view merges (a transposed batch) is refused naming it (``name`` is ``a``'s)."""
+    lead = tuple(a.shape[:-1])
+    M = math.prod(lead)
+    if residual is None and row_scale is None and out is None:  # the usual call (a projection): one view
+        return lead, _view(op, name, a, (M, a.shape[-1])), None, None, None
+    views = []
+    for argument, t, merged in ((name, a, True), ("residual", residual, True), ("row_scale", row_scale, False),
+                                ("out", out, True)):
+        if not isinstance(t, torch.Tensor) or t.dim() <= 1:
+            views.append(t)
+        elif merged and t.dim() > 2 and tuple(t.shape[:-1]) == lead:
+            views.append(_view(op, argument, t, (M, t.shape[-1])))
+        elif not merged and tuple(t.shape) in (lead, (*lead, 1)):
+            views.append(_view(op, argument, t, (M,)))
+        else:
+            views.append(t)
+    return (lead, *views)
+
+
+def _view(op: str, argument: str, t, shape: tuple):
+    try:
+        return t.view(shape)
+    except RuntimeError:  # leading dimensions no view merges: a copy would hide an allocation in every call
+        _fail(argument, "leading dimensions that one view merges (contiguous ones, as torch.nn.functional.linear's;"
+              " no copy is made)", f"a view of shape {shape}", f"shape {tuple(t.shape)}, strides {tuple(t.stride())}",
+              op)
 
 
 def check_arguments(a, b, layout, out_dtype, bias, activation, residual, row_scale, col_scale, out):
@@ -240,6 +283,6 @@ def check_attention_arguments(q, k, v, causal, scale):
     return None if 0 in (B, H, Sq, Skv) else problem
 
 
-__all__ = ["ALIGNMENT", "DEVICE_TYPES", "FP8_DTYPES", "GEMM_DTYPES", "IN_DTYPES", "LAYOUTS", "OUT_DTYPES", "broadcast_scales",
-           "check_arguments",
+__all__ = ["ALIGNMENT", "DEVICE_TYPES", "FP8_DTYPES", "GEMM_DTYPES", "IN_DTYPES", "LAYOUTS", "OUT_DTYPES", "broadcast_one",
+           "broadcast_scales", "check_arguments", "flatten_leading",
            "check_attention_arguments", "check_fp8", "check_fp8_target", "check_grouped_arguments"]

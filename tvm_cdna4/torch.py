@@ -11,7 +11,10 @@ row_scale=None, col_scale=None, out=None)`` computes ``out = epilogue(a @ op(b))
   ``kernels.gemm.epilogue.Fusion`` (f32 ``bias`` [N], ``row_scale`` [M], ``col_scale`` [N]; ``residual``
   of the output's shape and dtype; ``activation`` "relu", "silu" or "gelu"). ``row_scale`` and ``col_scale``
   take ``torch._scaled_mm``'s shapes too (``broadcast_scales``): one element (0-d, ``(1,)``, ``(1, 1)``: a
-  per-tensor scale, copied to every row / column on the device in each call) and ``[M, 1]`` / ``[1, N]``.
+  per-tensor scale, copied to every row / column on the device in each call) and ``[M, 1]`` / ``[1, N]``. ``a`` may
+  have leading dimensions, ``[..., K]`` (``torch.nn.functional.linear``'s input): viewed as ``[M, K]``, the output
+  ``[..., N]``, ``residual`` and ``out`` ``[..., N]``, ``row_scale`` ``[...]`` or ``[..., 1]`` likewise (views, no
+  copy: leading dimensions no view merges are refused, ``flatten_leading``); ``grouped_gemm``'s ``x`` too.
 * The kernel is the dynamic-M GEMM of the shape class (N, K, dtypes, layout, epilogue, device:
   ``kernel_cache``), one per M bucket, built on first use and cached: a new M in a bucket already
   used launches the same kernel, with no build and no host synchronization (no ``.item()``, no
@@ -30,7 +33,8 @@ row_scale=None, col_scale=None, out=None)`` computes ``out = epilogue(a @ op(b))
   the device's target too (``attention_kernel``: on sm_90 ``kernels.sm90``'s TMA + wgmma forward).
 * An eager call runs the launch prepared for its key (shapes, dtypes, device, options: ``_CALLS``) after
   its first call of that key, which takes the checked path and the custom op (docs/dynamic_m.md
-  "Dispatch cost"); ``torch.compile``, dispatch modes and functorch transforms always take the op. The
+  "Dispatch cost"); an M = 0 (T = 0) call's prepared launch allocates the empty output only (``_prepare_empty``);
+  ``torch.compile``, dispatch modes and functorch transforms always take the op. The
   outputs are new tensors every call, but for the LSE of ``attention`` and ``paged_attention`` where the call
   does not return it: the kernel writes that into a scratch kept beside the kernels (``empty_lse``), which
   nobody reads.
@@ -91,7 +95,7 @@ from typing import Optional
 
 from ._torch_checks import (ALIGNMENT, DEVICE_TYPES, FP8_DTYPES, GEMM_DTYPES, IN_DTYPES, LAYOUTS, OUT_DTYPES,
                             _check_alignment, _fail, _fusion, _out_dtype, broadcast_scales, check_arguments,
-                            check_attention_arguments, check_fp8_target, check_grouped_arguments)
+                            check_attention_arguments, check_fp8_target, check_grouped_arguments, flatten_leading)
 from ._torch_checks import check_fp8  # noqa: F401 (re-exported)
 from .errors import ContractError
 from .kernels.gemm.epilogue import Fusion
@@ -304,6 +308,18 @@ def _prepare(key, kernel, shape: tuple, odt, device, fusion: Fusion, leading: in
     _store(key, launch)
 
 
+def _prepare_empty(key, shape: tuple, odt, device) -> None:
+    """Store the launch of a GEMM call with no rows (M or T 0: nothing launches, ``_launch``): ``launch(a, b, out,
+    more)`` returns ``out`` as it is, or a new empty output; None (the checked path, which names it) where a
+    tensor is not a dense contiguous one (the checks refuse it; they read no data pointer where nothing launches)."""
+    def launch(a, b, out, more, strided=torch.strided):
+        for t in (a, b, out, *more):
+            if t is not None and (t.layout is not strided or not t.is_contiguous()):
+                return None
+        return torch.empty(shape, dtype=odt, device=device) if out is None else out
+    _store(key, launch)
+
+
 _SAME_DEVICE = contextlib.nullcontext()
 _CONTIGUOUS = torch.contiguous_format
 
@@ -397,6 +413,9 @@ def _gemm_out_fake(a, b, out, layout, bias, activation, residual, row_scale, col
 def gemm(a, b, *, layout: str = "nt", out_dtype=None, bias=None, activation=None, residual=None, row_scale=None,
          col_scale=None, out=None):
     """``epilogue(a @ op(b))`` on CUDA tensors (the module docstring): a new tensor, or ``out`` filled."""
+    given = lead = None
+    if isinstance(a, torch.Tensor) and a.dim() > 2:  # [..., K]: viewed as [M, K] (torch.nn.functional.linear's)
+        given, (lead, a, residual, row_scale, out) = out, flatten_leading("gemm", "a", a, residual, row_scale, out)
     if row_scale is not None or col_scale is not None:  # torch._scaled_mm's per-tensor and row-wise shapes
         row_scale, col_scale = broadcast_scales(a, b, layout, row_scale, col_scale)
     fused = (bias, residual, row_scale, col_scale)
@@ -404,16 +423,25 @@ def gemm(a, b, *, layout: str = "nt", out_dtype=None, bias=None, activation=None
     if launch is not None:
         y = launch(a, b, out, fused)
         if y is not None:
-            return y
+            return y if lead is None else _leading(y, lead, given)
     M, N, K, odt = check_arguments(a, b, layout, out_dtype, bias, activation, residual, row_scale, col_scale, out)
     if out is None:
         out = torch.ops.tvm_cdna4.gemm(a, b, layout, out_dtype, bias, activation, residual, row_scale, col_scale)
     else:
         torch.ops.tvm_cdna4.gemm_out(a, b, out, layout, bias, activation, residual, row_scale, col_scale)
-    if key is not None and M and a.device.type != "meta":  # meta: a trace, nothing launched
-        fusion = _fusion(activation, dict(zip(FUSED_KEYWORDS, fused)))
-        _prepare(key, _kernel(a, N, K, odt, layout, fusion, M).kernel(M), (M, N), odt, a.device, fusion)
-    return out
+    if key is not None and a.device.type != "meta":  # meta: a trace, nothing launched
+        if M == 0:  # nothing launches: the key's next call allocates the output only
+            _prepare_empty(key, (M, N), odt, a.device)
+        else:
+            fusion = _fusion(activation, dict(zip(FUSED_KEYWORDS, fused)))
+            _prepare(key, _kernel(a, N, K, odt, layout, fusion, M).kernel(M), (M, N), odt, a.device, fusion)
+    return out if lead is None else _leading(out, lead, given)
+
+
+def _leading(y, lead: tuple, given):
+    """The output of an activation of leading dims ``lead`` (``flatten_leading``): ``given`` (the caller's
+    ``out``) where there is one, else ``y`` [M, N] viewed as ``[*lead, N]``."""
+    return given if given is not None else y.view(*lead, y.shape[-1])
 
 
 # ------------------------------------------------------------------------------------ grouped GEMM
@@ -492,12 +520,16 @@ def _grouped_out_fake(x, w, offsets, out, layout, bias, activation, residual, ro
 def grouped_gemm(x, w, offsets, *, layout: str = "nt", out_dtype=None, bias=None, activation=None, residual=None,
                  row_scale=None, col_scale=None, out=None):
     """The grouped GEMM on CUDA tensors (the module docstring): a new [T, N] tensor, or ``out`` filled."""
+    given = lead = None
+    if isinstance(x, torch.Tensor) and x.dim() > 2:  # [..., K]: viewed as [T, K], as gemm's a
+        given, (lead, x, residual, row_scale, out) = out, flatten_leading("grouped_gemm", "x", x, residual, row_scale,
+                                                                          out)
     fused = (bias, residual, row_scale, col_scale)
     key, launch = _lookup("grouped_gemm", (layout, out_dtype, activation), x, w, out, offsets, *fused)
     if launch is not None:
         y = launch(x, w, out, (offsets, *fused))
         if y is not None:
-            return y
+            return y if lead is None else _leading(y, lead, given)
     T, G, N, K, odt = check_grouped_arguments(x, w, offsets, layout, out_dtype, bias, activation, residual, row_scale,
                                               col_scale, out)
     if out is None:
@@ -506,10 +538,14 @@ def grouped_gemm(x, w, offsets, *, layout: str = "nt", out_dtype=None, bias=None
     else:
         torch.ops.tvm_cdna4.grouped_gemm_out(x, w, offsets, out, layout, bias, activation, residual, row_scale,
                                              col_scale)
-    if key is not None and T and x.device.type != "meta":
-        fusion = _fusion(activation, dict(zip(FUSED_KEYWORDS, fused)))
-        _prepare(key, _grouped_kernel(x, G, N, K, odt, layout, fusion).kernel(T), (T, N), odt, x.device, fusion, 1)
-    return out
+    if key is not None and x.device.type != "meta":
+        if T == 0:  # nothing launches: the key's next call allocates the output only
+            _prepare_empty(key, (T, N), odt, x.device)
+        else:
+            fusion = _fusion(activation, dict(zip(FUSED_KEYWORDS, fused)))
+            _prepare(key, _grouped_kernel(x, G, N, K, odt, layout, fusion).kernel(T), (T, N), odt, x.device, fusion,
+                     1)
+    return out if lead is None else _leading(out, lead, given)
 
 
 # ------------------------------------------------------------------------------------ attention

@@ -6,7 +6,9 @@ until the sm90 row, ``kernels.sm90.paged_decode_*``, times faster there).
 ``paged_attention(q, k_cache, v_cache, block_table, context_lens, *, scale=None, k_scale=None,
 v_scale=None, return_lse=False)``: ``q`` [B, Q, H, D] (Q queries per sequence, 1..8) bfloat16 or
 float16; ``k_cache``, ``v_cache`` [num_pages, page_size, Hkv, D] of q's dtype, or both
-``torch.float8_e4m3fn`` with ``k_scale``, ``v_scale`` float32 [Hkv]; ``block_table`` int32 [B,
+``torch.float8_e4m3fn`` with ``k_scale``, ``v_scale`` float32 [Hkv], or each one element (0-d, ``(1,)``, ``(1, 1)``
+...: vLLM's ``layer._k_scale``) or a Python float (FlashInfer's) for every kv head (``per_head_scales``; the custom
+op itself takes [Hkv]); ``block_table`` int32 [B,
 max_pages]; ``context_lens`` int32 [B] (each sequence's keys, its Q new tokens included). Returns ``O``
 [B, Q, H, D] in q's dtype, or ``(O, LSE)`` with LSE float32 [B, Q, H], natural; an empty batch (B, Q or H 0)
 returns them empty, with no build and no launch (the other rules checked as for B = 1). Query ``i`` sees keys
@@ -21,21 +23,28 @@ synchronization, so the call is CUDA-graph capturable. The grid of fixed-size pa
 once). It is the custom op ``torch.ops.tvm_cdna4.paged_attention`` with a fake implementation
 (``torch.compile``); eagerly, a call whose shape class ran before takes its prepared launch (one dict lookup:
 ``torch._lookup``, as the other ops; ``_prepare``): the workspace converted for tvm_ffi once, O allocated per
-call, the LSE a scratch (``empty_lse``) where the call does not return it. Bad arguments: a ``ContractError`` naming
+call, the LSE a scratch (``empty_lse``) where the call does not return it; a one-element scale copied on the device
+into a buffer of the problem's, a float's [Hkv] filled once, its value in the key (``_feed``: no host
+synchronization, nothing allocated: CUDA-graph capturable). Bad arguments: a ``ContractError`` naming
 the tensor, the rule, what was expected and found (a prepared launch refuses what its key does not hold,
 strides and alignment, and the call takes the checked path, which names it).
 """
 
 from __future__ import annotations
 
+import math
+import numbers
 from typing import Optional
 
 import torch
 
+from ._torch_checks import broadcast_one
 from .errors import ContractError
 from .kernels.sm80.paged_decode_rule import plan_flags
 
 OP = "tvm_cdna4.torch.paged_attention"
+SCALE_FORMS = "(or one element: 0-d, (1,), (1, 1) ..., or a float, for every kv head)"
+"""The other forms ``paged_attention`` takes ``k_scale`` and ``v_scale`` in (``per_head_scales``), as errors say them."""
 Q_DTYPES = {torch.bfloat16: "bf16", torch.float16: "f16"}
 FP8 = torch.float8_e4m3fn
 
@@ -89,12 +98,13 @@ def check_paged_arguments(q, k_cache, v_cache, block_table, context_lens, scale,
     _same("context_lens", context_lens, (B,))
     for name, s in (("k_scale", k_scale), ("v_scale", v_scale)):
         if fp8 and s is None:
-            _fail(name, "fp8 caches take per-kv-head scales", f"float32 [{Hkv}]", None, "operands")
+            _fail(name, "fp8 caches take per-kv-head scales", f"float32 [{Hkv}] {SCALE_FORMS}", None, "operands")
         if not fp8 and s is not None:
             _fail(name, "only fp8 (float8_e4m3fn) caches take scales", "None", "a tensor", "operands")
         if s is not None:
-            _tensor(name, s, q.device, (torch.float32,), 1)
-            _same(name, s, (Hkv,))
+            _tensor(name, s, q.device, (torch.float32,), s.dim() if isinstance(s, torch.Tensor) else 1)
+            if tuple(s.shape) != (Hkv,):
+                _fail(name, "per-kv-head scales", f"[{Hkv}] {SCALE_FORMS}", f"shape {tuple(s.shape)}")
     try:  # an empty batch, queries or heads checked as one: the record still checks every other field
         problem = PagedDecodeProblem(max(B, 1), H or max(Hkv, 1), Hkv, D, max(nq, 1), page_size,
                                      int(block_table.shape[1]), pages, "fp8" if fp8 else Q_DTYPES[q.dtype],
@@ -210,14 +220,15 @@ def _paged_fake(q, k_cache, v_cache, block_table, context_lens, scale, k_scale, 
     return _outputs(q)
 
 
-def _prepare(key, kernels, q, scaled: bool) -> None:
+def _prepare(key, kernels, q, scaled: bool, feed=None) -> None:
     """Store the launch of a call that passed its checks: ``launch(q, k_cache, v_cache, block_table,
     context_lens, k_scale, v_scale, return_lse)`` -> ``(O, LSE)``, or None (nothing run) where ``_ready``
     refuses a tensor (the checked path then names it). The workspace is converted to tvm_ffi tensors once (as
     ``runtime.cuda.Kernel.extra`` does the GEMM's); O is a new tensor every call; LSE a new one where the call
     returns it, else the shape's scratch (``empty_lse``: nobody reads it; calls on one stream run in order, and
     two streams' calls of one key both write garbage nobody reads). One launch where the plan merges in main's
-    last CTA (``merge`` None: a plan of one partition always), else main then merge."""
+    last CTA (``merge`` None: a plan of one partition always), else main then merge. ``feed``: where a scale is
+    not a [Hkv] tensor, what gives the [Hkv] tensors the kernel reads (``_feed``)."""
     import tvm_ffi
 
     main, merge, _, work = kernels
@@ -228,8 +239,15 @@ def _prepare(key, kernels, q, scaled: bool) -> None:
 
     def launch(q, k_cache, v_cache, block_table, context_lens, k_scale, v_scale, return_lse):
         if scaled:  # fp8 caches (their bytes to the kernel) and their scales: the key holds which
-            if not ready((q, k_cache, v_cache, block_table, context_lens, k_scale, v_scale)):
+            if feed is None:
+                if not ready((q, k_cache, v_cache, block_table, context_lens, k_scale, v_scale)):
+                    return None
+            elif not ready((q, k_cache, v_cache, block_table, context_lens)):
                 return None
+            else:  # a float's constant, a one-element tensor copied into the problem's buffer (``_feed``)
+                k_scale, v_scale = feed(k_scale, v_scale)
+                if k_scale is None:  # a [Hkv] tensor beside a broadcast one, not ``_ready``
+                    return None
             tensors = (q, k_cache.view(torch.uint8), v_cache.view(torch.uint8), block_table, context_lens, k_scale,
                        v_scale)
         else:
@@ -247,9 +265,99 @@ def _prepare(key, kernels, q, scaled: bool) -> None:
     _store(key, launch)
 
 
+_SCALES: dict = {}
+"""The [Hkv] scale tensors of prepared launches whose scales are not [Hkv] tensors (``_feed``): ``{(value, Hkv,
+device): tensor}`` a float's constant, ``{(problem, device, name): tensor}`` the buffer a one-element scale is copied
+into; kept as long as the workspaces (``_KERNELS``): a CUDA graph captured through a launch reads them."""
+_SCALE_CLASSES = (type(None), torch.Tensor, torch.nn.Parameter)
+"""The scale classes the eager path passes on as they are (one class test a call); another is a number or refused
+(``_numbers``)."""
+
+
+def _numbers(k_scale, v_scale) -> tuple | None:
+    """``(k, v)``, each scale that is a Python number (``int``, ``float``, a numpy scalar; not a bool) as a finite
+    float, None where it is a tensor or None; None where neither is a number. A ``ContractError`` names another."""
+    if k_scale.__class__ is float and v_scale.__class__ is float and math.isfinite(k_scale + v_scale):
+        return k_scale, v_scale  # the usual case (FlashInfer's): one test
+    values = []
+    for name, s in (("k_scale", k_scale), ("v_scale", v_scale)):
+        if s is None or isinstance(s, torch.Tensor):
+            values.append(None)
+        elif isinstance(s, numbers.Real) and not isinstance(s, bool) and math.isfinite(s):
+            values.append(float(s))
+        else:
+            _fail(name, "a torch.Tensor, a float or None", "a float32 tensor or a finite float",
+                  repr(s) if isinstance(s, numbers.Real) else type(s).__name__, "operands")
+    return None if values == [None, None] else tuple(values)
+
+
+def per_head_scales(q, k_cache, k_scale, v_scale, values: tuple | None) -> tuple:
+    """The op's ``(k_scale, v_scale)``, float32 [Hkv] (``Hkv``: ``k_cache``'s third dimension) on q's device: a float
+    of ``values`` (``_numbers``) filled in (``torch.full``), a one-element tensor broadcast on the device
+    (``broadcast_one``: no host synchronization); anything else as it is (a [Hkv] tensor, None, what the checks name)."""
+    if not (isinstance(k_cache, torch.Tensor) and k_cache.dim() == 4):
+        return k_scale, v_scale
+    Hkv, scales = int(k_cache.shape[2]), []
+    for s, value in zip((k_scale, v_scale), values or (None, None)):
+        if value is not None:
+            s = torch.full((Hkv,), value, dtype=torch.float32, device=q.device)
+        elif isinstance(s, torch.Tensor) and tuple(s.shape) != (Hkv,):
+            s = broadcast_one(s, Hkv)
+        scales.append(s)
+    return tuple(scales)
+
+
+def _feed(problem, device, k_scale, v_scale, values: tuple | None):
+    """``feed(k_scale, v_scale) -> (k, v)``, the [Hkv] tensors the kernel reads, of a prepared launch whose scales
+    are not both [Hkv] tensors: a float's constant (filled once: the key holds the value), a one-element tensor
+    copied into the problem's buffer each call (a small device copy, stream-ordered: calls of one problem on one
+    stream run in order, as its workspace's), a [Hkv] tensor itself. None (no prepared launch) while a CUDA graph
+    is captured and a constant is new (its fill would be captured, not run)."""
+    Hkv, pair = problem.kv_heads, []
+    for name, s, value in zip(("k", "v"), (k_scale, v_scale), values or (None, None)):
+        if value is None and tuple(s.shape) == (Hkv,):
+            pair.append(None)  # the tensor itself
+            continue
+        key = (value, Hkv, device) if value is not None else (problem, device, name)
+        if key not in _SCALES:
+            if value is not None and device.type == "cuda" and torch.cuda.is_current_stream_capturing():
+                return None
+            with torch.inference_mode(False):  # a tensor every later call may write, inference mode or not
+                _SCALES[key] = torch.full((Hkv,), 0.0 if value is None else value, dtype=torch.float32,
+                                          device=device)
+        t = _SCALES[key]  # a one-element tensor is copied through a view of its rank, (1, ..., Hkv): copy_ broadcasts
+        pair.append((t, None) if value is not None else (t, t.view(*(1,) * (s.dim() - 1), Hkv) if s.dim() > 1 else t))
+    (k, kview), (v, vview) = ((None, None) if p is None else p for p in pair)
+    if kview is not None and vview is not None:  # the usual case (vLLM's layer._k_scale, _v_scale): one dispatch
+        views, tensors, copy = (kview, vview), (k, v), torch._foreach_copy_
+
+        def feed(k_scale, v_scale):
+            copy(views, (k_scale, v_scale))
+            return tensors
+    elif None not in (k, v) and kview is vview is None:  # two floats (FlashInfer's): nothing to do a call
+        def feed(k_scale, v_scale):
+            return k, v
+    else:  # one of each
+        def feed(k_scale, v_scale):
+            k_scale, v_scale = _fed(k, kview, k_scale), _fed(v, vview, v_scale)
+            return (k_scale, v_scale) if HOOKS["_ready"]((k_scale, v_scale)) else (None, None)
+    return feed
+
+
+def _fed(t, view, s):
+    """What ``_feed``'s launch passes for scale ``s``: ``s`` itself (``t`` None), ``t`` (a constant), ``t`` with
+    ``s`` copied through ``view``."""
+    if t is None:
+        return s
+    if view is not None:
+        view.copy_(s)
+    return t
+
+
 def _tensors(**arguments) -> None:
-    """Each argument a tensor (the scales: or None), named before the op's schema would refuse it in torch's words
-    (a float ``k_scale``: "Expected a value of type 'Optional[Tensor]'"); ``check_paged_arguments`` checks the rest."""
+    """Each argument a tensor (the scales: or None, numbers taken before: ``_numbers``), named before the op's
+    schema would refuse it in torch's words ("Expected a value of type 'Optional[Tensor]'");
+    ``check_paged_arguments`` checks the rest."""
     for name, t in arguments.items():
         if not isinstance(t, torch.Tensor) and not (t is None and name.endswith("_scale")):
             _fail(name, "a torch.Tensor" + (" or None" if name.endswith("_scale") else ""), "a tensor",
@@ -267,26 +375,36 @@ def paged_attention(q, k_cache, v_cache, block_table, context_lens, *, scale=Non
             scale = float(scale)
         except (TypeError, ValueError):
             _fail("scale", "the softmax scale", "a positive finite float or None", repr(scale), "parameters")
+    values = None  # float scales: the key's option, their slots None (``_numbers``)
+    if k_scale.__class__ not in _SCALE_CLASSES or v_scale.__class__ not in _SCALE_CLASSES:
+        values = _numbers(k_scale, v_scale)
+        if values is not None:
+            k_scale, v_scale = (None if values[0] is not None else k_scale), (None if values[1] is not None else v_scale)
     # PAGED_ROW and the plan's flags in the key: a row or flag changed by the user is taken by the shapes that ran
     # before, too; not while torch.compile traces (no prepared launch then, and the flags' first read imports their
     # modules, which dynamo refuses to trace)
     key = launch = None
     if not _compiling():
-        key, launch = _lookup("paged_attention", (scale, tuple(PAGED_ROW.items()), plan_flags()), q, k_cache, v_cache,
-                              block_table, context_lens, k_scale, v_scale)
+        key, launch = _lookup("paged_attention", (scale, tuple(PAGED_ROW.items()), plan_flags(), values), q, k_cache,
+                              v_cache, block_table, context_lens, k_scale, v_scale)
     if launch is not None:
         pair = launch(q, k_cache, v_cache, block_table, context_lens, k_scale, v_scale, return_lse)
         if pair is not None:
             return pair if return_lse else pair[0]
     _tensors(q=q, k_cache=k_cache, v_cache=v_cache, block_table=block_table, context_lens=context_lens,
              k_scale=k_scale, v_scale=v_scale)
-    o, lse = torch.ops.tvm_cdna4.paged_attention(q, k_cache, v_cache, block_table, context_lens, scale, k_scale, v_scale)
+    ks, vs = per_head_scales(q, k_cache, k_scale, v_scale, values)
+    o, lse = torch.ops.tvm_cdna4.paged_attention(q, k_cache, v_cache, block_table, context_lens, scale, ks, vs)
     if key is not None and q.device.type != "meta":  # meta: a trace, nothing launched
-        problem = check_paged_arguments(q, k_cache, v_cache, block_table, context_lens, scale, k_scale, v_scale)
+        problem = check_paged_arguments(q, k_cache, v_cache, block_table, context_lens, scale, ks, vs)
         if problem is None:  # an empty O: the key's next call allocates the outputs only
             _store(key, lambda q, *rest: _outputs(q))
-        else:
+        elif ks is k_scale and vs is v_scale:
             _prepare(key, _kernels(q, problem), q, problem.scaled)
+        else:  # a float or one-element scale: broadcast by the launch (``_feed``)
+            feed = _feed(problem, q.device, k_scale, v_scale, values)
+            if feed is not None:
+                _prepare(key, _kernels(q, problem), q, True, feed)
     return (o, lse) if return_lse else o
 
 

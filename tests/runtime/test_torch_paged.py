@@ -78,13 +78,13 @@ def test_a_misaligned_tensor_is_named_before_any_launch():
 
 
 @pytest.mark.parametrize("keywords, operand", [
-    (dict(k_scale=0.5, v_scale=0.5), "k_scale"),  # vLLM-style float scales
+    (dict(k_scale=[0.5, 0.5], v_scale=[0.5, 0.5]), "k_scale"),  # a list (a float scale is taken: stop 55)
     (dict(context_lens=[5, 7]), "context_lens"),
     (dict(block_table=[[0, 1, 2], [3, 4, 5]]), "block_table"),
 ])
 def test_a_non_tensor_is_named_before_the_ops_schema(keywords, operand):
-    """Stop 54 (mistakes): a float k_scale or a list reached the op, whose schema refused it in torch's words (a
-    RuntimeError: "Expected a value of type 'Optional[Tensor]'")."""
+    """Stop 54 (mistakes): a list reached the op, whose schema refused it in torch's words (a RuntimeError:
+    "Expected a value of type 'Optional[Tensor]'"); a float k_scale did too until stop 55 took it (test_torch_edges)."""
     q, k, v, table, lens = _args(kv=torch.float8_e4m3fn if "k_scale" in keywords else torch.bfloat16)
     tensors = dict(block_table=table, context_lens=lens)
     tensors.update((n, keywords.pop(n)) for n in list(keywords) if n in tensors)
