@@ -103,6 +103,9 @@ def consumer_loop(p, ln, MB, PG, first, count):
         scores(p, ln, p.ring_word(w, s, 0))
         mask_softmax(p, ln, tile, PG[w * S + s])
         pv(p, ln, p.ring_word(w, s, 1))
+        # the slot's generic reads ordered before the producer's next TMA write of it (a write after read across
+        # proxies: PTX ISA 9.4 §8.6; CUTLASS's epilogue fences before releasing a C buffer it read the same way)
+        T.ptx["fence.proxy.async.shared::cta"]()
         T.cuda.warp_sync()
         if T.cuda.lane_id() == 0:
             T.ptx.mbarrier.arrive.shared.b64(MB.ptr_to([p.empty_barrier(w, s)]), T.uint32(1))
