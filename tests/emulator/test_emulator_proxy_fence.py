@@ -209,11 +209,11 @@ def test_a_tma_load_over_generic_reads_without_the_readers_fence_first_is_report
         emulate(read_then_reloaded(fence), _a(), np.zeros((ROWS, COLS), BF16), target="sm90")
 
 @pytest.mark.parametrize("read_mode, config, read_check", [
-    ("chunks", dict(epilogue_tile=64, block_n=192), True),
+    pytest.param("chunks", dict(epilogue_tile=64, block_n=192), True, marks=pytest.mark.slow),
     ("chunks", dict(epilogue_tile=64, block_n=192), False),
-    # the whole tile staged: the next tile's residual TMA-loaded over the tile's D
-    ("tma", dict(epilogue_tile=0, block_n=64), False),
-    ("preread", dict(epilogue_tile=0, block_n=64), False),
+    # the whole tile staged: the next tile's residual TMA-loaded over the tile's D (residual reads not the default's)
+    pytest.param("tma", dict(epilogue_tile=0, block_n=64), False, marks=pytest.mark.slow),
+    pytest.param("preread", dict(epilogue_tile=0, block_n=64), False, marks=pytest.mark.slow),
 ])
 def test_a_staged_residuals_dropped_fence_is_reported_at_the_store_and_at_the_next_load(read_mode, config, read_check,
                                                                                          monkeypatch):

@@ -70,7 +70,7 @@ SMALL = [  # (problem, config, sms, contexts): small plans the rule moves (1 SM:
 
 
 @pytest.mark.parametrize("row", [paged_target, sm90_target], ids=["sm80", "sm90"])
-@pytest.mark.parametrize("case", range(len(SMALL)))
+@pytest.mark.parametrize("case", [0, *(pytest.param(i, marks=pytest.mark.slow) for i in range(1, len(SMALL)))])
 def test_every_small_moved_plan_matches_the_reference_in_the_emulator(monkeypatch, row, case):
     problem, config, sms, contexts = SMALL[case]
     assert not row.plan(problem, config, sms=sms).balance

@@ -189,8 +189,9 @@ def test_a_clustered_candidate_in_groups_of_16_rows_reads_what_the_unclustered_o
     (GemmProblem(130, 200, 128, "bf16", "nt", "f32"),
      Sm90Config(64, 64, 2, 1, group_m=2, ctas=3, raster="n", split_k=2, decomposition="split-k")),
     # a hybrid in the n raster: 3 x 4 tiles on 5 CTAs, two whole waves, the last two tiles in 2 K slices
-    (GemmProblem(150, 200, 128, "bf16", "nt", "f32"),
-     Sm90Config(64, 64, 2, 1, group_m=2, ctas=5, raster="n", split_k=2, decomposition="hybrid")),
+    pytest.param(GemmProblem(150, 200, 128, "bf16", "nt", "f32"),
+                 Sm90Config(64, 64, 2, 1, group_m=2, ctas=5, raster="n", split_k=2, decomposition="hybrid"),
+                 marks=pytest.mark.slow),
 ])
 def test_the_emulator_validates_a_k_split_in_the_n_raster(problem, config):
     v = gemm.validate(problem, "sm90", config)

@@ -87,15 +87,17 @@ F = Fusion(bias=True, activation="gelu", residual=True, row_scale=True, col_scal
     (GemmProblem(130, 200, 64, "bf16", "nt", "bf16", Fusion(residual=True, col_scale=True)),
      Sm90Config(128, 128, 2, 2, ctas=1, **CHUNKS)),
     # three chunks (buffer 0 used twice a tile, buffer 1 once), the bias
-    (GemmProblem(130, 400, 64, "bf16", "nt", "bf16", Fusion(residual=True, bias=True)),
-     Sm90Config(128, 192, 2, 2, ctas=1, **CHUNKS)),
+    pytest.param(GemmProblem(130, 400, 64, "bf16", "nt", "bf16", Fusion(residual=True, bias=True)),
+                 Sm90Config(128, 192, 2, 2, ctas=1, **CHUNKS), marks=pytest.mark.slow),  # the lever is off
     # four chunks (128x256 / 64, the 4096^3 plan's), f16 C, every fused step
     (GemmProblem(130, 504, 64, "bf16", "nt", "f16", F), Sm90Config(128, 256, 2, 2, ctas=1, **CHUNKS)),
     # one consumer warpgroup, as many k-tiles as stages
-    (GemmProblem(77, 304, 136, "f16", "nt", "f16", Fusion(residual=True)), Sm90Config(64, 128, 3, 1, ctas=1, **CHUNKS)),
+    pytest.param(GemmProblem(77, 304, 136, "f16", "nt", "f16", Fusion(residual=True)),
+                 Sm90Config(64, 128, 3, 1, ctas=1, **CHUNKS), marks=pytest.mark.slow),
     # chunks of 128 columns (two 64-column boxes each: two chunks, no later ones), fewer k-tiles than stages
-    (GemmProblem(200, 264, 72, "bf16", "nt", "bf16", Fusion(residual=True, activation="silu")),
-     Sm90Config(128, 256, 3, 2, ctas=1, epilogue="tma", epilogue_tile=128, residual_read="chunks")),
+    pytest.param(GemmProblem(200, 264, 72, "bf16", "nt", "bf16", Fusion(residual=True, activation="silu")),
+                 Sm90Config(128, 256, 3, 2, ctas=1, epilogue="tma", epilogue_tile=128, residual_read="chunks"),
+                 marks=pytest.mark.slow),
     # four 64-column chunks, 2 k-tiles < 3 stages: the previous tile's later chunks and the tile's early ones after
     # the same ring load, the last k-tile (late_at = min(stages, k_tiles) - 1; at stages - 1 no ring load reaches it:
     # a deadlock, as in the 1-k-tile cases above)

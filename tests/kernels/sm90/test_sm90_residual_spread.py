@@ -24,6 +24,7 @@ def _plan(M, N, K, cfg, fusion=Fusion(residual=True), out="bf16"):
     return gemm.plan(GemmProblem(M, N, K, "bf16", "nt", out, fusion), "sm90", cfg, sms=132)
 
 
+@pytest.mark.slow  # 'sliced' is not the cost model's residual read
 def test_the_emulator_validates_sliced_residual_loads_with_every_epilogue_step():
     # two consumers, 12 k-tiles (the window: k-tiles 6 and 7), an 80-column tile: one 64-column block and a
     # 16-column tail (32-byte swizzle), 8 rows a box: 16 boxes a warpgroup, 8 at each step; M = 66 leaves the

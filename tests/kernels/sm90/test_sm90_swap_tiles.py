@@ -84,6 +84,7 @@ def test_a_swapped_bucket_plan_walks_a_weight_panels_token_tiles_on_adjacent_cta
     assert {c.raster for c in on if c.swap_ab} == {"n"} and {c.raster for c in on if not c.swap_ab} == {"m"}
 
 
+@pytest.mark.slow  # several token tiles a swapped bucket: timed and left off
 def test_the_torch_benchmark_prints_both_settings_bucket_plans_and_estimates(capsys, several_tiles, monkeypatch):
     from benchmark_modules import benchmark_module
     from tvm_cdna4.kernels.sm90 import gemm_shift
