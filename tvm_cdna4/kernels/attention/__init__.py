@@ -165,7 +165,7 @@ def validate(problem: AttentionProblem, target: str = "gfx950", config=None, see
     start = time.perf_counter()
     (o, lse), where = _function(target, "execute")(p, arrays, run)
     seconds = time.perf_counter() - start
-    return Validation(_ratio(o, want_o, bound_o), None if lse is None else _ratio(lse, want_lse, bound_lse), where,
+    return Validation(_ratio(problem.heads_major(o), want_o, bound_o), None if lse is None else _ratio(lse, want_lse, bound_lse), where,
                       seconds)
 
 

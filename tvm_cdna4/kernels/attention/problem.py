@@ -53,6 +53,10 @@ the kernel's ``SCALES`` input): bf16 O."""
 OUT_DTYPES = {"bf16": "bf16", "f16": "f16", "fp8": "bf16"}
 SCALED = ("fp8",)  # dtypes whose Q, K, V carry per-tensor scales (SCALES = [sq, sk, sv], f32)
 HEAD_DIMS = (64, 128)
+LAYOUTS = ("bhsd", "bshd")
+"""How Q, K, V and O are stored (``AttentionProblem.layout``): ``"bhsd"`` contiguous ``[B, H, S, D]``; ``"bshd"``
+``[B, S, H, D]``, the storage a model's ``proj(x).view(B, S, H, D)`` holds (its ``.transpose(1, 2)`` is the
+``[B, H, S, D]`` view attention reads). O is stored as Q; LSE is ``[B, H, Sq]`` in both."""
 LN2 = math.log(2)  # base-2 units back to natural: both kernels' ``lse = (m + log2 l) LN2`` (module docstring)
 
 
@@ -79,6 +83,7 @@ class AttentionProblem:
     causal: bool = False
     dtype: str = "bf16"
     scale: float | None = None  # softmax scale; None: 1 / sqrt(head_dim)
+    layout: str = "bhsd"  # the storage of Q, K, V and O (``LAYOUTS``)
 
     def __attrs_post_init__(self):
         if self.heads % self.kv_heads:
@@ -93,6 +98,8 @@ class AttentionProblem:
         if self.scale is not None and not (isinstance(self.scale, float | int) and not isinstance(self.scale, bool)
                                            and math.isfinite(self.scale) and self.scale > 0):
             raise ValueError(f"attention scale: expected a positive finite number or None, found {self.scale!r}")
+        if self.layout not in LAYOUTS:
+            raise ValueError(f"attention layout: expected one of {LAYOUTS}, found {self.layout!r}")
 
     @property
     def group(self) -> int:
@@ -127,10 +134,16 @@ class AttentionProblem:
         return 4 * self.head_dim * self.visible_pairs()
 
     def shapes(self) -> dict[str, tuple[int, ...]]:
+        """The kernel's tensors' shapes as stored (``layout``: Q, K, V and O ``[B, S, H, D]`` for ``"bshd"``)."""
         B, H, Hkv, Sq, Skv, D = self.batch, self.heads, self.kv_heads, self.seq_q, self.seq_kv, self.head_dim
-        shapes = {"Q": (B, H, Sq, D), "K": (B, Hkv, Skv, D), "V": (B, Hkv, Skv, D), "O": (B, H, Sq, D),
-                  "LSE": (B, H, Sq)}
+        q, kv = ((B, Sq, H, D), (B, Skv, Hkv, D)) if self.layout == "bshd" else ((B, H, Sq, D), (B, Hkv, Skv, D))
+        shapes = {"Q": q, "K": kv, "V": kv, "O": q, "LSE": (B, H, Sq)}
         return {**shapes, "SCALES": (3,)} if self.dtype in SCALED else shapes
+
+    def heads_major(self, x):
+        """A stored Q, K, V or O (numpy) as the ``[B, H, S, D]`` the reference reads: ``"bshd"``'s axes 1 and 2
+        swapped (a view), ``"bhsd"``'s as it is."""
+        return x.swapaxes(1, 2) if self.layout == "bshd" else x
 
     @property
     def out_dtype(self) -> str:
@@ -335,11 +348,11 @@ def random_inputs(problem: AttentionProblem, seed: int = 0) -> dict:
 
 
 def dequantize(problem: AttentionProblem, arrays: dict):
-    """``(q, k, v)`` float64 from the kernel's inputs: exact (fp8 times its f32 scale: a 4-bit times a
+    """``(q, k, v)`` float64 ``[B, H, S, D]`` (``heads_major``) from the kernel's inputs: exact (fp8 times its f32 scale: a 4-bit times a
     24-bit significand is exact in float64)."""
     import numpy as np
 
-    q, k, v = (np.asarray(arrays[name], np.float64) for name in ("Q", "K", "V"))
+    q, k, v = (problem.heads_major(np.asarray(arrays[name], np.float64)) for name in ("Q", "K", "V"))
     if problem.dtype not in SCALED:
         return q, k, v
     sq, sk, sv = (float(x) for x in np.asarray(arrays["SCALES"], np.float32))
@@ -356,6 +369,17 @@ def output_arrays(problem: AttentionProblem) -> dict:
     shapes = problem.shapes()
     return {"O": np.full(shapes["O"], np.nan, fmt(problem.out_dtype).dtype),
             "LSE": np.full(shapes["LSE"], np.nan, np.float32)}
+
+
+def check_layout(problem: AttentionProblem, target: str, layouts: tuple[str, ...] = ("bhsd",)) -> None:
+    """A ``ContractError`` naming ``layout`` where ``target``'s kernel does not read ``problem.layout``'s storage
+    (``layouts``: the ones it does; sm90 reads every one of ``LAYOUTS``, the others ``"bhsd"``)."""
+    if problem.layout not in layouts:
+        from ...errors import ContractError
+
+        raise ContractError(f"{target} attention layout: the kernel reads Q, K, V and writes O as "
+                            f"{' or '.join(layouts)} storage", operand="layout", check="parameters",
+                            expected=" or ".join(map(repr, layouts)), found=repr(problem.layout))
 
 
 def check_indexing(problem: AttentionProblem) -> None:
@@ -409,7 +433,7 @@ def kv_full_tiles_for(problem: AttentionProblem, block_q: int, block_kv: int, q0
     return minimum(full, (q0 + 1) // block_kv) if problem.causal else full
 
 
-__all__ = ["ATTENTION_DTYPES", "Accumulation", "F32_TERMS", "HEAD_DIMS", "LN2", "LSE_F32", "OUT_DTYPES", "P_ROUNDOFF", "P_SHIFT",
-           "P_UNDERFLOW", "SCALED", "UNIT_ROUNDOFF", "AttentionProblem", "check_indexing", "dequantize", "error_bound",
+__all__ = ["ATTENTION_DTYPES", "Accumulation", "F32_TERMS", "HEAD_DIMS", "LAYOUTS", "LN2", "LSE_F32", "OUT_DTYPES", "P_ROUNDOFF", "P_SHIFT",
+           "P_UNDERFLOW", "SCALED", "UNIT_ROUNDOFF", "AttentionProblem", "check_indexing", "check_layout", "dequantize", "error_bound",
            "kv_full_tiles_for", "kv_tiles_for", "output_arrays", "random_inputs", "reference", "softmax_scale",
            "visible", "work_item", "workgroup_tiles"]

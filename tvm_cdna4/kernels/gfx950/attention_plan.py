@@ -39,8 +39,8 @@ from ...isa import CATALOG
 from ...isa.hardware import GFX950_LDS_BYTES
 from ...patterns.dma import LdsTile
 from ..attention.problem import (ATTENTION_DTYPES, F32_TERMS, HEAD_DIMS, LSE_F32, OUT_DTYPES, P_ROUNDOFF, P_SHIFT,
-                                P_UNDERFLOW, SCALED, UNIT_ROUNDOFF, AttentionProblem, check_indexing, dequantize,
-                                error_bound, kv_full_tiles_for, kv_tiles_for, output_arrays, random_inputs, reference)
+                                P_UNDERFLOW, SCALED, UNIT_ROUNDOFF, AttentionProblem, check_indexing, check_layout,
+                                dequantize, error_bound, kv_full_tiles_for, kv_tiles_for, output_arrays, random_inputs, reference)
 from ..gemm.dynamic_m import ceil_div
 from ..gemm.epilogue import Param
 from .gemm_common import OUT_STORAGE, Epilogue, Grid, convert_epilogue
@@ -215,6 +215,7 @@ def plan_gfx950_attention(problem: AttentionProblem, config: AttentionConfig | N
     its LDS (``AttentionPlan.lds_bytes``) exceeds the CU's, or a tensor is too large for 32-bit indexing
     (``check_indexing``)."""
     check_indexing(problem)
+    check_layout(problem, "gfx950")
     check_config(config, (AttentionConfig,), "gfx950 attention config")
     config = config or AttentionConfig()
     spec = DTYPES[problem.dtype]

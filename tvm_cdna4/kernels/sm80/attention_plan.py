@@ -53,7 +53,7 @@ from ..common import PlanRecord, check_config
 from ..devices import DEVICES
 
 from ...isa.formats import fmt
-from ..attention.problem import AttentionProblem, workgroup_tiles
+from ..attention.problem import AttentionProblem, check_layout, workgroup_tiles
 from ..gemm import offsets
 from .gemm_config import DTYPES as STORAGE  # the 16-bit dtypes mma.sync m16n8k16 takes, TIR's names
 from .gemm_config import LDMATRIX, LDMATRIX_TRANS, MMA
@@ -316,6 +316,7 @@ def plan_sm80_attention(problem: AttentionProblem, config: Sm80AttentionConfig |
     if problem.dtype not in STORAGE:
         raise ValueError(f"sm80 attention dtype: expected one of {tuple(sorted(STORAGE))}, found {problem.dtype!r} (mma.sync "
                          f"m16n8k16 takes 16-bit inputs; fp8 attention runs on --target gfx950)")
+    check_layout(problem, "sm80")
     check_extents(problem)
     if arch_number(arch) < 80:  # cp.async, ldmatrix and mma.sync m16n8k16 are sm_80's
         raise ValueError(f"sm80 attention arch: expected a CUDA arch sm_80 or newer, such as 'sm_80' or 'sm_90a', "

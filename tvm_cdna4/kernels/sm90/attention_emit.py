@@ -33,7 +33,7 @@ from ...rocm.build import register
 from ...tirx_private import transpile_once
 from ..attention.problem import kv_full_tiles_for, kv_tiles_for
 from ..sm80.gemm_emit_epilogue import TIR_OPS
-from .attention_epilogue import (FULL, exponent_offset, finish, finish_buffered, finish_tma, release_q, row_of,
+from .attention_epilogue import (FULL, box_origin, exponent_offset, finish, finish_buffered, finish_tma, release_q, row_of,
                                  row_total, score_scale, swizzled_word)
 from .attention_plan import STAGED_EPILOGUES, TRANSPOSERS, Sm90AttentionPlan, work_item
 from .gemm_emit import L2_PROMOTION_256B, SWIZZLE_128B
@@ -41,6 +41,7 @@ from .gemm_epilogue import EPILOGUE_BARRIER
 from .gemm_plan import WARPGROUP, WGMMA_M, WGMMA_TYPES
 
 TMA_LOAD_3D = "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+TMA_LOAD_4D = TMA_LOAD_3D.replace(".3d.", ".4d.")  # "bshd": (D, heads, S, batch)
 
 
 def _swizzled(p: Sm90AttentionPlan, tile):
@@ -156,9 +157,12 @@ def operand_stage(p: Sm90AttentionPlan, ring, slot=CURRENT):
 # ---- the producer ---------------------------------------------------------------------------------
 
 
-def tma_load(SMH, offset, tensor_map, c0, c1, c2, mbar):
-    """One 3-D TMA load of a box at (``c0``, ``c1``, ``c2``) into the shared tile at element ``offset``."""
-    T.ptx[TMA_LOAD_3D](T.cuda.cvta_generic_to_shared(SMH.ptr_to([offset])), T.address_of(tensor_map), c0, c1, c2, mbar)
+def tma_load(SMH, offset, tensor_map, origin, mbar):
+    """One TMA load of a box at ``origin`` (``box_origin``: 3-D, or 4-D for ``"bshd"``) into the shared tile at
+    element ``offset``."""
+    T.ptx[TMA_LOAD_3D if len(origin) == 3 else TMA_LOAD_4D](T.cuda.cvta_generic_to_shared(SMH.ptr_to([offset])),
+                                                             T.address_of(tensor_map), *origin, mbar)
+
 
 
 ITEM_OPS = (T.min, T.truncdiv, T.truncmod)
@@ -223,8 +227,8 @@ def load_q(p, SMH, MB, maps, item, i):
     T.cuda.mbarrier_wait(MB.ptr_to([1 + 2 * p.config.stages]), (i + 1) % 2)
     T.ptx.mbarrier.arrive.expect_tx.shared.b64(MB.ptr_to([0]), T.uint32(p.q_elems * p.elem_bytes))
     for db in T.unroll(p.d_blocks):
-        tma_load(SMH, db * p.block_q * p.columns, maps[0], db * p.columns, item[2],
-                 item[0] * p.problem.heads + item[1], MB.ptr_to([0]))
+        tma_load(SMH, db * p.block_q * p.columns, maps[0],
+                 box_origin(p, db * p.columns, item[2], item[0], item[1], p.problem.heads), MB.ptr_to([0]))
 
 
 @T.macro
@@ -238,13 +242,15 @@ def load_kv(p, SMH, MB, maps, item, j, ring):
     T.ptx.mbarrier.arrive.expect_tx.shared.b64(MB.ptr_to([1 + s]),
                                                T.uint32(p.tile_bytes if c.split_kv_barrier else p.kv_bytes))
     for db in T.unroll(p.d_blocks):
-        tma_load(SMH, p.stage_offset(s, 0) + db * c.block_kv * p.columns, maps[1], db * p.columns, j * c.block_kv,
-                 item[0] * p.problem.kv_heads + p.problem.kv_head(item[1]), MB.ptr_to([1 + s]))
+        tma_load(SMH, p.stage_offset(s, 0) + db * c.block_kv * p.columns, maps[1],
+                 box_origin(p, db * p.columns, j * c.block_kv, item[0], p.problem.kv_head(item[1]), p.problem.kv_heads),
+                 MB.ptr_to([1 + s]))
     if I.constexpr(c.split_kv_barrier):
         T.ptx.mbarrier.arrive.expect_tx.shared.b64(MB.ptr_to([p.v_full(s)]), T.uint32(p.tile_bytes))
     for db in T.unroll(p.d_blocks):
-        tma_load(SMH, p.stage_offset(s, 1) + db * c.block_kv * p.columns, maps[2], db * p.columns, j * c.block_kv,
-                 item[0] * p.problem.kv_heads + p.problem.kv_head(item[1]), MB.ptr_to([p.v_full(s)]))
+        tma_load(SMH, p.stage_offset(s, 1) + db * c.block_kv * p.columns, maps[2],
+                 box_origin(p, db * p.columns, j * c.block_kv, item[0], p.problem.kv_head(item[1]), p.problem.kv_heads),
+                 MB.ptr_to([p.v_full(s)]))
 
 
 # ---- fp8: V transposed by the producer warpgroup's warps 1-3 --------------------------------------------
@@ -732,13 +738,20 @@ def kernel(p, args, maps):
 
 
 def map_source(p: Sm90AttentionPlan, name: str, dims, box_rows: int) -> list[str]:
-    """The host lines encoding ``map<name>``: a 3-D tensor map ``(D, S, heads)`` of ``name`` (innermost
-    first), boxes of ``columns x box_rows x 1`` (128 bytes x rows), 128-byte swizzled."""
-    D, S, heads = dims
+    """The host lines encoding ``map<name>`` of ``name`` with ``dims = (D, S, batch, heads)``, boxes of one head's
+    ``columns x box_rows`` (128 bytes x rows), 128-byte swizzled: ``"bhsd"`` a 3-D map ``(D, S, batch x heads)``
+    (innermost first), ``"bshd"`` a 4-D map ``(D, heads, S, batch)`` (its strides ascending as
+    ``cuTensorMapEncodeTiled`` asks; the box ``columns x 1 x box_rows x 1`` lands as the same rows x columns tile)."""
+    D, S, batch, heads = dims
     e = p.elem_bytes
+    if p.problem.layout == "bshd":
+        shape = f"{D}, {heads}, {S}, {batch}, {D * e}, {heads * D * e}, {S * heads * D * e}, {p.columns}, 1, {box_rows}, 1"
+        rank = 4
+    else:
+        shape, rank = f"{D}, {S}, {batch * heads}, {D * e}, {S * D * e}, {p.columns}, {box_rows}, 1", 3
     return [f"    map{name} = T.stack_alloca('tensormap', 1)",
-            f"    T.cuda.tensormap_encode_tiled(map{name}, {name}.ptr_to([0, 0, 0, 0]), {D}, {S}, {heads}, {D * e}, "
-            f"{S * D * e}, {p.columns}, {box_rows}, 1, 1, 1, 1, descriptor_dtype='{p.storage}', rank=3, "
+            f"    T.cuda.tensormap_encode_tiled(map{name}, {name}.ptr_to([0, 0, 0, 0]), {shape}, "
+            f"{', '.join(['1'] * rank)}, descriptor_dtype='{p.storage}', rank={rank}, "
             f"swizzle={SWIZZLE_128B}, l2_promotion={L2_PROMOTION_256B})"]
 
 
@@ -747,12 +760,12 @@ def signature_source(p: Sm90AttentionPlan) -> str:
     pr = p.problem
     names = [q.name for q in p.params]
     lines = ["@T.function", f"def main({', '.join(f'{n}: types[{i}]' for i, n in enumerate(names))}):"]
-    lines += map_source(p, "Q", (pr.head_dim, pr.seq_q, pr.batch * pr.heads), p.block_q)
+    lines += map_source(p, "Q", (pr.head_dim, pr.seq_q, pr.batch, pr.heads), p.block_q)
     for name in ("K", "V"):
-        lines += map_source(p, name, (pr.head_dim, pr.seq_kv, pr.batch * pr.kv_heads), p.config.block_kv)
+        lines += map_source(p, name, (pr.head_dim, pr.seq_kv, pr.batch, pr.kv_heads), p.config.block_kv)
     maps = "mapQ, mapK, mapV"
     if p.config.epilogue in STAGED_EPILOGUES:  # O's stores: boxes of a consumer warpgroup's 64 rows
-        lines += map_source(p, "O", (pr.head_dim, pr.seq_q, pr.batch * pr.heads), WGMMA_M)
+        lines += map_source(p, "O", (pr.head_dim, pr.seq_q, pr.batch, pr.heads), WGMMA_M)
         maps += ", mapO"
     args = ", ".join(f"{n!r}: {n}" for n in names)
     return "\n".join([*lines, f"    kernel(p, {{{args}}}, ({maps}))", ""])

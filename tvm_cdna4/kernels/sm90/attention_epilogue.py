@@ -17,6 +17,7 @@ from .gemm_epilogue import EPILOGUE_BARRIER
 from .gemm_plan import ROW_BYTES, WARPGROUP, WGMMA_M
 
 TMA_STORE_3D = "cp.async.bulk.tensor.3d.global.shared::cta.tile.bulk_group"
+TMA_STORE_4D = TMA_STORE_3D.replace(".3d.", ".4d.")  # "bshd" (``attention_emit.map_source``)
 FULL = 0xFFFFFFFF
 
 
@@ -29,6 +30,28 @@ def swizzled_word(p: Sm90AttentionPlan, base, row, byte):
 def row_of(p: Sm90AttentionPlan, rg, h):
     """The query row of the thread's fragment row ``h`` (0: ``l / 4``, 1: ``+ 8``)."""
     return rg.q0 + rg.wg * WGMMA_M + 16 * (rg.t // 32) + (rg.t % 32) // 4 + 8 * h
+
+
+def box_origin(p: Sm90AttentionPlan, column, row, batch, head, heads: int) -> tuple:
+    """The coordinates of the box at (``column``, sequence row ``row``) of (``batch``, ``head``) in the tensor map
+    of a tensor of ``heads`` heads (``map_source``): ``"bhsd"`` ``(column, row, batch x heads + head)``,
+    ``"bshd"`` ``(column, head, row, batch)``."""
+    if p.problem.layout == "bshd":
+        return column, head, row, batch
+    return column, row, batch * heads + head
+
+
+def tma_store_o(p: Sm90AttentionPlan, map_o, origin, source):
+    """One TMA store of O's box at ``origin`` (``box_origin``) from the shared address ``source``."""
+    T.ptx[TMA_STORE_3D if len(origin) == 3 else TMA_STORE_4D](T.address_of(map_o), *origin, source)
+
+
+def o_index(p: Sm90AttentionPlan, rg, row, column) -> list:
+    """O's index of (``row``, ``column``) of the thread's (batch, head): ``[b, h, row, column]``, or ``"bshd"``
+    ``[b, row, h, column]`` (``AttentionProblem.shapes``)."""
+    if p.problem.layout == "bshd":
+        return [rg.b, row, rg.h, column]
+    return [rg.b, rg.h, row, column]
 
 
 def score_scale(p: Sm90AttentionPlan, rg):
@@ -68,7 +91,7 @@ def finish(p, args, rg):
         if row_of(p, rg, h) < p.problem.seq_q:
             for dn in T.unroll(p.problem.head_dim // 8):
                 T.ptx[p.pack_instr](word[0], rg.o[dn * 4 + 2 * h + 1] * rg.row[4 + h], rg.o[dn * 4 + 2 * h] * rg.row[4 + h])
-                T.ptx["st.global.b32"](args["O"].ptr_to([rg.b, rg.h, row_of(p, rg, h), 8 * dn + 2 * (rg.t % 4)]), word[0])
+                T.ptx["st.global.b32"](args["O"].ptr_to(o_index(p, rg, row_of(p, rg, h), 8 * dn + 2 * (rg.t % 4))), word[0])
             store_lse(p, args, rg, h)
 
 
@@ -130,9 +153,8 @@ def store_o(p, SMH, map_o, rg, base):
     # the warpgroup's D / 64 boxes of 64 rows of the Q-shaped tile at element ``base`` by TMA (rows past Sq
     # clipped), one bulk group
     for db in T.unroll(p.d_blocks):
-        T.ptx[TMA_STORE_3D](T.address_of(map_o), db * p.columns, rg.q0 + rg.wg * WGMMA_M,
-                            rg.b * p.problem.heads + rg.h,
-                            T.cuda.cvta_generic_to_shared(SMH.ptr_to([offset(base, (db * p.block_q + rg.wg * WGMMA_M)
+        tma_store_o(p, map_o, box_origin(p, db * p.columns, rg.q0 + rg.wg * WGMMA_M, rg.b, rg.h, p.problem.heads),
+                    T.cuda.cvta_generic_to_shared(SMH.ptr_to([offset(base, (db * p.block_q + rg.wg * WGMMA_M)
                                                                              * p.columns)])))
     T.ptx["cp.async.bulk.commit_group"]()
 
