@@ -36,8 +36,10 @@ def _fail(argument: str, rule: str, expected, found, op: str = "gemm"):
     raise ValueError(f"tvm_cdna4.torch.{op}: argument '{argument}': {rule}; expected {expected}, found {found}")
 
 
-def _tensor(name: str, t, device, dtypes: tuple, shape: tuple, op: str = "gemm", first: str = "a") -> None:
-    """``t`` must be a tensor on ``device`` (``first``'s) of one of ``dtypes``, of ``shape``, contiguous."""
+def _tensor(name: str, t, device, dtypes: tuple, shape: tuple, op: str = "gemm", first: str = "a",
+            contiguous: bool = True) -> None:
+    """``t`` must be a tensor on ``device`` (``first``'s) of one of ``dtypes``, of ``shape``, contiguous (unless
+    ``contiguous`` is False: the caller checks its strides)."""
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"tvm_cdna4.torch.{op}: argument '{name}' must be a torch.Tensor, not {type(t).__name__}")
     if t.device != device:
@@ -46,9 +48,39 @@ def _tensor(name: str, t, device, dtypes: tuple, shape: tuple, op: str = "gemm",
         _fail(name, "dtype", " or ".join(str(d) for d in dtypes), t.dtype, op)
     if tuple(t.shape) != tuple(shape):
         _fail(name, "shape", tuple(shape), tuple(t.shape), op)
-    if not t.is_contiguous():
+    if contiguous and not t.is_contiguous():
         _fail(name, "non-contiguous tensors are refused (pass .contiguous(), or the layout of its storage)",
               "contiguous strides", tuple(t.stride()), op)
+
+
+def _bshd(t) -> bool:
+    """``t`` [B, H, S, D] is ``transpose(1, 2)`` of contiguous [B, S, H, D] storage: strides ``(S H D, D, H D, 1)``
+    (those of extent-1 dimensions address nothing: ``is_contiguous``'s rule)."""
+    return t.transpose(1, 2).is_contiguous()
+
+
+def attention_layout(q, k, v, bshd) -> str:
+    """The ``AttentionProblem.layout`` of the call's q, k and v (shapes and dtypes checked): ``"bhsd"`` where all three
+    are contiguous, ``"bshd"`` where all three are ``transpose(1, 2)`` views of contiguous [B, S, H, D] storage
+    (``_bshd``) and ``bshd()`` says the device's kernel reads it (sm90); else a ValueError naming the first operand off
+    q's layout (or q itself)."""
+    tensors = {"q": q, "k": k, "v": v}
+    if all(t.is_contiguous() for t in tensors.values()):
+        return "bhsd"
+    reads = bshd()
+    if reads and all(map(_bshd, tensors.values())):
+        return "bshd"
+    if reads and _bshd(q) and not q.is_contiguous():
+        for name, t in tensors.items():
+            if not _bshd(t):
+                _fail(name, "q is a transpose(1, 2) view of [B, S, H, D] storage: k and v must be too (or all three "
+                      "contiguous)", "bshd strides (S*H*D, D, H*D, 1)", tuple(t.stride()), "attention")
+    rule = ("non-contiguous tensors are refused (pass .contiguous(), or a transpose(1, 2) view of contiguous "
+            "[B, S, H, D] storage for q, k and v alike)" if reads else
+            "non-contiguous tensors are refused (pass .contiguous(); [B, S, H, D] storage, transposed, is read by "
+            "the sm90 kernel only)")
+    name = next(n for n, t in tensors.items() if not t.is_contiguous())
+    _fail(name, rule, "contiguous strides", tuple(tensors[name].stride()), "attention")
 
 
 def _out_dtype(a, out_dtype, out):
@@ -244,11 +276,13 @@ def check_grouped_arguments(x, w, offsets, layout, out_dtype, bias, activation, 
     return T, G, N, K, odt
 
 
-def check_attention_arguments(q, k, v, causal, scale):
+def check_attention_arguments(q, k, v, causal, scale, bshd=lambda: False):
     """``check_arguments`` of ``attention`` (its fake implementation runs it too): the
     ``kernels.attention.problem.AttentionProblem`` of the call, or None where no kernel runs: an empty batch,
     heads, query or key sequence (``scaled_dot_product_attention`` takes them: ``tvm_cdna4.torch.empty_attention``),
-    every other rule checked as for a kernel's shape."""
+    every other rule checked as for a kernel's shape. ``bshd()``: whether the device's kernel reads q, k, v passed as
+    ``transpose(1, 2)`` views of [B, S, H, D] storage (``attention_layout``; asked only where one is not
+    contiguous)."""
     from .kernels.attention.problem import HEAD_DIMS, AttentionProblem
 
     op = "attention"
@@ -265,9 +299,10 @@ def check_attention_arguments(q, k, v, causal, scale):
         _fail("k", "the keys [batch, kv_heads, seq_kv, head_dim]", "4 dimensions",
               f"shape {tuple(k.shape)}" if isinstance(k, torch.Tensor) else type(k).__name__, op)
     Hkv, Skv = int(k.shape[1]), int(k.shape[2])
-    _tensor("q", q, q.device, (q.dtype,), (B, H, Sq, D), op, "q")
-    _tensor("k", k, q.device, (q.dtype,), (B, Hkv, Skv, D), op, "q")
-    _tensor("v", v, q.device, (q.dtype,), (B, Hkv, Skv, D), op, "q")
+    _tensor("q", q, q.device, (q.dtype,), (B, H, Sq, D), op, "q", False)
+    _tensor("k", k, q.device, (q.dtype,), (B, Hkv, Skv, D), op, "q", False)
+    _tensor("v", v, q.device, (q.dtype,), (B, Hkv, Skv, D), op, "q", False)
+    layout = attention_layout(q, k, v, bshd)
     if D not in HEAD_DIMS:
         _fail("q", "head dim (the last dimension)", " or ".join(map(str, HEAD_DIMS)), D, op)
     if H and (Hkv < 1 or H % Hkv):  # no query head: no kv head is read (SDPA takes it)
@@ -277,7 +312,7 @@ def check_attention_arguments(q, k, v, causal, scale):
         _fail("causal", "a bool", "True or False", repr(causal), op)
     try:  # an empty extent checked as 1: the record still checks the scale (and every other field)
         problem = AttentionProblem(max(B, 1), *((H, Hkv) if H else (1, 1)), max(Sq, 1), max(Skv, 1), D, causal,
-                                   IN_DTYPES[q.dtype], scale)
+                                   IN_DTYPES[q.dtype], scale, layout)
     except ValueError:  # the fields above are checked: the scale is what the record refuses
         _fail("scale", "the softmax scale", "a positive finite float or None", repr(scale), op)
     return None if 0 in (B, H, Sq, Skv) else problem
@@ -285,4 +320,4 @@ def check_attention_arguments(q, k, v, causal, scale):
 
 __all__ = ["ALIGNMENT", "DEVICE_TYPES", "FP8_DTYPES", "GEMM_DTYPES", "IN_DTYPES", "LAYOUTS", "OUT_DTYPES", "broadcast_one",
            "broadcast_scales", "check_arguments", "flatten_leading",
-           "check_attention_arguments", "check_fp8", "check_fp8_target", "check_grouped_arguments"]
+           "attention_layout", "check_attention_arguments", "check_fp8", "check_fp8_target", "check_grouped_arguments"]

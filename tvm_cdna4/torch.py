@@ -362,11 +362,13 @@ def empty_lse(shape: tuple, device):
     return scratch
 
 
-def _prepare_attention(key, kernel, q) -> None:
+def _prepare_attention(key, kernel, q, layout: str = "bhsd") -> None:
     """Store the launch of an attention call that passed its checks: ``launch(q, k, v, return_lse)`` ->
     ``(O, LSE)``, or None (nothing run) where ``_ready`` refuses a tensor. O is a new tensor every call; LSE
     is a new tensor where the call returns it, else the shape's scratch (``empty_lse``: its values are
-    nobody's; two streams' calls of one key may write it at once, garbage over garbage, never read)."""
+    nobody's; two streams' calls of one key may write it at once, garbage over garbage, never read).
+    ``layout`` ``"bshd"``: q, k, v and O are ``transpose(1, 2)`` views of [B, S, H, D] storage, which the kernel
+    takes as stored (``_ready`` checks the storage views)."""
     fn, extra, scratch = bound(kernel.fn, q.device), kernel.extra(), empty_lse(q.shape[:3], q.device)
 
     def launch(q, k, v, return_lse):
@@ -376,7 +378,16 @@ def _prepare_attention(key, kernel, q) -> None:
         lse = torch.empty_like(scratch) if return_lse else scratch
         fn(q, k, v, o, lse, *extra)
         return o, lse
-    _store(key, launch)
+
+    def launch_bshd(q, k, v, return_lse):
+        q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+        if not _ready((q, k, v)):
+            return None
+        o = torch.empty_like(q, memory_format=_CONTIGUOUS)
+        lse = torch.empty_like(scratch) if return_lse else scratch
+        fn(q, k, v, o, lse, *extra)
+        return o.transpose(1, 2), lse
+    _store(key, launch_bshd if layout == "bshd" else launch)
 
 
 def _out_shape(a, b, layout):
@@ -576,8 +587,25 @@ def attrs_tuple(problem) -> tuple:
 
 
 def _attention_outputs(q, problem):
+    """``(O, LSE)`` of the call, new: O [B, H, Sq, D] stored as q (``problem.layout``; ``"bshd"``: a
+    ``transpose(1, 2)`` view of [B, Sq, H, D], as ``scaled_dot_product_attention`` returns it), LSE [B, H, Sq]."""
     B, H, Sq, D = q.shape
-    return q.new_empty((B, H, Sq, D)), q.new_empty((B, H, Sq), dtype=torch.float32)
+    lse = q.new_empty((B, H, Sq), dtype=torch.float32)
+    if problem is not None and problem.layout == "bshd":
+        return q.new_empty((B, Sq, H, D)).transpose(1, 2), lse
+    return q.new_empty((B, H, Sq, D)), lse
+
+
+def _reads_bshd(q):
+    """``check_attention_arguments``' ``bshd``: whether q's device's kernel reads [B, S, H, D] storage (sm90's,
+    ``cuda_target``); a meta tensor's (no device to ask: ``torch.compile``'s tracing) is taken as it."""
+    return lambda: q.device.type == "meta" or cuda_target(q.device)[1] == "sm90"
+
+
+def _stored(problem, *tensors):
+    """The kernel's arguments of [B, H, S, D] tensors as stored (``AttentionProblem.shapes``): ``"bshd"``, each
+    ``transpose(1, 2)`` (``attention_layout`` checked that it is contiguous [B, S, H, D]); else as they are."""
+    return tuple(t.transpose(1, 2) for t in tensors) if problem.layout == "bshd" else tensors
 
 
 def empty_attention(q):
@@ -590,19 +618,19 @@ def empty_attention(q):
 @torch.library.custom_op("tvm_cdna4::attention", mutates_args=())
 def _attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
                   scale: Optional[float]) -> tuple[torch.Tensor, torch.Tensor]:  # noqa: UP045
-    problem = check_attention_arguments(q, k, v, causal, scale)
+    problem = check_attention_arguments(q, k, v, causal, scale, _reads_bshd(q))
     if problem is None:
         return empty_attention(q)
     _check_alignment("attention", q=q, k=k, v=v)
     o, lse = _attention_outputs(q, problem)
     with torch.cuda.device(q.device):
-        attention_kernel(q, problem).launch(q, k, v, o, lse)
+        attention_kernel(q, problem).launch(*_stored(problem, q, k, v, o), lse)
     return o, lse
 
 
 @_attention_op.register_fake
 def _attention_fake(q, k, v, causal, scale):
-    return _attention_outputs(q, check_attention_arguments(q, k, v, causal, scale))
+    return _attention_outputs(q, check_attention_arguments(q, k, v, causal, scale, _reads_bshd(q)))
 
 
 def attention(q, k, v, *, causal: bool = False, scale=None, return_lse: bool = False):
@@ -620,7 +648,8 @@ def attention(q, k, v, *, causal: bool = False, scale=None, return_lse: bool = F
             scale = float(scale)
         except (TypeError, ValueError):
             _fail("scale", "the softmax scale", "a positive finite float or None", repr(scale), "attention")
-    key, launch = _lookup("attention", (causal, scale), q, k, v)
+    # (q's contiguity in the key: a "bshd" call's launch and a contiguous one's are two)
+    key, launch = _lookup("attention", (causal, scale, isinstance(q, torch.Tensor) and q.is_contiguous()), q, k, v)
     if launch is not None:
         pair = launch(q, k, v, return_lse)
         if pair is not None:
@@ -631,11 +660,11 @@ def attention(q, k, v, *, causal: bool = False, scale=None, return_lse: bool = F
                             f"{type(t).__name__}")
     o, lse = torch.ops.tvm_cdna4.attention(q, k, v, causal, scale)
     if key is not None and q.device.type != "meta":
-        problem = check_attention_arguments(q, k, v, causal, scale)
+        problem = check_attention_arguments(q, k, v, causal, scale, _reads_bshd(q))
         if problem is None:  # nothing to launch: the key's next call allocates the outputs only
             _store(key, lambda q, k, v, return_lse: empty_attention(q))
         else:
-            _prepare_attention(key, attention_kernel(q, problem), q)
+            _prepare_attention(key, attention_kernel(q, problem), q, problem.layout)
     return (o, lse) if return_lse else o
 
 
@@ -655,16 +684,19 @@ def run_attention(problem, arrays, target: str | None = None, config=None):
                             expected="target= beside config=", found=f"config={config!r}, target=None")
     if problem.dtype in FP8_DTYPES.values():
         q, k, v = (torch.from_numpy(arrays[n].view("uint8")).cuda().view(torch.float8_e4m3fn) for n in ("Q", "K", "V"))
-        o, lse = torch.empty(q.shape, dtype=torch.bfloat16, device="cuda"), empty_lse(q.shape[:3], "cuda")
+        o, lse = torch.empty(q.shape, dtype=torch.bfloat16, device="cuda"), empty_lse(problem.shapes()["LSE"], "cuda")
         attention_kernel(q, problem, target, config).launch(q, k, v, o, lse, torch.from_numpy(arrays["SCALES"]).cuda())
         return o.float().cpu().numpy(), lse.float().cpu().numpy()
+    # the arrays as stored ("bshd": [B, S, H, D]), passed as the op takes them: [B, H, S, D] (views)
     q, k, v = (torch.from_numpy(arrays[n].astype("float32")).to("cuda", attention_dtype(problem)) for n in ("Q", "K", "V"))
+    if problem.layout == "bshd":
+        q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
     if target is None:
         o, lse = attention(q, k, v, causal=problem.causal, scale=problem.scale, return_lse=True)
     else:
         o, lse = _attention_outputs(q, problem)
-        attention_kernel(q, problem, target, config).launch(q, k, v, o, lse)
-    return o.float().cpu().numpy(), lse.float().cpu().numpy()
+        attention_kernel(q, problem, target, config).launch(*_stored(problem, q, k, v, o), lse)
+    return problem.heads_major(o.float().cpu().numpy()), lse.float().cpu().numpy()
 
 
 from . import torch_paged as _paged  # noqa: E402  (handed the dispatch helpers above)
