@@ -216,7 +216,9 @@
 #               attention / paged calls captured in a CUDA graph at their first call, fp8 gemm with per-tensor scales
 #               against torch._scaled_mm (tests/runtime/test_torch_edges.py), beside the rowwise ones (test_torch_fp8.py);
 #               serving2's (journal "Stop 55: serving2"): paged_attention's one-element / float scales against [Hkv] ones
-#               and replayed in a CUDA graph, gemm of [B, S, K] against F.linear (test_torch_serving.py) [~120]
+#               and replayed in a CUDA graph, gemm of [B, S, K] against F.linear (test_torch_serving.py); bshd's (journal
+#               "Stop 55: bshd"): the sm90 attention on [B, S, H, D] storage within the bound and the op on
+#               transpose(1, 2) views against SDPA, in a CUDA graph (tests/gpu/test_sm90_attention_bshd_gpu.py) [~150]
 if [ -f .sm90tree/sitepack/site.tar.xz ]; then  # benchmarks/pack_site.sh: the wheels installed and packed (33 of 49 MB)
   mkdir -p /tmp/site && tar -C /tmp/site -xJf .sm90tree/sitepack/site.tar.xz
 else
@@ -666,9 +668,10 @@ print('planned:', d.planned('sm80'))" 2>&1 | tee "$OUT/m200_device.txt"
     gpu_tests 40 "$OUT/pytest_gpu_stagedc.log" -n 6 tests/kernels/sm90/test_sm90_residual_chunks.py
     timeout 110 python3 benchmarks/sm90_power.py --epilogue --set stagedc --seconds ${STAGEDC_S:-2} --out "$OUT/stagedc" 2>&1 \
       | tee "$OUT/sm90_power_stagedc.log" | grep -v "^{" | tail -20 ;;
-  edges)  # stop 55: empty attention / paged calls in a CUDA graph, fp8 per-tensor scales vs torch._scaled_mm; serving2's broadcast paged scales, gemm [B, S, K] [~120]
+  edges)  # stop 55: empty attention / paged calls in a CUDA graph, fp8 per-tensor scales vs torch._scaled_mm; serving2's broadcast paged scales, gemm [B, S, K]; bshd attention vs SDPA [~150]
     gpu_tests 120 "$OUT/pytest_gpu_edges.log" -n 4 tests/runtime/test_torch_edges.py tests/runtime/test_torch_fp8.py \
-      tests/runtime/test_torch_serving.py ;;
+      tests/runtime/test_torch_serving.py
+    gpu_tests 60 "$OUT/pytest_gpu_bshd.log" -n 8 tests/gpu/test_sm90_attention_bshd_gpu.py ;;
   *) echo "unknown step $step (peers, partitions, ncu, ncu-cluster, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring, m200, epires, epires-ncu, stop49, stop49b, attn3wg, swaporder, swaporder-ncu, decode32, refine, swapone, swapcluster, attnfit, attnfit-long, attnitem, splitwave, attnzigzag, peers-mid, finecut, walktests, trim, pagedsplit, zerofill, paged, reach, epiearly, power, widen, deepwaves, pagedb8, fa3tile, attnlat, fp8grp, swap200, short2k, resclock, shiftbox, fp8eff, grpbig, zerofill2, shifttma, pagedpdl, chunkepi, attnop, pagedrule, stagedc, edges)"; exit 2 ;;
   esac
 done
