@@ -64,12 +64,14 @@ shape class for the bucket of ``ceil(T / G)`` rows per group (``kernel_cache``),
 ``attention(q, k, v, *, causal=False, scale=None, return_lse=False)`` is the attention forward
 (``kernels.sm80.attention_plan``; on sm_90 ``kernels.sm90.attention_plan``): ``q`` [B, H, Sq, D], ``k`` and ``v`` [B, Hkv,
 Skv, D] (GQA: ``Hkv`` divides ``H``; query head ``h`` reads kv head ``h // (H / Hkv)``), all float16 or
-all bfloat16, D 64 or 128, contiguous; ``causal``: row ``i`` sees keys ``j <= i`` (``is_causal`` of
+all bfloat16, D 64 or 128, contiguous, or on sm_90 all three ``transpose(1, 2)`` views of contiguous [B, S, H, D]
+storage (a model's ``proj(x).view(B, S, H, D).transpose(1, 2)``: the sm90 kernel of ``layout="bshd"`` reads that
+storage, no copy, and O comes back with q's strides, as SDPA returns it); ``causal``: row ``i`` sees keys ``j <= i`` (``is_causal`` of
 ``torch.nn.functional.scaled_dot_product_attention``); ``scale`` defaults to ``1 / sqrt(D)``. Returns
 ``O`` [B, H, Sq, D] in the inputs' dtype, or with ``return_lse=True`` the pair ``(O, LSE)``, LSE the
 float32 [B, H, Sq] natural log-sum-exp of each row's scaled scores (what a backward pass reads). The
 kernel bakes every extent in, so its cache key (``kernel_cache``: ``("attention", B, H, Hkv, Sq, Skv, D,
-causal, scale, dtype, arch, device, target)``) is the whole shape: a new shape builds once (a few seconds;
+causal, scale, dtype, layout, arch, device, target)``) is the whole shape: a new shape builds once (a few seconds;
 then the on-disk build cache). An empty batch, heads or query sequence (``scaled_dot_product_attention`` takes
 them) returns the empty outputs, and no keys (Skv = 0) O zeros and LSE ``-inf`` (``empty_attention``): no build, no
 launch, the other rules checked all the same. It is the custom op ``torch.ops.tvm_cdna4.attention`` (both outputs)

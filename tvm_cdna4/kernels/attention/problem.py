@@ -5,7 +5,8 @@ gfx950, ``attention_sm80_plan``) read it as they are.
 
 **The problem** (``AttentionProblem``, target-neutral). ``Q [B, H, Sq, D]``, ``K, V [B, Hkv, Skv, D]``
 (GQA: query head ``h`` reads kv head ``h // (H / Hkv)``), ``O [B, H, Sq, D]`` in the input dtype (fp8: bf16, ``OUT_DTYPES``) and
-``LSE [B, H, Sq]`` f32, for each query row ``i`` of head ``h``::
+``LSE [B, H, Sq]`` f32 (``layout`` ``"bshd"``: Q, K, V and O stored ``[B, S, H, D]``, ``LAYOUTS``), for each query
+row ``i`` of head ``h``::
 
     s_j   = scale * q_i . k_j                   (scale: 1 / sqrt(D) unless given)
     p_j   = exp(s_j - lse_i),  lse_i = log(sum_j exp(s_j))    over the keys j row i sees
