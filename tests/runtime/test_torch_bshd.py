@@ -101,3 +101,17 @@ def test_the_fake_attention_gives_bshd_shapes_and_strides():
     with FakeTensorMode(allow_non_fake_inputs=True):
         o, _ = torch.ops.tvm_cdna4.attention(q, k, v, True, None)
     assert o.stride() == q.stride()
+
+
+def test_a_decode_step_q_is_both_layouts_and_runs_with_its_bshd_cache():
+    # Sq = 1: q's transpose(1, 2) view is contiguous too; k and v (bshd, not contiguous) choose the layout
+    q, k, v = _bshd(2, 8, 2, 1, 300)
+    assert q.is_contiguous() and not k.is_contiguous()
+    with dispatch.stubbed("sm_90", "sm90") as calls:
+        calls.record = True
+        for _ in range(2):
+            o = tt.attention(q, k, v)
+            assert [tuple(a.shape) for a in calls[-1][:4]] == [(2, 1, 8, 64), (2, 300, 2, 64), (2, 300, 2, 64),
+                                                                (2, 1, 8, 64)]
+            assert o.shape == (2, 8, 1, 64) and calls[-1][3].data_ptr() == o.data_ptr()
+        assert len(calls) == 2

@@ -26,6 +26,7 @@ import sys
 import attrs
 
 from ..kernels.attention.problem import ATTENTION_DTYPES as DTYPES
+from ..kernels.attention.problem import LAYOUTS
 from .args import (FLAGS_OFF, Default, DefaultsFormatter, check_attention, cuda_arch, nonnegative_int, positive_float,
                    positive_int)
 
@@ -49,6 +50,9 @@ def add_attention_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--head-dim", type=positive_int, default=128, help="64 or 128")
     p.add_argument("--causal", action="store_true", help="row i sees keys j <= i (top-left diagonal)")
     p.add_argument("--scale", type=positive_float, help="softmax scale (default: 1 / sqrt(head dim))")
+    p.add_argument("--layout", default="bhsd", choices=LAYOUTS,
+                   help="how Q, K, V and O are stored (AttentionProblem.layout): bhsd [B, H, S, D], or bshd [B, S, H, D] "
+                        "(sm90 only)")
     p.add_argument("--block-q", type=positive_int, help="query rows per workgroup / CTA (default: the target's)")
     p.add_argument("--block-kv", type=positive_int, help="keys per K/V tile (default: the target's)")
     p.add_argument("--stages", type=nonnegative_int,
@@ -109,7 +113,7 @@ def problem_of(args):
     kv_heads = args.heads if args.kv_heads is None else args.kv_heads  # an explicit 0 is refused, not defaulted
     seq_kv = args.seq if args.seq_kv is None else args.seq_kv
     return AttentionProblem(args.batch, args.heads, kv_heads, args.seq, seq_kv, args.head_dim, causal=args.causal,
-                            dtype=args.dtype, scale=args.scale)
+                            dtype=args.dtype, scale=args.scale, layout=args.layout)
 
 
 CONFIG_FIELDS = ("block_q", "block_kv", "stages", "epilogue", "persistent", "consumers", "item_overlap", "walk")
@@ -250,7 +254,7 @@ def gfx950_report(problem, config, cache: bool = True) -> str:
 def _title(problem) -> str:
     p = problem
     return (f"{p.dtype} attention B={p.batch} H={p.heads} Hkv={p.kv_heads} Sq={p.seq_q} Skv={p.seq_kv} "
-            f"D={p.head_dim}{' causal' if p.causal else ''}")
+            f"D={p.head_dim}{' causal' if p.causal else ''}{' bshd' if p.layout == 'bshd' else ''}")
 
 
 def _validate(args, problem, config, gpu: bool, options) -> int:

@@ -60,7 +60,8 @@ def _refusal(args) -> str | None:
             return "--emit cuda is sm80's; paged decode on gfx950 takes --emit asm|tir|config"
     elif args.report or args.emit == "asm":
         return "--report and --emit asm are gfx950's; paged decode on sm80 takes --validate, --emit tir|cuda|config, --bench"
-    dense = [flag for flag, given in (("--causal", args.causal), ("--seq-kv", args.seq_kv), ("--block-q", args.block_q),
+    dense = [flag for flag, given in (("--causal", args.causal), ("--layout", args.layout != "bhsd"),
+                                      ("--seq-kv", args.seq_kv), ("--block-q", args.block_q),
                                       ("--block-kv", args.block_kv), ("--epilogue", args.epilogue),
                                       ("--persistent" if args.persistent else "--no-persistent",
                                        args.persistent is not None)) if given]

@@ -87,3 +87,18 @@ def test_the_other_targets_refuse_bshd_naming_layout(target):
     with pytest.raises(ContractError, match=f"{target} attention layout") as e:
         attention.plan(bshd(1, 2, 1, 16, 16, 64), target)
     assert e.value.operand == "layout" and "'bshd'" in str(e.value)
+
+
+def test_the_cli_validates_bshd_and_the_other_targets_refuse_it(capsys):
+    from tvm_cdna4.cli import main
+
+    size = ["--batch", "2", "--heads", "2", "--kv-heads", "1", "--seq", "40", "--seq-kv", "70", "--head-dim", "64"]
+    assert main(["attention", "--target", "sm90", "--layout", "bshd", *size, "--causal", "--validate"]) == 0
+    out = capsys.readouterr().out
+    assert "causal bshd on the CUDA emulator" in out and out.rstrip().endswith("PASS")
+    for target in ("sm80", "gfx950"):
+        assert main(["attention", "--target", target, "--layout", "bshd", *size, "--emit", "config"]) == 2
+        assert f"error: operand layout: {target} attention layout" in capsys.readouterr().err
+    assert main(["attention", "--kv-cache", "paged", "--layout", "bshd", "--target", "sm80", "--seq", "1",
+                 "--context", "100", "--validate"]) == 2
+    assert "error: --layout: dense attention's options" in capsys.readouterr().err
