@@ -286,5 +286,5 @@ def test_the_rule_cell_is_the_plan_weigh_balance_takes():
         spec = dict(batch=8, heads=32, kv_heads=8, mean=mean, set="bf16", kv_dtype="bf16", page_size=16, queries=1)
         cells[mean] = bench.forced_configs(bench.problem_of(spec, bench.draw_contexts(8, mean, 0)), args)
     assert cells[8192] == {"rule": {"balance": True, "split_major": True}}
-    assert cells[2048] == {"rule": {"balance": False, "split_major": False}} and rule.WEIGH_BALANCE is False
+    assert cells[2048] == {"rule": {"balance": False, "split_major": False}} and rule.WEIGH_BALANCE is True
     assert "rule" not in bench.forced_configs(bench.problem_of(spec, [100] * 8), bench.parse([]))

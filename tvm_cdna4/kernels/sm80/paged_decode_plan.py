@@ -125,7 +125,7 @@ no sequence has more partitions than the grid), no host synchronization. Where o
 does not see the empty CTAs (each holds a slot for its length's load): in the default launch order the
 balanced grid has 2739 of them before its last non-empty CTA, partition-major (``SPLIT_MAJOR``) 248 (9.4k) and 64
 (15k), so the GPU step times the two together too. ``paged_decode_estimate.plan_seconds`` now counts them
-(``EMPTY_CTA_S``), and ``paged_decode_rule`` weighs both switches by it (``WEIGH_BALANCE``, off).
+(``EMPTY_CTA_S``), and ``paged_decode_rule`` weighs both switches by it (``WEIGH_BALANCE``, on).
 
 **The merge** (``PagedDecodePlan.merge``, ``choose_merge`` unless ``PagedDecodeConfig.merge`` forces it):
 ``"kernel"``, the ``merge`` launch above; or ``"last-cta"``, one launch: after its partial, a CTA fences
