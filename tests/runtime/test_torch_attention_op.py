@@ -50,16 +50,7 @@ def test_the_op_plans_the_kernel_the_benchmark_times_alone_on_every_d128_row(mon
 def test_a_prepared_call_launches_the_kernel_once_and_allocates_o_only():
     # in the benchmark's CUDA graph each op call is its prepared launch: no copy, memset or cast around the kernel,
     # O of q's shape, contiguous (the kernel's [B, H, S, D], no transpose), LSE the key's scratch
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    class Ops(TorchDispatchMode):
-        def __init__(self):
-            super().__init__()
-            self.ops = []
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            self.ops.append(str(func))
-            return func(*args, **(kwargs or {}))
+    from aten_ops import Ops
 
     p = D128[0]
     q, k, v = _inputs(p)

@@ -14,7 +14,7 @@ torch = pytest.importorskip("torch")
 tt = pytest.importorskip("tvm_cdna4.torch")
 
 from benchmark_modules import benchmark_module  # noqa: E402
-from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
+from aten_ops import Ops  # noqa: E402
 from tvm_cdna4.errors import ContractError  # noqa: E402
 
 dispatch = benchmark_module("dispatch")
@@ -30,17 +30,6 @@ def _qkv(B, H, Hkv, Sq, Skv, D=64, device="cpu", dtype=torch.bfloat16):
     return (torch.randn(B, H, Sq, D, dtype=dtype).to(device), torch.randn(B, Hkv, Skv, D, dtype=dtype).to(device),
             torch.randn(B, Hkv, Skv, D, dtype=dtype).to(device))
 
-
-class Ops(TorchDispatchMode):
-    """The aten ops a call runs (a host synchronization would be ``_local_scalar_dense`` or a copy)."""
-
-    def __init__(self):
-        super().__init__()
-        self.ops = []
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.ops.append(str(func))
-        return func(*args, **(kwargs or {}))
 
 
 def _no_build(*args, **kwargs):
