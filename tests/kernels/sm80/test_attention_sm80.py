@@ -51,7 +51,8 @@ def _run(plan, q, k, v):
 
 
 SLOW_CASES = ("causal D 128, Q from shared memory", "odd lengths, D 128, 8 warps",
-              "skewed warps, causal, GQA 2:1, 5 tiles", "257 keys, 3 stages, two m-tiles")  # suite time: their features run in the other cases
+              "skewed warps, causal, GQA 2:1, 5 tiles", "257 keys, 3 stages, two m-tiles",
+              "two m-tiles at 64 keys, lazy rescale, heads in groups of 2")  # suite time: their features run in the other cases
 """Run with TVM_CDNA4_SLOW=1 (suite time): D 128 stays in the default run through the overlapped and the
 4-stage mbarrier cases."""
 

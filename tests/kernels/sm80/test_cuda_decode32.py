@@ -65,7 +65,10 @@ WIDE_CASES = [
 ]
 
 
-@pytest.mark.parametrize("M,N,K,dt,ot,cfg", WIDE_CASES, ids=[f"{c[0]}x{c[1]}x{c[2]}" for c in WIDE_CASES])
+# the wide decode kernel is not the cost model's to M = 32 (decode_plan.WEIGH_WIDE_DECODE, timed and left off): its
+# cases of 24 x 520 and more run with TVM_CDNA4_SLOW=1 (suite time)
+@pytest.mark.parametrize("M,N,K,dt,ot,cfg", [pytest.param(*c, marks=pytest.mark.slow) if c[0] * c[2] >= 24 * 520 else c
+                                              for c in WIDE_CASES], ids=[f"{c[0]}x{c[1]}x{c[2]}" for c in WIDE_CASES])
 def test_wide_decode_exact_on_small_integers(M, N, K, dt, ot, cfg):
     # small-integer data: every product and partial sum is exact, so the tokens' four n8 tiles, the warps' sum and
     # the K split must give the numpy product bit for bit

@@ -35,7 +35,13 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("name", CASES)
+# the epilogue variants and fp8 run with TVM_CDNA4_SLOW=1 (suite time): the map's batch coordinate, GQA and causal
+# ping-pong run always, and the bit-equality test below covers the register epilogue's stores
+SLOW = ("TMA epilogue, D 128, causal, GQA 2:1, 3 queries over 5 keys, persistent", "fp8, 2 batches, 70 queries over 40 keys",
+        "O's own buffer, GQA 2:1, 2 batches, 70 queries over 40 keys")
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n for n in CASES])
 def test_bshd_attention_in_the_emulator_is_within_the_bound(name):
     problem, config = CASES[name]
     check_emulated(problem, config)
