@@ -150,3 +150,64 @@ def test_nvcc_assembles_shifted_tma_kernels_for_sm_90a_without_spills(tmp_path):
              plan(MBucket(257, 384), 8192, 3584, "bf16", "nt", "bf16",
                   Sm90Config(128, 192, 3, 2, epilogue="tma", residual_read="tma", shift_last=True), 132, 232448, fusion=ALL)]
     assert_ptxas_assembles_without_spills(plans, tmp_path)
+
+
+# gemm_shift.HALF (SHIFT_TMA "half"): a TMA-store plan shifts its last token tile only where it holds <= block // 2 rows
+
+
+def test_half_shifts_a_static_tma_plan_only_where_its_last_tile_is_shallow(monkeypatch):
+    deep, shallow = GemmProblem(200, 72, 136, "bf16", "nt", "bf16"), GemmProblem(170, 72, 136, "bf16", "nt", "bf16")
+    reg = Sm90Config(128, 48, 2, 2, shift_last=True)
+    monkeypatch.setattr(gemm_shift, "SHIFT_TMA", True)
+    on = {m: script(m, TWO) for m in (deep, shallow)}
+    monkeypatch.setattr(gemm_shift, "SHIFT_TMA", gemm_shift.HALF)
+    assert not gemm_shift.shifts(gemm.plan(deep, "sm90", TWO))  # 72 rows of 128: the box stays at row 128, TMA stores
+    assert script(deep, TWO) == script(deep, attrs.evolve(TWO, shift_last=False)) != on[deep]
+    assert gemm_shift.shifts(gemm.plan(shallow, "sm90", TWO)) and script(shallow, TWO) == on[shallow]  # 42 rows
+    assert gemm_shift.shifts(gemm.plan(deep, "sm90", reg))  # the register epilogue shifts at any depth
+    assert script(deep, reg) != script(deep, attrs.evolve(reg, shift_last=False))
+    assert exact(deep, TWO) and exact(shallow, TWO)
+
+
+def test_half_picks_the_shift_of_a_dynamic_tma_plan_at_run_time(monkeypatch):
+    # the residual staged through TMA read at the tile's origin: shifted (register store) at 170, not at 200 (TMA store)
+    config = attrs.evolve(TWO, residual_read="tma")
+    p = plan(MBucket(33, 256), 72, 136, "bf16", "nt", "bf16", config, 132, 232448, fusion=RES)
+    monkeypatch.setattr(gemm_shift, "SHIFT_TMA", True)
+    on = gemm_target.emit(p).script()
+    monkeypatch.setattr(gemm_shift, "SHIFT_TMA", gemm_shift.HALF)
+    kernel = gemm_target.emit(p)
+    assert kernel.script() != on and "if_then_else" in kernel.script()
+    for m in (170, 200):
+        data = random_inputs(GemmProblem(m, 72, 136, "bf16", "nt", "bf16", RES), m)
+        c = data.output()
+        emulate(kernel, *data.arguments(p.params, c), target="sm90")
+        assert data.ratio(c) <= 1.0, m
+
+
+def test_half_counts_the_deep_tma_tile_s_zero_fill_in_the_cost_model(monkeypatch):
+    from tvm_cdna4.kernels.sm90.gemm_cost import zero_rows
+
+    tma, reg = Sm90Config(128, 112, 4, 2, epilogue="tma", shift_last=True), Sm90Config(128, 112, 4, 2, shift_last=True)
+    monkeypatch.setattr(gemm_shift, "SHIFT_TMA", True)
+    assert zero_rows(tma, 333, 4608) == 0
+    monkeypatch.setattr(gemm_shift, "SHIFT_TMA", gemm_shift.HALF)
+    assert (zero_rows(tma, 333, 4608), zero_rows(tma, 300, 4608), zero_rows(reg, 333, 4608)) == (128 - 77, 0, 0)
+
+
+def test_torch_gemm_s_half_setting_and_its_three_way_table(monkeypatch):
+    from benchmark_modules import benchmark_module
+
+    bench = benchmark_module("torch_gemm")
+    monkeypatch.setattr(gemm_shift, "SHIFT_TMA", False)
+    bench.set_switches({"shift_tma": "half"})
+    assert gemm_shift.SHIFT_TMA == gemm_shift.HALF
+    with pytest.raises(SystemExit, match="half"):
+        bench.set_switches({"shift_last": "half"})
+    settings = ["off", "on", "half"]
+    row = dict(model="m", proj="qkv", M=333, N=1, K=1, cublas_us=10.0, ok=True, speed_on=1.25, on_over_off=0.5,
+               **{f"plan_{s}": s for s in settings}, **{f"ours_{s}_us": 10.0 for s in settings},
+               **{f"speedup_{s}": 1.0 for s in settings})
+    lines = bench.ab_lines([row], settings)
+    assert lines[0].count("|") == lines[1].count("|") == lines[2].count("|") == 19
+    assert "| on/off speed | half/off speed |" in lines[0] and "| 1.25x | 0.50x |" in lines[2]

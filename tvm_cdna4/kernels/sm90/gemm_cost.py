@@ -82,6 +82,7 @@ from ...errors import ContractError
 from ..common import ceil_div
 from ..gemm.grouped import expected_row_tiles
 from . import gemm_order
+from . import gemm_shift as SHIFT
 from .gemm_plan import (ACC_REGS_MAX, BARRIER_BYTES, BLOCK_K, ELEMENT_BYTES, INT32_ELEMENTS, SWIZZLE_COLUMNS,
                         TMA_BOX_MAX, WGMMA_K, WGMMA_M, Sm90Config, block_k, cluster_units, loaded_box,
                         planned_loads, prefix_bytes)
@@ -294,10 +295,11 @@ def zero_rows(cfg: Sm90Config, M: int, N: int) -> int:
     """The rows past the tokens a stage of the last tile row zero-fills (the kernel's roles, ``estimate``'s M and N: the
     A box's rows past M, swapped the B box's past N, C^T's): its box ``block`` rows, or with ``trim_loads`` the least of
     ``gemm_boxes.trim_boxes`` that holds the rows that exist (``loaded_box``); none with ``shift_last`` past one tile
-    (the box moved inside the tokens, ``gemm_shift``)."""
+    (the box moved inside the tokens, ``gemm_shift``; where ``gemm_shift.shallow_only``, a ``shallow`` last tile only)."""
     rows, block = (N, cfg.block_n) if cfg.swap_ab else (M, cfg.block_m)
     exist = rows % block
-    return loaded_box(exist, block, cfg.trim_loads) - exist if exist and not (cfg.shift_last and rows > block) else 0
+    moved = cfg.shift_last and rows > block and (not SHIFT.shallow_only(cfg) or SHIFT.shallow(exist, block))
+    return loaded_box(exist, block, cfg.trim_loads) - exist if exist and not moved else 0
 
 
 def zero_fill(cfg: Sm90Config, M: int, N: int, row_bytes: int, compute: float, memory: float, units: int,

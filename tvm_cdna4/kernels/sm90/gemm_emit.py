@@ -203,7 +203,12 @@ def producer_unit(p, SMH, MB, maps, unit, pos, count, chunks=None):
     tile = p.tile_of(unit[1], T.truncdiv, T.truncmod, T.min)
     m0 = tile[0] * c.block_m
     n0 = tile[1] * c.block_n
-    load_tile(p, SMH, MB, maps, pos, count, unit[0], *shift.tile_origin(p, m0, n0, T.max, T.min, shift_align(p)), chunks)
+    load_tile(p, SMH, MB, maps, pos, count, unit[0], *token_origin(p, m0, n0), chunks)
+
+
+def token_origin(p: Sm90Plan, m0, n0) -> tuple:
+    """(``m0``, ``n0``) of a tile's boxes with the token one at its shifted origin (``gemm_shift.tile_origin``)."""
+    return shift.tile_origin(p, m0, n0, T.max, T.min, shift_align(p), T.if_then_else)
 
 
 def shift_align(p: Sm90Plan) -> int:
@@ -367,18 +372,18 @@ def consumer_tile(p, SMH, MB, args, maps, pid, i, part, wg, t, acc, unit, pos, c
     if I.constexpr(c.pingpong):
         if i > 0:  # the other consumer has issued tile i - 1's mainloop
             T.ptx["bar.sync"](T.Cast("uint32", ORDER_BARRIER + wg), T.uint32(2 * WARPGROUP))
-    res = residual_of(p, MB, maps, i, shift.tile_origin(p, m0, n0, T.max, T.min, shift_align(p))[0] + part * c.rows, n0)
+    res = residual_of(p, MB, maps, i, token_origin(p, m0, n0)[0] + part * c.rows, n0)
     held = early_held(p)  # residual_read="early": the thread's residual words, loaded in the mainloop (else None)
     mainloop(p, SMH, MB, acc, pos, count, part, wg, t, res,
-             early_of(args, held, *fragment_origin(p, *shift.tile_origin(p, m0, n0, T.max, T.min, shift_align(p)), part, t)))
+             early_of(args, held, *fragment_origin(p, *token_origin(p, m0, n0), part, t)))
     if I.constexpr(c.pingpong):
         if i + 1 < T.truncdiv(p.units - 1 - pid, p.ctas) + 1:  # the other consumer's next tile may start
             T.ptx["bar.arrive"](T.Cast("uint32", ORDER_BARRIER + 1 - wg), T.uint32(2 * WARPGROUP))
     if I.constexpr(c.residual_read == "preread"):
-        preread_tile(p, SMH, MB, acc, args, maps, part, wg, t, *shift.tile_origin(p, m0, n0, T.max, T.min, shift_align(p)),
+        preread_tile(p, SMH, MB, acc, args, maps, part, wg, t, *token_origin(p, m0, n0),
                      unit, pos, count, res, shift.first_token(p, m0, n0))
     else:  # shift_last: the tile's boxes at their origin, its own rows from first_token (gemm_shift)
-        finish_tile(p, SMH, MB, acc, args, maps, part, wg, t, *shift.tile_origin(p, m0, n0, T.max, T.min, shift_align(p)),
+        finish_tile(p, SMH, MB, acc, args, maps, part, wg, t, *token_origin(p, m0, n0),
                     unit, pos, count, split, res, held, shift.first_token(p, m0, n0))
 
 

@@ -27,7 +27,27 @@ SHIFT_TMA = False
 """Whether ``SHIFT_LAST`` shifts the TMA-store configs' last tile row too (``gemm_plan.planned_loads``; the options'
 ``--epilogue tma`` keeps a planned shift, ``gemm_target._replaced``): the shifted tile stores its own rows from
 registers (``gemm_epilogue.store_shifted``: a box store at its origin would rewrite the previous tile row's rows),
-every other tile with TMA. Off: untimed (stop 53, ``bash benchmarks/gpu_stop45.sh shifttma``)."""
+every other tile with TMA. Off: untimed (stop 53, ``bash benchmarks/gpu_stop45.sh shifttma``). ``HALF``: only where
+the last tile is shallow (``shallow``)."""
+
+HALF = "half"
+"""``SHIFT_TMA``'s third value: as on, but a TMA-store plan shifts its last token tile only where that tile holds at most
+half a tile of tokens (``shallow``; a static M decided in ``shifts``, a dynamic M's at run time in ``origin``); a deeper
+one keeps its box at its own first row and stores through TMA. The register epilogue's plans shift at any depth. Why:
+stop 55's H100 run gained most where the box zero-filled most (on / off 1.25x at M = 260, 1.12x at 300) and lost up to
+3 % on three rows at 333 (``runs/torch_gemm_shifttma_h100_2026-12-07f.md``). Untimed (``--shift-tma off,on,half``)."""
+
+
+def shallow(depth, block: int):
+    """Whether a last token tile of ``depth`` rows (``M - first``) holds at most half a tile (``HALF``'s rule); a
+    TIR condition where ``depth`` is one."""
+    return depth <= block // 2
+
+
+def shallow_only(config) -> bool:
+    """Whether a plan of ``config`` shifts its last token tile only where it is ``shallow``: TMA stores where
+    ``SHIFT_TMA`` is ``HALF``."""
+    return SHIFT_TMA == HALF and config.epilogue == "tma"
 
 
 def allows(cluster_m: int, epilogue: str) -> bool:
@@ -52,28 +72,31 @@ def shifts(p) -> bool:
     rows, block = token_rows(p)
     if p.dynamic_m is not None:
         return p.dynamic_m.hi > block
-    return rows > block and rows % block != 0
+    return rows > block and rows % block != 0 and (not shallow_only(p.config) or shallow(rows % block, block))
 
 
-def origin(p, first, max_, min_, align: int = 1):
+def origin(p, first, max_, min_, align: int = 1, select_=None):
     """The token row at which the tile whose own first token row is ``first`` loads and computes: ``first``, or where
     ``shifts`` the least of it and ``M - block`` rounded up to ``align`` (a dynamic M: ``max(M - block, 0)``;
-    ``max_``/``min_``: TIR's ``T.max``/``T.min``). ``align`` 2: the swapped K split's workspace pairs of tokens
-    (``gemm_emit.shift_align``), whose 8-byte stores need an even first token: its box then has one row past M."""
+    ``max_``/``min_``/``select_``: TIR's ``T.max``/``T.min``/``T.if_then_else``). ``align`` 2: the swapped K split's
+    workspace pairs of tokens (``gemm_emit.shift_align``), whose 8-byte stores need an even first token: its box then has
+    one row past M. A dynamic M's ``shallow_only`` plan: ``first`` where the tile is not ``shallow`` (an unshifted tile's
+    origin is its first row: ``kept`` keeps its every row, the epilogue stores it through TMA)."""
     if not shifts(p):
         return first
     rows, block = token_rows(p)
     if p.dynamic_m is None:
         return min_(first, -(-(rows - block) // align) * align)
     low = max_(rows - block, 0)
-    return min_(first, low if align == 1 else (low + align - 1) // align * align)
+    moved = min_(first, low if align == 1 else (low + align - 1) // align * align)
+    return select_(shallow(rows - first, block), moved, first) if shallow_only(p.config) else moved
 
 
-def tile_origin(p, m0, n0, max_, min_, align: int = 1) -> tuple:
+def tile_origin(p, m0, n0, max_, min_, align: int = 1, select_=None) -> tuple:
     """(``m0``, ``n0``): the first rows of a tile's A and B role boxes, the token one through ``origin``."""
     if p.config.swap_ab:
-        return m0, origin(p, n0, max_, min_, align)
-    return origin(p, m0, max_, min_, align), n0
+        return m0, origin(p, n0, max_, min_, align, select_)
+    return origin(p, m0, max_, min_, align, select_), n0
 
 
 def first_token(p, m0, n0):
@@ -92,4 +115,5 @@ def kept(p, token, first, ok, and_):
     return and_(first <= token, ok)
 
 
-__all__ = ["SHIFT_LAST", "SHIFT_TMA", "allows", "first_token", "kept", "origin", "shifts", "tile_origin", "token_rows"]
+__all__ = ["HALF", "SHIFT_LAST", "SHIFT_TMA", "allows", "first_token", "kept", "origin", "shallow", "shallow_only", "shifts",
+           "tile_origin", "token_rows"]
