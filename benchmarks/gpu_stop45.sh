@@ -188,6 +188,10 @@
 #               (gemm_shift.SHIFT_TMA: that tile stores from registers): tests/gpu/test_sm90_shift_tma_gpu.py (C bit
 #               for bit the unshifted TMA kernel's), then the torch op off / on at M = ${SHIFTTMA_MS:-260,300,333},
 #               ${SHIFTTMA_PROJS:-qkv,o} [~140]
+#   shiftdepth  stop 55 (journal "Stop 55: shiftdepth"): SHIFT_TMA "half" (gemm_shift.HALF: a TMA-store plan shifts its last
+#               token tile only where it holds at most half a tile): tests/gpu/test_sm90_shift_tma_gpu.py -k half (C bit for
+#               bit the unshifted kernel's), then the torch op off / on / half at M = ${SHIFTDEPTH_MS:-260,300,333,3000},
+#               ${SHIFTDEPTH_PROJS:-qkv,o} [~150]
 #   pagedpdl    stop 54 (journal "Stop 54: pagedpdl"): the paged decode as programmatic dependent launches (issue 37's short
 #               contexts; PagedDecodeConfig.pdl, kernels/sm80/paged_decode_pdl.py): tests/gpu/test_paged_pdl_gpu.py (eager and in
 #               a CUDA graph), then paged_decode.py bf16 / fp8, batch 8 / 32, means 512 / 2k / 8k, GQA 32/8, FlashInfer (carried:
@@ -659,6 +663,13 @@ print('planned:', d.planned('sm80'))" 2>&1 | tee "$OUT/m200_device.txt"
       --shift-tma off,on --calls 20 --reps 8 --out "$OUT/shifttma" 2>&1 | tee "$OUT/torch_gemm_shifttma.log" \
       | grep -v "^{" | tail -30 ;;
 
+  shiftdepth)  # stop 55: SHIFT_TMA half (the shallow last tile only): exact on the card, then off / on / half [~150]
+    gpu_tests 25 "$OUT/pytest_gpu_shiftdepth.log" -n 2 tests/gpu/test_sm90_shift_tma_gpu.py -k half
+    mkdir -p "$OUT/shiftdepth"  # the same plans each way (WEIGH_ZERO_FILL off); half: 260 / 300 shift, 333 keeps TMA
+    timeout 125 python3 benchmarks/torch_gemm.py --ms ${SHIFTDEPTH_MS:-260,300,333,3000} --projs ${SHIFTDEPTH_PROJS:-qkv,o} \
+      --shift-tma off,on,half --calls 20 --reps 8 --out "$OUT/shiftdepth" 2>&1 | tee "$OUT/torch_gemm_shiftdepth.log" \
+      | grep -v "^{" | tail -34 ;;
+
   chunkepi)  # stop 54: the chunk loop's one barrier: exact on the card, then whole vs 64-column s4 sustained [~150]
     gpu_tests 50 "$OUT/pytest_gpu_chunkepi.log" -n 3 tests/kernels/sm90/test_sm90_epilogue_tile.py
     timeout 110 python3 benchmarks/sm90_power.py --epilogue --set chunks --seconds ${CHUNKEPI_S:-2} --out "$OUT/chunkepi" 2>&1 \
@@ -672,7 +683,7 @@ print('planned:', d.planned('sm80'))" 2>&1 | tee "$OUT/m200_device.txt"
     gpu_tests 120 "$OUT/pytest_gpu_edges.log" -n 4 tests/runtime/test_torch_edges.py tests/runtime/test_torch_fp8.py \
       tests/runtime/test_torch_serving.py
     gpu_tests 60 "$OUT/pytest_gpu_bshd.log" -n 8 tests/gpu/test_sm90_attention_bshd_gpu.py ;;
-  *) echo "unknown step $step (peers, partitions, ncu, ncu-cluster, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring, m200, epires, epires-ncu, stop49, stop49b, attn3wg, swaporder, swaporder-ncu, decode32, refine, swapone, swapcluster, attnfit, attnfit-long, attnitem, splitwave, attnzigzag, peers-mid, finecut, walktests, trim, pagedsplit, zerofill, paged, reach, epiearly, power, widen, deepwaves, pagedb8, fa3tile, attnlat, fp8grp, swap200, short2k, resclock, shiftbox, fp8eff, grpbig, zerofill2, shifttma, pagedpdl, chunkepi, attnop, pagedrule, stagedc, edges)"; exit 2 ;;
+  *) echo "unknown step $step (peers, partitions, ncu, ncu-cluster, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring, m200, epires, epires-ncu, stop49, stop49b, attn3wg, swaporder, swaporder-ncu, decode32, refine, swapone, swapcluster, attnfit, attnfit-long, attnitem, splitwave, attnzigzag, peers-mid, finecut, walktests, trim, pagedsplit, zerofill, paged, reach, epiearly, power, widen, deepwaves, pagedb8, fa3tile, attnlat, fp8grp, swap200, short2k, resclock, shiftbox, fp8eff, grpbig, zerofill2, shifttma, shiftdepth, pagedpdl, chunkepi, attnop, pagedrule, stagedc, edges)"; exit 2 ;;
   esac
 done
 cd "$OUT" && tar czf /tmp/call.tgz --exclude=call.tgz . && find . -mindepth 1 -delete && mv /tmp/call.tgz "$OUT/call.tgz"

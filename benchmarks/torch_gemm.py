@@ -173,7 +173,8 @@ SWITCH_HELP = {"swap_dynamic": "the buckets weigh the swapped kernel",
                "deep_waves": "the wave-fitting widths fill up to gemm_cost.DEEP_MAX_WAVES waves",
                "swap_narrow": "M past SWAP_DYNAMIC_MAX_M in swapped buckets of SWAP_NARROW_ROWS rows (one token tile)",
                "shift_last": "the last token tile row loads its box at M - block (no zero fill), stores its own rows",
-               "shift_tma": "TMA-store plans shift their last token tile row too (it stores from registers)"}
+               "shift_tma": "TMA-store plans shift their last token tile row too (it stores from registers); half: only "
+                            "where that tile is at most half full"}
 """What each ``SWITCHES`` option sets (its ``--help``)."""
 SWITCH_MODULES = {"wide_decode": "tvm_cdna4.kernels.sm80.decode_plan",
                   "refine_buckets": "tvm_cdna4.kernels.sm90.gemm_dynamic",
@@ -181,6 +182,9 @@ SWITCH_MODULES = {"wide_decode": "tvm_cdna4.kernels.sm80.decode_plan",
                   "trim_loads": "tvm_cdna4.kernels.sm90.gemm_plan", "shift_last": "tvm_cdna4.kernels.sm90.gemm_shift",
                   "shift_tma": "tvm_cdna4.kernels.sm90.gemm_shift"}
 """The module of a ``SWITCHES`` flag that is not ``kernels.sm90.gemm_cost``'s."""
+MORE_SETTINGS = {"shift_tma": {"half": "HALF"}}
+"""A switch's settings past off / on: the setting and the name of the constant of its module the flag then takes
+(``--shift-tma half``: ``gemm_shift.HALF``, the TMA-store plans' last tile shifted only where it is at most half full)."""
 
 
 def switch_module(option: str):
@@ -196,9 +200,11 @@ def set_switches(settings: dict) -> None:
     for option, setting in settings.items():
         if setting is None:
             continue
-        if setting not in SWAP_SETTINGS:
-            raise SystemExit(f"--{option.replace('_', '-')}: one or more of {SWAP_SETTINGS}, found {setting!r}")
-        setattr(switch_module(option), SWITCHES[option][0], setting == "on")
+        more = MORE_SETTINGS.get(option, {})
+        if setting not in SWAP_SETTINGS + tuple(more):
+            raise SystemExit(f"--{option.replace('_', '-')}: one or more of {SWAP_SETTINGS + tuple(more)}, found {setting!r}")
+        module = switch_module(option)
+        setattr(module, SWITCHES[option][0], getattr(module, more[setting]) if setting in more else setting == "on")
 
 
 def switch_settings(args) -> tuple[str | None, list, dict]:
@@ -507,24 +513,47 @@ def swap_ab_runs(args, settings, option: str = "swap_dynamic", fixed: dict | Non
         runs[s] = {(r["model"], r["proj"], r["M"]): r for r in _run_rows(args.out, f"torch_gemm_{short}_{s}")}
         if code:
             print(f"{flag} {s}: exit {code}", flush=True)
-    a, b = settings[0], settings[-1]
     rows = [dict(model=k[0], proj=k[1], M=k[2], N=r["N"], K=r["K"], **{f"plan_{s}": runs[s][k]["tile"] for s in settings},
                  **{f"ours_{s}_us": runs[s][k]["ours_graph_us"] for s in settings},
-                 **{f"speedup_{s}": runs[s][k]["speedup_graph"] for s in settings},
-                 cublas_us=r["torch_graph_us"], on_over_off=r["ours_graph_us"] / runs[b][k]["ours_graph_us"],
+                 **{f"speedup_{s}": runs[s][k]["speedup_graph"] for s in settings}, cublas_us=r["torch_graph_us"],
+                 **{over(settings, s): r["ours_graph_us"] / runs[s][k]["ours_graph_us"] for s in settings[1:]},
                  ok=all(runs[s][k]["ours_ok"] for s in settings))
-            for k, r in runs[a].items() if k in runs[b]]
-    lines = [f"| model | proj | M | N | K | plan {a} | plan {b} | {a} µs | {b} µs | {b}/{a} speed | cuBLAS µs "
-             f"| {a}/cuBLAS | {b}/cuBLAS | ok |", "|" + "---|" * 14]
-    lines += [f"| {r['model']} | {r['proj']} | {r['M']} | {r['N']} | {r['K']} | {r[f'plan_{a}']} | {r[f'plan_{b}']} | "
-              f"{r[f'ours_{a}_us']:.1f} | {r[f'ours_{b}_us']:.1f} | {r['on_over_off']:.2f}x | {r['cublas_us']:.1f} | "
-              f"{r[f'speedup_{a}']:.2f}x | {r[f'speedup_{b}']:.2f}x | {'yes' if r['ok'] else 'NO'} |" for r in rows]
-    lines += ["", *by_m(rows, "on_over_off", f"{b}/{a} speed"), "", *by_m(rows, f"speedup_{a}", f"{a}/cuBLAS"), "",
-              *by_m(rows, f"speedup_{b}", f"{b}/cuBLAS")]
-    given = {o: v for o, v in (fixed or {}).items() if v}  # the other options set for both runs
-    meta = dict(switch=SWITCHES[option][0], settings=settings, fixed=given, date=time.strftime("%Y-%m-%d"))
-    write_results(args.out, f"torch_gemm_{short}", meta, rows, lines)
+            for k, r in runs[settings[0]].items() if all(k in runs[s] for s in settings)]
+    write_results(args.out, f"torch_gemm_{short}", ab_meta(option, settings, fixed), rows, ab_lines(rows, settings))
     return 0 if rows and all(r["ok"] for r in rows) else 1
+
+
+def over(settings, s: str) -> str:
+    """The key of setting ``s``'s speed over the first one's in an A/B's rows: ``on_over_off`` for the last (whatever the
+    settings' names), ``speed_<s>`` for one between."""
+    return "on_over_off" if s == settings[-1] else f"speed_{s}"
+
+
+def ab_meta(option: str, settings, fixed: dict | None) -> dict:
+    """An A/B's results' meta: the flag, its settings and the other options set for every run."""
+    given = {o: v for o, v in (fixed or {}).items() if v}
+    return dict(switch=SWITCHES[option][0], settings=settings, fixed=given, date=time.strftime("%Y-%m-%d"))
+
+
+def ab_lines(rows, settings) -> list[str]:
+    """An A/B's table: per row each setting's plan and µs, each later setting's speed over the first, cuBLAS and each
+    setting's speed over it; then per M the geo-means of those speeds."""
+    a, later = settings[0], settings[1:]
+    lines = ["| model | proj | M | N | K | " + " | ".join(f"plan {s}" for s in settings) + " | "
+             + " | ".join(f"{s} µs" for s in settings) + " | " + " | ".join(f"{s}/{a} speed" for s in later)
+             + " | cuBLAS µs | " + " | ".join(f"{s}/cuBLAS" for s in settings) + " | ok |",
+             "|" + "---|" * (7 + 4 * len(settings) - 1)]
+    lines += [f"| {r['model']} | {r['proj']} | {r['M']} | {r['N']} | {r['K']} | "
+              + " | ".join(r[f"plan_{s}"] for s in settings) + " | "
+              + " | ".join(f"{r[f'ours_{s}_us']:.1f}" for s in settings) + " | "
+              + " | ".join(f"{r[over(settings, s)]:.2f}x" for s in later) + f" | {r['cublas_us']:.1f} | "
+              + " | ".join(f"{r[f'speedup_{s}']:.2f}x" for s in settings) + f" | {'yes' if r['ok'] else 'NO'} |"
+              for r in rows]
+    for s in later:
+        lines += ["", *by_m(rows, over(settings, s), f"{s}/{a} speed")]
+    for s in settings:
+        lines += ["", *by_m(rows, f"speedup_{s}", f"{s}/cuBLAS")]
+    return lines
 
 
 def main(argv=None) -> int:

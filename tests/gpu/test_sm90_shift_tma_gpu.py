@@ -46,3 +46,19 @@ def test_a_shifted_tma_plan_with_fused_steps_through_the_torch_op(planner_flags)
     cfg = _config(N, K, M, fused=True)
     assert cfg.shift_last and cfg.epilogue == "tma"
     assert torch.equal(on, off)
+
+
+@pytest.mark.parametrize("M, N, K", [(300, 7680, 5120), (333, 4608, 3584)])  # a shallow last tile (44 rows), a deep one (77)
+def test_the_half_setting_shifts_only_the_shallow_last_tile_and_stores_the_unshifted_c(planner_flags, M, N, K):
+    # gemm_shift.HALF: the bucket plan's kernel picks at run time; at 333 the 128-row tile's box stays at its own row
+    from tvm_cdna4.kernels.sm90 import gemm_shift
+
+    a, b = random_ab(torch, M, N, K)
+    planner_flags(gemm_shift, SHIFT_LAST=True, SHIFT_TMA=False)
+    off = ours.gemm(a, b)
+    planner_flags(gemm_shift, SHIFT_LAST=True, SHIFT_TMA=gemm_shift.HALF)
+    half = ours.gemm(a, b)
+    cfg = _config(N, K, M)
+    assert cfg.shift_last and cfg.epilogue == "tma"
+    assert_near_the_product(half, a, b)
+    assert torch.equal(half, off)
