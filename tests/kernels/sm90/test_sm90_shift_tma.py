@@ -142,9 +142,11 @@ def test_torch_gemm_s_shift_switches_set_their_flag_and_label_the_plan(monkeypat
 
 
 @pytest.mark.slow
-def test_nvcc_assembles_shifted_tma_kernels_for_sm_90a_without_spills(tmp_path):
+@pytest.mark.parametrize("setting", [True, gemm_shift.HALF])
+def test_nvcc_assembles_shifted_tma_kernels_for_sm_90a_without_spills(tmp_path, monkeypatch, setting):
     # the bucket plans the switch shifts (Qwen2.5-7B QKV 128x112 at 257..384) and one with every fused step and the
-    # residual staged through TMA: the register store of the shifted tile adds no spill
+    # residual staged through TMA: the register store of the shifted tile adds no spill (HALF: nor its run-time pick)
+    monkeypatch.setattr(gemm_shift, "SHIFT_TMA", setting)
     plans = [plan(MBucket(257, 384), 4608, 3584, "bf16", "nt", "bf16", Sm90Config(128, 112, 4, 2, epilogue="tma", shift_last=True),
                   132, 232448),
              plan(MBucket(257, 384), 8192, 3584, "bf16", "nt", "bf16",
