@@ -25,6 +25,7 @@ def _inputs(p, device="cpu"):
     return [torch.empty(s[n], dtype=torch.bfloat16, device=device) for n in ("Q", "K", "V")]
 
 
+@pytest.mark.slow  # evidence for stop 55 (attnop): passes before and after
 def test_the_op_plans_the_kernel_the_benchmark_times_alone_on_every_d128_row(monkeypatch):
     # the op builds through the target's build verb with its own problem (check_attention_arguments) and config None;
     # the benchmark builds the cost model's config (attention_cost.choose) of its AttentionProblem: the same plan

@@ -465,6 +465,7 @@ def test_a_ring_counter_the_clamp_keeps_in_bounds_is_still_reported():
         emulate(func, *(arrays[q.name] for q in p.params), target="sm90")
 
 
+@pytest.mark.slow  # a benchmark script's shapes (suite time)
 def test_the_benchmark_covers_the_issues_shapes():
     """benchmarks/attention_sm90.py: bf16, D 64 and 128, 2k-32k tokens a sequence, MHA and GQA, causal and not
     (40 shapes, each planned by the cost model), and a sweep of every schedule."""

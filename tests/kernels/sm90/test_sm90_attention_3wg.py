@@ -200,6 +200,7 @@ def test_the_consumer_terms_are_the_fit_of_the_h100_pairs():
     assert min(loss for *_, loss in before) > 1.05
 
 
+@pytest.mark.slow  # the emulated cases cover the kernel (suite time)
 def test_the_cli_runs_three_consumers(capsys):
     args = ["attention", "--target", "sm90", "--seq", "130", "--heads", "2", "--kv-heads", "1", "--head-dim", "64",
             "--causal", "--consumers", "3"]

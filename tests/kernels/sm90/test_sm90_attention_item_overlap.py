@@ -89,6 +89,7 @@ def test_the_turns_are_the_loops_joint_issues_and_the_first_arrival_once_a_cta()
     assert len(bars) == 7 and all(i > items for i, _ in bars)
 
 
+@pytest.mark.slow  # WEIGH_ITEM_OVERLAP off (suite time)
 def test_a_dropped_last_sync_leaves_the_first_arrival_pending_and_the_emulator_reports_it():
     """The round robin's arrivals match its waits over the CTA, not over each item: without warpgroup 0's sync after
     its items, the last warpgroup's last arrival is left pending at the kernel's end."""

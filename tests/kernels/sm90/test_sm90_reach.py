@@ -67,6 +67,7 @@ def test_changes_joins_a_range_of_the_same_two_plans():
     assert trim_only == 0
 
 
+@pytest.mark.slow  # a benchmark script's table (suite time)
 def test_the_script_writes_its_table(tmp_path):
     reach = benchmark_module("sm90_reach")
     out = tmp_path / "reach.md"

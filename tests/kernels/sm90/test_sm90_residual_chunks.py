@@ -101,8 +101,8 @@ F = Fusion(bias=True, activation="gelu", residual=True, row_scale=True, col_scal
     # four 64-column chunks, 2 k-tiles < 3 stages: the previous tile's later chunks and the tile's early ones after
     # the same ring load, the last k-tile (late_at = min(stages, k_tiles) - 1; at stages - 1 no ring load reaches it:
     # a deadlock, as in the 1-k-tile cases above)
-    (GemmProblem(200, 264, 72, "bf16", "nt", "bf16", Fusion(residual=True)),
-     Sm90Config(128, 256, 3, 2, ctas=1, **CHUNKS)),
+    pytest.param(GemmProblem(200, 264, 72, "bf16", "nt", "bf16", Fusion(residual=True)),
+                 Sm90Config(128, 256, 3, 2, ctas=1, **CHUNKS), marks=pytest.mark.slow),
 ])
 def test_the_emulator_validates_the_staged_chunks(problem, config):
     v = gemm.validate(problem, "sm90", config)

@@ -52,7 +52,8 @@ def test_the_shifted_128_row_tile_of_two_consumers_is_exact(m, config):
 @pytest.mark.parametrize("problem, config", [
     # the residual staged through TMA at the shifted origin, read into registers first (preread) or in slices
     (GemmProblem(200, 72, 136, "bf16", "nt", "bf16", ALL), ONE),
-    (GemmProblem(260, 112, 128, "bf16", "nt", "bf16", ALL), attrs.evolve(WIDE, residual_read="tma")),
+    pytest.param(GemmProblem(260, 112, 128, "bf16", "nt", "bf16", ALL), attrs.evolve(WIDE, residual_read="tma"),
+                 marks=pytest.mark.slow),  # SHIFT_TMA off (suite time)
     pytest.param(GemmProblem(200, 72, 136, "bf16", "nt", "bf16", RES), attrs.evolve(TWO, residual_read="tma"),
                  marks=pytest.mark.slow),
     pytest.param(GemmProblem(200, 72, 136, "bf16", "nt", "bf16", RES), attrs.evolve(TWO, residual_read="preread"),
@@ -171,6 +172,7 @@ def test_half_shifts_a_static_tma_plan_only_where_its_last_tile_is_shallow(monke
     assert exact(deep, TWO) and exact(shallow, TWO)
 
 
+@pytest.mark.slow  # SHIFT_TMA off (suite time)
 def test_half_picks_the_shift_of_a_dynamic_tma_plan_at_run_time(monkeypatch):
     # the residual staged through TMA read at the tile's origin: shifted (register store) at 170, not at 200 (TMA store)
     config = attrs.evolve(TWO, residual_read="tma")

@@ -112,6 +112,7 @@ def test_the_tile_efficiency_falls_with_the_width_and_the_waves_decide():
     assert eff[224] == pytest.approx(0.9655, abs=1e-4) and eff[160] == pytest.approx(0.8696, abs=1e-4)
 
 
+@pytest.mark.slow  # a benchmark script's sweep (suite time)
 def test_the_sweep_times_each_width_beside_the_choice_before_them(monkeypatch):
     import argparse
 
