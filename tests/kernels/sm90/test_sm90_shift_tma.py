@@ -176,10 +176,10 @@ def test_half_shifts_a_static_tma_plan_only_where_its_last_tile_is_shallow(monke
 def test_half_picks_the_shift_of_a_dynamic_tma_plan_at_run_time(monkeypatch):
     # the residual staged through TMA read at the tile's origin: shifted (register store) at 170, not at 200 (TMA store)
     config = attrs.evolve(TWO, residual_read="tma")
-    p = plan(MBucket(33, 256), 72, 136, "bf16", "nt", "bf16", config, 132, 232448, fusion=RES)
     monkeypatch.setattr(gemm_shift, "SHIFT_TMA", True)
-    on = gemm_target.emit(p).script()
+    on = gemm_target.emit(plan(MBucket(33, 256), 72, 136, "bf16", "nt", "bf16", config, 132, 232448, fusion=RES)).script()
     monkeypatch.setattr(gemm_shift, "SHIFT_TMA", gemm_shift.HALF)
+    p = plan(MBucket(33, 256), 72, 136, "bf16", "nt", "bf16", config, 132, 232448, fusion=RES)
     kernel = gemm_target.emit(p)
     assert kernel.script() != on and "if_then_else" in kernel.script()
     for m in (170, 200):
@@ -187,6 +187,23 @@ def test_half_picks_the_shift_of_a_dynamic_tma_plan_at_run_time(monkeypatch):
         c = data.output()
         emulate(kernel, *data.arguments(p.params, c), target="sm90")
         assert data.ratio(c) <= 1.0, m
+
+
+def test_half_is_a_plan_field_so_the_build_cache_keys_it(monkeypatch):
+    # the flag is read when planning, not when emitting: the on and half plans of one dynamic TMA config differ in
+    # their record (common.cache_key), so neither build cache serves one's kernel for the other
+    from tvm_cdna4.kernels.common import cache_key
+
+    def planned(setting):
+        monkeypatch.setattr(gemm_shift, "SHIFT_TMA", setting)
+        return plan(MBucket(33, 256), 72, 136, "bf16", "nt", "bf16", TWO, 132, 232448)
+
+    on, half = planned(True), planned(gemm_shift.HALF)
+    assert (on.shallow_shift, half.shallow_shift) == (False, True)
+    assert cache_key("sm90", on, "d") != cache_key("sm90", half, "d")
+    assert "if_then_else" in gemm_target.emit(half).script()  # emitted under SHIFT_TMA = HALF still set
+    monkeypatch.setattr(gemm_shift, "SHIFT_TMA", True)
+    assert "if_then_else" in gemm_target.emit(half).script()  # and under another setting: the plan decides
 
 
 def test_half_counts_the_deep_tma_tile_s_zero_fill_in_the_cost_model(monkeypatch):

@@ -487,6 +487,9 @@ class Sm90Plan(PlanRecord, family="gemm"):
     ``ctas`` expressions of it); None: M is static."""
     grid_cap: int = 0
     """The most persistent CTAs (``config.ctas`` or the SMs): a wave of tiles, which a hybrid plan runs whole."""
+    shallow_shift: bool = False
+    """``shift_last`` only where the last token tile is shallow (``gemm_shift.shallow_only`` when planned: TMA stores
+    under ``SHIFT_TMA = HALF``): a field, so the build caches key it and the kernel does not read the flag."""
 
     @property
     def approx_tanh(self) -> bool:
@@ -696,7 +699,8 @@ def plan(M, N, K, dtype, layout, out_dtype, config: Sm90Config, sms: int, smem_b
         params += (Param("W", (slices, rows_max, cols_max), "float32"),
                    Param("S", (ceil_div(rows_max, config.block_m) * ceil_div(cols_max, config.block_n) * parts,), "uint32"))
     return Sm90Plan(M, N, K, dtype, out_dtype, config, tiles_m, tiles_n, k_tiles, ctas,
-                    config.stages * config.stage_bytes() + config.staging_bytes(), params, layout, fusion, bucket, cap)
+                    config.stages * config.stage_bytes() + config.staging_bytes(), params, layout, fusion, bucket, cap,
+                    SHIFT.shallow_only(config))
 
 
 def check_fused(config: Sm90Config, fusion: Fusion, out_dtype: str) -> None:

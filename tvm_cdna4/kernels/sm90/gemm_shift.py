@@ -72,7 +72,7 @@ def shifts(p) -> bool:
     rows, block = token_rows(p)
     if p.dynamic_m is not None:
         return p.dynamic_m.hi > block
-    return rows > block and rows % block != 0 and (not shallow_only(p.config) or shallow(rows % block, block))
+    return rows > block and rows % block != 0 and (not p.shallow_shift or shallow(rows % block, block))
 
 
 def origin(p, first, max_, min_, align: int = 1, select_=None):
@@ -80,7 +80,7 @@ def origin(p, first, max_, min_, align: int = 1, select_=None):
     ``shifts`` the least of it and ``M - block`` rounded up to ``align`` (a dynamic M: ``max(M - block, 0)``;
     ``max_``/``min_``/``select_``: TIR's ``T.max``/``T.min``/``T.if_then_else``). ``align`` 2: the swapped K split's
     workspace pairs of tokens (``gemm_emit.shift_align``), whose 8-byte stores need an even first token: its box then has
-    one row past M. A dynamic M's ``shallow_only`` plan: ``first`` where the tile is not ``shallow`` (an unshifted tile's
+    one row past M. A dynamic M's plan of ``shallow_shift`` (``shallow_only`` when planned): ``first`` where the tile is not ``shallow`` (an unshifted tile's
     origin is its first row: ``kept`` keeps its every row, the epilogue stores it through TMA)."""
     if not shifts(p):
         return first
@@ -89,7 +89,7 @@ def origin(p, first, max_, min_, align: int = 1, select_=None):
         return min_(first, -(-(rows - block) // align) * align)
     low = max_(rows - block, 0)
     moved = min_(first, low if align == 1 else (low + align - 1) // align * align)
-    return select_(shallow(rows - first, block), moved, first) if shallow_only(p.config) else moved
+    return select_(shallow(rows - first, block), moved, first) if p.shallow_shift else moved
 
 
 def tile_origin(p, m0, n0, max_, min_, align: int = 1, select_=None) -> tuple:
