@@ -223,6 +223,10 @@
 #               and replayed in a CUDA graph, gemm of [B, S, K] against F.linear (test_torch_serving.py); bshd's (journal
 #               "Stop 55: bshd"): the sm90 attention on [B, S, H, D] storage within the bound and the op on
 #               transpose(1, 2) views against SDPA, in a CUDA graph (tests/gpu/test_sm90_attention_bshd_gpu.py) [~150]
+#   chunkab     stop 56: the one-barrier chunk loop (stop 54) against the tree of stop 53 in one run (CHUNK_BASE_PKG,
+#               default .sm90tree/chunkbase: `git archive bbd13d5 tvm_cdna4 | tar -x -C .sm90tree/chunkbase`, carried),
+#               each tree its own build cache: grouped prefill (torch_grouped_sm90.py, 2048 / 8192 tokens) in the order
+#               now / base / now / base, then sm90_power.py --epilogue --set chunks with each [~400]
 if [ -f .sm90tree/sitepack/site.tar.xz ]; then  # benchmarks/pack_site.sh: the wheels installed and packed (33 of 49 MB)
   mkdir -p /tmp/site && tar -C /tmp/site -xJf .sm90tree/sitepack/site.tar.xz
 else
@@ -683,7 +687,23 @@ print('planned:', d.planned('sm80'))" 2>&1 | tee "$OUT/m200_device.txt"
     gpu_tests 120 "$OUT/pytest_gpu_edges.log" -n 4 tests/runtime/test_torch_edges.py tests/runtime/test_torch_fp8.py \
       tests/runtime/test_torch_serving.py
     gpu_tests 60 "$OUT/pytest_gpu_bshd.log" -n 8 tests/gpu/test_sm90_attention_bshd_gpu.py ;;
-  *) echo "unknown step $step (peers, partitions, ncu, ncu-cluster, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring, m200, epires, epires-ncu, stop49, stop49b, attn3wg, swaporder, swaporder-ncu, decode32, refine, swapone, swapcluster, attnfit, attnfit-long, attnitem, splitwave, attnzigzag, peers-mid, finecut, walktests, trim, pagedsplit, zerofill, paged, reach, epiearly, power, widen, deepwaves, pagedb8, fa3tile, attnlat, fp8grp, swap200, short2k, resclock, shiftbox, fp8eff, grpbig, zerofill2, shifttma, shiftdepth, pagedpdl, chunkepi, attnop, pagedrule, stagedc, edges)"; exit 2 ;;
+  chunkab)  # stop 56: the chunk loop of stop 54 against stop 53's tree, grouped prefill alternating, then sustained [~400]
+    for run in 1:90:now:. 2:90:base:${CHUNK_BASE_PKG:-.sm90tree/chunkbase} 3:60:now:. 4:60:base:${CHUNK_BASE_PKG:-.sm90tree/chunkbase}; do
+      IFS=: read -r i secs tree pkg <<< "$run"
+      mkdir -p "$OUT/chunkab/$i"  # the first run of each tree builds its kernels into its own cache
+      echo "== run $i: $tree ($pkg)" | tee -a "$OUT/torch_grouped_chunkab.log"
+      PYTHONPATH=$PWD/$pkg:/tmp/site TVM_CDNA4_CACHE_DIR=/tmp/cache_$tree timeout "$secs" python3 benchmarks/torch_grouped_sm90.py \
+        --tokens 2048,8192 --no-sm80 --calls 15 --reps 12 --out "$OUT/chunkab/$i" 2>&1 \
+        | tee -a "$OUT/torch_grouped_chunkab.log" | grep -v "^{" | tail -5
+    done
+    for run in now:. base:${CHUNK_BASE_PKG:-.sm90tree/chunkbase}; do
+      IFS=: read -r tree pkg <<< "$run"
+      echo "== sustained: $tree ($pkg)" | tee -a "$OUT/sm90_power_chunkab.log"
+      PYTHONPATH=$PWD/$pkg:/tmp/site TVM_CDNA4_CACHE_DIR=/tmp/cache_$tree timeout 85 python3 benchmarks/sm90_power.py \
+        --epilogue --set chunks --seconds ${CHUNKAB_S:-1.5} --out "$OUT/chunkab/power_$tree" 2>&1 \
+        | tee -a "$OUT/sm90_power_chunkab.log" | grep -v "^{" | tail -9
+    done ;;
+  *) echo "unknown step $step (peers, partitions, ncu, ncu-cluster, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring, m200, epires, epires-ncu, stop49, stop49b, attn3wg, swaporder, swaporder-ncu, decode32, refine, swapone, swapcluster, attnfit, attnfit-long, attnitem, splitwave, attnzigzag, peers-mid, finecut, walktests, trim, pagedsplit, zerofill, paged, reach, epiearly, power, widen, deepwaves, pagedb8, fa3tile, attnlat, fp8grp, swap200, short2k, resclock, shiftbox, fp8eff, grpbig, zerofill2, shifttma, shiftdepth, pagedpdl, chunkepi, attnop, pagedrule, stagedc, edges, chunkab)"; exit 2 ;;
   esac
 done
 cd "$OUT" && tar czf /tmp/call.tgz --exclude=call.tgz . && find . -mindepth 1 -delete && mv /tmp/call.tgz "$OUT/call.tgz"
