@@ -104,13 +104,15 @@ from .kernels.gemm.epilogue import Fusion
 
 
 class _KernelCache(dict):
-    """``kernel_cache()``: clearing it forgets the eager calls' prepared launches too (``_CALLS``) and their LSE
-    scratches (``_SCRATCH``); removing one kernel forgets every prepared launch (a launch holds its kernel, and
+    """``kernel_cache()``: clearing it forgets the eager calls' prepared launches too (``_CALLS``), their LSE
+    scratches (``_SCRATCH``) and the paged op's kernels, workspaces and scale buffers (``torch_paged.clear``), so
+    their memory goes back to torch's allocator (drop CUDA graphs captured through them first); removing one kernel forgets every prepared launch (a launch holds its kernel, and
     its key does not name the kernel's), so the next call of that shape class builds afresh."""
 
     def clear(self) -> None:
         _CALLS.clear()
         _SCRATCH.clear()
+        _paged.clear()
         super().clear()
 
     def __delitem__(self, key) -> None:
@@ -150,7 +152,8 @@ def kernel_cache() -> dict:
     """The loaded kernels, ``{(N, K, dtype, out dtype, layout, Fusion, arch, device): DynamicKernel}`` (``gemm``;
     the sm90 kernel's key ends with ``"sm90"``)
     and ``{("grouped", G, N, K, ...): DynamicKernel}`` (``grouped_gemm``) (``runtime.cuda.DynamicKernel``;
-    its ``dynamic.built()`` lists the buckets built so far)."""
+    its ``dynamic.built()`` lists the buckets built so far). Its ``clear()`` frees the attention and paged ops'
+    memory too (``_KernelCache``)."""
     return _KERNELS
 
 

@@ -175,6 +175,13 @@ def _kernels(q, problem, target: str | None = None):
     return _KERNELS[key]
 
 
+def clear() -> None:
+    """Forget the paged kernels, their workspaces (``_KERNELS``) and the prepared launches' scale buffers
+    (``_SCALES``): ``tvm_cdna4.torch.kernel_cache().clear()`` calls it, so the memory goes back with the kernels'."""
+    _KERNELS.clear()
+    _SCALES.clear()
+
+
 def workspace(p, device) -> tuple:
     """The workspace tensors of plan ``p`` on ``device``: its partials (the ``W*`` parameters, f32, never read
     before written) and, with the last-CTA merge, its ``TICKETS`` (uint32, zeroed here once: every call leaves
@@ -268,7 +275,8 @@ def _prepare(key, kernels, q, scaled: bool, feed=None) -> None:
 _SCALES: dict = {}
 """The [Hkv] scale tensors of prepared launches whose scales are not [Hkv] tensors (``_feed``): ``{(value, Hkv,
 device): tensor}`` a float's constant, ``{(problem, device, name): tensor}`` the buffer a one-element scale is copied
-into; kept as long as the workspaces (``_KERNELS``): a CUDA graph captured through a launch reads them."""
+into; kept as long as the workspaces (``_KERNELS``): a CUDA graph captured through a launch reads them (both
+freed by ``clear``)."""
 _SCALE_CLASSES = (type(None), torch.Tensor, torch.nn.Parameter)
 """The scale classes the eager path passes on as they are (one class test a call); another is a number or refused
 (``_numbers``)."""

@@ -294,6 +294,30 @@ def test_the_lse_scratch_outlives_its_prepared_launch_and_goes_with_the_kernels(
     assert tt._SCRATCH == {} and tt._CALLS == {}
 
 
+def test_clearing_the_kernel_cache_frees_the_paged_workspaces_and_scale_buffers(calls, monkeypatch):
+    # a user clearing the cache expects the memory back: the paged op's kernels and workspaces, and the [Hkv]
+    # buffers its prepared launches broadcast one-element and float scales into, go with the kernels
+    import weakref
+
+    from tvm_cdna4 import torch_paged
+
+    monkeypatch.setattr(torch_paged, "_SCALES", {})
+    q, k, v, table, lens = _paged(kv=torch.float8_e4m3fn)
+    for scales in (dict(k_scale=torch.tensor(0.5), v_scale=torch.tensor(0.25)), dict(k_scale=0.5, v_scale=2.0)):
+        for _ in range(2):  # the checked path, then the prepared launch (its buffers)
+            tt.paged_attention(q, k, v, table, lens, **scales)
+    assert len(torch_paged._KERNELS) == 1 and len(torch_paged._SCALES) == 4
+    (work,) = (entry[3] for entry in torch_paged._KERNELS.values())
+    held = [weakref.ref(t) for t in (*work, *torch_paged._SCALES.values())]
+    del work
+    calls.clear()  # the recorded launches hold the tensors too
+    tt.kernel_cache().clear()
+    assert torch_paged._KERNELS == {} and torch_paged._SCALES == {} and tt._CALLS == {}
+    assert [r() for r in held] == [None] * len(held)  # freed, not only forgotten
+    tt.paged_attention(q, k, v, table, lens, k_scale=0.5, v_scale=2.0)  # built afresh
+    assert len(torch_paged._KERNELS) == 1 and len(calls) == 1
+
+
 def test_a_changed_paged_row_is_a_new_key(calls, monkeypatch):
     from tvm_cdna4 import torch_paged
 
