@@ -317,11 +317,28 @@ def _prepare_empty(key, shape: tuple, odt, device) -> None:
     """Store the launch of a GEMM call with no rows (M or T 0: nothing launches, ``_launch``): ``launch(a, b, out,
     more)`` returns ``out`` as it is, or a new empty output; None (the checked path, which names it) where a
     tensor is not a dense contiguous one (the checks refuse it; they read no data pointer where nothing launches)."""
-    def launch(a, b, out, more, strided=torch.strided):
-        for t in (a, b, out, *more):
-            if t is not None and (t.layout is not strided or not t.is_contiguous()):
-                return None
+    def launch(a, b, out, more):
+        if not _dense((a, b, out, *more)):
+            return None
         return torch.empty(shape, dtype=odt, device=device) if out is None else out
+    _store(key, launch)
+
+
+def _dense(tensors, strided=torch.strided) -> bool:
+    """What the key of a call that launches nothing (an empty M, T, batch) does not hold: every tensor (None
+    skipped) dense and contiguous, as the checks ask (they read no data pointer where nothing launches); where not,
+    the call takes the checked path, which names it."""
+    for t in tensors:
+        if t is not None and (t.layout is not strided or not t.is_contiguous()):
+            return False
+    return True
+
+
+def _prepare_empty_attention(key) -> None:
+    """Store the launch of an attention call no kernel runs (``empty_attention``): the outputs, or None (the checked
+    path) where ``_dense`` refuses a tensor (no query head: k and v still hold elements)."""
+    def launch(q, k, v, return_lse):
+        return empty_attention(q) if _dense((q, k, v)) else None
     _store(key, launch)
 
 
@@ -667,7 +684,7 @@ def attention(q, k, v, *, causal: bool = False, scale=None, return_lse: bool = F
     if key is not None and q.device.type != "meta":
         problem = check_attention_arguments(q, k, v, causal, scale, _reads_bshd(q))
         if problem is None:  # nothing to launch: the key's next call allocates the outputs only
-            _store(key, lambda q, k, v, return_lse: empty_attention(q))
+            _prepare_empty_attention(key)
         else:
             _prepare_attention(key, attention_kernel(q, problem), q, problem.layout)
     return (o, lse) if return_lse else o
@@ -707,7 +724,7 @@ def run_attention(problem, arrays, target: str | None = None, config=None):
 from . import torch_paged as _paged  # noqa: E402  (handed the dispatch helpers above)
 from .torch_paged import check_paged_arguments, paged_attention, run_paged_attention  # noqa: E402
 
-_paged.bind(_lookup=_lookup, _store=_store, _ready=_ready, _arch=_arch, ALIGNMENT=ALIGNMENT, on_device=on_device,
+_paged.bind(_lookup=_lookup, _store=_store, _ready=_ready, _dense=_dense, _arch=_arch, ALIGNMENT=ALIGNMENT, on_device=on_device,
             bound=bound, empty_lse=empty_lse, DEVICE_TYPES=DEVICE_TYPES, cuda_target=cuda_target)
 
 __all__ = ["ALIGNMENT", "CUDA_TARGET", "LAYOUTS", "TARGET_ENV", "attention", "attention_kernel", "empty_attention", "check_paged_arguments", "paged_attention",

@@ -131,7 +131,7 @@ def check_paged_alignment(q, k_cache, v_cache) -> None:
 
 _KERNELS: dict = {}
 HOOKS: dict = {}
-"""``tvm_cdna4.torch``'s dispatch helpers (``_lookup``, ``_store``, ``_ready``, ``_arch``, ``on_device``,
+"""``tvm_cdna4.torch``'s dispatch helpers (``_lookup``, ``_store``, ``_ready``, ``_dense``, ``_arch``, ``on_device``,
 ``bound``, ``empty_lse``, ``cuda_target``) and its ``ALIGNMENT`` and ``DEVICE_TYPES``, set by it on import
 (``bind``; this module sits below it: no import back)."""
 _lookup = _store = None  # HOOKS' of the eager path, bound once (``bind``): no dict lookup per call
@@ -405,8 +405,8 @@ def paged_attention(q, k_cache, v_cache, block_table, context_lens, *, scale=Non
     o, lse = torch.ops.tvm_cdna4.paged_attention(q, k_cache, v_cache, block_table, context_lens, scale, ks, vs)
     if key is not None and q.device.type != "meta":  # meta: a trace, nothing launched
         problem = check_paged_arguments(q, k_cache, v_cache, block_table, context_lens, scale, ks, vs)
-        if problem is None:  # an empty O: the key's next call allocates the outputs only
-            _store(key, lambda q, *rest: _outputs(q))
+        if problem is None:  # an empty O: the key's next call allocates the outputs only (contiguous tensors)
+            _store(key, _empty_launch)
         elif ks is k_scale and vs is v_scale:
             _prepare(key, _kernels(q, problem), q, problem.scaled)
         else:  # a float or one-element scale: broadcast by the launch (``_feed``)
@@ -414,6 +414,14 @@ def paged_attention(q, k_cache, v_cache, block_table, context_lens, *, scale=Non
             if feed is not None:
                 _prepare(key, _kernels(q, problem), q, True, feed)
     return (o, lse) if return_lse else o
+
+
+def _empty_launch(q, k_cache, v_cache, block_table, context_lens, k_scale, v_scale, return_lse):
+    """The prepared launch of an empty O: the outputs, or None (the checked path, which names it) where a tensor is
+    not dense and contiguous (``_dense``: the caches hold elements where the batch is empty)."""
+    if not HOOKS["_dense"]((q, k_cache, v_cache, block_table, context_lens, k_scale, v_scale)):
+        return None
+    return _outputs(q)
 
 
 def paged_launch(problem, q, target: str | None = None):

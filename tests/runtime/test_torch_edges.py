@@ -140,6 +140,35 @@ def test_an_empty_paged_batch_still_refuses_every_other_rule(change, operand):
         tt.paged_attention(*_paged(B=0, device="meta"), scale=0.0)
 
 
+@pytest.mark.parametrize("operand", ["k_cache", "v_cache"])
+def test_an_empty_paged_batchs_prepared_launch_refuses_what_the_checked_path_refuses(operand, monkeypatch):
+    # the key holds shapes, dtypes and devices, not strides: a strided cache of a prepared empty shape must still be
+    # refused naming it (review56: the empty launch returned the outputs)
+    from tvm_cdna4 import torch_paged
+
+    args = _paged(B=0)
+    at = ("k_cache", "v_cache").index(operand) + 1
+    strided = torch.zeros(*args[at].shape[:-1], 2 * args[at].shape[-1], **BF)[..., ::2]
+    with dispatch.stubbed("sm_90", "sm90"):
+        monkeypatch.setattr(torch_paged, "_kernels", _no_build)
+        for _ in range(2):  # the checked path, then the prepared launch
+            tt.paged_attention(*args)
+        with pytest.raises(ContractError, match="contiguous") as info:
+            tt.paged_attention(*args[:at], strided, *args[at + 1:])
+        assert info.value.operand == operand
+
+
+def test_an_empty_attentions_prepared_launch_refuses_what_the_checked_path_refuses():
+    # no query head (H = 0): k and v hold elements, and the key holds no strides
+    q, k, v = _qkv(2, 0, 2, 16, 16)
+    strided = torch.zeros(2, 2, 16, 128, **BF)[..., ::2]
+    with dispatch.stubbed():
+        for _ in range(2):
+            tt.attention(q, k, v)
+        with pytest.raises(ValueError, match="argument 'k': non-contiguous"):
+            tt.attention(q, strided, v)
+
+
 def test_the_table_of_an_empty_paged_batch_still_has_no_rows():
     q, k, v, table, lens = _paged(B=0, device="meta")
     with pytest.raises(ContractError) as info:
