@@ -45,6 +45,8 @@ from .kernels.sm80.paged_decode_rule import plan_flags
 OP = "tvm_cdna4.torch.paged_attention"
 SCALE_FORMS = "(or one element: 0-d, (1,), (1, 1) ..., or a float, for every kv head)"
 """The other forms ``paged_attention`` takes ``k_scale`` and ``v_scale`` in (``per_head_scales``), as errors say them."""
+ONLY_FP8_SCALED = "only fp8 (float8_e4m3fn) caches take scales"
+"""The rule a scale beside a 16-bit cache breaks, as errors say it (a tensor's and a float's)."""
 Q_DTYPES = {torch.bfloat16: "bf16", torch.float16: "f16"}
 FP8 = torch.float8_e4m3fn
 
@@ -100,7 +102,7 @@ def check_paged_arguments(q, k_cache, v_cache, block_table, context_lens, scale,
         if fp8 and s is None:
             _fail(name, "fp8 caches take per-kv-head scales", f"float32 [{Hkv}] {SCALE_FORMS}", None, "operands")
         if not fp8 and s is not None:
-            _fail(name, "only fp8 (float8_e4m3fn) caches take scales", "None", "a tensor", "operands")
+            _fail(name, ONLY_FP8_SCALED, "None", "a tensor", "operands")
         if s is not None:
             _tensor(name, s, q.device, (torch.float32,), s.dim() if isinstance(s, torch.Tensor) else 1)
             if tuple(s.shape) != (Hkv,):
@@ -306,8 +308,10 @@ def per_head_scales(q, k_cache, k_scale, v_scale, values: tuple | None) -> tuple
     if not (isinstance(k_cache, torch.Tensor) and k_cache.dim() == 4):
         return k_scale, v_scale
     Hkv, scales = int(k_cache.shape[2]), []
-    for s, value in zip((k_scale, v_scale), values or (None, None)):
+    for name, s, value in zip(("k_scale", "v_scale"), (k_scale, v_scale), values or (None, None)):
         if value is not None:
+            if k_cache.dtype != FP8:  # named as passed, not as the tensor it would be filled into
+                _fail(name, ONLY_FP8_SCALED, "None", repr(value), "operands")
             s = torch.full((Hkv,), value, dtype=torch.float32, device=q.device)
         elif isinstance(s, torch.Tensor) and tuple(s.shape) != (Hkv,):
             s = broadcast_one(s, Hkv)

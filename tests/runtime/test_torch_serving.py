@@ -149,6 +149,14 @@ def test_a_scale_on_another_device_or_of_a_16_bit_cache_is_refused():
     assert info.value.operand == "k_scale"
 
 
+@pytest.mark.parametrize("k_scale, v_scale, operand, found", [(0.5, None, "k_scale", "0.5"), (None, 2, "v_scale", "2.0")])
+def test_a_float_scale_of_a_16_bit_cache_is_named_as_the_float_it_is(k_scale, v_scale, operand, found):
+    # the error says what the caller passed (review56: "found a tensor", the [Hkv] tensor the float was filled into)
+    with pytest.raises(ContractError, match="only fp8") as info:
+        tt.paged_attention(*_paged(device="meta", kv=torch.bfloat16), k_scale=k_scale, v_scale=v_scale)
+    assert info.value.operand == operand and info.value.found == found
+
+
 def test_the_op_itself_still_takes_per_head_scales():
     args = _paged(device="meta")
     with pytest.raises(ContractError, match="per-kv-head scales") as info:
