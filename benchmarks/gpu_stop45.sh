@@ -227,6 +227,11 @@
 #               default .sm90tree/chunkbase: `git archive bbd13d5 tvm_cdna4 | tar -x -C .sm90tree/chunkbase`, carried),
 #               each tree its own build cache: grouped prefill (torch_grouped_sm90.py, 2048 / 8192 tokens) in the order
 #               now / base / now / base, then sm90_power.py --epilogue --set chunks with each [~400]
+#   pagedmerge  stop 56 (journal "Stop 56: pagedmerge"): the paged decode's merge by the refitted model (WEIGH_LAST_CTA on,
+#               paged_decode_plan.merge_seconds): the default against both merges forced (merge=kernel, merge=last-cta)
+#               at batch 8 / 32 / 64 x 2k / 8k, bf16 and fp8, then batch 8 / 3k (balanced) bf16, fp8 and 4 queries,
+#               beside FlashInfer (batch 64, 4 queries and the balanced 3k rows are the model's extrapolation); carry
+#               .sm90tree/flashinfer [~150]
 if [ -f .sm90tree/sitepack/site.tar.xz ]; then  # benchmarks/pack_site.sh: the wheels installed and packed (33 of 49 MB)
   mkdir -p /tmp/site && tar -C /tmp/site -xJf .sm90tree/sitepack/site.tar.xz
 else
@@ -703,7 +708,17 @@ print('planned:', d.planned('sm80'))" 2>&1 | tee "$OUT/m200_device.txt"
         --epilogue --set chunks --seconds ${CHUNKAB_S:-1.5} --out "$OUT/chunkab/power_$tree" 2>&1 \
         | tee -a "$OUT/sm90_power_chunkab.log" | grep -v "^{" | tail -9
     done ;;
-  *) echo "unknown step $step (peers, partitions, ncu, ncu-cluster, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring, m200, epires, epires-ncu, stop49, stop49b, attn3wg, swaporder, swaporder-ncu, decode32, refine, swapone, swapcluster, attnfit, attnfit-long, attnitem, splitwave, attnzigzag, peers-mid, finecut, walktests, trim, pagedsplit, zerofill, paged, reach, epiearly, power, widen, deepwaves, pagedb8, fa3tile, attnlat, fp8grp, swap200, short2k, resclock, shiftbox, fp8eff, grpbig, zerofill2, shifttma, shiftdepth, pagedpdl, chunkepi, attnop, pagedrule, stagedc, edges, chunkab)"; exit 2 ;;
+  pagedmerge)  # stop 56: the refitted merge choice against both merges forced, 1 and 4 queries, beside FlashInfer [~150]
+    gpu_tests 20 "$OUT/pytest_gpu_pagedmerge.log" -n 8 tests/gpu/test_paged_attention_gpu.py -k "exact_against or prepared_launch"
+    carried_flashinfer
+    mkdir -p "$OUT/pagedmerge" "$OUT/pagedmerge3k"
+    timeout 85 python3 benchmarks/paged_decode.py --flashinfer "$FI" --sets bf16,fp8 --batches 8,32,64 --means 2048,8192 \
+      --gqa 32/8 --configs merge=kernel,merge=last-cta --out "$OUT/pagedmerge" 2>&1 \
+      | tee "$OUT/paged_decode_pagedmerge.log" | grep -v "^{" | grep -v -i warn | grep -v "return F" | tail -22
+    timeout 30 python3 benchmarks/paged_decode.py --flashinfer "$FI" --sets bf16,fp8,q4 --batches 8 --means 3072 \
+      --gqa 32/8 --configs merge=kernel,merge=last-cta --out "$OUT/pagedmerge3k" 2>&1 \
+      | tee "$OUT/paged_decode_pagedmerge3k.log" | grep -v "^{" | grep -v -i warn | grep -v "return F" | tail -8 ;;
+  *) echo "unknown step $step (peers, partitions, ncu, ncu-cluster, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring, m200, epires, epires-ncu, stop49, stop49b, attn3wg, swaporder, swaporder-ncu, decode32, refine, swapone, swapcluster, attnfit, attnfit-long, attnitem, splitwave, attnzigzag, peers-mid, finecut, walktests, trim, pagedsplit, zerofill, paged, reach, epiearly, power, widen, deepwaves, pagedb8, fa3tile, attnlat, fp8grp, swap200, short2k, resclock, shiftbox, fp8eff, grpbig, zerofill2, shifttma, shiftdepth, pagedpdl, chunkepi, attnop, pagedrule, stagedc, edges, chunkab, pagedmerge)"; exit 2 ;;
   esac
 done
 cd "$OUT" && tar czf /tmp/call.tgz --exclude=call.tgz . && find . -mindepth 1 -delete && mv /tmp/call.tgz "$OUT/call.tgz"

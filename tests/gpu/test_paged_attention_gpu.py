@@ -153,17 +153,20 @@ def test_the_last_cta_merge_in_rounds_of_merge_batch_matches_the_reference(kv_dt
         assert o_ratio <= 1 and lse_ratio <= 1, (o_ratio, lse_ratio)
 
 
-@pytest.mark.parametrize("max_pages", [4, 32])
-def test_the_prepared_launch_gives_the_checked_paths_results(max_pages):
+@pytest.mark.parametrize("max_pages, weigh", [(4, True), (32, True), (32, False)])
+def test_the_prepared_launch_gives_the_checked_paths_results(max_pages, weigh, monkeypatch):
     """The dispatch benchmark's call (one sequence of 64 keys in pages of 16, 8/8 heads, D 64): 4 pages are one
-    partition (one launch, the last-CTA merge), 32 pages two (main, then the merge kernel). The first call takes
-    the checked path, the next ones the prepared launch (its LSE a scratch where not returned): the same O and
-    LSE, O a new tensor each call."""
+    partition (one launch, the last-CTA merge), 32 pages two (the last-CTA merge by the model, ``WEIGH_LAST_CTA``;
+    off: main, then the merge kernel). The first call takes the checked path, the next ones the prepared launch (its
+    LSE a scratch where not returned): the same O and LSE, O a new tensor each call."""
+    from tvm_cdna4.kernels.sm80 import paged_decode_plan
     from tvm_cdna4.kernels.sm80.paged_target import plan
     from tvm_cdna4.torch import paged_attention
 
+    monkeypatch.setattr(paged_decode_plan, "WEIGH_LAST_CTA", weigh)  # a plan flag: the op's caches key it
     problem = PagedDecodeProblem(1, 8, 8, 64, 1, 16, max_pages, max_pages)
-    assert (plan(problem).split_kv, plan(problem).merge) == ((1, "last-cta") if max_pages == 4 else (2, "kernel"))
+    merge = "last-cta" if weigh or max_pages == 4 else "kernel"
+    assert (plan(problem).split_kv, plan(problem).merge) == ((1 if max_pages == 4 else 2), merge)
     arrays = paged.random_inputs(problem, seed=6, contexts=[64])
     q, k, v, table, lens = cuda_tensors(arrays, torch)
     o, lse = paged_attention(q, k, v, table, lens, return_lse=True)

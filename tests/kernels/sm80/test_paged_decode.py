@@ -5,6 +5,7 @@ output follows ``kernels.attention.paged``'s clamps); the split count's cost mod
 import json
 import sys
 
+import attrs
 import numpy as np
 import pytest
 
@@ -172,7 +173,7 @@ def _emulate_main(p, arrays, out):
     emulate(main, *(out[q.name] for q in p.params), target="sm80")
 
 
-@pytest.mark.slow  # the last-CTA merge is not chosen yet (paged_decode_plan.WEIGH_LAST_CTA)
+@pytest.mark.slow  # emulator-heavy; the default plans' last-CTA merges run in the GPU tests
 def test_the_last_cta_merges_in_one_launch_and_leaves_the_tickets_zeroed_over_two_calls():
     # 32-key partitions: 160 keys (5 partials, tickets 0..4, the 5th merges: batches of 4 and 1), 5 keys (one partial: no ticket),
     # 0 keys (no partial: partition 0 writes O = 0, LSE = -inf); two calls through one workspace
@@ -193,7 +194,7 @@ def test_the_last_cta_merges_in_one_launch_and_leaves_the_tickets_zeroed_over_tw
         assert o_ratio <= 1 and lse_ratio <= 1, (seed, o_ratio, lse_ratio)
 
 
-@pytest.mark.slow  # the last-CTA merge is not chosen yet (paged_decode_plan.WEIGH_LAST_CTA)
+@pytest.mark.slow  # emulator-heavy; the default plans' last-CTA merges run in the GPU tests
 def test_the_last_cta_merge_keeps_the_lying_data_clamps():
     problem = PagedDecodeProblem(3, 8, 2, 64, 4, 16, 4, 12)  # 16 rows x 32 dim pairs: 2 passes of 2 warps
     p = plan_paged_decode(problem, PagedDecodeConfig(warps=2, stages=2, splits=2, merge="last-cta"))
@@ -208,23 +209,28 @@ def test_the_last_cta_merge_keeps_the_lying_data_clamps():
     assert max(paged.compare(problem, arrays, o, lse)) <= 1
 
 
-def test_the_merge_model_takes_one_launch_at_small_batch_and_two_at_large(monkeypatch):
+def test_the_merge_model_weighs_the_last_ctas_partials_against_the_merge_kernels_ctas(monkeypatch):
+    # merge_seconds (refitted, stop 56): last CTA 0.1 us a partial a pass; merge kernel 0.3 us + 0.1 us per its CTA per SM
     from tvm_cdna4.kernels.sm80 import paged_decode_plan
-    from tvm_cdna4.kernels.sm80.paged_decode_plan import choose_merge, merge_seconds
+    from tvm_cdna4.kernels.sm80.paged_decode_plan import choose_merge, merge_kernel_ctas, merge_seconds
+    from tvm_cdna4.kernels.sm90.paged_decode_plan import plan_paged_decode_sm90
 
     small = PagedDecodeProblem(8, 32, 8, 128, 1, 16, 295, 4096)
-    assert plan_paged_decode(small, context=4712, sms=132).merge == "kernel"  # not weighed until timed on a GPU
-    monkeypatch.setattr(paged_decode_plan, "WEIGH_LAST_CTA", True)
     p = plan_paged_decode(small, context=4712, sms=132)
-    assert (p.split_kv, p.merge) == (10, "last-cta")  # 512 keys: 2 waves of the 2 CTAs an SM holds at the hint
-    cost = merge_seconds(small, 15, 4, 132)  # 15 partitions of 320 keys (the split before FILL_WAVES)
-    assert cost["last-cta"] == pytest.approx(3.6e-6) and cost["kernel"] == pytest.approx(3.7e-6)  # 8 lanes: 1 round
+    assert (p.split_kv, p.merge, p.merge_ctas) == (10, "last-cta", 0)  # 512 keys: 10 partials, one launch
+    assert p.params[-3].name == "TICKETS" and p.merge_params == ()
+    assert merge_kernel_ctas(small) == 1024  # 8 x 8 x 4 rows x 64 dim pairs x 8 lanes / 128 threads
+    cost = merge_seconds(small, 10, 4, 132)
+    assert cost["last-cta"] == pytest.approx(1.0e-6) and cost["kernel"] == pytest.approx(0.3e-6 + 0.1e-6 * 1024 / 132)
+    assert choose_merge(small, 11, 4, 132) == "kernel"  # batch 8: one launch up to 10 partials
+    b32 = attrs.evolve(small, batch=32)
+    assert choose_merge(b32, 34, 4, 132) == "last-cta" and choose_merge(b32, 35, 4, 132) == "kernel"
+    q4 = PagedDecodeProblem(8, 64, 8, 128, 4, 16, 295, 4096)  # 32 rows: 4 passes in the last CTA, 8x the merge CTAs
+    assert merge_seconds(q4, 5, 4, 132)["last-cta"] == pytest.approx(2.0e-6) and merge_kernel_ctas(q4) == 8192
+    assert plan_paged_decode_sm90(small, context=4712, sms=132).merge == "kernel"  # the sm90 row does not weigh it
+    monkeypatch.setattr(paged_decode_plan, "WEIGH_LAST_CTA", False)
+    assert plan_paged_decode(small, context=4712, sms=132).merge == "kernel"  # off: the merge kernel, as before
     big = PagedDecodeProblem(64, 32, 8, 128, 1, 16, 2048, 4096)
-    assert plan_paged_decode(big, context=32768, sms=132).merge == "kernel"
-    assert merge_seconds(big, 64, 4, 132)["last-cta"] == pytest.approx(36.2e-6)
-    q4 = PagedDecodeProblem(8, 64, 8, 128, 4, 16, 295, 4096)  # 32 rows: 4 passes in the last CTA
-    assert choose_merge(q4, 5, 4, 132) == "kernel"
-    assert choose_merge(big, 1, 4, 132) == "last-cta" and merge_seconds(big, 1, 4, 132)["last-cta"] == 0
     forced = plan_paged_decode(big, PagedDecodeConfig(merge="last-cta"), context=32768, sms=132)
     assert forced.merge == "last-cta" and forced.workspace_bytes() == plan_paged_decode(
         big, context=32768, sms=132).workspace_bytes() + 4 * 64 * 8
@@ -233,13 +239,25 @@ def test_the_merge_model_takes_one_launch_at_small_batch_and_two_at_large(monkey
     assert info.value.operand == "merge" and info.value.expected.startswith("one of ('last-cta', 'kernel')")
 
 
-def test_one_partition_is_one_launch_whatever_the_weighing():
+def test_the_balanced_plan_weighs_the_partials_of_its_device_partition():
+    # batch 8, 32/8, bf16, a 23.8k hint: 47 partitions of 512 keys, balanced by rule (divisor 25); its stand-in
+    # batches' longest sequence has at most 9 partitions: the last CTA (0.9 us) against the merge kernel (1.08 us)
+    from tvm_cdna4.kernels.sm80.paged_decode_plan import merge_partials
+
+    problem = PagedDecodeProblem(8, 32, 8, 128, 1, 16, 1487, 8 * 1487)
+    p = plan_paged_decode(problem, sms=132)
+    assert (p.split_kv, p.balance, p.split_major, merge_partials(p), p.merge) == (47, 25, True, 9, "last-cta")
+    unbalanced = plan_paged_decode(problem, PagedDecodeConfig(balance=False), sms=132)
+    assert (merge_partials(unbalanced), unbalanced.merge) == (47, "kernel")
+
+
+def test_one_partition_is_one_launch_whatever_the_weighing(monkeypatch):
     # split_kv 1 (the dispatch benchmark's 64 keys): the last-CTA merge, no ticket drawn, no merge kernel to launch,
     # while WEIGH_LAST_CTA is off; two partitions keep the merge kernel; a forced merge stays forced
     from tvm_cdna4.kernels.sm80 import paged_decode_plan
     from tvm_cdna4.kernels.sm80.paged_decode_plan import choose_merge
 
-    assert paged_decode_plan.WEIGH_LAST_CTA is False
+    monkeypatch.setattr(paged_decode_plan, "WEIGH_LAST_CTA", False)
     one = PagedDecodeProblem(1, 8, 8, 64, 1, 16, 4, 4)
     p = plan_paged_decode(one)
     assert (p.split_kv, p.merge, p.merge_params, p.merge_ctas) == (1, "last-cta", (), 0)

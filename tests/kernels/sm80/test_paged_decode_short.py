@@ -60,8 +60,8 @@ def test_merge_batch_is_refused_out_of_range_and_with_the_merge_kernel():
         with pytest.raises(ContractError) as info:
             PagedDecodeConfig(merge="last-cta", merge_batch=bad)
         assert info.value.operand == "merge_batch"
-    problem = PagedDecodeProblem(8, 32, 8, 128, 1, 16, 295, 914)
-    for merge in ("kernel", None):  # None: choose_merge's, the kernel here
+    problem = PagedDecodeProblem(16, 32, 8, 128, 1, 16, 1856, 914)
+    for merge in ("kernel", None):  # None: choose_merge's, the kernel here (58 partials at batch 16)
         with pytest.raises(ContractError) as info:
-            plan_paged_decode(problem, PagedDecodeConfig(merge=merge, merge_batch=16), context=4712, sms=132)
+            plan_paged_decode(problem, PagedDecodeConfig(merge=merge, merge_batch=16), context=29696, sms=132)
         assert info.value.operand == "merge_batch" and info.value.expected == "merge='last-cta'"

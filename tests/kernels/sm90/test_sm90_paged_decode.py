@@ -78,12 +78,16 @@ def test_the_consumers_words_are_where_tma_swizzles_them(head_dim, kv_dtype):
             assert p.smem_word(key, word) * 4 == expected, (key, word)
 
 
-def test_the_row_shares_sm80s_partition_merge_and_refusals():
+def test_the_row_shares_sm80s_partition_and_refusals_not_its_merge_weighing():
     problem = PagedDecodeProblem(64, 32, 8, 128, 1, 16, 2048, 4096)
     p = paged_target.plan(problem, context=32768, sms=132)
     q = plan_paged_decode(problem, context=32768, sms=132)
     assert isinstance(p, Sm90PagedDecodePlan)
-    assert (p.partition, p.split_kv, p.merge) == (q.partition, q.split_kv, q.merge)
+    assert (p.partition, p.split_kv) == (q.partition, q.split_kv)
+    # the merge: the sm80 row weighs the last CTA's (WEIGH_LAST_CTA: 64 partials, 6.4 us against 6.5), this one keeps
+    # the merge kernel unless forced (Sm90PagedDecodePlan.WEIGH_MERGE: no pair of it timed since the merge's lanes)
+    assert (p.merge, q.merge) == ("kernel", "last-cta")
+    assert paged_target.plan(problem, PagedDecodeConfig(merge="last-cta"), context=32768, sms=132).merge == "last-cta"
     summary = json.loads(p.to_json())
     assert summary["target"] == "sm90" and summary["block_threads"] == p.threads + 32 and summary["tma_slices"] == 2
     assert attention.paged_verb("sm90", "choose")(problem, context=32768, sms=132).partition == q.partition

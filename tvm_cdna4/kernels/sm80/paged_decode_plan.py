@@ -137,22 +137,22 @@ and resets the counter to 0: every call leaves it zeroed (CUDA-graph replays inc
 tickets, ``kernels.sm80.gemm_emit_epilogue.split_epilogue``, and the gfx950 paged kernel do the same). A
 sequence of no key (``L = 0``): its partition-0 CTA writes ``O = 0``, ``LSE = -inf`` alone.
 
-Why both (``merge_seconds``, a model in seconds): the merge kernel costs ``LAUNCH_S`` (a second, dependent
-launch: the H100 run of 2026-12-06 timed 9.8 us for one 2k-key sequence whose 8.3 MB read takes 2.7 us)
-plus its rounds of ``MERGE_BATCH`` partials at ``ROUND_TRIP_S`` each: ``MERGE_LANES`` adjacent lanes per (row, dim
-pair) item, each merging its contiguous share of the partitions, then combined by ``shfl.xor`` (the H100 run
-of 2026-12-06, ncu, batch 8 with 47 partitions: one thread per item took 12 rounds, 16 us against the main
-kernel's 118 us; eight lanes take 2); the
-last-CTA merge costs ``TICKET_S`` per wave of ``RESIDENT_CTAS`` CTAs per SM (the part of a CTA's fence and
-atomic round trip the other resident CTAs' loads do not hide) plus, on the call's path, the last CTA's merge:
-``merge_passes`` passes of those rounds (``ceil(rows D / 2 / (threads MERGE_PASS))``: 1 at 8 rows, 4 at 32).
-Batch 8, 32/8 heads, a 4.7k hint (fp8 KV: 15 partitions of 320 keys, 960 CTAs on 132 SMs): last-CTA ~3.6 us (4
-waves x 0.2 + 4 rounds x 0.7), kernel ~3.7 us (3 + 1 round x 0.7: 15 partitions over 8 lanes): one launch wins, barely. Batch 64, 32k hint (64
-partitions, 32768 CTAs): last-CTA ~36 us (125 waves of tickets + 16 rounds), kernel ~4.4 us (3 + 2 rounds): many short CTAs'
-tickets weigh more than a launch, two launches win; so do 32 rows (4 queries x group 8: 4 passes of
-rounds in one CTA against one in the kernel). One partition (``split_kv`` 1): no ticket, no rounds, the
-last-CTA merge always, chosen even while ``WEIGH_LAST_CTA`` is off (one launch: what an eager call of a small
-problem costs on the host, issue 37 item 5). The GPU run (``benchmarks/paged_decode.py --merge``) is the check.
+Which (``merge_seconds``, a model in seconds, fitted to the (merge kernel, last CTA) pairs of ``MERGE_RUNS``; journal
+"Stop 56: pagedmerge"): the merge kernel costs ``LAUNCH_S`` (a second launch in a CUDA graph: small) plus
+``MERGE_CTA_S`` per CTA of it (``merge_kernel_ctas``: ``MERGE_LANES`` lanes per (row, dim pair) item) per SM, so it
+grows with batch x kv heads x rows; the last-CTA merge costs ``PARTIAL_S`` per partial of its sequence per pass
+(``ceil(rows D / 2 / (threads MERGE_PASS))``: 1 at 8 rows, 4 at 32). The form before (tickets per wave of CTAs, rounds
+of ``MERGE_BATCH`` partials, a 3 us launch) ranked 5 of the runs' 24 pairs outside the noise (1 %) wrong: the
+tickets cost nothing measurable (batch 32 / 2k, 15 waves of tickets: the last CTA 2.2 % faster), a batch of 32
+saves more by one launch than one of 8 at the same rounds (4 partials: 2.0-2.9 us against 0.45-0.6), and the
+rounds are not the last CTA's cost (``merge_batch=16``, one round for 3-5, ran no faster) where the partials are
+(batch 8: 1.4-2.4 % faster at 10 partials, 1.4-5.4 % slower at 12-24). Refitted, all 24 are ranked right (12 more
+within the noise). Batch 8, 32/8 heads, one query: kernel 1.08 us, the last CTA 0.1 us a partial: one launch up to
+10 partitions; batch 32: 3.4 us, up to 34. With the balanced partition the plan weighs ``merge_partials`` (the
+partitions of the longest sequence of a stand-in batch: 9 at batch 8, bf16, the 23.8k hint, for 47 unbalanced).
+The fit spans batch 8-32, one query, up to 60 partitions: batch 64 and 4 queries are the model's extrapolation
+(``gpu_stop45.sh pagedmerge`` times them). One partition (``split_kv`` 1): the last-CTA merge always, even while
+``WEIGH_LAST_CTA`` is off (one launch: what an eager call of a small problem costs on the host, issue 37 item 5).
 """
 
 from __future__ import annotations
@@ -169,7 +169,7 @@ from .attention_plan import MAX_REGISTERS, MAX_THREADS_PER_SM, arch_number
 from .gemm_config import DTYPES, MMA
 from .paged_decode_grid import RESIDENT_CTAS, balance_divisor, balance_tiles, resident_ctas
 from .paged_decode_pdl import choose_pdl
-from .paged_decode_rule import balance_by_rule
+from .paged_decode_rule import balance_by_rule, standin_contexts
 
 TILE_KEYS = 16  # keys per tile: one k16 step of P V, two n8 tiles of S
 WIDE_TILE_KEYS = 32  # a wide tile (PagedDecodeConfig.tile_keys): two k16 steps, four n8 tiles, one softmax step
@@ -192,9 +192,13 @@ MERGE_LANES = 8  # merge-kernel lanes per (row, dim pair) item: each merges a 1/
 MERGE_PASS = 4  # (row, dim pair) items a last-CTA merge thread takes per pass (their loads in flight together)
 MAX_MERGE_BATCH = 16  # PagedDecodeConfig.merge_batch at most: a last-CTA merge round's partials an item
 LAST_LOADS = 32  # a forced merge_batch's partials in flight a thread (merge_batch x items): 128 f32 of loads
-LAUNCH_S = 3e-6  # the merge launch's fixed cost (module docstring: the H100 run of 2026-12-06)
-ROUND_TRIP_S = 0.7e-6  # one dependent round of global loads (L2 / HBM latency under load)
-TICKET_S = 0.2e-6  # per wave: the part of a CTA's fence and ticket (an atomic round trip) not hidden
+MERGE_THREADS = 128  # threads of a merge-kernel CTA
+MERGE_RUNS = ("paged_decode_short2k_h100_2026-12-07e.json", "paged_decode_pagedb8_h100_2026-12-07e.json",
+              "paged_decode_pagedb8b_h100_2026-12-07e.json", "paged_decode_pagedpdl_h100_2026-12-07f.log")
+"""The H100 runs (``benchmarks/runs``) whose (merge kernel, last CTA) pairs ``merge_seconds``' constants are fitted to."""
+LAUNCH_S = 0.3e-6  # fitted (MERGE_RUNS): the merge kernel's launch after main, in a CUDA graph
+MERGE_CTA_S = 0.1e-6  # fitted (MERGE_RUNS): a merge-kernel CTA (merge_kernel_ctas) per SM
+PARTIAL_S = 0.1e-6  # fitted (MERGE_RUNS): a partial the last CTA merges, per pass
 PACK = "cvt.rn.{t}x2.f32"
 Q_PRESCALE = 2.0**-8  # a bf16 Q's factor before its f16 rounding, fp8 KV (module docstring)
 COPY = "cp.async.cg.shared.global"
@@ -279,6 +283,7 @@ class PagedDecodePlan(PlanRecord, family="paged"):
     """Everything ``paged_decode_emit`` reads (module docstring)."""
 
     WIDE_TILES = True  # whether the emitter takes wide tiles (tile_keys WIDE_TILE_KEYS): choose_tile_keys
+    WEIGH_MERGE = True  # whether choose_merge weighs the last-CTA merge for this kernel (WEIGH_LAST_CTA)
 
     problem: PagedDecodeProblem
     config: PagedDecodeConfig
@@ -430,15 +435,12 @@ class PagedDecodePlan(PlanRecord, family="paged"):
 
     @property
     def merge_threads(self) -> int:
-        return 128
+        return MERGE_THREADS
 
     @property
     def merge_ctas(self) -> int:
         """The merge kernel's CTAs (0 with the last-CTA merge: no merge launch)."""
-        if self.merge == "last-cta":
-            return 0
-        items = self.problem.batch * self.problem.kv_heads * self.merge_items
-        return ceil_div(items * MERGE_LANES, self.merge_threads)
+        return 0 if self.merge == "last-cta" else merge_kernel_ctas(self.problem)
 
     @property
     def last_cta(self) -> bool:
@@ -491,14 +493,39 @@ def choose_min_ctas(p: PagedDecodePlan, device) -> int:
     return n if n >= 1 and cap < MAX_REGISTERS else 0
 
 
-def merge_seconds(problem: PagedDecodeProblem, split_kv: int, warps: int, sms: int) -> dict:
-    """The model's cost in seconds of each merge (module docstring) for ``split_kv`` partitions per sequence."""
-    rounds = ceil_div(split_kv, MERGE_BATCH) * ROUND_TRIP_S
-    lane_rounds = ceil_div(ceil_div(split_kv, MERGE_LANES), MERGE_BATCH) * ROUND_TRIP_S
-    waves = ceil_div(problem.batch * problem.kv_heads * split_kv, sms * RESIDENT_CTAS)
+def merge_kernel_ctas(problem: PagedDecodeProblem) -> int:
+    """The merge kernel's CTAs: ``MERGE_LANES`` lanes per (sequence x kv head, row, dim pair) item."""
+    items = problem.batch * problem.kv_heads * problem.group * problem.queries * (problem.head_dim // 2)
+    return ceil_div(items * MERGE_LANES, MERGE_THREADS)
+
+
+def merge_seconds(problem: PagedDecodeProblem, partials: int, warps: int, sms: int) -> dict:
+    """The model's cost in seconds of each merge (module docstring) where a sequence has ``partials`` partitions:
+    the last CTA's ``partials`` per pass (``PARTIAL_S``; none for one partition), the merge kernel's launch and
+    its CTAs over the SMs (``LAUNCH_S``, ``MERGE_CTA_S``)."""
     passes = ceil_div(problem.group * problem.queries * (problem.head_dim // 2), 32 * warps * MERGE_PASS)
-    last = waves * TICKET_S + passes * rounds if split_kv > 1 else 0.0
-    return {"last-cta": last, "kernel": LAUNCH_S + lane_rounds}
+    last = passes * partials * PARTIAL_S if partials > 1 else 0.0
+    return {"last-cta": last, "kernel": LAUNCH_S + MERGE_CTA_S * merge_kernel_ctas(problem) / sms}
+
+
+def merge_partials(plan: PagedDecodePlan) -> int:
+    """The partitions per sequence the merge choice weighs: ``split_kv``; with the balanced partition (computed on
+    the device) the most that the longest sequence of a stand-in batch at the hint has
+    (``paged_decode_rule.standin_contexts``, ``balance_tiles``)."""
+    if not plan.balance:
+        return plan.split_kv
+    tiles = (plan.tile_keys * balance_tiles(plan.part_tiles, lengths, plan.tile_keys, plan.config.warps, plan.balance)
+             for lengths in standin_contexts(plan.problem, plan.context).values())
+    return min(plan.split_kv, max(ceil_div(plan.context, keys) for keys in tiles))
+
+
+def place_merge(plan: PagedDecodePlan, where: str) -> PagedDecodePlan:
+    """``plan`` (its parameters the merge kernel's) with the merge ``where``: the last CTA's takes ``TICKETS`` and
+    writes O and LSE in main, no merge kernel."""
+    if where == "kernel":
+        return plan
+    tickets = Param("TICKETS", (plan.problem.batch * plan.problem.kv_heads,), "uint32")
+    return attrs.evolve(plan, params=plan.params + (tickets,) + plan.merge_params[-2:], merge_params=(), merge=where)
 
 
 WEIGH_REGISTER_CAP = False
@@ -522,24 +549,22 @@ WIDE_FP8_STAGES = 2
 SM) ran as the 16-key kernel (within 1 % on 6 of 8 fp8 rows, 4 % slower on the two batch-8 / 9.4k rows); at 2
 stages (68 KB, 3 CTAs) 0.2-1.3 % faster at batch 64 and 2.6-7.8 % faster at batch 8 than either, on all 8 rows."""
 
-WEIGH_LAST_CTA = False
-"""Whether the choice weighs the last-CTA merge (``choose_merge``; one partition takes it anyway): no. Timed on
-the H100 (2026-12-06, ``benchmarks/paged_decode.py --merge last-cta,kernel``, before the merge kernel's lanes): 7 %
-faster at batch 8 / 9.4k contexts, within +-2 % elsewhere; its tickets ran right on hardware. The lanes
-(``MERGE_LANES``) since took about 10 us off the merge kernel at that row, more than the 7 %, and the model's
-constants (``merge_seconds``) for the two are not fitted to timings. ``PagedDecodeConfig(merge="last-cta")``
-forces it."""
+WEIGH_LAST_CTA = True
+"""Whether the choice weighs the last-CTA merge (``choose_merge``; one partition takes it anyway): yes, since stop 56
+(``merge_seconds`` refitted to ``MERGE_RUNS``: the module docstring). Before: off (the H100 run of 2026-12-06, before
+the merge kernel's lanes: 7 % faster at batch 8 / 9.4k, within +-2 % elsewhere, the old constants unfitted).
+``PagedDecodeConfig(merge=...)`` forces either; the sm90 row keeps the merge kernel (``PagedDecodePlan.WEIGH_MERGE``)."""
 
 
-def choose_merge(problem: PagedDecodeProblem, split_kv: int, warps: int, sms: int) -> str:
-    """The cheaper merge of ``merge_seconds`` (a tie: one launch), the merge kernel while ``WEIGH_LAST_CTA`` is
-    off; one partition (``split_kv`` 1): the last-CTA merge whatever ``WEIGH_LAST_CTA`` says (no ticket, no
-    rounds: main writes O and LSE, one launch instead of two)."""
-    if split_kv == 1:
+def choose_merge(problem: PagedDecodeProblem, partials: int, warps: int, sms: int, weigh: bool = True) -> str:
+    """The cheaper merge of ``merge_seconds`` (a tie: one launch), the merge kernel while ``WEIGH_LAST_CTA`` or
+    ``weigh`` is off; one partition: the last-CTA merge whatever they say (no ticket, no rounds: main writes O and
+    LSE, one launch instead of two)."""
+    if partials == 1:
         return "last-cta"
-    if not WEIGH_LAST_CTA:
+    if not (WEIGH_LAST_CTA and weigh):
         return "kernel"
-    cost = merge_seconds(problem, split_kv, warps, sms)
+    cost = merge_seconds(problem, partials, warps, sms)
     return min(MERGES, key=lambda m: cost[m])
 
 
@@ -726,11 +751,8 @@ def plan_paged_decode(problem: PagedDecodeProblem, config: PagedDecodeConfig | N
             Param("WL", (slots, rows), "float32"))
     params = tuple(Param(n, shapes[n], storage[n]) for n in names) + work
     outputs = (Param("O", shapes["O"], storage["O"]), Param("LSE", shapes["LSE"], "float32"))
-    merge = (params[4],) + work + outputs
-    where = config.merge or choose_merge(problem, splits, config.warps, sms)
-    if where == "last-cta":  # main takes the tickets and writes O and LSE itself: no merge kernel
-        params, merge = params + (Param("TICKETS", (problem.batch * problem.kv_heads,), "uint32"),) + outputs, ()
-    plan = record(problem, config, splits, partition, context, sms, *instrs, params, merge, where,
+    merge = (params[4],) + work + outputs  # the merge kernel's; place_merge moves them for the last CTA's
+    plan = record(problem, config, splits, partition, context, sms, *instrs, params, merge, "kernel",
                   choose_cvt(problem, config, arch or planned("sm80").arch, target), tile_keys=keys)
     if plan.smem_bytes > planned("sm80").smem_per_unit:
         raise ContractError(f"{target} paged decode: the warps' rings exceed the shared memory", operand="stages",
@@ -742,6 +764,8 @@ def plan_paged_decode(problem: PagedDecodeProblem, config: PagedDecodeConfig | N
         plan = attrs.evolve(plan, split_major=True)
     if not balance and config.balance is None and not BALANCE and problem.batch <= MAX_BALANCE_BATCH:
         plan = balance_by_rule(plan, config, resident_ctas(plan, planned("sm80")) * sms, planned("sm80"))
+    plan = place_merge(plan, config.merge or choose_merge(problem, merge_partials(plan), config.warps, sms,
+                                                         record.WEIGH_MERGE))
     plan = last_round(plan, target) if config.merge_batch is not None else plan
     plan = attrs.evolve(plan, pdl=True) if choose_pdl(config, arch or planned("sm80").arch, target) else plan
     ctas = config.min_ctas if config.min_ctas is not None else (
@@ -749,9 +773,9 @@ def plan_paged_decode(problem: PagedDecodeProblem, config: PagedDecodeConfig | N
     return attrs.evolve(plan, min_ctas=ctas) if ctas else plan
 
 
-__all__ = ["AMORTIZE", "CVT_ARCH", "INFLIGHT", "INFLIGHT_MIN_WARPS", "INFLIGHT_STAGES", "INFLIGHT_WARPS", "REG_HEADROOM", "WEIGH_LAST_CTA", "WEIGH_REGISTER_CAP", "BALANCE", "MAX_BALANCE_BATCH", "SPLIT_MAJOR", "FILL_WAVES", "MAX_PARTITION_BYTES", "MAX_ROWS", "MERGES", "MERGE_BATCH", "MERGE_PASS", "MAX_MERGE_BATCH", "LAST_LOADS",
+__all__ = ["AMORTIZE", "CVT_ARCH", "INFLIGHT", "INFLIGHT_MIN_WARPS", "INFLIGHT_STAGES", "INFLIGHT_WARPS", "REG_HEADROOM", "WEIGH_LAST_CTA", "WEIGH_REGISTER_CAP", "BALANCE", "MAX_BALANCE_BATCH", "SPLIT_MAJOR", "FILL_WAVES", "MAX_PARTITION_BYTES", "MAX_ROWS", "MERGES", "MERGE_BATCH", "MERGE_CTA_S", "MERGE_PASS", "MERGE_RUNS", "MERGE_THREADS", "LAUNCH_S", "PARTIAL_S", "MAX_MERGE_BATCH", "LAST_LOADS",
            "MIN_TILES_PER_WARP", "Q_PRESCALE", "RESIDENT_CTAS", "TILE_KEYS", "TILE_KEY_CHOICES", "WIDE_FP8", "WIDE_TILE_KEYS",
            "STAGES", "WIDE_FP8_STAGES", "PagedDecodeConfig", "PagedDecodePlan", "balance_divisor", "balance_tiles",
            "check_balance", "check_inflight", "choose_cvt", "choose_inflight_ring", "inflight_bytes", "choose_merge", "choose_min_ctas",
            "choose_partition", "choose_stages", "choose_tile_keys",
-           "forced_partition", "last_round", "merge_seconds", "plan_paged_decode", "resident_ctas"]
+           "forced_partition", "last_round", "merge_kernel_ctas", "merge_partials", "merge_seconds", "place_merge", "plan_paged_decode", "resident_ctas"]

@@ -65,6 +65,7 @@ class Sm90PagedDecodePlan(PagedDecodePlan):
     """The sm80 plan's fields and layout, with the producer warp's and the TMA boxes' (module docstring)."""
 
     WIDE_TILES = False  # the producer issues TILE_KEYS-key tiles (the TMA boxes): sm80's wide tiles are refused
+    WEIGH_MERGE = False  # the merge kernel unless forced: no pair timed since the merge kernel's lanes (choose_merge)
 
     @property
     def swizzle_bytes(self) -> int:
