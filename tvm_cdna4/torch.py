@@ -35,6 +35,12 @@ row_scale=None, col_scale=None, out=None)`` computes ``out = epilogue(a @ op(b))
   its first call of that key, which takes the checked path and the custom op (docs/dynamic_m.md
   "Dispatch cost"); an M = 0 (T = 0) call's prepared launch allocates the empty output only (``_prepare_empty``);
   ``torch.compile``, dispatch modes and functorch transforms always take the op. The
+  kernel caches key the values of the module switches their planner reads (each family's ``PLAN_FLAGS``, e.g.
+  ``kernels.sm90.gemm_target``'s ``WEIGH_*`` / ``SHIFT_*`` / ``FINE_CUTS``: ``kernels.flags``), read where a call
+  plans, so a flag set between two calls plans and builds for its new value (set back: the earlier kernels); the
+  prepared launches do not read them: setting a listed flag through its module (``module.FLAG = value``,
+  ``monkeypatch.setattr``) forgets every prepared launch (``kernels.flags.listen``), so each key's next call takes
+  the checked path. A flag written past the module (``vars(module)[name] = ...``) is not seen. The
   outputs are new tensors every call, but for the LSE of ``attention`` and ``paged_attention`` where the call
   does not return it: the kernel writes that into a scratch kept beside the kernels (``empty_lse``), which
   nobody reads.
@@ -100,6 +106,7 @@ from ._torch_checks import (ALIGNMENT, DEVICE_TYPES, FP8_DTYPES, GEMM_DTYPES, IN
                             check_attention_arguments, check_fp8_target, check_grouped_arguments, flatten_leading)
 from ._torch_checks import check_fp8  # noqa: F401 (re-exported)
 from .errors import ContractError
+from .kernels.flags import listen
 from .kernels.gemm.epilogue import Fusion
 
 
@@ -128,11 +135,17 @@ class _KernelCache(dict):
         return super().popitem()
 
 
+def _forget_calls() -> None:
+    """A planner's flag was set (``kernels.flags.listen``): no prepared launch may serve the kernel of the old value."""
+    _CALLS.clear()
+
+
 _KERNELS: dict = _KernelCache()
 _SCRATCH: dict = {}
 """``{(LSE shape, device): tensor}``: ``empty_lse``'s scratches, kept as long as the kernels are."""
 _CALLS: dict = {}
 """``{call key: launch}``: the prepared launch of each shape class an eager call has run (``_lookup``)."""
+listen(_forget_calls)
 CALL_CACHE_LIMIT = 4096
 """Prepared launches kept (``_CALLS``; a key holds M, so a server's every M is one): past it the oldest goes."""
 
@@ -149,8 +162,8 @@ _SM90_REFUSED: set = set()
 
 
 def kernel_cache() -> dict:
-    """The loaded kernels, ``{(N, K, dtype, out dtype, layout, Fusion, arch, device): DynamicKernel}`` (``gemm``;
-    the sm90 kernel's key ends with ``"sm90"``)
+    """The loaded kernels, ``{(N, K, dtype, out dtype, layout, Fusion, arch, device, flags): DynamicKernel}``
+    (``gemm``; ``flags`` the target's ``plan_flags()``; the sm90 kernel's key ends with ``"sm90"``)
     and ``{("grouped", G, N, K, ...): DynamicKernel}`` (``grouped_gemm``) (``runtime.cuda.DynamicKernel``;
     its ``dynamic.built()`` lists the buckets built so far). Its ``clear()`` frees the attention and paged ops'
     memory too (``_KernelCache``)."""
@@ -196,18 +209,20 @@ def _kernel(a, N: int, K: int, odt, layout: str, fusion: Fusion, M: int = 1):
     """The cached dynamic-M kernel of the shape class (built lazily per bucket): the device's target's
     (``cuda_target``), sm80's where the sm90 kernel refuses the problem or M."""
     from .runtime.cuda import DynamicKernel
-    from .kernels.sm80.gemm import build_dynamic
+    from .kernels.sm80.gemm import build_dynamic, plan_flags
 
     arch, target = cuda_target(a.device)
     dt, ot = GEMM_DTYPES[a.dtype], OUT_DTYPES[odt]
     key = (N, K, dt, ot, layout, fusion, arch, a.device.index)
     if target == "sm90":
         from .kernels.gemm.problem import GemmProblem
+        from .kernels.sm90.gemm_target import plan_flags as sm90_flags
 
-        kernel = _sm90_kernel((*key, "sm90"), GemmProblem(None, N, K, dt, layout, ot, fusion), a.device)
+        kernel = _sm90_kernel((*key, sm90_flags(), "sm90"), GemmProblem(None, N, K, dt, layout, ot, fusion), a.device)
         if kernel is not None and M <= kernel.dynamic.limit:
             return kernel
     check_fp8_target(a, arch, target, M, N)
+    key = (*key, plan_flags())
     if key not in _KERNELS:
         _KERNELS[key] = DynamicKernel(build_dynamic(N, K, dt, layout, ot, arch, fusion=fusion), device=a.device)
     return _KERNELS[key]
@@ -486,17 +501,19 @@ def _grouped_kernel(x, G: int, N: int, K: int, odt, layout: str, fusion: Fusion)
     kernel's, ``kernels.sm90.grouped_plan``), sm80's where the sm90 kernel refuses the problem (layout ``nn``,
     K % 8 != 0)."""
     from .runtime.cuda import DynamicKernel
-    from .kernels.sm80.gemm import build_grouped
+    from .kernels.sm80.gemm import build_grouped, plan_flags
 
     arch, target = cuda_target(x.device)
     key = ("grouped", G, N, K, IN_DTYPES[x.dtype], OUT_DTYPES[odt], layout, fusion, arch, x.device.index)
     if target == "sm90":
         from .kernels.gemm.problem import GemmProblem
+        from .kernels.sm90.gemm_target import plan_flags as sm90_flags
 
         problem = GemmProblem(None, N, K, IN_DTYPES[x.dtype], layout, OUT_DTYPES[odt], fusion, groups=G)
-        kernel = _sm90_kernel((*key, "sm90"), problem, x.device)
+        kernel = _sm90_kernel((*key, sm90_flags(), "sm90"), problem, x.device)
         if kernel is not None:
             return kernel
+    key = (*key, plan_flags())
     if key not in _KERNELS:
         _KERNELS[key] = DynamicKernel(build_grouped(G, N, K, IN_DTYPES[x.dtype], layout, OUT_DTYPES[odt], arch,
                                                     fusion=fusion), device=x.device)
@@ -587,15 +604,16 @@ def grouped_gemm(x, w, offsets, *, layout: str = "nt", out_dtype=None, bias=None
 def attention_kernel(q, problem, target: str | None = None, config=None):
     """The cached kernel of the call's shape on ``target`` (None: the device's, ``cuda_target``: sm90 on sm_90,
     else sm80) with ``config`` (the target's config record; None: its cost model's), built on first use
-    (``kernel_cache``)."""
+    (``kernel_cache``: the key holds the target's ``plan_flags()``)."""
     from .kernels.attention import TARGETS
     from .runtime.cuda import Kernel, load_build
 
     arch, chosen = cuda_target(q.device)
     target = target or chosen
-    key = ("attention", *attrs_tuple(problem), arch, q.device.index, target) + (() if config is None else (config,))
+    verbs = TARGETS[target]
+    key = ("attention", *attrs_tuple(problem), arch, q.device.index, verbs.verb("plan_flags")(), target) + (
+        () if config is None else (config,))
     if key not in _KERNELS:
-        verbs = TARGETS[target]
         exe = verbs.verb("build")(problem, config, arch=arch)
         _KERNELS[key] = Kernel(load_build(exe, "attention_"), verbs.verb("plan")(problem, exe.config))
     return _KERNELS[key]

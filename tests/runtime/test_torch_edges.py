@@ -305,7 +305,8 @@ def test_paged_attention_compiles_before_any_eager_call_and_across_batch_sizes(m
     # (importlib.import_module), which dynamo refuses to trace; now no key is made while compiling
     from tvm_cdna4.kernels.sm80 import paged_decode_rule
 
-    monkeypatch.setattr(paged_decode_rule, "_read", None)  # no eager call yet in this process
+    monkeypatch.setattr(paged_decode_rule.plan_flags, "_read", None)  # no eager call yet in this process
+    monkeypatch.setattr(paged_decode_rule.plan_flags, "values", None)
     torch._dynamo.reset()
     compiled = torch.compile(lambda *args: tt.paged_attention(*args, return_lse=True), fullgraph=True,
                              backend="aot_eager")

@@ -11,6 +11,11 @@ from __future__ import annotations
 from ..attention.problem import AttentionProblem, output_arrays
 from .attention import build_sm80_attention
 from .attention_plan import Sm80AttentionConfig, plan_sm80_attention
+from ..flags import FlagSet
+
+PLAN_FLAGS = ()
+"""The sm80 attention's switches (``kernels.flags``): none; its planner imports no module that has one."""
+plan_flags = FlagSet(PLAN_FLAGS)
 
 EMULATED_PAIRS = 1 << 16
 """The most (query, key) pairs (``AttentionProblem.visible_pairs``) ``execute`` runs in the CUDA
@@ -73,4 +78,4 @@ def summary(p) -> dict:
     return {"target": "sm80", **attrs.asdict(p), "flops": p.problem.flops()}
 
 
-__all__ = ["EMULATED_PAIRS", "build", "choose", "emit", "execute", "plan", "score_accumulation", "summary"]
+__all__ = ["EMULATED_PAIRS", "PLAN_FLAGS", "plan_flags", "build", "choose", "emit", "execute", "plan", "score_accumulation", "summary"]

@@ -56,6 +56,9 @@ WEIGH_WIDE_DECODE = False
 """Whether the planners weigh the decode kernel up to ``DECODE_MAX_M`` (3 and 4 token tiles: sm80's
 ``choose_kernel`` / ``ranked_configs``, sm90's ``choose`` and dynamic-M bucket; ``decode_limit``); off until timed
 (benchmarks/torch_gemm.py ``--wide-decode off,on``)."""
+PLAN_FLAGS = (("sm80.decode_plan", "WEIGH_WIDE_DECODE"),)
+"""The decode kernel's switches (``kernels.flags``: ``(module, name)`` dotted from ``tvm_cdna4.kernels``): what
+``decode_limit`` reads; in every family's that plans a decode bucket."""
 
 LOAD_W = "ld.global.nc.L1::no_allocate.v4.b32"
 """W: read once, so it bypasses L1."""
@@ -464,7 +467,7 @@ def decode_summary(p: DecodePlan, sms: int = H200_SMS) -> dict:
                 roofline_fraction=round(est.roofline_fraction, 4))
 
 
-__all__ = ["CONFIGS", "DECODE_MAX_M", "DECODE_WEIGHED_M", "WEIGH_WIDE_DECODE", "DecodeConfig", "DecodeEstimate", "DecodeLoop", "DecodePlan", "choose_decode",
+__all__ = ["CONFIGS", "DECODE_MAX_M", "DECODE_WEIGHED_M", "PLAN_FLAGS", "WEIGH_WIDE_DECODE", "DecodeConfig", "DecodeEstimate", "DecodeLoop", "DecodePlan", "choose_decode",
            "check_decode", "choose_kernel", "config_from_dict", "decode_candidates", "decode_estimate",
            "decode_fits", "decode_limit", "decode_summary", "decode_weighed", "plan_any", "plan_decode", "ranked_configs",
            "token_tiles"]

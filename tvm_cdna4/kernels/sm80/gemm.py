@@ -76,6 +76,7 @@ from .gemm_plan import (
     swizzle_elem,
     swizzle_shift,
 )
+from .decode_plan import PLAN_FLAGS as DECODE_FLAGS
 from .decode_plan import (
     DecodeConfig,
     DecodePlan,
@@ -86,6 +87,13 @@ from .decode_plan import (
     ranked_configs,
 )
 from ..gemm.epilogue import Fusion, fusion_of
+from ..flags import FlagSet
+
+PLAN_FLAGS = DECODE_FLAGS
+"""The sm80-class GEMM's switches (dense, grouped, the decode kernel: ``kernels.flags``; ``tvm_cdna4.torch``'s
+kernel caches key ``plan_flags()``): those of the modules ``build_dynamic`` / ``build_grouped`` import, the decode
+kernel's (``decode_plan.PLAN_FLAGS``); the tile GEMM's planner has none."""
+plan_flags = FlagSet(PLAN_FLAGS)
 
 plan = plan_any
 """The plan of either kernel (``kernels.sm80.decode_plan.plan_any``): a ``GemmConfig`` plans the tile GEMM
@@ -96,6 +104,7 @@ choose_config = choose_kernel
 choice is ``kernels.sm80.gemm_plan.choose_config``)."""
 
 __all__ = [  # the planner's public names are re-exported here, the CUDA GEMM's entry module
+    "PLAN_FLAGS", "plan_flags",
     "DEFAULT_CONFIGS", "DTYPES", "H200_SMS", "LAYOUTS", "OUT_DTYPES", "CudaBuild", "DecodeConfig", "DecodePlan", "Device",
     "DynamicGemm", "Fusion", "GemmConfig", "GemmPlan", "GroupedGemm", "MBucket", "build_dynamic", "build_grouped",
     "build_plan",

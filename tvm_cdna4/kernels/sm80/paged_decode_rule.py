@@ -32,12 +32,10 @@ not in the key."""
 
 from __future__ import annotations
 
-import importlib
-import operator
-
 import attrs
 
 from ..attention.paged import PagedDecodeProblem
+from ..flags import FlagSet
 from ..gemm.dynamic_m import ceil_div
 from .paged_decode_estimate import plan_seconds
 from .paged_decode_grid import balance_divisor
@@ -57,25 +55,9 @@ PLAN_FLAGS = (("paged_decode_plan", "BALANCE"), ("paged_decode_plan", "SPLIT_MAJ
 it): ``plan_flags``' values."""
 
 
-def _flag_reader():
-    """``getter(package)``: one ``operator.attrgetter`` of every ``PLAN_FLAGS`` name, dotted from this package, its
-    modules imported first (one C call a read)."""
-    for module, _ in PLAN_FLAGS:
-        importlib.import_module(f"{__package__}.{module}")
-    getter, package = operator.attrgetter(*(f"{m}.{n}" for m, n in PLAN_FLAGS)), importlib.import_module(__package__)
-    return lambda: getter(package)
-
-
-def plan_flags() -> tuple:
-    """The values of ``PLAN_FLAGS`` now, in their order: what a cache of plans or kernels keys besides the problem
-    (read on every eager call of the torch op: 0.33 us here)."""
-    global _read
-    if _read is None:
-        _read = _flag_reader()
-    return _read()
-
-
-_read = None  # plan_flags' reader, made on its first call (the flags' modules imported then)
+plan_flags = FlagSet(PLAN_FLAGS, __package__)
+"""``plan_flags()``: the values of ``PLAN_FLAGS`` now, in their order: what a cache of plans or kernels keys besides
+the problem (read on every eager call of the torch op: kept between sets of a flag, ``kernels.flags``)."""
 
 
 def standin_contexts(problem: PagedDecodeProblem, context: int) -> dict:

@@ -15,13 +15,20 @@ from ...cuda.build import cached_build, check_compiler, compile_blobs
 from ...isa.wgmma_table import FP8_ACCUMULATION_BITS, KIND
 from ..attention.problem import SCALED, Accumulation, AttentionProblem
 from ..common import cache_key
+from ..flags import FlagSet
 from ..sm80.attention_target import EMULATED_PAIRS, execute_cuda
 from .attention_plan import Sm90AttentionConfig, plan_sm90_attention
+from .gemm_target import CONFIG_FLAGS
 
 ARCH = "sm_90a"
 SOURCES = ("attention_plan.py", "attention_emit.py", "attention_epilogue.py", "gemm_plan.py", "gemm_boxes.py",
            "gemm_emit.py", "gemm_epilogue.py", "gemm_cluster.py", "gemm_chunkres.py", "gemm_residual.py", "gemm_store.py", "gemm_shift.py")
 """The modules the kernel comes from: their digest keys the build cache."""
+PLAN_FLAGS = (("sm90.attention_cost", "WEIGH_CONSUMERS"), ("sm90.attention_cost", "WEIGH_ITEM_OVERLAP"),
+              ("sm90.attention_cost", "WEIGH_WALKS"), *CONFIG_FLAGS)
+"""The sm90 attention's switches (``kernels.flags``; ``tvm_cdna4.torch.attention_kernel``'s cache keys
+``plan_flags()``): the cost model's and those of the GEMM modules its plan imports (``gemm_target.CONFIG_FLAGS``)."""
+plan_flags = FlagSet(PLAN_FLAGS)
 
 
 def plan(problem: AttentionProblem, config: Sm90AttentionConfig | None = None, sms: int | None = None,
@@ -114,5 +121,5 @@ def summary(p) -> dict:
             "flops": p.problem.flops()}
 
 
-__all__ = ["ARCH", "EMULATED_PAIRS", "build", "choose", "emit", "execute", "plan", "schedule_digest", "score_accumulation",
+__all__ = ["ARCH", "EMULATED_PAIRS", "PLAN_FLAGS", "plan_flags", "build", "choose", "emit", "execute", "plan", "schedule_digest", "score_accumulation",
            "summary"]

@@ -35,6 +35,8 @@ from __future__ import annotations
 from ...cuda.build import CudaBuild, cached_build, check_compiler, compile_blobs
 from ..common import cache_key, check_config, option, refused_options
 from ..gemm.problem import GemmProblem
+from ..flags import FlagSet
+from ..sm80.decode_plan import PLAN_FLAGS as DECODE_FLAGS
 from ..sm80.gemm_target import EMULATED_MACS
 from . import gemm_cost, gemm_shift
 from .gemm_dynamic import out_bytes as _out_bytes
@@ -46,6 +48,18 @@ DECODE_KEEPS = True
 """Whether the decode kernel keeps M <= ``decode_plan.decode_limit()`` (nt) without a config (the module docstring: the
 sm90 kernel was not timed at such M); f16/bf16 only (``decode_keeps``): the decode kernel has no fp8."""
 DECODE_DTYPES = ("f16", "bf16")
+CONFIG_FLAGS = (("sm90.gemm_plan", "RESIDUAL_CHOICE"), ("sm90.gemm_plan", "WEIGH_CHUNK_RESIDUAL"),
+                ("sm90.gemm_plan", "TRIM_LOADS"), ("sm90.gemm_shift", "SHIFT_LAST"), ("sm90.gemm_shift", "SHIFT_TMA"))
+"""The switches of ``gemm_plan`` and ``gemm_shift`` (``kernels.flags``), which the sm90 attention's planner imports
+too (``attention_target.PLAN_FLAGS``)."""
+PLAN_FLAGS = (*(("sm90.gemm_cost", name) for name in (
+    "WEIGH_DEEP_WAVES", "WEIGH_ZERO_FILL", "WEIGH_SPLIT_EPILOGUE", "WEIGH_HYBRID", "SPLIT_IN_ONE_WAVE", "WEIGH_CLUSTER",
+    "GROUPED_WALK", "WEIGH_SWAP", "WEIGH_SWAP_DYNAMIC", "SWAP_PANEL_ADJACENT", "WEIGH_SWAP_NARROW")),
+    ("sm90.gemm_dynamic", "REFINE_BUCKETS"), ("sm90.gemm_dynamic", "FINE_CUTS"), ("sm90.gemm_order", "WEIGH_ORDER"),
+    *CONFIG_FLAGS, ("sm90.gemm_target", "DECODE_KEEPS"), *DECODE_FLAGS)
+"""The sm90 GEMM's switches (dense and grouped, their decode buckets: ``kernels.flags``; ``tvm_cdna4.torch``'s
+kernel caches key ``plan_flags()``): those of the modules ``build`` imports, the decode kernel's among them."""
+plan_flags = FlagSet(PLAN_FLAGS)
 
 
 def decode_keeps(dtype: str) -> bool:
@@ -429,5 +443,5 @@ def summary(p, sms: int | None = None) -> dict:
             "device": device.name}
 
 
-__all__ = ["ARCH", "CODE", "DECODE_KEEPS", "EMULATED_MACS", "OUT_DTYPES", "SHARED_SOURCES", "build", "build_plan", "choose",
+__all__ = ["ARCH", "CODE", "DECODE_KEEPS", "CONFIG_FLAGS", "PLAN_FLAGS", "plan_flags", "EMULATED_MACS", "OUT_DTYPES", "SHARED_SOURCES", "build", "build_plan", "choose",
            "config_from_options", "digest_of", "emit", "execute", "plan", "summary"]
