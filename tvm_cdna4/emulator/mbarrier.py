@@ -69,9 +69,11 @@ class MBarrier:
         progressed(m)
         for k in range(len(waves)):
             if counts[k] > self.pending[g]:
+                tma = m.state.get("tma")
+                late = tma.in_flight(self, g) if tma is not None else None
                 raise EmulationError(f"mbarrier.arrive on {self.name}: count {int(counts[k])} exceeds the "
-                                     f"{int(self.pending[g])} arrivals pending in phase {int(self.phase[g])}", where,
-                                     int(m.groups[g]), int(waves[k]), None)
+                                     f"{int(self.pending[g])} arrivals pending in phase {int(self.phase[g])}"
+                                     + (f" {late}" if late else ""), where, int(m.groups[g]), int(waves[k]), None)
             self.join[g] = np.maximum(self.join[g], snaps[k])
             self.pending[g] -= counts[k]
             self._complete(g)

@@ -52,6 +52,7 @@ class Buffer:
         self.records = None  # global buffers: the launch's race records (globalmem.Records, on first write)
         # sm90 (emulator.proxy): per byte, the last generic writer and reader and their fence counts
         self.proxy_writer = self.proxy_count = self.proxy_reader = self.proxy_rcount = None
+        self.proxy_more = None  # and the earlier readers of other threads: (instances, bytes, threads, counts)
         self.after_wait = False  # read only after the reading thread's griddepcontrol.wait (emulate's after_wait)
 
     def add_pending(self, inst, byte, size: int, delta: int) -> None:

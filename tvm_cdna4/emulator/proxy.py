@@ -20,10 +20,23 @@ which a reading of the memory model's cumulativity may admit, is reported too. N
 
 Bookkeeping, all vectorized: per shared byte, the thread whose generic write is its last write (-1: none or an
 async-proxy write, ``Buffer.proxy_writer``) and that thread's count of fences at the time (``Buffer.proxy_count``),
-the same for its last generic read since then (``proxy_reader``, ``proxy_rcount``: one reader, the last, is kept);
-per thread, its count of fences that followed a generic shared access and the epochs of its last ``RING`` such
-fences (:class:`ProxyFences`). An async access is unfenced where the thread's count has not moved since its access,
-and late where the fence that covers it is not ordered before the async access (``Machine.unordered``).
+the same for its last generic read since then (``proxy_reader``, ``proxy_rcount``), and every earlier generic read
+since then by another thread (``Buffer.proxy_more``: (instance, byte, thread, count) rows, one a byte and thread, made
+only where a second thread reads a byte: two warps reading one slot, of which each owes its own fence); per thread,
+its count of fences that followed a generic shared access and the epochs of its last ``RING`` such fences
+(:class:`ProxyFences`). An async access is unfenced where the thread's count has not moved since its access, and
+late where the fence that covers it is not ordered before the async access (``Machine.unordered``).
+
+The write-after-read check of a TMA load does not depend on the emulator's interleaving of warps (a ring's "empty"
+wait dropped, the case stop 55 left open): the load is checked at its issue, with the issuing thread's clock then,
+against every generic reader recorded so far (the LDS race check of ``memory.check_lds_write`` and this module's); a
+read the emulator runs later finds the bytes in flight (reported) or, once landed, is ordered after the load only by
+a wait on the mbarrier its complete-tx completes, and that complete-tx carries the issuing thread's clock at the
+issue, not at the landing (``ptx_tma.BulkTensorLoads``). A producer without its "empty" wait runs ahead in the
+emulator's order and re-arms the slot's "full" mbarrier while the slot's load is in flight: reported, naming the
+load's buffer (``MBarrier.arrive``); a consumer without its "empty" arrival leaves the producer's wait a deadlock. Not
+decided: which phase a parity wait means (a wait two or more phases behind is ordered after the newest completed
+phase, as the hardware's parity test would pass it).
 """
 
 from __future__ import annotations
@@ -76,6 +89,8 @@ def record_write(machine, buf, i, b, t, generic: bool) -> None:
             return
         _track(buf)
     buf.proxy_reader[i, b] = -1
+    if buf.proxy_more is not None:
+        _forget(buf, i, b)
     if not generic:
         buf.proxy_writer[i, b] = -1
         return
@@ -86,45 +101,99 @@ def record_write(machine, buf, i, b, t, generic: bool) -> None:
 
 
 def record_read(machine, buf, i, b, t) -> None:
-    """Bytes ``b`` of instances ``i`` read by threads ``t`` (one per byte) through the generic proxy: the byte's last
-    such reader is kept (an async-proxy write after it needs that reader's fence)."""
+    """Bytes ``b`` of instances ``i`` read by threads ``t`` (one per byte) through the generic proxy: each byte's
+    readers since its last write are kept (an async-proxy write after them needs every reader's fence): the last one
+    in ``proxy_reader`` / ``proxy_rcount``, the earlier ones of other threads in ``proxy_more`` (:func:`_keep_earlier`)."""
     _track(buf)
     p = _fences(machine)
+    _keep_earlier(buf, i, b, t, p)
     buf.proxy_reader[i, b] = t
     buf.proxy_rcount[i, b] = p.count[t]
     p.dirty[t] = True
+
+
+def _keep_earlier(buf, i, b, t, p) -> None:
+    """The readers a read displaces from ``proxy_reader``: the byte's previous reader where another thread reads it
+    now, and, where several threads read one byte in this instruction, all but the last (numpy keeps the last
+    assignment). Each (byte, thread) keeps its latest read (its first fence after it covers the earlier ones too); a
+    reader more than ``RING`` fences past its read is dropped (its fence counts as ordered, as in :func:`_check`)."""
+    old = buf.proxy_reader[i, b]
+    moved = (old >= 0) & (old != t)
+    parts = []
+    if moved.any():
+        parts.append((i[moved], b[moved], old[moved], buf.proxy_rcount[i[moved], b[moved]]))
+    key = _key(buf, i, b)
+    if len(key) > 1 and (t != t[0]).any():
+        _, last = np.unique(key[::-1], return_index=True)
+        if len(last) < len(key):
+            dup = np.ones(len(key), bool)
+            dup[len(key) - 1 - last] = False
+            parts.append((i[dup], b[dup], t[dup], p.count[t[dup]]))
+    if not parts:
+        return
+    if buf.proxy_more is not None:
+        parts.insert(0, buf.proxy_more)
+    ii, bb, tt, nn = (np.concatenate(c) for c in zip(*parts))
+    live = p.count[tt] - nn <= RING
+    ii, bb, tt, nn = ii[live], bb[live], tt[live], nn[live]
+    order = np.lexsort((nn, tt, _key(buf, ii, bb)))[::-1]  # per (byte, thread) the latest read first
+    k, th = _key(buf, ii, bb)[order], tt[order]
+    first = np.ones(len(order), bool)
+    first[1:] = (k[1:] != k[:-1]) | (th[1:] != th[:-1])
+    sel = order[first]
+    buf.proxy_more = (ii[sel], bb[sel], tt[sel], nn[sel]) if len(sel) else None
+
+
+def _key(buf, i, b):
+    return np.asarray(i, np.int64) * buf.data.shape[1] + b
+
+
+def _forget(buf, i, b) -> None:
+    """Written bytes ``b`` of instances ``i``: their earlier readers (``proxy_more``) are no longer owed a fence."""
+    ii, bb, tt, nn = buf.proxy_more
+    keep = ~np.isin(_key(buf, ii, bb), _key(buf, i, b))
+    buf.proxy_more = (ii[keep], bb[keep], tt[keep], nn[keep]) if keep.any() else None
 
 
 def check_read(machine, buf, i, b, t, reader: str, where: str) -> None:
     """An async-proxy read by ``reader`` (threads ``t``) of bytes ``b`` of instances ``i``: each byte's last
     generic write must be fenced by its writer, the fence ordered before this read."""
     if buf.proxy_writer is not None:
-        _check(machine, buf.proxy_writer, buf.proxy_count, buf, i, b, t,
+        _check(machine, buf.proxy_writer[i, b], buf.proxy_count[i, b], buf, i, b, t,
                f"written by the generic proxy ({{}}) and read by the async proxy ({reader})", "writer", "read", where)
 
 
 def check_write(machine, buf, i, b, t, writer: str, where: str) -> None:
     """An async-proxy write by ``writer`` (issued by threads ``t``: a TMA load writing its box) of bytes ``b`` of
-    instances ``i``: each byte's last generic write (write-after-write) and last generic read (write-after-read) must
-    be fenced by its thread, the fence ordered before the issue (PTX ISA 9.4 §8.6, §9.7.10.28.2)."""
+    instances ``i``: each byte's last generic write (write-after-write) and every generic read since (write-after-read:
+    the last reader and the earlier ones, ``proxy_more``) must be fenced by its thread, the fence ordered before the
+    issue (PTX ISA 9.4 §8.6, §9.7.10.28.2)."""
     if buf.proxy_writer is None:
         return
-    for who, counts, did, role in ((buf.proxy_writer, buf.proxy_count, "written", "writer"),
-                                   (buf.proxy_reader, buf.proxy_rcount, "read", "reader")):
-        _check(machine, who, counts, buf, i, b, t, f"{did} by the generic proxy ({{}}) and then written by the async "
-               f"proxy ({writer})", role, "async write", where)
+    checks = [(buf.proxy_writer[i, b], buf.proxy_count[i, b], i, b, t, "written", "writer"),
+              (buf.proxy_reader[i, b], buf.proxy_rcount[i, b], i, b, t, "read", "reader")]
+    if buf.proxy_more is not None:
+        ii, bb, tt, nn = buf.proxy_more
+        key, k = _key(buf, i, b), _key(buf, ii, bb)
+        order = np.argsort(key, kind="stable")
+        pos = np.minimum(np.searchsorted(key, k, sorter=order), len(key) - 1)
+        hit = key[order[pos]] == k
+        if hit.any():
+            at = order[pos[hit]]
+            checks.append((tt[hit], nn[hit], ii[hit], bb[hit], t[at], "read", "reader"))
+    for who, counts, ci, cb, ct, did, role in checks:
+        _check(machine, who, counts, buf, ci, cb, ct, f"{did} by the generic proxy ({{}}) and then written by the "
+               f"async proxy ({writer})", role, "async write", where)
 
 
 def _check(machine, who, counts, buf, i, b, t, access: str, role: str, verb: str, where: str) -> None:
-    """Each byte's generic access by thread ``who[i, b]`` (at its fence count ``counts[i, b]``) fenced by that
-    thread, the fence ordered before the async-proxy access of threads ``t`` now."""
-    w = who[i, b]
-    has = w >= 0
+    """Each byte's generic access by thread ``who`` (at its fence count ``counts``; one of each per byte) fenced by
+    that thread, the fence ordered before the async-proxy access of threads ``t`` now."""
+    has = who >= 0
     if not has.any():
         return
-    i, b, t, w = i[has], b[has], t[has], w[has]
+    i, b, t, w, n = i[has], b[has], t[has], who[has], counts[has]
     p = _fences(machine)
-    n = counts[i, b]
     unfenced = p.count[w] == n
     if unfenced.any():
         _raise(machine, buf, i, b, t, w, unfenced, access, f"with no fence.proxy.async by the {role} between", where)

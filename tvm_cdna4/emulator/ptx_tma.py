@@ -185,30 +185,42 @@ class BulkTensorLoads(InFlightLdsWrites):
     def issue(self, thread: int, buf, addr, data, bar, g: int, nbytes: int, where: str):
         """Thread ``thread`` (of workgroup ``g``: a multicast's is the issuing thread's peer of its index) writes
         ``data`` at ``addr`` of ``g``'s instance of ``buf``, complete-tx ``nbytes`` on ``bar`` there."""
+        from .ptx_sync import _mbarriers
+
         ticket = len(self.tickets) + 1
         m = self.machine
         threads = np.full(len(addr), thread, np.int64)
         self.start(threads, buf, np.full(len(addr), g, np.int64), addr, data, where,
                    ticket=np.full(len(addr), ticket, np.int64))
-        self.tickets.append(dict(ticket=ticket, thread=thread, bar=bar, g=g, nbytes=nbytes, done=False))
+        # the issuing thread's clock now: its complete-tx orders what the thread did before the issue, not after
+        snaps, stamps = _mbarriers(m).snapshot(np.array([thread]))
+        self.tickets.append(dict(ticket=ticket, thread=thread, bar=bar, g=g, nbytes=nbytes, done=False, buf=buf,
+                                 where=where, snap=snaps[0], stamp=stamps[0]))
         progressed(m)  # a wait on ``bar`` may now land it
 
-    def land(self, bar, where: str) -> None:
-        from .ptx_sync import _mbarriers
+    def in_flight(self, bar, g: int) -> str | None:
+        """The TMA load still in flight that completes on ``bar`` in workgroup ``g``, described (None: none): what a
+        re-arming arrival overtakes (``MBarrier.arrive``'s overshoot)."""
+        for t in self.tickets:
+            if not t["done"] and t["bar"] is bar and t["g"] == g:
+                return (f"while the TMA load into shared '{t['buf'].name}' that completes its phase is still in "
+                        f"flight (issued at: {t['where']}): a producer issuing the ring slot's next load before "
+                        "the consumers released it (a missing wait on the ring's \"empty\" mbarrier?)")
+        return None
 
+    def land(self, bar, where: str) -> None:
         m = self.machine
         for t in self.tickets:
             if t["done"] or t["bar"] is not bar:
                 continue
-            snaps, stamps = _mbarriers(m).snapshot(np.array([t["thread"]]))
             saved = m.epoch.copy()
-            m.epoch[t["g"]] = stamps[0]
+            m.epoch[t["g"]] = t["stamp"]
             try:
                 self.retire(lambda c, k=t["ticket"]: c["ticket"] == k, where)
             finally:
                 m.epoch[:] = saved
             t["done"] = True
-            bar.transact(t["g"], -t["nbytes"], snaps[0], where)
+            bar.transact(t["g"], -t["nbytes"], t["snap"], where)
 
 
 def _tma(machine) -> BulkTensorLoads:
