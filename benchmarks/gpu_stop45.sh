@@ -232,6 +232,9 @@
 #               at batch 8 / 32 / 64 x 2k / 8k, bf16 and fp8, then batch 8 / 3k (balanced) bf16, fp8 and 4 queries,
 #               beside FlashInfer (batch 64, 4 queries and the balanced 3k rows are the model's extrapolation); carry
 #               .sm90tree/flashinfer [~150]
+#   pagedfix    stop 56 (journal "Stop 56: pagedfix"): the balanced-partition rule weighing each plan with its merge
+#               (paged_decode_estimate.merge_term) moved batch-16 rows: the default against the plan before
+#               (balance=false) at batch 16 x 512 / 2k / 8k, bf16 and fp8, GQA 32/8 and 64/8, ours only [~140]
 if [ -f .sm90tree/sitepack/site.tar.xz ]; then  # benchmarks/pack_site.sh: the wheels installed and packed (33 of 49 MB)
   mkdir -p /tmp/site && tar -C /tmp/site -xJf .sm90tree/sitepack/site.tar.xz
 else
@@ -718,7 +721,13 @@ print('planned:', d.planned('sm80'))" 2>&1 | tee "$OUT/m200_device.txt"
     timeout 30 python3 benchmarks/paged_decode.py --flashinfer "$FI" --sets bf16,fp8,q4 --batches 8 --means 3072 \
       --gqa 32/8 --configs merge=kernel,merge=last-cta --out "$OUT/pagedmerge3k" 2>&1 \
       | tee "$OUT/paged_decode_pagedmerge3k.log" | grep -v "^{" | grep -v -i warn | grep -v "return F" | tail -8 ;;
-  *) echo "unknown step $step (peers, partitions, ncu, ncu-cluster, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring, m200, epires, epires-ncu, stop49, stop49b, attn3wg, swaporder, swaporder-ncu, decode32, refine, swapone, swapcluster, attnfit, attnfit-long, attnitem, splitwave, attnzigzag, peers-mid, finecut, walktests, trim, pagedsplit, zerofill, paged, reach, epiearly, power, widen, deepwaves, pagedb8, fa3tile, attnlat, fp8grp, swap200, short2k, resclock, shiftbox, fp8eff, grpbig, zerofill2, shifttma, shiftdepth, pagedpdl, chunkepi, attnop, pagedrule, stagedc, edges, chunkab, pagedmerge)"; exit 2 ;;
+  pagedfix)  # stop 56: the rule's batch-16 moves (each plan weighed with its merge) against balance=false [~140]
+    gpu_tests 30 "$OUT/pytest_gpu_pagedfix.log" -n 8 tests/gpu/test_paged_attention_gpu.py -k "balanced"
+    mkdir -p "$OUT/pagedfix"
+    timeout 105 python3 benchmarks/paged_decode.py --no-peers --sets bf16,fp8 --batches 16 --means 512,2048,8192 \
+      --gqa 32/8,64/8 --configs balance=false --out "$OUT/pagedfix" 2>&1 \
+      | tee "$OUT/paged_decode_pagedfix.log" | grep -v "^{" | grep -v -i warn | grep -v "return F" | tail -16 ;;
+  *) echo "unknown step $step (peers, partitions, ncu, ncu-cluster, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring, m200, epires, epires-ncu, stop49, stop49b, attn3wg, swaporder, swaporder-ncu, decode32, refine, swapone, swapcluster, attnfit, attnfit-long, attnitem, splitwave, attnzigzag, peers-mid, finecut, walktests, trim, pagedsplit, zerofill, paged, reach, epiearly, power, widen, deepwaves, pagedb8, fa3tile, attnlat, fp8grp, swap200, short2k, resclock, shiftbox, fp8eff, grpbig, zerofill2, shifttma, shiftdepth, pagedpdl, chunkepi, attnop, pagedrule, stagedc, edges, chunkab, pagedmerge, pagedfix)"; exit 2 ;;
   esac
 done
 cd "$OUT" && tar czf /tmp/call.tgz --exclude=call.tgz . && find . -mindepth 1 -delete && mv /tmp/call.tgz "$OUT/call.tgz"

@@ -34,10 +34,10 @@ the padding does not change; ``runtime.cuda.tolerance("bf16")``, relative Froben
 this torch lacks, a shape it refuses, an exception of any kind) is said in its cell (``peer_safely``) and never
 drops our row. ``--merge last-cta,kernel`` also times ours with each merge forced (one launch or two, at the
 model's partition; the row's ``merge`` is the model's choice). ``--partitions 256,512,...`` also times ours at
-those forced keys per CTA (``forced_runs``): the
+those forced keys per CTA, unbalanced (``forced_runs``, ``partition_fields``): the
 check of the partition cost model's choice in the same run; every row also carries the estimate
-(``kernels.sm80.paged_decode_estimate``, given the drawn contexts) at the model's partition and each forced one
-(``estimates``: ``estimate`` in the JSON, printed after the forced times).
+(``kernels.sm80.paged_decode_estimate``, given the drawn contexts) at the model's partition and each forced one,
+each with its plan's merge (``estimates``: ``estimate`` in the JSON, printed after the forced times).
 
 Bars (issue 37, ``bars``; judged in the memory-bound region ``batch >= 8`` and mean context ``>= 2k``, the
 all-row worst printed beside): bf16 >= 85 % of the read rate; fp8 >= 1.7x bf16's speed on the same shapes; 4
@@ -397,7 +397,7 @@ def forced_configs(problem, args) -> dict:
     from tvm_cdna4.kernels.attention import paged_verb
 
     plan = paged_verb(args.target or "sm80", "plan")  # not resolved yet: the CUDA rows plan the same partition
-    out = {partition: {"partition": partition} for partition in args.partitions}
+    out = {partition: partition_fields(partition) for partition in args.partitions}
     for merge in args.merges:
         out[f"merge {merge}"] = {"partition": plan(problem).partition, "merge": merge}
     for entry in args.configs:
@@ -405,6 +405,12 @@ def forced_configs(problem, args) -> dict:
     if getattr(args, "rule", False):
         out["rule"] = rule_fields(problem, args.target or "sm80")
     return out
+
+
+def partition_fields(partition: int) -> dict:
+    """A ``--partitions`` entry's ``PagedDecodeConfig`` fields: ``partition`` keys per CTA, the balanced partition off
+    (``paged_decode_rule.WEIGH_BALANCE`` would otherwise take it for some, and its CTAs compute another)."""
+    return {"partition": partition, "balance": False}
 
 
 def rule_fields(problem, target: str) -> dict:
@@ -479,25 +485,25 @@ def same_output(torch, checked, got) -> str | None:
 
 
 def estimates(problem, contexts, args) -> dict:
-    """The estimate (``kernels.sm80.paged_decode_estimate.partition_seconds``, us) at the model's partition
-    (``"model"``), at each ``--partitions`` keys and, where a ``--configs`` entry has ``balance=true``, at the
-    partition the balanced kernel takes on the device (``"balanced"``: ``paged_decode_plan.balance_tiles``): what
-    the partition choice is checked against (fitted to bf16)."""
+    """The estimate (``kernels.sm80.paged_decode_estimate.partition_seconds`` plus the plan's ``merge_term``: the
+    launch a last-CTA merge saves, us) at the model's partition (``"model"``), at each ``--partitions`` keys and,
+    where a ``--configs`` entry has ``balance=true``, at the partition the balanced kernel takes on the device
+    (``"balanced"``: ``paged_decode_plan.balance_tiles``), each with the merge its plan takes: what the partition
+    choice is checked against (fitted to bf16)."""
     from tvm_cdna4.kernels.attention import paged_verb
     from tvm_cdna4.kernels.devices import planned
-    from tvm_cdna4.kernels.sm80.paged_decode_estimate import partition_seconds
-    from tvm_cdna4.kernels.attention.paged import clamped_contexts
-    from tvm_cdna4.kernels.sm80.paged_decode_plan import balance_divisor, balance_tiles, resident_ctas
+    from tvm_cdna4.kernels.sm80.paged_decode_estimate import cta_partition, merge_term, partition_seconds
+    from tvm_cdna4.kernels.sm80.paged_decode_plan import PagedDecodeConfig, balance_divisor, resident_ctas
 
-    p = paged_verb(args.target or "sm80", "plan")(problem)
+    plan = paged_verb(args.target or "sm80", "plan")
+    p = plan(problem)
     resident = resident_ctas(p, planned("sm80"))
-    parts = [("model", p.partition), *((k, k) for k in args.partitions)]
+    plans = [("model", p), *((k, plan(problem, PagedDecodeConfig(**partition_fields(k)))) for k in args.partitions)]
     divisor = balance_divisor(problem, resident * planned("sm80").units)
     if divisor >= 1 and any("balance=true" in c.lower() for c in args.configs):  # the device's partition, known here
-        lengths = clamped_contexts(problem, contexts)
-        parts.append(("balanced", p.tile_keys * balance_tiles(p.part_tiles, lengths, p.tile_keys, p.config.warps,
-                                                              divisor)))
-    return {str(k): partition_seconds(problem, v, contexts, problem.capacity, resident) * 1e6 for k, v in parts}
+        plans.append(("balanced", plan(problem, PagedDecodeConfig(balance=True))))
+    return {str(k): (partition_seconds(problem, cta_partition(q, contexts), contexts, problem.capacity, resident)
+                     + merge_term(q, contexts)) * 1e6 for k, q in plans}
 
 
 def measure(torch, ours, graph_seconds, spec: dict, args, rate: float, l2: int) -> dict:

@@ -26,10 +26,19 @@ FAMILIES = {  # the entry the torch op builds through: the module whose PLAN_FLA
     "the decode kernel (in both GEMMs')": "sm80.decode_plan",
     "sm90 attention": "sm90.attention_target",
     "sm80 attention": "sm80.attention_target",
+    "sm80 paged decode": "sm80.paged_target",
+    "sm90 paged decode": "sm90.paged_target",
 }
+KEYED_BY = {"sm80.paged_target": "sm80.paged_decode_rule", "sm90.paged_target": "sm80.paged_decode_rule"}
+"""The module holding the ``PLAN_FLAGS`` the op keys, where not the entry (``tvm_cdna4.torch_paged``: both rows key
+``paged_decode_rule.plan_flags``)."""
 NOT_PLANNING = {
     ("sm90.attention_target", "sm90.gemm_target"): "digest_of: the build cache key's source digest",
     ("sm80.attention", "sm80.gemm"): "schedule_digest, cached_build, _check_compiler: the build path",
+    ("sm80.paged_target", "sm80.gemm"): "schedule_digest, cached_build, _check_compiler: the build path (not "
+                                        "decode_plan.WEIGH_WIDE_DECODE: no paged plan reads it)",
+    ("sm90.paged_decode_emit", "sm90.gemm_emit"): "tensor_map_lines: a tensor map's host lines (not gemm_plan / "
+                                                  "gemm_shift's switches: they choose GEMM plans)",
 }
 VALUES = {("gemm.dynamic_m", "VAR_NAME"): "the M variable's name", ("attention.paged", "INDEX"): "the index dtype"}
 KERNELS = "tvm_cdna4.kernels"
@@ -87,7 +96,7 @@ def switches(modules: set) -> set:
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_plan_flags_list_every_switch_the_familys_build_imports(family):
-    entry = importlib.import_module(f"{KERNELS}.{FAMILIES[family]}")
+    entry = importlib.import_module(f"{KERNELS}.{KEYED_BY.get(FAMILIES[family], FAMILIES[family])}")
     assert sorted(set(entry.PLAN_FLAGS)) == sorted(switches(closure(FAMILIES[family]))), family
     assert len(set(entry.PLAN_FLAGS)) == len(entry.PLAN_FLAGS)
     if entry.__name__.endswith("decode_plan"):  # no op keys it alone: the GEMM families hold its tuple
@@ -109,6 +118,9 @@ def test_the_guard_sees_the_switches_and_the_builds_it_must():
     assert ("sm90.gemm_shift", "HALF") not in switches(sm90)  # a value SHIFT_TMA takes, not a switch
     assert {"sm90.attention_cost", "sm90.attention_plan"} <= closure("sm90.attention_target")
     assert "sm80.attention_plan" in closure("sm80.attention_target")
+    assert {"sm80.paged_decode_plan", "sm80.paged_decode_rule", "sm80.paged_decode_pdl", "sm80.paged_decode_emit",
+            "sm90.paged_decode_plan", "sm90.paged_decode_emit"} <= closure("sm90.paged_target")
+    assert {"sm80.decode_plan", "sm90.gemm_plan", "sm90.gemm_shift"}.isdisjoint(closure("sm90.paged_target"))
     for entry in FAMILIES.values():
         for module in closure(entry):  # the closure names real modules (a wrong dotting would drop some)
             importlib.import_module(f"{KERNELS}.{module}")

@@ -231,7 +231,7 @@ def test_merge_forces_each_place_at_the_models_partition():
     args = bench.parse(["--merge", "last-cta,kernel", "--partitions", "256", "--sets", "bf16", "--batches", "8"])
     problem = paged.PagedDecodeProblem(8, 32, 8, 128, 1, 16, 295, 4096)
     forced = bench.forced_configs(problem, args)
-    assert forced == {256: {"partition": 256},
+    assert forced == {256: {"partition": 256, "balance": False},
                       "merge last-cta": {"partition": plan(problem).partition, "merge": "last-cta"},
                       "merge kernel": {"partition": plan(problem).partition, "merge": "kernel"}}
     assert bench.forced_configs(problem, bench.parse(["--merge", "kernel", "--target", "sm90"])) == {

@@ -4,7 +4,10 @@ known (``FIT_RUNS``), and the partition choice it checks: the batch-8 rows take 
 import json
 import math
 
-from tvm_cdna4.kernels.devices import DEVICES
+import attrs
+import pytest
+
+from tvm_cdna4.kernels.devices import DEVICES, planned
 from tvm_cdna4.kernels.sm80 import paged_decode_estimate as est
 from tvm_cdna4.kernels.sm80.paged_decode_plan import PagedDecodeConfig, plan_paged_decode
 
@@ -91,6 +94,9 @@ def test_a_ctas_bytes_follow_the_partition_and_the_grids_last_takes_the_rest():
 
 
 def test_the_benchmark_carries_the_estimate_at_the_models_partition_and_each_forced_one():
+    """Each with its plan's merge (``merge_term``): at this row (batch 8, 1.8k, longest 4712) the model's 512 keys
+    and the balanced kernel's 640 merge 10 / 8 partials in the last CTA, 1.0 / 0.8 us, where the merge kernel (which
+    ``FIXED_S`` counts) costs 0.3 + 0.1 x 1024 CTAs / 132 SMs = 1.08 us; 320 keys (15 partials) keep the kernel."""
     import argparse
 
     estimates = benchmark_module("paged_decode").estimates
@@ -99,7 +105,30 @@ def test_the_benchmark_carries_the_estimate_at_the_models_partition_and_each_for
     p = problem(r)
     out = estimates(p, r["contexts"], argparse.Namespace(target="sm80", partitions=[320, 512], configs=[]))
     assert list(out) == ["model", "320", "512"] and out["model"] == out["512"]  # the plan's 512 keys
+    kernel = 0.3 + 0.1 * 1024 / planned("sm80").units  # the planner's SMs (132)
+    streamed = est.partition_seconds(p, 512, r["contexts"], p.capacity, 2) * 1e6
+    assert out["512"] == pytest.approx(streamed + 1.0 - kernel)
+    assert out["320"] == est.partition_seconds(p, 320, r["contexts"], p.capacity, 2) * 1e6  # the merge kernel
     balanced = estimates(p, r["contexts"], argparse.Namespace(target="sm80", partitions=[], configs=["balance=true"]))
     wide = est.partition_seconds(p, 640, r["contexts"], p.capacity, 2) * 1e6  # the balanced kernel's 640 keys
-    assert list(balanced) == ["model", "balanced"] and balanced["balanced"] == wide
+    assert list(balanced) == ["model", "balanced"] and balanced["balanced"] == pytest.approx(wide + 0.8 - kernel)
     assert out["320"] > out["512"] > est.FIXED_S * 1e6
+
+
+def test_a_last_cta_plans_estimate_saves_the_merge_kernel_less_its_partials():
+    """``plan_seconds`` follows the plan's merge (``merge_term``): ``FIXED_S`` counts the merge kernel (every plan of
+    ``FIT_RUNS`` merged in it), a last-CTA plan trades it for its partials. Batch 8, 1.8k (longest 4712), 512 keys:
+    10 partials, 1.0 us, against 0.3 + 0.1 x 1024 / 132 = 1.08 us; balanced (640 keys on the device): 8, 0.8 us; one
+    partition: the kernel's whole term saved, no partial merged."""
+    r = json.loads((BENCHMARKS / "runs" / est.FIT_RUNS[1]).read_text())["rows"][0]
+    p, contexts = problem(r), r["contexts"]
+    kernel = (0.3 + 0.1 * 1024 / 132) * 1e-6
+    for config, partials in ((PagedDecodeConfig(balance=False), 10), (PagedDecodeConfig(balance=True), 8)):
+        last = plan_paged_decode(p, config, sms=132)
+        forced = plan_paged_decode(p, attrs.evolve(config, merge="kernel"), sms=132)
+        assert (last.merge, forced.merge) == ("last-cta", "kernel") and est.merge_term(forced, contexts) == 0.0
+        assert est.merge_term(last, contexts) == pytest.approx(partials * 0.1e-6 - kernel)
+        assert est.plan_seconds(last, contexts, H100) - est.plan_seconds(forced, contexts, H100) == pytest.approx(
+            partials * 0.1e-6 - kernel)
+    one = plan_paged_decode(p, PagedDecodeConfig(splits=1, balance=False), sms=132)
+    assert one.merge == "last-cta" and est.merge_term(one, contexts) == pytest.approx(-kernel)

@@ -14,8 +14,11 @@ slot ``CTA_START_S`` before its first bytes arrive (the block table, the first p
 other load of its own hides), then streams its bytes at an equal share of the read rate (``READ_SHARE`` of
 ``hbm_bytes_s``, less ``ROW_SHARE_LOSS`` a query row past ``BASE_ROWS``: GQA 64/8 ran 1-6 % slower than 32/8 on
 the same bytes), at most ``CTA_RATE`` (its warps' rings in flight over the latency: a tail of few CTAs cannot take
-the whole read rate); ``FIXED_S`` adds the launches, the merge and Q / O. A processor-sharing simulation, exact
-for that model: the waves' tail, the partial last wave and the per-CTA start all follow from it.
+the whole read rate); ``FIXED_S`` adds the launches, the merge kernel and Q / O (every plan of ``FIT_RUNS`` merged
+in the kernel); a plan's estimate (``plan_seconds``) trades the merge kernel for its own merge (``merge_term``: a
+last-CTA merge saves the kernel's ``paged_decode_grid.merge_seconds`` term and pays its partials'). A
+processor-sharing simulation, exact for that model: the waves' tail, the partial last wave and the per-CTA start all
+follow from it.
 
 **Fitted** (``FIT_RUNS``: every bf16 timing of the H100 runs of 2026-12-06 whose partition is known, 38 of them:
 the 18 bf16 rows of the FlashInfer run at the model's partition, the 12 forced partitions 128..512 at batch 8 /
@@ -34,7 +37,9 @@ sequences' partitions, partition-major (``PagedDecodePlan.split_major``) puts th
 (``PagedDecodePlan.balance``) takes the partition its CTAs compute on the device (``balance_tiles``), each CTA
 starting ``BALANCE_START_S`` later (it reads and sums every length before its table). Both constants are fitted
 (a grid search on the relative difference from each row's default) to ``BALANCE_RUNS``, the H100 runs of stop 53:
-6 bf16 rows at batch 8 twice, the default, ``balance``, ``split_major`` and both: 1.7 points rms; balance with
+6 bf16 rows at batch 8 twice, the default, ``balance``, ``split_major`` and both, every plan merging in the kernel
+as it ran: 2.0 points rms (recomputed at stop 56; stop 55 quoted 1.7 for the same estimates), the sign right on 12 of
+12; balance with
 split_major estimated +1.0 % at 1.8k (timed +2.4..+3.6 %), -1.2..-1.3 % at 9.4k (-2.0..-3.7 %), -4.1..-4.4 % at 15k
 (-1.9..-3.5 %). ``partition_seconds`` keeps the fit above (the empty CTAs' term moves it: not refitted). The
 rule that weighs it: ``paged_decode_rule``.
@@ -48,7 +53,7 @@ import math
 from ..attention.paged import PagedDecodeProblem, clamped_contexts
 from ..devices import planned
 from ..gemm.dynamic_m import ceil_div
-from .paged_decode_grid import RESIDENT_CTAS, balance_tiles, resident_ctas
+from .paged_decode_grid import RESIDENT_CTAS, balance_tiles, merge_seconds, resident_ctas
 
 FIT_RUNS = ("paged_decode_flashinfer_h100_2026-12-06f.json", "paged_decode_partitions_h100_2026-12-06f.json",
             "paged_decode_wide_h100_2026-12-06f.json")  # benchmarks/runs/: the timings the constants are fitted to
@@ -57,7 +62,7 @@ CTA_RATE = 45e9  # fitted: the most bytes/s one CTA streams (4 warps x 3 stages 
 READ_SHARE = 0.895  # fitted: the read rate the kernel reaches at BASE_ROWS rows, of hbm_bytes_s (H100: 3.0 TB/s)
 BASE_ROWS = 4  # query rows a kv head (GQA 32/8, one query) where READ_SHARE was fitted
 ROW_SHARE_LOSS = 0.011  # fitted: READ_SHARE lost a row past BASE_ROWS (8 rows, GQA 64/8: 2.85 TB/s on the H100)
-FIXED_S = 9e-6  # fitted: the two launches, the merge, Q and O, per call
+FIXED_S = 9e-6  # fitted: the launches, the merge kernel, Q and O, per call (FIT_RUNS: every plan merged in the kernel)
 BALANCE_RUNS = ("paged_decode_pagedb8_h100_2026-12-07e.json", "paged_decode_pagedb8b_h100_2026-12-07e.json")
 """benchmarks/runs/: the H100 timings of ``balance`` and ``split_major`` (stop 53) the next two are fitted to."""
 EMPTY_CTA_S = 0.1e-6  # fitted (BALANCE_RUNS): an empty CTA's slot held (its length read, then its exit)
@@ -86,25 +91,46 @@ def cta_bytes(problem: PagedDecodeProblem, partition: int, contexts, context: in
     return [w for w in grid_work(problem, partition, split, lengths) if w]
 
 
-def cta_work(p, contexts) -> list[int]:
-    """``grid_work`` of plan ``p``'s grid (``batch x kv_heads x split_kv``, ``p.split_major``'s order): its partition,
-    or with ``p.balance`` the one its CTAs compute on the device (``balance_tiles`` of the clamped lengths)."""
+def cta_partition(p, contexts) -> int:
+    """The keys a CTA of plan ``p`` computes at ``contexts``: its partition, or with ``p.balance`` the one its CTAs
+    compute on the device (``balance_tiles`` of the clamped lengths)."""
+    if not p.balance:
+        return p.partition
     lengths = clamped_contexts(p.problem, contexts)
-    part = p.partition if not p.balance else p.tile_keys * balance_tiles(p.part_tiles, lengths, p.tile_keys,
-                                                                          p.config.warps, p.balance)
-    return grid_work(p.problem, part, p.split_kv, lengths, p.split_major)
+    return p.tile_keys * balance_tiles(p.part_tiles, lengths, p.tile_keys, p.config.warps, p.balance)
+
+
+def cta_work(p, contexts) -> list[int]:
+    """``grid_work`` of plan ``p``'s grid (``batch x kv_heads x split_kv``, ``p.split_major``'s order) at
+    ``cta_partition``."""
+    return grid_work(p.problem, cta_partition(p, contexts), p.split_kv, clamped_contexts(p.problem, contexts),
+                     p.split_major)
+
+
+def merge_term(p, contexts) -> float:
+    """The seconds plan ``p``'s merge adds to ``FIXED_S`` (which counts the merge kernel's, as fitted): none for the
+    merge kernel; the last CTA's ``merge_seconds`` term less the kernel's (the launch it saves) for the last-CTA
+    merge, at the most partitions a sequence of ``contexts`` fills (``cta_partition``; at most ``split_kv``)."""
+    if p.merge == "kernel":
+        return 0.0
+    part = cta_partition(p, contexts)
+    partials = max(min(p.split_kv, ceil_div(L, part)) for L in clamped_contexts(p.problem, contexts))
+    cost = merge_seconds(p.problem, partials, p.config.warps, p.sms)
+    return cost["last-cta"] - cost["kernel"]
 
 
 def plan_seconds(p, contexts, device=None) -> float:
     """The estimated seconds of one call of plan ``p`` (a ``PagedDecodePlan``) at ``contexts``: ``cta_work``'s grid,
     empty CTAs included, ``resident_ctas(p, device)`` CTAs on each of the plan's ``sms``, ``device``'s read rate
-    (default ``planned("sm80")``); a balanced plan's CTAs each start ``BALANCE_START_S`` later."""
+    (default ``planned("sm80")``); a balanced plan's CTAs each start ``BALANCE_START_S`` later; its merge:
+    ``merge_term``."""
     device = device or planned("sm80")
     rows = p.problem.group * p.problem.queries
     share = READ_SHARE - ROW_SHARE_LOSS * max(0, rows - BASE_ROWS)
     late = BALANCE_START_S if p.balance else 0.0
-    return FIXED_S + stream_seconds(cta_work(p, contexts), resident_ctas(p, device) * p.sms,
-                                    share * device.hbm_bytes_s, start=CTA_START_S + late, empty=EMPTY_CTA_S + late)
+    stream = stream_seconds(cta_work(p, contexts), resident_ctas(p, device) * p.sms, share * device.hbm_bytes_s,
+                            start=CTA_START_S + late, empty=EMPTY_CTA_S + late)
+    return FIXED_S + merge_term(p, contexts) + stream
 
 
 def stream_seconds(work: list[int], slots: int, rate: float, cta_rate: float = CTA_RATE,
@@ -151,5 +177,5 @@ def partition_seconds(problem: PagedDecodeProblem, partition: int, contexts, con
 
 
 __all__ = ["BALANCE_RUNS", "BALANCE_START_S", "BASE_ROWS", "CTA_RATE", "CTA_START_S", "EMPTY_CTA_S", "FIT_RUNS",
-           "FIXED_S", "READ_SHARE", "ROW_SHARE_LOSS", "cta_bytes", "cta_work", "grid_work", "partition_seconds",
-           "plan_seconds", "stream_seconds"]
+           "FIXED_S", "READ_SHARE", "ROW_SHARE_LOSS", "cta_bytes", "cta_partition", "cta_work", "grid_work", "merge_term",
+           "partition_seconds", "plan_seconds", "stream_seconds"]

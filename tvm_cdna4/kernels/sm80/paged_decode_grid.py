@@ -1,6 +1,7 @@
 """The sm80-class paged decode's grid arithmetic (issue 37), below the planner (``paged_decode_plan``), its estimate
 (``paged_decode_estimate``) and its rules (``paged_decode_rule``), which share it: the CTAs an SM holds, the balanced
-partition's divisor and tiles (``paged_decode_plan``'s module docstring, "The balanced partition"). Pure Python."""
+partition's divisor and tiles (``paged_decode_plan``'s module docstring, "The balanced partition"), the merge model
+(``merge_seconds``: the planner's merge choice and the estimate's merge term; "The merge" there). Pure Python."""
 
 from __future__ import annotations
 
@@ -9,6 +10,15 @@ from ..gemm.dynamic_m import ceil_div
 from .attention_plan import MAX_THREADS_PER_SM
 
 RESIDENT_CTAS = 2  # paged CTAs resident per SM (the bf16 D 128 kernel's, resident_ctas): a wave is sms x this
+MERGE_LANES = 8  # merge-kernel lanes per (row, dim pair) item: each merges a 1/8 share of the partitions, then shuffles
+MERGE_PASS = 4  # (row, dim pair) items a last-CTA merge thread takes per pass (their loads in flight together)
+MERGE_THREADS = 128  # threads of a merge-kernel CTA
+MERGE_RUNS = ("paged_decode_short2k_h100_2026-12-07e.json", "paged_decode_pagedb8_h100_2026-12-07e.json",
+              "paged_decode_pagedb8b_h100_2026-12-07e.json", "paged_decode_pagedpdl_h100_2026-12-07f.log")
+"""The H100 runs (``benchmarks/runs``) whose (merge kernel, last CTA) pairs ``merge_seconds``' constants are fitted to."""
+LAUNCH_S = 0.3e-6  # fitted (MERGE_RUNS): the merge kernel's launch after main, in a CUDA graph
+MERGE_CTA_S = 0.1e-6  # fitted (MERGE_RUNS): a merge-kernel CTA (merge_kernel_ctas) per SM
+PARTIAL_S = 0.1e-6  # fitted (MERGE_RUNS): a partial the last CTA merges, per pass
 
 
 def resident_ctas(p, device) -> int:
@@ -33,4 +43,20 @@ def balance_tiles(part_tiles: int, lengths, tile_keys: int, warps: int, divisor:
     return most(part_tiles, ceil_div(total, divisor * warps) * warps)
 
 
-__all__ = ["RESIDENT_CTAS", "balance_divisor", "balance_tiles", "resident_ctas"]
+def merge_kernel_ctas(problem: PagedDecodeProblem) -> int:
+    """The merge kernel's CTAs: ``MERGE_LANES`` lanes per (sequence x kv head, row, dim pair) item."""
+    items = problem.batch * problem.kv_heads * problem.group * problem.queries * (problem.head_dim // 2)
+    return ceil_div(items * MERGE_LANES, MERGE_THREADS)
+
+
+def merge_seconds(problem: PagedDecodeProblem, partials: int, warps: int, sms: int) -> dict:
+    """The model's cost in seconds of each merge (``paged_decode_plan``'s module docstring, "The merge") where a sequence has ``partials`` partitions:
+    the last CTA's ``partials`` per pass (``PARTIAL_S``; none for one partition), the merge kernel's launch and
+    its CTAs over the SMs (``LAUNCH_S``, ``MERGE_CTA_S``)."""
+    passes = ceil_div(problem.group * problem.queries * (problem.head_dim // 2), 32 * warps * MERGE_PASS)
+    last = passes * partials * PARTIAL_S if partials > 1 else 0.0
+    return {"last-cta": last, "kernel": LAUNCH_S + MERGE_CTA_S * merge_kernel_ctas(problem) / sms}
+
+
+__all__ = ["LAUNCH_S", "MERGE_CTA_S", "MERGE_LANES", "MERGE_PASS", "MERGE_RUNS", "MERGE_THREADS", "PARTIAL_S", "RESIDENT_CTAS",
+           "balance_divisor", "balance_tiles", "merge_kernel_ctas", "merge_seconds", "resident_ctas"]

@@ -167,7 +167,9 @@ from ..gemm.epilogue import Param
 from ...errors import ContractError
 from .attention_plan import MAX_REGISTERS, MAX_THREADS_PER_SM, arch_number
 from .gemm_config import DTYPES, MMA
-from .paged_decode_grid import RESIDENT_CTAS, balance_divisor, balance_tiles, resident_ctas
+from .paged_decode_grid import (  # noqa: F401 (re-exported: the merge model lives below the estimate)
+    LAUNCH_S, MERGE_CTA_S, MERGE_LANES, MERGE_PASS, MERGE_RUNS, MERGE_THREADS, PARTIAL_S, RESIDENT_CTAS, balance_divisor,
+    balance_tiles, merge_kernel_ctas, merge_seconds, resident_ctas)
 from .paged_decode_pdl import choose_pdl
 from .paged_decode_rule import balance_by_rule, standin_contexts
 
@@ -188,17 +190,8 @@ AMORTIZE = 16  # a partition's K and V bytes over its partial's (written and rea
 MAX_PARTITION_BYTES = 256 * 1024  # K and V of one kv head per CTA: ~20 us at a resident CTA's HBM share
 MERGES = ("last-cta", "kernel")  # PagedDecodePlan.merge (module docstring)
 MERGE_BATCH = 4  # partials a merge thread loads at once (one round trip of latency per batch)
-MERGE_LANES = 8  # merge-kernel lanes per (row, dim pair) item: each merges a 1/8 share of the partitions, then shuffles
-MERGE_PASS = 4  # (row, dim pair) items a last-CTA merge thread takes per pass (their loads in flight together)
 MAX_MERGE_BATCH = 16  # PagedDecodeConfig.merge_batch at most: a last-CTA merge round's partials an item
 LAST_LOADS = 32  # a forced merge_batch's partials in flight a thread (merge_batch x items): 128 f32 of loads
-MERGE_THREADS = 128  # threads of a merge-kernel CTA
-MERGE_RUNS = ("paged_decode_short2k_h100_2026-12-07e.json", "paged_decode_pagedb8_h100_2026-12-07e.json",
-              "paged_decode_pagedb8b_h100_2026-12-07e.json", "paged_decode_pagedpdl_h100_2026-12-07f.log")
-"""The H100 runs (``benchmarks/runs``) whose (merge kernel, last CTA) pairs ``merge_seconds``' constants are fitted to."""
-LAUNCH_S = 0.3e-6  # fitted (MERGE_RUNS): the merge kernel's launch after main, in a CUDA graph
-MERGE_CTA_S = 0.1e-6  # fitted (MERGE_RUNS): a merge-kernel CTA (merge_kernel_ctas) per SM
-PARTIAL_S = 0.1e-6  # fitted (MERGE_RUNS): a partial the last CTA merges, per pass
 PACK = "cvt.rn.{t}x2.f32"
 Q_PRESCALE = 2.0**-8  # a bf16 Q's factor before its f16 rounding, fp8 KV (module docstring)
 COPY = "cp.async.cg.shared.global"
@@ -493,21 +486,6 @@ def choose_min_ctas(p: PagedDecodePlan, device) -> int:
     return n if n >= 1 and cap < MAX_REGISTERS else 0
 
 
-def merge_kernel_ctas(problem: PagedDecodeProblem) -> int:
-    """The merge kernel's CTAs: ``MERGE_LANES`` lanes per (sequence x kv head, row, dim pair) item."""
-    items = problem.batch * problem.kv_heads * problem.group * problem.queries * (problem.head_dim // 2)
-    return ceil_div(items * MERGE_LANES, MERGE_THREADS)
-
-
-def merge_seconds(problem: PagedDecodeProblem, partials: int, warps: int, sms: int) -> dict:
-    """The model's cost in seconds of each merge (module docstring) where a sequence has ``partials`` partitions:
-    the last CTA's ``partials`` per pass (``PARTIAL_S``; none for one partition), the merge kernel's launch and
-    its CTAs over the SMs (``LAUNCH_S``, ``MERGE_CTA_S``)."""
-    passes = ceil_div(problem.group * problem.queries * (problem.head_dim // 2), 32 * warps * MERGE_PASS)
-    last = passes * partials * PARTIAL_S if partials > 1 else 0.0
-    return {"last-cta": last, "kernel": LAUNCH_S + MERGE_CTA_S * merge_kernel_ctas(problem) / sms}
-
-
 def merge_partials(plan: PagedDecodePlan) -> int:
     """The partitions per sequence the merge choice weighs: ``split_kv``; with the balanced partition (computed on
     the device) the most that the longest sequence of a stand-in batch at the hint has
@@ -517,6 +495,14 @@ def merge_partials(plan: PagedDecodePlan) -> int:
     tiles = (plan.tile_keys * balance_tiles(plan.part_tiles, lengths, plan.tile_keys, plan.config.warps, plan.balance)
              for lengths in standin_contexts(plan.problem, plan.context).values())
     return min(plan.split_kv, max(ceil_div(plan.context, keys) for keys in tiles))
+
+
+def merged(plan: PagedDecodePlan) -> PagedDecodePlan:
+    """``plan`` with its merge placed (``place_merge``): ``config.merge``, else ``choose_merge``'s at
+    ``merge_partials`` (the class's ``WEIGH_MERGE``)."""
+    where = plan.config.merge or choose_merge(plan.problem, merge_partials(plan), plan.config.warps, plan.sms,
+                                              plan.WEIGH_MERGE)
+    return place_merge(plan, where)
 
 
 def place_merge(plan: PagedDecodePlan, where: str) -> PagedDecodePlan:
@@ -763,9 +749,8 @@ def plan_paged_decode(problem: PagedDecodeProblem, config: PagedDecodeConfig | N
     if SPLIT_MAJOR if config.split_major is None else config.split_major:
         plan = attrs.evolve(plan, split_major=True)
     if not balance and config.balance is None and not BALANCE and problem.batch <= MAX_BALANCE_BATCH:
-        plan = balance_by_rule(plan, config, resident_ctas(plan, planned("sm80")) * sms, planned("sm80"))
-    plan = place_merge(plan, config.merge or choose_merge(problem, merge_partials(plan), config.warps, sms,
-                                                         record.WEIGH_MERGE))
+        plan = balance_by_rule(plan, config, resident_ctas(plan, planned("sm80")) * sms, planned("sm80"), merged)
+    plan = merged(plan)
     plan = last_round(plan, target) if config.merge_batch is not None else plan
     plan = attrs.evolve(plan, pdl=True) if choose_pdl(config, arch or planned("sm80").arch, target) else plan
     ctas = config.min_ctas if config.min_ctas is not None else (
@@ -778,4 +763,5 @@ __all__ = ["AMORTIZE", "CVT_ARCH", "INFLIGHT", "INFLIGHT_MIN_WARPS", "INFLIGHT_S
            "STAGES", "WIDE_FP8_STAGES", "PagedDecodeConfig", "PagedDecodePlan", "balance_divisor", "balance_tiles",
            "check_balance", "check_inflight", "choose_cvt", "choose_inflight_ring", "inflight_bytes", "choose_merge", "choose_min_ctas",
            "choose_partition", "choose_stages", "choose_tile_keys",
-           "forced_partition", "last_round", "merge_kernel_ctas", "merge_partials", "merge_seconds", "place_merge", "plan_paged_decode", "resident_ctas"]
+           "forced_partition", "last_round", "merge_kernel_ctas", "merge_partials", "merge_seconds", "merged", "place_merge", "plan_paged_decode",
+           "resident_ctas"]
