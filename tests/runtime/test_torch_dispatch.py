@@ -215,7 +215,10 @@ def test_the_lse_nobody_reads_goes_to_a_scratch_and_a_returned_one_is_new(calls)
     assert o.is_contiguous() and lse.is_contiguous()
 
 
-def test_a_paged_call_of_two_partitions_launches_main_then_merge(calls):
+def test_a_paged_call_of_two_partitions_launches_main_then_merge(calls, monkeypatch):
+    from tvm_cdna4.kernels.sm80 import paged_decode_plan
+
+    monkeypatch.setattr(paged_decode_plan, "WEIGH_LAST_CTA", False)  # the merge kernel (the last CTA's: below)
     args = _paged(max_pages=32)  # 512 keys of capacity: two partitions of 256
     for _ in range(3):
         o = tt.paged_attention(*args)
@@ -223,6 +226,14 @@ def test_a_paged_call_of_two_partitions_launches_main_then_merge(calls):
     main, merge = calls[-2:]
     assert main[:5] == args and len(main) == 8  # no O, no LSE: the partials into WO, WM, WL
     assert merge[0] is args[4] and merge[1:4] == main[5:8] and merge[4] is o and merge[5].shape == (1, 1, 8)
+
+
+def test_a_paged_call_of_two_partitions_merges_in_its_last_cta_by_default(calls):
+    args = _paged(max_pages=32)  # two partitions, merged by the last CTA (paged_decode_plan.choose_merge): one launch
+    for _ in range(3):
+        o = tt.paged_attention(*args)
+    assert len(calls) == 3 and len(tt._CALLS) == 1
+    assert calls[-1][:5] == args and any(a is o for a in calls[-1][5:])
 
 
 def test_fp8_caches_launch_as_bytes_with_their_scales(calls):
