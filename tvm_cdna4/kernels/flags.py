@@ -22,6 +22,7 @@ from __future__ import annotations
 import importlib
 import operator
 import sys
+import threading
 import types
 
 PACKAGE = __package__
@@ -32,6 +33,9 @@ _SETS: list = []
 """Every ``FlagSet`` read so far (their kept values dropped on a set)."""
 _LISTENERS: list = []
 """What ``changed`` calls after a watched flag is set (``listen``)."""
+_SETTING = [0, threading.Lock()]
+"""``[sets so far, lock]``: ``changed`` counts under the lock; a ``FlagSet`` keeps values it read only where no set
+came between its read's start and its keeping (another thread's set mid-read would leave the old value kept)."""
 
 
 class _Watched(types.ModuleType):
@@ -50,8 +54,10 @@ class _Watched(types.ModuleType):
 
 def changed() -> None:
     """A watched flag was set: every ``FlagSet`` reads its flags afresh, every listener is called."""
-    for flag_set in _SETS:
-        flag_set.values = None
+    with _SETTING[1]:
+        _SETTING[0] += 1
+        for flag_set in _SETS:
+            flag_set.values = None
     for listener in tuple(_LISTENERS):
         listener()
 
@@ -81,7 +87,11 @@ class FlagSet:
         if values is None:
             if self._read is None:
                 self._read = self._reader()
-            values = self.values = self._read()
+            sets = _SETTING[0]
+            values = self._read()
+            with _SETTING[1]:
+                if _SETTING[0] == sets:  # no set since the read began: keep what it read
+                    self.values = values
         return values
 
     def _reader(self):
