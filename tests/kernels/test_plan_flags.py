@@ -160,3 +160,19 @@ def test_a_flag_set_during_a_read_is_not_lost(monkeypatch):
     flag_set._read = read
     assert flag_set() == (not before[0],)  # ... but not kept past the set
 
+
+def test_a_reload_of_the_flags_module_keeps_its_watches_sets_and_listeners(monkeypatch):
+    """``importlib.reload(kernels.flags)``: the modules watched so far still report their flags' sets, the sets read
+    so far drop their values, the listeners (``tvm_cdna4.torch``'s) are still called."""
+    from tvm_cdna4.kernels.sm90 import attention_cost
+    from tvm_cdna4.kernels.sm90.attention_target import plan_flags
+
+    heard = []
+    for name in ("_WATCHED", "_SETS"):
+        monkeypatch.setattr(flags, name, getattr(flags, name))  # put back after the test, whatever the reload does
+    monkeypatch.setattr(flags, "_LISTENERS", [lambda: heard.append(1)])
+    first = plan_flags()
+    importlib.reload(flags)
+    assert isinstance(attention_cost, flags._Watched)  # the reloaded class
+    monkeypatch.setattr(attention_cost, "WEIGH_WALKS", not attention_cost.WEIGH_WALKS)
+    assert heard == [1] and plan_flags() != first

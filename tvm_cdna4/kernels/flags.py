@@ -14,8 +14,9 @@ the modules (``watch``: their class becomes ``_Watched``): setting a watched fla
 (``module.FLAG = value``, ``setattr``, ``monkeypatch.setattr``) drops every set's kept values and calls the
 ``listen`` callbacks (``tvm_cdna4.torch``: forget the prepared launches). So ``plan_flags()`` is one attribute
 test after its first call. A flag written past its module's ``__setattr__`` (``vars(module)[name] = ...``, a
-``global`` statement in the module itself, ``importlib.reload``) is not seen: clear the caches then
-(``tvm_cdna4.torch.kernel_cache().clear()``)."""
+``global`` statement in the module itself, ``importlib.reload`` of it) is not seen: clear the caches then
+(``tvm_cdna4.torch.kernel_cache().clear()``). A set while another thread reads keeps no value of before it
+(``_SETTING``); a reload of this module keeps what was watched, read and listened to."""
 
 from __future__ import annotations
 
@@ -27,13 +28,15 @@ import types
 
 PACKAGE = __package__
 """The package ``PLAN_FLAGS``' module names are dotted from (``tvm_cdna4.kernels``)."""
-_WATCHED: dict = {}
+# the state below survives ``importlib.reload`` of this module (the modules watched, the sets read and the listeners
+# registered before it are still served; the watched modules take the reloaded ``_Watched``: the end of the module)
+_WATCHED: dict = globals().get("_WATCHED", {})
 """``{module name: {flag names}}``: the flags whose assignment ``_Watched`` reports."""
-_SETS: list = []
+_SETS: list = globals().get("_SETS", [])
 """Every ``FlagSet`` read so far (their kept values dropped on a set)."""
-_LISTENERS: list = []
+_LISTENERS: list = globals().get("_LISTENERS", [])
 """What ``changed`` calls after a watched flag is set (``listen``)."""
-_SETTING = [0, threading.Lock()]
+_SETTING = globals().get("_SETTING", [0, threading.Lock()])
 """``[sets so far, lock]``: ``changed`` counts under the lock; a ``FlagSet`` keeps values it read only where no set
 came between its read's start and its keeping (another thread's set mid-read would leave the old value kept)."""
 
@@ -109,5 +112,9 @@ class FlagSet:
             return lambda: (getter(package),)
         return lambda: getter(package)
 
+
+for _name in _WATCHED:  # a reload: the modules watched so far take this ``_Watched``
+    if isinstance(sys.modules.get(_name), types.ModuleType):
+        sys.modules[_name].__class__ = _Watched
 
 __all__ = ["PACKAGE", "FlagSet", "changed", "listen", "watch"]
