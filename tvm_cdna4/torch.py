@@ -40,7 +40,8 @@ row_scale=None, col_scale=None, out=None)`` computes ``out = epilogue(a @ op(b))
   plans, so a flag set between two calls plans and builds for its new value (set back: the earlier kernels); the
   prepared launches do not read them: setting a listed flag through its module (``module.FLAG = value``,
   ``monkeypatch.setattr``) forgets every prepared launch (``kernels.flags.listen``), so each key's next call takes
-  the checked path. A flag written past the module (``vars(module)[name] = ...``) is not seen. The
+  the checked path. A flag written past the module (``vars(module)[name] = ...``) is not seen until
+  ``kernel_cache().clear()``. The
   outputs are new tensors every call, but for the LSE of ``attention`` and ``paged_attention`` where the call
   does not return it: the kernel writes that into a scratch kept beside the kernels (``empty_lse``), which
   nobody reads.
@@ -106,13 +107,14 @@ from ._torch_checks import (ALIGNMENT, DEVICE_TYPES, FP8_DTYPES, GEMM_DTYPES, IN
                             check_attention_arguments, check_fp8_target, check_grouped_arguments, flatten_leading)
 from ._torch_checks import check_fp8  # noqa: F401 (re-exported)
 from .errors import ContractError
-from .kernels.flags import listen
+from .kernels.flags import forget as _forget_flags, listen
 from .kernels.gemm.epilogue import Fusion
 
 
 class _KernelCache(dict):
     """``kernel_cache()``: clearing it forgets the eager calls' prepared launches too (``_CALLS``), their LSE
-    scratches (``_SCRATCH``) and the paged op's kernels, workspaces and scale buffers (``torch_paged.clear``), so
+    scratches (``_SCRATCH``), the paged op's kernels, workspaces and scale buffers (``torch_paged.clear``) and the
+    planners' kept flag values (``kernels.flags.forget``: a flag written past its module is read afresh), so
     their memory goes back to torch's allocator (drop CUDA graphs captured through them first); removing one kernel forgets every prepared launch (a launch holds its kernel, and
     its key does not name the kernel's), so the next call of that shape class builds afresh."""
 
@@ -120,6 +122,7 @@ class _KernelCache(dict):
         _CALLS.clear()
         _SCRATCH.clear()
         _paged.clear()
+        _forget_flags()  # the planners' flags read afresh: one written past its module is seen (kernels.flags)
         super().clear()
 
     def __delitem__(self, key) -> None:

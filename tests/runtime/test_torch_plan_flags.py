@@ -106,3 +106,20 @@ def test_a_flag_set_past_its_module_is_not_seen_but_one_set_through_it_is(monkey
     monkeypatch.undo()
     monkeypatch.setattr(gemm_shift, "SHIFT_TMA", gemm_shift.HALF)
     assert plan_flags()[index] == gemm_shift.HALF and plan_flags()[:index] == first[:index]
+
+
+def test_clearing_the_kernel_cache_reads_a_flag_written_past_its_module(monkeypatch):
+    """The documented remedy for a flag written past its module (``kernels.flags``: clear the caches): after
+    ``kernel_cache().clear()`` the families' ``plan_flags()`` hold the value the module has, so the next call plans
+    (and keys its kernel) under it, not under the value kept before."""
+    from tvm_cdna4.kernels.sm90.gemm_target import PLAN_FLAGS, plan_flags
+
+    index = PLAN_FLAGS.index(("sm90.gemm_shift", "SHIFT_TMA"))
+    first = plan_flags()
+    monkeypatch.setitem(vars(gemm_shift), "SHIFT_TMA", gemm_shift.HALF)  # past the module: not seen ...
+    assert plan_flags() is first
+    tt.kernel_cache().clear()  # ... until the caches are cleared
+    seen = plan_flags()
+    monkeypatch.undo()
+    tt.kernel_cache().clear()  # the value of before read again for the tests after this one
+    assert seen[index] == gemm_shift.HALF and plan_flags() == first

@@ -15,7 +15,7 @@ the modules (``watch``: their class becomes ``_Watched``): setting a watched fla
 ``listen`` callbacks (``tvm_cdna4.torch``: forget the prepared launches). So ``plan_flags()`` is one attribute
 test after its first call. A flag written past its module's ``__setattr__`` (``vars(module)[name] = ...``, a
 ``global`` statement in the module itself, ``importlib.reload`` of it) is not seen: clear the caches then
-(``tvm_cdna4.torch.kernel_cache().clear()``). A set while another thread reads keeps no value of before it
+(``tvm_cdna4.torch.kernel_cache().clear()``: ``forget``, the sets read afresh). A set while another thread reads keeps no value of before it
 (``_SETTING``); a reload of this module keeps what was watched, read and listened to."""
 
 from __future__ import annotations
@@ -56,13 +56,19 @@ class _Watched(types.ModuleType):
 
 
 def changed() -> None:
-    """A watched flag was set: every ``FlagSet`` reads its flags afresh, every listener is called."""
+    """A watched flag was set: every ``FlagSet`` reads its flags afresh (``forget``), every listener is called."""
+    forget()
+    for listener in tuple(_LISTENERS):
+        listener()
+
+
+def forget() -> None:
+    """Every ``FlagSet`` reads its flags afresh at its next call (``tvm_cdna4.torch.kernel_cache().clear()`` calls
+    this: what sees a flag written past its module)."""
     with _SETTING[1]:
         _SETTING[0] += 1
         for flag_set in _SETS:
             flag_set.values = None
-    for listener in tuple(_LISTENERS):
-        listener()
 
 
 def listen(listener) -> None:
@@ -117,4 +123,4 @@ for _name in _WATCHED:  # a reload: the modules watched so far take this ``_Watc
     if isinstance(sys.modules.get(_name), types.ModuleType):
         sys.modules[_name].__class__ = _Watched
 
-__all__ = ["PACKAGE", "FlagSet", "changed", "listen", "watch"]
+__all__ = ["PACKAGE", "FlagSet", "changed", "forget", "listen", "watch"]
