@@ -100,6 +100,7 @@ except ImportError as err:  # the runtime extra, not a hard dependency of the pa
     raise ImportError("tvm_cdna4.torch needs PyTorch: pip install 'tvm_cdna4[cuda]'") from err
 
 import os
+import threading
 from typing import Optional
 
 from ._torch_checks import (ALIGNMENT, DEVICE_TYPES, FP8_DTYPES, GEMM_DTYPES, IN_DTYPES, LAYOUTS, OUT_DTYPES,
@@ -107,7 +108,7 @@ from ._torch_checks import (ALIGNMENT, DEVICE_TYPES, FP8_DTYPES, GEMM_DTYPES, IN
                             check_attention_arguments, check_fp8_target, check_grouped_arguments, flatten_leading)
 from ._torch_checks import check_fp8  # noqa: F401 (re-exported)
 from .errors import ContractError
-from .kernels.flags import forget as _forget_flags, listen
+from .kernels.flags import forget as _forget_flags, listen, sets as _flag_sets
 from .kernels.gemm.epilogue import Fusion
 
 
@@ -149,6 +150,8 @@ _SCRATCH: dict = {}
 _CALLS: dict = {}
 """``{call key: launch}``: the prepared launch of each shape class an eager call has run (``_lookup``)."""
 listen(_forget_calls)
+_MISSED = threading.local()
+"""``sets``: ``kernels.flags.sets()`` when this thread's call last missed ``_CALLS`` (``_lookup``; ``_store``)."""
 CALL_CACHE_LIMIT = 4096
 """Prepared launches kept (``_CALLS``; a key holds M, so a server's every M is one): past it the oldest goes."""
 
@@ -282,8 +285,10 @@ def _lookup(op: str, options: tuple, *tensors):
         launch = _CALLS.get(key)
     except TypeError:  # an unhashable option (a list for a layout ...): the checks name it
         return None, None
-    if launch is None and _UNCACHED in key:  # never stored: such a key finds nothing
-        return None, None
+    if launch is None:
+        if _UNCACHED in key:  # never stored: such a key finds nothing
+            return None, None
+        _MISSED.sets = _flag_sets()  # what _store compares
     return key, launch
 
 
@@ -293,6 +298,10 @@ def _key(op: str, options: tuple, *tensors):
 
 
 def _store(key, launch) -> None:
+    """Keep ``launch`` for ``key``, but where a flag was set (or the caches cleared) since this thread's call missed
+    (``_MISSED``): another thread's set while the call planned may have left it the kernel of the old value."""
+    if getattr(_MISSED, "sets", None) != _flag_sets():
+        return
     if len(_CALLS) >= CALL_CACHE_LIMIT:  # the oldest key goes (dicts keep insertion order)
         del _CALLS[next(iter(_CALLS))]
     _CALLS[key] = launch

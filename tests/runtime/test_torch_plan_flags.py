@@ -123,3 +123,23 @@ def test_clearing_the_kernel_cache_reads_a_flag_written_past_its_module(monkeypa
     monkeypatch.undo()
     tt.kernel_cache().clear()  # the value of before read again for the tests after this one
     assert seen[index] == gemm_shift.HALF and plan_flags() == first
+
+
+def test_a_flag_set_while_a_call_prepares_its_launch_is_not_lost(checked, monkeypatch):
+    """Another thread's set of a flag between a call's planning and the store of its prepared launch (here: in the
+    store) forgets that launch too: the next call of the shape takes the checked path and the new value's kernel."""
+    checks = checked("sm_90", "sm90")
+    a, b = torch.zeros(200, 4096, **BF), torch.zeros(4096, 4096, **BF)
+    store = tt._store
+
+    def racing(key, launch):
+        monkeypatch.setattr(gemm_shift, "SHIFT_LAST", False)  # the other thread's set, before this call stores
+        store(key, launch)
+
+    monkeypatch.setattr(tt, "_store", racing)
+    tt.gemm(a, b)
+    monkeypatch.setattr(tt, "_store", store)
+    n = len(checks)
+    tt.gemm(a, b)
+    assert len(checks) > n  # not the launch planned under the value of before
+    assert list(tt.kernel_cache().values())[-1].dynamic.plan(200).config.shift_last is False

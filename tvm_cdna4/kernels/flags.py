@@ -62,6 +62,12 @@ def changed() -> None:
         listener()
 
 
+def sets() -> int:
+    """The count of watched-flag sets (and ``forget`` calls) so far: a cache that keeps what it computed under the
+    flags compares it before and after (``tvm_cdna4.torch._store``)."""
+    return _SETTING[0]
+
+
 def forget() -> None:
     """Every ``FlagSet`` reads its flags afresh at its next call (``tvm_cdna4.torch.kernel_cache().clear()`` calls
     this: what sees a flag written past its module)."""
@@ -123,4 +129,4 @@ for _name in _WATCHED:  # a reload: the modules watched so far take this ``_Watc
     if isinstance(sys.modules.get(_name), types.ModuleType):
         sys.modules[_name].__class__ = _Watched
 
-__all__ = ["PACKAGE", "FlagSet", "changed", "forget", "listen", "watch"]
+__all__ = ["PACKAGE", "FlagSet", "changed", "forget", "listen", "sets", "watch"]
