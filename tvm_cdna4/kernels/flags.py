@@ -37,7 +37,7 @@ _SETS: list = globals().get("_SETS", [])
 _LISTENERS: list = globals().get("_LISTENERS", [])
 """What ``changed`` calls after a watched flag is set (``listen``)."""
 _SETTING = globals().get("_SETTING", [0, threading.Lock()])
-"""``[sets so far, lock]``: ``changed`` counts under the lock; a ``FlagSet`` keeps values it read only where no set
+"""``[sets so far, lock]``: ``forget`` counts under the lock; a ``FlagSet`` keeps values it read only where no set
 came between its read's start and its keeping (another thread's set mid-read would leave the old value kept)."""
 
 
