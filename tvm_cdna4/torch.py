@@ -40,7 +40,8 @@ row_scale=None, col_scale=None, out=None)`` computes ``out = epilogue(a @ op(b))
   plans, so a flag set between two calls plans and builds for its new value (set back: the earlier kernels); the
   prepared launches do not read them: setting a listed flag through its module (``module.FLAG = value``,
   ``monkeypatch.setattr``) forgets every prepared launch (``kernels.flags.listen``), so each key's next call takes
-  the checked path. A flag written past the module (``vars(module)[name] = ...``) is not seen. The
+  the checked path. A flag written past the module (``vars(module)[name] = ...``) is not seen until
+  ``kernel_cache().clear()``. The
   outputs are new tensors every call, but for the LSE of ``attention`` and ``paged_attention`` where the call
   does not return it: the kernel writes that into a scratch kept beside the kernels (``empty_lse``), which
   nobody reads.
@@ -99,6 +100,7 @@ except ImportError as err:  # the runtime extra, not a hard dependency of the pa
     raise ImportError("tvm_cdna4.torch needs PyTorch: pip install 'tvm_cdna4[cuda]'") from err
 
 import os
+import threading
 from typing import Optional
 
 from ._torch_checks import (ALIGNMENT, DEVICE_TYPES, FP8_DTYPES, GEMM_DTYPES, IN_DTYPES, LAYOUTS, OUT_DTYPES,
@@ -106,13 +108,14 @@ from ._torch_checks import (ALIGNMENT, DEVICE_TYPES, FP8_DTYPES, GEMM_DTYPES, IN
                             check_attention_arguments, check_fp8_target, check_grouped_arguments, flatten_leading)
 from ._torch_checks import check_fp8  # noqa: F401 (re-exported)
 from .errors import ContractError
-from .kernels.flags import listen
+from .kernels.flags import forget as _forget_flags, listen, sets as _flag_sets
 from .kernels.gemm.epilogue import Fusion
 
 
 class _KernelCache(dict):
     """``kernel_cache()``: clearing it forgets the eager calls' prepared launches too (``_CALLS``), their LSE
-    scratches (``_SCRATCH``) and the paged op's kernels, workspaces and scale buffers (``torch_paged.clear``), so
+    scratches (``_SCRATCH``), the paged op's kernels, workspaces and scale buffers (``torch_paged.clear``) and the
+    planners' kept flag values (``kernels.flags.forget``: a flag written past its module is read afresh), so
     their memory goes back to torch's allocator (drop CUDA graphs captured through them first); removing one kernel forgets every prepared launch (a launch holds its kernel, and
     its key does not name the kernel's), so the next call of that shape class builds afresh."""
 
@@ -120,6 +123,7 @@ class _KernelCache(dict):
         _CALLS.clear()
         _SCRATCH.clear()
         _paged.clear()
+        _forget_flags()  # the planners' flags read afresh: one written past its module is seen (kernels.flags)
         super().clear()
 
     def __delitem__(self, key) -> None:
@@ -146,6 +150,8 @@ _SCRATCH: dict = {}
 _CALLS: dict = {}
 """``{call key: launch}``: the prepared launch of each shape class an eager call has run (``_lookup``)."""
 listen(_forget_calls)
+_MISSED = threading.local()
+"""``sets``: ``kernels.flags.sets()`` when this thread's call last missed ``_CALLS`` (``_lookup``; ``_store``)."""
 CALL_CACHE_LIMIT = 4096
 """Prepared launches kept (``_CALLS``; a key holds M, so a server's every M is one): past it the oldest goes."""
 
@@ -279,8 +285,10 @@ def _lookup(op: str, options: tuple, *tensors):
         launch = _CALLS.get(key)
     except TypeError:  # an unhashable option (a list for a layout ...): the checks name it
         return None, None
-    if launch is None and _UNCACHED in key:  # never stored: such a key finds nothing
-        return None, None
+    if launch is None:
+        if _UNCACHED in key:  # never stored: such a key finds nothing
+            return None, None
+        _MISSED.sets = _flag_sets()  # what _store compares
     return key, launch
 
 
@@ -290,6 +298,10 @@ def _key(op: str, options: tuple, *tensors):
 
 
 def _store(key, launch) -> None:
+    """Keep ``launch`` for ``key``, but where a flag was set (or the caches cleared) since this thread's call missed
+    (``_MISSED``): another thread's set while the call planned may have left it the kernel of the old value."""
+    if getattr(_MISSED, "sets", None) != _flag_sets():
+        return
     if len(_CALLS) >= CALL_CACHE_LIMIT:  # the oldest key goes (dicts keep insertion order)
         del _CALLS[next(iter(_CALLS))]
     _CALLS[key] = launch

@@ -137,3 +137,42 @@ def test_a_flag_set_drops_every_kept_value_and_tells_the_listeners(monkeypatch):
     assert plan_flags() is first and heard == []
     monkeypatch.setattr(attention_cost, "WEIGH_WALKS", not attention_cost.WEIGH_WALKS)
     assert heard == [1] and plan_flags() != first
+
+
+def test_a_flag_set_during_a_read_is_not_lost(monkeypatch):
+    """A set of a flag while another thread reads the set's values (here: the set runs inside the read, after the
+    value was read) leaves no value of before the set kept: the next read sees the set."""
+    from tvm_cdna4.kernels.sm90 import attention_cost
+
+    monkeypatch.setattr(flags, "_SETS", list(flags._SETS))  # the set made here goes with the test
+    flag_set = flags.FlagSet((("sm90.attention_cost", "WEIGH_WALKS"),))
+    before = flag_set()
+    flag_set.values = None
+    read = flag_set._read
+
+    def racing():
+        values = read()
+        monkeypatch.setattr(attention_cost, "WEIGH_WALKS", not before[0])  # the other thread's set, mid-read
+        return values
+
+    flag_set._read = racing
+    assert flag_set() == before  # what was read, returned ...
+    flag_set._read = read
+    assert flag_set() == (not before[0],)  # ... but not kept past the set
+
+
+def test_a_reload_of_the_flags_module_keeps_its_watches_sets_and_listeners(monkeypatch):
+    """``importlib.reload(kernels.flags)``: the modules watched so far still report their flags' sets, the sets read
+    so far drop their values, the listeners (``tvm_cdna4.torch``'s) are still called."""
+    from tvm_cdna4.kernels.sm90 import attention_cost
+    from tvm_cdna4.kernels.sm90.attention_target import plan_flags
+
+    heard = []
+    for name in ("_WATCHED", "_SETS"):
+        monkeypatch.setattr(flags, name, getattr(flags, name))  # put back after the test, whatever the reload does
+    monkeypatch.setattr(flags, "_LISTENERS", [lambda: heard.append(1)])
+    first = plan_flags()
+    importlib.reload(flags)
+    assert isinstance(attention_cost, flags._Watched)  # the reloaded class
+    monkeypatch.setattr(attention_cost, "WEIGH_WALKS", not attention_cost.WEIGH_WALKS)
+    assert heard == [1] and plan_flags() != first

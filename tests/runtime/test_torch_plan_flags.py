@@ -106,3 +106,40 @@ def test_a_flag_set_past_its_module_is_not_seen_but_one_set_through_it_is(monkey
     monkeypatch.undo()
     monkeypatch.setattr(gemm_shift, "SHIFT_TMA", gemm_shift.HALF)
     assert plan_flags()[index] == gemm_shift.HALF and plan_flags()[:index] == first[:index]
+
+
+def test_clearing_the_kernel_cache_reads_a_flag_written_past_its_module(monkeypatch):
+    """The documented remedy for a flag written past its module (``kernels.flags``: clear the caches): after
+    ``kernel_cache().clear()`` the families' ``plan_flags()`` hold the value the module has, so the next call plans
+    (and keys its kernel) under it, not under the value kept before."""
+    from tvm_cdna4.kernels.sm90.gemm_target import PLAN_FLAGS, plan_flags
+
+    index = PLAN_FLAGS.index(("sm90.gemm_shift", "SHIFT_TMA"))
+    first = plan_flags()
+    monkeypatch.setitem(vars(gemm_shift), "SHIFT_TMA", gemm_shift.HALF)  # past the module: not seen ...
+    assert plan_flags() is first
+    tt.kernel_cache().clear()  # ... until the caches are cleared
+    seen = plan_flags()
+    monkeypatch.undo()
+    tt.kernel_cache().clear()  # the value of before read again for the tests after this one
+    assert seen[index] == gemm_shift.HALF and plan_flags() == first
+
+
+def test_a_flag_set_while_a_call_prepares_its_launch_is_not_lost(checked, monkeypatch):
+    """Another thread's set of a flag between a call's planning and the store of its prepared launch (here: in the
+    store) forgets that launch too: the next call of the shape takes the checked path and the new value's kernel."""
+    checks = checked("sm_90", "sm90")
+    a, b = torch.zeros(200, 4096, **BF), torch.zeros(4096, 4096, **BF)
+    store = tt._store
+
+    def racing(key, launch):
+        monkeypatch.setattr(gemm_shift, "SHIFT_LAST", False)  # the other thread's set, before this call stores
+        store(key, launch)
+
+    monkeypatch.setattr(tt, "_store", racing)
+    tt.gemm(a, b)
+    monkeypatch.setattr(tt, "_store", store)
+    n = len(checks)
+    tt.gemm(a, b)
+    assert len(checks) > n  # not the launch planned under the value of before
+    assert list(tt.kernel_cache().values())[-1].dynamic.plan(200).config.shift_last is False

@@ -14,24 +14,31 @@ the modules (``watch``: their class becomes ``_Watched``): setting a watched fla
 (``module.FLAG = value``, ``setattr``, ``monkeypatch.setattr``) drops every set's kept values and calls the
 ``listen`` callbacks (``tvm_cdna4.torch``: forget the prepared launches). So ``plan_flags()`` is one attribute
 test after its first call. A flag written past its module's ``__setattr__`` (``vars(module)[name] = ...``, a
-``global`` statement in the module itself, ``importlib.reload``) is not seen: clear the caches then
-(``tvm_cdna4.torch.kernel_cache().clear()``)."""
+``global`` statement in the module itself, ``importlib.reload`` of it) is not seen: clear the caches then
+(``tvm_cdna4.torch.kernel_cache().clear()``: ``forget``, the sets read afresh). A set while another thread reads keeps no value of before it
+(``_SETTING``); a reload of this module keeps what was watched, read and listened to."""
 
 from __future__ import annotations
 
 import importlib
 import operator
 import sys
+import threading
 import types
 
 PACKAGE = __package__
 """The package ``PLAN_FLAGS``' module names are dotted from (``tvm_cdna4.kernels``)."""
-_WATCHED: dict = {}
+# the state below survives ``importlib.reload`` of this module (the modules watched, the sets read and the listeners
+# registered before it are still served; the watched modules take the reloaded ``_Watched``: the end of the module)
+_WATCHED: dict = globals().get("_WATCHED", {})
 """``{module name: {flag names}}``: the flags whose assignment ``_Watched`` reports."""
-_SETS: list = []
+_SETS: list = globals().get("_SETS", [])
 """Every ``FlagSet`` read so far (their kept values dropped on a set)."""
-_LISTENERS: list = []
+_LISTENERS: list = globals().get("_LISTENERS", [])
 """What ``changed`` calls after a watched flag is set (``listen``)."""
+_SETTING = globals().get("_SETTING", [0, threading.Lock()])
+"""``[sets so far, lock]``: ``forget`` counts under the lock; a ``FlagSet`` keeps values it read only where no set
+came between its read's start and its keeping (another thread's set mid-read would leave the old value kept)."""
 
 
 class _Watched(types.ModuleType):
@@ -49,11 +56,25 @@ class _Watched(types.ModuleType):
 
 
 def changed() -> None:
-    """A watched flag was set: every ``FlagSet`` reads its flags afresh, every listener is called."""
-    for flag_set in _SETS:
-        flag_set.values = None
+    """A watched flag was set: every ``FlagSet`` reads its flags afresh (``forget``), every listener is called."""
+    forget()
     for listener in tuple(_LISTENERS):
         listener()
+
+
+def sets() -> int:
+    """The count of watched-flag sets (and ``forget`` calls) so far: a cache that keeps what it computed under the
+    flags compares it before and after (``tvm_cdna4.torch._store``)."""
+    return _SETTING[0]
+
+
+def forget() -> None:
+    """Every ``FlagSet`` reads its flags afresh at its next call (``tvm_cdna4.torch.kernel_cache().clear()`` calls
+    this: what sees a flag written past its module)."""
+    with _SETTING[1]:
+        _SETTING[0] += 1
+        for flag_set in _SETS:
+            flag_set.values = None
 
 
 def listen(listener) -> None:
@@ -81,7 +102,11 @@ class FlagSet:
         if values is None:
             if self._read is None:
                 self._read = self._reader()
-            values = self.values = self._read()
+            sets = _SETTING[0]
+            values = self._read()
+            with _SETTING[1]:
+                if _SETTING[0] == sets:  # no set since the read began: keep what it read
+                    self.values = values
         return values
 
     def _reader(self):
@@ -100,4 +125,8 @@ class FlagSet:
         return lambda: getter(package)
 
 
-__all__ = ["PACKAGE", "FlagSet", "changed", "listen", "watch"]
+for _name in _WATCHED:  # a reload: the modules watched so far take this ``_Watched``
+    if isinstance(sys.modules.get(_name), types.ModuleType):
+        sys.modules[_name].__class__ = _Watched
+
+__all__ = ["PACKAGE", "FlagSet", "changed", "forget", "listen", "sets", "watch"]
