@@ -115,7 +115,7 @@ def merge_term(p, contexts) -> float:
         return 0.0
     part = cta_partition(p, contexts)
     partials = max(min(p.split_kv, ceil_div(L, part)) for L in clamped_contexts(p.problem, contexts))
-    cost = merge_seconds(p.problem, partials, p.config.warps, p.sms)
+    cost = merge_seconds(p.problem, partials, p.config.warps, p.sms, p.last_pass)
     return cost["last-cta"] - cost["kernel"]
 
 

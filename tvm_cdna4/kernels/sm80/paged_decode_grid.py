@@ -49,14 +49,21 @@ def merge_kernel_ctas(problem: PagedDecodeProblem) -> int:
     return ceil_div(items * MERGE_LANES, MERGE_THREADS)
 
 
-def merge_seconds(problem: PagedDecodeProblem, partials: int, warps: int, sms: int) -> dict:
+def last_merge_passes(problem: PagedDecodeProblem, warps: int, per_pass: int = MERGE_PASS) -> int:
+    """The last-CTA merge's passes over a (sequence, kv head)'s (row, dim pair) items (rows x ``head_dim / 2``),
+    ``per_pass`` items a thread of ``32 warps`` each (``PagedDecodePlan.merge_passes``, ``merge_seconds``)."""
+    return ceil_div(problem.group * problem.queries * (problem.head_dim // 2), 32 * warps * per_pass)
+
+
+def merge_seconds(problem: PagedDecodeProblem, partials: int, warps: int, sms: int, per_pass: int = MERGE_PASS) -> dict:
     """The model's cost in seconds of each merge (``paged_decode_plan``'s module docstring, "The merge") where a sequence has ``partials`` partitions:
-    the last CTA's ``partials`` per pass (``PARTIAL_S``; none for one partition), the merge kernel's launch and
-    its CTAs over the SMs (``LAUNCH_S``, ``MERGE_CTA_S``)."""
-    passes = ceil_div(problem.group * problem.queries * (problem.head_dim // 2), 32 * warps * MERGE_PASS)
+    the last CTA's ``partials`` per pass (``PARTIAL_S``, ``last_merge_passes``; none for one partition), the merge
+    kernel's launch and its CTAs over the SMs (``LAUNCH_S``, ``MERGE_CTA_S``)."""
+    passes = last_merge_passes(problem, warps, per_pass)
     last = passes * partials * PARTIAL_S if partials > 1 else 0.0
     return {"last-cta": last, "kernel": LAUNCH_S + MERGE_CTA_S * merge_kernel_ctas(problem) / sms}
 
 
 __all__ = ["LAUNCH_S", "MERGE_CTA_S", "MERGE_LANES", "MERGE_PASS", "MERGE_RUNS", "MERGE_THREADS", "PARTIAL_S", "RESIDENT_CTAS",
-           "balance_divisor", "balance_tiles", "merge_kernel_ctas", "merge_seconds", "resident_ctas"]
+           "balance_divisor", "balance_tiles", "last_merge_passes", "merge_kernel_ctas", "merge_seconds",
+           "resident_ctas"]

@@ -169,7 +169,7 @@ from .attention_plan import MAX_REGISTERS, MAX_THREADS_PER_SM, arch_number
 from .gemm_config import DTYPES, MMA
 from .paged_decode_grid import (  # noqa: F401 (re-exported: the merge model lives below the estimate)
     LAUNCH_S, MERGE_CTA_S, MERGE_LANES, MERGE_PASS, MERGE_RUNS, MERGE_THREADS, PARTIAL_S, RESIDENT_CTAS, balance_divisor,
-    balance_tiles, merge_kernel_ctas, merge_seconds, resident_ctas)
+    balance_tiles, last_merge_passes, merge_kernel_ctas, merge_seconds, resident_ctas)
 from .paged_decode_pdl import choose_pdl
 from .paged_decode_rule import balance_by_rule, standin_contexts
 
@@ -448,7 +448,7 @@ class PagedDecodePlan(PlanRecord, family="paged"):
     @property
     def merge_passes(self) -> int:
         """The last-CTA merge's passes: ``last_pass`` (row, dim pair) items per thread each."""
-        return ceil_div(self.merge_items, self.threads * self.last_pass)
+        return last_merge_passes(self.problem, self.config.warps, self.last_pass)
 
     def workspace_bytes(self) -> int:
         """The partials' bytes, and the tickets' (4 bytes per sequence x kv head) with the last-CTA merge."""
