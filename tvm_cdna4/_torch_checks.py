@@ -62,8 +62,8 @@ def _bshd(t) -> bool:
 def attention_layout(q, k, v, bshd) -> str:
     """The ``AttentionProblem.layout`` of the call's q, k and v (shapes and dtypes checked): ``"bhsd"`` where all three
     are contiguous, ``"bshd"`` where all three are ``transpose(1, 2)`` views of contiguous [B, S, H, D] storage
-    (``_bshd``) and ``bshd()`` says the device's kernel reads it (sm90); else a ValueError naming the first operand off
-    q's layout (or q itself)."""
+    (``_bshd``) and ``bshd()`` says the device's kernel reads it (sm80's and sm90's); else a ValueError naming the first
+    operand off q's layout (or q itself)."""
     tensors = {"q": q, "k": k, "v": v}
     if all(t.is_contiguous() for t in tensors.values()):
         return "bhsd"
@@ -77,8 +77,7 @@ def attention_layout(q, k, v, bshd) -> str:
                       "contiguous)", "bshd strides (S*H*D, D, H*D, 1)", tuple(t.stride()), "attention")
     rule = ("non-contiguous tensors are refused (pass .contiguous(), or a transpose(1, 2) view of contiguous "
             "[B, S, H, D] storage for q, k and v alike)" if reads else
-            "non-contiguous tensors are refused (pass .contiguous(); [B, S, H, D] storage, transposed, is read by "
-            "the sm90 kernel only)")
+            "non-contiguous tensors are refused (pass .contiguous(); this kernel reads no [B, S, H, D] storage)")
     name = next(n for n, t in tensors.items() if not t.is_contiguous())
     _fail(name, rule, "contiguous strides", tuple(tensors[name].stride()), "attention")
 

@@ -71,9 +71,9 @@ shape class for the bucket of ``ceil(T / G)`` rows per group (``kernel_cache``),
 ``attention(q, k, v, *, causal=False, scale=None, return_lse=False)`` is the attention forward
 (``kernels.sm80.attention_plan``; on sm_90 ``kernels.sm90.attention_plan``): ``q`` [B, H, Sq, D], ``k`` and ``v`` [B, Hkv,
 Skv, D] (GQA: ``Hkv`` divides ``H``; query head ``h`` reads kv head ``h // (H / Hkv)``), all float16 or
-all bfloat16, D 64 or 128, contiguous, or on sm_90 all three ``transpose(1, 2)`` views of contiguous [B, S, H, D]
-storage (a model's ``proj(x).view(B, S, H, D).transpose(1, 2)``: the sm90 kernel of ``layout="bshd"`` reads that
-storage, no copy, and O comes back with q's strides, as SDPA returns it); ``causal``: row ``i`` sees keys ``j <= i`` (``is_causal`` of
+all bfloat16, D 64 or 128, contiguous, or all three ``transpose(1, 2)`` views of contiguous [B, S, H, D]
+storage (a model's ``proj(x).view(B, S, H, D).transpose(1, 2)``: the sm80 and sm90 kernels of ``layout="bshd"`` read
+that storage, no copy, and O comes back with q's strides, as SDPA returns it); ``causal``: row ``i`` sees keys ``j <= i`` (``is_causal`` of
 ``torch.nn.functional.scaled_dot_product_attention``); ``scale`` defaults to ``1 / sqrt(D)``. Returns
 ``O`` [B, H, Sq, D] in the inputs' dtype, or with ``return_lse=True`` the pair ``(O, LSE)``, LSE the
 float32 [B, H, Sq] natural log-sum-exp of each row's scaled scores (what a backward pass reads). The
@@ -649,9 +649,12 @@ def _attention_outputs(q, problem):
 
 
 def _reads_bshd(q):
-    """``check_attention_arguments``' ``bshd``: whether q's device's kernel reads [B, S, H, D] storage (sm90's,
-    ``cuda_target``); a meta tensor's (no device to ask: ``torch.compile``'s tracing) is taken as it."""
-    return lambda: q.device.type == "meta" or cuda_target(q.device)[1] == "sm90"
+    """``check_attention_arguments``' ``bshd``: whether q's device's kernel (``cuda_target``) reads [B, S, H, D]
+    storage (``kernels.attention.problem.READS_BSHD``: sm80's and sm90's); a meta tensor's (no device to ask:
+    ``torch.compile``'s tracing) is taken as it."""
+    from .kernels.attention.problem import READS_BSHD
+
+    return lambda: q.device.type == "meta" or cuda_target(q.device)[1] in READS_BSHD
 
 
 def _stored(problem, *tensors):

@@ -1,8 +1,9 @@
 """Stop 55 (bshd): ``tvm_cdna4.torch.attention`` of q, k, v passed as a model holds them, ``transpose(1, 2)`` views of
 contiguous [B, S, H, D] storage, without a GPU (launches stubbed: ``benchmarks/dispatch.py``'s ``stubbed``). On sm_90
 the op plans the ``"bshd"`` kernel and hands it the storage, no copy, and returns O as
-``scaled_dot_product_attention`` does (q's strides); any other non-contiguous operand is refused naming it, and on
-sm_80 the transposed views are refused too. The fake implementation gives the same shapes and strides."""
+``scaled_dot_product_attention`` does (q's strides); any other non-contiguous operand is refused naming it. On sm_80
+(and on sm_90 forced to the sm80 target) the sm80 kernel takes the views the same way (stop 56). The fake
+implementation gives the same shapes and strides."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ torch = pytest.importorskip("torch")
 tt = pytest.importorskip("tvm_cdna4.torch")
 
 from benchmark_modules import benchmark_module  # noqa: E402
+from tvm_cdna4.kernels.sm80 import attention_target as sm80_attention_target  # noqa: E402
 from tvm_cdna4.kernels.sm90 import attention_target  # noqa: E402
 
 dispatch = benchmark_module("dispatch")
@@ -78,18 +80,44 @@ def test_on_sm90_other_strides_are_refused_naming_the_operand(bad, operand):
         assert list(calls) == []
 
 
-def test_on_sm80_transposed_views_are_refused_naming_q():
+@pytest.mark.parametrize("device", ["sm_80", "sm_90 forced to sm80"])
+def test_on_sm80_transposed_views_run_the_bshd_kernel_on_their_storage(device):
+    # an A100 (sm_80), or an H100 with TVM_CDNA4_CUDA_TARGET=sm80 (cuda_target's (arch, target) then ("sm_90", "sm80"))
+    arch = "sm_80" if device == "sm_80" else "sm_90"
+    q, k, v = _bshd(2, 4, 2, 24, 40)
+    planned = []
+    with dispatch.stubbed(arch, "sm80") as calls:
+        calls.record = True
+        build = sm80_attention_target.build  # stubbed's: plans the sm80 kernel
+
+        def recording(problem, config=None, arch="sm_80"):
+            planned.append((problem, arch))
+            return build(problem, config, arch)
+        sm80_attention_target.build = recording
+        try:
+            for _ in range(2):  # the checked path, then the prepared launch of its key
+                o, lse = tt.attention(q, k, v, causal=True, return_lse=True)
+                assert o.shape == (2, 4, 24, 64) and o.stride() == q.stride() and lse.shape == (2, 4, 24)
+                args = calls[-1]
+                assert [tuple(a.shape) for a in args[:4]] == [(2, 24, 4, 64), (2, 40, 2, 64), (2, 40, 2, 64),
+                                                              (2, 24, 4, 64)]
+                assert [a.data_ptr() for a in args[:4]] == [t.data_ptr() for t in (q, k, v, o)]  # no copy
+            assert len(calls) == 2 and [(p.layout, a) for p, a in planned] == [("bshd", arch)]
+            tt.attention(q.contiguous(), k.contiguous(), v.contiguous(), causal=True)  # its own key and kernel
+            assert [p.layout for p, _ in planned] == ["bshd", "bhsd"] and calls[-1][0].shape == (2, 4, 24, 64)
+        finally:
+            sm80_attention_target.build = build
+
+
+def test_on_sm80_other_strides_are_refused_naming_the_operand():
     q, k, v = _bshd(1, 4, 2, 16, 32)
     with dispatch.stubbed("sm_80", "sm80") as calls:
         calls.record = True
-        with pytest.raises(ValueError, match="argument 'q': non-contiguous tensors are refused .*sm90 kernel only"):
-            tt.attention(q, k, v)
+        with pytest.raises(ValueError, match="argument 'v': q is a transpose"):
+            tt.attention(q, k, v.contiguous())
+        with pytest.raises(ValueError, match="argument 'q': non-contiguous"):
+            tt.attention(torch.randn(1, 4, 64, 16, dtype=torch.bfloat16).transpose(2, 3), k, v)
         assert list(calls) == []
-    q, k, v = (t.contiguous() for t in (q, k, v))
-    with dispatch.stubbed("sm_80", "sm80") as calls:
-        calls.record = True
-        tt.attention(q, k, v)  # the contiguous ones run
-        assert len(calls) == 1
 
 
 def test_the_fake_attention_gives_bshd_shapes_and_strides():

@@ -52,7 +52,7 @@ def add_attention_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--scale", type=positive_float, help="softmax scale (default: 1 / sqrt(head dim))")
     p.add_argument("--layout", default="bhsd", choices=LAYOUTS,
                    help="how Q, K, V and O are stored (AttentionProblem.layout): bhsd [B, H, S, D], or bshd [B, S, H, D] "
-                        "(sm90 only)")
+                        "(sm80 and sm90; gfx950 refuses it)")
     p.add_argument("--block-q", type=positive_int, help="query rows per workgroup / CTA (default: the target's)")
     p.add_argument("--block-kv", type=positive_int, help="keys per K/V tile (default: the target's)")
     p.add_argument("--stages", type=nonnegative_int,

@@ -1,7 +1,8 @@
 """sm90 attention on ``[B, S, H, D]`` storage (``AttentionProblem.layout = "bshd"``: a model's q / k / v before
 their ``.transpose(1, 2)``): 4-D tensor maps ``(D, heads, S, batch)`` for Q, K, V (and O's TMA stores), O stored
-as Q, in the CUDA emulator against the float64 reference; the problem's shapes and reference view; the other
-targets' refusals naming ``layout``; the default's code unchanged (tests/kernels/attention/test_attention_golden.py)."""
+as Q, in the CUDA emulator against the float64 reference; the problem's shapes and reference view; gfx950's
+refusal naming ``layout`` (sm80's kernel reads bshd too: tests/kernels/sm80/test_sm80_attention_bshd.py); the
+default's code unchanged (tests/kernels/attention/test_attention_golden.py)."""
 
 import numpy as np
 import pytest
@@ -88,23 +89,22 @@ def test_the_maps_are_4d_with_ascending_strides():
     assert "64, 4, 70, 2, 128, 512, 35840, 64, 1, 128, 1, 1, 1, 1, 1" in text
 
 
-@pytest.mark.parametrize("target", ["sm80", "gfx950"])
-def test_the_other_targets_refuse_bshd_naming_layout(target):
-    with pytest.raises(ContractError, match=f"{target} attention layout") as e:
-        attention.plan(bshd(1, 2, 1, 16, 16, 64), target)
+def test_gfx950_refuses_bshd_naming_layout():
+    # (sm80 reads bshd since stop 56: tests/kernels/sm80/test_sm80_attention_bshd.py)
+    with pytest.raises(ContractError, match="gfx950 attention layout") as e:
+        attention.plan(bshd(1, 2, 1, 16, 16, 64), "gfx950")
     assert e.value.operand == "layout" and "'bshd'" in str(e.value)
 
 
-def test_the_cli_validates_bshd_and_the_other_targets_refuse_it(capsys):
+def test_the_cli_validates_bshd_and_gfx950_refuses_it(capsys):
     from tvm_cdna4.cli import main
 
     size = ["--batch", "2", "--heads", "2", "--kv-heads", "1", "--seq", "40", "--seq-kv", "70", "--head-dim", "64"]
     assert main(["attention", "--target", "sm90", "--layout", "bshd", *size, "--causal", "--validate"]) == 0
     out = capsys.readouterr().out
     assert "causal bshd on the CUDA emulator" in out and out.rstrip().endswith("PASS")
-    for target in ("sm80", "gfx950"):
-        assert main(["attention", "--target", target, "--layout", "bshd", *size, "--emit", "config"]) == 2
-        assert f"error: operand layout: {target} attention layout" in capsys.readouterr().err
+    assert main(["attention", "--target", "gfx950", "--layout", "bshd", *size, "--emit", "config"]) == 2
+    assert "error: operand layout: gfx950 attention layout" in capsys.readouterr().err
     assert main(["attention", "--kv-cache", "paged", "--layout", "bshd", "--target", "sm80", "--seq", "1",
                  "--context", "100", "--validate"]) == 2
     assert "error: --layout: dense attention's options" in capsys.readouterr().err

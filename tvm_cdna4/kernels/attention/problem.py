@@ -58,6 +58,9 @@ LAYOUTS = ("bhsd", "bshd")
 """How Q, K, V and O are stored (``AttentionProblem.layout``): ``"bhsd"`` contiguous ``[B, H, S, D]``; ``"bshd"``
 ``[B, S, H, D]``, the storage a model's ``proj(x).view(B, S, H, D)`` holds (its ``.transpose(1, 2)`` is the
 ``[B, H, S, D]`` view attention reads). O is stored as Q; LSE is ``[B, H, Sq]`` in both."""
+READS_BSHD = ("sm80", "sm90")
+"""The targets whose kernels read and write ``"bshd"`` storage (``check_layout``; ``tvm_cdna4.torch.attention``
+hands them q, k, v passed as ``transpose(1, 2)`` views); gfx950's reads ``"bhsd"`` only."""
 LN2 = math.log(2)  # base-2 units back to natural: both kernels' ``lse = (m + log2 l) LN2`` (module docstring)
 
 
@@ -372,9 +375,11 @@ def output_arrays(problem: AttentionProblem) -> dict:
             "LSE": np.full(shapes["LSE"], np.nan, np.float32)}
 
 
-def check_layout(problem: AttentionProblem, target: str, layouts: tuple[str, ...] = ("bhsd",)) -> None:
-    """A ``ContractError`` naming ``layout`` where ``target``'s kernel does not read ``problem.layout``'s storage
-    (``layouts``: the ones it does; sm90 reads every one of ``LAYOUTS``, the others ``"bhsd"``)."""
+def check_layout(problem: AttentionProblem, target: str) -> None:
+    """A ``ContractError`` naming ``layout`` where ``target``'s kernel does not read ``problem.layout``'s storage:
+    the ``READS_BSHD`` targets read every one of ``LAYOUTS``, gfx950 ``"bhsd"`` only (its buffer loads and O
+    stores take the bhsd strides)."""
+    layouts = LAYOUTS if target in READS_BSHD else ("bhsd",)
     if problem.layout not in layouts:
         from ...errors import ContractError
 
@@ -435,6 +440,7 @@ def kv_full_tiles_for(problem: AttentionProblem, block_q: int, block_kv: int, q0
 
 
 __all__ = ["ATTENTION_DTYPES", "Accumulation", "F32_TERMS", "HEAD_DIMS", "LAYOUTS", "LN2", "LSE_F32", "OUT_DTYPES", "P_ROUNDOFF", "P_SHIFT",
-           "P_UNDERFLOW", "SCALED", "UNIT_ROUNDOFF", "AttentionProblem", "check_indexing", "check_layout", "dequantize", "error_bound",
+           "P_UNDERFLOW", "READS_BSHD", "SCALED", "UNIT_ROUNDOFF", "AttentionProblem", "check_indexing", "check_layout",
+           "dequantize", "error_bound",
            "kv_full_tiles_for", "kv_tiles_for", "output_arrays", "random_inputs", "reference", "softmax_scale",
            "visible", "work_item", "workgroup_tiles"]

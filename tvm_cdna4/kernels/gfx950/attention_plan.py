@@ -213,7 +213,8 @@ def v_lds_key(row, bits: int = 16):
 def plan_gfx950_attention(problem: AttentionProblem, config: AttentionConfig | None = None) -> AttentionPlan:
     """The gfx950 plan of ``problem`` (module docstring); ValueError where ``config`` does not tile it,
     its LDS (``AttentionPlan.lds_bytes``) exceeds the CU's, or a tensor is too large for 32-bit indexing
-    (``check_indexing``)."""
+    (``check_indexing``); a ``ContractError`` naming ``layout`` for ``"bshd"`` storage (``check_layout``: the
+    gfx950 kernel reads ``"bhsd"`` only; sm80 and sm90 read both)."""
     check_indexing(problem)
     check_layout(problem, "gfx950")
     check_config(config, (AttentionConfig,), "gfx950 attention config")

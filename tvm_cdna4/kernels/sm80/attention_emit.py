@@ -1,5 +1,6 @@
 """Emission of the sm80 attention forward: a :class:`~tvm_cdna4.kernels.sm80.attention_plan.Sm80AttentionPlan`
-to a TIRx PrimFunc ``main(Q, K, V, O, LSE)``.
+to a TIRx PrimFunc ``main(Q, K, V, O, LSE)``: Q, K, V and O stored as ``AttentionProblem.layout`` says
+(``global_at``, the one index of their every access), LSE ``[B, H, Sq]``.
 
 Every decision is in the plan (its module docstring: work split, fragments, shared memory, masking);
 the macros spell it with plain ``T.ptx`` instructions on registers, as the decode GEMM does
@@ -73,6 +74,15 @@ def tile_offset(p: Sm80AttentionPlan, row, chunk_even, x):
     return row * p.problem.head_dim + (chunk_even ^ x) * 8
 
 
+def global_at(p: Sm80AttentionPlan, name: str, b, head, row, column) -> list:
+    """The index of (``row``, ``column``) of (``b``, ``head``) in Q, K, V or O (``name``) as stored
+    (``AttentionProblem.shapes``): ``[b, head, row, column]``, or ``"bshd"`` ``[b, row, head, column]`` (the row
+    stride ``H D``, the head stride ``D``); every one but the last through ``wide_index`` (``wide_at``)."""
+    if p.problem.layout == "bshd":
+        return wide_at(p, name, b, row, head, column)
+    return wide_at(p, name, b, head, row, column)
+
+
 # ---- global -> shared ----------------------------------------------------------------------------
 
 
@@ -86,7 +96,7 @@ def copy_tile(p, G, SMH, base, b, head, r0, rows, extent, name):
         r = tid // p.chunks + i * (p.threads // p.chunks)
         T.ptx[p.copy_instr](
             SMH.ptr_to([base + r * p.problem.head_dim + swizzle(r, chunk) * 8]),
-            G.ptr_to(wide_at(p, name, b, head, T.min(r0 + r, extent - 1), chunk * 8)), 16,
+            G.ptr_to(global_at(p, name, b, head, T.min(r0 + r, extent - 1), chunk * 8)), 16,
             T.if_then_else(r0 + r < extent, T.uint32(16), T.uint32(0)))
 
 
@@ -458,8 +468,8 @@ def finish(p, args, rg):
                 for dn in T.unroll(p.d_tiles):
                     T.ptx[p.pack_instr](packed[0], rg.o[oi(p, mi, dn, 2 * h + 1)] * rg.row[2 * m2 + 2 * mi + h],
                                         rg.o[oi(p, mi, dn, 2 * h)] * rg.row[2 * m2 + 2 * mi + h])
-                    T.ptx["st.global.b32"](
-                        args["O"].ptr_to(wide_at(p, "O", rg.b, rg.h, row + 8 * h, 8 * dn + 2 * (lane % 4))), packed[0])
+                    T.ptx["st.global.b32"](args["O"].ptr_to(global_at(p, "O", rg.b, rg.h, row + 8 * h,
+                                                                      8 * dn + 2 * (lane % 4))), packed[0])
                 if lane % 4 == 0:
                     at = wide_at(p, "LSE", rg.b, rg.h, row + 8 * h)
                     args["LSE"][at[0], at[1], at[2]] = (rg.row[2 * mi + h] * T.float32(p.problem.scale_log2)

@@ -38,6 +38,10 @@ the query block's first row are masked element by element (a second copy of the 
 tiles wholly above the block's diagonal are not run (``kv_tiles_for``), and in a masked causal tile a
 warp whose rows are all above its first key skips it (``kernels.sm80.attention_emit.warp_sees``).
 
+**Layouts.** Q, K, V and O are read and written as ``AttentionProblem.layout`` stores them (``"bhsd"``, or
+``"bshd"``: a row ``H D`` elements after the previous one, a head ``D``): only the global addresses of the copies
+and of O's stores differ (``kernels.sm80.attention_emit.global_at``), each row still ``D`` contiguous elements.
+
 **Rescale.** ``rescale_slack`` 0: FlashAttention-2's update every tile; ``k`` > 0: O and the row sum keep a
 stale row max until some row's new max exceeds it by more than ``k`` in the exponent (a warp vote), so that
 every ``p <= 2^k``.
@@ -316,7 +320,7 @@ def plan_sm80_attention(problem: AttentionProblem, config: Sm80AttentionConfig |
     if problem.dtype not in STORAGE:
         raise ValueError(f"sm80 attention dtype: expected one of {tuple(sorted(STORAGE))}, found {problem.dtype!r} (mma.sync "
                          f"m16n8k16 takes 16-bit inputs; fp8 attention runs on --target gfx950)")
-    check_layout(problem, "sm80")
+    check_layout(problem, "sm80")  # both layouts (``READS_BSHD``)
     check_extents(problem)
     if arch_number(arch) < 80:  # cp.async, ldmatrix and mma.sync m16n8k16 are sm_80's
         raise ValueError(f"sm80 attention arch: expected a CUDA arch sm_80 or newer, such as 'sm_80' or 'sm_90a', "
