@@ -235,6 +235,10 @@
 #   pagedfix    stop 56 (journal "Stop 56: pagedfix"): the balanced-partition rule weighing each plan with its merge
 #               (paged_decode_estimate.merge_term) moved batch-16 rows: the default against the plan before
 #               (balance=false) at batch 16 x 512 / 2k / 8k, bf16 and fp8, GQA 32/8 and 64/8, ours only [~140]
+#   bshd80      stop 56 (journal "Stop 56: bshd80"): the sm80-class attention on [B, S, H, D] storage (layout bshd), the
+#               sm80 target forced on the card: its GPU tests (validated cases, the op on transposed views against SDPA,
+#               equal to the op on copies, a CUDA graph), then the CLI's --validate --bench of bshd and bhsd at 1 x 16/4
+#               heads x 2048 causal D 128 (the float64 reference bounds the size) [~90]
 if [ -f .sm90tree/sitepack/site.tar.xz ]; then  # benchmarks/pack_site.sh: the wheels installed and packed (33 of 49 MB)
   mkdir -p /tmp/site && tar -C /tmp/site -xJf .sm90tree/sitepack/site.tar.xz
 else
@@ -727,7 +731,13 @@ print('planned:', d.planned('sm80'))" 2>&1 | tee "$OUT/m200_device.txt"
     timeout 105 python3 benchmarks/paged_decode.py --no-peers --sets bf16,fp8 --batches 16 --means 512,2048,8192 \
       --gqa 32/8,64/8 --configs balance=false --out "$OUT/pagedfix" 2>&1 \
       | tee "$OUT/paged_decode_pagedfix.log" | grep -v "^{" | grep -v -i warn | grep -v "return F" | tail -16 ;;
-  *) echo "unknown step $step (peers, partitions, ncu, ncu-cluster, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring, m200, epires, epires-ncu, stop49, stop49b, attn3wg, swaporder, swaporder-ncu, decode32, refine, swapone, swapcluster, attnfit, attnfit-long, attnitem, splitwave, attnzigzag, peers-mid, finecut, walktests, trim, pagedsplit, zerofill, paged, reach, epiearly, power, widen, deepwaves, pagedb8, fa3tile, attnlat, fp8grp, swap200, short2k, resclock, shiftbox, fp8eff, grpbig, zerofill2, shifttma, shiftdepth, pagedpdl, chunkepi, attnop, pagedrule, stagedc, edges, chunkab, pagedmerge, pagedfix)"; exit 2 ;;
+  bshd80)  # stop 56: the sm80 attention on [B, S, H, D] storage, forced on the card: GPU tests, CLI validate + bench [~90]
+    gpu_tests 75 "$OUT/pytest_gpu_bshd80.log" -n 8 tests/gpu/test_sm80_attention_bshd_gpu.py
+    for layout in bshd bhsd; do
+      timeout 40 python3 -m tvm_cdna4 attention --target sm80 --layout $layout --batch 1 --heads 16 --kv-heads 4 \
+        --seq 2048 --head-dim 128 --causal --validate --bench 2>&1 | tee -a "$OUT/attention_bshd80.log" | tail -3
+    done ;;
+  *) echo "unknown step $step (peers, partitions, ncu, ncu-cluster, ncu-attention, validate, gemm-ab, refit, cluster, residual, attn-options, grouped-walks, grouped-op, paged-fi8, final, gemm, attention, swapdyn, cli-options, order, stop47, stop47b, swapstore, moedecode, attnsass, attnring, m200, epires, epires-ncu, stop49, stop49b, attn3wg, swaporder, swaporder-ncu, decode32, refine, swapone, swapcluster, attnfit, attnfit-long, attnitem, splitwave, attnzigzag, peers-mid, finecut, walktests, trim, pagedsplit, zerofill, paged, reach, epiearly, power, widen, deepwaves, pagedb8, fa3tile, attnlat, fp8grp, swap200, short2k, resclock, shiftbox, fp8eff, grpbig, zerofill2, shifttma, shiftdepth, pagedpdl, chunkepi, attnop, pagedrule, stagedc, edges, chunkab, pagedmerge, pagedfix, bshd80)"; exit 2 ;;
   esac
 done
 cd "$OUT" && tar czf /tmp/call.tgz --exclude=call.tgz . && find . -mindepth 1 -delete && mv /tmp/call.tgz "$OUT/call.tgz"
