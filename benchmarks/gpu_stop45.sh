@@ -680,7 +680,7 @@ print('planned:', d.planned('sm80'))" 2>&1 | tee "$OUT/m200_device.txt"
       | grep -v "^{" | tail -30 ;;
 
   shiftdepth)  # stop 55: SHIFT_TMA half (the shallow last tile only): exact on the card, then off / on / half [~150]
-    gpu_tests 25 "$OUT/pytest_gpu_shiftdepth.log" -n 2 tests/gpu/test_sm90_shift_tma_gpu.py -k half
+    gpu_tests 60 "$OUT/pytest_gpu_shiftdepth.log" -n 2 tests/gpu/test_sm90_shift_tma_gpu.py -k half
     mkdir -p "$OUT/shiftdepth"  # the same plans each way (WEIGH_ZERO_FILL off); half: 260 / 300 shift, 333 keeps TMA
     timeout 125 python3 benchmarks/torch_gemm.py --ms ${SHIFTDEPTH_MS:-260,300,333,3000} --projs ${SHIFTDEPTH_PROJS:-qkv,o} \
       --shift-tma off,on,half --calls 20 --reps 8 --out "$OUT/shiftdepth" 2>&1 | tee "$OUT/torch_gemm_shiftdepth.log" \
@@ -698,7 +698,7 @@ print('planned:', d.planned('sm80'))" 2>&1 | tee "$OUT/m200_device.txt"
   edges)  # stop 55: empty attention / paged calls in a CUDA graph, fp8 per-tensor scales vs torch._scaled_mm; serving2's broadcast paged scales, gemm [B, S, K]; bshd attention vs SDPA [~150]
     gpu_tests 120 "$OUT/pytest_gpu_edges.log" -n 4 tests/runtime/test_torch_edges.py tests/runtime/test_torch_fp8.py \
       tests/runtime/test_torch_serving.py
-    gpu_tests 60 "$OUT/pytest_gpu_bshd.log" -n 8 tests/gpu/test_sm90_attention_bshd_gpu.py ;;
+    gpu_tests 120 "$OUT/pytest_gpu_bshd.log" -n 8 tests/gpu/test_sm90_attention_bshd_gpu.py ;;
   chunkab)  # stop 56: the chunk loop of stop 54 against stop 53's tree, grouped prefill alternating, then sustained [~400]
     for run in 1:90:now:. 2:90:base:${CHUNK_BASE_PKG:-.sm90tree/chunkbase} 3:60:now:. 4:60:base:${CHUNK_BASE_PKG:-.sm90tree/chunkbase}; do
       IFS=: read -r i secs tree pkg <<< "$run"
@@ -716,7 +716,7 @@ print('planned:', d.planned('sm80'))" 2>&1 | tee "$OUT/m200_device.txt"
         | tee -a "$OUT/sm90_power_chunkab.log" | grep -v "^{" | tail -9
     done ;;
   pagedmerge)  # stop 56: the refitted merge choice against both merges forced, 1 and 4 queries, beside FlashInfer [~150]
-    gpu_tests 20 "$OUT/pytest_gpu_pagedmerge.log" -n 8 tests/gpu/test_paged_attention_gpu.py -k "exact_against or prepared_launch"
+    gpu_tests 60 "$OUT/pytest_gpu_pagedmerge.log" -n 8 tests/gpu/test_paged_attention_gpu.py -k "exact_against or prepared_launch"
     carried_flashinfer
     mkdir -p "$OUT/pagedmerge" "$OUT/pagedmerge3k"
     timeout 85 python3 benchmarks/paged_decode.py --flashinfer "$FI" --sets bf16,fp8 --batches 8,32,64 --means 2048,8192 \

@@ -85,12 +85,25 @@ def _constants(module: str):
                     yield target.id, node.value
 
 
+def _resolved(module: str):
+    """``_constants(module)``, a value that names another constant of the module (``SHIFT_TMA = HALF``) as that
+    constant's value: a switch set to a named choice."""
+    values = dict(_constants(module))
+    for name, value in values.items():
+        if isinstance(value, ast.Name) and isinstance(values.get(value.id), ast.Constant):
+            yield name, values[value.id], True
+        else:
+            yield name, value, False
+
+
 def switches(modules: set) -> set:
-    """``{(module, name)}``: the switches of ``modules`` (module docstring)."""
+    """``{(module, name)}``: the switches of ``modules`` (module docstring; a constant set to another constant of its
+    module that is a str is a switch too: ``gemm_shift.SHIFT_TMA = HALF``)."""
     choices = {e.value for m in modules for _, value in _constants(m) if isinstance(value, ast.Tuple)
                for e in value.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)}
-    return {(m, name) for m in modules for name, value in _constants(m)
-            if isinstance(value, ast.Constant) and (isinstance(value.value, bool) or value.value in choices)
+    return {(m, name) for m in modules for name, value, named in _resolved(m)
+            if isinstance(value, ast.Constant) and (isinstance(value.value, bool) or value.value in choices
+                                                    or (named and isinstance(value.value, str)))
             and (m, name) not in VALUES}
 
 

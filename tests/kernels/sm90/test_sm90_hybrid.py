@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 
+import attrs
 import pytest
 
 from tvm_cdna4.emulator import emulate
@@ -87,14 +88,15 @@ def test_the_cost_model_splits_only_the_last_wave_and_chooses_it_where_it_gains(
     # the reduction term of the 72 split tiles' partials only (gemm_cost.reduction over 72 x 128 rows)
     assert h.reduction == pytest.approx(gemm_cost.reduction(cfg, 72 * 128, 256, 1, H100)) and d.reduction == 0
     assert h.epilogue == d.epilogue  # each tile's C stored once: 3 per CTA either way
-    assert gemm_cost.choose_config(3000, 3584, 18944, 2, H100) == cfg  # the model's choice: 4% below plain
+    # the model's choice: 4% below plain; its last tile row (56 of 128 tokens) shallow: shifted (gemm_shift.SHIFT_TMA)
+    assert gemm_cost.choose_config(3000, 3584, 18944, 2, H100) == attrs.evolve(cfg, shift_last=True)
     # weighed past a full wave with a partial last one only (fewer tiles: split-K; whole waves: nothing to split)
     assert gemm_cost.decompositions(336, 132, (1, 2, 3)) == ((1, "data-parallel"), (2, "hybrid"), (3, "hybrid"))
     assert gemm_cost.decompositions(264, 132, (1, 2)) == ((1, "data-parallel"),)
     assert gemm_cost.decompositions(28, 132, (1, 2)) == ((1, "data-parallel"), (2, "split-k"))
     # a dynamic-M bucket weighs it too, its workspace sized at the bucket's largest M: within 32-bit offsets
-    assert gemm_cost.choose_for_range(2049, 3072, 3584, 18944, 2, H100) == Sm90Config(
-        128, 256, 3, 2, epilogue="tma", split_k=2, decomposition="hybrid")
+    assert gemm_cost.choose_for_range(2049, 3072, 3584, 18944, 2, H100) == Sm90Config(  # shifted where shallow, at run time
+        128, 256, 3, 2, epilogue="tma", split_k=2, decomposition="hybrid", shift_last=True)
     assert gemm_cost.choose_for_range(8193, 16386, 3584, 18944, 2, H100).decomposition == "hybrid"
     last = gemm_cost.choose_for_range(8193, 16386, 3584, 18944, 2, H100, m_max=599186)  # the last bucket's rows
     assert last.split_k == 1 and last.decomposition == "data-parallel"

@@ -170,6 +170,8 @@ def test_the_flag_gives_the_register_epilogue_s_configs_shift_last_and_no_zero_f
     assert gemm_plan.planned_loads(plain) == plain
     monkeypatch.setattr(gemm_shift, "SHIFT_LAST", True)
     assert gemm_plan.planned_loads(plain).shift_last
+    assert gemm_plan.planned_loads(attrs.evolve(plain, epilogue="tma")).shift_last  # SHIFT_TMA (HALF since stop 56)
+    monkeypatch.setattr(gemm_shift, "SHIFT_TMA", False)
     assert not gemm_plan.planned_loads(attrs.evolve(plain, epilogue="tma")).shift_last
     ranked = gemm_cost.ranked(200, 3584, 18944, 2, H100)
     assert all(c.shift_last == (c.epilogue == "registers" and c.cluster_m == 1) for _, c in ranked)
@@ -187,6 +189,7 @@ def test_nvcc_assembles_shifted_kernels_for_sm_90a_without_spills(tmp_path):
 
 def test_options_that_name_tma_stores_or_a_cluster_drop_the_planned_shift(monkeypatch):
     monkeypatch.setattr(gemm_shift, "SHIFT_LAST", True)
+    monkeypatch.setattr(gemm_shift, "SHIFT_TMA", False)  # TMA stores shift too where it is on (test_sm90_shift_tma.py)
     problem = GemmProblem(200, 3584, 3584, "bf16", "nt", "bf16")
     assert gemm.config_from_options(problem, "sm90", block="64x112", stages=8).shift_last
     assert not gemm.config_from_options(problem, "sm90", block="128x112", epilogue="tma").shift_last

@@ -113,7 +113,10 @@ def test_whole_tiles_or_fewer_tokens_than_a_tile_keep_the_tma_kernel(m):
 def test_the_switch_gives_tma_configs_the_shift_and_the_options_keep_it(monkeypatch):
     tma = Sm90Config(128, 112, 4, 2, epilogue="tma")
     problem = GemmProblem(260, 4608, 3584, "bf16", "nt", "bf16")
-    assert gemm_shift.SHIFT_TMA is False  # untimed: the shifttma GPU step
+    assert gemm_shift.SHIFT_TMA == gemm_shift.HALF  # the default since stop 56's shiftdepth run
+    assert gemm_plan.planned_loads(tma).shift_last  # planned; shifted only where shallow (the HALF tests below)
+    assert gemm.config_from_options(problem, "sm90", block="128x112", epilogue="tma").shift_last
+    monkeypatch.setattr(gemm_shift, "SHIFT_TMA", False)
     assert not gemm_plan.planned_loads(tma).shift_last
     assert not gemm.config_from_options(problem, "sm90", block="128x112", epilogue="tma").shift_last
     monkeypatch.setattr(gemm_shift, "SHIFT_TMA", True)

@@ -6,7 +6,7 @@ the H100's static timings (``sm90_fit.py --split-epilogue``). CPU only."""
 import pytest
 
 from tvm_cdna4.kernels import devices
-from tvm_cdna4.kernels.sm90 import gemm_cost, gemm_dynamic
+from tvm_cdna4.kernels.sm90 import gemm_cost, gemm_dynamic, gemm_shift
 from tvm_cdna4.kernels.sm90.gemm_plan import Sm90Config
 
 H100, H200 = devices.DEVICES["H100"], devices.DEVICES["H200"]
@@ -52,6 +52,7 @@ def test_the_bucket_plans_the_flag_moves_are_the_down_projections_splits(monkeyp
 
     monkeypatch.setattr(gemm_dynamic, "REFINE_BUCKETS", False)  # the coarse buckets the A/B of 2026-12-07 ran,
     monkeypatch.setattr(gemm_cost, "SPLIT_IN_ONE_WAVE", False)  # and its splits past one wave
+    monkeypatch.setattr(gemm_shift, "SHIFT_TMA", False)  # and its TMA-store plans unshifted
     models = ["qwen2.5-7b", "gemma-2-9b", "phi-3-medium"]
     rows = benchmark_module("torch_gemm").swap_plan_rows(models, [96, 200, 400, 1200], ["off", "on"], "H100",
                                                          "split_epilogue")

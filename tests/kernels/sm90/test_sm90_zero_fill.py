@@ -13,7 +13,7 @@ import paths
 import pytest
 
 from tvm_cdna4.kernels import devices
-from tvm_cdna4.kernels.sm90 import gemm_cost
+from tvm_cdna4.kernels.sm90 import gemm_cost, gemm_shift
 from tvm_cdna4.kernels.sm90.gemm_plan import Sm90Config, loaded_box, trim_boxes
 
 PARTIAL = paths.RUNS / "torch_gemm_partial_h100_2026-12-07c.json"
@@ -24,6 +24,7 @@ H100 = attrs.evolve(devices.DEVICES["H100"],  # as the runs' driver read it
 @pytest.fixture
 def weigh(monkeypatch):
     monkeypatch.setattr(gemm_cost, "WEIGH_ZERO_FILL", True)
+    monkeypatch.setattr(gemm_shift, "SHIFT_TMA", False)  # the lever as its A/B ran it: TMA-store plans unshifted
 
 
 def partial(model: str, proj: str) -> dict:

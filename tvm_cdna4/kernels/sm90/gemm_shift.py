@@ -23,19 +23,24 @@ ran 1.00-1.40x (Qwen2.5-7B down 86.4 -> 63.7 us at M = 200, Gemma-2-9B down 85.7
 1.08 / 1.19 / 1.05x at M = 96 / 200 / 260 / 300; the plans it cannot shift (TMA stores) ran 0.92-1.08x, the same
 kernel twice."""
 
-SHIFT_TMA = False
-"""Whether ``SHIFT_LAST`` shifts the TMA-store configs' last tile row too (``gemm_plan.planned_loads``; the options'
-``--epilogue tma`` keeps a planned shift, ``gemm_target._replaced``): the shifted tile stores its own rows from
-registers (``gemm_epilogue.store_shifted``: a box store at its origin would rewrite the previous tile row's rows),
-every other tile with TMA. Off: untimed (stop 53, ``bash benchmarks/gpu_stop45.sh shifttma``). ``HALF``: only where
-the last tile is shallow (``shallow``)."""
-
 HALF = "half"
 """``SHIFT_TMA``'s third value: as on, but a TMA-store plan shifts its last token tile only where that tile holds at most
 half a tile of tokens (``shallow``; a static M decided in ``shifts``, a dynamic M's at run time in ``origin``); a deeper
 one keeps its box at its own first row and stores through TMA. The register epilogue's plans shift at any depth. Why:
 stop 55's H100 run gained most where the box zero-filled most (on / off 1.25x at M = 260, 1.12x at 300) and lost up to
-3 % on three rows at 333 (``runs/torch_gemm_shifttma_h100_2026-12-07f.md``). Untimed (``--shift-tma off,on,half``)."""
+3 % on three rows at 333 (``runs/torch_gemm_shifttma_h100_2026-12-07f.md``). The default since stop 56 (``SHIFT_TMA``)."""
+
+SHIFT_TMA = HALF
+"""Whether ``SHIFT_LAST`` shifts the TMA-store configs' last tile row too (``gemm_plan.planned_loads``; the options'
+``--epilogue tma`` keeps a planned shift, ``gemm_target._replaced``): the shifted tile stores its own rows from
+registers (``gemm_epilogue.store_shifted``: a box store at its origin would rewrite the previous tile row's rows),
+every other tile with TMA. ``True``: at any depth; ``HALF`` (the default, the string ``HALF`` names): only where the
+last tile is shallow (``shallow``); ``False``: never. ``HALF`` since stop 56 (an H100, 2026-12-08 00:1x UTC, ``bash
+benchmarks/gpu_stop45.sh shiftdepth``: ``benchmarks/torch_gemm.py --ms 260,300,333,3000 --projs qkv,o --shift-tma
+off,on,half``, 72 rows exact, ``runs/torch_gemm_shiftdepth_h100_2026-12-08.md``): every row whose kernel it changes
+ran 1.00-1.71x off (geo-mean half / off 1.25 / 1.13 / 1.00 / 1.00x at M = 260 / 300 / 333 / 3000; the dynamic
+kernels' run-time test costs nothing at 3000), the rows it leaves 0.97-1.01x (the same kernel twice); ``True`` won
+more at 333 on two rows (1.10 / 1.22x) and lost 2-3 % on two others (0.97 / 0.98x), hence the depth rule."""
 
 
 def shallow(depth, block: int):
