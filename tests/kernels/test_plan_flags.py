@@ -11,6 +11,7 @@ module runs) and ``NOT_PLANNING``'s edges (helpers of the build path that plan n
 from __future__ import annotations
 
 import ast
+import functools
 import importlib
 import pathlib
 
@@ -50,11 +51,22 @@ def _path(module: str) -> pathlib.Path | None:
                                                                     else None)
 
 
-def _imports(module: str):
+@functools.cache
+def _tree(module: str) -> ast.Module:
+    """``module``'s parsed source, once (every family's closure walks the same modules)."""
+    return ast.parse(_path(module).read_text())
+
+
+@functools.cache
+def _imports(module: str) -> tuple:
+    return tuple(_each_import(module))
+
+
+def _each_import(module: str):
     """``(imported module, name or None)`` of every import of ``module`` in the package (any depth)."""
     path = _path(module)
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(_tree(module)):
         if isinstance(node, ast.ImportFrom):
             base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1]) if node.level else ""
             source = ".".join(p for p in (base, node.module or "") if p)
@@ -78,7 +90,7 @@ def closure(entry: str) -> set:
 
 
 def _constants(module: str):
-    for node in ast.parse(_path(f"{KERNELS}.{module}").read_text()).body:
+    for node in _tree(f"{KERNELS}.{module}").body:
         if isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None:
             for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
                 if isinstance(target, ast.Name) and target.id.isupper() and not target.id.startswith("_"):
@@ -129,6 +141,7 @@ def test_the_guard_sees_the_switches_and_the_builds_it_must():
     assert {"sm80.gemm_plan", "sm80.gemm_cost", "sm80.decode_plan"} <= sm80
     assert {("sm90.gemm_cost", "GROUPED_WALK"), ("sm90.gemm_plan", "RESIDUAL_CHOICE")} <= switches(sm90)
     assert ("sm90.gemm_shift", "HALF") not in switches(sm90)  # a value SHIFT_TMA takes, not a switch
+    assert ("sm90.gemm_shift", "SHIFT_TMA") in switches(sm90)  # set to it by name: SHIFT_TMA = HALF
     assert {"sm90.attention_cost", "sm90.attention_plan"} <= closure("sm90.attention_target")
     assert "sm80.attention_plan" in closure("sm80.attention_target")
     assert {"sm80.paged_decode_plan", "sm80.paged_decode_rule", "sm80.paged_decode_pdl", "sm80.paged_decode_emit",
