@@ -374,14 +374,16 @@ def with_fields(problem: GemmProblem, cfg: Sm90Config, fields: dict, *, replan: 
 def _replaced(cfg: Sm90Config, fields: dict) -> Sm90Config:
     """``cfg`` with ``fields`` replaced; a ``split_k`` with the ``decomposition`` that goes with it: ``data-parallel``
     at 1, above it ``cfg``'s own K-split decomposition (``split-k`` or ``hybrid``), else ``split-k``; a ``cluster_m`` above
-    1 with ``trim_loads`` off (a cluster loads whole boxes), and a cluster or TMA stores with ``shift_last`` off (the
+    1 with ``trim_loads`` off (a cluster loads whole boxes), and a cluster, TMA stores or the residual staged in the
+    chunk buffers (``residual_read="chunks"``: the tile's own rows, ``gemm_chunkres``) with ``shift_last`` off (the
     unclustered kernel's; TMA stores keep it where ``gemm_shift.SHIFT_TMA``), unless the fields name it."""
     if "split_k" in fields and "decomposition" not in fields:
         split = cfg.decomposition if cfg.decomposition != "data-parallel" else "split-k"
         fields = {**fields, "decomposition": "data-parallel" if fields["split_k"] == 1 else split}
     if fields.get("cluster_m", 1) != 1:  # a cluster loads whole boxes (Sm90Config.trim_loads)
         fields = {"trim_loads": False, **fields}
-    if not gemm_shift.allows(fields.get("cluster_m", 1), fields.get("epilogue", "registers")):  # Sm90Config.shift_last
+    if (not gemm_shift.allows(fields.get("cluster_m", 1), fields.get("epilogue", "registers"))  # Sm90Config.shift_last
+            or fields.get("residual_read") == "chunks"):
         fields = {"shift_last": False, **fields}
     return replace_config(cfg, **fields)
 
