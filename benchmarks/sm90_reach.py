@@ -66,7 +66,7 @@ def changes(off: list, on: list) -> tuple[list, int]:
 
 def reach(models, switch_sets, device) -> list[dict]:
     """Per switch set and shape: the buckets off / on, the changed ranges (``changes``) and the trim-only count."""
-    defaults = {o: getattr(tg.switch_module(o), flag) for o, (flag, _) in tg.SWITCHES.items()}
+    defaults = tg.switch_values()
     rows = []
     try:
         for ss in switch_sets:
@@ -75,12 +75,12 @@ def reach(models, switch_sets, device) -> list[dict]:
                 for s in ("off", "on"):
                     tg.set_switches({o: s for o in ss.split("+")})
                     got[s] = bucket_plans(N, K, device)
-                tg.set_switches({o: "on" if v else "off" for o, v in defaults.items()})
+                tg.restore_switches(defaults)
                 ranges, trim_only = changes(got["off"], got["on"])
                 rows.append(dict(switch=ss, model=model, proj=proj, N=N, K=K, off=len(got["off"]), on=len(got["on"]),
                                  ranges=ranges, trim_only=trim_only))
     finally:
-        tg.set_switches({o: "on" if v else "off" for o, v in defaults.items()})
+        tg.restore_switches(defaults)
     return rows
 
 

@@ -194,6 +194,18 @@ def switch_module(option: str):
     return importlib.import_module(SWITCH_MODULES.get(option, "tvm_cdna4.kernels.sm90.gemm_cost"))
 
 
+def switch_values() -> dict:
+    """``{option: its flag's value now}`` of every ``SWITCHES`` option (for ``restore_switches``)."""
+    return {o: getattr(switch_module(o), flag) for o, (flag, _) in SWITCHES.items()}
+
+
+def restore_switches(values: dict) -> None:
+    """Each ``SWITCHES`` option's flag set back to its value in ``values`` (``switch_values``), whatever it is (a
+    flag may hold more than on / off: ``SHIFT_TMA``'s ``HALF``)."""
+    for o, value in values.items():
+        setattr(switch_module(o), SWITCHES[o][0], value)
+
+
 def set_switches(settings: dict) -> None:
     """Each ``SWITCHES`` option's flag in this process: ``{option: "on" | "off" | None}`` (None: the package's default).
     Before any plan is made (the torch op keeps a shape's bucket plans)."""
@@ -424,7 +436,7 @@ def swap_plan_rows(models, ms, settings, device_name: str | None = None, option:
     from tvm_cdna4.kernels import devices
 
     device = devices.DEVICES[device_name] if device_name else devices.planned("sm80")
-    rows, defaults = [], {o: getattr(switch_module(o), flag) for o, (flag, _) in SWITCHES.items()}
+    rows, defaults = [], switch_values()
     set_switches(fixed or {})
     try:
         for model, proj, N, K in selected(models, projs):
@@ -439,8 +451,7 @@ def swap_plan_rows(models, ms, settings, device_name: str | None = None, option:
                     row[f"est_{s}_us"] = plan_estimate_us(cfg, M, N, K, device)
                 rows.append(row)
     finally:
-        for o, (flag, _) in SWITCHES.items():
-            setattr(switch_module(o), flag, defaults[o])
+        restore_switches(defaults)
     return rows
 
 

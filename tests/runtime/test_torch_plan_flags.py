@@ -37,6 +37,9 @@ def checked(monkeypatch):
         yield on
 
 
+OTHER = True  # a SHIFT_TMA value other than its default (gemm_shift.HALF since stop 56)
+
+
 def _toggled(call, plan_of, module, name, value, monkeypatch, checks):
     """``plan_of`` the kernel cache's newest entry after a call, a prepared call (no checks), a call with
     ``module.name`` set to ``value`` (checked again: the prepared launches forgotten), then a call with it set back
@@ -100,12 +103,13 @@ def test_a_flag_set_past_its_module_is_not_seen_but_one_set_through_it_is(monkey
 
     first = plan_flags()
     index = PLAN_FLAGS.index(("sm90.gemm_shift", "SHIFT_TMA"))
+    assert first[index] != OTHER
     assert isinstance(gemm_shift, flags._Watched) and plan_flags() is first  # kept: one attribute test a read
-    monkeypatch.setitem(vars(gemm_shift), "SHIFT_TMA", gemm_shift.HALF)
+    monkeypatch.setitem(vars(gemm_shift), "SHIFT_TMA", OTHER)
     assert plan_flags() is first  # past the module's __setattr__: not seen (the documented limit)
     monkeypatch.undo()
-    monkeypatch.setattr(gemm_shift, "SHIFT_TMA", gemm_shift.HALF)
-    assert plan_flags()[index] == gemm_shift.HALF and plan_flags()[:index] == first[:index]
+    monkeypatch.setattr(gemm_shift, "SHIFT_TMA", OTHER)
+    assert plan_flags()[index] == OTHER and plan_flags()[:index] == first[:index]
 
 
 def test_clearing_the_kernel_cache_reads_a_flag_written_past_its_module(monkeypatch):
@@ -116,13 +120,14 @@ def test_clearing_the_kernel_cache_reads_a_flag_written_past_its_module(monkeypa
 
     index = PLAN_FLAGS.index(("sm90.gemm_shift", "SHIFT_TMA"))
     first = plan_flags()
-    monkeypatch.setitem(vars(gemm_shift), "SHIFT_TMA", gemm_shift.HALF)  # past the module: not seen ...
+    assert first[index] != OTHER
+    monkeypatch.setitem(vars(gemm_shift), "SHIFT_TMA", OTHER)  # past the module: not seen ...
     assert plan_flags() is first
     tt.kernel_cache().clear()  # ... until the caches are cleared
     seen = plan_flags()
     monkeypatch.undo()
     tt.kernel_cache().clear()  # the value of before read again for the tests after this one
-    assert seen[index] == gemm_shift.HALF and plan_flags() == first
+    assert seen[index] == OTHER and plan_flags() == first
 
 
 def test_a_flag_set_while_a_call_prepares_its_launch_is_not_lost(checked, monkeypatch):

@@ -33,8 +33,10 @@ def test_the_new_models_projections_are_their_configs():
 
 def test_the_fine_cuts_reach_past_384_on_qwen_1_5b_down():
     # FINE_CUTS (on) cuts Qwen2.5-1.5B down (N 1536, K 8960) at 257..320, 641..704 and 769..832 on the H100's model
-    reach = benchmark_module("sm90_reach")
+    reach, tg = benchmark_module("sm90_reach"), benchmark_module("torch_gemm")
+    before = tg.switch_values()
     (row,) = reach.reach(["qwen2.5-1.5b"], ["fine_cuts"], devices.DEVICES["H100"])[3:]
+    assert tg.switch_values() == before  # every flag as it was: SHIFT_TMA's HALF too, not "on" (stop 56)
     assert (row["proj"], row["off"], row["on"]) == ("down", 37, 40)  # 3 of them narrow swapped parts (WEIGH_SWAP_NARROW)
     assert [(lo, hi) for lo, hi, _, _ in row["ranges"]] == [(257, 320), (641, 704), (769, 832)]
     assert [(c.block_m, c.block_n, c.split_k) for c in (reach.choice(p) for _, _, _, p in row["ranges"])] == [
