@@ -114,6 +114,7 @@ def test_the_switch_gives_tma_configs_the_shift_and_the_options_keep_it(monkeypa
     tma = Sm90Config(128, 112, 4, 2, epilogue="tma")
     problem = GemmProblem(260, 4608, 3584, "bf16", "nt", "bf16")
     assert gemm_shift.SHIFT_TMA == gemm_shift.HALF  # the default since stop 56's shiftdepth run
+    assert gemm_shift.allows(1, "tma") is True  # a bool, not the setting (a config field takes it: sm90_gemm.py)
     assert gemm_plan.planned_loads(tma).shift_last  # planned; shifted only where shallow (the HALF tests below)
     assert gemm.config_from_options(problem, "sm90", block="128x112", epilogue="tma").shift_last
     monkeypatch.setattr(gemm_shift, "SHIFT_TMA", False)

@@ -59,7 +59,7 @@ def allows(cluster_m: int, epilogue: str) -> bool:
     """Whether a config of ``cluster_m`` and ``epilogue`` may take ``shift_last`` (the planners' and the options'
     rule): unclustered (a cluster's pair shares the weights' box), with the register epilogue, or TMA stores where
     ``SHIFT_TMA``."""
-    return cluster_m == 1 and (epilogue == "registers" or SHIFT_TMA)
+    return cluster_m == 1 and (epilogue == "registers" or bool(SHIFT_TMA))  # a bool: SHIFT_TMA may be HALF
 
 
 def token_rows(p) -> tuple:
