@@ -229,8 +229,9 @@ def test_the_windows_walk_keeps_each_window_inside_its_group(sizes, block_m, til
     # skewed groups: an empty one, one of 1 row, one across three row tiles (windows of 2: one of 2 tiles, one of 1);
     # N and K not tile multiples (two tile columns, the second of 8); one consumer over 2 CTAs. The units' order is
     # not the prefix walk's (its windows of 2 row tiles span groups 0 and 2, 2 and 3)
-    (GemmProblem(None, 72, 72, "bf16", "nt", "f32", groups=5),
-     Sm90Config(64, 64, 2, 1, ctas=2, group_m=2, tile_walk="windows"), [9, 0, 140, 1, 70]),
+    pytest.param(GemmProblem(None, 72, 72, "bf16", "nt", "f32", groups=5),
+                 Sm90Config(64, 64, 2, 1, ctas=2, group_m=2, tile_walk="windows"), [9, 0, 140, 1, 70],
+                 marks=pytest.mark.slow),  # the windows walk is opt-in: suite time
     # TMA stores, the per-group bias, two tile columns (N = 136: the second of 8 columns), a group's last tile split
     pytest.param(GemmProblem(None, 136, 64, "bf16", "nt", "bf16", Fusion(bias=True), groups=3),
                  Sm90Config(128, 128, 2, 2, epilogue="tma", epilogue_tile=64, group_m=2, tile_walk="windows"),

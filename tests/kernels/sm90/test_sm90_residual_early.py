@@ -44,6 +44,7 @@ def test_two_consumers_registers_every_step_ragged_m_and_n():
     _validate(problem, cfg)
 
 
+@pytest.mark.slow  # the early read is opt-in (stop 52): suite time
 def test_one_consumer_tma_stores_f16_short_mainloop():
     # one consumer, the whole-tile TMA epilogue (an 80-column tile: a 16-column tail block), 5 k-tiles (the last
     # ragged): 20 words in 7 batches of 3, the batches past the mainloop's last k-tile loaded there
@@ -84,7 +85,8 @@ def test_a_dynamic_m_bucket_at_run_time_ms():
 
 
 @pytest.mark.parametrize("M, N, K, cfg", [
-    (130, 64, 256, Sm90Config(128, 64, 2, 2, ctas=1, schedule="pingpong", epilogue="tma", **EARLY)),
+    pytest.param(130, 64, 256, Sm90Config(128, 64, 2, 2, ctas=1, schedule="pingpong", epilogue="tma", **EARLY),
+                 marks=pytest.mark.slow),  # opt-in: suite time
     pytest.param(70, 128, 448, Sm90Config(64, 128, 2, 1, ctas=1, epilogue="tma", epilogue_tile=64, **EARLY),
                  marks=pytest.mark.slow),  # the early read is opt-in (stop 52)
 ])
