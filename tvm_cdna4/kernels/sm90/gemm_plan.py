@@ -489,7 +489,9 @@ class Sm90Plan(PlanRecord, family="gemm"):
     """The most persistent CTAs (``config.ctas`` or the SMs): a wave of tiles, which a hybrid plan runs whole."""
     shallow_shift: bool = False
     """``shift_last`` only where the last token tile is shallow (``gemm_shift.shallow_only`` when planned: TMA stores
-    under ``SHIFT_TMA = HALF``): a field, so the build caches key it and the kernel does not read the flag."""
+    under ``SHIFT_TMA = HALF``, the default; so a config passed with ``shift_last=True`` and TMA stores shifts only a
+    shallow last tile too, unless ``SHIFT_TMA`` is ``True``): a field, so the build caches key it and the kernel does
+    not read the flag."""
 
     @property
     def approx_tanh(self) -> bool:
