@@ -428,14 +428,9 @@ def _prepare_attention(key, kernel, q, layout: str = "bhsd") -> None:
         fn(q, k, v, o, lse, *extra)
         return o, lse
 
-    def launch_bshd(q, k, v, return_lse):
-        q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
-        if not _ready((q, k, v)):
-            return None
-        o = torch.empty_like(q, memory_format=_CONTIGUOUS)
-        lse = torch.empty_like(scratch) if return_lse else scratch
-        fn(q, k, v, o, lse, *extra)
-        return o.transpose(1, 2), lse
+    def launch_bshd(q, k, v, return_lse):  # ``launch`` on the storage views; O back as q's view
+        ran = launch(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), return_lse)
+        return None if ran is None else (ran[0].transpose(1, 2), ran[1])
     _store(key, launch_bshd if layout == "bshd" else launch)
 
 
