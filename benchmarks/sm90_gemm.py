@@ -57,7 +57,8 @@ def job_config(problem, cfg):
 
     if isinstance(cfg, tuple):  # a cluster or TMA stores: the shift where gemm_shift.allows it (Sm90Config.shift_last)
         fields = cfg[1]
-        if not gemm_shift.allows(fields.get("cluster_m", 1), fields.get("epilogue", "registers")):
+        if not gemm_shift.allows(fields.get("cluster_m", 1), fields.get("epilogue", "registers"),
+                                 fields.get("residual_read", "global")):
             fields = {"shift_last": False, **fields}
         return attrs.evolve(gemm.plan(problem, "sm90").config, **fields)
     if cfg in ("tile", "tma"):

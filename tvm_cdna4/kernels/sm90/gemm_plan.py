@@ -736,7 +736,7 @@ def planned_loads(config: Sm90Config) -> Sm90Config:
     """``config`` with ``trim_loads`` where ``TRIM_LOADS`` and with ``shift_last`` where ``gemm_shift.SHIFT_LAST``, each
     where the config allows it (``cluster_m`` 1; shifted: the register epilogue, TMA stores too where ``SHIFT_TMA``)."""
     config = attrs.evolve(config, trim_loads=True) if TRIM_LOADS and config.cluster_m == 1 else config
-    shift = SHIFT.SHIFT_LAST and SHIFT.allows(config.cluster_m, config.epilogue)
+    shift = SHIFT.SHIFT_LAST and SHIFT.allows(config.cluster_m, config.epilogue, config.residual_read)
     return attrs.evolve(config, shift_last=True) if shift else config
 
 

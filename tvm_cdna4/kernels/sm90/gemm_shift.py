@@ -55,11 +55,13 @@ def shallow_only(config) -> bool:
     return SHIFT_TMA == HALF and config.epilogue == "tma"
 
 
-def allows(cluster_m: int, epilogue: str) -> bool:
-    """Whether a config of ``cluster_m`` and ``epilogue`` may take ``shift_last`` (the planners' and the options'
-    rule): unclustered (a cluster's pair shares the weights' box), with the register epilogue, or TMA stores where
-    ``SHIFT_TMA``."""
-    return cluster_m == 1 and (epilogue == "registers" or bool(SHIFT_TMA))  # a bool: SHIFT_TMA may be HALF
+def allows(cluster_m: int, epilogue: str, residual_read: str = "global") -> bool:
+    """Whether a config of ``cluster_m``, ``epilogue`` and ``residual_read`` may take ``shift_last`` (the planners'
+    and the options' rule): unclustered (a cluster's pair shares the weights' box), the residual not staged in the
+    chunk buffers (``"chunks"``: the producer loads the tile's own rows, ``gemm_chunkres``), with the register
+    epilogue, or TMA stores where ``SHIFT_TMA``."""
+    return (cluster_m == 1 and residual_read != "chunks"
+            and (epilogue == "registers" or bool(SHIFT_TMA)))  # a bool: SHIFT_TMA may be HALF
 
 
 def token_rows(p) -> tuple:

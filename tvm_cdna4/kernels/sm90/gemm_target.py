@@ -382,8 +382,8 @@ def _replaced(cfg: Sm90Config, fields: dict) -> Sm90Config:
         fields = {**fields, "decomposition": "data-parallel" if fields["split_k"] == 1 else split}
     if fields.get("cluster_m", 1) != 1:  # a cluster loads whole boxes (Sm90Config.trim_loads)
         fields = {"trim_loads": False, **fields}
-    if (not gemm_shift.allows(fields.get("cluster_m", 1), fields.get("epilogue", "registers"))  # Sm90Config.shift_last
-            or fields.get("residual_read") == "chunks"):
+    if not gemm_shift.allows(fields.get("cluster_m", 1), fields.get("epilogue", "registers"),  # Sm90Config.shift_last
+                             fields.get("residual_read", "global")):
         fields = {"shift_last": False, **fields}
     return replace_config(cfg, **fields)
 
