@@ -150,8 +150,9 @@ rounds are not the last CTA's cost (``merge_batch=16``, one round for 3-5, ran n
 within the noise). Batch 8, 32/8 heads, one query: kernel 1.08 us, the last CTA 0.1 us a partial: one launch up to
 10 partitions; batch 32: 3.4 us, up to 34. With the balanced partition the plan weighs ``merge_partials`` (the
 partitions of the longest sequence of a stand-in batch: 9 at batch 8, bf16, the 23.8k hint, for 47 unbalanced).
-The fit spans batch 8-32, one query, up to 60 partitions: batch 64 and 4 queries are the model's extrapolation
-(``gpu_stop45.sh pagedmerge`` times them). One partition (``split_kv`` 1): the last-CTA merge always, even while
+The fit spans batch 8-32, one query, up to 60 partitions; beyond it (batch 64, 4 queries) an H100 ran the choice
+within 0.7 % of the faster merge forced on all 15 rows of ``gpu_stop45.sh pagedmerge`` (stop 56,
+``benchmarks/runs/paged_decode_pagedmerge_h100_2026-12-08.md``). One partition (``split_kv`` 1): the last-CTA merge always, even while
 ``WEIGH_LAST_CTA`` is off (one launch: what an eager call of a small problem costs on the host, issue 37 item 5).
 """
 
